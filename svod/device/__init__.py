@@ -1,0 +1,13 @@
+"""The device contract: specs that cross the pipeline's boundaries, the backend protocols, devices,
+allocators and buffers."""
+
+from svod.device.allocator import Allocator, HostAllocator, ReusePool
+from svod.device.buffer import Buffer
+from svod.device.device import Device, resolver
+from svod.device.launch import ConcreteLaunchDims
+from svod.device.protocols import Compiler, Program, Renderer, RuntimeFactory
+from svod.device.spec import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
+
+__all__ = ["Allocator", "Buffer", "CompiledSpec", "Compiler", "ConcreteLaunchDims", "Device", "HostAllocator",
+           "KernelMetadata", "Program", "ProgramSpec", "Renderer", "ReusePool", "RuntimeFactory", "Variable",
+           "derive_metadata", "resolver"]

@@ -1,0 +1,67 @@
+"""``Device``: one device's allocator, its (renderer, compiler) pairs and its runtime factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from svod.device.allocator import Allocator
+from svod.device.protocols import Compiler, Renderer, RuntimeFactory
+from svod.dtype import DeviceSpec
+from svod.errors import DeviceError
+
+
+class Device:
+    """A device svod can run on. The first (renderer, compiler) pair is the primary one."""
+
+    def __init__(self, device: DeviceSpec | str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
+                 runtime: RuntimeFactory, *, alternatives: Sequence[tuple[Renderer, Compiler]] = ()) -> None:
+        self.device = DeviceSpec.parse(device)
+        self.allocator = allocator
+        self.compilers: list[tuple[Renderer, Compiler]] = [(renderer, compiler), *alternatives]
+        self.runtime = runtime
+
+    def __repr__(self) -> str:
+        return f"Device({self.device}, compiler={self.compiler.cache_key!r})"
+
+    @property
+    def name(self) -> str:
+        return str(self.device)
+
+    @property
+    def renderer(self) -> Renderer:
+        return self.compilers[0][0]
+
+    @property
+    def compiler(self) -> Compiler:
+        return self.compilers[0][1]
+
+    def base_device_key(self) -> str:
+        """The device name without its id: compiled code is shared between ``CUDA:0`` and ``CUDA:1``."""
+        return self.device.base_type
+
+
+DeviceOpener = Callable[[str], Device]
+
+
+class DeviceResolver:
+    """Turns device names into ``Device``s for code below the backend layer (buffers, for one).
+
+    The backend registry installs its lookup here when it is imported; the device layer never imports
+    a backend.
+    """
+
+    def __init__(self) -> None:
+        self._opener: DeviceOpener | None = None
+
+    def install(self, opener: DeviceOpener | None) -> None:
+        self._opener = opener
+
+    def resolve(self, device: Device | str) -> Device:
+        if isinstance(device, Device):
+            return device
+        if self._opener is None:
+            raise DeviceError("no device registry is installed; import svod first", value=device)
+        return self._opener(device)
+
+
+resolver = DeviceResolver()

@@ -1,0 +1,110 @@
+"""Launch sizes: symbolic UOp expressions evaluated per dispatch in checked 64-bit signed arithmetic.
+
+Nothing here wraps: an overflow, a division by zero, a float, an unsupported op or a non-positive
+dimension is a ``LaunchError`` that says which, and a variable outside its bounds a ``VariableError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from svod.errors import LaunchError, VariableError
+from svod.ir import Ops, UOp
+from svod.ir.alu import trunc_quotient
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConcreteLaunchDims:
+    """Launch sizes of one dispatch; ``local_size`` is None when the backend picks work-group sizes."""
+
+    global_size: tuple[int, int, int]
+    local_size: tuple[int, int, int] | None
+
+
+def _checked(value: int, what: str) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise LaunchError(f"invalid launch-size arithmetic: {what} overflows 64-bit signed", value=value)
+    return value
+
+
+def _divide(a: int, b: int, op: Ops) -> int:
+    if b == 0:
+        raise LaunchError(f"invalid launch-size arithmetic: {op.name} by zero", value=a)
+    quotient = _checked(trunc_quotient(a, b), op.name)
+    return quotient if op is Ops.IDIV else a - b * quotient
+
+
+_BINARY: dict[Ops, Callable[[int, int], int]] = {
+    Ops.ADD: lambda a, b: _checked(a + b, "ADD"),
+    Ops.SUB: lambda a, b: _checked(a - b, "SUB"),
+    Ops.MUL: lambda a, b: _checked(a * b, "MUL"),
+    Ops.IDIV: lambda a, b: _divide(a, b, Ops.IDIV),
+    Ops.MOD: lambda a, b: _divide(a, b, Ops.MOD),
+    Ops.MAX: max,
+}
+_PASS_THROUGH = (Ops.CAST, Ops.BITCAST, Ops.AFTER)
+
+
+def check_var_value(name: str, value: object, lo: int, hi: int) -> int:
+    """``value`` as an int, if it is an integer within ``[lo, hi]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise VariableError(f"variable {name} must be integer", value=value)
+    if not lo <= value <= hi:
+        raise VariableError(f"variable {name}={value} is outside bounds [{lo}, {hi}]", value=value)
+    return value
+
+
+def evaluate(expr: UOp, var_vals: Mapping[str, int]) -> int:
+    """The integer value of launch-size expression ``expr`` for the given variable values.
+
+    A variable is looked up where it is used, so one under a BIND needs no runtime value.
+    """
+    values: dict[UOp, int] = {}
+
+    def value(node: UOp) -> int:
+        return _variable(node, var_vals) if node.op is Ops.DEFINE_VAR else values[node]
+
+    for node in expr.toposort():
+        if node.op is not Ops.DEFINE_VAR:
+            values[node] = _evaluate_node(node, value)
+    return value(expr)
+
+
+def _variable(node: UOp, var_vals: Mapping[str, int]) -> int:
+    name, lo, hi = node.arg
+    if name not in var_vals:
+        raise VariableError(f"missing runtime value for launch-size variable {name}", value=name)
+    return check_var_value(name, var_vals[name], lo, hi)
+
+
+def _evaluate_node(node: UOp, value: Callable[[UOp], int]) -> int:
+    op = node.op
+    if op is Ops.CONST:
+        if isinstance(node.arg, float):
+            raise LaunchError("launch size must be integer, not a float constant", value=node.arg)
+        return _checked(int(node.arg), "constant")
+    if op is Ops.BIND:
+        name, lo, hi = node.src[0].arg
+        return check_var_value(name, value(node.src[1]), lo, hi)
+    if op in _BINARY:
+        return _BINARY[op](value(node.src[0]), value(node.src[1]))
+    if op is Ops.NEG:
+        return _checked(-value(node.src[0]), "NEG")
+    if op is Ops.ABS:
+        return _checked(abs(value(node.src[0])), "ABS")
+    if op in _PASS_THROUGH:
+        return value(node.src[0])
+    raise LaunchError(f"op {op.name} is unsupported in a launch size", value=op)
+
+
+def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[int, int, int]:
+    """Three launch dimensions, each evaluated and checked to be positive."""
+    dims = tuple(evaluate(size, var_vals) for size in sizes)
+    for axis, dim in enumerate(dims):
+        if dim <= 0:
+            raise LaunchError(f"launch dimension {axis} evaluated to non-positive value {dim}", value=dim)
+    return dims  # type: ignore[return-value]

@@ -1,0 +1,54 @@
+"""The three roles a backend fills: a ``Renderer`` makes source, a ``Compiler`` compiles it, and a runtime
+factory turns the result into a ``Program`` that runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from svod.device.spec import CompiledSpec, ProgramSpec
+from svod.dtype import DeviceSpec
+from svod.ir import PatternMatcher, UOp
+
+
+@runtime_checkable
+class Program(Protocol):
+    """A loaded kernel. Stateless and reentrant: one program may run on several host threads at once.
+
+    ``buffers`` are raw addresses or backend handles in kernel argument order; ``vals`` are variable
+    values in ``var_names`` order; launch sizes are the evaluated ones of this dispatch.
+    """
+
+    name: str
+
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int],
+                global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None: ...
+
+
+@runtime_checkable
+class Compiler(Protocol):
+    """Turns a rendered ``ProgramSpec`` into a ``CompiledSpec``.
+
+    ``cache_key`` names everything that changes the output (toolchain, version, target, flags): compiled
+    code is cached under it, so two compilers with one key must produce interchangeable code.
+    """
+
+    cache_key: str
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec: ...
+
+
+@runtime_checkable
+class Renderer(Protocol):
+    """Lowers a kernel AST for ``device`` and renders it to source, as a ``ProgramSpec``."""
+
+    device: DeviceSpec
+
+    def render(self, ast: UOp, name: str | None = None) -> ProgramSpec: ...
+
+    def decompositor(self) -> PatternMatcher | None: ...
+
+
+RuntimeFactory = Callable[[CompiledSpec], Program]
+"""Loads a compiled kernel into a runnable ``Program``."""

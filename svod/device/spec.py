@@ -1,0 +1,262 @@
+"""What crosses the renderer -> compiler -> runtime boundaries: ``ProgramSpec`` and ``CompiledSpec``.
+
+::
+
+    Renderer.render(ast) ──> ProgramSpec ──> Compiler.compile ──> CompiledSpec ──> runtime factory ──> Program
+
+Both specs describe one kernel: its buffers (``globals``, and which are written ``outs`` and read
+``ins``), its symbolic variables, and its launch sizes as UOp expressions that are evaluated per dispatch.
+All of it is derived from the kernel SINK in one walk (``derive_metadata``); a PROGRAM UOp may carry
+``KernelMetadata`` that overrides what was derived.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from svod.device.launch import ConcreteLaunchDims, evaluate_dims
+from svod.dtype import DeviceSpec
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+from svod.ir.ops import STAGES
+
+LaunchSize = tuple[UOp, UOp, UOp]
+T = TypeVar("T")
+ONE = UOp.index_const(1)
+ONES: LaunchSize = (ONE, ONE, ONE)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A symbolic integer of a kernel and its inclusive bounds."""
+
+    name: str
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class KernelMetadata:
+    """Buffers, variables and launch sizes of a kernel. Empty fields and all-ones sizes mean "not set"."""
+
+    name: str = ""
+    vars: tuple[Variable, ...] = ()
+    globals: tuple[int, ...] = ()
+    outs: tuple[int, ...] = ()
+    ins: tuple[int, ...] = ()
+    global_size: LaunchSize = ONES
+    local_size: LaunchSize | None = ONES
+
+    @property
+    def var_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.vars)
+
+    @property
+    def has_launch_dims(self) -> bool:
+        return self.global_size != ONES or self.local_size != ONES
+
+
+_SPECIAL_AXIS = re.compile(r"(\d+)$")
+
+
+def _param_slot(index: UOp) -> int | None:
+    """The PARAM slot a LOAD or STORE goes through (looking under a CAST), or None for other memory."""
+    if index.op is Ops.CAST:
+        index = index.src[0]
+    if index.op is Ops.INDEX and index.src[0].op is Ops.PARAM:
+        return int(index.src[0].arg)
+    return None
+
+
+def derive_metadata(ast: UOp) -> KernelMetadata:
+    """Everything a spec needs to know about ``ast``, from one walk of its toposort."""
+    variables: dict[str, Variable] = {}
+    params: set[int] = set()
+    outs: set[int] = set()
+    ins: set[int] = set()
+    global_size = list(ONES)
+    local_size: list[UOp] | None = list(ONES)
+    for node in ast.toposort():
+        if node.op is Ops.DEFINE_VAR:
+            var = Variable(*node.arg)
+            if variables.setdefault(var.name, var) != var:
+                raise GraphError(f"variable {var.name} is defined with two different bounds",
+                                 value=(variables[var.name], var))
+            if var.name == "core_id":
+                global_size[0] = UOp.index_const(var.max + 1)
+        elif node.op is Ops.PARAM:
+            params.add(int(node.arg))
+        elif node.op is Ops.STORE and (slot := _param_slot(node.src[0])) is not None:
+            outs.add(slot)
+        elif node.op is Ops.LOAD and (slot := _param_slot(node.src[0])) is not None:
+            ins.add(slot)
+        elif node.op is Ops.SPECIAL:
+            local_size = _apply_special(node, global_size, local_size)
+    return KernelMetadata(
+        name=ast.arg if ast.op is Ops.SINK and isinstance(ast.arg, str) else "",
+        vars=tuple(variables[name] for name in sorted(variables)),
+        globals=tuple(sorted(params)), outs=tuple(sorted(outs)), ins=tuple(sorted(ins)),
+        global_size=tuple(global_size),  # type: ignore[arg-type]
+        local_size=None if local_size is None else tuple(local_size),  # type: ignore[arg-type]
+    )
+
+
+def _apply_special(node: UOp, global_size: list[UOp], local_size: list[UOp] | None) -> list[UOp] | None:
+    """``gidxN`` sets global N, ``lidxN`` local N, ``idxN`` global N with no local size; else nothing."""
+    name: str = node.arg
+    digits = _SPECIAL_AXIS.search(name)
+    if digits is None or int(digits.group(1)) >= 3:
+        return local_size
+    axis = int(digits.group(1))
+    if name.startswith("g"):
+        global_size[axis] = node.src[0]
+    elif name.startswith("l"):
+        if local_size is not None:
+            local_size[axis] = node.src[0]
+    elif name.startswith("i"):
+        global_size[axis] = node.src[0]
+        return None
+    return local_size
+
+
+def _as_size(dims: Sequence[UOp | int]) -> LaunchSize:
+    if len(dims) != 3:
+        raise GraphError("a launch size has exactly three dimensions", value=tuple(dims))
+    return tuple(d if isinstance(d, UOp) else UOp.index_const(d) for d in dims)  # type: ignore[return-value]
+
+
+class ProgramSpec:
+    """A rendered kernel: source plus the metadata a compiler and a runtime need to run it."""
+
+    def __init__(self, name: str, src: str, device: DeviceSpec | str, ast: UOp) -> None:
+        self.name = name
+        self.src = src
+        self.device = DeviceSpec.parse(device)
+        self.ast = ast
+        self.global_size: LaunchSize = ONES
+        self.local_size: LaunchSize | None = ONES
+        self.vars: list[Variable] = []
+        self.var_names: list[str] = []
+        self.globals: list[int] = []
+        self.outs: list[int] = []
+        self.ins: list[int] = []
+        self.buf_count = 0
+
+    def __repr__(self) -> str:
+        return (f"ProgramSpec({self.name!r}, device={self.device}, globals={self.globals}, outs={self.outs}, "
+                f"vars={self.var_names})")
+
+    def add_var(self, var: Variable) -> None:
+        if all(v.name != var.name for v in self.vars):
+            self.vars = sorted([*self.vars, var], key=lambda v: v.name)
+            self.var_names = [v.name for v in self.vars]
+
+    def set_var_names(self, names: Iterable[str]) -> None:
+        self.var_names = list(names)
+
+    def set_work_sizes(self, global_size: Sequence[int], local_size: Sequence[int] | None) -> None:
+        self.set_launch_dims(_as_size(global_size), None if local_size is None else _as_size(local_size))
+
+    def set_launch_dims(self, global_size: Sequence[UOp | int], local_size: Sequence[UOp | int] | None) -> None:
+        self.global_size = _as_size(global_size)
+        self.local_size = None if local_size is None else _as_size(local_size)
+
+    def set_buffer_metadata(self, globals_: Iterable[int], outs: Iterable[int], ins: Iterable[int]) -> None:
+        self.globals, self.outs, self.ins = sorted(set(globals_)), sorted(set(outs)), sorted(set(ins))
+        self.buf_count = len(self.globals)
+
+    def apply_metadata(self, meta: KernelMetadata, *, only_set: bool = False) -> None:
+        """Take ``meta``'s fields; with ``only_set``, only the non-empty ones (metadata precedence)."""
+        def take(given: tuple[T, ...], current: Sequence[T]) -> Sequence[T]:
+            return given if given or not only_set else current
+
+        self.vars = list(take(meta.vars, self.vars))
+        self.var_names = [v.name for v in self.vars]
+        self.set_buffer_metadata(take(meta.globals, self.globals), take(meta.outs, self.outs),
+                                 take(meta.ins, self.ins))
+        if meta.has_launch_dims or not only_set:
+            self.set_launch_dims(meta.global_size, meta.local_size)
+
+    def apply_derived_metadata_from_ast(self) -> None:
+        self.apply_metadata(derive_metadata(self.ast))
+
+    def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
+        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, var_vals)
+
+    @staticmethod
+    def resolve_launch_dims(global_size: Sequence[UOp], local_size: Sequence[UOp] | None,
+                            var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
+        return ConcreteLaunchDims(evaluate_dims(tuple(global_size), var_vals),
+                                  None if local_size is None else evaluate_dims(tuple(local_size), var_vals))
+
+    @staticmethod
+    def from_uop(program: UOp) -> ProgramSpec:
+        """The spec of a PROGRAM UOp: stages checked, metadata derived, attached metadata applied on top."""
+        if not isinstance(program, UOp) or program.op is not Ops.PROGRAM:
+            raise GraphError("expected PROGRAM", stage="PROGRAM",
+                             value=program.op if isinstance(program, UOp) else program)
+        stages = program.src
+        for position, (want, required) in enumerate(zip(STAGES, (True, True, True, True, False), strict=True)):
+            if position >= len(stages):
+                if required:
+                    raise GraphError(f"PROGRAM is missing its {want.name} stage", stage=want.name)
+                continue
+            if stages[position].op is not want:
+                raise GraphError(f"PROGRAM stage {position} must be {want.name}", stage=want.name,
+                                 value=stages[position].op)
+        if len(stages) > len(STAGES):
+            raise GraphError("PROGRAM has more stages than SINK, DEVICE, LINEAR, SOURCE, BINARY",
+                             stage="BINARY", value=len(stages))
+        sink, device, _, source = stages[:4]
+        derived = derive_metadata(sink)
+        spec = ProgramSpec(derived.name or "kernel", source.arg, device.arg, sink)
+        spec.apply_metadata(derived)
+        if program.arg is not None:
+            if not isinstance(program.arg, KernelMetadata):
+                raise GraphError("PROGRAM metadata must be KernelMetadata", stage="PROGRAM", value=program.arg)
+            spec.apply_metadata(program.arg, only_set=True)
+            spec.name = program.arg.name or spec.name
+        return spec
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSpec:
+    """A compiled kernel: ``src`` for JIT backends or ``bytes`` for AOT ones, plus what a launch needs."""
+
+    name: str
+    src: str | None
+    bytes: builtins.bytes | None
+    ast: UOp
+    var_names: tuple[str, ...]
+    global_size: LaunchSize
+    local_size: LaunchSize | None
+    buf_count: int
+
+    @staticmethod
+    def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
+        meta = derive_metadata(ast)
+        return CompiledSpec(name, src, None, ast, meta.var_names, meta.global_size, meta.local_size, buf_count)
+
+    @staticmethod
+    def from_bytes(name: str, data: builtins.bytes, ast: UOp) -> CompiledSpec:
+        meta = derive_metadata(ast)
+        return CompiledSpec(name, None, bytes(data), ast, meta.var_names, meta.global_size, meta.local_size,
+                            len(meta.globals))
+
+    @staticmethod
+    def from_source_with_sizes(name: str, src: str, ast: UOp, global_size: Sequence[UOp | int],
+                               local_size: Sequence[UOp | int] | None, buf_count: int) -> CompiledSpec:
+        meta = derive_metadata(ast)
+        return CompiledSpec(name, src, None, ast, meta.var_names, _as_size(global_size),
+                            None if local_size is None else _as_size(local_size), buf_count)
+
+    @staticmethod
+    def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes | None = None) -> CompiledSpec:
+        """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes."""
+        return CompiledSpec(spec.name, src, data, spec.ast, tuple(spec.var_names), spec.global_size,
+                            spec.local_size, spec.buf_count)
+

@@ -1,0 +1,184 @@
+"""Scalar, vector and pointer dtypes, and ``DeviceSpec``: what a value is and where it lives."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from svod.errors import DeviceError, SvodError
+
+Kind = Literal["void", "bool", "int", "uint", "float"]
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """A scalar type, or a vector of ``count`` scalars. Compared by value, so dtypes are plain data."""
+
+    name: str
+    itemsize: int
+    kind: Kind
+    count: int = 1
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+
+    @property
+    def scalar(self) -> DType:
+        return self if self.count == 1 else DType(self.name, self.itemsize // self.count, self.kind)
+
+    def vec(self, count: int) -> DType:
+        if self.count != 1 or count < 1:
+            raise SvodError(f"cannot make a vector of {count} x {self!r}")
+        return self if count == 1 else DType(self.name, self.itemsize * count, self.kind, count)
+
+    def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
+        """A pointer to ``size`` elements of this dtype (-1 when the size is symbolic)."""
+        return PtrDType(self.name, 8, self.kind, 1, self, size, local)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        """Integer in the arithmetic sense: signed, unsigned and ``index``; not bool."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.scalar.itemsize
+
+    @property
+    def numpy(self) -> np.dtype:
+        if self.kind == "void" or self.count != 1:
+            raise SvodError(f"{self!r} has no numpy equivalent")
+        return np.dtype(_NUMPY_NAMES.get(self.name, self.name))
+
+    @property
+    def min(self) -> int | float:
+        """The smallest value of the type (``-inf`` for floats)."""
+        if self.kind == "float":
+            return -math.inf
+        if self.kind in ("bool", "uint"):
+            return 0
+        return -(1 << (self.bits - 1))
+
+    @property
+    def max(self) -> int | float:
+        if self.kind == "float":
+            return math.inf
+        if self.kind == "bool":
+            return 1
+        return (1 << (self.bits - (self.kind == "int"))) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PtrDType(DType):
+    """A pointer to ``size`` elements of ``base``; ``local`` marks registers and work-group memory."""
+
+    base: DType = DType("void", 0, "void")
+    size: int = -1
+    local: bool = False
+
+    def __repr__(self) -> str:
+        return f"{self.base!r}.ptr({self.size}{', local=True' if self.local else ''})"
+
+    @property
+    def numpy(self) -> np.dtype:
+        raise SvodError(f"pointer dtype {self!r} has no numpy equivalent")
+
+
+_NUMPY_NAMES = {"index": "int64"}
+
+
+class dtypes:  # noqa: N801 - the public spelling of API.md
+    """The dtype namespace: ``dtypes.float32``, ``dtypes.from_numpy(...)``."""
+
+    void: ClassVar[DType] = DType("void", 0, "void")
+    bool: ClassVar[DType] = DType("bool", 1, "bool")
+    int8: ClassVar[DType] = DType("int8", 1, "int")
+    int16: ClassVar[DType] = DType("int16", 2, "int")
+    int32: ClassVar[DType] = DType("int32", 4, "int")
+    int64: ClassVar[DType] = DType("int64", 8, "int")
+    uint8: ClassVar[DType] = DType("uint8", 1, "uint")
+    uint16: ClassVar[DType] = DType("uint16", 2, "uint")
+    uint32: ClassVar[DType] = DType("uint32", 4, "uint")
+    uint64: ClassVar[DType] = DType("uint64", 8, "uint")
+    float16: ClassVar[DType] = DType("float16", 2, "float")
+    float32: ClassVar[DType] = DType("float32", 4, "float")
+    float64: ClassVar[DType] = DType("float64", 8, "float")
+    index: ClassVar[DType] = DType("index", 8, "int")
+    """The integer type of indices and launch sizes: 64-bit signed semantics."""
+
+    @staticmethod
+    def all() -> tuple[DType, ...]:
+        return _SCALARS
+
+    @staticmethod
+    def from_numpy(np_dtype: np.dtype | type | str) -> DType:
+        name = np.dtype(np_dtype).name
+        found = _BY_NUMPY_NAME.get(name)
+        if found is None:
+            raise SvodError(f"numpy dtype {name} has no svod dtype")
+        return found
+
+    @staticmethod
+    def from_name(name: str) -> DType:
+        found = _BY_NAME.get(name)
+        if found is None:
+            raise SvodError(f"unknown dtype name {name!r}")
+        return found
+
+
+_SCALARS: tuple[DType, ...] = (
+    dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
+    dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64, dtypes.index,
+)
+_BY_NAME = {dt.name: dt for dt in (*_SCALARS, dtypes.void)}
+_BY_NUMPY_NAME = {dt.name: dt for dt in _SCALARS if dt is not dtypes.index}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSpec:
+    """A device name in canonical form: ``CPU``, ``PYTHON``, ``CL:0``, ``CUDA:1``.
+
+    Host devices have no id in their canonical name; devices that can exist several times do, and a bare
+    name means id 0.
+    """
+
+    base_type: str
+    device_id: int = 0
+
+    KNOWN: ClassVar[dict[str, bool]] = {"CPU": False, "PYTHON": False, "CL": True, "CUDA": True}
+    """Each known base type, and whether it takes a device id."""
+
+    @classmethod
+    def parse(cls, name: str | DeviceSpec) -> DeviceSpec:
+        if isinstance(name, DeviceSpec):
+            return name
+        if not isinstance(name, str):
+            raise DeviceError("a device name must be a string", value=name)
+        base, sep, ident = name.strip().upper().partition(":")
+        if base not in cls.KNOWN:
+            raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls.KNOWN)}", value=name)
+        if not sep:
+            return cls(base)
+        if not ident.isdigit():
+            raise DeviceError(f"device id in {name!r} must be a non-negative integer", value=name)
+        if not cls.KNOWN[base] and int(ident) != 0:
+            raise DeviceError(f"device {base} has a single instance; {name!r} names another", value=name)
+        return cls(base, int(ident))
+
+    def __str__(self) -> str:
+        return f"{self.base_type}:{self.device_id}" if self.KNOWN[self.base_type] else self.base_type
+
+    @property
+    def is_host(self) -> bool:
+        return not self.KNOWN[self.base_type]

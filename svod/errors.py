@@ -1,0 +1,70 @@
+"""Every failure a user can cause is an ``SvodError`` that names the kernel, the stage and the value.
+
+The fields are kept as attributes so callers can branch on them; the message is built from them so a
+traceback alone says what went wrong, where, and with what.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_UNSET: Any = object()
+
+
+class SvodError(Exception):
+    """Base of all svod errors.
+
+    ``kernel`` is the kernel's name, ``stage`` the pipeline stage (``render``, ``compile``, ``launch``,
+    ``bind``, ...) and ``value`` the offending value; each is optional and shown in the message when set.
+    """
+
+    def __init__(self, message: str, *, kernel: str | None = None, stage: str | None = None,
+                 value: Any = _UNSET) -> None:
+        self.detail = message
+        self.kernel = kernel
+        self.stage = stage
+        self.value = None if value is _UNSET else value
+        where = ", ".join(part for part in (
+            f"kernel {kernel!r}" if kernel else "",
+            f"stage {stage}" if stage else "",
+        ) if part)
+        text = f"[{where}] {message}" if where else message
+        if value is not _UNSET:
+            text += f" (got {value!r})"
+        super().__init__(text)
+
+
+class DeviceError(SvodError):
+    """A device name that svod does not know, or a device that is not present here."""
+
+
+class GraphError(SvodError):
+    """A malformed UOp graph: wrong sources, dtypes that do not fit, a stage missing from a PROGRAM."""
+
+
+class VariableError(SvodError):
+    """A symbolic variable that is missing, out of its bounds, or fixed and passed again."""
+
+
+class LaunchError(SvodError):
+    """A launch size that cannot be evaluated: bad arithmetic, a float, a non-positive dimension."""
+
+
+class BufferMismatchError(SvodError):
+    """A buffer of the wrong count, dtype, size or device for the kernel it is given to."""
+
+
+class CompileError(SvodError):
+    """The backend's compiler rejected the rendered source. Carries the source and the compiler's log."""
+
+    def __init__(self, message: str, *, source: str, log: str, kernel: str | None = None,
+                 stage: str = "compile") -> None:
+        self.source = source
+        self.log = log
+        numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
+        super().__init__(f"{message}\n--- compiler output ---\n{log.strip()}\n--- source ---\n{numbered}",
+                         kernel=kernel, stage=stage)
+
+
+class CacheError(SvodError):
+    """An on-disk cache entry that failed its integrity check (handled internally by rebuilding)."""

@@ -1,0 +1,176 @@
+"""What every ALU op computes, in C semantics, on Python values.
+
+This is the single definition of op semantics: constant folding uses it, and the PYTHON reference device
+interprets kernels with it. Integers wrap to their width; ``//`` and ``%`` truncate toward zero as in C;
+floats round to their width after every op. Where C leaves behaviour undefined, svod defines it, and every
+renderer emits code with the same result:
+
+- integer division or modulo by zero divides by one (``x // 0 == x``, ``x % 0 == 0``), and the most
+  negative value divided by -1 wraps, so no kernel can trap;
+- ``MAX`` is IEEE maxNum: a NaN operand yields the other operand.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Sequence
+
+from svod.dtype import DType
+from svod.errors import SvodError
+from svod.ir.ops import Ops
+
+Value = bool | int | float
+
+
+def wrap_int(value: int, dtype: DType) -> int:
+    """Two's-complement wraparound of ``value`` to the width of ``dtype``."""
+    bits = dtype.bits
+    value &= (1 << bits) - 1
+    if dtype.kind == "int" and value >> (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+_PACK_FORMAT = {"float16": "e", "float32": "f"}
+
+
+def round_float(value: float, dtype: DType) -> float:
+    """Round a Python float to the precision of ``dtype`` (round to nearest even, overflow to inf)."""
+    fmt = _PACK_FORMAT.get(dtype.name)
+    if fmt is None or math.isnan(value) or math.isinf(value):
+        return value
+    try:
+        return float(struct.unpack(fmt, struct.pack(fmt, value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def convert(value: Value, dtype: DType) -> Value:
+    """A value of any scalar type converted to ``dtype`` as a C cast would, or as svod defines it.
+
+    A float that does not fit the integer type (NaN, infinity) becomes the type's minimum, as x86 does.
+    """
+    if dtype.kind == "bool":
+        return bool(value)
+    if dtype.is_float:
+        return round_float(float(value), dtype)
+    if dtype.is_int:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return int(dtype.min)
+            value = math.trunc(value)
+        return wrap_int(int(value), dtype)
+    raise SvodError(f"cannot convert a value to {dtype!r}", value=value)
+
+
+def bitcast(value: Value, src: DType, dst: DType) -> Value:
+    """Reinterpret the bytes of ``value`` (of ``src``) as ``dst``; both must have one size."""
+    if src.itemsize != dst.itemsize:
+        raise SvodError(f"bitcast from {src!r} to {dst!r} changes the size")
+    data = struct.pack(_struct_code(src), value)
+    return convert(struct.unpack(_struct_code(dst), data)[0], dst)
+
+
+def _struct_code(dtype: DType) -> str:
+    codes = {"bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
+             "uint32": "I", "int64": "q", "index": "q", "uint64": "Q", "float16": "e", "float32": "f",
+             "float64": "d"}
+    return "<" + codes[dtype.name]
+
+
+def trunc_quotient(a: int, b: int) -> int:
+    """``a / b`` truncated toward zero, exactly (no wraparound); ``b`` must not be zero."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def trunc_div(a: int, b: int, dtype: DType) -> int:
+    """C's ``a / b`` on integers of ``dtype``, with svod's definition for a zero divisor."""
+    return a if b == 0 else wrap_int(trunc_quotient(a, b), dtype)
+
+
+def trunc_mod(a: int, b: int, dtype: DType) -> int:
+    """C's ``a % b``: the sign follows the dividend."""
+    return 0 if b == 0 else wrap_int(a - b * trunc_quotient(a, b), dtype)
+
+
+def _fdiv(a: float, b: float) -> float:
+    if b == 0.0:
+        if a == 0.0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+def _exp2(a: float) -> float:
+    try:
+        return math.pow(2.0, a)
+    except OverflowError:
+        return math.inf
+
+
+def _log2(a: float) -> float:
+    if math.isnan(a) or a < 0.0:
+        return math.nan
+    if a == 0.0:
+        return -math.inf
+    return math.log2(a)
+
+
+def _sin(a: float) -> float:
+    return math.nan if math.isinf(a) else math.sin(a)
+
+
+def _sqrt(a: float) -> float:
+    return math.nan if a < 0.0 else math.sqrt(a)
+
+
+def _maxnum(a: float, b: float) -> float:
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    return max(a, b)
+
+
+_FLOAT_OPS: dict[Ops, Callable[..., float]] = {
+    Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
+    Ops.RECIPROCAL: lambda a: _fdiv(1.0, a), Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
+    Ops.MUL: lambda a, b: a * b, Ops.FDIV: _fdiv, Ops.MAX: _maxnum,
+}
+_INT_OPS: dict[Ops, Callable[..., int]] = {
+    Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
+    Ops.MUL: lambda a, b: a * b, Ops.MAX: max, Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b,
+    Ops.XOR: lambda a, b: a ^ b,
+}
+_COMPARE: dict[Ops, Callable[[Value, Value], bool]] = {
+    Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
+}
+
+
+def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
+    """The result of ALU ``op`` with result type ``dtype`` on already-converted ``operands``."""
+    if op in _COMPARE:
+        return _COMPARE[op](operands[0], operands[1])
+    if op is Ops.WHERE:
+        return operands[1] if operands[0] else operands[2]
+    if dtype.is_float:
+        return round_float(_FLOAT_OPS[op](*(float(v) for v in operands)), dtype)
+    if dtype.kind == "bool":
+        if op in (Ops.AND, Ops.MUL):
+            return bool(operands[0]) and bool(operands[1])
+        if op in (Ops.OR, Ops.MAX, Ops.ADD):
+            return bool(operands[0]) or bool(operands[1])
+        if op in (Ops.XOR, Ops.CMPNE):
+            return bool(operands[0]) != bool(operands[1])
+        raise SvodError(f"{op!r} is not defined on bool")
+    ints = [int(v) for v in operands]
+    if op is Ops.IDIV:
+        return trunc_div(ints[0], ints[1], dtype)
+    if op is Ops.MOD:
+        return trunc_mod(ints[0], ints[1], dtype)
+    fn = _INT_OPS.get(op)
+    if fn is None:
+        raise SvodError(f"{op!r} is not defined on {dtype!r}")
+    return wrap_int(fn(*ints), dtype)

@@ -1,0 +1,141 @@
+"""Pattern matching on UOps and the graph rewrite engine every pass is built from.
+
+A ``PatternMatcher`` is a list of (``UPat``, callback) rules. ``graph_rewrite`` rewrites a graph bottom up:
+each node is rebuilt over its rewritten sources, then rules are applied to it until none matches, and the
+result is rewritten in turn, so the output contains no node any rule would still change.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from svod.dtype import DType
+from svod.errors import GraphError
+from svod.ir.ops import COMMUTATIVE, Ops
+from svod.ir.uop import UOp
+
+_ANY: Any = object()
+
+Rewrite = Callable[..., UOp | None]
+
+
+class UPat:
+    """A pattern over UOps. ``None`` / unset fields match anything; ``name`` binds the matched node."""
+
+    __slots__ = ("arg", "dtypes", "name", "ops", "src")
+
+    def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None,
+                 src: tuple[UPat, ...] | None = None, arg: Any = _ANY, name: str | None = None) -> None:
+        self.ops = None if op is None else frozenset((op,) if isinstance(op, Ops) else op)
+        self.dtypes = None if dtype is None else frozenset((dtype,) if isinstance(dtype, DType) else dtype)
+        self.src = src
+        self.arg = arg
+        self.name = name
+
+    @staticmethod
+    def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(dtype=dtype, name=name)
+
+    @staticmethod
+    def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, name=name)
+
+    @staticmethod
+    def const(value: Any, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, arg=value)
+
+    def match(self, u: UOp, bindings: dict[str, UOp]) -> bool:
+        if self.ops is not None and u.op not in self.ops:
+            return False
+        if self.dtypes is not None and u.dtype not in self.dtypes:
+            return False
+        if self.arg is not _ANY and not (type(u.arg) is type(self.arg) and u.arg == self.arg):
+            return False
+        if self.name is not None:
+            bound = bindings.get(self.name)
+            if bound is not None and bound is not u:
+                return False
+            bindings[self.name] = u
+        if self.src is None:
+            return True
+        if len(self.src) != len(u.src):
+            return False
+        if self._match_srcs(self.src, u.src, bindings):
+            return True
+        if len(u.src) == 2 and self.ops is not None and self.ops <= COMMUTATIVE:
+            return self._match_srcs(self.src, (u.src[1], u.src[0]), bindings)
+        return False
+
+    @staticmethod
+    def _match_srcs(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], bindings: dict[str, UOp]) -> bool:
+        trial = dict(bindings)
+        if all(p.match(s, trial) for p, s in zip(pats, srcs, strict=True)):
+            bindings.update(trial)
+            return True
+        return False
+
+
+class PatternMatcher:
+    """Rules tried in order; the first whose pattern matches and whose callback returns a UOp wins.
+
+    A callback receives the bound names as keyword arguments, and ``ctx`` too when it declares it.
+    """
+
+    def __init__(self, rules: Iterable[tuple[UPat, Rewrite]]) -> None:
+        self.rules = list(rules)
+        self._by_op: dict[Ops, list[tuple[UPat, Rewrite, bool]]] = {op: [] for op in Ops}
+        for pat, fn in self.rules:
+            wants_ctx = "ctx" in inspect.signature(fn).parameters
+            for op in pat.ops if pat.ops is not None else Ops:
+                self._by_op[op].append((pat, fn, wants_ctx))
+
+    def __add__(self, other: PatternMatcher) -> PatternMatcher:
+        return PatternMatcher(self.rules + other.rules)
+
+    def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+        for pat, fn, wants_ctx in self._by_op[u.op]:
+            bindings: dict[str, UOp] = {}
+            if pat.match(u, bindings):
+                result = fn(ctx=ctx, **bindings) if wants_ctx else fn(**bindings)
+                if result is not None and result is not u:
+                    return result
+        return None
+
+
+def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: str = "rewrite",
+                  max_steps: int = 1_000_000) -> UOp:
+    """Rewrite ``root`` bottom up to a fixed point of ``matcher``. Iterative: deep graphs do not recurse.
+
+    ``max_steps`` bounds the work so that rules that undo each other fail loudly instead of hanging.
+    """
+    done: dict[UOp, UOp] = {}
+    # frames: (node, state, target); state 0 = visit, 1 = sources done, 2 = take the result of ``target``
+    stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+    steps = 0
+    while stack:
+        steps += 1
+        if steps > max_steps:
+            raise GraphError(f"pass {name} did not reach a fixed point in {max_steps} steps", stage=name)
+        node, state, target = stack.pop()
+        if state == 2:
+            done[node] = done[target]  # type: ignore[index]
+            continue
+        if node in done:
+            continue
+        if state == 0:
+            stack.append((node, 1, None))
+            stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+            continue
+        new_src = tuple(done[s] for s in node.src)
+        rebuilt = node if new_src == node.src else node.replace(src=new_src)
+        result = matcher.rewrite(rebuilt, ctx)
+        if result is None:
+            done[node] = rebuilt
+            if rebuilt is not node:
+                done.setdefault(rebuilt, rebuilt)
+        else:
+            stack.append((node, 2, result))
+            stack.append((result, 0, None))
+    return done[root]

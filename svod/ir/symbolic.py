@@ -1,0 +1,121 @@
+"""Symbolic simplification: constant folding, algebraic identities, and folding decided by value bounds.
+
+The rules keep C semantics: integer identities that could change a wrapping result are not applied to
+floats (``x*0`` is ``0`` only for integers, since ``inf*0`` is NaN), and nothing here reorders float math.
+"""
+
+from __future__ import annotations
+
+from svod.dtype import dtypes
+from svod.ir.alu import exec_alu
+from svod.ir.ops import ALU, Ops
+from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from svod.ir.uop import UOp
+
+_x = UPat.var("x")
+_INTS = tuple(dt for dt in dtypes.all() if dt.is_int)
+
+
+def _fold_constants(node: UOp) -> UOp | None:
+    if node.op not in ALU or not node.src or any(s.op is not Ops.CONST for s in node.src):
+        return None
+    return UOp.const(node.dtype, exec_alu(node.op, node.dtype, [s.arg for s in node.src]))
+
+
+def _fold_cast(x: UOp, node: UOp) -> UOp | None:
+    return UOp.const(node.dtype, x.arg) if not (x.dtype.is_float and node.dtype.is_int) or _fits(x.arg, node) \
+        else None
+
+
+def _fits(value: float, node: UOp) -> bool:
+    return value == value and node.dtype.min <= value <= node.dtype.max  # noqa: PLR0124 - NaN check
+
+
+def _fold_by_bounds(node: UOp) -> UOp | None:
+    """An integer or bool node whose bounds hold a single value is that value."""
+    if node.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND) or not (node.dtype.is_int or node.dtype == dtypes.bool):
+        return None
+    if node.op not in ALU and node.op not in (Ops.CAST, Ops.RANGE, Ops.SPECIAL):
+        return None
+    lo, hi = node.bounds
+    return UOp.const(node.dtype, lo) if lo == hi else None
+
+
+def _div_by_bounds(x: UOp, c: UOp) -> UOp | None:
+    """``x // c`` is 0 and ``x % c`` is ``x`` when ``0 <= x < c``."""
+    if c.arg > 0 and x.vmin >= 0 and x.vmax < c.arg:
+        return UOp.const(x.dtype, 0)
+    return None
+
+
+def _mod_by_bounds(x: UOp, c: UOp) -> UOp | None:
+    return x if c.arg > 0 and x.vmin >= 0 and x.vmax < c.arg else None
+
+
+def _split_by_multiple(x: UOp, c: UOp, d: UOp | None, c2: UOp, node: UOp) -> UOp | None:
+    """``(x*c + d) // c`` is ``x`` and ``(x*c + d) % c`` is ``d`` when nothing is negative and ``d < c``."""
+    offset = 0 if d is None else d.arg
+    if c.arg != c2.arg or c.arg <= 0 or not 0 <= offset < c.arg or node.src[0].vmin < 0 or x.vmin < 0:
+        return None
+    return x if node.op is Ops.IDIV else UOp.const(x.dtype, offset)
+
+
+def _reassociate_add(x: UOp, c1: UOp, c2: UOp) -> UOp:
+    return x + exec_alu(Ops.ADD, x.dtype, [c1.arg, c2.arg])
+
+
+def _reassociate_mul(x: UOp, c1: UOp, c2: UOp) -> UOp:
+    return x * exec_alu(Ops.MUL, x.dtype, [c1.arg, c2.arg])
+
+
+def _const_last(node: UOp) -> UOp | None:
+    """Commutative ops keep a constant on the right, so the other rules need one spelling each."""
+    a, b = node.src
+    return node.replace(src=(b, a)) if a.op is Ops.CONST and b.op is not Ops.CONST else None
+
+
+symbolic = PatternMatcher([
+    (UPat(tuple(ALU), name="node"), _fold_constants),
+    (UPat(Ops.CAST, src=(UPat.cvar("x"),), name="node"), _fold_cast),
+    (UPat((Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR), name="node"),
+     _const_last),
+    # identities that hold for every dtype
+    (UPat(Ops.ADD, src=(_x, UPat.const(0))), lambda x: x),
+    (UPat(Ops.ADD, src=(_x, UPat.const(0.0))), lambda x: x if x.dtype.is_float and x.op is not Ops.CONST
+     else None),
+    (UPat(Ops.SUB, src=(_x, UPat.const(0))), lambda x: x),
+    (UPat(Ops.MUL, src=(_x, UPat.const(1))), lambda x: x),
+    (UPat(Ops.MUL, src=(_x, UPat.const(1.0))), lambda x: x),
+    (UPat(Ops.FDIV, src=(_x, UPat.const(1.0))), lambda x: x),
+    (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(_x,)),)), lambda x: x),
+    (UPat(Ops.CAST, src=(_x,), name="node"), lambda x, node: x if x.dtype == node.dtype else None),
+    (UPat(Ops.WHERE, src=(UPat.var(), _x, _x)), lambda x: x),
+    # integer-only identities
+    (UPat(Ops.MUL, dtype=_INTS, src=(_x, UPat.const(0))), lambda x: UOp.const(x.dtype, 0)),
+    (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: x),
+    (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: UOp.const(x.dtype, 0)),
+    (UPat(Ops.SUB, dtype=_INTS, src=(_x, _x)), lambda x: UOp.const(x.dtype, 0)),
+    (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.cvar("c"))), _div_by_bounds),
+    (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.cvar("c"))), _mod_by_bounds),
+    (UPat(Ops.ADD, dtype=_INTS, src=(UPat(Ops.ADD, src=(_x, UPat.cvar("c1"))), UPat.cvar("c2"))),
+     _reassociate_add),
+    (UPat(Ops.MUL, dtype=_INTS, src=(UPat(Ops.MUL, src=(_x, UPat.cvar("c1"))), UPat.cvar("c2"))),
+     _reassociate_mul),
+    (UPat((Ops.IDIV, Ops.MOD), dtype=_INTS, name="node", src=(
+        UPat(Ops.ADD, src=(UPat(Ops.MUL, src=(_x, UPat.cvar("c"))), UPat.cvar("d"))), UPat.cvar("c2"))),
+     _split_by_multiple),
+    (UPat((Ops.IDIV, Ops.MOD), dtype=_INTS, name="node", src=(UPat(Ops.MUL, src=(_x, UPat.cvar("c"))),
+                                                                UPat.cvar("c2"))),
+     lambda x, c, c2, node: _split_by_multiple(x, c, None, c2, node)),
+    (UPat(Ops.CMPLT, src=(UPat(Ops.RANGE, name="r"), _x)),
+     lambda r, x: UOp.const(dtypes.bool, True) if r.src[0] is x else None),
+    (UPat(Ops.CMPNE, dtype=dtypes.bool, src=(_x, UPat.const(False))), lambda x: x),
+    (UPat(Ops.CMPEQ, dtype=dtypes.bool, src=(_x, UPat.const(True))), lambda x: x),
+    # comparisons and other integer results that the bounds decide
+    (UPat(name="node"), _fold_by_bounds),
+])
+
+
+def simplify(root: UOp) -> UOp:
+    """``root`` with every rule of ``symbolic`` applied to a fixed point."""
+    return graph_rewrite(root, symbolic, name="simplify")

@@ -1,0 +1,413 @@
+"""``UOp``: one immutable, hash-consed node of the IR.
+
+Building the same structure twice gives the same object, so ``==`` is identity, graphs share every common
+subexpression, and a node can key a dict in O(1). The table that makes this true holds nodes weakly: a
+node lives as long as something uses it. It is guarded by a lock, so threads may build graphs at once.
+
+Structure at a glance (the kernel AST of DESIGN.md)::
+
+    SINK ── STORE ── INDEX ── PARAM(slot)            dtype: pointer to ``size`` elements
+              │        └──── idx: RANGE(end, axis, kind) arithmetic, DEFINE_VAR, CONST
+              └───── value: LOAD(INDEX(...)), ALU ops, CAST, WHERE, REDUCE(value, *ranges)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+import weakref
+from enum import Enum
+from typing import Any, ClassVar, TypeAlias
+
+from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
+from svod.errors import GraphError, VariableError
+from svod.ir.alu import convert
+from svod.ir.bounds import Bounds, compute_bounds
+from svod.ir.ops import ALU, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
+
+Number = bool | int | float
+Operand: TypeAlias = "UOp | Number"
+
+
+def _arg_identity(arg: Any) -> Any:
+    """A dict key for ``arg`` that tells apart what ``==`` would merge (``0.0``/``-0.0``, NaN, True/1)."""
+    kind = type(arg)
+    if kind is float:
+        return (float, arg.hex())
+    if kind is tuple:
+        return tuple(_arg_identity(a) for a in arg)
+    if kind is bool:
+        return (bool, arg)
+    return arg
+
+
+def _stable_repr(arg: Any) -> str:
+    """A text form of ``arg`` that is the same in every process (no ids, no hash randomisation)."""
+    if isinstance(arg, UOp):
+        return "uop:" + arg.key
+    if isinstance(arg, float):
+        return "f" + arg.hex()
+    if isinstance(arg, (bool, int, str)) or arg is None:
+        return repr(arg)
+    if isinstance(arg, bytes):
+        return "b" + hashlib.sha256(arg).hexdigest()
+    if isinstance(arg, Enum):
+        return f"{type(arg).__name__}.{arg.name}"
+    if isinstance(arg, (DType, DeviceSpec)):
+        return repr(arg) if isinstance(arg, DType) else str(arg)
+    if isinstance(arg, (tuple, list)):
+        return "(" + ",".join(_stable_repr(a) for a in arg) + ")"
+    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
+        fields = ",".join(f"{f.name}={_stable_repr(getattr(arg, f.name))}" for f in dataclasses.fields(arg))
+        return f"{type(arg).__name__}({fields})"
+    raise GraphError(f"UOp arg of type {type(arg).__name__} has no stable form", value=arg)
+
+
+class UOp:
+    """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
+
+    __slots__ = ("__weakref__", "_bounds", "_key", "_topo", "arg", "dtype", "op", "src")
+
+    _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    op: Ops
+    dtype: DType
+    src: tuple[UOp, ...]
+    arg: Any
+    _key: str | None
+    _topo: tuple[UOp, ...] | None
+    _bounds: Bounds | None
+
+    def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+        identity = (op, dtype, src, _arg_identity(arg))
+        with cls._lock:
+            node = cls._table.get(identity)
+            if node is None:
+                node = object.__new__(cls)
+                for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
+                                    ("_key", None), ("_topo", None), ("_bounds", None)):
+                    object.__setattr__(node, name, value)
+                cls._table[identity] = node
+        return node
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"UOp is immutable; use replace() to make a changed copy (set {name})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (UOp, (self.op, self.dtype, self.src, self.arg))
+
+    def __repr__(self) -> str:
+        return f"UOp({self.op!r}, {self.dtype!r}, arg={self.arg!r}, src=<{len(self.src)}>)"
+
+    def __bool__(self) -> bool:
+        raise GraphError("a UOp has no truth value; build a comparison and use where()", value=self)
+
+    def replace(self, *, op: Ops | None = None, dtype: DType | None = None, src: tuple[UOp, ...] | None = None,
+                arg: Any = ...) -> UOp:
+        return UOp(self.op if op is None else op, self.dtype if dtype is None else dtype,
+                   self.src if src is None else src, self.arg if arg is ... else arg)
+
+    # ---- structure --------------------------------------------------------------------------------------
+
+    def toposort(self) -> tuple[UOp, ...]:
+        """Every reachable node, each after all of its sources, ``self`` last. Iterative, cached."""
+        topo = self._topo
+        if topo is None:
+            topo = _toposort(self)
+            object.__setattr__(self, "_topo", topo)
+        return topo
+
+    @property
+    def key(self) -> str:
+        """A structural sha256 (hex) of the graph below this node, the same in every process."""
+        key = self._key
+        if key is None:
+            for node in self.toposort():
+                if node._key is None:
+                    text = "|".join((node.op.name, repr(node.dtype), _stable_repr(node.arg),
+                                     *(str(s._key) for s in node.src)))
+                    key = hashlib.sha256(text.encode()).hexdigest()
+                    object.__setattr__(node, "_key", key)
+        return key  # type: ignore[return-value]  # self is last in its toposort, so key is its own
+
+    @property
+    def bounds(self) -> Bounds:
+        """``(vmin, vmax)``: the range of values this node can take (see ``svod.ir.bounds``)."""
+        bounds = self._bounds
+        if bounds is None:
+            for node in self.toposort():
+                if node._bounds is None:
+                    bounds = compute_bounds(node, _known_bounds)
+                    object.__setattr__(node, "_bounds", bounds)
+        return bounds  # type: ignore[return-value]  # as in key: self is computed last
+
+    @property
+    def vmin(self) -> int | float:
+        return self.bounds[0]
+
+    @property
+    def vmax(self) -> int | float:
+        return self.bounds[1]
+
+    # ---- constructors -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def const(dtype: DType, value: Number) -> UOp:
+        if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
+            raise GraphError(f"a {dtype!r} constant must be a Python number", value=value)
+        if isinstance(value, float) and not dtype.is_float and not value.is_integer():
+            raise GraphError(f"float constant {value!r} given where {dtype!r} is needed", value=value)
+        if dtype.kind == "void" or isinstance(dtype, PtrDType):
+            raise GraphError(f"no constants of {dtype!r}", value=value)
+        return UOp(Ops.CONST, dtype, (), convert(value, dtype))
+
+    @staticmethod
+    def index_const(value: int) -> UOp:
+        return UOp.const(dtypes.index, value)
+
+    @staticmethod
+    def define_var(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+        if not name.isidentifier():
+            raise GraphError("a variable name must be an identifier", value=name)
+        if min_val > max_val:
+            raise GraphError(f"variable {name} has min {min_val} > max {max_val}", value=(min_val, max_val))
+        if min_val < dtype.min or max_val > dtype.max:
+            raise GraphError(f"variable {name} bounds do not fit {dtype!r}", value=(min_val, max_val))
+        return UOp(Ops.DEFINE_VAR, dtype, (), (name, int(min_val), int(max_val)))
+
+    def bind(self, value: int) -> UOp:
+        """Fix this variable's value; the value is checked against the variable's bounds now."""
+        if self.op is not Ops.DEFINE_VAR:
+            raise GraphError("only a DEFINE_VAR can be bound", value=self.op)
+        name, lo, hi = self.arg
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise GraphError(f"variable {name} must be bound to an integer", value=value)
+        if not lo <= value <= hi:
+            raise VariableError(f"variable {name}={value} is outside bounds [{lo}, {hi}]", stage="bind",
+                             value=value)
+        return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+
+    @staticmethod
+    def param(slot: int, dtype: DType, size: int | UOp) -> UOp:
+        """Buffer argument ``slot``: a pointer to ``size`` elements (an int, or a UOp when symbolic)."""
+        if isinstance(size, UOp):
+            return UOp(Ops.PARAM, dtype.ptr(-1), (size,), slot)
+        if size < 0:
+            raise GraphError(f"buffer parameter {slot} has negative size", value=size)
+        return UOp(Ops.PARAM, dtype.ptr(size), (), slot)
+
+    @staticmethod
+    def range(end: int | UOp, axis: int, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
+        return UOp(Ops.RANGE, dtypes.index, (_as_index(end),), (axis, kind))
+
+    @staticmethod
+    def special(end: int | UOp, name: str) -> UOp:
+        return UOp(Ops.SPECIAL, dtypes.index, (_as_index(end),), name)
+
+    @staticmethod
+    def sink(*srcs: UOp, name: str | None = None) -> UOp:
+        return UOp(Ops.SINK, dtypes.void, tuple(srcs), name)
+
+    @staticmethod
+    def device(spec: str | DeviceSpec) -> UOp:
+        return UOp(Ops.DEVICE, dtypes.void, (), str(DeviceSpec.parse(spec)))
+
+    @staticmethod
+    def linear(*uops: UOp) -> UOp:
+        return UOp(Ops.LINEAR, dtypes.void, tuple(uops))
+
+    @staticmethod
+    def source(code: str) -> UOp:
+        return UOp(Ops.SOURCE, dtypes.void, (), code)
+
+    @staticmethod
+    def binary(data: bytes) -> UOp:
+        return UOp(Ops.BINARY, dtypes.void, (), bytes(data))
+
+    @staticmethod
+    def program(sink: UOp, device: UOp, linear: UOp | None = None, source: UOp | None = None,
+                binary: UOp | None = None, metadata: Any = None) -> UOp:
+        """The compilation of one kernel, one stage per source; later stages need the earlier ones."""
+        stages = [sink, device]
+        later = (("LINEAR", linear), ("SOURCE", source), ("BINARY", binary))
+        for position, (name, stage) in enumerate(later):
+            if stage is None:
+                given = [n for n, s in later[position + 1:] if s is not None]
+                if given:
+                    raise GraphError(f"PROGRAM stage {given[0]} needs its {name} stage first", stage=name)
+                break
+            stages.append(stage)
+        return UOp(Ops.PROGRAM, dtypes.void, tuple(stages), metadata)
+
+    # ---- memory ---------------------------------------------------------------------------------------
+
+    def index(self, idx: Operand) -> UOp:
+        if not isinstance(self.dtype, PtrDType):
+            raise GraphError("only a buffer (pointer) can be indexed", value=self.dtype)
+        return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx)))
+
+    def __getitem__(self, idx: Operand) -> UOp:
+        return self.index(idx)
+
+    def load(self) -> UOp:
+        if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
+            raise GraphError("load() needs an INDEX into a buffer", value=self.op)
+        return UOp(Ops.LOAD, self.dtype.base, (self,))
+
+    def store(self, value: Operand) -> UOp:
+        if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
+            raise GraphError("store() needs an INDEX into a buffer", value=self.op)
+        value = _lift(value, self.dtype.base)
+        if value.dtype != self.dtype.base:
+            raise GraphError(f"storing {value.dtype!r} into a buffer of {self.dtype.base!r}; cast first",
+                             value=value.dtype)
+        return UOp(Ops.STORE, dtypes.void, (self, value))
+
+    def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
+        if op not in REDUCE_OPS:
+            raise GraphError(f"reduce op must be one of {sorted(o.name for o in REDUCE_OPS)}", value=op)
+        if not ranges or any(r.op is not Ops.RANGE for r in ranges):
+            raise GraphError("reduce() needs one or more RANGEs", value=ranges)
+        value = _value(self)
+        return UOp(Ops.REDUCE, value.dtype, (value, *ranges), op)
+
+    def after(self, *deps: UOp) -> UOp:
+        """This value, ordered after ``deps`` have happened."""
+        return UOp(Ops.AFTER, self.dtype, (self, *deps))
+
+    # ---- values ---------------------------------------------------------------------------------------
+
+    def cast(self, dtype: DType) -> UOp:
+        value = _value(self)
+        return value if value.dtype == dtype else UOp(Ops.CAST, dtype, (value,))
+
+    def bitcast(self, dtype: DType) -> UOp:
+        value = _value(self)
+        if value.dtype.itemsize != dtype.itemsize:
+            raise GraphError(f"bitcast from {value.dtype!r} to {dtype!r} changes the size", value=dtype)
+        return UOp(Ops.BITCAST, dtype, (value,))
+
+    def where(self, a: Operand, b: Operand) -> UOp:
+        cond = _value(self)
+        if cond.dtype != dtypes.bool:
+            raise GraphError("where() needs a bool condition", value=cond.dtype)
+        av, bv = _pair(a, b)
+        return alu(Ops.WHERE, cond, av, bv)
+
+    def alu(self, op: Ops, *others: Operand) -> UOp:
+        """``op`` applied to this value and ``others`` (numbers become constants of this dtype)."""
+        me = _value(self)
+        return alu(op, me, *(_lift(o, me.dtype) for o in others))
+
+    def _reflected(self, op: Ops, other: Operand) -> UOp:
+        """``other op self``, for Python's reflected operators."""
+        return _lift(other, _value(self).dtype).alu(op, self)
+
+    def __add__(self, other: Operand) -> UOp: return self.alu(Ops.ADD, other)
+    def __radd__(self, other: Operand) -> UOp: return self._reflected(Ops.ADD, other)
+    def __sub__(self, other: Operand) -> UOp: return self.alu(Ops.SUB, other)
+    def __rsub__(self, other: Operand) -> UOp: return self._reflected(Ops.SUB, other)
+    def __mul__(self, other: Operand) -> UOp: return self.alu(Ops.MUL, other)
+    def __rmul__(self, other: Operand) -> UOp: return self._reflected(Ops.MUL, other)
+    def __truediv__(self, other: Operand) -> UOp: return self.alu(Ops.FDIV, other)
+    def __rtruediv__(self, other: Operand) -> UOp: return self._reflected(Ops.FDIV, other)
+    def __floordiv__(self, other: Operand) -> UOp: return self.alu(Ops.IDIV, other)
+    def __rfloordiv__(self, other: Operand) -> UOp: return self._reflected(Ops.IDIV, other)
+    def __mod__(self, other: Operand) -> UOp: return self.alu(Ops.MOD, other)
+    def __rmod__(self, other: Operand) -> UOp: return self._reflected(Ops.MOD, other)
+    def __and__(self, other: Operand) -> UOp: return self.alu(Ops.AND, other)
+    def __or__(self, other: Operand) -> UOp: return self.alu(Ops.OR, other)
+    def __xor__(self, other: Operand) -> UOp: return self.alu(Ops.XOR, other)
+    def __neg__(self) -> UOp: return self.alu(Ops.NEG)
+    def __abs__(self) -> UOp: return self.alu(Ops.ABS)
+    def __lt__(self, other: Operand) -> UOp: return self.alu(Ops.CMPLT, other)
+    def __gt__(self, other: Operand) -> UOp: return self._reflected(Ops.CMPLT, other)
+
+    def lt(self, other: Operand) -> UOp: return self.alu(Ops.CMPLT, other)
+    def eq(self, other: Operand) -> UOp: return self.alu(Ops.CMPEQ, other)
+    def ne(self, other: Operand) -> UOp: return self.alu(Ops.CMPNE, other)
+    def maximum(self, other: Operand) -> UOp: return self.alu(Ops.MAX, other)
+    def minimum(self, other: Operand) -> UOp:
+        other_value = _lift(other, _value(self).dtype)
+        return other_value.lt(self).where(other_value, self)
+    def exp2(self) -> UOp: return self.alu(Ops.EXP2)
+    def log2(self) -> UOp: return self.alu(Ops.LOG2)
+    def sin(self) -> UOp: return self.alu(Ops.SIN)
+    def sqrt(self) -> UOp: return self.alu(Ops.SQRT)
+    def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
+
+
+def _toposort(root: UOp) -> tuple[UOp, ...]:
+    order: list[UOp] = []
+    visited: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        stack.append((node, True))
+        stack.extend((s, False) for s in reversed(node.src) if s not in visited)
+    return tuple(order)
+
+
+def _known_bounds(u: UOp) -> Bounds:
+    assert u._bounds is not None, "bounds are computed sources first"
+    return u._bounds
+
+
+def _value(u: UOp) -> UOp:
+    """A value operand: an INDEX used in arithmetic means the element it points at."""
+    if u.op is Ops.INDEX and isinstance(u.dtype, PtrDType) and not u.dtype.local:
+        return u.load()
+    return u
+
+
+def _lift(x: Operand, dtype: DType) -> UOp:
+    if isinstance(x, UOp):
+        return _value(x)
+    return UOp.const(dtype, x)
+
+
+def _pair(a: Operand, b: Operand) -> tuple[UOp, UOp]:
+    """Two operands of one dtype; a Python number takes the dtype of the UOp beside it."""
+    if isinstance(a, UOp):
+        av = _value(a)
+        return av, _lift(b, av.dtype)
+    if isinstance(b, UOp):
+        bv = _value(b)
+        return _lift(a, bv.dtype), bv
+    raise GraphError("where() needs at least one UOp branch", value=(a, b))
+
+
+def _as_index(x: Operand) -> UOp:
+    if isinstance(x, UOp):
+        value = _value(x)
+        if not value.dtype.is_int:
+            raise GraphError("an index or size must be an integer", value=value.dtype)
+        return value if value.dtype == dtypes.index else value.cast(dtypes.index)
+    return UOp.index_const(x)  # type: ignore[arg-type]
+
+
+def alu(op: Ops, *srcs: UOp) -> UOp:
+    """Build an ALU node, checking that its operands fit the op."""
+    if op not in ALU:
+        raise GraphError("not an ALU op", value=op)
+    operands = srcs[1:] if op is Ops.WHERE else srcs
+    dtype = operands[0].dtype
+    if any(s.dtype != dtype for s in operands):
+        raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
+                         value=tuple(s.dtype for s in operands))
+    if op in FLOAT_ONLY and not dtype.is_float:
+        raise GraphError(f"{op.name} needs a float operand; use // for integer division", value=dtype)
+    if op in INT_ONLY and dtype.is_float:
+        raise GraphError(f"{op.name} needs an integer operand", value=dtype)
+    if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
+        raise GraphError("WHERE needs a bool condition", value=srcs[0].dtype)
+    return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
+

@@ -1,0 +1,174 @@
+import pytest
+
+from svod.device import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
+from svod.device.spec import ONES
+from svod.dtype import DeviceSpec, dtypes
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+
+ONE = UOp.index_const(1)
+
+
+def elementwise(n_max=1024):
+    n = UOp.define_var("n", 1, n_max)
+    m = UOp.define_var("m", 0, 7)
+    out, a, b = (UOp.param(s, dtypes.float32, n) for s in (2, 0, 1))
+    i = UOp.range(n, 0)
+    return UOp.sink(out[i].store(a[i] + b[i] * m.cast(dtypes.float32)), name="ew"), n
+
+
+def test_new_spec_defaults():
+    sink, _ = elementwise()
+    spec = ProgramSpec("k", "src", "cpu", sink)
+    assert spec.device == DeviceSpec("CPU")
+    assert spec.global_size == ONES and spec.local_size == ONES
+    assert spec.vars == [] and spec.globals == [] and spec.buf_count == 0
+
+
+def test_derived_metadata():
+    sink, _ = elementwise()
+    spec = ProgramSpec("k", "src", "CPU", sink)
+    spec.apply_derived_metadata_from_ast()
+    assert spec.vars == [Variable("m", 0, 7), Variable("n", 1, 1024)]
+    assert spec.var_names == ["m", "n"]
+    assert spec.globals == [0, 1, 2] and spec.outs == [2] and spec.ins == [0, 1]
+    assert spec.buf_count == 3
+
+
+def test_store_under_cast_marks_an_out():
+    p = UOp.param(0, dtypes.int32, 4)
+    idx = p[UOp.index_const(0)]
+    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.CAST, idx.dtype, (idx,)), UOp.const(dtypes.int32, 1)))
+    assert derive_metadata(UOp.sink(store)).outs == (0,)
+
+
+def test_cpu_threads_set_global_size_from_core_id():
+    core = UOp.define_var("core_id", 0, 7)
+    p = UOp.param(0, dtypes.int32, 8)
+    meta = derive_metadata(UOp.sink(p[core].store(UOp.const(dtypes.int32, 1))))
+    assert meta.global_size[0].arg == 8 and meta.local_size == ONES
+    assert meta.var_names == ("core_id",)
+
+
+def _gpu_kernel(*names_and_sizes):
+    p = UOp.param(0, dtypes.float32, 1 << 20)
+    idx = UOp.index_const(0)
+    for name, size in names_and_sizes:
+        idx = idx + UOp.special(size, name)
+    return UOp.sink(p[idx].store(1.0))
+
+
+def test_gpu_specials():
+    n = UOp.define_var("n", 1, 4096)
+    meta = derive_metadata(_gpu_kernel(("gidx0", n // 32), ("lidx0", 32), ("gidx1", 3), ("lidx1", 2)))
+    assert meta.global_size[0] is n // 32 and meta.global_size[1].arg == 3
+    assert meta.local_size is not None and meta.local_size[0].arg == 32 and meta.local_size[1].arg == 2
+
+
+def test_direct_index_drops_local_size():
+    meta = derive_metadata(_gpu_kernel(("idx0", 100), ("idx2", 5)))
+    assert [g.arg for g in meta.global_size] == [100, 1, 5]
+    assert meta.local_size is None
+
+
+@pytest.mark.parametrize("name", ["gidx3", "warp", "lane_id", "g"])
+def test_special_names_that_name_no_axis_are_ignored(name):
+    meta = derive_metadata(_gpu_kernel((name, 64)))
+    assert meta.global_size == ONES and meta.local_size == ONES
+
+
+def test_conflicting_variable_bounds():
+    a, b = UOp.define_var("n", 1, 4), UOp.define_var("n", 1, 5)
+    p = UOp.param(0, dtypes.index, 8)
+    with pytest.raises(GraphError, match="two different bounds"):
+        derive_metadata(UOp.sink(p[0].store(a + b)))
+
+
+def test_setters():
+    sink, n = elementwise()
+    spec = ProgramSpec("k", "src", "CL:0", sink)
+    spec.add_var(Variable("z", 0, 1))
+    spec.add_var(Variable("a", 0, 1))
+    spec.add_var(Variable("a", 0, 1))
+    assert spec.var_names == ["a", "z"]
+    spec.set_work_sizes([4, 2, 1], [2, 1, 1])
+    assert [g.arg for g in spec.global_size] == [4, 2, 1]
+    spec.set_launch_dims([n * 2, 1, 1], None)
+    assert spec.launch_dims({"n": 5}).global_size == (10, 1, 1)
+    assert spec.launch_dims({"n": 5}).local_size is None
+    spec.set_buffer_metadata([3, 1, 1], [3], [1])
+    assert spec.globals == [1, 3] and spec.buf_count == 2
+    with pytest.raises(GraphError, match="three dimensions"):
+        spec.set_work_sizes([1, 1], None)
+
+
+def _program(sink, metadata=None, stages=None):
+    default = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("int main;")]
+    return UOp(Ops.PROGRAM, dtypes.void, tuple(default if stages is None else stages), metadata)
+
+
+def test_from_uop_derives_metadata():
+    sink, _ = elementwise()
+    spec = ProgramSpec.from_uop(_program(sink))
+    assert spec.name == "ew" and spec.src == "int main;" and spec.device == DeviceSpec("CPU")
+    assert spec.globals == [0, 1, 2] and spec.var_names == ["m", "n"]
+
+
+def test_from_uop_rejects_non_program():
+    with pytest.raises(GraphError, match="expected PROGRAM"):
+        ProgramSpec.from_uop(UOp.sink())
+
+
+@pytest.mark.parametrize(("position", "stage"), [(0, "SINK"), (1, "DEVICE"), (2, "LINEAR"), (3, "SOURCE")])
+def test_from_uop_names_the_wrong_stage(position, stage):
+    sink, _ = elementwise()
+    stages = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("x")]
+    stages[position] = UOp.binary(b"junk")
+    with pytest.raises(GraphError, match=stage):
+        ProgramSpec.from_uop(_program(sink, stages=stages))
+
+
+@pytest.mark.parametrize(("count", "stage"), [(2, "LINEAR"), (3, "SOURCE")])
+def test_from_uop_names_the_missing_stage(count, stage):
+    sink, _ = elementwise()
+    stages = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("x")][:count]
+    with pytest.raises(GraphError, match=f"missing its {stage}"):
+        ProgramSpec.from_uop(_program(sink, stages=stages))
+
+
+def test_from_uop_checks_binary_stage():
+    sink, _ = elementwise()
+    stages = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("x"), UOp.source("not bytes")]
+    with pytest.raises(GraphError, match="BINARY"):
+        ProgramSpec.from_uop(_program(sink, stages=stages))
+    ok = [*stages[:4], UOp.binary(b"\x7fELF")]
+    assert ProgramSpec.from_uop(_program(sink, stages=ok)).name == "ew"
+
+
+def test_metadata_wins_field_by_field_when_set():
+    sink, _ = elementwise()
+    meta = KernelMetadata(name="renamed", outs=(0, 2), vars=(Variable("q", 0, 3),))
+    spec = ProgramSpec.from_uop(_program(sink, meta))
+    assert spec.name == "renamed"
+    assert spec.outs == [0, 2] and spec.ins == [0, 1] and spec.globals == [0, 1, 2]
+    assert spec.var_names == ["q"]
+    assert spec.global_size == ONES
+
+
+def test_metadata_launch_sizes_win_only_when_not_all_ones():
+    core = UOp.define_var("core_id", 0, 3)
+    p = UOp.param(0, dtypes.int32, 8)
+    sink = UOp.sink(p[core].store(UOp.const(dtypes.int32, 1)))
+    assert ProgramSpec.from_uop(_program(sink, KernelMetadata())).global_size[0].arg == 4
+    sized = KernelMetadata(global_size=(UOp.index_const(9), ONE, ONE))
+    assert ProgramSpec.from_uop(_program(sink, sized)).global_size[0].arg == 9
+
+
+def test_compiled_spec_constructors():
+    sink, n = elementwise()
+    src = CompiledSpec.from_source("ew", "code", sink, 3)
+    assert src.src == "code" and src.bytes is None and src.var_names == ("m", "n") and src.buf_count == 3
+    data = CompiledSpec.from_bytes("ew", b"\x00\x01", sink)
+    assert data.bytes == b"\x00\x01" and data.src is None and data.buf_count == 3
+    sized = CompiledSpec.from_source_with_sizes("ew", "code", sink, [n, 1, 1], None, 3)
+    assert sized.global_size[0] is n and sized.local_size is None

@@ -1,0 +1,55 @@
+import pytest
+
+from svod.dtype import dtypes
+from svod.errors import GraphError
+from svod.ir import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+
+
+def test_upat_binds_and_checks_repeated_names():
+    x = UOp.define_var("x", 0, 9)
+    pat = UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("a")))
+    bindings: dict[str, UOp] = {}
+    assert pat.match(x + x, bindings) and bindings["a"] is x
+    assert not pat.match(x + 1, {})
+
+
+def test_commutative_ops_match_either_order():
+    x = UOp.define_var("x", 0, 9)
+    pat = UPat(Ops.MUL, src=(UPat.cvar("c"), UPat.var("y")))
+    bindings: dict[str, UOp] = {}
+    assert pat.match(x * 3, bindings) and bindings["c"].arg == 3 and bindings["y"] is x
+    assert not UPat(Ops.SUB, src=(UPat.cvar("c"), UPat.var("y"))).match(x - 3, {})
+
+
+def test_dtype_and_arg_filters():
+    assert UPat(Ops.CONST, dtype=dtypes.int32, arg=3).match(UOp.const(dtypes.int32, 3), {})
+    assert not UPat(Ops.CONST, dtype=dtypes.int32, arg=3).match(UOp.const(dtypes.int64, 3), {})
+    assert not UPat.const(1).match(UOp.const(dtypes.bool, True), {})
+
+
+def test_graph_rewrite_reaches_fixed_point_through_new_nodes():
+    # rewrite x*2 -> x+x and x+x -> x<<1 spelled as MUL by 2 again would loop; use a two-step chain instead
+    pm = PatternMatcher([
+        (UPat(Ops.MUL, src=(UPat.var("x"), UPat.const(4))), lambda x: (x * 2) * 2),
+        (UPat(Ops.MUL, src=(UPat.var("x"), UPat.const(2))), lambda x: x + x),
+    ])
+    x = UOp.define_var("x", 0, 9)
+    out = graph_rewrite((x * 4) + 1, pm)
+    assert out is ((x + x) + (x + x)) + 1
+
+
+def test_ctx_is_passed_when_declared():
+    seen = []
+    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, name="v"), lambda ctx, v: seen.append((ctx, v.arg[0])))])
+    graph_rewrite(UOp.define_var("q", 0, 1) + 1, pm, ctx="here")
+    assert seen == [("here", "q")]
+
+
+def test_rules_that_undo_each_other_fail_loudly():
+    pm = PatternMatcher([
+        (UPat(Ops.ADD, src=(UPat.var("x"), UPat.const(1))), lambda x: x + 2 - 1),
+        (UPat(Ops.SUB, src=(UPat(Ops.ADD, src=(UPat.var("x"), UPat.const(2))), UPat.const(1))),
+         lambda x: x + 1),
+    ])
+    with pytest.raises(GraphError, match="fixed point"):
+        graph_rewrite(UOp.define_var("x", 0, 3) + 1, pm, name="loopy", max_steps=10_000)

@@ -1,0 +1,99 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svod.dtype import dtypes
+from svod.ir import AxisKind, Ops, UOp, simplify
+from svod.ir.alu import exec_alu
+
+
+def test_constant_folding_uses_c_semantics():
+    c = UOp.const(dtypes.int32, -7)
+    assert simplify(c // 2).arg == -3
+    assert simplify(c % 2).arg == -1
+    assert simplify(UOp.const(dtypes.uint8, 250) + 10).arg == 4
+    assert simplify(UOp.const(dtypes.float32, 0.1) + 0.2).arg == exec_alu(Ops.ADD, dtypes.float32, [0.1, 0.2])
+
+
+def test_identities():
+    x = UOp.define_var("x", -5, 5)
+    assert simplify(x + 0) is x
+    assert simplify(0 + x) is x
+    assert simplify(x * 1) is x
+    assert simplify(x * 0).arg == 0
+    assert simplify(x // 1) is x
+    assert simplify(x.alu(Ops.NEG).alu(Ops.NEG)) is x
+    assert simplify(x - x).arg == 0
+
+
+def test_float_identities_keep_ieee():
+    f = UOp.param(0, dtypes.float32, 4)[0].load()
+    assert simplify(f * 0.0).op is Ops.MUL
+    assert simplify(f * 1.0) is f
+
+
+def test_bounds_of_ranges_and_variables():
+    n = UOp.define_var("n", 1, 100)
+    r = UOp.range(n, 0)
+    assert (r.vmin, r.vmax) == (0, 99)
+    assert ((r * 4 + 3).vmin, (r * 4 + 3).vmax) == (3, 399)
+    assert ((r % 8).vmin, (r % 8).vmax) == (0, 7)
+    assert ((r - 50).vmin, (r - 50).vmax) == (-50, 49)
+
+
+def test_comparisons_decided_by_bounds_fold():
+    r = UOp.range(16, 0)
+    assert simplify(r < 16).arg is True
+    assert simplify(r < 0).arg is False
+    assert simplify(r.ne(20)).arg is True
+    assert simplify(r < 8).op is Ops.CMPLT
+    assert simplify(r // 16).arg == 0
+    assert simplify(r % 16) is r
+
+
+def test_division_of_multiples():
+    r = UOp.range(10, 0, AxisKind.LOOP)
+    assert simplify((r * 4 + 3) // 4) is r
+    assert simplify((r * 4 + 3) % 4).arg == 3
+    assert simplify((r * 4) // 4) is r
+
+
+def test_bounds_widen_to_the_dtype_on_possible_overflow():
+    x = UOp.define_var("x", 0, 2**31 - 1, dtypes.int32)
+    assert (x + 1).vmax == 2**31 - 1 and (x + 1).vmin == -(2**31)
+
+
+_leaf = st.sampled_from(["x", "y"]) | st.integers(-20, 20)
+_ops = st.sampled_from([Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX])
+_trees = st.recursive(_leaf, lambda kids: st.tuples(_ops, kids, kids), max_leaves=12)
+
+
+def _build(tree, xs):
+    if isinstance(tree, str):
+        return xs[tree]
+    if isinstance(tree, int):
+        return UOp.const(dtypes.int32, tree)
+    op, a, b = tree
+    return _build(a, xs).alu(op, _build(b, xs))
+
+
+def _eval(u: UOp, env: dict[str, int]) -> int:
+    values: dict[UOp, int] = {}
+    for node in u.toposort():
+        if node.op is Ops.CONST:
+            values[node] = node.arg
+        elif node.op is Ops.DEFINE_VAR:
+            values[node] = env[node.arg[0]]
+        else:
+            values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
+    return values[u]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_trees, st.integers(-10, 10), st.integers(0, 15))
+def test_simplify_preserves_value_and_bounds_hold(tree, xv, yv):
+    xs = {"x": UOp.define_var("x", -10, 10, dtypes.int32), "y": UOp.define_var("y", 0, 15, dtypes.int32)}
+    expr = _build(tree, xs)
+    env = {"x": xv, "y": yv}
+    value = _eval(expr, env)
+    assert _eval(simplify(expr), env) == value
+    assert expr.vmin <= value <= expr.vmax

@@ -1,0 +1,175 @@
+import pathlib
+import pickle
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from svod.dtype import dtypes
+from svod.errors import GraphError, VariableError
+from svod.ir import AxisKind, Ops, UOp, simplify
+
+REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
+
+
+def saxpy_graph():
+    n = UOp.define_var("n", 1, 1 << 20)
+    out, x = UOp.param(0, dtypes.float32, n), UOp.param(1, dtypes.float32, n)
+    i = UOp.range(n, 0)
+    return UOp.sink(out[i].store(x[i] * 2.0 + 1.0), name="saxpy")
+
+
+def test_hash_consing_gives_one_object():
+    assert UOp.const(dtypes.int32, 3) is UOp.const(dtypes.int32, 3)
+    assert saxpy_graph() is saxpy_graph()
+    assert UOp.const(dtypes.int32, 3) is not UOp.const(dtypes.int64, 3)
+
+
+def test_hash_consing_separates_what_equality_would_merge():
+    assert UOp.const(dtypes.float32, 0.0) is not UOp.const(dtypes.float32, -0.0)
+    nan = float("nan")
+    assert UOp.const(dtypes.float32, nan) is UOp.const(dtypes.float32, nan)
+    assert UOp.const(dtypes.float32, 1) is UOp.const(dtypes.float32, 1.0)
+
+
+def test_equality_is_identity_and_comparison_builds_graphs():
+    a = UOp.const(dtypes.int32, 1)
+    b = UOp.const(dtypes.int32, 2)
+    assert a == a and a != b
+    lt = a < b
+    assert lt.op is Ops.CMPLT and lt.dtype == dtypes.bool
+    assert a.lt(b) is lt and a.eq(b).op is Ops.CMPEQ and a.ne(b).op is Ops.CMPNE
+    with pytest.raises(GraphError, match="truth value"):
+        bool(lt)
+
+
+def test_immutable():
+    with pytest.raises(AttributeError):
+        UOp.const(dtypes.int32, 1).arg = 2  # type: ignore[misc]
+
+
+def test_entries_are_freed_when_unused():
+    before = len(UOp._table)
+    for v in range(1000):
+        UOp.const(dtypes.int32, 10_000_000 + v)
+    assert len(UOp._table) < before + 100
+
+
+def test_hash_consing_is_thread_safe():
+    results: list[list[UOp]] = [[] for _ in range(8)]
+    barrier = threading.Barrier(8)
+
+    def build(slot: int) -> None:
+        barrier.wait()
+        for k in range(300):
+            v = UOp.define_var("t", 0, 1000)
+            results[slot].append(((v + k) * 3 // 2).maximum(v))
+
+    threads = [threading.Thread(target=build, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for other in results[1:]:
+        assert all(a is b for a, b in zip(results[0], other, strict=True))
+
+
+def test_python_numbers_take_the_other_dtype():
+    x = UOp.define_var("x", 0, 10, dtypes.int32)
+    assert (x + 1).src[1].dtype == dtypes.int32
+    assert (1 - x).src[0].dtype == dtypes.int32
+    f = UOp.const(dtypes.float32, 1.5)
+    assert (2 * f).src[0].arg == 2.0 and (2 * f).dtype == dtypes.float32
+
+
+def test_dtype_errors_are_clear():
+    x = UOp.define_var("x", 0, 10, dtypes.int32)
+    f = UOp.const(dtypes.float32, 1.5)
+    with pytest.raises(GraphError, match="mixed dtypes"):
+        _ = x + f
+    with pytest.raises(GraphError, match="float constant"):
+        _ = x + 1.5
+    with pytest.raises(GraphError, match="FDIV needs a float"):
+        _ = x / 2
+    with pytest.raises(GraphError, match="MOD needs an integer"):
+        _ = f % 2.0
+
+
+def test_indexing_in_arithmetic_loads():
+    buf = UOp.param(0, dtypes.float32, 8)
+    v = buf[3] + 1.0
+    assert v.src[0].op is Ops.LOAD and v.src[0].src[0].op is Ops.INDEX
+    st = buf[2].store(buf[1])
+    assert st.op is Ops.STORE and st.src[1].op is Ops.LOAD
+
+
+def test_store_checks_dtype():
+    buf = UOp.param(0, dtypes.float32, 8)
+    with pytest.raises(GraphError, match="cast first"):
+        buf[0].store(UOp.const(dtypes.int32, 1))
+
+
+def test_bind_checks_bounds():
+    n = UOp.define_var("n", 1, 4)
+    assert n.bind(3).op is Ops.BIND
+    with pytest.raises(VariableError, match=r"variable n=5 is outside bounds \[1, 4\]"):
+        n.bind(5)
+
+
+def test_reduce_and_ranges():
+    buf = UOp.param(0, dtypes.float32, 64)
+    r = UOp.range(8, 1, AxisKind.REDUCE)
+    red = buf[r].reduce(r, op=Ops.MAX)
+    assert red.op is Ops.REDUCE and red.arg is Ops.MAX and red.dtype == dtypes.float32
+    with pytest.raises(GraphError):
+        buf[r].reduce(op=Ops.ADD)
+    with pytest.raises(GraphError):
+        buf[r].reduce(r, op=Ops.SUB)
+
+
+def test_toposort_orders_sources_first():
+    sink = saxpy_graph()
+    order = sink.toposort()
+    assert order[-1] is sink
+    seen: set[UOp] = set()
+    for node in order:
+        assert all(s in seen for s in node.src)
+        seen.add(node)
+    assert len(order) == len(set(order))
+
+
+def test_deep_chain_is_iterative_and_fast():
+    x = UOp.define_var("x", 0, 10)
+    node = x
+    for _ in range(100_000):
+        node = node + 0
+    start = time.perf_counter()
+    assert len(node.toposort()) == 100_002
+    assert simplify(node) is x
+    _ = node.key
+    assert time.perf_counter() - start < 10
+
+
+def test_pickle_round_trip_keeps_identity():
+    sink = saxpy_graph()
+    assert pickle.loads(pickle.dumps(sink)) is sink
+
+
+def test_key_is_structural_and_stable_across_processes():
+    key = saxpy_graph().key
+    assert len(key) == 64 and key != UOp.sink(name="other").key
+    code = "from tests.ir.test_uop import saxpy_graph; print(saxpy_graph().key)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=REPO_ROOT)
+    assert out.stdout.strip() == key
+
+
+def test_program_stages():
+    sink = saxpy_graph()
+    prog = UOp.program(sink, UOp.device("cpu"), UOp.linear(), UOp.source("code"))
+    assert [s.op for s in prog.src] == [Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE]
+    assert prog.src[1].arg == "CPU"
+    with pytest.raises(GraphError, match="SOURCE needs its LINEAR"):
+        UOp.program(sink, UOp.device("cpu"), source=UOp.source("x"))

@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from svod.dtype import DeviceSpec, PtrDType, dtypes
+from svod.errors import DeviceError, SvodError
+
+
+@pytest.mark.parametrize("dt", [d for d in dtypes.all() if d is not dtypes.index])
+def test_numpy_round_trip(dt):
+    assert dtypes.from_numpy(dt.numpy) is dt
+    assert dt.numpy.itemsize == dt.itemsize
+
+
+def test_index_is_64_bit_signed():
+    assert dtypes.index.numpy == np.int64
+    assert (dtypes.index.min, dtypes.index.max) == (-(1 << 63), (1 << 63) - 1)
+    assert dtypes.index != dtypes.int64
+
+
+def test_integer_limits():
+    assert (dtypes.int8.min, dtypes.int8.max) == (-128, 127)
+    assert (dtypes.uint16.min, dtypes.uint16.max) == (0, 65535)
+    assert (dtypes.bool.min, dtypes.bool.max) == (0, 1)
+
+
+def test_pointer_dtype():
+    p = dtypes.float32.ptr(10)
+    assert isinstance(p, PtrDType) and p.base is dtypes.float32 and p.size == 10
+    assert p == dtypes.float32.ptr(10) and p != dtypes.float32.ptr(11)
+    with pytest.raises(SvodError):
+        _ = p.numpy
+
+
+def test_vectors():
+    v = dtypes.float32.vec(4)
+    assert v.itemsize == 16 and v.count == 4 and v.scalar == dtypes.float32
+
+
+def test_unknown_numpy_dtype():
+    with pytest.raises(SvodError, match="complex64"):
+        dtypes.from_numpy(np.complex64)
+
+
+@pytest.mark.parametrize(("name", "canonical", "base", "ident"), [
+    ("cpu", "CPU", "CPU", 0), ("Python", "PYTHON", "PYTHON", 0), ("cl:0", "CL:0", "CL", 0),
+    ("CUDA", "CUDA:0", "CUDA", 0), ("cuda:1", "CUDA:1", "CUDA", 1), ("CPU:0", "CPU", "CPU", 0),
+])
+def test_device_spec_parse(name, canonical, base, ident):
+    spec = DeviceSpec.parse(name)
+    assert (str(spec), spec.base_type, spec.device_id) == (canonical, base, ident)
+    assert DeviceSpec.parse(str(spec)) == spec
+
+
+@pytest.mark.parametrize("name", ["TPU", "cuda:x", "cpu:1", "", "CL:-1"])
+def test_device_spec_rejects(name):
+    with pytest.raises(DeviceError, match="device"):
+        DeviceSpec.parse(name)

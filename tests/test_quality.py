@@ -1,0 +1,19 @@
+"""The linters are part of the test suite, so a red lint is a red build."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command", [
+    [sys.executable, "-m", "ruff", "check", "svod", "tests"],
+    [sys.executable, "-m", "mypy"],
+    ["lint-imports"],
+], ids=["ruff", "mypy", "import-layers"])
+def test_linter_is_clean(command):
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
