@@ -1,8 +1,14 @@
 """svod: a kernel runtime. UOp graphs in, compiled kernels out, run on CPU threads and GPUs."""
 
 from svod import errors
+from svod.backends import default_registry
 from svod.device import Buffer
 from svod.dtype import DeviceSpec, DType, dtypes
+from svod.frontend import KernelBuilder, available_devices, compile, compiler_pair, get_device, run
 from svod.ir import AxisKind, Ops, UOp
 
-__all__ = ["AxisKind", "Buffer", "DType", "DeviceSpec", "Ops", "UOp", "dtypes", "errors"]
+default_registry()  # device names resolve from here on (svod.Buffer("CPU", ...))
+
+__version__ = "0.1.0"
+__all__ = ["AxisKind", "Buffer", "DType", "DeviceSpec", "KernelBuilder", "Ops", "UOp", "available_devices",
+           "compile", "compiler_pair", "dtypes", "errors", "get_device", "run"]

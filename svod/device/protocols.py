@@ -45,6 +45,10 @@ class Renderer(Protocol):
 
     device: DeviceSpec
 
+    @property
+    def cache_key(self) -> str:
+        """Names every setting that changes the rendered code (with the compiler's, it keys compiled code)."""
+
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec: ...
 
     def decompositor(self) -> PatternMatcher | None: ...

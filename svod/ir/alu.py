@@ -144,6 +144,9 @@ _INT_OPS: dict[Ops, Callable[..., int]] = {
     Ops.MUL: lambda a, b: a * b, Ops.MAX: max, Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b,
     Ops.XOR: lambda a, b: a ^ b,
 }
+_BOOL_OPS: dict[Ops, Callable[[bool, bool], bool]] = {
+    Ops.AND: lambda a, b: a and b, Ops.OR: lambda a, b: a or b, Ops.XOR: lambda a, b: a != b,
+}
 _COMPARE: dict[Ops, Callable[[Value, Value], bool]] = {
     Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
 }
@@ -158,13 +161,7 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
     if dtype.is_float:
         return round_float(_FLOAT_OPS[op](*(float(v) for v in operands)), dtype)
     if dtype.kind == "bool":
-        if op in (Ops.AND, Ops.MUL):
-            return bool(operands[0]) and bool(operands[1])
-        if op in (Ops.OR, Ops.MAX, Ops.ADD):
-            return bool(operands[0]) or bool(operands[1])
-        if op in (Ops.XOR, Ops.CMPNE):
-            return bool(operands[0]) != bool(operands[1])
-        raise SvodError(f"{op!r} is not defined on bool")
+        return _BOOL_OPS[op](bool(operands[0]), bool(operands[1]))
     ints = [int(v) for v in operands]
     if op is Ops.IDIV:
         return trunc_div(ints[0], ints[1], dtype)

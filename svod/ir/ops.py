@@ -80,6 +80,8 @@ COMPARISON = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
 FLOAT_ONLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
 INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR})
+BOOL_OPS = COMPARISON | {Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE}
+"""The ALU ops defined on bool operands."""
 REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MUL})
 STAGES = (Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE, Ops.BINARY)
 """The sources of a PROGRAM, in order: the kernel and each compilation stage."""

@@ -24,7 +24,7 @@ from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
 from svod.ir.alu import convert
 from svod.ir.bounds import Bounds, compute_bounds
-from svod.ir.ops import ALU, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
+from svod.ir.ops import ALU, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
 Number = bool | int | float
 Operand: TypeAlias = "UOp | Number"
@@ -339,6 +339,20 @@ class UOp:
     def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
 
 
+def pointee(node: UOp) -> DType:
+    """The element dtype of a pointer-typed node (a PARAM, a DEFINE_REG, an INDEX)."""
+    if not isinstance(node.dtype, PtrDType):
+        raise GraphError(f"{node.op.name} is not a pointer", value=node.dtype)
+    return node.dtype.base
+
+
+def param_size(param: UOp) -> UOp:
+    """The element count of a buffer PARAM, as an index expression (a constant unless symbolic)."""
+    if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):
+        raise GraphError("param_size() needs a PARAM", value=param.op)
+    return param.src[0] if param.src else UOp.index_const(param.dtype.size)
+
+
 def _toposort(root: UOp) -> tuple[UOp, ...]:
     order: list[UOp] = []
     visited: set[UOp] = set()
@@ -407,6 +421,8 @@ def alu(op: Ops, *srcs: UOp) -> UOp:
         raise GraphError(f"{op.name} needs a float operand; use // for integer division", value=dtype)
     if op in INT_ONLY and dtype.is_float:
         raise GraphError(f"{op.name} needs an integer operand", value=dtype)
+    if dtype.kind == "bool" and op not in BOOL_OPS:
+        raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", value=dtype)
     if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
         raise GraphError("WHERE needs a bool condition", value=srcs[0].dtype)
     return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))

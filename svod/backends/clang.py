@@ -1,0 +1,81 @@
+"""The C pair: C rendered for the host, compiled by clang (or gcc where clang is missing) into a shared
+object whose bytes are the compiled kernel, and loaded with ctypes.
+
+``-fwrapv`` gives signed integers the wraparound svod defines; ``-ffp-contract=off`` keeps ``a*b+c`` two
+roundings, as the reference computes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from svod.backends.cpu import CpuProgram
+from svod.codegen.render.c import CRenderer
+from svod.device import CompiledSpec, ProgramSpec
+from svod.errors import CompileError, DeviceError, SvodError
+
+FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
+         "-fexcess-precision=standard")
+
+
+def find_c_compiler() -> str:
+    """clang when present, else gcc or cc; a ``DeviceError`` that says so when there is none."""
+    for candidate in ("clang", "gcc", "cc"):
+        path = shutil.which(candidate)
+        if path:
+            return path
+    raise DeviceError("no C compiler found (looked for clang, gcc, cc); install clang or gcc")
+
+
+def _compiler_identity(path: str) -> str:
+    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    return result.stdout.splitlines()[0] if result.stdout else os.path.basename(path)
+
+
+class ClangCompiler:
+    def __init__(self) -> None:
+        self.path = find_c_compiler()
+        self.flags = [f for f in FLAGS if f != "-fexcess-precision=standard" or "clang" not in self.path]
+        identity = _compiler_identity(self.path)
+        digest = hashlib.sha256(f"{identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
+        self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
+
+    def renderer(self, threads: int) -> CRenderer:
+        return CRenderer("CPU", threads)
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        with tempfile.TemporaryDirectory(prefix="svod-cc-") as work:
+            source = os.path.join(work, f"{spec.name}.c")
+            output = os.path.join(work, f"{spec.name}.so")
+            with open(source, "w") as f:
+                f.write(spec.src)
+            result = subprocess.run([self.path, *self.flags, source, "-o", output, "-lm"],
+                                    capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise CompileError(f"{os.path.basename(self.path)} failed with exit code {result.returncode}",
+                                   source=spec.src, log=result.stderr, kernel=spec.name)
+            with open(output, "rb") as f:
+                return CompiledSpec.from_spec(spec, data=f.read())
+
+
+def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
+    """Load the shared object in ``compiled.bytes`` from an anonymous in-memory file."""
+    if compiled.bytes is None:
+        raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
+                        stage="load")
+    fd = os.memfd_create(f"svod-{compiled.name}")
+    try:
+        os.write(fd, compiled.bytes)
+        library = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except OSError as err:
+        raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
+                        stage="load") from err
+    finally:
+        os.close(fd)
+    address = ctypes.cast(getattr(library, compiled.name), ctypes.c_void_p).value or 0
+    return CpuProgram(compiled.name, address, library)

@@ -1,0 +1,123 @@
+"""Running CPU kernels: the kernel ABI, the thread team, and the ``Program`` both CPU compilers load into.
+
+Every CPU kernel is ``void kernel(void **bufs, const int64_t *vars, int64_t core_id)``. A dispatch of
+``global_size[0]`` workers runs the kernel once per ``core_id``. Workers come from libgomp's persistent
+team (``GOMP_parallel``), entered through a tiny JIT-compiled trampoline, so a multi-threaded dispatch
+costs a few microseconds and the GIL is released while kernels run. Where libgomp is missing, workers
+run one after another on the calling thread: the results are the same.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from svod.errors import SvodError
+
+KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+_TRAMPOLINE_IR = """
+define void @svod_team_entry(ptr %job) nounwind {
+  %kernel = load ptr, ptr %job
+  %bufs.slot = getelementptr ptr, ptr %job, i64 1
+  %bufs = load ptr, ptr %bufs.slot
+  %vars.slot = getelementptr ptr, ptr %job, i64 2
+  %vars = load ptr, ptr %vars.slot
+  %thread_num.slot = getelementptr ptr, ptr %job, i64 3
+  %thread_num = load ptr, ptr %thread_num.slot
+  %tid = call i32 %thread_num()
+  %core_id = sext i32 %tid to i64
+  call void %kernel(ptr %bufs, ptr %vars, i64 %core_id)
+  ret void
+}
+"""
+
+
+@functools.cache
+def _initialize_llvm() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+def host_target_machine(opt: int = 3) -> Any:
+    """An LLVM target machine for this CPU, with all of its features (AVX2, AVX-512 where present)."""
+    _initialize_llvm()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=opt, reloc="pic", codemodel="default")
+
+
+class ThreadTeam:
+    """Runs a CPU kernel on ``n`` workers at once, through libgomp's thread pool."""
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self._parallel: Any = None
+        self._entry = 0
+        self._thread_num = 0
+        self._engine: Any = None
+        path = ctypes.util.find_library("gomp") or "libgomp.so.1"
+        try:
+            gomp = ctypes.CDLL(path)
+        except OSError as err:
+            self.error = f"libgomp not found ({err}); CPU kernels run their workers one after another"
+            return
+        self._parallel = gomp.GOMP_parallel
+        self._parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+        self._parallel.restype = None
+        self._thread_num = ctypes.cast(gomp.omp_get_thread_num, ctypes.c_void_p).value or 0
+        module = llvm.parse_assembly(_TRAMPOLINE_IR)
+        self._engine = llvm.create_mcjit_compiler(module, host_target_machine())
+        self._engine.finalize_object()
+        self._entry = self._engine.get_function_address("svod_team_entry")
+
+    @property
+    def parallel(self) -> bool:
+        return self._parallel is not None
+
+    def job(self, kernel: int, bufs: ctypes.Array[Any], vals: ctypes.Array[Any]) -> ctypes.Array[Any]:
+        """The argument block the team's entry reads: kernel, buffers, variables, ``omp_get_thread_num``."""
+        return (ctypes.c_void_p * 4)(kernel, ctypes.addressof(bufs), ctypes.addressof(vals), self._thread_num)
+
+    def run(self, job: ctypes.Array[Any], workers: int) -> None:
+        self._parallel(self._entry, ctypes.addressof(job), workers, 0)
+
+
+@functools.cache
+def thread_team() -> ThreadTeam:
+    """The process's team, made on first use (libgomp starts its threads lazily too)."""
+    return ThreadTeam()
+
+
+class CpuProgram:
+    """A loaded CPU kernel. ``keepalive`` holds whatever owns the code (an LLVM engine, a shared object)."""
+
+    def __init__(self, name: str, address: int, keepalive: Any) -> None:
+        if not address:
+            raise SvodError("compiled code has no entry point", kernel=name, stage="load")
+        self.name = name
+        self.address = address
+        self.function = KERNEL_TYPE(address)
+        self._keepalive = keepalive
+        self._team = thread_team()
+
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None:
+        bufs = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
+        variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
+        self.launch(bufs, variables, 1 if global_size is None else global_size[0])
+
+    def launch(self, bufs: ctypes.Array[Any], variables: ctypes.Array[Any], workers: int) -> None:
+        """Run with prepared argument arrays: the replay path, with nothing left to convert."""
+        if workers == 1:
+            self.function(ctypes.addressof(bufs), ctypes.addressof(variables), 0)
+        elif self._team.parallel:
+            self._team.run(self._team.job(self.address, bufs, variables), workers)
+        else:
+            for core_id in range(workers):
+                self.function(ctypes.addressof(bufs), ctypes.addressof(variables), core_id)

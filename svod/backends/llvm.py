@@ -1,0 +1,74 @@
+"""The LLVM pair: LLVM IR rendered for the host CPU, optimised and compiled to an object in process by
+llvmlite, and loaded into an MCJIT engine.
+
+The compiled bytes are a relocatable object file, so the disk cache can store them and a new process
+loads a kernel without running the optimiser again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from svod.backends.cpu import CpuProgram, host_target_machine
+from svod.codegen.render.llvmir import LLVMRenderer
+from svod.device import CompiledSpec, ProgramSpec
+from svod.errors import CompileError, SvodError
+
+OPT_LEVEL = 3
+
+
+class LLVMCompiler:
+    """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features."""
+
+    def __init__(self) -> None:
+        self.cpu = llvm.get_host_cpu_name()
+        self.features = llvm.get_host_cpu_features().flatten()
+        self._target_machine = host_target_machine(OPT_LEVEL)
+        self._lock = threading.Lock()
+        target = hashlib.sha256(f"{self.cpu}|{self.features}".encode()).hexdigest()[:12]
+        version = ".".join(map(str, llvm.llvm_version_info))
+        self.cache_key = f"llvm-{version}-llvmlite{llvmlite.__version__}-{self.cpu}-{target}-O{OPT_LEVEL}"
+
+    def renderer(self, threads: int) -> LLVMRenderer:
+        return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        try:
+            module = llvm.parse_assembly(spec.src)
+            module.verify()
+        except RuntimeError as err:
+            raise CompileError("LLVM rejected the IR", source=spec.src, log=str(err), kernel=spec.name) from err
+        tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+        tuning.loop_unrolling = True
+        # llvmlite's pass builders are not thread-safe across one target machine; compiles are short
+        with self._lock:
+            passes = llvm.create_pass_builder(self._target_machine, tuning)
+            passes.getModulePassManager().run(module, passes)
+            data = self._target_machine.emit_object(module)
+        return CompiledSpec.from_spec(spec, data=bytes(data))
+
+
+class LLVMRuntime:
+    """Loads compiled objects: one MCJIT engine per kernel, so kernels of the same name never clash."""
+
+    def __init__(self) -> None:
+        self._target_machine = host_target_machine(OPT_LEVEL)
+        self._lock = threading.Lock()
+
+    def __call__(self, compiled: CompiledSpec) -> CpuProgram:
+        if compiled.bytes is None:
+            raise SvodError("the LLVM runtime loads object code, and this kernel has none", kernel=compiled.name,
+                            stage="load")
+        with self._lock:
+            engine: Any = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._target_machine)
+            engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
+            engine.finalize_object()
+            address = engine.get_function_address(compiled.name)
+        return CpuProgram(compiled.name, address, engine)

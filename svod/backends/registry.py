@@ -1,0 +1,163 @@
+"""The device registry: the one place that knows every backend, builds ``Device``s, and says why a device
+is not available here.
+
+A registry is an object with its own settings; ``default_registry()`` is the process's, and tests build
+fresh ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from svod.backends.clang import ClangCompiler, load_shared_object
+from svod.backends.cpu import CpuProgram, thread_team
+from svod.backends.llvm import LLVMCompiler, LLVMRuntime
+from svod.backends.python import PythonCompiler, PythonProgram, PythonRenderer
+from svod.config import Settings, settings
+from svod.device import Allocator, CompiledSpec, Compiler, Device, HostAllocator, Renderer, ReusePool, resolver
+from svod.dtype import DeviceSpec
+from svod.errors import DeviceError, SvodError
+
+Pair = tuple[Renderer, Compiler]
+
+_ELF_SHARED_OBJECT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    """What ``svod devices`` shows for one device kind."""
+
+    name: str
+    compilers: tuple[str, ...]
+    available: bool
+    detail: str
+
+
+class DeviceRegistry:
+    def __init__(self, config: Settings = settings) -> None:
+        self.settings = config
+        self.host_allocator: Allocator = ReusePool(HostAllocator())
+        self._devices: dict[tuple[str, str | None], Device] = {}
+        self._lock = threading.RLock()
+        self._pair_builders: dict[str, dict[str, Callable[[], Pair]]] = {
+            "CPU": {"llvm": self._llvm_pair, "clang": self._clang_pair},
+            "PYTHON": {"python": lambda: (PythonRenderer(), PythonCompiler())},
+        }
+
+    # ---- lookups -----------------------------------------------------------------------------------------
+
+    def compiler_names(self, name: str | DeviceSpec) -> list[str]:
+        """The compiler pairs of a device kind, primary first."""
+        spec = DeviceSpec.parse(name)
+        builders = self._pair_builders.get(spec.base_type)
+        if builders is None:
+            raise DeviceError(f"svod has no backend for {spec.base_type} yet", value=str(spec))
+        names = list(builders)
+        if spec.base_type == "CPU" and self.settings.cpu_compiler in names:
+            names.remove(self.settings.cpu_compiler)
+            names.insert(0, self.settings.cpu_compiler)
+        return names
+
+    def compiler_pair(self, name: str | DeviceSpec, compiler: str | None = None) -> Pair:
+        """A (renderer, compiler) pair for ahead-of-time use; no device needs to be present."""
+        spec = DeviceSpec.parse(name)
+        names = self.compiler_names(spec)
+        chosen = names[0] if compiler is None else compiler.lower()
+        if chosen not in names:
+            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}", value=compiler)
+        with self._lock:
+            return self._pair_builders[spec.base_type][chosen]()
+
+    def get(self, name: str | DeviceSpec | Device, compiler: str | None = None) -> Device:
+        """The device called ``name`` (with ``compiler`` as its primary pair), built once and reused."""
+        if isinstance(name, Device):
+            return name
+        spec = DeviceSpec.parse(name)
+        key = (str(spec), None if compiler is None else compiler.lower())
+        with self._lock:
+            device = self._devices.get(key)
+            if device is None:
+                device = self._build(spec, key[1])
+                self._devices[key] = device
+            return device
+
+    def available(self) -> list[str]:
+        return [s.name for s in self.status() if s.available]
+
+    def status(self) -> list[DeviceStatus]:
+        """Every device kind svod knows, whether it works here, and if not, why."""
+        out = []
+        for base in DeviceSpec.KNOWN:
+            name = str(DeviceSpec.parse(base))
+            try:
+                device = self.get(name)
+            except SvodError as err:
+                pairs = tuple(self._pair_builders.get(base, {}))
+                out.append(DeviceStatus(name, pairs, False, err.detail))
+                continue
+            pairs = tuple(compiler_label(c) for _, c in device.compilers)
+            out.append(DeviceStatus(name, pairs, True, self._detail(device)))
+        return out
+
+    # ---- building ----------------------------------------------------------------------------------------
+
+    def _build(self, spec: DeviceSpec, compiler: str | None) -> Device:
+        names = self.compiler_names(spec)
+        primary = names[0] if compiler is None else compiler
+        pairs = [self.compiler_pair(spec, primary)]
+        for other in names:
+            if other != primary:
+                try:
+                    pairs.append(self.compiler_pair(spec, other))
+                except DeviceError:
+                    continue
+        runtime = load_cpu_program if spec.base_type == "CPU" else PythonProgram
+        return Device(spec, self.host_allocator, *pairs[0], runtime, alternatives=pairs[1:])
+
+    @functools.cached_property
+    def _llvm_compiler(self) -> LLVMCompiler:
+        return LLVMCompiler()
+
+    @functools.cached_property
+    def _c_compiler(self) -> ClangCompiler:
+        return ClangCompiler()
+
+    def _llvm_pair(self) -> Pair:
+        return self._llvm_compiler.renderer(self.settings.threads), self._llvm_compiler
+
+    def _clang_pair(self) -> Pair:
+        return self._c_compiler.renderer(self.settings.threads), self._c_compiler
+
+    def _detail(self, device: Device) -> str:
+        if device.device.base_type != "CPU":
+            return "reference interpreter"
+        team = thread_team()
+        threads = f"{self.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
+        return f"host, {threads}"
+
+
+def compiler_label(compiler: Compiler) -> str:
+    return compiler.cache_key.split("-", 1)[0]
+
+
+@functools.cache
+def _llvm_runtime() -> LLVMRuntime:
+    return LLVMRuntime()
+
+
+def load_cpu_program(compiled: CompiledSpec) -> CpuProgram:
+    """CPU code comes as an LLVM object or a C shared object; the ELF header says which."""
+    data = compiled.bytes or b""
+    if data[:4] == b"\x7fELF" and int.from_bytes(data[16:18], "little") == _ELF_SHARED_OBJECT:
+        return load_shared_object(compiled)
+    return _llvm_runtime()(compiled)
+
+
+@functools.cache
+def default_registry() -> DeviceRegistry:
+    registry = DeviceRegistry()
+    resolver.install(registry.get)
+    return registry

@@ -1,0 +1,1 @@
+"""Lowering, linearizing and rendering kernels to source."""

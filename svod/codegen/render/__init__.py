@@ -1,0 +1,1 @@
+"""One renderer per language; C, OpenCL C and CUDA C share ``cstyle``."""

@@ -1,0 +1,70 @@
+"""``KernelRenderer``: the shared half of every renderer. It lowers an AST for its device, linearizes
+it, and hands the instruction list to the language-specific ``render_linear``.
+
+::
+
+    ast ──lower()──> lowered SINK ──linearize()──> LINEAR ──render_linear()──> source ──> ProgramSpec
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+
+from svod.codegen.linearize import linearize
+from svod.codegen.lower import close_ranges, decompose, lower_reduces, simplify, split_for_threads
+from svod.device import KernelMetadata, ProgramSpec
+from svod.dtype import DeviceSpec
+from svod.errors import GraphError
+from svod.ir import Ops, PatternMatcher, UOp
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+def kernel_name(ast: UOp, name: str | None) -> str:
+    """A C identifier for the kernel: the given name, the SINK's name, or ``kernel``."""
+    raw = name or (ast.arg if isinstance(ast.arg, str) else "") or "kernel"
+    ident = _NOT_IDENTIFIER.sub("_", raw)
+    return ident if ident[0].isalpha() else "k_" + ident
+
+
+class KernelRenderer(ABC):
+    """Renders kernels for one device. ``threads`` > 1 splits CPU kernels across ``core_id`` workers."""
+
+    def __init__(self, device: DeviceSpec | str, threads: int = 1) -> None:
+        self.device = DeviceSpec.parse(device)
+        self.threads = threads
+
+    @property
+    def cache_key(self) -> str:
+        """Names every setting that changes the rendered code."""
+        return f"{type(self).__name__}-threads{self.threads}"
+
+    def decompositor(self) -> PatternMatcher | None:
+        return None
+
+    def lower(self, ast: UOp) -> UOp:
+        """The lowering passes of ``svod.codegen.lower``, in order."""
+        if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
+            raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
+                             value=getattr(ast, "op", ast))
+        sink = decompose(simplify(ast), self.decompositor())
+        sink = split_for_threads(sink, self.threads)
+        return simplify(close_ranges(lower_reduces(sink)))
+
+    def program(self, ast: UOp, name: str | None = None) -> UOp:
+        """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""
+        name = kernel_name(ast, name)
+        lowered = self.lower(ast)
+        linear = linearize(lowered)
+        source = self.render_linear(name, linear)
+        return UOp.program(lowered, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
+                           metadata=KernelMetadata(name=name))
+
+    def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
+        """Lower, linearize and render ``ast``; the spec's metadata is derived from the lowered kernel."""
+        return ProgramSpec.from_uop(self.program(ast, name))
+
+    @abstractmethod
+    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
+        """Source code for the instruction list ``linear`` as a function called ``name``."""

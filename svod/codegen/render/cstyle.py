@@ -1,0 +1,196 @@
+"""The C-style renderer: one walk over LINEAR that C, OpenCL C and CUDA C share.
+
+A language is a table: type names, literal spellings, math function names, and a few hooks for what
+differs structurally (the kernel signature, how buffers and variables arrive, thread indices). The
+walk gives every value a ``const`` local, inlines constants and pointer arithmetic, and opens a block
+per RANGE.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from svod.codegen.render.base import KernelRenderer
+from svod.dtype import DType, dtypes
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+from svod.ir.uop import pointee
+
+
+class CStyleRenderer(KernelRenderer):
+    """C as the base table; OpenCL and CUDA override entries."""
+
+    type_names: ClassVar[dict[str, str]] = {
+        "bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+        "index": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
+        "uint64": "uint64_t", "float16": "_Float16", "float32": "float", "float64": "double",
+    }
+    infinity: ClassVar[str] = "__builtin_inf()"
+    nan: ClassVar[str] = "__builtin_nan(\"\")"
+    float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
+    """Literal suffix per float type; other float types are spelled as a cast of a float literal."""
+    math_functions: ClassVar[dict[Ops, str]] = {
+        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "fmax",
+    }
+    math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
+    """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
+    preamble: ClassVar[str] = "#include <stdint.h>\n#include <math.h>\n"
+    bitcast_template: ClassVar[str] = "__builtin_bit_cast({type}, {value})"
+
+    # ---- structure hooks -----------------------------------------------------------------------------
+
+    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+        """The function header and the lines that bind buffers and variables to C names."""
+        lines = [f"void {name}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
+        lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
+                  for position, p in enumerate(params)]
+        lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
+                  for k, v in enumerate(variables) if v.arg[0] != "core_id"]
+        return lines
+
+    def pointer_type(self, param: UOp) -> str:
+        return f"{self.type_name(pointee(param))}*"
+
+    def special(self, node: UOp) -> str:
+        raise GraphError(f"{type(self).__name__} has no thread index {node.arg}", stage="render", value=node.arg)
+
+    # ---- spellings -----------------------------------------------------------------------------------
+
+    def type_name(self, dtype: DType) -> str:
+        return self.type_names[dtype.name]
+
+    def literal(self, value: bool | int | float, dtype: DType) -> str:
+        if dtype.kind == "bool":
+            return "1" if value else "0"
+        if dtype.is_float:
+            return self.float_literal(float(value), dtype)
+        if -(1 << 31) < int(value) < (1 << 31):
+            return str(int(value))
+        type_name = self.type_name(dtype)
+        if dtype.is_unsigned:
+            return f"(({type_name}){int(value)}ull)"
+        if value == dtype.min and dtype.bits == 64:
+            return f"(({type_name})(-{-int(value) - 1}ll - 1))"
+        return f"(({type_name}){int(value)}ll)"
+
+    def float_literal(self, value: float, dtype: DType) -> str:
+        if math.isnan(value):
+            text = self.nan
+        elif math.isinf(value):
+            text = self.infinity if value > 0 else f"-{self.infinity}"
+        else:
+            text = value.hex()
+        if dtype.name in self.float_suffix:
+            return f"{text}{self.float_suffix[dtype.name]}" if text[0] != "_" else f"(({self.type_name(dtype)}){text})"
+        return f"(({self.type_name(dtype)}){text})"
+
+    def math_call(self, op: Ops, dtype: DType, args: list[str]) -> str:
+        if dtype.name in self.math_suffix:
+            return f"{self.math_functions[op]}{self.math_suffix[dtype.name]}({', '.join(args)})"
+        wide = [f"(float)({a})" for a in args]
+        return f"({self.type_name(dtype)}){self.math_functions[op]}f({', '.join(wide)})"
+
+    def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
+        """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
+        the divisor node of an integer division."""
+        a = args[0]
+        if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT):
+            return self.math_call(op, dtype, args)
+        if op is Ops.RECIPROCAL:
+            return f"({self.float_literal(1.0, dtype)}/{a})"
+        if op is Ops.NEG:
+            return f"(-{a})"
+        if op is Ops.ABS:
+            return self.math_call(op, dtype, args) if dtype.is_float else f"({a}<0?-{a}:{a})"
+        if op is Ops.MAX:
+            if dtype.is_float:
+                return self.math_call(op, dtype, args)
+            return f"({a}>{args[1]}?{a}:{args[1]})"
+        if op in (Ops.IDIV, Ops.MOD):
+            return self.integer_division(op, operand_dtype, a, args[1], divisor)
+        if op is Ops.WHERE:
+            return f"({a}?{args[1]}:{args[2]})"
+        return f"({a}{_INFIX[op]}{args[1]})"
+
+    def integer_division(self, op: Ops, dtype: DType, a: str, b: str, divisor: UOp | None) -> str:
+        """svod's trap-free division: a zero divisor divides by one; MIN / -1 wraps. A constant divisor
+        that is neither needs no guard."""
+        t = self.type_name(dtype)
+        if divisor is not None and divisor.op is Ops.CONST and divisor.arg not in (0, -1):
+            return f"({a}{'/' if op is Ops.IDIV else '%'}{b})"
+        if dtype.is_unsigned:
+            return f"({b}==0?{a}:{a}/{b})" if op is Ops.IDIV else f"({b}==0?({t})0:{a}%{b})"
+        negated = f"({t})(0-({self.type_name(_unsigned_of(dtype))}){a})"
+        if op is Ops.IDIV:
+            return f"({b}==0?{a}:({b}==-1?{negated}:{a}/{b}))"
+        return f"(({b}==0||{b}==-1)?({t})0:{a}%{b})"
+
+    # ---- the walk -------------------------------------------------------------------------------------
+
+    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
+        params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
+        variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
+        names: dict[UOp, str] = {}
+        lines = self.signature(name, params, variables)
+        depth = 1
+        for index, node in enumerate(linear):
+            pad = "  " * depth
+            line, depth = self._render_node(node, names, index, depth)
+            if line is not None:
+                lines.append(("  " * depth if node.op is Ops.END else pad) + line)
+        lines.append("}")
+        return self.preamble + "\n".join(lines) + "\n"
+
+    def _render_node(self, node: UOp, names: dict[UOp, str], index: int, depth: int) -> tuple[str | None, int]:
+        op = node.op
+        if op is Ops.END:
+            return "}", depth - 1
+        if op is Ops.AFTER:
+            names[node] = names[node.src[0]]
+            return None, depth
+        src = [names[s] for s in node.src]
+        if op is Ops.CONST:
+            names[node] = self.literal(node.arg, node.dtype)
+        elif op is Ops.DEFINE_VAR:
+            names[node] = node.arg[0]
+        elif op is Ops.PARAM:
+            names[node] = f"data{node.arg}"
+        elif op is Ops.SPECIAL:
+            names[node] = node.arg
+            return f"const int64_t {node.arg} = {self.special(node)};", depth
+        elif op is Ops.INDEX:
+            names[node] = f"({src[0]}+{src[1]})"
+        elif op is Ops.RANGE:
+            names[node] = f"ridx{node.arg[0]}_{index}"
+            return f"for (int64_t {names[node]} = 0; {names[node]} < {src[0]}; {names[node]}++) {{", depth + 1
+        elif op is Ops.DEFINE_REG:
+            names[node] = f"acc{node.arg}"
+            return f"{self.type_name(pointee(node))} {names[node]}[1];", depth
+        elif op is Ops.STORE:
+            return f"*{src[0]} = {src[1]};", depth
+        else:
+            names[node] = f"v{index}"
+            return f"const {self.type_name(node.dtype)} {names[node]} = {self._value(node, src)};", depth
+        return None, depth
+
+    def _value(self, node: UOp, src: list[str]) -> str:
+        if node.op is Ops.LOAD:
+            return f"*{src[0]}"
+        if node.op is Ops.CAST:
+            return f"({self.type_name(node.dtype)})({src[0]})"
+        if node.op is Ops.BITCAST:
+            return self.bitcast_template.format(type=self.type_name(node.dtype), value=src[0])
+        operands = node.src[1:] if node.op is Ops.WHERE else node.src
+        return self.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
+
+
+_INFIX: dict[Ops, str] = {
+    Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
+    Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",
+}
+
+
+def _unsigned_of(dtype: DType) -> DType:
+    return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
+

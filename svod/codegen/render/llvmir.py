@@ -1,0 +1,302 @@
+"""LLVM IR for the CPU device.
+
+Kernels have the CPU ABI ``void name(ptr bufs, ptr vars, i64 core_id)``. Loops are a head block with a
+phi for the counter, a body, and a latch; accumulators are allocas in the entry block, which LLVM's
+mem2reg turns into phis. Float accumulations into a register carry ``reassoc`` so reductions vectorise:
+a reduction's result may differ from a sequential sum by rounding, as with any parallel reduction.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import ClassVar
+
+from svod.codegen.render.base import KernelRenderer
+from svod.dtype import DType, PtrDType
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+from svod.ir.uop import pointee
+
+
+def llvm_type(dtype: DType) -> str:
+    if isinstance(dtype, PtrDType):
+        return "ptr"
+    return _TYPES[dtype.name]
+
+
+def memory_type(dtype: DType) -> str:
+    """How a value is stored in memory: bools are a byte there, ``i1`` in registers."""
+    return "i8" if dtype.kind == "bool" else llvm_type(dtype)
+
+
+_TYPES = {
+    "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
+    "int64": "i64", "uint64": "i64", "index": "i64", "float16": "half", "float32": "float", "float64": "double",
+}
+_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+
+
+def llvm_literal(value: bool | int | float, dtype: DType) -> str:
+    if dtype.kind == "bool":
+        return "true" if value else "false"
+    if dtype.is_int:
+        return str(int(value))
+    if dtype.name == "float16":
+        return "0xH" + struct.pack(">e", value).hex().upper()
+    # LLVM spells float and double constants as the 64-bit pattern of the (exactly representable) double
+    return "0x" + struct.pack(">d", float(value)).hex().upper()
+
+
+class LLVMRenderer(KernelRenderer):
+    """Renders LLVM IR text; ``cpu`` and ``features`` become function attributes for the optimiser."""
+
+    int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
+                                            Ops.OR: "or", Ops.XOR: "xor"}
+    float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
+    float_intrinsic: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin",
+                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "maxnum"}
+
+    def __init__(self, device: str = "CPU", threads: int = 1, cpu: str = "", features: str = "") -> None:
+        super().__init__(device, threads)
+        self.cpu = cpu
+        self.features = features
+
+    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
+        return _FunctionWriter(self, name, linear).write()
+
+
+class _FunctionWriter:
+    """The state of rendering one function: SSA names, the current block, declarations needed."""
+
+    def __init__(self, renderer: LLVMRenderer, name: str, linear: tuple[UOp, ...]) -> None:
+        self.r = renderer
+        self.name = name
+        self.linear = linear
+        self.names: dict[UOp, str] = {}
+        self.lines: list[str] = []
+        self.declarations: set[str] = set()
+        self.block = "entry"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def label(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def write(self) -> str:
+        variables = sorted((u for u in self.linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
+        params = sorted((u for u in self.linear if u.op is Ops.PARAM), key=lambda u: u.arg)
+        self.label("entry")
+        for position, u in enumerate(params):
+            self.names[u] = f"%data{u.arg}"
+            self.emit(f"%data{u.arg}.slot = getelementptr inbounds ptr, ptr %bufs, i64 {position}")
+            self.emit(f"%data{u.arg} = load ptr, ptr %data{u.arg}.slot, align 8")
+        for u in self.linear:
+            if u.op is Ops.DEFINE_REG:
+                self.names[u] = f"%acc{u.arg}"
+                self.emit(f"%acc{u.arg} = alloca {memory_type(pointee(u))}, align 8")
+        for slot, var in enumerate(variables):
+            self._bind_variable(var, slot)
+        for index, node in enumerate(self.linear):
+            if node not in self.names:
+                self._node(node, f"%v{index}", index)
+        self.emit("ret void")
+        attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
+        header = f"define void @{self.name}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
+        return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
+                          f"attributes #0 = {{ nounwind {attributes} }}", ""])
+
+    def _bind_variable(self, var: UOp, slot: int) -> None:
+        name, ty = var.arg[0], llvm_type(var.dtype)
+        if name == "core_id":
+            value = "%core_id"
+        else:
+            self.emit(f"%var.{name}.slot = getelementptr inbounds i64, ptr %vars, i64 {slot}")
+            self.emit(f"%var.{name}.raw = load i64, ptr %var.{name}.slot, align 8")
+            value = f"%var.{name}.raw"
+        if ty != "i64":
+            self.emit(f"%var.{name} = trunc i64 {value} to {ty}")
+            value = f"%var.{name}"
+        self.names[var] = value
+
+    def operand(self, node: UOp) -> str:
+        if node.op is Ops.CONST:
+            return llvm_literal(node.arg, node.dtype)
+        return self.names[node]
+
+    def _node(self, node: UOp, out: str, index: int) -> None:
+        op = node.op
+        if op is Ops.CONST:
+            return
+        if op is Ops.AFTER:
+            self.names[node] = self.operand(node.src[0])
+        elif op is Ops.INDEX:
+            element = memory_type(pointee(node))
+            self.emit(f"{out} = getelementptr inbounds {element}, ptr {self.operand(node.src[0])}, "
+                      f"i64 {self.operand(node.src[1])}")
+            self.names[node] = out
+        elif op is Ops.LOAD:
+            self._load(node, out)
+        elif op is Ops.STORE:
+            self._store(node, out)
+        elif op is Ops.RANGE:
+            self._open_loop(node, index)
+        elif op is Ops.END:
+            self._close_loop(node.src[0])
+        elif op is Ops.CAST:
+            self.names[node] = self._cast(node.src[0], node.dtype, out)
+        elif op is Ops.BITCAST:
+            self.emit(f"{out} = bitcast {llvm_type(node.src[0].dtype)} {self.operand(node.src[0])} "
+                      f"to {llvm_type(node.dtype)}")
+            self.names[node] = out
+        elif op is Ops.SPECIAL:
+            raise GraphError("the LLVM CPU renderer has no GPU thread indices", stage="render", value=node.arg)
+        else:
+            self._alu(node, out)
+            self.names[node] = out
+
+    def _load(self, node: UOp, out: str) -> None:
+        ptr = self.operand(node.src[0])
+        if node.dtype.kind == "bool":
+            self.emit(f"{out}.byte = load i8, ptr {ptr}")
+            self.emit(f"{out} = icmp ne i8 {out}.byte, 0")
+        else:
+            self.emit(f"{out} = load {llvm_type(node.dtype)}, ptr {ptr}")
+        self.names[node] = out
+
+    def _store(self, node: UOp, out: str) -> None:
+        ptr, value = self.operand(node.src[0]), self.operand(node.src[1])
+        if node.src[1].dtype.kind == "bool":
+            self.emit(f"{out}.byte = zext i1 {value} to i8")
+            value = f"{out}.byte"
+        self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}")
+
+    def _open_loop(self, r: UOp, index: int) -> None:
+        loop = f"loop{index}"
+        self.names[r] = f"%{loop}.i"
+        entry = self.block
+        self.emit(f"br label %{loop}.head")
+        self.label(f"{loop}.head")
+        self.emit(f"%{loop}.i = phi i64 [ 0, %{entry} ], [ %{loop}.next, %{loop}.latch ]")
+        self.emit(f"%{loop}.more = icmp slt i64 %{loop}.i, {self.operand(r.src[0])}")
+        self.emit(f"br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
+        self.label(f"{loop}.body")
+
+    def _close_loop(self, r: UOp) -> None:
+        loop = self.names[r][1:-2]
+        self.emit(f"br label %{loop}.latch")
+        self.label(f"{loop}.latch")
+        self.emit(f"%{loop}.next = add nuw nsw i64 %{loop}.i, 1")
+        self.emit(f"br label %{loop}.head")
+        self.label(f"{loop}.exit")
+
+    def _cast(self, src: UOp, dtype: DType, out: str) -> str:
+        value, a, b = self.operand(src), src.dtype, dtype
+        ta, tb = llvm_type(a), llvm_type(b)
+        if b.kind == "bool":
+            zero = llvm_literal(0, a)
+            self.emit(f"{out} = {'fcmp une' if a.is_float else 'icmp ne'} {ta} {value}, {zero}")
+            return out
+        if a.is_float and b.is_float:
+            instr = "fpext" if b.itemsize > a.itemsize else "fptrunc"
+        elif a.is_float:
+            instr = "fptoui" if b.is_unsigned else "fptosi"
+        elif b.is_float:
+            instr = "sitofp" if a.kind == "int" else "uitofp"
+        elif a.itemsize == b.itemsize and a.kind != "bool":
+            return value
+        elif b.itemsize < a.itemsize:
+            instr = "trunc"
+        else:
+            instr = "sext" if a.kind == "int" else "zext"
+        self.emit(f"{out} = {instr} {ta} {value} to {tb}")
+        return out
+
+    def _alu(self, node: UOp, out: str) -> None:
+        op = node.op
+        args = [self.operand(s) for s in node.src]
+        operand_dtype = node.src[-1].dtype
+        ty = llvm_type(operand_dtype)
+        if op is Ops.WHERE:
+            self.emit(f"{out} = select i1 {args[0]}, {ty} {args[1]}, {ty} {args[2]}")
+        elif operand_dtype.is_float:
+            self._float_alu(node, out, args, ty)
+        else:
+            self._int_alu(node, out, args, ty, operand_dtype)
+
+    def _float_alu(self, node: UOp, out: str, args: list[str], ty: str) -> None:
+        op = node.op
+        if op in self.r.float_binary:
+            flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(_is_register_read(s) for s in node.src) else ""
+            self.emit(f"{out} = {self.r.float_binary[op]}{flags} {ty} {args[0]}, {args[1]}")
+        elif op in self.r.float_intrinsic:
+            intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
+            params = ", ".join(ty for _ in args)
+            self.declarations.add(f"declare {ty} {intrinsic}({params})")
+            self.emit(f"{out} = call {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
+        elif op is Ops.NEG:
+            self.emit(f"{out} = fneg {ty} {args[0]}")
+        elif op is Ops.RECIPROCAL:
+            self.emit(f"{out} = fdiv {ty} {llvm_literal(1.0, node.dtype)}, {args[0]}")
+        elif op in _FCMP:
+            self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
+        else:
+            raise GraphError(f"no LLVM spelling of {op.name} on floats", stage="render", value=op)
+
+    def _int_alu(self, node: UOp, out: str, args: list[str], ty: str, dtype: DType) -> None:
+        op = node.op
+        signed = dtype.kind == "int"
+        if op in self.r.int_binary:
+            self.emit(f"{out} = {self.r.int_binary[op]} {ty} {args[0]}, {args[1]}")
+        elif op in (Ops.IDIV, Ops.MOD):
+            self._int_division(node, out, args, ty, signed)
+        elif op is Ops.NEG:
+            self.emit(f"{out} = sub {ty} 0, {args[0]}")
+        elif op is Ops.ABS:
+            self.emit(f"{out}.neg = sub {ty} 0, {args[0]}")
+            self.emit(f"{out}.lt = icmp slt {ty} {args[0]}, 0")
+            self.emit(f"{out} = select i1 {out}.lt, {ty} {out}.neg, {ty} {args[0]}")
+        elif op is Ops.MAX:
+            self.emit(f"{out}.gt = icmp {'sgt' if signed else 'ugt'} {ty} {args[0]}, {args[1]}")
+            self.emit(f"{out} = select i1 {out}.gt, {ty} {args[0]}, {ty} {args[1]}")
+        elif op in _ICMP:
+            predicate = _ICMP[op] if op is not Ops.CMPLT else ("slt" if signed else "ult")
+            self.emit(f"{out} = icmp {predicate} {ty} {args[0]}, {args[1]}")
+        else:
+            raise GraphError(f"no LLVM spelling of {op.name} on integers", stage="render", value=op)
+
+    def _int_division(self, node: UOp, out: str, args: list[str], ty: str, signed: bool) -> None:
+        """svod's trap-free division (see ``svod.ir.alu``); LLVM folds the guards for constant divisors."""
+        a, b = args
+        kind = ("s" if signed else "u") + ("div" if node.op is Ops.IDIV else "rem")
+        divisor = node.src[1]
+        if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
+            self.emit(f"{out} = {kind} {ty} {a}, {b}")
+            return
+        self.emit(f"{out}.zero = icmp eq {ty} {b}, 0")
+        if not signed:
+            self.emit(f"{out}.d = select i1 {out}.zero, {ty} 1, {ty} {b}")
+            self.emit(f"{out} = {kind} {ty} {a}, {out}.d")
+            return
+        self.emit(f"{out}.m1 = icmp eq {ty} {b}, -1")
+        self.emit(f"{out}.bad = or i1 {out}.zero, {out}.m1")
+        self.emit(f"{out}.d = select i1 {out}.bad, {ty} 1, {ty} {b}")
+        self.emit(f"{out}.q = {kind} {ty} {a}, {out}.d")
+        wrapped = f"{out}.neg" if node.op is Ops.IDIV else "0"
+        if node.op is Ops.IDIV:
+            self.emit(f"{out}.neg = sub {ty} 0, {a}")
+        self.emit(f"{out} = select i1 {out}.m1, {ty} {wrapped}, {ty} {out}.q")
+
+
+_FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
+_ICMP = {Ops.CMPLT: "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+
+
+def _is_register_read(node: UOp) -> bool:
+    """A LOAD from an accumulator register: the running value of a reduction."""
+    if node.op is not Ops.LOAD:
+        return False
+    index = node.src[0]
+    return isinstance(index.dtype, PtrDType) and index.dtype.local
+

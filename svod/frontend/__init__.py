@@ -1,0 +1,6 @@
+"""What users touch first: the kernel builder and the convenience calls."""
+
+from svod.frontend.api import available_devices, compile, compiler_pair, get_device, run
+from svod.frontend.builder import KernelBuilder
+
+__all__ = ["KernelBuilder", "available_devices", "compile", "compiler_pair", "get_device", "run"]

@@ -1,0 +1,61 @@
+"""``KernelBuilder``: build a kernel AST without assembling RANGE/INDEX/STORE nodes by hand.
+
+::
+
+    k = KernelBuilder("saxpy")
+    n = k.var("n", 1, 1 << 24)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * 2.0 + 1.0)
+    ast = k.build()
+"""
+
+from __future__ import annotations
+
+from svod.dtype import DType, dtypes
+from svod.errors import GraphError
+from svod.ir import AxisKind, Ops, UOp
+from svod.ir.uop import Operand
+
+
+class KernelBuilder:
+    """Hands out buffer slots and range axes in call order and collects the stores."""
+
+    def __init__(self, name: str = "kernel") -> None:
+        self.name = name
+        self._slots = 0
+        self._axes = 0
+        self._stores: list[UOp] = []
+        self._vars: dict[str, UOp] = {}
+
+    def var(self, name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+        """A symbolic integer bound at run time (``svod.run(..., name=value)``)."""
+        var = UOp.define_var(name, min_val, max_val, dtype)
+        if self._vars.setdefault(name, var) is not var:
+            raise GraphError(f"variable {name} is already defined with other bounds", kernel=self.name,
+                             value=(min_val, max_val))
+        return var
+
+    def buffer(self, dtype: DType, size: int | UOp) -> UOp:
+        """The next buffer argument: slots are 0, 1, 2 ... in call order."""
+        param = UOp.param(self._slots, dtype, size)
+        self._slots += 1
+        return param
+
+    def range(self, end: int | UOp, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
+        """An index running ``0 .. end-1``; axes are numbered in call order, which is the nesting order."""
+        r = UOp.range(end, self._axes, kind)
+        self._axes += 1
+        return r
+
+    def store(self, target: UOp, value: Operand) -> UOp:
+        if target.op is not Ops.INDEX:
+            raise GraphError("store() needs an indexed buffer such as out[i]", kernel=self.name, value=target.op)
+        store = target.store(value)
+        self._stores.append(store)
+        return store
+
+    def build(self) -> UOp:
+        if not self._stores:
+            raise GraphError("a kernel needs at least one store", kernel=self.name)
+        return UOp.sink(*self._stores, name=self.name)

@@ -1,0 +1,120 @@
+"""The method cache: one ``CachedKernel`` per (kernel, renderer, compiler, device), compiled once.
+
+::
+
+    svod.compile(ast, device)
+        │ key = (ast.key, renderer.cache_key, compiler.cache_key, device)
+        ├─ hit ──────────────────────────────> CachedKernel
+        └─ miss: render ─> compile ─> load ─> CachedKernel (stored)
+
+Thread safety: concurrent requests for one key compile once; the others wait for that result. A
+failed compile is not cached and raises in every waiter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from svod.device import Device, Program, ProgramSpec
+from svod.device.launch import ConcreteLaunchDims
+from svod.errors import SvodError
+from svod.ir import Ops, UOp
+from svod.runtime.kernel import LAUNCH_VARIABLES, CachedKernel
+
+CacheKey = tuple[str, str, str, str]
+
+
+@dataclass
+class CacheStats:
+    """Counters a caller can read to see what the cache did (tests count compiles with them)."""
+
+    hits: int = 0
+    compiles: int = 0
+    compile_seconds: float = 0.0
+
+
+class KernelCache:
+    def __init__(self) -> None:
+        self._kernels: dict[CacheKey, CachedKernel] = {}
+        self._pending: dict[CacheKey, Future[CachedKernel]] = {}
+        self._lock = threading.Lock()
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kernels.clear()
+
+    def get(self, ast: UOp, device: Device) -> CachedKernel:
+        """The kernel of ``ast`` on ``device``, compiling it on first use."""
+        if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
+            raise SvodError("a kernel AST must be a SINK", stage="compile", value=getattr(ast, "op", ast))
+        key = (ast.key, device.renderer.cache_key, device.compiler.cache_key, device.name)
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            self.stats.hits += 1
+            return kernel
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is not None:
+                self.stats.hits += 1
+                return kernel
+            pending = self._pending.get(key)
+            owner = pending is None
+            if pending is None:
+                pending = self._pending[key] = Future()
+        if not owner:
+            return pending.result()
+        try:
+            kernel = self._build(ast, device)
+        except BaseException as err:
+            with self._lock:
+                del self._pending[key]
+            pending.set_exception(err)
+            raise
+        with self._lock:
+            self._kernels[key] = kernel
+            del self._pending[key]
+        pending.set_result(kernel)
+        return kernel
+
+    def _build(self, ast: UOp, device: Device) -> CachedKernel:
+        start = time.perf_counter()
+        spec = device.renderer.render(ast)
+        compiled = device.compiler.compile(spec)
+        program = device.runtime(compiled)
+        self.stats.compiles += 1
+        self.stats.compile_seconds += time.perf_counter() - start
+        return make_cached_kernel(spec, program, device)
+
+
+def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> CachedKernel:
+    params = sorted((u for u in spec.ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    return CachedKernel(
+        program=program, device=device, code=spec.src, entry_point=spec.name, var_names=tuple(spec.var_names),
+        globals=tuple(spec.globals), outs=tuple(spec.outs), ins=tuple(spec.ins),
+        host_parallel_safe=device.device.base_type == "CPU",
+        global_size=spec.global_size, local_size=spec.local_size, ast=spec.ast, params=tuple(params),
+        variables=tuple(v for v in spec.vars if v.name not in LAUNCH_VARIABLES),
+        static_dims=_static_dims(spec),
+    )
+
+
+def _static_dims(spec: ProgramSpec) -> ConcreteLaunchDims | None:
+    """Launch sizes that no variable changes, evaluated now instead of at every dispatch."""
+    sizes = (*spec.global_size, *(spec.local_size or ()))
+    if any(u.op is Ops.DEFINE_VAR for size in sizes for u in size.toposort()):
+        return None
+    return spec.launch_dims({})
+
+
+_default_cache = KernelCache()
+
+
+def default_cache() -> KernelCache:
+    return _default_cache

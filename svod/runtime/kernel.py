@@ -1,0 +1,116 @@
+"""``CachedKernel``: a compiled, loaded kernel and everything a dispatch checks and needs.
+
+``bind`` is the trust boundary between a user and a kernel: it checks buffers (count, dtype, device, size
+for the given variable values) and variables (missing, unknown, out of bounds) and only then hands raw
+addresses to the program. Nothing runs when a check fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from svod.device import Buffer, Device, Program, Variable
+from svod.device.launch import ConcreteLaunchDims, check_var_value, evaluate
+from svod.device.spec import LaunchSize, ProgramSpec
+from svod.errors import BufferMismatchError, VariableError
+from svod.ir import UOp
+from svod.ir.uop import param_size, pointee
+
+LAUNCH_VARIABLES = frozenset({"core_id"})
+"""Variables the runtime fills in per worker; users never pass them."""
+
+
+@dataclass(frozen=True, eq=False)
+class CachedKernel:
+    """One entry of the method cache. ``var_names`` is the order of the program's ``vals``."""
+
+    program: Program
+    device: Device
+    code: str
+    entry_point: str
+    var_names: tuple[str, ...]
+    globals: tuple[int, ...]
+    outs: tuple[int, ...]
+    ins: tuple[int, ...]
+    host_parallel_safe: bool
+    global_size: LaunchSize
+    local_size: LaunchSize | None
+    ast: UOp
+    params: tuple[UOp, ...]
+    """The PARAM of each argument, in argument order."""
+    variables: tuple[Variable, ...]
+    """The variables a caller supplies (launch variables such as ``core_id`` excluded)."""
+    static_dims: ConcreteLaunchDims | None = field(default=None)
+    """Launch sizes evaluated once, when they depend on no variable."""
+
+    @property
+    def name(self) -> str:
+        return self.entry_point
+
+    def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Every variable present, known and within bounds; returns the values by name."""
+        known = {v.name for v in self.variables}
+        unknown = sorted(set(var_vals) - known - fixed)
+        if unknown:
+            raise VariableError(f"unknown variable {unknown[0]}; this kernel has {sorted(known) or 'none'}",
+                                kernel=self.name, stage="bind", value=unknown[0])
+        values = {}
+        for var in self.variables:
+            if var.name not in var_vals:
+                raise VariableError(f"missing runtime value for variable {var.name}", kernel=self.name,
+                                    stage="bind", value=var.name)
+            values[var.name] = _checked(self.name, var, var_vals[var.name])
+        return values
+
+    def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
+        if len(buffers) != len(self.params):
+            raise BufferMismatchError(f"kernel takes {len(self.params)} buffers, got {len(buffers)}",
+                                      kernel=self.name, stage="bind", value=len(buffers))
+        for position, (buf, param) in enumerate(zip(buffers, self.params, strict=True)):
+            self._check_buffer(position, buf, param, var_vals)
+
+    def _check_buffer(self, position: int, buf: Buffer, param: UOp, var_vals: Mapping[str, int]) -> None:
+        if not isinstance(buf, Buffer):
+            raise BufferMismatchError(f"argument {position} is not a svod.Buffer", kernel=self.name, stage="bind",
+                                      value=type(buf).__name__)
+        want = pointee(param)
+        if buf.dtype != want:
+            raise BufferMismatchError(f"argument {position} is {buf.dtype.name}, the kernel needs {want.name}",
+                                      kernel=self.name, stage="bind", value=buf.dtype.name)
+        if not _same_memory(buf.device_object, self.device):
+            raise BufferMismatchError(f"argument {position} lives on {buf.device}, the kernel runs on "
+                                      f"{self.device.name}", kernel=self.name, stage="bind", value=buf.device)
+        needed = evaluate(param_size(param), var_vals)
+        if buf.size < needed:
+            raise BufferMismatchError(f"argument {position} has {buf.size} elements, the kernel needs {needed}",
+                                      kernel=self.name, stage="bind", value=buf.size)
+
+    def vals(self, var_vals: Mapping[str, int]) -> list[int]:
+        """Variable values in program order; launch variables get a placeholder the program overrides."""
+        return [0 if name in LAUNCH_VARIABLES else var_vals[name] for name in self.var_names]
+
+    def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
+        if self.static_dims is not None:
+            return self.static_dims
+        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, var_vals)
+
+    def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
+        """Check everything, then run once."""
+        values = self.check_vars(var_vals or {})
+        self.check_buffers(buffers, values)
+        dims = self.launch_dims(values)
+        addresses: list[Any] = [b.address for b in buffers]
+        self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
+
+
+def _checked(kernel: str, var: Variable, value: object) -> int:
+    try:
+        return check_var_value(var.name, value, var.min, var.max)
+    except VariableError as err:
+        raise VariableError(err.detail, kernel=kernel, stage="bind", value=value) from None
+
+
+def _same_memory(a: Device, b: Device) -> bool:
+    return a is b or a.device == b.device or (a.device.is_host and b.device.is_host)
