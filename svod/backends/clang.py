@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 
 from svod.backends.cpu import CpuProgram
+from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, ProgramSpec
 from svod.errors import CompileError, DeviceError, SvodError
@@ -64,18 +65,22 @@ class ClangCompiler:
 
 
 def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
-    """Load the shared object in ``compiled.bytes`` from an anonymous in-memory file."""
+    """Load the shared object in ``compiled.bytes`` through a uniquely named file that is removed at once
+    (the dynamic loader caches libraries by path, so a reused path would return an old kernel)."""
     if compiled.bytes is None:
         raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
                         stage="load")
-    fd = os.memfd_create(f"svod-{compiled.name}")
+    with tempfile.NamedTemporaryFile(prefix=f"svod-{compiled.name}-", suffix=".so") as file:
+        file.write(compiled.bytes)
+        file.flush()
+        try:
+            library = ctypes.CDLL(file.name)
+        except OSError as err:
+            raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
+                            stage="load") from err
     try:
-        os.write(fd, compiled.bytes)
-        library = ctypes.CDLL(f"/proc/self/fd/{fd}")
-    except OSError as err:
-        raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
-                        stage="load") from err
-    finally:
-        os.close(fd)
-    address = ctypes.cast(getattr(library, compiled.name), ctypes.c_void_p).value or 0
-    return CpuProgram(compiled.name, address, library)
+        function = getattr(library, entry_symbol(compiled.name))
+    except AttributeError as err:
+        raise SvodError("the shared object has no entry point of that name", kernel=compiled.name,
+                        stage="load", value=entry_symbol(compiled.name)) from err
+    return CpuProgram(compiled.name, ctypes.cast(function, ctypes.c_void_p).value or 0, library)

@@ -15,6 +15,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from svod.backends.cpu import CpuProgram, host_target_machine
+from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.llvmir import LLVMRenderer
 from svod.device import CompiledSpec, ProgramSpec
 from svod.errors import CompileError, SvodError
@@ -70,5 +71,5 @@ class LLVMRuntime:
             engine: Any = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._target_machine)
             engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
             engine.finalize_object()
-            address = engine.get_function_address(compiled.name)
+            address = engine.get_function_address(entry_symbol(compiled.name))
         return CpuProgram(compiled.name, address, engine)

@@ -4,6 +4,7 @@ Each pass is a named graph rewrite with one guarantee:
 
 - ``simplify``: index arithmetic folded (``svod.ir.symbolic``).
 - ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
+- ``pin_read_modify_write``: a load of the memory its store updates stays inside the store's loops.
 - ``split_for_threads``: the outermost GLOBAL range of a CPU kernel is split into ``core_id`` chunks.
 - ``lower_reduces``: no REDUCE remains; each is an accumulator register initialised with the op's
   identity, updated inside loops over its REDUCE ranges, and read after them.
@@ -22,8 +23,8 @@ from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, simplify
 
-__all__ = ["close_ranges", "decompose", "live_ranges", "lower_reduces", "simplify", "split_for_threads",
-           "substitute"]
+__all__ = ["close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write", "simplify",
+           "split_for_threads", "substitute"]
 
 
 def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
@@ -60,6 +61,26 @@ def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
 def _axis_order(r: UOp) -> tuple[int, int]:
     axis, kind = r.arg
     return (kind is AxisKind.REDUCE, axis)
+
+
+# ---- memory order -----------------------------------------------------------------------------------------
+
+def pin_read_modify_write(sink: UOp) -> UOp:
+    """A LOAD from the buffer its STORE writes reads the value of *this* iteration: it runs in every range
+    of the store, never hoisted out of a loop that updates the same memory (``acc[i] += x[i, j]``)."""
+    live = live_ranges(sink)
+    replacements: dict[UOp, UOp] = {}
+    for store in sink.src:
+        if store.op is not Ops.STORE or store.src[0].op is not Ops.INDEX:
+            continue
+        target = store.src[0].src[0]
+        for load in store.src[1].toposort():
+            if load.op is Ops.LOAD and load.src[0].src[0] is target and live[load] != live[store]:
+                missing = sorted(live[store] - live[load], key=_axis_order)
+                index = load.src[0]
+                pinned = index.replace(src=(target.after(*missing), index.src[1]))
+                replacements[load] = load.replace(src=(pinned,))
+    return substitute(sink, replacements)
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------

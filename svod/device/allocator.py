@@ -71,7 +71,7 @@ class HostMemory:
         raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
         start = -raw.ctypes.data % ALIGNMENT
         self.array = raw[start:start + nbytes]
-        self.address: int = self.array.ctypes.data
+        self.address: int = raw.ctypes.data + start  # numpy reports the base address for empty slices
 
 
 class HostAllocator(Allocator):

@@ -64,12 +64,16 @@ _SPECIAL_AXIS = re.compile(r"(\d+)$")
 
 
 def _param_slot(index: UOp) -> int | None:
-    """The PARAM slot a LOAD or STORE goes through (looking under a CAST), or None for other memory."""
+    """The PARAM slot a LOAD or STORE goes through (looking under a CAST and through AFTER), or None for
+    other memory."""
     if index.op is Ops.CAST:
         index = index.src[0]
-    if index.op is Ops.INDEX and index.src[0].op is Ops.PARAM:
-        return int(index.src[0].arg)
-    return None
+    if index.op is not Ops.INDEX:
+        return None
+    buffer = index.src[0]
+    while buffer.op is Ops.AFTER:
+        buffer = buffer.src[0]
+    return int(buffer.arg) if buffer.op is Ops.PARAM else None
 
 
 def derive_metadata(ast: UOp) -> KernelMetadata:

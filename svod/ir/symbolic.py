@@ -35,7 +35,7 @@ def _fold_by_bounds(node: UOp) -> UOp | None:
     """An integer or bool node whose bounds hold a single value is that value."""
     if node.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND) or not (node.dtype.is_int or node.dtype == dtypes.bool):
         return None
-    if node.op not in ALU and node.op not in (Ops.CAST, Ops.RANGE, Ops.SPECIAL):
+    if node.op not in ALU and node.op is not Ops.CAST:
         return None
     lo, hi = node.bounds
     return UOp.const(node.dtype, lo) if lo == hi else None

@@ -12,7 +12,14 @@ import re
 from abc import ABC, abstractmethod
 
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import close_ranges, decompose, lower_reduces, simplify, split_for_threads
+from svod.codegen.lower import (
+    close_ranges,
+    decompose,
+    lower_reduces,
+    pin_read_modify_write,
+    simplify,
+    split_for_threads,
+)
 from svod.device import KernelMetadata, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import GraphError
@@ -26,6 +33,12 @@ def kernel_name(ast: UOp, name: str | None) -> str:
     raw = name or (ast.arg if isinstance(ast.arg, str) else "") or "kernel"
     ident = _NOT_IDENTIFIER.sub("_", raw)
     return ident if ident[0].isalpha() else "k_" + ident
+
+
+def entry_symbol(name: str) -> str:
+    """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` or ``free``
+    never collides with a C library function."""
+    return f"svod_{name}"
 
 
 class KernelRenderer(ABC):
@@ -48,7 +61,7 @@ class KernelRenderer(ABC):
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
             raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
                              value=getattr(ast, "op", ast))
-        sink = decompose(simplify(ast), self.decompositor())
+        sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
         sink = split_for_threads(sink, self.threads)
         return simplify(close_ranges(lower_reduces(sink)))
 
@@ -67,4 +80,4 @@ class KernelRenderer(ABC):
 
     @abstractmethod
     def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
-        """Source code for the instruction list ``linear`` as a function called ``name``."""
+        """Source code for the instruction list ``linear`` as a function called ``entry_symbol(name)``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer
+from svod.codegen.render.base import KernelRenderer, entry_symbol
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -42,7 +42,7 @@ class CStyleRenderer(KernelRenderer):
 
     def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         """The function header and the lines that bind buffers and variables to C names."""
-        lines = [f"void {name}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
+        lines = [f"void {entry_symbol(name)}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
         lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
                   for position, p in enumerate(params)]
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
@@ -75,15 +75,14 @@ class CStyleRenderer(KernelRenderer):
         return f"(({type_name}){int(value)}ll)"
 
     def float_literal(self, value: float, dtype: DType) -> str:
+        cast = f"({self.type_name(dtype)})"
         if math.isnan(value):
-            text = self.nan
-        elif math.isinf(value):
-            text = self.infinity if value > 0 else f"-{self.infinity}"
-        else:
-            text = value.hex()
+            return f"({cast}{self.nan})"
+        if math.isinf(value):
+            return f"({cast}{'' if value > 0 else '-'}{self.infinity})"
         if dtype.name in self.float_suffix:
-            return f"{text}{self.float_suffix[dtype.name]}" if text[0] != "_" else f"(({self.type_name(dtype)}){text})"
-        return f"(({self.type_name(dtype)}){text})"
+            return value.hex() + self.float_suffix[dtype.name]
+        return f"({cast}{value.hex()}f)"
 
     def math_call(self, op: Ops, dtype: DType, args: list[str]) -> str:
         if dtype.name in self.math_suffix:

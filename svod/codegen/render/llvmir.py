@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer
+from svod.codegen.render.base import KernelRenderer, entry_symbol
 from svod.dtype import DType, PtrDType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -103,7 +103,7 @@ class _FunctionWriter:
                 self._node(node, f"%v{index}", index)
         self.emit("ret void")
         attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
-        header = f"define void @{self.name}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
+        header = f"define void @{entry_symbol(self.name)}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
         return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
                           f"attributes #0 = {{ nounwind {attributes} }}", ""])
 

@@ -1,0 +1,32 @@
+"""Fixtures shared by the suite: the devices every kernel test runs on."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import svod
+from svod.device import Device
+
+CPU_PAIRS = ["llvm", "clang"]
+
+
+def _device(name: str) -> Device:
+    if name == "clang" and not any(shutil.which(c) for c in ("clang", "gcc", "cc")):
+        pytest.skip("no C compiler on this machine (clang, gcc or cc)")
+    if name in CPU_PAIRS:
+        return svod.get_device("CPU", name)
+    return svod.get_device(name)
+
+
+@pytest.fixture(params=[*CPU_PAIRS, "PYTHON"])
+def device(request: pytest.FixtureRequest) -> Device:
+    """Every device that runs kernels here: each CPU compiler pair, and the PYTHON reference."""
+    return _device(request.param)
+
+
+@pytest.fixture(params=CPU_PAIRS)
+def compiled_device(request: pytest.FixtureRequest) -> Device:
+    """Every device with a real compiler (the kernels the reference is compared against)."""
+    return _device(request.param)

@@ -1,0 +1,113 @@
+import gc
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Buffer, HostAllocator, ReusePool
+from svod.dtype import dtypes
+from svod.errors import BufferMismatchError, SvodError
+
+
+def test_host_memory_is_64_byte_aligned():
+    alloc = HostAllocator()
+    for nbytes in (0, 1, 3, 64, 1000, 4099):
+        handle = alloc.allocate(nbytes)
+        assert alloc.address(handle) % 64 == 0
+
+
+def test_allocator_validates_sizes():
+    with pytest.raises(SvodError, match="non-negative"):
+        HostAllocator().allocate(-1)
+
+
+def test_reuse_pool_hands_back_freed_blocks():
+    pool = ReusePool(HostAllocator())
+    first = pool.allocate(256)
+    pool.free(first, 256)
+    assert pool.cached_bytes == 256
+    assert pool.allocate(256) is first
+    assert pool.cached_bytes == 0
+    other = pool.allocate(128)
+    assert other is not first
+
+
+def test_reuse_pool_is_bounded_and_clearable():
+    pool = ReusePool(HostAllocator(), max_cached=300)
+    a, b = pool.allocate(200), pool.allocate(200)
+    pool.free(a, 200)
+    pool.free(b, 200)
+    assert pool.cached_bytes == 200
+    pool.clear()
+    assert pool.cached_bytes == 0
+
+
+def test_buffer_allocates_lazily_and_round_trips():
+    buf = svod.Buffer("CPU", dtypes.float32, 5)
+    assert not buf.is_allocated and buf.nbytes == 20 and buf.device == "CPU"
+    buf.copyin(np.arange(5, dtype=np.float32))
+    assert buf.is_allocated
+    np.testing.assert_array_equal(buf.numpy(), np.arange(5, dtype=np.float32))
+
+
+def test_numpy_returns_a_copy():
+    buf = Buffer.from_numpy(np.arange(4, dtype=np.int32))
+    copy = buf.numpy()
+    copy[0] = 99
+    assert buf.numpy()[0] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float64])
+def test_from_numpy_keeps_dtype_and_values(dtype):
+    data = (np.arange(7) % 3).astype(dtype)
+    buf = Buffer.from_numpy(data, "CPU")
+    assert buf.dtype == dtypes.from_numpy(dtype) and buf.size == 7
+    np.testing.assert_array_equal(buf.numpy(), data)
+
+
+def test_views_share_memory_and_compose():
+    base = Buffer.from_numpy(np.arange(10, dtype=np.int32))
+    view = base.view(2, 6)
+    inner = view.view(1, 3)
+    assert inner.base is base and inner.offset == 3 and inner.is_view
+    np.testing.assert_array_equal(inner.numpy(), [3, 4, 5])
+    inner.copyin(np.array([-1, -2, -3], dtype=np.int32))
+    np.testing.assert_array_equal(base.numpy(), [0, 1, 2, -1, -2, -3, 6, 7, 8, 9])
+    assert view.address - base.address == 8
+
+
+@pytest.mark.parametrize(("offset", "size"), [(-1, 2), (8, 3), (0, 11), (2, -1)])
+def test_views_must_fit(offset, size):
+    with pytest.raises(SvodError, match="does not fit"):
+        Buffer.from_numpy(np.arange(10, dtype=np.int32)).view(offset, size)
+
+
+def test_copyin_checks_dtype_and_size():
+    buf = svod.Buffer("CPU", dtypes.float32, 4)
+    with pytest.raises(BufferMismatchError, match="float64"):
+        buf.copyin(np.zeros(4, dtype=np.float64))
+    with pytest.raises(BufferMismatchError, match="5 elements"):
+        buf.copyin(np.zeros(5, dtype=np.float32))
+    assert not buf.is_allocated
+
+
+def test_zero_size_buffers():
+    buf = svod.Buffer("CPU", dtypes.int32, 0)
+    buf.copyin(np.zeros(0, dtype=np.int32))
+    assert buf.numpy().shape == (0,)
+
+
+def test_bad_buffers_are_rejected():
+    with pytest.raises(SvodError, match="non-negative"):
+        svod.Buffer("CPU", dtypes.int32, -3)
+    with pytest.raises(svod.errors.DeviceError, match="unknown device"):
+        svod.Buffer("TPU", dtypes.int32, 3)
+
+
+def test_memory_returns_to_the_pool_when_the_buffer_dies():
+    buf = svod.Buffer("CPU", dtypes.uint8, 12345)
+    handle = buf.handle
+    del buf
+    gc.collect()
+    again = svod.Buffer("CPU", dtypes.uint8, 12345)
+    assert again.handle is handle
