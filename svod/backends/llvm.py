@@ -57,10 +57,12 @@ class LLVMCompiler:
 
 
 class LLVMRuntime:
-    """Loads compiled objects: one MCJIT engine per kernel, so kernels of the same name never clash."""
+    """Loads compiled objects: one MCJIT engine per kernel, so kernels of the same name never clash.
+
+    An engine owns the target machine it is given and frees it with itself, so each gets its own.
+    """
 
     def __init__(self) -> None:
-        self._target_machine = host_target_machine(OPT_LEVEL)
         self._lock = threading.Lock()
 
     def __call__(self, compiled: CompiledSpec) -> CpuProgram:
@@ -68,7 +70,7 @@ class LLVMRuntime:
             raise SvodError("the LLVM runtime loads object code, and this kernel has none", kernel=compiled.name,
                             stage="load")
         with self._lock:
-            engine: Any = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._target_machine)
+            engine: Any = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(OPT_LEVEL))
             engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
             engine.finalize_object()
             address = engine.get_function_address(entry_symbol(compiled.name))

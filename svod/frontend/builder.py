@@ -23,9 +23,9 @@ class KernelBuilder:
 
     def __init__(self, name: str = "kernel") -> None:
         self.name = name
-        self._slots = 0
         self._axes = 0
         self._stores: list[UOp] = []
+        self._params: list[UOp] = []
         self._vars: dict[str, UOp] = {}
 
     def var(self, name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
@@ -38,8 +38,8 @@ class KernelBuilder:
 
     def buffer(self, dtype: DType, size: int | UOp) -> UOp:
         """The next buffer argument: slots are 0, 1, 2 ... in call order."""
-        param = UOp.param(self._slots, dtype, size)
-        self._slots += 1
+        param = UOp.param(len(self._params), dtype, size)
+        self._params.append(param)
         return param
 
     def range(self, end: int | UOp, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
@@ -56,6 +56,10 @@ class KernelBuilder:
         return store
 
     def build(self) -> UOp:
+        """The kernel's SINK. Buffers no store reaches are kept as sources too, so the kernel still takes
+        every buffer in slot order."""
         if not self._stores:
             raise GraphError("a kernel needs at least one store", kernel=self.name)
-        return UOp.sink(*self._stores, name=self.name)
+        reached = {u for store in self._stores for u in store.toposort() if u.op is Ops.PARAM}
+        unused = [p for p in self._params if p not in reached]
+        return UOp.sink(*self._stores, *unused, name=self.name)

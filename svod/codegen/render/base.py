@@ -35,6 +35,14 @@ def kernel_name(ast: UOp, name: str | None) -> str:
     return ident if ident[0].isalpha() else "k_" + ident
 
 
+def _keep_params(lowered: UOp, ast: UOp) -> UOp:
+    """Every buffer of the AST stays an argument, even one that simplification made unused, so a kernel
+    takes the buffers its author declared, in slot order."""
+    kept = {u for u in lowered.toposort() if u.op is Ops.PARAM}
+    lost = sorted((u for u in ast.toposort() if u.op is Ops.PARAM and u not in kept), key=lambda u: u.arg)
+    return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
+
+
 def entry_symbol(name: str) -> str:
     """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` or ``free``
     never collides with a C library function."""
@@ -63,7 +71,7 @@ class KernelRenderer(ABC):
                              value=getattr(ast, "op", ast))
         sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
         sink = split_for_threads(sink, self.threads)
-        return simplify(close_ranges(lower_reduces(sink)))
+        return _keep_params(simplify(close_ranges(lower_reduces(sink))), ast)
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
         """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""

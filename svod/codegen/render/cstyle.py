@@ -66,7 +66,7 @@ class CStyleRenderer(KernelRenderer):
         if dtype.is_float:
             return self.float_literal(float(value), dtype)
         if -(1 << 31) < int(value) < (1 << 31):
-            return str(int(value))
+            return str(int(value)) if value >= 0 else f"({int(value)})"
         type_name = self.type_name(dtype)
         if dtype.is_unsigned:
             return f"(({type_name}){int(value)}ull)"
@@ -81,7 +81,7 @@ class CStyleRenderer(KernelRenderer):
         if math.isinf(value):
             return f"({cast}{'' if value > 0 else '-'}{self.infinity})"
         if dtype.name in self.float_suffix:
-            return value.hex() + self.float_suffix[dtype.name]
+            return f"({value.hex()}{self.float_suffix[dtype.name]})"
         return f"({cast}{value.hex()}f)"
 
     def math_call(self, op: Ops, dtype: DType, args: list[str]) -> str:

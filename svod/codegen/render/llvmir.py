@@ -253,6 +253,8 @@ class _FunctionWriter:
             self._int_division(node, out, args, ty, signed)
         elif op is Ops.NEG:
             self.emit(f"{out} = sub {ty} 0, {args[0]}")
+        elif op is Ops.ABS and not signed:
+            self.emit(f"{out} = or {ty} {args[0]}, 0")
         elif op is Ops.ABS:
             self.emit(f"{out}.neg = sub {ty} 0, {args[0]}")
             self.emit(f"{out}.lt = icmp slt {ty} {args[0]}, 0")

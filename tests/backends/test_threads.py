@@ -1,0 +1,85 @@
+"""CPU kernels split across core_id workers give the same bits as one thread."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, dtypes
+from svod.backends import DeviceRegistry
+from svod.backends.cpu import thread_team
+from svod.config import settings
+from svod.runtime import KernelCache
+
+
+def _devices(compiler: str):
+    one = DeviceRegistry(dataclasses.replace(settings, threads=1)).get("CPU", compiler)
+    many = DeviceRegistry(dataclasses.replace(settings, threads=3)).get("CPU", compiler)
+    return one, many
+
+
+def _kernels():
+    k = KernelBuilder("big_elementwise")
+    n = k.var("n", 1, 1 << 20)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], (x[i] * 1.5 - 2.0).maximum(x[i].sin()))
+    elementwise = k.build()
+    k = KernelBuilder("row_sums")
+    rows, cols = 999, 257
+    out, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, rows * cols)
+    r = k.range(rows)
+    c = k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r * cols + c].reduce(c))
+    return elementwise, k.build()
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_threaded_results_equal_single_threaded(compiler):
+    one, many = _devices(compiler)
+    cache = KernelCache()
+    elementwise, row_sums = _kernels()
+    rng = np.random.default_rng(0)
+    for size in (1, 31, 100_003, 1 << 20):
+        x = rng.standard_normal(1 << 20).astype(np.float32)
+        results = []
+        for device in (one, many):
+            out = svod.Buffer.from_numpy(np.zeros(1 << 20, np.float32), device)
+            cache.get(elementwise, device)([out, svod.Buffer.from_numpy(x, device)], {"n": size})
+            results.append(out.numpy())
+        np.testing.assert_array_equal(results[0], results[1])
+        assert (results[1][size:] == 0).all()
+    x = rng.standard_normal(999 * 257).astype(np.float32)
+    sums = []
+    for device in (one, many):
+        out = svod.Buffer.from_numpy(np.zeros(999, np.float32), device)
+        cache.get(row_sums, device)([out, svod.Buffer.from_numpy(x, device)])
+        sums.append(out.numpy())
+    np.testing.assert_array_equal(sums[0], sums[1])
+
+
+def test_threaded_kernels_launch_one_worker_per_thread():
+    one, many = _devices("llvm")
+    elementwise, _ = _kernels()
+    threaded = KernelCache().get(elementwise, many)
+    assert "core_id" in threaded.var_names and threaded.global_size[0].arg == 3
+    assert threaded.static_dims is not None and threaded.static_dims.global_size == (3, 1, 1)
+    single = KernelCache().get(elementwise, one)
+    assert "core_id" not in single.var_names
+
+
+def test_small_kernels_stay_on_one_thread():
+    _, many = _devices("llvm")
+    k = KernelBuilder("tiny")
+    out = k.buffer(dtypes.int32, 100)
+    i = k.range(100)
+    k.store(out[i], i.cast(dtypes.int32))
+    assert "core_id" not in KernelCache().get(k.build(), many).var_names
+
+
+def test_the_thread_team_is_real_here():
+    team = thread_team()
+    assert team.parallel, team.error

@@ -1,0 +1,72 @@
+"""Bad input never runs a kernel: every check fires before any code does, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import KernelBuilder, dtypes
+from svod.errors import BufferMismatchError, SvodError, VariableError
+
+
+def _saxpy():
+    k = KernelBuilder("saxpy")
+    n = k.var("n", 1, 64)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * 2.0)
+    return k.build()
+
+
+def _arrays(size=64):
+    return np.full(size, 3.0, np.float32), np.arange(size, dtype=np.float32)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "error", "message"), [
+    (lambda o, x: [o], {"n": 4}, BufferMismatchError, "takes 2 buffers, got 1"),
+    (lambda o, x: [o, x, x], {"n": 4}, BufferMismatchError, "takes 2 buffers, got 3"),
+    (lambda o, x: [o, x.astype(np.float64)], {"n": 4}, BufferMismatchError, "float64"),
+    (lambda o, x: [o, x.astype(np.int32)], {"n": 4}, BufferMismatchError, "int32"),
+    (lambda o, x: [o, x[:10]], {"n": 11}, BufferMismatchError, "has 10 elements, the kernel needs 11"),
+    (lambda o, x: [o, x], {}, VariableError, "missing runtime value for variable n"),
+    (lambda o, x: [o, x], {"n": 65}, VariableError, r"n=65 is outside bounds \[1, 64\]"),
+    (lambda o, x: [o, x], {"n": 0}, VariableError, r"n=0 is outside bounds \[1, 64\]"),
+    (lambda o, x: [o, x], {"n": 4, "m": 2}, VariableError, "unknown variable m"),
+    (lambda o, x: [o, x], {"n": 2.5}, VariableError, "must be integer"),
+])
+def test_bad_input_raises_before_anything_runs(device, args, kwargs, error, message):
+    out, x = _arrays()
+    with pytest.raises(error, match=message) as info:
+        svod.run(_saxpy(), args(out, x), device=device, **kwargs)
+    assert info.value.kernel == "saxpy" and info.value.stage == "bind"
+    assert (out == 3.0).all()
+
+
+def test_buffers_are_untouched_by_a_failed_check(device):
+    out = svod.Buffer.from_numpy(np.full(64, 3.0, np.float32), device)
+    x = svod.Buffer.from_numpy(np.arange(64, dtype=np.float32), device)
+    with pytest.raises(VariableError):
+        svod.run(_saxpy(), [out, x], device=device, n=100)
+    assert (out.numpy() == 3.0).all()
+
+
+def test_raw_arrays_are_not_buffers():
+    kernel = svod.compile(_saxpy(), "CPU")
+    assert kernel.device.name == "CPU"
+    with pytest.raises(SvodError, match=r"not a svod\.Buffer"):
+        kernel([np.zeros(4, np.float32), np.zeros(4, np.float32)], {"n": 4})  # type: ignore[list-item]
+
+
+def test_malformed_asts_are_reported():
+    with pytest.raises(SvodError, match="SINK"):
+        svod.compile(svod.UOp.const(dtypes.int32, 1))
+    with pytest.raises(SvodError, match="needs at least one store"):
+        KernelBuilder("empty").build()
+
+
+def test_unknown_compiler_and_device():
+    with pytest.raises(svod.errors.DeviceError, match="no compiler 'nvcc'"):
+        svod.get_device("CPU", "nvcc")
+    with pytest.raises(svod.errors.DeviceError, match="unknown device"):
+        svod.get_device("TPU")
