@@ -98,8 +98,7 @@ class DeviceRegistry:
                 pairs = tuple(self._pair_builders.get(base, {}))
                 out.append(DeviceStatus(name, pairs, False, err.detail))
                 continue
-            pairs = tuple(compiler_label(c) for _, c in device.compilers)
-            out.append(DeviceStatus(name, pairs, True, self._detail(device)))
+            out.append(DeviceStatus(name, tuple(self.compiler_names(name)), True, self._detail(device)))
         return out
 
     # ---- building ----------------------------------------------------------------------------------------
@@ -137,10 +136,6 @@ class DeviceRegistry:
         team = thread_team()
         threads = f"{self.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
         return f"host, {threads}"
-
-
-def compiler_label(compiler: Compiler) -> str:
-    return compiler.cache_key.split("-", 1)[0]
 
 
 @functools.cache

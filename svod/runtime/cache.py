@@ -13,11 +13,13 @@ failed compile is not cached and raises in every waiter.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from svod.config import Settings, settings
 from svod.device import Device, Program, ProgramSpec
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
@@ -37,7 +39,8 @@ class CacheStats:
 
 
 class KernelCache:
-    def __init__(self) -> None:
+    def __init__(self, config: Settings = settings) -> None:
+        self.settings = config
         self._kernels: dict[CacheKey, CachedKernel] = {}
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
@@ -88,8 +91,12 @@ class KernelCache:
         spec = device.renderer.render(ast)
         compiled = device.compiler.compile(spec)
         program = device.runtime(compiled)
+        seconds = time.perf_counter() - start
         self.stats.compiles += 1
-        self.stats.compile_seconds += time.perf_counter() - start
+        self.stats.compile_seconds += seconds
+        if self.settings.debug:
+            print(f"svod: compiled {spec.name} for {device.name} in {seconds * 1e3:.2f} ms\n{spec.src}",
+                  file=sys.stderr)
         return make_cached_kernel(spec, program, device)
 
 

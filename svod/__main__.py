@@ -1,0 +1,5 @@
+import sys
+
+from svod.cli import main
+
+sys.exit(main())

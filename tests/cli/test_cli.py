@@ -1,0 +1,45 @@
+import subprocess
+import sys
+
+import numpy as np
+
+from svod.cli import main
+from svod.cli.demo import DemoCase, check_result, matmul_case, row_sum_case, run_case, run_demo, saxpy_case
+from svod.frontend import get_device
+
+
+def test_devices_lists_every_kind(capsys):
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    for name in ("CPU", "PYTHON", "CL:0", "CUDA:0"):
+        assert name in out
+    assert "llvm" in out
+
+
+def test_demo_on_small_cases_passes(capsys):
+    small = (lambda: saxpy_case(1001), lambda: row_sum_case(7, 33), lambda: matmul_case(5, 6, 7))
+    assert run_demo("CPU", cases=small) == 0
+    assert run_demo("PYTHON", cases=small) == 0
+    out = capsys.readouterr().out
+    assert out.count(" ok ") >= 6 and "WRONG" not in out
+
+
+def test_check_fails_for_a_wrong_kernel(capsys):
+    good = saxpy_case(64)
+    wrong = DemoCase("saxpy_wrong", good.ast, good.inputs, good.var_vals, good.expected * 2, good.bytes_moved,
+                     good.flops)
+    assert not run_case(wrong, get_device("CPU")).ok
+    assert run_demo("CPU", cases=(lambda: wrong,)) == 1
+    assert "WRONG" in capsys.readouterr().out
+
+
+def test_check_result_tolerances():
+    assert check_result(np.ones(3), np.ones(3), 1e-5, 1e-5) == (True, 0.0)
+    ok, err = check_result(np.ones(3), np.ones(3) + 0.1, 1e-5, 1e-5)
+    assert not ok and abs(err - 0.1) < 1e-12
+    assert not check_result(np.ones(3), np.ones(4), 1, 1)[0]
+
+
+def test_module_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "svod", "devices"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and "PYTHON" in result.stdout
