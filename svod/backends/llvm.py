@@ -24,13 +24,16 @@ OPT_LEVEL = 3
 
 
 class LLVMCompiler:
-    """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features."""
+    """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features.
+
+    Compiles run in parallel: each thread has its own target machine, and llvmlite releases the GIL
+    while LLVM works.
+    """
 
     def __init__(self) -> None:
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
-        self._target_machine = host_target_machine(OPT_LEVEL)
-        self._lock = threading.Lock()
+        self._local = threading.local()
         target = hashlib.sha256(f"{self.cpu}|{self.features}".encode()).hexdigest()[:12]
         version = ".".join(map(str, llvm.llvm_version_info))
         self.cache_key = f"llvm-{version}-llvmlite{llvmlite.__version__}-{self.cpu}-{target}-O{OPT_LEVEL}"
@@ -38,22 +41,26 @@ class LLVMCompiler:
     def renderer(self, threads: int) -> LLVMRenderer:
         return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
 
+    def _target_machine(self) -> Any:
+        machine = getattr(self._local, "machine", None)
+        if machine is None:
+            machine = self._local.machine = host_target_machine(OPT_LEVEL)
+        return machine
+
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         try:
             module = llvm.parse_assembly(spec.src)
             module.verify()
         except RuntimeError as err:
             raise CompileError("LLVM rejected the IR", source=spec.src, log=str(err), kernel=spec.name) from err
+        machine = self._target_machine()
         tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         tuning.loop_vectorization = True
         tuning.slp_vectorization = True
         tuning.loop_unrolling = True
-        # llvmlite's pass builders are not thread-safe across one target machine; compiles are short
-        with self._lock:
-            passes = llvm.create_pass_builder(self._target_machine, tuning)
-            passes.getModulePassManager().run(module, passes)
-            data = self._target_machine.emit_object(module)
-        return CompiledSpec.from_spec(spec, data=bytes(data))
+        passes = llvm.create_pass_builder(machine, tuning)
+        passes.getModulePassManager().run(module, passes)
+        return CompiledSpec.from_spec(spec, data=bytes(machine.emit_object(module)))
 
 
 class LLVMRuntime:
