@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
+
+os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
 
 import pytest
 

@@ -113,11 +113,20 @@ class CpuProgram:
         self.launch(bufs, variables, 1 if global_size is None else global_size[0])
 
     def launch(self, bufs: ctypes.Array[Any], variables: ctypes.Array[Any], workers: int) -> None:
-        """Run with prepared argument arrays: the replay path, with nothing left to convert."""
+        """Run with argument arrays built by the caller."""
         if workers == 1:
             self.function(ctypes.addressof(bufs), ctypes.addressof(variables), 0)
-        elif self._team.parallel:
-            self._team.run(self._team.job(self.address, bufs, variables), workers)
         else:
-            for core_id in range(workers):
-                self.function(ctypes.addressof(bufs), ctypes.addressof(variables), core_id)
+            self.run_job(self.team_job(bufs, variables), bufs, variables, workers)
+
+    def team_job(self, bufs: ctypes.Array[Any], variables: ctypes.Array[Any]) -> ctypes.Array[Any] | None:
+        """The argument block of a multi-worker launch (None without a thread team); build it once to replay."""
+        return self._team.job(self.address, bufs, variables) if self._team.parallel else None
+
+    def run_job(self, job: ctypes.Array[Any] | None, bufs: ctypes.Array[Any], variables: ctypes.Array[Any],
+                workers: int) -> None:
+        if job is not None:
+            self._team.run(job, workers)
+            return
+        for core_id in range(workers):
+            self.function(ctypes.addressof(bufs), ctypes.addressof(variables), core_id)

@@ -26,8 +26,8 @@ OPT_LEVEL = 3
 class LLVMCompiler:
     """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features.
 
-    Compiles run in parallel: each thread has its own target machine, and llvmlite releases the GIL
-    while LLVM works.
+    Compiles run in parallel: each thread has its own LLVM context and target machine, and llvmlite
+    releases the GIL while LLVM works.
     """
 
     def __init__(self) -> None:
@@ -41,19 +41,20 @@ class LLVMCompiler:
     def renderer(self, threads: int) -> LLVMRenderer:
         return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
 
-    def _target_machine(self) -> Any:
-        machine = getattr(self._local, "machine", None)
-        if machine is None:
-            machine = self._local.machine = host_target_machine(OPT_LEVEL)
-        return machine
+    def _thread_state(self) -> tuple[Any, Any]:
+        """This thread's LLVM context and target machine: LLVM contexts must not be shared by threads."""
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = (llvm.create_context(), host_target_machine(OPT_LEVEL))
+        return state
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        context, machine = self._thread_state()
         try:
-            module = llvm.parse_assembly(spec.src)
+            module = llvm.parse_assembly(spec.src, context=context)
             module.verify()
         except RuntimeError as err:
             raise CompileError("LLVM rejected the IR", source=spec.src, log=str(err), kernel=spec.name) from err
-        machine = self._target_machine()
         tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         tuning.loop_vectorization = True
         tuning.slp_vectorization = True

@@ -45,8 +45,8 @@ def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
 
 
 def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
-    """For every node below ``root``, the RANGEs it runs inside: those it depends on and that no END
-    between them has closed."""
+    """For every node below ``root``, the RANGEs it runs inside: those it depends on and that no END or
+    REDUCE between them has closed."""
     live: dict[UOp, frozenset[UOp]] = {}
     for node in root.toposort():
         ranges = frozenset().union(*(live[s] for s in node.src)) if node.src else frozenset()
@@ -54,6 +54,8 @@ def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
             ranges |= {node}
         elif node.op is Ops.END:
             ranges -= {node.src[0]}
+        elif node.op is Ops.REDUCE:
+            ranges -= set(node.src[1:])
         live[node] = ranges
     return live
 

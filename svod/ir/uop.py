@@ -285,6 +285,8 @@ class UOp:
 
     def bitcast(self, dtype: DType) -> UOp:
         value = _value(self)
+        if dtypes.bool in (value.dtype, dtype):
+            raise GraphError("bitcast to or from bool is not defined; use cast()", value=dtype)
         if value.dtype.itemsize != dtype.itemsize:
             raise GraphError(f"bitcast from {value.dtype!r} to {dtype!r} changes the size", value=dtype)
         return UOp(Ops.BITCAST, dtype, (value,))

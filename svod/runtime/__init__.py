@@ -1,6 +1,11 @@
-"""Running compiled kernels: the method cache and the cached kernel's checked dispatch."""
+"""Running compiled kernels: the method cache (memory and disk), checked dispatch, execution plans and
+their profiles."""
 
 from svod.runtime.cache import CacheStats, KernelCache, default_cache
+from svod.runtime.disk import CacheWarning, DiskCache
 from svod.runtime.kernel import CachedKernel
+from svod.runtime.plan import ExecutionPlan, PreparedKernel
+from svod.runtime.profiler import StepProfile
 
-__all__ = ["CacheStats", "CachedKernel", "KernelCache", "default_cache"]
+__all__ = ["CacheStats", "CacheWarning", "CachedKernel", "DiskCache", "ExecutionPlan", "KernelCache", "PreparedKernel",
+           "StepProfile", "default_cache"]

@@ -4,11 +4,14 @@
 
     svod.compile(ast, device)
         │ key = (ast.key, renderer.cache_key, compiler.cache_key, device)
-        ├─ hit ──────────────────────────────> CachedKernel
-        └─ miss: render ─> compile ─> load ─> CachedKernel (stored)
+        ├─ hit in memory ─────────────────────────────────────────> CachedKernel
+        └─ miss: render ─┬─ compiled for this base device type? ─┐
+                         ├─ on disk (compiler key, source hash)? ─┤─> load ─> CachedKernel (kept)
+                         └─ compile (and store on disk) ──────────┘
 
-Thread safety: concurrent requests for one key compile once; the others wait for that result. A
-failed compile is not cached and raises in every waiter.
+Compiled code is shared by the devices of one base type (``CUDA:0`` and ``CUDA:1``); only loading is
+per device. Thread safety: concurrent requests for one key compile once and the others wait for that
+result; a failed compile is not cached and raises in every waiter.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from svod.config import Settings, settings
-from svod.device import Device, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, Program, ProgramSpec
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
+from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import LAUNCH_VARIABLES, CachedKernel
 
 CacheKey = tuple[str, str, str, str]
@@ -39,9 +43,11 @@ class CacheStats:
 
 
 class KernelCache:
-    def __init__(self, config: Settings = settings) -> None:
+    def __init__(self, config: Settings = settings, disk: DiskCache | None = None) -> None:
         self.settings = config
+        self.disk = disk if disk is not None else (DiskCache(config.cache_dir) if config.disk_cache else None)
         self._kernels: dict[CacheKey, CachedKernel] = {}
+        self._compiled: dict[CacheKey, tuple[ProgramSpec, CompiledSpec]] = {}
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
         self.stats = CacheStats()
@@ -50,8 +56,10 @@ class KernelCache:
         return len(self._kernels)
 
     def clear(self) -> None:
+        """Forget every kernel held in memory (the disk cache keeps its entries)."""
         with self._lock:
             self._kernels.clear()
+            self._compiled.clear()
 
     def get(self, ast: UOp, device: Device) -> CachedKernel:
         """The kernel of ``ast`` on ``device``, compiling it on first use."""
@@ -74,7 +82,7 @@ class KernelCache:
         if not owner:
             return pending.result()
         try:
-            kernel = self._build(ast, device)
+            kernel = self._load(ast, device, (*key[:3], device.base_device_key()))
         except BaseException as err:
             with self._lock:
                 del self._pending[key]
@@ -86,18 +94,39 @@ class KernelCache:
         pending.set_result(kernel)
         return kernel
 
-    def _build(self, ast: UOp, device: Device) -> CachedKernel:
+    def _load(self, ast: UOp, device: Device, shared_key: CacheKey) -> CachedKernel:
         start = time.perf_counter()
-        spec = device.renderer.render(ast)
-        compiled = device.compiler.compile(spec)
-        program = device.runtime(compiled)
-        seconds = time.perf_counter() - start
-        self.stats.compiles += 1
-        self.stats.compile_seconds += seconds
+        found = self._compiled.get(shared_key)
+        if found is None:
+            spec = device.renderer.render(ast)
+            program, compiled = self._compile_or_read_disk(spec, device)
+            with self._lock:
+                self._compiled[shared_key] = (spec, compiled)
+        else:
+            spec, compiled = found
+            program = device.runtime(compiled)
         if self.settings.debug:
-            print(f"svod: compiled {spec.name} for {device.name} in {seconds * 1e3:.2f} ms\n{spec.src}",
-                  file=sys.stderr)
+            print(f"svod: {spec.name} ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms\n"
+                  f"{spec.src}", file=sys.stderr)
         return make_cached_kernel(spec, program, device)
+
+    def _compile_or_read_disk(self, spec: ProgramSpec, device: Device) -> tuple[Program, CompiledSpec]:
+        compiler, disk = device.compiler, self.disk
+        data = disk.get(compiler.cache_key, spec.src) if disk is not None else None
+        if disk is not None and data is not None:
+            compiled = CompiledSpec.from_spec(spec, data=data)
+            try:
+                return device.runtime(compiled), compiled
+            except SvodError:
+                disk.discard(compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
+        start = time.perf_counter()
+        compiled = compiler.compile(spec)
+        self.stats.compiles += 1
+        self.stats.compile_seconds += time.perf_counter() - start
+        program = device.runtime(compiled)
+        if disk is not None and compiled.bytes is not None:
+            disk.put(compiler.cache_key, spec.src, compiled.bytes)
+        return program, compiled
 
 
 def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> CachedKernel:

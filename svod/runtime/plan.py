@@ -1,0 +1,404 @@
+"""``ExecutionPlan``: kernels and copies prepared once and replayed many times.
+
+::
+
+    plan.add_buffer / add_kernel / add_copy      (record)
+    plan.prepare()       compile distinct kernels in parallel, check every buffer, derive dependencies
+                         from byte ranges, fix argument arrays, launch sizes and the schedule
+    plan.execute(n=...)  check every variable, then run the schedule; nothing runs if a check fails
+
+Dependencies come from the bytes each step touches on each storage (a view conflicts with its base where
+they overlap): read-after-write, write-after-read and write-after-write order two steps, reads never do.
+Steps are grouped into levels by their longest dependency chain; the steps of one level are independent,
+and when several are host-parallel-safe and large enough to pay for it they run on host threads at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from svod.backends.cpu import CpuProgram
+from svod.backends.registry import default_registry
+from svod.device import Buffer, Device, Variable
+from svod.device.spec import ProgramSpec
+from svod.errors import BufferMismatchError, SvodError, VariableError
+from svod.ir import UOp
+from svod.runtime.cache import KernelCache, default_cache
+from svod.runtime.kernel import CachedKernel
+from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
+
+PARALLEL_MIN_COST = 1 << 20
+"""Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
+tens of microseconds, more than such a step takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """``[start, end)`` bytes of the storage ``storage`` (the id of a base buffer), read or written."""
+
+    storage: int
+    start: int
+    end: int
+    write: bool
+
+    def conflicts(self, other: Access) -> bool:
+        return (self.storage == other.storage and (self.write or other.write)
+                and self.start < other.end and other.start < self.end)
+
+
+@dataclass(eq=False)
+class PreparedKernel:
+    """One dispatch of a plan, with everything decided at prepare time."""
+
+    id: int
+    ast: UOp
+    kernel: CachedKernel
+    device: Device
+    buffer_indices: tuple[int, ...]
+    output_indices: tuple[int, ...]
+    vals: list[int]
+    """Variable values in ``kernel.var_names`` order, as of the last run (fixed ones never change)."""
+    fixedvars: dict[str, int]
+    dependencies: tuple[int, ...]
+    buffer_ids: tuple[int, ...]
+    """The storage each argument lives in (views of one base share it)."""
+    runtime_vars: tuple[Variable, ...]
+    """The variables each run must supply, with the bounds they are checked against."""
+    cost: tuple[int, int] = (0, 0)
+    _run: Callable[[Mapping[str, int]], None] = field(default=lambda values: None, repr=False)
+
+
+@dataclass(eq=False)
+class _Step:
+    id: int
+    name: str
+    kind: str
+    accesses: tuple[Access, ...]
+    run: Callable[[Mapping[str, int]], None]
+    parallel_safe: bool
+    cost: int
+    dependencies: tuple[int, ...] = ()
+    level: int = 0
+    cost_of: Callable[[Mapping[str, int]], tuple[int, int]] = field(default=lambda values: (0, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class _KernelRequest:
+    ast: UOp
+    buffer_indices: tuple[int, ...]
+    fixedvars: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _CopyRequest:
+    dst: int
+    src: int
+
+
+class ExecutionPlan:
+    """A sequence of kernels and copies over a set of buffers, prepared once and executed many times."""
+
+    def __init__(self, device: str | Device = "CPU", cache: KernelCache | None = None) -> None:
+        self.device = default_registry().get(device)
+        self.cache = default_cache() if cache is None else cache
+        self.buffers: list[Buffer] = []
+        self.prepared_kernels: list[PreparedKernel] = []
+        self._requests: list[_KernelRequest | _CopyRequest] = []
+        self._steps: list[_Step] = []
+        self._levels: list[list[_Step]] = []
+        self._runtime_bounds: dict[str, list[tuple[Variable, str]]] = {}
+        self._fixed_names: set[str] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._last_profile: list[StepProfile] = []
+        self._prepared = False
+
+    # ---- building ----------------------------------------------------------------------------------------
+
+    def add_buffer(self, buf: Buffer) -> int:
+        self._check_open()
+        if not isinstance(buf, Buffer):
+            raise BufferMismatchError("add_buffer() takes a svod.Buffer", stage="plan", value=type(buf).__name__)
+        self.buffers.append(buf)
+        return len(self.buffers) - 1
+
+    def add_kernel(self, ast: UOp, buffer_indices: Sequence[int], fixedvars: Mapping[str, int] | None = None) -> int:
+        """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good."""
+        self._check_open()
+        self._check_indices(buffer_indices)
+        self._requests.append(_KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
+        return len(self._requests) - 1
+
+    def add_copy(self, dst_index: int, src_index: int) -> int:
+        """Add a copy of a whole buffer into another of the same dtype and size."""
+        self._check_open()
+        self._check_indices((dst_index, src_index))
+        dst, src = self.buffers[dst_index], self.buffers[src_index]
+        if dst.dtype != src.dtype or dst.size != src.size:
+            raise BufferMismatchError(f"copy of {src.size} x {src.dtype.name} into {dst.size} x {dst.dtype.name}",
+                                      stage="plan", value=(dst_index, src_index))
+        self._requests.append(_CopyRequest(dst_index, src_index))
+        return len(self._requests) - 1
+
+    def _check_open(self) -> None:
+        if self._prepared:
+            raise SvodError("the plan is prepared; build a new plan to change it", stage="plan")
+
+    def _check_indices(self, indices: Sequence[int]) -> None:
+        for index in indices:
+            if not isinstance(index, int) or not 0 <= index < len(self.buffers):
+                raise BufferMismatchError(f"no plan buffer {index}; the plan has {len(self.buffers)}", stage="plan",
+                                          value=index)
+
+    # ---- prepare -----------------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Compile, check and schedule everything; after this, execute() does the minimum per step."""
+        if self._prepared:
+            return
+        kernels = self._compile_all()
+        for op_id, request in enumerate(self._requests):
+            if isinstance(request, _KernelRequest):
+                self._steps.append(self._prepare_kernel(op_id, request, kernels[request.ast]))
+            else:
+                self._steps.append(self._prepare_copy(op_id, request))
+        self._schedule()
+        self._prepared = True
+
+    def _compile_all(self) -> dict[UOp, CachedKernel]:
+        distinct = list(dict.fromkeys(r.ast for r in self._requests if isinstance(r, _KernelRequest)))
+        if len(distinct) <= 1:
+            return {ast: self.cache.get(ast, self.device) for ast in distinct}
+        with ThreadPoolExecutor(max_workers=min(len(distinct), os.cpu_count() or 1)) as pool:
+            return dict(zip(distinct, pool.map(lambda ast: self.cache.get(ast, self.device), distinct), strict=True))
+
+    def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel) -> _Step:
+        buffers = [self.buffers[i] for i in request.buffer_indices]
+        fixed = self._check_fixed(kernel, request)
+        runtime = tuple(v for v in kernel.variables if v.name not in fixed)
+        largest = {**{v.name: v.max for v in runtime}, **fixed}
+        kernel.check_buffers(buffers, largest)
+        for var in runtime:
+            self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
+        self._fixed_names.update(fixed)
+        accesses = tuple(self._kernel_accesses(kernel, buffers))
+        outputs = tuple(request.buffer_indices[pos] for pos, p in enumerate(kernel.params) if p.arg in kernel.outs)
+        vals = kernel.vals(largest)
+        run = _kernel_launcher(kernel, buffers, vals, fixed)
+        cost = estimate_cost(request.ast, largest)
+        prepared = PreparedKernel(
+            id=op_id, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
+            output_indices=outputs, vals=vals, fixedvars=fixed, dependencies=(),
+            buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=runtime, cost=cost, _run=run)
+        self.prepared_kernels.append(prepared)
+        def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
+            return estimate_cost(request.ast, {**values, **fixed})
+
+        return _Step(op_id, kernel.name, "kernel", accesses, run, kernel.host_parallel_safe, sum(cost),
+                     cost_of=cost_of)
+
+    def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
+        known = {v.name: v for v in kernel.variables}
+        for name, value in request.fixedvars.items():
+            if name not in known:
+                raise VariableError(f"fixed variable {name} is not a variable of this kernel", kernel=kernel.name,
+                                    stage="plan", value=name)
+            var = known[name]
+            if isinstance(value, bool) or not isinstance(value, int) or not var.min <= value <= var.max:
+                raise VariableError(f"variable {name}={value} is outside bounds [{var.min}, {var.max}]",
+                                    kernel=kernel.name, stage="plan", value=value)
+        return dict(request.fixedvars)
+
+    @staticmethod
+    def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
+        accesses = []
+        for buf, param in zip(buffers, kernel.params, strict=True):
+            start, end = buf.byte_offset, buf.byte_offset + buf.nbytes
+            if param.arg in kernel.ins or param.arg not in kernel.outs:
+                accesses.append(Access(id(buf.base), start, end, write=False))
+            if param.arg in kernel.outs:
+                accesses.append(Access(id(buf.base), start, end, write=True))
+        return accesses
+
+    def _prepare_copy(self, op_id: int, request: _CopyRequest) -> _Step:
+        dst, src = self.buffers[request.dst], self.buffers[request.src]
+        accesses = (Access(id(src.base), src.byte_offset, src.byte_offset + src.nbytes, write=False),
+                    Access(id(dst.base), dst.byte_offset, dst.byte_offset + dst.nbytes, write=True))
+        run = _copier(dst, src)
+        moved = 2 * dst.nbytes
+
+        def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
+            return (0, moved)
+
+        return _Step(op_id, f"copy {request.src} -> {request.dst}", "copy", accesses, run,
+                     dst.device_object.device.is_host and src.device_object.device.is_host, moved, cost_of=cost_of)
+
+    def _schedule(self) -> None:
+        for position, step in enumerate(self._steps):
+            earlier = self._steps[:position]
+            step.dependencies = tuple(e.id for e in earlier
+                                      if any(a.conflicts(b) for a in step.accesses for b in e.accesses))
+            by_id = {s.id: s for s in earlier}
+            step.level = 1 + max((by_id[d].level for d in step.dependencies), default=-1)
+        for prepared in self.prepared_kernels:
+            prepared.dependencies = next(s.dependencies for s in self._steps if s.id == prepared.id)
+        levels: dict[int, list[_Step]] = {}
+        for step in self._steps:
+            levels.setdefault(step.level, []).append(step)
+        self._levels = [levels[k] for k in sorted(levels)]
+
+    # ---- execute -----------------------------------------------------------------------------------------
+
+    def execute(self, *, profile: bool = False, **var_vals: int) -> list[StepProfile] | None:
+        return self.execute_with_vars(var_vals, profile=profile)
+
+    def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False) -> list[StepProfile] | None:
+        """Check every variable, then run every step; with ``profile`` return per-step timings."""
+        self.prepare()
+        values = self._check_vars(var_vals)
+        if profile:
+            return self._run_profiled(values)
+        for level in self._levels:
+            if len(level) == 1 or not self._parallel(level):
+                for step in level:
+                    step.run(values)
+            else:
+                self._run_parallel(level, values, lambda step, vals: step.run(vals))
+        return None
+
+    def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
+        for name in var_vals:
+            if name in self._fixed_names and name not in self._runtime_bounds:
+                raise VariableError(f"variable {name} is fixed in this plan and cannot be passed again",
+                                    stage="execute", value=name)
+            if name not in self._runtime_bounds:
+                raise VariableError(f"unknown variable {name}; the plan takes {sorted(self._runtime_bounds) or 'none'}",
+                                    stage="execute", value=name)
+        values = {}
+        for name, uses in self._runtime_bounds.items():
+            if name not in var_vals:
+                raise VariableError(f"missing runtime value for variable {name}", kernel=uses[0][1],
+                                    stage="execute", value=name)
+            value = var_vals[name]
+            for var, kernel in uses:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise VariableError(f"variable {name} must be integer", kernel=kernel, stage="execute", value=value)
+                if not var.min <= value <= var.max:
+                    raise VariableError(f"variable {name}={value} is outside bounds [{var.min}, {var.max}]",
+                                        kernel=kernel, stage="execute", value=value)
+            values[name] = value
+        return values
+
+    def _parallel(self, level: list[_Step]) -> bool:
+        return sum(1 for s in level if s.parallel_safe and s.cost >= PARALLEL_MIN_COST) >= 2 and \
+            all(s.parallel_safe for s in level)
+
+    def _run_parallel(self, level: list[_Step], values: Mapping[str, int],
+                      body: Callable[[_Step, Mapping[str, int]], object]) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="svod-plan")
+        futures = [self._pool.submit(body, step, values) for step in level[1:]]
+        body(level[0], values)
+        for future in futures:
+            future.result()
+
+    def _run_profiled(self, values: Mapping[str, int]) -> list[StepProfile]:
+        origin = time.perf_counter()
+        records: list[StepProfile] = []
+        lock = threading.Lock()
+
+        def timed(step: _Step, vals: Mapping[str, int]) -> None:
+            start = time.perf_counter()
+            step.run(vals)
+            end = time.perf_counter()
+            flops, nbytes = step.cost_of(vals)
+            with lock:
+                records.append(StepProfile(step.id, step.name, step.kind, start - origin, end - start, nbytes,
+                                           flops, threading.get_ident() % 100_000))
+
+        for level in self._levels:
+            if len(level) > 1 and self._parallel(level):
+                self._run_parallel(level, values, timed)
+            else:
+                for step in level:
+                    timed(step, values)
+        self._last_profile = sorted(records, key=lambda r: r.start)
+        return self._last_profile
+
+    def export_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the last profiled run as Chrome trace events (open it in Perfetto)."""
+        write_chrome_trace(path, self._last_profile)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def _copier(dst: Buffer, src: Buffer) -> Callable[[Mapping[str, int]], None]:
+    """A whole-buffer copy: one memmove between host buffers, a round trip through the host otherwise."""
+    if dst.device_object.device.is_host and src.device_object.device.is_host:
+        dst_address, src_address, nbytes = dst.address, src.address, dst.nbytes
+
+        def host_copy(values: Mapping[str, int]) -> None:
+            ctypes.memmove(dst_address, src_address, nbytes)
+
+        return host_copy
+
+    def staged_copy(values: Mapping[str, int]) -> None:
+        dst.copyin(src.numpy())
+
+    return staged_copy
+
+
+def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list[int],
+                     fixed: Mapping[str, int]) -> Callable[[Mapping[str, int]], None]:
+    """The per-run work of one kernel, with everything that does not depend on the run decided now."""
+    addresses = [b.address for b in buffers]
+    slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != "core_id"]
+    static = kernel.static_dims
+    program = kernel.program
+    if isinstance(program, CpuProgram) and static is not None:
+        return _CpuLaunch(program, addresses, vals, slots, static.global_size[0])
+
+    def run(values: Mapping[str, int]) -> None:
+        for i, name in slots:
+            vals[i] = values[name]
+        dims = static or ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size,
+                                                         {**values, **fixed})
+        program.execute(addresses, vals, dims.global_size, dims.local_size)
+
+    return run
+
+
+class _CpuLaunch:
+    """The replay path of a CPU kernel: write this run's variables into the prepared array and call.
+
+    It owns the argument arrays, so the addresses handed to the kernel stay valid as long as it lives.
+    """
+
+    __slots__ = ("bufs", "job", "program", "slots", "vals", "variables", "workers")
+
+    def __init__(self, program: CpuProgram, addresses: Sequence[int], vals: list[int], slots: list[tuple[int, str]],
+                 workers: int) -> None:
+        self.program = program
+        self.bufs = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+        self.variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
+        self.vals = vals
+        self.slots = slots
+        self.workers = workers
+        self.job = program.team_job(self.bufs, self.variables) if workers > 1 else None
+
+    def __call__(self, values: Mapping[str, int]) -> None:
+        variables, vals = self.variables, self.vals
+        for i, name in self.slots:
+            variables[i] = vals[i] = values[name]
+        if self.workers == 1:
+            self.program.function(ctypes.addressof(self.bufs), ctypes.addressof(variables), 0)
+        else:
+            self.program.run_job(self.job, self.bufs, variables, self.workers)

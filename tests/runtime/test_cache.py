@@ -1,0 +1,210 @@
+"""The method cache and the disk cache: identity, exactly-once compiles, sharing between processes, and
+recovery from every kind of damage."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+from svod import KernelBuilder, dtypes
+from svod.config import settings
+from svod.errors import SvodError
+from svod.runtime import CacheWarning, DiskCache, KernelCache
+from svod.runtime.disk import DATABASE_NAME
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _kernel(scale: float, name: str = "scale"):
+    k = KernelBuilder(name)
+    n = k.var("n", 1, 1 << 16)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * scale)
+    return k.build()
+
+
+def _cache(directory: Path) -> KernelCache:
+    return KernelCache(dataclasses.replace(settings, cache_dir=directory, disk_cache=True))
+
+
+def _check(kernel) -> None:
+    out = svod.Buffer.from_numpy(np.zeros(8, np.float32))
+    kernel([out, svod.Buffer.from_numpy(np.arange(8, dtype=np.float32))], {"n": 8})
+    assert out.numpy()[3] != 0
+
+
+def test_memory_hit_returns_the_same_object(tmp_path):
+    cache = _cache(tmp_path)
+    first = cache.get(_kernel(2.0), svod.get_device("CPU"))
+    assert cache.get(_kernel(2.0), svod.get_device("CPU")) is first
+    assert cache.stats.compiles == 1 and cache.stats.hits == 1
+
+
+def test_eight_threads_compile_once(tmp_path):
+    cache = _cache(tmp_path)
+    device = svod.get_device("CPU")
+    barrier = threading.Barrier(8)
+    results = []
+
+    def ask() -> None:
+        barrier.wait()
+        results.append(cache.get(_kernel(3.0, "racy"), device))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert cache.stats.compiles == 1
+
+
+def test_failed_compile_raises_in_every_waiter_and_is_not_cached(tmp_path):
+    cache = _cache(tmp_path)
+    p = svod.UOp.param(0, dtypes.int32, 64)
+    gpu_only = svod.UOp.sink(p[svod.UOp.special(64, "gidx0")].store(svod.UOp.const(dtypes.int32, 1)), name="gpu")
+    device = svod.get_device("CPU")
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            cache.get(gpu_only, device)
+        except SvodError as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 4 and all("gidx0" in str(e) for e in errors)
+    assert len(cache) == 0
+    with pytest.raises(SvodError):
+        cache.get(gpu_only, device)
+
+
+_CHILD = textwrap.dedent("""
+    import dataclasses, sys
+    from pathlib import Path
+    import numpy as np
+    import svod
+    from svod import KernelBuilder, dtypes
+    from svod.config import settings
+    from svod.runtime import KernelCache
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=Path(sys.argv[1]), disk_cache=True))
+    scales = [float(s) for s in sys.argv[2:]]
+    for scale in scales:
+        k = KernelBuilder("scale")
+        n = k.var("n", 1, 1 << 16)
+        out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+        i = k.range(n)
+        k.store(out[i], x[i] * scale)
+        kernel = cache.get(k.build(), svod.get_device("CPU"))
+        o = svod.Buffer.from_numpy(np.zeros(4, np.float32))
+        kernel([o, svod.Buffer.from_numpy(np.ones(4, np.float32))], {"n": 4})
+        assert o.numpy().tolist() == [scale] * 4, o.numpy()
+    print(cache.stats.compiles, cache.disk.stats.hits)
+""")
+
+
+def _child(directory: Path, *scales: float) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _CHILD, str(directory), *map(str, scales)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[int, int]:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    compiles, hits = out.split()
+    return int(compiles), int(hits)
+
+
+def test_a_new_process_loads_from_disk_without_compiling(tmp_path):
+    assert _finish(_child(tmp_path, 5.0, 6.0)) == (2, 0)
+    assert _finish(_child(tmp_path, 5.0, 6.0)) == (0, 2)
+
+
+def test_six_processes_share_one_cache(tmp_path):
+    processes = [_child(tmp_path, 7.0, 8.0 + p % 3) for p in range(6)]
+    results = [_finish(p) for p in processes]
+    assert all(compiles + hits == 2 for compiles, hits in results)
+    assert len(DiskCache(tmp_path)) == 4
+
+
+def _populate(tmp_path: Path) -> KernelCache:
+    cache = _cache(tmp_path)
+    _check(cache.get(_kernel(4.0), svod.get_device("CPU")))
+    assert cache.stats.compiles == 1
+    return cache
+
+
+def test_scribbled_database_is_replaced(tmp_path):
+    _populate(tmp_path)
+    (tmp_path / DATABASE_NAME).write_bytes(b"scribble " * 1000)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / (DATABASE_NAME + suffix)).unlink(missing_ok=True)
+    fresh = _cache(tmp_path)
+    _check(fresh.get(_kernel(4.0), svod.get_device("CPU")))
+    assert fresh.stats.compiles == 1 and fresh.disk is not None and fresh.disk.enabled
+    assert len(fresh.disk) == 1
+
+
+def test_truncated_database_is_replaced(tmp_path):
+    _populate(tmp_path)
+    db = tmp_path / DATABASE_NAME
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.write_bytes(db.read_bytes()[:1500])
+    fresh = _cache(tmp_path)
+    _check(fresh.get(_kernel(4.0), svod.get_device("CPU")))
+    assert fresh.stats.compiles == 1
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE entries SET data = substr(data, 1, 100)",
+    "UPDATE entries SET data = randomblob(size)",
+    "UPDATE entries SET schema = 99",
+    "UPDATE entries SET checksum = 'foreign'",
+])
+def test_damaged_entries_are_rebuilt_never_loaded(tmp_path, damage):
+    _populate(tmp_path)
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as conn:
+        conn.execute(damage)
+    fresh = _cache(tmp_path)
+    _check(fresh.get(_kernel(4.0), svod.get_device("CPU")))
+    assert fresh.stats.compiles == 1 and fresh.disk is not None and fresh.disk.stats.discarded == 1
+    again = _cache(tmp_path)
+    again.get(_kernel(4.0), svod.get_device("CPU"))
+    assert again.stats.compiles == 0
+
+
+def test_unwritable_directory_warns_once_and_keeps_working(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cache = _cache(blocker / "cache")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _check(cache.get(_kernel(9.0), svod.get_device("CPU")))
+        _check(cache.get(_kernel(10.0), svod.get_device("CPU")))
+    assert [w.category for w in caught] == [CacheWarning]
+    assert cache.stats.compiles == 2 and cache.disk is not None and not cache.disk.enabled
+
+
+def test_disk_cache_can_be_turned_off(tmp_path):
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
+    assert cache.disk is None
+    _check(cache.get(_kernel(11.0), svod.get_device("CPU")))
+    assert not (tmp_path / DATABASE_NAME).exists()

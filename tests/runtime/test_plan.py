@@ -1,0 +1,249 @@
+"""Execution plans: dependencies from byte ranges, replays with changing sizes, variable checks that run
+nothing, host-parallel steps equal to sequential ones, profiles and traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, ExecutionPlan, KernelBuilder, dtypes
+from svod.errors import BufferMismatchError, SvodError, VariableError
+
+
+def _axpb(name: str, a: float, b: float, limit: int = 1 << 16):
+    """out[i] = x[i] * a + b over a symbolic n."""
+    k = KernelBuilder(name)
+    n = k.var("n", 1, limit)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * a + b)
+    return k.build()
+
+
+def _buffers(plan: ExecutionPlan, count: int, size: int, fill: float = 0.0) -> list[int]:
+    return [plan.add_buffer(svod.Buffer.from_numpy(np.full(size, fill + j, np.float32))) for j in range(count)]
+
+
+def test_raw_chain_and_an_independent_kernel():
+    plan = ExecutionPlan("CPU")
+    a, b, c, d, e = _buffers(plan, 5, 64)
+    k0 = plan.add_kernel(_axpb("first", 2.0, 0.0, 64), [b, a])
+    k1 = plan.add_kernel(_axpb("second", 1.0, 1.0, 64), [c, b])
+    k2 = plan.add_kernel(_axpb("other", 3.0, 0.0, 64), [e, d])
+    k3 = plan.add_kernel(_axpb("overwrite_input", 1.0, 5.0, 64), [a, d])
+    plan.prepare()
+    deps = {p.id: p.dependencies for p in plan.prepared_kernels}
+    assert deps == {k0: (), k1: (k0,), k2: (), k3: (k0,)}
+    plan.execute(n=64)
+    np.testing.assert_array_equal(plan.buffers[c].numpy(), np.full(64, 1.0, np.float32))
+    np.testing.assert_array_equal(plan.buffers[e].numpy(), np.full(64, 9.0, np.float32))
+    np.testing.assert_array_equal(plan.buffers[a].numpy(), np.full(64, 8.0, np.float32))
+
+
+def test_write_after_write_orders():
+    plan = ExecutionPlan("CPU")
+    a, b, c = _buffers(plan, 3, 16)
+    k0 = plan.add_kernel(_axpb("w1", 1.0, 1.0, 16), [c, a])
+    k1 = plan.add_kernel(_axpb("w2", 1.0, 2.0, 16), [c, b])
+    plan.prepare()
+    assert plan.prepared_kernels[1].dependencies == (k0,)
+    assert plan.prepared_kernels[1].id == k1
+
+
+def test_overlapping_and_disjoint_views_of_one_base():
+    plan = ExecutionPlan("CPU")
+    base = svod.Buffer.from_numpy(np.zeros(100, np.float32))
+    src = plan.add_buffer(svod.Buffer.from_numpy(np.arange(100, dtype=np.float32)))
+    low, high = plan.add_buffer(base.view(0, 50)), plan.add_buffer(base.view(50, 50))
+    overlap = plan.add_buffer(base.view(40, 20))
+    whole = plan.add_buffer(base)
+    out = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(100, np.float32)))
+    k_low = plan.add_kernel(_axpb("low", 1.0, 0.0), [low, src], fixedvars={"n": 50})
+    k_high = plan.add_kernel(_axpb("high", 1.0, 100.0), [high, src], fixedvars={"n": 50})
+    k_overlap = plan.add_kernel(_axpb("overlap", 0.0, -1.0), [overlap, src], fixedvars={"n": 20})
+    k_read = plan.add_kernel(_axpb("read_all", 1.0, 0.0), [out, whole], fixedvars={"n": 100})
+    plan.prepare()
+    deps = {p.id: set(p.dependencies) for p in plan.prepared_kernels}
+    assert deps[k_low] == set() and deps[k_high] == set()
+    assert deps[k_overlap] == {k_low, k_high}
+    assert deps[k_read] == {k_low, k_high, k_overlap}
+    plan.execute()
+    expected = np.concatenate([np.arange(50), np.arange(50) + 100]).astype(np.float32)
+    expected[40:60] = -1
+    np.testing.assert_array_equal(plan.buffers[out].numpy(), expected)
+
+
+def test_reads_never_order_against_reads():
+    plan = ExecutionPlan("CPU")
+    x, o1, o2 = _buffers(plan, 3, 32)
+    plan.add_kernel(_axpb("r1", 1.0, 0.0, 32), [o1, x])
+    plan.add_kernel(_axpb("r2", 1.0, 0.0, 32), [o2, x])
+    plan.prepare()
+    assert [p.dependencies for p in plan.prepared_kernels] == [(), ()]
+
+
+def test_copies_take_part_in_dependencies():
+    plan = ExecutionPlan("CPU")
+    a, b, c = _buffers(plan, 3, 8, fill=1.0)
+    k0 = plan.add_kernel(_axpb("double", 2.0, 0.0, 8), [b, a])
+    copy = plan.add_copy(c, b)
+    k1 = plan.add_kernel(_axpb("inc", 1.0, 1.0, 8), [a, c])
+    plan.prepare()
+    assert plan.prepared_kernels[1].dependencies == (copy, k0) or set(plan.prepared_kernels[1].dependencies) == {
+        copy, k0}
+    assert k1 == 2
+    plan.execute(n=8)
+    np.testing.assert_array_equal(plan.buffers[a].numpy(), np.full(8, 3.0, np.float32))
+    with pytest.raises(BufferMismatchError):
+        other = ExecutionPlan("CPU")
+        i = other.add_buffer(svod.Buffer("CPU", dtypes.float32, 4))
+        j = other.add_buffer(svod.Buffer("CPU", dtypes.float32, 5))
+        other.add_copy(i, j)
+
+
+def test_replays_with_changing_sizes():
+    plan = ExecutionPlan("CPU")
+    x, y = _buffers(plan, 2, 5000)
+    plan.buffers[x].copyin(np.arange(5000, dtype=np.float32))
+    plan.add_kernel(_axpb("grow", 2.0, 1.0, 5000), [y, x])
+    for n in (1, 7, 4099, 5000, 2):
+        plan.buffers[y].copyin(np.full(5000, -1.0, np.float32))
+        plan.execute(n=n)
+        result = plan.buffers[y].numpy()
+        np.testing.assert_array_equal(result[:n], np.arange(n, dtype=np.float32) * 2 + 1)
+        assert (result[n:] == -1).all()
+        assert plan.prepared_kernels[0].vals[plan.prepared_kernels[0].kernel.var_names.index("n")] == n
+
+
+def test_fixed_vars_refuse_a_new_value():
+    plan = ExecutionPlan("CPU")
+    x, y = _buffers(plan, 2, 64)
+    plan.add_kernel(_axpb("fixed", 1.0, 1.0, 64), [y, x], fixedvars={"n": 10})
+    plan.execute()
+    with pytest.raises(VariableError, match="fixed"):
+        plan.execute(n=20)
+    assert plan.prepared_kernels[0].fixedvars == {"n": 10} and plan.prepared_kernels[0].runtime_vars == ()
+
+
+def test_fixed_vars_are_checked_at_prepare():
+    plan = ExecutionPlan("CPU")
+    x, y = _buffers(plan, 2, 64)
+    plan.add_kernel(_axpb("badfix", 1.0, 1.0, 64), [y, x], fixedvars={"n": 100})
+    with pytest.raises(VariableError, match=r"n=100 is outside bounds \[1, 64\]"):
+        plan.prepare()
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({}, "missing runtime value for variable n"),
+    ({"n": 0}, r"n=0 is outside bounds \[1, 64\]"),
+    ({"n": 65}, r"n=65 is outside bounds \[1, 64\]"),
+    ({"n": 4, "q": 1}, "unknown variable q"),
+    ({"n": 2.0}, "must be integer"),
+])
+def test_bad_variables_run_nothing(values, message):
+    plan = ExecutionPlan("CPU")
+    x, y, z = _buffers(plan, 3, 64, fill=5.0)
+    plan.add_kernel(_axpb("first", 1.0, 1.0, 64), [y, x], fixedvars={"n": 64})
+    plan.add_kernel(_axpb("second", 1.0, 1.0, 64), [z, y])
+    before = [b.numpy() for b in plan.buffers]
+    with pytest.raises(VariableError, match=message):
+        plan.execute_with_vars(values)
+    for buf, old in zip(plan.buffers, before, strict=True):
+        np.testing.assert_array_equal(buf.numpy(), old)
+
+
+def test_prepare_checks_buffers_for_the_largest_sizes():
+    plan = ExecutionPlan("CPU")
+    x, y = _buffers(plan, 2, 100)
+    plan.add_kernel(_axpb("big", 1.0, 1.0, 1000), [y, x])
+    with pytest.raises(BufferMismatchError, match="has 100 elements, the kernel needs 1000"):
+        plan.prepare()
+    plan2 = ExecutionPlan("CPU")
+    i = plan2.add_buffer(svod.Buffer.from_numpy(np.zeros(4, np.int32)))
+    plan2.add_kernel(_axpb("dtype", 1.0, 1.0, 4), [i, i])
+    with pytest.raises(BufferMismatchError, match="int32"):
+        plan2.prepare()
+    with pytest.raises(BufferMismatchError, match="no plan buffer 7"):
+        plan2.add_kernel(_axpb("x", 1.0, 1.0, 4), [7, 0])
+
+
+def _heavy(name: str, seed: float, size: int):
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
+    i = k.range(size)
+    v = x[i] + seed
+    for _ in range(4):
+        v = (v * 0.999 + 0.25).sin()
+    k.store(out[i], v)
+    return k.build()
+
+
+def test_sixteen_independent_kernels_equal_sequential_execution():
+    size = 1 << 16
+    rng = np.random.default_rng(0)
+    plan = ExecutionPlan("CPU")
+    inputs = [plan.add_buffer(svod.Buffer.from_numpy(rng.standard_normal(size).astype(np.float32)))
+              for _ in range(16)]
+    outputs = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, size)) for _ in range(16)]
+    kernels = [_heavy(f"heavy{j}", float(j), size) for j in range(16)]
+    for j in range(16):
+        plan.add_kernel(kernels[j], [outputs[j], inputs[j]])
+    plan.prepare()
+    assert all(p.dependencies == () for p in plan.prepared_kernels)
+    assert plan._parallel(plan._levels[0])
+    for _ in range(3):
+        plan.execute()
+        for j in range(16):
+            expected = np.zeros(size, np.float32)
+            svod.run(kernels[j], [expected, plan.buffers[inputs[j]].numpy()])
+            np.testing.assert_array_equal(plan.buffers[outputs[j]].numpy(), expected)
+
+
+def test_threaded_and_host_parallel_kernels_in_one_plan():
+    size = 1 << 18
+    plan = ExecutionPlan("CPU")
+    x = plan.add_buffer(svod.Buffer.from_numpy(np.linspace(-1, 1, size, dtype=np.float32)))
+    a, b, c = (plan.add_buffer(svod.Buffer("CPU", dtypes.float32, size)) for _ in range(3))
+    k = KernelBuilder("rowsum")
+    out, inp = k.buffer(dtypes.float32, 512), k.buffer(dtypes.float32, size)
+    r = k.range(512)
+    col = k.range(size // 512, AxisKind.REDUCE)
+    k.store(out[r], inp[r * (size // 512) + col].reduce(col))
+    sums = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 512))
+    plan.add_kernel(_heavy("left", 1.0, size), [a, x])
+    plan.add_kernel(_heavy("right", 2.0, size), [b, x])
+    plan.add_kernel(_axpb("combine", 1.0, 0.0, size), [c, a], fixedvars={"n": size})
+    plan.add_kernel(k.build(), [sums, c])
+    plan.execute()
+    expected_a = np.zeros(size, np.float32)
+    svod.run(_heavy("left", 1.0, size), [expected_a, plan.buffers[x].numpy()])
+    np.testing.assert_allclose(plan.buffers[sums].numpy(), expected_a.reshape(512, -1).sum(axis=1), rtol=1e-4,
+                               atol=1e-3)
+    assert any("core_id" in p.kernel.var_names for p in plan.prepared_kernels)
+
+
+def test_profile_and_chrome_trace(tmp_path):
+    plan = ExecutionPlan("CPU")
+    x, y = _buffers(plan, 2, 4096)
+    plan.add_kernel(_axpb("profiled", 2.0, 1.0, 4096), [y, x])
+    plan.add_copy(x, y)
+    with pytest.raises(SvodError, match="no profiled run"):
+        plan.export_trace(tmp_path / "none.json")
+    steps = plan.execute(profile=True, n=4096)
+    assert steps is not None and [s.kind for s in steps] == ["kernel", "copy"]
+    assert steps[0].bytes == 2 * 4096 * 4 and steps[0].flops == 2 * 4096 and steps[0].seconds > 0
+    plan.export_trace(tmp_path / "trace.json")
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert [e["name"] for e in trace["traceEvents"]] == ["profiled", "copy 1 -> 0"]
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in trace["traceEvents"])
+
+
+def test_plans_on_the_python_device():
+    plan = ExecutionPlan("PYTHON")
+    x, y = (plan.add_buffer(svod.Buffer.from_numpy(np.arange(6, dtype=np.float32), "PYTHON")) for _ in range(2))
+    plan.add_kernel(_axpb("py", 3.0, 0.0, 6), [y, x])
+    plan.execute(n=6)
+    np.testing.assert_array_equal(plan.buffers[y].numpy(), np.arange(6, dtype=np.float32) * 3)
