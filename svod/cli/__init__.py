@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from svod.cli.bench import run_bench
 from svod.cli.demo import run_demo
 from svod.cli.devices import show_devices
 from svod.errors import SvodError
@@ -18,6 +19,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="build a few kernels, check them against numpy, time them")
     demo.add_argument("--device", default="CPU", help="device to run on (default: CPU)")
     demo.add_argument("--compiler", default=None, help="compiler pair of the device (default: its primary)")
+    bench = commands.add_parser("bench", help="measure svod beside numpy and tinygrad")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute)")
+    bench.add_argument("--device", default="CPU", help="device to measure (default: CPU)")
+    bench.add_argument("--json", dest="json_path", help="write the metrics as JSON to this path")
+    bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
     return parser
 
 
@@ -26,6 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "devices":
             return show_devices()
+        if args.command == "bench":
+            return run_bench(args.device, args.quick, args.json_path, args.plot_path)
         return run_demo(getattr(args, "device", "CPU"), getattr(args, "compiler", None))
     except SvodError as err:
         print(f"svod: {err}", file=sys.stderr)

@@ -1,0 +1,505 @@
+"""``svod bench``: svod measured beside numpy and tinygrad on the same work, in the same process.
+
+Every metric is a median over repeated runs after a warm-up. Where a peer can do the same work, it runs
+too and the report gives svod/peer ratios, saying which direction is better. Metric names are stable
+(the README lists them) because ``--json`` output is compared across runs and machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import svod
+from svod import AxisKind, ExecutionPlan, KernelBuilder, dtypes
+from svod.backends import DeviceRegistry, default_registry
+from svod.cli.table import format_table
+from svod.config import settings
+from svod.device import Device
+from svod.errors import SvodError
+from svod.ir import UOp
+from svod.runtime import KernelCache
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    better: str
+    svod: float | None
+    numpy: float | None = None
+    tinygrad: float | None = None
+    note: str = ""
+
+    def ratio(self, peer: float | None) -> float | None:
+        """svod relative to a peer, > 1 when svod is better."""
+        if self.svod is None or peer is None or self.svod <= 0 or peer <= 0:
+            return None
+        return self.svod / peer if self.better == "higher" else peer / self.svod
+
+
+@dataclass(frozen=True)
+class Sizes:
+    elements: int
+    copy_bytes: int
+    repeats: int
+    big_matmul: int
+    compiles: int
+
+
+QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3)
+FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024, compiles=8)
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---- kernels -----------------------------------------------------------------------------------------------
+
+def triad_kernel(tag: str = "") -> UOp:
+    k = KernelBuilder("triad" + tag)
+    n = k.var("n", 1, 1 << 28)
+    out, a, b = (k.buffer(dtypes.float32, n) for _ in range(3))
+    i = k.range(n)
+    k.store(out[i], a[i] + b[i] * 2.5)
+    return k.build()
+
+
+def saxpy_kernel(scale: float) -> UOp:
+    k = KernelBuilder("saxpy")
+    n = k.var("n", 1, 1 << 28)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * scale + 1.0)
+    return k.build()
+
+
+def sum_kernel(size: int) -> UOp:
+    k = KernelBuilder("sum")
+    out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, size)
+    r = k.range(size, AxisKind.REDUCE)
+    k.store(out[0], x[r].reduce(r))
+    return k.build()
+
+
+def matmul_kernel(n: int) -> UOp:
+    k = KernelBuilder(f"matmul{n}")
+    c, a, b = (k.buffer(dtypes.float32, n * n) for _ in range(3))
+    i, j = k.range(n), k.range(n)
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(c[i * n + j], (a[i * n + r] * b[r * n + j]).reduce(r))
+    return k.build()
+
+
+def compute_kernel(name: str, size: int, rounds: int = 8) -> UOp:
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
+    i = k.range(size)
+    v = x[i]
+    for _ in range(rounds):
+        v = (v * 1.0001 + 0.5).sin()
+    k.store(out[i], v)
+    return k.build()
+
+
+def tiny_kernel(index: int) -> UOp:
+    k = KernelBuilder(f"tiny{index}")
+    out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 16)
+    i = k.range(16)
+    k.store(out[i], x[i] + float(index))
+    return k.build()
+
+
+# ---- peers ---------------------------------------------------------------------------------------------------
+
+class Tinygrad:
+    """tinygrad on its CPU device, when it is installed and works here."""
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.tg: Any = None
+        os.environ.setdefault("CACHELEVEL", "0")  # cold compiles must really compile
+        try:
+            import tinygrad
+
+            tensor = tinygrad.Tensor.ones(4, device="CPU").realize()
+            assert tensor.numpy().sum() == 4
+            self.tg = tinygrad
+        except ImportError:
+            self.error = "not installed (pip install 'svod[bench]')"
+        except Exception as err:
+            self.error = f"unavailable: {type(err).__name__}: {err}"[:160]
+
+    def sync(self) -> None:
+        self.tg.Device["CPU"].synchronize()
+
+    def tensor(self, array: np.ndarray) -> Any:
+        return self.tg.Tensor(array, device="CPU").realize()
+
+    def timed(self, fn: Callable[[], Any], repeats: int) -> float:
+        def run() -> None:
+            fn()
+            self.sync()
+
+        return median_seconds(run, repeats)
+
+
+# ---- the benchmark -------------------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, device: Device, sizes: Sizes, tinygrad: Tinygrad, progress: Callable[[str], None]) -> None:
+        self.device = device
+        self.sizes = sizes
+        self.tg = tinygrad
+        self.progress = progress
+        self.rng = np.random.default_rng(0)
+
+    def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
+        return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
+                ("cache hits", self.cache_hits), ("plan replay", self.replay), ("triad", self.triad),
+                ("sum", self.sum), ("matmul", self.matmul), ("threads", self.thread_scaling),
+                ("host parallel", self.host_parallel), ("plan prepare", self.plan_prepare)]
+
+    def run(self) -> list[Metric]:
+        metrics: list[Metric] = []
+        for title, step in self.steps():
+            self.progress(title)
+            metrics += step()
+        return metrics
+
+    def _buffers(self, *arrays: np.ndarray) -> list[svod.Buffer]:
+        return [svod.Buffer.from_numpy(a, self.device) for a in arrays]
+
+    def _time_kernel(self, ast: UOp, buffers: list[svod.Buffer], var_vals: dict[str, int]) -> float:
+        kernel = svod.compile(ast, self.device)
+        return median_seconds(lambda: kernel(buffers, var_vals), self.sizes.repeats)
+
+    def membw(self) -> list[Metric]:
+        count = self.sizes.copy_bytes // 4
+        src, dst = np.ones(count, np.float32), np.empty(count, np.float32)
+        workers = settings.threads
+        chunks = np.array_split(np.arange(count), workers)
+        bounds = [(int(c[0]), int(c[-1]) + 1) for c in chunks if len(c)]
+        with ThreadPoolExecutor(workers) as pool:
+            def copy() -> None:
+                list(pool.map(lambda b: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]]), bounds))
+
+            seconds = median_seconds(copy, self.sizes.repeats)
+        rate = 2 * src.nbytes / seconds / 1e9
+        return [Metric("membw_copy_gbps", "GB/s", "higher", None, numpy=rate,
+                       note=f"numpy copy of {self.sizes.copy_bytes >> 20} MiB on {workers} threads")]
+
+    def compile_cold(self) -> list[Metric]:
+        metrics = []
+        registry = default_registry()
+        off = dataclasses.replace(settings, disk_cache=False)
+        for name in registry.compiler_names(self.device.device):
+            device = registry.get(self.device.name, name)
+            times = []
+            for attempt in range(self.sizes.compiles + 1):
+                cache = KernelCache(off)
+                ast = saxpy_kernel(1.0 + attempt + time.time_ns() % 1000 / 1e4)
+                start = time.perf_counter()
+                cache.get(ast, device)
+                times.append(time.perf_counter() - start)
+            metrics.append(Metric(f"compile_cold_ms.{name}", "ms", "lower", statistics.median(times[1:]) * 1e3,
+                                  tinygrad=self._tinygrad_cold_compile() if name == "llvm" else None,
+                                  note="AST to callable, disk cache off"))
+        return metrics
+
+    def _tinygrad_cold_compile(self) -> float | None:
+        if self.tg.error:
+            return None
+        x = self.tg.tensor(np.ones(1024, np.float32))
+        times = []
+        for attempt in range(self.sizes.compiles):
+            scale = 1.0 + attempt + time.time_ns() % 1000 / 1e4
+            start = time.perf_counter()
+            (x * scale + 1.0).realize()
+            self.tg.sync()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1e3
+
+    def cache_hits(self) -> list[Metric]:
+        ast = saxpy_kernel(3.25)
+        svod.compile(ast, self.device)
+        seconds = median_seconds(lambda: svod.compile(ast, self.device), 2000, warmup=10)
+        return [Metric("cache_hit_memory_us", "us", "lower", seconds * 1e6),
+                Metric("cache_hit_disk_ms", "ms", "lower", self._disk_hit_ms(),
+                       note="per kernel, in a new process with a warm disk cache")]
+
+    def _disk_hit_ms(self) -> float:
+        script = textwrap.dedent(f"""
+            import dataclasses, statistics, sys, time
+            from pathlib import Path
+            import svod
+            from svod.cli.bench import saxpy_kernel
+            from svod.config import settings
+            from svod.runtime import KernelCache
+            cache = KernelCache(dataclasses.replace(settings, cache_dir=Path(sys.argv[1]), disk_cache=True))
+            device = svod.get_device({self.device.name!r})
+            cache.get(saxpy_kernel(0.5), device)
+            times = []
+            for k in range(8):
+                start = time.perf_counter()
+                cache.get(saxpy_kernel(1.5 + k), device)
+                times.append(time.perf_counter() - start)
+            print(cache.stats.compiles, statistics.median(times) * 1e3)
+        """)
+        with tempfile.TemporaryDirectory() as directory:
+            for _ in range(2):
+                result = subprocess.run([sys.executable, "-c", script, directory], capture_output=True, text=True,
+                                        check=False)
+                if result.returncode != 0:
+                    raise SvodError(f"disk cache benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+            compiles, ms = result.stdout.split()
+        if int(compiles) != 0:
+            raise SvodError("the second process compiled instead of loading from disk", stage="bench", value=compiles)
+        return float(ms)
+
+    def replay(self) -> list[Metric]:
+        return [self._replay(count) for count in (1, 32)]
+
+    def _replay(self, count: int) -> Metric:
+        plan = ExecutionPlan(self.device)
+        indices = [plan.add_buffer(svod.Buffer.from_numpy(np.zeros(16, np.float32), self.device))
+                   for _ in range(count + 1)]
+        for k in range(count):
+            plan.add_kernel(tiny_kernel(k), [indices[k + 1], indices[k]])
+        plan.prepare()
+        loops = 200
+
+        def replays() -> None:
+            for _ in range(loops):
+                plan.execute()
+
+        seconds = median_seconds(replays, self.sizes.repeats)
+        return Metric(f"replay_us_per_kernel.{count}", "us", "lower", seconds / loops / count * 1e6,
+                      note=f"plan of {count} tiny kernels")
+
+    def triad(self) -> list[Metric]:
+        n = self.sizes.elements
+        a, b = self.rng.standard_normal(n).astype(np.float32), self.rng.standard_normal(n).astype(np.float32)
+        svod_s = self._time_kernel(triad_kernel(), self._buffers(np.zeros(n, np.float32), a, b), {"n": n})
+        numpy_s = median_seconds(lambda: a + b * np.float32(2.5), self.sizes.repeats)
+        tg = None
+        if not self.tg.error:
+            ta, tb = self.tg.tensor(a), self.tg.tensor(b)
+            jit = self.tg.tg.TinyJit(lambda x, y: (x + y * 2.5).realize())
+            tg = 12 * n / self.tg.timed(lambda: jit(ta, tb), self.sizes.repeats) / 1e9
+        return [Metric("triad_gbps", "GB/s", "higher", 12 * n / svod_s / 1e9, 12 * n / numpy_s / 1e9, tg,
+                       note=f"a + 2.5*b, {n} float32")]
+
+    def sum(self) -> list[Metric]:
+        n = self.sizes.elements
+        x = self.rng.standard_normal(n).astype(np.float32)
+        svod_s = self._time_kernel(sum_kernel(n), self._buffers(np.zeros(1, np.float32), x), {})
+        numpy_s = median_seconds(x.sum, self.sizes.repeats)
+        tg = None
+        if not self.tg.error:
+            tx = self.tg.tensor(x)
+            jit = self.tg.tg.TinyJit(lambda t: t.sum().realize())
+            tg = 4 * n / self.tg.timed(lambda: jit(tx), self.sizes.repeats) / 1e9
+        return [Metric("sum_gbps", "GB/s", "higher", 4 * n / svod_s / 1e9, 4 * n / numpy_s / 1e9, tg,
+                       note=f"float32 sum of {n}")]
+
+    def matmul(self) -> list[Metric]:
+        return [self._matmul(256, "matmul256_gflops"), self._matmul(self.sizes.big_matmul, "matmul1024_gflops")]
+
+    def _matmul(self, n: int, name: str) -> Metric:
+        a = self.rng.standard_normal((n, n)).astype(np.float32)
+        b = self.rng.standard_normal((n, n)).astype(np.float32)
+        flops = 2 * n ** 3
+        repeats = max(3, self.sizes.repeats // (4 if n >= 1024 else 1))
+        buffers = self._buffers(np.zeros(n * n, np.float32), a.ravel(), b.ravel())
+        svod_s = self._time_kernel(matmul_kernel(n), buffers, {})
+        numpy_s = median_seconds(lambda: a @ b, repeats)
+        tg = None
+        if not self.tg.error:
+            ta, tb = self.tg.tensor(a), self.tg.tensor(b)
+            jit = self.tg.tg.TinyJit(lambda x, y: (x @ y).realize())
+            tg = flops / self.tg.timed(lambda: jit(ta, tb), repeats) / 1e9
+        note = f"{n}x{n} float32" + ("" if name.startswith(f"matmul{n}_") else " (--quick: smaller than the name)")
+        return Metric(name, "GFLOP/s", "higher", flops / svod_s / 1e9, flops / numpy_s / 1e9, tg, note=note)
+
+    def _compute_seconds(self, threads: int, size: int) -> float:
+        device = DeviceRegistry(dataclasses.replace(settings, threads=threads)).get(self.device.name)
+        kernel = KernelCache(dataclasses.replace(settings, disk_cache=False)).get(compute_kernel("compute", size),
+                                                                                  device)
+        buffers = [svod.Buffer.from_numpy(np.zeros(size, np.float32), device),
+                   svod.Buffer.from_numpy(self.rng.standard_normal(size).astype(np.float32), device)]
+        return median_seconds(lambda: kernel(buffers, {}), self.sizes.repeats)
+
+    def thread_scaling(self) -> list[Metric]:
+        size = self.sizes.elements // 4
+        speedup = self._compute_seconds(1, size) / self._compute_seconds(settings.threads, size)
+        return [Metric("thread_speedup", "x", "higher", speedup,
+                       note=f"compute-bound kernel, 1 vs {settings.threads} threads")]
+
+    def host_parallel(self) -> list[Metric]:
+        size = self.sizes.elements // 8
+        single = DeviceRegistry(dataclasses.replace(settings, threads=1)).get(self.device.name)
+        cache = KernelCache(dataclasses.replace(settings, disk_cache=False))
+        plan = ExecutionPlan(single, cache)
+        source = svod.Buffer.from_numpy(self.rng.standard_normal(size).astype(np.float32), single)
+        outs = [svod.Buffer("CPU", dtypes.float32, size) for _ in range(2)]
+        x = plan.add_buffer(source)
+        asts = [compute_kernel(f"independent{k}", size) for k in range(2)]
+        for ast, out in zip(asts, outs, strict=True):
+            plan.add_kernel(ast, [plan.add_buffer(out), x])
+        plan.prepare()
+        parallel = median_seconds(plan.execute, self.sizes.repeats)
+        kernels = [cache.get(ast, single) for ast in asts]
+
+        def one_after_another() -> None:
+            for kernel, out in zip(kernels, outs, strict=True):
+                kernel([out, source])
+
+        sequential = median_seconds(one_after_another, self.sizes.repeats)
+        plan.close()
+        return [Metric("host_parallel_speedup", "x", "higher", sequential / parallel,
+                       note="two independent single-threaded compute-bound kernels in one plan")]
+
+    def plan_prepare(self) -> list[Metric]:
+        tag = str(time.time_ns())
+        off = dataclasses.replace(settings, disk_cache=False)
+        asts = [compute_kernel(f"prep{tag}_{k}", 1024, rounds=1 + k % 4) for k in range(16)]
+        start = time.perf_counter()
+        cache = KernelCache(off)
+        for ast in asts:
+            cache.get(ast, self.device)
+        one_by_one = time.perf_counter() - start
+        plan = ExecutionPlan(self.device, KernelCache(off))
+        x = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 1024))
+        for ast in asts:
+            plan.add_kernel(ast, [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 1024)), x])
+        start = time.perf_counter()
+        plan.prepare()
+        prepared = time.perf_counter() - start
+        return [Metric("plan_prepare_speedup", "x", "higher", one_by_one / prepared,
+                       note="cold prepare of 16 distinct kernels vs compiling them one by one")]
+
+
+def machine_info() -> dict[str, Any]:
+    import llvmlite.binding as llvm
+
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu": llvm.get_host_cpu_name(),
+            "cores": os.cpu_count(), "threads": settings.threads, "numpy": np.__version__,
+            "svod": svod.__version__}
+
+
+def to_json(metrics: list[Metric]) -> dict[str, Any]:
+    return {"machine": machine_info(),
+            "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
+                                 "tinygrad": m.tinygrad} for m in metrics}}
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
+    rows = [(m.name, m.unit, m.better, _value(m.svod), _value(m.numpy), _value(m.tinygrad), _ratio(m.ratio(m.numpy)),
+             _ratio(m.ratio(m.tinygrad)), m.note) for m in metrics]
+    table = format_table(("metric", "unit", "better", "svod", "numpy", "tinygrad", "vs numpy", "vs tinygrad", "what"),
+                         rows)
+    footer = "ratios: > 1.00x means svod is better in the metric's direction"
+    if tinygrad_error:
+        footer += f"\ntinygrad: {tinygrad_error}"
+    return f"{table}\n{footer}"
+
+
+def plot(metrics: list[Metric], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise SvodError("--plot needs matplotlib (pip install 'svod[bench]')", stage="bench") from err
+    named = [(m.name, m.ratio(m.numpy), m.ratio(m.tinygrad)) for m in metrics]
+    named = [n for n in named if n[1] is not None or n[2] is not None]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(named) + 1.5))
+    positions = np.arange(len(named))
+    ax.barh(positions - 0.2, [n[1] or 0 for n in named], height=0.4, label="svod / numpy")
+    ax.barh(positions + 0.2, [n[2] or 0 for n in named], height=0.4, label="svod / tinygrad")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(positions, [n[0] for n in named])
+    ax.set_xscale("log")
+    ax.set_xlabel("ratio (> 1: svod better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@contextmanager
+def progress_reporter(total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar (rich, when installed) or one line per step on stderr."""
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        done = 0
+
+        def line(title: str) -> None:
+            nonlocal done
+            done += 1
+            print(f"[{done}/{total}] {title}", file=sys.stderr, flush=True)
+
+        yield line
+        return
+    with Progress(transient=True) as bar:
+        task = bar.add_task("bench", total=total)
+
+        def advance(title: str) -> None:
+            bar.update(task, advance=1, description=title)
+
+        yield advance
+
+
+def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
+              plot_path: str | None = None) -> int:
+    device = svod.get_device(device_name)
+    if device.device.base_type == "PYTHON":
+        raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
+                        stage="bench", value=device_name)
+    sizes = QUICK if quick else FULL
+    tinygrad = Tinygrad()
+    bench = Bench(device, sizes, tinygrad, lambda title: None)
+    with progress_reporter(len(bench.steps())) as progress:
+        bench.progress = progress
+        metrics = bench.run()
+    print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
+    print(report(metrics, tinygrad.error))
+    if json_path:
+        Path(json_path).write_text(json.dumps(to_json(metrics), indent=2))
+    if plot_path:
+        plot(metrics, plot_path)
+    return 0
