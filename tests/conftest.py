@@ -21,16 +21,19 @@ def _device(name: str) -> Device:
         pytest.skip("no C compiler on this machine (clang, gcc or cc)")
     if name in CPU_PAIRS:
         return svod.get_device("CPU", name)
-    return svod.get_device(name)
+    try:
+        return svod.get_device(name)
+    except svod.errors.DeviceError as err:
+        pytest.skip(f"{name} is not available here: {err.detail}")
 
 
-@pytest.fixture(params=[*CPU_PAIRS, "PYTHON"])
+@pytest.fixture(params=[*CPU_PAIRS, "PYTHON", "CL:0"])
 def device(request: pytest.FixtureRequest) -> Device:
-    """Every device that runs kernels here: each CPU compiler pair, and the PYTHON reference."""
+    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL."""
     return _device(request.param)
 
 
-@pytest.fixture(params=CPU_PAIRS)
+@pytest.fixture(params=[*CPU_PAIRS, "CL:0"])
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return _device(request.param)

@@ -53,7 +53,7 @@ class PythonProgram:
         self.var_names = compiled.var_names
         self.linear = linearize(compiled.ast)
         self.position = {u: i for i, u in enumerate(self.linear)}
-        self.loop_end = {u.src[0]: i for i, u in enumerate(self.linear) if u.op is Ops.END}
+        self.scope_end = {u.src[0]: i for i, u in enumerate(self.linear) if u.op is Ops.END}
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
@@ -78,12 +78,16 @@ class PythonProgram:
             if op is Ops.RANGE:
                 values[node] = 0
                 if values[node.src[0]] <= 0:
-                    pc = self.loop_end[node]
+                    pc = self.scope_end[node]
+            elif op is Ops.IF:
+                if not values[node.src[0]]:
+                    pc = self.scope_end[node]
             elif op is Ops.END:
                 loop = node.src[0]
-                values[loop] += 1
-                if values[loop] < values[loop.src[0]]:
-                    pc = self.position[loop]
+                if loop.op is Ops.RANGE:
+                    values[loop] += 1
+                    if values[loop] < values[loop.src[0]]:
+                        pc = self.position[loop]
             else:
                 values[node] = self._value(node, values, var_vals, buffers)
             pc += 1

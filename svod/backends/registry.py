@@ -1,8 +1,9 @@
 """The device registry: the one place that knows every backend, builds ``Device``s, and says why a device
 is not available here.
 
-A registry is an object with its own settings; ``default_registry()`` is the process's, and tests build
-fresh ones.
+Each base device type is a ``Backend``: its compiler pairs by name (primary first), and how to get the
+allocator and the runtime factory of one device of that type. A registry is an object with its own
+settings; ``default_registry()`` is the process's, and tests build fresh ones.
 """
 
 from __future__ import annotations
@@ -15,15 +16,34 @@ from dataclasses import dataclass
 from svod.backends.clang import ClangCompiler, load_shared_object
 from svod.backends.cpu import CpuProgram, thread_team
 from svod.backends.llvm import LLVMCompiler, LLVMRuntime
+from svod.backends.opencl import OpenCLDevice
 from svod.backends.python import PythonCompiler, PythonProgram, PythonRenderer
 from svod.config import Settings, settings
-from svod.device import Allocator, CompiledSpec, Compiler, Device, HostAllocator, Renderer, ReusePool, resolver
+from svod.device import (
+    Allocator,
+    CompiledSpec,
+    Compiler,
+    Device,
+    HostAllocator,
+    Renderer,
+    ReusePool,
+    RuntimeFactory,
+    resolver,
+)
 from svod.dtype import DeviceSpec
 from svod.errors import DeviceError, SvodError
 
 Pair = tuple[Renderer, Compiler]
 
 _ELF_SHARED_OBJECT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    pairs: dict[str, Callable[[DeviceSpec], Pair]]
+    allocator: Callable[[DeviceSpec], Allocator]
+    runtime: Callable[[DeviceSpec], RuntimeFactory]
+    describe: Callable[[DeviceSpec], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,35 +61,46 @@ class DeviceRegistry:
         self.settings = config
         self.host_allocator: Allocator = ReusePool(HostAllocator())
         self._devices: dict[tuple[str, str | None], Device] = {}
+        self._opencl: dict[DeviceSpec, OpenCLDevice] = {}
         self._lock = threading.RLock()
-        self._pair_builders: dict[str, dict[str, Callable[[], Pair]]] = {
-            "CPU": {"llvm": self._llvm_pair, "clang": self._clang_pair},
-            "PYTHON": {"python": lambda: (PythonRenderer(), PythonCompiler())},
+        self.backends: dict[str, Backend] = {
+            "CPU": Backend({"llvm": lambda spec: self._llvm_pair(), "clang": lambda spec: self._clang_pair()},
+                           lambda spec: self.host_allocator, lambda spec: load_cpu_program, self._describe_cpu),
+            "PYTHON": Backend({"python": lambda spec: (PythonRenderer(), PythonCompiler())},
+                              lambda spec: self.host_allocator, lambda spec: PythonProgram,
+                              lambda spec: "reference interpreter"),
+            "CL": Backend({"opencl": lambda spec: (self._cl(spec).renderer, self._cl(spec).compiler)},
+                          lambda spec: ReusePool(self._cl(spec).allocator), lambda spec: self._cl(spec).load,
+                          lambda spec: self._cl(spec).description),
         }
 
     # ---- lookups -----------------------------------------------------------------------------------------
 
+    def backend(self, spec: DeviceSpec) -> Backend:
+        found = self.backends.get(spec.base_type)
+        if found is None:
+            raise DeviceError(f"svod has no backend for {spec.base_type} yet", value=str(spec))
+        return found
+
     def compiler_names(self, name: str | DeviceSpec) -> list[str]:
         """The compiler pairs of a device kind, primary first."""
         spec = DeviceSpec.parse(name)
-        builders = self._pair_builders.get(spec.base_type)
-        if builders is None:
-            raise DeviceError(f"svod has no backend for {spec.base_type} yet", value=str(spec))
-        names = list(builders)
+        names = list(self.backend(spec).pairs)
         if spec.base_type == "CPU" and self.settings.cpu_compiler in names:
             names.remove(self.settings.cpu_compiler)
             names.insert(0, self.settings.cpu_compiler)
         return names
 
     def compiler_pair(self, name: str | DeviceSpec, compiler: str | None = None) -> Pair:
-        """A (renderer, compiler) pair for ahead-of-time use; no device needs to be present."""
+        """A (renderer, compiler) pair for ahead-of-time use; where the compiler needs no device, none
+        needs to be present."""
         spec = DeviceSpec.parse(name)
         names = self.compiler_names(spec)
         chosen = names[0] if compiler is None else compiler.lower()
         if chosen not in names:
             raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}", value=compiler)
         with self._lock:
-            return self._pair_builders[spec.base_type][chosen]()
+            return self.backend(spec).pairs[chosen](spec)
 
     def get(self, name: str | DeviceSpec | Device, compiler: str | None = None) -> Device:
         """The device called ``name`` (with ``compiler`` as its primary pair), built once and reused."""
@@ -91,19 +122,19 @@ class DeviceRegistry:
         """Every device kind svod knows, whether it works here, and if not, why."""
         out = []
         for base in DeviceSpec.KNOWN:
-            name = str(DeviceSpec.parse(base))
+            spec = DeviceSpec.parse(base)
+            pairs = tuple(self.compiler_names(spec)) if base in self.backends else ()
             try:
-                device = self.get(name)
+                self.get(spec)
+                out.append(DeviceStatus(str(spec), pairs, True, self.backend(spec).describe(spec)))
             except SvodError as err:
-                pairs = tuple(self._pair_builders.get(base, {}))
-                out.append(DeviceStatus(name, pairs, False, err.detail))
-                continue
-            out.append(DeviceStatus(name, tuple(self.compiler_names(name)), True, self._detail(device)))
+                out.append(DeviceStatus(str(spec), pairs, False, err.detail))
         return out
 
     # ---- building ----------------------------------------------------------------------------------------
 
     def _build(self, spec: DeviceSpec, compiler: str | None) -> Device:
+        backend = self.backend(spec)
         names = self.compiler_names(spec)
         primary = names[0] if compiler is None else compiler
         pairs = [self.compiler_pair(spec, primary)]
@@ -113,8 +144,7 @@ class DeviceRegistry:
                     pairs.append(self.compiler_pair(spec, other))
                 except DeviceError:
                     continue
-        runtime = load_cpu_program if spec.base_type == "CPU" else PythonProgram
-        return Device(spec, self.host_allocator, *pairs[0], runtime, alternatives=pairs[1:])
+        return Device(spec, backend.allocator(spec), *pairs[0], backend.runtime(spec), alternatives=pairs[1:])
 
     @functools.cached_property
     def _llvm_compiler(self) -> LLVMCompiler:
@@ -130,9 +160,13 @@ class DeviceRegistry:
     def _clang_pair(self) -> Pair:
         return self._c_compiler.renderer(self.settings.threads), self._c_compiler
 
-    def _detail(self, device: Device) -> str:
-        if device.device.base_type != "CPU":
-            return "reference interpreter"
+    def _cl(self, spec: DeviceSpec) -> OpenCLDevice:
+        with self._lock:
+            if spec not in self._opencl:
+                self._opencl[spec] = OpenCLDevice(spec)
+            return self._opencl[spec]
+
+    def _describe_cpu(self, spec: DeviceSpec) -> str:
         team = thread_team()
         threads = f"{self.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
         return f"host, {threads}"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, simplify
+from svod.ir.ops import SCOPES
 
 __all__ = ["close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write", "simplify",
            "split_for_threads", "substitute"]
@@ -45,12 +46,12 @@ def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
 
 
 def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
-    """For every node below ``root``, the RANGEs it runs inside: those it depends on and that no END or
-    REDUCE between them has closed."""
+    """For every node below ``root``, the scopes (RANGEs and IFs) it runs inside: those it depends on and
+    that no END or REDUCE between them has closed."""
     live: dict[UOp, frozenset[UOp]] = {}
     for node in root.toposort():
         ranges = frozenset().union(*(live[s] for s in node.src)) if node.src else frozenset()
-        if node.op is Ops.RANGE:
+        if node.op in SCOPES:
             ranges |= {node}
         elif node.op is Ops.END:
             ranges -= {node.src[0]}
@@ -60,9 +61,12 @@ def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
     return live
 
 
-def _axis_order(r: UOp) -> tuple[int, int]:
-    axis, kind = r.arg
-    return (kind is AxisKind.REDUCE, axis)
+def _axis_order(scope: UOp) -> tuple[int, int]:
+    """Nesting order of scopes: guards outermost, then ranges by axis, REDUCE ranges innermost."""
+    if scope.op is Ops.IF:
+        return (-1, 0)
+    axis, kind = scope.arg
+    return (int(kind is AxisKind.REDUCE), axis)
 
 
 # ---- memory order -----------------------------------------------------------------------------------------
@@ -118,6 +122,60 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     count = (end - start).minimum(chunk)
     inner = UOp.range(count, outer.arg[0], AxisKind.LOOP)
     return substitute(sink, {outer: start + inner})
+
+
+# ---- GPU work items ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class WorkGroupLimits:
+    """What a device allows in one work group (OpenCL's CL_DEVICE_MAX_WORK_GROUP_SIZE and item sizes)."""
+
+    max_work_group_size: int
+    max_item_sizes: tuple[int, int, int]
+
+
+PREFERRED_GROUP_SIZE = (64, 4, 1)
+"""Work-group shape to aim for, per launch dimension, before the device's limits and the sizes cut it."""
+
+
+def _power_of_two_at_most(limit: int) -> int:
+    return 1 << max(int(limit), 1).bit_length() - 1
+
+
+def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UOp:
+    """Map up to three GLOBAL ranges, innermost first, to launch dimensions; others stay loops.
+
+    With ``direct_index`` a single-range kernel without reductions uses ``idx0`` and leaves the
+    work-group size to the runtime, which covers the range exactly. Otherwise each dimension gets
+    ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits, ``ceil(end / L)`` groups, and one
+    IF around the body that skips the work items past the end when an end is not a multiple of ``L``.
+    """
+    topo = sink.toposort()
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=_axis_order)
+    dims = list(reversed(globals_[-3:]))
+    if not dims:
+        return sink
+    if direct_index and len(dims) == 1 and not any(u.op is Ops.REDUCE for u in topo):
+        return substitute(sink, {dims[0]: UOp.special(dims[0].src[0], "idx0")})
+    budget = limits.max_work_group_size
+    indices: dict[UOp, UOp] = {}
+    in_range: list[UOp] = []
+    for d, r in enumerate(dims):
+        end = r.src[0]
+        local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
+        budget //= local
+        groups = UOp.special((end + (local - 1)) // local, f"gidx{d}")
+        index = groups * local + UOp.special(local, f"lidx{d}")
+        indices[r] = index
+        if not (end.op is Ops.CONST and end.arg % local == 0):
+            in_range.append(index.lt(end))
+    if in_range:
+        condition = in_range[0]
+        for more in in_range[1:]:
+            condition = condition & more
+        guard = UOp(Ops.IF, dtypes.void, (condition,))
+        indices = {r: index.after(guard) for r, index in indices.items()}
+    return substitute(sink, indices)
 
 
 # ---- reductions ------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from svod.dtype import PtrDType
 from svod.ir.alu import trunc_quotient
 from svod.ir.ops import Ops
 
@@ -99,6 +100,8 @@ def compute_bounds(u: UOp, known: Callable[[UOp], Bounds]) -> Bounds:
     op = u.op
     if op is Ops.CONST:
         return (u.arg, u.arg)
+    if u.dtype.kind == "void" or isinstance(u.dtype, PtrDType):
+        return (0, 0)  # effects and pointers carry no value
     if not (u.dtype.is_int or u.dtype.kind == "bool"):
         return _dtype_bounds(u)
     if op is Ops.DEFINE_VAR:

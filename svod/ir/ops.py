@@ -12,6 +12,7 @@ class Ops(Enum):
     DEFINE_VAR = auto()
     BIND = auto()
     RANGE = auto()
+    IF = auto()
     END = auto()
     SPECIAL = auto()
     DEFINE_REG = auto()
@@ -83,5 +84,7 @@ INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR})
 BOOL_OPS = COMPARISON | {Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE}
 """The ALU ops defined on bool operands."""
 REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MUL})
+SCOPES = frozenset({Ops.RANGE, Ops.IF})
+"""Ops that open a block of code which an END closes: a loop, or a guarded block."""
 STAGES = (Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE, Ops.BINARY)
 """The sources of a PROGRAM, in order: the kernel and each compilation stage."""

@@ -109,6 +109,9 @@ symbolic = PatternMatcher([
      lambda x, c, c2, node: _split_by_multiple(x, c, None, c2, node)),
     (UPat(Ops.CMPLT, src=(UPat(Ops.RANGE, name="r"), _x)),
      lambda r, x: UOp.const(dtypes.bool, True) if r.src[0] is x else None),
+    (UPat(Ops.CMPLT, src=(_x, _x)), lambda x: UOp.const(dtypes.bool, False)),
+    (UPat((Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("x", (*_INTS, dtypes.bool)), UPat.var("x")), name="node"),
+     lambda x, node: UOp.const(dtypes.bool, node.op is Ops.CMPEQ)),
     (UPat(Ops.CMPNE, dtype=dtypes.bool, src=(_x, UPat.const(False))), lambda x: x),
     (UPat(Ops.CMPEQ, dtype=dtypes.bool, src=(_x, UPat.const(True))), lambda x: x),
     # comparisons and other integer results that the bounds decide

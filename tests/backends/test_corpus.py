@@ -7,6 +7,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, dtypes
+from svod.errors import GraphError
 
 
 def test_elementwise_symbolic_size_leaves_the_tail(device):
@@ -186,5 +187,9 @@ def test_float16_elementwise(device):
     k.store(out[i], x[i] * x[i] + 0.5)
     x_np = np.random.default_rng(8).uniform(-4, 4, 33).astype(np.float16)
     out_np = np.zeros(33, np.float16)
+    if device.device.base_type == "CL" and not getattr(device.renderer, "fp16", True):
+        with pytest.raises(GraphError, match="cl_khr_fp16"):
+            svod.run(k.build(), [out_np, x_np], device=device)
+        return
     svod.run(k.build(), [out_np, x_np], device=device)
     np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))

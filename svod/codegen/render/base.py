@@ -64,13 +64,17 @@ class KernelRenderer(ABC):
     def decompositor(self) -> PatternMatcher | None:
         return None
 
+    def parallelize(self, sink: UOp) -> UOp:
+        """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""
+        return split_for_threads(sink, self.threads)
+
     def lower(self, ast: UOp) -> UOp:
         """The lowering passes of ``svod.codegen.lower``, in order."""
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
             raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
                              value=getattr(ast, "op", ast))
         sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
-        sink = split_for_threads(sink, self.threads)
+        sink = self.parallelize(sink)
         return _keep_params(simplify(close_ranges(lower_reduces(sink))), ast)
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:

@@ -3,7 +3,7 @@
 A language is a table: type names, literal spellings, math function names, and a few hooks for what
 differs structurally (the kernel signature, how buffers and variables arrive, thread indices). The
 walk gives every value a ``const`` local, inlines constants and pointer arithmetic, and opens a block
-per RANGE.
+per RANGE and IF.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ class CStyleRenderer(KernelRenderer):
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
     preamble: ClassVar[str] = "#include <stdint.h>\n#include <math.h>\n"
     bitcast_template: ClassVar[str] = "__builtin_bit_cast({type}, {value})"
+    int64_suffix: ClassVar[tuple[str, str]] = ("ll", "ull")
+    """Suffixes of 64-bit signed and unsigned literals."""
+    bool_memory_type: ClassVar[str | None] = None
+    """The type that stores a bool in a buffer, where the language has no bool in memory."""
+    signed_overflow_wraps: ClassVar[bool] = True
+    """Whether signed arithmetic wraps (C compiled with -fwrapv); if not, it is rendered in unsigned."""
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
@@ -50,7 +56,16 @@ class CStyleRenderer(KernelRenderer):
         return lines
 
     def pointer_type(self, param: UOp) -> str:
-        return f"{self.type_name(pointee(param))}*"
+        return f"{self.memory_type_name(pointee(param))}*"
+
+    def memory_type_name(self, dtype: DType) -> str:
+        if dtype.kind == "bool" and self.bool_memory_type is not None:
+            return self.bool_memory_type
+        return self.type_name(dtype)
+
+    def preamble_for(self, linear: tuple[UOp, ...]) -> str:
+        """Declarations the source needs before the kernel (headers, extension pragmas)."""
+        return self.preamble
 
     def special(self, node: UOp) -> str:
         raise GraphError(f"{type(self).__name__} has no thread index {node.arg}", stage="render", value=node.arg)
@@ -68,11 +83,12 @@ class CStyleRenderer(KernelRenderer):
         if -(1 << 31) < int(value) < (1 << 31):
             return str(int(value)) if value >= 0 else f"({int(value)})"
         type_name = self.type_name(dtype)
+        signed, unsigned = self.int64_suffix
         if dtype.is_unsigned:
-            return f"(({type_name}){int(value)}ull)"
+            return f"(({type_name}){int(value)}{unsigned})"
         if value == dtype.min and dtype.bits == 64:
-            return f"(({type_name})(-{-int(value) - 1}ll - 1))"
-        return f"(({type_name}){int(value)}ll)"
+            return f"(({type_name})(-{-int(value) - 1}{signed} - 1))"
+        return f"(({type_name}){int(value)}{signed})"
 
     def float_literal(self, value: float, dtype: DType) -> str:
         cast = f"({self.type_name(dtype)})"
@@ -88,7 +104,7 @@ class CStyleRenderer(KernelRenderer):
         if dtype.name in self.math_suffix:
             return f"{self.math_functions[op]}{self.math_suffix[dtype.name]}({', '.join(args)})"
         wide = [f"(float)({a})" for a in args]
-        return f"({self.type_name(dtype)}){self.math_functions[op]}f({', '.join(wide)})"
+        return f"({self.type_name(dtype)}){self.math_functions[op]}{self.math_suffix['float32']}({', '.join(wide)})"
 
     def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
         """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
@@ -98,6 +114,8 @@ class CStyleRenderer(KernelRenderer):
             return self.math_call(op, dtype, args)
         if op is Ops.RECIPROCAL:
             return f"({self.float_literal(1.0, dtype)}/{a})"
+        if op is Ops.NEG and not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index:
+            return f"({self.type_name(dtype)})(0-({self.type_name(_unsigned_of(dtype))}){a})"
         if op is Ops.NEG:
             return f"(-{a})"
         if op is Ops.ABS:
@@ -110,6 +128,10 @@ class CStyleRenderer(KernelRenderer):
             return self.integer_division(op, operand_dtype, a, args[1], divisor)
         if op is Ops.WHERE:
             return f"({a}?{args[1]}:{args[2]})"
+        if not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index and \
+                op in (Ops.ADD, Ops.SUB, Ops.MUL):
+            unsigned = self.type_name(_unsigned_of(dtype))
+            return f"({self.type_name(dtype)})(({unsigned}){a}{_INFIX[op]}({unsigned}){args[1]})"
         return f"({a}{_INFIX[op]}{args[1]})"
 
     def integer_division(self, op: Ops, dtype: DType, a: str, b: str, divisor: UOp | None) -> str:
@@ -139,7 +161,7 @@ class CStyleRenderer(KernelRenderer):
             if line is not None:
                 lines.append(("  " * depth if node.op is Ops.END else pad) + line)
         lines.append("}")
-        return self.preamble + "\n".join(lines) + "\n"
+        return self.preamble_for(linear) + "\n".join(lines) + "\n"
 
     def _render_node(self, node: UOp, names: dict[UOp, str], index: int, depth: int) -> tuple[str | None, int]:
         op = node.op
@@ -148,6 +170,9 @@ class CStyleRenderer(KernelRenderer):
         if op is Ops.AFTER:
             names[node] = names[node.src[0]]
             return None, depth
+        if op is Ops.DEFINE_REG:
+            names[node] = f"acc{node.arg}"
+            return f"{self.type_name(pointee(node))} {names[node]}[1];", depth
         src = [names[s] for s in node.src]
         if op is Ops.CONST:
             names[node] = self.literal(node.arg, node.dtype)
@@ -157,17 +182,20 @@ class CStyleRenderer(KernelRenderer):
             names[node] = f"data{node.arg}"
         elif op is Ops.SPECIAL:
             names[node] = node.arg
-            return f"const int64_t {node.arg} = {self.special(node)};", depth
+            return f"const {self.type_name(dtypes.index)} {node.arg} = {self.special(node)};", depth
         elif op is Ops.INDEX:
             names[node] = f"({src[0]}+{src[1]})"
+        elif op is Ops.IF:
+            return f"if ({src[0]}) {{", depth + 1
         elif op is Ops.RANGE:
             names[node] = f"ridx{node.arg[0]}_{index}"
-            return f"for (int64_t {names[node]} = 0; {names[node]} < {src[0]}; {names[node]}++) {{", depth + 1
-        elif op is Ops.DEFINE_REG:
-            names[node] = f"acc{node.arg}"
-            return f"{self.type_name(pointee(node))} {names[node]}[1];", depth
+            counter = f"{self.type_name(dtypes.index)} {names[node]} = 0"
+            return f"for ({counter}; {names[node]} < {src[0]}; {names[node]}++) {{", depth + 1
         elif op is Ops.STORE:
-            return f"*{src[0]} = {src[1]};", depth
+            value = src[1]
+            if node.src[1].dtype.kind == "bool" and self.bool_memory_type is not None:
+                value = f"({self.bool_memory_type})({value})"
+            return f"*{src[0]} = {value};", depth
         else:
             names[node] = f"v{index}"
             return f"const {self.type_name(node.dtype)} {names[node]} = {self._value(node, src)};", depth
@@ -175,7 +203,7 @@ class CStyleRenderer(KernelRenderer):
 
     def _value(self, node: UOp, src: list[str]) -> str:
         if node.op is Ops.LOAD:
-            return f"*{src[0]}"
+            return f"(*{src[0]}!=0)" if node.dtype.kind == "bool" and self.bool_memory_type else f"*{src[0]}"
         if node.op is Ops.CAST:
             return f"({self.type_name(node.dtype)})({src[0]})"
         if node.op is Ops.BITCAST:

@@ -142,8 +142,10 @@ class _FunctionWriter:
             self._store(node, out)
         elif op is Ops.RANGE:
             self._open_loop(node, index)
+        elif op is Ops.IF:
+            self._open_if(node, index)
         elif op is Ops.END:
-            self._close_loop(node.src[0])
+            self._close_scope(node.src[0])
         elif op is Ops.CAST:
             self.names[node] = self._cast(node.src[0], node.dtype, out)
         elif op is Ops.BITCAST:
@@ -183,8 +185,19 @@ class _FunctionWriter:
         self.emit(f"br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
         self.label(f"{loop}.body")
 
-    def _close_loop(self, r: UOp) -> None:
-        loop = self.names[r][1:-2]
+    def _open_if(self, guard: UOp, index: int) -> None:
+        block = f"if{index}"
+        self.names[guard] = f"%{block}"
+        self.emit(f"br i1 {self.operand(guard.src[0])}, label %{block}.then, label %{block}.end")
+        self.label(f"{block}.then")
+
+    def _close_scope(self, scope: UOp) -> None:
+        if scope.op is Ops.IF:
+            block = self.names[scope][1:]
+            self.emit(f"br label %{block}.end")
+            self.label(f"{block}.end")
+            return
+        loop = self.names[scope][1:-2]
         self.emit(f"br label %{loop}.latch")
         self.label(f"{loop}.latch")
         self.emit(f"%{loop}.next = add nuw nsw i64 %{loop}.i, 1")

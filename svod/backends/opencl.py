@@ -1,0 +1,148 @@
+"""The OpenCL device ``CL:N`` on pyopencl (extra ``opencl``): OpenCL C built by the driver, program
+binaries kept in the disk cache, kernels launched on an in-order queue.
+
+``N`` counts the devices of every platform in platform order. Each device has one context and one
+queue; every launch and copy is synchronous from the caller's point of view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from svod.codegen.lower import WorkGroupLimits
+from svod.codegen.render.base import entry_symbol
+from svod.codegen.render.opencl import OpenCLRenderer
+from svod.device import Allocator, CompiledSpec, ProgramSpec
+from svod.dtype import DeviceSpec
+from svod.errors import CompileError, DeviceError, SvodError
+
+try:
+    import pyopencl as cl
+except ImportError:  # the extra is optional; the device reports why it is missing
+    cl = None  # type: ignore[assignment]
+
+BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
+
+
+def _devices() -> list[Any]:
+    if cl is None:
+        raise DeviceError("pyopencl is not installed (pip install 'svod[opencl]')")
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as err:
+        raise DeviceError(f"no OpenCL platform (install an ICD such as pocl-opencl-icd): {err}") from err
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        raise DeviceError("the OpenCL platforms have no devices")
+    return devices
+
+
+class OpenCLDevice:
+    """Context, queue and limits of one OpenCL device, and the pieces svod builds on them."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        devices = _devices()
+        if spec.device_id >= len(devices):
+            raise DeviceError(f"{spec} does not exist: this machine has {len(devices)} OpenCL device(s)",
+                              value=str(spec))
+        self.spec = spec
+        self.device = devices[spec.device_id]
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.limits = WorkGroupLimits(self.device.max_work_group_size, tuple(self.device.max_work_item_sizes[:3]))
+        self.fp16 = "cl_khr_fp16" in self.device.extensions
+        self.allocator = OpenCLAllocator(self)
+        self.compiler = OpenCLCompiler(self)
+        self.renderer = OpenCLRenderer(spec, self.limits, self.fp16)
+
+    @property
+    def description(self) -> str:
+        return f"{self.device.name.strip()} ({self.device.platform.name.strip()} {self.device.driver_version})"
+
+    def load(self, compiled: CompiledSpec) -> OpenCLProgram:
+        return OpenCLProgram(self, compiled)
+
+
+class OpenCLAllocator(Allocator):
+    """``cl.Buffer``s; a kernel receives a (buffer, byte offset) pair, so views need no sub-buffers."""
+
+    def __init__(self, device: OpenCLDevice) -> None:
+        self.device = device
+
+    def _alloc(self, nbytes: int) -> Any:
+        try:
+            return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, size=max(nbytes, 1))
+        except cl.Error as err:
+            raise MemoryError(str(err)) from err
+
+    def _free(self, handle: Any, nbytes: int) -> None:
+        handle.release()
+
+    def _copyin(self, handle: Any, src: memoryview, offset: int) -> None:
+        if len(src):
+            cl.enqueue_copy(self.device.queue, handle, np.frombuffer(src, np.uint8), dst_offset=offset)
+
+    def _copyout(self, dst: memoryview, handle: Any, offset: int) -> None:
+        if len(dst):
+            cl.enqueue_copy(self.device.queue, np.frombuffer(dst, np.uint8), handle, src_offset=offset)
+
+    def _address(self, handle: Any, offset: int) -> tuple[Any, int]:
+        return (handle, offset)
+
+
+class OpenCLCompiler:
+    def __init__(self, device: OpenCLDevice) -> None:
+        self.device = device
+        d = device.device
+        identity = f"{d.platform.name}|{d.platform.version}|{d.name}|{d.driver_version}|{BUILD_OPTIONS}"
+        self.cache_key = f"opencl-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        program = cl.Program(self.device.context, spec.src)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cl.CompilerWarning)  # a driver's warnings about user kernels
+                program.build(options=BUILD_OPTIONS, devices=[self.device.device])
+        except cl.Error as err:
+            log = program.get_build_info(self.device.device, cl.program_build_info.LOG)
+            raise CompileError(f"the OpenCL build failed: {str(err).splitlines()[0]}", source=spec.src, log=log,
+                               kernel=spec.name) from err
+        return CompiledSpec.from_spec(spec, data=program.binaries[0])
+
+
+class OpenCLProgram:
+    """A built kernel. Setting arguments and enqueueing happen under a lock, so threads may share it."""
+
+    def __init__(self, device: OpenCLDevice, compiled: CompiledSpec) -> None:
+        if compiled.bytes is None:
+            raise SvodError("an OpenCL kernel loads from a program binary, and this one has none",
+                            kernel=compiled.name, stage="load")
+        self.name = compiled.name
+        self.device = device
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                program = cl.Program(device.context, [device.device], [compiled.bytes]).build()
+            self.kernel = cl.Kernel(program, entry_symbol(compiled.name))
+        except cl.Error as err:
+            raise SvodError(f"cannot load the OpenCL binary: {err}", kernel=compiled.name, stage="load") from err
+        self._lock = threading.Lock()
+
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None:
+        groups = global_size or (1, 1, 1)
+        items = groups if local_size is None else tuple(g * n for g, n in zip(groups, local_size, strict=True))
+        args: list[Any] = []
+        for handle, offset in buffers:
+            args += [handle, np.int64(offset)]
+        args += [np.int64(v) for v in vals]
+        with self._lock:
+            self.kernel.set_args(*args)
+            cl.enqueue_nd_range_kernel(self.device.queue, self.kernel, items, local_size)
+            self.device.queue.finish()

@@ -1,0 +1,77 @@
+"""OpenCL C: the C-style table with OpenCL's types, qualifiers and work-item functions.
+
+Buffers arrive as a ``__global`` base pointer and a byte offset each, so a kernel can run on a view at
+any element offset (OpenCL sub-buffers would need the device's base-address alignment). Variables
+arrive as ``long`` arguments.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
+from svod.codegen.render.base import entry_symbol
+from svod.codegen.render.cstyle import CStyleRenderer
+from svod.dtype import DeviceSpec
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+from svod.ir.uop import pointee
+
+_WORK_ITEM_FUNCTIONS = {"g": "get_group_id", "l": "get_local_id", "i": "get_global_id"}
+
+
+class OpenCLRenderer(CStyleRenderer):
+    type_names: ClassVar[dict[str, str]] = {
+        "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
+        "uint32": "uint", "int64": "long", "index": "long", "uint64": "ulong", "float16": "half",
+        "float32": "float", "float64": "double",
+    }
+    infinity: ClassVar[str] = "INFINITY"
+    nan: ClassVar[str] = "NAN"
+    math_suffix: ClassVar[dict[str, str]] = {"float32": "", "float64": ""}
+    preamble: ClassVar[str] = "#pragma OPENCL FP_CONTRACT OFF\n"
+    bitcast_template: ClassVar[str] = "as_{type}({value})"
+    int64_suffix: ClassVar[tuple[str, str]] = ("L", "UL")
+    bool_memory_type: ClassVar[str | None] = "uchar"
+    signed_overflow_wraps: ClassVar[bool] = False
+
+    def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits, fp16: bool = False) -> None:
+        super().__init__(device)
+        self.limits = limits
+        self.fp16 = fp16
+
+    @property
+    def cache_key(self) -> str:
+        return f"OpenCLRenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}-fp16{self.fp16}"
+
+    def parallelize(self, sink: UOp) -> UOp:
+        return to_gpu_indices(sink, self.limits, direct_index=True)
+
+    def preamble_for(self, linear: tuple[UOp, ...]) -> str:
+        used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear if u.op is Ops.PARAM}
+        if "float16" in used and not self.fp16:
+            raise GraphError("float16 needs the cl_khr_fp16 extension, which this OpenCL device lacks",
+                             stage="render", value=str(self.device))
+        pragmas = [self.preamble]
+        if "float64" in used:
+            pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
+        if "float16" in used:
+            pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
+        return "".join(pragmas)
+
+    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+        args = [f"__global {self.pointer_type(p)} data{p.arg}_base, long data{p.arg}_offset" for p in params]
+        args += [f"long {v.arg[0]}_arg" for v in variables]
+        lines = [f"__kernel void {entry_symbol(name)}({', '.join(args)}) {{"]
+        for p in params:
+            pointer = f"__global {self.pointer_type(p)}"
+            lines.append(f"  {pointer} data{p.arg} = ({pointer})((__global char*)data{p.arg}_base + "
+                         f"data{p.arg}_offset);")
+        lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)}){v.arg[0]}_arg;"
+                  for v in variables]
+        return lines
+
+    def special(self, node: UOp) -> str:
+        name: str = node.arg
+        return f"(long){_WORK_ITEM_FUNCTIONS[name[0]]}({name[-1]})"
+
