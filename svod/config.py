@@ -28,6 +28,8 @@ class Settings:
     """The CPU device's primary compiler (``SVOD_CPU_COMPILER``): ``llvm`` (default) or ``clang``."""
     debug: bool
     """``SVOD_DEBUG=1`` prints rendered source and timings."""
+    cuda_arch: str
+    """The architecture CUDA code is compiled for when no GPU says which (``SVOD_CUDA_ARCH``, sm_90)."""
 
     @staticmethod
     def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -42,6 +44,7 @@ class Settings:
             threads=_threads(env.get("SVOD_THREADS")),
             cpu_compiler=cpu_compiler,
             debug=env.get("SVOD_DEBUG", "0").strip() not in ("", "0"),
+            cuda_arch=env.get("SVOD_CUDA_ARCH", "sm_90").strip().lower(),
         )
 
 

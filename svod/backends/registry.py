@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from svod.backends.clang import ClangCompiler, load_shared_object
 from svod.backends.cpu import CpuProgram, thread_team
+from svod.backends.cuda import CUDADevice, NVRTCCompiler
 from svod.backends.llvm import LLVMCompiler, LLVMRuntime
 from svod.backends.opencl import OpenCLDevice
 from svod.backends.python import PythonCompiler, PythonProgram, PythonRenderer
+from svod.codegen.render.cuda import CUDARenderer
 from svod.config import Settings, settings
 from svod.device import (
     Allocator,
@@ -62,6 +64,7 @@ class DeviceRegistry:
         self.host_allocator: Allocator = ReusePool(HostAllocator())
         self._devices: dict[tuple[str, str | None], Device] = {}
         self._opencl: dict[DeviceSpec, OpenCLDevice] = {}
+        self._cuda_devices: dict[DeviceSpec, CUDADevice] = {}
         self._lock = threading.RLock()
         self.backends: dict[str, Backend] = {
             "CPU": Backend({"llvm": lambda spec: self._llvm_pair(), "clang": lambda spec: self._clang_pair()},
@@ -69,6 +72,8 @@ class DeviceRegistry:
             "PYTHON": Backend({"python": lambda spec: (PythonRenderer(), PythonCompiler())},
                               lambda spec: self.host_allocator, lambda spec: PythonProgram,
                               lambda spec: "reference interpreter"),
+            "CUDA": Backend({"nvrtc": self._cuda_pair}, lambda spec: ReusePool(self._cuda(spec).allocator),
+                            lambda spec: self._cuda(spec).load, lambda spec: self._cuda(spec).name),
             "CL": Backend({"opencl": lambda spec: (self._cl(spec).renderer, self._cl(spec).compiler)},
                           lambda spec: ReusePool(self._cl(spec).allocator), lambda spec: self._cl(spec).load,
                           lambda spec: self._cl(spec).description),
@@ -165,6 +170,20 @@ class DeviceRegistry:
             if spec not in self._opencl:
                 self._opencl[spec] = OpenCLDevice(spec)
             return self._opencl[spec]
+
+    def _cuda(self, spec: DeviceSpec) -> CUDADevice:
+        with self._lock:
+            if spec not in self._cuda_devices:
+                self._cuda_devices[spec] = CUDADevice(spec)
+            return self._cuda_devices[spec]
+
+    def _cuda_pair(self, spec: DeviceSpec) -> Pair:
+        """The device's own architecture when a GPU is present; ``SVOD_CUDA_ARCH`` (sm_90) ahead of time."""
+        try:
+            device = self._cuda(spec)
+        except DeviceError:
+            return CUDARenderer(spec), NVRTCCompiler(self.settings.cuda_arch)
+        return device.renderer, device.compiler
 
     def _describe_cpu(self, spec: DeviceSpec) -> str:
         team = thread_team()

@@ -1,0 +1,163 @@
+"""The CUDA device ``CUDA:N`` on NVIDIA's cuda-bindings (extra ``cuda``): CUDA C compiled by nvrtc to PTX
+for a chosen architecture, loaded and launched with the driver API.
+
+nvrtc needs no GPU, so ``compiler_pair("CUDA")`` renders and compiles anywhere the wheels are installed;
+the device itself needs a driver and a GPU, and says which is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from svod.codegen.render.base import entry_symbol
+from svod.codegen.render.cuda import CUDARenderer
+from svod.device import Allocator, CompiledSpec, ProgramSpec
+from svod.dtype import DeviceSpec
+from svod.errors import CompileError, DeviceError, SvodError
+
+try:
+    from cuda.bindings import driver, nvrtc
+except ImportError:  # the extra is optional; the device reports why it is missing
+    driver = nvrtc = None
+
+DEFAULT_ARCH = "sm_90"
+
+
+def _check_nvrtc() -> None:
+    if nvrtc is None:
+        raise DeviceError("cuda-bindings is not installed (pip install 'svod[cuda]')")
+
+
+class NVRTCCompiler:
+    """CUDA C to PTX for ``arch`` (``sm_90`` by default); the PTX targets that architecture."""
+
+    def __init__(self, arch: str = DEFAULT_ARCH) -> None:
+        _check_nvrtc()
+        if not arch.startswith("sm_") or not arch[3:].isdigit():
+            raise DeviceError("a CUDA architecture looks like sm_90", value=arch)
+        self.arch = arch
+        self.options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"--fmad=false", b"-default-device"]
+        try:
+            version = ".".join(map(str, _checked(nvrtc.nvrtcVersion(), "nvrtcVersion")))
+        except Exception as err:
+            raise DeviceError(f"nvrtc is not usable here: {err}") from err
+        digest = hashlib.sha256(b" ".join(self.options)).hexdigest()[:12]
+        self.cache_key = f"nvrtc-{version}-{arch}-{digest}"
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        program = _checked(nvrtc.nvrtcCreateProgram(spec.src.encode(), f"{spec.name}.cu".encode(), 0, [], []),
+                           "nvrtcCreateProgram")[0]
+        try:
+            result = nvrtc.nvrtcCompileProgram(program, len(self.options), self.options)[0]
+            if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                raise CompileError(f"nvrtc failed: {result.name}", source=spec.src, log=_program_log(program),
+                                   kernel=spec.name)
+            size = _checked(nvrtc.nvrtcGetPTXSize(program), "nvrtcGetPTXSize")[0]
+            ptx = b" " * size
+            _checked(nvrtc.nvrtcGetPTX(program, ptx), "nvrtcGetPTX")
+        finally:
+            nvrtc.nvrtcDestroyProgram(program)
+        return CompiledSpec.from_spec(spec, data=ptx.rstrip(b"\0"))
+
+
+def _checked(result: tuple[Any, ...], call: str) -> tuple[Any, ...]:
+    """The values of a cuda-bindings call after its status, or an ``SvodError`` naming the call."""
+    status, *values = result
+    if int(status) != 0:
+        raise SvodError(f"{call} failed: {getattr(status, 'name', status)}", stage="cuda", value=int(status))
+    return tuple(values)
+
+
+def _program_log(program: Any) -> str:
+    size = _checked(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")[0]
+    log = b" " * size
+    _checked(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
+    return log.rstrip(b"\0").decode(errors="replace")
+
+
+class CUDADevice:
+    """A GPU through the driver API: its primary context, allocator and kernel loader."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        _check_nvrtc()
+        try:
+            _checked(driver.cuInit(0), "cuInit")
+        except SvodError as err:
+            raise DeviceError(f"the CUDA driver could not start: {err.detail}", value=str(spec)) from err
+        except Exception as err:
+            raise DeviceError(f"no NVIDIA driver on this machine ({type(err).__name__})", value=str(spec)) from err
+        count = _checked(driver.cuDeviceGetCount(), "cuDeviceGetCount")[0]
+        if spec.device_id >= count:
+            raise DeviceError(f"{spec} does not exist: this machine has {count} CUDA device(s)", value=str(spec))
+        self.spec = spec
+        self.device = _checked(driver.cuDeviceGet(spec.device_id), "cuDeviceGet")[0]
+        self.context = _checked(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")[0]
+        major = _checked(driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "attribute")[0]
+        minor = _checked(driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "attribute")[0]
+        self.compiler = NVRTCCompiler(f"sm_{major}{minor}")
+        self.renderer = CUDARenderer(spec)
+        self.allocator = CUDAAllocator(self)
+        self.name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName")[0].split(b"\0")[0].decode()
+
+    def activate(self) -> None:
+        _checked(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def load(self, compiled: CompiledSpec) -> CUDAProgram:
+        return CUDAProgram(self, compiled)
+
+
+class CUDAAllocator(Allocator):
+    """Device memory; a kernel receives the device address of a view (base plus offset)."""
+
+    def __init__(self, device: CUDADevice) -> None:
+        self.device = device
+
+    def _alloc(self, nbytes: int) -> Any:
+        self.device.activate()
+        return _checked(driver.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")[0]
+
+    def _free(self, handle: Any, nbytes: int) -> None:
+        self.device.activate()
+        driver.cuMemFree(handle)
+
+    def _copyin(self, handle: Any, src: memoryview, offset: int) -> None:
+        if len(src):
+            self.device.activate()
+            _checked(driver.cuMemcpyHtoD(int(handle) + offset, src, len(src)), "cuMemcpyHtoD")
+
+    def _copyout(self, dst: memoryview, handle: Any, offset: int) -> None:
+        if len(dst):
+            self.device.activate()
+            _checked(driver.cuMemcpyDtoH(dst, int(handle) + offset, len(dst)), "cuMemcpyDtoH")
+
+    def _address(self, handle: Any, offset: int) -> int:
+        return int(handle) + offset
+
+
+class CUDAProgram:
+    def __init__(self, device: CUDADevice, compiled: CompiledSpec) -> None:
+        if compiled.bytes is None:
+            raise SvodError("a CUDA kernel loads from PTX, and this one has none", kernel=compiled.name, stage="load")
+        self.name = compiled.name
+        self.device = device
+        device.activate()
+        self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData")[0]
+        self.function = _checked(driver.cuModuleGetFunction(self.module, entry_symbol(compiled.name).encode()),
+                                 "cuModuleGetFunction")[0]
+        self._lock = threading.Lock()
+
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None:
+        grid, block = global_size or (1, 1, 1), local_size or (1, 1, 1)
+        values = (*buffers, *vals)
+        types = (*(ctypes.c_void_p for _ in buffers), *(ctypes.c_longlong for _ in vals))
+        with self._lock:
+            self.device.activate()
+            _checked(driver.cuLaunchKernel(self.function, *grid, *block, 0, 0, (values, types), 0), "cuLaunchKernel")
+            _checked(driver.cuCtxSynchronize(), "cuCtxSynchronize")

@@ -1,0 +1,70 @@
+"""CUDA C: the C-style table with CUDA's types, qualifiers and thread indices.
+
+Buffers arrive as device pointers (a view is its base pointer plus the view's byte offset), variables
+as ``long long``. CUDA always launches with a block size, so every GLOBAL range gets ``gidx``/``lidx``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
+from svod.codegen.render.base import entry_symbol
+from svod.codegen.render.cstyle import CStyleRenderer
+from svod.dtype import DeviceSpec, DType
+from svod.errors import GraphError
+from svod.ir import UOp
+
+CUDA_LIMITS = WorkGroupLimits(1024, (1024, 1024, 64))
+"""Block limits every CUDA architecture since sm_20 shares."""
+
+_AXES = "xyz"
+_BITCAST_HELPER = ("template <class T, class F> __device__ inline T svod_bitcast(F v) "
+                   "{ union { F f; T t; } u; u.f = v; return u.t; }\n")
+
+
+class CUDARenderer(CStyleRenderer):
+    type_names: ClassVar[dict[str, str]] = {
+        "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+        "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+        "index": "long long", "uint64": "unsigned long long", "float32": "float", "float64": "double",
+    }
+    infinity: ClassVar[str] = "(1.0/0.0)"
+    nan: ClassVar[str] = "(0.0/0.0)"
+    preamble: ClassVar[str] = _BITCAST_HELPER
+    bitcast_template: ClassVar[str] = "svod_bitcast<{type}>({value})"
+    signed_overflow_wraps: ClassVar[bool] = False
+
+    def __init__(self, device: DeviceSpec | str = "CUDA", limits: WorkGroupLimits = CUDA_LIMITS) -> None:
+        super().__init__(device)
+        self.limits = limits
+
+    @property
+    def cache_key(self) -> str:
+        return f"CUDARenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
+
+    def parallelize(self, sink: UOp) -> UOp:
+        return to_gpu_indices(sink, self.limits, direct_index=False)
+
+    def type_name(self, dtype: DType) -> str:
+        if dtype.name == "float16":
+            raise GraphError("float16 on CUDA needs cuda_fp16.h, which the nvrtc wheel does not ship",
+                             stage="render", value=str(self.device))
+        return super().type_name(dtype)
+
+    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+        args = [f"{self.pointer_type(p)} data{p.arg}" for p in params]
+        args += [f"long long {v.arg[0]}_arg" for v in variables]
+        lines = [f'extern "C" __global__ void {entry_symbol(name)}({", ".join(args)}) {{']
+        lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)}){v.arg[0]}_arg;"
+                  for v in variables]
+        return lines
+
+    def special(self, node: UOp) -> str:
+        name: str = node.arg
+        axis = _AXES[int(name[-1])]
+        if name.startswith("g"):
+            return f"(long long)blockIdx.{axis}"
+        if name.startswith("l"):
+            return f"(long long)threadIdx.{axis}"
+        return f"((long long)blockIdx.{axis}*blockDim.{axis}+threadIdx.{axis})"

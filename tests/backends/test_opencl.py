@@ -1,0 +1,119 @@
+"""OpenCL on PoCL: launch sizes, guards for ragged sizes, binaries from the disk cache, build logs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, dtypes
+from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
+from svod.errors import CompileError
+
+pytestmark = pytest.mark.skipif("CL:0" not in svod.available_devices(),
+                                reason="no OpenCL platform here (install pocl-opencl-icd)")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _grid(rows_max: int = 1000, cols_max: int = 1000):
+    k = KernelBuilder("grid")
+    rows, cols = k.var("rows", 1, rows_max), k.var("cols", 1, cols_max)
+    out, x = k.buffer(dtypes.float32, rows * cols), k.buffer(dtypes.float32, rows * cols)
+    r, c = k.range(rows), k.range(cols)
+    k.store(out[r * cols + c], x[r * cols + c] * 3.0 - 1.0)
+    return k.build()
+
+
+def test_two_dimensional_launch_sizes_follow_the_kernel():
+    spec = svod.get_device("CL:0").renderer.render(_grid())
+    assert spec.local_size is not None
+    local = [int(s.arg) for s in spec.local_size]
+    assert local[2] == 1 and local[0] * local[1] <= svod.get_device("CL:0").renderer.limits.max_work_group_size
+    dims = spec.launch_dims({"rows": 17, "cols": 13})
+    assert dims.local_size == tuple(local)
+    assert dims.global_size[0] * local[0] >= 13 and (dims.global_size[0] - 1) * local[0] < 13
+    assert dims.global_size[1] * local[1] >= 17 and (dims.global_size[1] - 1) * local[1] < 17
+    assert "if (" in spec.src and "get_group_id(0)" in spec.src and "get_local_id(1)" in spec.src
+
+
+def test_one_dimensional_elementwise_uses_direct_indices():
+    k = KernelBuilder("ew")
+    n = k.var("n", 1, 1 << 20)
+    out = k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.store(out[i], i.cast(dtypes.int32))
+    spec = svod.get_device("CL:0").renderer.render(k.build())
+    assert spec.local_size is None and "get_global_id(0)" in spec.src
+    assert spec.launch_dims({"n": 4099}).global_size == (4099, 1, 1)
+
+
+def test_local_sizes_respect_small_limits():
+    limits = WorkGroupLimits(8, (4, 4, 1))
+    lowered = to_gpu_indices(_grid(), limits, direct_index=False)
+    locals_ = {u.arg: int(u.src[0].arg) for u in lowered.toposort() if u.op is svod.Ops.SPECIAL
+               and u.arg.startswith("l")}
+    assert locals_["lidx0"] <= 4 and locals_["lidx1"] <= 4 and locals_["lidx0"] * locals_["lidx1"] <= 8
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (17, 13), (64, 64), (3, 999)])
+def test_ragged_symbolic_grids_are_covered_exactly(rows, cols):
+    x = np.random.default_rng(rows).standard_normal(1000 * 1000).astype(np.float32)
+    out = np.full(1000 * 1000, 7.0, np.float32)
+    svod.run(_grid(), [out, x], device="CL:0", rows=rows, cols=cols)
+    n = rows * cols
+    np.testing.assert_array_equal(out[:n], x[:n] * np.float32(3) - np.float32(1))
+    assert (out[n:] == 7.0).all()
+
+
+def test_broken_source_reports_the_build_log():
+    renderer, compiler = svod.compiler_pair("CL:0")
+    spec = renderer.render(_grid())
+    spec.src = spec.src.replace("*(data0+", "*(undefined_name+")
+    with pytest.raises(CompileError, match="OpenCL build failed") as info:
+        compiler.compile(spec)
+    assert "undefined_name" in info.value.log
+
+
+_CHILD = textwrap.dedent("""
+    import dataclasses, sys
+    from pathlib import Path
+    import numpy as np
+    import svod
+    from svod.config import settings
+    from svod.runtime import KernelCache
+    from tests.backends.test_opencl import _grid
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=Path(sys.argv[1]), disk_cache=True))
+    kernel = cache.get(_grid(), svod.get_device("CL:0"))
+    out = svod.Buffer.from_numpy(np.zeros(6, np.float32), "CL:0")
+    kernel([out, svod.Buffer.from_numpy(np.ones(6, np.float32), "CL:0")], {"rows": 2, "cols": 3})
+    assert out.numpy().tolist() == [2.0] * 6
+    print(cache.stats.compiles, cache.disk.stats.hits)
+""")
+
+
+def test_a_second_process_loads_the_binary_without_building(tmp_path):
+    results = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], cwd=REPO, capture_output=True,
+                              text=True, check=False, timeout=300)
+        assert done.returncode == 0, done.stderr
+        results.append(tuple(map(int, done.stdout.split())))
+    assert results == [(1, 0), (0, 1)]
+
+
+def test_reductions_and_views_on_opencl():
+    k = KernelBuilder("colmax")
+    out, x = k.buffer(dtypes.float32, 33), k.buffer(dtypes.float32, 33 * 7)
+    c = k.range(33)
+    r = k.range(7, AxisKind.REDUCE)
+    k.store(out[c], x[r * 33 + c].reduce(r, op=svod.Ops.MAX))
+    data = np.random.default_rng(3).standard_normal(33 * 7 + 5).astype(np.float32)
+    base = svod.Buffer.from_numpy(data, "CL:0")
+    result = svod.Buffer("CL:0", dtypes.float32, 40)
+    svod.run(k.build(), [result.view(7, 33), base.view(5, 33 * 7)], device="CL:0")
+    np.testing.assert_array_equal(result.numpy()[7:], data[5:].reshape(7, 33).max(axis=0))
