@@ -79,8 +79,8 @@ def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
             raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
                             stage="load") from err
     try:
-        function = getattr(library, entry_symbol(compiled.name))
+        function = getattr(library, entry_symbol(compiled.name, compiled.ast))
     except AttributeError as err:
         raise SvodError("the shared object has no entry point of that name", kernel=compiled.name,
-                        stage="load", value=entry_symbol(compiled.name)) from err
+                        stage="load", value=entry_symbol(compiled.name, compiled.ast)) from err
     return CpuProgram(compiled.name, ctypes.cast(function, ctypes.c_void_p).value or 0, library)

@@ -148,8 +148,8 @@ class CUDAProgram:
         self.device = device
         device.activate()
         self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData")[0]
-        self.function = _checked(driver.cuModuleGetFunction(self.module, entry_symbol(compiled.name).encode()),
-                                 "cuModuleGetFunction")[0]
+        symbol = entry_symbol(compiled.name, compiled.ast).encode()
+        self.function = _checked(driver.cuModuleGetFunction(self.module, symbol), "cuModuleGetFunction")[0]
         self._lock = threading.Lock()
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,

@@ -65,21 +65,28 @@ class LLVMCompiler:
 
 
 class LLVMRuntime:
-    """Loads compiled objects: one MCJIT engine per kernel, so kernels of the same name never clash.
+    """Loads compiled objects into one MCJIT engine that lives as long as the runtime.
 
-    An engine owns the target machine it is given and frees it with itself, so each gets its own.
+    Entry symbols carry the kernel's key, so objects never clash; adding an object to a live engine
+    costs far less than building an engine (and its target machine) per kernel.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._engine: Any = None
 
     def __call__(self, compiled: CompiledSpec) -> CpuProgram:
         if compiled.bytes is None:
             raise SvodError("the LLVM runtime loads object code, and this kernel has none", kernel=compiled.name,
                             stage="load")
+        symbol = entry_symbol(compiled.name, compiled.ast)
         with self._lock:
-            engine: Any = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(OPT_LEVEL))
-            engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
-            engine.finalize_object()
-            address = engine.get_function_address(entry_symbol(compiled.name))
-        return CpuProgram(compiled.name, address, engine)
+            if self._engine is None:
+                self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(OPT_LEVEL))
+            try:
+                self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
+                self._engine.finalize_object()
+            except RuntimeError as err:
+                raise SvodError(f"cannot load the object code: {err}", kernel=compiled.name, stage="load") from err
+            address = self._engine.get_function_address(symbol)
+        return CpuProgram(compiled.name, address, self._engine)

@@ -129,7 +129,7 @@ class OpenCLProgram:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 program = cl.Program(device.context, [device.device], [compiled.bytes]).build()
-            self.kernel = cl.Kernel(program, entry_symbol(compiled.name))
+            self.kernel = cl.Kernel(program, entry_symbol(compiled.name, compiled.ast))
         except cl.Error as err:
             raise SvodError(f"cannot load the OpenCL binary: {err}", kernel=compiled.name, stage="load") from err
         self._lock = threading.Lock()

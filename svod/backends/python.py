@@ -29,9 +29,9 @@ class PythonRenderer(KernelRenderer):
     def __init__(self) -> None:
         super().__init__("PYTHON", threads=1)
 
-    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
+    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         position = {u: i for i, u in enumerate(linear)}
-        lines = [f"# kernel {name}"]
+        lines = [f"# kernel {symbol}"]
         for i, u in enumerate(linear):
             args = ", ".join(f"%{position[s]}" for s in u.src if s in position)
             lines.append(f"%{i} = {u.op.name} {u.dtype!r} [{args}] {u.arg!r}")

@@ -8,6 +8,7 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
 from svod.backends.cuda import NVRTCCompiler
+from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cuda import CUDARenderer
 from svod.errors import CompileError, DeviceError, GraphError
 
@@ -49,7 +50,7 @@ def test_corpus_compiles_to_ptx(ast):
     spec = renderer.render(ast)
     compiled = compiler.compile(spec)
     ptx = compiled.bytes.decode()
-    assert f".entry svod_{ast.arg}(" in ptx
+    assert f".entry {entry_symbol(ast.arg, spec.ast)}(" in ptx
     assert ".target sm_90" in ptx
     assert spec.local_size is not None
     assert "threadIdx" in spec.src

@@ -43,10 +43,11 @@ def _keep_params(lowered: UOp, ast: UOp) -> UOp:
     return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
 
 
-def entry_symbol(name: str) -> str:
-    """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` or ``free``
-    never collides with a C library function."""
-    return f"svod_{name}"
+def entry_symbol(name: str, kernel: UOp) -> str:
+    """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` never collides
+    with a C library function, and suffixed with the lowered kernel's key, so kernels of one name can
+    share a code object (one JIT engine holds every LLVM kernel)."""
+    return f"svod_{name}_{kernel.key[:12]}"
 
 
 class KernelRenderer(ABC):
@@ -82,7 +83,7 @@ class KernelRenderer(ABC):
         name = kernel_name(ast, name)
         lowered = self.lower(ast)
         linear = linearize(lowered)
-        source = self.render_linear(name, linear)
+        source = self.render_linear(entry_symbol(name, lowered), linear)
         return UOp.program(lowered, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
                            metadata=KernelMetadata(name=name))
 
@@ -91,5 +92,5 @@ class KernelRenderer(ABC):
         return ProgramSpec.from_uop(self.program(ast, name))
 
     @abstractmethod
-    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
-        """Source code for the instruction list ``linear`` as a function called ``entry_symbol(name)``."""
+    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
+        """Source code for the instruction list ``linear`` as a function called ``symbol``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer, entry_symbol
+from svod.codegen.render.base import KernelRenderer
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -46,9 +46,9 @@ class CStyleRenderer(KernelRenderer):
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
-    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         """The function header and the lines that bind buffers and variables to C names."""
-        lines = [f"void {entry_symbol(name)}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
+        lines = [f"void {symbol}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
         lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
                   for position, p in enumerate(params)]
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
@@ -149,11 +149,11 @@ class CStyleRenderer(KernelRenderer):
 
     # ---- the walk -------------------------------------------------------------------------------------
 
-    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
+    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
         variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         names: dict[UOp, str] = {}
-        lines = self.signature(name, params, variables)
+        lines = self.signature(symbol, params, variables)
         depth = 1
         for index, node in enumerate(linear):
             pad = "  " * depth

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cstyle import CStyleRenderer
 from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError
@@ -52,10 +51,10 @@ class CUDARenderer(CStyleRenderer):
                              stage="render", value=str(self.device))
         return super().type_name(dtype)
 
-    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         args = [f"{self.pointer_type(p)} data{p.arg}" for p in params]
         args += [f"long long {v.arg[0]}_arg" for v in variables]
-        lines = [f'extern "C" __global__ void {entry_symbol(name)}({", ".join(args)}) {{']
+        lines = [f'extern "C" __global__ void {symbol}({", ".join(args)}) {{']
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)}){v.arg[0]}_arg;"
                   for v in variables]
         return lines

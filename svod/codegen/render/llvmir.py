@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer, entry_symbol
+from svod.codegen.render.base import KernelRenderer
 from svod.dtype import DType, PtrDType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -61,16 +61,16 @@ class LLVMRenderer(KernelRenderer):
         self.cpu = cpu
         self.features = features
 
-    def render_linear(self, name: str, linear: tuple[UOp, ...]) -> str:
-        return _FunctionWriter(self, name, linear).write()
+    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
+        return _FunctionWriter(self, symbol, linear).write()
 
 
 class _FunctionWriter:
     """The state of rendering one function: SSA names, the current block, declarations needed."""
 
-    def __init__(self, renderer: LLVMRenderer, name: str, linear: tuple[UOp, ...]) -> None:
+    def __init__(self, renderer: LLVMRenderer, symbol: str, linear: tuple[UOp, ...]) -> None:
         self.r = renderer
-        self.name = name
+        self.symbol = symbol
         self.linear = linear
         self.names: dict[UOp, str] = {}
         self.lines: list[str] = []
@@ -103,7 +103,7 @@ class _FunctionWriter:
                 self._node(node, f"%v{index}", index)
         self.emit("ret void")
         attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
-        header = f"define void @{entry_symbol(self.name)}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
+        header = f"define void @{self.symbol}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
         return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
                           f"attributes #0 = {{ nounwind {attributes} }}", ""])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cstyle import CStyleRenderer
 from svod.dtype import DeviceSpec
 from svod.errors import GraphError
@@ -59,10 +58,10 @@ class OpenCLRenderer(CStyleRenderer):
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
         return "".join(pragmas)
 
-    def signature(self, name: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         args = [f"__global {self.pointer_type(p)} data{p.arg}_base, long data{p.arg}_offset" for p in params]
         args += [f"long {v.arg[0]}_arg" for v in variables]
-        lines = [f"__kernel void {entry_symbol(name)}({', '.join(args)}) {{"]
+        lines = [f"__kernel void {symbol}({', '.join(args)}) {{"]
         for p in params:
             pointer = f"__global {self.pointer_type(p)}"
             lines.append(f"  {pointer} data{p.arg} = ({pointer})((__global char*)data{p.arg}_base + "
