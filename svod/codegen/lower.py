@@ -6,6 +6,7 @@ Each pass is a named graph rewrite with one guarantee:
 - ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
 - ``pin_read_modify_write``: a load of the memory its store updates stays inside the store's loops.
 - ``split_for_threads``: the outermost GLOBAL range of a CPU kernel is split into ``core_id`` chunks.
+- ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
 - ``lower_reduces``: no REDUCE remains; each is an accumulator register initialised with the op's
   identity, updated inside loops over its REDUCE ranges, and read after them.
 - ``close_ranges``: every RANGE has exactly one END, whose sources are everything that runs in the loop;
@@ -17,15 +18,15 @@ After these, the graph is loops and memory only: RANGE/END, DEFINE_REG, INDEX/LO
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, simplify
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, simplify
 from svod.ir.ops import SCOPES
 
 __all__ = ["close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write", "simplify",
-           "split_for_threads", "substitute"]
+           "split_for_threads", "substitute", "upcast_reductions"]
 
 
 def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
@@ -188,30 +189,135 @@ def reduce_identity(op: Ops, dtype: DType) -> bool | int | float:
     return dtype.min
 
 
-@dataclass
-class _ReduceContext:
-    registers: int = 0
-    live: dict[UOp, frozenset[UOp]] = field(default_factory=dict)
-
-
-def _lower_reduce(ctx: _ReduceContext, red: UOp) -> UOp:
-    value, *reduce_ranges = red.src
-    outer = live_ranges(value)[value] - set(reduce_ranges)
-    scope = tuple(sorted(outer, key=_axis_order))
-    reg = UOp(Ops.DEFINE_REG, red.dtype.ptr(1, local=True), scope, ctx.registers)
-    ctx.registers += 1
-    zero = UOp.index_const(0)
-    init = reg.index(zero).store(UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)))
-    accumulated = reg.after(init, *reduce_ranges).index(zero).load()  # read in the loop, after the init
-    loop: UOp = reg.index(zero).store(accumulated.alu(red.arg, value))
-    for r in reversed(reduce_ranges):
-        loop = UOp(Ops.END, dtypes.void, (r, loop))
-    return reg.after(loop).index(zero).load()
-
-
 def lower_reduces(sink: UOp) -> UOp:
-    return graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="red"), _lower_reduce)]),
-                         ctx=_ReduceContext(), name="lower_reduces")
+    """Replace every REDUCE by an accumulator loop, innermost reductions first.
+
+    Reductions over the same ranges in the same scope share one loop, each with its own accumulator
+    (a matmul's neighbouring outputs, or a sum and a max of one row). A reduction whose ranges already
+    have a loop, because it needs that loop's result, gets a loop of its own over copies of them.
+    """
+    registers = 0
+    while True:
+        topo = sink.toposort()
+        reduces = [u for u in topo if u.op is Ops.REDUCE]
+        if not reduces:
+            return sink
+        looped = {u.src[0] for u in topo if u.op is Ops.END}
+        groups: dict[tuple[tuple[UOp, ...], frozenset[UOp]], list[UOp]] = {}
+        for red in reduces:
+            if not any(u.op is Ops.REDUCE for u in red.src[0].toposort()):
+                scope = live_ranges(red)[red]
+                groups.setdefault((red.src[1:], scope), []).append(red)
+        replacements: dict[UOp, UOp] = {}
+        for (ranges, scope), members in groups.items():
+            loop_ranges = ranges
+            if any(r in looped for r in ranges):
+                loop_ranges = _fresh_ranges(sink, ranges)
+            looped.update(loop_ranges)
+            results = _lower_group(members, ranges, loop_ranges, scope, registers)
+            registers += len(members)
+            replacements.update(zip(members, results, strict=True))
+        sink = substitute(sink, replacements)
+
+
+def _fresh_ranges(sink: UOp, ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """Copies of ``ranges`` on axes no range of the kernel uses."""
+    next_axis = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    return tuple(UOp.range(r.src[0], next_axis + k, r.arg[1]) for k, r in enumerate(ranges))
+
+
+def _lower_group(members: list[UOp], ranges: tuple[UOp, ...], loop_ranges: tuple[UOp, ...], scope: frozenset[UOp],
+                 first_register: int) -> list[UOp]:
+    renamed = {r: fresh for r, fresh in zip(ranges, loop_ranges, strict=True) if r is not fresh}
+    # loops that already ran over the original ranges stay as they are: only the open uses are renamed
+    finished = {u: u for red in members for u in red.src[0].toposort() if u.op is Ops.END and u.src[0] in renamed}
+    zero = UOp.index_const(0)
+    ordered_scope = tuple(sorted(scope, key=_axis_order))
+    registers, updates = [], []
+    for k, red in enumerate(members):
+        reg = UOp(Ops.DEFINE_REG, red.dtype.ptr(1, local=True), ordered_scope, first_register + k)
+        init = reg.index(zero).store(UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)))
+        accumulated = reg.after(init, *loop_ranges).index(zero).load()  # read in the loop, after the init
+        value = substitute(red.src[0], {**renamed, **finished})
+        updates.append(reg.index(zero).store(accumulated.alu(red.arg, value)))
+        registers.append(reg)
+    loop = UOp(Ops.END, dtypes.void, (loop_ranges[-1], *updates))
+    for r in reversed(loop_ranges[:-1]):
+        loop = UOp(Ops.END, dtypes.void, (r, loop))
+    return [reg.after(loop).index(zero).load() for reg in registers]
+
+
+# ---- upcasting -------------------------------------------------------------------------------------------
+
+UPCAST_WIDTHS = (16, 8, 4)
+"""How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
+
+
+def upcast_reductions(sink: UOp) -> UOp:
+    """Compute ``W`` neighbouring outputs of a reduction in one pass over its REDUCE range.
+
+    When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
+    end divisible by ``W``, ``j`` becomes ``jo*W + c`` for ``c`` in ``0..W-1``: ``W`` stores whose
+    reductions share one loop and whose loads are contiguous in ``c``, which the backend turns into
+    vector code (a matmul's inner loop becomes a vector multiply-add over ``W`` columns).
+    """
+    live = live_ranges(sink)
+    effects = []
+    for effect in sink.src:
+        target = _upcast_range(effect, live) if effect.op is Ops.STORE else None
+        if target is None:
+            effects.append(effect)
+            continue
+        copies = _unrolled(effect, *target)
+        rows = _row_range(effect, live, exclude=target[0])
+        effects.extend(c for copy in copies for c in (_unrolled(copy, rows, ROW_WIDTH) if rows is not None else [copy]))
+    return sink.replace(src=tuple(effects))
+
+
+ROW_WIDTH = 4
+"""After the unit-stride range, how many neighbours of one more output range share the same loads."""
+
+
+def _unrolled(effect: UOp, r: UOp, width: int) -> list[UOp]:
+    outer = UOp.range(int(r.src[0].arg) // width, r.arg[0], r.arg[1])
+    return [substitute(effect, {r: outer * width + c}) for c in range(width)]
+
+
+def _reduction_loads(store: UOp) -> list[UOp]:
+    return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
+            if u.op is Ops.LOAD]
+
+
+def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None) -> list[UOp]:
+    """Output ranges of ``store`` with a constant end, innermost first."""
+    return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and r.src[0].op is Ops.CONST
+                   and r is not exclude), key=_axis_order, reverse=True)
+
+
+def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]]) -> tuple[UOp, int] | None:
+    loads = _reduction_loads(store)
+    for j in _upcastable(store, live) if loads else []:
+        width = next((w for w in UPCAST_WIDTHS if int(j.src[0].arg) % w == 0 and int(j.src[0].arg) > w), None)
+        if width is not None and any(_unit_stride(load.src[0].src[1], j) for load in loads):
+            return j, width
+    return None
+
+
+def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp) -> UOp | None:
+    """Another output range that the reduction's loads depend on, whose end ``ROW_WIDTH`` divides."""
+    loads = _reduction_loads(store)
+    for r in _upcastable(store, live, exclude):
+        end = int(r.src[0].arg)
+        if end % ROW_WIDTH == 0 and end > ROW_WIDTH and any(r in load.toposort() for load in loads):
+            return r
+    return None
+
+
+def _unit_stride(index: UOp, r: UOp) -> bool:
+    """``index`` is ``r`` plus terms without ``r``: neighbouring ``r`` read neighbouring elements."""
+    if index is r:
+        return True
+    return index.op is Ops.ADD and any(a is r and r not in b.toposort() for a, b in (index.src, index.src[::-1]))
 
 
 # ---- loops -----------------------------------------------------------------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import close_ranges, live_ranges, lower_reduces, split_for_threads
+from svod.codegen.lower import close_ranges, live_ranges, lower_reduces, split_for_threads, upcast_reductions
 from svod.codegen.render.c import CRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
@@ -118,3 +120,44 @@ def test_c_source_reads_buffers_and_variables_by_position():
     k.store(out[i], x[i] + 1)
     src = CRenderer("CPU").render(k.build()).src
     assert "bufs[0]" in src and "bufs[1]" in src and "vars[0]" in src and "svod_args" in src
+
+
+def test_reductions_over_one_range_share_a_loop():
+    k = KernelBuilder("sum_and_max")
+    total, top, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 4 * 9)
+    r = k.range(4)
+    c = k.range(9, AxisKind.REDUCE)
+    k.store(total[r], x[r * 9 + c].reduce(c))
+    k.store(top[r], x[r * 9 + c].reduce(c, op=Ops.MAX))
+    lowered = lower_reduces(k.build())
+    ends = [u for u in lowered.toposort() if u.op is Ops.END]
+    assert len(ends) == 1 and len(ends[0].src) == 3
+
+
+def test_a_reduction_needing_another_over_the_same_range_gets_its_own_loop():
+    k = KernelBuilder("softmax_denominator")
+    out, x = k.buffer(dtypes.float32, 3), k.buffer(dtypes.float32, 3 * 5)
+    r = k.range(3)
+    c = k.range(5, AxisKind.REDUCE)
+    biggest = x[r * 5 + c].reduce(c, op=Ops.MAX)
+    k.store(out[r], (x[r * 5 + c] - biggest).exp2().reduce(c))
+    ast = k.build()
+    loops = [u for u in linearize(_lowered(ast)) if u.op is Ops.RANGE]
+    assert len(loops) == 3
+    data = np.random.default_rng(0).standard_normal(15).astype(np.float32)
+    expected = np.exp2(data.reshape(3, 5) - data.reshape(3, 5).max(axis=1, keepdims=True)).sum(axis=1)
+    for device in ("CPU", "PYTHON", "CL:0"):
+        if device not in svod.available_devices():
+            continue
+        got = np.zeros(3, np.float32)
+        svod.run(ast, [got, data], device=device)
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
+    upcast = upcast_reductions(_matmul(64))
+    stores = [u for u in upcast.src if u.op is Ops.STORE]
+    assert len(stores) == 16 * 4
+    lowered = lower_reduces(upcast)
+    assert len([u for u in lowered.toposort() if u.op is Ops.END]) == 1
+    assert len(upcast_reductions(_matmul(17)).src) == 1

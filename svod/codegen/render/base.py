@@ -19,6 +19,7 @@ from svod.codegen.lower import (
     pin_read_modify_write,
     simplify,
     split_for_threads,
+    upcast_reductions,
 )
 from svod.device import KernelMetadata, ProgramSpec
 from svod.dtype import DeviceSpec
@@ -65,6 +66,9 @@ class KernelRenderer(ABC):
     def decompositor(self) -> PatternMatcher | None:
         return None
 
+    upcast: bool = False
+    """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
+
     def parallelize(self, sink: UOp) -> UOp:
         """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""
         return split_for_threads(sink, self.threads)
@@ -75,6 +79,8 @@ class KernelRenderer(ABC):
             raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
                              value=getattr(ast, "op", ast))
         sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
+        if self.upcast:
+            sink = upcast_reductions(sink)
         sink = self.parallelize(sink)
         return _keep_params(simplify(close_ranges(lower_reduces(sink))), ast)
 

@@ -5,3 +5,5 @@ from svod.codegen.render.cstyle import CStyleRenderer
 
 class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
+
+    upcast = True

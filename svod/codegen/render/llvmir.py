@@ -50,6 +50,8 @@ def llvm_literal(value: bool | int | float, dtype: DType) -> str:
 class LLVMRenderer(KernelRenderer):
     """Renders LLVM IR text; ``cpu`` and ``features`` become function attributes for the optimiser."""
 
+    upcast = True
+
     int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
                                             Ops.OR: "or", Ops.XOR: "xor"}
     float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
