@@ -12,7 +12,7 @@ from svod.codegen.lower import close_ranges, live_ranges, lower_reduces, split_f
 from svod.codegen.render.c import CRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
-from svod.ir.alu import exec_alu
+from tests.helpers import evaluate_expression
 
 
 def _matmul(n=16):
@@ -86,21 +86,9 @@ def test_thread_split_covers_the_range_exactly():
         covered = []
         for c in range(3):
             env = {"n": size, "core_id": c}
-            first, count = _value(start, env), _value(loop.src[0], env)
+            first, count = evaluate_expression(start, env), evaluate_expression(loop.src[0], env)
             covered.extend(range(first, first + max(count, 0)))
         assert covered == list(range(size))
-
-
-def _value(u: UOp, env: dict[str, int]) -> int:
-    vals: dict[UOp, int] = {}
-    for node in u.toposort():
-        if node.op is Ops.CONST:
-            vals[node] = node.arg
-        elif node.op is Ops.DEFINE_VAR:
-            vals[node] = env[node.arg[0]]
-        else:
-            vals[node] = exec_alu(node.op, node.dtype, [vals[s] for s in node.src])
-    return vals[u]
 
 
 def test_sibling_ranges_that_do_not_nest_are_an_error():

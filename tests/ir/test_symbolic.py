@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 from svod.dtype import dtypes
 from svod.ir import AxisKind, Ops, UOp, simplify
 from svod.ir.alu import exec_alu
+from tests.helpers import evaluate_expression
 
 
 def test_constant_folding_uses_c_semantics():
@@ -76,24 +77,12 @@ def _build(tree, xs):
     return _build(a, xs).alu(op, _build(b, xs))
 
 
-def _eval(u: UOp, env: dict[str, int]) -> int:
-    values: dict[UOp, int] = {}
-    for node in u.toposort():
-        if node.op is Ops.CONST:
-            values[node] = node.arg
-        elif node.op is Ops.DEFINE_VAR:
-            values[node] = env[node.arg[0]]
-        else:
-            values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
-    return values[u]
-
-
 @settings(max_examples=300, deadline=None)
 @given(_trees, st.integers(-10, 10), st.integers(0, 15))
 def test_simplify_preserves_value_and_bounds_hold(tree, xv, yv):
     xs = {"x": UOp.define_var("x", -10, 10, dtypes.int32), "y": UOp.define_var("y", 0, 15, dtypes.int32)}
     expr = _build(tree, xs)
     env = {"x": xv, "y": yv}
-    value = _eval(expr, env)
-    assert _eval(simplify(expr), env) == value
+    value = evaluate_expression(expr, env)
+    assert evaluate_expression(simplify(expr), env) == value
     assert expr.vmin <= value <= expr.vmax
