@@ -1,0 +1,17 @@
+"""The README's Python examples run as written."""
+
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_examples_run():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert blocks
+    namespace: dict[str, object] = {}
+    exec(compile("\n".join(blocks), str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+    out = namespace["out_np"]
+    assert list(out[:3]) == [1.0, 3.0, 5.0]  # type: ignore[index]
+    steps = namespace["steps"]
+    assert steps and steps[0].name == "double"  # type: ignore[index,union-attr]
