@@ -10,7 +10,7 @@ def test_readme_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert blocks
     namespace: dict[str, object] = {}
-    exec(compile("\n".join(blocks), str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+    exec(compile("\n".join(blocks), str(README), "exec"), namespace)
     out = namespace["out_np"]
     assert list(out[:3]) == [1.0, 3.0, 5.0]  # type: ignore[index]
     steps = namespace["steps"]
