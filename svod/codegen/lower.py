@@ -2,6 +2,7 @@
 
 Each pass is a named graph rewrite with one guarantee:
 
+- ``check_indices``: no access can leave its buffer (an error otherwise, before anything compiles).
 - ``simplify``: index arithmetic folded (``svod.ir.symbolic``).
 - ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
 - ``pin_read_modify_write``: a load of the memory its store updates stays inside the store's loops.
@@ -24,9 +25,10 @@ from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, simplify
 from svod.ir.ops import SCOPES
+from svod.ir.uop import param_size
 
-__all__ = ["close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write", "simplify",
-           "split_for_threads", "substitute", "upcast_reductions"]
+__all__ = ["check_indices", "close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write",
+           "simplify", "split_for_threads", "substitute", "upcast_reductions"]
 
 
 def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
@@ -68,6 +70,30 @@ def _axis_order(scope: UOp) -> tuple[int, int]:
         return (-1, 0)
     axis, kind = scope.arg
     return (int(kind is AxisKind.REDUCE), axis)
+
+
+# ---- memory safety ---------------------------------------------------------------------------------------
+
+def check_indices(sink: UOp, kernel: str) -> None:
+    """Every buffer access stays inside its buffer, with each variable at its largest value.
+
+    Fixing the variables makes every range and size a constant, so value bounds decide the question
+    without symbolic reasoning. A kernel that would read or write outside a buffer is an error before it
+    is compiled; without this, a compiled kernel would corrupt memory or crash the process.
+    """
+    at_max = {u: UOp.const(u.dtype, u.arg[2]) for u in sink.toposort() if u.op is Ops.DEFINE_VAR}
+    fixed = simplify(substitute(sink, at_max)) if at_max else sink
+    for index in fixed.toposort():
+        if index.op is not Ops.INDEX or index.src[0].op is not Ops.PARAM:
+            continue
+        param = index.src[0]
+        size = param_size(param)
+        if size.op is not Ops.CONST:
+            continue
+        lo, hi = index.src[1].bounds
+        if lo < 0 or hi >= size.arg:
+            raise GraphError(f"buffer {param.arg} has {size.arg} elements but is indexed over [{lo}, {hi}] "
+                             "(variables at their largest values)", kernel=kernel, stage="lower", value=(lo, hi))
 
 
 # ---- memory order -----------------------------------------------------------------------------------------

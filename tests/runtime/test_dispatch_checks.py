@@ -70,3 +70,27 @@ def test_unknown_compiler_and_device():
         svod.get_device("CPU", "nvcc")
     with pytest.raises(svod.errors.DeviceError, match="unknown device"):
         svod.get_device("TPU")
+
+
+@pytest.mark.parametrize(("shift", "message"), [(1, r"indexed over \[1, 64\]"), (-1, r"indexed over \[-1, 62\]")])
+def test_out_of_bounds_access_is_refused_before_compiling(device, shift, message):
+    k = KernelBuilder("shifted")
+    n = k.var("n", 1, 64)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i + shift])
+    with pytest.raises(svod.errors.GraphError, match=message) as info:
+        svod.run(k.build(), list(_arrays()), device=device, n=64)
+    assert info.value.kernel == "shifted" and info.value.stage == "lower"
+
+
+def test_symbolic_two_dimensional_indexing_is_accepted():
+    k = KernelBuilder("rows")
+    rows, cols = k.var("rows", 1, 50), k.var("cols", 1, 60)
+    out, x = k.buffer(dtypes.float32, rows * cols), k.buffer(dtypes.float32, rows * cols)
+    r, c = k.range(rows), k.range(cols)
+    k.store(out[r * cols + c], x[(rows - 1 - r) * cols + c])
+    data = np.arange(12, dtype=np.float32)
+    got = np.zeros(12, np.float32)
+    svod.run(k.build(), [got, data], rows=3, cols=4)
+    np.testing.assert_array_equal(got, data.reshape(3, 4)[::-1].reshape(-1))

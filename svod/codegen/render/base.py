@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
+    check_indices,
     close_ranges,
     decompose,
     lower_reduces,
@@ -78,6 +79,7 @@ class KernelRenderer(ABC):
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
             raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
                              value=getattr(ast, "op", ast))
+        check_indices(ast, kernel_name(ast, None))
         sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
         if self.upcast:
             sink = upcast_reductions(sink)
