@@ -182,7 +182,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
     dims = list(reversed(globals_[-3:]))
     if not dims:
         return sink
-    if direct_index and len(dims) == 1 and not any(u.op is Ops.REDUCE for u in topo):
+    if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
         return substitute(sink, {dims[0]: UOp.special(dims[0].src[0], "idx0")})
     budget = limits.max_work_group_size
     indices: dict[UOp, UOp] = {}
@@ -191,7 +191,8 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
         end = r.src[0]
         local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         budget //= local
-        groups = UOp.special((end + (local - 1)) // local, f"gidx{d}")
+        count = (end + (local - 1)) // local
+        groups = UOp.special(count if end.vmin >= 1 else count.maximum(1), f"gidx{d}")  # launches need a group
         index = groups * local + UOp.special(local, f"lidx{d}")
         indices[r] = index
         if not (end.op is Ops.CONST and end.arg % local == 0):

@@ -193,3 +193,22 @@ def test_float16_elementwise(device):
         return
     svod.run(k.build(), [out_np, x_np], device=device)
     np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
+
+
+def test_empty_sizes_run_nothing(device):
+    k = KernelBuilder("maybe_empty")
+    n = k.var("n", 0, 100)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    total = k.buffer(dtypes.float32, 1)
+    i = k.range(n)
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(out[i], x[i] + 1.0)
+    k.store(total[0], x[r].reduce(r))
+    empty_out, empty_x, total_np = np.zeros(0, np.float32), np.zeros(0, np.float32), np.full(1, 5.0, np.float32)
+    svod.run(k.build(), [empty_out, empty_x, total_np], device=device, n=0)
+    assert total_np[0] == 0.0
+    some = np.arange(4, dtype=np.float32)
+    out_np = np.zeros(4, np.float32)
+    svod.run(k.build(), [out_np, some, total_np], device=device, n=4)
+    np.testing.assert_array_equal(out_np, some + 1)
+    assert total_np[0] == 6.0

@@ -89,3 +89,30 @@ def test_random_elementwise_kernels_agree_with_python(case, size, seed):
         got = np.zeros(size, dtype.numpy)
         svod.run(ast, [got, *inputs], device=device)
         np.testing.assert_array_equal(got, expected, err_msg=f"{device} {dtype!r} {tree}")
+
+
+def _contraction(m: int, n: int, kk: int, op: Ops, transpose_b: bool):
+    """out[i, j] = op-reduce over r of a[i, r] * b[r, j] (or b[j, r]), the shape upcasting rewrites."""
+    k = KernelBuilder("contraction")
+    out, a, b = k.buffer(dtypes.float32, m * n), k.buffer(dtypes.float32, m * kk), k.buffer(dtypes.float32, kk * n)
+    i, j = k.range(m), k.range(n)
+    r = k.range(kk, svod.AxisKind.REDUCE)
+    b_index = j * kk + r if transpose_b else r * n + j
+    k.store(out[i * n + j], (a[i * kk + r] * b[b_index]).reduce(r, op=op))
+    return k.build()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([1, 3, 4, 8, 12, 16, 20]), st.sampled_from([1, 5, 16, 17, 32, 48]),
+       st.sampled_from([1, 2, 7, 16]), st.sampled_from([Ops.ADD, Ops.MAX]), st.booleans())
+def test_random_contractions_agree_with_numpy(m, n, kk, op, transpose_b):
+    rng = np.random.default_rng(m * 1000 + n * 10 + kk)
+    a = rng.standard_normal((m, kk)).astype(np.float32)
+    b = rng.standard_normal((n, kk) if transpose_b else (kk, n)).astype(np.float32)
+    products = a[:, None, :] * (b[None, :, :] if transpose_b else b.T[None, :, :])
+    expected = products.sum(axis=2) if op is Ops.ADD else products.max(axis=2)
+    ast = _contraction(m, n, kk, op, transpose_b)
+    for device in COMPILED_DEVICES:
+        got = np.zeros(m * n, np.float32)
+        svod.run(ast, [got, a.reshape(-1), b.reshape(-1)], device=device)
+        np.testing.assert_allclose(got.reshape(m, n), expected, rtol=1e-5, atol=1e-5, err_msg=str(device))
