@@ -17,6 +17,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from svod.device import ProgramBase
 from svod.errors import SvodError
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -94,7 +95,7 @@ def thread_team() -> ThreadTeam:
     return ThreadTeam()
 
 
-class CpuProgram:
+class CpuProgram(ProgramBase):
     """A loaded CPU kernel. ``keepalive`` holds whatever owns the code (an LLVM engine, a shared object)."""
 
     def __init__(self, name: str, address: int, keepalive: Any) -> None:
@@ -119,6 +120,9 @@ class CpuProgram:
         else:
             self.run_job(self.team_job(bufs, variables), bufs, variables, workers)
 
+    def bind(self, buffers: Sequence[Any]) -> CpuLaunch:
+        return CpuLaunch(self, buffers)
+
     def team_job(self, bufs: ctypes.Array[Any], variables: ctypes.Array[Any]) -> ctypes.Array[Any] | None:
         """The argument block of a multi-worker launch (None without a thread team); build it once to replay."""
         return self._team.job(self.address, bufs, variables) if self._team.parallel else None
@@ -130,3 +134,34 @@ class CpuProgram:
             return
         for core_id in range(workers):
             self.function(ctypes.addressof(bufs), ctypes.addressof(variables), core_id)
+
+
+class CpuLaunch:
+    """A CPU kernel bound to its buffers: it owns the argument arrays, so the addresses handed to the
+    kernel stay valid as long as it lives, and a replay only writes this run's variables and calls."""
+
+    __slots__ = ("bufs", "bufs_address", "job", "program", "variables", "vars_address")
+
+    def __init__(self, program: CpuProgram, buffers: Sequence[Any]) -> None:
+        self.program = program
+        self.bufs = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
+        self.variables = (ctypes.c_int64 * 16)()
+        self.bufs_address = ctypes.addressof(self.bufs)
+        self.vars_address = ctypes.addressof(self.variables)
+        self.job: ctypes.Array[Any] | None = None
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        if len(vals) > len(self.variables):
+            self.variables = (ctypes.c_int64 * len(vals))()
+            self.vars_address, self.job = ctypes.addressof(self.variables), None
+        variables = self.variables
+        for i, value in enumerate(vals):
+            variables[i] = value
+        workers = global_size[0]
+        if workers == 1:
+            self.program.function(self.bufs_address, self.vars_address, 0)
+            return
+        if self.job is None:
+            self.job = self.program.team_job(self.bufs, variables)
+        self.program.run_job(self.job, self.bufs, variables, workers)

@@ -15,7 +15,7 @@ from typing import Any
 
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cuda import CUDARenderer
-from svod.device import Allocator, CompiledSpec, ProgramSpec
+from svod.device import Allocator, CompiledSpec, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -140,7 +140,7 @@ class CUDAAllocator(Allocator):
         return int(handle) + offset
 
 
-class CUDAProgram:
+class CUDAProgram(ProgramBase):
     def __init__(self, device: CUDADevice, compiled: CompiledSpec) -> None:
         if compiled.bytes is None:
             raise SvodError("a CUDA kernel loads from PTX, and this one has none", kernel=compiled.name, stage="load")

@@ -18,7 +18,7 @@ import numpy as np
 from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.opencl import OpenCLRenderer
-from svod.device import Allocator, CompiledSpec, ProgramSpec
+from svod.device import Allocator, CompiledSpec, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -116,7 +116,7 @@ class OpenCLCompiler:
         return CompiledSpec.from_spec(spec, data=program.binaries[0])
 
 
-class OpenCLProgram:
+class OpenCLProgram(ProgramBase):
     """A built kernel. Setting arguments and enqueueing happen under a lock, so threads may share it."""
 
     def __init__(self, device: OpenCLDevice, compiled: CompiledSpec) -> None:
@@ -134,6 +134,9 @@ class OpenCLProgram:
             raise SvodError(f"cannot load the OpenCL binary: {err}", kernel=compiled.name, stage="load") from err
         self._lock = threading.Lock()
 
+    def bind(self, buffers: Sequence[Any]) -> OpenCLLaunch:
+        return OpenCLLaunch(self, buffers)
+
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
         groups = global_size or (1, 1, 1)
@@ -146,3 +149,24 @@ class OpenCLProgram:
             self.kernel.set_args(*args)
             cl.enqueue_nd_range_kernel(self.device.queue, self.kernel, items, local_size)
             self.device.queue.finish()
+
+
+class OpenCLLaunch:
+    """A kernel object of its own with the buffer arguments set once; a replay sets the variables and
+    enqueues without waiting (the plan synchronizes the queue at its end)."""
+
+    def __init__(self, program: OpenCLProgram, buffers: Sequence[Any]) -> None:
+        self.program = program
+        self.kernel = program.kernel.clone()
+        self.first_var = 2 * len(buffers)
+        for position, (handle, offset) in enumerate(buffers):
+            self.kernel.set_arg(2 * position, handle)
+            self.kernel.set_arg(2 * position + 1, np.int64(offset))
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        for position, value in enumerate(vals):
+            self.kernel.set_arg(self.first_var + position, np.int64(value))
+        items = global_size if local_size is None else tuple(g * n for g, n in zip(global_size, local_size,
+                                                                                   strict=True))
+        cl.enqueue_nd_range_kernel(self.program.device.queue, self.kernel, items, local_size)

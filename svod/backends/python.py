@@ -15,7 +15,7 @@ import numpy as np
 
 from svod.codegen.linearize import linearize
 from svod.codegen.render.base import KernelRenderer
-from svod.device import CompiledSpec, ProgramSpec
+from svod.device import CompiledSpec, ProgramBase, ProgramSpec
 from svod.device.launch import evaluate
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
@@ -45,7 +45,7 @@ class PythonCompiler:
         return CompiledSpec.from_spec(spec, src=spec.src)
 
 
-class PythonProgram:
+class PythonProgram(ProgramBase):
     """Runs the kernel of ``compiled.ast`` on raw host addresses, once per ``core_id``."""
 
     def __init__(self, compiled: CompiledSpec) -> None:

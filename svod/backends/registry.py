@@ -46,6 +46,7 @@ class Backend:
     allocator: Callable[[DeviceSpec], Allocator]
     runtime: Callable[[DeviceSpec], RuntimeFactory]
     describe: Callable[[DeviceSpec], str]
+    synchronize: Callable[[DeviceSpec], Callable[[], None] | None] = lambda spec: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class DeviceRegistry:
                             lambda spec: self._cuda(spec).load, lambda spec: self._cuda(spec).name),
             "CL": Backend({"opencl": lambda spec: (self._cl(spec).renderer, self._cl(spec).compiler)},
                           lambda spec: ReusePool(self._cl(spec).allocator), lambda spec: self._cl(spec).load,
-                          lambda spec: self._cl(spec).description),
+                          lambda spec: self._cl(spec).description, lambda spec: self._cl(spec).queue.finish),
         }
 
     # ---- lookups -----------------------------------------------------------------------------------------
@@ -149,7 +150,8 @@ class DeviceRegistry:
                     pairs.append(self.compiler_pair(spec, other))
                 except DeviceError:
                     continue
-        return Device(spec, backend.allocator(spec), *pairs[0], backend.runtime(spec), alternatives=pairs[1:])
+        return Device(spec, backend.allocator(spec), *pairs[0], backend.runtime(spec), alternatives=pairs[1:],
+                      synchronize=backend.synchronize(spec))
 
     @functools.cached_property
     def _llvm_compiler(self) -> LLVMCompiler:

@@ -14,11 +14,18 @@ class Device:
     """A device svod can run on. The first (renderer, compiler) pair is the primary one."""
 
     def __init__(self, device: DeviceSpec | str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-                 runtime: RuntimeFactory, *, alternatives: Sequence[tuple[Renderer, Compiler]] = ()) -> None:
+                 runtime: RuntimeFactory, *, alternatives: Sequence[tuple[Renderer, Compiler]] = (),
+                 synchronize: Callable[[], None] | None = None) -> None:
         self.device = DeviceSpec.parse(device)
         self.allocator = allocator
         self.compilers: list[tuple[Renderer, Compiler]] = [(renderer, compiler), *alternatives]
         self.runtime = runtime
+        self._synchronize = synchronize
+
+    def synchronize(self) -> None:
+        """Wait until every launch issued so far has finished (immediate on host devices)."""
+        if self._synchronize is not None:
+            self._synchronize()
 
     def __repr__(self) -> str:
         return f"Device({self.device}, compiler={self.compiler.cache_key!r})"

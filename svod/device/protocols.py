@@ -3,6 +3,7 @@ factory turns the result into a ``Program`` that runs."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -11,12 +12,21 @@ from svod.dtype import DeviceSpec
 from svod.ir import PatternMatcher, UOp
 
 
+class Launch(Protocol):
+    """A program bound to its buffers once, for replay: each call passes only what changes per run, and
+    may return before the device finishes (``Device.synchronize`` waits)."""
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None: ...
+
+
 @runtime_checkable
 class Program(Protocol):
     """A loaded kernel. Stateless and reentrant: one program may run on several host threads at once.
 
     ``buffers`` are raw addresses or backend handles in kernel argument order; ``vals`` are variable
-    values in ``var_names`` order; launch sizes are the evaluated ones of this dispatch.
+    values in ``var_names`` order; launch sizes are the evaluated ones of this dispatch. ``execute``
+    returns when the kernel has finished; ``bind`` prepares a ``Launch`` for replays.
     """
 
     name: str
@@ -24,6 +34,27 @@ class Program(Protocol):
     def execute(self, buffers: Sequence[Any], vals: Sequence[int],
                 global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None: ...
+
+    def bind(self, buffers: Sequence[Any]) -> Launch: ...
+
+
+class ProgramBase(ABC):
+    """What every program shares: ``bind`` that replays through ``execute``. Backends whose launches can
+    be prepared (argument arrays, kernel arguments) override it."""
+
+    @abstractmethod
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int],
+                global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None: ...
+
+    def bind(self, buffers: Sequence[Any]) -> Launch:
+        bound = list(buffers)
+
+        def launch(vals: Sequence[int], global_size: tuple[int, int, int],
+                   local_size: tuple[int, int, int] | None) -> None:
+            self.execute(bound, vals, global_size, local_size)
+
+        return launch
 
 
 @runtime_checkable

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from svod.backends.cpu import CpuProgram
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Device, Variable
 from svod.device.spec import ProgramSpec
@@ -269,6 +268,7 @@ class ExecutionPlan:
                     step.run(values)
             else:
                 self._run_parallel(level, values, lambda step, vals: step.run(vals))
+        self.device.synchronize()
         return None
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
@@ -315,6 +315,7 @@ class ExecutionPlan:
         def timed(step: _Step, vals: Mapping[str, int]) -> None:
             start = time.perf_counter()
             step.run(vals)
+            self.device.synchronize()
             end = time.perf_counter()
             flops, nbytes = step.cost_of(vals)
             with lock:
@@ -358,47 +359,25 @@ def _copier(dst: Buffer, src: Buffer) -> Callable[[Mapping[str, int]], None]:
 
 def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list[int],
                      fixed: Mapping[str, int]) -> Callable[[Mapping[str, int]], None]:
-    """The per-run work of one kernel, with everything that does not depend on the run decided now."""
-    addresses = [b.address for b in buffers]
+    """The per-run work of one kernel, with everything that does not depend on the run decided now:
+    the program is bound to its buffers, and static launch sizes are evaluated once."""
+    launch = kernel.program.bind([b.address for b in buffers])
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != "core_id"]
     static = kernel.static_dims
-    program = kernel.program
-    if isinstance(program, CpuProgram) and static is not None:
-        return _CpuLaunch(program, addresses, vals, slots, static.global_size[0])
+    if static is not None:
+        global_size, local_size = static.global_size, static.local_size
+
+        def run_static(values: Mapping[str, int]) -> None:
+            for i, name in slots:
+                vals[i] = values[name]
+            launch(vals, global_size, local_size)
+
+        return run_static
 
     def run(values: Mapping[str, int]) -> None:
         for i, name in slots:
             vals[i] = values[name]
-        dims = static or ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size,
-                                                         {**values, **fixed})
-        program.execute(addresses, vals, dims.global_size, dims.local_size)
+        dims = ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size, {**values, **fixed})
+        launch(vals, dims.global_size, dims.local_size)
 
     return run
-
-
-class _CpuLaunch:
-    """The replay path of a CPU kernel: write this run's variables into the prepared array and call.
-
-    It owns the argument arrays, so the addresses handed to the kernel stay valid as long as it lives.
-    """
-
-    __slots__ = ("bufs", "job", "program", "slots", "vals", "variables", "workers")
-
-    def __init__(self, program: CpuProgram, addresses: Sequence[int], vals: list[int], slots: list[tuple[int, str]],
-                 workers: int) -> None:
-        self.program = program
-        self.bufs = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
-        self.variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
-        self.vals = vals
-        self.slots = slots
-        self.workers = workers
-        self.job = program.team_job(self.bufs, self.variables) if workers > 1 else None
-
-    def __call__(self, values: Mapping[str, int]) -> None:
-        variables, vals = self.variables, self.vals
-        for i, name in self.slots:
-            variables[i] = vals[i] = values[name]
-        if self.workers == 1:
-            self.program.function(ctypes.addressof(self.bufs), ctypes.addressof(variables), 0)
-        else:
-            self.program.run_job(self.job, self.bufs, variables, self.workers)
