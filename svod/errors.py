@@ -64,7 +64,3 @@ class CompileError(SvodError):
         numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
         super().__init__(f"{message}\n--- compiler output ---\n{log.strip()}\n--- source ---\n{numbered}",
                          kernel=kernel, stage=stage)
-
-
-class CacheError(SvodError):
-    """An on-disk cache entry that failed its integrity check (handled internally by rebuilding)."""

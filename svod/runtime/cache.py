@@ -22,6 +22,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from svod.codegen.render.base import entry_symbol
 from svod.config import Settings, settings
 from svod.device import CompiledSpec, Device, Program, ProgramSpec
 from svod.device.launch import ConcreteLaunchDims
@@ -132,7 +133,8 @@ class KernelCache:
 def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> CachedKernel:
     params = sorted((u for u in spec.ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     return CachedKernel(
-        program=program, device=device, code=spec.src, entry_point=spec.name, var_names=tuple(spec.var_names),
+        program=program, device=device, code=spec.src, entry_point=entry_symbol(spec.name, spec.ast),
+        name=spec.name, var_names=tuple(spec.var_names),
         globals=tuple(spec.globals), outs=tuple(spec.outs), ins=tuple(spec.ins),
         host_parallel_safe=device.device.base_type == "CPU",
         global_size=spec.global_size, local_size=spec.local_size, ast=spec.ast, params=tuple(params),

@@ -30,6 +30,7 @@ class CachedKernel:
     device: Device
     code: str
     entry_point: str
+    """The symbol the kernel is compiled to (its name, made unique by the kernel's key)."""
     var_names: tuple[str, ...]
     globals: tuple[int, ...]
     outs: tuple[int, ...]
@@ -42,12 +43,10 @@ class CachedKernel:
     """The PARAM of each argument, in argument order."""
     variables: tuple[Variable, ...]
     """The variables a caller supplies (launch variables such as ``core_id`` excluded)."""
+    name: str = ""
+    """The kernel's name, as errors show it."""
     static_dims: ConcreteLaunchDims | None = field(default=None)
     """Launch sizes evaluated once, when they depend on no variable."""
-
-    @property
-    def name(self) -> str:
-        return self.entry_point
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""
