@@ -84,6 +84,10 @@ class Renderer(Protocol):
 
     def decompositor(self) -> PatternMatcher | None: ...
 
+    def stages(self, ast: UOp) -> tuple[UOp, ...]:
+        """The kernels ``ast`` runs as, in order (itself, unless the device splits it)."""
+        ...
+
 
 RuntimeFactory = Callable[[CompiledSpec], Program]
 """Loads a compiled kernel into a runnable ``Program``."""

@@ -19,17 +19,21 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from svod.codegen.render.base import entry_symbol
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims
+from svod.device.spec import ONES
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
+from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import LAUNCH_VARIABLES, CachedKernel
+from svod.runtime.staged import Stage, StagedProgram
 
 CacheKey = tuple[str, str, str, str]
 
@@ -48,7 +52,7 @@ class KernelCache:
         self.settings = config
         self.disk = disk if disk is not None else (DiskCache(config.cache_dir) if config.disk_cache else None)
         self._kernels: dict[CacheKey, CachedKernel] = {}
-        self._compiled: dict[CacheKey, tuple[ProgramSpec, CompiledSpec]] = {}
+        self._compiled: dict[CacheKey, tuple[tuple[ProgramSpec, ...], tuple[CompiledSpec, ...]]] = {}
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
         self.stats = CacheStats()
@@ -99,17 +103,21 @@ class KernelCache:
         start = time.perf_counter()
         found = self._compiled.get(shared_key)
         if found is None:
-            spec = device.renderer.render(ast)
-            program, compiled = self._compile_or_read_disk(spec, device)
+            specs = tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))
+            loaded = [self._compile_or_read_disk(spec, device) for spec in specs]
+            programs = [program for program, _ in loaded]
             with self._lock:
-                self._compiled[shared_key] = (spec, compiled)
+                self._compiled[shared_key] = (specs, tuple(compiled for _, compiled in loaded))
         else:
-            spec, compiled = found
-            program = device.runtime(compiled)
+            specs, compiled = found
+            programs = [device.runtime(c) for c in compiled]
         if self.settings.debug:
-            print(f"svod: {spec.name} ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms\n"
-                  f"{spec.src}", file=sys.stderr)
-        return make_cached_kernel(spec, program, device)
+            sources = "\n".join(spec.src for spec in specs)
+            print(f"svod: {specs[0].name} ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms\n"
+                  f"{sources}", file=sys.stderr)
+        if len(specs) == 1:
+            return make_cached_kernel(specs[0], programs[0], device)
+        return make_staged_kernel(ast, specs, programs, device)
 
     def _compile_or_read_disk(self, spec: ProgramSpec, device: Device) -> tuple[Program, CompiledSpec]:
         compiler, disk = device.compiler, self.disk
@@ -140,6 +148,27 @@ def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> C
         global_size=spec.global_size, local_size=spec.local_size, ast=spec.ast, params=tuple(params),
         variables=tuple(v for v in spec.vars if v.name not in LAUNCH_VARIABLES),
         static_dims=_static_dims(spec),
+    )
+
+
+def make_staged_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program],
+                       device: Device) -> CachedKernel:
+    """The cache entry of a kernel that runs as several stages: its buffers and variables are the
+    original kernel's, its program runs the stages with a scratch buffer of its own."""
+    meta = derive_metadata(ast)
+    params = sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    scratch = next(u for u in specs[0].ast.toposort() if u.op is Ops.PARAM and u.arg == params[-1].arg + 1)
+    var_names = tuple(sorted({name for spec in specs for name in spec.var_names}))
+    stages = [Stage(program, tuple(spec.var_names), spec.global_size, spec.local_size)
+              for spec, program in zip(specs, programs, strict=True)]
+    scratch_bytes = int(param_size(scratch).arg) * pointee(scratch).itemsize
+    return CachedKernel(
+        program=StagedProgram(specs[0].name, stages, var_names, scratch_bytes), device=device,
+        code="\n".join(spec.src for spec in specs), entry_point=entry_symbol(specs[0].name, specs[0].ast),
+        name=meta.name or specs[0].name, var_names=var_names, globals=meta.globals, outs=meta.outs, ins=meta.ins,
+        host_parallel_safe=device.device.base_type == "CPU", global_size=ONES, local_size=ONES, ast=ast,
+        params=tuple(params), variables=tuple(v for v in meta.vars if v.name not in LAUNCH_VARIABLES),
+        static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)),
     )
 
 

@@ -83,3 +83,50 @@ def test_small_kernels_stay_on_one_thread():
 def test_the_thread_team_is_real_here():
     team = thread_team()
     assert team.parallel, team.error
+
+
+def _stats():
+    k = KernelBuilder("stats")
+    n = k.var("n", 1, 1 << 20)
+    x = k.buffer(dtypes.float32, n)
+    total, top, mean = (k.buffer(dtypes.float32, 1) for _ in range(3))
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(total[0], x[r].reduce(r))
+    k.store(top[0], x[r].reduce(r, op=svod.Ops.MAX))
+    k.store(mean[0], x[r].reduce(r) / n.cast(dtypes.float32))
+    return k.build()
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_large_reduction_is_split_across_threads(compiler):
+    _, many = _devices(compiler)
+    kernel = KernelCache().get(_stats(), many)
+    assert type(kernel.program).__name__ == "StagedProgram" and "core_id" in kernel.var_names
+    assert kernel.outs == (1, 2, 3) and kernel.ins == (0,) and [v.name for v in kernel.variables] == ["n"]
+    x = np.random.default_rng(5).standard_normal(1 << 20).astype(np.float32)
+    for n in (1, 2, 47, 100_003, 1 << 20):
+        first = [np.zeros(1, np.float32) for _ in range(3)]
+        svod.run(_stats(), [x, *first], device=many, n=n)
+        again = [np.zeros(1, np.float32) for _ in range(3)]
+        svod.run(_stats(), [x, *again], device=many, n=n)
+        assert [a[0] for a in first] == [a[0] for a in again]  # the combine order is fixed
+        reference = x[:n].astype(np.float64)
+        np.testing.assert_allclose(first[0][0], reference.sum(), rtol=1e-4, atol=1e-3)
+        assert first[1][0] == x[:n].max()
+        np.testing.assert_allclose(first[2][0], reference.mean(), rtol=1e-4, atol=1e-6)
+
+
+def test_split_reductions_run_in_plans_and_load_from_disk(tmp_path):
+    _, many = _devices("llvm")
+    config = dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=True)
+    cold = KernelCache(config)
+    plan = svod.ExecutionPlan(many, cold)
+    x = plan.add_buffer(svod.Buffer.from_numpy(np.ones(1 << 20, np.float32)))
+    outs = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 1)) for _ in range(3)]
+    plan.add_kernel(_stats(), [x, *outs])
+    plan.execute(n=1000)
+    assert [plan.buffers[o].numpy()[0] for o in outs] == [1000.0, 1.0, 1.0]
+    assert cold.stats.compiles == 2
+    warm = KernelCache(config)
+    warm.get(_stats(), many)
+    assert warm.stats.compiles == 0 and warm.disk is not None and warm.disk.stats.hits == 2

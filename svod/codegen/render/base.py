@@ -20,6 +20,7 @@ from svod.codegen.lower import (
     pin_read_modify_write,
     simplify,
     split_for_threads,
+    split_reduction,
     upcast_reductions,
 )
 from svod.device import KernelMetadata, ProgramSpec
@@ -69,6 +70,14 @@ class KernelRenderer(ABC):
 
     upcast: bool = False
     """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
+    splits_reductions: bool = False
+    """Whether a kernel that is one large reduction runs as two stages over threads (``split_reduction``)."""
+
+    def stages(self, ast: UOp) -> tuple[UOp, ...]:
+        """The kernels ``ast`` runs as, in order: itself, or the stages of a split reduction. Stages take
+        the kernel's buffers and, after them, one scratch buffer (the last PARAM of the first stage)."""
+        split = split_reduction(ast, self.threads) if self.splits_reductions else None
+        return (ast,) if split is None else split
 
     def parallelize(self, sink: UOp) -> UOp:
         """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""

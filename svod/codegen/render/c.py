@@ -7,3 +7,4 @@ class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
     upcast = True
+    splits_reductions = True

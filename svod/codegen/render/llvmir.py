@@ -53,6 +53,7 @@ class LLVMRenderer(KernelRenderer):
     """Renders LLVM IR text; ``cpu`` and ``features`` become function attributes for the optimiser."""
 
     upcast = True
+    splits_reductions = True
 
     int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
                                             Ops.OR: "or", Ops.XOR: "xor"}
