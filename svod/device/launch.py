@@ -103,8 +103,8 @@ def _evaluate_node(node: UOp, value: Callable[[UOp], int]) -> int:
 
 def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[int, int, int]:
     """Three launch dimensions, each evaluated and checked to be positive."""
-    dims = tuple(evaluate(size, var_vals) for size in sizes)
-    for axis, dim in enumerate(dims):
+    x, y, z = (evaluate(size, var_vals) for size in sizes)
+    for axis, dim in enumerate((x, y, z)):
         if dim <= 0:
             raise LaunchError(f"launch dimension {axis} evaluated to non-positive value {dim}", value=dim)
-    return dims  # type: ignore[return-value]
+    return (x, y, z)

@@ -104,8 +104,8 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
         name=ast.arg if ast.op is Ops.SINK and isinstance(ast.arg, str) else "",
         vars=tuple(variables[name] for name in sorted(variables)),
         globals=tuple(sorted(params)), outs=tuple(sorted(outs)), ins=tuple(sorted(ins)),
-        global_size=tuple(global_size),  # type: ignore[arg-type]
-        local_size=None if local_size is None else tuple(local_size),  # type: ignore[arg-type]
+        global_size=_as_size(global_size),
+        local_size=None if local_size is None else _as_size(local_size),
     )
 
 
@@ -130,7 +130,8 @@ def _apply_special(node: UOp, global_size: list[UOp], local_size: list[UOp] | No
 def _as_size(dims: Sequence[UOp | int]) -> LaunchSize:
     if len(dims) != 3:
         raise GraphError("a launch size has exactly three dimensions", value=tuple(dims))
-    return tuple(d if isinstance(d, UOp) else UOp.index_const(d) for d in dims)  # type: ignore[return-value]
+    x, y, z = (d if isinstance(d, UOp) else UOp.index_const(d) for d in dims)
+    return (x, y, z)
 
 
 class ProgramSpec:

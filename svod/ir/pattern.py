@@ -112,7 +112,7 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
     """
     done: dict[UOp, UOp] = {}
     # frames: (node, state, target); state 0 = visit, 1 = sources done, 2 = take the result of ``target``
-    stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+    stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
     steps = 0
     while stack:
         steps += 1
@@ -120,13 +120,13 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
             raise GraphError(f"pass {name} did not reach a fixed point in {max_steps} steps", stage=name)
         node, state, target = stack.pop()
         if state == 2:
-            done[node] = done[target]  # type: ignore[index]
+            done[node] = done[target]
             continue
         if node in done:
             continue
         if state == 0:
-            stack.append((node, 1, None))
-            stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+            stack.append((node, 1, node))
+            stack.extend((s, 0, s) for s in reversed(node.src) if s not in done)
             continue
         new_src = tuple(done[s] for s in node.src)
         rebuilt = node if new_src == node.src else node.replace(src=new_src)
@@ -137,5 +137,5 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
                 done.setdefault(rebuilt, rebuilt)
         else:
             stack.append((node, 2, result))
-            stack.append((result, 0, None))
+            stack.append((result, 0, result))
     return done[root]

@@ -18,7 +18,7 @@ import hashlib
 import threading
 import weakref
 from enum import Enum
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, cast
 
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
@@ -122,26 +122,22 @@ class UOp:
     @property
     def key(self) -> str:
         """A structural sha256 (hex) of the graph below this node, the same in every process."""
-        key = self._key
-        if key is None:
+        if self._key is None:
             for node in self.toposort():
                 if node._key is None:
                     text = "|".join((node.op.name, repr(node.dtype), _stable_repr(node.arg),
                                      *(str(s._key) for s in node.src)))
-                    key = hashlib.sha256(text.encode()).hexdigest()
-                    object.__setattr__(node, "_key", key)
-        return key  # type: ignore[return-value]  # self is last in its toposort, so key is its own
+                    object.__setattr__(node, "_key", hashlib.sha256(text.encode()).hexdigest())
+        return cast(str, self._key)  # set above: self is the last node of its own toposort
 
     @property
     def bounds(self) -> Bounds:
         """``(vmin, vmax)``: the range of values this node can take (see ``svod.ir.bounds``)."""
-        bounds = self._bounds
-        if bounds is None:
+        if self._bounds is None:
             for node in self.toposort():
                 if node._bounds is None:
-                    bounds = compute_bounds(node, _known_bounds)
-                    object.__setattr__(node, "_bounds", bounds)
-        return bounds  # type: ignore[return-value]  # as in key: self is computed last
+                    object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
+        return cast(Bounds, self._bounds)
 
     @property
     def vmin(self) -> int | float:
@@ -373,8 +369,7 @@ def _toposort(root: UOp) -> tuple[UOp, ...]:
 
 
 def _known_bounds(u: UOp) -> Bounds:
-    assert u._bounds is not None, "bounds are computed sources first"
-    return u._bounds
+    return cast(Bounds, u._bounds)  # sources come first in a toposort, so theirs are known
 
 
 def _value(u: UOp) -> UOp:
@@ -407,7 +402,9 @@ def _as_index(x: Operand) -> UOp:
         if not value.dtype.is_int:
             raise GraphError("an index or size must be an integer", value=value.dtype)
         return value if value.dtype == dtypes.index else value.cast(dtypes.index)
-    return UOp.index_const(x)  # type: ignore[arg-type]
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise GraphError("an index or size must be an integer", value=x)
+    return UOp.index_const(x)
 
 
 def alu(op: Ops, *srcs: UOp) -> UOp:
