@@ -17,7 +17,7 @@ import tempfile
 from svod.backends.cpu import CpuProgram
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.c import CRenderer
-from svod.device import CompiledSpec, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, ProgramSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
 FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
@@ -38,7 +38,7 @@ def _compiler_identity(path: str) -> str:
     return result.stdout.splitlines()[0] if result.stdout else os.path.basename(path)
 
 
-class ClangCompiler:
+class ClangCompiler(CompilerBase):
     def __init__(self) -> None:
         self.path = find_c_compiler()
         self.flags = [f for f in FLAGS if f != "-fexcess-precision=standard" or "clang" not in self.path]

@@ -15,7 +15,7 @@ from typing import Any
 
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cuda import CUDARenderer
-from svod.device import Allocator, CompiledSpec, ProgramBase, ProgramSpec
+from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -32,7 +32,7 @@ def _check_nvrtc() -> None:
         raise DeviceError("cuda-bindings is not installed (pip install 'svod[cuda]')")
 
 
-class NVRTCCompiler:
+class NVRTCCompiler(CompilerBase):
     """CUDA C to PTX for ``arch`` (``sm_90`` by default); the PTX targets that architecture."""
 
     def __init__(self, arch: str = DEFAULT_ARCH) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import llvmlite
@@ -17,13 +18,13 @@ import llvmlite.binding as llvm
 from svod.backends.cpu import CpuProgram, host_target_machine
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.llvmir import LLVMRenderer
-from svod.device import CompiledSpec, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, ProgramSpec
 from svod.errors import CompileError, SvodError
 
 OPT_LEVEL = 3
 
 
-class LLVMCompiler:
+class LLVMCompiler(CompilerBase):
     """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features.
 
     Compiles run in parallel: each thread has its own LLVM context and target machine, and llvmlite
@@ -49,19 +50,35 @@ class LLVMCompiler:
         return state
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        return self.compile_many([spec])[0]
+
+    def compile_many(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
+        """All ``specs`` as one module, optimised and emitted once, so the fixed cost of LLVM's pipelines
+        is paid once. (llvmlite serialises every LLVM call behind one process-wide lock, so threads could
+        not overlap the work.) Each kernel gets the whole object; symbols are unique per kernel."""
+        if not specs:
+            return []
         context, machine = self._thread_state()
-        try:
-            module = llvm.parse_assembly(spec.src, context=context)
-            module.verify()
-        except RuntimeError as err:
-            raise CompileError("LLVM rejected the IR", source=spec.src, log=str(err), kernel=spec.name) from err
+        module = self._parse(specs[0], context)
+        for spec in specs[1:]:
+            module.link_in(self._parse(spec, context))
         tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         tuning.loop_vectorization = True
         tuning.slp_vectorization = True
         tuning.loop_unrolling = True
         passes = llvm.create_pass_builder(machine, tuning)
         passes.getModulePassManager().run(module, passes)
-        return CompiledSpec.from_spec(spec, data=bytes(machine.emit_object(module)))
+        data = bytes(machine.emit_object(module))
+        return [CompiledSpec.from_spec(spec, data=data) for spec in specs]
+
+    @staticmethod
+    def _parse(spec: ProgramSpec, context: Any) -> Any:
+        try:
+            module = llvm.parse_assembly(spec.src, context=context)
+            module.verify()
+        except RuntimeError as err:
+            raise CompileError("LLVM rejected the IR", source=spec.src, log=str(err), kernel=spec.name) from err
+        return module
 
 
 class LLVMRuntime:
@@ -74,6 +91,7 @@ class LLVMRuntime:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._engine: Any = None
+        self._objects: set[str] = set()
 
     def __call__(self, compiled: CompiledSpec) -> CpuProgram:
         if compiled.bytes is None:
@@ -83,10 +101,14 @@ class LLVMRuntime:
         with self._lock:
             if self._engine is None:
                 self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(OPT_LEVEL))
-            try:
-                self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
-                self._engine.finalize_object()
-            except RuntimeError as err:
-                raise SvodError(f"cannot load the object code: {err}", kernel=compiled.name, stage="load") from err
+            digest = hashlib.sha256(compiled.bytes).hexdigest()
+            if digest not in self._objects:  # an object compiled for several kernels is added once
+                try:
+                    self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
+                    self._engine.finalize_object()
+                except RuntimeError as err:
+                    raise SvodError(f"cannot load the object code: {err}", kernel=compiled.name,
+                                    stage="load") from err
+                self._objects.add(digest)
             address = self._engine.get_function_address(symbol)
         return CpuProgram(compiled.name, address, self._engine)

@@ -18,7 +18,7 @@ import numpy as np
 from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.opencl import OpenCLRenderer
-from svod.device import Allocator, CompiledSpec, ProgramBase, ProgramSpec
+from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -96,7 +96,7 @@ class OpenCLAllocator(Allocator):
         return (handle, offset)
 
 
-class OpenCLCompiler:
+class OpenCLCompiler(CompilerBase):
     def __init__(self, device: OpenCLDevice) -> None:
         self.device = device
         d = device.device

@@ -15,7 +15,7 @@ import numpy as np
 
 from svod.codegen.linearize import linearize
 from svod.codegen.render.base import KernelRenderer
-from svod.device import CompiledSpec, ProgramBase, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
 from svod.device.launch import evaluate
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
@@ -38,7 +38,7 @@ class PythonRenderer(KernelRenderer):
         return "\n".join(lines) + "\n"
 
 
-class PythonCompiler:
+class PythonCompiler(CompilerBase):
     cache_key = "python-reference-1"
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:

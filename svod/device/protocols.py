@@ -3,8 +3,10 @@ factory turns the result into a ``Program`` that runs."""
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
 from svod.device.spec import CompiledSpec, ProgramSpec
@@ -68,6 +70,26 @@ class Compiler(Protocol):
     cache_key: str
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec: ...
+
+    def compile_many(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
+        """Compile several kernels at once, in order (a plan's kernels, for one)."""
+        ...
+
+
+class CompilerBase(ABC):
+    """``compile_many`` for compilers that run outside the GIL (a C compiler process, an OpenCL
+    driver, nvrtc): one thread per kernel, up to the number of cores."""
+
+    cache_key: str
+
+    @abstractmethod
+    def compile(self, spec: ProgramSpec) -> CompiledSpec: ...
+
+    def compile_many(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
+        if len(specs) <= 1:
+            return [self.compile(spec) for spec in specs]
+        with ThreadPoolExecutor(max_workers=min(len(specs), os.cpu_count() or 1)) as pool:
+            return list(pool.map(self.compile, specs))
 
 
 @runtime_checkable

@@ -68,74 +68,122 @@ class KernelCache:
 
     def get(self, ast: UOp, device: Device) -> CachedKernel:
         """The kernel of ``ast`` on ``device``, compiling it on first use."""
-        if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
-            raise SvodError("a kernel AST must be a SINK", stage="compile", value=getattr(ast, "op", ast))
-        key = (ast.key, device.renderer.cache_key, device.compiler.cache_key, device.name)
-        kernel = self._kernels.get(key)
+        kernel = self._kernels.get(self._key(ast, device))  # the hot path: no lock, no lists
         if kernel is not None:
             self.stats.hits += 1
             return kernel
-        with self._lock:
-            kernel = self._kernels.get(key)
-            if kernel is not None:
-                self.stats.hits += 1
-                return kernel
-            pending = self._pending.get(key)
-            owner = pending is None
-            if pending is None:
-                pending = self._pending[key] = Future()
-        if not owner:
-            return pending.result()
-        try:
-            kernel = self._load(ast, device, (*key[:3], device.base_device_key()))
-        except BaseException as err:
-            with self._lock:
-                del self._pending[key]
-            pending.set_exception(err)
-            raise
-        with self._lock:
-            self._kernels[key] = kernel
-            del self._pending[key]
-        pending.set_result(kernel)
-        return kernel
+        return self.get_many([ast], device)[0]
 
-    def _load(self, ast: UOp, device: Device, shared_key: CacheKey) -> CachedKernel:
-        start = time.perf_counter()
-        found = self._compiled.get(shared_key)
-        if found is None:
-            specs = tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))
-            loaded = [self._compile_or_read_disk(spec, device) for spec in specs]
-            programs = [program for program, _ in loaded]
-            with self._lock:
-                self._compiled[shared_key] = (specs, tuple(compiled for _, compiled in loaded))
-        else:
-            specs, compiled = found
-            programs = [device.runtime(c) for c in compiled]
-        if self.settings.debug:
-            sources = "\n".join(spec.src for spec in specs)
-            print(f"svod: {specs[0].name} ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms\n"
-                  f"{sources}", file=sys.stderr)
-        if len(specs) == 1:
-            return make_cached_kernel(specs[0], programs[0], device)
-        return make_staged_kernel(ast, specs, programs, device)
-
-    def _compile_or_read_disk(self, spec: ProgramSpec, device: Device) -> tuple[Program, CompiledSpec]:
-        compiler, disk = device.compiler, self.disk
-        data = disk.get(compiler.cache_key, spec.src) if disk is not None else None
-        if disk is not None and data is not None:
-            compiled = CompiledSpec.from_spec(spec, data=data)
+    def get_many(self, asts: Sequence[UOp], device: Device) -> list[CachedKernel]:
+        """The kernels of ``asts`` on ``device``; those not yet compiled are compiled together (the
+        compiler decides how: one LLVM module, or several compilers at once)."""
+        keys = {ast: self._key(ast, device) for ast in asts}
+        found: dict[UOp, CachedKernel] = {}
+        waiting: dict[UOp, Future[CachedKernel]] = {}
+        owned: dict[UOp, Future[CachedKernel]] = {}
+        with self._lock:
+            for ast, key in keys.items():
+                if key in self._kernels:
+                    found[ast] = self._kernels[key]
+                    self.stats.hits += 1
+                elif key in self._pending:
+                    waiting[ast] = self._pending[key]
+                else:
+                    owned[ast] = self._pending[key] = Future()
+        if owned:
             try:
-                return device.runtime(compiled), compiled
-            except SvodError:
-                disk.discard(compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
+                built = self._build(list(owned), device)
+            except BaseException as err:
+                built = dict.fromkeys(owned, err)
+            with self._lock:
+                for ast, outcome in built.items():
+                    del self._pending[keys[ast]]
+                    if isinstance(outcome, CachedKernel):
+                        self._kernels[keys[ast]] = outcome
+            for ast, outcome in built.items():
+                if isinstance(outcome, CachedKernel):
+                    owned[ast].set_result(outcome)
+                else:
+                    owned[ast].set_exception(outcome)
+        futures = {**waiting, **owned}
+        return [found[ast] if ast in found else futures[ast].result() for ast in asts]
+
+    @staticmethod
+    def _key(ast: UOp, device: Device) -> CacheKey:
+        if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
+            raise SvodError("a kernel AST must be a SINK", stage="compile", value=getattr(ast, "op", ast))
+        return (ast.key, device.renderer.cache_key, device.compiler.cache_key, device.name)
+
+    def _build(self, asts: list[UOp], device: Device) -> dict[UOp, CachedKernel | BaseException]:
+        """Compile ``asts`` together; if that fails, one by one, so each error reaches its own kernel."""
+        try:
+            return dict(zip(asts, self._build_together(asts, device), strict=True))
+        except SvodError as err:
+            if len(asts) == 1:
+                return {asts[0]: err}
+        outcomes: dict[UOp, CachedKernel | BaseException] = {}
+        for ast in asts:
+            try:
+                outcomes[ast] = self._build_together([ast], device)[0]
+            except SvodError as err:
+                outcomes[ast] = err
+        return outcomes
+
+    def _build_together(self, asts: list[UOp], device: Device) -> list[CachedKernel]:
         start = time.perf_counter()
-        compiled = compiler.compile(spec)
-        self.stats.compiles += 1
-        self.stats.compile_seconds += time.perf_counter() - start
-        program = device.runtime(compiled)
-        if disk is not None and compiled.bytes is not None:
-            disk.put(compiler.cache_key, spec.src, compiled.bytes)
-        return program, compiled
+        shared_keys = {ast: (*self._key(ast, device)[:3], device.base_device_key()) for ast in asts}
+        renders = {ast: tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))
+                   for ast in asts if shared_keys[ast] not in self._compiled}
+        fresh = self._compile([spec for specs in renders.values() for spec in specs], device)
+        kernels = []
+        for ast in asts:
+            if ast in renders:
+                specs = renders[ast]
+                compiled = tuple(fresh.pop(0) for _ in specs)
+                with self._lock:
+                    self._compiled[shared_keys[ast]] = (specs, compiled)
+            else:
+                specs, compiled = self._compiled[shared_keys[ast]]
+            programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
+            kernels.append(make_cached_kernel(specs[0], programs[0], device) if len(specs) == 1
+                           else make_staged_kernel(ast, specs, programs, device))
+        if self.settings.debug:
+            sources = "\n".join(spec.src for specs in renders.values() for spec in specs)
+            print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
+                  f"ms\n{sources}", file=sys.stderr)
+        return kernels
+
+    def _compile(self, specs: list[ProgramSpec], device: Device) -> list[CompiledSpec]:
+        """Compiled code for ``specs``: from disk where it is there, from the compiler for the rest."""
+        compiler, disk = device.compiler, self.disk
+        stored = [disk.get(compiler.cache_key, spec.src) if disk is not None else None for spec in specs]
+        missing = [spec for spec, data in zip(specs, stored, strict=True) if data is None]
+        built: list[CompiledSpec] = []
+        if missing:
+            start = time.perf_counter()
+            built = compiler.compile_many(missing)
+            self.stats.compiles += len(missing)
+            self.stats.compile_seconds += time.perf_counter() - start
+            if disk is not None:
+                for spec, compiled in zip(missing, built, strict=True):
+                    if compiled.bytes is not None:
+                        disk.put(compiler.cache_key, spec.src, compiled.bytes)
+        fresh = iter(built)
+        return [next(fresh) if data is None else CompiledSpec.from_spec(spec, data=data)
+                for spec, data in zip(specs, stored, strict=True)]
+
+    def _load(self, spec: ProgramSpec, compiled: CompiledSpec, device: Device) -> Program:
+        try:
+            return device.runtime(compiled)
+        except SvodError:
+            if self.disk is None:
+                raise
+            self.disk.discard(device.compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
+            rebuilt = device.compiler.compile(spec)
+            self.stats.compiles += 1
+            if rebuilt.bytes is not None:
+                self.disk.put(device.compiler.cache_key, spec.src, rebuilt.bytes)
+            return device.runtime(rebuilt)
 
 
 def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> CachedKernel:

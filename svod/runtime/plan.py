@@ -170,11 +170,9 @@ class ExecutionPlan:
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
+        """Every distinct kernel, compiled together: the compiler overlaps or batches the work."""
         distinct = list(dict.fromkeys(r.ast for r in self._requests if isinstance(r, _KernelRequest)))
-        if len(distinct) <= 1:
-            return {ast: self.cache.get(ast, self.device) for ast in distinct}
-        with ThreadPoolExecutor(max_workers=min(len(distinct), os.cpu_count() or 1)) as pool:
-            return dict(zip(distinct, pool.map(lambda ast: self.cache.get(ast, self.device), distinct), strict=True))
+        return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
 
     def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel) -> _Step:
         buffers = [self.buffers[i] for i in request.buffer_indices]
