@@ -1,4 +1,5 @@
-"""``svod demo``: a handful of kernels built with ``KernelBuilder``, checked against numpy and timed.
+"""``svod demo``: a handful of kernels built with ``KernelBuilder``, and a plan of two of them replayed at
+several sizes, each checked against numpy and timed.
 
 Each case says how to build its kernel, its inputs, and numpy's answer; ``run_case`` compiles it through
 the kernel cache, runs it, compares, and times it. A case whose result differs from numpy fails the demo.
@@ -111,11 +112,56 @@ def run_case(case: DemoCase, device: Device, repeats: int = 5) -> CaseResult:
     return CaseResult(case.name, ok, error, compile_ms, seconds * 1e3, _rate(case, seconds))
 
 
+PLAN_SIZES = (1000, 4099, 1 << 20)
+
+
+def plan_kernels(limit: int) -> tuple[UOp, UOp]:
+    """``y = 2x + 1`` and ``total = sum(y * y)`` over a symbolic ``n``: two kernels with a dependency."""
+    k = KernelBuilder("affine")
+    n = k.var("n", 1, limit)
+    y, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(y[i], x[i] * 2.0 + 1.0)
+    affine = k.build()
+    k = KernelBuilder("sum_of_squares")
+    n = k.var("n", 1, limit)
+    total, y = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, n)
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(total[0], (y[r] * y[r]).reduce(r))
+    return affine, k.build()
+
+
+def run_plan(device: Device, sizes: tuple[int, ...] = PLAN_SIZES) -> list[CaseResult]:
+    """One plan prepared once and replayed at several sizes, each replay checked against numpy."""
+    limit = max(sizes)
+    x = np.random.default_rng(3).uniform(-1, 1, limit).astype(np.float32)
+    plan = svod.ExecutionPlan(device)
+    xi = plan.add_buffer(svod.Buffer.from_numpy(x, device))
+    yi = plan.add_buffer(svod.Buffer(device, dtypes.float32, limit))
+    ti = plan.add_buffer(svod.Buffer(device, dtypes.float32, 1))
+    affine, squares = plan_kernels(limit)
+    plan.add_kernel(affine, [yi, xi])
+    plan.add_kernel(squares, [ti, yi])
+    start = time.perf_counter()
+    plan.prepare()
+    prepare_ms = (time.perf_counter() - start) * 1e3
+    results = []
+    for n in sizes:
+        runs = [plan.execute(n=n, profile=True) or [] for _ in range(5)]
+        seconds = statistics.median(sum(s.seconds for s in steps) for steps in runs)
+        rate = f"{sum(s.bytes for s in runs[-1]) / seconds / 1e9:.1f} GB/s"
+        y = x[:n].astype(np.float64) * 2 + 1
+        ok, error = check_result(plan.buffers[ti].numpy(), np.array([np.sum(y * y)], np.float32), 1e-4, 1e-3)
+        results.append(CaseResult(f"plan n={n}", ok, error, prepare_ms, seconds * 1e3, rate))
+    return results
+
+
 def run_demo(device_name: str = "CPU", compiler: str | None = None,
-             cases: tuple[Callable[[], DemoCase], ...] = DEMO_CASES) -> int:
+             cases: tuple[Callable[[], DemoCase], ...] = DEMO_CASES, plan_sizes: tuple[int, ...] = PLAN_SIZES) -> int:
     device = svod.get_device(device_name, compiler)
     print(f"svod demo on {device.name} ({device.compiler.cache_key})")
     results = [run_case(make(), device, repeats=1 if device.device.base_type == "PYTHON" else 5) for make in cases]
+    results += run_plan(device, plan_sizes) if plan_sizes else []
     rows = [(r.name, "ok" if r.ok else "WRONG", f"{r.max_error:.2g}", f"{r.compile_ms:.1f}", f"{r.run_ms:.3f}", r.rate)
             for r in results]
     print(format_table(("kernel", "vs numpy", "max error", "compile ms", "run ms", "throughput"), rows))

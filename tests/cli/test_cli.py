@@ -18,10 +18,10 @@ def test_devices_lists_every_kind(capsys):
 
 def test_demo_on_small_cases_passes(capsys):
     small = (lambda: saxpy_case(1001), lambda: row_sum_case(7, 33), lambda: matmul_case(5, 6, 7))
-    assert run_demo("CPU", cases=small) == 0
-    assert run_demo("PYTHON", cases=small) == 0
+    assert run_demo("CPU", cases=small, plan_sizes=(5, 97)) == 0
+    assert run_demo("PYTHON", cases=small, plan_sizes=(3,)) == 0
     out = capsys.readouterr().out
-    assert out.count(" ok ") >= 6 and "WRONG" not in out
+    assert out.count(" ok ") >= 9 and "WRONG" not in out and "plan n=97" in out
 
 
 def test_check_fails_for_a_wrong_kernel(capsys):
@@ -29,7 +29,7 @@ def test_check_fails_for_a_wrong_kernel(capsys):
     wrong = DemoCase("saxpy_wrong", good.ast, good.inputs, good.var_vals, good.expected * 2, good.bytes_moved,
                      good.flops)
     assert not run_case(wrong, get_device("CPU")).ok
-    assert run_demo("CPU", cases=(lambda: wrong,)) == 1
+    assert run_demo("CPU", cases=(lambda: wrong,), plan_sizes=()) == 1
     assert "WRONG" in capsys.readouterr().out
 
 
