@@ -22,6 +22,8 @@ from svod.device import CompiledSpec, CompilerBase, ProgramSpec
 from svod.errors import CompileError, SvodError
 
 OPT_LEVEL = 3
+BATCH = 8
+"""How many kernels ``compile_many`` puts in one LLVM module."""
 
 
 class LLVMCompiler(CompilerBase):
@@ -53,11 +55,14 @@ class LLVMCompiler(CompilerBase):
         return self.compile_many([spec])[0]
 
     def compile_many(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
-        """All ``specs`` as one module, optimised and emitted once, so the fixed cost of LLVM's pipelines
-        is paid once. (llvmlite serialises every LLVM call behind one process-wide lock, so threads could
-        not overlap the work.) Each kernel gets the whole object; symbols are unique per kernel."""
-        if not specs:
-            return []
+        """Kernels in groups of ``BATCH``, each group one module optimised and emitted once, so the fixed
+        cost of LLVM's pipelines is shared. (llvmlite serialises every LLVM call behind one process-wide
+        lock, so threads could not overlap the work.) Each kernel of a group gets the group's object,
+        which the disk cache stores once per kernel: the group size bounds that duplication."""
+        return [compiled for start in range(0, len(specs), BATCH)
+                for compiled in self._compile_group(specs[start:start + BATCH])]
+
+    def _compile_group(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
         context, machine = self._thread_state()
         module = self._parse(specs[0], context)
         for spec in specs[1:]:

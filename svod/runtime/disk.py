@@ -93,6 +93,13 @@ class DiskCache:
         self.stats.discarded += 1
         self._guarded(delete, None)
 
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
     def __len__(self) -> int:
         count = self._guarded(lambda db: db.execute("SELECT COUNT(*) FROM entries").fetchone(), None)
         return 0 if count is None else int(count[0])
