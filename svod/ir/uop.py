@@ -188,6 +188,8 @@ class UOp:
     @staticmethod
     def param(slot: int, dtype: DType, size: int | UOp) -> UOp:
         """Buffer argument ``slot``: a pointer to ``size`` elements (an int, or a UOp when symbolic)."""
+        if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
+            raise GraphError("a buffer slot is a non-negative integer", value=slot)
         if isinstance(size, UOp):
             return UOp(Ops.PARAM, dtype.ptr(-1), (size,), slot)
         if size < 0:
