@@ -9,11 +9,18 @@ import tempfile
 os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
 
 import pytest
+from hypothesis import settings
 
 import svod
 from svod.device import Device
 
 CPU_PAIRS = ["llvm", "clang"]
+
+# CI explores the same examples on every run, so a landing never depends on the draw; locally each run
+# draws new ones and keeps failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def _device(name: str) -> Device:
