@@ -2,8 +2,10 @@
 
 Kernels have the CPU ABI ``void name(ptr bufs, ptr vars, i64 core_id)``. Loops are a head block with a
 phi for the counter, a body, and a latch; accumulators are allocas in the entry block, which LLVM's
-mem2reg turns into phis. Float accumulations into a register carry ``reassoc`` so reductions vectorise:
-a reduction's result may differ from a sequential sum by rounding, as with any parallel reduction.
+mem2reg turns into phis. The accumulation of a loop's only accumulator carries ``reassoc``, so the
+reduction vectorises: its result may differ from a sequential sum by rounding, as with any parallel
+reduction. Loops with several accumulators (an upcast matmul) stay exact: they vectorise across the
+accumulators instead, which is also faster than vectorising each along the loop.
 Float MAX is ``llvm.maximumnum`` (IEEE 754-2019 maximumNumber, NaN-ignoring like maxNum): LLVM 22
 vectorises ``llvm.maxnum`` reductions wrongly, dropping elements (see the contraction property test).
 """
@@ -81,6 +83,16 @@ class _FunctionWriter:
         self.lines: list[str] = []
         self.declarations: set[str] = set()
         self.block = "entry"
+        self.sole_accumulators = _sole_accumulators(linear)
+
+    def _sole_accumulator(self, node: UOp) -> bool:
+        """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
+        if node.op is not Ops.LOAD or not isinstance(node.src[0].dtype, PtrDType) or not node.src[0].dtype.local:
+            return False
+        register = node.src[0].src[0]
+        while register.op is Ops.AFTER:
+            register = register.src[0]
+        return register in self.sole_accumulators
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
@@ -246,7 +258,8 @@ class _FunctionWriter:
     def _float_alu(self, node: UOp, out: str, args: list[str], ty: str) -> None:
         op = node.op
         if op in self.r.float_binary:
-            flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(_is_register_read(s) for s in node.src) else ""
+            flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(self._sole_accumulator(s) for s in node.src) \
+                else ""
             self.emit(f"{out} = {self.r.float_binary[op]}{flags} {ty} {args[0]}, {args[1]}")
         elif op in self.r.float_intrinsic:
             intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
@@ -313,10 +326,13 @@ _FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 
 
-def _is_register_read(node: UOp) -> bool:
-    """A LOAD from an accumulator register: the running value of a reduction."""
-    if node.op is not Ops.LOAD:
-        return False
-    index = node.src[0]
-    return isinstance(index.dtype, PtrDType) and index.dtype.local
-
+def _sole_accumulators(linear: tuple[UOp, ...]) -> set[UOp]:
+    """Registers that are the only accumulator their loop updates."""
+    sole = set()
+    for end in linear:
+        if end.op is not Ops.END:
+            continue
+        registers = [s.src[0].src[0] for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG]
+        if len(registers) == 1:
+            sole.add(registers[0])
+    return sole
