@@ -46,6 +46,18 @@ def _keep_params(lowered: UOp, ast: UOp) -> UOp:
     return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
 
 
+def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
+    """Each loop that updates exactly one accumulator register, with that update (a STORE). Such a loop
+    is a plain reduction, which a backend may vectorise along the loop by reassociating it."""
+    found = {}
+    for end in linear:
+        if end.op is Ops.END:
+            updates = [s for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG]
+            if len(updates) == 1:
+                found[end.src[0]] = updates[0]
+    return found
+
+
 def entry_symbol(name: str, kernel: UOp) -> str:
     """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` never collides
     with a C library function, and suffixed with the lowered kernel's key, so kernels of one name can

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer
+from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -43,6 +43,9 @@ class CStyleRenderer(KernelRenderer):
     """The type that stores a bool in a buffer, where the language has no bool in memory."""
     signed_overflow_wraps: ClassVar[bool] = True
     """Whether signed arithmetic wraps (C compiled with -fwrapv); if not, it is rendered in unsigned."""
+    reduction_pragma: ClassVar[str | None] = None
+    """Put before a loop that sums (or multiplies) into its sole accumulator, to let the compiler
+    reassociate it (``{op}`` and ``{register}`` are filled in)."""
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
@@ -154,9 +157,15 @@ class CStyleRenderer(KernelRenderer):
         variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         names: dict[UOp, str] = {}
         lines = self.signature(symbol, params, variables)
+        pragma = self.reduction_pragma
+        reductions = sole_accumulators(linear) if pragma is not None else {}
         depth = 1
         for index, node in enumerate(linear):
             pad = "  " * depth
+            update = reductions.get(node)
+            if pragma is not None and update is not None and update.src[1].op in _PRAGMA_OPS:
+                register = names[update.src[0].src[0]]
+                lines.append(pad + pragma.format(op=_PRAGMA_OPS[update.src[1].op], register=register))
             line, depth = self._render_node(node, names, index, depth)
             if line is not None:
                 lines.append(("  " * depth if node.op is Ops.END else pad) + line)
@@ -172,7 +181,7 @@ class CStyleRenderer(KernelRenderer):
             return None, depth
         if op is Ops.DEFINE_REG:
             names[node] = f"acc{node.arg}"
-            return f"{self.type_name(pointee(node))} {names[node]}[1];", depth
+            return f"{self.type_name(pointee(node))} {names[node]};", depth
         src = [names[s] for s in node.src]
         if op is Ops.CONST:
             names[node] = self.literal(node.arg, node.dtype)
@@ -184,7 +193,7 @@ class CStyleRenderer(KernelRenderer):
             names[node] = node.arg
             return f"const {self.type_name(dtypes.index)} {node.arg} = {self.special(node)};", depth
         elif op is Ops.INDEX:
-            names[node] = f"({src[0]}+{src[1]})"
+            names[node] = f"(&{src[0]})" if _register_of(node.src[0]) is not None else f"({src[0]}+{src[1]})"
         elif op is Ops.IF:
             return f"if ({src[0]}) {{", depth + 1
         elif op is Ops.RANGE:
@@ -210,6 +219,16 @@ class CStyleRenderer(KernelRenderer):
             return self.bitcast_template.format(type=self.type_name(node.dtype), value=src[0])
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return self.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
+
+
+_PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*"}
+
+
+def _register_of(node: UOp) -> UOp | None:
+    """The accumulator register behind a chain of AFTERs, if there is one."""
+    while node.op is Ops.AFTER:
+        node = node.src[0]
+    return node if node.op is Ops.DEFINE_REG else None
 
 
 _INFIX: dict[Ops, str] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import ClassVar
 
-from svod.codegen.render.base import KernelRenderer
+from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.dtype import DType, PtrDType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -83,7 +83,7 @@ class _FunctionWriter:
         self.lines: list[str] = []
         self.declarations: set[str] = set()
         self.block = "entry"
-        self.sole_accumulators = _sole_accumulators(linear)
+        self.sole_accumulators = {update.src[0].src[0] for update in sole_accumulators(linear).values()}
 
     def _sole_accumulator(self, node: UOp) -> bool:
         """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
@@ -324,15 +324,3 @@ class _FunctionWriter:
 
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
-
-
-def _sole_accumulators(linear: tuple[UOp, ...]) -> set[UOp]:
-    """Registers that are the only accumulator their loop updates."""
-    sole = set()
-    for end in linear:
-        if end.op is not Ops.END:
-            continue
-        registers = [s.src[0].src[0] for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG]
-        if len(registers) == 1:
-            sole.add(registers[0])
-    return sole
