@@ -3,8 +3,8 @@
 ::
 
     plan.add_buffer / add_kernel / add_copy      (record)
-    plan.prepare()       compile distinct kernels in parallel, check every buffer, derive dependencies
-                         from byte ranges, fix argument arrays, launch sizes and the schedule
+    plan.prepare()       compile the distinct kernels together, check every buffer, derive dependencies
+                         from byte ranges, bind programs to buffers, fix launch sizes and the schedule
     plan.execute(n=...)  check every variable, then run the schedule; nothing runs if a check fails
 
 Dependencies come from the bytes each step touches on each storage (a view conflicts with its base where
