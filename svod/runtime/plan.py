@@ -236,14 +236,13 @@ class ExecutionPlan:
                      dst.device_object.device.is_host and src.device_object.device.is_host, moved, cost_of=cost_of)
 
     def _schedule(self) -> None:
+        """Dependencies on every earlier conflicting step (a step's id is its position), then levels."""
         for position, step in enumerate(self._steps):
-            earlier = self._steps[:position]
-            step.dependencies = tuple(e.id for e in earlier
+            step.dependencies = tuple(e.id for e in self._steps[:position]
                                       if any(a.conflicts(b) for a in step.accesses for b in e.accesses))
-            by_id = {s.id: s for s in earlier}
-            step.level = 1 + max((by_id[d].level for d in step.dependencies), default=-1)
+            step.level = 1 + max((self._steps[d].level for d in step.dependencies), default=-1)
         for prepared in self.prepared_kernels:
-            prepared.dependencies = next(s.dependencies for s in self._steps if s.id == prepared.id)
+            prepared.dependencies = self._steps[prepared.id].dependencies
         levels: dict[int, list[_Step]] = {}
         for step in self._steps:
             levels.setdefault(step.level, []).append(step)
