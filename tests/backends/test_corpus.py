@@ -212,3 +212,19 @@ def test_empty_sizes_run_nothing(device):
     svod.run(k.build(), [out_np, some, total_np], device=device, n=4)
     np.testing.assert_array_equal(out_np, some + 1)
     assert total_np[0] == 6.0
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_compiler_errors_carry_the_log_and_the_source(compiler):
+    renderer, backend = svod.compiler_pair("CPU", compiler)
+    k = KernelBuilder("broken")
+    out = k.buffer(dtypes.int32, 4)
+    i = k.range(4)
+    k.store(out[i], i.cast(dtypes.int32))
+    spec = renderer.render(k.build())
+    spec.src = spec.src.replace("data0", "data_missing", 1)
+    with pytest.raises(svod.errors.CompileError) as info:
+        backend.compile(spec)
+    assert info.value.kernel == "broken" and info.value.stage == "compile"
+    assert "data_missing" in info.value.source and info.value.log.strip()
+    assert "--- source ---" in str(info.value)

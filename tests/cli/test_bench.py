@@ -3,7 +3,7 @@ import json
 import pytest
 
 from svod.cli import main
-from svod.cli.bench import Metric, report, to_json
+from svod.cli.bench import Metric, report, run_bench, to_json
 from svod.errors import SvodError
 
 REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", "replay_us_per_kernel.1",
@@ -46,5 +46,13 @@ def test_ratios_follow_the_direction_that_is_better():
 
 def test_bench_refuses_the_reference_device():
     with pytest.raises(SvodError, match="too slow"):
-        from svod.cli.bench import run_bench
         run_bench("PYTHON", quick=True)
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra, not installed here")
+    from svod.cli.bench import plot
+
+    path = tmp_path / "ratios.png"
+    plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0)], str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
