@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 
 import numpy as np
@@ -130,3 +131,20 @@ def test_split_reductions_run_in_plans_and_load_from_disk(tmp_path):
     warm = KernelCache(config)
     warm.get(_stats(), many)
     assert warm.stats.compiles == 0 and warm.disk is not None and warm.disk.stats.hits == 2
+
+
+def test_without_a_thread_team_workers_run_in_turn():
+    """The path taken where libgomp is missing: the same workers, one after another."""
+    _, many = _devices("llvm")
+    elementwise, _ = _kernels()
+    kernel = KernelCache().get(elementwise, many)
+    x = np.random.default_rng(9).standard_normal(1 << 20).astype(np.float32)
+    reference = svod.Buffer("CPU", dtypes.float32, 1 << 20)
+    kernel([reference, svod.Buffer.from_numpy(x)], {"n": 1 << 20})
+    expected = reference.numpy()
+    assert expected.any()
+    out, src = svod.Buffer("CPU", dtypes.float32, 1 << 20), svod.Buffer.from_numpy(x)
+    bufs = (ctypes.c_void_p * 2)(out.address, src.address)
+    variables = (ctypes.c_int64 * 2)(*kernel.vals({"n": 1 << 20}))
+    kernel.program.run_job(None, bufs, variables, 3)
+    np.testing.assert_array_equal(out.numpy(), expected)
