@@ -1,19 +1,22 @@
 """Lowering passes: from a kernel AST to a graph of explicit loops that the linearizer can order.
 
-Each pass is a named graph rewrite with one guarantee:
+In pipeline order (``KernelRenderer.lower``), each pass with the one guarantee it gives:
 
 - ``check_indices``: no access can leave its buffer (an error otherwise, before anything compiles).
 - ``simplify``: index arithmetic folded (``svod.ir.symbolic``).
 - ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
 - ``pin_read_modify_write``: a load of the memory its store updates stays inside the store's loops.
-- ``split_for_threads``: the outermost GLOBAL range of a CPU kernel is split into ``core_id`` chunks.
 - ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
+- ``split_for_threads`` (CPU) or ``to_gpu_indices`` (GPU): GLOBAL ranges become ``core_id`` chunks, or
+  launch dimensions with a guard.
 - ``lower_reduces``: no REDUCE remains; each is an accumulator register initialised with the op's
   identity, updated inside loops over its REDUCE ranges, and read after them.
 - ``close_ranges``: every RANGE has exactly one END, whose sources are everything that runs in the loop;
   a STORE runs inside every range its index or value uses.
 
-After these, the graph is loops and memory only: RANGE/END, DEFINE_REG, INDEX/LOAD/STORE, ALU ops.
+Before all of them, ``split_reduction`` may turn a CPU kernel that is one large reduction into two
+kernels (``KernelRenderer.stages``). After them, the graph is loops and memory only: RANGE/IF/END,
+DEFINE_REG, INDEX/LOAD/STORE and ALU ops.
 """
 
 from __future__ import annotations
