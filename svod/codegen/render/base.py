@@ -68,6 +68,11 @@ def entry_symbol(name: str, kernel: UOp) -> str:
 class KernelRenderer(ABC):
     """Renders kernels for one device. ``threads`` > 1 splits CPU kernels across ``core_id`` workers."""
 
+    upcast: bool = False
+    """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
+    splits_reductions: bool = False
+    """Whether a kernel that is one large reduction runs as two stages over threads (``split_reduction``)."""
+
     def __init__(self, device: DeviceSpec | str, threads: int = 1) -> None:
         self.device = DeviceSpec.parse(device)
         self.threads = threads
@@ -79,11 +84,6 @@ class KernelRenderer(ABC):
 
     def decompositor(self) -> PatternMatcher | None:
         return None
-
-    upcast: bool = False
-    """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
-    splits_reductions: bool = False
-    """Whether a kernel that is one large reduction runs as two stages over threads (``split_reduction``)."""
 
     def stages(self, ast: UOp) -> tuple[UOp, ...]:
         """The kernels ``ast`` runs as, in order: itself, or the stages of a split reduction. Stages take
