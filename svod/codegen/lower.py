@@ -144,33 +144,40 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     outer = global_ranges[0]
     if work < THREAD_MIN_WORK or outer.src[0].vmax < 2 * THREAD_CHUNK_ALIGN:
         return sink
-    _, start, inner = _thread_chunk(outer, threads, AxisKind.LOOP)
+    start, inner = _thread_chunk(outer, threads)
     return substitute(sink, {outer: start + inner})
 
 
-def _thread_chunk(r: UOp, threads: int, kind: AxisKind) -> tuple[UOp, UOp, UOp]:
-    """Worker ``core_id``'s share of range ``r``: ``core_id``, the first index, a range over the chunk."""
+def _thread_chunk(r: UOp, threads: int) -> tuple[UOp, UOp]:
+    """Worker ``core_id``'s share of range ``r``: its first index, and a loop over its chunk."""
     end = r.src[0]
     core_id = UOp.define_var("core_id", 0, threads - 1)
     per_thread = (end + (threads - 1)) // threads
     chunk = (per_thread + (THREAD_CHUNK_ALIGN - 1)) // THREAD_CHUNK_ALIGN * THREAD_CHUNK_ALIGN
     start = core_id * chunk
-    return core_id, start, UOp.range((end - start).minimum(chunk), r.arg[0], kind)
+    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.LOOP)
 
 
-def split_reduction(sink: UOp, threads: int) -> tuple[UOp, UOp] | None:
+REDUCTION_PARTIALS = 256
+"""How many partial results a split reduction computes: a constant, so the result is the same whatever
+the thread count or device."""
+
+
+def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp, UOp] | None:
     """A kernel that is one large reduction (no GLOBAL range to share out) as two kernels that share
     every buffer and one more, a scratch buffer of partial results:
 
-    - ``partial``: ``core_id`` workers each reduce their chunk of the range into ``scratch``;
-    - ``combine``: one pass reduces the partials in worker order and finishes the stores.
+    - ``partial``: a GLOBAL range over ``partials`` chunks of the reduction, each reduced into
+      ``scratch``; the device spreads that range as it spreads any (CPU threads, GPU work items);
+    - ``combine``: one pass reduces the partials in order and finishes the stores.
 
-    The combine order is fixed, so results do not depend on timing. None when the kernel is not a
-    reduction of that shape: several reductions must share one range, dtype and scope.
+    Chunks and combine order are fixed, so results do not depend on timing, threads or device. None
+    when the kernel is not a reduction of that shape: several reductions must share one range, dtype
+    and scope.
     """
     topo = sink.toposort()
     reduces = [u for u in topo if u.op is Ops.REDUCE]
-    if threads <= 1 or not reduces or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo):
+    if not reduces or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo):
         return None
     r = reduces[0].src[1]
     nested = any(inner.op is Ops.REDUCE for red in reduces for inner in red.src[0].toposort())
@@ -178,15 +185,19 @@ def split_reduction(sink: UOp, threads: int) -> tuple[UOp, UOp] | None:
             or r.src[0].vmax < THREAD_MIN_WORK or any(live_ranges(red)[red] for red in reduces):
         return None
     params = tuple(sorted((u for u in topo if u.op is Ops.PARAM), key=lambda u: u.arg))
-    scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * threads)
-    core_id, start, inner = _thread_chunk(r, threads, AxisKind.REDUCE)
+    scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * partials)
+    end = r.src[0]
+    worker = UOp.range(partials, 1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), AxisKind.GLOBAL)
+    chunk = (end + (partials - 1)) // partials
+    start = worker * chunk
+    inner = UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.REDUCE)
     chunked = {r: start + inner}
-    partials = [scratch[k * threads + core_id].store(substitute(red.src[0], chunked).reduce(inner, op=red.arg))
-                for k, red in enumerate(reduces)]
-    worker = UOp.range(threads, r.arg[0], AxisKind.REDUCE)
-    combined = {red: scratch[k * threads + worker].reduce(worker, op=red.arg) for k, red in enumerate(reduces)}
+    stores = [scratch[k * partials + worker].store(substitute(red.src[0], chunked).reduce(inner, op=red.arg))
+              for k, red in enumerate(reduces)]
+    each = UOp.range(partials, r.arg[0], AxisKind.REDUCE)
+    combined = {red: scratch[k * partials + each].reduce(each, op=red.arg) for k, red in enumerate(reduces)}
     name = sink.arg if isinstance(sink.arg, str) else "kernel"
-    partial = UOp.sink(*partials, *params, name=f"{name}_partial")
+    partial = UOp.sink(*stores, *params, name=f"{name}_partial")
     combine = UOp.sink(*substitute(sink, combined).src, *params, scratch, name=f"{name}_combine")
     return partial, combine
 

@@ -118,6 +118,11 @@ def compute_bounds(u: UOp, known: Callable[[UOp], Bounds]) -> Bounds:
         result = _abs(known(u.src[0]))
     elif op in _BINARY:
         result = _BINARY[op](known(u.src[0]), known(u.src[1]))
+    elif op is Ops.WHERE and u.src[0].op is Ops.CMPLT and u.src[0].src in ((u.src[1], u.src[2]),
+                                                                             (u.src[2], u.src[1])):
+        a, b = known(u.src[1]), known(u.src[2])
+        pick = min if u.src[0].src[0] is u.src[1] else max  # (a < b ? a : b) is min(a, b)
+        result = (pick(a[0], b[0]), pick(a[1], b[1]))
     elif op is Ops.WHERE:
         cond, a, b = (known(s) for s in u.src)
         if cond == (1, 1):

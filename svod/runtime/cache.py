@@ -211,7 +211,7 @@ def make_staged_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequenc
               for spec, program in zip(specs, programs, strict=True)]
     scratch_bytes = int(param_size(scratch).arg) * pointee(scratch).itemsize
     return CachedKernel(
-        program=StagedProgram(specs[0].name, stages, var_names, scratch_bytes), device=device,
+        program=StagedProgram(specs[0].name, stages, var_names, scratch_bytes, device.allocator), device=device,
         code="\n".join(spec.src for spec in specs), entry_point=entry_symbol(specs[0].name, specs[0].ast),
         name=meta.name or specs[0].name, var_names=var_names, globals=meta.globals, outs=meta.outs, ins=meta.ins,
         host_parallel_safe=device.device.base_type == "CPU", global_size=ONES, local_size=ONES, ast=ast,

@@ -71,7 +71,8 @@ class KernelRenderer(ABC):
     upcast: bool = False
     """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
     splits_reductions: bool = False
-    """Whether a kernel that is one large reduction runs as two stages over threads (``split_reduction``)."""
+    """Whether a kernel that is one large reduction runs as two stages (``split_reduction``) where the
+    device has parallelism to spread the first over."""
 
     def __init__(self, device: DeviceSpec | str, threads: int = 1) -> None:
         self.device = DeviceSpec.parse(device)
@@ -88,8 +89,13 @@ class KernelRenderer(ABC):
     def stages(self, ast: UOp) -> tuple[UOp, ...]:
         """The kernels ``ast`` runs as, in order: itself, or the stages of a split reduction. Stages take
         the kernel's buffers and, after them, one scratch buffer (the last PARAM of the first stage)."""
-        split = split_reduction(ast, self.threads) if self.splits_reductions else None
+        split = split_reduction(ast) if self.splits_reductions and self.parallel else None
         return (ast,) if split is None else split
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the device runs a kernel's work on more than one thread or work item."""
+        return self.threads > 1
 
     def parallelize(self, sink: UOp) -> UOp:
         """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""

@@ -42,6 +42,12 @@ class CUDARenderer(CStyleRenderer):
     def cache_key(self) -> str:
         return f"CUDARenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
 
+    splits_reductions = True
+
+    @property
+    def parallel(self) -> bool:
+        return True
+
     def parallelize(self, sink: UOp) -> UOp:
         return to_gpu_indices(sink, self.limits, direct_index=False)
 

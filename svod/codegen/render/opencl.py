@@ -43,6 +43,12 @@ class OpenCLRenderer(CStyleRenderer):
     def cache_key(self) -> str:
         return f"OpenCLRenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}-fp16{self.fp16}"
 
+    splits_reductions = True
+
+    @property
+    def parallel(self) -> bool:
+        return True
+
     def parallelize(self, sink: UOp) -> UOp:
         return to_gpu_indices(sink, self.limits, direct_index=True)
 
