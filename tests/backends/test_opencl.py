@@ -117,3 +117,18 @@ def test_reductions_and_views_on_opencl():
     result = svod.Buffer("CL:0", dtypes.float32, 40)
     svod.run(k.build(), [result.view(7, 33), base.view(5, 33 * 7)], device="CL:0")
     np.testing.assert_array_equal(result.numpy()[7:], data[5:].reshape(7, 33).max(axis=0))
+
+
+def test_a_large_reduction_runs_in_two_stages_on_opencl():
+    k = KernelBuilder("total")
+    n = k.var("n", 1, 1 << 20)
+    out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, n)
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(out[0], x[r].reduce(r))
+    kernel = svod.compile(k.build(), "CL:0")
+    assert type(kernel.program).__name__ == "StagedProgram"
+    data = np.random.default_rng(4).standard_normal(1 << 20).astype(np.float32)
+    for n_value in (1, 1000, 1 << 20):
+        total = np.zeros(1, np.float32)
+        svod.run(k.build(), [total, data], device="CL:0", n=n_value)
+        np.testing.assert_allclose(total[0], data[:n_value].astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
