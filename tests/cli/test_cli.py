@@ -26,7 +26,7 @@ def test_demo_on_small_cases_passes(capsys):
 
 def test_check_fails_for_a_wrong_kernel(capsys):
     good = saxpy_case(64)
-    wrong = DemoCase("saxpy_wrong", good.ast, good.inputs, good.var_vals, good.expected * 2, good.bytes_moved,
+    wrong = DemoCase("saxpy_wrong", good.ast, good.inputs, good.var_vals, lambda: good.expected() * 2, good.bytes_moved,
                      good.flops)
     assert not run_case(wrong, get_device("CPU")).ok
     assert run_demo("CPU", cases=(lambda: wrong,), plan_sizes=()) == 1
