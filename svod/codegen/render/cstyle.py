@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
-from svod.dtype import DType, dtypes
+from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
@@ -239,4 +240,28 @@ _INFIX: dict[Ops, str] = {
 
 def _unsigned_of(dtype: DType) -> DType:
     return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
+
+
+class GPURenderer(CStyleRenderer):
+    """What OpenCL and CUDA share: work items instead of CPU threads, a launch shape within the device's
+    work-group limits, and large reductions split into two stages."""
+
+    splits_reductions = True
+    direct_index: ClassVar[bool] = False
+    """Whether 1-D elementwise kernels may leave the work-group size to the runtime (``idx0``)."""
+
+    def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits) -> None:
+        super().__init__(device)
+        self.limits = limits
+
+    @property
+    def cache_key(self) -> str:
+        return f"{type(self).__name__}-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
+
+    @property
+    def parallel(self) -> bool:
+        return True
+
+    def parallelize(self, sink: UOp) -> UOp:
+        return to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
 

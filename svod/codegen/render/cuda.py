@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
-from svod.codegen.render.cstyle import CStyleRenderer
+from svod.codegen.lower import WorkGroupLimits
+from svod.codegen.render.cstyle import GPURenderer
 from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError
 from svod.ir import UOp
@@ -22,7 +22,7 @@ _BITCAST_HELPER = ("template <class T, class F> __device__ inline T svod_bitcast
                    "{ union { F f; T t; } u; u.f = v; return u.t; }\n")
 
 
-class CUDARenderer(CStyleRenderer):
+class CUDARenderer(GPURenderer):
     type_names: ClassVar[dict[str, str]] = {
         "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
         "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
@@ -35,21 +35,7 @@ class CUDARenderer(CStyleRenderer):
     signed_overflow_wraps: ClassVar[bool] = False
 
     def __init__(self, device: DeviceSpec | str = "CUDA", limits: WorkGroupLimits = CUDA_LIMITS) -> None:
-        super().__init__(device)
-        self.limits = limits
-
-    @property
-    def cache_key(self) -> str:
-        return f"CUDARenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
-
-    splits_reductions = True
-
-    @property
-    def parallel(self) -> bool:
-        return True
-
-    def parallelize(self, sink: UOp) -> UOp:
-        return to_gpu_indices(sink, self.limits, direct_index=False)
+        super().__init__(device, limits)
 
     def type_name(self, dtype: DType) -> str:
         if dtype.name == "float16":

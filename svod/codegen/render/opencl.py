@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
-from svod.codegen.render.cstyle import CStyleRenderer
+from svod.codegen.lower import WorkGroupLimits
+from svod.codegen.render.cstyle import GPURenderer
 from svod.dtype import DeviceSpec
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -19,7 +19,7 @@ from svod.ir.uop import pointee
 _WORK_ITEM_FUNCTIONS = {"g": "get_group_id", "l": "get_local_id", "i": "get_global_id"}
 
 
-class OpenCLRenderer(CStyleRenderer):
+class OpenCLRenderer(GPURenderer):
     type_names: ClassVar[dict[str, str]] = {
         "bool": "bool", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
         "uint32": "uint", "int64": "long", "index": "long", "uint64": "ulong", "float16": "half",
@@ -34,23 +34,15 @@ class OpenCLRenderer(CStyleRenderer):
     bool_memory_type: ClassVar[str | None] = "uchar"
     signed_overflow_wraps: ClassVar[bool] = False
 
+    direct_index: ClassVar[bool] = True
+
     def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits, fp16: bool = False) -> None:
-        super().__init__(device)
-        self.limits = limits
+        super().__init__(device, limits)
         self.fp16 = fp16
 
     @property
     def cache_key(self) -> str:
-        return f"OpenCLRenderer-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}-fp16{self.fp16}"
-
-    splits_reductions = True
-
-    @property
-    def parallel(self) -> bool:
-        return True
-
-    def parallelize(self, sink: UOp) -> UOp:
-        return to_gpu_indices(sink, self.limits, direct_index=True)
+        return f"{super().cache_key}-fp16{self.fp16}"
 
     def preamble_for(self, linear: tuple[UOp, ...]) -> str:
         used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear if u.op is Ops.PARAM}
