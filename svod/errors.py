@@ -54,6 +54,19 @@ class BufferMismatchError(SvodError):
     """A buffer of the wrong count, dtype, size or device for the kernel it is given to."""
 
 
+class IndexOutOfBoundsError(SvodError):
+    """A bounds-checked access of a kernel left its buffer. The access did not happen (a load gave 0, a
+    store was skipped); ``slot`` is the buffer's argument slot, ``size`` its element count and ``index``
+    one offending index."""
+
+    def __init__(self, *, kernel: str, slot: int, size: int, index: int, stage: str = "execute") -> None:
+        self.slot = slot
+        self.size = size
+        self.index = index
+        super().__init__(f"buffer {slot} has {size} elements but was accessed at index {index}; the access was "
+                         "skipped", kernel=kernel, stage=stage, value=index)
+
+
 class CompileError(SvodError):
     """The backend's compiler rejected the rendered source. Carries the source and the compiler's log."""
 

@@ -1,129 +1,428 @@
-"""The PYTHON reference device: interprets the linearized kernel one instruction at a time.
+"""The PYTHON reference device: interprets the kernel AST itself, before any lowering.
 
-It is slow and meant to be obviously correct: every value goes through ``svod.ir.alu``, the single
-definition of op semantics, and every memory access is bounds-checked against the buffer's declared
-size. Other backends are tested against it.
+It is the definition of what a kernel means, and shares no lowering pass and no op implementation with
+the backends it checks: every op is spelled here again, with numpy, in C semantics as svod defines them.
+
+- A kernel's work items are the combinations of its GLOBAL ranges. They are independent (the race checks
+  make sure of it), so the interpreter runs all of them at once: a value is a numpy array over the
+  parallel ranges it depends on.
+- Each effect (STORE, ATOMIC), in SINK order, runs over the ranges it depends on. LOOP ranges run in
+  order, one iteration at a time; a REDUCE folds its ranges in order, from the op's identity.
+- ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
+  happen. An access outside its buffer does not happen either: a load gives 0, a store is skipped, and
+  the kernel raises ``IndexOutOfBoundsError`` when it ends.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from svod.codegen.linearize import linearize
-from svod.codegen.render.base import KernelRenderer
-from svod.device import CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
-from svod.device.launch import evaluate
-from svod.errors import SvodError
-from svod.ir import Ops, UOp
-from svod.ir.alu import bitcast, convert, exec_alu
-from svod.ir.uop import param_size, pointee
+from svod.codegen.safety import check_races, unbind
+from svod.device import CompiledSpec, CompilerBase, KernelMetadata, ProgramBase, ProgramSpec
+from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
+from svod.errors import GraphError, IndexOutOfBoundsError
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp
+from svod.ir.ops import EFFECTS
+from svod.ir.validate import kernel_label, validate
+
+Array = np.ndarray
 
 
-class PythonRenderer(KernelRenderer):
-    """The "source" of a PYTHON kernel is a readable listing of its instructions."""
+class PythonRenderer:
+    """The "source" of a PYTHON kernel is a listing of its AST; nothing is lowered."""
+
+    cache_key = "python-reference-ast-1"
 
     def __init__(self) -> None:
-        super().__init__("PYTHON", threads=1)
+        self.device = DeviceSpec.parse("PYTHON")
 
-    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
-        position = {u: i for i, u in enumerate(linear)}
-        lines = [f"# kernel {symbol}"]
-        for i, u in enumerate(linear):
-            args = ", ".join(f"%{position[s]}" for s in u.src if s in position)
-            lines.append(f"%{i} = {u.op.name} {u.dtype!r} [{args}] {u.arg!r}")
-        return "\n".join(lines) + "\n"
+    def decompositor(self) -> PatternMatcher | None:
+        return None
+
+    def stages(self, ast: UOp) -> tuple[UOp, ...]:
+        return (ast,)
+
+    def program(self, ast: UOp, name: str | None = None) -> UOp:
+        validate(ast)
+        label = kernel_label(ast)
+        check_races(ast, label)
+        fixed = unbind(ast, label)[1]
+        topo = ast.toposort()
+        position = {u: i for i, u in enumerate(topo)}
+        listing = [f"# kernel {label}"] + [
+            f"%{i} = {u.op.name} {u.dtype!r} [{', '.join(f'%{position[s]}' for s in u.src)}] {u.arg!r}"
+            for i, u in enumerate(topo)]
+        return UOp.program(ast, UOp.device("PYTHON"), UOp.linear(), UOp.source("\n".join(listing) + "\n"),
+                           metadata=KernelMetadata(name=name or label, fixed=tuple(sorted(fixed.items()))))
+
+    def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
+        return ProgramSpec.from_uop(self.program(ast, name))
 
 
 class PythonCompiler(CompilerBase):
-    cache_key = "python-reference-1"
+    cache_key = "python-reference-ast-1"
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         return CompiledSpec.from_spec(spec, src=spec.src)
 
 
 class PythonProgram(ProgramBase):
-    """Runs the kernel of ``compiled.ast`` on raw host addresses, once per ``core_id``."""
+    """Runs the kernel AST ``compiled.ast`` on raw host addresses."""
 
     def __init__(self, compiled: CompiledSpec) -> None:
         self.name = compiled.name
+        self.ast = compiled.ast
         self.var_names = compiled.var_names
-        self.linear = linearize(compiled.ast)
-        self.position = {u: i for i, u in enumerate(self.linear)}
-        self.scope_end = {u.src[0]: i for i, u in enumerate(self.linear) if u.op is Ops.END}
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
-        var_vals = dict(zip(self.var_names, vals, strict=True))
-        for core_id in range(1 if global_size is None else global_size[0]):
-            self._run({**var_vals, "core_id": core_id}, buffers)
+        variables = dict(zip(self.var_names, vals, strict=True))
+        _Run(self.ast, self.name, buffers, variables).run()
 
-    def _view(self, param: UOp, buffers: Sequence[Any], var_vals: dict[str, int]) -> np.ndarray:
-        dtype = pointee(param).numpy
-        size = evaluate(param_size(param), var_vals)
-        if size == 0:
+
+class _Frame:
+    """Values of the ranges bound by one loop iteration, and the values computed in it."""
+
+    __slots__ = ("cache", "parent", "values")
+
+    def __init__(self, parent: _Frame | None, values: dict[UOp, Array]) -> None:
+        self.parent = parent
+        self.values = values
+        self.cache: dict[tuple[UOp, int], Array] = {}
+
+
+class _Run:
+    def __init__(self, ast: UOp, name: str, addresses: Sequence[Any], variables: dict[str, int]) -> None:
+        self.ast = ast
+        self.name = name
+        self.variables = variables
+        self.topo = ast.toposort()
+        self.deps = _range_dependencies(self.topo)
+        self.failures: list[tuple[int, int, int]] = []
+        self.masks: dict[int, Array] = {}
+        self.memory = {u.arg: self._memory(u, addresses) for u in self.topo if u.op is Ops.PARAM}
+
+    # ---- memory ----------------------------------------------------------------------------------------
+
+    def _memory(self, param: UOp, addresses: Sequence[Any]) -> Array:
+        assert isinstance(param.dtype, PtrDType)
+        dtype = _numpy(param.dtype.base)
+        size = int(self.scalar(param.src[0])) if param.src else param.dtype.size
+        if size <= 0:
             return np.empty(0, dtype)
-        raw = (ctypes.c_char * (size * dtype.itemsize)).from_address(buffers[param.arg])
+        raw = (ctypes.c_char * (size * dtype.itemsize)).from_address(addresses[param.arg])
         return np.frombuffer(memoryview(raw), dtype=dtype)
 
-    def _run(self, var_vals: dict[str, int], buffers: Sequence[Any]) -> None:
-        values: dict[UOp, Any] = {}
-        linear, pc = self.linear, 0
-        while pc < len(linear):
-            node = linear[pc]
-            op = node.op
-            if op is Ops.RANGE:
-                values[node] = 0
-                if values[node.src[0]] <= 0:
-                    pc = self.scope_end[node]
-            elif op is Ops.IF:
-                if not values[node.src[0]]:
-                    pc = self.scope_end[node]
-            elif op is Ops.END:
-                loop = node.src[0]
-                if loop.op is Ops.RANGE:
-                    values[loop] += 1
-                    if values[loop] < values[loop.src[0]]:
-                        pc = self.position[loop]
-            else:
-                values[node] = self._value(node, values, var_vals, buffers)
-            pc += 1
+    def scalar(self, expr: UOp) -> int:
+        """A value of variables only (a size, a GLOBAL range's end)."""
+        return int(self.evaluate(expr, _Frame(None, {}), self.mask_id(np.asarray(True))))
 
-    def _value(self, node: UOp, values: dict[UOp, Any], var_vals: dict[str, int], buffers: Sequence[Any]) -> Any:
+    # ---- driving ---------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        parallel = sorted((u for u in self.topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
+                          key=lambda r: (r.arg[0], r.key))
+        ends = [max(self.scalar(r.src[0]), 0) for r in parallel]
+        shape = [1] * len(parallel)
+        values = {}
+        for k, (r, end) in enumerate(zip(parallel, ends, strict=True)):
+            axis_shape = list(shape)
+            axis_shape[k] = end
+            values[r] = np.arange(end, dtype=np.int64).reshape(axis_shape)
+        root = _Frame(None, values)
+        with np.errstate(all="ignore"):
+            for effect in (e for e in self.ast.src if e.op in EFFECTS):
+                if 0 in (end for r, end in zip(parallel, ends, strict=True) if r in self.deps[effect]):
+                    continue
+                self.loops(effect, [r for r in _loop_order(self.deps[effect]) if r.arg[1] is not AxisKind.GLOBAL],
+                           root, self.mask_id(np.asarray(True)))
+        if self.failures:
+            slot, size, index = min(self.failures)
+            raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=size, index=index)
+
+    def loops(self, effect: UOp, ranges: list[UOp], frame: _Frame, mask: int) -> None:
+        """Run ``effect`` in every iteration of ``ranges`` (sequential LOOP ranges), in order."""
+        if not ranges:
+            self.effect(effect, frame, mask)
+            return
+        r, rest = ranges[0], ranges[1:]
+        end = self.evaluate(r.src[0], frame, mask)
+        for k in range(int(np.max(end, initial=0))):
+            self.loops(effect, rest, _Frame(frame, {r: np.asarray(k, np.int64)}), self.narrowed(mask, k < end))
+
+    def mask_id(self, mask: Array) -> int:
+        key = len(self.masks)
+        self.masks[key] = np.asarray(mask, dtype=bool)
+        return key
+
+    def narrowed(self, mask: int, condition: Array) -> int:
+        """``mask`` where ``condition`` also holds; the same mask (so cached values stay valid) when it
+        holds everywhere."""
+        return mask if np.all(condition) else self.mask_id(self.masks[mask] & condition)
+
+    # ---- effects ---------------------------------------------------------------------------------------
+
+    def effect(self, effect: UOp, frame: _Frame, mask: int) -> None:
+        target = effect.src[0]
+        buffer, slot = self.memory[target.src[0].arg], target.src[0].arg
+        index = self.evaluate(target.src[1], frame, mask)
+        active = self.masks[mask]
+        if len(target.src) == 3:
+            active = active & self.evaluate(target.src[2], frame, mask)
+        value = self.evaluate(effect.src[1], frame, self.mask_id(active))
+        index, value, active = (np.ravel(a) for a in np.broadcast_arrays(index, value, active))
+        positions = self.checked(slot, buffer, index, active)
+        if effect.op is Ops.STORE:
+            buffer[index[positions]] = value[positions]
+        else:
+            _atomic(effect.arg, buffer, index[positions], value[positions])
+
+    def checked(self, slot: int, buffer: Array, index: Array, active: Array) -> Array:
+        """Where ``active`` and inside ``buffer``; the active ones outside are recorded as failures."""
+        inside = (index >= 0) & (index < len(buffer))
+        outside = active & ~inside
+        if outside.any():
+            self.failures.append((slot, len(buffer), int(index[outside][0])))
+        return active & inside
+
+    # ---- values ----------------------------------------------------------------------------------------
+
+    def evaluate(self, node: UOp, frame: _Frame, mask: int) -> Array:
+        """The value of ``node`` for every work item and the current loop iterations, where ``mask``."""
+        home = self.home(node, frame)
+        key = (node, mask)
+        found = home.cache.get(key)
+        if found is not None:
+            return found
+        value = self.compute(node, frame, mask)
+        home.cache[key] = value
+        return value
+
+    def home(self, node: UOp, frame: _Frame) -> _Frame:
+        """The innermost frame among those binding the ranges ``node`` depends on (its value is the same in
+        every inner iteration)."""
+        home = frame
+        while home.parent is not None and not any(r in home.values for r in self.deps[node]):
+            home = home.parent
+        return home
+
+    def compute(self, node: UOp, frame: _Frame, mask: int) -> Array:
         op = node.op
         if op is Ops.CONST:
-            return node.arg
+            return np.asarray(node.arg, dtype=_numpy(node.dtype))
         if op is Ops.DEFINE_VAR:
-            return var_vals[node.arg[0]]
-        if op is Ops.PARAM:
-            return self._view(node, buffers, var_vals)
-        if op is Ops.DEFINE_REG:
-            return np.zeros(1, dtype=pointee(node).numpy)
-        if op is Ops.AFTER:
-            return values[node.src[0]]
-        src = [values[s] for s in node.src]
-        if op is Ops.INDEX:
-            memory, index = src
-            if not 0 <= index < len(memory):
-                raise SvodError(f"index {index} is outside a buffer of {len(memory)} elements", kernel=self.name,
-                                stage="execute", value=index)
-            return (memory, index)
+            return np.asarray(self.variables[node.arg[0]], dtype=_numpy(node.dtype))
+        if op is Ops.BIND:
+            return np.asarray(node.src[1].arg, dtype=_numpy(node.dtype))
+        if op is Ops.RANGE:
+            f: _Frame | None = frame
+            while f is not None:
+                if node in f.values:
+                    return f.values[node]
+                f = f.parent
+            raise GraphError(f"range on axis {node.arg[0]} is used outside its loop", kernel=self.name,
+                             stage="execute", value=node.arg)
+        if op is Ops.WHERE:
+            cond = self.evaluate(node.src[0], frame, mask)
+            chosen = self.mask_id(self.masks[mask] & cond)
+            other = self.mask_id(self.masks[mask] & ~cond)
+            return np.where(cond, self.evaluate(node.src[1], frame, chosen), self.evaluate(node.src[2], frame, other))
         if op is Ops.LOAD:
-            memory, index = src[0]
-            return convert(memory[index].item(), node.dtype)
-        if op is Ops.STORE:
-            memory, index = src[0]
-            memory[index] = src[1]
-            return None
+            return self.load(node.src[0], frame, mask)
+        if op is Ops.REDUCE:
+            return self.reduce(node, frame, mask)
+        args = [self.evaluate(s, frame, mask) for s in node.src]
         if op is Ops.CAST:
-            return convert(src[0], node.dtype)
+            return _cast(args[0], node.src[0].dtype, node.dtype)
         if op is Ops.BITCAST:
-            return bitcast(src[0], node.src[0].dtype, node.dtype)
-        if op is Ops.SPECIAL:
-            raise SvodError("the PYTHON device has no GPU thread indices", kernel=self.name, stage="execute",
-                            value=node.arg)
-        return exec_alu(op, node.dtype, src)
+            return np.asarray(args[0]).view(_numpy(node.dtype))
+        return _alu(op, node.dtype, node.src[-1].dtype, args)
 
+    def load(self, index: UOp, frame: _Frame, mask: int) -> Array:
+        slot = index.src[0].arg
+        buffer = self.memory[slot]
+        position = self.evaluate(index.src[1], frame, mask)
+        active = self.masks[mask]
+        if len(index.src) == 3:
+            active = active & self.evaluate(index.src[2], frame, mask)
+        position, active = np.broadcast_arrays(position, active)
+        ok = self.checked(slot, buffer, np.ravel(position), np.ravel(active)).reshape(position.shape)
+        safe = np.where(ok, position, 0)
+        values = buffer[safe] if len(buffer) else np.zeros(safe.shape, buffer.dtype)
+        return np.where(ok, values, np.zeros((), buffer.dtype))
+
+    def reduce(self, node: UOp, frame: _Frame, mask: int) -> Array:
+        value, ranges, op = node.src[0], _loop_order(frozenset(node.src[1:])), node.arg
+        acc = np.asarray(_identity(op, node.dtype), dtype=_numpy(node.dtype))
+
+        def fold(inner: _Frame, depth: int, active: int) -> None:
+            nonlocal acc
+            if depth == len(ranges):
+                term = self.evaluate(value, inner, active)
+                acc = np.where(self.masks[active], _alu(op, node.dtype, node.dtype, [acc, term]), acc)
+                return
+            r = ranges[depth]
+            end = self.evaluate(r.src[0], inner, active)
+            for k in range(int(np.max(end, initial=0))):
+                fold(_Frame(inner, {r: np.asarray(k, np.int64)}), depth + 1, self.narrowed(active, k < end))
+
+        fold(frame, 0, mask)
+        return acc
+
+
+# ---- op semantics, on numpy arrays --------------------------------------------------------------------------
+
+def _numpy(dtype: DType) -> np.dtype:
+    return np.dtype(np.int64) if dtype == dtypes.index else dtype.numpy
+
+
+def _identity(op: Ops, dtype: DType) -> float | int:
+    if op is Ops.ADD:
+        return -0.0 if dtype.is_float else 0  # exact: -0.0 + x is x
+    if op is Ops.MUL:
+        return 1
+    if dtype.is_float:
+        return float("nan")  # maximumNumber and minimumNumber ignore it
+    return int(dtype.min) if op is Ops.MAX else int(dtype.max)
+
+
+def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:
+    deps: dict[UOp, frozenset[UOp]] = {}
+    for node in topo:
+        found = frozenset().union(*(deps[s] for s in node.src)) if node.src else frozenset()
+        if node.op is Ops.RANGE:
+            found |= {node}
+        elif node.op is Ops.REDUCE:
+            found -= set(node.src[1:])
+        deps[node] = found
+    return deps
+
+
+def _loop_order(ranges: frozenset[UOp]) -> list[UOp]:
+    """Ranges in nesting order: by axis, REDUCE inside, and a range whose end uses another inside it."""
+    pending = sorted(ranges, key=lambda r: (r.arg[1] is AxisKind.REDUCE, r.arg[0], r.key))
+    placed: list[UOp] = []
+    while pending:
+        ready = next(r for r in pending if not any(o in r.src[0].toposort() for o in pending if o is not r))
+        placed.append(ready)
+        pending.remove(ready)
+    return placed
+
+
+def _wrap_negate(a: Array) -> Array:
+    return np.negative(a) if a.dtype.kind in "iu" else -a
+
+
+def _trunc_divide(a: Array, b: Array, dtype: np.dtype) -> tuple[Array, Array]:
+    """C's ``a / b`` and ``a % b`` on integers, with svod's rules: a zero divisor divides by one (remainder
+    0) and ``MIN / -1`` wraps."""
+    zero, minus_one = b == 0, (b == -1) if dtype.kind == "i" else np.zeros_like(b, dtype=bool)
+    divisor = np.where(zero | minus_one, np.ones((), dtype), b)
+    floor = a // divisor
+    remainder = a - floor * divisor
+    adjust = (remainder != 0) & ((a < 0) != (divisor < 0))
+    quotient = np.where(adjust, floor + np.ones((), dtype), floor).astype(dtype)
+    quotient = np.where(minus_one, _wrap_negate(np.asarray(a)), quotient).astype(dtype)
+    modulo = np.where(zero | minus_one, np.zeros((), dtype), a - quotient * divisor).astype(dtype)
+    return quotient, modulo
+
+
+def _maximum_number(a: Array, b: Array, biggest: bool) -> Array:
+    picked = np.fmax(a, b) if biggest else np.fmin(a, b)
+    both_zero = (a == 0) & (b == 0)
+    signs = (np.signbit(a) & np.signbit(b)) if biggest else (np.signbit(a) | np.signbit(b))
+    zero = np.where(signs, -np.zeros((), picked.dtype), np.zeros((), picked.dtype))
+    return np.where(both_zero, zero, picked)
+
+
+def _in_float64(fn: Callable[[Array], Array]) -> Callable[[Array, np.dtype], Array]:
+    def apply(a: Array, dtype: np.dtype) -> Array:
+        return fn(np.asarray(a, dtype=np.float64)).astype(dtype) if dtype != np.float64 else fn(a)
+    return apply
+
+
+def _exp2(a: Array) -> Array:
+    return np.exp2(a)
+
+
+def _log2(a: Array) -> Array:
+    return np.log2(a)
+
+
+def _sin(a: Array) -> Array:
+    return np.sin(a)
+
+
+_MATH: dict[Ops, Callable[[Array, np.dtype], Array]] = {
+    Ops.EXP2: _in_float64(_exp2), Ops.LOG2: _in_float64(_log2), Ops.SIN: _in_float64(_sin),
+    Ops.SQRT: _in_float64(np.sqrt),
+}
+_COMPARE: dict[Ops, Callable[[Array, Array], Array]] = {
+    Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal,
+}
+_ARITHMETIC: dict[Ops, Callable[[Array, Array], Array]] = {
+    Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or,
+    Ops.XOR: np.bitwise_xor,
+}
+
+
+def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
+    out = _numpy(dtype)
+    if op in _COMPARE:
+        return _COMPARE[op](args[0], args[1])
+    a = np.asarray(args[0], dtype=_numpy(operand))
+    if op in _MATH:
+        return _MATH[op](a, out)
+    if op is Ops.RECIPROCAL:
+        return (np.ones((), out) / a).astype(out)
+    if op is Ops.NEG:
+        return _wrap_negate(a).astype(out)
+    if op is Ops.ABS:
+        return np.abs(a).astype(out)
+    b = np.asarray(args[1], dtype=_numpy(operand))
+    if op in _ARITHMETIC:
+        return _ARITHMETIC[op](a, b).astype(out)
+    if op is Ops.FDIV:
+        return (a / b).astype(out)
+    if op in (Ops.IDIV, Ops.MOD):
+        quotient, modulo = _trunc_divide(a, b, out)
+        return quotient if op is Ops.IDIV else modulo
+    if op in (Ops.MAX, Ops.MIN):
+        if dtype.is_float:
+            return _maximum_number(a, b, op is Ops.MAX).astype(out)
+        return (np.maximum(a, b) if op is Ops.MAX else np.minimum(a, b)).astype(out)
+    raise GraphError(f"the reference has no {op.name} on {dtype!r}", stage="execute", value=op)
+
+
+def _cast(a: Array, src: DType, dst: DType) -> Array:
+    out = _numpy(dst)
+    a = np.asarray(a)
+    if dst.kind == "bool":
+        return a != 0
+    if not (src.is_float and dst.is_int):
+        return a.astype(out)
+    wide = np.trunc(a.astype(np.float64))
+    signed = dst.kind == "int"
+    big = wide >= 2.0 ** (dst.bits - signed)
+    small = wide < (-(2.0 ** (dst.bits - 1)) if signed else 0.0)
+    nan = np.isnan(wide)
+    safe = np.where(big | small | nan, 0.0, wide).astype(out)
+    return np.where(big, np.asarray(int(dst.max), out), np.where(small, np.asarray(int(dst.min), out), safe))
+
+
+def _atomic(op: Ops, buffer: Array, index: Array, value: Array) -> None:
+    """Apply the updates one after another, in work-item order."""
+    if op is Ops.ADD:
+        np.add.at(buffer, index, value.astype(buffer.dtype))
+        return
+    biggest = op is Ops.MAX
+    for k, v in zip(index.tolist(), value, strict=True):
+        current = buffer[k]
+        if buffer.dtype.kind == "f":
+            buffer[k] = _maximum_number(np.asarray(current), np.asarray(v), biggest)
+        else:
+            buffer[k] = max(current, v) if biggest else min(current, v)

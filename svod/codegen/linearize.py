@@ -1,66 +1,434 @@
-"""The linearizer: orders a lowered kernel into the flat instruction list a renderer walks.
+"""The linearizer: turns a kernel (a SINK of effects over RANGEs and REDUCEs) into the flat, ordered
+instruction list a renderer walks, with RANGE/IF ... END blocks and accumulator registers.
 
-Every RANGE opens a loop, and every IF a guarded block, whose body is a contiguous run ending at its
-END. A node is placed in the innermost scope among those it runs inside (``live_ranges``), so values
-that do not depend on a loop are computed outside it. The nesting of scopes comes from the ENDs: the
-scopes still open at a scope's END are the ones that contain it.
+It builds a tree of blocks as it goes and flattens it at the end:
+
+- Each effect (STORE, ATOMIC) runs inside a loop for every range it depends on, outermost first. Effects
+  in SINK order share the loops they have in common, unless sharing a sequential loop would change what
+  one of them reads (one writes memory the other touches at another element).
+- An effect whose target is gated runs inside ``IF (gate)``.
+- A value is computed once per placement: in the innermost open loop among the ranges it depends on, so
+  loop-invariant work is hoisted; never outside an enclosing IF; and a load of memory the kernel writes is
+  never hoisted at all.
+- A REDUCE becomes an accumulator register, initialised where its result is needed, updated inside loops
+  of its own over its ranges, and read after them. Reductions over the same ranges at the same place
+  share one loop (a sum and a max of one row; a matmul's upcast outputs). A reduction nested in another's
+  body opens its loops inside the outer loop, or before it when it does not depend on the outer range.
+- A bounds-checked access (``INDEX`` with arg ``CHECKED``) becomes an in-range test: the access is gated
+  by it, and where it fails the kernel records the buffer slot and the index in the status buffer.
+
+Every decision follows the order of the AST (its toposort and SINK order, range axes, structural keys):
+no set or dict of UOps is iterated, so the same kernel gives the same instruction list in every process.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from svod.codegen.lower import live_ranges
+from svod.dtype import DType, dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, UOp
-from svod.ir.ops import SCOPES
+from svod.ir import AxisKind, Ops, UOp
+from svod.ir.ops import EFFECTS
+from svod.ir.uop import param_size
+
+CHECKED = "checked"
+"""The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
 
 
-def linearize(sink: UOp) -> tuple[UOp, ...]:
-    """The nodes of ``sink`` (without the SINK) in execution order, with RANGE/IF ... END blocks."""
-    order = sink.toposort()
-    live = live_ranges(sink)
-    end_of: dict[UOp, UOp] = {}
-    for node in order:
-        if node.op is Ops.END:
-            if node.src[0] in end_of:
-                raise GraphError(f"a {node.src[0].op.name} has two ENDs", stage="linearize", value=node.src[0].arg)
-            end_of[node.src[0]] = node
-    enclosing = {r: live[end] for r, end in end_of.items()}
-    depth = {r: len(outer) for r, outer in enclosing.items()}
-    for node in order:
-        if node.op in SCOPES and node not in end_of:
-            raise GraphError(f"a {node.op.name} has no END; lower the kernel first", stage="linearize",
-                             value=node.arg)
+def status_slots(slot: int) -> tuple[int, int]:
+    """Where a checked access to buffer ``slot`` records a failure in the status buffer (int64): a flag,
+    and the offending index."""
+    return 2 * slot, 2 * slot + 1
 
-    def block_of(node: UOp) -> UOp | None:
-        ranges = live[node]
-        if not ranges:
-            return None
-        deepest = max(ranges, key=depth.__getitem__)
-        if not ranges <= enclosing[deepest] | {deepest}:
-            raise GraphError("loops do not nest: a node needs ranges from two sibling loops",
-                             stage="linearize", value=sorted(r.arg for r in ranges))
+
+@dataclass(eq=False)
+class _Block:
+    """A loop or guarded block being built. ``cursor`` is where new items go while a child is open (before
+    it), so values hoisted into an outer block are computed before the loop that uses them."""
+
+    scope: UOp | None
+    key: UOp | None
+    """The AST range (or gate) the block stands for."""
+    depth: int
+    items: list[_Block | UOp] = field(default_factory=list)
+    cursor: int | None = None
+    updates: list[UOp] = field(default_factory=list)
+    effects: list[UOp] = field(default_factory=list)
+    """The AST effects emitted inside this block, to decide whether a later one may share it."""
+
+    def add(self, item: _Block | UOp) -> None:
+        if self.cursor is None:
+            self.items.append(item)
+        else:
+            self.items.insert(self.cursor, item)
+            self.cursor += 1
+
+    def open(self, child: _Block) -> None:
+        if self.cursor is None:
+            self.items.append(child)
+            self.cursor = len(self.items) - 1
+        else:
+            self.items.insert(self.cursor, child)
+
+    def close_child(self) -> None:
+        assert self.cursor is not None
+        self.cursor += 1
+        if self.cursor >= len(self.items):
+            self.cursor = None
+
+
+def range_order(r: UOp) -> tuple[int, int, str]:
+    """Loop nesting order: GLOBAL and LOOP ranges by axis, REDUCE ranges inside them."""
+    axis, kind = r.arg[0], r.arg[1]
+    return (int(kind is AxisKind.REDUCE), axis, r.key)
+
+
+class Scopes:
+    """For every node, the ranges it depends on that no REDUCE between them has closed, in loop order;
+    computed on first use, so nodes made while linearizing have theirs too."""
+
+    def __init__(self) -> None:
+        self._live: dict[UOp, frozenset[UOp]] = {}
+        self._ordered: dict[UOp, tuple[UOp, ...]] = {}
+
+    def __getitem__(self, node: UOp) -> tuple[UOp, ...]:
+        ordered = self._ordered.get(node)
+        if ordered is None:
+            ordered = self._ordered[node] = _nested(self.live(node))
+        return ordered
+
+    def live(self, node: UOp) -> frozenset[UOp]:
+        if node not in self._live:
+            for u in node.toposort():
+                if u not in self._live:
+                    ranges = frozenset().union(*(self._live[s] for s in u.src)) if u.src else frozenset()
+                    if u.op is Ops.RANGE:
+                        ranges |= {u}
+                    elif u.op is Ops.REDUCE:
+                        ranges -= set(u.src[1:])
+                    self._live[u] = ranges
+        return self._live[node]
+
+
+def _nested(ranges: frozenset[UOp]) -> tuple[UOp, ...]:
+    """``ranges`` outermost first: by ``range_order``, and a range whose end uses another inside it."""
+    pending = sorted(ranges, key=range_order)
+    placed: list[UOp] = []
+    while pending:
+        ready = next(r for r in pending if not any(o in r.src[0].toposort() for o in pending if o is not r))
+        placed.append(ready)
+        pending.remove(ready)
+    return tuple(placed)
+
+
+def _accesses(node: UOp) -> Iterator[tuple[UOp, UOp]]:
+    """(buffer PARAM, INDEX) of every load below ``node``."""
+    for u in node.toposort():
+        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.PARAM:
+            yield u.src[0].src[0], u.src[0]
+
+
+class _Linearizer:
+    def __init__(self, sink: UOp, status: UOp | None) -> None:
+        self.sink = sink
+        self.status = status
+        self.scopes = Scopes()
+        self.effects = [e for e in sink.src if e.op in EFFECTS]
+        self.written = {e.src[0].src[0] for e in self.effects}
+        self.root = _Block(None, None, 0)
+        self.stack: list[_Block] = [self.root]
+        self.bound: dict[UOp, list[_Block]] = {}
+        self.memo: dict[tuple[UOp, _Block], UOp] = {}
+        topo = sink.toposort()
+        params = sorted((u for u in topo if u.op is Ops.PARAM), key=lambda u: u.arg)
+        variables = sorted((u for u in topo if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
+        # every buffer and variable of the kernel is an argument, used or not, as its metadata says
+        self.leaves: dict[UOp, None] = dict.fromkeys([*params, *variables])
+        self.pending: list[UOp] = []
+        """The reductions the current effect may compute together (``reductions``)."""
+        self.emitted: dict[UOp, _Block] = {}
+        """Where each emitted value was last placed; one still in scope is not emitted again."""
+        self.registers = 0
+        self.blocks = 0
+
+    # ---- blocks ------------------------------------------------------------------------------------------
+
+    def binding(self, r: UOp) -> _Block:
+        for block in reversed(self.bound.get(r, [])):
+            if block.depth < len(self.stack) and self.stack[block.depth] is block:
+                return block
+        raise GraphError(f"range on axis {r.arg[0]} is used where no loop over it is open", stage="linearize",
+                         value=r.arg)
+
+    def open_block(self, scope: UOp, key: UOp | None) -> _Block:
+        parent = self.stack[-1]
+        block = _Block(scope, key, len(self.stack))
+        parent.open(block)
+        self.stack.append(block)
+        if scope.op is Ops.RANGE and key is not None:
+            self.bound.setdefault(key, []).append(block)
+        return block
+
+    def close_block(self) -> None:
+        block = self.stack.pop()
+        self.stack[-1].close_child()
+        if block.key is not None and block in self.bound.get(block.key, []):
+            self.bound[block.key].remove(block)
+
+    def is_bound(self, r: UOp) -> bool:
+        return any(b.depth < len(self.stack) and self.stack[b.depth] is b for b in self.bound.get(r, []))
+
+    def open_loop(self, r: UOp) -> _Block:
+        end = self.value(r.src[0])
+        self.blocks += 1
+        return self.open_block(UOp(Ops.RANGE, dtypes.index, (end,), (r.arg[0], r.arg[1], self.blocks)), r)
+
+    def open_if(self, condition: UOp, key: UOp | None) -> _Block:
+        self.blocks += 1
+        return self.open_block(UOp(Ops.IF, dtypes.void, (self.value(condition),), self.blocks), key)
+
+    @contextmanager
+    def at(self, block: _Block) -> Iterator[None]:
+        """Emit into ``block`` (an open block), as if the blocks inside it were not open."""
+        saved = self.stack
+        self.stack = saved[:block.depth + 1]
+        try:
+            yield
+        finally:
+            self.stack = saved
+
+    # ---- placement -------------------------------------------------------------------------------------
+
+    def place(self, node: UOp) -> _Block:
+        """The block ``node`` is computed in: the innermost among its ranges' loops, not outside an open IF;
+        a load of memory this kernel writes goes in the innermost block."""
+        deepest = self.root
+        for r in self.scopes[node]:
+            block = self.binding(r)
+            if block.depth > deepest.depth:
+                deepest = block
+        if node.op is Ops.LOAD and node.src[0].src[0] in self.written:
+            return self.stack[-1]
+        for block in reversed(self.stack):
+            if block.depth <= deepest.depth:
+                break
+            if block.scope is not None and block.scope.op is Ops.IF:
+                return block
         return deepest
 
-    blocks: defaultdict[UOp | None, list[UOp]] = defaultdict(list)
-    for node in order:
-        if node.op not in SCOPES and node.op is not Ops.SINK:
-            blocks[block_of(node)].append(node)
-    emitted: list[UOp] = []
-    # each frame: the rest of a block's body, and the END that closes it (None for the kernel's top level)
-    stack: list[tuple[Iterator[UOp], UOp | None]] = [(iter(blocks[None]), None)]
-    while stack:
-        body, closing = stack[-1]
-        item = next(body, None)
-        if item is None:
-            stack.pop()
-            if closing is not None:
-                emitted.append(closing)
-        elif item.op is Ops.END:
-            emitted.append(item.src[0])
-            stack.append((iter(blocks[item.src[0]]), item))
+    def value(self, node: UOp) -> UOp:
+        """The emitted form of AST value ``node`` in the current context, emitting what is missing."""
+        todo = [node]
+        while todo:
+            u = todo[-1]
+            block = self.place(u)
+            if (u, block) in self.memo:
+                todo.pop()
+                continue
+            if u.op is Ops.RANGE:
+                self.memo[(u, block)] = self.binding(u).scope  # type: ignore[assignment]
+                todo.pop()
+                continue
+            if u.op is Ops.REDUCE:
+                self.reduce_group(u, block)
+                todo.pop()
+                continue
+            missing = [s for s in u.src if (s, self.place(s)) not in self.memo]
+            if missing:
+                todo.extend(reversed(missing))
+                continue
+            todo.pop()
+            self.memo[(u, block)] = self.build(u, block)
+        return self.memo[(node, self.place(node))]
+
+    def build(self, u: UOp, block: _Block) -> UOp:
+        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM):
+            if u not in self.leaves:
+                self.leaves[u] = None
+            return u
+        src = tuple(self.memo[(s, self.place(s))] for s in u.src)
+        if u.op is Ops.INDEX and u.arg == CHECKED:
+            return self.checked_index(u, src, block)
+        return self.emit(block, u.replace(src=src))
+
+    def emit(self, block: _Block, value: UOp) -> UOp:
+        """Place ``value`` in ``block``, unless the same value is already computed in an open block (UOps
+        are hash-consed: one value computed twice is one node)."""
+        earlier = self.emitted.get(value)
+        if earlier is not None and earlier.depth < len(self.stack) and self.stack[earlier.depth] is earlier:
+            return value
+        block.add(value)
+        self.emitted[value] = block
+        return value
+
+    # ---- checked accesses ------------------------------------------------------------------------------
+
+    def checked_index(self, u: UOp, src: tuple[UOp, ...], block: _Block) -> UOp:
+        """``buf[idx]`` that may leave its buffer: gated by an in-range test, and a failure is recorded."""
+        if self.status is None:
+            raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
+        buffer, index = u.src[0], u.src[1]
+        in_range = (index >= 0) & (index < param_size(buffer))
+        gate = u.src[2] if len(u.src) == 3 else None
+        failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)
+        with self.at(block):
+            self.open_if(failed, None)
+            flag, where = status_slots(buffer.arg)
+            for slot, value in ((flag, UOp.index_const(1)), (where, index)):
+                record = UOp(Ops.STORE, dtypes.void, (self.value(self.status.index(slot)), self.value(value)))
+                self.stack[-1].add(record)
+            self.close_block()
+            allowed = self.value(in_range if gate is None else gate & in_range)
+            return self.emit(block, UOp(Ops.INDEX, u.dtype, (src[0], src[1], allowed)))
+
+    # ---- reductions ------------------------------------------------------------------------------------
+
+    def reduce_group(self, first: UOp, block: _Block) -> None:
+        """Emit ``first`` and every pending reduction over the same ranges placed in the same block, with one
+        loop nest; their results are read after it."""
+        members = [first]
+        for other in self.pending:
+            if other is first or other.src[1:] != first.src[1:] or (other, block) in self.memo:
+                continue
+            if not all(self.is_bound(r) for r in self.scopes[other]) or self.place(other) is not block:
+                continue
+            if any(m in other.src[0].toposort() or other in m.src[0].toposort() for m in members):
+                continue
+            members.append(other)
+        with self.at(block):
+            registers = []
+            for m in members:
+                reg = UOp(Ops.DEFINE_REG, m.dtype.ptr(1, local=True), (), self.registers)
+                self.registers += 1
+                slot = reg.index(self.value(UOp.index_const(0)))
+                init = slot.store(self.value(UOp.const(m.dtype, reduce_identity(m.arg, m.dtype))))
+                for node in (reg, slot, init):
+                    block.add(node)
+                registers.append((reg, init))
+            ranges = _nested(frozenset(first.src[1:]))
+            for r in ranges:
+                self.open_loop(r)
+            inner = self.stack[-1]
+            results = []
+            for m, (reg, init) in zip(members, registers, strict=True):
+                body = self.value(m.src[0])
+                running = reg.after(init).index(init.src[0].src[1])
+                total = running.load().alu(m.arg, body)
+                update = init.src[0].store(total)
+                for node in (running.src[0], running, running.load(), total, update):
+                    inner.add(node)
+                inner.updates.append(update)
+                results.append((m, reg, update))
+            for _ in ranges:
+                self.close_block()
+            for m, reg, update in results:
+                final = reg.after(update).index(update.src[0].src[1])
+                for node in (final.src[0], final, final.load()):
+                    block.add(node)
+                self.memo[(m, block)] = final.load()
+
+    # ---- effects ---------------------------------------------------------------------------------------
+
+    def effect(self, e: UOp) -> None:
+        target = e.src[0]
+        gate = target.src[2] if len(target.src) == 3 and target.arg != CHECKED else None
+        wanted: list[UOp] = [*self.scopes[e], *([] if gate is None else [gate])]
+        keep = 1  # the root always stays; then every open block the effect can share, outermost first
+        while keep < len(self.stack) and keep - 1 < len(wanted) and self.stack[keep].key is wanted[keep - 1] \
+                and self.shareable(self.stack[keep], e):
+            keep += 1
+        while len(self.stack) > keep:
+            self.close_block()
+        for key in wanted[len(self.stack) - 1:]:
+            if key is gate:
+                self.open_if(key, key)
+            else:
+                self.open_loop(key)
+        if gate is not None:
+            target = target.replace(src=target.src[:2])
+        self.pending = self.reductions(e)
+        index = self.value(target)
+        value = self.value(e.src[1])
+        self.stack[-1].add(e.replace(src=(index, value)))
+        for block in self.stack:
+            block.effects.append(e)
+        for stale in [k for k in self.memo if k[0].op is Ops.LOAD and k[0].src[0].src[0] is target.src[0]]:
+            del self.memo[stale]  # loads of the memory just written are read again
+
+    def shareable(self, block: _Block, e: UOp) -> bool:
+        """Whether ``e`` may run in ``block`` after the effects already there: always for a parallel range;
+        for a sequential one, only if neither writes memory the other touches at another element."""
+        if block.key is not None and block.key.op is Ops.RANGE and block.key.arg[1] is AxisKind.GLOBAL:
+            return True
+        return not any(_conflict(e, other) for other in block.effects)
+
+    def reductions(self, e: UOp) -> list[UOp]:
+        """The reductions ``e`` needs, then those of later effects that read no memory this kernel writes:
+        those may be computed early, in a loop shared with ``e``'s (an upcast matmul's outputs)."""
+        found = [u for u in e.toposort() if u.op is Ops.REDUCE]
+        for later in self.effects[self.effects.index(e) + 1:]:
+            for u in later.toposort():
+                if u.op is Ops.REDUCE and not any(b in self.written for b, _ in _accesses(u)):
+                    found.append(u)
+        return list(dict.fromkeys(found))
+
+    def run(self) -> tuple[UOp, ...]:
+        for e in self.effects:
+            self.effect(e)
+        while len(self.stack) > 1:
+            self.close_block()
+        body: list[UOp] = []
+        _flatten(self.root, body)
+        return (*self.leaves, *body)
+
+
+def _conflict(a: UOp, b: UOp) -> bool:
+    """Whether running effects ``a`` and ``b`` interleaved differs from running them one after another: one
+    writes a buffer the other reads or writes through another index."""
+    for first, second in ((a, b), (b, a)):
+        target = first.src[0]
+        for buffer, index in _accesses(second):
+            if buffer is target.src[0] and index.src[1] is not target.src[1]:
+                return True
+        if second.src[0].src[0] is target.src[0] and second.src[0].src[1] is not target.src[1]:
+            return True
+    return False
+
+
+def _flatten(block: _Block, out: list[UOp]) -> None:
+    for item in block.items:
+        if isinstance(item, _Block):
+            assert item.scope is not None
+            out.append(item.scope)
+            _flatten(item, out)
+            out.append(UOp(Ops.END, dtypes.void, (item.scope, *item.updates)))
         else:
-            emitted.append(item)
-    return tuple(emitted)
+            out.append(item)
+
+
+def reduce_identity(op: Ops, dtype: DType) -> int | float:
+    """The value a reduction starts from, an exact identity of the op: a float sum starts from -0.0
+    (``-0.0 + x`` is ``x`` for every ``x``, where ``0.0 + -0.0`` is ``+0.0``), and a float MAX or MIN from
+    NaN, which maximumNumber and minimumNumber ignore: a reduction of NaNs only is NaN, as numpy's
+    ``fmax.reduce`` gives."""
+    if op is Ops.ADD:
+        return -0.0 if dtype.is_float else 0
+    if op is Ops.MUL:
+        return 1.0 if dtype.is_float else 1
+    if dtype.is_float:
+        return math.nan
+    return dtype.min if op is Ops.MAX else dtype.max
+
+
+def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
+    """The instructions of ``sink`` in execution order (see the module docstring); ``status`` is the
+    buffer checked accesses record failures in."""
+    if sink.op is not Ops.SINK:
+        raise GraphError("a kernel's root must be a SINK", stage="linearize", value=sink.op)
+    try:
+        return _Linearizer(sink, status).run()
+    except RecursionError as err:
+        raise GraphError("the kernel nests too deeply to linearize", stage="linearize") from err

@@ -1,50 +1,33 @@
-"""Lowering passes: from a kernel AST to a graph of explicit loops that the linearizer can order.
+"""Lowering passes: rewrites of a kernel AST for a device, before the linearizer orders it.
 
-In pipeline order (``KernelRenderer.lower``), each pass with the one guarantee it gives:
+In pipeline order (``KernelRenderer.lower``), each with the one guarantee it gives:
 
-- ``check_indices``: no access can leave its buffer (an error otherwise, before anything compiles).
-- ``simplify``: index arithmetic folded (``svod.ir.symbolic``).
+- ``validate`` (``svod.ir.validate``): the graph is well typed and well formed.
+- ``unbind`` (``svod.codegen.safety``): fixed variables are variables of the kernel, their values kept aside.
+- ``simplify``: index arithmetic folded, exactly (``svod.ir.symbolic``).
+- ``check_races``: no two parallel work items write one element or read one another writes.
+- ``guard_accesses``: every access is proven inside its buffer, gated by the condition that proves it, or
+  bounds-checked at run time.
 - ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
-- ``pin_read_modify_write``: a load of the memory its store updates stays inside the store's loops.
 - ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
 - ``split_for_threads`` (CPU) or ``to_gpu_indices`` (GPU): GLOBAL ranges become ``core_id`` chunks, or
-  launch dimensions with a guard.
-- ``lower_reduces``: no REDUCE remains; each is an accumulator register initialised with the op's
-  identity, updated inside loops over its REDUCE ranges, and read after them.
-- ``close_ranges``: every RANGE has exactly one END, whose sources are everything that runs in the loop;
-  a STORE runs inside every range its index or value uses.
+  launch dimensions; an effect that does not depend on a distributed range runs on the first worker only.
 
-Before all of them, ``split_reduction`` may turn a CPU kernel that is one large reduction into two
-kernels (``KernelRenderer.stages``). After them, the graph is loops and memory only: RANGE/IF/END,
-DEFINE_REG, INDEX/LOAD/STORE and ALU ops.
+Before all of them, ``split_reduction`` may turn a kernel that is one large reduction into two kernels
+(``KernelRenderer.stages``). After them, ``svod.codegen.linearize`` turns REDUCEs into accumulator loops
+and orders everything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from svod.dtype import DType, dtypes
-from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, simplify
-from svod.ir.ops import SCOPES
-from svod.ir.uop import param_size
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
+from svod.ir.ops import EFFECTS
 
-__all__ = ["check_indices", "close_ranges", "decompose", "live_ranges", "lower_reduces", "pin_read_modify_write",
-           "simplify", "split_for_threads", "split_reduction", "substitute", "upcast_reductions"]
-
-
-def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
-    """``root`` with each key of ``replacements`` replaced by its value, wherever it occurs."""
-    if not replacements:
-        return root
-    done: dict[UOp, UOp] = dict(replacements)
-    for node in root.toposort():
-        if node in done:
-            continue
-        new_src = tuple(done.get(s, s) for s in node.src)
-        done[node] = node if new_src == node.src else node.replace(src=new_src)
-    return done[root]
+__all__ = ["decompose", "live_ranges", "split_for_threads", "split_reduction", "to_gpu_indices",
+           "upcast_reductions"]
 
 
 def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
@@ -52,71 +35,36 @@ def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
 
 
 def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
-    """For every node below ``root``, the scopes (RANGEs and IFs) it runs inside: those it depends on and
-    that no END or REDUCE between them has closed."""
+    """For every node below ``root``, the ranges it depends on that no REDUCE between them has closed."""
     live: dict[UOp, frozenset[UOp]] = {}
     for node in root.toposort():
         ranges = frozenset().union(*(live[s] for s in node.src)) if node.src else frozenset()
-        if node.op in SCOPES:
+        if node.op is Ops.RANGE:
             ranges |= {node}
-        elif node.op is Ops.END:
-            ranges -= {node.src[0]}
         elif node.op is Ops.REDUCE:
             ranges -= set(node.src[1:])
         live[node] = ranges
     return live
 
 
-def _axis_order(scope: UOp) -> tuple[int, int]:
-    """Nesting order of scopes: guards outermost, then ranges by axis, REDUCE ranges innermost."""
-    if scope.op is Ops.IF:
-        return (-1, 0)
-    axis, kind = scope.arg
-    return (int(kind is AxisKind.REDUCE), axis)
+def axis_order(r: UOp) -> tuple[int, int, str]:
+    """Nesting order of ranges: by axis, REDUCE ranges innermost; the key breaks ties deterministically."""
+    return (int(r.arg[1] is AxisKind.REDUCE), r.arg[0], r.key)
 
 
-# ---- memory safety ---------------------------------------------------------------------------------------
-
-def check_indices(sink: UOp, kernel: str) -> None:
-    """Every buffer access stays inside its buffer, with each variable at its largest value.
-
-    Fixing the variables makes every range and size a constant, so value bounds decide the question
-    without symbolic reasoning. A kernel that would read or write outside a buffer is an error before it
-    is compiled; without this, a compiled kernel would corrupt memory or crash the process.
-    """
-    at_max = {u: UOp.const(u.dtype, u.arg[2]) for u in sink.toposort() if u.op is Ops.DEFINE_VAR}
-    fixed = simplify(substitute(sink, at_max)) if at_max else sink
-    for index in fixed.toposort():
-        if index.op is not Ops.INDEX or index.src[0].op is not Ops.PARAM:
+def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
+    """Each effect of ``sink`` that ``conditions`` names runs only where its condition holds: its target
+    INDEX is gated (together with any gate it has)."""
+    effects = []
+    for e in sink.src:
+        cond = conditions.get(e)
+        if cond is None:
+            effects.append(e)
             continue
-        param = index.src[0]
-        size = param_size(param)
-        if size.op is not Ops.CONST:
-            continue
-        lo, hi = index.src[1].bounds
-        if lo < 0 or hi >= size.arg:
-            raise GraphError(f"buffer {param.arg} has {size.arg} elements but is indexed over [{lo}, {hi}] "
-                             "(variables at their largest values)", kernel=kernel, stage="lower", value=(lo, hi))
-
-
-# ---- memory order -----------------------------------------------------------------------------------------
-
-def pin_read_modify_write(sink: UOp) -> UOp:
-    """A LOAD from the buffer its STORE writes reads the value of *this* iteration: it runs in every range
-    of the store, never hoisted out of a loop that updates the same memory (``acc[i] += x[i, j]``)."""
-    live = live_ranges(sink)
-    replacements: dict[UOp, UOp] = {}
-    for store in sink.src:
-        if store.op is not Ops.STORE or store.src[0].op is not Ops.INDEX:
-            continue
-        target = store.src[0].src[0]
-        for load in store.src[1].toposort():
-            if load.op is Ops.LOAD and load.src[0].src[0] is target and live[load] != live[store]:
-                missing = sorted(live[store] - live[load], key=_axis_order)
-                index = load.src[0]
-                pinned = index.replace(src=(target.after(*missing), index.src[1]))
-                replacements[load] = load.replace(src=(pinned,))
-    return substitute(sink, replacements)
+        target = e.src[0]
+        gate = cond if len(target.src) == 2 else target.src[2] & cond
+        effects.append(e.replace(src=(target.replace(src=(*target.src[:2], gate)), e.src[1])))
+    return sink.replace(src=tuple(effects))
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------
@@ -132,10 +80,11 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     """Split the outermost GLOBAL range across ``threads`` workers named by ``core_id``.
 
     Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
-    rounded up to ``THREAD_CHUNK_ALIGN``. Other GLOBAL ranges become sequential loops inside it.
+    rounded up to ``THREAD_CHUNK_ALIGN``. Other GLOBAL ranges become sequential loops inside it. An effect
+    that does not use the split range runs on worker 0 only.
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
-    global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=_axis_order)
+    global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=axis_order)
     if threads <= 1 or not global_ranges:
         return sink
     work = 1
@@ -144,18 +93,20 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     outer = global_ranges[0]
     if work < THREAD_MIN_WORK or outer.src[0].vmax < 2 * THREAD_CHUNK_ALIGN:
         return sink
-    start, inner = _thread_chunk(outer, threads)
-    return substitute(sink, {outer: start + inner})
-
-
-def _thread_chunk(r: UOp, threads: int) -> tuple[UOp, UOp]:
-    """Worker ``core_id``'s share of range ``r``: its first index, and a loop over its chunk."""
-    end = r.src[0]
     core_id = UOp.define_var("core_id", 0, threads - 1)
+    start, inner = _thread_chunk(outer, core_id, threads)
+    first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in e.toposort()}
+    return substitute(gate_effects(sink, first_only), {outer: start + inner})
+
+
+def _thread_chunk(r: UOp, core_id: UOp, threads: int) -> tuple[UOp, UOp]:
+    """Worker ``core_id``'s share of range ``r``: its first index, and a loop over its chunk (whose
+    iterations are work items as before: independent of one another)."""
+    end = r.src[0]
     per_thread = (end + (threads - 1)) // threads
     chunk = (per_thread + (THREAD_CHUNK_ALIGN - 1)) // THREAD_CHUNK_ALIGN * THREAD_CHUNK_ALIGN
     start = core_id * chunk
-    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.LOOP)
+    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.GLOBAL)  # still parallel work
 
 
 REDUCTION_PARTIALS = 256
@@ -177,12 +128,14 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
     """
     topo = sink.toposort()
     reduces = [u for u in topo if u.op is Ops.REDUCE]
-    if not reduces or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo):
+    if not reduces or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo) \
+            or any(u.op is Ops.ATOMIC for u in sink.src):
         return None
     r = reduces[0].src[1]
     nested = any(inner.op is Ops.REDUCE for red in reduces for inner in red.src[0].toposort())
+    live = live_ranges(sink)
     if nested or any(red.src[1:] != (r,) or red.dtype != reduces[0].dtype for red in reduces) \
-            or r.src[0].vmax < THREAD_MIN_WORK or any(live_ranges(red)[red] for red in reduces):
+            or r.src[0].vmax < THREAD_MIN_WORK or any(live[red] for red in reduces):
         return None
     params = tuple(sorted((u for u in topo if u.op is Ops.PARAM), key=lambda u: u.arg))
     scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * partials)
@@ -225,104 +178,47 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
 
     With ``direct_index`` a single-range kernel without reductions uses ``idx0`` and leaves the
     work-group size to the runtime, which covers the range exactly. Otherwise each dimension gets
-    ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits, ``ceil(end / L)`` groups, and one
-    IF around the body that skips the work items past the end when an end is not a multiple of ``L``.
+    ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits and ``ceil(end / L)`` groups; an
+    effect runs only on the work items inside its ranges (when an end is not a multiple of ``L``), and
+    only on the first work item along a dimension it does not use.
     """
     topo = sink.toposort()
-    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=_axis_order)
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
     dims = list(reversed(globals_[-3:]))
     if not dims:
         return sink
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    uses = {e: set(e.toposort()) for e in effects}
     if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
-        return substitute(sink, {dims[0]: UOp.special(dims[0].src[0], "idx0")})
+        index = UOp.special(dims[0].src[0], "idx0")
+        first = {e: index.eq(0) for e in effects if dims[0] not in uses[e]}
+        return substitute(gate_effects(sink, first), {dims[0]: index})
     budget = limits.max_work_group_size
     indices: dict[UOp, UOp] = {}
-    in_range: list[UOp] = []
+    conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}
     for d, r in enumerate(dims):
         end = r.src[0]
         local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         budget //= local
         count = (end + (local - 1)) // local
-        groups = UOp.special(count if end.vmin >= 1 else count.maximum(1), f"gidx{d}")  # launches need a group
-        index = groups * local + UOp.special(local, f"lidx{d}")
-        indices[r] = index
-        if not (end.op is Ops.CONST and end.arg % local == 0):
-            in_range.append(index.lt(end))
-    if in_range:
-        condition = in_range[0]
-        for more in in_range[1:]:
-            condition = condition & more
-        guard = UOp(Ops.IF, dtypes.void, (condition,))
-        indices = {r: index.after(guard) for r, index in indices.items()}
-    return substitute(sink, indices)
-
-
-# ---- reductions ------------------------------------------------------------------------------------------
-
-def reduce_identity(op: Ops, dtype: DType) -> bool | int | float:
-    if op is Ops.ADD:
-        return 0
-    if op is Ops.MUL:
-        return 1
-    return dtype.min
-
-
-def lower_reduces(sink: UOp) -> UOp:
-    """Replace every REDUCE by an accumulator loop, innermost reductions first.
-
-    Reductions over the same ranges in the same scope share one loop, each with its own accumulator
-    (a matmul's neighbouring outputs, or a sum and a max of one row). A reduction whose ranges already
-    have a loop, because it needs that loop's result, gets a loop of its own over copies of them.
-    """
-    registers = 0
-    while True:
-        topo = sink.toposort()
-        reduces = [u for u in topo if u.op is Ops.REDUCE]
-        if not reduces:
-            return sink
-        looped = {u.src[0] for u in topo if u.op is Ops.END}
-        groups: dict[tuple[tuple[UOp, ...], frozenset[UOp]], list[UOp]] = {}
-        for red in reduces:
-            if not any(u.op is Ops.REDUCE for u in red.src[0].toposort()):
-                scope = live_ranges(red)[red]
-                groups.setdefault((red.src[1:], scope), []).append(red)
-        replacements: dict[UOp, UOp] = {}
-        for (ranges, scope), members in groups.items():
-            loop_ranges = ranges
-            if any(r in looped for r in ranges):
-                loop_ranges = _fresh_ranges(sink, ranges)
-            looped.update(loop_ranges)
-            results = _lower_group(members, ranges, loop_ranges, scope, registers)
-            registers += len(members)
-            replacements.update(zip(members, results, strict=True))
-        sink = substitute(sink, replacements)
-
-
-def _fresh_ranges(sink: UOp, ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
-    """Copies of ``ranges`` on axes no range of the kernel uses."""
-    next_axis = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
-    return tuple(UOp.range(r.src[0], next_axis + k, r.arg[1]) for k, r in enumerate(ranges))
-
-
-def _lower_group(members: list[UOp], ranges: tuple[UOp, ...], loop_ranges: tuple[UOp, ...], scope: frozenset[UOp],
-                 first_register: int) -> list[UOp]:
-    renamed = {r: fresh for r, fresh in zip(ranges, loop_ranges, strict=True) if r is not fresh}
-    # loops that already ran over the original ranges stay as they are: only the open uses are renamed
-    finished = {u: u for red in members for u in red.src[0].toposort() if u.op is Ops.END and u.src[0] in renamed}
-    zero = UOp.index_const(0)
-    ordered_scope = tuple(sorted(scope, key=_axis_order))
-    registers, updates = [], []
-    for k, red in enumerate(members):
-        reg = UOp(Ops.DEFINE_REG, red.dtype.ptr(1, local=True), ordered_scope, first_register + k)
-        init = reg.index(zero).store(UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)))
-        accumulated = reg.after(init, *loop_ranges).index(zero).load()  # read in the loop, after the init
-        value = substitute(red.src[0], {**renamed, **finished})
-        updates.append(reg.index(zero).store(accumulated.alu(red.arg, value)))
-        registers.append(reg)
-    loop = UOp(Ops.END, dtypes.void, (loop_ranges[-1], *updates))
-    for r in reversed(loop_ranges[:-1]):
-        loop = UOp(Ops.END, dtypes.void, (r, loop))
-    return [reg.after(loop).index(zero).load() for reg in registers]
+        group = UOp.special(count if end.vmin >= 1 else count.maximum(1), f"gidx{d}")  # launches need a group
+        item = UOp.special(local, f"lidx{d}")
+        index = indices[r] = group * local + item
+        ragged = not (end.op is Ops.CONST and end.arg % local == 0)
+        for e in effects:
+            if r in uses[e]:
+                if ragged:
+                    conditions[e].append(index.lt(end))
+            else:
+                conditions[e].append(group.eq(0) & item.eq(0))
+    gates = {}
+    for e, conds in conditions.items():
+        if conds:
+            gate = conds[0]
+            for more in conds[1:]:
+                gate = gate & more
+            gates[e] = gate
+    return substitute(gate_effects(sink, gates), indices)
 
 
 # ---- upcasting -------------------------------------------------------------------------------------------
@@ -369,7 +265,7 @@ def _reduction_loads(store: UOp) -> list[UOp]:
 def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None) -> list[UOp]:
     """Output ranges of ``store`` with a constant end, innermost first."""
     return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and r.src[0].op is Ops.CONST
-                   and r is not exclude), key=_axis_order, reverse=True)
+                   and r is not exclude), key=axis_order, reverse=True)
 
 
 def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]]) -> tuple[UOp, int] | None:
@@ -396,31 +292,3 @@ def _unit_stride(index: UOp, r: UOp) -> bool:
     if index is r:
         return True
     return index.op is Ops.ADD and any(a is r and r not in b.toposort() for a, b in (index.src, index.src[::-1]))
-
-
-# ---- loops -----------------------------------------------------------------------------------------------
-
-def close_ranges(sink: UOp) -> UOp:
-    """Wrap the SINK's effects in ENDs, innermost range first, one END per range."""
-    if sink.op is not Ops.SINK:
-        raise GraphError("a kernel's root must be a SINK", stage="lower", value=sink.op)
-    live = live_ranges(sink)
-    effects: list[UOp] = list(sink.src)
-    open_ranges = sorted({r for e in effects for r in live[e]}, key=_axis_order)
-    for r in reversed(open_ranges):
-        inside = [e for e in effects if r in live[e]]
-        if inside:
-            end = UOp(Ops.END, dtypes.void, (r, *inside))
-            live.update(live_ranges(end))
-            effects = [e for e in effects if e not in inside] + [end]
-    return UOp.sink(*_in_order(effects, sink.src), name=sink.arg)
-
-
-def _in_order(effects: Iterable[UOp], original: tuple[UOp, ...]) -> list[UOp]:
-    """Keep effects in the order of the SINK's sources they stand for, so output is deterministic."""
-    position = {e: i for i, e in enumerate(original)}
-
-    def first_source(e: UOp) -> int:
-        return min((position[n] for n in e.toposort() if n in position), default=len(original))
-
-    return sorted(effects, key=first_source)

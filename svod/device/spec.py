@@ -50,6 +50,10 @@ class KernelMetadata:
     ins: tuple[int, ...] = ()
     global_size: LaunchSize = ONES
     local_size: LaunchSize | None = ONES
+    status_slot: int | None = None
+    """The buffer slot of the status buffer bounds-checked accesses report to, if the kernel has one."""
+    fixed: tuple[tuple[str, int], ...] = ()
+    """Variables the kernel fixes (``BIND``), with their values."""
 
     @property
     def var_names(self) -> tuple[str, ...]:
@@ -150,6 +154,8 @@ class ProgramSpec:
         self.outs: list[int] = []
         self.ins: list[int] = []
         self.buf_count = 0
+        self.status_slot: int | None = None
+        self.fixed_vars: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return (f"ProgramSpec({self.name!r}, device={self.device}, globals={self.globals}, outs={self.outs}, "
@@ -185,6 +191,9 @@ class ProgramSpec:
                                  take(meta.ins, self.ins))
         if meta.has_launch_dims or not only_set:
             self.set_launch_dims(meta.global_size, meta.local_size)
+        if meta.status_slot is not None or not only_set:
+            self.status_slot = meta.status_slot
+        self.fixed_vars = dict(take(meta.fixed, tuple(self.fixed_vars.items())))
 
     def apply_derived_metadata_from_ast(self) -> None:
         self.apply_metadata(derive_metadata(self.ast))

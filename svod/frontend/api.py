@@ -8,7 +8,7 @@ import numpy as np
 
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Compiler, Device, Renderer
-from svod.errors import BufferMismatchError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError
 from svod.ir import UOp
 from svod.runtime.cache import default_cache
 from svod.runtime.kernel import CachedKernel
@@ -44,8 +44,16 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     kernel = compile(ast, device)
     target = get_device(device)
     wrapped = [_as_buffer(b, target, position) for position, b in enumerate(buffers)]
-    kernel(wrapped, var_vals)
-    for position, original in enumerate(buffers):
+    try:
+        kernel(wrapped, var_vals)
+    except IndexOutOfBoundsError:
+        _copy_back(kernel, buffers, wrapped)  # the kernel ran, with the bad access skipped
+        raise
+    _copy_back(kernel, buffers, wrapped)
+
+
+def _copy_back(kernel: CachedKernel, arrays: Sequence[Buffer | np.ndarray], wrapped: Sequence[Buffer]) -> None:
+    for position, original in enumerate(arrays):
         if isinstance(original, np.ndarray) and position < len(kernel.params) and \
                 kernel.params[position].arg in kernel.outs:
             np.copyto(original, wrapped[position].numpy().reshape(original.shape))

@@ -1,8 +1,8 @@
 """The UOp IR: immutable hash-consed nodes, the op vocabulary, pattern rewriting and simplification."""
 
 from svod.ir.ops import AxisKind, Ops
-from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite, substitute
 from svod.ir.symbolic import simplify, symbolic
 from svod.ir.uop import UOp
 
-__all__ = ["AxisKind", "Ops", "PatternMatcher", "UOp", "UPat", "graph_rewrite", "simplify", "symbolic"]
+__all__ = ["AxisKind", "Ops", "PatternMatcher", "UOp", "UPat", "graph_rewrite", "simplify", "substitute", "symbolic"]

@@ -7,7 +7,10 @@ renderer emits code with the same result:
 
 - integer division or modulo by zero divides by one (``x // 0 == x``, ``x % 0 == 0``), and the most
   negative value divided by -1 wraps, so no kernel can trap;
-- ``MAX`` is IEEE maxNum: a NaN operand yields the other operand.
+- ``MAX`` and ``MIN`` on floats are IEEE 754-2019 maximumNumber and minimumNumber: a NaN operand yields
+  the other operand, and +0.0 is greater than -0.0;
+- a float converted to an integer type truncates toward zero and saturates at the type's limits, and
+  NaN becomes 0 (as LLVM's ``fptosi.sat``, OpenCL's ``convert_*_sat`` and WGSL do).
 """
 
 from __future__ import annotations
@@ -47,21 +50,26 @@ def round_float(value: float, dtype: DType) -> float:
 
 
 def convert(value: Value, dtype: DType) -> Value:
-    """A value of any scalar type converted to ``dtype`` as a C cast would, or as svod defines it.
-
-    A float that does not fit the integer type (NaN, infinity) becomes the type's minimum, as x86 does.
-    """
+    """A value of any scalar type converted to ``dtype`` as a C cast would, or as svod defines it where C
+    does not: a float saturates at the integer type's limits and NaN becomes 0."""
     if dtype.kind == "bool":
         return bool(value)
     if dtype.is_float:
         return round_float(float(value), dtype)
     if dtype.is_int:
         if isinstance(value, float):
-            if not math.isfinite(value):
-                return int(dtype.min)
-            value = math.trunc(value)
+            return saturate_float(value, dtype)
         return wrap_int(int(value), dtype)
     raise SvodError(f"cannot convert a value to {dtype!r}", value=value)
+
+
+def saturate_float(value: float, dtype: DType) -> int:
+    """``value`` truncated toward zero and clamped to the range of integer ``dtype``; NaN is 0."""
+    if math.isnan(value):
+        return 0
+    if math.isinf(value):
+        return int(dtype.max if value > 0 else dtype.min)
+    return max(int(dtype.min), min(int(dtype.max), math.trunc(value)))
 
 
 def bitcast(value: Value, src: DType, dst: DType) -> Value:
@@ -126,29 +134,42 @@ def _sqrt(a: float) -> float:
     return math.nan if a < 0.0 else math.sqrt(a)
 
 
-def _maxnum(a: float, b: float) -> float:
+def _maximum_number(a: float, b: float) -> float:
     if math.isnan(a):
         return b
     if math.isnan(b):
         return a
-    return max(a, b)
+    if a == b:  # equal: only the sign of a zero can differ, and +0 wins
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a > b else b
+
+
+def _minimum_number(a: float, b: float) -> float:
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
 
 
 _FLOAT_OPS: dict[Ops, Callable[..., float]] = {
     Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
     Ops.RECIPROCAL: lambda a: _fdiv(1.0, a), Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
-    Ops.MUL: lambda a, b: a * b, Ops.FDIV: _fdiv, Ops.MAX: _maxnum,
+    Ops.MUL: lambda a, b: a * b, Ops.FDIV: _fdiv, Ops.MAX: _maximum_number, Ops.MIN: _minimum_number,
 }
 _INT_OPS: dict[Ops, Callable[..., int]] = {
     Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
-    Ops.MUL: lambda a, b: a * b, Ops.MAX: max, Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b,
+    Ops.MUL: lambda a, b: a * b, Ops.MAX: max, Ops.MIN: min, Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b,
     Ops.XOR: lambda a, b: a ^ b,
 }
 _BOOL_OPS: dict[Ops, Callable[[bool, bool], bool]] = {
     Ops.AND: lambda a, b: a and b, Ops.OR: lambda a, b: a or b, Ops.XOR: lambda a, b: a != b,
 }
 _COMPARE: dict[Ops, Callable[[Value, Value], bool]] = {
-    Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
+    Ops.CMPLT: lambda a, b: a < b, Ops.CMPLE: lambda a, b: a <= b, Ops.CMPNE: lambda a, b: a != b,
+    Ops.CMPEQ: lambda a, b: a == b,
 }
 
 

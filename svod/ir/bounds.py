@@ -71,6 +71,14 @@ def _cmplt(a: Bounds, b: Bounds) -> Bounds:
     return (0, 1)
 
 
+def _cmple(a: Bounds, b: Bounds) -> Bounds:
+    if a[1] <= b[0]:
+        return (1, 1)
+    if a[0] > b[1]:
+        return (0, 0)
+    return (0, 1)
+
+
 def _cmpne(a: Bounds, b: Bounds) -> Bounds:
     if a[1] < b[0] or b[1] < a[0]:
         return (1, 1)
@@ -87,7 +95,8 @@ def _cmpeq(a: Bounds, b: Bounds) -> Bounds:
 _BINARY: dict[Ops, Callable[[Bounds, Bounds], Bounds | None]] = {
     Ops.ADD: _add, Ops.SUB: _sub, Ops.MUL: _mul, Ops.IDIV: _idiv, Ops.MOD: _mod,
     Ops.MAX: lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
-    Ops.CMPLT: _cmplt, Ops.CMPNE: _cmpne, Ops.CMPEQ: _cmpeq,
+    Ops.MIN: lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
+    Ops.CMPLT: _cmplt, Ops.CMPLE: _cmple, Ops.CMPNE: _cmpne, Ops.CMPEQ: _cmpeq,
 }
 
 
@@ -117,6 +126,8 @@ def compute_bounds(u: UOp, known: Callable[[UOp], Bounds]) -> Bounds:
     elif op is Ops.ABS:
         result = _abs(known(u.src[0]))
     elif op in _BINARY:
+        if u.src[0].dtype.is_float:  # a float may be NaN, which no interval holds: only constants decide
+            return _dtype_bounds(u)
         result = _BINARY[op](known(u.src[0]), known(u.src[1]))
     elif op is Ops.WHERE and u.src[0].op is Ops.CMPLT and u.src[0].src in ((u.src[1], u.src[2]),
                                                                              (u.src[2], u.src[1])):

@@ -19,6 +19,7 @@ class Ops(Enum):
     INDEX = auto()
     LOAD = auto()
     STORE = auto()
+    ATOMIC = auto()
     REDUCE = auto()
     AFTER = auto()
     # compilation stages carried by a PROGRAM
@@ -47,7 +48,9 @@ class Ops(Enum):
     IDIV = auto()
     MOD = auto()
     MAX = auto()
+    MIN = auto()
     CMPLT = auto()
+    CMPLE = auto()
     CMPNE = auto()
     CMPEQ = auto()
     AND = auto()
@@ -73,17 +76,20 @@ class AxisKind(Enum):
 
 
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
-BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
-                    Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT,
+                    Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
 TERNARY = frozenset({Ops.WHERE})
 ALU = UNARY | BINARY | TERNARY
-COMPARISON = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+COMPARISON = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})
+COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
 FLOAT_ONLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
 INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR})
 BOOL_OPS = COMPARISON | {Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE}
 """The ALU ops defined on bool operands."""
-REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MUL})
+REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})
+ATOMIC_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN})
+EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
+"""Ops that write memory: a kernel's SINK is made of them."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})
 """Ops that open a block of code which an END closes: a loop, or a guarded block."""
 STAGES = (Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE, Ops.BINARY)

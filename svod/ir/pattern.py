@@ -8,7 +8,7 @@ result is rewritten in turn, so the output contains no node any rule would still
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from svod.dtype import DType
@@ -104,10 +104,24 @@ class PatternMatcher:
         return None
 
 
+def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
+    """``root`` with each key of ``replacements`` replaced by its value, wherever it occurs."""
+    if not replacements:
+        return root
+    done: dict[UOp, UOp] = dict(replacements)
+    for node in root.toposort():
+        if node in done:
+            continue
+        new_src = tuple(done.get(s, s) for s in node.src)
+        done[node] = node if new_src == node.src else node.replace(src=new_src)
+    return done[root]
+
+
 def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: str = "rewrite",
                   max_steps: int = 1_000_000) -> UOp:
     """Rewrite ``root`` bottom up to a fixed point of ``matcher``. Iterative: deep graphs do not recurse.
 
+    A PARAM is left as it is: its size is part of what the kernel declares, not an expression to rewrite.
     ``max_steps`` bounds the work so that rules that undo each other fail loudly instead of hanging.
     """
     done: dict[UOp, UOp] = {}
@@ -123,6 +137,9 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
             done[node] = done[target]
             continue
         if node in done:
+            continue
+        if node.op is Ops.PARAM:
+            done[node] = node
             continue
         if state == 0:
             stack.append((node, 1, node))

@@ -1,19 +1,25 @@
 """Symbolic simplification: constant folding, algebraic identities, and folding decided by value bounds.
 
-The rules keep C semantics: integer identities that could change a wrapping result are not applied to
-floats (``x*0`` is ``0`` only for integers, since ``inf*0`` is NaN), and nothing here reorders float math.
+Every rule is exact. Integer identities that could change a wrapping result are not applied to floats, and
+a float identity is kept only if it holds for -0.0, NaN and the infinities: ``x*1.0``, ``x/1.0``,
+``x-0.0`` and ``x+(-0.0)`` are ``x``, but ``x+0.0`` is not (``-0.0+0.0`` is ``+0.0``) and ``x*0.0`` is
+not (``inf*0.0`` is NaN). Folded float constants are rounded to their type once per op, which is exact
+for the correctly rounded ops. Nothing here reorders float math.
 """
 
 from __future__ import annotations
 
+import math
+
 from svod.dtype import dtypes
-from svod.ir.alu import exec_alu
+from svod.ir.alu import bitcast, convert, exec_alu
 from svod.ir.ops import ALU, Ops
 from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from svod.ir.uop import UOp
 
 _x = UPat.var("x")
 _INTS = tuple(dt for dt in dtypes.all() if dt.is_int)
+_FLOATS = tuple(dt for dt in dtypes.all() if dt.is_float)
 
 
 def _fold_constants(node: UOp) -> UOp | None:
@@ -22,13 +28,16 @@ def _fold_constants(node: UOp) -> UOp | None:
     return UOp.const(node.dtype, exec_alu(node.op, node.dtype, [s.arg for s in node.src]))
 
 
-def _fold_cast(x: UOp, node: UOp) -> UOp | None:
-    return UOp.const(node.dtype, x.arg) if not (x.dtype.is_float and node.dtype.is_int) or _fits(x.arg, node) \
-        else None
+def _fold_cast(x: UOp, node: UOp) -> UOp:
+    return UOp.const(node.dtype, convert(x.arg, node.dtype))
 
 
-def _fits(value: float, node: UOp) -> bool:
-    return value == value and node.dtype.min <= value <= node.dtype.max  # noqa: PLR0124 - NaN check
+def _fold_bitcast(x: UOp, node: UOp) -> UOp:
+    return UOp.const(node.dtype, bitcast(x.arg, x.dtype, node.dtype))
+
+
+def _is_zero(c: UOp, negative: bool) -> bool:
+    return c.arg == 0.0 and (math.copysign(1.0, c.arg) < 0) == negative
 
 
 def _fold_by_bounds(node: UOp) -> UOp | None:
@@ -68,6 +77,21 @@ def _reassociate_mul(x: UOp, c1: UOp, c2: UOp) -> UOp:
     return x * exec_alu(Ops.MUL, x.dtype, [c1.arg, c2.arg])
 
 
+def _single_iteration(r: UOp) -> UOp | None:
+    """A range over one value is that value."""
+    end = r.src[0]
+    return UOp.index_const(0) if end.op is Ops.CONST and end.arg == 1 else None
+
+
+def _reduce_without_single_ranges(node: UOp) -> UOp | None:
+    """A REDUCE over ranges simplified to a constant no longer loops over them; with none left, it is its
+    value (the identities svod reduces from are exact: ``-0.0 + x`` is ``x``)."""
+    ranges = tuple(r for r in node.src[1:] if r.op is Ops.RANGE)
+    if len(ranges) == len(node.src) - 1:
+        return None
+    return node.src[0] if not ranges else node.replace(src=(node.src[0], *ranges))
+
+
 def _const_last(node: UOp) -> UOp | None:
     """Commutative ops keep a constant on the right, so the other rules need one spelling each."""
     a, b = node.src
@@ -75,15 +99,18 @@ def _const_last(node: UOp) -> UOp | None:
 
 
 symbolic = PatternMatcher([
+    (UPat(Ops.RANGE, name="r"), _single_iteration),
+    (UPat(Ops.REDUCE, name="node"), _reduce_without_single_ranges),
     (UPat(tuple(ALU), name="node"), _fold_constants),
     (UPat(Ops.CAST, src=(UPat.cvar("x"),), name="node"), _fold_cast),
-    (UPat((Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR), name="node"),
+    (UPat(Ops.BITCAST, src=(UPat.cvar("x"),), name="node"), _fold_bitcast),
+    (UPat((Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR), name="node"),
      _const_last),
     # identities that hold for every dtype
     (UPat(Ops.ADD, src=(_x, UPat.const(0))), lambda x: x),
-    (UPat(Ops.ADD, src=(_x, UPat.const(0.0))), lambda x: x if x.dtype.is_float and x.op is not Ops.CONST
-     else None),
+    (UPat(Ops.ADD, dtype=_FLOATS, src=(_x, UPat.cvar("c"))), lambda x, c: x if _is_zero(c, negative=True) else None),
     (UPat(Ops.SUB, src=(_x, UPat.const(0))), lambda x: x),
+    (UPat(Ops.SUB, dtype=_FLOATS, src=(_x, UPat.cvar("c"))), lambda x, c: x if _is_zero(c, negative=False) else None),
     (UPat(Ops.MUL, src=(_x, UPat.const(1))), lambda x: x),
     (UPat(Ops.MUL, src=(_x, UPat.const(1.0))), lambda x: x),
     (UPat(Ops.FDIV, src=(_x, UPat.const(1.0))), lambda x: x),

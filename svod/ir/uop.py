@@ -20,11 +20,13 @@ import weakref
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
+import numpy as np
+
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
 from svod.ir.alu import convert
 from svod.ir.bounds import Bounds, compute_bounds
-from svod.ir.ops import ALU, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
+from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
 Number = bool | int | float
 Operand: TypeAlias = "UOp | Number"
@@ -132,11 +134,24 @@ class UOp:
 
     @property
     def bounds(self) -> Bounds:
-        """``(vmin, vmax)``: the range of values this node can take (see ``svod.ir.bounds``)."""
+        """``(vmin, vmax)``: the range of values this node can take (see ``svod.ir.bounds``).
+
+        Computed once per node from its sources' bounds; the walk stops at nodes that already know theirs,
+        so building a graph node by node costs time linear in its size.
+        """
         if self._bounds is None:
-            for node in self.toposort():
-                if node._bounds is None:
-                    object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
+            stack = [self]
+            while stack:
+                node = stack[-1]
+                if node._bounds is not None:
+                    stack.pop()
+                    continue
+                missing = [s for s in node.src if s._bounds is None]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
+                stack.pop()
         return cast(Bounds, self._bounds)
 
     @property
@@ -151,6 +166,8 @@ class UOp:
 
     @staticmethod
     def const(dtype: DType, value: Number) -> UOp:
+        if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
+            value = value.item()
         if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
             raise GraphError(f"a {dtype!r} constant must be a Python number", value=value)
         if isinstance(value, float) and not dtype.is_float and not value.is_integer():
@@ -241,10 +258,16 @@ class UOp:
 
     # ---- memory ---------------------------------------------------------------------------------------
 
-    def index(self, idx: Operand) -> UOp:
+    def index(self, idx: Operand, gate: UOp | None = None) -> UOp:
+        """Element ``idx`` of this buffer. With a ``gate`` (a bool), the access happens only where the gate
+        holds: a load elsewhere yields 0 and a store is skipped."""
         if not isinstance(self.dtype, PtrDType):
             raise GraphError("only a buffer (pointer) can be indexed", value=self.dtype)
-        return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx)))
+        if gate is None:
+            return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx)))
+        if gate.dtype != dtypes.bool:
+            raise GraphError("an access gate must be a bool", value=gate.dtype)
+        return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx), gate))
 
     def __getitem__(self, idx: Operand) -> UOp:
         return self.index(idx)
@@ -262,6 +285,19 @@ class UOp:
             raise GraphError(f"storing {value.dtype!r} into a buffer of {self.dtype.base!r}; cast first",
                              value=value.dtype)
         return UOp(Ops.STORE, dtypes.void, (self, value))
+
+    def atomic(self, value: Operand, op: Ops = Ops.ADD) -> UOp:
+        """Update the element this INDEX points at with ``op`` (ADD, MAX or MIN) as one indivisible step, so
+        work items may update one element at once."""
+        if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
+            raise GraphError("an atomic update needs an INDEX into a buffer", value=self.op)
+        if op not in ATOMIC_OPS:
+            raise GraphError(f"atomic op must be one of {sorted(o.name for o in ATOMIC_OPS)}", value=op)
+        value = _lift(value, self.dtype.base)
+        if value.dtype != self.dtype.base:
+            raise GraphError(f"atomic update of a buffer of {self.dtype.base!r} with {value.dtype!r}; cast first",
+                             value=value.dtype)
+        return UOp(Ops.ATOMIC, dtypes.void, (self, value), op)
 
     def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
         if op not in REDUCE_OPS:
@@ -323,15 +359,18 @@ class UOp:
     def __neg__(self) -> UOp: return self.alu(Ops.NEG)
     def __abs__(self) -> UOp: return self.alu(Ops.ABS)
     def __lt__(self, other: Operand) -> UOp: return self.alu(Ops.CMPLT, other)
+    def __le__(self, other: Operand) -> UOp: return self.alu(Ops.CMPLE, other)
     def __gt__(self, other: Operand) -> UOp: return self._reflected(Ops.CMPLT, other)
+    def __ge__(self, other: Operand) -> UOp: return self._reflected(Ops.CMPLE, other)
 
     def lt(self, other: Operand) -> UOp: return self.alu(Ops.CMPLT, other)
+    def le(self, other: Operand) -> UOp: return self.alu(Ops.CMPLE, other)
+    def gt(self, other: Operand) -> UOp: return self._reflected(Ops.CMPLT, other)
+    def ge(self, other: Operand) -> UOp: return self._reflected(Ops.CMPLE, other)
     def eq(self, other: Operand) -> UOp: return self.alu(Ops.CMPEQ, other)
     def ne(self, other: Operand) -> UOp: return self.alu(Ops.CMPNE, other)
     def maximum(self, other: Operand) -> UOp: return self.alu(Ops.MAX, other)
-    def minimum(self, other: Operand) -> UOp:
-        other_value = _lift(other, _value(self).dtype)
-        return other_value.lt(self).where(other_value, self)
+    def minimum(self, other: Operand) -> UOp: return self.alu(Ops.MIN, other)
     def exp2(self) -> UOp: return self.alu(Ops.EXP2)
     def log2(self) -> UOp: return self.alu(Ops.LOG2)
     def sin(self) -> UOp: return self.alu(Ops.SIN)

@@ -33,7 +33,7 @@ from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import LAUNCH_VARIABLES, CachedKernel
-from svod.runtime.staged import Stage, StagedProgram
+from svod.runtime.staged import OwnBuffers, Stage, StagedProgram
 
 CacheKey = tuple[str, str, str, str]
 
@@ -145,8 +145,7 @@ class KernelCache:
             else:
                 specs, compiled = self._compiled[shared_keys[ast]]
             programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
-            kernels.append(make_cached_kernel(specs[0], programs[0], device) if len(specs) == 1
-                           else make_staged_kernel(ast, specs, programs, device))
+            kernels.append(make_kernel(ast, specs, programs, device))
         if self.settings.debug:
             sources = "\n".join(spec.src for specs in renders.values() for spec in specs)
             print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
@@ -186,38 +185,37 @@ class KernelCache:
             return device.runtime(rebuilt)
 
 
-def make_cached_kernel(spec: ProgramSpec, program: Program, device: Device) -> CachedKernel:
-    params = sorted((u for u in spec.ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
-    return CachedKernel(
-        program=program, device=device, code=spec.src, entry_point=entry_symbol(spec.name, spec.ast),
-        name=spec.name, var_names=tuple(spec.var_names),
-        globals=tuple(spec.globals), outs=tuple(spec.outs), ins=tuple(spec.ins),
-        host_parallel_safe=device.device.base_type == "CPU",
-        global_size=spec.global_size, local_size=spec.local_size, ast=spec.ast, params=tuple(params),
-        variables=tuple(v for v in spec.vars if v.name not in LAUNCH_VARIABLES),
-        static_dims=_static_dims(spec),
-    )
-
-
-def make_staged_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program],
-                       device: Device) -> CachedKernel:
-    """The cache entry of a kernel that runs as several stages: its buffers and variables are the
-    original kernel's, its program runs the stages with a scratch buffer of its own."""
+def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program], device: Device) -> CachedKernel:
+    """The cache entry of ``ast``, compiled as ``specs``: one program on the user's buffers, or a staged
+    program when it runs as several stages or needs buffers of its own (scratch, status)."""
     meta = derive_metadata(ast)
-    params = sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
-    scratch = next(u for u in specs[0].ast.toposort() if u.op is Ops.PARAM and u.arg == params[-1].arg + 1)
+    params = tuple(sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+    user_slots = tuple(p.arg for p in params)
+    own: dict[int, int] = {}
+    for spec in specs:
+        for p in spec.ast.toposort():
+            if p.op is Ops.PARAM and p.arg not in user_slots:
+                own[p.arg] = int(param_size(p).arg) * pointee(p).itemsize
+    status = next((spec.status_slot for spec in specs if spec.status_slot is not None), None)
+    fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
+    variables = {v.name: v for spec in specs for v in spec.vars
+                 if v.name not in LAUNCH_VARIABLES and v.name not in fixed}
+    common = dict(device=device, code="\n".join(spec.src for spec in specs),
+                  entry_point=entry_symbol(specs[0].name, specs[0].ast), name=meta.name or specs[0].name,
+                  globals=meta.globals, outs=meta.outs, ins=meta.ins,
+                  host_parallel_safe=device.device.base_type in ("CPU", "PYTHON"), ast=ast, params=params,
+                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed)
+    if len(specs) == 1 and not own:
+        spec = specs[0]
+        return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), global_size=spec.global_size,
+                            local_size=spec.local_size, static_dims=_static_dims(spec), **common)  # type: ignore[arg-type]
     var_names = tuple(sorted({name for spec in specs for name in spec.var_names}))
-    stages = [Stage(program, tuple(spec.var_names), spec.global_size, spec.local_size)
+    stages = [Stage(program, tuple(spec.var_names), spec.global_size, spec.local_size, tuple(spec.globals))
               for spec, program in zip(specs, programs, strict=True)]
-    scratch_bytes = int(param_size(scratch).arg) * pointee(scratch).itemsize
-    return CachedKernel(
-        program=StagedProgram(specs[0].name, stages, var_names, scratch_bytes, device.allocator), device=device,
-        code="\n".join(spec.src for spec in specs), entry_point=entry_symbol(specs[0].name, specs[0].ast),
-        name=meta.name or specs[0].name, var_names=var_names, globals=meta.globals, outs=meta.outs, ins=meta.ins,
-        host_parallel_safe=device.device.base_type == "CPU", global_size=ONES, local_size=ONES, ast=ast,
-        params=tuple(params), variables=tuple(v for v in meta.vars if v.name not in LAUNCH_VARIABLES),
-        static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)),
-    )
+    staged = StagedProgram(meta.name or specs[0].name, stages, var_names, user_slots, OwnBuffers(own, status),
+                           device.allocator, {p.arg: param_size(p) for p in params})
+    return CachedKernel(program=staged, var_names=var_names, global_size=ONES, local_size=ONES,
+                        static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)), **common)  # type: ignore[arg-type]
 
 
 def _static_dims(spec: ProgramSpec) -> ConcreteLaunchDims | None:

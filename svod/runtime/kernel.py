@@ -47,10 +47,16 @@ class CachedKernel:
     """The kernel's name, as errors show it."""
     static_dims: ConcreteLaunchDims | None = field(default=None)
     """Launch sizes evaluated once, when they depend on no variable."""
+    fixed: Mapping[str, int] = field(default_factory=dict)
+    """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""
         known = {v.name for v in self.variables}
+        bound = sorted(name for name in var_vals if name in self.fixed)
+        if bound:
+            raise VariableError(f"variable {bound[0]} is fixed in this kernel (BIND) and cannot be passed",
+                                kernel=self.name, stage="bind", value=bound[0])
         unknown = sorted(set(var_vals) - known - fixed)
         if unknown:
             raise VariableError(f"unknown variable {unknown[0]}; this kernel has {sorted(known) or 'none'}",
@@ -87,13 +93,15 @@ class CachedKernel:
                                       kernel=self.name, stage="bind", value=buf.size)
 
     def vals(self, var_vals: Mapping[str, int]) -> list[int]:
-        """Variable values in program order; launch variables get a placeholder the program overrides."""
-        return [0 if name in LAUNCH_VARIABLES else var_vals[name] for name in self.var_names]
+        """Variable values in program order; launch variables get a placeholder the program overrides, and
+        fixed variables their values."""
+        return [0 if name in LAUNCH_VARIABLES else self.fixed[name] if name in self.fixed else var_vals[name]
+                for name in self.var_names]
 
     def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
         if self.static_dims is not None:
             return self.static_dims
-        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, var_vals)
+        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, {**var_vals, **self.fixed})
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""

@@ -31,6 +31,7 @@ from svod.ir import UOp
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
+from svod.runtime.staged import StagedLaunch
 
 PARALLEL_MIN_COST = 1 << 20
 """Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
@@ -85,6 +86,8 @@ class _Step:
     dependencies: tuple[int, ...] = ()
     level: int = 0
     cost_of: Callable[[Mapping[str, int]], tuple[int, int]] = field(default=lambda values: (0, 0))
+    check: Callable[[], None] | None = None
+    """Raises ``IndexOutOfBoundsError`` if the step's last run recorded an access outside a buffer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class ExecutionPlan:
         self._runtime_bounds: dict[str, list[tuple[Variable, str]]] = {}
         self._fixed_names: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
+        self._checked_steps: list[_Step] = []
         self._last_profile: list[StepProfile] = []
         self._prepared = False
 
@@ -167,6 +171,7 @@ class ExecutionPlan:
             else:
                 self._steps.append(self._prepare_copy(op_id, request))
         self._schedule()
+        self._checked_steps = [step for step in self._steps if step.check is not None]
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
@@ -178,7 +183,7 @@ class ExecutionPlan:
         buffers = [self.buffers[i] for i in request.buffer_indices]
         fixed = self._check_fixed(kernel, request)
         runtime = tuple(v for v in kernel.variables if v.name not in fixed)
-        largest = {**{v.name: v.max for v in runtime}, **fixed}
+        largest = {**{v.name: v.max for v in runtime}, **fixed, **kernel.fixed}
         kernel.check_buffers(buffers, largest)
         for var in runtime:
             self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
@@ -186,7 +191,7 @@ class ExecutionPlan:
         accesses = tuple(self._kernel_accesses(kernel, buffers))
         outputs = tuple(request.buffer_indices[pos] for pos, p in enumerate(kernel.params) if p.arg in kernel.outs)
         vals = kernel.vals(largest)
-        run = _kernel_launcher(kernel, buffers, vals, fixed)
+        run, check = _kernel_launcher(kernel, buffers, vals, fixed)
         cost = estimate_cost(request.ast, largest)
         prepared = PreparedKernel(
             id=op_id, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
@@ -194,10 +199,10 @@ class ExecutionPlan:
             buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=runtime, cost=cost, _run=run)
         self.prepared_kernels.append(prepared)
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
-            return estimate_cost(request.ast, {**values, **fixed})
+            return estimate_cost(request.ast, {**values, **fixed, **kernel.fixed})
 
         return _Step(op_id, kernel.name, "kernel", accesses, run, kernel.host_parallel_safe, sum(cost),
-                     cost_of=cost_of)
+                     cost_of=cost_of, check=check)
 
     def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
         known = {v.name: v for v in kernel.variables}
@@ -266,7 +271,12 @@ class ExecutionPlan:
             else:
                 self._run_parallel(level, values, lambda step, vals: step.run(vals))
         self.device.synchronize()
+        self._check_steps()
         return None
+
+    def _check_steps(self) -> None:
+        for step in self._checked_steps:
+            step.check()  # type: ignore[misc]
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
         for name in var_vals:
@@ -326,6 +336,7 @@ class ExecutionPlan:
                 for step in level:
                     timed(step, values)
         self._last_profile = sorted(records, key=lambda r: r.start)
+        self._check_steps()
         return self._last_profile
 
     def export_trace(self, path: str | os.PathLike[str]) -> None:
@@ -355,10 +366,13 @@ def _copier(dst: Buffer, src: Buffer) -> Callable[[Mapping[str, int]], None]:
 
 
 def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list[int],
-                     fixed: Mapping[str, int]) -> Callable[[Mapping[str, int]], None]:
+                     fixed: Mapping[str, int]) -> tuple[Callable[[Mapping[str, int]], None], Callable[[], None] | None]:
     """The per-run work of one kernel, with everything that does not depend on the run decided now:
-    the program is bound to its buffers, and static launch sizes are evaluated once."""
+    the program is bound to its buffers, and static launch sizes are evaluated once. Second, the check to
+    run once the device has finished, for a kernel whose accesses are bounds-checked."""
     launch = kernel.program.bind([b.address for b in buffers])
+    check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
+    fixed = {**fixed, **kernel.fixed}
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != "core_id"]
     static = kernel.static_dims
     if static is not None:
@@ -369,7 +383,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
                 vals[i] = values[name]
             launch(vals, global_size, local_size)
 
-        return run_static
+        return run_static, check
 
     def run(values: Mapping[str, int]) -> None:
         for i, name in slots:
@@ -377,4 +391,4 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
         dims = ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size, {**values, **fixed})
         launch(vals, dims.global_size, dims.local_size)
 
-    return run
+    return run, check

@@ -1,18 +1,26 @@
-"""A kernel that runs as several programs in turn (a reduction split across threads, for one).
+"""A kernel that needs more than one program launch on the user's buffers: it runs as stages (a reduction
+split across threads), or it has buffers of its own (the scratch of a split reduction, the status buffer
+its bounds-checked accesses report to), or both.
 
-The stages share the kernel's buffers and one scratch buffer appended after them, which a launch
-allocates from the device for itself, so the composite stays stateless and reentrant like any program.
+Each launch allocates its own buffers from the device, so the composite stays stateless and reentrant like
+any program; a bound launch (a plan's step) allocates them once. After the stages, the status buffer is
+read: a recorded failure raises ``IndexOutOfBoundsError`` naming the buffer, its size and the index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from svod.codegen.linearize import status_slots
 from svod.device import Allocator, Program, ProgramBase, ProgramSpec
-from svod.device.launch import ConcreteLaunchDims
+from svod.device.launch import ConcreteLaunchDims, evaluate
 from svod.device.spec import LaunchSize
+from svod.errors import IndexOutOfBoundsError
+from svod.ir import UOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,31 +29,109 @@ class Stage:
     var_names: tuple[str, ...]
     global_size: LaunchSize
     local_size: LaunchSize | None
+    slots: tuple[int, ...]
+    """The buffer slots the stage's program takes, in its argument order."""
 
-    def dims(self, values: dict[str, int]) -> ConcreteLaunchDims:
+    def dims(self, values: Mapping[str, int]) -> ConcreteLaunchDims:
         return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, values)
 
 
-class StagedProgram(ProgramBase):
-    """Runs ``stages`` one after another; ``vals`` follow ``var_names``."""
+@dataclass(frozen=True, slots=True)
+class OwnBuffers:
+    """The buffers a kernel allocates for itself: slot -> bytes, and which slot (if any) is the status."""
 
-    def __init__(self, name: str, stages: Sequence[Stage], var_names: Sequence[str], scratch_bytes: int,
-                 allocator: Allocator) -> None:
+    sizes: Mapping[int, int]
+    status: int | None
+
+    def allocate(self, allocator: Allocator) -> dict[int, Any]:
+        handles = {slot: allocator.allocate(nbytes) for slot, nbytes in self.sizes.items()}
+        if self.status is not None:
+            allocator.copyin(handles[self.status], memoryview(bytes(self.sizes[self.status])))
+        return handles
+
+    def free(self, allocator: Allocator, handles: Mapping[int, Any]) -> None:
+        for slot, handle in handles.items():
+            allocator.free(handle, self.sizes[slot])
+
+
+class StagedProgram(ProgramBase):
+    """Runs ``stages`` one after another on the user's buffers (``user_slots``) and its own; ``vals``
+    follow ``var_names``. ``sizes`` are the user buffers' element counts, for error messages."""
+
+    def __init__(self, name: str, stages: Sequence[Stage], var_names: Sequence[str], user_slots: Sequence[int],
+                 own: OwnBuffers, allocator: Allocator, sizes: Mapping[int, UOp]) -> None:
         self.name = name
         self.stages = tuple(stages)
         self.var_names = tuple(var_names)
-        self.scratch_bytes = scratch_bytes
+        self.user_slots = tuple(user_slots)
+        self.own = own
         self.allocator = allocator
+        self.sizes = dict(sizes)
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
         values = dict(zip(self.var_names, vals, strict=True))
-        scratch = self.allocator.allocate(self.scratch_bytes)
+        handles = self.own.allocate(self.allocator)
         try:
-            arguments = [*buffers, self.allocator.address(scratch)]
+            table = self.table(buffers, handles)
             for stage in self.stages:
                 dims = stage.dims(values)
-                stage.program.execute(arguments, [values[name] for name in stage.var_names], dims.global_size,
-                                      dims.local_size)
+                stage.program.execute([table[s] for s in stage.slots], [values[n] for n in stage.var_names],
+                                      dims.global_size, dims.local_size)
+            self.check(handles, values)
         finally:
-            self.allocator.free(scratch, self.scratch_bytes)
+            self.own.free(self.allocator, handles)
+
+    def table(self, buffers: Sequence[Any], handles: Mapping[int, Any]) -> dict[int, Any]:
+        table = dict(zip(self.user_slots, buffers, strict=True))
+        table.update({slot: self.allocator.address(h) for slot, h in handles.items()})
+        return table
+
+    def check(self, handles: Mapping[int, Any], values: Mapping[str, int]) -> None:
+        """Raise ``IndexOutOfBoundsError`` for the first buffer the status records a failure for, and clear
+        the record."""
+        if self.own.status is None:
+            return
+        nbytes = self.own.sizes[self.own.status]
+        record = np.zeros(nbytes // 8, np.int64)
+        self.allocator.copyout(record.data, handles[self.own.status])
+        for slot in self.user_slots:
+            flag, where = status_slots(slot)
+            if record[flag]:
+                self.allocator.copyin(handles[self.own.status], memoryview(bytes(nbytes)))
+                raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=evaluate(self.sizes[slot], values),
+                                            index=int(record[where]))
+
+    def bind(self, buffers: Sequence[Any]) -> StagedLaunch:
+        return StagedLaunch(self, buffers)
+
+
+class StagedLaunch:
+    """A staged program bound to its buffers: its own buffers are allocated once, each stage is bound,
+    and ``check`` reads the status after a run (a plan calls it once the device is synchronized)."""
+
+    def __init__(self, program: StagedProgram, buffers: Sequence[Any]) -> None:
+        self.program = program
+        self.handles = program.own.allocate(program.allocator)
+        table = program.table(buffers, self.handles)
+        self.launches = [(stage, stage.program.bind([table[s] for s in stage.slots])) for stage in program.stages]
+        self.values: dict[str, int] = {}
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        self.values = dict(zip(self.program.var_names, vals, strict=True))
+        for stage, launch in self.launches:
+            dims = stage.dims(self.values)
+            launch([self.values[n] for n in stage.var_names], dims.global_size, dims.local_size)
+
+    @property
+    def checks(self) -> bool:
+        return self.program.own.status is not None
+
+    def check(self) -> None:
+        self.program.check(self.handles, self.values)
+
+    def __del__(self) -> None:
+        handles = getattr(self, "handles", None)
+        if handles:
+            self.program.own.free(self.program.allocator, handles)

@@ -8,7 +8,7 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import close_ranges, live_ranges, lower_reduces, split_for_threads, upcast_reductions
+from svod.codegen.lower import split_for_threads, upcast_reductions
 from svod.codegen.render.c import CRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
@@ -25,12 +25,11 @@ def _matmul(n=16):
 
 
 def _lowered(ast, threads=1):
-    return simplify(close_ranges(lower_reduces(split_for_threads(simplify(ast), threads))))
+    return simplify(split_for_threads(simplify(ast), threads))
 
 
-def test_lower_reduces_leaves_no_reduce():
-    lowered = lower_reduces(_matmul())
-    ops = {u.op for u in lowered.toposort()}
+def test_linearizing_leaves_no_reduce():
+    ops = {u.op for u in linearize(_matmul())}
     assert Ops.REDUCE not in ops and Ops.DEFINE_REG in ops
 
 
@@ -47,14 +46,15 @@ def test_every_range_has_one_end_and_loops_nest():
 
 
 def test_each_node_is_placed_inside_every_range_it_uses():
-    lowered = _lowered(_matmul())
-    live = live_ranges(lowered)
     open_loops: list[UOp] = []
-    for u in linearize(lowered):
+    seen: set[UOp] = set()
+    for u in linearize(_lowered(_matmul())):
         if u.op is Ops.END:
             open_loops.pop()
             continue
-        assert live[u] - {u} <= set(open_loops)
+        assert all(s in open_loops for s in u.src if s.op is Ops.RANGE)
+        assert all(s in seen for s in u.src if s.op not in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM)) or u.op is Ops.PARAM
+        seen.add(u)
         if u.op is Ops.RANGE:
             open_loops.append(u)
 
@@ -91,13 +91,15 @@ def test_thread_split_covers_the_range_exactly():
         assert covered == list(range(size))
 
 
-def test_sibling_ranges_that_do_not_nest_are_an_error():
-    a, b = UOp.range(4, 0), UOp.range(4, 1)
-    p = UOp.param(0, dtypes.index, 16)
-    inner_a = UOp(Ops.END, dtypes.void, (a, p[a].store(a)))
-    bad = UOp.sink(UOp(Ops.END, dtypes.void, (b, p[b].store(b))), inner_a, p[a * 4 + b].store(a))
-    with pytest.raises(GraphError):
-        linearize(bad)
+def test_a_reduce_range_outside_its_reduce_is_an_error():
+    k = KernelBuilder("stray")
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 16)
+    i = k.range(4)
+    r = k.range(4, AxisKind.REDUCE)
+    k.store(out[i], x[i * 4 + r] + x[i * 4 + r].reduce(r))
+    with pytest.raises(GraphError, match="outside a REDUCE") as info:
+        svod.compile(k.build())
+    assert info.value.kernel == "stray"
 
 
 def test_c_source_reads_buffers_and_variables_by_position():
@@ -117,9 +119,10 @@ def test_reductions_over_one_range_share_a_loop():
     c = k.range(9, AxisKind.REDUCE)
     k.store(total[r], x[r * 9 + c].reduce(c))
     k.store(top[r], x[r * 9 + c].reduce(c, op=Ops.MAX))
-    lowered = lower_reduces(k.build())
-    ends = [u for u in lowered.toposort() if u.op is Ops.END]
-    assert len(ends) == 1 and len(ends[0].src) == 3
+    linear = linearize(k.build())
+    loops = [u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]
+    ends = [u for u in linear if u.op is Ops.END and u.src[0] in loops]
+    assert len(loops) == 1 and len(ends[0].src) == 3
 
 
 def test_a_reduction_needing_another_over_the_same_range_gets_its_own_loop():
@@ -146,6 +149,6 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     upcast = upcast_reductions(_matmul(64))
     stores = [u for u in upcast.src if u.op is Ops.STORE]
     assert len(stores) == 16 * 4
-    lowered = lower_reduces(upcast)
-    assert len([u for u in lowered.toposort() if u.op is Ops.END]) == 1
+    linear = linearize(upcast)
+    assert len([u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]) == 1
     assert len(upcast_reductions(_matmul(17)).src) == 1

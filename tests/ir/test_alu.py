@@ -48,6 +48,9 @@ def test_float_specials():
     assert exec_alu(Ops.EXP2, dtypes.float32, [1000.0]) == math.inf
     assert exec_alu(Ops.FDIV, dtypes.float32, [1.0, -0.0]) == -math.inf
     assert exec_alu(Ops.MAX, dtypes.float32, [math.nan, 2.0]) == 2.0
+    assert math.copysign(1, exec_alu(Ops.MAX, dtypes.float32, [-0.0, 0.0])) == 1
+    assert math.copysign(1, exec_alu(Ops.MAX, dtypes.float32, [0.0, -0.0])) == 1
+    assert math.copysign(1, exec_alu(Ops.MIN, dtypes.float32, [0.0, -0.0])) == -1
     assert round_float(1e39, dtypes.float32) == math.inf
     assert round_float(0.1, dtypes.float32) == float(np.float32(0.1))
 
@@ -56,7 +59,9 @@ def test_conversions():
     assert convert(3.9, dtypes.int32) == 3
     assert convert(-3.9, dtypes.int32) == -3
     assert convert(300, dtypes.uint8) == 44
-    assert convert(math.nan, dtypes.int32) == -(2**31)
+    assert convert(math.nan, dtypes.int32) == 0  # float to int saturates, NaN is 0 (svod's definition)
+    assert convert(1e10, dtypes.int32) == 2**31 - 1 and convert(-math.inf, dtypes.int32) == -(2**31)
+    assert convert(-1.5, dtypes.uint8) == 0 and convert(300.0, dtypes.uint8) == 255
     assert convert(2, dtypes.bool) is True
     assert bitcast(1.0, dtypes.float32, dtypes.int32) == 0x3F800000
     assert bitcast(-1, dtypes.int32, dtypes.uint32) == 0xFFFFFFFF

@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import (
-    check_indices,
-    close_ranges,
-    decompose,
-    lower_reduces,
-    pin_read_modify_write,
-    simplify,
-    split_for_threads,
-    split_reduction,
-    upcast_reductions,
-)
+from svod.codegen.lower import decompose, split_for_threads, split_reduction, upcast_reductions
+from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import KernelMetadata, ProgramSpec
 from svod.dtype import DeviceSpec
-from svod.errors import GraphError
-from svod.ir import Ops, PatternMatcher, UOp
+from svod.ir import Ops, PatternMatcher, UOp, simplify
+from svod.ir.validate import kernel_label, validate
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 
@@ -41,9 +33,19 @@ def kernel_name(ast: UOp, name: str | None) -> str:
 def _keep_params(lowered: UOp, ast: UOp) -> UOp:
     """Every buffer of the AST stays an argument, even one that simplification made unused, so a kernel
     takes the buffers its author declared, in slot order."""
-    kept = {u for u in lowered.toposort() if u.op is Ops.PARAM}
-    lost = sorted((u for u in ast.toposort() if u.op is Ops.PARAM and u not in kept), key=lambda u: u.arg)
+    kept = {u.arg for u in lowered.toposort() if u.op is Ops.PARAM}
+    lost = sorted((u for u in ast.toposort() if u.op is Ops.PARAM and u.arg not in kept), key=lambda u: u.arg)
     return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
+
+
+@dataclass(frozen=True, slots=True)
+class Lowered:
+    """A kernel lowered for a device: the rewritten SINK, the status buffer its checked accesses report to
+    (if any), and the values of the variables it fixes."""
+
+    sink: UOp
+    status: UOp | None
+    fixed: tuple[tuple[str, int], ...]
 
 
 def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
@@ -101,26 +103,29 @@ class KernelRenderer(ABC):
         """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""
         return split_for_threads(sink, self.threads)
 
-    def lower(self, ast: UOp) -> UOp:
+    def lower(self, ast: UOp) -> Lowered:
         """The lowering passes of ``svod.codegen.lower``, in order."""
-        if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
-            raise GraphError("a kernel AST must be a SINK of STOREs", stage="lower",
-                             value=getattr(ast, "op", ast))
-        check_indices(ast, kernel_name(ast, None))
-        sink = pin_read_modify_write(decompose(simplify(ast), self.decompositor()))
+        validate(ast)
+        kernel = kernel_label(ast)
+        sink, fixed = unbind(ast, kernel)
+        sink = simplify(sink)
+        check_races(sink, kernel)
+        sink, status = guard_accesses(sink, kernel)
+        sink = decompose(sink, self.decompositor())
         if self.upcast:
             sink = upcast_reductions(sink)
-        sink = self.parallelize(sink)
-        return _keep_params(simplify(close_ranges(lower_reduces(sink))), ast)
+        sink = _keep_params(simplify(self.parallelize(sink)), ast)
+        return Lowered(sink, status, tuple(sorted(fixed.items())))
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
         """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""
         name = kernel_name(ast, name)
         lowered = self.lower(ast)
-        linear = linearize(lowered)
-        source = self.render_linear(entry_symbol(name, lowered), linear)
-        return UOp.program(lowered, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
-                           metadata=KernelMetadata(name=name))
+        linear = linearize(lowered.sink, lowered.status)
+        source = self.render_linear(entry_symbol(name, lowered.sink), linear)
+        status = None if lowered.status is None else int(lowered.status.arg)
+        return UOp.program(lowered.sink, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
+                           metadata=KernelMetadata(name=name, status_slot=status, fixed=lowered.fixed))
 
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
         """Lower, linearize and render ``ast``; the spec's metadata is derived from the lowered kernel."""

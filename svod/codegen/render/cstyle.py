@@ -1,9 +1,13 @@
 """The C-style renderer: one walk over LINEAR that C, OpenCL C and CUDA C share.
 
-A language is a table: type names, literal spellings, math function names, and a few hooks for what
-differs structurally (the kernel signature, how buffers and variables arrive, thread indices). The
-walk gives every value a ``const`` local, inlines constants and pointer arithmetic, and opens a block
-per RANGE and IF.
+A language is a table: type names, literal spellings, infix and math spellings per op, and a few hooks for
+what differs structurally (the kernel signature, how buffers and variables arrive, thread indices,
+atomics). The walk gives every value a ``const`` local, inlines constants and pointer arithmetic, and opens
+a block per RANGE and IF.
+
+Where C leaves a result undefined, the renderer spells svod's definition (``svod.ir.alu``): division
+that cannot trap, float MAX/MIN as maximumNumber/minimumNumber (small helpers, since ``fmax`` leaves the
+sign of a zero open), and float-to-integer conversion that saturates.
 """
 
 from __future__ import annotations
@@ -11,12 +15,20 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+from svod.codegen.linearize import CHECKED
 from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
+
+_INFIX: dict[Ops, str] = {
+    Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPNE: "!=",
+    Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",
+}
+_WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL)
+_PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*"}
 
 
 class CStyleRenderer(KernelRenderer):
@@ -32,11 +44,13 @@ class CStyleRenderer(KernelRenderer):
     float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Literal suffix per float type; other float types are spelled as a cast of a float literal."""
     math_functions: ClassVar[dict[Ops, str]] = {
-        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "fmax",
+        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
     preamble: ClassVar[str] = "#include <stdint.h>\n#include <math.h>\n"
+    helper_qualifier: ClassVar[str] = "static inline"
+    signbit: ClassVar[str] = "__builtin_signbit"
     bitcast_template: ClassVar[str] = "__builtin_bit_cast({type}, {value})"
     int64_suffix: ClassVar[tuple[str, str]] = ("ll", "ull")
     """Suffixes of 64-bit signed and unsigned literals."""
@@ -47,6 +61,8 @@ class CStyleRenderer(KernelRenderer):
     reduction_pragma: ClassVar[str | None] = None
     """Put before a loop that sums (or multiplies) into its sole accumulator, to let the compiler
     reassociate it (``{op}`` and ``{register}`` are filled in)."""
+    global_qualifier: ClassVar[str] = ""
+    """What a pointer to a kernel buffer is qualified with (``__global`` in OpenCL)."""
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
@@ -73,6 +89,19 @@ class CStyleRenderer(KernelRenderer):
 
     def special(self, node: UOp) -> str:
         raise GraphError(f"{type(self).__name__} has no thread index {node.arg}", stage="render", value=node.arg)
+
+    def atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
+        """A statement that updates ``*pointer`` with ``op`` atomically (relaxed order)."""
+        t = self.type_name(dtype)
+        if op is Ops.ADD and dtype.is_int:
+            return f"__atomic_fetch_add({pointer}, {value}, __ATOMIC_RELAXED);"
+        bits = self.type_name(_unsigned_of(dtype))
+        combine = self.combine(op, dtype, "old", value)
+        old = self.bitcast_template.format(type=t, value="seen")
+        want = self.bitcast_template.format(type=bits, value="next")
+        return (f"{{ {bits} seen = __atomic_load_n(({bits}*){pointer}, __ATOMIC_RELAXED); {bits} want; do {{ "
+                f"{t} old = {old}; {t} next = {combine}; want = {want}; }} while (!__atomic_compare_exchange_n("
+                f"({bits}*){pointer}, &seen, want, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); }}")
 
     # ---- spellings -----------------------------------------------------------------------------------
 
@@ -110,33 +139,45 @@ class CStyleRenderer(KernelRenderer):
         wide = [f"(float)({a})" for a in args]
         return f"({self.type_name(dtype)}){self.math_functions[op]}{self.math_suffix['float32']}({', '.join(wide)})"
 
+    def combine(self, op: Ops, dtype: DType, a: str, b: str) -> str:
+        """``op`` of two values as a reduction or an atomic update combines them."""
+        if op in (Ops.MAX, Ops.MIN):
+            return self.min_max(op, dtype, a, b)
+        return f"({a}{_INFIX[op]}{b})"
+
+    def min_max(self, op: Ops, dtype: DType, a: str, b: str) -> str:
+        """MAX/MIN; on floats maximumNumber/minimumNumber through a helper of the preamble."""
+        if dtype.is_float:
+            return f"svod_{op.name.lower()}_{dtype.name}({a}, {b})"
+        return f"({a}{'>' if op is Ops.MAX else '<'}{b}?{a}:{b})"
+
     def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
         """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
         the divisor node of an integer division."""
         a = args[0]
-        if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT):
+        if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT) or (op is Ops.ABS and dtype.is_float):
             return self.math_call(op, dtype, args)
         if op is Ops.RECIPROCAL:
             return f"({self.float_literal(1.0, dtype)}/{a})"
-        if op is Ops.NEG and not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index:
+        if op is Ops.NEG and self.wraps_in_unsigned(dtype):
             return f"({self.type_name(dtype)})(0-({self.type_name(_unsigned_of(dtype))}){a})"
         if op is Ops.NEG:
             return f"(-{a})"
         if op is Ops.ABS:
-            return self.math_call(op, dtype, args) if dtype.is_float else f"({a}<0?-{a}:{a})"
-        if op is Ops.MAX:
-            if dtype.is_float:
-                return self.math_call(op, dtype, args)
-            return f"({a}>{args[1]}?{a}:{args[1]})"
+            return f"({a}<0?-{a}:{a})"
+        if op in (Ops.MAX, Ops.MIN):
+            return self.min_max(op, dtype, a, args[1])
         if op in (Ops.IDIV, Ops.MOD):
             return self.integer_division(op, operand_dtype, a, args[1], divisor)
         if op is Ops.WHERE:
             return f"({a}?{args[1]}:{args[2]})"
-        if not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index and \
-                op in (Ops.ADD, Ops.SUB, Ops.MUL):
+        if op in _WRAPPING and self.wraps_in_unsigned(dtype):
             unsigned = self.type_name(_unsigned_of(dtype))
             return f"({self.type_name(dtype)})(({unsigned}){a}{_INFIX[op]}({unsigned}){args[1]})"
         return f"({a}{_INFIX[op]}{args[1]})"
+
+    def wraps_in_unsigned(self, dtype: DType) -> bool:
+        return not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index
 
     def integer_division(self, op: Ops, dtype: DType, a: str, b: str, divisor: UOp | None) -> str:
         """svod's trap-free division: a zero divisor divides by one; MIN / -1 wraps. A constant divisor
@@ -151,78 +192,130 @@ class CStyleRenderer(KernelRenderer):
             return f"({b}==0?{a}:({b}==-1?{negated}:{a}/{b}))"
         return f"(({b}==0||{b}==-1)?({t})0:{a}%{b})"
 
+    def cast(self, value: str, src: DType, dst: DType) -> str:
+        """A conversion; a float to an integer saturates and takes NaN to 0 (svod's definition)."""
+        t = self.type_name(dst)
+        if not (src.is_float and dst.is_int):
+            return f"({t})({value})"
+        low = -(2.0 ** (dst.bits - 1)) if dst.kind == "int" else -1.0
+        high = 2.0 ** (dst.bits - (dst.kind == "int"))
+        lo, hi = self.float_literal(low, src), self.float_literal(high, src)
+        smallest, largest = self.literal(int(dst.min), dst), self.literal(int(dst.max), dst)
+        zero = self.literal(0, dst)
+        return f"({value}!={value}?{zero}:{value}<={lo}?{smallest}:{value}>={hi}?{largest}:({t})({value}))"
+
+    def helpers(self, linear: tuple[UOp, ...]) -> str:
+        """Definitions of the float MAX/MIN helpers the kernel uses."""
+        used = sorted({(u.op, u.dtype.name) for u in linear if u.op in (Ops.MAX, Ops.MIN) and u.dtype.is_float}
+                      | {(u.arg, u.src[1].dtype.name) for u in linear
+                         if u.op is Ops.ATOMIC and u.arg in (Ops.MAX, Ops.MIN) and u.src[1].dtype.is_float},
+                      key=lambda k: (k[0].name, k[1]))
+        out = []
+        for op, name in used:
+            t = self.type_names[name]
+            wins = f"(a {'>' if op is Ops.MAX else '<'} b || b != b || (a == b && {'!' if op is Ops.MAX else ''}"\
+                   f"{self.signbit}(a)))"
+            out.append(f"{self.helper_qualifier} {t} svod_{op.name.lower()}_{name}({t} a, {t} b) "
+                       f"{{ return {wins} ? a : b; }}\n")
+        return "".join(out)
+
     # ---- the walk -------------------------------------------------------------------------------------
 
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
         variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
-        names: dict[UOp, str] = {}
+        walk = _Walk(self)
         lines = self.signature(symbol, params, variables)
         pragma = self.reduction_pragma
         reductions = sole_accumulators(linear) if pragma is not None else {}
-        depth = 1
         for index, node in enumerate(linear):
-            pad = "  " * depth
+            pad = "  " * walk.depth
             update = reductions.get(node)
             if pragma is not None and update is not None and update.src[1].op in _PRAGMA_OPS:
-                register = names[update.src[0].src[0]]
+                register = walk.names[update.src[0].src[0]]
                 lines.append(pad + pragma.format(op=_PRAGMA_OPS[update.src[1].op], register=register))
-            line, depth = self._render_node(node, names, index, depth)
+            line = walk.node(node, index)
             if line is not None:
-                lines.append(("  " * depth if node.op is Ops.END else pad) + line)
+                lines.append(("  " * walk.depth if node.op is Ops.END else pad) + line)
         lines.append("}")
-        return self.preamble_for(linear) + "\n".join(lines) + "\n"
+        return self.preamble_for(linear) + self.helpers(linear) + "\n".join(lines) + "\n"
 
-    def _render_node(self, node: UOp, names: dict[UOp, str], index: int, depth: int) -> tuple[str | None, int]:
-        op = node.op
+
+class _Walk:
+    """The state of rendering one kernel: each node's C spelling, and the gate of each gated INDEX."""
+
+    def __init__(self, renderer: CStyleRenderer) -> None:
+        self.r = renderer
+        self.names: dict[UOp, str] = {}
+        self.gates: dict[UOp, str] = {}
+        self.depth = 1
+
+    def node(self, node: UOp, index: int) -> str | None:
+        r, op, names = self.r, node.op, self.names
         if op is Ops.END:
-            return "}", depth - 1
+            self.depth -= 1
+            return "}"
         if op is Ops.AFTER:
             names[node] = names[node.src[0]]
-            return None, depth
+            return None
         if op is Ops.DEFINE_REG:
             names[node] = f"acc{node.arg}"
-            return f"{self.type_name(pointee(node))} {names[node]};", depth
-        src = [names[s] for s in node.src]
+            return f"{r.type_name(pointee(node))} {names[node]};"
         if op is Ops.CONST:
-            names[node] = self.literal(node.arg, node.dtype)
+            names[node] = r.literal(node.arg, node.dtype)
         elif op is Ops.DEFINE_VAR:
             names[node] = node.arg[0]
         elif op is Ops.PARAM:
             names[node] = f"data{node.arg}"
         elif op is Ops.SPECIAL:
             names[node] = node.arg
-            return f"const {self.type_name(dtypes.index)} {node.arg} = {self.special(node)};", depth
+            return f"const {r.type_name(dtypes.index)} {node.arg} = {r.special(node)};"
         elif op is Ops.INDEX:
-            names[node] = f"(&{src[0]})" if _register_of(node.src[0]) is not None else f"({src[0]}+{src[1]})"
+            base, offset = names[node.src[0]], names[node.src[1]]
+            names[node] = f"(&{base})" if _register_of(node.src[0]) is not None else f"({base}+{offset})"
+            if len(node.src) == 3:
+                self.gates[node] = names[node.src[2]]
         elif op is Ops.IF:
-            return f"if ({src[0]}) {{", depth + 1
+            self.depth += 1
+            return f"if ({names[node.src[0]]}) {{"
         elif op is Ops.RANGE:
             names[node] = f"ridx{node.arg[0]}_{index}"
-            counter = f"{self.type_name(dtypes.index)} {names[node]} = 0"
-            return f"for ({counter}; {names[node]} < {src[0]}; {names[node]}++) {{", depth + 1
-        elif op is Ops.STORE:
-            value = src[1]
-            if node.src[1].dtype.kind == "bool" and self.bool_memory_type is not None:
-                value = f"({self.bool_memory_type})({value})"
-            return f"*{src[0]} = {value};", depth
+            counter = f"{r.type_name(dtypes.index)} {names[node]} = 0"
+            self.depth += 1
+            return f"for ({counter}; {names[node]} < {names[node.src[0]]}; {names[node]}++) {{"
+        elif op in (Ops.STORE, Ops.ATOMIC):
+            return self.effect(node)
         else:
             names[node] = f"v{index}"
-            return f"const {self.type_name(node.dtype)} {names[node]} = {self._value(node, src)};", depth
-        return None, depth
+            return f"const {r.type_name(node.dtype)} {names[node]} = {self.value(node)};"
+        return None
 
-    def _value(self, node: UOp, src: list[str]) -> str:
+    def effect(self, node: UOp) -> str:
+        r = self.r
+        target, value = self.names[node.src[0]], self.names[node.src[1]]
+        dtype = node.src[1].dtype
+        if node.op is Ops.ATOMIC:
+            line = r.atomic(node.arg, dtype, target, value)
+        else:
+            if dtype.kind == "bool" and r.bool_memory_type is not None:
+                value = f"({r.bool_memory_type})({value})"
+            line = f"*{target} = {value};"
+        gate = self.gates.get(node.src[0])
+        return line if gate is None else f"if ({gate}) {{ {line} }}"
+
+    def value(self, node: UOp) -> str:
+        r = self.r
+        src = [self.names[s] for s in node.src]
         if node.op is Ops.LOAD:
-            return f"(*{src[0]}!=0)" if node.dtype.kind == "bool" and self.bool_memory_type else f"*{src[0]}"
+            loaded = f"(*{src[0]}!=0)" if node.dtype.kind == "bool" and r.bool_memory_type else f"*{src[0]}"
+            gate = self.gates.get(node.src[0])
+            return loaded if gate is None else f"({gate}?{loaded}:{r.literal(0, node.dtype)})"
         if node.op is Ops.CAST:
-            return f"({self.type_name(node.dtype)})({src[0]})"
+            return r.cast(src[0], node.src[0].dtype, node.dtype)
         if node.op is Ops.BITCAST:
-            return self.bitcast_template.format(type=self.type_name(node.dtype), value=src[0])
+            return r.bitcast_template.format(type=r.type_name(node.dtype), value=src[0])
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
-        return self.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
-
-
-_PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*"}
+        return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
 
 
 def _register_of(node: UOp) -> UOp | None:
@@ -230,12 +323,6 @@ def _register_of(node: UOp) -> UOp | None:
     while node.op is Ops.AFTER:
         node = node.src[0]
     return node if node.op is Ops.DEFINE_REG else None
-
-
-_INFIX: dict[Ops, str] = {
-    Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
-    Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",
-}
 
 
 def _unsigned_of(dtype: DType) -> DType:
@@ -265,3 +352,5 @@ class GPURenderer(CStyleRenderer):
     def parallelize(self, sink: UOp) -> UOp:
         return to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
 
+
+__all__ = ["CHECKED", "CStyleRenderer", "GPURenderer"]

@@ -12,7 +12,7 @@ from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.cstyle import GPURenderer
 from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 
 CUDA_LIMITS = WorkGroupLimits(1024, (1024, 1024, 64))
 """Block limits every CUDA architecture since sm_20 shares."""
@@ -33,6 +33,8 @@ class CUDARenderer(GPURenderer):
     preamble: ClassVar[str] = _BITCAST_HELPER
     bitcast_template: ClassVar[str] = "svod_bitcast<{type}>({value})"
     signed_overflow_wraps: ClassVar[bool] = False
+    helper_qualifier: ClassVar[str] = "__device__ inline"
+    signbit: ClassVar[str] = "signbit"
 
     def __init__(self, device: DeviceSpec | str = "CUDA", limits: WorkGroupLimits = CUDA_LIMITS) -> None:
         super().__init__(device, limits)
@@ -42,6 +44,20 @@ class CUDARenderer(GPURenderer):
             raise GraphError("float16 on CUDA needs cuda_fp16.h, which the nvrtc wheel does not ship",
                              stage="render", value=str(self.device))
         return super().type_name(dtype)
+
+    def atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
+        """CUDA's atomicAdd/atomicMax/atomicMin where they exist (64-bit signed adds go through the unsigned
+        form: two's complement makes them one); float MAX/MIN through a compare-and-swap loop."""
+        t = self.type_name(dtype)
+        if op is Ops.ADD or dtype.is_int:
+            target = "unsigned long long" if dtype.name == "int64" and op is Ops.ADD else t
+            name = {Ops.ADD: "atomicAdd", Ops.MAX: "atomicMax", Ops.MIN: "atomicMin"}[op]
+            return f"{name}(({target}*){pointer}, ({target}){value});"
+        bits = "unsigned int" if dtype.itemsize == 4 else "unsigned long long"
+        combine = self.combine(op, dtype, f"svod_bitcast<{t}>(seen)", value)
+        return (f"{{ {bits}* word = ({bits}*){pointer}; {bits} seen = *word; for (;;) {{ "
+                f"{bits} want = svod_bitcast<{bits}>({combine}); {bits} found = atomicCAS(word, seen, want); "
+                f"if (found == seen) break; seen = found; }} }}")
 
     def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         args = [f"{self.pointer_type(p)} data{p.arg}" for p in params]

@@ -6,13 +6,18 @@ mem2reg turns into phis. The accumulation of a loop's only accumulator carries `
 reduction vectorises: its result may differ from a sequential sum by rounding, as with any parallel
 reduction. Loops with several accumulators (an upcast matmul) stay exact: they vectorise across the
 accumulators instead, which is also faster than vectorising each along the loop.
-Float MAX is ``llvm.maximumnum`` (IEEE 754-2019 maximumNumber, NaN-ignoring like maxNum): LLVM 22
-vectorises ``llvm.maxnum`` reductions wrongly, dropping elements (see the contraction property test).
+Float MAX and MIN are ``llvm.maximumnum`` and ``llvm.minimumnum`` (IEEE 754-2019 maximumNumber and
+minimumNumber: NaN-ignoring, and +0 above -0), which is svod's definition; LLVM 22 also vectorises
+``llvm.maxnum`` reductions wrongly, dropping elements (see the contraction property test). Float to
+integer conversions are ``llvm.fptosi.sat``/``fptoui.sat``: saturating, NaN to 0. A gated access is a
+branch around the load (joined by a phi with 0) or the store; atomics are ``atomicrmw`` for integers and
+float adds, and a compare-exchange loop on the bit pattern for float MAX/MIN.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import ClassVar
 
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
@@ -61,7 +66,8 @@ class LLVMRenderer(KernelRenderer):
                                             Ops.OR: "or", Ops.XOR: "xor"}
     float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     float_intrinsic: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin",
-                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "maximumnum"}
+                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "maximumnum",
+                                                 Ops.MIN: "minimumnum"}
 
     def __init__(self, device: str = "CPU", threads: int = 1, cpu: str = "", features: str = "") -> None:
         super().__init__(device, threads)
@@ -84,6 +90,7 @@ class _FunctionWriter:
         self.declarations: set[str] = set()
         self.block = "entry"
         self.sole_accumulators = {update.src[0].src[0] for update in sole_accumulators(linear).values()}
+        self._current: UOp = linear[0] if linear else UOp.sink()
 
     def _sole_accumulator(self, node: UOp) -> bool:
         """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
@@ -116,8 +123,8 @@ class _FunctionWriter:
         for slot, var in enumerate(variables):
             self._bind_variable(var, slot)
         for index, node in enumerate(self.linear):
-            if node not in self.names:
-                self._node(node, f"%v{index}", index)
+            if node.op not in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG):
+                self._node(node, f"%v{index}", index)  # a value placed twice gets the name of its latest place
         self.emit("ret void")
         attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
         header = f"define void @{self.symbol}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
@@ -144,6 +151,7 @@ class _FunctionWriter:
 
     def _node(self, node: UOp, out: str, index: int) -> None:
         op = node.op
+        self._current = node
         if op is Ops.CONST:
             return
         if op is Ops.AFTER:
@@ -154,9 +162,11 @@ class _FunctionWriter:
                       f"i64 {self.operand(node.src[1])}")
             self.names[node] = out
         elif op is Ops.LOAD:
-            self._load(node, out)
+            self._gated(node.src[0], out, lambda: self._load(node, out), node.dtype)
         elif op is Ops.STORE:
-            self._store(node, out)
+            self._gated(node.src[0], out, lambda: self._store(node, out))
+        elif op is Ops.ATOMIC:
+            self._gated(node.src[0], out, lambda: self._atomic(node, out))
         elif op is Ops.RANGE:
             self._open_loop(node, index)
         elif op is Ops.IF:
@@ -175,6 +185,25 @@ class _FunctionWriter:
             self._alu(node, out)
             self.names[node] = out
 
+    def _gated(self, index: UOp, out: str, access: Callable[[], None], dtype: DType | None = None) -> None:
+        """Run ``access`` only where the INDEX's gate holds; a load elsewhere gives 0 (joined by a phi)."""
+        if len(index.src) < 3:
+            access()
+            return
+        block = out[1:].replace(".", "_")
+        self.emit(f"br i1 {self.operand(index.src[2])}, label %{block}.on, label %{block}.off")
+        self.label(f"{block}.on")
+        access()
+        loaded, came_from = self.names.get(self._current), self.block
+        self.emit(f"br label %{block}.join")
+        self.label(f"{block}.off")
+        self.emit(f"br label %{block}.join")
+        self.label(f"{block}.join")
+        if dtype is not None:
+            ty = llvm_type(dtype)
+            self.emit(f"{out}.gated = phi {ty} [ {loaded}, %{came_from} ], [ {llvm_literal(0, dtype)}, %{block}.off ]")
+            self.names[self._current] = f"{out}.gated"
+
     def _load(self, node: UOp, out: str) -> None:
         ptr = self.operand(node.src[0])
         if node.dtype.kind == "bool":
@@ -190,6 +219,32 @@ class _FunctionWriter:
             self.emit(f"{out}.byte = zext i1 {value} to i8")
             value = f"{out}.byte"
         self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}")
+
+    def _atomic(self, node: UOp, out: str) -> None:
+        ptr, value, dtype = self.operand(node.src[0]), self.operand(node.src[1]), node.src[1].dtype
+        ty = llvm_type(dtype)
+        if dtype.is_int or node.arg is Ops.ADD:
+            kind = {Ops.ADD: "fadd" if dtype.is_float else "add",
+                    Ops.MAX: "max" if dtype.kind == "int" else "umax",
+                    Ops.MIN: "min" if dtype.kind == "int" else "umin"}[node.arg]
+            self.emit(f"{out} = atomicrmw {kind} ptr {ptr}, {ty} {value} monotonic")
+            return
+        bits = f"i{dtype.bits}"
+        intrinsic = f"@llvm.{self.r.float_intrinsic[node.arg]}.{_SUFFIX[ty]}"
+        self.declarations.add(f"declare {ty} {intrinsic}({ty}, {ty})")
+        entry, loop = self.block, f"{out[1:]}.cas"
+        self.emit(f"{out}.first = load atomic {bits}, ptr {ptr} monotonic, align {dtype.itemsize}")
+        self.emit(f"br label %{loop}")
+        self.label(loop)
+        self.emit(f"{out}.seen = phi {bits} [ {out}.first, %{entry} ], [ {out}.found, %{loop} ]")
+        self.emit(f"{out}.old = bitcast {bits} {out}.seen to {ty}")
+        self.emit(f"{out}.next = call {ty} {intrinsic}({ty} {out}.old, {ty} {value})")
+        self.emit(f"{out}.want = bitcast {ty} {out}.next to {bits}")
+        self.emit(f"{out}.pair = cmpxchg ptr {ptr}, {bits} {out}.seen, {bits} {out}.want monotonic monotonic")
+        self.emit(f"{out}.found = extractvalue {{ {bits}, i1 }} {out}.pair, 0")
+        self.emit(f"{out}.done = extractvalue {{ {bits}, i1 }} {out}.pair, 1")
+        self.emit(f"br i1 {out}.done, label %{loop}.exit, label %{loop}")
+        self.label(f"{loop}.exit")
 
     def _open_loop(self, r: UOp, index: int) -> None:
         loop = f"loop{index}"
@@ -231,7 +286,10 @@ class _FunctionWriter:
         if a.is_float and b.is_float:
             instr = "fpext" if b.itemsize > a.itemsize else "fptrunc"
         elif a.is_float:
-            instr = "fptoui" if b.is_unsigned else "fptosi"
+            intrinsic = f"@llvm.{'fptoui' if b.is_unsigned else 'fptosi'}.sat.{tb}.{_SUFFIX[ta]}"
+            self.declarations.add(f"declare {tb} {intrinsic}({ta})")
+            self.emit(f"{out} = call {tb} {intrinsic}({ta} {value})")
+            return out
         elif b.is_float:
             instr = "sitofp" if a.kind == "int" else "uitofp"
         elif a.itemsize == b.itemsize and a.kind != "bool":
@@ -290,11 +348,12 @@ class _FunctionWriter:
             self.emit(f"{out}.neg = sub {ty} 0, {args[0]}")
             self.emit(f"{out}.lt = icmp slt {ty} {args[0]}, 0")
             self.emit(f"{out} = select i1 {out}.lt, {ty} {out}.neg, {ty} {args[0]}")
-        elif op is Ops.MAX:
-            self.emit(f"{out}.gt = icmp {'sgt' if signed else 'ugt'} {ty} {args[0]}, {args[1]}")
-            self.emit(f"{out} = select i1 {out}.gt, {ty} {args[0]}, {ty} {args[1]}")
+        elif op in (Ops.MAX, Ops.MIN):
+            predicate = ("s" if signed else "u") + ("gt" if op is Ops.MAX else "lt")
+            self.emit(f"{out}.pick = icmp {predicate} {ty} {args[0]}, {args[1]}")
+            self.emit(f"{out} = select i1 {out}.pick, {ty} {args[0]}, {ty} {args[1]}")
         elif op in _ICMP:
-            predicate = _ICMP[op] if op is not Ops.CMPLT else ("slt" if signed else "ult")
+            predicate = _ICMP[op] if op not in (Ops.CMPLT, Ops.CMPLE) else ("s" if signed else "u") + _ICMP[op]
             self.emit(f"{out} = icmp {predicate} {ty} {args[0]}, {args[1]}")
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on integers", stage="render", value=op)
@@ -322,5 +381,5 @@ class _FunctionWriter:
         self.emit(f"{out} = select i1 {out}.m1, {ty} {wrapped}, {ty} {out}.q")
 
 
-_FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
-_ICMP = {Ops.CMPLT: "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+_FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
+_ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}

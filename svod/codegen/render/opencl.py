@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.cstyle import GPURenderer
-from svod.dtype import DeviceSpec
+from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
@@ -33,6 +33,8 @@ class OpenCLRenderer(GPURenderer):
     int64_suffix: ClassVar[tuple[str, str]] = ("L", "UL")
     bool_memory_type: ClassVar[str | None] = "uchar"
     signed_overflow_wraps: ClassVar[bool] = False
+    helper_qualifier: ClassVar[str] = "inline"
+    signbit: ClassVar[str] = "signbit"
 
     direct_index: ClassVar[bool] = True
 
@@ -54,7 +56,24 @@ class OpenCLRenderer(GPURenderer):
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
         if "float16" in used:
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
+        if any(u.op is Ops.ATOMIC and u.src[1].dtype.itemsize == 8 for u in linear):
+            pragmas.append("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
+                           "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n")
         return "".join(pragmas)
+
+    def atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
+        """32-bit integers use OpenCL's atomic functions; 64-bit integers the ``atom_*`` ones of the int64
+        atomics extensions; floats a compare-exchange loop on their bit pattern."""
+        t = self.type_name(dtype)
+        if dtype.is_int:
+            function = ("atomic_" if dtype.itemsize == 4 else "atom_") + op.name.lower()
+            return f"{function}((volatile __global {t}*){pointer}, {value});"
+        bits = "uint" if dtype.itemsize == 4 else "ulong"
+        swap = "atomic_cmpxchg" if dtype.itemsize == 4 else "atom_cmpxchg"
+        combine = self.combine(op, dtype, f"as_{t}(seen)", value)
+        return (f"{{ volatile __global {bits}* word = (volatile __global {bits}*){pointer}; {bits} seen = *word; "
+                f"for (;;) {{ {bits} want = as_{bits}({combine}); {bits} found = {swap}(word, seen, want); "
+                f"if (found == seen) break; seen = found; }} }}")
 
     def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
         args = [f"__global {self.pointer_type(p)} data{p.arg}_base, long data{p.arg}_offset" for p in params]

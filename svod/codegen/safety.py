@@ -1,0 +1,250 @@
+"""Memory safety and race freedom, decided on the kernel AST before it is lowered.
+
+``guard_accesses``: every access is proven inside its buffer for every value of every variable (see
+``svod.codegen.indexing``), or it is bounds-checked at run time. An access inside a ``where`` branch is
+proven under the branch's condition; when only the condition makes it safe, the access is gated by it
+(skipped where the condition is false, as the ``where`` would discard it anyway), so a padded convolution
+written the natural way needs no run-time test. What no proof covers gets ``INDEX`` arg ``CHECKED``: the
+linearizer tests it, skips it when out of range and records it for ``IndexOutOfBoundsError``.
+
+``check_races``: work items of parallel (GLOBAL) ranges run in any order at once, so a kernel is refused
+when two of them may write one element with a plain STORE, or when one may read an element another writes.
+Atomic updates are the way to combine into one element; a sequential LOOP range the way to carry values
+from one iteration to the next.
+
+``unbind``: a variable fixed by ``BIND`` stays a variable of the compiled kernel, so one compile serves
+every fixed value; the value travels with the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from svod.codegen.indexing import Facts, Poly, facts_from_guard, index_in_bounds, separate, to_poly
+from svod.codegen.linearize import CHECKED
+from svod.dtype import dtypes
+from svod.errors import GraphError
+from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir.ops import EFFECTS
+from svod.ir.uop import param_size
+
+
+def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
+    """``sink`` with every ``BIND(var, value)`` replaced by ``var``, and the fixed values by name."""
+    fixed: dict[str, int] = {}
+    replacements: dict[UOp, UOp] = {}
+    for node in sink.toposort():
+        if node.op is Ops.BIND:
+            name, value = node.src[0].arg[0], int(node.src[1].arg)
+            if fixed.setdefault(name, value) != value:
+                raise GraphError(f"variable {name} is bound to both {fixed[name]} and {value}", kernel=kernel,
+                                 stage="lower", value=name)
+            replacements[node] = node.src[0]
+    return substitute(sink, replacements), fixed
+
+
+# ---- bounds ----------------------------------------------------------------------------------------------
+
+def guard_accesses(sink: UOp, kernel: str) -> tuple[UOp, UOp | None]:
+    """``sink`` with each access proven, gated by the condition that proves it, or bounds-checked; and the
+    status buffer checked accesses record failures in (a new last PARAM), if any is checked."""
+    order = {u: i for i, u in enumerate(sink.toposort())}
+    guarded = _Guarder(order)
+    effects = []
+    for e in sink.src:
+        if e.op not in EFFECTS:
+            effects.append(e)
+            continue
+        target = guarded.target(e.src[0])
+        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1], _gate_of(e.src[0])))))
+    new_sink = sink.replace(src=tuple(effects))
+    if not guarded.checked:
+        return new_sink, None
+    slots = [u.arg for u in sink.toposort() if u.op is Ops.PARAM]
+    status = UOp.param(max(slots) + 1, dtypes.int64, 2 * (max(slots) + 1))
+    return new_sink.replace(src=(*new_sink.src, status)), status
+
+
+def _gate_of(index: UOp) -> UOp | None:
+    return index.src[2] if len(index.src) == 3 else None
+
+
+def _and(a: UOp | None, b: UOp | None) -> UOp | None:
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+class _Guarder:
+    """Rebuilds expressions with each access proven, gated or checked under the conditions around it."""
+
+    def __init__(self, order: Mapping[UOp, int]) -> None:
+        self.order = order
+        self.checked = False
+        self.memo: dict[tuple[UOp, UOp | None], UOp] = {}
+        self.has_access: dict[UOp, bool] = {}
+
+    def proven(self, index: UOp, guard: UOp | None) -> bool:
+        return index_in_bounds(index.src[1], param_size(index.src[0]), guard, self.order)
+
+    def access(self, index: UOp, guard: UOp | None) -> UOp:
+        """An INDEX that is safe where ``guard`` holds."""
+        own = _gate_of(index)
+        if self.proven(index, own):
+            return index
+        combined = _and(guard, own)
+        if guard is not None and self.proven(index, combined):
+            return UOp(Ops.INDEX, index.dtype, (*index.src[:2], combined))  # type: ignore[arg-type]
+        self.checked = True
+        gate = () if combined is None else (combined,)
+        return UOp(Ops.INDEX, index.dtype, (*index.src[:2], *gate), CHECKED)
+
+    def target(self, index: UOp) -> UOp:
+        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g, None) for g in index.src[2:]))),
+                           None)
+
+    def touches_memory(self, node: UOp) -> bool:
+        found = self.has_access.get(node)
+        if found is None:
+            for u in node.toposort():
+                if u not in self.has_access:
+                    self.has_access[u] = u.op is Ops.LOAD or any(self.has_access[s] for s in u.src)
+            found = self.has_access[node]
+        return found
+
+    def rewrite(self, root: UOp, guard: UOp | None) -> UOp:
+        """``root`` with its accesses made safe; a ``where`` passes its condition (or its negation) down
+        to each branch."""
+        stack: list[tuple[UOp, UOp | None, bool]] = [(root, guard, False)]
+        while stack:
+            node, cond, expanded = stack.pop()
+            key = (node, cond)
+            if key in self.memo:
+                continue
+            if not self.touches_memory(node):
+                self.memo[key] = node
+                continue
+            contexts = self._contexts(node, cond)
+            if not expanded:
+                stack.append((node, cond, True))
+                stack.extend((s, c, False) for s, c in zip(node.src, contexts, strict=True)
+                             if (s, c) not in self.memo)
+                continue
+            src = tuple(self.memo[(s, c)] for s, c in zip(node.src, contexts, strict=True))
+            rebuilt = node if src == node.src else node.replace(src=src)
+            if node.op is Ops.LOAD:
+                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], cond),))
+            self.memo[key] = rebuilt
+        return self.memo[(root, guard)]
+
+    @staticmethod
+    def _contexts(node: UOp, cond: UOp | None) -> list[UOp | None]:
+        if node.op is Ops.WHERE:
+            choice = node.src[0]
+            return [cond, _and(cond, choice), _and(cond, choice.ne(True))]
+        return [cond] * len(node.src)
+
+
+# ---- races -----------------------------------------------------------------------------------------------
+
+def check_races(sink: UOp, kernel: str) -> None:
+    """Refuse a kernel whose parallel work items may write one element, or read one another writes."""
+    topo = sink.toposort()
+    order = {u: i for i, u in enumerate(topo)}
+    parallel = _parallel_ranges(topo)
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    if not effects:
+        return
+    stores: dict[UOp, list[UOp]] = {}
+    atomics: dict[UOp, list[UOp]] = {}
+    for e in effects:
+        (stores if e.op is Ops.STORE else atomics).setdefault(e.src[0].src[0], []).append(e)
+    for buffer in atomics:
+        if buffer in stores:
+            raise _race(kernel, buffer, "is both stored to and updated atomically; use one or the other")
+    if not any(parallel[e] for e in effects):
+        return  # one work item: everything runs in order
+    for e in effects:
+        if e.op is Ops.STORE:
+            _check_store(e, parallel, order, kernel)
+    for e in effects:
+        for load in (u for u in e.toposort() if u.op is Ops.LOAD):
+            buffer = load.src[0].src[0]
+            if buffer in atomics:
+                raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
+                                            "kernel")
+            for store in stores.get(buffer, []):
+                if not _same_item(load.src[0], parallel[e], store, parallel, order):
+                    raise _race(kernel, buffer, "is read at an element another work item may write; read the "
+                                                "element you write, use a LOOP range, or split the kernel")
+    for updates in stores.values():
+        for k, first in enumerate(updates):
+            for second in updates[k + 1:]:
+                if not _same_item(second.src[0], parallel[second], first, parallel, order):
+                    raise _race(kernel, first.src[0].src[0], "is written by two stores that may hit one element "
+                                                             "from different work items")
+
+
+def _race(kernel: str, buffer: UOp, what: str) -> GraphError:
+    return GraphError(f"buffer {buffer.arg} {what}", kernel=kernel, stage="races", value=buffer.arg)
+
+
+def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
+    """For every node, the GLOBAL ranges of more than one iteration it depends on."""
+    found: dict[UOp, frozenset[UOp]] = {}
+    for node in topo:
+        ranges = frozenset().union(*(found[s] for s in node.src)) if node.src else frozenset()
+        if node.op is Ops.RANGE and node.arg[1] is AxisKind.GLOBAL and node.src[0].vmax > 1:
+            ranges |= {node}
+        found[node] = ranges
+    return found
+
+
+def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int], kernel: str) -> None:
+    target = store.src[0]
+    missing = parallel[store] - parallel[target.src[1]]
+    if missing:
+        axes = sorted(r.arg[0] for r in missing)
+        raise GraphError(f"the store to buffer {target.src[0].arg} does not depend on parallel range(s) on axis "
+                         f"{axes} that its value uses, so several work items write one element; use an atomic "
+                         "update, or a LOOP or REDUCE range", kernel=kernel, stage="races", value=target.src[0].arg)
+    if _data_dependent(target.src[1]):
+        return  # a scatter: each element gets the value of one of the work items that write it
+    if _strides(target, parallel[store], order) is None:
+        raise GraphError(f"the store to buffer {target.src[0].arg} may write one element from two work items "
+                         "(its index does not tell the parallel ranges apart); use an atomic update, or a LOOP "
+                         "range", kernel=kernel, stage="races", value=target.src[0].arg)
+
+
+def _data_dependent(index: UOp) -> bool:
+    return any(u.op is Ops.LOAD for u in index.toposort())
+
+
+def _strides(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int]) -> dict[UOp, Poly] | None:
+    """The stride of each of ``ranges`` in ``index`` when the element it reaches determines every one of
+    them (``separate``, trying the largest stride first), or None."""
+    facts: Facts = facts_from_guard(_gate_of(index))
+    poly = to_poly(index.src[1], facts.guarded)
+
+    def stride_size(r: UOp) -> float:
+        parts = poly.split(r)
+        return -1 if parts is None else -float(parts[0].interval()[1])
+
+    ordered = sorted(ranges, key=lambda r: (stride_size(r), r.arg[0], r.key))
+    found = separate(index.src[1], ordered, facts, order)
+    return None if found is None else dict(zip(ordered, found, strict=True))
+
+
+def _same_item(index: UOp, ranges: frozenset[UOp], store: UOp, parallel: Mapping[UOp, frozenset[UOp]],
+               order: Mapping[UOp, int]) -> bool:
+    """Whether each element ``index`` reaches is written by ``store`` only in the same work item."""
+    target = store.src[0]
+    if index.src[1] is target.src[1]:
+        return True
+    every = ranges | parallel[store]
+    if not every:
+        return True
+    mine, theirs = _strides(index, every, order), _strides(target, every, order)
+    if mine is None or theirs is None:
+        return False
+    return all(not (mine[r] - theirs[r]).terms for r in every)
