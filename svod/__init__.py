@@ -4,7 +4,7 @@ from svod import errors
 from svod.backends import default_registry
 from svod.device import Buffer
 from svod.dtype import DeviceSpec, DType, dtypes
-from svod.frontend import KernelBuilder, available_devices, compile, compiler_pair, get_device, run
+from svod.frontend import KernelBuilder, available_devices, check, compile, compiler_pair, get_device, run
 from svod.ir import AxisKind, Ops, UOp
 from svod.runtime import ExecutionPlan
 
@@ -12,4 +12,4 @@ default_registry()  # device names resolve from here on (svod.Buffer("CPU", ...)
 
 __version__ = "0.1.0"
 __all__ = ["AxisKind", "Buffer", "DType", "DeviceSpec", "ExecutionPlan", "KernelBuilder", "Ops", "UOp",
-           "available_devices", "compile", "compiler_pair", "dtypes", "errors", "get_device", "run"]
+           "available_devices", "check", "compile", "compiler_pair", "dtypes", "errors", "get_device", "run"]

@@ -1,4 +1,4 @@
-"""The ``svod`` command: ``devices``, ``demo`` and ``bench``."""
+"""The ``svod`` command: ``devices``, ``demo``, ``bench`` and ``check``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import sys
 from collections.abc import Sequence
 
 from svod.cli.bench import run_bench
+from svod.cli.check import run_check
 from svod.cli.demo import run_demo
 from svod.cli.devices import show_devices
 from svod.errors import SvodError
+from svod.frontend.check import DEFAULT_ULPS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="CPU", help="device to measure (default: CPU)")
     bench.add_argument("--json", dest="json_path", help="write the metrics as JSON to this path")
     bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
+    checking = commands.add_parser("check", help="run a kernel on every backend and the reference; show differences")
+    checking.add_argument("target", help="FILE.py:FUNC, a function returning (ast, arrays[, variables])")
+    checking.add_argument("--ulps", type=int, default=DEFAULT_ULPS, help="float tolerance in units in the last place")
     return parser
 
 
@@ -34,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return show_devices()
         if args.command == "bench":
             return run_bench(args.device, args.quick, args.json_path, args.plot_path)
+        if args.command == "check":
+            return run_check(args.target, args.ulps)
         return run_demo(getattr(args, "device", "CPU"), getattr(args, "compiler", None))
     except SvodError as err:
         print(f"svod: {err}", file=sys.stderr)

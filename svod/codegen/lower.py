@@ -204,7 +204,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
         group = UOp.special(count if end.vmin >= 1 else count.maximum(1), f"gidx{d}")  # launches need a group
         item = UOp.special(local, f"lidx{d}")
         index = indices[r] = group * local + item
-        ragged = not (end.op is Ops.CONST and end.arg % local == 0)
+        ragged = not (end.op is Ops.CONST and end.arg % local == 0 and end.arg > 0)  # 0: one group, no items
         for e in effects:
             if r in uses[e]:
                 if ragged:

@@ -168,19 +168,20 @@ def check_races(sink: UOp, kernel: str) -> None:
         if e.op is Ops.STORE:
             _check_store(e, parallel, order, kernel)
     for e in effects:
-        for load in (u for u in e.toposort() if u.op is Ops.LOAD):
-            buffer = load.src[0].src[0]
+        for index, guard in _loads_with_guards(e):
+            buffer = index.src[0]
             if buffer in atomics:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
                                             "kernel")
             for store in stores.get(buffer, []):
-                if not _same_item(load.src[0], parallel[e], store, parallel, order):
-                    raise _race(kernel, buffer, "is read at an element another work item may write; read the "
-                                                "element you write, use a LOOP range, or split the kernel")
+                if not _same_item(index, guard, parallel[e], store, parallel, order):
+                    raise _race(kernel, buffer, "is read at an element another work item may write; use an atomic "
+                                                "update to combine into one element, read only the element each "
+                                                "work item writes, use a LOOP range, or split the kernel")
     for updates in stores.values():
         for k, first in enumerate(updates):
             for second in updates[k + 1:]:
-                if not _same_item(second.src[0], parallel[second], first, parallel, order):
+                if not _same_item(second.src[0], None, parallel[second], first, parallel, order):
                     raise _race(kernel, first.src[0].src[0], "is written by two stores that may hit one element "
                                                              "from different work items")
 
@@ -220,10 +221,28 @@ def _data_dependent(index: UOp) -> bool:
     return any(u.op is Ops.LOAD for u in index.toposort())
 
 
-def _strides(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int]) -> dict[UOp, Poly] | None:
+def _loads_with_guards(effect: UOp) -> list[tuple[UOp, UOp | None]]:
+    """The INDEX of every load below ``effect``, with the ``where`` conditions it is read under."""
+    found: dict[tuple[UOp, UOp | None], None] = {}
+    seen: set[tuple[UOp, UOp | None]] = set()
+    stack: list[tuple[UOp, UOp | None]] = [(effect, None)]
+    while stack:
+        node, guard = stack.pop()
+        if (node, guard) in seen:
+            continue
+        seen.add((node, guard))
+        if node.op is Ops.LOAD:
+            found[(node.src[0], guard)] = None
+        contexts = _Guarder._contexts(node, guard)
+        stack.extend((s, c) for s, c in zip(node.src, contexts, strict=True))
+    return sorted(found, key=lambda pair: (pair[0].key, "" if pair[1] is None else pair[1].key))
+
+
+def _strides(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int],
+             guard: UOp | None = None) -> dict[UOp, Poly] | None:
     """The stride of each of ``ranges`` in ``index`` when the element it reaches determines every one of
     them (``separate``, trying the largest stride first), or None."""
-    facts: Facts = facts_from_guard(_gate_of(index))
+    facts: Facts = facts_from_guard(_and(guard, _gate_of(index)))
     poly = to_poly(index.src[1], facts.guarded)
 
     def stride_size(r: UOp) -> float:
@@ -235,16 +254,15 @@ def _strides(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int]) -> di
     return None if found is None else dict(zip(ordered, found, strict=True))
 
 
-def _same_item(index: UOp, ranges: frozenset[UOp], store: UOp, parallel: Mapping[UOp, frozenset[UOp]],
-               order: Mapping[UOp, int]) -> bool:
-    """Whether each element ``index`` reaches is written by ``store`` only in the same work item."""
+def _same_item(index: UOp, guard: UOp | None, ranges: frozenset[UOp], store: UOp,
+               parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int]) -> bool:
+    """Whether each element ``index`` reaches (where ``guard`` holds) is written by ``store`` only in the
+    same work item: both indices determine every parallel range, with the same strides."""
     target = store.src[0]
-    if index.src[1] is target.src[1]:
-        return True
     every = ranges | parallel[store]
     if not every:
         return True
-    mine, theirs = _strides(index, every, order), _strides(target, every, order)
+    mine, theirs = _strides(index, every, order, guard), _strides(target, every, order)
     if mine is None or theirs is None:
         return False
     return all(not (mine[r] - theirs[r]).terms for r in every)

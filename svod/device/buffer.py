@@ -107,7 +107,11 @@ class Buffer:
 
     def numpy(self) -> np.ndarray:
         """A copy of the contents as a 1-D numpy array."""
-        out = np.empty(self.size, dtype=self.dtype.numpy)
+        try:
+            out = np.empty(self.size, dtype=self.dtype.numpy)
+        except MemoryError as err:
+            raise SvodError(f"out of memory for a host copy of {self.nbytes} bytes", stage="copyout",
+                            value=self.nbytes) from err
         if self.size:
             self._device.allocator.copyout(out.data, self.handle, self.byte_offset)
         return out

@@ -98,7 +98,7 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
                 global_size[0] = UOp.index_const(var.max + 1)
         elif node.op is Ops.PARAM:
             params.add(int(node.arg))
-        elif node.op is Ops.STORE and (slot := _param_slot(node.src[0])) is not None:
+        elif node.op in (Ops.STORE, Ops.ATOMIC) and (slot := _param_slot(node.src[0])) is not None:
             outs.add(slot)
         elif node.op is Ops.LOAD and (slot := _param_slot(node.src[0])) is not None:
             ins.add(slot)

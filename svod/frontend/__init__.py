@@ -2,5 +2,7 @@
 
 from svod.frontend.api import available_devices, compile, compiler_pair, get_device, run
 from svod.frontend.builder import KernelBuilder
+from svod.frontend.check import CheckReport, check
 
-__all__ = ["KernelBuilder", "available_devices", "compile", "compiler_pair", "get_device", "run"]
+__all__ = ["CheckReport", "KernelBuilder", "available_devices", "check", "compile", "compiler_pair", "get_device",
+           "run"]

@@ -43,6 +43,11 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     """
     kernel = compile(ast, device)
     target = get_device(device)
+    for position, array in enumerate(buffers):
+        if isinstance(array, np.ndarray) and not array.flags.writeable and position < len(kernel.params) \
+                and kernel.params[position].arg in kernel.outs:
+            raise BufferMismatchError(f"argument {position} is a read-only array, and the kernel writes it",
+                                      kernel=kernel.name, stage="bind", value=position)
     wrapped = [_as_buffer(b, target, position) for position, b in enumerate(buffers)]
     try:
         kernel(wrapped, var_vals)

@@ -55,6 +55,27 @@ class KernelBuilder:
         self._stores.append(store)
         return store
 
+    def atomic_add(self, target: UOp, value: Operand) -> UOp:
+        """``target += value`` as one indivisible update: work items may add into one element at once
+        (a histogram, a scatter-add). int32, uint32, int64, uint64, float32 and float64 elements."""
+        return self._atomic(target, value, Ops.ADD)
+
+    def atomic_max(self, target: UOp, value: Operand) -> UOp:
+        """``target = max(target, value)`` atomically (floats: maximumNumber, as ``maximum``)."""
+        return self._atomic(target, value, Ops.MAX)
+
+    def atomic_min(self, target: UOp, value: Operand) -> UOp:
+        """``target = min(target, value)`` atomically (floats: minimumNumber, as ``minimum``)."""
+        return self._atomic(target, value, Ops.MIN)
+
+    def _atomic(self, target: UOp, value: Operand, op: Ops) -> UOp:
+        if target.op is not Ops.INDEX:
+            raise GraphError("an atomic update needs an indexed buffer such as counts[b]", kernel=self.name,
+                             value=target.op)
+        update = target.atomic(value, op)
+        self._stores.append(update)
+        return update
+
     def build(self) -> UOp:
         """The kernel's SINK. Buffers no store reaches are kept as sources too, so the kernel still takes
         every buffer in slot order."""

@@ -1,6 +1,8 @@
 """Symbolic simplification: constant folding, algebraic identities, and folding decided by value bounds.
 
-Every rule is exact. Integer identities that could change a wrapping result are not applied to floats, and
+Every rule is exact, and none removes a load: every access a kernel is written to make happens (and is
+bounds-checked) on every backend, as the reference makes it. Integer identities that could change a
+wrapping result are not applied to floats, and
 a float identity is kept only if it holds for -0.0, NaN and the infinities: ``x*1.0``, ``x/1.0``,
 ``x-0.0`` and ``x+(-0.0)`` are ``x``, but ``x+0.0`` is not (``-0.0+0.0`` is ``+0.0``) and ``x*0.0`` is
 not (``inf*0.0`` is NaN). Folded float constants are rounded to their type once per op, which is exact
@@ -42,7 +44,8 @@ def _is_zero(c: UOp, negative: bool) -> bool:
 
 def _fold_by_bounds(node: UOp) -> UOp | None:
     """An integer or bool node whose bounds hold a single value is that value."""
-    if node.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND) or not (node.dtype.is_int or node.dtype == dtypes.bool):
+    if node.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND) or not (node.dtype.is_int or node.dtype == dtypes.bool) \
+            or node.reads_memory:
         return None
     if node.op not in ALU and node.op is not Ops.CAST:
         return None
@@ -50,9 +53,18 @@ def _fold_by_bounds(node: UOp) -> UOp | None:
     return UOp.const(node.dtype, lo) if lo == hi else None
 
 
+def _dropped(x: UOp, result: UOp) -> UOp | None:
+    """``result``, which no longer computes ``x``, unless that would drop a load."""
+    return None if x.reads_memory else result
+
+
+def _dropped_condition(c: UOp, x: UOp) -> UOp | None:
+    return _dropped(c, x)
+
+
 def _div_by_bounds(x: UOp, c: UOp) -> UOp | None:
     """``x // c`` is 0 and ``x % c`` is ``x`` when ``0 <= x < c``."""
-    if c.arg > 0 and x.vmin >= 0 and x.vmax < c.arg:
+    if c.arg > 0 and x.vmin >= 0 and x.vmax < c.arg and not x.reads_memory:
         return UOp.const(x.dtype, 0)
     return None
 
@@ -116,12 +128,12 @@ symbolic = PatternMatcher([
     (UPat(Ops.FDIV, src=(_x, UPat.const(1.0))), lambda x: x),
     (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(_x,)),)), lambda x: x),
     (UPat(Ops.CAST, src=(_x,), name="node"), lambda x, node: x if x.dtype == node.dtype else None),
-    (UPat(Ops.WHERE, src=(UPat.var(), _x, _x)), lambda x: x),
+    (UPat(Ops.WHERE, src=(UPat.var("c"), _x, _x)), _dropped_condition),
     # integer-only identities
-    (UPat(Ops.MUL, dtype=_INTS, src=(_x, UPat.const(0))), lambda x: UOp.const(x.dtype, 0)),
+    (UPat(Ops.MUL, dtype=_INTS, src=(_x, UPat.const(0))), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: x),
-    (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: UOp.const(x.dtype, 0)),
-    (UPat(Ops.SUB, dtype=_INTS, src=(_x, _x)), lambda x: UOp.const(x.dtype, 0)),
+    (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
+    (UPat(Ops.SUB, dtype=_INTS, src=(_x, _x)), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.cvar("c"))), _div_by_bounds),
     (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.cvar("c"))), _mod_by_bounds),
     (UPat(Ops.ADD, dtype=_INTS, src=(UPat(Ops.ADD, src=(_x, UPat.cvar("c1"))), UPat.cvar("c2"))),
@@ -136,9 +148,9 @@ symbolic = PatternMatcher([
      lambda x, c, c2, node: _split_by_multiple(x, c, None, c2, node)),
     (UPat(Ops.CMPLT, src=(UPat(Ops.RANGE, name="r"), _x)),
      lambda r, x: UOp.const(dtypes.bool, True) if r.src[0] is x else None),
-    (UPat(Ops.CMPLT, src=(_x, _x)), lambda x: UOp.const(dtypes.bool, False)),
+    (UPat(Ops.CMPLT, src=(_x, _x)), lambda x: _dropped(x, UOp.const(dtypes.bool, False))),
     (UPat((Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("x", (*_INTS, dtypes.bool)), UPat.var("x")), name="node"),
-     lambda x, node: UOp.const(dtypes.bool, node.op is Ops.CMPEQ)),
+     lambda x, node: _dropped(x, UOp.const(dtypes.bool, node.op is Ops.CMPEQ))),
     (UPat(Ops.CMPNE, dtype=dtypes.bool, src=(_x, UPat.const(False))), lambda x: x),
     (UPat(Ops.CMPEQ, dtype=dtypes.bool, src=(_x, UPat.const(True))), lambda x: x),
     # comparisons and other integer results that the bounds decide

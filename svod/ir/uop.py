@@ -69,7 +69,7 @@ def _stable_repr(arg: Any) -> str:
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
-    __slots__ = ("__weakref__", "_bounds", "_key", "_topo", "arg", "dtype", "op", "src")
+    __slots__ = ("__weakref__", "_bounds", "_key", "_loads", "_topo", "arg", "dtype", "op", "src")
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -81,6 +81,7 @@ class UOp:
     _key: str | None
     _topo: tuple[UOp, ...] | None
     _bounds: Bounds | None
+    _loads: bool | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         identity = (op, dtype, src, _arg_identity(arg))
@@ -89,7 +90,7 @@ class UOp:
             if node is None:
                 node = object.__new__(cls)
                 for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
-                                    ("_key", None), ("_topo", None), ("_bounds", None)):
+                                    ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None)):
                     object.__setattr__(node, name, value)
                 cls._table[identity] = node
         return node
@@ -153,6 +154,24 @@ class UOp:
                 object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
                 stack.pop()
         return cast(Bounds, self._bounds)
+
+    @property
+    def reads_memory(self) -> bool:
+        """Whether a LOAD is below this node (cached per node, so asking along a deep graph is linear)."""
+        if self._loads is None:
+            stack = [self]
+            while stack:
+                node = stack[-1]
+                if node._loads is not None:
+                    stack.pop()
+                    continue
+                missing = [s for s in node.src if s._loads is None]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                object.__setattr__(node, "_loads", node.op is Ops.LOAD or any(s._loads for s in node.src))
+                stack.pop()
+        return bool(self._loads)
 
     @property
     def vmin(self) -> int | float:

@@ -106,17 +106,14 @@ class CachedKernel:
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
         values = self.check_vars(var_vals or {})
-        self.check_buffers(buffers, values)
+        self.check_buffers(buffers, {**values, **self.fixed})
         dims = self.launch_dims(values)
         addresses: list[Any] = [b.address for b in buffers]
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
 
 
 def _checked(kernel: str, var: Variable, value: object) -> int:
-    try:
-        return check_var_value(var.name, value, var.min, var.max)
-    except VariableError as err:
-        raise VariableError(err.detail, kernel=kernel, stage="bind", value=value) from None
+    return check_var_value(var.name, value, var.min, var.max, kernel=kernel, stage="bind")
 
 
 def _same_memory(a: Device, b: Device) -> bool:

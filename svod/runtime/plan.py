@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Device, Variable
+from svod.device.launch import check_var_value
 from svod.device.spec import ProgramSpec
 from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import UOp
@@ -211,10 +212,8 @@ class ExecutionPlan:
                 raise VariableError(f"fixed variable {name} is not a variable of this kernel", kernel=kernel.name,
                                     stage="plan", value=name)
             var = known[name]
-            if isinstance(value, bool) or not isinstance(value, int) or not var.min <= value <= var.max:
-                raise VariableError(f"variable {name}={value} is outside bounds [{var.min}, {var.max}]",
-                                    kernel=kernel.name, stage="plan", value=value)
-        return dict(request.fixedvars)
+            check_var_value(name, value, var.min, var.max, kernel=kernel.name, stage="plan")
+        return {name: int(value) for name, value in request.fixedvars.items()}
 
     @staticmethod
     def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
@@ -291,14 +290,8 @@ class ExecutionPlan:
             if name not in var_vals:
                 raise VariableError(f"missing runtime value for variable {name}", kernel=uses[0][1],
                                     stage="execute", value=name)
-            value = var_vals[name]
             for var, kernel in uses:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise VariableError(f"variable {name} must be integer", kernel=kernel, stage="execute", value=value)
-                if not var.min <= value <= var.max:
-                    raise VariableError(f"variable {name}={value} is outside bounds [{var.min}, {var.max}]",
-                                        kernel=kernel, stage="execute", value=value)
-            values[name] = value
+                values[name] = check_var_value(name, var_vals[name], var.min, var.max, kernel=kernel, stage="execute")
         return values
 
     def _parallel(self, level: list[_Step]) -> bool:

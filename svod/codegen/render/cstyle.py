@@ -51,7 +51,8 @@ class CStyleRenderer(KernelRenderer):
     preamble: ClassVar[str] = "#include <stdint.h>\n#include <math.h>\n"
     helper_qualifier: ClassVar[str] = "static inline"
     signbit: ClassVar[str] = "__builtin_signbit"
-    bitcast_template: ClassVar[str] = "__builtin_bit_cast({type}, {value})"
+    bitcast_template: ClassVar[str] = "(((union {{ {source} from; {type} to; }}){{ .from = {value} }}).to)"
+    """Reinterpret ``{value}`` of type ``{source}`` as ``{type}`` (a union: C has no bit cast gcc accepts)."""
     int64_suffix: ClassVar[tuple[str, str]] = ("ll", "ull")
     """Suffixes of 64-bit signed and unsigned literals."""
     bool_memory_type: ClassVar[str | None] = None
@@ -97,8 +98,8 @@ class CStyleRenderer(KernelRenderer):
             return f"__atomic_fetch_add({pointer}, {value}, __ATOMIC_RELAXED);"
         bits = self.type_name(_unsigned_of(dtype))
         combine = self.combine(op, dtype, "old", value)
-        old = self.bitcast_template.format(type=t, value="seen")
-        want = self.bitcast_template.format(type=bits, value="next")
+        old = self.bitcast_template.format(type=t, source=bits, value="seen")
+        want = self.bitcast_template.format(type=bits, source=t, value="next")
         return (f"{{ {bits} seen = __atomic_load_n(({bits}*){pointer}, __ATOMIC_RELAXED); {bits} want; do {{ "
                 f"{t} old = {old}; {t} next = {combine}; want = {want}; }} while (!__atomic_compare_exchange_n("
                 f"({bits}*){pointer}, &seen, want, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); }}")
@@ -313,7 +314,8 @@ class _Walk:
         if node.op is Ops.CAST:
             return r.cast(src[0], node.src[0].dtype, node.dtype)
         if node.op is Ops.BITCAST:
-            return r.bitcast_template.format(type=r.type_name(node.dtype), value=src[0])
+            return r.bitcast_template.format(type=r.type_name(node.dtype), source=r.type_name(node.src[0].dtype),
+                                             value=src[0])
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
 

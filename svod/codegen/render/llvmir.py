@@ -6,9 +6,10 @@ mem2reg turns into phis. The accumulation of a loop's only accumulator carries `
 reduction vectorises: its result may differ from a sequential sum by rounding, as with any parallel
 reduction. Loops with several accumulators (an upcast matmul) stay exact: they vectorise across the
 accumulators instead, which is also faster than vectorising each along the loop.
-Float MAX and MIN are ``llvm.maximumnum`` and ``llvm.minimumnum`` (IEEE 754-2019 maximumNumber and
-minimumNumber: NaN-ignoring, and +0 above -0), which is svod's definition; LLVM 22 also vectorises
-``llvm.maxnum`` reductions wrongly, dropping elements (see the contraction property test). Float to
+Float MAX and MIN (IEEE 754-2019 maximumNumber and minimumNumber: NaN-ignoring, +0 above -0) are spelled
+out as compares and a select. LLVM's intrinsics are not usable: LLVM 22 vectorises ``llvm.maxnum``
+reductions wrongly, dropping elements, and its x86 backend lowers ``llvm.maximumnum(a, b)`` wrongly when
+it knows ``b`` is never NaN (a NaN ``a`` comes out; the random-kernel property test found it). Float to
 integer conversions are ``llvm.fptosi.sat``/``fptoui.sat``: saturating, NaN to 0. A gated access is a
 branch around the load (joined by a phi with 0) or the store; atomics are ``atomicrmw`` for integers and
 float adds, and a compare-exchange loop on the bit pattern for float MAX/MIN.
@@ -66,8 +67,7 @@ class LLVMRenderer(KernelRenderer):
                                             Ops.OR: "or", Ops.XOR: "xor"}
     float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     float_intrinsic: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin",
-                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.MAX: "maximumnum",
-                                                 Ops.MIN: "minimumnum"}
+                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs"}
 
     def __init__(self, device: str = "CPU", threads: int = 1, cpu: str = "", features: str = "") -> None:
         super().__init__(device, threads)
@@ -230,15 +230,13 @@ class _FunctionWriter:
             self.emit(f"{out} = atomicrmw {kind} ptr {ptr}, {ty} {value} monotonic")
             return
         bits = f"i{dtype.bits}"
-        intrinsic = f"@llvm.{self.r.float_intrinsic[node.arg]}.{_SUFFIX[ty]}"
-        self.declarations.add(f"declare {ty} {intrinsic}({ty}, {ty})")
         entry, loop = self.block, f"{out[1:]}.cas"
         self.emit(f"{out}.first = load atomic {bits}, ptr {ptr} monotonic, align {dtype.itemsize}")
         self.emit(f"br label %{loop}")
         self.label(loop)
         self.emit(f"{out}.seen = phi {bits} [ {out}.first, %{entry} ], [ {out}.found, %{loop} ]")
         self.emit(f"{out}.old = bitcast {bits} {out}.seen to {ty}")
-        self.emit(f"{out}.next = call {ty} {intrinsic}({ty} {out}.old, {ty} {value})")
+        self._maximum_number(node.arg, f"{out}.next", f"{out}.old", value, dtype)
         self.emit(f"{out}.want = bitcast {ty} {out}.next to {bits}")
         self.emit(f"{out}.pair = cmpxchg ptr {ptr}, {bits} {out}.seen, {bits} {out}.want monotonic monotonic")
         self.emit(f"{out}.found = extractvalue {{ {bits}, i1 }} {out}.pair, 0")
@@ -319,6 +317,8 @@ class _FunctionWriter:
             flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(self._sole_accumulator(s) for s in node.src) \
                 else ""
             self.emit(f"{out} = {self.r.float_binary[op]}{flags} {ty} {args[0]}, {args[1]}")
+        elif op in (Ops.MAX, Ops.MIN):
+            self._maximum_number(op, out, args[0], args[1], node.dtype)
         elif op in self.r.float_intrinsic:
             intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
             params = ", ".join(ty for _ in args)
@@ -332,6 +332,20 @@ class _FunctionWriter:
             self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on floats", stage="render", value=op)
+
+    def _maximum_number(self, op: Ops, out: str, a: str, b: str, dtype: DType) -> None:
+        """``a`` if it wins (is greater for MAX, less for MIN), ``b`` is NaN, or they are equal zeros and
+        ``a``'s sign wins; else ``b``."""
+        ty, bits = llvm_type(dtype), f"i{dtype.bits}"
+        self.emit(f"{out}.wins = fcmp {'ogt' if op is Ops.MAX else 'olt'} {ty} {a}, {b}")
+        self.emit(f"{out}.other_nan = fcmp uno {ty} {b}, {b}")
+        self.emit(f"{out}.equal = fcmp oeq {ty} {a}, {b}")
+        self.emit(f"{out}.bits = bitcast {ty} {a} to {bits}")
+        self.emit(f"{out}.sign = icmp {'sge' if op is Ops.MAX else 'slt'} {bits} {out}.bits, 0")
+        self.emit(f"{out}.zero = and i1 {out}.equal, {out}.sign")
+        self.emit(f"{out}.either = or i1 {out}.wins, {out}.other_nan")
+        self.emit(f"{out}.pick = or i1 {out}.either, {out}.zero")
+        self.emit(f"{out} = select i1 {out}.pick, {ty} {a}, {ty} {b}")
 
     def _int_alu(self, node: UOp, out: str, args: list[str], ty: str, dtype: DType) -> None:
         op = node.op

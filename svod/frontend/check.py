@@ -1,0 +1,170 @@
+"""``svod.check``: run one kernel on every backend here and on the reference, and say where they differ.
+
+The reference is the PYTHON device, which interprets the kernel AST itself. Every other device (each CPU
+compiler pair, each OpenCL device, ...) gets fresh copies of the same inputs; each array is compared
+element by element with what the reference left in it. Floats are equal when both are NaN or when they
+are at most ``ulps`` units in the last place apart (reassociated reductions round differently); other
+types must be identical. A kernel that raises must raise the same kind of error on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from svod.backends.registry import default_registry
+from svod.device import Buffer, Device
+from svod.errors import IndexOutOfBoundsError, SvodError
+from svod.frontend.api import run
+from svod.ir import UOp
+
+DEFAULT_ULPS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """The first element where a backend and the reference disagree."""
+
+    argument: int
+    flat_index: int
+    index: tuple[int, ...]
+    expected: object
+    got: object
+    ulps: int | None
+    """The distance in units in the last place, for floats."""
+
+    def __str__(self) -> str:
+        where = f"argument {self.argument}[{', '.join(map(str, self.index))}] (flat {self.flat_index})"
+        distance = "" if self.ulps is None else f", {self.ulps} ulp apart"
+        return f"{where}: reference {self.expected!r}, got {self.got!r}{distance}"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendResult:
+    device: str
+    ok: bool
+    difference: Difference | None = None
+    error: str | None = None
+    """What the backend raised, or the error the reference raised and the backend did not."""
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.device}: equal"
+        return f"{self.device}: {self.difference if self.difference is not None else self.error}"
+
+
+@dataclass(slots=True)
+class CheckReport:
+    """Per backend, equal to the reference or the first difference; ``ok`` is False on any difference."""
+
+    kernel: str
+    reference_error: str | None
+    results: list[BackendResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def __str__(self) -> str:
+        head = f"svod check {self.kernel}: reference PYTHON" + (f" raised {self.reference_error}"
+                                                               if self.reference_error else "")
+        return "\n".join([head, *(f"  {r}" for r in self.results)])
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    arrays: list[np.ndarray]
+    error: SvodError | None
+
+
+def _as_array(value: Buffer | np.ndarray) -> np.ndarray:
+    return value.numpy() if isinstance(value, Buffer) else np.array(value, copy=True)
+
+
+def _outcome(ast: UOp, inputs: Sequence[np.ndarray], device: Device, var_vals: Mapping[str, int]) -> _Outcome:
+    arrays = [a.copy() for a in inputs]
+    try:
+        run(ast, arrays, device=device, **var_vals)
+    except SvodError as err:
+        return _Outcome(arrays, err)
+    return _Outcome(arrays, None)
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Units in the last place between floats of one dtype (-0.0 and +0.0 are 0 apart)."""
+    bits = np.dtype(f"int{8 * a.dtype.itemsize}")
+    lowest = float(np.iinfo(bits).min)
+
+    def ordered(x: np.ndarray) -> np.ndarray:  # the bit patterns as one increasing line, in float64 (no wrap)
+        raw = x.view(bits).astype(np.float64)
+        return np.where(raw < 0, lowest - raw, raw)
+
+    return np.abs(ordered(a) - ordered(b))
+
+
+def first_difference(position: int, expected: np.ndarray, got: np.ndarray, ulps: int) -> Difference | None:
+    if expected.dtype.kind == "f":
+        both_nan = np.isnan(expected) & np.isnan(got)
+        distance = _ulps(expected, got)
+        bad = ~both_nan & ((distance > ulps) | (np.isnan(expected) != np.isnan(got)))
+    else:
+        distance = None
+        bad = expected != got
+    flat = np.flatnonzero(bad.reshape(-1))
+    if not len(flat):
+        return None
+    k = int(flat[0])
+    index = tuple(int(i) for i in np.unravel_index(k, expected.shape)) if expected.ndim else ()
+    return Difference(position, k, index, expected.reshape(-1)[k].item(), got.reshape(-1)[k].item(),
+                      None if distance is None else int(distance.reshape(-1)[k]))  # exact below 2**53
+
+
+def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> BackendResult:
+    if reference.error is not None or outcome.error is not None:
+        same = type(reference.error) is type(outcome.error) and (
+            not isinstance(reference.error, IndexOutOfBoundsError)
+            or reference.error.slot == getattr(outcome.error, "slot", None))
+        if not same:
+            return BackendResult(name, False, error=f"raised {outcome.error!s}" if outcome.error is not None
+                                 else f"did not raise {type(reference.error).__name__}")
+        if isinstance(reference.error, IndexOutOfBoundsError):
+            pass  # the kernel ran with the bad accesses skipped: the arrays must still agree
+        else:
+            return BackendResult(name, True)
+    for position, (expected, got) in enumerate(zip(reference.arrays, outcome.arrays, strict=True)):
+        difference = first_difference(position, expected, got, ulps)
+        if difference is not None:
+            return BackendResult(name, False, difference=difference)
+    return BackendResult(name, True)
+
+
+def backends_here() -> list[tuple[str, Device]]:
+    """Every compiled device that works here, each CPU compiler pair separately."""
+    registry = default_registry()
+    found = []
+    for name in registry.available():
+        if name == "PYTHON":
+            continue
+        for compiler in registry.compiler_names(name):
+            try:
+                found.append((f"{name} ({compiler})", registry.get(name, compiler)))
+            except SvodError:
+                continue
+    return found
+
+
+def check(ast: UOp, buffers: Sequence[Buffer | np.ndarray], *, devices: Sequence[str | Device] | None = None,
+          ulps: int = DEFAULT_ULPS, **var_vals: int) -> CheckReport:
+    """Run ``ast`` on ``buffers`` on every backend here (or ``devices``) and on the reference; report
+    per backend whether the results are equal, or the first difference."""
+    inputs = [_as_array(b) for b in buffers]
+    registry = default_registry()
+    reference = _outcome(ast, inputs, registry.get("PYTHON"), var_vals)
+    name = ast.arg if isinstance(ast.arg, str) else "kernel"
+    report = CheckReport(name, None if reference.error is None else str(reference.error))
+    targets = backends_here() if devices is None else [(str(d), registry.get(d)) for d in devices]
+    for label, device in targets:
+        report.results.append(_compare(label, reference, _outcome(ast, inputs, device, var_vals), ulps))
+    return report

@@ -1,0 +1,130 @@
+"""Atomic updates: work items combining into one element give exact (integer) or numpy-close (float)
+results on every backend, threaded or not, every time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import svod
+from svod import KernelBuilder, Ops, dtypes
+from svod.backends import DeviceRegistry
+from svod.config import settings
+from svod.errors import GraphError
+
+
+def _histogram(bins: int, n: int, dtype=dtypes.int32):
+    k = KernelBuilder(f"histogram_{bins}")
+    counts, values = k.buffer(dtype, bins), k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.atomic_add(counts[values[i]], 1 if not dtype.is_float else 1.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("bins", [16, 4096])
+def test_a_histogram_of_a_million_values_is_exact(device, bins):
+    n = 1_000_000 if device.device.base_type != "PYTHON" else 50_000
+    values = np.random.default_rng(bins).integers(0, bins, n).astype(np.int32)
+    expected = np.bincount(values, minlength=bins)
+    for _ in range(20 if device.device.base_type != "PYTHON" else 1):
+        counts = np.zeros(bins, np.int32)
+        svod.run(_histogram(bins, n), [counts, values], device=device)
+        np.testing.assert_array_equal(counts, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_histograms_are_exact_on_any_number_of_threads(threads, compiler):
+    device = DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
+    values = np.random.default_rng(threads).integers(0, 16, 1 << 18).astype(np.int32)
+    for _ in range(20):
+        counts = np.zeros(16, np.int32)
+        svod.run(_histogram(16, 1 << 18), [counts, values], device=device)
+        np.testing.assert_array_equal(counts, np.bincount(values, minlength=16))
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32,
+                                   dtypes.float64])
+def test_scatter_add_with_repeated_indices(device, dtype):
+    k = KernelBuilder("scatter_add")
+    out, x, idx = k.buffer(dtype, 37), k.buffer(dtype, 5000), k.buffer(dtypes.int64, 5000)
+    i = k.range(5000)
+    k.atomic_add(out[idx[i]], x[i])
+    rng = np.random.default_rng(3)
+    indices = rng.integers(0, 37, 5000)
+    x_np = (rng.standard_normal(5000) * 100).astype(dtype.numpy) if dtype.is_float else \
+        rng.integers(0, 1000, 5000).astype(dtype.numpy)
+    expected = np.zeros(37, dtype.numpy)
+    np.add.at(expected, indices, x_np)
+    for _ in range(5):
+        got = np.zeros(37, dtype.numpy)
+        svod.run(k.build(), [got, x_np, indices], device=device)
+        if dtype.is_float:
+            np.testing.assert_allclose(got, expected, rtol=1e-4 if dtype == dtypes.float32 else 1e-10)
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize(("op", "reference"), [(Ops.MAX, np.fmax), (Ops.MIN, np.fmin)])
+def test_atomic_max_and_min_per_segment(device, dtype, op, reference):
+    k = KernelBuilder(f"segment_{op.name.lower()}")
+    out, x, seg = k.buffer(dtype, 10), k.buffer(dtype, 3000), k.buffer(dtypes.int32, 3000)
+    i = k.range(3000)
+    (k.atomic_max if op is Ops.MAX else k.atomic_min)(out[seg[i]], x[i])
+    rng = np.random.default_rng(5)
+    segments = rng.integers(0, 10, 3000).astype(np.int32)
+    x_np = rng.standard_normal(3000).astype(dtype.numpy) * 50 if dtype.is_float else \
+        rng.integers(0, 1 << 20, 3000).astype(dtype.numpy)
+    if dtype.is_float:
+        x_np[::7] = np.nan  # ignored, as maximumNumber ignores NaN
+    start = np.full(10, np.nan if dtype.is_float else (0 if op is Ops.MAX else np.iinfo(dtype.numpy).max),
+                    dtype.numpy)
+    expected = start.copy()
+    reference.at(expected, segments, x_np)
+    got = start.copy()
+    svod.run(k.build(), [got, x_np, segments], device=device)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_atomics_count_as_writes_in_plans(device):
+    k = KernelBuilder("count")
+    counts, values = k.buffer(dtypes.int32, 4), k.buffer(dtypes.int32, 100)
+    i = k.range(100)
+    k.atomic_add(counts[values[i]], 1)
+    z = KernelBuilder("zero")
+    target = z.buffer(dtypes.int32, 4)
+    j = z.range(4)
+    z.store(target[j], 0)
+    plan = svod.ExecutionPlan(device)
+    c = plan.add_buffer(svod.Buffer("CPU" if device.device.is_host else device, dtypes.int32, 4))
+    v = plan.add_buffer(svod.Buffer.from_numpy(np.arange(100, dtype=np.int32) % 4, device))
+    zero_step = plan.add_kernel(z.build(), [c])
+    count_step = plan.add_kernel(k.build(), [c, v])
+    plan.prepare()
+    assert zero_step in plan.prepared_kernels[count_step].dependencies
+    for _ in range(3):
+        plan.execute()
+        np.testing.assert_array_equal(plan.buffers[c].numpy(), [25, 25, 25, 25])
+
+
+def test_atomics_on_small_or_bool_types_are_refused():
+    k = KernelBuilder("tiny")
+    out = k.buffer(dtypes.int8, 4)
+    i = k.range(4)
+    k.atomic_add(out[i], 1)
+    with pytest.raises(GraphError, match="atomics update") as info:
+        svod.compile(k.build())
+    assert info.value.kernel == "tiny"
+
+
+def test_a_buffer_both_stored_and_updated_atomically_is_refused():
+    k = KernelBuilder("mixed")
+    out = k.buffer(dtypes.int32, 4)
+    i = k.range(4)
+    k.store(out[i], 0)
+    k.atomic_add(out[i], 1)
+    with pytest.raises(GraphError, match="both stored to and updated atomically"):
+        svod.compile(k.build())

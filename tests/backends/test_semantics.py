@@ -1,0 +1,149 @@
+"""svod's definitions where C leaves results open, on every backend: exact float identities, float MAX/MIN
+as maximumNumber/minimumNumber, saturating float-to-int conversion, and fixed variables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
+from svod.errors import VariableError
+from svod.ir import simplify
+
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38, 0.5],
+                    np.float32)
+
+
+SIZE = len(SPECIALS)
+
+
+def _elementwise(name, dtype_in, dtype_out, build, size=SIZE):
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtype_out, size), k.buffer(dtype_in, size)
+    i = k.range(size)
+    k.store(out[i], build(x[i]))
+    return k.build()
+
+
+@pytest.mark.parametrize(("name", "build", "reference"), [
+    ("plus_zero", lambda v: v + 0.0, lambda x: x + np.float32(0.0)),
+    ("plus_minus_zero", lambda v: v + (-0.0), lambda x: x + np.float32(-0.0)),
+    ("minus_zero", lambda v: v - 0.0, lambda x: x - np.float32(0.0)),
+    ("times_one", lambda v: v * 1.0, lambda x: x * np.float32(1.0)),
+    ("times_zero", lambda v: v * 0.0, lambda x: x * np.float32(0.0)),
+    ("over_one", lambda v: v / 1.0, lambda x: x / np.float32(1.0)),
+    ("double_negation", lambda v: v.alu(Ops.NEG).alu(Ops.NEG), lambda x: x),
+    ("self_difference", lambda v: v - v, lambda x: x - x),
+    ("self_compare", lambda v: (v < v).cast(dtypes.float32), lambda x: (x < x).astype(np.float32)),
+])
+def test_float_identities_hold_for_signed_zeros_nan_and_infinities(device, name, build, reference):
+    out = np.zeros(len(SPECIALS), np.float32)
+    with np.errstate(all="ignore"):
+        expected = reference(SPECIALS)
+        svod.run(_elementwise(name, dtypes.float32, dtypes.float32, build), [out, SPECIALS], device=device)
+    np.testing.assert_array_equal(out, expected)
+    assert (np.signbit(out) == np.signbit(expected)).all(), name
+
+
+def test_folded_constants_keep_ieee():
+    minus_zero = UOp.const(dtypes.float32, -0.0)
+    assert math.copysign(1, simplify(minus_zero + 0.0).arg) == 1
+    x = UOp.param(0, dtypes.float32, 4)[0].load()
+    assert simplify(x + 0.0).op is Ops.ADD and simplify(x * 0.0).op is Ops.MUL
+    assert simplify(x + (-0.0)) is x and simplify(x - 0.0) is x and simplify(x / 1.0) is x
+    assert simplify(UOp.const(dtypes.float32, 16777217.0) + 1.0).arg == 16777216.0  # rounded to float32 once
+
+
+def _saturated(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    wide = np.trunc(x.astype(np.float64))
+    out = np.zeros(x.shape, dtype)
+    for k, v in enumerate(wide):
+        out[k] = 0 if np.isnan(v) else info.max if v >= info.max else info.min if v <= info.min else int(v)
+    return out
+
+
+CONVERT_INPUTS = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 2.9, -2.9, 2.0**31, -(2.0**31), 2.0**63, 255.5,
+                           -0.5, 128.0, -129.0, 65535.9, 1e19], np.float32)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                                   dtypes.int64, dtypes.uint64])
+@pytest.mark.parametrize("source", [dtypes.float32, dtypes.float64])
+def test_float_to_integer_saturates_and_takes_nan_to_zero(device, dtype, source):
+    x = CONVERT_INPUTS.astype(source.numpy)
+    out = np.ones(len(x), dtype.numpy)
+    svod.run(_elementwise("convert", source, dtype, lambda v: v.cast(dtype), len(x)), [out, x], device=device)
+    np.testing.assert_array_equal(out, _saturated(x, dtype.numpy))
+
+
+def test_float_to_bool_is_true_for_nan(device):
+    x = np.array([0.0, -0.0, np.nan, 1e-45, -np.inf], np.float32)
+    out = np.zeros(5, np.bool_)
+    svod.run(_elementwise("truthy", dtypes.float32, dtypes.bool, lambda v: v.cast(dtypes.bool), 5), [out, x],
+             device=device)
+    np.testing.assert_array_equal(out, [False, False, True, True, True])
+
+
+ZEROS_A = np.array([0.0, -0.0, -0.0, 0.0, np.nan, -0.0, 1.0, np.nan], np.float32)
+ZEROS_B = np.array([-0.0, 0.0, -0.0, 0.0, -0.0, np.nan, np.nan, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_max_and_min_order_signed_zeros_and_ignore_nan(device, dtype):
+    k = KernelBuilder("extremes")
+    top, bottom, a, b = (k.buffer(dtype, 8) for _ in range(4))
+    i = k.range(8)
+    k.store(top[i], a[i].maximum(b[i]))
+    k.store(bottom[i], a[i].minimum(b[i]))
+    top_np, bottom_np = np.zeros(8, dtype.numpy), np.zeros(8, dtype.numpy)
+    svod.run(k.build(), [top_np, bottom_np, ZEROS_A.astype(dtype.numpy), ZEROS_B.astype(dtype.numpy)], device=device)
+    np.testing.assert_array_equal(top_np, [0, 0, -0.0, 0, -0.0, -0.0, 1, np.nan])
+    np.testing.assert_array_equal(np.signbit(top_np), [False, False, True, False, True, True, False, False])
+    np.testing.assert_array_equal(np.signbit(bottom_np), [True, True, True, False, True, True, False, False])
+
+
+@pytest.mark.parametrize("size", [2, 17, 64, 1001])
+def test_max_reductions_of_signed_zeros_give_plus_zero(device, size):
+    k = KernelBuilder("zero_max")
+    out, x = k.buffer(dtypes.float32, 2), k.buffer(dtypes.float32, size)
+    r = k.range(size, AxisKind.REDUCE)
+    k.store(out[0], x[r].reduce(r, op=Ops.MAX))
+    k.store(out[1], x[r].reduce(r, op=Ops.MIN))
+    x_np = np.where(np.arange(size) % 3 == 0, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
+    got = np.ones(2, np.float32)
+    svod.run(k.build(), [got, x_np], device=device)
+    assert got[0] == 0 and not np.signbit(got[0]) and np.signbit(got[1])
+
+
+def test_a_fixed_variable_compiles_and_keeps_its_value(device):
+    k = KernelBuilder("fixed_end")
+    n = k.var("n", 1, 100)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, 100)
+    i = k.range(n.bind(10))
+    k.store(out[i], x[i] * 2.0)
+    out_np, x_np = np.full(100, -1.0, np.float32), np.arange(100, dtype=np.float32)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    np.testing.assert_array_equal(out_np[:10], x_np[:10] * 2)
+    assert (out_np[10:] == -1).all()
+    with pytest.raises(VariableError, match="fixed"):
+        svod.run(k.build(), [out_np, x_np], device=device, n=5)
+
+
+def test_kernels_fixing_different_values_share_one_compile():
+    def build(value: int):
+        k = KernelBuilder("fixed_scale")
+        n = k.var("n", 1, 64)
+        out = k.buffer(dtypes.int32, 64)
+        i = k.range(64)
+        k.store(out[i], (i * n.bind(value)).cast(dtypes.int32))
+        return k.build()
+
+    first, second = svod.compile(build(3)), svod.compile(build(5))
+    assert first.code == second.code and first.fixed == {"n": 3} and second.fixed == {"n": 5}
+    got = np.zeros(64, np.int32)
+    svod.run(build(5), [got])
+    np.testing.assert_array_equal(got, np.arange(64) * 5)

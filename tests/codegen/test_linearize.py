@@ -1,0 +1,83 @@
+"""The linearizer orders every valid kernel, the same way in every process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, Ops, dtypes
+from svod.codegen.linearize import linearize
+from tests.kernels import nested_corpus
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = nested_corpus()
+
+
+@pytest.mark.parametrize(("ast", "case"), CORPUS, ids=[ast.arg for ast, _ in CORPUS])
+def test_reductions_nested_in_reductions_compute_the_right_answer(device, ast, case):
+    inputs, expected = case(np.random.default_rng(0))
+    out = np.zeros(expected.size, np.float32)
+    svod.run(ast, [out, *(a.reshape(-1) for a in inputs)], device=device)
+    np.testing.assert_allclose(out.reshape(expected.shape), expected, rtol=2e-4, atol=2e-5)
+
+
+def test_nested_reduction_loops_nest_inside_the_loop_that_needs_them():
+    ast = CORPUS[0][0]  # (Q K^T) V
+    depth, deepest = 0, 0
+    for u in linearize(ast):
+        depth += u.op is Ops.RANGE
+        depth -= u.op is Ops.END
+        deepest = max(deepest, depth)
+    assert deepest == 4  # i, e, then j, then d inside j
+
+
+_SCRIPT = textwrap.dedent("""
+    import hashlib, json, sys
+    import numpy as np
+    import svod
+    from svod.codegen.lower import WorkGroupLimits
+    from svod.codegen.render.opencl import OpenCLRenderer
+    from tests.kernels import nested_corpus
+
+    renderers = [svod.compiler_pair("CPU", "llvm")[0], svod.compiler_pair("CPU", "clang")[0],
+                 OpenCLRenderer("CL:0", WorkGroupLimits(256, (256, 256, 256)))]
+    report = {}
+    for ast, case in nested_corpus():
+        sources = [r.render(stage).src for r in renderers for stage in r.stages(ast)]
+        inputs, expected = case(np.random.default_rng(1))
+        out = np.zeros(expected.size, np.float32)
+        svod.run(ast, [out, *(a.reshape(-1) for a in inputs)], device="CPU")
+        report[ast.arg] = [hashlib.sha256("".join(sources).encode()).hexdigest(), out.tobytes().hex()]
+    json.dump(report, sys.stdout)
+""")
+
+
+def test_the_same_kernel_gives_the_same_source_and_result_under_every_hash_seed(tmp_path):
+    reports = []
+    for seed in ("0", "1", "2", "31337"):
+        env = {"PYTHONHASHSEED": seed, "SVOD_CACHE_DIR": str(tmp_path / seed), "PATH": "/usr/bin:/bin",
+               "PYTHONPATH": str(REPO)}
+        done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=REPO,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
+    assert all(r == reports[0] for r in reports[1:])
+    assert len(reports[0]) == len(CORPUS)
+
+
+def test_two_reductions_over_one_range_share_its_loop_and_a_third_that_needs_them_gets_its_own():
+    k = KernelBuilder("mean_and_spread")
+    out, x = k.buffer(dtypes.float32, 3), k.buffer(dtypes.float32, 3 * 8)
+    i = k.range(3)
+    c = k.range(8, AxisKind.REDUCE)
+    mean = x[i * 8 + c].reduce(c) / 8.0
+    k.store(out[i], ((x[i * 8 + c] - mean) * (x[i * 8 + c] - mean)).reduce(c) + x[i * 8 + c].reduce(c, op=Ops.MAX))
+    loops = [u for u in linearize(k.build()) if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]
+    assert len(loops) == 2  # the sum and the max share one loop; the spread needs the mean first

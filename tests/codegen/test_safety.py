@@ -1,0 +1,215 @@
+"""No kernel touches memory outside its buffers, and no two work items race: every access is proven for
+every value of every variable, gated by the condition that proves it, or checked at run time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, UOp, dtypes
+from svod.codegen.indexing import index_in_bounds
+from svod.errors import GraphError, IndexOutOfBoundsError
+
+PAD = 16
+SENTINEL = -12345.0
+
+
+def _guarded_views(device, sizes, dtype=np.float32):
+    """Buffers that are views into one base, each with a band of sentinels before and after it."""
+    base = np.full(sum(sizes) + PAD * (len(sizes) + 1), SENTINEL, dtype)
+    whole = svod.Buffer.from_numpy(base, device)
+    views, offset = [], PAD
+    for size in sizes:
+        views.append(whole.view(offset, size))
+        offset += size + PAD
+    return whole, views
+
+
+def _sentinels_intact(whole, sizes) -> bool:
+    data, offset = whole.numpy(), 0
+    bands = []
+    for size in sizes:
+        bands.append(data[offset:offset + PAD])
+        offset += PAD + size
+    bands.append(data[offset:])
+    return all((band == SENTINEL).all() for band in bands)
+
+
+def _shrinking_index():
+    """``out[i] = x[limit - n + i]``: the index grows as ``n`` shrinks (unsound with every var at max)."""
+    k = KernelBuilder("shrinking")
+    n, limit = k.var("n", 1, 32), k.var("limit", 0, 64)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, 32)
+    i = k.range(n)
+    k.store(out[i], x[limit - n + i])
+    return k.build()
+
+
+def _scaled_difference():
+    """``x[c*(m - n) + i]`` grows with ``m`` and shrinks with ``n``."""
+    k = KernelBuilder("scaled")
+    n, m = k.var("n", 1, 8), k.var("m", 1, 8)
+    out, x = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    i = k.range(n)
+    k.store(out[i], x[(m - n) * 3 + i])
+    return k.build()
+
+
+def _write_far():
+    """A store whose index a variable moves far outside the buffer."""
+    k = KernelBuilder("far_write")
+    n, shift = k.var("n", 1, 16), k.var("shift", 0, 1 << 40)
+    out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 16)
+    i = k.range(n)
+    k.store(out[i + shift], x[i])
+    return k.build()
+
+
+@pytest.mark.parametrize(("build", "sizes", "good", "bad"), [
+    (_shrinking_index, (32, 32), {"n": 32, "limit": 32}, {"n": 4, "limit": 60}),
+    (_scaled_difference, (8, 8), {"n": 4, "m": 4}, {"n": 1, "m": 8}),
+    (_write_far, (16, 16), {"n": 16, "shift": 0}, {"n": 16, "shift": 1 << 39}),
+])
+def test_indices_that_move_with_variables_are_checked_for_every_value(device, build, sizes, good, bad):
+    whole, views = _guarded_views(device, sizes)
+    views[1].copyin(np.arange(sizes[1], dtype=np.float32))
+    svod.run(build(), views, device=device, **good)  # in range: runs as written
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        svod.run(build(), views, device=device, **bad)
+    assert info.value.kernel == build().arg and info.value.slot in (0, 1)
+    assert _sentinels_intact(whole, sizes)
+
+
+def test_the_prover_sees_every_value_of_a_variable_not_just_the_largest():
+    n, limit = UOp.define_var("n", 1, 32), UOp.define_var("limit", 0, 64)
+    i = UOp.range(n, 0)
+    assert not index_in_bounds(limit - n + i, UOp.index_const(32), None, {})
+    assert index_in_bounds(i, n, None, {})
+    rows, cols = UOp.define_var("rows", 1, 50), UOp.define_var("cols", 1, 60)
+    r, c = UOp.range(rows, 0), UOp.range(cols, 1)
+    assert index_in_bounds((rows - 1 - r) * cols + c, rows * cols, None, {r: 0, c: 1})
+    assert not index_in_bounds((rows - r) * cols + c, rows * cols, None, {r: 0, c: 1})
+
+
+def _padded_conv(channels=3, height=7, width=9):
+    """A 3x3 convolution with zero padding, guarded the natural way: ``valid.where(x[iy, ix], 0)``."""
+    k = KernelBuilder("conv_padded")
+    out = k.buffer(dtypes.float32, channels * height * width)
+    x = k.buffer(dtypes.float32, channels * height * width)
+    w = k.buffer(dtypes.float32, channels * 9)
+    c, oy, ox = k.range(channels), k.range(height), k.range(width)
+    ky, kx = k.range(3, AxisKind.REDUCE), k.range(3, AxisKind.REDUCE)
+    iy, ix = oy + ky - 1, ox + kx - 1
+    valid = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
+    tap = valid.where(x[(c * height + iy) * width + ix], 0.0) * w[c * 9 + ky * 3 + kx]
+    k.store(out[(c * height + oy) * width + ox], tap.reduce(ky, kx))
+    return k.build()
+
+
+def test_a_guarded_padded_convolution_is_proven_and_needs_no_run_time_check(device):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((3, 7, 9)).astype(np.float32), rng.standard_normal((3, 3, 3)).astype(np.float32)
+    out = np.zeros(3 * 7 * 9, np.float32)
+    kernel = svod.compile(_padded_conv(), device)
+    assert type(kernel.program).__name__ != "StagedProgram"  # no status buffer: every access was proven
+    svod.run(_padded_conv(), [out, x.reshape(-1), w.reshape(-1)], device=device)
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    expected = sum(padded[:, dy:dy + 7, dx:dx + 9] * w[:, dy, dx][:, None, None] for dy in range(3) for dx in range(3))
+    np.testing.assert_allclose(out.reshape(3, 7, 9), expected, rtol=1e-5, atol=1e-5)
+
+
+def _gather(index_dtype, guarded: bool):
+    k = KernelBuilder("gather")
+    out, table, idx = k.buffer(dtypes.float32, 12), k.buffer(dtypes.float32, 5), k.buffer(index_dtype, 12)
+    i = k.range(12)
+    g = idx[i]
+    value = ((g >= 0) & (g < 5)).where(table[g], -1.0) if guarded else table[g]
+    k.store(out[i], value)
+    return k.build()
+
+
+@pytest.mark.parametrize("index_dtype", [dtypes.int8, dtypes.int32, dtypes.int64, dtypes.uint32])
+def test_gathers_check_indices_read_from_memory(device, index_dtype):
+    table = np.arange(5, dtype=np.float32) * 10
+    good = np.array([0, 4, 2, 2, 1, 3, 0, 0, 4, 4, 1, 2], index_dtype.numpy)
+    out = np.zeros(12, np.float32)
+    svod.run(_gather(index_dtype, False), [out, table, good], device=device)
+    np.testing.assert_array_equal(out, table[good])
+    bad = good.copy()
+    bad[5] = 7
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        svod.run(_gather(index_dtype, False), [out, table, bad], device=device)
+    assert (info.value.slot, info.value.size, info.value.index) == (1, 5, 7)
+    assert out[5] == 0.0 and (np.delete(out, 5) == np.delete(table[bad.clip(0, 4)], 5)).all()
+
+
+def test_a_guarded_gather_is_gated_not_checked(device):
+    idx = np.array([0, -3, 4, 5, 100, 1, 2, 3, 0, -1, 4, 2], np.int32)
+    out = np.zeros(12, np.float32)
+    assert type(svod.compile(_gather(dtypes.int32, True), device).program).__name__ != "StagedProgram"
+    svod.run(_gather(dtypes.int32, True), [out, np.arange(5, dtype=np.float32), idx], device=device)
+    np.testing.assert_array_equal(out, np.where((idx >= 0) & (idx < 5), idx.clip(0, 4), -1).astype(np.float32))
+
+
+def test_a_scatter_outside_its_buffer_writes_nothing_there(device):
+    k = KernelBuilder("scatter")
+    out, x, idx = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8), k.buffer(dtypes.int32, 8)
+    i = k.range(8)
+    k.store(out[idx[i]], x[i])
+    whole, (out_view, x_view) = _guarded_views(device, (8, 8))
+    x_view.copyin(np.arange(8, dtype=np.float32) + 1)
+    indices = svod.Buffer.from_numpy(np.array([7, 6, 5, -20, 3, 2, 1, 9], np.int32), device)
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        svod.run(k.build(), [out_view, x_view, indices], device=device)
+    assert info.value.slot == 0 and info.value.index in (-20, 9)
+    assert _sentinels_intact(whole, (8, 8))
+    np.testing.assert_array_equal(out_view.numpy(), [SENTINEL, 7, 6, 5, SENTINEL, 3, 2, 1])
+
+
+# ---- races ----------------------------------------------------------------------------------------------
+
+def _racy(kind: str):
+    k = KernelBuilder(kind)
+    out, x = k.buffer(dtypes.int32, 64), k.buffer(dtypes.int32, 64)
+    i, j = k.range(8), k.range(8)
+    if kind == "read_modify_write_through_data":
+        k.store(out[x[i * 8 + j]], out[x[i * 8 + j]] + 1)
+    elif kind == "accumulate_into_one":
+        k.store(out[0], out[0] + x[i * 8 + j])
+    elif kind == "index_misses_a_range":
+        k.store(out[i], x[i * 8 + j])
+    elif kind == "diagonal_collision":
+        k.store(out[i + j], x[i * 8 + j])
+    elif kind == "read_a_neighbour":
+        k.store(out[i * 8 + j], out[(i * 8 + j + 1) % 64] + x[i])
+    elif kind == "halving":
+        k.store(out[(i * 8 + j) // 2], x[i * 8 + j])
+    return k.build()
+
+
+@pytest.mark.parametrize("kind", ["read_modify_write_through_data", "accumulate_into_one", "index_misses_a_range",
+                                  "diagonal_collision", "read_a_neighbour", "halving"])
+def test_kernels_whose_work_items_may_race_are_refused(device, kind):
+    with pytest.raises(GraphError, match="work item") as info:
+        svod.compile(_racy(kind), device)
+    assert info.value.kernel == kind and info.value.stage == "races"
+
+
+def test_race_free_patterns_are_accepted(device):
+    k = KernelBuilder("in_place")
+    out = k.buffer(dtypes.int32, 64)
+    i, j = k.range(8), k.range(8)
+    k.store(out[i * 8 + j], out[i * 8 + j] * 2 + 1)  # each work item reads the element it writes
+    data = np.arange(64, dtype=np.int32)
+    svod.run(k.build(), [data], device=device)
+    np.testing.assert_array_equal(data, np.arange(64) * 2 + 1)
+    k = KernelBuilder("row_scan")
+    out, x = k.buffer(dtypes.float32, 32), k.buffer(dtypes.float32, 32)
+    i = k.range(4)
+    j = k.range(8, AxisKind.LOOP)
+    k.store(out[i * 8 + j], (j >= 1).where(out[i * 8 + j - 1], 0.0) + x[i * 8 + j])  # a LOOP carries the sum
+    x_np = np.random.default_rng(1).standard_normal(32).astype(np.float32)
+    got = np.zeros(32, np.float32)
+    svod.run(k.build(), [got, x_np], device=device)
+    np.testing.assert_allclose(got.reshape(4, 8), np.cumsum(x_np.reshape(4, 8), axis=1), rtol=1e-6, atol=1e-6)
