@@ -33,6 +33,7 @@ from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import param_size
+from svod.ir.validate import kernel_label
 
 CHECKED = "checked"
 """The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
@@ -431,4 +432,10 @@ def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
     try:
         return _Linearizer(sink, status).run()
     except RecursionError as err:
-        raise GraphError("the kernel nests too deeply to linearize", stage="linearize") from err
+        raise GraphError("the kernel nests too deeply to linearize", kernel=kernel_label(sink),
+                         stage="linearize") from err
+    except GraphError as err:
+        if err.kernel is not None:
+            raise
+        raise GraphError(err.detail, kernel=kernel_label(sink), stage=err.stage or "linearize",
+                         value=err.value) from err

@@ -130,6 +130,18 @@ class KernelCache:
         return outcomes
 
     def _build_together(self, asts: list[UOp], device: Device) -> list[CachedKernel]:
+        """Compile ``asts``; anything but a ``SvodError`` from the pipeline is a bug in svod, reported as a
+        ``SvodError`` that names the kernel (the tests exist to keep this from ever happening)."""
+        try:
+            return self._compile_together(asts, device)
+        except SvodError:
+            raise
+        except Exception as err:
+            names = ", ".join(a.arg if isinstance(a.arg, str) else "kernel" for a in asts)
+            raise SvodError(f"internal error in svod ({type(err).__name__}: {err}); please report it with the "
+                            "kernel", kernel=names, stage="compile") from err
+
+    def _compile_together(self, asts: list[UOp], device: Device) -> list[CachedKernel]:
         start = time.perf_counter()
         shared_keys = {ast: (*self._key(ast, device)[:3], device.base_device_key()) for ast in asts}
         renders = {ast: tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))

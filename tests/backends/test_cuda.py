@@ -100,3 +100,32 @@ def test_saxpy_runs_on_the_gpu():
     out = np.zeros(1000, np.float32)
     svod.run(ast, [out, x], device="CUDA", n=999)
     np.testing.assert_array_equal(out[:999], x[:999] * 2 + 1)
+
+
+def _new_constructs():
+    from tests.kernels import nested_corpus
+    yield from (ast for ast, _ in nested_corpus())
+    for dtype in (dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64):
+        for update in ("atomic_add", "atomic_max", "atomic_min"):
+            k = KernelBuilder(f"{update}_{dtype.name}")
+            out, x, idx = k.buffer(dtype, 16), k.buffer(dtype, 100), k.buffer(dtypes.int32, 100)
+            i = k.range(100)
+            getattr(k, update)(out[idx[i]], x[i])  # a data-dependent index: bounds-checked at run time
+            yield k.build()
+    k = KernelBuilder("guarded_and_converted")
+    out, x = k.buffer(dtypes.float32, 10), k.buffer(dtypes.float32, 10)
+    i = k.range(10)
+    padded = (i + 1 < 10).where(x[i + 1], 0.0)
+    k.store(out[i], padded.maximum(x[i]).minimum(2.0) + x[i].cast(dtypes.int8).cast(dtypes.float32))
+    yield k.build()
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("ast", list(_new_constructs()), ids=lambda a: a.arg)
+def test_nested_reductions_atomics_gates_and_checks_compile_to_ptx(ast):
+    renderer, compiler = svod.compiler_pair("CUDA")
+    spec = renderer.render(ast)
+    ptx = compiler.compile(spec).bytes.decode()
+    assert f".entry {entry_symbol(ast.arg, spec.ast)}(" in ptx
+    if ast.arg.startswith("atomic"):
+        assert "atom." in ptx
