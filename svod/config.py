@@ -30,6 +30,9 @@ class Settings:
     """``SVOD_DEBUG=1`` prints rendered source and timings."""
     cuda_arch: str
     """The architecture CUDA code is compiled for when no GPU says which (``SVOD_CUDA_ARCH``, sm_90)."""
+    cache_memory: int = 512 << 20
+    """Bytes of compiled code the in-memory kernel cache keeps before dropping the least recently used
+    (``SVOD_CACHE_MEMORY_MB``; default 512)."""
 
     @staticmethod
     def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -45,7 +48,16 @@ class Settings:
             cpu_compiler=cpu_compiler,
             debug=env.get("SVOD_DEBUG", "0").strip() not in ("", "0"),
             cuda_arch=env.get("SVOD_CUDA_ARCH", "sm_90").strip().lower(),
+            cache_memory=_megabytes(env.get("SVOD_CACHE_MEMORY_MB")),
         )
+
+
+def _megabytes(value: str | None) -> int:
+    if value is None or not value.strip():
+        return 512 << 20
+    if not value.strip().isdigit() or int(value) < 1:
+        raise SvodError("SVOD_CACHE_MEMORY_MB must be a positive integer", value=value)
+    return int(value) << 20
 
 
 def _threads(value: str | None) -> int:

@@ -8,6 +8,7 @@ which let a plain reduction reassociate (and vectorise) without relaxing any oth
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import hashlib
 import os
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 
 from svod.backends.cpu import CpuProgram
+from svod.backends.elf import ET_DYN, read_elf
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, ProgramSpec
@@ -65,23 +67,38 @@ class ClangCompiler(CompilerBase):
                 return CompiledSpec.from_spec(spec, data=f.read())
 
 
+class SharedObject:
+    """A loaded shared object, closed (``dlclose``) when the last program that uses it is gone."""
+
+    def __init__(self, path: str) -> None:
+        self.library = ctypes.CDLL(path)
+
+    def address(self, symbol: str) -> int:
+        return ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value or 0
+
+    def __del__(self) -> None:
+        library = getattr(self, "library", None)
+        if library is not None:
+            _ctypes.dlclose(library._handle)
+
+
 def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
     """Load the shared object in ``compiled.bytes`` through a uniquely named file that is removed at once
-    (the dynamic loader caches libraries by path, so a reused path would return an old kernel)."""
-    if compiled.bytes is None:
+    (the dynamic loader caches libraries by path, so a reused path would return an old kernel). The bytes
+    are checked (format, machine, the kernel's symbol) before the dynamic loader sees them."""
+    if not compiled.bytes:
         raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
                         stage="load")
+    symbol = entry_symbol(compiled.name, compiled.ast)
+    if symbol not in read_elf(compiled.bytes, ET_DYN, kernel=compiled.name).symbols:
+        raise SvodError("the shared object has no entry point of that name", kernel=compiled.name, stage="load",
+                        value=symbol)
     with tempfile.NamedTemporaryFile(prefix=f"svod-{compiled.name}-", suffix=".so") as file:
         file.write(compiled.bytes)
         file.flush()
         try:
-            library = ctypes.CDLL(file.name)
+            library = SharedObject(file.name)
         except OSError as err:
             raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
                             stage="load") from err
-    try:
-        function = getattr(library, entry_symbol(compiled.name, compiled.ast))
-    except AttributeError as err:
-        raise SvodError("the shared object has no entry point of that name", kernel=compiled.name,
-                        stage="load", value=entry_symbol(compiled.name, compiled.ast)) from err
-    return CpuProgram(compiled.name, ctypes.cast(function, ctypes.c_void_p).value or 0, library)
+    return CpuProgram(compiled.name, library.address(symbol), library)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from svod.backends.cpu import CpuProgram, host_target_machine
+from svod.backends.elf import ET_REL, read_elf
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.llvmir import LLVMRenderer
 from svod.device import CompiledSpec, CompilerBase, ProgramSpec
@@ -24,13 +26,17 @@ from svod.errors import CompileError, SvodError
 OPT_LEVEL = 3
 BATCH = 8
 """How many kernels ``compile_many`` puts in one LLVM module."""
+LARGE_KERNEL_LINES = 3000
+"""A kernel whose IR is longer than this is compiled on its own without loop vectorisation: LLVM 22's
+loop vectorizer takes time quadratic in the length of a long dependent chain (3.5 s at 3,000 ops, 40 s at
+10,000), and such a kernel is compute-bound per element anyway."""
 
 
 class LLVMCompiler(CompilerBase):
     """Optimises at O3 with loop and SLP vectorisation for this CPU's name and features.
 
-    Compiles run in parallel: each thread has its own LLVM context and target machine, and llvmlite
-    releases the GIL while LLVM works.
+    Each group of kernels is parsed into a context of its own, which is freed with it (a context interns
+    every constant and type it ever sees); each thread has its own target machine.
     """
 
     def __init__(self) -> None:
@@ -44,12 +50,12 @@ class LLVMCompiler(CompilerBase):
     def renderer(self, threads: int) -> LLVMRenderer:
         return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
 
-    def _thread_state(self) -> tuple[Any, Any]:
-        """This thread's LLVM context and target machine: LLVM contexts must not be shared by threads."""
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = (llvm.create_context(), host_target_machine(OPT_LEVEL))
-        return state
+    def _target_machine(self) -> Any:
+        """This thread's target machine (LLVM objects must not be shared by threads)."""
+        machine = getattr(self._local, "machine", None)
+        if machine is None:
+            machine = self._local.machine = host_target_machine(OPT_LEVEL)
+        return machine
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         return self.compile_many([spec])[0]
@@ -58,17 +64,24 @@ class LLVMCompiler(CompilerBase):
         """Kernels in groups of ``BATCH``, each group one module optimised and emitted once, so the fixed
         cost of LLVM's pipelines is shared. (llvmlite serialises every LLVM call behind one process-wide
         lock, so threads could not overlap the work.) Each kernel of a group gets the group's object,
-        which the disk cache stores once per kernel: the group size bounds that duplication."""
-        return [compiled for start in range(0, len(specs), BATCH)
-                for compiled in self._compile_group(specs[start:start + BATCH])]
+        which the disk cache stores once per kernel: the group size bounds that duplication. A large
+        kernel is a group of its own (``LARGE_KERNEL_LINES``)."""
+        compiled: dict[int, CompiledSpec] = {}
+        large = [k for k, spec in enumerate(specs) if spec.src.count("\n") > LARGE_KERNEL_LINES]
+        small = [k for k in range(len(specs)) if k not in large]
+        groups = [small[start:start + BATCH] for start in range(0, len(small), BATCH)] + [[k] for k in large]
+        for group in groups:
+            results = self._compile_group([specs[k] for k in group], vectorize_loops=group[0] not in large)
+            compiled.update(zip(group, results, strict=True))
+        return [compiled[k] for k in range(len(specs))]
 
-    def _compile_group(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
-        context, machine = self._thread_state()
+    def _compile_group(self, specs: Sequence[ProgramSpec], vectorize_loops: bool) -> list[CompiledSpec]:
+        context, machine = llvm.create_context(), self._target_machine()  # a fresh context: it interns for life
         module = self._parse(specs[0], context)
         for spec in specs[1:]:
             module.link_in(self._parse(spec, context))
         tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-        tuning.loop_vectorization = True
+        tuning.loop_vectorization = vectorize_loops
         tuning.slp_vectorization = True
         tuning.loop_unrolling = True
         passes = llvm.create_pass_builder(machine, tuning)
@@ -87,33 +100,49 @@ class LLVMCompiler(CompilerBase):
 
 
 class LLVMRuntime:
-    """Loads compiled objects into one MCJIT engine that lives as long as the runtime.
+    """Loads compiled objects into LLVM's ORC JIT, one JIT library per distinct object.
 
-    Entry symbols carry the kernel's key, so objects never clash; adding an object to a live engine
-    costs far less than building an engine (and its target machine) per kernel.
+    A library lives as long as a program uses it: each program holds the library's resource tracker, and
+    when the last one is gone (its kernel evicted from the cache, its plan dropped) LLVM unloads the code.
+    An object compiled for several kernels (a plan's batch) is linked once and shared by their programs.
+    The object is checked (format, machine, the kernel's symbol) before LLVM sees it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._engine: Any = None
-        self._objects: set[str] = set()
+        self._jit: Any = None
+        self._libraries: dict[str, weakref.ref[Any]] = {}
+        self._linked = 0
 
     def __call__(self, compiled: CompiledSpec) -> CpuProgram:
-        if compiled.bytes is None:
+        if not compiled.bytes:
             raise SvodError("the LLVM runtime loads object code, and this kernel has none", kernel=compiled.name,
                             stage="load")
         symbol = entry_symbol(compiled.name, compiled.ast)
+        elf = read_elf(compiled.bytes, ET_REL, kernel=compiled.name)
+        if symbol not in elf.symbols:
+            raise SvodError("the object code has no entry point of that name", kernel=compiled.name, stage="load",
+                            value=symbol)
+        digest = hashlib.sha256(compiled.bytes).hexdigest()
         with self._lock:
-            if self._engine is None:
-                self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(OPT_LEVEL))
-            digest = hashlib.sha256(compiled.bytes).hexdigest()
-            if digest not in self._objects:  # an object compiled for several kernels is added once
-                try:
-                    self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.bytes))
-                    self._engine.finalize_object()
-                except RuntimeError as err:
-                    raise SvodError(f"cannot load the object code: {err}", kernel=compiled.name,
-                                    stage="load") from err
-                self._objects.add(digest)
-            address = self._engine.get_function_address(symbol)
-        return CpuProgram(compiled.name, address, self._engine)
+            found = self._libraries.get(digest)
+            library = found() if found is not None else None
+            if library is None:
+                library = self._link(compiled, elf.symbols, digest)
+            address = library[symbol]
+        return CpuProgram(compiled.name, address, library)
+
+    def _link(self, compiled: CompiledSpec, symbols: frozenset[str], digest: str) -> Any:
+        if self._jit is None:
+            self._jit = llvm.create_lljit_compiler(host_target_machine(OPT_LEVEL))
+        builder = llvm.JITLibraryBuilder().add_object_img(compiled.bytes).add_current_process()
+        for name in sorted(s for s in symbols if s.startswith("svod_")):
+            builder.export_symbol(name)
+        self._linked += 1
+        try:
+            library = builder.link(self._jit, f"svod-{digest[:16]}-{self._linked}")
+        except RuntimeError as err:
+            raise SvodError(f"cannot load the object code: {err}", kernel=compiled.name, stage="load") from err
+        self._libraries = {d: ref for d, ref in self._libraries.items() if ref() is not None}
+        self._libraries[digest] = weakref.ref(library)
+        return library

@@ -192,15 +192,26 @@ class _Run:
     # ---- values ----------------------------------------------------------------------------------------
 
     def evaluate(self, node: UOp, frame: _Frame, mask: int) -> Array:
-        """The value of ``node`` for every work item and the current loop iterations, where ``mask``."""
-        home = self.home(node, frame)
-        key = (node, mask)
-        found = home.cache.get(key)
-        if found is not None:
-            return found
-        value = self.compute(node, frame, mask)
-        home.cache[key] = value
-        return value
+        """The value of ``node`` for every work item and the current loop iterations, where ``mask``.
+
+        Sources are computed first, without recursion, so a long chain of ops is no deeper than one op;
+        only a ``where``, a load or a reduction evaluates what is below it with a mask or loop of its own.
+        """
+        pending = [node]
+        while pending:
+            u = pending[-1]
+            home = self.home(u, frame)
+            if (u, mask) in home.cache:
+                pending.pop()
+                continue
+            if u.op not in _OWN_EVALUATION:
+                missing = [s for s in u.src if (s, mask) not in self.home(s, frame).cache]
+                if missing:
+                    pending.extend(missing)
+                    continue
+            pending.pop()
+            home.cache[(u, mask)] = self.compute(u, frame, mask)
+        return self.home(node, frame).cache[(node, mask)]
 
     def home(self, node: UOp, frame: _Frame) -> _Frame:
         """The innermost frame among those binding the ranges ``node`` depends on (its value is the same in
@@ -272,6 +283,10 @@ class _Run:
 
         fold(frame, 0, mask)
         return acc
+
+
+_OWN_EVALUATION = frozenset({Ops.WHERE, Ops.LOAD, Ops.REDUCE, Ops.RANGE})
+"""Ops that evaluate their sources themselves (under a narrower mask, or in loops of their own)."""
 
 
 # ---- op semantics, on numpy arrays --------------------------------------------------------------------------

@@ -8,8 +8,8 @@ It builds a tree of blocks as it goes and flattens it at the end:
   one of them reads (one writes memory the other touches at another element).
 - An effect whose target is gated runs inside ``IF (gate)``.
 - A value is computed once per placement: in the innermost open loop among the ranges it depends on, so
-  loop-invariant work is hoisted; never outside an enclosing IF; and a load of memory the kernel writes is
-  never hoisted at all.
+  loop-invariant work is hoisted; never outside an enclosing IF; and a value that depends on a load of
+  memory the kernel writes is never hoisted at all.
 - A REDUCE becomes an accumulator register, initialised where its result is needed, updated inside loops
   of its own over its ranges, and read after them. Reductions over the same ranges at the same place
   share one loop (a sum and a max of one row; a matmul's upcast outputs). A reduction nested in another's
@@ -151,6 +151,7 @@ class _Linearizer:
         self.pending: list[UOp] = []
         """The reductions the current effect may compute together (``reductions``)."""
         self.emitted: dict[UOp, _Block] = {}
+        self.volatile: dict[UOp, bool] = {}
         """Where each emitted value was last placed; one still in scope is not emitted again."""
         self.registers = 0
         self.blocks = 0
@@ -211,7 +212,7 @@ class _Linearizer:
             block = self.binding(r)
             if block.depth > deepest.depth:
                 deepest = block
-        if node.op is Ops.LOAD and node.src[0].src[0] in self.written:
+        if self.reads_written(node):
             return self.stack[-1]
         for block in reversed(self.stack):
             if block.depth <= deepest.depth:
@@ -219,6 +220,18 @@ class _Linearizer:
             if block.scope is not None and block.scope.op is Ops.IF:
                 return block
         return deepest
+
+    def reads_written(self, node: UOp) -> bool:
+        """Whether ``node`` depends on a load of memory this kernel writes: such values are computed where
+        they are used (innermost), after the stores before them, never hoisted."""
+        found = self.volatile.get(node)
+        if found is None:
+            for u in node.toposort():
+                if u not in self.volatile:
+                    self.volatile[u] = (u.op is Ops.LOAD and u.src[0].src[0] in self.written) or \
+                        any(self.volatile[s] for s in u.src)
+            found = self.volatile[node]
+        return found
 
     def value(self, node: UOp) -> UOp:
         """The emitted form of AST value ``node`` in the current context, emitting what is missing."""

@@ -4,6 +4,7 @@ In pipeline order (``KernelRenderer.lower``), each with the one guarantee it giv
 
 - ``validate`` (``svod.ir.validate``): the graph is well typed and well formed.
 - ``unbind`` (``svod.codegen.safety``): fixed variables are variables of the kernel, their values kept aside.
+- ``anchor_ranges``: each effect keeps the ranges it was written in, whatever simplification folds.
 - ``simplify``: index arithmetic folded, exactly (``svod.ir.symbolic``).
 - ``check_races``: no two parallel work items write one element or read one another writes.
 - ``guard_accesses``: every access is proven inside its buffer, gated by the condition that proves it, or
@@ -26,8 +27,19 @@ from dataclasses import dataclass
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 
-__all__ = ["decompose", "live_ranges", "split_for_threads", "split_reduction", "to_gpu_indices",
+__all__ = ["anchor_ranges", "decompose", "live_ranges", "split_for_threads", "split_reduction", "to_gpu_indices",
            "upcast_reductions"]
+
+
+def anchor_ranges(sink: UOp) -> UOp:
+    """Each effect keeps, as extra sources, the ranges it was written in (those its target and value
+    depend on). Simplification may fold a dependency away (``min(j, -1)`` is ``-1`` for a LOOP range ``j``),
+    but ``out[i] += min(j, -1)`` must still run once per ``j``: the ranges an effect runs over are decided
+    by the kernel as written. Renderers read an effect's first two sources only."""
+    live = live_ranges(sink)
+    effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=axis_order))) if e.op in EFFECTS and live[e] else e
+               for e in sink.src]
+    return sink.replace(src=tuple(effects))
 
 
 def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
@@ -63,7 +75,7 @@ def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
             continue
         target = e.src[0]
         gate = cond if len(target.src) == 2 else target.src[2] & cond
-        effects.append(e.replace(src=(target.replace(src=(*target.src[:2], gate)), e.src[1])))
+        effects.append(e.replace(src=(target.replace(src=(*target.src[:2], gate)), *e.src[1:])))
     return sink.replace(src=tuple(effects))
 
 

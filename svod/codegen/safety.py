@@ -56,7 +56,7 @@ def guard_accesses(sink: UOp, kernel: str) -> tuple[UOp, UOp | None]:
             effects.append(e)
             continue
         target = guarded.target(e.src[0])
-        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1], _gate_of(e.src[0])))))
+        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1], _gate_of(e.src[0])), *e.src[2:])))
     new_sink = sink.replace(src=tuple(effects))
     if not guarded.checked:
         return new_sink, None

@@ -62,6 +62,10 @@ class Ops(Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    __hash__ = object.__hash__
+    """Identity hashing in C: ops are hashed on every node built and every rule tried (Enum's own hash is
+    a Python function). Nothing iterates a set of ops in an order that matters."""
+
 
 class AxisKind(Enum):
     """What a RANGE means: parallel work (GLOBAL, LOCAL after lowering), a sequential LOOP, or a REDUCE."""
@@ -73,6 +77,8 @@ class AxisKind(Enum):
 
     def __repr__(self) -> str:
         return f"AxisKind.{self.name}"
+
+    __hash__ = object.__hash__
 
 
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})

@@ -16,12 +16,15 @@ result; a failed compile is not cached and raises in every waiter.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from svod.codegen.render.base import entry_symbol
 from svod.config import Settings, settings
@@ -47,12 +50,53 @@ class CacheStats:
     compile_seconds: float = 0.0
 
 
+V = TypeVar("V")
+Compiled = tuple[tuple[ProgramSpec, ...], tuple[CompiledSpec, ...]]
+
+
+class LeastRecentlyUsed(Generic[V]):
+    """Entries with a size in bytes; adding past ``budget`` drops the least recently used ones. What an
+    entry held (loaded code, through its programs) is released once nothing else uses it."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self._entries: OrderedDict[CacheKey, tuple[V, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: CacheKey) -> V | None:
+        """The entry, marked as just used. Safe without a lock: each step is one atomic dict operation."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        with contextlib.suppress(KeyError):  # dropped by another thread meanwhile: still a valid entry
+            self._entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: CacheKey, value: V, nbytes: int) -> None:
+        old = self._entries.pop(key, None)
+        self.held += nbytes - (0 if old is None else old[1])
+        self._entries[key] = (value, nbytes)
+        while self.held > self.budget and len(self._entries) > 1:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.held -= dropped
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.held = 0
+
+
 class KernelCache:
+    """Kernels by (AST, renderer, compiler, device), and compiled code by base device type, each bounded
+    by ``settings.cache_memory`` bytes of compiled code and dropped least recently used first."""
+
     def __init__(self, config: Settings = settings, disk: DiskCache | None = None) -> None:
         self.settings = config
         self.disk = disk if disk is not None else (DiskCache(config.cache_dir) if config.disk_cache else None)
-        self._kernels: dict[CacheKey, CachedKernel] = {}
-        self._compiled: dict[CacheKey, tuple[tuple[ProgramSpec, ...], tuple[CompiledSpec, ...]]] = {}
+        self._kernels: LeastRecentlyUsed[CachedKernel] = LeastRecentlyUsed(config.cache_memory)
+        self._compiled: LeastRecentlyUsed[Compiled] = LeastRecentlyUsed(config.cache_memory)
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
         self.stats = CacheStats()
@@ -60,8 +104,14 @@ class KernelCache:
     def __len__(self) -> int:
         return len(self._kernels)
 
+    @property
+    def bytes_held(self) -> int:
+        """Compiled code held in memory (loaded kernels, and code shared by the devices of one type)."""
+        return self._kernels.held + self._compiled.held
+
     def clear(self) -> None:
-        """Forget every kernel held in memory (the disk cache keeps its entries)."""
+        """Forget every kernel held in memory (the disk cache keeps its entries); their code is released once
+        nothing else (a plan, a caller) holds them."""
         with self._lock:
             self._kernels.clear()
             self._compiled.clear()
@@ -83,8 +133,9 @@ class KernelCache:
         owned: dict[UOp, Future[CachedKernel]] = {}
         with self._lock:
             for ast, key in keys.items():
-                if key in self._kernels:
-                    found[ast] = self._kernels[key]
+                kernel = self._kernels.get(key)
+                if kernel is not None:
+                    found[ast] = kernel
                     self.stats.hits += 1
                 elif key in self._pending:
                     waiting[ast] = self._pending[key]
@@ -99,7 +150,7 @@ class KernelCache:
                 for ast, outcome in built.items():
                     del self._pending[keys[ast]]
                     if isinstance(outcome, CachedKernel):
-                        self._kernels[keys[ast]] = outcome
+                        self._kernels.put(keys[ast], outcome, len(outcome.code) + outcome.code_bytes)
             for ast, outcome in built.items():
                 if isinstance(outcome, CachedKernel):
                     owned[ast].set_result(outcome)
@@ -144,20 +195,22 @@ class KernelCache:
     def _compile_together(self, asts: list[UOp], device: Device) -> list[CachedKernel]:
         start = time.perf_counter()
         shared_keys = {ast: (*self._key(ast, device)[:3], device.base_device_key()) for ast in asts}
+        shared: dict[UOp, Compiled | None] = {ast: self._compiled.get(shared_keys[ast]) for ast in asts}
         renders = {ast: tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))
-                   for ast in asts if shared_keys[ast] not in self._compiled}
+                   for ast in asts if shared[ast] is None}
         fresh = self._compile([spec for specs in renders.values() for spec in specs], device)
         kernels = []
         for ast in asts:
-            if ast in renders:
+            found = shared[ast]
+            if found is None:
                 specs = renders[ast]
                 compiled = tuple(fresh.pop(0) for _ in specs)
                 with self._lock:
-                    self._compiled[shared_keys[ast]] = (specs, compiled)
+                    self._compiled.put(shared_keys[ast], (specs, compiled), sum(map(_code_size, compiled)))
             else:
-                specs, compiled = self._compiled[shared_keys[ast]]
+                specs, compiled = found
             programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
-            kernels.append(make_kernel(ast, specs, programs, device))
+            kernels.append(make_kernel(ast, specs, programs, device, sum(map(_code_size, compiled))))
         if self.settings.debug:
             sources = "\n".join(spec.src for specs in renders.values() for spec in specs)
             print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
@@ -197,7 +250,12 @@ class KernelCache:
             return device.runtime(rebuilt)
 
 
-def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program], device: Device) -> CachedKernel:
+def _code_size(compiled: CompiledSpec) -> int:
+    return len(compiled.bytes or b"") + len(compiled.src or "")
+
+
+def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program], device: Device,
+                code_bytes: int = 0) -> CachedKernel:
     """The cache entry of ``ast``, compiled as ``specs``: one program on the user's buffers, or a staged
     program when it runs as several stages or needs buffers of its own (scratch, status)."""
     meta = derive_metadata(ast)
@@ -216,7 +274,7 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Progr
                   entry_point=entry_symbol(specs[0].name, specs[0].ast), name=meta.name or specs[0].name,
                   globals=meta.globals, outs=meta.outs, ins=meta.ins,
                   host_parallel_safe=device.device.base_type in ("CPU", "PYTHON"), ast=ast, params=params,
-                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed)
+                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed, code_bytes=code_bytes)
     if len(specs) == 1 and not own:
         spec = specs[0]
         return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), global_size=spec.global_size,

@@ -2,9 +2,21 @@
 
 Entries are keyed by (compiler cache key, sha256 of the source) and carry the schema version, their
 length and a sha256 of the bytes. A reader checks all three and discards an entry that fails any of
-them, so a truncated, scribbled or foreign entry is rebuilt, never loaded. A database file that sqlite
-cannot read is moved aside and recreated. Where the directory cannot be written, the cache warns once
-and keeps working from memory.
+them, so a truncated, scribbled or foreign entry is rebuilt, never loaded (and loaders check the format
+of what they load as well: see ``svod.backends.elf``).
+
+A damaged cache never does more than cost a recompile:
+
+- the database is busy (another process holds the lock past the timeout): this lookup or store is
+  skipped, quietly;
+- the directory cannot be used (not writable, not a directory, disk full): the cache turns itself off,
+  with one ``CacheWarning``, and svod keeps compiling in memory;
+- anything else that goes wrong opening, reading or writing the file (sqlite errors, undecodable text,
+  a damaged header): the file is set aside under a new name (``kernels.sqlite.damaged-<time>-<pid>-<n>``,
+  never deleted) and a new one is built, with one ``CacheWarning``; if the new one fails too, the cache turns
+  itself off;
+- a database that belongs to something else (another schema or ``user_version``) is left alone, and svod
+  uses a file of its own beside it (``kernels-svod.sqlite``).
 
 Concurrency: each thread has its own connection; WAL journaling lets readers run beside one writer,
 and the busy timeout makes writers from several processes take turns. Every insert is one transaction.
@@ -13,6 +25,7 @@ and the busy timeout makes writers from several processes take turns. Every inse
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 import time
@@ -24,12 +37,19 @@ from typing import TypeVar
 
 SCHEMA_VERSION = 1
 DATABASE_NAME = "kernels.sqlite"
+OWN_DATABASE_NAME = "kernels-svod.sqlite"
+"""Where svod keeps its entries when ``DATABASE_NAME`` belongs to something else."""
 BUSY_TIMEOUT_SECONDS = 30.0
+COLUMNS = ("compiler_key", "source_hash", "schema", "size", "checksum", "data", "created")
 T = TypeVar("T")
 
 
 class CacheWarning(UserWarning):
-    """The disk cache could not be used; svod carries on without it."""
+    """The disk cache could not be used as it was; svod carries on (with a new file, or without one)."""
+
+
+class _ForeignDatabaseError(Exception):
+    """The database file belongs to something else."""
 
 
 @dataclass
@@ -38,7 +58,7 @@ class DiskStats:
     misses: int = 0
     writes: int = 0
     discarded: int = 0
-    """Entries or database files found corrupt and thrown away."""
+    """Entries found corrupt and thrown away, and database files set aside."""
 
 
 def source_hash(source: str) -> str:
@@ -47,30 +67,38 @@ def source_hash(source: str) -> str:
 
 class DiskCache:
     def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / DATABASE_NAME
+        self.directory = Path(directory)
+        self.path = self.directory / DATABASE_NAME
         self.stats = DiskStats()
         self.enabled = True
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._generation = 0
+        """Bumped when the file is replaced or switched, so every thread reconnects."""
+        self._set_aside_once = False
 
     # ---- public ------------------------------------------------------------------------------------------
 
     def get(self, compiler_key: str, source: str) -> bytes | None:
         """The bytes stored for this source and compiler, if present and intact."""
-        row = self._guarded(lambda db: db.execute(
-            "SELECT schema, size, checksum, data FROM entries WHERE compiler_key = ? AND source_hash = ?",
-            (compiler_key, source_hash(source))).fetchone(), None)
-        if row is None:
+        def read(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute("SELECT schema, size, checksum, data FROM entries WHERE compiler_key = ? AND "
+                             "source_hash = ?", (compiler_key, source_hash(source))).fetchone()
+            if row is None:
+                return None
+            schema, size, checksum, data = row
+            data = bytes(data) if isinstance(data, (bytes, memoryview)) else b""
+            if schema != SCHEMA_VERSION or size != len(data) or checksum != hashlib.sha256(data).hexdigest():
+                self.discard(compiler_key, source)
+                return None
+            return data
+
+        found = self._guarded(read, None)
+        if found is None:
             self.stats.misses += 1
-            return None
-        schema, size, checksum, data = row
-        data = bytes(data) if isinstance(data, (bytes, memoryview)) else b""
-        if schema != SCHEMA_VERSION or size != len(data) or checksum != hashlib.sha256(data).hexdigest():
-            self.discard(compiler_key, source)
-            self.stats.misses += 1
-            return None
-        self.stats.hits += 1
-        return data
+        else:
+            self.stats.hits += 1
+        return found
 
     def put(self, compiler_key: str, source: str, data: bytes) -> None:
         def insert(db: sqlite3.Connection) -> bool:
@@ -104,62 +132,108 @@ class DiskCache:
         count = self._guarded(lambda db: db.execute("SELECT COUNT(*) FROM entries").fetchone(), None)
         return 0 if count is None else int(count[0])
 
-    # ---- connections -------------------------------------------------------------------------------------
+    # ---- failures ----------------------------------------------------------------------------------------
 
     def _guarded(self, action: Callable[[sqlite3.Connection], T], default: T) -> T:
-        """Run ``action`` on this thread's connection. A corrupt database is replaced and the action tried
-        once more; anything else that stops the cache turns it off with one warning."""
-        if not self.enabled:
-            return default
-        for attempt in range(2):
+        """Run ``action`` on this thread's connection; whatever goes wrong costs at most this lookup."""
+        for _ in range(3):
+            if not self.enabled:
+                return default
             try:
                 return action(self._connection())
-            except sqlite3.DatabaseError as err:
-                if attempt == 0 and _is_corruption(err):
-                    self._replace_database()
-                    continue
-                self._disable(f"{type(err).__name__}: {err}")
+            except _ForeignDatabaseError:
+                self._use_own_file()
+            except sqlite3.OperationalError as err:
+                if _is_busy(err):
+                    return default
+                self._set_aside(err)
             except OSError as err:
-                self._disable(str(err))
-            return default
+                self._disable(f"{type(err).__name__}: {err}")
+            except Exception as err:  # any other failure of the file: set it aside, build a new one
+                self._set_aside(err)
         return default
+
+    def _set_aside(self, err: BaseException) -> None:
+        """Rename the damaged file (and its journal) out of the way, once; a second failure turns the cache
+        off."""
+        with self._lock:
+            if self._set_aside_once:
+                self._disable_locked(f"{type(err).__name__}: {err}")
+                return
+            self._set_aside_once = True
+            self.stats.discarded += 1
+            self.close()
+            stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.perf_counter_ns()}"
+            moved = self.path.with_name(f"{self.path.name}.damaged-{stamp}")  # unique: nothing is overwritten
+            try:
+                for suffix in ("", "-wal", "-shm"):
+                    old = Path(f"{self.path}{suffix}")
+                    if old.exists():
+                        old.rename(Path(f"{moved}{suffix}"))
+            except OSError as rename_error:
+                self._disable_locked(f"{type(err).__name__}: {err}; cannot set it aside: {rename_error}")
+                return
+            self._generation += 1
+            warnings.warn(f"svod: disk cache at {self.path} was damaged ({type(err).__name__}: {err}); set aside "
+                          f"as {moved.name} and rebuilt", CacheWarning, stacklevel=4)
+
+    def _use_own_file(self) -> None:
+        with self._lock:
+            if self.path.name == OWN_DATABASE_NAME:
+                self._disable_locked(f"{self.path} belongs to another program")
+                return
+            self.close()
+            self.path = self.directory / OWN_DATABASE_NAME
+            self._generation += 1
+
+    def _disable(self, reason: str) -> None:
+        with self._lock:
+            self._disable_locked(reason)
+
+    def _disable_locked(self, reason: str) -> None:
+        if self.enabled:
+            self.enabled = False
+            warnings.warn(f"svod: disk cache at {self.path} disabled, compiling in memory only ({reason})",
+                          CacheWarning, stacklevel=5)
+
+    # ---- connections -------------------------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                db.close()
-                raise sqlite3.DatabaseError(f"not a database of this svod (schema {version})")
+        if db is not None and getattr(self._local, "generation", None) == self._generation:
+            return db
+        if db is not None:
+            db.close()
+        self._local.db = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        try:
+            _check_ours(db)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("CREATE TABLE IF NOT EXISTS entries (compiler_key TEXT NOT NULL, source_hash TEXT NOT NULL, "
                        "schema INTEGER NOT NULL, size INTEGER NOT NULL, checksum TEXT NOT NULL, data BLOB NOT NULL, "
                        "created REAL NOT NULL, PRIMARY KEY (compiler_key, source_hash))")
-            self._local.db = db
+        except BaseException:
+            db.close()
+            raise
+        self._local.db, self._local.generation = db, self._generation
         return db
 
-    def _replace_database(self) -> None:
-        self.stats.discarded += 1
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
-        with self._lock:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
-    def _disable(self, reason: str) -> None:
-        with self._lock:
-            if self.enabled:
-                self.enabled = False
-                warnings.warn(f"svod: disk cache at {self.path} disabled, compiling in memory only ({reason})",
-                              CacheWarning, stacklevel=4)
+def _check_ours(db: sqlite3.Connection) -> None:
+    """Raise ``_ForeignDatabaseError`` unless the database is empty or svod's own."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version not in (0, SCHEMA_VERSION) or tables - {"entries"}:
+        raise _ForeignDatabaseError(f"user_version {version}, tables {sorted(tables)}")
+    if "entries" in tables:
+        columns = tuple(row[1] for row in db.execute("PRAGMA table_info(entries)"))
+        if columns != COLUMNS:
+            raise _ForeignDatabaseError(f"an entries table with columns {columns}")
 
 
-def _is_corruption(err: sqlite3.DatabaseError) -> bool:
+def _is_busy(err: sqlite3.OperationalError) -> bool:
     text = str(err).lower()
-    return "not a database" in text or "malformed" in text or "corrupt" in text
+    return "locked" in text or "busy" in text

@@ -49,6 +49,8 @@ class CachedKernel:
     """Launch sizes evaluated once, when they depend on no variable."""
     fixed: Mapping[str, int] = field(default_factory=dict)
     """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
+    code_bytes: int = 0
+    """The size of the compiled code, which the method cache counts against its memory budget."""
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""

@@ -119,6 +119,8 @@ class ExecutionPlan:
         self._fixed_names: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
         self._checked_steps: list[_Step] = []
+        self._executing = threading.Lock()
+        self._preparing = threading.Lock()
         self._last_profile: list[StepProfile] = []
         self._prepared = False
 
@@ -163,8 +165,11 @@ class ExecutionPlan:
 
     def prepare(self) -> None:
         """Compile, check and schedule everything; after this, execute() does the minimum per step."""
-        if self._prepared:
-            return
+        with self._preparing:
+            if not self._prepared:
+                self._prepare()
+
+    def _prepare(self) -> None:
         kernels = self._compile_all()
         for op_id, request in enumerate(self._requests):
             if isinstance(request, _KernelRequest):
@@ -258,19 +263,24 @@ class ExecutionPlan:
         return self.execute_with_vars(var_vals, profile=profile)
 
     def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False) -> list[StepProfile] | None:
-        """Check every variable, then run every step; with ``profile`` return per-step timings."""
+        """Check every variable, then run every step; with ``profile`` return per-step timings.
+
+        A plan may be executed from several threads: executions take turns (the steps' argument arrays
+        and buffers are the plan's own, so two at once would mix their variables and their data).
+        """
         self.prepare()
         values = self._check_vars(var_vals)
-        if profile:
-            return self._run_profiled(values)
-        for level in self._levels:
-            if len(level) == 1 or not self._parallel(level):
-                for step in level:
-                    step.run(values)
-            else:
-                self._run_parallel(level, values, lambda step, vals: step.run(vals))
-        self.device.synchronize()
-        self._check_steps()
+        with self._executing:
+            if profile:
+                return self._run_profiled(values)
+            for level in self._levels:
+                if len(level) == 1 or not self._parallel(level):
+                    for step in level:
+                        step.run(values)
+                else:
+                    self._run_parallel(level, values, lambda step, vals: step.run(vals))
+            self.device.synchronize()
+            self._check_steps()
         return None
 
     def _check_steps(self) -> None:

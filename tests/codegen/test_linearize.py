@@ -81,3 +81,31 @@ def test_two_reductions_over_one_range_share_its_loop_and_a_third_that_needs_the
     k.store(out[i], ((x[i * 8 + c] - mean) * (x[i * 8 + c] - mean)).reduce(c) + x[i * 8 + c].reduce(c, op=Ops.MAX))
     loops = [u for u in linearize(k.build()) if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]
     assert len(loops) == 2  # the sum and the max share one loop; the spread needs the mean first
+
+
+def test_a_deep_chain_lowers_compiles_and_runs(device):
+    """About 15,000 nodes in one dependent chain: every pass is linear and none recurses per node."""
+    k = KernelBuilder("chain")
+    out, x = k.buffer(dtypes.float32, 5), k.buffer(dtypes.float32, 5)
+    i = k.range(5)
+    value = x[i]
+    for step in range(6_000):
+        value = value * 1.0 + 1.0 if step % 2 else value - 0.5
+    k.store(out[i], value)
+    got = np.zeros(5, np.float32)
+    svod.run(k.build(), [got, np.arange(5, dtype=np.float32)], device=device)
+    np.testing.assert_array_equal(got, np.arange(5) + 1500.0)
+
+
+def test_an_effect_runs_in_every_loop_it_was_written_in_even_if_simplification_folds_the_use(device):
+    """``out[i] += min(j, -1)`` over a LOOP ``j``: ``min(j, -1)`` folds to ``-1``, yet the update still runs
+    once per ``j`` (found by the random-kernel property test)."""
+    k = KernelBuilder("fold_keeps_loop")
+    n = k.var("n", 1, 8)
+    out = k.buffer(dtypes.int8, 3)
+    i = k.range(3)
+    j = k.range(n, AxisKind.LOOP)
+    k.store(out[i], out[i] + j.cast(dtypes.int8).minimum(-1))
+    got = np.array([10, 20, 30], np.int8)
+    svod.run(k.build(), [got], device=device, n=5)
+    np.testing.assert_array_equal(got, [5, 15, 25])

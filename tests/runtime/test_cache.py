@@ -209,3 +209,92 @@ def test_disk_cache_can_be_turned_off(tmp_path):
     assert cache.disk is None
     _check(cache.get(_kernel(11.0), svod.get_device("CPU")))
     assert not (tmp_path / DATABASE_NAME).exists()
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_random_bytes_over_the_database_cost_only_a_recompile(tmp_path, trial):
+    _populate(tmp_path)
+    db = tmp_path / DATABASE_NAME
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    rng = np.random.default_rng(trial)
+    at = 0 if trial % 2 == 0 else int(rng.integers(0, max(1, len(data) - 4096)))
+    data[at:at + 4096] = rng.integers(0, 256, min(4096, len(data) - at), dtype=np.uint8).tobytes()
+    db.write_bytes(bytes(data))
+    fresh = _cache(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for scale in (4.0, 5.0, 6.0):
+            _check(fresh.get(_kernel(scale), svod.get_device("CPU")))
+    assert len([w for w in caught if w.category is CacheWarning]) <= 1
+    assert fresh.disk is not None and fresh.disk.enabled
+    if caught:  # the damage was seen: the file was set aside (kept, renamed) and a new one built
+        assert "set aside" in str(caught[0].message)
+        assert list(tmp_path.glob(f"{DATABASE_NAME}.damaged-*"))
+    again = _cache(tmp_path)
+    for scale in (4.0, 5.0, 6.0):
+        _check(again.get(_kernel(scale), svod.get_device("CPU")))
+    assert again.stats.compiles == 0  # the rebuilt file serves a new process
+
+
+def test_a_foreign_database_is_left_alone(tmp_path):
+    db = tmp_path / DATABASE_NAME
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('not svod')")
+        conn.execute("PRAGMA user_version = 42")
+    before = db.read_bytes()
+    cache = _cache(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _check(cache.get(_kernel(7.0), svod.get_device("CPU")))
+    assert not caught and db.read_bytes() == before
+    assert cache.disk is not None and cache.disk.path.name == "kernels-svod.sqlite" and len(cache.disk) == 1
+    again = _cache(tmp_path)
+    _check(again.get(_kernel(7.0), svod.get_device("CPU")))
+    assert again.stats.compiles == 0
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("garbage", [b"\x7fELF" + bytes(200), b"not an object at all", b""])
+def test_an_entry_that_checksums_but_does_not_load_is_rebuilt(tmp_path, compiler, garbage):
+    device = svod.get_device("CPU", compiler)
+    ast = _kernel(8.0, f"garbage_{compiler}")
+    spec = device.renderer.render(ast)
+    disk = DiskCache(tmp_path)
+    disk.put(device.compiler.cache_key, spec.src, garbage)  # another writer's bytes, with a valid checksum
+    disk.close()
+    cache = _cache(tmp_path)
+    _check(cache.get(ast, device))
+    assert cache.stats.compiles == 1 and cache.disk is not None and cache.disk.stats.discarded >= 1
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_clear_releases_the_compiled_code(tmp_path, compiler):
+    import gc
+    import weakref
+
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
+    kernel = cache.get(_kernel(12.0, f"released_{compiler}"), svod.get_device("CPU", compiler))
+    _check(kernel)
+    code = weakref.ref(kernel.program._keepalive)  # the JIT library or the shared object
+    assert cache.bytes_held > 0
+    del kernel
+    cache.clear()
+    gc.collect()
+    assert code() is None and cache.bytes_held == 0 and len(cache) == 0
+
+
+def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp_path):
+    device = svod.get_device("CPU")
+    probe = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
+    one_kernel = probe.get(_kernel(100.0, "budget"), device).code_bytes
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False,
+                                            cache_memory=int(3.5 * one_kernel) + 3 * 2048))
+    first, second, _ = (cache.get(_kernel(scale, "budget"), device) for scale in (1.0, 2.0, 3.0))
+    cache.get(_kernel(1.0, "budget"), device)  # used again: now the most recent
+    cache.get(_kernel(4.0, "budget"), device)  # over budget: the least recently used (2.0) goes
+    assert len(cache) == 3 and cache._kernels.held <= cache.settings.cache_memory
+    assert cache.get(_kernel(1.0, "budget"), device) is first
+    assert cache.get(_kernel(2.0, "budget"), device) is not second  # it was dropped, and is loaded again

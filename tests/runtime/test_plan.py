@@ -247,3 +247,41 @@ def test_plans_on_the_python_device():
     plan.add_kernel(_axpb("py", 3.0, 0.0, 6), [y, x])
     plan.execute(n=6)
     np.testing.assert_array_equal(plan.buffers[y].numpy(), np.arange(6, dtype=np.float32) * 3)
+
+
+def test_one_plan_executed_from_several_threads_keeps_each_call_s_values():
+    """``a = n`` then ``b = a - n``: b stays zero unless two executions interleave (one's n with the
+    other's a), which is what sharing the plan's argument arrays used to do."""
+    import threading
+
+    fill = KernelBuilder("fill_n")
+    n = fill.var("n", 1, 1000)
+    a = fill.buffer(dtypes.int64, 4096)
+    i = fill.range(4096)
+    fill.store(a[i], (i * 0 + n).cast(dtypes.int64))
+    diff = KernelBuilder("minus_n")
+    n = diff.var("n", 1, 1000)
+    b, a2 = diff.buffer(dtypes.int64, 4096), diff.buffer(dtypes.int64, 4096)
+    j = diff.range(4096)
+    diff.store(b[j], a2[j] - n.cast(dtypes.int64))
+    plan = svod.ExecutionPlan("CPU")
+    a_index = plan.add_buffer(svod.Buffer("CPU", dtypes.int64, 4096))
+    b_index = plan.add_buffer(svod.Buffer("CPU", dtypes.int64, 4096))
+    plan.add_kernel(fill.build(), [a_index])
+    plan.add_kernel(diff.build(), [b_index, a_index])
+    plan.prepare()
+    nonzero: list[int] = []
+
+    def worker(value: int) -> None:
+        for _ in range(1500):
+            plan.execute(n=value)
+            seen = plan.buffers[b_index].numpy()
+            if seen.any():
+                nonzero.append(int(seen[seen != 0][0]))
+
+    threads = [threading.Thread(target=worker, args=(v,)) for v in (3, 17, 42, 999)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not nonzero

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import decompose, split_for_threads, split_reduction, upcast_reductions
+from svod.codegen.lower import anchor_ranges, decompose, split_for_threads, split_reduction, upcast_reductions
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import KernelMetadata, ProgramSpec
 from svod.dtype import DeviceSpec
@@ -108,7 +108,7 @@ class KernelRenderer(ABC):
         validate(ast)
         kernel = kernel_label(ast)
         sink, fixed = unbind(ast, kernel)
-        sink = simplify(sink)
+        sink = simplify(anchor_ranges(sink))
         check_races(sink, kernel)
         sink, status = guard_accesses(sink, kernel)
         sink = decompose(sink, self.decompositor())

@@ -36,7 +36,7 @@ class OpenCLRenderer(GPURenderer):
     helper_qualifier: ClassVar[str] = "inline"
     signbit: ClassVar[str] = "signbit"
 
-    direct_index: ClassVar[bool] = True
+    direct_index: ClassVar[bool] = False
 
     def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits, fp16: bool = False) -> None:
         super().__init__(device, limits)
