@@ -30,6 +30,10 @@ LARGE_KERNEL_LINES = 3000
 """A kernel whose IR is longer than this is compiled on its own without loop vectorisation: LLVM 22's
 loop vectorizer takes time quadratic in the length of a long dependent chain (3.5 s at 3,000 ops, 40 s at
 10,000), and such a kernel is compute-bound per element anyway."""
+HUGE_KERNEL_LINES = 30000
+"""Past this, machine code is generated at O0 (fast instruction selection and register allocation): the
+optimising backend takes 16 s on a 100,000-instruction block, O0 half a second. The IR is still
+optimised at O3."""
 
 
 class LLVMCompiler(CompilerBase):
@@ -50,12 +54,15 @@ class LLVMCompiler(CompilerBase):
     def renderer(self, threads: int) -> LLVMRenderer:
         return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
 
-    def _target_machine(self) -> Any:
-        """This thread's target machine (LLVM objects must not be shared by threads)."""
-        machine = getattr(self._local, "machine", None)
-        if machine is None:
-            machine = self._local.machine = host_target_machine(OPT_LEVEL)
-        return machine
+    def _target_machine(self, level: int) -> Any:
+        """This thread's target machine generating code at ``level`` (LLVM objects must not be shared by
+        threads)."""
+        machines = getattr(self._local, "machines", None)
+        if machines is None:
+            machines = self._local.machines = {}
+        if level not in machines:
+            machines[level] = host_target_machine(level)
+        return machines[level]
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         return self.compile_many([spec])[0]
@@ -67,16 +74,20 @@ class LLVMCompiler(CompilerBase):
         which the disk cache stores once per kernel: the group size bounds that duplication. A large
         kernel is a group of its own (``LARGE_KERNEL_LINES``)."""
         compiled: dict[int, CompiledSpec] = {}
-        large = [k for k, spec in enumerate(specs) if spec.src.count("\n") > LARGE_KERNEL_LINES]
+        lines = [spec.src.count("\n") for spec in specs]
+        large = [k for k in range(len(specs)) if lines[k] > LARGE_KERNEL_LINES]
         small = [k for k in range(len(specs)) if k not in large]
         groups = [small[start:start + BATCH] for start in range(0, len(small), BATCH)] + [[k] for k in large]
         for group in groups:
-            results = self._compile_group([specs[k] for k in group], vectorize_loops=group[0] not in large)
+            size = max(lines[k] for k in group)
+            results = self._compile_group([specs[k] for k in group], vectorize_loops=size <= LARGE_KERNEL_LINES,
+                                          codegen_level=0 if size > HUGE_KERNEL_LINES else OPT_LEVEL)
             compiled.update(zip(group, results, strict=True))
         return [compiled[k] for k in range(len(specs))]
 
-    def _compile_group(self, specs: Sequence[ProgramSpec], vectorize_loops: bool) -> list[CompiledSpec]:
-        context, machine = llvm.create_context(), self._target_machine()  # a fresh context: it interns for life
+    def _compile_group(self, specs: Sequence[ProgramSpec], vectorize_loops: bool,
+                       codegen_level: int) -> list[CompiledSpec]:
+        context, machine = llvm.create_context(), self._target_machine(codegen_level)  # a context interns for life
         module = self._parse(specs[0], context)
         for spec in specs[1:]:
             module.link_in(self._parse(spec, context))

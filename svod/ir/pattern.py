@@ -8,7 +8,7 @@ result is rewritten in turn, so the output contains no node any rule would still
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableSet
 from typing import Any
 
 from svod.dtype import DType
@@ -118,11 +118,13 @@ def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
 
 
 def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: str = "rewrite",
-                  max_steps: int = 1_000_000) -> UOp:
+                  max_steps: int = 1_000_000, fixed_points: MutableSet[UOp] | None = None) -> UOp:
     """Rewrite ``root`` bottom up to a fixed point of ``matcher``. Iterative: deep graphs do not recurse.
 
     A PARAM is left as it is: its size is part of what the kernel declares, not an expression to rewrite.
     ``max_steps`` bounds the work so that rules that undo each other fail loudly instead of hanging.
+    ``fixed_points``, for a matcher without ``ctx``, holds nodes no rule changes: they are not matched
+    again, and every node this rewrite leaves in place is added.
     """
     done: dict[UOp, UOp] = {}
     # frames: (node, state, target); state 0 = visit, 1 = sources done, 2 = take the result of ``target``
@@ -147,9 +149,11 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
             continue
         new_src = tuple(done[s] for s in node.src)
         rebuilt = node if new_src == node.src else node.replace(src=new_src)
-        result = matcher.rewrite(rebuilt, ctx)
+        result = None if fixed_points is not None and rebuilt in fixed_points else matcher.rewrite(rebuilt, ctx)
         if result is None:
             done[node] = rebuilt
+            if fixed_points is not None:
+                fixed_points.add(rebuilt)
             if rebuilt is not node:
                 done.setdefault(rebuilt, rebuilt)
         else:

@@ -12,6 +12,7 @@ for the correctly rounded ops. Nothing here reorders float math.
 from __future__ import annotations
 
 import math
+import weakref
 
 from svod.dtype import dtypes
 from svod.ir.alu import bitcast, convert, exec_alu
@@ -158,6 +159,11 @@ symbolic = PatternMatcher([
 ])
 
 
+_SIMPLIFIED: weakref.WeakSet[UOp] = weakref.WeakSet()
+"""Nodes no rule of ``symbolic`` changes. Simplification is a function of a node alone, so a node met
+again (a kernel simplified once more after a pass changed part of it) is not matched again."""
+
+
 def simplify(root: UOp) -> UOp:
     """``root`` with every rule of ``symbolic`` applied to a fixed point."""
-    return graph_rewrite(root, symbolic, name="simplify")
+    return graph_rewrite(root, symbolic, name="simplify", fixed_points=_SIMPLIFIED)
