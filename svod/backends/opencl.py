@@ -25,7 +25,7 @@ from svod.errors import CompileError, DeviceError, SvodError
 try:
     import pyopencl as cl
 except ImportError:  # the extra is optional; the device reports why it is missing
-    cl = None  # type: ignore[assignment]
+    cl = None
 
 BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
 
