@@ -149,15 +149,24 @@ _BY_NUMPY_NAME = {dt.name: dt for dt in _SCALARS if dt is not dtypes.index}
 class DeviceSpec:
     """A device name in canonical form: ``CPU``, ``PYTHON``, ``CL:0``, ``CUDA:1``.
 
-    Host devices have no id in their canonical name; devices that can exist several times do, and a bare
-    name means id 0.
+    Devices that exist once have no id in their canonical name; numbered ones do, and a bare name means id
+    0. Which kinds exist, and which are numbered, the backend registry says (``register_kind``).
     """
 
     base_type: str
     device_id: int = 0
 
-    KNOWN: ClassVar[dict[str, bool]] = {"CPU": False, "PYTHON": False, "CL": True, "CUDA": True}
-    """Each known base type, and whether it takes a device id."""
+    _kinds: ClassVar[dict[str, bool]] = {}
+    """Each device kind the backend registry knows, and whether it is numbered (takes a device id)."""
+
+    @classmethod
+    def register_kind(cls, base_type: str, numbered: bool) -> None:
+        """Make ``base_type`` a device name (the backend registry does this for each backend)."""
+        cls._kinds[base_type.upper()] = numbered
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        return tuple(cls._kinds)
 
     @classmethod
     def parse(cls, name: str | DeviceSpec) -> DeviceSpec:
@@ -166,19 +175,15 @@ class DeviceSpec:
         if not isinstance(name, str):
             raise DeviceError("a device name must be a string", value=name)
         base, sep, ident = name.strip().upper().partition(":")
-        if base not in cls.KNOWN:
-            raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls.KNOWN)}", value=name)
+        if base not in cls._kinds:
+            raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls._kinds)}", value=name)
         if not sep:
             return cls(base)
         if not ident.isdigit():
             raise DeviceError(f"device id in {name!r} must be a non-negative integer", value=name)
-        if not cls.KNOWN[base] and int(ident) != 0:
+        if not cls._kinds[base] and int(ident) != 0:
             raise DeviceError(f"device {base} has a single instance; {name!r} names another", value=name)
         return cls(base, int(ident))
 
     def __str__(self) -> str:
-        return f"{self.base_type}:{self.device_id}" if self.KNOWN[self.base_type] else self.base_type
-
-    @property
-    def is_host(self) -> bool:
-        return not self.KNOWN[self.base_type]
+        return f"{self.base_type}:{self.device_id}" if self._kinds.get(self.base_type) else self.base_type

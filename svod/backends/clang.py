@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import _ctypes
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 
 from svod.backends.cpu import CpuProgram
 from svod.backends.elf import ET_DYN, read_elf
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.c import CRenderer
-from svod.device import CompiledSpec, CompilerBase, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec, RuntimeFactory
 from svod.errors import CompileError, DeviceError, SvodError
 
 FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd",
@@ -49,8 +51,25 @@ class ClangCompiler(CompilerBase):
         digest = hashlib.sha256(f"{identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
         self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
 
-    def renderer(self, threads: int) -> CRenderer:
-        return CRenderer("CPU", threads)
+    def renderer(self, caps: DeviceCaps) -> CRenderer:
+        return CRenderer("CPU", caps)
+
+    @staticmethod
+    def loader() -> RuntimeFactory:
+        """The runtime factory for what this compiler produces: shared objects."""
+        return load_shared_object
+
+    @functools.cached_property
+    def native_float16(self) -> bool:
+        """Whether this C compiler has ``_Float16`` arithmetic (gcc 12 has; Debian 12's clang 14 does not on
+        x86): found by compiling a one-line function, once, when a kernel first asks."""
+        with tempfile.TemporaryDirectory(prefix="svod-cc-") as work:
+            probe = os.path.join(work, "probe.c")
+            with open(probe, "w") as f:
+                f.write("_Float16 f(_Float16 a, _Float16 b) { return a * b + a; }\n")
+            result = subprocess.run([self.path, "-c", "-O0", probe, "-o", os.path.join(work, "probe.o")],
+                                    capture_output=True, text=True, check=False)
+        return result.returncode == 0
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         with tempfile.TemporaryDirectory(prefix="svod-cc-") as work:
@@ -72,14 +91,11 @@ class SharedObject:
 
     def __init__(self, path: str) -> None:
         self.library = ctypes.CDLL(path)
+        closing = weakref.finalize(self, _ctypes.dlclose, self.library._handle)
+        closing.atexit = False  # at exit there is nothing to gain, and modules are half torn down
 
     def address(self, symbol: str) -> int:
         return ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value or 0
-
-    def __del__(self) -> None:
-        library = getattr(self, "library", None)
-        if library is not None:
-            _ctypes.dlclose(library._handle)
 
 
 def load_shared_object(compiled: CompiledSpec) -> CpuProgram:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from svod.codegen.render.base import entry_symbol
-from svod.codegen.render.cuda import CUDARenderer
+from svod.codegen.render.cuda import CUDA_CAPS, CUDARenderer
 from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
@@ -101,7 +101,8 @@ class CUDADevice:
         minor = _checked(driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "attribute")[0]
         self.compiler = NVRTCCompiler(f"sm_{major}{minor}")
-        self.renderer = CUDARenderer(spec)
+        self.caps = CUDA_CAPS
+        self.renderer = CUDARenderer(spec, self.caps)
         self.allocator = CUDAAllocator(self)
         self.name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName")[0].split(b"\0")[0].decode()
 

@@ -20,7 +20,7 @@ from svod.backends.cpu import CpuProgram, host_target_machine
 from svod.backends.elf import ET_REL, read_elf
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.llvmir import LLVMRenderer
-from svod.device import CompiledSpec, CompilerBase, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec
 from svod.errors import CompileError, SvodError
 
 OPT_LEVEL = 3
@@ -47,12 +47,19 @@ class LLVMCompiler(CompilerBase):
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
         self._local = threading.local()
+        self._runtime: LLVMRuntime | None = None
         target = hashlib.sha256(f"{self.cpu}|{self.features}".encode()).hexdigest()[:12]
         version = ".".join(map(str, llvm.llvm_version_info))
         self.cache_key = f"llvm-{version}-llvmlite{llvmlite.__version__}-{self.cpu}-{target}-O{OPT_LEVEL}"
 
-    def renderer(self, threads: int) -> LLVMRenderer:
-        return LLVMRenderer("CPU", threads, cpu=self.cpu, features=self.features)
+    def renderer(self, caps: DeviceCaps) -> LLVMRenderer:
+        return LLVMRenderer("CPU", caps, cpu=self.cpu, features=self.features)
+
+    def loader(self) -> LLVMRuntime:
+        """The runtime factory for what this compiler produces (one JIT for every device that uses it)."""
+        if self._runtime is None:
+            self._runtime = LLVMRuntime()
+        return self._runtime
 
     def _target_machine(self, level: int) -> Any:
         """This thread's target machine generating code at ``level`` (LLVM objects must not be shared by

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.opencl import OpenCLRenderer
-from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
+from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -55,11 +54,13 @@ class OpenCLDevice:
         self.device = devices[spec.device_id]
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context)
-        self.limits = WorkGroupLimits(self.device.max_work_group_size, tuple(self.device.max_work_item_sizes[:3]))
-        self.fp16 = "cl_khr_fp16" in self.device.extensions
+        d = self.device
+        self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
+                               work_groups=WorkGroupLimits(d.max_work_group_size, tuple(d.max_work_item_sizes[:3])),
+                               local_memory=int(d.local_mem_size), native_float16="cl_khr_fp16" in d.extensions)
         self.allocator = OpenCLAllocator(self)
         self.compiler = OpenCLCompiler(self)
-        self.renderer = OpenCLRenderer(spec, self.limits, self.fp16)
+        self.renderer = OpenCLRenderer(spec, self.caps)
 
     @property
     def description(self) -> str:

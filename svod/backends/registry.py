@@ -1,9 +1,12 @@
 """The device registry: the one place that knows every backend, builds ``Device``s, and says why a device
 is not available here.
 
-Each base device type is a ``Backend``: its compiler pairs by name (primary first), and how to get the
-allocator and the runtime factory of one device of that type. A registry is an object with its own
-settings; ``default_registry()`` is the process's, and tests build fresh ones.
+Each device kind is a ``Backend``: whether it is numbered (``CL:0``), its compiler pairs by name (primary
+first), and how to open one device of that kind (its capabilities, allocator, runtime factory). Backend
+modules are imported when a device of their kind is first used, so ``import svod`` does not load
+llvmlite, pyopencl or cuda-bindings; a device's alternative compiler pairs are built only when asked for.
+A registry is an object with its own settings; ``default_registry()`` is the process's, and tests build
+fresh ones.
 """
 
 from __future__ import annotations
@@ -12,20 +15,14 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from svod.backends.clang import ClangCompiler, load_shared_object
-from svod.backends.cpu import CpuProgram, thread_team
-from svod.backends.cuda import CUDADevice, NVRTCCompiler
-from svod.backends.llvm import LLVMCompiler, LLVMRuntime
-from svod.backends.opencl import OpenCLDevice
-from svod.backends.python import PythonCompiler, PythonProgram, PythonRenderer
-from svod.codegen.render.cuda import CUDARenderer
 from svod.config import Settings, settings
 from svod.device import (
     Allocator,
-    CompiledSpec,
     Compiler,
     Device,
+    DeviceCaps,
     HostAllocator,
     Renderer,
     ReusePool,
@@ -37,16 +34,26 @@ from svod.errors import DeviceError, SvodError
 
 Pair = tuple[Renderer, Compiler]
 
-_ELF_SHARED_OBJECT = 3
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What a backend provides for one device, besides its compiler pairs."""
+
+    caps: DeviceCaps
+    allocator: Allocator
+    runtime: RuntimeFactory
+    description: str
+    synchronize: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Backend:
+    numbered: bool
+    """Whether the kind has numbered devices (``CL:0``, ``CL:1``) or one (``CPU``)."""
     pairs: dict[str, Callable[[DeviceSpec], Pair]]
-    allocator: Callable[[DeviceSpec], Allocator]
-    runtime: Callable[[DeviceSpec], RuntimeFactory]
-    describe: Callable[[DeviceSpec], str]
-    synchronize: Callable[[DeviceSpec], Callable[[], None] | None] = lambda spec: None
+    """Compiler pairs by name; the first is the default primary."""
+    open: Callable[[DeviceSpec, str], Opened]
+    """Opens one device, given the name of its primary pair; raises ``DeviceError`` if it is not here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,28 +71,24 @@ class DeviceRegistry:
         self.settings = config
         self.host_allocator: Allocator = ReusePool(HostAllocator())
         self._devices: dict[tuple[str, str | None], Device] = {}
-        self._opencl: dict[DeviceSpec, OpenCLDevice] = {}
-        self._cuda_devices: dict[DeviceSpec, CUDADevice] = {}
+        self._opened: dict[DeviceSpec, Any] = {}
+        self._compilers: dict[str, Any] = {}
         self._lock = threading.RLock()
         self.backends: dict[str, Backend] = {
-            "CPU": Backend({"llvm": lambda spec: self._llvm_pair(), "clang": lambda spec: self._clang_pair()},
-                           lambda spec: self.host_allocator, lambda spec: load_cpu_program, self._describe_cpu),
-            "PYTHON": Backend({"python": lambda spec: (PythonRenderer(), PythonCompiler())},
-                              lambda spec: self.host_allocator, lambda spec: PythonProgram,
-                              lambda spec: "reference interpreter"),
-            "CUDA": Backend({"nvrtc": self._cuda_pair}, lambda spec: ReusePool(self._cuda(spec).allocator),
-                            lambda spec: self._cuda(spec).load, lambda spec: self._cuda(spec).name),
-            "CL": Backend({"opencl": lambda spec: (self._cl(spec).renderer, self._cl(spec).compiler)},
-                          lambda spec: ReusePool(self._cl(spec).allocator), lambda spec: self._cl(spec).load,
-                          lambda spec: self._cl(spec).description, lambda spec: self._cl(spec).queue.finish),
+            "CPU": Backend(False, {"llvm": self._llvm_pair, "clang": self._c_pair}, self._open_cpu),
+            "PYTHON": Backend(False, {"python": self._python_pair}, self._open_python),
+            "CL": Backend(True, {"opencl": self._opencl_pair}, self._open_opencl),
+            "CUDA": Backend(True, {"nvrtc": self._cuda_pair}, self._open_cuda),
         }
+        for kind, backend in self.backends.items():
+            DeviceSpec.register_kind(kind, backend.numbered)
 
     # ---- lookups -----------------------------------------------------------------------------------------
 
     def backend(self, spec: DeviceSpec) -> Backend:
         found = self.backends.get(spec.base_type)
         if found is None:
-            raise DeviceError(f"svod has no backend for {spec.base_type} yet", value=str(spec))
+            raise DeviceError(f"svod has no backend for {spec.base_type}", value=str(spec))
         return found
 
     def compiler_names(self, name: str | DeviceSpec) -> list[str]:
@@ -114,12 +117,13 @@ class DeviceRegistry:
             return name
         spec = DeviceSpec.parse(name)
         key = (str(spec), None if compiler is None else compiler.lower())
-        with self._lock:
-            device = self._devices.get(key)
-            if device is None:
-                device = self._build(spec, key[1])
-                self._devices[key] = device
-            return device
+        device = self._devices.get(key)  # the common case: no lock
+        if device is None:
+            with self._lock:
+                device = self._devices.get(key)
+                if device is None:
+                    device = self._devices[key] = self._build(spec, key[1])
+        return device
 
     def available(self) -> list[str]:
         return [s.name for s in self.status() if s.available]
@@ -127,12 +131,11 @@ class DeviceRegistry:
     def status(self) -> list[DeviceStatus]:
         """Every device kind svod knows, whether it works here, and if not, why."""
         out = []
-        for base in DeviceSpec.KNOWN:
-            spec = DeviceSpec.parse(base)
-            pairs = tuple(self.compiler_names(spec)) if base in self.backends else ()
+        for kind in self.backends:
+            spec = DeviceSpec.parse(kind)
+            pairs = tuple(self.compiler_names(spec))
             try:
-                self.get(spec)
-                out.append(DeviceStatus(str(spec), pairs, True, self.backend(spec).describe(spec)))
+                out.append(DeviceStatus(str(spec), pairs, True, self.get(spec).description))
             except SvodError as err:
                 out.append(DeviceStatus(str(spec), pairs, False, err.detail))
         return out
@@ -143,67 +146,97 @@ class DeviceRegistry:
         backend = self.backend(spec)
         names = self.compiler_names(spec)
         primary = names[0] if compiler is None else compiler
-        pairs = [self.compiler_pair(spec, primary)]
-        for other in names:
-            if other != primary:
-                try:
-                    pairs.append(self.compiler_pair(spec, other))
-                except DeviceError:
-                    continue
-        return Device(spec, backend.allocator(spec), *pairs[0], backend.runtime(spec), alternatives=pairs[1:],
-                      synchronize=backend.synchronize(spec))
+        if primary not in names:
+            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}", value=compiler)
+        opened = backend.open(spec, primary)
+        renderer, compiler_ = self.compiler_pair(spec, primary)
+        alternatives = [functools.partial(self.compiler_pair, spec, other) for other in names if other != primary]
+        return Device(spec, opened.allocator, renderer, compiler_, opened.runtime, caps=opened.caps,
+                      alternatives=alternatives, synchronize=opened.synchronize, description=opened.description)
 
-    @functools.cached_property
-    def _llvm_compiler(self) -> LLVMCompiler:
-        return LLVMCompiler()
-
-    @functools.cached_property
-    def _c_compiler(self) -> ClangCompiler:
-        return ClangCompiler()
-
-    def _llvm_pair(self) -> Pair:
-        return self._llvm_compiler.renderer(self.settings.threads), self._llvm_compiler
-
-    def _clang_pair(self) -> Pair:
-        return self._c_compiler.renderer(self.settings.threads), self._c_compiler
-
-    def _cl(self, spec: DeviceSpec) -> OpenCLDevice:
+    def _compiler(self, name: str, build: Callable[[], Any]) -> Any:
+        """One compiler object per kind of compiler, built on first use."""
         with self._lock:
-            if spec not in self._opencl:
-                self._opencl[spec] = OpenCLDevice(spec)
-            return self._opencl[spec]
+            if name not in self._compilers:
+                self._compilers[name] = build()
+            return self._compilers[name]
 
-    def _cuda(self, spec: DeviceSpec) -> CUDADevice:
+    # ---- CPU (imports llvmlite, or runs the C compiler, only when a pair is used) ---------------------------
+
+    def _cpu_caps(self, native_float16: bool = True) -> DeviceCaps:
+        return DeviceCaps(host_memory=True, overlaps_on_host=True, threads=self.settings.threads,
+                          native_float16=native_float16)
+
+    def _llvm_pair(self, spec: DeviceSpec) -> Pair:
+        from svod.backends.llvm import LLVMCompiler  # backends load on first use: import svod stays light
+        compiler = self._compiler("llvm", LLVMCompiler)
+        return compiler.renderer(self._cpu_caps()), compiler
+
+    def _c_pair(self, spec: DeviceSpec) -> Pair:
+        from svod.backends.clang import ClangCompiler
+        compiler = self._compiler("c", ClangCompiler)
+        return compiler.renderer(self._cpu_caps(compiler.native_float16)), compiler
+
+    def _open_cpu(self, spec: DeviceSpec, primary: str) -> Opened:
+        """A CPU device loads what its primary pair compiles: LLVM objects into the JIT, or C shared objects
+        with the dynamic loader."""
+        from svod.backends.cpu import thread_team
+        team = thread_team()
+        threads = f"{self.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
+        renderer, compiler = self.compiler_pair(spec, primary)
+        return Opened(renderer.caps, self.host_allocator, compiler.loader(), f"host, {threads}")  # type: ignore[attr-defined]
+
+    # ---- the reference ------------------------------------------------------------------------------------
+
+    def _python_pair(self, spec: DeviceSpec) -> Pair:
+        from svod.backends.python import PythonCompiler, PythonRenderer
+        return PythonRenderer(), PythonCompiler()
+
+    def _open_python(self, spec: DeviceSpec, primary: str) -> Opened:
+        from svod.backends.python import PythonProgram
+        caps = DeviceCaps(host_memory=True, overlaps_on_host=False)
+        return Opened(caps, self.host_allocator, PythonProgram, "reference interpreter of kernel ASTs")
+
+    # ---- OpenCL ---------------------------------------------------------------------------------------------
+
+    def _opencl(self, spec: DeviceSpec) -> Any:
+        from svod.backends.opencl import OpenCLDevice
         with self._lock:
-            if spec not in self._cuda_devices:
-                self._cuda_devices[spec] = CUDADevice(spec)
-            return self._cuda_devices[spec]
+            if spec not in self._opened:
+                self._opened[spec] = OpenCLDevice(spec)
+            return self._opened[spec]
+
+    def _opencl_pair(self, spec: DeviceSpec) -> Pair:
+        device = self._opencl(spec)
+        return device.renderer, device.compiler
+
+    def _open_opencl(self, spec: DeviceSpec, primary: str) -> Opened:
+        device = self._opencl(spec)
+        return Opened(device.caps, ReusePool(device.allocator), device.load, device.description, device.queue.finish)
+
+    # ---- CUDA -----------------------------------------------------------------------------------------------
+
+    def _cuda(self, spec: DeviceSpec) -> Any:
+        from svod.backends.cuda import CUDADevice
+        with self._lock:
+            if spec not in self._opened:
+                self._opened[spec] = CUDADevice(spec)
+            return self._opened[spec]
 
     def _cuda_pair(self, spec: DeviceSpec) -> Pair:
         """The device's own architecture when a GPU is present; ``SVOD_CUDA_ARCH`` (sm_90) ahead of time."""
+        from svod.backends.cuda import NVRTCCompiler
+        from svod.codegen.render.cuda import CUDARenderer
         try:
             device = self._cuda(spec)
         except DeviceError:
-            return CUDARenderer(spec), NVRTCCompiler(self.settings.cuda_arch)
+            return CUDARenderer(spec), self._compiler(f"nvrtc-{self.settings.cuda_arch}",
+                                                      lambda: NVRTCCompiler(self.settings.cuda_arch))
         return device.renderer, device.compiler
 
-    def _describe_cpu(self, spec: DeviceSpec) -> str:
-        team = thread_team()
-        threads = f"{self.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
-        return f"host, {threads}"
-
-
-@functools.cache
-def _llvm_runtime() -> LLVMRuntime:
-    return LLVMRuntime()
-
-
-def load_cpu_program(compiled: CompiledSpec) -> CpuProgram:
-    """CPU code comes as an LLVM object or a C shared object; the ELF header says which."""
-    data = compiled.bytes or b""
-    if data[:4] == b"\x7fELF" and int.from_bytes(data[16:18], "little") == _ELF_SHARED_OBJECT:
-        return load_shared_object(compiled)
-    return _llvm_runtime()(compiled)
+    def _open_cuda(self, spec: DeviceSpec, primary: str) -> Opened:
+        device = self._cuda(spec)
+        return Opened(device.caps, ReusePool(device.allocator), device.load, device.name)
 
 
 @functools.cache

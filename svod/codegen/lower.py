@@ -22,13 +22,13 @@ and orders everything.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 
-__all__ = ["anchor_ranges", "decompose", "live_ranges", "split_for_threads", "split_reduction", "to_gpu_indices",
-           "upcast_reductions"]
+__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "split_for_threads", "split_reduction",
+           "to_gpu_indices", "upcast_reductions"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -105,7 +105,7 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     outer = global_ranges[0]
     if work < THREAD_MIN_WORK or outer.src[0].vmax < 2 * THREAD_CHUNK_ALIGN:
         return sink
-    core_id = UOp.define_var("core_id", 0, threads - 1)
+    core_id = UOp.define_var(CORE_ID, 0, threads - 1)
     start, inner = _thread_chunk(outer, core_id, threads)
     first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in e.toposort()}
     return substitute(gate_effects(sink, first_only), {outer: start + inner})
@@ -169,14 +169,6 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
 
 # ---- GPU work items ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class WorkGroupLimits:
-    """What a device allows in one work group (OpenCL's CL_DEVICE_MAX_WORK_GROUP_SIZE and item sizes)."""
-
-    max_work_group_size: int
-    max_item_sizes: tuple[int, int, int]
-
-
 PREFERRED_GROUP_SIZE = (64, 4, 1)
 """Work-group shape to aim for, per launch dimension, before the device's limits and the sizes cut it."""
 
@@ -202,7 +194,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
     effects = [e for e in sink.src if e.op in EFFECTS]
     uses = {e: set(e.toposort()) for e in effects}
     if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
-        index = UOp.special(dims[0].src[0], "idx0")
+        index = UOp.special(dims[0].src[0], launch_index("global", 0))
         first = {e: index.eq(0) for e in effects if dims[0] not in uses[e]}
         return substitute(gate_effects(sink, first), {dims[0]: index})
     budget = limits.max_work_group_size
@@ -213,8 +205,8 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
         local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         budget //= local
         count = (end + (local - 1)) // local
-        group = UOp.special(count if end.vmin >= 1 else count.maximum(1), f"gidx{d}")  # launches need a group
-        item = UOp.special(local, f"lidx{d}")
+        group = UOp.special(count if end.vmin >= 1 else count.maximum(1), launch_index("group", d))  # >= 1 group
+        item = UOp.special(local, launch_index("local", d))
         index = indices[r] = group * local + item
         ragged = not (end.op is Ops.CONST and end.arg % local == 0 and end.arg > 0)  # 0: one group, no items
         for e in effects:

@@ -1,26 +1,48 @@
-"""``Device``: one device's allocator, its (renderer, compiler) pairs and its runtime factory."""
+"""``Device``: one device's capabilities, allocator, (renderer, compiler) pairs and runtime factory."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from svod.device.allocator import Allocator
+from svod.device.caps import DeviceCaps
 from svod.device.protocols import Compiler, Renderer, RuntimeFactory
 from svod.dtype import DeviceSpec
 from svod.errors import DeviceError
 
+Pair = tuple[Renderer, Compiler]
+
 
 class Device:
-    """A device svod can run on. The first (renderer, compiler) pair is the primary one."""
+    """A device svod can run on. The first (renderer, compiler) pair is the primary one; the others are
+    built when ``compilers`` is first read (an alternative may be costly to set up: a C compiler is run to
+    learn its version)."""
 
     def __init__(self, device: DeviceSpec | str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-                 runtime: RuntimeFactory, *, alternatives: Sequence[tuple[Renderer, Compiler]] = (),
-                 synchronize: Callable[[], None] | None = None) -> None:
+                 runtime: RuntimeFactory, *, caps: DeviceCaps | None = None,
+                 alternatives: Sequence[Pair | Callable[[], Pair]] = (),
+                 synchronize: Callable[[], None] | None = None, description: str = "") -> None:
         self.device = DeviceSpec.parse(device)
+        self.caps = caps if caps is not None else DeviceCaps(host_memory=True, overlaps_on_host=False)
         self.allocator = allocator
-        self.compilers: list[tuple[Renderer, Compiler]] = [(renderer, compiler), *alternatives]
+        self.primary: Pair = (renderer, compiler)
+        self._alternatives = list(alternatives)
         self.runtime = runtime
         self._synchronize = synchronize
+        self.description = description
+        """What the device is, for ``svod devices`` (the OpenCL device and driver, the CPU's threads)."""
+
+    @property
+    def compilers(self) -> list[Pair]:
+        """Every (renderer, compiler) pair, primary first; alternatives that cannot be built here are left
+        out."""
+        pairs = [self.primary]
+        for alternative in self._alternatives:
+            try:
+                pairs.append(alternative() if callable(alternative) else alternative)
+            except DeviceError:
+                continue
+        return pairs
 
     def synchronize(self) -> None:
         """Wait until every launch issued so far has finished (immediate on host devices)."""
@@ -36,11 +58,11 @@ class Device:
 
     @property
     def renderer(self) -> Renderer:
-        return self.compilers[0][0]
+        return self.primary[0]
 
     @property
     def compiler(self) -> Compiler:
-        return self.compilers[0][1]
+        return self.primary[1]
 
     def base_device_key(self) -> str:
         """The device name without its id: compiled code is shared between ``CUDA:0`` and ``CUDA:1``."""

@@ -13,11 +13,11 @@ All of it is derived from the kernel SINK in one walk (``derive_metadata``); a P
 from __future__ import annotations
 
 import builtins
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from svod.device.caps import CORE_ID, parse_launch_index
 from svod.device.launch import ConcreteLaunchDims, evaluate_dims
 from svod.dtype import DeviceSpec
 from svod.errors import GraphError
@@ -64,8 +64,6 @@ class KernelMetadata:
         return self.global_size != ONES or self.local_size != ONES
 
 
-_SPECIAL_AXIS = re.compile(r"(\d+)$")
-
 
 def _param_slot(index: UOp) -> int | None:
     """The PARAM slot a LOAD or STORE goes through (looking under a CAST and through AFTER), or None for
@@ -94,7 +92,7 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
             if variables.setdefault(var.name, var) != var:
                 raise GraphError(f"variable {var.name} is defined with two different bounds",
                                  value=(variables[var.name], var))
-            if var.name == "core_id":
+            if var.name == CORE_ID:
                 global_size[0] = UOp.index_const(var.max + 1)
         elif node.op is Ops.PARAM:
             params.add(int(node.arg))
@@ -114,18 +112,18 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
 
 
 def _apply_special(node: UOp, global_size: list[UOp], local_size: list[UOp] | None) -> list[UOp] | None:
-    """``gidxN`` sets global N, ``lidxN`` local N, ``idxN`` global N with no local size; else nothing."""
-    name: str = node.arg
-    digits = _SPECIAL_AXIS.search(name)
-    if digits is None or int(digits.group(1)) >= 3:
+    """A group index sets global N, a local index local N, a global index global N with no local size;
+    other names, and axes past 2, set nothing."""
+    parsed = parse_launch_index(node.arg) if isinstance(node.arg, str) else None
+    if parsed is None or parsed[1] >= 3:
         return local_size
-    axis = int(digits.group(1))
-    if name.startswith("g"):
+    kind, axis = parsed
+    if kind == "group":
         global_size[axis] = node.src[0]
-    elif name.startswith("l"):
+    elif kind == "local":
         if local_size is not None:
             local_size[axis] = node.src[0]
-    elif name.startswith("i"):
+    else:
         global_size[axis] = node.src[0]
         return None
     return local_size

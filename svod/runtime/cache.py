@@ -28,14 +28,14 @@ from typing import Generic, TypeVar
 
 from svod.codegen.render.base import entry_symbol
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, Program, ProgramSpec, derive_metadata
+from svod.device import CORE_ID, CompiledSpec, Device, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims
 from svod.device.spec import ONES
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
-from svod.runtime.kernel import LAUNCH_VARIABLES, CachedKernel
+from svod.runtime.kernel import CachedKernel
 from svod.runtime.staged import OwnBuffers, Stage, StagedProgram
 
 CacheKey = tuple[str, str, str, str]
@@ -269,11 +269,11 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Progr
     status = next((spec.status_slot for spec in specs if spec.status_slot is not None), None)
     fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
     variables = {v.name: v for spec in specs for v in spec.vars
-                 if v.name not in LAUNCH_VARIABLES and v.name not in fixed}
+                 if v.name not in device.caps.launch_variables and v.name != CORE_ID and v.name not in fixed}
     common = dict(device=device, code="\n".join(spec.src for spec in specs),
                   entry_point=entry_symbol(specs[0].name, specs[0].ast), name=meta.name or specs[0].name,
                   globals=meta.globals, outs=meta.outs, ins=meta.ins,
-                  host_parallel_safe=device.device.base_type in ("CPU", "PYTHON"), ast=ast, params=params,
+                  host_parallel_safe=device.caps.overlaps_on_host, ast=ast, params=params,
                   variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed, code_bytes=code_bytes)
     if len(specs) == 1 and not own:
         spec = specs[0]

@@ -11,15 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from svod.device import Buffer, Device, Program, Variable
+from svod.device import CORE_ID, Buffer, Device, Program, Variable
 from svod.device.launch import ConcreteLaunchDims, check_var_value, evaluate
 from svod.device.spec import LaunchSize, ProgramSpec
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import UOp
 from svod.ir.uop import param_size, pointee
-
-LAUNCH_VARIABLES = frozenset({"core_id"})
-"""Variables the runtime fills in per worker; users never pass them."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +94,7 @@ class CachedKernel:
     def vals(self, var_vals: Mapping[str, int]) -> list[int]:
         """Variable values in program order; launch variables get a placeholder the program overrides, and
         fixed variables their values."""
-        return [0 if name in LAUNCH_VARIABLES else self.fixed[name] if name in self.fixed else var_vals[name]
+        return [0 if name == CORE_ID else self.fixed[name] if name in self.fixed else var_vals[name]
                 for name in self.var_names]
 
     def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
@@ -119,4 +116,4 @@ def _checked(kernel: str, var: Variable, value: object) -> int:
 
 
 def _same_memory(a: Device, b: Device) -> bool:
-    return a is b or a.device == b.device or (a.device.is_host and b.device.is_host)
+    return a is b or a.device == b.device or (a.caps.host_memory and b.caps.host_memory)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from svod.backends.registry import default_registry
-from svod.device import Buffer, Device, Variable
+from svod.device import CORE_ID, Buffer, Device, Variable
 from svod.device.launch import check_var_value
 from svod.device.spec import ProgramSpec
 from svod.errors import BufferMismatchError, SvodError, VariableError
@@ -242,7 +242,7 @@ class ExecutionPlan:
             return (0, moved)
 
         return _Step(op_id, f"copy {request.src} -> {request.dst}", "copy", accesses, run,
-                     dst.device_object.device.is_host and src.device_object.device.is_host, moved, cost_of=cost_of)
+                     dst.device_object.caps.host_memory and src.device_object.caps.host_memory, moved, cost_of=cost_of)
 
     def _schedule(self) -> None:
         """Dependencies on every earlier conflicting step (a step's id is its position), then levels."""
@@ -354,7 +354,7 @@ class ExecutionPlan:
 
 def _copier(dst: Buffer, src: Buffer) -> Callable[[Mapping[str, int]], None]:
     """A whole-buffer copy: one memmove between host buffers, a round trip through the host otherwise."""
-    if dst.device_object.device.is_host and src.device_object.device.is_host:
+    if dst.device_object.caps.host_memory and src.device_object.caps.host_memory:
         dst_address, src_address, nbytes = dst.address, src.address, dst.nbytes
 
         def host_copy(values: Mapping[str, int]) -> None:
@@ -376,7 +376,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
     launch = kernel.program.bind([b.address for b in buffers])
     check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
-    slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != "core_id"]
+    slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != CORE_ID]
     static = kernel.static_dims
     if static is not None:
         global_size, local_size = static.global_size, static.local_size

@@ -99,7 +99,7 @@ def test_atomics_count_as_writes_in_plans(device):
     j = z.range(4)
     z.store(target[j], 0)
     plan = svod.ExecutionPlan(device)
-    c = plan.add_buffer(svod.Buffer("CPU" if device.device.is_host else device, dtypes.int32, 4))
+    c = plan.add_buffer(svod.Buffer(device, dtypes.int32, 4))
     v = plan.add_buffer(svod.Buffer.from_numpy(np.arange(100, dtype=np.int32) % 4, device))
     zero_step = plan.add_kernel(z.build(), [c])
     count_step = plan.add_kernel(k.build(), [c, v])

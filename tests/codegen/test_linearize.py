@@ -42,12 +42,13 @@ _SCRIPT = textwrap.dedent("""
     import hashlib, json, sys
     import numpy as np
     import svod
-    from svod.codegen.lower import WorkGroupLimits
+    from svod.device import DeviceCaps, WorkGroupLimits
     from svod.codegen.render.opencl import OpenCLRenderer
     from tests.kernels import nested_corpus
 
     renderers = [svod.compiler_pair("CPU", "llvm")[0], svod.compiler_pair("CPU", "clang")[0],
-                 OpenCLRenderer("CL:0", WorkGroupLimits(256, (256, 256, 256)))]
+                 OpenCLRenderer("CL:0", DeviceCaps(host_memory=False, overlaps_on_host=False,
+                                                   work_groups=WorkGroupLimits(256, (256, 256, 256))))]
     report = {}
     for ast, case in nested_corpus():
         sources = [r.render(stage).src for r in renderers for stage in r.stages(ast)]

@@ -22,14 +22,15 @@ def _scaled(rows=3, cols=4):
 
 
 class _MiscompilingRenderer(CRenderer):
-    """Renders every ADD as a SUB: a real, wrongly compiled kernel for the check to catch."""
+    """Renders every float ADD as a SUB: a real, wrongly compiled kernel for the check to catch. (Index
+    arithmetic stays right: a miscompiled address would write outside the buffer, not just differ.)"""
 
     @property
     def cache_key(self) -> str:
         return "miscompiling-" + super().cache_key
 
     def alu(self, op, dtype, operand_dtype, args, divisor=None):
-        return super().alu(Ops.SUB if op is Ops.ADD else op, dtype, operand_dtype, args, divisor)
+        return super().alu(Ops.SUB if op is Ops.ADD and dtype.is_float else op, dtype, operand_dtype, args, divisor)
 
 
 def _miscompiling_device() -> Device:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import anchor_ranges, decompose, split_for_threads, split_reduction, upcast_reductions
 from svod.codegen.safety import check_races, guard_accesses, unbind
-from svod.device import KernelMetadata, ProgramSpec
+from svod.device import DeviceCaps, KernelMetadata, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.ir import Ops, PatternMatcher, UOp, simplify
 from svod.ir.validate import kernel_label, validate
@@ -68,7 +68,8 @@ def entry_symbol(name: str, kernel: UOp) -> str:
 
 
 class KernelRenderer(ABC):
-    """Renders kernels for one device. ``threads`` > 1 splits CPU kernels across ``core_id`` workers."""
+    """Renders kernels for one device, as its capabilities allow: ``caps.threads`` > 1 splits CPU kernels
+    across ``core_id`` workers, ``caps.work_groups`` shapes GPU launches."""
 
     upcast: bool = False
     """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
@@ -76,9 +77,13 @@ class KernelRenderer(ABC):
     """Whether a kernel that is one large reduction runs as two stages (``split_reduction``) where the
     device has parallelism to spread the first over."""
 
-    def __init__(self, device: DeviceSpec | str, threads: int = 1) -> None:
+    def __init__(self, device: DeviceSpec | str, caps: DeviceCaps | None = None) -> None:
         self.device = DeviceSpec.parse(device)
-        self.threads = threads
+        self.caps = caps if caps is not None else DeviceCaps(host_memory=True, overlaps_on_host=True)
+
+    @property
+    def threads(self) -> int:
+        return self.caps.threads
 
     @property
     def cache_key(self) -> str:

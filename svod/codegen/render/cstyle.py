@@ -16,8 +16,9 @@ import math
 from typing import ClassVar
 
 from svod.codegen.linearize import CHECKED
-from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
+from svod.codegen.lower import to_gpu_indices
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
+from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -73,7 +74,7 @@ class CStyleRenderer(KernelRenderer):
         lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
                   for position, p in enumerate(params)]
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
-                  for k, v in enumerate(variables) if v.arg[0] != "core_id"]
+                  for k, v in enumerate(variables) if v.arg[0] != CORE_ID]
         return lines
 
     def pointer_type(self, param: UOp) -> str:
@@ -339,9 +340,12 @@ class GPURenderer(CStyleRenderer):
     direct_index: ClassVar[bool] = False
     """Whether 1-D elementwise kernels may leave the work-group size to the runtime (``idx0``)."""
 
-    def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits) -> None:
-        super().__init__(device)
-        self.limits = limits
+    def __init__(self, device: DeviceSpec | str, caps: DeviceCaps) -> None:
+        if caps.work_groups is None:
+            raise GraphError(f"{type(self).__name__} needs the device's work-group limits", stage="render",
+                             value=str(device))
+        super().__init__(device, caps)
+        self.limits: WorkGroupLimits = caps.work_groups
 
     @property
     def cache_key(self) -> str:

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.cstyle import GPURenderer
+from svod.device import DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 
-CUDA_LIMITS = WorkGroupLimits(1024, (1024, 1024, 64))
-"""Block limits every CUDA architecture since sm_20 shares."""
+CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
+                       local_memory=48 << 10, native_float16=False)
+"""What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
+cuda_fp16.h)."""
 
 _AXES = "xyz"
 _BITCAST_HELPER = ("template <class T, class F> __device__ inline T svod_bitcast(F v) "
@@ -36,8 +38,8 @@ class CUDARenderer(GPURenderer):
     helper_qualifier: ClassVar[str] = "__device__ inline"
     signbit: ClassVar[str] = "signbit"
 
-    def __init__(self, device: DeviceSpec | str = "CUDA", limits: WorkGroupLimits = CUDA_LIMITS) -> None:
-        super().__init__(device, limits)
+    def __init__(self, device: DeviceSpec | str = "CUDA", caps: DeviceCaps = CUDA_CAPS) -> None:
+        super().__init__(device, caps)
 
     def type_name(self, dtype: DType) -> str:
         if dtype.name == "float16":

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
+from svod.device import CORE_ID, DeviceCaps
 from svod.dtype import DType, PtrDType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -69,8 +70,8 @@ class LLVMRenderer(KernelRenderer):
     float_intrinsic: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin",
                                                  Ops.SQRT: "sqrt", Ops.ABS: "fabs"}
 
-    def __init__(self, device: str = "CPU", threads: int = 1, cpu: str = "", features: str = "") -> None:
-        super().__init__(device, threads)
+    def __init__(self, device: str = "CPU", caps: DeviceCaps | None = None, cpu: str = "", features: str = "") -> None:
+        super().__init__(device, caps)
         self.cpu = cpu
         self.features = features
 
@@ -133,7 +134,7 @@ class _FunctionWriter:
 
     def _bind_variable(self, var: UOp, slot: int) -> None:
         name, ty = var.arg[0], llvm_type(var.dtype)
-        if name == "core_id":
+        if name == CORE_ID:
             value = "%core_id"
         else:
             self.emit(f"%var.{name}.slot = getelementptr inbounds i64, ptr %vars, i64 {slot}")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from svod.codegen.lower import WorkGroupLimits
 from svod.codegen.render.cstyle import GPURenderer
-from svod.dtype import DeviceSpec, DType
+from svod.dtype import DType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
@@ -38,9 +37,9 @@ class OpenCLRenderer(GPURenderer):
 
     direct_index: ClassVar[bool] = False
 
-    def __init__(self, device: DeviceSpec | str, limits: WorkGroupLimits, fp16: bool = False) -> None:
-        super().__init__(device, limits)
-        self.fp16 = fp16
+    @property
+    def fp16(self) -> bool:
+        return self.caps.native_float16
 
     @property
     def cache_key(self) -> str:

@@ -1,0 +1,74 @@
+"""What lowering and the runtime need to know about a device, in one place: ``DeviceCaps``, and the names
+of the variables and indices a launch provides.
+
+A CPU kernel that runs on several threads reads its worker number from the variable ``core_id``. A GPU
+kernel reads its position from ``SPECIAL`` nodes named by kind and axis: ``gidxN`` (the work group),
+``lidxN`` (the item within it) and ``idxN`` (the global item, when the runtime picks the group size).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from svod.dtype import DType, dtypes
+
+CORE_ID = "core_id"
+"""The variable that numbers the CPU worker running a kernel; the runtime sets it, a caller never does."""
+
+LaunchIndexKind = Literal["group", "local", "global"]
+_PREFIX: dict[LaunchIndexKind, str] = {"group": "gidx", "local": "lidx", "global": "idx"}
+_LAUNCH_INDEX = re.compile(r"^(gidx|lidx|idx)([0-9]+)$")
+
+
+def launch_index(kind: LaunchIndexKind, axis: int) -> str:
+    """The SPECIAL name of a launch index: ``launch_index("group", 0)`` is ``gidx0``."""
+    return f"{_PREFIX[kind]}{axis}"
+
+
+def parse_launch_index(name: str) -> tuple[LaunchIndexKind, int] | None:
+    """``("group", 0)`` for ``gidx0``, and so on; None for a name that is not a launch index."""
+    found = _LAUNCH_INDEX.match(name)
+    if found is None:
+        return None
+    kind = next(k for k, prefix in _PREFIX.items() if prefix == found.group(1))
+    return kind, int(found.group(2))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkGroupLimits:
+    """What a device allows in one work group (OpenCL's CL_DEVICE_MAX_WORK_GROUP_SIZE and item sizes)."""
+
+    max_work_group_size: int
+    max_item_sizes: tuple[int, int, int]
+
+
+ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCaps:
+    """One device's capabilities."""
+
+    host_memory: bool
+    """Buffers live in host memory (a kernel receives plain addresses)."""
+    overlaps_on_host: bool
+    """Programs may run on several host threads at once (a plan overlaps independent steps)."""
+    threads: int = 1
+    """CPU workers per kernel (``core_id`` runs over ``0 .. threads-1``)."""
+    work_groups: WorkGroupLimits | None = None
+    """Work-group limits, for devices that launch work items in groups."""
+    local_memory: int = 0
+    """Bytes of work-group local memory, where there is any."""
+    element_dtypes: frozenset[DType] = field(default_factory=lambda: ALL_DTYPES)
+    """The dtypes a buffer on this device may hold."""
+    native_float16: bool = True
+    """Whether float16 arithmetic is native; if not, it is computed in float32 and rounded per op."""
+    index_bits: int = 64
+    """The width of index arithmetic in kernels."""
+
+    @property
+    def launch_variables(self) -> tuple[str, ...]:
+        """Variables the runtime supplies per launch (never a caller)."""
+        return (CORE_ID,) if self.threads > 1 else ()
