@@ -66,17 +66,28 @@ def axis_order(r: UOp) -> tuple[int, int, str]:
 
 def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
     """Each effect of ``sink`` that ``conditions`` names runs only where its condition holds: its target
-    INDEX is gated (together with any gate it has)."""
+    INDEX is gated (together with any gate it has), and so is every load it makes. (A work item past the
+    end of a range must not load either: the accesses were proven safe for indices inside the range.)"""
     effects = []
     for e in sink.src:
         cond = conditions.get(e)
-        if cond is None:
-            effects.append(e)
-            continue
-        target = e.src[0]
-        gate = cond if len(target.src) == 2 else target.src[2] & cond
-        effects.append(e.replace(src=(target.replace(src=(*target.src[:2], gate)), *e.src[1:])))
+        effects.append(e if cond is None else _gated(e, cond))
     return sink.replace(src=tuple(effects))
+
+
+def _gated(effect: UOp, cond: UOp) -> UOp:
+    """``effect`` with ``cond`` added to the gate of its target and of each access below it."""
+    def gate(index: UOp) -> UOp:
+        return index.replace(src=(*index.src[:2], cond if len(index.src) == 2 else index.src[2] & cond))
+
+    rebuilt: dict[UOp, UOp] = {}
+    for u in effect.toposort():
+        src = tuple(rebuilt[s] for s in u.src)
+        node = u if src == u.src else u.replace(src=src)
+        if u.op is Ops.LOAD or u is effect:
+            node = node.replace(src=(gate(node.src[0]), *node.src[1:]))
+        rebuilt[u] = node
+    return rebuilt[effect]
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------

@@ -124,6 +124,21 @@ def test_reductions_and_views_on_opencl():
     np.testing.assert_array_equal(result.numpy()[7:], data[5:].reshape(7, 33).max(axis=0))
 
 
+def test_work_items_past_a_ragged_end_load_nothing():
+    """The items that pad a launch to whole work groups must not load either: here they would read the
+    index buffer past its end (a view, followed by huge indices) and report a scatter out of bounds."""
+    k = KernelBuilder("weighted_histogram")
+    counts, bins, weights = (k.buffer(dtypes.int32, 5) for _ in range(3))
+    i = k.range(5)
+    k.atomic_add(counts[bins[i]], weights[bins[i]])
+    indices = np.full(64, 1 << 30, np.int32)
+    indices[:5] = [4, 0, 4, 1, 2]
+    result = np.zeros(5, np.int32)
+    svod.run(k.build(), [result, svod.Buffer.from_numpy(indices, "CL:0").view(0, 5), np.arange(1, 6, dtype=np.int32)],
+             device="CL:0")
+    np.testing.assert_array_equal(result, [1, 2, 3, 0, 10])
+
+
 def test_a_large_reduction_runs_in_two_stages_on_opencl():
     k = KernelBuilder("total")
     n = k.var("n", 1, 1 << 20)
