@@ -20,7 +20,6 @@ import weakref
 
 from svod.backends.cpu import CpuProgram
 from svod.backends.elf import ET_DYN, read_elf
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec, RuntimeFactory
 from svod.errors import CompileError, DeviceError, SvodError
@@ -105,7 +104,7 @@ def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
     if not compiled.bytes:
         raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
                         stage="load")
-    symbol = entry_symbol(compiled.name, compiled.ast)
+    symbol = compiled.entry
     if symbol not in read_elf(compiled.bytes, ET_DYN, kernel=compiled.name).symbols:
         raise SvodError("the shared object has no entry point of that name", kernel=compiled.name, stage="load",
                         value=symbol)

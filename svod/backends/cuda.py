@@ -13,7 +13,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cuda import CUDA_CAPS, CUDARenderer
 from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec
@@ -143,13 +142,13 @@ class CUDAAllocator(Allocator):
 
 class CUDAProgram(ProgramBase):
     def __init__(self, device: CUDADevice, compiled: CompiledSpec) -> None:
-        if compiled.bytes is None:
+        if not compiled.bytes:
             raise SvodError("a CUDA kernel loads from PTX, and this one has none", kernel=compiled.name, stage="load")
         self.name = compiled.name
         self.device = device
         device.activate()
         self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData")[0]
-        symbol = entry_symbol(compiled.name, compiled.ast).encode()
+        symbol = compiled.entry.encode()
         self.function = _checked(driver.cuModuleGetFunction(self.module, symbol), "cuModuleGetFunction")[0]
         self._lock = threading.Lock()
 

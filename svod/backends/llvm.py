@@ -18,7 +18,6 @@ import llvmlite.binding as llvm
 
 from svod.backends.cpu import CpuProgram, host_target_machine
 from svod.backends.elf import ET_REL, read_elf
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.llvmir import LLVMRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec
 from svod.errors import CompileError, SvodError
@@ -136,7 +135,7 @@ class LLVMRuntime:
         if not compiled.bytes:
             raise SvodError("the LLVM runtime loads object code, and this kernel has none", kernel=compiled.name,
                             stage="load")
-        symbol = entry_symbol(compiled.name, compiled.ast)
+        symbol = compiled.entry
         elf = read_elf(compiled.bytes, ET_REL, kernel=compiled.name)
         if symbol not in elf.symbols:
             raise SvodError("the object code has no entry point of that name", kernel=compiled.name, stage="load",

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.opencl import OpenCLRenderer
 from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
 from svod.dtype import DeviceSpec
@@ -121,7 +120,7 @@ class OpenCLProgram(ProgramBase):
     """A built kernel. Setting arguments and enqueueing happen under a lock, so threads may share it."""
 
     def __init__(self, device: OpenCLDevice, compiled: CompiledSpec) -> None:
-        if compiled.bytes is None:
+        if not compiled.bytes:
             raise SvodError("an OpenCL kernel loads from a program binary, and this one has none",
                             kernel=compiled.name, stage="load")
         self.name = compiled.name
@@ -130,7 +129,7 @@ class OpenCLProgram(ProgramBase):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 program = cl.Program(device.context, [device.device], [compiled.bytes]).build()
-            self.kernel = cl.Kernel(program, entry_symbol(compiled.name, compiled.ast))
+            self.kernel = cl.Kernel(program, compiled.entry)
         except cl.Error as err:
             raise SvodError(f"cannot load the OpenCL binary: {err}", kernel=compiled.name, stage="load") from err
         self._lock = threading.Lock()

@@ -7,9 +7,9 @@ from svod.device.caps import CORE_ID, DeviceCaps, WorkGroupLimits, launch_index,
 from svod.device.device import Device, resolver
 from svod.device.launch import ConcreteLaunchDims
 from svod.device.protocols import Compiler, CompilerBase, Launch, Program, ProgramBase, Renderer, RuntimeFactory
-from svod.device.spec import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
+from svod.device.spec import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata, entry_symbol
 
 __all__ = ["CORE_ID", "Allocator", "Buffer", "CompiledSpec", "DeviceCaps", "WorkGroupLimits", "launch_index",
            "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
            "HostAllocator", "KernelMetadata", "Launch", "Program", "ProgramBase", "ProgramSpec", "Renderer",
-           "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "resolver"]
+           "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol", "resolver"]

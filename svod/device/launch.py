@@ -6,15 +6,13 @@ dimension is a ``LaunchError`` that says which, and a variable outside its bound
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-import numpy as np
 
 from svod.errors import LaunchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.alu import trunc_quotient
+from svod.ir.uop import check_var_value
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -50,19 +48,6 @@ _BINARY: dict[Ops, Callable[[int, int], int]] = {
     Ops.MAX: max,
 }
 _PASS_THROUGH = (Ops.CAST, Ops.BITCAST, Ops.AFTER)
-
-
-def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str | None = None,
-                    stage: str | None = None) -> int:
-    """``value`` as an int, if it is an integer (a Python or numpy integer, not a bool) within ``[lo, hi]``.
-    The one check every variable value passes, wherever it is given."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise VariableError(f"variable {name} must be integer", kernel=kernel, stage=stage, value=value)
-    value = int(value)
-    if not lo <= value <= hi:
-        raise VariableError(f"variable {name}={value} is outside bounds [{lo}, {hi}]", kernel=kernel, stage=stage,
-                            value=value)
-    return value
 
 
 def evaluate(expr: UOp, var_vals: Mapping[str, int]) -> int:

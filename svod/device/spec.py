@@ -39,6 +39,14 @@ class Variable:
     max: int
 
 
+def entry_symbol(name: str, kernel: UOp) -> str:
+    """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` never collides
+    with a C library function, and suffixed with the lowered kernel's key, so kernels of one name can
+    share a code object (one JIT engine holds every LLVM kernel). Derived once, when a spec is made; loaders
+    read it from the compiled spec."""
+    return f"svod_{name}_{kernel.key[:12]}"
+
+
 @dataclass(frozen=True, slots=True)
 class KernelMetadata:
     """Buffers, variables and launch sizes of a kernel. Empty fields and all-ones sizes mean "not set"."""
@@ -54,6 +62,8 @@ class KernelMetadata:
     """The buffer slot of the status buffer bounds-checked accesses report to, if the kernel has one."""
     fixed: tuple[tuple[str, int], ...] = ()
     """Variables the kernel fixes (``BIND``), with their values."""
+    entry: str = ""
+    """The symbol the kernel's function is compiled to."""
 
     @property
     def var_names(self) -> tuple[str, ...]:
@@ -154,6 +164,9 @@ class ProgramSpec:
         self.buf_count = 0
         self.status_slot: int | None = None
         self.fixed_vars: dict[str, int] = {}
+        self.entry = entry_symbol(name, ast)
+        self.program: UOp | None = None
+        """The PROGRAM UOp this spec was read from (``from_uop``), if any."""
 
     def __repr__(self) -> str:
         return (f"ProgramSpec({self.name!r}, device={self.device}, globals={self.globals}, outs={self.outs}, "
@@ -192,6 +205,7 @@ class ProgramSpec:
         if meta.status_slot is not None or not only_set:
             self.status_slot = meta.status_slot
         self.fixed_vars = dict(take(meta.fixed, tuple(self.fixed_vars.items())))
+        self.entry = meta.entry or self.entry
 
     def apply_derived_metadata_from_ast(self) -> None:
         self.apply_metadata(derive_metadata(self.ast))
@@ -232,43 +246,46 @@ class ProgramSpec:
                 raise GraphError("PROGRAM metadata must be KernelMetadata", stage="PROGRAM", value=program.arg)
             spec.apply_metadata(program.arg, only_set=True)
             spec.name = program.arg.name or spec.name
+        spec.program = program
         return spec
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledSpec:
-    """A compiled kernel: ``src`` for JIT backends or ``bytes`` for AOT ones, plus what a launch needs."""
+    """A compiled kernel: ``src`` for JIT backends (``bytes`` empty) or ``bytes`` for AOT ones, plus what a
+    launch needs, the entry symbol among it."""
 
     name: str
     src: str | None
-    bytes: builtins.bytes | None
+    bytes: builtins.bytes
     ast: UOp
     var_names: tuple[str, ...]
     global_size: LaunchSize
     local_size: LaunchSize | None
     buf_count: int
+    entry: str = ""
 
     @staticmethod
     def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
         meta = derive_metadata(ast)
-        return CompiledSpec(name, src, None, ast, meta.var_names, meta.global_size, meta.local_size, buf_count)
+        return CompiledSpec(name, src, b"", ast, meta.var_names, meta.global_size, meta.local_size, buf_count,
+                            entry_symbol(name, ast))
 
     @staticmethod
     def from_bytes(name: str, data: builtins.bytes, ast: UOp) -> CompiledSpec:
         meta = derive_metadata(ast)
         return CompiledSpec(name, None, bytes(data), ast, meta.var_names, meta.global_size, meta.local_size,
-                            len(meta.globals))
+                            len(meta.globals), entry_symbol(name, ast))
 
     @staticmethod
     def from_source_with_sizes(name: str, src: str, ast: UOp, global_size: Sequence[UOp | int],
                                local_size: Sequence[UOp | int] | None, buf_count: int) -> CompiledSpec:
         meta = derive_metadata(ast)
-        return CompiledSpec(name, src, None, ast, meta.var_names, _as_size(global_size),
-                            None if local_size is None else _as_size(local_size), buf_count)
+        return CompiledSpec(name, src, b"", ast, meta.var_names, _as_size(global_size),
+                            None if local_size is None else _as_size(local_size), buf_count, entry_symbol(name, ast))
 
     @staticmethod
-    def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes | None = None) -> CompiledSpec:
+    def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes = b"") -> CompiledSpec:
         """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes."""
         return CompiledSpec(spec.name, src, data, spec.ast, tuple(spec.var_names), spec.global_size,
-                            spec.local_size, spec.buf_count)
-
+                            spec.local_size, spec.buf_count, spec.entry)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import numbers
 import threading
 import weakref
 from enum import Enum
@@ -64,6 +65,20 @@ def _stable_repr(arg: Any) -> str:
         fields = ",".join(f"{f.name}={_stable_repr(getattr(arg, f.name))}" for f in dataclasses.fields(arg))
         return f"{type(arg).__name__}({fields})"
     raise GraphError(f"UOp arg of type {type(arg).__name__} has no stable form", value=arg)
+
+
+
+def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str | None = None,
+                    stage: str | None = None) -> int:
+    """``value`` as an int, if it is an integer (a Python or numpy integer, not a bool) within ``[lo, hi]``.
+    The one check every variable value passes, wherever it is given."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise VariableError(f"variable {name} must be integer", kernel=kernel, stage=stage, value=value)
+    value = int(value)
+    if not lo <= value <= hi:
+        raise VariableError(f"variable {name}={value} is outside bounds [{lo}, {hi}]", kernel=kernel, stage=stage,
+                            value=value)
+    return value
 
 
 class UOp:
@@ -214,12 +229,8 @@ class UOp:
         if self.op is not Ops.DEFINE_VAR:
             raise GraphError("only a DEFINE_VAR can be bound", value=self.op)
         name, lo, hi = self.arg
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise GraphError(f"variable {name} must be bound to an integer", value=value)
-        if not lo <= value <= hi:
-            raise VariableError(f"variable {name}={value} is outside bounds [{lo}, {hi}]", stage="bind",
-                             value=value)
-        return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+        checked = check_var_value(name, value, lo, hi, stage="bind")
+        return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, checked)))
 
     @staticmethod
     def param(slot: int, dtype: DType, size: int | UOp) -> UOp:

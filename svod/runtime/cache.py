@@ -26,9 +26,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from svod.codegen.render.base import entry_symbol
 from svod.config import Settings, settings
-from svod.device import CORE_ID, CompiledSpec, Device, Program, ProgramSpec, derive_metadata
+from svod.device import CORE_ID, CompiledSpec, Device, KernelMetadata, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims
 from svod.device.spec import ONES
 from svod.errors import SvodError
@@ -210,7 +209,7 @@ class KernelCache:
             else:
                 specs, compiled = found
             programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
-            kernels.append(make_kernel(ast, specs, programs, device, sum(map(_code_size, compiled))))
+            kernels.append(make_kernel(ast, specs, compiled, programs, device))
         if self.settings.debug:
             sources = "\n".join(spec.src for specs in renders.values() for spec in specs)
             print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
@@ -230,7 +229,7 @@ class KernelCache:
             self.stats.compile_seconds += time.perf_counter() - start
             if disk is not None:
                 for spec, compiled in zip(missing, built, strict=True):
-                    if compiled.bytes is not None:
+                    if compiled.bytes:
                         disk.put(compiler.cache_key, spec.src, compiled.bytes)
         fresh = iter(built)
         return [next(fresh) if data is None else CompiledSpec.from_spec(spec, data=data)
@@ -245,20 +244,21 @@ class KernelCache:
             self.disk.discard(device.compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
             rebuilt = device.compiler.compile(spec)
             self.stats.compiles += 1
-            if rebuilt.bytes is not None:
+            if rebuilt.bytes:
                 self.disk.put(device.compiler.cache_key, spec.src, rebuilt.bytes)
             return device.runtime(rebuilt)
 
 
 def _code_size(compiled: CompiledSpec) -> int:
-    return len(compiled.bytes or b"") + len(compiled.src or "")
+    return len(compiled.bytes) + len(compiled.src or "")
 
 
-def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Program], device: Device,
-                code_bytes: int = 0) -> CachedKernel:
+def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[CompiledSpec], programs: Sequence[Program],
+                device: Device) -> CachedKernel:
     """The cache entry of ``ast``, compiled as ``specs``: one program on the user's buffers, or a staged
     program when it runs as several stages or needs buffers of its own (scratch, status)."""
     meta = derive_metadata(ast)
+    program_uop = _with_binary(specs[-1], compiled[-1])
     params = tuple(sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
     user_slots = tuple(p.arg for p in params)
     own: dict[int, int] = {}
@@ -271,10 +271,11 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Progr
     variables = {v.name: v for spec in specs for v in spec.vars
                  if v.name not in device.caps.launch_variables and v.name != CORE_ID and v.name not in fixed}
     common = dict(device=device, code="\n".join(spec.src for spec in specs),
-                  entry_point=entry_symbol(specs[0].name, specs[0].ast), name=meta.name or specs[0].name,
+                  entry_point=specs[0].entry, name=meta.name or specs[0].name,
                   globals=meta.globals, outs=meta.outs, ins=meta.ins,
                   host_parallel_safe=device.caps.overlaps_on_host, ast=ast, params=params,
-                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed, code_bytes=code_bytes)
+                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed,
+                  code_bytes=sum(map(_code_size, compiled)), program_uop=program_uop)
     if len(specs) == 1 and not own:
         spec = specs[0]
         return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), global_size=spec.global_size,
@@ -286,6 +287,20 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], programs: Sequence[Progr
                            device.allocator, {p.arg: param_size(p) for p in params})
     return CachedKernel(program=staged, var_names=var_names, global_size=ONES, local_size=ONES,
                         static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)), **common)  # type: ignore[arg-type]
+
+
+def _with_binary(spec: ProgramSpec, compiled: CompiledSpec) -> UOp:
+    """The spec's PROGRAM with its BINARY stage added. (A renderer outside svod may build its spec without
+    a PROGRAM: then one is made of the spec, with no instruction list.)"""
+    rendered = spec.program
+    if rendered is None:
+        meta = KernelMetadata(name=spec.name, vars=tuple(spec.vars), globals=tuple(spec.globals),
+                              outs=tuple(spec.outs), ins=tuple(spec.ins), global_size=spec.global_size,
+                              local_size=spec.local_size, status_slot=spec.status_slot,
+                              fixed=tuple(spec.fixed_vars.items()), entry=spec.entry)
+        rendered = UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), metadata=meta)
+    sink, device, linear, source = rendered.src[:4]
+    return UOp.program(sink, device, linear, source, UOp.binary(compiled.bytes), metadata=rendered.arg)
 
 
 def _static_dims(spec: ProgramSpec) -> ConcreteLaunchDims | None:

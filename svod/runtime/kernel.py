@@ -48,6 +48,11 @@ class CachedKernel:
     """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
     code_bytes: int = 0
     """The size of the compiled code, which the method cache counts against its memory budget."""
+    program_uop: UOp | None = None
+    """The compiled artifact: PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) with the kernel's metadata
+    (``ProgramSpec.from_uop`` reads it back). SINK is the lowered kernel; BINARY holds the compiled bytes,
+    empty for a backend that compiles the source when it loads it. A kernel run in stages (a split
+    reduction) carries its last stage, the one that writes the kernel's outputs."""
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""

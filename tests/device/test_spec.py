@@ -167,7 +167,7 @@ def test_metadata_launch_sizes_win_only_when_not_all_ones():
 def test_compiled_spec_constructors():
     sink, n = elementwise()
     src = CompiledSpec.from_source("ew", "code", sink, 3)
-    assert src.src == "code" and src.bytes is None and src.var_names == ("m", "n") and src.buf_count == 3
+    assert src.src == "code" and src.bytes == b"" and src.var_names == ("m", "n") and src.buf_count == 3
     data = CompiledSpec.from_bytes("ew", b"\x00\x01", sink)
     assert data.bytes == b"\x00\x01" and data.src is None and data.buf_count == 3
     sized = CompiledSpec.from_source_with_sizes("ew", "code", sink, [n, 1, 1], None, 3)

@@ -18,6 +18,7 @@ import pytest
 import svod
 from svod import KernelBuilder, dtypes
 from svod.config import settings
+from svod.device import ProgramSpec
 from svod.errors import SvodError
 from svod.runtime import CacheWarning, DiskCache, KernelCache
 from svod.runtime.disk import DATABASE_NAME
@@ -42,6 +43,26 @@ def _check(kernel) -> None:
     out = svod.Buffer.from_numpy(np.zeros(8, np.float32))
     kernel([out, svod.Buffer.from_numpy(np.arange(8, dtype=np.float32))], {"n": 8})
     assert out.numpy()[3] != 0
+
+
+@pytest.mark.parametrize("device", svod.available_devices())
+def test_the_program_uop_carries_every_stage_and_reads_back(tmp_path, device):
+    kernel = _cache(tmp_path).get(_kernel(3.0), svod.get_device(device))
+    program = kernel.program_uop
+    assert [stage.op for stage in program.src] == [svod.Ops.SINK, svod.Ops.DEVICE, svod.Ops.LINEAR, svod.Ops.SOURCE,
+                                                   svod.Ops.BINARY]
+    assert program.src[3].arg == kernel.code
+    jit = device == "PYTHON"  # the reference interprets; every other backend here keeps compiled bytes
+    assert (program.src[4].arg == b"") == jit
+    spec = ProgramSpec.from_uop(program)
+    assert spec.entry == kernel.entry_point and spec.name == "scale" and "n" in spec.var_names
+    assert spec.globals == [0, 1] and spec.outs == [0] and spec.ins == [1]
+
+
+def test_a_jit_backend_compiles_to_source_and_empty_bytes():
+    device = svod.get_device("PYTHON")
+    compiled = device.compiler.compile(device.renderer.render(_kernel(2.0)))
+    assert compiled.bytes == b"" and compiled.src and compiled.entry.startswith("svod_scale_")
 
 
 def test_memory_hit_returns_the_same_object(tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import anchor_ranges, decompose, split_for_threads, split_reduction, upcast_reductions
 from svod.codegen.safety import check_races, guard_accesses, unbind
-from svod.device import DeviceCaps, KernelMetadata, ProgramSpec
+from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
 from svod.dtype import DeviceSpec
 from svod.ir import Ops, PatternMatcher, UOp, simplify
 from svod.ir.validate import kernel_label, validate
@@ -58,13 +58,6 @@ def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
             if len(updates) == 1:
                 found[end.src[0]] = updates[0]
     return found
-
-
-def entry_symbol(name: str, kernel: UOp) -> str:
-    """The symbol a kernel's function is compiled to: prefixed, so a kernel called ``sqrt`` never collides
-    with a C library function, and suffixed with the lowered kernel's key, so kernels of one name can
-    share a code object (one JIT engine holds every LLVM kernel)."""
-    return f"svod_{name}_{kernel.key[:12]}"
 
 
 class KernelRenderer(ABC):
@@ -127,10 +120,12 @@ class KernelRenderer(ABC):
         name = kernel_name(ast, name)
         lowered = self.lower(ast)
         linear = linearize(lowered.sink, lowered.status)
-        source = self.render_linear(entry_symbol(name, lowered.sink), linear)
+        entry = entry_symbol(name, lowered.sink)
+        source = self.render_linear(entry, linear)
         status = None if lowered.status is None else int(lowered.status.arg)
         return UOp.program(lowered.sink, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
-                           metadata=KernelMetadata(name=name, status_slot=status, fixed=lowered.fixed))
+                           metadata=KernelMetadata(name=name, status_slot=status, fixed=lowered.fixed,
+                                                   entry=entry))
 
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
         """Lower, linearize and render ``ast``; the spec's metadata is derived from the lowered kernel."""
