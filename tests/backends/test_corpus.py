@@ -7,7 +7,6 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, dtypes
-from svod.errors import GraphError
 
 
 def test_elementwise_symbolic_size_leaves_the_tail(device):
@@ -181,18 +180,46 @@ def test_kernels_write_through_views(device):
 
 
 def test_float16_elementwise(device):
+    """Native half arithmetic where the device has it; elsewhere (a C compiler without ``_Float16``, OpenCL
+    without cl_khr_fp16, CUDA without cuda_fp16.h) halves stored as bits, computed in float32 and rounded
+    back per op: the same results."""
     k = KernelBuilder("half")
     out, x = k.buffer(dtypes.float16, 33), k.buffer(dtypes.float16, 33)
     i = k.range(33)
     k.store(out[i], x[i] * x[i] + 0.5)
     x_np = np.random.default_rng(8).uniform(-4, 4, 33).astype(np.float16)
     out_np = np.zeros(33, np.float16)
-    if device.device.base_type == "CL" and not getattr(device.renderer, "fp16", True):
-        with pytest.raises(GraphError, match="cl_khr_fp16"):
-            svod.run(k.build(), [out_np, x_np], device=device)
-        return
     svod.run(k.build(), [out_np, x_np], device=device)
     np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
+
+
+HALF_SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 1e-5, 65504, -65504, 65519, 65520,
+                          2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -24 * 1.5, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 0.1, 7.0])
+
+
+def test_float16_conversions_round_to_nearest_even(device):
+    """float32 and float64 to float16 and back, at ties, subnormals, the overflow edge and specials."""
+    k = KernelBuilder("half_round_trip")
+    n = len(HALF_SPECIALS)
+    narrow32, narrow64, wide, sums = (k.buffer(d, n) for d in (dtypes.float16, dtypes.float16, dtypes.float32,
+                                                                 dtypes.float16))
+    x32, x64, h = k.buffer(dtypes.float32, n), k.buffer(dtypes.float64, n), k.buffer(dtypes.float16, n)
+    i = k.range(n)
+    k.store(narrow32[i], x32[i].cast(dtypes.float16))
+    k.store(narrow64[i], x64[i].cast(dtypes.float16))
+    k.store(wide[i], h[i].cast(dtypes.float32))
+    k.store(sums[i], h[i] + h[i])
+    if dtypes.float64 not in device.caps.element_dtypes:
+        pytest.skip(f"{device.name} has no float64")
+    results = [np.zeros(n, np.float16), np.zeros(n, np.float16), np.zeros(n, np.float32), np.zeros(n, np.float16)]
+    with np.errstate(over="ignore"):
+        values32, values64 = HALF_SPECIALS.astype(np.float32), HALF_SPECIALS.astype(np.float64)
+        halves = HALF_SPECIALS.astype(np.float16)
+        svod.run(k.build(), [*results, values32, values64, halves], device=device)
+        expected = [values32.astype(np.float16), values64.astype(np.float16), halves.astype(np.float32),
+                    halves + halves]
+    for got, want in zip(results, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_empty_sizes_run_nothing(device):

@@ -81,7 +81,7 @@ class KernelRenderer(ABC):
     @property
     def cache_key(self) -> str:
         """Names every setting that changes the rendered code."""
-        return f"{type(self).__name__}-threads{self.threads}"
+        return f"{type(self).__name__}-threads{self.threads}{'' if self.caps.native_float16 else '-half16'}"
 
     def decompositor(self) -> PatternMatcher | None:
         return None

@@ -13,7 +13,10 @@ sign of a zero open), and float-to-integer conversion that saturates.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import ClassVar
+
+import numpy as np
 
 from svod.codegen.linearize import CHECKED
 from svod.codegen.lower import to_gpu_indices
@@ -30,6 +33,48 @@ _INFIX: dict[Ops, str] = {
 }
 _WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL)
 _PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*"}
+def _half_helpers(qualifier: str, u16: str, u32: str, u64: str, bitcast: Callable[[str, str, str], str],
+                  with_double: bool, L: str) -> str:  # noqa: N803 (the suffix of 64-bit unsigned literals)
+    """IEEE binary16 <-> binary32 (and binary64 -> binary16) conversions in integer arithmetic, rounding to
+    nearest even, for a language without half arithmetic: a half is stored as its 16 bits. ``bitcast(to,
+    from, value)`` spells a bit cast. A double narrows directly, never through float (rounding twice could
+    miss a tie)."""
+    to_float = (
+        f"{qualifier} float svod_f16_to_f32({u16} h) {{\n"
+        f"  {u32} sign = ({u32})(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+        f"  if (e == 0u) {{ float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }}\n"
+        f"  {u32} x = sign | (e == 0x1fu ? 0x7f800000u : (e + 112u) << 23) | (m << 13);\n"
+        f"  return {bitcast('float', u32, 'x')};\n}}\n")
+    from_float = (
+        f"{qualifier} {u16} svod_f32_to_f16(float value) {{\n"
+        f"  {u32} x = {bitcast(u32, 'float', 'value')}, a = x & 0x7fffffffu;\n"
+        f"  {u16} sign = ({u16})((x >> 16) & 0x8000u);\n"
+        f"  if (a > 0x7f800000u) return ({u16})(sign | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
+        f"  if (a >= 0x477ff000u) return ({u16})(sign | 0x7c00u);\n"
+        f"  {u32} r, rem, tie;\n"
+        f"  if (a >= 0x38800000u) {{ {u32} v = a - 0x38000000u; r = v >> 13; rem = v & 0x1fffu; tie = 0x1000u; }}\n"
+        f"  else if ((a >> 23) < 102u) {{ return sign; }}\n"
+        f"  else {{ {u32} s = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; r = m >> s; "
+        f"rem = m & ((1u << s) - 1u); tie = 1u << (s - 1u); }}\n"
+        f"  if (rem > tie || (rem == tie && (r & 1u))) r += 1u;\n"
+        f"  return ({u16})(sign | r);\n}}\n")
+    if not with_double:
+        return to_float + from_float
+    from_double = (
+        f"{qualifier} {u16} svod_f64_to_f16(double value) {{\n"
+        f"  {u64} x = {bitcast(u64, 'double', 'value')}, a = x & 0x7fffffffffffffff{L};\n"
+        f"  {u16} sign = ({u16})((x >> 48) & 0x8000u);\n"
+        f"  if (a > 0x7ff0000000000000{L}) return ({u16})(sign | 0x7e00u | ((a >> 42) & 0x3ffu));\n"
+        f"  if (a >= 0x40effe0000000000{L}) return ({u16})(sign | 0x7c00u);\n"
+        f"  {u64} r, rem, tie;\n"
+        f"  if (a >= 0x3f10000000000000{L}) {{ {u64} v = a - 0x3f00000000000000{L}; r = v >> 42; "
+        f"rem = v & 0x3ffffffffff{L}; tie = 0x20000000000{L}; }}\n"
+        f"  else if ((a >> 52) < 998{L}) {{ return sign; }}\n"
+        f"  else {{ {u64} s = 1051{L} - (a >> 52), m = (a & 0xfffffffffffff{L}) | 0x10000000000000{L}; "
+        f"r = m >> s; rem = m & ((1{L} << s) - 1{L}); tie = 1{L} << (s - 1{L}); }}\n"
+        f"  if (rem > tie || (rem == tie && (r & 1{L}))) r += 1{L};\n"
+        f"  return ({u16})(sign | r);\n}}\n")
+    return to_float + from_float + from_double
 
 
 class CStyleRenderer(KernelRenderer):
@@ -107,7 +152,15 @@ class CStyleRenderer(KernelRenderer):
 
     # ---- spellings -----------------------------------------------------------------------------------
 
+    @property
+    def emulates_float16(self) -> bool:
+        """Whether a float16 is stored as its 16 bits and computed in float32, rounded back per op (the device
+        has no half arithmetic: ``caps.native_float16`` is False)."""
+        return not self.caps.native_float16
+
     def type_name(self, dtype: DType) -> str:
+        if dtype == dtypes.float16 and self.emulates_float16:
+            return self.type_names["uint16"]
         return self.type_names[dtype.name]
 
     def literal(self, value: bool | int | float, dtype: DType) -> str:
@@ -126,6 +179,8 @@ class CStyleRenderer(KernelRenderer):
         return f"(({type_name}){int(value)}{signed})"
 
     def float_literal(self, value: float, dtype: DType) -> str:
+        if dtype == dtypes.float16 and self.emulates_float16:
+            return f"(({self.type_name(dtype)}){int(np.array(value, np.float16).view(np.uint16)):#x})"
         cast = f"({self.type_name(dtype)})"
         if math.isnan(value):
             return f"({cast}{self.nan})"
@@ -143,6 +198,9 @@ class CStyleRenderer(KernelRenderer):
 
     def combine(self, op: Ops, dtype: DType, a: str, b: str) -> str:
         """``op`` of two values as a reduction or an atomic update combines them."""
+        if dtype == dtypes.float16 and self.emulates_float16:
+            wide = self.combine(op, dtypes.float32, f"svod_f16_to_f32({a})", f"svod_f16_to_f32({b})")
+            return f"svod_f32_to_f16({wide})"
         if op in (Ops.MAX, Ops.MIN):
             return self.min_max(op, dtype, a, b)
         return f"({a}{_INFIX[op]}{b})"
@@ -156,6 +214,10 @@ class CStyleRenderer(KernelRenderer):
     def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
         """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
         the divisor node of an integer division."""
+        if self.emulates_float16 and op is not Ops.WHERE and dtypes.float16 in (dtype, operand_dtype):
+            wide = self.alu(op, dtypes.float32 if dtype == dtypes.float16 else dtype, dtypes.float32,
+                            [f"svod_f16_to_f32({a})" for a in args], divisor)
+            return f"svod_f32_to_f16({wide})" if dtype == dtypes.float16 else wide
         a = args[0]
         if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT) or (op is Ops.ABS and dtype.is_float):
             return self.math_call(op, dtype, args)
@@ -196,6 +258,8 @@ class CStyleRenderer(KernelRenderer):
 
     def cast(self, value: str, src: DType, dst: DType) -> str:
         """A conversion; a float to an integer saturates and takes NaN to 0 (svod's definition)."""
+        if self.emulates_float16 and dtypes.float16 in (src, dst) and src != dst:
+            return self.half_cast(value, src, dst)
         t = self.type_name(dst)
         if not (src.is_float and dst.is_int):
             return f"({t})({value})"
@@ -206,13 +270,38 @@ class CStyleRenderer(KernelRenderer):
         zero = self.literal(0, dst)
         return f"({value}!={value}?{zero}:{value}<={lo}?{smallest}:{value}>={hi}?{largest}:({t})({value}))"
 
+    def half_cast(self, value: str, src: DType, dst: DType) -> str:
+        """A conversion to or from an emulated float16: through float32, except a double, which narrows
+        directly."""
+        if src == dtypes.float16:
+            wide = f"svod_f16_to_f32({value})"
+            return wide if dst == dtypes.float32 else self.cast(wide, dtypes.float32, dst)
+        if src == dtypes.float64:
+            return f"svod_f64_to_f16({value})"
+        return f"svod_f32_to_f16({value if src == dtypes.float32 else self.cast(value, src, dtypes.float32)})"
+
+    def half_helpers(self, linear: tuple[UOp, ...]) -> str:
+        """The float16 conversions, where float16 is emulated and the kernel has any."""
+        used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear if u.op in (Ops.PARAM, Ops.DEFINE_REG)}
+        if not self.emulates_float16 or "float16" not in used:
+            return ""
+        names = (self.type_name(dtypes.uint16), self.type_name(dtypes.uint32), self.type_name(dtypes.uint64))
+        def bitcast(to: str, source: str, value: str) -> str:
+            return self.bitcast_template.format(type=to, source=source, value=value)
+
+        return _half_helpers(self.helper_qualifier, *names, bitcast, "float64" in used, self.int64_suffix[1])
+
     def helpers(self, linear: tuple[UOp, ...]) -> str:
-        """Definitions of the float MAX/MIN helpers the kernel uses."""
-        used = sorted({(u.op, u.dtype.name) for u in linear if u.op in (Ops.MAX, Ops.MIN) and u.dtype.is_float}
-                      | {(u.arg, u.src[1].dtype.name) for u in linear
+        """Definitions of the helpers the kernel uses: float16 conversions, float MAX/MIN."""
+        def computed_as(name: str) -> str:
+            return "float32" if name == "float16" and self.emulates_float16 else name
+
+        used = sorted({(u.op, computed_as(u.dtype.name)) for u in linear
+                       if u.op in (Ops.MAX, Ops.MIN) and u.dtype.is_float}
+                      | {(u.arg, computed_as(u.src[1].dtype.name)) for u in linear
                          if u.op is Ops.ATOMIC and u.arg in (Ops.MAX, Ops.MIN) and u.src[1].dtype.is_float},
                       key=lambda k: (k[0].name, k[1]))
-        out = []
+        out = [self.half_helpers(linear)]
         for op, name in used:
             t = self.type_names[name]
             wins = f"(a {'>' if op is Ops.MAX else '<'} b || b != b || (a == b && {'!' if op is Ops.MAX else ''}"\

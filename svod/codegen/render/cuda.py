@@ -11,7 +11,6 @@ from typing import ClassVar
 from svod.codegen.render.cstyle import GPURenderer
 from svod.device import DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType
-from svod.errors import GraphError
 from svod.ir import Ops, UOp
 
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
@@ -40,12 +39,6 @@ class CUDARenderer(GPURenderer):
 
     def __init__(self, device: DeviceSpec | str = "CUDA", caps: DeviceCaps = CUDA_CAPS) -> None:
         super().__init__(device, caps)
-
-    def type_name(self, dtype: DType) -> str:
-        if dtype.name == "float16":
-            raise GraphError("float16 on CUDA needs cuda_fp16.h, which the nvrtc wheel does not ship",
-                             stage="render", value=str(self.device))
-        return super().type_name(dtype)
 
     def atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
         """CUDA's atomicAdd/atomicMax/atomicMin where they exist (64-bit signed adds go through the unsigned

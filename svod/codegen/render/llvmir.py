@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps
-from svod.dtype import DType, PtrDType
+from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
@@ -276,7 +276,40 @@ class _FunctionWriter:
         self.label(f"{loop}.exit")
 
     def _cast(self, src: UOp, dtype: DType, out: str) -> str:
-        value, a, b = self.operand(src), src.dtype, dtype
+        if dtypes.float16 in (src.dtype, dtype) and dtypes.float32 not in (src.dtype, dtype) and src.dtype != dtype:
+            return self._half_cast(src, dtype, out)
+        return self._convert(self.operand(src), src.dtype, dtype, out)
+
+    def _half_cast(self, src: UOp, dtype: DType, out: str) -> str:
+        """Half conversions go through float: a JIT process has compiler-rt's half routines only for float
+        (``__truncdfhf2`` and the integer ones are missing). A double narrows by rounding to odd first, so
+        the second rounding is the only one that decides a tie."""
+        value = self.operand(src)
+        if dtype != dtypes.float16:
+            wide = self._convert(value, src.dtype, dtypes.float32, f"{out}.f32")
+            return self._convert(wide, dtypes.float32, dtype, out)
+        if src.dtype != dtypes.float64:
+            wide = self._convert(value, src.dtype, dtypes.float32, f"{out}.f32")
+            return self._convert(wide, dtypes.float32, dtype, out)
+        self.declarations.add("declare double @llvm.fabs.f64(double)")
+        for line in (f"{out}.near = fptrunc double {value} to float",
+                     f"{out}.back = fpext float {out}.near to double",
+                     f"{out}.bits = bitcast float {out}.near to i32",
+                     f"{out}.aback = call double @llvm.fabs.f64(double {out}.back)",
+                     f"{out}.avalue = call double @llvm.fabs.f64(double {value})",
+                     f"{out}.over = fcmp ogt double {out}.aback, {out}.avalue",
+                     f"{out}.under = fcmp olt double {out}.aback, {out}.avalue",
+                     f"{out}.down = zext i1 {out}.over to i32",
+                     f"{out}.toward0 = sub i32 {out}.bits, {out}.down",
+                     f"{out}.inexact = or i1 {out}.over, {out}.under",
+                     f"{out}.sticky = zext i1 {out}.inexact to i32",
+                     f"{out}.oddbits = or i32 {out}.toward0, {out}.sticky",
+                     f"{out}.odd = bitcast i32 {out}.oddbits to float",
+                     f"{out} = fptrunc float {out}.odd to half"):
+            self.emit(line)
+        return out
+
+    def _convert(self, value: str, a: DType, b: DType, out: str) -> str:
         ta, tb = llvm_type(a), llvm_type(b)
         if b.kind == "bool":
             zero = llvm_literal(0, a)

@@ -11,7 +11,6 @@ from typing import ClassVar
 
 from svod.codegen.render.cstyle import GPURenderer
 from svod.dtype import DType
-from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
 
@@ -47,13 +46,10 @@ class OpenCLRenderer(GPURenderer):
 
     def preamble_for(self, linear: tuple[UOp, ...]) -> str:
         used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear if u.op is Ops.PARAM}
-        if "float16" in used and not self.fp16:
-            raise GraphError("float16 needs the cl_khr_fp16 extension, which this OpenCL device lacks",
-                             stage="render", value=str(self.device))
         pragmas = [self.preamble]
         if "float64" in used:
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
-        if "float16" in used:
+        if "float16" in used and self.fp16:
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n")
         if any(u.op is Ops.ATOMIC and u.src[1].dtype.itemsize == 8 for u in linear):
             pragmas.append("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
