@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from svod.backends.registry import default_registry
 from svod.device import CORE_ID, Buffer, Device, Variable
@@ -53,11 +53,33 @@ class Access:
                 and self.start < other.end and other.start < self.end)
 
 
-@dataclass(eq=False)
-class PreparedKernel:
-    """One dispatch of a plan, with everything decided at prepare time."""
+@dataclass(eq=False, kw_only=True)
+class Step:
+    """One step of a plan (a kernel or a copy), with everything decided at prepare time."""
 
     id: int
+    name: str
+    kind: str
+    accesses: tuple[Access, ...]
+    """The byte ranges the step reads and writes: its dependencies are derived from them."""
+    run: Callable[[Mapping[str, int]], None]
+    parallel_safe: bool
+    """Whether it may run on a host thread beside other steps."""
+    work: int
+    """Estimated flops plus bytes moved at the largest variable values (small steps never overlap)."""
+    cost_of: Callable[[Mapping[str, int]], tuple[int, int]]
+    """(flops, bytes) for one run's variable values, for the profile."""
+    dependencies: tuple[int, ...] = ()
+    """Ids of the steps that must finish first."""
+    level: int = 0
+    check: Callable[[], None] | None = None
+    """Raises ``IndexOutOfBoundsError`` if the step's last run recorded an access outside a buffer."""
+
+
+@dataclass(eq=False, kw_only=True)
+class PreparedKernel(Step):
+    """One dispatch of a plan."""
+
     ast: UOp
     kernel: CachedKernel
     device: Device
@@ -66,29 +88,10 @@ class PreparedKernel:
     vals: list[int]
     """Variable values in ``kernel.var_names`` order, as of the last run (fixed ones never change)."""
     fixedvars: dict[str, int]
-    dependencies: tuple[int, ...]
     buffer_ids: tuple[int, ...]
     """The storage each argument lives in (views of one base share it)."""
     runtime_vars: tuple[Variable, ...]
     """The variables each run must supply, with the bounds they are checked against."""
-    cost: tuple[int, int] = (0, 0)
-    _run: Callable[[Mapping[str, int]], None] = field(default=lambda values: None, repr=False)
-
-
-@dataclass(eq=False)
-class _Step:
-    id: int
-    name: str
-    kind: str
-    accesses: tuple[Access, ...]
-    run: Callable[[Mapping[str, int]], None]
-    parallel_safe: bool
-    cost: int
-    dependencies: tuple[int, ...] = ()
-    level: int = 0
-    cost_of: Callable[[Mapping[str, int]], tuple[int, int]] = field(default=lambda values: (0, 0))
-    check: Callable[[], None] | None = None
-    """Raises ``IndexOutOfBoundsError`` if the step's last run recorded an access outside a buffer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +116,12 @@ class ExecutionPlan:
         self.buffers: list[Buffer] = []
         self.prepared_kernels: list[PreparedKernel] = []
         self._requests: list[_KernelRequest | _CopyRequest] = []
-        self._steps: list[_Step] = []
-        self._levels: list[list[_Step]] = []
+        self._steps: list[Step] = []
+        self._levels: list[list[Step]] = []
         self._runtime_bounds: dict[str, list[tuple[Variable, str]]] = {}
         self._fixed_names: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
-        self._checked_steps: list[_Step] = []
+        self._checked_steps: list[Step] = []
         self._executing = threading.Lock()
         self._preparing = threading.Lock()
         self._last_profile: list[StepProfile] = []
@@ -185,7 +188,7 @@ class ExecutionPlan:
         distinct = list(dict.fromkeys(r.ast for r in self._requests if isinstance(r, _KernelRequest)))
         return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
 
-    def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel) -> _Step:
+    def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel) -> Step:
         buffers = [self.buffers[i] for i in request.buffer_indices]
         fixed = self._check_fixed(kernel, request)
         runtime = tuple(v for v in kernel.variables if v.name not in fixed)
@@ -198,17 +201,18 @@ class ExecutionPlan:
         outputs = tuple(request.buffer_indices[pos] for pos, p in enumerate(kernel.params) if p.arg in kernel.outs)
         vals = kernel.vals(largest)
         run, check = _kernel_launcher(kernel, buffers, vals, fixed)
-        cost = estimate_cost(request.ast, largest)
-        prepared = PreparedKernel(
-            id=op_id, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
-            output_indices=outputs, vals=vals, fixedvars=fixed, dependencies=(),
-            buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=runtime, cost=cost, _run=run)
-        self.prepared_kernels.append(prepared)
+
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
             return estimate_cost(request.ast, {**values, **fixed, **kernel.fixed})
 
-        return _Step(op_id, kernel.name, "kernel", accesses, run, kernel.host_parallel_safe, sum(cost),
-                     cost_of=cost_of, check=check)
+        prepared = PreparedKernel(
+            id=op_id, name=kernel.name, kind="kernel", accesses=accesses, run=run,
+            parallel_safe=kernel.host_parallel_safe, work=sum(estimate_cost(request.ast, largest)), cost_of=cost_of,
+            check=check, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
+            output_indices=outputs, vals=vals, fixedvars=fixed, buffer_ids=tuple(id(b.base) for b in buffers),
+            runtime_vars=runtime)
+        self.prepared_kernels.append(prepared)
+        return prepared
 
     def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
         known = {v.name: v for v in kernel.variables}
@@ -231,7 +235,7 @@ class ExecutionPlan:
                 accesses.append(Access(id(buf.base), start, end, write=True))
         return accesses
 
-    def _prepare_copy(self, op_id: int, request: _CopyRequest) -> _Step:
+    def _prepare_copy(self, op_id: int, request: _CopyRequest) -> Step:
         dst, src = self.buffers[request.dst], self.buffers[request.src]
         accesses = (Access(id(src.base), src.byte_offset, src.byte_offset + src.nbytes, write=False),
                     Access(id(dst.base), dst.byte_offset, dst.byte_offset + dst.nbytes, write=True))
@@ -241,8 +245,9 @@ class ExecutionPlan:
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
             return (0, moved)
 
-        return _Step(op_id, f"copy {request.src} -> {request.dst}", "copy", accesses, run,
-                     dst.device_object.caps.host_memory and src.device_object.caps.host_memory, moved, cost_of=cost_of)
+        return Step(id=op_id, name=f"copy {request.src} -> {request.dst}", kind="copy", accesses=accesses, run=run,
+                    parallel_safe=dst.device_object.caps.host_memory and src.device_object.caps.host_memory,
+                    work=moved, cost_of=cost_of)
 
     def _schedule(self) -> None:
         """Dependencies on every earlier conflicting step (a step's id is its position), then levels."""
@@ -250,9 +255,7 @@ class ExecutionPlan:
             step.dependencies = tuple(e.id for e in self._steps[:position]
                                       if any(a.conflicts(b) for a in step.accesses for b in e.accesses))
             step.level = 1 + max((self._steps[d].level for d in step.dependencies), default=-1)
-        for prepared in self.prepared_kernels:
-            prepared.dependencies = self._steps[prepared.id].dependencies
-        levels: dict[int, list[_Step]] = {}
+        levels: dict[int, list[Step]] = {}
         for step in self._steps:
             levels.setdefault(step.level, []).append(step)
         self._levels = [levels[k] for k in sorted(levels)]
@@ -304,12 +307,12 @@ class ExecutionPlan:
                 values[name] = check_var_value(name, var_vals[name], var.min, var.max, kernel=kernel, stage="execute")
         return values
 
-    def _parallel(self, level: list[_Step]) -> bool:
-        return sum(1 for s in level if s.parallel_safe and s.cost >= PARALLEL_MIN_COST) >= 2 and \
+    def _parallel(self, level: list[Step]) -> bool:
+        return sum(1 for s in level if s.parallel_safe and s.work >= PARALLEL_MIN_COST) >= 2 and \
             all(s.parallel_safe for s in level)
 
-    def _run_parallel(self, level: list[_Step], values: Mapping[str, int],
-                      body: Callable[[_Step, Mapping[str, int]], object]) -> None:
+    def _run_parallel(self, level: list[Step], values: Mapping[str, int],
+                      body: Callable[[Step, Mapping[str, int]], object]) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="svod-plan")
         futures = [self._pool.submit(body, step, values) for step in level[1:]]
@@ -322,7 +325,7 @@ class ExecutionPlan:
         records: list[StepProfile] = []
         lock = threading.Lock()
 
-        def timed(step: _Step, vals: Mapping[str, int]) -> None:
+        def timed(step: Step, vals: Mapping[str, int]) -> None:
             start = time.perf_counter()
             step.run(vals)
             self.device.synchronize()

@@ -342,46 +342,54 @@ class _Walk:
         self.depth = 1
 
     def node(self, node: UOp, index: int) -> str | None:
-        r, op, names = self.r, node.op, self.names
-        if op is Ops.END:
-            self.depth -= 1
-            return "}"
-        if op is Ops.AFTER:
-            names[node] = names[node.src[0]]
-            return None
-        if op is Ops.DEFINE_REG:
-            names[node] = f"acc{node.arg}"
-            return f"{r.type_name(pointee(node))} {names[node]};"
-        if op is Ops.CONST:
-            names[node] = r.literal(node.arg, node.dtype)
-        elif op is Ops.DEFINE_VAR:
-            names[node] = node.arg[0]
-        elif op is Ops.PARAM:
-            names[node] = f"data{node.arg}"
-        elif op is Ops.SPECIAL:
-            names[node] = node.arg
-            return f"const {r.type_name(dtypes.index)} {node.arg} = {r.special(node)};"
-        elif op is Ops.INDEX:
-            base, offset = names[node.src[0]], names[node.src[1]]
-            names[node] = f"(&{base})" if _register_of(node.src[0]) is not None else f"({base}+{offset})"
-            if len(node.src) == 3:
-                self.gates[node] = names[node.src[2]]
-        elif op is Ops.IF:
-            self.depth += 1
-            return f"if ({names[node.src[0]]}) {{"
-        elif op is Ops.RANGE:
-            names[node] = f"ridx{node.arg[0]}_{index}"
-            counter = f"{r.type_name(dtypes.index)} {names[node]} = 0"
-            self.depth += 1
-            return f"for ({counter}; {names[node]} < {names[node.src[0]]}; {names[node]}++) {{"
-        elif op in (Ops.STORE, Ops.ATOMIC):
-            return self.effect(node)
-        else:
-            names[node] = f"v{index}"
-            return f"const {r.type_name(node.dtype)} {names[node]} = {self.value(node)};"
-        return None
+        """The line of ``node`` (None for a node that only names a value); a value without a statement of
+        its own becomes a ``const`` local."""
+        statement = _STATEMENTS.get(node.op)
+        if statement is not None:
+            return statement(self, node, index)
+        self.names[node] = f"v{index}"
+        return f"const {self.r.type_name(node.dtype)} {self.names[node]} = {self.value(node)};"
 
-    def effect(self, node: UOp) -> str:
+    def end(self, node: UOp, index: int) -> str:
+        self.depth -= 1
+        return "}"
+
+    def after(self, node: UOp, index: int) -> None:
+        self.names[node] = self.names[node.src[0]]
+
+    def register(self, node: UOp, index: int) -> str:
+        self.names[node] = f"acc{node.arg}"
+        return f"{self.r.type_name(pointee(node))} {self.names[node]};"
+
+    def const(self, node: UOp, index: int) -> None:
+        self.names[node] = self.r.literal(node.arg, node.dtype)
+
+    def variable(self, node: UOp, index: int) -> None:
+        self.names[node] = node.arg[0]
+
+    def param(self, node: UOp, index: int) -> None:
+        self.names[node] = f"data{node.arg}"
+
+    def special(self, node: UOp, index: int) -> str:
+        self.names[node] = node.arg
+        return f"const {self.r.type_name(dtypes.index)} {node.arg} = {self.r.special(node)};"
+
+    def index(self, node: UOp, index: int) -> None:
+        base, offset = self.names[node.src[0]], self.names[node.src[1]]
+        self.names[node] = f"(&{base})" if _register_of(node.src[0]) is not None else f"({base}+{offset})"
+        if len(node.src) == 3:
+            self.gates[node] = self.names[node.src[2]]
+
+    def if_(self, node: UOp, index: int) -> str:
+        self.depth += 1
+        return f"if ({self.names[node.src[0]]}) {{"
+
+    def loop(self, node: UOp, index: int) -> str:
+        name = self.names[node] = f"ridx{node.arg[0]}_{index}"
+        self.depth += 1
+        return f"for ({self.r.type_name(dtypes.index)} {name} = 0; {name} < {self.names[node.src[0]]}; {name}++) {{"
+
+    def effect(self, node: UOp, index: int) -> str:
         r = self.r
         target, value = self.names[node.src[0]], self.names[node.src[1]]
         dtype = node.src[1].dtype
@@ -408,6 +416,14 @@ class _Walk:
                                              value=src[0])
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
+
+
+_STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
+    Ops.END: _Walk.end, Ops.AFTER: _Walk.after, Ops.DEFINE_REG: _Walk.register, Ops.CONST: _Walk.const,
+    Ops.DEFINE_VAR: _Walk.variable, Ops.PARAM: _Walk.param, Ops.SPECIAL: _Walk.special, Ops.INDEX: _Walk.index,
+    Ops.IF: _Walk.if_, Ops.RANGE: _Walk.loop, Ops.STORE: _Walk.effect, Ops.ATOMIC: _Walk.effect,
+}
+"""How each statement of LINEAR is spelled (or named, for nodes inlined where they are used)."""
 
 
 def _register_of(node: UOp) -> UOp | None:
