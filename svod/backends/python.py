@@ -16,6 +16,7 @@ the backends it checks: every op is spelled here again, with numpy, in C semanti
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -372,9 +373,15 @@ def _sin(a: Array) -> Array:
     return np.sin(a)
 
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+"""numpy has no erf; the Python library's, element by element (the reference favours plainness)."""
+
 _MATH: dict[Ops, Callable[[Array, np.dtype], Array]] = {
     Ops.EXP2: _in_float64(_exp2), Ops.LOG2: _in_float64(_log2), Ops.SIN: _in_float64(_sin),
-    Ops.SQRT: _in_float64(np.sqrt),
+    Ops.SQRT: _in_float64(np.sqrt), Ops.EXP: _in_float64(np.exp), Ops.LOG: _in_float64(np.log),
+    Ops.COS: _in_float64(np.cos), Ops.TAN: _in_float64(np.tan), Ops.TANH: _in_float64(np.tanh),
+    Ops.ERF: _in_float64(_erf), Ops.FLOOR: _in_float64(np.floor), Ops.CEIL: _in_float64(np.ceil),
+    Ops.TRUNC: _in_float64(np.trunc), Ops.RINT: _in_float64(np.rint),
 }
 _COMPARE: dict[Ops, Callable[[Array, Array], Array]] = {
     Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal,
@@ -401,6 +408,10 @@ def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
     b = np.asarray(args[1], dtype=_numpy(operand))
     if op in _ARITHMETIC:
         return _ARITHMETIC[op](a, b).astype(out)
+    if op is Ops.POW:
+        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(out)
+    if op in (Ops.SHL, Ops.SHR):
+        return _shift(op, a, b, out)
     if op is Ops.FDIV:
         return (a / b).astype(out)
     if op in (Ops.IDIV, Ops.MOD):
@@ -411,6 +422,17 @@ def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
             return _maximum_number(a, b, op is Ops.MAX).astype(out)
         return (np.maximum(a, b) if op is Ops.MAX else np.minimum(a, b)).astype(out)
     raise GraphError(f"the reference has no {op.name} on {dtype!r}", stage="execute", value=op)
+
+
+def _shift(op: Ops, a: Array, amount: Array, out: np.dtype) -> Array:
+    """numpy's shifts, with an amount outside the bits shifting everything out (numpy leaves that to C)."""
+    bits = out.itemsize * 8
+    inside = (amount >= 0) & (amount < bits)
+    safe = np.where(inside, amount, 0).astype(out)
+    if op is Ops.SHL:
+        return np.where(inside, np.left_shift(a, safe), np.zeros((), out)).astype(out)
+    spilled = np.where(a < 0, np.asarray(-1).astype(out), np.zeros((), out)) if out.kind == "i" else np.zeros((), out)
+    return np.where(inside, np.right_shift(a, safe), spilled).astype(out)
 
 
 def _cast(a: Array, src: DType, dst: DType) -> Array:

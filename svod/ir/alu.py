@@ -18,6 +18,9 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
 
 from svod.dtype import DType
 from svod.errors import SvodError
@@ -154,10 +157,22 @@ def _minimum_number(a: float, b: float) -> float:
     return a if a < b else b
 
 
+def _in_float64(fn: Callable[..., Any]) -> Callable[..., float]:
+    """A numpy function on Python floats, quiet about overflow and invalid operands (IEEE results)."""
+    def apply(*args: float) -> float:
+        with np.errstate(all="ignore"):
+            return float(fn(*(np.float64(a) for a in args)))
+    return apply
+
+
 _FLOAT_OPS: dict[Ops, Callable[..., float]] = {
     Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
     Ops.RECIPROCAL: lambda a: _fdiv(1.0, a), Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
     Ops.MUL: lambda a, b: a * b, Ops.FDIV: _fdiv, Ops.MAX: _maximum_number, Ops.MIN: _minimum_number,
+    Ops.EXP: _in_float64(np.exp), Ops.LOG: _in_float64(np.log), Ops.COS: _in_float64(np.cos),
+    Ops.TAN: _in_float64(np.tan), Ops.TANH: _in_float64(np.tanh), Ops.ERF: math.erf,
+    Ops.FLOOR: _in_float64(np.floor), Ops.CEIL: _in_float64(np.ceil), Ops.TRUNC: _in_float64(np.trunc),
+    Ops.RINT: _in_float64(np.rint), Ops.POW: _in_float64(np.power),
 }
 _INT_OPS: dict[Ops, Callable[..., int]] = {
     Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,
@@ -171,6 +186,14 @@ _COMPARE: dict[Ops, Callable[[Value, Value], bool]] = {
     Ops.CMPLT: lambda a, b: a < b, Ops.CMPLE: lambda a, b: a <= b, Ops.CMPNE: lambda a, b: a != b,
     Ops.CMPEQ: lambda a, b: a == b,
 }
+
+
+def shift(op: Ops, a: int, amount: int, dtype: DType) -> int:
+    """``a << amount`` or ``a >> amount`` (arithmetic for signed types); an amount outside the type's
+    bits shifts everything out."""
+    if not 0 <= amount < dtype.bits:
+        return -1 if op is Ops.SHR and a < 0 else 0
+    return wrap_int(a << amount, dtype) if op is Ops.SHL else a >> amount
 
 
 def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
@@ -188,6 +211,8 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
         return trunc_div(ints[0], ints[1], dtype)
     if op is Ops.MOD:
         return trunc_mod(ints[0], ints[1], dtype)
+    if op in (Ops.SHL, Ops.SHR):
+        return shift(op, ints[0], ints[1], dtype)
     fn = _INT_OPS.get(op)
     if fn is None:
         raise SvodError(f"{op!r} is not defined on {dtype!r}")

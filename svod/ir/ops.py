@@ -40,6 +40,17 @@ class Ops(Enum):
     SIN = auto()
     SQRT = auto()
     RECIPROCAL = auto()
+    EXP = auto()
+    LOG = auto()
+    COS = auto()
+    TAN = auto()
+    TANH = auto()
+    ERF = auto()
+    FLOOR = auto()
+    CEIL = auto()
+    TRUNC = auto()
+    RINT = auto()
+    """Round to the nearest integer, ties to even (numpy's ``round``)."""
     # binary
     ADD = auto()
     SUB = auto()
@@ -56,6 +67,11 @@ class Ops(Enum):
     AND = auto()
     OR = auto()
     XOR = auto()
+    POW = auto()
+    SHL = auto()
+    SHR = auto()
+    """Shifts: an amount outside ``0 .. bits-1`` shifts everything out (0, or -1 for a negative ``>>``),
+    as numpy defines them."""
     # ternary
     WHERE = auto()
 
@@ -81,15 +97,18 @@ class AxisKind(Enum):
     __hash__ = object.__hash__
 
 
-UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
+MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.COS, Ops.TAN, Ops.TANH, Ops.ERF,
+                  Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.POW})
+"""Float functions every C math library has (``expf``, ``powf`` ...), rendered as calls or intrinsics."""
+UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.RECIPROCAL}) | (MATH - {Ops.POW})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT,
-                    Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+                    Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.POW, Ops.SHL, Ops.SHR})
 TERNARY = frozenset({Ops.WHERE})
 ALU = UNARY | BINARY | TERNARY
 COMPARISON = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})
 COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
-FLOAT_ONLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
-INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR})
+FLOAT_ONLY = MATH | {Ops.RECIPROCAL, Ops.FDIV}
+INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
 BOOL_OPS = COMPARISON | {Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE}
 """The ALU ops defined on bool operands."""
 REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})

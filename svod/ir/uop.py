@@ -122,6 +122,22 @@ class UOp:
     def __bool__(self) -> bool:
         raise GraphError("a UOp has no truth value; build a comparison and use where()", value=self)
 
+    def __eq__(self, other: object) -> bool:
+        """Identity (UOps are hash-consed: equal graphs are one object). Against a number that would silently
+        be False, so it is refused: ``x.eq(1.0)`` builds the comparison."""
+        if isinstance(other, (int, float, np.number)):
+            raise TypeError(f"UOp == {other!r} compares identity, not values; use .eq({other!r}) to build a "
+                            "comparison")
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, (int, float, np.number)):
+            raise TypeError(f"UOp != {other!r} compares identity, not values; use .ne({other!r}) to build a "
+                            "comparison")
+        return self is not other
+
+    __hash__ = object.__hash__
+
     def replace(self, *, op: Ops | None = None, dtype: DType | None = None, src: tuple[UOp, ...] | None = None,
                 arg: Any = ...) -> UOp:
         return UOp(self.op if op is None else op, self.dtype if dtype is None else dtype,
@@ -355,11 +371,13 @@ class UOp:
             raise GraphError(f"bitcast from {value.dtype!r} to {dtype!r} changes the size", value=dtype)
         return UOp(Ops.BITCAST, dtype, (value,))
 
-    def where(self, a: Operand, b: Operand) -> UOp:
+    def where(self, a: Operand, b: Operand, dtype: DType | None = None) -> UOp:
+        """``a`` where this condition holds, else ``b``. Numbers take the dtype of the UOp beside them, or
+        ``dtype``; two numbers alone default to int32, float32 or bool by their kind."""
         cond = _value(self)
         if cond.dtype != dtypes.bool:
             raise GraphError("where() needs a bool condition", value=cond.dtype)
-        av, bv = _pair(a, b)
+        av, bv = _pair(a, b, dtype)
         return alu(Ops.WHERE, cond, av, bv)
 
     def alu(self, op: Ops, *others: Operand) -> UOp:
@@ -384,8 +402,25 @@ class UOp:
     def __mod__(self, other: Operand) -> UOp: return self.alu(Ops.MOD, other)
     def __rmod__(self, other: Operand) -> UOp: return self._reflected(Ops.MOD, other)
     def __and__(self, other: Operand) -> UOp: return self.alu(Ops.AND, other)
+    def __rand__(self, other: Operand) -> UOp: return self._reflected(Ops.AND, other)
     def __or__(self, other: Operand) -> UOp: return self.alu(Ops.OR, other)
+    def __ror__(self, other: Operand) -> UOp: return self._reflected(Ops.OR, other)
     def __xor__(self, other: Operand) -> UOp: return self.alu(Ops.XOR, other)
+    def __rxor__(self, other: Operand) -> UOp: return self._reflected(Ops.XOR, other)
+    def __lshift__(self, other: Operand) -> UOp: return self.alu(Ops.SHL, other)
+    def __rlshift__(self, other: Operand) -> UOp: return self._reflected(Ops.SHL, other)
+    def __rshift__(self, other: Operand) -> UOp: return self.alu(Ops.SHR, other)
+    def __rrshift__(self, other: Operand) -> UOp: return self._reflected(Ops.SHR, other)
+    def __pow__(self, other: Operand) -> UOp: return self.alu(Ops.POW, other)
+    def __rpow__(self, other: Operand) -> UOp: return self._reflected(Ops.POW, other)
+
+    def __invert__(self) -> UOp:
+        """Bitwise not of an integer (every bit flipped), logical not of a bool."""
+        me = _value(self)
+        if me.dtype.is_float:
+            raise GraphError("~ needs an integer or bool operand", value=me.dtype)
+        ones = True if me.dtype == dtypes.bool else me.dtype.max if me.dtype.is_unsigned else -1
+        return me.alu(Ops.XOR, ones)
     def __neg__(self) -> UOp: return self.alu(Ops.NEG)
     def __abs__(self) -> UOp: return self.alu(Ops.ABS)
     def __lt__(self, other: Operand) -> UOp: return self.alu(Ops.CMPLT, other)
@@ -406,6 +441,32 @@ class UOp:
     def sin(self) -> UOp: return self.alu(Ops.SIN)
     def sqrt(self) -> UOp: return self.alu(Ops.SQRT)
     def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
+    def exp(self) -> UOp: return self.alu(Ops.EXP)
+    def log(self) -> UOp: return self.alu(Ops.LOG)
+    def cos(self) -> UOp: return self.alu(Ops.COS)
+    def tan(self) -> UOp: return self.alu(Ops.TAN)
+    def tanh(self) -> UOp: return self.alu(Ops.TANH)
+    def erf(self) -> UOp: return self.alu(Ops.ERF)
+    def floor(self) -> UOp: return self.alu(Ops.FLOOR)
+    def ceil(self) -> UOp: return self.alu(Ops.CEIL)
+    def trunc(self) -> UOp: return self.alu(Ops.TRUNC)
+    def round(self) -> UOp:
+        """To the nearest integer, ties to even (numpy's ``round``)."""
+        return self.alu(Ops.RINT)
+    def pow(self, other: Operand) -> UOp: return self.alu(Ops.POW, other)
+    def sigmoid(self) -> UOp:
+        """``1 / (1 + exp(-x))``, written so that ``exp`` never overflows: with ``e = exp(-|x|)``, ``1/(1+e)``
+        for ``x >= 0`` and ``e/(1+e)`` below (a large negative ``x`` keeps its tiny result)."""
+        me = _value(self)
+        e = (-abs(me)).exp()
+        r = (1.0 + e).reciprocal()
+        return (me >= 0.0).where(r, e * r)
+    def rsqrt(self) -> UOp: return self.sqrt().reciprocal()
+    def clamp(self, lo: Operand, hi: Operand) -> UOp:
+        """This value limited to ``[lo, hi]``; a NaN stays NaN, as in ``np.clip``."""
+        me = _value(self)
+        limited = me.maximum(lo).minimum(hi)
+        return me.ne(me).where(me, limited) if me.dtype.is_float else limited
 
 
 def pointee(node: UOp) -> DType:
@@ -456,15 +517,20 @@ def _lift(x: Operand, dtype: DType) -> UOp:
     return UOp.const(dtype, x)
 
 
-def _pair(a: Operand, b: Operand) -> tuple[UOp, UOp]:
-    """Two operands of one dtype; a Python number takes the dtype of the UOp beside it."""
+def _pair(a: Operand, b: Operand, dtype: DType | None = None) -> tuple[UOp, UOp]:
+    """Two operands of one dtype; a Python number takes ``dtype``, or the dtype of the UOp beside it, or
+    the default dtype of its kind."""
+    if dtype is not None:
+        return _lift(a, dtype), _lift(b, dtype)
     if isinstance(a, UOp):
         av = _value(a)
         return av, _lift(b, av.dtype)
     if isinstance(b, UOp):
         bv = _value(b)
         return _lift(a, bv.dtype), bv
-    raise GraphError("where() needs at least one UOp branch", value=(a, b))
+    kinds = {type(x) for x in (a, b)}
+    default = dtypes.bool if kinds == {bool} else dtypes.float32 if float in kinds else dtypes.int32
+    return UOp.const(default, a), UOp.const(default, b)
 
 
 def _as_index(x: Operand) -> UOp:

@@ -132,3 +132,17 @@ def test_nested_reductions_atomics_gates_and_checks_compile_to_ptx(ast):
     assert f".entry {entry_symbol(ast.arg, spec.ast)}(" in ptx
     if ast.arg.startswith("atomic"):
         assert "atom." in ptx
+
+
+@requires_nvrtc
+def test_math_vocabulary_and_shifts_compile_to_ptx():
+    k = KernelBuilder("vocabulary")
+    out, x, bits = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8), k.buffer(dtypes.int32, 8)
+    i = k.range(8)
+    v = x[i]
+    total = v.exp() + v.log() + v.cos() + v.tan() + v.tanh() + v.erf() + v.floor() + v.ceil() + v.trunc()
+    k.store(out[i], total + v.round() + v ** 1.5 + v.sigmoid() + v.rsqrt() + v.clamp(0.0, 1.0))
+    k.store(bits[i], (bits[i] << 3) ^ (bits[i] >> 2) ^ ~bits[i])
+    spec = CUDARenderer().render(k.build())
+    assert "erff(" in spec.src and "powf(" in spec.src and "rintf(" in spec.src
+    assert b".entry" in NVRTCCompiler().compile(spec).bytes

@@ -25,6 +25,7 @@ from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
+from svod.ir.ops import MATH
 from svod.ir.uop import pointee
 
 _INFIX: dict[Ops, str] = {
@@ -90,7 +91,9 @@ class CStyleRenderer(KernelRenderer):
     float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Literal suffix per float type; other float types are spelled as a cast of a float literal."""
     math_functions: ClassVar[dict[Ops, str]] = {
-        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs",
+        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
+        Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf", Ops.FLOOR: "floor",
+        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
@@ -219,7 +222,7 @@ class CStyleRenderer(KernelRenderer):
                             [f"svod_f16_to_f32({a})" for a in args], divisor)
             return f"svod_f32_to_f16({wide})" if dtype == dtypes.float16 else wide
         a = args[0]
-        if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT) or (op is Ops.ABS and dtype.is_float):
+        if op in MATH or (op is Ops.ABS and dtype.is_float):
             return self.math_call(op, dtype, args)
         if op is Ops.RECIPROCAL:
             return f"({self.float_literal(1.0, dtype)}/{a})"
@@ -231,6 +234,8 @@ class CStyleRenderer(KernelRenderer):
             return f"({a}<0?-{a}:{a})"
         if op in (Ops.MAX, Ops.MIN):
             return self.min_max(op, dtype, a, args[1])
+        if op in (Ops.SHL, Ops.SHR):
+            return self.shift(op, dtype, a, args[1])
         if op in (Ops.IDIV, Ops.MOD):
             return self.integer_division(op, operand_dtype, a, args[1], divisor)
         if op is Ops.WHERE:
@@ -239,6 +244,16 @@ class CStyleRenderer(KernelRenderer):
             unsigned = self.type_name(_unsigned_of(dtype))
             return f"({self.type_name(dtype)})(({unsigned}){a}{_INFIX[op]}({unsigned}){args[1]})"
         return f"({a}{_INFIX[op]}{args[1]})"
+
+    def shift(self, op: Ops, dtype: DType, a: str, b: str) -> str:
+        """svod's shifts (``svod.ir.alu.shift``): an amount outside the bits shifts everything out; a left
+        shift is done unsigned (C leaves it undefined on negative numbers)."""
+        t, u = self.type_name(dtype), self.type_name(_unsigned_of(dtype))
+        inside = f"({u}){b}<{dtype.bits}"
+        if op is Ops.SHL:
+            return f"({inside}?({t})(({u}){a}<<{b}):({t})0)"
+        outside = f"({a}<0?({t})-1:({t})0)" if dtype.kind == "int" else f"({t})0"
+        return f"({inside}?({t})({a}>>{b}):{outside})"
 
     def wraps_in_unsigned(self, dtype: DType) -> bool:
         return not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index

@@ -67,8 +67,13 @@ class LLVMRenderer(KernelRenderer):
     int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
                                             Ops.OR: "or", Ops.XOR: "xor"}
     float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
-    float_intrinsic: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin",
-                                                 Ops.SQRT: "sqrt", Ops.ABS: "fabs"}
+    float_intrinsic: ClassVar[dict[Ops, str]] = {
+        Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
+        Ops.LOG: "log", Ops.COS: "cos", Ops.FLOOR: "floor", Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint",
+        Ops.POW: "pow"}
+    libm_call: ClassVar[dict[Ops, str]] = {Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf"}
+    """Math LLVM has no intrinsic for (in every version llvmlite ships): a call into the C library, which
+    the JIT resolves in the process."""
 
     def __init__(self, device: str = "CPU", caps: DeviceCaps | None = None, cpu: str = "", features: str = "") -> None:
         super().__init__(device, caps)
@@ -358,6 +363,8 @@ class _FunctionWriter:
             params = ", ".join(ty for _ in args)
             self.declarations.add(f"declare {ty} {intrinsic}({params})")
             self.emit(f"{out} = call {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
+        elif op in self.r.libm_call:
+            self._libm_call(self.r.libm_call[op], out, args[0], ty)
         elif op is Ops.NEG:
             self.emit(f"{out} = fneg {ty} {args[0]}")
         elif op is Ops.RECIPROCAL:
@@ -366,6 +373,17 @@ class _FunctionWriter:
             self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on floats", stage="render", value=op)
+
+    def _libm_call(self, name: str, out: str, value: str, ty: str) -> None:
+        """``tanf``/``tan`` and the like; a half goes through float."""
+        if ty == "half":
+            self.emit(f"{out}.wide = fpext half {value} to float")
+            self._libm_call(name, f"{out}.f32", f"{out}.wide", "float")
+            self.emit(f"{out} = fptrunc float {out}.f32 to half")
+            return
+        function = f"@{name}{'f' if ty == 'float' else ''}"
+        self.declarations.add(f"declare {ty} {function}({ty})")
+        self.emit(f"{out} = call {ty} {function}({ty} {value})")
 
     def _maximum_number(self, op: Ops, out: str, a: str, b: str, dtype: DType) -> None:
         """``a`` if it wins (is greater for MAX, less for MIN), ``b`` is NaN, or they are equal zeros and
@@ -403,8 +421,22 @@ class _FunctionWriter:
         elif op in _ICMP:
             predicate = _ICMP[op] if op not in (Ops.CMPLT, Ops.CMPLE) else ("s" if signed else "u") + _ICMP[op]
             self.emit(f"{out} = icmp {predicate} {ty} {args[0]}, {args[1]}")
+        elif op in (Ops.SHL, Ops.SHR):
+            self._shift(op, out, args, ty, dtype)
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on integers", stage="render", value=op)
+
+    def _shift(self, op: Ops, out: str, args: list[str], ty: str, dtype: DType) -> None:
+        """svod's shifts (``svod.ir.alu.shift``): LLVM's give poison for an amount outside the bits, which
+        the select never picks."""
+        a, b = args
+        instr = "shl" if op is Ops.SHL else "ashr" if dtype.kind == "int" else "lshr"
+        self.emit(f"{out}.inside = icmp ult {ty} {b}, {dtype.bits}")
+        self.emit(f"{out}.shifted = {instr} {ty} {a}, {b}")
+        outside = f"{out}.sign" if instr == "ashr" else "0"
+        if instr == "ashr":
+            self.emit(f"{out}.sign = ashr {ty} {a}, {dtype.bits - 1}")
+        self.emit(f"{out} = select i1 {out}.inside, {ty} {out}.shifted, {ty} {outside}")
 
     def _int_division(self, node: UOp, out: str, args: list[str], ty: str, signed: bool) -> None:
         """svod's trap-free division (see ``svod.ir.alu``); LLVM folds the guards for constant divisors."""
