@@ -13,16 +13,20 @@ All of it is derived from the kernel SINK in one walk (``derive_metadata``); a P
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
 from svod.device.caps import CORE_ID, parse_launch_index
 from svod.device.launch import ConcreteLaunchDims, evaluate_dims
-from svod.dtype import DeviceSpec
-from svod.errors import GraphError
+from svod.dtype import DeviceSpec, DType
+from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.ops import STAGES
+from svod.ir.uop import check_var_value
 
 LaunchSize = tuple[UOp, UOp, UOp]
 T = TypeVar("T")
@@ -32,11 +36,38 @@ ONES: LaunchSize = (ONE, ONE, ONE)
 
 @dataclass(frozen=True, slots=True)
 class Variable:
-    """A symbolic integer of a kernel and its inclusive bounds."""
+    """A symbolic integer of a kernel and its inclusive bounds. A runtime scalar (``KernelBuilder.scalar``)
+    is a variable holding the bits of a value of ``scalar`` dtype: callers pass the value."""
 
     name: str
     min: int
     max: int
+    scalar: DType | None = None
+
+    def checked(self, value: object, *, kernel: str | None = None, stage: str | None = None) -> int:
+        """The integer the kernel receives for ``value``, checked: a scalar's bits, or the value itself."""
+        if self.scalar is not None:
+            value = scalar_bits(self.name, value, self.scalar, kernel=kernel, stage=stage)
+        return check_var_value(self.name, value, self.min, self.max, kernel=kernel, stage=stage)
+
+
+_SIGNED_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def scalar_bits(name: str, value: object, dtype: DType, *, kernel: str | None = None,
+                stage: str | None = None) -> int:
+    """The bits of ``value`` as a ``dtype``, read as a signed integer of its size: how a runtime scalar
+    travels in a kernel's integer variables."""
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not number or (not dtype.is_float and not isinstance(value, (int, np.integer))):
+        kind = "a number" if dtype.is_float else "an integer"
+        raise VariableError(f"scalar {name} must be {kind} ({dtype.name})", kernel=kernel, stage=stage, value=value)
+    if not dtype.is_float and not dtype.min <= int(value) <= dtype.max:  # type: ignore[call-overload]
+        raise VariableError(f"scalar {name}={value} does not fit {dtype.name}", kernel=kernel, stage=stage,
+                            value=value)
+    with np.errstate(over="ignore"):
+        typed = np.array(value, dtype=dtype.numpy)
+    return int(typed.view(_SIGNED_OF_SIZE[dtype.itemsize]))
 
 
 def entry_symbol(name: str, kernel: UOp) -> str:
@@ -104,6 +135,8 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
                                  value=(variables[var.name], var))
             if var.name == CORE_ID:
                 global_size[0] = UOp.index_const(var.max + 1)
+        elif node.op is Ops.BITCAST and node.src[0].op is Ops.DEFINE_VAR:  # a runtime scalar's value
+            variables[node.src[0].arg[0]] = dataclasses.replace(variables[node.src[0].arg[0]], scalar=node.dtype)
         elif node.op is Ops.PARAM:
             params.add(int(node.arg))
         elif node.op in (Ops.STORE, Ops.ATOMIC) and (slot := _param_slot(node.src[0])) is not None:

@@ -12,10 +12,55 @@
 
 from __future__ import annotations
 
+from typing import overload
+
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
 from svod.ir.uop import Operand
+
+
+class ShapedBuffer:
+    """A buffer argument seen as a row-major array: ``x[i, j]`` is element ``i * cols + j`` of the one flat
+    buffer the kernel receives (its size is the product of the dims, which may be symbolic). As for any
+    buffer, what svod guarantees is that no access leaves the buffer; an index past one dimension that stays
+    inside the buffer reads the neighbouring row, as in C."""
+
+    __slots__ = ("param", "shape")
+
+    def __init__(self, param: UOp, shape: tuple[int | UOp, ...]) -> None:
+        self.param = param
+        self.shape = shape
+
+    def __repr__(self) -> str:
+        return f"ShapedBuffer(slot={self.param.arg}, dtype={self.dtype!r}, shape={self.shape})"
+
+    @property
+    def dtype(self) -> DType:
+        return self.param.dtype
+
+    def __getitem__(self, idx: Operand | tuple[Operand, ...]) -> UOp:
+        return self.index(idx)
+
+    def index(self, idx: Operand | tuple[Operand, ...], gate: UOp | None = None) -> UOp:
+        indices = tuple(i.cast(dtypes.index) if isinstance(i, UOp) else i
+                        for i in (idx if isinstance(idx, tuple) else (idx,)))
+        if len(indices) != len(self.shape):
+            raise GraphError(f"a buffer of shape {self.shape} takes {len(self.shape)} indices, got {len(indices)}",
+                             value=len(indices))
+        flat: Operand = indices[0]
+        for dim, i in zip(self.shape[1:], indices[1:], strict=True):
+            flat = _times(flat, dim) + i
+        return self.param.index(flat, gate)
+
+
+def _times(a: Operand, b: int | UOp) -> UOp:
+    """``a * b`` as an index expression, whichever of them is a UOp."""
+    if isinstance(a, UOp):
+        return a * b
+    if isinstance(b, UOp):
+        return b * a
+    return UOp.index_const(int(a) * b)
 
 
 class KernelBuilder:
@@ -36,11 +81,35 @@ class KernelBuilder:
                              value=(min_val, max_val))
         return var
 
-    def buffer(self, dtype: DType, size: int | UOp) -> UOp:
-        """The next buffer argument: slots are 0, 1, 2 ... in call order."""
+    @overload
+    def buffer(self, dtype: DType, size: int | UOp) -> UOp: ...
+    @overload
+    def buffer(self, dtype: DType, size: tuple[int | UOp, ...]) -> ShapedBuffer: ...
+
+    def buffer(self, dtype: DType, size: int | UOp | tuple[int | UOp, ...]) -> UOp | ShapedBuffer:
+        """The next buffer argument: slots are 0, 1, 2 ... in call order. A tuple size makes a row-major
+        array indexed ``x[i, j]`` (the kernel still receives one buffer of all its elements)."""
+        if isinstance(size, tuple):
+            if not size:
+                raise GraphError("a buffer shape needs at least one dimension", kernel=self.name, value=size)
+            count: int | UOp = size[0]
+            for dim in size[1:]:
+                count = count * dim
+            return ShapedBuffer(self.buffer(dtype, count), size)
         param = UOp.param(len(self._params), dtype, size)
         self._params.append(param)
         return param
+
+    def scalar(self, dtype: DType, name: str) -> UOp:
+        """A value passed per call — ``svod.run(ast, bufs, alpha=2.5)``, ``plan.execute(alpha=2.5)`` —
+        without recompiling. It travels as a variable holding its bits (the device contract's ``vals``),
+        reinterpreted in the kernel."""
+        if dtype == dtypes.bool:
+            raise GraphError("a bool scalar is not supported; pass an int8 scalar and compare it", kernel=self.name,
+                             value=name)
+        bits = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dtype.itemsize]
+        var = self.var(name, int(bits.min), int(bits.max), bits)
+        return var if dtype == bits else var.bitcast(dtype)
 
     def range(self, end: int | UOp, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
         """An index running ``0 .. end-1``; axes are numbered in call order, which is the nesting order."""

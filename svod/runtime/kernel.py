@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svod.device import CORE_ID, Buffer, Device, Program, Variable
-from svod.device.launch import ConcreteLaunchDims, check_var_value, evaluate
+from svod.device.launch import ConcreteLaunchDims, evaluate
 from svod.device.spec import LaunchSize, ProgramSpec
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import UOp
@@ -70,7 +70,7 @@ class CachedKernel:
             if var.name not in var_vals:
                 raise VariableError(f"missing runtime value for variable {var.name}", kernel=self.name,
                                     stage="bind", value=var.name)
-            values[var.name] = _checked(self.name, var, var_vals[var.name])
+            values[var.name] = var.checked(var_vals[var.name], kernel=self.name, stage="bind")
         return values
 
     def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
@@ -114,10 +114,6 @@ class CachedKernel:
         dims = self.launch_dims(values)
         addresses: list[Any] = [b.address for b in buffers]
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
-
-
-def _checked(kernel: str, var: Variable, value: object) -> int:
-    return check_var_value(var.name, value, var.min, var.max, kernel=kernel, stage="bind")
 
 
 def _same_memory(a: Device, b: Device) -> bool:

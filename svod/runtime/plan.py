@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from svod.backends.registry import default_registry
 from svod.device import CORE_ID, Buffer, Device, Variable
-from svod.device.launch import check_var_value
 from svod.device.spec import ProgramSpec
 from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import UOp
@@ -216,13 +215,13 @@ class ExecutionPlan:
 
     def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
         known = {v.name: v for v in kernel.variables}
+        fixed = {}
         for name, value in request.fixedvars.items():
             if name not in known:
                 raise VariableError(f"fixed variable {name} is not a variable of this kernel", kernel=kernel.name,
                                     stage="plan", value=name)
-            var = known[name]
-            check_var_value(name, value, var.min, var.max, kernel=kernel.name, stage="plan")
-        return {name: int(value) for name, value in request.fixedvars.items()}
+            fixed[name] = known[name].checked(value, kernel=kernel.name, stage="plan")
+        return fixed
 
     @staticmethod
     def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
@@ -304,7 +303,7 @@ class ExecutionPlan:
                 raise VariableError(f"missing runtime value for variable {name}", kernel=uses[0][1],
                                     stage="execute", value=name)
             for var, kernel in uses:
-                values[name] = check_var_value(name, var_vals[name], var.min, var.max, kernel=kernel, stage="execute")
+                values[name] = var.checked(var_vals[name], kernel=kernel, stage="execute")
         return values
 
     def _parallel(self, level: list[Step]) -> bool:
