@@ -126,6 +126,17 @@ def compute_kernel(name: str, size: int, rounds: int = 8) -> UOp:
     return k.build()
 
 
+def gather_kernel(rows: int, table_rows: int, clamped: bool) -> UOp:
+    """``out[r, :] = table[ids[r], :]``, 64 columns: guarded by svod, or with the index clamped by hand."""
+    k = KernelBuilder("gather_clamped" if clamped else "gather")
+    out, table = k.buffer(dtypes.float32, (rows, 64)), k.buffer(dtypes.float32, (table_rows, 64))
+    ids = k.buffer(dtypes.int32, rows)
+    r, c = k.range(rows), k.range(64)
+    row = ids[r].maximum(0).minimum(table_rows - 1) if clamped else ids[r]
+    k.store(out[r, c], table[row, c])
+    return k.build()
+
+
 def tiny_kernel(index: int) -> UOp:
     k = KernelBuilder(f"tiny{index}")
     out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 16)
@@ -184,7 +195,7 @@ class Bench:
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
                 ("cache hits", self.cache_hits), ("plan replay", self.replay), ("triad", self.triad),
-                ("sum", self.sum), ("matmul", self.matmul), ("threads", self.thread_scaling),
+                ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul), ("threads", self.thread_scaling),
                 ("host parallel", self.host_parallel), ("plan prepare", self.plan_prepare)]
 
     def run(self) -> list[Metric]:
@@ -330,6 +341,22 @@ class Bench:
             tg = 4 * n / self.tg.timed(lambda: jit(tx), self.sizes.repeats) / 1e9
         return [Metric("sum_gbps", "GB/s", "higher", 4 * n / svod_s / 1e9, 4 * n / numpy_s / 1e9, tg,
                        note=f"float32 sum of {n}")]
+
+    def gather(self) -> list[Metric]:
+        """An embedding lookup whose ids come from memory: svod checks each row at run time; the cost of
+        that check is the ratio to the same kernel with the id clamped by hand (unchecked)."""
+        rows, table_rows = self.sizes.elements // 16, 50_000
+        table = self.rng.standard_normal((table_rows, 64)).astype(np.float32)
+        ids = self.rng.integers(0, table_rows, rows).astype(np.int32)
+        buffers = self._buffers(np.zeros((rows, 64), np.float32), table, ids)
+        guarded = self._time_kernel(gather_kernel(rows, table_rows, clamped=False), buffers, {})
+        clamped = self._time_kernel(gather_kernel(rows, table_rows, clamped=True), buffers, {})
+        numpy_s = median_seconds(lambda: table[ids], self.sizes.repeats)
+        moved = rows * 64 * 4 * 2 + rows * 4
+        return [Metric("gather_gbps", "GB/s", "higher", moved / guarded / 1e9, moved / numpy_s / 1e9,
+                       note=f"{rows} rows x 64 float32 from a {table_rows}-row table, ids checked"),
+                Metric("gather_guard_cost", "x", "lower", guarded / clamped,
+                       note="time with svod's run-time check / time with the id clamped by hand")]
 
     def matmul(self) -> list[Metric]:
         return [self._matmul(256, "matmul256_gflops"), self._matmul(self.sizes.big_matmul, "matmul1024_gflops")]

@@ -285,13 +285,13 @@ class _Linearizer:
         if self.status is None:
             raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
         buffer, index = u.src[0], u.src[1]
-        in_range = (index >= 0) & (index < param_size(buffer))
+        in_range, reported = _range_test(index, param_size(buffer))
         gate = u.src[2] if len(u.src) == 3 else None
         failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)
-        with self.at(block):
+        with self.at(self.place(failed) if gate is None else block):  # a row test: outside the column loop
             self.open_if(failed, None)
             flag, where = status_slots(buffer.arg)
-            for slot, value in ((flag, UOp.index_const(1)), (where, index)):
+            for slot, value in ((flag, UOp.index_const(1)), (where, reported)):
                 record = UOp(Ops.STORE, dtypes.void, (self.value(self.status.index(slot)), self.value(value)))
                 self.stack[-1].add(record)
             self.close_block()
@@ -435,6 +435,31 @@ def reduce_identity(op: Ops, dtype: DType) -> int | float:
     if dtype.is_float:
         return math.nan
     return dtype.min if op is Ops.MAX else dtype.max
+
+
+def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:
+    """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access
+    ``row * K + col`` with ``col`` proven in ``[0, K)`` (a shaped buffer's ``x[row, col]``) is in range
+    exactly when ``row`` is in ``[0, size / K)``: testing the row keeps the test out of the loop over the
+    columns, and a failure reports the row's first element, itself outside the buffer."""
+    if index.op is Ops.ADD:
+        for scaled, col in (index.src, index.src[::-1]):
+            if scaled.op is not Ops.MUL or scaled.src[1].op is not Ops.CONST:
+                continue
+            row, k = scaled.src[0], int(scaled.src[1].arg)
+            rows = _exact_quotient(size, k)
+            if k > 0 and rows is not None and col.vmin >= 0 and col.vmax < k:
+                return (row >= 0) & (row < rows), scaled
+    return (index >= 0) & (index < size), index
+
+
+def _exact_quotient(size: UOp, k: int) -> UOp | None:
+    """``size / k`` when it is exact for every value of the size's variables, else None."""
+    if size.op is Ops.CONST:
+        return UOp.index_const(int(size.arg) // k) if int(size.arg) % k == 0 else None
+    if size.op is Ops.MUL and size.src[1].op is Ops.CONST and int(size.src[1].arg) % k == 0:
+        return size.src[0] * (int(size.src[1].arg) // k)
+    return None
 
 
 def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
