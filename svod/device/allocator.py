@@ -73,6 +73,14 @@ class HostMemory:
         self.array = raw[start:start + nbytes]
         self.address: int = raw.ctypes.data + start  # numpy reports the base address for empty slices
 
+    @classmethod
+    def of(cls, array: np.ndarray) -> HostMemory:
+        """The memory of a C-contiguous ``array``, shared (the array stays alive as long as this does)."""
+        memory = cls.__new__(cls)
+        memory.array = array.reshape(-1).view(np.uint8)
+        memory.address = array.ctypes.data
+        return memory
+
 
 class HostAllocator(Allocator):
     """Plain host memory, aligned for the widest vector loads."""
@@ -88,6 +96,14 @@ class HostAllocator(Allocator):
 
     def _address(self, handle: HostMemory, offset: int) -> int:
         return handle.address + offset
+
+
+def serves_host_memory(allocator: Allocator) -> bool:
+    """Whether ``allocator``'s handles are ``HostMemory`` (a host allocator, possibly behind pools), so
+    memory svod did not allocate can stand in for an allocation."""
+    while isinstance(allocator, ReusePool):
+        allocator = allocator.inner
+    return isinstance(allocator, HostAllocator)
 
 
 class ReusePool(Allocator):

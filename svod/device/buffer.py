@@ -7,11 +7,13 @@ allocator when the base buffer is garbage collected.
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from typing import Any
 
 import numpy as np
 
+from svod.device.allocator import HostMemory, serves_host_memory
 from svod.device.device import Device, resolver
 from svod.dtype import DType, dtypes
 from svod.errors import BufferMismatchError, SvodError
@@ -32,6 +34,8 @@ class Buffer:
         self.offset = offset
         self.base: Buffer = self if base is None else base
         self._handle: Any = None
+        self.readonly: bool = False if base is None else base.readonly
+        """The memory is a read-only array's (``from_numpy(copy=False)``): kernels may not write it."""
 
     def __repr__(self) -> str:
         view = f", view of {self.base.size} at {self.offset}" if self.is_view else ""
@@ -85,11 +89,77 @@ class Buffer:
         return Buffer(self._device, self.dtype, size, base=self.base, offset=self.offset + offset)
 
     @staticmethod
-    def from_numpy(array: np.ndarray, device: Device | str = "CPU") -> Buffer:
+    def from_numpy(array: np.ndarray, device: Device | str = "CPU", copy: bool = True) -> Buffer:
+        """A buffer holding ``array``'s elements (flattened in C order). With ``copy=False`` the buffer *is*
+        the array's memory, on a device whose buffers live in host memory: kernels read and write the
+        array in place, and the buffer keeps it alive. That needs a C-contiguous array aligned to its
+        itemsize; a read-only array gives a buffer kernels may only read."""
         array = np.asarray(array)
-        buf = Buffer(device, dtypes.from_numpy(array.dtype), int(array.size))
+        dtype = dtypes.from_numpy(array.dtype)
+        if not copy:
+            return Buffer._sharing(array, resolver.resolve(device), dtype)
+        buf = Buffer(device, dtype, int(array.size))
         buf.copyin(array)
         return buf
+
+    @staticmethod
+    def _sharing(array: np.ndarray, device: Device, dtype: DType) -> Buffer:
+        if not (device.caps.host_memory and serves_host_memory(device.allocator)):
+            raise BufferMismatchError(f"{device.name} keeps buffers in its own memory: an array can only be "
+                                      "copied there (copy=True)", stage="buffer", value=device.name)
+        if not array.flags.c_contiguous:
+            raise BufferMismatchError("a zero-copy buffer needs a C-contiguous array (np.ascontiguousarray "
+                                      "copies one, or pass copy=True)", stage="buffer", value=array.strides)
+        if array.ctypes.data % array.dtype.itemsize:
+            raise BufferMismatchError(f"a zero-copy buffer needs an array aligned to its itemsize "
+                                      f"({array.dtype.itemsize}); pass copy=True", stage="buffer",
+                                      value=array.ctypes.data % array.dtype.itemsize)
+        buf = Buffer(device, dtype, int(array.size))
+        buf._handle = HostMemory.of(array)
+        buf.readonly = not array.flags.writeable
+        return buf
+
+    def host_view(self) -> np.ndarray:
+        """The buffer's memory as a 1-D numpy array, without a copy (host-memory devices); the array keeps
+        the buffer alive."""
+        if not self._device.caps.host_memory:
+            raise SvodError(f"a buffer on {self.device} is not in host memory; numpy() copies it out",
+                            stage="buffer", value=self.device)
+        if self.size == 0:
+            return np.empty(0, self.dtype.numpy)
+        memory = (ctypes.c_char * self.nbytes).from_address(self.address)
+        memory.keepalive = self  # type: ignore[attr-defined]
+        view = np.frombuffer(memoryview(memory), dtype=self.dtype.numpy)
+        if self.readonly:
+            view.flags.writeable = False
+        return view
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's device: (kDLCPU, 0) for host memory, (kDLCUDA, id) for CUDA, (kDLOpenCL, id) otherwise."""
+        if self._device.caps.host_memory:
+            return (1, 0)
+        kind = {"CUDA": 2}.get(self._device.device.base_type, 4)
+        return (kind, self._device.device.device_id or 0)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """A DLPack capsule sharing the buffer's memory (host-memory devices)."""
+        if not self._device.caps.host_memory:
+            raise SvodError(f"a buffer on {self.device} cannot be exported through DLPack here; copy it out "
+                            "with numpy()", stage="dlpack", value=self.device)
+        return self.host_view().__dlpack__(**kwargs)
+
+    @staticmethod
+    def from_dlpack(obj: Any, device: Device | str = "CPU", copy: bool = False) -> Buffer:
+        """A buffer sharing the memory of any DLPack producer on the host (numpy arrays, CPU torch tensors
+        ...): flattened in C order. A strided producer is an error, or a copy with ``copy=True``."""
+        try:
+            array = np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as err:
+            raise SvodError(f"cannot import it through DLPack to the host: {err}", stage="dlpack",
+                            value=type(obj).__name__) from err
+        if copy:
+            return Buffer.from_numpy(array, device)
+        return Buffer.from_numpy(array, device, copy=False)
 
     def copyin(self, array: np.ndarray) -> Buffer:
         """Copy ``array`` in; its dtype and element count must equal the buffer's."""

@@ -8,6 +8,7 @@ import numpy as np
 
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Compiler, Device, Renderer
+from svod.device.allocator import serves_host_memory
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError
 from svod.ir import UOp
 from svod.runtime.cache import default_cache
@@ -39,35 +40,54 @@ def compile(ast: UOp, device: DeviceLike = "CPU") -> CachedKernel:
 def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "CPU", **var_vals: int) -> None:
     """Compile through the kernel cache and run once.
 
-    Numpy arrays are copied in; every array the kernel writes is copied back in place afterwards.
+    On a host-memory device (CPU, PYTHON) the kernel works on the numpy arrays themselves, without a
+    copy; an array that is not C-contiguous and aligned, or that a written argument overlaps, goes
+    through a copy, which is written back in place afterwards. Elsewhere every array is copied in and
+    the written ones copied back.
     """
     kernel = compile(ast, device)
     target = get_device(device)
+    written = [position < len(kernel.params) and kernel.params[position].arg in kernel.outs
+               for position in range(len(buffers))]
     for position, array in enumerate(buffers):
-        if isinstance(array, np.ndarray) and not array.flags.writeable and position < len(kernel.params) \
-                and kernel.params[position].arg in kernel.outs:
+        if isinstance(array, np.ndarray) and not array.flags.writeable and written[position]:
             raise BufferMismatchError(f"argument {position} is a read-only array, and the kernel writes it",
                                       kernel=kernel.name, stage="bind", value=position)
-    wrapped = [_as_buffer(b, target, position) for position, b in enumerate(buffers)]
+    in_place = [target.caps.host_memory and serves_host_memory(target.allocator)
+                and _shares_freely(buffers, position, written) for position in range(len(buffers))]
+    wrapped = [_as_buffer(b, target, position, in_place[position]) for position, b in enumerate(buffers)]
     try:
         kernel(wrapped, var_vals)
     except IndexOutOfBoundsError:
-        _copy_back(kernel, buffers, wrapped)  # the kernel ran, with the bad access skipped
+        _copy_back(kernel, buffers, wrapped, in_place)  # the kernel ran, with the bad access skipped
         raise
-    _copy_back(kernel, buffers, wrapped)
+    _copy_back(kernel, buffers, wrapped, in_place)
 
 
-def _copy_back(kernel: CachedKernel, arrays: Sequence[Buffer | np.ndarray], wrapped: Sequence[Buffer]) -> None:
+def _copy_back(kernel: CachedKernel, arrays: Sequence[Buffer | np.ndarray], wrapped: Sequence[Buffer],
+               in_place: Sequence[bool]) -> None:
     for position, original in enumerate(arrays):
-        if isinstance(original, np.ndarray) and position < len(kernel.params) and \
+        if isinstance(original, np.ndarray) and not in_place[position] and position < len(kernel.params) and \
                 kernel.params[position].arg in kernel.outs:
             np.copyto(original, wrapped[position].numpy().reshape(original.shape))
 
 
-def _as_buffer(value: Buffer | np.ndarray, device: Device, position: int) -> Buffer:
+def _shares_freely(arrays: Sequence[Buffer | np.ndarray], position: int, written: Sequence[bool]) -> bool:
+    """Whether argument ``position`` may be used in place: a numpy array that no other argument overlaps
+    where one of the two is written (a kernel reads its inputs as they were, as with copies)."""
+    array = arrays[position]
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous \
+            or array.ctypes.data % max(array.dtype.itemsize, 1):
+        return False
+    return not any(other is not array and (written[position] or written[k]) and isinstance(other, np.ndarray)
+                   and np.may_share_memory(array, other) for k, other in enumerate(arrays) if k != position) \
+        and not (written[position] and sum(other is array for other in arrays) > 1)
+
+
+def _as_buffer(value: Buffer | np.ndarray, device: Device, position: int, in_place: bool = False) -> Buffer:
     if isinstance(value, Buffer):
         return value
     if isinstance(value, np.ndarray):
-        return Buffer.from_numpy(value, device)
+        return Buffer.from_numpy(value, device, copy=not in_place)
     raise BufferMismatchError(f"argument {position} must be a svod.Buffer or a numpy array", stage="bind",
                               value=type(value).__name__)

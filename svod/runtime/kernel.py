@@ -91,6 +91,9 @@ class CachedKernel:
         if not _same_memory(buf.device_object, self.device):
             raise BufferMismatchError(f"argument {position} lives on {buf.device}, the kernel runs on "
                                       f"{self.device.name}", kernel=self.name, stage="bind", value=buf.device)
+        if buf.readonly and param.arg in self.outs:
+            raise BufferMismatchError(f"argument {position} shares a read-only array's memory, and the kernel "
+                                      "writes it", kernel=self.name, stage="bind", value=position)
         needed = evaluate(param_size(param), var_vals)
         if buf.size < needed:
             raise BufferMismatchError(f"argument {position} has {buf.size} elements, the kernel needs {needed}",
