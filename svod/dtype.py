@@ -123,6 +123,8 @@ class dtypes:  # noqa: N801 - the public spelling of API.md
 
     @staticmethod
     def from_numpy(np_dtype: np.dtype | type | str) -> DType:
+        if isinstance(np_dtype, np.dtype) and (known := _BY_NUMPY_DTYPE.get(np_dtype)) is not None:
+            return known  # the hot path of a call on numpy arrays
         name = np.dtype(np_dtype).name
         found = _BY_NUMPY_NAME.get(name)
         if found is None:
@@ -143,6 +145,7 @@ _SCALARS: tuple[DType, ...] = (
 )
 _BY_NAME = {dt.name: dt for dt in (*_SCALARS, dtypes.void)}
 _BY_NUMPY_NAME = {dt.name: dt for dt in _SCALARS if dt is not dtypes.index}
+_BY_NUMPY_DTYPE = {dt.numpy: dt for dt in _SCALARS if dt is not dtypes.index}
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,8 @@ class DeviceRegistry:
         """The device called ``name`` (with ``compiler`` as its primary pair), built once and reused."""
         if isinstance(name, Device):
             return name
+        if compiler is None and (known := self._devices.get((name, None))) is not None:  # type: ignore[arg-type]
+            return known  # a canonical name seen before: no parsing on the call path
         spec = DeviceSpec.parse(name)
         key = (str(spec), None if compiler is None else compiler.lower())
         device = self._devices.get(key)  # the common case: no lock

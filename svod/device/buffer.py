@@ -34,6 +34,7 @@ class Buffer:
         self.offset = offset
         self.base: Buffer = self if base is None else base
         self._handle: Any = None
+        self._address: Any = None
         self.readonly: bool = False if base is None else base.readonly
         """The memory is a read-only array's (``from_numpy(copy=False)``): kernels may not write it."""
 
@@ -77,8 +78,10 @@ class Buffer:
 
     @property
     def address(self) -> Any:
-        """What a kernel receives for this buffer (a pointer on host devices)."""
-        return self._device.allocator.address(self.handle, self.byte_offset)
+        """What a kernel receives for this buffer (a pointer on host devices); fixed once allocated."""
+        if self._address is None:
+            self._address = self._device.allocator.address(self.handle, self.byte_offset)
+        return self._address
 
     def view(self, offset: int, size: int) -> Buffer:
         """A zero-copy view of ``size`` elements starting ``offset`` elements into this buffer."""

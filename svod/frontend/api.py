@@ -46,7 +46,9 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     the written ones copied back.
     """
     kernel = compile(ast, device)
-    target = get_device(device)
+    target = kernel.device
+    if target.caps.host_memory and kernel.run_on_arrays(buffers, var_vals):
+        return
     written = [position < len(kernel.params) and kernel.params[position].arg in kernel.outs
                for position in range(len(buffers))]
     for position, array in enumerate(buffers):

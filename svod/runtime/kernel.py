@@ -7,16 +7,31 @@ addresses to the program. Nothing runs when a check fails.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from svod.device import CORE_ID, Buffer, Device, Program, Variable
 from svod.device.launch import ConcreteLaunchDims, evaluate
 from svod.device.spec import LaunchSize, ProgramSpec
+from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
+
+
+class Argument(NamedTuple):
+    """What a kernel argument must be: derived once per kernel, checked on every call."""
+
+    dtype: DType
+    numpy_dtype: np.dtype
+    static_size: int | None
+    """The element count it needs when that is a constant; otherwise ``size`` is evaluated per call."""
+    size: UOp
+    written: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +71,8 @@ class CachedKernel:
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""
+        if not var_vals and not self.variables:
+            return {}
         known = {v.name for v in self.variables}
         bound = sorted(name for name in var_vals if name in self.fixed)
         if bound:
@@ -73,28 +90,34 @@ class CachedKernel:
             values[var.name] = var.checked(var_vals[var.name], kernel=self.name, stage="bind")
         return values
 
+    @functools.cached_property
+    def layout(self) -> tuple[Argument, ...]:
+        """Per argument, derived once: what a call checks it against."""
+        return tuple(Argument(pointee(p), pointee(p).numpy, int(size.arg) if (size := param_size(p)).op is Ops.CONST
+                              else None, size, p.arg in self.outs) for p in self.params)
+
     def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
         if len(buffers) != len(self.params):
             raise BufferMismatchError(f"kernel takes {len(self.params)} buffers, got {len(buffers)}",
                                       kernel=self.name, stage="bind", value=len(buffers))
-        for position, (buf, param) in enumerate(zip(buffers, self.params, strict=True)):
-            self._check_buffer(position, buf, param, var_vals)
+        for position, (buf, layout) in enumerate(zip(buffers, self.layout, strict=True)):
+            self._check_buffer(position, buf, layout, var_vals)
 
-    def _check_buffer(self, position: int, buf: Buffer, param: UOp, var_vals: Mapping[str, int]) -> None:
+    def _check_buffer(self, position: int, buf: Buffer, layout: Argument, var_vals: Mapping[str, int]) -> None:
         if not isinstance(buf, Buffer):
             raise BufferMismatchError(f"argument {position} is not a svod.Buffer", kernel=self.name, stage="bind",
                                       value=type(buf).__name__)
-        want = pointee(param)
+        want, _, static_size, size, written = layout
         if buf.dtype != want:
             raise BufferMismatchError(f"argument {position} is {buf.dtype.name}, the kernel needs {want.name}",
                                       kernel=self.name, stage="bind", value=buf.dtype.name)
         if not _same_memory(buf.device_object, self.device):
             raise BufferMismatchError(f"argument {position} lives on {buf.device}, the kernel runs on "
                                       f"{self.device.name}", kernel=self.name, stage="bind", value=buf.device)
-        if buf.readonly and param.arg in self.outs:
+        if buf.readonly and written:
             raise BufferMismatchError(f"argument {position} shares a read-only array's memory, and the kernel "
                                       "writes it", kernel=self.name, stage="bind", value=position)
-        needed = evaluate(param_size(param), var_vals)
+        needed = static_size if static_size is not None else evaluate(size, var_vals)
         if buf.size < needed:
             raise BufferMismatchError(f"argument {position} has {buf.size} elements, the kernel needs {needed}",
                                       kernel=self.name, stage="bind", value=buf.size)
@@ -110,10 +133,37 @@ class CachedKernel:
             return self.static_dims
         return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, {**var_vals, **self.fixed})
 
+    def run_on_arrays(self, arrays: Sequence[Any], var_vals: Mapping[str, int]) -> bool:
+        """Run on numpy arrays in place (host-memory devices) when that is plainly right: each array of the
+        argument's dtype, C-contiguous, aligned, large enough, writeable if written, and no written one
+        overlapping another. Otherwise do nothing and return False: the caller takes the general path,
+        which copies what cannot be shared and reports what is wrong."""
+        layout = self.layout
+        if len(arrays) != len(layout):
+            return False
+        values = self.check_vars(var_vals)
+        sizes = {**values, **self.fixed} if self.fixed else values
+        spans = []
+        for array, (dtype, numpy_dtype, static_size, size, written) in zip(arrays, layout, strict=True):
+            if type(array) is not np.ndarray or array.dtype != numpy_dtype:
+                return False
+            flags = array.flags
+            start = array.__array_interface__["data"][0]
+            if not flags.c_contiguous or start % dtype.itemsize or (written and not flags.writeable) or \
+                    array.size < (static_size if static_size is not None else evaluate(size, sizes)):
+                return False
+            spans.append((start, start + array.nbytes, written))
+        for k, (start, end, written) in enumerate(spans):
+            if written and any(s < end and start < e for j, (s, e, _) in enumerate(spans) if j != k):
+                return False
+        dims = self.launch_dims(values)
+        self.program.execute([s for s, _, _ in spans], self.vals(values), dims.global_size, dims.local_size)
+        return True
+
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
         values = self.check_vars(var_vals or {})
-        self.check_buffers(buffers, {**values, **self.fixed})
+        self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
         dims = self.launch_dims(values)
         addresses: list[Any] = [b.address for b in buffers]
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
