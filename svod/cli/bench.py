@@ -194,9 +194,10 @@ class Bench:
 
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
-                ("cache hits", self.cache_hits), ("plan replay", self.replay), ("triad", self.triad),
-                ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul), ("threads", self.thread_scaling),
-                ("host parallel", self.host_parallel), ("plan prepare", self.plan_prepare)]
+                ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
+                ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
+                ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
+                ("plan prepare", self.plan_prepare)]
 
     def run(self) -> list[Metric]:
         metrics: list[Metric] = []
@@ -266,6 +267,52 @@ class Bench:
         return [Metric("cache_hit_memory_us", "us", "lower", seconds * 1e6),
                 Metric("cache_hit_disk_ms", "ms", "lower", self._disk_hit_ms(),
                        note="per kernel, in a new process with a warm disk cache")]
+
+    def call_path(self) -> list[Metric]:
+        """What one call of a tiny kernel costs a user: on Buffers, and through svod.run on numpy arrays."""
+        ast = tiny_kernel(7)
+        kernel = svod.compile(ast, self.device)
+        arrays = [np.zeros(16, np.float32), np.ones(16, np.float32)]
+        buffers = self._buffers(*arrays)
+        loops = 2000
+
+        def on_buffers() -> None:
+            for _ in range(loops):
+                kernel(buffers)
+
+        def on_arrays() -> None:
+            for _ in range(loops):
+                svod.run(ast, arrays, device=self.device)
+
+        metrics = [Metric("direct_call_us.buffers", "us", "lower", median_seconds(on_buffers, self.sizes.repeats)
+                          / loops * 1e6, note="CachedKernel(...) of a 16-element kernel on svod.Buffers"),
+                   Metric("direct_call_us.numpy", "us", "lower", median_seconds(on_arrays, self.sizes.repeats)
+                          / loops * 1e6, note="svod.run of the same kernel on numpy arrays")]
+        import_ms, first_ms = self._cold_start_ms()
+        return [*metrics, Metric("import_ms", "ms", "lower", import_ms, note="import svod, fresh process"),
+                Metric("first_kernel_ms", "ms", "lower", first_ms,
+                       note="import svod + build, compile (cold disk cache) and run a first kernel")]
+
+    def _cold_start_ms(self) -> tuple[float, float]:
+        """Medians over 3 fresh processes, each with an empty disk cache."""
+        script = textwrap.dedent(f"""
+            import time
+            start = time.perf_counter()
+            import numpy as np, svod
+            imported = time.perf_counter()
+            from svod.cli.bench import tiny_kernel
+            svod.run(tiny_kernel(3), [np.zeros(16, np.float32), np.ones(16, np.float32)], device={self.device.name!r})
+            print((imported - start) * 1e3, (time.perf_counter() - start) * 1e3)
+        """)
+        samples = []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory() as directory:
+                result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
+                                        env={**os.environ, "SVOD_CACHE_DIR": directory})
+            if result.returncode != 0:
+                raise SvodError(f"cold start benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+            samples.append(tuple(map(float, result.stdout.split())))
+        return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
     def _disk_hit_ms(self) -> float:
         script = textwrap.dedent(f"""

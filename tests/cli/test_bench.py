@@ -8,7 +8,8 @@ from svod.errors import SvodError
 
 REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", "replay_us_per_kernel.1",
             "replay_us_per_kernel.32", "triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops",
-            "thread_speedup", "host_parallel_speedup", "membw_copy_gbps", "gather_gbps", "gather_guard_cost"]
+            "thread_speedup", "host_parallel_speedup", "membw_copy_gbps", "gather_gbps", "gather_guard_cost",
+            "direct_call_us.buffers", "direct_call_us.numpy", "import_ms", "first_kernel_ms"]
 
 
 def _validate(document: dict) -> None:
