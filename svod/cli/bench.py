@@ -29,6 +29,7 @@ import numpy as np
 import svod
 from svod import AxisKind, ExecutionPlan, KernelBuilder, dtypes
 from svod.backends import DeviceRegistry, default_registry
+from svod.cli.suite import check, suite
 from svod.cli.table import format_table
 from svod.config import settings
 from svod.device import Device
@@ -46,6 +47,7 @@ class Metric:
     numpy: float | None = None
     tinygrad: float | None = None
     note: str = ""
+    numba: float | None = None
 
     def ratio(self, peer: float | None) -> float | None:
         """svod relative to a peer, > 1 when svod is better."""
@@ -192,12 +194,25 @@ class Bench:
         self.progress = progress
         self.rng = np.random.default_rng(0)
 
+    def kernel_suite(self) -> list[Metric]:
+        """The suite of user kernels (``svod.cli.suite``), each checked against numpy, then timed."""
+        metrics = []
+        for kernel in suite(self.sizes is QUICK):
+            self.progress(f"kernel {kernel.name}")
+            check(kernel, self.device)
+            buffers = self._buffers(*kernel.inputs)
+            seconds = self._time_kernel(kernel.ast, buffers, {})
+            numpy_s = median_seconds(kernel.numpy, self.sizes.repeats)
+            metrics.append(Metric(f"kernel.{kernel.name}_ms", "ms", "lower", seconds * 1e3, numpy_s * 1e3,
+                                  note=kernel.name))
+        return metrics
+
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
                 ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
                 ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
-                ("plan prepare", self.plan_prepare)]
+                ("plan prepare", self.plan_prepare), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
         metrics: list[Metric] = []
@@ -493,7 +508,7 @@ def machine_info() -> dict[str, Any]:
 def to_json(metrics: list[Metric]) -> dict[str, Any]:
     return {"machine": machine_info(),
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
-                                 "tinygrad": m.tinygrad} for m in metrics}}
+                                 "numba": m.numba, "tinygrad": m.tinygrad} for m in metrics}}
 
 
 def _value(value: float | None) -> str:
@@ -512,6 +527,7 @@ def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
     footer = "ratios: > 1.00x means svod is better in the metric's direction"
     if tinygrad_error:
         footer += f"\ntinygrad: {tinygrad_error}"
+    footer += "\nnumba: not measured yet (the kernel suite's numba peers are future work)"
     return f"{table}\n{footer}"
 
 
@@ -563,7 +579,7 @@ def progress_reporter(total: int) -> Iterator[Callable[[str], None]]:
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
-              plot_path: str | None = None) -> int:
+              plot_path: str | None = None, only_suite: bool = False) -> int:
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
@@ -573,7 +589,7 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     bench = Bench(device, sizes, tinygrad, lambda title: None)
     with progress_reporter(len(bench.steps())) as progress:
         bench.progress = progress
-        metrics = bench.run()
+        metrics = bench.kernel_suite() if only_suite else bench.run()
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
     print(report(metrics, tinygrad.error))
     if json_path:

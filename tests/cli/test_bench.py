@@ -9,16 +9,18 @@ from svod.errors import SvodError
 REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", "replay_us_per_kernel.1",
             "replay_us_per_kernel.32", "triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops",
             "thread_speedup", "host_parallel_speedup", "membw_copy_gbps", "gather_gbps", "gather_guard_cost",
-            "direct_call_us.buffers", "direct_call_us.numpy", "import_ms", "first_kernel_ms"]
+            "direct_call_us.buffers", "direct_call_us.numpy", "import_ms", "first_kernel_ms",
+            *(f"kernel.{name}_ms" for name in ("softmax", "layernorm", "conv2d", "gather", "histogram", "cumsum",
+                                                "transpose", "matmul1024"))]
 
 
 def _validate(document: dict) -> None:
     assert set(document) == {"machine", "metrics"}
     assert isinstance(document["machine"], dict) and document["machine"]["cores"] >= 1
     for name, metric in document["metrics"].items():
-        assert set(metric) == {"unit", "better", "svod", "numpy", "tinygrad"}, name
+        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad"}, name
         assert isinstance(metric["unit"], str) and metric["better"] in ("higher", "lower")
-        for peer in ("svod", "numpy", "tinygrad"):
+        for peer in ("svod", "numpy", "numba", "tinygrad"):
             assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
     for name in REQUIRED:
         assert name in document["metrics"], name
