@@ -7,6 +7,7 @@ addresses to the program. Nothing runs when a check fails.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,8 +149,10 @@ class CachedKernel:
             if type(array) is not np.ndarray or array.dtype != numpy_dtype:
                 return False
             flags = array.flags
-            start = array.__array_interface__["data"][0]
-            if not flags.c_contiguous or start % dtype.itemsize or (written and not flags.writeable) or \
+            if not flags.c_contiguous:
+                return False
+            start = _address_of(array, flags.writeable)
+            if start % dtype.itemsize or (written and not flags.writeable) or \
                     array.size < (static_size if static_size is not None else evaluate(size, sizes)):
                 return False
             spans.append((start, start + array.nbytes, written))
@@ -167,6 +170,14 @@ class CachedKernel:
         dims = self.launch_dims(values)
         addresses: list[Any] = [b.address for b in buffers]
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
+
+
+def _address_of(array: np.ndarray, writeable: bool) -> int:
+    """The address of an array's first element (through ctypes when it is writeable: twice as fast as
+    building ``__array_interface__``)."""
+    if writeable and array.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
+    return int(array.__array_interface__["data"][0])
 
 
 def _same_memory(a: Device, b: Device) -> bool:
