@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.device import dlpack
 from svod.device.allocator import HostMemory, serves_host_memory
 from svod.device.device import Device, resolver
 from svod.dtype import DType, dtypes
@@ -140,16 +141,21 @@ class Buffer:
     def __dlpack_device__(self) -> tuple[int, int]:
         """DLPack's device: (kDLCPU, 0) for host memory, (kDLCUDA, id) for CUDA, (kDLOpenCL, id) otherwise."""
         if self._device.caps.host_memory:
-            return (1, 0)
-        kind = {"CUDA": 2}.get(self._device.device.base_type, 4)
+            return (dlpack.KDL_CPU, 0)
+        kind = dlpack.KDL_CUDA if self._device.device.base_type == "CUDA" else 4
         return (kind, self._device.device.device_id or 0)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        """A DLPack capsule sharing the buffer's memory (host-memory devices)."""
-        if not self._device.caps.host_memory:
-            raise SvodError(f"a buffer on {self.device} cannot be exported through DLPack here; copy it out "
-                            "with numpy()", stage="dlpack", value=self.device)
-        return self.host_view().__dlpack__(**kwargs)
+        """A DLPack capsule sharing the buffer's memory: host memory through a numpy view, CUDA memory
+        after the device has finished the work issued so far. OpenCL memory has no DLPack address."""
+        if self._device.caps.host_memory:
+            return self.host_view().__dlpack__(**kwargs)
+        kind, device_id = self.__dlpack_device__()
+        if kind != dlpack.KDL_CUDA:
+            raise SvodError(f"a buffer on {self.device} cannot be exported through DLPack; copy it out with "
+                            "numpy()", stage="dlpack", value=self.device)
+        self._device.synchronize()
+        return dlpack.capsule(int(self.address), kind, device_id, self.dtype, self.size, keepalive=self)
 
     @staticmethod
     def from_dlpack(obj: Any, device: Device | str = "CPU", copy: bool = False) -> Buffer:

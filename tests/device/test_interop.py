@@ -9,6 +9,7 @@ import pytest
 
 import svod
 from svod import KernelBuilder, dtypes
+from svod.device import dlpack
 from svod.errors import BufferMismatchError, SvodError
 
 
@@ -133,3 +134,40 @@ def test_dlpack_with_torch():
     svod.run(_scale(), [buf, svod.Buffer.from_numpy(np.ones(6, np.float32))])
     assert tensor.tolist() == [3.0] * 6
     assert torch.from_dlpack(buf).data_ptr() == tensor.data_ptr()
+
+
+class _Exporter:
+    """What a DLPack producer looks like to numpy: the capsule svod builds for device memory."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return dlpack.capsule(self.array.ctypes.data, dlpack.KDL_CPU, 0, dtypes.from_numpy(self.array.dtype),
+                              self.array.size, keepalive=self.array)
+
+    def __dlpack_device__(self):
+        return (dlpack.KDL_CPU, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint64, np.bool_])
+def test_svods_own_dlpack_capsules_are_read_by_numpy(dtype):
+    """The capsule a CUDA buffer exports (checked here on host memory, with no GPU): numpy reads the
+    tensor in place, and calls its deleter when done."""
+    source = (np.arange(7) % 2).astype(dtype)
+    before = len(dlpack._alive)
+    view = np.from_dlpack(_Exporter(source))
+    assert np.shares_memory(view, source) and view.dtype == source.dtype
+    np.testing.assert_array_equal(view, source)
+    del view
+    gc.collect()
+    assert len(dlpack._alive) == before
+
+
+def test_an_unconsumed_capsule_releases_its_tensor():
+    before = len(dlpack._alive)
+    capsule = dlpack.capsule(0xDEAD000, dlpack.KDL_CUDA, 1, dtypes.float32, 4, keepalive=None)
+    assert type(capsule).__name__ == "PyCapsule" and len(dlpack._alive) == before + 1
+    del capsule
+    gc.collect()
+    assert len(dlpack._alive) == before
