@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import overload
 
 from svod.dtype import DType, dtypes
@@ -26,11 +28,12 @@ class ShapedBuffer:
     buffer, what svod guarantees is that no access leaves the buffer; an index past one dimension that stays
     inside the buffer reads the neighbouring row, as in C."""
 
-    __slots__ = ("param", "shape")
+    __slots__ = ("kernel", "param", "shape")
 
-    def __init__(self, param: UOp, shape: tuple[int | UOp, ...]) -> None:
+    def __init__(self, param: UOp, shape: tuple[int | UOp, ...], kernel: str | None = None) -> None:
         self.param = param
         self.shape = shape
+        self.kernel = kernel
 
     def __repr__(self) -> str:
         return f"ShapedBuffer(slot={self.param.arg}, dtype={self.dtype!r}, shape={self.shape})"
@@ -47,7 +50,7 @@ class ShapedBuffer:
                         for i in (idx if isinstance(idx, tuple) else (idx,)))
         if len(indices) != len(self.shape):
             raise GraphError(f"a buffer of shape {self.shape} takes {len(self.shape)} indices, got {len(indices)}",
-                             value=len(indices))
+                             kernel=self.kernel, value=len(indices))
         flat: Operand = indices[0]
         for dim, i in zip(self.shape[1:], indices[1:], strict=True):
             flat = _times(flat, dim) + i
@@ -95,7 +98,7 @@ class KernelBuilder:
             count: int | UOp = size[0]
             for dim in size[1:]:
                 count = count * dim
-            return ShapedBuffer(self.buffer(dtype, count), size)
+            return ShapedBuffer(self.buffer(dtype, count), size, self.name)
         param = UOp.param(len(self._params), dtype, size)
         self._params.append(param)
         return param
@@ -120,7 +123,8 @@ class KernelBuilder:
     def store(self, target: UOp, value: Operand) -> UOp:
         if target.op is not Ops.INDEX:
             raise GraphError("store() needs an indexed buffer such as out[i]", kernel=self.name, value=target.op)
-        store = target.store(value)
+        with self._naming():
+            store = target.store(value)
         self._stores.append(store)
         return store
 
@@ -141,9 +145,20 @@ class KernelBuilder:
         if target.op is not Ops.INDEX:
             raise GraphError("an atomic update needs an indexed buffer such as counts[b]", kernel=self.name,
                              value=target.op)
-        update = target.atomic(value, op)
+        with self._naming():
+            update = target.atomic(value, op)
         self._stores.append(update)
         return update
+
+    @contextmanager
+    def _naming(self) -> Iterator[None]:
+        """Errors from building this kernel's graph carry its name."""
+        try:
+            yield
+        except GraphError as err:
+            if err.kernel is not None:
+                raise
+            raise GraphError(err.detail, kernel=self.name, stage=err.stage, value=err.value) from err
 
     def build(self) -> UOp:
         """The kernel's SINK. Buffers no store reaches are kept as sources too, so the kernel still takes

@@ -140,3 +140,15 @@ def test_runtime_scalars_in_plans_and_of_integer_dtypes():
         plan.execute(scale="fast", offset=1)
     with pytest.raises(GraphError, match="bool scalar"):
         KernelBuilder("flag").scalar(dtypes.bool, "flag")
+
+
+def test_errors_while_building_name_the_kernel():
+    k = KernelBuilder("mixed")
+    out, x = k.buffer(dtypes.int32, 4), k.buffer(dtypes.float32, (2, 2))
+    i = k.range(4)
+    with pytest.raises(GraphError, match=r"kernel 'mixed'.*cast first"):
+        k.store(out[i], x[i // 2, i % 2])
+    with pytest.raises(GraphError, match=r"kernel 'mixed'.*takes 2 indices"):
+        x[i]
+    with pytest.raises(GraphError, match=r"kernel 'mixed'.*a kernel needs at least one store"):
+        k.build()
