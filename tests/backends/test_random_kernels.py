@@ -4,7 +4,7 @@ A kernel is one of four shapes over rows ``i`` and a symbolic number of columns 
 reduction per row (possibly with a reduction nested in its body, which may depend on the outer one), a
 LOOP that carries a running value, or an atomic scatter-add. Values come from expressions over the
 columns, reversed and padded neighbours, gathers through an index buffer (sometimes out of range),
-casts, bitcasts and nested reductions. Float data are small integers, so sums are exact in any order and
+casts, bitcasts, shifts by any amount, rounding of halves, and nested reductions. Float data are small integers, so sums are exact in any order and
 every backend must give the reference's bits exactly.
 """
 
@@ -19,7 +19,8 @@ from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.dtype import DType
 
 DTYPES = [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.float32, dtypes.float64]
-BINARY = {"int": [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.AND, Ops.XOR],
+BINARY = {"int": [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.AND, Ops.XOR, Ops.OR, Ops.SHL,
+                  Ops.SHR],
           "float": [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN]}
 REDUCE = [Ops.ADD, Ops.MAX, Ops.MIN]
 ROWS, MAX_COLS = 3, 7
@@ -32,8 +33,9 @@ def _expressions() -> st.SearchStrategy:
     leaf = st.sampled_from(LEAVES) | st.integers(-3, 5).map(lambda v: ("const", v))
 
     def extend(kids: st.SearchStrategy) -> st.SearchStrategy:
-        return (st.tuples(st.just("binary"), st.integers(0, 8), kids, kids)
+        return (st.tuples(st.just("binary"), st.integers(0, 11), kids, kids)
                 | st.tuples(st.just("neg"), kids)
+                | st.tuples(st.just("round"), st.integers(0, 3), kids)
                 | st.tuples(st.just("where"), kids, kids, kids)
                 | st.tuples(st.just("cast"), st.sampled_from(DTYPES), kids)
                 | st.tuples(st.just("bitcast"), kids)
@@ -77,6 +79,11 @@ class _Kernel:
         if head == "binary":
             ops = BINARY["float" if dt.is_float else "int"]
             return self.value(rest[1], column, outer).alu(ops[rest[0] % len(ops)], self.value(rest[2], column, outer))
+        if head == "round":  # floor, ceil, trunc or round-to-even of a half (ties and -0.0 included)
+            inner = self.value(rest[1], column, outer)
+            if not dt.is_float:
+                return inner
+            return getattr(inner * 0.5, ("floor", "ceil", "trunc", "round")[rest[0]])()
         if head == "neg":
             return -self.value(rest[0], column, outer) if dt.kind != "uint" else self.value(rest[0], column, outer)
         if head == "where":
