@@ -4,8 +4,8 @@ A kernel is one of four shapes over rows ``i`` and a symbolic number of columns 
 reduction per row (possibly with a reduction nested in its body, which may depend on the outer one), a
 LOOP that carries a running value, or an atomic scatter-add. Values come from expressions over the
 columns, reversed and padded neighbours, gathers through an index buffer (sometimes out of range),
-casts, bitcasts, shifts by any amount, rounding of halves, and nested reductions. Float data are small integers, so sums are exact in any order and
-every backend must give the reference's bits exactly.
+casts, bitcasts, shifts by any amount, rounding of halves, and nested reductions. Float data are small
+integers, so sums are exact in any order and every backend must give the reference's bits exactly.
 """
 
 from __future__ import annotations
