@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, UOp
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import param_size
 from svod.ir.validate import kernel_label
@@ -133,9 +133,10 @@ def _accesses(node: UOp) -> Iterator[tuple[UOp, UOp]]:
 
 
 class _Linearizer:
-    def __init__(self, sink: UOp, status: UOp | None) -> None:
+    def __init__(self, sink: UOp, status: UOp | None, decompositor: PatternMatcher | None) -> None:
         self.sink = sink
         self.status = status
+        self.decompositor = decompositor
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
         self.written = {e.src[0].src[0] for e in self.effects}
@@ -268,6 +269,22 @@ class _Linearizer:
             return self.checked_index(u, src, block)
         return self.emit(block, u.replace(src=src))
 
+    def combine(self, op: Ops, running: UOp, value: UOp, block: _Block) -> UOp:
+        """``running op value``, the update of a reduction's accumulator, added to ``block`` as the
+        device computes it: through the renderer's decompositor, like every other op of the kernel."""
+        placed = {running: running, value: value}
+
+        def place(node: UOp) -> UOp:
+            if node not in placed:
+                built = node.replace(src=tuple(place(s) for s in node.src))
+                rewritten = None if self.decompositor is None else self.decompositor.rewrite(built)
+                if rewritten is None:
+                    block.add(built)
+                placed[node] = built if rewritten is None else place(rewritten)
+            return placed[node]
+
+        return place(running.alu(op, value))
+
     def emit(self, block: _Block, value: UOp) -> UOp:
         """Place ``value`` in ``block``, unless the same value is already computed in an open block (UOps
         are hash-consed: one value computed twice is one node)."""
@@ -330,10 +347,11 @@ class _Linearizer:
             for m, (reg, init) in zip(members, registers, strict=True):
                 body = self.value(m.src[0])
                 running = reg.after(init).index(init.src[0].src[1])
-                total = running.load().alu(m.arg, body)
-                update = init.src[0].store(total)
-                for node in (running.src[0], running, running.load(), total, update):
+                for node in (running.src[0], running, running.load()):
                     inner.add(node)
+                total = self.combine(m.arg, running.load(), body, inner)
+                update = init.src[0].store(total)
+                inner.add(update)
                 inner.updates.append(update)
                 results.append((m, reg, update))
             for _ in ranges:
@@ -462,13 +480,15 @@ def _exact_quotient(size: UOp, k: int) -> UOp | None:
     return None
 
 
-def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
+def linearize(sink: UOp, status: UOp | None = None, decompositor: PatternMatcher | None = None
+              ) -> tuple[UOp, ...]:
     """The instructions of ``sink`` in execution order (see the module docstring); ``status`` is the
-    buffer checked accesses record failures in."""
+    buffer checked accesses record failures in; ``decompositor`` rewrites the accumulator updates the
+    linearizer creates, as ``lower.decompose`` did the rest of the kernel."""
     if sink.op is not Ops.SINK:
         raise GraphError("a kernel's root must be a SINK", stage="linearize", value=sink.op)
     try:
-        return _Linearizer(sink, status).run()
+        return _Linearizer(sink, status, decompositor).run()
     except RecursionError as err:
         raise GraphError("the kernel nests too deeply to linearize", kernel=kernel_label(sink),
                          stage="linearize") from err

@@ -193,6 +193,22 @@ def test_float16_elementwise(device):
     np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
 
 
+@pytest.mark.parametrize(("op", "ref"), [(Ops.ADD, np.sum), (Ops.MAX, np.max), (Ops.MIN, np.min)])
+def test_float16_reductions(device, op, ref):
+    """A half accumulator is updated like any half op (in float32 where the device emulates halves).
+    Small integers keep every partial sum exact, so any summation order gives numpy's answer."""
+    rows, cols = 5, 67
+    k = KernelBuilder(f"half_{op.name.lower()}")
+    out, x = k.buffer(dtypes.float16, rows), k.buffer(dtypes.float16, (rows, cols))
+    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c, op=op))
+    x_np = np.random.default_rng(3).integers(-8, 9, (rows, cols)).astype(np.float16)
+    x_np[0, 3] = -0.0 if op is Ops.MAX else x_np[0, 3]
+    out_np = np.zeros(rows, np.float16)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    np.testing.assert_array_equal(out_np, ref(x_np, axis=1))
+
+
 HALF_SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 1e-5, 65504, -65504, 65519, 65520,
                           2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -24 * 1.5, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 0.1, 7.0])
 

@@ -119,7 +119,7 @@ class KernelRenderer(ABC):
         """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""
         name = kernel_name(ast, name)
         lowered = self.lower(ast)
-        linear = linearize(lowered.sink, lowered.status)
+        linear = linearize(lowered.sink, lowered.status, self.decompositor())
         entry = entry_symbol(name, lowered.sink)
         source = self.render_linear(entry, linear)
         status = None if lowered.status is None else int(lowered.status.arg)

@@ -18,13 +18,14 @@ from typing import ClassVar
 
 import numpy as np
 
+from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
 from svod.codegen.lower import to_gpu_indices
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import MATH
 from svod.ir.uop import pointee
 
@@ -161,6 +162,9 @@ class CStyleRenderer(KernelRenderer):
         has no half arithmetic: ``caps.native_float16`` is False)."""
         return not self.caps.native_float16
 
+    def decompositor(self) -> PatternMatcher | None:
+        return FLOAT16_IN_FLOAT32 if self.emulates_float16 else None
+
     def type_name(self, dtype: DType) -> str:
         if dtype == dtypes.float16 and self.emulates_float16:
             return self.type_names["uint16"]
@@ -200,7 +204,8 @@ class CStyleRenderer(KernelRenderer):
         return f"({self.type_name(dtype)}){self.math_functions[op]}{self.math_suffix['float32']}({', '.join(wide)})"
 
     def combine(self, op: Ops, dtype: DType, a: str, b: str) -> str:
-        """``op`` of two values as a reduction or an atomic update combines them."""
+        """``op`` of two values as an atomic update combines them (an emulated half through float32, as the
+        decompositor does for every other op)."""
         if dtype == dtypes.float16 and self.emulates_float16:
             wide = self.combine(op, dtypes.float32, f"svod_f16_to_f32({a})", f"svod_f16_to_f32({b})")
             return f"svod_f32_to_f16({wide})"
@@ -217,10 +222,6 @@ class CStyleRenderer(KernelRenderer):
     def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
         """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
         the divisor node of an integer division."""
-        if self.emulates_float16 and op is not Ops.WHERE and dtypes.float16 in (dtype, operand_dtype):
-            wide = self.alu(op, dtypes.float32 if dtype == dtypes.float16 else dtype, dtypes.float32,
-                            [f"svod_f16_to_f32({a})" for a in args], divisor)
-            return f"svod_f32_to_f16({wide})" if dtype == dtypes.float16 else wide
         a = args[0]
         if op in MATH or (op is Ops.ABS and dtype.is_float):
             return self.math_call(op, dtype, args)
