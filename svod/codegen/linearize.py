@@ -32,7 +32,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import param_size
+from svod.ir.uop import param_size, pointee
 from svod.ir.validate import kernel_label
 
 CHECKED = "checked"
@@ -308,8 +308,10 @@ class _Linearizer:
         with self.at(self.place(failed) if gate is None else block):  # a row test: outside the column loop
             self.open_if(failed, None)
             flag, where = status_slots(buffer.arg)
+            recorded = pointee(self.status)
             for slot, value in ((flag, UOp.index_const(1)), (where, reported)):
-                record = UOp(Ops.STORE, dtypes.void, (self.value(self.status.index(slot)), self.value(value)))
+                stored = value if recorded == dtypes.int64 else value.cast(recorded)
+                record = UOp(Ops.STORE, dtypes.void, (self.value(self.status.index(slot)), self.value(stored)))
                 self.stack[-1].add(record)
             self.close_block()
             allowed = self.value(in_range if gate is None else gate & in_range)

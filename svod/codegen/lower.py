@@ -21,9 +21,11 @@ and orders everything.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
+from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 
@@ -211,15 +213,21 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
     budget = limits.max_work_group_size
     indices: dict[UOp, UOp] = {}
     conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}
+    spare = len(dims)
     for d, r in enumerate(dims):
         end = r.src[0]
         local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         budget //= local
         count = (end + (local - 1)) // local
-        group = UOp.special(count if end.vmin >= 1 else count.maximum(1), launch_index("group", d))  # >= 1 group
+        count = count if end.vmin >= 1 else count.maximum(1)  # >= 1 group
+        most = None if limits.max_groups is None else limits.max_groups[d]
+        if most is not None and count.vmax > most:
+            group, spare = _groups_over_two_dimensions(count, d, spare, limits)
+        else:
+            group = UOp.special(count, launch_index("group", d))
         item = UOp.special(local, launch_index("local", d))
         index = indices[r] = group * local + item
-        ragged = not (end.op is Ops.CONST and end.arg % local == 0 and end.arg > 0)  # 0: one group, no items
+        ragged = not (end.op is Ops.CONST and end.arg % local == 0 and end.arg > 0) or group.op is not Ops.SPECIAL
         for e in effects:
             if r in uses[e]:
                 if ragged:
@@ -234,6 +242,23 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
                 gate = gate & more
             gates[e] = gate
     return substitute(gate_effects(sink, gates), indices)
+
+
+def _groups_over_two_dimensions(count: UOp, d: int, spare: int, limits: WorkGroupLimits) -> tuple[UOp, int]:
+    """A group number along dimension ``d`` that may exceed the device's groups per dimension, spread over
+    ``d`` and the unused dimension ``spare``: ``row * limit + column``, with as many columns as there are
+    groups up to the limit; the next spare dimension. (Constant strides keep the bounds of the group
+    number tight, which a device with 32-bit indices needs.)"""
+    assert limits.max_groups is not None
+    most = limits.max_groups[d]
+    if spare > 2 or math.ceil(count.vmax / most) > limits.max_groups[spare]:
+        raise GraphError(f"the launch needs up to {int(count.vmax)} work groups along dimension {d}, and the "
+                         f"device allows {most}, with no dimension left to spread them over", stage="lower",
+                         value=int(count.vmax))
+    rows = (count + (most - 1)) // most
+    group = UOp.special(rows, launch_index("group", spare)) * most + UOp.special(count.minimum(most),
+                                                                                  launch_index("group", d))
+    return group, spare + 1
 
 
 # ---- upcasting -------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 from svod.codegen.indexing import Facts, Poly, facts_from_guard, index_in_bounds, separate, to_poly
 from svod.codegen.linearize import CHECKED
-from svod.dtype import dtypes
+from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS
@@ -45,9 +45,10 @@ def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
 
 # ---- bounds ----------------------------------------------------------------------------------------------
 
-def guard_accesses(sink: UOp, kernel: str) -> tuple[UOp, UOp | None]:
+def guard_accesses(sink: UOp, kernel: str, status_dtype: DType = dtypes.int64) -> tuple[UOp, UOp | None]:
     """``sink`` with each access proven, gated by the condition that proves it, or bounds-checked; and the
-    status buffer checked accesses record failures in (a new last PARAM), if any is checked."""
+    status buffer checked accesses record failures in (a new last PARAM of ``status_dtype``, an integer
+    as wide as the device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
     guarded = _Guarder(order)
     effects = []
@@ -61,7 +62,7 @@ def guard_accesses(sink: UOp, kernel: str) -> tuple[UOp, UOp | None]:
     if not guarded.checked:
         return new_sink, None
     slots = [u.arg for u in sink.toposort() if u.op is Ops.PARAM]
-    status = UOp.param(max(slots) + 1, dtypes.int64, 2 * (max(slots) + 1))
+    status = UOp.param(max(slots) + 1, status_dtype, 2 * (max(slots) + 1))
     return new_sink.replace(src=(*new_sink.src, status)), status
 
 

@@ -42,6 +42,9 @@ class WorkGroupLimits:
 
     max_work_group_size: int
     max_item_sizes: tuple[int, int, int]
+    max_groups: tuple[int, int, int] | None = None
+    """How many work groups a launch may have along each dimension, where that is limited (WebGPU's
+    maxComputeWorkgroupsPerDimension)."""
 
 
 ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
@@ -67,6 +70,11 @@ class DeviceCaps:
     """Whether float16 arithmetic is native; if not, it is computed in float32 and rounded per op."""
     index_bits: int = 64
     """The width of index arithmetic in kernels."""
+    ieee_floats: bool = True
+    """Whether float arithmetic keeps IEEE 754's NaN, infinities and signed zeros (WGSL lets a shader
+    compiler assume finite floats, so a WebGPU device does not promise it)."""
+    max_buffers: int | None = None
+    """How many buffers one kernel may take, where that is limited (WebGPU's storage bindings)."""
 
     @property
     def launch_variables(self) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ _BINARY: dict[Ops, Callable[[int, int], int]] = {
     Ops.IDIV: lambda a, b: _divide(a, b, Ops.IDIV),
     Ops.MOD: lambda a, b: _divide(a, b, Ops.MOD),
     Ops.MAX: max,
+    Ops.MIN: min,
 }
 _PASS_THROUGH = (Ops.CAST, Ops.BITCAST, Ops.AFTER)
 

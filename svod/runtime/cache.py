@@ -30,6 +30,7 @@ from svod.config import Settings, settings
 from svod.device import CORE_ID, CompiledSpec, Device, KernelMetadata, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims
 from svod.device.spec import ONES
+from svod.dtype import DType, dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
@@ -262,10 +263,12 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
     params = tuple(sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
     user_slots = tuple(p.arg for p in params)
     own: dict[int, int] = {}
+    own_dtypes: dict[int, DType] = {}
     for spec in specs:
         for p in spec.ast.toposort():
             if p.op is Ops.PARAM and p.arg not in user_slots:
                 own[p.arg] = int(param_size(p).arg) * pointee(p).itemsize
+                own_dtypes[p.arg] = pointee(p)
     status = next((spec.status_slot for spec in specs if spec.status_slot is not None), None)
     fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
     variables = {v.name: v for spec in specs for v in spec.vars
@@ -283,7 +286,8 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
     var_names = tuple(sorted({name for spec in specs for name in spec.var_names}))
     stages = [Stage(program, tuple(spec.var_names), spec.global_size, spec.local_size, tuple(spec.globals))
               for spec, program in zip(specs, programs, strict=True)]
-    staged = StagedProgram(meta.name or specs[0].name, stages, var_names, user_slots, OwnBuffers(own, status),
+    staged = StagedProgram(meta.name or specs[0].name, stages, var_names, user_slots,
+                           OwnBuffers(own, status, dtypes.int64 if status is None else own_dtypes[status]),
                            device.allocator, {p.arg: param_size(p) for p in params})
     return CachedKernel(program=staged, var_names=var_names, global_size=ONES, local_size=ONES,
                         static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)), **common)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from svod.codegen.linearize import status_slots
 from svod.device import Allocator, Program, ProgramBase, ProgramSpec
 from svod.device.launch import ConcreteLaunchDims, evaluate
 from svod.device.spec import LaunchSize
+from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError
 from svod.ir import UOp
 
@@ -42,6 +43,7 @@ class OwnBuffers:
 
     sizes: Mapping[int, int]
     status: int | None
+    status_dtype: DType = dtypes.int64
 
     def allocate(self, allocator: Allocator) -> dict[int, Any]:
         handles = {slot: allocator.allocate(nbytes) for slot, nbytes in self.sizes.items()}
@@ -93,7 +95,7 @@ class StagedProgram(ProgramBase):
         if self.own.status is None:
             return
         nbytes = self.own.sizes[self.own.status]
-        record = np.zeros(nbytes // 8, np.int64)
+        record = np.zeros(nbytes // self.own.status_dtype.itemsize, self.own.status_dtype.numpy)
         self.allocator.copyout(record.data, handles[self.own.status])
         for slot in self.user_slots:
             flag, where = status_slots(slot)

@@ -16,8 +16,10 @@ from svod.codegen.linearize import linearize
 from svod.codegen.lower import anchor_ranges, decompose, split_for_threads, split_reduction, upcast_reductions
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
-from svod.dtype import DeviceSpec
+from svod.dtype import DeviceSpec, PtrDType, dtypes
+from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
+from svod.ir.uop import pointee
 from svod.ir.validate import kernel_label, validate
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
@@ -36,6 +38,20 @@ def _keep_params(lowered: UOp, ast: UOp) -> UOp:
     kept = {u.arg for u in lowered.toposort() if u.op is Ops.PARAM}
     lost = sorted((u for u in ast.toposort() if u.op is Ops.PARAM and u.arg not in kept), key=lambda u: u.arg)
     return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
+
+
+def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) -> None:
+    """Refuse a kernel with a buffer the device cannot hold, or a value it cannot compute
+    (``caps.element_dtypes``; bools and indices are always computed)."""
+    for u in ast.toposort():
+        dtype = pointee(u) if u.op is Ops.PARAM else u.dtype
+        if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index):
+            continue
+        if u.op is Ops.PARAM or dtype != dtypes.bool:
+            held = ", ".join(sorted(d.name for d in caps.element_dtypes))
+            what = f"buffer {u.arg} of {dtype.name}" if u.op is Ops.PARAM else f"{dtype.name} values"
+            raise GraphError(f"{device} cannot hold {what}; its buffers and values are {held}", kernel=kernel,
+                             stage="render", value=dtype.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +121,11 @@ class KernelRenderer(ABC):
         """The lowering passes of ``svod.codegen.lower``, in order."""
         validate(ast)
         kernel = kernel_label(ast)
+        check_dtypes(ast, self.caps, self.device, kernel)
         sink, fixed = unbind(ast, kernel)
         sink = simplify(anchor_ranges(sink))
         check_races(sink, kernel)
-        sink, status = guard_accesses(sink, kernel)
+        sink, status = guard_accesses(sink, kernel, dtypes.int32 if self.caps.index_bits == 32 else dtypes.int64)
         sink = decompose(sink, self.decompositor())
         if self.upcast:
             sink = upcast_reductions(sink)
@@ -118,10 +135,16 @@ class KernelRenderer(ABC):
     def program(self, ast: UOp, name: str | None = None) -> UOp:
         """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""
         name = kernel_name(ast, name)
-        lowered = self.lower(ast)
-        linear = linearize(lowered.sink, lowered.status, self.decompositor())
-        entry = entry_symbol(name, lowered.sink)
-        source = self.render_linear(entry, linear)
+        try:
+            lowered = self.lower(ast)
+            linear = linearize(lowered.sink, lowered.status, self.decompositor())
+            entry = entry_symbol(name, lowered.sink)
+            source = self.render_linear(entry, linear)
+        except GraphError as err:
+            if err.kernel is not None:
+                raise
+            raise GraphError(err.detail, kernel=kernel_label(ast), stage=err.stage or "render",
+                             value=err.value) from err
         status = None if lowered.status is None else int(lowered.status.arg)
         return UOp.program(lowered.sink, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
                            metadata=KernelMetadata(name=name, status_slot=status, fixed=lowered.fixed,

@@ -117,7 +117,7 @@ class CStyleRenderer(KernelRenderer):
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
-    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp], linear: tuple[UOp, ...]) -> list[str]:
         """The function header and the lines that bind buffers and variables to C names."""
         lines = [f"void {symbol}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
         lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
@@ -137,6 +137,37 @@ class CStyleRenderer(KernelRenderer):
     def preamble_for(self, linear: tuple[UOp, ...]) -> str:
         """Declarations the source needs before the kernel (headers, extension pragmas)."""
         return self.preamble
+
+    # ---- statement shapes (C's; a language without pointers or ``?:`` overrides them) -------------------
+
+    def declare(self, dtype: DType, name: str, value: str) -> str:
+        """A local that names a value computed once."""
+        return f"const {self.type_name(dtype)} {name} = {value};"
+
+    def declare_register(self, dtype: DType, name: str) -> str:
+        return f"{self.type_name(dtype)} {name};"
+
+    def loop_header(self, name: str, end: str) -> str:
+        index = self.type_name(dtypes.index)
+        return f"for ({index} {name} = 0; {name} < {end}; {name}++) {{"
+
+    def element(self, base: str, offset: str) -> str:
+        """What names element ``offset`` of buffer ``base`` (a pointer in C)."""
+        return f"({base}+{offset})"
+
+    def register_element(self, register: str) -> str:
+        return f"(&{register})"
+
+    def deref(self, element: str) -> str:
+        """The value (or assignable place) an ``element`` names."""
+        return f"*{element}"
+
+    def choose(self, condition: str, if_true: str, if_false: str) -> str:
+        return f"({condition}?{if_true}:{if_false})"
+
+    def to_memory(self, value: str) -> str:
+        """A bool as the buffer stores it (``bool_memory_type``)."""
+        return f"({self.bool_memory_type})({value})"
 
     def special(self, node: UOp) -> str:
         raise GraphError(f"{type(self).__name__} has no thread index {node.arg}", stage="render", value=node.arg)
@@ -240,7 +271,7 @@ class CStyleRenderer(KernelRenderer):
         if op in (Ops.IDIV, Ops.MOD):
             return self.integer_division(op, operand_dtype, a, args[1], divisor)
         if op is Ops.WHERE:
-            return f"({a}?{args[1]}:{args[2]})"
+            return self.choose(a, args[1], args[2])
         if op in _WRAPPING and self.wraps_in_unsigned(dtype):
             unsigned = self.type_name(_unsigned_of(dtype))
             return f"({self.type_name(dtype)})(({unsigned}){a}{_INFIX[op]}({unsigned}){args[1]})"
@@ -332,7 +363,7 @@ class CStyleRenderer(KernelRenderer):
         params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
         variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         walk = _Walk(self)
-        lines = self.signature(symbol, params, variables)
+        lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma
         reductions = sole_accumulators(linear) if pragma is not None else {}
         for index, node in enumerate(linear):
@@ -364,7 +395,7 @@ class _Walk:
         if statement is not None:
             return statement(self, node, index)
         self.names[node] = f"v{index}"
-        return f"const {self.r.type_name(node.dtype)} {self.names[node]} = {self.value(node)};"
+        return self.r.declare(node.dtype, self.names[node], self.value(node))
 
     def end(self, node: UOp, index: int) -> str:
         self.depth -= 1
@@ -375,7 +406,7 @@ class _Walk:
 
     def register(self, node: UOp, index: int) -> str:
         self.names[node] = f"acc{node.arg}"
-        return f"{self.r.type_name(pointee(node))} {self.names[node]};"
+        return self.r.declare_register(pointee(node), self.names[node])
 
     def const(self, node: UOp, index: int) -> None:
         self.names[node] = self.r.literal(node.arg, node.dtype)
@@ -388,11 +419,12 @@ class _Walk:
 
     def special(self, node: UOp, index: int) -> str:
         self.names[node] = node.arg
-        return f"const {self.r.type_name(dtypes.index)} {node.arg} = {self.r.special(node)};"
+        return self.r.declare(dtypes.index, node.arg, self.r.special(node))
 
     def index(self, node: UOp, index: int) -> None:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
-        self.names[node] = f"(&{base})" if _register_of(node.src[0]) is not None else f"({base}+{offset})"
+        is_register = _register_of(node.src[0]) is not None
+        self.names[node] = self.r.register_element(base) if is_register else self.r.element(base, offset)
         if len(node.src) == 3:
             self.gates[node] = self.names[node.src[2]]
 
@@ -403,7 +435,7 @@ class _Walk:
     def loop(self, node: UOp, index: int) -> str:
         name = self.names[node] = f"ridx{node.arg[0]}_{index}"
         self.depth += 1
-        return f"for ({self.r.type_name(dtypes.index)} {name} = 0; {name} < {self.names[node.src[0]]}; {name}++) {{"
+        return self.r.loop_header(name, self.names[node.src[0]])
 
     def effect(self, node: UOp, index: int) -> str:
         r = self.r
@@ -413,8 +445,8 @@ class _Walk:
             line = r.atomic(node.arg, dtype, target, value)
         else:
             if dtype.kind == "bool" and r.bool_memory_type is not None:
-                value = f"({r.bool_memory_type})({value})"
-            line = f"*{target} = {value};"
+                value = r.to_memory(value)
+            line = f"{r.deref(target)} = {value};"
         gate = self.gates.get(node.src[0])
         return line if gate is None else f"if ({gate}) {{ {line} }}"
 
@@ -422,9 +454,11 @@ class _Walk:
         r = self.r
         src = [self.names[s] for s in node.src]
         if node.op is Ops.LOAD:
-            loaded = f"(*{src[0]}!=0)" if node.dtype.kind == "bool" and r.bool_memory_type else f"*{src[0]}"
+            loaded = r.deref(src[0])
+            if node.dtype.kind == "bool" and r.bool_memory_type:
+                loaded = f"({loaded}!=0)"
             gate = self.gates.get(node.src[0])
-            return loaded if gate is None else f"({gate}?{loaded}:{r.literal(0, node.dtype)})"
+            return loaded if gate is None else r.choose(gate, loaded, r.literal(0, node.dtype))
         if node.op is Ops.CAST:
             return r.cast(src[0], node.src[0].dtype, node.dtype)
         if node.op is Ops.BITCAST:

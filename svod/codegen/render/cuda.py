@@ -54,7 +54,7 @@ class CUDARenderer(GPURenderer):
                 f"{bits} want = svod_bitcast<{bits}>({combine}); {bits} found = atomicCAS(word, seen, want); "
                 f"if (found == seen) break; seen = found; }} }}")
 
-    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp], linear: tuple[UOp, ...]) -> list[str]:
         args = [f"{self.pointer_type(p)} data{p.arg}" for p in params]
         args += [f"long long {v.arg[0]}_arg" for v in variables]
         lines = [f'extern "C" __global__ void {symbol}({", ".join(args)}) {{']

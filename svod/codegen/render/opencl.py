@@ -70,7 +70,7 @@ class OpenCLRenderer(GPURenderer):
                 f"for (;;) {{ {bits} want = as_{bits}({combine}); {bits} found = {swap}(word, seen, want); "
                 f"if (found == seen) break; seen = found; }} }}")
 
-    def signature(self, symbol: str, params: list[UOp], variables: list[UOp]) -> list[str]:
+    def signature(self, symbol: str, params: list[UOp], variables: list[UOp], linear: tuple[UOp, ...]) -> list[str]:
         args = [f"__global {self.pointer_type(p)} data{p.arg}_base, long data{p.arg}_offset" for p in params]
         args += [f"long {v.arg[0]}_arg" for v in variables]
         lines = [f"__kernel void {symbol}({', '.join(args)}) {{"]
