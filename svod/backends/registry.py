@@ -79,6 +79,7 @@ class DeviceRegistry:
             "PYTHON": Backend(False, {"python": self._python_pair}, self._open_python),
             "CL": Backend(True, {"opencl": self._opencl_pair}, self._open_opencl),
             "CUDA": Backend(True, {"nvrtc": self._cuda_pair}, self._open_cuda),
+            "WEBGPU": Backend(True, {"wgsl": self._webgpu_pair}, self._open_webgpu),
         }
         for kind, backend in self.backends.items():
             DeviceSpec.register_kind(kind, backend.numbered)
@@ -239,6 +240,23 @@ class DeviceRegistry:
     def _open_cuda(self, spec: DeviceSpec, primary: str) -> Opened:
         device = self._cuda(spec)
         return Opened(device.caps, ReusePool(device.allocator), device.load, device.name)
+
+    # ---- WebGPU ---------------------------------------------------------------------------------------------
+
+    def _webgpu(self, spec: DeviceSpec) -> Any:
+        from svod.backends.webgpu import WebGPUDevice
+        with self._lock:
+            if spec not in self._opened:
+                self._opened[spec] = WebGPUDevice(spec)
+            return self._opened[spec]
+
+    def _webgpu_pair(self, spec: DeviceSpec) -> Pair:
+        device = self._webgpu(spec)
+        return device.renderer, device.compiler
+
+    def _open_webgpu(self, spec: DeviceSpec, primary: str) -> Opened:
+        device = self._webgpu(spec)
+        return Opened(device.caps, ReusePool(device.allocator), device.load, device.description, device.synchronize)
 
 
 @functools.cache

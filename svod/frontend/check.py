@@ -141,7 +141,8 @@ def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> Ba
 
 
 def backends_here() -> list[tuple[str, Device]]:
-    """Every compiled device that works here, each CPU compiler pair separately."""
+    """Every compiled device that works here and keeps IEEE floats (``caps.ieee_floats``: the reference is
+    compared bit for bit), each CPU compiler pair separately."""
     registry = default_registry()
     found = []
     for name in registry.available():
@@ -149,9 +150,11 @@ def backends_here() -> list[tuple[str, Device]]:
             continue
         for compiler in registry.compiler_names(name):
             try:
-                found.append((f"{name} ({compiler})", registry.get(name, compiler)))
+                device = registry.get(name, compiler)
             except SvodError:
                 continue
+            if device.caps.ieee_floats:
+                found.append((f"{name} ({compiler})", device))
     return found
 
 

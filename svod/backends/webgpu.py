@@ -1,0 +1,223 @@
+"""The WebGPU device ``WEBGPU:N`` on wgpu-py (extra ``webgpu``): WGSL kernels as compute pipelines, on
+whatever adapter wgpu-native finds — a GPU through Vulkan, Metal or D3D12, or Mesa's lavapipe on the CPU.
+
+``N`` counts wgpu's adapters in its order. Each device has one ``GPUDevice`` with the adapter's own limits
+(WebGPU's defaults are lower). A kernel's buffers are bound whole, with their view offsets and the
+variables in one uniform buffer; every copy out waits for the queue.
+
+What is compiled is the WGSL source: the disk cache keeps it, and a new process builds the shader module
+and pipeline from it again (wgpu-native's pipeline cache is not portable across drivers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from svod.codegen.render.wgsl import WGSLRenderer
+from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
+from svod.dtype import DeviceSpec, dtypes
+from svod.errors import CompileError, DeviceError, LaunchError
+
+try:
+    import wgpu
+except ImportError:  # the extra is optional; the device reports why it is missing
+    wgpu = None
+
+_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-storage-buffers-per-shader-stage",
+           "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+           "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z")
+"""The adapter limits svod asks its device for (WebGPU gives the spec's lower defaults otherwise)."""
+
+
+def _adapters() -> list[Any]:
+    if wgpu is None:
+        raise DeviceError("wgpu is not installed (pip install 'svod[webgpu]')")
+    adapters = wgpu.gpu.enumerate_adapters_sync()
+    if not adapters:
+        raise DeviceError("wgpu finds no adapter (install a Vulkan driver, such as Debian's mesa-vulkan-drivers)")
+    return list(adapters)
+
+
+class WebGPUDevice:
+    """Adapter, device and limits of one WebGPU adapter, and the pieces svod builds on them."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        adapters = _adapters()
+        if spec.device_id >= len(adapters):
+            raise DeviceError(f"{spec} does not exist: wgpu finds {len(adapters)} adapter(s)", value=str(spec))
+        self.spec = spec
+        self.adapter = adapters[spec.device_id]
+        limits = self.adapter.limits
+        features = ["shader-f16"] if "shader-f16" in self.adapter.features else []
+        self.device = self.adapter.request_device_sync(required_features=features,
+                                                       required_limits={k: limits[k] for k in _LIMITS})
+        groups = limits["max-compute-workgroups-per-dimension"]
+        sizes = (limits["max-compute-workgroup-size-x"], limits["max-compute-workgroup-size-y"],
+                 limits["max-compute-workgroup-size-z"])
+        held = {dtypes.int32, dtypes.uint32, dtypes.float32} | ({dtypes.float16} if features else set())
+        self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
+                               work_groups=WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes,
+                                                           (groups, groups, groups)),
+                               local_memory=limits["max-compute-workgroup-storage-size"],
+                               element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
+                               max_buffers=limits["max-storage-buffers-per-shader-stage"])
+        self.allocator = WebGPUAllocator(self)
+        self.compiler = WGSLCompiler(self)
+        self.renderer = WGSLRenderer(spec, self.caps)
+        self.lock = threading.Lock()
+        self.fence = self.device.create_buffer(size=4, usage=_storage_usage())
+
+    @property
+    def description(self) -> str:
+        info = self.adapter.info
+        emulated = ", a CPU emulation" if info["adapter_type"] == "CPU" else ""
+        return f"{info['device']} ({info['backend_type']}, {info['description']}{emulated})"
+
+    def load(self, compiled: CompiledSpec) -> WebGPUProgram:
+        return WebGPUProgram(self, compiled)
+
+    def synchronize(self) -> None:
+        """Wait for the queue: a read of one word waits for all work submitted before it (wgpu 0.32's
+        ``on_submitted_work_done_sync`` fails on its own callback type)."""
+        self.device.queue.read_buffer(self.fence, 0, 4)
+
+
+def _storage_usage() -> int:
+    usage = wgpu.BufferUsage
+    return int(usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+
+
+def _aligned(start: int, end: int) -> tuple[int, int]:
+    """The smallest span of whole 4-byte words around ``start .. end`` (WebGPU copies words)."""
+    return start & ~3, (end + 3) & ~3
+
+
+class WebGPUAllocator(Allocator):
+    """Storage buffers rounded up to whole words; a kernel receives a (buffer, byte offset) pair, so views
+    bind their base buffer."""
+
+    def __init__(self, device: WebGPUDevice) -> None:
+        self.device = device
+
+    def _alloc(self, nbytes: int) -> Any:
+        try:
+            return self.device.device.create_buffer(size=max(4, _aligned(0, nbytes)[1]), usage=_storage_usage())
+        except Exception as err:  # wgpu reports an allocation it refuses as a generic GPUError
+            raise MemoryError(f"WebGPU cannot allocate {nbytes} bytes: {err}") from err
+
+    def _free(self, handle: Any, nbytes: int) -> None:
+        handle.destroy()
+
+    def _copyin(self, handle: Any, src: memoryview, offset: int) -> None:
+        if not len(src):
+            return
+        start, end = _aligned(offset, offset + len(src))
+        if (start, end) == (offset, offset + len(src)):
+            self.device.device.queue.write_buffer(handle, offset, src)
+            return
+        words = bytearray(self.device.device.queue.read_buffer(handle, start, end - start))
+        words[offset - start:offset - start + len(src)] = src
+        self.device.device.queue.write_buffer(handle, start, words)
+
+    def _copyout(self, dst: memoryview, handle: Any, offset: int) -> None:
+        if not len(dst):
+            return
+        start, end = _aligned(offset, offset + len(dst))
+        words = self.device.device.queue.read_buffer(handle, start, end - start)
+        dst[:] = memoryview(words)[offset - start:offset - start + len(dst)]
+
+    def _address(self, handle: Any, offset: int) -> tuple[Any, int]:
+        return (handle, offset)
+
+
+class WGSLCompiler(CompilerBase):
+    """Checks the WGSL by building its shader module; what is kept is the source."""
+
+    def __init__(self, device: WebGPUDevice) -> None:
+        self.device = device
+        info = device.adapter.info
+        identity = f"{info['vendor']}|{info['device']}|{info['description']}|{info['backend_type']}|{wgpu.__version__}"
+        self.cache_key = f"wgsl-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+
+    def compile(self, spec: ProgramSpec) -> CompiledSpec:
+        try:
+            self.device.device.create_shader_module(code=spec.src)
+        except Exception as err:  # wgpu's GPUValidationError carries naga's diagnostic
+            raise CompileError("the WGSL did not validate", source=spec.src, log=str(err), kernel=spec.name) from err
+        return CompiledSpec.from_spec(spec, src=spec.src)
+
+
+class WebGPUProgram(ProgramBase):
+    """A compute pipeline with an explicit layout: binding ``k`` is buffer ``k``, the last the uniform of
+    offsets and variables."""
+
+    def __init__(self, device: WebGPUDevice, compiled: CompiledSpec) -> None:
+        self.name = compiled.name
+        self.device = device
+        gpu = device.device
+        self.buffer_count = compiled.buf_count
+        self.var_names = compiled.var_names
+        stage = wgpu.ShaderStage.COMPUTE
+        entries = [{"binding": k, "visibility": stage, "buffer": {"type": "storage"}} for k in range(self.buffer_count)]
+        entries.append({"binding": self.buffer_count, "visibility": stage, "buffer": {"type": "uniform"}})
+        try:
+            self.layout = gpu.create_bind_group_layout(entries=entries)
+            module = gpu.create_shader_module(code=compiled.src)
+            self.pipeline = gpu.create_compute_pipeline(layout=gpu.create_pipeline_layout(
+                bind_group_layouts=[self.layout]), compute={"module": module, "entry_point": compiled.entry})
+        except Exception as err:
+            raise CompileError("WebGPU cannot build the pipeline", source=compiled.src or "", log=str(err),
+                               kernel=compiled.name) from err
+
+    def bind(self, buffers: Sequence[Any]) -> WebGPULaunch:
+        return WebGPULaunch(self, buffers)
+
+    def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
+                local_size: tuple[int, int, int] | None = None) -> None:
+        WebGPULaunch(self, buffers)(vals, global_size or (1, 1, 1), local_size)
+        self.device.synchronize()
+
+
+class WebGPULaunch:
+    """A bind group of the buffers and a uniform of their offsets, built once; a call writes the
+    variables and submits (a plan synchronizes the queue at its end)."""
+
+    def __init__(self, program: WebGPUProgram, buffers: Sequence[Any]) -> None:
+        self.program = program
+        gpu = program.device.device
+        offsets = [offset for _, offset in buffers]
+        if any(offset % 2 for offset in offsets):
+            raise LaunchError("a WebGPU buffer view must start at an even byte", kernel=program.name, stage="launch",
+                              value=offsets)
+        self.words = np.zeros(4 * max(1, -(-(len(buffers) + len(program.var_names)) // 4)), np.int32)
+        self.words[:len(buffers)] = offsets
+        self.uniform = gpu.create_buffer(size=self.words.nbytes,
+                                         usage=int(wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST))
+        entries = [{"binding": k, "resource": {"buffer": handle, "offset": 0, "size": handle.size}}
+                   for k, (handle, _) in enumerate(buffers)]
+        entries.append({"binding": len(buffers), "resource": {"buffer": self.uniform, "offset": 0,
+                                                               "size": self.words.nbytes}})
+        try:
+            self.group = gpu.create_bind_group(layout=program.layout, entries=entries)
+        except Exception as err:
+            raise LaunchError(f"WebGPU cannot bind the buffers: {err}", kernel=program.name, stage="launch") from err
+        self.first_var = len(buffers)
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        gpu = self.program.device.device
+        with self.program.device.lock:
+            self.words[self.first_var:self.first_var + len(vals)] = vals
+            gpu.queue.write_buffer(self.uniform, 0, self.words)
+            encoder = gpu.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            compute.set_pipeline(self.program.pipeline)
+            compute.set_bind_group(0, self.group)
+            compute.dispatch_workgroups(*global_size)
+            compute.end()
+            gpu.queue.submit([encoder.finish()])

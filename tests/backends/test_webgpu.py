@@ -1,0 +1,205 @@
+"""WEBGPU:0 — WGSL on wgpu, here over Mesa's lavapipe (CI installs mesa-vulkan-drivers and the extra)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, Ops, dtypes
+from svod.device import Device
+from svod.errors import GraphError, IndexOutOfBoundsError
+
+
+@pytest.fixture(scope="module")
+def gpu() -> Device:
+    try:
+        return svod.get_device("WEBGPU:0")
+    except svod.errors.DeviceError as err:
+        pytest.skip(f"WEBGPU:0 is not available here: {err.detail}")
+
+
+def _saxpy():
+    k = KernelBuilder("saxpy")
+    n = k.var("n", 1, 1 << 24)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    a = k.scalar(dtypes.float32, "a")
+    i = k.range(n)
+    k.store(out[i], x[i] * a + 1.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("n", [1, 7, 64, 1000, 65535 * 64 + 5])
+def test_saxpy_at_edge_sizes_and_past_the_groups_of_one_dimension(gpu, n):
+    """More than 65,535 groups of 64 spread over a second launch dimension."""
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    svod.run(_saxpy(), [out, x], device=gpu, n=n, a=-2.5)
+    np.testing.assert_array_equal(out, x * np.float32(-2.5) + np.float32(1.0))
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (3, 7), (17, 256)])
+@pytest.mark.parametrize(("op", "ref"), [(Ops.ADD, np.sum), (Ops.MAX, np.max), (Ops.MIN, np.min)])
+def test_row_reductions(gpu, rows, cols, op, ref):
+    k = KernelBuilder("rows")
+    out, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, (rows, cols))
+    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c, op=op))
+    x_np = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
+    out_np = np.zeros(rows, np.float32)
+    svod.run(k.build(), [out_np, x_np], device=gpu)
+    np.testing.assert_allclose(out_np, ref(x_np, axis=1), rtol=1e-5, atol=1e-5 * cols)
+
+
+@pytest.mark.parametrize(("m", "n", "kk"), [(1, 1, 1), (17, 13, 19), (32, 64, 48)])
+def test_matmul(gpu, m, n, kk):
+    k = KernelBuilder("matmul")
+    c, a, b = k.buffer(dtypes.float32, (m, n)), k.buffer(dtypes.float32, (m, kk)), k.buffer(dtypes.float32, (kk, n))
+    i, j, r = k.range(m), k.range(n), k.range(kk, AxisKind.REDUCE)
+    k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
+    rng = np.random.default_rng(2)
+    a_np, b_np = rng.standard_normal((m, kk)).astype(np.float32), rng.standard_normal((kk, n)).astype(np.float32)
+    c_np = np.zeros((m, n), np.float32)
+    svod.run(k.build(), [c_np, a_np, b_np], device=gpu)
+    np.testing.assert_allclose(c_np, a_np @ b_np, rtol=1e-5, atol=1e-5 * kk)
+
+
+def test_float16_arithmetic(gpu):
+    if dtypes.float16 not in gpu.caps.element_dtypes:
+        pytest.skip("the adapter has no shader-f16")
+    k = KernelBuilder("half")
+    out, x = k.buffer(dtypes.float16, 33), k.buffer(dtypes.float16, 33)
+    i = k.range(33)
+    k.store(out[i], x[i] * x[i] + 0.5)
+    x_np = np.random.default_rng(8).uniform(-4, 4, 33).astype(np.float16)
+    out_np = np.zeros(33, np.float16)
+    svod.run(k.build(), [out_np, x_np], device=gpu)
+    np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
+
+
+def test_integer_division_shifts_and_casts_keep_svods_definitions(gpu):
+    a = np.array([7, -7, 7, -7, -2**31, -2**31, 5, 0, 1, -1], np.int32)
+    b = np.array([2, 2, -2, 0, -1, 0, 33, -5, 31, 40], np.int32)
+    f = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 3e9, -3e9, -2.7, 2.5, 1e-40], np.float32)
+    k = KernelBuilder("intops")
+    outs = [k.buffer(dtypes.int32, 10) for _ in range(5)]
+    ab, bb, fb = k.buffer(dtypes.int32, 10), k.buffer(dtypes.int32, 10), k.buffer(dtypes.float32, 10)
+    i = k.range(10)
+    values = (ab[i] // bb[i], ab[i] % bb[i], ab[i] << bb[i], ab[i] >> bb[i], fb[i].cast(dtypes.int32))
+    for out, value in zip(outs, values, strict=True):
+        k.store(out[i], value)
+    results = [np.zeros(10, np.int32) for _ in range(5)]
+    svod.run(k.build(), [*results, a, b, f], device=gpu)
+    expected = [np.zeros(10, np.int32) for _ in range(5)]
+    svod.run(k.build(), [*expected, a, b, f], device="PYTHON")
+    for got, want in zip(results, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_nan_is_seen_through_a_compiler_that_assumes_finite_floats(gpu):
+    """lavapipe folds ``x != x`` to false; svod tests a NaN on its bits, so comparisons and MAX/MIN keep
+    their definitions."""
+    x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.5], np.float32)
+    y = np.array([np.nan, 0.0, 1.0, np.nan, 2.0, -0.0], np.float32)
+    k = KernelBuilder("nan")
+    is_nan, bigger, smaller = k.buffer(dtypes.int32, 6), k.buffer(dtypes.float32, 6), k.buffer(dtypes.float32, 6)
+    xb, yb = k.buffer(dtypes.float32, 6), k.buffer(dtypes.float32, 6)
+    i = k.range(6)
+    k.store(is_nan[i], xb[i].ne(xb[i]).where(1, 0, dtype=dtypes.int32))
+    k.store(bigger[i], xb[i].maximum(yb[i]))
+    k.store(smaller[i], xb[i].minimum(yb[i]))
+    got = [np.zeros(6, np.int32), np.zeros(6, np.float32), np.zeros(6, np.float32)]
+    svod.run(k.build(), [*got, x, y], device=gpu)
+    np.testing.assert_array_equal(got[0], np.isnan(x).astype(np.int32))
+    np.testing.assert_array_equal(got[1], np.fmax(x, y))
+    np.testing.assert_array_equal(got[2], np.fmin(x, y))
+    assert np.signbit(got[1][1]) == np.signbit(np.float32(0.0)) and np.signbit(got[2][5])
+
+
+def test_atomic_histogram_and_float_scatter_add(gpu):
+    n, bins = 100_000, 16
+    values = np.random.default_rng(4).integers(0, bins, n).astype(np.int32)
+    k = KernelBuilder("histogram")
+    counts, vb = k.buffer(dtypes.int32, bins), k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.atomic_add(counts[vb[i]], 1)
+    counts_np = np.zeros(bins, np.int32)
+    svod.run(k.build(), [counts_np, values], device=gpu)
+    np.testing.assert_array_equal(counts_np, np.bincount(values, minlength=bins))
+
+    k = KernelBuilder("scatter")
+    sums, ib, xb = k.buffer(dtypes.float32, bins), k.buffer(dtypes.int32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.atomic_add(sums[ib[i]], xb[i])
+    ones = np.ones(n, np.float32)  # integers: every order of the float adds gives the same sums
+    sums_np = np.zeros(bins, np.float32)
+    svod.run(k.build(), [sums_np, values, ones], device=gpu)
+    np.testing.assert_array_equal(sums_np, np.bincount(values, minlength=bins).astype(np.float32))
+
+
+def test_a_gather_index_out_of_range_raises(gpu):
+    k = KernelBuilder("gather")
+    out, table, idx = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 10), k.buffer(dtypes.int32, 4)
+    i = k.range(4)
+    k.store(out[i], table[idx[i]])
+    table_np = np.arange(10, dtype=np.float32)
+    out_np = np.zeros(4, np.float32)
+    svod.run(k.build(), [out_np, table_np, np.array([3, 0, 9, 1], np.int32)], device=gpu)
+    np.testing.assert_array_equal(out_np, [3, 0, 9, 1])
+    with pytest.raises(IndexOutOfBoundsError) as raised:
+        svod.run(k.build(), [out_np, table_np, np.array([3, 0, 10, 1], np.int32)], device=gpu)
+    assert raised.value.index == 10
+
+
+def test_kernels_write_through_views(gpu):
+    k = KernelBuilder("shift")
+    n = k.var("n", 1, 100)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] + 0.5)
+    base = svod.Buffer.from_numpy(np.zeros(20, np.float32), gpu)
+    src = svod.Buffer.from_numpy(np.arange(20, dtype=np.float32), gpu)
+    svod.run(k.build(), [base.view(5, 10), src.view(3, 10)], device=gpu, n=10)
+    expected = np.zeros(20, np.float32)
+    expected[5:15] = np.arange(3, 13) + 0.5
+    np.testing.assert_array_equal(base.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float64, dtypes.int64, dtypes.int8, dtypes.uint16, dtypes.bool])
+def test_buffers_wgsl_cannot_hold_are_refused_by_name(gpu, dtype):
+    k = KernelBuilder("copy")
+    out, x = k.buffer(dtype, 4), k.buffer(dtype, 4)
+    i = k.range(4)
+    k.store(out[i], x[i])
+    with pytest.raises(GraphError, match=f"cannot hold buffer 0 of {dtype.name}") as raised:
+        svod.compile(k.build(), device=gpu)
+    assert raised.value.kernel == "copy"
+
+
+def test_indices_that_may_pass_32_bits_are_refused(gpu):
+    k = KernelBuilder("far")
+    n, start = k.var("n", 1, 1 << 20), k.var("start", 0, 1 << 40)
+    out = k.buffer(dtypes.float32, n + start)
+    i = k.range(n)
+    k.store(out[i + start], 1.0)
+    with pytest.raises(GraphError, match="32 bits") as raised:
+        svod.compile(k.build(), device=gpu)
+    assert raised.value.kernel == "far"
+
+
+def test_launches_that_need_too_many_groups_are_refused_by_name(gpu):
+    """Three launch dimensions in use leave none to spread 2**26 groups over."""
+    k = KernelBuilder("wide")
+    planes = k.var("planes", 1, 1 << 26)
+    out = k.buffer(dtypes.float32, (planes, 4))
+    p, r, c = k.range(planes), k.range(2), k.range(2)
+    k.store(out[p, r * 2 + c], 1.0)
+    with pytest.raises(GraphError, match="work groups") as raised:
+        svod.compile(k.build(), device=gpu)
+    assert raised.value.kernel == "wide"
+
+
+def test_the_source_is_wgsl_with_one_binding_per_buffer(gpu):
+    source = svod.compile(_saxpy(), device=gpu).program_uop.src[3].arg
+    assert "@group(0) @binding(0) var<storage, read_write> data0: array<f32>;" in source
+    assert "var<uniform> svod_args" in source and "@compute @workgroup_size(64, 1, 1)" in source
