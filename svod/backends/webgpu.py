@@ -5,8 +5,9 @@ whatever adapter wgpu-native finds — a GPU through Vulkan, Metal or D3D12, or 
 (WebGPU's defaults are lower). A kernel's buffers are bound whole, with their view offsets and the
 variables in one uniform buffer; every copy out waits for the queue.
 
-What is compiled is the WGSL source: the disk cache keeps it, and a new process builds the shader module
-and pipeline from it again (wgpu-native's pipeline cache is not portable across drivers).
+What is compiled is the WGSL source, validated: the disk cache keeps it as the program's bytes, and a new
+process builds the shader module and pipeline from it again (wgpu-native's pipeline cache is not portable
+across drivers).
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ class WebGPUAllocator(Allocator):
 
 
 class WGSLCompiler(CompilerBase):
-    """Checks the WGSL by building its shader module; what is kept is the source."""
+    """Checks the WGSL by building its shader module. The validated source is the binary: the disk cache
+    keeps it, and a second process loads it without validating again."""
 
     def __init__(self, device: WebGPUDevice) -> None:
         self.device = device
@@ -149,7 +151,7 @@ class WGSLCompiler(CompilerBase):
             self.device.device.create_shader_module(code=spec.src)
         except Exception as err:  # wgpu's GPUValidationError carries naga's diagnostic
             raise CompileError("the WGSL did not validate", source=spec.src, log=str(err), kernel=spec.name) from err
-        return CompiledSpec.from_spec(spec, src=spec.src)
+        return CompiledSpec.from_spec(spec, data=spec.src.encode())
 
 
 class WebGPUProgram(ProgramBase):
@@ -167,11 +169,11 @@ class WebGPUProgram(ProgramBase):
         entries.append({"binding": self.buffer_count, "visibility": stage, "buffer": {"type": "uniform"}})
         try:
             self.layout = gpu.create_bind_group_layout(entries=entries)
-            module = gpu.create_shader_module(code=compiled.src)
+            module = gpu.create_shader_module(code=compiled.bytes.decode())
             self.pipeline = gpu.create_compute_pipeline(layout=gpu.create_pipeline_layout(
                 bind_group_layouts=[self.layout]), compute={"module": module, "entry_point": compiled.entry})
         except Exception as err:
-            raise CompileError("WebGPU cannot build the pipeline", source=compiled.src or "", log=str(err),
+            raise CompileError("WebGPU cannot build the pipeline", source=compiled.bytes.decode(), log=str(err),
                                kernel=compiled.name) from err
 
     def bind(self, buffers: Sequence[Any]) -> WebGPULaunch:
