@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+import svod
+from svod import KernelBuilder
+from svod.device import Device
+from svod.dtype import DType
+from svod.errors import GraphError
 from svod.ir import Ops, UOp
 from svod.ir.alu import exec_alu
 
@@ -17,3 +24,18 @@ def evaluate_expression(expr: UOp, env: dict[str, int]) -> int:
         else:
             values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
     return values[expr]
+
+
+def refuses(device: Device, dtype: DType) -> bool:
+    """Whether ``device`` cannot hold ``dtype``; if it cannot, check that it refuses such a kernel by kernel
+    name and dtype before compiling (a test then has nothing more to run there)."""
+    if dtype in device.caps.element_dtypes:
+        return False
+    k = KernelBuilder(f"copy_{dtype.name}")
+    out, x = k.buffer(dtype, 4), k.buffer(dtype, 4)
+    i = k.range(4)
+    k.store(out[i], x[i])
+    with pytest.raises(GraphError, match=f"cannot hold buffer 0 of {dtype.name}") as raised:
+        svod.compile(k.build(), device=device)
+    assert raised.value.kernel == f"copy_{dtype.name}"
+    return True

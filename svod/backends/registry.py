@@ -200,14 +200,18 @@ class DeviceRegistry:
         caps = DeviceCaps(host_memory=True, overlaps_on_host=False)
         return Opened(caps, self.host_allocator, PythonProgram, "reference interpreter of kernel ASTs")
 
+    def _open_once(self, spec: DeviceSpec, opener: Callable[[DeviceSpec], Any]) -> Any:
+        """The backend's device object for ``spec``, opened once and shared by its pairs and its Device."""
+        with self._lock:
+            if spec not in self._opened:
+                self._opened[spec] = opener(spec)
+            return self._opened[spec]
+
     # ---- OpenCL ---------------------------------------------------------------------------------------------
 
     def _opencl(self, spec: DeviceSpec) -> Any:
         from svod.backends.opencl import OpenCLDevice
-        with self._lock:
-            if spec not in self._opened:
-                self._opened[spec] = OpenCLDevice(spec)
-            return self._opened[spec]
+        return self._open_once(spec, OpenCLDevice)
 
     def _opencl_pair(self, spec: DeviceSpec) -> Pair:
         device = self._opencl(spec)
@@ -221,10 +225,7 @@ class DeviceRegistry:
 
     def _cuda(self, spec: DeviceSpec) -> Any:
         from svod.backends.cuda import CUDADevice
-        with self._lock:
-            if spec not in self._opened:
-                self._opened[spec] = CUDADevice(spec)
-            return self._opened[spec]
+        return self._open_once(spec, CUDADevice)
 
     def _cuda_pair(self, spec: DeviceSpec) -> Pair:
         """The device's own architecture when a GPU is present; ``SVOD_CUDA_ARCH`` (sm_90) ahead of time."""
@@ -245,10 +246,7 @@ class DeviceRegistry:
 
     def _webgpu(self, spec: DeviceSpec) -> Any:
         from svod.backends.webgpu import WebGPUDevice
-        with self._lock:
-            if spec not in self._opened:
-                self._opened[spec] = WebGPUDevice(spec)
-            return self._opened[spec]
+        return self._open_once(spec, WebGPUDevice)
 
     def _webgpu_pair(self, spec: DeviceSpec) -> Pair:
         device = self._webgpu(spec)

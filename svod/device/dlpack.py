@@ -32,7 +32,7 @@ class _Tensor(ctypes.Structure):
 
 
 class _ManagedTensor(ctypes.Structure):
-    pass
+    """DLManagedTensor. Its fields are set after the class, because its deleter takes a pointer to it."""
 
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ManagedTensor))

@@ -30,9 +30,6 @@ from svod.ir.uop import pointee
 
 _AXES = "xyz"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
-_FLOAT_BITS = {"float32": ("u32", ""), "float16": ("u32", "f32")}
-"""How a float's bits are tested: the integer type, and the float type it is widened to first (WGSL has no
-16-bit integer to bit cast a half to)."""
 
 
 class WGSLRenderer(GPURenderer):
@@ -141,11 +138,6 @@ class WGSLRenderer(GPURenderer):
             return f"svod_{op.name.lower()}_{dtype.name}({a}, {b})"
         return f"{'max' if op is Ops.MAX else 'min'}({a}, {b})"
 
-    def combine(self, op: Ops, dtype: DType, a: str, b: str) -> str:
-        if op in (Ops.MAX, Ops.MIN):
-            return self.min_max(op, dtype, a, b)
-        return f"({a}+{b})"
-
     def atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
         """``atomicAdd``/``atomicMax``/``atomicMin`` on 32-bit integers; floats by compare-exchange on
         their bits."""
@@ -177,11 +169,9 @@ class WGSLRenderer(GPURenderer):
         out = ["fn svod_opaque(x: u32) -> u32 { return x; }\n"]
         for name in floats:
             t = self.type_names[name]
-            bits, wide = _FLOAT_BITS[name]
-            x = f"{wide}(x)" if wide else "x"
-            out.append(f"fn svod_isnan_{name}(x: {t}) -> bool {{ return (bitcast<{bits}>({x}) & 0x7fffffffu) > "
-                       f"0x7f800000u; }}\n"
-                       f"fn svod_signbit_{name}(x: {t}) -> bool {{ return (bitcast<{bits}>({x}) >> 31u) != 0u; }}\n")
+            bits = "bitcast<u32>(x)" if name == "float32" else "bitcast<u32>(f32(x))"  # no 16-bit integers in WGSL
+            out.append(f"fn svod_isnan_{name}(x: {t}) -> bool {{ return ({bits} & 0x7fffffffu) > 0x7f800000u; }}\n"
+                       f"fn svod_signbit_{name}(x: {t}) -> bool {{ return ({bits} >> 31u) != 0u; }}\n")
             for op, wins in (("max", ">"), ("min", "<")):
                 sign = "!" if op == "max" else ""
                 a_wins = f"a {wins} b || svod_isnan_{name}(b) || (a == b && {sign}svod_signbit_{name}(a))"
@@ -244,7 +234,7 @@ def check_atomic_access(linear: tuple[UOp, ...]) -> None:
 def check_index_width(linear: tuple[UOp, ...]) -> None:
     """Every index value must fit WGSL's 32-bit integers for every value the kernel's variables may take."""
     for u in linear:
-        if u.dtype == dtypes.index and u.op is not Ops.SINK and not _INT32[0] <= u.vmin <= u.vmax <= _INT32[1]:
+        if u.dtype == dtypes.index and not _INT32[0] <= u.vmin <= u.vmax <= _INT32[1]:
             raise GraphError(f"WGSL computes indices in 32 bits and {u.op.name} may reach [{u.vmin}, {u.vmax}]; "
                              "bound the kernel's variables or sizes below 2**31", stage="render",
                              value=int(u.vmax if u.vmax > _INT32[1] else u.vmin))
