@@ -29,7 +29,7 @@ import numpy as np
 import svod
 from svod import AxisKind, ExecutionPlan, KernelBuilder, dtypes
 from svod.backends import DeviceRegistry, default_registry
-from svod.cli.suite import check, suite
+from svod.cli.suite import SuiteKernel, agrees, check, suite
 from svod.cli.table import format_table
 from svod.config import settings
 from svod.device import Device
@@ -48,6 +48,8 @@ class Metric:
     tinygrad: float | None = None
     note: str = ""
     numba: float | None = None
+    why_missing: dict[str, str] = dataclasses.field(default_factory=dict)
+    """For a peer without a figure, why it has none."""
 
     def ratio(self, peer: float | None) -> float | None:
         """svod relative to a peer, > 1 when svod is better."""
@@ -158,6 +160,7 @@ class Tinygrad:
         self.error: str | None = None
         self.tg: Any = None
         os.environ.setdefault("CACHELEVEL", "0")  # cold compiles must really compile
+        os.environ.setdefault("NUM_CPU_THREADS", str(settings.threads))  # as many threads as svod's
         try:
             import tinygrad
 
@@ -183,6 +186,52 @@ class Tinygrad:
 
         return median_seconds(run, repeats)
 
+    def suite_milliseconds(self, kernel: SuiteKernel, spelling: Callable[..., Any], repeats: int) -> float:
+        """A suite kernel under TinyJit, checked against numpy like svod's."""
+        tensors = [self.tensor(a) for a in kernel.inputs]
+        jit = self.tg.TinyJit(lambda *t: spelling(*t).realize())
+        agrees(kernel, jit(*tensors).numpy(), "tinygrad")
+        return self.timed(lambda: jit(*tensors), repeats) * 1e3
+
+
+class Numba:
+    """The suite's numba spellings (``svod.cli.suite_numba``) on ``threads`` threads, when numba is
+    installed."""
+
+    def __init__(self, threads: int) -> None:
+        self.error: str | None = None
+        self.module: Any = None
+        try:
+            import numba
+
+            from svod.cli import suite_numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            self.module = suite_numba
+        except ImportError:
+            self.error = "not installed (pip install 'svod[bench]')"
+
+    def milliseconds(self, kernel: SuiteKernel, repeats: int) -> float | None:
+        if self.module is None:
+            return None
+        function = getattr(self.module, kernel.name.rstrip("0123456789"))  # matmul1024 runs suite_numba.matmul
+        output = np.zeros_like(kernel.output)
+        function(output, *kernel.inputs)  # compiles; its time is not measured
+        agrees(kernel, output, "numba")
+        return median_seconds(lambda: function(output, *kernel.inputs), repeats) * 1e3
+
+
+@contextmanager
+def blas_threads(threads: int) -> Iterator[None]:
+    """numpy's BLAS on ``threads`` threads, as many as svod and numba get (threadpoolctl, extra ``bench``)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield
+
 
 # ---- the benchmark -------------------------------------------------------------------------------------------
 
@@ -195,17 +244,42 @@ class Bench:
         self.rng = np.random.default_rng(0)
 
     def kernel_suite(self) -> list[Metric]:
-        """The suite of user kernels (``svod.cli.suite``), each checked against numpy, then timed."""
+        """The suite of user kernels (``svod.cli.suite``), each checked against numpy, then timed: svod
+        first, then each peer in a phase of its own, so that no peer's worker threads (OpenBLAS spins
+        after a call returns) take svod's cores while svod is measured."""
+        kernels = suite(self.sizes is QUICK)
         metrics = []
-        for kernel in suite(self.sizes is QUICK):
+        for kernel in kernels:
             self.progress(f"kernel {kernel.name}")
             check(kernel, self.device)
-            buffers = self._buffers(*kernel.inputs)
-            seconds = self._time_kernel(kernel.ast, buffers, {})
-            numpy_s = median_seconds(kernel.numpy, self.sizes.repeats)
-            metrics.append(Metric(f"kernel.{kernel.name}_ms", "ms", "lower", seconds * 1e3, numpy_s * 1e3,
+            metrics.append(Metric(f"kernel.{kernel.name}_ms", "ms", "lower", self._time_suite(kernel) * 1e3,
                                   note=kernel.name))
+        with blas_threads(settings.threads):
+            for kernel, metric in zip(kernels, metrics, strict=True):
+                metric.numpy = median_seconds(kernel.numpy, self.sizes.repeats) * 1e3
+        numba = Numba(settings.threads)
+        for kernel, metric in zip(kernels, metrics, strict=True):
+            metric.numba = numba.milliseconds(kernel, self.sizes.repeats)
+            if numba.error:
+                metric.why_missing["numba"] = numba.error
+        for kernel, metric in zip(kernels, metrics, strict=True):
+            if self.tg.error:
+                metric.why_missing["tinygrad"] = self.tg.error
+            elif isinstance(kernel.tinygrad, str):
+                metric.why_missing["tinygrad"] = kernel.tinygrad
+            else:
+                metric.tinygrad = self.tg.suite_milliseconds(kernel, kernel.tinygrad, self.sizes.repeats)
         return metrics
+
+    def _time_suite(self, kernel: SuiteKernel) -> float:
+        buffers = self._buffers(*kernel.arrays)
+        steps = [(svod.compile(step.ast, self.device), [buffers[a] for a in step.args]) for step in kernel.steps]
+
+        def run() -> None:
+            for compiled, args in steps:
+                compiled(args)
+
+        return median_seconds(run, self.sizes.repeats)
 
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
@@ -508,7 +582,8 @@ def machine_info() -> dict[str, Any]:
 def to_json(metrics: list[Metric]) -> dict[str, Any]:
     return {"machine": machine_info(),
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
-                                 "numba": m.numba, "tinygrad": m.tinygrad} for m in metrics}}
+                                 "numba": m.numba, "tinygrad": m.tinygrad,
+                                 **({"why_missing": m.why_missing} if m.why_missing else {})} for m in metrics}}
 
 
 def _value(value: float | None) -> str:
@@ -520,15 +595,18 @@ def _ratio(value: float | None) -> str:
 
 
 def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
-    rows = [(m.name, m.unit, m.better, _value(m.svod), _value(m.numpy), _value(m.tinygrad), _ratio(m.ratio(m.numpy)),
-             _ratio(m.ratio(m.tinygrad)), m.note) for m in metrics]
-    table = format_table(("metric", "unit", "better", "svod", "numpy", "tinygrad", "vs numpy", "vs tinygrad", "what"),
-                         rows)
-    footer = "ratios: > 1.00x means svod is better in the metric's direction"
+    rows = [(m.name, m.unit, m.better, _value(m.svod), _value(m.numpy), _value(m.numba), _value(m.tinygrad),
+             _ratio(m.ratio(m.numpy)), _ratio(m.ratio(m.numba)), _ratio(m.ratio(m.tinygrad)), m.note)
+            for m in metrics]
+    table = format_table(("metric", "unit", "better", "svod", "numpy", "numba", "tinygrad", "vs numpy", "vs numba",
+                          "vs tinygrad", "what"), rows)
+    lines = ["ratios: > 1.00x means svod is better in the metric's direction"]
     if tinygrad_error:
-        footer += f"\ntinygrad: {tinygrad_error}"
-    footer += "\nnumba: not measured yet (the kernel suite's numba peers are future work)"
-    return f"{table}\n{footer}"
+        lines.append(f"tinygrad: {tinygrad_error}")
+    reasons = sorted({(peer, why) for m in metrics for peer, why in m.why_missing.items()})
+    lines += [f"{peer}: {why} ({', '.join(m.name for m in metrics if m.why_missing.get(peer) == why)})"
+              for peer, why in reasons if why != tinygrad_error]
+    return "\n".join([table, *lines])
 
 
 def plot(metrics: list[Metric], path: str) -> None:

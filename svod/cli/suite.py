@@ -1,14 +1,14 @@
 """``svod bench --suite kernels``: the kernels users write, each built the natural way with the builder,
-checked against numpy, and timed beside numpy and numba (``@njit(parallel=True)``, compile excluded).
+checked against numpy, and timed beside numpy, numba (``svod.cli.suite_numba``) and tinygrad.
 
-Each kernel is a ``SuiteKernel``: its svod AST and arguments, the numpy computation that checks it, and
-the numba function when numba is installed.
+Each kernel is a ``SuiteKernel``: the svod kernels that compute it and the arrays they run on, the numpy
+computation that checks it, and how tinygrad spells it (or why tinygrad cannot).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,15 +20,37 @@ from svod.errors import SvodError
 from svod.ir import UOp
 
 
+@dataclass(frozen=True)
+class Step:
+    """One svod kernel of a suite entry, run on ``SuiteKernel.arrays`` at the positions ``args``."""
+
+    ast: UOp
+    args: tuple[int, ...]
+
+
 @dataclass
 class SuiteKernel:
     name: str
-    ast: UOp
+    steps: list[Step]
+    output: np.ndarray
     inputs: list[np.ndarray]
-    """Every argument; the first is the output."""
     numpy: Callable[[], np.ndarray]
-    numba: Callable[[], Any] | None = None
+    tinygrad: Callable[..., Any] | str
+    """The computation on tinygrad tensors of ``inputs``, or why tinygrad has no comparable spelling."""
+    scratch: list[np.ndarray] = field(default_factory=list)
     tolerance: float = 1e-4
+
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        """What the steps index: the output, the inputs, then scratch arrays between steps."""
+        return [self.output, *self.inputs, *self.scratch]
+
+
+def single(name: str, ast: UOp, output: np.ndarray, inputs: list[np.ndarray], numpy: Callable[[], np.ndarray],
+           tinygrad: Callable[..., Any] | str, tolerance: float = 1e-4) -> SuiteKernel:
+    """A suite entry computed by one svod kernel over every array in order."""
+    return SuiteKernel(name, [Step(ast, tuple(range(1 + len(inputs))))], output, inputs, numpy, tinygrad,
+                       tolerance=tolerance)
 
 
 def _rng() -> np.random.Generator:
@@ -49,7 +71,7 @@ def softmax(rows: int, cols: int) -> SuiteKernel:
         e = np.exp(data - data.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    return SuiteKernel("softmax", k.build(), [np.zeros_like(data), data], reference)
+    return single("softmax", k.build(), np.zeros_like(data), [data], reference, lambda t: t.softmax(axis=1))
 
 
 def layernorm(rows: int, cols: int) -> SuiteKernel:
@@ -67,7 +89,8 @@ def layernorm(rows: int, cols: int) -> SuiteKernel:
         m = data.mean(axis=1, keepdims=True)
         return (data - m) / np.sqrt(data.var(axis=1, keepdims=True) + 1e-5)
 
-    return SuiteKernel("layernorm", k.build(), [np.zeros_like(data), data], reference)
+    return single("layernorm", k.build(), np.zeros_like(data), [data], reference,
+                  lambda t: t.layernorm(axis=1, eps=1e-5))
 
 
 def conv2d(channels: int, size: int) -> SuiteKernel:
@@ -88,7 +111,8 @@ def conv2d(channels: int, size: int) -> SuiteKernel:
         columns = np.stack([padded[:, dy:dy + size, dx:dx + size] for dy in range(3) for dx in range(3)], axis=1)
         return (weight.reshape(channels, -1) @ columns.reshape(-1, size * size)).reshape(channels, size, size)
 
-    return SuiteKernel("conv2d", k.build(), [np.zeros_like(data), data, weight], reference, tolerance=1e-3)
+    return single("conv2d", k.build(), np.zeros_like(data), [data, weight], reference,
+                  lambda t, w: t.unsqueeze(0).conv2d(w, padding=1)[0], tolerance=1e-3)
 
 
 def gather(rows: int, table_rows: int) -> SuiteKernel:
@@ -100,7 +124,8 @@ def gather(rows: int, table_rows: int) -> SuiteKernel:
     rng = _rng()
     data = rng.standard_normal((table_rows, 64)).astype(np.float32)
     index = rng.integers(0, table_rows, rows).astype(np.int32)
-    return SuiteKernel("gather", k.build(), [np.zeros((rows, 64), np.float32), data, index], lambda: data[index])
+    return single("gather", k.build(), np.zeros((rows, 64), np.float32), [data, index], lambda: data[index],
+                  "tinygrad indexes by a tensor as a one-hot reduction over the whole table, not a gather")
 
 
 def histogram(count: int, bins: int) -> SuiteKernel:
@@ -109,8 +134,9 @@ def histogram(count: int, bins: int) -> SuiteKernel:
     i = k.range(count)
     k.atomic_add(counts[values[i]], 1)
     data = _rng().integers(0, bins, count).astype(np.int32)
-    return SuiteKernel("histogram", k.build(), [np.zeros(bins, np.int32), data],
-                       lambda: np.bincount(data, minlength=bins).astype(np.int32), tolerance=0)
+    return single("histogram", k.build(), np.zeros(bins, np.int32), [data],
+                  lambda: np.bincount(data, minlength=bins).astype(np.int32),
+                  "tinygrad has no scatter-add; a one-hot sum is a different algorithm", tolerance=0)
 
 
 def cumsum(rows: int, cols: int) -> SuiteKernel:
@@ -119,8 +145,8 @@ def cumsum(rows: int, cols: int) -> SuiteKernel:
     r, j = k.range(rows), k.range(cols, AxisKind.LOOP)
     k.store(out[r, j], (j > 0).where(out[r, (j - 1).maximum(0)], 0.0) + x[r, j])
     data = _rng().standard_normal((rows, cols)).astype(np.float32)
-    return SuiteKernel("cumsum", k.build(), [np.zeros_like(data), data], lambda: np.cumsum(data, axis=1),
-                       tolerance=1e-3)
+    return single("cumsum", k.build(), np.zeros_like(data), [data], lambda: np.cumsum(data, axis=1),
+                  lambda t: t.cumsum(axis=1), tolerance=1e-3)
 
 
 def transpose(n: int) -> SuiteKernel:
@@ -129,8 +155,8 @@ def transpose(n: int) -> SuiteKernel:
     r, c = k.range(n), k.range(n)
     k.store(out[c, r], x[r, c])
     data = _rng().standard_normal((n, n)).astype(np.float32)
-    return SuiteKernel("transpose", k.build(), [np.zeros_like(data), data], lambda: np.ascontiguousarray(data.T),
-                       tolerance=0)
+    return single("transpose", k.build(), np.zeros_like(data), [data], lambda: np.ascontiguousarray(data.T),
+                  lambda t: t.T.contiguous(), tolerance=0)
 
 
 def matmul(n: int) -> SuiteKernel:
@@ -140,26 +166,67 @@ def matmul(n: int) -> SuiteKernel:
     k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
     rng = _rng()
     x, y = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
-    return SuiteKernel(f"matmul{n}", k.build(), [np.zeros_like(x), x, y], lambda: x @ y, tolerance=1e-3)
+    return single(f"matmul{n}", k.build(), np.zeros_like(x), [x, y], lambda: x @ y, lambda a, b: a @ b,
+                  tolerance=1e-3)
+
+
+def attention(length: int, width: int) -> SuiteKernel:
+    """One head, ``softmax(q @ k.T / sqrt(width)) @ v``, as two kernels: the scores, then each row's softmax
+    applied to ``v`` (the row's max and sum are computed once per row, outside the output column loop)."""
+    k = KernelBuilder("attention_scores")
+    scores = k.buffer(dtypes.float32, (length, length))
+    q, key = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, width))
+    i, j, d = k.range(length), k.range(length), k.range(width, AxisKind.REDUCE)
+    k.store(scores[i, j], (q[i, d] * key[j, d]).reduce(d) * (1.0 / np.sqrt(width)))
+    scores_ast = k.build()
+
+    k = KernelBuilder("attention_output")
+    out, s = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, length))
+    v = k.buffer(dtypes.float32, (length, width))
+    i, e = k.range(length), k.range(width)
+    j1, j2, j3 = (k.range(length, AxisKind.REDUCE) for _ in range(3))
+    top = s[i, j1].reduce(j1, op=Ops.MAX)
+    total = (s[i, j2] - top).exp().reduce(j2)
+    k.store(out[i, e], ((s[i, j3] - top).exp() * v[j3, e]).reduce(j3) / total)
+    output_ast = k.build()
+
+    rng = _rng()
+    qx, kx, vx = (rng.standard_normal((length, width)).astype(np.float32) for _ in range(3))
+
+    def reference() -> np.ndarray:
+        logits = qx @ kx.T / np.float32(np.sqrt(width))
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (p / p.sum(axis=1, keepdims=True)) @ vx
+
+    return SuiteKernel("attention", [Step(scores_ast, (4, 1, 2)), Step(output_ast, (0, 4, 3))],
+                       np.zeros_like(qx), [qx, kx, vx], reference,
+                       lambda a, b, c: a.scaled_dot_product_attention(b, c),
+                       scratch=[np.zeros((length, length), np.float32)], tolerance=1e-3)
 
 
 def suite(quick: bool) -> list[SuiteKernel]:
     scale = 4 if quick else 1
     kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
                gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
-               transpose(4096 // (2 if quick else 1)), matmul(1024)]
+               transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024)]
     return kernels if quick else [*kernels, matmul(2048)]
 
 
 def check(kernel: SuiteKernel, device: Device) -> None:
     """Run once on ``device`` and compare with numpy; a wrong result is an error, not a timing."""
-    arrays = [a.copy() for a in kernel.inputs]
-    svod.run(kernel.ast, arrays, device=device)
+    arrays = [a.copy() for a in kernel.arrays]
+    for step in kernel.steps:
+        svod.run(step.ast, [arrays[a] for a in step.args], device=device)
+    agrees(kernel, arrays[0], "svod")
+
+
+def agrees(kernel: SuiteKernel, result: np.ndarray, who: str) -> None:
+    """``result`` matches numpy within the kernel's tolerance, or a SvodError says by how much."""
     want = kernel.numpy()
     if kernel.tolerance == 0:
-        ok = np.array_equal(arrays[0], want)
+        ok = np.array_equal(result, want)
     else:
-        ok = np.allclose(arrays[0], want, rtol=kernel.tolerance, atol=kernel.tolerance)
+        ok = np.allclose(result, want, rtol=kernel.tolerance, atol=kernel.tolerance)
     if not ok:
-        raise SvodError("the benchmark kernel disagrees with numpy", kernel=kernel.name, stage="bench",
-                        value=float(np.max(np.abs(arrays[0].astype(np.float64) - want))))
+        raise SvodError(f"{who}'s result disagrees with numpy", kernel=kernel.name, stage="bench",
+                        value=float(np.max(np.abs(result.astype(np.float64) - want))))

@@ -1,0 +1,139 @@
+"""The kernel suite as a numba user writes it: ``@njit(parallel=True)`` loops over ``prange``, each writing
+its result into ``out``. Importing this module needs numba (extra ``bench``); functions compile on first
+call, which the benchmark's warm-up absorbs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+jit = njit(parallel=True, cache=False)
+
+
+@jit
+def softmax(out: Any, x: Any) -> None:
+    rows, cols = x.shape
+    for r in prange(rows):
+        top = -np.inf
+        for c in range(cols):
+            top = max(top, x[r, c])
+        total = np.float32(0.0)
+        for c in range(cols):
+            e = np.exp(x[r, c] - top)
+            out[r, c] = e
+            total += e
+        for c in range(cols):
+            out[r, c] /= total
+
+
+@jit
+def layernorm(out: Any, x: Any) -> None:
+    rows, cols = x.shape
+    for r in prange(rows):
+        mean = np.float32(0.0)
+        for c in range(cols):
+            mean += x[r, c]
+        mean /= cols
+        var = np.float32(0.0)
+        for c in range(cols):
+            var += (x[r, c] - mean) ** 2
+        scale = np.float32(1.0) / np.sqrt(var / cols + np.float32(1e-5))
+        for c in range(cols):
+            out[r, c] = (x[r, c] - mean) * scale
+
+
+@jit
+def conv2d(out: Any, x: Any, w: Any) -> None:
+    channels, size, _ = x.shape
+    for o in prange(channels):
+        for y in range(size):
+            for xx in range(size):
+                acc = np.float32(0.0)
+                for ci in range(channels):
+                    for ky in range(3):
+                        iy = y + ky - 1
+                        if 0 <= iy < size:
+                            for kx in range(3):
+                                ix = xx + kx - 1
+                                if 0 <= ix < size:
+                                    acc += x[ci, iy, ix] * w[o, ci, ky, kx]
+                out[o, y, xx] = acc
+
+
+@jit
+def gather(out: Any, table: Any, ids: Any) -> None:
+    for r in prange(ids.shape[0]):
+        row = ids[r]
+        for c in range(table.shape[1]):
+            out[r, c] = table[row, c]
+
+
+@jit
+def histogram(counts: Any, values: Any) -> None:
+    """One private histogram per thread, summed at the end: numba has no atomics on the CPU."""
+    workers = get_num_threads()
+    partial = np.zeros((workers, counts.shape[0]), np.int32)
+    chunk = (values.shape[0] + workers - 1) // workers
+    for t in prange(workers):
+        for i in range(t * chunk, min(values.shape[0], (t + 1) * chunk)):
+            partial[t, values[i]] += 1
+    counts[:] = partial.sum(axis=0)
+
+
+@jit
+def cumsum(out: Any, x: Any) -> None:
+    rows, cols = x.shape
+    for r in prange(rows):
+        running = np.float32(0.0)
+        for c in range(cols):
+            running += x[r, c]
+            out[r, c] = running
+
+
+@jit
+def transpose(out: Any, x: Any) -> None:
+    rows, cols = x.shape
+    for r in prange(rows):
+        for c in range(cols):
+            out[c, r] = x[r, c]
+
+
+@jit
+def matmul(out: Any, a: Any, b: Any) -> None:
+    n, depth = a.shape
+    for i in prange(n):
+        for j in range(b.shape[1]):
+            out[i, j] = 0.0
+        for r in range(depth):
+            left = a[i, r]
+            for j in range(b.shape[1]):
+                out[i, j] += left * b[r, j]
+
+
+@jit
+def attention(out: Any, q: Any, k: Any, v: Any) -> None:
+    length, width = q.shape
+    scale = np.float32(1.0 / math.sqrt(width))
+    for i in prange(length):
+        scores = np.empty(length, np.float32)
+        top = -np.inf
+        for j in range(length):
+            s = np.float32(0.0)
+            for d in range(width):
+                s += q[i, d] * k[j, d]
+            scores[j] = s * scale
+            top = max(top, scores[j])
+        total = np.float32(0.0)
+        for e in range(width):
+            out[i, e] = 0.0
+        for j in range(length):
+            p = np.exp(scores[j] - top)
+            total += p
+            for e in range(width):
+                out[i, e] += p * v[j, e]
+        for e in range(width):
+            out[i, e] /= total
