@@ -34,13 +34,13 @@ def _device(name: str) -> Device:
         pytest.skip(f"{name} is not available here: {err.detail}")
 
 
-@pytest.fixture(params=[*CPU_PAIRS, "PYTHON", "CL:0"])
+@pytest.fixture(params=[*CPU_PAIRS, "PYTHON", "CL:0", "WEBGPU:0"])
 def device(request: pytest.FixtureRequest) -> Device:
-    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL."""
+    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL, WebGPU."""
     return _device(request.param)
 
 
-@pytest.fixture(params=[*CPU_PAIRS, "CL:0"])
+@pytest.fixture(params=[*CPU_PAIRS, "CL:0", "WEBGPU:0"])
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return _device(request.param)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import svod
@@ -24,6 +25,18 @@ def evaluate_expression(expr: UOp, env: dict[str, int]) -> int:
         else:
             values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
     return values[expr]
+
+
+def ieee_inputs(device: Device, values: np.ndarray) -> np.ndarray:
+    """A mask of the ``values`` whose results a test may compare on ``device``: all of them on an IEEE 754
+    device; on one that follows WGSL's float rules (``DeviceCaps.ieee_floats`` false: its compiler may
+    assume floats are finite and flush subnormals, as the WGSL spec allows) the finite, normal, non-negative-
+    zero ones."""
+    if device.caps.ieee_floats:
+        return np.ones(values.shape, bool)
+    with np.errstate(all="ignore"):
+        normal = np.isfinite(values) & ((values == 0) | (np.abs(values) >= np.finfo(values.dtype).tiny))
+    return normal & ~((values == 0) & np.signbit(values))
 
 
 def refuses(device: Device, dtype: DType) -> bool:

@@ -582,8 +582,8 @@ def machine_info() -> dict[str, Any]:
 def to_json(metrics: list[Metric]) -> dict[str, Any]:
     return {"machine": machine_info(),
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
-                                 "numba": m.numba, "tinygrad": m.tinygrad,
-                                 **({"why_missing": m.why_missing} if m.why_missing else {})} for m in metrics}}
+                                 "numba": m.numba, "tinygrad": m.tinygrad, "why_missing": m.why_missing}
+                         for m in metrics}}
 
 
 def _value(value: float | None) -> str:

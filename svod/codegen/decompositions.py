@@ -1,11 +1,14 @@
 """Rewrite rules a renderer's ``decompositor()`` is built from: each turns an op a device lacks into ops it
-has, keeping svod's meaning of the op exactly.
+has, keeping svod's meaning of the op (exactly for arithmetic; a math function to within a few ulps, as the
+device's own functions are).
 
 They run twice in a kernel's life, with the same matcher: on the lowered kernel (``lower.decompose``), and
 on the accumulator updates the linearizer creates for REDUCEs (``linearize(decompositor=...)``).
 """
 
 from __future__ import annotations
+
+import math
 
 from svod.dtype import dtypes
 from svod.ir import Ops, PatternMatcher, UOp, UPat
@@ -29,4 +32,50 @@ FLOAT16_IN_FLOAT32 = PatternMatcher([(UPat(ALU, name="node"), _half_in_float32)]
 ``where``, which only chooses) reads its halves as float32 and rounds its float16 result back."""
 
 
-__all__ = ["FLOAT16_IN_FLOAT32"]
+def _power_of_any_base(node: UOp) -> UOp | None:
+    """``x ** y`` from a power defined for ``x >= 0`` only (WGSL's): the sign of a negative base comes from
+    the parity of an integer exponent, a negative base to a fractional exponent is NaN, and ``x ** 0`` and
+    ``1 ** y`` are 1, as C's ``pow`` has them."""
+    x, y = node.src
+    if x.op is Ops.ABS:
+        return None  # the power of a magnitude is already what the device computes
+    magnitude = UOp(Ops.POW, node.dtype, (abs(x), y))
+    whole = y.trunc().eq(y)
+    odd = whole & (y * 0.5).trunc().ne(y * 0.5)
+    negative = whole.where(odd.where(-magnitude, magnitude), UOp.const(node.dtype, math.nan))
+    return (y.eq(0.0) | x.eq(1.0)).where(UOp.const(node.dtype, 1.0), (x < 0.0).where(negative, magnitude))
+
+
+POWER_OF_NONNEGATIVE_BASE = PatternMatcher([(UPat(Ops.POW, name="node"), _power_of_any_base)])
+"""``pow`` for a device whose ``pow(x, y)`` is only defined for ``x >= 0``."""
+
+_ERF_SERIES = (1.0, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320)
+"""erf(x) = 2/sqrt(pi) * sum of c_n x**(2n+1): the Maclaurin series, to 1e-8 relative for |x| < 0.5."""
+_ERFC_EXPONENT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+                  1.48851587, -0.82215223, 0.17087277)
+"""erfc(z) = t*exp(-z*z + P(t)), t = 1/(1 + z/2), z >= 0: the Chebyshev fit of Press et al., Numerical
+Recipes 6.2, fractional error below 1.2e-7 everywhere."""
+
+
+def _horner(x: UOp, coefficients: tuple[float, ...]) -> UOp:
+    result = UOp.const(x.dtype, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        result = result * x + c
+    return result
+
+
+def _erf_from_exp(node: UOp) -> UOp:
+    """erf by its series near 0 and by a fit of erfc elsewhere, for a device without erf."""
+    x = node.src[0]
+    z = abs(x)
+    series = x * _horner(x * x, _ERF_SERIES) * (2 / math.sqrt(math.pi))
+    t = (z * 0.5 + 1.0).reciprocal()
+    tail = 1.0 - t * (_horner(t, _ERFC_EXPONENT) - z * z).exp()
+    return (z < 0.5).where(series, (x < 0.0).where(-tail, tail))
+
+
+ERF_FROM_EXP = PatternMatcher([(UPat(Ops.ERF, name="node"), _erf_from_exp)])
+"""``erf`` for a device without one, within a few float32 ulps."""
+
+
+__all__ = ["ERF_FROM_EXP", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE"]

@@ -5,7 +5,10 @@
 proven under the branch's condition; when only the condition makes it safe, the access is gated by it
 (skipped where the condition is false, as the ``where`` would discard it anyway), so a padded convolution
 written the natural way needs no run-time test. What no proof covers gets ``INDEX`` arg ``CHECKED``: the
-linearizer tests it, skips it when out of range and records it for ``IndexOutOfBoundsError``.
+linearizer tests it, skips it when out of range and records it for ``IndexOutOfBoundsError``. On a device
+whose indices are 32 bits, a checked index built from one value read from memory (``table[ids[r], c]``)
+clamps that value to where the index still lands outside the buffer if it did before, so the index cannot
+wrap into range; the error then reports the clamped index.
 
 ``check_races``: work items of parallel (GLOBAL) ranges run in any order at once, so a kernel is refused
 when two of them may write one element with a plain STORE, or when one may read an element another writes.
@@ -22,7 +25,7 @@ from collections.abc import Iterable, Mapping
 
 from svod.codegen.indexing import Facts, Poly, facts_from_guard, index_in_bounds, separate, to_poly
 from svod.codegen.linearize import CHECKED
-from svod.dtype import DType, dtypes
+from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS
@@ -45,12 +48,12 @@ def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
 
 # ---- bounds ----------------------------------------------------------------------------------------------
 
-def guard_accesses(sink: UOp, kernel: str, status_dtype: DType = dtypes.int64) -> tuple[UOp, UOp | None]:
+def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, UOp | None]:
     """``sink`` with each access proven, gated by the condition that proves it, or bounds-checked; and the
-    status buffer checked accesses record failures in (a new last PARAM of ``status_dtype``, an integer
-    as wide as the device's indices), if any is checked."""
+    status buffer checked accesses record failures in (a new last PARAM, an integer as wide as the
+    device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
-    guarded = _Guarder(order)
+    guarded = _Guarder(order, index_bits)
     effects = []
     for e in sink.src:
         if e.op not in EFFECTS:
@@ -62,7 +65,7 @@ def guard_accesses(sink: UOp, kernel: str, status_dtype: DType = dtypes.int64) -
     if not guarded.checked:
         return new_sink, None
     slots = [u.arg for u in sink.toposort() if u.op is Ops.PARAM]
-    status = UOp.param(max(slots) + 1, status_dtype, 2 * (max(slots) + 1))
+    status = UOp.param(max(slots) + 1, dtypes.int32 if index_bits == 32 else dtypes.int64, 2 * (max(slots) + 1))
     return new_sink.replace(src=(*new_sink.src, status)), status
 
 
@@ -76,11 +79,46 @@ def _and(a: UOp | None, b: UOp | None) -> UOp | None:
     return a if b is None else a & b
 
 
+def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
+    """``position`` with its one value read from memory ``v`` (``position = c*v + rest``) clamped to the
+    widest ``[lo, hi]`` that keeps ``c*v + rest`` within ``bits``-bit integers. When that range reaches past
+    the buffer on both sides (``c*lo + rest < 0`` and ``c*hi + rest >= size`` for every ``rest``), a
+    clamped ``v`` lands outside the buffer exactly when ``v`` did, and an index that fits is reported
+    exactly; otherwise ``position`` is left as it is (and a renderer refuses it)."""
+    poly = to_poly(position)
+    read = [a for a in poly.atoms() if _data_dependent(a)]
+    parts = poly.split(read[0]) if len(read) == 1 else None
+    if parts is None or set(parts[0].terms) != {()}:
+        return position
+    c, (rest_lo, rest_hi), size_hi = parts[0].terms[()], parts[1].interval(), size.vmax
+    if not all(isinstance(b, int) for b in (rest_lo, rest_hi, size_hi)):
+        return position
+    smallest, largest = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if c > 0:  # ceiling and floor divisions
+        lo, hi = -((rest_lo - smallest) // c), (largest - rest_hi) // c
+    else:
+        lo, hi = -((largest - rest_hi) // -c), (rest_lo - smallest) // -c
+    if not (c * lo + rest_hi < 0 and c * hi + rest_lo >= size_hi if c > 0 else
+            c * hi + rest_hi < 0 and c * lo + rest_lo >= size_hi):
+        return position
+    value = read[0]
+    if value.op is Ops.CAST and value.src[0].dtype.is_int:  # clamp before the cast can wrap
+        source = value.src[0]
+        low, high = max(lo, int(source.dtype.min)), min(hi, int(source.dtype.max))
+        if low > high:
+            return position  # every value read is outside the buffer; nothing to narrow
+        clamped = source.maximum(low).minimum(high).cast(value.dtype)
+    else:
+        clamped = value.maximum(lo).minimum(hi)
+    return substitute(position, {value: clamped})
+
+
 class _Guarder:
     """Rebuilds expressions with each access proven, gated or checked under the conditions around it."""
 
-    def __init__(self, order: Mapping[UOp, int]) -> None:
+    def __init__(self, order: Mapping[UOp, int], index_bits: int) -> None:
         self.order = order
+        self.index_bits = index_bits
         self.checked = False
         self.memo: dict[tuple[UOp, UOp | None], UOp] = {}
         self.has_access: dict[UOp, bool] = {}
@@ -98,7 +136,9 @@ class _Guarder:
             return UOp(Ops.INDEX, index.dtype, (*index.src[:2], combined))  # type: ignore[arg-type]
         self.checked = True
         gate = () if combined is None else (combined,)
-        return UOp(Ops.INDEX, index.dtype, (*index.src[:2], *gate), CHECKED)
+        position = index.src[1] if self.index_bits == 64 else \
+            _narrowed(index.src[1], param_size(index.src[0]), self.index_bits)
+        return UOp(Ops.INDEX, index.dtype, (index.src[0], position, *gate), CHECKED)
 
     def target(self, index: UOp) -> UOp:
         return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g, None) for g in index.src[2:]))),

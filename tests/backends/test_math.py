@@ -9,7 +9,7 @@ import pytest
 import svod
 from svod import KernelBuilder, Ops, dtypes
 from svod.dtype import DType
-from tests.helpers import refuses
+from tests.helpers import ieee_inputs, refuses
 
 SPECIALS = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 1.5, 2.5, -2.5, 3.7, -3.7, 0.1, 7.25, 20.0, -20.0, 100.0, -100.0,
             1e-3, 1e-30, 1e-40, -1e-40, 1e30, np.inf, -np.inf, np.nan]
@@ -60,6 +60,12 @@ def test_math_functions_match_numpy(device, name, dtype):
     got, inputs = _run_unary(device, dtype, method)
     with np.errstate(all="ignore"):
         want = reference(inputs.astype(np.float64)).astype(dtype.numpy)
+    if not device.caps.ieee_floats:  # WGSL's accuracy: absolute for sin and cos, a few ulps elsewhere
+        compared = ieee_inputs(device, inputs) & ieee_inputs(device, want) & (np.abs(inputs) <= 20)
+        assert compared.sum() >= 9
+        tolerance = 1e-4 if dtype == dtypes.float32 else 2e-3
+        np.testing.assert_allclose(got[compared], want[compared], rtol=tolerance, atol=2 ** -11)
+        return
     distance = _ulps(got, want)
     allowed = ulps if dtype != dtypes.float16 else min(ulps, 1)
     assert (distance <= allowed).all(), {float(v): (float(g), float(w)) for v, g, w, d
@@ -82,14 +88,17 @@ def test_pow_with_float_and_integer_exponents(device, dtype):
     with np.errstate(all="ignore"):
         want = np.power(bases.astype(dtype.numpy).astype(np.float64), exponents).astype(dtype.numpy)
         want_squared = np.power(bases, 2.0).astype(dtype.numpy)
-    assert (_ulps(got, want) <= 2).all(), (got, want)
-    assert (_ulps(got_squared, want_squared) <= 1).all(), (got_squared, want_squared)
+    compared = ieee_inputs(device, bases) & ieee_inputs(device, exponents) & ieee_inputs(device, want)
+    assert (_ulps(got, want)[compared] <= 2).all(), (got, want)
+    assert (_ulps(got_squared, want_squared)[compared] <= 1).all(), (got_squared, want_squared)
 
 
 @pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64],
                          ids=lambda d: d.name)
 def test_shifts_and_bitwise_ops_match_numpy(device, dtype):
     """An amount outside the type's bits shifts everything out (numpy's definition on this machine)."""
+    if refuses(device, dtype):
+        return
     values = np.array([1, 7, -8, 100, -1, 0, 5, 3, -128, 127], np.int64)
     amounts = np.array([0, 1, 2, 3, dtype.bits - 1, dtype.bits, dtype.bits + 3, 1, 4, -1], np.int64)
     x_np, s_np = values.astype(dtype.numpy), amounts.astype(dtype.numpy)

@@ -152,6 +152,37 @@ def test_a_gather_index_out_of_range_raises(gpu):
     assert raised.value.index == 10
 
 
+@pytest.mark.parametrize("index_dtype", [dtypes.int32, dtypes.uint32])
+def test_a_row_gather_whose_id_times_width_passes_32_bits_is_checked_not_wrapped(gpu, index_dtype):
+    """``table[ids[r], c]`` computes ``ids[r] * 64 + c``: an id near 2**31 would wrap in 32 bits, so the id
+    is clamped to where the index still lands outside the table, and the access is reported, not wrapped."""
+    k = KernelBuilder("rows")
+    out, table, ids = k.buffer(dtypes.float32, (3, 64)), k.buffer(dtypes.float32, (5, 64)), k.buffer(index_dtype, 3)
+    r, c = k.range(3), k.range(64)
+    k.store(out[r, c], table[ids[r], c])
+    table_np = np.arange(5 * 64, dtype=np.float32).reshape(5, 64)
+    out_np = np.zeros((3, 64), np.float32)
+    svod.run(k.build(), [out_np, table_np, np.array([4, 0, 2], index_dtype.numpy)], device=gpu)
+    np.testing.assert_array_equal(out_np, table_np[[4, 0, 2]])
+    wrapping = (1 << 26) if index_dtype == dtypes.int32 else (1 << 32) - 1  # * 64 is 2**32, or -64 in int32
+    out_np[:] = 0
+    with pytest.raises(IndexOutOfBoundsError) as raised:
+        svod.run(k.build(), [out_np, table_np, np.array([1, wrapping, 3], index_dtype.numpy)], device=gpu)
+    assert raised.value.slot == 1 and not 0 <= raised.value.index < 5 * 64
+    np.testing.assert_array_equal(out_np[[0, 2]], table_np[[1, 3]])
+    assert (out_np[1] == 0).all()
+
+
+def test_unsigned_negation_wraps(gpu):
+    k = KernelBuilder("negate")
+    out, x = k.buffer(dtypes.uint32, 4), k.buffer(dtypes.uint32, 4)
+    i = k.range(4)
+    k.store(out[i], -x[i])
+    x_np, out_np = np.array([0, 1, 7, 1 << 31], np.uint32), np.zeros(4, np.uint32)
+    svod.run(k.build(), [out_np, x_np], device=gpu)
+    np.testing.assert_array_equal(out_np, (0 - x_np.astype(np.int64)) % (1 << 32))
+
+
 def test_kernels_write_through_views(gpu):
     k = KernelBuilder("shift")
     n = k.var("n", 1, 100)

@@ -11,17 +11,20 @@ REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", 
             "thread_speedup", "host_parallel_speedup", "membw_copy_gbps", "gather_gbps", "gather_guard_cost",
             "direct_call_us.buffers", "direct_call_us.numpy", "import_ms", "first_kernel_ms",
             *(f"kernel.{name}_ms" for name in ("softmax", "layernorm", "conv2d", "gather", "histogram", "cumsum",
-                                                "transpose", "matmul1024"))]
+                                                "transpose", "attention", "matmul1024"))]
 
 
 def _validate(document: dict) -> None:
     assert set(document) == {"machine", "metrics"}
     assert isinstance(document["machine"], dict) and document["machine"]["cores"] >= 1
     for name, metric in document["metrics"].items():
-        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad"}, name
+        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
         assert isinstance(metric["unit"], str) and metric["better"] in ("higher", "lower")
         for peer in ("svod", "numpy", "numba", "tinygrad"):
             assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
+        if name.startswith("kernel."):  # every peer of the suite has a figure, or the reason it has none
+            for peer in ("numpy", "numba", "tinygrad"):
+                assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     for name in REQUIRED:
         assert name in document["metrics"], name
 

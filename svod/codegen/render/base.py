@@ -125,7 +125,7 @@ class KernelRenderer(ABC):
         sink, fixed = unbind(ast, kernel)
         sink = simplify(anchor_ranges(sink))
         check_races(sink, kernel)
-        sink, status = guard_accesses(sink, kernel, dtypes.int32 if self.caps.index_bits == 32 else dtypes.int64)
+        sink, status = guard_accesses(sink, kernel, self.caps.index_bits)
         sink = decompose(sink, self.decompositor())
         if self.upcast:
             sink = upcast_reductions(sink)

@@ -21,11 +21,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from svod.codegen.decompositions import ERF_FROM_EXP, POWER_OF_NONNEGATIVE_BASE
 from svod.codegen.render.cstyle import GPURenderer
 from svod.device import parse_launch_index
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.uop import pointee
 
 _AXES = "xyz"
@@ -51,6 +52,11 @@ class WGSLRenderer(GPURenderer):
         return f"{super().cache_key}-{self.limits.max_groups}"
 
     # ---- statement shapes --------------------------------------------------------------------------
+
+    def decompositor(self) -> PatternMatcher | None:
+        own = POWER_OF_NONNEGATIVE_BASE + ERF_FROM_EXP  # WGSL's pow is undefined below 0; it has no erf
+        halves = super().decompositor()
+        return own if halves is None else halves + own
 
     def declare(self, dtype: DType, name: str, value: str) -> str:
         return f"let {name}: {self.type_name(dtype)} = {value};"
@@ -101,6 +107,8 @@ class WGSLRenderer(GPURenderer):
     def alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], divisor: UOp | None = None) -> str:
         if op is Ops.ABS and dtype.is_int:
             return f"abs({args[0]})"
+        if op is Ops.NEG and dtype.is_unsigned:  # WGSL has no unary minus on unsigned integers
+            return f"({self.literal(0, dtype)}-{args[0]})"
         if op in (Ops.IDIV, Ops.MOD):
             return f"({args[0]}{'/' if op is Ops.IDIV else '%'}{args[1]})"
         if op in (Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE) and operand_dtype.is_float:
