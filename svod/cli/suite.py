@@ -171,8 +171,8 @@ def matmul(n: int) -> SuiteKernel:
 
 
 def attention(length: int, width: int) -> SuiteKernel:
-    """One head, ``softmax(q @ k.T / sqrt(width)) @ v``, as two kernels: the scores, then each row's softmax
-    applied to ``v`` (the row's max and sum are computed once per row, outside the output column loop)."""
+    """One head, ``softmax(q @ k.T / sqrt(width)) @ v``, as the three kernels it is made of: the scores, the
+    softmax of each row, and the probabilities times ``v``."""
     k = KernelBuilder("attention_scores")
     scores = k.buffer(dtypes.float32, (length, length))
     q, key = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, width))
@@ -180,15 +180,14 @@ def attention(length: int, width: int) -> SuiteKernel:
     k.store(scores[i, j], (q[i, d] * key[j, d]).reduce(d) * (1.0 / np.sqrt(width)))
     scores_ast = k.build()
 
-    k = KernelBuilder("attention_output")
-    out, s = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, length))
+    probabilities_ast = softmax(length, length).steps[0].ast
+
+    k = KernelBuilder("attention_values")
+    out, p = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, length))
     v = k.buffer(dtypes.float32, (length, width))
-    i, e = k.range(length), k.range(width)
-    j1, j2, j3 = (k.range(length, AxisKind.REDUCE) for _ in range(3))
-    top = s[i, j1].reduce(j1, op=Ops.MAX)
-    total = (s[i, j2] - top).exp().reduce(j2)
-    k.store(out[i, e], ((s[i, j3] - top).exp() * v[j3, e]).reduce(j3) / total)
-    output_ast = k.build()
+    i, e, j = k.range(length), k.range(width), k.range(length, AxisKind.REDUCE)
+    k.store(out[i, e], (p[i, j] * v[j, e]).reduce(j))
+    values_ast = k.build()
 
     rng = _rng()
     qx, kx, vx = (rng.standard_normal((length, width)).astype(np.float32) for _ in range(3))
@@ -198,10 +197,10 @@ def attention(length: int, width: int) -> SuiteKernel:
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (p / p.sum(axis=1, keepdims=True)) @ vx
 
-    return SuiteKernel("attention", [Step(scores_ast, (4, 1, 2)), Step(output_ast, (0, 4, 3))],
-                       np.zeros_like(qx), [qx, kx, vx], reference,
+    steps = [Step(scores_ast, (4, 1, 2)), Step(probabilities_ast, (5, 4)), Step(values_ast, (0, 5, 3))]
+    return SuiteKernel("attention", steps, np.zeros_like(qx), [qx, kx, vx], reference,
                        lambda a, b, c: a.scaled_dot_product_attention(b, c),
-                       scratch=[np.zeros((length, length), np.float32)], tolerance=1e-3)
+                       scratch=[np.zeros((length, length), np.float32) for _ in range(2)], tolerance=1e-3)
 
 
 def suite(quick: bool) -> list[SuiteKernel]:

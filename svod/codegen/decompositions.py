@@ -78,4 +78,38 @@ ERF_FROM_EXP = PatternMatcher([(UPat(Ops.ERF, name="node"), _erf_from_exp)])
 """``erf`` for a device without one, within a few float32 ulps."""
 
 
-__all__ = ["ERF_FROM_EXP", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE"]
+_LN2_HIGH, _LN2_LOW = 0.693145751953125, 1.428606765330187e-06
+"""ln 2 split so that ``n * _LN2_HIGH`` is exact in float32 for every ``|n| <= 256`` (its 16 significant
+bits leave room for n's 9), and the sum carries ln 2 to about 2**-40."""
+_EXP_TAYLOR = tuple(1 / math.factorial(k) for k in range(8))
+"""exp(r) for |r| <= ln(2)/2 to 5e-9 relative: the Taylor series to r**7."""
+
+
+def _power_of_two(n: UOp) -> UOp:
+    """2**n as a float32, for an int32 ``-126 <= n <= 127``: n + 127 in the exponent field."""
+    return ((n + 127) << 23).bitcast(dtypes.float32)
+
+
+def _exp_by_polynomial(node: UOp) -> UOp | None:
+    """float32 ``exp`` as arithmetic a loop vectoriser keeps in vector registers, where the C library's
+    ``expf`` is one scalar call per element: x = n*ln2 + r (Cody and Waite's two-part ln 2 keeps r exact),
+    exp(r) by its Taylor series, times 2**n applied in two halves so that subnormal and overflowing
+    results round once. Within 2 ulps of the correctly rounded result; NaN stays NaN, -inf gives 0."""
+    if node.dtype != dtypes.float32:
+        return None
+    x = node.src[0]
+    low = (x < -104.0).where(-104.0, x)  # exp is 0 below and inf above, in float32; a NaN passes through
+    clamped = (low > 89.0).where(89.0, low)
+    n = (clamped * (1 / math.log(2))).round()
+    r = clamped - n * _LN2_HIGH - n * _LN2_LOW
+    whole = n.cast(dtypes.int32)
+    half = whole >> 1
+    result = _horner(r, _EXP_TAYLOR) * _power_of_two(half) * _power_of_two(whole - half)
+    return x.ne(x).where(x, result)
+
+
+EXP_BY_POLYNOMIAL = PatternMatcher([(UPat(Ops.EXP, name="node"), _exp_by_polynomial)])
+"""float32 ``exp`` computed inline for a CPU, so loops over it vectorise."""
+
+
+__all__ = ["ERF_FROM_EXP", "EXP_BY_POLYNOMIAL", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE"]

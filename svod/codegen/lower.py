@@ -288,6 +288,36 @@ def upcast_reductions(sink: UOp) -> UOp:
     return sink.replace(src=tuple(effects))
 
 
+SPLIT_WIDTH = 8
+"""How many partial results a split MAX or MIN reduction keeps in one pass (a vector register of float32
+on AVX2)."""
+
+
+def split_extremum_reductions(sink: UOp) -> UOp:
+    """A MAX or MIN over one range of constant size ``n`` (a multiple of ``SPLIT_WIDTH``, at least twice
+    it) as ``SPLIT_WIDTH`` reductions over ``r*W + c`` that share one loop, combined after it. Each step of
+    one running maximum waits for the last; independent partials run side by side and their loads are
+    contiguous, so the backend vectorises them. MAX and MIN are exactly associative and commutative
+    (svod's order ignores NaN and puts +0 above -0), so the result is the same bits."""
+
+    replaced: dict[UOp, UOp] = {}
+    for node in sink.toposort():  # inner reductions first, so an outer one is built from split inner ones
+        if node.op is not Ops.REDUCE or node.arg not in (Ops.MAX, Ops.MIN) or len(node.src) != 2:
+            continue
+        r = node.src[1]
+        size = r.src[0]
+        if size.op is not Ops.CONST or size.arg % SPLIT_WIDTH or size.arg < 2 * SPLIT_WIDTH:
+            continue
+        value = substitute(node.src[0], replaced)
+        outer = UOp.range(size.arg // SPLIT_WIDTH, r.arg[0], r.arg[1])
+        parts = [substitute(value, {r: outer * SPLIT_WIDTH + c}).reduce(outer, op=node.arg)
+                 for c in range(SPLIT_WIDTH)]
+        while len(parts) > 1:
+            parts = [a.alu(node.arg, b) for a, b in zip(parts[::2], parts[1::2], strict=True)]
+        replaced[node] = parts[0]
+    return substitute(sink, replaced)
+
+
 ROW_WIDTH = 4
 """After the unit-stride range, how many neighbours of one more output range share the same loads."""
 

@@ -8,7 +8,7 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import split_for_threads, upcast_reductions
+from svod.codegen.lower import split_extremum_reductions, split_for_threads, upcast_reductions
 from svod.codegen.render.c import CRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
@@ -152,3 +152,27 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     linear = linearize(upcast)
     assert len([u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]) == 1
     assert len(upcast_reductions(_matmul(17)).src) == 1
+
+
+@pytest.mark.parametrize("size", [8, 16, 17, 24, 1000, 1024])
+def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(size):
+    """MAX and MIN are exactly associative, so eight partial extrema combined after the loop are the
+    whole reduction's, signed zeros and NaNs included."""
+    k = KernelBuilder("extrema")
+    out, x = k.buffer(dtypes.float32, 2), k.buffer(dtypes.float32, size)
+    r1, r2 = k.range(size, AxisKind.REDUCE), k.range(size, AxisKind.REDUCE)
+    k.store(out[0], x[r1].reduce(r1, op=Ops.MAX))
+    k.store(out[1], x[r2].reduce(r2, op=Ops.MIN))
+    ast = k.build()
+    split = split_extremum_reductions(ast)
+    partials = [u for u in split.toposort() if u.op is Ops.REDUCE]
+    assert len(partials) == (16 if size % 8 == 0 and size >= 16 else 2)
+    values = np.where(np.arange(size) % 3 == 0, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
+    values[5::7] = np.nan
+    got = np.zeros(2, np.float32)
+    svod.run(ast, [got, values], device=svod.get_device("CPU", "llvm"))
+    assert got[0] == 0 and not np.signbit(got[0]) and np.signbit(got[1])
+    values[size // 2] = 3.5
+    values[size - 1] = -2.0
+    svod.run(ast, [got, values], device=svod.get_device("CPU", "llvm"))
+    assert got.tolist() == [3.5, -2.0]

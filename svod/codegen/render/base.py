@@ -13,7 +13,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import anchor_ranges, decompose, split_for_threads, split_reduction, upcast_reductions
+from svod.codegen.lower import (
+    anchor_ranges,
+    decompose,
+    split_extremum_reductions,
+    split_for_threads,
+    split_reduction,
+    upcast_reductions,
+)
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
 from svod.dtype import DeviceSpec, PtrDType, dtypes
@@ -128,7 +135,7 @@ class KernelRenderer(ABC):
         sink, status = guard_accesses(sink, kernel, self.caps.index_bits)
         sink = decompose(sink, self.decompositor())
         if self.upcast:
-            sink = upcast_reductions(sink)
+            sink = split_extremum_reductions(upcast_reductions(sink))
         sink = _keep_params(simplify(self.parallelize(sink)), ast)
         return Lowered(sink, status, tuple(sorted(fixed.items())))
 

@@ -21,11 +21,12 @@ import struct
 from collections.abc import Callable
 from typing import ClassVar
 
+from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.uop import pointee
 
 
@@ -79,6 +80,9 @@ class LLVMRenderer(KernelRenderer):
         super().__init__(device, caps)
         self.cpu = cpu
         self.features = features
+
+    def decompositor(self) -> PatternMatcher:
+        return EXP_BY_POLYNOMIAL  # llvm.exp would be one libm call per element, even in a vectorised loop
 
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         return _FunctionWriter(self, symbol, linear).write()
