@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 
 os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
@@ -11,10 +10,8 @@ os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # be
 import pytest
 from hypothesis import settings
 
-import svod
 from svod.device import Device
-
-CPU_PAIRS = ["llvm", "clang"]
+from tests.helpers import open_device
 
 # CI explores the same examples on every run, so a landing never depends on the draw; locally each run
 # draws new ones and keeps failures in .hypothesis/.
@@ -23,24 +20,13 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-def _device(name: str) -> Device:
-    if name == "clang" and not any(shutil.which(c) for c in ("clang", "gcc", "cc")):
-        pytest.skip("no C compiler on this machine (clang, gcc or cc)")
-    if name in CPU_PAIRS:
-        return svod.get_device("CPU", name)
-    try:
-        return svod.get_device(name)
-    except svod.errors.DeviceError as err:
-        pytest.skip(f"{name} is not available here: {err.detail}")
-
-
-@pytest.fixture(params=[*CPU_PAIRS, "PYTHON", "CL:0", "WEBGPU:0"])
+@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0"])
 def device(request: pytest.FixtureRequest) -> Device:
     """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL, WebGPU."""
-    return _device(request.param)
+    return open_device(request.param)
 
 
-@pytest.fixture(params=[*CPU_PAIRS, "CL:0", "WEBGPU:0"])
+@pytest.fixture(params=["llvm", "clang", "CL:0", "WEBGPU:0"])
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
-    return _device(request.param)
+    return open_device(request.param)

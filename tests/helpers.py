@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,19 @@ def evaluate_expression(expr: UOp, env: dict[str, int]) -> int:
         else:
             values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
     return values[expr]
+
+
+def open_device(name: str) -> Device:
+    """A device by name (a CPU compiler pair as ``llvm`` or ``clang``), or a skip naming what this machine
+    lacks for it."""
+    if name == "clang" and not any(shutil.which(c) for c in ("clang", "gcc", "cc")):
+        pytest.skip("no C compiler on this machine (clang, gcc or cc)")
+    if name in ("llvm", "clang"):
+        return svod.get_device("CPU", name)
+    try:
+        return svod.get_device(name)
+    except svod.errors.DeviceError as err:
+        pytest.skip(f"{name} is not available here: {err.detail}")
 
 
 def ieee_inputs(device: Device, values: np.ndarray) -> np.ndarray:

@@ -9,15 +9,12 @@ import svod
 from svod import AxisKind, KernelBuilder, Ops, dtypes
 from svod.device import Device
 from svod.errors import GraphError, IndexOutOfBoundsError
-from tests.helpers import refuses
+from tests.helpers import open_device, refuses
 
 
 @pytest.fixture(scope="module")
 def gpu() -> Device:
-    try:
-        return svod.get_device("WEBGPU:0")
-    except svod.errors.DeviceError as err:
-        pytest.skip(f"WEBGPU:0 is not available here: {err.detail}")
+    return open_device("WEBGPU:0")
 
 
 def _saxpy():
@@ -181,20 +178,6 @@ def test_unsigned_negation_wraps(gpu):
     x_np, out_np = np.array([0, 1, 7, 1 << 31], np.uint32), np.zeros(4, np.uint32)
     svod.run(k.build(), [out_np, x_np], device=gpu)
     np.testing.assert_array_equal(out_np, (0 - x_np.astype(np.int64)) % (1 << 32))
-
-
-def test_kernels_write_through_views(gpu):
-    k = KernelBuilder("shift")
-    n = k.var("n", 1, 100)
-    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
-    i = k.range(n)
-    k.store(out[i], x[i] + 0.5)
-    base = svod.Buffer.from_numpy(np.zeros(20, np.float32), gpu)
-    src = svod.Buffer.from_numpy(np.arange(20, dtype=np.float32), gpu)
-    svod.run(k.build(), [base.view(5, 10), src.view(3, 10)], device=gpu, n=10)
-    expected = np.zeros(20, np.float32)
-    expected[5:15] = np.arange(3, 13) + 0.5
-    np.testing.assert_array_equal(base.numpy(), expected)
 
 
 @pytest.mark.parametrize("dtype", [dtypes.float64, dtypes.int64, dtypes.int8, dtypes.uint16, dtypes.bool])

@@ -31,6 +31,8 @@ from svod.ir.uop import pointee
 
 _AXES = "xyz"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
+_MISSING_MATH = POWER_OF_NONNEGATIVE_BASE + ERF_FROM_EXP
+"""WGSL's ``pow`` is undefined for a negative base, and it has no ``erf``."""
 
 
 class WGSLRenderer(GPURenderer):
@@ -54,9 +56,8 @@ class WGSLRenderer(GPURenderer):
     # ---- statement shapes --------------------------------------------------------------------------
 
     def decompositor(self) -> PatternMatcher | None:
-        own = POWER_OF_NONNEGATIVE_BASE + ERF_FROM_EXP  # WGSL's pow is undefined below 0; it has no erf
         halves = super().decompositor()
-        return own if halves is None else halves + own
+        return _MISSING_MATH if halves is None else halves + _MISSING_MATH
 
     def declare(self, dtype: DType, name: str, value: str) -> str:
         return f"let {name}: {self.type_name(dtype)} = {value};"
