@@ -14,6 +14,8 @@ It builds a tree of blocks as it goes and flattens it at the end:
   of its own over its ranges, and read after them. Reductions over the same ranges at the same place
   share one loop (a sum and a max of one row; a matmul's upcast outputs). A reduction nested in another's
   body opens its loops inside the outer loop, or before it when it does not depend on the outer range.
+- A BARRIER (GPU lowering puts them between effects that share local memory) closes every open block and
+  stands alone at the top level, where all work items of a group reach it.
 - A bounds-checked access (``INDEX`` with arg ``CHECKED``) becomes an in-range test: the access is gated
   by it, and where it fails the kernel records the buffer slot and the index in the status buffer.
 
@@ -260,7 +262,7 @@ class _Linearizer:
         return self.memo[(node, self.place(node))]
 
     def build(self, u: UOp, block: _Block) -> UOp:
-        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM):
+        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM, Ops.DEFINE_LOCAL):
             if u not in self.leaves:
                 self.leaves[u] = None
             return u
@@ -409,9 +411,22 @@ class _Linearizer:
                     found.append(u)
         return list(dict.fromkeys(found))
 
+    def barrier(self, barrier: UOp) -> None:
+        """A BARRIER runs where every work item reaches it: outside every loop and guard. Local memory is
+        read again after it (other work items wrote it)."""
+        while len(self.stack) > 1:
+            self.close_block()
+        self.root.add(barrier)
+        for stale in [k for k in self.memo if k[0].op is Ops.LOAD and k[0].src[0].src[0].op is Ops.DEFINE_LOCAL]:
+            del self.memo[stale]
+            self.emitted.pop(stale[0], None)
+
     def run(self) -> tuple[UOp, ...]:
-        for e in self.effects:
-            self.effect(e)
+        for e in self.sink.src:
+            if e.op is Ops.BARRIER:
+                self.barrier(e)
+            elif e.op in EFFECTS:
+                self.effect(e)
         while len(self.stack) > 1:
             self.close_block()
         body: list[UOp] = []

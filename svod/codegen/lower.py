@@ -13,6 +13,8 @@ In pipeline order (``KernelRenderer.lower``), each with the one guarantee it giv
 - ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
 - ``split_for_threads`` (CPU) or ``to_gpu_indices`` (GPU): GLOBAL ranges become ``core_id`` chunks, or
   launch dimensions; an effect that does not depend on a distributed range runs on the first worker only.
+  On a GPU, ``share_reductions`` first: a reduction that does not depend on the innermost GLOBAL range is
+  computed once per work group, cooperatively in local memory between barriers.
 
 Before all of them, ``split_reduction`` may turn a kernel that is one large reduction into two kernels
 (``KernelRenderer.stages``). After them, ``svod.codegen.linearize`` turns REDUCEs into accumulator loops
@@ -29,8 +31,8 @@ from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 
-__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "split_for_threads", "split_reduction",
-           "to_gpu_indices", "upcast_reductions"]
+__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
+           "split_reduction", "to_gpu_indices", "upcast_reductions"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -77,8 +79,9 @@ def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
     return sink.replace(src=tuple(effects))
 
 
-def _gated(effect: UOp, cond: UOp) -> UOp:
-    """``effect`` with ``cond`` added to the gate of its target and of each access below it."""
+def _gated(effect: UOp, cond: UOp, target: bool = True) -> UOp:
+    """``effect`` with ``cond`` added to the gate of each load below it, and of its target unless
+    ``target`` is False (then ``effect`` may be any value)."""
     def gate(index: UOp) -> UOp:
         return index.replace(src=(*index.src[:2], cond if len(index.src) == 2 else index.src[2] & cond))
 
@@ -86,7 +89,7 @@ def _gated(effect: UOp, cond: UOp) -> UOp:
     for u in effect.toposort():
         src = tuple(rebuilt[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
-        if u.op is Ops.LOAD or u is effect:
+        if u.op is Ops.LOAD or (target and u is effect):
             node = node.replace(src=(gate(node.src[0]), *node.src[1:]))
         rebuilt[u] = node
     return rebuilt[effect]
@@ -234,14 +237,98 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
                     conditions[e].append(index.lt(end))
             else:
                 conditions[e].append(group.eq(0) & item.eq(0))
-    gates = {}
-    for e, conds in conditions.items():
-        if conds:
-            gate = conds[0]
-            for more in conds[1:]:
-                gate = gate & more
-            gates[e] = gate
-    return substitute(gate_effects(sink, gates), indices)
+    return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)
+
+
+GROUP_SIZE = 128
+"""Work items that share one work group's reductions, where the device allows that many."""
+
+
+def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
+    """A kernel whose reductions do not depend on its innermost GLOBAL range (a softmax's row maximum and
+    sum, a layernorm's mean and variance), launched so that each reduction is computed once per work group,
+    by all its work items together, instead of once per work item.
+
+    The innermost GLOBAL range ``c`` becomes the group's ``G`` work items (``lidx0``): item ``l`` handles
+    ``c = l, l + G, l + 2G ...``. Each outer GLOBAL range (at most two) becomes a group index. Each such
+    reduction over ``j`` becomes, in order:
+
+    - every item reduces ``j = l, l + G ...`` and stores the partial result to local memory slot ``l``;
+    - ``BARRIER``; item 0 reduces the ``G`` partials in order into slot ``G``; ``BARRIER``;
+    - the kernel reads slot ``G`` where it read the reduction.
+
+    A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
+    barriers. None when the kernel has no such reduction, or has a shape this does not cover (sequential
+    loops around effects, reductions over several ranges, more than three GLOBAL ranges), or the device's
+    local memory or group counts are too small: ``to_gpu_indices`` then launches it as usual.
+    """
+    topo = sink.toposort()
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
+    if not globals_ or len(globals_) > 3:
+        return None
+    column, rows = globals_[-1], globals_[:-1]
+    live = live_ranges(sink)
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
+    if not shared or any(len(u.src) != 2 for u in shared) or any(not live[e] <= set(globals_) for e in effects):
+        return None
+    size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
+    while size > 1 and sum((size + 1) * u.dtype.itemsize for u in shared) > local_memory:
+        size //= 2
+    most = limits.max_groups
+    if size < 2 or (most is not None and any(r.src[0].vmax > most[len(rows) - d] for d, r in enumerate(rows))):
+        return None
+    item = UOp.special(size, launch_index("local", 0))
+    groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
+                             launch_index("group", len(rows) - d)) for d, r in enumerate(rows)}
+    inside = {r: r.lt(r.src[0]) for r in rows if r.src[0].vmin < 1}
+    axes = iter(range(1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), 1 << 30))
+
+    def strided(end: UOp, kind: AxisKind) -> tuple[UOp, UOp, UOp | None]:
+        """A range ``k``, the values ``item + G*k`` below ``end`` that work item ``item`` takes, and, when
+        the loop runs once at most, the test that the value is below ``end``: ``k`` then folds to 0, and
+        what used it no longer depends on the loop and may be hoisted out of it."""
+        k = UOp.range((end - item + (size - 1)) // size, next(axes), kind)
+        return k, item + k * size, (item + k * size).lt(end) if k.src[0].vmax <= 1 else None
+
+    def gated(effect: UOp, conditions: list[UOp]) -> UOp:
+        return gate_effects(UOp.sink(effect), {effect: _all(conditions)}).src[0] if conditions else effect
+
+    replaced: dict[UOp, UOp] = {}
+    levels: dict[UOp, int] = {}
+    staged: list[UOp] = []
+    for u in shared:  # in toposort order: a reduction comes after those it uses
+        levels[u] = 1 + max((levels[v] for v in u.src[0].toposort() if v in levels), default=-1)
+    for level in range(max(levels.values()) + 1):
+        partials, combines = [], []
+        for u in (u for u in shared if levels[u] == level):
+            temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size + 1, local=True), (), shared.index(u))
+            k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
+            body = substitute(substitute(u.src[0], replaced), {u.src[1]: j})
+            body = body if below is None else _gated(body, below, target=False)
+            partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
+                                  [inside[r] for r in rows if r in live[u] and r in inside]))
+            m = UOp.range(size, next(axes), AxisKind.REDUCE)
+            combines.append(gated(temp.index(size).store(temp.index(m).load().reduce(m, op=u.arg)), [item.eq(0)]))
+            replaced[u] = temp.index(size).load()
+        staged += [*partials, UOp(Ops.BARRIER), *combines, UOp(Ops.BARRIER)]
+    _, columns, below = strided(column.src[0], AxisKind.LOOP)
+    for e in effects:
+        conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
+                      *(groups[r].eq(0) for r in rows if r not in live[e])]
+        body = substitute(e, replaced)
+        staged.append(gated(substitute(body, {column: columns}), [*conditions, *([] if below is None else [below])])
+                      if column in live[e]
+                      else gated(body, [*conditions, item.eq(0)]))
+    rest = [u for u in sink.src if u.op not in EFFECTS]
+    return substitute(sink.replace(src=(*staged, *rest)), groups)
+
+
+def _all(conditions: list[UOp]) -> UOp:
+    gate = conditions[0]
+    for more in conditions[1:]:
+        gate = gate & more
+    return gate
 
 
 def _groups_over_two_dimensions(count: UOp, d: int, spare: int, limits: WorkGroupLimits) -> tuple[UOp, int]:
@@ -286,6 +373,12 @@ def upcast_reductions(sink: UOp) -> UOp:
         rows = _row_range(effect, live, exclude=target[0])
         effects.extend(c for copy in copies for c in (_unrolled(copy, rows, ROW_WIDTH) if rows is not None else [copy]))
     return sink.replace(src=tuple(effects))
+
+
+def tile_for_cpu(sink: UOp) -> UOp:
+    """Several outputs per pass over a reduction (``upcast_reductions``), and MAX/MIN reductions split into
+    independent partials (``split_extremum_reductions``): what a CPU's vector registers need."""
+    return split_extremum_reductions(upcast_reductions(sink))
 
 
 SPLIT_WIDTH = 8

@@ -16,6 +16,12 @@ class Ops(Enum):
     END = auto()
     SPECIAL = auto()
     DEFINE_REG = auto()
+    DEFINE_LOCAL = auto()
+    """Memory one work group shares (OpenCL ``__local``, CUDA ``__shared__``, WGSL ``var<workgroup>``):
+    ``dtype`` is ``base.ptr(size, local=True)``, ``arg`` its number. Made by GPU lowering, not by users."""
+    BARRIER = auto()
+    """A SINK source, between effects: every work item of a group waits here until all have arrived, and
+    then sees what the others stored to local memory before it. Made by GPU lowering, not by users."""
     INDEX = auto()
     LOAD = auto()
     STORE = auto()

@@ -7,11 +7,20 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
+from svod.cli.suite import softmax
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import split_extremum_reductions, split_for_threads, upcast_reductions
+from svod.codegen.lower import (
+    WorkGroupLimits,
+    anchor_ranges,
+    share_reductions,
+    split_extremum_reductions,
+    split_for_threads,
+    upcast_reductions,
+)
 from svod.codegen.render.c import CRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
+from svod.ir.validate import validate
 from tests.helpers import evaluate_expression
 
 
@@ -176,3 +185,50 @@ def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(si
     values[size - 1] = -2.0
     svod.run(ast, [got, values], device=svod.get_device("CPU", "llvm"))
     assert got.tolist() == [3.5, -2.0]
+
+
+_LIMITS = WorkGroupLimits(256, (256, 256, 64))
+
+
+def _shared(ast, local_memory=32 << 10):
+    return share_reductions(simplify(anchor_ranges(ast)), _LIMITS, local_memory)
+
+
+def test_reductions_that_skip_the_column_are_shared_by_a_work_group():
+    """softmax: the row maximum, then the row sum that uses it, each in local memory between barriers; the
+    columns become each work item's strided loop."""
+    shared = _shared(softmax(64, 1024).steps[0].ast)
+    assert shared is not None
+    topo = shared.toposort()
+    temps = {u for u in topo if u.op is Ops.DEFINE_LOCAL}
+    assert [u.dtype.size for u in sorted(temps, key=lambda u: u.arg)] == [129, 129]
+    assert [u.op for u in shared.src[:8]] == [Ops.STORE, Ops.BARRIER, Ops.STORE, Ops.BARRIER] * 2
+    assert not any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo)
+    assert {u.arg for u in topo if u.op is Ops.SPECIAL} == {"lidx0", "gidx1"}
+    depth = 0
+    for u in linearize(shared):
+        depth += (u.op in (Ops.RANGE, Ops.IF)) - (u.op is Ops.END)
+        if u.op is Ops.BARRIER:
+            assert depth == 0  # every work item reaches it
+
+
+def test_reductions_that_use_the_column_stay_with_each_work_item():
+    assert _shared(_matmul(64)) is None
+
+
+def test_local_memory_bounds_the_group():
+    ast = softmax(64, 1024).steps[0].ast
+    small = _shared(ast, local_memory=2 * 33 * 4)
+    assert small is not None
+    assert {u.dtype.size for u in small.toposort() if u.op is Ops.DEFINE_LOCAL} == {33}
+    assert _shared(ast, local_memory=8) is None
+
+
+def test_users_cannot_write_barriers():
+    k = KernelBuilder("user_barrier")
+    out = k.buffer(dtypes.float32, 4)
+    i = k.range(4)
+    k.store(out[i], 1.0)
+    ast = k.build()
+    with pytest.raises(GraphError):
+        validate(ast.replace(src=(UOp(Ops.BARRIER), *ast.src)))

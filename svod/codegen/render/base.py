@@ -16,10 +16,9 @@ from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     anchor_ranges,
     decompose,
-    split_extremum_reductions,
     split_for_threads,
     split_reduction,
-    upcast_reductions,
+    tile_for_cpu,
 )
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
@@ -87,8 +86,6 @@ class KernelRenderer(ABC):
     """Renders kernels for one device, as its capabilities allow: ``caps.threads`` > 1 splits CPU kernels
     across ``core_id`` workers, ``caps.work_groups`` shapes GPU launches."""
 
-    upcast: bool = False
-    """Whether to compute several outputs of a reduction per pass (``upcast_reductions``)."""
     splits_reductions: bool = False
     """Whether a kernel that is one large reduction runs as two stages (``split_reduction``) where the
     device has parallelism to spread the first over."""
@@ -121,8 +118,9 @@ class KernelRenderer(ABC):
         return self.threads > 1
 
     def parallelize(self, sink: UOp) -> UOp:
-        """Spread the kernel's GLOBAL ranges over the device's parallelism: CPU threads by default."""
-        return split_for_threads(sink, self.threads)
+        """Shape the kernel's work for the device; by default for a CPU: tiles for its vector registers
+        (``tile_for_cpu``), then its GLOBAL ranges spread over threads."""
+        return split_for_threads(tile_for_cpu(sink), self.threads)
 
     def lower(self, ast: UOp) -> Lowered:
         """The lowering passes of ``svod.codegen.lower``, in order."""
@@ -134,8 +132,6 @@ class KernelRenderer(ABC):
         check_races(sink, kernel)
         sink, status = guard_accesses(sink, kernel, self.caps.index_bits)
         sink = decompose(sink, self.decompositor())
-        if self.upcast:
-            sink = split_extremum_reductions(upcast_reductions(sink))
         sink = _keep_params(simplify(self.parallelize(sink)), ast)
         return Lowered(sink, status, tuple(sorted(fixed.items())))
 

@@ -8,7 +8,6 @@ from svod.ir import PatternMatcher
 class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
-    upcast = True
     reduction_pragma = "#pragma omp simd reduction({op}:{register})"
     splits_reductions = True
 

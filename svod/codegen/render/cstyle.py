@@ -20,10 +20,10 @@ import numpy as np
 
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
-from svod.codegen.lower import to_gpu_indices
+from svod.codegen.lower import share_reductions, to_gpu_indices, upcast_reductions
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
-from svod.dtype import DeviceSpec, DType, dtypes
+from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import MATH
@@ -157,6 +157,19 @@ class CStyleRenderer(KernelRenderer):
 
     def register_element(self, register: str) -> str:
         return f"(&{register})"
+
+    def local_element(self, base: str, offset: str) -> str:
+        """What names element ``offset`` of work-group memory ``base``."""
+        return self.element(base, offset)
+
+    def declare_local(self, dtype: DType, name: str, size: int) -> str | None:
+        """The statement that declares ``size`` elements of work-group memory in the kernel (None where they
+        are declared outside it)."""
+        raise GraphError(f"{type(self).__name__} has no work-group memory", stage="render", value=name)
+
+    def barrier(self) -> str:
+        """The statement that waits for every work item of the group (``Ops.BARRIER``)."""
+        raise GraphError(f"{type(self).__name__} has no work-group barrier", stage="render")
 
     def deref(self, element: str) -> str:
         """The value (or assignable place) an ``element`` names."""
@@ -329,7 +342,8 @@ class CStyleRenderer(KernelRenderer):
 
     def half_helpers(self, linear: tuple[UOp, ...]) -> str:
         """The float16 conversions, where float16 is emulated and the kernel has any."""
-        used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear if u.op in (Ops.PARAM, Ops.DEFINE_REG)}
+        used = {u.dtype.name for u in linear} | {pointee(u).name for u in linear
+                                                 if u.op in (Ops.PARAM, Ops.DEFINE_REG, Ops.DEFINE_LOCAL)}
         if not self.emulates_float16 or "float16" not in used:
             return ""
         names = (self.type_name(dtypes.uint16), self.type_name(dtypes.uint32), self.type_name(dtypes.uint64))
@@ -408,6 +422,13 @@ class _Walk:
         self.names[node] = f"acc{node.arg}"
         return self.r.declare_register(pointee(node), self.names[node])
 
+    def local(self, node: UOp, index: int) -> str | None:
+        self.names[node] = local_name(node)
+        return self.r.declare_local(pointee(node), self.names[node], local_size(node))
+
+    def barrier(self, node: UOp, index: int) -> str:
+        return self.r.barrier()
+
     def const(self, node: UOp, index: int) -> None:
         self.names[node] = self.r.literal(node.arg, node.dtype)
 
@@ -423,8 +444,12 @@ class _Walk:
 
     def index(self, node: UOp, index: int) -> None:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
-        is_register = _register_of(node.src[0]) is not None
-        self.names[node] = self.r.register_element(base) if is_register else self.r.element(base, offset)
+        if _register_of(node.src[0]) is not None:
+            self.names[node] = self.r.register_element(base)
+        elif node.src[0].op is Ops.DEFINE_LOCAL:
+            self.names[node] = self.r.local_element(base, offset)
+        else:
+            self.names[node] = self.r.element(base, offset)
         if len(node.src) == 3:
             self.gates[node] = self.names[node.src[2]]
 
@@ -472,8 +497,20 @@ _STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
     Ops.END: _Walk.end, Ops.AFTER: _Walk.after, Ops.DEFINE_REG: _Walk.register, Ops.CONST: _Walk.const,
     Ops.DEFINE_VAR: _Walk.variable, Ops.PARAM: _Walk.param, Ops.SPECIAL: _Walk.special, Ops.INDEX: _Walk.index,
     Ops.IF: _Walk.if_, Ops.RANGE: _Walk.loop, Ops.STORE: _Walk.effect, Ops.ATOMIC: _Walk.effect,
+    Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier,
 }
 """How each statement of LINEAR is spelled (or named, for nodes inlined where they are used)."""
+
+
+def local_name(node: UOp) -> str:
+    """The name of work-group memory ``node`` (a DEFINE_LOCAL)."""
+    return f"shared{node.arg}"
+
+
+def local_size(node: UOp) -> int:
+    """How many elements work-group memory ``node`` (a DEFINE_LOCAL) holds."""
+    assert isinstance(node.dtype, PtrDType)
+    return node.dtype.size
 
 
 def _register_of(node: UOp) -> UOp | None:
@@ -504,14 +541,19 @@ class GPURenderer(CStyleRenderer):
 
     @property
     def cache_key(self) -> str:
-        return f"{type(self).__name__}-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
+        return (f"{type(self).__name__}-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
+                f"-local{self.caps.local_memory}")
 
     @property
     def parallel(self) -> bool:
         return True
 
     def parallelize(self, sink: UOp) -> UOp:
-        return to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
+        """Several outputs of a reduction per work item (``upcast_reductions``); reductions shared by a work
+        group where that applies (``share_reductions``), else each GLOBAL range a launch dimension."""
+        sink = upcast_reductions(sink)
+        shared = share_reductions(sink, self.limits, self.caps.local_memory)
+        return shared if shared is not None else to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
 
 
-__all__ = ["CHECKED", "CStyleRenderer", "GPURenderer"]
+__all__ = ["CHECKED", "CStyleRenderer", "GPURenderer", "local_name", "local_size"]

@@ -62,6 +62,12 @@ class CUDARenderer(GPURenderer):
                   for v in variables]
         return lines
 
+    def declare_local(self, dtype: DType, name: str, size: int) -> str:
+        return f"__shared__ {self.memory_type_name(dtype)} {name}[{size}];"
+
+    def barrier(self) -> str:
+        return "__syncthreads();"
+
     def special(self, node: UOp) -> str:
         name: str = node.arg
         axis = _AXES[int(name[-1])]

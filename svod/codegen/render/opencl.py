@@ -82,6 +82,12 @@ class OpenCLRenderer(GPURenderer):
                   for v in variables]
         return lines
 
+    def declare_local(self, dtype: DType, name: str, size: int) -> str:
+        return f"__local {self.memory_type_name(dtype)} {name}[{size}];"
+
+    def barrier(self) -> str:
+        return "barrier(CLK_LOCAL_MEM_FENCE);"
+
     def special(self, node: UOp) -> str:
         name: str = node.arg
         return f"(long){_WORK_ITEM_FUNCTIONS[name[0]]}({name[-1]})"

@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from svod.codegen.decompositions import ERF_FROM_EXP, POWER_OF_NONNEGATIVE_BASE
-from svod.codegen.render.cstyle import GPURenderer
+from svod.codegen.render.cstyle import GPURenderer, local_name, local_size
 from svod.device import parse_launch_index
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
@@ -73,6 +73,16 @@ class WGSLRenderer(GPURenderer):
 
     def register_element(self, register: str) -> str:
         return register
+
+    def local_element(self, base: str, offset: str) -> str:
+        return f"{base}[{offset}]"
+
+    def declare_local(self, dtype: DType, name: str, size: int) -> None:
+        """Work-group memory is declared at module scope (``signature``)."""
+        return None
+
+    def barrier(self) -> str:
+        return "workgroupBarrier();"
 
     def deref(self, element: str) -> str:
         return element
@@ -173,7 +183,7 @@ class WGSLRenderer(GPURenderer):
     def helpers(self, linear: tuple[UOp, ...]) -> str:
         """NaN and sign tests on a float's bits, float MAX/MIN as maximumNumber/minimumNumber, and the
         identity function that keeps the compiler from folding a NaN or infinity constant."""
-        held = {pointee(u) for u in linear if u.op in (Ops.PARAM, Ops.DEFINE_REG)}
+        held = {pointee(u) for u in linear if u.op in (Ops.PARAM, Ops.DEFINE_REG, Ops.DEFINE_LOCAL)}
         floats = sorted({u.dtype.name for u in linear if u.dtype.is_float} | {d.name for d in held if d.is_float})
         out = ["fn svod_opaque(x: u32) -> u32 { return x; }\n"]
         for name in floats:
@@ -202,6 +212,9 @@ class WGSLRenderer(GPURenderer):
         words = len(params) + len(variables)
         lines.append(f"@group(0) @binding({len(params)}) var<uniform> svod_args: array<vec4<i32>, "
                      f"{max(1, -(-words // 4))}>;")
+        for u in linear:
+            if u.op is Ops.DEFINE_LOCAL:
+                lines.append(f"var<workgroup> {local_name(u)}: array<{self.type_name(pointee(u))}, {local_size(u)}>;")
         sizes = workgroup_size(linear)
         lines.append(f"@compute @workgroup_size({', '.join(map(str, sizes))})")
         lines.append(f"fn {symbol}(@builtin(workgroup_id) svod_group: vec3<u32>, "

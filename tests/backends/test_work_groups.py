@@ -1,0 +1,153 @@
+"""Work-group constructs on every backend: reductions a work group shares in local memory between barriers
+(``share_reductions``), and several outputs per work item (``upcast_reductions`` on GPUs), against numpy
+at edge sizes. On the CPU pairs and the reference the same kernels take the usual path: the results must
+agree everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, Ops, dtypes
+from svod.cli.suite import layernorm, softmax
+from svod.codegen.render.cuda import CUDARenderer
+from svod.codegen.render.opencl import OpenCLRenderer
+from svod.codegen.render.wgsl import WGSLRenderer
+from svod.device import DeviceCaps, WorkGroupLimits
+from tests.backends.test_cuda import requires_nvrtc
+from tests.helpers import refuses
+
+SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000)]
+
+
+@pytest.mark.parametrize(("rows", "cols"), SHAPES)
+@pytest.mark.parametrize("build", [softmax, layernorm], ids=["softmax", "layernorm"])
+def test_row_normalisations_match_numpy(device, build, rows, cols):
+    kernel = build(rows, cols)
+    arrays = [a.copy() for a in kernel.arrays]
+    svod.run(kernel.steps[0].ast, arrays, device=device)
+    np.testing.assert_allclose(arrays[0], kernel.numpy(), rtol=2e-5, atol=2e-6)
+
+
+def _symbolic_softmax():
+    k = KernelBuilder("softmax_rows_n")
+    rows, cols = k.var("rows", 0, 40), k.var("cols", 1, 300)
+    out, x = k.buffer(dtypes.float32, rows * cols), k.buffer(dtypes.float32, rows * cols)
+    r, c = k.range(rows), k.range(cols)
+    j1, j2 = k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
+    top = x[r * cols + j1].reduce(j1, op=Ops.MAX)
+    total = (x[r * cols + j2] - top).exp().reduce(j2)
+    k.store(out[r * cols + c], (x[r * cols + c] - top).exp() / total)
+    return k.build()
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(0, 5), (1, 1), (7, 129), (40, 300), (3, 127)])
+def test_symbolic_sizes_including_no_rows(device, rows, cols):
+    x = np.random.default_rng(rows * 1000 + cols).standard_normal(40 * 300).astype(np.float32)
+    out = np.full(40 * 300, 7.0, np.float32)
+    svod.run(_symbolic_softmax(), [out, x], device=device, rows=rows, cols=cols)
+    n = rows * cols
+    e = np.exp(x[:n].reshape(rows, cols) - x[:n].reshape(rows, cols).max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out[:n].reshape(rows, cols), e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-7)
+    assert (out[n:] == 7.0).all()
+
+
+def test_per_row_results_are_stored_once_beside_the_row(device):
+    """``mean[r]`` does not use the column range: one work item of the group stores it."""
+    rows, cols = 13, 301
+    k = KernelBuilder("centre")
+    out, mean, x = k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32,
+                                                                                                   (rows, cols))
+    r, c, j = k.range(rows), k.range(cols), k.range(cols, AxisKind.REDUCE)
+    m = x[r, j].reduce(j) * (1.0 / cols)
+    k.store(mean[r], m)
+    k.store(out[r, c], x[r, c] - m)
+    x_np = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
+    out_np, mean_np = np.zeros_like(x_np), np.zeros(rows, np.float32)
+    svod.run(k.build(), [out_np, mean_np, x_np], device=device)
+    want = x_np.astype(np.float64).mean(axis=1)
+    np.testing.assert_allclose(mean_np, want, atol=1e-6)
+    np.testing.assert_allclose(out_np, x_np - want[:, None], atol=1e-5)
+
+
+def test_a_reduction_over_the_whole_input_is_shared_by_one_group(device):
+    n = 4099
+    k = KernelBuilder("normalise")
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i, j = k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[i], x[i] / x[j].reduce(j))
+    x_np = np.random.default_rng(4).random(n).astype(np.float32) + 0.5
+    out_np = np.zeros_like(x_np)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    np.testing.assert_allclose(out_np, x_np / x_np.astype(np.float64).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", [Ops.MAX, Ops.MIN, Ops.ADD])
+def test_integer_reductions_at_the_extremes(device, op):
+    rows, cols = 5, 200
+    k = KernelBuilder(f"row_{op.name.lower()}")
+    out, x = k.buffer(dtypes.int32, (rows, cols)), k.buffer(dtypes.int32, (rows, cols))
+    r, c, j = k.range(rows), k.range(cols), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r, c], x[r, j].reduce(j, op=op) + x[r, c] * 0)
+    info = np.iinfo(np.int32)
+    x_np = np.random.default_rng(5).integers(info.min, info.max, (rows, cols), dtype=np.int32)
+    x_np[1, 17], x_np[2, 199], x_np[3, 0] = info.min, info.max, info.max
+    out_np = np.zeros_like(x_np)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    reduce = {Ops.MAX: np.max, Ops.MIN: np.min, Ops.ADD: np.sum}[op]
+    want = reduce(x_np, axis=1, keepdims=True).astype(np.int32)  # numpy's int32 sum wraps as svod's does
+    np.testing.assert_array_equal(out_np, np.broadcast_to(want, x_np.shape))
+
+
+@pytest.mark.parametrize("n", [1, 17, 255, 1000])
+def test_matmul_at_odd_sizes(compiled_device, n):
+    """Sizes the upcast width divides (1000) and does not (1, 17, 255)."""
+    k = KernelBuilder("matmul")
+    out, a, b = (k.buffer(dtypes.float32, (n, n)) for _ in range(3))
+    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    rng = np.random.default_rng(n)
+    a_np, b_np = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    out_np = np.zeros((n, n), np.float32)
+    svod.run(k.build(), [out_np, a_np, b_np], device=compiled_device)
+    np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+
+
+def test_float64_rows_share_their_reductions_where_the_device_holds_them(device):
+    if refuses(device, dtypes.float64):
+        return
+    rows, cols = 6, 333
+    k = KernelBuilder("softmax64")
+    out, x = k.buffer(dtypes.float64, (rows, cols)), k.buffer(dtypes.float64, (rows, cols))
+    r, c, j1, j2 = k.range(rows), k.range(cols), k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
+    top = x[r, j1].reduce(j1, op=Ops.MAX)
+    k.store(out[r, c], (x[r, c] - top).exp() / (x[r, j2] - top).exp().reduce(j2))
+    x_np = np.random.default_rng(6).standard_normal((rows, cols))
+    out_np = np.zeros_like(x_np)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    e = np.exp(x_np - x_np.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out_np, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
+
+
+# ---- the source each GPU language gets -----------------------------------------------------------------
+
+_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(256, (256, 256, 64)),
+                   local_memory=32 << 10)
+
+
+@pytest.mark.parametrize(("renderer", "declared", "barrier"), [
+    (OpenCLRenderer("CL:0", _CAPS), "__local float shared0[129];", "barrier(CLK_LOCAL_MEM_FENCE);"),
+    (CUDARenderer(), "__shared__ float shared0[129];", "__syncthreads();"),
+    (WGSLRenderer("WEBGPU:0", _CAPS), "var<workgroup> shared0: array<f32, 129>;", "workgroupBarrier();"),
+], ids=["opencl", "cuda", "wgsl"])
+def test_each_language_declares_local_memory_and_barriers(renderer, declared, barrier):
+    src = renderer.render(softmax(64, 1024).steps[0].ast).src
+    assert declared in src and src.count(barrier) == 4
+
+
+@requires_nvrtc
+def test_shared_reductions_compile_to_ptx_with_barriers():
+    renderer, compiler = svod.compiler_pair("CUDA")
+    ptx = compiler.compile(renderer.render(layernorm(8, 300).steps[0].ast)).bytes.decode()
+    assert ".shared" in ptx and "bar.sync" in ptx
