@@ -27,12 +27,13 @@ import math
 from collections.abc import Mapping
 
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
+from svod.dtype import PtrDType
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
-           "split_reduction", "to_gpu_indices", "upcast_reductions"]
+           "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -105,11 +106,13 @@ THREAD_CHUNK_ALIGN = 16
 
 
 def split_for_threads(sink: UOp, threads: int) -> UOp:
-    """Split the outermost GLOBAL range across ``threads`` workers named by ``core_id``.
+    """Split the outermost GLOBAL range that has two chunks to share across ``threads`` workers named by
+    ``core_id``.
 
     Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
-    rounded up to ``THREAD_CHUNK_ALIGN``. Other GLOBAL ranges become sequential loops inside it. An effect
-    that does not use the split range runs on worker 0 only.
+    rounded up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are
+    neighbouring elements), of 1 for another. Other GLOBAL ranges become sequential loops inside it. An
+    effect that does not use the split range runs on worker 0 only.
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
     global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=axis_order)
@@ -118,21 +121,22 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     work = 1
     for r in ranges:
         work *= max(int(r.src[0].vmax), 1)
-    outer = global_ranges[0]
-    if work < THREAD_MIN_WORK or outer.src[0].vmax < 2 * THREAD_CHUNK_ALIGN:
+    aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
+    outer = next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None)
+    if work < THREAD_MIN_WORK or outer is None:
         return sink
     core_id = UOp.define_var(CORE_ID, 0, threads - 1)
-    start, inner = _thread_chunk(outer, core_id, threads)
+    start, inner = _thread_chunk(outer, core_id, threads, aligns[outer])
     first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in e.toposort()}
     return substitute(gate_effects(sink, first_only), {outer: start + inner})
 
 
-def _thread_chunk(r: UOp, core_id: UOp, threads: int) -> tuple[UOp, UOp]:
-    """Worker ``core_id``'s share of range ``r``: its first index, and a loop over its chunk (whose
-    iterations are work items as before: independent of one another)."""
+def _thread_chunk(r: UOp, core_id: UOp, threads: int, align: int) -> tuple[UOp, UOp]:
+    """Worker ``core_id``'s share of range ``r``, in chunks a multiple of ``align``: its first index, and a
+    loop over its chunk (whose iterations are work items as before: independent of one another)."""
     end = r.src[0]
     per_thread = (end + (threads - 1)) // threads
-    chunk = (per_thread + (THREAD_CHUNK_ALIGN - 1)) // THREAD_CHUNK_ALIGN * THREAD_CHUNK_ALIGN
+    chunk = (per_thread + (align - 1)) // align * align
     start = core_id * chunk
     return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.GLOBAL)  # still parallel work
 
@@ -452,6 +456,49 @@ def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp) -> UOp
 
 def _unit_stride(index: UOp, r: UOp) -> bool:
     """``index`` is ``r`` plus terms without ``r``: neighbouring ``r`` read neighbouring elements."""
-    if index is r:
-        return True
-    return index.op is Ops.ADD and any(a is r and r not in b.toposort() for a, b in (index.src, index.src[::-1]))
+    terms = _terms(index)
+    return terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r)
+
+
+def _terms(index: UOp) -> list[UOp]:
+    """The terms of a sum, nested ADDs flattened; what a SUB subtracts is one term (its sign does not matter
+    to ``_unit_stride``, which looks for ``r`` in the others)."""
+    if index.op is Ops.ADD:
+        return [t for s in index.src for t in _terms(s)]
+    if index.op is Ops.SUB:
+        return [*_terms(index.src[0]), index.src[1]]
+    return [index]
+
+
+# ---- what lowering did -----------------------------------------------------------------------------------
+
+def describe(sink: UOp) -> str:
+    """One line on how a lowered kernel uses the device (``SVOD_DEBUG``): CPU threads or the launch shape,
+    reductions a work group shares in local memory, and how many reductions share one loop (the output
+    tile of an upcast reduction, or the partials of a split MAX/MIN)."""
+    topo = sink.toposort()
+    parts = []
+    cores = next((u.arg[2] + 1 for u in topo if u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID), None)
+    specials = {u.arg: u.src[0] for u in topo if u.op is Ops.SPECIAL}
+    if cores is not None:
+        parts.append(f"{cores} threads over the outermost parallel range")
+    elif specials:
+        def size(end: UOp) -> str:
+            return str(end.arg) if end.op is Ops.CONST else f"up to {int(end.vmax)}"
+
+        parts.append("launch " + ", ".join(f"{name} < {size(end)}" for name, end in sorted(specials.items())))
+    else:
+        parts.append("one thread")
+    temps = [u.dtype for u in sorted((u for u in topo if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg)
+             if isinstance(u.dtype, PtrDType)]
+    if temps:
+        barriers = sum(1 for u in sink.src if u.op is Ops.BARRIER)
+        parts.append(f"{len(temps)} reduction(s) shared by each work group in local memory "
+                     f"({' + '.join(f'{t.size} {t.base.name}' for t in temps)}), {barriers} barriers")
+    loops: dict[tuple[UOp, ...], int] = {}
+    for u in topo:
+        if u.op is Ops.REDUCE:
+            loops[u.src[1:]] = loops.get(u.src[1:], 0) + 1
+    if loops:
+        parts.append(f"{len(loops)} reduction loop(s), the widest updating {max(loops.values())} accumulator(s)")
+    return "; ".join(parts)

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from svod.codegen.lower import describe
 from svod.config import Settings, settings
 from svod.device import CORE_ID, CompiledSpec, Device, KernelMetadata, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims
@@ -212,7 +213,8 @@ class KernelCache:
             programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
             kernels.append(make_kernel(ast, specs, compiled, programs, device))
         if self.settings.debug:
-            sources = "\n".join(spec.src for specs in renders.values() for spec in specs)
+            sources = "\n".join(f"svod: {spec.name} on {device.name}: {describe(spec.ast)}\n{spec.src}"
+                                for specs in renders.values() for spec in specs)
             print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
                   f"ms\n{sources}", file=sys.stderr)
         return kernels

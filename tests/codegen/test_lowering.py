@@ -7,11 +7,12 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.cli.suite import softmax
+from svod.cli.suite import conv2d, softmax
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     WorkGroupLimits,
     anchor_ranges,
+    describe,
     share_reductions,
     split_extremum_reductions,
     split_for_threads,
@@ -232,3 +233,17 @@ def test_users_cannot_write_barriers():
     ast = k.build()
     with pytest.raises(GraphError):
         validate(ast.replace(src=(UOp(Ops.BARRIER), *ast.src)))
+
+
+def test_a_convolution_is_upcast_along_its_shifted_columns_and_threaded_over_channels():
+    """``x[ci, y + ky - 1, xx + kx - 1]`` steps one element per ``xx`` (the index is a sum and a difference);
+    after the upcast no range is 32 long, and the 16 channels are split over the threads instead."""
+    sink = split_for_threads(upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast))), 2)
+    assert describe(sink) == "2 threads over the outermost parallel range; 1 reduction loop(s), the widest " \
+                             "updating 64 accumulator(s)"
+
+
+def test_describe_names_the_launch_and_local_memory():
+    shared = _shared(softmax(64, 1024).steps[0].ast)
+    assert describe(shared).startswith("launch gidx1 < 64, lidx0 < 128; 2 reduction(s) shared by each work group "
+                                       "in local memory (129 float32 + 129 float32), 4 barriers")
