@@ -288,15 +288,15 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     inside = {r: r.lt(r.src[0]) for r in rows if r.src[0].vmin < 1}
     axes = iter(range(1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), 1 << 30))
 
-    def strided(end: UOp, kind: AxisKind) -> tuple[UOp, UOp, UOp | None]:
+    def strided(end: UOp, kind: AxisKind) -> tuple[UOp, UOp, list[UOp]]:
         """A range ``k``, the values ``item + G*k`` below ``end`` that work item ``item`` takes, and, when
         the loop runs once at most, the test that the value is below ``end``: ``k`` then folds to 0, and
         what used it no longer depends on the loop and may be hoisted out of it."""
         k = UOp.range((end - item + (size - 1)) // size, next(axes), kind)
-        return k, item + k * size, (item + k * size).lt(end) if k.src[0].vmax <= 1 else None
+        return k, item + k * size, [(item + k * size).lt(end)] if k.src[0].vmax <= 1 else []
 
-    def gated(effect: UOp, conditions: list[UOp]) -> UOp:
-        return gate_effects(UOp.sink(effect), {effect: _all(conditions)}).src[0] if conditions else effect
+    def gated(node: UOp, conditions: list[UOp], target: bool = True) -> UOp:
+        return _gated(node, _all(conditions), target) if conditions else node
 
     replaced: dict[UOp, UOp] = {}
     levels: dict[UOp, int] = {}
@@ -308,12 +308,11 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
         for u in (u for u in shared if levels[u] == level):
             temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size + 1, local=True), (), shared.index(u))
             k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
-            body = substitute(substitute(u.src[0], replaced), {u.src[1]: j})
-            body = body if below is None else _gated(body, below, target=False)
+            body = gated(substitute(substitute(u.src[0], replaced), {u.src[1]: j}), below, target=False)
             partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
                                   [inside[r] for r in rows if r in live[u] and r in inside]))
             m = UOp.range(size, next(axes), AxisKind.REDUCE)
-            combines.append(gated(temp.index(size).store(temp.index(m).load().reduce(m, op=u.arg)), [item.eq(0)]))
+            combines.append(temp.index(size, gate=item.eq(0)).store(temp.index(m).load().reduce(m, op=u.arg)))
             replaced[u] = temp.index(size).load()
         staged += [*partials, UOp(Ops.BARRIER), *combines, UOp(Ops.BARRIER)]
     _, columns, below = strided(column.src[0], AxisKind.LOOP)
@@ -321,8 +320,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
         conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
                       *(groups[r].eq(0) for r in rows if r not in live[e])]
         body = substitute(e, replaced)
-        staged.append(gated(substitute(body, {column: columns}), [*conditions, *([] if below is None else [below])])
-                      if column in live[e]
+        staged.append(gated(substitute(body, {column: columns}), [*conditions, *below]) if column in live[e]
                       else gated(body, [*conditions, item.eq(0)]))
     rest = [u for u in sink.src if u.op not in EFFECTS]
     return substitute(sink.replace(src=(*staged, *rest)), groups)

@@ -62,19 +62,6 @@ def test_matmul(gpu, m, n, kk):
     np.testing.assert_allclose(c_np, a_np @ b_np, rtol=1e-5, atol=1e-5 * kk)
 
 
-def test_float16_arithmetic(gpu):
-    if refuses(gpu, dtypes.float16):  # an adapter without shader-f16
-        return
-    k = KernelBuilder("half")
-    out, x = k.buffer(dtypes.float16, 33), k.buffer(dtypes.float16, 33)
-    i = k.range(33)
-    k.store(out[i], x[i] * x[i] + 0.5)
-    x_np = np.random.default_rng(8).uniform(-4, 4, 33).astype(np.float16)
-    out_np = np.zeros(33, np.float16)
-    svod.run(k.build(), [out_np, x_np], device=gpu)
-    np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
-
-
 def test_integer_division_shifts_and_casts_keep_svods_definitions(gpu):
     a = np.array([7, -7, 7, -7, -2**31, -2**31, 5, 0, 1, -1], np.int32)
     b = np.array([2, 2, -2, 0, -1, 0, 33, -5, 31, 40], np.int32)
