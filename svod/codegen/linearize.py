@@ -304,6 +304,8 @@ class _Linearizer:
         if self.status is None:
             raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
         buffer, index = u.src[0], u.src[1]
+        if buffer.op is Ops.DEFINE_LOCAL:  # a CPU thread's private copy of a buffer: report the buffer
+            buffer = buffer.src[0]
         in_range, reported = _range_test(index, param_size(buffer))
         gate = u.src[2] if len(u.src) == 3 else None
         failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)

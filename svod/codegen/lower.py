@@ -33,7 +33,7 @@ from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitut
 from svod.ir.ops import EFFECTS
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
-           "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
+           "privatize_atomics", "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -139,6 +139,61 @@ def _thread_chunk(r: UOp, core_id: UOp, threads: int, align: int) -> tuple[UOp, 
     chunk = (per_thread + (align - 1)) // align * align
     start = core_id * chunk
     return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.GLOBAL)  # still parallel work
+
+
+PRIVATE_BYTES = 32 * 1024
+"""The largest buffer of atomic adds a CPU thread keeps a private copy of: on its stack, in its L1 cache."""
+
+
+def privatize_atomics(sink: UOp) -> UOp:
+    """Atomic adds into a small buffer (a histogram's counts), made by each CPU thread into a private copy
+    and added to the buffer once per element at the end.
+
+    Threads that add into one small buffer contend for its cache lines, and each add is a locked
+    instruction even without contention; a private copy takes plain adds. A buffer qualifies when its size
+    is a constant of at most ``PRIVATE_BYTES``, the kernel only adds into it (no load, store, MAX or MIN),
+    and it makes at least as many adds per thread as the buffer has elements (else the copy costs more
+    than it saves). The kernel becomes: the copy set to 0 (``-0.0`` for floats, which any sum keeps),
+    the kernel with its adds into the copy, then each thread's copy added into the buffer (integer zeros
+    skipped). A private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a bounds
+    check on it reports that buffer. Integer sums are exact; a float sum's order was never fixed.
+    """
+    topo = sink.toposort()
+    live = live_ranges(sink)
+    adds: dict[UOp, list[UOp]] = {}
+    for e in sink.src:
+        if e.op is Ops.ATOMIC and e.arg is Ops.ADD and e.src[0].src[0].op is Ops.PARAM:
+            adds.setdefault(e.src[0].src[0], []).append(e)
+    others = {_buffer_of(u.src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
+              and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
+    axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
+    setup: list[UOp] = []
+    flush: list[UOp] = []
+    private: dict[UOp, UOp] = {}
+    for buffer, found in adds.items():
+        assert isinstance(buffer.dtype, PtrDType)
+        size, base = buffer.dtype.size, buffer.dtype.base
+        work = sum(math.prod(int(r.src[0].vmax) for r in live[e]) for e in found)
+        if buffer.src or buffer in others or not 0 < size * base.itemsize <= PRIVATE_BYTES or work < size:
+            continue
+        copy = private[buffer] = UOp(Ops.DEFINE_LOCAL, base.ptr(size, local=True), (buffer,), len(private))
+        setup.append(copy.index(UOp.range(size, next(axes), AxisKind.LOOP)).store(-0.0 if base.is_float else 0))
+        each = UOp.range(size, next(axes), AxisKind.LOOP)
+        total = copy.index(each).load()
+        flush.append(buffer.index(each, gate=None if base.is_float else total.ne(0)).atomic(total))
+    if not private:
+        return sink
+    body = [e.replace(src=(e.src[0].replace(src=(private[e.src[0].src[0]], *e.src[0].src[1:])), *e.src[1:]))
+            if e.op is Ops.ATOMIC and e.src[0].src[0] in private else e for e in sink.src if e.op in EFFECTS]
+    return sink.replace(src=(*setup, *body, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
+
+
+def _buffer_of(index: UOp) -> UOp:
+    """The buffer an INDEX points into, looking through AFTER."""
+    buffer = index.src[0]
+    while buffer.op is Ops.AFTER:
+        buffer = buffer.src[0]
+    return buffer
 
 
 REDUCTION_PARTIALS = 256
@@ -472,7 +527,8 @@ def _terms(index: UOp) -> list[UOp]:
 
 def describe(sink: UOp) -> str:
     """One line on how a lowered kernel uses the device (``SVOD_DEBUG``): CPU threads or the launch shape,
-    reductions a work group shares in local memory, and how many reductions share one loop (the output
+    buffers of atomic adds each thread keeps a private copy of, reductions a work group shares in local
+    memory, and how many reductions share one loop (the output
     tile of an upcast reduction, or the partials of a split MAX/MIN)."""
     topo = sink.toposort()
     parts = []
@@ -487,8 +543,12 @@ def describe(sink: UOp) -> str:
         parts.append("launch " + ", ".join(f"{name} < {size(end)}" for name, end in sorted(specials.items())))
     else:
         parts.append("one thread")
-    temps = [u.dtype for u in sorted((u for u in topo if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg)
-             if isinstance(u.dtype, PtrDType)]
+    locals_ = sorted((u for u in topo if u.op is Ops.DEFINE_LOCAL), key=lambda u: u.arg)
+    copies = [u.dtype for u in locals_ if u.src and isinstance(u.dtype, PtrDType)]
+    temps = [u.dtype for u in locals_ if not u.src and isinstance(u.dtype, PtrDType)]
+    if copies:
+        parts.append(f"atomic adds into a private copy per thread of {len(copies)} buffer(s) "
+                     f"({' + '.join(f'{t.size} {t.base.name}' for t in copies)})")
     if temps:
         barriers = sum(1 for u in sink.src if u.op is Ops.BARRIER)
         parts.append(f"{len(temps)} reduction(s) shared by each work group in local memory "

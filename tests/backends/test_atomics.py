@@ -12,7 +12,7 @@ import svod
 from svod import KernelBuilder, Ops, dtypes
 from svod.backends import DeviceRegistry
 from svod.config import settings
-from svod.errors import GraphError
+from svod.errors import GraphError, IndexOutOfBoundsError
 from tests.helpers import refuses
 
 
@@ -38,12 +38,63 @@ def test_a_histogram_of_a_million_values_is_exact(device, bins):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_histograms_are_exact_on_any_number_of_threads(threads, compiler):
-    device = DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
+    device = _cpu(threads, compiler)
     values = np.random.default_rng(threads).integers(0, 16, 1 << 18).astype(np.int32)
     for _ in range(20):
         counts = np.zeros(16, np.int32)
         svod.run(_histogram(16, 1 << 18), [counts, values], device=device)
         np.testing.assert_array_equal(counts, np.bincount(values, minlength=16))
+
+
+def _cpu(threads: int, compiler: str):
+    return DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("n", "bins"), [(1, 1), (7, 7), (1009, 7), (100_003, 251), (4099, 4096)])
+def test_counts_kept_per_thread_add_to_what_the_buffer_held(threads, compiler, n, bins):
+    """Each thread counts into a private copy and adds it to the buffer at the end (``privatize_atomics``):
+    counts already there are kept, and int32 counts wrap as the atomics did."""
+    values = np.random.default_rng(n).integers(0, bins, n).astype(np.int32)
+    start = np.random.default_rng(bins).integers(-5, 5, bins).astype(np.int32)
+    start[0] = np.iinfo(np.int32).max
+    counts = start.copy()
+    svod.run(_histogram(bins, n), [counts, values], device=_cpu(threads, compiler))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(counts, start + np.bincount(values, minlength=bins).astype(np.int32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_float_sums_kept_per_thread_keep_special_values(threads, compiler):
+    """A private float sum starts at -0.0: a bin nobody adds to keeps its -0.0, NaN and inf stay, and a bin
+    that only gets +0.0 becomes +0.0, as the atomics would make it."""
+    k = KernelBuilder("weighted_histogram")
+    out, x, idx = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 4000), k.buffer(dtypes.int32, 4000)
+    i = k.range(4000)
+    k.atomic_add(out[idx[i]], x[i])
+    rng = np.random.default_rng(9)
+    indices = rng.choice(np.array([1, 2, 3, 5], np.int32), 4000)
+    weights = rng.standard_normal(4000).astype(np.float32)
+    weights[indices == 5] = 0.0
+    start = np.array([-0.0, -0.0, np.nan, np.inf, 1.0, -0.0, -0.0, 2.5], np.float32)
+    got = start.copy()
+    svod.run(k.build(), [got, weights, indices], device=_cpu(threads, compiler))
+    expected = start.astype(np.float64)
+    np.add.at(expected, indices, weights)
+    np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-4)
+    assert list(np.signbit(got[[0, 5, 6]])) == [True, False, True]
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_count_outside_the_buffer_kept_per_thread_names_the_buffer(compiler):
+    values = np.zeros(5000, np.int32)
+    values[4321] = 16
+    counts = np.zeros(16, np.int32)
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        svod.run(_histogram(16, 5000), [counts, values], device=_cpu(2, compiler))
+    assert info.value.slot == 0 and info.value.index == 16
 
 
 @pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32,

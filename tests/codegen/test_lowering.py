@@ -10,9 +10,11 @@ from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.cli.suite import conv2d, softmax
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
+    PRIVATE_BYTES,
     WorkGroupLimits,
     anchor_ranges,
     describe,
+    privatize_atomics,
     share_reductions,
     split_extremum_reductions,
     split_for_threads,
@@ -247,3 +249,33 @@ def test_describe_names_the_launch_and_local_memory():
     shared = _shared(softmax(64, 1024).steps[0].ast)
     assert describe(shared).startswith("launch gidx1 < 64, lidx0 < 128; 2 reduction(s) shared by each work group "
                                        "in local memory (129 float32 + 129 float32), 4 barriers")
+
+
+def _scatter(kind: str, bins: int = 256, n: int = 1 << 15):
+    k = KernelBuilder(kind)
+    out, idx = k.buffer(dtypes.float32, bins), k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    if kind == "max":
+        k.atomic_max(out[idx[i]], 1.0)
+    else:
+        k.atomic_add(out[idx[i]], out[idx[i] // 2] if kind == "reads" else 1.0)
+    return k.build()
+
+
+def _private_copies(sink):
+    return [u for u in privatize_atomics(sink).toposort() if u.op is Ops.DEFINE_LOCAL]
+
+
+def test_a_thread_adds_into_a_private_copy_of_a_small_buffer():
+    sink = privatize_atomics(_lowered(_scatter("add"), threads=2))
+    (copy,) = [u for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL]
+    assert copy.src[0].op is Ops.PARAM and copy.src[0].arg == 0 and copy.dtype.size == 256
+    assert [e.op for e in sink.src if e.op in (Ops.STORE, Ops.ATOMIC)] == [Ops.STORE, Ops.ATOMIC, Ops.ATOMIC]
+    assert describe(sink).startswith("2 threads over the outermost parallel range; atomic adds into a private "
+                                     "copy per thread of 1 buffer(s) (256 float32)")
+
+
+@pytest.mark.parametrize(("kind", "bins", "n"), [("reads", 256, 1 << 15), ("max", 256, 1 << 15), ("add", 256, 255),
+                                                 ("add", PRIVATE_BYTES // 4 + 1, 1 << 20)])
+def test_a_buffer_the_kernel_reads_updates_otherwise_or_barely_uses_is_not_copied(kind, bins, n):
+    assert not _private_copies(_lowered(_scatter(kind, bins, n)))

@@ -16,6 +16,7 @@ from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     anchor_ranges,
     decompose,
+    privatize_atomics,
     split_for_threads,
     split_reduction,
     tile_for_cpu,
@@ -119,8 +120,9 @@ class KernelRenderer(ABC):
 
     def parallelize(self, sink: UOp) -> UOp:
         """Shape the kernel's work for the device; by default for a CPU: tiles for its vector registers
-        (``tile_for_cpu``), then its GLOBAL ranges spread over threads."""
-        return split_for_threads(tile_for_cpu(sink), self.threads)
+        (``tile_for_cpu``), then its GLOBAL ranges spread over threads, each adding into a private copy of a
+        small buffer of atomic adds."""
+        return privatize_atomics(split_for_threads(tile_for_cpu(sink), self.threads))
 
     def lower(self, ast: UOp) -> Lowered:
         """The lowering passes of ``svod.codegen.lower``, in order."""

@@ -167,6 +167,10 @@ class CStyleRenderer(KernelRenderer):
         are declared outside it)."""
         raise GraphError(f"{type(self).__name__} has no work-group memory", stage="render", value=name)
 
+    def local_atomic(self, op: Ops, dtype: DType, pointer: str, value: str) -> str:
+        """A statement that updates ``*pointer`` in work-group memory with ``op``, as one step for the group."""
+        return self.atomic(op, dtype, pointer, value)
+
     def barrier(self) -> str:
         """The statement that waits for every work item of the group (``Ops.BARRIER``)."""
         raise GraphError(f"{type(self).__name__} has no work-group barrier", stage="render")
@@ -467,7 +471,8 @@ class _Walk:
         target, value = self.names[node.src[0]], self.names[node.src[1]]
         dtype = node.src[1].dtype
         if node.op is Ops.ATOMIC:
-            line = r.atomic(node.arg, dtype, target, value)
+            local = node.src[0].src[0].op is Ops.DEFINE_LOCAL
+            line = (r.local_atomic if local else r.atomic)(node.arg, dtype, target, value)
         else:
             if dtype.kind == "bool" and r.bool_memory_type is not None:
                 value = r.to_memory(value)
@@ -503,8 +508,8 @@ _STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
 
 
 def local_name(node: UOp) -> str:
-    """The name of work-group memory ``node`` (a DEFINE_LOCAL)."""
-    return f"shared{node.arg}"
+    """The name of work-group memory ``node`` (a DEFINE_LOCAL; on a CPU, a thread's private copy of its source)."""
+    return f"{'private' if node.src else 'shared'}{node.arg}"
 
 
 def local_size(node: UOp) -> int:

@@ -129,10 +129,13 @@ class _FunctionWriter:
             if u.op is Ops.DEFINE_REG:
                 self.names[u] = f"%acc{u.arg}"
                 self.emit(f"%acc{u.arg} = alloca {memory_type(pointee(u))}, align 8")
+            elif u.op is Ops.DEFINE_LOCAL and isinstance(u.dtype, PtrDType):  # a thread's private copy
+                self.names[u] = f"%local{u.arg}"
+                self.emit(f"%local{u.arg} = alloca [{u.dtype.size} x {memory_type(u.dtype.base)}], align 64")
         for slot, var in enumerate(variables):
             self._bind_variable(var, slot)
         for index, node in enumerate(self.linear):
-            if node.op not in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG):
+            if node.op not in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
                 self._node(node, f"%v{index}", index)  # a value placed twice gets the name of its latest place
         self.emit("ret void")
         attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
@@ -232,6 +235,13 @@ class _FunctionWriter:
     def _atomic(self, node: UOp, out: str) -> None:
         ptr, value, dtype = self.operand(node.src[0]), self.operand(node.src[1]), node.src[1].dtype
         ty = llvm_type(dtype)
+        if node.src[0].src[0].op is Ops.DEFINE_LOCAL:  # a thread's private copy: no other thread updates it
+            if node.arg is not Ops.ADD:
+                raise GraphError("a CPU thread's private copy takes atomic adds only", stage="render", value=node.arg)
+            self.emit(f"{out}.old = load {ty}, ptr {ptr}")
+            self.emit(f"{out}.new = {'fadd' if dtype.is_float else 'add'} {ty} {out}.old, {value}")
+            self.emit(f"store {ty} {out}.new, ptr {ptr}")
+            return
         if dtype.is_int or node.arg is Ops.ADD:
             kind = {Ops.ADD: "fadd" if dtype.is_float else "add",
                     Ops.MAX: "max" if dtype.kind == "int" else "umax",
