@@ -97,14 +97,46 @@ class CachedKernel:
         return tuple(Argument(pointee(p), pointee(p).numpy, int(size.arg) if (size := param_size(p)).op is Ops.CONST
                               else None, size, p.arg in self.outs) for p in self.params)
 
-    def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
+    def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> list[Any]:
+        """Check every argument for these variable values; what the program receives for each."""
         if len(buffers) != len(self.params):
             raise BufferMismatchError(f"kernel takes {len(self.params)} buffers, got {len(buffers)}",
                                       kernel=self.name, stage="bind", value=len(buffers))
-        for position, (buf, layout) in enumerate(zip(buffers, self.layout, strict=True)):
-            self._check_buffer(position, buf, layout, var_vals)
+        needed = [self._check_buffer(position, buf, layout, var_vals)
+                  for position, (buf, layout) in enumerate(zip(buffers, self.layout, strict=True))]
+        addresses = [buf.address for buf in buffers]
+        if self.written_positions and len(buffers) > 1:
+            self._check_unshared(buffers, needed, addresses)
+        return addresses
 
-    def _check_buffer(self, position: int, buf: Buffer, layout: Argument, var_vals: Mapping[str, int]) -> None:
+    def _check_unshared(self, buffers: Sequence[Buffer], needed: Sequence[int], addresses: Sequence[Any]) -> None:
+        """A buffer the kernel writes shares no memory with another argument: lowering proves the kernel free
+        of races buffer by buffer, and the CPU renderers tell the compiler so (LLVM alias scopes, C
+        ``restrict``). Host memory compares addresses (two buffers may wrap one numpy array), other memory
+        offsets into one allocation."""
+        host, itemsizes = self.device.caps.host_memory, self.itemsizes
+        starts = addresses if host else [buf.byte_offset for buf in buffers]
+        for position in self.written_positions:
+            start = starts[position]
+            end = start + needed[position] * itemsizes[position]
+            for other, other_start in enumerate(starts):  # an empty span shares nothing
+                other_end = other_start + needed[other] * itemsizes[other]
+                if other != position and other_start < end and start < other_end and needed[position] \
+                        and needed[other] and (host or buffers[position].base is buffers[other].base):
+                    raise BufferMismatchError(f"argument {position} is written and shares memory with argument "
+                                              f"{other}; pass one buffer, or disjoint ones", kernel=self.name,
+                                              stage="bind", value=(position, other))
+
+    @functools.cached_property
+    def itemsizes(self) -> tuple[int, ...]:
+        return tuple(layout.dtype.itemsize for layout in self.layout)
+
+    @functools.cached_property
+    def written_positions(self) -> tuple[int, ...]:
+        return tuple(position for position, layout in enumerate(self.layout) if layout.written)
+
+    def _check_buffer(self, position: int, buf: Buffer, layout: Argument, var_vals: Mapping[str, int]) -> int:
+        """Check one argument; the elements the kernel may touch in it."""
         if not isinstance(buf, Buffer):
             raise BufferMismatchError(f"argument {position} is not a svod.Buffer", kernel=self.name, stage="bind",
                                       value=type(buf).__name__)
@@ -122,6 +154,7 @@ class CachedKernel:
         if buf.size < needed:
             raise BufferMismatchError(f"argument {position} has {buf.size} elements, the kernel needs {needed}",
                                       kernel=self.name, stage="bind", value=buf.size)
+        return needed
 
     def vals(self, var_vals: Mapping[str, int]) -> list[int]:
         """Variable values in program order; launch variables get a placeholder the program overrides, and
@@ -166,9 +199,8 @@ class CachedKernel:
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
         values = self.check_vars(var_vals or {})
-        self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
+        addresses = self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
         dims = self.launch_dims(values)
-        addresses: list[Any] = [b.address for b in buffers]
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,7 @@ from svod.codegen.lower import (
     upcast_reductions,
 )
 from svod.codegen.render.c import CRenderer
+from svod.codegen.render.llvmir import LLVMRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
 from svod.ir.validate import validate
@@ -122,6 +125,30 @@ def test_c_source_reads_buffers_and_variables_by_position():
     k.store(out[i], x[i] + 1)
     src = CRenderer("CPU").render(k.build()).src
     assert "bufs[0]" in src and "bufs[1]" in src and "vars[0]" in src and "svod_args" in src
+
+
+def _add_into(out_dtype=dtypes.float32):
+    k = KernelBuilder("add_into")
+    out, a, b = k.buffer(out_dtype, 64), k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, 64)
+    i = k.range(64)
+    k.store(out[i], (a[i] + b[i]).cast(out_dtype))
+    return k.build()
+
+
+def test_cpu_code_says_a_written_buffer_shares_no_memory_with_another():
+    """The runtime refuses such arguments, so the compilers may vectorise without checking overlap: C's
+    ``restrict``, and LLVM alias scopes in which the two buffers only read may alias each other."""
+    assert CRenderer("CPU").render(_add_into()).src.count("* restrict data") == 3
+    src = LLVMRenderer("CPU").render(_add_into()).src
+    lists = {name: re.findall(r"!\d+", body) if "distinct" not in body else []
+             for name, body in re.findall(r"^(!\d+) = (.*)$", src, re.M)}
+    accesses = [(kind, lists[scope], lists[apart]) for kind, scope, apart in
+                re.findall(r"(load|store) float.*, !alias.scope (!\d+), !noalias (!\d+)", src)]
+    (written,) = (scope for kind, scope, _ in accesses if kind == "store")
+    read = [scope for kind, scope, _ in accesses if kind == "load"]
+    assert len(read) == 2 and len({*written, *read[0], *read[1]}) == 3
+    for kind, _, apart in accesses:  # the two read buffers may alias each other, never the written one
+        assert apart == (read[0] + read[1] if kind == "store" else written)
 
 
 def test_reductions_over_one_range_share_a_loop():

@@ -310,9 +310,10 @@ def test_clear_releases_the_compiled_code(tmp_path, compiler):
 def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp_path):
     device = svod.get_device("CPU")
     probe = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
-    one_kernel = probe.get(_kernel(100.0, "budget"), device).code_bytes
+    probed = probe.get(_kernel(100.0, "budget"), device)
+    one_kernel = len(probed.code) + probed.code_bytes  # what the cache counts: the source and the loaded code
     cache = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False,
-                                            cache_memory=int(3.5 * one_kernel) + 3 * 2048))
+                                            cache_memory=int(3.5 * one_kernel)))
     first, second, _ = (cache.get(_kernel(scale, "budget"), device) for scale in (1.0, 2.0, 3.0))
     cache.get(_kernel(1.0, "budget"), device)  # used again: now the most recent
     cache.get(_kernel(4.0, "budget"), device)  # over budget: the least recently used (2.0) goes

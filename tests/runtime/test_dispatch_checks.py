@@ -100,3 +100,63 @@ def test_symbolic_two_dimensional_indexing_is_accepted():
     got = np.zeros(12, np.float32)
     svod.run(k.build(), [got, data], rows=3, cols=4)
     np.testing.assert_array_equal(got, data.reshape(3, 4)[::-1].reshape(-1))
+
+
+def _shift():
+    """``out[i] = x[i + 1]``: run on one buffer as both, its result depends on the order work items run in."""
+    k = KernelBuilder("shift")
+    out, x = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 9)
+    i = k.range(8)
+    k.store(out[i], x[i + 1])
+    return k.build()
+
+
+@pytest.mark.parametrize(("views", "refused"), [
+    (lambda b: (b.view(0, 8), b.view(0, 9)), (0, 1)),
+    (lambda b: (b.view(4, 8), b.view(0, 9)), (0, 1)),
+    (lambda b: (b.view(0, 8), b.view(7, 9)), (0, 1)),
+    (lambda b: (b.view(0, 8), b.view(8, 9)), None),
+    (lambda b: (b.view(9, 8), b.view(0, 9)), None),
+])
+def test_a_written_buffer_sharing_memory_with_another_argument_is_refused(device, views, refused):
+    """Lowering proves races absent buffer by buffer, and the CPU code tells the compiler buffers are apart."""
+    whole = svod.Buffer.from_numpy(np.arange(17, dtype=np.float32), device)
+    out, x = views(whole)
+    kernel = svod.compile(_shift(), device)
+    if refused is None:
+        kernel([out, x])
+        np.testing.assert_array_equal(out.numpy(), x.numpy()[1:])
+        return
+    with pytest.raises(BufferMismatchError, match="argument 0 is written and shares memory with argument 1") as info:
+        kernel([out, x])
+    assert info.value.kernel == "shift" and info.value.stage == "bind" and info.value.value == refused
+    np.testing.assert_array_equal(whole.numpy(), np.arange(17, dtype=np.float32))
+
+
+def test_buffers_wrapping_one_array_share_its_memory():
+    data = np.arange(17, dtype=np.float32)
+    out, x = svod.Buffer.from_numpy(data[:8], copy=False), svod.Buffer.from_numpy(data[3:12], copy=False)
+    with pytest.raises(BufferMismatchError, match="shares memory"):
+        svod.compile(_shift())([out, x])
+    svod.run(_shift(), [data[:8], data[3:12]])  # arrays: the overlapping one goes through a copy
+    np.testing.assert_array_equal(data[:8], np.arange(4, 12, dtype=np.float32))
+
+
+def test_one_buffer_read_twice_is_fine(device):
+    k = KernelBuilder("twice")
+    out, a, b = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    i = k.range(8)
+    k.store(out[i], a[i] * b[i])
+    x = svod.Buffer.from_numpy(np.arange(8, dtype=np.float32), device)
+    out_buffer = svod.Buffer(device, dtypes.float32, 8)
+    svod.compile(k.build(), device)([out_buffer, x, x])
+    np.testing.assert_array_equal(out_buffer.numpy(), np.arange(8, dtype=np.float32) ** 2)
+
+
+def test_a_plan_refuses_a_kernel_over_overlapping_buffers(device):
+    plan = svod.ExecutionPlan(device)
+    whole = svod.Buffer(device, dtypes.float32, 17)
+    out, x = plan.add_buffer(whole.view(0, 8)), plan.add_buffer(whole.view(4, 9))
+    plan.add_kernel(_shift(), [out, x])
+    with pytest.raises(BufferMismatchError, match="shares memory"):
+        plan.prepare()

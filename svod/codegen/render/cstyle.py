@@ -120,7 +120,7 @@ class CStyleRenderer(KernelRenderer):
     def signature(self, symbol: str, params: list[UOp], variables: list[UOp], linear: tuple[UOp, ...]) -> list[str]:
         """The function header and the lines that bind buffers and variables to C names."""
         lines = [f"void {symbol}(void **bufs, const int64_t *vars, int64_t core_id) {{"]
-        lines += [f"  {self.pointer_type(p)} data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
+        lines += [f"  {self.pointer_type(p)} restrict data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
                   for position, p in enumerate(params)]
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
                   for k, v in enumerate(variables) if v.arg[0] != CORE_ID]

@@ -99,6 +99,7 @@ class _FunctionWriter:
         self.declarations: set[str] = set()
         self.block = "entry"
         self.sole_accumulators = {update.src[0].src[0] for update in sole_accumulators(linear).values()}
+        self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
 
     def _sole_accumulator(self, node: UOp) -> bool:
@@ -141,7 +142,7 @@ class _FunctionWriter:
         attributes = f'"target-cpu"="{self.r.cpu}" "target-features"="{self.r.features}"' if self.r.cpu else ""
         header = f"define void @{self.symbol}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
         return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
-                          f"attributes #0 = {{ nounwind {attributes} }}", ""])
+                          f"attributes #0 = {{ nounwind {attributes} }}", *self.metadata, ""])
 
     def _bind_variable(self, var: UOp, slot: int) -> None:
         name, ty = var.arg[0], llvm_type(var.dtype)
@@ -219,10 +220,10 @@ class _FunctionWriter:
     def _load(self, node: UOp, out: str) -> None:
         ptr = self.operand(node.src[0])
         if node.dtype.kind == "bool":
-            self.emit(f"{out}.byte = load i8, ptr {ptr}")
+            self.emit(f"{out}.byte = load i8, ptr {ptr}{self._scope(node.src[0])}")
             self.emit(f"{out} = icmp ne i8 {out}.byte, 0")
         else:
-            self.emit(f"{out} = load {llvm_type(node.dtype)}, ptr {ptr}")
+            self.emit(f"{out} = load {llvm_type(node.dtype)}, ptr {ptr}{self._scope(node.src[0])}")
         self.names[node] = out
 
     def _store(self, node: UOp, out: str) -> None:
@@ -230,7 +231,11 @@ class _FunctionWriter:
         if node.src[1].dtype.kind == "bool":
             self.emit(f"{out}.byte = zext i1 {value} to i8")
             value = f"{out}.byte"
-        self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}")
+        self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}{self._scope(node.src[0])}")
+
+    def _scope(self, index: UOp) -> str:
+        """The alias scope metadata of an access to a buffer ("" for an accumulator or private memory)."""
+        return self.scopes.get(_buffer_of(index), "")
 
     def _atomic(self, node: UOp, out: str) -> None:
         ptr, value, dtype = self.operand(node.src[0]), self.operand(node.src[1]), node.src[1].dtype
@@ -476,3 +481,30 @@ class _FunctionWriter:
 
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+
+
+def _buffer_of(index: UOp) -> UOp:
+    buffer = index.src[0]
+    while buffer.op is Ops.AFTER:
+        buffer = buffer.src[0]
+    return buffer
+
+
+def _alias_scopes(linear: tuple[UOp, ...]) -> tuple[dict[UOp, str], list[str]]:
+    """Per buffer, the metadata its loads and stores carry, and the metadata lines that define it: each buffer
+    is its own alias scope, and its accesses alias no buffer where one of the two is written. The runtime
+    guarantees that (``CachedKernel.check_buffers`` refuses a written buffer sharing memory with another
+    argument); knowing it, LLVM vectorises a copy from one buffer into another without checking overlap."""
+    params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
+    written = {_buffer_of(u.src[0]) for u in linear if u.op in (Ops.STORE, Ops.ATOMIC)}
+    lines = ['!0 = distinct !{!0, !"svod buffers"}']
+    lines += [f"!{1 + k} = distinct !{{!{1 + k}, !0}}" for k in range(len(params))]
+    suffixes: dict[UOp, str] = {}
+    for k, p in enumerate(params):
+        lines.append(f"!{len(lines)} = !{{!{1 + k}}}")
+        suffixes[p] = f", !alias.scope !{len(lines) - 1}"
+        apart = [f"!{1 + j}" for j, q in enumerate(params) if q is not p and (p in written or q in written)]
+        if apart:
+            lines.append(f"!{len(lines)} = !{{{', '.join(apart)}}}")
+            suffixes[p] += f", !noalias !{len(lines) - 1}"
+    return suffixes, lines
