@@ -13,6 +13,8 @@ In pipeline order (``KernelRenderer.lower``), each with the one guarantee it giv
 - ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
 - ``split_for_threads`` (CPU) or ``to_gpu_indices`` (GPU): GLOBAL ranges become ``core_id`` chunks, or
   launch dimensions; an effect that does not depend on a distributed range runs on the first worker only.
+  On a CPU, ``privatize_atomics`` then: each thread adds into a private copy of a small buffer of atomic
+  adds, and adds the copy into the buffer at the end.
   On a GPU, ``share_reductions`` first: a reduction that does not depend on the innermost GLOBAL range is
   computed once per work group, cooperatively in local memory between barriers.
 

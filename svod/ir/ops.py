@@ -18,7 +18,9 @@ class Ops(Enum):
     DEFINE_REG = auto()
     DEFINE_LOCAL = auto()
     """Memory one work group shares (OpenCL ``__local``, CUDA ``__shared__``, WGSL ``var<workgroup>``):
-    ``dtype`` is ``base.ptr(size, local=True)``, ``arg`` its number. Made by GPU lowering, not by users."""
+    ``dtype`` is ``base.ptr(size, local=True)``, ``arg`` its number. On a CPU, where a thread is a group of
+    one, the private copy of the buffer that is its source (an array on the thread's stack). Made by
+    lowering, not by users."""
     BARRIER = auto()
     """A SINK source, between effects: every work item of a group waits here until all have arrived, and
     then sees what the others stored to local memory before it. Made by GPU lowering, not by users."""
