@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 import svod
 from svod import KernelBuilder
+from svod.backends import DeviceRegistry
+from svod.config import settings
 from svod.device import Device
 from svod.dtype import DType
 from svod.errors import GraphError
@@ -27,6 +30,11 @@ def evaluate_expression(expr: UOp, env: dict[str, int]) -> int:
         else:
             values[node] = exec_alu(node.op, node.dtype, [values[s] for s in node.src])
     return values[expr]
+
+
+def cpu_device(threads: int, compiler: str) -> Device:
+    """The CPU device with ``compiler`` (``llvm`` or ``clang``) splitting kernels over ``threads`` workers."""
+    return DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
 
 
 def open_device(name: str) -> Device:

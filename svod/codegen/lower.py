@@ -33,6 +33,7 @@ from svod.dtype import PtrDType
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
+from svod.ir.uop import memory_of
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
            "privatize_atomics", "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
@@ -166,7 +167,7 @@ def privatize_atomics(sink: UOp) -> UOp:
     for e in sink.src:
         if e.op is Ops.ATOMIC and e.arg is Ops.ADD and e.src[0].src[0].op is Ops.PARAM:
             adds.setdefault(e.src[0].src[0], []).append(e)
-    others = {_buffer_of(u.src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
+    others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
               and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
     axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
     setup: list[UOp] = []
@@ -188,14 +189,6 @@ def privatize_atomics(sink: UOp) -> UOp:
     body = [e.replace(src=(e.src[0].replace(src=(private[e.src[0].src[0]], *e.src[0].src[1:])), *e.src[1:]))
             if e.op is Ops.ATOMIC and e.src[0].src[0] in private else e for e in sink.src if e.op in EFFECTS]
     return sink.replace(src=(*setup, *body, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
-
-
-def _buffer_of(index: UOp) -> UOp:
-    """The buffer an INDEX points into, looking through AFTER."""
-    buffer = index.src[0]
-    while buffer.op is Ops.AFTER:
-        buffer = buffer.src[0]
-    return buffer
 
 
 REDUCTION_PARTIALS = 256

@@ -26,7 +26,7 @@ from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.ops import STAGES
-from svod.ir.uop import check_var_value
+from svod.ir.uop import check_var_value, memory_of
 
 LaunchSize = tuple[UOp, UOp, UOp]
 T = TypeVar("T")
@@ -113,9 +113,7 @@ def _param_slot(index: UOp) -> int | None:
         index = index.src[0]
     if index.op is not Ops.INDEX:
         return None
-    buffer = index.src[0]
-    while buffer.op is Ops.AFTER:
-        buffer = buffer.src[0]
+    buffer = memory_of(index.src[0])
     return int(buffer.arg) if buffer.op is Ops.PARAM else None
 
 

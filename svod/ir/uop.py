@@ -476,6 +476,13 @@ def pointee(node: UOp) -> DType:
     return node.dtype.base
 
 
+def memory_of(node: UOp) -> UOp:
+    """The memory (PARAM, DEFINE_REG, DEFINE_LOCAL) behind a chain of AFTERs."""
+    while node.op is Ops.AFTER:
+        node = node.src[0]
+    return node
+
+
 def param_size(param: UOp) -> UOp:
     """The element count of a buffer PARAM, as an index expression (a constant unless symbolic)."""
     if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):

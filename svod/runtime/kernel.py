@@ -114,18 +114,13 @@ class CachedKernel:
         of races buffer by buffer, and the CPU renderers tell the compiler so (LLVM alias scopes, C
         ``restrict``). Host memory compares addresses (two buffers may wrap one numpy array), other memory
         offsets into one allocation."""
-        host, itemsizes = self.device.caps.host_memory, self.itemsizes
-        starts = addresses if host else [buf.byte_offset for buf in buffers]
-        for position in self.written_positions:
-            start = starts[position]
-            end = start + needed[position] * itemsizes[position]
-            for other, other_start in enumerate(starts):  # an empty span shares nothing
-                other_end = other_start + needed[other] * itemsizes[other]
-                if other != position and other_start < end and start < other_end and needed[position] \
-                        and needed[other] and (host or buffers[position].base is buffers[other].base):
-                    raise BufferMismatchError(f"argument {position} is written and shares memory with argument "
-                                              f"{other}; pass one buffer, or disjoint ones", kernel=self.name,
-                                              stage="bind", value=(position, other))
+        host = self.device.caps.host_memory
+        shared = _written_overlap(addresses if host else [buf.byte_offset for buf in buffers], needed,
+                                  self.itemsizes, self.written_positions,
+                                  None if host else [buf.base for buf in buffers])
+        if shared is not None:
+            raise BufferMismatchError(f"argument {shared[0]} is written and shares memory with argument {shared[1]}; "
+                                      "pass one buffer, or disjoint ones", kernel=self.name, stage="bind", value=shared)
 
     @functools.cached_property
     def itemsizes(self) -> tuple[int, ...]:
@@ -177,7 +172,7 @@ class CachedKernel:
             return False
         values = self.check_vars(var_vals)
         sizes = {**values, **self.fixed} if self.fixed else values
-        spans = []
+        starts, counts = [], []
         for array, (dtype, numpy_dtype, static_size, size, written) in zip(arrays, layout, strict=True):
             if type(array) is not np.ndarray or array.dtype != numpy_dtype:
                 return False
@@ -188,12 +183,12 @@ class CachedKernel:
             if start % dtype.itemsize or (written and not flags.writeable) or \
                     array.size < (static_size if static_size is not None else evaluate(size, sizes)):
                 return False
-            spans.append((start, start + array.nbytes, written))
-        for k, (start, end, written) in enumerate(spans):
-            if written and any(s < end and start < e for j, (s, e, _) in enumerate(spans) if j != k):
-                return False
+            starts.append(start)
+            counts.append(array.size)
+        if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
+            return False
         dims = self.launch_dims(values)
-        self.program.execute([s for s, _, _ in spans], self.vals(values), dims.global_size, dims.local_size)
+        self.program.execute(starts, self.vals(values), dims.global_size, dims.local_size)
         return True
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
@@ -202,6 +197,20 @@ class CachedKernel:
         addresses = self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
         dims = self.launch_dims(values)
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
+
+
+def _written_overlap(starts: Sequence[int], counts: Sequence[int], itemsizes: Sequence[int],
+                     written: Sequence[int], memories: Sequence[object] | None = None) -> tuple[int, int] | None:
+    """The first (written argument, other argument) whose bytes ``[start, start + count * itemsize)`` meet
+    (in the same one of ``memories``, when given); an empty range meets nothing."""
+    for position in written:
+        start = starts[position]
+        end = start + counts[position] * itemsizes[position]
+        for other, other_start in enumerate(starts):
+            if other != position and other_start < end and start < other_start + counts[other] * itemsizes[other] \
+                    and start < end and counts[other] and (memories is None or memories[position] is memories[other]):
+                return position, other
+    return None
 
 
 def _address_of(array: np.ndarray, writeable: bool) -> int:

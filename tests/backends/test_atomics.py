@@ -3,17 +3,13 @@ results on every backend, threaded or not, every time."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 import svod
 from svod import KernelBuilder, Ops, dtypes
-from svod.backends import DeviceRegistry
-from svod.config import settings
 from svod.errors import GraphError, IndexOutOfBoundsError
-from tests.helpers import refuses
+from tests.helpers import cpu_device, refuses
 
 
 def _histogram(bins: int, n: int, dtype=dtypes.int32):
@@ -38,16 +34,12 @@ def test_a_histogram_of_a_million_values_is_exact(device, bins):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_histograms_are_exact_on_any_number_of_threads(threads, compiler):
-    device = _cpu(threads, compiler)
+    device = cpu_device(threads, compiler)
     values = np.random.default_rng(threads).integers(0, 16, 1 << 18).astype(np.int32)
     for _ in range(20):
         counts = np.zeros(16, np.int32)
         svod.run(_histogram(16, 1 << 18), [counts, values], device=device)
         np.testing.assert_array_equal(counts, np.bincount(values, minlength=16))
-
-
-def _cpu(threads: int, compiler: str):
-    return DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -60,7 +52,7 @@ def test_counts_kept_per_thread_add_to_what_the_buffer_held(threads, compiler, n
     start = np.random.default_rng(bins).integers(-5, 5, bins).astype(np.int32)
     start[0] = np.iinfo(np.int32).max
     counts = start.copy()
-    svod.run(_histogram(bins, n), [counts, values], device=_cpu(threads, compiler))
+    svod.run(_histogram(bins, n), [counts, values], device=cpu_device(threads, compiler))
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(counts, start + np.bincount(values, minlength=bins).astype(np.int32))
 
@@ -80,7 +72,7 @@ def test_float_sums_kept_per_thread_keep_special_values(threads, compiler):
     weights[indices == 5] = 0.0
     start = np.array([-0.0, -0.0, np.nan, np.inf, 1.0, -0.0, -0.0, 2.5], np.float32)
     got = start.copy()
-    svod.run(k.build(), [got, weights, indices], device=_cpu(threads, compiler))
+    svod.run(k.build(), [got, weights, indices], device=cpu_device(threads, compiler))
     expected = start.astype(np.float64)
     np.add.at(expected, indices, weights)
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-4)
@@ -93,7 +85,7 @@ def test_a_count_outside_the_buffer_kept_per_thread_names_the_buffer(compiler):
     values[4321] = 16
     counts = np.zeros(16, np.int32)
     with pytest.raises(IndexOutOfBoundsError) as info:
-        svod.run(_histogram(16, 5000), [counts, values], device=_cpu(2, compiler))
+        svod.run(_histogram(16, 5000), [counts, values], device=cpu_device(2, compiler))
     assert info.value.slot == 0 and info.value.index == 16
 
 

@@ -10,16 +10,14 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
-from svod.backends import DeviceRegistry
 from svod.backends.cpu import thread_team
 from svod.config import settings
 from svod.runtime import KernelCache
+from tests.helpers import cpu_device
 
 
 def _devices(compiler: str):
-    one = DeviceRegistry(dataclasses.replace(settings, threads=1)).get("CPU", compiler)
-    many = DeviceRegistry(dataclasses.replace(settings, threads=3)).get("CPU", compiler)
-    return one, many
+    return cpu_device(1, compiler), cpu_device(3, compiler)
 
 
 def _kernels():

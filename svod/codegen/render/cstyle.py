@@ -27,7 +27,7 @@ from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import MATH
-from svod.ir.uop import pointee
+from svod.ir.uop import memory_of, pointee
 
 _INFIX: dict[Ops, str] = {
     Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPNE: "!=",
@@ -520,8 +520,7 @@ def local_size(node: UOp) -> int:
 
 def _register_of(node: UOp) -> UOp | None:
     """The accumulator register behind a chain of AFTERs, if there is one."""
-    while node.op is Ops.AFTER:
-        node = node.src[0]
+    node = memory_of(node)
     return node if node.op is Ops.DEFINE_REG else None
 
 

@@ -27,7 +27,7 @@ from svod.device import CORE_ID, DeviceCaps
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.uop import pointee
+from svod.ir.uop import memory_of, pointee
 
 
 def llvm_type(dtype: DType) -> str:
@@ -106,10 +106,7 @@ class _FunctionWriter:
         """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
         if node.op is not Ops.LOAD or not isinstance(node.src[0].dtype, PtrDType) or not node.src[0].dtype.local:
             return False
-        register = node.src[0].src[0]
-        while register.op is Ops.AFTER:
-            register = register.src[0]
-        return register in self.sole_accumulators
+        return memory_of(node.src[0].src[0]) in self.sole_accumulators
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
@@ -235,7 +232,7 @@ class _FunctionWriter:
 
     def _scope(self, index: UOp) -> str:
         """The alias scope metadata of an access to a buffer ("" for an accumulator or private memory)."""
-        return self.scopes.get(_buffer_of(index), "")
+        return self.scopes.get(memory_of(index.src[0]), "")
 
     def _atomic(self, node: UOp, out: str) -> None:
         ptr, value, dtype = self.operand(node.src[0]), self.operand(node.src[1]), node.src[1].dtype
@@ -483,20 +480,13 @@ _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 
 
-def _buffer_of(index: UOp) -> UOp:
-    buffer = index.src[0]
-    while buffer.op is Ops.AFTER:
-        buffer = buffer.src[0]
-    return buffer
-
-
 def _alias_scopes(linear: tuple[UOp, ...]) -> tuple[dict[UOp, str], list[str]]:
     """Per buffer, the metadata its loads and stores carry, and the metadata lines that define it: each buffer
     is its own alias scope, and its accesses alias no buffer where one of the two is written. The runtime
     guarantees that (``CachedKernel.check_buffers`` refuses a written buffer sharing memory with another
     argument); knowing it, LLVM vectorises a copy from one buffer into another without checking overlap."""
     params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
-    written = {_buffer_of(u.src[0]) for u in linear if u.op in (Ops.STORE, Ops.ATOMIC)}
+    written = {memory_of(u.src[0].src[0]) for u in linear if u.op in (Ops.STORE, Ops.ATOMIC)}
     lines = ['!0 = distinct !{!0, !"svod buffers"}']
     lines += [f"!{1 + k} = distinct !{{!{1 + k}, !0}}" for k in range(len(params))]
     suffixes: dict[UOp, str] = {}
