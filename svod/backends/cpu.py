@@ -53,6 +53,13 @@ def host_target_machine(opt: int = 3) -> Any:
                                         opt=opt, reloc="pic", codemodel="default")
 
 
+@functools.cache
+def host_vector_registers() -> int:
+    """This CPU's SIMD registers: 32 with AVX-512, else 16 (AVX2's count, and what svod assumes of other
+    CPUs). Both CPU pairs compile for this CPU (LLVM for its features, C with ``-march=native``)."""
+    return 32 if llvm.get_host_cpu_features().get("avx512f", False) else 16
+
+
 class ThreadTeam:
     """Runs a CPU kernel on ``n`` workers at once, through libgomp's thread pool."""
 

@@ -167,8 +167,9 @@ class DeviceRegistry:
     # ---- CPU (imports llvmlite, or runs the C compiler, only when a pair is used) ---------------------------
 
     def _cpu_caps(self, native_float16: bool = True) -> DeviceCaps:
+        from svod.backends.cpu import host_vector_registers
         return DeviceCaps(host_memory=True, overlaps_on_host=True, threads=self.settings.threads,
-                          native_float16=native_float16)
+                          vector_registers=host_vector_registers(), native_float16=native_float16)
 
     def _llvm_pair(self, spec: DeviceSpec) -> Pair:
         from svod.backends.llvm import LLVMCompiler  # backends load on first use: import svod stays light

@@ -109,8 +109,9 @@ THREAD_CHUNK_ALIGN = 16
 
 
 def split_for_threads(sink: UOp, threads: int) -> UOp:
-    """Split the outermost GLOBAL range that has two chunks to share across ``threads`` workers named by
-    ``core_id``.
+    """Split the outermost GLOBAL range that has a chunk for each of ``threads`` workers (named by
+    ``core_id``), else the outermost that has two, across the workers. (A register tile may leave few
+    chunks on the outermost range: 16 channels in tiles of 8 rows are two.)
 
     Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
     rounded up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are
@@ -125,7 +126,8 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     for r in ranges:
         work *= max(int(r.src[0].vmax), 1)
     aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
-    outer = next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None)
+    outer = next((r for r in global_ranges if r.src[0].vmax >= threads * aligns[r]),
+                 next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None))
     if work < THREAD_MIN_WORK or outer is None:
         return sink
     core_id = UOp.define_var(CORE_ID, 0, threads - 1)
@@ -189,6 +191,32 @@ def privatize_atomics(sink: UOp) -> UOp:
     body = [e.replace(src=(e.src[0].replace(src=(private[e.src[0].src[0]], *e.src[0].src[1:])), *e.src[1:]))
             if e.op is Ops.ATOMIC and e.src[0].src[0] in private else e for e in sink.src if e.op in EFFECTS]
     return sink.replace(src=(*setup, *body, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
+
+
+def speculate_gated_loads(sink: UOp) -> UOp:
+    """Gated loads from a buffer the kernel only reads, of a constant size of at least one element, as
+    loads at ``gate.where(index, 0)`` whose value counts only where the gate holds.
+
+    Such a load always reads inside the buffer (binding checks it holds the constant size), and without a
+    branch per access, a CPU vectorises the lanes of a register tile: a padded convolution's edge test
+    becomes a masked gather instead of sixteen branches. Where the gate fails, the value read (element 0,
+    which another kernel may be writing) is discarded; LLVM gives a racing plain load an undefined value,
+    not undefined behaviour. A checked access (``CHECKED``) keeps its run-time test.
+    """
+    written = {memory_of(e.src[0].src[0]) for e in sink.toposort() if e.op in (Ops.STORE, Ops.ATOMIC)}
+    replaced: dict[UOp, UOp] = {}
+    for load in sink.toposort():
+        index = load.src[0] if load.op is Ops.LOAD else None
+        if index is None or len(index.src) != 3 or index.arg is not None:
+            continue
+        buffer, position, gate = index.src
+        memory = memory_of(buffer)
+        if memory.op is not Ops.PARAM or memory in written or not isinstance(memory.dtype, PtrDType) \
+                or memory.dtype.size < 1:
+            continue
+        always = index.replace(src=(buffer, gate.where(position, 0)))
+        replaced[load] = gate.where(load.replace(src=(always, *load.src[1:])), UOp.const(load.dtype, 0))
+    return substitute(sink, replaced) if replaced else sink
 
 
 REDUCTION_PARTIALS = 256
@@ -406,13 +434,15 @@ UPCAST_WIDTHS = (16, 8, 4)
 """How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
 
 
-def upcast_reductions(sink: UOp) -> UOp:
-    """Compute ``W`` neighbouring outputs of a reduction in one pass over its REDUCE range.
+def upcast_reductions(sink: UOp, rows: int = 4) -> UOp:
+    """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
     end divisible by ``W``, ``j`` becomes ``jo*W + c`` for ``c`` in ``0..W-1``: ``W`` stores whose
     reductions share one loop and whose loads are contiguous in ``c``, which the backend turns into
-    vector code (a matmul's inner loop becomes a vector multiply-add over ``W`` columns).
+    vector code (a matmul's inner loop becomes a vector multiply-add over ``W`` columns). Then, where
+    another output range ``i`` leaves those vector loads alone (``_row_range``), ``rows`` neighbours
+    along ``i`` share each of them: a matmul's rows of ``a``, a convolution's output channels.
     """
     live = live_ranges(sink)
     effects = []
@@ -422,15 +452,23 @@ def upcast_reductions(sink: UOp) -> UOp:
             effects.append(effect)
             continue
         copies = _unrolled(effect, *target)
-        rows = _row_range(effect, live, exclude=target[0])
-        effects.extend(c for copy in copies for c in (_unrolled(copy, rows, ROW_WIDTH) if rows is not None else [copy]))
+        row = _row_range(effect, live, target[0], rows)
+        effects.extend(c for copy in copies for c in (_unrolled(copy, row, rows) if row is not None else [copy]))
     return sink.replace(src=tuple(effects))
 
 
-def tile_for_cpu(sink: UOp) -> UOp:
-    """Several outputs per pass over a reduction (``upcast_reductions``), and MAX/MIN reductions split into
-    independent partials (``split_extremum_reductions``): what a CPU's vector registers need."""
-    return split_extremum_reductions(upcast_reductions(sink))
+def tile_rows(vector_registers: int) -> int:
+    """How many rows a CPU register tile has: its accumulators take a quarter of the vector registers
+    at most, the rest holding loads and broadcasts. A row of 16 float32 is two AVX2 registers (4 rows of
+    16) or one AVX-512 register (8 rows of 16, of 32 registers)."""
+    return max(1, vector_registers // 4)
+
+
+def tile_for_cpu(sink: UOp, vector_registers: int = 16) -> UOp:
+    """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
+    ``vector_registers``), and MAX/MIN reductions split into independent partials
+    (``split_extremum_reductions``): what a CPU's vector registers need."""
+    return split_extremum_reductions(upcast_reductions(sink, tile_rows(vector_registers)))
 
 
 SPLIT_WIDTH = 8
@@ -463,10 +501,6 @@ def split_extremum_reductions(sink: UOp) -> UOp:
     return substitute(sink, replaced)
 
 
-ROW_WIDTH = 4
-"""After the unit-stride range, how many neighbours of one more output range share the same loads."""
-
-
 def _unrolled(effect: UOp, r: UOp, width: int) -> list[UOp]:
     outer = UOp.range(int(r.src[0].arg) // width, r.arg[0], r.arg[1])
     return [substitute(effect, {r: outer * width + c}) for c in range(width)]
@@ -492,12 +526,17 @@ def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]]) -> tuple[UOp, int
     return None
 
 
-def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp) -> UOp | None:
-    """Another output range that the reduction's loads depend on, whose end ``ROW_WIDTH`` divides."""
+def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int) -> UOp | None:
+    """Another output range, whose end ``rows`` divides, that some load of the reduction depends on and
+    its vector loads (unit stride along ``upcast``) do not: each vector load then serves every row of the
+    tile, and only the loads that differ by row are repeated (a matmul's ``a[i, r]``, one broadcast per
+    row)."""
     loads = _reduction_loads(store)
-    for r in _upcastable(store, live, exclude):
+    vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)]
+    for r in _upcastable(store, live, upcast):
         end = int(r.src[0].arg)
-        if end % ROW_WIDTH == 0 and end > ROW_WIDTH and any(r in load.toposort() for load in loads):
+        if end % rows == 0 and end > rows and any(r in load.toposort() for load in loads) \
+                and not any(r in load.toposort() for load in vector):
             return r
     return None
 

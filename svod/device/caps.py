@@ -60,6 +60,9 @@ class DeviceCaps:
     """Programs may run on several host threads at once (a plan overlaps independent steps)."""
     threads: int = 1
     """CPU workers per kernel (``core_id`` runs over ``0 .. threads-1``)."""
+    vector_registers: int = 16
+    """The CPU's SIMD registers, which size its register tiles: 32 with AVX-512, 16 with AVX2 (and what
+    svod assumes of other CPUs)."""
     work_groups: WorkGroupLimits | None = None
     """Work-group limits, for devices that launch work items in groups."""
     local_memory: int = 0

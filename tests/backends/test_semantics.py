@@ -156,3 +156,42 @@ def test_kernels_fixing_different_values_share_one_compile():
     got = np.zeros(64, np.int32)
     svod.run(build(5), [got])
     np.testing.assert_array_equal(got, np.arange(64) * 5)
+
+
+# ---- a gated load yields 0 where its gate fails --------------------------------------------------------
+
+def _shifted(size):
+    """``out[i] = x[i - 1]`` for ``i >= 1``, 0 at ``i = 0``: the load's gate fails at the first element, and
+    nothing but the gate makes it 0."""
+    k = KernelBuilder("shift_right")
+    out, x = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
+    i = k.range(size)
+    k.store(out[i], x.index(i - 1, gate=i > 0).load())
+    return k.build()
+
+
+@pytest.mark.parametrize("size", [1, 2, SIZE, 1031])
+def test_a_failed_gate_gives_zero_whatever_the_buffer_holds(device, size):
+    """On a CPU, a gated load from a buffer the kernel only reads is a load from element 0 where the gate
+    fails, its value discarded: element 0's NaN or infinity must not reach the result."""
+    x = np.resize(np.roll(SPECIALS, -SPECIALS.tolist().index(0.5) + 6), size).astype(np.float32)
+    x[0] = np.nan
+    out = np.full(size, 7.0, np.float32)
+    svod.run(_shifted(size), [out, x], device=device)
+    want = np.concatenate([[0.0], x[:-1]]).astype(np.float32)
+    mask = ieee_inputs(device, want)
+    np.testing.assert_array_equal(out.view(np.int32)[mask], want.view(np.int32)[mask])
+
+
+def test_a_gated_load_from_a_buffer_that_may_be_empty_reads_nothing(device):
+    """A buffer whose size is a variable may hold no element: its gated loads keep their branch."""
+    k = KernelBuilder("padded_copy")
+    n, m = k.var("n", 0, 64), k.var("m", 1, 64)
+    out, x = k.buffer(dtypes.float32, m), k.buffer(dtypes.float32, n)
+    i = k.range(m)
+    k.store(out[i], x.index(i, gate=i < n).load() - 1.0)
+    for size in (0, 3):
+        x_np = np.arange(size, dtype=np.float32) + 10
+        out_np = np.zeros(5, np.float32)
+        svod.run(k.build(), [out_np, x_np], device=device, n=size, m=5)
+        np.testing.assert_array_equal(out_np, np.concatenate([x_np, np.zeros(5 - size, np.float32)]) - 1.0)

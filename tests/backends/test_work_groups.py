@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 import svod
+import svod.backends.cpu
 from svod import AxisKind, KernelBuilder, Ops, dtypes
-from svod.cli.suite import layernorm, softmax
+from svod.cli.suite import conv2d, layernorm, softmax
 from svod.codegen.render.cuda import CUDARenderer
 from svod.codegen.render.opencl import OpenCLRenderer
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import DeviceCaps, WorkGroupLimits
 from tests.backends.test_cuda import requires_nvrtc
-from tests.helpers import refuses
+from tests.helpers import cpu_device, open_device, refuses
 
 SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000)]
 
@@ -112,6 +113,33 @@ def test_matmul_at_odd_sizes(compiled_device, n):
     out_np = np.zeros((n, n), np.float32)
     svod.run(k.build(), [out_np, a_np, b_np], device=compiled_device)
     np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+
+
+@pytest.mark.parametrize("registers", [16, 32])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_cpu_register_tiles_for_avx2_and_avx512_compute_the_same(monkeypatch, compiler, registers):
+    """Tiles of 4 rows (16 vector registers) and of 8 (32, AVX-512), whatever this host has: a matmul whose
+    sizes the tiles divide and do not, and the suite's padded convolution with its gated loads."""
+    if compiler == "clang":
+        open_device("clang")  # skips without a C compiler
+    monkeypatch.setattr(svod.backends.cpu, "host_vector_registers", lambda: registers)
+    device = cpu_device(2, compiler)
+    assert device.caps.vector_registers == registers
+    for m, n, kk in [(24, 32, 7), (12, 48, 5), (40, 16, 33)]:
+        k = KernelBuilder("matmul")
+        out, a = k.buffer(dtypes.float32, (m, n)), k.buffer(dtypes.float32, (m, kk))
+        b = k.buffer(dtypes.float32, (kk, n))
+        i, j, r = k.range(m), k.range(n), k.range(kk, AxisKind.REDUCE)
+        k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+        rng = np.random.default_rng(m)
+        a_np, b_np = rng.standard_normal((m, kk)).astype(np.float32), rng.standard_normal((kk, n)).astype(np.float32)
+        out_np = np.zeros((m, n), np.float32)
+        svod.run(k.build(), [out_np, a_np, b_np], device=device)
+        np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-5, atol=1e-5)
+    kernel = conv2d(16, 24)
+    arrays = [a.copy() for a in kernel.arrays]
+    svod.run(kernel.steps[0].ast, arrays, device=device)
+    np.testing.assert_allclose(arrays[0], kernel.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_float64_rows_share_their_reductions_where_the_device_holds_them(device):

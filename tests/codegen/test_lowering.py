@@ -18,8 +18,10 @@ from svod.codegen.lower import (
     describe,
     privatize_atomics,
     share_reductions,
+    speculate_gated_loads,
     split_extremum_reductions,
     split_for_threads,
+    tile_rows,
     upcast_reductions,
 )
 from svod.codegen.render.c import CRenderer
@@ -191,6 +193,55 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     linear = linearize(upcast)
     assert len([u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]) == 1
     assert len(upcast_reductions(_matmul(17)).src) == 1
+
+
+def _loads_of(sink, slot):
+    return {u for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.PARAM
+            and u.src[0].src[0].arg == slot}
+
+
+@pytest.mark.parametrize("registers", [16, 32])
+def test_a_register_tile_has_rows_that_share_each_vector_load(registers):
+    """AVX2's 16 registers take tiles of 4 rows, AVX-512's 32 tiles of 8. The rows are a matmul's rows of
+    ``a`` and a convolution's output channels: the vector loads along the upcast columns (``b``, the
+    shifted input) are made once per tile, the loads that differ by row once per row."""
+    rows = tile_rows(registers)
+    assert rows == registers // 4
+    tiled = upcast_reductions(_matmul(64), rows)
+    assert len([u for u in tiled.src if u.op is Ops.STORE]) == 16 * rows
+    assert (len(_loads_of(tiled, 1)), len(_loads_of(tiled, 2))) == (rows, 16)
+    conv = upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast)), rows)
+    assert (len(_loads_of(conv, 1)), len(_loads_of(conv, 2))) == (16, rows)
+
+
+def _gated_reads(size):
+    """``out[i] = x[i - 1]`` where ``i > 0``, and ``y[i - 1]`` of a buffer it also writes."""
+    k = KernelBuilder("gated_reads")
+    out, x, y = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
+    i = k.range(size)
+    k.store(out[i], x.index(i - 1, gate=i > 0).load() + y.index(i - 1, gate=i > 0).load())
+    k.store(y[i], 1.0)
+    return k.build()
+
+
+def _gates(sink):
+    return sorted(u.src[0].src[0].arg for u in sink.toposort() if u.op is Ops.LOAD and len(u.src[0].src) == 3)
+
+
+def test_gated_loads_of_a_buffer_only_read_and_never_empty_become_branch_free():
+    sink = simplify(_gated_reads(16))
+    assert _gates(sink) == [1, 2]
+    speculated = speculate_gated_loads(sink)
+    assert _gates(speculated) == [2]  # y is written: another thread may be writing element 0
+    [load] = _loads_of(speculated, 1)
+    assert load.src[0].src[1].op is Ops.WHERE
+    k = KernelBuilder("maybe_empty")
+    n = k.var("n", 0, 64)
+    out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, n)
+    i = k.range(64)
+    k.store(out[i], x.index(i, gate=i < n).load())
+    sink = simplify(k.build())
+    assert _gates(speculate_gated_loads(sink)) == _gates(sink) == [1]
 
 
 @pytest.mark.parametrize("size", [8, 16, 17, 24, 1000, 1024])

@@ -17,6 +17,7 @@ from svod.codegen.lower import (
     anchor_ranges,
     decompose,
     privatize_atomics,
+    speculate_gated_loads,
     split_for_threads,
     split_reduction,
     tile_for_cpu,
@@ -102,7 +103,8 @@ class KernelRenderer(ABC):
     @property
     def cache_key(self) -> str:
         """Names every setting that changes the rendered code."""
-        return f"{type(self).__name__}-threads{self.threads}{'' if self.caps.native_float16 else '-half16'}"
+        return (f"{type(self).__name__}-threads{self.threads}-vregs{self.caps.vector_registers}"
+                f"{'' if self.caps.native_float16 else '-half16'}")
 
     def decompositor(self) -> PatternMatcher | None:
         return None
@@ -121,8 +123,9 @@ class KernelRenderer(ABC):
     def parallelize(self, sink: UOp) -> UOp:
         """Shape the kernel's work for the device; by default for a CPU: tiles for its vector registers
         (``tile_for_cpu``), then its GLOBAL ranges spread over threads, each adding into a private copy of a
-        small buffer of atomic adds."""
-        return privatize_atomics(split_for_threads(tile_for_cpu(sink), self.threads))
+        small buffer of atomic adds, and gated loads made branch-free where that is safe."""
+        tiled = tile_for_cpu(sink, self.caps.vector_registers)
+        return speculate_gated_loads(privatize_atomics(split_for_threads(tiled, self.threads)))
 
     def lower(self, ast: UOp) -> Lowered:
         """The lowering passes of ``svod.codegen.lower``, in order."""
