@@ -85,6 +85,14 @@ _EXP_TAYLOR = tuple(1 / math.factorial(k) for k in range(8))
 """exp(r) for |r| <= ln(2)/2 to 5e-9 relative: the Taylor series to r**7."""
 
 
+_ROUNDER = 1.5 * 2**23
+"""Adding this to a float32 of magnitude below 2**22 rounds it to an integer (to nearest, ties to even, as
+``round``), held in the low bits of the sum's significand: float arithmetic and a bitcast where a float to
+int conversion would be scalar code (x86 has no saturating vector conversion)."""
+_ROUNDER_BITS = 0x4B400000
+"""The bit pattern of ``_ROUNDER``."""
+
+
 def _power_of_two(n: UOp) -> UOp:
     """2**n as a float32, for an int32 ``-126 <= n <= 127``: n + 127 in the exponent field."""
     return ((n + 127) << 23).bitcast(dtypes.float32)
@@ -94,15 +102,17 @@ def _exp_by_polynomial(node: UOp) -> UOp | None:
     """float32 ``exp`` as arithmetic a loop vectoriser keeps in vector registers, where the C library's
     ``expf`` is one scalar call per element: x = n*ln2 + r (Cody and Waite's two-part ln 2 keeps r exact),
     exp(r) by its Taylor series, times 2**n applied in two halves so that subnormal and overflowing
-    results round once. Within 2 ulps of the correctly rounded result; NaN stays NaN, -inf gives 0."""
+    results round once; n is rounded by adding ``_ROUNDER`` and read as an integer from the sum's bits.
+    Within 2 ulps of the correctly rounded result; NaN stays NaN, -inf gives 0."""
     if node.dtype != dtypes.float32:
         return None
     x = node.src[0]
     low = (x < -104.0).where(-104.0, x)  # exp is 0 below and inf above, in float32; a NaN passes through
     clamped = (low > 89.0).where(89.0, low)
-    n = (clamped * (1 / math.log(2))).round()
+    shifted = clamped * (1 / math.log(2)) + _ROUNDER
+    n = shifted - _ROUNDER
     r = clamped - n * _LN2_HIGH - n * _LN2_LOW
-    whole = n.cast(dtypes.int32)
+    whole = shifted.bitcast(dtypes.int32) - _ROUNDER_BITS
     half = whole >> 1
     result = _horner(r, _EXP_TAYLOR) * _power_of_two(half) * _power_of_two(whole - half)
     return x.ne(x).where(x, result)
