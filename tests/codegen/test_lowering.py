@@ -25,7 +25,7 @@ from svod.codegen.lower import (
     upcast_reductions,
 )
 from svod.codegen.render.c import CRenderer
-from svod.codegen.render.llvmir import LLVMRenderer
+from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer
 from svod.errors import GraphError
 from svod.ir import simplify
 from svod.ir.validate import validate
@@ -151,6 +151,22 @@ def test_cpu_code_says_a_written_buffer_shares_no_memory_with_another():
     assert len(read) == 2 and len({*written, *read[0], *read[1]}) == 3
     for kind, _, apart in accesses:  # the two read buffers may alias each other, never the written one
         assert apart == (read[0] + read[1] if kind == "store" else written)
+
+
+def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_vectoriser():
+    def unrolled(src):
+        hints = dict(re.findall(r"^(!\d+) = distinct !\{!\d+, (!\d+)\}$", src, re.M))
+        counts = dict(re.findall(r'^(!\d+) = !\{!"llvm.loop.unroll.count", i32 (\d+)\}$', src, re.M))
+        return [int(counts[hints[loop]]) for loop in re.findall(r"br label %loop\d+.head, !llvm.loop (!\d+)", src)]
+
+    assert unrolled(LLVMRenderer("CPU").render(_matmul(64)).src) == [TILE_UNROLL]
+    k = KernelBuilder("sums")
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, 256))
+    i, j = k.range(4), k.range(256, AxisKind.REDUCE)
+    k.store(out[i], x[i, j].reduce(j))
+    assert unrolled(LLVMRenderer("CPU").render(k.build()).src) == []
+    both = softmax(4, 256).steps[0].ast  # a split MAX (eight partials) and a plain sum
+    assert unrolled(LLVMRenderer("CPU").render(both).src) == [TILE_UNROLL]
 
 
 def test_reductions_over_one_range_share_a_loop():

@@ -26,7 +26,7 @@ from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, PatternMatcher, UOp
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.uop import memory_of, pointee
 
 
@@ -87,6 +87,13 @@ class LLVMRenderer(KernelRenderer):
         return _FunctionWriter(self, symbol, linear).write()
 
 
+TILE_UNROLL = 8
+"""How many steps of a reduction loop that updates several accumulators (a register tile, a split MAX)
+LLVM unrolls into one iteration. Its own choice for a matmul's 8x16 tile is 2, which keeps two rows of
+``b`` in flight: a 2048 matmul, whose rows of ``b`` are 8 KiB apart, took 1.7x the time of 8 (the C
+pair's clang unrolls by 8 on its own)."""
+
+
 class _FunctionWriter:
     """The state of rendering one function: SSA names, the current block, declarations needed."""
 
@@ -98,7 +105,9 @@ class _FunctionWriter:
         self.lines: list[str] = []
         self.declarations: set[str] = set()
         self.block = "entry"
-        self.sole_accumulators = {update.src[0].src[0] for update in sole_accumulators(linear).values()}
+        sole = sole_accumulators(linear)
+        self.sole_accumulators = {update.src[0].src[0] for update in sole.values()}
+        self.tile_loops = {u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE and u not in sole}
         self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
 
@@ -292,8 +301,15 @@ class _FunctionWriter:
         self.emit(f"br label %{loop}.latch")
         self.label(f"{loop}.latch")
         self.emit(f"%{loop}.next = add nuw nsw i64 %{loop}.i, 1")
-        self.emit(f"br label %{loop}.head")
+        self.emit(f"br label %{loop}.head{self._unrolled(scope) if scope in self.tile_loops else ''}")
         self.label(f"{loop}.exit")
+
+    def _unrolled(self, loop: UOp) -> str:
+        """Loop metadata asking LLVM to unroll ``loop`` ``TILE_UNROLL`` times."""
+        node = len(self.metadata)  # metadata line k defines !k
+        self.metadata.append(f"!{node} = distinct !{{!{node}, !{node + 1}}}")
+        self.metadata.append(f'!{node + 1} = !{{!"llvm.loop.unroll.count", i32 {TILE_UNROLL}}}')
+        return f", !llvm.loop !{node}"
 
     def _cast(self, src: UOp, dtype: DType, out: str) -> str:
         if dtypes.float16 in (src.dtype, dtype) and dtypes.float32 not in (src.dtype, dtype) and src.dtype != dtype:
