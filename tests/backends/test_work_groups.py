@@ -101,18 +101,23 @@ def test_integer_reductions_at_the_extremes(device, op):
     np.testing.assert_array_equal(out_np, np.broadcast_to(want, x_np.shape))
 
 
-@pytest.mark.parametrize("n", [1, 17, 255, 1000])
-def test_matmul_at_odd_sizes(compiled_device, n):
-    """Sizes the upcast width divides (1000) and does not (1, 17, 255)."""
+def _matmul_matches_numpy(device, m, n, kk):
     k = KernelBuilder("matmul")
-    out, a, b = (k.buffer(dtypes.float32, (n, n)) for _ in range(3))
-    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    out, a = k.buffer(dtypes.float32, (m, n)), k.buffer(dtypes.float32, (m, kk))
+    b = k.buffer(dtypes.float32, (kk, n))
+    i, j, r = k.range(m), k.range(n), k.range(kk, AxisKind.REDUCE)
     k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
-    rng = np.random.default_rng(n)
-    a_np, b_np = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
-    out_np = np.zeros((n, n), np.float32)
-    svod.run(k.build(), [out_np, a_np, b_np], device=compiled_device)
-    np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+    rng = np.random.default_rng(m + n + kk)
+    a_np, b_np = rng.standard_normal((m, kk)).astype(np.float32), rng.standard_normal((kk, n)).astype(np.float32)
+    out_np = np.zeros((m, n), np.float32)
+    svod.run(k.build(), [out_np, a_np, b_np], device=device)
+    np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(kk))
+
+
+@pytest.mark.parametrize("n", [1, 17, 255, 1000, 1031])
+def test_matmul_at_odd_sizes(compiled_device, n):
+    """Sizes the upcast width divides (1000) and does not (1, 17, 255, 1031)."""
+    _matmul_matches_numpy(compiled_device, n, n, n)
 
 
 @pytest.mark.parametrize("registers", [16, 32])
@@ -126,16 +131,7 @@ def test_cpu_register_tiles_for_avx2_and_avx512_compute_the_same(monkeypatch, co
     device = cpu_device(2, compiler)
     assert device.caps.vector_registers == registers
     for m, n, kk in [(24, 32, 7), (12, 48, 5), (40, 16, 33)]:
-        k = KernelBuilder("matmul")
-        out, a = k.buffer(dtypes.float32, (m, n)), k.buffer(dtypes.float32, (m, kk))
-        b = k.buffer(dtypes.float32, (kk, n))
-        i, j, r = k.range(m), k.range(n), k.range(kk, AxisKind.REDUCE)
-        k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
-        rng = np.random.default_rng(m)
-        a_np, b_np = rng.standard_normal((m, kk)).astype(np.float32), rng.standard_normal((kk, n)).astype(np.float32)
-        out_np = np.zeros((m, n), np.float32)
-        svod.run(k.build(), [out_np, a_np, b_np], device=device)
-        np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-5, atol=1e-5)
+        _matmul_matches_numpy(device, m, n, kk)
     kernel = conv2d(16, 24)
     arrays = [a.copy() for a in kernel.arrays]
     svod.run(kernel.steps[0].ast, arrays, device=device)
