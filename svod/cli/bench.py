@@ -244,16 +244,17 @@ class Bench:
         self.rng = np.random.default_rng(0)
 
     def kernel_suite(self) -> list[Metric]:
-        """The suite of user kernels (``svod.cli.suite``), each checked against numpy, then timed: svod
-        first, then each peer in a phase of its own, so that no peer's worker threads (OpenBLAS spins
-        after a call returns) take svod's cores while svod is measured."""
+        """The suite of user kernels (``svod.cli.suite``), timed and checked against numpy: svod first,
+        then the checks, then each peer in a phase of its own, so that no peer's worker threads (OpenBLAS
+        spins after a call returns, and the checks call numpy) take svod's cores while svod is measured."""
         kernels = suite(self.sizes is QUICK)
         metrics = []
         for kernel in kernels:
             self.progress(f"kernel {kernel.name}")
-            check(kernel, self.device)
             metrics.append(Metric(f"kernel.{kernel.name}_ms", "ms", "lower", self._time_suite(kernel) * 1e3,
                                   note=kernel.name))
+        for kernel in kernels:
+            check(kernel, self.device)
         with blas_threads(settings.threads):
             for kernel, metric in zip(kernels, metrics, strict=True):
                 metric.numpy = median_seconds(kernel.numpy, self.sizes.repeats) * 1e3
