@@ -33,7 +33,7 @@ from svod.dtype import PtrDType
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import memory_of
+from svod.ir.uop import memory_of, written_memory
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
            "privatize_atomics", "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
@@ -203,9 +203,10 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     which another kernel may be writing) is discarded; LLVM gives a racing plain load an undefined value,
     not undefined behaviour. A checked access (``CHECKED``) keeps its run-time test.
     """
-    written = {memory_of(e.src[0].src[0]) for e in sink.toposort() if e.op in (Ops.STORE, Ops.ATOMIC)}
+    topo = sink.toposort()
+    written = written_memory(topo)
     replaced: dict[UOp, UOp] = {}
-    for load in sink.toposort():
+    for load in topo:
         index = load.src[0] if load.op is Ops.LOAD else None
         if index is None or len(index.src) != 3 or index.arg is not None:
             continue
@@ -464,7 +465,7 @@ def tile_rows(vector_registers: int) -> int:
     return max(1, vector_registers // 4)
 
 
-def tile_for_cpu(sink: UOp, vector_registers: int = 16) -> UOp:
+def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
     ``vector_registers``), and MAX/MIN reductions split into independent partials
     (``split_extremum_reductions``): what a CPU's vector registers need."""

@@ -18,6 +18,7 @@ import hashlib
 import numbers
 import threading
 import weakref
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -481,6 +482,11 @@ def memory_of(node: UOp) -> UOp:
     while node.op is Ops.AFTER:
         node = node.src[0]
     return node
+
+
+def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
+    """The memory (see ``memory_of``) that the STOREs and ATOMICs among ``nodes`` write."""
+    return {memory_of(u.src[0].src[0]) for u in nodes if u.op in (Ops.STORE, Ops.ATOMIC)}
 
 
 def param_size(param: UOp) -> UOp:

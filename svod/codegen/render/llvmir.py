@@ -27,7 +27,7 @@ from svod.device import CORE_ID, DeviceCaps
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
-from svod.ir.uop import memory_of, pointee
+from svod.ir.uop import memory_of, pointee, written_memory
 
 
 def llvm_type(dtype: DType) -> str:
@@ -502,7 +502,7 @@ def _alias_scopes(linear: tuple[UOp, ...]) -> tuple[dict[UOp, str], list[str]]:
     guarantees that (``CachedKernel.check_buffers`` refuses a written buffer sharing memory with another
     argument); knowing it, LLVM vectorises a copy from one buffer into another without checking overlap."""
     params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
-    written = {memory_of(u.src[0].src[0]) for u in linear if u.op in (Ops.STORE, Ops.ATOMIC)}
+    written = written_memory(linear)
     lines = ['!0 = distinct !{!0, !"svod buffers"}']
     lines += [f"!{1 + k} = distinct !{{!{1 + k}, !0}}" for k in range(len(params))]
     suffixes: dict[UOp, str] = {}
