@@ -19,7 +19,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,11 @@ FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024
 
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+    return statistics.median(sample_seconds(fn, repeats, warmup))
+
+
+def sample_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> list[float]:
+    """How long each of ``repeats`` calls of ``fn`` took, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         fn()
     times = []
@@ -79,7 +84,7 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> f
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 # ---- kernels -----------------------------------------------------------------------------------------------
@@ -180,18 +185,22 @@ class Tinygrad:
         return self.tg.Tensor(array, device=self.device).realize()
 
     def timed(self, fn: Callable[[], Any], repeats: int) -> float:
+        return median_seconds(self.synced(fn), repeats)
+
+    def synced(self, fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
             fn()
             self.sync()
 
-        return median_seconds(run, repeats)
+        return run
 
-    def suite_milliseconds(self, kernel: SuiteKernel, spelling: Callable[..., Any], repeats: int) -> float:
-        """A suite kernel under TinyJit, checked against numpy like svod's."""
+    def suite_runner(self, kernel: SuiteKernel, spelling: Callable[..., Any]) -> Callable[[], None]:
+        """A suite kernel under TinyJit, checked against numpy like svod's, captured and ready to replay."""
         tensors = [self.tensor(a) for a in kernel.inputs]
         jit = self.tg.TinyJit(lambda *t: spelling(*t).realize())
         agrees(kernel, jit(*tensors).numpy(), "tinygrad")
-        return self.timed(lambda: jit(*tensors), repeats) * 1e3
+        jit(*tensors)  # the second call captures the kernels; later ones replay them
+        return self.synced(lambda: jit(*tensors))
 
 
 class Numba:
@@ -211,14 +220,15 @@ class Numba:
         except ImportError:
             self.error = "not installed (pip install 'svod[bench]')"
 
-    def milliseconds(self, kernel: SuiteKernel, repeats: int) -> float | None:
+    def runner(self, kernel: SuiteKernel) -> Callable[[], None] | None:
+        """``kernel``'s numba spelling, compiled and checked against numpy."""
         if self.module is None:
             return None
         function = getattr(self.module, kernel.name.rstrip("0123456789"))  # matmul1024 runs suite_numba.matmul
         output = np.zeros_like(kernel.output)
         function(output, *kernel.inputs)  # compiles; its time is not measured
         agrees(kernel, output, "numba")
-        return median_seconds(lambda: function(output, *kernel.inputs), repeats) * 1e3
+        return lambda: function(output, *kernel.inputs)
 
 
 @contextmanager
@@ -235,6 +245,12 @@ def blas_threads(threads: int) -> Iterator[None]:
 
 # ---- the benchmark -------------------------------------------------------------------------------------------
 
+SUITE_ROUNDS = 3
+"""How many rounds of the kernel suite time every contestant in turn."""
+BLAS_SPIN_SECONDS = 0.25
+"""How long a round waits before svod's phase: OpenBLAS's workers busy-wait for more work up to 2**28
+cycles (about 0.1 s) after a call returns, on the cores svod is about to use."""
+
 class Bench:
     def __init__(self, device: Device, sizes: Sizes, tinygrad: Tinygrad, progress: Callable[[str], None]) -> None:
         self.device = device
@@ -244,35 +260,50 @@ class Bench:
         self.rng = np.random.default_rng(0)
 
     def kernel_suite(self) -> list[Metric]:
-        """The suite of user kernels (``svod.cli.suite``), timed and checked against numpy: svod first,
-        then the checks, then each peer in a phase of its own, so that no peer's worker threads (OpenBLAS
-        spins after a call returns, and the checks call numpy) take svod's cores while svod is measured."""
+        """The suite of user kernels (``svod.cli.suite``), checked against numpy and timed beside numpy,
+        numba and tinygrad. Every contestant is compiled and checked first; then each of ``SUITE_ROUNDS``
+        rounds times every contestant in a phase of its own, svod's first, and a figure is the median of
+        its samples from all rounds. A drift of this machine's speed over the minutes the suite takes so
+        falls on every contestant alike, and no peer's threads run during svod's phase (OpenBLAS workers
+        spin for a while after a call returns; the phase waits ``BLAS_SPIN_SECONDS`` for them)."""
         kernels = suite(self.sizes is QUICK)
-        metrics = []
-        for kernel in kernels:
-            self.progress(f"kernel {kernel.name}")
-            metrics.append(Metric(f"kernel.{kernel.name}_ms", "ms", "lower", self._time_suite(kernel) * 1e3,
-                                  note=kernel.name))
+        self.progress("kernel suite: compile and check")
         for kernel in kernels:
             check(kernel, self.device)
-        with blas_threads(settings.threads):
-            for kernel, metric in zip(kernels, metrics, strict=True):
-                metric.numpy = median_seconds(kernel.numpy, self.sizes.repeats) * 1e3
         numba = Numba(settings.threads)
-        for kernel, metric in zip(kernels, metrics, strict=True):
-            metric.numba = numba.milliseconds(kernel, self.sizes.repeats)
+        runners: dict[str, list[Callable[[], object] | None]] = {
+            "svod": [self._suite_runner(kernel) for kernel in kernels],
+            "numpy": [kernel.numpy for kernel in kernels],
+            "numba": [numba.runner(kernel) for kernel in kernels],
+            "tinygrad": [None if self.tg.error or isinstance(kernel.tinygrad, str)
+                         else self.tg.suite_runner(kernel, kernel.tinygrad) for kernel in kernels]}
+        samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
+        per_round = -(-self.sizes.repeats // SUITE_ROUNDS)
+        for number in range(SUITE_ROUNDS):
+            self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
+            time.sleep(BLAS_SPIN_SECONDS)
+            for name, runs in runners.items():
+                with blas_threads(settings.threads) if name == "numpy" else nullcontext():
+                    for run, kept in zip(runs, samples[name], strict=True):
+                        if run is not None:
+                            kept.extend(sample_seconds(run, per_round, warmup=1))
+
+        def milliseconds(name: str, k: int) -> float | None:
+            return statistics.median(samples[name][k]) * 1e3 if samples[name][k] else None
+
+        metrics = []
+        for k, kernel in enumerate(kernels):
+            metric = Metric(f"kernel.{kernel.name}_ms", "ms", "lower", milliseconds("svod", k), note=kernel.name,
+                            numpy=milliseconds("numpy", k), numba=milliseconds("numba", k),
+                            tinygrad=milliseconds("tinygrad", k))
             if numba.error:
                 metric.why_missing["numba"] = numba.error
-        for kernel, metric in zip(kernels, metrics, strict=True):
-            if self.tg.error:
-                metric.why_missing["tinygrad"] = self.tg.error
-            elif isinstance(kernel.tinygrad, str):
-                metric.why_missing["tinygrad"] = kernel.tinygrad
-            else:
-                metric.tinygrad = self.tg.suite_milliseconds(kernel, kernel.tinygrad, self.sizes.repeats)
+            if self.tg.error or isinstance(kernel.tinygrad, str):
+                metric.why_missing["tinygrad"] = self.tg.error or str(kernel.tinygrad)
+            metrics.append(metric)
         return metrics
 
-    def _time_suite(self, kernel: SuiteKernel) -> float:
+    def _suite_runner(self, kernel: SuiteKernel) -> Callable[[], None]:
         buffers = self._buffers(*kernel.arrays)
         steps = [(svod.compile(step.ast, self.device), [buffers[a] for a in step.args]) for step in kernel.steps]
 
@@ -280,7 +311,7 @@ class Bench:
             for compiled, args in steps:
                 compiled(args)
 
-        return median_seconds(run, self.sizes.repeats)
+        return run
 
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),

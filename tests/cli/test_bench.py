@@ -3,7 +3,7 @@ import json
 import pytest
 
 from svod.cli import main
-from svod.cli.bench import Metric, report, run_bench, to_json
+from svod.cli.bench import Metric, report, run_bench, sample_seconds, to_json
 from svod.errors import SvodError
 
 REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", "replay_us_per_kernel.1",
@@ -62,3 +62,9 @@ def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "ratios.png"
     plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0)], str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sample_seconds_times_each_call_after_the_warmup():
+    calls = []
+    times = sample_seconds(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6 and len(times) == 4 and all(t >= 0 for t in times)
