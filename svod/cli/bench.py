@@ -251,6 +251,7 @@ BLAS_SPIN_SECONDS = 0.25
 """How long a round waits before svod's phase: OpenBLAS's workers busy-wait for more work up to 2**28
 cycles (about 0.1 s) after a call returns, on the cores svod is about to use."""
 
+
 class Bench:
     def __init__(self, device: Device, sizes: Sizes, tinygrad: Tinygrad, progress: Callable[[str], None]) -> None:
         self.device = device
@@ -278,7 +279,7 @@ class Bench:
             "tinygrad": [None if self.tg.error or isinstance(kernel.tinygrad, str)
                          else self.tg.suite_runner(kernel, kernel.tinygrad) for kernel in kernels]}
         samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
-        per_round = -(-self.sizes.repeats // SUITE_ROUNDS)
+        per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
             self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
             time.sleep(BLAS_SPIN_SECONDS)
