@@ -56,7 +56,9 @@ class OpenCLDevice:
         d = self.device
         self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
                                work_groups=WorkGroupLimits(d.max_work_group_size, tuple(d.max_work_item_sizes[:3])),
-                               local_memory=int(d.local_mem_size), native_float16="cl_khr_fp16" in d.extensions)
+                               local_memory=int(d.local_mem_size),
+                               dedicated_local_memory=d.local_mem_type == cl.device_local_mem_type.LOCAL,
+                               native_float16="cl_khr_fp16" in d.extensions)
         self.allocator = OpenCLAllocator(self)
         self.compiler = OpenCLCompiler(self)
         self.renderer = OpenCLRenderer(spec, self.caps)

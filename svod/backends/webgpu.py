@@ -65,6 +65,7 @@ class WebGPUDevice:
                                work_groups=WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes,
                                                            (groups, groups, groups)),
                                local_memory=limits["max-compute-workgroup-storage-size"],
+                               dedicated_local_memory=self.adapter.info["adapter_type"] != "CPU",
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
                                max_buffers=limits["max-storage-buffers-per-shader-stage"])
         self.allocator = WebGPUAllocator(self)

@@ -14,8 +14,9 @@ It builds a tree of blocks as it goes and flattens it at the end:
   of its own over its ranges, and read after them. Reductions over the same ranges at the same place
   share one loop (a sum and a max of one row; a matmul's upcast outputs). A reduction nested in another's
   body opens its loops inside the outer loop, or before it when it does not depend on the outer range.
-- A BARRIER (GPU lowering puts them between effects that share local memory) closes every open block and
-  stands alone at the top level, where all work items of a group reach it.
+- A BARRIER (GPU lowering puts them between effects that share local memory) closes every open block but
+  the loops over its sources, uniform loops that every work item of a group runs alike, and stands there
+  alone, where all work items of the group reach it.
 - A bounds-checked access (``INDEX`` with arg ``CHECKED``) becomes an in-range test: the access is gated
   by it, and where it fails the kernel records the buffer slot and the index in the status buffer.
 
@@ -414,11 +415,18 @@ class _Linearizer:
         return list(dict.fromkeys(found))
 
     def barrier(self, barrier: UOp) -> None:
-        """A BARRIER runs where every work item reaches it: outside every loop and guard. Local memory is
-        read again after it (other work items wrote it)."""
-        while len(self.stack) > 1:
+        """A BARRIER runs where every work item reaches it: outside every guard, and outside every loop but
+        those over its sources (ranges whose ends are the same for every work item, which lowering gives
+        it). Local memory is read again after it (other work items wrote it)."""
+        wanted = _nested(frozenset(r for r in barrier.src if r.op is Ops.RANGE))  # a loop of one step folds
+        keep = 1
+        while keep < len(self.stack) and keep - 1 < len(wanted) and self.stack[keep].key is wanted[keep - 1]:
+            keep += 1
+        while len(self.stack) > keep:
             self.close_block()
-        self.root.add(barrier)
+        for r in wanted[len(self.stack) - 1:]:
+            self.open_loop(r)
+        self.stack[-1].add(UOp(Ops.BARRIER))
         for stale in [k for k in self.memo if k[0].op is Ops.LOAD and k[0].src[0].src[0].op is Ops.DEFINE_LOCAL]:
             del self.memo[stale]
             self.emitted.pop(stale[0], None)

@@ -16,7 +16,8 @@ In pipeline order (``KernelRenderer.lower``), each with the one guarantee it giv
   On a CPU, ``privatize_atomics`` then: each thread adds into a private copy of a small buffer of atomic
   adds, and adds the copy into the buffer at the end.
   On a GPU, ``share_reductions`` first: a reduction that does not depend on the innermost GLOBAL range is
-  computed once per work group, cooperatively in local memory between barriers.
+  computed once per work group, cooperatively in local memory between barriers. Before all, where local
+  memory is storage of its own, ``tile_matmul``: a matmul's operands staged in it block by block.
 
 Before all of them, ``split_reduction`` may turn a kernel that is one large reduction into two kernels
 (``KernelRenderer.stages``). After them, ``svod.codegen.linearize`` turns REDUCEs into accumulator loops
@@ -29,13 +30,14 @@ import math
 from collections.abc import Mapping
 
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
-from svod.dtype import PtrDType
+from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import memory_of, written_memory
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
+           "tile_matmul",
            "privatize_atomics", "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
 
 
@@ -405,6 +407,84 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     return substitute(sink.replace(src=(*staged, *rest)), groups)
 
 
+MATMUL_TILE = 16
+"""The side of the square output tile a work group computes in ``tile_matmul``, and of the blocks of its
+operands it stages in local memory."""
+
+
+def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
+    """A matmul-shaped kernel, ``out[i, j] = sum(f(a(i, k), b(k, j)), k)`` over GLOBAL ``i`` and ``j``,
+    as the classic GPU kernel with its operands staged in local memory.
+
+    A work group of ``T`` x ``T`` items (``lidx1`` rows, ``lidx0`` columns) computes a ``T`` x ``T`` tile of
+    ``out``. For each block ``kt`` of ``T`` steps of ``k``, in a loop every item runs the same number of
+    times: each item loads one element of ``a``'s ``T`` x ``T`` block and one of ``b``'s into local memory
+    (0 outside the operands); ``BARRIER``; each item adds ``T`` products read from local memory to its
+    element of ``out`` (steps past ``k``'s end add nothing); ``BARRIER``. Every element of ``a`` and ``b``
+    is read from global memory ``T`` times fewer than by one item per output. ``out`` holds the running sum
+    between blocks; the first block starts it.
+
+    None unless the kernel is one such store, its value a sum over one REDUCE range whose only loads are
+    one of ``a`` (ranges ``i``, ``k``) and one of ``b`` (``k``, ``j``), neither bounds-checked at run time,
+    and the device takes the work group and its ``2 T^2`` elements of local memory.
+    """
+    stores = [e for e in sink.src if e.op in EFFECTS]
+    if len(stores) != 1 or stores[0].op is not Ops.STORE or stores[0].arg is not None:
+        return None
+    store = stores[0]
+    target, value = store.src[0], store.src[1]
+    live = live_ranges(sink)
+    globals_ = sorted(live[store], key=axis_order)
+    if len(target.src) != 2 or value.op is not Ops.REDUCE or value.arg is not Ops.ADD or len(value.src) != 2 \
+            or len(globals_) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in globals_) \
+            or any(u.op is Ops.LOAD for u in target.src[1].toposort()):
+        return None
+    (i, j), k = globals_, value.src[1]
+    loads = [u for u in value.src[0].toposort() if u.op is Ops.LOAD]
+    a = next((u for u in loads if live[u] == {i, k}), None)
+    b = next((u for u in loads if live[u] == {k, j}), None)
+    size = MATMUL_TILE
+    if a is None or b is None or len(loads) != 2 or any(u.src[0].arg is not None for u in loads) \
+            or 2 * size * size * value.dtype.itemsize > local_memory \
+            or size * size > limits.max_work_group_size or min(limits.max_item_sizes[:2]) < size:
+        return None
+    groups = [(r.src[0] + (size - 1)) // size for r in (j, i)]
+    groups = [g if g.vmin >= 1 else g.maximum(1) for g in groups]
+    if limits.max_groups is not None and any(g.vmax > most for g, most in zip(groups, limits.max_groups, strict=False)):
+        return None
+    column, row = (UOp.special(size, launch_index("local", d)) for d in (0, 1))
+    tile_j, tile_i = (UOp.special(g, launch_index("group", d)) for d, g in enumerate(groups))
+    first = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    blocks = (k.src[0] + (size - 1)) // size
+    kt = UOp.range(blocks if blocks.vmin >= 1 else blocks.maximum(1), first, AxisKind.LOOP)
+    kk = UOp.range(size, first + 1, AxisKind.REDUCE)
+    at = {i: tile_i * size + row, j: tile_j * size + column}
+    staged_a = UOp(Ops.DEFINE_LOCAL, a.dtype.ptr(size * size, local=True), (), 0)
+    staged_b = UOp(Ops.DEFINE_LOCAL, b.dtype.ptr(size * size, local=True), (), 1)
+    step = kt * size + column  # the k this item stages of a's block; of b's: kt * size + row
+    stage = [_gated_unless_true(staged_a.index(row * size + column).store(substitute(a, {**at, k: step})),
+                                [at[i].lt(i.src[0]), step.lt(k.src[0])], target=False),
+             _gated_unless_true(staged_b.index(row * size + column).store(substitute(b, {**at, k: kt * size + row})),
+                                [at[j].lt(j.src[0]), (kt * size + row).lt(k.src[0])], target=False)]
+    body = substitute(value.src[0], {a: staged_a.index(row * size + kk).load(),
+                                     b: staged_b.index(kk * size + column).load()})
+    zero = -0.0 if value.dtype.is_float else 0
+    inside = (kt * size + kk).lt(k.src[0])
+    part = (substitute(body, at) if inside.vmin else inside.where(substitute(body, at), zero)).reduce(kk)
+    out = substitute(target, at)
+    total = kt.lt(1).where(zero, out.load()).alu(Ops.ADD, part)  # -0.0 + x is x for every x
+    accumulate = _gated_unless_true(out.store(total), [at[i].lt(i.src[0]), at[j].lt(j.src[0])])
+    barrier = UOp(Ops.BARRIER, dtypes.void, (kt,))
+    rest = [u for u in sink.src if u.op not in EFFECTS]
+    return sink.replace(src=(*stage, barrier, accumulate.replace(src=(*accumulate.src, kt)), barrier, *rest))
+
+
+def _gated_unless_true(effect: UOp, conditions: list[UOp], target: bool = True) -> UOp:
+    """``_gated`` by the conditions that may fail."""
+    uncertain = [c for c in conditions if not c.vmin]
+    return _gated(effect, _all(uncertain), target) if uncertain else effect
+
+
 def _all(conditions: list[UOp]) -> UOp:
     gate = conditions[0]
     for more in conditions[1:]:
@@ -584,10 +664,13 @@ def describe(sink: UOp) -> str:
     if copies:
         parts.append(f"atomic adds into a private copy per thread of {len(copies)} buffer(s) "
                      f"({' + '.join(f'{t.size} {t.base.name}' for t in copies)})")
-    if temps:
-        barriers = sum(1 for u in sink.src if u.op is Ops.BARRIER)
-        parts.append(f"{len(temps)} reduction(s) shared by each work group in local memory "
-                     f"({' + '.join(f'{t.size} {t.base.name}' for t in temps)}), {barriers} barriers")
+    barriers = [u for u in sink.src if u.op is Ops.BARRIER]
+    sizes = ' + '.join(f'{t.size} {t.base.name}' for t in temps)
+    if temps and any(b.src for b in barriers):  # barriers inside a loop: tile_matmul
+        parts.append(f"operands staged block by block in local memory ({sizes}), {len(barriers)} barriers a block")
+    elif temps:
+        parts.append(f"{len(temps)} reduction(s) shared by each work group in local memory ({sizes}), "
+                     f"{len(barriers)} barriers")
     loops: dict[tuple[UOp, ...], int] = {}
     for u in topo:
         if u.op is Ops.REDUCE:

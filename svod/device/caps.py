@@ -67,6 +67,10 @@ class DeviceCaps:
     """Work-group limits, for devices that launch work items in groups."""
     local_memory: int = 0
     """Bytes of work-group local memory, where there is any."""
+    dedicated_local_memory: bool = False
+    """Whether local memory is storage of its own, faster than global memory (a GPU's shared memory, OpenCL's
+    ``CL_LOCAL``), so that staging operands in it pays (``tile_matmul``). A CPU's OpenCL or Vulkan driver
+    keeps it in ordinary memory and runs the barriers around it as loops over the work items."""
     element_dtypes: frozenset[DType] = field(default_factory=lambda: ALL_DTYPES)
     """The dtypes a buffer on this device may hold."""
     native_float16: bool = True

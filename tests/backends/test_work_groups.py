@@ -1,9 +1,11 @@
 """Work-group constructs on every backend: reductions a work group shares in local memory between barriers
-(``share_reductions``), and several outputs per work item (``upcast_reductions`` on GPUs), against numpy
-at edge sizes. On the CPU pairs and the reference the same kernels take the usual path: the results must
-agree everywhere."""
+(``share_reductions``), a matmul staged block by block in local memory (``tile_matmul``), and several
+outputs per work item (``upcast_reductions`` on GPUs), against numpy at edge sizes. On the CPU pairs and
+the reference the same kernels take the usual path: the results must agree everywhere."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -174,4 +176,65 @@ def test_each_language_declares_local_memory_and_barriers(renderer, declared, ba
 def test_shared_reductions_compile_to_ptx_with_barriers():
     renderer, compiler = svod.compiler_pair("CUDA")
     ptx = compiler.compile(renderer.render(layernorm(8, 300).steps[0].ast)).bytes.decode()
+    assert ".shared" in ptx and "bar.sync" in ptx
+
+
+# ---- a matmul staged in local memory ------------------------------------------------------------------
+
+def _staged_matmul(m: int, n: int, depth: int, dtype=dtypes.float32):
+    k = KernelBuilder(f"staged_matmul_{m}_{n}_{depth}_{dtype.name}")
+    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize("name", ["CL:0", "WEBGPU:0"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(1, 1, 1), (17, 17, 17), (255, 255, 255), (33, 1031, 20),
+                                               (16, 32, 48), (5, 3, 1000)])
+def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, depth):
+    """This machine's OpenCL and Vulkan drivers run on the CPU, whose local memory is ordinary memory, so
+    they do not stage a matmul's operands; with dedicated local memory assumed they must, and agree with
+    numpy at sizes the 16x16 tile divides and does not, with steps of the reduction past its end."""
+    device = open_device(name)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.caps, dedicated_local_memory=True))
+    ast = _staged_matmul(m, n, depth)
+    staged = "shared1" in svod.compile(ast, device).code  # the operands' blocks in local memory
+    assert staged == (min(m, n, depth) > 1)  # ranges of one step fold away: a 1x1x1 "matmul" is one product
+    rng = np.random.default_rng(m * n + depth)
+    a_np, b_np = rng.standard_normal((m, depth)).astype(np.float32), rng.standard_normal((depth, n)).astype(np.float32)
+    out_np = np.full((m, n), np.nan, np.float32)
+    svod.run(ast, [out_np, a_np, b_np], device=device)
+    np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
+
+
+@pytest.mark.parametrize("name", ["CL:0", "WEBGPU:0"])
+def test_staged_integer_matmul_is_exact_and_keeps_special_floats(monkeypatch, name):
+    """int32 sums are exact (the steps past the reduction's end add 0); a float product with inf or NaN
+    in it stays inf or NaN, and a row of -0.0 products sums to -0.0 (nothing past the end is added)."""
+    device = open_device(name)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.caps, dedicated_local_memory=True))
+    rng = np.random.default_rng(3)
+    a_i, b_i = rng.integers(-1000, 1000, (19, 37), np.int32), rng.integers(-1000, 1000, (37, 21), np.int32)
+    out_i = np.zeros((19, 21), np.int32)
+    svod.run(_staged_matmul(19, 21, 37, dtypes.int32), [out_i, a_i, b_i], device=device)
+    np.testing.assert_array_equal(out_i, a_i @ b_i)
+    if not device.caps.ieee_floats:
+        return  # WGSL may assume finite floats
+    a_f, b_f = np.ones((3, 5), np.float32), np.ones((5, 3), np.float32)
+    a_f[0, 2], a_f[1, :], b_f[:, 2] = np.inf, -0.0, 0.0
+    b_f[4, 1] = np.nan
+    out_f = np.zeros((3, 3), np.float32)
+    svod.run(_staged_matmul(3, 3, 5), [out_f, a_f, b_f], device=device)
+    want = np.array([[np.inf, np.nan, np.nan], [-0.0, np.nan, -0.0], [5.0, np.nan, 0.0]], np.float32)
+    np.testing.assert_array_equal(out_f, want)
+    assert np.signbit(out_f[1, 0]) and np.signbit(out_f[1, 2])
+
+
+@requires_nvrtc
+def test_staged_matmul_compiles_to_ptx_with_shared_memory():
+    renderer, compiler = svod.compiler_pair("CUDA")
+    src = renderer.render(_staged_matmul(100, 70, 33)).src
+    assert src.count("__syncthreads();") == 2 and "__shared__ float shared1[256];" in src
+    ptx = compiler.compile(renderer.render(_staged_matmul(100, 70, 33))).bytes.decode()
     assert ".shared" in ptx and "bar.sync" in ptx

@@ -9,7 +9,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.cli.suite import conv2d, softmax
+from svod.cli.suite import conv2d, matmul, softmax
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     PRIVATE_BYTES,
@@ -21,6 +21,7 @@ from svod.codegen.lower import (
     speculate_gated_loads,
     split_extremum_reductions,
     split_for_threads,
+    tile_matmul,
     tile_rows,
     upcast_reductions,
 )
@@ -343,6 +344,35 @@ def test_describe_names_the_launch_and_local_memory():
     shared = _shared(softmax(64, 1024).steps[0].ast)
     assert describe(shared).startswith("launch gidx1 < 64, lidx0 < 128; 2 reduction(s) shared by each work group "
                                        "in local memory (129 float32 + 129 float32), 4 barriers")
+
+
+def _tiled(ast, limits=_LIMITS, local_memory=32 << 10):
+    return tile_matmul(simplify(anchor_ranges(ast)), limits, local_memory)
+
+
+def test_a_matmul_is_staged_in_local_memory_between_barriers_in_its_block_loop():
+    """Two 16x16 blocks in local memory, filled and then read between two barriers inside the loop over
+    blocks of ``k``, on a 16x16 work group per tile of ``out``."""
+    tiled = _tiled(matmul(64).steps[0].ast)
+    assert tiled is not None
+    assert [u.op for u in tiled.src] == [Ops.STORE, Ops.STORE, Ops.BARRIER, Ops.STORE, Ops.BARRIER]
+    loops = [r for r in tiled.src[2].src if r.op is Ops.RANGE]
+    assert len(loops) == 1 and loops[0].arg[1] is AxisKind.LOOP and loops[0].src[0].vmin == loops[0].src[0].vmax == 4
+    assert describe(simplify(tiled)).startswith(
+        "launch gidx0 < 4, gidx1 < 4, lidx0 < 16, lidx1 < 16; operands staged block by block in local memory "
+        "(256 float32 + 256 float32), 2 barriers a block")
+
+
+def test_only_a_plain_matmul_that_fits_the_device_is_staged():
+    assert _tiled(softmax(64, 1024).steps[0].ast) is None  # not one store of a sum of two operands' products
+    assert _tiled(conv2d(16, 24).steps[0].ast) is None  # more loads, and more ranges
+    assert _tiled(matmul(64).steps[0].ast, local_memory=1024) is None  # 2 KiB of blocks do not fit
+    assert _tiled(matmul(64).steps[0].ast, limits=WorkGroupLimits(128, (128, 128, 64))) is None
+    k = KernelBuilder("scaled")
+    out, a, b, s = (k.buffer(dtypes.float32, (32, 32)) for _ in range(4))
+    i, j, r = k.range(32), k.range(32), k.range(32, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j] * s[i, j]).reduce(r))
+    assert _tiled(k.build()) is None  # a third load would be read past the operands' ends
 
 
 def _scatter(kind: str, bins: int = 256, n: int = 1 << 15):

@@ -20,7 +20,7 @@ import numpy as np
 
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
-from svod.codegen.lower import share_reductions, to_gpu_indices, upcast_reductions
+from svod.codegen.lower import share_reductions, tile_matmul, to_gpu_indices, upcast_reductions
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
@@ -553,8 +553,12 @@ class GPURenderer(CStyleRenderer):
         return True
 
     def parallelize(self, sink: UOp) -> UOp:
-        """Several outputs of a reduction per work item (``upcast_reductions``); reductions shared by a work
-        group where that applies (``share_reductions``), else each GLOBAL range a launch dimension."""
+        """A matmul's operands staged in local memory where that is storage of its own (``tile_matmul``);
+        else several outputs of a reduction per work item (``upcast_reductions``) and reductions shared by
+        a work group where that applies (``share_reductions``), or each GLOBAL range a launch dimension."""
+        tiled = tile_matmul(sink, self.limits, self.caps.local_memory) if self.caps.dedicated_local_memory else None
+        if tiled is not None:
+            return tiled
         sink = upcast_reductions(sink)
         shared = share_reductions(sink, self.limits, self.caps.local_memory)
         return shared if shared is not None else to_gpu_indices(sink, self.limits, direct_index=self.direct_index)

@@ -14,7 +14,7 @@ from svod.dtype import DeviceSpec, DType
 from svod.ir import Ops, UOp
 
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
-                       local_memory=48 << 10, native_float16=False)
+                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False)
 """What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
 cuda_fp16.h)."""
 
