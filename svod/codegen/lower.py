@@ -272,6 +272,10 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
 
 PREFERRED_GROUP_SIZE = (64, 4, 1)
 """Work-group shape to aim for, per launch dimension, before the device's limits and the sizes cut it."""
+SQUARE_GROUP_SIZE = (16, 16, 1)
+"""The shape for a kernel with an access that depends on both its first two launch dimensions and steps
+one element at a time along the second (a transpose's store): each group then reads and writes runs of
+16 neighbouring elements, instead of 64 neighbours one way and 4 the other."""
 
 
 def _power_of_two_at_most(limit: int) -> int:
@@ -299,12 +303,15 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
         first = {e: index.eq(0) for e in effects if dims[0] not in uses[e]}
         return substitute(gate_effects(sink, first), {dims[0]: index})
     budget = limits.max_work_group_size
+    accesses = [u.src[1] for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
+    shape = SQUARE_GROUP_SIZE if len(dims) > 1 and any(_unit_stride(a, dims[1]) and dims[0] in a.toposort()
+                                                        for a in accesses) else PREFERRED_GROUP_SIZE
     indices: dict[UOp, UOp] = {}
     conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}
     spare = len(dims)
     for d, r in enumerate(dims):
         end = r.src[0]
-        local = _power_of_two_at_most(min(PREFERRED_GROUP_SIZE[d], budget, limits.max_item_sizes[d], int(end.vmax)))
+        local = _power_of_two_at_most(min(shape[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         budget //= local
         count = (end + (local - 1)) // local
         count = count if end.vmin >= 1 else count.maximum(1)  # >= 1 group

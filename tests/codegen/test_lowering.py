@@ -9,7 +9,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.cli.suite import conv2d, matmul, softmax
+from svod.cli.suite import conv2d, gather, matmul, softmax, transpose
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     PRIVATE_BYTES,
@@ -23,6 +23,7 @@ from svod.codegen.lower import (
     split_for_threads,
     tile_matmul,
     tile_rows,
+    to_gpu_indices,
     upcast_reductions,
 )
 from svod.codegen.render.c import CRenderer
@@ -373,6 +374,16 @@ def test_only_a_plain_matmul_that_fits_the_device_is_staged():
     i, j, r = k.range(32), k.range(32), k.range(32, AxisKind.REDUCE)
     k.store(out[i, j], (a[i, r] * b[r, j] * s[i, j]).reduce(r))
     assert _tiled(k.build()) is None  # a third load would be read past the operands' ends
+
+
+def test_a_transpose_gets_square_work_groups_and_a_gather_long_rows():
+    """A transpose's store steps along the second launch dimension: 16x16 groups read and write runs of 16.
+    A gather's row index steps that way too, but it does not depend on the column: 64x4 groups."""
+    def launch(ast):
+        return describe(simplify(to_gpu_indices(simplify(anchor_ranges(ast)), _LIMITS, direct_index=False)))
+
+    assert launch(transpose(256).steps[0].ast) == "launch gidx0 < 16, gidx1 < 16, lidx0 < 16, lidx1 < 16"
+    assert launch(gather(1024, 100).steps[0].ast) == "launch gidx1 < 256, lidx0 < 64, lidx1 < 4"
 
 
 def _scatter(kind: str, bins: int = 256, n: int = 1 << 15):
