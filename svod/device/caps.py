@@ -78,8 +78,9 @@ class DeviceCaps:
     index_bits: int = 64
     """The width of index arithmetic in kernels."""
     ieee_floats: bool = True
-    """Whether float arithmetic keeps IEEE 754's NaN, infinities and signed zeros (WGSL lets a shader
-    compiler assume finite floats, so a WebGPU device does not promise it)."""
+    """Whether float arithmetic keeps IEEE 754's NaN, infinities, signed zeros and the order of operations
+    the kernel spells (WGSL lets a shader compiler assume finite floats and reorder sums, so a WebGPU
+    device does not promise it)."""
     max_buffers: int | None = None
     """How many buffers one kernel may take, where that is limited (WebGPU's storage bindings)."""
 

@@ -93,7 +93,11 @@ def test_random_elementwise_kernels_agree_with_python(case, size, seed):
         got = np.zeros(size, dtype.numpy)
         svod.run(ast, [got, *inputs], device=device)
         compared = ieee_inputs(device, expected) if dtype.is_float else np.ones(size, bool)
-        np.testing.assert_array_equal(got[compared], expected[compared], err_msg=f"{device} {dtype!r} {tree}")
+        if device.caps.ieee_floats or not dtype.is_float:
+            np.testing.assert_array_equal(got[compared], expected[compared], err_msg=f"{device} {dtype!r} {tree}")
+        else:  # its compiler may reorder float arithmetic: a few roundings of the inputs' size apart
+            np.testing.assert_allclose(got[compared], expected[compared], rtol=1e-5, atol=1e-4,
+                                       err_msg=f"{device} {dtype!r} {tree}")
 
 
 def _contraction(m: int, n: int, kk: int, op: Ops, transpose_b: bool):

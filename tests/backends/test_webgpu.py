@@ -199,3 +199,19 @@ def test_the_source_is_wgsl_with_one_binding_per_buffer(gpu):
     source = svod.compile(_saxpy(), device=gpu).program_uop.src[3].arg
     assert "@group(0) @binding(0) var<storage, read_write> data0: array<f32>;" in source
     assert "var<uniform> svod_args" in source and "@compute @workgroup_size(64, 1, 1)" in source
+
+
+def test_negative_literals_after_a_minus_are_parenthesised(gpu):
+    """`x - -1.5` spelled `x--1.5` is a WGSL parse error (`--` is a decrement token). The sign of a zero is
+    the device compiler's on WebGPU (lavapipe folds `x - -0.0` to `x`), so zeros compare by value."""
+    k = KernelBuilder("minus_negative")
+    n = 5
+    out, x = k.buffer(dtypes.float32, (2, n)), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[0, i], x[i] - (-1.5))
+    k.store(out[1, i], (x[i] - (-0.0)) * -2.0)
+    x_np = np.array([0.0, -0.0, 1.0, -3.25, 1e-40], np.float32)
+    out_np = np.zeros((2, n), np.float32)
+    svod.run(k.build(), [out_np, x_np], device=gpu)
+    np.testing.assert_array_equal(out_np[0], x_np + np.float32(1.5))
+    np.testing.assert_array_equal(out_np[1], (x_np - np.float32(-0.0)) * np.float32(-2.0))

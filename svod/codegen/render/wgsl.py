@@ -106,9 +106,9 @@ class WGSLRenderer(GPURenderer):
         if not math.isfinite(value):
             bits = int(np.array(value, np.float32).view(np.uint32))
             return f"{t}(bitcast<f32>(svod_opaque({bits}u)))"
-        if dtype == dtypes.float16:  # naga reads hex halves wrongly; a half's shortest decimal reads back exactly
-            return f"{value!r}h"
-        return f"{value.hex()}f"
+        # naga reads hex halves wrongly; a half's shortest decimal reads back exactly
+        text = f"{value!r}h" if dtype == dtypes.float16 else f"{value.hex()}f"
+        return f"({text})" if text.startswith("-") else text  # `a - -1.0` would read as `a -- 1.0`
 
     def math_call(self, op: Ops, dtype: DType, args: list[str]) -> str:
         if op not in self.math_functions:
