@@ -16,8 +16,10 @@ In pipeline order (``KernelRenderer.lower``), each with the one guarantee it giv
   On a CPU, ``privatize_atomics`` then: each thread adds into a private copy of a small buffer of atomic
   adds, and adds the copy into the buffer at the end.
   On a GPU, ``share_reductions`` first: a reduction that does not depend on the innermost GLOBAL range is
-  computed once per work group, cooperatively in local memory between barriers. Before all, where local
-  memory is storage of its own, ``tile_matmul``: a matmul's operands staged in it block by block.
+  computed once per work group, cooperatively in local memory between barriers. Where local memory is
+  storage of its own, ``tile_matmul`` before all: a matmul's operands staged in it block by block; where
+  it is not (a CPU's OpenCL or Vulkan), ``reduce_per_item`` instead of ``share_reductions``: each work
+  item computes its row's reductions once and loops over the row.
 
 Before all of them, ``split_reduction`` may turn a kernel that is one large reduction into two kernels
 (``KernelRenderer.stages``). After them, ``svod.codegen.linearize`` turns REDUCEs into accumulator loops
@@ -36,9 +38,9 @@ from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitut
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import memory_of, written_memory
 
-__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "live_ranges", "share_reductions", "split_for_threads",
-           "tile_matmul",
-           "privatize_atomics", "split_reduction", "to_gpu_indices", "upcast_reductions", "describe"]
+__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "live_ranges", "privatize_atomics",
+           "reduce_per_item", "share_reductions", "split_for_threads", "split_reduction", "split_reductions",
+           "tile_matmul", "to_gpu_indices", "upcast_reductions"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -354,16 +356,12 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     loops around effects, reductions over several ranges, more than three GLOBAL ranges), or the device's
     local memory or group counts are too small: ``to_gpu_indices`` then launches it as usual.
     """
-    topo = sink.toposort()
-    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
-    if not globals_ or len(globals_) > 3:
+    found = _row_reductions(sink)
+    if found is None:
         return None
-    column, rows = globals_[-1], globals_[:-1]
-    live = live_ranges(sink)
+    column, rows, shared = found
+    topo, live = sink.toposort(), live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
-    shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
-    if not shared or any(len(u.src) != 2 for u in shared) or any(not live[e] <= set(globals_) for e in effects):
-        return None
     size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
     while size > 1 and sum((size + 1) * u.dtype.itemsize for u in shared) > local_memory:
         size //= 2
@@ -412,6 +410,57 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
                       else gated(body, [*conditions, item.eq(0)]))
     rest = [u for u in sink.src if u.op not in EFFECTS]
     return substitute(sink.replace(src=(*staged, *rest)), groups)
+
+
+def _row_reductions(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
+    """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
+    each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
+    when there is no such reduction or an effect also depends on a sequential loop."""
+    topo = sink.toposort()
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
+    if not globals_ or len(globals_) > 3:
+        return None
+    column, rows = globals_[-1], globals_[:-1]
+    live = live_ranges(sink)
+    shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
+    if not shared or any(len(u.src) != 2 for u in shared) or any(
+            not live[e] <= set(globals_) for e in sink.src if e.op in EFFECTS):
+        return None
+    return column, rows, shared
+
+
+def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
+    """The kernels ``share_reductions`` covers, for a device that runs a work group on one core as a loop
+    over its items (local memory in ordinary memory: PoCL, lavapipe), where cooperating on a row costs a
+    pass over the group per barrier: a work group of one item per row (per outer GLOBAL index), which
+    computes the row's reductions once and then loops over the innermost GLOBAL range, as a CPU thread
+    does. The reductions are split into independent partials (``split_reductions``) that the device's
+    compiler vectorises.
+
+    Where a row count may be 0 (one group is still launched), that group's loops are empty and its loads
+    gated, so nothing it would compute before them touches memory: an IF around the row's effects would
+    keep the reductions inside the loop. None when the kernel has no such reduction, nests reductions in
+    reductions (a fused attention: ``share_reductions`` keeps those apart), or has more rows than the
+    device has groups."""
+    found = _row_reductions(sink)
+    if found is None or _nested_reductions(sink):
+        return None
+    column, rows, _ = found
+    most = limits.max_groups
+    if most is not None and any(r.src[0].vmax > most[len(rows) - 1 - d] for d, r in enumerate(rows)):
+        return None
+    groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
+                             launch_index("group", len(rows) - 1 - d)) for d, r in enumerate(rows)}
+    outside = [groups[r].lt(r.src[0]) for r in rows if r.src[0].vmin < 1]
+    loops = {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)}
+    if outside:
+        inside = _all(outside)
+        loops = {u: UOp.range(inside.where(loops.get(u, u).src[0], 0), u.arg[0], loops.get(u, u).arg[1])
+                 for u in sink.toposort() if u.op is Ops.RANGE and u not in groups}
+        live = live_ranges(sink)
+        sink = sink.replace(src=tuple(_gated(e, inside, target=not live[e] - set(rows)) if e.op in EFFECTS else e
+                                      for e in sink.src))
+    return split_reductions(substitute(substitute(sink, loops), groups), (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
 MATMUL_TILE = 16
@@ -555,31 +604,36 @@ def tile_rows(vector_registers: int) -> int:
 def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
     ``vector_registers``), and MAX/MIN reductions split into independent partials
-    (``split_extremum_reductions``): what a CPU's vector registers need."""
-    return split_extremum_reductions(upcast_reductions(sink, tile_rows(vector_registers)))
+    (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
+    return split_reductions(upcast_reductions(sink, tile_rows(vector_registers)), EXTREMA)
 
 
 SPLIT_WIDTH = 8
-"""How many partial results a split MAX or MIN reduction keeps in one pass (a vector register of float32
-on AVX2)."""
+"""How many partial results a split reduction keeps in one pass (a vector register of float32 on AVX2)."""
+EXTREMA = (Ops.MAX, Ops.MIN)
+"""The reductions a split leaves bit for bit the same: MAX and MIN are exactly associative and commutative
+(svod's order ignores NaN and puts +0 above -0)."""
 
 
-def split_extremum_reductions(sink: UOp) -> UOp:
-    """A MAX or MIN over one range of constant size ``n`` (a multiple of ``SPLIT_WIDTH``, at least twice
-    it) as ``SPLIT_WIDTH`` reductions over ``r*W + c`` that share one loop, combined after it. Each step of
-    one running maximum waits for the last; independent partials run side by side and their loads are
-    contiguous, so the backend vectorises them. MAX and MIN are exactly associative and commutative
-    (svod's order ignores NaN and puts +0 above -0), so the result is the same bits."""
+def split_reductions(sink: UOp, ops: tuple[Ops, ...]) -> UOp:
+    """A reduction by one of ``ops`` over one range of constant size ``n`` (a multiple of ``SPLIT_WIDTH``,
+    at least twice it) as ``SPLIT_WIDTH`` reductions over ``r*W + c`` that share one loop, combined
+    pairwise after it. Each step of one running reduction waits for the last; independent partials run
+    side by side and their loads are contiguous, so the backend vectorises them. For ``EXTREMA`` the
+    result is the same bits; a float sum is added in another order (as any parallel sum is). Only a
+    reduction with none nested in it is split (``_nested_reductions``): an outer one would copy each inner
+    one ``W`` times, and a nest of them grow as ``W`` to the power of its depth (a fused attention's 320
+    accumulators)."""
 
     replaced: dict[UOp, UOp] = {}
-    for node in sink.toposort():  # inner reductions first, so an outer one is built from split inner ones
-        if node.op is not Ops.REDUCE or node.arg not in (Ops.MAX, Ops.MIN) or len(node.src) != 2:
+    nested = _nested_reductions(sink)
+    for node in sink.toposort():  # a reduction it uses first (softmax's maximum in its sum), built split
+        if node.op is not Ops.REDUCE or node.arg not in ops or len(node.src) != 2 or node in nested:
             continue
-        r = node.src[1]
+        r, value = node.src[1], substitute(node.src[0], replaced)
         size = r.src[0]
         if size.op is not Ops.CONST or size.arg % SPLIT_WIDTH or size.arg < 2 * SPLIT_WIDTH:
             continue
-        value = substitute(node.src[0], replaced)
         outer = UOp.range(size.arg // SPLIT_WIDTH, r.arg[0], r.arg[1])
         parts = [substitute(value, {r: outer * SPLIT_WIDTH + c}).reduce(outer, op=node.arg)
                  for c in range(SPLIT_WIDTH)]
@@ -587,6 +641,15 @@ def split_extremum_reductions(sink: UOp) -> UOp:
             parts = [a.alu(node.arg, b) for a, b in zip(parts[::2], parts[1::2], strict=True)]
         replaced[node] = parts[0]
     return substitute(sink, replaced)
+
+
+def _nested_reductions(sink: UOp) -> list[UOp]:
+    """The reductions of ``sink`` with another nested in them: one that runs inside their loop because it
+    depends on their range (attention's ``q.k`` in the softmax over keys). A reduction whose result merely
+    feeds theirs (softmax's maximum in its sum) is computed before their loop and does not count."""
+    live = live_ranges(sink)
+    return [u for u in sink.toposort() if u.op is Ops.REDUCE
+            and any(v.op is Ops.REDUCE and not set(u.src[1:]).isdisjoint(live[v]) for v in u.src[0].toposort())]
 
 
 def _unrolled(effect: UOp, r: UOp, width: int) -> list[UOp]:

@@ -17,11 +17,29 @@ from svod.cli.suite import conv2d, layernorm, softmax
 from svod.codegen.render.cuda import CUDARenderer
 from svod.codegen.render.opencl import OpenCLRenderer
 from svod.codegen.render.wgsl import WGSLRenderer
-from svod.device import DeviceCaps, WorkGroupLimits
+from svod.device import Device, DeviceCaps, WorkGroupLimits
 from tests.backends.test_cuda import requires_nvrtc
 from tests.helpers import cpu_device, open_device, refuses
 
-SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000)]
+SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000), (5, 1024)]
+
+
+def _with_dedicated_local_memory(monkeypatch: pytest.MonkeyPatch, device: Device) -> Device:
+    """``device`` lowering kernels as for a GPU whose local memory is storage of its own: this machine's
+    OpenCL and Vulkan drivers run on the CPU, so by default they neither share a row's reductions in local
+    memory nor stage a matmul's operands there."""
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.caps, dedicated_local_memory=True))
+    return device
+
+
+@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0", "CL:0 as a GPU", "WEBGPU:0 as a GPU"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Device:
+    """Every device, and OpenCL and WebGPU again lowering as a GPU with local memory of its own would: a
+    row's reductions computed once per work item (``reduce_per_item``) there, and shared by the work group
+    between barriers (``share_reductions``) here."""
+    name, _, as_gpu = request.param.partition(" ")
+    found = open_device(name)
+    return _with_dedicated_local_memory(monkeypatch, found) if as_gpu else found
 
 
 @pytest.mark.parametrize(("rows", "cols"), SHAPES)
@@ -159,7 +177,7 @@ def test_float64_rows_share_their_reductions_where_the_device_holds_them(device)
 # ---- the source each GPU language gets -----------------------------------------------------------------
 
 _CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(256, (256, 256, 64)),
-                   local_memory=32 << 10)
+                   local_memory=32 << 10, dedicated_local_memory=True)
 
 
 @pytest.mark.parametrize(("renderer", "declared", "barrier"), [
@@ -193,11 +211,9 @@ def _staged_matmul(m: int, n: int, depth: int, dtype=dtypes.float32):
 @pytest.mark.parametrize(("m", "n", "depth"), [(1, 1, 1), (17, 17, 17), (255, 255, 255), (33, 1031, 20),
                                                (16, 32, 48), (5, 3, 1000)])
 def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, depth):
-    """This machine's OpenCL and Vulkan drivers run on the CPU, whose local memory is ordinary memory, so
-    they do not stage a matmul's operands; with dedicated local memory assumed they must, and agree with
-    numpy at sizes the 16x16 tile divides and does not, with steps of the reduction past its end."""
-    device = open_device(name)
-    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.caps, dedicated_local_memory=True))
+    """With dedicated local memory assumed, a matmul's operands are staged, and agree with numpy at sizes
+    the 16x16 tile divides and does not, with steps of the reduction past its end."""
+    device = _with_dedicated_local_memory(monkeypatch, open_device(name))
     ast = _staged_matmul(m, n, depth)
     staged = "shared1" in svod.compile(ast, device).code  # the operands' blocks in local memory
     assert staged == (min(m, n, depth) > 1)  # ranges of one step fold away: a 1x1x1 "matmul" is one product
@@ -212,8 +228,7 @@ def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, de
 def test_staged_integer_matmul_is_exact_and_keeps_special_floats(monkeypatch, name):
     """int32 sums are exact (the steps past the reduction's end add 0); a float product with inf or NaN
     in it stays inf or NaN, and a row of -0.0 products sums to -0.0 (nothing past the end is added)."""
-    device = open_device(name)
-    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.caps, dedicated_local_memory=True))
+    device = _with_dedicated_local_memory(monkeypatch, open_device(name))
     rng = np.random.default_rng(3)
     a_i, b_i = rng.integers(-1000, 1000, (19, 37), np.int32), rng.integers(-1000, 1000, (37, 21), np.int32)
     out_i = np.zeros((19, 21), np.int32)

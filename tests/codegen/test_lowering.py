@@ -12,15 +12,17 @@ from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.cli.suite import conv2d, gather, matmul, softmax, transpose
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
+    EXTREMA,
     PRIVATE_BYTES,
     WorkGroupLimits,
     anchor_ranges,
     describe,
     privatize_atomics,
+    reduce_per_item,
     share_reductions,
     speculate_gated_loads,
-    split_extremum_reductions,
     split_for_threads,
+    split_reductions,
     tile_matmul,
     tile_rows,
     to_gpu_indices,
@@ -32,6 +34,7 @@ from svod.errors import GraphError
 from svod.ir import simplify
 from svod.ir.validate import validate
 from tests.helpers import evaluate_expression
+from tests.kernels import attention
 
 
 def _matmul(n=16):
@@ -272,7 +275,7 @@ def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(si
     k.store(out[0], x[r1].reduce(r1, op=Ops.MAX))
     k.store(out[1], x[r2].reduce(r2, op=Ops.MIN))
     ast = k.build()
-    split = split_extremum_reductions(ast)
+    split = split_reductions(ast, EXTREMA)
     partials = [u for u in split.toposort() if u.op is Ops.REDUCE]
     assert len(partials) == (16 if size % 8 == 0 and size >= 16 else 2)
     values = np.where(np.arange(size) % 3 == 0, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
@@ -321,6 +324,49 @@ def test_local_memory_bounds_the_group():
     assert small is not None
     assert {u.dtype.size for u in small.toposort() if u.op is Ops.DEFINE_LOCAL} == {33}
     assert _shared(ast, local_memory=8) is None
+
+
+def _per_item(ast, limits=_LIMITS):
+    return reduce_per_item(simplify(anchor_ranges(ast)), limits)
+
+
+def _loop_nesting(sink) -> list[tuple[int, str]]:
+    """Each loop and IF of the linearized kernel with its depth."""
+    depth, found = 0, []
+    for u in linearize(sink):
+        if u.op in (Ops.RANGE, Ops.IF):
+            found.append((depth, u.op.name if u.op is Ops.IF else u.arg[1].name))
+        depth += (u.op in (Ops.RANGE, Ops.IF)) - (u.op is Ops.END)
+    return found
+
+
+def test_without_dedicated_local_memory_each_work_item_reduces_its_row_once():
+    """softmax on a CPU's OpenCL: one work item per row, no local memory or barrier; the row maximum and
+    sum each split into 8 partials in one loop, both before (not inside) the loop over the columns."""
+    sink = _per_item(softmax(64, 1024).steps[0].ast)
+    assert sink is not None
+    topo = sink.toposort()
+    assert not any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in topo)
+    assert {u.arg for u in topo if u.op is Ops.SPECIAL} == {"gidx0"}
+    assert _loop_nesting(sink) == [(0, "REDUCE"), (0, "REDUCE"), (0, "LOOP")]
+    assert describe(sink) == "launch gidx0 < 64; 2 reduction loop(s), the widest updating 8 accumulator(s)"
+    assert _per_item(_matmul(64)) is None
+    assert _per_item(attention()) is None  # reductions nested in reductions stay shared by the group
+    assert _per_item(softmax(64, 1024).steps[0].ast, WorkGroupLimits(256, (256, 256, 64), (32, 32, 32))) is None
+
+
+def test_a_row_count_that_may_be_0_empties_the_loops_instead_of_an_if_around_them():
+    """An IF around the row's effects would keep its reduction inside the loop over the columns; one group
+    is launched even for 0 rows, and it must not load."""
+    k = KernelBuilder("softmax_rows_n")
+    rows, cols = k.var("rows", 0, 40), k.var("cols", 1, 300)
+    out, x = k.buffer(dtypes.float32, rows * cols), k.buffer(dtypes.float32, rows * cols)
+    r, c, j = k.range(rows), k.range(cols), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r * cols + c], x[r * cols + c] / x[r * cols + j].reduce(j))
+    sink = _per_item(k.build())
+    assert _loop_nesting(sink) == [(0, "REDUCE"), (0, "LOOP")]
+    gated = [u for u in sink.toposort() if u.op is Ops.INDEX and len(u.src) == 3]
+    assert [u.src[0].arg for u in gated] == [1, 1]  # both loads of x; the store's loop is empty
 
 
 def test_users_cannot_write_barriers():

@@ -20,7 +20,7 @@ import numpy as np
 
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
-from svod.codegen.lower import share_reductions, tile_matmul, to_gpu_indices, upcast_reductions
+from svod.codegen.lower import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices, upcast_reductions
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
@@ -546,7 +546,7 @@ class GPURenderer(CStyleRenderer):
     @property
     def cache_key(self) -> str:
         return (f"{type(self).__name__}-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
-                f"-local{self.caps.local_memory}")
+                f"-local{self.caps.local_memory}{'-dedicated' if self.caps.dedicated_local_memory else ''}")
 
     @property
     def parallel(self) -> bool:
@@ -554,12 +554,18 @@ class GPURenderer(CStyleRenderer):
 
     def parallelize(self, sink: UOp) -> UOp:
         """A matmul's operands staged in local memory where that is storage of its own (``tile_matmul``);
-        else several outputs of a reduction per work item (``upcast_reductions``) and reductions shared by
-        a work group where that applies (``share_reductions``), or each GLOBAL range a launch dimension."""
-        tiled = tile_matmul(sink, self.limits, self.caps.local_memory) if self.caps.dedicated_local_memory else None
-        if tiled is not None:
-            return tiled
+        else several outputs of a reduction per work item (``upcast_reductions``) and, where that applies,
+        a row's reductions shared by a work group (``share_reductions``), or computed once by each work
+        item where local memory is ordinary memory (``reduce_per_item``); each GLOBAL range left a launch
+        dimension."""
+        dedicated = self.caps.dedicated_local_memory
+        staged = tile_matmul(sink, self.limits, self.caps.local_memory) if dedicated else None
+        if staged is not None:
+            return staged
         sink = upcast_reductions(sink)
+        per_item = None if dedicated else reduce_per_item(sink, self.limits)
+        if per_item is not None:
+            return per_item
         shared = share_reductions(sink, self.limits, self.caps.local_memory)
         return shared if shared is not None else to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
 
