@@ -451,16 +451,15 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
         return None
     groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
                              launch_index("group", len(rows) - 1 - d)) for d, r in enumerate(rows)}
+    sink = substitute(sink, {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)})
     outside = [groups[r].lt(r.src[0]) for r in rows if r.src[0].vmin < 1]
-    loops = {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)}
-    if outside:
-        inside = _all(outside)
-        loops = {u: UOp.range(inside.where(loops.get(u, u).src[0], 0), u.arg[0], loops.get(u, u).arg[1])
-                 for u in sink.toposort() if u.op is Ops.RANGE and u not in groups}
-        live = live_ranges(sink)
-        sink = sink.replace(src=tuple(_gated(e, inside, target=not live[e] - set(rows)) if e.op in EFFECTS else e
+    if outside:  # a group past the last row: its loops run no step, its loads and row-only effects are gated
+        inside, live = _all(outside), live_ranges(sink)
+        sink = sink.replace(src=tuple(_gated(e, inside, target=live[e] <= set(rows)) if e.op in EFFECTS else e
                                       for e in sink.src))
-    return split_reductions(substitute(substitute(sink, loops), groups), (Ops.ADD, Ops.MAX, Ops.MIN))
+        sink = substitute(sink, {u: UOp.range(inside.where(u.src[0], 0), *u.arg) for u in sink.toposort()
+                                 if u.op is Ops.RANGE and u not in groups})
+    return split_reductions(substitute(sink, groups), (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
 MATMUL_TILE = 16
