@@ -21,6 +21,7 @@ import numpy as np
 
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
+from svod.device.launch import most
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import CompileError, DeviceError, LaunchError
 
@@ -42,6 +43,16 @@ def _adapters() -> list[Any]:
     if not adapters:
         raise DeviceError("wgpu finds no adapter (install a Vulkan driver, such as Debian's mesa-vulkan-drivers)")
     return list(adapters)
+
+
+_LLVMPIPE_LOOP_TURNS = 65535
+"""Mesa's llvmpipe counts the turns of every loop of a shader against this, per batch of work items, and
+ends the loops when it runs out (gallivm's loop limiter)."""
+
+
+def _is_llvmpipe(info: Any) -> bool:
+    """Mesa's CPU driver, under Vulkan (lavapipe) or OpenGL: its adapter names itself ``llvmpipe (...)``."""
+    return str(info["device"]).startswith("llvmpipe")
 
 
 class WebGPUDevice:
@@ -67,7 +78,8 @@ class WebGPUDevice:
                                local_memory=limits["max-compute-workgroup-storage-size"],
                                dedicated_local_memory=self.adapter.info["adapter_type"] != "CPU",
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
-                               max_buffers=limits["max-storage-buffers-per-shader-stage"])
+                               max_buffers=limits["max-storage-buffers-per-shader-stage"],
+                               max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None)
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
         self.renderer = WGSLRenderer(spec, self.caps)
@@ -165,6 +177,7 @@ class WebGPUProgram(ProgramBase):
         gpu = device.device
         self.buffer_count = compiled.buf_count
         self.var_names = compiled.var_names
+        self.loop_turns = compiled.loop_turns
         stage = wgpu.ShaderStage.COMPUTE
         entries = [{"binding": k, "visibility": stage, "buffer": {"type": "storage"}} for k in range(self.buffer_count)]
         entries.append({"binding": self.buffer_count, "visibility": stage, "buffer": {"type": "uniform"}})
@@ -179,6 +192,18 @@ class WebGPUProgram(ProgramBase):
 
     def bind(self, buffers: Sequence[Any]) -> WebGPULaunch:
         return WebGPULaunch(self, buffers)
+
+    def check_loop_turns(self, vals: Sequence[int]) -> None:
+        """Refuse a launch whose work items' loops may come round more often than the device lets them
+        (``DeviceCaps.max_loop_turns``), which would cut them short and leave wrong values."""
+        limit = self.device.caps.max_loop_turns
+        if self.loop_turns is None or limit is None:
+            return
+        turns = most(self.loop_turns, dict(zip(self.var_names, vals, strict=True)))
+        if turns > limit:
+            raise LaunchError(f"for these variable values a work item's loops come round up to {turns} times, "
+                              f"and {self.device.spec} stops them after {limit} without a word", kernel=self.name,
+                              stage="launch", value=turns)
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
@@ -213,6 +238,7 @@ class WebGPULaunch:
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
+        self.program.check_loop_turns(vals)
         gpu = self.program.device.device
         with self.program.device.lock:
             self.words[self.first_var:self.first_var + len(vals)] = vals

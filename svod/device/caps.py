@@ -83,6 +83,11 @@ class DeviceCaps:
     device does not promise it)."""
     max_buffers: int | None = None
     """How many buffers one kernel may take, where that is limited (WebGPU's storage bindings)."""
+    max_loop_turns: int | None = None
+    """How many times, in all, the loops of one work item may come round before the device stops them
+    without a word, where it does: Mesa's llvmpipe (lavapipe's Vulkan, its OpenGL) counts every loop's turns
+    against 65535 per batch of work items. Lowering proves a kernel within it or has each launch check it
+    (``KernelMetadata.loop_turns``)."""
 
     @property
     def launch_variables(self) -> tuple[str, ...]:

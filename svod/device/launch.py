@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from svod.errors import LaunchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.alu import trunc_quotient
+from svod.ir.bounds import Bounds, compute_bounds
 from svod.ir.uop import check_var_value
 
 INT64_MIN = -(1 << 63)
@@ -65,6 +66,20 @@ def evaluate(expr: UOp, var_vals: Mapping[str, int]) -> int:
         if node.op is not Ops.DEFINE_VAR:
             values[node] = _evaluate_node(node, value)
     return value(expr)
+
+
+def most(expr: UOp, var_vals: Mapping[str, int]) -> int:
+    """The largest value integer expression ``expr`` may take for these variable values, over every value
+    of whatever else it reads (a work item's position): its bounds (``svod.ir.bounds``) with each variable
+    fixed to its value."""
+    bounds: dict[UOp, Bounds] = {}
+    for node in expr.toposort():
+        if node.op is Ops.DEFINE_VAR:
+            value = _variable(node, var_vals)
+            bounds[node] = (value, value)
+        else:
+            bounds[node] = compute_bounds(node, bounds.__getitem__)
+    return int(bounds[expr][1])
 
 
 def _variable(node: UOp, var_vals: Mapping[str, int]) -> int:

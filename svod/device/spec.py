@@ -95,6 +95,10 @@ class KernelMetadata:
     """Variables the kernel fixes (``BIND``), with their values."""
     entry: str = ""
     """The symbol the kernel's function is compiled to."""
+    loop_turns: UOp | None = None
+    """Where the device stops a work item's loops after ``DeviceCaps.max_loop_turns`` and no bound proves
+    the kernel within it: how many times its loops may come round in one work item, which each launch
+    checks for its variable values (``svod.device.launch.most``)."""
 
     @property
     def var_names(self) -> tuple[str, ...]:
@@ -194,6 +198,7 @@ class ProgramSpec:
         self.ins: list[int] = []
         self.buf_count = 0
         self.status_slot: int | None = None
+        self.loop_turns: UOp | None = None
         self.fixed_vars: dict[str, int] = {}
         self.entry = entry_symbol(name, ast)
         self.program: UOp | None = None
@@ -235,6 +240,8 @@ class ProgramSpec:
             self.set_launch_dims(meta.global_size, meta.local_size)
         if meta.status_slot is not None or not only_set:
             self.status_slot = meta.status_slot
+        if meta.loop_turns is not None or not only_set:
+            self.loop_turns = meta.loop_turns
         self.fixed_vars = dict(take(meta.fixed, tuple(self.fixed_vars.items())))
         self.entry = meta.entry or self.entry
 
@@ -295,6 +302,8 @@ class CompiledSpec:
     local_size: LaunchSize | None
     buf_count: int
     entry: str = ""
+    loop_turns: UOp | None = None
+    """The turns of a work item's loops each launch checks against the device's limit (``KernelMetadata``)."""
 
     @staticmethod
     def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
@@ -319,4 +328,4 @@ class CompiledSpec:
     def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes = b"") -> CompiledSpec:
         """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes."""
         return CompiledSpec(spec.name, src, data, spec.ast, tuple(spec.var_names), spec.global_size,
-                            spec.local_size, spec.buf_count, spec.entry)
+                            spec.local_size, spec.buf_count, spec.entry, spec.loop_turns)

@@ -28,8 +28,12 @@ from svod.codegen.lower import (
     to_gpu_indices,
     upcast_reductions,
 )
+from svod.codegen.render.base import loop_turns
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer
+from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
+from svod.device import DeviceCaps
+from svod.device.launch import most
 from svod.errors import GraphError
 from svod.ir import simplify
 from svod.ir.validate import validate
@@ -460,3 +464,76 @@ def test_a_thread_adds_into_a_private_copy_of_a_small_buffer():
                                                  ("add", PRIVATE_BYTES // 4 + 1, 1 << 20)])
 def test_a_buffer_the_kernel_reads_updates_otherwise_or_barely_uses_is_not_copied(kind, bins, n):
     assert not _private_copies(_lowered(_scatter(kind, bins, n)))
+
+
+# ---- a device that stops a work item's loops (Mesa's llvmpipe) ---------------------------------------------
+
+def _limited(limit: int | None, dedicated: bool = False) -> WGSLRenderer:
+    return WGSLRenderer("WEBGPU:0", DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=_LIMITS,
+                                               local_memory=32 << 10, dedicated_local_memory=dedicated,
+                                               max_loop_turns=limit))
+
+
+def _nest(columns, length) -> UOp:
+    """Per column of a sequential loop, the sum of a row: ``columns`` loops of ``length`` turns."""
+    k = KernelBuilder("nest")
+    out, x = k.buffer(dtypes.float32, columns), k.buffer(dtypes.float32, (columns, length))
+    c, j = k.range(columns, AxisKind.LOOP), k.range(length, AxisKind.REDUCE)
+    k.store(out[c], x[c, j].reduce(j))
+    return k.build()
+
+
+def _turns(renderer, ast):
+    return loop_turns(renderer.program(ast).src[2].src, renderer.hidden_loop_turns)
+
+
+def test_each_loop_counts_its_turns_and_the_test_that_ends_it():
+    assert _turns(_limited(None), _nest(3, 7)).arg == (3 + 1) + 3 * (7 + 1)
+    assert _turns(_limited(None), _nest(1, 1)).arg == 0  # loops of one turn are not written
+
+
+def test_a_kernel_past_the_limit_at_every_size_is_refused_when_rendered():
+    limit = 4 + 3 * 8
+    assert _limited(limit).render(_nest(3, 7)).loop_turns is None  # proven within: nothing to check per launch
+    with pytest.raises(GraphError, match="come round up to 31 times") as raised:
+        _limited(limit).render(_nest(3, 8))
+    assert (raised.value.kernel, raised.value.stage, raised.value.value) == ("nest", "render", 31)
+
+
+def test_symbolic_loops_are_left_to_each_launch_to_check():
+    k = KernelBuilder("prefix")
+    n = k.var("n", 1, 1 << 20)
+    out, x = k.buffer(dtypes.float32, 5), k.buffer(dtypes.float32, (5, n))
+    r, j = k.range(5), k.range(n, AxisKind.REDUCE)
+    k.store(out[r], x[r, j].reduce(j))
+    turns = _limited(1000).render(k.build()).loop_turns
+    assert turns is not None
+    assert most(turns, {"n": 998}) == 999 and most(turns, {"n": 1000}) == 1001
+    assert _limited(None).render(k.build()).loop_turns is None
+
+
+def test_a_float_atomic_counts_its_compare_exchange_loop():
+    k = KernelBuilder("scatter")
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, 10))
+    r, j = k.range(4), k.range(10, AxisKind.LOOP)
+    k.atomic_add(out[r], x[r, j])
+    assert _turns(_limited(None), k.build()).arg == 11 + 10 * _COMPARE_EXCHANGE_TURNS
+
+
+def test_long_rows_are_split_into_partials_to_fit_the_limit():
+    """A row of 100000 in one work item: a loop of 100000 turns, or 12500 where the device would stop it."""
+    k = KernelBuilder("rows")
+    out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, (64, 100000))
+    r, j = k.range(64), k.range(100000, AxisKind.REDUCE)
+    k.store(out[r], x[r, j].reduce(j))
+    assert "< 100000i" in _limited(None).render(k.build()).src
+    assert _turns(_limited(65535), k.build()).arg == 12500 + 1
+
+
+def test_per_item_rows_give_way_to_shared_ones_past_the_limit():
+    """softmax's rows on a CPU's Vulkan: one work item per row, unless its loops would come round more often
+    than the device lets them; then a work group shares the row."""
+    short, long = softmax(4, 4096).steps[0].ast, softmax(4, 60000).steps[0].ast
+    assert "workgroupBarrier" not in _limited(65535).render(short).src
+    assert "workgroupBarrier" not in _limited(None).render(long).src
+    assert "workgroupBarrier" in _limited(65535).render(long).src

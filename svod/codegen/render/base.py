@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from svod.codegen.linearize import linearize
@@ -24,6 +25,7 @@ from svod.codegen.lower import (
 )
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
+from svod.device.launch import most
 from svod.dtype import DeviceSpec, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
@@ -84,6 +86,24 @@ def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
     return found
 
 
+def loop_turns(linear: tuple[UOp, ...], hidden: Callable[[UOp], int]) -> UOp:
+    """How many times the loops of one work item come round, at most: each loop's trips and the test that
+    ends it, times the trips of the loops around it. ``hidden`` gives the turns of a loop the renderer
+    writes for one instruction (a compare-exchange), around which the kernel has none."""
+    total = UOp.index_const(0)
+    around = [UOp.index_const(1)]
+    for u in linear:
+        if u.op is Ops.RANGE:
+            trips = u.src[0].maximum(0)
+            total = total + around[-1] * (trips + 1)
+            around.append(around[-1] * trips)
+        elif u.op is Ops.END and u.src[0].op is Ops.RANGE:
+            around.pop()
+        elif turns := hidden(u):
+            total = total + around[-1] * turns
+    return simplify(total)
+
+
 class KernelRenderer(ABC):
     """Renders kernels for one device, as its capabilities allow: ``caps.threads`` > 1 splits CPU kernels
     across ``core_id`` workers, ``caps.work_groups`` shapes GPU launches."""
@@ -108,6 +128,38 @@ class KernelRenderer(ABC):
 
     def decompositor(self) -> PatternMatcher | None:
         return None
+
+    def hidden_loop_turns(self, u: UOp) -> int:
+        """How many times a loop the rendered code runs for instruction ``u`` alone may come round; none by
+        default."""
+        return 0
+
+    def loops_fit(self, sink: UOp) -> bool:
+        """Whether the loops of one work item of ``sink`` (mid-lowering: its status buffer, if any, is its
+        last source) surely come round no more often than the device lets them (``caps.max_loop_turns``)."""
+        limit = self.caps.max_loop_turns
+        if limit is None:
+            return True
+        status = sink.src[-1] if sink.src and sink.src[-1].op is Ops.PARAM else None
+        linear = linearize(simplify(sink), status, self.decompositor())
+        return loop_turns(linear, self.hidden_loop_turns).vmax <= limit
+
+    def checked_loop_turns(self, linear: tuple[UOp, ...], kernel: str) -> UOp | None:
+        """Where the device stops a work item's loops after ``caps.max_loop_turns``, the turns each launch
+        must check (``loop_turns``); None when no limit applies or every value of the variables keeps the
+        kernel within it. A kernel that exceeds it even at the variables' smallest values is refused."""
+        limit = self.caps.max_loop_turns
+        if limit is None:
+            return None
+        turns = loop_turns(linear, self.hidden_loop_turns)
+        if turns.vmax <= limit:
+            return None
+        least = most(turns, {v.arg[0]: v.arg[1] for v in turns.toposort() if v.op is Ops.DEFINE_VAR})
+        if least > limit:
+            raise GraphError(f"a work item's loops come round up to {least} times, and {self.device} stops them "
+                             f"after {limit} without a word: give the kernel more work items, each with less to do",
+                             kernel=kernel, stage="render", value=least)
+        return turns
 
     def stages(self, ast: UOp) -> tuple[UOp, ...]:
         """The kernels ``ast`` runs as, in order: itself, or the stages of a split reduction. Stages take
@@ -147,6 +199,7 @@ class KernelRenderer(ABC):
             lowered = self.lower(ast)
             linear = linearize(lowered.sink, lowered.status, self.decompositor())
             entry = entry_symbol(name, lowered.sink)
+            turns = self.checked_loop_turns(linear, kernel_label(ast))
             source = self.render_linear(entry, linear)
         except GraphError as err:
             if err.kernel is not None:
@@ -156,7 +209,7 @@ class KernelRenderer(ABC):
         status = None if lowered.status is None else int(lowered.status.arg)
         return UOp.program(lowered.sink, UOp.device(self.device), UOp.linear(*linear), UOp.source(source),
                            metadata=KernelMetadata(name=name, status_slot=status, fixed=lowered.fixed,
-                                                   entry=entry))
+                                                   entry=entry, loop_turns=turns))
 
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
         """Lower, linearize and render ``ast``; the spec's metadata is derived from the lowered kernel."""

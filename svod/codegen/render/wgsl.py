@@ -33,6 +33,10 @@ _AXES = "xyz"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _MISSING_MATH = POWER_OF_NONNEGATIVE_BASE + ERF_FROM_EXP
 """WGSL's ``pow`` is undefined for a negative base, and it has no ``erf``."""
+_COMPARE_EXCHANGE_TURNS = 64
+"""The turns a float atomic's compare-exchange loop is counted for (``hidden_loop_turns``): it comes round
+once more for each work item that updated the element first, and a CPU device runs a batch of up to 16 work
+items in lockstep, so 64 leaves room for other batches."""
 
 
 class WGSLRenderer(GPURenderer):
@@ -58,6 +62,9 @@ class WGSLRenderer(GPURenderer):
     def decompositor(self) -> PatternMatcher | None:
         halves = super().decompositor()
         return _MISSING_MATH if halves is None else halves + _MISSING_MATH
+
+    def hidden_loop_turns(self, u: UOp) -> int:
+        return _COMPARE_EXCHANGE_TURNS if u.op is Ops.ATOMIC and u.src[1].dtype.is_float else 0
 
     def declare(self, dtype: DType, name: str, value: str) -> str:
         return f"let {name}: {self.type_name(dtype)} = {value};"
