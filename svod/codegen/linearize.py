@@ -6,7 +6,8 @@ It builds a tree of blocks as it goes and flattens it at the end:
 - Each effect (STORE, ATOMIC) runs inside a loop for every range it depends on, outermost first. Effects
   in SINK order share the loops they have in common, unless sharing a sequential loop would change what
   one of them reads (one writes memory the other touches at another element).
-- An effect whose target is gated runs inside ``IF (gate)``.
+- An effect whose target is gated runs inside ``IF (gate)``: in the block it shares with earlier effects,
+  or opened inside the loops the gate depends on and around the others it opens.
 - A value is computed once per placement: in the innermost open loop among the ranges it depends on, so
   loop-invariant work is hoisted; never outside an enclosing IF; and a value that depends on a load of
   memory the kernel writes is never hoisted at all.
@@ -374,14 +375,20 @@ class _Linearizer:
     def effect(self, e: UOp) -> None:
         target = e.src[0]
         gate = target.src[2] if len(target.src) == 3 and target.arg != CHECKED else None
-        wanted: list[UOp] = [*self.scopes[e], *([] if gate is None else [gate])]
+        loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
-        while keep < len(self.stack) and keep - 1 < len(wanted) and self.stack[keep].key is wanted[keep - 1] \
-                and self.shareable(self.stack[keep], e):
+        while keep < len(self.stack) and self.shareable(self.stack[keep], e):
+            key = self.stack[keep].key
+            if shared < len(loops) and key is loops[shared]:
+                shared += 1
+            elif not gated and key is gate:
+                gated = True
+            else:
+                break
             keep += 1
         while len(self.stack) > keep:
             self.close_block()
-        for key in wanted[len(self.stack) - 1:]:
+        for key in _with_gate(loops[shared:], None if gated else gate, self.scopes):
             if key is gate:
                 self.open_if(key, key)
             else:
@@ -442,6 +449,17 @@ class _Linearizer:
         body: list[UOp] = []
         _flatten(self.root, body)
         return (*self.leaves, *body)
+
+
+def _with_gate(loops: tuple[UOp, ...], gate: UOp | None, scopes: Scopes) -> list[UOp]:
+    """The blocks an effect opens, outermost first: its ``loops``, with its gate's IF right inside the last
+    one the gate depends on. A row's gate stands outside the loop over the row's columns, and with it the
+    row's reductions, which are placed inside the IF."""
+    if gate is None:
+        return list(loops)
+    depends = scopes.live(gate)
+    at = max((i + 1 for i, r in enumerate(loops) if r in depends), default=0)
+    return [*loops[:at], gate, *loops[at:]]
 
 
 def _conflict(a: UOp, b: UOp) -> bool:

@@ -218,22 +218,38 @@ def test_negative_literals_after_a_minus_are_parenthesised(gpu):
 
 
 def test_llvmpipe_refuses_loops_it_would_cut_short(gpu):
-    """A row's sum of squares per column of a sequential loop: 17 rows put each row's work in an ``if``
-    inside the column loop, whose 300 x 301 turns llvmpipe used to stop at its limit, leaving the last 83
-    columns 0 or wrong. A device without the limit computes it."""
+    """A product of a row by each column of a sequential loop: 300 columns of 301 terms in one work item,
+    300 x 302 turns, which llvmpipe used to stop at its limit, leaving the last columns 0 or wrong (301
+    terms is no multiple of the 8 partials a split needs). A device without the limit computes it."""
     k = KernelBuilder("heavy")
+    out, x, w = (k.buffer(dtypes.float32, shape) for shape in ((17, 300), (17, 301), (301, 300)))
+    r, c, j = k.range(17), k.range(300, AxisKind.LOOP), k.range(301, AxisKind.REDUCE)
+    k.store(out[r, c], (x[r, j] * w[j, c]).reduce(j))
+    rng = np.random.default_rng(3)
+    x_np, w_np = rng.random((17, 301)).astype(np.float32), rng.random((301, 300)).astype(np.float32)
+    got = np.zeros((17, 300), np.float32)
+    if gpu.caps.max_loop_turns is None:
+        svod.run(k.build(), [got, x_np, w_np], device=gpu)
+        np.testing.assert_allclose(got, x_np @ w_np, rtol=1e-4)
+        return
+    with pytest.raises(GraphError, match=f"stops them after {gpu.caps.max_loop_turns}") as raised:
+        svod.run(k.build(), [got, x_np, w_np], device=gpu)
+    assert raised.value.kernel == "heavy" and raised.value.value > gpu.caps.max_loop_turns
+    assert not got.any()
+
+
+def test_a_rows_reduction_stays_outside_the_loop_over_its_columns(gpu):
+    """17 rows on a launch of 16-item groups put a gate on each row; the row's sum of squares is computed
+    once inside it, before the loop over the row's 300 columns, not once per column (300 x 301 turns, past
+    llvmpipe's limit, and 300 times the work on every device)."""
+    k = KernelBuilder("scaled")
     out, x = k.buffer(dtypes.float32, (17, 300)), k.buffer(dtypes.float32, (17, 300))
     r, c, j = k.range(17), k.range(300, AxisKind.LOOP), k.range(300, AxisKind.REDUCE)
     k.store(out[r, c], x[r, c] / (x[r, j] * x[r, j]).reduce(j))
     values = np.random.default_rng(3).random((17, 300)).astype(np.float32) + 0.5
     got = np.zeros((17, 300), np.float32)
-    if gpu.caps.max_loop_turns is None:
-        svod.run(k.build(), [got, values], device=gpu)
-        np.testing.assert_allclose(got, values / (values * values).sum(axis=1, keepdims=True), rtol=1e-4)
-        return
-    with pytest.raises(GraphError, match=f"stops them after {gpu.caps.max_loop_turns}") as raised:
-        svod.run(k.build(), [got, values], device=gpu)
-    assert raised.value.kernel == "heavy" and raised.value.value > gpu.caps.max_loop_turns
+    svod.run(k.build(), [got, values], device=gpu)
+    np.testing.assert_allclose(got, values / (values * values).sum(axis=1, keepdims=True), rtol=1e-4)
 
 
 def test_llvmpipe_checks_symbolic_loops_at_each_launch(gpu):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod import AxisKind, KernelBuilder, Ops, dtypes
+from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.linearize import linearize
 from tests.helpers import refuses
 from tests.kernels import nested_corpus
@@ -83,6 +83,22 @@ def test_two_reductions_over_one_range_share_its_loop_and_a_third_that_needs_the
     k.store(out[i], ((x[i * 8 + c] - mean) * (x[i * 8 + c] - mean)).reduce(c) + x[i * 8 + c].reduce(c, op=Ops.MAX))
     loops = [u for u in linearize(k.build()) if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE]
     assert len(loops) == 2  # the sum and the max share one loop; the spread needs the mean first
+
+
+def test_a_gate_opens_inside_the_loops_it_depends_on_and_around_the_others():
+    """A row's gated store in a loop over its columns: the gate's IF stands around the column loop, so the
+    row's reduction (placed inside the IF, where its gated loads are allowed) runs once per row, not once per
+    column."""
+    out, x = UOp.param(0, dtypes.float32, 64 * 30), UOp.param(1, dtypes.float32, 64 * 30)
+    r, c, j = UOp.range(64, 0), UOp.range(30, 1, AxisKind.LOOP), UOp.range(30, 2, AxisKind.REDUCE)
+    row = r < 17
+    square = x.index(r * 30 + j, row).load()
+    norm = (square * square).reduce(j)
+    sink = UOp.sink(out.index(r * 30 + c, row).store(x.index(r * 30 + c, row).load() / norm), name="scaled")
+    blocks = [(u.op, u.arg[1] if u.op is Ops.RANGE else None) for u in linearize(sink)
+              if u.op in (Ops.RANGE, Ops.IF)]
+    assert blocks == [(Ops.RANGE, AxisKind.GLOBAL), (Ops.IF, None), (Ops.RANGE, AxisKind.REDUCE),
+                      (Ops.RANGE, AxisKind.LOOP)]
 
 
 def test_a_deep_chain_lowers_compiles_and_runs(device):
