@@ -300,32 +300,70 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     return prover.nonnegative(to_poly(size, facts.guarded) - Poly.const(1) - poly)
 
 
-def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, int]) -> list[Poly] | None:
-    """The stride of each of ``ranges`` (largest first) in ``index`` when the element it reaches determines
-    every one of them: ``index = s_1*r_1 + (s_2*r_2 + (... + rest))`` where, at each step, what still
-    varies within one launch (terms with a range in them) spans less than the stride. Terms of variables
-    and constants are the same for every work item, so they never make two items collide. None when no
-    such split is proven."""
+@dataclass(frozen=True)
+class Separation:
+    """How an index determines its parallel ranges: ``index = s_1*r_1 + (s_2*r_2 + (... + rest))``, with
+    ``ranges`` the ``r_k`` and ``strides`` the ``s_k``, largest first, and ``sides`` where each step's rest,
+    less an anchor, was proven to lie: ``1`` for ``[0, |s_k|)``, ``-1`` for ``(-|s_k|, 0]``. ``fixed`` is
+    the sum of the index's terms that are the same for every work item and loop iteration (constants,
+    variables)."""
+
+    ranges: tuple[UOp, ...]
+    strides: tuple[Poly, ...]
+    sides: tuple[int, ...]
+    fixed: Poly
+
+    def matches(self, other: Separation) -> bool:
+        """Whether an element both indices reach is reached by the same values of the parallel ranges, for
+        two separations against one anchor: the same ranges in the same order with the same strides, and
+        each step's rests on the same side of the anchor, so that they differ by less than the stride."""
+        return self.ranges == other.ranges and self.sides == other.sides \
+            and all(not (a - b).terms for a, b in zip(self.strides, other.strides, strict=True))
+
+
+def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, int],
+             anchor: Poly | None = None) -> Separation | None:
+    """How ``index`` determines every one of ``ranges`` (largest stride first) when the element it reaches
+    does: at each step the stride is the same for every work item and loop iteration, and the rest, less
+    ``anchor``, spans less than it. The anchor defaults to the index's own fixed part (constants and
+    variables, the same for every work item: they never make two items of one index collide); to compare
+    two indices, both are separated against the same one. None when no such split is proven."""
     remainder = to_poly(index, facts.guarded)
+    fixed = Poly({m: c for m, c in remainder.terms.items() if not any(_varies(a) for a in m)})
+    offset = Poly() if anchor is None else fixed - anchor
     prover = Prover(facts, order)
-    strides = []
+    strides, sides = [], []
     for r in ranges:
         parts = remainder.split(r)
         if parts is None:
             return None
         stride, remainder = parts
-        if not stride.terms or any(r2 in m for m in stride.terms for r2 in ranges):
+        if not stride.terms or any(_varies(a) for a in stride.atoms()):
             return None
         lo, hi = stride.interval()
         size = stride if lo >= 1 else stride.scale(-1) if hi <= -1 else None
         if size is None:
             return None
-        varying = Poly({m: c for m, c in remainder.terms.items() if any(_varies(a) for a in m)})
-        if not any(prover.nonnegative(v) and prover.nonnegative(size - Poly.const(1) - v)
-                   for v in (varying, varying.scale(-1))):
+        offset = _less_whole_turns(offset, stride, r)
+        rest = Poly({m: c for m, c in remainder.terms.items() if any(_varies(a) for a in m)}) + offset
+        side = next((side for side in (1, -1) if prover.nonnegative(rest.scale(side))
+                     and prover.nonnegative(size - Poly.const(1) - rest.scale(side))), None)
+        if side is None:
             return None
         strides.append(stride)
-    return strides
+        sides.append(side)
+    return Separation(tuple(ranges), tuple(strides), tuple(sides), fixed)
+
+
+def _less_whole_turns(offset: Poly, stride: Poly, r: UOp) -> Poly:
+    """A constant ``offset`` between two indices less whole turns of ``stride * r`` (``|stride| * (max r + 1)``
+    at a time), toward 0. Two indices whose offset was cut never reach one element (``s*(r - r')`` and a
+    difference of rests smaller than ``s`` cannot make up a turn), so what the later steps prove of them
+    holds vacuously: ``scratch[i]`` and ``scratch[8 + i]`` for ``i < 8`` write apart."""
+    if set(offset.terms) - {()} or set(stride.terms) != {()}:
+        return offset
+    c, turn = offset.terms.get((), 0), abs(stride.terms[()]) * max(int(r.vmax) + 1, 1)
+    return Poly.const(c % turn if c >= 0 else -(-c % turn))
 
 
 def _varies(atom: UOp) -> bool:

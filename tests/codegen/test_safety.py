@@ -193,11 +193,22 @@ def _racy(kind: str):
         k.store(out[i * 8 + j], out[(i * 8 + j + 1) % 64] + x[i])
     elif kind == "halving":
         k.store(out[(i * 8 + j) // 2], x[i * 8 + j])
+    elif kind == "read_the_next":  # item (i, j) reads what item (i, j + 1) writes
+        k.store(out[i * 8 + j], (j < 7).where(out[i * 8 + j + 1], 0) * 2)
+    elif kind == "read_transposed":  # item (i, j) reads what item (j, i) writes
+        k.store(out[i * 8 + j], out[j * 8 + i] + 1)
+    elif kind == "write_the_next":
+        k.store(out[i * 8 + j], x[i * 8 + j])
+        k.store(out[i * 8 + j + 1], x[i * 8 + j])
+    elif kind == "stride_of_a_loop":  # item 1 at l = 1 and item 2 at l = 0 both write element 2
+        loop = k.range(8, AxisKind.LOOP)
+        k.store(out[i * (loop + 1)], x[i])
     return k.build()
 
 
 @pytest.mark.parametrize("kind", ["read_modify_write_through_data", "accumulate_into_one", "index_misses_a_range",
-                                  "diagonal_collision", "read_a_neighbour", "halving"])
+                                  "diagonal_collision", "read_a_neighbour", "halving", "read_the_next",
+                                  "read_transposed", "write_the_next", "stride_of_a_loop"])
 def test_kernels_whose_work_items_may_race_are_refused(device, kind):
     with pytest.raises(GraphError, match="work item") as info:
         svod.compile(_racy(kind), device)
@@ -221,3 +232,11 @@ def test_race_free_patterns_are_accepted(device):
     got = np.zeros(32, np.float32)
     svod.run(k.build(), [got, x_np], device=device)
     np.testing.assert_allclose(got.reshape(4, 8), np.cumsum(x_np.reshape(4, 8), axis=1), rtol=1e-6, atol=1e-6)
+    k = KernelBuilder("halves")
+    out, x = k.buffer(dtypes.int32, 16), k.buffer(dtypes.int32, 8)
+    i = k.range(8)
+    k.store(out[i], x[i])  # two stores a whole turn of i apart never meet
+    k.store(out[i + 8], out[i] * 3)  # and the second reads what its own item stored
+    got = np.full(16, -1, np.int32)
+    svod.run(k.build(), [got, np.arange(8, dtype=np.int32) - 4], device=device)
+    np.testing.assert_array_equal(got, np.concatenate([np.arange(8) - 4, (np.arange(8) - 4) * 3]))
