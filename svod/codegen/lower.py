@@ -239,13 +239,17 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
 
     Chunks and combine order are fixed, so results do not depend on timing, threads or device. None
     when the kernel is not a reduction of that shape: several reductions must share one range, dtype
-    and scope.
+    and scope, and read no memory the kernel writes (its stores would all come after every partial).
     """
     topo = sink.toposort()
     reduces = [u for u in topo if u.op is Ops.REDUCE]
     if not reduces or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo) \
             or any(u.op is Ops.ATOMIC for u in sink.src):
         return None
+    written = written_memory(sink.src)
+    if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for red in reduces
+           for u in red.src[0].toposort()):
+        return None  # the partials would all be summed before the kernel's first store, not after those before
     r = reduces[0].src[1]
     nested = any(inner.op is Ops.REDUCE for red in reduces for inner in red.src[0].toposort())
     live = live_ranges(sink)

@@ -22,6 +22,7 @@ from svod.codegen.lower import (
     share_reductions,
     speculate_gated_loads,
     split_for_threads,
+    split_reduction,
     split_reductions,
     tile_matmul,
     tile_rows,
@@ -537,3 +538,21 @@ def test_per_item_rows_give_way_to_shared_ones_past_the_limit():
     assert "workgroupBarrier" not in _limited(65535).render(short).src
     assert "workgroupBarrier" not in _limited(None).render(long).src
     assert "workgroupBarrier" in _limited(65535).render(long).src
+
+
+def test_a_reduction_of_memory_the_kernel_writes_is_not_split_into_partials(device):
+    """``x[l] = sum(x)`` for l in 0..3 in order: each sum sees the stores before it. Split into partials
+    (a reduction this large with no parallel range would be) every sum would be taken before the first
+    store, and all four would be 2**15."""
+    n = 1 << 15
+    k = KernelBuilder("sum_into_itself")
+    x = k.buffer(dtypes.int32, n)
+    step, r = k.range(4, AxisKind.LOOP), k.range(n, AxisKind.REDUCE)
+    k.store(x[step], x[r].reduce(r))
+    assert split_reduction(k.build()) is None
+    got = np.ones(n, np.int32)
+    svod.run(k.build(), [got], device=device)
+    want = np.ones(n, np.int64)
+    for s in range(4):
+        want[s] = want.sum()
+    np.testing.assert_array_equal(got, want)
