@@ -304,20 +304,20 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
 class Separation:
     """How an index determines its parallel ranges: ``index = s_1*r_1 + (s_2*r_2 + (... + rest))``, with
     ``ranges`` the ``r_k`` and ``strides`` the ``s_k``, largest first, and ``sides`` where each step's rest,
-    less an anchor, was proven to lie: ``1`` for ``[0, |s_k|)``, ``-1`` for ``(-|s_k|, 0]``. ``fixed`` is
-    the sum of the index's terms that are the same for every work item and loop iteration (constants,
-    variables)."""
+    less an anchor, was proven to lie: ``1`` for ``[0, |s_k|)``, ``-1`` for ``(-|s_k|, 0]`` (both for a
+    rest of 0). ``fixed`` is the sum of the index's terms that are the same for every work item and loop
+    iteration (constants, variables)."""
 
     ranges: tuple[UOp, ...]
     strides: tuple[Poly, ...]
-    sides: tuple[int, ...]
+    sides: tuple[frozenset[int], ...]
     fixed: Poly
 
     def matches(self, other: Separation) -> bool:
         """Whether an element both indices reach is reached by the same values of the parallel ranges, for
         two separations against one anchor: the same ranges in the same order with the same strides, and
-        each step's rests on the same side of the anchor, so that they differ by less than the stride."""
-        return self.ranges == other.ranges and self.sides == other.sides \
+        each step's rests on a common side of the anchor, so that they differ by less than the stride."""
+        return self.ranges == other.ranges and all(a & b for a, b in zip(self.sides, other.sides, strict=True)) \
             and all(not (a - b).terms for a, b in zip(self.strides, other.strides, strict=True))
 
 
@@ -346,12 +346,12 @@ def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, in
             return None
         offset = _less_whole_turns(offset, stride, r)
         rest = Poly({m: c for m, c in remainder.terms.items() if any(_varies(a) for a in m)}) + offset
-        side = next((side for side in (1, -1) if prover.nonnegative(rest.scale(side))
-                     and prover.nonnegative(size - Poly.const(1) - rest.scale(side))), None)
-        if side is None:
+        found = frozenset(side for side in (1, -1) if prover.nonnegative(rest.scale(side))
+                          and prover.nonnegative(size - Poly.const(1) - rest.scale(side)))
+        if not found:
             return None
         strides.append(stride)
-        sides.append(side)
+        sides.append(found)
     return Separation(tuple(ranges), tuple(strides), tuple(sides), fixed)
 
 

@@ -281,9 +281,9 @@ def _loads_with_guards(effect: UOp) -> list[tuple[UOp, UOp | None]]:
 
 def _separation(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int], guard: UOp | None = None,
                 like: Separation | None = None) -> Separation | None:
-    """How ``index`` determines every one of ``ranges`` (``separate``, trying the largest stride first), or
-    None when the element it reaches does not. Compared with another index's separation ``like``, in its
-    order and against its fixed part."""
+    """How ``index`` determines every one of ``ranges`` (``separate``, trying the largest stride in magnitude
+    first), or None when the element it reaches does not. Compared with another index's separation
+    ``like``, in its order and against its fixed part."""
     facts: Facts = facts_from_guard(_and(guard, _gate_of(index)))
     if like is not None:
         return separate(index.src[1], list(like.ranges), facts, order, like.fixed)
@@ -291,7 +291,7 @@ def _separation(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int], gu
 
     def stride_size(r: UOp) -> float:
         parts = poly.split(r)
-        return -1 if parts is None else -float(parts[0].interval()[1])
+        return -1 if parts is None else -max(abs(float(bound)) for bound in parts[0].interval())
 
     return separate(index.src[1], sorted(ranges, key=lambda r: (stride_size(r), r.arg[0], r.key)), facts, order)
 

@@ -240,3 +240,17 @@ def test_race_free_patterns_are_accepted(device):
     got = np.full(16, -1, np.int32)
     svod.run(k.build(), [got, np.arange(8, dtype=np.int32) - 4], device=device)
     np.testing.assert_array_equal(got, np.concatenate([np.arange(8) - 4, (np.arange(8) - 4) * 3]))
+    k = KernelBuilder("odd_from_even")
+    out = k.buffer(dtypes.int32, 16)
+    i = k.range(8)
+    k.store(out[2 * i + 1], out[2 * i] + 1)  # the even element is the same item's, one before its odd one
+    got = np.arange(16, dtype=np.int32) * 10
+    svod.run(k.build(), [got], device=device)
+    np.testing.assert_array_equal(got[1::2], np.arange(8) * 20 + 1)
+    k = KernelBuilder("flip")
+    out, x = k.buffer(dtypes.int32, 64), k.buffer(dtypes.int32, 64)
+    i, j = k.range(8), k.range(8)
+    k.store(out[63 - (i * 8 + j)], x[i * 8 + j])  # negative strides, the larger in magnitude first
+    got = np.zeros(64, np.int32)
+    svod.run(k.build(), [got, np.arange(64, dtype=np.int32)], device=device)
+    np.testing.assert_array_equal(got, np.arange(64)[::-1])
