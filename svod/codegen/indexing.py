@@ -329,7 +329,7 @@ def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, in
     variables, the same for every work item: they never make two items of one index collide); to compare
     two indices, both are separated against the same one. None when no such split is proven."""
     remainder = to_poly(index, facts.guarded)
-    fixed = Poly({m: c for m, c in remainder.terms.items() if not any(_varies(a) for a in m)})
+    fixed = remainder - _varying(remainder)
     offset = Poly() if anchor is None else fixed - anchor
     prover = Prover(facts, order)
     strides, sides = [], []
@@ -345,7 +345,7 @@ def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, in
         if size is None:
             return None
         offset = _less_whole_turns(offset, stride, r)
-        rest = Poly({m: c for m, c in remainder.terms.items() if any(_varies(a) for a in m)}) + offset
+        rest = _varying(remainder) + offset
         found = frozenset(side for side in (1, -1) if prover.nonnegative(rest.scale(side))
                           and prover.nonnegative(size - Poly.const(1) - rest.scale(side)))
         if not found:
@@ -364,6 +364,11 @@ def _less_whole_turns(offset: Poly, stride: Poly, r: UOp) -> Poly:
         return offset
     c, turn = offset.terms.get((), 0), abs(stride.terms[()]) * max(int(r.vmax) + 1, 1)
     return Poly.const(c % turn if c >= 0 else -(-c % turn))
+
+
+def _varying(poly: Poly) -> Poly:
+    """The terms of ``poly`` that can differ between work items or loop iterations of one launch."""
+    return Poly({m: c for m, c in poly.terms.items() if any(_varies(a) for a in m)})
 
 
 def _varies(atom: UOp) -> bool:

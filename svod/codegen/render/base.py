@@ -137,25 +137,29 @@ class KernelRenderer(ABC):
     def loops_fit(self, sink: UOp) -> bool:
         """Whether the loops of one work item of ``sink`` (mid-lowering: its status buffer, if any, is its
         last source) surely come round no more often than the device lets them (``caps.max_loop_turns``)."""
-        limit = self.caps.max_loop_turns
-        if limit is None:
+        if self.caps.max_loop_turns is None:
             return True
         status = sink.src[-1] if sink.src and sink.src[-1].op is Ops.PARAM else None
-        linear = linearize(simplify(sink), status, self.decompositor())
-        return loop_turns(linear, self.hidden_loop_turns).vmax <= limit
+        return self.unproven_loop_turns(linearize(simplify(sink), status, self.decompositor())) is None
 
-    def checked_loop_turns(self, linear: tuple[UOp, ...], kernel: str) -> UOp | None:
-        """Where the device stops a work item's loops after ``caps.max_loop_turns``, the turns each launch
-        must check (``loop_turns``); None when no limit applies or every value of the variables keeps the
-        kernel within it. A kernel that exceeds it even at the variables' smallest values is refused."""
+    def unproven_loop_turns(self, linear: tuple[UOp, ...]) -> UOp | None:
+        """A work item's loop turns (``loop_turns``) where the device stops its loops after
+        ``caps.max_loop_turns`` and no bound keeps them within it; else None."""
         limit = self.caps.max_loop_turns
         if limit is None:
             return None
         turns = loop_turns(linear, self.hidden_loop_turns)
-        if turns.vmax <= limit:
+        return None if turns.vmax <= limit else turns
+
+    def checked_loop_turns(self, linear: tuple[UOp, ...], kernel: str) -> UOp | None:
+        """The loop turns each launch must check (``unproven_loop_turns``). A kernel that exceeds the limit
+        even at the variables' smallest values is refused."""
+        turns = self.unproven_loop_turns(linear)
+        if turns is None:
             return None
+        limit = self.caps.max_loop_turns
         least = most(turns, {v.arg[0]: v.arg[1] for v in turns.toposort() if v.op is Ops.DEFINE_VAR})
-        if least > limit:
+        if limit is not None and least > limit:
             raise GraphError(f"a work item's loops come round up to {least} times, and {self.device} stops them "
                              f"after {limit} without a word: give the kernel more work items, each with less to do",
                              kernel=kernel, stage="render", value=least)
