@@ -6,8 +6,11 @@ the backends it checks: every op is spelled here again, with numpy, in C semanti
 - A kernel's work items are the combinations of its GLOBAL ranges. They are independent (the race checks
   make sure of it), so the interpreter runs all of them at once: a value is a numpy array over the
   parallel ranges it depends on.
-- Each effect (STORE, ATOMIC), in SINK order, runs over the ranges it depends on. LOOP ranges run in
-  order, one iteration at a time; a REDUCE folds its ranges in order, from the op's identity.
+- Within a work item, effects (STORE, ATOMIC) happen in SINK order, each over the LOOP ranges it depends
+  on, in order, one iteration at a time. Effects next to each other in the SINK share the outer loops
+  they have in common, as in the Python loops ``for l: (A; B)``: each turn runs A, then B. Every value is
+  computed after the effects stated before it (and after those of earlier turns). A REDUCE folds its
+  ranges in order, from the op's identity.
 - ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
   happen. An access outside its buffer does not happen either: a load gives 0, a store is skipped, and
   the kernel raises ``IndexOutOfBoundsError`` when it ends.
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -93,7 +97,7 @@ class _Frame:
     def __init__(self, parent: _Frame | None, values: dict[UOp, Array]) -> None:
         self.parent = parent
         self.values = values
-        self.cache: dict[tuple[UOp, int], Array] = {}
+        self.cache: dict[tuple[UOp, int, tuple[int, ...]], Array] = {}
 
 
 class _Run:
@@ -103,6 +107,9 @@ class _Run:
         self.variables = variables
         self.topo = ast.toposort()
         self.deps = _range_dependencies(self.topo)
+        self.reads = _buffers_read(self.topo)
+        self.writes = {u.arg: 0 for u in self.topo if u.op is Ops.PARAM}
+        """How many effects have written each buffer: a value read from memory is cached with these counts."""
         self.failures: list[tuple[int, int, int]] = []
         self.masks: dict[int, Array] = {}
         self.memory = {u.arg: self._memory(u, addresses) for u in self.topo if u.op is Ops.PARAM}
@@ -134,26 +141,24 @@ class _Run:
             axis_shape = list(shape)
             axis_shape[k] = end
             values[r] = np.arange(end, dtype=np.int64).reshape(axis_shape)
-        root = _Frame(None, values)
+        empty = {r for r, end in zip(parallel, ends, strict=True) if end == 0}
+        effects = [e for e in self.ast.src if e.op in EFFECTS and not empty & self.deps[e]]
         with np.errstate(all="ignore"):
-            for effect in (e for e in self.ast.src if e.op in EFFECTS):
-                if 0 in (end for r, end in zip(parallel, ends, strict=True) if r in self.deps[effect]):
-                    continue
-                self.loops(effect, [r for r in _loop_order(self.deps[effect]) if r.arg[1] is not AxisKind.GLOBAL],
-                           root, self.mask_id(np.asarray(True)))
+            self.block(_program(effects, self.deps), _Frame(None, values), self.mask_id(np.asarray(True)))
         if self.failures:
             slot, size, index = min(self.failures)
             raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=size, index=index)
 
-    def loops(self, effect: UOp, ranges: list[UOp], frame: _Frame, mask: int) -> None:
-        """Run ``effect`` in every iteration of ``ranges`` (sequential LOOP ranges), in order."""
-        if not ranges:
-            self.effect(effect, frame, mask)
-            return
-        r, rest = ranges[0], ranges[1:]
-        end = self.evaluate(r.src[0], frame, mask)
-        for k in range(int(np.max(end, initial=0))):
-            self.loops(effect, rest, _Frame(frame, {r: np.asarray(k, np.int64)}), self.narrowed(mask, k < end))
+    def block(self, items: list[_Loop | UOp], frame: _Frame, mask: int) -> None:
+        """Run ``items`` (effects and loops around effects) in order."""
+        for item in items:
+            if isinstance(item, UOp):
+                self.effect(item, frame, mask)
+                continue
+            end = self.evaluate(item.range.src[0], frame, mask)
+            for k in range(int(np.max(end, initial=0))):
+                turn = _Frame(frame, {item.range: np.asarray(k, np.int64)})
+                self.block(item.body, turn, self.narrowed(mask, k < end))
 
     def mask_id(self, mask: Array) -> int:
         key = len(self.masks)
@@ -181,6 +186,7 @@ class _Run:
             buffer[index[positions]] = value[positions]
         else:
             _atomic(effect.arg, buffer, index[positions], value[positions])
+        self.writes[slot] += 1
 
     def checked(self, slot: int, buffer: Array, index: Array, active: Array) -> Array:
         """Where ``active`` and inside ``buffer``; the active ones outside are recorded as failures."""
@@ -202,17 +208,22 @@ class _Run:
         while pending:
             u = pending[-1]
             home = self.home(u, frame)
-            if (u, mask) in home.cache:
+            if self.key(u, mask) in home.cache:
                 pending.pop()
                 continue
             if u.op not in _OWN_EVALUATION:
-                missing = [s for s in u.src if (s, mask) not in self.home(s, frame).cache]
+                missing = [s for s in u.src if self.key(s, mask) not in self.home(s, frame).cache]
                 if missing:
                     pending.extend(missing)
                     continue
             pending.pop()
-            home.cache[(u, mask)] = self.compute(u, frame, mask)
-        return self.home(node, frame).cache[(node, mask)]
+            home.cache[self.key(u, mask)] = self.compute(u, frame, mask)
+        return self.home(node, frame).cache[self.key(node, mask)]
+
+    def key(self, node: UOp, mask: int) -> tuple[UOp, int, tuple[int, ...]]:
+        """What a computed value is cached under: a value read from memory is computed again once an effect
+        has written that memory."""
+        return node, mask, tuple(self.writes[slot] for slot in self.reads[node])
 
     def home(self, node: UOp, frame: _Frame) -> _Frame:
         """The innermost frame among those binding the ranges ``node`` depends on (its value is the same in
@@ -316,6 +327,45 @@ def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:
             found -= set(node.src[1:])
         deps[node] = found
     return deps
+
+
+def _buffers_read(topo: Sequence[UOp]) -> dict[UOp, tuple[int, ...]]:
+    """For every node, the slots of the buffers loaded below it, in slot order."""
+    reads: dict[UOp, tuple[int, ...]] = {}
+    for node in topo:
+        slots = {slot for s in node.src for slot in reads[s]}
+        if node.op is Ops.LOAD:
+            slots.add(node.src[0].src[0].arg)
+        reads[node] = tuple(sorted(slots))
+    return reads
+
+
+@dataclass
+class _Loop:
+    """A sequential loop of a work item's program: ``body`` runs once per value of ``range``, in order."""
+
+    range: UOp
+    body: list[_Loop | UOp] = field(default_factory=list)
+
+
+def _program(effects: Sequence[UOp], deps: Mapping[UOp, frozenset[UOp]]) -> list[_Loop | UOp]:
+    """A work item's program: ``effects`` in order, each inside loops over the LOOP ranges it depends on,
+    outermost first. An effect shares the loops still open from the effect before it as far as both
+    loop over the same ranges in the same order; the others close and new ones open."""
+    program: list[_Loop | UOp] = []
+    open_loops: list[_Loop] = []
+    for effect in effects:
+        ranges = [r for r in _loop_order(deps[effect]) if r.arg[1] is not AxisKind.GLOBAL]
+        shared = 0
+        while shared < min(len(ranges), len(open_loops)) and open_loops[shared].range is ranges[shared]:
+            shared += 1
+        del open_loops[shared:]
+        for r in ranges[shared:]:
+            loop = _Loop(r)
+            (open_loops[-1].body if open_loops else program).append(loop)
+            open_loops.append(loop)
+        (open_loops[-1].body if open_loops else program).append(effect)
+    return program
 
 
 def _loop_order(ranges: frozenset[UOp]) -> list[UOp]:

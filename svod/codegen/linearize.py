@@ -4,8 +4,12 @@ instruction list a renderer walks, with RANGE/IF ... END blocks and accumulator 
 It builds a tree of blocks as it goes and flattens it at the end:
 
 - Each effect (STORE, ATOMIC) runs inside a loop for every range it depends on, outermost first. Effects
-  in SINK order share the loops they have in common, unless sharing a sequential loop would change what
-  one of them reads (one writes memory the other touches at another element).
+  next to each other in the SINK share the loops they have in common, outermost first, as the Python
+  loops ``for l: (A; B)`` do: within a work item, effects happen in the order the kernel states them, per
+  turn of the loops they share.
+- A load comes after every effect stated before it: once an effect writes a buffer, later loads of it
+  (and the values built on them) are emitted again; one that would be the same UOp as a load emitted
+  before goes through the buffer ``AFTER`` the effect, so a renderer never reuses the value read before.
 - An effect whose target is gated runs inside ``IF (gate)``: in the block it shares with earlier effects,
   or opened inside the loops the gate depends on and around the others it opens.
 - A value is computed once per placement: in the innermost open loop among the ranges it depends on, so
@@ -36,7 +40,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import param_size, pointee
+from svod.ir.uop import memory_of, param_size, pointee
 from svod.ir.validate import kernel_label
 
 CHECKED = "checked"
@@ -61,8 +65,6 @@ class _Block:
     items: list[_Block | UOp] = field(default_factory=list)
     cursor: int | None = None
     updates: list[UOp] = field(default_factory=list)
-    effects: list[UOp] = field(default_factory=list)
-    """The AST effects emitted inside this block, to decide whether a later one may share it."""
 
     def add(self, item: _Block | UOp) -> None:
         if self.cursor is None:
@@ -144,6 +146,9 @@ class _Linearizer:
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
         self.written = {e.src[0].src[0] for e in self.effects}
+        runs = [r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP]
+        self.shared_loops = frozenset(r for r in runs if runs.count(r) > 1)
+        """The sequential loops more than one effect runs in."""
         self.root = _Block(None, None, 0)
         self.stack: list[_Block] = [self.root]
         self.bound: dict[UOp, list[_Block]] = {}
@@ -156,8 +161,14 @@ class _Linearizer:
         self.pending: list[UOp] = []
         """The reductions the current effect may compute together (``reductions``)."""
         self.emitted: dict[UOp, _Block] = {}
-        self.volatile: dict[UOp, bool] = {}
         """Where each emitted value was last placed; one still in scope is not emitted again."""
+        self.volatile: dict[UOp, bool] = {}
+        self.states: dict[UOp, frozenset[UOp]] = {}
+        self.version: dict[UOp, UOp] = {}
+        """The last effect emitted on each written buffer."""
+        self.stale: set[UOp] = set()
+        """Loads emitted before the last effect on their buffer: the same load after it reads again, through
+        the buffer ``AFTER`` that effect."""
         self.registers = 0
         self.blocks = 0
 
@@ -271,7 +282,15 @@ class _Linearizer:
         src = tuple(self.memo[(s, self.place(s))] for s in u.src)
         if u.op is Ops.INDEX and u.arg == CHECKED:
             return self.checked_index(u, src, block)
+        if u.op is Ops.LOAD and u.replace(src=src) in self.stale:
+            src = (self.reread(src[0], self.version[u.src[0].src[0]], block),)
         return self.emit(block, u.replace(src=src))
+
+    def reread(self, index: UOp, effect: UOp, block: _Block) -> UOp:
+        """``index`` on its buffer ``AFTER`` ``effect``: a load through it is a new value, where a load
+        of the same element emitted before the effect would otherwise be taken for it."""
+        after = self.emit(block, index.src[0].after(effect))
+        return self.emit(block, index.replace(src=(after, *index.src[1:])))
 
     def combine(self, op: Ops, running: UOp, value: UOp, block: _Block) -> UOp:
         """``running op value``, the update of a reduction's accumulator, added to ``block`` as the
@@ -377,7 +396,7 @@ class _Linearizer:
         gate = target.src[2] if len(target.src) == 3 and target.arg != CHECKED else None
         loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
-        while keep < len(self.stack) and self.shareable(self.stack[keep], e):
+        while keep < len(self.stack):
             key = self.stack[keep].key
             if shared < len(loops) and key is loops[shared]:
                 shared += 1
@@ -388,7 +407,7 @@ class _Linearizer:
             keep += 1
         while len(self.stack) > keep:
             self.close_block()
-        for key in _with_gate(loops[shared:], None if gated else gate, self.scopes):
+        for key in _with_gate(loops[shared:], None if gated else gate, self.scopes, self.shared_loops):
             if key is gate:
                 self.open_if(key, key)
             else:
@@ -398,18 +417,22 @@ class _Linearizer:
         self.pending = self.reductions(e)
         index = self.value(target)
         value = self.value(e.src[1])
-        self.stack[-1].add(e.replace(src=(index, value)))
-        for block in self.stack:
-            block.effects.append(e)
-        for stale in [k for k in self.memo if k[0].op is Ops.LOAD and k[0].src[0].src[0] is target.src[0]]:
-            del self.memo[stale]  # loads of the memory just written are read again
+        emitted = e.replace(src=(index, value))
+        self.stack[-1].add(emitted)
+        memory = target.src[0]
+        self.version[memory] = emitted
+        self.stale.update(u for u in self.emitted if u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory)
+        for stale in [k for k in self.memo if memory in self.state(k[0])]:
+            del self.memo[stale]  # accesses of the memory just written, and values read from it, come again
 
-    def shareable(self, block: _Block, e: UOp) -> bool:
-        """Whether ``e`` may run in ``block`` after the effects already there: always for a parallel range;
-        for a sequential one, only if neither writes memory the other touches at another element."""
-        if block.key is not None and block.key.op is Ops.RANGE and block.key.arg[1] is AxisKind.GLOBAL:
-            return True
-        return not any(_conflict(e, other) for other in block.effects)
+    def state(self, node: UOp) -> frozenset[UOp]:
+        """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
+        if node not in self.states:
+            for u in node.toposort():
+                if u not in self.states:
+                    own = {u.src[0].src[0]} if u.op is Ops.LOAD and u.src[0].src[0] in self.written else set()
+                    self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
+        return self.states[node]
 
     def reductions(self, e: UOp) -> list[UOp]:
         """The reductions ``e`` needs, then those of later effects that read no memory this kernel writes:
@@ -451,28 +474,16 @@ class _Linearizer:
         return (*self.leaves, *body)
 
 
-def _with_gate(loops: tuple[UOp, ...], gate: UOp | None, scopes: Scopes) -> list[UOp]:
+def _with_gate(loops: tuple[UOp, ...], gate: UOp | None, scopes: Scopes, shared: frozenset[UOp]) -> list[UOp]:
     """The blocks an effect opens, outermost first: its ``loops``, with its gate's IF right inside the last
     one the gate depends on. A row's gate stands outside the loop over the row's columns, and with it the
-    row's reductions, which are placed inside the IF."""
+    row's reductions, which are placed inside the IF. The IF stays inside the sequential loops in
+    ``shared`` (other effects run in them too), so that those effects can share their turns."""
     if gate is None:
         return list(loops)
     depends = scopes.live(gate)
-    at = max((i + 1 for i, r in enumerate(loops) if r in depends), default=0)
+    at = max((i + 1 for i, r in enumerate(loops) if r in depends or r in shared), default=0)
     return [*loops[:at], gate, *loops[at:]]
-
-
-def _conflict(a: UOp, b: UOp) -> bool:
-    """Whether running effects ``a`` and ``b`` interleaved differs from running them one after another: one
-    writes a buffer the other reads or writes through another index."""
-    for first, second in ((a, b), (b, a)):
-        target = first.src[0]
-        for buffer, index in _accesses(second):
-            if buffer is target.src[0] and index.src[1] is not target.src[1]:
-                return True
-        if second.src[0].src[0] is target.src[0] and second.src[0].src[1] is not target.src[1]:
-            return True
-    return False
 
 
 def _flatten(block: _Block, out: list[UOp]) -> None:

@@ -457,7 +457,7 @@ class _Walk:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
         if _register_of(node.src[0]) is not None:
             self.names[node] = self.r.register_element(base)
-        elif node.src[0].op is Ops.DEFINE_LOCAL:
+        elif memory_of(node.src[0]).op is Ops.DEFINE_LOCAL:
             self.names[node] = self.r.local_element(base, offset)
         else:
             self.names[node] = self.r.element(base, offset)
@@ -478,7 +478,7 @@ class _Walk:
         target, value = self.names[node.src[0]], self.names[node.src[1]]
         dtype = node.src[1].dtype
         if node.op is Ops.ATOMIC:
-            local = node.src[0].src[0].op is Ops.DEFINE_LOCAL
+            local = memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL
             line = (r.local_atomic if local else r.atomic)(node.arg, dtype, target, value)
         else:
             if dtype.kind == "bool" and r.bool_memory_type is not None:

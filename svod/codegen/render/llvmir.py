@@ -246,7 +246,7 @@ class _FunctionWriter:
     def _atomic(self, node: UOp, out: str) -> None:
         ptr, value, dtype = self.operand(node.src[0]), self.operand(node.src[1]), node.src[1].dtype
         ty = llvm_type(dtype)
-        if node.src[0].src[0].op is Ops.DEFINE_LOCAL:  # a thread's private copy: no other thread updates it
+        if memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL:  # a thread's private copy: no other thread updates it
             if node.arg is not Ops.ADD:
                 raise GraphError("a CPU thread's private copy takes atomic adds only", stage="render", value=node.arg)
             self.emit(f"{out}.old = load {ty}, ptr {ptr}")

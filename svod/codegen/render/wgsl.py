@@ -27,7 +27,7 @@ from svod.device import parse_launch_index
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.uop import pointee
+from svod.ir.uop import memory_of, pointee
 
 _AXES = "xyz"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -240,7 +240,7 @@ class WGSLRenderer(GPURenderer):
 
 
 def _buffer_of(index: UOp) -> int | None:
-    base = index.src[0]
+    base = memory_of(index.src[0])
     return int(base.arg) if base.op is Ops.PARAM else None
 
 
