@@ -355,7 +355,16 @@ class UOp:
         return UOp(Ops.REDUCE, value.dtype, (value, *ranges), op)
 
     def after(self, *deps: UOp) -> UOp:
-        """This value, ordered after ``deps`` have happened."""
+        """This value, ordered after ``deps`` have happened.
+
+        In a kernel AST, an element or value ordered after effects (STORE, ATOMIC) is the element or value
+        itself: a work item's effects happen in the order the kernel states them (its SINK), and each
+        effect's value is computed after the effects before it, so ``t[i].after(st)`` used in an effect
+        stated after ``st`` already sees it. Lowering orders memory with AFTER (an accumulator after its
+        initial store), which stays a node."""
+        if deps and all(d.op in (Ops.STORE, Ops.ATOMIC) for d in deps) and \
+                self.op not in (Ops.PARAM, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.AFTER):
+            return self
         return UOp(Ops.AFTER, self.dtype, (self, *deps))
 
     # ---- values ---------------------------------------------------------------------------------------
