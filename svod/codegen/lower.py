@@ -419,7 +419,8 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
 def _row_reductions(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
     """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
     each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
-    when there is no such reduction or an effect also depends on a sequential loop."""
+    when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
+    memory the kernel writes (computed ahead of the effects, it would not see their stores)."""
     topo = sink.toposort()
     globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
     if not globals_ or len(globals_) > 3:
@@ -427,8 +428,10 @@ def _row_reductions(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
     column, rows = globals_[-1], globals_[:-1]
     live = live_ranges(sink)
     shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
+    written = written_memory(sink.src)
     if not shared or any(len(u.src) != 2 for u in shared) or any(
-            not live[e] <= set(globals_) for e in sink.src if e.op in EFFECTS):
+            not live[e] <= set(globals_) for e in sink.src if e.op in EFFECTS) or any(
+            v.op is Ops.LOAD and memory_of(v.src[0].src[0]) in written for u in shared for v in u.toposort()):
         return None
     return column, rows, shared
 
