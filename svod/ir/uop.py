@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import numbers
 import threading
 import weakref
@@ -26,7 +27,7 @@ import numpy as np
 
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
-from svod.ir.alu import convert
+from svod.ir.alu import convert, round_float
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
@@ -217,14 +218,17 @@ class UOp:
 
     @staticmethod
     def const(dtype: DType, value: Number) -> UOp:
+        """A constant of ``dtype``: a number the dtype holds (see ``_check_fits``), never a wrapped one."""
         if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
             value = value.item()
         if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
-            raise GraphError(f"a {dtype!r} constant must be a Python number", value=value)
+            raise GraphError(f"a {dtype!r} constant must be a Python number", stage="build", value=value)
         if isinstance(value, float) and not dtype.is_float and not value.is_integer():
-            raise GraphError(f"float constant {value!r} given where {dtype!r} is needed", value=value)
+            raise GraphError(f"float constant {value!r} given where {dtype!r} is needed", stage="build",
+                             value=value)
         if dtype.kind == "void" or isinstance(dtype, PtrDType):
-            raise GraphError(f"no constants of {dtype!r}", value=value)
+            raise GraphError(f"no constants of {dtype!r}", stage="build", value=value)
+        _check_fits(value, dtype)
         return UOp(Ops.CONST, dtype, (), convert(value, dtype))
 
     @staticmethod
@@ -494,6 +498,33 @@ def param_size(param: UOp) -> UOp:
     if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):
         raise GraphError("param_size() needs a PARAM", value=param.op)
     return param.src[0] if param.src else UOp.index_const(param.dtype.size)
+
+
+def _check_fits(value: Number, dtype: DType) -> None:
+    """Refuse a constant ``dtype`` cannot hold, which a C cast would silently wrap (300 as int8 is 44).
+
+    Integers (and bool, which holds 0 and 1) must lie in the dtype's range. A float dtype holds every
+    number up to rounding, and inf and nan are its values too; but a finite number that rounds to
+    infinity (1e300 as float32, 65520 as float16) is refused: written into a kernel it is a mistake far
+    more often than a spelling of inf. Numbers too small for the dtype round to 0, as rounding does."""
+    if dtype.is_float:
+        if isinstance(value, float) and not math.isfinite(value):
+            return
+        try:
+            rounded = round_float(float(value), dtype)
+        except OverflowError:  # an int beyond every float
+            rounded = math.inf
+        if math.isinf(rounded):
+            raise GraphError(f"constant {value!r} overflows {dtype!r} (its largest finite value is "
+                             f"{_largest_finite(dtype)!r}); use math.inf if infinity is meant", stage="build",
+                             value=value)
+    elif not dtype.min <= value <= dtype.max:
+        raise GraphError(f"constant {value!r} does not fit {dtype!r}, which holds [{dtype.min}, {dtype.max}]",
+                         stage="build", value=value)
+
+
+def _largest_finite(dtype: DType) -> float:
+    return float(np.finfo(dtype.numpy).max)
 
 
 def _toposort(root: UOp) -> tuple[UOp, ...]:
