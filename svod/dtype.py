@@ -31,7 +31,7 @@ class DType:
 
     def vec(self, count: int) -> DType:
         if self.count != 1 or count < 1:
-            raise SvodError(f"cannot make a vector of {count} x {self!r}")
+            raise SvodError(f"cannot make a vector of {count} x {self!r}", stage="dtype", value=count)
         return self if count == 1 else DType(self.name, self.itemsize * count, self.kind, count)
 
     def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
@@ -58,7 +58,7 @@ class DType:
     @property
     def numpy(self) -> np.dtype:
         if self.kind == "void" or self.count != 1:
-            raise SvodError(f"{self!r} has no numpy equivalent")
+            raise SvodError(f"{self!r} has no numpy equivalent", stage="dtype")
         return np.dtype(_NUMPY_NAMES.get(self.name, self.name))
 
     @property
@@ -92,7 +92,7 @@ class PtrDType(DType):
 
     @property
     def numpy(self) -> np.dtype:
-        raise SvodError(f"pointer dtype {self!r} has no numpy equivalent")
+        raise SvodError(f"pointer dtype {self!r} has no numpy equivalent", stage="dtype")
 
 
 _NUMPY_NAMES = {"index": "int64"}
@@ -128,14 +128,14 @@ class dtypes:  # noqa: N801 - the public spelling of API.md
         name = np.dtype(np_dtype).name
         found = _BY_NUMPY_NAME.get(name)
         if found is None:
-            raise SvodError(f"numpy dtype {name} has no svod dtype")
+            raise SvodError(f"numpy dtype {name} has no svod dtype", stage="dtype", value=name)
         return found
 
     @staticmethod
     def from_name(name: str) -> DType:
         found = _BY_NAME.get(name)
         if found is None:
-            raise SvodError(f"unknown dtype name {name!r}")
+            raise SvodError(f"unknown dtype name {name!r}", stage="dtype", value=name)
         return found
 
 
@@ -176,16 +176,17 @@ class DeviceSpec:
         if isinstance(name, DeviceSpec):
             return name
         if not isinstance(name, str):
-            raise DeviceError("a device name must be a string", value=name)
+            raise DeviceError("a device name must be a string", stage="device", value=name)
         base, sep, ident = name.strip().upper().partition(":")
         if base not in cls._kinds:
-            raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls._kinds)}", value=name)
+            raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls._kinds)}", stage="device", value=name)
         if not sep:
             return cls(base)
         if not ident.isdigit():
-            raise DeviceError(f"device id in {name!r} must be a non-negative integer", value=name)
+            raise DeviceError(f"device id in {name!r} must be a non-negative integer", stage="device", value=name)
         if not cls._kinds[base] and int(ident) != 0:
-            raise DeviceError(f"device {base} has a single instance; {name!r} names another", value=name)
+            raise DeviceError(f"device {base} has a single instance; {name!r} names another",
+                              stage="device", value=name)
         return cls(base, int(ident))
 
     def __str__(self) -> str:

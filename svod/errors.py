@@ -24,14 +24,25 @@ class SvodError(Exception):
         self.kernel = kernel
         self.stage = stage
         self.value = None if value is _UNSET else value
+        self._shows_value = value is not _UNSET
+        super().__init__(self._text())
+
+    def _text(self) -> str:
         where = ", ".join(part for part in (
-            f"kernel {kernel!r}" if kernel else "",
-            f"stage {stage}" if stage else "",
+            f"kernel {self.kernel!r}" if self.kernel else "",
+            f"stage {self.stage}" if self.stage else "",
         ) if part)
-        text = f"[{where}] {message}" if where else message
-        if value is not _UNSET:
-            text += f" (got {value!r})"
-        super().__init__(text)
+        text = f"[{where}] {self.detail}" if where else self.detail
+        if self._shows_value:
+            text += f" (got {self.value!r})"
+        return text
+
+    def name_kernel(self, kernel: str) -> None:
+        """Name ``kernel`` in this error if it names none: for an error raised below any kernel (allocating a
+        buffer, evaluating a launch size) that reaches the user through a call on one."""
+        if self.kernel is None:
+            self.kernel = kernel
+            self.args = (self._text(), *self.args[1:])
 
 
 class DeviceError(SvodError):

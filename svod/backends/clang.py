@@ -34,7 +34,7 @@ def find_c_compiler() -> str:
         path = shutil.which(candidate)
         if path:
             return path
-    raise DeviceError("no C compiler found (looked for clang, gcc, cc); install clang or gcc")
+    raise DeviceError("no C compiler found (looked for clang, gcc, cc); install clang or gcc", stage="device")
 
 
 def _compiler_identity(path: str) -> str:

@@ -28,7 +28,7 @@ DEFAULT_ARCH = "sm_90"
 
 def _check_nvrtc() -> None:
     if nvrtc is None:
-        raise DeviceError("cuda-bindings is not installed (pip install 'svod[cuda]')")
+        raise DeviceError("cuda-bindings is not installed (pip install 'svod[cuda]')", stage="device")
 
 
 class NVRTCCompiler(CompilerBase):
@@ -37,13 +37,13 @@ class NVRTCCompiler(CompilerBase):
     def __init__(self, arch: str = DEFAULT_ARCH) -> None:
         _check_nvrtc()
         if not arch.startswith("sm_") or not arch[3:].isdigit():
-            raise DeviceError("a CUDA architecture looks like sm_90", value=arch)
+            raise DeviceError("a CUDA architecture looks like sm_90", stage="device", value=arch)
         self.arch = arch
         self.options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"--fmad=false", b"-default-device"]
         try:
             version = ".".join(map(str, _checked(nvrtc.nvrtcVersion(), "nvrtcVersion")))
         except Exception as err:
-            raise DeviceError(f"nvrtc is not usable here: {err}") from err
+            raise DeviceError(f"nvrtc is not usable here: {err}", stage="device") from err
         digest = hashlib.sha256(b" ".join(self.options)).hexdigest()[:12]
         self.cache_key = f"nvrtc-{version}-{arch}-{digest}"
 
@@ -86,12 +86,15 @@ class CUDADevice:
         try:
             _checked(driver.cuInit(0), "cuInit")
         except SvodError as err:
-            raise DeviceError(f"the CUDA driver could not start: {err.detail}", value=str(spec)) from err
+            raise DeviceError(f"the CUDA driver could not start: {err.detail}",
+                              stage="device", value=str(spec)) from err
         except Exception as err:
-            raise DeviceError(f"no NVIDIA driver on this machine ({type(err).__name__})", value=str(spec)) from err
+            raise DeviceError(f"no NVIDIA driver on this machine ({type(err).__name__})",
+                              stage="device", value=str(spec)) from err
         count = _checked(driver.cuDeviceGetCount(), "cuDeviceGetCount")[0]
         if spec.device_id >= count:
-            raise DeviceError(f"{spec} does not exist: this machine has {count} CUDA device(s)", value=str(spec))
+            raise DeviceError(f"{spec} does not exist: this machine has {count} CUDA device(s)",
+                              stage="device", value=str(spec))
         self.spec = spec
         self.device = _checked(driver.cuDeviceGet(spec.device_id), "cuDeviceGet")[0]
         self.context = _checked(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")[0]

@@ -30,14 +30,15 @@ BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt"
 
 def _devices() -> list[Any]:
     if cl is None:
-        raise DeviceError("pyopencl is not installed (pip install 'svod[opencl]')")
+        raise DeviceError("pyopencl is not installed (pip install 'svod[opencl]')", stage="device")
     try:
         platforms = cl.get_platforms()
     except cl.Error as err:
-        raise DeviceError(f"no OpenCL platform (install an ICD such as pocl-opencl-icd): {err}") from err
+        raise DeviceError(f"no OpenCL platform (install an ICD such as pocl-opencl-icd): {err}",
+                          stage="device") from err
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
-        raise DeviceError("the OpenCL platforms have no devices")
+        raise DeviceError("the OpenCL platforms have no devices", stage="device")
     return devices
 
 
@@ -48,7 +49,7 @@ class OpenCLDevice:
         devices = _devices()
         if spec.device_id >= len(devices):
             raise DeviceError(f"{spec} does not exist: this machine has {len(devices)} OpenCL device(s)",
-                              value=str(spec))
+                              stage="device", value=str(spec))
         self.spec = spec
         self.device = devices[spec.device_id]
         self.context = cl.Context([self.device])

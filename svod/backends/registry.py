@@ -89,7 +89,7 @@ class DeviceRegistry:
     def backend(self, spec: DeviceSpec) -> Backend:
         found = self.backends.get(spec.base_type)
         if found is None:
-            raise DeviceError(f"svod has no backend for {spec.base_type}", value=str(spec))
+            raise DeviceError(f"svod has no backend for {spec.base_type}", stage="device", value=str(spec))
         return found
 
     def compiler_names(self, name: str | DeviceSpec) -> list[str]:
@@ -108,7 +108,8 @@ class DeviceRegistry:
         names = self.compiler_names(spec)
         chosen = names[0] if compiler is None else compiler.lower()
         if chosen not in names:
-            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}", value=compiler)
+            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}",
+                              stage="device", value=compiler)
         with self._lock:
             return self.backend(spec).pairs[chosen](spec)
 
@@ -150,7 +151,8 @@ class DeviceRegistry:
         names = self.compiler_names(spec)
         primary = names[0] if compiler is None else compiler
         if primary not in names:
-            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}", value=compiler)
+            raise DeviceError(f"{spec} has no compiler {compiler!r}; it has {', '.join(names)}",
+                              stage="device", value=compiler)
         opened = backend.open(spec, primary)
         renderer, compiler_ = self.compiler_pair(spec, primary)
         alternatives = [functools.partial(self.compiler_pair, spec, other) for other in names if other != primary]

@@ -38,10 +38,11 @@ _LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-storage-bu
 
 def _adapters() -> list[Any]:
     if wgpu is None:
-        raise DeviceError("wgpu is not installed (pip install 'svod[webgpu]')")
+        raise DeviceError("wgpu is not installed (pip install 'svod[webgpu]')", stage="device")
     adapters = wgpu.gpu.enumerate_adapters_sync()
     if not adapters:
-        raise DeviceError("wgpu finds no adapter (install a Vulkan driver, such as Debian's mesa-vulkan-drivers)")
+        raise DeviceError("wgpu finds no adapter (install a Vulkan driver, such as Debian's mesa-vulkan-drivers)",
+                          stage="device")
     return list(adapters)
 
 
@@ -61,7 +62,8 @@ class WebGPUDevice:
     def __init__(self, spec: DeviceSpec) -> None:
         adapters = _adapters()
         if spec.device_id >= len(adapters):
-            raise DeviceError(f"{spec} does not exist: wgpu finds {len(adapters)} adapter(s)", value=str(spec))
+            raise DeviceError(f"{spec} does not exist: wgpu finds {len(adapters)} adapter(s)",
+                              stage="device", value=str(spec))
         self.spec = spec
         self.adapter = adapters[spec.device_id]
         limits = self.adapter.limits

@@ -17,6 +17,9 @@ import numpy as np
 from svod.errors import SvodError
 
 ALIGNMENT = 64
+MAX_BYTES = (1 << 63) - 1
+"""The most bytes one allocation may have: every byte offset into it fits signed 64-bit arithmetic (the
+kernels' indices, numpy's sizes)."""
 
 
 class Allocator(ABC):
@@ -24,8 +27,9 @@ class Allocator(ABC):
     value a kernel receives for one (a pointer for host memory)."""
 
     def allocate(self, nbytes: int) -> Any:
-        if not isinstance(nbytes, int) or nbytes < 0:
-            raise SvodError("allocation size must be a non-negative integer", stage="allocate", value=nbytes)
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or not 0 <= nbytes <= MAX_BYTES:
+            raise SvodError("allocation size must be a non-negative integer of at most 2**63 - 1 bytes",
+                            stage="allocate", value=nbytes)
         try:
             return self._alloc(nbytes)
         except MemoryError as err:
@@ -68,7 +72,10 @@ class HostMemory:
     __slots__ = ("address", "array")
 
     def __init__(self, nbytes: int) -> None:
-        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        try:
+            raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        except ValueError as err:  # numpy's refusal of a size past its index range: memory no one has
+            raise MemoryError(str(err)) from err
         start = -raw.ctypes.data % ALIGNMENT
         self.array = raw[start:start + nbytes]
         self.address: int = raw.ctypes.data + start  # numpy reports the base address for empty slices

@@ -8,13 +8,14 @@ allocator when the base buffer is garbage collected.
 from __future__ import annotations
 
 import ctypes
+import numbers
 import weakref
 from typing import Any
 
 import numpy as np
 
 from svod.device import dlpack
-from svod.device.allocator import HostMemory, serves_host_memory
+from svod.device.allocator import MAX_BYTES, HostMemory, serves_host_memory
 from svod.device.device import Device, resolver
 from svod.dtype import DType, dtypes
 from svod.errors import BufferMismatchError, SvodError
@@ -25,13 +26,11 @@ class Buffer:
 
     def __init__(self, device: Device | str, dtype: DType, size: int, *, base: Buffer | None = None,
                  offset: int = 0) -> None:
-        if not isinstance(size, int) or size < 0:
-            raise SvodError("buffer size must be a non-negative integer", stage="buffer", value=size)
         if dtype.kind == "void" or dtype.count != 1:
             raise SvodError("buffers hold scalar dtypes", stage="buffer", value=dtype)
         self._device = resolver.resolve(device)
         self.dtype = dtype
-        self.size = size
+        self.size = _element_count(size, dtype, self._device.name)
         self.offset = offset
         self.base: Buffer = self if base is None else base
         self._handle: Any = None
@@ -73,7 +72,11 @@ class Buffer:
         base = self.base
         if base._handle is None:
             allocator = base._device.allocator
-            base._handle = allocator.allocate(base.nbytes)
+            try:
+                base._handle = allocator.allocate(base.nbytes)
+            except SvodError as err:
+                raise SvodError(f"cannot allocate {base.size} x {base.dtype.name} on {base.device}: {err.detail}",
+                                stage=err.stage, value=err.value) from err
             weakref.finalize(base, allocator.free, base._handle, base.nbytes)
         return base._handle
 
@@ -194,3 +197,18 @@ class Buffer:
         if self.size:
             self._device.allocator.copyout(out.data, self.handle, self.byte_offset)
         return out
+
+
+def _element_count(size: object, dtype: DType, device: str) -> int:
+    """``size`` as an int: a non-negative integer (Python or numpy, not a bool) whose bytes one allocation
+    can hold. Checked when the buffer is made, so a size no device can have fails here and not as
+    numpy's or a driver's own error at first use."""
+    if type(size) is not int and (isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral)):
+        raise SvodError(f"a buffer size on {device} must be a non-negative integer", stage="buffer", value=size)
+    count = int(size)
+    if count < 0:
+        raise SvodError(f"a buffer size on {device} must be a non-negative integer", stage="buffer", value=size)
+    if count * dtype.itemsize > MAX_BYTES:
+        raise SvodError(f"a buffer of {count} x {dtype.name} on {device} needs {count * dtype.itemsize} bytes; "
+                        "one allocation holds at most 2**63 - 1", stage="buffer", value=count)
+    return count

@@ -89,7 +89,7 @@ class DeviceResolver:
         if isinstance(device, Device):
             return device
         if self._opener is None:
-            raise DeviceError("no device registry is installed; import svod first", value=device)
+            raise DeviceError("no device registry is installed; import svod first", stage="device", value=device)
         return self._opener(device)
 
 

@@ -29,13 +29,14 @@ class ConcreteLaunchDims:
 
 def _checked(value: int, what: str) -> int:
     if not INT64_MIN <= value <= INT64_MAX:
-        raise LaunchError(f"invalid launch-size arithmetic: {what} overflows 64-bit signed", value=value)
+        raise LaunchError(f"invalid launch-size arithmetic: {what} overflows 64-bit signed",
+                          stage="launch", value=value)
     return value
 
 
 def _divide(a: int, b: int, op: Ops) -> int:
     if b == 0:
-        raise LaunchError(f"invalid launch-size arithmetic: {op.name} by zero", value=a)
+        raise LaunchError(f"invalid launch-size arithmetic: {op.name} by zero", stage="launch", value=a)
     quotient = _checked(trunc_quotient(a, b), op.name)
     return quotient if op is Ops.IDIV else a - b * quotient
 
@@ -85,19 +86,19 @@ def most(expr: UOp, var_vals: Mapping[str, int]) -> int:
 def _variable(node: UOp, var_vals: Mapping[str, int]) -> int:
     name, lo, hi = node.arg
     if name not in var_vals:
-        raise VariableError(f"missing runtime value for launch-size variable {name}", value=name)
-    return check_var_value(name, var_vals[name], lo, hi)
+        raise VariableError(f"missing runtime value for launch-size variable {name}", stage="launch", value=name)
+    return check_var_value(name, var_vals[name], lo, hi, stage="launch")
 
 
 def _evaluate_node(node: UOp, value: Callable[[UOp], int]) -> int:
     op = node.op
     if op is Ops.CONST:
         if isinstance(node.arg, float):
-            raise LaunchError("launch size must be integer, not a float constant", value=node.arg)
+            raise LaunchError("launch size must be integer, not a float constant", stage="launch", value=node.arg)
         return _checked(int(node.arg), "constant")
     if op is Ops.BIND:
         name, lo, hi = node.src[0].arg
-        return check_var_value(name, value(node.src[1]), lo, hi)
+        return check_var_value(name, value(node.src[1]), lo, hi, stage="launch")
     if op in _BINARY:
         return _BINARY[op](value(node.src[0]), value(node.src[1]))
     if op is Ops.NEG:
@@ -106,7 +107,7 @@ def _evaluate_node(node: UOp, value: Callable[[UOp], int]) -> int:
         return _checked(abs(value(node.src[0])), "ABS")
     if op in _PASS_THROUGH:
         return value(node.src[0])
-    raise LaunchError(f"op {op.name} is unsupported in a launch size", value=op)
+    raise LaunchError(f"op {op.name} is unsupported in a launch size", stage="launch", value=op)
 
 
 def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[int, int, int]:
@@ -114,5 +115,6 @@ def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[
     x, y, z = (evaluate(size, var_vals) for size in sizes)
     for axis, dim in enumerate((x, y, z)):
         if dim <= 0:
-            raise LaunchError(f"launch dimension {axis} evaluated to non-positive value {dim}", value=dim)
+            raise LaunchError(f"launch dimension {axis} evaluated to non-positive value {dim}",
+                              stage="launch", value=dim)
     return (x, y, z)

@@ -133,7 +133,7 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
         if node.op is Ops.DEFINE_VAR:
             var = Variable(*node.arg)
             if variables.setdefault(var.name, var) != var:
-                raise GraphError(f"variable {var.name} is defined with two different bounds",
+                raise GraphError(f"variable {var.name} is defined with two different bounds", stage="render",
                                  value=(variables[var.name], var))
             if var.name == CORE_ID:
                 global_size[0] = UOp.index_const(var.max + 1)
@@ -176,7 +176,7 @@ def _apply_special(node: UOp, global_size: list[UOp], local_size: list[UOp] | No
 
 def _as_size(dims: Sequence[UOp | int]) -> LaunchSize:
     if len(dims) != 3:
-        raise GraphError("a launch size has exactly three dimensions", value=tuple(dims))
+        raise GraphError("a launch size has exactly three dimensions", stage="launch", value=tuple(dims))
     x, y, z = (d if isinstance(d, UOp) else UOp.index_const(d) for d in dims)
     return (x, y, z)
 

@@ -9,7 +9,7 @@ import numpy as np
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Compiler, Device, Renderer
 from svod.device.allocator import serves_host_memory
-from svod.errors import BufferMismatchError, IndexOutOfBoundsError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError
 from svod.ir import UOp
 from svod.runtime.cache import default_cache
 from svod.runtime.kernel import CachedKernel
@@ -46,18 +46,27 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     the written ones copied back.
     """
     kernel = compile(ast, device)
+    try:
+        _run(kernel, buffers, var_vals)
+    except SvodError as err:
+        err.name_kernel(kernel.name)  # an allocation or a launch size fails below the kernel, unnamed
+        raise
+
+
+def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, int]) -> None:
     target = kernel.device
     if target.caps.host_memory and kernel.run_on_arrays(buffers, var_vals):
         return
-    written = [position < len(kernel.params) and kernel.params[position].arg in kernel.outs
-               for position in range(len(buffers))]
+    _check_arguments(kernel, buffers)
+    written = [param.arg in kernel.outs for param in kernel.params]
     for position, array in enumerate(buffers):
         if isinstance(array, np.ndarray) and not array.flags.writeable and written[position]:
             raise BufferMismatchError(f"argument {position} is a read-only array, and the kernel writes it",
                                       kernel=kernel.name, stage="bind", value=position)
     in_place = [target.caps.host_memory and serves_host_memory(target.allocator)
                 and _shares_freely(buffers, position, written) for position in range(len(buffers))]
-    wrapped = [_as_buffer(b, target, position, in_place[position]) for position, b in enumerate(buffers)]
+    wrapped = [b if isinstance(b, Buffer) else Buffer.from_numpy(b, target, copy=not in_place[position])
+               for position, b in enumerate(buffers)]
     try:
         kernel(wrapped, var_vals)
     except IndexOutOfBoundsError:
@@ -69,8 +78,7 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
 def _copy_back(kernel: CachedKernel, arrays: Sequence[Buffer | np.ndarray], wrapped: Sequence[Buffer],
                in_place: Sequence[bool]) -> None:
     for position, original in enumerate(arrays):
-        if isinstance(original, np.ndarray) and not in_place[position] and position < len(kernel.params) and \
-                kernel.params[position].arg in kernel.outs:
+        if isinstance(original, np.ndarray) and not in_place[position] and kernel.params[position].arg in kernel.outs:
             np.copyto(original, wrapped[position].numpy().reshape(original.shape))
 
 
@@ -86,10 +94,19 @@ def _shares_freely(arrays: Sequence[Buffer | np.ndarray], position: int, written
         and not (written[position] and sum(other is array for other in arrays) > 1)
 
 
-def _as_buffer(value: Buffer | np.ndarray, device: Device, position: int, in_place: bool = False) -> Buffer:
-    if isinstance(value, Buffer):
-        return value
-    if isinstance(value, np.ndarray):
-        return Buffer.from_numpy(value, device, copy=not in_place)
-    raise BufferMismatchError(f"argument {position} must be a svod.Buffer or a numpy array", stage="bind",
-                              value=type(value).__name__)
+def _check_arguments(kernel: CachedKernel, arguments: Sequence[object]) -> None:
+    """As many arguments as the kernel takes, each a Buffer or a numpy array of its argument's dtype: checked
+    before any array is wrapped or copied, so what is wrong is told in the kernel's terms (a Buffer's dtype,
+    device and size are checked with the buffer, in ``CachedKernel.check_buffers``)."""
+    if len(arguments) != len(kernel.layout):
+        raise BufferMismatchError(f"kernel takes {len(kernel.layout)} buffers, got {len(arguments)}",
+                                  kernel=kernel.name, stage="bind", value=len(arguments))
+    for position, (argument, layout) in enumerate(zip(arguments, kernel.layout, strict=True)):
+        if isinstance(argument, np.ndarray):
+            if argument.dtype != layout.numpy_dtype:
+                raise BufferMismatchError(f"argument {position} is a numpy array of {argument.dtype}, the kernel "
+                                          f"needs {layout.dtype.name}", kernel=kernel.name, stage="bind",
+                                          value=str(argument.dtype))
+        elif not isinstance(argument, Buffer):
+            raise BufferMismatchError(f"argument {position} must be a svod.Buffer or a numpy array",
+                                      kernel=kernel.name, stage="bind", value=type(argument).__name__)

@@ -50,7 +50,7 @@ class ShapedBuffer:
                         for i in (idx if isinstance(idx, tuple) else (idx,)))
         if len(indices) != len(self.shape):
             raise GraphError(f"a buffer of shape {self.shape} takes {len(self.shape)} indices, got {len(indices)}",
-                             kernel=self.kernel, value=len(indices))
+                             kernel=self.kernel, stage="build", value=len(indices))
         flat: Operand = indices[0]
         for dim, i in zip(self.shape[1:], indices[1:], strict=True):
             flat = _times(flat, dim) + i
@@ -81,7 +81,7 @@ class KernelBuilder:
         var = UOp.define_var(name, min_val, max_val, dtype)
         if self._vars.setdefault(name, var) is not var:
             raise GraphError(f"variable {name} is already defined with other bounds", kernel=self.name,
-                             value=(min_val, max_val))
+                             stage="build", value=(min_val, max_val))
         return var
 
     @overload
@@ -94,7 +94,8 @@ class KernelBuilder:
         array indexed ``x[i, j]`` (the kernel still receives one buffer of all its elements)."""
         if isinstance(size, tuple):
             if not size:
-                raise GraphError("a buffer shape needs at least one dimension", kernel=self.name, value=size)
+                raise GraphError("a buffer shape needs at least one dimension", kernel=self.name,
+                                 stage="build", value=size)
             count: int | UOp = size[0]
             for dim in size[1:]:
                 count = count * dim
@@ -109,7 +110,7 @@ class KernelBuilder:
         reinterpreted in the kernel."""
         if dtype == dtypes.bool:
             raise GraphError("a bool scalar is not supported; pass an int8 scalar and compare it", kernel=self.name,
-                             value=name)
+                             stage="build", value=name)
         bits = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dtype.itemsize]
         var = self.var(name, int(bits.min), int(bits.max), bits)
         return var if dtype == bits else var.bitcast(dtype)
@@ -122,7 +123,8 @@ class KernelBuilder:
 
     def store(self, target: UOp, value: Operand) -> UOp:
         if target.op is not Ops.INDEX:
-            raise GraphError("store() needs an indexed buffer such as out[i]", kernel=self.name, value=target.op)
+            raise GraphError("store() needs an indexed buffer such as out[i]", kernel=self.name,
+                             stage="build", value=target.op)
         with self._naming():
             store = target.store(value)
         self._stores.append(store)
@@ -144,7 +146,7 @@ class KernelBuilder:
     def _atomic(self, target: UOp, value: Operand, op: Ops) -> UOp:
         if target.op is not Ops.INDEX:
             raise GraphError("an atomic update needs an indexed buffer such as counts[b]", kernel=self.name,
-                             value=target.op)
+                             stage="build", value=target.op)
         with self._naming():
             update = target.atomic(value, op)
         self._stores.append(update)
@@ -164,7 +166,7 @@ class KernelBuilder:
         """The kernel's SINK. Buffers no store reaches are kept as sources too, so the kernel still takes
         every buffer in slot order."""
         if not self._stores:
-            raise GraphError("a kernel needs at least one store", kernel=self.name)
+            raise GraphError("a kernel needs at least one store", kernel=self.name, stage="build")
         reached = {u for store in self._stores for u in store.toposort() if u.op is Ops.PARAM}
         unused = [p for p in self._params if p not in reached]
         return UOp.sink(*self._stores, *unused, name=self.name)

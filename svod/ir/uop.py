@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import numbers
 import threading
 import weakref
@@ -26,7 +27,7 @@ import numpy as np
 
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
-from svod.ir.alu import convert
+from svod.ir.alu import convert, round_float
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
@@ -65,7 +66,7 @@ def _stable_repr(arg: Any) -> str:
     if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
         fields = ",".join(f"{f.name}={_stable_repr(getattr(arg, f.name))}" for f in dataclasses.fields(arg))
         return f"{type(arg).__name__}({fields})"
-    raise GraphError(f"UOp arg of type {type(arg).__name__} has no stable form", value=arg)
+    raise GraphError(f"UOp arg of type {type(arg).__name__} has no stable form", stage="build", value=arg)
 
 
 
@@ -121,7 +122,7 @@ class UOp:
         return f"UOp({self.op!r}, {self.dtype!r}, arg={self.arg!r}, src=<{len(self.src)}>)"
 
     def __bool__(self) -> bool:
-        raise GraphError("a UOp has no truth value; build a comparison and use where()", value=self)
+        raise GraphError("a UOp has no truth value; build a comparison and use where()", stage="build", value=self)
 
     def __eq__(self, other: object) -> bool:
         """Identity (UOps are hash-consed: equal graphs are one object). Against a number that would silently
@@ -217,14 +218,17 @@ class UOp:
 
     @staticmethod
     def const(dtype: DType, value: Number) -> UOp:
+        """A constant of ``dtype``: a number the dtype holds (see ``_check_fits``), never a wrapped one."""
         if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
             value = value.item()
         if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
-            raise GraphError(f"a {dtype!r} constant must be a Python number", value=value)
+            raise GraphError(f"a {dtype!r} constant must be a Python number", stage="build", value=value)
         if isinstance(value, float) and not dtype.is_float and not value.is_integer():
-            raise GraphError(f"float constant {value!r} given where {dtype!r} is needed", value=value)
+            raise GraphError(f"float constant {value!r} given where {dtype!r} is needed", stage="build",
+                             value=value)
         if dtype.kind == "void" or isinstance(dtype, PtrDType):
-            raise GraphError(f"no constants of {dtype!r}", value=value)
+            raise GraphError(f"no constants of {dtype!r}", stage="build", value=value)
+        _check_fits(value, dtype)
         return UOp(Ops.CONST, dtype, (), convert(value, dtype))
 
     @staticmethod
@@ -234,17 +238,18 @@ class UOp:
     @staticmethod
     def define_var(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
         if not name.isidentifier():
-            raise GraphError("a variable name must be an identifier", value=name)
+            raise GraphError("a variable name must be an identifier", stage="build", value=name)
         if min_val > max_val:
-            raise GraphError(f"variable {name} has min {min_val} > max {max_val}", value=(min_val, max_val))
+            raise GraphError(f"variable {name} has min {min_val} > max {max_val}",
+                             stage="build", value=(min_val, max_val))
         if min_val < dtype.min or max_val > dtype.max:
-            raise GraphError(f"variable {name} bounds do not fit {dtype!r}", value=(min_val, max_val))
+            raise GraphError(f"variable {name} bounds do not fit {dtype!r}", stage="build", value=(min_val, max_val))
         return UOp(Ops.DEFINE_VAR, dtype, (), (name, int(min_val), int(max_val)))
 
     def bind(self, value: int) -> UOp:
         """Fix this variable's value; the value is checked against the variable's bounds now."""
         if self.op is not Ops.DEFINE_VAR:
-            raise GraphError("only a DEFINE_VAR can be bound", value=self.op)
+            raise GraphError("only a DEFINE_VAR can be bound", stage="build", value=self.op)
         name, lo, hi = self.arg
         checked = check_var_value(name, value, lo, hi, stage="bind")
         return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, checked)))
@@ -253,11 +258,11 @@ class UOp:
     def param(slot: int, dtype: DType, size: int | UOp) -> UOp:
         """Buffer argument ``slot``: a pointer to ``size`` elements (an int, or a UOp when symbolic)."""
         if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
-            raise GraphError("a buffer slot is a non-negative integer", value=slot)
+            raise GraphError("a buffer slot is a non-negative integer", stage="build", value=slot)
         if isinstance(size, UOp):
             return UOp(Ops.PARAM, dtype.ptr(-1), (size,), slot)
         if size < 0:
-            raise GraphError(f"buffer parameter {slot} has negative size", value=size)
+            raise GraphError(f"buffer parameter {slot} has negative size", stage="build", value=size)
         return UOp(Ops.PARAM, dtype.ptr(size), (), slot)
 
     @staticmethod
@@ -309,11 +314,11 @@ class UOp:
         """Element ``idx`` of this buffer. With a ``gate`` (a bool), the access happens only where the gate
         holds: a load elsewhere yields 0 and a store is skipped."""
         if not isinstance(self.dtype, PtrDType):
-            raise GraphError("only a buffer (pointer) can be indexed", value=self.dtype)
+            raise GraphError("only a buffer (pointer) can be indexed", stage="build", value=self.dtype)
         if gate is None:
             return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx)))
         if gate.dtype != dtypes.bool:
-            raise GraphError("an access gate must be a bool", value=gate.dtype)
+            raise GraphError("an access gate must be a bool", stage="build", value=gate.dtype)
         return UOp(Ops.INDEX, self.dtype, (self, _as_index(idx), gate))
 
     def __getitem__(self, idx: Operand) -> UOp:
@@ -321,36 +326,36 @@ class UOp:
 
     def load(self) -> UOp:
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
-            raise GraphError("load() needs an INDEX into a buffer", value=self.op)
+            raise GraphError("load() needs an INDEX into a buffer", stage="build", value=self.op)
         return UOp(Ops.LOAD, self.dtype.base, (self,))
 
     def store(self, value: Operand) -> UOp:
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
-            raise GraphError("store() needs an INDEX into a buffer", value=self.op)
+            raise GraphError("store() needs an INDEX into a buffer", stage="build", value=self.op)
         value = _lift(value, self.dtype.base)
         if value.dtype != self.dtype.base:
             raise GraphError(f"storing {value.dtype!r} into a buffer of {self.dtype.base!r}; cast first",
-                             value=value.dtype)
+                             stage="build", value=value.dtype)
         return UOp(Ops.STORE, dtypes.void, (self, value))
 
     def atomic(self, value: Operand, op: Ops = Ops.ADD) -> UOp:
         """Update the element this INDEX points at with ``op`` (ADD, MAX or MIN) as one indivisible step, so
         work items may update one element at once."""
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
-            raise GraphError("an atomic update needs an INDEX into a buffer", value=self.op)
+            raise GraphError("an atomic update needs an INDEX into a buffer", stage="build", value=self.op)
         if op not in ATOMIC_OPS:
-            raise GraphError(f"atomic op must be one of {sorted(o.name for o in ATOMIC_OPS)}", value=op)
+            raise GraphError(f"atomic op must be one of {sorted(o.name for o in ATOMIC_OPS)}", stage="build", value=op)
         value = _lift(value, self.dtype.base)
         if value.dtype != self.dtype.base:
             raise GraphError(f"atomic update of a buffer of {self.dtype.base!r} with {value.dtype!r}; cast first",
-                             value=value.dtype)
+                             stage="build", value=value.dtype)
         return UOp(Ops.ATOMIC, dtypes.void, (self, value), op)
 
     def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
         if op not in REDUCE_OPS:
-            raise GraphError(f"reduce op must be one of {sorted(o.name for o in REDUCE_OPS)}", value=op)
+            raise GraphError(f"reduce op must be one of {sorted(o.name for o in REDUCE_OPS)}", stage="build", value=op)
         if not ranges or any(r.op is not Ops.RANGE for r in ranges):
-            raise GraphError("reduce() needs one or more RANGEs", value=ranges)
+            raise GraphError("reduce() needs one or more RANGEs", stage="build", value=ranges)
         value = _value(self)
         return UOp(Ops.REDUCE, value.dtype, (value, *ranges), op)
 
@@ -376,9 +381,9 @@ class UOp:
     def bitcast(self, dtype: DType) -> UOp:
         value = _value(self)
         if dtypes.bool in (value.dtype, dtype):
-            raise GraphError("bitcast to or from bool is not defined; use cast()", value=dtype)
+            raise GraphError("bitcast to or from bool is not defined; use cast()", stage="build", value=dtype)
         if value.dtype.itemsize != dtype.itemsize:
-            raise GraphError(f"bitcast from {value.dtype!r} to {dtype!r} changes the size", value=dtype)
+            raise GraphError(f"bitcast from {value.dtype!r} to {dtype!r} changes the size", stage="build", value=dtype)
         return UOp(Ops.BITCAST, dtype, (value,))
 
     def where(self, a: Operand, b: Operand, dtype: DType | None = None) -> UOp:
@@ -386,7 +391,7 @@ class UOp:
         ``dtype``; two numbers alone default to int32, float32 or bool by their kind."""
         cond = _value(self)
         if cond.dtype != dtypes.bool:
-            raise GraphError("where() needs a bool condition", value=cond.dtype)
+            raise GraphError("where() needs a bool condition", stage="build", value=cond.dtype)
         av, bv = _pair(a, b, dtype)
         return alu(Ops.WHERE, cond, av, bv)
 
@@ -428,7 +433,7 @@ class UOp:
         """Bitwise not of an integer (every bit flipped), logical not of a bool."""
         me = _value(self)
         if me.dtype.is_float:
-            raise GraphError("~ needs an integer or bool operand", value=me.dtype)
+            raise GraphError("~ needs an integer or bool operand", stage="build", value=me.dtype)
         ones = True if me.dtype == dtypes.bool else me.dtype.max if me.dtype.is_unsigned else -1
         return me.alu(Ops.XOR, ones)
     def __neg__(self) -> UOp: return self.alu(Ops.NEG)
@@ -482,7 +487,7 @@ class UOp:
 def pointee(node: UOp) -> DType:
     """The element dtype of a pointer-typed node (a PARAM, a DEFINE_REG, an INDEX)."""
     if not isinstance(node.dtype, PtrDType):
-        raise GraphError(f"{node.op.name} is not a pointer", value=node.dtype)
+        raise GraphError(f"{node.op.name} is not a pointer", stage="build", value=node.dtype)
     return node.dtype.base
 
 
@@ -501,8 +506,35 @@ def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
 def param_size(param: UOp) -> UOp:
     """The element count of a buffer PARAM, as an index expression (a constant unless symbolic)."""
     if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):
-        raise GraphError("param_size() needs a PARAM", value=param.op)
+        raise GraphError("param_size() needs a PARAM", stage="build", value=param.op)
     return param.src[0] if param.src else UOp.index_const(param.dtype.size)
+
+
+def _check_fits(value: Number, dtype: DType) -> None:
+    """Refuse a constant ``dtype`` cannot hold, which a C cast would silently wrap (300 as int8 is 44).
+
+    Integers (and bool, which holds 0 and 1) must lie in the dtype's range. A float dtype holds every
+    number up to rounding, and inf and nan are its values too; but a finite number that rounds to
+    infinity (1e300 as float32, 65520 as float16) is refused: written into a kernel it is a mistake far
+    more often than a spelling of inf. Numbers too small for the dtype round to 0, as rounding does."""
+    if dtype.is_float:
+        if isinstance(value, float) and not math.isfinite(value):
+            return
+        try:
+            rounded = round_float(float(value), dtype)
+        except OverflowError:  # an int beyond every float
+            rounded = math.inf
+        if math.isinf(rounded):
+            raise GraphError(f"constant {value!r} overflows {dtype!r} (its largest finite value is "
+                             f"{_largest_finite(dtype)!r}); use math.inf if infinity is meant", stage="build",
+                             value=value)
+    elif not dtype.min <= value <= dtype.max:
+        raise GraphError(f"constant {value!r} does not fit {dtype!r}, which holds [{dtype.min}, {dtype.max}]",
+                         stage="build", value=value)
+
+
+def _largest_finite(dtype: DType) -> float:
+    return float(np.finfo(dtype.numpy).max)
 
 
 def _toposort(root: UOp) -> tuple[UOp, ...]:
@@ -559,29 +591,29 @@ def _as_index(x: Operand) -> UOp:
     if isinstance(x, UOp):
         value = _value(x)
         if not value.dtype.is_int:
-            raise GraphError("an index or size must be an integer", value=value.dtype)
+            raise GraphError("an index or size must be an integer", stage="build", value=value.dtype)
         return value if value.dtype == dtypes.index else value.cast(dtypes.index)
     if isinstance(x, bool) or not isinstance(x, int):
-        raise GraphError("an index or size must be an integer", value=x)
+        raise GraphError("an index or size must be an integer", stage="build", value=x)
     return UOp.index_const(x)
 
 
 def alu(op: Ops, *srcs: UOp) -> UOp:
     """Build an ALU node, checking that its operands fit the op."""
     if op not in ALU:
-        raise GraphError("not an ALU op", value=op)
+        raise GraphError("not an ALU op", stage="build", value=op)
     operands = srcs[1:] if op is Ops.WHERE else srcs
     dtype = operands[0].dtype
     if any(s.dtype != dtype for s in operands):
         raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
-                         value=tuple(s.dtype for s in operands))
+                         stage="build", value=tuple(s.dtype for s in operands))
     if op in FLOAT_ONLY and not dtype.is_float:
-        raise GraphError(f"{op.name} needs a float operand; use // for integer division", value=dtype)
+        raise GraphError(f"{op.name} needs a float operand; use // for integer division", stage="build", value=dtype)
     if op in INT_ONLY and dtype.is_float:
-        raise GraphError(f"{op.name} needs an integer operand", value=dtype)
+        raise GraphError(f"{op.name} needs an integer operand", stage="build", value=dtype)
     if dtype.kind == "bool" and op not in BOOL_OPS:
-        raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", value=dtype)
+        raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", stage="build", value=dtype)
     if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
-        raise GraphError("WHERE needs a bool condition", value=srcs[0].dtype)
+        raise GraphError("WHERE needs a bool condition", stage="build", value=srcs[0].dtype)
     return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
 

@@ -111,3 +111,31 @@ def test_memory_returns_to_the_pool_when_the_buffer_dies():
     gc.collect()
     again = svod.Buffer("CPU", dtypes.uint8, 12345)
     assert again.handle is handle
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(dtypes.float32, 1 << 62), (dtypes.float32, 1 << 61),
+                                             (dtypes.float64, 1 << 60), (dtypes.uint8, 1 << 64)])
+def test_a_size_whose_byte_count_overflows_is_refused_naming_size_and_device(device, dtype, size):
+    with pytest.raises(SvodError, match=f"{size} x {dtype.name} on {device.name}") as info:
+        svod.Buffer(device, dtype, size)
+    assert info.value.stage == "buffer" and info.value.value == size
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(dtypes.uint8, (1 << 63) - 1), (dtypes.float32, 1 << 60)])
+def test_a_size_no_memory_holds_fails_at_allocation_naming_size_and_device(device, dtype, size):
+    buf = svod.Buffer(device, dtype, size)
+    with pytest.raises(SvodError, match=f"{size} x {dtype.name} on {device.name}.*{size * dtype.itemsize}") as info:
+        _ = buf.handle
+    assert info.value.stage == "allocate" and info.value.value == size * dtype.itemsize
+
+
+@pytest.mark.parametrize("size", [-1, 2.5, 8.0, True, np.bool_(True), "8", None, np.float64(8)])
+def test_a_size_that_is_not_a_non_negative_integer_is_refused(size):
+    with pytest.raises(SvodError, match="on CPU must be a non-negative integer") as info:
+        svod.Buffer("CPU", dtypes.int32, size)
+    assert info.value.stage == "buffer" and info.value.value is size
+
+
+def test_a_numpy_integer_is_a_size():
+    buf = svod.Buffer("CPU", dtypes.int32, np.int64(8))
+    assert buf.size == 8 and type(buf.size) is int and buf.numpy().shape == (8,)

@@ -70,3 +70,11 @@ def test_devices_are_listed_and_compiler_pairs_work_without_a_device():
     k.store(out[i], i.cast(dtypes.int32))
     compiled = compiler.compile(renderer.render(k.build()))
     assert compiled.bytes and compiled.bytes[:4] == b"\x7fELF"
+
+
+def test_a_stored_constant_that_does_not_fit_names_the_kernel_stage_and_value():
+    k = KernelBuilder("clip")
+    out = k.buffer(dtypes.int8, 4)
+    with pytest.raises(GraphError, match="300") as info:
+        k.store(out[k.range(4)], 300)
+    assert (info.value.kernel, info.value.stage, info.value.value) == ("clip", "build", 300)

@@ -1,5 +1,6 @@
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -173,3 +174,32 @@ def test_program_stages():
     assert prog.src[1].arg == "CPU"
     with pytest.raises(GraphError, match="SOURCE needs its LINEAR"):
         UOp.program(sink, UOp.device("cpu"), source=UOp.source("x"))
+
+
+@pytest.mark.parametrize(("dtype", "value"), [
+    (dtypes.int8, 300), (dtypes.int8, 128), (dtypes.int8, -129), (dtypes.uint8, 256), (dtypes.uint8, -1),
+    (dtypes.int16, 1 << 15), (dtypes.uint16, 1 << 16), (dtypes.int32, 1 << 31), (dtypes.uint32, -1),
+    (dtypes.int64, 1 << 63), (dtypes.int64, -(1 << 63) - 1), (dtypes.uint64, 1 << 64), (dtypes.uint64, -1),
+    (dtypes.index, 1 << 63), (dtypes.bool, 2), (dtypes.bool, -1), (dtypes.int32, 1e10),
+    (dtypes.float32, 1e300), (dtypes.float32, -1e39), (dtypes.float16, 65520.0), (dtypes.float16, 1 << 20),
+    (dtypes.float64, 10**400),
+])
+def test_a_constant_its_dtype_cannot_hold_is_refused(dtype, value):
+    with pytest.raises(GraphError, match=f"{re.escape(repr(value))}.*{re.escape(repr(dtype))}") as info:
+        UOp.const(dtype, value)
+    assert info.value.stage == "build" and info.value.value == value
+
+
+@pytest.mark.parametrize("dtype", [d for d in dtypes.all() if not d.is_float])
+def test_every_integer_dtype_holds_its_own_extremes(dtype):
+    assert UOp.const(dtype, dtype.min).arg == dtype.min and UOp.const(dtype, dtype.max).arg == dtype.max
+
+
+@pytest.mark.parametrize(("dtype", "value"), [
+    (dtypes.float32, float("inf")), (dtypes.float16, float("-inf")), (dtypes.float32, float("nan")),
+    (dtypes.float16, 65504.0), (dtypes.float32, 3.4028234663852886e38), (dtypes.float32, 1e-50),
+    (dtypes.float64, 1e300), (dtypes.bool, 1), (dtypes.bool, False), (dtypes.uint8, 255.0),
+])
+def test_infinities_nan_and_values_that_only_round_are_constants(dtype, value):
+    UOp.const(dtype, value)
+

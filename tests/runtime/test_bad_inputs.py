@@ -41,7 +41,24 @@ def test_a_buffer_the_machine_cannot_hold_is_a_svod_error_naming_its_size():
         huge.numpy()
     with pytest.raises(SvodError, match=str(4 << 40)) as info:
         svod.run(_double(), [huge, huge], n=8)
-    assert info.value.stage == "allocate"
+    assert (info.value.kernel, info.value.stage) == ("double", "allocate")
+    assert str(info.value).startswith("[kernel 'double', stage allocate]")
+
+
+@pytest.mark.parametrize(("arguments", "message", "value"), [
+    (lambda: [[0.0] * 8, np.zeros(8, np.float32)], "argument 0 must be a svod.Buffer or a numpy array", "list"),
+    (lambda: [np.zeros(8, object), np.zeros(8, np.float32)], "argument 0 is a numpy array of object", "object"),
+    (lambda: [np.zeros(8, np.float32), np.zeros(8, np.int32)],
+     "argument 1 is a numpy array of int32, the kernel needs float32", "int32"),
+    (lambda: [np.zeros(8, np.float32)], "kernel takes 2 buffers, got 1", 1),
+    (lambda: [np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(8, object)],
+     "kernel takes 2 buffers, got 3", 3),
+])
+def test_arguments_of_the_wrong_kind_or_dtype_name_the_kernel(device, arguments, message, value):
+    with pytest.raises(BufferMismatchError, match=message) as info:
+        svod.run(_double(), arguments(), device=device, n=8)
+    assert (info.value.kernel, info.value.stage, info.value.value) == ("double", "bind", value)
+    assert "kernel 'double'" in str(info.value) and repr(value) in str(info.value)
 
 
 @pytest.mark.parametrize("value", [np.int64(7), np.int32(7), np.uint8(7)])
