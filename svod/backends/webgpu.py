@@ -55,6 +55,12 @@ def _is_llvmpipe(info: Any) -> bool:
     return str(info["device"]).startswith("llvmpipe")
 
 
+def _translates_to_glsl(info: Any) -> bool:
+    """wgpu's OpenGL backend (chosen where there is no Vulkan driver, and listed beside one): naga translates
+    the WGSL to GLSL, whose integer ``/`` and ``%`` do not keep WGSL's definitions."""
+    return str(info["backend_type"]) == "OpenGL"
+
+
 class WebGPUDevice:
     """Adapter, device and limits of one WebGPU adapter, and the pieces svod builds on them."""
 
@@ -79,6 +85,7 @@ class WebGPUDevice:
                                dedicated_local_memory=self.adapter.info["adapter_type"] != "CPU",
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
                                max_buffers=limits["max-storage-buffers-per-shader-stage"],
+                               native_integer_division=not _translates_to_glsl(self.adapter.info),
                                max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None)
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
