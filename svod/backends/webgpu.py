@@ -61,6 +61,10 @@ def _translates_to_glsl(info: Any) -> bool:
     return str(info["backend_type"]) == "OpenGL"
 
 
+_NO_SHADER_F16 = "the adapter lacks WebGPU's shader-f16 feature"
+"""Why an adapter holds no float16."""
+
+
 class WebGPUDevice:
     """Adapter, device and limits of one WebGPU adapter, and the pieces svod builds on them."""
 
@@ -78,6 +82,7 @@ class WebGPUDevice:
         sizes = (limits["max-compute-workgroup-size-x"], limits["max-compute-workgroup-size-y"],
                  limits["max-compute-workgroup-size-z"])
         held = {dtypes.int32, dtypes.uint32, dtypes.float32} | ({dtypes.float16} if features else set())
+        unheld = () if features else ((dtypes.float16, _NO_SHADER_F16),)
         self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
                                work_groups=WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes,
                                                            (groups, groups, groups)),
@@ -86,6 +91,7 @@ class WebGPUDevice:
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
                                max_buffers=limits["max-storage-buffers-per-shader-stage"],
                                native_integer_division=not _translates_to_glsl(self.adapter.info),
+                               unheld_reasons=unheld,
                                max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None)
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
@@ -97,7 +103,8 @@ class WebGPUDevice:
     def description(self) -> str:
         info = self.adapter.info
         emulated = ", a CPU emulation" if info["adapter_type"] == "CPU" else ""
-        return f"{info['device']} ({info['backend_type']}, {info['description']}{emulated})"
+        lacks = "".join(f"; no {dtype.name}: {why}" for dtype, why in self.caps.unheld_reasons)
+        return f"{info['device']} ({info['backend_type']}, {info['description']}{emulated}){lacks}"
 
     def load(self, compiled: CompiledSpec) -> WebGPUProgram:
         return WebGPUProgram(self, compiled)

@@ -89,6 +89,9 @@ class DeviceCaps:
     writes them as GLSL's, which leaves division by zero undefined and ``%`` undefined for negative operands,
     and Mesa computes that ``%`` as an unsigned remainder of the bits. Where false, the renderer divides by
     divisors made safe and takes remainders from quotients (``TRUNCATING_DIVISION_BY_SAFE_DIVISORS``)."""
+    unheld_reasons: tuple[tuple[DType, str], ...] = ()
+    """Why the device cannot hold a dtype its backend otherwise holds, for each such dtype (a WebGPU adapter
+    without the ``shader-f16`` feature holds no float16): errors and ``svod devices`` say it."""
     max_loop_turns: int | None = None
     """How many times, in all, the loops of one work item may come round before the device stops them
     without a word, where it does: Mesa's llvmpipe (lavapipe's Vulkan, its OpenGL) counts every loop's turns
