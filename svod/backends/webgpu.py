@@ -45,6 +45,14 @@ def _adapters() -> list[Any]:
     return list(adapters)
 
 
+def adapter_count() -> int:
+    """How many adapters wgpu finds here (``WEBGPU:0`` and on); 0 where it finds none or is not installed."""
+    try:
+        return len(_adapters())
+    except DeviceError:
+        return 0
+
+
 _LLVMPIPE_LOOP_TURNS = 65535
 """Mesa's llvmpipe counts the turns of every loop of a shader against this, per batch of work items, and
 ends the loops when it runs out (gallivm's loop limiter)."""

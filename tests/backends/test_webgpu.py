@@ -1,4 +1,6 @@
-"""WEBGPU:0 — WGSL on wgpu, here over Mesa's lavapipe (CI installs mesa-vulkan-drivers and the extra)."""
+"""Every WEBGPU adapter — WGSL on wgpu, here over Mesa's lavapipe (CI installs mesa-vulkan-drivers and the
+extra) and, where Mesa's OpenGL driver is installed too, wgpu's OpenGL backend over llvmpipe (``WEBGPU:1``; it
+is ``WEBGPU:0`` on a machine without a Vulkan driver)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ import svod
 from svod import AxisKind, KernelBuilder, Ops, dtypes
 from svod.device import Device
 from svod.errors import GraphError, IndexOutOfBoundsError, LaunchError
-from tests.helpers import open_device, refuses
+from tests.helpers import open_device, refuses, webgpu_devices
 
 
-@pytest.fixture(scope="module")
-def gpu() -> Device:
-    return open_device("WEBGPU:0")
+@pytest.fixture(scope="module", params=webgpu_devices())
+def gpu(request: pytest.FixtureRequest) -> Device:
+    return open_device(request.param)
 
 
 def _saxpy():
