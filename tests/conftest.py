@@ -11,7 +11,7 @@ import pytest
 from hypothesis import settings
 
 from svod.device import Device
-from tests.helpers import open_device
+from tests.helpers import open_device, webgpu_devices
 
 # CI explores the same examples on every run, so a landing never depends on the draw; locally each run
 # draws new ones and keeps failures in .hypothesis/.
@@ -20,13 +20,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0"])
+@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", *webgpu_devices()])
 def device(request: pytest.FixtureRequest) -> Device:
-    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL, WebGPU."""
+    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL, each WebGPU
+    adapter."""
     return open_device(request.param)
 
 
-@pytest.fixture(params=["llvm", "clang", "CL:0", "WEBGPU:0"])
+@pytest.fixture(params=["llvm", "clang", "CL:0", *webgpu_devices()])
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return open_device(request.param)

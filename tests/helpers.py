@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 import svod
 from svod import KernelBuilder
-from svod.backends import DeviceRegistry
+from svod.backends import DeviceRegistry, default_registry
 from svod.config import settings
 from svod.device import Device
 from svod.dtype import DType
@@ -48,6 +49,13 @@ def open_device(name: str) -> Device:
         return svod.get_device(name)
     except svod.errors.DeviceError as err:
         pytest.skip(f"{name} is not available here: {err.detail}")
+
+
+@functools.cache
+def webgpu_devices() -> tuple[str, ...]:
+    """Every WebGPU adapter svod lists here (``WEBGPU:0``, and ``WEBGPU:1`` for wgpu's OpenGL adapter beside a
+    Vulkan one): each must compute svod's definitions or refuse what it cannot."""
+    return tuple(default_registry().names("WEBGPU"))
 
 
 def ieee_inputs(device: Device, values: np.ndarray) -> np.ndarray:

@@ -54,6 +54,9 @@ class Backend:
     """Compiler pairs by name; the first is the default primary."""
     open: Callable[[DeviceSpec, str], Opened]
     """Opens one device, given the name of its primary pair; raises ``DeviceError`` if it is not here."""
+    count: Callable[[], int] | None = None
+    """How many devices of the kind are here, where svod lists each of them (``svod devices``); without it,
+    device 0 stands for the kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +82,7 @@ class DeviceRegistry:
             "PYTHON": Backend(False, {"python": self._python_pair}, self._open_python),
             "CL": Backend(True, {"opencl": self._opencl_pair}, self._open_opencl),
             "CUDA": Backend(True, {"nvrtc": self._cuda_pair}, self._open_cuda),
-            "WEBGPU": Backend(True, {"wgsl": self._webgpu_pair}, self._open_webgpu),
+            "WEBGPU": Backend(True, {"wgsl": self._webgpu_pair}, self._open_webgpu, self._count_webgpu),
         }
         for kind, backend in self.backends.items():
             DeviceSpec.register_kind(kind, backend.numbered)
@@ -132,16 +135,25 @@ class DeviceRegistry:
     def available(self) -> list[str]:
         return [s.name for s in self.status() if s.available]
 
+    def names(self, kind: str) -> list[str]:
+        """The devices of ``kind`` svod lists: the kind's first device, and each further one where its
+        backend counts them (every WebGPU adapter, such as wgpu's OpenGL one beside its Vulkan one)."""
+        spec = DeviceSpec.parse(kind)
+        count = self.backend(spec).count
+        found = 1 if count is None else max(1, count())
+        return [str(spec)] + [f"{spec.base_type}:{n}" for n in range(1, found)]
+
     def status(self) -> list[DeviceStatus]:
-        """Every device kind svod knows, whether it works here, and if not, why."""
+        """Every device svod lists (``names``), whether it works here, and if not, why."""
         out = []
         for kind in self.backends:
-            spec = DeviceSpec.parse(kind)
-            pairs = tuple(self.compiler_names(spec))
-            try:
-                out.append(DeviceStatus(str(spec), pairs, True, self.get(spec).description))
-            except SvodError as err:
-                out.append(DeviceStatus(str(spec), pairs, False, err.detail))
+            for name in self.names(kind):
+                spec = DeviceSpec.parse(name)
+                pairs = tuple(self.compiler_names(spec))
+                try:
+                    out.append(DeviceStatus(str(spec), pairs, True, self.get(spec).description))
+                except SvodError as err:
+                    out.append(DeviceStatus(str(spec), pairs, False, err.detail))
         return out
 
     # ---- building ----------------------------------------------------------------------------------------
@@ -250,6 +262,10 @@ class DeviceRegistry:
     def _webgpu(self, spec: DeviceSpec) -> Any:
         from svod.backends.webgpu import WebGPUDevice
         return self._open_once(spec, WebGPUDevice)
+
+    def _count_webgpu(self) -> int:
+        from svod.backends.webgpu import adapter_count
+        return adapter_count()
 
     def _webgpu_pair(self, spec: DeviceSpec) -> Pair:
         device = self._webgpu(spec)

@@ -46,6 +46,14 @@ def _adapters() -> list[Any]:
     return list(adapters)
 
 
+def adapter_count() -> int:
+    """How many adapters wgpu finds here (``WEBGPU:0`` and on); 0 where it finds none or is not installed."""
+    try:
+        return len(_adapters())
+    except DeviceError:
+        return 0
+
+
 _LLVMPIPE_LOOP_TURNS = 65535
 """Mesa's llvmpipe counts the turns of every loop of a shader against this, per batch of work items, and
 ends the loops when it runs out (gallivm's loop limiter)."""
@@ -54,6 +62,16 @@ ends the loops when it runs out (gallivm's loop limiter)."""
 def _is_llvmpipe(info: Any) -> bool:
     """Mesa's CPU driver, under Vulkan (lavapipe) or OpenGL: its adapter names itself ``llvmpipe (...)``."""
     return str(info["device"]).startswith("llvmpipe")
+
+
+def _translates_to_glsl(info: Any) -> bool:
+    """wgpu's OpenGL backend (chosen where there is no Vulkan driver, and listed beside one): naga translates
+    the WGSL to GLSL, whose integer ``/`` and ``%`` do not keep WGSL's definitions."""
+    return str(info["backend_type"]) == "OpenGL"
+
+
+_NO_SHADER_F16 = "the adapter lacks WebGPU's shader-f16 feature"
+"""Why an adapter holds no float16."""
 
 
 class WebGPUDevice:
@@ -74,6 +92,7 @@ class WebGPUDevice:
         sizes = (limits["max-compute-workgroup-size-x"], limits["max-compute-workgroup-size-y"],
                  limits["max-compute-workgroup-size-z"])
         held = {dtypes.int32, dtypes.uint32, dtypes.float32} | ({dtypes.float16} if features else set())
+        unheld = () if features else ((dtypes.float16, _NO_SHADER_F16),)
         self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
                                work_groups=WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes,
                                                            (groups, groups, groups)),
@@ -81,6 +100,8 @@ class WebGPUDevice:
                                dedicated_local_memory=self.adapter.info["adapter_type"] != "CPU",
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
                                max_buffers=limits["max-storage-buffers-per-shader-stage"],
+                               native_integer_division=not _translates_to_glsl(self.adapter.info),
+                               unheld_reasons=unheld,
                                max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None)
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
@@ -92,7 +113,8 @@ class WebGPUDevice:
     def description(self) -> str:
         info = self.adapter.info
         emulated = ", a CPU emulation" if info["adapter_type"] == "CPU" else ""
-        return f"{info['device']} ({info['backend_type']}, {info['description']}{emulated})"
+        lacks = "".join(f"; no {dtype.name}: {why}" for dtype, why in self.caps.unheld_reasons)
+        return f"{info['device']} ({info['backend_type']}, {info['description']}{emulated}){lacks}"
 
     def load(self, compiled: CompiledSpec) -> WebGPUProgram:
         return WebGPUProgram(self, compiled)

@@ -78,6 +78,62 @@ ERF_FROM_EXP = PatternMatcher([(UPat(Ops.ERF, name="node"), _erf_from_exp)])
 """``erf`` for a device without one, within a few float32 ulps."""
 
 
+def _may_be(x: UOp, value: int) -> bool:
+    """Whether ``x``'s bounds let it take ``value``: a guard for a value it cannot take is left out."""
+    return bool(x.vmin <= value <= x.vmax)
+
+
+def _safe_divisor(a: UOp, b: UOp) -> UOp | None:
+    """``b``, or 1 where svod's ``a // b`` is ``a // 1``: a zero divisor divides by one, and ``MIN // -1``
+    wraps to MIN. None when ``b`` can be neither (by its bounds and ``a``'s)."""
+    unsafe = [b.eq(0)] if _may_be(b, 0) else []
+    if b.dtype.kind == "int" and _may_be(b, -1) and _may_be(a, int(a.dtype.min)):
+        unsafe.append(a.eq(int(a.dtype.min)) & b.eq(-1))
+    if not unsafe:
+        return None
+    condition = unsafe[0] if len(unsafe) == 1 else unsafe[0] | unsafe[1]
+    return condition.where(UOp.const(b.dtype, 1), b)
+
+
+def _guarded(a: UOp, b: UOp) -> bool:
+    """Whether ``b`` is already the divisor ``_safe_divisor`` makes of some divisor of ``a``."""
+    return b.op is Ops.WHERE and _safe_divisor(a, b.src[2]) is b
+
+
+def _divide_by_safe_divisor(node: UOp) -> UOp | None:
+    """``a // b`` as ``a // d`` with ``d`` the safe divisor: equal by svod's definitions, and the device's
+    own division then only sees operands where it truncates like C."""
+    a, b = node.src
+    if not node.dtype.is_int or _guarded(a, b):
+        return None
+    safe = _safe_divisor(a, b)
+    return None if safe is None else UOp(Ops.IDIV, node.dtype, (a, safe))
+
+
+def _remainder_from_quotient(node: UOp) -> UOp | None:
+    """``a % b`` as ``a - (a // d) * d``, C's truncated remainder (its sign follows ``a``), with ``d`` the
+    safe divisor: 0 for a zero divisor and for ``MIN % -1``, as svod defines them. An unsigned ``a``, or a
+    signed one that cannot be negative, divided by a safe ``b`` keeps the device's ``%``."""
+    a, b = node.src
+    if not node.dtype.is_int:
+        return None
+    safe = _safe_divisor(a, b)
+    if safe is None and (a.dtype.kind == "uint" or (a.vmin >= 0 and b.vmin > 0)):
+        return None
+    divisor = b if safe is None else safe
+    return a - UOp(Ops.IDIV, node.dtype, (a, divisor)) * divisor
+
+
+TRUNCATING_DIVISION_BY_SAFE_DIVISORS = PatternMatcher([
+    (UPat(Ops.IDIV, name="node"), _divide_by_safe_divisor),
+    (UPat(Ops.MOD, name="node"), _remainder_from_quotient),
+])
+"""Integer ``//`` and ``%`` for a device whose division truncates like C's but whose zero divisors and
+``MIN / -1`` have no defined result, and whose ``%`` is only right for non-negative operands (GLSL's, as
+wgpu's OpenGL backend translates WGSL's). Every division left divides by a divisor that is never 0, nor -1
+under MIN; every remainder of a possibly negative operand is taken from the quotient."""
+
+
 _LN2_HIGH, _LN2_LOW = 0.693145751953125, 1.428606765330187e-06
 """ln 2 split so that ``n * _LN2_HIGH`` is exact in float32 for every ``|n| <= 256`` (its 16 significant
 bits leave room for n's 9), and the sum carries ln 2 to about 2**-40."""
@@ -122,4 +178,5 @@ EXP_BY_POLYNOMIAL = PatternMatcher([(UPat(Ops.EXP, name="node"), _exp_by_polynom
 """float32 ``exp`` computed inline for a CPU, so loops over it vectorise."""
 
 
-__all__ = ["ERF_FROM_EXP", "EXP_BY_POLYNOMIAL", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE"]
+__all__ = ["ERF_FROM_EXP", "EXP_BY_POLYNOMIAL", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE",
+           "TRUNCATING_DIVISION_BY_SAFE_DIVISORS"]

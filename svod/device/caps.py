@@ -83,6 +83,15 @@ class DeviceCaps:
     device does not promise it)."""
     max_buffers: int | None = None
     """How many buffers one kernel may take, where that is limited (WebGPU's storage bindings)."""
+    native_integer_division: bool = True
+    """Whether the device's own integer ``/`` and ``%`` already mean svod's for every operand (C's truncation,
+    a zero divisor dividing by one, ``MIN / -1`` wrapping). wgpu's OpenGL backend does not keep WGSL's: naga
+    writes them as GLSL's, which leaves division by zero undefined and ``%`` undefined for negative operands,
+    and Mesa computes that ``%`` as an unsigned remainder of the bits. Where false, the renderer divides by
+    divisors made safe and takes remainders from quotients (``TRUNCATING_DIVISION_BY_SAFE_DIVISORS``)."""
+    unheld_reasons: tuple[tuple[DType, str], ...] = ()
+    """Why the device cannot hold a dtype its backend otherwise holds, for each such dtype (a WebGPU adapter
+    without the ``shader-f16`` feature holds no float16): errors and ``svod devices`` say it."""
     max_loop_turns: int | None = None
     """How many times, in all, the loops of one work item may come round before the device stops them
     without a word, where it does: Mesa's llvmpipe (lavapipe's Vulkan, its OpenGL) counts every loop's turns

@@ -1,6 +1,10 @@
-"""WEBGPU:0 — WGSL on wgpu, here over Mesa's lavapipe (CI installs mesa-vulkan-drivers and the extra)."""
+"""Every WEBGPU adapter — WGSL on wgpu, here over Mesa's lavapipe (CI installs mesa-vulkan-drivers and the
+extra) and, where Mesa's OpenGL driver is installed too, wgpu's OpenGL backend over llvmpipe (``WEBGPU:1``; it
+is ``WEBGPU:0`` on a machine without a Vulkan driver)."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -9,12 +13,12 @@ import svod
 from svod import AxisKind, KernelBuilder, Ops, dtypes
 from svod.device import Device
 from svod.errors import GraphError, IndexOutOfBoundsError, LaunchError
-from tests.helpers import open_device, refuses
+from tests.helpers import open_device, refuses, webgpu_devices
 
 
-@pytest.fixture(scope="module")
-def gpu() -> Device:
-    return open_device("WEBGPU:0")
+@pytest.fixture(scope="module", params=webgpu_devices())
+def gpu(request: pytest.FixtureRequest) -> Device:
+    return open_device(request.param)
 
 
 def _saxpy():
@@ -79,6 +83,95 @@ def test_integer_division_shifts_and_casts_keep_svods_definitions(gpu):
     svod.run(k.build(), [*expected, a, b, f], device="PYTHON")
     for got, want in zip(results, expected, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+_INT32_EDGES = np.array([-2**31, -2**31 + 1, -1000, -7, -3, -1, 0, 1, 3, 7, 1000, 2**31 - 2, 2**31 - 1], np.int64)
+
+
+def _truncated(a: np.ndarray, b: np.ndarray, bits: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """svod's ``a // b`` and ``a % b`` from numpy's int64: C's truncation toward zero, ``x // 0 == x`` and
+    ``x % 0 == 0``, results wrapped to ``bits`` (``MIN // -1`` is MIN)."""
+    divisor = np.where(b == 0, 1, b)
+    quotient = np.sign(a) * np.sign(divisor) * (np.abs(a) // np.abs(divisor))
+    half = 1 << (bits - 1) if signed else 0
+    return tuple((x + half) % (1 << bits) - half for x in (quotient, a - quotient * divisor))  # type: ignore[return-value]
+
+
+def _divmod_kernel(dtype, n: int):
+    k = KernelBuilder(f"divmod_{dtype.name}")
+    q, r, a, b = (k.buffer(dtype, n) for _ in range(4))
+    i = k.range(n)
+    k.store(q[i], a[i] // b[i])
+    k.store(r[i], a[i] % b[i])
+    return k.build()
+
+
+def test_int32_division_and_remainder_truncate_for_every_sign_and_edge(gpu):
+    """Every pair of signs, zero divisors, MIN // -1 and the extremes: wgpu's OpenGL backend writes WGSL's
+    ``%`` as GLSL's, which Mesa computes as an unsigned remainder (7 % -3 gave 7), and its ``/`` by zero gave
+    0. svod divides there only by divisors made safe and takes remainders from quotients."""
+    a, b = (x.ravel() for x in np.meshgrid(_INT32_EDGES, _INT32_EDGES))
+    want_q, want_r = _truncated(a, b, 32, signed=True)
+    got = [np.zeros(a.size, np.int32), np.zeros(a.size, np.int32)]
+    svod.run(_divmod_kernel(dtypes.int32, a.size), [*got, a.astype(np.int32), b.astype(np.int32)], device=gpu)
+    reference = [np.zeros(a.size, np.int32), np.zeros(a.size, np.int32)]
+    svod.run(_divmod_kernel(dtypes.int32, a.size), [*reference, a.astype(np.int32), b.astype(np.int32)],
+             device="PYTHON")
+    np.testing.assert_array_equal(reference[0], want_q)
+    np.testing.assert_array_equal(reference[1], want_r)
+    np.testing.assert_array_equal(got[0], want_q)
+    np.testing.assert_array_equal(got[1], want_r)
+
+
+def test_uint32_division_by_zero_divides_by_one(gpu):
+    """Under wgpu's OpenGL backend an unsigned ``x / 0`` and ``x % 0`` gave 0xffffffff."""
+    values = np.array([0, 1, 7, 1000, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1], np.int64)
+    a, b = (x.ravel() for x in np.meshgrid(values, values))
+    want_q, want_r = _truncated(a, b, 32, signed=False)
+    got = [np.zeros(a.size, np.uint32), np.zeros(a.size, np.uint32)]
+    svod.run(_divmod_kernel(dtypes.uint32, a.size), [*got, a.astype(np.uint32), b.astype(np.uint32)], device=gpu)
+    np.testing.assert_array_equal(got[0], want_q)
+    np.testing.assert_array_equal(got[1], want_r)
+
+
+def test_division_by_constants_and_by_a_variable_keeps_svods_definitions(gpu):
+    """A constant divisor that is safe (3) still needs the remainder of a negative dividend taken from the
+    quotient; -1 and 0 as constants, and a variable that may be either, need the safe divisor."""
+    x = np.array([-2**31, -7, -3, -1, 0, 1, 5, 2**31 - 1], np.int32)
+    k = KernelBuilder("by_constants")
+    n = k.var("n", -4, 4, dtypes.int32)
+    outs = [k.buffer(dtypes.int32, x.size) for _ in range(8)]
+    xb = k.buffer(dtypes.int32, x.size)
+    i = k.range(x.size)
+    values = (xb[i] // 3, xb[i] % 3, xb[i] // -1, xb[i] % -1, xb[i] // 0, xb[i] % 0, xb[i] // n, xb[i] % n)
+    for out, value in zip(outs, values, strict=True):
+        k.store(out[i], value)
+    for divisor in (-1, 0, 3):
+        got = [np.zeros(x.size, np.int32) for _ in outs]
+        svod.run(k.build(), [*got, x], device=gpu, n=divisor)
+        want = [w for d in (3, -1, 0, divisor) for w in _truncated(x.astype(np.int64), np.full(x.size, d), 32, True)]
+        for position, (g, w) in enumerate(zip(got, want, strict=True)):
+            np.testing.assert_array_equal(g, w, err_msg=f"output {position}, n={divisor}")
+
+
+def test_float16_is_computed_or_refused_saying_why(gpu):
+    """An adapter without WebGPU's shader-f16 (wgpu's OpenGL one) holds no float16: a half kernel is refused
+    naming the missing feature, and ``svod devices`` says so; one with it sums halves exactly."""
+    k = KernelBuilder("half_sum")
+    out, x = k.buffer(dtypes.float16, 5), k.buffer(dtypes.float16, (5, 67))
+    r, c = k.range(5), k.range(67, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c))
+    x_np = np.random.default_rng(3).integers(-8, 9, (5, 67)).astype(np.float16)
+    out_np = np.zeros(5, np.float16)
+    if dtypes.float16 in gpu.caps.element_dtypes:
+        svod.run(k.build(), [out_np, x_np], device=gpu)
+        np.testing.assert_array_equal(out_np, x_np.sum(axis=1))
+        return
+    refusal = re.escape("cannot hold buffer 0 of float16 (the adapter lacks WebGPU's shader-f16 feature)")
+    with pytest.raises(GraphError, match=refusal) as raised:
+        svod.run(k.build(), [out_np, x_np], device=gpu)
+    assert (raised.value.kernel, raised.value.stage, raised.value.value) == ("half_sum", "render", "float16")
+    assert "no float16: the adapter lacks WebGPU's shader-f16 feature" in gpu.description
 
 
 def test_nan_is_seen_through_a_compiler_that_assumes_finite_floats(gpu):

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import svod
 from svod import KernelBuilder, Ops, dtypes
-from svod.codegen.decompositions import EXP_BY_POLYNOMIAL, FLOAT16_IN_FLOAT32
+from svod.codegen.decompositions import EXP_BY_POLYNOMIAL, FLOAT16_IN_FLOAT32, TRUNCATING_DIVISION_BY_SAFE_DIVISORS
+from svod.codegen.render.wgsl import WGSLRenderer
+from svod.device import DeviceCaps, WorkGroupLimits
 from svod.ir import UOp, graph_rewrite
+from svod.ir.alu import exec_alu, wrap_int
 from svod.ir.ops import ALU
 from tests.helpers import open_device
 
@@ -62,3 +67,68 @@ def test_exp_is_inline_arithmetic_on_the_cpu_pairs():
     out = graph_rewrite(UOp.sink(x.exp()), EXP_BY_POLYNOMIAL)
     assert not any(u.op is Ops.EXP for u in out.toposort())
     assert graph_rewrite(UOp.sink(x.cast(dtypes.float64).exp()), EXP_BY_POLYNOMIAL).src[0].op is Ops.EXP
+
+
+_EDGES = (-2**31, -2**31 + 1, -1000, -7, -3, -1, 0, 1, 3, 7, 1000, 2**31 - 2, 2**31 - 1)
+
+
+def _as_glsl_on_llvmpipe(root: UOp, env: dict[str, int]) -> int:
+    """``root`` evaluated as wgpu's OpenGL adapter computes it: a division by 0 (or MIN / -1) has no defined
+    result, so it fails here, and ``%`` is the unsigned remainder of the bits (llvmpipe's 7 % -3 == 7)."""
+    values: dict[UOp, int] = {}
+    for node in root.toposort():
+        args = [values[s] for s in node.src]
+        if node.op is Ops.IDIV:
+            assert args[1] != 0 and (args[0], args[1]) != (-2**31, -1), "a division GLSL leaves undefined"
+        if node.op is Ops.MOD:
+            values[node] = wrap_int((args[0] % 2**32) % (args[1] % 2**32), node.dtype)
+        elif node.op in (Ops.CONST, Ops.DEFINE_VAR):
+            values[node] = node.arg if node.op is Ops.CONST else env[node.arg[0]]
+        else:
+            values[node] = exec_alu(node.op, node.dtype, args)
+    return values[root]
+
+
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD])
+def test_integer_division_by_safe_divisors_keeps_svods_definitions_where_glsl_does_not(op):
+    a, b = UOp.define_var("a", -2**31, 2**31 - 1, dtypes.int32), UOp.define_var("b", -2**31, 2**31 - 1, dtypes.int32)
+    native = UOp(op, dtypes.int32, (a, b))
+    safe = graph_rewrite(native, TRUNCATING_DIVISION_BY_SAFE_DIVISORS)
+    assert Ops.MOD not in {u.op for u in safe.toposort()}
+    wrong = 0
+    for x, y in itertools.product(_EDGES, _EDGES):
+        want = exec_alu(op, dtypes.int32, [x, y])
+        assert _as_glsl_on_llvmpipe(safe, {"a": x, "b": y}) == want, (x, y)
+        if y != 0 and (x, y) != (-2**31, -1):
+            wrong += _as_glsl_on_llvmpipe(native, {"a": x, "b": y}) != want
+    assert wrong > 0 if op is Ops.MOD else wrong == 0  # the model: GLSL's / truncates, its % does not
+
+
+def test_a_division_proven_safe_is_left_to_the_device():
+    """A non-negative dividend over a positive divisor (index arithmetic) keeps the device's ``/`` and ``%``;
+    a negative one keeps its ``/`` but takes the remainder from the quotient."""
+    i, n = UOp.define_var("i", 0, 99, dtypes.int32), UOp.define_var("n", 1, 8, dtypes.int32)
+    root = UOp.sink(i // n, i % n, i // 3, i % 3)
+    assert graph_rewrite(root, TRUNCATING_DIVISION_BY_SAFE_DIVISORS) is root
+    signed = UOp.define_var("s", -99, 99, dtypes.int32)
+    rewritten = graph_rewrite(signed % 3, TRUNCATING_DIVISION_BY_SAFE_DIVISORS)
+    assert rewritten.op is Ops.SUB and [u.op for u in rewritten.toposort()].count(Ops.IDIV) == 1
+    assert not any(u.op is Ops.WHERE for u in rewritten.toposort())
+
+
+def _wgsl(native_integer_division: bool) -> WGSLRenderer:
+    return WGSLRenderer("WEBGPU:0", DeviceCaps(host_memory=False, overlaps_on_host=False,
+                                               work_groups=WorkGroupLimits(256, (256, 256, 64)),
+                                               native_integer_division=native_integer_division))
+
+
+def test_the_wgsl_for_an_opengl_adapter_has_no_remainder_and_a_cache_key_of_its_own():
+    k = KernelBuilder("divmod")
+    q, r, a, b = (k.buffer(dtypes.int32, 64) for _ in range(4))
+    i = k.range(64)
+    k.store(q[i], a[i] // b[i])
+    k.store(r[i], a[i] % b[i])
+    native, guarded = (_wgsl(flag).render(k.build()).src for flag in (True, False))
+    assert "%" in native and "%" not in guarded
+    assert "select(" in guarded and guarded.count("/") == native.count("/")  # one quotient serves both
+    assert _wgsl(True).cache_key != _wgsl(False).cache_key

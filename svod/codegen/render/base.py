@@ -60,7 +60,9 @@ def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) ->
         if u.op is Ops.PARAM or dtype != dtypes.bool:
             held = ", ".join(sorted(d.name for d in caps.element_dtypes))
             what = f"buffer {u.arg} of {dtype.name}" if u.op is Ops.PARAM else f"{dtype.name} values"
-            raise GraphError(f"{device} cannot hold {what}; its buffers and values are {held}", kernel=kernel,
+            reason = dict(caps.unheld_reasons).get(dtype)
+            why = "" if reason is None else f" ({reason})"
+            raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
                              stage="render", value=dtype.name)
 
 

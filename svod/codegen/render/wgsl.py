@@ -8,7 +8,9 @@
   refuses them before lowering). A buffer updated atomically is an ``array<atomic<T>>`` (floats as
   ``atomic<u32>`` updated by compare-exchange) and may only be accessed atomically in that kernel.
 - Integer ``/`` and ``%`` are WGSL's, which already mean what svod's do (a zero divisor divides by one,
-  ``MIN / -1`` wraps); shifts and float-to-integer conversions spell svod's definitions with ``select``.
+  ``MIN / -1`` wraps), except where wgpu translates them to GLSL's (its OpenGL backend): there they divide
+  by divisors made safe and take remainders from quotients (``DeviceCaps.native_integer_division``).
+  Shifts and float-to-integer conversions spell svod's definitions with ``select``.
 - WGSL has no NaN or infinity literal, and lets a shader compiler assume floats are finite: a NaN test
   is done on the bits, and a kernel's NaN and infinity constants are bit casts of a value the compiler
   cannot fold. Arithmetic on NaN, infinities and -0.0 is what the device's compiler makes of it.
@@ -21,7 +23,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from svod.codegen.decompositions import ERF_FROM_EXP, POWER_OF_NONNEGATIVE_BASE
+from svod.codegen.decompositions import (
+    ERF_FROM_EXP,
+    POWER_OF_NONNEGATIVE_BASE,
+    TRUNCATING_DIVISION_BY_SAFE_DIVISORS,
+)
 from svod.codegen.render.cstyle import GPURenderer, local_name, local_size
 from svod.device import parse_launch_index
 from svod.dtype import DType, dtypes
@@ -55,13 +61,17 @@ class WGSLRenderer(GPURenderer):
 
     @property
     def cache_key(self) -> str:
-        return f"{super().cache_key}-{self.limits.max_groups}"
+        guarded = "" if self.caps.native_integer_division else "-safediv"
+        return f"{super().cache_key}-{self.limits.max_groups}{guarded}"
 
     # ---- statement shapes --------------------------------------------------------------------------
 
     def decompositor(self) -> PatternMatcher | None:
         halves = super().decompositor()
-        return _MISSING_MATH if halves is None else halves + _MISSING_MATH
+        missing = _MISSING_MATH
+        if not self.caps.native_integer_division:
+            missing += TRUNCATING_DIVISION_BY_SAFE_DIVISORS
+        return missing if halves is None else halves + missing
 
     def hidden_loop_turns(self, u: UOp) -> int:
         return _COMPARE_EXCHANGE_TURNS if u.op is Ops.ATOMIC and u.src[1].dtype.is_float else 0
