@@ -164,6 +164,7 @@ class _Linearizer:
         """Where each emitted value was last placed; one still in scope is not emitted again."""
         self.volatile: dict[UOp, bool] = {}
         self.states: dict[UOp, frozenset[UOp]] = {}
+        """The written memory each value was read from (``state``)."""
         self.version: dict[UOp, UOp] = {}
         """The last effect emitted on each written buffer."""
         self.stale: set[UOp] = set()
@@ -423,7 +424,7 @@ class _Linearizer:
         self.version[memory] = emitted
         self.stale.update(u for u in self.emitted if u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory)
         for stale in [k for k in self.memo if memory in self.state(k[0])]:
-            del self.memo[stale]  # accesses of the memory just written, and values read from it, come again
+            del self.memo[stale]  # values read from the memory just written are computed again
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
