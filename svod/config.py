@@ -27,7 +27,9 @@ class Settings:
     cpu_compiler: str
     """The CPU device's primary compiler (``SVOD_CPU_COMPILER``): ``llvm`` (default) or ``clang``."""
     debug: bool
-    """``SVOD_DEBUG=1`` prints rendered source and timings."""
+    """``SVOD_DEBUG=1`` (any value but 0) prints rendered source and timings."""
+    debug_passes: bool
+    """``SVOD_DEBUG=passes`` also prints each lowering pass and the kernel after it."""
     cuda_arch: str
     """The architecture CUDA code is compiled for when no GPU says which (``SVOD_CUDA_ARCH``, sm_90)."""
     cache_memory: int = 512 << 20
@@ -48,6 +50,7 @@ class Settings:
             threads=_threads(env.get("SVOD_THREADS")),
             cpu_compiler=cpu_compiler,
             debug=env.get("SVOD_DEBUG", "0").strip() not in ("", "0"),
+            debug_passes=env.get("SVOD_DEBUG", "").strip().lower() == "passes",
             cuda_arch=env.get("SVOD_CUDA_ARCH", "sm_90").strip().lower(),
             cache_memory=_megabytes(env.get("SVOD_CACHE_MEMORY_MB")),
         )

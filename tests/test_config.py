@@ -25,6 +25,12 @@ def test_every_variable_is_read():
             config.cuda_arch) == (Path("/c"), False, 3, "clang", True, "sm_80")
 
 
+def test_debug_passes_is_its_own_setting():
+    assert Settings.from_env({"SVOD_DEBUG": "passes"}).debug_passes
+    assert not Settings.from_env({"SVOD_DEBUG": "1"}).debug_passes
+    assert not Settings.from_env({}).debug_passes
+
+
 @pytest.mark.parametrize(("name", "value"), [("SVOD_THREADS", "0"), ("SVOD_THREADS", "many"),
                                              ("SVOD_CPU_COMPILER", "icc")])
 def test_bad_values_are_errors(name, value):

@@ -13,8 +13,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from svod.codegen.render.cuda import CUDA_CAPS, CUDARenderer
+from svod.codegen.render.cuda import CUDARenderer
 from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
+from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 

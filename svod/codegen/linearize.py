@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from svod.codegen.ranges import live_ranges, nested
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -87,12 +88,6 @@ class _Block:
             self.cursor = None
 
 
-def range_order(r: UOp) -> tuple[int, int, str]:
-    """Loop nesting order: GLOBAL and LOOP ranges by axis, REDUCE ranges inside them."""
-    axis, kind = r.arg[0], r.arg[1]
-    return (int(kind is AxisKind.REDUCE), axis, r.key)
-
-
 class Scopes:
     """For every node, the ranges it depends on that no REDUCE between them has closed, in loop order;
     computed on first use, so nodes made while linearizing have theirs too."""
@@ -104,31 +99,13 @@ class Scopes:
     def __getitem__(self, node: UOp) -> tuple[UOp, ...]:
         ordered = self._ordered.get(node)
         if ordered is None:
-            ordered = self._ordered[node] = _nested(self.live(node))
+            ordered = self._ordered[node] = nested(self.live(node))
         return ordered
 
     def live(self, node: UOp) -> frozenset[UOp]:
         if node not in self._live:
-            for u in node.toposort():
-                if u not in self._live:
-                    ranges = frozenset().union(*(self._live[s] for s in u.src)) if u.src else frozenset()
-                    if u.op is Ops.RANGE:
-                        ranges |= {u}
-                    elif u.op is Ops.REDUCE:
-                        ranges -= set(u.src[1:])
-                    self._live[u] = ranges
+            live_ranges(node, self._live)
         return self._live[node]
-
-
-def _nested(ranges: frozenset[UOp]) -> tuple[UOp, ...]:
-    """``ranges`` outermost first: by ``range_order``, and a range whose end uses another inside it."""
-    pending = sorted(ranges, key=range_order)
-    placed: list[UOp] = []
-    while pending:
-        ready = next(r for r in pending if not any(o in r.src[0].toposort() for o in pending if o is not r))
-        placed.append(ready)
-        pending.remove(ready)
-    return tuple(placed)
 
 
 def _accesses(node: UOp) -> Iterator[tuple[UOp, UOp]]:
@@ -367,7 +344,7 @@ class _Linearizer:
                 for node in (reg, slot, init):
                     block.add(node)
                 registers.append((reg, init))
-            ranges = _nested(frozenset(first.src[1:]))
+            ranges = nested(frozenset(first.src[1:]))
             for r in ranges:
                 self.open_loop(r)
             inner = self.stack[-1]
@@ -449,7 +426,7 @@ class _Linearizer:
         """A BARRIER runs where every work item reaches it: outside every guard, and outside every loop but
         those over its sources (ranges whose ends are the same for every work item, which lowering gives
         it). Local memory is read again after it (other work items wrote it)."""
-        wanted = _nested(frozenset(r for r in barrier.src if r.op is Ops.RANGE))  # a loop of one step folds
+        wanted = nested(frozenset(r for r in barrier.src if r.op is Ops.RANGE))  # a loop of one step folds
         keep = 1
         while keep < len(self.stack) and keep - 1 < len(wanted) and self.stack[keep].key is wanted[keep - 1]:
             keep += 1

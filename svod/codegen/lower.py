@@ -1,36 +1,12 @@
-"""Lowering passes: rewrites of a kernel AST for a device, before the linearizer orders it.
-
-In pipeline order (``KernelRenderer.lower``), each with the one guarantee it gives:
-
-- ``validate`` (``svod.ir.validate``): the graph is well typed and well formed.
-- ``unbind`` (``svod.codegen.safety``): fixed variables are variables of the kernel, their values kept aside.
-- ``anchor_ranges``: each effect keeps the ranges it was written in, whatever simplification folds.
-- ``simplify``: index arithmetic folded, exactly (``svod.ir.symbolic``).
-- ``check_races``: no two parallel work items write one element or read one another writes.
-- ``guard_accesses``: every access is proven inside its buffer, gated by the condition that proves it, or
-  bounds-checked at run time.
-- ``decompose``: no op the renderer lacks remains (the renderer's decompositor).
-- ``upcast_reductions`` (CPU): a reduction computes several neighbouring outputs per pass.
-- ``split_for_threads`` (CPU) or ``to_gpu_indices`` (GPU): GLOBAL ranges become ``core_id`` chunks, or
-  launch dimensions; an effect that does not depend on a distributed range runs on the first worker only.
-  On a CPU, ``privatize_atomics`` then: each thread adds into a private copy of a small buffer of atomic
-  adds, and adds the copy into the buffer at the end.
-  On a GPU, ``share_reductions`` first: a reduction that does not depend on the innermost GLOBAL range is
-  computed once per work group, cooperatively in local memory between barriers. Where local memory is
-  storage of its own, ``tile_matmul`` before all: a matmul's operands staged in it block by block; where
-  it is not (a CPU's OpenCL or Vulkan), ``reduce_per_item`` instead of ``share_reductions``: each work
-  item computes its row's reductions once and loops over the row.
-
-Before all of them, ``split_reduction`` may turn a kernel that is one large reduction into two kernels
-(``KernelRenderer.stages``). After them, ``svod.codegen.linearize`` turns REDUCEs into accumulator loops
-and orders everything.
-"""
+"""Lowering passes: rewrites of a kernel AST for a device, before the linearizer orders it. Each says the
+one guarantee it gives; the order they run in, per target, is ``svod.codegen.pipeline``'s."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 
+from svod.codegen.ranges import live_ranges, range_order
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
@@ -38,7 +14,7 @@ from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitut
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import memory_of, written_memory
 
-__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "live_ranges", "privatize_atomics",
+__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "privatize_atomics",
            "reduce_per_item", "share_reductions", "split_for_threads", "split_reduction", "split_reductions",
            "tile_matmul", "to_gpu_indices", "upcast_reductions"]
 
@@ -49,31 +25,13 @@ def anchor_ranges(sink: UOp) -> UOp:
     but ``out[i] += min(j, -1)`` must still run once per ``j``: the ranges an effect runs over are decided
     by the kernel as written. Renderers read an effect's first two sources only."""
     live = live_ranges(sink)
-    effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=axis_order))) if e.op in EFFECTS and live[e] else e
+    effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=range_order))) if e.op in EFFECTS and live[e] else e
                for e in sink.src]
     return sink.replace(src=tuple(effects))
 
 
 def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
     return root if decompositor is None else graph_rewrite(root, decompositor, name="decompose")
-
-
-def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
-    """For every node below ``root``, the ranges it depends on that no REDUCE between them has closed."""
-    live: dict[UOp, frozenset[UOp]] = {}
-    for node in root.toposort():
-        ranges = frozenset().union(*(live[s] for s in node.src)) if node.src else frozenset()
-        if node.op is Ops.RANGE:
-            ranges |= {node}
-        elif node.op is Ops.REDUCE:
-            ranges -= set(node.src[1:])
-        live[node] = ranges
-    return live
-
-
-def axis_order(r: UOp) -> tuple[int, int, str]:
-    """Nesting order of ranges: by axis, REDUCE ranges innermost; the key breaks ties deterministically."""
-    return (int(r.arg[1] is AxisKind.REDUCE), r.arg[0], r.key)
 
 
 def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
@@ -123,7 +81,7 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     effect that does not use the split range runs on worker 0 only.
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
-    global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=axis_order)
+    global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
     if threads <= 1 or not global_ranges:
         return sink
     work = 1
@@ -298,7 +256,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool) -> UO
     only on the first work item along a dimension it does not use.
     """
     topo = sink.toposort()
-    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
     dims = list(reversed(globals_[-3:]))
     if not dims:
         return sink
@@ -422,7 +380,7 @@ def _row_reductions(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
     when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
     memory the kernel writes (computed ahead of the effects, it would not see their stores)."""
     topo = sink.toposort()
-    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=axis_order)
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
     if not globals_ or len(globals_) > 3:
         return None
     column, rows = globals_[-1], globals_[:-1]
@@ -496,7 +454,7 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
     store = stores[0]
     target, value = store.src[0], store.src[1]
     live = live_ranges(sink)
-    globals_ = sorted(live[store], key=axis_order)
+    globals_ = sorted(live[store], key=range_order)
     if len(target.src) != 2 or value.op is not Ops.REDUCE or value.arg is not Ops.ADD or len(value.src) != 2 \
             or len(globals_) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in globals_) \
             or any(u.op is Ops.LOAD for u in target.src[1].toposort()):
@@ -671,7 +629,7 @@ def _reduction_loads(store: UOp) -> list[UOp]:
 def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None) -> list[UOp]:
     """Output ranges of ``store`` with a constant end, innermost first."""
     return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and r.src[0].op is Ops.CONST
-                   and r is not exclude), key=axis_order, reverse=True)
+                   and r is not exclude), key=range_order, reverse=True)
 
 
 def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]]) -> tuple[UOp, int] | None:

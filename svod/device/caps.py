@@ -102,3 +102,9 @@ class DeviceCaps:
     def launch_variables(self) -> tuple[str, ...]:
         """Variables the runtime supplies per launch (never a caller)."""
         return (CORE_ID,) if self.threads > 1 else ()
+
+
+CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
+                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False)
+"""What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
+cuda_fp16.h); what CUDA code is rendered for where no GPU says more."""

@@ -26,7 +26,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from svod.codegen.lower import describe
+from svod.codegen import describe
 from svod.config import Settings, settings
 from svod.device import CORE_ID, CompiledSpec, Device, KernelMetadata, Program, ProgramSpec, derive_metadata
 from svod.device.launch import ConcreteLaunchDims

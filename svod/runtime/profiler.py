@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from svod.codegen.lower import live_ranges
+from svod.codegen import live_ranges
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import SvodError

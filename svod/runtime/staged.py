@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.codegen.linearize import status_slots
+from svod.codegen import status_slots
 from svod.device import Allocator, Program, ProgramBase, ProgramSpec
 from svod.device.launch import ConcreteLaunchDims, evaluate
 from svod.device.spec import LaunchSize

@@ -1,36 +1,29 @@
-"""``KernelRenderer``: the shared half of every renderer. It lowers an AST for its device, linearizes
-it, and hands the instruction list to the language-specific ``render_linear``.
+"""``KernelRenderer``: the shared half of every renderer. It lowers an AST for its device (the passes of
+``svod.codegen.pipeline``), linearizes it, and hands the instruction list to the language-specific
+``render_linear``.
 
 ::
 
-    ast ──lower()──> lowered SINK ──linearize()──> LINEAR ──render_linear()──> source ──> ProgramSpec
+    ast ──pipeline.lower()──> lowered SINK ──linearize()──> LINEAR ──render_linear()──> source ──> ProgramSpec
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TextIO
 
+from svod.codegen import pipeline
 from svod.codegen.linearize import linearize
-from svod.codegen.lower import (
-    anchor_ranges,
-    decompose,
-    privatize_atomics,
-    speculate_gated_loads,
-    split_for_threads,
-    split_reduction,
-    tile_for_cpu,
-)
-from svod.codegen.safety import check_races, guard_accesses, unbind
+from svod.config import settings
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
 from svod.device.launch import most
-from svod.dtype import DeviceSpec, PtrDType, dtypes
+from svod.dtype import DeviceSpec
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
-from svod.ir.uop import pointee
-from svod.ir.validate import kernel_label, validate
+from svod.ir.validate import kernel_label
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 
@@ -42,38 +35,9 @@ def kernel_name(ast: UOp, name: str | None) -> str:
     return ident if ident[0].isalpha() else "k_" + ident
 
 
-def _keep_params(lowered: UOp, ast: UOp) -> UOp:
-    """Every buffer of the AST stays an argument, even one that simplification made unused, so a kernel
-    takes the buffers its author declared, in slot order."""
-    kept = {u.arg for u in lowered.toposort() if u.op is Ops.PARAM}
-    lost = sorted((u for u in ast.toposort() if u.op is Ops.PARAM and u.arg not in kept), key=lambda u: u.arg)
-    return lowered.replace(src=(*lowered.src, *lost)) if lost else lowered
-
-
-def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) -> None:
-    """Refuse a kernel with a buffer the device cannot hold, or a value it cannot compute
-    (``caps.element_dtypes``; bools and indices are always computed)."""
-    for u in ast.toposort():
-        dtype = pointee(u) if u.op is Ops.PARAM else u.dtype
-        if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index):
-            continue
-        if u.op is Ops.PARAM or dtype != dtypes.bool:
-            held = ", ".join(sorted(d.name for d in caps.element_dtypes))
-            what = f"buffer {u.arg} of {dtype.name}" if u.op is Ops.PARAM else f"{dtype.name} values"
-            reason = dict(caps.unheld_reasons).get(dtype)
-            why = "" if reason is None else f" ({reason})"
-            raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
-                             stage="render", value=dtype.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Lowered:
-    """A kernel lowered for a device: the rewritten SINK, the status buffer its checked accesses report to
-    (if any), and the values of the variables it fixes."""
-
-    sink: UOp
-    status: UOp | None
-    fixed: tuple[tuple[str, int], ...]
+def _trace() -> TextIO | None:
+    """Where the lowering passes report (``SVOD_DEBUG=passes``), if anywhere."""
+    return sys.stderr if settings.debug_passes else None
 
 
 def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
@@ -108,11 +72,7 @@ def loop_turns(linear: tuple[UOp, ...], hidden: Callable[[UOp], int]) -> UOp:
 
 class KernelRenderer(ABC):
     """Renders kernels for one device, as its capabilities allow: ``caps.threads`` > 1 splits CPU kernels
-    across ``core_id`` workers, ``caps.work_groups`` shapes GPU launches."""
-
-    splits_reductions: bool = False
-    """Whether a kernel that is one large reduction runs as two stages (``split_reduction``) where the
-    device has parallelism to spread the first over."""
+    across ``core_id`` workers, ``caps.work_groups`` shapes GPU launches (``pipeline.passes``)."""
 
     def __init__(self, device: DeviceSpec | str, caps: DeviceCaps | None = None) -> None:
         self.device = DeviceSpec.parse(device)
@@ -167,42 +127,20 @@ class KernelRenderer(ABC):
                              kernel=kernel, stage="render", value=least)
         return turns
 
-    def stages(self, ast: UOp) -> tuple[UOp, ...]:
-        """The kernels ``ast`` runs as, in order: itself, or the stages of a split reduction. Stages take
-        the kernel's buffers and, after them, one scratch buffer (the last PARAM of the first stage)."""
-        split = split_reduction(ast) if self.splits_reductions and self.parallel else None
-        return (ast,) if split is None else split
-
     @property
-    def parallel(self) -> bool:
-        """Whether the device runs a kernel's work on more than one thread or work item."""
-        return self.threads > 1
+    def target(self) -> pipeline.Target:
+        """What the lowering passes need to know of this renderer's device."""
+        return pipeline.Target(self.device, self.caps, self.decompositor(), self.loops_fit)
 
-    def parallelize(self, sink: UOp) -> UOp:
-        """Shape the kernel's work for the device; by default for a CPU: tiles for its vector registers
-        (``tile_for_cpu``), then its GLOBAL ranges spread over threads, each adding into a private copy of a
-        small buffer of atomic adds, and gated loads made branch-free where that is safe."""
-        tiled = tile_for_cpu(sink, self.caps.vector_registers)
-        return speculate_gated_loads(privatize_atomics(split_for_threads(tiled, self.threads)))
-
-    def lower(self, ast: UOp) -> Lowered:
-        """The lowering passes of ``svod.codegen.lower``, in order."""
-        validate(ast)
-        kernel = kernel_label(ast)
-        check_dtypes(ast, self.caps, self.device, kernel)
-        sink, fixed = unbind(ast, kernel)
-        sink = simplify(anchor_ranges(sink))
-        check_races(sink, kernel)
-        sink, status = guard_accesses(sink, kernel, self.caps.index_bits)
-        sink = decompose(sink, self.decompositor())
-        sink = _keep_params(simplify(self.parallelize(sink)), ast)
-        return Lowered(sink, status, tuple(sorted(fixed.items())))
+    def stages(self, ast: UOp) -> tuple[UOp, ...]:
+        """The kernels ``ast`` runs as, in order (``pipeline.stages``)."""
+        return pipeline.stages(ast, self.target, _trace())
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
         """The PROGRAM of ``ast`` built stage by stage: SINK (lowered), DEVICE, LINEAR, SOURCE."""
         name = kernel_name(ast, name)
         try:
-            lowered = self.lower(ast)
+            lowered = pipeline.lower(ast, self.target, _trace())
             linear = linearize(lowered.sink, lowered.status, self.decompositor())
             entry = entry_symbol(name, lowered.sink)
             turns = self.checked_loop_turns(linear, kernel_label(ast))

@@ -10,7 +10,6 @@ class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
     reduction_pragma = "#pragma omp simd reduction({op}:{register})"
-    splits_reductions = True
 
     def declare_local(self, dtype: DType, name: str, size: int) -> str:
         """A thread's private copy of a buffer (``privatize_atomics``): an array on its stack."""

@@ -20,14 +20,6 @@ import numpy as np
 
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
-from svod.codegen.lower import (
-    reduce_per_item,
-    share_reductions,
-    split_reductions,
-    tile_matmul,
-    to_gpu_indices,
-    upcast_reductions,
-)
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
@@ -536,12 +528,8 @@ def _unsigned_of(dtype: DType) -> DType:
 
 
 class GPURenderer(CStyleRenderer):
-    """What OpenCL and CUDA share: work items instead of CPU threads, a launch shape within the device's
-    work-group limits, and large reductions split into two stages."""
-
-    splits_reductions = True
-    direct_index: ClassVar[bool] = False
-    """Whether 1-D elementwise kernels may leave the work-group size to the runtime (``idx0``)."""
+    """What OpenCL, CUDA and WGSL share: work items instead of CPU threads, within the device's work-group
+    limits (which the pipeline's GPU passes shape launches for)."""
 
     def __init__(self, device: DeviceSpec | str, caps: DeviceCaps) -> None:
         if caps.work_groups is None:
@@ -554,31 +542,6 @@ class GPURenderer(CStyleRenderer):
     def cache_key(self) -> str:
         return (f"{type(self).__name__}-{self.limits.max_work_group_size}-{self.limits.max_item_sizes}"
                 f"-local{self.caps.local_memory}{'-dedicated' if self.caps.dedicated_local_memory else ''}")
-
-    @property
-    def parallel(self) -> bool:
-        return True
-
-    def parallelize(self, sink: UOp) -> UOp:
-        """A matmul's operands staged in local memory where that is storage of its own (``tile_matmul``);
-        else several outputs of a reduction per work item (``upcast_reductions``) and, where that applies,
-        a row's reductions shared by a work group (``share_reductions``), or computed once by each work
-        item where local memory is ordinary memory (``reduce_per_item``) and the device lets one work item's
-        loops come round that often; each GLOBAL range left a launch dimension, its reductions split into
-        partials that share a loop where that keeps a work item's loops within the device's limit."""
-        dedicated = self.caps.dedicated_local_memory
-        staged = tile_matmul(sink, self.limits, self.caps.local_memory) if dedicated else None
-        if staged is not None:
-            return staged
-        sink = upcast_reductions(sink)
-        per_item = None if dedicated else reduce_per_item(sink, self.limits)
-        if per_item is not None and self.loops_fit(per_item):
-            return per_item
-        shared = share_reductions(sink, self.limits, self.caps.local_memory)
-        if shared is not None:
-            return shared
-        flat = to_gpu_indices(sink, self.limits, direct_index=self.direct_index)
-        return flat if self.loops_fit(flat) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
 __all__ = ["CHECKED", "CStyleRenderer", "GPURenderer", "local_name", "local_size"]

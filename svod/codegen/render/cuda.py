@@ -9,14 +9,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from svod.codegen.render.cstyle import GPURenderer
-from svod.device import DeviceCaps, WorkGroupLimits
+from svod.device import DeviceCaps
+from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec, DType
 from svod.ir import Ops, UOp
-
-CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
-                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False)
-"""What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
-cuda_fp16.h)."""
 
 _AXES = "xyz"
 _BITCAST_HELPER = ("template <class T, class F> __device__ inline T svod_bitcast(F v) "

@@ -62,7 +62,6 @@ def llvm_literal(value: bool | int | float, dtype: DType) -> str:
 class LLVMRenderer(KernelRenderer):
     """Renders LLVM IR text; ``cpu`` and ``features`` become function attributes for the optimiser."""
 
-    splits_reductions = True
 
     int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
                                             Ops.OR: "or", Ops.XOR: "xor"}

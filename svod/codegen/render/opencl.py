@@ -34,8 +34,6 @@ class OpenCLRenderer(GPURenderer):
     helper_qualifier: ClassVar[str] = "inline"
     signbit: ClassVar[str] = "signbit"
 
-    direct_index: ClassVar[bool] = False
-
     @property
     def fp16(self) -> bool:
         return self.caps.native_float16

@@ -1,0 +1,306 @@
+"""The lowering pipeline: the ordered, named passes that take a kernel AST to the SINK the linearizer
+orders, chosen for a target from its ``DeviceCaps``. This module is the one place the order lives.
+
+::
+
+    ast ─> stages (split_reduction) ─> for each stage:
+           validate ─ check_dtypes ─ unbind ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
+           ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK ─> linearize
+
+    CPU: tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
+    GPU: one of
+         tile_matmul                                (local memory is storage of its own)
+         upcast_reductions, then one of
+             reduce_per_item                        (local memory is ordinary memory, the loops fit)
+             share_reductions
+             to_gpu_indices ─ split_reductions      (the split only where a work item's loops do not fit)
+
+A pass returns the kernel it made, or None where it does not apply (the kernel goes on unchanged); a check
+refuses a kernel or lets it through unchanged; in a ``FirstOf``, the first alternative that applies is
+taken. ``SVOD_DEBUG=passes`` prints each pass that
+ran and the kernel after it. What each pass guarantees is said where it is defined
+(``svod.codegen.lower``, ``svod.codegen.safety``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from svod.codegen.lower import (
+    anchor_ranges,
+    decompose,
+    privatize_atomics,
+    reduce_per_item,
+    share_reductions,
+    speculate_gated_loads,
+    split_for_threads,
+    split_reduction,
+    split_reductions,
+    tile_for_cpu,
+    tile_matmul,
+    to_gpu_indices,
+    upcast_reductions,
+)
+from svod.codegen.safety import check_races, guard_accesses, unbind
+from svod.device import DeviceCaps, WorkGroupLimits
+from svod.dtype import DeviceSpec, PtrDType, dtypes
+from svod.errors import GraphError
+from svod.ir import Ops, PatternMatcher, UOp, simplify
+from svod.ir.uop import pointee
+from svod.ir.validate import kernel_label, validate
+
+
+@dataclass(frozen=True)
+class Target:
+    """What lowering needs to know of a device: its capabilities, the ops its renderer lacks, and whether a
+    work item's loops of a (mid-lowering) kernel surely stay within the device's loop limit."""
+
+    device: DeviceSpec
+    caps: DeviceCaps
+    decompositor: PatternMatcher | None
+    loops_fit: Callable[[UOp], bool]
+
+    @property
+    def gpu(self) -> bool:
+        return self.caps.work_groups is not None
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the device runs a kernel's work on more than one thread or work item."""
+        return self.gpu or self.caps.threads > 1
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """A kernel on its way down: the AST as given, its name for errors, the SINK so far, the status buffer
+    its checked accesses report to (if any), and the values of the variables it fixes."""
+
+    ast: UOp
+    kernel: str
+    sink: UOp
+    status: UOp | None = None
+    fixed: tuple[tuple[str, int], ...] = ()
+
+    def but(self, **changes: object) -> Lowering:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+Apply = Callable[[Lowering, Target], Lowering | None]
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    apply: Apply
+
+
+@dataclass(frozen=True)
+class Check:
+    """A pass that refuses a kernel it cannot let through (a ``GraphError``) and changes nothing."""
+
+    name: str
+    check: Callable[[Lowering, Target], None]
+
+
+@dataclass(frozen=True)
+class FirstOf:
+    """The first of ``alternatives`` that applies (a pass that returns a kernel, or a sequence whose first
+    pass does); the kernel goes on unchanged when none does."""
+
+    name: str
+    alternatives: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Then:
+    """``steps`` in order, as one alternative of a ``FirstOf``: it applies when its first step does."""
+
+    name: str
+    steps: tuple[Step, ...]
+
+
+Step = Pass | Check | FirstOf | Then
+
+
+# ---- the passes, as the pipeline calls them ----------------------------------------------------------------
+
+def _rewrite(rewrite: Callable[[UOp, Target], UOp | None]) -> Apply:
+    def apply(state: Lowering, target: Target) -> Lowering | None:
+        sink = rewrite(state.sink, target)
+        return None if sink is None else state.but(sink=sink)
+    return apply
+
+
+def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) -> None:
+    """Refuse a kernel with a buffer the device cannot hold, or a value it cannot compute
+    (``caps.element_dtypes``; bools and indices are always computed)."""
+    for u in ast.toposort():
+        dtype = pointee(u) if u.op is Ops.PARAM else u.dtype
+        if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index):
+            continue
+        if u.op is Ops.PARAM or dtype != dtypes.bool:
+            held = ", ".join(sorted(d.name for d in caps.element_dtypes))
+            what = f"buffer {u.arg} of {dtype.name}" if u.op is Ops.PARAM else f"{dtype.name} values"
+            reason = dict(caps.unheld_reasons).get(dtype)
+            why = "" if reason is None else f" ({reason})"
+            raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
+                             stage="render", value=dtype.name)
+
+
+def _unbind(state: Lowering, target: Target) -> Lowering:
+    sink, fixed = unbind(state.sink, state.kernel)
+    return state.but(sink=sink, fixed=tuple(sorted(fixed.items())))
+
+
+def _guard_accesses(state: Lowering, target: Target) -> Lowering:
+    sink, status = guard_accesses(state.sink, state.kernel, target.caps.index_bits)
+    return state.but(sink=sink, status=status)
+
+
+def _keep_params(state: Lowering, target: Target) -> Lowering:
+    """Every buffer of the AST stays an argument, even one that simplification made unused, so a kernel
+    takes the buffers its author declared, in slot order."""
+    kept = {u.arg for u in state.sink.toposort() if u.op is Ops.PARAM}
+    lost = sorted((u for u in state.ast.toposort() if u.op is Ops.PARAM and u.arg not in kept), key=lambda u: u.arg)
+    return state.but(sink=state.sink.replace(src=(*state.sink.src, *lost))) if lost else state
+
+
+def _limits(target: Target) -> WorkGroupLimits:
+    if target.caps.work_groups is None:
+        raise GraphError("a GPU pass needs the device's work-group limits", stage="lower", value=str(target.device))
+    return target.caps.work_groups
+
+
+def _per_item(sink: UOp, target: Target) -> UOp | None:
+    if target.caps.dedicated_local_memory:
+        return None
+    lowered = reduce_per_item(sink, _limits(target))
+    return lowered if lowered is not None and target.loops_fit(lowered) else None
+
+
+def _launch(sink: UOp, target: Target) -> UOp:
+    flat = to_gpu_indices(sink, _limits(target), direct_index=False)
+    return flat if target.loops_fit(flat) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
+
+
+FRONT: tuple[Step, ...] = (
+    Check("validate", lambda s, t: validate(s.ast)),
+    Check("check_dtypes", lambda s, t: check_dtypes(s.ast, t.caps, t.device, s.kernel)),
+    Pass("unbind", _unbind),
+    Pass("anchor_ranges", _rewrite(lambda sink, t: anchor_ranges(sink))),
+    Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),
+    Check("check_races", lambda s, t: check_races(s.sink, s.kernel)),
+    Pass("guard_accesses", _guard_accesses),
+    Pass("decompose", _rewrite(lambda sink, t: decompose(sink, t.decompositor))),
+)
+"""What every target does first: refuse what it cannot run, and prove or guard every access."""
+
+CPU: tuple[Step, ...] = (
+    Pass("tile_for_cpu", _rewrite(lambda sink, t: tile_for_cpu(sink, t.caps.vector_registers))),
+    Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
+    Pass("privatize_atomics", _rewrite(lambda sink, t: privatize_atomics(sink))),
+    Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
+)
+"""A CPU: tiles for its vector registers, GLOBAL ranges spread over threads, each adding into a private
+copy of a small buffer of atomic adds, and gated loads made branch-free where that is safe."""
+
+GPU: tuple[Step, ...] = (
+    FirstOf("work_groups", (
+        Pass("tile_matmul", _rewrite(lambda sink, t: tile_matmul(sink, _limits(t), t.caps.local_memory)
+                                     if t.caps.dedicated_local_memory else None)),
+        Then("upcast", (
+            Pass("upcast_reductions", _rewrite(lambda sink, t: upcast_reductions(sink))),
+            FirstOf("launch", (
+                Pass("reduce_per_item", _rewrite(_per_item)),
+                Pass("share_reductions", _rewrite(lambda sink, t: share_reductions(sink, _limits(t),
+                                                                                    t.caps.local_memory))),
+                Pass("to_gpu_indices", _rewrite(_launch)),
+            )),
+        )),
+    )),
+)
+"""A GPU: a matmul's operands staged in local memory where that is storage of its own; else several
+outputs of a reduction per work item and, where that applies, a row's reductions shared by a work group,
+or computed once by each work item where local memory is ordinary memory and the device lets one work
+item's loops come round that often; each GLOBAL range left a launch dimension, its reductions split into
+partials that share a loop where that keeps a work item's loops within the device's limit."""
+
+BACK: tuple[Step, ...] = (
+    Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),
+    Pass("keep_params", _keep_params),
+)
+
+
+def passes(target: Target) -> tuple[Step, ...]:
+    """The passes that lower a kernel for ``target``, in order."""
+    return (*FRONT, *(GPU if target.gpu else CPU), *BACK)
+
+
+# ---- running them --------------------------------------------------------------------------------------------
+
+def stages(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, ...]:
+    """The kernels ``ast`` runs as, in order: itself, or the two stages of a split reduction where the device
+    has parallelism to spread the first over. Stages take the kernel's buffers and, after them, one scratch
+    buffer (the last PARAM of the first stage)."""
+    split = split_reduction(ast) if target.parallel else None
+    if trace is not None:
+        _report(trace, "split_reduction", f"{kernel_label(ast)} for {target.device}", split)
+    return (ast,) if split is None else split
+
+
+def lower(ast: UOp, target: Target, trace: TextIO | None = None) -> Lowering:
+    """``ast`` through ``passes(target)``; ``trace`` receives each pass's name and the kernel after it."""
+    state = Lowering(ast, kernel_label(ast), ast)
+    for step in passes(target):
+        state = _run(step, state, target, trace) or state
+    return state
+
+
+def _run(step: Step, state: Lowering, target: Target, trace: TextIO | None) -> Lowering | None:
+    if isinstance(step, Pass):
+        after = step.apply(state, target)
+        if trace is not None:
+            _report(trace, step.name, f"{state.kernel} for {target.device}", None if after is None else (after.sink,))
+        return after
+    if isinstance(step, Check):
+        step.check(state, target)
+        if trace is not None:
+            print(f"svod: pass {step.name} on {state.kernel} for {target.device}: passed", file=trace)
+        return state
+    if isinstance(step, FirstOf):
+        for alternative in step.alternatives:
+            after = _run(alternative, state, target, trace)
+            if after is not None:
+                return after
+        return None
+    first = _run(step.steps[0], state, target, trace)
+    if first is None:
+        return None
+    for later in step.steps[1:]:
+        first = _run(later, first, target, trace) or first
+    return first
+
+
+def _report(trace: TextIO, name: str, kernel: str, kernels: tuple[UOp, ...] | None) -> None:
+    """A pass's line in the trace: its name, and the kernels it made, or that it does not apply."""
+    if kernels is None:
+        print(f"svod: pass {name} on {kernel}: does not apply", file=trace)
+        return
+    print(f"svod: pass {name} on {kernel}", file=trace)
+    for sink in kernels:
+        print(listing(sink), file=trace)
+
+
+def listing(sink: UOp) -> str:
+    """The kernel one node a line, sources before users: ``%n = OP dtype [sources] arg``."""
+    topo = sink.toposort()
+    position = {u: i for i, u in enumerate(topo)}
+    return "\n".join(f"  %{i} = {u.op.name} {u.dtype!r} [{', '.join(f'%{position[s]}' for s in u.src)}]"
+                     f"{'' if u.arg is None else f' {u.arg!r}'}" for i, u in enumerate(topo))
+
+
+__all__ = ["BACK", "CPU", "FRONT", "GPU", "Check", "FirstOf", "Lowering", "Pass", "Then", "Target", "check_dtypes",
+           "listing", "lower", "passes", "stages"]
