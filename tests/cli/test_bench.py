@@ -1,15 +1,17 @@
 """``svod bench`` runs the benchmarks beside the package, and where there are none says how to get them."""
 
+import json
 import sys
 import types
 from pathlib import Path
 
 import pytest
 
-import benchmarks
+import benchmarks.harness
 import svod
 from svod.cli import bench, main
 from svod.errors import SvodError
+from svod.frontend import kernels
 
 
 def test_bench_runs_the_benchmarks_beside_the_package():
@@ -20,6 +22,18 @@ def test_bench_runs_the_benchmarks_beside_the_package():
 def test_the_command_reaches_the_harness(capsys):
     assert main(["bench", "--device", "PYTHON"]) == 2  # the harness refuses the reference device
     assert "too slow to benchmark" in capsys.readouterr().err
+
+
+def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, capsys):
+    """End to end, on a suite of two small kernels: the table on stdout, and the JSON file."""
+    monkeypatch.setattr(benchmarks.harness, "suite", lambda quick: [kernels.softmax(5, 7), kernels.histogram(100, 7)])
+    path = tmp_path / "out.json"
+    assert main(["bench", "--quick", "--suite", "kernels", "--json", str(path)]) == 0
+    document = json.loads(path.read_text())
+    assert set(document["metrics"]) == {"kernel.softmax_ms", "kernel.histogram_ms"}
+    assert document["machine"]["svod"] == svod.__version__
+    out = capsys.readouterr().out
+    assert "svod bench on CPU (" in out and "kernel.histogram_ms" in out
 
 
 def test_without_benchmarks_the_command_says_how_to_get_them(tmp_path, monkeypatch, capsys):
