@@ -77,7 +77,7 @@ def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
     """One ``kernel.<name>_ms`` metric per suite kernel: the median of each contestant's samples (seconds)
     in milliseconds, None for a contestant without samples, and why each peer without a figure has none."""
     def milliseconds(contestant: str, k: int) -> float | None:
-        kept = samples.get(contestant, [[] for _ in names])[k]
+        kept = samples[contestant][k]
         return statistics.median(kept) * 1e3 if kept else None
 
     return [Metric(f"kernel.{name}_ms", "ms", "lower", milliseconds("svod", k), note=name,
