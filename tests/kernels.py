@@ -8,8 +8,19 @@ from collections.abc import Callable
 import numpy as np
 
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
+from svod.frontend import kernels
 
 Reference = Callable[..., np.ndarray]
+
+SMALL_WORKLOADS: dict[str, Callable[[], kernels.Workload]] = {
+    "saxpy": lambda: kernels.saxpy(1001), "row_sum": lambda: kernels.row_sum(7, 33),
+    "softmax": lambda: kernels.softmax(5, 7), "layernorm": lambda: kernels.layernorm(3, 33),
+    "conv2d": lambda: kernels.conv2d(2, 5), "gather": lambda: kernels.gather(9, 11),
+    "histogram": lambda: kernels.histogram(100, 7), "cumsum": lambda: kernels.cumsum(3, 17),
+    "transpose": lambda: kernels.transpose(13), "matmul": lambda: kernels.matmul(17),
+    "attention": lambda: kernels.attention(13, 5),
+}
+"""svod's kernel collection at small and odd sizes."""
 
 
 def qk_v(s: int = 8, d: int = 4) -> UOp:

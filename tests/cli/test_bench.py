@@ -1,70 +1,63 @@
+"""``svod bench`` runs the benchmarks beside the package, and where there are none says how to get them."""
+
 import json
+import sys
+import types
+from pathlib import Path
 
 import pytest
 
-from svod.cli import main
-from svod.cli.bench import Metric, report, run_bench, sample_seconds, to_json
+import benchmarks.harness
+import svod
+from svod.cli import bench, main
 from svod.errors import SvodError
-
-REQUIRED = ["compile_cold_ms.llvm", "cache_hit_memory_us", "cache_hit_disk_ms", "replay_us_per_kernel.1",
-            "replay_us_per_kernel.32", "triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops",
-            "thread_speedup", "host_parallel_speedup", "membw_copy_gbps", "gather_gbps", "gather_guard_cost",
-            "direct_call_us.buffers", "direct_call_us.numpy", "import_ms", "first_kernel_ms",
-            *(f"kernel.{name}_ms" for name in ("softmax", "layernorm", "conv2d", "gather", "histogram", "cumsum",
-                                                "transpose", "attention", "matmul1024"))]
+from svod.frontend import kernels
 
 
-def _validate(document: dict) -> None:
-    assert set(document) == {"machine", "metrics"}
-    assert isinstance(document["machine"], dict) and document["machine"]["cores"] >= 1
-    for name, metric in document["metrics"].items():
-        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
-        assert isinstance(metric["unit"], str) and metric["better"] in ("higher", "lower")
-        for peer in ("svod", "numpy", "numba", "tinygrad"):
-            assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
-        if name.startswith("kernel."):  # every peer of the suite has a figure, or the reason it has none
-            for peer in ("numpy", "numba", "tinygrad"):
-                assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
-    for name in REQUIRED:
-        assert name in document["metrics"], name
+def test_bench_runs_the_benchmarks_beside_the_package():
+    assert Path(svod.__file__).resolve().parents[1] / "benchmarks" == bench.BENCHMARKS
+    assert bench.load_benchmarks(bench.BENCHMARKS) is benchmarks  # the one the tests import, not a second copy
 
 
-def test_quick_bench_writes_schema_valid_json(tmp_path, capsys):
+def test_the_command_reaches_the_harness(capsys):
+    assert main(["bench", "--device", "PYTHON"]) == 2  # the harness refuses the reference device
+    assert "too slow to benchmark" in capsys.readouterr().err
+
+
+def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, capsys):
+    """End to end, on a suite of two small kernels: the table on stdout, and the JSON file."""
+    monkeypatch.setattr(benchmarks.harness, "suite", lambda quick: [kernels.softmax(5, 7), kernels.histogram(100, 7)])
     path = tmp_path / "out.json"
-    assert main(["bench", "--quick", "--json", str(path)]) == 0
+    assert main(["bench", "--quick", "--suite", "kernels", "--json", str(path)]) == 0
     document = json.loads(path.read_text())
-    _validate(document)
-    metrics = document["metrics"]
-    assert metrics["triad_gbps"]["svod"] is not None and metrics["triad_gbps"]["numpy"] is not None
-    assert metrics["membw_copy_gbps"]["numpy"] is not None
-    assert "triad_gbps" in capsys.readouterr().out
+    assert set(document["metrics"]) == {"kernel.softmax_ms", "kernel.histogram_ms"}
+    assert document["machine"]["svod"] == svod.__version__
+    out = capsys.readouterr().out
+    assert "svod bench on CPU (" in out and "kernel.histogram_ms" in out
 
 
-def test_ratios_follow_the_direction_that_is_better():
-    faster = Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0)
-    quicker = Metric("y_ms", "ms", "lower", 5.0, tinygrad=10.0)
-    assert faster.ratio(faster.numpy) == 2.0 and quicker.ratio(quicker.tinygrad) == 2.0
-    assert faster.ratio(None) is None
-    text = report([faster, quicker], "not installed")
-    assert "2.00x" in text and "tinygrad: not installed" in text
-    _ = to_json([faster])
+def test_without_benchmarks_the_command_says_how_to_get_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "BENCHMARKS", tmp_path / "benchmarks")
+    assert main(["bench", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "benchmarks/ directory of a svod repository checkout" in err and 'pip install -e ".[bench]"' in err
+    assert "Traceback" not in err
 
 
-def test_bench_refuses_the_reference_device():
-    with pytest.raises(SvodError, match="too slow"):
-        run_bench("PYTHON", quick=True)
+def test_an_unrelated_benchmarks_module_is_not_taken_for_svods(monkeypatch):
+    monkeypatch.setitem(sys.modules, "benchmarks", types.ModuleType("benchmarks"))
+    with pytest.raises(SvodError, match="another module named benchmarks"):
+        bench.load_benchmarks(bench.BENCHMARKS)
 
 
-def test_plot_writes_a_png(tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra, not installed here")
-    from svod.cli.bench import plot
-
-    path = tmp_path / "ratios.png"
-    plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0)], str(path))
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_sample_seconds_times_each_call_after_the_warmup():
-    calls = []
-    times = sample_seconds(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(calls) == 6 and len(times) == 4 and all(t >= 0 for t in times)
+def test_a_checkout_elsewhere_is_imported_as_the_benchmarks_package(tmp_path, monkeypatch):
+    """The package's modules import each other as ``benchmarks.<module>``: it is imported under that name."""
+    package = tmp_path / "benchmarks"
+    package.mkdir()
+    (package / "__init__.py").write_text("from benchmarks.harness import run_bench\n")
+    (package / "harness.py").write_text("def run_bench(*args):\n    return len(args)\n")
+    monkeypatch.delitem(sys.modules, "benchmarks")
+    monkeypatch.delitem(sys.modules, "benchmarks.harness", raising=False)
+    monkeypatch.setattr(bench, "BENCHMARKS", package)
+    assert bench.run_bench("CPU", True) == 5
+    assert sys.modules["benchmarks.harness"].__file__ == str(package / "harness.py")

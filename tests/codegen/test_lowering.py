@@ -9,7 +9,6 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.cli.suite import conv2d, gather, matmul, softmax, transpose
 from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     EXTREMA,
@@ -36,6 +35,7 @@ from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.device import DeviceCaps
 from svod.device.launch import most
 from svod.errors import GraphError
+from svod.frontend.kernels import conv2d, gather, matmul, softmax, transpose
 from svod.ir import simplify
 from svod.ir.validate import validate
 from tests.helpers import evaluate_expression

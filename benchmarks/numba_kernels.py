@@ -1,4 +1,4 @@
-"""The kernel suite as a numba user writes it: ``@njit(parallel=True)`` loops over ``prange``, each writing
+"""The benchmark suite as a numba user writes it: ``@njit(parallel=True)`` loops over ``prange``, each writing
 its result into ``out``. Importing this module needs numba (extra ``bench``); functions compile on first
 call, which the benchmark's warm-up absorbs.
 """

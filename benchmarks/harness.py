@@ -1,0 +1,443 @@
+"""``svod bench``: svod measured beside numpy, numba and tinygrad on the same work, in the same process.
+
+Every metric is a median over repeated runs after a warm-up. Where a peer can do the same work, it runs
+too and the report gives svod/peer ratios, saying which direction is better. Metric names are stable
+(the README lists them) because ``--json`` output is compared across runs and machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import svod
+from benchmarks.peers import Numba, Tinygrad, blas_threads
+from benchmarks.results import Metric, plot, progress_reporter, report, to_json
+from benchmarks.suite import suite, tinygrad_spelling
+from benchmarks.timing import median_seconds, sample_seconds
+from svod import ExecutionPlan, dtypes
+from svod.backends import DeviceRegistry, default_registry
+from svod.config import settings
+from svod.device import Device
+from svod.errors import SvodError
+from svod.frontend.kernels import (
+    Workload,
+    affine,
+    check,
+    compute_bound,
+    gather,
+    gather_kernel,
+    load,
+    matmul,
+    saxpy,
+    tiny,
+    total,
+)
+from svod.ir import UOp
+from svod.runtime import KernelCache
+
+
+@dataclass(frozen=True)
+class Sizes:
+    elements: int
+    copy_bytes: int
+    repeats: int
+    big_matmul: int
+    compiles: int
+    quick: bool
+    """Whether the suite runs at its --quick sizes."""
+
+
+QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
+FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024, compiles=8, quick=False)
+
+SUITE_ROUNDS = 3
+"""How many rounds of the kernel suite time every contestant in turn."""
+BLAS_SPIN_SECONDS = 0.25
+"""How long a round waits before svod's phase: OpenBLAS's workers busy-wait for more work up to 2**28
+cycles (about 0.1 s) after a call returns, on the cores svod is about to use."""
+
+
+def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
+                  why_missing: list[dict[str, str]]) -> list[Metric]:
+    """One ``kernel.<name>_ms`` metric per suite kernel: the median of each contestant's samples (seconds)
+    in milliseconds, None for a contestant without samples, and why each peer without a figure has none."""
+    def milliseconds(contestant: str, k: int) -> float | None:
+        kept = samples[contestant][k]
+        return statistics.median(kept) * 1e3 if kept else None
+
+    return [Metric(f"kernel.{name}_ms", "ms", "lower", milliseconds("svod", k), note=name,
+                   numpy=milliseconds("numpy", k), numba=milliseconds("numba", k),
+                   tinygrad=milliseconds("tinygrad", k), why_missing=why_missing[k])
+            for k, name in enumerate(names)]
+
+
+class Bench:
+    def __init__(self, device: Device, sizes: Sizes, tinygrad: Tinygrad, progress: Callable[[str], None],
+                 workloads: list[Workload] | None = None) -> None:
+        self.device = device
+        self.sizes = sizes
+        self.tg = tinygrad
+        self.progress = progress
+        self.workloads = workloads
+        """The kernel suite's workloads; by default ``benchmarks.suite`` at the sizes' scale."""
+        self.rng = np.random.default_rng(0)
+
+    def kernel_suite(self) -> list[Metric]:
+        """The suite of user kernels (the bench's ``workloads``), checked against numpy and timed beside
+        numpy, numba and tinygrad. Every contestant is compiled and checked first; then each of
+        ``SUITE_ROUNDS`` rounds times every contestant in a phase of its own, svod's first, and a figure is
+        the median of its samples from all rounds. A drift of this machine's speed over the minutes the
+        suite takes so falls on every contestant alike, and no peer's threads run during svod's phase
+        (OpenBLAS workers spin for a while after a call returns; the phase waits ``BLAS_SPIN_SECONDS`` for
+        them)."""
+        kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
+        self.progress("kernel suite: compile and check")
+        for kernel in kernels:
+            check(kernel, self.device)
+        numba = Numba(settings.threads)
+        spellings = [tinygrad_spelling(kernel) for kernel in kernels]
+        runners: dict[str, list[Callable[[], object] | None]] = {
+            "svod": [load(kernel, self.device) for kernel in kernels],
+            "numpy": [kernel.numpy for kernel in kernels],
+            "numba": [numba.runner(kernel) for kernel in kernels],
+            "tinygrad": [None if self.tg.error or isinstance(spelling, str) else self.tg.suite_runner(kernel, spelling)
+                         for kernel, spelling in zip(kernels, spellings, strict=True)]}
+        samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
+        per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
+        for number in range(SUITE_ROUNDS):
+            self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
+            time.sleep(BLAS_SPIN_SECONDS)
+            for name, runs in runners.items():
+                with blas_threads(settings.threads) if name == "numpy" else nullcontext():
+                    for run, kept in zip(runs, samples[name], strict=True):
+                        if run is not None:
+                            kept.extend(sample_seconds(run, per_round, warmup=1))
+        why_missing = [{"numba": numba.error} if numba.error else {} for _ in kernels]
+        for missing, spelling in zip(why_missing, spellings, strict=True):
+            if self.tg.error or isinstance(spelling, str):
+                missing["tinygrad"] = self.tg.error or str(spelling)
+        return suite_metrics([kernel.name for kernel in kernels], samples, why_missing)
+
+    def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
+        return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
+                ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
+                ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
+                ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
+                ("plan prepare", self.plan_prepare), ("kernel suite", self.kernel_suite)]
+
+    def run(self) -> list[Metric]:
+        metrics: list[Metric] = []
+        for title, step in self.steps():
+            self.progress(title)
+            metrics += step()
+        return metrics
+
+    def _buffers(self, *arrays: np.ndarray) -> list[svod.Buffer]:
+        return [svod.Buffer.from_numpy(a, self.device) for a in arrays]
+
+    def _time_kernel(self, ast: UOp, buffers: list[svod.Buffer], var_vals: dict[str, int]) -> float:
+        kernel = svod.compile(ast, self.device)
+        return median_seconds(lambda: kernel(buffers, var_vals), self.sizes.repeats)
+
+    def membw(self) -> list[Metric]:
+        count = self.sizes.copy_bytes // 4
+        src, dst = np.ones(count, np.float32), np.empty(count, np.float32)
+        workers = settings.threads
+        chunks = np.array_split(np.arange(count), workers)
+        bounds = [(int(c[0]), int(c[-1]) + 1) for c in chunks if len(c)]
+        with ThreadPoolExecutor(workers) as pool:
+            def copy() -> None:
+                list(pool.map(lambda b: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]]), bounds))
+
+            seconds = median_seconds(copy, self.sizes.repeats)
+        rate = 2 * src.nbytes / seconds / 1e9
+        return [Metric("membw_copy_gbps", "GB/s", "higher", None, numpy=rate,
+                       note=f"numpy copy of {self.sizes.copy_bytes >> 20} MiB on {workers} threads")]
+
+    def compile_cold(self) -> list[Metric]:
+        metrics = []
+        registry = default_registry()
+        off = dataclasses.replace(settings, disk_cache=False)
+        names = registry.compiler_names(self.device.device)
+        for name in names:
+            device = registry.get(self.device.name, name)
+            times = []
+            for attempt in range(self.sizes.compiles + 1):
+                cache = KernelCache(off)
+                ast = affine(1.0 + attempt + time.time_ns() % 1000 / 1e4)
+                start = time.perf_counter()
+                cache.get(ast, device)
+                times.append(time.perf_counter() - start)
+            metrics.append(Metric(f"compile_cold_ms.{name}", "ms", "lower", statistics.median(times[1:]) * 1e3,
+                                  tinygrad=self._tinygrad_cold_compile() if name == names[0] else None,
+                                  note="AST to callable, disk cache off"))
+        return metrics
+
+    def _tinygrad_cold_compile(self) -> float | None:
+        if self.tg.error:
+            return None
+        x = self.tg.tensor(np.ones(1024, np.float32))
+        times = []
+        for attempt in range(self.sizes.compiles):
+            scale = 1.0 + attempt + time.time_ns() % 1000 / 1e4
+            start = time.perf_counter()
+            (x * scale + 1.0).realize()
+            self.tg.sync()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1e3
+
+    def cache_hits(self) -> list[Metric]:
+        ast = affine(3.25)
+        svod.compile(ast, self.device)
+        seconds = median_seconds(lambda: svod.compile(ast, self.device), 2000, warmup=10)
+        return [Metric("cache_hit_memory_us", "us", "lower", seconds * 1e6),
+                Metric("cache_hit_disk_ms", "ms", "lower", self._disk_hit_ms(),
+                       note="per kernel, in a new process with a warm disk cache")]
+
+    def call_path(self) -> list[Metric]:
+        """What one call of a tiny kernel costs a user: on Buffers, and through svod.run on numpy arrays."""
+        ast = tiny(7)
+        kernel = svod.compile(ast, self.device)
+        arrays = [np.zeros(16, np.float32), np.ones(16, np.float32)]
+        buffers = self._buffers(*arrays)
+        loops = 2000
+
+        def on_buffers() -> None:
+            for _ in range(loops):
+                kernel(buffers)
+
+        def on_arrays() -> None:
+            for _ in range(loops):
+                svod.run(ast, arrays, device=self.device)
+
+        metrics = [Metric("direct_call_us.buffers", "us", "lower", median_seconds(on_buffers, self.sizes.repeats)
+                          / loops * 1e6, note="CachedKernel(...) of a 16-element kernel on svod.Buffers"),
+                   Metric("direct_call_us.numpy", "us", "lower", median_seconds(on_arrays, self.sizes.repeats)
+                          / loops * 1e6, note="svod.run of the same kernel on numpy arrays")]
+        import_ms, first_ms = self._cold_start_ms()
+        return [*metrics, Metric("import_ms", "ms", "lower", import_ms, note="import svod, fresh process"),
+                Metric("first_kernel_ms", "ms", "lower", first_ms,
+                       note="import svod + build, compile (cold disk cache) and run a first kernel")]
+
+    def _cold_start_ms(self) -> tuple[float, float]:
+        """Medians over 3 fresh processes, each with an empty disk cache."""
+        script = textwrap.dedent(f"""
+            import time
+            start = time.perf_counter()
+            import numpy as np, svod
+            imported = time.perf_counter()
+            from svod.frontend.kernels import tiny
+            svod.run(tiny(3), [np.zeros(16, np.float32), np.ones(16, np.float32)], device={self.device.name!r})
+            print((imported - start) * 1e3, (time.perf_counter() - start) * 1e3)
+        """)
+        samples = []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory() as directory:
+                result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
+                                        env={**os.environ, "SVOD_CACHE_DIR": directory})
+            if result.returncode != 0:
+                raise SvodError(f"cold start benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+            samples.append(tuple(map(float, result.stdout.split())))
+        return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+    def _disk_hit_ms(self) -> float:
+        script = textwrap.dedent(f"""
+            import dataclasses, statistics, sys, time
+            from pathlib import Path
+            import svod
+            from svod.frontend.kernels import affine
+            from svod.config import settings
+            from svod.runtime import KernelCache
+            cache = KernelCache(dataclasses.replace(settings, cache_dir=Path(sys.argv[1]), disk_cache=True))
+            device = svod.get_device({self.device.name!r})
+            cache.get(affine(0.5), device)
+            times = []
+            for k in range(8):
+                start = time.perf_counter()
+                cache.get(affine(1.5 + k), device)
+                times.append(time.perf_counter() - start)
+            print(cache.stats.compiles, statistics.median(times) * 1e3)
+        """)
+        with tempfile.TemporaryDirectory() as directory:
+            for _ in range(2):
+                result = subprocess.run([sys.executable, "-c", script, directory], capture_output=True, text=True,
+                                        check=False)
+                if result.returncode != 0:
+                    raise SvodError(f"disk cache benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+            compiles, ms = result.stdout.split()
+        if int(compiles) != 0:
+            raise SvodError("the second process compiled instead of loading from disk", stage="bench", value=compiles)
+        return float(ms)
+
+    def replay(self) -> list[Metric]:
+        return [self._replay(count) for count in (1, 32)]
+
+    def _replay(self, count: int) -> Metric:
+        plan = ExecutionPlan(self.device)
+        indices = [plan.add_buffer(svod.Buffer.from_numpy(np.zeros(16, np.float32), self.device))
+                   for _ in range(count + 1)]
+        for k in range(count):
+            plan.add_kernel(tiny(k), [indices[k + 1], indices[k]])
+        plan.prepare()
+        loops = 200
+
+        def replays() -> None:
+            for _ in range(loops):
+                plan.execute()
+
+        seconds = median_seconds(replays, self.sizes.repeats)
+        return Metric(f"replay_us_per_kernel.{count}", "us", "lower", seconds / loops / count * 1e6,
+                      note=f"plan of {count} tiny kernels")
+
+    def triad(self) -> list[Metric]:
+        n = self.sizes.elements
+        workload = saxpy(n)
+        x, y = workload.inputs
+        svod_s = median_seconds(load(workload, self.device), self.sizes.repeats)
+        numpy_s = median_seconds(workload.numpy, self.sizes.repeats)
+        tg = None
+        if not self.tg.error:
+            tx, ty = self.tg.tensor(x), self.tg.tensor(y)
+            jit = self.tg.tg.TinyJit(lambda a, b: (a * 2.5 + b).realize())
+            tg = 12 * n / self.tg.timed(lambda: jit(tx, ty), self.sizes.repeats) / 1e9
+        return [Metric("triad_gbps", "GB/s", "higher", 12 * n / svod_s / 1e9, 12 * n / numpy_s / 1e9, tg,
+                       note=f"2.5*x + y, {n} float32")]
+
+    def sum(self) -> list[Metric]:
+        n = self.sizes.elements
+        x = self.rng.standard_normal(n).astype(np.float32)
+        svod_s = self._time_kernel(total(n), self._buffers(np.zeros(1, np.float32), x), {})
+        numpy_s = median_seconds(x.sum, self.sizes.repeats)
+        tg = None
+        if not self.tg.error:
+            tx = self.tg.tensor(x)
+            jit = self.tg.tg.TinyJit(lambda t: t.sum().realize())
+            tg = 4 * n / self.tg.timed(lambda: jit(tx), self.sizes.repeats) / 1e9
+        return [Metric("sum_gbps", "GB/s", "higher", 4 * n / svod_s / 1e9, 4 * n / numpy_s / 1e9, tg,
+                       note=f"float32 sum of {n}")]
+
+    def gather(self) -> list[Metric]:
+        """An embedding lookup whose ids come from memory: svod checks each row at run time; the cost of
+        that check is the ratio to the same kernel with the id clamped by hand (unchecked)."""
+        rows, table_rows = self.sizes.elements // 16, 50_000
+        workload = gather(rows, table_rows)
+        loaded = load(workload, self.device)
+        guarded = median_seconds(loaded, self.sizes.repeats)
+        clamped = self._time_kernel(gather_kernel(rows, table_rows, clamped=True), loaded.buffers, {})
+        numpy_s = median_seconds(workload.numpy, self.sizes.repeats)
+        moved = rows * 64 * 4 * 2 + rows * 4
+        return [Metric("gather_gbps", "GB/s", "higher", moved / guarded / 1e9, moved / numpy_s / 1e9,
+                       note=f"{rows} rows x 64 float32 from a {table_rows}-row table, ids checked"),
+                Metric("gather_guard_cost", "x", "lower", guarded / clamped,
+                       note="time with svod's run-time check / time with the id clamped by hand")]
+
+    def matmul(self) -> list[Metric]:
+        return [self._matmul(256, "matmul256_gflops"), self._matmul(self.sizes.big_matmul, "matmul1024_gflops")]
+
+    def _matmul(self, n: int, name: str) -> Metric:
+        workload = matmul(n)
+        a, b = workload.inputs
+        flops = 2 * n ** 3
+        repeats = max(3, self.sizes.repeats // (4 if n >= 1024 else 1))
+        svod_s = median_seconds(load(workload, self.device), repeats)
+        numpy_s = median_seconds(workload.numpy, repeats)
+        tg = None
+        if not self.tg.error:
+            ta, tb = self.tg.tensor(a), self.tg.tensor(b)
+            jit = self.tg.tg.TinyJit(lambda x, y: (x @ y).realize())
+            tg = flops / self.tg.timed(lambda: jit(ta, tb), repeats) / 1e9
+        note = f"{n}x{n} float32" + ("" if name.startswith(f"matmul{n}_") else " (--quick: smaller than the name)")
+        return Metric(name, "GFLOP/s", "higher", flops / svod_s / 1e9, flops / numpy_s / 1e9, tg, note=note)
+
+    def _compute_seconds(self, threads: int, size: int) -> float:
+        device = DeviceRegistry(dataclasses.replace(settings, threads=threads)).get(self.device.name)
+        kernel = KernelCache(dataclasses.replace(settings, disk_cache=False)).get(compute_bound("compute", size),
+                                                                                  device)
+        buffers = [svod.Buffer.from_numpy(np.zeros(size, np.float32), device),
+                   svod.Buffer.from_numpy(self.rng.standard_normal(size).astype(np.float32), device)]
+        return median_seconds(lambda: kernel(buffers, {}), self.sizes.repeats)
+
+    def thread_scaling(self) -> list[Metric]:
+        size = self.sizes.elements // 4
+        speedup = self._compute_seconds(1, size) / self._compute_seconds(settings.threads, size)
+        return [Metric("thread_speedup", "x", "higher", speedup,
+                       note=f"compute-bound kernel, 1 vs {settings.threads} threads")]
+
+    def host_parallel(self) -> list[Metric]:
+        size = self.sizes.elements // 8
+        single = DeviceRegistry(dataclasses.replace(settings, threads=1)).get(self.device.name)
+        cache = KernelCache(dataclasses.replace(settings, disk_cache=False))
+        plan = ExecutionPlan(single, cache)
+        source = svod.Buffer.from_numpy(self.rng.standard_normal(size).astype(np.float32), single)
+        outs = [svod.Buffer(single, dtypes.float32, size) for _ in range(2)]
+        x = plan.add_buffer(source)
+        asts = [compute_bound(f"independent{k}", size) for k in range(2)]
+        for ast, out in zip(asts, outs, strict=True):
+            plan.add_kernel(ast, [plan.add_buffer(out), x])
+        plan.prepare()
+        parallel = median_seconds(plan.execute, self.sizes.repeats)
+        kernels = [cache.get(ast, single) for ast in asts]
+
+        def one_after_another() -> None:
+            for kernel, out in zip(kernels, outs, strict=True):
+                kernel([out, source])
+
+        sequential = median_seconds(one_after_another, self.sizes.repeats)
+        plan.close()
+        return [Metric("host_parallel_speedup", "x", "higher", sequential / parallel,
+                       note="two independent single-threaded compute-bound kernels in one plan")]
+
+    def plan_prepare(self) -> list[Metric]:
+        tag = str(time.time_ns())
+        off = dataclasses.replace(settings, disk_cache=False)
+        asts = [compute_bound(f"prep{tag}_{k}", 1024, rounds=1 + k % 4) for k in range(16)]
+        start = time.perf_counter()
+        cache = KernelCache(off)
+        for ast in asts:
+            cache.get(ast, self.device)
+        one_by_one = time.perf_counter() - start
+        plan = ExecutionPlan(self.device, KernelCache(off))
+        x = plan.add_buffer(svod.Buffer(self.device, dtypes.float32, 1024))
+        for ast in asts:
+            plan.add_kernel(ast, [plan.add_buffer(svod.Buffer(self.device, dtypes.float32, 1024)), x])
+        start = time.perf_counter()
+        plan.prepare()
+        prepared = time.perf_counter() - start
+        return [Metric("plan_prepare_speedup", "x", "higher", one_by_one / prepared,
+                       note="cold prepare of 16 distinct kernels vs compiling them one by one")]
+
+
+def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
+              plot_path: str | None = None, only_suite: bool = False) -> int:
+    device = svod.get_device(device_name)
+    if device.device.base_type == "PYTHON":
+        raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
+                        stage="bench", value=device_name)
+    sizes = QUICK if quick else FULL
+    tinygrad = Tinygrad("CL" if device.device.base_type == "CL" else "CPU")
+    bench = Bench(device, sizes, tinygrad, lambda title: None)
+    with progress_reporter(len(bench.steps())) as progress:
+        bench.progress = progress
+        metrics = bench.kernel_suite() if only_suite else bench.run()
+    print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
+    print(report(metrics, tinygrad.error))
+    if json_path:
+        Path(json_path).write_text(json.dumps(to_json(metrics), indent=2))
+    if plot_path:
+        plot(metrics, plot_path)
+    return 0

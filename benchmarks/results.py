@@ -1,0 +1,125 @@
+"""What a benchmark run reports: one ``Metric`` per figure, as a table of svod/peer ratios, as JSON (whose
+names and fields are stable: runs are compared across machines and days), and as a chart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+import svod
+from svod.cli.table import format_table
+from svod.config import settings
+from svod.errors import SvodError
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    better: str
+    svod: float | None
+    numpy: float | None = None
+    tinygrad: float | None = None
+    note: str = ""
+    numba: float | None = None
+    why_missing: dict[str, str] = dataclasses.field(default_factory=dict)
+    """For a peer without a figure, why it has none."""
+
+    def ratio(self, peer: float | None) -> float | None:
+        """svod relative to a peer, > 1 when svod is better."""
+        if self.svod is None or peer is None or self.svod <= 0 or peer <= 0:
+            return None
+        return self.svod / peer if self.better == "higher" else peer / self.svod
+
+
+def machine_info() -> dict[str, Any]:
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu": llvm.get_host_cpu_name(),
+            "cores": os.cpu_count(), "threads": settings.threads, "numpy": np.__version__,
+            "svod": svod.__version__}
+
+
+def to_json(metrics: list[Metric]) -> dict[str, Any]:
+    return {"machine": machine_info(),
+            "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
+                                 "numba": m.numba, "tinygrad": m.tinygrad, "why_missing": m.why_missing}
+                         for m in metrics}}
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
+    rows = [(m.name, m.unit, m.better, _value(m.svod), _value(m.numpy), _value(m.numba), _value(m.tinygrad),
+             _ratio(m.ratio(m.numpy)), _ratio(m.ratio(m.numba)), _ratio(m.ratio(m.tinygrad)), m.note)
+            for m in metrics]
+    table = format_table(("metric", "unit", "better", "svod", "numpy", "numba", "tinygrad", "vs numpy", "vs numba",
+                          "vs tinygrad", "what"), rows)
+    lines = ["ratios: > 1.00x means svod is better in the metric's direction"]
+    if tinygrad_error:
+        lines.append(f"tinygrad: {tinygrad_error}")
+    reasons = sorted({(peer, why) for m in metrics for peer, why in m.why_missing.items()})
+    lines += [f"{peer}: {why} ({', '.join(m.name for m in metrics if m.why_missing.get(peer) == why)})"
+              for peer, why in reasons if why != tinygrad_error]
+    return "\n".join([table, *lines])
+
+
+def plot(metrics: list[Metric], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise SvodError("--plot needs matplotlib (pip install 'svod[bench]')", stage="bench") from err
+    named = [(m.name, m.ratio(m.numpy), m.ratio(m.tinygrad)) for m in metrics]
+    named = [n for n in named if n[1] is not None or n[2] is not None]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(named) + 1.5))
+    positions = np.arange(len(named))
+    ax.barh(positions - 0.2, [n[1] or 0 for n in named], height=0.4, label="svod / numpy")
+    ax.barh(positions + 0.2, [n[2] or 0 for n in named], height=0.4, label="svod / tinygrad")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(positions, [n[0] for n in named])
+    ax.set_xscale("log")
+    ax.set_xlabel("ratio (> 1: svod better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@contextmanager
+def progress_reporter(total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar (rich, when installed) or one line per step on stderr."""
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        done = 0
+
+        def line(title: str) -> None:
+            nonlocal done
+            done += 1
+            print(f"[{done}/{total}] {title}", file=sys.stderr, flush=True)
+
+        yield line
+        return
+    with Progress(transient=True) as bar:
+        task = bar.add_task("bench", total=total)
+
+        def advance(title: str) -> None:
+            bar.update(task, advance=1, description=title)
+
+        yield advance

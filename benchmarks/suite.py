@@ -1,0 +1,48 @@
+"""``svod bench --suite kernels``: the kernels users write (``svod.frontend.kernels``), at the sizes the
+benchmark times them, and how tinygrad spells each (or why it cannot). numba's spellings are in
+``benchmarks.numba_kernels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.peers import family
+from svod.frontend.kernels import (
+    Workload,
+    attention,
+    conv2d,
+    cumsum,
+    gather,
+    histogram,
+    layernorm,
+    matmul,
+    softmax,
+    transpose,
+)
+
+TINYGRAD: dict[str, Callable[..., Any] | str] = {
+    "softmax": lambda t: t.softmax(axis=1),
+    "layernorm": lambda t: t.layernorm(axis=1, eps=1e-5),
+    "conv2d": lambda t, w: t.unsqueeze(0).conv2d(w, padding=1)[0],
+    "gather": "tinygrad indexes by a tensor as a one-hot reduction over the whole table, not a gather",
+    "histogram": "tinygrad has no scatter-add; a one-hot sum is a different algorithm",
+    "cumsum": lambda t: t.cumsum(axis=1),
+    "transpose": lambda t: t.T.contiguous(),
+    "matmul": lambda a, b: a @ b,
+    "attention": lambda q, k, v: q.scaled_dot_product_attention(k, v),
+}
+"""The computation on tinygrad tensors of a workload's inputs, or why tinygrad has no comparable spelling."""
+
+
+def tinygrad_spelling(workload: Workload) -> Callable[..., Any] | str:
+    return TINYGRAD[family(workload.name)]
+
+
+def suite(quick: bool) -> list[Workload]:
+    scale = 4 if quick else 1
+    kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
+               gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
+               transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024)]
+    return kernels if quick else [*kernels, matmul(2048)]

@@ -1,0 +1,346 @@
+"""The kernels svod's demo, its tests and its benchmarks share, each built once, the natural way, with
+``KernelBuilder``.
+
+A ``Workload`` is one computation: the svod kernels that compute it (its steps), the arrays they run on,
+and numpy's answer that checks it. ``check`` runs one through ``svod.run`` and compares; ``load`` compiles
+its steps and puts its arrays in Buffers on a device, ready to call again and again (for timing). Kernels
+that are only ever built, never checked against numpy (a tiny kernel for call overhead, a compute-bound one
+for thread scaling), are plain functions returning the kernel's AST.
+
+The benchmark's peers (numba, tinygrad) are not here: they live beside the package, in ``benchmarks/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from svod.device import Buffer, Device
+from svod.dtype import dtypes
+from svod.errors import SvodError
+from svod.frontend import api
+from svod.frontend.builder import KernelBuilder
+from svod.ir import AxisKind, Ops, UOp
+from svod.runtime.kernel import CachedKernel
+
+
+@dataclass(frozen=True)
+class Step:
+    """One svod kernel of a workload, run on ``Workload.arrays`` at the positions ``args``."""
+
+    ast: UOp
+    args: tuple[int, ...]
+
+
+@dataclass
+class Workload:
+    name: str
+    steps: list[Step]
+    output: np.ndarray
+    inputs: list[np.ndarray]
+    numpy: Callable[[], np.ndarray]
+    """numpy's answer, computed when asked (a benchmark times it)."""
+    scratch: list[np.ndarray] = field(default_factory=list)
+    tolerance: float = 1e-4
+    """Relative and absolute; 0 asks for the exact same values."""
+    var_vals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        """What the steps index: the output, the inputs, then scratch arrays between steps."""
+        return [self.output, *self.inputs, *self.scratch]
+
+
+def single(name: str, ast: UOp, output: np.ndarray, inputs: list[np.ndarray], numpy: Callable[[], np.ndarray],
+           tolerance: float = 1e-4, var_vals: dict[str, int] | None = None) -> Workload:
+    """A workload computed by one svod kernel over every array in order."""
+    return Workload(name, [Step(ast, tuple(range(1 + len(inputs))))], output, inputs, numpy, tolerance=tolerance,
+                    var_vals=var_vals or {})
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(14)
+
+
+# ---- workloads: kernels with their arrays and numpy's answer -------------------------------------------------
+
+def saxpy(n: int) -> Workload:
+    """``2.5 * x + y`` over a symbolic ``n``: the bandwidth-bound kernel (the benchmark's triad)."""
+    k = KernelBuilder("saxpy")
+    size = k.var("n", 1, 1 << 28)
+    out, x, y = (k.buffer(dtypes.float32, size) for _ in range(3))
+    i = k.range(size)
+    k.store(out[i], x[i] * 2.5 + y[i])
+    rng = _rng()
+    x_np, y_np = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    return single("saxpy", k.build(), np.zeros(n, np.float32), [x_np, y_np], lambda: x_np * np.float32(2.5) + y_np,
+                  tolerance=1e-5, var_vals={"n": n})
+
+
+def row_sum(rows: int, cols: int) -> Workload:
+    k = KernelBuilder("row_sum")
+    out, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, (rows, cols))
+    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c))
+    data = _rng().standard_normal((rows, cols)).astype(np.float32)
+    return single("row_sum", k.build(), np.zeros(rows, np.float32), [data], lambda: data.sum(axis=1), tolerance=1e-3)
+
+
+def softmax(rows: int, cols: int) -> Workload:
+    k = KernelBuilder("softmax")
+    out, x = k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, (rows, cols))
+    r, c = k.range(rows), k.range(cols)
+    j1, j2 = k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
+    top = x[r, j1].reduce(j1, op=Ops.MAX)
+    total = (x[r, j2] - top).exp().reduce(j2)
+    k.store(out[r, c], (x[r, c] - top).exp() / total)
+    data = _rng().standard_normal((rows, cols)).astype(np.float32)
+
+    def reference() -> np.ndarray:
+        e = np.exp(data - data.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    return single("softmax", k.build(), np.zeros_like(data), [data], reference)
+
+
+def layernorm(rows: int, cols: int) -> Workload:
+    k = KernelBuilder("layernorm")
+    out, x = k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, (rows, cols))
+    r, c = k.range(rows), k.range(cols)
+    j1, j2 = k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
+    mean = x[r, j1].reduce(j1) * (1.0 / cols)
+    centered = x[r, j2] - mean
+    var = (centered * centered).reduce(j2) * (1.0 / cols)
+    k.store(out[r, c], (x[r, c] - mean) * (var + 1e-5).rsqrt())
+    data = _rng().standard_normal((rows, cols)).astype(np.float32)
+
+    def reference() -> np.ndarray:
+        m = data.mean(axis=1, keepdims=True)
+        return (data - m) / np.sqrt(data.var(axis=1, keepdims=True) + 1e-5)
+
+    return single("layernorm", k.build(), np.zeros_like(data), [data], reference)
+
+
+def conv2d(channels: int, size: int) -> Workload:
+    k = KernelBuilder("conv2d")
+    out = k.buffer(dtypes.float32, (channels, size, size))
+    x, w = k.buffer(dtypes.float32, (channels, size, size)), k.buffer(dtypes.float32, (channels, channels, 3, 3))
+    o, y, xx = k.range(channels), k.range(size), k.range(size)
+    ci, ky, kx = k.range(channels, AxisKind.REDUCE), k.range(3, AxisKind.REDUCE), k.range(3, AxisKind.REDUCE)
+    iy, ix = y + ky - 1, xx + kx - 1
+    inside = (iy >= 0) & (iy < size) & (ix >= 0) & (ix < size)
+    k.store(out[o, y, xx], (inside.where(x[ci, iy, ix], 0.0) * w[o, ci, ky, kx]).reduce(ci, ky, kx))
+    rng = _rng()
+    data = rng.standard_normal((channels, size, size)).astype(np.float32)
+    weight = rng.standard_normal((channels, channels, 3, 3)).astype(np.float32)
+
+    def reference() -> np.ndarray:
+        padded = np.pad(data, ((0, 0), (1, 1), (1, 1)))
+        columns = np.stack([padded[:, dy:dy + size, dx:dx + size] for dy in range(3) for dx in range(3)], axis=1)
+        return (weight.reshape(channels, -1) @ columns.reshape(-1, size * size)).reshape(channels, size, size)
+
+    return single("conv2d", k.build(), np.zeros_like(data), [data, weight], reference, tolerance=1e-3)
+
+
+def gather_kernel(rows: int, table_rows: int, clamped: bool = False) -> UOp:
+    """``out[r, :] = table[ids[r], :]``, 64 columns: the ids come from memory, so svod checks each row at
+    run time; ``clamped`` clamps the id by hand instead (nothing left to check)."""
+    k = KernelBuilder("gather_clamped" if clamped else "gather")
+    out, table = k.buffer(dtypes.float32, (rows, 64)), k.buffer(dtypes.float32, (table_rows, 64))
+    ids = k.buffer(dtypes.int32, rows)
+    r, c = k.range(rows), k.range(64)
+    row = ids[r].maximum(0).minimum(table_rows - 1) if clamped else ids[r]
+    k.store(out[r, c], table[row, c])
+    return k.build()
+
+
+def gather(rows: int, table_rows: int) -> Workload:
+    rng = _rng()
+    data = rng.standard_normal((table_rows, 64)).astype(np.float32)
+    index = rng.integers(0, table_rows, rows).astype(np.int32)
+    return single("gather", gather_kernel(rows, table_rows), np.zeros((rows, 64), np.float32), [data, index],
+                  lambda: data[index])
+
+
+def histogram(count: int, bins: int) -> Workload:
+    k = KernelBuilder("histogram")
+    counts, values = k.buffer(dtypes.int32, bins), k.buffer(dtypes.int32, count)
+    i = k.range(count)
+    k.atomic_add(counts[values[i]], 1)
+    data = _rng().integers(0, bins, count).astype(np.int32)
+    return single("histogram", k.build(), np.zeros(bins, np.int32), [data],
+                  lambda: np.bincount(data, minlength=bins).astype(np.int32), tolerance=0)
+
+
+def cumsum(rows: int, cols: int) -> Workload:
+    k = KernelBuilder("cumsum")
+    out, x = k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, (rows, cols))
+    r, j = k.range(rows), k.range(cols, AxisKind.LOOP)
+    k.store(out[r, j], (j > 0).where(out[r, (j - 1).maximum(0)], 0.0) + x[r, j])
+    data = _rng().standard_normal((rows, cols)).astype(np.float32)
+    return single("cumsum", k.build(), np.zeros_like(data), [data], lambda: np.cumsum(data, axis=1), tolerance=1e-3)
+
+
+def transpose(n: int) -> Workload:
+    k = KernelBuilder("transpose")
+    out, x = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
+    r, c = k.range(n), k.range(n)
+    k.store(out[c, r], x[r, c])
+    data = _rng().standard_normal((n, n)).astype(np.float32)
+    return single("transpose", k.build(), np.zeros_like(data), [data], lambda: np.ascontiguousarray(data.T),
+                  tolerance=0)
+
+
+def matmul(n: int) -> Workload:
+    k = KernelBuilder(f"matmul{n}")
+    out, a, b = (k.buffer(dtypes.float32, (n, n)) for _ in range(3))
+    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    rng = _rng()
+    x, y = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    return single(f"matmul{n}", k.build(), np.zeros_like(x), [x, y], lambda: x @ y, tolerance=1e-3)
+
+
+def attention(length: int, width: int) -> Workload:
+    """One head, ``softmax(q @ k.T / sqrt(width)) @ v``, as the three kernels it is made of: the scores, the
+    softmax of each row, and the probabilities times ``v``."""
+    k = KernelBuilder("attention_scores")
+    scores = k.buffer(dtypes.float32, (length, length))
+    q, key = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, width))
+    i, j, d = k.range(length), k.range(length), k.range(width, AxisKind.REDUCE)
+    k.store(scores[i, j], (q[i, d] * key[j, d]).reduce(d) * (1.0 / np.sqrt(width)))
+    scores_ast = k.build()
+
+    probabilities_ast = softmax(length, length).steps[0].ast
+
+    k = KernelBuilder("attention_values")
+    out, p = k.buffer(dtypes.float32, (length, width)), k.buffer(dtypes.float32, (length, length))
+    v = k.buffer(dtypes.float32, (length, width))
+    i, e, j = k.range(length), k.range(width), k.range(length, AxisKind.REDUCE)
+    k.store(out[i, e], (p[i, j] * v[j, e]).reduce(j))
+    values_ast = k.build()
+
+    rng = _rng()
+    qx, kx, vx = (rng.standard_normal((length, width)).astype(np.float32) for _ in range(3))
+
+    def reference() -> np.ndarray:
+        logits = qx @ kx.T / np.float32(np.sqrt(width))
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (p / p.sum(axis=1, keepdims=True)) @ vx
+
+    steps = [Step(scores_ast, (4, 1, 2)), Step(probabilities_ast, (5, 4)), Step(values_ast, (0, 5, 3))]
+    return Workload("attention", steps, np.zeros_like(qx), [qx, kx, vx], reference,
+                    scratch=[np.zeros((length, length), np.float32) for _ in range(2)], tolerance=1e-3)
+
+
+# ---- kernels only built: no arrays, no numpy answer here -----------------------------------------------------
+
+def affine(scale: float = 2.0, limit: int = 1 << 28) -> UOp:
+    """``y = scale * x + 1`` over a symbolic ``n`` up to ``limit``; each ``scale`` is another kernel to
+    compile."""
+    k = KernelBuilder("affine")
+    n = k.var("n", 1, limit)
+    y, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(y[i], x[i] * scale + 1.0)
+    return k.build()
+
+
+def sum_of_squares(limit: int) -> UOp:
+    """``total = sum(y * y)`` over a symbolic ``n`` up to ``limit``."""
+    k = KernelBuilder("sum_of_squares")
+    n = k.var("n", 1, limit)
+    total, y = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, n)
+    r = k.range(n, AxisKind.REDUCE)
+    k.store(total[0], (y[r] * y[r]).reduce(r))
+    return k.build()
+
+
+def total(size: int) -> UOp:
+    """The sum of ``size`` float32 into one element."""
+    k = KernelBuilder("sum")
+    out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, size)
+    r = k.range(size, AxisKind.REDUCE)
+    k.store(out[0], x[r].reduce(r))
+    return k.build()
+
+
+def compute_bound(name: str, size: int, rounds: int = 8) -> UOp:
+    """``rounds`` sines of an affine map per element: many instructions per byte moved."""
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
+    i = k.range(size)
+    v = x[i]
+    for _ in range(rounds):
+        v = (v * 1.0001 + 0.5).sin()
+    k.store(out[i], v)
+    return k.build()
+
+
+def tiny(index: int) -> UOp:
+    """16 elements plus ``index``: a kernel whose cost is the call around it."""
+    k = KernelBuilder(f"tiny{index}")
+    out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 16)
+    i = k.range(16)
+    k.store(out[i], x[i] + float(index))
+    return k.build()
+
+
+# ---- running and checking ------------------------------------------------------------------------------------
+
+def difference(result: np.ndarray, want: np.ndarray, tolerance: float) -> tuple[bool, float]:
+    """Whether ``result`` matches ``want`` within ``tolerance`` (relative and absolute; 0: exactly), and the
+    largest absolute difference."""
+    if result.shape != want.shape:
+        return False, float("inf")
+    error = float(np.max(np.abs(result.astype(np.float64) - want.astype(np.float64)), initial=0.0))
+    if tolerance == 0:
+        return bool(np.array_equal(result, want)), error
+    return bool(np.allclose(result, want, rtol=tolerance, atol=tolerance)), error
+
+
+def compare(workload: Workload, result: np.ndarray) -> tuple[bool, float]:
+    """``difference`` from numpy's answer, within the workload's tolerance."""
+    return difference(result, workload.numpy(), workload.tolerance)
+
+
+def agrees(workload: Workload, result: np.ndarray, who: str) -> None:
+    """``result`` matches numpy within the workload's tolerance, or a SvodError says by how much."""
+    ok, error = compare(workload, result)
+    if not ok:
+        raise SvodError(f"{who}'s result disagrees with numpy", kernel=workload.name, stage="check", value=error)
+
+
+def check(workload: Workload, device: Device | str) -> None:
+    """Run once on ``device`` (copies of the arrays) and compare with numpy; a wrong result is an error."""
+    arrays = [a.copy() for a in workload.arrays]
+    for step in workload.steps:
+        api.run(step.ast, [arrays[a] for a in step.args], device=device, **workload.var_vals)
+    agrees(workload, arrays[0], "svod")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A workload compiled for a device, its arrays copied into Buffers there: calling it runs every step."""
+
+    buffers: list[Buffer]
+    calls: list[tuple[CachedKernel, list[Buffer]]]
+    var_vals: dict[str, int]
+    shape: tuple[int, ...]
+    """The output's shape (a Buffer is flat)."""
+
+    def __call__(self) -> None:
+        for kernel, args in self.calls:
+            kernel(args, self.var_vals)
+
+    def output(self) -> np.ndarray:
+        """A copy of the output, in the workload's shape."""
+        return self.buffers[0].numpy().reshape(self.shape)
+
+
+def load(workload: Workload, device: Device | str) -> Loaded:
+    buffers = [Buffer.from_numpy(a, device) for a in workload.arrays]
+    calls = [(api.compile(step.ast, device), [buffers[a] for a in step.args]) for step in workload.steps]
+    return Loaded(buffers, calls, workload.var_vals, workload.output.shape)

@@ -1,0 +1,113 @@
+"""The benchmark harness: a tiny whole run reports every metric with a figure, suite figures are the medians
+of their samples, ratios point the better way, and the JSON is what other tools read. No test passes or
+fails on how fast anything ran."""
+
+import json
+
+import numpy as np
+import pytest
+
+import svod
+from benchmarks import timing
+from benchmarks.harness import Bench, Sizes, suite_metrics
+from benchmarks.peers import Tinygrad
+from benchmarks.results import Metric, report, to_json
+from svod.errors import SvodError
+from svod.frontend import kernels
+
+TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True)
+UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
+         "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
+         "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
+         "host_parallel_speedup": "x", "plan_prepare_speedup": "x", "membw_copy_gbps": "GB/s", "gather_gbps": "GB/s",
+         "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
+         "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms"}
+NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
+             "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms"}
+
+
+def _tiny_suite() -> list[kernels.Workload]:
+    return [kernels.softmax(5, 7), kernels.histogram(100, 7), kernels.matmul(17)]
+
+
+def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
+    tinygrad = Tinygrad()
+    metrics = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite()).run()
+    document = json.loads(json.dumps(to_json(metrics)))
+    assert set(document) == {"machine", "metrics"} and document["machine"]["svod"] == svod.__version__
+    assert {name: m["unit"] for name, m in document["metrics"].items() if name in UNITS} == UNITS
+    for name, metric in document["metrics"].items():
+        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
+        assert metric["better"] == ("lower" if metric["unit"] in ("ms", "us") or name == "gather_guard_cost"
+                                    else "higher"), name
+        assert (metric["svod"] is None) == (name == "membw_copy_gbps"), name  # the yardstick is numpy's alone
+        assert (metric["numpy"] is not None) == (name in NUMPY_TOO), name
+        for peer in ("svod", "numpy", "numba", "tinygrad"):
+            assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
+        if name.startswith("kernel."):  # every peer of the suite has a figure, or the reason it has none
+            for peer in ("numpy", "numba", "tinygrad"):
+                assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
+    histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
+    assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
+
+
+def test_a_suite_kernel_that_disagrees_with_numpy_fails_the_bench():
+    wrong = kernels.saxpy(64)
+    answer = wrong.numpy
+    wrong.numpy = lambda: answer() + 1
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None, [wrong])
+    with pytest.raises(SvodError, match="svod's result disagrees with numpy"):
+        bench.kernel_suite()
+
+
+def test_suite_figures_are_the_medians_of_their_samples_in_milliseconds():
+    samples = {"svod": [[0.001, 0.003, 0.002], [0.010]], "numpy": [[0.004], [0.005]], "numba": [[], []],
+               "tinygrad": [[0.008, 0.008], []]}
+    why = [{"numba": "not installed"}, {"numba": "not installed", "tinygrad": "no spelling"}]
+    softmax, matmul = suite_metrics(["softmax", "matmul1024"], samples, why)
+    assert (softmax.name, softmax.unit, softmax.better) == ("kernel.softmax_ms", "ms", "lower")
+    assert (softmax.svod, softmax.numpy, softmax.numba, softmax.tinygrad) == pytest.approx((2.0, 4.0, None, 8.0))
+    assert softmax.ratio(softmax.numpy) == pytest.approx(2.0) and softmax.ratio(softmax.tinygrad) == pytest.approx(4)
+    assert matmul.ratio(matmul.numpy) == pytest.approx(0.5) and matmul.tinygrad is None
+    text = report([softmax, matmul], None)
+    assert "2.00x" in text and "4.00x" in text and "0.50x" in text
+    assert "numba: not installed (kernel.softmax_ms, kernel.matmul1024_ms)" in text
+    assert "tinygrad: no spelling (kernel.matmul1024_ms)" in text
+
+
+def test_ratios_follow_the_direction_that_is_better():
+    faster = Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0)
+    quicker = Metric("y_ms", "ms", "lower", 5.0, tinygrad=10.0)
+    assert faster.ratio(faster.numpy) == 2.0 and quicker.ratio(quicker.tinygrad) == 2.0
+    assert faster.ratio(None) is None and Metric("z_ms", "ms", "lower", None, numpy=1.0).ratio(1.0) is None
+    text = report([faster, quicker], "not installed")
+    assert "2.00x" in text and "tinygrad: not installed" in text
+
+
+def test_json_holds_each_figure_and_why_a_peer_has_none():
+    metric = Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, why_missing={"tinygrad": "not installed"})
+    document = json.loads(json.dumps(to_json([metric])))
+    assert document["metrics"] == {"x_gbps": {"unit": "GB/s", "better": "higher", "svod": 20.0, "numpy": 10.0,
+                                              "numba": None, "tinygrad": None,
+                                              "why_missing": {"tinygrad": "not installed"}}}
+    assert set(document["machine"]) == {"platform", "python", "cpu", "cores", "threads", "numpy", "svod"}
+    assert document["machine"]["numpy"] == np.__version__
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra, not installed here")
+    from benchmarks.results import plot
+
+    path = tmp_path / "ratios.png"
+    plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0)], str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sample_seconds_times_each_call_after_the_warmup(monkeypatch):
+    clock = iter([10.0, 11.0, 20.0, 23.0, 30.0, 32.0])  # start and end of each timed call
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    calls = []
+    assert timing.sample_seconds(lambda: calls.append(1), repeats=3, warmup=2) == [1.0, 3.0, 2.0]
+    assert len(calls) == 5
+    clock = iter([0.0, 4.0, 0.0, 1.0, 0.0, 2.0])
+    assert timing.median_seconds(lambda: None, repeats=3, warmup=1) == 2.0

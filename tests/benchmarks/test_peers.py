@@ -1,0 +1,39 @@
+"""The benchmark's peers compute what svod's kernels compute (they are checked again when a bench runs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.peers import Tinygrad, family
+from benchmarks.suite import TINYGRAD, suite
+from svod.frontend import kernels
+from tests.kernels import SMALL_WORKLOADS
+
+SMALL = {name: SMALL_WORKLOADS[name] for name in TINYGRAD}
+"""Each suite kernel at a small size."""
+
+
+def test_every_suite_kernel_has_a_spelling_for_each_peer():
+    assert {family(workload.name) for workload in suite(quick=True)} == set(SMALL) == set(TINYGRAD)
+    assert family("matmul1024") == "matmul" and family("conv2d") == "conv2d"
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_numba_spellings_match_numpy(name):
+    pytest.importorskip("numba", reason="numba is a benchmark peer (extra bench), not installed")
+    from benchmarks import numba_kernels
+
+    workload = SMALL[name]()
+    output = np.zeros_like(workload.output)
+    getattr(numba_kernels, name)(output, *workload.inputs)
+    kernels.agrees(workload, output, "numba")
+
+
+@pytest.mark.parametrize("name", sorted(name for name, spelling in TINYGRAD.items() if not isinstance(spelling, str)))
+def test_tinygrad_spellings_match_numpy(name):
+    pytest.importorskip("tinygrad", reason="tinygrad is a benchmark peer (extra bench), not installed")
+    tinygrad = Tinygrad()
+    if tinygrad.error:
+        pytest.skip(tinygrad.error)
+    tinygrad.suite_runner(SMALL[name](), TINYGRAD[name])()  # checks against numpy before it returns
