@@ -10,10 +10,11 @@ import pytest
 
 import svod
 from svod import KernelBuilder, Ops, dtypes
+from svod.backends import default_registry
 from svod.cli import main
 from svod.codegen.render.c import CRenderer
 from svod.device import Device, ProgramSpec
-from svod.errors import GraphError
+from svod.errors import DeviceError, GraphError
 from svod.ir import UOp
 from tests.helpers import open_device, webgpu_devices
 
@@ -175,3 +176,17 @@ def test_the_command_exits_zero_when_backends_agree(tmp_path, capsys):
     assert "svod check square" in out and "CPU (llvm): equal" in out
     assert main(["check", f"{kernel_file}:missing"]) == 2
     assert main(["check", "no_such_file.py:f"]) == 2
+
+
+def test_a_compiler_pair_that_cannot_be_opened_is_listed_with_the_reason(monkeypatch):
+    registry = default_registry()
+    opened = registry.get
+
+    def get(name, compiler=None):
+        if compiler == "clang":
+            raise DeviceError("no C compiler on this machine", stage="device")
+        return opened(name, compiler)
+
+    monkeypatch.setattr(registry, "get", get)
+    result = next(r for r in svod.check(*_square()).results if r.device == "CPU (clang)")
+    assert result.ok and str(result) == "CPU (clang): skipped, cannot be opened: no C compiler on this machine"
