@@ -4,7 +4,14 @@ The reference is the PYTHON device, which interprets the kernel AST itself. Ever
 compiler pair, each OpenCL device, ...) gets fresh copies of the same inputs; each array is compared
 element by element with what the reference left in it. Floats are equal when both are NaN or when they
 are at most ``ulps`` units in the last place apart (reassociated reductions round differently); other
-types must be identical. A kernel that raises must raise the same kind of error on every backend.
+types must be identical.
+
+An error is a result like any other: a backend agrees with a reference that raised only by raising the
+same error class for the same reason (the same message; for an access out of bounds, the same buffer, and
+then the arrays must agree too). A backend that raises where the reference computes differs, and so does
+one that computes where the reference raised. A backend is left uncompared, and the report says why, only
+where svod states beforehand that it cannot run the kernel as the reference does: it cannot hold one of
+the kernel's dtypes, or (unless named in ``devices``) it computes floats without IEEE 754's promises.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from svod.backends.registry import default_registry
+from svod.codegen.render.base import check_dtypes
 from svod.device import Buffer, Device
-from svod.errors import IndexOutOfBoundsError, SvodError
+from svod.dtype import PtrDType
+from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.api import run
 from svod.ir import UOp
 
@@ -48,8 +57,12 @@ class BackendResult:
     difference: Difference | None = None
     error: str | None = None
     """What the backend raised, or the error the reference raised and the backend did not."""
+    skipped: str | None = None
+    """Why the backend was not compared (``ok`` stays True: a stated limit is no difference)."""
 
     def __str__(self) -> str:
+        if self.skipped is not None:
+            return f"{self.device}: skipped, {self.skipped}"
         if self.ok:
             return f"{self.device}: equal"
         return f"{self.device}: {self.difference if self.difference is not None else self.error}"
@@ -121,18 +134,30 @@ def first_difference(position: int, expected: np.ndarray, got: np.ndarray, ulps:
                       None if distance is None else int(distance.reshape(-1)[k]))  # exact below 2**53
 
 
+def _same_failure(expected: SvodError, got: SvodError) -> bool:
+    """Whether a backend failed as the reference did: the same class for the same reason, which is the same
+    message whatever kernel name or stage it gives; for an access out of bounds, the same buffer (work items
+    may meet another bad index first)."""
+    if type(expected) is not type(got):
+        return False
+    if isinstance(expected, IndexOutOfBoundsError):
+        return isinstance(got, IndexOutOfBoundsError) and expected.slot == got.slot
+    return expected.detail == got.detail
+
+
 def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> BackendResult:
-    if reference.error is not None or outcome.error is not None:
-        same = type(reference.error) is type(outcome.error) and (
-            not isinstance(reference.error, IndexOutOfBoundsError)
-            or reference.error.slot == getattr(outcome.error, "slot", None))
-        if not same:
-            return BackendResult(name, False, error=f"raised {outcome.error!s}" if outcome.error is not None
-                                 else f"did not raise {type(reference.error).__name__}")
-        if isinstance(reference.error, IndexOutOfBoundsError):
-            pass  # the kernel ran with the bad accesses skipped: the arrays must still agree
-        else:
+    wanted, raised = reference.error, outcome.error
+    if raised is not None and wanted is None:
+        return BackendResult(name, False, error=f"raised {raised!s} where the reference computed")
+    if wanted is not None and raised is None:
+        return BackendResult(name, False, error=f"did not raise {type(wanted).__name__}: {wanted.detail}")
+    if wanted is not None and raised is not None:
+        if not _same_failure(wanted, raised):
+            return BackendResult(name, False, error=f"raised {raised!s} where the reference raised "
+                                                    f"{type(wanted).__name__}: {wanted.detail}")
+        if not isinstance(wanted, IndexOutOfBoundsError):
             return BackendResult(name, True)
+        # the kernel ran with the bad accesses skipped: the arrays must still agree
     for position, (expected, got) in enumerate(zip(reference.arrays, outcome.arrays, strict=True)):
         difference = first_difference(position, expected, got, ulps)
         if difference is not None:
@@ -140,22 +165,37 @@ def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> Ba
     return BackendResult(name, True)
 
 
-def backends_here() -> list[tuple[str, Device]]:
-    """Every compiled device that works here and keeps IEEE floats (``caps.ieee_floats``: the reference is
-    compared bit for bit), each CPU compiler pair separately."""
+def backends_here() -> list[tuple[str, Device | str]]:
+    """Every device that works here but the reference, each compiler pair separately (``CPU (llvm)``,
+    ``CPU (clang)``): the device, or why that pair cannot be opened. None is left out; ``check`` says per
+    kernel which it does not compare."""
     registry = default_registry()
-    found = []
+    found: list[tuple[str, Device | str]] = []
     for name in registry.available():
         if name == "PYTHON":
             continue
         for compiler in registry.compiler_names(name):
             try:
-                device = registry.get(name, compiler)
-            except SvodError:
-                continue
-            if device.caps.ieee_floats:
-                found.append((f"{name} ({compiler})", device))
+                found.append((f"{name} ({compiler})", registry.get(name, compiler)))
+            except SvodError as err:
+                found.append((f"{name} ({compiler})", f"cannot be opened: {err.detail}"))
     return found
+
+
+def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
+    """Why ``device`` is not compared on ``ast``, or None. It cannot hold a dtype of the kernel (its renderer
+    refuses the kernel for that before compiling: a limit svod states, not a difference); or, unless it
+    was named, it does not keep IEEE 754 floats (``caps.ieee_floats``) and the kernel computes floats,
+    which the comparison needs bit for bit."""
+    try:
+        check_dtypes(ast, device.caps, device.device, name)
+    except GraphError as err:
+        return err.detail
+    if not named and not device.caps.ieee_floats and any(
+            (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).is_float for u in ast.toposort()):
+        return (f"{device.device} does not keep IEEE 754 floats (caps.ieee_floats) and the kernel computes "
+                "floats; name it in devices= to compare anyway")
+    return None
 
 
 def check(ast: UOp, buffers: Sequence[Buffer | np.ndarray], *, devices: Sequence[str | Device] | None = None,
@@ -169,5 +209,9 @@ def check(ast: UOp, buffers: Sequence[Buffer | np.ndarray], *, devices: Sequence
     report = CheckReport(name, None if reference.error is None else str(reference.error))
     targets = backends_here() if devices is None else [(str(d), registry.get(d)) for d in devices]
     for label, device in targets:
-        report.results.append(_compare(label, reference, _outcome(ast, inputs, device, var_vals), ulps))
+        why = device if isinstance(device, str) else _uncompared(ast, name, device, devices is not None)
+        if isinstance(device, str) or why is not None:
+            report.results.append(BackendResult(label, True, skipped=why))
+        else:
+            report.results.append(_compare(label, reference, _outcome(ast, inputs, device, var_vals), ulps))
     return report

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 
 import numpy as np
+import pytest
 
 import svod
 from svod import KernelBuilder, Ops, dtypes
+from svod.backends import default_registry
 from svod.cli import main
 from svod.codegen.render.c import CRenderer
-from svod.device import Device
+from svod.device import Device, ProgramSpec
+from svod.errors import DeviceError, GraphError
+from svod.ir import UOp
+from tests.helpers import open_device, webgpu_devices
 
 
 def _scaled(rows=3, cols=4):
@@ -38,12 +44,96 @@ def _miscompiling_device() -> Device:
     return Device("CPU", good.allocator, _MiscompilingRenderer("CPU"), good.compiler, good.runtime)
 
 
+class _RefusingRenderer(CRenderer):
+    """Refuses every kernel with a ``GraphError`` of its own: the class the reference raises for a racy
+    store, for another reason."""
+
+    def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
+        raise GraphError("this renderer refuses every kernel", stage="render")
+
+
+def _refusing_device() -> Device:
+    good = svod.get_device("CPU", "clang")
+    return Device("CPU", good.allocator, _RefusingRenderer("CPU"), good.compiler, good.runtime)
+
+
+def _racy():
+    """Two work items store to one element: the reference and every backend refuse it, alike."""
+    k = KernelBuilder("racy")
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 8)
+    i = k.range(8)
+    k.store(out[i // 2], x[i])
+    return k.build(), [np.zeros(4, np.float32), np.ones(8, np.float32)]
+
+
+def _square(dtype=dtypes.int32):
+    k = KernelBuilder(f"square_{dtype.name}")
+    out, x = k.buffer(dtype, 8), k.buffer(dtype, 8)
+    i = k.range(8)
+    k.store(out[i], x[i] * x[i])
+    return k.build(), [np.zeros(8, dtype.numpy), np.arange(-3, 5).astype(dtype.numpy)]
+
+
+def _devices(report) -> set[str]:
+    return {r.device.split(" (")[0] for r in report.results}
+
+
 def test_every_backend_here_agrees_on_a_correct_kernel():
     x = np.random.default_rng(0).standard_normal(12).astype(np.float32)
     report = svod.check(_scaled(), [np.zeros(12, np.float32), x])
     assert report.ok and report.results
     assert {r.device for r in report.results} >= {"CPU (llvm)", "CPU (clang)"}
-    assert all("equal" in str(r) for r in report.results)
+    assert _devices(report) == set(svod.available_devices()) - {"PYTHON"}
+    for result in report.results:  # floats are compared wherever the device keeps IEEE 754's
+        ieee = svod.get_device(result.device.split(" (")[0]).caps.ieee_floats
+        assert str(result) == f"{result.device}: equal" if ieee else "caps.ieee_floats" in str(result)
+
+
+def test_every_device_here_is_compared_on_an_integer_kernel():
+    """None is left out: WebGPU too, whose floats alone the comparison cannot take bit for bit."""
+    report = svod.check(*_square())
+    assert _devices(report) == set(svod.available_devices()) - {"PYTHON"}
+    assert report.ok and all(str(r) == f"{r.device}: equal" for r in report.results)
+
+
+@pytest.mark.parametrize("name", webgpu_devices())
+def test_a_float_kernel_is_not_compared_on_a_device_without_ieee_floats(name):
+    device = open_device(name)
+    x = np.arange(12, dtype=np.float32)
+    result = next(r for r in svod.check(_scaled(), [np.zeros(12, np.float32), x]).results
+                  if r.device.startswith(f"{name} "))
+    assert not device.caps.ieee_floats and result.ok and result.skipped is not None
+    assert "caps.ieee_floats" in str(result)
+    named = svod.check(_scaled(), [np.zeros(12, np.float32), x], devices=[name])  # named: compared
+    assert named.ok and named.results[0].skipped is None
+
+
+def test_a_device_that_cannot_hold_a_dtype_is_skipped_and_says_which():
+    """A refusal the device states before compiling is no difference; the report names it."""
+    good = svod.get_device("CPU", "clang")
+    caps = dataclasses.replace(good.caps, element_dtypes=good.caps.element_dtypes - {dtypes.int64})
+    narrow = Device("CPU", good.allocator, good.renderer, good.compiler, good.runtime, caps=caps)
+    report = svod.check(*_square(dtypes.int64), devices=[narrow, good])
+    assert [r.ok for r in report.results] == [True, True]
+    assert report.results[0].skipped is not None and "cannot hold buffer 0 of int64" in str(report.results[0])
+    assert report.results[1].skipped is None and str(report.results[1]).endswith(": equal")
+
+
+def test_a_backend_that_raises_where_the_reference_computes_differs():
+    x = np.arange(12, dtype=np.float32)
+    report = svod.check(_scaled(), [np.zeros(12, np.float32), x], devices=[_refusing_device()])
+    assert not report.ok
+    assert "refuses every kernel where the reference computed" in str(report)
+
+
+def test_a_refusal_the_reference_makes_agrees_only_for_the_same_reason():
+    report = svod.check(*_racy())
+    assert report.reference_error is not None and "two work items" in report.reference_error
+    assert report.ok
+    assert all(str(r) == f"{r.device}: equal" for r in report.results if r.skipped is None)
+    other = svod.check(*_racy(), devices=[_refusing_device()])  # a GraphError too, for another reason
+    assert not other.ok
+    assert "refuses every kernel where the reference raised GraphError: the store to buffer 0" in str(other)
 
 
 def test_a_miscompiled_backend_is_reported_at_its_first_difference():
@@ -86,3 +176,17 @@ def test_the_command_exits_zero_when_backends_agree(tmp_path, capsys):
     assert "svod check square" in out and "CPU (llvm): equal" in out
     assert main(["check", f"{kernel_file}:missing"]) == 2
     assert main(["check", "no_such_file.py:f"]) == 2
+
+
+def test_a_compiler_pair_that_cannot_be_opened_is_listed_with_the_reason(monkeypatch):
+    registry = default_registry()
+    opened = registry.get
+
+    def get(name, compiler=None):
+        if compiler == "clang":
+            raise DeviceError("no C compiler on this machine", stage="device")
+        return opened(name, compiler)
+
+    monkeypatch.setattr(registry, "get", get)
+    result = next(r for r in svod.check(*_square()).results if r.device == "CPU (clang)")
+    assert result.ok and str(result) == "CPU (clang): skipped, cannot be opened: no C compiler on this machine"
