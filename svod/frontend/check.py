@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from svod.backends.registry import default_registry
-from svod.codegen.render.base import check_dtypes
+from svod.codegen import check_dtypes
 from svod.device import Buffer, Device
 from svod.dtype import PtrDType
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
