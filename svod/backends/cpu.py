@@ -13,11 +13,14 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import llvmlite.binding as llvm
 
-from svod.device import ProgramBase
+from svod.backends.base import Host, Opened, Pair
+from svod.codegen.render.base import KernelRenderer
+from svod.device import Compiler, DeviceCaps, ProgramBase, RuntimeFactory
+from svod.dtype import DeviceSpec
 from svod.errors import SvodError
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -172,3 +175,46 @@ class CpuLaunch:
         if self.job is None:
             self.job = self.program.team_job(self.bufs, variables)
         self.program.run_job(self.job, self.bufs, variables, workers)
+
+
+# ---- the backend (svod.backends.base) ---------------------------------------------------------------------
+
+class HostCompiler(Compiler, Protocol):
+    """A CPU compiler: it also says how its code is rendered and loaded, and whether it computes float16."""
+
+    @property
+    def native_float16(self) -> bool: ...
+
+    def renderer(self, caps: DeviceCaps) -> KernelRenderer: ...
+    def loader(self) -> RuntimeFactory: ...
+
+
+def _compiler(name: str, host: Host) -> HostCompiler:
+    if name == "llvm":
+        from svod.backends.llvm import LLVMCompiler  # backends load on first use: import svod stays light
+        return host.once("llvm", LLVMCompiler)
+    from svod.backends.clang import ClangCompiler
+    return host.once("c", ClangCompiler)
+
+
+def _caps(compiler: HostCompiler, host: Host) -> DeviceCaps:
+    return DeviceCaps(host_memory=True, overlaps_on_host=True, threads=host.settings.threads,
+                      vector_registers=host_vector_registers(), native_float16=compiler.native_float16)
+
+
+def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
+    built = _compiler(compiler, host)
+    return built.renderer(_caps(built, host)), built
+
+
+def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
+    """The CPU loads what its primary pair compiles: LLVM objects into the JIT, or C shared objects with the
+    dynamic loader."""
+    team = thread_team()
+    threads = f"{host.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
+    compiler = _compiler(primary, host)
+    return Opened(_caps(compiler, host), host.allocator, compiler.loader(), f"host, {threads}")
+
+
+def device_count() -> int:
+    return 1

@@ -13,8 +13,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from svod.backends.base import Host, Opened, Pair
 from svod.codegen.render.cuda import CUDARenderer
-from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec
+from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec, ReusePool
 from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
@@ -165,3 +166,29 @@ class CUDAProgram(ProgramBase):
             self.device.activate()
             _checked(driver.cuLaunchKernel(self.function, *grid, *block, 0, 0, (values, types), 0), "cuLaunchKernel")
             _checked(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+# ---- the backend (svod.backends.base) ---------------------------------------------------------------------
+
+def _device(spec: DeviceSpec, host: Host) -> CUDADevice:
+    """The CUDA device ``spec``, opened once and shared by its pair and its Device."""
+    return host.once(spec, lambda: CUDADevice(spec))
+
+
+def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
+    """The device's own architecture when a GPU is present; ``SVOD_CUDA_ARCH`` (sm_90) ahead of time."""
+    try:
+        device = _device(spec, host)
+    except DeviceError:
+        arch = host.settings.cuda_arch
+        return CUDARenderer(spec), host.once(f"nvrtc-{arch}", lambda: NVRTCCompiler(arch))
+    return device.renderer, device.compiler
+
+
+def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
+    device = _device(spec, host)
+    return Opened(device.caps, ReusePool(device.allocator), device.load, device.name)
+
+
+def device_count() -> int:
+    return 1

@@ -42,6 +42,9 @@ class LLVMCompiler(CompilerBase):
     every constant and type it ever sees); each thread has its own target machine.
     """
 
+    native_float16 = True
+    """LLVM lowers half arithmetic for every CPU it targets."""
+
     def __init__(self) -> None:
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()

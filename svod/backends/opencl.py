@@ -15,8 +15,19 @@ from typing import Any
 
 import numpy as np
 
+from svod.backends.base import Host, Opened, Pair
 from svod.codegen.render.opencl import OpenCLRenderer
-from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
+from svod.device import (
+    Allocator,
+    CompiledSpec,
+    CompilerBase,
+    DeviceCaps,
+    ProgramBase,
+    ProgramSpec,
+    ReusePool,
+    WorkGroupLimits,
+)
+from svod.device.dlpack import KDL_OPENCL
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
@@ -59,7 +70,7 @@ class OpenCLDevice:
                                work_groups=WorkGroupLimits(d.max_work_group_size, tuple(d.max_work_item_sizes[:3])),
                                local_memory=int(d.local_mem_size),
                                dedicated_local_memory=d.local_mem_type == cl.device_local_mem_type.LOCAL,
-                               native_float16="cl_khr_fp16" in d.extensions)
+                               native_float16="cl_khr_fp16" in d.extensions, dlpack_device_type=KDL_OPENCL)
         self.allocator = OpenCLAllocator(self)
         self.compiler = OpenCLCompiler(self)
         self.renderer = OpenCLRenderer(spec, self.caps)
@@ -173,3 +184,24 @@ class OpenCLLaunch:
         items = global_size if local_size is None else tuple(g * n for g, n in zip(global_size, local_size,
                                                                                    strict=True))
         cl.enqueue_nd_range_kernel(self.program.device.queue, self.kernel, items, local_size)
+
+
+# ---- the backend (svod.backends.base) ---------------------------------------------------------------------
+
+def _device(spec: DeviceSpec, host: Host) -> OpenCLDevice:
+    """The OpenCL device ``spec``, opened once and shared by its pair and its Device."""
+    return host.once(spec, lambda: OpenCLDevice(spec))
+
+
+def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
+    device = _device(spec, host)
+    return device.renderer, device.compiler
+
+
+def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
+    device = _device(spec, host)
+    return Opened(device.caps, ReusePool(device.allocator), device.load, device.description, device.queue.finish)
+
+
+def device_count() -> int:
+    return 1

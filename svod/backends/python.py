@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from svod.backends.base import Host, Opened, Pair
 from svod.codegen.safety import check_races, unbind
-from svod.device import CompiledSpec, CompilerBase, KernelMetadata, ProgramBase, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, KernelMetadata, ProgramBase, ProgramSpec
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -513,3 +514,18 @@ def _atomic(op: Ops, buffer: Array, index: Array, value: Array) -> None:
             buffer[k] = _maximum_number(np.asarray(current), np.asarray(v), biggest)
         else:
             buffer[k] = max(current, v) if biggest else min(current, v)
+
+
+# ---- the backend (svod.backends.base) ---------------------------------------------------------------------
+
+def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
+    return PythonRenderer(), PythonCompiler()
+
+
+def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
+    caps = DeviceCaps(host_memory=True, overlaps_on_host=False)
+    return Opened(caps, host.allocator, PythonProgram, "reference interpreter of kernel ASTs")
+
+
+def device_count() -> int:
+    return 1

@@ -19,8 +19,19 @@ from typing import Any
 
 import numpy as np
 
+from svod.backends.base import Host, Opened, Pair
 from svod.codegen.render.wgsl import WGSLRenderer
-from svod.device import Allocator, CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, WorkGroupLimits
+from svod.device import (
+    Allocator,
+    CompiledSpec,
+    CompilerBase,
+    DeviceCaps,
+    ProgramBase,
+    ProgramSpec,
+    ReusePool,
+    WorkGroupLimits,
+)
+from svod.device.dlpack import KDL_WEBGPU
 from svod.device.launch import most
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import CompileError, DeviceError, LaunchError
@@ -102,7 +113,8 @@ class WebGPUDevice:
                                max_buffers=limits["max-storage-buffers-per-shader-stage"],
                                native_integer_division=not _translates_to_glsl(self.adapter.info),
                                unheld_reasons=unheld,
-                               max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None)
+                               max_loop_turns=_LLVMPIPE_LOOP_TURNS if _is_llvmpipe(self.adapter.info) else None,
+                               dlpack_device_type=KDL_WEBGPU)
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
         self.renderer = WGSLRenderer(spec, self.caps)
@@ -274,3 +286,24 @@ class WebGPULaunch:
             compute.dispatch_workgroups(*global_size)
             compute.end()
             gpu.queue.submit([encoder.finish()])
+
+
+# ---- the backend (svod.backends.base) ---------------------------------------------------------------------
+
+def _device(spec: DeviceSpec, host: Host) -> WebGPUDevice:
+    """The WebGPU adapter ``spec``, opened once and shared by its pair and its Device."""
+    return host.once(spec, lambda: WebGPUDevice(spec))
+
+
+def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
+    device = _device(spec, host)
+    return device.renderer, device.compiler
+
+
+def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
+    device = _device(spec, host)
+    return Opened(device.caps, ReusePool(device.allocator), device.load, device.description, device.synchronize)
+
+
+def device_count() -> int:
+    return adapter_count()

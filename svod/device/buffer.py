@@ -142,11 +142,11 @@ class Buffer:
         return view
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """DLPack's device: (kDLCPU, 0) for host memory, (kDLCUDA, id) for CUDA, (kDLOpenCL, id) otherwise."""
+        """DLPack's device: (kDLCPU, 0) for host memory, else the device's type (``caps.dlpack_device_type``)
+        and id."""
         if self._device.caps.host_memory:
             return (dlpack.KDL_CPU, 0)
-        kind = dlpack.KDL_CUDA if self._device.device.base_type == "CUDA" else 4
-        return (kind, self._device.device.device_id or 0)
+        return (self._device.caps.dlpack_device_type, self._device.device.device_id or 0)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         """A DLPack capsule sharing the buffer's memory: host memory through a numpy view, CUDA memory

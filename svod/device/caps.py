@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from svod.device.dlpack import KDL_CPU, KDL_CUDA
 from svod.dtype import DType, dtypes
 
 CORE_ID = "core_id"
@@ -83,6 +84,9 @@ class DeviceCaps:
     device does not promise it)."""
     max_buffers: int | None = None
     """How many buffers one kernel may take, where that is limited (WebGPU's storage bindings)."""
+    dlpack_device_type: int = KDL_CPU
+    """DLPack's type of the device's memory (``DLDeviceType``: 1 host, 2 CUDA, 4 OpenCL, 15 WebGPU): what a
+    buffer's ``__dlpack_device__`` says."""
     native_integer_division: bool = True
     """Whether the device's own integer ``/`` and ``%`` already mean svod's for every operand (C's truncation,
     a zero divisor dividing by one, ``MIN / -1`` wrapping). wgpu's OpenGL backend does not keep WGSL's: naga
@@ -105,6 +109,7 @@ class DeviceCaps:
 
 
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
-                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False)
+                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False,
+                       dlpack_device_type=KDL_CUDA)
 """What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
 cuda_fp16.h); what CUDA code is rendered for where no GPU says more."""

@@ -13,7 +13,8 @@ from typing import Any
 from svod.dtype import DType
 from svod.errors import SvodError
 
-KDL_CPU, KDL_CUDA = 1, 2
+KDL_CPU, KDL_CUDA, KDL_OPENCL, KDL_WEBGPU = 1, 2, 4, 15
+"""DLPack's device types (``DLDeviceType``) of the devices svod has."""
 _CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
 
 
