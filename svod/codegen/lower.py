@@ -10,7 +10,7 @@ from svod.codegen.ranges import live_ranges, range_order
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, substitute
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, kernel_label, substitute
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import memory_of, written_memory
 
@@ -226,7 +226,7 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
               for k, red in enumerate(reduces)]
     each = UOp.range(partials, r.arg[0], AxisKind.REDUCE)
     combined = {red: scratch[k * partials + each].reduce(each, op=red.arg) for k, red in enumerate(reduces)}
-    name = sink.arg if isinstance(sink.arg, str) else "kernel"
+    name = kernel_label(sink)
     partial = UOp.sink(*stores, *params, name=f"{name}_partial")
     combine = UOp.sink(*substitute(sink, combined).src, *params, scratch, name=f"{name}_combine")
     return partial, combine

@@ -27,7 +27,7 @@ from svod.device import Buffer, Device
 from svod.dtype import PtrDType
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.api import run
-from svod.ir import UOp
+from svod.ir import UOp, kernel_label
 
 DEFAULT_ULPS = 16
 
@@ -205,7 +205,7 @@ def check(ast: UOp, buffers: Sequence[Buffer | np.ndarray], *, devices: Sequence
     inputs = [_as_array(b) for b in buffers]
     registry = default_registry()
     reference = _outcome(ast, inputs, registry.get("PYTHON"), var_vals)
-    name = ast.arg if isinstance(ast.arg, str) else "kernel"
+    name = kernel_label(ast)
     report = CheckReport(name, None if reference.error is None else str(reference.error))
     targets = backends_here() if devices is None else [(str(d), registry.get(d)) for d in devices]
     for label, device in targets:

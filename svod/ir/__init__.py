@@ -3,6 +3,7 @@
 from svod.ir.ops import AxisKind, Ops
 from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite, substitute
 from svod.ir.symbolic import simplify, symbolic
-from svod.ir.uop import UOp
+from svod.ir.uop import UOp, kernel_label
 
-__all__ = ["AxisKind", "Ops", "PatternMatcher", "UOp", "UPat", "graph_rewrite", "simplify", "substitute", "symbolic"]
+__all__ = ["AxisKind", "Ops", "PatternMatcher", "UOp", "UPat", "graph_rewrite", "kernel_label", "simplify",
+           "substitute", "symbolic"]

@@ -484,6 +484,11 @@ class UOp:
         return me.ne(me).where(me, limited) if me.dtype.is_float else limited
 
 
+def kernel_label(sink: UOp) -> str:
+    """The name a kernel goes by in errors and listings: the SINK's name, or ``kernel``."""
+    return sink.arg if isinstance(sink.arg, str) and sink.arg else "kernel"
+
+
 def pointee(node: UOp) -> DType:
     """The element dtype of a pointer-typed node (a PARAM, a DEFINE_REG, an INDEX)."""
     if not isinstance(node.dtype, PtrDType):

@@ -29,18 +29,13 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import UOp
+from svod.ir.uop import UOp, kernel_label
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
 
 _KERNEL_OPS = frozenset({Ops.SINK, Ops.PARAM, Ops.DEFINE_VAR, Ops.BIND, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.STORE,
                          Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST}) | ALU
-
-
-def kernel_label(sink: UOp) -> str:
-    """The name errors give a kernel: the SINK's name, or ``kernel``."""
-    return sink.arg if isinstance(sink.arg, str) and sink.arg else "kernel"
 
 
 class _Checker:

@@ -33,7 +33,7 @@ from svod.device.launch import ConcreteLaunchDims
 from svod.device.spec import ONES
 from svod.dtype import DType, dtypes
 from svod.errors import SvodError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, kernel_label
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import CachedKernel
@@ -189,7 +189,7 @@ class KernelCache:
         except SvodError:
             raise
         except Exception as err:
-            names = ", ".join(a.arg if isinstance(a.arg, str) else "kernel" for a in asts)
+            names = ", ".join(kernel_label(a) for a in asts)
             raise SvodError(f"internal error in svod ({type(err).__name__}: {err}); please report it with the "
                             "kernel", kernel=names, stage="compile") from err
 

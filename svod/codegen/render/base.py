@@ -30,7 +30,7 @@ _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 
 def kernel_name(ast: UOp, name: str | None) -> str:
     """A C identifier for the kernel: the given name, the SINK's name, or ``kernel``."""
-    raw = name or (ast.arg if isinstance(ast.arg, str) else "") or "kernel"
+    raw = name or kernel_label(ast)
     ident = _NOT_IDENTIFIER.sub("_", raw)
     return ident if ident[0].isalpha() else "k_" + ident
 
