@@ -58,7 +58,7 @@ def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals:
     if target.caps.host_memory and kernel.run_on_arrays(buffers, var_vals):
         return
     _check_arguments(kernel, buffers)
-    written = [param.arg in kernel.outs for param in kernel.params]
+    written = [argument.written for argument in kernel.layout]
     for position, array in enumerate(buffers):
         if isinstance(array, np.ndarray) and not array.flags.writeable and written[position]:
             raise BufferMismatchError(f"argument {position} is a read-only array, and the kernel writes it",
@@ -78,7 +78,7 @@ def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals:
 def _copy_back(kernel: CachedKernel, arrays: Sequence[Buffer | np.ndarray], wrapped: Sequence[Buffer],
                in_place: Sequence[bool]) -> None:
     for position, original in enumerate(arrays):
-        if isinstance(original, np.ndarray) and not in_place[position] and kernel.params[position].arg in kernel.outs:
+        if isinstance(original, np.ndarray) and not in_place[position] and kernel.layout[position].written:
             np.copyto(original, wrapped[position].numpy().reshape(original.shape))
 
 

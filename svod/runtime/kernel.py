@@ -33,6 +33,7 @@ class Argument(NamedTuple):
     """The element count it needs when that is a constant; otherwise ``size`` is evaluated per call."""
     size: UOp
     written: bool
+    read: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +96,7 @@ class CachedKernel:
     def layout(self) -> tuple[Argument, ...]:
         """Per argument, derived once: what a call checks it against."""
         return tuple(Argument(pointee(p), pointee(p).numpy, int(size.arg) if (size := param_size(p)).op is Ops.CONST
-                              else None, size, p.arg in self.outs) for p in self.params)
+                              else None, size, p.arg in self.outs, p.arg in self.ins) for p in self.params)
 
     def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> list[Any]:
         """Check every argument for these variable values; what the program receives for each."""
@@ -135,7 +136,7 @@ class CachedKernel:
         if not isinstance(buf, Buffer):
             raise BufferMismatchError(f"argument {position} is not a svod.Buffer", kernel=self.name, stage="bind",
                                       value=type(buf).__name__)
-        want, _, static_size, size, written = layout
+        want, _, static_size, size, written, _ = layout
         if buf.dtype != want:
             raise BufferMismatchError(f"argument {position} is {buf.dtype.name}, the kernel needs {want.name}",
                                       kernel=self.name, stage="bind", value=buf.dtype.name)
@@ -173,7 +174,7 @@ class CachedKernel:
         values = self.check_vars(var_vals)
         sizes = {**values, **self.fixed} if self.fixed else values
         starts, counts = [], []
-        for array, (dtype, numpy_dtype, static_size, size, written) in zip(arrays, layout, strict=True):
+        for array, (dtype, numpy_dtype, static_size, size, written, _) in zip(arrays, layout, strict=True):
             if type(array) is not np.ndarray or array.dtype != numpy_dtype:
                 return False
             flags = array.flags

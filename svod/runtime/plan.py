@@ -197,7 +197,7 @@ class ExecutionPlan:
             self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
         self._fixed_names.update(fixed)
         accesses = tuple(self._kernel_accesses(kernel, buffers))
-        outputs = tuple(request.buffer_indices[pos] for pos, p in enumerate(kernel.params) if p.arg in kernel.outs)
+        outputs = tuple(request.buffer_indices[pos] for pos in kernel.written_positions)
         vals = kernel.vals(largest)
         run, check = _kernel_launcher(kernel, buffers, vals, fixed)
 
@@ -226,11 +226,11 @@ class ExecutionPlan:
     @staticmethod
     def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
         accesses = []
-        for buf, param in zip(buffers, kernel.params, strict=True):
+        for buf, argument in zip(buffers, kernel.layout, strict=True):
             start, end = buf.byte_offset, buf.byte_offset + buf.nbytes
-            if param.arg in kernel.ins or param.arg not in kernel.outs:
+            if argument.read or not argument.written:  # an argument the kernel does not touch orders as a read
                 accesses.append(Access(id(buf.base), start, end, write=False))
-            if param.arg in kernel.outs:
+            if argument.written:
                 accesses.append(Access(id(buf.base), start, end, write=True))
         return accesses
 
