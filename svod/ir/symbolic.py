@@ -22,6 +22,7 @@ from svod.ir.uop import UOp
 
 _x = UPat.var("x")
 _INTS = tuple(dt for dt in dtypes.all() if dt.is_int)
+_UINTS = tuple(dt for dt in _INTS if dt.is_unsigned)
 _FLOATS = tuple(dt for dt in dtypes.all() if dt.is_float)
 
 
@@ -133,6 +134,7 @@ symbolic = PatternMatcher([
     # integer-only identities
     (UPat(Ops.MUL, dtype=_INTS, src=(_x, UPat.const(0))), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: x),
+    (UPat(Ops.ABS, dtype=_UINTS, src=(_x,)), lambda x: x),
     (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.const(1))), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.SUB, dtype=_INTS, src=(_x, _x)), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.cvar("c"))), _div_by_bounds),

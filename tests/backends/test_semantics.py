@@ -195,3 +195,19 @@ def test_a_gated_load_from_a_buffer_that_may_be_empty_reads_nothing(device):
         out_np = np.zeros(5, np.float32)
         svod.run(k.build(), [out_np, x_np], device=device, n=size, m=5)
         np.testing.assert_array_equal(out_np, np.concatenate([x_np, np.zeros(5 - size, np.float32)]) - 1.0)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.uint8, dtypes.uint32, dtypes.uint64])
+def test_abs_of_an_unsigned_value_is_the_value(device, dtype):
+    """``abs`` of an unsigned integer is the integer itself, the negation of one included (wgpu's OpenGL
+    adapter took the absolute value of its signed reading: ``abs(-851)`` gave 851)."""
+    if refuses(device, dtype):
+        return
+    k = KernelBuilder(f"abs_{dtype.name}")
+    out, a = k.buffer(dtype, 5), k.buffer(dtype, 5)
+    i = k.range(5)
+    k.store(out[i], abs(-a[i]) + abs(a[i]) * 0)
+    values = np.array([85, 0, 1, dtype.max // 2 + 5, dtype.max], dtype.numpy)
+    got = np.zeros(5, dtype.numpy)
+    svod.run(k.build(), [got, values], device=device)
+    np.testing.assert_array_equal(got, -values)
