@@ -22,6 +22,7 @@ every fixed value; the value travels with the kernel.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from svod.codegen.indexing import Facts, Separation, facts_from_guard, index_in_bounds, separate, to_poly
 from svod.codegen.linearize import CHECKED
@@ -53,14 +54,16 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     status buffer checked accesses record failures in (a new last PARAM, an integer as wide as the
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
-    guarded = _Guarder(order, index_bits)
+    roots = [root for e in sink.src if e.op in EFFECTS
+             for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _gate_of(e.src[0]))]]
+    guarded = _Guarder(order, index_bits, _guards(roots, order))
     effects = []
     for e in sink.src:
         if e.op not in EFFECTS:
             effects.append(e)
             continue
         target = guarded.target(e.src[0])
-        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1], _gate_of(e.src[0])), *e.src[2:])))
+        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1]), *e.src[2:])))
     new_sink = sink.replace(src=tuple(effects))
     if not guarded.checked:
         return new_sink, None
@@ -116,12 +119,12 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
 class _Guarder:
     """Rebuilds expressions with each access proven, gated or checked under the conditions around it."""
 
-    def __init__(self, order: Mapping[UOp, int], index_bits: int) -> None:
+    def __init__(self, order: Mapping[UOp, int], index_bits: int, guards: Mapping[UOp, UOp | None]) -> None:
         self.order = order
         self.index_bits = index_bits
+        self.guards = guards
         self.checked = False
-        self.memo: dict[tuple[UOp, UOp | None], UOp] = {}
-        self.has_access: dict[UOp, bool] = {}
+        self.memo: dict[UOp, UOp] = {}
 
     def proven(self, index: UOp, guard: UOp | None) -> bool:
         return index_in_bounds(index.src[1], param_size(index.src[0]), guard, self.order)
@@ -141,49 +144,108 @@ class _Guarder:
         return UOp(Ops.INDEX, index.dtype, (index.src[0], position, *gate), CHECKED)
 
     def target(self, index: UOp) -> UOp:
-        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g, None) for g in index.src[2:]))),
-                           None)
+        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g) for g in index.src[2:]))), None)
 
-    def touches_memory(self, node: UOp) -> bool:
-        found = self.has_access.get(node)
-        if found is None:
-            for u in node.toposort():
-                if u not in self.has_access:
-                    self.has_access[u] = u.op is Ops.LOAD or any(self.has_access[s] for s in u.src)
-            found = self.has_access[node]
-        return found
-
-    def rewrite(self, root: UOp, guard: UOp | None) -> UOp:
-        """``root`` with its accesses made safe; a ``where`` passes its condition (or its negation) down
-        to each branch."""
-        stack: list[tuple[UOp, UOp | None, bool]] = [(root, guard, False)]
-        while stack:
-            node, cond, expanded = stack.pop()
-            key = (node, cond)
-            if key in self.memo:
+    def rewrite(self, root: UOp) -> UOp:
+        """``root`` with each load made safe under the guard every use of it is read under (``_guards``)."""
+        for node in root.toposort():
+            if node in self.memo:
                 continue
-            if not self.touches_memory(node):
-                self.memo[key] = node
+            if node not in self.guards:  # no load below: nothing to make safe
+                self.memo[node] = node
                 continue
-            contexts = self._contexts(node, cond)
-            if not expanded:
-                stack.append((node, cond, True))
-                stack.extend((s, c, False) for s, c in zip(node.src, contexts, strict=True)
-                             if (s, c) not in self.memo)
-                continue
-            src = tuple(self.memo[(s, c)] for s, c in zip(node.src, contexts, strict=True))
+            src = tuple(self.memo[s] for s in node.src)
             rebuilt = node if src == node.src else node.replace(src=src)
             if node.op is Ops.LOAD:
-                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], cond),))
-            self.memo[key] = rebuilt
-        return self.memo[(root, guard)]
+                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], self.guards[node]),))
+            self.memo[node] = rebuilt
+        return self.memo[root]
 
-    @staticmethod
-    def _contexts(node: UOp, cond: UOp | None) -> list[UOp | None]:
+
+@dataclass(eq=False)
+class _Clauses:
+    """The ``where`` conditions around a node, innermost first, as a shared list: a branch adds a cell in
+    front of its ``where``'s, so the guards of a whole graph take space linear in it."""
+
+    clause: UOp
+    outer: _Clauses | None
+    depth: int
+
+
+MAX_CLAUSES = 16
+"""The innermost conditions of a guard that proofs use; leaving outer ones out only weakens the guard."""
+
+
+def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -> dict[UOp, UOp | None]:
+    """For every node below ``roots`` that has a load below it, a condition that holds wherever the node is
+    computed (``None``: nothing is known): the conditions of the ``where`` branches around it, from each
+    root's own (a store's gate), that are common to all its uses (their common outer part, a sound
+    weakening of the disjunction of the uses' guards). One walk from users to sources, so a value shared by
+    both branches of every ``where`` in a deep chain costs what one use does."""
+    cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
+
+    def push(clause: UOp, outer: _Clauses | None) -> _Clauses:
+        key = (clause, outer)
+        if key not in cells:
+            cells[key] = _Clauses(clause, outer, 0 if outer is None else outer.depth + 1)
+        return cells[key]
+
+    around: dict[UOp, _Clauses | None] = {}
+
+    def reach(node: UOp, clauses: _Clauses | None) -> None:
+        around[node] = _common(around[node], clauses) if node in around else clauses
+
+    loads = _loads_below([root for root, _ in roots])
+    for root, condition in roots:
+        if root in loads:
+            reach(root, None if condition is None else push(condition, None))
+    for node in sorted(loads, key=order.__getitem__, reverse=True):
+        clauses = around[node]
         if node.op is Ops.WHERE:
             choice = node.src[0]
-            return [cond, _and(cond, choice), _and(cond, choice.ne(True))]
-        return [cond] * len(node.src)
+            contexts = [clauses, push(choice, clauses), push(choice.ne(True), clauses)]
+        else:
+            contexts = [clauses] * len(node.src)
+        for s, c in zip(node.src, contexts, strict=True):
+            if s in loads:
+                reach(s, c)
+    return {node: _condition(clauses) for node, clauses in around.items()}
+
+
+def _loads_below(roots: Iterable[UOp]) -> set[UOp]:
+    """The nodes below ``roots`` (themselves included) with a load at or below them."""
+    found: set[UOp] = set()
+    for root in roots:
+        for node in root.toposort():
+            if node.op is Ops.LOAD or any(s in found for s in node.src):
+                found.add(node)
+    return found
+
+
+def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
+    """The longest outer part two lists of conditions share."""
+    while a is not b:
+        if a is None or b is None:
+            return None
+        if a.depth > b.depth:
+            a = a.outer
+        elif b.depth > a.depth:
+            b = b.outer
+        else:
+            a, b = a.outer, b.outer
+    return a
+
+
+def _condition(clauses: _Clauses | None) -> UOp | None:
+    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first."""
+    kept: list[UOp] = []
+    while clauses is not None and len(kept) < MAX_CLAUSES:
+        kept.append(clauses.clause)
+        clauses = clauses.outer
+    condition = None
+    for clause in reversed(kept):
+        condition = _and(condition, clause)
+    return condition
 
 
 # ---- races -----------------------------------------------------------------------------------------------
@@ -209,7 +271,7 @@ def check_races(sink: UOp, kernel: str) -> None:
         if e.op is Ops.STORE:
             _check_store(e, parallel, order, kernel)
     for e in effects:
-        for index, guard in _loads_with_guards(e):
+        for index, guard in _loads_with_guards(e, order):
             buffer = index.src[0]
             if buffer in atomics:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
@@ -262,20 +324,15 @@ def _data_dependent(index: UOp) -> bool:
     return any(u.op is Ops.LOAD for u in index.toposort())
 
 
-def _loads_with_guards(effect: UOp) -> list[tuple[UOp, UOp | None]]:
-    """The INDEX of every load below ``effect``, with the ``where`` conditions it is read under."""
-    found: dict[tuple[UOp, UOp | None], None] = {}
-    seen: set[tuple[UOp, UOp | None]] = set()
-    stack: list[tuple[UOp, UOp | None]] = [(effect, None)]
-    while stack:
-        node, guard = stack.pop()
-        if (node, guard) in seen:
-            continue
-        seen.add((node, guard))
-        if node.op is Ops.LOAD:
-            found[(node.src[0], guard)] = None
-        contexts = _Guarder._contexts(node, guard)
-        stack.extend((s, c) for s, c in zip(node.src, contexts, strict=True))
+def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp, UOp | None]]:
+    """The INDEX of every load below ``effect``, with a condition it is read under (``_guards``): the value
+    is read where the effect's own gate holds."""
+    target = effect.src[0]
+    roots: list[tuple[UOp, UOp | None]] = [(target, None), *((s, None) for s in effect.src[2:])]
+    if len(effect.src) > 1:
+        roots.append((effect.src[1], _gate_of(target)))
+    guards = _guards(roots, order)
+    found = {(node.src[0], guard): None for node, guard in guards.items() if node.op is Ops.LOAD}
     return sorted(found, key=lambda pair: (pair[0].key, "" if pair[1] is None else pair[1].key))
 
 

@@ -3,6 +3,8 @@ every value of every variable, gated by the condition that proves it, or checked
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
 from svod.codegen.indexing import index_in_bounds
 from svod.errors import GraphError, IndexOutOfBoundsError
-from tests.helpers import refuses
+from tests.helpers import open_device, refuses
 
 PAD = 16
 SENTINEL = -12345.0
@@ -254,3 +256,26 @@ def test_race_free_patterns_are_accepted(device):
     got = np.zeros(64, np.int32)
     svod.run(k.build(), [got, np.arange(64, dtype=np.int32)], device=device)
     np.testing.assert_array_equal(got, np.arange(64)[::-1])
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(compiler):
+    """``v = c.where(v + 1, v)`` 10,000 times: ``v`` is read under both branches of every ``where``, so a
+    walk of every path's guards would take 2**10000 steps; each node's guard is what all its uses share.
+    (Before: 33 s at depth 20.) The PYTHON reference evaluates each branch under its own mask, and PoCL's
+    compiler does not finish such a chain, so this runs on the CPU pairs."""
+    device = open_device(compiler)
+    k = KernelBuilder("deep_where_chain")
+    out, x = k.buffer(dtypes.float32, (4, 8)), k.buffer(dtypes.float32, (4, 8))
+    i, j = k.range(4), k.range(8)
+    value = x[i, j]
+    for _ in range(10_000):
+        value = (i < j % 5).where(value + 1.0, value)
+    k.store(out[i, j], value)
+    start = time.perf_counter()
+    svod.compile(k.build(), device)
+    assert time.perf_counter() - start < 30  # about 5 s on an idle core; a walk of paths would never end
+    got, data = np.zeros(32, np.float32), np.arange(32, dtype=np.float32)
+    svod.run(k.build(), [got, data], device=device)
+    rows, cols = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
+    np.testing.assert_array_equal(got.reshape(4, 8), data.reshape(4, 8) + 10_000 * (rows < cols % 5))
