@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from svod.codegen.indexing import Facts, Separation, facts_from_guard, index_in_bounds, separate, to_poly
+from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.linearize import CHECKED
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -304,7 +304,7 @@ def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     return found
 
 
-def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int], kernel: str) -> None:
+def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int], kernel: str) -> None:
     target = store.src[0]
     missing = parallel[store] - parallel[target.src[1]]
     if missing:
@@ -314,7 +314,7 @@ def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: Mapp
                          "update, or a LOOP or REDUCE range", kernel=kernel, stage="races", value=target.src[0].arg)
     if _data_dependent(target.src[1]):
         return  # a scatter: each element gets the value of one of the work items that write it
-    if _separation(target, parallel[store], order) is None:
+    if not _same_item(target, None, parallel[store], store, parallel, order):
         raise GraphError(f"the store to buffer {target.src[0].arg} may write one element from two work items "
                          "(its index does not tell the parallel ranges apart); use an atomic update, or a LOOP "
                          "range", kernel=kernel, stage="races", value=target.src[0].arg)
@@ -336,32 +336,15 @@ def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp,
     return sorted(found, key=lambda pair: (pair[0].key, "" if pair[1] is None else pair[1].key))
 
 
-def _separation(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int], guard: UOp | None = None,
-                like: Separation | None = None) -> Separation | None:
-    """How ``index`` determines every one of ``ranges`` (``separate``, trying the largest stride in magnitude
-    first), or None when the element it reaches does not. Compared with another index's separation
-    ``like``, in its order and against its fixed part."""
-    facts: Facts = facts_from_guard(_and(guard, _gate_of(index)))
-    if like is not None:
-        return separate(index.src[1], list(like.ranges), facts, order, like.fixed)
-    poly = to_poly(index.src[1], facts.guarded)
-
-    def stride_size(r: UOp) -> float:
-        parts = poly.split(r)
-        return -1 if parts is None else -max(abs(float(bound)) for bound in parts[0].interval())
-
-    return separate(index.src[1], sorted(ranges, key=lambda r: (stride_size(r), r.arg[0], r.key)), facts, order)
-
-
 def _same_item(index: UOp, guard: UOp | None, ranges: frozenset[UOp], store: UOp,
-               parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int]) -> bool:
+                parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int]) -> bool:
     """Whether each element ``index`` reaches (where ``guard`` holds) is written by ``store`` only in the
-    same work item: both indices determine every parallel range the same way, against the store's fixed
-    part (``Separation.matches``): ``x[i]`` read where ``x[i]`` is written is, ``x[i + 1]`` is not, and
-    ``x[8*i + j - 1]`` for ``j >= 1`` is where ``x[8*i + j]`` is written (the same row)."""
+    same work item, or never (``meet_in_one_item`` over the parallel ranges of both): ``x[i]`` read where
+    ``x[i]`` is written is, ``x[i + 1]`` is not, and ``x[8*i + j - 1]`` for ``j >= 1`` is where ``x[8*i +
+    j]`` is written (the same row)."""
     every = ranges | parallel[store]
     if not every:
         return True
-    theirs = _separation(store.src[0], every, order)
-    mine = None if theirs is None else _separation(index, every, order, guard, like=theirs)
-    return mine is not None and theirs is not None and mine.matches(theirs)
+    target = store.src[0]
+    return meet_in_one_item(index.src[1], _and(guard, _gate_of(index)), target.src[1], _gate_of(target),
+                            sorted(every, key=order.__getitem__), order)

@@ -279,3 +279,178 @@ def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(comp
     svod.run(k.build(), [got, data], device=device)
     rows, cols = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
     np.testing.assert_array_equal(got.reshape(4, 8), data.reshape(4, 8) + 10_000 * (rows < cols % 5))
+
+
+# ---- race-free kernels the prover must accept (issue 28) ------------------------------------------------
+
+LU = 6
+"""The side of the matrices of the LU and wavefront kernels."""
+
+
+def _maybe_empty_width():
+    """An elementwise kernel whose width may be 0: an empty range writes nothing, so stride ``C`` between
+    rows needs no ``C >= 1``."""
+    k = KernelBuilder("maybe_empty_width")
+    cols = k.var("C", 0, 100)
+    out, x = k.buffer(dtypes.float32, (4, cols)), k.buffer(dtypes.float32, (4, cols))
+    r, c = k.range(4), k.range(cols)
+    k.store(out[r, c], x[r, c] * 2.0)
+    return k.build()
+
+
+def _blocked_scan():
+    """A scan per block of 8: the clamp ``max(g - 1, 0)`` is ``g - 1`` under ``t > 0``, inside the block."""
+    k = KernelBuilder("blocked_scan")
+    y, x = k.buffer(dtypes.float32, 32), k.buffer(dtypes.float32, 32)
+    blk, t = k.range(4), k.range(8, AxisKind.LOOP)
+    g = blk * 8 + t
+    k.store(y[g], (t > 0).where(y[(g - 1).maximum(0)], 0.0) + x[g])
+    return k.build()
+
+
+def _carried_unless_first():
+    """A row scan whose carried read is guarded by ``m != 0`` spelled ``~m.eq(0)``."""
+    k = KernelBuilder("carried_unless_first")
+    c, x = k.buffer(dtypes.float32, (4, 8)), k.buffer(dtypes.float32, (4, 8))
+    i, m = k.range(4), k.range(8, AxisKind.LOOP)
+    k.store(c[i, m], (~m.eq(0)).where(c[i, m - 1], 0.0) + x[i, m])
+    return k.build()
+
+
+def _carried_unguarded():
+    """``D[i, m + 1] = D[i, m] + x[i, m]``: every read is in the row its item writes."""
+    k = KernelBuilder("carried_unguarded")
+    d, x = k.buffer(dtypes.float32, (4, 9)), k.buffer(dtypes.float32, (4, 8))
+    i, m = k.range(4), k.range(8, AxisKind.LOOP)
+    k.store(d[i, m + 1], d[i, m] + x[i, m])
+    return k.build()
+
+
+def _reversed_loop():
+    """``D[i, j, 4 - m]``: the loop runs backwards through each item's five elements."""
+    k = KernelBuilder("reversed_loop")
+    d = k.buffer(dtypes.float32, (2, 3, 5))
+    i, j, m = k.range(2), k.range(3), k.range(5, AxisKind.LOOP)
+    k.store(d[i, j, 4 - m], m.cast(dtypes.float32) + 1.0)
+    return k.build()
+
+
+def _lu_scale():
+    """LU step ``k``'s column scale: ``a[i, k] /= a[k, k]`` below the pivot; row ``k`` is read, never written."""
+    k = KernelBuilder("lu_scale")
+    step = k.var("k", 0, LU - 1)
+    a = k.buffer(dtypes.float32, (LU, LU))
+    i = step + 1 + k.range(LU - 1 - step)
+    k.store(a[i, step], a[i, step] / a[step, step])
+    return k.build()
+
+
+def _lu_update():
+    """LU step ``k``'s update of the block below and right of row and column ``k``, which it reads."""
+    k = KernelBuilder("lu_update")
+    step = k.var("k", 0, LU - 1)
+    a = k.buffer(dtypes.float32, (LU, LU))
+    i, j = step + 1 + k.range(LU - 1 - step), step + 1 + k.range(LU - 1 - step)
+    k.store(a[i, j], a[i, j] - a[i, step] * a[step, j])
+    return k.build()
+
+
+def _wavefront():
+    """A dynamic program over anti-diagonals: diagonal ``d`` (``T[i, i + d]``) from lower diagonals only."""
+    k = KernelBuilder("wavefront")
+    d = k.var("d", 1, LU - 1)
+    t = k.buffer(dtypes.float32, (LU, LU))
+    i = k.range(LU - d)
+    r = k.range(d - 1, AxisKind.REDUCE)
+    j = i + d
+    inner = (t[i, i + 1 + r] * t[i + 2 + r, j]).reduce(r)
+    k.store(t[i, j], t[i, j - 1].maximum(t[i + 1, j]) * 0.5 + inner * 0.25)
+    return k.build()
+
+
+def _blocked_store():
+    """A store blocked by a LOOP ``jb`` whose stride is the whole extent of the parallel ``jj``."""
+    k = KernelBuilder("blocked_store")
+    out, x = k.buffer(dtypes.float32, (4, 12)), k.buffer(dtypes.float32, (4, 12))
+    i, jb, jj = k.range(4), k.range(3, AxisKind.LOOP), k.range(4)
+    k.store(out[i, jb * 4 + jj], x[i, jb * 4 + jj] * 2.0)
+    return k.build()
+
+
+def _symbolic_halves():
+    """``out[i]`` and ``out[i + n]`` over ``i < n``: the two halves never meet, whatever ``n``."""
+    k = KernelBuilder("symbolic_halves")
+    n = k.var("n", 1, 16)
+    out, x = k.buffer(dtypes.float32, 2 * n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i])
+    k.store(out[i + n], out[i] * 3.0)
+    return k.build()
+
+
+def _lu(device, a):
+    for step in range(LU):
+        svod.run(_lu_scale(), [a], device=device, k=step)
+        svod.run(_lu_update(), [a], device=device, k=step)
+
+
+def _lu_reference(a):
+    a = a.copy()
+    for step in range(LU):
+        a[step + 1:, step] /= a[step, step]
+        a[step + 1:, step + 1:] -= np.outer(a[step + 1:, step], a[step, step + 1:])
+    return a
+
+
+def _wavefronts(device, t):
+    for d in range(1, LU):
+        svod.run(_wavefront(), [t], device=device, d=d)
+
+
+def _wavefront_reference(t):
+    t = t.copy()
+    for d in range(1, LU):
+        for i in range(LU - d):
+            j = i + d
+            inner = sum(t[i, i + 1 + r] * t[i + 2 + r, j] for r in range(d - 1))
+            t[i, j] = max(t[i, j - 1], t[i + 1, j]) * 0.5 + inner * 0.25
+    return t
+
+
+def _checks():
+    """Each race-free kernel: how to run it on a device, and what numpy says it computes."""
+    rng = np.random.default_rng(28)
+    x48, x32 = rng.standard_normal(48).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    square = (rng.standard_normal((LU, LU)) + LU * np.eye(LU)).astype(np.float32)
+    start = np.concatenate([rng.standard_normal((4, 1)), np.zeros((4, 8))], axis=1).astype(np.float32)
+    return {
+        "maybe_empty_width": (lambda dev, out: [svod.run(_maybe_empty_width(), [out, x32[:20].copy()], device=dev, C=5),
+                                                svod.run(_maybe_empty_width(), [out[20:], x32], device=dev, C=0)],
+                              np.zeros(32, np.float32), np.concatenate([x32[:20] * 2, np.zeros(12, np.float32)])),
+        "blocked_scan": (lambda dev, y: svod.run(_blocked_scan(), [y, x32], device=dev), np.zeros(32, np.float32),
+                         np.cumsum(x32.reshape(4, 8), axis=1).reshape(-1)),
+        "carried_unless_first": (lambda dev, c: svod.run(_carried_unless_first(), [c, x32], device=dev),
+                                 np.zeros(32, np.float32), np.cumsum(x32.reshape(4, 8), axis=1).reshape(-1)),
+        "carried_unguarded": (lambda dev, d: svod.run(_carried_unguarded(), [d, x32], device=dev),
+                              start.reshape(-1).copy(),
+                              np.concatenate([start[:, :1], start[:, :1] + np.cumsum(x32.reshape(4, 8), axis=1)],
+                                             axis=1).reshape(-1)),
+        "reversed_loop": (lambda dev, d: svod.run(_reversed_loop(), [d], device=dev), np.zeros(30, np.float32),
+                          np.tile(np.arange(5, 0, -1, dtype=np.float32), 6)),
+        "lu": (_lu, square.reshape(-1).copy(), _lu_reference(square).reshape(-1)),
+        "wavefront": (_wavefronts, square.reshape(-1) / LU, _wavefront_reference(square / LU).reshape(-1)),
+        "blocked_store": (lambda dev, out: svod.run(_blocked_store(), [out, x48], device=dev),
+                          np.zeros(48, np.float32), x48 * 2),
+        "symbolic_halves": (lambda dev, out: svod.run(_symbolic_halves(), [out, x32[:8]], device=dev, n=5),
+                            np.full(16, -1, np.float32),
+                            np.concatenate([x32[:5], x32[:5] * 3, np.full(6, -1, np.float32)])),
+    }
+
+
+@pytest.mark.parametrize("case", list(_checks()))
+def test_kernels_whose_reads_and_writes_provably_never_meet_are_accepted(device, case):
+    """Issue 28: each kernel was refused as a race though no two work items meet; each computes what
+    numpy does, on every device."""
+    run, data, expected = _checks()[case]
+    run(device, data)
+    np.testing.assert_allclose(data, expected, rtol=1e-5, atol=1e-5)
