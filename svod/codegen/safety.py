@@ -119,7 +119,7 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
 class _Guarder:
     """Rebuilds expressions with each access proven, gated or checked under the conditions around it."""
 
-    def __init__(self, order: Mapping[UOp, int], index_bits: int, guards: Mapping[UOp, UOp | None]) -> None:
+    def __init__(self, order: Mapping[UOp, int], index_bits: int, guards: Mapping[UOp, list[UOp | None]]) -> None:
         self.order = order
         self.index_bits = index_bits
         self.guards = guards
@@ -129,13 +129,15 @@ class _Guarder:
     def proven(self, index: UOp, guard: UOp | None) -> bool:
         return index_in_bounds(index.src[1], param_size(index.src[0]), guard, self.order)
 
-    def access(self, index: UOp, guard: UOp | None) -> UOp:
-        """An INDEX that is safe where ``guard`` holds."""
+    def access(self, index: UOp, guards: list[UOp | None]) -> UOp:
+        """An INDEX that is safe wherever one of ``guards`` holds (each the condition of some use of it;
+        ``None`` for a use under no condition)."""
         own = _gate_of(index)
         if self.proven(index, own):
             return index
-        combined = _and(guard, own)
-        if guard is not None and self.proven(index, combined):
+        either = None if None in guards else _any([g for g in guards if g is not None])
+        combined = _and(either, own)
+        if either is not None and all(self.proven(index, _and(g, own)) for g in guards):
             return UOp(Ops.INDEX, index.dtype, (*index.src[:2], combined))  # type: ignore[arg-type]
         self.checked = True
         gate = () if combined is None else (combined,)
@@ -144,10 +146,10 @@ class _Guarder:
         return UOp(Ops.INDEX, index.dtype, (index.src[0], position, *gate), CHECKED)
 
     def target(self, index: UOp) -> UOp:
-        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g) for g in index.src[2:]))), None)
+        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g) for g in index.src[2:]))), [None])
 
     def rewrite(self, root: UOp) -> UOp:
-        """``root`` with each load made safe under the guard every use of it is read under (``_guards``)."""
+        """``root`` with each load made safe under the guards its uses are read under (``_guards``)."""
         for node in root.toposort():
             if node in self.memo:
                 continue
@@ -162,6 +164,14 @@ class _Guarder:
         return self.memo[root]
 
 
+def _any(conditions: list[UOp]) -> UOp:
+    """The disjunction of ``conditions``."""
+    either = conditions[0]
+    for c in conditions[1:]:
+        either = either | c
+    return either
+
+
 @dataclass(eq=False)
 class _Clauses:
     """The ``where`` conditions around a node, innermost first, as a shared list: a branch adds a cell in
@@ -172,44 +182,57 @@ class _Clauses:
     depth: int
 
 
+Guards = tuple[_Clauses | None, ...]
+"""The distinct lists of conditions a node is computed under, one per kind of use."""
 MAX_CLAUSES = 16
 """The innermost conditions of a guard that proofs use; leaving outer ones out only weakens the guard."""
+MAX_GUARDS = 4
+"""Distinct guards kept for one node; past that they merge into the outer part they all share."""
 
 
-def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -> dict[UOp, UOp | None]:
-    """For every node below ``roots`` that has a load below it, a condition that holds wherever the node is
-    computed (``None``: nothing is known): the conditions of the ``where`` branches around it, from each
-    root's own (a store's gate), that are common to all its uses (their common outer part, a sound
-    weakening of the disjunction of the uses' guards). One walk from users to sources, so a value shared by
-    both branches of every ``where`` in a deep chain costs what one use does."""
+def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -> dict[UOp, list[UOp | None]]:
+    """For every node below ``roots`` that has a load below it, conditions one of which holds wherever the
+    node is computed (``None``: nothing is known): the conditions of the ``where`` branches around each of
+    its uses, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
+    ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
+    to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
+    does."""
     cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
 
-    def push(clause: UOp, outer: _Clauses | None) -> _Clauses:
-        key = (clause, outer)
-        if key not in cells:
-            cells[key] = _Clauses(clause, outer, 0 if outer is None else outer.depth + 1)
-        return cells[key]
+    def push(clause: UOp, outer: Guards) -> Guards:
+        pushed = []
+        for g in outer:
+            if (clause, g) not in cells:
+                cells[(clause, g)] = _Clauses(clause, g, 0 if g is None else g.depth + 1)
+            pushed.append(cells[(clause, g)])
+        return tuple(pushed)
 
-    around: dict[UOp, _Clauses | None] = {}
+    around: dict[UOp, Guards] = {}
 
-    def reach(node: UOp, clauses: _Clauses | None) -> None:
-        around[node] = _common(around[node], clauses) if node in around else clauses
+    def reach(node: UOp, guards: Guards) -> None:
+        merged = around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ()))
+        if len(merged) > MAX_GUARDS:
+            shared = merged[0]
+            for g in merged[1:]:
+                shared = _common(shared, g)
+            merged = (shared,)
+        around[node] = merged
 
     loads = _loads_below([root for root, _ in roots])
     for root, condition in roots:
         if root in loads:
-            reach(root, None if condition is None else push(condition, None))
+            reach(root, (None,) if condition is None else push(condition, (None,)))
     for node in sorted(loads, key=order.__getitem__, reverse=True):
-        clauses = around[node]
+        guards = around[node]
         if node.op is Ops.WHERE:
             choice = node.src[0]
-            contexts = [clauses, push(choice, clauses), push(choice.ne(True), clauses)]
+            contexts = [guards, push(choice, guards), push(choice.ne(True), guards)]
         else:
-            contexts = [clauses] * len(node.src)
+            contexts = [guards] * len(node.src)
         for s, c in zip(node.src, contexts, strict=True):
             if s in loads:
                 reach(s, c)
-    return {node: _condition(clauses) for node, clauses in around.items()}
+    return {node: [_condition(g) for g in guards] for node, guards in around.items()}
 
 
 def _loads_below(roots: Iterable[UOp]) -> set[UOp]:
@@ -332,7 +355,8 @@ def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp,
     if len(effect.src) > 1:
         roots.append((effect.src[1], _gate_of(target)))
     guards = _guards(roots, order)
-    found = {(node.src[0], guard): None for node, guard in guards.items() if node.op is Ops.LOAD}
+    found = {(node.src[0], guard): None for node, conditions in guards.items() if node.op is Ops.LOAD
+             for guard in conditions}
     return sorted(found, key=lambda pair: (pair[0].key, "" if pair[1] is None else pair[1].key))
 
 

@@ -258,6 +258,20 @@ def test_race_free_patterns_are_accepted(device):
     np.testing.assert_array_equal(got, np.arange(64)[::-1])
 
 
+def test_a_load_shared_by_two_guarded_uses_is_gated_by_either_guard(device):
+    """``x[i - 1]`` used under ``i >= 1`` and under ``i >= 2``: proven under each, so gated by their
+    disjunction, neither checked nor reported out of bounds at ``i = 0`` where no use reads it."""
+    k = KernelBuilder("shared_guarded")
+    out, x = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    i = k.range(8)
+    before = x[i - 1]
+    k.store(out[i], (i >= 1).where(before, 0.0) + (i >= 2).where(before * 2.0, 0.0))
+    assert type(svod.compile(k.build(), device).program).__name__ != "StagedProgram"
+    got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
+    svod.run(k.build(), [got, data], device=device)
+    np.testing.assert_array_equal(got, [0, 0, 3, 6, 9, 12, 15, 18])
+
+
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(compiler):
     """``v = c.where(v + 1, v)`` 10,000 times: ``v`` is read under both branches of every ``where``, so a
