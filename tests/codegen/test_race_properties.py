@@ -1,19 +1,21 @@
-"""The race check against a brute-force reference (``tests/codegen/brute_force.py``) on generated kernels:
-every kernel in which two work items meet must be refused (soundness, always); of the kernels in which
-none do, the share svod accepts is its precision, measured on a fixed sample."""
+"""The race and bounds checks against a brute-force reference (``tests/codegen/brute_force.py``) on
+generated kernels: every kernel in which two work items meet must be refused (soundness, always); of the
+kernels in which none do, the share svod accepts is its precision, measured on a fixed sample. A kernel
+svod accepts reports an access outside its buffers exactly when the reference finds one."""
 
 from __future__ import annotations
 
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
-from svod.errors import GraphError
+from svod.errors import GraphError, IndexOutOfBoundsError
 from tests.codegen.brute_force import accesses, variable_values
 
 SAMPLE = 400
@@ -98,7 +100,8 @@ def _racy(ast: UOp, sizes: dict[int, int]) -> bool:
     return any(accesses(ast, sizes, values).race() for values in variable_values(ast))
 
 
-_RENDERER = svod.compiler_pair("CPU", "llvm")[0]
+_CPU = svod.get_device("CPU", "llvm")
+_RENDERER = _CPU.renderer
 
 
 def _refused(ast: UOp) -> bool:
@@ -118,6 +121,31 @@ def test_every_kernel_whose_work_items_meet_is_refused(rng):
     ast, sizes = random_kernel(rng)
     if _racy(ast, sizes):
         assert _refused(ast)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False))
+def test_an_access_outside_a_buffer_is_reported_exactly_when_one_is_made(rng):
+    """Run on the CPU for every value of the variables: ``IndexOutOfBoundsError`` exactly when some access
+    that is made (its ``where`` branch taken, its gate true) lies outside its buffer."""
+    ast, sizes = random_kernel(rng)
+    if _refused(ast):
+        return
+    for values in variable_values(ast):
+        outside = bool(accesses(ast, sizes, values).outside)
+        buffers = [np.zeros(sizes[slot], np.float32) for slot in sorted(sizes)]
+        try:
+            svod.run(ast, buffers, device=_CPU, **_known(ast, values))
+        except IndexOutOfBoundsError:
+            assert outside
+        else:
+            assert not outside
+
+
+def _known(ast: UOp, values: dict[str, int]) -> dict[str, int]:
+    """The values of the variables the compiled kernel still has (simplification may fold one away)."""
+    names = svod.compile(ast, _CPU).var_names
+    return {name: v for name, v in values.items() if name in names}
 
 
 def test_precision_on_a_fixed_sample(capsys):
