@@ -176,6 +176,8 @@ class Facts:
 
     lower: dict[UOp, list[Poly]] = field(default_factory=dict)
     upper: dict[UOp, list[Poly]] = field(default_factory=dict)
+    never: bool = False
+    """A clause is the constant false (a comparison simplification decided)."""
 
     def add_upper(self, node: UOp, bound: Poly) -> None:
         self.upper.setdefault(node, []).append(bound)
@@ -194,6 +196,8 @@ def facts_from_guard(*conditions: UOp | None) -> Facts:
     moves a bound of ``a`` that equals ``b`` by one (``m != 0`` for a range ``m`` is ``m >= 1``)."""
     facts = Facts()
     for clause in (c for condition in conditions for c in _conjuncts(condition)):
+        if clause.op is Ops.CONST and not clause.arg:
+            facts.never = True
         comparison = _comparison(clause)
         if comparison is None:
             continue
@@ -322,6 +326,14 @@ class Prover:
         return found
 
 
+def impossible(facts: Facts, order: Mapping[UOp, int]) -> bool:
+    """Whether the facts contradict each other, so the guard they come from never holds: some upper bound
+    of an expression lies below what its lower bounds allow (``r < 0`` for a range ``r``)."""
+    prover = Prover(facts, order)
+    return facts.never or any(prover.nonnegative(Poly.atom(atom) - bound - Poly.const(1))
+                              for atom, bounds in facts.upper.items() for bound in bounds)
+
+
 def _expansion(atom: UOp) -> list[Poly]:
     """A guarded expression is also what it expands to (when it is more than an atom)."""
     expanded = to_poly(atom)
@@ -333,6 +345,8 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     every value of the variables and ranges. ``order`` ranks nodes so that derived atoms (a range whose
     end uses another range) are eliminated first."""
     facts = facts_from_guard(guard)
+    if impossible(facts, order):
+        return True  # the access is never made
     prover = Prover(facts, order)
     poly = to_poly(index, facts.guarded)
     if not prover.nonnegative(poly):
@@ -397,6 +411,8 @@ class _Pair:
         self.equations = [(to_poly(first, self.facts.guarded), to_poly(second, self.facts.guarded))]
 
     def decide(self, parallel: set[UOp]) -> bool:
+        if impossible(self.facts, self.rank):
+            return True  # one of the accesses is never made
         for _ in range(MAX_PAIR_STEPS):
             if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
                 return True

@@ -468,3 +468,15 @@ def test_kernels_whose_reads_and_writes_provably_never_meet_are_accepted(device,
     run, data, expected = _checks()[case]
     run(device, data)
     np.testing.assert_allclose(data, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_an_access_under_a_guard_that_never_holds_meets_nothing(device):
+    """``(r < 0).where(a[r + 1], 0)``: simplification folds the guard to false, and the read it guards is
+    never made, so it neither races nor needs a bounds check."""
+    k = KernelBuilder("dead_guard")
+    a = k.buffer(dtypes.float32, 4)
+    r = k.range(4)
+    k.store(a[r], (r < 0).where(a[r + 1], 1.0) + (r < 0).where(a[r + 1], 0.0))
+    got = np.zeros(4, np.float32)
+    svod.run(k.build(), [got], device=device)
+    np.testing.assert_array_equal(got, np.ones(4))
