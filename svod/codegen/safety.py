@@ -55,7 +55,7 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
     roots = [root for e in sink.src if e.op in EFFECTS
-             for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _gate_of(e.src[0]))]]
+             for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
     guarded = _Guarder(order, index_bits, _guards(roots, order))
     effects = []
     for e in sink.src:
@@ -74,6 +74,18 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
 
 def _gate_of(index: UOp) -> UOp | None:
     return index.src[2] if len(index.src) == 3 else None
+
+
+def _value_guard(effect: UOp) -> UOp | None:
+    """What holds wherever ``effect``'s value is computed: its target's gate, and each range it runs over
+    (its sources past the value, ``anchor_ranges``) that may be empty has an iteration. A load that
+    depends on none of them may be placed outside their loops; gated by this, it is not made (nor
+    reported out of bounds) when the effect runs zero times."""
+    runs = [r.src[0].gt(0) for r in effect.src[2:] if r.op is Ops.RANGE and r.src[0].vmin < 1]
+    guard = _gate_of(effect.src[0])
+    for clause in runs:
+        guard = _and(clause, guard)
+    return guard
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -353,7 +365,7 @@ def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp,
     target = effect.src[0]
     roots: list[tuple[UOp, UOp | None]] = [(target, None), *((s, None) for s in effect.src[2:])]
     if len(effect.src) > 1:
-        roots.append((effect.src[1], _gate_of(target)))
+        roots.append((effect.src[1], _value_guard(effect)))
     guards = _guards(roots, order)
     found = {(node.src[0], guard): None for node, conditions in guards.items() if node.op is Ops.LOAD
              for guard in conditions}

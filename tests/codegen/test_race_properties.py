@@ -25,21 +25,29 @@ PRECISION_FLOOR = 0.9
 regression)."""
 
 
-def _guard(rng: random.Random, r: UOp, extent: int) -> UOp:
+Extent = int | UOp
+"""A range's number of iterations: a constant, or a variable of the kernel."""
+
+
+def _most(extent: Extent) -> int:
+    return extent if isinstance(extent, int) else int(extent.vmax)
+
+
+def _guard(rng: random.Random, r: UOp, extent: Extent) -> UOp:
     """A condition on one range: a bound, an equality, or a negated one (``~r.eq(0)``)."""
-    c = rng.randint(0, max(extent - 1, 0))
+    c = rng.randint(0, max(_most(extent) - 1, 0))
     shape = rng.choice(["ge", "lt", "ne0", "not_eq0", "eq", "not_lt"])
     return {"ge": lambda: r >= c, "lt": lambda: r < c, "ne0": lambda: r.ne(0), "not_eq0": lambda: ~r.eq(0),
             "eq": lambda: r.eq(c), "not_lt": lambda: ~(r < c)}[shape]()
 
 
-def _affine(rng: random.Random, ranges: list[UOp], extents: list[int], n: UOp | None) -> UOp:
+def _affine(rng: random.Random, ranges: list[UOp], extents: list[Extent], n: UOp | None) -> UOp:
     """Mostly a row-major index over a random order of some of the ranges (some reversed), with random
     strides, offsets, a variable term and a clamp, division or remainder now and then."""
     chosen = [k for k in range(len(ranges)) if rng.random() < 0.85]
     rng.shuffle(chosen)
     index: UOp = UOp.index_const(rng.choice([0, 0, 0, 1, -1, 2]))
-    stride = 1
+    stride: Extent = 1
     for k in reversed(chosen):
         coefficient = rng.choice([stride] * 5 + [-stride, 0, 1, 2, -1, extents[k]])
         term = extents[k] - 1 - ranges[k] if rng.random() < 0.2 else ranges[k]
@@ -59,13 +67,16 @@ def _affine(rng: random.Random, ranges: list[UOp], extents: list[int], n: UOp | 
     return index
 
 
-def _read(rng: random.Random, buffer: UOp, target: UOp, ranges: list[UOp], extents: list[int],
-          n: UOp | None) -> UOp:
-    """A read of ``buffer``: the element written, one beside it behind a guard (clamped or not), or any."""
-    shape = rng.choice(["same", "shifted", "clamped", "any", "guarded_any"])
+def _read(rng: random.Random, buffer: UOp, target: UOp, ranges: list[UOp], extents: list[Extent],
+          n: UOp | None, reduce: tuple[UOp, int] | None) -> UOp:
+    """A read of ``buffer``: the element written, one beside it behind a guard (clamped or not), any, or
+    a sum of any over a REDUCE range."""
+    shape = rng.choice(["same", "shifted", "clamped", "any", "guarded_any", "reduced"])
     k = rng.randrange(len(ranges))
     if shape == "same":
         return buffer[target]
+    if shape == "reduced" and reduce is not None:
+        return buffer[_affine(rng, [*ranges, reduce[0]], [*extents, reduce[1]], n)].reduce(reduce[0])
     if shape == "any":
         return buffer[_affine(rng, ranges, extents, n)]
     guard = _guard(rng, ranges[k], extents[k])
@@ -77,21 +88,26 @@ def _read(rng: random.Random, buffer: UOp, target: UOp, ranges: list[UOp], exten
 
 
 def random_kernel(rng: random.Random) -> tuple[UOp, dict[int, int]]:
-    """A kernel of one or two stores into buffer 0 over 1-3 GLOBAL and 0-2 LOOP ranges of 1-4 iterations,
-    reading buffer 0 and buffer 1; and its buffers' sizes."""
+    """A kernel of one or two stores into buffer 0 over 1-3 GLOBAL ranges of 1-4 iterations (one of them
+    sometimes of a variable ``w`` in [0, 3] iterations) and 0-2 LOOP ranges of 1-3, reading buffer 0 and
+    buffer 1; and its buffers' sizes."""
     k = KernelBuilder("random_races")
     n = k.var("n", 0, 2) if rng.random() < 0.3 else None
-    extents = [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
-    loops = [rng.randint(1, 3) for _ in range(rng.randint(0, 2))]
-    size = 2 * math.prod(extents + loops) + 8
+    extents: list[Extent] = [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
+    if rng.random() < 0.25:
+        extents[rng.randrange(len(extents))] = k.var("w", 0, 3)
+    loops: list[Extent] = [rng.randint(1, 3) for _ in range(rng.randint(0, 2))]
+    size = 2 * math.prod(_most(e) for e in extents + loops) + 8
     a, x = k.buffer(dtypes.float32, size), k.buffer(dtypes.float32, size)
     ranges = [k.range(e) for e in extents] + [k.range(e, AxisKind.LOOP) for e in loops]
     extents += loops
+    reduce_extent = rng.randint(1, 3)
+    reduce = (k.range(reduce_extent, AxisKind.REDUCE), reduce_extent) if rng.random() < 0.3 else None
     for _ in range(1 if rng.random() < 0.7 else 2):
         target = _affine(rng, ranges, extents, n)
         value = x[_affine(rng, ranges, extents, n)]
         for _ in range(rng.randint(0, 2)):
-            value = value + _read(rng, a, target, ranges, extents, n)
+            value = value + _read(rng, a, target, ranges, extents, n, reduce)
         k.store(a[target], value)
     return k.build(), {0: size, 1: size}
 

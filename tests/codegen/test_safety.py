@@ -480,3 +480,16 @@ def test_an_access_under_a_guard_that_never_holds_meets_nothing(device):
     got = np.zeros(4, np.float32)
     svod.run(k.build(), [got], device=device)
     np.testing.assert_array_equal(got, np.ones(4))
+
+
+def test_a_load_outside_every_loop_of_an_effect_that_runs_zero_times_is_not_made(device):
+    """``out[r + 1] = x[w - 1]`` over ``r < w``: at ``w = 0`` nothing runs, though the load, which uses no
+    range, may be placed before the loop; it is gated by ``w > 0`` and not reported out of bounds."""
+    k = KernelBuilder("empty_invariant")
+    w = k.var("w", 0, 3)
+    out, x = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    k.store(out[k.range(w) + 1], x[w - 1])
+    for width, expected in ((0, [0] * 8), (3, [0, 2, 2, 2, 0, 0, 0, 0])):
+        got = np.zeros(8, np.float32)
+        svod.run(k.build(), [got, np.arange(8, dtype=np.float32)], device=device, w=width)
+        np.testing.assert_array_equal(got, expected)
