@@ -360,8 +360,8 @@ def _data_dependent(index: UOp) -> bool:
 
 
 def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp, UOp | None]]:
-    """The INDEX of every load below ``effect``, with a condition it is read under (``_guards``): the value
-    is read where the effect's own gate holds."""
+    """The INDEX of every load below ``effect``, once with each condition it is read under (``_guards``):
+    the value is read where the effect's gate holds and each range it runs over has an iteration."""
     target = effect.src[0]
     roots: list[tuple[UOp, UOp | None]] = [(target, None), *((s, None) for s in effect.src[2:])]
     if len(effect.src) > 1:
