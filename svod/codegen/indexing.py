@@ -395,6 +395,22 @@ def _second_item(roots: list[UOp], order: Mapping[UOp, int]) -> dict[UOp, UOp]:
     return copies
 
 
+def _nonempty_ends(roots: list[UOp]) -> list[tuple[UOp, int]]:
+    """``(v, 1 - c)`` for each range below ``roots`` whose end is ``v + c`` for one atom ``v`` that no range
+    moves (a variable): an access is made only in an iteration of its ranges, so there ``v >= 1 - c``."""
+    found: dict[tuple[UOp, int], None] = {}
+    for root in roots:
+        for r in root.toposort():
+            if r.op is not Ops.RANGE:
+                continue
+            end = to_poly(r.src[0])
+            varying = [(m, c) for m, c in end.terms.items() if m]
+            if len(varying) == 1 and varying[0][1] == 1 and len(varying[0][0]) == 1 \
+                    and not any(u.op is Ops.RANGE for u in varying[0][0][0].toposort()):
+                found[(varying[0][0][0], 1 - end.terms.get((), 0))] = None
+    return list(found)
+
+
 class _Pair:
     """The equation ``first == second`` of two accesses in two work items, as a list of equations that
     must all hold, and the ranges already shown equal in both."""
@@ -404,10 +420,11 @@ class _Pair:
         self.copies = copies
         self.rank = rank
         self.guards = [first_guard, second_guard]
+        self.ends = _nonempty_ends([first, second, *_present(first_guard), *_present(second_guard)])
         self.matched: dict[UOp, UOp] = {}
-        self.facts = facts_from_guard(*self.guards)
-        first = unclamped(first, facts_from_guard(first_guard), rank)
-        second = unclamped(second, facts_from_guard(second_guard), rank)
+        self.facts = self._facts({})
+        first = decided(first, facts_from_guard(first_guard), rank)
+        second = decided(second, facts_from_guard(second_guard), rank)
         self.equations = [(to_poly(first, self.facts.guarded), to_poly(second, self.facts.guarded))]
 
     def decide(self, parallel: set[UOp]) -> bool:
@@ -464,9 +481,17 @@ class _Pair:
         """Range ``r`` is the same in both items from now on: its copy is replaced by it everywhere."""
         self.matched[r] = self.copies[r]
         back = {self.copies[m]: m for m in self.matched}
-        self.facts = facts_from_guard(*(_renamed(g, back) for g in self.guards))
+        self.facts = self._facts(back)
         self.equations = [(_poly_renamed(a, back, self.facts), _poly_renamed(b, back, self.facts))
                           for a, b in self.equations]
+
+    def _facts(self, back: Mapping[UOp, UOp]) -> Facts:
+        """The facts of both guards (the second's ranges renamed ``back`` where matched), and that each
+        range has an iteration."""
+        facts = facts_from_guard(*(_renamed(g, back) for g in self.guards))
+        for atom, least in self.ends:
+            facts.add_lower(atom, Poly.const(least))
+        return facts
 
     def _by_stride(self, poly: Poly, ranges: list[UOp]) -> list[UOp]:
         """``ranges`` with the largest stride in ``poly`` first (the outermost digit of an index)."""
@@ -528,18 +553,42 @@ def _poly_renamed(poly: Poly, mapping: Mapping[UOp, UOp], facts: Facts) -> Poly:
     return result
 
 
-def unclamped(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
-    """``index`` with each ``max``/``min`` that the facts decide replaced by the side it picks: under ``t >=
-    1``, ``max(8*b + t - 1, 0)`` is ``8*b + t - 1``."""
+def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
+    """``index`` with each ``max``/``min``, division and remainder by a constant that the facts decide
+    replaced by what it is: under ``t >= 1``, ``max(8*b + t - 1, 0)`` is ``8*b + t - 1``; ``(2 + 2*r) // 2``
+    is ``1 + r``; ``r % 4`` for ``r < 4`` is ``r``."""
     done: dict[UOp, UOp] = {}
     prover = Prover(facts, order)
     for u in index.toposort():
         src = tuple(done[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
-        if node.op in (Ops.MAX, Ops.MIN) and node.dtype == dtypes.index:
-            first, second = (to_poly(s, facts.guarded) for s in node.src)
-            larger = 0 if prover.nonnegative(first - second) else 1 if prover.nonnegative(second - first) else None
-            if larger is not None:
-                node = node.src[larger if node.op is Ops.MAX else 1 - larger]
+        if node.dtype == dtypes.index and node.op in (Ops.MAX, Ops.MIN, Ops.IDIV, Ops.MOD):
+            node = _decided_node(node, facts, prover)
         done[u] = node
     return done[index]
+
+
+def _decided_node(node: UOp, facts: Facts, prover: Prover) -> UOp:
+    first, second = (to_poly(s, facts.guarded) for s in node.src)
+    if node.op in (Ops.MAX, Ops.MIN):
+        larger = 0 if prover.nonnegative(first - second) else 1 if prover.nonnegative(second - first) else None
+        return node if larger is None else node.src[larger if node.op is Ops.MAX else 1 - larger]
+    if set(second.terms) != {()} or second.terms[()] <= 0:
+        return node
+    divisor = second.terms[()]
+    if node.op is Ops.IDIV and all(c % divisor == 0 for c in first.terms.values()):
+        return _as_uop(Poly({m: c // divisor for m, c in first.terms.items()}))  # exact: no rounding
+    if node.op is Ops.MOD and prover.nonnegative(first) and prover.nonnegative(second - Poly.const(1) - first):
+        return node.src[0]
+    return node
+
+
+def _as_uop(poly: Poly) -> UOp:
+    """An index expression with the value of ``poly``."""
+    total = UOp.index_const(0)
+    for m, c in poly.terms.items():
+        term = UOp.index_const(c)
+        for atom in m:
+            term = term * atom
+        total = total + term
+    return total

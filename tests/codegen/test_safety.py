@@ -493,3 +493,23 @@ def test_a_load_outside_every_loop_of_an_effect_that_runs_zero_times_is_not_made
         got = np.zeros(8, np.float32)
         svod.run(k.build(), [got, np.arange(8, dtype=np.float32)], device=device, w=width)
         np.testing.assert_array_equal(got, expected)
+
+
+def test_a_stride_that_is_a_range_s_own_variable_end_and_an_exact_division_tell_items_apart(device):
+    """``out[r*w]`` over ``r < w``, ``w`` in [0, 4] (the first column of a ``w`` by ``w`` matrix): stride
+    ``w`` is at least 1 wherever an item runs. ``out[(2 + 2*i) // 2]`` is ``out[1 + i]``."""
+    k = KernelBuilder("variable_stride")
+    w = k.var("w", 0, 4)
+    out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 4)
+    r = k.range(w)
+    k.store(out[r * w], x[r] + 1.0)
+    got = np.zeros(16, np.float32)
+    svod.run(k.build(), [got, np.arange(4, dtype=np.float32)], device=device, w=4)
+    np.testing.assert_array_equal(got.reshape(4, 4)[:, 0], np.arange(4) + 1)
+    k = KernelBuilder("exact_division")
+    out = k.buffer(dtypes.float32, 8)
+    i = k.range(4)
+    k.store(out[(2 + i * 2) // 2], i.cast(dtypes.float32))
+    got = np.zeros(8, np.float32)
+    svod.run(k.build(), [got], device=device)
+    np.testing.assert_array_equal(got, [0, 0, 1, 2, 3, 0, 0, 0])
