@@ -22,11 +22,12 @@ bounds lie well inside 64 bits); past that a node is an atom known by its interv
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from svod.dtype import DType, dtypes
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, substitute
 from svod.ir.bounds import Bounds
 
 Monomial = tuple[UOp, ...]
@@ -175,6 +176,8 @@ class Facts:
 
     lower: dict[UOp, list[Poly]] = field(default_factory=dict)
     upper: dict[UOp, list[Poly]] = field(default_factory=dict)
+    never: bool = False
+    """A clause is the constant false (a comparison simplification decided)."""
 
     def add_upper(self, node: UOp, bound: Poly) -> None:
         self.upper.setdefault(node, []).append(bound)
@@ -187,26 +190,67 @@ class Facts:
         return list(dict.fromkeys([*self.lower, *self.upper]))
 
 
-def facts_from_guard(condition: UOp | None) -> Facts:
-    """The bounds a bool ``condition`` implies where it holds: each clause of a conjunction (``&``) that
-    compares two integer expressions bounds each side by the other."""
+def facts_from_guard(*conditions: UOp | None) -> Facts:
+    """The bounds bool ``conditions`` imply where they all hold: each clause of a conjunction (``&``) that
+    compares two integer expressions (or negates such a comparison) bounds each side by the other; ``a != b``
+    moves a bound of ``a`` that equals ``b`` by one (``m != 0`` for a range ``m`` is ``m >= 1``)."""
     facts = Facts()
-    for clause in _conjuncts(condition):
-        if clause.op not in (Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ) or not _exact_as_index(clause.src[0].dtype):
+    for clause in (c for condition in conditions for c in _conjuncts(condition)):
+        if clause.op is Ops.CONST and not clause.arg:
+            facts.never = True
+        comparison = _comparison(clause)
+        if comparison is None:
             continue
-        a, b = (s.cast(dtypes.index) for s in clause.src)  # the spelling an INDEX gives a narrower integer
-        slack = 1 if clause.op is Ops.CMPLT else 0
+        op, a, b = comparison
+        if op is Ops.CMPNE:
+            _add_unequal(facts, a, b)
+            _add_unequal(facts, b, a)
+            continue
+        slack = 1 if op is Ops.CMPLT else 0
         pa, pb = to_poly(a), to_poly(b)
         if a.op is not Ops.CONST:
             facts.add_upper(a, pb - Poly.const(slack))
         if b.op is not Ops.CONST:
             facts.add_lower(b, pa + Poly.const(slack))
-        if clause.op is Ops.CMPEQ:
+        if op is Ops.CMPEQ:
             if a.op is not Ops.CONST:
                 facts.add_lower(a, pb)
             if b.op is not Ops.CONST:
                 facts.add_upper(b, pa)
     return facts
+
+
+_NEGATED = {Ops.CMPLT: (Ops.CMPLE, True), Ops.CMPLE: (Ops.CMPLT, True), Ops.CMPEQ: (Ops.CMPNE, False),
+            Ops.CMPNE: (Ops.CMPEQ, False)}
+"""``not (a < b)`` is ``b <= a``, ``not (a <= b)`` is ``b < a``; equality and inequality swap."""
+
+
+def _comparison(clause: UOp) -> tuple[Ops, UOp, UOp] | None:
+    """``clause`` as ``(op, a, b)`` over index expressions, op one of ``< <= == !=``, seeing through logical
+    negation (``~c``, ``c != True``, ``c == False``); None when it is not such a comparison."""
+    negated = False
+    while clause.op in (Ops.XOR, Ops.CMPNE, Ops.CMPEQ) and clause.src[0].dtype == dtypes.bool \
+            and clause.src[1].op is Ops.CONST:
+        negated ^= bool(clause.src[1].arg) is (clause.op is not Ops.CMPEQ)
+        clause = clause.src[0]
+    if clause.op not in _NEGATED or not _exact_as_index(clause.src[0].dtype):
+        return None
+    op, a, b = clause.op, *(s.cast(dtypes.index) for s in clause.src)  # an INDEX's spelling of a narrower int
+    if negated:
+        op, swap = _NEGATED[op]
+        a, b = (b, a) if swap else (a, b)
+    return op, a, b
+
+
+def _add_unequal(facts: Facts, a: UOp, b: UOp) -> None:
+    """``a != b`` for a constant ``b`` at one end of ``a``'s interval: ``a`` lies past it."""
+    if a.op is Ops.CONST or b.op is not Ops.CONST:
+        return
+    lo, hi = a.bounds
+    if lo == b.arg:
+        facts.add_lower(a, Poly.const(int(b.arg) + 1))
+    elif hi == b.arg:
+        facts.add_upper(a, Poly.const(int(b.arg) - 1))
 
 
 def _exact_as_index(dtype: DType) -> bool:
@@ -282,6 +326,14 @@ class Prover:
         return found
 
 
+def impossible(facts: Facts, order: Mapping[UOp, int]) -> bool:
+    """Whether the facts contradict each other, so the guard they come from never holds: some upper bound
+    of an expression lies below what its lower bounds allow (``r < 0`` for a range ``r``)."""
+    prover = Prover(facts, order)
+    return facts.never or any(prover.nonnegative(Poly.atom(atom) - bound - Poly.const(1))
+                              for atom, bounds in facts.upper.items() for bound in bounds)
+
+
 def _expansion(atom: UOp) -> list[Poly]:
     """A guarded expression is also what it expands to (when it is more than an atom)."""
     expanded = to_poly(atom)
@@ -293,6 +345,8 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     every value of the variables and ranges. ``order`` ranks nodes so that derived atoms (a range whose
     end uses another range) are eliminated first."""
     facts = facts_from_guard(guard)
+    if impossible(facts, order):
+        return True  # the access is never made
     prover = Prover(facts, order)
     poly = to_poly(index, facts.guarded)
     if not prover.nonnegative(poly):
@@ -300,77 +354,241 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     return prover.nonnegative(to_poly(size, facts.guarded) - Poly.const(1) - poly)
 
 
-@dataclass(frozen=True)
-class Separation:
-    """How an index determines its parallel ranges: ``index = s_1*r_1 + (s_2*r_2 + (... + rest))``, with
-    ``ranges`` the ``r_k`` and ``strides`` the ``s_k``, largest first, and ``sides`` where each step's rest,
-    less an anchor, was proven to lie: ``1`` for ``[0, |s_k|)``, ``-1`` for ``(-|s_k|, 0]`` (both for a
-    rest of 0). ``fixed`` is the sum of the index's terms that are the same for every work item and loop
-    iteration (constants, variables)."""
-
-    ranges: tuple[UOp, ...]
-    strides: tuple[Poly, ...]
-    sides: tuple[frozenset[int], ...]
-    fixed: Poly
-
-    def matches(self, other: Separation) -> bool:
-        """Whether an element both indices reach is reached by the same values of the parallel ranges, for
-        two separations against one anchor: the same ranges in the same order with the same strides, and
-        each step's rests on a common side of the anchor, so that they differ by less than the stride."""
-        return self.ranges == other.ranges and all(a & b for a, b in zip(self.sides, other.sides, strict=True)) \
-            and all(not (a - b).terms for a, b in zip(self.strides, other.strides, strict=True))
+MAX_PAIR_STEPS = 24
+"""Splits and matches allowed for one comparison of two accesses before it gives up (unproven)."""
 
 
-def separate(index: UOp, ranges: list[UOp], facts: Facts, order: Mapping[UOp, int],
-             anchor: Poly | None = None) -> Separation | None:
-    """How ``index`` determines every one of ``ranges`` (largest stride first) when the element it reaches
-    does: at each step the stride is the same for every work item and loop iteration, and the rest, less
-    ``anchor``, spans less than it. The anchor defaults to the index's own fixed part (constants and
-    variables, the same for every work item: they never make two items of one index collide); to compare
-    two indices, both are separated against the same one. None when no such split is proven."""
-    remainder = to_poly(index, facts.guarded)
-    fixed = remainder - _varying(remainder)
-    offset = Poly() if anchor is None else fixed - anchor
-    prover = Prover(facts, order)
-    strides, sides = [], []
+def meet_in_one_item(first: UOp, first_guard: UOp | None, second: UOp, second_guard: UOp | None,
+                     parallel: Iterable[UOp], order: dict[UOp, int]) -> bool:
+    """Whether index ``first`` (reached where ``first_guard`` holds) in one work item and index ``second``
+    (where ``second_guard`` holds) in another reach one element only when both items have the same value of
+    every range in ``parallel`` — or never do.
+
+    The second item's ranges are copies, so the claim is about two independent points: ``first(p) ==
+    second(q)`` implies ``p == q``. The equation is taken apart while it stays equivalent: two sides that
+    differ by at least 1 never meet (row ``k`` of an LU step and the block below it); ``c*r + x == c*r' + y``
+    with ``|x - y| < |c|`` holds only if ``r == r'`` and ``x == y`` (rows of a row-major array, and any range
+    whose stride exceeds what the rest spans, in both items at once); ``s*h + l == s*h' + l'`` with ``|l -
+    l'| < s`` holds only if ``h == h'`` and ``l == l'`` (an element's row and column, when each side's row is
+    a sum of several terms). Ranges matched in one part are the same in every other."""
+    copies = _second_item([second, *_present(second_guard)], order)
+    rank = ChainMap({copy: order[r] for r, copy in copies.items()}, order)
+    pair = _Pair(first, first_guard, substitute(second, copies), _renamed(second_guard, copies), copies, rank)
+    return pair.decide(set(parallel))
+
+
+def _present(node: UOp | None) -> list[UOp]:
+    return [] if node is None else [node]
+
+
+def _renamed(node: UOp | None, mapping: Mapping[UOp, UOp]) -> UOp | None:
+    return None if node is None else substitute(node, mapping)
+
+
+def _second_item(roots: list[UOp], order: Mapping[UOp, int]) -> dict[UOp, UOp]:
+    """A copy of every range below ``roots`` (its end a copy too, where the end uses other ranges), on axis
+    ``-1 - axis``: no range of a kernel has a negative axis."""
+    ranges = sorted({u for root in roots for u in root.toposort() if u.op is Ops.RANGE}, key=order.__getitem__)
+    copies: dict[UOp, UOp] = {}
     for r in ranges:
-        parts = remainder.split(r)
-        if parts is None:
+        copies[r] = UOp(Ops.RANGE, r.dtype, (substitute(r.src[0], copies),), (-1 - r.arg[0], *r.arg[1:]))
+    return copies
+
+
+def _nonempty_ends(roots: list[UOp]) -> list[tuple[UOp, int]]:
+    """``(v, 1 - c)`` for each range below ``roots`` whose end is ``v + c`` for one atom ``v`` that no range
+    moves (a variable): an access is made only in an iteration of its ranges, so there ``v >= 1 - c``."""
+    found: dict[tuple[UOp, int], None] = {}
+    for root in roots:
+        for r in root.toposort():
+            if r.op is not Ops.RANGE:
+                continue
+            end = to_poly(r.src[0])
+            varying = [(m, c) for m, c in end.terms.items() if m]
+            if len(varying) == 1 and varying[0][1] == 1 and len(varying[0][0]) == 1 \
+                    and not any(u.op is Ops.RANGE for u in varying[0][0][0].toposort()):
+                found[(varying[0][0][0], 1 - end.terms.get((), 0))] = None
+    return list(found)
+
+
+class _Pair:
+    """The equation ``first == second`` of two accesses in two work items, as a list of equations that
+    must all hold, and the ranges already shown equal in both."""
+
+    def __init__(self, first: UOp, first_guard: UOp | None, second: UOp, second_guard: UOp | None,
+                 copies: Mapping[UOp, UOp], rank: Mapping[UOp, int]) -> None:
+        self.copies = copies
+        self.rank = rank
+        self.guards = [first_guard, second_guard]
+        self.ends = _nonempty_ends([first, second, *_present(first_guard), *_present(second_guard)])
+        self.matched: dict[UOp, UOp] = {}
+        self.facts = self._facts({})
+        first = decided(first, facts_from_guard(first_guard), rank)
+        second = decided(second, facts_from_guard(second_guard), rank)
+        self.equations = [(to_poly(first, self.facts.guarded), to_poly(second, self.facts.guarded))]
+
+    def decide(self, parallel: set[UOp]) -> bool:
+        if impossible(self.facts, self.rank):
+            return True  # one of the accesses is never made
+        for _ in range(MAX_PAIR_STEPS):
+            if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
+                return True
+            if not (self.match() or self.split()):
+                return False
+        return False
+
+    def prove(self, poly: Poly) -> bool:
+        return Prover(self.facts, self.rank).nonnegative(poly)
+
+    def apart(self, a: Poly, b: Poly) -> bool:
+        return self.prove(a - b - Poly.const(1)) or self.prove(b - a - Poly.const(1))
+
+    def within(self, difference: Poly, stride: Poly) -> bool:
+        """``|difference| < |stride|`` for every value (which also proves ``stride != 0``)."""
+        for size in (stride, stride.scale(-1)):
+            if self.prove(size - Poly.const(1) - difference) and self.prove(size - Poly.const(1) + difference):
+                return True
+        return False
+
+    def match(self) -> bool:
+        """Show one range the same in both items: ``c*r + x == c*r' + y`` with ``|x - y| < |c|``."""
+        for k, (a, b) in enumerate(self.equations):
+            for r in self._by_stride(a, [r for r in self.copies if r not in self.matched]):
+                parts_a, parts_b = a.split(r), b.split(self.copies[r])
+                if parts_a is None or parts_b is None or not parts_a[0].terms \
+                        or (parts_a[0] - parts_b[0]).terms:
+                    continue
+                if self.within(parts_a[1] - parts_b[1], parts_a[0]):
+                    self.equations[k] = (parts_a[1], parts_b[1])
+                    self._same(r)
+                    return True
+        return False
+
+    def split(self) -> bool:
+        """Take an equation apart at a stride ``s``: ``s*h + l == s*h' + l'`` with ``|l - l'| < s``."""
+        for k, (a, b) in enumerate(self.equations):
+            for stride in self._strides(a, b):
+                high_a, low_a = _divided(a, stride)
+                high_b, low_b = _divided(b, stride)
+                if not (high_a.terms or high_b.terms) or not (low_a.terms or low_b.terms):
+                    continue
+                if self.within(low_a - low_b, stride):
+                    self.equations[k:k + 1] = [(high_a, high_b), (low_a, low_b)]
+                    return True
+        return False
+
+    def _same(self, r: UOp) -> None:
+        """Range ``r`` is the same in both items from now on: its copy is replaced by it everywhere."""
+        self.matched[r] = self.copies[r]
+        back = {self.copies[m]: m for m in self.matched}
+        self.facts = self._facts(back)
+        self.equations = [(_poly_renamed(a, back, self.facts), _poly_renamed(b, back, self.facts))
+                          for a, b in self.equations]
+
+    def _facts(self, back: Mapping[UOp, UOp]) -> Facts:
+        """The facts of both guards (the second's ranges renamed ``back`` where matched), and that each
+        range has an iteration."""
+        facts = facts_from_guard(*(_renamed(g, back) for g in self.guards))
+        for atom, least in self.ends:
+            facts.add_lower(atom, Poly.const(least))
+        return facts
+
+    def _by_stride(self, poly: Poly, ranges: list[UOp]) -> list[UOp]:
+        """``ranges`` with the largest stride in ``poly`` first (the outermost digit of an index)."""
+        def size(r: UOp) -> tuple[float, int, str]:
+            parts = poly.split(r)
+            largest = 0.0 if parts is None or not parts[0].terms else max(abs(float(b)) for b in parts[0].interval())
+            return (-largest, r.arg[0], r.key)
+        return sorted(ranges, key=size)
+
+    def _strides(self, a: Poly, b: Poly) -> list[Poly]:
+        """Each single-term coefficient of a range in ``a`` or ``b``, as a positive stride, largest first."""
+        found: dict[tuple[Monomial, int], None] = {}
+        for poly in (a, b):
+            for atom in poly.atoms():
+                parts = poly.split(atom) if atom.op is Ops.RANGE else None
+                if parts is not None and len(parts[0].terms) == 1:
+                    ((monomial, c),) = parts[0].terms.items()
+                    if abs(c) > 1 or monomial:
+                        found[(monomial, abs(c))] = None
+        strides = [Poly({m: c}) for m, c in found]
+        return sorted(strides, key=lambda s: (-float(s.interval()[1]), repr(s)))
+
+
+def _divided(poly: Poly, stride: Poly) -> tuple[Poly, Poly]:
+    """``(h, l)`` with ``poly == stride*h + l``, for a one-term ``stride`` ``k*b``: each term that ``b``
+    divides gives ``b`` the quotient of its coefficient by ``k`` toward zero, ``l`` the rest. So ``7*i`` at
+    stride 6 is row ``i`` and column ``i`` (``T[i + 2 + r, i + d]`` in a 6-wide array, simplified)."""
+    ((base, k),) = stride.terms.items()
+    high: dict[Monomial, int] = {}
+    low: dict[Monomial, int] = {}
+    for m, c in poly.terms.items():
+        quotient = _without(m, base)
+        q = 0 if quotient is None else (c // k if c >= 0 else -(-c // k))
+        if q:
+            high[quotient] = q  # type: ignore[index]  # q is 0 when quotient is None
+        if c - q * k:
+            low[m] = c - q * k
+    return Poly(high), Poly(low)
+
+
+def _without(monomial: Monomial, factor: Monomial) -> Monomial | None:
+    """``monomial / factor``, or None when ``factor`` does not divide it."""
+    rest = list(monomial)
+    for atom in factor:
+        if atom not in rest:
             return None
-        stride, remainder = parts
-        if not stride.terms or any(_varies(a) for a in stride.atoms()):
-            return None
-        lo, hi = stride.interval()
-        size = stride if lo >= 1 else stride.scale(-1) if hi <= -1 else None
-        if size is None:
-            return None
-        offset = _less_whole_turns(offset, stride, r)
-        rest = _varying(remainder) + offset
-        found = frozenset(side for side in (1, -1) if prover.nonnegative(rest.scale(side))
-                          and prover.nonnegative(size - Poly.const(1) - rest.scale(side)))
-        if not found:
-            return None
-        strides.append(stride)
-        sides.append(found)
-    return Separation(tuple(ranges), tuple(strides), tuple(sides), fixed)
+        rest.remove(atom)
+    return tuple(rest)
 
 
-def _less_whole_turns(offset: Poly, stride: Poly, r: UOp) -> Poly:
-    """A constant ``offset`` between two indices less whole turns of ``stride * r`` (``|stride| * (max r + 1)``
-    at a time), toward 0. Two indices whose offset was cut never reach one element (``s*(r - r')`` and a
-    difference of rests smaller than ``s`` cannot make up a turn), so what the later steps prove of them
-    holds vacuously: ``scratch[i]`` and ``scratch[8 + i]`` for ``i < 8`` write apart."""
-    if set(offset.terms) - {()} or set(stride.terms) != {()}:
-        return offset
-    c, turn = offset.terms.get((), 0), abs(stride.terms[()]) * max(int(r.vmax) + 1, 1)
-    return Poly.const(c % turn if c >= 0 else -(-c % turn))
+def _poly_renamed(poly: Poly, mapping: Mapping[UOp, UOp], facts: Facts) -> Poly:
+    """``poly`` with the nodes of ``mapping`` replaced inside its atoms."""
+    result = Poly()
+    for m, c in poly.terms.items():
+        term = Poly.const(c)
+        for atom in m:
+            term = term * to_poly(substitute(atom, mapping), facts.guarded)
+        result = result + term
+    return result
 
 
-def _varying(poly: Poly) -> Poly:
-    """The terms of ``poly`` that can differ between work items or loop iterations of one launch."""
-    return Poly({m: c for m, c in poly.terms.items() if any(_varies(a) for a in m)})
+def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
+    """``index`` with each ``max``/``min``, division and remainder by a constant that the facts decide
+    replaced by what it is: under ``t >= 1``, ``max(8*b + t - 1, 0)`` is ``8*b + t - 1``; ``(2 + 2*r) // 2``
+    is ``1 + r``; ``r % 4`` for ``r < 4`` is ``r``."""
+    done: dict[UOp, UOp] = {}
+    prover = Prover(facts, order)
+    for u in index.toposort():
+        src = tuple(done[s] for s in u.src)
+        node = u if src == u.src else u.replace(src=src)
+        if node.dtype == dtypes.index and node.op in (Ops.MAX, Ops.MIN, Ops.IDIV, Ops.MOD):
+            node = _decided_node(node, facts, prover)
+        done[u] = node
+    return done[index]
 
 
-def _varies(atom: UOp) -> bool:
-    """Whether an atom can differ between work items or loop iterations of one launch."""
-    return any(u.op in (Ops.RANGE, Ops.LOAD) for u in atom.toposort())
+def _decided_node(node: UOp, facts: Facts, prover: Prover) -> UOp:
+    first, second = (to_poly(s, facts.guarded) for s in node.src)
+    if node.op in (Ops.MAX, Ops.MIN):
+        larger = 0 if prover.nonnegative(first - second) else 1 if prover.nonnegative(second - first) else None
+        return node if larger is None else node.src[larger if node.op is Ops.MAX else 1 - larger]
+    if set(second.terms) != {()} or second.terms[()] <= 0:
+        return node
+    divisor = second.terms[()]
+    if node.op is Ops.IDIV and all(c % divisor == 0 for c in first.terms.values()):
+        return _as_uop(Poly({m: c // divisor for m, c in first.terms.items()}))  # exact: no rounding
+    if node.op is Ops.MOD and prover.nonnegative(first) and prover.nonnegative(second - Poly.const(1) - first):
+        return node.src[0]
+    return node
+
+
+def _as_uop(poly: Poly) -> UOp:
+    """An index expression with the value of ``poly``."""
+    total = UOp.index_const(0)
+    for m, c in poly.terms.items():
+        term = UOp.index_const(c)
+        for atom in m:
+            term = term * atom
+        total = total + term
+    return total

@@ -22,8 +22,9 @@ every fixed value; the value travels with the kernel.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from svod.codegen.indexing import Facts, Separation, facts_from_guard, index_in_bounds, separate, to_poly
+from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.linearize import CHECKED
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -53,14 +54,16 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     status buffer checked accesses record failures in (a new last PARAM, an integer as wide as the
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
-    guarded = _Guarder(order, index_bits)
+    roots = [root for e in sink.src if e.op in EFFECTS
+             for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
+    guarded = _Guarder(order, index_bits, _guards(roots, order))
     effects = []
     for e in sink.src:
         if e.op not in EFFECTS:
             effects.append(e)
             continue
         target = guarded.target(e.src[0])
-        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1], _gate_of(e.src[0])), *e.src[2:])))
+        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1]), *e.src[2:])))
     new_sink = sink.replace(src=tuple(effects))
     if not guarded.checked:
         return new_sink, None
@@ -71,6 +74,18 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
 
 def _gate_of(index: UOp) -> UOp | None:
     return index.src[2] if len(index.src) == 3 else None
+
+
+def _value_guard(effect: UOp) -> UOp | None:
+    """What holds wherever ``effect``'s value is computed: its target's gate, and each range it runs over
+    (its sources past the value, ``anchor_ranges``) that may be empty has an iteration. A load that
+    depends on none of them may be placed outside their loops; gated by this, it is not made (nor
+    reported out of bounds) when the effect runs zero times."""
+    runs = [r.src[0].gt(0) for r in effect.src[2:] if r.op is Ops.RANGE and r.src[0].vmin < 1]
+    guard = _gate_of(effect.src[0])
+    for clause in runs:
+        guard = _and(clause, guard)
+    return guard
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -116,23 +131,25 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
 class _Guarder:
     """Rebuilds expressions with each access proven, gated or checked under the conditions around it."""
 
-    def __init__(self, order: Mapping[UOp, int], index_bits: int) -> None:
+    def __init__(self, order: Mapping[UOp, int], index_bits: int, guards: Mapping[UOp, list[UOp | None]]) -> None:
         self.order = order
         self.index_bits = index_bits
+        self.guards = guards
         self.checked = False
-        self.memo: dict[tuple[UOp, UOp | None], UOp] = {}
-        self.has_access: dict[UOp, bool] = {}
+        self.memo: dict[UOp, UOp] = {}
 
     def proven(self, index: UOp, guard: UOp | None) -> bool:
         return index_in_bounds(index.src[1], param_size(index.src[0]), guard, self.order)
 
-    def access(self, index: UOp, guard: UOp | None) -> UOp:
-        """An INDEX that is safe where ``guard`` holds."""
+    def access(self, index: UOp, guards: list[UOp | None]) -> UOp:
+        """An INDEX that is safe wherever one of ``guards`` holds (each the condition of some use of it;
+        ``None`` for a use under no condition)."""
         own = _gate_of(index)
         if self.proven(index, own):
             return index
-        combined = _and(guard, own)
-        if guard is not None and self.proven(index, combined):
+        either = None if None in guards else _any([g for g in guards if g is not None])
+        combined = _and(either, own)
+        if either is not None and all(self.proven(index, _and(g, own)) for g in guards):
             return UOp(Ops.INDEX, index.dtype, (*index.src[:2], combined))  # type: ignore[arg-type]
         self.checked = True
         gate = () if combined is None else (combined,)
@@ -141,49 +158,129 @@ class _Guarder:
         return UOp(Ops.INDEX, index.dtype, (index.src[0], position, *gate), CHECKED)
 
     def target(self, index: UOp) -> UOp:
-        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g, None) for g in index.src[2:]))),
-                           None)
+        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g) for g in index.src[2:]))), [None])
 
-    def touches_memory(self, node: UOp) -> bool:
-        found = self.has_access.get(node)
-        if found is None:
-            for u in node.toposort():
-                if u not in self.has_access:
-                    self.has_access[u] = u.op is Ops.LOAD or any(self.has_access[s] for s in u.src)
-            found = self.has_access[node]
-        return found
-
-    def rewrite(self, root: UOp, guard: UOp | None) -> UOp:
-        """``root`` with its accesses made safe; a ``where`` passes its condition (or its negation) down
-        to each branch."""
-        stack: list[tuple[UOp, UOp | None, bool]] = [(root, guard, False)]
-        while stack:
-            node, cond, expanded = stack.pop()
-            key = (node, cond)
-            if key in self.memo:
+    def rewrite(self, root: UOp) -> UOp:
+        """``root`` with each load made safe under the guards its uses are read under (``_guards``)."""
+        for node in root.toposort():
+            if node in self.memo:
                 continue
-            if not self.touches_memory(node):
-                self.memo[key] = node
+            if node not in self.guards:  # no load below: nothing to make safe
+                self.memo[node] = node
                 continue
-            contexts = self._contexts(node, cond)
-            if not expanded:
-                stack.append((node, cond, True))
-                stack.extend((s, c, False) for s, c in zip(node.src, contexts, strict=True)
-                             if (s, c) not in self.memo)
-                continue
-            src = tuple(self.memo[(s, c)] for s, c in zip(node.src, contexts, strict=True))
+            src = tuple(self.memo[s] for s in node.src)
             rebuilt = node if src == node.src else node.replace(src=src)
             if node.op is Ops.LOAD:
-                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], cond),))
-            self.memo[key] = rebuilt
-        return self.memo[(root, guard)]
+                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], self.guards[node]),))
+            self.memo[node] = rebuilt
+        return self.memo[root]
 
-    @staticmethod
-    def _contexts(node: UOp, cond: UOp | None) -> list[UOp | None]:
+
+def _any(conditions: list[UOp]) -> UOp:
+    """The disjunction of ``conditions``."""
+    either = conditions[0]
+    for c in conditions[1:]:
+        either = either | c
+    return either
+
+
+@dataclass(eq=False)
+class _Clauses:
+    """The ``where`` conditions around a node, innermost first, as a shared list: a branch adds a cell in
+    front of its ``where``'s, so the guards of a whole graph take space linear in it."""
+
+    clause: UOp
+    outer: _Clauses | None
+    depth: int
+
+
+Guards = tuple[_Clauses | None, ...]
+"""The distinct lists of conditions a node is computed under, one per kind of use."""
+MAX_CLAUSES = 16
+"""The innermost conditions of a guard that proofs use; leaving outer ones out only weakens the guard."""
+MAX_GUARDS = 4
+"""Distinct guards kept for one node; past that they merge into the outer part they all share."""
+
+
+def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -> dict[UOp, list[UOp | None]]:
+    """For every node below ``roots`` that has a load below it, conditions one of which holds wherever the
+    node is computed (``None``: nothing is known): the conditions of the ``where`` branches around each of
+    its uses, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
+    ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
+    to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
+    does."""
+    cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
+
+    def push(clause: UOp, outer: Guards) -> Guards:
+        pushed = []
+        for g in outer:
+            if (clause, g) not in cells:
+                cells[(clause, g)] = _Clauses(clause, g, 0 if g is None else g.depth + 1)
+            pushed.append(cells[(clause, g)])
+        return tuple(pushed)
+
+    around: dict[UOp, Guards] = {}
+
+    def reach(node: UOp, guards: Guards) -> None:
+        merged = around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ()))
+        if len(merged) > MAX_GUARDS:
+            shared = merged[0]
+            for g in merged[1:]:
+                shared = _common(shared, g)
+            merged = (shared,)
+        around[node] = merged
+
+    loads = _loads_below([root for root, _ in roots])
+    for root, condition in roots:
+        if root in loads:
+            reach(root, (None,) if condition is None else push(condition, (None,)))
+    for node in sorted(loads, key=order.__getitem__, reverse=True):
+        guards = around[node]
         if node.op is Ops.WHERE:
             choice = node.src[0]
-            return [cond, _and(cond, choice), _and(cond, choice.ne(True))]
-        return [cond] * len(node.src)
+            contexts = [guards, push(choice, guards), push(choice.ne(True), guards)]
+        else:
+            contexts = [guards] * len(node.src)
+        for s, c in zip(node.src, contexts, strict=True):
+            if s in loads:
+                reach(s, c)
+    return {node: [_condition(g) for g in guards] for node, guards in around.items()}
+
+
+def _loads_below(roots: Iterable[UOp]) -> set[UOp]:
+    """The nodes below ``roots`` (themselves included) with a load at or below them."""
+    found: set[UOp] = set()
+    for root in roots:
+        for node in root.toposort():
+            if node.op is Ops.LOAD or any(s in found for s in node.src):
+                found.add(node)
+    return found
+
+
+def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
+    """The longest outer part two lists of conditions share."""
+    while a is not b:
+        if a is None or b is None:
+            return None
+        if a.depth > b.depth:
+            a = a.outer
+        elif b.depth > a.depth:
+            b = b.outer
+        else:
+            a, b = a.outer, b.outer
+    return a
+
+
+def _condition(clauses: _Clauses | None) -> UOp | None:
+    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first."""
+    kept: list[UOp] = []
+    while clauses is not None and len(kept) < MAX_CLAUSES:
+        kept.append(clauses.clause)
+        clauses = clauses.outer
+    condition = None
+    for clause in reversed(kept):
+        condition = _and(condition, clause)
+    return condition
 
 
 # ---- races -----------------------------------------------------------------------------------------------
@@ -209,7 +306,7 @@ def check_races(sink: UOp, kernel: str) -> None:
         if e.op is Ops.STORE:
             _check_store(e, parallel, order, kernel)
     for e in effects:
-        for index, guard in _loads_with_guards(e):
+        for index, guard in _loads_with_guards(e, order):
             buffer = index.src[0]
             if buffer in atomics:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
@@ -242,7 +339,7 @@ def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     return found
 
 
-def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int], kernel: str) -> None:
+def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int], kernel: str) -> None:
     target = store.src[0]
     missing = parallel[store] - parallel[target.src[1]]
     if missing:
@@ -252,7 +349,7 @@ def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: Mapp
                          "update, or a LOOP or REDUCE range", kernel=kernel, stage="races", value=target.src[0].arg)
     if _data_dependent(target.src[1]):
         return  # a scatter: each element gets the value of one of the work items that write it
-    if _separation(target, parallel[store], order) is None:
+    if not _same_item(target, None, parallel[store], store, parallel, order):
         raise GraphError(f"the store to buffer {target.src[0].arg} may write one element from two work items "
                          "(its index does not tell the parallel ranges apart); use an atomic update, or a LOOP "
                          "range", kernel=kernel, stage="races", value=target.src[0].arg)
@@ -262,49 +359,28 @@ def _data_dependent(index: UOp) -> bool:
     return any(u.op is Ops.LOAD for u in index.toposort())
 
 
-def _loads_with_guards(effect: UOp) -> list[tuple[UOp, UOp | None]]:
-    """The INDEX of every load below ``effect``, with the ``where`` conditions it is read under."""
-    found: dict[tuple[UOp, UOp | None], None] = {}
-    seen: set[tuple[UOp, UOp | None]] = set()
-    stack: list[tuple[UOp, UOp | None]] = [(effect, None)]
-    while stack:
-        node, guard = stack.pop()
-        if (node, guard) in seen:
-            continue
-        seen.add((node, guard))
-        if node.op is Ops.LOAD:
-            found[(node.src[0], guard)] = None
-        contexts = _Guarder._contexts(node, guard)
-        stack.extend((s, c) for s, c in zip(node.src, contexts, strict=True))
+def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp, UOp | None]]:
+    """The INDEX of every load below ``effect``, once with each condition it is read under (``_guards``):
+    the value is read where the effect's gate holds and each range it runs over has an iteration."""
+    target = effect.src[0]
+    roots: list[tuple[UOp, UOp | None]] = [(target, None), *((s, None) for s in effect.src[2:])]
+    if len(effect.src) > 1:
+        roots.append((effect.src[1], _value_guard(effect)))
+    guards = _guards(roots, order)
+    found = {(node.src[0], guard): None for node, conditions in guards.items() if node.op is Ops.LOAD
+             for guard in conditions}
     return sorted(found, key=lambda pair: (pair[0].key, "" if pair[1] is None else pair[1].key))
 
 
-def _separation(index: UOp, ranges: frozenset[UOp], order: Mapping[UOp, int], guard: UOp | None = None,
-                like: Separation | None = None) -> Separation | None:
-    """How ``index`` determines every one of ``ranges`` (``separate``, trying the largest stride in magnitude
-    first), or None when the element it reaches does not. Compared with another index's separation
-    ``like``, in its order and against its fixed part."""
-    facts: Facts = facts_from_guard(_and(guard, _gate_of(index)))
-    if like is not None:
-        return separate(index.src[1], list(like.ranges), facts, order, like.fixed)
-    poly = to_poly(index.src[1], facts.guarded)
-
-    def stride_size(r: UOp) -> float:
-        parts = poly.split(r)
-        return -1 if parts is None else -max(abs(float(bound)) for bound in parts[0].interval())
-
-    return separate(index.src[1], sorted(ranges, key=lambda r: (stride_size(r), r.arg[0], r.key)), facts, order)
-
-
 def _same_item(index: UOp, guard: UOp | None, ranges: frozenset[UOp], store: UOp,
-               parallel: Mapping[UOp, frozenset[UOp]], order: Mapping[UOp, int]) -> bool:
+                parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int]) -> bool:
     """Whether each element ``index`` reaches (where ``guard`` holds) is written by ``store`` only in the
-    same work item: both indices determine every parallel range the same way, against the store's fixed
-    part (``Separation.matches``): ``x[i]`` read where ``x[i]`` is written is, ``x[i + 1]`` is not, and
-    ``x[8*i + j - 1]`` for ``j >= 1`` is where ``x[8*i + j]`` is written (the same row)."""
+    same work item, or never (``meet_in_one_item`` over the parallel ranges of both): ``x[i]`` read where
+    ``x[i]`` is written is, ``x[i + 1]`` is not, and ``x[8*i + j - 1]`` for ``j >= 1`` is where ``x[8*i +
+    j]`` is written (the same row)."""
     every = ranges | parallel[store]
     if not every:
         return True
-    theirs = _separation(store.src[0], every, order)
-    mine = None if theirs is None else _separation(index, every, order, guard, like=theirs)
-    return mine is not None and theirs is not None and mine.matches(theirs)
+    target = store.src[0]
+    return meet_in_one_item(index.src[1], _and(guard, _gate_of(index)), target.src[1], _gate_of(target),
+                            sorted(every, key=order.__getitem__), order)

@@ -139,6 +139,8 @@ class WGSLRenderer(GPURenderer):
             return f"({self.literal(0, dtype)}-{args[0]})"
         if op in (Ops.IDIV, Ops.MOD):
             return f"({args[0]}{'/' if op is Ops.IDIV else '%'}{args[1]})"
+        if op is Ops.XOR and dtype == dtypes.bool:  # WGSL's ^ takes integers only
+            return f"({args[0]}!={args[1]})"
         if op in (Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE) and operand_dtype.is_float:
             nan = f"({self.is_nan(args[0], operand_dtype)}||{self.is_nan(args[1], operand_dtype)})"
             compared = super().alu(op, dtype, operand_dtype, args, divisor)
