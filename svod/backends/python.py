@@ -113,6 +113,7 @@ class _Run:
         """How many effects have written each buffer: a value read from memory is cached with these counts."""
         self.failures: list[tuple[int, int, int]] = []
         self.masks: dict[int, Array] = {}
+        self.mask_ids: dict[tuple[tuple[int, ...], bytes], int] = {}
         self.memory = {u.arg: self._memory(u, addresses) for u in self.topo if u.op is Ops.PARAM}
 
     # ---- memory ----------------------------------------------------------------------------------------
@@ -162,8 +163,15 @@ class _Run:
                 self.block(item.body, turn, self.narrowed(mask, k < end))
 
     def mask_id(self, mask: Array) -> int:
-        key = len(self.masks)
-        self.masks[key] = np.asarray(mask, dtype=bool)
+        """The id of the work items ``mask`` selects: one id per distinct selection, so a value computed
+        under equal masks is computed once (a chain of ``where``s that test one condition over and over
+        selects the same items at every depth, and stays linear)."""
+        selected = np.asarray(mask, dtype=bool)
+        content = (selected.shape, selected.tobytes())
+        key = self.mask_ids.get(content)
+        if key is None:
+            key = self.mask_ids[content] = len(self.masks)
+            self.masks[key] = selected
         return key
 
     def narrowed(self, mask: int, condition: Array) -> int:
@@ -202,24 +210,44 @@ class _Run:
     def evaluate(self, node: UOp, frame: _Frame, mask: int) -> Array:
         """The value of ``node`` for every work item and the current loop iterations, where ``mask``.
 
-        Sources are computed first, without recursion, so a long chain of ops is no deeper than one op;
-        only a ``where``, a load or a reduction evaluates what is below it with a mask or loop of its own.
+        Sources are computed first, without recursion, so a long chain of ops (of ``where``s too) is no
+        deeper than one op; only a reduction evaluates what is below it in loops of its own.
         """
-        pending = [node]
+        pending = [(node, mask)]
         while pending:
-            u = pending[-1]
+            u, m = pending[-1]
             home = self.home(u, frame)
-            if self.key(u, mask) in home.cache:
+            if self.key(u, m) in home.cache:
                 pending.pop()
                 continue
-            if u.op not in _OWN_EVALUATION:
-                missing = [s for s in u.src if self.key(s, mask) not in self.home(s, frame).cache]
-                if missing:
-                    pending.extend(missing)
-                    continue
+            missing = [(s, sm) for s, sm in self.sources(u, frame, m)
+                       if self.key(s, sm) not in self.home(s, frame).cache]
+            if missing:
+                pending.extend(missing)
+                continue
             pending.pop()
-            home.cache[self.key(u, mask)] = self.compute(u, frame, mask)
+            home.cache[self.key(u, m)] = self.compute(u, frame, m)
         return self.home(node, frame).cache[self.key(node, mask)]
+
+    def sources(self, node: UOp, frame: _Frame, mask: int) -> list[tuple[UOp, int]]:
+        """What ``compute`` reads of ``node``'s sources, each with the mask it is read under: a ``where``'s
+        condition first, then each branch where it is chosen; a load's index and gate (not the buffer); a
+        reduction's nothing (it folds its body itself)."""
+        if node.op in (Ops.REDUCE, Ops.RANGE):
+            return []
+        if node.op is Ops.LOAD:
+            return [(s, mask) for s in node.src[0].src[1:]]
+        if node.op is Ops.WHERE:
+            condition = self.home(node.src[0], frame).cache.get(self.key(node.src[0], mask))
+            if condition is None:
+                return [(node.src[0], mask)]
+            chosen, other = self.branches(mask, condition)
+            return [(node.src[1], chosen), (node.src[2], other)]
+        return [(s, mask) for s in node.src]
+
+    def branches(self, mask: int, condition: Array) -> tuple[int, int]:
+        """The masks of a ``where``'s two branches: each is evaluated only where it is chosen."""
+        return self.mask_id(self.masks[mask] & condition), self.mask_id(self.masks[mask] & ~condition)
 
     def key(self, node: UOp, mask: int) -> tuple[UOp, int, tuple[int, ...]]:
         """What a computed value is cached under: a value read from memory is computed again once an effect
@@ -252,8 +280,7 @@ class _Run:
                              stage="execute", value=node.arg)
         if op is Ops.WHERE:
             cond = self.evaluate(node.src[0], frame, mask)
-            chosen = self.mask_id(self.masks[mask] & cond)
-            other = self.mask_id(self.masks[mask] & ~cond)
+            chosen, other = self.branches(mask, cond)
             return np.where(cond, self.evaluate(node.src[1], frame, chosen), self.evaluate(node.src[2], frame, other))
         if op is Ops.LOAD:
             return self.load(node.src[0], frame, mask)
@@ -296,10 +323,6 @@ class _Run:
 
         fold(frame, 0, mask)
         return acc
-
-
-_OWN_EVALUATION = frozenset({Ops.WHERE, Ops.LOAD, Ops.REDUCE, Ops.RANGE})
-"""Ops that evaluate their sources themselves (under a narrower mask, or in loops of their own)."""
 
 
 # ---- op semantics, on numpy arrays --------------------------------------------------------------------------

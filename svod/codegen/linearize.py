@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from svod.codegen.ranges import live_ranges, nested
+from svod.codegen.ranges import live_ranges, nested, unknown_below
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -218,14 +218,10 @@ class _Linearizer:
     def reads_written(self, node: UOp) -> bool:
         """Whether ``node`` depends on a load of memory this kernel writes: such values are computed where
         they are used (innermost), after the stores before them, never hoisted."""
-        found = self.volatile.get(node)
-        if found is None:
-            for u in node.toposort():
-                if u not in self.volatile:
-                    self.volatile[u] = (u.op is Ops.LOAD and u.src[0].src[0] in self.written) or \
-                        any(self.volatile[s] for s in u.src)
-            found = self.volatile[node]
-        return found
+        for u in unknown_below(node, self.volatile):
+            self.volatile[u] = (u.op is Ops.LOAD and u.src[0].src[0] in self.written) or \
+                any(self.volatile[s] for s in u.src)
+        return self.volatile[node]
 
     def value(self, node: UOp) -> UOp:
         """The emitted form of AST value ``node`` in the current context, emitting what is missing."""
@@ -405,11 +401,9 @@ class _Linearizer:
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
-        if node not in self.states:
-            for u in node.toposort():
-                if u not in self.states:
-                    own = {u.src[0].src[0]} if u.op is Ops.LOAD and u.src[0].src[0] in self.written else set()
-                    self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
+        for u in unknown_below(node, self.states):
+            own = {u.src[0].src[0]} if u.op is Ops.LOAD and u.src[0].src[0] in self.written else set()
+            self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
         return self.states[node]
 
     def reductions(self, e: UOp) -> list[UOp]:
