@@ -84,9 +84,6 @@ class Lowering:
     status: UOp | None = None
     fixed: tuple[tuple[str, int], ...] = ()
 
-    def but(self, **changes: object) -> Lowering:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
 
 Apply = Callable[[Lowering, Target], Lowering | None]
 
@@ -130,7 +127,7 @@ Step = Pass | Check | FirstOf | Then
 def _rewrite(rewrite: Callable[[UOp, Target], UOp | None]) -> Apply:
     def apply(state: Lowering, target: Target) -> Lowering | None:
         sink = rewrite(state.sink, target)
-        return None if sink is None else state.but(sink=sink)
+        return None if sink is None else dataclasses.replace(state, sink=sink)
     return apply
 
 
@@ -152,12 +149,12 @@ def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) ->
 
 def _unbind(state: Lowering, target: Target) -> Lowering:
     sink, fixed = unbind(state.sink, state.kernel)
-    return state.but(sink=sink, fixed=tuple(sorted(fixed.items())))
+    return dataclasses.replace(state, sink=sink, fixed=tuple(sorted(fixed.items())))
 
 
 def _guard_accesses(state: Lowering, target: Target) -> Lowering:
     sink, status = guard_accesses(state.sink, state.kernel, target.caps.index_bits)
-    return state.but(sink=sink, status=status)
+    return dataclasses.replace(state, sink=sink, status=status)
 
 
 def _keep_params(state: Lowering, target: Target) -> Lowering:
@@ -165,7 +162,7 @@ def _keep_params(state: Lowering, target: Target) -> Lowering:
     takes the buffers its author declared, in slot order."""
     kept = {u.arg for u in state.sink.toposort() if u.op is Ops.PARAM}
     lost = sorted((u for u in state.ast.toposort() if u.op is Ops.PARAM and u.arg not in kept), key=lambda u: u.arg)
-    return state.but(sink=state.sink.replace(src=(*state.sink.src, *lost))) if lost else state
+    return dataclasses.replace(state, sink=state.sink.replace(src=(*state.sink.src, *lost))) if lost else state
 
 
 def _limits(target: Target) -> WorkGroupLimits:
