@@ -273,7 +273,9 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
                 own_dtypes[p.arg] = pointee(p)
     status = next((spec.status_slot for spec in specs if spec.status_slot is not None), None)
     fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
-    variables = {v.name: v for spec in specs for v in spec.vars
+    bound = {u.src[0].arg[0] for u in ast.toposort() if u.op is Ops.BIND}
+    declared = [v for v in meta.vars if v.name not in bound]  # a variable lowering folded away is still one
+    variables = {v.name: v for v in (*declared, *(v for spec in specs for v in spec.vars))
                  if v.name not in device.caps.launch_variables and v.name != CORE_ID and v.name not in fixed}
     common = dict(device=device, code="\n".join(spec.src for spec in specs),
                   entry_point=specs[0].entry, name=meta.name or specs[0].name,

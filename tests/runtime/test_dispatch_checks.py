@@ -160,3 +160,21 @@ def test_a_plan_refuses_a_kernel_over_overlapping_buffers(device):
     plan.add_kernel(_shift(), [out, x])
     with pytest.raises(BufferMismatchError, match="shares memory"):
         plan.prepare()
+
+
+def test_a_variable_that_lowering_folds_away_is_still_the_kernels(device):
+    """``n * 0`` folds to 0, so no compiled code reads ``n``; the kernel declared it all the same, so every
+    device takes it, checks its bounds and wants it, as the reference does (the CPU said "unknown variable
+    n")."""
+    k = KernelBuilder("folded_variable")
+    n = k.var("n", 1, 8)
+    out = k.buffer(dtypes.float32, 8)
+    i = k.range(8)
+    k.store(out[i], (n * 0).cast(dtypes.float32) + 1.0)
+    got = np.zeros(8, np.float32)
+    svod.run(k.build(), [got], device=device, n=3)
+    np.testing.assert_array_equal(got, np.ones(8, np.float32))
+    with pytest.raises(VariableError, match="outside bounds"):
+        svod.run(k.build(), [got], device=device, n=9)
+    with pytest.raises(VariableError, match="missing runtime value for variable n"):
+        svod.run(k.build(), [got], device=device)
