@@ -36,12 +36,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from svod.codegen.ranges import live_ranges, nested, unknown_below
+from svod.codegen.ranges import live_ranges, nested
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import memory_of, param_size, pointee
+from svod.ir.uop import memory_of, param_size, pointee, unknown_below
 from svod.ir.validate import kernel_label
 
 CHECKED = "checked"

@@ -3,9 +3,8 @@ the lowering passes, the linearizer and the race check."""
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 from svod.ir import AxisKind, Ops, UOp
+from svod.ir.uop import unknown_below
 
 
 def live_ranges(root: UOp, known: dict[UOp, frozenset[UOp]] | None = None) -> dict[UOp, frozenset[UOp]]:
@@ -21,23 +20,6 @@ def live_ranges(root: UOp, known: dict[UOp, frozenset[UOp]] | None = None) -> di
             ranges -= set(node.src[1:])
         live[node] = ranges
     return live
-
-
-def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
-    """The nodes below ``root`` (``root`` included) not in ``known``, each after its sources: a walk that
-    stops where ``known`` begins, so facts filled in node by node cost one visit per node in all."""
-    order: list[UOp] = []
-    seen: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-        elif node not in seen and node not in known:
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src))
-    return order
 
 
 def range_order(r: UOp) -> tuple[int, int, str]:
@@ -57,4 +39,4 @@ def nested(ranges: frozenset[UOp]) -> tuple[UOp, ...]:
     return tuple(placed)
 
 
-__all__ = ["live_ranges", "nested", "range_order", "unknown_below"]
+__all__ = ["live_ranges", "nested", "range_order"]

@@ -19,7 +19,7 @@ import math
 import numbers
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -543,6 +543,13 @@ def _largest_finite(dtype: DType) -> float:
 
 
 def _toposort(root: UOp) -> tuple[UOp, ...]:
+    return tuple(unknown_below(root, ()))
+
+
+def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
+    """The nodes below ``root`` (``root`` included) not in ``known``, each after its sources: a walk that
+    stops where ``known`` begins, so facts filled in node by node cost one visit per node in all (a
+    toposort of each new node would cost the whole graph each time)."""
     order: list[UOp] = []
     visited: set[UOp] = set()
     stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -550,13 +557,11 @@ def _toposort(root: UOp) -> tuple[UOp, ...]:
         node, expanded = stack.pop()
         if expanded:
             order.append(node)
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        stack.extend((s, False) for s in reversed(node.src) if s not in visited)
-    return tuple(order)
+        elif node not in visited and node not in known:
+            visited.add(node)
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(node.src) if s not in visited)
+    return order
 
 
 def _known_bounds(u: UOp) -> Bounds:

@@ -35,5 +35,5 @@ def test_tinygrad_spellings_match_numpy(name):
     pytest.importorskip("tinygrad", reason="tinygrad is a benchmark peer (extra bench), not installed")
     tinygrad = Tinygrad()
     if tinygrad.error:
-        pytest.skip(tinygrad.error)
+        pytest.skip(f"tinygrad is installed but cannot run here: {tinygrad.error}")
     tinygrad.suite_runner(SMALL[name](), TINYGRAD[name])()  # checks against numpy before it returns
