@@ -3,7 +3,9 @@ object whose bytes are the compiled kernel, and loaded with ctypes.
 
 ``-fwrapv`` gives signed integers the wraparound svod defines; ``-ffp-contract=off`` keeps ``a*b+c`` two
 roundings, as the reference computes it; ``-fopenmp-simd`` honours the renderer's reduction pragmas,
-which let a plain reduction reassociate (and vectorise) without relaxing any other float math.
+which let a plain reduction reassociate (and vectorise) without relaxing any other float math. clang
+before 17 vectorises a group of strided accesses past a store it depends on (llvm-project#63602, a
+wrong answer on a loop that stores into a row it reads); for those the grouping is turned off.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -42,11 +45,22 @@ def _compiler_identity(path: str) -> str:
     return result.stdout.splitlines()[0] if result.stdout else os.path.basename(path)
 
 
+def _flags(identity: str) -> list[str]:
+    """``FLAGS`` as this compiler (by its ``--version`` line) takes them."""
+    clang = re.search(r"clang version (\d+)", identity)
+    if clang is None:
+        return list(FLAGS)
+    flags = [f for f in FLAGS if f != "-fexcess-precision=standard"]
+    if int(clang.group(1)) < 17:
+        flags += ["-mllvm", "-enable-interleaved-mem-accesses=0"]
+    return flags
+
+
 class ClangCompiler(CompilerBase):
     def __init__(self) -> None:
         self.path = find_c_compiler()
-        self.flags = [f for f in FLAGS if f != "-fexcess-precision=standard" or "clang" not in self.path]
         identity = _compiler_identity(self.path)
+        self.flags = _flags(identity)
         digest = hashlib.sha256(f"{identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
         self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
 

@@ -1,0 +1,16 @@
+"""The C pair's flags follow the compiler it found."""
+
+from svod.backends.clang import FLAGS, _flags
+
+
+def test_gcc_takes_every_flag():
+    assert _flags("gcc (Debian 12.2.0-14+deb12u1) 12.2.0") == list(FLAGS)
+
+
+def test_clang_before_17_groups_no_strided_accesses():
+    """clang 14 vectorised a group of strided loads past a store they depend on (llvm-project#63602):
+    tests/backends/test_program_order.py seed 9 gave a wrong answer with Debian 12's clang."""
+    flags = _flags("Debian clang version 14.0.6")
+    assert "-fexcess-precision=standard" not in flags
+    assert flags[-2:] == ["-mllvm", "-enable-interleaved-mem-accesses=0"]
+    assert "-enable-interleaved-mem-accesses=0" not in _flags("clang version 18.1.8")
