@@ -167,7 +167,7 @@ def test_builder_run_and_compile():
     assert kernel.device.device == svod.DeviceSpec.parse("CPU") and kernel.entry_point in kernel.code
     assert "n" in kernel.var_names and kernel.globals == (0, 1) and kernel.outs == (0,) and kernel.ins == (1,)
     threads = svod.get_device("CPU").caps.threads  # one launch; the kernel splits itself over the threads
-    assert kernel.host_parallel_safe is True and ("core_id" in kernel.var_names) == (threads > 1)
+    assert kernel.host_parallel_safe is True and "core_id" not in kernel.var_names  # an argument, not a variable
     assert [g.arg for g in kernel.global_size] == [threads, 1, 1]
     assert kernel.local_size is not None and [g.arg for g in kernel.local_size] == [1, 1, 1]
     assert kernel.program.name == "saxpy"
@@ -194,7 +194,7 @@ def test_compiler_pairs_and_the_device_contract():
     assert str(by_hand.device) == "CUDA:1" and by_hand.base_device_key() == "CUDA"
     program = cpu.runtime(compiled)
     out, x = svod.Buffer("CPU", dtypes.float32, 8), svod.Buffer.from_numpy(np.arange(8, dtype=np.float32))
-    values = {"n": 8, "core_id": 0}
+    values = {"n": 8}
     dims = spec.launch_dims(values)
     assert isinstance(dims, ConcreteLaunchDims) and dims.global_size[1:] == (1, 1)
     program.execute([out.address, x.address], [values[v] for v in spec.var_names], dims.global_size,

@@ -59,9 +59,10 @@ def _flags(identity: str) -> list[str]:
 class ClangCompiler(CompilerBase):
     def __init__(self) -> None:
         self.path = find_c_compiler()
-        identity = _compiler_identity(self.path)
-        self.flags = _flags(identity)
-        digest = hashlib.sha256(f"{identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
+        self.identity = _compiler_identity(self.path)
+        """The compiler's own ``--version`` line."""
+        self.flags = _flags(self.identity)
+        digest = hashlib.sha256(f"{self.identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
         self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
 
     def renderer(self, caps: DeviceCaps) -> CRenderer:

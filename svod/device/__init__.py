@@ -5,11 +5,20 @@ from svod.device.allocator import Allocator, HostAllocator, ReusePool
 from svod.device.buffer import Buffer
 from svod.device.caps import CORE_ID, DeviceCaps, WorkGroupLimits, launch_index, parse_launch_index
 from svod.device.device import Device, resolver
-from svod.device.launch import ConcreteLaunchDims
+from svod.device.launch import ConcreteLaunchDims, LaunchShape
 from svod.device.protocols import Compiler, CompilerBase, Launch, Program, ProgramBase, Renderer, RuntimeFactory
-from svod.device.spec import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata, entry_symbol
+from svod.device.spec import (
+    CompiledSpec,
+    KernelMetadata,
+    ProgramSpec,
+    Variable,
+    derive_metadata,
+    entry_symbol,
+    kernel_variables,
+)
 
 __all__ = ["CORE_ID", "Allocator", "Buffer", "CompiledSpec", "DeviceCaps", "WorkGroupLimits", "launch_index",
            "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
-           "HostAllocator", "KernelMetadata", "Launch", "Program", "ProgramBase", "ProgramSpec", "Renderer",
-           "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol", "resolver"]
+           "HostAllocator", "KernelMetadata", "Launch", "LaunchShape", "Program", "ProgramBase", "ProgramSpec",
+           "Renderer", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol",
+           "kernel_variables", "resolver"]

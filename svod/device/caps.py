@@ -102,11 +102,6 @@ class DeviceCaps:
     against 65535 per batch of work items. Lowering proves a kernel within it or has each launch check it
     (``KernelMetadata.loop_turns``)."""
 
-    @property
-    def launch_variables(self) -> tuple[str, ...]:
-        """Variables the runtime supplies per launch (never a caller)."""
-        return (CORE_ID,) if self.threads > 1 else ()
-
 
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
                        local_memory=48 << 10, dedicated_local_memory=True, native_float16=False,

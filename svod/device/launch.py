@@ -6,6 +6,7 @@ dimension is a ``LaunchError`` that says which, and a variable outside its bound
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from svod.ir.uop import check_var_value
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+LaunchSize = tuple[UOp, UOp, UOp]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +120,38 @@ def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[
             raise LaunchError(f"launch dimension {axis} evaluated to non-positive value {dim}",
                               stage="launch", value=dim)
     return (x, y, z)
+
+
+ONE = UOp.index_const(1)
+ONES: LaunchSize = (ONE, ONE, ONE)
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """A kernel's launch sizes as expressions of its variables, with the values of the variables it fixes
+    itself (``BIND``): the one object that turns variable values into the dims of a dispatch, for a direct
+    call, a plan's step and a stage alike. Sizes no free variable changes are evaluated once."""
+
+    global_size: LaunchSize = ONES
+    local_size: LaunchSize | None = ONES
+    fixed: tuple[tuple[str, int], ...] = ()
+
+    def dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
+        """The launch sizes of a dispatch with these variable values."""
+        static = self.static
+        if static is not None:
+            return static
+        values = {**var_vals, **dict(self.fixed)} if self.fixed else var_vals
+        return ConcreteLaunchDims(evaluate_dims(self.global_size, values),
+                                  None if self.local_size is None else evaluate_dims(self.local_size, values))
+
+    @functools.cached_property
+    def static(self) -> ConcreteLaunchDims | None:
+        """The dims when no variable the caller passes changes them, evaluated at first use."""
+        fixed = {name for name, _ in self.fixed}
+        sizes = (*self.global_size, *(self.local_size or ()))
+        if any(u.op is Ops.DEFINE_VAR and u.arg[0] not in fixed for size in sizes for u in size.toposort()):
+            return None
+        values = dict(self.fixed)
+        return ConcreteLaunchDims(evaluate_dims(self.global_size, values),
+                                  None if self.local_size is None else evaluate_dims(self.local_size, values))

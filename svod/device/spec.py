@@ -21,17 +21,16 @@ from typing import TypeVar
 import numpy as np
 
 from svod.device.caps import CORE_ID, parse_launch_index
-from svod.device.launch import ConcreteLaunchDims, evaluate_dims
+from svod.device.launch import ONE, ONES, ConcreteLaunchDims, LaunchShape, LaunchSize
 from svod.dtype import DeviceSpec, DType
 from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.ops import STAGES
 from svod.ir.uop import check_var_value, memory_of
 
-LaunchSize = tuple[UOp, UOp, UOp]
 T = TypeVar("T")
-ONE = UOp.index_const(1)
-ONES: LaunchSize = (ONE, ONE, ONE)
+__all__ = ["ONE", "ONES", "CompiledSpec", "KernelMetadata", "LaunchSize", "ProgramSpec", "Variable", "derive_metadata",
+           "entry_symbol", "kernel_variables", "scalar_bits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +120,12 @@ def _param_slot(index: UOp) -> int | None:
     return int(buffer.arg) if buffer.op is Ops.PARAM else None
 
 
+def kernel_variables(nodes: Iterable[UOp]) -> list[UOp]:
+    """The variables among ``nodes`` a kernel receives in its ``vals``, in slot order: by name. A CPU worker's
+    number (``core_id``) is not one of them: the CPU ABI passes it as an argument of its own."""
+    return sorted((u for u in nodes if u.op is Ops.DEFINE_VAR and u.arg[0] != CORE_ID), key=lambda u: u.arg[0])
+
+
 def derive_metadata(ast: UOp) -> KernelMetadata:
     """Everything a spec needs to know about ``ast``, from one walk of its toposort."""
     variables: dict[str, Variable] = {}
@@ -130,13 +135,13 @@ def derive_metadata(ast: UOp) -> KernelMetadata:
     global_size = list(ONES)
     local_size: list[UOp] | None = list(ONES)
     for node in ast.toposort():
-        if node.op is Ops.DEFINE_VAR:
+        if node.op is Ops.DEFINE_VAR and node.arg[0] == CORE_ID:
+            global_size[0] = UOp.index_const(node.arg[2] + 1)
+        elif node.op is Ops.DEFINE_VAR:
             var = Variable(*node.arg)
             if variables.setdefault(var.name, var) != var:
                 raise GraphError(f"variable {var.name} is defined with two different bounds", stage="render",
                                  value=(variables[var.name], var))
-            if var.name == CORE_ID:
-                global_size[0] = UOp.index_const(var.max + 1)
         elif node.op is Ops.BITCAST and node.src[0].op is Ops.DEFINE_VAR:  # a runtime scalar's value
             variables[node.src[0].arg[0]] = dataclasses.replace(variables[node.src[0].arg[0]], scalar=node.dtype)
         elif node.op is Ops.PARAM:
@@ -248,14 +253,18 @@ class ProgramSpec:
     def apply_derived_metadata_from_ast(self) -> None:
         self.apply_metadata(derive_metadata(self.ast))
 
+    @property
+    def launch(self) -> LaunchShape:
+        """The launch sizes, with the values of the variables the kernel fixes."""
+        return LaunchShape(self.global_size, self.local_size, tuple(self.fixed_vars.items()))
+
     def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
-        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, var_vals)
+        return self.launch.dims(var_vals)
 
     @staticmethod
     def resolve_launch_dims(global_size: Sequence[UOp], local_size: Sequence[UOp] | None,
                             var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
-        return ConcreteLaunchDims(evaluate_dims(tuple(global_size), var_vals),
-                                  None if local_size is None else evaluate_dims(tuple(local_size), var_vals))
+        return LaunchShape(_as_size(global_size), None if local_size is None else _as_size(local_size)).dims(var_vals)
 
     @staticmethod
     def from_uop(program: UOp) -> ProgramSpec:
@@ -304,18 +313,24 @@ class CompiledSpec:
     entry: str = ""
     loop_turns: UOp | None = None
     """The turns of a work item's loops each launch checks against the device's limit (``KernelMetadata``)."""
+    program: UOp | None = None
+    """The compiled artifact, PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) with the kernel's metadata, where
+    the spec was compiled from a rendered program (``from_spec``). BINARY holds ``bytes``."""
 
     @staticmethod
     def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
-        meta = derive_metadata(ast)
-        return CompiledSpec(name, src, b"", ast, meta.var_names, meta.global_size, meta.local_size, buf_count,
+        """A JIT kernel with no launch sizes (one work item until the caller gives some): sizes that depend on
+        variables belong to the program's metadata (``from_spec``), sizes known now to
+        ``from_source_with_sizes``."""
+        return CompiledSpec(name, src, b"", ast, derive_metadata(ast).var_names, ONES, ONES, buf_count,
                             entry_symbol(name, ast))
 
     @staticmethod
     def from_bytes(name: str, data: builtins.bytes, ast: UOp) -> CompiledSpec:
+        """An ahead-of-time kernel, with no launch sizes (as ``from_source``)."""
         meta = derive_metadata(ast)
-        return CompiledSpec(name, None, bytes(data), ast, meta.var_names, meta.global_size, meta.local_size,
-                            len(meta.globals), entry_symbol(name, ast))
+        return CompiledSpec(name, None, bytes(data), ast, meta.var_names, ONES, ONES, len(meta.globals),
+                            entry_symbol(name, ast))
 
     @staticmethod
     def from_source_with_sizes(name: str, src: str, ast: UOp, global_size: Sequence[UOp | int],
@@ -326,6 +341,25 @@ class CompiledSpec:
 
     @staticmethod
     def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes = b"") -> CompiledSpec:
-        """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes."""
+        """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes, and its
+        PROGRAM with the BINARY stage added."""
         return CompiledSpec(spec.name, src, data, spec.ast, tuple(spec.var_names), spec.global_size,
-                            spec.local_size, spec.buf_count, spec.entry, spec.loop_turns)
+                            spec.local_size, spec.buf_count, spec.entry, spec.loop_turns, _with_binary(spec, data))
+
+    @property
+    def launch(self) -> LaunchShape:
+        return LaunchShape(self.global_size, self.local_size)
+
+
+def _with_binary(spec: ProgramSpec, data: builtins.bytes) -> UOp:
+    """The spec's PROGRAM with its BINARY stage. (A spec built by hand, with no PROGRAM, gets one made of its
+    fields, with no instruction list.)"""
+    rendered = spec.program
+    if rendered is None:
+        meta = KernelMetadata(name=spec.name, vars=tuple(spec.vars), globals=tuple(spec.globals),
+                              outs=tuple(spec.outs), ins=tuple(spec.ins), global_size=spec.global_size,
+                              local_size=spec.local_size, status_slot=spec.status_slot,
+                              fixed=tuple(spec.fixed_vars.items()), entry=spec.entry, loop_turns=spec.loop_turns)
+        rendered = UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), metadata=meta)
+    sink, device, linear, source = rendered.src[:4]
+    return UOp.program(sink, device, linear, source, UOp.binary(data), metadata=rendered.arg)

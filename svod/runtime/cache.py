@@ -28,9 +28,7 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CORE_ID, CompiledSpec, Device, KernelMetadata, Program, ProgramSpec, derive_metadata
-from svod.device.launch import ConcreteLaunchDims
-from svod.device.spec import ONES
+from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec, derive_metadata
 from svod.dtype import DType, dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label
@@ -261,7 +259,6 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
     """The cache entry of ``ast``, compiled as ``specs``: one program on the user's buffers, or a staged
     program when it runs as several stages or needs buffers of its own (scratch, status)."""
     meta = derive_metadata(ast)
-    program_uop = _with_binary(specs[-1], compiled[-1])
     params = tuple(sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
     user_slots = tuple(p.arg for p in params)
     own: dict[int, int] = {}
@@ -275,48 +272,24 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
     fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
     bound = {u.src[0].arg[0] for u in ast.toposort() if u.op is Ops.BIND}
     declared = [v for v in meta.vars if v.name not in bound]  # a variable lowering folded away is still one
-    variables = {v.name: v for v in (*declared, *(v for spec in specs for v in spec.vars))
-                 if v.name not in device.caps.launch_variables and v.name != CORE_ID and v.name not in fixed}
+    variables = {v.name: v for v in (*declared, *(v for spec in specs for v in spec.vars)) if v.name not in fixed}
     common = dict(device=device, code="\n".join(spec.src for spec in specs),
                   entry_point=specs[0].entry, name=meta.name or specs[0].name,
                   globals=meta.globals, outs=meta.outs, ins=meta.ins,
                   host_parallel_safe=device.caps.overlaps_on_host, ast=ast, params=params,
                   variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed,
-                  code_bytes=sum(map(_code_size, compiled)), program_uop=program_uop)
+                  code_bytes=sum(map(_code_size, compiled)), program_uop=compiled[-1].program)
     if len(specs) == 1 and not own:
         spec = specs[0]
-        return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), global_size=spec.global_size,
-                            local_size=spec.local_size, static_dims=_static_dims(spec), **common)  # type: ignore[arg-type]
+        return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), launch=spec.launch,
+                            **common)  # type: ignore[arg-type]
     var_names = tuple(sorted({name for spec in specs for name in spec.var_names}))
-    stages = [Stage(program, tuple(spec.var_names), spec.global_size, spec.local_size, tuple(spec.globals))
+    stages = [Stage(program, tuple(spec.var_names), spec.launch, tuple(spec.globals))
               for spec, program in zip(specs, programs, strict=True)]
     staged = StagedProgram(meta.name or specs[0].name, stages, var_names, user_slots,
                            OwnBuffers(own, status, dtypes.int64 if status is None else own_dtypes[status]),
                            device.allocator, {p.arg: param_size(p) for p in params})
-    return CachedKernel(program=staged, var_names=var_names, global_size=ONES, local_size=ONES,
-                        static_dims=ConcreteLaunchDims((1, 1, 1), (1, 1, 1)), **common)  # type: ignore[arg-type]
-
-
-def _with_binary(spec: ProgramSpec, compiled: CompiledSpec) -> UOp:
-    """The spec's PROGRAM with its BINARY stage added. (A renderer outside svod may build its spec without
-    a PROGRAM: then one is made of the spec, with no instruction list.)"""
-    rendered = spec.program
-    if rendered is None:
-        meta = KernelMetadata(name=spec.name, vars=tuple(spec.vars), globals=tuple(spec.globals),
-                              outs=tuple(spec.outs), ins=tuple(spec.ins), global_size=spec.global_size,
-                              local_size=spec.local_size, status_slot=spec.status_slot,
-                              fixed=tuple(spec.fixed_vars.items()), entry=spec.entry)
-        rendered = UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), metadata=meta)
-    sink, device, linear, source = rendered.src[:4]
-    return UOp.program(sink, device, linear, source, UOp.binary(compiled.bytes), metadata=rendered.arg)
-
-
-def _static_dims(spec: ProgramSpec) -> ConcreteLaunchDims | None:
-    """Launch sizes that no variable changes, evaluated now instead of at every dispatch."""
-    sizes = (*spec.global_size, *(spec.local_size or ()))
-    if any(u.op is Ops.DEFINE_VAR for size in sizes for u in size.toposort()):
-        return None
-    return spec.launch_dims({})
+    return CachedKernel(program=staged, var_names=var_names, launch=LaunchShape(), **common)  # type: ignore[arg-type]
 
 
 _default_cache = KernelCache()

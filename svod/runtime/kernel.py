@@ -15,9 +15,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from svod.device import CORE_ID, Buffer, Device, Program, Variable
-from svod.device.launch import ConcreteLaunchDims, evaluate
-from svod.device.spec import LaunchSize, ProgramSpec
+from svod.device import Buffer, Device, LaunchShape, Program, Variable
+from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import Ops, UOp
@@ -50,17 +49,15 @@ class CachedKernel:
     outs: tuple[int, ...]
     ins: tuple[int, ...]
     host_parallel_safe: bool
-    global_size: LaunchSize
-    local_size: LaunchSize | None
+    launch: LaunchShape
+    """The launch sizes of a dispatch, from the variable values (sizes no variable changes: evaluated once)."""
     ast: UOp
     params: tuple[UOp, ...]
     """The PARAM of each argument, in argument order."""
     variables: tuple[Variable, ...]
-    """The variables a caller supplies (launch variables such as ``core_id`` excluded)."""
+    """The variables a caller supplies."""
     name: str = ""
     """The kernel's name, as errors show it."""
-    static_dims: ConcreteLaunchDims | None = field(default=None)
-    """Launch sizes evaluated once, when they depend on no variable."""
     fixed: Mapping[str, int] = field(default_factory=dict)
     """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
     code_bytes: int = 0
@@ -70,6 +67,14 @@ class CachedKernel:
     (``ProgramSpec.from_uop`` reads it back). SINK is the lowered kernel; BINARY holds the compiled bytes,
     empty for a backend that compiles the source when it loads it. A kernel run in stages (a split
     reduction) carries its last stage, the one that writes the kernel's outputs."""
+
+    @property
+    def global_size(self) -> LaunchSize:
+        return self.launch.global_size
+
+    @property
+    def local_size(self) -> LaunchSize | None:
+        return self.launch.local_size
 
     def check_vars(self, var_vals: Mapping[str, int], fixed: frozenset[str] = frozenset()) -> dict[str, int]:
         """Every variable present, known and within bounds; returns the values by name."""
@@ -153,15 +158,11 @@ class CachedKernel:
         return needed
 
     def vals(self, var_vals: Mapping[str, int]) -> list[int]:
-        """Variable values in program order; launch variables get a placeholder the program overrides, and
-        fixed variables their values."""
-        return [0 if name == CORE_ID else self.fixed[name] if name in self.fixed else var_vals[name]
-                for name in self.var_names]
+        """Variable values in program order, fixed variables with their values."""
+        return [self.fixed[name] if name in self.fixed else var_vals[name] for name in self.var_names]
 
     def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
-        if self.static_dims is not None:
-            return self.static_dims
-        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, {**var_vals, **self.fixed})
+        return self.launch.dims(var_vals)
 
     def run_on_arrays(self, arrays: Sequence[Any], var_vals: Mapping[str, int]) -> bool:
         """Run on numpy arrays in place (host-memory devices) when that is plainly right: each array of the

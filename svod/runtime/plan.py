@@ -24,8 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from svod.backends.registry import default_registry
-from svod.device import CORE_ID, Buffer, Device, Variable
-from svod.device.spec import ProgramSpec
+from svod.device import Buffer, Device, Variable
 from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import UOp
 from svod.runtime.cache import KernelCache, default_cache
@@ -378,8 +377,8 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
     launch = kernel.program.bind([b.address for b in buffers])
     check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
-    slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != CORE_ID]
-    static = kernel.static_dims
+    slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed]
+    static = kernel.launch.static
     if static is not None:
         global_size, local_size = static.global_size, static.local_size
 
@@ -393,7 +392,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
     def run(values: Mapping[str, int]) -> None:
         for i, name in slots:
             vals[i] = values[name]
-        dims = ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size, {**values, **fixed})
+        dims = kernel.launch.dims({**values, **fixed})
         launch(vals, dims.global_size, dims.local_size)
 
     return run, check

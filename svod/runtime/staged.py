@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 
 from svod.codegen import status_slots
-from svod.device import Allocator, Program, ProgramBase, ProgramSpec
-from svod.device.launch import ConcreteLaunchDims, evaluate
-from svod.device.spec import LaunchSize
+from svod.device import Allocator, LaunchShape, Program, ProgramBase
+from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError
 from svod.ir import UOp
@@ -28,13 +27,9 @@ from svod.ir import UOp
 class Stage:
     program: Program
     var_names: tuple[str, ...]
-    global_size: LaunchSize
-    local_size: LaunchSize | None
+    launch: LaunchShape
     slots: tuple[int, ...]
     """The buffer slots the stage's program takes, in its argument order."""
-
-    def dims(self, values: Mapping[str, int]) -> ConcreteLaunchDims:
-        return ProgramSpec.resolve_launch_dims(self.global_size, self.local_size, values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +72,7 @@ class StagedProgram(ProgramBase):
         try:
             table = self.table(buffers, handles)
             for stage in self.stages:
-                dims = stage.dims(values)
+                dims = stage.launch.dims(values)
                 stage.program.execute([table[s] for s in stage.slots], [values[n] for n in stage.var_names],
                                       dims.global_size, dims.local_size)
             self.check(handles, values)
@@ -123,7 +118,7 @@ class StagedLaunch:
                  local_size: tuple[int, int, int] | None) -> None:
         self.values = dict(zip(self.program.var_names, vals, strict=True))
         for stage, launch in self.launches:
-            dims = stage.dims(self.values)
+            dims = stage.launch.dims(self.values)
             launch([self.values[n] for n in stage.var_names], dims.global_size, dims.local_size)
 
     @property

@@ -21,7 +21,7 @@ import numpy as np
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.linearize import CHECKED
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
-from svod.device import CORE_ID, DeviceCaps, WorkGroupLimits
+from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
@@ -122,7 +122,7 @@ class CStyleRenderer(KernelRenderer):
         lines += [f"  {self.pointer_type(p)} restrict data{p.arg} = ({self.pointer_type(p)})bufs[{position}];"
                   for position, p in enumerate(params)]
         lines += [f"  const {self.type_name(v.dtype)} {v.arg[0]} = ({self.type_name(v.dtype)})vars[{k}];"
-                  for k, v in enumerate(variables) if v.arg[0] != CORE_ID]
+                  for k, v in enumerate(variables)]
         return lines
 
     def pointer_type(self, param: UOp) -> str:
@@ -378,7 +378,7 @@ class CStyleRenderer(KernelRenderer):
 
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
-        variables = sorted((u for u in linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
+        variables = kernel_variables(linear)
         walk = _Walk(self)
         lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma

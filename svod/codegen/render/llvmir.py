@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
-from svod.device import CORE_ID, DeviceCaps
+from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -124,7 +124,6 @@ class _FunctionWriter:
         self.block = label
 
     def write(self) -> str:
-        variables = sorted((u for u in self.linear if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         params = sorted((u for u in self.linear if u.op is Ops.PARAM), key=lambda u: u.arg)
         self.label("entry")
         for position, u in enumerate(params):
@@ -138,8 +137,13 @@ class _FunctionWriter:
             elif u.op is Ops.DEFINE_LOCAL and isinstance(u.dtype, PtrDType):  # a thread's private copy
                 self.names[u] = f"%local{u.arg}"
                 self.emit(f"%local{u.arg} = alloca [{u.dtype.size} x {memory_type(u.dtype.base)}], align 64")
-        for slot, var in enumerate(variables):
-            self._bind_variable(var, slot)
+        for slot, var in enumerate(kernel_variables(self.linear)):
+            self.emit(f"%var.{var.arg[0]}.slot = getelementptr inbounds i64, ptr %vars, i64 {slot}")
+            self.emit(f"%var.{var.arg[0]}.raw = load i64, ptr %var.{var.arg[0]}.slot, align 8")
+            self._bind_variable(var, f"%var.{var.arg[0]}.raw")
+        for var in self.linear:
+            if var.op is Ops.DEFINE_VAR and var.arg[0] == CORE_ID:
+                self._bind_variable(var, "%core_id")
         for index, node in enumerate(self.linear):
             if node.op not in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
                 self._node(node, f"%v{index}", index)  # a value placed twice gets the name of its latest place
@@ -149,14 +153,9 @@ class _FunctionWriter:
         return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
                           f"attributes #0 = {{ nounwind {attributes} }}", *self.metadata, ""])
 
-    def _bind_variable(self, var: UOp, slot: int) -> None:
+    def _bind_variable(self, var: UOp, value: str) -> None:
+        """Name ``var``, whose 64-bit value is ``value``, in its own type."""
         name, ty = var.arg[0], llvm_type(var.dtype)
-        if name == CORE_ID:
-            value = "%core_id"
-        else:
-            self.emit(f"%var.{name}.slot = getelementptr inbounds i64, ptr %vars, i64 {slot}")
-            self.emit(f"%var.{name}.raw = load i64, ptr %var.{name}.slot, align 8")
-            value = f"%var.{name}.raw"
         if ty != "i64":
             self.emit(f"%var.{name} = trunc i64 {value} to {ty}")
             value = f"%var.{name}"
