@@ -554,3 +554,20 @@ def test_a_reduction_of_memory_the_kernel_writes_is_not_split_into_partials(devi
     for s in range(4):
         want[s] = want.sum()
     np.testing.assert_array_equal(got, want)
+
+
+def test_loops_around_a_short_register_tile_are_not_vectorised_along_themselves():
+    """A tiled matmul whose reduction has 2, 4 or 8 steps: LLVM unrolls the tile's loop whole, and its loop
+    vectoriser then took 5-6 s on the loop around it (issue 31); the renderer asks it not to. A reduction of
+    9 steps keeps its loop, so nothing around it is marked."""
+    def matmul(steps: int) -> str:
+        k = KernelBuilder("short_matmul")
+        a, b = k.buffer(dtypes.float32, (64, steps)), k.buffer(dtypes.float32, (steps, 64))
+        out = k.buffer(dtypes.float32, (64, 64))
+        i, j = k.range(64), k.range(64)
+        r = k.range(steps, AxisKind.REDUCE)
+        k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+        return LLVMRenderer("CPU", svod.get_device("CPU").caps).render(k.build()).src
+
+    assert '!"llvm.loop.vectorize.enable", i1 false' in matmul(4)
+    assert "llvm.loop.vectorize.enable" not in matmul(9)
