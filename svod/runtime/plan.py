@@ -31,25 +31,12 @@ from svod.ir import UOp
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
+from svod.runtime.schedule import Access, ByteRanges
 from svod.runtime.staged import StagedLaunch
 
 PARALLEL_MIN_COST = 1 << 20
 """Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
 tens of microseconds, more than such a step takes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """``[start, end)`` bytes of the storage ``storage`` (the id of a base buffer), read or written."""
-
-    storage: int
-    start: int
-    end: int
-    write: bool
-
-    def conflicts(self, other: Access) -> bool:
-        return (self.storage == other.storage and (self.write or other.write)
-                and self.start < other.end and other.start < self.end)
 
 
 @dataclass(eq=False, kw_only=True)
@@ -125,6 +112,7 @@ class ExecutionPlan:
         self._preparing = threading.Lock()
         self._last_profile: list[StepProfile] = []
         self._prepared = False
+        self._work_estimates: dict[tuple[UOp, tuple[tuple[str, int], ...]], int] = {}
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -180,6 +168,7 @@ class ExecutionPlan:
                 self._steps.append(self._prepare_copy(op_id, request))
         self._schedule()
         self._checked_steps = [step for step in self._steps if step.check is not None]
+        self._work_estimates.clear()
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
@@ -206,12 +195,20 @@ class ExecutionPlan:
 
         prepared = PreparedKernel(
             id=op_id, name=kernel.name, kind="kernel", accesses=accesses, run=run,
-            parallel_safe=kernel.host_parallel_safe, work=sum(estimate_cost(request.ast, largest)), cost_of=cost_of,
+            parallel_safe=kernel.host_parallel_safe, work=self._work(request.ast, largest), cost_of=cost_of,
             check=check, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
             output_indices=outputs, vals=vals, fixedvars=fixed, buffer_ids=tuple(id(b.base) for b in buffers),
             runtime_vars=runtime)
         self.prepared_kernels.append(prepared)
         return prepared
+
+    def _work(self, ast: UOp, largest: Mapping[str, int]) -> int:
+        """FLOPs plus bytes of ``ast`` at the largest values, estimated once per kernel and values: a plan
+        that repeats a kernel walks it once."""
+        key = (ast, tuple(sorted(largest.items())))
+        if key not in self._work_estimates:
+            self._work_estimates[key] = sum(estimate_cost(ast, largest))
+        return self._work_estimates[key]
 
     def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
         known = {v.name: v for v in kernel.variables}
@@ -249,11 +246,13 @@ class ExecutionPlan:
                     work=moved, cost_of=cost_of)
 
     def _schedule(self) -> None:
-        """Dependencies on every earlier conflicting step (a step's id is its position), then levels."""
-        for position, step in enumerate(self._steps):
-            step.dependencies = tuple(e.id for e in self._steps[:position]
-                                      if any(a.conflicts(b) for a in step.accesses for b in e.accesses))
-            step.level = 1 + max((self._steps[d].level for d in step.dependencies), default=-1)
+        """Dependencies on the latest conflicting steps (byte ranges, in time linear in the steps), then
+        levels: one more than the highest level waited for."""
+        ranges = ByteRanges()
+        level_of: dict[int, int] = {}
+        for step in self._steps:
+            step.dependencies = ranges.add(step.id, step.accesses)
+            step.level = level_of[step.id] = 1 + max((level_of[d] for d in step.dependencies), default=-1)
         levels: dict[int, list[Step]] = {}
         for step in self._steps:
             levels.setdefault(step.level, []).append(step)
