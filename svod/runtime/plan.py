@@ -27,10 +27,11 @@ triangular nest is checked over its whole triangle.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
+from svod.runtime.replay import NativeProgram
 from svod.runtime.schedule import Access, ByteRanges
 from svod.runtime.staged import StagedLaunch
 
@@ -87,6 +89,8 @@ class Step:
     sites: dict[int, list[Site]] | None = field(default_factory=dict)
     """Per storage, where the step keeps its address; None when the step's addresses cannot be rewritten
     (a device's own handles): an array bound to such a storage is copied in and out instead."""
+    native: Callable[[NativeProgram], None] | None = None
+    """Appends the step to a native program; None for a step only Python runs."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -98,7 +102,7 @@ class PreparedKernel(Step):
     device: Device
     buffer_indices: tuple[int, ...]
     output_indices: tuple[int, ...]
-    vals: list[int]
+    vals: MutableSequence[int]
     """Variable values in ``kernel.var_names`` order, as of the last run (fixed ones never change)."""
     fixedvars: dict[str, int]
     buffer_ids: tuple[int, ...]
@@ -106,6 +110,8 @@ class PreparedKernel(Step):
     runtime_vars: tuple[Variable, ...]
     """The variables each run must supply, with the bounds they are checked against (a loop's variable is
     the loop's to supply, not the run's)."""
+    launch: Any = None
+    """The program bound to the step's buffers."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -195,6 +201,9 @@ class ExecutionPlan:
         self._last_profile: list[StepProfile] = []
         self._prepared = False
         self._work_estimates: dict[tuple[UOp, tuple[tuple[str, int], ...]], int] = {}
+        self._native: NativeProgram | None = None
+        """The plan as words for the native dispatcher (CPU plans); None where steps dispatch from Python."""
+        self._staged_checks: list[StagedLaunch] = []
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -328,6 +337,9 @@ class ExecutionPlan:
         self.prepared_kernels.sort(key=lambda p: p.id)
         self._checked_steps = [p for p in self.prepared_kernels if p.check is not None]
         self._index_storages()
+        self._native = self._build_native()
+        self._staged_checks = [p.launch for p in self.prepared_kernels
+                               if p.check is not None and isinstance(p.launch, StagedLaunch)]
         self._work_estimates.clear()
         self._prepared = True
 
@@ -407,8 +419,7 @@ class ExecutionPlan:
         self._fixed_names.update(fixed)
         accesses = tuple(self._kernel_accesses(kernel, buffers))
         outputs = tuple(request.buffer_indices[pos] for pos in kernel.written_positions)
-        vals = kernel.vals(largest)
-        run, check, sites = _kernel_launcher(kernel, buffers, vals, fixed)
+        launch, run, check, sites, emit, vals = _kernel_launcher(kernel, buffers, kernel.vals(largest), fixed)
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
             return estimate_cost(request.ast, {**values, **fixed, **kernel.fixed})
@@ -416,7 +427,7 @@ class ExecutionPlan:
         prepared = PreparedKernel(
             id=op_id, name=kernel.name, kind="kernel", accesses=accesses, run=run,
             parallel_safe=kernel.host_parallel_safe, work=self._work(request.ast, largest), cost_of=cost_of,
-            check=check, sites=sites, ast=request.ast, kernel=kernel, device=self.device,
+            check=check, sites=sites, native=emit, launch=launch, ast=request.ast, kernel=kernel, device=self.device,
             buffer_indices=request.buffer_indices, output_indices=outputs, vals=vals, fixedvars=fixed,
             buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=runtime)
         self.prepared_kernels.append(prepared)
@@ -455,7 +466,7 @@ class ExecutionPlan:
         dst, src = self.buffers[request.dst], self.buffers[request.src]
         accesses = (Access(id(src.base), src.byte_offset, src.byte_offset + src.nbytes, write=False),
                     Access(id(dst.base), dst.byte_offset, dst.byte_offset + dst.nbytes, write=True))
-        run, sites = _copier(dst, src)
+        run, sites, emit = _copier(dst, src)
         moved = 2 * dst.nbytes
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
@@ -463,7 +474,7 @@ class ExecutionPlan:
 
         return Step(id=op_id, name=f"copy {request.src} -> {request.dst}", kind="copy", accesses=accesses, run=run,
                     parallel_safe=dst.device_object.caps.host_memory and src.device_object.caps.host_memory,
-                    work=moved, cost_of=cost_of, sites=sites)
+                    work=moved, cost_of=cost_of, sites=sites, native=emit)
 
     def _index_storages(self) -> None:
         """Per storage: where steps keep its address, who writes it, who uses it first, and its host range."""
@@ -488,7 +499,19 @@ class ExecutionPlan:
 
     def execute(self, *, profile: bool = False, buffers: Mapping[int | str, Any] | None = None,
                 **var_vals: int) -> list[StepProfile] | None:
-        return self.execute_with_vars(var_vals, profile=profile, buffers=buffers)
+        if not self._prepared:
+            self.prepare()
+        native = self._native
+        if native is None or profile or buffers:
+            return self.execute_with_vars(var_vals, profile=profile, buffers=buffers)
+        values = self._check_vars(var_vals) if var_vals or self._runtime_bounds else var_vals
+        if self._loops:
+            self._check_loops(values)
+        with self._executing:  # the short way of execute_with_vars: what a replay of a CPU plan does
+            native.run(values)
+            if self._checked_steps:
+                self._check_native()
+        return None
 
     def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False,
                           buffers: Mapping[int | str, Any] | None = None) -> list[StepProfile] | None:
@@ -511,13 +534,18 @@ class ExecutionPlan:
             try:
                 if profile:
                     records = self._run_profiled(values)
+                elif self._native is not None:
+                    self._native.run(values)
                 else:
                     self._run_levels(self._levels, values)
                     self.device.synchronize()
                 self._copy_out(bindings)
             finally:
                 self._unbind(bindings)
-            self._check_steps()
+            if self._native is not None and not profile:
+                self._check_native()
+            else:
+                self._check_steps()
             if profile:
                 self._last_profile = records
                 return records
@@ -530,6 +558,13 @@ class ExecutionPlan:
                     step.run(values)
             else:
                 self._run_parallel(level, values, lambda step, vals: step.run(vals))
+
+    def _check_native(self) -> None:
+        if self._staged_checks and self._native is not None:
+            current = self._native.values()
+            for launch in self._staged_checks:  # the values its error message evaluates sizes with
+                launch.values = {**launch.values, **current}
+        self._check_steps()
 
     def _check_steps(self) -> None:
         for step in self._checked_steps:
@@ -611,6 +646,45 @@ class ExecutionPlan:
 
         run_levels(self._levels, values)
         return sorted(records, key=lambda r: r.start)
+
+    # ---- native replay ---------------------------------------------------------------------------------------
+
+    def _build_native(self) -> NativeProgram | None:
+        """The plan as words for the native dispatcher, on a device whose kernels it can call (the CPU);
+        None elsewhere, and where a launch size or loop bound has no native form."""
+        if self.device.device.base_type != "CPU" or not self._steps:
+            return None
+        program = NativeProgram()
+        for name in self._runtime_bounds:
+            program.input(name)
+        try:
+            self._emit_levels(program, self._levels)
+        except SvodError:
+            return None
+        program.finish()
+        for position, storage, offset in program.code_sites:
+            self._sites.setdefault(storage, []).append((program.code, position, offset))
+        return program
+
+    def _emit_levels(self, program: NativeProgram, levels: Sequence[Sequence[Step]]) -> None:
+        for level in levels:
+            if len(level) > 1 and self._parallel(level):
+                program.python(functools.partial(self._run_level_natively, program, level), "host-parallel steps")
+                continue
+            for step in level:
+                if isinstance(step, LoopStep):
+                    start, stop, increment = (program.value(e, step.name) for e in (step.start, step.stop, step.step))
+                    var = program.variable(step.var)
+                    begin = program.loop_begin(var, start, stop, increment)
+                    self._emit_levels(program, step.levels)
+                    program.loop_end(begin, var, stop, increment)
+                elif step.native is not None:
+                    step.native(program)
+                else:
+                    program.python(functools.partial(_run_step, step, program), step.name)
+
+    def _run_level_natively(self, program: NativeProgram, level: Sequence[Step]) -> None:
+        self._run_parallel(level, program.values(), lambda step, vals: step.run(vals))
 
     # ---- arrays bound per run ------------------------------------------------------------------------------
 
@@ -846,7 +920,8 @@ def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
                               "Buffer", kernel=user, stage="execute", value=type(obj).__name__)
 
 
-def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[int, list[Site]] | None]:
+def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[int, list[Site]] | None,
+                                              Callable[[NativeProgram], None] | None]:
     """A whole-buffer copy: one memmove between host buffers, a round trip through the host otherwise."""
     if dst.device_object.caps.host_memory and src.device_object.caps.host_memory:
         addresses = (ctypes.c_int64 * 2)(dst.address, src.address)
@@ -858,26 +933,83 @@ def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[in
         def host_copy(values: Values) -> None:
             ctypes.memmove(addresses[0], addresses[1], nbytes)
 
-        return host_copy, sites
+        def emit(program: NativeProgram) -> None:
+            program.copy((addresses[0], id(dst.base), dst.byte_offset), (addresses[1], id(src.base), src.byte_offset),
+                         nbytes)
+
+        return host_copy, sites, emit
 
     def staged_copy(values: Values) -> None:
         dst.copyin(src.numpy())
 
-    return staged_copy, None
+    return staged_copy, None, None
 
 
-def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list[int], fixed: Mapping[str, int]
-                     ) -> tuple[Callable[[Values], None], Callable[[], None] | None, dict[int, list[Site]] | None]:
-    """The per-run work of one kernel, with everything that does not depend on the run decided now:
-    the program is bound to its buffers, and static launch sizes are evaluated once. Second, the check to
-    run once the device has finished, for a kernel whose accesses are bounds-checked; third, where the
-    bound launch keeps each buffer's address."""
+def _run_step(step: Step, program: NativeProgram) -> None:
+    step.run(program.values())
+
+
+class _ArgumentValues(MutableSequence[int]):
+    """A CPU launch's variable array seen as the kernel's ``vals``: what the last run, native or not, used."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, array: Any, length: int) -> None:
+        self._array = array
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._array[i] for i in range(self._length)][index]
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        return self._array[index % self._length]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        self._array[index % self._length] = value
+
+    def __delitem__(self, index: Any) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def insert(self, index: int, value: int) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def __iter__(self) -> Iterator[int]:
+        return (self._array[i] for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: list[int], fixed: Mapping[str, int]
+                     ) -> tuple[Any, Callable[[Values], None], Callable[[], None] | None, dict[int, list[Site]] | None,
+                                Callable[[NativeProgram], None] | None, MutableSequence[int]]:
+    """The per-run work of one kernel, with everything that does not depend on the run decided now: the
+    program is bound to its buffers, and static launch sizes are evaluated once. Returns the bound launch;
+    its Python runner; the check to run once the device has finished, for a kernel whose accesses are
+    bounds-checked; where the launch keeps each buffer's address; how native replay calls it; and the
+    variable values of its last run."""
     launch = kernel.program.bind([b.address for b in buffers])
     check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != CORE_ID]
+    vals: MutableSequence[int] = initial
+    if isinstance(launch, CpuLaunch):
+        launch.native(len(initial))
+        for i, value in enumerate(initial):
+            launch.variables[i] = value
+        vals = _ArgumentValues(launch.variables, len(initial))
     static = kernel.static_dims
     sites = _launch_sites(launch, buffers)
+    emit = _native_kernel(kernel, launch, fixed)
     if static is not None:
         global_size, local_size = static.global_size, static.local_size
 
@@ -886,7 +1018,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
                 vals[i] = values[name]
             launch(vals, global_size, local_size)
 
-        return run_static, check, sites
+        return launch, run_static, check, sites, emit, vals
 
     def run(values: Values) -> None:
         for i, name in slots:
@@ -894,7 +1026,40 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list
         dims = ProgramSpec.resolve_launch_dims(kernel.global_size, kernel.local_size, {**values, **fixed})
         launch(vals, dims.global_size, dims.local_size)
 
-    return run, check, sites
+    return launch, run, check, sites, emit, vals
+
+
+def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
+                   ) -> Callable[[NativeProgram], None] | None:
+    """How native replay calls a kernel bound to its buffers: each CPU program it launches (one, or a staged
+    kernel's stages) with its argument arrays, the slots that fill its variables, and its worker count.
+    None for launches of other devices."""
+    calls: list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] = []
+    if isinstance(launch, CpuLaunch):
+        calls = [(launch, kernel.var_names, kernel.global_size[0])]
+    elif isinstance(launch, StagedLaunch):
+        for stage, sub in launch.launches:
+            if not isinstance(sub, CpuLaunch):
+                return None
+            calls.append((sub, stage.var_names, stage.global_size[0]))
+    else:
+        return None
+    if kernel.static_dims is not None and len(calls) == 1:
+        calls = [(calls[0][0], calls[0][1], kernel.static_dims.global_size[0])]
+
+    def emit(program: NativeProgram) -> None:
+        for sub, names, workers in calls:
+            address, bufs, variables, job = sub.native(max(len(names), 1))
+            pairs = []
+            for index, name in enumerate(names):
+                if name in fixed:
+                    sub.variables[index] = fixed[name]
+                elif name != CORE_ID:
+                    pairs.append((index, program.variable(name)))
+            count = program.constant(workers) if isinstance(workers, int) else program.value(workers, kernel.name)
+            program.call(address, bufs, variables, job, count, pairs, kernel.name)
+
+    return emit
 
 
 def _launch_sites(launch: Any, buffers: Sequence[Buffer]) -> dict[int, list[Site]] | None:
