@@ -183,14 +183,15 @@ class CpuLaunch:
             self.job = self.program.team_job(self.bufs, variables)
         self.program.run_job(self.job, self.bufs, variables, workers)
 
-    def native(self, var_count: int) -> tuple[int, int, int, int]:
+    def native(self, var_count: int, team: bool = True) -> tuple[int, int, int, int]:
         """What native code needs to call this launch itself: the kernel's address, the addresses of the
-        buffer and variable arrays (the latter with room for ``var_count`` values) and of the team's job
-        block (0 without a team). The arrays stay this launch's: its replays and native calls share them."""
+        buffer and variable arrays (the latter with room for ``var_count`` values) and, if ``team``, of the
+        team's job block (0 without a team). The arrays stay this launch's: its replays and native calls
+        share them."""
         if var_count > len(self.variables):
             self.variables = (ctypes.c_int64 * var_count)()
             self.vars_address, self.job = ctypes.addressof(self.variables), None
-        if self.job is None:
+        if self.job is None and team:
             self.job = self.program.team_job(self.bufs, self.variables)
         job = ctypes.addressof(self.job) if self.job is not None else 0
         return self.program.address, self.bufs_address, self.vars_address, job

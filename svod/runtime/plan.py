@@ -1003,7 +1003,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed and name != CORE_ID]
     vals: MutableSequence[int] = initial
     if isinstance(launch, CpuLaunch):
-        launch.native(len(initial))
+        launch.native(len(initial), team=False)
         for i, value in enumerate(initial):
             launch.variables[i] = value
         vals = _ArgumentValues(launch.variables, len(initial))
@@ -1049,7 +1049,7 @@ def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
 
     def emit(program: NativeProgram) -> None:
         for sub, names, workers in calls:
-            address, bufs, variables, job = sub.native(max(len(names), 1))
+            address, bufs, variables, job = sub.native(max(len(names), 1), team=workers != 1)
             pairs = []
             for index, name in enumerate(names):
                 if name in fixed:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(NamedTuple):
     """``[start, end)`` bytes of the storage ``storage`` (the id of a base buffer), read or written."""
 
     storage: int
@@ -101,6 +100,13 @@ class ByteRanges:
     def _record(self, step: int, access: Access) -> None:
         storage = self._storages.setdefault(access.storage, _Storage())
         start, end = access.start, access.end
+        if len(storage.segments) == 1 and storage.starts[0] == start and storage.segments[0].end == end:
+            segment = storage.segments[0]  # the common case: a whole buffer, touched whole before
+            if access.write:
+                segment.writer, segment.readers = step, []
+            elif not segment.readers or segment.readers[-1] != step:
+                segment.readers.append(step)
+            return
         storage.split(start)
         storage.split(end)
         first, last = storage.span(start, end)
