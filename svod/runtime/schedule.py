@@ -101,11 +101,11 @@ class ByteRanges:
         storage = self._storages.setdefault(access.storage, _Storage())
         start, end = access.start, access.end
         if len(storage.segments) == 1 and storage.starts[0] == start and storage.segments[0].end == end:
-            segment = storage.segments[0]  # the common case: a whole buffer, touched whole before
+            whole = storage.segments[0]  # the common case: a whole buffer, touched whole before
             if access.write:
-                segment.writer, segment.readers = step, []
-            elif not segment.readers or segment.readers[-1] != step:
-                segment.readers.append(step)
+                whole.writer, whole.readers = step, []
+            elif not whole.readers or whole.readers[-1] != step:
+                whole.readers.append(step)
             return
         storage.split(start)
         storage.split(end)
