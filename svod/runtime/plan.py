@@ -856,8 +856,12 @@ def _loop_values(loop: LoopStep, known: Mapping[str, Bounds | None]) -> Bounds |
                             "it must stay positive or negative", stage="execute", value=step)
     if step[0] > 0:
         lo, hi = start[0], stop[1] - 1
+        if start[0] == start[1] and step[0] == step[1] and hi >= lo:  # the last value a fixed stride reaches
+            hi = lo + (hi - lo) // step[0] * step[0]
     else:
         lo, hi = stop[0] + 1, start[1]
+        if start[0] == start[1] and step[0] == step[1] and hi >= lo:
+            lo = hi - (hi - lo) // -step[0] * -step[0]
     if lo > hi:
         return None
     return (int(lo), int(hi))

@@ -372,3 +372,19 @@ def test_binding_inside_loops_and_views_follow_their_base():
     state = np.zeros(n, np.float32)
     plan.execute(buffers={whole: state})
     np.testing.assert_array_equal(state, np.concatenate([np.full(8, 6.0), np.full(8, 5.0)]).astype(np.float32))
+
+
+def test_a_fixed_stride_checks_only_the_values_it_reaches():
+    plan = ExecutionPlan("CPU")
+    out = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(40, np.int32)))
+    plan.loop("d", 1, 41, 2, [plan.add_kernel(_wavefront_kernel(39), [out])])  # 1, 3, ..., 39: never 40
+    plan.execute()
+    want = np.zeros(40, np.int64)
+    for d in range(1, 41, 2):
+        want[:d] += np.arange(d) + d
+    np.testing.assert_array_equal(plan.buffers[out].numpy(), want)
+    down = ExecutionPlan("CPU")
+    o = down.add_buffer(svod.Buffer.from_numpy(np.zeros(40, np.int32)))
+    down.loop("d", 39, 0, -2, [down.add_kernel(_wavefront_kernel(39), [o])])  # 39, 37, ..., 1: never 0
+    down.execute()
+    np.testing.assert_array_equal(down.buffers[o].numpy(), want)
