@@ -26,8 +26,10 @@ triangular nest is checked over its whole triangle.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import gc
 import os
 import threading
 import time
@@ -323,7 +325,8 @@ class ExecutionPlan:
         """Compile, check and schedule everything; after this, execute() does the minimum per step."""
         with self._preparing:
             if not self._prepared:
-                self._prepare()
+                with _collector_paused():
+                    self._prepare()
 
     def _prepare(self) -> None:
         kernels = self._compile_all()
@@ -796,6 +799,20 @@ class ExecutionPlan:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a plan prepares: prepare makes several objects a step and frees
+    none, and each collection it would trigger walks everything made so far (a quarter of the time of a
+    plan of 4,000 steps)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
 
 def _nothing(values: Values) -> None:
     return None
