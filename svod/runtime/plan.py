@@ -385,8 +385,6 @@ class ExecutionPlan:
         loop.levels = _schedule(loop.body)
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
         loop.parallel_safe = all(step.parallel_safe for step in loop.body)
-        loop.check = None
-        loop.sites = _union_sites(loop.body)
         loop.run = self._loop_runner(loop)
         return loop
 
@@ -902,16 +900,6 @@ def _merged(accesses: Any) -> tuple[Access, ...]:
     return tuple(dict.fromkeys(accesses))
 
 
-def _union_sites(steps: Sequence[Step]) -> dict[int, list[Site]] | None:
-    merged: dict[int, list[Site]] = {}
-    for step in steps:
-        if step.sites is None:
-            return None
-        for storage, sites in step.sites.items():
-            merged.setdefault(storage, []).extend(sites)
-    return merged
-
-
 def _flatten(steps: Sequence[Step]) -> list[Step]:
     """Every step, a loop before the steps of its body."""
     found: list[Step] = []
@@ -1067,10 +1055,15 @@ def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
         return None
     if kernel.static_dims is not None and len(calls) == 1:
         calls = [(calls[0][0], calls[0][1], kernel.static_dims.global_size[0])]
+    calls = [(sub, names, int(w.arg) if isinstance(w, UOp) and w.op is Ops.CONST else w) for sub, names, w in calls]
+    for _, _, workers in calls:  # a launch size that reads a variable fixed for this step runs from Python
+        if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in fixed for n in workers.toposort()):
+            return None
 
     def emit(program: NativeProgram) -> None:
         for sub, names, workers in calls:
-            address, bufs, variables, job = sub.native(max(len(names), 1), team=workers != 1)
+            team = not isinstance(workers, int) or workers > 1
+            address, bufs, variables, job = sub.native(max(len(names), 1), team=team)
             pairs = []
             for index, name in enumerate(names):
                 if name in fixed:
