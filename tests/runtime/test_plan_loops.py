@@ -10,7 +10,7 @@ import pytest
 import svod
 from svod import ExecutionPlan, KernelBuilder, dtypes
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
-from tests.helpers import open_device
+from tests.helpers import cpu_device, open_device
 
 DEVICES = ["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0"]
 
@@ -391,3 +391,30 @@ def test_a_fixed_stride_checks_only_the_values_it_reaches():
     down.loop("d", 39, 0, -2, [down.add_kernel(_wavefront_kernel(39), [o])])  # 39, 37, ..., 1: never 0
     down.execute()
     np.testing.assert_array_equal(down.buffers[o].numpy(), want)
+
+
+def test_a_reduction_split_across_threads_inside_a_loop_on_bound_arrays():
+    """A staged kernel (partial sums on each thread, then their total) replays natively, turn after turn,
+    on an array bound per run: each of its stages is repointed."""
+    device = cpu_device(3, "llvm")
+    k = KernelBuilder("partial_total")
+    n = k.var("n", 1, 1 << 20)
+    x, total = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, 1)
+    r = k.range(n, svod.AxisKind.REDUCE)
+    k.store(total[0], x[r].reduce(r))
+    add = KernelBuilder("accumulate_total")
+    acc, part = add.buffer(dtypes.float32, 1), add.buffer(dtypes.float32, 1)
+    one = add.range(1)
+    add.store(acc[one], acc[one] + part[one])
+    plan = ExecutionPlan(device)
+    xi = plan.add_buffer(svod.Buffer(device, dtypes.float32, 1 << 20), name="x")
+    ti = plan.add_buffer(svod.Buffer(device, dtypes.float32, 1))
+    ai = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(1, np.float32), device), name="acc")
+    plan.loop("t", 0, 3, [plan.add_kernel(k.build(), [xi, ti]), plan.add_kernel(add.build(), [ai, ti])])
+    plan.prepare()
+    assert plan._native is not None and len(plan.prepared_kernels[0].launch.launches) > 1
+    for fill in (1.0, 0.5):
+        x = np.full(1 << 20, fill, np.float32)
+        acc = np.zeros(1, np.float32)
+        plan.execute(n=1 << 20, buffers={"x": x, "acc": acc})
+        assert acc[0] == 3 * fill * (1 << 20)
