@@ -203,6 +203,10 @@ class ExecutionPlan:
         self._last_profile: list[StepProfile] = []
         self._prepared = False
         self._work_estimates: dict[tuple[UOp, tuple[tuple[str, int], ...]], int] = {}
+        self._shapes: dict[tuple[UOp, tuple[tuple[str, int], ...], tuple[bool, ...]], _Shape] = {}
+        self._checked_by: dict[Variable, str] = {}
+        """Each distinct variable a run or loop supplies, with the first kernel that has it (its checks'
+        name): a plan checks each once, however many steps read it."""
         self._native: NativeProgram | None = None
         """The plan as words for the native dispatcher (CPU plans); None where steps dispatch from Python."""
         self._staged_checks: list[StagedLaunch] = []
@@ -344,6 +348,7 @@ class ExecutionPlan:
         self._staged_checks = [p.launch for p in self.prepared_kernels
                                if p.check is not None and isinstance(p.launch, StagedLaunch)]
         self._work_estimates.clear()
+        self._shapes.clear()
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
@@ -402,37 +407,63 @@ class ExecutionPlan:
     def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel,
                         scope: Mapping[str, LoopStep]) -> Step:
         buffers = [self.buffers[i] for i in request.buffer_indices]
-        fixed = self._check_fixed(kernel, request)
-        runtime = tuple(v for v in kernel.variables if v.name not in fixed and v.name not in scope)
-        largest = {**{v.name: v.max for v in kernel.variables}, **fixed, **kernel.fixed}
+        shape = self._shape(kernel, request, scope)
+        fixed, largest = shape.fixed, shape.largest
         kernel.check_buffers(buffers, largest)
-        for var in kernel.variables:
-            if var.name in scope and var.name not in fixed:
-                if var.scalar is not None:
-                    raise VariableError(f"the loop variable {var.name} is a runtime scalar of this kernel",
-                                        kernel=kernel.name, stage="plan", value=var.name)
-                scope[var.name].uses.append((var, kernel.name))
-            elif var.name in scope:
-                raise VariableError(f"variable {var.name} is fixed in this kernel and bound by a loop",
-                                    kernel=kernel.name, stage="plan", value=var.name)
-        for var in runtime:
-            self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
+        for var in shape.looped:
+            uses = scope[var.name].uses
+            if var not in self._checked_by:
+                self._checked_by[var] = kernel.name
+                uses.append((var, kernel.name))
+            elif (var, self._checked_by[var]) not in uses:
+                uses.append((var, self._checked_by[var]))
+        for var in shape.runtime:  # one check per distinct variable, naming the first kernel that has it
+            if var not in self._checked_by:
+                self._checked_by[var] = kernel.name
+                self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
         self._fixed_names.update(fixed)
-        accesses = tuple(self._kernel_accesses(kernel, buffers))
+        accesses = _kernel_accesses(shape.modes, buffers)
         outputs = tuple(request.buffer_indices[pos] for pos in kernel.written_positions)
-        launch, run, check, sites, emit, vals = _kernel_launcher(kernel, buffers, kernel.vals(largest), fixed)
+        launch, run, check, sites, emit, vals = _kernel_launcher(kernel, buffers, list(shape.vals), fixed)
+        ast = request.ast
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
-            return estimate_cost(request.ast, {**values, **fixed, **kernel.fixed})
+            return estimate_cost(ast, {**values, **fixed, **kernel.fixed})
 
         prepared = PreparedKernel(
             id=op_id, name=kernel.name, kind="kernel", accesses=accesses, run=run,
-            parallel_safe=kernel.host_parallel_safe, work=self._work(request.ast, largest), cost_of=cost_of,
-            check=check, sites=sites, native=emit, launch=launch, ast=request.ast, kernel=kernel, device=self.device,
+            parallel_safe=kernel.host_parallel_safe, work=shape.work, cost_of=cost_of, check=check, sites=sites,
+            native=emit, launch=launch, ast=ast, kernel=kernel, device=self.device,
             buffer_indices=request.buffer_indices, output_indices=outputs, vals=vals, fixedvars=fixed,
-            buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=runtime)
+            buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=shape.runtime)
         self.prepared_kernels.append(prepared)
         return prepared
+
+    def _shape(self, kernel: CachedKernel, request: _KernelRequest, scope: Mapping[str, LoopStep]) -> _Shape:
+        """What every step of one kernel with the same fixed values inside the same loops shares, worked out
+        once per prepare."""
+        key = (request.ast, tuple(sorted(request.fixedvars.items())), tuple(v.name in scope for v in kernel.variables))
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
+        fixed = self._check_fixed(kernel, request)
+        looped = []
+        for var in kernel.variables:
+            if var.name in scope and var.name in fixed:
+                raise VariableError(f"variable {var.name} is fixed in this kernel and bound by a loop",
+                                    kernel=kernel.name, stage="plan", value=var.name)
+            if var.name in scope:
+                if var.scalar is not None:
+                    raise VariableError(f"the loop variable {var.name} is a runtime scalar of this kernel",
+                                        kernel=kernel.name, stage="plan", value=var.name)
+                looped.append(var)
+        runtime = tuple(v for v in kernel.variables if v.name not in fixed and v.name not in scope)
+        largest = {**{v.name: v.max for v in kernel.variables}, **fixed, **kernel.fixed}
+        modes = tuple((argument.read or not argument.written, argument.written) for argument in kernel.layout)
+        shape = _Shape(fixed, runtime, tuple(looped), largest, tuple(kernel.vals(largest)),
+                       self._work(request.ast, largest), modes)
+        self._shapes[key] = shape
+        return shape
 
     def _work(self, ast: UOp, largest: Mapping[str, int]) -> int:
         """FLOPs plus bytes of ``ast`` at the largest values, estimated once per kernel and values: a plan
@@ -451,17 +482,6 @@ class ExecutionPlan:
                                     stage="plan", value=name)
             fixed[name] = known[name].checked(value, kernel=kernel.name, stage="plan")
         return fixed
-
-    @staticmethod
-    def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
-        accesses = []
-        for buf, argument in zip(buffers, kernel.layout, strict=True):
-            start, end = buf.byte_offset, buf.byte_offset + buf.nbytes
-            if argument.read or not argument.written:  # an argument the kernel does not touch orders as a read
-                accesses.append(Access(id(buf.base), start, end, write=False))
-            if argument.written:
-                accesses.append(Access(id(buf.base), start, end, write=True))
-        return accesses
 
     def _prepare_copy(self, op_id: int, request: _CopyRequest) -> Step:
         dst, src = self.buffers[request.dst], self.buffers[request.src]
@@ -810,6 +830,32 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    fixed: dict[str, int]
+    runtime: tuple[Variable, ...]
+    looped: tuple[Variable, ...]
+    """The kernel's variables an enclosing loop binds."""
+    largest: dict[str, int]
+    vals: tuple[int, ...]
+    work: int
+    modes: tuple[tuple[bool, bool], ...]
+    """Per argument: whether it orders as a read (an argument the kernel does not touch does), whether as
+    a write."""
+
+
+def _kernel_accesses(modes: Sequence[tuple[bool, bool]], buffers: Sequence[Buffer]) -> tuple[Access, ...]:
+    accesses = []
+    for buf, (read, written) in zip(buffers, modes, strict=True):
+        storage, start = id(buf.base), buf.offset * buf.dtype.itemsize
+        end = start + buf.size * buf.dtype.itemsize
+        if read:
+            accesses.append(Access(storage, start, end, False))
+        if written:
+            accesses.append(Access(storage, start, end, True))
+    return tuple(accesses)
 
 
 def _nothing(values: Values) -> None:
