@@ -422,6 +422,8 @@ class _Dispatcher:
         self.team = thread_team().addresses()
         self._free = list(range(STUBS - 1, -1, -1))
         self._lock = threading.Lock()
+        self._stubs = [((ctypes.c_int64 * 1).from_address(self.engine.get_global_value_address(f"svod_frame_{k}")),
+                        STUB_TYPE(self.engine.get_function_address(f"svod_stub_{k}"))) for k in range(STUBS)]
 
     def stub(self, frame: int) -> tuple[int, Callable[[], int]] | None:
         """An entry point without arguments that runs ``frame``, and its number (to release); None when all
@@ -430,9 +432,9 @@ class _Dispatcher:
             if not self._free:
                 return None
             number = self._free.pop()
-        slot = (ctypes.c_int64 * 1).from_address(self.engine.get_global_value_address(f"svod_frame_{number}"))
+        slot, entry = self._stubs[number]
         slot[0] = frame
-        return number, STUB_TYPE(self.engine.get_function_address(f"svod_stub_{number}"))
+        return number, entry
 
     def release(self, number: int) -> None:
         with self._lock:
