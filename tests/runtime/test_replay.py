@@ -13,7 +13,7 @@ from svod import ExecutionPlan, KernelBuilder, UOp, dtypes
 from svod.device.launch import evaluate
 from svod.errors import LaunchError
 from svod.ir import Ops
-from svod.runtime.replay import NativeProgram
+from svod.runtime.replay import STUBS, NativeProgram
 
 
 def _random_expression(rng: random.Random, variables: list[UOp], depth: int) -> UOp:
@@ -126,3 +126,11 @@ def test_a_loop_profiles_every_turn_and_matches_native_results():
         want = want * 2 + t + np.arange(8)
     np.testing.assert_array_equal(native.buffers[0].numpy(), want)
     np.testing.assert_array_equal(profiled.buffers[0].numpy(), want)
+
+
+def test_more_live_plans_than_entry_points_all_replay():
+    plans = [_chain(1)[0] for _ in range(STUBS + 4)]
+    for s, plan in enumerate(plans):
+        plan.execute(s=s % 100)
+        np.testing.assert_array_equal(plan.buffers[1].numpy(), np.full(16, s % 100, np.float32))
+    assert all(plan._native is not None for plan in plans)
