@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import svod
+from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
 from benchmarks.peers import Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
 from benchmarks.suite import suite, tinygrad_spelling
@@ -60,6 +61,10 @@ class Sizes:
     compiles: int
     quick: bool
     """Whether the suite runs at its --quick sizes."""
+    algorithms: tuple[int, int, int, int, int] | None = None
+    """The plan algorithms' sizes (``benchmarks.algorithms``); by default the issue's, or quick ones."""
+    long_plans: tuple[int, ...] = (1000, 4000)
+    """Plan lengths whose prepare time and replay cost are measured beside the short plans'."""
 
 
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
@@ -138,7 +143,8 @@ class Bench:
                 ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
                 ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
-                ("plan prepare", self.plan_prepare), ("kernel suite", self.kernel_suite)]
+                ("plan prepare", self.plan_prepare), ("long plans", self.long_plans),
+                ("plan algorithms", self.plan_algorithms), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
         metrics: list[Metric] = []
@@ -303,6 +309,66 @@ class Bench:
         seconds = median_seconds(replays, self.sizes.repeats)
         return Metric(f"replay_us_per_kernel.{count}", "us", "lower", seconds / loops / count * 1e6,
                       note=f"plan of {count} tiny kernels")
+
+    def long_plans(self) -> list[Metric]:
+        """Prepare time and replay cost per kernel of chains of tiny kernels (four distinct ones, compiled
+        before the clock starts): both should grow linearly with the length."""
+        metrics = []
+        for count in self.sizes.long_plans:
+            for k in range(4):
+                svod.compile(tiny(k), self.device)
+            prepares, plan = [], None
+            for _ in range(3):
+                plan = ExecutionPlan(self.device)
+                indices = [plan.add_buffer(svod.Buffer.from_numpy(np.zeros(16, np.float32), self.device))
+                           for _ in range(count + 1)]
+                for k in range(count):
+                    plan.add_kernel(tiny(k % 4), [indices[k + 1], indices[k]])
+                start = time.perf_counter()
+                plan.prepare()
+                prepares.append(time.perf_counter() - start)
+            assert plan is not None
+            loops = max(1, 20_000 // count)
+
+            def replays(ready: ExecutionPlan = plan, turns: int = loops) -> None:
+                for _ in range(turns):
+                    ready.execute()
+
+            seconds = median_seconds(replays, self.sizes.repeats)
+            metrics += [Metric(f"prepare_ms.{count}", "ms", "lower", statistics.median(prepares) * 1e3,
+                               note=f"prepare of a plan of {count} tiny kernels (4 distinct, compiled)"),
+                        Metric(f"replay_us_per_kernel.{count}", "us", "lower", seconds / loops / count * 1e6,
+                               note=f"plan of {count} tiny kernels")]
+        return metrics
+
+    def plan_algorithms(self) -> list[Metric]:
+        """Whole algorithms as one ``plan.execute()`` each (``benchmarks.algorithms``), checked against numpy,
+        beside numba's loops and numpy's per-step spelling, each from fresh copies of the inputs."""
+        sizes = self.sizes.algorithms or (QUICK_SIZES if self.sizes.quick else FULL_SIZES)
+        numba = Numba(settings.threads)
+        metrics = []
+        for algorithm in algorithms(sizes, self.device):
+            want = algorithm.numpy()
+            if not agree(algorithm, algorithm.svod(), want):
+                raise SvodError(f"svod's {algorithm.name} disagrees with numpy", stage="bench", value=algorithm.size)
+            repeats = max(3, self.sizes.repeats // 3)
+            svod_s = median_seconds(algorithm.svod, repeats, warmup=1)
+            numpy_s = median_seconds(algorithm.numpy, max(1, repeats // 3), warmup=0)
+            numba_s, why = None, {}
+            if numba.algorithms is None:
+                why = {"numba": numba.error or "numba is not installed"}
+            else:
+                run, result = numba_runner(algorithm, numba.algorithms)
+                run()
+                if not agree(algorithm, result(), want):
+                    raise SvodError(f"numba's {algorithm.name} disagrees with numpy", stage="bench")
+                numba_s = median_seconds(run, repeats, warmup=1)
+            why["tinygrad"] = "not measured: the algorithms have no tinygrad spelling"
+            metrics.append(Metric(f"plan.{algorithm.name}_ms", "ms", "lower", svod_s * 1e3, numpy=numpy_s * 1e3,
+                                  numba=None if numba_s is None else numba_s * 1e3, why_missing=why,
+                                  note=f"{algorithm.name} {algorithm.size}, one plan.execute()"))
+            algorithm.plan.close()
+        return metrics
 
     def triad(self) -> list[Metric]:
         n = self.sizes.elements

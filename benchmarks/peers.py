@@ -78,13 +78,16 @@ class Numba:
     def __init__(self, threads: int) -> None:
         self.error: str | None = None
         self.module: Any = None
+        self.algorithms: Any = None
+        """``benchmarks.numba_algorithms``, when numba is installed."""
         try:
             import numba
 
-            from benchmarks import numba_kernels
+            from benchmarks import numba_algorithms, numba_kernels
 
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             self.module = numba_kernels
+            self.algorithms = numba_algorithms
         except ImportError:
             self.error = NOT_INSTALLED
 

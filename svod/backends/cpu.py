@@ -98,6 +98,13 @@ class ThreadTeam:
     def run(self, job: ctypes.Array[Any], workers: int) -> None:
         self._parallel(self._entry, ctypes.addressof(job), workers, 0)
 
+    def addresses(self) -> tuple[int, int]:
+        """``GOMP_parallel`` and the team's entry, for native code that starts the team itself (zeros
+        without a team)."""
+        if self._parallel is None:
+            return 0, 0
+        return ctypes.cast(self._parallel, ctypes.c_void_p).value or 0, self._entry
+
 
 @functools.cache
 def thread_team() -> ThreadTeam:
@@ -175,6 +182,19 @@ class CpuLaunch:
         if self.job is None:
             self.job = self.program.team_job(self.bufs, variables)
         self.program.run_job(self.job, self.bufs, variables, workers)
+
+    def native(self, var_count: int, team: bool = True) -> tuple[int, int, int, int]:
+        """What native code needs to call this launch itself: the kernel's address, the addresses of the
+        buffer and variable arrays (the latter with room for ``var_count`` values) and, if ``team``, of the
+        team's job block (0 without a team). The arrays stay this launch's: its replays and native calls
+        share them."""
+        if var_count > len(self.variables):
+            self.variables = (ctypes.c_int64 * var_count)()
+            self.vars_address, self.job = ctypes.addressof(self.variables), None
+        if self.job is None and team:
+            self.job = self.program.team_job(self.bufs, self.variables)
+        job = ctypes.addressof(self.job) if self.job is not None else 0
+        return self.program.address, self.bufs_address, self.vars_address, job
 
 
 # ---- the backend (svod.backends.base) ---------------------------------------------------------------------

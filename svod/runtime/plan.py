@@ -1,66 +1,84 @@
-"""``ExecutionPlan``: kernels and copies prepared once and replayed many times.
+"""``ExecutionPlan``: kernels, copies and loops over them, prepared once and replayed many times.
 
 ::
 
     plan.add_buffer / add_kernel / add_copy      (record)
+    plan.loop(var, start, stop, [step,] body)    (the last steps added, or a sub-plan, repeated with var)
     plan.prepare()       compile the distinct kernels together, check every buffer, derive dependencies
                          from byte ranges, bind programs to buffers, fix launch sizes and the schedule
-    plan.execute(n=...)  check every variable, then run the schedule; nothing runs if a check fails
+    plan.execute(n=..., buffers={slot: array})
+                         check every variable, loop and rebound array, then run the schedule; nothing
+                         runs if a check fails
 
 Dependencies come from the bytes each step touches on each storage (a view conflicts with its base where
 they overlap): read-after-write, write-after-read and write-after-write order two steps, reads never do.
 Steps are grouped into levels by their longest dependency chain; the steps of one level are independent,
 and when several are host-parallel-safe and large enough to pay for it they run on host threads at once.
+A loop is one step of the level structure around it; its body has levels of its own, computed for one
+turn, and turns run one after another (everything of a turn finishes before the next begins).
+
+On the CPU a prepared plan replays natively (``svod.runtime.replay``): its steps, loops and launch sizes
+become words that a compiled dispatcher walks, so a replay costs one call from Python plus a few
+nanoseconds a step. A profiled run, and plans on other devices, dispatch from Python, level by level.
+
+A loop's variable takes the values ``range(start, stop, step)``; start, stop and step are integers,
+names of variables (passed to ``execute``, or bound by an enclosing loop) or integer expressions of them.
+Before anything runs, every value a loop variable may take is checked against the bounds of each kernel
+that uses it: the values are bounded by intervals (the enclosing loops' ranges, the run's variables), so a
+triangular nest is checked over its whole triangle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
+import gc
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+
+from svod.backends.cpu import CpuLaunch
 from svod.backends.registry import default_registry
 from svod.device import Buffer, Device, Variable
+from svod.device.launch import INT64_MAX, INT64_MIN, evaluate
+from svod.dtype import dtypes
 from svod.errors import BufferMismatchError, SvodError, VariableError
-from svod.ir import UOp
+from svod.ir import Ops, UOp
+from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
+from svod.runtime.replay import NativeProgram
+from svod.runtime.schedule import Access, ByteRanges
 from svod.runtime.staged import StagedLaunch
 
 PARALLEL_MIN_COST = 1 << 20
 """Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
 tens of microseconds, more than such a step takes."""
 
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """``[start, end)`` bytes of the storage ``storage`` (the id of a base buffer), read or written."""
-
-    storage: int
-    start: int
-    end: int
-    write: bool
-
-    def conflicts(self, other: Access) -> bool:
-        return (self.storage == other.storage and (self.write or other.write)
-                and self.start < other.end and other.start < self.end)
+Values = MutableMapping[str, int]
+Site = tuple[Any, int, int]
+"""Where a step keeps a buffer's address: (ctypes array, index, byte offset into the storage). Rebinding
+a storage for one run writes the new address plus the offset there, and the old one back afterwards."""
 
 
 @dataclass(eq=False, kw_only=True)
 class Step:
-    """One step of a plan (a kernel or a copy), with everything decided at prepare time."""
+    """One step of a plan (a kernel, a copy or a loop), with everything decided at prepare time."""
 
     id: int
     name: str
     kind: str
     accesses: tuple[Access, ...]
     """The byte ranges the step reads and writes: its dependencies are derived from them."""
-    run: Callable[[Mapping[str, int]], None]
+    run: Callable[[Values], None]
     parallel_safe: bool
     """Whether it may run on a host thread beside other steps."""
     work: int
@@ -68,10 +86,16 @@ class Step:
     cost_of: Callable[[Mapping[str, int]], tuple[int, int]]
     """(flops, bytes) for one run's variable values, for the profile."""
     dependencies: tuple[int, ...] = ()
-    """Ids of the steps that must finish first."""
+    """Ids of the steps that must finish first (the latest conflicting ones; within one turn of a loop for
+    the steps of its body)."""
     level: int = 0
     check: Callable[[], None] | None = None
     """Raises ``IndexOutOfBoundsError`` if the step's last run recorded an access outside a buffer."""
+    sites: dict[int, list[Site]] | None = field(default_factory=dict)
+    """Per storage, where the step keeps its address; None when the step's addresses cannot be rewritten
+    (a device's own handles): an array bound to such a storage is copied in and out instead."""
+    native: Callable[[NativeProgram], None] | None = None
+    """Appends the step to a native program; None for a step only Python runs."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -83,13 +107,31 @@ class PreparedKernel(Step):
     device: Device
     buffer_indices: tuple[int, ...]
     output_indices: tuple[int, ...]
-    vals: list[int]
+    vals: MutableSequence[int]
     """Variable values in ``kernel.var_names`` order, as of the last run (fixed ones never change)."""
     fixedvars: dict[str, int]
     buffer_ids: tuple[int, ...]
     """The storage each argument lives in (views of one base share it)."""
     runtime_vars: tuple[Variable, ...]
-    """The variables each run must supply, with the bounds they are checked against."""
+    """The variables each run must supply, with the bounds they are checked against (a loop's variable is
+    the loop's to supply, not the run's)."""
+    launch: Any = None
+    """The program bound to the step's buffers."""
+
+
+@dataclass(eq=False, kw_only=True)
+class LoopStep(Step):
+    """A loop: its body's steps run level by level, once per value of ``var``. A loop never runs on a host
+    thread beside other steps (its body's levels may)."""
+
+    var: str
+    start: UOp
+    stop: UOp
+    step: UOp
+    body: list[Step]
+    levels: list[list[Step]]
+    uses: list[tuple[Variable, str]]
+    """Each kernel variable the loop binds, with the kernel's name: its values are checked against it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,32 +147,87 @@ class _CopyRequest:
     src: int
 
 
+@dataclass(frozen=True, slots=True)
+class _LoopRequest:
+    var: str
+    start: UOp
+    stop: UOp
+    step: UOp
+    body: tuple[int, ...]
+
+
+_Request = _KernelRequest | _CopyRequest | _LoopRequest
+Bound = int | str | UOp
+
+
+@dataclass(slots=True)
+class _Binding:
+    """An array bound to a plan buffer for one run: its address is patched in, or it is copied in and out."""
+
+    slot: int
+    storage: int
+    array: np.ndarray
+    address: int
+    patch: bool
+    written: bool
+
+
 class ExecutionPlan:
-    """A sequence of kernels and copies over a set of buffers, prepared once and executed many times."""
+    """A sequence of kernels, copies and loops over a set of buffers, prepared once and executed many
+    times."""
 
     def __init__(self, device: str | Device = "CPU", cache: KernelCache | None = None) -> None:
         self.device = default_registry().get(device)
         self.cache = default_cache() if cache is None else cache
         self.buffers: list[Buffer] = []
+        self.buffer_names: dict[str, int] = {}
         self.prepared_kernels: list[PreparedKernel] = []
-        self._requests: list[_KernelRequest | _CopyRequest] = []
+        self._requests: list[_Request] = []
+        self._top: list[int] = []
+        """The ids of the steps outside every loop, in the order they were added."""
         self._steps: list[Step] = []
         self._levels: list[list[Step]] = []
+        self._loops: list[LoopStep] = []
+        """Every loop, enclosing ones before the loops they contain."""
         self._runtime_bounds: dict[str, list[tuple[Variable, str]]] = {}
         self._fixed_names: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
         self._checked_steps: list[Step] = []
+        self._sites: dict[int, list[Site]] = {}
+        self._copied_storages: set[int] = set()
+        """Storages some step cannot be repointed for: arrays bound to them are copied in and out."""
+        self._written_storages: dict[int, str] = {}
+        """Each storage some step writes, with the first such step's name."""
+        self._users: dict[int, str] = {}
+        """Each storage, with the name of the first step that touches it."""
+        self._host_ranges: list[tuple[int, int, int]] = []
+        """(start, end, storage) of every storage in host memory, for the overlap check of bound arrays."""
         self._executing = threading.Lock()
         self._preparing = threading.Lock()
         self._last_profile: list[StepProfile] = []
         self._prepared = False
+        self._work_estimates: dict[tuple[UOp, tuple[tuple[str, int], ...]], int] = {}
+        self._shapes: dict[tuple[UOp, tuple[tuple[str, int], ...], tuple[bool, ...]], _Shape] = {}
+        self._checked_by: dict[Variable, str] = {}
+        """Each distinct variable a run or loop supplies, with the first kernel that has it (its checks'
+        name): a plan checks each once, however many steps read it."""
+        self._native: NativeProgram | None = None
+        """The plan as words for the native dispatcher (CPU plans); None where steps dispatch from Python."""
+        self._staged_checks: list[StagedLaunch] = []
 
     # ---- building ----------------------------------------------------------------------------------------
 
-    def add_buffer(self, buf: Buffer) -> int:
+    def add_buffer(self, buf: Buffer, name: str | None = None) -> int:
+        """Add a buffer; its index (and ``name``, if given) refers to it in kernels and in ``execute(buffers=...)``."""
         self._check_open()
         if not isinstance(buf, Buffer):
             raise BufferMismatchError("add_buffer() takes a svod.Buffer", stage="plan", value=type(buf).__name__)
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise BufferMismatchError("a buffer's name is a non-empty string", stage="plan", value=name)
+            if name in self.buffer_names:
+                raise BufferMismatchError(f"the plan already has a buffer named {name}", stage="plan", value=name)
+            self.buffer_names[name] = len(self.buffers)
         self.buffers.append(buf)
         return len(self.buffers) - 1
 
@@ -138,8 +235,7 @@ class ExecutionPlan:
         """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good."""
         self._check_open()
         self._check_indices(buffer_indices)
-        self._requests.append(_KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
-        return len(self._requests) - 1
+        return self._append(_KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
 
     def add_copy(self, dst_index: int, src_index: int) -> int:
         """Add a copy of a whole buffer into another of the same dtype and size."""
@@ -149,8 +245,77 @@ class ExecutionPlan:
         if dst.dtype != src.dtype or dst.size != src.size:
             raise BufferMismatchError(f"copy of {src.size} x {src.dtype.name} into {dst.size} x {dst.dtype.name}",
                                       stage="plan", value=(dst_index, src_index))
-        self._requests.append(_CopyRequest(dst_index, src_index))
+        return self._append(_CopyRequest(dst_index, src_index))
+
+    def loop(self, var: str | UOp, start: Bound, stop: Bound, *step_and_body: Any, step: Bound | None = None,
+             body: Sequence[int] | ExecutionPlan | None = None) -> int:
+        """Repeat ``body`` with ``var`` bound to each value of ``range(start, stop, step)`` (step 1 unless
+        given); returns the loop's id. ``body`` is the ids of the steps added last (they move into the loop,
+        in the order they were added) or a plan that was built but not prepared, whose buffers are this
+        plan's (found by identity; any new one is added). ``var`` is a name or a kernel's variable
+        (``k.var``); kernels in the body read it like any variable, in their code and their launch sizes.
+        start, stop and step are integers, names of variables or integer expressions of them."""
+        self._check_open()
+        if len(step_and_body) > 2:
+            raise SvodError("loop(var, start, stop, [step,] body) takes at most five arguments", stage="plan")
+        if len(step_and_body) == 2:
+            step, body = step_and_body
+        elif len(step_and_body) == 1:
+            if body is None:
+                body = step_and_body[0]
+            else:
+                step = step_and_body[0]
+        if body is None:
+            raise SvodError("loop() needs a body: the ids of the steps added last, or a plan", stage="plan")
+        name = _variable_name(var)
+        bounds = tuple(_bound_expression(b, what) for b, what in ((start, "start"), (stop, "stop"),
+                                                                    (1 if step is None else step, "step")))
+        if bounds[2].op is Ops.CONST and bounds[2].arg == 0:
+            raise SvodError(f"loop over {name} has step 0", stage="plan", value=0)
+        ids = self._adopt(body) if isinstance(body, ExecutionPlan) else self._take_trailing(body, name)
+        return self._append(_LoopRequest(name, bounds[0], bounds[1], bounds[2], body=ids))
+
+    def _append(self, request: _Request) -> int:
+        self._requests.append(request)
+        self._top.append(len(self._requests) - 1)
         return len(self._requests) - 1
+
+    def _take_trailing(self, body: Sequence[int], name: str) -> tuple[int, ...]:
+        ids = list(body)
+        if not all(isinstance(i, int) for i in ids) or sorted(ids) != self._top[len(self._top) - len(ids):]:
+            raise SvodError(f"the body of the loop over {name} must be the steps added last, outside any loop "
+                            f"(the last are {self._top[-len(ids):] if ids else []})", stage="plan", value=ids)
+        del self._top[len(self._top) - len(ids):]
+        return tuple(sorted(ids))
+
+    def _adopt(self, sub: ExecutionPlan) -> tuple[int, ...]:
+        """Copy a sub-plan's steps into this plan: its buffers found here by identity or added; its steps
+        outside loops become the body."""
+        if sub is self or sub._prepared:
+            raise SvodError("a loop's body plan must be another plan, built but not prepared", stage="plan")
+        if sub.device is not self.device:
+            raise SvodError(f"a loop's body plan runs on {sub.device.name}, this plan on {self.device.name}",
+                            stage="plan", value=sub.device.name)
+        mine = {id(b): i for i, b in enumerate(self.buffers)}
+        names = {index: name for name, index in sub.buffer_names.items()}
+        index = []
+        for position, buf in enumerate(sub.buffers):
+            if id(buf) not in mine:
+                name = names.get(position)
+                mine[id(buf)] = self.add_buffer(buf, name if name not in self.buffer_names else None)
+            index.append(mine[id(buf)])
+        first = len(self._requests)
+        for request in sub._requests:
+            if isinstance(request, _KernelRequest):
+                moved: _Request = _KernelRequest(request.ast, tuple(index[i] for i in request.buffer_indices),
+                                                 request.fixedvars)
+            elif isinstance(request, _CopyRequest):
+                moved = _CopyRequest(index[request.dst], index[request.src])
+            else:
+                moved = _LoopRequest(request.var, request.start, request.stop, request.step,
+                                     tuple(first + i for i in request.body))
+            self._requests.append(moved)
+        return tuple(first + i for i in sub._top)
 
     def _check_open(self) -> None:
         if self._prepared:
@@ -168,17 +333,26 @@ class ExecutionPlan:
         """Compile, check and schedule everything; after this, execute() does the minimum per step."""
         with self._preparing:
             if not self._prepared:
-                self._prepare()
+                with _collector_paused():
+                    self._prepare()
 
     def _prepare(self) -> None:
         kernels = self._compile_all()
-        for op_id, request in enumerate(self._requests):
-            if isinstance(request, _KernelRequest):
-                self._steps.append(self._prepare_kernel(op_id, request, kernels[request.ast]))
-            else:
-                self._steps.append(self._prepare_copy(op_id, request))
-        self._schedule()
-        self._checked_steps = [step for step in self._steps if step.check is not None]
+        self._steps = self._prepare_steps(self._top, kernels, {})
+        self._levels = _schedule(self._steps)
+        loop_vars = {loop.var: loop for loop in self._loops}
+        for name in self._runtime_bounds:
+            if name in loop_vars:
+                raise VariableError(f"variable {name} is bound by a loop and also needed outside it, by "
+                                    f"{self._runtime_bounds[name][0][1]}", stage="plan", value=name)
+        self.prepared_kernels.sort(key=lambda p: p.id)
+        self._checked_steps = [p for p in self.prepared_kernels if p.check is not None]
+        self._index_storages()
+        self._native = self._build_native()
+        self._staged_checks = [p.launch for p in self.prepared_kernels
+                               if p.check is not None and isinstance(p.launch, StagedLaunch)]
+        self._work_estimates.clear()
+        self._shapes.clear()
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
@@ -186,31 +360,121 @@ class ExecutionPlan:
         distinct = list(dict.fromkeys(r.ast for r in self._requests if isinstance(r, _KernelRequest)))
         return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
 
-    def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel) -> Step:
+    def _prepare_steps(self, ids: Sequence[int], kernels: Mapping[UOp, CachedKernel],
+                       scope: Mapping[str, LoopStep]) -> list[Step]:
+        steps: list[Step] = []
+        for op_id in ids:
+            request = self._requests[op_id]
+            if isinstance(request, _KernelRequest):
+                steps.append(self._prepare_kernel(op_id, request, kernels[request.ast], scope))
+            elif isinstance(request, _CopyRequest):
+                steps.append(self._prepare_copy(op_id, request))
+            else:
+                steps.append(self._prepare_loop(op_id, request, kernels, scope))
+        return steps
+
+    def _prepare_loop(self, op_id: int, request: _LoopRequest, kernels: Mapping[UOp, CachedKernel],
+                      scope: Mapping[str, LoopStep]) -> LoopStep:
+        if request.var in scope:
+            raise VariableError(f"loop over {request.var} inside a loop over the same variable", stage="plan",
+                                value=request.var)
+        for bound in (request.start, request.stop, request.step):
+            for node in bound.toposort():
+                if node.op is Ops.DEFINE_VAR and node.arg[0] not in scope:
+                    if node.arg[0] == request.var:
+                        raise VariableError(f"the bounds of the loop over {request.var} use its own variable",
+                                            stage="plan", value=request.var)
+                    self._runtime_bounds.setdefault(node.arg[0], []).append(
+                        (Variable(node.arg[0], node.arg[1], node.arg[2]), f"loop over {request.var}"))
+        loop = LoopStep(id=op_id, name=f"loop over {request.var}", kind="loop", accesses=(), run=_nothing,
+                        parallel_safe=False, work=0, cost_of=_no_cost, var=request.var, start=request.start,
+                        stop=request.stop, step=request.step, body=[], levels=[], uses=[])
+        self._loops.append(loop)
+        loop.body = self._prepare_steps(request.body, kernels, {**scope, request.var: loop})
+        loop.levels = _schedule(loop.body)
+        loop.accesses = _merged(a for step in loop.body for a in step.accesses)
+        loop.run = self._loop_runner(loop)
+        return loop
+
+    def _loop_runner(self, loop: LoopStep) -> Callable[[Values], None]:
+        start, stop, step, var = loop.start, loop.stop, loop.step, loop.var
+        levels = loop.levels
+
+        def run(values: Values) -> None:
+            for value in range(_value(start, values), _value(stop, values), _value(step, values)):
+                values[var] = value
+                self._run_levels(levels, values)
+
+        return run
+
+    def _prepare_kernel(self, op_id: int, request: _KernelRequest, kernel: CachedKernel,
+                        scope: Mapping[str, LoopStep]) -> Step:
         buffers = [self.buffers[i] for i in request.buffer_indices]
-        fixed = self._check_fixed(kernel, request)
-        runtime = tuple(v for v in kernel.variables if v.name not in fixed)
-        largest = {**{v.name: v.max for v in runtime}, **fixed, **kernel.fixed}
+        shape = self._shape(kernel, request, scope)
+        fixed, largest = shape.fixed, shape.largest
         kernel.check_buffers(buffers, largest)
-        for var in runtime:
-            self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
+        for var in shape.looped:
+            uses = scope[var.name].uses
+            if var not in self._checked_by:
+                self._checked_by[var] = kernel.name
+                uses.append((var, kernel.name))
+            elif (var, self._checked_by[var]) not in uses:
+                uses.append((var, self._checked_by[var]))
+        for var in shape.runtime:  # one check per distinct variable, naming the first kernel that has it
+            if var not in self._checked_by:
+                self._checked_by[var] = kernel.name
+                self._runtime_bounds.setdefault(var.name, []).append((var, kernel.name))
         self._fixed_names.update(fixed)
-        accesses = tuple(self._kernel_accesses(kernel, buffers))
+        accesses = _kernel_accesses(shape.modes, buffers)
         outputs = tuple(request.buffer_indices[pos] for pos in kernel.written_positions)
-        vals = kernel.vals(largest)
-        run, check = _kernel_launcher(kernel, buffers, vals, fixed)
+        launch, run, check, sites, emit, vals = _kernel_launcher(kernel, buffers, list(shape.vals), fixed)
+        ast = request.ast
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
-            return estimate_cost(request.ast, {**values, **fixed, **kernel.fixed})
+            return estimate_cost(ast, {**values, **fixed, **kernel.fixed})
 
         prepared = PreparedKernel(
             id=op_id, name=kernel.name, kind="kernel", accesses=accesses, run=run,
-            parallel_safe=kernel.host_parallel_safe, work=sum(estimate_cost(request.ast, largest)), cost_of=cost_of,
-            check=check, ast=request.ast, kernel=kernel, device=self.device, buffer_indices=request.buffer_indices,
-            output_indices=outputs, vals=vals, fixedvars=fixed, buffer_ids=tuple(id(b.base) for b in buffers),
-            runtime_vars=runtime)
+            parallel_safe=kernel.host_parallel_safe, work=shape.work, cost_of=cost_of, check=check, sites=sites,
+            native=emit, launch=launch, ast=ast, kernel=kernel, device=self.device,
+            buffer_indices=request.buffer_indices, output_indices=outputs, vals=vals, fixedvars=fixed,
+            buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=shape.runtime)
         self.prepared_kernels.append(prepared)
         return prepared
+
+    def _shape(self, kernel: CachedKernel, request: _KernelRequest, scope: Mapping[str, LoopStep]) -> _Shape:
+        """What every step of one kernel with the same fixed values inside the same loops shares, worked out
+        once per prepare."""
+        key = (request.ast, tuple(sorted(request.fixedvars.items())), tuple(v.name in scope for v in kernel.variables))
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
+        fixed = self._check_fixed(kernel, request)
+        looped = []
+        for var in kernel.variables:
+            if var.name in scope and var.name in fixed:
+                raise VariableError(f"variable {var.name} is fixed in this kernel and bound by a loop",
+                                    kernel=kernel.name, stage="plan", value=var.name)
+            if var.name in scope:
+                if var.scalar is not None:
+                    raise VariableError(f"the loop variable {var.name} is a runtime scalar of this kernel",
+                                        kernel=kernel.name, stage="plan", value=var.name)
+                looped.append(var)
+        runtime = tuple(v for v in kernel.variables if v.name not in fixed and v.name not in scope)
+        largest = {**{v.name: v.max for v in kernel.variables}, **fixed, **kernel.fixed}
+        modes = tuple((argument.read or not argument.written, argument.written) for argument in kernel.layout)
+        shape = _Shape(fixed, runtime, tuple(looped), largest, tuple(kernel.vals(largest)),
+                       self._work(request.ast, largest), modes)
+        self._shapes[key] = shape
+        return shape
+
+    def _work(self, ast: UOp, largest: Mapping[str, int]) -> int:
+        """FLOPs plus bytes of ``ast`` at the largest values, estimated once per kernel and values: a plan
+        that repeats a kernel walks it once."""
+        key = (ast, tuple(sorted(largest.items())))
+        if key not in self._work_estimates:
+            self._work_estimates[key] = sum(estimate_cost(ast, largest))
+        return self._work_estimates[key]
 
     def _check_fixed(self, kernel: CachedKernel, request: _KernelRequest) -> dict[str, int]:
         known = {v.name: v for v in kernel.variables}
@@ -222,22 +486,11 @@ class ExecutionPlan:
             fixed[name] = known[name].checked(value, kernel=kernel.name, stage="plan")
         return fixed
 
-    @staticmethod
-    def _kernel_accesses(kernel: CachedKernel, buffers: Sequence[Buffer]) -> list[Access]:
-        accesses = []
-        for buf, argument in zip(buffers, kernel.layout, strict=True):
-            start, end = buf.byte_offset, buf.byte_offset + buf.nbytes
-            if argument.read or not argument.written:  # an argument the kernel does not touch orders as a read
-                accesses.append(Access(id(buf.base), start, end, write=False))
-            if argument.written:
-                accesses.append(Access(id(buf.base), start, end, write=True))
-        return accesses
-
     def _prepare_copy(self, op_id: int, request: _CopyRequest) -> Step:
         dst, src = self.buffers[request.dst], self.buffers[request.src]
         accesses = (Access(id(src.base), src.byte_offset, src.byte_offset + src.nbytes, write=False),
                     Access(id(dst.base), dst.byte_offset, dst.byte_offset + dst.nbytes, write=True))
-        run = _copier(dst, src)
+        run, sites, emit = _copier(dst, src)
         moved = 2 * dst.nbytes
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
@@ -245,44 +498,97 @@ class ExecutionPlan:
 
         return Step(id=op_id, name=f"copy {request.src} -> {request.dst}", kind="copy", accesses=accesses, run=run,
                     parallel_safe=dst.device_object.caps.host_memory and src.device_object.caps.host_memory,
-                    work=moved, cost_of=cost_of)
+                    work=moved, cost_of=cost_of, sites=sites, native=emit)
 
-    def _schedule(self) -> None:
-        """Dependencies on every earlier conflicting step (a step's id is its position), then levels."""
-        for position, step in enumerate(self._steps):
-            step.dependencies = tuple(e.id for e in self._steps[:position]
-                                      if any(a.conflicts(b) for a in step.accesses for b in e.accesses))
-            step.level = 1 + max((self._steps[d].level for d in step.dependencies), default=-1)
-        levels: dict[int, list[Step]] = {}
-        for step in self._steps:
-            levels.setdefault(step.level, []).append(step)
-        self._levels = [levels[k] for k in sorted(levels)]
+    def _index_storages(self) -> None:
+        """Per storage: where steps keep its address, who writes it, who uses it first, and its host range."""
+        for step in _flatten(self._steps):
+            for access in step.accesses:
+                self._users.setdefault(access.storage, step.name)
+                if access.write:
+                    self._written_storages.setdefault(access.storage, step.name)
+            if step.kind == "loop":
+                continue
+            if step.sites is None:
+                self._copied_storages.update(a.storage for a in step.accesses)
+            else:
+                for storage, sites in step.sites.items():
+                    self._sites.setdefault(storage, []).extend(sites)
+        bases = {id(b.base): b.base for b in self.buffers}
+        self._host_ranges = sorted((int(base.address), int(base.address) + base.nbytes, key)
+                                   for key, base in bases.items()
+                                   if base.device_object.caps.host_memory and base.nbytes and key in self._users)
 
     # ---- execute -----------------------------------------------------------------------------------------
 
-    def execute(self, *, profile: bool = False, **var_vals: int) -> list[StepProfile] | None:
-        return self.execute_with_vars(var_vals, profile=profile)
+    def execute(self, *, profile: bool = False, buffers: Mapping[int | str, Any] | None = None,
+                **var_vals: int) -> list[StepProfile] | None:
+        if not self._prepared:
+            self.prepare()
+        native = self._native
+        if native is None or profile or buffers:
+            return self.execute_with_vars(var_vals, profile=profile, buffers=buffers)
+        values = self._check_vars(var_vals) if var_vals or self._runtime_bounds else var_vals
+        if self._loops:
+            self._check_loops(values)
+        with self._executing:  # the short way of execute_with_vars: what a replay of a CPU plan does
+            native.run(values)
+            if self._checked_steps:
+                self._check_native()
+        return None
 
-    def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False) -> list[StepProfile] | None:
-        """Check every variable, then run every step; with ``profile`` return per-step timings.
+    def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False,
+                          buffers: Mapping[int | str, Any] | None = None) -> list[StepProfile] | None:
+        """Check every variable, loop and bound array, then run every step; with ``profile`` return per-step
+        timings. ``buffers`` binds arrays (numpy, any DLPack producer on the host, host Buffers) to plan
+        buffers (by index or name) for this run: on a device whose buffers are host memory the kernels use
+        the array's own memory, elsewhere it is copied in before the run and, if the plan writes it, back
+        after.
 
         A plan may be executed from several threads: executions take turns (the steps' argument arrays
         and buffers are the plan's own, so two at once would mix their variables and their data).
         """
         self.prepare()
         values = self._check_vars(var_vals)
+        if self._loops:
+            self._check_loops(values)
+        bindings = self._check_bindings(buffers) if buffers else []
         with self._executing:
-            if profile:
-                return self._run_profiled(values)
-            for level in self._levels:
-                if len(level) == 1 or not self._parallel(level):
-                    for step in level:
-                        step.run(values)
+            self._bind(bindings)
+            try:
+                if profile:
+                    records = self._run_profiled(values)
+                elif self._native is not None:
+                    self._native.run(values)
                 else:
-                    self._run_parallel(level, values, lambda step, vals: step.run(vals))
-            self.device.synchronize()
-            self._check_steps()
+                    self._run_levels(self._levels, values)
+                    self.device.synchronize()
+                self._copy_out(bindings)
+            finally:
+                self._unbind(bindings)
+            if self._native is not None and not profile:
+                self._check_native()
+            else:
+                self._check_steps()
+            if profile:
+                self._last_profile = records
+                return records
         return None
+
+    def _run_levels(self, levels: Sequence[Sequence[Step]], values: Values) -> None:
+        for level in levels:
+            if len(level) == 1 or not self._parallel(level):
+                for step in level:
+                    step.run(values)
+            else:
+                self._run_parallel(level, values, lambda step, vals: step.run(vals))
+
+    def _check_native(self) -> None:
+        if self._staged_checks and self._native is not None:
+            current = self._native.values()
+            for launch in self._staged_checks:  # the values its error message evaluates sizes with
+                launch.values = {**launch.values, **current}
+        self._check_steps()
 
     def _check_steps(self) -> None:
         for step in self._checked_steps:
@@ -305,25 +611,46 @@ class ExecutionPlan:
                 values[name] = var.checked(var_vals[name], kernel=kernel, stage="execute")
         return values
 
-    def _parallel(self, level: list[Step]) -> bool:
+    def _check_loops(self, values: Mapping[str, int]) -> None:
+        """Every value each loop variable may take, within the bounds of every kernel that reads it, and no
+        step that may be 0; intervals over the enclosing loops' values (a loop that never runs checks
+        nothing)."""
+        known: dict[str, Bounds | None] = {name: (value, value) for name, value in values.items()}
+        for loop in self._loops:  # enclosing loops come first
+            known[loop.var] = _loop_values(loop, known)
+            if known[loop.var] is None:
+                continue
+            lo, hi = known[loop.var]  # type: ignore[misc]
+            for var, kernel in loop.uses:
+                if lo < var.min or hi > var.max:
+                    shown = f"{lo}" if lo == hi else f"[{lo}, {hi}]"
+                    raise VariableError(f"loop variable {var.name} may take {shown}, outside bounds "
+                                        f"[{var.min}, {var.max}]", kernel=kernel, stage="execute", value=(lo, hi))
+
+    def _parallel(self, level: Sequence[Step]) -> bool:
         return sum(1 for s in level if s.parallel_safe and s.work >= PARALLEL_MIN_COST) >= 2 and \
             all(s.parallel_safe for s in level)
 
-    def _run_parallel(self, level: list[Step], values: Mapping[str, int],
-                      body: Callable[[Step, Mapping[str, int]], object]) -> None:
+    def _run_parallel(self, level: Sequence[Step], values: Values,
+                      body: Callable[[Step, Values], object]) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="svod-plan")
-        futures = [self._pool.submit(body, step, values) for step in level[1:]]
+        futures = [self._pool.submit(body, step, dict(values)) for step in level[1:]]
         body(level[0], values)
         for future in futures:
             future.result()
 
-    def _run_profiled(self, values: Mapping[str, int]) -> list[StepProfile]:
+    def _run_profiled(self, values: Values) -> list[StepProfile]:
         origin = time.perf_counter()
         records: list[StepProfile] = []
         lock = threading.Lock()
 
-        def timed(step: Step, vals: Mapping[str, int]) -> None:
+        def timed(step: Step, vals: Values) -> None:
+            if isinstance(step, LoopStep):
+                for value in range(_value(step.start, vals), _value(step.stop, vals), _value(step.step, vals)):
+                    vals[step.var] = value
+                    run_levels(step.levels, vals)
+                return
             start = time.perf_counter()
             step.run(vals)
             self.device.synchronize()
@@ -333,15 +660,154 @@ class ExecutionPlan:
                 records.append(StepProfile(step.id, step.name, step.kind, start - origin, end - start, nbytes,
                                            flops, threading.get_ident() % 100_000))
 
-        for level in self._levels:
+        def run_levels(levels: Sequence[Sequence[Step]], vals: Values) -> None:
+            for level in levels:
+                if len(level) > 1 and self._parallel(level):
+                    self._run_parallel(level, vals, timed)
+                else:
+                    for step in level:
+                        timed(step, vals)
+
+        run_levels(self._levels, values)
+        return sorted(records, key=lambda r: r.start)
+
+    # ---- native replay ---------------------------------------------------------------------------------------
+
+    def _build_native(self) -> NativeProgram | None:
+        """The plan as words for the native dispatcher, on a device whose kernels it can call (the CPU);
+        None elsewhere, and where a launch size or loop bound has no native form."""
+        if self.device.device.base_type != "CPU" or not self._steps:
+            return None
+        program = NativeProgram()
+        for name in self._runtime_bounds:
+            program.input(name)
+        try:
+            self._emit_levels(program, self._levels)
+        except SvodError:
+            return None
+        program.finish()
+        for position, storage, offset in program.code_sites:
+            self._sites.setdefault(storage, []).append((program.code, position, offset))
+        return program
+
+    def _emit_levels(self, program: NativeProgram, levels: Sequence[Sequence[Step]]) -> None:
+        for level in levels:
             if len(level) > 1 and self._parallel(level):
-                self._run_parallel(level, values, timed)
+                program.python(functools.partial(self._run_level_natively, program, level), "host-parallel steps")
+                continue
+            for step in level:
+                if isinstance(step, LoopStep):
+                    start, stop, increment = (program.value(e, step.name) for e in (step.start, step.stop, step.step))
+                    var = program.variable(step.var)
+                    begin = program.loop_begin(var, start, stop, increment)
+                    self._emit_levels(program, step.levels)
+                    program.loop_end(begin, var, stop, increment)
+                elif step.native is not None:
+                    step.native(program)
+                else:
+                    program.python(functools.partial(_run_step, step, program), step.name)
+
+    def _run_level_natively(self, program: NativeProgram, level: Sequence[Step]) -> None:
+        self._run_parallel(level, program.values(), lambda step, vals: step.run(vals))
+
+    # ---- arrays bound per run ------------------------------------------------------------------------------
+
+    def _slot(self, key: int | str) -> int:
+        if isinstance(key, str):
+            if key not in self.buffer_names:
+                raise BufferMismatchError(f"no plan buffer named {key}; the plan has "
+                                          f"{sorted(self.buffer_names) or 'no names'}", stage="execute", value=key)
+            return self.buffer_names[key]
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.buffers):
+            raise BufferMismatchError(f"no plan buffer {key}; the plan has {len(self.buffers)}", stage="execute",
+                                      value=key)
+        return key
+
+    def _check_bindings(self, arrays: Mapping[int | str, Any]) -> list[_Binding]:
+        """Check every bound array before anything runs: a whole plan buffer's dtype and size, writeable if
+        the plan writes it, in host memory laid out as a zero-copy buffer needs, and sharing no memory with
+        another storage of the plan where either is written."""
+        bindings: list[_Binding] = []
+        seen: dict[int, int | str] = {}
+        for key, obj in arrays.items():
+            slot = self._slot(key)
+            buf = self.buffers[slot]
+            storage = id(buf.base)
+            user = self._users.get(storage)
+            if buf.is_view:
+                raise BufferMismatchError(f"plan buffer {key} is a view at offset {buf.offset} of another; bind an "
+                                          "array to the buffer it views", kernel=user, stage="execute", value=key)
+            if storage in seen:
+                raise BufferMismatchError(f"plan buffers {seen[storage]} and {key} are one buffer; bind it once",
+                                          kernel=user, stage="execute", value=key)
+            seen[storage] = key
+            array = _host_array(obj, key, user)
+            if array.dtype != buf.dtype.numpy:
+                raise BufferMismatchError(f"plan buffer {key} holds {buf.dtype.name}; the array bound to it is "
+                                          f"{array.dtype}", kernel=user, stage="execute", value=str(array.dtype))
+            if array.size != buf.size:
+                raise BufferMismatchError(f"plan buffer {key} has {buf.size} elements; the array bound to it has "
+                                          f"{array.size}", kernel=user, stage="execute", value=array.size)
+            written = storage in self._written_storages
+            if written and not array.flags.writeable:
+                raise BufferMismatchError(f"plan buffer {key} is written by the plan; the array bound to it is "
+                                          "read-only", kernel=self._written_storages[storage], stage="execute",
+                                          value=key)
+            host = buf.device_object.caps.host_memory
+            patch = host and storage not in self._copied_storages
+            address = 0
+            if host:
+                if not array.flags.c_contiguous:
+                    raise BufferMismatchError(f"the array bound to plan buffer {key} is not C-contiguous; kernels "
+                                              "use its memory as it is (np.ascontiguousarray copies one)",
+                                              kernel=user, stage="execute", value=array.strides)
+                address = int(array.__array_interface__["data"][0])
+                if address % array.dtype.itemsize:
+                    raise BufferMismatchError(f"the array bound to plan buffer {key} is not aligned to its itemsize "
+                                              f"({array.dtype.itemsize})", kernel=user, stage="execute",
+                                              value=address % array.dtype.itemsize)
+            bindings.append(_Binding(slot, storage, array, address, patch, written))
+        self._check_unshared(bindings)
+        return bindings
+
+    def _check_unshared(self, bindings: Sequence[_Binding]) -> None:
+        """A bound array written by the plan shares memory with no other storage it touches, and a bound
+        array shares none with a storage the plan writes (the kernels are compiled assuming so)."""
+        rebound = {b.storage for b in bindings if b.patch}
+        ranges = [(start, end, storage, storage in self._written_storages)
+                  for start, end, storage in self._host_ranges if storage not in rebound]
+        ranges += [(b.address, b.address + b.array.nbytes, b.storage, b.written) for b in bindings if b.patch]
+        ranges.sort()
+        reach_end, reach_written, reach_storage = -1, False, 0
+        for start, end, storage, written in ranges:
+            if start < reach_end and (written or reach_written) and (storage in rebound or reach_storage in rebound):
+                raise BufferMismatchError("an array bound for this run shares memory with another buffer of the "
+                                          "plan, and one of them is written", kernel=self._users.get(storage),
+                                          stage="execute", value=start)
+            if end > reach_end:
+                reach_end, reach_written, reach_storage = end, written, storage
+            elif written:
+                reach_written = True
+
+    def _bind(self, bindings: Sequence[_Binding]) -> None:
+        for binding in bindings:
+            if binding.patch:
+                for array, index, offset in self._sites.get(binding.storage, ()):
+                    array[index] = binding.address + offset
             else:
-                for step in level:
-                    timed(step, values)
-        self._last_profile = sorted(records, key=lambda r: r.start)
-        self._check_steps()
-        return self._last_profile
+                self.buffers[binding.slot].copyin(binding.array)
+
+    def _copy_out(self, bindings: Sequence[_Binding]) -> None:
+        for binding in bindings:
+            if not binding.patch and binding.written:
+                binding.array[...] = self.buffers[binding.slot].numpy().reshape(binding.array.shape)
+
+    def _unbind(self, bindings: Sequence[_Binding]) -> None:
+        for binding in bindings:
+            if binding.patch:
+                base = int(self.buffers[binding.slot].address)
+                for array, index, offset in self._sites.get(binding.storage, ()):
+                    array[index] = base + offset
 
     def export_trace(self, path: str | os.PathLike[str]) -> None:
         """Write the last profiled run as Chrome trace events (open it in Perfetto)."""
@@ -353,46 +819,328 @@ class ExecutionPlan:
             self._pool = None
 
 
-def _copier(dst: Buffer, src: Buffer) -> Callable[[Mapping[str, int]], None]:
+# ---- helpers ------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a plan prepares: prepare makes several objects a step and frees
+    none, and each collection it would trigger walks everything made so far (a quarter of the time of a
+    plan of 4,000 steps)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    fixed: dict[str, int]
+    runtime: tuple[Variable, ...]
+    looped: tuple[Variable, ...]
+    """The kernel's variables an enclosing loop binds."""
+    largest: dict[str, int]
+    vals: tuple[int, ...]
+    work: int
+    modes: tuple[tuple[bool, bool], ...]
+    """Per argument: whether it orders as a read (an argument the kernel does not touch does), whether as
+    a write."""
+
+
+def _kernel_accesses(modes: Sequence[tuple[bool, bool]], buffers: Sequence[Buffer]) -> tuple[Access, ...]:
+    accesses = []
+    for buf, (read, written) in zip(buffers, modes, strict=True):
+        storage, start = id(buf.base), buf.offset * buf.dtype.itemsize
+        end = start + buf.size * buf.dtype.itemsize
+        if read:
+            accesses.append(Access(storage, start, end, False))
+        if written:
+            accesses.append(Access(storage, start, end, True))
+    return tuple(accesses)
+
+
+def _nothing(values: Values) -> None:
+    return None
+
+
+def _no_cost(values: Mapping[str, int]) -> tuple[int, int]:
+    return (0, 0)
+
+
+def _variable_name(var: str | UOp) -> str:
+    if isinstance(var, UOp) and var.op is Ops.DEFINE_VAR:
+        return str(var.arg[0])
+    if isinstance(var, str) and var.isidentifier():
+        return var
+    raise SvodError("a loop's variable is a name or a kernel variable (k.var)", stage="plan", value=var)
+
+
+def _bound_expression(bound: Bound, what: str) -> UOp:
+    """A loop bound as an integer expression: an int, a variable's name, or an expression of variables."""
+    if isinstance(bound, (int, np.integer)) and not isinstance(bound, (bool, np.bool_)):
+        if not INT64_MIN <= int(bound) <= INT64_MAX:
+            raise SvodError(f"a loop's {what} must fit 64-bit signed", stage="plan", value=bound)
+        return UOp.index_const(int(bound))
+    if isinstance(bound, str) and bound.isidentifier():
+        return UOp.define_var(bound, INT64_MIN, INT64_MAX)
+    if isinstance(bound, UOp) and (bound.dtype.is_int or bound.dtype == dtypes.index):
+        return bound
+    raise SvodError(f"a loop's {what} is an int, a variable's name or an integer expression of variables",
+                    stage="plan", value=bound)
+
+
+def _value(expr: UOp, values: Mapping[str, int]) -> int:
+    if expr.op is Ops.CONST:
+        return int(expr.arg)
+    if expr.op is Ops.DEFINE_VAR:
+        return values[expr.arg[0]]
+    return evaluate(expr, values)
+
+
+def _interval(expr: UOp, known: Mapping[str, Bounds | None]) -> Bounds:
+    if expr.op is Ops.CONST:
+        return (int(expr.arg), int(expr.arg))
+    bounds: dict[UOp, Bounds] = {}
+    for node in expr.toposort():
+        if node.op is Ops.DEFINE_VAR:
+            found = known.get(node.arg[0])
+            bounds[node] = (node.arg[1], node.arg[2]) if found is None else found
+        else:
+            bounds[node] = compute_bounds(node, bounds.__getitem__)
+    return bounds[expr]
+
+
+def _loop_values(loop: LoopStep, known: Mapping[str, Bounds | None]) -> Bounds | None:
+    """The interval of the values a loop's variable may take, or None if it never runs."""
+    start, stop, step = (_interval(e, known) for e in (loop.start, loop.stop, loop.step))
+    if step[0] <= 0 <= step[1]:
+        raise VariableError(f"the step of the loop over {loop.var} may be {0 if step[0] == step[1] else step}; "
+                            "it must stay positive or negative", stage="execute", value=step)
+    if step[0] > 0:
+        lo, hi = start[0], stop[1] - 1
+        if start[0] == start[1] and step[0] == step[1] and hi >= lo:  # the last value a fixed stride reaches
+            hi = lo + (hi - lo) // step[0] * step[0]
+    else:
+        lo, hi = stop[0] + 1, start[1]
+        if start[0] == start[1] and step[0] == step[1] and hi >= lo:
+            lo = hi - (hi - lo) // -step[0] * -step[0]
+    if lo > hi:
+        return None
+    return (int(lo), int(hi))
+
+
+def _schedule(steps: Sequence[Step]) -> list[list[Step]]:
+    """Dependencies on the latest conflicting steps (byte ranges, in time linear in the steps), then
+    levels: one more than the highest level waited for."""
+    ranges = ByteRanges()
+    level_of: dict[int, int] = {}
+    levels: dict[int, list[Step]] = {}
+    for step in steps:
+        step.dependencies = ranges.add(step.id, step.accesses)
+        step.level = level_of[step.id] = 1 + max((level_of[d] for d in step.dependencies), default=-1)
+        levels.setdefault(step.level, []).append(step)
+    return [levels[k] for k in sorted(levels)]
+
+
+def _merged(accesses: Any) -> tuple[Access, ...]:
+    """The accesses of a loop's body, each distinct one once."""
+    return tuple(dict.fromkeys(accesses))
+
+
+def _flatten(steps: Sequence[Step]) -> list[Step]:
+    """Every step, a loop before the steps of its body."""
+    found: list[Step] = []
+    for step in steps:
+        found.append(step)
+        if isinstance(step, LoopStep):
+            found += _flatten(step.body)
+    return found
+
+
+def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
+    """The host array ``obj`` is: a numpy array, a Buffer in host memory, or any DLPack producer on the host."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, Buffer):
+        if not obj.device_object.caps.host_memory:
+            raise BufferMismatchError(f"the buffer bound to plan buffer {key} is on {obj.device}, not in host "
+                                      "memory", kernel=user, stage="execute", value=obj.device)
+        return obj.host_view()
+    if hasattr(obj, "__dlpack__"):
+        try:
+            return np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as err:
+            raise BufferMismatchError(f"the array bound to plan buffer {key} cannot be read through DLPack on the "
+                                      f"host: {err}", kernel=user, stage="execute", value=type(obj).__name__) from err
+    raise BufferMismatchError(f"plan buffer {key} can be bound to a numpy array, a DLPack producer or a host "
+                              "Buffer", kernel=user, stage="execute", value=type(obj).__name__)
+
+
+def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[int, list[Site]] | None,
+                                              Callable[[NativeProgram], None] | None]:
     """A whole-buffer copy: one memmove between host buffers, a round trip through the host otherwise."""
     if dst.device_object.caps.host_memory and src.device_object.caps.host_memory:
-        dst_address, src_address, nbytes = dst.address, src.address, dst.nbytes
+        addresses = (ctypes.c_int64 * 2)(dst.address, src.address)
+        nbytes = dst.nbytes
+        sites: dict[int, list[Site]] = {}
+        sites.setdefault(id(dst.base), []).append((addresses, 0, dst.byte_offset))
+        sites.setdefault(id(src.base), []).append((addresses, 1, src.byte_offset))
 
-        def host_copy(values: Mapping[str, int]) -> None:
-            ctypes.memmove(dst_address, src_address, nbytes)
+        def host_copy(values: Values) -> None:
+            ctypes.memmove(addresses[0], addresses[1], nbytes)
 
-        return host_copy
+        def emit(program: NativeProgram) -> None:
+            program.copy((addresses[0], id(dst.base), dst.byte_offset), (addresses[1], id(src.base), src.byte_offset),
+                         nbytes)
 
-    def staged_copy(values: Mapping[str, int]) -> None:
+        return host_copy, sites, emit
+
+    def staged_copy(values: Values) -> None:
         dst.copyin(src.numpy())
 
-    return staged_copy
+    return staged_copy, None, None
 
 
-def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], vals: list[int],
-                     fixed: Mapping[str, int]) -> tuple[Callable[[Mapping[str, int]], None], Callable[[], None] | None]:
-    """The per-run work of one kernel, with everything that does not depend on the run decided now:
-    the program is bound to its buffers, and static launch sizes are evaluated once. Second, the check to
-    run once the device has finished, for a kernel whose accesses are bounds-checked."""
+def _run_step(step: Step, program: NativeProgram) -> None:
+    step.run(program.values())
+
+
+class _ArgumentValues(MutableSequence[int]):
+    """A CPU launch's variable array seen as the kernel's ``vals``: what the last run, native or not, used."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, array: Any, length: int) -> None:
+        self._array = array
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._array[i] for i in range(self._length)][index]
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        return self._array[index % self._length]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        self._array[index % self._length] = value
+
+    def __delitem__(self, index: Any) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def insert(self, index: int, value: int) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def __iter__(self) -> Iterator[int]:
+        return (self._array[i] for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: list[int], fixed: Mapping[str, int]
+                     ) -> tuple[Any, Callable[[Values], None], Callable[[], None] | None, dict[int, list[Site]] | None,
+                                Callable[[NativeProgram], None] | None, MutableSequence[int]]:
+    """The per-run work of one kernel, with everything that does not depend on the run decided now: the
+    program is bound to its buffers, and static launch sizes are evaluated once. Returns the bound launch;
+    its Python runner; the check to run once the device has finished, for a kernel whose accesses are
+    bounds-checked; where the launch keeps each buffer's address; how native replay calls it; and the
+    variable values of its last run."""
     launch = kernel.program.bind([b.address for b in buffers])
     check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed]
+    vals: MutableSequence[int] = initial
+    if isinstance(launch, CpuLaunch):
+        launch.native(len(initial), team=False)
+        for i, value in enumerate(initial):
+            launch.variables[i] = value
+        vals = _ArgumentValues(launch.variables, len(initial))
     static = kernel.launch.static
+    sites = _launch_sites(launch, buffers)
+    emit = _native_kernel(kernel, launch, fixed)
     if static is not None:
         global_size, local_size = static.global_size, static.local_size
 
-        def run_static(values: Mapping[str, int]) -> None:
+        def run_static(values: Values) -> None:
             for i, name in slots:
                 vals[i] = values[name]
             launch(vals, global_size, local_size)
 
-        return run_static, check
+        return launch, run_static, check, sites, emit, vals
 
-    def run(values: Mapping[str, int]) -> None:
+    def run(values: Values) -> None:
         for i, name in slots:
             vals[i] = values[name]
         dims = kernel.launch.dims({**values, **fixed})
         launch(vals, dims.global_size, dims.local_size)
 
-    return run, check
+    return launch, run, check, sites, emit, vals
+
+
+def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
+                   ) -> Callable[[NativeProgram], None] | None:
+    """How native replay calls a kernel bound to its buffers: each CPU program it launches (one, or a staged
+    kernel's stages) with its argument arrays, the slots that fill its variables, and its worker count.
+    None for launches of other devices."""
+    calls: list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] = []
+    if isinstance(launch, CpuLaunch):
+        calls = [(launch, kernel.var_names, kernel.global_size[0])]
+    elif isinstance(launch, StagedLaunch):
+        for stage, sub in launch.launches:
+            if not isinstance(sub, CpuLaunch):
+                return None
+            calls.append((sub, stage.var_names, stage.launch.global_size[0]))
+    else:
+        return None
+    if kernel.launch.static is not None and len(calls) == 1:
+        calls = [(calls[0][0], calls[0][1], kernel.launch.static.global_size[0])]
+    calls = [(sub, names, int(w.arg) if isinstance(w, UOp) and w.op is Ops.CONST else w) for sub, names, w in calls]
+    for _, _, workers in calls:  # a launch size that reads a variable fixed for this step runs from Python
+        if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in fixed for n in workers.toposort()):
+            return None
+
+    def emit(program: NativeProgram) -> None:
+        for sub, names, workers in calls:
+            team = not isinstance(workers, int) or workers > 1
+            address, bufs, variables, job = sub.native(max(len(names), 1), team=team)
+            pairs = []
+            for index, name in enumerate(names):
+                if name in fixed:
+                    sub.variables[index] = fixed[name]
+                else:
+                    pairs.append((index, program.variable(name)))
+            count = program.constant(workers) if isinstance(workers, int) else program.value(workers, kernel.name)
+            program.call(address, bufs, variables, job, count, pairs, kernel.name)
+
+    return emit
+
+
+def _launch_sites(launch: Any, buffers: Sequence[Buffer]) -> dict[int, list[Site]] | None:
+    """Where a bound launch keeps each buffer's address: a CPU launch's argument array, or those of a
+    staged kernel's CPU stages; None for launches whose arguments are a device's own."""
+    sites: dict[int, list[Site]] = {}
+    if isinstance(launch, CpuLaunch):
+        for position, buf in enumerate(buffers):
+            sites.setdefault(id(buf.base), []).append((launch.bufs, position, buf.byte_offset))
+        return sites
+    if isinstance(launch, StagedLaunch):
+        user = {slot: position for position, slot in enumerate(launch.program.user_slots)}
+        for stage, stage_launch in launch.launches:
+            if not isinstance(stage_launch, CpuLaunch):
+                return None
+            for index, slot in enumerate(stage.slots):
+                if slot in user:
+                    buf = buffers[user[slot]]
+                    sites.setdefault(id(buf.base), []).append((stage_launch.bufs, index, buf.byte_offset))
+        return sites
+    return None

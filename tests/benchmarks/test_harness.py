@@ -15,15 +15,18 @@ from benchmarks.results import Metric, report, to_json
 from svod.errors import SvodError
 from svod.frontend import kernels
 
-TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True)
+TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
+             algorithms=(16, 32, 12, 2, 8), long_plans=(50,))
+PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
          "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
          "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
          "host_parallel_speedup": "x", "plan_prepare_speedup": "x", "membw_copy_gbps": "GB/s", "gather_gbps": "GB/s",
          "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
-         "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms"}
+         "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
+         "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", **dict.fromkeys(PLANS, "ms")}
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
-             "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms"}
+             "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS}
 
 
 def _tiny_suite() -> list[kernels.Workload]:
@@ -44,7 +47,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
         assert (metric["numpy"] is not None) == (name in NUMPY_TOO), name
         for peer in ("svod", "numpy", "numba", "tinygrad"):
             assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
-        if name.startswith("kernel."):  # every peer of the suite has a figure, or the reason it has none
+        if name.startswith(("kernel.", "plan.")):  # every peer of the suite has a figure, or the reason it has none
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]

@@ -1,0 +1,599 @@
+"""Native replay: a plan's CPU steps dispatched from compiled code, not a Python loop over steps.
+
+::
+
+    prepare:  steps, loops, launch sizes ──► words (an int64 array)  + a value table (int64 per slot)
+    execute:  Python writes this run's variables into their slots, then one call of the dispatcher
+              (compiled once per process from the LLVM IR below) walks the words:
+
+    CALL  kernel bufs vars job workers n (index slot)*n   copy n values into the kernel's variables, call it
+                                                          (on the thread team when workers > 1)
+    LOOP  var start stop step exit                        enter a loop (or jump past it when it is empty)
+    NEXT  var stop step body                              next turn, or fall through when done
+    EVAL  dst n (kind arg)*n                              checked 64-bit arithmetic of a launch size or bound
+    COPY  dst src nbytes                                  memmove
+    PY    callback arg                                    back into Python (steps run at once on host threads,
+                                                          a step with no native form)
+    END
+
+Slots hold constants, the run's variables, loop variables and evaluated expressions. Everything a step
+needs is decided at prepare: the kernel's address, its argument arrays (shared with its Python launch, so
+either path may run it), its job block for the team, and which slots fill which of its variables. A
+dispatch costs a few loads and an indirect call. Errors the words can meet (a launch size that is not
+positive or overflows) stop the run and return the word's position, which Python turns into the error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from svod.backends.cpu import host_target_machine, thread_team
+from svod.errors import LaunchError, SvodError
+from svod.ir import Ops, UOp
+
+END, CALL, LOOP, NEXT, EVAL, COPY, PY = range(7)
+CONST, SLOT, ADD, SUB, MUL, IDIV, MOD, MAX, MIN, NEG, ABS = range(11)
+_TOKENS = {Ops.ADD: ADD, Ops.SUB: SUB, Ops.MUL: MUL, Ops.IDIV: IDIV, Ops.MOD: MOD, Ops.MAX: MAX, Ops.MIN: MIN,
+           Ops.NEG: NEG, Ops.ABS: ABS}
+_PASS_THROUGH = (Ops.CAST, Ops.BITCAST, Ops.AFTER)
+STACK = 32
+"""The deepest expression the dispatcher evaluates (a launch size or loop bound is a few nodes)."""
+
+DISPATCHER_OPT = 0
+"""LLVM's code generation level for the dispatcher, compiled once per process when the first CPU plan is
+prepared: level 0 compiles in a tenth of level 3's time (60 against 550 ms here) and dispatches a plan of
+1,000 tiny kernels within a few nanoseconds a step of level 2."""
+
+BAD_OP, NON_POSITIVE, ARITHMETIC, CALLBACK = 1, 2, 3, 4
+CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
+RUN_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+STUB_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64)
+STUBS = 32
+"""Entry points without arguments, one per live native plan (each reads its plan's frame from a global of
+its own): a ctypes call without arguments costs half of one with a pointer. Plans beyond these many at
+once pass their frame as an argument."""
+
+
+def _word(ip: str, k: int, name: str) -> str:
+    return f"  %{name}.p = getelementptr i64, ptr %{ip}, i64 {k}\n  %{name} = load i64, ptr %{name}.p\n"
+
+
+def _slot_load(slot: str, name: str) -> str:
+    return f"  %{name}.p = getelementptr i64, ptr %vals, i64 %{slot}\n  %{name} = load i64, ptr %{name}.p\n"
+
+
+def _fail(label: str, kind: int, detail: str = "0") -> str:
+    return (f"{label}:\n  store i64 {kind}, ptr %err.kind\n  store i64 {detail}, ptr %err.detail\n"
+            f"  %{label}.r = add i64 %pc, 1\n  ret i64 %{label}.r\n")
+
+
+def _binary(label: str, body: str) -> str:
+    return f"{label}:\n{body}  br label %eval.push\n"
+
+
+_IR = (
+    """
+declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)
+declare {i64, i1} @llvm.sadd.with.overflow.i64(i64, i64)
+declare {i64, i1} @llvm.ssub.with.overflow.i64(i64, i64)
+declare {i64, i1} @llvm.smul.with.overflow.i64(i64, i64)
+
+define i64 @svod_plan_run(ptr %frame) {
+entry:
+  %code = load ptr, ptr %frame
+  %vals.p = getelementptr i64, ptr %frame, i64 1
+  %vals = load ptr, ptr %vals.p
+  %stack = alloca [32 x i64]
+  %pcp = alloca i64
+  %spp = alloca i64
+  %kp = alloca i64
+  %resp = alloca i64
+  %e.ovp = alloca i1
+  store i64 0, ptr %pcp
+  %gomp.p = getelementptr i64, ptr %frame, i64 2
+  %gomp = load ptr, ptr %gomp.p
+  %team.p = getelementptr i64, ptr %frame, i64 3
+  %team = load ptr, ptr %team.p
+  %err.kind = getelementptr i64, ptr %frame, i64 4
+  %err.detail = getelementptr i64, ptr %frame, i64 5
+  br label %dispatch
+
+dispatch:
+  %pc = load i64, ptr %pcp
+  %ip = getelementptr i64, ptr %code, i64 %pc
+  %op = load i64, ptr %ip
+  switch i64 %op, label %bad [ i64 0, label %end
+                               i64 1, label %call
+                               i64 2, label %loop
+                               i64 3, label %next
+                               i64 4, label %eval
+                               i64 5, label %copy
+                               i64 6, label %py ]
+
+end:
+  ret i64 0
+"""
+    + _fail("bad", BAD_OP)
+    + """
+call:
+"""
+    + _word("ip", 1, "c.fn") + _word("ip", 2, "c.bufs") + _word("ip", 3, "c.vars") + _word("ip", 4, "c.job")
+    + _word("ip", 5, "c.wslot") + _word("ip", 6, "c.n")
+    + """  %c.fnp = inttoptr i64 %c.fn to ptr
+  %c.bufsp = inttoptr i64 %c.bufs to ptr
+  %c.varsp = inttoptr i64 %c.vars to ptr
+  br label %call.set
+
+call.set:
+  %c.i = phi i64 [0, %call], [%c.i.next, %call.set.body]
+  %c.more = icmp slt i64 %c.i, %c.n
+  br i1 %c.more, label %call.set.body, label %call.go
+
+call.set.body:
+  %c.twice = shl i64 %c.i, 1
+  %c.di = add i64 %c.twice, 7
+  %c.dst.p = getelementptr i64, ptr %ip, i64 %c.di
+  %c.dst = load i64, ptr %c.dst.p
+  %c.si = add i64 %c.twice, 8
+  %c.src.p = getelementptr i64, ptr %ip, i64 %c.si
+  %c.src = load i64, ptr %c.src.p
+  %c.v.p = getelementptr i64, ptr %vals, i64 %c.src
+  %c.v = load i64, ptr %c.v.p
+  %c.t.p = getelementptr i64, ptr %c.varsp, i64 %c.dst
+  store i64 %c.v, ptr %c.t.p
+  %c.i.next = add i64 %c.i, 1
+  br label %call.set
+
+call.go:
+"""
+    + _slot_load("c.wslot", "c.w")
+    + """  %c.wbad = icmp slt i64 %c.w, 1
+  br i1 %c.wbad, label %call.bad, label %call.w
+"""
+    + _fail("call.bad", NON_POSITIVE, "%c.w")
+    + """
+call.w:
+  %c.one = icmp eq i64 %c.w, 1
+  br i1 %c.one, label %call.single, label %call.team
+
+call.single:
+  call void %c.fnp(ptr %c.bufsp, ptr %c.varsp, i64 0)
+  br label %call.done
+
+call.team:
+  %c.hasjob = icmp ne i64 %c.job, 0
+  br i1 %c.hasjob, label %call.gomp, label %call.serial
+
+call.gomp:
+  %c.jobp = inttoptr i64 %c.job to ptr
+  %c.w32 = trunc i64 %c.w to i32
+  call void %gomp(ptr %team, ptr %c.jobp, i32 %c.w32, i32 0)
+  br label %call.done
+
+call.serial:
+  %c.core = phi i64 [0, %call.team], [%c.core.next, %call.serial]
+  call void %c.fnp(ptr %c.bufsp, ptr %c.varsp, i64 %c.core)
+  %c.core.next = add i64 %c.core, 1
+  %c.again = icmp slt i64 %c.core.next, %c.w
+  br i1 %c.again, label %call.serial, label %call.done
+
+call.done:
+  %c.pairs = shl i64 %c.n, 1
+  %c.len = add i64 %c.pairs, 7
+  %c.pc = add i64 %pc, %c.len
+  store i64 %c.pc, ptr %pcp
+  br label %dispatch
+
+loop:
+"""
+    + _word("ip", 1, "l.var") + _word("ip", 2, "l.start") + _word("ip", 3, "l.stop") + _word("ip", 4, "l.step")
+    + _word("ip", 5, "l.exit")
+    + _slot_load("l.start", "l.s") + _slot_load("l.stop", "l.e") + _slot_load("l.step", "l.st")
+    + """  %l.pos = icmp sgt i64 %l.st, 0
+  %l.lt = icmp slt i64 %l.s, %l.e
+  %l.gt = icmp sgt i64 %l.s, %l.e
+  %l.go = select i1 %l.pos, i1 %l.lt, i1 %l.gt
+  br i1 %l.go, label %loop.enter, label %loop.skip
+
+loop.enter:
+  %l.slot.p = getelementptr i64, ptr %vals, i64 %l.var
+  store i64 %l.s, ptr %l.slot.p
+  %l.pc = add i64 %pc, 6
+  store i64 %l.pc, ptr %pcp
+  br label %dispatch
+
+loop.skip:
+  store i64 %l.exit, ptr %pcp
+  br label %dispatch
+
+next:
+"""
+    + _word("ip", 1, "n.var") + _word("ip", 2, "n.stop") + _word("ip", 3, "n.step") + _word("ip", 4, "n.body")
+    + _slot_load("n.var", "n.v") + _slot_load("n.stop", "n.e") + _slot_load("n.step", "n.st")
+    + """  %n.sum = call {i64, i1} @llvm.sadd.with.overflow.i64(i64 %n.v, i64 %n.st)
+  %n.nv = extractvalue {i64, i1} %n.sum, 0
+  %n.ov = extractvalue {i64, i1} %n.sum, 1
+  %n.pos = icmp sgt i64 %n.st, 0
+  %n.lt = icmp slt i64 %n.nv, %n.e
+  %n.gt = icmp sgt i64 %n.nv, %n.e
+  %n.in = select i1 %n.pos, i1 %n.lt, i1 %n.gt
+  %n.fine = xor i1 %n.ov, true
+  %n.go = and i1 %n.in, %n.fine
+  br i1 %n.go, label %next.again, label %next.done
+
+next.again:
+  store i64 %n.nv, ptr %n.v.p
+  store i64 %n.body, ptr %pcp
+  br label %dispatch
+
+next.done:
+  %n.pc = add i64 %pc, 5
+  store i64 %n.pc, ptr %pcp
+  br label %dispatch
+
+eval:
+"""
+    + _word("ip", 1, "e.dst") + _word("ip", 2, "e.n")
+    + """  store i64 0, ptr %spp
+  store i64 0, ptr %kp
+  br label %eval.head
+
+eval.head:
+  %e.k = load i64, ptr %kp
+  %e.more = icmp slt i64 %e.k, %e.n
+  br i1 %e.more, label %eval.token, label %eval.done
+
+eval.token:
+  %e.twice = shl i64 %e.k, 1
+  %e.ki = add i64 %e.twice, 3
+  %e.kind.p = getelementptr i64, ptr %ip, i64 %e.ki
+  %e.kind = load i64, ptr %e.kind.p
+  %e.ai = add i64 %e.twice, 4
+  %e.arg.p = getelementptr i64, ptr %ip, i64 %e.ai
+  %e.arg = load i64, ptr %e.arg.p
+  %e.sp = load i64, ptr %spp
+  %e.sp1 = sub i64 %e.sp, 1
+  %e.sp2 = sub i64 %e.sp, 2
+  %e.top.p = getelementptr [32 x i64], ptr %stack, i64 0, i64 %e.sp1
+  %e.under.p = getelementptr [32 x i64], ptr %stack, i64 0, i64 %e.sp2
+  %e.unary = icmp uge i64 %e.kind, 9
+  %e.leaf = icmp ult i64 %e.kind, 2
+  br i1 %e.leaf, label %eval.leaf, label %eval.op
+
+eval.leaf:
+  %e.isconst = icmp eq i64 %e.kind, 0
+  %e.slot.p = getelementptr i64, ptr %vals, i64 %e.arg
+  br i1 %e.isconst, label %eval.leaf.push, label %eval.leaf.load
+
+eval.leaf.load:
+  %e.loaded = load i64, ptr %e.slot.p
+  br label %eval.leaf.push
+
+eval.leaf.push:
+  %e.leafv = phi i64 [%e.arg, %eval.leaf], [%e.loaded, %eval.leaf.load]
+  %e.new.p = getelementptr [32 x i64], ptr %stack, i64 0, i64 %e.sp
+  store i64 %e.leafv, ptr %e.new.p
+  %e.sp.up = add i64 %e.sp, 1
+  store i64 %e.sp.up, ptr %spp
+  br label %eval.tail
+
+eval.op:
+  %e.b = load i64, ptr %e.top.p
+  br i1 %e.unary, label %eval.unary, label %eval.binary
+
+eval.unary:
+  %e.ismin = icmp eq i64 %e.b, -9223372036854775808
+  br i1 %e.ismin, label %eval.bad, label %eval.unary.ok
+
+eval.unary.ok:
+  %e.neg = sub i64 0, %e.b
+  %e.isneg = icmp eq i64 %e.kind, 9
+  %e.bneg = icmp slt i64 %e.b, 0
+  %e.absv = select i1 %e.bneg, i64 %e.neg, i64 %e.b
+  %e.unv = select i1 %e.isneg, i64 %e.neg, i64 %e.absv
+  store i64 %e.unv, ptr %e.top.p
+  br label %eval.tail
+
+eval.binary:
+  %e.a = load i64, ptr %e.under.p
+  switch i64 %e.kind, label %eval.bad [ i64 2, label %eval.add
+                                        i64 3, label %eval.sub
+                                        i64 4, label %eval.mul
+                                        i64 5, label %eval.div
+                                        i64 6, label %eval.div
+                                        i64 7, label %eval.max
+                                        i64 8, label %eval.min ]
+"""
+    + _binary("eval.add", "  %e.add = call {i64, i1} @llvm.sadd.with.overflow.i64(i64 %e.a, i64 %e.b)\n"
+              "  %e.addv = extractvalue {i64, i1} %e.add, 0\n  %e.addo = extractvalue {i64, i1} %e.add, 1\n"
+              "  store i64 %e.addv, ptr %resp\n  store i1 %e.addo, ptr %e.ovp\n")
+    + _binary("eval.sub", "  %e.sub = call {i64, i1} @llvm.ssub.with.overflow.i64(i64 %e.a, i64 %e.b)\n"
+              "  %e.subv = extractvalue {i64, i1} %e.sub, 0\n  %e.subo = extractvalue {i64, i1} %e.sub, 1\n"
+              "  store i64 %e.subv, ptr %resp\n  store i1 %e.subo, ptr %e.ovp\n")
+    + _binary("eval.mul", "  %e.mul = call {i64, i1} @llvm.smul.with.overflow.i64(i64 %e.a, i64 %e.b)\n"
+              "  %e.mulv = extractvalue {i64, i1} %e.mul, 0\n  %e.mulo = extractvalue {i64, i1} %e.mul, 1\n"
+              "  store i64 %e.mulv, ptr %resp\n  store i1 %e.mulo, ptr %e.ovp\n")
+    + _binary("eval.max", "  %e.gtr = icmp sgt i64 %e.a, %e.b\n  %e.maxv = select i1 %e.gtr, i64 %e.a, i64 %e.b\n"
+              "  store i64 %e.maxv, ptr %resp\n  store i1 false, ptr %e.ovp\n")
+    + _binary("eval.min", "  %e.ltr = icmp slt i64 %e.a, %e.b\n  %e.minv = select i1 %e.ltr, i64 %e.a, i64 %e.b\n"
+              "  store i64 %e.minv, ptr %resp\n  store i1 false, ptr %e.ovp\n")
+    + """
+eval.div:
+  %e.zero = icmp eq i64 %e.b, 0
+  %e.amin = icmp eq i64 %e.a, -9223372036854775808
+  %e.bm1 = icmp eq i64 %e.b, -1
+  %e.wrap = and i1 %e.amin, %e.bm1
+  %e.divbad = or i1 %e.zero, %e.wrap
+  br i1 %e.divbad, label %eval.bad, label %eval.div.ok
+
+eval.div.ok:
+  %e.isdiv = icmp eq i64 %e.kind, 5
+  br i1 %e.isdiv, label %eval.quot, label %eval.rem
+
+eval.quot:
+  %e.q = sdiv i64 %e.a, %e.b
+  store i64 %e.q, ptr %resp
+  store i1 false, ptr %e.ovp
+  br label %eval.push
+
+eval.rem:
+  %e.r = srem i64 %e.a, %e.b
+  store i64 %e.r, ptr %resp
+  store i1 false, ptr %e.ovp
+  br label %eval.push
+
+eval.push:
+  %e.ov = load i1, ptr %e.ovp
+  br i1 %e.ov, label %eval.bad, label %eval.push.ok
+
+eval.push.ok:
+  %e.res = load i64, ptr %resp
+  store i64 %e.res, ptr %e.under.p
+  store i64 %e.sp1, ptr %spp
+  br label %eval.tail
+
+eval.tail:
+  %e.k.next = add i64 %e.k, 1
+  store i64 %e.k.next, ptr %kp
+  br label %eval.head
+"""
+    + _fail("eval.bad", ARITHMETIC)
+    + """
+eval.done:
+  %e.result = load i64, ptr %stack
+  %e.out.p = getelementptr i64, ptr %vals, i64 %e.dst
+  store i64 %e.result, ptr %e.out.p
+  %e.pairs = shl i64 %e.n, 1
+  %e.len = add i64 %e.pairs, 3
+  %e.pc = add i64 %pc, %e.len
+  store i64 %e.pc, ptr %pcp
+  br label %dispatch
+
+copy:
+"""
+    + _word("ip", 1, "m.dst") + _word("ip", 2, "m.src") + _word("ip", 3, "m.n")
+    + """  %m.dstp = inttoptr i64 %m.dst to ptr
+  %m.srcp = inttoptr i64 %m.src to ptr
+  call void @llvm.memmove.p0.p0.i64(ptr %m.dstp, ptr %m.srcp, i64 %m.n, i1 false)
+  %m.pc = add i64 %pc, 4
+  store i64 %m.pc, ptr %pcp
+  br label %dispatch
+
+py:
+"""
+    + _word("ip", 1, "p.fn") + _word("ip", 2, "p.arg")
+    + """  %p.fnp = inttoptr i64 %p.fn to ptr
+  %p.r = call i64 %p.fnp(i64 %p.arg)
+  %p.bad = icmp ne i64 %p.r, 0
+  br i1 %p.bad, label %py.bad, label %py.ok
+
+py.ok:
+  %p.pc = add i64 %pc, 3
+  store i64 %p.pc, ptr %pcp
+  br label %dispatch
+"""
+    + _fail("py.bad", CALLBACK)
+    + "}\n"
+)
+
+
+def _stubs() -> str:
+    return "".join(f"@svod_frame_{k} = global ptr null\n"
+                   f"define i64 @svod_stub_{k}() {{\n  %f = load ptr, ptr @svod_frame_{k}\n"
+                   f"  %r = call i64 @svod_plan_run(ptr %f)\n  ret i64 %r\n}}\n" for k in range(STUBS))
+
+
+class _Dispatcher:
+    """The dispatcher, compiled once per process, and its entry points without arguments."""
+
+    def __init__(self) -> None:
+        module = llvm.parse_assembly(_IR + _stubs())
+        module.verify()
+        self.engine = llvm.create_mcjit_compiler(module, host_target_machine(DISPATCHER_OPT))
+        self.engine.finalize_object()
+        self.run = RUN_TYPE(self.engine.get_function_address("svod_plan_run"))
+        self.team = thread_team().addresses()
+        self._free = list(range(STUBS - 1, -1, -1))
+        self._lock = threading.Lock()
+        self._stubs = [((ctypes.c_int64 * 1).from_address(self.engine.get_global_value_address(f"svod_frame_{k}")),
+                        STUB_TYPE(self.engine.get_function_address(f"svod_stub_{k}"))) for k in range(STUBS)]
+
+    def stub(self, frame: int) -> tuple[int, Callable[[], int]] | None:
+        """An entry point without arguments that runs ``frame``, and its number (to release); None when all
+        are taken."""
+        with self._lock:
+            if not self._free:
+                return None
+            number = self._free.pop()
+        slot, entry = self._stubs[number]
+        slot[0] = frame
+        return number, entry
+
+    def release(self, number: int) -> None:
+        with self._lock:
+            self._free.append(number)
+
+
+@functools.cache
+def dispatcher() -> _Dispatcher:
+    return _Dispatcher()
+
+
+class NativeProgram:
+    """Words for the dispatcher, built step by step at prepare; ``finish`` fixes them for replays."""
+
+    def __init__(self) -> None:
+        self.words: list[int] = []
+        self.slots: dict[tuple[str, object], int] = {}
+        self.initial: list[int] = []
+        self.inputs: dict[str, int] = {}
+        """Slot of each variable a run supplies."""
+        self.errors: dict[int, str] = {}
+        """Position of a word -> the step it belongs to, for error messages."""
+        self.callbacks: list[Any] = []
+        self.code_sites: list[tuple[int, int, int]] = []
+        """(word position, storage, byte offset) of every address in the words."""
+        self.code: Any = None
+        self.table: Any = None
+        self.failure: BaseException | None = None
+
+    def _slot(self, key: tuple[str, object], initial: int = 0) -> int:
+        if key not in self.slots:
+            self.slots[key] = len(self.initial)
+            self.initial.append(initial)
+        return self.slots[key]
+
+    def constant(self, value: int) -> int:
+        return self._slot(("const", value), value)
+
+    def variable(self, name: str) -> int:
+        """The slot of a variable (a run's, or a loop's)."""
+        return self._slot(("var", name))
+
+    def input(self, name: str) -> int:
+        self.inputs[name] = self.variable(name)
+        return self.inputs[name]
+
+    def temporary(self) -> int:
+        return self._slot(("temp", len(self.initial)))
+
+    def value(self, expr: UOp, owner: str) -> int:
+        """A slot holding ``expr``'s value when the next words run: a constant's, a variable's, or one an
+        EVAL fills. Raises ``SvodError`` for what the dispatcher does not evaluate."""
+        if expr.op is Ops.CONST and not isinstance(expr.arg, float):
+            return self.constant(int(expr.arg))
+        if expr.op is Ops.DEFINE_VAR:
+            return self.variable(expr.arg[0])
+        tokens: list[int] = []
+        depth = self._tokens(expr, tokens, 0)
+        if depth > STACK:
+            raise SvodError("expression too deep for native replay", kernel=owner, stage="plan", value=depth)
+        dst = self.temporary()
+        self.errors[len(self.words)] = owner
+        self.words += [EVAL, dst, len(tokens) // 2, *tokens]
+        return dst
+
+    def _tokens(self, expr: UOp, out: list[int], depth: int) -> int:
+        """Append ``expr`` in postfix; the stack depth it needs."""
+        while expr.op in _PASS_THROUGH:
+            expr = expr.src[0]
+        if expr.op is Ops.BIND:
+            expr = expr.src[1]
+        if expr.op is Ops.CONST and not isinstance(expr.arg, float):
+            out += [CONST, int(expr.arg)]
+            return depth + 1
+        if expr.op is Ops.DEFINE_VAR:
+            out += [SLOT, self.variable(expr.arg[0])]
+            return depth + 1
+        if expr.op not in _TOKENS:
+            raise SvodError(f"op {expr.op.name} in a launch size or loop bound has no native form", stage="plan",
+                            value=expr.op)
+        deepest = depth
+        for position, src in enumerate(expr.src):
+            deepest = max(deepest, self._tokens(src, out, depth + position))
+        out += [_TOKENS[expr.op], 0]
+        return deepest
+
+    def call(self, address: int, bufs: int, variables: int, job: int, workers: int,
+             pairs: list[tuple[int, int]], owner: str) -> None:
+        self.errors[len(self.words)] = owner
+        self.words += [CALL, address, bufs, variables, job, workers, len(pairs)]
+        for index, slot in pairs:
+            self.words += [index, slot]
+
+    def copy(self, dst: tuple[int, int, int], src: tuple[int, int, int], nbytes: int) -> None:
+        """(address, storage, byte offset) of each side."""
+        position = len(self.words)
+        self.words += [COPY, dst[0], src[0], nbytes]
+        self.code_sites += [(position + 1, dst[1], dst[2]), (position + 2, src[1], src[2])]
+
+    def python(self, run: Callable[[], None], owner: str) -> None:
+        """A step run by Python: its exception is re-raised after the dispatcher stops."""
+        def callback(arg: int) -> int:
+            try:
+                run()
+            except BaseException as err:  # carried across the native frame, re-raised by run()
+                self.failure = err
+                return 1
+            return 0
+
+        native = CALLBACK_TYPE(callback)
+        self.callbacks.append(native)
+        self.errors[len(self.words)] = owner
+        self.words += [PY, ctypes.cast(native, ctypes.c_void_p).value or 0, 0]
+
+    def loop_begin(self, var: int, start: int, stop: int, step: int) -> int:
+        position = len(self.words)
+        self.words += [LOOP, var, start, stop, step, -1]
+        return position
+
+    def loop_end(self, begin: int, var: int, stop: int, step: int) -> None:
+        self.words += [NEXT, var, stop, step, begin + 6]
+        self.words[begin + 5] = len(self.words)
+
+    def finish(self) -> None:
+        self.words.append(END)
+        self.code = (ctypes.c_int64 * len(self.words))(*self.words)
+        self.table = (ctypes.c_int64 * max(len(self.initial), 1))(*self.initial)
+        self.input_slots = tuple(self.inputs.items())
+        native = dispatcher()
+        self.frame = (ctypes.c_int64 * 6)(ctypes.addressof(self.code), ctypes.addressof(self.table), *native.team)
+        stub = native.stub(ctypes.addressof(self.frame))
+        if stub is None:
+            frame = ctypes.addressof(self.frame)
+            self._call: Callable[[], int] = functools.partial(native.run, frame)
+        else:
+            self._call = stub[1]
+            weakref.finalize(self, native.release, stub[0])
+
+    def values(self) -> dict[str, int]:
+        """Every variable's current value, by name."""
+        return {str(key[1]): self.table[slot] for key, slot in self.slots.items() if key[0] == "var"}
+
+    def run(self, values: Mapping[str, int]) -> None:
+        table = self.table
+        for name, slot in self.input_slots:
+            table[slot] = values[name]
+        status = self._call()
+        if status:
+            self._raise(status - 1, self.frame[4], self.frame[5])
+
+    def _raise(self, position: int, kind: int, detail: int) -> None:
+        owner = self.errors.get(position)
+        if kind == CALLBACK and self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+        if kind == NON_POSITIVE:
+            raise LaunchError(f"launch dimension 0 evaluated to non-positive value {detail}", kernel=owner,
+                              stage="launch", value=detail)
+        if kind == ARITHMETIC:
+            raise LaunchError("invalid launch-size arithmetic: overflow or division by zero in 64-bit signed",
+                              kernel=owner, stage="launch")
+        raise SvodError(f"native replay stopped at word {position} (kind {kind})", kernel=owner, stage="execute")

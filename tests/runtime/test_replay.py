@@ -1,0 +1,136 @@
+"""Native replay: the dispatcher's words against Python's definitions (launch-size arithmetic, loops), and
+CPU plans replayed natively equal to the same plans dispatched from Python."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import svod
+from svod import ExecutionPlan, KernelBuilder, UOp, dtypes
+from svod.device.launch import evaluate
+from svod.errors import LaunchError
+from svod.ir import Ops
+from svod.runtime.replay import STUBS, NativeProgram
+
+
+def _random_expression(rng: random.Random, variables: list[UOp], depth: int) -> UOp:
+    if depth == 0 or rng.random() < 0.3:
+        if rng.random() < 0.5:
+            return rng.choice(variables)
+        return UOp.index_const(rng.choice([0, 1, -1, 3, 7, -5, 1 << 40, 1 << 62, -(1 << 63) + 1]))
+    a, b = _random_expression(rng, variables, depth - 1), _random_expression(rng, variables, depth - 1)
+    return rng.choice([lambda: a + b, lambda: a - b, lambda: a * b, lambda: a // b, lambda: a % b,
+                       lambda: a.maximum(b), lambda: UOp(Ops.MIN, a.dtype, (a, b)), lambda: -a,
+                       lambda: abs(a)])()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_dispatcher_evaluates_like_launch_sizes_do(seed):
+    """Values and errors (overflow, division by zero) as ``svod.device.launch.evaluate`` gives them."""
+    rng = random.Random(seed)
+    variables = [UOp.define_var(f"v{k}", -(1 << 62), 1 << 62) for k in range(3)]
+    for _ in range(100):
+        expr = _random_expression(rng, variables, 4)
+        values = {f"v{k}": rng.choice([0, 1, -1, 5, -7, 1 << 31, 1 << 61]) for k in range(3)}
+        try:
+            want: int | None = evaluate(expr, values)
+        except LaunchError:
+            want = None
+        program = NativeProgram()
+        for k in range(3):
+            program.input(f"v{k}")
+        slot = program.value(expr, "expression")
+        program.finish()
+        if want is None:
+            with pytest.raises(LaunchError, match="invalid launch-size arithmetic"):
+                program.run(values)
+        else:
+            program.run(values)
+            assert program.table[slot] == want
+
+
+def test_nested_words_visit_a_triangle_and_carry_python_errors():
+    seen: list[tuple[int, int]] = []
+    program = NativeProgram()
+    n, one = program.input("n"), program.constant(1)
+    t, i = program.variable("t"), program.variable("i")
+    outer = program.loop_begin(t, program.constant(0), n, one)
+    inner = program.loop_begin(i, program.value(UOp.define_var("t", 0, 100) + 1, "inner"), n, one)
+    program.python(lambda: seen.append((program.values()["t"], program.values()["i"])), "record")
+    program.loop_end(inner, i, n, one)
+    program.loop_end(outer, t, n, one)
+    program.finish()
+    program.run({"n": 5})
+    assert seen == [(t, i) for t in range(5) for i in range(t + 1, 5)]
+    seen.clear()
+    program.run({"n": 0})
+    assert seen == []
+
+    def fail() -> None:
+        raise KeyError("from a step")
+
+    failing = NativeProgram()
+    failing.python(fail, "failing")
+    failing.finish()
+    with pytest.raises(KeyError, match="from a step"):
+        failing.run({})
+
+
+def _chain(count: int):
+    plan = ExecutionPlan("CPU")
+    buffers = [plan.add_buffer(svod.Buffer.from_numpy(np.full(16, j, np.float32))) for j in range(count + 1)]
+    for j in range(count):
+        k = KernelBuilder(f"step{j % 3}")
+        s = k.var("s", 0, 100)
+        out, x = k.buffer(dtypes.float32, 16), k.buffer(dtypes.float32, 16)
+        i = k.range(16)
+        k.store(out[i], x[i] * 0.5 + s.cast(dtypes.float32) + float(j % 3))
+        plan.add_kernel(k.build(), [buffers[j + 1], buffers[j]])
+    return plan, buffers
+
+
+def test_a_cpu_plan_replays_natively_and_equals_the_python_dispatch():
+    native, _ = _chain(40)
+    python, _ = _chain(40)
+    native.prepare()
+    assert native._native is not None
+    for s in (0, 3, 100):
+        native.execute(s=s)
+        steps = python.execute(s=s, profile=True)  # a profiled run dispatches from Python
+        assert steps is not None and len(steps) == 40
+        for a, b in zip(native.buffers, python.buffers, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert native.prepared_kernels[5].vals[native.prepared_kernels[5].kernel.var_names.index("s")] == 100
+
+
+def test_a_loop_profiles_every_turn_and_matches_native_results():
+    def build():
+        k = KernelBuilder("accumulate")
+        t = k.var("t", 0, 50)
+        acc = k.buffer(dtypes.int64, 8)
+        i = k.range(8)
+        k.store(acc[i], acc[i] * 2 + (t + i).cast(dtypes.int64))
+        plan = ExecutionPlan("CPU")
+        index = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(8, np.int64)))
+        plan.loop("t", 0, "turns", [plan.add_kernel(k.build(), [index])])
+        return plan
+    native, profiled = build(), build()
+    native.execute(turns=9)
+    steps = profiled.execute(turns=9, profile=True)
+    assert steps is not None and [s.name for s in steps] == ["accumulate"] * 9
+    want = np.zeros(8, np.int64)
+    for t in range(9):
+        want = want * 2 + t + np.arange(8)
+    np.testing.assert_array_equal(native.buffers[0].numpy(), want)
+    np.testing.assert_array_equal(profiled.buffers[0].numpy(), want)
+
+
+def test_more_live_plans_than_entry_points_all_replay():
+    plans = [_chain(1)[0] for _ in range(STUBS + 4)]
+    for s, plan in enumerate(plans):
+        plan.execute(s=s % 100)
+        np.testing.assert_array_equal(plan.buffers[1].numpy(), np.full(16, s % 100, np.float32))
+    assert all(plan._native is not None for plan in plans)
