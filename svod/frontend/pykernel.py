@@ -37,10 +37,19 @@ from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.translate import ArrayValue, Located, Source, Translator
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 
 INT_LIMIT = (1 << 31) - 1
-"""An ``int`` argument is a variable in ``[-INT_LIMIT - 1, INT_LIMIT]``."""
+"""An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
+sizes' limit, ``_size_limit``)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a kernel's translation depends on of the device it is for."""
+
+    index_bits: int = 64
+    float64: bool = True
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Built:
     located: Located
     sizes: tuple[tuple[str, int, int], ...]
     scalars: tuple[tuple[str, int], ...]
+    variables: frozenset[str]
+    """The variables the kernel kept (one a branch or loop it does not take used is gone)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class Kernel:
         """Run once on ``args`` on ``device``: numpy arrays are worked on in place (on the CPU without a copy),
         svod Buffers and any DLPack host array too; scalars are passed by value."""
         target = api.get_device(device)
-        bound = self.bind(*args, index_bits=target.caps.index_bits)
+        bound = self.bind(*args, device=target)
         try:
             api.run(bound.ast, bound.arrays, device=target, **bound.var_vals)
         except SvodError as err:
@@ -115,21 +126,25 @@ class Kernel:
         except a ``svod.Const``'s)."""
         return self.bind(*args).ast
 
-    def bind(self, *args: Any, index_bits: int = 64) -> Bound:
+    def bind(self, *args: Any, device: Device | None = None) -> Bound:
         """The kernel for ``args`` with the value of each of its variables, and the arrays to pass in kernel
-        argument order. ``index_bits`` (32 on WebGPU) bounds the size variables so indices fit."""
+        argument order. A ``device`` whose indices are 32-bit (WebGPU) gets size variables bounded so that
+        indices fit, and one without float64 float32 scalars where a float's are float64."""
+        target = Target(device.caps.index_bits if device is not None else 64,
+                        device is None or dtypes.float64 in device.caps.element_dtypes)
         if len(args) != len(self.parameters):
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                       stage="bind", value=len(args))
         values = [self._argument(position, a) for position, a in enumerate(args)]
-        key = self._signature(values, index_bits)
+        key = self._signature(values, target)
         with self._lock:
             built = self._built.get(key)
             if built is None:
-                built = self._built[key] = self._translate(values, index_bits)
-        var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes}
-        var_vals.update({name: values[position] for name, position in built.scalars})
+                built = self._built[key] = self._translate(values, target)
+        var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
+                                    if name in built.variables}
+        var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
         arrays = [v for v in values if _is_array(v)]
         return Bound(built.ast, arrays, var_vals, built.located)
 
@@ -169,7 +184,7 @@ class Kernel:
                                       f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
         return value
 
-    def _signature(self, values: list[Any], index_bits: int) -> tuple[Any, ...]:
+    def _signature(self, values: list[Any], target: Target) -> tuple[Any, ...]:
         kinds: list[Any] = []
         for name, value in zip(self.parameters, values, strict=True):
             annotation = self.annotations.get(name)
@@ -177,13 +192,13 @@ class Kernel:
                 kinds.append(("const", value))
             elif _is_array(value):
                 kinds.append(("array", _dtype(value), len(_dims(value))))
-            elif self._scalar_dtype(name, value) == dtypes.bool:
+            elif self._scalar_dtype(name, value, target) == dtypes.bool:
                 kinds.append(("const", bool(value)))  # a bool is a constant of the kernel
             else:
-                kinds.append(("scalar", self._scalar_dtype(name, value)))
-        return (tuple(kinds), self._size_classes(values), index_bits)
+                kinds.append(("scalar", self._scalar_dtype(name, value, target)))
+        return (tuple(kinds), self._size_classes(values), target)
 
-    def _scalar_dtype(self, name: str, value: Any) -> DType:
+    def _scalar_dtype(self, name: str, value: Any, target: Target = Target()) -> DType:
         annotation = self.annotations.get(name)
         if isinstance(annotation, DType):
             return annotation
@@ -191,7 +206,7 @@ class Kernel:
             return dtypes.bool
         if isinstance(value, np.number):
             return dtypes.from_numpy(value.dtype)
-        return dtypes.index if isinstance(value, int) else dtypes.float64
+        return dtypes.index if isinstance(value, int) else dtypes.float64 if target.float64 else dtypes.float32
 
     def _size_classes(self, values: list[Any]) -> tuple[Any, ...]:
         """For each array dim, which dims before it have its size (one variable for them all), or with
@@ -204,7 +219,8 @@ class Kernel:
 
     # ---- translation --------------------------------------------------------------------------------------
 
-    def _translate(self, values: list[Any], index_bits: int) -> Built:
+    def _translate(self, values: list[Any], target: Target) -> Built:
+        index_bits = target.index_bits
         if self._source is None:
             self._source = Source.of(self.fn)
         k = KernelBuilder(self.name)
@@ -235,27 +251,30 @@ class Kernel:
                     flat += 1
                 env[name] = ArrayValue(name, k.buffer(_dtype(value), tuple(dims)), tuple(dims))
             else:
-                dtype = self._scalar_dtype(name, value)
+                dtype = self._scalar_dtype(name, value, target)
                 if dtype == dtypes.bool:
                     env[name] = bool(value)
                     continue
                 if dtype == dtypes.index:
-                    env[name] = k.var(name, -INT_LIMIT - 1, INT_LIMIT)
+                    bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
+                    env[name] = k.var(name, -bound, bound)
                 elif dtype.is_float:
                     env[name] = k.scalar(dtype, name)
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
         translator = Translator(self._source, self.name, k, env)
-        return Built(translator.translate(), translator.located, tuple(sizes), tuple(scalars))
+        ast = translator.translate()
+        kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept)
 
 
 def _size_limit(ndim: int, index_bits: int) -> int:
     """The largest size a dim variable may take: the product of ``ndim`` of them fits the device's index
     arithmetic (``index_bits``) with room to spare for a GPU's launch rounding (a range padded to whole work
-    groups): half of the positive range of 32-bit indices, 2**62 of 64-bit ones, and never past
-    ``INT_LIMIT``."""
-    room = (1 << 30) if index_bits <= 32 else (1 << 62)
+    groups) and for an offset loop (``range(i + 1, n)`` adds two sizes): a quarter of the positive range of
+    32-bit indices, 2**62 of 64-bit ones, and never past ``INT_LIMIT``."""
+    room = (1 << 29) if index_bits <= 32 else (1 << 62)
     limit = round(room ** (1 / ndim))
     while limit ** ndim > room:
         limit -= 1

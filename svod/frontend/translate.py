@@ -46,7 +46,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
 from svod.frontend import pylang
 from svod.frontend.builder import KernelBuilder, ShapedBuffer
-from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.uop import pointee
 
 # ---- values ---------------------------------------------------------------------------------------------
@@ -109,8 +109,10 @@ def _construct(node: ast.AST) -> str:
 
 def promote(a: DType, b: DType) -> DType:
     """The dtype two operands of ``a`` and ``b`` meet in: a float over an integer, the wider of two floats
-    or two integers, ``index`` (a loop variable) over any other integer, signed over unsigned of one width,
-    anything over bool."""
+    or two integers, signed over unsigned of one width, anything over bool. ``index`` (loop variables and
+    sizes) meeting a 64-bit integer stays ``index``; meeting a narrower one (data read from an array) it is
+    that integer widened to 32 bits at least: the arithmetic of values stays in the values' dtype, which every
+    device has (``index`` is 32-bit on WebGPU, and there a value in it must be proven to fit)."""
     if a == b:
         return a
     if dtypes.bool in (a, b):
@@ -120,7 +122,8 @@ def promote(a: DType, b: DType) -> DType:
             return a if a.itemsize >= b.itemsize else b
         return a if a.is_float else b
     if dtypes.index in (a, b):
-        return dtypes.index
+        other = b if a == dtypes.index else a
+        return dtypes.index if other.itemsize == 8 else other if other.itemsize == 4 else dtypes.int32
     if a.itemsize != b.itemsize:
         return a if a.itemsize > b.itemsize else b
     return a if a.kind == "int" else b
@@ -176,6 +179,8 @@ class Located:
             return ", ".join(lines) if lines else None
         if isinstance(value, UOp):
             return self.nodes.get(value)
+        if isinstance(value, str):  # a dtype by name ("cannot hold float64")
+            value = next((d for d in self.dtypes if d.name == value), None)
         if isinstance(value, DType):
             return self.dtypes.get(value)
         return None
@@ -456,7 +461,8 @@ class Translator:
             return count, None
         largest = count
         for g in outer:
-            largest = substitute(largest, {g: UOp.index_const(0)}).maximum(substitute(largest, {g: g.src[0] - 1}))
+            low, high = (simplify(substitute(largest, {g: at})) for at in (UOp.index_const(0), g.src[0] - 1))
+            largest = high if high.vmin >= low.vmax else low if low.vmin >= high.vmax else low.maximum(high)
         return largest, count
 
     def loop_body(self, stmt: ast.For, r: UOp, kind: AxisKind, variable: Any) -> None:
@@ -898,6 +904,9 @@ class Translator:
         if isinstance(a, UOp) and isinstance(b, UOp):
             dtype = promote(a.dtype, b.dtype)
             return a.cast(dtype), b.cast(dtype)
+        if not isinstance(a, UOp) and not isinstance(b, UOp):  # two numbers meet nothing: svod's defaults
+            dtype = promote(_kind_dtype(a), _kind_dtype(b))
+            return self.cast(a, dtype), self.cast(b, dtype)
         if not isinstance(a, UOp):
             bv, av = self.operands(b, a, node)
             return av, bv

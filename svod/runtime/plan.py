@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from svod.backends.registry import default_registry
 from svod.device import CORE_ID, Buffer, Device, Variable
@@ -93,6 +94,13 @@ class PreparedKernel(Step):
     """The variables each run must supply, with the bounds they are checked against."""
 
 
+class PlanKernel(Protocol):
+    """A kernel made for the plan's buffers when it is added (``@svod.kernel``): its AST over ``buffers``
+    and the values of its size variables."""
+
+    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _KernelRequest:
     ast: UOp
@@ -135,10 +143,15 @@ class ExecutionPlan:
         self.buffers.append(buf)
         return len(self.buffers) - 1
 
-    def add_kernel(self, ast: UOp, buffer_indices: Sequence[int], fixedvars: Mapping[str, int] | None = None) -> int:
-        """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good."""
+    def add_kernel(self, ast: UOp | PlanKernel, buffer_indices: Sequence[int],
+                   fixedvars: Mapping[str, int] | None = None) -> int:
+        """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good. A Python
+        kernel (``@svod.kernel``) is built for those buffers, its size variables fixed at their sizes."""
         self._check_open()
         self._check_indices(buffer_indices)
+        if not isinstance(ast, UOp):
+            ast, sizes = ast.plan_kernel([self.buffers[i] for i in buffer_indices])
+            fixedvars = {**sizes, **(fixedvars or {})}
         self._requests.append(_KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
         return len(self._requests) - 1
 
