@@ -206,7 +206,7 @@ def check(ast: UOp | Kernel, buffers: Sequence[Any], *, devices: Sequence[str | 
     per backend whether the results are equal, or the first difference. ``ast`` may be an ``@svod.kernel``,
     and ``buffers`` then its arguments (arrays and scalars)."""
     if isinstance(ast, Kernel):  # a Python kernel: built for these arguments, its variables from them
-        bound = ast.bind(*buffers)
+        bound = ast.bind(*buffers, index_bits=32)  # sizes bounded for every device (WebGPU's indices too)
         ast, buffers, var_vals = bound.ast, bound.arrays, {**bound.var_vals, **var_vals}
     inputs = [_as_array(b) for b in buffers]
     registry = default_registry()

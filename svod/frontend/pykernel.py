@@ -126,12 +126,13 @@ class Kernel:
         except a ``svod.Const``'s)."""
         return self.bind(*args).ast
 
-    def bind(self, *args: Any, device: Device | None = None) -> Bound:
+    def bind(self, *args: Any, device: Device | None = None, index_bits: int | None = None) -> Bound:
         """The kernel for ``args`` with the value of each of its variables, and the arrays to pass in kernel
-        argument order. A ``device`` whose indices are 32-bit (WebGPU) gets size variables bounded so that
-        indices fit, and one without float64 float32 scalars where a float's are float64."""
-        target = Target(device.caps.index_bits if device is not None else 64,
-                        device is None or dtypes.float64 in device.caps.element_dtypes)
+        argument order. A ``device`` whose indices are 32-bit (WebGPU), or ``index_bits=32``, gets size
+        variables bounded so that indices fit; a device without float64 gets float32 scalars where a float's
+        are float64."""
+        bits = index_bits if index_bits is not None else device.caps.index_bits if device is not None else 64
+        target = Target(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
         if len(args) != len(self.parameters):
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,

@@ -490,9 +490,11 @@ class Translator:
                 reduced = {}
         finally:
             self.loops.pop()
+        inside = [n for n in self.env if n not in before]
         self.env = {**before, **reduced}
-        for n in [n for n in self.env if n not in before]:
-            del self.env[n]
+        for n in inside:
+            self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "
+                                       "locals end with it")
 
     def placeholder(self, name: str, value: Any) -> UOp:
         """A stand-in for local ``name`` at the start of a turn: a node nothing else is (a DEFINE_VAR of the
@@ -628,6 +630,9 @@ class Translator:
         if hasattr(value, "svod_kernel"):
             raise self.refuse(node, f"{name} is an @svod.kernel: a kernel cannot call another; make the helper "
                                     "@svod.func")
+        if callable(value):
+            raise self.refuse(node, f"{name} is {_describe(value)}, neither svod's nor an @svod.func: a kernel calls "
+                                    "svod's names, math functions and @svod.func helpers")
         raise self.refuse(node, f"{name} is {_describe(value)}, which a kernel cannot use (numbers, svod's names, "
                                 "math, numpy's math and @svod.func helpers it can)")
 
