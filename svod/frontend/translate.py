@@ -270,7 +270,7 @@ class Translator:
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return KernelSyntaxError(f"{self.where(node)}: {what}", kernel=self.name, stage="translate",
-                                 value=_construct(node) if what == "" else type(node).__name__)
+                                 value=type(node).__name__)
 
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
         return KernelSyntaxError(f"{self.where(node)}: {_construct(node)} is not supported in a kernel{extra}",
@@ -297,8 +297,8 @@ class Translator:
         except SvodError as err:
             if err.kernel is None:
                 err.name_kernel(self.name)
-            if not isinstance(err, KernelSyntaxError):
-                err.locate(where)
+            if err.location is None and not err.detail.startswith(f"{self.source.file}:"):
+                err.locate(where)  # the innermost statement names it first
             raise
         self.located.record(where, [*self.k.effects[mark:], *(v for v in self.env.values() if isinstance(v, UOp))])
 
@@ -858,7 +858,9 @@ class Translator:
         assert isinstance(helper, pylang.Func)
         if helper in self.inlining:
             raise self.refuse(node, f"{helper.fn.__qualname__} calls itself: recursion is not supported in a kernel")
-        source = Source.of(helper.fn)
+        if helper.source is None:
+            helper.source = Source.of(helper.fn)
+        source = helper.source
         try:
             bound = inspect.signature(helper.fn).bind(*[self.expr(a) for a in node.args],
                                                        **{k.arg: self.expr(k.value) for k in node.keywords if k.arg})

@@ -392,3 +392,15 @@ def test_a_dtype_a_device_cannot_hold_names_where_it_was_made():
     with pytest.raises(GraphError, match="float64") as caught:
         double(np.zeros(2, np.float64), np.zeros(2, np.float64), device="WEBGPU:0")
     assert _line(double, "out[i] = x[i] * 2.0") in str(caught.value)
+
+
+@svod.kernel
+def float_into_int(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = 2.5  # refused
+
+
+def test_an_error_without_a_construct_names_its_statement_too():
+    with pytest.raises(KernelSyntaxError, match=r"the float 2\.5 meets int32") as caught:
+        float_into_int.build(np.zeros(2, np.int32))
+    assert _line(float_into_int) in str(caught.value)
