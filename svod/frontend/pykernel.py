@@ -152,12 +152,13 @@ class Kernel:
     def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
         """For ``ExecutionPlan.add_kernel``: the kernel over ``buffers`` (each a one-dimensional array of
         its size, in argument order; the kernel may take no scalars) and its size variables' values, which
-        the plan fixes."""
-        if len(buffers) != len(self.parameters):
-            raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments, the plan gives "
-                                      f"{len(buffers)} buffers", kernel=self.name, stage="plan", value=len(buffers))
-        bound = self.bind(*buffers)
-        return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
+        the plan fixes. ``shaped`` gives the buffers shapes."""
+        return self.shaped(*[(b.size,) for b in buffers]).plan_kernel(buffers)
+
+    def shaped(self, *shapes: tuple[int, ...]) -> Shaped:
+        """This kernel over plan buffers seen as arrays of ``shapes`` (one per argument, in order):
+        ``plan.add_kernel(softmax.shaped((rows, cols), (rows, cols)), [dst, src])``."""
+        return Shaped(self, tuple(tuple(int(d) for d in shape) for shape in shapes))
 
     # ---- signatures ---------------------------------------------------------------------------------------
 
@@ -268,6 +269,29 @@ class Kernel:
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept)
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A kernel with the shapes of the plan buffers it will run on (``Kernel.shaped``)."""
+
+    kernel: Kernel
+    shapes: tuple[tuple[int, ...], ...]
+
+    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
+        name = self.kernel.name
+        if len(buffers) != len(self.kernel.parameters) or len(self.shapes) != len(buffers):
+            raise BufferMismatchError(f"{name} takes {len(self.kernel.parameters)} arguments; the plan gives "
+                                      f"{len(buffers)} buffers and {len(self.shapes)} shapes", kernel=name,
+                                      stage="plan", value=len(buffers))
+        arrays = []
+        for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
+            if int(np.prod(shape)) != buffer.size:
+                raise BufferMismatchError(f"argument {position} of {name} has shape {shape}, and plan buffer of "
+                                          f"{buffer.size} elements", kernel=name, stage="plan", value=shape)
+            arrays.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))  # a dtype and a shape only
+        bound = self.kernel.bind(*arrays, device=buffers[0].device_object if buffers else None)
+        return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
 
 
 def _size_limit(ndim: int, index_bits: int) -> int:

@@ -404,3 +404,29 @@ def test_an_error_without_a_construct_names_its_statement_too():
     with pytest.raises(KernelSyntaxError, match=r"the float 2\.5 meets int32") as caught:
         float_into_int.build(np.zeros(2, np.int32))
     assert _line(float_into_int) in str(caught.value)
+
+
+@svod.kernel
+def row_scale(out, x):
+    rows, cols = x.shape
+    for r in svod.prange(rows):
+        top = -svod.inf
+        for c in range(cols):
+            top = max(top, x[r, c])
+        for c in svod.prange(cols):
+            out[r, c] = x[r, c] / top
+
+
+def test_a_plan_takes_a_shaped_decorated_kernel():
+    data = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    plan = svod.ExecutionPlan("CPU")
+    src = plan.add_buffer(svod.Buffer.from_numpy(data))
+    dst = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 12))
+    plan.add_kernel(row_scale.shaped((3, 4), (3, 4)), [dst, src])
+    plan.prepare()
+    plan.execute()
+    np.testing.assert_array_equal(plan.buffers[dst].numpy().reshape(3, 4), data / data.max(axis=1, keepdims=True))
+    other = svod.ExecutionPlan("CPU")
+    indices = [other.add_buffer(svod.Buffer("CPU", dtypes.float32, 12)) for _ in range(2)]
+    with pytest.raises(BufferMismatchError, match=r"has shape \(3, 5\), and plan buffer of 12 elements"):
+        other.add_kernel(row_scale.shaped((3, 5), (3, 4)), indices)
