@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer, Device
+from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.translate import ArrayValue, Located, Source, Translator
 from svod.ir import Ops, UOp
+from svod.ir.uop import pointee
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
@@ -63,6 +65,9 @@ class Built:
     scalars: tuple[tuple[str, int], ...]
     variables: frozenset[str]
     """The variables the kernel kept (one a branch or loop it does not take used is gone)."""
+    cells: tuple[tuple[DType, int | UOp], ...] = ()
+    """The dtype and size of each extra buffer the kernel takes after the arguments' arrays: the cells of the
+    locals its loops carry from turn to turn (``Translator.cell``), allocated per call."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,8 @@ class Kernel:
                                     if name in built.variables}
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
         arrays = [v for v in values if _is_array(v)]
+        arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
+                   for dtype, size in built.cells]
         return Bound(built.ast, arrays, var_vals, built.located)
 
     def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
@@ -268,7 +275,8 @@ class Kernel:
         translator = Translator(self._source, self.name, k, env)
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
-        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept)
+        cells = tuple((pointee(param), size) for param, size in translator.cells)
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells)
 
 
 @dataclass(frozen=True)
@@ -291,6 +299,10 @@ class Shaped:
                                           f"{buffer.size} elements", kernel=name, stage="plan", value=shape)
             arrays.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))  # a dtype and a shape only
         bound = self.kernel.bind(*arrays, device=buffers[0].device_object if buffers else None)
+        if len(bound.arrays) > len(arrays):
+            raise BufferMismatchError(f"{name} carries a local from one turn of a loop to the next in memory of "
+                                      "its own, which a plan does not hold yet; call it directly", kernel=name,
+                                      stage="plan", value=len(bound.arrays) - len(arrays))
         return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
 
 

@@ -250,6 +250,9 @@ class Translator:
         """Every range made, in order: the final kernel numbers them again (``_renumbered``)."""
         self.located = Located()
         self.inlining: list[pylang.Func] = []
+        self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
+        self.cells: list[tuple[UOp, Any]] = []
+        """The buffers of carried locals (``cell``), each with its size: the call allocates them."""
         self._placeholders = itertools.count()
 
     # ---- driving ----------------------------------------------------------------------------------------
@@ -473,28 +476,122 @@ class Translator:
         try:
             self.env[name] = variable
             self.block(stmt.body)
-            changed = [n for n in before if n != name and self.env.get(n) is not before[n]]
+            assigned = _assigned(stmt.body)
+            changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
             if changed and kind is AxisKind.GLOBAL:
                 raise self.refuse(stmt, f"{', '.join(changed)} changed in every work item of this svod.prange: a "
                                         "parallel loop's work items may not share a local; store into an array")
-            if changed:
-                first = dict(self.env)
-                self.k.discard_effects(mark)
-                self.env = dict(before)
-                placeholders = {n: self.placeholder(n, first[n]) for n in changed}
-                self.env.update(placeholders)
-                self.env[name] = variable
-                self.block(stmt.body)
-                reduced = self.reductions(stmt, r, before, placeholders, mark)
-            else:
-                reduced = {}
+            results = self.carry(stmt, r, variable, before, mark, changed) if changed else {}
         finally:
             self.loops.pop()
         inside = [n for n in self.env if n not in before]
-        self.env = {**before, **reduced}
+        self.env = {**before, **results}
         for n in inside:
             self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "
                                        "locals end with it")
+
+    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], mark: int,
+              changed: list[str]) -> dict[str, Any]:
+        """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
+        for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
+        reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
+        work item (``cell``): stored before the loop and at the end of each turn, loaded where the body reads
+        them and after the loop. Whatever a carried local's cell makes of another local carries that one too,
+        so the body is stated until no more locals join them."""
+        name = stmt.target.id  # type: ignore[attr-defined]
+        first = dict(self.env)
+        placeholders = {n: self.placeholder(n, first[n]) for n in changed}
+        cells: dict[str, tuple[UOp, UOp]] = {}
+        while True:
+            self.k.discard_effects(mark)
+            self.env = dict(before)
+            current = self.loops.pop()  # each cell starts before the loop
+            for n, (param, at) in cells.items():
+                self.cell_store(param, at, before[n])
+            self.loops.append(current)
+            self.env.update({n: p for n, p in placeholders.items() if n not in cells})
+            self.env.update({n: param.index(at).load() for n, (param, at) in cells.items()})
+            self.env[name] = variable
+            self.block(stmt.body)
+            self.turn_ends(stmt, cells)
+            splits = {n: self.reduction(n, p, placeholders, mark, cells) for n, p in placeholders.items()
+                      if n not in cells}
+            joining = [n for n, split in splits.items() if split is None]
+            if not joining:
+                break
+            for n in joining:
+                cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
+        results: dict[str, Any] = {n: param.index(at).load() for n, (param, at) in cells.items()}
+        for n, split in splits.items():
+            assert split is not None
+            op, term = split
+            if op is None:
+                results[n] = before[n]
+                continue
+            red = UOp.range(r.src[0], r.arg[0], AxisKind.REDUCE)  # the loop's axis: nested loops keep their order
+            self.ranges.append(red)
+            results[n] = self.initial(before[n], _merged_reduce(substitute(term, {r: red}), red, op), op)
+        return results
+
+    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int,
+                  cells: dict[str, tuple[UOp, UOp]]) -> tuple[Ops | None, UOp] | None:
+        """``(op, term)`` when local ``name`` (``p`` at the start of a turn) is a reduction of the loop just
+        stated; None when it must be carried instead."""
+        value = self.env[name]
+        others = [v for m, v in self.env.items() if m != name and m in placeholders and isinstance(v, UOp)]
+        if any(p in e.toposort() for e in self.k.effects[mark:]) or any(p in v.toposort() for v in others):
+            return None
+        split = _accumulation(value, p)
+        if split is None or any(q in split[1].toposort() for q in placeholders.values()):
+            return None
+        kept = {param for param, _ in cells.values()}
+        if any(u.op is Ops.LOAD and u.src[0].src[0] in kept for u in split[1].toposort()):
+            return None  # a term that reads a carried local: it is read in turn, so it is carried too
+        return split
+
+    def turn_ends(self, stmt: ast.For, cells: dict[str, tuple[UOp, UOp]]) -> None:
+        """Store each carried local into its cell at the end of a turn. The new values are computed from the
+        cells as the turn left them: where one reads a cell stored before it (``a, b = b, a + b``), all go
+        through cells of their own first."""
+        values = {n: self.env[n] for n in cells}
+        stored: set[UOp] = set()
+        clash = False
+        for n, (param, _) in cells.items():
+            value = values[n]
+            clash = clash or (isinstance(value, UOp) and any(
+                u.op is Ops.LOAD and u.src[0].src[0] in stored for u in value.toposort()))
+            stored.add(param)
+        if clash:
+            staged = {n: self.cell((self.source.file, stmt.lineno, stmt.col_offset, n, "next"),
+                                   pointee(cells[n][0])) for n in cells}
+            for n, (param, at) in staged.items():
+                self.cell_store(param, at, values[n])
+            values = {n: param.index(at).load() for n, (param, at) in staged.items()}
+        for n, (param, at) in cells.items():
+            self.cell_store(param, at, values[n])
+
+    def cell(self, key: tuple[Any, ...], dtype: DType) -> tuple[UOp, UOp]:
+        """A carried local's memory: one element per work item of the enclosing parallel loops (an extra
+        buffer argument the call allocates), and this work item's element. One per ``key`` (the loop's place
+        in the source and the local's name): stating a loop again reuses it."""
+        known = self.cell_of.get((*key, dtype))
+        if known is not None:
+            return known
+        parallel = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL]
+        size: Any = 1
+        at: Any = 0
+        for g in parallel:
+            size = self.binary("*", size, g.src[0])
+            at = self.binary("+", self.binary("*", at, g.src[0]), g)
+        param = self.k.buffer(dtype, size)
+        self.cells.append((param, size))
+        self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
+        return self.cell_of[(*key, dtype)]
+
+    def cell_store(self, param: UOp, at: UOp, value: Any) -> None:
+        target = param.index(at, self.gate)
+        value = self.cast(value, pointee(param))
+        self.k.store(target, value, *self.running(target, value))
 
     def placeholder(self, name: str, value: Any) -> UOp:
         """A stand-in for local ``name`` at the start of a turn: a node nothing else is (a DEFINE_VAR of the
@@ -504,31 +601,6 @@ class Translator:
             raise KernelSyntaxError(f"local {name} changes in a loop and holds {_describe(value)}",
                                     kernel=self.name, stage="translate", value=name)
         return UOp(Ops.DEFINE_VAR, dtype, (), (f"turn_{name}_{next(self._placeholders)}", 0, 0))
-
-    def reductions(self, stmt: ast.For, r: UOp, before: dict[str, Any], placeholders: dict[str, UOp],
-                   mark: int) -> dict[str, Any]:
-        """Each local the loop changes, as a reduction over the loop's range; anything else is refused."""
-        effects = self.k.effects[mark:]
-        after = {n: self.env[n] for n in placeholders}
-        results = {}
-        for name, p in placeholders.items():
-            value = after[name]
-            used = any(p in e.toposort() for e in effects) or \
-                any(m != name and isinstance(v, UOp) and p in v.toposort() for m, v in after.items())
-            split = None if used else _accumulation(value, p)
-            if split is None or any(q in split[1].toposort() for q in placeholders.values()):
-                raise self.refuse(stmt, f"local {name} is carried from one turn of this loop to the next and is "
-                                        "not a reduction ('s += e', 's *= e', 's = max(s, e)', 's = min(s, e)' whose "
-                                        "'s' the loop reads nowhere else): keep a running value in an array element")
-            op, term = split
-            if op is None:
-                results[name] = before[name]
-                continue
-            red = UOp.range(r.src[0], r.arg[0], AxisKind.REDUCE)  # the loop's axis: nested loops keep their order
-            self.ranges.append(red)
-            reduced = _merged_reduce(substitute(term, {r: red}), red, op)
-            results[name] = self.initial(before[name], reduced, op)
-        return results
 
     def initial(self, init: Any, reduced: UOp, op: Ops) -> Any:
         """``init op reduced``, or ``reduced`` alone where ``init`` is the op's identity: 0 for a sum, 1 for a
@@ -999,6 +1071,22 @@ def _python_binary(op: str, a: Any, b: Any) -> Any:
     return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
             "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b, "<<": lambda: a << b,
             ">>": lambda: a >> b, "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b}[op]()
+
+
+def _assigned(body: Sequence[ast.stmt]) -> set[str]:
+    """The names statements assign anywhere in ``body`` (a loop's body: those it may change from turn to turn;
+    a value compared with the one before would miss ``b = a + b`` that happens to equal it once)."""
+    names: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
 
 
 def _is_atomic(value: Any) -> bool:

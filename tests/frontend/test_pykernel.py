@@ -257,15 +257,6 @@ def calls_recursion(out):
 
 
 @svod.kernel
-def carries_a_running_value(out, x):
-    for r in svod.prange(x.shape[0]):
-        running = 0.0
-        for c in range(x.shape[1]):  # refused
-            running += x[r, c]
-            out[r, c] = running
-
-
-@svod.kernel
 def prange_inside_range(out):
     for t in range(3):
         for i in svod.prange(out.shape[0]):  # refused
@@ -307,7 +298,7 @@ REFUSALS = {
     uses_while: "a while loop", uses_try: "try", uses_with: "with", uses_lambda: "lambda",
     uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict", uses_break: "break",
     uses_continue: "continue", returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
-    carries_a_running_value: "carried from one turn", prange_inside_range: "prange inside a sequential loop",
+prange_inside_range: "prange inside a sequential loop",
     shares_a_local_across_work_items: "may not share a local", loops_over_an_array: "loops over range",
     slices: "a slice", uses_a_loop_local_after_it: "last is not defined here",
 }
@@ -430,3 +421,19 @@ def test_a_plan_takes_a_shaped_decorated_kernel():
     indices = [other.add_buffer(svod.Buffer("CPU", dtypes.float32, 12)) for _ in range(2)]
     with pytest.raises(BufferMismatchError, match=r"has shape \(3, 5\), and plan buffer of 12 elements"):
         other.add_kernel(row_scale.shaped((3, 5), (3, 4)), indices)
+
+
+@svod.kernel
+def running_sums(out, x):
+    for r in svod.prange(x.shape[0]):
+        running = 0.0
+        for c in range(x.shape[1]):
+            running += x[r, c]
+            out[r, c] = running
+
+
+def test_a_plan_refuses_a_kernel_that_carries_a_local_in_memory_of_its_own():
+    plan = svod.ExecutionPlan("CPU")
+    indices = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 6)) for _ in range(2)]
+    with pytest.raises(BufferMismatchError, match="carries a local"):
+        plan.add_kernel(running_sums.shaped((2, 3), (2, 3)), indices)

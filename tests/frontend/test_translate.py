@@ -387,3 +387,59 @@ def test_annotations_constants_and_float32_scalars(device):
     np.testing.assert_array_equal(out, x * 0.5 + 3)
     unrolled(out, x, 1, 0.5, device=device)
     np.testing.assert_array_equal(out, x + 1)
+
+
+@svod.kernel
+def running(out, counts, x):
+    n, m = x.shape
+    for r in svod.prange(n):
+        total = 0.0
+        seen = 0
+        for c in range(m):
+            total += x[r, c]  # read below in the same turn: carried from turn to turn, not a reduction
+            if x[r, c] > 0:
+                seen += 1
+            out[r, c] = total * seen
+        counts[r] = seen
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17)])
+def test_locals_carried_from_turn_to_turn(device, shape):
+    x = _rng().standard_normal(shape).astype(np.float32)
+    out, counts = np.zeros(shape, np.float32), np.zeros(shape[0], np.int32)
+    running(out, counts, x, device=device)
+    seen = np.cumsum(x > 0, axis=1)
+    np.testing.assert_allclose(out, np.cumsum(x, axis=1) * seen, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(counts, seen[:, -1])
+
+
+@svod.kernel
+def fibonacci(out, steps):
+    a, b = 0, 1
+    for _ in range(steps):
+        a, b = b, a + b
+    out[0] = a
+
+
+def test_a_carried_pair_in_one_work_item(device):
+    out = np.zeros(1, np.int32)
+    fibonacci(out, 20, device=device)
+    assert out[0] == 6765
+
+
+@svod.kernel
+def two_loops_one_name(out, x):
+    for r in svod.prange(x.shape[0]):
+        for c in range(x.shape[1]):
+            e = x[r, c] * 2
+            out[r, c] = e
+        for c in range(x.shape[1]):
+            e = out[r, c] + 1  # a new local of the second loop
+            out[r, c] = e
+
+
+def test_locals_of_one_loop_do_not_leak_into_the_next(device):
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    out = np.zeros_like(x)
+    two_loops_one_name(out, x, device=device)
+    np.testing.assert_array_equal(out, x * 2 + 1)
