@@ -265,7 +265,8 @@ class Translator:
         self.block(body, top=True)
         if not self.k.effects:
             raise KernelSyntaxError(f"{self.where(self.source.node)}: kernel {self.name} stores nothing; a kernel "
-                                    "writes its results into array arguments", stage="translate", value=self.name)
+                                    "writes its results into array arguments", kernel=self.name, stage="translate",
+                                    value=self.name)
         return self._renumbered(self.k.build())
 
     def where(self, node: ast.AST) -> str:
