@@ -474,18 +474,21 @@ class Translator:
         before = dict(self.env)
         mark = len(self.k.effects)
         self.loops.append(Loop(r, kind))
+        assigned = _assigned(stmt.body)
+        changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
         try:
+            if kind is AxisKind.GLOBAL:  # a local a parallel loop assigns is each work item's own
+                self.env.update({n: Undefined(n, f"the svod.prange at line {stmt.lineno} assigns it, so each of its "
+                                                 "work items has its own, read here before it is assigned; work "
+                                                 "items share no local (combine into an array with "
+                                                 "svod.atomic_add)") for n in changed})
+                changed = []
             self.env[name] = variable
             self.block(stmt.body)
-            assigned = _assigned(stmt.body)
-            changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
-            if changed and kind is AxisKind.GLOBAL:
-                raise self.refuse(stmt, f"{', '.join(changed)} changed in every work item of this svod.prange: a "
-                                        "parallel loop's work items may not share a local; store into an array")
             results = self.carry(stmt, r, variable, before, mark, changed) if changed else {}
         finally:
             self.loops.pop()
-        inside = [n for n in self.env if n not in before]
+        inside = [n for n in self.env if n not in before or (kind is AxisKind.GLOBAL and n in assigned)]
         self.env = {**before, **results}
         for n in inside:
             self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "

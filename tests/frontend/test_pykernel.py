@@ -266,8 +266,8 @@ def prange_inside_range(out):
 @svod.kernel
 def shares_a_local_across_work_items(out):
     total = 0
-    for _ in svod.prange(out.shape[0]):  # refused
-        total += 1
+    for _ in svod.prange(out.shape[0]):
+        total += 1  # refused
     out[0, 0] = total
 
 
@@ -299,7 +299,7 @@ REFUSALS = {
     uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict", uses_break: "break",
     uses_continue: "continue", returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
 prange_inside_range: "prange inside a sequential loop",
-    shares_a_local_across_work_items: "may not share a local", loops_over_an_array: "loops over range",
+    shares_a_local_across_work_items: "work items share no local", loops_over_an_array: "loops over range",
     slices: "a slice", uses_a_loop_local_after_it: "last is not defined here",
 }
 

@@ -443,3 +443,18 @@ def test_locals_of_one_loop_do_not_leak_into_the_next(device):
     out = np.zeros_like(x)
     two_loops_one_name(out, x, device=device)
     np.testing.assert_array_equal(out, x * 2 + 1)
+
+
+@svod.kernel
+def own_locals(out, x):
+    v = 0.0
+    for i in svod.prange(x.shape[0]):
+        v = x[i] * 2.0  # each work item's own v
+        out[i] = v
+
+
+def test_a_local_a_prange_assigns_is_each_work_items_own(device):
+    x = np.arange(5, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    own_locals(out, x, device=device)
+    np.testing.assert_array_equal(out, x * 2)
