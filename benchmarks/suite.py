@@ -1,6 +1,7 @@
 """``svod bench --suite kernels``: the kernels users write (``svod.frontend.kernels``), at the sizes the
 benchmark times them, and how tinygrad spells each (or why it cannot). numba's spellings are in
-``benchmarks.numba_kernels``.
+``benchmarks.numba_kernels``. svod's contestants are the kernels written as Python functions
+(``@svod.kernel``, ``kernels.written_in_python``), which build the same kernels as the builder versions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from svod.frontend.kernels import (
     matmul,
     softmax,
     transpose,
+    written_in_python,
 )
 
 TINYGRAD: dict[str, Callable[..., Any] | str] = {
@@ -45,4 +47,4 @@ def suite(quick: bool) -> list[Workload]:
     kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
                gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
                transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024)]
-    return kernels if quick else [*kernels, matmul(2048)]
+    return [written_in_python(k) for k in (kernels if quick else [*kernels, matmul(2048)])]

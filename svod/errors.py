@@ -44,6 +44,23 @@ class SvodError(Exception):
             self.kernel = kernel
             self.args = (self._text(), *self.args[1:])
 
+    def locate(self, where: str) -> None:
+        """Say where in a Python kernel's source the cause is (``file.py:12``): for an error raised while
+        building or lowering a kernel written with ``@svod.kernel``. Only the first location is kept."""
+        if self.location is None:
+            self.location = where
+            self.detail = f"{self.detail} (at {where})"
+            self.args = (self._text(), *self.args[1:])
+
+    location: str | None = None
+    """``file:line`` of the Python kernel statement that built the offending node, when known."""
+
+
+class KernelSyntaxError(SvodError):
+    """A construct an ``@svod.kernel`` function may not use (``while``, ``try``, a list, a call of a function
+    that is neither svod's nor ``@svod.func`` ...), or a name or value it cannot translate. The message names
+    the file, the line and the construct."""
+
 
 class DeviceError(SvodError):
     """A device name that svod does not know, or a device that is not present here."""

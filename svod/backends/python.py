@@ -189,7 +189,8 @@ class _Run:
         if len(target.src) == 3:
             active = active & self.evaluate(target.src[2], frame, mask)
         value = self.evaluate(effect.src[1], frame, self.mask_id(active))
-        index, value, active = (np.ravel(a) for a in np.broadcast_arrays(index, value, active))
+        named = [self.evaluate(r, frame, mask) for r in effect.src[2:]]  # ranges it runs over, used or not
+        index, value, active = (np.ravel(a) for a in np.broadcast_arrays(index, value, active, *named)[:3])
         positions = self.checked(slot, buffer, index, active)
         if effect.op is Ops.STORE:
             buffer[index[positions]] = value[positions]

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
     bench.add_argument("--suite", choices=["kernels"], help="only the suite of user kernels (softmax, conv2d ...)")
     checking = commands.add_parser("check", help="run a kernel on every backend and the reference; show differences")
-    checking.add_argument("target", help="FILE.py:FUNC, a function returning (ast, arrays[, variables])")
+    checking.add_argument("target",
+                          help="FILE.py:FUNC, a function returning (ast or @svod.kernel, arrays[, variables])")
     checking.add_argument("--ulps", type=int, default=DEFAULT_ULPS, help="float tolerance in units in the last place")
     return parser
 

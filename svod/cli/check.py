@@ -36,7 +36,8 @@ def load_function(target: str) -> object:
 def run_check(target: str, ulps: int) -> int:
     produced = load_function(target)()  # type: ignore[operator]
     if not isinstance(produced, tuple) or len(produced) not in (2, 3):
-        raise SvodError(f"{target} must return (ast, arrays) or (ast, arrays, variables)", stage="check",
+        raise SvodError(f"{target} must return (ast or kernel, arrays) or (ast or kernel, arrays, variables)",
+                        stage="check",
                         value=type(produced).__name__)
     ast, arrays, *rest = produced
     report = check(ast, arrays, ulps=ulps, **(rest[0] if rest else {}))

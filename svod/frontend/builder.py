@@ -121,36 +121,48 @@ class KernelBuilder:
         self._axes += 1
         return r
 
-    def store(self, target: UOp, value: Operand) -> UOp:
+    def store(self, target: UOp, value: Operand, *ranges: UOp) -> UOp:
+        """``target = value``, run once per value of every range ``target`` and ``value`` depend on, and of
+        each of ``ranges`` (loops the store runs in though it does not use them)."""
         if target.op is not Ops.INDEX:
             raise GraphError("store() needs an indexed buffer such as out[i]", kernel=self.name,
                              stage="build", value=target.op)
         with self._naming():
-            store = target.store(value)
+            store = target.store(value, *ranges)
         self._stores.append(store)
         return store
 
-    def atomic_add(self, target: UOp, value: Operand) -> UOp:
+    def atomic_add(self, target: UOp, value: Operand, *ranges: UOp) -> UOp:
         """``target += value`` as one indivisible update: work items may add into one element at once
         (a histogram, a scatter-add). int32, uint32, int64, uint64, float32 and float64 elements."""
-        return self._atomic(target, value, Ops.ADD)
+        return self._atomic(target, value, Ops.ADD, ranges)
 
-    def atomic_max(self, target: UOp, value: Operand) -> UOp:
+    def atomic_max(self, target: UOp, value: Operand, *ranges: UOp) -> UOp:
         """``target = max(target, value)`` atomically (floats: maximumNumber, as ``maximum``)."""
-        return self._atomic(target, value, Ops.MAX)
+        return self._atomic(target, value, Ops.MAX, ranges)
 
-    def atomic_min(self, target: UOp, value: Operand) -> UOp:
+    def atomic_min(self, target: UOp, value: Operand, *ranges: UOp) -> UOp:
         """``target = min(target, value)`` atomically (floats: minimumNumber, as ``minimum``)."""
-        return self._atomic(target, value, Ops.MIN)
+        return self._atomic(target, value, Ops.MIN, ranges)
 
-    def _atomic(self, target: UOp, value: Operand, op: Ops) -> UOp:
+    def _atomic(self, target: UOp, value: Operand, op: Ops, ranges: tuple[UOp, ...] = ()) -> UOp:
         if target.op is not Ops.INDEX:
             raise GraphError("an atomic update needs an indexed buffer such as counts[b]", kernel=self.name,
                              stage="build", value=target.op)
         with self._naming():
-            update = target.atomic(value, op)
+            update = target.atomic(value, op, *ranges)
         self._stores.append(update)
         return update
+
+    @property
+    def effects(self) -> tuple[UOp, ...]:
+        """The stores and atomic updates stated so far, in order."""
+        return tuple(self._stores)
+
+    def discard_effects(self, count: int) -> None:
+        """Forget every effect stated after the first ``count`` (a frontend that states a loop's body again
+        once it knows which of its locals are reductions)."""
+        del self._stores[count:]
 
     @contextmanager
     def _naming(self) -> Iterator[None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from svod.device import Buffer, Device
 from svod.dtype import PtrDType
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.api import run
+from svod.frontend.pykernel import Kernel
 from svod.ir import UOp, kernel_label
 
 DEFAULT_ULPS = 16
@@ -198,10 +200,14 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     return None
 
 
-def check(ast: UOp, buffers: Sequence[Buffer | np.ndarray], *, devices: Sequence[str | Device] | None = None,
+def check(ast: UOp | Kernel, buffers: Sequence[Any], *, devices: Sequence[str | Device] | None = None,
           ulps: int = DEFAULT_ULPS, **var_vals: int) -> CheckReport:
     """Run ``ast`` on ``buffers`` on every backend here (or ``devices``) and on the reference; report
-    per backend whether the results are equal, or the first difference."""
+    per backend whether the results are equal, or the first difference. ``ast`` may be an ``@svod.kernel``,
+    and ``buffers`` then its arguments (arrays and scalars)."""
+    if isinstance(ast, Kernel):  # a Python kernel: built for these arguments, its variables from them
+        bound = ast.bind(*buffers, index_bits=32)  # sizes bounded for every device (WebGPU's indices too)
+        ast, buffers, var_vals = bound.ast, bound.arrays, {**bound.var_vals, **var_vals}
     inputs = [_as_array(b) for b in buffers]
     registry = default_registry()
     reference = _outcome(ast, inputs, registry.get("PYTHON"), var_vals)

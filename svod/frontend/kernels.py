@@ -12,6 +12,8 @@ The benchmark's peers (numba, tinygrad) are not here: they live beside the packa
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,7 +24,10 @@ from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.frontend import api
 from svod.frontend.builder import KernelBuilder
-from svod.ir import AxisKind, Ops, UOp
+from svod.frontend.pykernel import Kernel
+from svod.frontend.pykernel import kernel as python_function
+from svod.frontend.pylang import atomic_add, inf, math, prange
+from svod.ir import AxisKind, Ops, UOp, kernel_label
 from svod.runtime.kernel import CachedKernel
 
 
@@ -344,3 +349,137 @@ def load(workload: Workload, device: Device | str) -> Loaded:
     buffers = [Buffer.from_numpy(a, device) for a in workload.arrays]
     calls = [(api.compile(step.ast, device), [buffers[a] for a in step.args]) for step in workload.steps]
     return Loaded(buffers, calls, workload.var_vals, workload.output.shape)
+
+
+# ---- the same kernels as Python functions (``@svod.kernel``) ---------------------------------------------------
+# Written as a numba user writes them, with svod.prange where the builder's ranges are parallel. The sizes are
+# constants of each kernel (static_shapes), as in the builder versions above, so both render to the same source.
+
+python_kernel = functools.partial(python_function, static_shapes=True)
+
+
+@python_kernel
+def softmax_py(out, x):  # type: ignore[no-untyped-def]
+    rows, cols = x.shape
+    for r in prange(rows):
+        top = -inf
+        for c in range(cols):
+            top = max(top, x[r, c])
+        total = 0.0
+        for c in range(cols):
+            total += math.exp(x[r, c] - top)
+        for c in prange(cols):
+            out[r, c] = math.exp(x[r, c] - top) / total
+
+
+@python_kernel
+def layernorm_py(out, x):  # type: ignore[no-untyped-def]
+    rows, cols = x.shape
+    for r in prange(rows):
+        mean = 0.0
+        for c in range(cols):
+            mean += x[r, c]
+        mean *= 1.0 / cols
+        var = 0.0
+        for c in range(cols):
+            var += (x[r, c] - mean) * (x[r, c] - mean)
+        var *= 1.0 / cols
+        for c in prange(cols):
+            out[r, c] = (x[r, c] - mean) * math.rsqrt(var + 1e-5)
+
+
+@python_kernel
+def conv2d_py(out, x, w):  # type: ignore[no-untyped-def]
+    channels, size, _ = x.shape
+    for o in prange(channels):
+        for y in prange(size):
+            for xx in prange(size):
+                acc = 0.0
+                for ci in range(channels):
+                    for ky in range(3):
+                        for kx in range(3):
+                            iy, ix = y + ky - 1, xx + kx - 1
+                            inside = iy >= 0 and iy < size and ix >= 0 and ix < size
+                            acc += (x[ci, iy, ix] if inside else 0.0) * w[o, ci, ky, kx]
+                out[o, y, xx] = acc
+
+
+@python_kernel
+def gather_py(out, table, ids):  # type: ignore[no-untyped-def]
+    for r in prange(ids.shape[0]):
+        for c in prange(table.shape[1]):
+            out[r, c] = table[ids[r], c]
+
+
+@python_kernel
+def histogram_py(counts, values):  # type: ignore[no-untyped-def]
+    for i in prange(values.shape[0]):
+        atomic_add(counts, values[i], 1)
+
+
+@python_kernel
+def cumsum_py(out, x):  # type: ignore[no-untyped-def]
+    rows, cols = x.shape
+    for r in prange(rows):
+        for c in range(cols):
+            out[r, c] = (out[r, max(c - 1, 0)] if c > 0 else 0.0) + x[r, c]
+
+
+@python_kernel
+def transpose_py(out, x):  # type: ignore[no-untyped-def]
+    rows, cols = x.shape
+    for r in prange(rows):
+        for c in prange(cols):
+            out[c, r] = x[r, c]
+
+
+@python_kernel
+def matmul_py(out, a, b):  # type: ignore[no-untyped-def]
+    n, depth = a.shape
+    for i in prange(n):
+        for j in prange(b.shape[1]):
+            acc = 0.0
+            for r in range(depth):
+                acc += a[i, r] * b[r, j]
+            out[i, j] = acc
+
+
+@python_kernel
+def attention_scores_py(scores, q, k):  # type: ignore[no-untyped-def]
+    length, width = q.shape
+    for i in prange(length):
+        for j in prange(length):
+            s = 0.0
+            for d in range(width):
+                s += q[i, d] * k[j, d]
+            scores[i, j] = s * (1.0 / math.sqrt(width))
+
+
+@python_kernel
+def attention_values_py(out, p, v):  # type: ignore[no-untyped-def]
+    length, width = v.shape
+    for i in prange(length):
+        for e in prange(width):
+            acc = 0.0
+            for j in range(length):
+                acc += p[i, j] * v[j, e]
+            out[i, e] = acc
+
+
+PYTHON_KERNELS: dict[str, list[Kernel]] = {
+    "softmax": [softmax_py], "layernorm": [layernorm_py], "conv2d": [conv2d_py], "gather": [gather_py],
+    "histogram": [histogram_py], "cumsum": [cumsum_py], "transpose": [transpose_py], "matmul": [matmul_py],
+    "attention": [attention_scores_py, softmax_py, attention_values_py]}
+"""Per workload family (its name without a size), the Python kernel of each of its steps."""
+
+
+def written_in_python(workload: Workload) -> Workload:
+    """``workload`` with every step built from its Python kernel (``PYTHON_KERNELS``) on the workload's arrays,
+    named as the builder's step is."""
+    kernels = PYTHON_KERNELS[workload.name.rstrip("0123456789")]
+    arrays = workload.arrays
+    steps = []
+    for step, python in zip(workload.steps, kernels, strict=True):
+        ast = python.build(*[arrays[a] for a in step.args])
+        steps.append(Step(UOp.sink(*ast.src, name=kernel_label(step.ast)), step.args))
+    return dataclasses.replace(workload, steps=steps)

@@ -329,18 +329,21 @@ class UOp:
             raise GraphError("load() needs an INDEX into a buffer", stage="build", value=self.op)
         return UOp(Ops.LOAD, self.dtype.base, (self,))
 
-    def store(self, value: Operand) -> UOp:
+    def store(self, value: Operand, *ranges: UOp) -> UOp:
+        """Store ``value`` at this INDEX. The store runs once per value of each range its index and value
+        depend on, and of each of ``ranges`` too: a loop around a store that does not use its range
+        (``for t in range(T): x[i] = x[i] * 2``) names it here, or the store would run once."""
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
             raise GraphError("store() needs an INDEX into a buffer", stage="build", value=self.op)
         value = _lift(value, self.dtype.base)
         if value.dtype != self.dtype.base:
             raise GraphError(f"storing {value.dtype!r} into a buffer of {self.dtype.base!r}; cast first",
                              stage="build", value=value.dtype)
-        return UOp(Ops.STORE, dtypes.void, (self, value))
+        return UOp(Ops.STORE, dtypes.void, (self, value, *_effect_ranges(ranges)))
 
-    def atomic(self, value: Operand, op: Ops = Ops.ADD) -> UOp:
+    def atomic(self, value: Operand, op: Ops = Ops.ADD, *ranges: UOp) -> UOp:
         """Update the element this INDEX points at with ``op`` (ADD, MAX or MIN) as one indivisible step, so
-        work items may update one element at once."""
+        work items may update one element at once. ``ranges`` as for ``store``."""
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
             raise GraphError("an atomic update needs an INDEX into a buffer", stage="build", value=self.op)
         if op not in ATOMIC_OPS:
@@ -349,7 +352,7 @@ class UOp:
         if value.dtype != self.dtype.base:
             raise GraphError(f"atomic update of a buffer of {self.dtype.base!r} with {value.dtype!r}; cast first",
                              stage="build", value=value.dtype)
-        return UOp(Ops.ATOMIC, dtypes.void, (self, value), op)
+        return UOp(Ops.ATOMIC, dtypes.void, (self, value, *_effect_ranges(ranges)), op)
 
     def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
         if op not in REDUCE_OPS:
@@ -573,6 +576,14 @@ def _value(u: UOp) -> UOp:
     if u.op is Ops.INDEX and isinstance(u.dtype, PtrDType) and not u.dtype.local:
         return u.load()
     return u
+
+
+def _effect_ranges(ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """The extra sources of an effect: the GLOBAL or LOOP ranges it runs over, each once, in the order given."""
+    for r in ranges:
+        if not isinstance(r, UOp) or r.op is not Ops.RANGE or r.arg[1] is AxisKind.REDUCE:
+            raise GraphError("an effect runs over GLOBAL or LOOP ranges only", stage="build", value=r)
+    return tuple(dict.fromkeys(ranges))
 
 
 def _lift(x: Operand, dtype: DType) -> UOp:

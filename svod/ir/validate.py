@@ -143,8 +143,9 @@ class _Checker:
             raise self.fail(node, f"a LOAD has its buffer's element dtype {node.src[0].dtype.base!r}")  # type: ignore[attr-defined]
 
     def store(self, node: UOp) -> None:
-        if len(node.src) != 2 or node.src[0].op is not Ops.INDEX or node.dtype != dtypes.void:
-            raise self.fail(node, f"{node.op.name}(INDEX, value) of dtype void")
+        if len(node.src) < 2 or node.src[0].op is not Ops.INDEX or node.dtype != dtypes.void or \
+                any(r.op is not Ops.RANGE or r.arg[1] is AxisKind.REDUCE for r in node.src[2:]):
+            raise self.fail(node, f"{node.op.name}(INDEX, value, *ranges) of dtype void, the ranges GLOBAL or LOOP")
         base: DType = node.src[0].dtype.base  # type: ignore[attr-defined]
         if node.src[1].dtype != base:
             raise self.fail(node, f"the value stored into a buffer of {base!r} is {base!r}, not {node.src[1].dtype!r}")

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -132,6 +132,13 @@ class LoopStep(Step):
     levels: list[list[Step]]
     uses: list[tuple[Variable, str]]
     """Each kernel variable the loop binds, with the kernel's name: its values are checked against it."""
+
+
+class PlanKernel(Protocol):
+    """A kernel made for the plan's buffers when it is added (``@svod.kernel``): its AST over ``buffers``
+    and the values of its size variables."""
+
+    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +238,15 @@ class ExecutionPlan:
         self.buffers.append(buf)
         return len(self.buffers) - 1
 
-    def add_kernel(self, ast: UOp, buffer_indices: Sequence[int], fixedvars: Mapping[str, int] | None = None) -> int:
-        """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good."""
+    def add_kernel(self, ast: UOp | PlanKernel, buffer_indices: Sequence[int],
+                   fixedvars: Mapping[str, int] | None = None) -> int:
+        """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good. A Python
+        kernel (``@svod.kernel``) is built for those buffers, its size variables fixed at their sizes."""
         self._check_open()
         self._check_indices(buffer_indices)
+        if not isinstance(ast, UOp):
+            ast, sizes = ast.plan_kernel([self.buffers[i] for i in buffer_indices])
+            fixedvars = {**sizes, **(fixedvars or {})}
         return self._append(_KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
 
     def add_copy(self, dst_index: int, src_index: int) -> int:

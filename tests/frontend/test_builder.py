@@ -78,3 +78,25 @@ def test_a_stored_constant_that_does_not_fit_names_the_kernel_stage_and_value():
     with pytest.raises(GraphError, match="300") as info:
         k.store(out[k.range(4)], 300)
     assert (info.value.kernel, info.value.stage, info.value.value) == ("clip", "build", 300)
+
+
+def test_a_store_runs_over_the_ranges_it_names(device):
+    """``for t in range(5): x[i] = x[i] * 2`` uses no ``t``: naming ``t`` makes the store run five times (without
+    it, an effect runs over the ranges it uses only, once here)."""
+    k = KernelBuilder("repeat")
+    x, counts = k.buffer(dtypes.float32, 7), k.buffer(dtypes.int32, 1)
+    i, t = k.range(7), k.range(5, AxisKind.LOOP)
+    k.store(x[i], x[i] * 2.0, t)
+    k.atomic_add(counts[0], 1, i, t)
+    data, got = np.arange(7, dtype=np.float32), np.zeros(1, np.int32)
+    svod.run(k.build(), [data, got], device=device)
+    np.testing.assert_array_equal(data, np.arange(7, dtype=np.float32) * 32)
+    assert got[0] == 35
+
+
+def test_an_effect_names_no_reduce_range():
+    k = KernelBuilder("bad")
+    x = k.buffer(dtypes.float32, 4)
+    r = k.range(4, AxisKind.REDUCE)
+    with pytest.raises(GraphError, match="GLOBAL or LOOP"):
+        k.store(x[0], 1.0, r)

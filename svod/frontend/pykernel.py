@@ -1,0 +1,370 @@
+"""``@svod.kernel``: a Python function as a kernel, compiled once per signature and called on arrays.
+
+::
+
+    @svod.kernel                                kernel(out, x)            kernel.build(out, x)
+    def scale(out, x):                                │                         │
+        for i in svod.prange(x.shape[0]):      signature: per array its dtype and ndim (and which dims are
+            out[i] = x[i] * 2.0                equal), per scalar its kind; annotations fix it ahead
+                                                      │
+                                               cached translation (``translate.Translator``) ─▶ kernel SINK
+                                                      │                                        + size variables
+                                               svod.run(ast, arrays, **sizes)  (zero copy on the CPU)
+
+Array sizes are variables of the kernel (``x_shape0``), so a call with new sizes reuses the compiled code;
+dims of equal size at the first call share one variable (which lets svod prove ``out[i]`` in bounds when
+``i`` runs over ``x.shape[0]``), and a call whose equal dims differ is another signature.
+``static_shapes=True`` makes every size a constant of the kernel instead (one compile per shape): what
+the CPU lowering needs today to give a reduction a register tile or split a MAX over partials.
+
+Errors raised after translation (races, bounds, a device that cannot hold a dtype) name the statement
+that built what they are about (``translate.Located``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from svod.device import Buffer, Device
+from svod.device.launch import evaluate
+from svod.dtype import DType, dtypes
+from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError
+from svod.frontend import api, pylang
+from svod.frontend.builder import KernelBuilder
+from svod.frontend.translate import ArrayValue, Located, Source, Translator
+from svod.ir import Ops, UOp
+from svod.ir.uop import pointee
+
+INT_LIMIT = (1 << 31) - 1
+"""An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
+sizes' limit, ``_size_limit``)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a kernel's translation depends on of the device it is for."""
+
+    index_bits: int = 64
+    float64: bool = True
+
+
+@dataclass(frozen=True)
+class Built:
+    """One signature's kernel: its SINK, the locations of its parts, and where each variable's value comes
+    from (``(argument position, axis)`` for a size, the position for a scalar)."""
+
+    ast: UOp
+    located: Located
+    sizes: tuple[tuple[str, int, int], ...]
+    scalars: tuple[tuple[str, int], ...]
+    variables: frozenset[str]
+    """The variables the kernel kept (one a branch or loop it does not take used is gone)."""
+    cells: tuple[tuple[DType, int | UOp], ...] = ()
+    """The dtype and size of each extra buffer the kernel takes after the arguments' arrays: the cells of the
+    locals its loops carry from turn to turn (``Translator.cell``), allocated per call."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A kernel ready to run on given arguments: its SINK, the arrays (kernel argument order) and the value
+    of each variable."""
+
+    ast: UOp
+    arrays: list[Any]
+    var_vals: dict[str, Any]
+    located: Located
+
+
+class Kernel:
+    """What ``@svod.kernel`` makes of a function: call it on arrays, or ``build`` its kernel SINK."""
+
+    svod_kernel = True
+
+    def __init__(self, fn: Callable[..., Any], *, static_shapes: bool = False, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.static_shapes = static_shapes
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        parameters = list(inspect.signature(fn).parameters.values())
+        for p in parameters:
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
+                raise KernelSyntaxError(f"{self.name}: parameter {p.name} must be a plain positional parameter "
+                                        "(no defaults, *args or keywords)", kernel=self.name, stage="parse",
+                                        value=p.name)
+        self.parameters = [p.name for p in parameters]
+        try:
+            hints = inspect.get_annotations(fn, eval_str=True)
+        except Exception as err:
+            raise KernelSyntaxError(f"{self.name}: cannot read its annotations: {err}", kernel=self.name,
+                                    stage="parse", value=str(err)) from err
+        self.annotations = {name: _annotation(self.name, name, hint) for name, hint in hints.items()
+                            if name in self.parameters}
+        self._source: Source | None = None
+        self._built: dict[tuple[Any, ...], Built] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<svod.kernel {self.fn.__qualname__}>"
+
+    # ---- public -------------------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, device: str | Device = "CPU") -> None:
+        """Run once on ``args`` on ``device``: numpy arrays are worked on in place (on the CPU without a copy),
+        svod Buffers and any DLPack host array too; scalars are passed by value."""
+        target = api.get_device(device)
+        bound = self.bind(*args, device=target)
+        try:
+            api.run(bound.ast, bound.arrays, device=target, **bound.var_vals)
+        except SvodError as err:
+            bound.located.locate(err)
+            raise
+
+    def build(self, *args: Any) -> UOp:
+        """The kernel SINK for arguments like ``args`` (their dtypes, ndims and kinds; not their values,
+        except a ``svod.Const``'s)."""
+        return self.bind(*args).ast
+
+    def bind(self, *args: Any, device: Device | None = None, index_bits: int | None = None) -> Bound:
+        """The kernel for ``args`` with the value of each of its variables, and the arrays to pass in kernel
+        argument order. A ``device`` whose indices are 32-bit (WebGPU), or ``index_bits=32``, gets size
+        variables bounded so that indices fit; a device without float64 gets float32 scalars where a float's
+        are float64."""
+        bits = index_bits if index_bits is not None else device.caps.index_bits if device is not None else 64
+        target = Target(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
+        if len(args) != len(self.parameters):
+            raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
+                                      f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
+                                      stage="bind", value=len(args))
+        values = [self._argument(position, a) for position, a in enumerate(args)]
+        key = self._signature(values, target)
+        with self._lock:
+            built = self._built.get(key)
+            if built is None:
+                built = self._built[key] = self._translate(values, target)
+        var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
+                                    if name in built.variables}
+        var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
+        arrays = [v for v in values if _is_array(v)]
+        arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
+                   for dtype, size in built.cells]
+        return Bound(built.ast, arrays, var_vals, built.located)
+
+    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
+        """For ``ExecutionPlan.add_kernel``: the kernel over ``buffers`` (each a one-dimensional array of
+        its size, in argument order; the kernel may take no scalars) and its size variables' values, which
+        the plan fixes. ``shaped`` gives the buffers shapes."""
+        return self.shaped(*[(b.size,) for b in buffers]).plan_kernel(buffers)
+
+    def shaped(self, *shapes: tuple[int, ...]) -> Shaped:
+        """This kernel over plan buffers seen as arrays of ``shapes`` (one per argument, in order):
+        ``plan.add_kernel(softmax.shaped((rows, cols), (rows, cols)), [dst, src])``."""
+        return Shaped(self, tuple(tuple(int(d) for d in shape) for shape in shapes))
+
+    # ---- signatures ---------------------------------------------------------------------------------------
+
+    def _argument(self, position: int, value: Any) -> Any:
+        """An argument as the kernel sees it: a numpy array, a svod Buffer, or a scalar."""
+        name = self.parameters[position]
+        annotation = self.annotations.get(name)
+        if isinstance(annotation, pylang.ConstType):
+            if not isinstance(value, annotation.kind) and not (annotation.kind is float and isinstance(value, int)):
+                raise BufferMismatchError(f"argument {name} is a svod.Const[{annotation.kind.__name__}], got "
+                                          f"{type(value).__name__}", kernel=self.name, stage="bind", value=value)
+            return annotation.kind(value)
+        if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
+            value = np.from_dlpack(value)  # a host DLPack producer: a numpy view of its memory, no copy
+        if isinstance(annotation, pylang.ArrayType):
+            if not _is_array(value) or _dtype(value) != annotation.dtype or len(_dims(value)) != annotation.ndim:
+                raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
+                                          f"{annotation.dtype.name}, got {_show(value)}", kernel=self.name,
+                                          stage="bind", value=_show(value))
+        elif isinstance(annotation, DType) and not isinstance(value, (int, float, np.number)):
+            raise BufferMismatchError(f"argument {name} must be a {annotation.name} scalar, got {_show(value)}",
+                                      kernel=self.name, stage="bind", value=_show(value))
+        if not (_is_array(value) or isinstance(value, (int, float, np.number))):
+            raise BufferMismatchError(f"argument {name} must be an array (numpy, svod.Buffer, DLPack) or a number, "
+                                      f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
+        return value
+
+    def _signature(self, values: list[Any], target: Target) -> tuple[Any, ...]:
+        kinds: list[Any] = []
+        for name, value in zip(self.parameters, values, strict=True):
+            annotation = self.annotations.get(name)
+            if isinstance(annotation, pylang.ConstType):
+                kinds.append(("const", value))
+            elif _is_array(value):
+                kinds.append(("array", _dtype(value), len(_dims(value))))
+            elif self._scalar_dtype(name, value, target) == dtypes.bool:
+                kinds.append(("const", bool(value)))  # a bool is a constant of the kernel
+            else:
+                kinds.append(("scalar", self._scalar_dtype(name, value, target)))
+        return (tuple(kinds), self._size_classes(values), target)
+
+    def _scalar_dtype(self, name: str, value: Any, target: Target = Target()) -> DType:
+        annotation = self.annotations.get(name)
+        if isinstance(annotation, DType):
+            return annotation
+        if isinstance(value, (bool, np.bool_)):
+            return dtypes.bool
+        if isinstance(value, np.number):
+            return dtypes.from_numpy(value.dtype)
+        return dtypes.index if isinstance(value, int) else dtypes.float64 if target.float64 else dtypes.float32
+
+    def _size_classes(self, values: list[Any]) -> tuple[Any, ...]:
+        """For each array dim, which dims before it have its size (one variable for them all), or with
+        ``static_shapes`` the size itself."""
+        sizes = [d for v in values if _is_array(v) for d in _dims(v)]
+        if self.static_shapes:
+            return tuple(sizes)
+        first: dict[int, int] = {}
+        return tuple(first.setdefault(size, k) for k, size in enumerate(sizes))
+
+    # ---- translation --------------------------------------------------------------------------------------
+
+    def _translate(self, values: list[Any], target: Target) -> Built:
+        index_bits = target.index_bits
+        if self._source is None:
+            self._source = Source.of(self.fn)
+        k = KernelBuilder(self.name)
+        ndim = max((len(_dims(v)) for v in values if _is_array(v)), default=1)
+        limit = _size_limit(ndim, index_bits)
+        classes: dict[int, int | UOp] = {}
+        sizes: list[tuple[str, int, int]] = []
+        scalars: list[tuple[str, int]] = []
+        env: dict[str, Any] = {}
+        flat = 0
+        for position, (name, value) in enumerate(zip(self.parameters, values, strict=True)):
+            annotation = self.annotations.get(name)
+            if isinstance(annotation, pylang.ConstType):
+                env[name] = value
+            elif _is_array(value):
+                dims: list[int | UOp] = []
+                for axis, size in enumerate(_dims(value)):
+                    if self.static_shapes:
+                        dims.append(size)
+                    else:
+                        same = next((classes[j] for j in classes if _flat_size(values, j) == size), None)
+                        if same is None:
+                            var_name = f"{name}_shape{axis}"
+                            same = k.var(var_name, 1, limit)
+                            sizes.append((var_name, position, axis))
+                        classes[flat] = same
+                        dims.append(same)
+                    flat += 1
+                env[name] = ArrayValue(name, k.buffer(_dtype(value), tuple(dims)), tuple(dims))
+            else:
+                dtype = self._scalar_dtype(name, value, target)
+                if dtype == dtypes.bool:
+                    env[name] = bool(value)
+                    continue
+                if dtype == dtypes.index:
+                    bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
+                    env[name] = k.var(name, -bound, bound)
+                elif dtype.is_float:
+                    env[name] = k.scalar(dtype, name)
+                else:
+                    env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
+                scalars.append((name, position))
+        translator = Translator(self._source, self.name, k, env)
+        ast = translator.translate()
+        kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
+        cells = tuple((pointee(param), size) for param, size in translator.cells)
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells)
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A kernel with the shapes of the plan buffers it will run on (``Kernel.shaped``)."""
+
+    kernel: Kernel
+    shapes: tuple[tuple[int, ...], ...]
+
+    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
+        name = self.kernel.name
+        if len(buffers) != len(self.kernel.parameters) or len(self.shapes) != len(buffers):
+            raise BufferMismatchError(f"{name} takes {len(self.kernel.parameters)} arguments; the plan gives "
+                                      f"{len(buffers)} buffers and {len(self.shapes)} shapes", kernel=name,
+                                      stage="plan", value=len(buffers))
+        arrays = []
+        for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
+            if int(np.prod(shape)) != buffer.size:
+                raise BufferMismatchError(f"argument {position} of {name} has shape {shape}, and plan buffer of "
+                                          f"{buffer.size} elements", kernel=name, stage="plan", value=shape)
+            arrays.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))  # a dtype and a shape only
+        bound = self.kernel.bind(*arrays, device=buffers[0].device_object if buffers else None)
+        if len(bound.arrays) > len(arrays):
+            raise BufferMismatchError(f"{name} carries a local from one turn of a loop to the next in memory of "
+                                      "its own, which a plan does not hold yet; call it directly", kernel=name,
+                                      stage="plan", value=len(bound.arrays) - len(arrays))
+        return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
+
+
+def _size_limit(ndim: int, index_bits: int) -> int:
+    """The largest size a dim variable may take: the product of ``ndim`` of them fits the device's index
+    arithmetic (``index_bits``) with room to spare for a GPU's launch rounding (a range padded to whole work
+    groups) and for an offset loop (``range(i + 1, n)`` adds two sizes): a quarter of the positive range of
+    32-bit indices, 2**62 of 64-bit ones, and never past ``INT_LIMIT``."""
+    room = (1 << 29) if index_bits <= 32 else (1 << 62)
+    limit = round(room ** (1 / ndim))
+    while limit ** ndim > room:
+        limit -= 1
+    return min(INT_LIMIT, limit)
+
+
+def _flat_size(values: list[Any], flat: int) -> int:
+    return [d for v in values if _is_array(v) for d in _dims(v)][flat]
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, Buffer))
+
+
+def _dims(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape) if isinstance(value, np.ndarray) else (value.size,)
+
+
+def _dtype(value: Any) -> DType:
+    if isinstance(value, Buffer):
+        return value.dtype
+    try:
+        return dtypes.from_numpy(value.dtype)
+    except SvodError as err:
+        raise BufferMismatchError(f"svod has no dtype for numpy's {value.dtype}", stage="bind",
+                                  value=str(value.dtype)) from err
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a {value.ndim}-d numpy array of {value.dtype}"
+    if isinstance(value, Buffer):
+        return f"a Buffer of {value.dtype.name}"
+    return type(value).__name__
+
+
+def _annotation(kernel: str, name: str, hint: Any) -> Any:
+    if isinstance(hint, pylang.Cast):
+        return hint.dtype
+    if isinstance(hint, (pylang.ArrayType, pylang.ConstType, DType)):
+        return hint
+    if hint in (int, float):
+        return dtypes.index if hint is int else dtypes.float64
+    return None  # another annotation (np.ndarray, Any): the argument decides
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
+           name: str | None = None) -> Any:
+    """``@svod.kernel`` (or ``@svod.kernel(static_shapes=True)``): the function, read from its source, as a
+    kernel compiled once per signature. See ``svod.frontend.pykernel``."""
+    if fn is None:
+        return lambda f: Kernel(f, static_shapes=static_shapes, name=name)
+    return Kernel(fn, static_shapes=static_shapes, name=name)
+
+
+__all__ = ["Bound", "Kernel", "kernel"]

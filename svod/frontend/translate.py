@@ -1,0 +1,1180 @@
+"""The translator behind ``@svod.kernel``: a Python function's source (its ``ast``) to kernel UOps, built
+through ``KernelBuilder``. Nothing of the function's body runs in Python.
+
+::
+
+    def f(out, x):                       Translator
+        for r in svod.prange(n):   ──▶    RANGE(GLOBAL)          (a sequential ``range``: RANGE(LOOP))
+            s = 0.0                        a local: a value, no node yet
+            for c in range(m):             the body is stated twice once it is known to change ``s``:
+                s += x[r, c]               ``s`` becomes REDUCE(x[r, c'], c', ADD) over a REDUCE range
+            out[r] = s             ──▶    STORE(INDEX(out, r), REDUCE) through the builder
+
+- **Values**: a local is a UOp, or a Python number until it meets one (a literal takes the dtype of what
+  it meets). Arithmetic between two dtypes promotes (``promote``); two Python numbers compute in Python.
+- **Loops**: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range. Every effect in a loop names the
+  loop's range (``STORE(..., *ranges)``), so a body that does not use its variable still runs every turn.
+  A local that the body changes is stated again with a placeholder in its place: what the body makes of
+  the placeholder says whether it is a reduction (``s op= e``, ``s = max(s, e)``, also under ``if``), and
+  anything else is refused.
+- **if**: a condition that is a UOp gates the stores under it and makes each local it changes a
+  ``where``; a Python constant keeps one branch.
+- **Errors**: each statement's translation is wrapped, so any ``SvodError`` it raises names the file and
+  line (``SvodError.locate``); nodes, buffers and dtypes remember the statement that made them first, so
+  errors raised later (races, bounds, dtypes) can be located too (``Located``).
+
+Every walk here follows the source's order and the UOps' toposorts; no set of UOps is iterated.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import itertools
+import math as pymath
+import textwrap
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from svod.codegen.linearize import reduce_identity
+from svod.dtype import DType, dtypes
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.frontend import pylang
+from svod.frontend.builder import KernelBuilder, ShapedBuffer
+from svod.ir import AxisKind, Ops, UOp, simplify, substitute
+from svod.ir.uop import pointee
+
+# ---- values ---------------------------------------------------------------------------------------------
+
+Number = bool | int | float
+
+
+@dataclass(frozen=True)
+class ArrayValue:
+    """An array argument inside a kernel: a row-major buffer with its dims (ints or size variables)."""
+
+    name: str
+    buffer: ShapedBuffer
+    dims: tuple[int | UOp, ...]
+
+    @property
+    def dtype(self) -> DType:
+        """The element dtype."""
+        return pointee(self.buffer.param)
+
+
+@dataclass(frozen=True)
+class MathFunction:
+    """A math function met in a kernel (``svod.math.exp``, ``math.exp``, ``np.exp``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+
+
+BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
+NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
+              "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
+              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "maximum": "maximum",
+              "fmax": "maximum", "minimum": "minimum", "fmin": "minimum"}
+"""numpy's names for the math functions a kernel has (``np.exp(x)`` in ported numba code)."""
+REFUSED = {
+    ast.While: "a while loop (loops are 'for ... in range(...)' or svod.prange(...))",
+    ast.Try: "try", ast.With: "with", ast.AsyncWith: "async with", ast.AsyncFor: "async for",
+    ast.Lambda: "lambda", ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
+    ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression", ast.List: "a list",
+    ast.Dict: "a dict", ast.Set: "a set", ast.Break: "break", ast.Continue: "continue",
+    ast.FunctionDef: "a nested function (use @svod.func at module level)", ast.AsyncFunctionDef: "an async function",
+    ast.ClassDef: "a class", ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Delete: "del",
+    ast.Raise: "raise", ast.Assert: "assert", ast.Import: "import", ast.ImportFrom: "import",
+    ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield from",
+    ast.NamedExpr: "':=' (an assignment expression)",
+    ast.JoinedStr: "an f-string", ast.Starred: "'*' unpacking", ast.Slice: "a slice (index one element at a time)",
+    ast.Match: "match",
+}
+"""Constructs a kernel may not use, by what the error calls them."""
+
+
+def _construct(node: ast.AST) -> str:
+    return REFUSED.get(type(node), type(node).__name__)
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The dtype two operands of ``a`` and ``b`` meet in: a float over an integer, the wider of two floats
+    or two integers, signed over unsigned of one width, anything over bool. ``index`` (loop variables and
+    sizes) meeting a 64-bit integer stays ``index``; meeting a narrower one (data read from an array) it is
+    that integer widened to 32 bits at least: the arithmetic of values stays in the values' dtype, which every
+    device has (``index`` is 32-bit on WebGPU, and there a value in it must be proven to fit)."""
+    if a == b:
+        return a
+    if dtypes.bool in (a, b):
+        return b if a == dtypes.bool else a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return a if a.itemsize >= b.itemsize else b
+        return a if a.is_float else b
+    if dtypes.index in (a, b):
+        other = b if a == dtypes.index else a
+        return dtypes.index if other.itemsize == 8 else other if other.itemsize == 4 else dtypes.int32
+    if a.itemsize != b.itemsize:
+        return a if a.itemsize > b.itemsize else b
+    return a if a.kind == "int" else b
+
+
+def _kind_dtype(value: Number) -> DType:
+    """The dtype a Python number takes when it meets nothing else: svod's defaults."""
+    if isinstance(value, bool):
+        return dtypes.bool
+    return dtypes.float32 if isinstance(value, float) else dtypes.int32
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (bool, int, float)) and not isinstance(value, UOp)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    if b == 0:
+        return a  # svod divides by one where the divisor is zero (no kernel traps)
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+# ---- locations ------------------------------------------------------------------------------------------
+
+@dataclass
+class Located:
+    """Where a kernel's parts come from in its source: each node's first statement, and per buffer slot and
+    per dtype the statements that access or first make them. ``locate`` names the likeliest line in an error
+    raised after building (a race names a buffer, a device a dtype it cannot hold)."""
+
+    nodes: dict[UOp, str] = field(default_factory=dict)
+    slots: dict[int, list[str]] = field(default_factory=dict)
+    dtypes: dict[DType, str] = field(default_factory=dict)
+
+    def record(self, where: str, roots: Sequence[UOp]) -> None:
+        for root in roots:
+            for u in root.toposort():
+                if u in self.nodes:
+                    continue
+                self.nodes[u] = where
+                self.dtypes.setdefault(u.dtype if u.op is not Ops.PARAM else u.dtype.base, where)  # type: ignore[attr-defined]
+                if u.op in (Ops.STORE, Ops.ATOMIC, Ops.LOAD):
+                    lines = self.slots.setdefault(int(u.src[0].src[0].arg), [])
+                    if where not in lines:
+                        lines.append(where)
+
+    def where(self, err: SvodError) -> str | None:
+        value = err.value
+        if isinstance(err, IndexOutOfBoundsError) or (err.stage == "races" and isinstance(value, int)):
+            slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
+            lines = self.slots.get(slot, [])
+            return ", ".join(lines) if lines else None
+        if isinstance(value, UOp):
+            return self.nodes.get(value)
+        if isinstance(value, str):  # a dtype by name ("cannot hold float64")
+            value = next((d for d in self.dtypes if d.name == value), None)
+        if isinstance(value, DType):
+            return self.dtypes.get(value)
+        return None
+
+    def locate(self, err: SvodError) -> None:
+        where = self.where(err)
+        if where is not None:
+            err.locate(where)
+
+
+# ---- the translator -------------------------------------------------------------------------------------
+
+@dataclass
+class Source:
+    """A function's parsed source: its ``def`` node, file, and the globals and closure its names resolve in."""
+
+    node: ast.FunctionDef
+    file: str
+    names: dict[str, Any]
+
+    @staticmethod
+    def of(fn: Callable[..., Any]) -> Source:
+        try:
+            lines, first = inspect.getsourcelines(fn)
+            file = inspect.getsourcefile(fn) or "<unknown>"
+        except (OSError, TypeError) as err:
+            raise KernelSyntaxError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: a kernel is "
+                                    "translated from its source file", stage="parse", value=str(err)) from err
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        ast.increment_lineno(tree, first - 1)
+        node = tree.body[0]
+        if not isinstance(node, ast.FunctionDef):
+            raise KernelSyntaxError(f"{file}:{first}: a kernel must be a plain function", stage="parse",
+                                    value=type(node).__name__)
+        names = dict(fn.__globals__)
+        if fn.__closure__:
+            names.update({name: cell.cell_contents for name, cell in
+                          zip(fn.__code__.co_freevars, fn.__closure__, strict=True)})
+        return Source(node, file, names)
+
+
+class Undefined:
+    """A name a branch or a loop defined that the code after it may not use."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        self.why = why
+
+
+@dataclass
+class Loop:
+    range: UOp
+    kind: AxisKind
+
+
+class Translator:
+    """Builds one kernel from a function's source and its arguments' values (arrays, scalars, constants)."""
+
+    def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any]) -> None:
+        self.source = source
+        self.name = name
+        self.k = builder
+        self.env: dict[str, Any] = dict(arguments)
+        self.loops: list[Loop] = []
+        self.gate: UOp | None = None
+        self.ranges: list[UOp] = []
+        """Every range made, in order: the final kernel numbers them again (``_renumbered``)."""
+        self.located = Located()
+        self.inlining: list[pylang.Func] = []
+        self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
+        self.cells: list[tuple[UOp, Any]] = []
+        """The buffers of carried locals (``cell``), each with its size: the call allocates them."""
+        self._placeholders = itertools.count()
+
+    # ---- driving ----------------------------------------------------------------------------------------
+
+    def translate(self) -> UOp:
+        body = self.source.node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]  # the docstring
+        self.block(body, top=True)
+        if not self.k.effects:
+            raise KernelSyntaxError(f"{self.where(self.source.node)}: kernel {self.name} stores nothing; a kernel "
+                                    "writes its results into array arguments", kernel=self.name, stage="translate",
+                                    value=self.name)
+        return self._renumbered(self.k.build())
+
+    def where(self, node: ast.AST) -> str:
+        return f"{self.source.file}:{getattr(node, 'lineno', self.source.node.lineno)}"
+
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
+        return KernelSyntaxError(f"{self.where(node)}: {what}", kernel=self.name, stage="translate",
+                                 value=type(node).__name__)
+
+    def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
+        return KernelSyntaxError(f"{self.where(node)}: {_construct(node)} is not supported in a kernel{extra}",
+                                 kernel=self.name, stage="translate", value=_construct(node))
+
+    def block(self, body: Sequence[ast.stmt], top: bool = False) -> None:
+        for position, stmt in enumerate(body):
+            if isinstance(stmt, ast.Return):
+                last = position == len(body) - 1 and top
+                if stmt.value is not None or not last:
+                    what = "returning a value" if stmt.value is not None else "return before the end"
+                    raise KernelSyntaxError(
+                        f"{self.where(stmt)}: {what} is not supported in a kernel: a kernel writes its results into "
+                        "array arguments",
+                        kernel=self.name, stage="translate", value="return")
+                continue
+            self.statement(stmt)
+
+    def statement(self, stmt: ast.stmt) -> None:
+        where = self.where(stmt)
+        mark = len(self.k.effects)
+        try:
+            self._statement(stmt)
+        except SvodError as err:
+            if err.kernel is None:
+                err.name_kernel(self.name)
+            if err.location is None and not err.detail.startswith(f"{self.source.file}:"):
+                err.locate(where)  # the innermost statement names it first
+            raise
+        self.located.record(where, [*self.k.effects[mark:], *(v for v in self.env.values() if isinstance(v, UOp))])
+
+    def _statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Assign):
+            value = self.expr(stmt.value)
+            for target in stmt.targets:
+                self.assign(target, value)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is None or not isinstance(stmt.target, ast.Name):
+                raise self.unsupported(stmt, ": annotate a local as it is assigned, 'x: svod.float32 = 0.0'")
+            dtype = self.static_dtype(stmt.annotation)
+            self.assign(stmt.target, self.cast(self.expr(stmt.value), dtype))
+        elif isinstance(stmt, ast.AugAssign):
+            self.augmented(stmt)
+        elif isinstance(stmt, ast.For):
+            self.loop(stmt)
+        elif isinstance(stmt, ast.If):
+            self.branch(stmt)
+        elif isinstance(stmt, ast.Expr):
+            self.expression_statement(stmt)
+        elif isinstance(stmt, ast.Pass):
+            pass
+        else:
+            raise self.unsupported(stmt)
+
+    # ---- statements -------------------------------------------------------------------------------------
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, (Builtin, MathFunction, pylang.Cast)) or value is None:
+                raise self.refuse(target, f"cannot assign {value!r} to a local")
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                raise self.refuse(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+            for t, v in zip(target.elts, value, strict=True):
+                self.assign(t, v)
+        elif isinstance(target, ast.Subscript):
+            array, index = self.subscript(target)
+            self.store(array, index, value)
+        else:
+            raise self.unsupported(target, " as an assignment target")
+
+    def augmented(self, stmt: ast.AugAssign) -> None:
+        op = _BINARY.get(type(stmt.op))
+        if op is None:
+            raise self.unsupported(stmt.op)
+        value = self.expr(stmt.value)
+        if isinstance(stmt.target, ast.Name):
+            self.env[stmt.target.id] = self.binary(op, self.lookup(stmt.target.id, stmt.target), value)
+        elif isinstance(stmt.target, ast.Subscript):
+            array, index = self.subscript(stmt.target)
+            self.store(array, index, self.binary(op, array.buffer.index(index).load(), value))
+        else:
+            raise self.unsupported(stmt.target, " as an assignment target")
+
+    def store(self, array: ArrayValue, index: tuple[Any, ...], value: Any) -> None:
+        value = self.cast(value, array.dtype)
+        target = array.buffer.index(index, self.gate)
+        self.k.store(target, value, *self.running(target, value))
+
+    def running(self, *parts: UOp) -> list[UOp]:
+        """The ranges of the loops around an effect that its ``parts`` do not use: it names them, so that it
+        runs once per turn of each all the same."""
+        used = {u for part in parts for u in part.toposort() if u.op is Ops.RANGE}
+        return [loop.range for loop in self.loops if loop.range not in used]
+
+    def expression_statement(self, stmt: ast.Expr) -> None:
+        node = stmt.value
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return  # a string on its own: a comment
+        if not isinstance(node, ast.Call):
+            raise self.refuse(stmt, "an expression whose value is not used does nothing in a kernel")
+        callee = self.expr(node.func)
+        if _is_atomic(callee):
+            self.atomic(node, callee)
+            return
+        if isinstance(callee, pylang.Func):
+            self.call(node)
+            return
+        raise self.refuse(stmt, "an expression whose value is not used does nothing in a kernel")
+
+    def atomic(self, node: ast.Call, callee: Callable[..., Any]) -> None:
+        if len(node.args) != 3 or node.keywords:
+            raise self.refuse(node, f"svod.{callee.__name__} takes (array, index, value)")
+        array = self.expr(node.args[0])
+        if not isinstance(array, ArrayValue):
+            raise self.refuse(node.args[0], f"svod.{callee.__name__} updates an array argument")
+        index = self.expr(node.args[1])
+        index = index if isinstance(index, tuple) else (index,)
+        value = self.cast(self.expr(node.args[2]), array.dtype)
+        target = array.buffer.index(self.indices(node, array, index), self.gate)
+        op = {"atomic_add": self.k.atomic_add, "atomic_max": self.k.atomic_max, "atomic_min": self.k.atomic_min}
+        op[callee.__name__](target, value, *self.running(target, value))
+
+    # ---- loops ------------------------------------------------------------------------------------------
+
+    def loop(self, stmt: ast.For) -> None:
+        if stmt.orelse:
+            raise self.refuse(stmt, "for ... else is not supported in a kernel")
+        if not isinstance(stmt.target, ast.Name):
+            raise self.refuse(stmt.target, "a loop variable is one name")
+        call = stmt.iter
+        callee = self.expr(call.func) if isinstance(call, ast.Call) else None
+        if callee is pylang.prange:
+            kind = AxisKind.GLOBAL
+        elif callee is BUILTINS["range"]:
+            kind = AxisKind.LOOP
+        else:
+            raise self.refuse(stmt.iter, "a kernel loops over range(...) (sequential) or svod.prange(...) (parallel)")
+        assert isinstance(call, ast.Call)
+        if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
+            raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
+                              else "range takes (stop), (start, stop) or (start, stop, step)")
+        bounds = [self.expr(a) for a in call.args]
+        start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+        step = bounds[2] if len(bounds) == 3 else 1
+        if not isinstance(step, int) or isinstance(step, bool) or step == 0:
+            raise self.refuse(call, "a range's step is a nonzero integer constant")
+        for b, arg in zip((start, stop), call.args, strict=False):
+            if not (isinstance(b, int) and not isinstance(b, bool)) and not (isinstance(b, UOp) and b.dtype.is_int):
+                raise self.refuse(arg, f"a loop bound is an integer, not {_describe(b)}")
+        if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
+            raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
+                                    "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
+        count = self.count(start, stop, step)
+        saved_gate = self.gate
+        if kind is AxisKind.GLOBAL:
+            count, guard = self.rectangle(count)
+            r = self.k.range(count, kind)
+            if guard is not None:
+                self.gate = (r < guard) if self.gate is None else self.gate & (r < guard)
+        else:
+            r = self.k.range(count, kind)
+        self.ranges.append(r)
+        variable: Any = r if _is_zero(start) and step == 1 else self.binary("+", _index(start), r * step)
+        try:
+            self.loop_body(stmt, r, kind, variable)
+        finally:
+            self.gate = saved_gate
+
+    def count(self, start: Any, stop: Any, step: int) -> Any:
+        if _is_number(start) and _is_number(stop):
+            return len(range(start, stop, step))
+        start, stop = _index(start), _index(stop)
+        if step == 1:
+            return stop if _is_zero(start) else stop - start
+        if step > 0:
+            return (stop - start + (step - 1)) // step
+        return (start - stop + (-step - 1)) // -step
+
+    def rectangle(self, count: Any) -> tuple[Any, UOp | None]:
+        """A parallel range's end that depends on enclosing parallel ranges (``prange(i + 1)``) becomes its
+        largest value, at either end of each (a bound linear in them), and a guard ``r < count``."""
+        if not isinstance(count, UOp):
+            return count, None
+        outer = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL and loop.range in count.toposort()]
+        if not outer:
+            return count, None
+        largest = count
+        for g in outer:
+            low, high = (simplify(substitute(largest, {g: at})) for at in (UOp.index_const(0), g.src[0] - 1))
+            largest = high if high.vmin >= low.vmax else low if low.vmin >= high.vmax else low.maximum(high)
+        return largest, count
+
+    def loop_body(self, stmt: ast.For, r: UOp, kind: AxisKind, variable: Any) -> None:
+        name = stmt.target.id  # type: ignore[attr-defined]
+        before = dict(self.env)
+        mark = len(self.k.effects)
+        self.loops.append(Loop(r, kind))
+        assigned = _assigned(stmt.body)
+        changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
+        try:
+            if kind is AxisKind.GLOBAL:  # a local a parallel loop assigns is each work item's own
+                self.env.update({n: Undefined(n, f"the svod.prange at line {stmt.lineno} assigns it, so each of its "
+                                                 "work items has its own, read here before it is assigned; work "
+                                                 "items share no local (combine into an array with "
+                                                 "svod.atomic_add)") for n in changed})
+                changed = []
+            self.env[name] = variable
+            self.block(stmt.body)
+            results = self.carry(stmt, r, variable, before, mark, changed) if changed else {}
+        finally:
+            self.loops.pop()
+        inside = [n for n in self.env if n not in before or (kind is AxisKind.GLOBAL and n in assigned)]
+        self.env = {**before, **results}
+        for n in inside:
+            self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "
+                                       "locals end with it")
+
+    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], mark: int,
+              changed: list[str]) -> dict[str, Any]:
+        """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
+        for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
+        reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
+        work item (``cell``): stored before the loop and at the end of each turn, loaded where the body reads
+        them and after the loop. Whatever a carried local's cell makes of another local carries that one too,
+        so the body is stated until no more locals join them."""
+        name = stmt.target.id  # type: ignore[attr-defined]
+        first = dict(self.env)
+        placeholders = {n: self.placeholder(n, first[n]) for n in changed}
+        cells: dict[str, tuple[UOp, UOp]] = {}
+        while True:
+            self.k.discard_effects(mark)
+            self.env = dict(before)
+            current = self.loops.pop()  # each cell starts before the loop
+            for n, (param, at) in cells.items():
+                self.cell_store(param, at, before[n])
+            self.loops.append(current)
+            self.env.update({n: p for n, p in placeholders.items() if n not in cells})
+            self.env.update({n: param.index(at).load() for n, (param, at) in cells.items()})
+            self.env[name] = variable
+            self.block(stmt.body)
+            self.turn_ends(stmt, cells)
+            splits = {n: self.reduction(n, p, placeholders, mark, cells) for n, p in placeholders.items()
+                      if n not in cells}
+            joining = [n for n, split in splits.items() if split is None]
+            if not joining:
+                break
+            for n in joining:
+                cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
+        results: dict[str, Any] = {n: param.index(at).load() for n, (param, at) in cells.items()}
+        for n, split in splits.items():
+            assert split is not None
+            op, term = split
+            if op is None:
+                results[n] = before[n]
+                continue
+            red = UOp.range(r.src[0], r.arg[0], AxisKind.REDUCE)  # the loop's axis: nested loops keep their order
+            self.ranges.append(red)
+            results[n] = self.initial(before[n], _merged_reduce(substitute(term, {r: red}), red, op), op)
+        return results
+
+    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int,
+                  cells: dict[str, tuple[UOp, UOp]]) -> tuple[Ops | None, UOp] | None:
+        """``(op, term)`` when local ``name`` (``p`` at the start of a turn) is a reduction of the loop just
+        stated; None when it must be carried instead."""
+        value = self.env[name]
+        others = [v for m, v in self.env.items() if m != name and m in placeholders and isinstance(v, UOp)]
+        if any(p in e.toposort() for e in self.k.effects[mark:]) or any(p in v.toposort() for v in others):
+            return None
+        split = _accumulation(value, p)
+        if split is None or any(q in split[1].toposort() for q in placeholders.values()):
+            return None
+        kept = {param for param, _ in cells.values()}
+        if any(u.op is Ops.LOAD and u.src[0].src[0] in kept for u in split[1].toposort()):
+            return None  # a term that reads a carried local: it is read in turn, so it is carried too
+        return split
+
+    def turn_ends(self, stmt: ast.For, cells: dict[str, tuple[UOp, UOp]]) -> None:
+        """Store each carried local into its cell at the end of a turn. The new values are computed from the
+        cells as the turn left them: where one reads a cell stored before it (``a, b = b, a + b``), all go
+        through cells of their own first."""
+        values = {n: self.env[n] for n in cells}
+        stored: set[UOp] = set()
+        clash = False
+        for n, (param, _) in cells.items():
+            value = values[n]
+            clash = clash or (isinstance(value, UOp) and any(
+                u.op is Ops.LOAD and u.src[0].src[0] in stored for u in value.toposort()))
+            stored.add(param)
+        if clash:
+            staged = {n: self.cell((self.source.file, stmt.lineno, stmt.col_offset, n, "next"),
+                                   pointee(cells[n][0])) for n in cells}
+            for n, (param, at) in staged.items():
+                self.cell_store(param, at, values[n])
+            values = {n: param.index(at).load() for n, (param, at) in staged.items()}
+        for n, (param, at) in cells.items():
+            self.cell_store(param, at, values[n])
+
+    def cell(self, key: tuple[Any, ...], dtype: DType) -> tuple[UOp, UOp]:
+        """A carried local's memory: one element per work item of the enclosing parallel loops (an extra
+        buffer argument the call allocates), and this work item's element. One per ``key`` (the loop's place
+        in the source and the local's name): stating a loop again reuses it."""
+        known = self.cell_of.get((*key, dtype))
+        if known is not None:
+            return known
+        parallel = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL]
+        size: Any = 1
+        at: Any = 0
+        for g in parallel:
+            size = self.binary("*", size, g.src[0])
+            at = self.binary("+", self.binary("*", at, g.src[0]), g)
+        param = self.k.buffer(dtype, size)
+        self.cells.append((param, size))
+        self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
+        return self.cell_of[(*key, dtype)]
+
+    def cell_store(self, param: UOp, at: UOp, value: Any) -> None:
+        target = param.index(at, self.gate)
+        value = self.cast(value, pointee(param))
+        self.k.store(target, value, *self.running(target, value))
+
+    def placeholder(self, name: str, value: Any) -> UOp:
+        """A stand-in for local ``name`` at the start of a turn: a node nothing else is (a DEFINE_VAR of the
+        local's dtype that never reaches a kernel)."""
+        dtype = value.dtype if isinstance(value, UOp) else _kind_dtype(value) if _is_number(value) else None
+        if dtype is None:
+            raise KernelSyntaxError(f"local {name} changes in a loop and holds {_describe(value)}",
+                                    kernel=self.name, stage="translate", value=name)
+        return UOp(Ops.DEFINE_VAR, dtype, (), (f"turn_{name}_{next(self._placeholders)}", 0, 0))
+
+    def initial(self, init: Any, reduced: UOp, op: Ops) -> Any:
+        """``init op reduced``, or ``reduced`` alone where ``init`` is the op's identity: 0 for a sum, 1 for a
+        product, -inf/+inf (or NaN) for a float max/min, the type's limit for an integer one. (A float sum of no
+        terms, or of -0.0s only, is then -0.0, and a float max over no values or NaNs only is NaN.)"""
+        if isinstance(init, UOp):
+            return _combine(op, self.cast(init, reduced.dtype), reduced)
+        dtype = reduced.dtype
+        identity = {Ops.ADD: (0,), Ops.MUL: (1,),
+                    Ops.MAX: (-pymath.inf, pymath.nan) if dtype.is_float else (dtype.min,),
+                    Ops.MIN: (pymath.inf, pymath.nan) if dtype.is_float else (dtype.max,)}[op]
+        if _is_number(init) and any(init == i or (pymath.isnan(i) and pymath.isnan(init)) for i in identity):
+            return reduced
+        return _combine(op, self.cast(init, dtype), reduced)
+
+    # ---- if ---------------------------------------------------------------------------------------------
+
+    def branch(self, stmt: ast.If) -> None:
+        condition = self.expr(stmt.test)
+        if _is_number(condition):
+            self.block(stmt.body if condition else stmt.orelse)
+            return
+        cond = self.truth(condition, stmt.test)
+        before, saved_gate = dict(self.env), self.gate
+        try:
+            self.gate = cond if saved_gate is None else saved_gate & cond
+            self.block(stmt.body)
+            taken = self.env
+            self.env = dict(before)
+            if stmt.orelse:
+                self.gate = cond.ne(True) if saved_gate is None else saved_gate & cond.ne(True)
+                self.block(stmt.orelse)
+            other = self.env
+        finally:
+            self.gate = saved_gate
+        merged: dict[str, Any] = {}
+        for name in dict.fromkeys([*taken, *other]):
+            a, b = taken.get(name), other.get(name)
+            if name not in taken or name not in other:
+                merged[name] = Undefined(name, f"it is assigned in one branch only of the if at line {stmt.lineno}")
+            elif a is b:
+                merged[name] = a
+            elif isinstance(a, Undefined) or isinstance(b, Undefined):
+                merged[name] = a if isinstance(a, Undefined) else b
+            else:
+                merged[name] = self.select(cond, a, b, stmt)
+        self.env = merged
+
+    def select(self, cond: UOp, a: Any, b: Any, node: ast.AST) -> Any:
+        if not (isinstance(a, UOp) or _is_number(a)) or not (isinstance(b, UOp) or _is_number(b)):
+            raise self.refuse(node, f"a local holds {_describe(a)} on one branch and {_describe(b)} on the other")
+        av, bv = self.operands(a, b)
+        return cond.where(av, bv)
+
+    # ---- expressions ------------------------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Any:
+        method = _EXPRESSIONS.get(type(node))
+        if method is None:
+            raise self.unsupported(node)
+        return getattr(self, method)(node)
+
+    def _constant(self, node: ast.Constant) -> Any:
+        if isinstance(node.value, (bool, int, float)):
+            return node.value
+        raise self.refuse(node, f"the constant {node.value!r} is not a number")
+
+    def _name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.env:
+            value = self.env[name]
+            if isinstance(value, Undefined):
+                raise self.refuse(node, f"{name} is not defined here: {value.why}")
+            return value
+        if name in self.source.names:
+            return self.static(self.source.names[name], name, node)
+        if name in BUILTINS:
+            return BUILTINS[name]
+        raise self.refuse(node, f"name {name} is not defined")
+
+    def static(self, value: Any, name: str, node: ast.AST) -> Any:
+        """A global the kernel names: a number (a constant of the kernel, read when it is translated), svod
+        or one of its names, a math module, numpy, a ``@svod.func``."""
+        if _is_number(value) or isinstance(value, (np.integer, np.floating)):
+            return value.item() if isinstance(value, np.generic) else value
+        if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
+                value is pylang.prange or _is_atomic(value):
+            return value
+        if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
+            return pylang.Cast(dtypes.from_numpy(value))
+        function = _math_function(value)
+        if function is not None:
+            return function
+        name_of = getattr(value, "__name__", None)
+        if isinstance(name_of, str) and name_of in BUILTINS and value is getattr(builtins, name_of, None):
+            return BUILTINS[name_of]
+        if hasattr(value, "svod_kernel"):
+            raise self.refuse(node, f"{name} is an @svod.kernel: a kernel cannot call another; make the helper "
+                                    "@svod.func")
+        if callable(value):
+            raise self.refuse(node, f"{name} is {_describe(value)}, neither svod's nor an @svod.func: a kernel calls "
+                                    "svod's names, math functions and @svod.func helpers")
+        raise self.refuse(node, f"{name} is {_describe(value)}, which a kernel cannot use (numbers, svod's names, "
+                                "math, numpy's math and @svod.func helpers it can)")
+
+    def _attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, ArrayValue):
+            if attr == "shape":
+                return base.dims
+            if attr == "ndim":
+                return len(base.dims)
+            if attr == "dtype":
+                return pylang.Cast(base.dtype)
+            if attr == "size":
+                total: Any = 1
+                for d in base.dims:
+                    total = self.binary("*", total, d)
+                return total
+            raise self.refuse(node, f"an array has shape, ndim, dtype and size, not {attr}")
+        if base is pylang.math or base is pymath or base is np:
+            if attr in ("pi", "e", "inf", "nan"):
+                return float(getattr(pymath, attr))
+            name = attr if base is not np else NUMPY_MATH.get(attr)
+            if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
+                return MathFunction(name)
+            if base is np and hasattr(np, attr) and isinstance(getattr(np, attr), type) and \
+                    issubclass(getattr(np, attr), np.generic):
+                return pylang.Cast(dtypes.from_numpy(getattr(np, attr)))
+            raise self.refuse(node, f"{'svod.math' if base is pylang.math else base.__name__}.{attr} is not a math "
+                                    f"function a kernel has ({', '.join(sorted(pylang.MATH_FUNCTIONS))})")
+        if isinstance(base, types.ModuleType):
+            if not hasattr(base, attr):
+                raise self.refuse(node, f"{base.__name__} has no {attr}")
+            return self.static(getattr(base, attr), f"{base.__name__}.{attr}", node)
+        raise self.refuse(node, f"attribute {attr} of {_describe(base)}")
+
+    def _subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, tuple):
+            index = self.expr(node.slice)
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise self.refuse(node.slice, "a tuple (a shape) is indexed by an integer constant")
+            try:
+                return base[index]
+            except IndexError:
+                raise self.refuse(node, f"index {index} is outside a tuple of {len(base)}") from None
+        array, index = self.subscript(node)
+        return array.buffer.index(index).load()
+
+    def subscript(self, node: ast.Subscript) -> tuple[ArrayValue, tuple[Any, ...]]:
+        array = self.expr(node.value)
+        if not isinstance(array, ArrayValue):
+            raise self.refuse(node.value, f"only array arguments are indexed, not {_describe(array)}")
+        raw = node.slice
+        values = [self.expr(e) for e in raw.elts] if isinstance(raw, ast.Tuple) else [self.expr(raw)]
+        flat: list[Any] = []
+        for v in values:
+            flat.extend(v if isinstance(v, tuple) else (v,))
+        return array, self.indices(node, array, tuple(flat))
+
+    def indices(self, node: ast.AST, array: ArrayValue, index: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(index) != len(array.dims):
+            raise self.refuse(node, f"{array.name} has {len(array.dims)} dimension(s) and takes as many indices, "
+                                    f"got {len(index)}")
+        out = []
+        for i, dim in zip(index, array.dims, strict=True):
+            if isinstance(i, bool) or not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
+                raise self.refuse(node, f"an index is an integer, not {_describe(i)}")
+            out.append(self.binary("+", dim, i) if isinstance(i, int) and i < 0 else i)  # a[-1]: from the end
+        return tuple(out)
+
+    def _tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self.expr(e) for e in node.elts)
+
+    def _bin_op(self, node: ast.BinOp) -> Any:
+        op = _BINARY.get(type(node.op))
+        if op is None:
+            raise self.unsupported(node.op)
+        return self.binary(op, self.expr(node.left), self.expr(node.right))
+
+    def _unary_op(self, node: ast.UnaryOp) -> Any:
+        value = self.expr(node.operand)
+        if _is_number(value):
+            ops: dict[type, Callable[[Any], Any]] = {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
+                                                     ast.Not: lambda v: not v, ast.Invert: lambda v: ~v}
+            return ops[type(node.op)](value)
+        if not isinstance(value, UOp):
+            raise self.refuse(node, f"{_describe(value)} in arithmetic")
+        if isinstance(node.op, ast.USub):
+            return -value
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(node.op, ast.Not):
+            return self.truth(value, node).ne(True)
+        return ~value
+
+    def _bool_op(self, node: ast.BoolOp) -> Any:
+        result = self.expr(node.values[0])
+        for operand in node.values[1:]:
+            if _is_number(result):  # Python's short circuit on a constant
+                if (not result) if isinstance(node.op, ast.And) else bool(result):
+                    return result
+                result = self.expr(operand)
+                continue
+            left = self.truth(result, node)
+            right = self.expr(operand)
+            right = right if _is_number(right) else self.truth(right, operand)
+            if _is_number(right):
+                result = left if bool(right) == isinstance(node.op, ast.And) else bool(right)
+            elif isinstance(node.op, ast.And):  # a right side that reads memory only where the left holds
+                result = left.where(right, False) if right.reads_memory else left & right
+            else:
+                result = left.where(True, right) if right.reads_memory else left | right
+        return result
+
+    def _compare(self, node: ast.Compare) -> Any:
+        result: Any = True
+        left = self.expr(node.left)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self.expr(comparator)
+            name = _COMPARE.get(type(op))
+            if name is None:
+                raise self.unsupported(op)
+            test = self.compare(name, left, right, node)
+            result = test if result is True else (result and test) if _is_number(result) and _is_number(test) \
+                else self.logical_and(result, test)
+            left = right
+        return result
+
+    def logical_and(self, a: Any, b: Any) -> Any:
+        if _is_number(a):
+            return b if a else False
+        if _is_number(b):
+            return a if b else False
+        return a & b
+
+    def compare(self, name: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if _is_number(a) and _is_number(b):
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[name]
+        av, bv = self.operands(a, b, node)
+        return {"<": lambda: av < bv, "<=": lambda: av <= bv, ">": lambda: av > bv, ">=": lambda: av >= bv,
+                "==": lambda: av.eq(bv), "!=": lambda: av.ne(bv)}[name]()
+
+    def _if_exp(self, node: ast.IfExp) -> Any:
+        condition = self.expr(node.test)
+        if _is_number(condition):
+            return self.expr(node.body if condition else node.orelse)
+        return self.select(self.truth(condition, node.test), self.expr(node.body), self.expr(node.orelse), node)
+
+    def _call(self, node: ast.Call) -> Any:
+        callee = self.expr(node.func)
+        if isinstance(callee, pylang.Func):
+            return self.call(node)
+        if node.keywords:
+            raise self.refuse(node, "keyword arguments are for @svod.func helpers only")
+        args = [self.expr(a) for a in node.args]
+        if isinstance(callee, pylang.Cast):
+            if len(args) != 1:
+                raise self.refuse(node, f"{callee!r} converts one value")
+            return self.cast(args[0], callee.dtype, explicit=True)
+        if isinstance(callee, MathFunction):
+            return self.math(node, callee.name, args)
+        if isinstance(callee, Builtin):
+            return self.builtin(node, callee.name, args)
+        if callee is pylang.prange:
+            raise self.refuse(node, "svod.prange is a loop: 'for i in svod.prange(n)'")
+        if _is_atomic(callee):
+            raise self.refuse(node, f"svod.{callee.__name__} is a statement of its own and has no value")
+        raise self.refuse(node, f"{_describe(callee)} is neither svod's nor an @svod.func: a kernel calls svod's "
+                                "names, math functions and @svod.func helpers")
+
+    def builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        if name == "range":
+            raise self.refuse(node, "range is a loop: 'for i in range(n)'")
+        if name in ("min", "max") and len(args) >= 2:
+            result = args[0]
+            for a in args[1:]:
+                if _is_number(result) and _is_number(a):
+                    result = min(result, a) if name == "min" else max(result, a)
+                else:
+                    x, y = self.operands(result, a, node)
+                    result = x.minimum(y) if name == "min" else x.maximum(y)
+            return result
+        if len(args) != 1:
+            raise self.refuse(node, f"{name} takes one argument here" if name not in ("min", "max")
+                              else f"{name} takes two or more values (not a sequence) in a kernel")
+        value = args[0]
+        if name == "len":
+            if isinstance(value, ArrayValue):
+                return value.dims[0]
+            if isinstance(value, tuple):
+                return len(value)
+            raise self.refuse(node, f"len of {_describe(value)}")
+        if name == "abs":
+            return abs(value) if _is_number(value) or isinstance(value, UOp) else self._bad(node, value)
+        dtype = {"int": dtypes.int64, "float": dtypes.float64, "bool": dtypes.bool}[name]
+        if _is_number(value):
+            return {"int": int, "float": float, "bool": bool}[name](value)
+        return self.truth(value, node) if name == "bool" else self.cast(value, dtype, explicit=True)
+
+    def _bad(self, node: ast.AST, value: Any) -> Any:
+        raise self.refuse(node, f"{_describe(value)} in arithmetic")
+
+    def math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        method, arity = pylang.MATH_FUNCTIONS[name]
+        if len(args) != arity:
+            raise self.refuse(node, f"{name} takes {arity} argument(s)")
+        if all(_is_number(a) for a in args) and hasattr(pymath, name) and name not in ("floor", "ceil", "trunc"):
+            return float(getattr(pymath, name)(*args))  # a constant: computed now, in float64
+        first = args[0]
+        if _is_number(first) or (isinstance(first, UOp) and not first.dtype.is_float):
+            others = [a for a in args[1:] if isinstance(a, UOp) and a.dtype.is_float]
+            first = self.cast(first, others[0].dtype if others else dtypes.float32)
+        if not isinstance(first, UOp):
+            return self._bad(node, first)
+        rest = [self.cast(a, first.dtype) for a in args[1:]]
+        return getattr(first, method)(*rest)
+
+    def call(self, node: ast.Call) -> Any:
+        """A ``@svod.func`` call, inlined: its parameters bound to the arguments' values, its body stated in a
+        scope of its own, its final ``return`` the call's value."""
+        helper = self.expr(node.func)
+        assert isinstance(helper, pylang.Func)
+        if helper in self.inlining:
+            raise self.refuse(node, f"{helper.fn.__qualname__} calls itself: recursion is not supported in a kernel")
+        if helper.source is None:
+            helper.source = Source.of(helper.fn)
+        source = helper.source
+        try:
+            bound = inspect.signature(helper.fn).bind(*[self.expr(a) for a in node.args],
+                                                       **{k.arg: self.expr(k.value) for k in node.keywords if k.arg})
+        except TypeError as err:
+            raise self.refuse(node, f"{helper.fn.__qualname__}: {err}") from None
+        bound.apply_defaults()
+        saved = (self.env, self.source)
+        self.env, self.source = dict(bound.arguments), source
+        self.inlining.append(helper)
+        try:
+            body = list(source.node.body)
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            result = None
+            if body and isinstance(body[-1], ast.Return):
+                self.block(body[:-1])
+                final = body[-1]
+                assert isinstance(final, ast.Return)
+                result = self.expr(final.value) if final.value is not None else None
+            else:
+                self.block(body)
+            return result
+        finally:
+            self.inlining.pop()
+            self.env, self.source = saved
+
+    # ---- arithmetic -------------------------------------------------------------------------------------
+
+    def binary(self, op: str, a: Any, b: Any, node: ast.AST | None = None) -> Any:
+        if _is_number(a) and _is_number(b):
+            try:
+                return _python_binary(op, a, b)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
+                raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="translate",
+                                        value=(a, b)) from None
+        av, bv = self.operands(a, b, node)
+        if op == "/" and not av.dtype.is_float:
+            av, bv = av.cast(dtypes.float32), bv.cast(dtypes.float32)
+        return _UOP_BINARY[op](av, bv)
+
+    def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
+        """``a`` and ``b`` as UOps of one dtype: a Python number takes the other's dtype (a float meeting an
+        integer makes both float32), two dtypes meet in ``promote``."""
+        for v in (a, b):
+            if not (isinstance(v, UOp) or _is_number(v)):
+                raise KernelSyntaxError(f"{_describe(v)} in arithmetic", kernel=self.name, stage="translate",
+                                        value=_describe(v))
+        if isinstance(a, UOp) and isinstance(b, UOp):
+            dtype = promote(a.dtype, b.dtype)
+            return a.cast(dtype), b.cast(dtype)
+        if not isinstance(a, UOp) and not isinstance(b, UOp):  # two numbers meet nothing: svod's defaults
+            dtype = promote(_kind_dtype(a), _kind_dtype(b))
+            return self.cast(a, dtype), self.cast(b, dtype)
+        if not isinstance(a, UOp):
+            bv, av = self.operands(b, a, node)
+            return av, bv
+        dtype = a.dtype
+        if isinstance(b, float) and not dtype.is_float:
+            dtype = dtypes.float32
+        elif isinstance(b, int) and not isinstance(b, bool) and dtype == dtypes.bool:
+            dtype = dtypes.int32
+        return a.cast(dtype), UOp.const(dtype, b)
+
+    def cast(self, value: Any, dtype: DType, explicit: bool = False) -> UOp:
+        if _is_number(value):
+            if not dtype.is_float and isinstance(value, float):
+                if not explicit and not value.is_integer():
+                    raise KernelSyntaxError(f"the float {value!r} meets {dtype.name}; cast it", kernel=self.name,
+                                            stage="translate", value=value)
+                value = int(value) if pymath.isfinite(value) else 0
+            if dtype == dtypes.bool:
+                value = bool(value)
+            return UOp.const(dtype, value)
+        if not isinstance(value, UOp):
+            raise KernelSyntaxError(f"cannot convert {_describe(value)} to {dtype.name}", kernel=self.name,
+                                    stage="translate", value=_describe(value))
+        return value.cast(dtype)
+
+    def truth(self, value: Any, node: ast.AST) -> UOp:
+        if not isinstance(value, UOp):
+            raise self.refuse(node, f"{_describe(value)} is not a condition")
+        if value.dtype == dtypes.bool:
+            return value
+        return value.ne(UOp.const(value.dtype, 0))
+
+    def static_dtype(self, node: ast.expr) -> DType:
+        value = self.expr(node)
+        if isinstance(value, pylang.Cast):
+            return value.dtype
+        raise self.refuse(node, "a local's annotation is a svod dtype (svod.float32)")
+
+    # ---- the final kernel -------------------------------------------------------------------------------
+
+    def _renumbered(self, sink: UOp) -> UOp:
+        """The kernel's ranges numbered as a builder user numbers them: parallel ranges first, in the order
+        the loops open, then the sequential and reduction ranges in the order they were made. (Ranges made
+        for a first pass over a loop body are gone.)"""
+        present = {u for u in sink.toposort() if u.op is Ops.RANGE}
+        kept = [r for r in dict.fromkeys(self.ranges) if r in present]
+        order = [r for r in kept if r.arg[1] is AxisKind.GLOBAL] + \
+            sorted((r for r in kept if r.arg[1] is not AxisKind.GLOBAL), key=lambda r: r.arg[0])
+        mapping: dict[UOp, UOp] = {}
+        for axis, r in enumerate(order):
+            end = substitute(r.src[0], mapping)
+            mapping[r] = UOp.range(end, axis, r.arg[1])
+        if all(mapping[r] is r for r in order):
+            return sink
+        renamed = substitute(sink, mapping)
+        self.located.record(self.where(self.source.node), [renamed])
+        return renamed
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+_EXPRESSIONS: dict[type, str] = {ast.Constant: "_constant", ast.Name: "_name", ast.Attribute: "_attribute",
+    ast.Subscript: "_subscript", ast.Tuple: "_tuple", ast.BinOp: "_bin_op", ast.UnaryOp: "_unary_op",
+    ast.BoolOp: "_bool_op", ast.Compare: "_compare", ast.IfExp: "_if_exp", ast.Call: "_call"}
+"""The method that translates each kind of expression a kernel may use."""
+_BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+                            ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
+                            ast.BitXor: "^", ast.BitAnd: "&"}
+_COMPARE: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_UOP_BINARY: dict[str, Callable[[UOp, UOp], UOp]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a ** b, "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b}
+
+
+def _python_binary(op: str, a: Any, b: Any) -> Any:
+    """Two constants, computed now; ``//`` and ``%`` of integers as svod computes them (toward zero)."""
+    if op in ("//", "%") and isinstance(a, int) and isinstance(b, int):
+        q = _trunc_div(a, b)
+        return q if op == "//" else (a - q * b if b else 0)
+    if op == "/" and b == 0:
+        return pymath.copysign(pymath.inf, a) * pymath.copysign(1.0, b) if a else pymath.nan
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+            "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b, "<<": lambda: a << b,
+            ">>": lambda: a >> b, "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b}[op]()
+
+
+def _assigned(body: Sequence[ast.stmt]) -> set[str]:
+    """The names statements assign anywhere in ``body`` (a loop's body: those it may change from turn to turn;
+    a value compared with the one before would miss ``b = a + b`` that happens to equal it once)."""
+    names: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _is_atomic(value: Any) -> bool:
+    return any(value is f for f in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min))
+
+
+def _is_zero(value: Any) -> bool:
+    return _is_number(value) and value == 0
+
+
+def _index(value: Any) -> Any:
+    return value.cast(dtypes.index) if isinstance(value, UOp) else value
+
+
+def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
+    return a.alu(op, b)
+
+
+def _accumulation(value: Any, p: UOp) -> tuple[Ops | None, UOp] | None:
+    """How a turn changes local ``p``: ``(op, term)`` where ``value`` is ``p op term`` (under ``where``s, ``p``
+    kept as is where a branch leaves it: the term is then the op's identity), ``(None, p)`` where the turn
+    leaves it, None for anything else."""
+    if value is p:
+        return None, p
+    if not isinstance(value, UOp):
+        return None
+    if value.op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN) and len(value.src) == 2:
+        a, b = value.src
+        if a is p and p not in b.toposort():
+            return value.op, b
+        if b is p and p not in a.toposort():
+            return value.op, a
+    if value.op is Ops.SUB and value.src[0] is p and p not in value.src[1].toposort():
+        return Ops.ADD, -value.src[1]
+    if value.op is Ops.WHERE and p not in value.src[0].toposort():
+        sides = [_accumulation(s, p) for s in value.src[1:]]
+        if any(s is None for s in sides):
+            return None
+        ops = [s[0] for s in sides if s is not None and s[0] is not None]
+        if not ops:
+            return None, p
+        if any(o is not ops[0] for o in ops):
+            return None
+        op = ops[0]
+        identity = UOp.const(p.dtype, reduce_identity(op, p.dtype))
+        terms = [s[1] if s is not None and s[0] is not None else identity for s in sides]
+        return op, value.src[0].where(terms[0], terms[1])
+    return None
+
+
+def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
+    """``term`` reduced over ``r`` by ``op``: one REDUCE over ``r`` and the ranges of a same-op REDUCE that
+    ``term`` is (nested loops of one sum are one sum over their ranges, outermost first)."""
+    if term.op is Ops.REDUCE and term.arg is op:
+        return term.src[0].reduce(r, *term.src[1:], op=op)
+    return term.reduce(r, op=op)
+
+
+def _math_function(value: Any) -> MathFunction | None:
+    """``math.exp`` or ``np.exp`` imported by name (``from math import exp``)."""
+    name = getattr(value, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    if getattr(pymath, name, None) is value and name in pylang.MATH_FUNCTIONS:
+        return MathFunction(name)
+    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_MATH:
+        return MathFunction(NUMPY_MATH[name])
+    return None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, UOp):
+        return f"a {value.dtype.name} value"
+    if isinstance(value, ArrayValue):
+        return f"array {value.name}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, (Builtin, MathFunction)):
+        return f"function {value.name}"
+    if callable(value):
+        return f"function {getattr(value, '__qualname__', value)!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+__all__ = ["ArrayValue", "Located", "Source", "Translator", "promote"]

@@ -1,0 +1,439 @@
+"""``@svod.kernel`` as users call it: signatures and their cache (one compile for two sizes), arguments
+(numpy, Buffers, DLPack, scalars, annotations), plans and ``svod.check``; and every refusal, each naming the
+file and line of the construct, and later errors (races, bounds, dtypes) naming the statement behind them."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import svod
+from svod import dtypes
+from svod.errors import BufferMismatchError, GraphError, IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.frontend.kernels import PYTHON_KERNELS, written_in_python
+from svod.runtime import default_cache
+from tests.kernels import SMALL_WORKLOADS
+
+FILE = __file__
+
+
+def _line(fn, marker: str = "# refused") -> str:
+    """``file:line`` of the line of ``fn``'s source that carries ``marker``."""
+    target = getattr(fn, "fn", fn)
+    lines, first = inspect.getsourcelines(target)
+    offset = next(k for k, line in enumerate(lines) if marker in line)
+    return f"{FILE}:{first + offset}"
+
+
+@svod.kernel
+def double(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * 2.0
+
+
+def test_one_compile_serves_every_size():
+    cache = default_cache()
+    before = cache.stats.compiles
+    for n in (5, 17, 1):
+        x = np.arange(n, dtype=np.float32)
+        out = np.zeros_like(x)
+        double(out, x)
+        np.testing.assert_array_equal(out, x * 2)
+    assert cache.stats.compiles - before <= 1  # 0 when an earlier test compiled it
+    a, b = double.build(np.zeros(3, np.float32), np.zeros(3, np.float32)), double.build(np.zeros(9, np.float32),
+                                                                                        np.zeros(9, np.float32))
+    assert a is b
+    assert double.build(np.zeros(3, np.float64), np.zeros(3, np.float64)) is not a  # another dtype: another kernel
+
+
+def test_arrays_of_one_size_share_a_variable_and_other_sizes_make_another_signature():
+    same = double.bind(np.zeros(4, np.float32), np.zeros(4, np.float32))
+    assert same.var_vals == {"out_shape0": 4}
+    longer = double.bind(np.zeros(9, np.float32), np.zeros(4, np.float32))  # out longer than x: fine
+    assert longer.var_vals == {"out_shape0": 9, "x_shape0": 4}
+    out = np.zeros(9, np.float32)
+    double(out, np.ones(4, np.float32))
+    np.testing.assert_array_equal(out, [2, 2, 2, 2, 0, 0, 0, 0, 0])
+
+
+def test_a_zero_size_array_is_refused_before_anything_runs():
+    with pytest.raises(SvodError, match="out_shape0=0 is outside bounds"):
+        double(np.zeros(0, np.float32), np.zeros(0, np.float32))
+
+
+def test_buffers_and_dlpack_arrays_are_arguments():
+    x = np.arange(6, dtype=np.float32)
+    out = svod.Buffer("CPU", dtypes.float32, 6)
+    double(out, svod.Buffer.from_numpy(x))
+    np.testing.assert_array_equal(out.numpy(), x * 2)
+    target = np.zeros(6, np.float32)
+    double(svod.Buffer.from_numpy(target, copy=False), np.from_dlpack(svod.Buffer.from_numpy(x)))
+    np.testing.assert_array_equal(target, x * 2)
+
+
+def test_kernels_run_in_place_on_numpy_arrays_without_copies():
+    x = np.arange(5, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    view = out[:]
+    double(out, x)
+    np.testing.assert_array_equal(view, x * 2)
+
+
+@svod.kernel
+def annotated(out: svod.Array[svod.float32, 1], x: svod.Array[svod.float32, 1], k: svod.int32):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] + k
+
+
+def test_annotations_fix_the_signature():
+    out = np.zeros(3, np.float32)
+    annotated(out, np.ones(3, np.float32), 2)
+    np.testing.assert_array_equal(out, [3, 3, 3])
+    with pytest.raises(BufferMismatchError, match="argument x must be a 1-d array of float32") as caught:
+        annotated(out, np.ones(3, np.float64), 2)
+    assert caught.value.kernel == "annotated"
+    with pytest.raises(BufferMismatchError, match="takes 3 arguments"):
+        annotated(out, np.ones(3, np.float32))
+    with pytest.raises(SvodError, match="k=1099511627776 is outside bounds"):
+        annotated(out, np.ones(3, np.float32), 1 << 40)
+
+
+def test_a_plan_takes_a_decorated_kernel_and_fixes_its_sizes():
+    plan = svod.ExecutionPlan("CPU")
+    src = plan.add_buffer(svod.Buffer.from_numpy(np.arange(7, dtype=np.float32)))
+    dst = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 7))
+    plan.add_kernel(double, [dst, src])
+    plan.prepare()
+    plan.execute()
+    np.testing.assert_array_equal(plan.buffers[dst].numpy(), np.arange(7) * 2)
+    assert plan.prepared_kernels[0].fixedvars == {"out_shape0": 7}
+
+
+def test_svod_check_takes_a_decorated_kernel():
+    report = svod.check(double, [np.zeros(11, np.float32), np.arange(11, dtype=np.float32)],
+                        devices=["CPU", "CL:0"])
+    assert report.ok, str(report)
+    assert report.kernel == "double"
+
+
+def test_svod_check_on_the_command_line(tmp_path):
+    script = tmp_path / "k.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        import svod
+
+        @svod.kernel
+        def triple(out, x):
+            for i in svod.prange(x.shape[0]):
+                out[i] = x[i] * 3
+
+        def case():
+            return triple, [np.zeros(5, np.int32), np.arange(5, dtype=np.int32)]
+    """))
+    done = subprocess.run([sys.executable, "-m", "svod", "check", f"{script}:case"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "equal" in done.stdout
+
+
+# ---- the suite ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(PYTHON_KERNELS))
+def test_suite_kernels_written_in_python_build_the_builder_kernels(name):
+    """Each suite kernel spelled with @svod.kernel builds the builder's very kernel, so it renders to the same
+    source on every device (compared here on the CPU and OpenCL) and runs as fast."""
+    workload = SMALL_WORKLOADS[name]()
+    python = written_in_python(workload)
+    for built, written in zip(workload.steps, python.steps, strict=True):
+        assert written.ast is built.ast
+        for device in ("CPU", "CL:0"):
+            assert svod.compile(written.ast, device).code == svod.compile(built.ast, device).code
+
+
+def _numba_lines() -> dict[str, int]:
+    import ast
+    import pathlib
+
+    tree = ast.parse((pathlib.Path(__file__).parents[2] / "benchmarks" / "numba_kernels.py").read_text())
+    return {n.name: n.end_lineno - min([d.lineno for d in n.decorator_list] + [n.lineno]) + 1  # type: ignore[operator]
+            for n in tree.body if isinstance(n, __import__("ast").FunctionDef)}
+
+
+@pytest.mark.parametrize("name", sorted(PYTHON_KERNELS))
+def test_suite_kernels_written_in_python_take_no_more_lines_than_numba(name):
+    """Decorator line included; attention's softmax step is the suite's softmax kernel, reused as the builder's
+    attention reuses it."""
+    kernels = [k for k in PYTHON_KERNELS[name] if not (name == "attention" and k.name == "softmax_py")]
+    ours = sum(len(inspect.getsourcelines(k.fn)[0]) for k in kernels)
+    assert ours <= _numba_lines()[name]
+
+
+# ---- refusals ----------------------------------------------------------------------------------------------
+
+@svod.kernel
+def uses_while(out):
+    i = 0
+    while i < 3:  # refused
+        i += 1
+
+
+@svod.kernel
+def uses_try(out):
+    try:  # refused  # noqa: SIM105
+        out[0, 0] = 1
+    except ValueError:
+        pass
+
+
+@svod.kernel
+def uses_with(out):
+    with open("x"):  # refused
+        pass
+
+
+@svod.kernel
+def uses_lambda(out):
+    f = lambda v: v  # refused  # noqa: E731
+    out[0, 0] = f(1)
+
+
+@svod.kernel
+def uses_comprehension(out):
+    out[0, 0] = [i for i in range(3)][0]  # refused  # noqa: RUF015
+
+
+@svod.kernel
+def uses_list(out):
+    values = [1, 2]  # refused
+    out[0, 0] = values[0]
+
+
+@svod.kernel
+def uses_dict(out):
+    values = {"a": 1}  # refused
+    out[0, 0] = values["a"]
+
+
+@svod.kernel
+def uses_break(out):
+    for _ in range(3):
+        break  # refused
+
+
+@svod.kernel
+def uses_continue(out):
+    for _ in range(3):
+        continue  # refused
+
+
+@svod.kernel
+def returns_a_value(out):
+    out[0, 0] = 1
+    return 3  # refused
+
+
+def plain_helper(v):
+    return v
+
+
+@svod.kernel
+def calls_a_plain_function(out):
+    out[0, 0] = plain_helper(1)  # refused
+
+
+@svod.func
+def recursive(v):
+    return recursive(v)  # refused
+
+
+@svod.kernel
+def calls_recursion(out):
+    out[0] = recursive(1)
+
+
+@svod.kernel
+def prange_inside_range(out):
+    for t in range(3):
+        for i in svod.prange(out.shape[0]):  # refused
+            out[i, 0] = t
+
+
+@svod.kernel
+def shares_a_local_across_work_items(out):
+    total = 0
+    for _ in svod.prange(out.shape[0]):
+        total += 1  # refused
+    out[0, 0] = total
+
+
+@svod.kernel
+def loops_over_an_array(out, x):
+    for v in x:  # refused
+        out[0, 0] = v
+
+
+@svod.kernel
+def slices(out, x):
+    out[0, 0] = x[1:3]  # refused
+
+
+@svod.kernel
+def uses_a_loop_local_after_it(out):
+    for i in range(3):
+        last = i
+    out[0, 0] = last  # refused
+
+
+@svod.kernel
+def stores_nothing(out):
+    x = 1  # noqa: F841
+
+
+REFUSALS = {
+    uses_while: "a while loop", uses_try: "try", uses_with: "with", uses_lambda: "lambda",
+    uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict", uses_break: "break",
+    uses_continue: "continue", returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
+prange_inside_range: "prange inside a sequential loop",
+    shares_a_local_across_work_items: "work items share no local", loops_over_an_array: "loops over range",
+    slices: "a slice", uses_a_loop_local_after_it: "last is not defined here",
+}
+
+
+@pytest.mark.parametrize("kernel", list(REFUSALS), ids=lambda k: k.name)
+def test_refusals_name_the_file_line_and_construct(kernel):
+    arrays = [np.zeros((3, 3), np.float32) for _ in kernel.parameters]
+    with pytest.raises(KernelSyntaxError) as caught:
+        kernel.build(*arrays)
+    assert REFUSALS[kernel] in str(caught.value)
+    assert _line(kernel) in str(caught.value)
+    assert caught.value.kernel == kernel.name
+
+
+def test_recursion_is_refused_at_the_recursive_call():
+    with pytest.raises(KernelSyntaxError, match="calls itself") as caught:
+        calls_recursion.build(np.zeros(1, np.int32))
+    assert _line(recursive) in str(caught.value)
+
+
+def test_a_kernel_that_stores_nothing_is_refused():
+    with pytest.raises(KernelSyntaxError, match="stores nothing"):
+        stores_nothing.build(np.zeros(1, np.int32))
+
+
+def test_kernel_parameters_are_plain():
+    with pytest.raises(KernelSyntaxError, match="plain positional parameter"):
+        svod.kernel(lambda out, *rest: None)
+
+
+def test_names_outside_kernels_say_so():
+    with pytest.raises(KernelSyntaxError, match="only meaningful inside"):
+        svod.atomic_add(np.zeros(1), 0, 1)
+    assert list(svod.prange(2, 5)) == [2, 3, 4]
+    assert svod.float32(1.5) == np.float32(1.5)
+
+
+# ---- errors after translation name their statement ----------------------------------------------------------
+
+@svod.kernel
+def racy(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[0] = x[i]  # refused
+
+
+@svod.kernel
+def reads_out_of_bounds(out, x, ids):
+    for i in svod.prange(ids.shape[0]):
+        out[i] = x[ids[i]]  # refused
+
+
+@svod.kernel
+def mixes_dtypes(out, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        out[i] = v << 1.5  # refused
+
+
+def test_a_race_names_the_statement():
+    with pytest.raises(GraphError, match="buffer 0") as caught:
+        racy(np.zeros(1, np.float32), np.ones(4, np.float32))
+    assert _line(racy) in str(caught.value)
+
+
+def test_an_out_of_bounds_access_names_the_statement():
+    out = np.zeros(3, np.float32)
+    with pytest.raises(IndexOutOfBoundsError) as caught:
+        reads_out_of_bounds(out, np.ones(4, np.float32), np.array([0, 9, 1], np.int32))
+    assert _line(reads_out_of_bounds) in str(caught.value)
+
+
+def test_a_graph_error_while_building_names_the_statement():
+    with pytest.raises(SvodError) as caught:
+        mixes_dtypes.build(np.zeros(2, np.int32), np.zeros(2, np.int32))
+    assert _line(mixes_dtypes) in str(caught.value)
+
+
+def test_a_dtype_a_device_cannot_hold_names_where_it_was_made():
+    if "WEBGPU:0" not in svod.available_devices():
+        pytest.skip("no WebGPU adapter here")
+    with pytest.raises(GraphError, match="float64") as caught:
+        double(np.zeros(2, np.float64), np.zeros(2, np.float64), device="WEBGPU:0")
+    assert _line(double, "out[i] = x[i] * 2.0") in str(caught.value)
+
+
+@svod.kernel
+def float_into_int(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = 2.5  # refused
+
+
+def test_an_error_without_a_construct_names_its_statement_too():
+    with pytest.raises(KernelSyntaxError, match=r"the float 2\.5 meets int32") as caught:
+        float_into_int.build(np.zeros(2, np.int32))
+    assert _line(float_into_int) in str(caught.value)
+
+
+@svod.kernel
+def row_scale(out, x):
+    rows, cols = x.shape
+    for r in svod.prange(rows):
+        top = -svod.inf
+        for c in range(cols):
+            top = max(top, x[r, c])
+        for c in svod.prange(cols):
+            out[r, c] = x[r, c] / top
+
+
+def test_a_plan_takes_a_shaped_decorated_kernel():
+    data = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    plan = svod.ExecutionPlan("CPU")
+    src = plan.add_buffer(svod.Buffer.from_numpy(data))
+    dst = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 12))
+    plan.add_kernel(row_scale.shaped((3, 4), (3, 4)), [dst, src])
+    plan.prepare()
+    plan.execute()
+    np.testing.assert_array_equal(plan.buffers[dst].numpy().reshape(3, 4), data / data.max(axis=1, keepdims=True))
+    other = svod.ExecutionPlan("CPU")
+    indices = [other.add_buffer(svod.Buffer("CPU", dtypes.float32, 12)) for _ in range(2)]
+    with pytest.raises(BufferMismatchError, match=r"has shape \(3, 5\), and plan buffer of 12 elements"):
+        other.add_kernel(row_scale.shaped((3, 5), (3, 4)), indices)
+
+
+@svod.kernel
+def running_sums(out, x):
+    for r in svod.prange(x.shape[0]):
+        running = 0.0
+        for c in range(x.shape[1]):
+            running += x[r, c]
+            out[r, c] = running
+
+
+def test_a_plan_refuses_a_kernel_that_carries_a_local_in_memory_of_its_own():
+    plan = svod.ExecutionPlan("CPU")
+    indices = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 6)) for _ in range(2)]
+    with pytest.raises(BufferMismatchError, match="carries a local"):
+        plan.add_kernel(running_sums.shaped((2, 3), (2, 3)), indices)

@@ -1,0 +1,460 @@
+"""Python kernels (``@svod.kernel``), construct by construct, on every device, against numpy: loops (parallel,
+sequential, triangular, repeating a body that ignores its variable), reductions, locals, if, values, math,
+atomics, helpers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import svod
+from svod import dtypes
+from svod.device import Device
+from tests.helpers import refuses
+
+PRIMES = [1, 7, 13]
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(30)
+
+
+@svod.kernel
+def axpb(out, x, a, b):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * a + b
+
+
+@pytest.mark.parametrize("n", PRIMES)
+def test_elementwise_with_scalars(device, n):
+    x = _rng().standard_normal(n).astype(np.float32)
+    out = np.zeros_like(x)
+    axpb(out, x, 2.5, 3, device=device)  # a float scalar (float64 unless annotated), an int variable
+    np.testing.assert_allclose(out, (x.astype(np.float64) * 2.5 + 3).astype(np.float32), rtol=1e-6)
+
+
+@svod.kernel
+def rows(total, biggest, smallest, product, x):
+    n, m = x.shape
+    for r in svod.prange(n):
+        s = 0.0
+        top = -svod.inf
+        low = math.inf
+        p = 1.0
+        for c in range(m):
+            s += x[r, c]
+            top = max(top, x[r, c])
+            low = min(x[r, c], low)
+            p *= x[r, c]
+        total[r] = s
+        biggest[r] = top
+        smallest[r] = low
+        product[r] = p
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (3, 64)])
+def test_reductions_sum_max_min_product(device, shape):
+    x = (_rng().random(shape) + 0.5).astype(np.float32)
+    got = [np.zeros(shape[0], np.float32) for _ in range(4)]
+    rows(*got, x, device=device)
+    np.testing.assert_allclose(got[0], x.sum(axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(got[1], x.max(axis=1))
+    np.testing.assert_array_equal(got[2], x.min(axis=1))
+    np.testing.assert_allclose(got[3], x.prod(axis=1), rtol=1e-5)
+
+
+@svod.kernel
+def offset_sum(out, x):
+    for r in svod.prange(x.shape[0]):
+        s = 10.0  # not the identity of a sum: added to it
+        for c in range(x.shape[1]):
+            s -= x[r, c]
+        out[r] = s
+
+
+def test_a_reduction_from_any_start(device):
+    x = _rng().random((5, 9)).astype(np.float32)
+    out = np.zeros(5, np.float32)
+    offset_sum(out, x, device=device)
+    np.testing.assert_allclose(out, 10.0 - x.sum(axis=1), rtol=1e-5)
+
+
+@svod.kernel
+def gated_sum(out, x, limit):
+    for r in svod.prange(x.shape[0]):
+        s = 0
+        for c in range(x.shape[1]):
+            if x[r, c] > limit:
+                s += x[r, c]
+            elif x[r, c] < -limit:
+                s += 1
+        out[r] = s
+
+
+def test_a_reduction_under_if_and_elif(device):
+    x = _rng().integers(-9, 10, (6, 11)).astype(np.int32)
+    out = np.zeros(6, np.int32)
+    gated_sum(out, x, 4, device=device)
+    want = np.where(x > 4, x, 0).sum(axis=1) + (x < -4).sum(axis=1)
+    np.testing.assert_array_equal(out, want)
+
+
+@svod.kernel
+def prefix_sums(out, x):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        s = 0.0
+        for k in range(i + 1):
+            s += x[k]
+        out[i] = s
+
+
+@svod.kernel
+def upper_sums(out, x):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        s = 0.0
+        for j in range(i + 1, n):
+            s += x[j]
+        out[i] = s
+
+
+@svod.kernel
+def lower_triangle(out, x):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        for j in svod.prange(i + 1):  # a rectangle with a guard
+            out[i, j] = x[i, j] * 2.0
+
+
+@pytest.mark.parametrize("n", PRIMES)
+def test_triangular_loops(device, n):
+    x = _rng().standard_normal(n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    prefix_sums(out, x, device=device)
+    np.testing.assert_allclose(out, np.cumsum(x), rtol=1e-5, atol=1e-5)
+    upper_sums(out, x, device=device)
+    want = np.array([x[i + 1:].sum() for i in range(n)], np.float32)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    square = _rng().standard_normal((n, n)).astype(np.float32)
+    got = np.full((n, n), 7.0, np.float32)
+    lower_triangle(got, square, device=device)
+    np.testing.assert_array_equal(got, np.where(np.tri(n, dtype=bool), square * 2, 7.0).astype(np.float32))
+
+
+@svod.kernel
+def doubling(x, times):
+    for i in svod.prange(x.shape[0]):
+        for _ in range(times):  # the body does not use the loop variable: it still runs every turn
+            x[i] = x[i] * 2
+
+
+@pytest.mark.parametrize("times", [0, 1, 5])
+def test_a_loop_repeats_a_body_that_ignores_its_variable(device, times):
+    x = np.arange(1, 8, dtype=np.int32)
+    doubling(x, times, device=device)
+    np.testing.assert_array_equal(x, np.arange(1, 8, dtype=np.int32) << times)
+
+
+@svod.kernel
+def stepping(out, x):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        s = 0
+        for k in range(n - 1, -1, -2):  # a negative constant step
+            s += x[k] * (k + 1)
+        out[i] = s + i
+
+
+def test_a_range_with_a_step(device):
+    x = np.arange(9, dtype=np.int32)
+    out = np.zeros(9, np.int32)
+    stepping(out, x, device=device)
+    want = sum(int(x[k]) * (k + 1) for k in range(8, -1, -2))
+    np.testing.assert_array_equal(out, want + np.arange(9))
+
+
+@svod.kernel
+def locals_and_branches(out, x):
+    n, m = x.shape
+    for i in svod.prange(n):
+        for j in svod.prange(m):
+            v = x[i, j]
+            a, b = v * 2, v + 1
+            if v > 0:
+                w = a
+            elif v < -1:
+                w = b
+            else:
+                w = 0
+            w += 1
+            out[i, j] = w if j % 2 == 0 else -w
+
+
+def test_locals_if_elif_else_and_conditional_values(device):
+    x = _rng().integers(-5, 6, (4, 7)).astype(np.int32)
+    out = np.zeros_like(x)
+    locals_and_branches(out, x, device=device)
+    w = np.where(x > 0, x * 2, np.where(x < -1, x + 1, 0)) + 1
+    np.testing.assert_array_equal(out, np.where(np.arange(7) % 2 == 0, w, -w))
+
+
+@svod.kernel
+def gated_stores(out, x):
+    for i in svod.prange(x.shape[0]):
+        if x[i] > 0 and i % 3 != 0:
+            out[i] = x[i]
+        else:
+            out[i] += 100
+
+
+def test_gated_stores_and_augmented_array_stores(device):
+    x = _rng().integers(-3, 4, 10).astype(np.int32)
+    out = np.ones(10, np.int32)
+    gated_stores(out, x, device=device)
+    keep = (x > 0) & (np.arange(10) % 3 != 0)
+    np.testing.assert_array_equal(out, np.where(keep, x, 101))
+
+
+@svod.kernel
+def in_order(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = 1.0
+        out[i] = out[i] + x[i]
+        out[i] *= 3.0
+
+
+def test_reads_and_writes_of_one_array_follow_program_order(device):
+    x = np.arange(6, dtype=np.float32)
+    out = np.zeros(6, np.float32)
+    in_order(out, x, device=device)
+    np.testing.assert_array_equal(out, (1 + x) * 3)
+
+
+@svod.kernel
+def integer_ops(out, a, b):
+    for i in svod.prange(a.shape[0]):
+        x, y = a[i], b[i]
+        out[0, i] = x // y
+        out[1, i] = x % y
+        out[2, i] = (x & 6) | (y ^ 3)
+        out[3, i] = (x << 2) >> 1
+        out[4, i] = ~x
+        out[5, i] = abs(x) + min(x, y, 2) + max(x, y)
+        out[6, i] = 1 if (x > y or not x < 0) else 0
+        out[7, i] = x ** 2 if False else x * x  # a constant condition keeps one side
+
+
+def test_integer_operators_truncate_toward_zero(device):
+    a = np.array([7, -7, 7, -7, 0, 5], np.int32)
+    b = np.array([3, 3, -3, -3, 2, 5], np.int32)
+    out = np.zeros((8, 6), np.int32)  # out[k, i], not out[i, k]: see test_pykernel's symbolic sizes test
+    integer_ops(out, a, b, device=device)
+    want = np.stack([np.trunc(a / b), np.fmod(a, b), (a & 6) | (b ^ 3), (a << 2) >> 1, ~a,
+                     abs(a) + np.minimum(np.minimum(a, b), 2) + np.maximum(a, b), ((a > b) | (a >= 0)), a * a], 0)
+    np.testing.assert_array_equal(out, want.astype(np.int32))
+
+
+@svod.func
+def sigmoid(v):
+    return 1.0 / (1.0 + svod.math.exp(-v))
+
+
+@svod.func
+def store_twice(out, i, v):
+    out[6, i] = v
+    out[7, i] = v * 2.0
+
+
+@svod.kernel
+def math_kernel(out, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        out[0, i] = svod.math.exp(v) + math.sqrt(abs(v)) + np.tanh(v)
+        out[1, i] = svod.math.log(abs(v) + 1.0) + svod.math.sin(v) * svod.math.cos(v)
+        out[2, i] = sigmoid(v) + v ** 2.0
+        out[3, i] = svod.math.floor(v) + math.ceil(v) + svod.math.trunc(v) + svod.math.round(v) * math.pi
+        out[4, i] = svod.math.pow(abs(v), 1.5) + svod.math.erf(v) + svod.math.rsqrt(abs(v) + 1.0)
+        out[5, i] = svod.float32(svod.int32(v * 10.0)) + float(2) + int(3.7)
+        store_twice(out, i, svod.math.clamp(v, -0.5, 0.5))
+
+
+def test_math_functions_helpers_and_casts(device):
+    x = np.array([-1.7, -0.3, 0.0, 0.4, 2.2, 3.5], np.float32)
+    out = np.zeros((8, 6), np.float32)
+    math_kernel(out, x, device=device)
+    v = x.astype(np.float64)
+    clamped = np.clip(v, -0.5, 0.5)
+    erf = np.vectorize(math.erf)(v)
+    want = np.stack([np.exp(v) + np.sqrt(abs(v)) + np.tanh(v), np.log(abs(v) + 1) + np.sin(v) * np.cos(v),
+                     1 / (1 + np.exp(-v)) + v ** 2, np.floor(v) + np.ceil(v) + np.trunc(v) + np.round(v) * math.pi,
+                     abs(v) ** 1.5 + erf + 1 / np.sqrt(abs(v) + 1), np.trunc(v * 10) + 5, clamped, clamped * 2], 0)
+    tolerance = 1e-5 if device.caps.ieee_floats else 3e-3
+    np.testing.assert_allclose(out, want.astype(np.float32), rtol=tolerance, atol=tolerance)
+
+
+def histogram2(counts, peaks, values):
+    for i in svod.prange(values.shape[0]):
+        v = values[i]
+        svod.atomic_add(counts, (i % 2, v), 1)
+        svod.atomic_max(peaks, v % 3, i)
+        svod.atomic_min(peaks, 3, -i)
+
+
+def _for(device: Device, fn):
+    """``fn`` as a kernel for ``device``. On WebGPU its sizes are constants: WGSL's lowering proves a gather's
+    32-bit index only when the stride of the index read from memory is a constant."""
+    return svod.kernel(fn, static_shapes=device.device.base_type == "WEBGPU")
+
+
+@pytest.mark.parametrize("n", [1, 97])
+def test_atomics_with_tuple_indices(device, n):
+    values = _rng().integers(0, 8, n).astype(np.int32)
+    counts, peaks = np.zeros((2, 8), np.int32), np.zeros(4, np.int32)
+    _for(device, histogram2)(counts, peaks, values, device=device)
+    want = np.zeros((2, 8), np.int32)
+    np.add.at(want, (np.arange(n) % 2, values), 1)
+    np.testing.assert_array_equal(counts, want)
+    for k in range(3):
+        hits = np.nonzero(values % 3 == k)[0]
+        assert peaks[k] == (hits.max() if hits.size else 0)
+    assert peaks[3] == -(n - 1)
+
+
+def gather_rows(out, table, ids):
+    for r in svod.prange(ids.shape[0]):
+        for c in svod.prange(table.shape[1]):
+            out[r, c] = table[ids[r], c] + (ids[r] + r) * 0  # an index of any integer dtype meets a loop variable
+
+
+@pytest.mark.parametrize("index_dtype", [dtypes.int8, dtypes.int32, dtypes.uint32, dtypes.int64], ids=lambda d: d.name)
+def test_indices_of_any_integer_dtype(device, index_dtype):
+    if refuses(device, index_dtype):
+        return
+    table = np.arange(20, dtype=np.int32).reshape(5, 4)
+    ids = np.array([4, 0, 2, 2], index_dtype.numpy)
+    out = np.zeros((4, 4), np.int32)
+    _for(device, gather_rows)(out, table, ids, device=device)
+    np.testing.assert_array_equal(out, table[ids.astype(np.int64)])
+
+
+@svod.kernel
+def widening(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * 0.1 + 1  # a float literal in a float64 expression is float64
+
+
+def test_literals_take_the_dtype_they_meet(device):
+    if refuses(device, dtypes.float64):
+        return
+    x = np.array([1.0, 3.0, 1e10], np.float64)
+    out = np.zeros(3, np.float64)
+    widening(out, x, device=device)
+    np.testing.assert_array_equal(out, x * 0.1 + 1)
+
+
+@svod.kernel
+def nan_and_inf(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = svod.nan if x[i] < 0 else (svod.inf if x[i] > 1 else x[i])
+
+
+def test_inf_and_nan(device: Device):
+    if not device.caps.ieee_floats:
+        pytest.skip("this device's compiler may assume floats are finite (DeviceCaps.ieee_floats)")
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    out = np.zeros(3, np.float32)
+    nan_and_inf(out, x, device=device)
+    assert np.isnan(out[0]) and out[1] == 0.5 and out[2] == np.inf
+
+
+@svod.kernel
+def unrolled(out: svod.Array[svod.float32, 1], x: svod.Array[svod.float32, 1], times: svod.Const[int],
+             scale: svod.float32):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        if times > 2:  # a constant: one branch is translated
+            v = v * scale
+        out[i] = v + times
+
+
+def test_annotations_constants_and_float32_scalars(device):
+    x = np.arange(4, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    unrolled(out, x, 3, 0.5, device=device)
+    np.testing.assert_array_equal(out, x * 0.5 + 3)
+    unrolled(out, x, 1, 0.5, device=device)
+    np.testing.assert_array_equal(out, x + 1)
+
+
+@svod.kernel
+def running(out, counts, x):
+    n, m = x.shape
+    for r in svod.prange(n):
+        total = 0.0
+        seen = 0
+        for c in range(m):
+            total += x[r, c]  # read below in the same turn: carried from turn to turn, not a reduction
+            if x[r, c] > 0:
+                seen += 1
+            out[r, c] = total * seen
+        counts[r] = seen
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17)])
+def test_locals_carried_from_turn_to_turn(device, shape):
+    x = _rng().standard_normal(shape).astype(np.float32)
+    out, counts = np.zeros(shape, np.float32), np.zeros(shape[0], np.int32)
+    running(out, counts, x, device=device)
+    seen = np.cumsum(x > 0, axis=1)
+    np.testing.assert_allclose(out, np.cumsum(x, axis=1) * seen, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(counts, seen[:, -1])
+
+
+@svod.kernel
+def fibonacci(out, steps):
+    a, b = 0, 1
+    for _ in range(steps):
+        a, b = b, a + b
+    out[0] = a
+
+
+def test_a_carried_pair_in_one_work_item(device):
+    out = np.zeros(1, np.int32)
+    fibonacci(out, 20, device=device)
+    assert out[0] == 6765
+
+
+@svod.kernel
+def two_loops_one_name(out, x):
+    for r in svod.prange(x.shape[0]):
+        for c in range(x.shape[1]):
+            e = x[r, c] * 2
+            out[r, c] = e
+        for c in range(x.shape[1]):
+            e = out[r, c] + 1  # a new local of the second loop
+            out[r, c] = e
+
+
+def test_locals_of_one_loop_do_not_leak_into_the_next(device):
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    out = np.zeros_like(x)
+    two_loops_one_name(out, x, device=device)
+    np.testing.assert_array_equal(out, x * 2 + 1)
+
+
+@svod.kernel
+def own_locals(out, x):
+    v = 0.0
+    for i in svod.prange(x.shape[0]):
+        v = x[i] * 2.0  # each work item's own v
+        out[i] = v
+
+
+def test_a_local_a_prange_assigns_is_each_work_items_own(device):
+    x = np.arange(5, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    own_locals(out, x, device=device)
+    np.testing.assert_array_equal(out, x * 2)
