@@ -6,7 +6,7 @@ device can hold a kernel's dtypes (``check_dtypes``), how a lowered kernel uses 
 failure (``status_slots``). Renderers are reached through the device registry.
 """
 
-from svod.codegen.linearize import status_slots
+from svod.codegen.checks import status_slots
 from svod.codegen.lower import describe
 from svod.codegen.pipeline import check_dtypes, lower, passes, stages
 from svod.codegen.ranges import live_ranges

@@ -3,7 +3,7 @@ has, keeping svod's meaning of the op (exactly for arithmetic; a math function t
 device's own functions are).
 
 They run twice in a kernel's life, with the same matcher: on the lowered kernel (``lower.decompose``), and
-on the accumulator updates the linearizer creates for REDUCEs (``linearize(decompositor=...)``).
+on the accumulator updates made for REDUCEs once the kernel is ordered (``accumulators.lower_accumulators``).
 """
 
 from __future__ import annotations

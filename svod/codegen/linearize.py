@@ -1,29 +1,34 @@
-"""The linearizer: turns a kernel (a SINK of effects over RANGEs and REDUCEs) into the flat, ordered
-instruction list a renderer walks, with RANGE/IF ... END blocks and accumulator registers.
+"""The linearizer: orders a lowered kernel (a SINK of effects over RANGEs and REDUCEs) into the flat
+instruction list a renderer walks, with RANGE/IF ... END blocks. It only orders: what a reduction, a
+checked access or a barrier computes was said by passes before it (``svod.codegen.pipeline``), or is said
+by passes after it (``accumulators.lower_accumulators``).
 
 It builds a tree of blocks as it goes and flattens it at the end:
 
-- Each effect (STORE, ATOMIC) runs inside a loop for every range it depends on, outermost first. Effects
-  next to each other in the SINK share the loops they have in common, outermost first, as the Python
-  loops ``for l: (A; B)`` do: within a work item, effects happen in the order the kernel states them, per
-  turn of the loops they share.
+- Each effect (STORE, ATOMIC, BARRIER) runs inside a loop for every range it depends on, outermost first.
+  Effects next to each other in the SINK share the loops they have in common, outermost first, as the
+  Python loops ``for l: (A; B)`` do: within a work item, effects happen in the order the kernel states
+  them, per turn of the loops they share. A BARRIER depends on the ranges it names and on no gate, so it
+  stands outside every IF and every other loop, where all work items of a group reach it (lowering names
+  only ranges whose ends are the same for every work item; ``barriers.check_barriers`` makes sure).
 - A load comes after every effect stated before it: once an effect writes a buffer, later loads of it
   (and the values built on them) are emitted again; one that would be the same UOp as a load emitted
   before goes through the buffer ``AFTER`` the effect, so a renderer never reuses the value read before.
+  After a BARRIER, loads of local memory are emitted again (other work items wrote it).
 - An effect whose target is gated runs inside ``IF (gate)``: in the block it shares with earlier effects,
   or opened inside the loops the gate depends on and around the others it opens.
+- An access that carries a record (``checks.check_accesses``: an INDEX whose last source is an IF of a
+  condition, the access's gate, and effects) runs the record first: the effects inside ``IF (condition)``,
+  placed where the record's sources can be computed; then the access, gated.
 - A value is computed once per placement: in the innermost open loop among the ranges it depends on, so
   loop-invariant work is hoisted; never outside an enclosing IF; and a value that depends on a load of
   memory the kernel writes is never hoisted at all.
-- A REDUCE becomes an accumulator register, initialised where its result is needed, updated inside loops
-  of its own over its ranges, and read after them. Reductions over the same ranges at the same place
-  share one loop (a sum and a max of one row; a matmul's upcast outputs). A reduction nested in another's
-  body opens its loops inside the outer loop, or before it when it does not depend on the outer range.
-- A BARRIER (GPU lowering puts them between effects that share local memory) closes every open block but
-  the loops over its sources, uniform loops that every work item of a group runs alike, and stands there
-  alone, where all work items of the group reach it.
-- A bounds-checked access (``INDEX`` with arg ``CHECKED``) becomes an in-range test: the access is gated
-  by it, and where it fails the kernel records the buffer slot and the index in the status buffer.
+- A REDUCE is ordered where its result is needed: its register (``DEFINE_REG``) there, then loops of its
+  own over its ranges holding its update (``REDUCE(register, body)``), then its result (``AFTER(register,
+  update)``) after them; ``accumulators.lower_accumulators`` says what each computes. Reductions over the
+  same ranges at the same place share one loop (a sum and a max of one row; a matmul's upcast outputs). A
+  reduction nested in another's body opens its loops inside the outer loop, or before it when it does not
+  depend on the outer range.
 
 Every decision follows the order of the AST (its toposort and SINK order, range axes, structural keys):
 no set or dict of UOps is iterated, so the same kernel gives the same instruction list in every process.
@@ -31,27 +36,17 @@ no set or dict of UOps is iterated, so the same kernel gives the same instructio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from svod.codegen.ranges import live_ranges, nested
-from svod.dtype import DType, dtypes
+from svod.dtype import dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, PatternMatcher, UOp
+from svod.ir import AxisKind, Ops, UOp
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import memory_of, param_size, pointee, unknown_below
+from svod.ir.uop import memory_of, unknown_below
 from svod.ir.validate import kernel_label
-
-CHECKED = "checked"
-"""The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
-
-
-def status_slots(slot: int) -> tuple[int, int]:
-    """Where a checked access to buffer ``slot`` records a failure in the status buffer (int64): a flag,
-    and the offending index."""
-    return 2 * slot, 2 * slot + 1
 
 
 @dataclass(eq=False)
@@ -116,10 +111,8 @@ def _accesses(node: UOp) -> Iterator[tuple[UOp, UOp]]:
 
 
 class _Linearizer:
-    def __init__(self, sink: UOp, status: UOp | None, decompositor: PatternMatcher | None) -> None:
+    def __init__(self, sink: UOp) -> None:
         self.sink = sink
-        self.status = status
-        self.decompositor = decompositor
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
         self.written = {e.src[0].src[0] for e in self.effects}
@@ -240,7 +233,7 @@ class _Linearizer:
                 self.reduce_group(u, block)
                 todo.pop()
                 continue
-            missing = [s for s in u.src if (s, self.place(s)) not in self.memo]
+            missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
             if missing:
                 todo.extend(reversed(missing))
                 continue
@@ -253,9 +246,9 @@ class _Linearizer:
             if u not in self.leaves:
                 self.leaves[u] = None
             return u
-        src = tuple(self.memo[(s, self.place(s))] for s in u.src)
-        if u.op is Ops.INDEX and u.arg == CHECKED:
-            return self.checked_index(u, src, block)
+        src = tuple(self.memo[(s, self.place(s))] for s in _computed(u))
+        if _record(u) is not None:
+            return self.recorded_index(u, src, block)
         if u.op is Ops.LOAD and u.replace(src=src) in self.stale:
             src = (self.reread(src[0], self.version[u.src[0].src[0]], block),)
         return self.emit(block, u.replace(src=src))
@@ -265,22 +258,6 @@ class _Linearizer:
         of the same element emitted before the effect would otherwise be taken for it."""
         after = self.emit(block, index.src[0].after(effect))
         return self.emit(block, index.replace(src=(after, *index.src[1:])))
-
-    def combine(self, op: Ops, running: UOp, value: UOp, block: _Block) -> UOp:
-        """``running op value``, the update of a reduction's accumulator, added to ``block`` as the
-        device computes it: through the renderer's decompositor, like every other op of the kernel."""
-        placed = {running: running, value: value}
-
-        def place(node: UOp) -> UOp:
-            if node not in placed:
-                built = node.replace(src=tuple(place(s) for s in node.src))
-                rewritten = None if self.decompositor is None else self.decompositor.rewrite(built)
-                if rewritten is None:
-                    block.add(built)
-                placed[node] = built if rewritten is None else place(rewritten)
-            return placed[node]
-
-        return place(running.alu(op, value))
 
     def emit(self, block: _Block, value: UOp) -> UOp:
         """Place ``value`` in ``block``, unless the same value is already computed in an open block (UOps
@@ -292,28 +269,21 @@ class _Linearizer:
         self.emitted[value] = block
         return value
 
-    # ---- checked accesses ------------------------------------------------------------------------------
+    # ---- accesses with a record ------------------------------------------------------------------------
 
-    def checked_index(self, u: UOp, src: tuple[UOp, ...], block: _Block) -> UOp:
-        """``buf[idx]`` that may leave its buffer: gated by an in-range test, and a failure is recorded."""
-        if self.status is None:
-            raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
-        buffer, index = u.src[0], u.src[1]
-        if buffer.op is Ops.DEFINE_LOCAL:  # a CPU thread's private copy of a buffer: report the buffer
-            buffer = buffer.src[0]
-        in_range, reported = _range_test(index, param_size(buffer))
-        gate = u.src[2] if len(u.src) == 3 else None
-        failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)
-        with self.at(self.place(failed) if gate is None else block):  # a row test: outside the column loop
-            self.open_if(failed, None)
-            flag, where = status_slots(buffer.arg)
-            recorded = pointee(self.status)
-            for slot, value in ((flag, UOp.index_const(1)), (where, reported)):
-                stored = value if recorded == dtypes.int64 else value.cast(recorded)
-                record = UOp(Ops.STORE, dtypes.void, (self.value(self.status.index(slot)), self.value(stored)))
-                self.stack[-1].add(record)
+    def recorded_index(self, u: UOp, src: tuple[UOp, ...], block: _Block) -> UOp:
+        """``buf[idx]`` after its record (``checks.check_accesses``): the record's effects inside ``IF
+        (condition)``, where the record is placed (a row test: outside the column loop), then the access
+        gated by the record's gate."""
+        record = _record(u)
+        assert record is not None
+        with self.at(self.place(record)):
+            self.open_if(record.src[0], None)
+            for effect in record.src[2:]:
+                if effect.op in EFFECTS:
+                    self.stack[-1].add(effect.replace(src=(self.value(effect.src[0]), self.value(effect.src[1]))))
             self.close_block()
-            allowed = self.value(in_range if gate is None else gate & in_range)
+            allowed = self.value(record.src[1])
             return self.emit(block, UOp(Ops.INDEX, u.dtype, (src[0], src[1], allowed)))
 
     # ---- reductions ------------------------------------------------------------------------------------
@@ -335,39 +305,31 @@ class _Linearizer:
             for m in members:
                 reg = UOp(Ops.DEFINE_REG, m.dtype.ptr(1, local=True), (), self.registers)
                 self.registers += 1
-                slot = reg.index(self.value(UOp.index_const(0)))
-                init = slot.store(self.value(UOp.const(m.dtype, reduce_identity(m.arg, m.dtype))))
-                for node in (reg, slot, init):
-                    block.add(node)
-                registers.append((reg, init))
+                block.add(reg)
+                registers.append(reg)
             ranges = nested(frozenset(first.src[1:]))
             for r in ranges:
                 self.open_loop(r)
             inner = self.stack[-1]
-            results = []
-            for m, (reg, init) in zip(members, registers, strict=True):
-                body = self.value(m.src[0])
-                running = reg.after(init).index(init.src[0].src[1])
-                for node in (running.src[0], running, running.load()):
-                    inner.add(node)
-                total = self.combine(m.arg, running.load(), body, inner)
-                update = init.src[0].store(total)
+            updates = []
+            for m, reg in zip(members, registers, strict=True):
+                update = UOp(Ops.REDUCE, m.dtype, (reg, self.value(m.src[0])), m.arg)
                 inner.add(update)
                 inner.updates.append(update)
-                results.append((m, reg, update))
+                updates.append(update)
             for _ in ranges:
                 self.close_block()
-            for m, reg, update in results:
-                final = reg.after(update).index(update.src[0].src[1])
-                for node in (final.src[0], final, final.load()):
-                    block.add(node)
-                self.memo[(m, block)] = final.load()
+            for m, reg, update in zip(members, registers, updates, strict=True):
+                result = UOp(Ops.AFTER, m.dtype, (reg, update))
+                block.add(result)
+                self.memo[(m, block)] = result
 
     # ---- effects ---------------------------------------------------------------------------------------
 
     def effect(self, e: UOp) -> None:
-        target = e.src[0]
-        gate = target.src[2] if len(target.src) == 3 and target.arg != CHECKED else None
+        """Run ``e`` in the loops it depends on (and its gate's IF), sharing those open before it."""
+        target = None if e.op is Ops.BARRIER else e.src[0]
+        gate = target.src[2] if target is not None and len(target.src) == 3 and _record(target) is None else None
         loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
         while keep < len(self.stack):
@@ -386,6 +348,10 @@ class _Linearizer:
                 self.open_if(key, key)
             else:
                 self.open_loop(key)
+        if target is None:
+            self.stack[-1].add(e.replace(src=()))
+            self.reread_local()
+            return
         if gate is not None:
             target = target.replace(src=target.src[:2])
         self.pending = self.reductions(e)
@@ -416,28 +382,15 @@ class _Linearizer:
                     found.append(u)
         return list(dict.fromkeys(found))
 
-    def barrier(self, barrier: UOp) -> None:
-        """A BARRIER runs where every work item reaches it: outside every guard, and outside every loop but
-        those over its sources (ranges whose ends are the same for every work item, which lowering gives
-        it). Local memory is read again after it (other work items wrote it)."""
-        wanted = nested(frozenset(r for r in barrier.src if r.op is Ops.RANGE))  # a loop of one step folds
-        keep = 1
-        while keep < len(self.stack) and keep - 1 < len(wanted) and self.stack[keep].key is wanted[keep - 1]:
-            keep += 1
-        while len(self.stack) > keep:
-            self.close_block()
-        for r in wanted[len(self.stack) - 1:]:
-            self.open_loop(r)
-        self.stack[-1].add(UOp(Ops.BARRIER))
+    def reread_local(self) -> None:
+        """After a BARRIER, loads of local memory are emitted again: other work items of the group wrote it."""
         for stale in [k for k in self.memo if k[0].op is Ops.LOAD and k[0].src[0].src[0].op is Ops.DEFINE_LOCAL]:
             del self.memo[stale]
             self.emitted.pop(stale[0], None)
 
     def run(self) -> tuple[UOp, ...]:
         for e in self.sink.src:
-            if e.op is Ops.BARRIER:
-                self.barrier(e)
-            elif e.op in EFFECTS:
+            if e.op is Ops.BARRIER or e.op in EFFECTS:
                 self.effect(e)
         while len(self.stack) > 1:
             self.close_block()
@@ -469,54 +422,22 @@ def _flatten(block: _Block, out: list[UOp]) -> None:
             out.append(item)
 
 
-def reduce_identity(op: Ops, dtype: DType) -> int | float:
-    """The value a reduction starts from, an exact identity of the op: a float sum starts from -0.0
-    (``-0.0 + x`` is ``x`` for every ``x``, where ``0.0 + -0.0`` is ``+0.0``), and a float MAX or MIN from
-    NaN, which maximumNumber and minimumNumber ignore: a reduction of NaNs only is NaN, as numpy's
-    ``fmax.reduce`` gives."""
-    if op is Ops.ADD:
-        return -0.0 if dtype.is_float else 0
-    if op is Ops.MUL:
-        return 1.0 if dtype.is_float else 1
-    if dtype.is_float:
-        return math.nan
-    return dtype.min if op is Ops.MAX else dtype.max
+def _record(u: UOp) -> UOp | None:
+    """The record an access runs first (``checks.check_accesses``), if it carries one."""
+    return u.src[-1] if u.op is Ops.INDEX and u.src and u.src[-1].op is Ops.IF else None
 
 
-def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:
-    """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access
-    ``row * K + col`` with ``col`` proven in ``[0, K)`` (a shaped buffer's ``x[row, col]``) is in range
-    exactly when ``row`` is in ``[0, size / K)``: testing the row keeps the test out of the loop over the
-    columns, and a failure reports the row's first element, itself outside the buffer."""
-    if index.op is Ops.ADD:
-        for scaled, col in (index.src, index.src[::-1]):
-            if scaled.op is not Ops.MUL or scaled.src[1].op is not Ops.CONST:
-                continue
-            row, k = scaled.src[0], int(scaled.src[1].arg)
-            rows = _exact_quotient(size, k)
-            if k > 0 and rows is not None and col.vmin >= 0 and col.vmax < k:
-                return (row >= 0) & (row < rows), scaled
-    return (index >= 0) & (index < size), index
+def _computed(u: UOp) -> tuple[UOp, ...]:
+    """The sources of ``u`` computed before it: all but a record, which is run as ``u`` is built."""
+    return u.src[:-1] if _record(u) is not None else u.src
 
 
-def _exact_quotient(size: UOp, k: int) -> UOp | None:
-    """``size / k`` when it is exact for every value of the size's variables, else None."""
-    if size.op is Ops.CONST:
-        return UOp.index_const(int(size.arg) // k) if int(size.arg) % k == 0 else None
-    if size.op is Ops.MUL and size.src[1].op is Ops.CONST and int(size.src[1].arg) % k == 0:
-        return size.src[0] * (int(size.src[1].arg) // k)
-    return None
-
-
-def linearize(sink: UOp, status: UOp | None = None, decompositor: PatternMatcher | None = None
-              ) -> tuple[UOp, ...]:
-    """The instructions of ``sink`` in execution order (see the module docstring); ``status`` is the
-    buffer checked accesses record failures in; ``decompositor`` rewrites the accumulator updates the
-    linearizer creates, as ``lower.decompose`` did the rest of the kernel."""
+def linearize(sink: UOp) -> tuple[UOp, ...]:
+    """The instructions of ``sink`` in execution order (see the module docstring)."""
     if sink.op is not Ops.SINK:
         raise GraphError("a kernel's root must be a SINK", stage="linearize", value=sink.op)
     try:
-        return _Linearizer(sink, status, decompositor).run()
+        return _Linearizer(sink).run()
     except RecursionError as err:
         raise GraphError("the kernel nests too deeply to linearize", kernel=kernel_label(sink),
                          stage="linearize") from err

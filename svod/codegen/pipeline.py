@@ -1,11 +1,13 @@
 """The lowering pipeline: the ordered, named passes that take a kernel AST to the SINK the linearizer
-orders, chosen for a target from its ``DeviceCaps``. This module is the one place the order lives.
+orders, chosen for a target from its ``DeviceCaps``, and those that take that SINK to the instruction list
+a renderer spells. This module is the one place the order lives.
 
 ::
 
     ast ─> stages (split_reduction) ─> for each stage:
            validate ─ check_dtypes ─ unbind ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
-           ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK ─> linearize
+           ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
+    lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
 
     CPU: tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
@@ -19,7 +21,10 @@ A pass returns the kernel it made, or None where it does not apply (the kernel g
 refuses a kernel or lets it through unchanged; in a ``FirstOf``, the first alternative that applies is
 taken. ``SVOD_DEBUG=passes`` prints each pass that
 ran and the kernel after it. What each pass guarantees is said where it is defined
-(``svod.codegen.lower``, ``svod.codegen.safety``).
+(``svod.codegen.lower``, ``svod.codegen.safety``, and for the linear stage ``svod.codegen.checks``,
+``svod.codegen.linearize``, ``svod.codegen.accumulators``, ``svod.codegen.barriers``). The lowered SINK,
+before ``check_accesses``, is the kernel a PROGRAM carries: the linear stage's rewrites live only in its
+instruction list.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from svod.codegen.accumulators import lower_accumulators
+from svod.codegen.barriers import check_barriers
+from svod.codegen.checks import check_accesses
+from svod.codegen.linearize import linearize as order
 from svod.codegen.lower import (
     anchor_ranges,
     decompose,
@@ -281,6 +290,105 @@ def _run(step: Step, state: Lowering, target: Target, trace: TextIO | None) -> L
     return first
 
 
+# ---- the linear stage ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Linearizing:
+    """A lowered kernel on its way to an instruction list: its name for errors, the SINK to order, the status
+    buffer its checked accesses report to (if any), the device's decompositor, and the instructions once
+    ordered."""
+
+    kernel: str
+    sink: UOp
+    status: UOp | None = None
+    decompositor: PatternMatcher | None = None
+    linear: tuple[UOp, ...] = ()
+
+
+@dataclass(frozen=True)
+class LinearPass:
+    name: str
+    apply: Callable[[Linearizing], Linearizing | None]
+
+
+@dataclass(frozen=True)
+class LinearCheck:
+    """A pass of the linear stage that refuses an instruction list it cannot let through and changes nothing."""
+
+    name: str
+    check: Callable[[Linearizing], None]
+
+
+LinearStep = LinearPass | LinearCheck
+
+
+def _check_accesses(state: Linearizing) -> Linearizing | None:
+    sink = check_accesses(state.sink, state.status)
+    return None if sink is None else dataclasses.replace(state, sink=sink)
+
+
+def _lower_accumulators(state: Linearizing) -> Linearizing | None:
+    linear = lower_accumulators(state.linear, state.decompositor)
+    return None if linear is state.linear else dataclasses.replace(state, linear=linear)
+
+
+LINEAR: tuple[LinearStep, ...] = (
+    LinearPass("check_accesses", _check_accesses),
+    LinearPass("linearize", lambda s: dataclasses.replace(s, linear=order(s.sink))),
+    LinearPass("lower_accumulators", _lower_accumulators),
+    LinearCheck("check_barriers", lambda s: check_barriers(s.linear)),
+)
+"""What every target does with a lowered kernel: each access no proof covers tested and recorded where it
+fails (``svod.codegen.checks``), the kernel ordered into instructions (``svod.codegen.linearize``), each
+reduction an accumulator register (``svod.codegen.accumulators``), and every barrier reached by every work
+item of its group (``svod.codegen.barriers``)."""
+
+
+def linearize(sink: UOp, status: UOp | None = None, target: Target | None = None,
+              trace: TextIO | None = None) -> tuple[UOp, ...]:
+    """The instruction list of the lowered kernel ``sink``: ``sink`` through ``LINEAR``. ``status`` is the buffer
+    checked accesses record failures in; the accumulator updates are computed through ``target``'s
+    decompositor, as ``decompose`` computed the rest of the kernel; ``trace`` receives each pass's name and
+    the kernel after it."""
+    kernel = kernel_label(sink) if target is None else f"{kernel_label(sink)} for {target.device}"
+    state = Linearizing(kernel_label(sink), sink, status, None if target is None else target.decompositor)
+    try:
+        for step in LINEAR:
+            if isinstance(step, LinearCheck):
+                step.check(state)
+                if trace is not None:
+                    print(f"svod: pass {step.name} on {kernel}: passed", file=trace)
+                continue
+            after = step.apply(state)
+            if trace is not None:
+                if after is None:
+                    _report(trace, step.name, kernel, None)
+                elif after.linear:
+                    print(f"svod: pass {step.name} on {kernel}", file=trace)
+                    print(linear_listing(after.linear), file=trace)
+                else:
+                    _report(trace, step.name, kernel, (after.sink,))
+            state = after or state
+    except GraphError as err:
+        if err.kernel is not None:
+            raise
+        raise GraphError(err.detail, kernel=state.kernel, stage=err.stage or "linearize", value=err.value) from err
+    return state.linear
+
+
+def linear_listing(linear: tuple[UOp, ...]) -> str:
+    """An instruction list one instruction a line, indented by the blocks it is in: ``%n = OP dtype [sources]
+    arg``, a source named by its position (``?`` for one that is not an instruction)."""
+    position = {u: i for i, u in enumerate(linear)}
+    lines, depth = [], 1
+    for i, u in enumerate(linear):
+        depth -= u.op is Ops.END
+        srcs = ", ".join(f"%{position[s]}" if s in position else "?" for s in u.src)
+        lines.append(f"{'  ' * depth}%{i} = {u.op.name} {u.dtype!r} [{srcs}]{'' if u.arg is None else f' {u.arg!r}'}")
+        depth += u.op in (Ops.RANGE, Ops.IF)
+    return "\n".join(lines)
+
+
 def _report(trace: TextIO, name: str, kernel: str, kernels: tuple[UOp, ...] | None) -> None:
     """A pass's line in the trace: its name, and the kernels it made, or that it does not apply."""
     if kernels is None:
@@ -299,5 +407,6 @@ def listing(sink: UOp) -> str:
                      f"{'' if u.arg is None else f' {u.arg!r}'}" for i, u in enumerate(topo))
 
 
-__all__ = ["BACK", "CPU", "FRONT", "GPU", "Check", "FirstOf", "Lowering", "Pass", "Then", "Target", "check_dtypes",
-           "listing", "lower", "passes", "stages"]
+__all__ = ["BACK", "CPU", "FRONT", "GPU", "LINEAR", "Check", "FirstOf", "LinearCheck", "LinearPass", "Linearizing",
+           "Lowering", "Pass", "Then", "Target", "check_dtypes", "linear_listing", "linearize", "listing", "lower",
+           "passes", "stages"]

@@ -4,8 +4,8 @@
 ``svod.codegen.indexing``), or it is bounds-checked at run time. An access inside a ``where`` branch is
 proven under the branch's condition; when only the condition makes it safe, the access is gated by it
 (skipped where the condition is false, as the ``where`` would discard it anyway), so a padded convolution
-written the natural way needs no run-time test. What no proof covers gets ``INDEX`` arg ``CHECKED``: the
-linearizer tests it, skips it when out of range and records it for ``IndexOutOfBoundsError``. On a device
+written the natural way needs no run-time test. What no proof covers gets ``INDEX`` arg ``CHECKED``:
+``checks.check_accesses`` tests it, skips it when out of range and records it for ``IndexOutOfBoundsError``. On a device
 whose indices are 32 bits, a checked index built from one value read from memory (``table[ids[r], c]``)
 clamps that value to where the index still lands outside the buffer if it did before, so the index cannot
 wrap into range; the error then reports the clamped index.
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from svod.codegen.checks import CHECKED
 from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
-from svod.codegen.linearize import CHECKED
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute

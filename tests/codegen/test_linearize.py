@@ -13,7 +13,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.codegen.linearize import linearize
+from svod.codegen.pipeline import linearize
 from tests.helpers import refuses
 from tests.kernels import nested_corpus
 

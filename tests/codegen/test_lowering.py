@@ -9,7 +9,6 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.codegen.linearize import linearize
 from svod.codegen.lower import (
     EXTREMA,
     PRIVATE_BYTES,
@@ -28,6 +27,7 @@ from svod.codegen.lower import (
     to_gpu_indices,
     upcast_reductions,
 )
+from svod.codegen.pipeline import linearize
 from svod.codegen.render.base import loop_turns
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer

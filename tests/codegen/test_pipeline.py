@@ -18,6 +18,8 @@ from tests.helpers import open_device
 FRONT = ["validate", "check_dtypes", "unbind", "anchor_ranges", "simplify", "check_races", "guard_accesses",
          "decompose"]
 
+LINEAR = ["check_accesses", "linearize", "lower_accumulators", "check_barriers"]
+
 
 def _names(steps: tuple[Step, ...]) -> list[str]:
     """Every pass name, alternatives and sequences flattened in order."""
@@ -97,6 +99,7 @@ def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
                       *(["tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions",
                          "to_gpu_indices"] if gpu else
                         ["tile_for_cpu", "split_for_threads", "privatize_atomics", "speculate_gated_loads"]),
-                      "simplify", "keep_params"]
+                      "simplify", "keep_params", *LINEAR]
     assert f"svod: pass guard_accesses on twice for {device}" in done.stderr
+    assert f"svod: pass linearize on twice for {device}" in done.stderr
     assert "STORE" in done.stderr.split("svod: pass keep_params")[1]  # the kernel after the last pass

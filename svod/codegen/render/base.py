@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import TextIO
 
 from svod.codegen import pipeline
-from svod.codegen.linearize import linearize
 from svod.config import settings
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
 from svod.device.launch import most
@@ -102,7 +101,7 @@ class KernelRenderer(ABC):
         if self.caps.max_loop_turns is None:
             return True
         status = sink.src[-1] if sink.src and sink.src[-1].op is Ops.PARAM else None
-        return self.unproven_loop_turns(linearize(simplify(sink), status, self.decompositor())) is None
+        return self.unproven_loop_turns(pipeline.linearize(simplify(sink), status, self.target)) is None
 
     def unproven_loop_turns(self, linear: tuple[UOp, ...]) -> UOp | None:
         """A work item's loop turns (``loop_turns``) where the device stops its loops after
@@ -141,7 +140,7 @@ class KernelRenderer(ABC):
         name = kernel_name(ast, name)
         try:
             lowered = pipeline.lower(ast, self.target, _trace())
-            linear = linearize(lowered.sink, lowered.status, self.decompositor())
+            linear = pipeline.linearize(lowered.sink, lowered.status, self.target, _trace())
             entry = entry_symbol(name, lowered.sink)
             turns = self.checked_loop_turns(linear, kernel_label(ast))
             source = self.render_linear(entry, linear)

@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from svod.codegen.checks import CHECKED
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
-from svod.codegen.linearize import CHECKED
 from svod.codegen.render.base import KernelRenderer, sole_accumulators
 from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes

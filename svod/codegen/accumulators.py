@@ -1,0 +1,112 @@
+"""``lower_accumulators``: each ordered reduction of a linearized kernel becomes an accumulator register.
+
+The linearizer decides where a reduction runs: where its register is set up, which loops its updates run
+in (reductions over the same ranges at the same place share them) and where its result is read. It marks
+those three places in the instruction list, and this pass says what happens there:
+
+::
+
+    DEFINE_REG r                      ─> DEFINE_REG r; INDEX(r, 0); STORE(r[0], identity)
+    REDUCE(r, body) op   (in the loop) ─> AFTER(r, init); INDEX; LOAD; <r[0] op body>; STORE(r[0], total)
+    AFTER(r, update)     (after it)    ─> AFTER(r, STORE); INDEX; LOAD
+
+The update is computed as the device computes every other op of the kernel: through the renderer's
+decompositor. The END of the loop the updates run in lists them, so a renderer sees which loop carries
+which register. Every later instruction that used a reduction's result reads the register's LOAD.
+
+It is a pass over the instruction list rather than the graph because the three places are decided by the
+order (a register is initialised where its result is first needed); the pass adds no placement of its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from svod.dtype import DType
+from svod.ir import Ops, PatternMatcher, UOp
+
+
+def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | None) -> tuple[UOp, ...]:
+    """``linear`` with each ordered reduction an accumulator register (the module docstring). Afterwards
+    no REDUCE is left, and no instruction uses a value AFTER a register."""
+    updates = {u.src[0]: u for u in linear if u.op is Ops.REDUCE}
+    if not updates:
+        return linear
+    zero = UOp.index_const(0)
+    consts: list[UOp] = []
+    body: list[UOp] = []
+    made: dict[UOp, UOp] = {}
+    inits: dict[UOp, UOp] = {}
+    for u in linear:
+        if u.op is Ops.DEFINE_REG and u in updates:
+            update = updates[u]
+            identity = UOp.const(update.dtype, reduce_identity(update.arg, update.dtype))
+            consts += [zero, identity]
+            slot = u.index(zero)
+            inits[u] = slot.store(identity)
+            body += [u, slot, inits[u]]
+        elif u.op is Ops.REDUCE:
+            init = inits[u.src[0]]
+            running = u.src[0].after(init).index(init.src[0].src[1])
+            body += [running.src[0], running, running.load()]
+            total = _combine(u.arg, running.load(), made.get(u.src[1], u.src[1]), decompositor, body)
+            made[u] = init.src[0].store(total)
+            body.append(made[u])
+        elif u.op is Ops.AFTER and u.src[0] in updates and len(u.src) == 2 and u.src[1].op is Ops.REDUCE:
+            update = made[u.src[1]]
+            final = u.src[0].after(update).index(update.src[0].src[1])
+            body += [final.src[0], final, final.load()]
+            made[u] = final.load()
+        else:
+            src = tuple(made.get(s, s) for s in u.src)
+            if src != u.src:
+                made[u] = u.replace(src=src)
+            body.append(made.get(u, u))
+    return _with_leaves(body, consts)
+
+
+def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | None, out: list[UOp]) -> UOp:
+    """``running op value``, the update of an accumulator, appended to ``out`` as the device computes it:
+    through the renderer's decompositor, like every other op of the kernel."""
+    placed = {running: running, value: value}
+
+    def place(node: UOp) -> UOp:
+        if node not in placed:
+            built = node.replace(src=tuple(place(s) for s in node.src))
+            rewritten = None if decompositor is None else decompositor.rewrite(built)
+            if rewritten is None:
+                out.append(built)
+            placed[node] = built if rewritten is None else place(rewritten)
+        return placed[node]
+
+    return place(running.alu(op, value))
+
+
+_LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL)
+
+
+def _with_leaves(body: list[UOp], consts: list[UOp]) -> tuple[UOp, ...]:
+    """``body`` with the constants the registers use among the leaves it starts with, each once."""
+    start = next((i for i, u in enumerate(body) if u.op not in _LEAVES), len(body))
+    leaves = dict.fromkeys(body[:start])
+    for c in consts:
+        if c not in leaves:
+            leaves[c] = None
+    return (*leaves, *body[start:])
+
+
+def reduce_identity(op: Ops, dtype: DType) -> int | float:
+    """The value a reduction starts from, an exact identity of the op: a float sum starts from -0.0
+    (``-0.0 + x`` is ``x`` for every ``x``, where ``0.0 + -0.0`` is ``+0.0``), and a float MAX or MIN from
+    NaN, which maximumNumber and minimumNumber ignore: a reduction of NaNs only is NaN, as numpy's
+    ``fmax.reduce`` gives."""
+    if op is Ops.ADD:
+        return -0.0 if dtype.is_float else 0
+    if op is Ops.MUL:
+        return 1.0 if dtype.is_float else 1
+    if dtype.is_float:
+        return math.nan
+    return dtype.min if op is Ops.MAX else dtype.max
+
+
+__all__ = ["lower_accumulators", "reduce_identity"]

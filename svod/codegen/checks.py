@@ -1,0 +1,95 @@
+"""``check_accesses``: the run-time test of every access no proof covers, made explicit in the kernel.
+
+``safety.guard_accesses`` marks an access it cannot prove inside its buffer with ``INDEX`` arg ``CHECKED``.
+This pass turns each into an access gated by an in-range test, and a record of where the test fails:
+
+::
+
+    INDEX(buf, idx[, gate], CHECKED)
+      ─> INDEX(buf, idx[, gate], IF(failed, allowed, STORE(status[flag], 1), STORE(status[where], reported)[, idx]))
+
+The IF is the record: where ``failed`` holds, the kernel stores a flag and the offending index in the
+status buffer (``status_slots``), and svod raises ``IndexOutOfBoundsError`` after the kernel. The
+linearizer places the record where its sources can first be computed (a row's test outside the loop over
+the row's columns), or, for an access under a gate, beside the access (the index is then a source of the
+record), runs it before the access, and emits the access as ``INDEX(buf, idx, allowed)``.
+"""
+
+from __future__ import annotations
+
+from svod.dtype import dtypes
+from svod.errors import GraphError
+from svod.ir import Ops, UOp
+from svod.ir.uop import param_size, pointee
+
+CHECKED = "checked"
+"""The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
+
+
+def status_slots(slot: int) -> tuple[int, int]:
+    """Where a checked access to buffer ``slot`` records a failure in the status buffer (int64): a flag,
+    and the offending index."""
+    return 2 * slot, 2 * slot + 1
+
+
+def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
+    """``sink`` with every ``CHECKED`` access gated by its in-range test and recording where it fails
+    (the module docstring), or None when it has none. Afterwards no INDEX has arg ``CHECKED``."""
+    rebuilt: dict[UOp, UOp] = {}
+    for u in sink.toposort():
+        src = tuple(rebuilt.get(s, s) for s in u.src)
+        new = u if src == u.src else u.replace(src=src)
+        if new.op is Ops.INDEX and new.arg == CHECKED:
+            if status is None:
+                raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
+            new = _recorded(new, status)
+        if new is not u:
+            rebuilt[u] = new
+    return rebuilt.get(sink)
+
+
+def _recorded(u: UOp, status: UOp) -> UOp:
+    """``buf[idx]`` that may leave its buffer: gated by an in-range test, with the record of a failure."""
+    buffer, index = u.src[0], u.src[1]
+    if buffer.op is Ops.DEFINE_LOCAL:  # a CPU thread's private copy of a buffer: report the buffer
+        buffer = buffer.src[0]
+    in_range, reported = _range_test(index, param_size(buffer))
+    gate = u.src[2] if len(u.src) == 3 else None
+    failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)
+    allowed = in_range if gate is None else gate & in_range
+    recorded = pointee(status)
+    stores = []
+    for slot, value in zip(status_slots(buffer.arg), (UOp.index_const(1), reported), strict=True):
+        stored = value if recorded == dtypes.int64 else value.cast(recorded)
+        stores.append(UOp(Ops.STORE, dtypes.void, (status.index(slot), stored)))
+    beside = () if gate is None else (index,)  # a gated access's record runs beside it
+    record = UOp(Ops.IF, dtypes.void, (failed, allowed, *stores, *beside))
+    return UOp(Ops.INDEX, u.dtype, (*u.src[:2], *(() if gate is None else (gate,)), record))
+
+
+def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:
+    """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access
+    ``row * K + col`` with ``col`` proven in ``[0, K)`` (a shaped buffer's ``x[row, col]``) is in range
+    exactly when ``row`` is in ``[0, size / K)``: testing the row keeps the test out of the loop over the
+    columns, and a failure reports the row's first element, itself outside the buffer."""
+    if index.op is Ops.ADD:
+        for scaled, col in (index.src, index.src[::-1]):
+            if scaled.op is not Ops.MUL or scaled.src[1].op is not Ops.CONST:
+                continue
+            row, k = scaled.src[0], int(scaled.src[1].arg)
+            rows = _exact_quotient(size, k)
+            if k > 0 and rows is not None and col.vmin >= 0 and col.vmax < k:
+                return (row >= 0) & (row < rows), scaled
+    return (index >= 0) & (index < size), index
+
+
+def _exact_quotient(size: UOp, k: int) -> UOp | None:
+    """``size / k`` when it is exact for every value of the size's variables, else None."""
+    if size.op is Ops.CONST:
+        return UOp.index_const(int(size.arg) // k) if int(size.arg) % k == 0 else None
+    if size.op is Ops.MUL and size.src[1].op is Ops.CONST and int(size.src[1].arg) % k == 0:
+        return size.src[0] * (int(size.src[1].arg) // k)
+    return None
+
+
+__all__ = ["CHECKED", "check_accesses", "status_slots"]
