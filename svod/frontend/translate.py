@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.codegen.linearize import reduce_identity
+from svod.codegen import reduce_identity
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
 from svod.frontend import pylang
