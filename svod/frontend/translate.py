@@ -278,7 +278,7 @@ class Translator:
 
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
         return KernelSyntaxError(f"{self.where(node)}: {_construct(node)} is not supported in a kernel{extra}",
-                                 kernel=self.name, stage="translate", value=_construct(node))
+                                 kernel=self.name, stage="translate", value=type(node).__name__)
 
     def block(self, body: Sequence[ast.stmt], top: bool = False) -> None:
         for position, stmt in enumerate(body):
