@@ -56,6 +56,16 @@ class SvodError(Exception):
     """``file:line`` of the Python kernel statement that built the offending node, when known."""
 
 
+class BundleError(SvodError):
+    """A plan bundle that cannot be read: not a bundle, damaged, or written by a newer format. The message
+    names the file and what is wrong with it."""
+
+
+class BundleWarning(UserWarning):
+    """A plan bundle's compiled code does not fit this machine (another device, compiler, CPU or svod
+    version): its kernels are compiled again from the ASTs it stores."""
+
+
 class KernelSyntaxError(SvodError):
     """A construct an ``@svod.kernel`` function may not use (``while``, ``try``, a list, a call of a function
     that is neither svod's nor ``@svod.func`` ...), or a name or value it cannot translate. The message names
