@@ -876,6 +876,13 @@ class ExecutionPlan:
                     "kernels": list(kernels.values())}
         write_bundle(path, manifest, writer)
 
+    def written_names(self) -> list[str]:
+        """The names of the named buffers some step writes (a plan's outputs), in buffer order."""
+        self.prepare()
+        written = self._buffer_modes()[1]
+        return [name for name, index in sorted(self.buffer_names.items(), key=lambda item: item[1])
+                if index in written]
+
     def _buffer_modes(self) -> tuple[set[int], set[int]]:
         """The plan buffers some step reads, and those some step writes."""
         read: set[int] = set()
@@ -903,10 +910,11 @@ class ExecutionPlan:
 def load_plan(path: str | os.PathLike[str], device: str | Device | None = None,
               cache: KernelCache | None = None) -> ExecutionPlan:
     """The plan saved at ``path`` (``ExecutionPlan.save``), prepared on ``device`` (by default the one it was
-    built for). Where the bundle's compiled code fits (the same device kind, renderer and compiler cache
-    keys, which name the CPU, and the same svod) its kernels are loaded without compiling; otherwise they
-    are compiled again from the ASTs the bundle stores, with one ``BundleWarning`` saying why. A file
-    that is not a bundle, or a damaged one, is a ``BundleError`` naming the file."""
+    built for), its buffers zeroed. Where the bundle's compiled code fits (the same device kind, renderer
+    and compiler cache keys, which name the CPU, and the same svod) its kernels are loaded without
+    compiling; otherwise they are compiled again from the ASTs the bundle stores, with one
+    ``BundleWarning`` saying why. A file that is not a bundle, or a damaged one, is a ``BundleError``
+    naming the file."""
     bundle = read_bundle(path)
     manifest, graph, source = bundle.manifest, bundle.graph, bundle.path
     for field_name, kind in (("storages", list), ("buffers", list), ("steps", list), ("top", list),
@@ -968,7 +976,9 @@ def _load_storage(entry: Any, position: int, device: Device, source: Path) -> Bu
             source, f"storage {position} has no size and dtype")
     where = entry.get("device")
     try:
-        return Buffer(device if where is None else where, dtypes.from_name(entry["dtype"]), entry["size"])
+        dtype = dtypes.from_name(entry["dtype"])
+        return Buffer(device if where is None else where, dtype, entry["size"]).copyin(np.zeros(entry["size"],
+                                                                                               dtype.numpy))
     except SvodError as err:
         raise BundleError(f"plan bundle {source}: storage {position} cannot be made: {err.detail}", stage="load",
                           value=entry) from err
