@@ -122,3 +122,17 @@ def test_a_lost_actor_is_replaced_and_its_shards_retried(cluster: Cluster,
 def test_a_bundle_that_is_not_there(cluster: Cluster, tmp_path: Path) -> None:
     with pytest.raises(SvodError, match="cannot read plan bundle"):
         cluster.map_plan(tmp_path / "missing.svodplan", shards(1))
+
+
+def test_a_second_bundle_ends_the_first_ones_actors_when_cpus_run_out(cluster: Cluster, tmp_path: Path,
+                                                                      bundle: tuple[Path, svod.ExecutionPlan]
+                                                                      ) -> None:
+    path, plan = bundle
+    first = cluster.actors(path, workers=2)
+    other = make_plan()
+    other.add_buffer(svod.Buffer("CPU", dtypes.float32, 4), name="unused")  # another bundle
+    other_path = tmp_path / "other.svodplan"
+    other.save(other_path)
+    [result] = cluster.map_plan(other_path, shards(1), workers=2, n=N)  # waits for no CPU the first holds
+    assert np.array_equal(result["y"], locally(plan, shards(1)[0], N)["y"])
+    assert cluster.actors(path, workers=2) != first  # started again: the second bundle's took their place

@@ -103,8 +103,9 @@ class Cluster:
     """A Ray cluster to run plans on: the running one if Ray is initialised (or ``address`` names one),
     else a local one with ``num_cpus`` CPUs, shut down by ``shutdown()`` (or leaving a ``with`` block).
 
-    Actors are kept per (bundle, device, worker count) for the life of the cluster object, so a second
-    ``map_plan`` with the same bundle loads nothing."""
+    Actors are kept per (bundle, device, worker count), so a second ``map_plan`` with the same bundle
+    loads nothing; each holds one CPU, and when a new bundle's actors would not fit the cluster's CPUs,
+    the actors of the least recently used bundles end first."""
 
     def __init__(self, num_cpus: int | None = None, address: str | None = None, **init_options: Any) -> None:
         try:
@@ -190,12 +191,26 @@ class Cluster:
         if workers < 1:
             raise SvodError("map_plan needs at least one worker", stage="map_plan", value=workers)
         key = (hashlib.sha256(bundle).hexdigest(), device, workers, num_gpus)
-        pool = self._pools.get(key)
+        pool = self._pools.pop(key, None)
         if pool is None:
+            self._make_room(workers)
             pool = _Pool(self.ray.put(bundle), device, {"num_cpus": 1, "num_gpus": num_gpus})
             pool.actors = [self._start(pool) for _ in range(workers)]
-            self._pools[key] = pool
+        self._pools[key] = pool  # the most recently used last
         return pool
+
+    def _make_room(self, workers: int) -> None:
+        """End the actors of the least recently used bundles until ``workers`` more fit the cluster's CPUs
+        (each actor holds one for its life: new ones would wait for ever)."""
+        capacity = int(self.ray.cluster_resources().get("CPU", 1))
+        held = sum(len(pool.actors) for pool in self._pools.values())
+        for key in list(self._pools):
+            if held + workers <= capacity:
+                break
+            dropped = self._pools.pop(key)
+            for actor in dropped.actors:
+                self.ray.kill(actor)
+            held -= len(dropped.actors)
 
     def _start(self, pool: _Pool) -> Any:
         return self._worker.options(**pool.options).remote(pool.bundle, pool.device)

@@ -231,10 +231,10 @@ def write_bundle(path: str | os.PathLike[str], manifest: dict[str, Any], writer:
         raise SvodError(f"cannot write plan bundle {target}: {err}", stage="save", value=str(target)) from err
     try:
         with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w") as archive:
-            archive.writestr(MANIFEST, text, zipfile.ZIP_DEFLATED)
-            archive.writestr(GRAPH, graph, zipfile.ZIP_DEFLATED)
+            archive.writestr(_entry(MANIFEST), text, zipfile.ZIP_DEFLATED)
+            archive.writestr(_entry(GRAPH), graph, zipfile.ZIP_DEFLATED)
             for digest, data in sorted(writer.blobs.items()):
-                archive.writestr(BLOBS + digest, data, zipfile.ZIP_STORED)
+                archive.writestr(_entry(BLOBS + digest), data, zipfile.ZIP_STORED)
         os.replace(temporary, target)
     except BaseException as err:
         with contextlib.suppress(OSError):
@@ -242,6 +242,12 @@ def write_bundle(path: str | os.PathLike[str], manifest: dict[str, Any], writer:
         if isinstance(err, OSError):
             raise SvodError(f"cannot write plan bundle {target}: {err}", stage="save", value=str(target)) from err
         raise
+
+
+def _entry(name: str) -> zipfile.ZipInfo:
+    """An entry with a fixed date: the same plan saves to the same bytes (a bundle's hash names its
+    content, as ``svod.distributed`` relies on)."""
+    return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
 
 
 _DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError,

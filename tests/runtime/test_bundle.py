@@ -322,3 +322,9 @@ def test_saving_to_a_directory_that_does_not_exist(tmp_path: Path) -> None:
     plan = build_plan("CPU", fresh_cache(tmp_path))
     with pytest.raises(SvodError, match="cannot write plan bundle"):
         plan.save(tmp_path / "no" / "such" / "plan.svodplan")
+
+
+def test_the_same_plan_saves_to_the_same_bytes(tmp_path: Path) -> None:
+    build_plan("CPU", fresh_cache(tmp_path)).save(tmp_path / "a.svodplan")
+    build_plan("CPU", fresh_cache(tmp_path)).save(tmp_path / "b.svodplan")
+    assert (tmp_path / "a.svodplan").read_bytes() == (tmp_path / "b.svodplan").read_bytes()
