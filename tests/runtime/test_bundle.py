@@ -328,3 +328,31 @@ def test_the_same_plan_saves_to_the_same_bytes(tmp_path: Path) -> None:
     build_plan("CPU", fresh_cache(tmp_path)).save(tmp_path / "a.svodplan")
     build_plan("CPU", fresh_cache(tmp_path)).save(tmp_path / "b.svodplan")
     assert (tmp_path / "a.svodplan").read_bytes() == (tmp_path / "b.svodplan").read_bytes()
+
+
+def test_a_staged_reduction_and_a_runtime_scalar_round_trip(tmp_path: Path) -> None:
+    """A sum large enough to run in stages (buffers of its own), and a float scalar passed per run."""
+    size = 1 << 20
+    k = svod.KernelBuilder("scaled_sum")
+    out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, size)
+    scale = k.scalar(dtypes.float32, "scale")
+    r = k.range(size, svod.AxisKind.REDUCE)
+    k.store(out[0], x[r].reduce(r) * scale)
+    plan = svod.ExecutionPlan("CPU", cache=fresh_cache(tmp_path))
+    o = plan.add_buffer(Buffer("CPU", dtypes.float32, 1), name="out")
+    i = plan.add_buffer(Buffer("CPU", dtypes.float32, size), name="x")
+    plan.add_kernel(k.build(), [o, i])
+    plan.prepare()
+    assert len(plan.prepared_kernels[0].kernel.stages) == 2  # a partial sum per worker, then their total
+    data = np.random.default_rng(1).standard_normal(size).astype(np.float32)
+    first = np.zeros(1, np.float32)
+    plan.execute(buffers={"x": data, "out": first}, scale=0.5)
+    path = tmp_path / "sum.svodplan"
+    plan.save(path)
+    cache = fresh_cache(tmp_path)
+    loaded = svod.load_plan(path, cache=cache)
+    again = np.zeros(1, np.float32)
+    loaded.execute(buffers={"x": data, "out": again}, scale=0.5)
+    assert cache.stats.compiles == 0
+    assert again[0] == first[0]
+    np.testing.assert_allclose(again[0], data.astype(np.float64).sum() * 0.5, rtol=1e-3)
