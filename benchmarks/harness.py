@@ -143,7 +143,7 @@ class Bench:
                 ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
                 ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
-                ("plan prepare", self.plan_prepare), ("long plans", self.long_plans),
+                ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
                 ("plan algorithms", self.plan_algorithms), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
@@ -309,6 +309,39 @@ class Bench:
         seconds = median_seconds(replays, self.sizes.repeats)
         return Metric(f"replay_us_per_kernel.{count}", "us", "lower", seconds / loops / count * 1e6,
                       note=f"plan of {count} tiny kernels")
+
+    def bundles(self) -> list[Metric]:
+        """Load and first run of a saved plan of 32 distinct kernels in a fresh process (svod imported before
+        the clock starts, empty disk cache): the cost a service's new worker pays instead of compiling."""
+        plan = ExecutionPlan(self.device)
+        indices = [plan.add_buffer(svod.Buffer.from_numpy(np.zeros(16, np.float32), self.device), name=f"b{k}")
+                   for k in range(33)]
+        for k in range(32):
+            plan.add_kernel(tiny(k), [indices[k + 1], indices[k]])
+        script = textwrap.dedent("""
+            import sys, time
+            import numpy as np, svod
+            from svod.runtime import default_cache
+            start = time.perf_counter()
+            plan = svod.load_plan(sys.argv[1])
+            plan.execute(buffers={"b0": np.ones(16, np.float32)})
+            print((time.perf_counter() - start) * 1e3, default_cache().stats.compiles)
+        """)
+        samples = []
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "plan.svodplan"
+            plan.save(path)
+            for k in range(3):
+                result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                                        check=False, env={**os.environ, "SVOD_CACHE_DIR": f"{directory}/cache{k}"})
+                if result.returncode != 0:
+                    raise SvodError(f"bundle benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+                ms, compiles = result.stdout.split()
+                if int(compiles) != 0:
+                    raise SvodError("a loaded bundle compiled", stage="bench", value=compiles)
+                samples.append(float(ms))
+        return [Metric("bundle_load_ms.32", "ms", "lower", statistics.median(samples),
+                       note="svod.load_plan + first run of 32 kernels, fresh process, 0 compiles")]
 
     def long_plans(self) -> list[Metric]:
         """Prepare time and replay cost per kernel of chains of tiny kernels (four distinct ones, compiled

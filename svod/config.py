@@ -14,6 +14,8 @@ from pathlib import Path
 from svod.errors import SvodError
 
 CPU_COMPILERS = ("llvm", "clang")
+VERSION = "0.1.0"
+"""svod's version (``svod.__version__``): plan bundles record it, and recompile what another version built."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,11 @@ class SvodError(Exception):
             text += f" (got {self.value!r})"
         return text
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fields, whatever its constructor takes: an error crosses processes whole (a Ray
+        worker's error reaches the driver as raised)."""
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
     def name_kernel(self, kernel: str) -> None:
         """Name ``kernel`` in this error if it names none: for an error raised below any kernel (allocating a
         buffer, evaluating a launch size) that reaches the user through a call on one."""
@@ -52,8 +57,35 @@ class SvodError(Exception):
             self.detail = f"{self.detail} (at {where})"
             self.args = (self._text(), *self.args[1:])
 
+    def in_shard(self, index: int) -> None:
+        """Say which shard of a distributed run (``svod.distributed.map_plan``) raised this error."""
+        if self.shard is None:
+            self.shard = index
+            self.detail = f"shard {index}: {self.detail}"
+            self.args = (self._text(), *self.args[1:])
+
+    shard: int | None = None
+    """The index of the shard of ``map_plan`` whose run raised the error, if any."""
+
     location: str | None = None
     """``file:line`` of the Python kernel statement that built the offending node, when known."""
+
+
+def _restore(cls: type[SvodError], args: tuple[Any, ...], state: dict[str, Any]) -> SvodError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class BundleError(SvodError):
+    """A plan bundle that cannot be read: not a bundle, damaged, or written by a newer format. The message
+    names the file and what is wrong with it."""
+
+
+class BundleWarning(UserWarning):
+    """A plan bundle's compiled code does not fit this machine (another device, compiler, CPU or svod
+    version): its kernels are compiled again from the ASTs it stores."""
 
 
 class KernelSyntaxError(SvodError):

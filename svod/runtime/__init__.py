@@ -4,8 +4,8 @@ their profiles."""
 from svod.runtime.cache import CacheStats, KernelCache, default_cache
 from svod.runtime.disk import CacheWarning, DiskCache
 from svod.runtime.kernel import CachedKernel
-from svod.runtime.plan import ExecutionPlan, PreparedKernel
+from svod.runtime.plan import ExecutionPlan, PreparedKernel, load_plan
 from svod.runtime.profiler import StepProfile
 
 __all__ = ["CacheStats", "CacheWarning", "CachedKernel", "DiskCache", "ExecutionPlan", "KernelCache", "PreparedKernel",
-           "StepProfile", "default_cache"]
+           "StepProfile", "default_cache", "load_plan"]

@@ -158,6 +158,25 @@ class KernelCache:
         futures = {**waiting, **owned}
         return [found[ast] if ast in found else futures[ast].result() for ast in asts]
 
+    def adopt(self, ast: UOp, device: Device, stages: Sequence[UOp]) -> CachedKernel:
+        """The kernel of ``ast`` on ``device`` from compiled stages made elsewhere (a plan bundle's PROGRAMs,
+        each with its BINARY; empty for a backend that loads source), loaded without compiling and kept
+        as if compiled here. A kernel already held is returned as it is."""
+        key = self._key(ast, device)
+        held = self._kernels.get(key)
+        if held is not None:
+            return held
+        specs = tuple(ProgramSpec.from_uop(stage) for stage in stages)
+        compiled = tuple(CompiledSpec.from_spec(spec, src=None if data else spec.src, data=data)
+                         for spec, data in ((spec, _binary_of(stage)) for spec, stage in zip(specs, stages,
+                                                                                            strict=True)))
+        programs = [device.runtime(c) for c in compiled]
+        kernel = make_kernel(ast, specs, compiled, programs, device)
+        with self._lock:
+            self._compiled.put((*key[:3], device.base_device_key()), (specs, compiled), sum(map(_code_size, compiled)))
+            self._kernels.put(key, kernel, len(kernel.code) + kernel.code_bytes)
+        return kernel
+
     @staticmethod
     def _key(ast: UOp, device: Device) -> CacheKey:
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
@@ -250,6 +269,10 @@ class KernelCache:
             return device.runtime(rebuilt)
 
 
+def _binary_of(program: UOp) -> bytes:
+    return bytes(program.src[4].arg) if len(program.src) > 4 else b""
+
+
 def _code_size(compiled: CompiledSpec) -> int:
     return len(compiled.bytes) + len(compiled.src or "")
 
@@ -278,7 +301,8 @@ def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[Compi
                   globals=meta.globals, outs=meta.outs, ins=meta.ins,
                   host_parallel_safe=device.caps.overlaps_on_host, ast=ast, params=params,
                   variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed,
-                  code_bytes=sum(map(_code_size, compiled)), program_uop=compiled[-1].program)
+                  code_bytes=sum(map(_code_size, compiled)), program_uop=compiled[-1].program,
+                  stages=tuple(c.program for c in compiled if c.program is not None))
     if len(specs) == 1 and not own:
         spec = specs[0]
         return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), launch=spec.launch,

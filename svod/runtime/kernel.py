@@ -67,6 +67,9 @@ class CachedKernel:
     (``ProgramSpec.from_uop`` reads it back). SINK is the lowered kernel; BINARY holds the compiled bytes,
     empty for a backend that compiles the source when it loads it. A kernel run in stages (a split
     reduction) carries its last stage, the one that writes the kernel's outputs."""
+    stages: tuple[UOp, ...] = ()
+    """The PROGRAM (with its BINARY) of every stage the kernel runs as, in order: what a plan bundle stores
+    to load the kernel again without compiling it."""
 
     @property
     def global_size(self) -> LaunchSize:

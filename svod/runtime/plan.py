@@ -37,21 +37,25 @@ import gc
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from svod.backends.cpu import CpuLaunch
 from svod.backends.registry import default_registry
+from svod.config import VERSION
 from svod.device import Buffer, Device, Variable
 from svod.device.launch import INT64_MAX, INT64_MIN, evaluate
-from svod.dtype import dtypes
-from svod.errors import BufferMismatchError, SvodError, VariableError
-from svod.ir import Ops, UOp
+from svod.dtype import DeviceSpec, dtypes
+from svod.errors import BufferMismatchError, BundleError, BundleWarning, SvodError, VariableError
+from svod.ir import Ops, UOp, kernel_label
 from svod.ir.bounds import Bounds, compute_bounds
+from svod.runtime.bundle import GraphReader, GraphWriter, indices, is_count, read_bundle, require, write_bundle
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
@@ -825,10 +829,193 @@ class ExecutionPlan:
         """Write the last profiled run as Chrome trace events (open it in Perfetto)."""
         write_chrome_trace(path, self._last_profile)
 
+    # ---- bundles -------------------------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the prepared plan to one file (``svod.runtime.bundle``): its buffers' layout, its steps,
+        and every kernel's AST and compiled stages, for ``svod.load_plan`` in another process. Prepares the
+        plan first if need be. Buffer contents are not saved: a loaded plan's buffers start zeroed, and
+        arrays are bound per run (``execute(buffers={name: array})``)."""
+        self.prepare()
+        writer = GraphWriter()
+        storages: dict[int, int] = {}
+        storage_list: list[dict[str, Any]] = []
+        for buf in self.buffers:
+            if id(buf.base) not in storages:
+                storages[id(buf.base)] = len(storage_list)
+                storage_list.append({"dtype": buf.base.dtype.name, "size": buf.base.size,
+                                     "device": _stored_device(buf.base.device_object, self.device)})
+        read, written = self._buffer_modes()
+        names = {index: name for name, index in self.buffer_names.items()}
+        buffers = [{"storage": storages[id(buf.base)], "view": buf.is_view, "offset": buf.offset, "size": buf.size,
+                    "dtype": buf.dtype.name, "name": names.get(i), "read": i in read, "written": i in written}
+                   for i, buf in enumerate(self.buffers)]
+        steps: list[dict[str, Any]] = []
+        for request in self._requests:
+            if isinstance(request, _KernelRequest):
+                steps.append({"kind": "kernel", "ast": writer.add(request.ast), "buffers": list(request.buffer_indices),
+                              "fixed": dict(sorted(request.fixedvars.items()))})
+            elif isinstance(request, _CopyRequest):
+                steps.append({"kind": "copy", "dst": request.dst, "src": request.src})
+            else:
+                steps.append({"kind": "loop", "var": request.var, "start": writer.add(request.start),
+                              "stop": writer.add(request.stop), "step": writer.add(request.step),
+                              "body": list(request.body)})
+        kernels = {}
+        for prepared in self.prepared_kernels:
+            if prepared.ast not in kernels:
+                kernels[prepared.ast] = {"ast": writer.add(prepared.ast), "key": prepared.ast.key,
+                                         "name": prepared.kernel.name,
+                                         "stages": [writer.add(stage) for stage in prepared.kernel.stages]}
+        device = self.device
+        manifest = {"svod": VERSION, "device": device.name, "renderer": device.renderer.cache_key,
+                    "compiler": device.compiler.cache_key,
+                    "target": {"cpu": str(getattr(device.compiler, "cpu", "")),
+                               "features": str(getattr(device.compiler, "features", ""))},
+                    "storages": storage_list, "buffers": buffers, "steps": steps, "top": list(self._top),
+                    "kernels": list(kernels.values())}
+        write_bundle(path, manifest, writer)
+
+    def written_names(self) -> list[str]:
+        """The names of the named buffers some step writes (a plan's outputs), in buffer order."""
+        self.prepare()
+        written = self._buffer_modes()[1]
+        return [name for name, index in sorted(self.buffer_names.items(), key=lambda item: item[1])
+                if index in written]
+
+    def _buffer_modes(self) -> tuple[set[int], set[int]]:
+        """The plan buffers some step reads, and those some step writes."""
+        read: set[int] = set()
+        written: set[int] = set()
+        for prepared in self.prepared_kernels:
+            for index, argument in zip(prepared.buffer_indices, prepared.kernel.layout, strict=True):
+                if argument.read:
+                    read.add(index)
+                if argument.written:
+                    written.add(index)
+        for request in self._requests:
+            if isinstance(request, _CopyRequest):
+                read.add(request.src)
+                written.add(request.dst)
+        return read, written
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+# ---- loading bundles ----------------------------------------------------------------------------------------
+
+def load_plan(path: str | os.PathLike[str], device: str | Device | None = None,
+              cache: KernelCache | None = None) -> ExecutionPlan:
+    """The plan saved at ``path`` (``ExecutionPlan.save``), prepared on ``device`` (by default the one it was
+    built for), its buffers zeroed. Where the bundle's compiled code fits (the same device kind, renderer
+    and compiler cache keys, which name the CPU, and the same svod) its kernels are loaded without
+    compiling; otherwise they are compiled again from the ASTs the bundle stores, with one
+    ``BundleWarning`` saying why. A file that is not a bundle, or a damaged one, is a ``BundleError``
+    naming the file."""
+    bundle = read_bundle(path)
+    manifest, graph, source = bundle.manifest, bundle.graph, bundle.path
+    for field_name, kind in (("storages", list), ("buffers", list), ("steps", list), ("top", list),
+                             ("kernels", list), ("device", str), ("renderer", str), ("compiler", str), ("svod", str)):
+        require(isinstance(manifest.get(field_name), kind), source, f"its manifest has no valid {field_name!r}")
+    plan = ExecutionPlan(manifest["device"] if device is None else device, cache)
+    storages = [_load_storage(entry, position, plan.device, source) for position, entry in
+                enumerate(manifest["storages"])]
+    for position, entry in enumerate(manifest["buffers"]):
+        plan.add_buffer(_load_buffer(entry, position, storages, source), entry.get("name"))
+    count = len(manifest["steps"])
+    requests: list[_Request] = [_load_step(entry, position, count, len(plan.buffers), graph, source)
+                                for position, entry in enumerate(manifest["steps"])]
+    placed = list(manifest["top"]) + [i for r in requests if isinstance(r, _LoopRequest) for i in r.body]
+    require(sorted(placed) == list(range(count)), source, "its steps are not each placed once, in the plan or a loop")
+    plan._requests = requests
+    plan._top = list(manifest["top"])
+    asts = {r.ast for r in requests if isinstance(r, _KernelRequest)}
+    stored = {}
+    for position, entry in enumerate(manifest["kernels"]):
+        require(isinstance(entry, dict) and isinstance(entry.get("stages"), list), source, f"kernel {position} "
+                "has no stages")
+        ast = graph.get(entry.get("ast"), f"kernel {position}")
+        require(ast.op is Ops.SINK and ast.key == entry.get("key"), source,
+                f"kernel {entry.get('name')!r} does not have the key it was saved with")
+        stored[ast] = [graph.get(i, f"kernel {entry.get('name')!r}") for i in entry["stages"]]
+    require(asts <= set(stored), source, "a kernel step has no compiled kernel")
+    target = plan.device
+    reasons = [why for differs, why in (
+        (manifest["svod"] != VERSION, f"svod {manifest['svod']}, this is {VERSION}"),
+        (DeviceSpec.parse(manifest["device"]).base_type != target.device.base_type,
+         f"device {manifest['device']}, loaded on {target.name}"),
+        (manifest["compiler"] != target.compiler.cache_key,
+         f"compiler {manifest['compiler']}, this device's is {target.compiler.cache_key}"),
+        (manifest["renderer"] != target.renderer.cache_key,
+         f"renderer {manifest['renderer']}, this device's is {target.renderer.cache_key}"),
+    ) if differs]
+    if reasons:
+        warnings.warn(f"svod: plan bundle {source} was built for {'; '.join(reasons)}: compiling its {len(stored)} "
+                      "kernel(s) again from their stored ASTs", BundleWarning, stacklevel=2)
+    else:
+        for ast, stages in stored.items():
+            try:
+                plan.cache.adopt(ast, target, stages)
+            except SvodError as err:
+                raise BundleError(f"plan bundle {source} holds compiled code that does not load: {err.detail}",
+                                  kernel=err.kernel or kernel_label(ast), stage="load", value=str(source)) from err
+    plan.prepare()
+    return plan
+
+
+def _stored_device(device: Device, plan_device: Device) -> str | None:
+    """How a bundle names a storage's device: None for the plan's own (a loaded plan puts it on its device)."""
+    return None if device is plan_device else device.name
+
+
+def _load_storage(entry: Any, position: int, device: Device, source: Path) -> Buffer:
+    require(isinstance(entry, dict) and is_count(entry.get("size")) and isinstance(entry.get("dtype"), str),
+            source, f"storage {position} has no size and dtype")
+    where = entry.get("device")
+    try:
+        dtype = dtypes.from_name(entry["dtype"])
+        return Buffer(device if where is None else where, dtype, entry["size"]).copyin(np.zeros(entry["size"],
+                                                                                               dtype.numpy))
+    except SvodError as err:
+        raise BundleError(f"plan bundle {source}: storage {position} cannot be made: {err.detail}", stage="load",
+                          value=entry) from err
+
+
+def _load_buffer(entry: Any, position: int, storages: Sequence[Buffer], source: Path) -> Buffer:
+    require(isinstance(entry, dict) and is_count(entry.get("storage")) and entry["storage"] < len(storages) and
+            is_count(entry.get("offset")) and is_count(entry.get("size")) and
+            (entry.get("name") is None or isinstance(entry.get("name"), str)), source,
+            f"buffer {position} is not a storage, offset, size and name")
+    storage = storages[entry["storage"]]
+    if not entry.get("view"):
+        require(entry["size"] == storage.size and entry["offset"] == 0, source, f"buffer {position} does not fit its "
+                "storage")
+        return storage
+    require(entry["offset"] + entry["size"] <= storage.size, source, f"buffer {position} does not fit its storage")
+    return storage.view(entry["offset"], entry["size"])
+
+
+def _load_step(entry: Any, position: int, count: int, buffers: int, graph: GraphReader, source: Path) -> _Request:
+    require(isinstance(entry, dict), source, f"step {position} is not a record")
+    kind = entry.get("kind")
+    if kind == "kernel":
+        fixed = entry.get("fixed")
+        require(indices(entry.get("buffers"), buffers) and isinstance(fixed, dict) and
+                all(isinstance(k, str) and isinstance(v, int) for k, v in fixed.items()), source,
+                f"kernel step {position} has no valid buffers and fixed variables")
+        return _KernelRequest(graph.get(entry.get("ast"), f"step {position}"), tuple(entry["buffers"]), dict(fixed))
+    if kind == "copy":
+        require(indices([entry.get("dst"), entry.get("src")], buffers), source, f"copy step {position} names no "
+                "buffers of the plan")
+        return _CopyRequest(entry["dst"], entry["src"])
+    require(kind == "loop" and isinstance(entry.get("var"), str) and entry["var"].isidentifier() and
+            indices(entry.get("body"), count), source, f"step {position} is not a kernel, copy or loop")
+    require(all(i < position for i in entry["body"]), source, f"loop step {position} has a body after it")
+    start, stop, step = (graph.get(entry.get(k), f"loop step {position}") for k in ("start", "stop", "step"))
+    return _LoopRequest(entry["var"], start, stop, step, tuple(entry["body"]))
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
