@@ -3,6 +3,7 @@ one guarantee it gives; the order they run in, per target, is ``svod.codegen.pip
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 
@@ -535,7 +536,7 @@ UPCAST_WIDTHS = (16, 8, 4)
 """How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
 
 
-def upcast_reductions(sink: UOp, rows: int = 4) -> UOp:
+def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -544,18 +545,44 @@ def upcast_reductions(sink: UOp, rows: int = 4) -> UOp:
     vector code (a matmul's inner loop becomes a vector multiply-add over ``W`` columns). Then, where
     another output range ``i`` leaves those vector loads alone (``_row_range``), ``rows`` neighbours
     along ``i`` share each of them: a matmul's rows of ``a``, a convolution's output channels.
+
+    With ``edges``, an end that no ``W`` (or ``rows``) divides, or a symbolic one, is tiled too: the tiles
+    cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
+    odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900).
     """
     live = live_ranges(sink)
-    effects = []
+    axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
+    effects, edge_effects = [], []
     for effect in sink.src:
-        target = _upcast_range(effect, live) if effect.op is Ops.STORE else None
+        target = _upcast_range(effect, live, edges) if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
             continue
-        copies = _unrolled(effect, *target)
-        row = _row_range(effect, live, target[0], rows)
-        effects.extend(c for copy in copies for c in (_unrolled(copy, row, rows) if row is not None else [copy]))
-    return sink.replace(src=tuple(effects))
+        columns, column_edge = _split(effect, *target, next(axes))
+        row = _row_range(effect, live, target[0], rows, edges)
+        if row is None:
+            effects.extend(columns)
+            edge_effects.extend([column_edge] if column_edge is not None else [])
+            continue
+        row_axis = next(axes)
+        for copy in [*columns, *([column_edge] if column_edge is not None else [])]:
+            tile, row_edge = _split(copy, row, rows, row_axis)
+            (edge_effects if copy is column_edge else effects).extend(tile)
+            edge_effects.extend([row_edge] if row_edge is not None else [])
+    return sink.replace(src=(*effects, *edge_effects))
+
+
+def _split(effect: UOp, r: UOp, width: int, axis: int) -> tuple[list[UOp], UOp | None]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``)
+    and, unless ``width`` divides a constant ``end``, one copy over the ``end % width`` indices left, on a
+    range of its own (axis ``axis``: never the same node as ``ro``, even where both ends are equal)."""
+    end = r.src[0]
+    if end.op is Ops.CONST and int(end.arg) % width == 0:
+        return _unrolled(effect, r, width), None
+    whole, left = (int(end.arg) // width, int(end.arg) % width) if end.op is Ops.CONST else (end // width, end % width)
+    outer = UOp.range(whole, r.arg[0], r.arg[1])
+    tiles = [substitute(effect, {r: outer * width + c}) for c in range(width)]
+    return tiles, substitute(effect, {r: UOp.range(left, axis, r.arg[1]) + whole * width})
 
 
 def tile_rows(vector_registers: int) -> int:
@@ -569,7 +596,7 @@ def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
     ``vector_registers``), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
-    return split_reductions(upcast_reductions(sink, tile_rows(vector_registers)), EXTREMA)
+    return split_reductions(upcast_reductions(sink, tile_rows(vector_registers), edges=True), EXTREMA)
 
 
 SPLIT_WIDTH = 8
@@ -626,31 +653,43 @@ def _reduction_loads(store: UOp) -> list[UOp]:
             if u.op is Ops.LOAD]
 
 
-def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None) -> list[UOp]:
-    """Output ranges of ``store`` with a constant end, innermost first."""
-    return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and r.src[0].op is Ops.CONST
+def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None,
+                edges: bool = False) -> list[UOp]:
+    """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
+    return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and (edges or r.src[0].op is Ops.CONST)
                    and r is not exclude), key=range_order, reverse=True)
 
 
-def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]]) -> tuple[UOp, int] | None:
+def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]], edges: bool = False) -> tuple[UOp, int] | None:
+    """An output range the reduction's loads read at unit stride, and the widest ``W`` that divides its end
+    and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest value, if
+    symbolic), the rest left to an edge store (``_split``)."""
     loads = _reduction_loads(store)
-    for j in _upcastable(store, live) if loads else []:
-        width = next((w for w in UPCAST_WIDTHS if int(j.src[0].arg) % w == 0 and int(j.src[0].arg) > w), None)
-        if width is not None and any(_unit_stride(load.src[0].src[1], j) for load in loads):
+    for j in _upcastable(store, live, edges=edges) if loads else []:
+        if not any(_unit_stride(load.src[0].src[1], j) for load in loads):
+            continue
+        end = j.src[0]
+        width = next((w for w in UPCAST_WIDTHS if end.op is Ops.CONST and int(end.arg) % w == 0
+                      and int(end.arg) > w), None)
+        if width is None and edges:
+            width = next((w for w in UPCAST_WIDTHS if int(end.vmax) > w), None)
+        if width is not None:
             return j, width
     return None
 
 
-def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int) -> UOp | None:
-    """Another output range, whose end ``rows`` divides, that some load of the reduction depends on and
-    its vector loads (unit stride along ``upcast``) do not: each vector load then serves every row of the
-    tile, and only the loads that differ by row are repeated (a matmul's ``a[i, r]``, one broadcast per
-    row)."""
+def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int,
+               edges: bool = False) -> UOp | None:
+    """Another output range, whose end ``rows`` divides (or any end greater than ``rows``, with ``edges``),
+    that some load of the reduction depends on and its vector loads (unit stride along ``upcast``) do not:
+    each vector load then serves every row of the tile, and only the loads that differ by row are repeated
+    (a matmul's ``a[i, r]``, one broadcast per row)."""
     loads = _reduction_loads(store)
     vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)]
-    for r in _upcastable(store, live, upcast):
-        end = int(r.src[0].arg)
-        if end % rows == 0 and end > rows and any(r in load.toposort() for load in loads) \
+    for r in _upcastable(store, live, upcast, edges):
+        end = r.src[0]
+        tiles = (end.op is Ops.CONST and int(end.arg) % rows == 0) or edges
+        if tiles and int(end.vmax) > rows and any(r in load.toposort() for load in loads) \
                 and not any(r in load.toposort() for load in vector):
             return r
     return None

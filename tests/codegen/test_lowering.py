@@ -219,6 +219,58 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     assert len(upcast_reductions(_matmul(17)).src) == 1
 
 
+def test_edges_keep_a_matmul_on_its_tiles():
+    """With ``edges`` (the CPU's tiling), 17 columns are a tile of 16 and an edge column, 17 rows tiles of 4
+    and an edge row: 16 x 4 stores in the tiles, then 16 on the edge row, 4 on the edge column and 1 in
+    the corner, the tiles first and as they were where the sizes divide."""
+    tiled = upcast_reductions(_matmul(17), edges=True)
+    assert len([u for u in tiled.src if u.op is Ops.STORE]) == 16 * 4 + 16 + 4 + 1
+    assert upcast_reductions(_matmul(64), edges=True) is upcast_reductions(_matmul(64))
+    sizes = sorted(u.src[0].arg for u in tiled.toposort() if u.op is Ops.RANGE and u.src[0].op is Ops.CONST)
+    assert sizes == [1, 1, 1, 4, 17]  # edge row, edge column, tile columns, tile rows, the reduction
+    symbolic = KernelBuilder("mm_n")
+    n = symbolic.var("n", 1, 100)
+    c, a, b = (symbolic.buffer(dtypes.float32, (n, n)) for _ in range(3))
+    i, j, r = symbolic.range(n), symbolic.range(n), symbolic.range(n, AxisKind.REDUCE)
+    symbolic.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
+    assert len(upcast_reductions(symbolic.build(), edges=True).src) == 16 * 4 + 16 + 4 + 1
+    assert len(upcast_reductions(symbolic.build()).src) == 1
+
+
+def _odd_matmul(dtype, shape, transposed, batch):
+    """``out[h, i, j] = sum_r a[h, i, r] * b[h, r, j] + 1`` (``b[h, j, r]`` transposed), of constant sizes
+    ``shape``, or symbolic ones where it is None."""
+    k = KernelBuilder("mm_odd")
+    m, n, depth = shape or (k.var("m", 1, 70), k.var("n", 1, 70), k.var("k", 1, 70))
+    out, a = k.buffer(dtype, (batch, m, n)), k.buffer(dtype, (batch, m, depth))
+    b = k.buffer(dtype, (batch, n, depth) if transposed else (batch, depth, n))
+    h, i, j, r = k.range(batch), k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[h, i, j], (a[h, i, r] * (b[h, j, r] if transposed else b[h, r, j])).reduce(r) + 1.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("name", ["llvm", "clang"])
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize(("transposed", "batch"), [(False, 1), (True, 3)], ids=["b", "batched b.T"])
+def test_matmuls_with_edges_match_numpy(name, dtype, transposed, batch):
+    """Edge tiles on the CPU: every size below, past and between the tiles (1, primes, 4 and 16 plus and
+    minus one), constant and symbolic, batched and with ``b`` transposed."""
+    device = open_device(name)
+    rng = np.random.default_rng(0)
+    symbolic = _odd_matmul(dtype, None, transposed, batch)
+    element = np.float32 if dtype == dtypes.float32 else np.float64
+    shapes = [(19, 37, 6), (1, 1, 1), (1, 17, 3), (17, 1, 5), (3, 15, 2), (5, 33, 7), (65, 63, 1), (70, 70, 70)]
+    for m, n, depth in shapes:
+        x = rng.standard_normal((batch, m, depth)).astype(element)
+        y = rng.standard_normal((batch, n, depth) if transposed else (batch, depth, n)).astype(element)
+        expected = x @ (y.transpose(0, 2, 1) if transposed else y) + 1
+        constant = [(_odd_matmul(dtype, (m, n, depth), transposed, batch), {})] if m in (19, 5, 65) else []
+        for ast, sizes in [(symbolic, {"m": m, "n": n, "k": depth}), *constant]:
+            got = np.zeros((batch, m, n), element)
+            svod.run(ast, [got, x, y], device=device, **sizes)
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=f"{m}x{n}x{depth} {sizes}")
+
+
 def _loads_of(sink, slot):
     return {u for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.PARAM
             and u.src[0].src[0].arg == slot}
