@@ -324,9 +324,7 @@ class Translator:
             self.branch(stmt)
         elif isinstance(stmt, ast.Expr):
             self.expression_statement(stmt)
-        elif isinstance(stmt, ast.Pass):
-            pass
-        else:
+        elif not isinstance(stmt, ast.Pass):  # a ``pass`` builds nothing
             raise self.unsupported(stmt)
 
     # ---- statements -------------------------------------------------------------------------------------

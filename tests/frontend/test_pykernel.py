@@ -437,3 +437,19 @@ def test_a_plan_refuses_a_kernel_that_carries_a_local_in_memory_of_its_own():
     indices = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 6)) for _ in range(2)]
     with pytest.raises(BufferMismatchError, match="carries a local"):
         plan.add_kernel(running_sums.shaped((2, 3), (2, 3)), indices)
+
+
+@svod.kernel
+def clamp_negatives(out, x):
+    for i in svod.prange(x.shape[0]):
+        if x[i] < 0.0:
+            out[i] = 0.0
+        else:
+            pass
+
+
+def test_a_pass_statement_builds_nothing():
+    x = np.array([-1.5, 2.0, -0.0, 3.0])
+    out = np.full(4, 7.0)
+    clamp_negatives(out, x)
+    np.testing.assert_array_equal(out, [0.0, 7.0, 7.0, 7.0])
