@@ -115,6 +115,53 @@ def matmul(out: Any, a: Any, b: Any) -> None:
 
 
 @jit
+def batched_matmul(out: Any, a: Any, b: Any) -> None:
+    batch, n, depth = a.shape
+    for s in prange(batch):
+        for i in range(n):
+            for j in range(b.shape[2]):
+                out[s, i, j] = 0.0
+            for r in range(depth):
+                left = a[s, i, r]
+                for j in range(b.shape[2]):
+                    out[s, i, j] += left * b[s, r, j]
+
+
+@jit
+def matvec(out: Any, a: Any, x: Any) -> None:
+    rows, cols = a.shape
+    for i in prange(rows):
+        acc = np.float32(0.0)
+        for j in range(cols):
+            acc += a[i, j] * x[j]
+        out[i] = acc
+
+
+@jit
+def _dense(out: Any, x: Any, w: Any, bias: Any, relu: bool) -> None:
+    for i in prange(x.shape[0]):
+        for j in range(w.shape[1]):
+            out[i, j] = bias[j]
+        for r in range(x.shape[1]):
+            left = x[i, r]
+            for j in range(w.shape[1]):
+                out[i, j] += left * w[r, j]
+        if relu:
+            for j in range(w.shape[1]):
+                out[i, j] = max(out[i, j], np.float32(0.0))
+
+
+def mlp(out: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any, w3: Any, b3: Any) -> None:
+    """Three dense layers, ReLU between them; the hidden activations are allocated per call, as a numba
+    user's forward pass does."""
+    h1 = np.empty((x.shape[0], w1.shape[1]), np.float32)
+    h2 = np.empty((x.shape[0], w2.shape[1]), np.float32)
+    _dense(h1, x, w1, b1, True)
+    _dense(h2, h1, w2, b2, True)
+    _dense(out, h2, w3, b3, False)
+
+
+@jit
 def attention(out: Any, q: Any, k: Any, v: Any) -> None:
     length, width = q.shape
     scale = np.float32(1.0 / math.sqrt(width))

@@ -19,11 +19,6 @@ from svod.frontend.kernels import Workload, agrees
 NOT_INSTALLED = "not installed (pip install 'svod[bench]')"
 
 
-def family(name: str) -> str:
-    """The kernel a suite entry's name spells: ``matmul1024`` is a ``matmul``."""
-    return name.rstrip("0123456789")
-
-
 class Tinygrad:
     """tinygrad on the device kind svod is measured on (its CPU or CL device), when it is installed and
     works here."""
@@ -95,7 +90,7 @@ class Numba:
         """``workload``'s numba spelling, compiled and checked against numpy."""
         if self.module is None:
             return None
-        function = getattr(self.module, family(workload.name))
+        function = getattr(self.module, workload.family)
         output = np.zeros_like(workload.output)
         function(output, *workload.inputs)  # compiles; its time is not measured
         agrees(workload, output, "numba")

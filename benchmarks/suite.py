@@ -9,16 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.peers import family
+import numpy as np
+
 from svod.frontend.kernels import (
     Workload,
     attention,
+    batched_matmul,
     conv2d,
     cumsum,
     gather,
     histogram,
     layernorm,
     matmul,
+    matvec,
+    mlp,
     softmax,
     transpose,
     written_in_python,
@@ -34,17 +38,24 @@ TINYGRAD: dict[str, Callable[..., Any] | str] = {
     "transpose": lambda t: t.T.contiguous(),
     "matmul": lambda a, b: a @ b,
     "attention": lambda q, k, v: q.scaled_dot_product_attention(k, v),
+    "batched_matmul": lambda a, b: a @ b,
+    "matvec": lambda a, x: a @ x,
+    "mlp": lambda x, w1, b1, w2, b2, w3, b3: ((x @ w1 + b1).relu() @ w2 + b2).relu() @ w3 + b3,
 }
 """The computation on tinygrad tensors of a workload's inputs, or why tinygrad has no comparable spelling."""
 
 
 def tinygrad_spelling(workload: Workload) -> Callable[..., Any] | str:
-    return TINYGRAD[family(workload.name)]
+    return TINYGRAD[workload.family]
 
 
 def suite(quick: bool) -> list[Workload]:
     scale = 4 if quick else 1
     kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
                gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
-               transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024)]
+               transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024),
+               matmul(1024 // scale, dtype=np.float64, name="matmul_f64"),
+               matmul(1000 // scale, 1001 // scale, 999 // scale, name="matmul_odd"),
+               batched_matmul(64 // scale, 128), matvec(4096 // (2 if quick else 1), 4096),
+               mlp(256, (1024, 512, 256, 10))]
     return [written_in_python(k) for k in (kernels if quick else [*kernels, matmul(2048)])]

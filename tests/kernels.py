@@ -18,7 +18,8 @@ SMALL_WORKLOADS: dict[str, Callable[[], kernels.Workload]] = {
     "conv2d": lambda: kernels.conv2d(2, 5), "gather": lambda: kernels.gather(9, 11),
     "histogram": lambda: kernels.histogram(100, 7), "cumsum": lambda: kernels.cumsum(3, 17),
     "transpose": lambda: kernels.transpose(13), "matmul": lambda: kernels.matmul(17),
-    "attention": lambda: kernels.attention(13, 5),
+    "attention": lambda: kernels.attention(13, 5), "batched_matmul": lambda: kernels.batched_matmul(3, 7),
+    "matvec": lambda: kernels.matvec(13, 17), "mlp": lambda: kernels.mlp(5, (17, 9, 3, 2)),
 }
 """svod's kernel collection at small and odd sizes."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,6 +52,13 @@ class Workload:
     tolerance: float = 1e-4
     """Relative and absolute; 0 asks for the exact same values."""
     var_vals: dict[str, int] = field(default_factory=dict)
+    family: str = ""
+    """The kernel the workload's steps spell, whatever its size or types (``matmul1024`` and ``matmul_f64``
+    are ``matmul``s): the key of its Python kernels and of the benchmark peers' spellings. By default the
+    name without a trailing size."""
+
+    def __post_init__(self) -> None:
+        self.family = self.family or self.name.rstrip("0123456789")
 
     @property
     def arrays(self) -> list[np.ndarray]:
@@ -59,10 +67,10 @@ class Workload:
 
 
 def single(name: str, ast: UOp, output: np.ndarray, inputs: list[np.ndarray], numpy: Callable[[], np.ndarray],
-           tolerance: float = 1e-4, var_vals: dict[str, int] | None = None) -> Workload:
+           tolerance: float = 1e-4, var_vals: dict[str, int] | None = None, family: str = "") -> Workload:
     """A workload computed by one svod kernel over every array in order."""
     return Workload(name, [Step(ast, tuple(range(1 + len(inputs))))], output, inputs, numpy, tolerance=tolerance,
-                    var_vals=var_vals or {})
+                    var_vals=var_vals or {}, family=family)
 
 
 def _rng() -> np.random.Generator:
@@ -198,14 +206,83 @@ def transpose(n: int) -> Workload:
                   tolerance=0)
 
 
-def matmul(n: int) -> Workload:
-    k = KernelBuilder(f"matmul{n}")
-    out, a, b = (k.buffer(dtypes.float32, (n, n)) for _ in range(3))
-    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+def matmul(n: int, depth: int | None = None, columns: int | None = None, dtype: type = np.float32,
+           name: str | None = None) -> Workload:
+    """``a @ b`` for an ``n`` x ``depth`` ``a`` and a ``depth`` x ``columns`` ``b`` (square by default)."""
+    depth, columns = depth or n, columns or n
+    k = KernelBuilder(name or f"matmul{n}")
+    element = dtypes.from_numpy(np.dtype(dtype))
+    out, a, b = k.buffer(element, (n, columns)), k.buffer(element, (n, depth)), k.buffer(element, (depth, columns))
+    i, j, r = k.range(n), k.range(columns), k.range(depth, AxisKind.REDUCE)
     k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
     rng = _rng()
-    x, y = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
-    return single(f"matmul{n}", k.build(), np.zeros_like(x), [x, y], lambda: x @ y, tolerance=1e-3)
+    x: np.ndarray = rng.standard_normal((n, depth)).astype(dtype)
+    y: np.ndarray = rng.standard_normal((depth, columns)).astype(dtype)
+    return single(name or f"matmul{n}", k.build(), np.zeros((n, columns), dtype), [x, y], lambda: x @ y,
+                  tolerance=1e-3, family="matmul")
+
+
+def batched_matmul(batch: int, n: int) -> Workload:
+    """``a @ b`` for a stack of ``batch`` ``n`` x ``n`` matrices each."""
+    k = KernelBuilder("batched_matmul")
+    out, a, b = (k.buffer(dtypes.float32, (batch, n, n)) for _ in range(3))
+    s, i, j, r = k.range(batch), k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[s, i, j], (a[s, i, r] * b[s, r, j]).reduce(r))
+    rng = _rng()
+    x, y = (rng.standard_normal((batch, n, n)).astype(np.float32) for _ in range(2))
+    return single("batched_matmul", k.build(), np.zeros_like(x), [x, y], lambda: x @ y, tolerance=1e-3)
+
+
+def matvec(rows: int, cols: int) -> Workload:
+    """``a @ x``: one pass over the matrix, bound by memory."""
+    k = KernelBuilder("matvec")
+    out, a, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, cols)
+    i, j = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[i], (a[i, j] * x[j]).reduce(j))
+    rng = _rng()
+    matrix, vector = rng.standard_normal((rows, cols)).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
+    return single("matvec", k.build(), np.zeros(rows, np.float32), [matrix, vector], lambda: matrix @ vector,
+                  tolerance=1e-3)
+
+
+def dense_layer(batch: int, inputs: int, outputs: int, relu: bool) -> UOp:
+    """``x @ w + bias``, through a ReLU when ``relu``: one layer of a multilayer perceptron."""
+    k = KernelBuilder("dense_relu" if relu else "dense")
+    out, x = k.buffer(dtypes.float32, (batch, outputs)), k.buffer(dtypes.float32, (batch, inputs))
+    w, bias = k.buffer(dtypes.float32, (inputs, outputs)), k.buffer(dtypes.float32, outputs)
+    i, j, r = k.range(batch), k.range(outputs), k.range(inputs, AxisKind.REDUCE)
+    value = (x[i, r] * w[r, j]).reduce(r) + bias[j]
+    k.store(out[i, j], value.maximum(0.0) if relu else value)
+    return k.build()
+
+
+def mlp(batch: int, widths: tuple[int, ...]) -> Workload:
+    """A multilayer perceptron's forward pass: a ``dense_layer`` per pair of neighbouring ``widths``, each
+    through a ReLU but the last. The arrays: the output, the input, each layer's weights and bias, then a
+    scratch array per hidden layer."""
+    rng = _rng()
+    layers = list(itertools.pairwise(widths))
+    x = rng.standard_normal((batch, widths[0])).astype(np.float32)
+    parameters = [array for fan_in, fan_out in layers for array in (
+        (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32),
+        rng.standard_normal(fan_out).astype(np.float32))]
+    hidden = [np.zeros((batch, width), np.float32) for width in widths[1:-1]]
+    first_scratch = 2 + len(parameters)
+    sources = [1, *range(first_scratch, first_scratch + len(hidden))]
+    targets = [*range(first_scratch, first_scratch + len(hidden)), 0]
+    steps = [Step(dense_layer(batch, fan_in, fan_out, relu=layer < len(layers) - 1),
+                  (targets[layer], sources[layer], 2 + 2 * layer, 3 + 2 * layer))
+             for layer, (fan_in, fan_out) in enumerate(layers)]
+
+    def reference() -> np.ndarray:
+        h = x
+        for layer in range(len(layers)):
+            h = h @ parameters[2 * layer] + parameters[2 * layer + 1]
+            h = np.maximum(h, 0) if layer < len(layers) - 1 else h
+        return h
+
+    return Workload("mlp", steps, np.zeros((batch, widths[-1]), np.float32), [x, *parameters], reference,
+                    scratch=hidden, tolerance=1e-3)
 
 
 def attention(length: int, width: int) -> Workload:
@@ -445,6 +522,50 @@ def matmul_py(out, a, b):  # type: ignore[no-untyped-def]
 
 
 @python_kernel
+def batched_matmul_py(out, a, b):  # type: ignore[no-untyped-def]
+    batch, n, depth = a.shape
+    for s in prange(batch):
+        for i in prange(n):
+            for j in prange(b.shape[2]):
+                acc = 0.0
+                for r in range(depth):
+                    acc += a[s, i, r] * b[s, r, j]
+                out[s, i, j] = acc
+
+
+@python_kernel
+def matvec_py(out, a, x):  # type: ignore[no-untyped-def]
+    rows, cols = a.shape
+    for i in prange(rows):
+        acc = 0.0
+        for j in range(cols):
+            acc += a[i, j] * x[j]
+        out[i] = acc
+
+
+@python_kernel
+def dense_relu_py(out, x, w, bias):  # type: ignore[no-untyped-def]
+    batch, inputs = x.shape
+    for i in prange(batch):
+        for j in prange(w.shape[1]):
+            acc = 0.0
+            for r in range(inputs):
+                acc += x[i, r] * w[r, j]
+            out[i, j] = max(acc + bias[j], 0.0)
+
+
+@python_kernel
+def dense_py(out, x, w, bias):  # type: ignore[no-untyped-def]
+    batch, inputs = x.shape
+    for i in prange(batch):
+        for j in prange(w.shape[1]):
+            acc = 0.0
+            for r in range(inputs):
+                acc += x[i, r] * w[r, j]
+            out[i, j] = acc + bias[j]
+
+
+@python_kernel
 def attention_scores_py(scores, q, k):  # type: ignore[no-untyped-def]
     length, width = q.shape
     for i in prange(length):
@@ -469,14 +590,15 @@ def attention_values_py(out, p, v):  # type: ignore[no-untyped-def]
 PYTHON_KERNELS: dict[str, list[Kernel]] = {
     "softmax": [softmax_py], "layernorm": [layernorm_py], "conv2d": [conv2d_py], "gather": [gather_py],
     "histogram": [histogram_py], "cumsum": [cumsum_py], "transpose": [transpose_py], "matmul": [matmul_py],
-    "attention": [attention_scores_py, softmax_py, attention_values_py]}
-"""Per workload family (its name without a size), the Python kernel of each of its steps."""
+    "attention": [attention_scores_py, softmax_py, attention_values_py], "batched_matmul": [batched_matmul_py],
+    "matvec": [matvec_py], "mlp": [dense_relu_py, dense_relu_py, dense_py]}
+"""Per workload family (``Workload.family``), the Python kernel of each of its steps."""
 
 
 def written_in_python(workload: Workload) -> Workload:
     """``workload`` with every step built from its Python kernel (``PYTHON_KERNELS``) on the workload's arrays,
     named as the builder's step is."""
-    kernels = PYTHON_KERNELS[workload.name.rstrip("0123456789")]
+    kernels = PYTHON_KERNELS[workload.family]
     arrays = workload.arrays
     steps = []
     for step, python in zip(workload.steps, kernels, strict=True):
