@@ -134,6 +134,8 @@ class _Linearizer:
         """Where each emitted value was last placed; one still in scope is not emitted again."""
         self.volatile: dict[UOp, bool] = {}
         self.states: dict[UOp, frozenset[UOp]] = {}
+        self.bodies: dict[UOp, frozenset[UOp]] = {}
+        self.early: dict[UOp, list[UOp]] = {}
         """The written memory each value was read from (``state``)."""
         self.version: dict[UOp, UOp] = {}
         """The last effect emitted on each written buffer."""
@@ -211,6 +213,9 @@ class _Linearizer:
     def reads_written(self, node: UOp) -> bool:
         """Whether ``node`` depends on a load of memory this kernel writes: such values are computed where
         they are used (innermost), after the stores before them, never hoisted."""
+        known = self.volatile.get(node)
+        if known is not None:
+            return known
         for u in unknown_below(node, self.volatile):
             self.volatile[u] = (u.op is Ops.LOAD and u.src[0].src[0] in self.written) or \
                 any(self.volatile[s] for s in u.src)
@@ -297,7 +302,7 @@ class _Linearizer:
                 continue
             if not all(self.is_bound(r) for r in self.scopes[other]) or self.place(other) is not block:
                 continue
-            if any(m in other.src[0].toposort() or other in m.src[0].toposort() for m in members):
+            if any(m in self.body(other) or other in self.body(m) for m in members):
                 continue
             members.append(other)
         with self.at(block):
@@ -323,6 +328,13 @@ class _Linearizer:
                 result = UOp(Ops.AFTER, m.dtype, (reg, update))
                 block.add(result)
                 self.memo[(m, block)] = result
+
+    def body(self, reduction: UOp) -> frozenset[UOp]:
+        """Every node ``reduction``'s body is computed from (a set: a 128-output register tile asks whether
+        each of its reductions feeds another, 8,000 times)."""
+        if reduction not in self.bodies:
+            self.bodies[reduction] = frozenset(reduction.src[0].toposort())
+        return self.bodies[reduction]
 
     # ---- effects ---------------------------------------------------------------------------------------
 
@@ -367,6 +379,9 @@ class _Linearizer:
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
+        known = self.states.get(node)
+        if known is not None:  # asked of every memoised value after each effect: the common case
+            return known
         for u in unknown_below(node, self.states):
             own = {u.src[0].src[0]} if u.op is Ops.LOAD and u.src[0].src[0] in self.written else set()
             self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
@@ -377,10 +392,15 @@ class _Linearizer:
         those may be computed early, in a loop shared with ``e``'s (an upcast matmul's outputs)."""
         found = [u for u in e.toposort() if u.op is Ops.REDUCE]
         for later in self.effects[self.effects.index(e) + 1:]:
-            for u in later.toposort():
-                if u.op is Ops.REDUCE and not any(b in self.written for b, _ in _accesses(u)):
-                    found.append(u)
+            found.extend(self.early_reductions(later))
         return list(dict.fromkeys(found))
+
+    def early_reductions(self, e: UOp) -> list[UOp]:
+        """The reductions of effect ``e`` that read no memory this kernel writes."""
+        if e not in self.early:
+            self.early[e] = [u for u in e.toposort() if u.op is Ops.REDUCE
+                             and not any(b in self.written for b, _ in _accesses(u))]
+        return self.early[e]
 
     def reread_local(self) -> None:
         """After a BARRIER, loads of local memory are emitted again: other work items of the group wrote it."""

@@ -109,6 +109,9 @@ class _FunctionWriter:
         self.tile_loops = {u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE and u not in sole}
         self.open_loops: list[UOp] = []
         self.around_short_tiles: set[UOp] = set()
+        self.tile_turns_inside: dict[UOp, int] = {}
+        """Per tile loop, the steps of the tile loops nested in it per step of its own (a convolution's
+        ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
         self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
 
@@ -277,6 +280,11 @@ class _FunctionWriter:
     def _open_loop(self, r: UOp, index: int) -> None:
         if r in self.tile_loops and r.src[0].op is Ops.CONST and r.src[0].arg <= TILE_UNROLL:
             self.around_short_tiles.update(self.open_loops)
+        if r in self.tile_loops:
+            turns = int(r.src[0].arg) if r.src[0].op is Ops.CONST else TILE_UNROLL
+            for outer in self.open_loops:
+                if outer in self.tile_loops:
+                    self.tile_turns_inside[outer] = self.tile_turns_inside.get(outer, 1) * turns
         self.open_loops.append(r)
         loop = f"loop{index}"
         self.names[r] = f"%{loop}.i"
@@ -310,11 +318,14 @@ class _FunctionWriter:
 
     def _loop_hints(self, loop: UOp) -> str:
         """Loop metadata for ``loop``, if it needs any: a register tile's loop is unrolled ``TILE_UNROLL``
-        times; a loop around a tile's loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is
-        not vectorised along itself: the tile is the vector work already, and LLVM's loop vectoriser took
-        seconds on such a loop (a 512x256 matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
+        times, counting the steps of tile loops nested in it (a convolution's channel loop around its 3x3
+        window: once, where 8 times took 350 ms of LLVM's time for the same speed); a loop around a tile's
+        loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised along itself: the
+        tile is the vector work already, and LLVM's loop vectoriser took seconds on such a loop (a 512x256
+        matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
         if loop in self.tile_loops:
-            hint = f'!{{!"llvm.loop.unroll.count", i32 {TILE_UNROLL}}}'
+            count = max(1, TILE_UNROLL // self.tile_turns_inside.get(loop, 1))
+            hint = f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
         elif loop in self.around_short_tiles:
             hint = '!{!"llvm.loop.vectorize.enable", i1 false}'
         else:
