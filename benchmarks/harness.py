@@ -26,6 +26,7 @@ import numpy as np
 
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
+from benchmarks.distributed import shard_overhead
 from benchmarks.peers import Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
 from benchmarks.suite import suite, tinygrad_spelling
@@ -144,6 +145,7 @@ class Bench:
                 ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
                 ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
+                ("distributed", lambda: shard_overhead(self.device.name)),
                 ("plan algorithms", self.plan_algorithms), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:

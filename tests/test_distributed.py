@@ -4,8 +4,14 @@ actor replaced with its shards retried."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import signal
+import time
+import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +19,9 @@ import pytest
 
 import svod
 from svod import dtypes
+from svod.config import settings
 from svod.errors import SvodError, VariableError
+from svod.runtime import KernelCache
 
 ray = pytest.importorskip("ray", reason="svod.distributed needs the ray extra (pip install ray)")
 
@@ -23,18 +31,18 @@ REPO = Path(__file__).resolve().parents[1]
 N = 1000
 
 
-def make_plan() -> svod.ExecutionPlan:
-    """y = sin(x) * 3 + x for the first n elements, and the square of each in z."""
+def make_plan(scale: float = 3.0, cache: KernelCache | None = None) -> svod.ExecutionPlan:
+    """y = sin(x) * scale + x for the first n elements, and the square of each in z."""
     k = svod.KernelBuilder("wave")
     n = k.var("n", 1, N)
     y, x = k.buffer(dtypes.float32, N), k.buffer(dtypes.float32, N)
     i = k.range(n)
-    k.store(y[i], x[i].sin() * 3.0 + x[i])
+    k.store(y[i], x[i].sin() * scale + x[i])
     square = svod.KernelBuilder("square")
     z, y2 = square.buffer(dtypes.float32, N), square.buffer(dtypes.float32, N)
     j = square.range(N)
     square.store(z[j], y2[j] * y2[j])
-    plan = svod.ExecutionPlan("CPU")
+    plan = svod.ExecutionPlan("CPU", cache)
     xs = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, N), name="x")
     ys = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, N), name="y")
     zs = plan.add_buffer(svod.Buffer("CPU", dtypes.float32, N), name="z")
@@ -68,6 +76,20 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, svod.Executi
     path = tmp_path_factory.mktemp("bundle") / "wave.svodplan"
     plan.save(path)
     return path, plan
+
+
+def kill(actor: object) -> None:
+    """End ``actor`` and wait until Ray says so: ``ray.kill`` only asks, and a call sent right after it may
+    still run."""
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote())  # type: ignore[attr-defined]
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{actor} outlived ray.kill")
 
 
 def test_map_plan_matches_one_process_bit_for_bit(cluster: Cluster, bundle: tuple[Path, svod.ExecutionPlan]
@@ -110,7 +132,7 @@ def test_a_lost_actor_is_replaced_and_its_shards_retried(cluster: Cluster,
                                                          bundle: tuple[Path, svod.ExecutionPlan]) -> None:
     path, plan = bundle
     actors = cluster.actors(path, workers=2)
-    ray.kill(actors[0], no_restart=True)
+    kill(actors[0])
     data = shards(4)
     results = cluster.map_plan(path, data, workers=2, n=N)
     for shard, result in zip(data, results, strict=True):
@@ -136,3 +158,64 @@ def test_a_second_bundle_ends_the_first_ones_actors_when_cpus_run_out(cluster: C
     [result] = cluster.map_plan(other_path, shards(1), workers=2, n=N)  # waits for no CPU the first holds
     assert np.array_equal(result["y"], locally(plan, shards(1)[0], N)["y"])
     assert cluster.actors(path, workers=2) != first  # started again: the second bundle's took their place
+
+
+def slow_plan() -> svod.ExecutionPlan:
+    """y[i] = sum over j < m of sin(x[i] + j): as slow as a shard's m asks."""
+    k = svod.KernelBuilder("slow")
+    m = k.var("m", 1, 1 << 24)
+    y, x = k.buffer(dtypes.float32, N), k.buffer(dtypes.float32, N)
+    i, j = k.range(N), k.range(m, svod.AxisKind.REDUCE)
+    k.store(y[i], (x[i] + j.cast(dtypes.float32)).sin().reduce(j))
+    plan = svod.ExecutionPlan("CPU")
+    plan.add_kernel(k.build(), [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, N), name=name)
+                                for name in ("y", "x")])
+    return plan
+
+
+def test_an_actor_killed_mid_run_is_replaced_and_its_shard_retried(cluster: Cluster, tmp_path: Path) -> None:
+    plan = slow_plan()
+    path = tmp_path / "slow.svodplan"
+    plan.save(path)
+    actors = cluster.actors(path, workers=2)
+    doomed = ray.get(actors[0].pid.remote())
+    data = [{"x": shard["x"], "m": m} for shard, m in zip(shards(2), (1 << 18, 10), strict=True)]
+    with ThreadPoolExecutor(1) as driver:
+        running = driver.submit(cluster.map_plan, path, data, workers=2)
+        time.sleep(0.5)  # shard 0 runs for seconds on the first actor
+        os.kill(doomed, signal.SIGKILL)
+        results = running.result(timeout=300)
+    for shard, result in zip(data, results, strict=True):
+        want = np.zeros(N, np.float32)
+        plan.execute(buffers={"x": shard["x"], "y": want}, m=shard["m"])
+        assert np.array_equal(result["y"], want)
+    assert cluster.actors(path, workers=2)[0] != actors[0]
+    assert ray.get(cluster.actors(path, workers=2)[0].pid.remote()) != doomed
+
+
+def test_workers_on_another_cpu_compile_once_into_their_disk_cache(cluster: Cluster, tmp_path: Path) -> None:
+    """A bundle whose stored CPU is not this one: its first worker compiles with the warning; the worker
+    that replaces it loads the kernels from the disk cache the first one filled."""
+    plan = make_plan(scale=5.0, cache=KernelCache(dataclasses.replace(settings, disk_cache=False)))
+    path = tmp_path / "here.svodplan"
+    plan.save(path)
+    other = tmp_path / "other-cpu.svodplan"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(other, "w") as out:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == "manifest.json":
+                manifest = json.loads(data)
+                manifest["compiler"] = manifest["compiler"].replace("llvm-", "llvm-other-cpu-")
+                manifest["target"] = {"cpu": "other", "features": "+made-up"}
+                data = json.dumps(manifest).encode()
+            out.writestr(name, data)
+    [first] = cluster.actors(other, workers=1)
+    report = ray.get(first.load_report.remote())
+    assert report["compiles"] > 0
+    assert len(report["warnings"]) == 1 and "compiler" in report["warnings"][0]
+    kill(first)
+    [result] = cluster.map_plan(other, shards(1), workers=1, n=N)
+    [second] = cluster.actors(other, workers=1)
+    assert second != first
+    assert ray.get(second.load_report.remote())["compiles"] == 0
+    assert np.array_equal(result["y"], locally(plan, shards(1)[0], N)["y"])

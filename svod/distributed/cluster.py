@@ -15,6 +15,10 @@ driver, its message saying which shard (``err.shard``). An actor lost mid-run (i
 node gone) is replaced by a new one, which loads the bundle again, and each of its shards is retried
 once there; a shard whose worker is lost twice raises ``SvodError``.
 
+A bundle built for another CPU (or svod, or LLVM) is compiled again from its stored ASTs by each worker that
+loads it, with a ``BundleWarning`` in the worker's log, into that machine's disk cache: the next worker
+there to load it compiles nothing.
+
 Ray is imported when a ``Cluster`` is made, never before: svod works without it.
 """
 
@@ -24,6 +28,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from svod.errors import SvodError
-from svod.runtime import ExecutionPlan, load_plan
+from svod.errors import BundleWarning, SvodError
+from svod.runtime import ExecutionPlan, default_cache, load_plan
 
 Shard = Mapping[str, Any]
 
@@ -44,12 +49,25 @@ class PlanWorker:
         self.directory = tempfile.mkdtemp(prefix="svod-worker-")
         path = Path(self.directory) / "plan.svodplan"
         path.write_bytes(bundle)
-        self.plan = load_plan(path, device=device)
+        cache = default_cache()
+        compiled_before = cache.stats.compiles
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", BundleWarning)
+            self.plan = load_plan(path, device=device, cache=cache)
+        for warning in caught:  # into the worker's log, as if not caught
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+        self.loading = {"compiles": cache.stats.compiles - compiled_before,
+                        "warnings": [str(w.message) for w in caught if issubclass(w.category, BundleWarning)]}
+        """What loading the bundle took: the kernels compiled (0 where its binaries fit this machine, or this
+        machine's disk cache has them) and the ``BundleWarning``s it gave."""
         self.outputs = self.plan.written_names()
         self.runs = 0
 
     def pid(self) -> int:
         return os.getpid()
+
+    def load_report(self) -> dict[str, Any]:
+        return self.loading
 
     def run(self, index: int, shard: Shard, var_vals: Mapping[str, int],
             outputs: Sequence[str] | None) -> dict[str, np.ndarray]:

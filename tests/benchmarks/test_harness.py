@@ -2,6 +2,7 @@
 of their samples, ratios point the better way, and the JSON is what other tools read. No test passes or
 fails on how fast anything ran."""
 
+import importlib.util
 import json
 
 import numpy as np
@@ -24,7 +25,10 @@ UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_d
          "host_parallel_speedup": "x", "plan_prepare_speedup": "x", "membw_copy_gbps": "GB/s", "gather_gbps": "GB/s",
          "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
          "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
-         "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", **dict.fromkeys(PLANS, "ms")}
+         "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", "bundle_load_ms.32": "ms",
+         "distributed.shard_overhead_ms": "ms", **dict.fromkeys(PLANS, "ms")}
+if importlib.util.find_spec("ray") is None:  # no figure without the ray extra
+    del UNITS["distributed.shard_overhead_ms"]
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
              "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS}
 

@@ -1,0 +1,80 @@
+"""``distributed.shard_overhead_ms``: what ``svod.distributed.map_plan`` adds per shard on a local Ray cluster
+of 2 CPUs, beside what Ray itself charges to send the same shard to an actor and back."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import svod
+from benchmarks.results import Metric
+from svod import ExecutionPlan, dtypes
+from svod.frontend.kernels import tiny
+
+SHARDS = 64
+ELEMENTS = 16
+
+
+class Echo:
+    """A Ray actor that returns its shard: Ray's own cost of one call with the shard's data."""
+
+    def run(self, index: int, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return shard
+
+
+def tiny_plan(device: str) -> ExecutionPlan:
+    plan = ExecutionPlan(device)
+    x, y, z = (plan.add_buffer(svod.Buffer(device, dtypes.float32, ELEMENTS), name=name) for name in "xyz")
+    plan.add_kernel(tiny(0), [y, x])
+    plan.add_kernel(tiny(1), [z, y])
+    return plan
+
+
+def bundle_bytes(plan: ExecutionPlan) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="svod-bench-") as directory:
+        path = Path(directory) / "tiny.svodplan"
+        plan.save(path)
+        return path.read_bytes()
+
+
+def per_shard_seconds(run: Callable[[list[dict[str, np.ndarray]]], Any], shards: list[dict[str, np.ndarray]],
+                      rounds: int = 3) -> float:
+    """The best of ``rounds`` runs over every shard, per shard (after one warm-up run)."""
+    run(shards[:2])
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run(shards)
+        best = min(best, time.perf_counter() - start)
+    return best / len(shards)
+
+
+def shard_overhead(device: str) -> list[Metric]:
+    """Per shard: ``map_plan``'s wall time on 2 actors less the plan's own run in this process; the note
+    gives Ray's round trip of the same shard to an echo actor. No figure without Ray (the ``ray`` extra)."""
+    try:
+        import ray
+    except ImportError:
+        return []
+    from svod.distributed import Cluster
+
+    rng = np.random.default_rng(0)
+    shards = [{"x": rng.standard_normal(ELEMENTS).astype(np.float32)} for _ in range(SHARDS)]
+    plan = tiny_plan(device)
+    with Cluster(num_cpus=2) as cluster:
+        bundle = bundle_bytes(plan)
+        mapped = per_shard_seconds(lambda some: cluster.map_plan(bundle, some, device=device, workers=2), shards)
+        echoes = [ray.remote(Echo).options(num_cpus=0).remote() for _ in range(2)]
+        echoed = per_shard_seconds(lambda some: ray.get([echoes[i % 2].run.remote(i, shard)
+                                                          for i, shard in enumerate(some)]), shards)
+        for echo in echoes:
+            ray.kill(echo)
+    local = per_shard_seconds(lambda some: [plan.execute(buffers={"x": shard["x"]}) for shard in some], shards)
+    return [Metric("distributed.shard_overhead_ms", "ms", "lower", max(mapped - local, 0.0) * 1e3,
+                   note=f"map_plan of {SHARDS} shards of a 2-kernel plan on 2 local Ray actors, less the plan's "
+                        f"own run; Ray's round trip of the same shard to an actor: {echoed * 1e3:.2f} ms")]
