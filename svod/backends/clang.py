@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import weakref
 
-from svod.backends.cpu import CpuProgram
+from svod.backends.cpu import CpuProgram, host_vector_registers
 from svod.backends.elf import ET_DYN, read_elf
 from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec, RuntimeFactory
@@ -45,12 +45,15 @@ def _compiler_identity(path: str) -> str:
     return result.stdout.splitlines()[0] if result.stdout else os.path.basename(path)
 
 
-def _flags(identity: str) -> list[str]:
-    """``FLAGS`` as this compiler (by its ``--version`` line) takes them."""
+def _flags(identity: str, avx512: bool) -> list[str]:
+    """``FLAGS`` as this compiler (by its ``--version`` line) takes them; on a CPU with AVX-512, 512-bit
+    vectors preferred (both compilers default to 256 bits there), as the LLVM pair does: a register tile's
+    rows are two such registers wide (``tile_columns``)."""
+    wide = ["-mprefer-vector-width=512"] if avx512 else []
     clang = re.search(r"clang version (\d+)", identity)
     if clang is None:
-        return list(FLAGS)
-    flags = [f for f in FLAGS if f != "-fexcess-precision=standard"]
+        return [*FLAGS, *wide]
+    flags = [f for f in FLAGS if f != "-fexcess-precision=standard"] + wide
     if int(clang.group(1)) < 17:
         flags += ["-mllvm", "-enable-interleaved-mem-accesses=0"]
     return flags
@@ -61,7 +64,7 @@ class ClangCompiler(CompilerBase):
         self.path = find_c_compiler()
         self.identity = _compiler_identity(self.path)
         """The compiler's own ``--version`` line."""
-        self.flags = _flags(self.identity)
+        self.flags = _flags(self.identity, avx512=host_vector_registers() >= 32)
         digest = hashlib.sha256(f"{self.identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
         self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
 

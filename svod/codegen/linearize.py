@@ -116,6 +116,10 @@ class _Linearizer:
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
         self.written = {e.src[0].src[0] for e in self.effects}
+        topo = sink.toposort()
+        loaded = [u.src[0].src[0] for u in topo if u.op is Ops.LOAD]
+        self.read_and_written = self.written & {*loaded, *map(memory_of, loaded)}
+        """The written memory the kernel also reads: only its writes make remembered values stale."""
         runs = [r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP]
         self.shared_loops = frozenset(r for r in runs if runs.count(r) > 1)
         """The sequential loops more than one effect runs in."""
@@ -123,13 +127,12 @@ class _Linearizer:
         self.stack: list[_Block] = [self.root]
         self.bound: dict[UOp, list[_Block]] = {}
         self.memo: dict[tuple[UOp, _Block], UOp] = {}
-        topo = sink.toposort()
         params = sorted((u for u in topo if u.op is Ops.PARAM), key=lambda u: u.arg)
         variables = sorted((u for u in topo if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         # every buffer and variable of the kernel is an argument, used or not, as its metadata says
         self.leaves: dict[UOp, None] = dict.fromkeys([*params, *variables])
-        self.pending: list[UOp] = []
-        """The reductions the current effect may compute together (``reductions``)."""
+        self.current: UOp | None = None
+        """The effect being emitted, whose reductions (``reductions``) may be computed together."""
         self.emitted: dict[UOp, _Block] = {}
         """Where each emitted value was last placed; one still in scope is not emitted again."""
         self.volatile: dict[UOp, bool] = {}
@@ -297,7 +300,7 @@ class _Linearizer:
         """Emit ``first`` and every pending reduction over the same ranges placed in the same block, with one
         loop nest; their results are read after it."""
         members = [first]
-        for other in self.pending:
+        for other in self.reductions(self.current) if self.current is not None else ():
             if other is first or other.src[1:] != first.src[1:] or (other, block) in self.memo:
                 continue
             if not all(self.is_bound(r) for r in self.scopes[other]) or self.place(other) is not block:
@@ -366,16 +369,17 @@ class _Linearizer:
             return
         if gate is not None:
             target = target.replace(src=target.src[:2])
-        self.pending = self.reductions(e)
+        self.current = e
         index = self.value(target)
         value = self.value(e.src[1])
         emitted = e.replace(src=(index, value))
         self.stack[-1].add(emitted)
         memory = target.src[0]
         self.version[memory] = emitted
-        self.stale.update(u for u in self.emitted if u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory)
-        for stale in [k for k in self.memo if memory in self.state(k[0])]:
-            del self.memo[stale]  # values read from the memory just written are computed again
+        if memory in self.read_and_written:
+            self.stale.update(u for u in self.emitted if u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory)
+            for stale in [k for k in self.memo if memory in self.state(k[0])]:
+                del self.memo[stale]  # values read from the memory just written are computed again
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -22,6 +23,8 @@ from svod.codegen.lower import (
     split_for_threads,
     split_reduction,
     split_reductions,
+    tile_columns,
+    tile_for_cpu,
     tile_matmul,
     tile_rows,
     to_gpu_indices,
@@ -30,7 +33,7 @@ from svod.codegen.lower import (
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.base import loop_turns
 from svod.codegen.render.c import CRenderer
-from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer
+from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.device import DeviceCaps
 from svod.device.launch import most
@@ -180,6 +183,15 @@ def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_
     assert unrolled(LLVMRenderer("CPU").render(both).src) == [TILE_UNROLL]
     conv = conv2d(16, 64).steps[0].ast  # the channels' loop, ky's (3 steps) and kx's (3), innermost first
     assert unrolled(LLVMRenderer("CPU").render(conv).src) == [TILE_UNROLL, TILE_UNROLL // 3, 1]
+    avx512 = LLVMRenderer("CPU", dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32))
+    assert unrolled(avx512.render(_matmul(64)).src) == [TILE_UNROLL // 2]  # 8x32 accumulators: half the steps
+
+
+def test_llvm_prefers_512_bit_vectors_where_the_cpu_has_them():
+    """LLVM's default for most AVX-512 CPUs is 256 bits, which would split each row of a wide tile in four."""
+    assert '"prefer-vector-width"="512"' in function_attributes("sapphirerapids", "+avx2,+avx512f,+fma")
+    assert "prefer-vector-width" not in function_attributes("znver3", "+avx2,+fma,-avx512f")
+    assert function_attributes("", "") == ""
 
 
 
@@ -258,7 +270,7 @@ def _odd_matmul(dtype, shape, transposed, batch):
 @pytest.mark.parametrize(("transposed", "batch"), [(False, 1), (True, 3)], ids=["b", "batched b.T"])
 def test_matmuls_with_edges_match_numpy(compiled_device, dtype, transposed, batch):
     """Edge tiles on the CPU, and each GPU's lowering of a matmul (staged in local memory, or upcast):
-    every size below, past and between the tiles (1, primes, 4, 8 and 16 plus and minus one), constant and
+    every size below, past and between the tiles (1, primes, 4, 8, 16 and 32 plus and minus one), constant and
     symbolic, batched and with ``b`` transposed, on every device that holds the type."""
     device = compiled_device
     if dtype not in device.caps.element_dtypes:
@@ -266,12 +278,13 @@ def test_matmuls_with_edges_match_numpy(compiled_device, dtype, transposed, batc
     rng = np.random.default_rng(0)
     symbolic = _odd_matmul(dtype, None, transposed, batch)
     element = np.float32 if dtype == dtypes.float32 else np.float64
-    shapes = [(19, 37, 6), (1, 1, 1), (1, 17, 3), (17, 1, 5), (3, 15, 2), (5, 33, 7), (65, 63, 1), (70, 70, 70)]
+    shapes = [(19, 37, 6), (1, 1, 1), (1, 17, 3), (17, 1, 5), (3, 15, 2), (5, 33, 7), (65, 63, 1),
+              (9, 31, 4), (8, 64, 9), (70, 70, 70)]
     for m, n, depth in shapes:
         x = rng.standard_normal((batch, m, depth)).astype(element)
         y = rng.standard_normal((batch, n, depth) if transposed else (batch, depth, n)).astype(element)
         expected = x @ (y.transpose(0, 2, 1) if transposed else y) + 1
-        constant = [(_odd_matmul(dtype, (m, n, depth), transposed, batch), {})] if m in (19, 5, 65) else []
+        constant = [(_odd_matmul(dtype, (m, n, depth), transposed, batch), {})] if m in (19, 5, 65, 9, 8) else []
         for ast, sizes in [(symbolic, {"m": m, "n": n, "k": depth}), *constant]:
             got = np.zeros((batch, m, n), element)
             svod.run(ast, [got, x, y], device=device, **sizes)
@@ -285,14 +298,18 @@ def _loads_of(sink, slot):
 
 @pytest.mark.parametrize("registers", [16, 32])
 def test_a_register_tile_has_rows_that_share_each_vector_load(registers):
-    """AVX2's 16 registers take tiles of 4 rows, AVX-512's 32 tiles of 8. The rows are a matmul's rows of
-    ``a`` and a convolution's output channels: the vector loads along the upcast columns (``b``, the
-    shifted input) are made once per tile, the loads that differ by row once per row."""
-    rows = tile_rows(registers)
-    assert rows == registers // 4
+    """AVX2's 16 registers take tiles of 4 rows of 16 columns, AVX-512's 32 tiles of 8 rows of 32: each row
+    two vector registers. The rows are a matmul's rows of ``a`` and a convolution's output channels: the
+    vector loads along the upcast columns (``b``, the shifted input) are made once per tile, the loads
+    that differ by row once per row."""
+    rows, columns = tile_rows(registers), tile_columns(registers)[0]
+    assert (rows, columns) == (registers // 4, registers)
     tiled = upcast_reductions(_matmul(64), rows)
     assert len([u for u in tiled.src if u.op is Ops.STORE]) == 16 * rows
     assert (len(_loads_of(tiled, 1)), len(_loads_of(tiled, 2))) == (rows, 16)
+    wide = tile_for_cpu(_matmul(64), registers)
+    assert len([u for u in wide.src if u.op is Ops.STORE]) == columns * rows
+    assert (len(_loads_of(wide, 1)), len(_loads_of(wide, 2))) == (rows, columns)
     conv = upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast)), rows)
     assert (len(_loads_of(conv, 1)), len(_loads_of(conv, 2))) == (16, rows)
 
