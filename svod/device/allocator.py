@@ -123,7 +123,9 @@ class ReusePool(Allocator):
         self.max_cached = max_cached
         self.cached_bytes = 0
         self._free_blocks: defaultdict[int, list[Any]] = defaultdict(list)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Re-entrant: the garbage collector may run a dropped Buffer's finalizer, which frees into this pool,
+        on any allocation, including one made while this thread holds the lock."""
 
     def clear(self) -> None:
         with self._lock:

@@ -1,4 +1,6 @@
+import collections
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -40,6 +42,26 @@ def test_reuse_pool_is_bounded_and_clearable():
     assert pool.cached_bytes == 200
     pool.clear()
     assert pool.cached_bytes == 0
+
+
+def test_a_free_inside_the_pools_own_lock_does_not_deadlock():
+    """The garbage collector may run a dropped Buffer's finalizer (a free) at any allocation, also while the
+    pool holds its lock to hand out a block: the pool then frees into itself (a hypothesis run hung so)."""
+    pool = ReusePool(HostAllocator())
+    dropped = pool.allocate(64)
+
+    class CollectingOnLookup(collections.defaultdict):  # a collection at the pool's lookup of its blocks
+        def get(self, key, default=None):
+            pool.free(dropped, 64)
+            return super().get(key, default)
+
+    pool._free_blocks = CollectingOnLookup(list)
+    allocated = []
+    worker = threading.Thread(target=lambda: allocated.append(pool.allocate(64)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the pool deadlocked on its own lock"
+    assert allocated == [dropped] and pool.cached_bytes == 0
 
 
 def test_buffer_allocates_lazily_and_round_trips():
