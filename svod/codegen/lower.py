@@ -581,9 +581,18 @@ def _split(effect: UOp, r: UOp, width: int, axis: int) -> tuple[list[UOp], UOp |
     if end.op is Ops.CONST and int(end.arg) % width == 0:
         return _unrolled(effect, r, width), None
     whole, left = (int(end.arg) // width, int(end.arg) % width) if end.op is Ops.CONST else (end // width, end % width)
-    outer = UOp.range(whole, r.arg[0], r.arg[1])
-    tiles = [substitute(effect, {r: outer * width + c}) for c in range(width)]
-    return tiles, substitute(effect, {r: UOp.range(left, axis, r.arg[1]) + whole * width})
+    outer, edge = UOp.range(whole, r.arg[0], r.arg[1]), UOp.range(left, axis, r.arg[1])
+    tiles = [_moved(effect, r, outer * width + c, outer) for c in range(width)]
+    return tiles, _moved(effect, r, edge + whole * width, edge)
+
+
+def _moved(effect: UOp, r: UOp, value: UOp, loop: UOp) -> UOp:
+    """``effect`` with ``value`` for range ``r``, run over the range ``loop`` in ``r``'s place. Its ranges
+    list the RANGE itself, not ``value``: bounds may fold an expression of a loop that turns at most once to
+    a constant, and the effect would then run once where the loop may turn 0 times (the tiles of ``n // 4``
+    for ``n`` up to 7 stored 4 columns of a 1-column row)."""
+    moved = substitute(effect, {r: value})
+    return moved.replace(src=(*moved.src[:2], *(loop if s is value else s for s in moved.src[2:])))
 
 
 def tile_rows(vector_registers: int) -> int:
@@ -655,7 +664,7 @@ def _nested_reductions(sink: UOp) -> list[UOp]:
 
 def _unrolled(effect: UOp, r: UOp, width: int) -> list[UOp]:
     outer = UOp.range(int(r.src[0].arg) // width, r.arg[0], r.arg[1])
-    return [substitute(effect, {r: outer * width + c}) for c in range(width)]
+    return [_moved(effect, r, outer * width + c, outer) for c in range(width)]
 
 
 def _reduction_loads(store: UOp) -> list[UOp]:

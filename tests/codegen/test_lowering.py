@@ -236,6 +236,25 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     assert len(upcast_reductions(_matmul(17)).src) == 1
 
 
+def test_tiles_of_a_range_that_may_turn_zero_times_do_not_run(device):
+    """Columns ``n`` up to 7 tile as ``n // 4`` tiles of 4 (0 or 1 of them) and an edge of ``n % 4``: with
+    ``n`` below 4 no tile runs, and nothing past a row's ``n`` columns is written (the tiles' range, folded
+    by its bounds to index 0, once stored 4 columns of each 1-column row)."""
+    k = KernelBuilder("short_rows")
+    n = k.var("n", 1, 7)
+    out, x, y = k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, n)
+    i, j, r = k.range(3), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[i * n + j], (x[i * n + j] * y[r]).reduce(r))  # loads at unit stride along j: tiled along it
+    ast = k.build()
+    for cols in range(1, 8):
+        x_value, y_value = np.arange(21, dtype=np.float32), np.arange(1, 8, dtype=np.float32)
+        got = np.full(21, -7.0, np.float32)
+        svod.run(ast, [got, x_value, y_value], device=device, n=cols)
+        want = np.full(21, -7.0, np.float32)
+        want[:3 * cols] = x_value[:3 * cols] * y_value[:cols].sum()
+        np.testing.assert_array_equal(got, want, err_msg=f"n={cols}")
+
+
 def test_edges_keep_a_matmul_on_its_tiles():
     """With ``edges`` (the CPU's tiling), 17 columns are a tile of 16 and an edge column, 17 rows tiles of 4
     and an edge row: 16 x 4 stores in the tiles, then 16 on the edge row, 4 on the edge column and 1 in
