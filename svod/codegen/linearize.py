@@ -103,13 +103,6 @@ class Scopes:
         return self._live[node]
 
 
-def _accesses(node: UOp) -> Iterator[tuple[UOp, UOp]]:
-    """(buffer PARAM, INDEX) of every load below ``node``."""
-    for u in node.toposort():
-        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.PARAM:
-            yield u.src[0].src[0], u.src[0]
-
-
 class _Linearizer:
     def __init__(self, sink: UOp) -> None:
         self.sink = sink
@@ -299,15 +292,16 @@ class _Linearizer:
     def reduce_group(self, first: UOp, block: _Block) -> None:
         """Emit ``first`` and every pending reduction over the same ranges placed in the same block, with one
         loop nest; their results are read after it."""
-        members = [first]
+        members, fed = [first], set(self.inner_reductions(first))
         for other in self.reductions(self.current) if self.current is not None else ():
             if other is first or other.src[1:] != first.src[1:] or (other, block) in self.memo:
                 continue
             if not all(self.is_bound(r) for r in self.scopes[other]) or self.place(other) is not block:
                 continue
-            if any(m in self.body(other) or other in self.body(m) for m in members):
+            if other in fed or not self.inner_reductions(other).isdisjoint(members):  # one feeds another
                 continue
             members.append(other)
+            fed.update(self.inner_reductions(other))
         with self.at(block):
             registers = []
             for m in members:
@@ -331,6 +325,10 @@ class _Linearizer:
                 result = UOp(Ops.AFTER, m.dtype, (reg, update))
                 block.add(result)
                 self.memo[(m, block)] = result
+
+    def inner_reductions(self, reduction: UOp) -> frozenset[UOp]:
+        """The reductions ``reduction``'s body computes from (none, for a register tile's outputs)."""
+        return frozenset(u for u in self.body(reduction) if u.op is Ops.REDUCE and u is not reduction)
 
     def body(self, reduction: UOp) -> frozenset[UOp]:
         """Every node ``reduction``'s body is computed from (a set: a 128-output register tile asks whether
@@ -402,8 +400,7 @@ class _Linearizer:
     def early_reductions(self, e: UOp) -> list[UOp]:
         """The reductions of effect ``e`` that read no memory this kernel writes."""
         if e not in self.early:
-            self.early[e] = [u for u in e.toposort() if u.op is Ops.REDUCE
-                             and not any(b in self.written for b, _ in _accesses(u))]
+            self.early[e] = [u for u in e.toposort() if u.op is Ops.REDUCE and not self.state(u)]
         return self.early[e]
 
     def reread_local(self) -> None:
