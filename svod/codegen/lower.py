@@ -536,8 +536,8 @@ UPCAST_WIDTHS = (16, 8, 4)
 """How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
 
 
-def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tuple[int, ...] = UPCAST_WIDTHS
-                      ) -> UOp:
+def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tuple[int, ...] = UPCAST_WIDTHS,
+                      row_bytes: int | None = None) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -550,12 +550,18 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tup
     With ``edges``, an end that no ``W`` (or ``rows``) divides, or a symbolic one, is tiled too: the tiles
     cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
     odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900).
+
+    With ``row_bytes``, a tile's row holds at most that many bytes of the store's type: a CPU's tile row is
+    two vector registers, 32 float32 or 16 float64 with AVX-512 (32 float64 took all 32 registers for the
+    accumulators alone).
     """
     live = live_ranges(sink)
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
     effects, edge_effects = [], []
     for effect in sink.src:
-        target = _upcast_range(effect, live, widths, edges) if effect.op is Ops.STORE else None
+        fitting = widths if row_bytes is None or effect.op is not Ops.STORE else \
+            tuple(w for w in widths if w * effect.src[1].dtype.itemsize <= row_bytes)
+        target = _upcast_range(effect, live, fitting, edges) if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
             continue
@@ -614,7 +620,8 @@ def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
     ``vector_registers``), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
-    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, widths=tile_columns(vector_registers))
+    columns = tile_columns(vector_registers)
+    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, widths=columns, row_bytes=columns[0] * 4)
     return split_reductions(tiled, EXTREMA)
 
 

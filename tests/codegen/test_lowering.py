@@ -45,9 +45,9 @@ from tests.helpers import evaluate_expression, open_device
 from tests.kernels import attention
 
 
-def _matmul(n=16):
+def _matmul(n=16, dtype=dtypes.float32):
     k = KernelBuilder("mm")
-    c, a, b = (k.buffer(dtypes.float32, n * n) for _ in range(3))
+    c, a, b = (k.buffer(dtype, n * n) for _ in range(3))
     i, j = k.range(n), k.range(n)
     r = k.range(n, AxisKind.REDUCE)
     k.store(c[i * n + j], (a[i * n + r] * b[r * n + j]).reduce(r))
@@ -329,6 +329,8 @@ def test_a_register_tile_has_rows_that_share_each_vector_load(registers):
     wide = tile_for_cpu(_matmul(64), registers)
     assert len([u for u in wide.src if u.op is Ops.STORE]) == columns * rows
     assert (len(_loads_of(wide, 1)), len(_loads_of(wide, 2))) == (rows, columns)
+    doubles = tile_for_cpu(_matmul(64, dtypes.float64), registers)  # a row is two registers of float64 too
+    assert (len(_loads_of(doubles, 1)), len(_loads_of(doubles, 2))) == (rows, columns // 2)
     conv = upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast)), rows)
     assert (len(_loads_of(conv, 1)), len(_loads_of(conv, 2))) == (16, rows)
 
