@@ -323,6 +323,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     if found is None:
         return None
     column, rows, shared = found
+    assert column is not None  # a column is missing only where whole rows are asked for
     topo, live = sink.toposort(), live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
     size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
@@ -375,17 +376,21 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     return substitute(sink.replace(src=(*staged, *rest)), groups)
 
 
-def _row_reductions(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
+def _row_reductions(sink: UOp, whole_rows: bool = False) -> tuple[UOp | None, list[UOp], list[UOp]] | None:
     """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
     each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
     when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
-    memory the kernel writes (computed ahead of the effects, it would not see their stores)."""
+    memory the kernel writes (computed ahead of the effects, it would not see their stores). With
+    ``whole_rows``, a kernel of one GLOBAL range is all rows and no column (a matrix-vector product: one
+    sum per output), where every effect and every reduction is one per row (a sum over all rows stays
+    computed once, before a loop over them)."""
     topo = sink.toposort()
     globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
     if not globals_ or len(globals_) > 3:
         return None
-    column, rows = globals_[-1], globals_[:-1]
     live = live_ranges(sink)
+    per_row = all(globals_[0] in live[u] for u in (*sink.src, *topo) if u.op in EFFECTS or u.op is Ops.REDUCE)
+    column, rows = (None, globals_) if whole_rows and len(globals_) == 1 and per_row else (globals_[-1], globals_[:-1])
     shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
     written = written_memory(sink.src)
     if not shared or any(len(u.src) != 2 for u in shared) or any(
@@ -408,7 +413,7 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
     keep the reductions inside the loop. None when the kernel has no such reduction, nests reductions in
     reductions (a fused attention: ``share_reductions`` keeps those apart), or has more rows than the
     device has groups."""
-    found = _row_reductions(sink)
+    found = _row_reductions(sink, whole_rows=True)
     if found is None or _nested_reductions(sink):
         return None
     column, rows, _ = found
@@ -417,7 +422,8 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
         return None
     groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
                              launch_index("group", len(rows) - 1 - d)) for d, r in enumerate(rows)}
-    sink = substitute(sink, {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)})
+    if column is not None:
+        sink = substitute(sink, {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)})
     outside = [groups[r].lt(r.src[0]) for r in rows if r.src[0].vmin < 1]
     if outside:  # a group past the last row: its loops run no step, its loads and row-only effects are gated
         inside, live = _all(outside), live_ranges(sink)
