@@ -187,6 +187,18 @@ def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_
     assert unrolled(avx512.render(_matmul(64)).src) == [TILE_UNROLL // 2]  # 8x32 accumulators: half the steps
 
 
+def test_a_tile_prefetches_the_rows_of_b_it_strides_over():
+    """A matmul whose rows of ``b`` are 2 KiB apart: its tile loop prefetches the row 8 steps ahead, once
+    per cache line of the tile's columns; ``a`` (one element a step) and rows 256 bytes apart are left to
+    the CPU's own prefetcher."""
+    avx512 = dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32)
+    src = LLVMRenderer("CPU", avx512).render(_matmul(512)).src
+    ahead = re.findall(r"getelementptr float, ptr %\S+, i64 (\d+)", src)
+    assert ahead == [str(8 * 512)] * 2  # 32 float32 columns: two lines
+    assert src.count("call void @llvm.prefetch.p0") == 2
+    assert "llvm.prefetch" not in LLVMRenderer("CPU", avx512).render(_matmul(64)).src
+
+
 def test_llvm_prefers_512_bit_vectors_where_the_cpu_has_them():
     """LLVM's default for most AVX-512 CPUs is 256 bits, which would split each row of a wide tile in four."""
     assert '"prefer-vector-width"="512"' in function_attributes("sapphirerapids", "+avx2,+avx512f,+fma")
