@@ -3,10 +3,8 @@ of 2 CPUs, beside what Ray itself charges to send the same shard to an actor and
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,13 +33,6 @@ def tiny_plan(device: str) -> ExecutionPlan:
     return plan
 
 
-def bundle_bytes(plan: ExecutionPlan) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="svod-bench-") as directory:
-        path = Path(directory) / "tiny.svodplan"
-        plan.save(path)
-        return path.read_bytes()
-
-
 def per_shard_seconds(run: Callable[[list[dict[str, np.ndarray]]], Any], shards: list[dict[str, np.ndarray]],
                       rounds: int = 3) -> float:
     """The best of ``rounds`` runs over every shard, per shard (after one warm-up run)."""
@@ -61,7 +52,7 @@ def shard_overhead(device: str) -> list[Metric]:
         import ray
     except ImportError:
         return []
-    from svod.distributed import Cluster
+    from svod.distributed.cluster import Cluster, bundle_bytes
 
     rng = np.random.default_rng(0)
     shards = [{"x": rng.standard_normal(ELEMENTS).astype(np.float32)} for _ in range(SHARDS)]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import shutil
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,3 +86,30 @@ def refuses(device: Device, dtype: DType) -> bool:
         svod.compile(k.build(), device=device)
     assert raised.value.kernel == f"copy_{dtype.name}"
     return True
+
+
+# ---- plan bundles ------------------------------------------------------------------------------------------------
+
+def rewrite(path: Path, target: Path, change: dict[str, object] | None = None, *, drop: str | None = None,
+            replace: dict[str, bytes] | None = None) -> Path:
+    """A copy of the bundle at ``path`` with manifest fields changed, an entry dropped or replaced."""
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(target, "w") as out:
+        for name in source.namelist():
+            if name == drop:
+                continue
+            data = source.read(name)
+            if name == "manifest.json" and change:
+                data = json.dumps({**json.loads(data), **change}).encode()
+            if replace and name in replace:
+                data = replace[name]
+            out.writestr(name, data)
+    return target
+
+
+def from_another_cpu(path: Path, target: Path) -> Path:
+    """A copy of the bundle at ``path`` as if built on another CPU: its compiler key and target are not this
+    machine's, so its binaries do not fit here."""
+    with zipfile.ZipFile(path) as source:
+        compiler = json.loads(source.read("manifest.json"))["compiler"]
+    return rewrite(path, target, {"compiler": compiler.replace("llvm-", "llvm-other-cpu-"),
+                                  "target": {"cpu": "other", "features": "+made-up"}})

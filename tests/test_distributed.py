@@ -5,11 +5,9 @@ actor replaced with its shards retried."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import time
-import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +20,7 @@ from svod import dtypes
 from svod.config import settings
 from svod.errors import SvodError, VariableError
 from svod.runtime import KernelCache
+from tests.helpers import from_another_cpu
 
 ray = pytest.importorskip("ray", reason="svod.distributed needs the ray extra (pip install ray)")
 
@@ -199,16 +198,7 @@ def test_workers_on_another_cpu_compile_once_into_their_disk_cache(cluster: Clus
     plan = make_plan(scale=5.0, cache=KernelCache(dataclasses.replace(settings, disk_cache=False)))
     path = tmp_path / "here.svodplan"
     plan.save(path)
-    other = tmp_path / "other-cpu.svodplan"
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(other, "w") as out:
-        for name in source.namelist():
-            data = source.read(name)
-            if name == "manifest.json":
-                manifest = json.loads(data)
-                manifest["compiler"] = manifest["compiler"].replace("llvm-", "llvm-other-cpu-")
-                manifest["target"] = {"cpu": "other", "features": "+made-up"}
-                data = json.dumps(manifest).encode()
-            out.writestr(name, data)
+    other = from_another_cpu(path, tmp_path / "other-cpu.svodplan")
     [first] = cluster.actors(other, workers=1)
     report = ray.get(first.load_report.remote())
     assert report["compiles"] > 0

@@ -48,7 +48,7 @@ def _compiler_identity(path: str) -> str:
 def _flags(identity: str, avx512: bool) -> list[str]:
     """``FLAGS`` as this compiler (by its ``--version`` line) takes them; on a CPU with AVX-512, 512-bit
     vectors preferred (both compilers default to 256 bits there), as the LLVM pair does: a register tile's
-    rows are two such registers wide (``tile_columns``)."""
+    rows are two such registers wide (``tile_row_bytes``)."""
     wide = ["-mprefer-vector-width=512"] if avx512 else []
     clang = re.search(r"clang version (\d+)", identity)
     if clang is None:

@@ -323,7 +323,8 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     if found is None:
         return None
     column, rows, shared = found
-    assert column is not None  # a column is missing only where whole rows are asked for
+    if column is None:  # one sum per output: nothing for a group to share
+        return None
     topo, live = sink.toposort(), live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
     size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
@@ -376,21 +377,21 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     return substitute(sink.replace(src=(*staged, *rest)), groups)
 
 
-def _row_reductions(sink: UOp, whole_rows: bool = False) -> tuple[UOp | None, list[UOp], list[UOp]] | None:
+def _row_reductions(sink: UOp) -> tuple[UOp | None, list[UOp], list[UOp]] | None:
     """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
     each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
     when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
-    memory the kernel writes (computed ahead of the effects, it would not see their stores). With
-    ``whole_rows``, a kernel of one GLOBAL range is all rows and no column (a matrix-vector product: one
-    sum per output), where every effect and every reduction is one per row (a sum over all rows stays
-    computed once, before a loop over them)."""
+    memory the kernel writes (computed ahead of the effects, it would not see their stores). A kernel of one
+    GLOBAL range whose effects and reductions are all one per row is all rows and no column (a
+    matrix-vector product: one sum per output); where one is not (a sum over all rows), that range is the
+    column, and such a sum is computed once, before the loop over it."""
     topo = sink.toposort()
     globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
     if not globals_ or len(globals_) > 3:
         return None
     live = live_ranges(sink)
-    per_row = all(globals_[0] in live[u] for u in (*sink.src, *topo) if u.op in EFFECTS or u.op is Ops.REDUCE)
-    column, rows = (None, globals_) if whole_rows and len(globals_) == 1 and per_row else (globals_[-1], globals_[:-1])
+    per_row = len(globals_) == 1 and all(globals_[0] in live[u] for u in topo if u.op in EFFECTS or u.op is Ops.REDUCE)
+    column, rows = (None, globals_) if per_row else (globals_[-1], globals_[:-1])
     shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
     written = written_memory(sink.src)
     if not shared or any(len(u.src) != 2 for u in shared) or any(
@@ -413,7 +414,7 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
     keep the reductions inside the loop. None when the kernel has no such reduction, nests reductions in
     reductions (a fused attention: ``share_reductions`` keeps those apart), or has more rows than the
     device has groups."""
-    found = _row_reductions(sink, whole_rows=True)
+    found = _row_reductions(sink)
     if found is None or _nested_reductions(sink):
         return None
     column, rows, _ = found
@@ -540,10 +541,11 @@ def _groups_over_two_dimensions(count: UOp, d: int, spare: int, limits: WorkGrou
 
 UPCAST_WIDTHS = (16, 8, 4)
 """How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
+ROW_WIDTHS = (32, *UPCAST_WIDTHS)
+"""The widths a row of a tile sized in bytes (``row_bytes``) may take, widest first."""
 
 
-def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tuple[int, ...] = UPCAST_WIDTHS,
-                      row_bytes: int | None = None) -> UOp:
+def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -557,17 +559,15 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tup
     cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
     odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900).
 
-    With ``row_bytes``, a tile's row holds at most that many bytes of the store's type: a CPU's tile row is
-    two vector registers, 32 float32 or 16 float64 with AVX-512 (32 float64 took all 32 registers for the
-    accumulators alone).
+    With ``row_bytes``, a tile's row is the widest of ``ROW_WIDTHS`` that holds at most that many bytes of
+    the store's type: a CPU's tile row is two vector registers, 32 float32 or 16 float64 with AVX-512 (32
+    float64 took all 32 registers for the accumulators alone).
     """
     live = live_ranges(sink)
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
     effects, edge_effects = [], []
     for effect in sink.src:
-        fitting = widths if row_bytes is None or effect.op is not Ops.STORE else \
-            tuple(w for w in widths if w * effect.src[1].dtype.itemsize <= row_bytes)
-        target = _upcast_range(effect, live, fitting, edges) if effect.op is Ops.STORE else None
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges) if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
             continue
@@ -583,6 +583,12 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, widths: tup
             (edge_effects if copy is column_edge else effects).extend(tile)
             edge_effects.extend([row_edge] if row_edge is not None else [])
     return sink.replace(src=(*effects, *edge_effects))
+
+
+def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
+    if row_bytes is None:
+        return UPCAST_WIDTHS
+    return tuple(w for w in ROW_WIDTHS if w * store.src[1].dtype.itemsize <= row_bytes)
 
 
 def _split(effect: UOp, r: UOp, width: int, axis: int) -> tuple[list[UOp], UOp | None]:
@@ -614,20 +620,18 @@ def tile_rows(vector_registers: int) -> int:
     return max(1, vector_registers // 4)
 
 
-def tile_columns(vector_registers: int) -> tuple[int, ...]:
-    """The widths a CPU register tile's rows may take, widest first: two vector registers of float32 at
-    most. AVX-512 (32 registers of 512 bits) takes rows of 32; with 16 registers (AVX2, 256 bits) 16.
-    A tile twice as wide reads each broadcast of ``a`` for twice the work (matmul 1024 on a Xeon:
-    45 -> 86 GFLOP/s)."""
-    return (32, *UPCAST_WIDTHS) if vector_registers >= 32 else UPCAST_WIDTHS
+def tile_row_bytes(vector_registers: int) -> int:
+    """The bytes of a CPU register tile's row: two vector registers, 128 with AVX-512 (32 registers of 512
+    bits: rows of 32 float32), 64 with AVX2's 16 (rows of 16). A tile twice as wide reads each broadcast of
+    ``a`` for twice the work (matmul 1024 on a Xeon: 45 -> 121 GFLOP/s)."""
+    return 128 if vector_registers >= 32 else 64
 
 
 def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
     ``vector_registers``), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
-    columns = tile_columns(vector_registers)
-    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, widths=columns, row_bytes=columns[0] * 4)
+    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers))
     return split_reductions(tiled, EXTREMA)
 
 

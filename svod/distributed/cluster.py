@@ -162,7 +162,7 @@ class Cluster:
     def actors(self, bundle: str | os.PathLike[str] | bytes | ExecutionPlan, device: str = "CPU",
                workers: int | None = None, num_gpus: float = 0) -> list[Any]:
         """The actors holding ``bundle`` (started and loaded now if there are none yet)."""
-        return list(self._pool(_bundle_bytes(bundle), device, workers, num_gpus).actors)
+        return list(self._pool(bundle_bytes(bundle), device, workers, num_gpus).actors)
 
     def map_plan(self, bundle: str | os.PathLike[str] | bytes | ExecutionPlan, shards: Sequence[Shard], *,
                  device: str = "CPU", workers: int | None = None, num_gpus: float = 0,
@@ -171,7 +171,7 @@ class Cluster:
         order. ``bundle`` is a saved plan's path, its bytes, or a plan (saved now). ``var_vals`` apply to
         every shard; a shard's own ints override them. ``workers`` actors (default: one per CPU of the
         cluster) each take one CPU and ``num_gpus`` GPUs."""
-        pool = self._pool(_bundle_bytes(bundle), device, workers, num_gpus)
+        pool = self._pool(bundle_bytes(bundle), device, workers, num_gpus)
         ray = self.ray
         count = len(pool.actors)
         sent = [pool.actors[i % count] for i in range(len(shards))]
@@ -234,7 +234,8 @@ class Cluster:
         return self._worker.options(**pool.options).remote(pool.bundle, pool.device)
 
 
-def _bundle_bytes(bundle: str | os.PathLike[str] | bytes | ExecutionPlan) -> bytes:
+def bundle_bytes(bundle: str | os.PathLike[str] | bytes | ExecutionPlan) -> bytes:
+    """A plan bundle's bytes: given as bytes, read from a path, or a plan saved now."""
     if isinstance(bundle, bytes):
         return bundle
     if isinstance(bundle, ExecutionPlan):

@@ -23,9 +23,9 @@ from svod.codegen.lower import (
     split_for_threads,
     split_reduction,
     split_reductions,
-    tile_columns,
     tile_for_cpu,
     tile_matmul,
+    tile_row_bytes,
     tile_rows,
     to_gpu_indices,
     upcast_reductions,
@@ -333,7 +333,7 @@ def test_a_register_tile_has_rows_that_share_each_vector_load(registers):
     two vector registers. The rows are a matmul's rows of ``a`` and a convolution's output channels: the
     vector loads along the upcast columns (``b``, the shifted input) are made once per tile, the loads
     that differ by row once per row."""
-    rows, columns = tile_rows(registers), tile_columns(registers)[0]
+    rows, columns = tile_rows(registers), tile_row_bytes(registers) // 4
     assert (rows, columns) == (registers // 4, registers)
     tiled = upcast_reductions(_matmul(64), rows)
     assert len([u for u in tiled.src if u.op is Ops.STORE]) == 16 * rows

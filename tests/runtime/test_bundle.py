@@ -20,6 +20,7 @@ from svod.config import settings
 from svod.device import Buffer, Device
 from svod.errors import BundleError, BundleWarning, SvodError
 from svod.runtime import KernelCache
+from tests.helpers import from_another_cpu, rewrite
 
 REPO = Path(__file__).resolve().parents[2]
 N = 64
@@ -165,29 +166,11 @@ def test_a_new_process_runs_a_loaded_plan_with_zero_compiles(tmp_path: Path) -> 
 
 # ---- code that does not fit ----------------------------------------------------------------------------------------
 
-def rewrite(path: Path, target: Path, change: dict[str, object] | None = None, *, drop: str | None = None,
-            replace: dict[str, bytes] | None = None) -> Path:
-    """A copy of the bundle at ``path`` with manifest fields changed, an entry dropped or replaced."""
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(target, "w") as out:
-        for name in source.namelist():
-            if name == drop:
-                continue
-            data = source.read(name)
-            if name == "manifest.json" and change:
-                data = json.dumps({**json.loads(data), **change}).encode()
-            if replace and name in replace:
-                data = replace[name]
-            out.writestr(name, data)
-    return target
-
-
 def test_other_cpu_features_recompile_with_one_warning(tmp_path: Path) -> None:
     plan = build_plan("CPU", fresh_cache(tmp_path))
     path = tmp_path / "plan.svodplan"
     plan.save(path)
-    other = rewrite(path, tmp_path / "other.svodplan",
-                    {"compiler": plan.device.compiler.cache_key.replace("llvm-", "llvm-other-cpu-"),
-                     "target": {"cpu": "other", "features": "+made-up"}})
+    other = from_another_cpu(path, tmp_path / "other.svodplan")
     cache = fresh_cache(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
