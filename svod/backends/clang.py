@@ -2,8 +2,9 @@
 object whose bytes are the compiled kernel, and loaded with ctypes.
 
 ``-fwrapv`` gives signed integers the wraparound svod defines; ``-ffp-contract=off`` keeps ``a*b+c`` two
-roundings, as the reference computes it; ``-fopenmp-simd`` honours the renderer's reduction pragmas,
-which let a plain reduction reassociate (and vectorise) without relaxing any other float math. clang
+roundings, as the reference computes it (a sum of products fuses through the ``fma`` calls the renderer
+writes); ``-fopenmp-simd`` honours the renderer's reduction pragmas, which let a plain reduction
+reassociate (and vectorise) without relaxing any other float math. clang
 before 17 vectorises a group of strided accesses past a store it depends on (llvm-project#63602, a
 wrong answer on a loop that stores into a row it reads); for those the grouping is turned off.
 """

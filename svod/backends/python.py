@@ -10,7 +10,8 @@ the backends it checks: every op is spelled here again, with numpy, in C semanti
   on, in order, one iteration at a time. Effects next to each other in the SINK share the outer loops
   they have in common, as in the Python loops ``for l: (A; B)``: each turn runs A, then B. Every value is
   computed after the effects stated before it (and after those of earlier turns). A REDUCE folds its
-  ranges in order, from the op's identity.
+  ranges in order, from the op's identity; a float32 or float64 sum whose value is a product adds each
+  product with one rounding (a fused multiply-add).
 - ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
   happen. An access outside its buffer does not happen either: a load gives 0, a store is skipped, and
   the kernel raises ``IndexOutOfBoundsError`` when it ends.
@@ -22,6 +23,7 @@ import ctypes
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -311,8 +313,14 @@ class _Run:
         value, ranges, op = node.src[0], _loop_order(frozenset(node.src[1:])), node.arg
         acc = np.asarray(_identity(op, node.dtype), dtype=_numpy(node.dtype))
 
+        fused = op is Ops.ADD and node.dtype in (dtypes.float32, dtypes.float64) and value.op is Ops.MUL
+
         def fold(inner: _Frame, depth: int, active: int) -> None:
             nonlocal acc
+            if depth == len(ranges) and fused:
+                a, b = (self.evaluate(s, inner, active) for s in value.src)
+                acc = np.where(self.masks[active], _alu(Ops.MULACC, node.dtype, node.dtype, [a, b, acc]), acc)
+                return
             if depth == len(ranges):
                 term = self.evaluate(value, inner, active)
                 acc = np.where(self.masks[active], _alu(op, node.dtype, node.dtype, [acc, term]), acc)
@@ -481,6 +489,11 @@ def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
     if op is Ops.ABS:
         return np.abs(a).astype(out)
     b = np.asarray(args[1], dtype=_numpy(operand))
+    if op is Ops.MULACC:
+        c = np.asarray(args[2], dtype=_numpy(operand))
+        if out == np.float32:
+            return _fma_float32(a, b, c)
+        return np.asarray(np.frompyfunc(_fma_float64, 3, 1)(a, b, c)).astype(out)
     if op in _ARITHMETIC:
         return _ARITHMETIC[op](a, b).astype(out)
     if op is Ops.POW:
@@ -497,6 +510,35 @@ def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
             return _maximum_number(a, b, op is Ops.MAX).astype(out)
         return (np.maximum(a, b) if op is Ops.MAX else np.minimum(a, b)).astype(out)
     raise GraphError(f"the reference has no {op.name} on {dtype!r}", stage="execute", value=op)
+
+
+def _fma_float32(a: Array, b: Array, c: Array) -> Array:
+    """``a * b + c`` rounded once, on float32: the product is exact in float64, and so is the error of adding
+    ``c`` to it (Knuth's TwoSum). An inexact sum is rounded to odd in float64 (its last bit set), which makes
+    the rounding to float32 that follows correct: float64 carries more than twice float32's bits."""
+    with np.errstate(all="ignore"):
+        product, addend = a.astype(np.float64) * b.astype(np.float64), c.astype(np.float64)
+        total = np.asarray(product + addend)
+        virtual = total - product
+        error = (product - (total - virtual)) + (addend - virtual)
+        to_odd = np.isfinite(total) & (error != 0) & ((total.view(np.int64) & 1) == 0)
+        total = np.where(to_odd, np.nextafter(total, np.where(error > 0, np.inf, -np.inf)), total)
+        return total.astype(np.float32)
+
+
+def _fma_float64(a: float, b: float, c: float) -> float:
+    """``a * b + c`` rounded once, on float64: the exact value as a fraction, which Python rounds correctly."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a * b + c
+    if not math.isfinite(c):
+        return c
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return a * b + c  # a zero's sign as IEEE gives it: the product is exact here
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def _shift(op: Ops, a: Array, amount: Array, out: np.dtype) -> Array:

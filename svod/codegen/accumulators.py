@@ -21,9 +21,11 @@ order (a register is initialised where its result is first needed); the pass add
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from svod.dtype import DType
 from svod.ir import Ops, PatternMatcher, UOp
+from svod.ir.ops import FUSED
 
 
 def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | None) -> tuple[UOp, ...]:
@@ -37,6 +39,7 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
     body: list[UOp] = []
     made: dict[UOp, UOp] = {}
     inits: dict[UOp, UOp] = {}
+    folded: list[UOp] = []
     for u in linear:
         if u.op is Ops.DEFINE_REG and u in updates:
             update = updates[u]
@@ -49,7 +52,11 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
             init = inits[u.src[0]]
             running = u.src[0].after(init).index(init.src[0].src[1])
             body += [running.src[0], running, running.load()]
-            total = _combine(u.arg, running.load(), made.get(u.src[1], u.src[1]), decompositor, body)
+            value = made.get(u.src[1], u.src[1])
+            fused = _fused(value, running.load()) if u.arg is Ops.ADD else None
+            if fused is not None:
+                folded += [value, value.src[1]] if value.op is Ops.WHERE else [value]
+            total = _combine(u.arg, running.load(), value, decompositor, body, fused)
             made[u] = init.src[0].store(total)
             body.append(made[u])
         elif u.op is Ops.AFTER and u.src[0] in updates and len(u.src) == 2 and u.src[1].op is Ops.REDUCE:
@@ -62,13 +69,40 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
             if src != u.src:
                 made[u] = u.replace(src=src)
             body.append(made.get(u, u))
-    return _with_leaves(body, consts)
+    return _with_leaves(_without_unused(body, folded), consts)
 
 
-def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | None, out: list[UOp]) -> UOp:
-    """``running op value``, the update of an accumulator, appended to ``out`` as the device computes it:
-    through the renderer's decompositor, like every other op of the kernel."""
+def _fused(value: UOp, running: UOp) -> UOp | None:
+    """The update ``running + value`` as one rounding, where ``value`` is a ``FUSED`` product, or one that a
+    guard chooses over -0.0 (a staged matmul's last block): ``fma(a, b, running)``."""
+    if value.op is Ops.MUL and value.arg == FUSED:
+        return UOp(Ops.MULACC, value.dtype, (*value.src, running))
+    if value.op is Ops.WHERE and value.src[2].op is Ops.CONST and value.src[2].arg == 0.0 \
+            and math.copysign(1.0, value.src[2].arg) < 0:
+        product = _fused(value.src[1], running)
+        return None if product is None else value.replace(src=(value.src[0], product, running))
+    return None
+
+
+def _without_unused(body: list[UOp], folded: list[UOp]) -> list[UOp]:
+    """``body`` less the products (and their guards) a MULACC took over, where nothing else uses them."""
+    uses = Counter(s for u in body for s in u.src)
+    unused: set[UOp] = set()
+    for product in folded:  # a guard comes before its product
+        if not uses[product] and product not in unused:
+            unused.add(product)
+            uses.subtract(product.src)
+    return [u for u in body if u not in unused] if unused else body
+
+
+def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | None, out: list[UOp],
+             fused: UOp | None = None) -> UOp:
+    """``running op value``, the update of an accumulator (or ``fused``, the same as one rounding), appended
+    to ``out`` as the device computes it: through the renderer's decompositor, like every other op of the
+    kernel."""
     placed = {running: running, value: value}
+    if fused is not None:  # its operands are the product's (and the guard's), computed already
+        placed.update((s, s) for s in (*value.src, *(value.src[1].src if value.op is Ops.WHERE else ())))
 
     def place(node: UOp) -> UOp:
         if node not in placed:
@@ -79,7 +113,7 @@ def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | N
             placed[node] = built if rewritten is None else place(rewritten)
         return placed[node]
 
-    return place(running.alu(op, value))
+    return place(running.alu(op, value) if fused is None else fused)
 
 
 _LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL)

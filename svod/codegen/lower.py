@@ -11,11 +11,11 @@ from svod.codegen.ranges import live_ranges, range_order
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, PatternMatcher, UOp, graph_rewrite, kernel_label, substitute
-from svod.ir.ops import EFFECTS
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
+from svod.ir.ops import EFFECTS, FUSED
 from svod.ir.uop import memory_of, written_memory
 
-__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "privatize_atomics",
+__all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "fuse_products", "privatize_atomics",
            "reduce_per_item", "share_reductions", "split_for_threads", "split_reduction", "split_reductions",
            "tile_matmul", "to_gpu_indices", "upcast_reductions"]
 
@@ -29,6 +29,19 @@ def anchor_ranges(sink: UOp) -> UOp:
     effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=range_order))) if e.op in EFFECTS and live[e] else e
                for e in sink.src]
     return sink.replace(src=tuple(effects))
+
+
+def fuse_products(sink: UOp) -> UOp:
+    """Each float32 or float64 sum of products (a REDUCE ADD whose value is a MUL) accumulates with one
+    rounding per term, ``acc = fma(a, b, acc)``, as BLAS does: the MUL is marked ``FUSED``. It runs before
+    any rewrite, so that what fuses is decided by the kernel as written, as the reference decides it."""
+    def fused(node: UOp) -> UOp | None:
+        value = node.src[0]
+        if node.arg is not Ops.ADD or node.dtype not in (dtypes.float32, dtypes.float64) or value.op is not Ops.MUL \
+                or value.arg == FUSED:
+            return None
+        return node.replace(src=(value.replace(arg=FUSED), *node.src[1:]))
+    return graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="node"), fused)]), name="fuse_products")
 
 
 def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:

@@ -5,7 +5,7 @@ a renderer spells. This module is the one place the order lives.
 ::
 
     ast ─> stages (split_reduction) ─> for each stage:
-           validate ─ check_dtypes ─ unbind ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
+           validate ─ check_dtypes ─ unbind ─ fuse_products ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
            ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
 
@@ -41,6 +41,7 @@ from svod.codegen.linearize import linearize as order
 from svod.codegen.lower import (
     anchor_ranges,
     decompose,
+    fuse_products,
     privatize_atomics,
     reduce_per_item,
     share_reductions,
@@ -196,6 +197,7 @@ FRONT: tuple[Step, ...] = (
     Check("validate", lambda s, t: validate(s.ast)),
     Check("check_dtypes", lambda s, t: check_dtypes(s.ast, t.caps, t.device, s.kernel)),
     Pass("unbind", _unbind),
+    Pass("fuse_products", _rewrite(lambda sink, t: fuse_products(sink))),
     Pass("anchor_ranges", _rewrite(lambda sink, t: anchor_ranges(sink))),
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),
     Check("check_races", lambda s, t: check_races(s.sink, s.kernel)),

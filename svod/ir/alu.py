@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -188,6 +189,30 @@ _COMPARE: dict[Ops, Callable[[Value, Value], bool]] = {
 }
 
 
+def fused_multiply_add(a: float, b: float, c: float, dtype: DType) -> float:
+    """``a * b + c`` rounded once to ``dtype`` (float32 or float64), as IEEE 754's fusedMultiplyAdd.
+
+    The exact value is a ``Fraction``; for float32 it is first rounded to float64 *to odd* (an inexact
+    result keeps an odd last bit), so that rounding it again to float32 gives the correctly rounded result
+    (float64 has more than twice float32's 24 bits, plus two)."""
+    if not (math.isfinite(a) and math.isfinite(b)) or math.isnan(c):
+        return round_float(a * b + c, dtype)  # an infinite or NaN product: the unfused sum gives IEEE's result
+    if math.isinf(c):
+        return c
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return a * b + c  # the product is exact (a nonzero one is never -c); this gives the sign of the zero
+    try:
+        nearest = float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+    if dtype.itemsize == 8 or Fraction(nearest) == exact:
+        return round_float(nearest, dtype)
+    odd = nearest if struct.unpack("<q", struct.pack("<d", nearest))[0] & 1 else \
+        math.nextafter(nearest, math.inf if exact > nearest else -math.inf)
+    return round_float(odd, dtype)
+
+
 def shift(op: Ops, a: int, amount: int, dtype: DType) -> int:
     """``a << amount`` or ``a >> amount`` (arithmetic for signed types); an amount outside the type's
     bits shifts everything out."""
@@ -202,6 +227,9 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
         return _COMPARE[op](operands[0], operands[1])
     if op is Ops.WHERE:
         return operands[1] if operands[0] else operands[2]
+    if op is Ops.MULACC:
+        a, b, c = (float(v) for v in operands)
+        return fused_multiply_add(a, b, c, dtype)
     if dtype.is_float:
         return round_float(_FLOAT_OPS[op](*(float(v) for v in operands)), dtype)
     if dtype.kind == "bool":

@@ -82,6 +82,9 @@ class Ops(Enum):
     as numpy defines them."""
     # ternary
     WHERE = auto()
+    MULACC = auto()
+    """``a * b + c`` rounded once (IEEE 754 fusedMultiplyAdd), on float32 and float64. Lowering makes a
+    float sum of products accumulate with it (``FUSED``)."""
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -111,16 +114,20 @@ MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.C
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.RECIPROCAL}) | (MATH - {Ops.POW})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT,
                     Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.POW, Ops.SHL, Ops.SHR})
-TERNARY = frozenset({Ops.WHERE})
+TERNARY = frozenset({Ops.WHERE, Ops.MULACC})
 ALU = UNARY | BINARY | TERNARY
 COMPARISON = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})
 COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
-FLOAT_ONLY = MATH | {Ops.RECIPROCAL, Ops.FDIV}
+FLOAT_ONLY = MATH | {Ops.RECIPROCAL, Ops.FDIV, Ops.MULACC}
 INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
 BOOL_OPS = COMPARISON | {Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE}
 """The ALU ops defined on bool operands."""
 REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})
 ATOMIC_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN})
+FUSED = "fused"
+"""The arg of a float32 or float64 MUL whose product a sum accumulates with one rounding: lowering marks
+the MUL a float ADD REDUCE sums, so that no rewrite folds the product on its own, and turns each update of
+its accumulator into a MULACC (``svod.codegen.accumulators``)."""
 EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
 """Ops that write memory: a kernel's SINK is made of them."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})

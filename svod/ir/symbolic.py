@@ -16,7 +16,7 @@ import weakref
 
 from svod.dtype import dtypes
 from svod.ir.alu import bitcast, convert, exec_alu
-from svod.ir.ops import ALU, Ops
+from svod.ir.ops import ALU, FUSED, Ops
 from svod.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from svod.ir.uop import UOp
 
@@ -27,7 +27,8 @@ _FLOATS = tuple(dt for dt in dtypes.all() if dt.is_float)
 
 
 def _fold_constants(node: UOp) -> UOp | None:
-    if node.op not in ALU or not node.src or any(s.op is not Ops.CONST for s in node.src):
+    """An op of constants is a constant; but not a ``FUSED`` product, which a sum rounds only after adding."""
+    if node.op not in ALU or not node.src or any(s.op is not Ops.CONST for s in node.src) or node.arg == FUSED:
         return None
     return UOp.const(node.dtype, exec_alu(node.op, node.dtype, [s.arg for s in node.src]))
 

@@ -636,5 +636,7 @@ def alu(op: Ops, *srcs: UOp) -> UOp:
         raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", stage="build", value=dtype)
     if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
         raise GraphError("WHERE needs a bool condition", stage="build", value=srcs[0].dtype)
+    if op is Ops.MULACC and dtype not in (dtypes.float32, dtypes.float64):
+        raise GraphError("MULACC is defined on float32 and float64", stage="build", value=dtype)
     return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
 

@@ -26,6 +26,7 @@ from svod.ir.ops import (
     FLOAT_ONLY,
     INT_ONLY,
     REDUCE_OPS,
+    TERNARY,
     AxisKind,
     Ops,
 )
@@ -181,7 +182,7 @@ class _Checker:
     def alu(self, node: UOp) -> None:
         op = node.op
         operands = node.src[1:] if op is Ops.WHERE else node.src
-        arity = 3 if op is Ops.WHERE else 2 if op in BINARY else 1
+        arity = 3 if op in TERNARY else 2 if op in BINARY else 1
         if len(node.src) != arity:
             raise self.fail(node, f"{arity} source(s)")
         dtype = operands[0].dtype
@@ -196,6 +197,8 @@ class _Checker:
             raise self.fail(node, "float operands")
         if op in INT_ONLY and dtype.is_float:
             raise self.fail(node, "integer operands")
+        if op is Ops.MULACC and dtype not in (dtypes.float32, dtypes.float64):
+            raise self.fail(node, "float32 or float64 operands")
         if dtype.kind == "bool" and op not in BOOL_OPS:
             raise self.fail(node, "numbers, not bools; cast first")
         want = dtypes.bool if op in COMPARISON else dtype

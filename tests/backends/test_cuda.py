@@ -146,3 +146,16 @@ def test_math_vocabulary_and_shifts_compile_to_ptx():
     spec = CUDARenderer().render(k.build())
     assert "erff(" in spec.src and "powf(" in spec.src and "rintf(" in spec.src
     assert b".entry" in NVRTCCompiler().compile(spec).bytes
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_a_sum_of_products_compiles_to_fused_multiply_adds(dtype):
+    """nvrtc runs with ``--fmad=false``: the only fused multiply-adds are those the kernel means."""
+    k = KernelBuilder(f"matmul_{dtype.name}")
+    c, a, b = (k.buffer(dtype, 17 * 19) for _ in range(3))
+    i, j, r = k.range(17), k.range(19), k.range(13, AxisKind.REDUCE)
+    k.store(c[i * 19 + j], (a[i * 13 + r] * b[r * 19 + j]).reduce(r))
+    renderer, compiler = svod.compiler_pair("CUDA")
+    ptx = compiler.compile(renderer.render(k.build())).bytes.decode()
+    assert f"fma.rn.f{dtype.bits}" in ptx

@@ -119,6 +119,22 @@ def test_shifts_and_bitwise_ops_match_numpy(device, dtype):
     np.testing.assert_array_equal(got[2], (~x_np & 0x5A) | (x_np ^ 3) | np.left_shift(one, s_np & 3))
 
 
+@pytest.mark.parametrize("amount", [31, 32, 99])
+def test_a_constant_shift_amount_past_the_width_shifts_everything_out(device, amount):
+    """WGSL refuses a constant amount past the width even in a branch that is never taken."""
+    x_np = np.array([1, -8, 2**31 - 1, -(2**31)], np.int32)
+    k = KernelBuilder(f"shift_by_{amount}")
+    left, right, x = (k.buffer(dtypes.int32, len(x_np)) for _ in range(3))
+    i = k.range(len(x_np))
+    k.store(left[i], x[i] << amount)
+    k.store(right[i], x[i] >> amount)
+    got = [np.zeros(len(x_np), np.int32) for _ in range(2)]
+    svod.run(k.build(), [*got, x_np], device=device)
+    inside = amount < 32
+    np.testing.assert_array_equal(got[0], np.left_shift(x_np, amount) if inside else 0)
+    np.testing.assert_array_equal(got[1], np.right_shift(x_np, amount) if inside else np.where(x_np < 0, -1, 0))
+
+
 def test_reductions_add_mul_max_min(device):
     data = np.array([[3.0, -1.0, 2.0, 0.5], [-4.0, 8.0, 1.5, -0.0]], np.float32)
     for op, reference in [(Ops.ADD, np.sum), (Ops.MUL, np.prod), (Ops.MAX, np.max), (Ops.MIN, np.min)]:

@@ -5,7 +5,8 @@ reduction per row (possibly with a reduction nested in its body, which may depen
 LOOP that carries a running value, or an atomic scatter-add. Values come from expressions over the
 columns, reversed and padded neighbours, gathers through an index buffer (sometimes out of range),
 casts, bitcasts, shifts by any amount, rounding of halves, and nested reductions. Float data are small
-integers, so sums are exact in any order and every backend must give the reference's bits exactly.
+integers, so sums are exact in any order and every backend must give the reference's bits exactly (a sum
+of products of bitcast values is not, and it rounds each product with its addition everywhere).
 """
 
 from __future__ import annotations

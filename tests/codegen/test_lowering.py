@@ -16,6 +16,7 @@ from svod.codegen.lower import (
     WorkGroupLimits,
     anchor_ranges,
     describe,
+    fuse_products,
     privatize_atomics,
     reduce_per_item,
     share_reductions,
@@ -40,6 +41,7 @@ from svod.device.launch import most
 from svod.errors import GraphError
 from svod.frontend.kernels import conv2d, gather, matmul, softmax, transpose
 from svod.ir import simplify
+from svod.ir.ops import FUSED
 from svod.ir.validate import validate
 from tests.helpers import evaluate_expression, open_device
 from tests.kernels import attention
@@ -719,3 +721,41 @@ def test_loops_around_a_short_register_tile_are_not_vectorised_along_themselves(
 
     assert '!"llvm.loop.vectorize.enable", i1 false' in matmul(4)
     assert "llvm.loop.vectorize.enable" not in matmul(9)
+
+
+def _sums(dtype, term, op=Ops.ADD):
+    k = KernelBuilder(f"sum_{dtype.name}")
+    out, a, b = k.buffer(dtype, 4), k.buffer(dtype, (4, 8)), k.buffer(dtype, 8)
+    i, r = k.range(4), k.range(8, AxisKind.REDUCE)
+    k.store(out[i], term(a[i, r], b[r]).reduce(r, op=op))
+    return k.build()
+
+
+@pytest.mark.parametrize(("dtype", "term", "op", "fused"), [
+    (dtypes.float32, lambda x, y: x * y, Ops.ADD, True),
+    (dtypes.float64, lambda x, y: x * y, Ops.ADD, True),
+    (dtypes.float16, lambda x, y: x * y, Ops.ADD, False),
+    (dtypes.int32, lambda x, y: x * y, Ops.ADD, False),
+    (dtypes.float32, lambda x, y: x * y, Ops.MAX, False),
+    (dtypes.float32, lambda x, y: x * y + 1.0, Ops.ADD, False),
+    (dtypes.float32, lambda x, y: (x * y).alu(Ops.NEG), Ops.ADD, False),
+])
+def test_only_a_float_sum_of_products_fuses(dtype, term, op, fused):
+    marked = [u for u in fuse_products(_sums(dtype, term, op)).toposort() if u.op is Ops.MUL and u.arg == FUSED]
+    assert len(marked) == fused
+
+
+def test_a_fused_product_of_constants_is_not_folded_before_its_addition():
+    k = KernelBuilder("constant_terms")
+    out = k.buffer(dtypes.float32, 1)
+    r = k.range(3, AxisKind.REDUCE)
+    third = UOp.const(dtypes.float32, 1 / 3)
+    k.store(out[0], (third * UOp.const(dtypes.float32, 3.0)).reduce(r))
+    sink = simplify(fuse_products(k.build()))
+    assert any(u.op is Ops.MUL and u.arg == FUSED for u in sink.toposort())
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_each_update_of_a_sum_of_products_is_one_fused_multiply_add(dtype):
+    code = svod.compile(_sums(dtype, lambda x, y: x * y), "CPU").code
+    assert re.search(r"@llvm\.(fma|fmuladd)\.f(32|64)\(", code) and "fmul " not in code, code

@@ -33,7 +33,7 @@ _INFIX: dict[Ops, str] = {
     Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",
 }
 _WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL)
-_PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*"}
+_PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*", Ops.MULACC: "+"}
 def _half_helpers(qualifier: str, u16: str, u32: str, u64: str, bitcast: Callable[[str, str, str], str],
                   with_double: bool, L: str) -> str:  # noqa: N803 (the suffix of 64-bit unsigned literals)
     """IEEE binary16 <-> binary32 (and binary64 -> binary16) conversions in integer arithmetic, rounding to
@@ -93,7 +93,7 @@ class CStyleRenderer(KernelRenderer):
     math_functions: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf", Ops.FLOOR: "floor",
-        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow",
+        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow", Ops.MULACC: "fma",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
@@ -250,6 +250,10 @@ class CStyleRenderer(KernelRenderer):
         wide = [f"(float)({a})" for a in args]
         return f"({self.type_name(dtype)}){self.math_functions[op]}{self.math_suffix['float32']}({', '.join(wide)})"
 
+    def vectorised_sum_of_products(self, dtype: DType, args: list[str]) -> str:
+        """``fma(a, b, acc)`` as the update of a sum the reduction pragma lets the compiler vectorise."""
+        return self.math_call(Ops.MULACC, dtype, args)
+
     def combine(self, op: Ops, dtype: DType, a: str, b: str) -> str:
         """``op`` of two values as an atomic update combines them (an emulated half through float32, as the
         decompositor does for every other op)."""
@@ -270,7 +274,7 @@ class CStyleRenderer(KernelRenderer):
         """The C expression of ALU ``op``; ``operand_dtype`` is the type of the operands and ``divisor``
         the divisor node of an integer division."""
         a = args[0]
-        if op in MATH or (op is Ops.ABS and dtype.is_float):
+        if op in MATH or op is Ops.MULACC or (op is Ops.ABS and dtype.is_float):
             return self.math_call(op, dtype, args)
         if op is Ops.RECIPROCAL:
             return f"({self.float_literal(1.0, dtype)}/{a})"
@@ -383,6 +387,7 @@ class CStyleRenderer(KernelRenderer):
         lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma
         reductions = sole_accumulators(linear) if pragma is not None else {}
+        walk.vectorised_sums = {u.src[1] for u in reductions.values() if u.src[1].op is Ops.MULACC}
         for index, node in enumerate(linear):
             pad = "  " * walk.depth
             update = reductions.get(node)
@@ -404,6 +409,8 @@ class _Walk:
         self.names: dict[UOp, str] = {}
         self.gates: dict[UOp, str] = {}
         self.depth = 1
+        self.vectorised_sums: set[UOp] = set()
+        """The MULACC updates of loops the reduction pragma lets the compiler vectorise."""
 
     def node(self, node: UOp, index: int) -> str | None:
         """The line of ``node`` (None for a node that only names a value); a value without a statement of
@@ -493,6 +500,8 @@ class _Walk:
         if node.op is Ops.BITCAST:
             return r.bitcast_template.format(type=r.type_name(node.dtype), source=r.type_name(node.src[0].dtype),
                                              value=src[0])
+        if node in self.vectorised_sums:
+            return r.vectorised_sum_of_products(node.dtype, src)
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
 

@@ -80,7 +80,7 @@ class LLVMRenderer(KernelRenderer):
     float_intrinsic: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.FLOOR: "floor", Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint",
-        Ops.POW: "pow"}
+        Ops.POW: "pow", Ops.MULACC: "fma"}
     libm_call: ClassVar[dict[Ops, str]] = {Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf"}
     """Math LLVM has no intrinsic for (in every version llvmlite ships): a call into the C library, which
     the JIT resolves in the process."""
@@ -492,11 +492,12 @@ class _FunctionWriter:
             self.emit(f"{out} = {self.r.float_binary[op]}{flags} {ty} {args[0]}, {args[1]}")
         elif op in (Ops.MAX, Ops.MIN):
             self._maximum_number(op, out, args[0], args[1], node.dtype)
+        elif op is Ops.MULACC and self._sole_accumulator(node.src[2]):
+            # the one sum a loop updates may be reassociated (vectorised): fmuladd is what LLVM's loop
+            # vectoriser takes as a sum of products; it fuses on every CPU with FMA instructions
+            self._intrinsic("fmuladd", out, args, ty, " reassoc contract")
         elif op in self.r.float_intrinsic:
-            intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
-            params = ", ".join(ty for _ in args)
-            self.declarations.add(f"declare {ty} {intrinsic}({params})")
-            self.emit(f"{out} = call {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
+            self._intrinsic(self.r.float_intrinsic[op], out, args, ty)
         elif op in self.r.libm_call:
             self._libm_call(self.r.libm_call[op], out, args[0], ty)
         elif op is Ops.NEG:
@@ -507,6 +508,11 @@ class _FunctionWriter:
             self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on floats", stage="render", value=op)
+
+    def _intrinsic(self, name: str, out: str, args: list[str], ty: str, flags: str = "") -> None:
+        intrinsic = f"@llvm.{name}.{_SUFFIX[ty]}"
+        self.declarations.add(f"declare {ty} {intrinsic}({', '.join(ty for _ in args)})")
+        self.emit(f"{out} = call{flags} {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
 
     def _libm_call(self, name: str, out: str, value: str, ty: str) -> None:
         """``tanf``/``tan`` and the like; a half goes through float."""

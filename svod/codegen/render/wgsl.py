@@ -52,7 +52,7 @@ class WGSLRenderer(GPURenderer):
     math_functions: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "abs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.FLOOR: "floor", Ops.CEIL: "ceil",
-        Ops.TRUNC: "trunc", Ops.RINT: "round", Ops.POW: "pow",
+        Ops.TRUNC: "trunc", Ops.RINT: "round", Ops.POW: "pow", Ops.MULACC: "fma",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "", "float16": ""}
     preamble: ClassVar[str] = ""
@@ -153,10 +153,11 @@ class WGSLRenderer(GPURenderer):
     def shift(self, op: Ops, dtype: DType, a: str, b: str) -> str:
         t = self.type_name(dtype)
         amount = f"u32({b})"
+        masked = f"({amount}&{dtype.bits - 1}u)"  # naga refuses a constant amount past the width, chosen or not
         if op is Ops.SHL:
-            return self.choose(f"{amount}<{dtype.bits}u", f"({a}<<{amount})", f"{t}(0)")
+            return self.choose(f"{amount}<{dtype.bits}u", f"({a}<<{masked})", f"{t}(0)")
         outside = self.choose(f"{a}<{t}(0)", f"{t}(-1)", f"{t}(0)") if dtype.kind == "int" else f"{t}(0)"
-        return self.choose(f"{amount}<{dtype.bits}u", f"({a}>>{amount})", outside)
+        return self.choose(f"{amount}<{dtype.bits}u", f"({a}>>{masked})", outside)
 
     def cast(self, value: str, src: DType, dst: DType) -> str:
         """A conversion; a float to an integer saturates and takes NaN to 0 (svod's definition)."""
