@@ -13,13 +13,13 @@ class CRenderer(CStyleRenderer):
 
     def vectorised_sum_of_products(self, dtype: DType, args: list[str]) -> str:
         """gcc vectorises a sum of ``fmaf`` calls, but clang's vectoriser takes only ``acc + a*b`` for a sum of
-        products, contracted (``fp contract(on)``), which fuses on every CPU with FMA instructions."""
+        products, contracted (``fp contract(fast)``), which fuses on every CPU with FMA instructions."""
         return f"svod_sum_fma{self.math_suffix[dtype.name]}({', '.join(args)})"
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
         if not any(u.op is Ops.MULACC for u in linear):
             return super().helpers(linear)
-        contracted = '__extension__({ _Pragma("clang fp contract(on)") (acc) + (a) * (b); })'
+        contracted = '__extension__({ _Pragma("clang fp contract(fast)") (acc) + (a) * (b); })'
         return (super().helpers(linear) + "#if defined(__clang__)\n"
                 f"#define svod_sum_fmaf(a, b, acc) {contracted}\n#define svod_sum_fma(a, b, acc) {contracted}\n"
                 "#else\n#define svod_sum_fmaf(a, b, acc) fmaf(a, b, acc)\n"

@@ -493,11 +493,15 @@ class _FunctionWriter:
         elif op in (Ops.MAX, Ops.MIN):
             self._maximum_number(op, out, args[0], args[1], node.dtype)
         elif op is Ops.MULACC and self._sole_accumulator(node.src[2]):
-            # the one sum a loop updates may be reassociated (vectorised): fmuladd is what LLVM's loop
-            # vectoriser takes as a sum of products; it fuses on every CPU with FMA instructions
-            self._intrinsic("fmuladd", out, args, ty, " reassoc contract")
+            # the one sum a loop updates may be reassociated (vectorised), which LLVM does to a sum, not to
+            # fma calls; the contract flags fuse each product with its addition on every CPU with FMA
+            self.emit(f"{out}.product = fmul contract {ty} {args[0]}, {args[1]}")
+            self.emit(f"{out} = fadd reassoc contract {ty} {args[2]}, {out}.product")
         elif op in self.r.float_intrinsic:
-            self._intrinsic(self.r.float_intrinsic[op], out, args, ty)
+            intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
+            params = ", ".join(ty for _ in args)
+            self.declarations.add(f"declare {ty} {intrinsic}({params})")
+            self.emit(f"{out} = call {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
         elif op in self.r.libm_call:
             self._libm_call(self.r.libm_call[op], out, args[0], ty)
         elif op is Ops.NEG:
@@ -508,11 +512,6 @@ class _FunctionWriter:
             self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
         else:
             raise GraphError(f"no LLVM spelling of {op.name} on floats", stage="render", value=op)
-
-    def _intrinsic(self, name: str, out: str, args: list[str], ty: str, flags: str = "") -> None:
-        intrinsic = f"@llvm.{name}.{_SUFFIX[ty]}"
-        self.declarations.add(f"declare {ty} {intrinsic}({', '.join(ty for _ in args)})")
-        self.emit(f"{out} = call{flags} {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
 
     def _libm_call(self, name: str, out: str, value: str, ty: str) -> None:
         """``tanf``/``tan`` and the like; a half goes through float."""
