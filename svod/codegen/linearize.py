@@ -130,9 +130,10 @@ class _Linearizer:
         """Where each emitted value was last placed; one still in scope is not emitted again."""
         self.volatile: dict[UOp, bool] = {}
         self.states: dict[UOp, frozenset[UOp]] = {}
-        self.bodies: dict[UOp, frozenset[UOp]] = {}
-        self.early: dict[UOp, list[UOp]] = {}
         """The written memory each value was read from (``state``)."""
+        self.inner: dict[UOp, frozenset[UOp]] = {}
+        self.below: dict[UOp, tuple[UOp, ...]] = {}
+        self.early: dict[UOp, list[UOp]] = {}
         self.version: dict[UOp, UOp] = {}
         """The last effect emitted on each written buffer."""
         self.stale: set[UOp] = set()
@@ -328,14 +329,19 @@ class _Linearizer:
 
     def inner_reductions(self, reduction: UOp) -> frozenset[UOp]:
         """The reductions ``reduction``'s body computes from (none, for a register tile's outputs)."""
-        return frozenset(u for u in self.body(reduction) if u.op is Ops.REDUCE and u is not reduction)
+        if reduction not in self.inner:  # a 128-output register tile asks of each whether it feeds another
+            self.inner[reduction] = frozenset(self.reductions_below(reduction.src[0]))
+        return self.inner[reduction]
 
-    def body(self, reduction: UOp) -> frozenset[UOp]:
-        """Every node ``reduction``'s body is computed from (a set: a 128-output register tile asks whether
-        each of its reductions feeds another, 8,000 times)."""
-        if reduction not in self.bodies:
-            self.bodies[reduction] = frozenset(reduction.src[0].toposort())
-        return self.bodies[reduction]
+    def reductions_below(self, node: UOp) -> tuple[UOp, ...]:
+        """The reductions below ``node`` (itself included), in the order of its toposort: found node by node
+        once for the kernel, where a toposort of each effect walks the index arithmetic they share again."""
+        for u in unknown_below(node, self.below):
+            found = dict.fromkeys(r for s in u.src for r in self.below[s])
+            if u.op is Ops.REDUCE:
+                found[u] = None
+            self.below[u] = tuple(found)
+        return self.below[node]
 
     # ---- effects ---------------------------------------------------------------------------------------
 
@@ -392,7 +398,7 @@ class _Linearizer:
     def reductions(self, e: UOp) -> list[UOp]:
         """The reductions ``e`` needs, then those of later effects that read no memory this kernel writes:
         those may be computed early, in a loop shared with ``e``'s (an upcast matmul's outputs)."""
-        found = [u for u in e.toposort() if u.op is Ops.REDUCE]
+        found = list(self.reductions_below(e))
         for later in self.effects[self.effects.index(e) + 1:]:
             found.extend(self.early_reductions(later))
         return list(dict.fromkeys(found))
@@ -400,7 +406,7 @@ class _Linearizer:
     def early_reductions(self, e: UOp) -> list[UOp]:
         """The reductions of effect ``e`` that read no memory this kernel writes."""
         if e not in self.early:
-            self.early[e] = [u for u in e.toposort() if u.op is Ops.REDUCE and not self.state(u)]
+            self.early[e] = [u for u in self.reductions_below(e) if not self.state(u)]
         return self.early[e]
 
     def reread_local(self) -> None:

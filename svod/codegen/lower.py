@@ -108,7 +108,8 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
         return sink
     core_id = UOp.define_var(CORE_ID, 0, threads - 1)
     start, inner = _thread_chunk(outer, core_id, threads, aligns[outer])
-    first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in e.toposort()}
+    live = live_ranges(sink)
+    first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in live[e]}
     return substitute(gate_effects(sink, first_only), {outer: start + inner})
 
 
@@ -688,8 +689,12 @@ def _nested_reductions(sink: UOp) -> list[UOp]:
     depends on their range (attention's ``q.k`` in the softmax over keys). A reduction whose result merely
     feeds theirs (softmax's maximum in its sum) is computed before their loop and does not count."""
     live = live_ranges(sink)
-    return [u for u in sink.toposort() if u.op is Ops.REDUCE
-            and any(v.op is Ops.REDUCE and not set(u.src[1:]).isdisjoint(live[v]) for v in u.src[0].toposort())]
+    inner: dict[UOp, frozenset[UOp]] = {}  # the ranges some reduction below a node depends on
+    for node in sink.toposort():
+        sets = [inner[s] for s in node.src if inner[s]]
+        below = sets[0] if len(sets) == 1 else frozenset().union(*sets)
+        inner[node] = below | live[node] if node.op is Ops.REDUCE else below
+    return [u for u in sink.toposort() if u.op is Ops.REDUCE and not inner[u.src[0]].isdisjoint(u.src[1:])]
 
 
 def _unrolled(effect: UOp, r: UOp, width: int) -> list[UOp]:
