@@ -13,7 +13,7 @@ from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
 from svod.ir.ops import EFFECTS, FUSED
-from svod.ir.uop import memory_of, written_memory
+from svod.ir.uop import FUSED_DTYPES, memory_of, written_memory
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "decompose", "describe", "fuse_products", "privatize_atomics",
            "reduce_per_item", "share_reductions", "split_for_threads", "split_reduction", "split_reductions",
@@ -37,8 +37,7 @@ def fuse_products(sink: UOp) -> UOp:
     any rewrite, so that what fuses is decided by the kernel as written, as the reference decides it."""
     def fused(node: UOp) -> UOp | None:
         value = node.src[0]
-        if node.arg is not Ops.ADD or node.dtype not in (dtypes.float32, dtypes.float64) or value.op is not Ops.MUL \
-                or value.arg == FUSED:
+        if node.arg is not Ops.ADD or node.dtype not in FUSED_DTYPES or value.op is not Ops.MUL or value.arg == FUSED:
             return None
         return node.replace(src=(value.replace(arg=FUSED), *node.src[1:]))
     return graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="node"), fused)]), name="fuse_products")

@@ -619,6 +619,10 @@ def _as_index(x: Operand) -> UOp:
     return UOp.index_const(x)
 
 
+FUSED_DTYPES = (dtypes.float32, dtypes.float64)
+"""The types a MULACC (one rounding of ``a * b + c``) is defined on, and so the sums of products that fuse."""
+
+
 def alu(op: Ops, *srcs: UOp) -> UOp:
     """Build an ALU node, checking that its operands fit the op."""
     if op not in ALU:
@@ -636,7 +640,7 @@ def alu(op: Ops, *srcs: UOp) -> UOp:
         raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", stage="build", value=dtype)
     if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
         raise GraphError("WHERE needs a bool condition", stage="build", value=srcs[0].dtype)
-    if op is Ops.MULACC and dtype not in (dtypes.float32, dtypes.float64):
+    if op is Ops.MULACC and dtype not in FUSED_DTYPES:
         raise GraphError("MULACC is defined on float32 and float64", stage="build", value=dtype)
     return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
 

@@ -30,7 +30,7 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import UOp, kernel_label
+from svod.ir.uop import FUSED_DTYPES, UOp, kernel_label
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
@@ -197,7 +197,7 @@ class _Checker:
             raise self.fail(node, "float operands")
         if op in INT_ONLY and dtype.is_float:
             raise self.fail(node, "integer operands")
-        if op is Ops.MULACC and dtype not in (dtypes.float32, dtypes.float64):
+        if op is Ops.MULACC and dtype not in FUSED_DTYPES:
             raise self.fail(node, "float32 or float64 operands")
         if dtype.kind == "bool" and op not in BOOL_OPS:
             raise self.fail(node, "numbers, not bools; cast first")
