@@ -232,7 +232,11 @@ class _Linearizer:
                 todo.pop()
                 continue
             if u.op is Ops.REDUCE:
-                self.reduce_group(u, block)
+                earlier = next((b for b in reversed(self.stack[:block.depth]) if (u, b) in self.memo), None)
+                if earlier is not None:  # computed before an IF that encloses this use (``shared_across_gates``)
+                    self.memo[(u, block)] = self.memo[(u, earlier)]
+                else:
+                    self.reduce_group(u, block)
                 todo.pop()
                 continue
             missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
@@ -333,6 +337,14 @@ class _Linearizer:
             self.inner[reduction] = frozenset(self.reductions_below(reduction.src[0]))
         return self.inner[reduction]
 
+    def shared_across_gates(self, e: UOp, gate: UOp) -> bool:
+        """Whether reductions computed with ``e``'s serve a later effect under another gate (a GPU's masked
+        tile, each column gated by its own test): the group is then computed before ``e``'s IF, not inside
+        it, where the next IF would compute it all again. Its loads are safe there: a load that only the
+        gate makes safe is gated itself (``guard_accesses``, and the lowering that adds the gate)."""
+        later = self.effects[self.effects.index(e) + 1:]
+        return any(_gate(other) is not gate and self.early_reductions(other) for other in later)
+
     def reductions_below(self, node: UOp) -> tuple[UOp, ...]:
         """The reductions below ``node`` (itself included), in the order of its toposort: found node by node
         once for the kernel, where a toposort of each effect walks the index arithmetic they share again."""
@@ -348,7 +360,7 @@ class _Linearizer:
     def effect(self, e: UOp) -> None:
         """Run ``e`` in the loops it depends on (and its gate's IF), sharing those open before it."""
         target = None if e.op is Ops.BARRIER else e.src[0]
-        gate = target.src[2] if target is not None and len(target.src) == 3 and _record(target) is None else None
+        gate = None if target is None else _gate(e)
         loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
         while keep < len(self.stack):
@@ -362,8 +374,13 @@ class _Linearizer:
             keep += 1
         while len(self.stack) > keep:
             self.close_block()
-        for key in _with_gate(loops[shared:], None if gated else gate, self.scopes, self.shared_loops):
+        keys = _with_gate(loops[shared:], None if gated else gate, self.scopes, self.shared_loops)
+        for key in keys:
             if key is gate:
+                if key is keys[-1] and self.shared_across_gates(e, gate):
+                    self.current = e
+                    for reduction in self.reductions_below(e.src[1]):
+                        self.value(reduction)
                 self.open_if(key, key)
             else:
                 self.open_loop(key)
@@ -447,6 +464,12 @@ def _flatten(block: _Block, out: list[UOp]) -> None:
             out.append(UOp(Ops.END, dtypes.void, (item.scope, *item.updates)))
         else:
             out.append(item)
+
+
+def _gate(effect: UOp) -> UOp | None:
+    """The gate of an effect's target, if it has one (and carries no record)."""
+    target = effect.src[0]
+    return target.src[2] if len(target.src) == 3 and _record(target) is None else None
 
 
 def _record(u: UOp) -> UOp | None:

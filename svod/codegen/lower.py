@@ -58,17 +58,20 @@ def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
     return sink.replace(src=tuple(effects))
 
 
-def _gated(effect: UOp, cond: UOp, target: bool = True) -> UOp:
-    """``effect`` with ``cond`` added to the gate of each load below it, and of its target unless
-    ``target`` is False (then ``effect`` may be any value)."""
+def _gated(effect: UOp, cond: UOp, target: bool = True, depending_on: UOp | None = None) -> UOp:
+    """``effect`` with ``cond`` added to the gate of each load below it (of those whose index depends on
+    ``depending_on``, if given), and of its target unless ``target`` is False (then ``effect`` may be any
+    value)."""
     def gate(index: UOp) -> UOp:
         return index.replace(src=(*index.src[:2], cond if len(index.src) == 2 else index.src[2] & cond))
 
     rebuilt: dict[UOp, UOp] = {}
+    depends: dict[UOp, bool] = {}
     for u in effect.toposort():
         src = tuple(rebuilt[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
-        if u.op is Ops.LOAD or (target and u is effect):
+        depends[u] = depending_on is None or u is depending_on or any(depends[s] for s in u.src)
+        if (u.op is Ops.LOAD and depends[u.src[0]]) or (target and u is effect):
             node = node.replace(src=(gate(node.src[0]), *node.src[1:]))
         rebuilt[u] = node
     return rebuilt[effect]
@@ -558,7 +561,8 @@ ROW_WIDTHS = (32, *UPCAST_WIDTHS)
 """The widths a row of a tile sized in bytes (``row_bytes``) may take, widest first."""
 
 
-def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None) -> UOp:
+def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None,
+                      masked: bool = False) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -572,6 +576,11 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
     odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900).
 
+    With ``masked``, such an end is tiled instead by ``ceil(end / W)`` tiles whose outputs past the end are
+    masked: their stores, and the loads that depend on them, are gated off (``_masked``). A GPU launches
+    each range as a dimension of its own, so an edge store over ``end % W`` would run in a launch of its
+    own shape, and not at all where no tile does.
+
     With ``row_bytes``, a tile's row is the widest of ``ROW_WIDTHS`` that holds at most that many bytes of
     the store's type: a CPU's tile row is two vector registers, 32 float32 or 16 float64 with AVX-512 (32
     float64 took all 32 registers for the accumulators alone).
@@ -580,12 +589,16 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
     effects, edge_effects = [], []
     for effect in sink.src:
-        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges) if effect.op is Ops.STORE else None
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked) \
+            if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
             continue
+        row = _row_range(effect, live, target[0], rows, edges or masked)
+        if masked:
+            effects.extend(t for c in _masked(effect, *target) for t in ([c] if row is None else _masked(c, row, rows)))
+            continue
         columns, column_edge = _split(effect, *target, next(axes))
-        row = _row_range(effect, live, target[0], rows, edges)
         if row is None:
             effects.extend(columns)
             edge_effects.extend([column_edge] if column_edge is not None else [])
@@ -615,6 +628,18 @@ def _split(effect: UOp, r: UOp, width: int, axis: int) -> tuple[list[UOp], UOp |
     outer, edge = UOp.range(whole, r.arg[0], r.arg[1]), UOp.range(left, axis, r.arg[1])
     tiles = [_moved(effect, r, outer * width + c, outer) for c in range(width)]
     return tiles, _moved(effect, r, edge + whole * width, edge)
+
+
+def _masked(effect: UOp, r: UOp, width: int) -> list[UOp]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c``, ``ro`` below ``ceil(end / width)``;
+    where ``width`` may not divide the end, each copy stores, and loads what depends on ``ro``, only where
+    ``ro*width + c < end``."""
+    end = r.src[0]
+    if end.op is Ops.CONST and int(end.arg) % width == 0:
+        return _unrolled(effect, r, width)
+    outer = UOp.range((end + (width - 1)) // width, r.arg[0], r.arg[1])
+    return [_gated(_moved(effect, r, outer * width + c, outer), (outer * width + c).lt(end), depending_on=outer)
+            for c in range(width)]
 
 
 def _moved(effect: UOp, r: UOp, value: UOp, loop: UOp) -> UOp:

@@ -287,6 +287,21 @@ def test_edges_keep_a_matmul_on_its_tiles():
     assert len(upcast_reductions(symbolic.build()).src) == 1
 
 
+def test_masked_tiles_cover_an_odd_matmul_without_edge_stores():
+    """With ``masked`` (a GPU's tiling), 17 columns are 2 tiles of 16 and 17 rows 5 tiles of 4: 16 x 4 stores,
+    each gated where its column or row may pass the end, and its loads of ``b`` (which depend on the
+    column) gated with it; the loads of ``a`` a tile's columns share are not."""
+    tiled = upcast_reductions(_matmul(17), masked=True)
+    stores = [u for u in tiled.src if u.op is Ops.STORE]
+    assert len(stores) == 16 * 4 and all(len(s.src[0].src) == 3 for s in stores)
+    assert sorted(int(u.src[0].vmax) for u in tiled.toposort() if u.op is Ops.RANGE) == [2, 5, 17]
+    gated = {u.src[0].src[0].arg: len(u.src[0].src) == 3 for u in tiled.toposort() if u.op is Ops.LOAD}
+    assert gated == {1: True, 2: True}  # a by row, b by column
+    a_loads = {u for u in tiled.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg == 1}
+    assert len(a_loads) == 4 * 1  # one per row of the tile (each over the tile's k), shared by its 16 columns
+    assert upcast_reductions(_matmul(64), masked=True) is upcast_reductions(_matmul(64))
+
+
 def _odd_matmul(dtype, shape, transposed, batch):
     """``out[h, i, j] = sum_r a[h, i, r] * b[h, r, j] + 1`` (``b[h, j, r]`` transposed), of constant sizes
     ``shape``, or symbolic ones where it is None."""
