@@ -4,7 +4,7 @@ a renderer spells. This module is the one place the order lives.
 
 ::
 
-    ast ─> stages (split_reduction) ─> for each stage:
+    ast ─> stages (block_matmul on a CPU, else split_reduction) ─> for each stage:
            validate ─ check_dtypes ─ unbind ─ fuse_products ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
            ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
@@ -40,6 +40,7 @@ from svod.codegen.checks import check_accesses
 from svod.codegen.linearize import linearize as order
 from svod.codegen.lower import (
     anchor_ranges,
+    block_matmul,
     decompose,
     fuse_products,
     privatize_atomics,
@@ -250,12 +251,17 @@ def passes(target: Target) -> tuple[Step, ...]:
 # ---- running them --------------------------------------------------------------------------------------------
 
 def stages(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, ...]:
-    """The kernels ``ast`` runs as, in order: itself, or the two stages of a split reduction where the device
-    has parallelism to spread the first over. Stages take the kernel's buffers and, after them, one scratch
-    buffer (the last PARAM of the first stage)."""
-    split = split_reduction(ast) if target.parallel else None
-    if trace is not None:
-        _report(trace, "split_reduction", f"{kernel_label(ast)} for {target.device}", split)
+    """The kernels ``ast`` runs as, in order: itself, or on a CPU a matmul in blocks of columns (two stages
+    where it packs ``b``), or the two stages of a split reduction where the device has parallelism to spread
+    the first over. Stages take the kernel's buffers and, after them, one scratch buffer (the last PARAM of
+    the first stage)."""
+    split = None if target.gpu else block_matmul(ast)
+    if trace is not None and not target.gpu:
+        _report(trace, "block_matmul", f"{kernel_label(ast)} for {target.device}", split)
+    if split is None and target.parallel:
+        split = split_reduction(ast)
+        if trace is not None:
+            _report(trace, "split_reduction", f"{kernel_label(ast)} for {target.device}", split)
     return (ast,) if split is None else split
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from svod.codegen.lower import (
     PRIVATE_BYTES,
     WorkGroupLimits,
     anchor_ranges,
+    block_matmul,
     describe,
     fuse_products,
     privatize_atomics,
@@ -775,3 +777,67 @@ def test_each_update_of_a_sum_of_products_is_one_fused_multiply_add(dtype):
     code = svod.compile(_sums(dtype, lambda x, y: x * y), "CPU").code
     fused = re.search(r"@llvm\.fma\.f(32|64)\(", code) or re.search(r"fmul contract .*\n.*fadd reassoc contract", code)
     assert fused and not re.search(r"fmul (?!contract)", code), code
+
+
+def _big_matmul(m, n, depth, dtype=dtypes.float32, batch=1, transposed=False, name="big_mm", pitch=None):
+    """``out = a @ b`` over ``batch``; ``b``'s rows ``pitch`` elements apart (``n`` unless given)."""
+    k = KernelBuilder(name)
+    out, a = k.buffer(dtype, (batch, m, n)), k.buffer(dtype, (batch, m, depth))
+    b = k.buffer(dtype, (batch, n, depth) if transposed else (batch, depth, pitch or n))
+    h, i, j, r = k.range(batch), k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[h, i, j], (a[h, i, r] * (b[h, j, r] if transposed else b[h, r, j])).reduce(r))
+    return k.build()
+
+
+def test_a_large_matmul_packs_b_with_longer_rows_and_blocks_its_columns():
+    """b of 4 MiB, rows 4 KiB apart: a copy with rows 64 bytes longer, then the matmul over it in blocks of
+    256 columns, the outermost range (what each thread's share of the blocks is)."""
+    pack, packed = block_matmul(_big_matmul(512, 1024, 1024))
+    scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert scratch.arg == 3 and scratch.dtype.size == 1024 * (1024 + 16)
+    loads = {u.src[0].src[0].arg for u in packed.toposort() if u.op is Ops.LOAD}
+    assert loads == {1, 3}  # a and the copy of b; b itself only in the pack
+    ranges = sorted((u for u in packed.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    assert [int(r.src[0].vmax) for r in ranges] == [4, 1, 512, 256, 1024]  # blocks, batch, rows, columns, k
+
+
+def test_rows_that_do_not_alias_are_blocked_where_they_are():
+    """Rows of 4160 bytes map to every set of the cache: the blocks read ``b`` itself. 1000 columns are not
+    blocked (no width divides them)."""
+    (blocked,) = block_matmul(_big_matmul(512, 1024, 1024, pitch=1040))
+    assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {1, 2}
+    ranges = sorted((u for u in blocked.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    assert [int(r.src[0].vmax) for r in ranges] == [4, 1, 512, 256, 1024]
+    assert block_matmul(_big_matmul(512, 1000, 1024)) is None
+
+
+@pytest.mark.parametrize(("shape", "why"), [
+    ((512, 512, 512), "b of 1 MiB stays in L2"),
+    ((256, 1024, 1024), "256 rows do not repay the copy"),
+])
+def test_a_matmul_is_not_blocked_where_it_would_not_pay(shape, why):
+    assert block_matmul(_big_matmul(*shape)) is None, why
+    assert block_matmul(_big_matmul(512, 1024, 1024, transposed=True)) is None  # b's rows are its columns
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("dtype", "batch", "pitch"), [(dtypes.float32, 1, 1024), (dtypes.float64, 2, 1024),
+                                                       (dtypes.float32, 1, 1040)])
+def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, pitch):
+    """Blocks and the packed copy move ``b``, not the order of the sum: the same bits as the kernel as it was."""
+    device = open_device(compiler)
+    depth = 1024 if dtype == dtypes.float32 else 512
+    ast = _big_matmul(512, 1024, depth, dtype, batch, pitch=pitch)
+    assert len(device.renderer.stages(ast)) == (2 if pitch == 1024 else 1)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((batch, 512, depth)).astype(dtype.numpy)
+    b = rng.standard_normal((batch, depth, pitch)).astype(dtype.numpy)
+    blocked = np.zeros((batch, 512, 1024), dtype.numpy)
+    svod.run(ast, [blocked, a, b], device=device)
+    np.testing.assert_allclose(blocked, a @ b[:, :, :1024], rtol=1e-4, atol=1e-3)
+    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "PACK_MIN_ROWS", 1 << 30)
+    plain = _big_matmul(512, 1024, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
+    assert device.renderer.stages(plain) == (plain,)
+    unblocked = np.zeros_like(blocked)
+    svod.run(plain, [unblocked, a, b], device=device)
+    np.testing.assert_array_equal(blocked, unblocked)
