@@ -213,22 +213,22 @@ PACK_WIDTHS = (256, 128)
 
 
 def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
-    """A CPU matmul whose ``b`` is larger than ``PACK_PANEL_BYTES``, its columns in blocks of ``W`` (the
-    outermost range): the block of ``b`` it reads (``K x W`` elements) stays in L2 while every row of the
-    output passes over it, where ``b`` read whole from L3 for each row of tiles ran at 92 GFLOP/s on one
-    core against 163 where it fits in L2. Where the rows of ``b`` lie a multiple of 4 KiB apart, they map
-    to a sixteenth of the cache's sets or fewer and a block cut from them does not stay in L2 either (94
-    GFLOP/s in blocks, 167 over rows 4224 bytes apart): then it runs as two kernels that share every buffer
-    and one more,
+    """A CPU matmul whose ``b`` is larger than ``PACK_PANEL_BYTES``, over ``b`` in blocks of ``W`` columns:
+    the blocks are an outermost sequential loop, so each thread passes its rows over every block, and the
+    columns past the last whole block are a store of their own. A block of ``b`` (``K x W`` elements) then
+    stays in L2 while the rows pass over it; ``b`` read whole from L3 for each row of tiles ran at 92
+    GFLOP/s on one core, against 163 where it fits in L2.
+
+    Rows of ``b`` a multiple of 4 KiB apart map to a sixteenth of the cache's sets or fewer, and a block cut
+    from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over rows 4224 bytes apart). Such a
+    kernel runs as two that share every buffer and one more:
 
     - ``pack``: ``b`` copied into the scratch buffer with each row 64 bytes longer;
     - ``packed``: the blocked matmul reading the copy.
 
     Each product is added in the same order as before, so the result is the same bits. None unless the
-    kernel is one store of one float sum over a range of constant size, its output ranges constant, ``b``
-    read at ``k * s + j + rest``, ``rest`` a multiple of ``s`` (a batch), from a buffer no effect writes, and
-    a width of ``PACK_WIDTHS`` divides the columns (a short last block would be a store of its own, which a
-    thread split over the blocks leaves to one thread).
+    kernel is one store of one float sum over a range of constant size, its output ranges constant, and
+    ``b`` read at ``k * s + j + rest`` (``rest`` a multiple of ``s``: a batch) from a buffer no effect writes.
     """
     effects = [e for e in sink.src if e.op in EFFECTS]
     if len(effects) != 1 or effects[0].op is not Ops.STORE:
@@ -266,8 +266,7 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
     columns, depth = int(j.src[0].arg), int(k.src[0].arg)
     if depth * columns * itemsize <= PACK_PANEL_BYTES or work // (columns * depth) < PACK_MIN_ROWS:
         return None  # b stays in L2 as it is, or too few rows of output read it to repay the copy
-    width = next((w for w in PACK_WIDTHS if columns % w == 0 and columns >= 2 * w
-                  and depth * w * itemsize <= PACK_PANEL_BYTES), None)
+    width = next((w for w in PACK_WIDTHS if columns >= 2 * w and depth * w * itemsize <= PACK_PANEL_BYTES), None)
     return None if width is None else (j, stride, width)
 
 
@@ -287,10 +286,18 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int) -> t
                      start=k)
         sink = UOp.sink(*substitute(sink, {load: scratch[row_of * pitch + j].load()}).src, *params, scratch,
                         name=f"{name}_packed")
-    renumbered = {r: UOp.range(r.src[0], r.arg[0] + 1, r.arg[1]) for r in sink.toposort() if r.op is Ops.RANGE}
-    block = UOp.range(int(j.src[0].arg) // width, 0, AxisKind.GLOBAL)  # outermost: rows pass over a block
+    ranges = [r for r in sink.toposort() if r.op is Ops.RANGE]
+    renumbered = {r: UOp.range(r.src[0], r.arg[0] + 1, r.arg[1]) for r in ranges}
+    blocks, left = divmod(int(j.src[0].arg), width)
+    block = UOp.range(blocks, 0, AxisKind.LOOP)  # outermost: every row passes over a block, each thread its rows
     inside = UOp.range(width, j.arg[0] + 1, AxisKind.GLOBAL)
-    return (*copy, substitute(sink, {**renumbered, j: block * width + inside}))
+    blocked = substitute(sink, {**renumbered, j: block * width + inside})
+    if not left:
+        return (*copy, blocked)
+    rest = UOp.range(left, 2 + max(r.arg[0] for r in ranges), AxisKind.GLOBAL)  # the columns past the blocks
+    store = next(e for e in sink.src if e.op is Ops.STORE)
+    edge = substitute(store, {**renumbered, j: blocks * width + rest})
+    return (*copy, blocked.replace(src=(*blocked.src, edge)))
 
 
 def _monomial(atoms: tuple[UOp, ...]) -> UOp:

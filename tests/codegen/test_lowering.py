@@ -791,24 +791,28 @@ def _big_matmul(m, n, depth, dtype=dtypes.float32, batch=1, transposed=False, na
 
 def test_a_large_matmul_packs_b_with_longer_rows_and_blocks_its_columns():
     """b of 4 MiB, rows 4 KiB apart: a copy with rows 64 bytes longer, then the matmul over it in blocks of
-    256 columns, the outermost range (what each thread's share of the blocks is)."""
+    256 columns, the outermost range, sequential: each thread passes its rows over every block."""
     pack, packed = block_matmul(_big_matmul(512, 1024, 1024))
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert scratch.arg == 3 and scratch.dtype.size == 1024 * (1024 + 16)
     loads = {u.src[0].src[0].arg for u in packed.toposort() if u.op is Ops.LOAD}
     assert loads == {1, 3}  # a and the copy of b; b itself only in the pack
     ranges = sorted((u for u in packed.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-    assert [int(r.src[0].vmax) for r in ranges] == [4, 1, 512, 256, 1024]  # blocks, batch, rows, columns, k
+    assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
+        (4, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL), (256, AxisKind.GLOBAL),
+        (1024, AxisKind.REDUCE)]  # blocks, batch, rows, columns, k
 
 
 def test_rows_that_do_not_alias_are_blocked_where_they_are():
-    """Rows of 4160 bytes map to every set of the cache: the blocks read ``b`` itself. 1000 columns are not
-    blocked (no width divides them)."""
+    """Rows of 4160 bytes map to every set of the cache: the blocks read ``b`` itself. 1000 columns are 3
+    blocks of 256 and a store over the 232 left, which each thread runs over its rows too."""
     (blocked,) = block_matmul(_big_matmul(512, 1024, 1024, pitch=1040))
     assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {1, 2}
-    ranges = sorted((u for u in blocked.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-    assert [int(r.src[0].vmax) for r in ranges] == [4, 1, 512, 256, 1024]
-    assert block_matmul(_big_matmul(512, 1000, 1024)) is None
+    (odd,) = block_matmul(_big_matmul(512, 1000, 1024))
+    stores = [e for e in odd.src if e.op is Ops.STORE]
+    assert len(stores) == 2
+    blocks, edge = ({int(r.src[0].vmax) for r in store.toposort() if r.op is Ops.RANGE} for store in stores)
+    assert blocks == {3, 1, 512, 256, 1024} and edge == {1, 512, 232, 1024}
 
 
 @pytest.mark.parametrize(("shape", "why"), [
@@ -821,22 +825,23 @@ def test_a_matmul_is_not_blocked_where_it_would_not_pay(shape, why):
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize(("dtype", "batch", "pitch"), [(dtypes.float32, 1, 1024), (dtypes.float64, 2, 1024),
-                                                       (dtypes.float32, 1, 1040)])
-def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, pitch):
+@pytest.mark.parametrize(("dtype", "batch", "columns", "pitch"), [
+    (dtypes.float32, 1, 1024, 1024), (dtypes.float64, 2, 1024, 1024), (dtypes.float32, 1, 1024, 1040),
+    (dtypes.float32, 1, 1000, 1000)])
+def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, columns, pitch):
     """Blocks and the packed copy move ``b``, not the order of the sum: the same bits as the kernel as it was."""
     device = open_device(compiler)
     depth = 1024 if dtype == dtypes.float32 else 512
-    ast = _big_matmul(512, 1024, depth, dtype, batch, pitch=pitch)
+    ast = _big_matmul(512, columns, depth, dtype, batch, pitch=pitch)
     assert len(device.renderer.stages(ast)) == (2 if pitch == 1024 else 1)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((batch, 512, depth)).astype(dtype.numpy)
     b = rng.standard_normal((batch, depth, pitch)).astype(dtype.numpy)
-    blocked = np.zeros((batch, 512, 1024), dtype.numpy)
+    blocked = np.zeros((batch, 512, columns), dtype.numpy)
     svod.run(ast, [blocked, a, b], device=device)
-    np.testing.assert_allclose(blocked, a @ b[:, :, :1024], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
     monkeypatch.setattr(sys.modules["svod.codegen.lower"], "PACK_MIN_ROWS", 1 << 30)
-    plain = _big_matmul(512, 1024, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
+    plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
     assert device.renderer.stages(plain) == (plain,)
     unblocked = np.zeros_like(blocked)
     svod.run(plain, [unblocked, a, b], device=device)
