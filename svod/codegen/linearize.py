@@ -342,8 +342,11 @@ class _Linearizer:
         tile, each column gated by its own test): the group is then computed before ``e``'s IF, not inside
         it, where the next IF would compute it all again. Its loads are safe there: a load that only the
         gate makes safe is gated itself (``guard_accesses``, and the lowering that adds the gate)."""
-        later = self.effects[self.effects.index(e) + 1:]
-        return any(_gate(other) is not gate and self.early_reductions(other) for other in later)
+        for other in self.effects[self.effects.index(e) + 1:]:
+            other_gate = _gate(other)
+            if other_gate is not None and other_gate is not gate and self.early_reductions(other):
+                return True
+        return False
 
     def reductions_below(self, node: UOp) -> tuple[UOp, ...]:
         """The reductions below ``node`` (itself included), in the order of its toposort: found node by node
