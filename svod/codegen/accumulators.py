@@ -54,9 +54,13 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
             body += [running.src[0], running, running.load()]
             value = made.get(u.src[1], u.src[1])
             fused = _fused(value, running.load()) if u.arg is Ops.ADD else None
-            if fused is not None:
-                folded += [value, value.src[1]] if value.op is Ops.WHERE else [value]
-            total = _combine(u.arg, running.load(), value, decompositor, body, fused)
+            if fused is None:
+                update, computed = running.load().alu(u.arg, value), [running.load(), value]
+            else:
+                update, replaced = fused
+                folded += replaced
+                computed = [running.load(), *(s for r in replaced for s in r.src)]
+            total = _combine(update, computed, decompositor, body)
             made[u] = init.src[0].store(total)
             body.append(made[u])
         elif u.op is Ops.AFTER and u.src[0] in updates and len(u.src) == 2 and u.src[1].op is Ops.REDUCE:
@@ -72,15 +76,18 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
     return _with_leaves(_without_unused(body, folded), consts)
 
 
-def _fused(value: UOp, running: UOp) -> UOp | None:
+def _fused(value: UOp, running: UOp) -> tuple[UOp, list[UOp]] | None:
     """The update ``running + value`` as one rounding, where ``value`` is a ``FUSED`` product, or one that a
-    guard chooses over -0.0 (a staged matmul's last block): ``fma(a, b, running)``."""
+    guard chooses over -0.0 (a staged matmul's last block): ``fma(a, b, running)``; and the instructions it
+    takes over (the guard first, then the product), whose sources are computed already."""
     if value.op is Ops.MUL and value.arg == FUSED:
-        return UOp(Ops.MULACC, value.dtype, (*value.src, running))
+        return UOp(Ops.MULACC, value.dtype, (*value.src, running)), [value]
     if value.op is Ops.WHERE and value.src[2].op is Ops.CONST and value.src[2].arg == 0.0 \
             and math.copysign(1.0, value.src[2].arg) < 0:
-        product = _fused(value.src[1], running)
-        return None if product is None else value.replace(src=(value.src[0], product, running))
+        inner = _fused(value.src[1], running)
+        if inner is not None:
+            product, replaced = inner
+            return value.replace(src=(value.src[0], product, running)), [value, *replaced]
     return None
 
 
@@ -95,14 +102,11 @@ def _without_unused(body: list[UOp], folded: list[UOp]) -> list[UOp]:
     return [u for u in body if u not in unused] if unused else body
 
 
-def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | None, out: list[UOp],
-             fused: UOp | None = None) -> UOp:
-    """``running op value``, the update of an accumulator (or ``fused``, the same as one rounding), appended
-    to ``out`` as the device computes it: through the renderer's decompositor, like every other op of the
+def _combine(update: UOp, computed: list[UOp], decompositor: PatternMatcher | None, out: list[UOp]) -> UOp:
+    """``update``, the new value of an accumulator from the instructions ``computed`` already, appended to
+    ``out`` as the device computes it: through the renderer's decompositor, like every other op of the
     kernel."""
-    placed = {running: running, value: value}
-    if fused is not None:  # its operands are the product's (and the guard's), computed already
-        placed.update((s, s) for s in (*value.src, *(value.src[1].src if value.op is Ops.WHERE else ())))
+    placed = {u: u for u in computed}
 
     def place(node: UOp) -> UOp:
         if node not in placed:
@@ -113,7 +117,7 @@ def _combine(op: Ops, running: UOp, value: UOp, decompositor: PatternMatcher | N
             placed[node] = built if rewritten is None else place(rewritten)
         return placed[node]
 
-    return place(running.alu(op, value) if fused is None else fused)
+    return place(update)
 
 
 _LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL)

@@ -200,20 +200,20 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     return substitute(sink, replaced) if replaced else sink
 
 
-PACK_PANEL_BYTES = 1 << 20
-"""The most bytes of the packed operand one block of columns reads: half of a core's L2 cache (2 MiB on
+BLOCK_BYTES = 1 << 20
+"""The most bytes of ``b`` one block of columns reads: half of a core's L2 cache (2 MiB on
 the Xeon measured), so the block stays there while every row of the output passes over it, with room for
 the rows of ``a`` (matmul 2048: 209 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126
 against 94)."""
-PACK_MIN_ROWS = 512
+BLOCK_MIN_ROWS = 512
 """The fewest rows of output (times batches) that repay copying ``b``: an MLP's 256-row layer over a 4 MiB
 ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
-PACK_WIDTHS = (256, 128)
-"""The widths a block of packed columns may take, widest first: multiples of every register tile's row."""
+BLOCK_WIDTHS = (256, 128)
+"""The widths a block of columns may take, widest first: multiples of every register tile's row."""
 
 
 def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
-    """A CPU matmul whose ``b`` is larger than ``PACK_PANEL_BYTES``, over ``b`` in blocks of ``W`` columns:
+    """A CPU matmul whose ``b`` is larger than ``BLOCK_BYTES``, over ``b`` in blocks of ``W`` columns:
     the blocks are an outermost sequential loop, so each thread passes its rows over every block, and the
     columns past the last whole block are a store of their own. A block of ``b`` (``K x W`` elements) then
     stays in L2 while the rows pass over it; ``b`` read whole from L3 for each row of tiles ran at 92
@@ -264,9 +264,9 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
             or any(k in m or j in m or c % stride for m, c in poly.terms.items() if m not in ((k,), (j,))):
         return None
     columns, depth = int(j.src[0].arg), int(k.src[0].arg)
-    if depth * columns * itemsize <= PACK_PANEL_BYTES or work // (columns * depth) < PACK_MIN_ROWS:
+    if depth * columns * itemsize <= BLOCK_BYTES or work // (columns * depth) < BLOCK_MIN_ROWS:
         return None  # b stays in L2 as it is, or too few rows of output read it to repay the copy
-    width = next((w for w in PACK_WIDTHS if columns >= 2 * w and depth * w * itemsize <= PACK_PANEL_BYTES), None)
+    width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and depth * w * itemsize <= BLOCK_BYTES), None)
     return None if width is None else (j, stride, width)
 
 
@@ -704,7 +704,8 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             continue
         row = _row_range(effect, live, target[0], rows, edges or masked)
         if masked:
-            effects.extend(t for c in _masked(effect, *target) for t in ([c] if row is None else _masked(c, row, rows)))
+            for column in _masked(effect, *target):
+                effects.extend([column] if row is None else _masked(column, row, rows))
             continue
         columns, column_edge = _split(effect, *target, next(axes))
         if row is None:

@@ -840,7 +840,7 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     blocked = np.zeros((batch, 512, columns), dtype.numpy)
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
-    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "PACK_MIN_ROWS", 1 << 30)
+    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_MIN_ROWS", 1 << 30)
     plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
     assert device.renderer.stages(plain) == (plain,)
     unblocked = np.zeros_like(blocked)
