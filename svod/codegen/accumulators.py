@@ -6,10 +6,11 @@ those three places in the instruction list, and this pass says what happens ther
 
 ::
 
-    DEFINE_REG r                      ─> DEFINE_REG r; INDEX(r, 0); STORE(r[0], identity)
-    REDUCE(r, body) op   (in the loop) ─> AFTER(r, init); INDEX; LOAD; <r[0] op body>; STORE(r[0], total)
+    DEFINE_REG r                      ─> DEFINE_REG r; INDEX(r, 0); STORE(r[0], identity or start)
+    REDUCE(r, body[, start]) op (loop) ─> AFTER(r, init); INDEX; LOAD; <r[0] op body>; STORE(r[0], total)
     AFTER(r, update)     (after it)    ─> AFTER(r, STORE); INDEX; LOAD
 
+A continued sum (``svod.ir.ops.CONTINUED``) names the value its register starts from, computed before it.
 The update is computed as the device computes every other op of the kernel: through the renderer's
 decompositor. The END of the loop the updates run in lists them, so a renderer sees which loop carries
 which register. Every later instruction that used a reduction's result reads the register's LOAD.
@@ -43,10 +44,14 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
     for u in linear:
         if u.op is Ops.DEFINE_REG and u in updates:
             update = updates[u]
-            identity = UOp.const(update.dtype, reduce_identity(update.arg, update.dtype))
-            consts += [zero, identity]
+            if len(update.src) == 3:  # a continued sum (``CONTINUED``): from the value computed before
+                start = made.get(update.src[2], update.src[2])
+                consts.append(zero)
+            else:
+                start = UOp.const(update.dtype, reduce_identity(update.arg, update.dtype))
+                consts += [zero, start]
             slot = u.index(zero)
-            inits[u] = slot.store(identity)
+            inits[u] = slot.store(start)
             body += [u, slot, inits[u]]
         elif u.op is Ops.REDUCE:
             init = inits[u.src[0]]

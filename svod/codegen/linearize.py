@@ -28,7 +28,8 @@ It builds a tree of blocks as it goes and flattens it at the end:
   update)``) after them; ``accumulators.lower_accumulators`` says what each computes. Reductions over the
   same ranges at the same place share one loop (a sum and a max of one row; a matmul's upcast outputs). A
   reduction nested in another's body opens its loops inside the outer loop, or before it when it does not
-  depend on the outer range.
+  depend on the outer range. A continued sum (``ADD(start, REDUCE)`` marked ``CONTINUED``) is its
+  reduction's result, whose register starts from ``start``, computed before the register.
 
 Every decision follows the order of the AST (its toposort and SINK order, range axes, structural keys):
 no set or dict of UOps is iterated, so the same kernel gives the same instruction list in every process.
@@ -44,7 +45,7 @@ from svod.codegen.ranges import live_ranges, nested
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
-from svod.ir.ops import EFFECTS
+from svod.ir.ops import CONTINUED, EFFECTS
 from svod.ir.uop import memory_of, unknown_below
 from svod.ir.validate import kernel_label
 
@@ -141,6 +142,8 @@ class _Linearizer:
         the buffer ``AFTER`` that effect."""
         self.registers = 0
         self.blocks = 0
+        self.starts = {u.src[1]: u.src[0] for u in topo if u.op is Ops.ADD and u.arg == CONTINUED}
+        """The value each continued reduction's register starts from (``CONTINUED``)."""
 
     # ---- blocks ------------------------------------------------------------------------------------------
 
@@ -239,6 +242,14 @@ class _Linearizer:
                     self.reduce_group(u, block)
                 todo.pop()
                 continue
+            if u.op is Ops.ADD and u.arg == CONTINUED:  # the reduction's register started from u.src[0]
+                reduction = u.src[1]
+                if (reduction, self.place(reduction)) not in self.memo:
+                    todo.append(reduction)
+                    continue
+                todo.pop()
+                self.memo[(u, block)] = self.memo[(reduction, self.place(reduction))]
+                continue
             missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
             if missing:
                 todo.extend(reversed(missing))
@@ -308,6 +319,7 @@ class _Linearizer:
             members.append(other)
             fed.update(self.inner_reductions(other))
         with self.at(block):
+            starts = [() if m not in self.starts else (self.value(self.starts[m]),) for m in members]
             registers = []
             for m in members:
                 reg = UOp(Ops.DEFINE_REG, m.dtype.ptr(1, local=True), (), self.registers)
@@ -319,8 +331,8 @@ class _Linearizer:
                 self.open_loop(r)
             inner = self.stack[-1]
             updates = []
-            for m, reg in zip(members, registers, strict=True):
-                update = UOp(Ops.REDUCE, m.dtype, (reg, self.value(m.src[0])), m.arg)
+            for m, reg, start in zip(members, registers, starts, strict=True):
+                update = UOp(Ops.REDUCE, m.dtype, (reg, self.value(m.src[0]), *start), m.arg)
                 inner.add(update)
                 inner.updates.append(update)
                 updates.append(update)

@@ -128,6 +128,10 @@ FUSED = "fused"
 """The arg of a float32 or float64 MUL whose product a sum accumulates with one rounding: lowering marks
 the MUL a float ADD REDUCE sums, so that no rewrite folds the product on its own, and turns each update of
 its accumulator into a MULACC (``svod.codegen.accumulators``)."""
+CONTINUED = "continued"
+"""The arg of a float ADD of a value and a REDUCE ADD whose accumulator starts from that value instead of the
+identity: ``acc = start; acc = fma(a, b, acc) ...``, a sum continued from a partial sum stored before (a
+matmul blocked over its reduction, ``svod.codegen.lower.block_matmul``). Made by lowering only."""
 EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
 """Ops that write memory: a kernel's SINK is made of them."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})

@@ -43,7 +43,7 @@ from svod.device.launch import most
 from svod.errors import GraphError
 from svod.frontend.kernels import conv2d, gather, matmul, softmax, transpose
 from svod.ir import simplify
-from svod.ir.ops import FUSED
+from svod.ir.ops import CONTINUED, FUSED
 from svod.ir.validate import validate
 from tests.helpers import evaluate_expression, open_device
 from tests.kernels import attention
@@ -791,28 +791,44 @@ def _big_matmul(m, n, depth, dtype=dtypes.float32, batch=1, transposed=False, na
 
 def test_a_large_matmul_packs_b_with_longer_rows_and_blocks_its_columns():
     """b of 4 MiB, rows 4 KiB apart: a copy with rows 64 bytes longer, then the matmul over it in blocks of
-    256 columns, the outermost range, sequential: each thread passes its rows over every block."""
+    256 columns by 512 rows, the outermost ranges, sequential: each thread passes its rows over every block."""
     pack, packed = block_matmul(_big_matmul(512, 1024, 1024))
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert scratch.arg == 3 and scratch.dtype.size == 1024 * (1024 + 16)
     loads = {u.src[0].src[0].arg for u in packed.toposort() if u.op is Ops.LOAD}
-    assert loads == {1, 3}  # a and the copy of b; b itself only in the pack
+    assert loads == {0, 1, 3}  # out (the sum so far), a and the copy of b; b itself only in the pack
     ranges = sorted((u for u in packed.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
     assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
-        (4, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL), (256, AxisKind.GLOBAL),
-        (1024, AxisKind.REDUCE)]  # blocks, batch, rows, columns, k
+        (4, AxisKind.LOOP), (2, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL), (256, AxisKind.GLOBAL),
+        (512, AxisKind.REDUCE)]  # blocks of columns, blocks of k, batch, rows, columns, k
 
 
 def test_rows_that_do_not_alias_are_blocked_where_they_are():
     """Rows of 4160 bytes map to every set of the cache: the blocks read ``b`` itself. 1000 columns are 3
     blocks of 256 and a store over the 232 left, which each thread runs over its rows too."""
     (blocked,) = block_matmul(_big_matmul(512, 1024, 1024, pitch=1040))
-    assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {1, 2}
+    assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
     (odd,) = block_matmul(_big_matmul(512, 1000, 1024))
     stores = [e for e in odd.src if e.op is Ops.STORE]
     assert len(stores) == 2
     blocks, edge = ({int(r.src[0].vmax) for r in store.toposort() if r.op is Ops.RANGE} for store in stores)
-    assert blocks == {3, 1, 512, 256, 1024} and edge == {1, 512, 232, 1024}
+    assert blocks == {3, 2, 1, 512, 256} and edge == {2, 1, 512, 232}
+
+
+def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
+    """float64 over 1536 turns: no 128 columns of ``b`` fit 1 MiB. Blocks of 256 columns by 512 turns, the
+    turns a loop inside the columns' loop; each block's sum starts from what the one before stored."""
+    (blocked,) = block_matmul(_big_matmul(512, 520, 1536, dtypes.float64))
+    stores = [e for e in blocked.src if e.op is Ops.STORE]
+    assert len(stores) == 2  # 2 blocks of 256 columns and the 8 past them
+    ranges = sorted((u for u in stores[0].toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
+        (2, AxisKind.LOOP), (3, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL),
+        (256, AxisKind.GLOBAL), (512, AxisKind.REDUCE)]
+    for store in stores:
+        continued = store.src[1]
+        assert continued.op is Ops.ADD and continued.arg == CONTINUED and continued.src[1].op is Ops.REDUCE
+    assert block_matmul(_big_matmul(512, 520, 1531, dtypes.float64)) is None  # 1531 turns: a prime
 
 
 @pytest.mark.parametrize(("shape", "why"), [
@@ -825,19 +841,20 @@ def test_a_matmul_is_not_blocked_where_it_would_not_pay(shape, why):
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize(("dtype", "batch", "columns", "pitch"), [
-    (dtypes.float32, 1, 1024, 1024), (dtypes.float64, 2, 1024, 1024), (dtypes.float32, 1, 1024, 1040),
-    (dtypes.float32, 1, 1000, 1000)])
-def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, columns, pitch):
-    """Blocks and the packed copy move ``b``, not the order of the sum: the same bits as the kernel as it was."""
+@pytest.mark.parametrize(("dtype", "batch", "columns", "pitch", "depth"), [
+    (dtypes.float32, 1, 1024, 1024, 1024), (dtypes.float64, 2, 1024, 1024, 512), (dtypes.float32, 1, 1024, 1040, 1024),
+    (dtypes.float32, 1, 1000, 1000, 1024), (dtypes.float64, 1, 520, 520, 1536), (dtypes.float32, 1, 1031, 1031, 2100)])
+def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, columns, pitch,
+                                                              depth):
+    """Blocks and the packed copy move ``b``, and blocks of the sum continue it, not change its order: the
+    same bits as the kernel as it was."""
     device = open_device(compiler)
-    depth = 1024 if dtype == dtypes.float32 else 512
     ast = _big_matmul(512, columns, depth, dtype, batch, pitch=pitch)
     assert len(device.renderer.stages(ast)) == (2 if pitch == 1024 else 1)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((batch, 512, depth)).astype(dtype.numpy)
     b = rng.standard_normal((batch, depth, pitch)).astype(dtype.numpy)
-    blocked = np.zeros((batch, 512, columns), dtype.numpy)
+    blocked = np.full((batch, 512, columns), np.nan, dtype.numpy)  # a continued sum's first block reads none of it
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
     monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_MIN_ROWS", 1 << 30)
