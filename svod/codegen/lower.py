@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 
 from svod.codegen.indexing import to_poly
-from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.ranges import live_ranges, nested, range_order
 from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
@@ -225,9 +225,11 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
     the blocks are an outermost sequential loop, so each thread passes its rows over every block, and the
     columns past the last whole block are a store of their own. A block of ``b`` (``K x W`` elements) then
     stays in L2 while the rows pass over it; ``b`` read whole from L3 for each row of tiles ran at 92
-    GFLOP/s on one core, against 163 where it fits in L2. A sum longer than ``BLOCK_DEPTH`` that the kernel
-    stores as it is runs in blocks of ``D`` turns too, a loop inside the columns' loop: a block of ``b`` is
-    then ``D x W``, and each block continues the sum the block before stored (``_continued``).
+    GFLOP/s on one core, against 163 where it fits in L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks
+    of ``D`` turns too, a loop inside the columns' loop: a block of ``b`` is then ``D x W``, and each block
+    continues the sum the block before stored (``_continued``). Where the
+    kernel stores something else of the sum (``alpha * sum + beta * c``), the sums go to a scratch buffer
+    first and a last stage stores the kernel's values (``_summed_first``).
 
     Rows of ``b`` a multiple of 4 KiB apart map to a sixteenth of the cache's sets or fewer, and a block cut
     from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over rows 4224 bytes apart). Such a
@@ -237,8 +239,9 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
     - ``packed``: the blocked matmul reading the copy.
 
     Each product is added in the same order as before, so the result is the same bits. None unless the
-    kernel is one store of one float sum over a range of constant size, its output ranges constant, and
-    ``b`` read at ``k * s + j + rest`` (``rest`` a multiple of ``s``: a batch) from a buffer no effect writes.
+    kernel is one store of a value with one float sum over a range of constant size, reading no memory the
+    kernel writes, its output ranges constant, and ``b`` read at ``k * s + j + rest`` (``rest`` a multiple
+    of ``s``: a batch).
     """
     effects = [e for e in sink.src if e.op in EFFECTS]
     if len(effects) != 1 or effects[0].op is not Ops.STORE:
@@ -254,19 +257,41 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
         return None
     work = math.prod(int(r.src[0].arg) for r in outputs) * int(k.src[0].arg)
     written = written_memory(effects)
-    continuable = store.src[1] is reduces[0]
-    for load in (u for u in reduces[0].src[0].toposort() if u.op is Ops.LOAD):
-        found = _blockable(load, k, outputs, written, work, continuable)
-        if found is not None:
-            return _blocked(sink, load, k, *found)
+    loads = [u for u in reduces[0].src[0].toposort() if u.op is Ops.LOAD]
+    if any(memory_of(u.src[0].src[0]) in written for u in loads):
+        return None  # the sum reads what the kernel writes: its blocks would read it in another order
+    for load in loads:
+        found = _blockable(load, k, outputs, written, work)
+        if found is None:
+            continue
+        if found[-1] < int(k.src[0].arg) and store.src[1] is not reduces[0]:
+            return _summed_first(sink, load, k, found, nested(outputs))
+        return _blocked(sink, load, k, *found)
     return None
 
 
-def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp], work: int,
-               continuable: bool) -> tuple[UOp, int, int, int] | None:
+def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int],
+                  outputs: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
+    scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
+    store = next(e for e in sink.src if e.op is Ops.STORE)
+    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
+    params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+    flat = UOp.index_const(0)
+    for r in outputs:
+        flat = flat * r.src[0] + r
+    sums = UOp.param(params[-1].arg + 1, reduce.dtype, math.prod(int(r.src[0].arg) for r in outputs))
+    name = kernel_label(sink)
+    summed = UOp.sink(sums[flat].store(reduce), *params, name=f"{name}_sum")
+    stored = UOp.sink(substitute(store, {reduce: sums[flat].load()}), *params, sums, name=f"{name}_store")
+    return (*_blocked(summed, load, k, *found), stored)
+
+
+def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
+               work: int) -> tuple[UOp, int, int, int] | None:
     """``load``'s column range ``j``, its row stride ``s``, the block width and the block depth (turns of
-    ``k``), where ``_blocked`` applies. A sum stored as it is (``continuable``) longer than ``BLOCK_DEPTH``
-    is blocked by a divisor of its length, where one is at least ``BLOCK_MIN_DEPTH``."""
+    ``k``), where ``_blocked`` applies. A sum longer than ``BLOCK_DEPTH`` is blocked by a divisor of its
+    length, where one is at least ``BLOCK_MIN_DEPTH``."""
     index, param = load.src[0], load.src[0].src[0]
     if len(index.src) != 2 or param.op is not Ops.PARAM or param in written or param_size(param).op is not Ops.CONST:
         return None
@@ -280,7 +305,7 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp], wo
     if depth * columns * itemsize <= BLOCK_BYTES or work // (columns * depth) < BLOCK_MIN_ROWS:
         return None  # b stays in L2 as it is, or too few rows of output read it to repay the copy
     deep = next((d for d in range(BLOCK_DEPTH, BLOCK_MIN_DEPTH - 1, -1) if depth % d == 0), depth) \
-        if continuable and depth > BLOCK_DEPTH else depth
+        if depth > BLOCK_DEPTH else depth
     width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= BLOCK_BYTES), None)
     return None if width is None else (j, stride, width, deep)
 

@@ -831,6 +831,38 @@ def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
     assert block_matmul(_big_matmul(512, 520, 1531, dtypes.float64)) is None  # 1531 turns: a prime
 
 
+def _gemm(m, n, depth, name="gemm"):
+    """NPBench's gemm, in place: ``c = 1.5 * a @ b + 1.2 * c``, float64."""
+    k = KernelBuilder(name)
+    c, a, b = (k.buffer(dtypes.float64, shape) for shape in ((m, n), (m, depth), (depth, n)))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r) * 1.5 + c[i, j] * 1.2)
+    return k.build()
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(monkeypatch, compiler):
+    """The sums of a gemm go to a scratch buffer, continued block by block, and a last stage computes
+    ``1.5 * sum + 1.2 * c`` from them: the bits of the kernel unblocked, and numpy's answer."""
+    device = open_device(compiler)
+    ast = _gemm(512, 520, 1536)
+    summed, stored = device.renderer.stages(ast)
+    scratch = max((u for u in summed.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert scratch.arg == 3 and scratch.dtype.size == 512 * 520
+    assert not any(u.op is Ops.REDUCE for u in stored.toposort())
+    rng = np.random.default_rng(5)
+    a, b, c = rng.standard_normal((512, 1536)), rng.standard_normal((1536, 520)), rng.standard_normal((512, 520))
+    blocked = c.copy()
+    svod.run(ast, [blocked, a, b], device=device)
+    np.testing.assert_allclose(blocked, 1.5 * a @ b + 1.2 * c, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_MIN_ROWS", 1 << 30)
+    plain = _gemm(512, 520, 1536, name="gemm_unblocked")
+    assert device.renderer.stages(plain) == (plain,)
+    unblocked = c.copy()
+    svod.run(plain, [unblocked, a, b], device=device)
+    np.testing.assert_array_equal(blocked, unblocked)
+
+
 @pytest.mark.parametrize(("shape", "why"), [
     ((512, 512, 512), "b of 1 MiB stays in L2"),
     ((256, 1024, 1024), "256 rows do not repay the copy"),
