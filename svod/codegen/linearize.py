@@ -37,6 +37,7 @@ no set or dict of UOps is iterated, so the same kernel gives the same instructio
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -114,8 +115,8 @@ class _Linearizer:
         loaded = [u.src[0].src[0] for u in topo if u.op is Ops.LOAD]
         self.read_and_written = self.written & {*loaded, *map(memory_of, loaded)}
         """The written memory the kernel also reads: only its writes make remembered values stale."""
-        runs = [r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP]
-        self.shared_loops = frozenset(r for r in runs if runs.count(r) > 1)
+        runs = Counter(r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP)
+        self.shared_loops = frozenset(r for r, count in runs.items() if count > 1)
         """The sequential loops more than one effect runs in."""
         self.root = _Block(None, None, 0)
         self.stack: list[_Block] = [self.root]
@@ -137,6 +138,10 @@ class _Linearizer:
         self.early: dict[UOp, list[UOp]] = {}
         self.version: dict[UOp, UOp] = {}
         """The last effect emitted on each written buffer."""
+        self.loads: dict[UOp, list[UOp]] = {}
+        """The loads of each memory the kernel reads and writes emitted since its last effect."""
+        self.reading: dict[UOp, list[tuple[UOp, _Block]]] = {}
+        """The memoised values read from each written memory since its last effect (``state``)."""
         self.stale: set[UOp] = set()
         """Loads emitted before the last effect on their buffer: the same load after it reads again, through
         the buffer ``AFTER`` that effect."""
@@ -196,13 +201,13 @@ class _Linearizer:
     def place(self, node: UOp) -> _Block:
         """The block ``node`` is computed in: the innermost among its ranges' loops, not outside an open IF;
         a load of memory this kernel writes goes in the innermost block."""
+        if self.reads_written(node):
+            return self.stack[-1]
         deepest = self.root
         for r in self.scopes[node]:
             block = self.binding(r)
             if block.depth > deepest.depth:
                 deepest = block
-        if self.reads_written(node):
-            return self.stack[-1]
         for block in reversed(self.stack):
             if block.depth <= deepest.depth:
                 break
@@ -231,13 +236,13 @@ class _Linearizer:
                 todo.pop()
                 continue
             if u.op is Ops.RANGE:
-                self.memo[(u, block)] = self.binding(u).scope  # type: ignore[assignment]
+                self.remember((u, block), self.binding(u).scope)  # type: ignore[arg-type]
                 todo.pop()
                 continue
             if u.op is Ops.REDUCE:
                 earlier = next((b for b in reversed(self.stack[:block.depth]) if (u, b) in self.memo), None)
                 if earlier is not None:  # computed before an IF that encloses this use (``shared_across_gates``)
-                    self.memo[(u, block)] = self.memo[(u, earlier)]
+                    self.remember((u, block), self.memo[(u, earlier)])
                 else:
                     self.reduce_group(u, block)
                 todo.pop()
@@ -248,14 +253,14 @@ class _Linearizer:
                     todo.append(reduction)
                     continue
                 todo.pop()
-                self.memo[(u, block)] = self.memo[(reduction, self.place(reduction))]
+                self.remember((u, block), self.memo[(reduction, self.place(reduction))])
                 continue
             missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
             if missing:
                 todo.extend(reversed(missing))
                 continue
             todo.pop()
-            self.memo[(u, block)] = self.build(u, block)
+            self.remember((u, block), self.build(u, block))
         return self.memo[(node, self.place(node))]
 
     def build(self, u: UOp, block: _Block) -> UOp:
@@ -284,7 +289,15 @@ class _Linearizer:
             return value
         block.add(value)
         self.emitted[value] = block
+        if value.op is Ops.LOAD and memory_of(value.src[0].src[0]) in self.read_and_written:
+            self.loads.setdefault(memory_of(value.src[0].src[0]), []).append(value)
         return value
+
+    def remember(self, key: tuple[UOp, _Block], value: UOp) -> None:
+        """Memoise ``key``'s emitted value, noting the written memory it was read from (``state``)."""
+        self.memo[key] = value
+        for memory in self.state(key[0]):
+            self.reading.setdefault(memory, []).append(key)
 
     # ---- accesses with a record ------------------------------------------------------------------------
 
@@ -341,7 +354,7 @@ class _Linearizer:
             for m, reg, update in zip(members, registers, updates, strict=True):
                 result = UOp(Ops.AFTER, m.dtype, (reg, update))
                 block.add(result)
-                self.memo[(m, block)] = result
+                self.remember((m, block), result)
 
     def inner_reductions(self, reduction: UOp) -> frozenset[UOp]:
         """The reductions ``reduction``'s body computes from (none, for a register tile's outputs)."""
@@ -413,9 +426,9 @@ class _Linearizer:
         memory = target.src[0]
         self.version[memory] = emitted
         if memory in self.read_and_written:
-            self.stale.update(u for u in self.emitted if u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory)
-            for stale in [k for k in self.memo if memory in self.state(k[0])]:
-                del self.memo[stale]  # values read from the memory just written are computed again
+            self.stale.update(self.loads.pop(memory, ()))
+            for stale in self.reading.pop(memory, ()):
+                self.memo.pop(stale, None)  # values read from the memory just written are computed again
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
