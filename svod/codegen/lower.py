@@ -206,8 +206,8 @@ the Xeon measured), so the block stays there while every row of the output passe
 the rows of ``a`` (matmul 2048: 209 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126
 against 94)."""
 BLOCK_MIN_ROWS = 512
-"""The fewest rows of output (times batches) that repay copying ``b``: an MLP's 256-row layer over a 4 MiB
-``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
+"""The fewest rows of output (times batches) that repay copying ``b`` where its rows alias: an MLP's 256-row
+layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
 BLOCK_WIDTHS = (256, 128)
 """The widths a block of columns may take, widest first: multiples of every register tile's row."""
 BLOCK_DEPTH = 512
@@ -215,9 +215,6 @@ BLOCK_DEPTH = 512
 length, and a row of ``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns.
 matmul 2048: 73 -> 52 ms; float64 1024: 16.9 -> 13.5; NPBench's gemm (2500x2750x3000 float64, blocks of
 500): 1.43 s -> 0.32."""
-BLOCK_MIN_DEPTH = 64
-"""The fewest turns a block of a sum may take (its length's divisors decide): each block loads and stores
-its outputs once."""
 
 
 def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
@@ -255,23 +252,23 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
     outputs = live_ranges(sink)[store]
     if not outputs or any(r.arg[1] is not AxisKind.GLOBAL or r.src[0].op is not Ops.CONST for r in outputs):
         return None
-    work = math.prod(int(r.src[0].arg) for r in outputs) * int(k.src[0].arg)
     written = written_memory(effects)
     loads = [u for u in reduces[0].src[0].toposort() if u.op is Ops.LOAD]
     if any(memory_of(u.src[0].src[0]) in written for u in loads):
         return None  # the sum reads what the kernel writes: its blocks would read it in another order
     for load in loads:
-        found = _blockable(load, k, outputs, written, work)
+        found = _blockable(load, k, outputs, written)
         if found is None:
             continue
+        rows = math.prod(int(r.src[0].arg) for r in outputs) // int(found[0].src[0].arg)
         if found[-1] < int(k.src[0].arg) and store.src[1] is not reduces[0]:
-            return _summed_first(sink, load, k, found, nested(outputs))
-        return _blocked(sink, load, k, *found)
+            return _summed_first(sink, load, k, found, nested(outputs), rows)
+        return _blocked(sink, load, k, *found, rows)
     return None
 
 
-def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int],
-                  outputs: tuple[UOp, ...]) -> tuple[UOp, ...]:
+def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: tuple[UOp, ...],
+                  rows: int) -> tuple[UOp, ...]:
     """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
     scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
     store = next(e for e in sink.src if e.op is Ops.STORE)
@@ -284,14 +281,13 @@ def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int]
     name = kernel_label(sink)
     summed = UOp.sink(sums[flat].store(reduce), *params, name=f"{name}_sum")
     stored = UOp.sink(substitute(store, {reduce: sums[flat].load()}), *params, sums, name=f"{name}_store")
-    return (*_blocked(summed, load, k, *found), stored)
+    return (*_blocked(summed, load, k, *found, rows), stored)
 
 
-def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
-               work: int) -> tuple[UOp, int, int, int] | None:
+def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp]) -> tuple[UOp, int, int, int] | None:
     """``load``'s column range ``j``, its row stride ``s``, the block width and the block depth (turns of
-    ``k``), where ``_blocked`` applies. A sum longer than ``BLOCK_DEPTH`` is blocked by a divisor of its
-    length, where one is at least ``BLOCK_MIN_DEPTH``."""
+    ``k``), where ``_blocked`` applies: a sum longer than ``BLOCK_DEPTH`` in blocks as even as there can
+    be, the last one shorter where they do not divide it."""
     index, param = load.src[0], load.src[0].src[0]
     if len(index.src) != 2 or param.op is not Ops.PARAM or param in written or param_size(param).op is not Ops.CONST:
         return None
@@ -302,20 +298,22 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
             or any(k in m or j in m or c % stride for m, c in poly.terms.items() if m not in ((k,), (j,))):
         return None
     columns, depth = int(j.src[0].arg), int(k.src[0].arg)
-    if depth * columns * itemsize <= BLOCK_BYTES or work // (columns * depth) < BLOCK_MIN_ROWS:
-        return None  # b stays in L2 as it is, or too few rows of output read it to repay the copy
-    deep = next((d for d in range(BLOCK_DEPTH, BLOCK_MIN_DEPTH - 1, -1) if depth % d == 0), depth) \
-        if depth > BLOCK_DEPTH else depth
+    if depth * columns * itemsize <= BLOCK_BYTES:
+        return None  # b stays in L2 as it is
+    deep = -(-depth // -(-depth // BLOCK_DEPTH))
     width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= BLOCK_BYTES), None)
     return None if width is None else (j, stride, width, deep)
 
 
-def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep: int) -> tuple[UOp, ...]:
+def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep: int,
+             rows: int) -> tuple[UOp, ...]:
+    """The blocked kernel (``block_matmul``), after a copy of ``b`` where its rows alias and ``rows`` rows of
+    output repay the copy."""
     b = load.src[0].src[0]
     params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
     name = kernel_label(sink)
     copy: tuple[UOp, ...] = ()
-    if stride * pointee(b).itemsize % 4096 == 0:  # rows that alias in the cache: read a copy with longer rows
+    if stride * pointee(b).itemsize % 4096 == 0 and rows >= BLOCK_MIN_ROWS:  # rows alias: copy to longer rows
         pitch, rows = stride + 64 // pointee(b).itemsize, int(param_size(b).arg) // stride
         scratch = UOp.param(params[-1].arg + 1, pointee(b), rows * pitch)
         row, column = UOp.range(rows, 0, AxisKind.GLOBAL), UOp.range(stride, 1, AxisKind.GLOBAL)
@@ -347,8 +345,10 @@ def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
     the loop over column blocks): each block continues the sum stored by the block before (``CONTINUED``),
     so each product is still added in order, and the result is the same bits."""
     store = next(e for e in sink.src if e.op is Ops.STORE)
-    depth = UOp.range(int(k.src[0].arg) // deep, 1, AxisKind.LOOP)
-    turn = UOp.range(deep, k.arg[0] + 2, AxisKind.REDUCE)
+    length = int(k.src[0].arg)
+    depth = UOp.range(-(-length // deep), 1, AxisKind.LOOP)
+    turns: int | UOp = deep if length % deep == 0 else (length - depth * deep).minimum(deep)
+    turn = UOp.range(turns, k.arg[0] + 2, AxisKind.REDUCE)
     reduce = store.src[1]
     partial = substitute(reduce.src[0], {k: depth * deep + turn}).reduce(turn, op=reduce.arg)
     before = (depth < 1).where(UOp.const(reduce.dtype, -0.0), store.src[0].load())

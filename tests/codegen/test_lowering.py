@@ -816,8 +816,9 @@ def test_rows_that_do_not_alias_are_blocked_where_they_are():
 
 
 def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
-    """float64 over 1536 turns: no 128 columns of ``b`` fit 1 MiB. Blocks of 256 columns by 512 turns, the
-    turns a loop inside the columns' loop; each block's sum starts from what the one before stored."""
+    """float64 over 1536 turns: blocks of 256 columns by 512 turns, the turns a loop inside the columns'
+    loop; each block's sum starts from what the one before stored. Blocks of a prime length are as even
+    as they can be, the last one shorter."""
     (blocked,) = block_matmul(_big_matmul(512, 520, 1536, dtypes.float64))
     stores = [e for e in blocked.src if e.op is Ops.STORE]
     assert len(stores) == 2  # 2 blocks of 256 columns and the 8 past them
@@ -828,7 +829,9 @@ def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
     for store in stores:
         continued = store.src[1]
         assert continued.op is Ops.ADD and continued.arg == CONTINUED and continued.src[1].op is Ops.REDUCE
-    assert block_matmul(_big_matmul(512, 520, 1531, dtypes.float64)) is None  # 1531 turns: a prime
+    (prime,) = block_matmul(_big_matmul(512, 520, 1531, dtypes.float64))  # 1531 turns: 511, 511 and 509
+    turns = next(u for u in prime.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE)
+    assert (turns.src[0].vmin, turns.src[0].vmax) == (509, 511)
 
 
 def _gemm(m, n, depth, name="gemm"):
@@ -841,41 +844,40 @@ def _gemm(m, n, depth, name="gemm"):
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(monkeypatch, compiler):
+@pytest.mark.parametrize("rows", [512, 37])
+def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(monkeypatch, compiler, rows):
     """The sums of a gemm go to a scratch buffer, continued block by block, and a last stage computes
     ``1.5 * sum + 1.2 * c`` from them: the bits of the kernel unblocked, and numpy's answer."""
     device = open_device(compiler)
-    ast = _gemm(512, 520, 1536)
+    ast = _gemm(rows, 520, 1536)
     summed, stored = device.renderer.stages(ast)
     scratch = max((u for u in summed.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
-    assert scratch.arg == 3 and scratch.dtype.size == 512 * 520
+    assert scratch.arg == 3 and scratch.dtype.size == rows * 520
     assert not any(u.op is Ops.REDUCE for u in stored.toposort())
     rng = np.random.default_rng(5)
-    a, b, c = rng.standard_normal((512, 1536)), rng.standard_normal((1536, 520)), rng.standard_normal((512, 520))
+    a, b, c = rng.standard_normal((rows, 1536)), rng.standard_normal((1536, 520)), rng.standard_normal((rows, 520))
     blocked = c.copy()
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, 1.5 * a @ b + 1.2 * c, rtol=1e-12, atol=1e-12)
-    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_MIN_ROWS", 1 << 30)
-    plain = _gemm(512, 520, 1536, name="gemm_unblocked")
+    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_BYTES", 1 << 62)  # every b fits
+    plain = _gemm(rows, 520, 1536, name="gemm_unblocked")
     assert device.renderer.stages(plain) == (plain,)
     unblocked = c.copy()
     svod.run(plain, [unblocked, a, b], device=device)
     np.testing.assert_array_equal(blocked, unblocked)
 
 
-@pytest.mark.parametrize(("shape", "why"), [
-    ((512, 512, 512), "b of 1 MiB stays in L2"),
-    ((256, 1024, 1024), "256 rows do not repay the copy"),
-])
-def test_a_matmul_is_not_blocked_where_it_would_not_pay(shape, why):
-    assert block_matmul(_big_matmul(*shape)) is None, why
+def test_a_matmul_is_not_blocked_where_it_would_not_pay():
+    assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
     assert block_matmul(_big_matmul(512, 1024, 1024, transposed=True)) is None  # b's rows are its columns
+    (blocked,) = block_matmul(_big_matmul(256, 1024, 1024))  # 256 rows do not repay a copy of b; blocks do
+    assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize(("dtype", "batch", "columns", "pitch", "depth"), [
     (dtypes.float32, 1, 1024, 1024, 1024), (dtypes.float64, 2, 1024, 1024, 512), (dtypes.float32, 1, 1024, 1040, 1024),
-    (dtypes.float32, 1, 1000, 1000, 1024), (dtypes.float64, 1, 520, 520, 1536), (dtypes.float32, 1, 1031, 1031, 2100)])
+    (dtypes.float32, 1, 1000, 1000, 1024), (dtypes.float64, 1, 520, 520, 1531), (dtypes.float32, 1, 1031, 1031, 2100)])
 def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, columns, pitch,
                                                               depth):
     """Blocks and the packed copy move ``b``, and blocks of the sum continue it, not change its order: the
@@ -889,7 +891,7 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     blocked = np.full((batch, 512, columns), np.nan, dtype.numpy)  # a continued sum's first block reads none of it
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
-    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_MIN_ROWS", 1 << 30)
+    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_BYTES", 1 << 62)  # every b fits
     plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
     assert device.renderer.stages(plain) == (plain,)
     unblocked = np.zeros_like(blocked)
