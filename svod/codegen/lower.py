@@ -179,7 +179,8 @@ def speculate_gated_loads(sink: UOp) -> UOp:
 
     Such a load always reads inside the buffer (binding checks it holds the constant size), and without a
     branch per access, a CPU vectorises the lanes of a register tile: a padded convolution's edge test
-    becomes a masked gather instead of sixteen branches. Where the gate fails, the value read (element 0,
+    becomes a masked gather instead of sixteen branches. On a GPU, a masked tile's loads no longer diverge
+    (and PoCL vectorises the work items of a group again). Where the gate fails, the value read (element 0,
     which another kernel may be writing) is discarded; LLVM gives a racing plain load an undefined value,
     not undefined behaviour. A checked access (``CHECKED``) keeps its run-time test.
     """

@@ -16,6 +16,7 @@ a renderer spells. This module is the one place the order lives.
              reduce_per_item                        (local memory is ordinary memory, the loops fit)
              share_reductions
              to_gpu_indices ─ split_reductions      (the split only where a work item's loops do not fit)
+         ─ speculate_gated_loads
 
 A pass returns the kernel it made, or None where it does not apply (the kernel goes on unchanged); a check
 refuses a kernel or lets it through unchanged; in a ``FirstOf``, the first alternative that applies is
@@ -230,12 +231,14 @@ GPU: tuple[Step, ...] = (
             )),
         )),
     )),
+    Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
 """A GPU: a matmul's operands staged in local memory where that is storage of its own; else several
 outputs of a reduction per work item and, where that applies, a row's reductions shared by a work group,
 or computed once by each work item where local memory is ordinary memory and the device lets one work
 item's loops come round that often; each GLOBAL range left a launch dimension, its reductions split into
-partials that share a loop where that keeps a work item's loops within the device's limit."""
+partials that share a loop where that keeps a work item's loops within the device's limit; and gated loads
+made branch-free, as on a CPU (a masked tile's loads: CL:0 matmul_odd 130 -> 51 ms)."""
 
 BACK: tuple[Step, ...] = (
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),

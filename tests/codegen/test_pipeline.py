@@ -48,7 +48,7 @@ def test_each_target_has_one_ordered_list_of_passes():
         "keep_params"]
     assert _names(pipeline.passes(_target(gpu=True))) == [
         *FRONT, "tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions", "to_gpu_indices",
-        "simplify", "keep_params"]
+        "speculate_gated_loads", "simplify", "keep_params"]
 
 
 def _matmul(n: int = 32):
@@ -97,7 +97,7 @@ def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
     gpu = device != "CPU"
     assert passes == [*([] if gpu else ["block_matmul"]), "split_reduction", *FRONT,
                       *(["tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions",
-                         "to_gpu_indices"] if gpu else
+                         "to_gpu_indices", "speculate_gated_loads"] if gpu else
                         ["tile_for_cpu", "split_for_threads", "privatize_atomics", "speculate_gated_loads"]),
                       "simplify", "keep_params", *LINEAR]
     assert f"svod: pass guard_accesses on twice for {device}" in done.stderr
