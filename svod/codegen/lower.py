@@ -754,7 +754,7 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
     effects, edge_effects = [], []
     for effect in sink.src:
-        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked) \
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, strided=masked) \
             if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
@@ -905,14 +905,18 @@ def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None
 
 
 def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]], widths: tuple[int, ...],
-                  edges: bool = False) -> tuple[UOp, int] | None:
+                  edges: bool = False, strided: bool = False) -> tuple[UOp, int] | None:
     """An output range the reduction's loads read at unit stride, and the widest ``W`` of ``widths`` that
-    divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest value, if
-    symbolic), the rest left to an edge store (``_split``)."""
+    divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest
+    value, if symbolic), the rest left to an edge store (``_split``). With ``strided``, failing a range read at
+    unit stride, one that some loads do not depend on: each of those then serves ``W`` outputs (attention's
+    scores, ``q[i, d] * k[j, d]``, on a GPU)."""
     loads = _reduction_loads(store)
-    for j in _upcastable(store, live, edges=edges) if loads else []:
-        if not any(_unit_stride(load.src[0].src[1], j) for load in loads):
-            continue
+    ranges = _upcastable(store, live, edges=edges) if loads else []
+    candidates = [j for j in ranges if any(_unit_stride(load.src[0].src[1], j) for load in loads)]
+    if strided and not candidates:
+        candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
+    for j in candidates:
         end = j.src[0]
         width = next((w for w in widths if end.op is Ops.CONST and int(end.arg) % w == 0
                       and int(end.arg) > w), None)
@@ -930,7 +934,8 @@ def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: i
     each vector load then serves every row of the tile, and only the loads that differ by row are repeated
     (a matmul's ``a[i, r]``, one broadcast per row)."""
     loads = _reduction_loads(store)
-    vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)]
+    vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)] or \
+        [load for load in loads if upcast in load.toposort()]  # a strided tile's (``_upcast_range``)
     for r in _upcastable(store, live, upcast, edges):
         end = r.src[0]
         tiles = (end.op is Ops.CONST and int(end.arg) % rows == 0) or edges

@@ -140,6 +140,20 @@ def test_matmul_at_odd_sizes(compiled_device, n):
     _matmul_matches_numpy(compiled_device, n, n, n)
 
 
+@pytest.mark.parametrize(("length", "width"), [(1, 1), (17, 5), (64, 64), (67, 3)])
+def test_sums_read_at_no_unit_stride_match_numpy(compiled_device, length, width):
+    """Attention's scores, ``q @ k.T``: tiled on a GPU by the loads each output shares, masked past the end."""
+    k = KernelBuilder("scores")
+    out, q, key = (k.buffer(dtypes.float32, shape) for shape in ((length, length), (length, width), (length, width)))
+    i, j, d = k.range(length), k.range(length), k.range(width, AxisKind.REDUCE)
+    k.store(out[i, j], (q[i, d] * key[j, d]).reduce(d))
+    rng = np.random.default_rng(length + width)
+    q_np, k_np = (rng.standard_normal((length, width)).astype(np.float32) for _ in range(2))
+    out_np = np.full((length, length), np.nan, np.float32)
+    svod.run(k.build(), [out_np, q_np, k_np], device=compiled_device)
+    np.testing.assert_allclose(out_np, q_np.astype(np.float64) @ k_np.T, rtol=1e-4, atol=1e-4 * np.sqrt(width))
+
+
 @pytest.mark.parametrize("registers", [16, 32])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_cpu_register_tiles_for_avx2_and_avx512_compute_the_same(monkeypatch, compiler, registers):

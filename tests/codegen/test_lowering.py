@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -302,6 +303,26 @@ def test_masked_tiles_cover_an_odd_matmul_without_edge_stores():
     a_loads = {u for u in tiled.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg == 1}
     assert len(a_loads) == 4 * 1  # one per row of the tile (each over the tile's k), shared by its 16 columns
     assert upcast_reductions(_matmul(64), masked=True) is upcast_reductions(_matmul(64))
+
+
+def _scores(length: int, width: int):
+    """Attention's scores, ``q[i, d] * k[j, d]``: no output range read at unit stride."""
+    k = KernelBuilder("scores")
+    out, q, key = k.buffer(dtypes.float32, (length, length)), *(k.buffer(dtypes.float32, (length, width)) for _ in "qk")
+    i, j, d = k.range(length), k.range(length), k.range(width, AxisKind.REDUCE)
+    k.store(out[i, j], (q[i, d] * key[j, d]).reduce(d))
+    return k.build()
+
+
+def test_a_gpu_tiles_a_sum_read_at_no_unit_stride_by_the_loads_it_shares():
+    """On a GPU (``masked``), a tile of 16 ``j`` by 4 ``i`` shares each ``q[i, d]`` among 16 outputs and each
+    ``k[j, d]`` among 4, where no output is read at unit stride; a CPU, which tiles for vector loads,
+    leaves it alone."""
+    tiled = upcast_reductions(_scores(64, 8), masked=True)
+    assert len([u for u in tiled.src if u.op is Ops.STORE]) == 16 * 4
+    loads = Counter(u.src[0].src[0].arg for u in tiled.toposort() if u.op is Ops.LOAD)
+    assert loads == {1: 4, 2: 16}
+    assert upcast_reductions(_scores(64, 8), edges=True) is upcast_reductions(_scores(64, 8))
 
 
 def _odd_matmul(dtype, shape, transposed, batch):
