@@ -891,6 +891,47 @@ def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(m
     np.testing.assert_array_equal(blocked, unblocked)
 
 
+def _transposed_matmul(m, n, depth, dtype=dtypes.float32, a_t=False, b_t=True):
+    """``out = a @ b`` with ``a`` stored as ``a.T`` and ``b`` as ``b.T`` where asked."""
+    k = KernelBuilder("mm_t")
+    out = k.buffer(dtype, (m, n))
+    a, b = k.buffer(dtype, (depth, m) if a_t else (m, depth)), k.buffer(dtype, (n, depth) if b_t else (depth, n))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], ((a[r, i] if a_t else a[i, r]) * (b[j, r] if b_t else b[r, j])).reduce(r))
+    return k.build()
+
+
+def test_transposed_operands_are_copied_to_the_layout_a_tile_reads():
+    """``b[j, r]`` is copied as ``b.T`` (rows of 40 float32 padded to 48) and ``a[r, i]`` as ``a.T``; the
+    kernel reads the copies at unit stride along ``j`` and ``r``. With fewer than 8 rows, nothing is
+    copied."""
+    b_t, kernel = block_matmul(_transposed_matmul(40, 40, 24))
+    scratch = max((u for u in b_t.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert (scratch.arg, scratch.dtype.size) == (3, 24 * 48)
+    assert {u.src[0].src[0].arg for u in kernel.toposort() if u.op is Ops.LOAD} == {1, 3}
+    copies = block_matmul(_transposed_matmul(40, 48, 24, a_t=True, b_t=True))
+    assert [s.arg for s in copies] == ["mm_t_transpose", "mm_t_transposed_transpose", "mm_t_transposed_transposed"]
+    assert {u.src[0].src[0].arg for u in copies[-1].toposort() if u.op is Ops.LOAD} == {3, 4}
+    assert block_matmul(_transposed_matmul(7, 48, 24)) is None
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize(("a_t", "b_t"), [(False, True), (True, False), (True, True)],
+                         ids=["a@b.T", "a.T@b", "a.T@b.T"])
+def test_transposed_matmuls_match_numpy(compiled_device, dtype, a_t, b_t):
+    """Sizes the copy's squares of 16 divide and do not, the tiles' widths ± 1, primes, and 1."""
+    if dtype not in compiled_device.caps.element_dtypes:
+        pytest.skip(f"{compiled_device.name} holds no {dtype.name} (a WebGPU buffer cannot)")
+    for m, n, depth in [(8, 1, 1), (37, 31, 29), (64, 48, 16), (33, 65, 17)]:
+        rng = np.random.default_rng(m * n + depth)
+        a = rng.standard_normal((m, depth)).astype(dtype.numpy)
+        b = rng.standard_normal((depth, n)).astype(dtype.numpy)
+        out = np.full((m, n), np.nan, dtype.numpy)
+        args = [out, np.ascontiguousarray(a.T) if a_t else a, np.ascontiguousarray(b.T) if b_t else b]
+        svod.run(_transposed_matmul(m, n, depth, dtype, a_t, b_t), args, device=compiled_device)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
+
+
 def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
     assert block_matmul(_big_matmul(512, 1024, 1024, transposed=True)) is None  # b's rows are its columns
