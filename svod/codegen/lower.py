@@ -280,6 +280,13 @@ TRANSPOSE_TILE = 16
 cache line at a time while the square stays in L1."""
 
 
+def _pitch(count: int, itemsize: int) -> int:
+    """The elements between rows of ``count`` elements in a copy whose rows each start a cache line and
+    lie no multiple of 4 KiB apart (such rows map to a sixteenth of the cache's sets or fewer)."""
+    line = -(-count * itemsize // 64) * 64
+    return (line + 64 if line % 4096 == 0 else line) // itemsize
+
+
 def _transpose_order(columns: int, depth: int) -> tuple[UOp, UOp]:
     """The column and the row of a transposed copy: squares of ``TRANSPOSE_TILE`` where it divides both,
     the squares the parallel range and the loop inside them along the copy's rows (contiguous writes);
@@ -342,8 +349,7 @@ def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp
     starting cache lines, none 4 KiB apart), and ``sink`` reading the copy."""
     memory = load.src[0].src[0]
     itemsize, count = pointee(memory).itemsize, int(inner.src[0].arg)
-    pitch = -(-count * itemsize // 64) * 64
-    pitch = (pitch + 64 if pitch % 4096 == 0 else pitch) // itemsize
+    pitch = _pitch(count, itemsize)
     params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
     scratch = UOp.param(params[-1].arg + 1, pointee(memory), int(outer.src[0].arg) * pitch)
     column, row = _transpose_order(count, int(outer.src[0].arg))
@@ -402,8 +408,7 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep
     name = kernel_label(sink)
     copy: tuple[UOp, ...] = ()
     itemsize = pointee(b).itemsize
-    pitch = -(-stride * itemsize // 64) * 64  # each row of the copy starts a cache line, and none 4 KiB apart
-    pitch = (pitch + 64 if pitch % 4096 == 0 else pitch) // itemsize
+    pitch = _pitch(stride, itemsize)
     if pitch != stride and rows >= BLOCK_MIN_ROWS:
         b_rows = int(param_size(b).arg) // stride
         scratch = UOp.param(params[-1].arg + 1, pointee(b), b_rows * pitch)
