@@ -287,15 +287,15 @@ def _pitch(count: int, itemsize: int) -> int:
     return (line + 64 if line % 4096 == 0 else line) // itemsize
 
 
-def _transpose_order(columns: int, depth: int) -> tuple[UOp, UOp]:
-    """The column and the row of a transposed copy: squares of ``TRANSPOSE_TILE`` where it divides both,
-    the squares the parallel range and the loop inside them along the copy's rows (contiguous writes);
-    else rows along the source's (contiguous reads)."""
+def _transpose_order(columns: int, depth: int, axis: int) -> tuple[UOp, UOp]:
+    """The column and the row of a transposed copy, on ranges from ``axis`` on: squares of
+    ``TRANSPOSE_TILE`` where it divides both, the loop inside a square along the copy's rows (contiguous
+    writes); else rows along the source's (contiguous reads)."""
     t = TRANSPOSE_TILE
     if columns % t or depth % t:
-        return UOp.range(columns, 0, AxisKind.GLOBAL), UOp.range(depth, 1, AxisKind.GLOBAL)
-    squares, across = UOp.range(columns // t, 0, AxisKind.GLOBAL), UOp.range(depth // t, 1, AxisKind.GLOBAL)
-    inner_row, inner_column = UOp.range(t, 2, AxisKind.GLOBAL), UOp.range(t, 3, AxisKind.GLOBAL)
+        return UOp.range(columns, axis, AxisKind.GLOBAL), UOp.range(depth, axis + 1, AxisKind.GLOBAL)
+    squares, across = UOp.range(columns // t, axis, AxisKind.GLOBAL), UOp.range(depth // t, axis + 1, AxisKind.GLOBAL)
+    inner_row, inner_column = UOp.range(t, axis + 2, AxisKind.GLOBAL), UOp.range(t, axis + 3, AxisKind.GLOBAL)
     return squares * t + inner_column, across * t + inner_row
 
 
@@ -333,32 +333,49 @@ def _transposed(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) ->
 
 def _operand(load: UOp, k: UOp, outputs: frozenset[UOp]) -> tuple[UOp, Poly] | None:
     """The output range a load of a matmul's operand reads with ``k``, and its index, where it is
-    ``x * s + k * t + offset`` (``s``, ``t`` positive) into a buffer of constant size."""
+    ``x * s + k * t + offset`` (``s``, ``t`` positive; ``x`` the output range of the least stride) plus
+    batches (output ranges times positive strides) into a buffer of constant size."""
     index, memory = load.src[0], load.src[0].src[0]
     if len(index.src) != 2 or memory.op is not Ops.PARAM or param_size(memory).op is not Ops.CONST:
         return None
     poly = to_poly(index.src[1])
-    x = next((r for r in outputs if (r,) in poly.terms), None)
-    if x is None or poly.terms.keys() - {(), (x,), (k,)} or poly.terms.get((k,), 0) <= 0 or poly.terms[(x,)] <= 0:
+    strided = [(m, c) for m, c in poly.terms.items() if m != ()]
+    if poly.terms.get((k,), 0) <= 0 or any(len(m) != 1 or c <= 0 or (m[0] is not k and m[0] not in outputs)
+                                           for m, c in strided):
         return None
-    return x, poly
+    reads = sorted((r for r in outputs if (r,) in poly.terms), key=lambda r: poly.terms[(r,)])
+    return (reads[0], poly) if reads else None
 
 
 def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp, UOp]:
-    """A stage copying ``load``'s buffer (at ``poly``) to a scratch buffer laid out ``[outer][inner]`` (rows
-    starting cache lines, none 4 KiB apart), and ``sink`` reading the copy."""
+    """A stage copying ``load``'s buffer (at ``poly``) to a scratch buffer laid out ``[batch][outer][inner]``
+    (rows starting cache lines, none 4 KiB apart), and ``sink`` reading the copy."""
     memory = load.src[0].src[0]
-    itemsize, count = pointee(memory).itemsize, int(inner.src[0].arg)
+    itemsize, count, rows = pointee(memory).itemsize, int(inner.src[0].arg), int(outer.src[0].arg)
     pitch = _pitch(count, itemsize)
+    batches = sorted((m[0] for m in poly.terms if m not in ((), (outer,), (inner,))),
+                     key=lambda h: (-poly.terms[(h,)], range_order(h)))  # the widest stride outermost
     params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
-    scratch = UOp.param(params[-1].arg + 1, pointee(memory), int(outer.src[0].arg) * pitch)
-    column, row = _transpose_order(count, int(outer.src[0].arg))
-    value = memory[row * poly.terms[(outer,)] + column * poly.terms[(inner,)] + poly.terms.get((), 0)].load()
+    size = math.prod(int(h.src[0].arg) for h in batches) * rows * pitch
+    scratch = UOp.param(params[-1].arg + 1, pointee(memory), size)
+    copied = [UOp.range(h.src[0], axis, AxisKind.GLOBAL) for axis, h in enumerate(batches)]
+    column, row = _transpose_order(count, rows, len(batches))
+    source = sum((h * poly.terms[(b,)] for h, b in zip(copied, batches, strict=True)), start=UOp.index_const(0))
+    value = memory[source + row * poly.terms[(outer,)] + column * poly.terms[(inner,)] + poly.terms.get((), 0)].load()
     name = kernel_label(sink)
-    copy = UOp.sink(scratch[row * pitch + column].store(value), *params, name=f"{name}_transpose")
-    reading = UOp.sink(*substitute(sink, {load: scratch[outer * pitch + inner].load()}).src, *params, scratch,
-                       name=f"{name}_transposed")
+    copy = UOp.sink(scratch[(_flat(copied) * rows + row) * pitch + column].store(value), *params,
+                    name=f"{name}_transpose")
+    at = (_flat(batches) * rows + outer) * pitch + inner
+    reading = UOp.sink(*substitute(sink, {load: scratch[at].load()}).src, *params, scratch, name=f"{name}_transposed")
     return copy, reading
+
+
+def _flat(ranges: list[UOp]) -> UOp:
+    """The index of a turn of ``ranges`` (outermost first) among all their turns."""
+    flat = UOp.index_const(0)
+    for r in ranges:
+        flat = flat * r.src[0] + r
+    return flat
 
 
 def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: tuple[UOp, ...],
