@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from svod.codegen.indexing import Poly, to_poly
 from svod.codegen.ranges import live_ranges, nested, range_order
@@ -370,7 +370,7 @@ def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp
     return copy, reading
 
 
-def _flat(ranges: list[UOp]) -> UOp:
+def _flat(ranges: Sequence[UOp]) -> UOp:
     """The index of a turn of ``ranges`` (outermost first) among all their turns."""
     flat = UOp.index_const(0)
     for r in ranges:
@@ -385,9 +385,7 @@ def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int]
     store = next(e for e in sink.src if e.op is Ops.STORE)
     reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
     params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
-    flat = UOp.index_const(0)
-    for r in outputs:
-        flat = flat * r.src[0] + r
+    flat = _flat(outputs)
     sums = UOp.param(params[-1].arg + 1, reduce.dtype, math.prod(int(r.src[0].arg) for r in outputs))
     name = kernel_label(sink)
     summed = UOp.sink(sums[flat].store(reduce), *params, name=f"{name}_sum")
