@@ -269,6 +269,8 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
         if found is None:
             continue
         rows = math.prod(int(r.src[0].arg) for r in outputs) // int(found[0].src[0].arg)
+        if rows < 2:
+            break  # one row reads each block once: blocks only reorder its pass (1x4096x4096: 2.3 -> 4.3 ms)
         if found[-1] < int(k.src[0].arg) and store.src[1] is not reduces[0]:
             return (*copied, *_summed_first(sink, load, k, found, nested(outputs), rows))
         return (*copied, *_blocked(sink, load, k, *found, rows))

@@ -934,6 +934,7 @@ def test_transposed_matmuls_match_numpy(compiled_device, dtype, a_t, b_t):
 
 def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
+    assert block_matmul(_big_matmul(1, 1024, 1024)) is None  # one row reads each block once
     copy, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
     assert copy.arg == "big_mm_transpose" and any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP
                                                   for u in blocked.toposort())  # copied as b.T, then blocked
