@@ -919,9 +919,13 @@ def test_transposed_operands_are_copied_to_the_layout_a_tile_reads():
 @pytest.mark.parametrize(("a_t", "b_t"), [(False, True), (True, False), (True, True)],
                          ids=["a@b.T", "a.T@b", "a.T@b.T"])
 def test_transposed_matmuls_match_numpy(compiled_device, dtype, a_t, b_t):
-    """Sizes the copy's squares of 16 divide and do not, the tiles' widths ± 1, primes, and 1."""
+    """Sizes the copy's squares of 16 divide and do not, the tiles' widths ± 1, primes, and 1; a device
+    that holds no such type (a WebGPU buffer and float64) refuses the kernel by name."""
     if dtype not in compiled_device.caps.element_dtypes:
-        pytest.skip(f"{compiled_device.name} holds no {dtype.name} (a WebGPU buffer cannot)")
+        with pytest.raises(GraphError, match=f"cannot hold buffer 0 of {dtype.name}") as raised:
+            svod.compile(_transposed_matmul(8, 1, 1, dtype, a_t, b_t), compiled_device)
+        assert raised.value.kernel == "mm_t"
+        return
     for m, n, depth in [(8, 1, 1), (37, 31, 29), (64, 48, 16), (33, 65, 17)]:
         rng = np.random.default_rng(m * n + depth)
         a = rng.standard_normal((m, depth)).astype(dtype.numpy)
