@@ -357,7 +357,7 @@ def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp
     pitch = _pitch(count, itemsize)
     batches = sorted((m[0] for m in poly.terms if m not in ((), (outer,), (inner,))),
                      key=lambda h: (-poly.terms[(h,)], range_order(h)))  # the widest stride outermost
-    params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+    params = _params(sink)
     size = math.prod(int(h.src[0].arg) for h in batches) * rows * pitch
     scratch = UOp.param(params[-1].arg + 1, pointee(memory), size)
     copied = [UOp.range(h.src[0], axis, AxisKind.GLOBAL) for axis, h in enumerate(batches)]
@@ -386,7 +386,7 @@ def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int]
     scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
     store = next(e for e in sink.src if e.op is Ops.STORE)
     reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
-    params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+    params = _params(sink)
     flat = _flat(outputs)
     sums = UOp.param(params[-1].arg + 1, reduce.dtype, math.prod(int(r.src[0].arg) for r in outputs))
     name = kernel_label(sink)
@@ -421,7 +421,7 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep
     """The blocked kernel (``block_matmul``), after a copy of ``b`` where its rows alias or do not start a
     cache line, and ``rows`` rows of output repay the copy."""
     b = load.src[0].src[0]
-    params = tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+    params = _params(sink)
     name = kernel_label(sink)
     copy: tuple[UOp, ...] = ()
     itemsize = pointee(b).itemsize
@@ -469,6 +469,12 @@ def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
     return substitute(sink, {store: store.src[0].store(total, *store.src[2:], depth)})
 
 
+def _params(sink: UOp) -> tuple[UOp, ...]:
+    """The buffers of ``sink`` by slot: every stage a pass makes of a kernel takes all of them, and a buffer
+    of the kernel's own takes the next slot."""
+    return tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+
+
 def _monomial(atoms: tuple[UOp, ...]) -> UOp:
     product = UOp.index_const(1)
     for atom in atoms:
@@ -508,7 +514,7 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
     if nested or any(red.src[1:] != (r,) or red.dtype != reduces[0].dtype for red in reduces) \
             or r.src[0].vmax < THREAD_MIN_WORK or any(live[red] for red in reduces):
         return None
-    params = tuple(sorted((u for u in topo if u.op is Ops.PARAM), key=lambda u: u.arg))
+    params = _params(sink)
     scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * partials)
     end = r.src[0]
     worker = UOp.range(partials, 1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), AxisKind.GLOBAL)
