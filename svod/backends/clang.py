@@ -61,6 +61,9 @@ def _flags(identity: str, avx512: bool) -> list[str]:
 
 
 class ClangCompiler(CompilerBase):
+    vector_lanes = False
+    """C has no portable vector types: a register tile's row is scalar copies, which the compiler vectorises."""
+
     def __init__(self) -> None:
         self.path = find_c_compiler()
         self.identity = _compiler_identity(self.path)

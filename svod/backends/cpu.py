@@ -204,6 +204,8 @@ class HostCompiler(Compiler, Protocol):
 
     @property
     def native_float16(self) -> bool: ...
+    @property
+    def vector_lanes(self) -> bool: ...
 
     def renderer(self, caps: DeviceCaps) -> KernelRenderer: ...
     def loader(self) -> RuntimeFactory: ...
@@ -219,7 +221,8 @@ def _compiler(name: str, host: Host) -> HostCompiler:
 
 def _caps(compiler: HostCompiler, host: Host) -> DeviceCaps:
     return DeviceCaps(host_memory=True, overlaps_on_host=True, threads=host.settings.threads,
-                      vector_registers=host_vector_registers(), native_float16=compiler.native_float16)
+                      vector_registers=host_vector_registers(), native_float16=compiler.native_float16,
+                      vector_lanes=compiler.vector_lanes)
 
 
 def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:

@@ -44,6 +44,8 @@ class LLVMCompiler(CompilerBase):
 
     native_float16 = True
     """LLVM lowers half arithmetic for every CPU it targets."""
+    vector_lanes = True
+    """The renderer spells a register tile's row as LLVM vectors (``Ops.LANE``)."""
 
     def __init__(self) -> None:
         self.cpu = llvm.get_host_cpu_name()

@@ -125,7 +125,7 @@ def _combine(update: UOp, computed: list[UOp], decompositor: PatternMatcher | No
     return place(update)
 
 
-_LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL)
+_LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL, Ops.LANE)
 
 
 def _with_leaves(body: list[UOp], consts: list[UOp]) -> tuple[UOp, ...]:

@@ -264,7 +264,7 @@ class _Linearizer:
         return self.memo[(node, self.place(node))]
 
     def build(self, u: UOp, block: _Block) -> UOp:
-        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM, Ops.DEFINE_LOCAL):
+        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM, Ops.DEFINE_LOCAL, Ops.LANE):
             if u not in self.leaves:
                 self.leaves[u] = None
             return u

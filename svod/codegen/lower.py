@@ -13,7 +13,7 @@ from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
-from svod.ir.ops import CONTINUED, EFFECTS, FUSED
+from svod.ir.ops import COMPARISON, CONTINUED, EFFECTS, FUSED
 from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "block_matmul", "decompose", "describe", "fuse_products",
@@ -845,7 +845,7 @@ ROW_WIDTHS = (32, *UPCAST_WIDTHS)
 
 
 def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None,
-                      masked: bool = False) -> UOp:
+                      masked: bool = False, lanes: bool = False) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -867,6 +867,12 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     With ``row_bytes``, a tile's row is the widest of ``ROW_WIDTHS`` that holds at most that many bytes of
     the store's type: a CPU's tile row is two vector registers, 32 float32 or 16 float64 with AVX-512 (32
     float64 took all 32 registers for the accumulators alone).
+
+    With ``lanes``, a row of ``W`` columns is one store over ``jo*W + LANE`` (``Ops.LANE`` of width ``W``),
+    which the renderer computes as vectors, where ``_lanes_fit`` finds every op of the store it reaches one a
+    renderer spells on vectors: ``rows`` stores where there were ``rows * W``, so that lowering, ordering and
+    the backend's optimiser each handle a tile's row once (matmul 1024: a 3,880-line kernel, whose 256 scalar
+    updates LLVM's SLP vectoriser regrouped into vectors).
     """
     live = live_ranges(sink)
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
@@ -882,7 +888,7 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             for column in _masked(effect, *target):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
-        columns, column_edge = _split(effect, *target, next(axes))
+        columns, column_edge = _split(effect, *target, next(axes), lanes and _lanes_fit(effect, target[0]))
         if row is None:
             effects.extend(columns)
             edge_effects.extend([column_edge] if column_edge is not None else [])
@@ -901,17 +907,53 @@ def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
     return tuple(w for w in ROW_WIDTHS if w * store.src[1].dtype.itemsize <= row_bytes)
 
 
-def _split(effect: UOp, r: UOp, width: int, axis: int) -> tuple[list[UOp], UOp | None]:
-    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``)
-    and, unless ``width`` divides a constant ``end``, one copy over the ``end % width`` indices left, on a
-    range of its own (axis ``axis``: never the same node as ``ro``, even where both ends are equal)."""
+def _split(effect: UOp, r: UOp, width: int, axis: int, lanes: bool = False) -> tuple[list[UOp], UOp | None]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``),
+    or with ``lanes`` one copy over ``ro*width + LANE``, and, unless ``width`` divides a constant ``end``, one
+    copy over the ``end % width`` indices left, on a range of its own (axis ``axis``: never the same node as
+    ``ro``, even where both ends are equal)."""
     end = r.src[0]
-    if end.op is Ops.CONST and int(end.arg) % width == 0:
-        return _unrolled(effect, r, width), None
     whole, left = (int(end.arg) // width, int(end.arg) % width) if end.op is Ops.CONST else (end // width, end % width)
-    outer, edge = UOp.range(whole, r.arg[0], r.arg[1]), UOp.range(left, axis, r.arg[1])
-    tiles = [_moved(effect, r, outer * width + c, outer) for c in range(width)]
+    outer = UOp.range(whole, r.arg[0], r.arg[1])
+    columns = [UOp(Ops.LANE, dtypes.index, (), width)] if lanes else [UOp.index_const(c) for c in range(width)]
+    tiles = [_moved(effect, r, outer * width + c, outer) for c in columns]
+    if isinstance(left, int) and left == 0:
+        return tiles, None
+    edge = UOp.range(left, axis, r.arg[1])
     return tiles, _moved(effect, r, edge + whole * width, edge)
+
+
+LANE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE,
+                      Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL,
+                      Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.MOD, Ops.CAST, Ops.INDEX, Ops.LOAD, Ops.STORE,
+                      Ops.REDUCE}) | COMPARISON
+"""The ops a store computed in lanes may apply to a value that depends on the lane (``_lanes_fit``)."""
+
+
+def _lanes_fit(store: UOp, r: UOp) -> bool:
+    """Whether ``store``, with its row of outputs along ``r`` in lanes, stays within what a renderer spells
+    on vectors: ``LANE_OPS`` on numbers (no bool or float16 in memory, no float16 at all, division only by
+    a constant other than 0 and -1), loads of buffers (gathers and gated loads too) whose bounds are proven
+    (a ``CHECKED`` access records its failure under a branch of its own), and the store itself at unit
+    stride along ``r``, proven, its gate (if any) the same for every lane."""
+    target = store.src[0]
+    if store.op is not Ops.STORE or target.arg is not None or not _unit_stride(target.src[1], r) \
+            or (len(target.src) == 3 and r in target.src[2].toposort()):
+        return False
+    laned = {r}
+    for u in store.toposort():
+        if u is r or not any(s in laned for s in u.src):
+            continue
+        laned.add(u)
+        if u.op not in LANE_OPS or u.dtype == dtypes.float16 or any(s.dtype == dtypes.float16 for s in u.src):
+            return False
+        if u.op in (Ops.IDIV, Ops.MOD) and (u.src[1].op is not Ops.CONST or u.src[1].arg in (0, -1)):
+            return False
+        if u.op is Ops.INDEX and (u.arg is not None or memory_of(u.src[0]).op is not Ops.PARAM):
+            return False
+        if (u.op is Ops.LOAD and u.dtype == dtypes.bool) or (u.op is Ops.STORE and u.src[1].dtype == dtypes.bool):
+            return False
+    return True
 
 
 def _masked(effect: UOp, r: UOp, width: int) -> list[UOp]:
@@ -949,11 +991,12 @@ def tile_row_bytes(vector_registers: int) -> int:
     return 128 if vector_registers >= 32 else 64
 
 
-def tile_for_cpu(sink: UOp, vector_registers: int) -> UOp:
+def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
     """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
-    ``vector_registers``), and MAX/MIN reductions split into independent partials
-    (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
-    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers))
+    ``vector_registers``, rows in ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split
+    into independent partials (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
+    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
+                              lanes=lanes)
     return split_reductions(tiled, EXTREMA)
 
 

@@ -209,7 +209,7 @@ FRONT: tuple[Step, ...] = (
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
 CPU: tuple[Step, ...] = (
-    Pass("tile_for_cpu", _rewrite(lambda sink, t: tile_for_cpu(sink, t.caps.vector_registers))),
+    Pass("tile_for_cpu", _rewrite(lambda sink, t: tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
     Pass("privatize_atomics", _rewrite(lambda sink, t: privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),

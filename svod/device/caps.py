@@ -64,6 +64,9 @@ class DeviceCaps:
     vector_registers: int = 16
     """The CPU's SIMD registers, which size its register tiles: 32 with AVX-512, 16 with AVX2 (and what
     svod assumes of other CPUs)."""
+    vector_lanes: bool = False
+    """Whether the renderer computes a value of ``W`` lanes (``Ops.LANE``) as one vector: a CPU register
+    tile's row is then one store, not ``W`` (LLVM IR's vector types; the C pair renders scalars)."""
     work_groups: WorkGroupLimits | None = None
     """Work-group limits, for devices that launch work items in groups."""
     local_memory: int = 0

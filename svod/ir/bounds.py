@@ -115,6 +115,8 @@ def compute_bounds(u: UOp, known: Callable[[UOp], Bounds]) -> Bounds:
         return _dtype_bounds(u)
     if op is Ops.DEFINE_VAR:
         return (u.arg[1], u.arg[2])
+    if op is Ops.LANE:
+        return (0, u.arg - 1)
     result: Bounds | None = None
     if op in (Ops.BIND, Ops.AFTER):
         result = known(u.src[0])

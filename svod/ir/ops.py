@@ -21,6 +21,11 @@ class Ops(Enum):
     ``dtype`` is ``base.ptr(size, local=True)``, ``arg`` its number. On a CPU, where a thread is a group of
     one, the private copy of the buffer that is its source (an array on the thread's stack). Made by
     lowering, not by users."""
+    LANE = auto()
+    """The lane of a vector computation: ``arg`` is its width ``W``, ``dtype`` index. Every value that
+    depends on it is ``W`` values at once, lane ``c`` being what the value is where LANE is ``c``: a register
+    tile's row of ``W`` outputs computed as one vector (``svod.codegen.lower.upcast_reductions``). Made by
+    lowering, for a renderer that spells vectors, not by users."""
     BARRIER = auto()
     """A SINK source, between effects: every work item of a group waits here until all have arrived, and
     then sees what the others stored to local memory before it. Made by GPU lowering, not by users."""

@@ -13,6 +13,12 @@ it knows ``b`` is never NaN (a NaN ``a`` comes out; the random-kernel property t
 integer conversions are ``llvm.fptosi.sat``/``fptoui.sat``: saturating, NaN to 0. A gated access is a
 branch around the load (joined by a phi with 0) or the store; atomics are ``atomicrmw`` for integers and
 float adds, and a compare-exchange loop on the bit pattern for float MAX/MIN.
+
+A value that depends on a ``LANE`` of width ``W`` (a register tile's row, ``svod.ir.ops.Ops.LANE``) is an
+LLVM vector of ``W`` elements (``lane_widths``); a scalar it meets is broadcast. Its loads are one vector load
+where the lanes read neighbouring elements, else a gather (masked by a gate that differs by lane), and its
+stores one vector store: lowering lanes only stores at unit stride (``svod.codegen.lower._lanes_fit``). An
+accumulator register of vectors is never the sole accumulator its loop reassociates.
 """
 
 from __future__ import annotations
@@ -153,6 +159,45 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
     return found
 
 
+def lane_widths(linear: tuple[UOp, ...]) -> tuple[dict[UOp, int], dict[UOp, int]]:
+    """How many lanes each instruction of more than one computes, and each accumulator register of more than
+    one holds: a LANE's width; an INDEX's from its offset and gate (not from its memory); a register's from
+    the values stored into it, and its loads hold as many. Registers are loaded before their first store in
+    order, so the walk repeats until nothing changes."""
+    widths: dict[UOp, int] = {}
+    registers: dict[UOp, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for u in linear:
+            if u.op is Ops.LANE:
+                width = int(u.arg)
+            elif u.op is Ops.INDEX:
+                width = max((widths.get(s, 1) for s in u.src[1:]), default=1)
+            elif u.op in (Ops.AFTER, Ops.END, Ops.RANGE, Ops.IF, Ops.DEFINE_REG):
+                continue
+            elif u.op is Ops.LOAD and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+                width = registers.get(memory_of(u.src[0].src[0]), 1)
+            else:
+                width = max((widths.get(s, 1) for s in u.src), default=1)
+            if u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+                register = memory_of(u.src[0].src[0])
+                width = max(width, registers.get(register, 1))  # its first value too, a scalar identity
+                if width > 1 and registers.get(register) != width:
+                    registers[register] = width
+                    changed = True
+            if width > 1 and widths.get(u) != width:
+                widths[u] = width
+                changed = True
+    return widths, registers
+
+
+def _contiguous(offset: UOp, lane: UOp) -> bool:
+    """Whether ``offset`` is ``lane`` plus terms without it: lane ``c`` reads the element ``c`` past lane 0's."""
+    terms = to_poly(offset).terms
+    return terms.get((lane,)) == 1 and not any(lane in atom.toposort() for m in terms if m != (lane,) for atom in m)
+
+
 def _constant(poly: Poly) -> int | None:
     """The polynomial's value if it is a constant."""
     if not poly.terms:
@@ -171,16 +216,23 @@ class _FunctionWriter:
         self.lines: list[str] = []
         self.declarations: set[str] = set()
         self.block = "entry"
-        sole = sole_accumulators(linear)
+        self.lanes, self.register_lanes = lane_widths(linear)
+        self.w = 1
+        """The lanes of the instruction being rendered."""
+        self.splats = 0
+        sole = {loop: update for loop, update in sole_accumulators(linear).items()
+                if update.src[0].src[0] not in self.register_lanes}
         self.sole_accumulators = {update.src[0].src[0] for update in sole.values()}
         self.tile_loops = {u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE and u not in sole}
         self.prefetched = strided_operands(linear, self.tile_loops)
+        self.contiguous: set[UOp] = set()
+        """The INDEXes of lanes that read or write neighbouring elements, named by lane 0's address."""
         self.open_loops: list[UOp] = []
         self.around_short_tiles: set[UOp] = set()
         self.tile_turns_inside: dict[UOp, int] = {}
         """Per tile loop, the steps of the tile loops nested in it per step of its own (a convolution's
         ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
-        self.accumulators = sum(1 for u in linear if u.op is Ops.DEFINE_REG)
+        self.accumulators = sum(self.register_lanes.get(u, 1) for u in linear if u.op is Ops.DEFINE_REG)
         self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
 
@@ -205,7 +257,10 @@ class _FunctionWriter:
             self.emit(f"%data{u.arg}.slot = getelementptr inbounds ptr, ptr %bufs, i64 {position}")
             self.emit(f"%data{u.arg} = load ptr, ptr %data{u.arg}.slot, align 8")
         for u in self.linear:
-            if u.op is Ops.DEFINE_REG:
+            if u.op is Ops.DEFINE_REG and u in self.register_lanes:
+                self.names[u] = f"%acc{u.arg}"
+                self.emit(f"%acc{u.arg} = alloca <{self.register_lanes[u]} x {memory_type(pointee(u))}>")
+            elif u.op is Ops.DEFINE_REG:
                 self.names[u] = f"%acc{u.arg}"
                 self.emit(f"%acc{u.arg} = alloca {memory_type(pointee(u))}, align 8")
             elif u.op is Ops.DEFINE_LOCAL and isinstance(u.dtype, PtrDType):  # a thread's private copy
@@ -240,13 +295,48 @@ class _FunctionWriter:
             return llvm_literal(node.arg, node.dtype)
         return self.names[node]
 
+    def arg(self, node: UOp) -> str:
+        """``node`` as an operand of the instruction being rendered: a scalar broadcast to its lanes."""
+        if self.w == 1 or node in self.lanes:
+            return self.operand(node)
+        if node.op is Ops.CONST:
+            return self.literal(node.arg, node.dtype)
+        self.splats += 1
+        name, element = f"%splat{self.splats}", llvm_type(node.dtype)
+        self.emit(f"{name}.one = insertelement <{self.w} x {element}> poison, {element} {self.operand(node)}, i64 0")
+        self.emit(f"{name} = shufflevector <{self.w} x {element}> {name}.one, <{self.w} x {element}> poison, "
+                  f"<{self.w} x i32> zeroinitializer")
+        return name
+
+    def ty(self, dtype: DType) -> str:
+        """The LLVM type of a ``dtype`` value in the lanes of the instruction being rendered."""
+        return llvm_type(dtype) if self.w == 1 else f"<{self.w} x {llvm_type(dtype)}>"
+
+    def literal(self, value: bool | int | float, dtype: DType) -> str:
+        if self.w == 1:
+            return llvm_literal(value, dtype)
+        element = f"{llvm_type(dtype)} {llvm_literal(value, dtype)}"
+        return "<" + ", ".join([element] * self.w) + ">"
+
+    def suffix(self, dtype: DType) -> str:
+        """An intrinsic's name for a ``dtype`` operand in the current lanes (``f32``, ``v32f32``)."""
+        scalar = _SUFFIX.get(llvm_type(dtype), llvm_type(dtype))
+        return scalar if self.w == 1 else f"v{self.w}{scalar}"
+
     def _node(self, node: UOp, out: str, index: int) -> None:
         op = node.op
         self._current = node
+        self.w = self.lanes.get(node, 1)
         if op is Ops.CONST:
             return
-        if op is Ops.AFTER:
+        if self.w > 1 and op not in _LANE_SPELLED:
+            raise GraphError(f"no LLVM vector spelling of {op.name}", stage="render", value=op)
+        if op is Ops.LANE:
+            self.names[node] = "<" + ", ".join(f"i64 {c}" for c in range(node.arg)) + ">"
+        elif op is Ops.AFTER:
             self.names[node] = self.operand(node.src[0])
+        elif op is Ops.INDEX and self.w > 1:
+            self._lane_index(node, out)
         elif op is Ops.INDEX:
             element = memory_type(pointee(node))
             self.emit(f"{out} = getelementptr inbounds {element}, ptr {self.operand(node.src[0])}, "
@@ -254,6 +344,8 @@ class _FunctionWriter:
             self.names[node] = out
             if node in self.prefetched:
                 self._prefetch(out, element, self.prefetched[node] * PREFETCH_STEPS)
+        elif op is Ops.LOAD and self.lanes.get(node.src[0], 1) > 1:
+            self._lane_load(node, out)
         elif op is Ops.LOAD:
             self._gated(node.src[0], out, lambda: self._load(node, out), node.dtype)
         elif op is Ops.STORE:
@@ -278,12 +370,57 @@ class _FunctionWriter:
             self._alu(node, out)
             self.names[node] = out
 
-    def _prefetch(self, address: str, element: str, ahead: int) -> None:
+    def _lane_index(self, node: UOp, out: str) -> None:
+        """An INDEX whose offset differs by lane: the address of lane 0 where the lanes are neighbouring
+        elements (a vector access), else a vector of addresses (a gather)."""
+        element = memory_type(pointee(node))
+        self.emit(f"{out}.lanes = getelementptr {element}, ptr {self.operand(node.src[0])}, "
+                  f"<{self.w} x i64> {self.arg(node.src[1])}")
+        lane = next((u for u in node.src[1].toposort() if u.op is Ops.LANE), None)
+        if lane is None or not _contiguous(node.src[1], lane):
+            self.names[node] = f"{out}.lanes"
+            return
+        self.contiguous.add(node)
+        self.emit(f"{out} = extractelement <{self.w} x ptr> {out}.lanes, i64 0")
+        self.names[node] = out
+        if node in self.prefetched:  # each cache line the lanes span
+            per_line = max(1, CACHE_LINE // pointee(node).itemsize)
+            for line, first in enumerate(range(0, self.w, per_line)):
+                self._prefetch(out, element, self.prefetched[node] * PREFETCH_STEPS + first, f".{line}")
+
+    def _lane_load(self, node: UOp, out: str) -> None:
+        """A load at an INDEX that differs by lane: where one gate holds for every lane, a branch around
+        it, as for a scalar; a gate that differs by lane masks a gather instead."""
+        index = node.src[0]
+        gate = index.src[2] if len(index.src) == 3 else None
+        if gate is not None and gate not in self.lanes:
+            self._gated(index, out, lambda: self._lanes_read(node, out, None), node.dtype)
+        else:
+            self._lanes_read(node, out, gate)
+
+    def _lanes_read(self, node: UOp, out: str, mask: UOp | None) -> None:
+        """One vector load of neighbouring elements, else a gather (a lane ``mask`` fails reads nothing and
+        gives 0)."""
+        index, ty, align = node.src[0], self.ty(node.dtype), node.dtype.itemsize
+        if node.dtype.kind == "bool":
+            raise GraphError("the LLVM renderer loads lanes of numbers only", stage="render", value="bool")
+        if index in self.contiguous and mask is None:
+            self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
+        else:
+            addresses = f"{self.names[index]}.lanes" if index in self.contiguous else self.names[index]
+            lanes = self.arg(mask) if mask is not None else self.literal(True, dtypes.bool)
+            intrinsic = f"@llvm.masked.gather.{self.suffix(node.dtype)}.v{self.w}p0"
+            self.declarations.add(f"declare {ty} {intrinsic}(<{self.w} x ptr>, i32, <{self.w} x i1>, {ty})")
+            self.emit(f"{out} = call {ty} {intrinsic}(<{self.w} x ptr> {addresses}, i32 {align}, "
+                      f"<{self.w} x i1> {lanes}, {ty} zeroinitializer){self._scope(index)}")
+        self.names[node] = out
+
+    def _prefetch(self, address: str, element: str, ahead: int, name: str = "") -> None:
         """A read prefetch of the element ``ahead`` elements past ``address`` into all cache levels (no
         ``inbounds``: past the buffer's end it is an address like any other, and a prefetch does not fault)."""
         self.declarations.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
-        self.emit(f"{address}.ahead = getelementptr {element}, ptr {address}, i64 {ahead}")
-        self.emit(f"call void @llvm.prefetch.p0(ptr {address}.ahead, i32 0, i32 3, i32 1)")
+        self.emit(f"{address}.ahead{name} = getelementptr {element}, ptr {address}, i64 {ahead}")
+        self.emit(f"call void @llvm.prefetch.p0(ptr {address}.ahead{name}, i32 0, i32 3, i32 1)")
 
     def _gated(self, index: UOp, out: str, access: Callable[[], None], dtype: DType | None = None) -> None:
         """Run ``access`` only where the INDEX's gate holds; a load elsewhere gives 0 (joined by a phi)."""
@@ -300,13 +437,15 @@ class _FunctionWriter:
         self.emit(f"br label %{block}.join")
         self.label(f"{block}.join")
         if dtype is not None:
-            ty = llvm_type(dtype)
-            self.emit(f"{out}.gated = phi {ty} [ {loaded}, %{came_from} ], [ {llvm_literal(0, dtype)}, %{block}.off ]")
+            self.emit(f"{out}.gated = phi {self.ty(dtype)} [ {loaded}, %{came_from} ], "
+                      f"[ {self.literal(0, dtype)}, %{block}.off ]")
             self.names[self._current] = f"{out}.gated"
 
     def _load(self, node: UOp, out: str) -> None:
         ptr = self.operand(node.src[0])
-        if node.dtype.kind == "bool":
+        if self.w > 1:  # an accumulator register of vectors
+            self.emit(f"{out} = load {self.ty(node.dtype)}, ptr {ptr}")
+        elif node.dtype.kind == "bool":
             self.emit(f"{out}.byte = load i8, ptr {ptr}{self._scope(node.src[0])}")
             self.emit(f"{out} = icmp ne i8 {out}.byte, 0")
         else:
@@ -314,11 +453,26 @@ class _FunctionWriter:
         self.names[node] = out
 
     def _store(self, node: UOp, out: str) -> None:
-        ptr, value = self.operand(node.src[0]), self.operand(node.src[1])
+        ptr, value = self.operand(node.src[0]), self.arg(node.src[1])
+        if self.w > 1:
+            self._lanes_write(node, ptr, value)
+            return
         if node.src[1].dtype.kind == "bool":
             self.emit(f"{out}.byte = zext i1 {value} to i8")
             value = f"{out}.byte"
         self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}{self._scope(node.src[0])}")
+
+    def _lanes_write(self, node: UOp, ptr: str, value: str) -> None:
+        """A vector store: into an accumulator register, or of neighbouring elements of a buffer (lowering
+        lanes no other store: ``svod.codegen.lower._lanes_fit``)."""
+        index, dtype = node.src[0], node.src[1].dtype
+        if memory_of(index.src[0]).op is Ops.DEFINE_REG:
+            self.emit(f"store {self.ty(dtype)} {value}, ptr {ptr}")
+            return
+        if index not in self.contiguous or dtype.kind == "bool":
+            raise GraphError("the LLVM renderer stores lanes only to neighbouring elements of numbers", stage="render",
+                             value=str(dtype))
+        self.emit(f"store {self.ty(dtype)} {value}, ptr {ptr}, align {dtype.itemsize}{self._scope(index)}")
 
     def _scope(self, index: UOp) -> str:
         """The alias scope metadata of an access to a buffer ("" for an accumulator or private memory)."""
@@ -417,7 +571,7 @@ class _FunctionWriter:
     def _cast(self, src: UOp, dtype: DType, out: str) -> str:
         if dtypes.float16 in (src.dtype, dtype) and dtypes.float32 not in (src.dtype, dtype) and src.dtype != dtype:
             return self._half_cast(src, dtype, out)
-        return self._convert(self.operand(src), src.dtype, dtype, out)
+        return self._convert(self.arg(src), src.dtype, dtype, out)
 
     def _half_cast(self, src: UOp, dtype: DType, out: str) -> str:
         """Half conversions go through float: a JIT process has compiler-rt's half routines only for float
@@ -449,15 +603,15 @@ class _FunctionWriter:
         return out
 
     def _convert(self, value: str, a: DType, b: DType, out: str) -> str:
-        ta, tb = llvm_type(a), llvm_type(b)
+        ta, tb = self.ty(a), self.ty(b)
         if b.kind == "bool":
-            zero = llvm_literal(0, a)
+            zero = self.literal(0, a)
             self.emit(f"{out} = {'fcmp une' if a.is_float else 'icmp ne'} {ta} {value}, {zero}")
             return out
         if a.is_float and b.is_float:
             instr = "fpext" if b.itemsize > a.itemsize else "fptrunc"
         elif a.is_float:
-            intrinsic = f"@llvm.{'fptoui' if b.is_unsigned else 'fptosi'}.sat.{tb}.{_SUFFIX[ta]}"
+            intrinsic = f"@llvm.{'fptoui' if b.is_unsigned else 'fptosi'}.sat.{self.suffix(b)}.{self.suffix(a)}"
             self.declarations.add(f"declare {tb} {intrinsic}({ta})")
             self.emit(f"{out} = call {tb} {intrinsic}({ta} {value})")
             return out
@@ -474,11 +628,11 @@ class _FunctionWriter:
 
     def _alu(self, node: UOp, out: str) -> None:
         op = node.op
-        args = [self.operand(s) for s in node.src]
+        args = [self.arg(s) for s in node.src]
         operand_dtype = node.src[-1].dtype
-        ty = llvm_type(operand_dtype)
+        ty = self.ty(operand_dtype)
         if op is Ops.WHERE:
-            self.emit(f"{out} = select i1 {args[0]}, {ty} {args[1]}, {ty} {args[2]}")
+            self.emit(f"{out} = select {self.ty(dtypes.bool)} {args[0]}, {ty} {args[1]}, {ty} {args[2]}")
         elif operand_dtype.is_float:
             self._float_alu(node, out, args, ty)
         else:
@@ -498,7 +652,7 @@ class _FunctionWriter:
             self.emit(f"{out}.product = fmul contract {ty} {args[0]}, {args[1]}")
             self.emit(f"{out} = fadd reassoc contract {ty} {args[2]}, {out}.product")
         elif op in self.r.float_intrinsic:
-            intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{_SUFFIX[ty]}"
+            intrinsic = f"@llvm.{self.r.float_intrinsic[op]}.{self.suffix(node.dtype)}"
             params = ", ".join(ty for _ in args)
             self.declarations.add(f"declare {ty} {intrinsic}({params})")
             self.emit(f"{out} = call {ty} {intrinsic}({', '.join(f'{ty} {a}' for a in args)})")
@@ -507,7 +661,7 @@ class _FunctionWriter:
         elif op is Ops.NEG:
             self.emit(f"{out} = fneg {ty} {args[0]}")
         elif op is Ops.RECIPROCAL:
-            self.emit(f"{out} = fdiv {ty} {llvm_literal(1.0, node.dtype)}, {args[0]}")
+            self.emit(f"{out} = fdiv {ty} {self.literal(1.0, node.dtype)}, {args[0]}")
         elif op in _FCMP:
             self.emit(f"{out} = fcmp {_FCMP[op]} {ty} {args[0]}, {args[1]}")
         else:
@@ -527,16 +681,17 @@ class _FunctionWriter:
     def _maximum_number(self, op: Ops, out: str, a: str, b: str, dtype: DType) -> None:
         """``a`` if it wins (is greater for MAX, less for MIN), ``b`` is NaN, or they are equal zeros and
         ``a``'s sign wins; else ``b``."""
-        ty, bits = llvm_type(dtype), f"i{dtype.bits}"
+        ty, flag = self.ty(dtype), self.ty(dtypes.bool)
+        bits = f"i{dtype.bits}" if self.w == 1 else f"<{self.w} x i{dtype.bits}>"
         self.emit(f"{out}.wins = fcmp {'ogt' if op is Ops.MAX else 'olt'} {ty} {a}, {b}")
         self.emit(f"{out}.other_nan = fcmp uno {ty} {b}, {b}")
         self.emit(f"{out}.equal = fcmp oeq {ty} {a}, {b}")
         self.emit(f"{out}.bits = bitcast {ty} {a} to {bits}")
-        self.emit(f"{out}.sign = icmp {'sge' if op is Ops.MAX else 'slt'} {bits} {out}.bits, 0")
-        self.emit(f"{out}.zero = and i1 {out}.equal, {out}.sign")
-        self.emit(f"{out}.either = or i1 {out}.wins, {out}.other_nan")
-        self.emit(f"{out}.pick = or i1 {out}.either, {out}.zero")
-        self.emit(f"{out} = select i1 {out}.pick, {ty} {a}, {ty} {b}")
+        self.emit(f"{out}.sign = icmp {'sge' if op is Ops.MAX else 'slt'} {bits} {out}.bits, zeroinitializer")
+        self.emit(f"{out}.zero = and {flag} {out}.equal, {out}.sign")
+        self.emit(f"{out}.either = or {flag} {out}.wins, {out}.other_nan")
+        self.emit(f"{out}.pick = or {flag} {out}.either, {out}.zero")
+        self.emit(f"{out} = select {flag} {out}.pick, {ty} {a}, {ty} {b}")
 
     def _int_alu(self, node: UOp, out: str, args: list[str], ty: str, dtype: DType) -> None:
         op = node.op
@@ -546,7 +701,7 @@ class _FunctionWriter:
         elif op in (Ops.IDIV, Ops.MOD):
             self._int_division(node, out, args, ty, signed)
         elif op is Ops.NEG:
-            self.emit(f"{out} = sub {ty} 0, {args[0]}")
+            self.emit(f"{out} = sub {ty} zeroinitializer, {args[0]}")
         elif op is Ops.ABS and not signed:
             self.emit(f"{out} = or {ty} {args[0]}, 0")
         elif op is Ops.ABS:
@@ -556,7 +711,7 @@ class _FunctionWriter:
         elif op in (Ops.MAX, Ops.MIN):
             predicate = ("s" if signed else "u") + ("gt" if op is Ops.MAX else "lt")
             self.emit(f"{out}.pick = icmp {predicate} {ty} {args[0]}, {args[1]}")
-            self.emit(f"{out} = select i1 {out}.pick, {ty} {args[0]}, {ty} {args[1]}")
+            self.emit(f"{out} = select {self.ty(dtypes.bool)} {out}.pick, {ty} {args[0]}, {ty} {args[1]}")
         elif op in _ICMP:
             predicate = _ICMP[op] if op not in (Ops.CMPLT, Ops.CMPLE) else ("s" if signed else "u") + _ICMP[op]
             self.emit(f"{out} = icmp {predicate} {ty} {args[0]}, {args[1]}")
@@ -585,6 +740,8 @@ class _FunctionWriter:
         if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
             self.emit(f"{out} = {kind} {ty} {a}, {b}")
             return
+        if self.w > 1:
+            raise GraphError("the LLVM renderer divides lanes by constants only", stage="render", value=str(divisor))
         self.emit(f"{out}.zero = icmp eq {ty} {b}, 0")
         if not signed:
             self.emit(f"{out}.d = select i1 {out}.zero, {ty} 1, {ty} {b}")
@@ -600,6 +757,11 @@ class _FunctionWriter:
         self.emit(f"{out} = select i1 {out}.m1, {ty} {wrapped}, {ty} {out}.q")
 
 
+_LANE_SPELLED = frozenset({Ops.LANE, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL,
+                           Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.SQRT,
+                           Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL, Ops.AND,
+                           Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})
+"""The ops this renderer spells on vectors (what ``svod.codegen.lower.LANE_OPS`` lets lowering lane)."""
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 
