@@ -13,7 +13,7 @@ from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
-from svod.ir.ops import COMPARISON, CONTINUED, EFFECTS, FUSED
+from svod.ir.ops import CONTINUED, EFFECTS, FUSED, LANE_OPS
 from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
 
 __all__ = ["WorkGroupLimits", "anchor_ranges", "block_matmul", "decompose", "describe", "fuse_products",
@@ -923,11 +923,6 @@ def _split(effect: UOp, r: UOp, width: int, axis: int, lanes: bool = False) -> t
     return tiles, _moved(effect, r, edge + whole * width, edge)
 
 
-LANE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE,
-                      Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL,
-                      Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.MOD, Ops.CAST, Ops.INDEX, Ops.LOAD, Ops.STORE,
-                      Ops.REDUCE}) | COMPARISON
-"""The ops a store computed in lanes may apply to a value that depends on the lane (``_lanes_fit``)."""
 
 
 def _lanes_fit(store: UOp, r: UOp) -> bool:

@@ -137,6 +137,11 @@ CONTINUED = "continued"
 """The arg of a float ADD of a value and a REDUCE ADD whose accumulator starts from that value instead of the
 identity: ``acc = start; acc = fma(a, b, acc) ...``, a sum continued from a partial sum stored before (a
 matmul blocked over its reduction, ``svod.codegen.lower.block_matmul``). Made by lowering only."""
+LANE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.SQRT,
+                      Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL, Ops.AND, Ops.OR,
+                      Ops.XOR, Ops.IDIV, Ops.MOD, Ops.CAST, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE}) | COMPARISON
+"""The ops a value that depends on a ``LANE`` may go through: what a renderer that spells vectors spells on
+them (lowering checks the rest: ``svod.codegen.lower._lanes_fit``)."""
 EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
 """Ops that write memory: a kernel's SINK is made of them."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})

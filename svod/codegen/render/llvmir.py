@@ -34,6 +34,7 @@ from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
+from svod.ir.ops import LANE_OPS
 from svod.ir.uop import memory_of, pointee, written_memory
 
 
@@ -329,8 +330,8 @@ class _FunctionWriter:
         self.w = self.lanes.get(node, 1)
         if op is Ops.CONST:
             return
-        if self.w > 1 and op not in _LANE_SPELLED:
-            raise GraphError(f"no LLVM vector spelling of {op.name}", stage="render", value=op)
+        if self.w > 1 and ((op not in LANE_OPS and op is not Ops.LANE) or node.dtype == dtypes.float16):
+            raise GraphError(f"no LLVM vector spelling of {op.name} on {node.dtype!r}", stage="render", value=op)
         if op is Ops.LANE:
             self.names[node] = "<" + ", ".join(f"i64 {c}" for c in range(node.arg)) + ">"
         elif op is Ops.AFTER:
@@ -757,11 +758,6 @@ class _FunctionWriter:
         self.emit(f"{out} = select i1 {out}.m1, {ty} {wrapped}, {ty} {out}.q")
 
 
-_LANE_SPELLED = frozenset({Ops.LANE, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL,
-                           Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.SQRT,
-                           Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL, Ops.AND,
-                           Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})
-"""The ops this renderer spells on vectors (what ``svod.codegen.lower.LANE_OPS`` lets lowering lane)."""
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 
