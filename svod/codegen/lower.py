@@ -878,12 +878,12 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
     effects, edge_effects = [], []
     for effect in sink.src:
-        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, strided=masked) \
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
             if effect.op is Ops.STORE else None
         if target is None:
             effects.append(effect)
             continue
-        row = _row_range(effect, live, target[0], rows, edges or masked)
+        row = _row_range(effect, live, target[0], rows, edges or masked, masked)
         if masked:
             for column in _masked(effect, *target):
                 effects.extend([column] if row is None else _masked(column, row, rows))
@@ -1061,31 +1061,42 @@ def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None
 
 
 def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]], widths: tuple[int, ...],
-                  edges: bool = False, strided: bool = False) -> tuple[UOp, int] | None:
+                  edges: bool = False, masked: bool = False) -> tuple[UOp, int] | None:
     """An output range the reduction's loads read at unit stride, and the widest ``W`` of ``widths`` that
     divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest
-    value, if symbolic), the rest left to an edge store (``_split``). With ``strided``, failing a range read at
-    unit stride, one that some loads do not depend on: each of those then serves ``W`` outputs (attention's
-    scores, ``q[i, d] * k[j, d]``, on a GPU)."""
+    value, if symbolic: ``_room``), the rest left to an edge store (``_split``). With ``masked`` (a GPU's
+    tiles, ``_masked``), failing a range read at unit stride, one that some loads do not depend on: each of
+    those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
     loads = _reduction_loads(store)
     ranges = _upcastable(store, live, edges=edges) if loads else []
     candidates = [j for j in ranges if any(_unit_stride(load.src[0].src[1], j) for load in loads)]
-    if strided and not candidates:
+    if masked and not candidates:
         candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
     for j in candidates:
         end = j.src[0]
         width = next((w for w in widths if end.op is Ops.CONST and int(end.arg) % w == 0
                       and int(end.arg) > w), None)
         if width is None and edges:
-            width = next((w for w in widths if int(end.vmax) > w), None)
+            width = next((w for w in widths if _room(end, w, masked)), None)
         if width is not None:
             return j, width
     return None
 
 
+def _room(end: UOp, width: int, masked: bool) -> bool:
+    """Whether an end that ``width`` does not divide takes tiles of ``width``: a constant end past it; a
+    symbolic one that may hold two whole tiles, or, for masked tiles (``ceil(end / width)`` of them), one that
+    may pass ``width``. The loop over ``end // width`` whole tiles (``_split``) of at most one turn would be
+    folded away by bounds from the values its tile computes, which would then be computed, and their loads
+    made, where no tile runs (``n <= 7`` columns in tiles of 4 read 4 columns of a row of 1)."""
+    if end.op is Ops.CONST or masked:
+        return int(end.vmax) > width
+    return int(end.vmax) >= 2 * width
+
+
 def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int,
-               edges: bool = False) -> UOp | None:
-    """Another output range, whose end ``rows`` divides (or any end greater than ``rows``, with ``edges``),
+               edges: bool = False, masked: bool = False) -> UOp | None:
+    """Another output range, whose end ``rows`` divides (or, with ``edges``, one ``_room`` gives such tiles),
     that some load of the reduction depends on and its vector loads (unit stride along ``upcast``) do not:
     each vector load then serves every row of the tile, and only the loads that differ by row are repeated
     (a matmul's ``a[i, r]``, one broadcast per row)."""
@@ -1094,8 +1105,9 @@ def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: i
         [load for load in loads if upcast in load.toposort()]  # a strided tile's (``_upcast_range``)
     for r in _upcastable(store, live, upcast, edges):
         end = r.src[0]
-        tiles = (end.op is Ops.CONST and int(end.arg) % rows == 0) or edges
-        if tiles and int(end.vmax) > rows and any(r in load.toposort() for load in loads) \
+        tiles = (end.op is Ops.CONST and int(end.arg) % rows == 0 and int(end.arg) > rows) or \
+            (edges and _room(end, rows, masked))
+        if tiles and any(r in load.toposort() for load in loads) \
                 and not any(r in load.toposort() for load in vector):
             return r
     return None

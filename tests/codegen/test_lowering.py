@@ -253,10 +253,29 @@ def test_matmul_outputs_are_upcast_along_the_unit_stride_range():
     assert len(upcast_reductions(_matmul(17)).src) == 1
 
 
+def _short_rows(most):
+    k = KernelBuilder("short_rows")
+    n = k.var("n", 1, most)
+    out, x, y = k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, n)
+    i, j, r = k.range(3), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[i * n + j], (x[i * n + j] * y[r]).reduce(r))
+    return k.build()
+
+
+def test_a_symbolic_range_is_tiled_by_a_width_it_may_hold_twice():
+    """``n <= 7`` columns in tiles of 4 would be one tile or none: bounds fold the loop over the tiles (at
+    most one turn) away from the values the tile computes, which would then be computed, and their loads
+    made, where no tile runs (4 columns of a row of 1). A CPU tiles it only by a width it may hold twice."""
+    for registers in (16, 32):
+        assert len(tile_for_cpu(simplify(_short_rows(7)), registers).src) == 1
+        tiled = tile_for_cpu(simplify(_short_rows(15)), registers)  # 4 tiles of 4 columns (0 to 3 of them)
+        assert len(tiled.src) == 4 + 1  # and a store over the columns left
+
+
 def test_tiles_of_a_range_that_may_turn_zero_times_do_not_run(device):
-    """Columns ``n`` up to 7 tile as ``n // 4`` tiles of 4 (0 or 1 of them) and an edge of ``n % 4``: with
-    ``n`` below 4 no tile runs, and nothing past a row's ``n`` columns is written (the tiles' range, folded
-    by its bounds to index 0, once stored 4 columns of each 1-column row)."""
+    """Columns ``n`` up to 7 tile on a GPU as ``ceil(n / 4)`` masked tiles of 4: with ``n`` below 4 no column
+    past a row's ``n`` is written (the tiles' range, folded by its bounds to index 0, once stored 4 columns
+    of each 1-column row)."""
     k = KernelBuilder("short_rows")
     n = k.var("n", 1, 7)
     out, x, y = k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, 3 * n), k.buffer(dtypes.float32, n)
