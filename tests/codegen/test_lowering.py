@@ -451,7 +451,8 @@ def test_a_tile_row_leaves_lanes_for_what_no_vector_spells():
 def _lane_kernels(n):
     """Kernels whose tiles take lanes of every kind: a gather (``b``'s columns permuted), a load gated by lane
     from a buffer of symbolic size (not speculated: a masked gather), a float MAX and an integer division by a
-    constant, a conversion; a load gated by row is a branch around a vector load."""
+    constant, a conversion; a load gated by row is a branch around a vector load; an index ``where(g, p, 0)``
+    of neighbouring ``p`` is a masked vector load whose other lanes get element 0."""
     k = KernelBuilder("permuted_columns")
     out, a, b, perm = (k.buffer(dtypes.float32, (9, 40)), k.buffer(dtypes.float32, (9, 7)),
                        k.buffer(dtypes.float32, (7, 40)), k.buffer(dtypes.int32, 40))
@@ -466,11 +467,17 @@ def _lane_kernels(n):
     row_bias = bias.index(i * 64 + j, gate=i < rows).load()  # gated by row: a branch around a vector load
     k.store(out[i, j], (w[i, r] * x.index(j + r, gate=j + r < size).load()).reduce(r) + row_bias)
     gated = k.build()
+    k = KernelBuilder("clamped_window")  # lanes past 63 read element 0: a masked load, the rest given x[0]
+    out, w, x = k.buffer(dtypes.float32, (8, 64)), k.buffer(dtypes.float32, (8, 5)), k.buffer(dtypes.float32, 68)
+    scale = k.buffer(dtypes.float32, 64)
+    i, j, r = k.range(8), k.range(64), k.range(5, AxisKind.REDUCE)
+    k.store(out[i, j], (scale[j] * x[(j + r < 64).where(j + r, 0)] * w[i, r]).reduce(r))  # tiled along scale's j
+    clamped = k.build()
     k = KernelBuilder("integer_tile")
     out, a, b = k.buffer(dtypes.float32, (5, n)), k.buffer(dtypes.int32, (5, 3)), k.buffer(dtypes.int32, (3, n))
     i, j, r = k.range(5), k.range(n), k.range(3, AxisKind.REDUCE)
     k.store(out[i, j], ((a[i, r] * b[r, j]).reduce(r) // 3).cast(dtypes.float32))
-    return gather, gated, k.build()
+    return gather, gated, clamped, k.build()
 
 
 @pytest.mark.parametrize("n", [1, 31, 33, 64])
@@ -479,7 +486,7 @@ def test_lanes_give_the_reference_bits(n):
     reference, bit for bit: NaN, infinities and signed zeros in the gather's operands, integer extremes
     (wrapping products) in the integer tile, every signal length from 1 past the outputs' reach."""
     rng = np.random.default_rng(n)
-    gather, gated, integer = _lane_kernels(n)
+    gather, gated, clamped, integer = _lane_kernels(n)
     special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45, 3e38], np.float32)
     a = rng.standard_normal((9, 7)).astype(np.float32)
     a.flat[rng.choice(a.size, 7, replace=False)] = special
@@ -495,6 +502,8 @@ def test_lanes_give_the_reference_bits(n):
     runs += [(gated, lambda size=size, rows=rows: [np.full((8, 64), 7.0, np.float32), w, x[:size].copy(),
                                                    bias[:rows * 64].copy()], {"size": size, "rows": rows})
              for size, rows in ((1, 0), (5, 3), (63, 8), (67, 1), (68, 5), (80, 8))]
+    x68 = rng.standard_normal(68).astype(np.float32)
+    runs += [(clamped, lambda: [np.full((8, 64), 7.0, np.float32), w, x68, x68[:64] + 1], {})]
     runs += [(integer, lambda: [np.full((5, n), 7.0, np.float32), ia, ib], {})]
     for ast, arrays, variables in runs:
         want = arrays()

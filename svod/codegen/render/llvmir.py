@@ -228,6 +228,8 @@ class _FunctionWriter:
         self.prefetched = strided_operands(linear, self.tile_loops)
         self.contiguous: set[UOp] = set()
         """The INDEXes of lanes that read or write neighbouring elements, named by lane 0's address."""
+        self.masks: dict[UOp, UOp] = {}
+        """The INDEXes at ``where(gate, offset, 0)`` of neighbouring elements, with their gate."""
         self.open_loops: list[UOp] = []
         self.around_short_tiles: set[UOp] = set()
         self.tile_turns_inside: dict[UOp, int] = {}
@@ -373,12 +375,18 @@ class _FunctionWriter:
 
     def _lane_index(self, node: UOp, out: str) -> None:
         """An INDEX whose offset differs by lane: the address of lane 0 where the lanes are neighbouring
-        elements (a vector access), else a vector of addresses (a gather)."""
-        element = memory_type(pointee(node))
+        elements (a vector access), else a vector of addresses (a gather). An offset ``where(gate, offset, 0)``
+        of neighbouring elements (a speculated load: ``svod.codegen.lower.speculate_gated_loads``) is their
+        access masked by the gate, the lanes it fails given element 0 (``masks``): no gather."""
+        element, offset = memory_type(pointee(node)), node.src[1]
+        lane = next((u for u in offset.toposort() if u.op is Ops.LANE), None)
+        if len(node.src) == 2 and offset.op is Ops.WHERE and offset.src[2].op is Ops.CONST and offset.src[2].arg == 0 \
+                and lane is not None and offset.src[0] in self.lanes and _contiguous(offset.src[1], lane):
+            self.masks[node] = offset.src[0]
+            offset = offset.src[1]
         self.emit(f"{out}.lanes = getelementptr {element}, ptr {self.operand(node.src[0])}, "
-                  f"<{self.w} x i64> {self.arg(node.src[1])}")
-        lane = next((u for u in node.src[1].toposort() if u.op is Ops.LANE), None)
-        if lane is None or not _contiguous(node.src[1], lane):
+                  f"<{self.w} x i64> {self.arg(offset)}")
+        if lane is None or not _contiguous(offset, lane):
             self.names[node] = f"{out}.lanes"
             return
         self.contiguous.add(node)
@@ -401,11 +409,21 @@ class _FunctionWriter:
 
     def _lanes_read(self, node: UOp, out: str, mask: UOp | None) -> None:
         """One vector load of neighbouring elements, else a gather (a lane ``mask`` fails reads nothing and
-        gives 0)."""
+        gives 0); neighbouring elements under a gate of their offset (``masks``), a masked vector load."""
         index, ty, align = node.src[0], self.ty(node.dtype), node.dtype.itemsize
         if node.dtype.kind == "bool":
             raise GraphError("the LLVM renderer loads lanes of numbers only", stage="render", value="bool")
-        if index in self.contiguous and mask is None:
+        if index in self.masks:
+            buffer, scalar = self.operand(index.src[0]), llvm_type(node.dtype)
+            self.emit(f"{out}.first = load {scalar}, ptr {buffer}{self._scope(index)}")
+            self.emit(f"{out}.firsts.one = insertelement {ty} poison, {scalar} {out}.first, i64 0")
+            self.emit(f"{out}.firsts = shufflevector {ty} {out}.firsts.one, {ty} poison, <{self.w} x i32> "
+                      "zeroinitializer")
+            intrinsic = f"@llvm.masked.load.{self.suffix(node.dtype)}.p0"
+            self.declarations.add(f"declare {ty} {intrinsic}(ptr, i32, <{self.w} x i1>, {ty})")
+            self.emit(f"{out} = call {ty} {intrinsic}(ptr {self.names[index]}, i32 {align}, <{self.w} x i1> "
+                      f"{self.arg(self.masks[index])}, {ty} {out}.firsts){self._scope(index)}")
+        elif index in self.contiguous and mask is None:
             self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
         else:
             addresses = f"{self.names[index]}.lanes" if index in self.contiguous else self.names[index]
