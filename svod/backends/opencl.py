@@ -70,7 +70,8 @@ class OpenCLDevice:
                                work_groups=WorkGroupLimits(d.max_work_group_size, tuple(d.max_work_item_sizes[:3])),
                                local_memory=int(d.local_mem_size),
                                dedicated_local_memory=d.local_mem_type == cl.device_local_mem_type.LOCAL,
-                               native_float16="cl_khr_fp16" in d.extensions, dlpack_device_type=KDL_OPENCL)
+                               native_float16="cl_khr_fp16" in d.extensions, dlpack_device_type=KDL_OPENCL,
+                               vector_lanes=True)
         self.allocator = OpenCLAllocator(self)
         self.compiler = OpenCLCompiler(self)
         self.renderer = OpenCLRenderer(spec, self.caps)

@@ -870,7 +870,8 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
 
     With ``lanes``, a row of ``W`` columns is one store over ``jo*W + LANE`` (``Ops.LANE`` of width ``W``),
     which the renderer computes as vectors, where ``_lanes_fit`` finds every op of the store it reaches one a
-    renderer spells on vectors: ``rows`` stores where there were ``rows * W``, so that lowering, ordering and
+    renderer spells on vectors (with ``masked``, where ``W`` divides the columns too: a lane is never
+    masked): ``rows`` stores where there were ``rows * W``, so that lowering, ordering and
     the backend's optimiser each handle a tile's row once (matmul 1024: a 3,880-line kernel, whose 256 scalar
     updates LLVM's SLP vectoriser regrouped into vectors).
     """
@@ -884,11 +885,14 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             effects.append(effect)
             continue
         row = _row_range(effect, live, target[0], rows, edges or masked, masked)
+        laned = lanes and _lanes_fit(effect, target[0])
         if masked:
-            for column in _masked(effect, *target):
+            end = target[0].src[0]
+            whole = laned and end.op is Ops.CONST and int(end.arg) % target[1] == 0  # lanes without a mask
+            for column in _split(effect, *target, next(axes), lanes=True)[0] if whole else _masked(effect, *target):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
-        columns, column_edge = _split(effect, *target, next(axes), lanes and _lanes_fit(effect, target[0]))
+        columns, column_edge = _split(effect, *target, next(axes), laned)
         if row is None:
             effects.extend(columns)
             edge_effects.extend([column_edge] if column_edge is not None else [])

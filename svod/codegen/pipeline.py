@@ -222,7 +222,8 @@ GPU: tuple[Step, ...] = (
         Pass("tile_matmul", _rewrite(lambda sink, t: tile_matmul(sink, _limits(t), t.caps.local_memory)
                                      if t.caps.dedicated_local_memory else None)),
         Then("upcast", (
-            Pass("upcast_reductions", _rewrite(lambda sink, t: upcast_reductions(sink, masked=True))),
+            Pass("upcast_reductions", _rewrite(lambda sink, t: upcast_reductions(sink, masked=True,
+                                                                                 lanes=t.caps.vector_lanes))),
             FirstOf("launch", (
                 Pass("reduce_per_item", _rewrite(_per_item)),
                 Pass("share_reductions", _rewrite(lambda sink, t: share_reductions(sink, _limits(t),

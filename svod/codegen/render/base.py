@@ -16,12 +16,14 @@ from collections.abc import Callable
 from typing import TextIO
 
 from svod.codegen import pipeline
+from svod.codegen.indexing import to_poly
 from svod.config import settings
 from svod.device import DeviceCaps, KernelMetadata, ProgramSpec, entry_symbol
 from svod.device.launch import most
 from svod.dtype import DeviceSpec
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
+from svod.ir.uop import memory_of
 from svod.ir.validate import kernel_label
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
@@ -49,6 +51,45 @@ def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
             if len(updates) == 1:
                 found[end.src[0]] = updates[0]
     return found
+
+
+def lane_widths(linear: tuple[UOp, ...]) -> tuple[dict[UOp, int], dict[UOp, int]]:
+    """How many lanes each instruction of more than one computes, and each accumulator register of more than
+    one holds: a LANE's width; an INDEX's from its offset and gate (not from its memory); a register's from
+    the values stored into it, and its loads hold as many. Registers are loaded before their first store in
+    order, so the walk repeats until nothing changes."""
+    widths: dict[UOp, int] = {}
+    registers: dict[UOp, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for u in linear:
+            if u.op is Ops.LANE:
+                width = int(u.arg)
+            elif u.op is Ops.INDEX:
+                width = max((widths.get(s, 1) for s in u.src[1:]), default=1)
+            elif u.op in (Ops.AFTER, Ops.END, Ops.RANGE, Ops.IF, Ops.DEFINE_REG):
+                continue
+            elif u.op is Ops.LOAD and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+                width = registers.get(memory_of(u.src[0].src[0]), 1)
+            else:
+                width = max((widths.get(s, 1) for s in u.src), default=1)
+            if u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+                register = memory_of(u.src[0].src[0])
+                width = max(width, registers.get(register, 1))  # its first value too, a scalar identity
+                if width > 1 and registers.get(register) != width:
+                    registers[register] = width
+                    changed = True
+            if width > 1 and widths.get(u) != width:
+                widths[u] = width
+                changed = True
+    return widths, registers
+
+
+def contiguous(offset: UOp, lane: UOp) -> bool:
+    """Whether ``offset`` is ``lane`` plus terms without it: lane ``c`` reads the element ``c`` past lane 0's."""
+    terms = to_poly(offset).terms
+    return terms.get((lane,)) == 1 and not any(lane in atom.toposort() for m in terms if m != (lane,) for atom in m)
 
 
 def loop_turns(linear: tuple[UOp, ...], hidden: Callable[[UOp], int]) -> UOp:

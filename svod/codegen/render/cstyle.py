@@ -20,7 +20,7 @@ import numpy as np
 
 from svod.codegen.checks import CHECKED
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
-from svod.codegen.render.base import KernelRenderer, sole_accumulators
+from svod.codegen.render.base import KernelRenderer, contiguous, lane_widths, sole_accumulators
 from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -378,12 +378,43 @@ class CStyleRenderer(KernelRenderer):
                        f"{{ return {wins} ? a : b; }}\n")
         return "".join(out)
 
+    # ---- lanes (``Ops.LANE``: a language with vector types spells them; ``DeviceCaps.vector_lanes``) ----------
+
+    def lanes_type(self, dtype: DType, lanes: int) -> str:
+        """The type of ``lanes`` values of ``dtype`` (a bool's: the language's mask of lanes)."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
+    def lanes_broadcast(self, value: str, dtype: DType, lanes: int) -> str:
+        """A scalar ``value`` as the same value in every one of ``lanes`` lanes."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
+    def lanes_ramp(self, lanes: int) -> str:
+        """The lane numbers ``0 .. lanes-1`` (``Ops.LANE``)."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
+    def lanes_alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], lanes: int) -> str:
+        """ALU ``op`` on operands of ``lanes`` lanes each."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=op)
+
+    def lanes_cast(self, value: str, src: DType, dst: DType, lanes: int) -> str:
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
+    def lanes_load(self, base: str, offset: str, neighbours: bool, gate: str | None, dtype: DType, lanes: int) -> str:
+        """``lanes`` elements of buffer ``base`` at the offsets ``offset`` (``neighbours``: lane ``c`` at lane
+        0's plus ``c``), 0 where the lanes' ``gate`` (if any) fails."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
+    def lanes_store(self, base: str, offset: str, value: str, dtype: DType, lanes: int) -> str:
+        """A statement storing ``lanes`` values at neighbouring elements, lane 0's at ``offset``'s lane 0."""
+        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+
     # ---- the walk -------------------------------------------------------------------------------------
 
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
         variables = kernel_variables(linear)
         walk = _Walk(self)
+        walk.lanes, walk.register_lanes = lane_widths(linear)
         lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma
         reductions = sole_accumulators(linear) if pragma is not None else {}
@@ -411,6 +442,11 @@ class _Walk:
         self.depth = 1
         self.vectorised_sums: set[UOp] = set()
         """The MULACC updates of loops the reduction pragma lets the compiler vectorise."""
+        self.lanes: dict[UOp, int] = {}
+        self.register_lanes: dict[UOp, int] = {}
+        """How many lanes each value and accumulator register of more than one holds (``lane_widths``)."""
+        self.offsets: dict[UOp, tuple[str, str, bool]] = {}
+        """Each INDEX of lanes: its buffer, its offsets and whether they are neighbouring elements."""
 
     def node(self, node: UOp, index: int) -> str | None:
         """The line of ``node`` (None for a node that only names a value); a value without a statement of
@@ -419,6 +455,9 @@ class _Walk:
         if statement is not None:
             return statement(self, node, index)
         self.names[node] = f"v{index}"
+        lanes = self.lanes.get(node, 1)
+        if lanes > 1:
+            return f"const {self.r.lanes_type(node.dtype, lanes)} {self.names[node]} = {self.lane_value(node, lanes)};"
         return self.r.declare(node.dtype, self.names[node], self.value(node))
 
     def end(self, node: UOp, index: int) -> str:
@@ -430,7 +469,12 @@ class _Walk:
 
     def register(self, node: UOp, index: int) -> str:
         self.names[node] = f"acc{node.arg}"
+        if node in self.register_lanes:
+            return f"{self.r.lanes_type(pointee(node), self.register_lanes[node])} {self.names[node]};"
         return self.r.declare_register(pointee(node), self.names[node])
+
+    def lane(self, node: UOp, index: int) -> None:
+        self.names[node] = self.r.lanes_ramp(node.arg)
 
     def local(self, node: UOp, index: int) -> str | None:
         self.names[node] = local_name(node)
@@ -454,7 +498,10 @@ class _Walk:
 
     def index(self, node: UOp, index: int) -> None:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
-        if _register_of(node.src[0]) is not None:
+        if node in self.lanes:
+            lane = next(u for u in node.src[1].toposort() if u.op is Ops.LANE)
+            self.offsets[node] = (base, self.operand(node.src[1], self.lanes[node]), contiguous(node.src[1], lane))
+        elif _register_of(node.src[0]) is not None:
             self.names[node] = self.r.register_element(base)
         elif memory_of(node.src[0]).op is Ops.DEFINE_LOCAL:
             self.names[node] = self.r.local_element(base, offset)
@@ -474,11 +521,19 @@ class _Walk:
 
     def effect(self, node: UOp, index: int) -> str:
         r = self.r
-        target, value = self.names[node.src[0]], self.names[node.src[1]]
+        target, value = self.names.get(node.src[0], ""), self.names[node.src[1]]  # an INDEX of lanes: offsets
         dtype = node.src[1].dtype
         if node.op is Ops.ATOMIC:
             local = memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL
             line = (r.local_atomic if local else r.atomic)(node.arg, dtype, target, value)
+        elif node in self.lanes and node.src[0] in self.offsets:
+            base, offset, neighbours = self.offsets[node.src[0]]
+            if not neighbours or dtype.kind == "bool":
+                raise GraphError("lanes are stored to neighbouring elements of numbers only", stage="render",
+                                 value=str(dtype))
+            line = r.lanes_store(base, offset, self.operand(node.src[1], self.lanes[node]), dtype, self.lanes[node])
+        elif node in self.lanes:  # an accumulator register of lanes
+            line = f"{r.deref(target)} = {self.operand(node.src[1], self.lanes[node])};"
         else:
             if dtype.kind == "bool" and r.bool_memory_type is not None:
                 value = r.to_memory(value)
@@ -505,12 +560,41 @@ class _Walk:
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
 
+    def operand(self, node: UOp, lanes: int) -> str:
+        """``node`` as an operand of an instruction of ``lanes`` lanes: a scalar broadcast to them."""
+        if node in self.lanes or lanes == 1:
+            return self.names[node]
+        return self.r.lanes_broadcast(self.names[node], node.dtype, lanes)
+
+    def lane_value(self, node: UOp, lanes: int) -> str:
+        """The expression of a value of ``lanes`` lanes."""
+        r = self.r
+        if node.op is Ops.LOAD and node.src[0] in self.offsets:
+            base, offset, neighbours = self.offsets[node.src[0]]
+            gate = node.src[0].src[2] if len(node.src[0].src) == 3 else None
+            if node.dtype.kind == "bool":
+                raise GraphError("lanes are loaded from numbers only", stage="render", value="bool")
+            spelled = None if gate is None else self.operand(gate, lanes) if gate in self.lanes else None
+            loaded = r.lanes_load(base, offset, neighbours, spelled, node.dtype, lanes)
+            if gate is not None and gate not in self.lanes:
+                zero = r.lanes_broadcast(r.literal(0, node.dtype), node.dtype, lanes)
+                return r.choose(self.names[gate], loaded, zero)
+            return loaded
+        if node.op is Ops.LOAD:  # an accumulator register of lanes
+            return r.deref(self.names[node.src[0]])
+        if node.op is Ops.CAST:
+            return r.lanes_cast(self.operand(node.src[0], lanes), node.src[0].dtype, node.dtype, lanes)
+        if node.op in (Ops.IDIV, Ops.MOD) and (node.src[1].op is not Ops.CONST or node.src[1].arg in (0, -1)):
+            raise GraphError("lanes are divided by constants only", stage="render", value=str(node.src[1]))
+        operands = node.src[1:] if node.op is Ops.WHERE else node.src
+        return r.lanes_alu(node.op, node.dtype, operands[0].dtype, [self.operand(s, lanes) for s in node.src], lanes)
+
 
 _STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
     Ops.END: _Walk.end, Ops.AFTER: _Walk.after, Ops.DEFINE_REG: _Walk.register, Ops.CONST: _Walk.const,
     Ops.DEFINE_VAR: _Walk.variable, Ops.PARAM: _Walk.param, Ops.SPECIAL: _Walk.special, Ops.INDEX: _Walk.index,
     Ops.IF: _Walk.if_, Ops.RANGE: _Walk.loop, Ops.STORE: _Walk.effect, Ops.ATOMIC: _Walk.effect,
-    Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier,
+    Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier, Ops.LANE: _Walk.lane,
 }
 """How each statement of LINEAR is spelled (or named, for nodes inlined where they are used)."""
 

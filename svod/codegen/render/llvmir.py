@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
 from svod.codegen.indexing import Poly, to_poly
-from svod.codegen.render.base import KernelRenderer, sole_accumulators
+from svod.codegen.render.base import KernelRenderer, contiguous, lane_widths, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -158,45 +158,6 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
                 group.append((offset, {0}))
                 found[index] = step
     return found
-
-
-def lane_widths(linear: tuple[UOp, ...]) -> tuple[dict[UOp, int], dict[UOp, int]]:
-    """How many lanes each instruction of more than one computes, and each accumulator register of more than
-    one holds: a LANE's width; an INDEX's from its offset and gate (not from its memory); a register's from
-    the values stored into it, and its loads hold as many. Registers are loaded before their first store in
-    order, so the walk repeats until nothing changes."""
-    widths: dict[UOp, int] = {}
-    registers: dict[UOp, int] = {}
-    changed = True
-    while changed:
-        changed = False
-        for u in linear:
-            if u.op is Ops.LANE:
-                width = int(u.arg)
-            elif u.op is Ops.INDEX:
-                width = max((widths.get(s, 1) for s in u.src[1:]), default=1)
-            elif u.op in (Ops.AFTER, Ops.END, Ops.RANGE, Ops.IF, Ops.DEFINE_REG):
-                continue
-            elif u.op is Ops.LOAD and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
-                width = registers.get(memory_of(u.src[0].src[0]), 1)
-            else:
-                width = max((widths.get(s, 1) for s in u.src), default=1)
-            if u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
-                register = memory_of(u.src[0].src[0])
-                width = max(width, registers.get(register, 1))  # its first value too, a scalar identity
-                if width > 1 and registers.get(register) != width:
-                    registers[register] = width
-                    changed = True
-            if width > 1 and widths.get(u) != width:
-                widths[u] = width
-                changed = True
-    return widths, registers
-
-
-def _contiguous(offset: UOp, lane: UOp) -> bool:
-    """Whether ``offset`` is ``lane`` plus terms without it: lane ``c`` reads the element ``c`` past lane 0's."""
-    terms = to_poly(offset).terms
-    return terms.get((lane,)) == 1 and not any(lane in atom.toposort() for m in terms if m != (lane,) for atom in m)
 
 
 def _constant(poly: Poly) -> int | None:
@@ -381,12 +342,12 @@ class _FunctionWriter:
         element, offset = memory_type(pointee(node)), node.src[1]
         lane = next((u for u in offset.toposort() if u.op is Ops.LANE), None)
         if len(node.src) == 2 and offset.op is Ops.WHERE and offset.src[2].op is Ops.CONST and offset.src[2].arg == 0 \
-                and lane is not None and offset.src[0] in self.lanes and _contiguous(offset.src[1], lane):
+                and lane is not None and offset.src[0] in self.lanes and contiguous(offset.src[1], lane):
             self.masks[node] = offset.src[0]
             offset = offset.src[1]
         self.emit(f"{out}.lanes = getelementptr {element}, ptr {self.operand(node.src[0])}, "
                   f"<{self.w} x i64> {self.arg(offset)}")
-        if lane is None or not _contiguous(offset, lane):
+        if lane is None or not contiguous(offset, lane):
             self.names[node] = f"{out}.lanes"
             return
         self.contiguous.add(node)
