@@ -927,8 +927,6 @@ def _split(effect: UOp, r: UOp, width: int, axis: int, lanes: bool = False) -> t
     return tiles, _moved(effect, r, edge + whole * width, edge)
 
 
-
-
 def _lanes_fit(store: UOp, r: UOp) -> bool:
     """Whether ``store``, with its row of outputs along ``r`` in lanes, stays within what a renderer spells
     on vectors: ``LANE_OPS`` on numbers (no bool or float16 in memory, no float16 at all, division only by

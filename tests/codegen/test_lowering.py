@@ -465,7 +465,8 @@ def _lane_kernels(n):
     bias = k.buffer(dtypes.float32, rows * 64)
     i, j, r = k.range(8), k.range(64), k.range(5, AxisKind.REDUCE)
     row_bias = bias.index(i * 64 + j, gate=i < rows).load()  # gated by row: a branch around a vector load
-    k.store(out[i, j], (w[i, r] * x.index(j + r, gate=j + r < size).load()).reduce(r) + row_bias)
+    first = x.index(i, gate=(j < size) & (i < size)).load()  # one element, gated by lane
+    k.store(out[i, j], (w[i, r] * x.index(j + r, gate=j + r < size).load()).reduce(r) + row_bias + first)
     gated = k.build()
     k = KernelBuilder("clamped_window")  # lanes past 63 read element 0: a masked load, the rest given x[0]
     out, w, x = k.buffer(dtypes.float32, (8, 64)), k.buffer(dtypes.float32, (8, 5)), k.buffer(dtypes.float32, 68)

@@ -499,8 +499,9 @@ class _Walk:
     def index(self, node: UOp, index: int) -> None:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
         if node in self.lanes:
-            lane = next(u for u in node.src[1].toposort() if u.op is Ops.LANE)
-            self.offsets[node] = (base, self.operand(node.src[1], self.lanes[node]), contiguous(node.src[1], lane))
+            lane = next((u for u in node.src[1].toposort() if u.op is Ops.LANE), None)  # or only its gate has lanes
+            neighbours = lane is not None and contiguous(node.src[1], lane)
+            self.offsets[node] = (base, self.operand(node.src[1], self.lanes[node]), neighbours)
         elif _register_of(node.src[0]) is not None:
             self.names[node] = self.r.register_element(base)
         elif memory_of(node.src[0]).op is Ops.DEFINE_LOCAL:
