@@ -1166,8 +1166,9 @@ def describe(sink: UOp) -> str:
                      f"{len(barriers)} barriers")
     loops: dict[tuple[UOp, ...], int] = {}
     for u in topo:
-        if u.op is Ops.REDUCE:
-            loops[u.src[1:]] = loops.get(u.src[1:], 0) + 1
+        if u.op is Ops.REDUCE:  # a reduction in lanes is one accumulator per lane
+            lanes = max((int(n.arg) for n in u.src[0].toposort() if n.op is Ops.LANE), default=1)
+            loops[u.src[1:]] = loops.get(u.src[1:], 0) + lanes
     if loops:
         parts.append(f"{len(loops)} reduction loop(s), the widest updating {max(loops.values())} accumulator(s)")
     return "; ".join(parts)

@@ -421,6 +421,7 @@ def test_a_tile_row_is_one_store_in_lanes_where_the_renderer_spells_vectors():
     (one load of ``b`` per step, a broadcast of ``a`` per row), the same unrolling and prefetches."""
     tiled = tile_for_cpu(_matmul(64), 32, lanes=True)
     assert len([u for u in tiled.src if u.op is Ops.STORE]) == 8 and _lanes(tiled) == [32]
+    assert describe(tiled).endswith("the widest updating 256 accumulator(s)")  # one per lane
     src = LLVMRenderer("CPU", LANES).render(_matmul(512)).src
     assert src.count("call <32 x float> @llvm.fma.v32f32") == 8
     assert re.search(r"= load <32 x float>, ptr %\S+, align 4", src) and "masked.gather" not in src
