@@ -2,7 +2,9 @@
 
 A kernel is one of four shapes over rows ``i`` and a symbolic number of columns ``n``: elementwise, a
 reduction per row (possibly with a reduction nested in its body, which may depend on the outer one), a
-LOOP that carries a running value, or an atomic scatter-add. Values come from expressions over the
+LOOP that carries a running value, or an atomic scatter-add; or a fifth over 9 rows of 64 columns, a sum
+per output of ``x[i, j]`` times an expression over the sum's range, which CPUs and GPUs compute in
+register tiles (in lanes where the renderer spells vectors). Values come from expressions over the
 columns, reversed and padded neighbours, gathers through an index buffer (sometimes out of range),
 casts, bitcasts, shifts by any amount, rounding of halves, and nested reductions. Float data are small
 integers, so sums are exact in any order and every backend must give the reference's bits exactly (a sum
@@ -25,6 +27,8 @@ BINARY = {"int": [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN
           "float": [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN]}
 REDUCE = [Ops.ADD, Ops.MAX, Ops.MIN]
 ROWS, MAX_COLS = 3, 7
+TILE_ROWS, TILE_COLS = 9, 64
+"""The tile kernel's size: rows one more than AVX-512's 8-row tile, columns that GPU tiles divide."""
 LEAVES = ["x", "y", "reversed", "padded", "gathered", "column", "outer", "const"]
 SAME_SIZE = {1: [dtypes.int8, dtypes.uint8], 4: [dtypes.int32, dtypes.uint32, dtypes.float32],
              8: [dtypes.int64, dtypes.float64]}
@@ -51,12 +55,13 @@ class _Kernel:
     def __init__(self, kind: str, dtype: DType) -> None:
         self.kind, self.dtype = kind, dtype
         self.k = KernelBuilder(f"random_{kind}")
-        self.n = self.k.var("n", 1, MAX_COLS)
-        self.out = self.k.buffer(dtype, ROWS * self.n)
-        self.x = self.k.buffer(dtype, ROWS * self.n)
+        rows = TILE_ROWS if kind == "tile" else ROWS
+        self.n: UOp | int = TILE_COLS if kind == "tile" else self.k.var("n", 1, MAX_COLS)
+        self.out = self.k.buffer(dtype, rows * self.n)
+        self.x = self.k.buffer(dtype, rows * self.n)
         self.y = self.k.buffer(dtype, self.n)
-        self.idx = self.k.buffer(dtypes.int32, ROWS * self.n)
-        self.i = self.k.range(ROWS)
+        self.idx = self.k.buffer(dtypes.int32, rows * self.n)
+        self.i = self.k.range(rows)
 
     def value(self, tree, column: UOp, outer: UOp) -> UOp:
         dt, i, n = self.dtype, self.i, self.n
@@ -109,6 +114,9 @@ class _Kernel:
         elif self.kind == "reduce":
             r = k.range(n, AxisKind.REDUCE)
             k.store(self.out[i * n], self.value(tree, r, r).reduce(r, op=reduce_op))
+        elif self.kind == "tile":
+            j, r = k.range(n), k.range(n, AxisKind.REDUCE)
+            k.store(self.out[i * n + j], (self.x[i * n + j] * self.value(tree, r, j)).reduce(r, op=reduce_op))
         elif self.kind == "loop":
             j = k.range(n, AxisKind.LOOP)
             k.store(self.out[i * n], self.out[i * n] + self.value(tree, j, j))
@@ -123,13 +131,14 @@ class _Kernel:
         return k.build()
 
 
-def _inputs(dtype: DType, n: int, seed: int, out_of_range: bool) -> list[np.ndarray]:
+def _inputs(dtype: DType, n: int, seed: int, out_of_range: bool, rows: int = ROWS, cols: int = MAX_COLS
+            ) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    size = ROWS * MAX_COLS
-    x, y = (rng.integers(-8, 9, s).astype(dtype.numpy) for s in (size, MAX_COLS))
+    size = rows * cols
+    x, y = (rng.integers(-8, 9, s).astype(dtype.numpy) for s in (size, cols))
     idx = rng.integers(0, n, size).astype(np.int32)
     if out_of_range:
-        idx[rng.integers(0, ROWS * n)] = rng.choice([-1, n, 1000])
+        idx[rng.integers(0, rows * n)] = rng.choice([-1, n, 1000])
     out = rng.integers(-8, 9, size).astype(dtype.numpy)
     return [out, x, y, idx]
 
@@ -141,3 +150,13 @@ def test_random_kernels_agree_with_the_reference_bit_for_bit(kind, dtype, tree, 
     ast = _Kernel(kind, dtype).build(tree, reduce_op)
     report = svod.check(ast, _inputs(dtype, n, seed, out_of_range), ulps=0, n=n)
     assert report.ok, f"{report}\n{kind} {dtype!r} {tree}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(DTYPES), _expressions(), st.sampled_from(REDUCE), st.integers(0, 2**16), st.booleans())
+def test_random_tiles_agree_with_the_reference_bit_for_bit(dtype, tree, reduce_op, seed, out_of_range):
+    """Register tiles, in lanes on the LLVM pair and OpenCL, of every op the expressions reach (those no
+    vector spells keep scalar copies), against the reference."""
+    ast = _Kernel("tile", dtype).build(tree, reduce_op)
+    report = svod.check(ast, _inputs(dtype, TILE_COLS, seed, out_of_range, TILE_ROWS, TILE_COLS), ulps=0)
+    assert report.ok, f"{report}\n{dtype!r} {tree}"
