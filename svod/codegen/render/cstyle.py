@@ -397,6 +397,7 @@ class CStyleRenderer(KernelRenderer):
         raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=op)
 
     def lanes_cast(self, value: str, src: DType, dst: DType, lanes: int) -> str:
+        """A conversion of ``lanes`` values, as ``cast`` converts one."""
         raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
 
     def lanes_load(self, base: str, offset: str, neighbours: bool, gate: str | None, dtype: DType, lanes: int) -> str:
