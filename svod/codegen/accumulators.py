@@ -26,7 +26,7 @@ from collections import Counter
 
 from svod.dtype import DType
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.ops import FUSED
+from svod.ir.ops import FUSED, LEAVES
 
 
 def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | None) -> tuple[UOp, ...]:
@@ -125,12 +125,9 @@ def _combine(update: UOp, computed: list[UOp], decompositor: PatternMatcher | No
     return place(update)
 
 
-_LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL, Ops.LANE)
-
-
 def _with_leaves(body: list[UOp], consts: list[UOp]) -> tuple[UOp, ...]:
     """``body`` with the constants the registers use among the leaves it starts with, each once."""
-    start = next((i for i, u in enumerate(body) if u.op not in _LEAVES), len(body))
+    start = next((i for i, u in enumerate(body) if u.op not in LEAVES), len(body))
     leaves = dict.fromkeys(body[:start])
     for c in consts:
         if c not in leaves:

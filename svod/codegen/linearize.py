@@ -46,7 +46,7 @@ from svod.codegen.ranges import live_ranges, nested
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
-from svod.ir.ops import CONTINUED, EFFECTS
+from svod.ir.ops import CONTINUED, EFFECTS, LEAVES
 from svod.ir.uop import memory_of, unknown_below
 from svod.ir.validate import kernel_label
 
@@ -264,7 +264,7 @@ class _Linearizer:
         return self.memo[(node, self.place(node))]
 
     def build(self, u: UOp, block: _Block) -> UOp:
-        if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.PARAM, Ops.DEFINE_LOCAL, Ops.LANE):
+        if u.op in LEAVES:
             if u not in self.leaves:
                 self.leaves[u] = None
             return u

@@ -142,6 +142,8 @@ LANE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.NEG, 
                       Ops.XOR, Ops.IDIV, Ops.MOD, Ops.CAST, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE}) | COMPARISON
 """The ops a value that depends on a ``LANE`` may go through: what a renderer that spells vectors spells on
 them (lowering checks the rest: ``svod.codegen.lower._lanes_fit``)."""
+LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL, Ops.LANE)
+"""The ops an instruction list names before its first instruction: each is computed by no instruction."""
 EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
 """Ops that write memory: a kernel's SINK is made of them."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})

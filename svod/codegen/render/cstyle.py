@@ -523,23 +523,22 @@ class _Walk:
 
     def effect(self, node: UOp, index: int) -> str:
         r = self.r
-        target, value = self.names.get(node.src[0], ""), self.names[node.src[1]]  # an INDEX of lanes: offsets
         dtype = node.src[1].dtype
-        if node.op is Ops.ATOMIC:
-            local = memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL
-            line = (r.local_atomic if local else r.atomic)(node.arg, dtype, target, value)
-        elif node in self.lanes and node.src[0] in self.offsets:
+        if node.src[0] in self.offsets:  # lanes stored to a buffer
             base, offset, neighbours = self.offsets[node.src[0]]
             if not neighbours or dtype.kind == "bool":
                 raise GraphError("lanes are stored to neighbouring elements of numbers only", stage="render",
                                  value=str(dtype))
             line = r.lanes_store(base, offset, self.operand(node.src[1], self.lanes[node]), dtype, self.lanes[node])
-        elif node in self.lanes:  # an accumulator register of lanes
-            line = f"{r.deref(target)} = {self.operand(node.src[1], self.lanes[node])};"
-        else:
+        elif node.op is Ops.ATOMIC:
+            local = memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL
+            line = (r.local_atomic if local else r.atomic)(node.arg, dtype, self.names[node.src[0]],
+                                                            self.names[node.src[1]])
+        else:  # a value, or lanes into an accumulator register
+            value = self.operand(node.src[1], self.lanes.get(node, 1))
             if dtype.kind == "bool" and r.bool_memory_type is not None:
                 value = r.to_memory(value)
-            line = f"{r.deref(target)} = {value};"
+            line = f"{r.deref(self.names[node.src[0]])} = {value};"
         gate = self.gates.get(node.src[0])
         return line if gate is None else f"if ({gate}) {{ {line} }}"
 

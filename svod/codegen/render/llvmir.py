@@ -265,9 +265,13 @@ class _FunctionWriter:
             return self.operand(node)
         if node.op is Ops.CONST:
             return self.literal(node.arg, node.dtype)
+        return self.splat(self.operand(node), node.dtype)
+
+    def splat(self, value: str, dtype: DType) -> str:
+        """The scalar ``value`` in every lane of the instruction being rendered."""
         self.splats += 1
-        name, element = f"%splat{self.splats}", llvm_type(node.dtype)
-        self.emit(f"{name}.one = insertelement <{self.w} x {element}> poison, {element} {self.operand(node)}, i64 0")
+        name, element = f"%splat{self.splats}", llvm_type(dtype)
+        self.emit(f"{name}.one = insertelement <{self.w} x {element}> poison, {element} {value}, i64 0")
         self.emit(f"{name} = shufflevector <{self.w} x {element}> {name}.one, <{self.w} x {element}> poison, "
                   f"<{self.w} x i32> zeroinitializer")
         return name
@@ -375,15 +379,13 @@ class _FunctionWriter:
         if node.dtype.kind == "bool":
             raise GraphError("the LLVM renderer loads lanes of numbers only", stage="render", value="bool")
         if index in self.masks:
-            buffer, scalar = self.operand(index.src[0]), llvm_type(node.dtype)
-            self.emit(f"{out}.first = load {scalar}, ptr {buffer}{self._scope(index)}")
-            self.emit(f"{out}.firsts.one = insertelement {ty} poison, {scalar} {out}.first, i64 0")
-            self.emit(f"{out}.firsts = shufflevector {ty} {out}.firsts.one, {ty} poison, <{self.w} x i32> "
-                      "zeroinitializer")
+            scalar = llvm_type(node.dtype)
+            self.emit(f"{out}.first = load {scalar}, ptr {self.operand(index.src[0])}{self._scope(index)}")
+            firsts = self.splat(f"{out}.first", node.dtype)
             intrinsic = f"@llvm.masked.load.{self.suffix(node.dtype)}.p0"
             self.declarations.add(f"declare {ty} {intrinsic}(ptr, i32, <{self.w} x i1>, {ty})")
             self.emit(f"{out} = call {ty} {intrinsic}(ptr {self.names[index]}, i32 {align}, <{self.w} x i1> "
-                      f"{self.arg(self.masks[index])}, {ty} {out}.firsts){self._scope(index)}")
+                      f"{self.arg(self.masks[index])}, {ty} {firsts}){self._scope(index)}")
         elif index in self.contiguous and mask is None:
             self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
         else:
