@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import llvmlite.binding as llvm
@@ -20,6 +21,7 @@ import llvmlite.binding as llvm
 from svod.backends.base import Host, Opened, Pair
 from svod.codegen.render.base import KernelRenderer
 from svod.device import Compiler, DeviceCaps, ProgramBase, RuntimeFactory
+from svod.device.caps import ASSUMED_L2_BYTES
 from svod.dtype import DeviceSpec
 from svod.errors import SvodError
 
@@ -61,6 +63,27 @@ def host_vector_registers() -> int:
     """This CPU's SIMD registers: 32 with AVX-512, else 16 (AVX2's count, and what svod assumes of other
     CPUs). Both CPU pairs compile for this CPU (LLVM for its features, C with ``-march=native``)."""
     return 32 if llvm.get_host_cpu_features().get("avx512f", False) else 16
+
+
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+"""Where Linux describes the first core's caches: a directory per cache, each with its level, type and size."""
+
+
+@functools.cache
+def host_l2_bytes() -> int:
+    """One core's L2 cache in bytes, as Linux describes it, or ``ASSUMED_L2_BYTES`` where it does not
+    (another system, or a virtual machine that hides its caches). Zen 3 has 512 KiB, a quarter of the
+    Xeon's: blocks sized for the Xeon would be read from its L3."""
+    for cache in sorted(CACHES.glob("index*")):
+        try:
+            level, kind, size = ((cache / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+        digits = size.rstrip("KM")
+        if level == "2" and kind in ("Unified", "Data") and digits.isdigit() and int(digits) > 0:
+            return int(digits) * scale
+    return ASSUMED_L2_BYTES
 
 
 class ThreadTeam:
@@ -221,8 +244,8 @@ def _compiler(name: str, host: Host) -> HostCompiler:
 
 def _caps(compiler: HostCompiler, host: Host) -> DeviceCaps:
     return DeviceCaps(host_memory=True, overlaps_on_host=True, threads=host.settings.threads,
-                      vector_registers=host_vector_registers(), native_float16=compiler.native_float16,
-                      vector_lanes=compiler.vector_lanes)
+                      vector_registers=host_vector_registers(), l2_bytes=host_l2_bytes(),
+                      native_float16=compiler.native_float16, vector_lanes=compiler.vector_lanes)
 
 
 def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:

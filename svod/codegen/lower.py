@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from svod.codegen.indexing import Poly, to_poly
 from svod.codegen.ranges import live_ranges, nested, range_order
-from svod.device.caps import CORE_ID, WorkGroupLimits, launch_index
+from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID, WorkGroupLimits, launch_index
 from svod.dtype import PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
@@ -201,33 +201,32 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     return substitute(sink, replaced) if replaced else sink
 
 
-BLOCK_BYTES = 1 << 20
-"""The most bytes of ``b`` one block of columns reads: half of a core's L2 cache (2 MiB on
-the Xeon measured), so the block stays there while every row of the output passes over it, with room for
-the rows of ``a`` (matmul 2048: 209 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126
-against 94)."""
+BLOCK_SHARE = 2
+"""A block of ``b`` takes at most a ``1/BLOCK_SHARE`` of a core's L2 cache, so it stays there while every
+row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
+GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
 BLOCK_MIN_ROWS = 512
 """The fewest rows of output (times batches) that repay copying ``b`` where its rows alias: an MLP's 256-row
 layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
 BLOCK_WIDTHS = (256, 128)
 """The widths a block of columns may take, widest first: multiples of every register tile's row."""
 BLOCK_DEPTH = 512
-"""The most turns of a sum one block of ``b``'s rows takes: the block then stays in L2 whatever the sum's
-length, and a row of ``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns.
-matmul 2048: 73 -> 52 ms; float64 1024: 16.9 -> 13.5; NPBench's gemm (2500x2750x3000 float64, blocks of
-500): 1.43 s -> 0.32."""
+"""The most turns of a sum one block of ``b``'s rows takes (fewer where the narrowest block of that depth
+would not fit in its share of L2): the block then stays in L2 whatever the sum's length, and a row of
+``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns. matmul 2048: 73 -> 52
+ms; float64 1024: 16.9 -> 13.5; NPBench's gemm (2500x2750x3000 float64, blocks of 500): 1.43 s -> 0.32."""
 
 
-def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
-    """A CPU matmul whose ``b`` is larger than ``BLOCK_BYTES``, over ``b`` in blocks of ``W`` columns:
-    the blocks are an outermost sequential loop, so each thread passes its rows over every block, and the
-    columns past the last whole block are a store of their own. A block of ``b`` (``K x W`` elements) then
-    stays in L2 while the rows pass over it; ``b`` read whole from L3 for each row of tiles ran at 92
-    GFLOP/s on one core, against 163 where it fits in L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks
-    of ``D`` turns too, a loop inside the columns' loop: a block of ``b`` is then ``D x W``, and each block
-    continues the sum the block before stored (``_continued``). Where the
-    kernel stores something else of the sum (``alpha * sum + beta * c``), the sums go to a scratch buffer
-    first and a last stage stores the kernel's values (``_summed_first``).
+def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...] | None:
+    """A CPU matmul whose ``b`` is larger than its share of a core's L2 cache (``BLOCK_SHARE`` of
+    ``l2_bytes``), over ``b`` in blocks of ``W`` columns: the blocks are an outermost sequential loop, so
+    each thread passes its rows over every block, and the columns past the last whole block are a store of
+    their own. A block of ``b`` (``K x W`` elements) then stays in L2 while the rows pass over it; ``b``
+    read whole from L3 for each row of tiles ran at 92 GFLOP/s on one core, against 163 where it fits in
+    L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks of ``D`` turns too, a loop inside the columns'
+    loop: a block of ``b`` is then ``D x W``, and each block continues the sum the block before stored
+    (``_continued``). Where the kernel stores something else of the sum (``alpha * sum + beta * c``), the
+    sums go to a scratch buffer first and a last stage stores the kernel's values (``_summed_first``).
 
     Rows of ``b`` a multiple of 4 KiB apart map to a sixteenth of the cache's sets or fewer, and a block cut
     from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over rows 4224 bytes apart); rows that
@@ -264,7 +263,7 @@ def block_matmul(sink: UOp) -> tuple[UOp, ...] | None:
         store = next(e for e in sink.src if e.op is Ops.STORE)
         loads = _reduction_loads(store)
     for load in loads:
-        found = _blockable(load, k, outputs, written)
+        found = _blockable(load, k, outputs, written, l2_bytes // BLOCK_SHARE)
         if found is None:
             continue
         rows = math.prod(int(r.src[0].arg) for r in outputs) // int(found[0].src[0].arg)
@@ -394,10 +393,11 @@ def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int]
     return (*_blocked(summed, load, k, *found, rows), stored)
 
 
-def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp]) -> tuple[UOp, int, int, int] | None:
+def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
+               block_bytes: int) -> tuple[UOp, int, int, int] | None:
     """``load``'s column range ``j``, its row stride ``s``, the block width and the block depth (turns of
-    ``k``), where ``_blocked`` applies: a sum longer than ``BLOCK_DEPTH`` in blocks as even as there can
-    be, the last one shorter where they do not divide it."""
+    ``k``), where ``_blocked`` applies to blocks of at most ``block_bytes``: a sum longer than a block's
+    depth in blocks as even as there can be, the last one shorter where they do not divide it."""
     index, param = load.src[0], load.src[0].src[0]
     if len(index.src) != 2 or param.op is not Ops.PARAM or param in written or param_size(param).op is not Ops.CONST:
         return None
@@ -408,10 +408,13 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp]) ->
             or any(k in m or j in m or c % stride for m, c in poly.terms.items() if m not in ((k,), (j,))):
         return None
     columns, depth = int(j.src[0].arg), int(k.src[0].arg)
-    if depth * columns * itemsize <= BLOCK_BYTES:
+    if depth * columns * itemsize <= block_bytes:
         return None  # b stays in L2 as it is
-    deep = -(-depth // -(-depth // BLOCK_DEPTH))
-    width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= BLOCK_BYTES), None)
+    most = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))
+    if most < 1:
+        return None
+    deep = -(-depth // -(-depth // most))
+    width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= block_bytes), None)
     return None if width is None else (j, stride, width, deep)
 
 

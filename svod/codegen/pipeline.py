@@ -259,7 +259,7 @@ def stages(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, 
     where it packs ``b``), or the two stages of a split reduction where the device has parallelism to spread
     the first over. Stages take the kernel's buffers and, after them, one scratch buffer (the last PARAM of
     the first stage)."""
-    split = None if target.gpu else block_matmul(ast)
+    split = None if target.gpu else block_matmul(ast, target.caps.l2_bytes)
     if trace is not None and not target.gpu:
         _report(trace, "block_matmul", f"{kernel_label(ast)} for {target.device}", split)
     if split is None and target.parallel:

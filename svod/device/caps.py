@@ -49,6 +49,8 @@ class WorkGroupLimits:
 
 
 ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
+ASSUMED_L2_BYTES = 2 << 20
+"""One core's L2 cache where the host does not say: the Xeon svod's blocks were measured on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class DeviceCaps:
     vector_registers: int = 16
     """The CPU's SIMD registers, which size its register tiles: 32 with AVX-512, 16 with AVX2 (and what
     svod assumes of other CPUs)."""
+    l2_bytes: int = ASSUMED_L2_BYTES
+    """One core's L2 cache, which sizes a CPU matmul's blocks of ``b`` (``block_matmul``: half of it)."""
     vector_lanes: bool = False
     """Whether the renderer computes a value of ``W`` lanes (``Ops.LANE``) as one vector: a CPU register
     tile's row is then one store, not ``W`` (LLVM IR's vector types; the C pair renders scalars)."""

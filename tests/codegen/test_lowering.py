@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from collections import Counter
 
 import numpy as np
@@ -988,6 +987,26 @@ def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
     assert (turns.src[0].vmin, turns.src[0].vmax) == (509, 511)
 
 
+
+def _block_shape(blocked):
+    """The (columns, turns) of the first store's block: its innermost GLOBAL range and its REDUCE range."""
+    store = next(e for e in blocked.src if e.op is Ops.STORE)
+    ranges = sorted((u for u in store.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    return int(ranges[-2].src[0].vmax), int(ranges[-1].src[0].vmax)
+
+
+def test_blocks_take_half_of_the_hosts_l2():
+    """Zen 3's L2 is 512 KiB: a block of ``b`` takes 256 KiB, 128 columns by 512 turns of float32 or 256 of
+    float64 (blocks of 1 MiB would be read from L3 there), and a ``b`` of 1 MiB, which the Xeon's 2 MiB
+    keep whole, is blocked. The host's size reaches lowering through ``DeviceCaps.l2_bytes``."""
+    zen3 = 512 << 10
+    assert block_matmul(_big_matmul(512, 512, 512)) is None
+    assert _block_shape(block_matmul(_big_matmul(512, 512, 512), zen3)[-1]) == (128, 512)
+    assert _block_shape(block_matmul(_big_matmul(512, 1024, 1024, pitch=1040), zen3)[-1]) == (128, 512)
+    assert _block_shape(block_matmul(_big_matmul(512, 1024, 1024, dtypes.float64, pitch=1032), zen3)[-1]) == (128, 256)
+    assert _block_shape(block_matmul(_big_matmul(512, 1024, 1024, dtypes.float64, pitch=1032))[-1]) == (256, 512)
+
+
 def _gemm(m, n, depth, name="gemm"):
     """NPBench's gemm, in place: ``c = 1.5 * a @ b + 1.2 * c``, float64."""
     k = KernelBuilder(name)
@@ -1013,7 +1032,7 @@ def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(m
     blocked = c.copy()
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, 1.5 * a @ b + 1.2 * c, rtol=1e-12, atol=1e-12)
-    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_BYTES", 1 << 62)  # every b fits
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))  # b fits
     plain = _gemm(rows, 520, 1536, name="gemm_unblocked")
     assert device.renderer.stages(plain) == (plain,)
     unblocked = c.copy()
@@ -1077,14 +1096,17 @@ def test_a_matmul_is_not_blocked_where_it_would_not_pay():
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("l2_bytes", [None, 512 << 10], ids=["host_l2", "zen3_l2"])
 @pytest.mark.parametrize(("dtype", "batch", "columns", "pitch", "depth"), [
     (dtypes.float32, 1, 1024, 1024, 1024), (dtypes.float64, 2, 1024, 1024, 512), (dtypes.float32, 1, 1024, 1040, 1024),
     (dtypes.float32, 1, 1000, 1000, 1024), (dtypes.float64, 1, 520, 520, 1531), (dtypes.float32, 1, 1031, 1031, 2100)])
-def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, dtype, batch, columns, pitch,
-                                                              depth):
+def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, l2_bytes, dtype, batch, columns,
+                                                              pitch, depth):
     """Blocks and the packed copy move ``b``, and blocks of the sum continue it, not change its order: the
-    same bits as the kernel as it was."""
+    same bits as the kernel as it was, with blocks sized for this host's L2 or for Zen 3's."""
     device = open_device(compiler)
+    if l2_bytes is not None:
+        monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=l2_bytes))
     ast = _big_matmul(512, columns, depth, dtype, batch, pitch=pitch)
     row_bytes = pitch * dtype.itemsize
     assert len(device.renderer.stages(ast)) == (2 if row_bytes % 64 or row_bytes % 4096 == 0 else 1)  # a copy
@@ -1094,7 +1116,7 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     blocked = np.full((batch, 512, columns), np.nan, dtype.numpy)  # a continued sum's first block reads none of it
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
-    monkeypatch.setattr(sys.modules["svod.codegen.lower"], "BLOCK_BYTES", 1 << 62)  # every b fits
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))  # b fits
     plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
     assert device.renderer.stages(plain) == (plain,)
     unblocked = np.zeros_like(blocked)

@@ -125,7 +125,7 @@ class KernelRenderer(ABC):
     @property
     def cache_key(self) -> str:
         """Names every setting that changes the rendered code."""
-        return (f"{type(self).__name__}-threads{self.threads}-vregs{self.caps.vector_registers}"
+        return (f"{type(self).__name__}-threads{self.threads}-vregs{self.caps.vector_registers}-l2{self.caps.l2_bytes}"
                 f"{'' if self.caps.native_float16 else '-half16'}")
 
     def decompositor(self) -> PatternMatcher | None:
