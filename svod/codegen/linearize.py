@@ -495,9 +495,12 @@ def _flatten(block: _Block, out: list[UOp]) -> None:
 
 
 def _gate(effect: UOp) -> UOp | None:
-    """The gate of an effect's target, if it has one (and carries no record)."""
+    """The gate of an effect's target, if it has one (and carries no record), and it is the same for every
+    lane: a gate that differs by lane stays on the target, whose store it masks (no IF can)."""
     target = effect.src[0]
-    return target.src[2] if len(target.src) == 3 and _record(target) is None else None
+    if len(target.src) != 3 or _record(target) is not None:
+        return None
+    return None if any(u.op is Ops.LANE for u in target.src[2].toposort()) else target.src[2]
 
 
 def _record(u: UOp) -> UOp | None:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,31 @@ def test_an_effect_runs_in_every_loop_it_was_written_in_even_if_simplification_f
     got = np.array([10, 20, 30], np.int8)
     svod.run(k.build(), [got], device=device, n=5)
     np.testing.assert_array_equal(got, [5, 15, 25])
+
+
+def test_a_value_placed_twice_is_named_by_its_inner_place_only_inside_its_block():
+    """The linearizer may place one value in a block and later hoist it before an enclosing one (a masked
+    tile's gate: in its sum's loads, then at its store). After the block closes the renderers name it by the
+    hoisted place, which comes first and dominates (LLVM refused the IR of a 1031-column blocked matmul)."""
+    from svod.codegen.render.base import ScopedNames
+
+    value, other = UOp.const(dtypes.int32, 1), UOp.const(dtypes.int32, 2)
+    names = ScopedNames()
+    names[value] = "%hoisted"
+    names.open()
+    names[value], names[other] = "%inner", "%first_inside"
+    names.open()
+    names[value] = "%innermost"
+    names.close()
+    assert names[value] == "%inner"
+    names.close()
+    assert (names[value], names[other]) == ("%hoisted", "%first_inside")
+    device = svod.get_device("CPU", "llvm")
+    k = KernelBuilder("mm_1031")
+    out, a, b = (k.buffer(dtypes.float32, (1031, 1031)) for _ in range(3))  # edges of rows, columns and sum
+    i, j, r = k.range(1031), k.range(1031), k.range(1031, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    *_, blocked = device.renderer.stages(k.build())
+    linear = device.renderer.program(blocked).src[2].src  # PROGRAM: SINK, DEVICE, LINEAR, SOURCE
+    assert any(count > 1 for count in Counter(u for u in linear if u.op not in (Ops.CONST, Ops.END)).values())
+    svod.compile(k.build(), device)  # LLVM verifies that every use is dominated

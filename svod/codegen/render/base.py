@@ -41,6 +41,30 @@ def _trace() -> TextIO | None:
     return sys.stderr if settings.debug_passes else None
 
 
+class ScopedNames(dict[UOp, str]):
+    """Each node's name in the rendered code, scoped by the loops and IFs it is defined in. The linearizer
+    may place one value twice: in a block, and later hoisted before a block that encloses that one (a
+    masked tile's gate, in its reduction's loads and at its store). The inner place names it only until
+    its block closes; after the block, the code sees the name from before it again, whose definition comes
+    first and dominates what follows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shadowed: list[list[tuple[UOp, str]]] = []
+
+    def open(self) -> None:
+        self._shadowed.append([])
+
+    def close(self) -> None:
+        for node, name in reversed(self._shadowed.pop()):
+            super().__setitem__(node, name)
+
+    def __setitem__(self, node: UOp, name: str) -> None:
+        if self._shadowed and node in self:
+            self._shadowed[-1].append((node, self[node]))
+        super().__setitem__(node, name)
+
+
 def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
     """Each loop that updates exactly one accumulator register, with that update (a STORE). Such a loop
     is a plain reduction, which a backend may vectorise along the loop by reassociating it."""

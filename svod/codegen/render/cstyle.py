@@ -20,7 +20,7 @@ import numpy as np
 
 from svod.codegen.checks import CHECKED
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
-from svod.codegen.render.base import KernelRenderer, contiguous, lane_widths, sole_accumulators
+from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, sole_accumulators
 from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -438,7 +438,7 @@ class _Walk:
 
     def __init__(self, renderer: CStyleRenderer) -> None:
         self.r = renderer
-        self.names: dict[UOp, str] = {}
+        self.names = ScopedNames()
         self.gates: dict[UOp, str] = {}
         self.depth = 1
         self.vectorised_sums: set[UOp] = set()
@@ -463,6 +463,7 @@ class _Walk:
 
     def end(self, node: UOp, index: int) -> str:
         self.depth -= 1
+        self.names.close()
         return "}"
 
     def after(self, node: UOp, index: int) -> None:
@@ -514,11 +515,13 @@ class _Walk:
 
     def if_(self, node: UOp, index: int) -> str:
         self.depth += 1
+        self.names.open()
         return f"if ({self.names[node.src[0]]}) {{"
 
     def loop(self, node: UOp, index: int) -> str:
         name = self.names[node] = f"ridx{node.arg[0]}_{index}"
         self.depth += 1
+        self.names.open()
         return self.r.loop_header(name, self.names[node.src[0]])
 
     def effect(self, node: UOp, index: int) -> str:

@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
 from svod.codegen.indexing import Poly, to_poly
-from svod.codegen.render.base import KernelRenderer, contiguous, lane_widths, sole_accumulators
+from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -174,7 +174,7 @@ class _FunctionWriter:
         self.r = renderer
         self.symbol = symbol
         self.linear = linear
-        self.names: dict[UOp, str] = {}
+        self.names = ScopedNames()
         self.lines: list[str] = []
         self.declarations: set[str] = set()
         self.block = "entry"
@@ -316,6 +316,8 @@ class _FunctionWriter:
             self._lane_load(node, out)
         elif op is Ops.LOAD:
             self._gated(node.src[0], out, lambda: self._load(node, out), node.dtype)
+        elif op is Ops.STORE and len(node.src[0].src) == 3 and node.src[0].src[2] in self.lanes:
+            self._store(node, out, node.src[0].src[2])  # a gate that differs by lane masks the store
         elif op is Ops.STORE:
             self._gated(node.src[0], out, lambda: self._store(node, out))
         elif op is Ops.ATOMIC:
@@ -373,21 +375,25 @@ class _FunctionWriter:
             self._lanes_read(node, out, gate)
 
     def _lanes_read(self, node: UOp, out: str, mask: UOp | None) -> None:
-        """One vector load of neighbouring elements, else a gather (a lane ``mask`` fails reads nothing and
-        gives 0); neighbouring elements under a gate of their offset (``masks``), a masked vector load."""
+        """One vector load of neighbouring elements, else a gather; a lane ``mask`` fails reads nothing and
+        gives 0, and masks a vector load of neighbouring elements. Neighbouring elements under a gate of
+        their offset (``masks``): a masked vector load whose failing lanes give element 0."""
         index, ty, align = node.src[0], self.ty(node.dtype), node.dtype.itemsize
         if node.dtype.kind == "bool":
             raise GraphError("the LLVM renderer loads lanes of numbers only", stage="render", value="bool")
-        if index in self.masks:
-            scalar = llvm_type(node.dtype)
-            self.emit(f"{out}.first = load {scalar}, ptr {self.operand(index.src[0])}{self._scope(index)}")
-            firsts = self.splat(f"{out}.first", node.dtype)
+        if index in self.contiguous and mask is None and index not in self.masks:
+            self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
+        elif index in self.contiguous:
+            passthru = "zeroinitializer"
+            if index in self.masks:
+                mask, scalar = self.masks[index], llvm_type(node.dtype)
+                self.emit(f"{out}.first = load {scalar}, ptr {self.operand(index.src[0])}{self._scope(index)}")
+                passthru = self.splat(f"{out}.first", node.dtype)
+            assert mask is not None
             intrinsic = f"@llvm.masked.load.{self.suffix(node.dtype)}.p0"
             self.declarations.add(f"declare {ty} {intrinsic}(ptr, i32, <{self.w} x i1>, {ty})")
             self.emit(f"{out} = call {ty} {intrinsic}(ptr {self.names[index]}, i32 {align}, <{self.w} x i1> "
-                      f"{self.arg(self.masks[index])}, {ty} {firsts}){self._scope(index)}")
-        elif index in self.contiguous and mask is None:
-            self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
+                      f"{self.arg(mask)}, {ty} {passthru}){self._scope(index)}")
         else:
             addresses = f"{self.names[index]}.lanes" if index in self.contiguous else self.names[index]
             lanes = self.arg(mask) if mask is not None else self.literal(True, dtypes.bool)
@@ -434,27 +440,35 @@ class _FunctionWriter:
             self.emit(f"{out} = load {llvm_type(node.dtype)}, ptr {ptr}{self._scope(node.src[0])}")
         self.names[node] = out
 
-    def _store(self, node: UOp, out: str) -> None:
+    def _store(self, node: UOp, out: str, mask: UOp | None = None) -> None:
         ptr, value = self.operand(node.src[0]), self.arg(node.src[1])
         if self.w > 1:
-            self._lanes_write(node, ptr, value)
+            self._lanes_write(node, ptr, value, mask)
             return
         if node.src[1].dtype.kind == "bool":
             self.emit(f"{out}.byte = zext i1 {value} to i8")
             value = f"{out}.byte"
         self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}{self._scope(node.src[0])}")
 
-    def _lanes_write(self, node: UOp, ptr: str, value: str) -> None:
+    def _lanes_write(self, node: UOp, ptr: str, value: str, mask: UOp | None) -> None:
         """A vector store: into an accumulator register, or of neighbouring elements of a buffer (lowering
-        lanes no other store: ``svod.codegen.lower._lanes_fit``)."""
+        lanes no other store: ``svod.codegen.lower._lanes_fit``), only the lanes ``mask`` passes where
+        given (a tile's lanes past a row's end: ``svod.codegen.lower._masked_lanes``)."""
         index, dtype = node.src[0], node.src[1].dtype
+        ty, align = self.ty(dtype), dtype.itemsize
         if memory_of(index.src[0]).op is Ops.DEFINE_REG:
-            self.emit(f"store {self.ty(dtype)} {value}, ptr {ptr}")
+            self.emit(f"store {ty} {value}, ptr {ptr}")
             return
         if index not in self.contiguous or dtype.kind == "bool":
             raise GraphError("the LLVM renderer stores lanes only to neighbouring elements of numbers", stage="render",
                              value=str(dtype))
-        self.emit(f"store {self.ty(dtype)} {value}, ptr {ptr}, align {dtype.itemsize}{self._scope(index)}")
+        if mask is None:
+            self.emit(f"store {ty} {value}, ptr {ptr}, align {align}{self._scope(index)}")
+            return
+        intrinsic = f"@llvm.masked.store.{self.suffix(dtype)}.p0"
+        self.declarations.add(f"declare void {intrinsic}({ty}, ptr, i32, <{self.w} x i1>)")
+        self.emit(f"call void {intrinsic}({ty} {value}, ptr {ptr}, i32 {align}, <{self.w} x i1> "
+                  f"{self.arg(mask)}){self._scope(index)}")
 
     def _scope(self, index: UOp) -> str:
         """The alias scope metadata of an access to a buffer ("" for an accumulator or private memory)."""
@@ -509,14 +523,17 @@ class _FunctionWriter:
         self.emit(f"%{loop}.more = icmp slt i64 %{loop}.i, {self.operand(r.src[0])}")
         self.emit(f"br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
         self.label(f"{loop}.body")
+        self.names.open()
 
     def _open_if(self, guard: UOp, index: int) -> None:
         block = f"if{index}"
         self.names[guard] = f"%{block}"
         self.emit(f"br i1 {self.operand(guard.src[0])}, label %{block}.then, label %{block}.end")
         self.label(f"{block}.then")
+        self.names.open()
 
     def _close_scope(self, scope: UOp) -> None:
+        self.names.close()
         if scope.op is Ops.IF:
             block = self.names[scope][1:]
             self.emit(f"br label %{block}.end")
