@@ -191,7 +191,8 @@ def _per_item(sink: UOp, target: Target) -> UOp | None:
 
 
 def _launch(sink: UOp, target: Target) -> UOp:
-    flat = to_gpu_indices(sink, _limits(target), direct_index=False)
+    flat = to_gpu_indices(sink, _limits(target), direct_index=False,
+                          exact_groups=not target.caps.dedicated_local_memory)
     return flat if target.loops_fit(flat) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,9 +12,10 @@ import numpy as np
 import pytest
 
 import svod
-from svod import AxisKind, KernelBuilder, dtypes
+from svod import AxisKind, KernelBuilder, UOp, dtypes
 from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
 from svod.errors import CompileError
+from svod.frontend.kernels import conv2d
 
 pytestmark = pytest.mark.skipif("CL:0" not in svod.available_devices(),
                                 reason="no OpenCL platform here (install pocl-opencl-icd)")
@@ -152,3 +154,39 @@ def test_a_large_reduction_runs_in_two_stages_on_opencl():
         total = np.zeros(1, np.float32)
         svod.run(k.build(), [total, data], device="CL:0", n=n_value)
         np.testing.assert_allclose(total[0], data[:n_value].astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+
+
+def _wide_matmul(columns: int) -> UOp:
+    k = KernelBuilder(f"wide_mm_{columns}")
+    out, a, b = (k.buffer(dtypes.float32, shape) for shape in ((16, columns), (16, 8), (8, columns)))
+    i, j, r = k.range(16), k.range(columns), k.range(8, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize("columns", [5, 33, 999])
+def test_a_masked_tile_is_one_vector_where_every_lane_passes(columns):
+    """A work item's tile row past the columns' end is still one vector: a store of all lanes where every
+    lane passes, else of each passing lane's element; ``b`` read the same way, the test made once before
+    the sum's loop. The output ends where sentinels begin, which no lane may touch; the values are the
+    reference's bits."""
+    ast = _wide_matmul(columns)
+    src = svod.get_device("CL:0").renderer.render(ast).src
+    assert re.search(r"if \(all\(v\d+\)\) \{ vstore\d+\(", src) and re.search(r"\(all\(v\d+\)\?vload\d+\(", src)
+    rng = np.random.default_rng(columns)
+    a, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, columns)).astype(np.float32)
+    memory = svod.Buffer.from_numpy(np.full(16 * columns + 64, 7.0, np.float32), "CL:0")
+    svod.run(ast, [memory.view(0, 16 * columns), a, b], device="CL:0")
+    want = np.zeros((16, columns), np.float32)
+    svod.run(ast, [want, a, b], device="PYTHON")
+    got = memory.numpy()
+    np.testing.assert_array_equal(got[:16 * columns].view(np.int32), want.reshape(-1).view(np.int32))
+    assert (got[16 * columns:] == 7.0).all()
+
+
+def test_a_gate_that_changes_every_turn_reads_each_lane():
+    """A padded convolution's window tests its lanes anew at every turn of the sum: each lane's element is
+    read, not a branch between a vector and them at every turn (PoCL stops vectorising across work items
+    there)."""
+    src = svod.get_device("CL:0").renderer.render(conv2d(4, 32).steps[0].ast).src
+    assert "vload" not in src and "all(" not in src

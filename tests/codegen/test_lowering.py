@@ -793,6 +793,28 @@ def test_a_transpose_gets_square_work_groups_and_a_gather_long_rows():
     assert launch(gather(1024, 100).steps[0].ast) == "launch gidx1 < 256, lidx0 < 64, lidx1 < 4"
 
 
+def _gated_effects(sink):
+    return [e for e in sink.src if e.op is Ops.STORE and len(e.src[0].src) == 3]
+
+
+@pytest.mark.parametrize(("rows", "columns", "groups"), [
+    (1002, 64, "launch gidx1 < 334, lidx0 < 64, lidx1 < 3"),
+    (256, 96, "launch gidx0 < 2, gidx1 < 64, lidx0 < 48, lidx1 < 4"),
+    (256, 67, "launch gidx0 < 67, gidx1 < 64, lidx0 < 1, lidx1 < 4")])  # a prime: groups of 1
+def test_a_cpu_driver_gets_groups_that_divide_each_end(rows, columns, groups):
+    """A CPU's OpenCL or Vulkan driver (``exact_groups``) gets the largest local size up to the power of two
+    that divides each constant end: no group is ragged, no effect gated. A GPU keeps powers of two and gates
+    the last group's items past the end."""
+    k = KernelBuilder("scaled")
+    out, x = k.buffer(dtypes.float32, (rows, columns)), k.buffer(dtypes.float32, (rows, columns))
+    i, j = k.range(rows), k.range(columns)
+    k.store(out[i, j], x[i, j] * 2.0)
+    ast = simplify(anchor_ranges(k.build()))
+    exact = simplify(to_gpu_indices(ast, _LIMITS, direct_index=False, exact_groups=True))
+    assert describe(exact) == groups and not _gated_effects(exact)
+    assert len(_gated_effects(simplify(to_gpu_indices(ast, _LIMITS, direct_index=False)))) == 1
+
+
 def _scatter(kind: str, bins: int = 256, n: int = 1 << 15):
     k = KernelBuilder(kind)
     out, idx = k.buffer(dtypes.float32, bins), k.buffer(dtypes.int32, n)
