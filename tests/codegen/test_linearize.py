@@ -145,10 +145,12 @@ def test_a_value_placed_twice_is_named_by_its_inner_place_only_inside_its_block(
     names[value], names[other] = "%inner", "%first_inside"
     names.open()
     names[value] = "%innermost"
+    names[value] = "%innermost.gated"  # renamed twice in one block: the name from before it comes back
     names.close()
     assert names[value] == "%inner"
+    names[other] = "%first_inside.gated"
     names.close()
-    assert (names[value], names[other]) == ("%hoisted", "%first_inside")
+    assert (names[value], names[other]) == ("%hoisted", "%first_inside.gated")  # had none before the block
     device = svod.get_device("CPU", "llvm")
     k = KernelBuilder("mm_1031")
     out, a, b = (k.buffer(dtypes.float32, (1031, 1031)) for _ in range(3))  # edges of rows, columns and sum

@@ -50,18 +50,20 @@ class ScopedNames(dict[UOp, str]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._shadowed: list[list[tuple[UOp, str]]] = []
+        self._before: list[dict[UOp, str | None]] = []
+        """For each open block, the name each node renamed in it had when it opened (None: it had none)."""
 
     def open(self) -> None:
-        self._shadowed.append([])
+        self._before.append({})
 
     def close(self) -> None:
-        for node, name in reversed(self._shadowed.pop()):
-            super().__setitem__(node, name)
+        for node, name in self._before.pop().items():
+            if name is not None:
+                super().__setitem__(node, name)
 
     def __setitem__(self, node: UOp, name: str) -> None:
-        if self._shadowed and node in self:
-            self._shadowed[-1].append((node, self[node]))
+        if self._before and node not in self._before[-1]:
+            self._before[-1][node] = self.get(node)
         super().__setitem__(node, name)
 
 
@@ -149,8 +151,8 @@ class KernelRenderer(ABC):
     @property
     def cache_key(self) -> str:
         """Names every setting that changes the rendered code."""
-        return (f"{type(self).__name__}-threads{self.threads}-vregs{self.caps.vector_registers}-l2{self.caps.l2_bytes}"
-                f"{'' if self.caps.native_float16 else '-half16'}")
+        return (f"{type(self).__name__}-threads{self.threads}-vregs{self.caps.vector_registers}"
+                f"-l2{self.caps.l2_bytes}{'' if self.caps.native_float16 else '-half16'}")
 
     def decompositor(self) -> PatternMatcher | None:
         return None

@@ -381,19 +381,19 @@ class _FunctionWriter:
         index, ty, align = node.src[0], self.ty(node.dtype), node.dtype.itemsize
         if node.dtype.kind == "bool":
             raise GraphError("the LLVM renderer loads lanes of numbers only", stage="render", value="bool")
-        if index in self.contiguous and mask is None and index not in self.masks:
+        masked = self.masks.get(index, mask)
+        if index in self.contiguous and masked is None:
             self.emit(f"{out} = load {ty}, ptr {self.names[index]}, align {align}{self._scope(index)}")
-        elif index in self.contiguous:
+        elif index in self.contiguous and masked is not None:
             passthru = "zeroinitializer"
             if index in self.masks:
-                mask, scalar = self.masks[index], llvm_type(node.dtype)
+                scalar = llvm_type(node.dtype)
                 self.emit(f"{out}.first = load {scalar}, ptr {self.operand(index.src[0])}{self._scope(index)}")
                 passthru = self.splat(f"{out}.first", node.dtype)
-            assert mask is not None
             intrinsic = f"@llvm.masked.load.{self.suffix(node.dtype)}.p0"
             self.declarations.add(f"declare {ty} {intrinsic}(ptr, i32, <{self.w} x i1>, {ty})")
             self.emit(f"{out} = call {ty} {intrinsic}(ptr {self.names[index]}, i32 {align}, <{self.w} x i1> "
-                      f"{self.arg(mask)}, {ty} {passthru}){self._scope(index)}")
+                      f"{self.arg(masked)}, {ty} {passthru}){self._scope(index)}")
         else:
             addresses = f"{self.names[index]}.lanes" if index in self.contiguous else self.names[index]
             lanes = self.arg(mask) if mask is not None else self.literal(True, dtypes.bool)
