@@ -471,6 +471,36 @@ def test_a_masked_tile_writes_nothing_past_a_row(name, columns):
     assert (memory[16 * columns:] == 7.0).all()
 
 
+def _symbolic_matmul():
+    """``out = a @ b`` over 16 rows, 8 turns and ``n`` columns, ``n`` from 1 to 70."""
+    k = KernelBuilder("symbolic_wide_mm")
+    n = k.var("n", 1, 70)
+    out, a, b = k.buffer(dtypes.float32, (16, n)), k.buffer(dtypes.float32, (16, 8)), k.buffer(dtypes.float32, (8, n))
+    i, j, r = k.range(16), k.range(n), k.range(8, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize("name", ["llvm", "clang"])
+def test_a_symbolic_rows_last_columns_are_one_masked_tile_in_lanes(name):
+    """A symbolic column count leaves ``n % 32`` columns: one more tile of 32 lanes at ``n // 32 * 32``,
+    masked by ``column < n`` (wholly, where 32 divides ``n``); the C pair keeps a range of scalar columns.
+    Every ``n`` gives the reference's bits and leaves the sentinels past the output alone."""
+    tiled = tile_for_cpu(simplify(_symbolic_matmul()), 32, lanes=True)
+    masked = [s for s in tiled.src if s.op is Ops.STORE and len(s.src[0].src) == 3]
+    assert len(masked) == 8 and all(u.arg == 32 for s in masked for u in s.toposort() if u.op is Ops.LANE)
+    device, ast = open_device(name), _symbolic_matmul()
+    for n in (1, 5, 31, 32, 33, 64, 65, 70):
+        rng = np.random.default_rng(n)
+        a, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, n)).astype(np.float32)
+        memory = np.full(16 * n + 64, 7.0, np.float32)
+        svod.run(ast, [memory[:16 * n], a, b], device=device, n=n)
+        want = np.zeros(16 * n, np.float32)
+        svod.run(ast, [want, a, b], device=open_device("PYTHON"), n=n)
+        np.testing.assert_array_equal(memory[:16 * n].view(np.int32), want.view(np.int32), err_msg=f"n={n}")
+        assert (memory[16 * n:] == 7.0).all()
+
+
 def _store_of(value_of, name):
     """``out[i, j] = value_of(sum_r a[i, r] * b[r, j])`` over 16 x 64 outputs."""
     k = KernelBuilder(name)
