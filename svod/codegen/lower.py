@@ -260,7 +260,7 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
         return None  # the sum reads what the kernel writes: its blocks would read it in another order
     copied, sink = _transposed(sink, k, outputs, loads)
     if copied:  # the sum now reads the copies
-        store = next(e for e in sink.src if e.op is Ops.STORE)
+        store = _the_store(sink)
         loads = _reduction_loads(store)
     for load in loads:
         found = _blockable(load, k, outputs, written, l2_bytes // BLOCK_SHARE)
@@ -273,6 +273,11 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
             return (*copied, *_summed_first(sink, load, k, found, nested(outputs), rows))
         return (*copied, *_blocked(sink, load, k, *found, rows))
     return (*copied, sink) if copied else None
+
+
+def _the_store(sink: UOp) -> UOp:
+    """The one STORE of a kernel ``block_matmul`` took (its only effect), or of a stage it built."""
+    return next(e for e in sink.src if e.op is Ops.STORE)
 
 
 TRANSPOSE_TILE = 16
@@ -382,7 +387,7 @@ def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int]
                   rows: int) -> tuple[UOp, ...]:
     """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
     scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
-    store = next(e for e in sink.src if e.op is Ops.STORE)
+    store = _the_store(sink)
     reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
     params = _params(sink)
     flat = _flat(outputs)
@@ -450,7 +455,7 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep
     if not left:
         return (*copy, blocked)
     rest = UOp.range(left, 3 + max(r.arg[0] for r in ranges), AxisKind.GLOBAL)  # the columns past the blocks
-    store = next(e for e in sink.src if e.op is Ops.STORE)
+    store = _the_store(sink)
     edge = substitute(store, {**renumbered, j: blocks * width + rest})
     return (*copy, blocked.replace(src=(*blocked.src, edge)))
 
@@ -459,7 +464,7 @@ def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
     """``sink``'s store, a sum over ``k``, as a loop over blocks of ``deep`` turns of ``k`` (axis 1, inside
     the loop over column blocks): each block continues the sum stored by the block before (``CONTINUED``),
     so each product is still added in order, and the result is the same bits."""
-    store = next(e for e in sink.src if e.op is Ops.STORE)
+    store = _the_store(sink)
     length = int(k.src[0].arg)
     depth = UOp.range(-(-length // deep), 1, AxisKind.LOOP)
     turns: int | UOp = deep if length % deep == 0 else (length - depth * deep).minimum(deep)

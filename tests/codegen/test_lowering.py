@@ -427,6 +427,13 @@ def test_a_tile_row_is_one_store_in_lanes_where_the_renderer_spells_vectors():
     assert src.count("call void @llvm.prefetch.p0") == 2  # two cache lines of 32 float32, as the scalar tile
 
 
+def test_a_language_without_vectors_refuses_lanes_by_name():
+    """Lowering lanes a tile only for a renderer that spells vectors (``DeviceCaps.vector_lanes``); one that
+    does not, handed lanes anyway, refuses them with an error naming it, not with broken C."""
+    with pytest.raises(GraphError, match="CRenderer spells no vectors"):
+        CRenderer("CPU", LANES).render(_matmul(64))
+
+
 def _wide_matmul(columns, name="wide_mm"):
     """``out = a @ b`` over 16 rows, 8 turns and ``columns`` columns."""
     k = KernelBuilder(name)

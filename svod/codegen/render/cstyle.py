@@ -382,34 +382,39 @@ class CStyleRenderer(KernelRenderer):
 
     # ---- lanes (``Ops.LANE``: a language with vector types spells them; ``DeviceCaps.vector_lanes``) ----------
 
+    def no_vectors(self, value: object) -> GraphError:
+        """The error of a language without vector types asked to spell lanes (``DeviceCaps.vector_lanes``
+        keeps lowering from making them for it)."""
+        return GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=value)
+
     def lanes_type(self, dtype: DType, lanes: int) -> str:
         """The type of ``lanes`` values of ``dtype`` (a bool's: the language's mask of lanes)."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     def lanes_broadcast(self, value: str, dtype: DType, lanes: int) -> str:
         """A scalar ``value`` as the same value in every one of ``lanes`` lanes."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     def lanes_ramp(self, lanes: int) -> str:
         """The lane numbers ``0 .. lanes-1`` (``Ops.LANE``)."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     def lanes_alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], lanes: int) -> str:
         """ALU ``op`` on operands of ``lanes`` lanes each."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=op)
+        raise self.no_vectors(op)
 
     def lanes_cast(self, value: str, src: DType, dst: DType, lanes: int) -> str:
         """A conversion of ``lanes`` values, as ``cast`` converts one."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
         """``lanes`` elements of a buffer (``access``), 0 where the lanes' ``gate`` (if any) fails."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
         """A statement storing ``lanes`` values at neighbouring elements (``access``), only the lanes the
         lanes' ``gate`` (if any) passes."""
-        raise GraphError(f"{type(self).__name__} spells no vectors", stage="render", value=lanes)
+        raise self.no_vectors(lanes)
 
     # ---- the walk -------------------------------------------------------------------------------------
 
