@@ -111,6 +111,8 @@ class _Linearizer:
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
         self.written = {e.src[0].src[0] for e in self.effects}
+        self.gates = {e: _gate(e) for e in self.effects}
+        """Each effect's gate that an IF holds (``_gate``), found once: effects ask it of every later one."""
         topo = sink.toposort()
         loaded = [u.src[0].src[0] for u in topo if u.op is Ops.LOAD]
         self.read_and_written = self.written & {*loaded, *map(memory_of, loaded)}
@@ -368,7 +370,7 @@ class _Linearizer:
         it, where the next IF would compute it all again. Its loads are safe there: a load that only the
         gate makes safe is gated itself (``guard_accesses``, and the lowering that adds the gate)."""
         for other in self.effects[self.effects.index(e) + 1:]:
-            other_gate = _gate(other)
+            other_gate = self.gates[other]
             if other_gate is not None and other_gate is not gate and self.early_reductions(other):
                 return True
         return False
@@ -388,7 +390,7 @@ class _Linearizer:
     def effect(self, e: UOp) -> None:
         """Run ``e`` in the loops it depends on (and its gate's IF), sharing those open before it."""
         target = None if e.op is Ops.BARRIER else e.src[0]
-        gate = None if target is None else _gate(e)
+        gate = None if target is None else self.gates[e]
         loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
         while keep < len(self.stack):

@@ -585,9 +585,10 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     spare = len(dims)
     for d, r in enumerate(dims):
         end = r.src[0]
+        fixed = int(end.vmax) if end.vmin == end.vmax else None  # a constant end, by its bounds
         local = _power_of_two_at_most(min(shape[d], budget, limits.max_item_sizes[d], int(end.vmax)))
-        if exact_groups:
-            local = _exact_local(end, local)
+        if exact_groups and fixed is not None:
+            local = _exact_local(fixed, local)
         budget //= local
         count = (end + (local - 1)) // local
         count = count if end.vmin >= 1 else count.maximum(1)  # >= 1 group
@@ -598,8 +599,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
             group = UOp.special(count, launch_index("group", d))
         item = UOp.special(local, launch_index("local", d))
         index = indices[r] = group * local + item
-        ragged = not (end.vmin == end.vmax and int(end.vmax) % local == 0 and end.vmax > 0) \
-            or group.op is not Ops.SPECIAL
+        ragged = fixed is None or fixed % local != 0 or fixed < 1 or group.op is not Ops.SPECIAL
         for e in effects:
             if r in uses[e]:
                 if ragged:
@@ -609,17 +609,14 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)
 
 
-def _exact_local(end: UOp, local: int) -> int:
-    """The largest local size up to ``local`` that divides a constant ``end`` (1 divides every end), where
-    ``local`` does not. A CPU's OpenCL or Vulkan driver runs a group's work items as the turns of a loop it
-    vectorises across them; an effect gated to the items inside a ragged end makes each of their accesses
-    a gather (PoCL, a matmul in tiles of 4 rows by 16 columns: 1000 rows in 85 ms with groups of 4 tiles
-    and the last gated, 31 in groups of 2; 992 columns in 62 ms with groups of 64 tiles, 24 in groups of
-    62; 1063 columns, 67 tiles, in 68 ms, 20 in groups of 1). A GPU runs a gated group as it runs any
-    other: there, groups stay a power of two, whole warps."""
-    if end.vmin != end.vmax or int(end.vmax) % local == 0:
-        return local
-    return next(size for size in range(local, 0, -1) if int(end.vmax) % size == 0)
+def _exact_local(end: int, local: int) -> int:
+    """The largest local size up to ``local`` that divides ``end`` (1 divides every end). A CPU's OpenCL or Vulkan
+    driver runs a group's work items as the turns of a loop it vectorises across them; an effect gated to the items
+    inside a ragged end makes each of their accesses a gather (PoCL, a matmul in tiles of 4 rows by 16 columns: 1000
+    rows in 85 ms with groups of 4 tiles and the last gated, 31 in groups of 2; 992 columns in 62 ms with groups of
+    64 tiles, 24 in groups of 62; 1063 columns, 67 tiles, in 68 ms, 20 in groups of 1). A GPU runs a gated group as
+    it runs any other: there, groups stay a power of two, whole warps."""
+    return next(size for size in range(local, 0, -1) if end % size == 0)
 
 
 GROUP_SIZE = 128
@@ -949,12 +946,9 @@ def _split(effect: UOp, r: UOp, width: int, axis: int, lanes: bool = False) -> t
     tiles = _tiles(effect, r, width, lanes)
     if end.op is Ops.CONST and int(end.arg) % width == 0:
         return tiles, None
-    if lanes and end.op is Ops.CONST:
-        rest = int(end.arg) % width
-        return tiles, _masked_lanes(effect, r, UOp.index_const(int(end.arg) - rest),
-                                    next(w for w in LANE_WIDTHS if w >= rest))
     if lanes:
-        return tiles, _masked_lanes(effect, r, end // width * width, width)
+        held = width if end.op is not Ops.CONST else next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
+        return tiles, _masked_lanes(effect, r, end // width * width, held)
     left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
     edge = UOp.range(left, axis, r.arg[1])
     return tiles, _moved(effect, r, edge + whole * width, edge)
@@ -966,7 +960,7 @@ def _masked_lanes(effect: UOp, r: UOp, start: UOp, width: int) -> UOp:
     one tile whose lanes past the end read and write nothing (a masked vector load and store). A range of
     scalar columns there cost 1000x1001x999 (9 left): 270 GFLOP/s against 340 at 992 columns, and 1023
     columns (31 left) 220; in lanes, 310 and 315 (a symbolic count of 1023: 85 -> 106, 992: 140)."""
-    lane = UOp(Ops.LANE, dtypes.index, (), width)
+    (lane,) = _columns(width, lanes=True)
     value = start + lane
     moved = substitute(effect, {r: value})
     moved = moved.replace(src=(*moved.src[:2], *(s for s in moved.src[2:] if s is not value)))
@@ -978,8 +972,12 @@ def _tiles(effect: UOp, r: UOp, width: int, lanes: bool) -> list[UOp]:
     ``ro*width + LANE``, ``ro`` below ``end // width``."""
     end = r.src[0]
     outer = UOp.range(int(end.arg) // width if end.op is Ops.CONST else end // width, r.arg[0], r.arg[1])
-    columns = [UOp(Ops.LANE, dtypes.index, (), width)] if lanes else [UOp.index_const(c) for c in range(width)]
-    return [_moved(effect, r, outer * width + c, outer) for c in columns]
+    return [_moved(effect, r, outer * width + c, outer) for c in _columns(width, lanes)]
+
+
+def _columns(width: int, lanes: bool) -> list[UOp]:
+    """A tile row's columns past its first: ``0 .. width-1``, one copy each, or one ``LANE`` of ``width``."""
+    return [UOp(Ops.LANE, dtypes.index, (), width)] if lanes else [UOp.index_const(c) for c in range(width)]
 
 
 def _lanes_fit(store: UOp, r: UOp) -> bool:
@@ -1016,9 +1014,8 @@ def _masked(effect: UOp, r: UOp, width: int, lanes: bool = False) -> list[UOp]:
     if end.op is Ops.CONST and int(end.arg) % width == 0:
         return _tiles(effect, r, width, lanes)
     outer = UOp.range((end + (width - 1)) // width, r.arg[0], r.arg[1])
-    columns = [UOp(Ops.LANE, dtypes.index, (), width)] if lanes else [UOp.index_const(c) for c in range(width)]
     return [_gated(_moved(effect, r, outer * width + c, outer), (outer * width + c).lt(end), depending_on=outer)
-            for c in columns]
+            for c in _columns(width, lanes)]
 
 
 def _moved(effect: UOp, r: UOp, value: UOp, loop: UOp) -> UOp:

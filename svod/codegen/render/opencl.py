@@ -172,14 +172,16 @@ class OpenCLRenderer(GPURenderer):
         columns, a speculated load's offsets past the end), the vector load where every lane passes, else
         each lane's element (OpenCL C has no masked load)."""
         base, offset = access.base, access.offset
+        vector = f"vload{lanes}(0, {base}+({offset}).s0)"
+        if access.neighbours and gate is None:
+            return vector
         zero = self.literal(0, dtype)
         each = [f"{base}[({offset}).s{_COMPONENTS[c]}]" for c in range(lanes)]
         if gate is not None:
             each = [f"(({gate}).s{_COMPONENTS[c]}?{element}:{zero})" for c, element in enumerate(each)]
         one_by_one = f"(({self.lanes_type(dtype, lanes)})({', '.join(each)}))"
         if access.neighbours:
-            vector = f"vload{lanes}(0, {base}+({offset}).s0)"
-            return vector if gate is None else f"(all({gate})?{vector}:{one_by_one})"
+            return f"(all({gate})?{vector}:{one_by_one})"
         if access.whole is not None:
             start, passes = access.whole
             return f"(all({passes})?vload{lanes}(0, {base}+({start}).s0):{one_by_one})"
