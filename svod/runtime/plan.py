@@ -1293,16 +1293,15 @@ def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
     None for launches of other devices."""
     calls: list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] = []
     if isinstance(launch, CpuLaunch):
-        calls = [(launch, kernel.var_names, kernel.global_size[0])]
-    elif isinstance(launch, StagedLaunch):
+        static = kernel.launch.static
+        calls = [(launch, kernel.var_names, kernel.global_size[0] if static is None else static.global_size[0])]
+    elif isinstance(launch, StagedLaunch):  # each stage with its own worker count (a checked kernel's too)
         for stage, sub in launch.launches:
             if not isinstance(sub, CpuLaunch):
                 return None
             calls.append((sub, stage.var_names, stage.launch.global_size[0]))
     else:
         return None
-    if kernel.launch.static is not None and len(calls) == 1:
-        calls = [(calls[0][0], calls[0][1], kernel.launch.static.global_size[0])]
     calls = [(sub, names, int(w.arg) if isinstance(w, UOp) and w.op is Ops.CONST else w) for sub, names, w in calls]
     for _, _, workers in calls:  # a launch size that reads a variable fixed for this step runs from Python
         if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in fixed for n in workers.toposort()):

@@ -299,3 +299,31 @@ def test_one_plan_executed_from_several_threads_keeps_each_call_s_values():
     for t in threads:
         t.join()
     assert not nonzero
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("row", [0, 1, 127, 128])
+def test_a_checked_kernel_runs_on_every_thread_in_a_plan(compiler, row):
+    """A kernel whose access svod checks at run time (``x[k, j]`` may reach past ``x`` when ``k`` is 128) ran
+    only its first thread's rows inside a plan: native replay took the checked kernel's launch size, one
+    worker, for its stage's, two."""
+    n = 128
+    k = KernelBuilder("checked_rows")
+    out, x = k.buffer(dtypes.int32, (n, n)), k.buffer(dtypes.int32, (n, n))
+    kv = k.var("k", 0, n)
+    i, j = k.range(n), k.range(n)
+    k.store(out[i, j], x[i, j] + x[kv, j])
+    plan = ExecutionPlan(cpu_device(2, compiler))
+    values = np.arange(n * n, dtype=np.int32)
+    out_buf = svod.Buffer(plan.device, dtypes.int32, n * n)
+    source = svod.Buffer.from_numpy(values, device=plan.device)
+    plan.add_kernel(k.build(), [plan.add_buffer(out_buf), plan.add_buffer(source)])
+    plan.prepare()
+    out_buf.copyin(np.zeros(n * n, np.int32))
+    if row == n:
+        with pytest.raises(svod.errors.IndexOutOfBoundsError):
+            plan.execute(k=row)
+        return
+    plan.execute(k=row)
+    grid = values.reshape(n, n)
+    np.testing.assert_array_equal(out_buf.numpy().reshape(n, n), grid + grid[row])
