@@ -211,3 +211,19 @@ def test_abs_of_an_unsigned_value_is_the_value(device, dtype):
     got = np.zeros(5, dtype.numpy)
     svod.run(k.build(), [got, values], device=device)
     np.testing.assert_array_equal(got, -values)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.int32, dtypes.int64])
+def test_abs_of_the_most_negative_integer_wraps_to_itself(device, dtype):
+    """``abs(MIN)`` is ``MIN``, as negation wraps: ``max(abs(x), 0)`` of it is 0. OpenCL C's ``abs`` returns an
+    unsigned value, and a C compiler may take ``-x`` never to be negative where it does not wrap."""
+    if refuses(device, dtype):
+        return
+    k = KernelBuilder(f"abs_min_{dtype.name}")
+    out, a = k.buffer(dtype, 4), k.buffer(dtype, 4)
+    i = k.range(4)
+    k.store(out[i], abs(a[i]).maximum(0))
+    values = np.array([dtype.min, -5, 3, dtype.max], dtype.numpy)
+    got = np.zeros(4, dtype.numpy)
+    svod.run(k.build(), [got, values], device=device)
+    np.testing.assert_array_equal(got, [0, 5, 3, dtype.max])

@@ -284,8 +284,8 @@ class CStyleRenderer(KernelRenderer):
             return f"({self.type_name(dtype)})(0-({self.type_name(_unsigned_of(dtype))}){a})"
         if op is Ops.NEG:
             return f"(-{a})"
-        if op is Ops.ABS:
-            return f"({a}<0?-{a}:{a})"
+        if op is Ops.ABS:  # negated as NEG is: where that wraps, abs(MIN) is MIN, which no compiler may assume away
+            return f"({a}<0?{self.alu(Ops.NEG, dtype, operand_dtype, args)}:{a})"
         if op in (Ops.MAX, Ops.MIN):
             return self.min_max(op, dtype, a, args[1])
         if op in (Ops.SHL, Ops.SHR):
