@@ -6,6 +6,7 @@ traceback alone says what went wrong, where, and with what.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _UNSET: Any = object()
@@ -33,7 +34,7 @@ class SvodError(Exception):
             f"stage {self.stage}" if self.stage else "",
         ) if part)
         text = f"[{where}] {self.detail}" if where else self.detail
-        if self._shows_value:
+        if self._shows_value and not _mentions(self.detail, self.value):
             text += f" (got {self.value!r})"
         return text
 
@@ -69,6 +70,11 @@ class SvodError(Exception):
 
     location: str | None = None
     """``file:line`` of the Python kernel statement that built the offending node, when known."""
+
+
+def _mentions(detail: str, value: Any) -> bool:
+    """Whether ``detail`` already shows ``value`` (as a word of its own): the message then needs no tail."""
+    return any(re.search(rf"(?<![\w.]){re.escape(shown)}(?![\w.])", detail) for shown in {str(value), repr(value)})
 
 
 def _restore(cls: type[SvodError], args: tuple[Any, ...], state: dict[str, Any]) -> SvodError:
