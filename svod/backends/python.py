@@ -8,8 +8,11 @@ the backends it checks: every op is spelled here again, with numpy, in C semanti
   parallel ranges it depends on.
 - Within a work item, effects (STORE, ATOMIC) happen in SINK order, each over the LOOP ranges it depends
   on, in order, one iteration at a time. Effects next to each other in the SINK share the outer loops
-  they have in common, as in the Python loops ``for l: (A; B)``: each turn runs A, then B. Every value is
-  computed after the effects stated before it (and after those of earlier turns). A REDUCE folds its
+  they have in common, as in the Python loops ``for l: (A; B)``: each turn runs A, then B. A value read
+  without a memory state is computed after the effects stated before its use (and after those of earlier
+  turns). A load through a memory state (``UOp.state``), and a reduction of such loads, is held: it is
+  computed at the latest before the first effect on its buffer numbered at least its version, and that
+  value is the one every later use sees. A REDUCE folds its
   ranges in order, from the op's identity; a float32 or float64 sum whose value is a product adds each
   product with one rounding (a fused multiply-add).
 - ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
@@ -93,13 +96,15 @@ class PythonProgram(ProgramBase):
 
 
 class _Frame:
-    """Values of the ranges bound by one loop iteration, and the values computed in it."""
+    """Values of the ranges bound by one loop iteration, the work items it runs for (its mask), and the
+    values computed in it."""
 
-    __slots__ = ("cache", "parent", "values")
+    __slots__ = ("cache", "mask", "parent", "values")
 
-    def __init__(self, parent: _Frame | None, values: dict[UOp, Array]) -> None:
+    def __init__(self, parent: _Frame | None, values: dict[UOp, Array], mask: int) -> None:
         self.parent = parent
         self.values = values
+        self.mask = mask
         self.cache: dict[tuple[UOp, int, tuple[int, ...]], Array] = {}
 
 
@@ -112,7 +117,19 @@ class _Run:
         self.deps = _range_dependencies(self.topo)
         self.reads = _buffers_read(self.topo)
         self.writes = {u.arg: 0 for u in self.topo if u.op is Ops.PARAM}
-        """How many effects have written each buffer: a value read from memory is cached with these counts."""
+        """How many effects have written each buffer: a value read from memory without a state is cached
+        with these counts."""
+        self.ends: dict[UOp, int] = {}
+        """The end of each GLOBAL range: an effect happens once per work item of those it depends on (an
+        atomic update whose index and value are the same in all of them is made by each)."""
+        self.held = _held_reads(self.topo)
+        self.held_nodes = {node for reads in self.held.values() for _, node in reads}
+        """Per buffer slot, the loads and reductions that read it through a memory state, with the state's
+        version, lowest first."""
+        effects = [e for e in ast.src if e.op in EFFECTS]
+        self.position = {e: i for i, e in enumerate(effects)}
+        self.last_use = {u: i for i, e in enumerate(effects) for u in e.toposort() if u in self.held_nodes}
+        """For each held value, the position of the last effect that uses it."""
         self.failures: list[tuple[int, int, int]] = []
         self.masks: dict[int, Array] = {}
         self.mask_ids: dict[tuple[tuple[int, ...], bytes], int] = {}
@@ -131,7 +148,8 @@ class _Run:
 
     def scalar(self, expr: UOp) -> int:
         """A value of variables only (a size, a GLOBAL range's end)."""
-        return int(self.evaluate(expr, _Frame(None, {}), self.mask_id(np.asarray(True))))
+        everyone = self.mask_id(np.asarray(True))
+        return int(self.evaluate(expr, _Frame(None, {}, everyone), everyone))
 
     # ---- driving ---------------------------------------------------------------------------------------
 
@@ -141,14 +159,16 @@ class _Run:
         ends = [max(self.scalar(r.src[0]), 0) for r in parallel]
         shape = [1] * len(parallel)
         values = {}
+        self.ends = dict(zip(parallel, ends, strict=True))
         for k, (r, end) in enumerate(zip(parallel, ends, strict=True)):
             axis_shape = list(shape)
             axis_shape[k] = end
             values[r] = np.arange(end, dtype=np.int64).reshape(axis_shape)
         empty = {r for r, end in zip(parallel, ends, strict=True) if end == 0}
         effects = [e for e in self.ast.src if e.op in EFFECTS and not empty & self.deps[e]]
+        everyone = self.mask_id(np.asarray(True))
         with np.errstate(all="ignore"):
-            self.block(_program(effects, self.deps), _Frame(None, values), self.mask_id(np.asarray(True)))
+            self.block(_program(effects, self.deps), _Frame(None, values, everyone), everyone)
         if self.failures:
             slot, size, index = min(self.failures)
             raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=size, index=index)
@@ -161,8 +181,8 @@ class _Run:
                 continue
             end = self.evaluate(item.range.src[0], frame, mask)
             for k in range(int(np.max(end, initial=0))):
-                turn = _Frame(frame, {item.range: np.asarray(k, np.int64)})
-                self.block(item.body, turn, self.narrowed(mask, k < end))
+                within = self.narrowed(mask, k < end)
+                self.block(item.body, _Frame(frame, {item.range: np.asarray(k, np.int64)}, within), within)
 
     def mask_id(self, mask: Array) -> int:
         """The id of the work items ``mask`` selects: one id per distinct selection, so a value computed
@@ -185,20 +205,41 @@ class _Run:
 
     def effect(self, effect: UOp, frame: _Frame, mask: int) -> None:
         target = effect.src[0]
-        buffer, slot = self.memory[target.src[0].arg], target.src[0].arg
+        slot = target.src[0].src[0].arg if target.src[0].op is Ops.AFTER else target.src[0].arg
+        buffer = self.memory[slot]
+        self.hold(effect, slot, target.src[0].arg if target.src[0].op is Ops.AFTER else None, frame)
         index = self.evaluate(target.src[1], frame, mask)
         active = self.masks[mask]
         if len(target.src) == 3:
             active = active & self.evaluate(target.src[2], frame, mask)
         value = self.evaluate(effect.src[1], frame, self.mask_id(active))
         named = [self.evaluate(r, frame, mask) for r in effect.src[2:]]  # ranges it runs over, used or not
-        index, value, active = (np.ravel(a) for a in np.broadcast_arrays(index, value, active, *named)[:3])
+        items = np.zeros([self.ends[r] if r in self.deps[effect] else 1 for r in self.ends], dtype=bool)
+        index, value, active = (np.ravel(a) for a in np.broadcast_arrays(index, value, active, items, *named)[:3])
         positions = self.checked(slot, buffer, index, active)
         if effect.op is Ops.STORE:
             buffer[index[positions]] = value[positions]
         else:
             _atomic(effect.arg, buffer, index[positions], value[positions])
         self.writes[slot] += 1
+
+    def hold(self, effect: UOp, slot: int, version: int | None, frame: _Frame) -> None:
+        """Before ``effect`` writes buffer ``slot`` as its state ``version``: read every held value of that
+        buffer (a load or reduction through a state of a version up to this one) that this or a later effect
+        uses and this frame can compute, so that later uses see what the statement read."""
+        if version is None:
+            return
+        for read_version, node in self.held.get(slot, ()):
+            if read_version <= version and self.last_use.get(node, -1) >= self.position[effect] and \
+                    all(self.bound(r, frame) for r in self.deps[node]):
+                self.evaluate(node, frame, frame.mask)
+
+    def bound(self, r: UOp, frame: _Frame | None) -> bool:
+        while frame is not None:
+            if r in frame.values:
+                return True
+            frame = frame.parent
+        return False
 
     def checked(self, slot: int, buffer: Array, index: Array, active: Array) -> Array:
         """Where ``active`` and inside ``buffer``; the active ones outside are recorded as failures."""
@@ -220,6 +261,8 @@ class _Run:
         while pending:
             u, m = pending[-1]
             home = self.home(u, frame)
+            if u in self.last_use:  # held: read for every work item of its frame, whichever branch asks first
+                m = home.mask
             if self.key(u, m) in home.cache:
                 pending.pop()
                 continue
@@ -253,8 +296,10 @@ class _Run:
         return self.mask_id(self.masks[mask] & condition), self.mask_id(self.masks[mask] & ~condition)
 
     def key(self, node: UOp, mask: int) -> tuple[UOp, int, tuple[int, ...]]:
-        """What a computed value is cached under: a value read from memory is computed again once an effect
-        has written that memory."""
+        """What a computed value is cached under: a value read from memory without a state is computed again
+        once an effect has written that memory; a held value once per frame, for all its work items."""
+        if node in self.last_use:
+            return node, -1, ()
         return node, mask, tuple(self.writes[slot] for slot in self.reads[node])
 
     def home(self, node: UOp, frame: _Frame) -> _Frame:
@@ -297,7 +342,7 @@ class _Run:
         return _alu(op, node.dtype, node.src[-1].dtype, args)
 
     def load(self, index: UOp, frame: _Frame, mask: int) -> Array:
-        slot = index.src[0].arg
+        slot = index.src[0].src[0].arg if index.src[0].op is Ops.AFTER else index.src[0].arg
         buffer = self.memory[slot]
         position = self.evaluate(index.src[1], frame, mask)
         active = self.masks[mask]
@@ -328,7 +373,8 @@ class _Run:
             r = ranges[depth]
             end = self.evaluate(r.src[0], inner, active)
             for k in range(int(np.max(end, initial=0))):
-                fold(_Frame(inner, {r: np.asarray(k, np.int64)}), depth + 1, self.narrowed(active, k < end))
+                within = self.narrowed(active, k < end)
+                fold(_Frame(inner, {r: np.asarray(k, np.int64)}, within), depth + 1, within)
 
         fold(frame, 0, mask)
         return acc
@@ -363,14 +409,36 @@ def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:
 
 
 def _buffers_read(topo: Sequence[UOp]) -> dict[UOp, tuple[int, ...]]:
-    """For every node, the slots of the buffers loaded below it, in slot order."""
+    """For every node, the slots of the buffers loaded below it without a memory state, in slot order."""
     reads: dict[UOp, tuple[int, ...]] = {}
     for node in topo:
         slots = {slot for s in node.src for slot in reads[s]}
-        if node.op is Ops.LOAD:
+        if node.op is Ops.LOAD and node.src[0].src[0].op is Ops.PARAM:
             slots.add(node.src[0].src[0].arg)
         reads[node] = tuple(sorted(slots))
     return reads
+
+
+def _held_reads(topo: Sequence[UOp]) -> dict[int, list[tuple[int, UOp]]]:
+    """Per buffer slot, the loads and reductions that read it through a memory state (an AFTER whose arg is
+    its version), each with the lowest version it reads, lowest first."""
+    below: dict[UOp, dict[int, int]] = {}
+    held: dict[int, list[tuple[int, UOp]]] = {}
+    for node in topo:
+        found: dict[int, int] = {}
+        for s in node.src:
+            for slot, version in below[s].items():
+                found[slot] = min(version, found.get(slot, version))
+        if node.op is Ops.INDEX and node.src[0].op is Ops.AFTER:
+            slot, version = node.src[0].src[0].arg, node.src[0].arg
+            found[slot] = min(version, found.get(slot, version))
+        below[node] = found
+        if node.op in (Ops.LOAD, Ops.REDUCE):
+            for slot, version in found.items():
+                held.setdefault(slot, []).append((version, node))
+    for reads in held.values():
+        reads.sort(key=lambda read: read[0])
+    return held
 
 
 @dataclass

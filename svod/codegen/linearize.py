@@ -47,7 +47,7 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
 from svod.ir.ops import CONTINUED, EFFECTS, LEAVES
-from svod.ir.uop import memory_of, unknown_below
+from svod.ir.uop import is_state, memory_of, state_version, unknown_below
 from svod.ir.validate import kernel_label
 
 
@@ -110,13 +110,24 @@ class _Linearizer:
         self.sink = sink
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
-        self.written = {e.src[0].src[0] for e in self.effects}
+        self.positions = {e: i for i, e in reversed(list(enumerate(self.effects)))}
+        """Each effect's position among the effects (a node stated twice: its first)."""
+        self.written = {memory_of(e.src[0].src[0]) for e in self.effects}
         self.gates = {e: _gate(e) for e in self.effects}
         """Each effect's gate that an IF holds (``_gate``), found once: effects ask it of every later one."""
         topo = sink.toposort()
-        loaded = [u.src[0].src[0] for u in topo if u.op is Ops.LOAD]
+        loaded = [u.src[0].src[0] for u in topo if u.op is Ops.LOAD and not is_state(u.src[0].src[0])]
         self.read_and_written = self.written & {*loaded, *map(memory_of, loaded)}
-        """The written memory the kernel also reads: only its writes make remembered values stale."""
+        """The written memory the kernel also reads without a memory state: only its writes make remembered
+        values stale."""
+        self.stated: dict[UOp, dict[UOp, int]] = {}
+        """For each node, the written memory it reads through memory states, each with the lowest version."""
+        self.held: dict[UOp, list[tuple[int, UOp]]] = {}
+        """For each written memory, the loads and reductions that read it through a state (``held``), with
+        that state's version, lowest first."""
+        self.last_use: dict[UOp, int] = {}
+        """The position of the last effect each of them is computed for."""
+        self.find_held()
         runs = Counter(r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP)
         self.shared_loops = frozenset(r for r, count in runs.items() if count > 1)
         """The sequential loops more than one effect runs in."""
@@ -218,15 +229,108 @@ class _Linearizer:
         return deepest
 
     def reads_written(self, node: UOp) -> bool:
-        """Whether ``node`` depends on a load of memory this kernel writes: such values are computed where
-        they are used (innermost), after the stores before them, never hoisted."""
+        """Whether ``node`` depends on a load of memory this kernel writes, read without a memory state: such
+        values are computed where they are used (innermost), after the stores before them, never hoisted."""
         known = self.volatile.get(node)
         if known is not None:
             return known
         for u in unknown_below(node, self.volatile):
-            self.volatile[u] = (u.op is Ops.LOAD and u.src[0].src[0] in self.written) or \
-                any(self.volatile[s] for s in u.src)
+            self.volatile[u] = self.unstated_read(u) or any(self.volatile[s] for s in u.src)
         return self.volatile[node]
+
+    def unstated_read(self, u: UOp) -> bool:
+        """Whether ``u`` loads memory this kernel writes, without a memory state (the builder's rule: read
+        where the value is used)."""
+        return u.op is Ops.LOAD and not is_state(u.src[0].src[0]) and u.src[0].src[0] in self.written
+
+    # ---- held values ----------------------------------------------------------------------------------
+
+    def stated_reads(self, node: UOp) -> dict[UOp, int]:
+        """The written memory ``node`` reads through memory states, each with the lowest version read."""
+        known = self.stated.get(node)
+        if known is not None:
+            return known
+        for u in unknown_below(node, self.stated):
+            found: dict[UOp, int] = {}
+            for s in u.src:
+                for memory, version in self.stated[s].items():
+                    found[memory] = min(version, found.get(memory, version))
+            if u.op is Ops.INDEX and is_state(u.src[0]) and u.src[0].src[0] in self.written:
+                memory = u.src[0].src[0]
+                found[memory] = min(u.src[0].arg, found.get(memory, u.src[0].arg))
+            self.stated[u] = found
+        return self.stated[node]
+
+    def is_held(self, u: UOp) -> bool:
+        """Whether ``u`` is a load or reduction of written memory through a memory state: its value is the one
+        its statement read, computed before any later effect on that memory and never read again."""
+        return u.op in (Ops.LOAD, Ops.REDUCE) and bool(self.stated_reads(u))
+
+    def find_held(self) -> None:
+        """Every held value (``is_held``) each effect computes from, and the last effect that does."""
+        for position, e in enumerate(self.effects):
+            for u in e.toposort():
+                if not self.is_held(u):
+                    continue
+                if u not in self.last_use:
+                    for memory, version in self.stated_reads(u).items():
+                        self.held.setdefault(memory, []).append((version, u))
+                self.last_use[u] = position
+        for reads in self.held.values():
+            reads.sort(key=lambda read: read[0])  # stable: effects' order breaks ties
+
+    def hold(self, position: int, target: UOp) -> None:
+        """Before the effect at ``position`` writes through ``target``: compute each held value read from its
+        memory through a state this effect writes or an earlier one, that this effect or a later one uses, in
+        the loops it depends on (outside any IF the effect opened: it is used outside too), so it keeps the
+        value its statement read."""
+        memory = memory_of(target.src[0])
+        version = state_version(target)
+        if version is None:
+            if memory in self.held:
+                raise GraphError(f"an effect writes buffer {memory.arg} without a memory state, which its reads have",
+                                 stage="linearize", value=memory.arg)
+            return
+        for read_version, u in self.held.get(memory, ()):
+            if read_version > version:
+                break
+            if self.last_use[u] < position or not all(self.is_bound(r) for r in self.scopes[u]):
+                continue
+            block = self.loop_block(u)
+            if self.computed(u, block) is None:
+                self.after_effects(block)
+                with self.at(block):
+                    self.value(u)
+
+    def after_effects(self, block: _Block) -> None:
+        """Make what is emitted into ``block`` come after every effect emitted so far: close the IFs open inside
+        it that hold effects (a value emitted into ``block`` goes before its open child). A loop inside it
+        that holds effects cannot be closed (its turns would split): no held value lives outside such a loop
+        and is read inside it, where it is stated after the loop's first effects."""
+        inner = self.stack[block.depth + 1:]
+        if not any(_holds_effects(b) for b in inner):
+            return
+        if any(b.scope is not None and b.scope.op is Ops.RANGE and _holds_effects(b) for b in inner):
+            raise GraphError("a held value is read inside a loop it does not depend on, after the loop's effects",
+                             stage="linearize")
+        while len(self.stack) > block.depth + 1:
+            self.close_block()
+
+    def loop_block(self, node: UOp) -> _Block:
+        """The innermost open loop among the ranges ``node`` depends on (the root where it depends on none)."""
+        deepest = self.root
+        for r in self.scopes[node]:
+            block = self.binding(r)
+            if block.depth > deepest.depth:
+                deepest = block
+        return deepest
+
+    def computed(self, u: UOp, block: _Block) -> UOp | None:
+        """The value of ``u`` computed in ``block`` or an open block around it, if any."""
+        for b in reversed(self.stack[:block.depth + 1]):
+            if (u, b) in self.memo:
+                return self.memo[(u, b)]
+        return None
 
     def value(self, node: UOp) -> UOp:
         """The emitted form of AST value ``node`` in the current context, emitting what is missing."""
@@ -241,12 +345,15 @@ class _Linearizer:
                 self.remember((u, block), self.binding(u).scope)  # type: ignore[arg-type]
                 todo.pop()
                 continue
+            if u.op is Ops.REDUCE or self.is_held(u):
+                # computed before an IF that encloses this use (``shared_across_gates``, ``hold``)
+                earlier = self.computed(u, block)
+                if earlier is not None:
+                    self.remember((u, block), earlier)
+                    todo.pop()
+                    continue
             if u.op is Ops.REDUCE:
-                earlier = next((b for b in reversed(self.stack[:block.depth]) if (u, b) in self.memo), None)
-                if earlier is not None:  # computed before an IF that encloses this use (``shared_across_gates``)
-                    self.remember((u, block), self.memo[(u, earlier)])
-                else:
-                    self.reduce_group(u, block)
+                self.reduce_group(u, block)
                 todo.pop()
                 continue
             if u.op is Ops.ADD and u.arg == CONTINUED:  # the reduction's register started from u.src[0]
@@ -291,7 +398,8 @@ class _Linearizer:
             return value
         block.add(value)
         self.emitted[value] = block
-        if value.op is Ops.LOAD and memory_of(value.src[0].src[0]) in self.read_and_written:
+        if value.op is Ops.LOAD and not is_state(value.src[0].src[0]) and \
+                memory_of(value.src[0].src[0]) in self.read_and_written:
             self.loads.setdefault(memory_of(value.src[0].src[0]), []).append(value)
         return value
 
@@ -391,6 +499,8 @@ class _Linearizer:
         """Run ``e`` in the loops it depends on (and its gate's IF), sharing those open before it."""
         target = None if e.op is Ops.BARRIER else e.src[0]
         gate = None if target is None else self.gates[e]
+        if target is not None:
+            self.hold(self.positions[e], target)
         loops, shared, gated = self.scopes[e], 0, gate is None
         keep = 1  # the root always stays; then every open block the effect can share, outermost first
         while keep < len(self.stack):
@@ -409,8 +519,9 @@ class _Linearizer:
             if key is gate:
                 if key is keys[-1] and self.shared_across_gates(e, gate):
                     self.current = e
-                    for reduction in self.reductions_below(e.src[1]):
-                        self.value(reduction)
+                    for reduction in self.reductions_below(e.src[1]):  # those nested in another: with it
+                        if all(self.is_bound(r) for r in self.scopes[reduction]):
+                            self.value(reduction)
                 self.open_if(key, key)
             else:
                 self.open_loop(key)
@@ -418,6 +529,7 @@ class _Linearizer:
             self.stack[-1].add(e.replace(src=()))
             self.reread_local()
             return
+        self.hold(self.positions[e], target)  # what only the loops just opened compute
         if gate is not None:
             target = target.replace(src=target.src[:2])
         self.current = e
@@ -425,7 +537,7 @@ class _Linearizer:
         value = self.value(e.src[1])
         emitted = e.replace(src=(index, value))
         self.stack[-1].add(emitted)
-        memory = target.src[0]
+        memory = memory_of(target.src[0])
         self.version[memory] = emitted
         if memory in self.read_and_written:
             self.stale.update(self.loads.pop(memory, ()))
@@ -438,7 +550,7 @@ class _Linearizer:
         if known is not None:  # asked of every memoised value after each effect: the common case
             return known
         for u in unknown_below(node, self.states):
-            own = {u.src[0].src[0]} if u.op is Ops.LOAD and u.src[0].src[0] in self.written else set()
+            own = {u.src[0].src[0]} if self.unstated_read(u) else set()
             self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
         return self.states[node]
 
@@ -453,7 +565,7 @@ class _Linearizer:
     def early_reductions(self, e: UOp) -> list[UOp]:
         """The reductions of effect ``e`` that read no memory this kernel writes."""
         if e not in self.early:
-            self.early[e] = [u for u in self.reductions_below(e) if not self.state(u)]
+            self.early[e] = [u for u in self.reductions_below(e) if not self.state(u) and not self.stated_reads(u)]
         return self.early[e]
 
     def reread_local(self) -> None:
@@ -483,6 +595,11 @@ def _with_gate(loops: tuple[UOp, ...], gate: UOp | None, scopes: Scopes, shared:
     depends = scopes.live(gate)
     at = max((i + 1 for i, r in enumerate(loops) if r in depends or r in shared), default=0)
     return [*loops[:at], gate, *loops[at:]]
+
+
+def _holds_effects(block: _Block) -> bool:
+    return any(_holds_effects(item) if isinstance(item, _Block) else item.op in EFFECTS or item.op is Ops.BARRIER
+               for item in block.items)
 
 
 def _flatten(block: _Block, out: list[UOp]) -> None:

@@ -3,7 +3,6 @@ one guarantee it gives; the order they run in, per target, is ``svod.codegen.pip
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -903,31 +902,80 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     updates LLVM's SLP vectoriser regrouped into vectors).
     """
     live = live_ranges(sink)
-    axes = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
-    effects, edge_effects = [], []
+    planned = []
     for effect in sink.src:
         target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
             if effect.op is Ops.STORE else None
-        if target is None:
+        planned.append(None if target is None else
+                       (target, _row_range(effect, live, target[0], rows, edges or masked, masked)))
+    if _entangled(sink) and len({plan for e, plan in zip(sink.src, planned, strict=True) if e.op in EFFECTS}) > 1:
+        return sink  # tiles of one shape for some effects only would run a work item's effects apart
+    split = list(dict.fromkeys(r for plan in planned if plan is not None and not masked
+                               for r, width in ((plan[0][0], plan[0][1]), (plan[1], rows))
+                               if r is not None and not _divides(width, r.src[0])))
+    sink, moved, edge_axes = _room_after(sink, split)
+    plans = {effect: None if plan is None else
+             ((moved[plan[0][0]], plan[0][1]), None if plan[1] is None else moved[plan[1]])
+             for effect, plan in zip(sink.src, planned, strict=True)}
+    effects, edge_effects = [], []
+    for effect in sink.src:
+        plan = plans[effect]
+        if plan is None:
             effects.append(effect)
             continue
-        row = _row_range(effect, live, target[0], rows, edges or masked, masked)
+        target, row = plan
         laned = lanes and _lanes_fit(effect, target[0])
         if masked:
             for column in _masked(effect, *target, laned):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
-        columns, column_edge = _split(effect, *target, next(axes), laned)
+        columns, column_edge = _split(effect, *target, edge_axes.get(target[0]), laned)
         if row is None:
             effects.extend(columns)
             edge_effects.extend([column_edge] if column_edge is not None else [])
             continue
-        row_axis = next(axes)
         for copy in [*columns, *([column_edge] if column_edge is not None else [])]:
-            tile, row_edge = _split(copy, row, rows, row_axis)
+            tile, row_edge = _split(copy, row, rows, edge_axes.get(row))
             (edge_effects if copy is column_edge else effects).extend(tile)
             edge_effects.extend([row_edge] if row_edge is not None else [])
     return sink.replace(src=(*effects, *edge_effects))
+
+
+def _divides(width: int, end: UOp) -> bool:
+    return end.op is Ops.CONST and int(end.arg) % width == 0
+
+
+def _room_after(sink: UOp, ranges: Sequence[UOp]) -> tuple[UOp, dict[UOp, UOp], dict[UOp, int]]:
+    """``sink`` with a free axis number right after each of ``ranges``, for the range of the indices its
+    tiles leave (``_split``): every range numbered after one moves up. That range then nests where the one
+    it splits does, outside the loops that range held (a work item's loops stay inside its own range: a
+    number past every range's would nest it inside them, and run a work item's effects in loops apart).
+    Returns the sink, each range's new node (every range of ``sink`` maps), and the axis free after each."""
+    order = sorted(ranges, key=range_order)
+    shift = {r: sum(1 for o in order if o.arg[0] < r.arg[0]) for r in sink.toposort() if r.op is Ops.RANGE}
+    moved: dict[UOp, UOp] = {}
+    for r in sink.toposort():
+        if r.op is Ops.RANGE:
+            moved[r] = UOp.range(substitute(r.src[0], moved), r.arg[0] + shift[r], r.arg[1])
+    free = {moved[r]: r.arg[0] + shift[r] + 1 + sum(1 for o in order[:k] if o.arg[0] == r.arg[0])
+            for k, r in enumerate(order)}
+    renamed = {r: m for r, m in moved.items() if m is not r}
+    return (substitute(sink, renamed) if renamed else sink), moved, free
+
+
+def _entangled(sink: UOp) -> bool:
+    """Whether two effects of ``sink`` run in the same work items (the parallel ranges of one are among the
+    other's) and touch one memory, one of them writing it: they must then run in each work item's order, as
+    stated (tiled alike), not in loops or threads of their own. (A blocked matmul's store over whole blocks
+    of columns and its store over the columns left run in other work items.)"""
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    live = live_ranges(sink)
+    items = [{r for r in live[e] if r.arg[1] is AxisKind.GLOBAL} for e in effects]
+    writes = [memory_of(e.src[0].src[0]) for e in effects]
+    reads = [{memory_of(u.src[0].src[0]) for u in e.toposort() if u.op is Ops.LOAD} for e in effects]
+    return any((items[a] <= items[b] or items[b] <= items[a]) and
+               (writes[a] == writes[b] or writes[a] in reads[b] or writes[b] in reads[a])
+               for a in range(len(effects)) for b in range(a + 1, len(effects)))
 
 
 def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
@@ -936,20 +984,24 @@ def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
     return tuple(w for w in ROW_WIDTHS if w * store.src[1].dtype.itemsize <= row_bytes)
 
 
-def _split(effect: UOp, r: UOp, width: int, axis: int, lanes: bool = False) -> tuple[list[UOp], UOp | None]:
+def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = False) -> tuple[list[UOp], UOp | None]:
     """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``),
     or with ``lanes`` one copy over ``ro*width + LANE``, and, unless ``width`` divides a constant ``end``, one
     copy over the ``end % width`` indices left: with ``lanes``, one more tile in lanes masked past the end
     (``_masked_lanes``; for a constant end, the narrowest that holds the indices left); else on a range of
-    its own (axis ``axis``: never the same node as ``ro``, even where both ends are equal)."""
+    its own (axis ``axis``, free right after ``r``'s (``_room_after``): never the same node as ``ro``, even
+    where both ends are equal)."""
     end = r.src[0]
     tiles = _tiles(effect, r, width, lanes)
-    if end.op is Ops.CONST and int(end.arg) % width == 0:
+    if _divides(width, end):
         return tiles, None
     if lanes:
         held = width if end.op is not Ops.CONST else next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
         return tiles, _masked_lanes(effect, r, end // width * width, held)
     left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
+    if axis is None:
+        raise GraphError(f"no axis was set aside for the indices range {r.arg[0]}'s tiles leave", stage="lower",
+                         value=r.arg)
     edge = UOp.range(left, axis, r.arg[1])
     return tiles, _moved(effect, r, edge + whole * width, edge)
 
@@ -987,7 +1039,7 @@ def _lanes_fit(store: UOp, r: UOp) -> bool:
     (a ``CHECKED`` access records its failure under a branch of its own), and the store itself at unit
     stride along ``r``, proven, its gate (if any) the same for every lane."""
     target = store.src[0]
-    if store.op is not Ops.STORE or target.arg is not None or not _unit_stride(target.src[1], r) \
+    if store.op is not Ops.STORE or target.arg is not None or not _unit_stride(target.src[1], r, ascending=True) \
             or (len(target.src) == 3 and r in target.src[2].toposort()):
         return False
     laned = {r}
@@ -1163,20 +1215,22 @@ def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: i
     return None
 
 
-def _unit_stride(index: UOp, r: UOp) -> bool:
-    """``index`` is ``r`` plus terms without ``r``: neighbouring ``r`` read neighbouring elements."""
+def _unit_stride(index: UOp, r: UOp, ascending: bool = False) -> bool:
+    """``index`` is ``r`` plus (or minus) terms without ``r``: neighbouring ``r`` read neighbouring elements
+    (with ``ascending``, ``r`` is not subtracted: they also come in ``r``'s order, as a store of lanes needs)."""
     terms = _terms(index)
-    return terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r)
+    added = [t for t, sign in terms if sign > 0]
+    return [t for t, _ in terms].count(r) == 1 and not any(r in t.toposort() for t, _ in terms if t is not r) \
+        and (not ascending or r in added)
 
 
-def _terms(index: UOp) -> list[UOp]:
-    """The terms of a sum, nested ADDs flattened; what a SUB subtracts is one term (its sign does not matter
-    to ``_unit_stride``, which looks for ``r`` in the others)."""
+def _terms(index: UOp, sign: int = 1) -> list[tuple[UOp, int]]:
+    """The terms of a sum with their signs, nested ADDs and SUBs flattened."""
     if index.op is Ops.ADD:
-        return [t for s in index.src for t in _terms(s)]
+        return [t for s in index.src for t in _terms(s, sign)]
     if index.op is Ops.SUB:
-        return [*_terms(index.src[0]), index.src[1]]
-    return [index]
+        return [*_terms(index.src[0], sign), *_terms(index.src[1], -sign)]
+    return [(index, sign)]
 
 
 # ---- what lowering did -----------------------------------------------------------------------------------

@@ -45,7 +45,12 @@ class ShapedBuffer:
     def __getitem__(self, idx: Operand | tuple[Operand, ...]) -> UOp:
         return self.index(idx)
 
-    def index(self, idx: Operand | tuple[Operand, ...], gate: UOp | None = None) -> UOp:
+    def index(self, idx: Operand | tuple[Operand, ...], gate: UOp | None = None, memory: UOp | None = None,
+              inside: UOp | None = None) -> UOp:
+        """The element at ``idx`` (one index per dimension), accessed where ``gate`` holds, through ``memory``
+        (a memory state of the buffer, ``UOp.state``) or the buffer itself. Where ``inside`` (a bool: each
+        index within its dimension) fails, the index is -1, outside every buffer: the access is checked and
+        fails there (``IndexOutOfBoundsError``)."""
         indices = tuple(i.cast(dtypes.index) if isinstance(i, UOp) else i
                         for i in (idx if isinstance(idx, tuple) else (idx,)))
         if len(indices) != len(self.shape):
@@ -54,7 +59,9 @@ class ShapedBuffer:
         flat: Operand = indices[0]
         for dim, i in zip(self.shape[1:], indices[1:], strict=True):
             flat = _times(flat, dim) + i
-        return self.param.index(flat, gate)
+        if inside is not None:
+            flat = inside.where(flat, -1)
+        return (self.param if memory is None else memory).index(flat, gate)
 
 
 def _times(a: Operand, b: int | UOp) -> UOp:

@@ -37,6 +37,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
+from svod.frontend.promotion import HOST, Platform
 from svod.frontend.translate import ArrayValue, Located, Source, Translator
 from svod.ir import Ops, UOp
 from svod.ir.uop import pointee
@@ -44,14 +45,6 @@ from svod.ir.uop import pointee
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
 sizes' limit, ``_size_limit``)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a kernel's translation depends on of the device it is for."""
-
-    index_bits: int = 64
-    float64: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,6 +61,8 @@ class Built:
     cells: tuple[tuple[DType, int | UOp], ...] = ()
     """The dtype and size of each extra buffer the kernel takes after the arguments' arrays: the cells of the
     locals its loops carry from turn to turn (``Translator.cell``), allocated per call."""
+    least: tuple[tuple[str, int, str, int], ...] = ()
+    """The sizes a constant index needs: ``(variable, least size, array, axis)``, checked at each call."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +132,7 @@ class Kernel:
         variables bounded so that indices fit; a device without float64 gets float32 scalars where a float's
         are float64."""
         bits = index_bits if index_bits is not None else device.caps.index_bits if device is not None else 64
-        target = Target(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
+        target = Platform(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
         if len(args) != len(self.parameters):
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
@@ -150,6 +145,11 @@ class Kernel:
                 built = self._built[key] = self._translate(values, target)
         var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
                                     if name in built.variables}
+        for name, least, array, axis in built.least:
+            if var_vals.get(name, least) < least:
+                raise BufferMismatchError(f"{array}.shape[{axis}] is {var_vals[name]}, and {self.name} indexes "
+                                          f"dimension {axis} of {array} up to {least - 1}", kernel=self.name,
+                                          stage="bind", value=var_vals[name])
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
         arrays = [v for v in values if _is_array(v)]
         arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
@@ -193,7 +193,7 @@ class Kernel:
                                       f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
         return value
 
-    def _signature(self, values: list[Any], target: Target) -> tuple[Any, ...]:
+    def _signature(self, values: list[Any], target: Platform) -> tuple[Any, ...]:
         kinds: list[Any] = []
         for name, value in zip(self.parameters, values, strict=True):
             annotation = self.annotations.get(name)
@@ -207,7 +207,7 @@ class Kernel:
                 kinds.append(("scalar", self._scalar_dtype(name, value, target)))
         return (tuple(kinds), self._size_classes(values), target)
 
-    def _scalar_dtype(self, name: str, value: Any, target: Target = Target()) -> DType:
+    def _scalar_dtype(self, name: str, value: Any, target: Platform = HOST) -> DType:
         annotation = self.annotations.get(name)
         if isinstance(annotation, DType):
             return annotation
@@ -215,7 +215,7 @@ class Kernel:
             return dtypes.bool
         if isinstance(value, np.number):
             return dtypes.from_numpy(value.dtype)
-        return dtypes.index if isinstance(value, int) else dtypes.float64 if target.float64 else dtypes.float32
+        return dtypes.index if isinstance(value, int) else target.real
 
     def _size_classes(self, values: list[Any]) -> tuple[Any, ...]:
         """For each array dim, which dims before it have its size (one variable for them all), or with
@@ -228,7 +228,7 @@ class Kernel:
 
     # ---- translation --------------------------------------------------------------------------------------
 
-    def _translate(self, values: list[Any], target: Target) -> Built:
+    def _translate(self, values: list[Any], target: Platform) -> Built:
         index_bits = target.index_bits
         if self._source is None:
             self._source = Source.of(self.fn)
@@ -251,9 +251,10 @@ class Kernel:
                         dims.append(size)
                     else:
                         same = next((classes[j] for j in classes if _flat_size(values, j) == size), None)
-                        if same is None:
+                        if same is None:  # bounded so that the flat index of every array it is a dim of fits
                             var_name = f"{name}_shape{axis}"
-                            same = k.var(var_name, 1, limit)
+                            widest = max(len(_dims(v)) for v in values if _is_array(v) and size in _dims(v))
+                            same = k.var(var_name, 0, _size_limit(widest, index_bits))
                             sizes.append((var_name, position, axis))
                         classes[flat] = same
                         dims.append(same)
@@ -272,11 +273,13 @@ class Kernel:
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
-        translator = Translator(self._source, self.name, k, env)
+        translator = Translator(self._source, self.name, k, env, target)
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
         cells = tuple((pointee(param), size) for param, size in translator.cells)
-        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells)
+        least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
+                      for size, array, axis in needs)
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 ``svod.math``, ``svod.inf``/``svod.nan``, the atomics, the annotations ``Array`` and ``Const``, and
 ``@svod.func`` helpers.
 
-They are markers: the translator (``svod.frontend.translate``) recognises them in a kernel's source and
-builds UOps for them; nothing here runs inside a kernel. Outside one, ``prange`` is ``range`` and a cast
-converts a number, so a helper stays callable from plain Python; the rest say they belong in kernels.
+The translator (``svod.frontend.translate``) recognises them in a kernel's source and builds UOps for them;
+nothing here runs inside a kernel. Outside one each does in plain Python what the kernel does — ``prange`` is
+``range``, a cast converts a number, math computes in the operand's float type, an atomic updates the
+element — so a kernel's function run as plain Python is the specification its kernel is checked against
+(``svod.frontend.oracle``), and a helper stays callable from plain Python.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import math as _pymath
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+import numpy as np
 
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
@@ -46,22 +50,20 @@ CASTS = {dt.name: Cast(dt) for dt in (dtypes.bool, dtypes.int8, dtypes.int16, dt
                                        dtypes.float32, dtypes.float64)}
 
 
-def _only_in_kernels(name: str) -> Callable[..., Any]:
-    def marker(*args: Any, **kwargs: Any) -> Any:
-        raise KernelSyntaxError(f"svod.{name} is only meaningful inside an @svod.kernel function", stage="call",
-                                value=name)
-    marker.__name__ = name
-    marker.__qualname__ = name
-    return marker
+def _update(name: str, combine: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], None]:
+    def update(array: Any, index: Any, value: Any) -> None:
+        array[index] = combine(array[index], value)
+    update.__name__ = update.__qualname__ = name
+    return update
 
 
-atomic_add = _only_in_kernels("atomic_add")
+atomic_add = _update("atomic_add", lambda old, value: old + value)
 """``svod.atomic_add(a, index, value)``: ``a[index] += value`` as one indivisible update (``index`` an int
-or a tuple), so work items may add into one element at once."""
-atomic_max = _only_in_kernels("atomic_max")
-"""``svod.atomic_max(a, index, value)``: ``a[index] = max(a[index], value)`` atomically."""
-atomic_min = _only_in_kernels("atomic_min")
-"""``svod.atomic_min(a, index, value)``: ``a[index] = min(a[index], value)`` atomically."""
+or a tuple), so work items may add into one element at once. In plain Python, the update itself."""
+atomic_max = _update("atomic_max", np.fmax)
+"""``svod.atomic_max(a, index, value)``: ``a[index] = max(a[index], value)`` atomically (a NaN loses)."""
+atomic_min = _update("atomic_min", np.fmin)
+"""``svod.atomic_min(a, index, value)``: ``a[index] = min(a[index], value)`` atomically (a NaN loses)."""
 
 MATH_FUNCTIONS: dict[str, tuple[str, int]] = {
     "exp": ("exp", 1), "exp2": ("exp2", 1), "log": ("log", 1), "log2": ("log2", 1), "sin": ("sin", 1),
@@ -74,22 +76,71 @@ MATH_FUNCTIONS: dict[str, tuple[str, int]] = {
 the UOp method each becomes and how many arguments it takes."""
 
 
+def _in_float(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on numbers as a kernel computes it: in the widest float type among its operands (a Python
+    number takes the others' type; with no float operand, float64), as a numpy scalar of that type."""
+    def apply(*args: Any) -> Any:
+        floats = [np.asarray(a).dtype for a in args if isinstance(a, np.generic) and np.asarray(a).dtype.kind == "f"]
+        dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
+        with np.errstate(all="ignore"):
+            return dtype.type(fn(*(np.asarray(a).astype(dtype) for a in args)))
+    return apply
+
+
+def _erf(x: Any) -> Any:
+    return np.vectorize(_pymath.erf, otypes=[np.float64])(x)
+
+
+def _sigmoid(x: Any) -> Any:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _clamp(x: Any, lo: Any, hi: Any) -> Any:
+    return np.where(np.isnan(x), x, np.fmin(np.fmax(x, lo), hi))
+
+
+_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "tanh": np.tanh, "erf": _erf, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "fabs": np.abs, "abs": np.abs,
+    "pow": np.power, "maximum": np.fmax, "minimum": np.fmin, "clamp": _clamp,
+}
+"""Each math function in plain Python, on numpy's functions: a float32 operand computes in float32, as the
+kernel does (maximum and minimum ignore a NaN, as the kernel's do)."""
+
+
 class _Math:
     """``svod.math``: the math functions of kernels (``MATH_FUNCTIONS``) and the constants ``pi``, ``e``,
-    ``inf``, ``nan``."""
+    ``inf``, ``nan``. Called outside a kernel, each computes as the kernel does (numpy scalars keep their
+    float type), so the kernel's function runs as plain Python too."""
 
     pi = _pymath.pi
     e = _pymath.e
     inf = _pymath.inf
     nan = _pymath.nan
 
+    def __init__(self) -> None:
+        self._functions = {name: _named(name, _in_float(fn)) for name, fn in _IMPLEMENTATIONS.items()}
+
     def __getattr__(self, name: str) -> Any:
-        if name in MATH_FUNCTIONS:
-            return _only_in_kernels(f"math.{name}")
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._functions:
+            return self._functions[name]
         raise AttributeError(f"svod.math has no {name}; it has {sorted(MATH_FUNCTIONS)}")
 
     def __dir__(self) -> list[str]:
         return [*sorted(MATH_FUNCTIONS), "e", "inf", "nan", "pi"]
+
+    def name_of(self, fn: Any) -> str | None:
+        """The name of one of these functions (``fn`` itself, taken from ``svod.math``), or None."""
+        return next((name for name, known in self._functions.items() if known is fn), None)
+
+
+def _named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
 math = _Math()

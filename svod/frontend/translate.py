@@ -10,8 +10,10 @@ through ``KernelBuilder``. Nothing of the function's body runs in Python.
                 s += x[r, c]               ``s`` becomes REDUCE(x[r, c'], c', ADD) over a REDUCE range
             out[r] = s             ──▶    STORE(INDEX(out, r), REDUCE) through the builder
 
-- **Values**: a local is a UOp, or a Python number until it meets one (a literal takes the dtype of what
-  it meets). Arithmetic between two dtypes promotes (``promote``); two Python numbers compute in Python.
+- **Values**: a local is a UOp, or a Python number until it meets one. Dtypes follow NumPy 2's promotion
+  (``svod.frontend.promotion``): a Python number is weak, two typed values promote, a local that holds values
+  of two dtypes unifies them; two Python numbers compute in Python. ``//`` and ``%`` floor, as Python's do
+  (the IR's truncate, as C's: the floored form costs nothing where both operands are proven non-negative).
 - **Loops**: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range. Every effect in a loop names the
   loop's range (``STORE(..., *ranges)``), so a body that does not use its variable still runs every turn.
   A local that the body changes is stated again with a placeholder in its place: what the body makes of
@@ -30,24 +32,30 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import itertools
 import math as pymath
 import textwrap
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from svod.codegen import reduce_identity
+from svod.codegen.indexing import index_in_bounds
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
 from svod.frontend import pylang
 from svod.frontend.builder import KernelBuilder, ShapedBuffer
+from svod.frontend.promotion import HOST, Platform
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
-from svod.ir.uop import pointee
+from svod.ir.alu import convert
+from svod.ir.ops import EFFECTS
+from svod.ir.uop import is_state, memory_of, pointee, written_memory
 
 # ---- values ---------------------------------------------------------------------------------------------
 
@@ -107,44 +115,8 @@ def _construct(node: ast.AST) -> str:
     return REFUSED.get(type(node), type(node).__name__)
 
 
-def promote(a: DType, b: DType) -> DType:
-    """The dtype two operands of ``a`` and ``b`` meet in: a float over an integer, the wider of two floats
-    or two integers, signed over unsigned of one width, anything over bool. ``index`` (loop variables and
-    sizes) meeting a 64-bit integer stays ``index``; meeting a narrower one (data read from an array) it is
-    that integer widened to 32 bits at least: the arithmetic of values stays in the values' dtype, which every
-    device has (``index`` is 32-bit on WebGPU, and there a value in it must be proven to fit)."""
-    if a == b:
-        return a
-    if dtypes.bool in (a, b):
-        return b if a == dtypes.bool else a
-    if a.is_float or b.is_float:
-        if a.is_float and b.is_float:
-            return a if a.itemsize >= b.itemsize else b
-        return a if a.is_float else b
-    if dtypes.index in (a, b):
-        other = b if a == dtypes.index else a
-        return dtypes.index if other.itemsize == 8 else other if other.itemsize == 4 else dtypes.int32
-    if a.itemsize != b.itemsize:
-        return a if a.itemsize > b.itemsize else b
-    return a if a.kind == "int" else b
-
-
-def _kind_dtype(value: Number) -> DType:
-    """The dtype a Python number takes when it meets nothing else: svod's defaults."""
-    if isinstance(value, bool):
-        return dtypes.bool
-    return dtypes.float32 if isinstance(value, float) else dtypes.int32
-
-
 def _is_number(value: object) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, UOp)
-
-
-def _trunc_div(a: int, b: int) -> int:
-    if b == 0:
-        return a  # svod divides by one where the divisor is zero (no kernel traps)
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
 
 
 # ---- locations ------------------------------------------------------------------------------------------
@@ -158,6 +130,8 @@ class Located:
     nodes: dict[UOp, str] = field(default_factory=dict)
     slots: dict[int, list[str]] = field(default_factory=dict)
     dtypes: dict[DType, str] = field(default_factory=dict)
+    loops: list[str] = field(default_factory=list)
+    """The sequential loops' lines: a device that limits a work item's loop turns names them."""
 
     def record(self, where: str, roots: Sequence[UOp]) -> None:
         for root in roots:
@@ -167,12 +141,14 @@ class Located:
                 self.nodes[u] = where
                 self.dtypes.setdefault(u.dtype if u.op is not Ops.PARAM else u.dtype.base, where)  # type: ignore[attr-defined]
                 if u.op in (Ops.STORE, Ops.ATOMIC, Ops.LOAD):
-                    lines = self.slots.setdefault(int(u.src[0].src[0].arg), [])
+                    lines = self.slots.setdefault(int(memory_of(u.src[0].src[0]).arg), [])
                     if where not in lines:
                         lines.append(where)
 
     def where(self, err: SvodError) -> str | None:
         value = err.value
+        if err.stage in ("render", "launch") and isinstance(value, int) and "loop" in err.detail:
+            return ", ".join(self.loops) or None
         if isinstance(err, IndexOutOfBoundsError) or (err.stage == "races" and isinstance(value, int)):
             slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
             lines = self.slots.get(slot, [])
@@ -236,11 +212,21 @@ class Loop:
     kind: AxisKind
 
 
+@dataclass(frozen=True)
+class Statement:
+    """Where the translation stood before a statement: the effects stated so far, the buffers' versions."""
+
+    effects: int
+    versions: dict[UOp, int]
+
+
 class Translator:
     """Builds one kernel from a function's source and its arguments' values (arrays, scalars, constants)."""
 
-    def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any]) -> None:
+    def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any],
+                 platform: Platform = HOST) -> None:
         self.source = source
+        self.platform = platform
         self.name = name
         self.k = builder
         self.env: dict[str, Any] = dict(arguments)
@@ -253,6 +239,13 @@ class Translator:
         self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
         self.cells: list[tuple[UOp, Any]] = []
         """The buffers of carried locals (``cell``), each with its size: the call allocates them."""
+        self.versions: dict[UOp, int] = {}
+        """How many effects the statements so far state on each buffer: the version of its memory state."""
+        self.least_sizes: dict[UOp, list[tuple[int, str, int]]] = {}
+        """Per size variable, the least size each constant index past an array's first dimension needs of it:
+        ``(size, array, axis)`` (``dimension_checked``)."""
+        self.stated: dict[UOp, dict[UOp, int]] = {}
+        """The versions each effect's statement saw (``_unstated`` compares them with its reads')."""
         self._placeholders = itertools.count()
 
     # ---- driving ----------------------------------------------------------------------------------------
@@ -267,10 +260,20 @@ class Translator:
             raise KernelSyntaxError(f"{self.where(self.source.node)}: kernel {self.name} stores nothing; a kernel "
                                     "writes its results into array arguments", kernel=self.name, stage="translate",
                                     value=self.name)
-        return self._renumbered(self.k.build())
+        return self._renumbered(self._sized(_unstated(self.k.build(), self.stated)))
 
     def where(self, node: ast.AST) -> str:
         return f"{self.source.file}:{getattr(node, 'lineno', self.source.node.lineno)}"
+
+    def least_size(self, var: UOp) -> int:
+        """The least value size variable ``var`` may take: its own, or what a constant index needs of it."""
+        return max([var.arg[1], *(size for size, _, _ in self.least_sizes.get(var, ()))])
+
+    def _sized(self, sink: UOp) -> UOp:
+        """``sink`` with each size variable bounded below by its least size (``least_sizes``)."""
+        raised = {var: UOp.define_var(var.arg[0], self.least_size(var), var.arg[2], var.dtype)
+                  for var in self.least_sizes if self.least_size(var) > var.arg[1]}
+        return substitute(sink, raised) if raised else sink
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return KernelSyntaxError(f"{self.where(node)}: {what}", kernel=self.name, stage="translate",
@@ -354,19 +357,78 @@ class Translator:
             self.env[stmt.target.id] = self.binary(op, self.lookup(stmt.target.id, stmt.target), value)
         elif isinstance(stmt.target, ast.Subscript):
             array, index = self.subscript(stmt.target)
-            self.store(array, index, self.binary(op, array.buffer.index(index).load(), value))
+            self.store(array, index, self.binary(op, self.element(array, index).load(), value))
         else:
             raise self.unsupported(stmt.target, " as an assignment target")
 
     def store(self, array: ArrayValue, index: tuple[Any, ...], value: Any) -> None:
         value = self.cast(value, array.dtype)
-        target = array.buffer.index(index, self.gate)
-        self.k.store(target, value, *self.running(target, value))
+        target = self.element(array, index)
+        self.wrote(array.buffer.param, self.k.store(target, value, *self.running(target, value)))
+
+    # ---- memory -----------------------------------------------------------------------------------------
+
+    def memory(self, param: UOp) -> UOp:
+        """The memory state of buffer ``param`` at the statement being translated (``UOp.state``): the
+        effects stated on it so far, in the current turn of the sequential loops around the statement. Every
+        access goes through it, so a value read here is the value the statement read, whatever later
+        statements store (states of buffers the kernel never writes are dropped at the end: ``_unstated``)."""
+        loops = [loop.range for loop in self.loops if loop.kind is not AxisKind.GLOBAL]
+        return param.state(self.versions.get(param, 0), *loops)
+
+    def wrote(self, param: UOp, effect: UOp) -> None:
+        """``effect`` on ``param`` was stated: the statements after it see the next state."""
+        self.stated[effect] = dict(self.versions)
+        self.versions[param] = self.versions.get(param, 0) + 1
+
+    def element(self, array: ArrayValue, index: tuple[Any, ...]) -> UOp:
+        """``array[index]`` at this statement: through the array's memory state, gated by the conditions the
+        statement runs under (a load may be computed ahead of its branch, a value being held from its
+        statement on, and then reads nothing where the branch is not taken), each index checked against its
+        own dimension as numpy and numba check it (``dimension_checked``)."""
+        param = array.buffer.param
+        checked, inside = self.dimension_checked(array, index)
+        return array.buffer.index(checked, self.gate, self.memory(param), inside)
+
+    def dimension_checked(self, array: ArrayValue, index: tuple[Any, ...]) -> tuple[tuple[Any, ...], UOp | None]:
+        """``index`` with each index past the first that may leave its dimension (which the flat buffer
+        would not show: ``x[i, 3]`` of an ``(n, 3)`` array is ``x[i + 1, 0]``) clamped to it, and the condition
+        that none leaves: the access is then checked at run time (``IndexOutOfBoundsError``), and its flat
+        index stays within the array (which a device of 32-bit indices must know). A constant index (or one
+        whose range is constant) of a symbolic dimension instead sets the least size the dimension may take,
+        which the call checks (and which lets the race check tell ``x[i, 1]`` from ``x[i + 1, 0]``); one
+        outside a constant dimension is refused now."""
+        unproven: list[UOp] = []
+        checked = list(index)
+        for axis, (i, dim) in enumerate(zip(index, array.dims, strict=True)):
+            if axis == 0:
+                continue  # the buffer's own bounds check the first
+            at = UOp.index_const(i) if isinstance(i, int) else i.cast(dtypes.index)
+            if isinstance(dim, int) and at.op is Ops.CONST and not 0 <= int(at.arg) < dim:
+                raise KernelSyntaxError(f"index {at.arg} is outside dimension {axis} of {array.name}, of size {dim}",
+                                        kernel=self.name, stage="translate", value=int(at.arg))
+            if isinstance(dim, UOp) and dim.op is Ops.DEFINE_VAR and at.vmin >= 0 and \
+                    not any(u.op is Ops.DEFINE_VAR for u in at.toposort()):
+                self.least_sizes.setdefault(dim, []).append((int(at.vmax) + 1, array.name, axis))
+                continue
+            size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
+            order = {u: k for k, u in enumerate((at < size).toposort())}
+            if not index_in_bounds(at, size, self.gate, order):
+                unproven.append((at >= 0) & (at < size))
+                checked[axis] = at.maximum(0).minimum(size - 1)
+        return tuple(checked), functools.reduce(lambda a, b: a & b, unproven) if unproven else None
 
     def running(self, *parts: UOp) -> list[UOp]:
         """The ranges of the loops around an effect that its ``parts`` do not use: it names them, so that it
-        runs once per turn of each all the same."""
-        used = {u for part in parts for u in part.toposort() if u.op is Ops.RANGE}
+        runs once per turn of each all the same. A memory state's loops do not count: the state may go
+        (``_unstated``)."""
+        used: set[UOp] = set()
+        stack = list(parts)
+        while stack:
+            u = stack.pop()
+            if u not in used:
+                used.add(u)
+                stack.extend(u.src[:1] if is_state(u) else u.src)
         return [loop.range for loop in self.loops if loop.range not in used]
 
     def expression_statement(self, stmt: ast.Expr) -> None:
@@ -393,9 +455,9 @@ class Translator:
         index = self.expr(node.args[1])
         index = index if isinstance(index, tuple) else (index,)
         value = self.cast(self.expr(node.args[2]), array.dtype)
-        target = array.buffer.index(self.indices(node, array, index), self.gate)
+        target = self.element(array, self.indices(node, array, index))
         op = {"atomic_add": self.k.atomic_add, "atomic_max": self.k.atomic_max, "atomic_min": self.k.atomic_min}
-        op[callee.__name__](target, value, *self.running(target, value))
+        self.wrote(array.buffer.param, op[callee.__name__](target, value, *self.running(target, value)))
 
     # ---- loops ------------------------------------------------------------------------------------------
 
@@ -436,6 +498,8 @@ class Translator:
                 self.gate = (r < guard) if self.gate is None else self.gate & (r < guard)
         else:
             r = self.k.range(count, kind)
+            if self.where(stmt) not in self.located.loops:
+                self.located.loops.append(self.where(stmt))
         self.ranges.append(r)
         variable: Any = r if _is_zero(start) and step == 1 else self.binary("+", _index(start), r * step)
         try:
@@ -470,7 +534,7 @@ class Translator:
     def loop_body(self, stmt: ast.For, r: UOp, kind: AxisKind, variable: Any) -> None:
         name = stmt.target.id  # type: ignore[attr-defined]
         before = dict(self.env)
-        mark = len(self.k.effects)
+        start = Statement(len(self.k.effects), dict(self.versions))
         self.loops.append(Loop(r, kind))
         assigned = _assigned(stmt.body)
         changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
@@ -483,7 +547,7 @@ class Translator:
                 changed = []
             self.env[name] = variable
             self.block(stmt.body)
-            results = self.carry(stmt, r, variable, before, mark, changed) if changed else {}
+            results = self.carry(stmt, r, variable, before, start, changed) if changed else {}
         finally:
             self.loops.pop()
         inside = [n for n in self.env if n not in before or (kind is AxisKind.GLOBAL and n in assigned)]
@@ -492,38 +556,46 @@ class Translator:
             self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "
                                        "locals end with it")
 
-    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], mark: int,
+    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], start: Statement,
               changed: list[str]) -> dict[str, Any]:
         """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
         for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
         reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
-        work item (``cell``): stored before the loop and at the end of each turn, loaded where the body reads
-        them and after the loop. Whatever a carried local's cell makes of another local carries that one too,
-        so the body is stated until no more locals join them."""
+        work item (``cell``): stored before the loop and at the end of each turn, loaded at the start of each
+        turn (held, as every read is, until the turn ends) and after the loop. Whatever a carried local's cell
+        makes of another local carries that one too, so the body is stated until no more locals join them."""
         name = stmt.target.id  # type: ignore[attr-defined]
         first = dict(self.env)
-        placeholders = {n: self.placeholder(n, first[n]) for n in changed}
+        placeholders = {n: self.placeholder(n, self.holding(n, before[n], first[n])) for n in changed}
         cells: dict[str, tuple[UOp, UOp]] = {}
         while True:
-            self.k.discard_effects(mark)
+            self.k.discard_effects(start.effects)
+            self.versions = dict(start.versions)
             self.env = dict(before)
-            current = self.loops.pop()  # each cell starts before the loop
-            for n, (param, at) in cells.items():
-                self.cell_store(param, at, before[n])
-            self.loops.append(current)
+            with self.outside_loop():  # each cell starts before the loop
+                for n, (param, at) in cells.items():
+                    self.cell_store(param, at, before[n])
             self.env.update({n: p for n, p in placeholders.items() if n not in cells})
-            self.env.update({n: param.index(at).load() for n, (param, at) in cells.items()})
+            self.env.update({n: self.memory(param).index(at).load() for n, (param, at) in cells.items()})
             self.env[name] = variable
             self.block(stmt.body)
-            self.turn_ends(stmt, cells)
-            splits = {n: self.reduction(n, p, placeholders, mark, cells) for n, p in placeholders.items()
+            for n, (param, at) in cells.items():  # each turn ends storing what it made of the carried locals
+                self.cell_store(param, at, self.env[n])
+            grown = {n: self.holding(n, p, self.env[n]) for n, p in placeholders.items()}
+            grown = {n: dtype for n, dtype in grown.items() if dtype != placeholders[n].dtype}
+            if grown:  # a turn makes a value of a wider dtype: the local holds that from the start
+                placeholders.update({n: self.placeholder(n, dtype) for n, dtype in grown.items()})
+                cells = {n: cell for n, cell in cells.items() if n not in grown}
+                continue
+            splits = {n: self.reduction(n, p, placeholders, start.effects) for n, p in placeholders.items()
                       if n not in cells}
             joining = [n for n, split in splits.items() if split is None]
             if not joining:
                 break
             for n in joining:
                 cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
-        results: dict[str, Any] = {n: param.index(at).load() for n, (param, at) in cells.items()}
+        with self.outside_loop():
+            results: dict[str, Any] = {n: self.memory(param).index(at).load() for n, (param, at) in cells.items()}
         for n, split in splits.items():
             assert split is not None
             op, term = split
@@ -535,42 +607,33 @@ class Translator:
             results[n] = self.initial(before[n], _merged_reduce(substitute(term, {r: red}), red, op), op)
         return results
 
-    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int,
-                  cells: dict[str, tuple[UOp, UOp]]) -> tuple[Ops | None, UOp] | None:
+    @contextmanager
+    def outside_loop(self) -> Iterator[None]:
+        """State what follows as if just before (or after) the innermost loop: a carried local's first store,
+        its value after the loop."""
+        current = self.loops.pop()
+        try:
+            yield
+        finally:
+            self.loops.append(current)
+
+    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int) -> tuple[Ops | None, UOp] | None:
         """``(op, term)`` when local ``name`` (``p`` at the start of a turn) is a reduction of the loop just
-        stated; None when it must be carried instead."""
+        stated; None when it must be carried instead: the loop reads it elsewhere, or its term reads memory
+        the loop writes (a reduction is folded in a loop of its own, which would read that memory at other
+        times than the statement does)."""
         value = self.env[name]
         others = [v for m, v in self.env.items() if m != name and m in placeholders and isinstance(v, UOp)]
-        if any(p in e.toposort() for e in self.k.effects[mark:]) or any(p in v.toposort() for v in others):
+        effects = self.k.effects[mark:]
+        if any(p in e.toposort() for e in effects) or any(p in v.toposort() for v in others):
             return None
         split = _accumulation(value, p)
         if split is None or any(q in split[1].toposort() for q in placeholders.values()):
             return None
-        kept = {param for param, _ in cells.values()}
-        if any(u.op is Ops.LOAD and u.src[0].src[0] in kept for u in split[1].toposort()):
-            return None  # a term that reads a carried local: it is read in turn, so it is carried too
+        written = written_memory(effects)
+        if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in split[1].toposort()):
+            return None
         return split
-
-    def turn_ends(self, stmt: ast.For, cells: dict[str, tuple[UOp, UOp]]) -> None:
-        """Store each carried local into its cell at the end of a turn. The new values are computed from the
-        cells as the turn left them: where one reads a cell stored before it (``a, b = b, a + b``), all go
-        through cells of their own first."""
-        values = {n: self.env[n] for n in cells}
-        stored: set[UOp] = set()
-        clash = False
-        for n, (param, _) in cells.items():
-            value = values[n]
-            clash = clash or (isinstance(value, UOp) and any(
-                u.op is Ops.LOAD and u.src[0].src[0] in stored for u in value.toposort()))
-            stored.add(param)
-        if clash:
-            staged = {n: self.cell((self.source.file, stmt.lineno, stmt.col_offset, n, "next"),
-                                   pointee(cells[n][0])) for n in cells}
-            for n, (param, at) in staged.items():
-                self.cell_store(param, at, values[n])
-            values = {n: param.index(at).load() for n, (param, at) in staged.items()}
-        for n, (param, at) in cells.items():
-            self.cell_store(param, at, values[n])
 
     def cell(self, key: tuple[Any, ...], dtype: DType) -> tuple[UOp, UOp]:
         """A carried local's memory: one element per work item of the enclosing parallel loops (an extra
@@ -585,24 +648,37 @@ class Translator:
         for g in parallel:
             size = self.binary("*", size, g.src[0])
             at = self.binary("+", self.binary("*", at, g.src[0]), g)
-        param = self.k.buffer(dtype, size)
+        param = self.k.buffer(self.platform.storage(dtype), size)
         self.cells.append((param, size))
         self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
         return self.cell_of[(*key, dtype)]
 
     def cell_store(self, param: UOp, at: UOp, value: Any) -> None:
-        target = param.index(at, self.gate)
+        target = self.memory(param).index(at, self.gate)
         value = self.cast(value, pointee(param))
-        self.k.store(target, value, *self.running(target, value))
+        self.wrote(param, self.k.store(target, value, *self.running(target, value)))
 
-    def placeholder(self, name: str, value: Any) -> UOp:
-        """A stand-in for local ``name`` at the start of a turn: a node nothing else is (a DEFINE_VAR of the
-        local's dtype that never reaches a kernel)."""
-        dtype = value.dtype if isinstance(value, UOp) else _kind_dtype(value) if _is_number(value) else None
-        if dtype is None:
-            raise KernelSyntaxError(f"local {name} changes in a loop and holds {_describe(value)}",
-                                    kernel=self.name, stage="translate", value=name)
+    def placeholder(self, name: str, dtype: DType) -> UOp:
+        """A stand-in for local ``name`` of ``dtype`` at the start of a turn: a node nothing else is (a
+        DEFINE_VAR that never reaches a kernel)."""
         return UOp(Ops.DEFINE_VAR, dtype, (), (f"turn_{name}_{next(self._placeholders)}", 0, 0))
+
+    def holding(self, name: str, *values: Any) -> DType:
+        """The dtype of local ``name`` that holds each of ``values`` in turn (``Platform.unify``; a Python
+        number is weak, as in arithmetic): an earlier value is never narrowed."""
+        for v in values:
+            if not (isinstance(v, UOp) or _is_number(v)):
+                raise KernelSyntaxError(f"local {name} changes in a loop and holds {_describe(v)}",
+                                        kernel=self.name, stage="translate", value=name)
+        typed = [v.dtype for v in values if isinstance(v, UOp)]
+        if not typed:
+            numbers = [self.platform.alone(v) for v in values]
+            return functools.reduce(self.platform.unify, numbers)
+        dtype = functools.reduce(self.platform.unify, typed)
+        for v in values:
+            if _is_number(v):
+                dtype = self.platform.unify(dtype, self.platform.weak(v, dtype))
+        return dtype
 
     def initial(self, init: Any, reduced: UOp, op: Ops) -> Any:
         """``init op reduced``, or ``reduced`` alone where ``init`` is the op's identity: 0 for a sum, 1 for a
@@ -654,7 +730,7 @@ class Translator:
     def select(self, cond: UOp, a: Any, b: Any, node: ast.AST) -> Any:
         if not (isinstance(a, UOp) or _is_number(a)) or not (isinstance(b, UOp) or _is_number(b)):
             raise self.refuse(node, f"a local holds {_describe(a)} on one branch and {_describe(b)} on the other")
-        av, bv = self.operands(a, b)
+        av, bv = self.operands(a, b, node, unify=True)
         return cond.where(av, bv)
 
     # ---- expressions ------------------------------------------------------------------------------------
@@ -754,7 +830,7 @@ class Translator:
             except IndexError:
                 raise self.refuse(node, f"index {index} is outside a tuple of {len(base)}") from None
         array, index = self.subscript(node)
-        return array.buffer.index(index).load()
+        return self.element(array, index).load()
 
     def subscript(self, node: ast.Subscript) -> tuple[ArrayValue, tuple[Any, ...]]:
         array = self.expr(node.value)
@@ -812,7 +888,8 @@ class Translator:
                 result = self.expr(operand)
                 continue
             left = self.truth(result, node)
-            right = self.expr(operand)
+            with self.under(left if isinstance(node.op, ast.And) else left.ne(True)):
+                right = self.expr(operand)
             right = right if _is_number(right) else self.truth(right, operand)
             if _is_number(right):
                 result = left if bool(right) == isinstance(node.op, ast.And) else bool(right)
@@ -854,7 +931,23 @@ class Translator:
         condition = self.expr(node.test)
         if _is_number(condition):
             return self.expr(node.body if condition else node.orelse)
-        return self.select(self.truth(condition, node.test), self.expr(node.body), self.expr(node.orelse), node)
+        cond = self.truth(condition, node.test)
+        with self.under(cond):
+            chosen = self.expr(node.body)
+        with self.under(cond.ne(True)):
+            other = self.expr(node.orelse)
+        return self.select(cond, chosen, other, node)
+
+    @contextmanager
+    def under(self, cond: UOp) -> Iterator[None]:
+        """Translate what follows where ``cond`` holds too (a branch, the right side of ``and``): its loads
+        read nothing elsewhere."""
+        saved = self.gate
+        self.gate = cond if saved is None else saved & cond
+        try:
+            yield
+        finally:
+            self.gate = saved
 
     def _call(self, node: ast.Call) -> Any:
         callee = self.expr(node.func)
@@ -866,7 +959,7 @@ class Translator:
         if isinstance(callee, pylang.Cast):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
-            return self.cast(args[0], callee.dtype, explicit=True)
+            return self.cast(args[0], callee.dtype)
         if isinstance(callee, MathFunction):
             return self.math(node, callee.name, args)
         if isinstance(callee, Builtin):
@@ -890,9 +983,11 @@ class Translator:
                     x, y = self.operands(result, a, node)
                     result = x.minimum(y) if name == "min" else x.maximum(y)
             return result
+        if name in ("min", "max"):
+            raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
+                                    "cannot take)")
         if len(args) != 1:
-            raise self.refuse(node, f"{name} takes one argument here" if name not in ("min", "max")
-                              else f"{name} takes two or more values (not a sequence) in a kernel")
+            raise self.refuse(node, f"{name} takes one argument here")
         value = args[0]
         if name == "len":
             if isinstance(value, ArrayValue):
@@ -902,10 +997,10 @@ class Translator:
             raise self.refuse(node, f"len of {_describe(value)}")
         if name == "abs":
             return abs(value) if _is_number(value) or isinstance(value, UOp) else self._bad(node, value)
-        dtype = {"int": dtypes.int64, "float": dtypes.float64, "bool": dtypes.bool}[name]
-        if _is_number(value):
-            return {"int": int, "float": float, "bool": bool}[name](value)
-        return self.truth(value, node) if name == "bool" else self.cast(value, dtype, explicit=True)
+        if name == "bool":
+            return bool(value) if _is_number(value) else self.truth(value, node)
+        dtype = self.platform.integer if name == "int" else self.platform.real  # typed, as numba's int() and float()
+        return self.cast(value, dtype)
 
     def _bad(self, node: ast.AST, value: Any) -> Any:
         raise self.refuse(node, f"{_describe(value)} in arithmetic")
@@ -919,7 +1014,7 @@ class Translator:
         first = args[0]
         if _is_number(first) or (isinstance(first, UOp) and not first.dtype.is_float):
             others = [a for a in args[1:] if isinstance(a, UOp) and a.dtype.is_float]
-            first = self.cast(first, others[0].dtype if others else dtypes.float32)
+            first = self.cast(first, others[0].dtype if others else self.platform.real)
         if not isinstance(first, UOp):
             return self._bad(node, first)
         rest = [self.cast(a, first.dtype) for a in args[1:]]
@@ -972,42 +1067,37 @@ class Translator:
                                         value=(a, b)) from None
         av, bv = self.operands(a, b, node)
         if op == "/" and not av.dtype.is_float:
-            av, bv = av.cast(dtypes.float32), bv.cast(dtypes.float32)
+            av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
+        if op in ("//", "%"):
+            return _floored(op, av, bv)
         return _UOP_BINARY[op](av, bv)
 
-    def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
-        """``a`` and ``b`` as UOps of one dtype: a Python number takes the other's dtype (a float meeting an
-        integer makes both float32), two dtypes meet in ``promote``."""
+    def operands(self, a: Any, b: Any, node: ast.AST | None = None, unify: bool = False) -> tuple[UOp, UOp]:
+        """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes promote (or, with
+        ``unify``, unify: the dtype of a local that holds either), a Python number takes the other's dtype
+        (a float meeting an integer the platform's float), two numbers alone the platform's defaults."""
         for v in (a, b):
             if not (isinstance(v, UOp) or _is_number(v)):
                 raise KernelSyntaxError(f"{_describe(v)} in arithmetic", kernel=self.name, stage="translate",
                                         value=_describe(v))
+        meet = self.platform.unify if unify else self.platform.promote
         if isinstance(a, UOp) and isinstance(b, UOp):
-            dtype = promote(a.dtype, b.dtype)
+            dtype = meet(a.dtype, b.dtype)
             return a.cast(dtype), b.cast(dtype)
-        if not isinstance(a, UOp) and not isinstance(b, UOp):  # two numbers meet nothing: svod's defaults
-            dtype = promote(_kind_dtype(a), _kind_dtype(b))
+        if not isinstance(a, UOp) and not isinstance(b, UOp):
+            dtype = meet(self.platform.alone(a), self.platform.alone(b))
             return self.cast(a, dtype), self.cast(b, dtype)
         if not isinstance(a, UOp):
-            bv, av = self.operands(b, a, node)
+            bv, av = self.operands(b, a, node, unify)
             return av, bv
-        dtype = a.dtype
-        if isinstance(b, float) and not dtype.is_float:
-            dtype = dtypes.float32
-        elif isinstance(b, int) and not isinstance(b, bool) and dtype == dtypes.bool:
-            dtype = dtypes.int32
+        dtype = self.platform.weak(b, a.dtype)
         return a.cast(dtype), UOp.const(dtype, b)
 
-    def cast(self, value: Any, dtype: DType, explicit: bool = False) -> UOp:
+    def cast(self, value: Any, dtype: DType) -> UOp:
+        """``value`` converted to ``dtype`` as a cast converts it (a store's value too): a float to an integer
+        truncates toward zero, saturating, an integer wraps."""
         if _is_number(value):
-            if not dtype.is_float and isinstance(value, float):
-                if not explicit and not value.is_integer():
-                    raise KernelSyntaxError(f"the float {value!r} meets {dtype.name}; cast it", kernel=self.name,
-                                            stage="translate", value=value)
-                value = int(value) if pymath.isfinite(value) else 0
-            if dtype == dtypes.bool:
-                value = bool(value)
-            return UOp.const(dtype, value)
+            return UOp.const(dtype, convert(value, dtype))
         if not isinstance(value, UOp):
             raise KernelSyntaxError(f"cannot convert {_describe(value)} to {dtype.name}", kernel=self.name,
                                     stage="translate", value=_describe(value))
@@ -1064,15 +1154,32 @@ _UOP_BINARY: dict[str, Callable[[UOp, UOp], UOp]] = {
 
 
 def _python_binary(op: str, a: Any, b: Any) -> Any:
-    """Two constants, computed now; ``//`` and ``%`` of integers as svod computes them (toward zero)."""
-    if op in ("//", "%") and isinstance(a, int) and isinstance(b, int):
-        q = _trunc_div(a, b)
-        return q if op == "//" else (a - q * b if b else 0)
+    """Two constants, computed now, as Python computes them; a zero divisor as svod's kernels divide by one
+    (``//`` and ``%`` of integers) or IEEE 754 divides (``/``): a kernel never traps."""
+    if op in ("//", "%") and isinstance(a, int) and isinstance(b, int) and b == 0:
+        return a if op == "//" else 0
     if op == "/" and b == 0:
         return pymath.copysign(pymath.inf, a) * pymath.copysign(1.0, b) if a else pymath.nan
     return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
             "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b, "<<": lambda: a << b,
             ">>": lambda: a >> b, "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b}[op]()
+
+
+def _floored(op: str, a: UOp, b: UOp) -> UOp:
+    """Python's ``a // b`` or ``a % b``: the quotient rounded down, the remainder with the divisor's sign. On
+    integers from the IR's truncating IDIV and MOD, corrected where the remainder and the divisor have other
+    signs (nothing to correct where both are proven non-negative); on floats from ``floor``."""
+    if a.dtype.is_float:
+        quotient = (a / b).floor()
+        return quotient if op == "//" else a - quotient * b
+    truncated = a // b if op == "//" else a % b
+    if a.vmin >= 0 and b.vmin >= 0:
+        return truncated
+    remainder = a % b
+    across = remainder.ne(0) & (remainder < 0).ne(b < 0)
+    if op == "//":
+        return truncated - across.cast(a.dtype)
+    return across.where(remainder + b, remainder)
 
 
 def _assigned(body: Sequence[ast.stmt]) -> set[str]:
@@ -1139,6 +1246,29 @@ def _accumulation(value: Any, p: UOp) -> tuple[Ops | None, UOp] | None:
     return None
 
 
+def _unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
+    """``sink`` without the memory states that change nothing, and without the gates of the loads that lose
+    them. A state holds a read at its statement; the builder's rule reads where the value is used, after the
+    effects before that. The two read the same wherever no effect on the buffer comes between a read and
+    the statements that use it, which is so of every buffer the kernel reads but never writes, or writes
+    but never reads, and most that it updates in place (``x[i] = x[i] * 2``; a scan's ``out[r, c - 1]``):
+    their kernels are the builder's, and lower as its do. A gate keeps a held read (perhaps computed ahead
+    of its branch) from reading where the branch is not taken; a read where its value is used needs none."""
+    changed = {memory_of(u.src[0].src[0]) for e in sink.src if e.op in EFFECTS for u in e.toposort()
+               if u.op is Ops.LOAD and is_state(u.src[0].src[0]) and _between(e, u.src[0].src[0], stated[e])}
+    sink = substitute(sink, {u: u.src[0] for u in sink.toposort() if is_state(u) and u.src[0] not in changed})
+    return substitute(sink, {u: u.replace(src=(u.src[0].replace(src=u.src[0].src[:2]),)) for u in sink.toposort()
+                             if u.op is Ops.LOAD and len(u.src[0].src) == 3 and u.src[0].src[0].op is Ops.PARAM})
+
+
+def _between(effect: UOp, state: UOp, stated: dict[UOp, int]) -> bool:
+    """Whether an effect on the buffer of memory ``state`` may come between a read through it and ``effect``,
+    which uses the read: one stated in between, or one in a loop around ``effect`` that the read is outside
+    of (read where it is used, in every turn, it would see the turns before)."""
+    loops = {u for u in effect.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP}
+    return stated.get(state.src[0], 0) != state.arg or not loops <= set(state.src[1:])
+
+
 def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
     """``term`` reduced over ``r`` by ``op``: one REDUCE over ``r`` and the ranges of a same-op REDUCE that
     ``term`` is (nested loops of one sum are one sum over their ranges, outermost first)."""
@@ -1149,6 +1279,9 @@ def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
 
 def _math_function(value: Any) -> MathFunction | None:
     """``math.exp`` or ``np.exp`` imported by name (``from math import exp``)."""
+    own = pylang.math.name_of(value)
+    if own is not None:
+        return MathFunction(own)
     name = getattr(value, "__name__", None)
     if not isinstance(name, str):
         return None
@@ -1175,4 +1308,4 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-__all__ = ["ArrayValue", "Located", "Source", "Translator", "promote"]
+__all__ = ["ArrayValue", "Located", "Source", "Translator"]

@@ -324,6 +324,27 @@ class UOp:
     def __getitem__(self, idx: Operand) -> UOp:
         return self.index(idx)
 
+    def state(self, version: int, *loops: UOp) -> UOp:
+        """This buffer's memory as one statement of a kernel sees it: a *memory state*, ``AFTER(buffer,
+        *loops)`` whose arg is ``version``, the number of effects stated on the buffer before the statement.
+
+        An access through a state happens at its statement, whatever the kernel states after it: a load
+        reads the buffer after the effects on it numbered below ``version`` and before those numbered
+        ``version`` and up (an effect through a state is the one numbered ``version``), so the value it
+        reads is held, not read again after a later store. ``loops`` are the sequential loops around the
+        statement: the state is the one of their current turn (after every effect of the turns before),
+        so no access through it leaves them. A buffer without states is read where its value is used,
+        after every effect stated before that use (the builder's rule)."""
+        if self.op is not Ops.PARAM:
+            raise GraphError("a memory state is of a buffer (PARAM)", stage="build", value=self.op)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise GraphError("a memory state's version is a count of effects", stage="build", value=version)
+        for r in loops:
+            if r.op is not Ops.RANGE or r.arg[1] is AxisKind.GLOBAL:
+                raise GraphError("a memory state names the sequential loops around its statement", stage="build",
+                                 value=r)
+        return UOp(Ops.AFTER, self.dtype, (self, *dict.fromkeys(loops)), version)
+
     def load(self) -> UOp:
         if self.op is not Ops.INDEX or not isinstance(self.dtype, PtrDType):
             raise GraphError("load() needs an INDEX into a buffer", stage="build", value=self.op)
@@ -506,13 +527,26 @@ def memory_of(node: UOp) -> UOp:
     return node
 
 
+def is_state(node: UOp) -> bool:
+    """Whether ``node`` is a memory state (``UOp.state``): an AFTER of a buffer numbered by a version."""
+    return node.op is Ops.AFTER and type(node.arg) is int
+
+
+def state_version(index: UOp) -> int | None:
+    """The version of the memory state an INDEX accesses its buffer through, or None for a bare buffer."""
+    memory = index.src[0]
+    return memory.arg if is_state(memory) else None
+
+
 def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
     """The memory (see ``memory_of``) that the STOREs and ATOMICs among ``nodes`` write."""
     return {memory_of(u.src[0].src[0]) for u in nodes if u.op in (Ops.STORE, Ops.ATOMIC)}
 
 
 def param_size(param: UOp) -> UOp:
-    """The element count of a buffer PARAM, as an index expression (a constant unless symbolic)."""
+    """The element count of a buffer PARAM (or of the buffer a memory state is of), as an index expression (a
+    constant unless symbolic)."""
+    param = memory_of(param) if is_state(param) else param
     if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):
         raise GraphError("param_size() needs a PARAM", stage="build", value=param.op)
     return param.src[0] if param.src else UOp.index_const(param.dtype.size)
@@ -537,7 +571,7 @@ def _check_fits(value: Number, dtype: DType) -> None:
                              f"{_largest_finite(dtype)!r}); use math.inf if infinity is meant", stage="build",
                              value=value)
     elif not dtype.min <= value <= dtype.max:
-        raise GraphError(f"constant {value!r} does not fit {dtype!r}, which holds [{dtype.min}, {dtype.max}]",
+        raise GraphError(f"constant {value!r} does not fit {dtype.name}, which holds [{dtype.min}, {dtype.max}]",
                          stage="build", value=value)
 
 

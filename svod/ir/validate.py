@@ -7,7 +7,8 @@ code that stores eight bytes into a four-byte slot. It also checks the structure
 - a PARAM slot is one node (one dtype, one size), and a variable name has one set of bounds;
 - a REDUCE range is used only inside a REDUCE over it, and a REDUCE reduces only REDUCE ranges;
 - a GLOBAL range's end depends on variables only, so it is a launch size;
-- the SINK holds effects (STORE, ATOMIC) and the PARAMs a kernel keeps but does not use.
+- the SINK holds effects (STORE, ATOMIC) and the PARAMs a kernel keeps but does not use;
+- an AFTER is a memory state (``UOp.state``): a PARAM after a count of effects, in the turn of loops.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import FUSED_DTYPES, UOp, kernel_label
+from svod.ir.uop import FUSED_DTYPES, UOp, is_state, kernel_label
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
 
 _KERNEL_OPS = frozenset({Ops.SINK, Ops.PARAM, Ops.DEFINE_VAR, Ops.BIND, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.STORE,
-                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST}) | ALU
+                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST, Ops.AFTER}) | ALU
 
 
 class _Checker:
@@ -127,9 +128,16 @@ class _Checker:
                 raise self.fail(node, "a GLOBAL range's end is a launch size: it may use variables, "
                                       f"not a {used.op.name}")
 
+    def state(self, node: UOp) -> None:
+        if not is_state(node) or node.src[0].op is not Ops.PARAM or node.dtype != node.src[0].dtype or \
+                node.arg < 0 or any(r.op is not Ops.RANGE or r.arg[1] is AxisKind.GLOBAL for r in node.src[1:]):
+            raise self.fail(node, "a memory state is AFTER(PARAM, *sequential ranges) with the PARAM's dtype and a "
+                                  "version (a count of effects) for arg")
+
     def index(self, node: UOp) -> None:
-        if len(node.src) not in (2, 3) or not isinstance(node.src[0].dtype, PtrDType):
-            raise self.fail(node, "INDEX(buffer, index[, gate])")
+        if len(node.src) not in (2, 3) or not isinstance(node.src[0].dtype, PtrDType) or \
+                node.src[0].op not in (Ops.PARAM, Ops.AFTER):
+            raise self.fail(node, "INDEX(buffer or memory state, index[, gate])")
         if node.dtype != node.src[0].dtype:
             raise self.fail(node, "an INDEX has its buffer's pointer dtype")
         if node.src[1].dtype != dtypes.index:
@@ -232,7 +240,7 @@ _CHECKS: dict[Ops, Callable[[_Checker, UOp], None]] = {
     Ops.SINK: _Checker.sink_node, Ops.CONST: _Checker.const, Ops.DEFINE_VAR: _Checker.define_var,
     Ops.BIND: _Checker.bind, Ops.PARAM: _Checker.param, Ops.RANGE: _Checker.range_node, Ops.INDEX: _Checker.index,
     Ops.LOAD: _Checker.load, Ops.STORE: _Checker.store, Ops.ATOMIC: _Checker.store, Ops.REDUCE: _Checker.reduce,
-    Ops.CAST: _Checker.cast, Ops.BITCAST: _Checker.cast,
+    Ops.CAST: _Checker.cast, Ops.BITCAST: _Checker.cast, Ops.AFTER: _Checker.state,
 }
 
 

@@ -282,3 +282,51 @@ def test_compiler_errors_carry_the_log_and_the_source(compiler):
     assert info.value.kernel == "broken" and info.value.stage == "compile"
     assert "data_missing" in info.value.source and info.value.log.strip()
     assert "--- source ---" in str(info.value)
+
+
+def _attention_in_one_kernel() -> svod.UOp:
+    """Attention with three reductions over the keys inside a loop over the output's columns, sizes symbolic
+    (as round 2's tests wrote it): CL:0 and WebGPU refused it (a reduction nested in another, computed
+    before the masked tile's gates, outside the loop it depends on)."""
+    k = KernelBuilder("attention_one_kernel")
+    rows, keys, width = k.var("L", 1, 1024), k.var("S", 1, 1024), k.var("D", 1, 256)
+    out, q = k.buffer(dtypes.float32, (rows, width)), k.buffer(dtypes.float32, (rows, width))
+    key, value = k.buffer(dtypes.float32, (keys, width)), k.buffer(dtypes.float32, (keys, width))
+    i, d = k.range(rows), k.range(width, AxisKind.LOOP)
+
+    def score() -> tuple[svod.UOp, svod.UOp]:
+        s, e = k.range(keys, AxisKind.REDUCE), k.range(width, AxisKind.REDUCE)
+        return s, (q[i, e] * key[s, e]).reduce(e)
+
+    s1, first = score()
+    top = first.reduce(s1, op=Ops.MAX)
+    s2, second = score()
+    total = (second - top).exp().reduce(s2)
+    s3, third = score()
+    k.store(out[i, d], ((third - top).exp() * value[s3, d]).reduce(s3) / total)
+    return k.build()
+
+
+@pytest.mark.parametrize(("rows", "keys", "width"), [(1, 1, 1), (64, 48, 16), (37, 5, 3)])
+def test_attention_in_one_kernel_with_symbolic_sizes(device, rows, keys, width):
+    rng = np.random.default_rng(11)
+    q, key, value = (rng.random((n, width), dtype=np.float32) for n in (rows, keys, keys))
+    scores = q @ key.T
+    p = np.exp(scores - scores.max(1, keepdims=True))
+    out = np.zeros((rows, width), np.float32)
+    svod.run(_attention_in_one_kernel(), [out, q, key, value], device=device, L=rows, S=keys, D=width)
+    np.testing.assert_allclose(out, (p / p.sum(1, keepdims=True)) @ value, rtol=1e-4, atol=1e-6)
+
+
+def test_a_minimum_of_sums_with_symbolic_sizes(device):
+    k = KernelBuilder("min_of_sums")
+    n, m = k.var("n", 1, 512), k.var("m", 1, 512)
+    out, x, y = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, (n, m)), k.buffer(dtypes.float32, (n, m))
+    i = k.range(n)
+    s, e = k.range(n, AxisKind.REDUCE), k.range(m, AxisKind.REDUCE)
+    k.store(out[i], (x[i, e] * y[s, e]).reduce(e).reduce(s, op=Ops.MIN))
+    rng = np.random.default_rng(12)
+    xs, ys = rng.random((40, 9), dtype=np.float32), rng.random((40, 9), dtype=np.float32)
+    got = np.zeros(40, np.float32)
+    svod.run(k.build(), [got, xs, ys], device=device, n=40, m=9)
+    np.testing.assert_allclose(got, (xs @ ys.T).min(1), rtol=1e-5)

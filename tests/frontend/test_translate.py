@@ -247,14 +247,65 @@ def integer_ops(out, a, b):
         out[7, i] = x ** 2 if False else x * x  # a constant condition keeps one side
 
 
-def test_integer_operators_truncate_toward_zero(device):
-    a = np.array([7, -7, 7, -7, 0, 5], np.int32)
-    b = np.array([3, 3, -3, -3, 2, 5], np.int32)
-    out = np.zeros((8, 6), np.int32)  # out[k, i], not out[i, k]: see test_pykernel's symbolic sizes test
+def test_integer_operators_follow_python(device):
+    """``//`` and ``%`` floor, as Python's (the IR's IDIV and MOD truncate, as C's)."""
+    a = np.array([7, -7, 7, -7, 0, 5, -2**31, 2**31 - 1], np.int32)
+    b = np.array([3, 3, -3, -3, 2, 5, 7, -2], np.int32)
+    out = np.zeros((8, 8), np.int32)  # out[k, i], not out[i, k]: see test_pykernel's symbolic sizes test
     integer_ops(out, a, b, device=device)
-    want = np.stack([np.trunc(a / b), np.fmod(a, b), (a & 6) | (b ^ 3), (a << 2) >> 1, ~a,
-                     abs(a) + np.minimum(np.minimum(a, b), 2) + np.maximum(a, b), ((a > b) | (a >= 0)), a * a], 0)
+    with np.errstate(over="ignore"):
+        want = np.stack([a // b, a % b, (a & 6) | (b ^ 3), (a << 2) >> 1, ~a,
+                         abs(a) + np.minimum(np.minimum(a, b), 2) + np.maximum(a, b), ((a > b) | (a >= 0)), a * a], 0)
     np.testing.assert_array_equal(out, want.astype(np.int32))
+
+
+@svod.kernel
+def float_division(q, r, a, b):
+    for i in svod.prange(a.shape[0]):
+        q[i] = a[i] // b[i]
+        r[i] = a[i] % b[i]
+
+
+def test_float_floor_division_and_remainder(device):
+    if refuses(device, dtypes.float32):
+        return
+    a = np.array([7.5, -7.5, 7.5, -7.5, 0.0, 1.0], np.float32)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, -3.0], np.float32)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    float_division(q, r, a, b, device=device)
+    np.testing.assert_array_equal(q, a // b)
+    np.testing.assert_array_equal(r, a % b)
+
+
+@svod.kernel
+def true_division(out, a, b):
+    for i in svod.prange(a.shape[0]):
+        out[i] = a[i] / b[i]
+
+
+def test_division_of_integers_is_float64(device):
+    """As in Python: ``1 / 3`` of two int32 values is a float64 (float32 on a device without float64)."""
+    a, b = np.array([1, -7, 2**31 - 1], np.int32), np.array([3, 2, 3], np.int32)
+    dtype = np.float64 if dtypes.float64 in device.caps.element_dtypes else np.float32
+    out = np.zeros(3, dtype)
+    true_division(out, a, b, device=device)
+    np.testing.assert_array_equal(out, (a.astype(dtype) / b.astype(dtype)))
+
+
+@svod.kernel
+def stored_converted(ints, small):
+    for i in svod.prange(ints.shape[0]):
+        ints[i] = 2.5
+        small[i] = -1
+
+
+def test_a_stored_value_is_converted_to_the_arrays_dtype(device):
+    if refuses(device, dtypes.uint8):
+        return
+    ints, small = np.zeros(3, np.int32), np.zeros(3, np.uint8)
+    stored_converted(ints, small, device=device)
+    np.testing.assert_array_equal(ints, [2, 2, 2])  # truncated, as numpy's assignment
+    np.testing.assert_array_equal(small, [255, 255, 255])  # wrapped, as a cast
 
 
 @svod.func

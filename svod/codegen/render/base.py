@@ -188,6 +188,12 @@ class KernelRenderer(ABC):
         limit = self.caps.max_loop_turns
         least = most(turns, {v.arg[0]: v.arg[1] for v in turns.toposort() if v.op is Ops.DEFINE_VAR})
         if limit is not None and least > limit:
+            if any(u.op is Ops.LOAD for u in turns.toposort()):
+                raise GraphError(f"a loop's bound is read from memory, so nothing keeps its turns within the "
+                                 f"{limit} after which {self.device} stops a work item's loops without a word: run "
+                                 "the kernel on another device, or bound the loop by a size and skip the turns past "
+                                 "the one read (for k in range(width): if k < count: ...)", kernel=kernel,
+                                 stage="render", value=least)
             raise GraphError(f"a work item's loops come round up to {least} times, and {self.device} stops them "
                              f"after {limit} without a word: give the kernel more work items, each with less to do",
                              kernel=kernel, stage="render", value=least)

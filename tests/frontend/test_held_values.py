@@ -1,0 +1,323 @@
+"""A value read at a statement is that value, whatever the kernel writes afterwards (issue 42, section 1):
+each kernel here gave a wrong answer on some device, the reference included, before memory states. Every
+device is compared with the kernel's own function run as plain Python (``svod.frontend.oracle``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Device
+from svod.frontend.oracle import run_as_python
+from svod.frontend.pykernel import Kernel
+from tests.helpers import refuses
+
+
+def agrees_with_python(kernel: Kernel, device: Device, *args: object, rtol: float = 1e-6) -> None:
+    """Run ``kernel`` on ``device`` on copies of ``args``, and compare every array with plain Python's."""
+    for a in args:
+        if isinstance(a, np.ndarray) and refuses(device, svod.dtypes.from_numpy(a.dtype)):
+            return
+    want = run_as_python(kernel, *args)
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    kernel(*got, device=device)
+    for expected, actual in zip(want, got, strict=True):
+        if isinstance(expected, np.ndarray):
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=0)
+
+
+@svod.kernel
+def normalise(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    for i in range(x.shape[0]):
+        x[i] = x[i] / s  # s holds the sum of the values before this loop
+
+
+@svod.kernel
+def swap(x):
+    a = x[0]
+    b = x[1]
+    x[0] = b
+    x[1] = a
+
+
+@svod.kernel
+def normalise_rows(x):
+    for r in svod.prange(x.shape[0]):
+        s = 0.0
+        for c in range(x.shape[1]):
+            s += x[r, c]
+        for c in range(x.shape[1]):
+            x[r, c] = x[r, c] / s
+
+
+@svod.kernel
+def standardise_columns(x):
+    """Each column's mean and deviation stored in its first two rows, the rest standardised by them."""
+    n = x.shape[0]
+    for j in svod.prange(x.shape[1]):
+        s = 0.0
+        for i in range(n):
+            s += x[i, j]
+        mean = s / n
+        d = 0.0
+        for i in range(n):
+            d += (x[i, j] - mean) * (x[i, j] - mean)
+        std = svod.math.sqrt(d / n)
+        x[0, j] = mean
+        x[1, j] = std
+        for i in range(2, n):
+            x[i, j] = (x[i, j] - mean) / std
+
+
+@pytest.mark.parametrize("n", [1, 4, 13])
+def test_a_sum_is_held_while_its_array_is_rewritten(device, n):
+    agrees_with_python(normalise, device, np.arange(1, n + 1, dtype=np.float32))
+
+
+def test_a_swap_through_two_locals(device):
+    agrees_with_python(swap, device, np.array([1.0, 2.0], np.float32))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (17, 33)])
+def test_rows_normalised_in_place(device, shape):
+    agrees_with_python(normalise_rows, device, np.random.default_rng(1).random(shape, dtype=np.float32) + 0.5)
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (7, 5), (9, 40)])
+def test_columns_standardised_by_what_was_stored_before(device, shape):
+    x = np.random.default_rng(2).random(shape, dtype=np.float32)
+    agrees_with_python(standardise_columns, device, x, rtol=1e-4)
+
+
+@svod.kernel
+def running_sum_summed(out, y):
+    for i in svod.prange(out.shape[0]):
+        p = 0
+        q = 0
+        for k in range(y.shape[1]):
+            p += y[i, k]
+            q = q + p
+        s = 0
+        for _ in range(y.shape[1]):
+            s += p
+        out[i] = s + q
+
+
+def test_a_carried_sum_summed_by_a_second_loop_on_every_thread(device):
+    """On two CPU threads the second loop's vectorised form ran over every work item on core 0 before the
+    other thread had carried its sums (7-29 of 300 runs wrong)."""
+    y = (np.arange(121, dtype=np.int32).reshape(11, 11) % 5).astype(np.int32)
+    for _ in range(20):
+        agrees_with_python(running_sum_summed, device, np.zeros(11, np.int32), y)
+
+
+@svod.kernel
+def triangular_histogram(hist, y):
+    for i in svod.prange(y.shape[0]):
+        for j in range(i + 1):
+            svod.atomic_add(hist, y[j], 1)
+
+
+def test_atomic_adds_in_a_triangular_loop(device):
+    """The reference made one update per turn where every work item of the turn makes one."""
+    agrees_with_python(triangular_histogram, device, np.zeros(3, np.int32), np.array([0, 0, 1, 0, 2, 2], np.int32))
+
+
+@svod.kernel
+def nearest(labels, points, centres):
+    """k-means' assignment: locals changed under an if inside a loop that holds an inner sum."""
+    for i in svod.prange(points.shape[0]):
+        best = 0
+        best_d = svod.inf
+        for c in range(centres.shape[0]):
+            d = 0.0
+            for k in range(points.shape[1]):
+                diff = points[i, k] - centres[c, k]
+                d += diff * diff
+            if d < best_d:
+                best_d = d
+                best = c
+        labels[i] = best
+
+
+def test_nearest_centres(device):
+    rng = np.random.default_rng(3)
+    agrees_with_python(nearest, device, np.zeros(500, np.int32), rng.random((500, 3), dtype=np.float32),
+                       rng.random((7, 3), dtype=np.float32))
+
+
+@svod.kernel
+def gated_minimum_then_two_stores(out, x):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(x.shape[0]):
+            s = 0.0
+            for k in range(x.shape[1]):
+                if x[i, k] <= x[j, k]:
+                    s = min(s, x[j, k])
+            out[i, j] = 7.0
+            out[i, j] = s + 100.0
+
+
+def test_the_last_of_two_stores_after_a_gated_minimum_stays(device):
+    """On CL:0 the tiled store of the sum and the untiled first store ran on other work items, in no order."""
+    x = np.random.default_rng(4).random((5, 4), dtype=np.float32) - 0.5
+    agrees_with_python(gated_minimum_then_two_stores, device, np.zeros((5, 5), np.float32), x)
+
+
+@svod.kernel
+def doitgen(a, c4, tmp):
+    for r in svod.prange(a.shape[0]):
+        for q in svod.prange(a.shape[1]):
+            for p in range(a.shape[2]):
+                s = 0.0
+                for k in range(a.shape[2]):
+                    s += a[r, q, k] * c4[k, p]
+                tmp[r, q, p] = s
+            for p in range(a.shape[2]):
+                a[r, q, p] = tmp[r, q, p]
+
+
+@pytest.mark.parametrize("size", [4, 20])
+def test_one_kernel_doitgen(device, size):
+    rng = np.random.default_rng(5)
+    a, c4 = rng.random((size, size, 16), dtype=np.float32), rng.random((16, 16), dtype=np.float32)
+    agrees_with_python(doitgen, device, a, c4, np.zeros_like(a), rtol=1e-5)
+
+
+# ---- refusals that were not to be (issue 42, section 3) -------------------------------------------------------
+
+@svod.kernel
+def accelerations(acc, pos):
+    """n-body: each row of ``acc`` written column by column, which the race check took for ``acc[i + 1, 0]``
+    when the column count was symbolic."""
+    for i in svod.prange(pos.shape[0]):
+        ax = 0.0
+        ay = 0.0
+        az = 0.0
+        for j in range(pos.shape[0]):
+            dx = pos[j, 0] - pos[i, 0]
+            dy = pos[j, 1] - pos[i, 1]
+            dz = pos[j, 2] - pos[i, 2]
+            r2 = dx * dx + dy * dy + dz * dz + 0.01
+            inv = 1.0 / (r2 * svod.math.sqrt(r2))
+            ax += dx * inv
+            ay += dy * inv
+            az += dz * inv
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
+@svod.kernel
+def swap_columns(x):
+    for i in svod.prange(x.shape[0]):
+        a = x[i, 0]
+        x[i, 0] = x[i, 1]
+        x[i, 1] = a
+
+
+@pytest.mark.parametrize("n", [1, 2, 31])
+def test_rows_written_column_by_column(device, n):
+    pos = np.random.default_rng(6).random((n, 3), dtype=np.float32)
+    agrees_with_python(accelerations, device, np.zeros_like(pos), pos, rtol=1e-4)
+    agrees_with_python(swap_columns, device, np.random.default_rng(7).random((n, 2), dtype=np.float32))
+
+
+def test_a_dimension_smaller_than_a_constant_index_is_refused_at_the_call():
+    with pytest.raises(svod.errors.BufferMismatchError, match=r"x\.shape\[1\] is 1, and swap_columns indexes "
+                                                             r"dimension 1 of x up to 1"):
+        swap_columns(np.zeros((4, 1), np.float32))
+
+
+@svod.kernel
+def next_column(out, x):
+    for i in svod.prange(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j + 1]  # past the row at the last column: numpy raises, so does svod
+
+
+def test_an_index_past_its_dimension_is_checked_at_run_time(device):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(svod.errors.IndexOutOfBoundsError):
+        next_column(np.zeros_like(x), x, device=device)
+
+
+@svod.kernel
+def reversed_column_sums(out, x):
+    n = out.shape[0]
+    for i in svod.prange(n):
+        s = 0.0
+        for j in range(x.shape[0]):
+            s += x[j, i]
+        out[n - 1 - i] = s
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (37, 64), (5, 100)])
+def test_sums_stored_to_a_reversed_index(device, shape):
+    """The LLVM pair stored a row of sums in lanes to descending elements, which it spells only ascending."""
+    agrees_with_python(reversed_column_sums, device, np.zeros(shape[1], np.float32),
+                       np.random.default_rng(8).random(shape, dtype=np.float32), rtol=1e-5)
+
+
+@svod.kernel
+def first_index_below(out, limits, x):
+    """A carried local holding a loop index (an int64 one on CL:0 was an internal dtype, ``index``)."""
+    for i in svod.prange(x.shape[0]):
+        found = -1
+        for k in range(limits.shape[0]):
+            if found < 0 and x[i] < limits[k]:
+                found = k
+        out[i] = found
+
+
+def test_a_carried_loop_index(device):
+    agrees_with_python(first_index_below, device, np.zeros(9, np.int32), np.linspace(0, 1, 5).astype(np.float32),
+                       np.random.default_rng(9).random(9, dtype=np.float32))
+
+
+@svod.kernel
+def scaled_with_a_table(out, values, table):
+    for i in svod.prange(values.shape[0]):
+        out[i] = values[i] * 2.0 + table[1, 1]
+
+
+def test_a_long_one_dimensional_array_beside_a_two_dimensional_one(device):
+    """WebGPU capped every size at 23,170 (so a 2-d array's flat index fits 32 bits), a 1-d array's too."""
+    values = np.random.default_rng(10).random(200_000, dtype=np.float32)
+    agrees_with_python(scaled_with_a_table, device, np.zeros_like(values), values, np.ones((3, 3), np.float32))
+
+
+@svod.kernel
+def csr_times_vector(y, indptr, indices, data, x):
+    for r in svod.prange(y.shape[0]):
+        s = 0.0
+        for k in range(indptr[r], indptr[r + 1]):
+            s += data[k] * x[indices[k]]
+        y[r] = s
+
+
+def test_a_loop_bounded_by_memory_on_a_device_that_limits_loops_says_what_can_be_done(device):
+    indptr, indices = np.array([0, 2, 3], np.int32), np.array([0, 1, 1], np.int32)
+    data, x = np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 10.0], np.float32)
+    if device.caps.max_loop_turns is None:
+        agrees_with_python(csr_times_vector, device, np.zeros(2, np.float32), indptr, indices, data, x)
+        return
+    with pytest.raises(svod.errors.GraphError, match=r"bound is read from memory.*run the kernel on another device") \
+            as caught:
+        csr_times_vector(np.zeros(2, np.float32), indptr, indices, data, x, device=device)
+    assert "test_held_values.py" in str(caught.value)  # the loop's line
+
+
+@svod.kernel
+def doubled(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * 2
+
+
+def test_zero_size_arrays_run_their_loops_zero_times(device):
+    agrees_with_python(doubled, device, np.zeros(0, np.int32), np.zeros(0, np.int32))
+    agrees_with_python(normalise, device, np.zeros(0, np.float32))
