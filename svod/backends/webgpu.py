@@ -8,14 +8,26 @@ variables in one uniform buffer; every copy out waits for the queue.
 What is compiled is the WGSL source, validated: the disk cache keeps it as the program's bytes, and a new
 process builds the shader module and pipeline from it again (wgpu-native's pipeline cache is not portable
 across drivers).
+
+Thread safety: every call into wgpu-native runs on one thread of its own (``_wgpu_thread``), whichever thread
+asks: the kernel cache's compiles, a plan's steps and the caller's copies alike. wgpu's OpenGL adapter makes
+its EGL context current on the calling thread; calls from two threads at once aborted the process under load
+(``egl.rs: ... BadAccess`` in ``wgpuDevicePoll``, a panic that cannot unwind). The adapters are enumerated once
+per process, each enumeration of the OpenGL adapter making and dropping an EGL context of its own, and with a
+runtime directory for Mesa's window-system probing where the environment names none (``XDG_RUNTIME_DIR``), which
+otherwise prints an error per enumeration.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import tempfile
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -47,10 +59,47 @@ _LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-storage-bu
 """The adapter limits svod asks its device for (WebGPU gives the spec's lower defaults otherwise)."""
 
 
+T = TypeVar("T")
+
+
+class _WgpuThread:
+    """The one thread that calls wgpu-native (see the module's notes on thread safety)."""
+
+    def __init__(self) -> None:
+        self._ident: int | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="svod-wgpu", initializer=self._own)
+
+    def _own(self) -> None:
+        self._ident = threading.get_ident()
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the wgpu thread (at once, when called there), its result or its error."""
+        if threading.get_ident() == self._ident:
+            return fn(*args, **kwargs)
+        return self._pool.submit(fn, *args, **kwargs).result()
+
+
+@functools.cache
+def _wgpu_thread() -> _WgpuThread:
+    return _WgpuThread()
+
+
+def _on_wgpu_thread(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn``, made to run on the wgpu thread."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> T:
+        return _wgpu_thread().run(fn, *args, **kwargs)
+    return run
+
+
+@functools.cache
 def _adapters() -> list[Any]:
+    """wgpu's adapters, enumerated once per process (on the wgpu thread)."""
     if wgpu is None:
         raise DeviceError("wgpu is not installed (pip install 'svod[webgpu]')", stage="device")
-    adapters = wgpu.gpu.enumerate_adapters_sync()
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="svod-runtime-")  # private (0700), as Mesa wants
+    adapters = _wgpu_thread().run(wgpu.gpu.enumerate_adapters_sync)
     if not adapters:
         raise DeviceError("wgpu finds no adapter (install a Vulkan driver, such as Debian's mesa-vulkan-drivers)",
                           stage="device")
@@ -88,6 +137,7 @@ _NO_SHADER_F16 = "the adapter lacks WebGPU's shader-f16 feature"
 class WebGPUDevice:
     """Adapter, device and limits of one WebGPU adapter, and the pieces svod builds on them."""
 
+    @_on_wgpu_thread
     def __init__(self, spec: DeviceSpec) -> None:
         adapters = _adapters()
         if spec.device_id >= len(adapters):
@@ -118,7 +168,6 @@ class WebGPUDevice:
         self.allocator = WebGPUAllocator(self)
         self.compiler = WGSLCompiler(self)
         self.renderer = WGSLRenderer(spec, self.caps)
-        self.lock = threading.Lock()
         self.fence = self.device.create_buffer(size=4, usage=_storage_usage())
 
     @property
@@ -131,6 +180,7 @@ class WebGPUDevice:
     def load(self, compiled: CompiledSpec) -> WebGPUProgram:
         return WebGPUProgram(self, compiled)
 
+    @_on_wgpu_thread
     def synchronize(self) -> None:
         """Wait for the queue: a read of one word waits for all work submitted before it (wgpu 0.32's
         ``on_submitted_work_done_sync`` fails on its own callback type)."""
@@ -154,15 +204,18 @@ class WebGPUAllocator(Allocator):
     def __init__(self, device: WebGPUDevice) -> None:
         self.device = device
 
+    @_on_wgpu_thread
     def _alloc(self, nbytes: int) -> Any:
         try:
             return self.device.device.create_buffer(size=max(4, _aligned(0, nbytes)[1]), usage=_storage_usage())
         except Exception as err:  # wgpu reports an allocation it refuses as a generic GPUError
             raise MemoryError(f"WebGPU cannot allocate {nbytes} bytes: {err}") from err
 
+    @_on_wgpu_thread
     def _free(self, handle: Any, nbytes: int) -> None:
         handle.destroy()
 
+    @_on_wgpu_thread
     def _copyin(self, handle: Any, src: memoryview, offset: int) -> None:
         if not len(src):
             return
@@ -174,6 +227,7 @@ class WebGPUAllocator(Allocator):
         words[offset - start:offset - start + len(src)] = src
         self.device.device.queue.write_buffer(handle, start, words)
 
+    @_on_wgpu_thread
     def _copyout(self, dst: memoryview, handle: Any, offset: int) -> None:
         if not len(dst):
             return
@@ -195,6 +249,7 @@ class WGSLCompiler(CompilerBase):
         identity = f"{info['vendor']}|{info['device']}|{info['description']}|{info['backend_type']}|{wgpu.__version__}"
         self.cache_key = f"wgsl-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
+    @_on_wgpu_thread
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         try:
             self.device.device.create_shader_module(code=spec.src)
@@ -207,6 +262,7 @@ class WebGPUProgram(ProgramBase):
     """A compute pipeline with an explicit layout: binding ``k`` is buffer ``k``, the last the uniform of
     offsets and variables."""
 
+    @_on_wgpu_thread
     def __init__(self, device: WebGPUDevice, compiled: CompiledSpec) -> None:
         self.name = compiled.name
         self.device = device
@@ -251,6 +307,7 @@ class WebGPULaunch:
     """A bind group of the buffers and a uniform of their offsets, built once; a call writes the
     variables and submits (a plan synchronizes the queue at its end)."""
 
+    @_on_wgpu_thread
     def __init__(self, program: WebGPUProgram, buffers: Sequence[Any]) -> None:
         self.program = program
         gpu = program.device.device
@@ -275,17 +332,19 @@ class WebGPULaunch:
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         self.program.check_loop_turns(vals)
+        _wgpu_thread().run(self._submit, vals, global_size)
+
+    def _submit(self, vals: Sequence[int], global_size: tuple[int, int, int]) -> None:
         gpu = self.program.device.device
-        with self.program.device.lock:
-            self.words[self.first_var:self.first_var + len(vals)] = vals
-            gpu.queue.write_buffer(self.uniform, 0, self.words)
-            encoder = gpu.create_command_encoder()
-            compute = encoder.begin_compute_pass()
-            compute.set_pipeline(self.program.pipeline)
-            compute.set_bind_group(0, self.group)
-            compute.dispatch_workgroups(*global_size)
-            compute.end()
-            gpu.queue.submit([encoder.finish()])
+        self.words[self.first_var:self.first_var + len(vals)] = vals
+        gpu.queue.write_buffer(self.uniform, 0, self.words)
+        encoder = gpu.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(self.program.pipeline)
+        compute.set_bind_group(0, self.group)
+        compute.dispatch_workgroups(*global_size)
+        compute.end()
+        gpu.queue.submit([encoder.finish()])
 
 
 # ---- the backend (svod.backends.base) ---------------------------------------------------------------------
