@@ -112,14 +112,14 @@ def _divide_by_safe_divisor(node: UOp) -> UOp | None:
 
 def _remainder_from_quotient(node: UOp) -> UOp | None:
     """``a % b`` as ``a - (a // d) * d``, C's truncated remainder (its sign follows ``a``), with ``d`` the
-    safe divisor: 0 for a zero divisor and for ``MIN % -1``, as svod defines them. An unsigned ``a``, or a
-    signed one that cannot be negative, divided by a safe ``b`` keeps the device's ``%``."""
+    safe divisor: 0 for a zero divisor and for ``MIN % -1``, as svod defines them. Operands that cannot be
+    negative keep the device's ``%``, by the safe divisor (``x % 1`` is 0 too): ``i % n`` over a size ``n``."""
     a, b = node.src
-    if not node.dtype.is_int:
+    if not node.dtype.is_int or _guarded(a, b):
         return None
     safe = _safe_divisor(a, b)
-    if safe is None and (a.dtype.kind == "uint" or (a.vmin >= 0 and b.vmin > 0)):
-        return None
+    if a.dtype.kind == "uint" or (a.vmin >= 0 and b.vmin >= 0):
+        return None if safe is None else UOp(Ops.MOD, node.dtype, (a, safe))
     divisor = b if safe is None else safe
     return a - UOp(Ops.IDIV, node.dtype, (a, divisor)) * divisor
 

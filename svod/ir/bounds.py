@@ -38,15 +38,24 @@ def _mul(a: Bounds, b: Bounds) -> Bounds:
 
 
 def _idiv(a: Bounds, b: Bounds) -> Bounds | None:
-    if b[0] <= 0:
+    """A zero divisor divides by one (svod's trap-free division): a size that may be 0 divides as well."""
+    if b[0] < 0:
         return None
-    corners = [trunc_quotient(int(x), int(y)) for x in a for y in b]
+    if b[1] == 0:
+        return a
+    corners = [trunc_quotient(int(x), int(y)) for x in a for y in (max(b[0], 1), b[1])]
+    if b[0] == 0:
+        corners += [int(a[0]), int(a[1])]
     return (min(corners), max(corners))
 
 
 def _mod(a: Bounds, b: Bounds) -> Bounds | None:
-    if b[0] <= 0:
+    """The remainder takes the dividend's sign and is smaller than the divisor; by zero it is 0, which every
+    bound below includes."""
+    if b[0] < 0:
         return None
+    if b[1] == 0:
+        return (0, 0)
     top = b[1] - 1
     if a[0] >= 0:
         return (0, min(a[1], top))

@@ -41,6 +41,18 @@ def test_bounds_of_ranges_and_variables():
     assert ((r - 50).vmin, (r - 50).vmax) == (-50, 49)
 
 
+def test_a_divisor_that_may_be_zero_keeps_bounds():
+    """A size may be 0 (an empty array): svod divides by zero as by one and takes the remainder 0, so ``i % n``
+    and ``i // n`` stay bounded (a 32-bit device refused ``x[(i + 1) % x.shape[0]]`` as unbounded)."""
+    n = UOp.define_var("n", 0, 100)
+    i = UOp.range(UOp.define_var("m", 1, 1000), 0)
+    assert ((i % n).vmin, (i % n).vmax) == (0, 99)
+    assert (((i - 500) % n).vmin, ((i - 500) % n).vmax) == (-99, 99)
+    assert ((i // n).vmin, (i // n).vmax) == (0, 999)
+    zero = UOp.define_var("z", 0, 0)
+    assert ((i % zero).vmin, (i % zero).vmax) == (0, 0) and ((i // zero).vmin, (i // zero).vmax) == (0, 999)
+
+
 def test_comparisons_decided_by_bounds_fold():
     r = UOp.range(16, 0)
     assert simplify(r < 16).arg is True
