@@ -11,6 +11,7 @@ from svod.frontend.pylang import CASTS as _CASTS
 from svod.frontend.pylang import (
     Array,
     Const,
+    Int,
     atomic_add,
     atomic_max,
     atomic_min,
@@ -32,7 +33,7 @@ float16, float32, float64 = (_CASTS[n] for n in ("float16", "float32", "float64"
 
 __version__ = VERSION
 __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "DeviceSpec", "ExecutionPlan",
-           "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
+           "Int", "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
            "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32", "float64",
            "func", "get_device", "inf", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
            "prange", "run", "uint8", "uint16", "uint32", "uint64"]

@@ -7,6 +7,7 @@ traceback alone says what went wrong, where, and with what.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 _UNSET: Any = object()
@@ -17,14 +18,17 @@ class SvodError(Exception):
 
     ``kernel`` is the kernel's name, ``stage`` the pipeline stage (``render``, ``compile``, ``launch``,
     ``bind``, ...) and ``value`` the offending value; each is optional and shown in the message when set.
+    ``buffers`` are the argument slots of the buffers the message names (as ``buffer N`` or ``argument N``),
+    which a Python kernel calls by its parameters' names (``call_by``).
     """
 
     def __init__(self, message: str, *, kernel: str | None = None, stage: str | None = None,
-                 value: Any = _UNSET) -> None:
+                 value: Any = _UNSET, buffers: tuple[int, ...] = ()) -> None:
         self.detail = message
         self.kernel = kernel
         self.stage = stage
         self.value = None if value is _UNSET else value
+        self.buffers = buffers
         self._shows_value = value is not _UNSET
         super().__init__(self._text())
 
@@ -58,6 +62,23 @@ class SvodError(Exception):
             self.detail = f"{self.detail} (at {where})"
             self.args = (self._text(), *self.args[1:])
 
+    def call_by(self, buffers: Mapping[int, str], variables: Mapping[str, str]) -> None:
+        """Call the buffers this error names (``buffer 1``, ``argument 1``: the slots in ``self.buffers``) and
+        the variables it names as ``buffers`` and ``variables`` say: a Python kernel's as its source does
+        (``x``, ``x.shape[0]``)."""
+        named = [slot for slot in self.buffers if slot in buffers]
+        detail = self.detail
+        for slot in named:
+            detail = _replaced(rf"\b(buffer|argument) {slot}\b", buffers[slot], detail)
+        for variable, called in variables.items():
+            detail = _replaced(rf"(?<![\w.]){re.escape(variable)}(?![\w.])", called, detail)
+        if detail == self.detail:
+            return
+        self.detail = detail
+        if self.value in (self.buffers, *named):  # the slots were the value: the names say it
+            self._shows_value = False
+        self.args = (self._text(), *self.args[1:])
+
     def in_shard(self, index: int) -> None:
         """Say which shard of a distributed run (``svod.distributed.map_plan``) raised this error."""
         if self.shard is None:
@@ -75,6 +96,11 @@ class SvodError(Exception):
 def _mentions(detail: str, value: Any) -> bool:
     """Whether ``detail`` already shows ``value`` (as a word of its own): the message then needs no tail."""
     return any(re.search(rf"(?<![\w.]){re.escape(shown)}(?![\w.])", detail) for shown in {str(value), repr(value)})
+
+
+def _replaced(pattern: str, replacement: str, text: str) -> str:
+    """``text`` with each match of ``pattern`` replaced by ``replacement``, taken as it is (no group escapes)."""
+    return re.sub(pattern, lambda _: replacement, text)
 
 
 def _restore(cls: type[SvodError], args: tuple[Any, ...], state: dict[str, Any]) -> SvodError:
@@ -130,7 +156,7 @@ class IndexOutOfBoundsError(SvodError):
         self.size = size
         self.index = index
         super().__init__(f"buffer {slot} has {size} elements but was accessed at index {index}; the access was "
-                         "skipped", kernel=kernel, stage=stage, value=index)
+                         "skipped", kernel=kernel, stage=stage, value=index, buffers=(slot,))
 
 
 class CompileError(SvodError):

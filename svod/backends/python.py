@@ -122,7 +122,7 @@ class _Run:
         self.ends: dict[UOp, int] = {}
         """The end of each GLOBAL range: an effect happens once per work item of those it depends on (an
         atomic update whose index and value are the same in all of them is made by each)."""
-        self.held = _held_reads(self.topo)
+        self.held = _held_reads(self.topo, self.deps)
         self.held_nodes = {node for reads in self.held.values() for _, node in reads}
         """Per buffer slot, the loads and reductions that read it through a memory state, with the state's
         version, lowest first."""
@@ -419,23 +419,24 @@ def _buffers_read(topo: Sequence[UOp]) -> dict[UOp, tuple[int, ...]]:
     return reads
 
 
-def _held_reads(topo: Sequence[UOp]) -> dict[int, list[tuple[int, UOp]]]:
-    """Per buffer slot, the loads and reductions that read it through a memory state (an AFTER whose arg is
-    its version), each with the lowest version it reads, lowest first."""
-    below: dict[UOp, dict[int, int]] = {}
+def _held_reads(topo: Sequence[UOp], deps: Mapping[UOp, frozenset[UOp]]) -> dict[int, list[tuple[int, UOp]]]:
+    """Per buffer slot, the loads and reductions whose own statement reads it through a memory state (an AFTER
+    whose arg is its version), each with that version, lowest first: a load's own state, a reduction's loads
+    that depend on a range it folds. (What either computes from reads of earlier statements, an index, a gate,
+    is held on its own.)"""
     held: dict[int, list[tuple[int, UOp]]] = {}
     for node in topo:
-        found: dict[int, int] = {}
-        for s in node.src:
-            for slot, version in below[s].items():
-                found[slot] = min(version, found.get(slot, version))
-        if node.op is Ops.INDEX and node.src[0].op is Ops.AFTER:
-            slot, version = node.src[0].src[0].arg, node.src[0].arg
-            found[slot] = min(version, found.get(slot, version))
-        below[node] = found
-        if node.op in (Ops.LOAD, Ops.REDUCE):
-            for slot, version in found.items():
-                held.setdefault(slot, []).append((version, node))
+        own: dict[int, int] = {}
+        if node.op is Ops.LOAD and node.src[0].src[0].op is Ops.AFTER:
+            state = node.src[0].src[0]
+            own[state.src[0].arg] = state.arg
+        elif node.op is Ops.REDUCE:
+            for load in node.src[0].toposort():
+                if load.op is Ops.LOAD and load.src[0].src[0].op is Ops.AFTER and not deps[load] <= deps[node]:
+                    state = load.src[0].src[0]
+                    own[state.src[0].arg] = max(state.arg, own.get(state.src[0].arg, state.arg))
+        for slot, version in own.items():
+            held.setdefault(slot, []).append((version, node))
     for reads in held.values():
         reads.sort(key=lambda read: read[0])
     return held

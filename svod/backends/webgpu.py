@@ -293,9 +293,10 @@ class WebGPUProgram(ProgramBase):
             return
         turns = most(self.loop_turns, dict(zip(self.var_names, vals, strict=True)))
         if turns > limit:
-            raise LaunchError(f"for these variable values a work item's loops come round up to {turns} times, "
-                              f"and {self.device.spec} stops them after {limit} without a word", kernel=self.name,
-                              stage="launch", value=turns)
+            raise LaunchError(f"for these sizes a work item's loops come round up to {turns} times, and "
+                              f"{self.device.spec} stops them after {limit} without a word; run it on another "
+                              "device, or give each work item less to loop over", kernel=self.name, stage="launch",
+                              value=turns)
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
-from svod.ir.uop import param_size, pointee
+from svod.ir.uop import memory_of, param_size, pointee
 
 CHECKED = "checked"
 """The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
@@ -50,7 +50,7 @@ def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
 
 def _recorded(u: UOp, status: UOp) -> UOp:
     """``buf[idx]`` that may leave its buffer: gated by an in-range test, with the record of a failure."""
-    buffer, index = u.src[0], u.src[1]
+    buffer, index = memory_of(u.src[0]), u.src[1]  # through a memory state, the buffer
     if buffer.op is Ops.DEFINE_LOCAL:  # a CPU thread's private copy of a buffer: report the buffer
         buffer = buffer.src[0]
     in_range, reported = _range_test(index, param_size(buffer))

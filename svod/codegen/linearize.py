@@ -38,7 +38,7 @@ no set or dict of UOps is iterated, so the same kernel gives the same instructio
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -121,7 +121,7 @@ class _Linearizer:
         """The written memory the kernel also reads without a memory state: only its writes make remembered
         values stale."""
         self.stated: dict[UOp, dict[UOp, int]] = {}
-        """For each node, the written memory it reads through memory states, each with the lowest version."""
+        """For each node, the written memory it reads through memory states, each with the highest version."""
         self.held: dict[UOp, list[tuple[int, UOp]]] = {}
         """For each written memory, the loads and reductions that read it through a state (``held``), with
         that state's version, lowest first."""
@@ -139,6 +139,8 @@ class _Linearizer:
         variables = sorted((u for u in topo if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
         # every buffer and variable of the kernel is an argument, used or not, as its metadata says
         self.leaves: dict[UOp, None] = dict.fromkeys([*params, *variables])
+        self.previous: tuple[UOp, ...] = ()
+        """The loops of the effect emitted last: the next shares those they have in common, outermost first."""
         self.current: UOp | None = None
         """The effect being emitted, whose reductions (``reductions``) may be computed together."""
         self.emitted: dict[UOp, _Block] = {}
@@ -246,7 +248,7 @@ class _Linearizer:
     # ---- held values ----------------------------------------------------------------------------------
 
     def stated_reads(self, node: UOp) -> dict[UOp, int]:
-        """The written memory ``node`` reads through memory states, each with the lowest version read."""
+        """The written memory ``node`` reads through memory states, each with the highest version read."""
         known = self.stated.get(node)
         if known is not None:
             return known
@@ -254,12 +256,28 @@ class _Linearizer:
             found: dict[UOp, int] = {}
             for s in u.src:
                 for memory, version in self.stated[s].items():
-                    found[memory] = min(version, found.get(memory, version))
+                    found[memory] = max(version, found.get(memory, version))
             if u.op is Ops.INDEX and is_state(u.src[0]) and u.src[0].src[0] in self.written:
                 memory = u.src[0].src[0]
-                found[memory] = min(u.src[0].arg, found.get(memory, u.src[0].arg))
+                found[memory] = max(u.src[0].arg, found.get(memory, u.src[0].arg))
             self.stated[u] = found
         return self.stated[node]
+
+    def own_reads(self, u: UOp) -> dict[UOp, int]:
+        """The written memory held value ``u``'s own statement reads, each with its version there: a load's
+        through its own state; a reduction's through the loads of its loops (those that depend on a range it,
+        or one nested in it, folds). What ``u`` computes from reads of earlier statements (an index, a gate, a
+        sum stated before) is held on its own, at its own statement's versions."""
+        if u.op is Ops.LOAD:
+            state = u.src[0].src[0]
+            return {state.src[0]: state.arg} if is_state(state) and state.src[0] in self.written else {}
+        found: dict[UOp, int] = {}
+        outside = self.scopes.live(u)
+        for load in u.src[0].toposort():
+            if load.op is Ops.LOAD and not self.scopes.live(load) <= outside:
+                for memory, version in self.own_reads(load).items():
+                    found[memory] = max(version, found.get(memory, version))
+        return found
 
     def is_held(self, u: UOp) -> bool:
         """Whether ``u`` is a load or reduction of written memory through a memory state: its value is the one
@@ -273,7 +291,7 @@ class _Linearizer:
                 if not self.is_held(u):
                     continue
                 if u not in self.last_use:
-                    for memory, version in self.stated_reads(u).items():
+                    for memory, version in self.own_reads(u).items():
                         self.held.setdefault(memory, []).append((version, u))
                 self.last_use[u] = position
         for reads in self.held.values():
@@ -296,21 +314,27 @@ class _Linearizer:
                 break
             if self.last_use[u] < position or not all(self.is_bound(r) for r in self.scopes[u]):
                 continue
-            block = self.loop_block(u)
-            if self.computed(u, block) is None:
-                self.after_effects(block)
-                with self.at(block):
-                    self.value(u)
+            self.compute_held(u)
 
-    def after_effects(self, block: _Block) -> None:
-        """Make what is emitted into ``block`` come after every effect emitted so far: close the IFs open inside
-        it that hold effects (a value emitted into ``block`` goes before its open child). A loop inside it
-        that holds effects cannot be closed (its turns would split): no held value lives outside such a loop
-        and is read inside it, where it is stated after the loop's first effects."""
+    def compute_held(self, u: UOp) -> None:
+        """Compute held value ``u`` in its loop's block, after every effect emitted so far on the memory it
+        reads (through states, and without: an IF condition or index it computes from), unless it is."""
+        block = self.loop_block(u)
+        if self.computed(u, block) is None:
+            self.after_effects(block, self.state(u) | self.stated_reads(u).keys())
+            with self.at(block):
+                self.value(u)
+
+    def after_effects(self, block: _Block, memories: Collection[UOp]) -> None:
+        """Make what is emitted into ``block`` come after every effect on ``memories`` emitted so far: close
+        the IFs open inside it that hold such effects (a value emitted into ``block`` goes before its open
+        child; effects on other memory may stay after it). A loop inside it that holds such effects cannot be
+        closed (its turns would split): no held value lives outside such a loop and is read in it after the
+        loop's first effects on its memory, where it would be stated after them."""
         inner = self.stack[block.depth + 1:]
-        if not any(_holds_effects(b) for b in inner):
+        if not any(_holds_effects(b, memories) for b in inner):
             return
-        if any(b.scope is not None and b.scope.op is Ops.RANGE and _holds_effects(b) for b in inner):
+        if any(b.scope is not None and b.scope.op is Ops.RANGE and _holds_effects(b, memories) for b in inner):
             raise GraphError("a held value is read inside a loop it does not depend on, after the loop's effects",
                              stage="linearize")
         while len(self.stack) > block.depth + 1:
@@ -499,25 +523,23 @@ class _Linearizer:
         """Run ``e`` in the loops it depends on (and its gate's IF), sharing those open before it."""
         target = None if e.op is Ops.BARRIER else e.src[0]
         gate = None if target is None else self.gates[e]
-        if target is not None:
-            self.hold(self.positions[e], target)
-        loops, shared, gated = self.scopes[e], 0, gate is None
-        keep = 1  # the root always stays; then every open block the effect can share, outermost first
-        while keep < len(self.stack):
-            key = self.stack[keep].key
-            if shared < len(loops) and key is loops[shared]:
-                shared += 1
-            elif not gated and key is gate:
-                gated = True
-            else:
-                break
-            keep += 1
-        while len(self.stack) > keep:
-            self.close_block()
-        keys = _with_gate(loops[shared:], None if gated else gate, self.scopes, self.shared_loops)
-        for key in keys:
-            if key is gate:
-                if key is keys[-1] and self.shared_across_gates(e, gate):
+        conditions = _conjuncts(gate)
+        held = conditions if target is None or len(target.src) < 3 else _conjuncts(target.src[2])
+        loops = self.scopes[e]
+        self.share(loops, held)
+        if target is not None:  # what the blocks this effect shares compute (then what those it opens do)
+            self.hold(self.positions[e], target)  # which may close an IF it shared: share again
+        shared, kept = self.share(loops, held)
+        if shared < len(_common_prefix(self.previous, loops)):
+            raise GraphError("two effects next to each other in the kernel would run a loop they share apart",
+                             stage="linearize", value=e.op.name)
+        self.previous = loops
+        left = [c for c in conditions if c not in kept]
+        keys = _with_gates(loops[shared:], left, self.scopes, self.shared_loops)
+        last_loop = max((i for i, key in enumerate(keys) if key not in left), default=-1)
+        for position, key in enumerate(keys):
+            if key in left:
+                if position == last_loop + 1 and gate is not None and self.shared_across_gates(e, gate):
                     self.current = e
                     for reduction in self.reductions_below(e.src[1]):  # those nested in another: with it
                         if all(self.is_bound(r) for r in self.scopes[reduction]):
@@ -529,8 +551,11 @@ class _Linearizer:
             self.stack[-1].add(e.replace(src=()))
             self.reread_local()
             return
-        self.hold(self.positions[e], target)  # what only the loops just opened compute
+        self.hold(self.positions[e], target)
         if gate is not None:
+            opened = [b.key for b in self.stack if b.scope is not None and b.scope.op is Ops.IF]
+            if any(c not in opened for c in conditions):
+                raise GraphError("an effect's gate is not open around it", stage="linearize", value=e.op.name)
             target = target.replace(src=target.src[:2])
         self.current = e
         index = self.value(target)
@@ -543,6 +568,25 @@ class _Linearizer:
             self.stale.update(self.loads.pop(memory, ()))
             for stale in self.reading.pop(memory, ()):
                 self.memo.pop(stale, None)  # values read from the memory just written are computed again
+
+    def share(self, loops: tuple[UOp, ...], conditions: list[UOp]) -> tuple[int, list[UOp]]:
+        """Close the open blocks an effect over ``loops``, made only where each of ``conditions`` holds, does
+        not share (an open IF of one of them it shares: a checked or lane-gated effect too, whose own access
+        keeps its gate); how many of its loops stay open, and the conditions whose IFs do."""
+        shared, kept = 0, []
+        keep = 1  # the root always stays; then every open block the effect can share, outermost first
+        while keep < len(self.stack):
+            key = self.stack[keep].key
+            if shared < len(loops) and key is loops[shared]:
+                shared += 1
+            elif key in conditions and key not in kept:
+                kept.append(key)
+            else:
+                break
+            keep += 1
+        while len(self.stack) > keep:
+            self.close_block()
+        return shared, kept
 
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
@@ -585,21 +629,49 @@ class _Linearizer:
         return (*self.leaves, *body)
 
 
-def _with_gate(loops: tuple[UOp, ...], gate: UOp | None, scopes: Scopes, shared: frozenset[UOp]) -> list[UOp]:
-    """The blocks an effect opens, outermost first: its ``loops``, with its gate's IF right inside the last
-    one the gate depends on. A row's gate stands outside the loop over the row's columns, and with it the
-    row's reductions, which are placed inside the IF. The IF stays inside the sequential loops in
-    ``shared`` (other effects run in them too), so that those effects can share their turns."""
+def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], scopes: Scopes, shared: frozenset[UOp]) -> list[UOp]:
+    """The blocks an effect opens, outermost first: its ``loops``, with an IF for each of ``conditions`` (its
+    gate's conjuncts no IF open holds) right inside the last loop the condition depends on. A row's gate
+    stands outside the loop over the row's columns, and with it the row's reductions, which are placed inside
+    the IF. An IF stays inside the sequential loops in ``shared`` (other effects run in them too), so that
+    those effects can share their turns."""
+    places = [max((i + 1 for i, r in enumerate(loops) if r in scopes.live(c) or r in shared), default=0)
+              for c in conditions]
+    keys: list[UOp] = []
+    for position in range(len(loops) + 1):
+        keys += [c for c, at in zip(conditions, places, strict=True) if at == position]
+        keys += list(loops[position:position + 1])
+    return keys
+
+
+def _conjuncts(gate: UOp | None) -> list[UOp]:
+    """The conditions whose conjunction ``gate`` is (ANDs of bools taken apart, each once), in the gate's order:
+    an effect gated by ``c & bound`` shares the IF of ``bound`` another effect opened, in the loops it shares
+    with it (a loop split between IFs of different gates would run its turns twice over, out of order)."""
     if gate is None:
-        return list(loops)
-    depends = scopes.live(gate)
-    at = max((i + 1 for i, r in enumerate(loops) if r in depends or r in shared), default=0)
-    return [*loops[:at], gate, *loops[at:]]
+        return []
+    found: dict[UOp, None] = {}
+    stack = [gate]
+    while stack:
+        u = stack.pop()
+        if u.op is Ops.AND and u.dtype == dtypes.bool:
+            stack.extend(reversed(u.src))
+        else:
+            found.setdefault(u, None)
+    return list(found)
 
 
-def _holds_effects(block: _Block) -> bool:
-    return any(_holds_effects(item) if isinstance(item, _Block) else item.op in EFFECTS or item.op is Ops.BARRIER
-               for item in block.items)
+def _common_prefix(a: tuple[UOp, ...], b: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] is b[n]:
+        n += 1
+    return a[:n]
+
+
+def _holds_effects(block: _Block, memories: Collection[UOp]) -> bool:
+    """Whether ``block`` holds an effect on one of ``memories`` (or a barrier)."""
+    return any(_holds_effects(item, memories) if isinstance(item, _Block) else item.op is Ops.BARRIER or
+               (item.op in EFFECTS and memory_of(item.src[0].src[0]) in memories) for item in block.items)
 
 
 def _flatten(block: _Block, out: list[UOp]) -> None:

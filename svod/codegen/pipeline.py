@@ -152,11 +152,11 @@ def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) ->
             continue
         if u.op is Ops.PARAM or dtype != dtypes.bool:
             held = ", ".join(sorted(d.name for d in caps.element_dtypes))
-            what = f"buffer {u.arg} of {dtype.name}" if u.op is Ops.PARAM else f"{dtype.name} values"
+            what = f"{dtype.name}, the dtype of buffer {u.arg}" if u.op is Ops.PARAM else f"{dtype.name} values"
             reason = dict(caps.unheld_reasons).get(dtype)
             why = "" if reason is None else f" ({reason})"
             raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
-                             stage="render", value=dtype.name)
+                             stage="render", value=dtype.name, buffers=(u.arg,) if u.op is Ops.PARAM else ())
 
 
 def _unbind(state: Lowering, target: Target) -> Lowering:

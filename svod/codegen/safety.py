@@ -30,7 +30,7 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import param_size
+from svod.ir.uop import memory_of, param_size
 
 
 def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
@@ -296,7 +296,7 @@ def check_races(sink: UOp, kernel: str) -> None:
     stores: dict[UOp, list[UOp]] = {}
     atomics: dict[UOp, list[UOp]] = {}
     for e in effects:
-        (stores if e.op is Ops.STORE else atomics).setdefault(e.src[0].src[0], []).append(e)
+        (stores if e.op is Ops.STORE else atomics).setdefault(memory_of(e.src[0].src[0]), []).append(e)
     for buffer in atomics:
         if buffer in stores:
             raise _race(kernel, buffer, "is both stored to and updated atomically; use one or the other")
@@ -307,7 +307,7 @@ def check_races(sink: UOp, kernel: str) -> None:
             _check_store(e, parallel, order, kernel)
     for e in effects:
         for index, guard in _loads_with_guards(e, order):
-            buffer = index.src[0]
+            buffer = memory_of(index.src[0])
             if buffer in atomics:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
                                             "kernel")
@@ -315,17 +315,19 @@ def check_races(sink: UOp, kernel: str) -> None:
                 if not _same_item(index, guard, parallel[e], store, parallel, order):
                     raise _race(kernel, buffer, "is read at an element another work item may write; use an atomic "
                                                 "update to combine into one element, read only the element each "
-                                                "work item writes, use a LOOP range, or split the kernel")
+                                                "work item writes, use a sequential loop, or split the kernel")
     for updates in stores.values():
         for k, first in enumerate(updates):
             for second in updates[k + 1:]:
                 if not _same_item(second.src[0], None, parallel[second], first, parallel, order):
-                    raise _race(kernel, first.src[0].src[0], "is written by two stores that may hit one element "
+                    buffer = memory_of(first.src[0].src[0])
+                    raise _race(kernel, buffer, "is written by two stores that may hit one element "
                                                              "from different work items")
 
 
 def _race(kernel: str, buffer: UOp, what: str) -> GraphError:
-    return GraphError(f"buffer {buffer.arg} {what}", kernel=kernel, stage="races", value=buffer.arg)
+    return GraphError(f"buffer {buffer.arg} {what}", kernel=kernel, stage="races", value=buffer.arg,
+                      buffers=(buffer.arg,))
 
 
 def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
@@ -342,17 +344,18 @@ def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
 def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int], kernel: str) -> None:
     target = store.src[0]
     missing = parallel[store] - parallel[target.src[1]]
+    slot = memory_of(target.src[0]).arg
     if missing:
-        axes = sorted(r.arg[0] for r in missing)
-        raise GraphError(f"the store to buffer {target.src[0].arg} does not depend on parallel range(s) on axis "
-                         f"{axes} that its value uses, so several work items write one element; use an atomic "
-                         "update, or a LOOP or REDUCE range", kernel=kernel, stage="races", value=target.src[0].arg)
+        raise GraphError(f"the store to buffer {slot} takes its value from work items of a parallel loop its index "
+                         "does not depend on, so several of them write one element; combine them with an atomic "
+                         "update, or make that loop sequential", kernel=kernel, stage="races", value=slot,
+                         buffers=(slot,))
     if _data_dependent(target.src[1]):
         return  # a scatter: each element gets the value of one of the work items that write it
     if not _same_item(target, None, parallel[store], store, parallel, order):
-        raise GraphError(f"the store to buffer {target.src[0].arg} may write one element from two work items "
-                         "(its index does not tell the parallel ranges apart); use an atomic update, or a LOOP "
-                         "range", kernel=kernel, stage="races", value=target.src[0].arg)
+        raise GraphError(f"the store to buffer {slot} may write one element from two work items (its index "
+                         "does not tell the work items of its parallel loops apart); use an atomic update, or a "
+                         "sequential loop", kernel=kernel, stage="races", value=slot, buffers=(slot,))
 
 
 def _data_dependent(index: UOp) -> bool:

@@ -62,7 +62,7 @@ def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals:
     for position, array in enumerate(buffers):
         if isinstance(array, np.ndarray) and not array.flags.writeable and written[position]:
             raise BufferMismatchError(f"argument {position} is a read-only array, and the kernel writes it",
-                                      kernel=kernel.name, stage="bind", value=position)
+                                      kernel=kernel.name, stage="bind", buffers=(position,))
     in_place = [target.caps.host_memory and serves_host_memory(target.allocator)
                 and _shares_freely(buffers, position, written) for position in range(len(buffers))]
     wrapped = [b if isinstance(b, Buffer) else Buffer.from_numpy(b, target, copy=not in_place[position])
@@ -106,7 +106,8 @@ def _check_arguments(kernel: CachedKernel, arguments: Sequence[object]) -> None:
             if argument.dtype != layout.numpy_dtype:
                 raise BufferMismatchError(f"argument {position} is a numpy array of {argument.dtype}, the kernel "
                                           f"needs {layout.dtype.name}", kernel=kernel.name, stage="bind",
-                                          value=str(argument.dtype))
+                                          value=str(argument.dtype), buffers=(position,))
         elif not isinstance(argument, Buffer):
             raise BufferMismatchError(f"argument {position} must be a svod.Buffer or a numpy array",
-                                      kernel=kernel.name, stage="bind", value=type(argument).__name__)
+                                      kernel=kernel.name, stage="bind", value=type(argument).__name__,
+                                      buffers=(position,))

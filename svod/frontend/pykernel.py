@@ -34,13 +34,13 @@ import numpy as np
 from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
-from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError
+from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.translate import ArrayValue, Located, Source, Translator
 from svod.ir import Ops, UOp
-from svod.ir.uop import pointee
+from svod.ir.uop import memory_of, pointee
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
@@ -63,6 +63,10 @@ class Built:
     locals its loops carry from turn to turn (``Translator.cell``), allocated per call."""
     least: tuple[tuple[str, int, str, int], ...] = ()
     """The sizes a constant index needs: ``(variable, least size, array, axis)``, checked at each call."""
+    bounds: tuple[tuple[str, int, int], ...] = ()
+    """Each variable the kernel kept with its bounds: ``(name, lo, hi)``, checked at each call."""
+    written: frozenset[int] = frozenset()
+    """The slots of the arrays the kernel writes."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,7 @@ class Kernel:
             built = self._built.get(key)
             if built is None:
                 built = self._built[key] = self._translate(values, target)
+        self._check_apart(values, built)
         var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
                                     if name in built.variables}
         for name, least, array, axis in built.least:
@@ -151,6 +156,7 @@ class Kernel:
                                           f"dimension {axis} of {array} up to {least - 1}", kernel=self.name,
                                           stage="bind", value=var_vals[name])
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
+        self._check_bounds(built, var_vals, bits)
         arrays = [v for v in values if _is_array(v)]
         arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
                    for dtype, size in built.cells]
@@ -166,6 +172,38 @@ class Kernel:
         """This kernel over plan buffers seen as arrays of ``shapes`` (one per argument, in order):
         ``plan.add_kernel(softmax.shaped((rows, cols), (rows, cols)), [dst, src])``."""
         return Shaped(self, tuple(tuple(int(d) for d in shape) for shape in shapes))
+
+    def _check_apart(self, values: list[Any], built: Built) -> None:
+        """Refuse a written array that shares memory with another argument. Plain Python reads each element as
+        the writes before left it, which a kernel's work items, reading and writing at once, do not."""
+        arrays = [(name, v) for name, v in zip(self.parameters, values, strict=True) if _is_array(v)]
+        for slot, (name, value) in enumerate(arrays):
+            for other, (other_name, other_value) in enumerate(arrays):
+                if other != slot and slot in built.written and _overlap(value, other_value):
+                    raise BufferMismatchError(f"{name} and {other_name} share memory, and {self.name} writes "
+                                              f"{name}: pass one argument, or arrays apart", kernel=self.name,
+                                              stage="bind", value=name)
+
+    def _check_bounds(self, built: Built, var_vals: dict[str, Any], index_bits: int) -> None:
+        """Refuse, in the words of the source, a size or ``int`` argument outside the bounds its variable has
+        in the kernel (what svod proved the kernel's accesses and indices safe for)."""
+        device = " on a device of 32-bit indices" if index_bits <= 32 else ""
+        for name, lo, hi in built.bounds:
+            value = var_vals.get(name)
+            if value is None or lo <= value <= hi:
+                continue
+            size = next(((self.parameters[p], axis) for n, p, axis in built.sizes if n == name), None)
+            if size is not None:
+                what = (f"{size[0]}.shape[{size[1]}] is {value}, more than the {hi} a dimension of the kernel's "
+                        f"arrays may have{device} (their flat indices must fit)")
+            elif isinstance(annotation := self.annotations.get(name), pylang.IntType):
+                what = f"argument {name}={value} is outside its annotation {annotation}"
+            elif isinstance(annotation, DType):
+                what = f"argument {name}={value} does not fit its annotation svod.{annotation.name}, [{lo}, {hi}]"
+            else:
+                what = (f"argument {name}={value} is outside [{lo}, {hi}], the values an int argument takes{device}; "
+                        f"an annotation gives it others: {name}: svod.Int[lo, hi]")
+            raise VariableError(what, kernel=self.name, stage="bind", value=value)
 
     # ---- signatures ---------------------------------------------------------------------------------------
 
@@ -185,6 +223,10 @@ class Kernel:
                 raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
                                           f"{annotation.dtype.name}, got {_show(value)}", kernel=self.name,
                                           stage="bind", value=_show(value))
+        elif isinstance(annotation, pylang.IntType) and (isinstance(value, (bool, np.bool_))
+                                                         or not isinstance(value, (int, np.integer))):
+            raise BufferMismatchError(f"argument {name} is a {annotation}, got {_show(value)}", kernel=self.name,
+                                      stage="bind", value=_show(value))
         elif isinstance(annotation, DType) and not isinstance(value, (int, float, np.number)):
             raise BufferMismatchError(f"argument {name} must be a {annotation.name} scalar, got {_show(value)}",
                                       kernel=self.name, stage="bind", value=_show(value))
@@ -211,6 +253,8 @@ class Kernel:
         annotation = self.annotations.get(name)
         if isinstance(annotation, DType):
             return annotation
+        if isinstance(annotation, pylang.IntType):
+            return dtypes.index
         if isinstance(value, (bool, np.bool_)):
             return dtypes.bool
         if isinstance(value, np.number):
@@ -265,7 +309,10 @@ class Kernel:
                 if dtype == dtypes.bool:
                     env[name] = bool(value)
                     continue
-                if dtype == dtypes.index:
+                annotation = self.annotations.get(name)
+                if isinstance(annotation, pylang.IntType):
+                    env[name] = k.var(name, annotation.lo, annotation.hi)
+                elif dtype == dtypes.index:
                     bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
                     env[name] = k.var(name, -bound, bound)
                 elif dtype.is_float:
@@ -279,7 +326,10 @@ class Kernel:
         cells = tuple((pointee(param), size) for param, size in translator.cells)
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
-        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least)
+        topo = ast.toposort()
+        bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR)
+        written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least, bounds, written)
 
 
 @dataclass(frozen=True)
@@ -321,6 +371,15 @@ def _size_limit(ndim: int, index_bits: int) -> int:
     return min(INT_LIMIT, limit)
 
 
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether two arrays (numpy or svod Buffers) may share memory."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    if isinstance(a, Buffer) and isinstance(b, Buffer):
+        return a.base is b.base and a.offset < b.offset + b.size and b.offset < a.offset + a.size
+    return False
+
+
 def _flat_size(values: list[Any], flat: int) -> int:
     return [d for v in values if _is_array(v) for d in _dims(v)][flat]
 
@@ -354,7 +413,7 @@ def _show(value: Any) -> str:
 def _annotation(kernel: str, name: str, hint: Any) -> Any:
     if isinstance(hint, pylang.Cast):
         return hint.dtype
-    if isinstance(hint, (pylang.ArrayType, pylang.ConstType, DType)):
+    if isinstance(hint, (pylang.ArrayType, pylang.ConstType, pylang.IntType, DType)):
         return hint
     if hint in (int, float):
         return dtypes.index if hint is int else dtypes.float64

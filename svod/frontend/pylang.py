@@ -188,6 +188,35 @@ class Const(Generic[T]):
         return ConstType(item)
 
 
+@dataclass(frozen=True)
+class IntType:
+    """``svod.Int[0, 4096]``: an ``int`` argument that takes values in ``[lo, hi]`` only."""
+
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return f"svod.Int[{self.lo}, {self.hi}]"
+
+
+INT_BOUND = 1 << 62
+"""The widest bounds ``svod.Int`` takes: sums and products of a kernel's sizes and ints stay in 64 bits."""
+
+
+class Int:
+    """Annotation of an ``int`` argument with its bounds, ``n: svod.Int[1, 4096]``: svod proves accesses and
+    a GPU's 32-bit indices within them, where an ``int`` alone may take any 32-bit value; a call with a
+    value outside them raises."""
+
+    def __class_getitem__(cls, item: tuple[int, int]) -> IntType:
+        if (not isinstance(item, tuple) or len(item) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in item)
+                or not -INT_BOUND <= item[0] <= item[1] <= INT_BOUND):
+            raise KernelSyntaxError("svod.Int takes two ints lo <= hi within +-2**62: svod.Int[0, 4096]",
+                                    stage="annotation", value=item)
+        return IntType(*item)
+
+
 class Func:
     """A ``@svod.func`` helper: inlined where a kernel calls it. Called from plain Python, it runs as Python."""
 

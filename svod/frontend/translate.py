@@ -38,7 +38,7 @@ import itertools
 import math as pymath
 import textwrap
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +115,12 @@ def _construct(node: ast.AST) -> str:
     return REFUSED.get(type(node), type(node).__name__)
 
 
+def _code(node: ast.AST, limit: int = 60) -> str:
+    """``node``'s code as one line, cut at ``limit`` characters (an operator node alone has none: '')."""
+    code = " ".join(ast.unparse(node).split())
+    return code if len(code) <= limit else code[:limit - 3] + "..."
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, UOp)
 
@@ -132,6 +138,10 @@ class Located:
     dtypes: dict[DType, str] = field(default_factory=dict)
     loops: list[str] = field(default_factory=list)
     """The sequential loops' lines: a device that limits a work item's loop turns names them."""
+    names: dict[int, str] = field(default_factory=dict)
+    """Per buffer slot, what the source calls it: an array argument's name, a carried local's cell."""
+    variables: dict[str, str] = field(default_factory=dict)
+    """Per size variable, what the source calls it: ``x.shape[0]`` for ``x_shape0``."""
 
     def record(self, where: str, roots: Sequence[UOp]) -> None:
         for root in roots:
@@ -149,6 +159,9 @@ class Located:
         value = err.value
         if err.stage in ("render", "launch") and isinstance(value, int) and "loop" in err.detail:
             return ", ".join(self.loops) or None
+        if err.stage == "render" and "32 bits" in err.detail:  # the first index the source computes that may not fit
+            return next((where for u, where in self.nodes.items()
+                         if u.dtype == dtypes.index and not -(1 << 31) <= u.vmin <= u.vmax < 1 << 31), None)
         if isinstance(err, IndexOutOfBoundsError) or (err.stage == "races" and isinstance(value, int)):
             slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
             lines = self.slots.get(slot, [])
@@ -162,9 +175,22 @@ class Located:
         return None
 
     def locate(self, err: SvodError) -> None:
+        """Say in ``err`` where in the source its cause is, calling the buffers it names as the source does."""
+        err.call_by(self.names, self.variables)
         where = self.where(err)
         if where is not None:
             err.locate(where)
+
+
+def _size_names(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """Each size variable of the array arguments, as the first array it is a dimension of calls it."""
+    found: dict[str, str] = {}
+    for value in arguments.values():
+        if isinstance(value, ArrayValue):
+            for axis, dim in enumerate(value.dims):
+                if isinstance(dim, UOp) and dim.op is Ops.DEFINE_VAR:
+                    found.setdefault(dim.arg[0], f"{value.name}.shape[{axis}]")
+    return found
 
 
 # ---- the translator -------------------------------------------------------------------------------------
@@ -234,7 +260,8 @@ class Translator:
         self.gate: UOp | None = None
         self.ranges: list[UOp] = []
         """Every range made, in order: the final kernel numbers them again (``_renumbered``)."""
-        self.located = Located()
+        self.located = Located(names={v.buffer.param.arg: v.name for v in arguments.values()
+                                      if isinstance(v, ArrayValue)}, variables=_size_names(arguments))
         self.inlining: list[pylang.Func] = []
         self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
         self.cells: list[tuple[UOp, Any]] = []
@@ -260,7 +287,7 @@ class Translator:
             raise KernelSyntaxError(f"{self.where(self.source.node)}: kernel {self.name} stores nothing; a kernel "
                                     "writes its results into array arguments", kernel=self.name, stage="translate",
                                     value=self.name)
-        return self._renumbered(self._sized(_unstated(self.k.build(), self.stated)))
+        return self._sized(self._renumbered(_unstated(self.k.build(), self.stated)))
 
     def where(self, node: ast.AST) -> str:
         return f"{self.source.file}:{getattr(node, 'lineno', self.source.node.lineno)}"
@@ -273,15 +300,20 @@ class Translator:
         """``sink`` with each size variable bounded below by its least size (``least_sizes``)."""
         raised = {var: UOp.define_var(var.arg[0], self.least_size(var), var.arg[2], var.dtype)
                   for var in self.least_sizes if self.least_size(var) > var.arg[1]}
-        return substitute(sink, raised) if raised else sink
+        if not raised:
+            return sink
+        sized = substitute(sink, raised)
+        self.located.record(self.where(self.source.node), [sized])
+        return sized
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
-        return KernelSyntaxError(f"{self.where(node)}: {what}", kernel=self.name, stage="translate",
-                                 value=type(node).__name__)
+        """``what`` is wrong with ``node``: the error names its line and shows its code (the error's value)."""
+        code = _code(node)
+        shown = what if not code or code in what else f"{what}: `{code}`"
+        return KernelSyntaxError(f"{self.where(node)}: {shown}", kernel=self.name, stage="translate", value=code)
 
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
-        return KernelSyntaxError(f"{self.where(node)}: {_construct(node)} is not supported in a kernel{extra}",
-                                 kernel=self.name, stage="translate", value=type(node).__name__)
+        return self.refuse(node, f"{_construct(node)} is not supported in a kernel{extra}")
 
     def block(self, body: Sequence[ast.stmt], top: bool = False) -> None:
         for position, stmt in enumerate(body):
@@ -508,14 +540,16 @@ class Translator:
             self.gate = saved_gate
 
     def count(self, start: Any, stop: Any, step: int) -> Any:
+        """How many turns ``range(start, stop, step)`` takes, simplified (``range(n - 1, -1, -1)`` takes ``n``:
+        the proofs of bounds and races then see that ``n - 1 - r`` stays within ``n``)."""
         if _is_number(start) and _is_number(stop):
             return len(range(start, stop, step))
         start, stop = _index(start), _index(stop)
         if step == 1:
-            return stop if _is_zero(start) else stop - start
+            return stop if _is_zero(start) else simplify(stop - start)
         if step > 0:
-            return (stop - start + (step - 1)) // step
-        return (start - stop + (-step - 1)) // -step
+            return simplify((stop - start + (step - 1)) // step)
+        return simplify((start - stop + (-step - 1)) // -step)
 
     def rectangle(self, count: Any) -> tuple[Any, UOp | None]:
         """A parallel range's end that depends on enclosing parallel ranges (``prange(i + 1)``) becomes its
@@ -650,6 +684,7 @@ class Translator:
             at = self.binary("+", self.binary("*", at, g.src[0]), g)
         param = self.k.buffer(self.platform.storage(dtype), size)
         self.cells.append((param, size))
+        self.located.names[param.arg] = f"the memory that carries local {key[-1]} from turn to turn"
         self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
         return self.cell_of[(*key, dtype)]
 
@@ -1066,6 +1101,9 @@ class Translator:
                 raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="translate",
                                         value=(a, b)) from None
         av, bv = self.operands(a, b, node)
+        if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
+            raise KernelSyntaxError(f"{op} takes integers (or bools), not {_describe(av)}", kernel=self.name,
+                                    stage="translate", value=op)
         if op == "/" and not av.dtype.is_float:
             av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
         if op in ("//", "%"):
@@ -1163,6 +1201,9 @@ def _python_binary(op: str, a: Any, b: Any) -> Any:
     return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
             "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b, "<<": lambda: a << b,
             ">>": lambda: a >> b, "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b}[op]()
+
+
+_INTEGER_ONLY = frozenset({"<<", ">>", "&", "|", "^"})
 
 
 def _floored(op: str, a: UOp, b: UOp) -> UOp:
@@ -1293,8 +1334,8 @@ def _math_function(value: Any) -> MathFunction | None:
 
 
 def _describe(value: Any) -> str:
-    if isinstance(value, UOp):
-        return f"a {value.dtype.name} value"
+    if isinstance(value, UOp):  # an int of loop variables, sizes and int arguments is numba's intp: int64
+        return f"an {dtypes.int64.name} value" if value.dtype == dtypes.index else f"a {value.dtype.name} value"
     if isinstance(value, ArrayValue):
         return f"array {value.name}"
     if isinstance(value, tuple):

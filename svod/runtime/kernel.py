@@ -129,7 +129,8 @@ class CachedKernel:
                                   None if host else [buf.base for buf in buffers])
         if shared is not None:
             raise BufferMismatchError(f"argument {shared[0]} is written and shares memory with argument {shared[1]}; "
-                                      "pass one buffer, or disjoint ones", kernel=self.name, stage="bind", value=shared)
+                                      "pass one buffer, or disjoint ones", kernel=self.name, stage="bind", value=shared,
+                                      buffers=shared)
 
     @functools.cached_property
     def itemsizes(self) -> tuple[int, ...]:
@@ -143,21 +144,24 @@ class CachedKernel:
         """Check one argument; the elements the kernel may touch in it."""
         if not isinstance(buf, Buffer):
             raise BufferMismatchError(f"argument {position} is not a svod.Buffer", kernel=self.name, stage="bind",
-                                      value=type(buf).__name__)
+                                      value=type(buf).__name__, buffers=(position,))
         want, _, static_size, size, written, _ = layout
         if buf.dtype != want:
             raise BufferMismatchError(f"argument {position} is {buf.dtype.name}, the kernel needs {want.name}",
-                                      kernel=self.name, stage="bind", value=buf.dtype.name)
+                                      kernel=self.name, stage="bind", value=buf.dtype.name,
+                                      buffers=(position,))
         if not _same_memory(buf.device_object, self.device):
             raise BufferMismatchError(f"argument {position} lives on {buf.device}, the kernel runs on "
-                                      f"{self.device.name}", kernel=self.name, stage="bind", value=buf.device)
+                                      f"{self.device.name}", kernel=self.name, stage="bind", value=buf.device,
+                                      buffers=(position,))
         if buf.readonly and written:
             raise BufferMismatchError(f"argument {position} shares a read-only array's memory, and the kernel "
-                                      "writes it", kernel=self.name, stage="bind", value=position)
+                                      "writes it", kernel=self.name, stage="bind", buffers=(position,))
         needed = static_size if static_size is not None else evaluate(size, var_vals)
         if buf.size < needed:
             raise BufferMismatchError(f"argument {position} has {buf.size} elements, the kernel needs {needed}",
-                                      kernel=self.name, stage="bind", value=buf.size)
+                                      kernel=self.name, stage="bind", value=buf.size,
+                                      buffers=(position,))
         return needed
 
     def vals(self, var_vals: Mapping[str, int]) -> list[int]:

@@ -167,7 +167,7 @@ def test_float16_is_computed_or_refused_saying_why(gpu):
         svod.run(k.build(), [out_np, x_np], device=gpu)
         np.testing.assert_array_equal(out_np, x_np.sum(axis=1))
         return
-    refusal = re.escape("cannot hold buffer 0 of float16 (the adapter lacks WebGPU's shader-f16 feature)")
+    refusal = re.escape("cannot hold float16, the dtype of buffer 0 (the adapter lacks WebGPU's shader-f16 feature)")
     with pytest.raises(GraphError, match=refusal) as raised:
         svod.run(k.build(), [out_np, x_np], device=gpu)
     assert (raised.value.kernel, raised.value.stage, raised.value.value) == ("half_sum", "render", "float16")

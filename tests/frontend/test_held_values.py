@@ -321,3 +321,27 @@ def doubled(out, x):
 def test_zero_size_arrays_run_their_loops_zero_times(device):
     agrees_with_python(doubled, device, np.zeros(0, np.int32), np.zeros(0, np.int32))
     agrees_with_python(normalise, device, np.zeros(0, np.float32))
+
+
+@svod.kernel
+def gate_reads_a_carried_local(out, x, hist):
+    for i in svod.prange(out.shape[0]):
+        v = -4.0
+        for _ in range(3):
+            v -= v // (x[i, 0] % 3 + 1)
+        if v != -max(out[i, 0], v):
+            for j in range(out.shape[1]):
+                v += x[i, j]
+        elif out[i, 0] % 5 >= -2:
+            out[i, 0] = v
+            svod.atomic_add(hist, i % 4, 1)
+
+
+def test_a_held_value_computed_early_comes_after_the_stores_its_gate_reads(device: Device) -> None:
+    """The ``elif``'s read of ``out[i, 0]`` is held from its statement, and its gate reads ``v`` after the
+    loop, from the memory that carries ``v`` across turns: held and computed before the store to ``out``, it
+    was placed ahead of the loop's stores to that memory (CL:0 read ``v`` before the loop ran; found by the
+    plain-Python sweep, seed 2265)."""
+    rng = np.random.default_rng(1)
+    agrees_with_python(gate_reads_a_carried_local, device, rng.integers(-50, 50, (7, 8)),
+                       rng.integers(-50, 50, (7, 8)).astype(np.int32), np.zeros(4, np.int32))

@@ -14,9 +14,17 @@ import pytest
 
 import svod
 from svod import dtypes
-from svod.errors import BufferMismatchError, GraphError, IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.errors import (
+    BufferMismatchError,
+    GraphError,
+    IndexOutOfBoundsError,
+    KernelSyntaxError,
+    SvodError,
+    VariableError,
+)
 from svod.frontend.kernels import PYTHON_KERNELS, written_in_python
 from svod.runtime import default_cache
+from tests.frontend.test_held_values import agrees_with_python
 from tests.kernels import SMALL_WORKLOADS
 
 FILE = __file__
@@ -100,7 +108,7 @@ def test_annotations_fix_the_signature():
     assert caught.value.kernel == "annotated"
     with pytest.raises(BufferMismatchError, match="takes 3 arguments"):
         annotated(out, np.ones(3, np.float32))
-    with pytest.raises(SvodError, match="k=1099511627776 is outside bounds"):
+    with pytest.raises(SvodError, match=r"k=1099511627776 does not fit its annotation svod\.int32"):
         annotated(out, np.ones(3, np.float32), 1 << 40)
 
 
@@ -373,17 +381,91 @@ def mixes_dtypes(out, x):
         out[i] = v << 1.5  # refused
 
 
-def test_a_race_names_the_statement():
-    with pytest.raises(GraphError, match="buffer 0") as caught:
+def test_a_race_names_the_statement_and_the_array_in_the_sources_words():
+    with pytest.raises(GraphError, match="the store to out takes its value") as caught:
         racy(np.zeros(1, np.float32), np.ones(4, np.float32))
     assert _line(racy) in str(caught.value)
+    assert not any(word in str(caught.value) for word in ("buffer 0", "axis", "LOOP", "REDUCE", "(got"))
 
 
-def test_an_out_of_bounds_access_names_the_statement():
+def test_an_out_of_bounds_access_names_the_statement_and_the_array():
     out = np.zeros(3, np.float32)
-    with pytest.raises(IndexOutOfBoundsError) as caught:
+    with pytest.raises(IndexOutOfBoundsError, match=r"\] x has 4 elements but was accessed at index 9") as caught:
         reads_out_of_bounds(out, np.ones(4, np.float32), np.array([0, 9, 1], np.int32))
-    assert _line(reads_out_of_bounds) in str(caught.value)
+    assert _line(reads_out_of_bounds) in str(caught.value) and caught.value.slot == 1
+
+
+def test_a_refused_construct_shows_its_code_not_its_syntax_class():
+    with pytest.raises(KernelSyntaxError, match=r"takes as many indices, got 1: `out\[i\]`$") as caught:
+        double(np.zeros((2, 2), np.float32), np.zeros(2, np.float32))
+    assert caught.value.value == "out[i]" and "Subscript" not in str(caught.value)
+
+
+@svod.kernel
+def shift_left(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[(i + 1) % x.shape[0]]
+
+
+@pytest.mark.parametrize("size", [1, 2, 7])
+def test_a_remainder_by_a_size_runs_on_every_device(device, size):
+    """``% x.shape[0]`` by a size that may be 0 is bounded all the same: WebGPU took it for an index that may
+    leave 32 bits and refused the kernel."""
+    agrees_with_python(shift_left, device, np.zeros(size, np.float32), np.arange(size, dtype=np.float32))
+
+
+def test_a_written_array_passed_twice_is_refused_where_python_would_read_its_own_writes():
+    """Plain Python reads ``x[0]`` after the loop wrote it; the kernel's work items read and write at once."""
+    a = np.arange(5, dtype=np.float32)
+    with pytest.raises(BufferMismatchError, match=r"out and x share memory, and shift_left writes out"):
+        shift_left(a, a)
+    with pytest.raises(BufferMismatchError, match="share memory"):
+        shift_left(a[1:], a[:4])
+    np.testing.assert_array_equal(a, np.arange(5))  # refused before anything ran
+    out = np.zeros(5, np.float32)
+    shift_left(out, a)  # apart: fine
+    np.testing.assert_array_equal(out, np.roll(a, -1))
+
+
+@svod.kernel
+def strided(out, x, n):
+    for i in svod.prange(out.shape[0]):
+        out[i] = x[(i * n) % x.shape[0]]  # refused
+
+
+@svod.kernel
+def strided_within(out, x, n: svod.Int[0, 100]):
+    for i in svod.prange(out.shape[0]):
+        out[i] = x[(i * n) % x.shape[0]]
+
+
+def test_an_int_argument_outside_its_bounds_says_how_to_give_others():
+    out, x = np.zeros(4, np.float32), np.arange(7, dtype=np.float32)
+    with pytest.raises(VariableError, match=r"argument n=4294967296 is outside \[-2147483647, 2147483647\], the "
+                                            r"values an int argument takes; an annotation gives it others: "
+                                            r"n: svod.Int\[lo, hi\]"):
+        strided(out, x, 1 << 32)
+    with pytest.raises(VariableError, match=r"argument n=101 is outside its annotation svod.Int\[0, 100\]"):
+        strided_within(out, x, 101)
+    with pytest.raises(BufferMismatchError, match=r"argument n is a svod.Int\[0, 100\], got float"):
+        strided_within(out, x, 3.0)
+    strided_within(out, x, 100)
+    np.testing.assert_array_equal(out, x[np.arange(4) * 100 % 7])
+
+
+@pytest.mark.parametrize("bounds", [(1, 0), (0, 1 << 63), (0.5, 2), (0,)])
+def test_int_bounds_are_two_ints_in_order(bounds):
+    with pytest.raises(KernelSyntaxError, match=r"svod\.Int takes two ints"):
+        svod.Int[bounds]
+
+
+def test_a_32_bit_index_that_may_overflow_names_the_line_the_variables_and_the_remedy():
+    if "WEBGPU:0" not in svod.available_devices():
+        pytest.skip("no WebGPU adapter here")
+    with pytest.raises(GraphError, match=r"an index may reach \d+ for some values of n, out.shape\[0\]; .*"
+                                         r"n: svod.Int\[lo, hi\]") as caught:
+        strided(np.zeros(4, np.float32), np.ones(4, np.float32), 3, device="WEBGPU:0")
+    assert _line(strided) in str(caught.value) and "MUL" not in str(caught.value)
 
 
 def test_a_graph_error_while_building_names_the_statement():

@@ -267,19 +267,25 @@ def check_atomic_access(linear: tuple[UOp, ...]) -> None:
     touch."""
     atomic = atomic_buffers(linear)
     for u in linear:
-        if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and _buffer_of(u.src[0]) in atomic:
-            raise GraphError(f"WGSL cannot load or store buffer {_buffer_of(u.src[0])} in the kernel that updates "
-                             "it atomically; do it in another kernel", stage="render",
-                             value=_buffer_of(u.src[0]))
+        if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op is not Ops.INDEX:
+            continue
+        slot = _buffer_of(u.src[0])
+        if slot is not None and slot in atomic:
+            raise GraphError(f"WGSL cannot load or store buffer {slot} in the kernel that updates it atomically; do "
+                             "it in another kernel", stage="render", value=slot, buffers=(slot,))
 
 
 def check_index_width(linear: tuple[UOp, ...]) -> None:
     """Every index value must fit WGSL's 32-bit integers for every value the kernel's variables may take."""
     for u in linear:
         if u.dtype == dtypes.index and not _INT32[0] <= u.vmin <= u.vmax <= _INT32[1]:
-            raise GraphError(f"WGSL computes indices in 32 bits and {u.op.name} may reach [{u.vmin}, {u.vmax}]; "
-                             "bound the kernel's variables or sizes below 2**31", stage="render",
-                             value=int(u.vmax if u.vmax > _INT32[1] else u.vmin))
+            extreme = int(u.vmax if u.vmax > _INT32[1] else u.vmin)
+            names = sorted({v.arg[0] for v in u.toposort() if v.op is Ops.DEFINE_VAR})
+            which = f"some values of {', '.join(names)}" if names else "the kernel's sizes"
+            raise GraphError(f"WGSL computes indices in 32 bits, and an index may reach {extreme} for {which}; "
+                             "bound them closer (a variable's bounds; a Python kernel's int argument by its "
+                             "annotation, n: svod.Int[lo, hi], its sizes by static_shapes=True)", stage="render",
+                             value=extreme)
 
 
 def workgroup_size(linear: tuple[UOp, ...]) -> tuple[int, int, int]:
