@@ -27,10 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", dest="json_path", help="write the metrics as JSON to this path")
     bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
     bench.add_argument("--suite", choices=["kernels"], help="only the suite of user kernels (softmax, conv2d ...)")
-    checking = commands.add_parser("check", help="run a kernel on every backend and the reference; show differences")
-    checking.add_argument("target",
-                          help="FILE.py:FUNC, a function returning (ast or @svod.kernel, arrays[, variables])")
+    checking = commands.add_parser("check", help="run a kernel or plan on every backend and the reference; show "
+                                                 "differences")
+    checking.add_argument("target", help="FILE.py:FUNC, a function returning (ast, @svod.kernel or plan, "
+                                         "arguments[, variables])")
     checking.add_argument("--ulps", type=int, default=DEFAULT_ULPS, help="float tolerance in units in the last place")
+    checking.add_argument("--devices", nargs="+", metavar="DEVICE",
+                          help="compare only these devices (named ones are compared even where they do not keep "
+                               "IEEE 754 floats)")
     return parser
 
 
@@ -42,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             return run_bench(args.device, args.quick, args.json_path, args.plot_path, args.suite == "kernels")
         if args.command == "check":
-            return run_check(args.target, args.ulps)
+            return run_check(args.target, args.ulps, args.devices)
         return run_demo(getattr(args, "device", "CPU"), getattr(args, "compiler", None))
     except SvodError as err:
         print(f"svod: {err}", file=sys.stderr)

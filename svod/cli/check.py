@@ -1,13 +1,18 @@
-"""``svod check FILE.py:FUNC``: run a kernel on every backend and on the reference, and report differences.
+"""``svod check FILE.py:FUNC``: run a kernel or a plan on every backend (or ``--devices``) and on the reference,
+and report differences (``svod.frontend.check``).
 
-``FUNC`` takes no arguments and returns ``(ast, arrays)`` or ``(ast, arrays, {variable: value})``. The exit
-code is 0 when every backend agrees with the reference, 1 when one differs.
+``FUNC`` takes no arguments and returns ``(target, arguments)`` or ``(target, arguments, {variable: value})``:
+a kernel AST and its arrays, an ``@svod.kernel`` and its arguments (checked against its function run as plain
+Python), or a plan and its arrays by buffer name. ``FILE.py`` is imported with its folder on ``sys.path``, so
+it may import the modules beside it. The exit code is 0 when every backend agrees with the reference, 1 when
+one differs.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from svod.errors import SvodError
@@ -27,19 +32,23 @@ def load_function(target: str) -> object:
         raise SvodError(f"cannot import {file}", stage="check", value=path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    folder = str(file.resolve().parent)
+    sys.path.insert(0, folder)  # its own imports find the modules beside it, as when it runs as a script
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
     if not hasattr(module, name):
         raise SvodError(f"{file} has no {name}", stage="check", value=name)
     return getattr(module, name)
 
 
-def run_check(target: str, ulps: int) -> int:
+def run_check(target: str, ulps: int, devices: Sequence[str] | None = None) -> int:
     produced = load_function(target)()  # type: ignore[operator]
     if not isinstance(produced, tuple) or len(produced) not in (2, 3):
-        raise SvodError(f"{target} must return (ast or kernel, arrays) or (ast or kernel, arrays, variables)",
-                        stage="check",
-                        value=type(produced).__name__)
-    ast, arrays, *rest = produced
-    report = check(ast, arrays, ulps=ulps, **(rest[0] if rest else {}))
+        raise SvodError(f"{target} must return (target, arguments) or (target, arguments, variables): a kernel AST, "
+                        "an @svod.kernel or a plan", stage="check", value=type(produced).__name__)
+    checked, arrays, *rest = produced
+    report = check(checked, arrays, devices=devices, ulps=ulps, **(rest[0] if rest else {}))
     print(report)
     return 0 if report.ok else 1

@@ -1,8 +1,13 @@
-"""``svod.check``: run one kernel on every backend here and on the reference, and say where they differ.
+"""``svod.check``: run one kernel (or a plan) on every backend here and on the reference, and say where they
+differ.
 
-The reference is the PYTHON device, which interprets the kernel AST itself. Every other device (each CPU
-compiler pair, each OpenCL device, ...) gets fresh copies of the same inputs; each array is compared
-element by element with what the reference left in it. Floats are equal when both are NaN or when they
+The reference of a kernel AST, and of a plan, is the PYTHON device, which interprets the kernel AST itself.
+The reference of an ``@svod.kernel`` is its own function run as plain Python (``svod.frontend.oracle``): the
+PYTHON device interprets what the translator built, and would share its mistakes, so there it is one more
+backend compared. Every device (each CPU compiler pair, each OpenCL device, ...) gets fresh copies of the same
+inputs; each array is compared element by element with what the reference left in it. A plan runs whole on
+each device (``svod.load_plan`` of its bundle), its buffers compared after: what only a plan does (native
+replay, loops, threads) is checked too. Floats are equal when both are NaN or when they
 are at most ``ulps`` units in the last place apart (reassociated reductions round differently); other
 types must be identical.
 
@@ -16,9 +21,12 @@ the kernel's dtypes, or (unless named in ``devices``) it computes floats without
 
 from __future__ import annotations
 
+import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,10 +34,12 @@ from svod.backends.registry import default_registry
 from svod.codegen import check_dtypes
 from svod.device import Buffer, Device
 from svod.dtype import PtrDType
-from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
+from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.api import run
+from svod.frontend.oracle import python_arguments, run_as_python
 from svod.frontend.pykernel import Kernel
 from svod.ir import UOp, kernel_label
+from svod.runtime import ExecutionPlan, load_plan
 
 DEFAULT_ULPS = 16
 
@@ -77,21 +87,24 @@ class CheckReport:
     kernel: str
     reference_error: str | None
     results: list[BackendResult] = field(default_factory=list)
+    reference: str = "PYTHON"
+    """What the backends were compared with: the PYTHON device, or plain Python."""
 
     @property
     def ok(self) -> bool:
         return all(r.ok for r in self.results)
 
     def __str__(self) -> str:
-        head = f"svod check {self.kernel}: reference PYTHON" + (f" raised {self.reference_error}"
-                                                               if self.reference_error else "")
+        head = f"svod check {self.kernel}: reference {self.reference}" + (f" raised {self.reference_error}"
+                                                                         if self.reference_error else "")
         return "\n".join([head, *(f"  {r}" for r in self.results)])
 
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     arrays: list[np.ndarray]
-    error: SvodError | None
+    error: Exception | None
+    """What was raised: a ``SvodError``, or, for plain Python, any exception (an ``IndexError``)."""
 
 
 def _as_array(value: Buffer | np.ndarray) -> np.ndarray:
@@ -136,11 +149,13 @@ def first_difference(position: int, expected: np.ndarray, got: np.ndarray, ulps:
                       None if distance is None else int(distance.reshape(-1)[k]))  # exact below 2**53
 
 
-def _same_failure(expected: SvodError, got: SvodError) -> bool:
+def _same_failure(expected: Exception, got: SvodError) -> bool:
     """Whether a backend failed as the reference did: the same class for the same reason, which is the same
     message whatever kernel name or stage it gives; for an access out of bounds, the same buffer (work items
     may meet another bad index first)."""
-    if type(expected) is not type(got):
+    if isinstance(expected, IndexError):  # plain Python's: an access outside an array
+        return isinstance(got, IndexOutOfBoundsError)
+    if not isinstance(expected, SvodError) or type(expected) is not type(got):
         return False
     if isinstance(expected, IndexOutOfBoundsError):
         return isinstance(got, IndexOutOfBoundsError) and expected.slot == got.slot
@@ -152,12 +167,12 @@ def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> Ba
     if raised is not None and wanted is None:
         return BackendResult(name, False, error=f"raised {raised!s} where the reference computed")
     if wanted is not None and raised is None:
-        return BackendResult(name, False, error=f"did not raise {type(wanted).__name__}: {wanted.detail}")
-    if wanted is not None and raised is not None:
+        return BackendResult(name, False, error=f"did not raise {type(wanted).__name__}: {_detail(wanted)}")
+    if wanted is not None and isinstance(raised, SvodError):
         if not _same_failure(wanted, raised):
             return BackendResult(name, False, error=f"raised {raised!s} where the reference raised "
-                                                    f"{type(wanted).__name__}: {wanted.detail}")
-        if not isinstance(wanted, IndexOutOfBoundsError):
+                                                    f"{type(wanted).__name__}: {_detail(wanted)}")
+        if not isinstance(wanted, IndexOutOfBoundsError):  # plain Python stops at its IndexError; svod goes on
             return BackendResult(name, True)
         # the kernel ran with the bad accesses skipped: the arrays must still agree
     for position, (expected, got) in enumerate(zip(reference.arrays, outcome.arrays, strict=True)):
@@ -165,6 +180,10 @@ def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> Ba
         if difference is not None:
             return BackendResult(name, False, difference=difference)
     return BackendResult(name, True)
+
+
+def _detail(err: Exception) -> str:
+    return err.detail if isinstance(err, SvodError) else str(err)
 
 
 def backends_here() -> list[tuple[str, Device | str]]:
@@ -200,24 +219,108 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     return None
 
 
-def check(ast: UOp | Kernel, buffers: Sequence[Any], *, devices: Sequence[str | Device] | None = None,
-          ulps: int = DEFAULT_ULPS, **var_vals: int) -> CheckReport:
-    """Run ``ast`` on ``buffers`` on every backend here (or ``devices``) and on the reference; report
-    per backend whether the results are equal, or the first difference. ``ast`` may be an ``@svod.kernel``,
-    and ``buffers`` then its arguments (arrays and scalars)."""
-    if isinstance(ast, Kernel):  # a Python kernel: built for these arguments, its variables from them
-        bound = ast.bind(*buffers, index_bits=32)  # sizes bounded for every device (WebGPU's indices too)
-        ast, buffers, var_vals = bound.ast, bound.arrays, {**bound.var_vals, **var_vals}
+def check(target: UOp | Kernel | ExecutionPlan, buffers: Sequence[Any] | Mapping[int | str, Any] = (), *,
+          devices: Sequence[str | Device] | None = None, ulps: int = DEFAULT_ULPS, **var_vals: int) -> CheckReport:
+    """Run ``target`` on ``buffers`` on every backend here (or ``devices``) and on the reference; report per
+    backend whether the results are equal, or the first difference.
+
+    ``target`` is a kernel AST (``buffers`` its arrays in slot order), an ``@svod.kernel`` (its arguments:
+    arrays and scalars; the reference is its function run as plain Python, and the PYTHON device is compared
+    too), or an ``ExecutionPlan`` (``buffers`` arrays bound by name or index, as ``execute(buffers=...)``
+    takes them; each device runs the whole plan)."""
+    if isinstance(target, ExecutionPlan):
+        return _check_plan(target, dict(buffers) if isinstance(buffers, Mapping) else dict(enumerate(buffers)),
+                           devices, ulps, var_vals)
+    if isinstance(buffers, Mapping):
+        raise SvodError("a kernel is checked on its arguments in order, not by name", stage="check",
+                        value=sorted(map(str, buffers)))
+    if isinstance(target, Kernel):
+        return _check_python_kernel(target, buffers, devices, ulps, var_vals)
     inputs = [_as_array(b) for b in buffers]
     registry = default_registry()
-    reference = _outcome(ast, inputs, registry.get("PYTHON"), var_vals)
+    reference = _outcome(target, inputs, registry.get("PYTHON"), var_vals)
+    return _report(target, inputs, reference, "PYTHON", devices, ulps, var_vals)
+
+
+def _check_python_kernel(kernel: Kernel, args: Sequence[Any], devices: Sequence[str | Device] | None, ulps: int,
+                         var_vals: dict[str, int]) -> CheckReport:
+    """An ``@svod.kernel`` against its function run as plain Python: the arrays it writes, compared (those a
+    call allocates beside them, for carried locals, are not)."""
+    bound = kernel.bind(*args, index_bits=32)  # sizes bounded for every device (WebGPU's indices too)
+    arrays = [a for a in python_arguments(args) if isinstance(a, np.ndarray)]
+    try:
+        ran = run_as_python(kernel, *args)
+        reference = _Outcome([a for a in ran if isinstance(a, np.ndarray)], None)
+    except Exception as err:  # the function's own error (an IndexError) is its answer
+        reference = _Outcome(arrays, err)
+    inputs = [_as_array(b) for b in bound.arrays]
+    report = _report(bound.ast, inputs, reference, "plain Python", devices, ulps, {**bound.var_vals, **var_vals},
+                     compared=len(arrays), python_device=True)
+    report.kernel = kernel.name
+    return report
+
+
+def _report(ast: UOp, inputs: list[np.ndarray], reference: _Outcome, label: str,
+            devices: Sequence[str | Device] | None, ulps: int, var_vals: Mapping[str, int],
+            compared: int | None = None, python_device: bool = False) -> CheckReport:
+    """Each backend's outcome on ``ast`` against ``reference`` (its first ``compared`` arrays)."""
+    registry = default_registry()
     name = kernel_label(ast)
-    report = CheckReport(name, None if reference.error is None else str(reference.error))
+    report = CheckReport(name, None if reference.error is None else str(reference.error), reference=label)
     targets = backends_here() if devices is None else [(str(d), registry.get(d)) for d in devices]
-    for label, device in targets:
+    if python_device and devices is None:
+        targets = [("PYTHON", registry.get("PYTHON")), *targets]
+    for target_label, device in targets:
         why = device if isinstance(device, str) else _uncompared(ast, name, device, devices is not None)
         if isinstance(device, str) or why is not None:
-            report.results.append(BackendResult(label, True, skipped=why))
-        else:
-            report.results.append(_compare(label, reference, _outcome(ast, inputs, device, var_vals), ulps))
+            report.results.append(BackendResult(target_label, True, skipped=why))
+            continue
+        outcome = _outcome(ast, inputs, device, var_vals)
+        outcome = _Outcome(outcome.arrays[:compared], outcome.error)
+        report.results.append(_compare(target_label, reference, outcome, ulps))
     return report
+
+
+def _check_plan(plan: ExecutionPlan, bound: dict[int | str, Any], devices: Sequence[str | Device] | None,
+                ulps: int, var_vals: dict[str, int]) -> CheckReport:
+    """Each device runs ``plan`` whole, loaded from its bundle, on copies of the plan's buffers (the bound
+    arrays in theirs); every buffer is compared with what the PYTHON device's run left in it."""
+    registry = default_registry()
+    with tempfile.TemporaryDirectory(prefix="svod-check-") as folder:
+        bundle = Path(folder) / "checked.svodplan"
+        plan.save(bundle)
+        contents = [b.base.numpy() for b in plan.buffers]
+        reference = _run_plan(bundle, registry.get("PYTHON"), contents, bound, var_vals)
+        report = CheckReport("plan", None if reference.error is None else str(reference.error))
+        targets = backends_here() if devices is None else [(str(d), registry.get(d)) for d in devices]
+        for label, device in targets:
+            if isinstance(device, str):
+                report.results.append(BackendResult(label, True, skipped=device))
+                continue
+            why = next((w for w in (_uncompared(step.ast, "plan", device, devices is not None)
+                                    for step in plan.prepared_kernels) if w is not None), None)
+            if why is not None:
+                report.results.append(BackendResult(label, True, skipped=why))
+                continue
+            report.results.append(_compare(label, reference, _run_plan(bundle, device, contents, bound, var_vals),
+                                           ulps))
+    return report
+
+
+def _run_plan(bundle: Path, device: Device, contents: list[np.ndarray], bound: Mapping[int | str, Any],
+              var_vals: dict[str, int]) -> _Outcome:
+    """The plan of ``bundle`` run once on ``device``, its buffers starting from ``contents`` and ``bound``'s
+    arrays (copied in, so that a CPU plan replays natively, as it runs unbound): every buffer's storage
+    after, or the error it raised."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BundleWarning)  # another device's code: compiled again, as expected
+            plan = load_plan(bundle, device=device)
+        for buf, content in zip(plan.buffers, contents, strict=True):
+            buf.base.copyin(content)
+        for key, value in bound.items():
+            plan.buffers[plan.buffer_names[key] if isinstance(key, str) else key].copyin(_as_array(value))
+        plan.execute(**cast(Any, var_vals))  # the native replay of a CPU plan, as a user runs it
+    except SvodError as err:
+        return _Outcome([], err)
+    return _Outcome([b.base.numpy() for b in plan.buffers], None)

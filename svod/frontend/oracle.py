@@ -4,20 +4,25 @@ The PYTHON device interprets the UOps the translator built, so it shares any mis
 only the function itself says what its author meant. ``run_as_python`` calls it on copies of the arguments
 with nothing translated: ``svod.prange`` is ``range``, ``svod.math`` computes with numpy in the operand's
 float type, an atomic updates its element, and array elements are numpy scalars of the array's dtype, so
-float32 rounds per operation and fixed-width integers wrap as the kernel's do. What svod computes
-differently from plain Python (README, "Where a kernel differs from plain Python") is what this oracle
-cannot check: a sum's order of association, a loop variable's 64 bits.
+float32 rounds per operation and fixed-width integers wrap as the kernel's do.
+
+Where Python leaves a choice to a compiler, the run makes numba's (DESIGN.md): a loop variable is a 64-bit
+integer (numpy's ``int64``), not an arbitrary-precision one, so ``x_int8[i] + i`` computes in int64 as the
+kernel does. What svod computes differently from plain Python (README, "Where a kernel differs from plain
+Python") is what this oracle cannot check: a sum's order of association, a float32 value meeting an integer.
 """
 
 from __future__ import annotations
 
+import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from svod.device import Buffer
+from svod.frontend import pylang
 from svod.frontend.pykernel import Kernel
 
 
@@ -37,14 +42,57 @@ def python_arguments(args: Sequence[Any]) -> list[Any]:
     return copied
 
 
+def _loop(*bounds: Any) -> Iterator[np.int64]:
+    """``range`` whose values are int64, as numba types a loop variable."""
+    return (np.int64(v) for v in range(*(int(b) for b in bounds)))
+
+
+class _Svod(types.ModuleType):
+    """The ``svod`` a kernel's function sees in plain Python: ``prange`` yields int64 values, the rest is svod's."""
+
+    def __init__(self, real: types.ModuleType) -> None:
+        super().__init__(real.__name__)
+        self._real = real
+        self.prange = _loop
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # a module's own protocol (copying, pickling): not svod's
+            raise AttributeError(name)
+        return getattr(self.__dict__["_real"], name)
+
+
+def as_python(kernel: Kernel) -> types.FunctionType:
+    """``kernel``'s function with numba's loop variables: ``range`` and ``svod.prange`` (however the function
+    and the ``@svod.func`` helpers it calls name them) yield int64 values."""
+    return _with_int64_loops(kernel.fn, {})
+
+
+def _with_int64_loops(fn: Any, modules: dict[int, dict[str, Any]]) -> types.FunctionType:
+    """``fn`` over a copy of its module's names in which the loops yield int64 (one copy per module, shared
+    by the functions of that module it reaches: helpers that call one another, or themselves)."""
+    names = modules.get(id(fn.__globals__))
+    if names is None:
+        names = modules[id(fn.__globals__)] = dict(fn.__globals__)
+        for name, value in fn.__globals__.items():
+            if value is pylang.prange:
+                names[name] = _loop
+            elif isinstance(value, types.ModuleType) and getattr(value, "prange", None) is pylang.prange:
+                names[name] = _Svod(value)
+        names["range"] = _loop
+        for name, value in fn.__globals__.items():
+            if isinstance(value, pylang.Func):
+                names[name] = _with_int64_loops(value.fn, modules)
+    return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def run_as_python(kernel: Kernel, *args: Any) -> list[Any]:
     """The arguments after ``kernel``'s function ran on copies of them as plain Python (arrays are updated in
     place, as the kernel updates them). Integer overflow wraps silently, as in the kernel."""
     arguments = python_arguments(args)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy scalars warn of what wraps
-        kernel.fn(*arguments)
+        as_python(kernel)(*arguments)
     return arguments
 
 
-__all__ = ["python_arguments", "run_as_python"]
+__all__ = ["as_python", "python_arguments", "run_as_python"]

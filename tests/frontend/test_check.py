@@ -115,7 +115,8 @@ def test_a_device_that_cannot_hold_a_dtype_is_skipped_and_says_which():
     narrow = Device("CPU", good.allocator, good.renderer, good.compiler, good.runtime, caps=caps)
     report = svod.check(*_square(dtypes.int64), devices=[narrow, good])
     assert [r.ok for r in report.results] == [True, True]
-    assert report.results[0].skipped is not None and "cannot hold buffer 0 of int64" in str(report.results[0])
+    assert report.results[0].skipped is not None
+    assert "cannot hold int64, the dtype of buffer 0" in str(report.results[0])
     assert report.results[1].skipped is None and str(report.results[1]).endswith(": equal")
 
 
@@ -190,3 +191,58 @@ def test_a_compiler_pair_that_cannot_be_opened_is_listed_with_the_reason(monkeyp
     monkeypatch.setattr(registry, "get", get)
     result = next(r for r in svod.check(*_square()).results if r.device == "CPU (clang)")
     assert result.ok and str(result) == "CPU (clang): skipped, cannot be opened: no C compiler on this machine"
+
+
+def _plan(device: str | Device = "CPU") -> svod.ExecutionPlan:
+    """x -> y = x * 2 + 1 -> y = y * 2 + 1 -> ..., over a symbolic n: ``x`` bound by name per run."""
+    k = KernelBuilder("double_plus_one")
+    n = k.var("n", 1, 64)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(out[i], x[i] * 2.0 + 1.0)
+    plan = svod.ExecutionPlan(device)
+    x_slot = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(64, np.float32)), name="x")
+    y_slot = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(64, np.float32)), name="y")
+    plan.add_kernel(k.build(), [y_slot, x_slot])
+    plan.add_kernel(k.build(), [x_slot, y_slot])
+    return plan
+
+
+def test_a_plan_runs_whole_on_every_backend_and_agrees():
+    x = np.linspace(-3, 3, 64).astype(np.float32)
+    report = svod.check(_plan(), {"x": x}, n=37)
+    assert report.ok, str(report)
+    assert "CPU" in _devices(report) and report.kernel == "plan"
+    assert "CPU (llvm): equal" in str(report)
+
+
+def test_a_plan_on_a_miscompiled_backend_differs_at_its_first_element():
+    x = np.arange(64, dtype=np.float32)
+    report = svod.check(_plan(), {"x": x}, devices=[_miscompiling_device()], n=5)
+    assert not report.ok
+    (result,) = report.results
+    # x[0] = 0 -> y = 0 * 2 + 1 = 1 -> x = 3, miscompiled: y = -1 -> x = -3
+    assert result.difference is not None and (result.difference.expected, result.difference.got) == (3.0, -3.0)
+
+
+def test_a_plan_whose_variable_is_out_of_bounds_raises_alike_everywhere():
+    report = svod.check(_plan(), {"x": np.zeros(64, np.float32)}, n=65)
+    assert report.reference_error is not None and "65" in report.reference_error
+    assert report.ok, str(report)
+
+
+def test_the_command_checks_a_plan_on_named_devices_importing_beside_its_file(tmp_path, capsys):
+    (tmp_path / "helpers_beside.py").write_text("SIZE = 12\n")
+    kernel_file = tmp_path / "plans.py"
+    kernel_file.write_text(textwrap.dedent("""
+        import numpy as np
+        from helpers_beside import SIZE
+        from tests.frontend.test_check import _plan
+
+        def doubled():
+            return _plan(), {"x": np.arange(64, dtype=np.float32)}, {"n": SIZE}
+    """))
+    assert main(["check", f"{kernel_file}:doubled", "--devices", "CPU", "PYTHON"]) == 0
+    out = capsys.readouterr().out
+    assert "svod check plan" in out and "CPU: equal" in out and "PYTHON: equal" in out
+    assert "CL:0" not in out

@@ -1,0 +1,336 @@
+"""Random Python kernels, each run on a device and as plain Python (``svod.frontend.oracle``), the outcomes
+compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED]`` sweeps COUNT kernels
+and prints how each outcome class fared (the test runs a fixed set of them: ``test_oracle.py``).
+
+A kernel is one ``svod.prange`` over the rows of ``out`` and ``x`` (same shape, dtypes drawn independently)
+whose body is drawn statement by statement: locals assigned and updated, stores to the work item's row of
+``out`` and of ``x`` (in place), loops over the columns (forward and reversed), over the rows up to the work
+item's (triangular) and over a constant count, carrying locals and reducing into them, ``if``/``elif``/``else``
+chains, atomic adds into a histogram, gathers through an index array, and reads of what the body stored
+before. Expressions mix the arrays' values, locals, loop variables and weak constants through ``+ - *``,
+``//`` and ``%`` (by positive divisors, as Python's divide by zero raises), ``min``, ``max``, ``abs``, casts and
+conditional expressions. Some kernels race on purpose (a store every work item makes, or one through the
+index array) or read past a row: svod must refuse the first and raise ``IndexOutOfBoundsError`` for the second
+where Python raises ``IndexError``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+import tempfile
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import svod
+from svod.device import Device
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.frontend.oracle import run_as_python
+
+DTYPES = ["float32", "float64", "int32", "int64"]
+"""Array dtypes. Not int8 or uint8: a local holds one dtype in a kernel (the unification of what it is
+assigned, numba's rule), while in plain Python it holds the dtype of the branch that ran, and narrow integers
+wrap where their unification would not (README: where a kernel differs from plain Python)."""
+ROWS = [0, 1, 2, 5, 7, 13]
+COLUMNS = [1, 3, 8, 17]
+BINS = 4
+
+
+@dataclass
+class Kernel:
+    """A generated kernel: its source, and whether it races on purpose."""
+
+    source: str
+    racy: bool
+    out: str
+    x: str
+    rows: int
+    columns: int
+
+
+@dataclass
+class _Scope:
+    locals: list[str] = field(default_factory=list)
+    loop: str | None = None
+    """The innermost loop's variable, and what it runs over: ``columns``, ``rows`` or ``count``."""
+    over: str = ""
+
+
+class _Writer:
+    def __init__(self, rng: random.Random, racy: bool) -> None:
+        self.rng = rng
+        self.racy = racy
+        self.accesses: set[tuple[str, bool, bool]] = set()
+        """(array, written, of another work item's row) of every access the body makes."""
+        self.names = 0
+        self.loops = 0
+        self.lines: list[str] = []
+
+    def fresh(self) -> str:
+        self.names += 1
+        return f"v{self.names}"
+
+    # ---- expressions ----------------------------------------------------------------------------------------
+
+    def column(self, scope: _Scope) -> str:
+        choices = [str(self.rng.randrange(0, 1))]  # column 0 exists in every shape drawn
+        if scope.loop is not None and scope.over == "columns":
+            choices += [scope.loop, scope.loop, f"out.shape[1] - 1 - {scope.loop}"]
+        return self.rng.choice(choices)
+
+    def leaf(self, scope: _Scope) -> str:
+        r = self.rng.random()
+        if scope.locals and r < 0.3:
+            return self.rng.choice(scope.locals)
+        if r < 0.55:
+            return self.access("x", "i", self.column(scope))
+        if r < 0.62:
+            return self.access("out", "i", self.column(scope))
+        if r < 0.68:
+            return self.access("x", "idx[i]", self.column(scope))
+        if r < 0.74 and scope.loop is not None and scope.over == "rows":
+            return self.access("x", scope.loop, "0")
+        if r < 0.8:
+            return self.rng.choice(["i", *( [scope.loop] if scope.loop else [])])
+        return self.rng.choice(["2", "-3", "1", "0.5", "1.5", "-2.0", "7"])
+
+    def expr(self, scope: _Scope, depth: int = 0) -> str:
+        if depth >= 3 or self.rng.random() < 0.35:
+            return self.leaf(scope)
+        a, b = self.expr(scope, depth + 1), self.expr(scope, depth + 1)
+        kind = self.rng.randrange(10)
+        if kind < 4:
+            return f"({a} {self.rng.choice(['+', '-', '*'])} {b})"
+        if kind == 4:
+            return f"{self.rng.choice(['min', 'max'])}({a}, {b})"
+        if kind == 5:
+            return f"({a} {self.rng.choice(['//', '%'])} {self.rng.randrange(1, 6)})"
+        if kind == 6:
+            return f"({a} // (abs({b}) % 3 + 1))"
+        if kind == 7:
+            return f"abs({a})"
+        if kind == 8:
+            return f"({a} if {self.condition(scope, depth + 1)} else {b})"
+        return f"-{a}"
+
+    def condition(self, scope: _Scope, depth: int = 0) -> str:
+        a, b = self.expr(scope, depth + 1), self.expr(scope, depth + 1)
+        test = f"{a} {self.rng.choice(['<', '>=', '!=', '<='])} {b}"
+        if self.rng.random() < 0.2:
+            return f"({test} and {self.expr(scope, 3)} > 0)"
+        return test
+
+    def access(self, array: str, row: str, column: str, written: bool = False) -> str:
+        self.accesses.add((array, written, row != "i"))
+        return f"{array}[{row}, {column}]"
+
+    def races(self) -> bool:
+        """Whether two work items may touch one element, one of them writing it: a store to a row not the
+        work item's own, or one to its own row of an array some work item reads in another's row."""
+        return any(written and (other or (array, False, True) in self.accesses)
+                   for array, written, other in self.accesses)
+
+    # ---- statements ---------------------------------------------------------------------------------------
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def block(self, scope: _Scope, indent: int, count: int, depth: int) -> list[str]:
+        """Statements of one block; the locals defined after it (those of ``scope`` and the ones it defined,
+        when ``scope`` is the block's own)."""
+        for _ in range(count):
+            self.statement(scope, indent, depth)
+        return scope.locals
+
+    def statement(self, scope: _Scope, indent: int, depth: int) -> None:
+        r = self.rng.random()
+        if r < 0.25 or not scope.locals:
+            name = self.fresh() if not scope.locals or self.rng.random() < 0.6 else self.rng.choice(scope.locals)
+            self.emit(indent, f"{name} = {self.expr(scope)}")
+            if name not in scope.locals:
+                scope.locals.append(name)
+        elif r < 0.35:
+            target = self.rng.choice(scope.locals)
+            op = self.rng.choice(["+=", "-=", "*="])
+            self.emit(indent, f"{target} {op} {self.expr(scope)}")
+        elif r < 0.5:
+            row = "i"
+            if self.racy and self.rng.random() < 0.5:
+                row = self.rng.choice(["0", "idx[i]"])
+            value = self.expr(scope)
+            self.emit(indent, f"{self.access('out', row, self.column(scope), written=True)} = {value}")
+        elif r < 0.58:
+            value = self.expr(scope)
+            self.emit(indent, f"{self.access('x', 'i', self.column(scope), written=True)} = {value}")
+        elif r < 0.63:
+            self.emit(indent, f"svod.atomic_add(hist, (idx[i] + {self.rng.randrange(4)}) % {BINS}, "
+                              f"svod.int32({self.expr(scope)} % 100))")
+        elif r < 0.82 and depth < 2:
+            self.loop(scope, indent, depth)
+        elif depth < 2:
+            self.branch(scope, indent, depth)
+        else:
+            value = self.expr(scope)
+            self.emit(indent, f"{self.access('out', 'i', self.column(scope), written=True)} = {value}")
+
+    def loop(self, scope: _Scope, indent: int, depth: int) -> None:
+        self.loops += 1
+        var = f"j{self.loops}"
+        kind = self.rng.choice(["columns", "reversed", "rows", "count"])
+        header = {"columns": "range(out.shape[1])", "reversed": "range(out.shape[1] - 1, -1, -1)",
+                  "rows": "range(i + 1)", "count": "range(3)"}[kind]
+        before = list(scope.locals)
+        if not before:  # something to reduce into or carry
+            name = self.fresh()
+            self.emit(indent, f"{name} = {self.rng.choice(['0', '0.0', '1', 'x[i, 0]'])}")
+            before.append(name)
+            scope.locals.append(name)
+        self.emit(indent, f"for {var} in {header}:")
+        inner = _Scope(list(before), var, "rows" if kind == "rows" else "count" if kind == "count" else "columns")
+        target = self.rng.choice(before)
+        style = self.rng.randrange(3)
+        if style == 0:
+            self.emit(indent + 1, f"{target} += {self.expr(inner)}")
+        elif style == 1:
+            self.emit(indent + 1, f"{target} = {self.rng.choice(['max', 'min'])}({target}, {self.expr(inner)})")
+        else:
+            self.emit(indent + 1, f"{target} = {target} // 2 + {self.expr(inner)}")  # carried, read in turn
+        self.block(inner, indent + 1, self.rng.randrange(0, 3), depth + 1)
+        scope.locals = before  # a loop's own locals end with it
+
+    def branch(self, scope: _Scope, indent: int, depth: int) -> None:
+        before = list(scope.locals)
+        arms = [f"if {self.condition(scope)}:"]
+        arms += [f"elif {self.condition(scope)}:" for _ in range(self.rng.randrange(0, 2))]
+        if self.rng.random() < 0.6:
+            arms.append("else:")
+        for arm in arms:
+            self.emit(indent, arm)
+            inner = _Scope(list(before), scope.loop, scope.over)
+            self.block(inner, indent + 1, self.rng.randrange(1, 3), depth + 1)
+        scope.locals = before  # a local one branch assigns is not defined after
+
+
+def generate(seed: int) -> Kernel:
+    rng = random.Random(seed)
+    racy = rng.random() < 0.1
+    writer = _Writer(rng, racy)
+    scope = _Scope()
+    writer.block(scope, 2, rng.randrange(2, 6), 0)
+    if rng.random() < 0.08:  # past the row: i + 1 reaches rows
+        writer.emit(2, f"{writer.access('out', 'i', '0', written=True)} = {writer.access('x', 'i + 1', '0')}")
+    writer.access("out", "i", "0", written=True)
+    body = "\n".join(writer.lines)
+    source = (f"import svod\n\n\n@svod.kernel\ndef generated_{seed}(out, x, idx, hist):\n"
+              f"    for i in svod.prange(out.shape[0]):\n{body}\n"
+              f"        out[i, 0] = out[i, 0]\n")  # every kernel stores
+    return Kernel(source, writer.races(), rng.choice(DTYPES), rng.choice(DTYPES), rng.choice(ROWS),
+                  rng.choice(COLUMNS))
+
+
+def arguments(kernel: Kernel, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+
+    def values(dtype: str) -> np.ndarray:
+        shape = (kernel.rows, kernel.columns)
+        if dtype.startswith("float"):
+            return (rng.integers(-8, 9, shape) + rng.integers(0, 4, shape) * 0.25).astype(dtype)
+        low = 0 if dtype == "uint8" else -50
+        return rng.integers(low, 50, shape).astype(dtype)
+
+    idx = rng.integers(0, max(kernel.rows, 1), kernel.rows).astype(np.int32)
+    return [values(kernel.out), values(kernel.x), idx, np.zeros(BINS, np.int32)]
+
+
+def load(kernel: Kernel, folder: Path, seed: int) -> Any:
+    """The kernel object of ``kernel``'s source, written to a module file (``@svod.kernel`` reads source)."""
+    path = folder / f"generated_{seed}.py"
+    path.write_text(kernel.source)
+    spec = importlib.util.spec_from_file_location(f"generated_{seed}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, f"generated_{seed}")
+
+
+def outcome(kernel: Kernel, compiled: Any, device: Device, args: Sequence[np.ndarray]) -> str:
+    """What ``device`` did with the kernel, against plain Python: ``agree``, ``refused: ...`` (a refusal that is
+    right, or a limit svod states), ``race-free refused`` (a refusal of a kernel that does not race), or
+    ``WRONG: ...``."""
+    try:
+        want: list[Any] | None = run_as_python(compiled, *args)
+        raised = None
+    except OverflowError:
+        return "Python overflows"  # NumPy refuses a Python int its dtype cannot hold; svod's wraps
+    except Exception as err:  # Python's own IndexError (or an error the kernel's Python makes)
+        want, raised = None, err
+    got = [a.copy() for a in args]
+    try:
+        compiled(*got, device=device)
+    except IndexOutOfBoundsError as err:
+        return "refused: out of bounds" if raised is not None else f"WRONG: {err} where Python computed"
+    except KernelSyntaxError:
+        return "refused: construct"
+    except SvodError as err:
+        if "internal error" in err.detail or err.stage == "linearize":
+            return f"WRONG: {err}"
+        if err.stage == "races":
+            return "refused: race" if kernel.racy else "race-free refused"
+        return "refused: out of bounds" if raised is not None else "refused: device limit"
+    if raised is not None:
+        return f"WRONG: computed where Python raised {type(raised).__name__}"
+    assert want is not None
+    for expected, actual in zip(want, got, strict=True):
+        if expected.dtype.kind == "f":
+            tolerance = 1e-4 if expected.dtype == np.float32 else 1e-9
+            same = np.isclose(actual, expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+        else:
+            same = actual == expected
+        if not np.all(same):
+            k = int(np.flatnonzero(~same)[0])
+            return f"WRONG: element {k} is {actual.reshape(-1)[k]!r}, Python {expected.reshape(-1)[k]!r}"
+    return "agree"
+
+
+def sweep(count: int, devices: Sequence[Device], first: int = 0) -> Counter[str]:
+    """Outcomes of ``count`` kernels (seeds from ``first``) on each of ``devices``, counted by class; every
+    wrong answer is printed with its kernel."""
+    tally: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory() as folder:
+        for seed in range(first, first + count):
+            kernel = generate(seed)
+            compiled = load(kernel, Path(folder), seed)
+            args = arguments(kernel, seed)
+            for device in devices:
+                result = outcome(kernel, compiled, device, args)
+                tally[result if not result.startswith("WRONG") else "WRONG"] += 1
+                if result.startswith("WRONG"):
+                    print(f"seed {seed} on {device.device}: {result}\n{textwrap.indent(kernel.source, '    ')}")
+    return tally
+
+
+def main(argv: Sequence[str]) -> None:
+    """``COUNT [DEVICE ...] [--first SEED]``."""
+    args = list(argv)
+    first = 0
+    if "--first" in args:
+        at = args.index("--first")
+        first = int(args[at + 1])
+        del args[at:at + 2]
+    count = int(args[0]) if args else 200
+    names = args[1:] or ["CPU", "PYTHON", "CL:0", "WEBGPU:0"]
+    devices = [svod.get_device(n) for n in names]
+    tally = sweep(count, devices, first)
+    for name, n in sorted(tally.items()):
+        print(f"{name:28s} {n}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
