@@ -2,10 +2,10 @@
 scalars and numba types a function, with the platform's integer for loop variables and sizes.
 
 - **Two typed values** (read from arrays, cast, or computed) meet in NumPy's ``promote_types``: two
-  integers in one that holds both (``int32`` and ``uint32`` in ``int64``), two floats in the wider. An
-  integer meeting a float keeps the float's width in arithmetic (``x_f32[i] * i`` computes in float32, where
-  NumPy and numba take float64: svod favours the array's type; README lists it) and unifies into NumPy's
-  type where a local holds either (``promote`` and ``unify``).
+  integers in one that holds both (``int32`` and ``uint32`` in ``int64``), two floats in the wider, an
+  integer and a float in a float that holds both (``x_f32[i] * i`` computes in float64, as NumPy and numba
+  do; ``x_f32[i] * 2`` in float32, the number being weak). A local that holds values of either takes the
+  same dtype (``unify``).
 - **Loop variables and sizes** are ``dtypes.index``, which promotes as the platform's integer (``int64``;
   ``int32`` where a device indexes in 32 bits and has no 64-bit integers, where int64 and float64 results are
   their 32-bit kin). Index arithmetic stays ``index``; with another integer it is a value of the platform's
@@ -62,21 +62,14 @@ class Platform:
         return found
 
     def unify(self, a: DType, b: DType) -> DType:
-        """The dtype a local takes that holds values of ``a`` and of ``b``: NumPy's ``promote_types``, an
-        index counting as the platform's integer (a value, which wraps, not an index, which must be proven
-        to fit: ``ids[r] + r`` is an int64, or an int32 on WebGPU)."""
+        """The dtype arithmetic between values of ``a`` and ``b`` computes in, and a local takes that holds
+        either: NumPy's ``promote_types``, an index counting as the platform's integer (a value, which wraps,
+        not an index, which must be proven to fit: ``ids[r] + r`` is an int64, or an int32 on WebGPU)."""
         if a == b:
             return a
         if dtypes.bool in (a, b):
             return b if a == dtypes.bool else a
         return self._svod(np.promote_types(self._numpy(a), self._numpy(b)))
-
-    def promote(self, a: DType, b: DType) -> DType:
-        """The dtype arithmetic between values of ``a`` and ``b`` computes in: ``unify``, except that an
-        integer meeting a float keeps the float."""
-        if a.is_float != b.is_float and dtypes.bool not in (a, b):
-            return a if a.is_float else b
-        return self.unify(a, b)
 
     def weak(self, value: Number, other: DType) -> DType:
         """The dtype a Python number takes meeting a value of ``other``."""

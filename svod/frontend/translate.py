@@ -765,7 +765,7 @@ class Translator:
     def select(self, cond: UOp, a: Any, b: Any, node: ast.AST) -> Any:
         if not (isinstance(a, UOp) or _is_number(a)) or not (isinstance(b, UOp) or _is_number(b)):
             raise self.refuse(node, f"a local holds {_describe(a)} on one branch and {_describe(b)} on the other")
-        av, bv = self.operands(a, b, node, unify=True)
+        av, bv = self.operands(a, b, node)
         return cond.where(av, bv)
 
     # ---- expressions ------------------------------------------------------------------------------------
@@ -1110,23 +1110,22 @@ class Translator:
             return _floored(op, av, bv)
         return _UOP_BINARY[op](av, bv)
 
-    def operands(self, a: Any, b: Any, node: ast.AST | None = None, unify: bool = False) -> tuple[UOp, UOp]:
-        """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes promote (or, with
-        ``unify``, unify: the dtype of a local that holds either), a Python number takes the other's dtype
-        (a float meeting an integer the platform's float), two numbers alone the platform's defaults."""
+    def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
+        """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes unify, a Python number
+        takes the other's dtype (a float meeting an integer the platform's float), two numbers alone the
+        platform's defaults."""
         for v in (a, b):
             if not (isinstance(v, UOp) or _is_number(v)):
                 raise KernelSyntaxError(f"{_describe(v)} in arithmetic", kernel=self.name, stage="translate",
                                         value=_describe(v))
-        meet = self.platform.unify if unify else self.platform.promote
         if isinstance(a, UOp) and isinstance(b, UOp):
-            dtype = meet(a.dtype, b.dtype)
+            dtype = self.platform.unify(a.dtype, b.dtype)
             return a.cast(dtype), b.cast(dtype)
         if not isinstance(a, UOp) and not isinstance(b, UOp):
-            dtype = meet(self.platform.alone(a), self.platform.alone(b))
+            dtype = self.platform.unify(self.platform.alone(a), self.platform.alone(b))
             return self.cast(a, dtype), self.cast(b, dtype)
         if not isinstance(a, UOp):
-            bv, av = self.operands(b, a, node, unify)
+            bv, av = self.operands(b, a, node)
             return av, bv
         dtype = self.platform.weak(b, a.dtype)
         return a.cast(dtype), UOp.const(dtype, b)

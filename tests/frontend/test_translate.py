@@ -293,6 +293,28 @@ def test_division_of_integers_is_float64(device):
 
 
 @svod.kernel
+def float32_meets_ints(out, x, n32):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * i + x[i] * n32[i] + x[i] * 3
+
+
+def test_a_float32_meeting_an_integer_computes_as_numpy_does(device):
+    """NumPy's promotion, as numba's: float32 with int64 (a loop variable) or int32 is float64; a Python int is
+    weak, float32 times 3 stays float32 (where the device has float64: WebGPU computes float32)."""
+    x, n32 = np.full(5, 0.1, np.float32), np.arange(7, 12, dtype=np.int32)
+    wide = dtypes.float64 in device.caps.element_dtypes
+    out = np.zeros(5, np.float64 if wide else np.float32)
+    if refuses(device, dtypes.from_numpy(out.dtype)):
+        return
+    float32_meets_ints(out, x, n32, device=device)
+    i = np.arange(5)
+    want = x * i + x * n32 + x * np.float32(3) if wide else \
+        (x * i.astype(np.float32) + x * n32.astype(np.float32) + x * np.float32(3)).astype(np.float32)
+    assert want.dtype == out.dtype
+    np.testing.assert_allclose(out, want, rtol=0 if wide else 1e-6)  # a GPU may fuse a product with its sum
+
+
+@svod.kernel
 def stored_converted(ints, small):
     for i in svod.prange(ints.shape[0]):
         ints[i] = 2.5
