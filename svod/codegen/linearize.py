@@ -160,6 +160,12 @@ class _Linearizer:
         self.stale: set[UOp] = set()
         """Loads emitted before the last effect on their buffer: the same load after it reads again, through
         the buffer ``AFTER`` that effect."""
+        self.written_in: dict[UOp, dict[UOp, None]] = {}
+        """For each loop, the memory the effects in its turns write."""
+        for e in self.effects:
+            if e.op is not Ops.BARRIER:
+                for r in self.scopes[e]:
+                    self.written_in.setdefault(r, {})[memory_of(e.src[0].src[0])] = None
         self.registers = 0
         self.blocks = 0
         self.starts = {u.src[1]: u.src[0] for u in topo if u.op is Ops.ADD and u.arg == CONTINUED}
@@ -406,7 +412,23 @@ class _Linearizer:
             return self.recorded_index(u, src, block)
         if u.op is Ops.LOAD and u.replace(src=src) in self.stale:
             src = (self.reread(src[0], self.version[u.src[0].src[0]], block),)
+        elif u.op is Ops.LOAD and self.unstated_read(u):
+            loop = self.carried_loop(u.replace(src=src), u.src[0].src[0])
+            if loop is not None:
+                src = (self.reread(src[0], loop, block),)
         return self.emit(block, u.replace(src=src))
+
+    def carried_loop(self, load: UOp, memory: UOp) -> UOp | None:
+        """The outermost loop open inside the block where ``load`` was emitted that writes ``memory`` in its
+        turns: read again inside it, after the loop's effects of the turn before, not taken from before it."""
+        earlier = self.emitted.get(load)
+        if earlier is None or earlier.depth >= len(self.stack) or self.stack[earlier.depth] is not earlier:
+            return None
+        for b in self.stack[earlier.depth + 1:]:
+            if b.scope is not None and b.scope.op is Ops.RANGE and b.key is not None and \
+                    memory in self.written_in.get(b.key, {}):
+                return b.scope
+        return None
 
     def reread(self, index: UOp, effect: UOp, block: _Block) -> UOp:
         """``index`` on its buffer ``AFTER`` ``effect``: a load through it is a new value, where a load

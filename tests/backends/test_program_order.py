@@ -60,6 +60,20 @@ def test_the_same_value_stated_again_after_a_store_is_read_again(device):
     np.testing.assert_array_equal(b_np, np.arange(5) * 3 + 1)
 
 
+def test_a_value_read_before_a_loop_is_read_again_in_each_turn_that_follows_a_store(device):
+    """``x[i]`` copied out before the loop, then bumped in it: each turn reads what the turn before stored,
+    not the read emitted before the loop (CPU and CL:0 added 1 once, not 3 times)."""
+    k = KernelBuilder("bumps")
+    y, x = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    i = k.range(8)
+    k.store(y[i], x[i])
+    k.store(x[i], x[i] + 1.0, k.range(3, AxisKind.LOOP))
+    y_np, x_np = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
+    svod.run(k.build(), [y_np, x_np], device=device)
+    np.testing.assert_array_equal(y_np, np.arange(8))
+    np.testing.assert_array_equal(x_np, np.arange(8) + 3)
+
+
 def test_two_stores_in_one_loop_interleave_per_turn(device):
     """A vertical sweep: turn ``m`` of the first store reads what the second stored in turn ``m - 1``."""
     rows, cols = 5, 7

@@ -345,3 +345,25 @@ def test_a_held_value_computed_early_comes_after_the_stores_its_gate_reads(devic
     rng = np.random.default_rng(1)
     agrees_with_python(gate_reads_a_carried_local, device, rng.integers(-50, 50, (7, 8)),
                        rng.integers(-50, 50, (7, 8)).astype(np.int32), np.zeros(4, np.int32))
+
+
+@svod.kernel
+def reads_what_the_turn_before_stored(out, x):
+    for i in svod.prange(out.shape[0]):
+        v = x[i, 0]
+        for _ in range(i + 1):
+            v += x[i, 0]  # in the second turn, what the first stored
+            for c in range(out.shape[1]):
+                v += 1
+                out[i, c] = v
+            x[i, 0] = i
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_a_read_in_a_loop_that_stores_to_it_is_not_the_read_before_the_loop(device, columns):
+    """``x[i, 0]`` read before the loop and in it is one value to the builder's rule (read where used, the
+    state of an array read only where nothing stores between dropped): the linearizer took the read before
+    the loop for the one in it, whose later turns must see ``x[i, 0] = i`` (CPU and CL:0; seeds 3043, 3125
+    and 3127 of the plain-Python sweep)."""
+    agrees_with_python(reads_what_the_turn_before_stored, device, np.zeros((5, columns)),
+                       np.array([[1.0], [-1.0], [-5.75], [-0.75], [4.25]]).repeat(columns, 1))
