@@ -193,7 +193,7 @@ class KernelRenderer(ABC):
                                  f"{limit} after which {self.device} stops a work item's loops without a word: run "
                                  "the kernel on another device, or bound the loop by a size and skip the turns past "
                                  "the one read (for k in range(width): if k < count: ...)", kernel=kernel,
-                                 stage="render", value=least)
+                                 stage="render", value=limit)
             raise GraphError(f"a work item's loops come round up to {least} times, and {self.device} stops them "
                              f"after {limit} without a word: give the kernel more work items, each with less to do",
                              kernel=kernel, stage="render", value=least)
