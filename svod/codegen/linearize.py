@@ -128,9 +128,10 @@ class _Linearizer:
         self.last_use: dict[UOp, int] = {}
         """The position of the last effect each of them is computed for."""
         self.find_held()
-        runs = Counter(r for e in self.effects for r in self.scopes[e] if r.arg[1] is AxisKind.LOOP)
+        runs = Counter(r for e in self.effects for r in self.scopes[e] if r.arg[1] in (AxisKind.LOOP, AxisKind.GLOBAL))
         self.shared_loops = frozenset(r for r, count in runs.items() if count > 1)
-        """The sequential loops more than one effect runs in."""
+        """The loops more than one effect runs in: sequential ones, and a CPU's loops over work items (an IF
+        outside them would split them, and a work item's effects would no longer run one after another)."""
         self.root = _Block(None, None, 0)
         self.stack: list[_Block] = [self.root]
         self.bound: dict[UOp, list[_Block]] = {}

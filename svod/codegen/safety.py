@@ -30,7 +30,7 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS
-from svod.ir.uop import memory_of, param_size
+from svod.ir.uop import memory_of, param_size, unknown_below
 
 
 def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
@@ -244,7 +244,15 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
         for s, c in zip(node.src, contexts, strict=True):
             if s in loads:
                 reach(s, c)
-    return {node: [_condition(g) for g in guards] for node, guards in around.items()}
+    ranges: dict[UOp, frozenset[UOp]] = {}
+    return {node: [_condition(g, _ranges(node, ranges), ranges) for g in guards] for node, guards in around.items()}
+
+
+def _ranges(node: UOp, known: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
+    """The ranges ``node`` depends on (a memory state's loops among them)."""
+    for u in unknown_below(node, known):
+        known[u] = frozenset({u} if u.op is Ops.RANGE else ()).union(*(known[s] for s in u.src))
+    return known[node]
 
 
 def _loads_below(roots: Iterable[UOp]) -> set[UOp]:
@@ -271,11 +279,14 @@ def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
     return a
 
 
-def _condition(clauses: _Clauses | None) -> UOp | None:
-    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first."""
+def _condition(clauses: _Clauses | None, within: frozenset[UOp], ranges: dict[UOp, frozenset[UOp]]) -> UOp | None:
+    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first, of those that depend on
+    no range but the node's (``within``): a use in a loop the node is outside of is made under conditions
+    the loop computes, which do not exist where the node is (leaving one out only weakens the guard)."""
     kept: list[UOp] = []
     while clauses is not None and len(kept) < MAX_CLAUSES:
-        kept.append(clauses.clause)
+        if _ranges(clauses.clause, ranges) <= within:
+            kept.append(clauses.clause)
         clauses = clauses.outer
     condition = None
     for clause in reversed(kept):

@@ -155,6 +155,8 @@ symbolic = PatternMatcher([
     (UPat(Ops.CMPLT, src=(_x, _x)), lambda x: _dropped(x, UOp.const(dtypes.bool, False))),
     (UPat((Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("x", (*_INTS, dtypes.bool)), UPat.var("x")), name="node"),
      lambda x, node: _dropped(x, UOp.const(dtypes.bool, node.op is Ops.CMPEQ))),
+    (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i"), UPat.const(True)), name="node"),
+     lambda b, i, node: node.replace(src=(b, i))),  # a gate that always holds is none
     (UPat(Ops.CMPNE, dtype=dtypes.bool, src=(_x, UPat.const(False))), lambda x: x),
     (UPat(Ops.CMPEQ, dtype=dtypes.bool, src=(_x, UPat.const(True))), lambda x: x),
     # comparisons and other integer results that the bounds decide

@@ -367,3 +367,42 @@ def test_a_read_in_a_loop_that_stores_to_it_is_not_the_read_before_the_loop(devi
     and 3127 of the plain-Python sweep)."""
     agrees_with_python(reads_what_the_turn_before_stored, device, np.zeros((5, columns)),
                        np.array([[1.0], [-1.0], [-5.75], [-0.75], [4.25]]).repeat(columns, 1))
+
+
+@svod.kernel
+def gated_by_a_gather_before_a_loop(out, x, idx):
+    for i in svod.prange(out.shape[0]):
+        v = i
+        if x[i, 0] != 2 + v - x[i, 0]:
+            v += ((v * v) if x[idx[i], 0] > 0 else abs(v)) % 3
+        if v > 0:
+            for _ in range(3):
+                v = v // 2 + abs(x[i, 0])
+                out[i, 0] = v if abs(x[i, 0]) <= 0.5 else x[i, 0] * v * x[i, 0]
+
+
+def test_a_load_before_a_loop_is_not_guarded_by_conditions_the_loop_computes(device):
+    """``x[idx[i], 0]`` is read before the loop, and the loop's reads of ``x[i, 0]`` (gated by ``v > 0``) are
+    made under the loop's own ``if``: the gather took those conditions, computed in the loop, for its guard,
+    which put the store that starts ``v``'s carried memory inside the loop (CPU and CL:0; seed 822 of the
+    plain-Python sweep)."""
+    x = np.array([6, 7.25, -5, 3.75, -3, -4, 7.75, 6.5, -0.5, 2, 0.75, 0.5, 2.25]).reshape(13, 1)
+    idx = np.array([9, 6, 7, 3, 7, 10, 7, 7, 9, 5, 0, 7, 4], np.int32)
+    agrees_with_python(gated_by_a_gather_before_a_loop, device, np.zeros((13, 1), np.int64), x, idx)
+
+
+@svod.kernel
+def doubled_after_a_guarded_loop(out, m):
+    for i in svod.prange(out.shape[0]):
+        if m > 0:
+            for j in range(3):
+                out[i] = out[i] + j
+        out[i] = out[i] * 2
+
+
+@pytest.mark.parametrize("m", [1, 0])
+def test_a_condition_of_no_loop_does_not_split_the_work_items_loop(device, m):
+    """``m > 0`` depends on no loop: its IF went outside the CPU's loop over work items, and the store after
+    it was refused ("would run a loop they share apart"); so was a gate the lowering proves always true
+    (``7 != -i``; seed 786 of the plain-Python sweep)."""
+    agrees_with_python(doubled_after_a_guarded_loop, device, np.arange(5.0), m)

@@ -53,6 +53,15 @@ def test_a_divisor_that_may_be_zero_keeps_bounds():
     assert ((i % zero).vmin, (i % zero).vmax) == (0, 0) and ((i // zero).vmin, (i // zero).vmax) == (0, 999)
 
 
+def test_an_access_gate_that_always_holds_is_dropped():
+    """``-i != 7`` for ``i >= 0`` folds to True; an access gated by it is not gated (the linearizer opened an IF
+    for the constant, outside the CPU's loop over work items, and split it)."""
+    buf = UOp.param(0, dtypes.float32, 8)
+    i = UOp.range(8, 0)
+    gated = simplify(buf.index(i, (-i).ne(7)))
+    assert gated.op is Ops.INDEX and len(gated.src) == 2
+
+
 def test_comparisons_decided_by_bounds_fold():
     r = UOp.range(16, 0)
     assert simplify(r < 16).arg is True
