@@ -23,6 +23,7 @@ the backends it checks: every op is spelled here again, with numpy, in C semanti
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ import numpy as np
 
 from svod.backends.base import Host, Opened, Pair
 from svod.codegen.safety import check_races, unbind
-from svod.device import CompiledSpec, CompilerBase, DeviceCaps, KernelMetadata, ProgramBase, ProgramSpec
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, derive_metadata
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -67,11 +68,12 @@ class PythonRenderer:
         listing = [f"# kernel {label}"] + [
             f"%{i} = {u.op.name} {u.dtype!r} [{', '.join(f'%{position[s]}' for s in u.src)}] {u.arg!r}"
             for i, u in enumerate(topo)]
+        metadata = dataclasses.replace(derive_metadata(ast), name=name or label, fixed=tuple(sorted(fixed.items())))
         return UOp.program(ast, UOp.device("PYTHON"), UOp.linear(), UOp.source("\n".join(listing) + "\n"),
-                           metadata=KernelMetadata(name=name or label, fixed=tuple(sorted(fixed.items()))))
+                           metadata=metadata)
 
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
-        return ProgramSpec.from_uop(self.program(ast, name))
+        return ProgramSpec.of(self.program(ast, name))
 
 
 class PythonCompiler(CompilerBase):

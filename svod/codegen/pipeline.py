@@ -1,6 +1,8 @@
 """The lowering pipeline: the ordered, named passes that take a kernel AST to the SINK the linearizer
 orders, chosen for a target from its ``DeviceCaps``, and those that take that SINK to the instruction list
-a renderer spells. This module is the one place the order lives.
+a renderer spells. This module is the one place the order lives, and ``program`` its one entry: an AST and
+a target to the PROGRAM every later station reads (its source written by the target's language writer,
+its metadata derived here once).
 
 ::
 
@@ -8,6 +10,7 @@ a renderer spells. This module is the one place the order lives.
            validate ─ check_dtypes ─ unbind ─ fuse_products ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
            ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
+    LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
 
     CPU: tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
@@ -31,14 +34,16 @@ instruction list.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from svod.codegen.accumulators import lower_accumulators
 from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
 from svod.codegen.linearize import linearize as order
+from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
 from svod.codegen.lower import (
     anchor_ranges,
     block_matmul,
@@ -57,7 +62,7 @@ from svod.codegen.lower import (
     upcast_reductions,
 )
 from svod.codegen.safety import check_races, guard_accesses, unbind
-from svod.device import DeviceCaps, WorkGroupLimits
+from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
 from svod.dtype import DeviceSpec, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
@@ -65,15 +70,25 @@ from svod.ir.uop import pointee
 from svod.ir.validate import kernel_label, validate
 
 
+class Writer(Protocol):
+    """What the pipeline asks of a language writer (a renderer): the text of an instruction list, and the
+    turns of a loop its text runs for one instruction alone (a compare-exchange), where the device limits
+    a work item's loop turns."""
+
+    def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str: ...
+
+    def hidden_loop_turns(self, u: UOp) -> int: ...
+
+
 @dataclass(frozen=True)
 class Target:
-    """What lowering needs to know of a device: its capabilities, the ops its renderer lacks, and whether a
-    work item's loops of a (mid-lowering) kernel surely stay within the device's loop limit."""
+    """What the pipeline needs to know of a device: its capabilities, the ops its language lacks, and the
+    writer of its language (None where a kernel is only lowered)."""
 
     device: DeviceSpec
     caps: DeviceCaps
     decompositor: PatternMatcher | None
-    loops_fit: Callable[[UOp], bool]
+    writer: Writer | None = None
 
     @property
     def gpu(self) -> bool:
@@ -83,6 +98,9 @@ class Target:
     def parallel(self) -> bool:
         """Whether the device runs a kernel's work on more than one thread or work item."""
         return self.gpu or self.caps.threads > 1
+
+    def hidden_loop_turns(self, u: UOp) -> int:
+        return 0 if self.writer is None else self.writer.hidden_loop_turns(u)
 
 
 @dataclass(frozen=True)
@@ -187,13 +205,13 @@ def _per_item(sink: UOp, target: Target) -> UOp | None:
     if target.caps.dedicated_local_memory:
         return None
     lowered = reduce_per_item(sink, _limits(target))
-    return lowered if lowered is not None and target.loops_fit(lowered) else None
+    return lowered if lowered is not None and loops_fit(lowered, target) else None
 
 
 def _launch(sink: UOp, target: Target) -> UOp:
     flat = to_gpu_indices(sink, _limits(target), direct_index=False,
                           exact_groups=not target.caps.dedicated_local_memory)
-    return flat if target.loops_fit(flat) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
+    return flat if loops_fit(flat, target) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
 FRONT: tuple[Step, ...] = (
@@ -389,6 +407,55 @@ def linearize(sink: UOp, status: UOp | None = None, target: Target | None = None
     return state.linear
 
 
+def loops_fit(sink: UOp, target: Target) -> bool:
+    """Whether the loops of one work item of ``sink`` (mid-lowering: its status buffer, if any, is its last
+    source) surely come round no more often than the device lets them (``caps.max_loop_turns``)."""
+    if target.caps.max_loop_turns is None:
+        return True
+    status = sink.src[-1] if sink.src and sink.src[-1].op is Ops.PARAM else None
+    linear = linearize(simplify(sink), status, target)
+    return unproven_loop_turns(linear, target.caps.max_loop_turns, target.hidden_loop_turns) is None
+
+
+# ---- the entry: an AST to its PROGRAM ------------------------------------------------------------------------
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+def kernel_name(ast: UOp, name: str | None) -> str:
+    """A C identifier for the kernel: the given name, the SINK's name, or ``kernel``."""
+    ident = _NOT_IDENTIFIER.sub("_", name or kernel_label(ast))
+    return ident if ident[0].isalpha() else "k_" + ident
+
+
+def program(ast: UOp, target: Target, name: str | None = None, trace: TextIO | None = None) -> UOp:
+    """The PROGRAM of one kernel ``ast`` runs as (one of ``stages``) on ``target``: SINK (lowered), DEVICE,
+    LINEAR (its instruction list), SOURCE (written by ``target.writer``), and the kernel's metadata, derived
+    here once for every later station (a compiler adds BINARY; a runtime reads what it launches)."""
+    if target.writer is None:
+        raise GraphError("a PROGRAM needs its target's language writer", kernel=kernel_label(ast), stage="render",
+                         value=str(target.device))
+    name = kernel_name(ast, name)
+    label = kernel_label(ast)
+    try:
+        lowered = lower(ast, target, trace)
+        linear = linearize(lowered.sink, lowered.status, target, trace)
+        entry = entry_symbol(name, lowered.sink)
+        turns = checked_loop_turns(linear, target.caps.max_loop_turns, target.hidden_loop_turns, target.device,
+                                   label)
+        source = target.writer.render_linear(entry, linear)
+        derived = derive_metadata(lowered.sink)
+    except GraphError as err:
+        if err.kernel is not None:
+            raise
+        raise GraphError(err.detail, kernel=label, stage=err.stage or "render", value=err.value) from err
+    status = None if lowered.status is None else int(lowered.status.arg)
+    metadata = dataclasses.replace(derived, name=name, status_slot=status, fixed=lowered.fixed, entry=entry,
+                                   loop_turns=turns)
+    return UOp.program(lowered.sink, UOp.device(target.device), UOp.linear(*linear), UOp.source(source),
+                       metadata=metadata)
+
+
 def linear_listing(linear: tuple[UOp, ...]) -> str:
     """An instruction list one instruction a line, indented by the blocks it is in: ``%n = OP dtype [sources]
     arg``, a source named by its position (``?`` for one that is not an instruction)."""
@@ -421,5 +488,5 @@ def listing(sink: UOp) -> str:
 
 
 __all__ = ["BACK", "CPU", "FRONT", "GPU", "LINEAR", "Check", "FirstOf", "LinearCheck", "LinearPass", "Linearizing",
-           "Lowering", "Pass", "Then", "Target", "check_dtypes", "linear_listing", "linearize", "listing", "lower",
-           "passes", "stages"]
+           "Lowering", "Pass", "Target", "Then", "Writer", "check_dtypes", "kernel_name", "linear_listing", "linearize",
+           "listing", "loops_fit", "lower", "passes", "program", "stages"]

@@ -110,6 +110,11 @@ class Renderer(Protocol):
         """The kernels ``ast`` runs as, in order (itself, unless the device splits it)."""
         ...
 
+    def program(self, ast: UOp, name: str | None = None) -> UOp:
+        """The PROGRAM of one of those kernels: SINK, DEVICE, LINEAR, SOURCE, with its metadata whole
+        (``ProgramSpec.of`` reads it; ``render`` is that spec)."""
+        ...
+
 
 RuntimeFactory = Callable[[CompiledSpec], Program]
 """Loads a compiled kernel into a runnable ``Program``."""

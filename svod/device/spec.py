@@ -266,35 +266,63 @@ class ProgramSpec:
                             var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
         return LaunchShape(_as_size(global_size), None if local_size is None else _as_size(local_size)).dims(var_vals)
 
+    @property
+    def metadata(self) -> KernelMetadata:
+        """The spec's fields as a PROGRAM carries them."""
+        return KernelMetadata(name=self.name, vars=tuple(self.vars), globals=tuple(self.globals), outs=tuple(self.outs),
+                              ins=tuple(self.ins), global_size=self.global_size, local_size=self.local_size,
+                              status_slot=self.status_slot, fixed=tuple(self.fixed_vars.items()), entry=self.entry,
+                              loop_turns=self.loop_turns)
+
     @staticmethod
     def from_uop(program: UOp) -> ProgramSpec:
         """The spec of a PROGRAM UOp: stages checked, metadata derived, attached metadata applied on top."""
-        if not isinstance(program, UOp) or program.op is not Ops.PROGRAM:
-            raise GraphError("expected PROGRAM", stage="PROGRAM",
-                             value=program.op if isinstance(program, UOp) else program)
-        stages = program.src
-        for position, (want, required) in enumerate(zip(STAGES, (True, True, True, True, False), strict=True)):
-            if position >= len(stages):
-                if required:
-                    raise GraphError(f"PROGRAM is missing its {want.name} stage", stage=want.name)
-                continue
-            if stages[position].op is not want:
-                raise GraphError(f"PROGRAM stage {position} must be {want.name}", stage=want.name,
-                                 value=stages[position].op)
-        if len(stages) > len(STAGES):
-            raise GraphError("PROGRAM has more stages than SINK, DEVICE, LINEAR, SOURCE, BINARY",
-                             stage="BINARY", value=len(stages))
-        sink, device, _, source = stages[:4]
+        sink, device, source = _stages_of(program)
         derived = derive_metadata(sink)
         spec = ProgramSpec(derived.name or "kernel", source.arg, device.arg, sink)
         spec.apply_metadata(derived)
         if program.arg is not None:
-            if not isinstance(program.arg, KernelMetadata):
-                raise GraphError("PROGRAM metadata must be KernelMetadata", stage="PROGRAM", value=program.arg)
-            spec.apply_metadata(program.arg, only_set=True)
+            spec.apply_metadata(_metadata_of(program), only_set=True)
             spec.name = program.arg.name or spec.name
         spec.program = program
         return spec
+
+    @staticmethod
+    def of(program: UOp) -> ProgramSpec:
+        """The spec of a PROGRAM whose metadata is whole, as svod's pipeline derives it once
+        (``svod.codegen.pipeline.program``): read from it, nothing derived again. (``from_uop`` takes a PROGRAM
+        made by hand, whose metadata says only what the SINK does not.)"""
+        sink, device, source = _stages_of(program)
+        meta = _metadata_of(program)
+        spec = ProgramSpec(meta.name, source.arg, device.arg, sink)
+        spec.apply_metadata(meta)
+        spec.program = program
+        return spec
+
+
+def _stages_of(program: UOp) -> tuple[UOp, UOp, UOp]:
+    """A PROGRAM's SINK, DEVICE and SOURCE, once its stages are checked."""
+    if not isinstance(program, UOp) or program.op is not Ops.PROGRAM:
+        raise GraphError("expected PROGRAM", stage="PROGRAM", value=program.op if isinstance(program, UOp) else program)
+    stages = program.src
+    for position, (want, required) in enumerate(zip(STAGES, (True, True, True, True, False), strict=True)):
+        if position >= len(stages):
+            if required:
+                raise GraphError(f"PROGRAM is missing its {want.name} stage", stage=want.name)
+            continue
+        if stages[position].op is not want:
+            raise GraphError(f"PROGRAM stage {position} must be {want.name}", stage=want.name,
+                             value=stages[position].op)
+    if len(stages) > len(STAGES):
+        raise GraphError("PROGRAM has more stages than SINK, DEVICE, LINEAR, SOURCE, BINARY", stage="BINARY",
+                         value=len(stages))
+    return stages[0], stages[1], stages[3]
+
+
+def _metadata_of(program: UOp) -> KernelMetadata:
+    if not isinstance(program.arg, KernelMetadata):
+        raise GraphError("PROGRAM metadata must be KernelMetadata", stage="PROGRAM", value=program.arg)
+    return program.arg
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,14 +380,11 @@ class CompiledSpec:
 
 
 def _with_binary(spec: ProgramSpec, data: builtins.bytes) -> UOp:
-    """The spec's PROGRAM with its BINARY stage. (A spec built by hand, with no PROGRAM, gets one made of its
-    fields, with no instruction list.)"""
+    """The spec's PROGRAM with its BINARY stage and the spec's metadata, whole. (A spec built by hand, with no
+    PROGRAM, gets one made of its fields, with no instruction list.)"""
     rendered = spec.program
     if rendered is None:
-        meta = KernelMetadata(name=spec.name, vars=tuple(spec.vars), globals=tuple(spec.globals),
-                              outs=tuple(spec.outs), ins=tuple(spec.ins), global_size=spec.global_size,
-                              local_size=spec.local_size, status_slot=spec.status_slot,
-                              fixed=tuple(spec.fixed_vars.items()), entry=spec.entry, loop_turns=spec.loop_turns)
-        rendered = UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), metadata=meta)
+        return UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), UOp.binary(data),
+                           metadata=spec.metadata)
     sink, device, linear, source = rendered.src[:4]
-    return UOp.program(sink, device, linear, source, UOp.binary(data), metadata=rendered.arg)
+    return UOp.program(sink, device, linear, source, UOp.binary(data), metadata=spec.metadata)

@@ -5,7 +5,7 @@
     svod.compile(ast, device)
         │ key = (ast.key, renderer.cache_key, compiler.cache_key, device)
         ├─ hit in memory ─────────────────────────────────────────> CachedKernel
-        └─ miss: render ─┬─ compiled for this base device type? ─┐
+        └─ miss: PROGRAM ┬─ compiled for this base device type? ─┐
                          ├─ on disk (compiler key, source hash)? ─┤─> load ─> CachedKernel (kept)
                          └─ compile (and store on disk) ──────────┘
 
@@ -28,8 +28,8 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec, derive_metadata
-from svod.dtype import DType, dtypes
+from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec
+from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label
 from svod.ir.uop import param_size, pointee
@@ -50,7 +50,9 @@ class CacheStats:
 
 
 V = TypeVar("V")
-Compiled = tuple[tuple[ProgramSpec, ...], tuple[CompiledSpec, ...]]
+Compiled = tuple[CompiledSpec, ...]
+"""A kernel's stages compiled, each with its PROGRAM (``CompiledSpec.program``): what every device of one
+base type loads."""
 
 
 class LeastRecentlyUsed(Generic[V]):
@@ -161,19 +163,17 @@ class KernelCache:
     def adopt(self, ast: UOp, device: Device, stages: Sequence[UOp]) -> CachedKernel:
         """The kernel of ``ast`` on ``device`` from compiled stages made elsewhere (a plan bundle's PROGRAMs,
         each with its BINARY; empty for a backend that loads source), loaded without compiling and kept
-        as if compiled here. A kernel already held is returned as it is."""
+        as if compiled here. A kernel already held is returned as it is. (A bundle's PROGRAM is read with
+        ``from_uop``: one saved by an earlier svod carries only the metadata its SINK does not say.)"""
         key = self._key(ast, device)
         held = self._kernels.get(key)
         if held is not None:
             return held
-        specs = tuple(ProgramSpec.from_uop(stage) for stage in stages)
         compiled = tuple(CompiledSpec.from_spec(spec, src=None if data else spec.src, data=data)
-                         for spec, data in ((spec, _binary_of(stage)) for spec, stage in zip(specs, stages,
-                                                                                            strict=True)))
-        programs = [device.runtime(c) for c in compiled]
-        kernel = make_kernel(ast, specs, compiled, programs, device)
+                         for spec, data in ((ProgramSpec.from_uop(stage), _binary_of(stage)) for stage in stages))
+        kernel = make_kernel(ast, [_program_of(c) for c in compiled], [device.runtime(c) for c in compiled], device)
         with self._lock:
-            self._compiled.put((*key[:3], device.base_device_key()), (specs, compiled), sum(map(_code_size, compiled)))
+            self._compiled.put((*key[:3], device.base_device_key()), compiled, sum(map(_code_size, compiled)))
             self._kernels.put(key, kernel, len(kernel.code) + kernel.code_bytes)
         return kernel
 
@@ -214,24 +214,22 @@ class KernelCache:
         start = time.perf_counter()
         shared_keys = {ast: (*self._key(ast, device)[:3], device.base_device_key()) for ast in asts}
         shared: dict[UOp, Compiled | None] = {ast: self._compiled.get(shared_keys[ast]) for ast in asts}
-        renders = {ast: tuple(device.renderer.render(stage) for stage in device.renderer.stages(ast))
-                   for ast in asts if shared[ast] is None}
-        fresh = self._compile([spec for specs in renders.values() for spec in specs], device)
+        renderer = device.renderer
+        rendered = {ast: tuple(ProgramSpec.of(renderer.program(stage)) for stage in renderer.stages(ast))
+                    for ast in asts if shared[ast] is None}
+        fresh = self._compile([spec for specs in rendered.values() for spec in specs], device)
         kernels = []
         for ast in asts:
-            found = shared[ast]
-            if found is None:
-                specs = renders[ast]
-                compiled = tuple(fresh.pop(0) for _ in specs)
+            compiled = shared[ast]
+            if compiled is None:
+                compiled = tuple(fresh.pop(0) for _ in rendered[ast])
                 with self._lock:
-                    self._compiled.put(shared_keys[ast], (specs, compiled), sum(map(_code_size, compiled)))
-            else:
-                specs, compiled = found
-            programs = [self._load(spec, c, device) for spec, c in zip(specs, compiled, strict=True)]
-            kernels.append(make_kernel(ast, specs, compiled, programs, device))
+                    self._compiled.put(shared_keys[ast], compiled, sum(map(_code_size, compiled)))
+            loaded = [self._load(c, device) for c in compiled]
+            kernels.append(make_kernel(ast, [_program_of(c) for c in compiled], loaded, device))
         if self.settings.debug:
             sources = "\n".join(f"svod: {spec.name} on {device.name}: {describe(spec.ast)}\n{spec.src}"
-                                for specs in renders.values() for spec in specs)
+                                for specs in rendered.values() for spec in specs)
             print(f"svod: {len(asts)} kernel(s) ready on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} "
                   f"ms\n{sources}", file=sys.stderr)
         return kernels
@@ -255,18 +253,27 @@ class KernelCache:
         return [next(fresh) if data is None else CompiledSpec.from_spec(spec, data=data)
                 for spec, data in zip(specs, stored, strict=True)]
 
-    def _load(self, spec: ProgramSpec, compiled: CompiledSpec, device: Device) -> Program:
+    def _load(self, compiled: CompiledSpec, device: Device) -> Program:
         try:
             return device.runtime(compiled)
         except SvodError:
             if self.disk is None:
                 raise
+            spec = ProgramSpec.of(_program_of(compiled))
             self.disk.discard(device.compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
             rebuilt = device.compiler.compile(spec)
             self.stats.compiles += 1
             if rebuilt.bytes:
                 self.disk.put(device.compiler.cache_key, spec.src, rebuilt.bytes)
             return device.runtime(rebuilt)
+
+
+def _program_of(compiled: CompiledSpec) -> UOp:
+    """The PROGRAM a compiler made from svod's own spec (``CompiledSpec.from_spec`` always adds it)."""
+    if compiled.program is None:
+        raise SvodError(f"the compiler returned {compiled.name} without its PROGRAM; build it with "
+                        "CompiledSpec.from_spec", kernel=compiled.name, stage="compile")
+    return compiled.program
 
 
 def _binary_of(program: UOp) -> bytes:
@@ -277,43 +284,26 @@ def _code_size(compiled: CompiledSpec) -> int:
     return len(compiled.bytes) + len(compiled.src or "")
 
 
-def make_kernel(ast: UOp, specs: Sequence[ProgramSpec], compiled: Sequence[CompiledSpec], programs: Sequence[Program],
-                device: Device) -> CachedKernel:
-    """The cache entry of ``ast``, compiled as ``specs``: one program on the user's buffers, or a staged
-    program when it runs as several stages or needs buffers of its own (scratch, status)."""
-    meta = derive_metadata(ast)
-    params = tuple(sorted((u for u in ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
-    user_slots = tuple(p.arg for p in params)
-    own: dict[int, int] = {}
-    own_dtypes: dict[int, DType] = {}
-    for spec in specs:
-        for p in spec.ast.toposort():
-            if p.op is Ops.PARAM and p.arg not in user_slots:
-                own[p.arg] = int(param_size(p).arg) * pointee(p).itemsize
-                own_dtypes[p.arg] = pointee(p)
-    status = next((spec.status_slot for spec in specs if spec.status_slot is not None), None)
-    fixed = {name: value for spec in specs for name, value in spec.fixed_vars.items()}
-    bound = {u.src[0].arg[0] for u in ast.toposort() if u.op is Ops.BIND}
-    declared = [v for v in meta.vars if v.name not in bound]  # a variable lowering folded away is still one
-    variables = {v.name: v for v in (*declared, *(v for spec in specs for v in spec.vars)) if v.name not in fixed}
-    common = dict(device=device, code="\n".join(spec.src for spec in specs),
-                  entry_point=specs[0].entry, name=meta.name or specs[0].name,
-                  globals=meta.globals, outs=meta.outs, ins=meta.ins,
-                  host_parallel_safe=device.caps.overlaps_on_host, ast=ast, params=params,
-                  variables=tuple(variables[n] for n in sorted(variables)), fixed=fixed,
-                  code_bytes=sum(map(_code_size, compiled)), program_uop=compiled[-1].program,
-                  stages=tuple(c.program for c in compiled if c.program is not None))
-    if len(specs) == 1 and not own:
-        spec = specs[0]
-        return CachedKernel(program=programs[0], var_names=tuple(spec.var_names), launch=spec.launch,
-                            **common)  # type: ignore[arg-type]
-    var_names = tuple(sorted({name for spec in specs for name in spec.var_names}))
-    stages = [Stage(program, tuple(spec.var_names), spec.launch, tuple(spec.globals))
-              for spec, program in zip(specs, programs, strict=True)]
-    staged = StagedProgram(meta.name or specs[0].name, stages, var_names, user_slots,
-                           OwnBuffers(own, status, dtypes.int64 if status is None else own_dtypes[status]),
-                           device.allocator, {p.arg: param_size(p) for p in params})
-    return CachedKernel(program=staged, var_names=var_names, launch=LaunchShape(), **common)  # type: ignore[arg-type]
+def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], device: Device) -> CachedKernel:
+    """The cache entry of ``ast``, compiled as ``programs`` (each with its BINARY) and loaded as ``loaded``: the
+    one program on the user's buffers, or a staged program when it runs as several stages or needs buffers
+    of its own (scratch, status)."""
+    user_slots = tuple(sorted(u.arg for u in ast.toposort() if u.op is Ops.PARAM))
+    own = {p.arg: p for program in programs for p in program.src[0].toposort()
+           if p.op is Ops.PARAM and p.arg not in user_slots}
+    if len(programs) == 1 and not own:
+        return CachedKernel(ast, device, tuple(programs), loaded[0])
+    metadata = [program.arg for program in programs]
+    status = next((meta.status_slot for meta in metadata if meta.status_slot is not None), None)
+    stages = [Stage(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
+              for meta, program in zip(metadata, loaded, strict=True)]
+    var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
+    sizes = {slot: int(param_size(p).arg) * pointee(p).itemsize for slot, p in own.items()}
+    buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
+    staged = StagedProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, stages, var_names,
+                           user_slots, buffers, device.allocator,
+                           {p.arg: param_size(p) for p in ast.toposort() if p.op is Ops.PARAM})
+    return CachedKernel(ast, device, tuple(programs), staged)
 
 
 _default_cache = KernelCache()

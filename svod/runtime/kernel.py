@@ -10,17 +10,18 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from svod.device import Buffer, Device, LaunchShape, Program, Variable
+from svod.device import Buffer, Device, KernelMetadata, LaunchShape, Program, Variable, derive_metadata
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
+from svod.runtime.staged import StagedProgram
 
 
 class Argument(NamedTuple):
@@ -37,39 +38,105 @@ class Argument(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class CachedKernel:
-    """One entry of the method cache. ``var_names`` is the order of the program's ``vals``."""
+    """One entry of the method cache: the kernel's AST, the compiled PROGRAM of each stage it runs as, and the
+    loaded ``Program`` that runs them. What a dispatch checks and needs is read from the PROGRAMs' metadata
+    (derived once, when the pipeline made them) the first time it is asked for."""
 
-    program: Program
-    device: Device
-    code: str
-    entry_point: str
-    """The symbol the kernel is compiled to (its name, made unique by the kernel's key)."""
-    var_names: tuple[str, ...]
-    globals: tuple[int, ...]
-    outs: tuple[int, ...]
-    ins: tuple[int, ...]
-    host_parallel_safe: bool
-    launch: LaunchShape
-    """The launch sizes of a dispatch, from the variable values (sizes no variable changes: evaluated once)."""
     ast: UOp
-    params: tuple[UOp, ...]
-    """The PARAM of each argument, in argument order."""
-    variables: tuple[Variable, ...]
-    """The variables a caller supplies."""
-    name: str = ""
-    """The kernel's name, as errors show it."""
-    fixed: Mapping[str, int] = field(default_factory=dict)
-    """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
-    code_bytes: int = 0
-    """The size of the compiled code, which the method cache counts against its memory budget."""
-    program_uop: UOp | None = None
-    """The compiled artifact: PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) with the kernel's metadata
-    (``ProgramSpec.from_uop`` reads it back). SINK is the lowered kernel; BINARY holds the compiled bytes,
-    empty for a backend that compiles the source when it loads it. A kernel run in stages (a split
-    reduction) carries its last stage, the one that writes the kernel's outputs."""
-    stages: tuple[UOp, ...] = ()
-    """The PROGRAM (with its BINARY) of every stage the kernel runs as, in order: what a plan bundle stores
-    to load the kernel again without compiling it."""
+    device: Device
+    programs: tuple[UOp, ...]
+    """PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) of every stage the kernel runs as, in order, each with
+    its metadata: SINK is the lowered stage; BINARY holds the compiled bytes, empty for a backend that
+    compiles the source when it loads it. What a plan bundle stores to load the kernel without compiling."""
+    program: Program
+    """What runs them: the one stage's program on the user's buffers, or a ``StagedProgram``."""
+
+    @functools.cached_property
+    def _metadata(self) -> tuple[KernelMetadata, ...]:
+        return tuple(p.arg for p in self.programs)
+
+    @property
+    def program_uop(self) -> UOp:
+        """The PROGRAM of the last stage, the one that writes the kernel's outputs."""
+        return self.programs[-1]
+
+    @functools.cached_property
+    def name(self) -> str:
+        """The kernel's name, as errors show it."""
+        return self.ast.arg if isinstance(self.ast.arg, str) and self.ast.arg else self._metadata[0].name
+
+    @functools.cached_property
+    def entry_point(self) -> str:
+        """The symbol the kernel (its first stage) is compiled to: its name, made unique by the kernel's key."""
+        return self._metadata[0].entry
+
+    @functools.cached_property
+    def code(self) -> str:
+        return "\n".join(p.src[3].arg for p in self.programs)
+
+    @functools.cached_property
+    def code_bytes(self) -> int:
+        """The size of the compiled code, which the method cache counts against its memory budget: the bytes,
+        or the source of a backend that loads source."""
+        return sum(len(p.src[4].arg) or len(p.src[3].arg) for p in self.programs)
+
+    @property
+    def host_parallel_safe(self) -> bool:
+        return self.device.caps.overlaps_on_host
+
+    @functools.cached_property
+    def params(self) -> tuple[UOp, ...]:
+        """The PARAM of each argument, in argument order."""
+        return tuple(sorted((u for u in self.ast.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
+
+    @functools.cached_property
+    def fixed(self) -> Mapping[str, int]:
+        """Variables the kernel fixes itself (``BIND``), with their values: a caller never passes them."""
+        return {name: value for meta in self._metadata for name, value in meta.fixed}
+
+    @functools.cached_property
+    def variables(self) -> tuple[Variable, ...]:
+        """The variables a caller supplies: those the kernel declares (one lowering folded away is still one)
+        and those its stages take, less the ones it fixes."""
+        bound = {u.src[0].arg[0] for u in self.ast.toposort() if u.op is Ops.BIND}
+        declared = (v for v in derive_metadata(self.ast).vars if v.name not in bound)
+        found = {v.name: v for v in (*declared, *(v for meta in self._metadata for v in meta.vars))
+                 if v.name not in self.fixed}
+        return tuple(found[name] for name in sorted(found))
+
+    @functools.cached_property
+    def var_names(self) -> tuple[str, ...]:
+        """The order of the program's ``vals``."""
+        if len(self.programs) == 1 and not isinstance(self.program, StagedProgram):
+            return self._metadata[0].var_names
+        return tuple(sorted({name for meta in self._metadata for name in meta.var_names}))
+
+    @functools.cached_property
+    def launch(self) -> LaunchShape:
+        """The launch sizes of a dispatch, from the variable values (sizes no variable changes: evaluated once);
+        none for a staged program, whose stages have their own."""
+        if isinstance(self.program, StagedProgram):
+            return LaunchShape()
+        meta = self._metadata[0]
+        return LaunchShape(meta.global_size, meta.local_size, meta.fixed)
+
+    def _user_slots(self, field: str) -> tuple[int, ...]:
+        user = {p.arg for p in self.params}
+        return tuple(sorted({slot for meta in self._metadata for slot in getattr(meta, field) if slot in user}))
+
+    @functools.cached_property
+    def globals(self) -> tuple[int, ...]:
+        return tuple(p.arg for p in self.params)
+
+    @functools.cached_property
+    def outs(self) -> tuple[int, ...]:
+        """The arguments some stage writes."""
+        return self._user_slots("outs")
+
+    @functools.cached_property
+    def ins(self) -> tuple[int, ...]:
+        """The arguments some stage reads."""
+        return self._user_slots("ins")
 
     @property
     def global_size(self) -> LaunchSize:

@@ -866,7 +866,7 @@ class ExecutionPlan:
             if prepared.ast not in kernels:
                 kernels[prepared.ast] = {"ast": writer.add(prepared.ast), "key": prepared.ast.key,
                                          "name": prepared.kernel.name,
-                                         "stages": [writer.add(stage) for stage in prepared.kernel.stages]}
+                                         "stages": [writer.add(stage) for stage in prepared.kernel.programs]}
         device = self.device
         manifest = {"svod": VERSION, "device": device.name, "renderer": device.renderer.cache_key,
                     "compiler": device.compiler.cache_key,

@@ -8,8 +8,8 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
 from svod.backends.cuda import NVRTCCompiler
-from svod.codegen.render.base import entry_symbol
 from svod.codegen.render.cuda import CUDARenderer
+from svod.device import entry_symbol
 from svod.errors import CompileError, DeviceError
 
 nvrtc_missing = None

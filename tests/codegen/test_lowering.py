@@ -11,6 +11,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
+from svod.codegen.loop_turns import loop_turns
 from svod.codegen.lower import (
     EXTREMA,
     PRIVATE_BYTES,
@@ -34,7 +35,6 @@ from svod.codegen.lower import (
     upcast_reductions,
 )
 from svod.codegen.pipeline import linearize
-from svod.codegen.render.base import loop_turns
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer

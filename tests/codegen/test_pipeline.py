@@ -39,7 +39,7 @@ def _target(gpu: bool, dedicated: bool = False) -> pipeline.Target:
     limits = WorkGroupLimits(256, (256, 256, 64)) if gpu else None
     caps = DeviceCaps(host_memory=not gpu, overlaps_on_host=not gpu, threads=1 if gpu else 4, work_groups=limits,
                       local_memory=32 << 10, dedicated_local_memory=dedicated)
-    return pipeline.Target(svod.DeviceSpec.parse("CL:0" if gpu else "CPU"), caps, None, lambda sink: True)
+    return pipeline.Target(svod.DeviceSpec.parse("CL:0" if gpu else "CPU"), caps, None)
 
 
 def test_each_target_has_one_ordered_list_of_passes():

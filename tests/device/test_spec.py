@@ -1,10 +1,13 @@
 import pytest
 
+import svod
 from svod.device import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
 from svod.device.spec import ONES
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
+from tests.helpers import open_device
+from tests.kernels import SMALL_WORKLOADS
 
 ONE = UOp.index_const(1)
 
@@ -172,3 +175,28 @@ def test_compiled_spec_constructors():
     assert data.bytes == b"\x00\x01" and data.src is None and data.buf_count == 3
     sized = CompiledSpec.from_source_with_sizes("ew", "code", sink, [n, 1, 1], None, 3)
     assert sized.global_size[0] is n and sized.local_size is None
+
+
+def _fields(spec: ProgramSpec) -> tuple:
+    return (spec.name, spec.src, spec.device, spec.ast, spec.global_size, spec.local_size, spec.vars, spec.var_names,
+            spec.globals, spec.outs, spec.ins, spec.buf_count, spec.status_slot, spec.loop_turns, spec.fixed_vars,
+            spec.entry)
+
+
+@pytest.mark.parametrize("device", ["CPU", "CL:0", "PYTHON", "WEBGPU:0"])
+def test_the_pipeline_derives_a_programs_metadata_whole(device):
+    """svod's own path reads a PROGRAM's metadata (``of``) where a hand-made one derives it (``from_uop``): the
+    pipeline must attach all of it, or a compiler would be handed a spec with fields missing."""
+    renderer = open_device(device).renderer
+    for make in (SMALL_WORKLOADS["softmax"], SMALL_WORKLOADS["histogram"], SMALL_WORKLOADS["matmul"]):
+        for stage in renderer.stages(make().steps[0].ast):
+            program = renderer.program(stage)
+            read, derived = ProgramSpec.of(program), ProgramSpec.from_uop(program)
+            assert _fields(read) == _fields(derived) and read.globals and read.outs
+    n = svod.KernelBuilder("scaled")
+    out, x = n.buffer(dtypes.float32, 8), n.buffer(dtypes.float32, 8)
+    count = n.var("count", 1, 8)
+    i = n.range(count)
+    n.store(out[i], x[i] * 2.0)
+    read = ProgramSpec.of(renderer.program(n.build()))
+    assert read.var_names == ["count"] and read.outs == [0] and read.ins == [1]

@@ -13,7 +13,7 @@ from svod import KernelBuilder, Ops, dtypes
 from svod.backends import default_registry
 from svod.cli import main
 from svod.codegen.render.c import CRenderer
-from svod.device import Device, ProgramSpec
+from svod.device import Device
 from svod.errors import DeviceError, GraphError
 from svod.ir import UOp
 from tests.helpers import open_device, webgpu_devices
@@ -48,7 +48,7 @@ class _RefusingRenderer(CRenderer):
     """Refuses every kernel with a ``GraphError`` of its own: the class the reference raises for a racy
     store, for another reason."""
 
-    def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
+    def program(self, ast: UOp, name: str | None = None) -> UOp:
         raise GraphError("this renderer refuses every kernel", stage="render")
 
 
