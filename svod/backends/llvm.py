@@ -1,5 +1,5 @@
 """The LLVM pair: LLVM IR rendered for the host CPU, optimised and compiled to an object in process by
-llvmlite, and loaded into an MCJIT engine.
+llvmlite, and loaded into LLVM's ORC JIT (LLJIT).
 
 The compiled bytes are a relocatable object file, so the disk cache can store them and a new process
 loads a kernel without running the optimiser again.
@@ -16,7 +16,7 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
-from svod.backends.cpu import CpuProgram, host_target_machine
+from svod.backends.cpu_runtime import CpuProgram, host_target_machine
 from svod.backends.elf import ET_REL, read_elf
 from svod.codegen.render.llvmir import LLVMRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from svod.backends.cpu import CpuLaunch
+from svod.backends.cpu_runtime import CpuLaunch
 from svod.backends.registry import default_registry
 from svod.config import VERSION
 from svod.device import Buffer, Device, Variable

@@ -34,7 +34,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from svod.backends.cpu import host_target_machine, thread_team
+from svod.backends.cpu_runtime import host_target_machine, thread_team
 from svod.errors import LaunchError, SvodError
 from svod.ir import Ops, UOp
 

@@ -10,7 +10,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
-from svod.backends.cpu import thread_team
+from svod.backends.cpu_runtime import thread_team
 from svod.config import settings
 from svod.runtime import KernelCache
 from tests.helpers import cpu_device
