@@ -22,10 +22,11 @@ import subprocess
 import tempfile
 import weakref
 
+from svod.backends.cpu_replay import NativeReplayer
 from svod.backends.cpu_runtime import CpuProgram, host_vector_registers
 from svod.backends.elf import ET_DYN, read_elf
 from svod.codegen.render.c import CRenderer
-from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec, RuntimeFactory
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
 FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd",
@@ -76,9 +77,9 @@ class ClangCompiler(CompilerBase):
         return CRenderer("CPU", caps)
 
     @staticmethod
-    def loader() -> RuntimeFactory:
+    def loader() -> SharedObjectLoader:
         """The runtime factory for what this compiler produces: shared objects."""
-        return load_shared_object
+        return SharedObjectLoader()
 
     @functools.cached_property
     def native_float16(self) -> bool:
@@ -119,23 +120,27 @@ class SharedObject:
         return ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value or 0
 
 
-def load_shared_object(compiled: CompiledSpec) -> CpuProgram:
-    """Load the shared object in ``compiled.bytes`` through a uniquely named file that is removed at once
-    (the dynamic loader caches libraries by path, so a reused path would return an old kernel). The bytes
-    are checked (format, machine, the kernel's symbol) before the dynamic loader sees them."""
-    if not compiled.bytes:
-        raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
-                        stage="load")
-    symbol = compiled.entry
-    if symbol not in read_elf(compiled.bytes, ET_DYN, kernel=compiled.name).symbols:
-        raise SvodError("the shared object has no entry point of that name", kernel=compiled.name, stage="load",
-                        value=symbol)
-    with tempfile.NamedTemporaryFile(prefix=f"svod-{compiled.name}-", suffix=".so") as file:
-        file.write(compiled.bytes)
-        file.flush()
-        try:
-            library = SharedObject(file.name)
-        except OSError as err:
-            raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
-                            stage="load") from err
-    return CpuProgram(compiled.name, library.address(symbol), library)
+class SharedObjectLoader(NativeReplayer):
+    """Loads shared objects with the dynamic loader (and replays plans of them natively, as
+    ``NativeReplayer`` does)."""
+
+    def __call__(self, compiled: CompiledSpec) -> CpuProgram:
+        """Load the shared object in ``compiled.bytes`` through a uniquely named file that is removed at once
+        (the dynamic loader caches libraries by path, so a reused path would return an old kernel). The
+        bytes are checked (format, machine, the kernel's symbol) before the dynamic loader sees them."""
+        if not compiled.bytes:
+            raise SvodError("the C runtime loads a shared object, and this kernel has none", kernel=compiled.name,
+                            stage="load")
+        symbol = compiled.entry
+        if symbol not in read_elf(compiled.bytes, ET_DYN, kernel=compiled.name).symbols:
+            raise SvodError("the shared object has no entry point of that name", kernel=compiled.name, stage="load",
+                            value=symbol)
+        with tempfile.NamedTemporaryFile(prefix=f"svod-{compiled.name}-", suffix=".so") as file:
+            file.write(compiled.bytes)
+            file.flush()
+            try:
+                library = SharedObject(file.name)
+            except OSError as err:
+                raise SvodError(f"cannot load the compiled shared object: {err}", kernel=compiled.name,
+                                stage="load") from err
+        return CpuProgram(compiled.name, library.address(symbol), library)

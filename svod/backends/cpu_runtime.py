@@ -13,13 +13,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
 
-from svod.device import ProgramBase
+from svod.device import HostArguments, ProgramBase
 from svod.device.caps import ASSUMED_L2_BYTES
 from svod.errors import SvodError
 
@@ -174,7 +174,7 @@ class CpuProgram(ProgramBase):
             self.function(ctypes.addressof(bufs), ctypes.addressof(variables), core_id)
 
 
-class CpuLaunch:
+class CpuLaunch(HostArguments):
     """A CPU kernel bound to its buffers: it owns the argument arrays, so the addresses handed to the
     kernel stay valid as long as it lives, and a replay only writes this run's variables and calls."""
 
@@ -191,8 +191,7 @@ class CpuLaunch:
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         if len(vals) > len(self.variables):
-            self.variables = (ctypes.c_int64 * len(vals))()
-            self.vars_address, self.job = ctypes.addressof(self.variables), None
+            self._hold(len(vals))
         variables = self.variables
         for i, value in enumerate(vals):
             variables[i] = value
@@ -204,15 +203,74 @@ class CpuLaunch:
             self.job = self.program.team_job(self.bufs, variables)
         self.program.run_job(self.job, self.bufs, variables, workers)
 
+    @property
+    def buffer_addresses(self) -> ctypes.Array[Any]:
+        """The buffers' addresses in argument order (``svod.device.HostArguments``): writing one points this
+        launch, and a native replay's calls of it, at other memory."""
+        return self.bufs
+
+    def variable_values(self, initial: Sequence[int]) -> MutableSequence[int]:
+        """The variable array (grown to hold them) set to ``initial``, as a sequence of their length: what
+        the last run, native or not, used, and what the next one uses for variables no caller sets."""
+        self._hold(len(initial))
+        variables = self.variables
+        for i, value in enumerate(initial):
+            variables[i] = value
+        return _ArgumentValues(variables, len(initial))
+
+    def _hold(self, count: int) -> None:
+        """Room for ``count`` variable values: a new array (and job block) where the current one is short."""
+        if count > len(self.variables):
+            self.variables = (ctypes.c_int64 * count)()
+            self.vars_address, self.job = ctypes.addressof(self.variables), None
+
     def native(self, var_count: int, team: bool = True) -> tuple[int, int, int, int]:
         """What native code needs to call this launch itself: the kernel's address, the addresses of the
         buffer and variable arrays (the latter with room for ``var_count`` values) and, if ``team``, of the
         team's job block (0 without a team). The arrays stay this launch's: its replays and native calls
         share them."""
-        if var_count > len(self.variables):
-            self.variables = (ctypes.c_int64 * var_count)()
-            self.vars_address, self.job = ctypes.addressof(self.variables), None
+        self._hold(var_count)
         if self.job is None and team:
             self.job = self.program.team_job(self.bufs, self.variables)
         job = ctypes.addressof(self.job) if self.job is not None else 0
         return self.program.address, self.bufs_address, self.vars_address, job
+
+
+class _ArgumentValues(MutableSequence[int]):
+    """A launch's variable array seen as the kernel's ``vals``: what the last run, native or not, used."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, array: Any, length: int) -> None:
+        self._array = array
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._array[i] for i in range(self._length)][index]
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        return self._array[index % self._length]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        self._array[index % self._length] = value
+
+    def __delitem__(self, index: Any) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def insert(self, index: int, value: int) -> None:
+        raise TypeError("a kernel's variable values have a fixed length")
+
+    def __iter__(self) -> Iterator[int]:
+        return (self._array[i] for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))

@@ -16,6 +16,7 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
+from svod.backends.cpu_replay import NativeReplayer
 from svod.backends.cpu_runtime import CpuProgram, host_target_machine
 from svod.backends.elf import ET_REL, read_elf
 from svod.codegen.render.llvmir import LLVMRenderer
@@ -121,8 +122,9 @@ class LLVMCompiler(CompilerBase):
         return module
 
 
-class LLVMRuntime:
-    """Loads compiled objects into LLVM's ORC JIT, one JIT library per distinct object.
+class LLVMRuntime(NativeReplayer):
+    """Loads compiled objects into LLVM's ORC JIT, one JIT library per distinct object (and replays plans of
+    them natively, as ``NativeReplayer`` does).
 
     A library lives as long as a program uses it: each program holds the library's resource tracker, and
     when the last one is gone (its kernel evicted from the cache, its plan dropped) LLVM unloads the code.

@@ -6,7 +6,25 @@ from svod.device.buffer import Buffer
 from svod.device.caps import CORE_ID, DeviceCaps, WorkGroupLimits, launch_index, parse_launch_index
 from svod.device.device import Device, resolver
 from svod.device.launch import ConcreteLaunchDims, LaunchShape
-from svod.device.protocols import Compiler, CompilerBase, Launch, Program, ProgramBase, Renderer, RuntimeFactory
+from svod.device.protocols import (
+    BufferAddress,
+    Compiler,
+    CompilerBase,
+    HostArguments,
+    KernelCall,
+    Launch,
+    PlanReplay,
+    PlanReplayer,
+    Program,
+    ProgramBase,
+    Renderer,
+    ReplayCopy,
+    ReplayHost,
+    ReplayItem,
+    ReplayKernel,
+    ReplayLoop,
+    RuntimeFactory,
+)
 from svod.device.spec import (
     CompiledSpec,
     KernelMetadata,
@@ -17,8 +35,9 @@ from svod.device.spec import (
     kernel_variables,
 )
 
-__all__ = ["CORE_ID", "Allocator", "Buffer", "CompiledSpec", "DeviceCaps", "WorkGroupLimits", "launch_index",
-           "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
-           "HostAllocator", "KernelMetadata", "Launch", "LaunchShape", "Program", "ProgramBase", "ProgramSpec",
-           "Renderer", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol",
-           "kernel_variables", "resolver"]
+__all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CompiledSpec", "DeviceCaps", "WorkGroupLimits",
+           "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
+           "HostAllocator", "HostArguments", "KernelCall", "KernelMetadata", "Launch", "LaunchShape", "PlanReplay",
+           "PlanReplayer", "Program", "ProgramBase", "ProgramSpec", "Renderer", "ReplayCopy", "ReplayHost",
+           "ReplayItem", "ReplayKernel", "ReplayLoop", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata",
+           "entry_symbol", "kernel_variables", "resolver"]

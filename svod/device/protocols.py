@@ -1,14 +1,29 @@
-"""The three roles a backend fills: a ``Renderer`` makes source, a ``Compiler`` compiles it, and a runtime
-factory turns the result into a ``Program`` that runs."""
+"""The roles a backend fills: a ``Renderer`` makes source, a ``Compiler`` compiles it, and a runtime
+factory turns the result into a ``Program`` that runs. Optionally, a runtime factory also replays a
+prepared plan natively (``PlanReplayer``), from a description of the plan's work that names no device:
+
+::
+
+    ReplayKernel   a step's program launches (one, or a staged kernel's stages), with its Python runner
+    ReplayCopy     a memmove between two host buffers
+    ReplayLoop     body repeated for var in range(start, stop, step)
+    ReplayHost     Python work (steps run on host threads at once, a step with no native form)
+
+A plan prepares these once, in run order, and the replayer turns them into a ``PlanReplay`` that runs them
+all from one call, through a piece's Python runner (every piece but a loop has one) where it has no native
+form of its own. The CPU's dispatcher is one replayer; a CUDA graph would be another.
+"""
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from svod.device.launch import LaunchShape
 from svod.device.spec import CompiledSpec, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.ir import PatternMatcher, UOp
@@ -118,3 +133,121 @@ class Renderer(Protocol):
 
 RuntimeFactory = Callable[[CompiledSpec], Program]
 """Loads a compiled kernel into a runnable ``Program``."""
+
+
+# ---- native replay of a plan ----------------------------------------------------------------------------
+
+Runner = Callable[[MutableMapping[str, int]], None]
+"""Python work of a run, given the values of the run's variables and of the loops around it."""
+
+Site = tuple[Any, int, int]
+"""Where a buffer's address is kept: (array of machine words, index, byte offset into the storage).
+Binding other memory to the storage for one run writes its address plus the offset there, and the old
+one back afterwards."""
+
+
+class HostArguments(ABC):
+    """A ``Launch`` that keeps its arguments in host memory of its own for as long as it lives, where its
+    callers may read and write them: ``buffer_addresses`` holds the buffers' addresses in argument order
+    (writing one points the launch at other memory); ``variable_values(initial)`` sets its variable values
+    and returns them as a sequence that shows those of its last run, whoever ran it. A base class, not a
+    protocol: a plan asks each of its launches, and a protocol's ``isinstance`` costs microseconds."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def buffer_addresses(self) -> Any: ...
+
+    @abstractmethod
+    def variable_values(self, initial: Sequence[int]) -> MutableSequence[int]: ...
+
+
+@dataclass(slots=True)
+class BufferAddress:
+    """A buffer's address as a step uses it, with its storage (``id`` of the base buffer) and its byte
+    offset there."""
+
+    value: int
+    storage: int
+    offset: int
+
+
+@dataclass(slots=True)
+class KernelCall:
+    """One program launch: the launch bound to its buffers, its variables in argument order, its sizes."""
+
+    launch: Launch
+    var_names: tuple[str, ...]
+    shape: LaunchShape
+
+
+@dataclass(slots=True)
+class ReplayKernel:
+    """A kernel step: its launches in order, the variable values fixed for it, its Python runner (which
+    does everything the launches do) and its name, for errors."""
+
+    calls: tuple[KernelCall, ...]
+    fixed: Mapping[str, int]
+    run: Runner
+    owner: str
+
+
+@dataclass(slots=True)
+class ReplayCopy:
+    """A copy of ``nbytes`` between two buffers in host memory, with its Python runner and its name."""
+
+    dst: BufferAddress
+    src: BufferAddress
+    nbytes: int
+    run: Runner
+    owner: str
+
+
+@dataclass(slots=True)
+class ReplayLoop:
+    """``body`` once per value of ``var`` in ``range(start, stop, step)``; the bounds are integer
+    expressions of the run's variables and the enclosing loops'."""
+
+    var: str
+    start: UOp
+    stop: UOp
+    step: UOp
+    body: tuple[ReplayItem, ...]
+    owner: str
+
+
+@dataclass(slots=True)
+class ReplayHost:
+    """Work Python does at this point of the run."""
+
+    run: Runner
+    owner: str
+
+
+ReplayItem = ReplayKernel | ReplayCopy | ReplayLoop | ReplayHost
+"""One piece of a plan's work. The pieces are made anew for each plan a device replays, one or more per
+step, so they are plain records (a frozen dataclass's ``__init__`` costs a call per field)."""
+
+
+class PlanReplay(Protocol):
+    """A plan's work prepared for native replay. ``run`` does all of it once with the run's variable values,
+    and raises the error that stopped it, naming the step (a launch size that is not positive, launch-size
+    arithmetic that overflows, a Python runner's own exception). ``values`` are the variables' values as of
+    the last run, loop variables included. ``sites`` are where it keeps buffer addresses, per storage."""
+
+    @property
+    def sites(self) -> Mapping[int, Sequence[Site]]: ...
+
+    def run(self, values: Mapping[str, int]) -> None: ...
+
+    def values(self) -> dict[str, int]: ...
+
+
+@runtime_checkable
+class PlanReplayer(Protocol):
+    """A runtime factory that also replays plans of the programs it loads natively. ``replay`` builds the
+    replay of ``work`` (in run order) whose runs supply the variables ``inputs``, or returns None where
+    some of it has no native form that it can fall back from (a launch size it cannot evaluate)."""
+
+    def replay(self, work: Sequence[ReplayItem], inputs: Sequence[str]) -> PlanReplay | None: ...

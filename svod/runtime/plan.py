@@ -17,9 +17,10 @@ and when several are host-parallel-safe and large enough to pay for it they run 
 A loop is one step of the level structure around it; its body has levels of its own, computed for one
 turn, and turns run one after another (everything of a turn finishes before the next begins).
 
-On the CPU a prepared plan replays natively (``svod.runtime.replay``): its steps, loops and launch sizes
-become words that a compiled dispatcher walks, so a replay costs one call from Python plus a few
-nanoseconds a step. A profiled run, and plans on other devices, dispatch from Python, level by level.
+Where the device's runtime replays plans natively (``svod.device.PlanReplayer``; the CPU's does), a
+prepared plan's steps, loops and launch sizes are handed to it once, described without naming a device,
+and a replay costs one call from Python (on the CPU, a compiled dispatcher then takes a few nanoseconds a
+step). A profiled run, and plans on other devices, dispatch from Python, level by level.
 
 A loop's variable takes the values ``range(start, stop, step)``; start, stop and step are integers,
 names of variables (passed to ``execute``, or bound by an enclosing loop) or integer expressions of them.
@@ -46,11 +47,25 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from svod.backends.cpu_runtime import CpuLaunch
-from svod.backends.registry import default_registry
 from svod.config import VERSION
-from svod.device import Buffer, Device, Variable
+from svod.device import (
+    Buffer,
+    BufferAddress,
+    Device,
+    HostArguments,
+    KernelCall,
+    PlanReplay,
+    PlanReplayer,
+    ReplayCopy,
+    ReplayHost,
+    ReplayItem,
+    ReplayKernel,
+    ReplayLoop,
+    Variable,
+    resolver,
+)
 from svod.device.launch import INT64_MAX, INT64_MIN, evaluate
+from svod.device.protocols import Site
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import BufferMismatchError, BundleError, BundleWarning, SvodError, VariableError
 from svod.ir import Ops, UOp, kernel_label
@@ -59,7 +74,6 @@ from svod.runtime.bundle import GraphReader, GraphWriter, indices, is_count, rea
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.profiler import StepProfile, estimate_cost, write_chrome_trace
-from svod.runtime.replay import NativeProgram
 from svod.runtime.schedule import Access, ByteRanges
 from svod.runtime.staged import StagedLaunch
 
@@ -68,9 +82,6 @@ PARALLEL_MIN_COST = 1 << 20
 tens of microseconds, more than such a step takes."""
 
 Values = MutableMapping[str, int]
-Site = tuple[Any, int, int]
-"""Where a step keeps a buffer's address: (ctypes array, index, byte offset into the storage). Rebinding
-a storage for one run writes the new address plus the offset there, and the old one back afterwards."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -98,8 +109,8 @@ class Step:
     sites: dict[int, list[Site]] | None = field(default_factory=dict)
     """Per storage, where the step keeps its address; None when the step's addresses cannot be rewritten
     (a device's own handles): an array bound to such a storage is copied in and out instead."""
-    native: Callable[[NativeProgram], None] | None = None
-    """Appends the step to a native program; None for a step only Python runs."""
+    native: ReplayItem | None = None
+    """The step as a native replay runs it; None for a step only Python runs."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -188,7 +199,7 @@ class ExecutionPlan:
     times."""
 
     def __init__(self, device: str | Device = "CPU", cache: KernelCache | None = None) -> None:
-        self.device = default_registry().get(device)
+        self.device = resolver.resolve(device)
         self.cache = default_cache() if cache is None else cache
         self.buffers: list[Buffer] = []
         self.buffer_names: dict[str, int] = {}
@@ -222,8 +233,8 @@ class ExecutionPlan:
         self._checked_by: dict[Variable, str] = {}
         """Each distinct variable a run or loop supplies, with the first kernel that has it (its checks'
         name): a plan checks each once, however many steps read it."""
-        self._native: NativeProgram | None = None
-        """The plan as words for the native dispatcher (CPU plans); None where steps dispatch from Python."""
+        self._native: PlanReplay | None = None
+        """The plan as its device replays it natively; None where steps dispatch from Python."""
         self._staged_checks: list[StagedLaunch] = []
 
     # ---- building ----------------------------------------------------------------------------------------
@@ -506,15 +517,16 @@ class ExecutionPlan:
         dst, src = self.buffers[request.dst], self.buffers[request.src]
         accesses = (Access(id(src.base), src.byte_offset, src.byte_offset + src.nbytes, write=False),
                     Access(id(dst.base), dst.byte_offset, dst.byte_offset + dst.nbytes, write=True))
-        run, sites, emit = _copier(dst, src)
+        name = f"copy {request.src} -> {request.dst}"
+        run, sites, native = _copier(dst, src, name)
         moved = 2 * dst.nbytes
 
         def cost_of(values: Mapping[str, int]) -> tuple[int, int]:
             return (0, moved)
 
-        return Step(id=op_id, name=f"copy {request.src} -> {request.dst}", kind="copy", accesses=accesses, run=run,
+        return Step(id=op_id, name=name, kind="copy", accesses=accesses, run=run,
                     parallel_safe=dst.device_object.caps.host_memory and src.device_object.caps.host_memory,
-                    work=moved, cost_of=cost_of, sites=sites, native=emit)
+                    work=moved, cost_of=cost_of, sites=sites, native=native)
 
     def _index_storages(self) -> None:
         """Per storage: where steps keep its address, who writes it, who uses it first, and its host range."""
@@ -689,42 +701,33 @@ class ExecutionPlan:
 
     # ---- native replay ---------------------------------------------------------------------------------------
 
-    def _build_native(self) -> NativeProgram | None:
-        """The plan as words for the native dispatcher, on a device whose kernels it can call (the CPU);
-        None elsewhere, and where a launch size or loop bound has no native form."""
-        if self.device.device.base_type != "CPU" or not self._steps:
+    def _build_native(self) -> PlanReplay | None:
+        """The plan as its device replays it natively, where the device's runtime can (the CPU's); None
+        elsewhere, and where the replayer finds no native form (a launch size or loop bound)."""
+        replayer = self.device.runtime
+        if not isinstance(replayer, PlanReplayer) or not self._steps:
             return None
-        program = NativeProgram()
-        for name in self._runtime_bounds:
-            program.input(name)
-        try:
-            self._emit_levels(program, self._levels)
-        except SvodError:
-            return None
-        program.finish()
-        for position, storage, offset in program.code_sites:
-            self._sites.setdefault(storage, []).append((program.code, position, offset))
-        return program
+        replay = replayer.replay(self._replay_work(self._levels), tuple(self._runtime_bounds))
+        if replay is not None:
+            for storage, sites in replay.sites.items():
+                self._sites.setdefault(storage, []).extend(sites)
+        return replay
 
-    def _emit_levels(self, program: NativeProgram, levels: Sequence[Sequence[Step]]) -> None:
+    def _replay_work(self, levels: Sequence[Sequence[Step]]) -> list[ReplayItem]:
+        """The levels' steps in run order, as a native replay runs them: a level run on host threads at once
+        is Python's work."""
+        work: list[ReplayItem] = []
         for level in levels:
             if len(level) > 1 and self._parallel(level):
-                program.python(functools.partial(self._run_level_natively, program, level), "host-parallel steps")
+                work.append(ReplayHost(functools.partial(self._run_levels, [level]), "host-parallel steps"))
                 continue
             for step in level:
                 if isinstance(step, LoopStep):
-                    start, stop, increment = (program.value(e, step.name) for e in (step.start, step.stop, step.step))
-                    var = program.variable(step.var)
-                    begin = program.loop_begin(var, start, stop, increment)
-                    self._emit_levels(program, step.levels)
-                    program.loop_end(begin, var, stop, increment)
-                elif step.native is not None:
-                    step.native(program)
+                    body = tuple(self._replay_work(step.levels))
+                    work.append(ReplayLoop(step.var, step.start, step.stop, step.step, body, step.name))
                 else:
-                    program.python(functools.partial(_run_step, step, program), step.name)
-
-    def _run_level_natively(self, program: NativeProgram, level: Sequence[Step]) -> None:
-        self._run_parallel(level, program.values(), lambda step, vals: step.run(vals))
+                    work.append(step.native or ReplayHost(step.run, step.name))
+        return work
 
     # ---- arrays bound per run ------------------------------------------------------------------------------
 
@@ -1177,8 +1180,8 @@ def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
                               "Buffer", kernel=user, stage="execute", value=type(obj).__name__)
 
 
-def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[int, list[Site]] | None,
-                                              Callable[[NativeProgram], None] | None]:
+def _copier(dst: Buffer, src: Buffer, name: str) -> tuple[Callable[[Values], None], dict[int, list[Site]] | None,
+                                                         ReplayCopy | None]:
     """A whole-buffer copy: one memmove between host buffers, a round trip through the host otherwise."""
     if dst.device_object.caps.host_memory and src.device_object.caps.host_memory:
         addresses = (ctypes.c_int64 * 2)(dst.address, src.address)
@@ -1190,11 +1193,9 @@ def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[in
         def host_copy(values: Values) -> None:
             ctypes.memmove(addresses[0], addresses[1], nbytes)
 
-        def emit(program: NativeProgram) -> None:
-            program.copy((addresses[0], id(dst.base), dst.byte_offset), (addresses[1], id(src.base), src.byte_offset),
-                         nbytes)
-
-        return host_copy, sites, emit
+        native = ReplayCopy(BufferAddress(addresses[0], id(dst.base), dst.byte_offset),
+                            BufferAddress(addresses[1], id(src.base), src.byte_offset), nbytes, host_copy, name)
+        return host_copy, sites, native
 
     def staged_copy(values: Values) -> None:
         dst.copyin(src.numpy())
@@ -1202,71 +1203,23 @@ def _copier(dst: Buffer, src: Buffer) -> tuple[Callable[[Values], None], dict[in
     return staged_copy, None, None
 
 
-def _run_step(step: Step, program: NativeProgram) -> None:
-    step.run(program.values())
-
-
-class _ArgumentValues(MutableSequence[int]):
-    """A CPU launch's variable array seen as the kernel's ``vals``: what the last run, native or not, used."""
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __init__(self, array: Any, length: int) -> None:
-        self._array = array
-        self._length = length
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self._array[i] for i in range(self._length)][index]
-        if not -self._length <= index < self._length:
-            raise IndexError(index)
-        return self._array[index % self._length]
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        if not -self._length <= index < self._length:
-            raise IndexError(index)
-        self._array[index % self._length] = value
-
-    def __delitem__(self, index: Any) -> None:
-        raise TypeError("a kernel's variable values have a fixed length")
-
-    def insert(self, index: int, value: int) -> None:
-        raise TypeError("a kernel's variable values have a fixed length")
-
-    def __iter__(self) -> Iterator[int]:
-        return (self._array[i] for i in range(self._length))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return repr(list(self))
-
-
 def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: list[int], fixed: Mapping[str, int]
                      ) -> tuple[Any, Callable[[Values], None], Callable[[], None] | None, dict[int, list[Site]] | None,
-                                Callable[[NativeProgram], None] | None, MutableSequence[int]]:
+                                ReplayKernel, MutableSequence[int]]:
     """The per-run work of one kernel, with everything that does not depend on the run decided now: the
     program is bound to its buffers, and static launch sizes are evaluated once. Returns the bound launch;
     its Python runner; the check to run once the device has finished, for a kernel whose accesses are
-    bounds-checked; where the launch keeps each buffer's address; how native replay calls it; and the
-    variable values of its last run."""
+    bounds-checked; where the launch keeps each buffer's address; the step as a native replay runs it; and
+    the variable values of its last run."""
     launch = kernel.program.bind([b.address for b in buffers])
     check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed]
     vals: MutableSequence[int] = initial
-    if isinstance(launch, CpuLaunch):
-        launch.native(len(initial), team=False)
-        for i, value in enumerate(initial):
-            launch.variables[i] = value
-        vals = _ArgumentValues(launch.variables, len(initial))
+    if isinstance(launch, HostArguments):  # the launch's own array: a native replay's values show too
+        vals = launch.variable_values(initial)
     static = kernel.launch.static
     sites = _launch_sites(launch, buffers)
-    emit = _native_kernel(kernel, launch, fixed)
     if static is not None:
         global_size, local_size = static.global_size, static.local_size
 
@@ -1275,7 +1228,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
                 vals[i] = values[name]
             launch(vals, global_size, local_size)
 
-        return launch, run_static, check, sites, emit, vals
+        return launch, run_static, check, sites, _replayed(kernel, launch, fixed, run_static), vals
 
     def run(values: Values) -> None:
         for i, name in slots:
@@ -1283,62 +1236,39 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
         dims = kernel.launch.dims({**values, **fixed})
         launch(vals, dims.global_size, dims.local_size)
 
-    return launch, run, check, sites, emit, vals
+    return launch, run, check, sites, _replayed(kernel, launch, fixed, run), vals
 
 
-def _native_kernel(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int]
-                   ) -> Callable[[NativeProgram], None] | None:
-    """How native replay calls a kernel bound to its buffers: each CPU program it launches (one, or a staged
-    kernel's stages) with its argument arrays, the slots that fill its variables, and its worker count.
-    None for launches of other devices."""
-    calls: list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] = []
-    if isinstance(launch, CpuLaunch):
-        static = kernel.launch.static
-        calls = [(launch, kernel.var_names, kernel.global_size[0] if static is None else static.global_size[0])]
-    elif isinstance(launch, StagedLaunch):  # each stage with its own worker count (a checked kernel's too)
-        for stage, sub in launch.launches:
-            if not isinstance(sub, CpuLaunch):
-                return None
-            calls.append((sub, stage.var_names, stage.launch.global_size[0]))
+def _replayed(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int],
+              run: Callable[[Values], None]) -> ReplayKernel:
+    """A kernel bound to its buffers as a native replay runs it: each program launch it makes (one, or a
+    staged kernel's stages, each with its own launch size), or else ``run``."""
+    if isinstance(launch, StagedLaunch):
+        calls = tuple(KernelCall(sub, stage.var_names, stage.launch) for stage, sub in launch.launches)
     else:
-        return None
-    calls = [(sub, names, int(w.arg) if isinstance(w, UOp) and w.op is Ops.CONST else w) for sub, names, w in calls]
-    for _, _, workers in calls:  # a launch size that reads a variable fixed for this step runs from Python
-        if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in fixed for n in workers.toposort()):
-            return None
-
-    def emit(program: NativeProgram) -> None:
-        for sub, names, workers in calls:
-            team = not isinstance(workers, int) or workers > 1
-            address, bufs, variables, job = sub.native(max(len(names), 1), team=team)
-            pairs = []
-            for index, name in enumerate(names):
-                if name in fixed:
-                    sub.variables[index] = fixed[name]
-                else:
-                    pairs.append((index, program.variable(name)))
-            count = program.constant(workers) if isinstance(workers, int) else program.value(workers, kernel.name)
-            program.call(address, bufs, variables, job, count, pairs, kernel.name)
-
-    return emit
+        calls = (KernelCall(launch, kernel.var_names, kernel.launch),)
+    return ReplayKernel(calls, fixed, run, kernel.name)
 
 
 def _launch_sites(launch: Any, buffers: Sequence[Buffer]) -> dict[int, list[Site]] | None:
-    """Where a bound launch keeps each buffer's address: a CPU launch's argument array, or those of a
-    staged kernel's CPU stages; None for launches whose arguments are a device's own."""
+    """Where a bound launch keeps each buffer's address: its argument array in host memory
+    (``HostArguments``), or those of a staged kernel's stages; None for launches whose arguments are a
+    device's own."""
     sites: dict[int, list[Site]] = {}
-    if isinstance(launch, CpuLaunch):
+    if isinstance(launch, HostArguments):
+        addresses = launch.buffer_addresses
         for position, buf in enumerate(buffers):
-            sites.setdefault(id(buf.base), []).append((launch.bufs, position, buf.byte_offset))
+            sites.setdefault(id(buf.base), []).append((addresses, position, buf.byte_offset))
         return sites
     if isinstance(launch, StagedLaunch):
         user = {slot: position for position, slot in enumerate(launch.program.user_slots)}
         for stage, stage_launch in launch.launches:
-            if not isinstance(stage_launch, CpuLaunch):
+            if not isinstance(stage_launch, HostArguments):
                 return None
+            addresses = stage_launch.buffer_addresses
             for index, slot in enumerate(stage.slots):
                 if slot in user:
                     buf = buffers[user[slot]]
-                    sites.setdefault(id(buf.base), []).append((stage_launch.bufs, index, buf.byte_offset))
+                    sites.setdefault(id(buf.base), []).append((addresses, index, buf.byte_offset))
         return sites
     return None

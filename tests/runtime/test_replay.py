@@ -1,5 +1,6 @@
-"""Native replay: the dispatcher's words against Python's definitions (launch-size arithmetic, loops), and
-CPU plans replayed natively equal to the same plans dispatched from Python."""
+"""Native replay: the dispatcher's words against Python's definitions (launch-size arithmetic, loops), CPU
+plans replayed natively equal to the same plans dispatched from Python, and the protocol through which a
+plan hands its work to its device's runtime (``svod.device.PlanReplayer``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 
 import svod
 from svod import ExecutionPlan, KernelBuilder, UOp, dtypes
+from svod.backends.cpu_replay import STUBS, NativeProgram
+from svod.device import Device, HostArguments, PlanReplayer, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
 from svod.device.launch import evaluate
 from svod.errors import LaunchError
 from svod.ir import Ops
-from svod.runtime.replay import STUBS, NativeProgram
 
 
 def _random_expression(rng: random.Random, variables: list[UOp], depth: int) -> UOp:
@@ -134,3 +136,84 @@ def test_more_live_plans_than_entry_points_all_replay():
         plan.execute(s=s % 100)
         np.testing.assert_array_equal(plan.buffers[1].numpy(), np.full(16, s % 100, np.float32))
     assert all(plan._native is not None for plan in plans)
+
+
+class _PythonReplayer:
+    """A runtime factory that replays from Python: every step through its runner, loops by their bounds. It
+    checks that a plan's work reaches a replayer whole, and that the runtime asks the protocol, not the kind
+    of device."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.work: list[ReplayItem] = []
+
+    def __call__(self, compiled):
+        return self.runtime(compiled)
+
+    def replay(self, work, inputs):
+        self.work = list(work)
+        return _PythonReplay(self.work)
+
+
+class _PythonReplay:
+    def __init__(self, work):
+        self.work = work
+        self.sites = {}
+        self.last: dict[str, int] = {}
+
+    def run(self, values):
+        self.last = dict(values)
+        self._run(self.work, self.last)
+
+    def _run(self, work, values):
+        for item in work:
+            if isinstance(item, ReplayLoop):
+                for value in range(*(evaluate(e, values) for e in (item.start, item.stop, item.step))):
+                    values[item.var] = value
+                    self._run(item.body, values)
+            else:
+                item.run(values)
+
+    def values(self):
+        return dict(self.last)
+
+
+def _kernel_copy_loop(device):
+    """acc = acc * 2 + t + i for t in range(turns), then a copy of acc."""
+    k = KernelBuilder("accumulate")
+    t = k.var("t", 0, 50)
+    acc = k.buffer(dtypes.int64, 8)
+    i = k.range(8)
+    k.store(acc[i], acc[i] * 2 + (t + i).cast(dtypes.int64))
+    plan = ExecutionPlan(device)
+    acc_index = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(8, np.int64)))
+    copy_index = plan.add_buffer(svod.Buffer("CPU", dtypes.int64, 8))
+    plan.loop("t", 0, "turns", [plan.add_kernel(k.build(), [acc_index])])
+    plan.add_copy(copy_index, acc_index)
+    return plan
+
+
+def test_a_device_replays_plans_through_the_protocol_its_runtime_has():
+    """The CPU's runtime factories replay natively; a runtime without ``replay`` (the reference's) leaves
+    steps to Python; any runtime with it gets the plan's work, whatever kind of device it serves."""
+    for compiler in ("llvm", "clang"):
+        assert isinstance(svod.get_device("CPU", compiler).runtime, PlanReplayer)
+    reference = _kernel_copy_loop("PYTHON")
+    reference.execute(turns=9)
+    assert not isinstance(reference.device.runtime, PlanReplayer) and reference._native is None
+    cpu = svod.get_device("CPU")
+    replayer = _PythonReplayer(cpu.runtime)
+    assert isinstance(replayer, PlanReplayer)
+    plan = _kernel_copy_loop(Device("CPU", cpu.allocator, cpu.renderer, cpu.compiler, replayer, caps=cpu.caps))
+    plan.execute(turns=9)
+    loop, copy = replayer.work
+    assert isinstance(loop, ReplayLoop) and isinstance(copy, ReplayCopy) and copy.owner == "copy 0 -> 1"
+    (kernel,) = loop.body
+    assert isinstance(kernel, ReplayKernel) and kernel.owner == "accumulate" and len(kernel.calls) == 1
+    assert isinstance(kernel.calls[0].launch, HostArguments) and kernel.calls[0].var_names == ("t",)
+    want = np.zeros(8, np.int64)
+    for t in range(9):
+        want = want * 2 + t + np.arange(8)
+    for buffer in (*plan.buffers, *reference.buffers):
+        np.testing.assert_array_equal(buffer.numpy(), want)
+    assert plan.prepared_kernels[0].vals == [8]  # the launch's own array: the last turn's value

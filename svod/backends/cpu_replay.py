@@ -1,4 +1,5 @@
-"""Native replay: a plan's CPU steps dispatched from compiled code, not a Python loop over steps.
+"""The CPU's native replay of a plan (``svod.device.PlanReplayer``): the plan's work dispatched from compiled
+code, not a Python loop over steps.
 
 ::
 
@@ -17,10 +18,13 @@
     END
 
 Slots hold constants, the run's variables, loop variables and evaluated expressions. Everything a step
-needs is decided at prepare: the kernel's address, its argument arrays (shared with its Python launch, so
-either path may run it), its job block for the team, and which slots fill which of its variables. A
-dispatch costs a few loads and an indirect call. Errors the words can meet (a launch size that is not
-positive or overflows) stop the run and return the word's position, which Python turns into the error.
+needs is decided at prepare: the kernel's address, its argument arrays (its ``CpuLaunch``'s, so either
+path may run it), its job block for the team, and which slots fill which of its variables. A dispatch
+costs a few loads and an indirect call. Errors the words can meet (a launch size that is not positive or
+overflows) stop the run and return the word's position, which Python turns into the error.
+
+``NativeReplayer`` builds the words from a plan's work (``svod.device.ReplayItem``); the CPU's runtime
+factories are replayers.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ import ctypes
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import llvmlite.binding as llvm
 
-from svod.backends.cpu_runtime import host_target_machine, thread_team
+from svod.backends.cpu_runtime import CpuLaunch, host_target_machine, thread_team
+from svod.device import KernelCall, PlanReplay, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
+from svod.device.protocols import Runner, Site
 from svod.errors import LaunchError, SvodError
 from svod.ir import Ops, UOp
 
@@ -460,6 +466,8 @@ class NativeProgram:
         self.callbacks: list[Any] = []
         self.code_sites: list[tuple[int, int, int]] = []
         """(word position, storage, byte offset) of every address in the words."""
+        self.sites: dict[int, list[Site]] = {}
+        """Per storage, where the finished words keep its addresses."""
         self.code: Any = None
         self.table: Any = None
         self.failure: BaseException | None = None
@@ -563,6 +571,8 @@ class NativeProgram:
         self.code = (ctypes.c_int64 * len(self.words))(*self.words)
         self.table = (ctypes.c_int64 * max(len(self.initial), 1))(*self.initial)
         self.input_slots = tuple(self.inputs.items())
+        for position, storage, offset in self.code_sites:
+            self.sites.setdefault(storage, []).append((self.code, position, offset))
         native = dispatcher()
         self.frame = (ctypes.c_int64 * 6)(ctypes.addressof(self.code), ctypes.addressof(self.table), *native.team)
         stub = native.stub(ctypes.addressof(self.frame))
@@ -597,3 +607,95 @@ class NativeProgram:
             raise LaunchError("invalid launch-size arithmetic: overflow or division by zero in 64-bit signed",
                               kernel=owner, stage="launch")
         raise SvodError(f"native replay stopped at word {position} (kind {kind})", kernel=owner, stage="execute")
+
+
+class NativeReplayer:
+    """Replays plans of CPU programs through the dispatcher: what the CPU's runtime factories share."""
+
+    def replay(self, work: Sequence[ReplayItem], inputs: Sequence[str]) -> PlanReplay | None:
+        """The words of ``work``, whose runs supply ``inputs``; None where a launch size or loop bound has
+        no native form."""
+        program = NativeProgram()
+        for name in inputs:
+            program.input(name)
+        try:
+            _emit(program, work)
+        except SvodError:
+            return None
+        program.finish()
+        return program
+
+
+def _emit(program: NativeProgram, work: Sequence[ReplayItem]) -> None:
+    for item in work:
+        if isinstance(item, ReplayLoop):
+            _emit_loop(program, item)
+        elif isinstance(item, ReplayCopy):
+            program.copy((item.dst.value, item.dst.storage, item.dst.offset),
+                         (item.src.value, item.src.storage, item.src.offset), item.nbytes)
+        elif isinstance(item, ReplayKernel):
+            _emit_kernel(program, item)
+        else:
+            _emit_python(program, item.run, item.owner)
+
+
+def _emit_python(program: NativeProgram, run: Runner, owner: str) -> None:
+    """A call back into Python that runs ``run`` with the variables' values at that point."""
+    program.python(functools.partial(_run_with_values, run, program), owner)
+
+
+def _run_with_values(run: Runner, program: NativeProgram) -> None:
+    run(program.values())
+
+
+def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
+    start, stop, step = (program.value(e, loop.owner) for e in (loop.start, loop.stop, loop.step))
+    var = program.variable(loop.var)
+    begin = program.loop_begin(var, start, stop, step)
+    _emit(program, loop.body)
+    program.loop_end(begin, var, stop, step)
+
+
+def _native_calls(kernel: ReplayKernel) -> list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] | None:
+    """Each launch of a kernel step with its worker count; None where the step runs from Python: a launch
+    of another device, or a worker count that reads a variable fixed for the step."""
+    calls = []
+    for call in kernel.calls:
+        if not isinstance(call.launch, CpuLaunch):
+            return None
+        workers = _workers(call)
+        if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in kernel.fixed
+                                            for n in workers.toposort()):
+            return None
+        calls.append((call.launch, call.var_names, workers))
+    return calls
+
+
+def _workers(call: KernelCall) -> UOp | int:
+    """A launch's worker count (its first launch dimension): a number where it is one."""
+    static = call.shape.static
+    if static is not None:
+        return static.global_size[0]
+    workers = call.shape.global_size[0]
+    return int(workers.arg) if workers.op is Ops.CONST else workers
+
+
+def _emit_kernel(program: NativeProgram, kernel: ReplayKernel) -> None:
+    """A CALL per launch, with its argument arrays, the slots that fill its variables (the fixed ones are
+    written into its array once, here) and its worker count; a call back into Python where the step has no
+    native form."""
+    calls = _native_calls(kernel)
+    if calls is None:
+        _emit_python(program, kernel.run, kernel.owner)
+        return
+    for launch, names, workers in calls:
+        team = not isinstance(workers, int) or workers > 1
+        address, bufs, variables, job = launch.native(max(len(names), 1), team=team)
+        pairs = []
+        for index, name in enumerate(names):
+            if name in kernel.fixed:
+                launch.variables[index] = kernel.fixed[name]
+            else:
+                pairs.append((index, program.variable(name)))
+        count = program.constant(workers) if isinstance(workers, int) else program.value(workers, kernel.owner)
+        program.call(address, bufs, variables, job, count, pairs, kernel.owner)
