@@ -1,3 +1,4 @@
+import math
 import pathlib
 import pickle
 import re
@@ -6,6 +7,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from svod.dtype import dtypes
@@ -201,5 +203,8 @@ def test_every_integer_dtype_holds_its_own_extremes(dtype):
     (dtypes.float64, 1e300), (dtypes.bool, 1), (dtypes.bool, False), (dtypes.uint8, 255.0),
 ])
 def test_infinities_nan_and_values_that_only_round_are_constants(dtype, value):
-    UOp.const(dtype, value)
+    const = UOp.const(dtype, value)
+    rounded = np.array(value).astype(dtype.numpy).item()  # the value as numpy stores it in that dtype
+    assert const.op is Ops.CONST and const.dtype == dtype and type(const.arg) is type(rounded)
+    assert const.arg == rounded or (math.isnan(rounded) and math.isnan(const.arg))
 
