@@ -12,7 +12,7 @@ import numpy as np
 import svod
 from benchmarks.results import Metric
 from svod import ExecutionPlan, dtypes
-from svod.frontend.kernels import tiny
+from svod.workloads import tiny
 
 SHARDS = 64
 ELEMENTS = 16

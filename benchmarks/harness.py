@@ -36,7 +36,9 @@ from svod.backends import DeviceRegistry, default_registry
 from svod.config import settings
 from svod.device import Device
 from svod.errors import SvodError
-from svod.frontend.kernels import (
+from svod.ir import UOp
+from svod.runtime import KernelCache
+from svod.workloads import (
     Workload,
     affine,
     check,
@@ -49,8 +51,6 @@ from svod.frontend.kernels import (
     tiny,
     total,
 )
-from svod.ir import UOp
-from svod.runtime import KernelCache
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class Bench:
             start = time.perf_counter()
             import numpy as np, svod
             imported = time.perf_counter()
-            from svod.frontend.kernels import tiny
+            from svod.workloads import tiny
             svod.run(tiny(3), [np.zeros(16, np.float32), np.ones(16, np.float32)], device={self.device.name!r})
             print((imported - start) * 1e3, (time.perf_counter() - start) * 1e3)
         """)
@@ -268,7 +268,7 @@ class Bench:
             import dataclasses, statistics, sys, time
             from pathlib import Path
             import svod
-            from svod.frontend.kernels import affine
+            from svod.workloads import affine
             from svod.config import settings
             from svod.runtime import KernelCache
             cache = KernelCache(dataclasses.replace(settings, cache_dir=Path(sys.argv[1]), disk_cache=True))

@@ -14,7 +14,7 @@ import numpy as np
 
 from benchmarks.timing import median_seconds
 from svod.config import settings
-from svod.frontend.kernels import Workload, agrees
+from svod.workloads import Workload, agrees
 
 NOT_INSTALLED = "not installed (pip install 'svod[bench]')"
 

@@ -1,4 +1,4 @@
-"""``svod bench --suite kernels``: the kernels users write (``svod.frontend.kernels``), at the sizes the
+"""``svod bench --suite kernels``: the kernels users write (``svod.workloads``), at the sizes the
 benchmark times them, and how tinygrad spells each (or why it cannot). numba's spellings are in
 ``benchmarks.numba_kernels``. svod's contestants are the kernels written as Python functions
 (``@svod.kernel``, ``kernels.written_in_python``), which build the same kernels as the builder versions.
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend.kernels import (
+from svod.workloads import (
     Workload,
     attention,
     batched_matmul,

@@ -7,19 +7,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
-from svod.frontend import kernels
+from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes, workloads
 
 Reference = Callable[..., np.ndarray]
 
-SMALL_WORKLOADS: dict[str, Callable[[], kernels.Workload]] = {
-    "saxpy": lambda: kernels.saxpy(1001), "row_sum": lambda: kernels.row_sum(7, 33),
-    "softmax": lambda: kernels.softmax(5, 7), "layernorm": lambda: kernels.layernorm(3, 33),
-    "conv2d": lambda: kernels.conv2d(2, 5), "gather": lambda: kernels.gather(9, 11),
-    "histogram": lambda: kernels.histogram(100, 7), "cumsum": lambda: kernels.cumsum(3, 17),
-    "transpose": lambda: kernels.transpose(13), "matmul": lambda: kernels.matmul(17),
-    "attention": lambda: kernels.attention(13, 5), "batched_matmul": lambda: kernels.batched_matmul(3, 7),
-    "matvec": lambda: kernels.matvec(13, 17), "mlp": lambda: kernels.mlp(5, (17, 9, 3, 2)),
+SMALL_WORKLOADS: dict[str, Callable[[], workloads.Workload]] = {
+    "saxpy": lambda: workloads.saxpy(1001), "row_sum": lambda: workloads.row_sum(7, 33),
+    "softmax": lambda: workloads.softmax(5, 7), "layernorm": lambda: workloads.layernorm(3, 33),
+    "conv2d": lambda: workloads.conv2d(2, 5), "gather": lambda: workloads.gather(9, 11),
+    "histogram": lambda: workloads.histogram(100, 7), "cumsum": lambda: workloads.cumsum(3, 17),
+    "transpose": lambda: workloads.transpose(13), "matmul": lambda: workloads.matmul(17),
+    "attention": lambda: workloads.attention(13, 5), "batched_matmul": lambda: workloads.batched_matmul(3, 7),
+    "matvec": lambda: workloads.matvec(13, 17), "mlp": lambda: workloads.mlp(5, (17, 9, 3, 2)),
 }
 """svod's kernel collection at small and odd sizes."""
 

@@ -1,4 +1,4 @@
-"""``svod demo``: a handful of kernels from svod's collection (``svod.frontend.kernels``), and a plan of
+"""``svod demo``: a handful of kernels from svod's collection (``svod.workloads``), and a plan of
 two of them replayed at several sizes, each checked against numpy and timed.
 
 Each case is a workload (its kernel, its inputs and numpy's answer) and the work it does, for a rate;
@@ -19,7 +19,7 @@ import svod
 from svod import dtypes
 from svod.cli.table import format_table
 from svod.device import Device
-from svod.frontend.kernels import (
+from svod.workloads import (
     Workload,
     affine,
     compare,

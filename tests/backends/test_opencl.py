@@ -15,7 +15,7 @@ import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
 from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
 from svod.errors import CompileError
-from svod.frontend.kernels import conv2d
+from svod.workloads import conv2d
 
 pytestmark = pytest.mark.skipif("CL:0" not in svod.available_devices(),
                                 reason="no OpenCL platform here (install pocl-opencl-icd)")

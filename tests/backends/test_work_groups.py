@@ -17,7 +17,7 @@ from svod.codegen.render.cuda import CUDARenderer
 from svod.codegen.render.opencl import OpenCLRenderer
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Device, DeviceCaps, WorkGroupLimits
-from svod.frontend.kernels import conv2d, layernorm, softmax
+from svod.workloads import conv2d, layernorm, softmax
 from tests.backends.test_cuda import requires_nvrtc
 from tests.helpers import cpu_device, open_device, refuses
 

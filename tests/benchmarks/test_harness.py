@@ -13,8 +13,8 @@ from benchmarks import timing
 from benchmarks.harness import Bench, Sizes, suite_metrics
 from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric, report, to_json
+from svod import workloads
 from svod.errors import SvodError
-from svod.frontend import kernels
 
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,))
@@ -33,8 +33,8 @@ NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", 
              "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS}
 
 
-def _tiny_suite() -> list[kernels.Workload]:
-    return [kernels.softmax(5, 7), kernels.histogram(100, 7), kernels.matmul(17)]
+def _tiny_suite() -> list[workloads.Workload]:
+    return [workloads.softmax(5, 7), workloads.histogram(100, 7), workloads.matmul(17)]
 
 
 def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
@@ -59,7 +59,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
 
 
 def test_a_suite_kernel_that_disagrees_with_numpy_fails_the_bench():
-    wrong = kernels.saxpy(64)
+    wrong = workloads.saxpy(64)
     answer = wrong.numpy
     wrong.numpy = lambda: answer() + 1
     bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None, [wrong])

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.peers import Tinygrad
 from benchmarks.suite import TINYGRAD, suite
-from svod.frontend import kernels
+from svod import workloads
 from tests.kernels import SMALL_WORKLOADS
 
 SMALL = {name: SMALL_WORKLOADS[name] for name in TINYGRAD}
@@ -16,7 +16,7 @@ SMALL = {name: SMALL_WORKLOADS[name] for name in TINYGRAD}
 
 def test_every_suite_kernel_has_a_spelling_for_each_peer():
     assert {workload.family for workload in suite(quick=True)} == set(SMALL) == set(TINYGRAD)
-    assert kernels.matmul(3).family == kernels.matmul(3, dtype=np.float64, name="matmul_f64").family == "matmul"
+    assert workloads.matmul(3).family == workloads.matmul(3, dtype=np.float64, name="matmul_f64").family == "matmul"
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -27,7 +27,7 @@ def test_numba_spellings_match_numpy(name):
     workload = SMALL[name]()
     output = np.zeros_like(workload.output)
     getattr(numba_kernels, name)(output, *workload.inputs)
-    ok, error = kernels.compare(workload, output)
+    ok, error = workloads.compare(workload, output)
     assert ok, f"numba's {name} is off numpy's by {error}"
 
 
@@ -40,6 +40,6 @@ def test_tinygrad_spellings_match_numpy(name):
     workload, spelling = SMALL[name](), TINYGRAD[name]
     assert callable(spelling)
     result = spelling(*(tinygrad.tensor(array) for array in workload.inputs)).numpy()
-    ok, error = kernels.compare(workload, result)
+    ok, error = workloads.compare(workload, result)
     assert ok, f"tinygrad's {name} is off numpy's by {error}"
     tinygrad.suite_runner(workload, spelling)()  # the TinyJit the bench times: checked too, then replayed

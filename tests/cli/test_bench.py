@@ -9,9 +9,9 @@ import pytest
 
 import benchmarks.harness
 import svod
+from svod import workloads
 from svod.cli import bench, main
 from svod.errors import SvodError
-from svod.frontend import kernels
 
 
 def test_bench_runs_the_benchmarks_beside_the_package():
@@ -26,7 +26,8 @@ def test_the_command_reaches_the_harness(capsys):
 
 def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, capsys):
     """End to end, on a suite of two small kernels: the table on stdout, and the JSON file."""
-    monkeypatch.setattr(benchmarks.harness, "suite", lambda quick: [kernels.softmax(5, 7), kernels.histogram(100, 7)])
+    monkeypatch.setattr(benchmarks.harness, "suite",
+                        lambda quick: [workloads.softmax(5, 7), workloads.histogram(100, 7)])
     path = tmp_path / "out.json"
     assert main(["bench", "--quick", "--suite", "kernels", "--json", str(path)]) == 0
     document = json.loads(path.read_text())

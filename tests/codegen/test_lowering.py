@@ -41,10 +41,10 @@ from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.device import DeviceCaps
 from svod.device.launch import most
 from svod.errors import GraphError
-from svod.frontend.kernels import conv2d, gather, matmul, softmax, transpose
 from svod.ir import simplify
 from svod.ir.ops import CONTINUED, FUSED
 from svod.ir.validate import kernel_label, validate
+from svod.workloads import conv2d, gather, matmul, softmax, transpose
 from tests.helpers import evaluate_expression, open_device, refuses
 from tests.kernels import attention
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 import svod
 from svod import dtypes
 from svod.device import Device
-from svod.frontend.kernels import PYTHON_KERNELS
 from svod.frontend.oracle import run_as_python
+from svod.workloads import PYTHON_KERNELS
 from tests.frontend.python_kernels import arguments, generate, load, outcome
 from tests.frontend.test_held_values import agrees_with_python
 from tests.helpers import refuses

@@ -22,8 +22,8 @@ from svod.errors import (
     SvodError,
     VariableError,
 )
-from svod.frontend.kernels import PYTHON_KERNELS, written_in_python
 from svod.runtime import default_cache
+from svod.workloads import PYTHON_KERNELS, written_in_python
 from tests.frontend.test_held_values import agrees_with_python
 from tests.kernels import SMALL_WORKLOADS
 

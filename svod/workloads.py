@@ -1,5 +1,6 @@
-"""The kernels svod's demo, its tests and its benchmarks share, each built once, the natural way, with
-``KernelBuilder``.
+"""The workloads svod's demo, its tests and its benchmarks share: kernels each built once, the natural way,
+with ``KernelBuilder``. They are users of svod, not part of its front end, so this module sits above
+``svod.frontend`` (and below ``svod.cli``, whose demo runs them) in the import layers.
 
 A ``Workload`` is one computation: the svod kernels that compute it (its steps), the arrays they run on,
 and numpy's answer that checks it. ``check`` runs one through ``svod.run`` and compares; ``load`` compiles
