@@ -1,7 +1,10 @@
 """The PYTHON reference device: interprets the kernel AST itself, before any lowering.
 
-It is the definition of what a kernel means, and shares no lowering pass and no op implementation with
-the backends it checks: every op is spelled here again, with numpy, in C semantics as svod defines them.
+It is the definition of what a kernel means, and shares no lowering pass, no op implementation and no rule
+for which loops a value runs in with the backends it checks: every op is spelled here again, with numpy, in
+C semantics as svod defines them, and the ranges each node depends on are found here again (not with
+``svod.codegen.ranges``). What it shares are the checks every kernel meets before lowering (``validate``,
+``check_races``), so it refuses what every backend refuses, and ``unbind``, for the fixed values it reports.
 
 - A kernel's work items are the combinations of its GLOBAL ranges. They are independent (the race checks
   make sure of it), so the interpreter runs all of them at once: a value is a numpy array over the
@@ -399,6 +402,10 @@ def _identity(op: Ops, dtype: DType) -> float | int:
 
 
 def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:
+    """For every node, the ranges it depends on that no REDUCE between them has closed: which loops and work
+    items each effect and value runs over. It means what ``svod.codegen.ranges.live_ranges`` means, and is
+    deliberately not shared with it: the linearizer places loops by ``live_ranges``, and a reference that
+    used it would agree with a wrong placement instead of catching it."""
     deps: dict[UOp, frozenset[UOp]] = {}
     for node in topo:
         found = frozenset().union(*(deps[s] for s in node.src)) if node.src else frozenset()
@@ -473,7 +480,9 @@ def _program(effects: Sequence[UOp], deps: Mapping[UOp, frozenset[UOp]]) -> list
 
 
 def _loop_order(ranges: frozenset[UOp]) -> list[UOp]:
-    """Ranges in nesting order: by axis, REDUCE inside, and a range whose end uses another inside it."""
+    """Ranges in nesting order: by axis, REDUCE inside, and a range whose end uses another inside it.
+    Deliberately not ``svod.codegen.ranges.nested``, which the linearizer nests loops by: the reference keeps
+    its own, so the two check each other."""
     pending = sorted(ranges, key=lambda r: (r.arg[1] is AxisKind.REDUCE, r.arg[0], r.key))
     placed: list[UOp] = []
     while pending:

@@ -1,5 +1,8 @@
 """Ranges: which ranges a value depends on, and the order loops over ranges nest in. One definition for
-the lowering passes, the linearizer and the race check."""
+the lowering passes, the linearizer and the profiler's cost estimate. The PYTHON reference device keeps
+its own (``svod.backends.python``), on purpose: it checks where the linearizer puts loops, so it may not
+share the rule. The race check asks another question (every range below a node, closed by a REDUCE or
+not) and has its own walk (``safety._ranges``)."""
 
 from __future__ import annotations
 
