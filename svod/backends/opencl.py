@@ -2,7 +2,8 @@
 binaries kept in the disk cache, kernels launched on an in-order queue.
 
 ``N`` counts the devices of every platform in platform order. Each device has one context and one
-queue; every launch and copy is synchronous from the caller's point of view.
+queue; a direct launch and every copy are synchronous from the caller's point of view, while a plan's
+bound launch (``OpenCLLaunch``) only enqueues, and the plan finishes the queue at its end.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """What every ALU op computes, in C semantics, on Python values.
 
-This is the single definition of op semantics: constant folding uses it, and the PYTHON reference device
-interprets kernels with it. Integers wrap to their width; ``//`` and ``%`` truncate toward zero as in C;
-floats round to their width after every op. Where C leaves behaviour undefined, svod defines it, and every
-renderer emits code with the same result:
+This is the definition of op semantics the compiling side computes with: constant folding uses it, and so
+do constants, bounds and launch sizes. The PYTHON reference device does not: it spells every op again, with
+numpy (``svod.backends.python``), so the two check each other. Integers wrap to their width; ``//`` and
+``%`` truncate toward zero as in C; floats round to their width after every op. Where C leaves behaviour
+undefined, svod defines it, and every renderer emits code with the same result:
 
 - integer division or modulo by zero divides by one (``x // 0 == x``, ``x % 0 == 0``), and the most
   negative value divided by -1 wraps, so no kernel can trap;

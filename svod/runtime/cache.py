@@ -4,10 +4,10 @@
 
     svod.compile(ast, device)
         │ key = (ast.key, renderer.cache_key, compiler.cache_key, device)
-        ├─ hit in memory ─────────────────────────────────────────> CachedKernel
-        └─ miss: PROGRAM ┬─ compiled for this base device type? ─┐
-                         ├─ on disk (compiler key, source hash)? ─┤─> load ─> CachedKernel (kept)
-                         └─ compile (and store on disk) ──────────┘
+        ├─ hit in memory ──────────────────────────────────────────────> CachedKernel
+        └─ miss ─┬─ compiled for this base device type? ───────────────┐
+                 └─ PROGRAM ─┬─ on disk (compiler key, source hash)? ─┤─> load ─> CachedKernel (kept)
+                             └─ compile (and store on disk) ──────────┘
 
 Compiled code is shared by the devices of one base type (``CUDA:0`` and ``CUDA:1``); only loading is
 per device. Thread safety: concurrent requests for one key compile once and the others wait for that

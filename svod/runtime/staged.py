@@ -1,6 +1,7 @@
-"""A kernel that needs more than one program launch on the user's buffers: it runs as stages (a reduction
-split across threads), or it has buffers of its own (the scratch of a split reduction, the status buffer
-its bounds-checked accesses report to), or both.
+"""A kernel that needs more than one program launch on the user's buffers: it runs as stages
+(``svod.codegen.pipeline.stages``: a large reduction split in two, or a CPU matmul in blocks that packs
+``b`` or sums into scratch first), or it has buffers of its own (the scratch those stages share, the status
+buffer its bounds-checked accesses report to), or both.
 
 Each launch allocates its own buffers from the device, so the composite stays stateless and reentrant like
 any program; a bound launch (a plan's step) allocates them once. After the stages, the status buffer is

@@ -1,1 +1,4 @@
-"""One renderer per language; C, OpenCL C and CUDA C share ``cstyle``."""
+"""One renderer per language, each a ``base.KernelRenderer``: C, OpenCL C, CUDA C and WGSL share the
+C-style walk (``cstyle``; the three GPU languages through its ``GPURenderer``), and LLVM IR (``llvmir``) has
+its own. The PYTHON reference device's renderer, which lowers nothing, lives with it in
+``svod.backends.python``."""

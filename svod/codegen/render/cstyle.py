@@ -1,9 +1,9 @@
-"""The C-style renderer: one walk over LINEAR that C, OpenCL C and CUDA C share.
+"""The C-style renderer: one walk over LINEAR that C, OpenCL C, CUDA C and WGSL share.
 
 A language is a table: type names, literal spellings, infix and math spellings per op, and a few hooks for
 what differs structurally (the kernel signature, how buffers and variables arrive, thread indices,
-atomics). The walk gives every value a ``const`` local, inlines constants and pointer arithmetic, and opens
-a block per RANGE and IF.
+atomics). The walk gives every value an immutable local (``const``; WGSL's ``let``), inlines constants and
+pointer arithmetic, and opens a block per RANGE and IF.
 
 Where C leaves a result undefined, the renderer spells svod's definition (``svod.ir.alu``): division
 that cannot trap, float MAX/MIN as maximumNumber/minimumNumber (small helpers, since ``fmax`` leaves the
