@@ -6,7 +6,9 @@ A ``Workload`` is one computation: the svod kernels that compute it (its steps),
 and numpy's answer that checks it. ``check`` runs one through ``svod.run`` and compares; ``load`` compiles
 its steps and puts its arrays in Buffers on a device, ready to call again and again (for timing). Kernels
 that are only ever built, never checked against numpy (a tiny kernel for call overhead, a compute-bound one
-for thread scaling), are plain functions returning the kernel's AST.
+for thread scaling), are plain functions returning the kernel's AST. The benchmark suite's kernels are
+also written here as ``@svod.kernel`` functions (``PYTHON_KERNELS``, ``written_in_python``): they build
+the same kernels as the builder's, and the benchmark times those.
 
 The benchmark's peers (numba, tinygrad) are not here: they live beside the package, in ``benchmarks/``.
 """

@@ -1,5 +1,5 @@
-"""The device contract: specs that cross the pipeline's boundaries, the backend protocols, devices,
-allocators and buffers."""
+"""The device contract: specs that cross the pipeline's boundaries, the backend protocols, what a device
+can do (``DeviceCaps``), launch sizes (``LaunchShape``), devices, allocators and buffers."""
 
 from svod.device.allocator import Allocator, HostAllocator, ReusePool
 from svod.device.buffer import Buffer

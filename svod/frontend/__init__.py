@@ -1,5 +1,5 @@
-"""What users touch first: Python kernels (``@svod.kernel``), the kernel builder beneath them, and the
-convenience calls."""
+"""What users touch first: Python kernels (``@svod.kernel``), the kernel builder beneath them, the
+convenience calls, and ``svod.check`` (every backend against the reference)."""
 
 from svod.frontend.api import available_devices, compile, compiler_pair, get_device, run
 from svod.frontend.builder import KernelBuilder
