@@ -354,7 +354,7 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     return prover.nonnegative(to_poly(size, facts.guarded) - Poly.const(1) - poly)
 
 
-MAX_PAIR_STEPS = 24
+MAX_EQUATION_STEPS = 24
 """Splits and matches allowed for one comparison of two accesses before it gives up (unproven)."""
 
 
@@ -373,8 +373,9 @@ def meet_in_one_item(first: UOp, first_guard: UOp | None, second: UOp, second_gu
     a sum of several terms). Ranges matched in one part are the same in every other."""
     copies = _second_item([second, *_present(second_guard)], order)
     rank = ChainMap({copy: order[r] for r, copy in copies.items()}, order)
-    pair = _Pair(first, first_guard, substitute(second, copies), _renamed(second_guard, copies), copies, rank)
-    return pair.decide(set(parallel))
+    equation = _AccessEquation(first, first_guard, substitute(second, copies), _renamed(second_guard, copies),
+                               copies, rank)
+    return equation.decide(set(parallel))
 
 
 def _present(node: UOp | None) -> list[UOp]:
@@ -411,7 +412,7 @@ def _nonempty_ends(roots: list[UOp]) -> list[tuple[UOp, int]]:
     return list(found)
 
 
-class _Pair:
+class _AccessEquation:
     """The equation ``first == second`` of two accesses in two work items, as a list of equations that
     must all hold, and the ranges already shown equal in both."""
 
@@ -430,7 +431,7 @@ class _Pair:
     def decide(self, parallel: set[UOp]) -> bool:
         if impossible(self.facts, self.rank):
             return True  # one of the accesses is never made
-        for _ in range(MAX_PAIR_STEPS):
+        for _ in range(MAX_EQUATION_STEPS):
             if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
                 return True
             if not (self.match() or self.split()):
