@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from svod.config import Settings
-from svod.device import Allocator, Compiler, DeviceCaps, HostAllocator, Renderer, ReusePool, RuntimeFactory
+from svod.device import Allocator, DeviceCaps, HostAllocator, Pair, ReusePool, RuntimeFactory
 from svod.dtype import DeviceSpec
 
-Pair = tuple[Renderer, Compiler]
 T = TypeVar("T")
 
 

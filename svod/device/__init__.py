@@ -4,7 +4,7 @@ can do (``DeviceCaps``), launch sizes (``LaunchShape``), devices, allocators and
 from svod.device.allocator import Allocator, HostAllocator, ReusePool
 from svod.device.buffer import Buffer
 from svod.device.caps import CORE_ID, DeviceCaps, WorkGroupLimits, launch_index, parse_launch_index
-from svod.device.device import Device, resolver
+from svod.device.device import Device, Pair, resolver
 from svod.device.launch import ConcreteLaunchDims, LaunchShape
 from svod.device.protocols import (
     BufferAddress,
@@ -37,7 +37,7 @@ from svod.device.spec import (
 
 __all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CompiledSpec", "DeviceCaps", "WorkGroupLimits",
            "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
-           "HostAllocator", "HostArguments", "KernelCall", "KernelMetadata", "Launch", "LaunchShape", "PlanReplay",
-           "PlanReplayer", "Program", "ProgramBase", "ProgramSpec", "Renderer", "ReplayCopy", "ReplayHost",
-           "ReplayItem", "ReplayKernel", "ReplayLoop", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata",
-           "entry_symbol", "kernel_variables", "resolver"]
+           "HostAllocator", "HostArguments", "KernelCall", "KernelMetadata", "Launch", "LaunchShape", "Pair",
+           "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "ProgramSpec", "Renderer", "ReplayCopy",
+           "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop", "ReusePool", "RuntimeFactory", "Variable",
+           "derive_metadata", "entry_symbol", "kernel_variables", "resolver"]

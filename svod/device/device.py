@@ -11,6 +11,7 @@ from svod.dtype import DeviceSpec
 from svod.errors import DeviceError
 
 Pair = tuple[Renderer, Compiler]
+"""A compiler pair: the renderer that writes a kernel's source and the compiler that compiles it."""
 
 
 class Device:
