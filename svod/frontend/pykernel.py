@@ -70,9 +70,9 @@ class Built:
 
 
 @dataclass(frozen=True)
-class Bound:
-    """A kernel ready to run on given arguments: its SINK, the arrays (kernel argument order) and the value
-    of each variable."""
+class BoundCall:
+    """One call of a Python kernel, bound to its arguments (``Kernel.bind``) and ready to run: its SINK, the
+    arrays (kernel argument order) and the value of each variable."""
 
     ast: UOp
     arrays: list[Any]
@@ -130,7 +130,7 @@ class Kernel:
         except a ``svod.Const``'s)."""
         return self.bind(*args).ast
 
-    def bind(self, *args: Any, device: Device | None = None, index_bits: int | None = None) -> Bound:
+    def bind(self, *args: Any, device: Device | None = None, index_bits: int | None = None) -> BoundCall:
         """The kernel for ``args`` with the value of each of its variables, and the arrays to pass in kernel
         argument order. A ``device`` whose indices are 32-bit (WebGPU), or ``index_bits=32``, gets size
         variables bounded so that indices fit; a device without float64 gets float32 scalars where a float's
@@ -160,7 +160,7 @@ class Kernel:
         arrays = [v for v in values if _is_array(v)]
         arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
                    for dtype, size in built.cells]
-        return Bound(built.ast, arrays, var_vals, built.located)
+        return BoundCall(built.ast, arrays, var_vals, built.located)
 
     def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
         """For ``ExecutionPlan.add_kernel``: the kernel over ``buffers`` (each a one-dimensional array of
@@ -429,4 +429,4 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-__all__ = ["Bound", "Kernel", "kernel"]
+__all__ = ["BoundCall", "Kernel", "kernel"]
