@@ -18,28 +18,29 @@ KDL_CPU, KDL_CUDA, KDL_OPENCL, KDL_WEBGPU = 1, 2, 4, 15
 _CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
 
 
-class _Device(ctypes.Structure):
+# DLPack's structs (dlpack.h), under their C names: _DLDevice is DLPack's device, not a svod Device.
+class _DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
-class _DataType(ctypes.Structure):
+class _DLDataType(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
-class _Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _Device), ("ndim", ctypes.c_int32), ("dtype", _DataType),
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
                 ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
                 ("byte_offset", ctypes.c_uint64)]
 
 
-class _ManagedTensor(ctypes.Structure):
-    """DLManagedTensor. Its fields are set after the class, because its deleter takes a pointer to it."""
+class _DLManagedTensor(ctypes.Structure):
+    """Its fields are set after the class, because its deleter takes a pointer to it."""
 
 
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ManagedTensor))
-_ManagedTensor._fields_ = [("dl_tensor", _Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
 
-_alive: dict[int, tuple[_ManagedTensor, Any, Any]] = {}
+_alive: dict[int, tuple[_DLManagedTensor, Any, Any]] = {}
 """Each exported tensor (by address) with its shape array and what keeps its memory alive, until deleted."""
 
 
@@ -71,9 +72,9 @@ def capsule(address: int, device_type: int, device_id: int, dtype: DType, count:
     if dtype.kind not in _CODES:
         raise SvodError(f"{dtype.name} has no DLPack type", stage="dlpack", value=dtype.name)
     shape = (ctypes.c_int64 * 1)(count)
-    managed = _ManagedTensor()
-    managed.dl_tensor = _Tensor(address, _Device(device_type, device_id), 1,
-                                _DataType(_CODES[dtype.kind], dtype.itemsize * 8, 1), shape, None, 0)
+    managed = _DLManagedTensor()
+    managed.dl_tensor = _DLTensor(address, _DLDevice(device_type, device_id), 1,
+                                  _DLDataType(_CODES[dtype.kind], dtype.itemsize * 8, 1), shape, None, 0)
     managed.deleter = _delete
     _alive[ctypes.addressof(managed)] = (managed, shape, keepalive)
     return _pythonapi.PyCapsule_New(ctypes.addressof(managed), b"dltensor", _unconsumed)
