@@ -117,10 +117,10 @@ class Kernel:
     def __call__(self, *args: Any, device: str | Device = "CPU") -> None:
         """Run once on ``args`` on ``device``: numpy arrays are worked on in place (on the CPU without a copy),
         svod Buffers and any DLPack host array too; scalars are passed by value."""
-        target = api.get_device(device)
-        bound = self.bind(*args, device=target)
+        opened = api.get_device(device)
+        bound = self.bind(*args, device=opened)
         try:
-            api.run(bound.ast, bound.arrays, device=target, **bound.var_vals)
+            api.run(bound.ast, bound.arrays, device=opened, **bound.var_vals)
         except SvodError as err:
             bound.located.locate(err)
             raise
@@ -136,17 +136,17 @@ class Kernel:
         variables bounded so that indices fit; a device without float64 gets float32 scalars where a float's
         are float64."""
         bits = index_bits if index_bits is not None else device.caps.index_bits if device is not None else 64
-        target = Platform(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
+        platform = Platform(bits, device is None or dtypes.float64 in device.caps.element_dtypes)
         if len(args) != len(self.parameters):
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                       stage="bind", value=len(args))
         values = [self._argument(position, a) for position, a in enumerate(args)]
-        key = self._signature(values, target)
+        key = self._signature(values, platform)
         with self._lock:
             built = self._built.get(key)
             if built is None:
-                built = self._built[key] = self._translate(values, target)
+                built = self._built[key] = self._translate(values, platform)
         self._check_apart(values, built)
         var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
                                     if name in built.variables}
@@ -235,7 +235,7 @@ class Kernel:
                                       f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
         return value
 
-    def _signature(self, values: list[Any], target: Platform) -> tuple[Any, ...]:
+    def _signature(self, values: list[Any], platform: Platform) -> tuple[Any, ...]:
         kinds: list[Any] = []
         for name, value in zip(self.parameters, values, strict=True):
             annotation = self.annotations.get(name)
@@ -243,13 +243,13 @@ class Kernel:
                 kinds.append(("const", value))
             elif _is_array(value):
                 kinds.append(("array", _dtype(value), len(_dims(value))))
-            elif self._scalar_dtype(name, value, target) == dtypes.bool:
+            elif self._scalar_dtype(name, value, platform) == dtypes.bool:
                 kinds.append(("const", bool(value)))  # a bool is a constant of the kernel
             else:
-                kinds.append(("scalar", self._scalar_dtype(name, value, target)))
-        return (tuple(kinds), self._size_classes(values), target)
+                kinds.append(("scalar", self._scalar_dtype(name, value, platform)))
+        return (tuple(kinds), self._size_classes(values), platform)
 
-    def _scalar_dtype(self, name: str, value: Any, target: Platform = HOST) -> DType:
+    def _scalar_dtype(self, name: str, value: Any, platform: Platform = HOST) -> DType:
         annotation = self.annotations.get(name)
         if isinstance(annotation, DType):
             return annotation
@@ -259,7 +259,7 @@ class Kernel:
             return dtypes.bool
         if isinstance(value, np.number):
             return dtypes.from_numpy(value.dtype)
-        return dtypes.index if isinstance(value, int) else target.real
+        return dtypes.index if isinstance(value, int) else platform.real
 
     def _size_classes(self, values: list[Any]) -> tuple[Any, ...]:
         """For each array dim, which dims before it have its size (one variable for them all), or with
@@ -272,8 +272,8 @@ class Kernel:
 
     # ---- translation --------------------------------------------------------------------------------------
 
-    def _translate(self, values: list[Any], target: Platform) -> Built:
-        index_bits = target.index_bits
+    def _translate(self, values: list[Any], platform: Platform) -> Built:
+        index_bits = platform.index_bits
         if self._source is None:
             self._source = Source.of(self.fn)
         k = KernelBuilder(self.name)
@@ -305,7 +305,7 @@ class Kernel:
                     flat += 1
                 env[name] = ArrayValue(name, k.buffer(_dtype(value), tuple(dims)), tuple(dims))
             else:
-                dtype = self._scalar_dtype(name, value, target)
+                dtype = self._scalar_dtype(name, value, platform)
                 if dtype == dtypes.bool:
                     env[name] = bool(value)
                     continue
@@ -320,7 +320,7 @@ class Kernel:
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
-        translator = Translator(self._source, self.name, k, env, target)
+        translator = Translator(self._source, self.name, k, env, platform)
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
         cells = tuple((pointee(param), size) for param, size in translator.cells)
