@@ -44,24 +44,11 @@ from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
 from svod.codegen.linearize import linearize as order
 from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
-from svod.codegen.lower import (
-    anchor_ranges,
-    block_matmul,
-    decompose,
-    fuse_products,
-    privatize_atomics,
-    reduce_per_item,
-    share_reductions,
-    speculate_gated_loads,
-    split_for_threads,
-    split_reduction,
-    split_reductions,
-    tile_for_cpu,
-    tile_matmul,
-    to_gpu_indices,
-    upcast_reductions,
-)
+from svod.codegen.lower import anchor_ranges, decompose, fuse_products, speculate_gated_loads, split_reduction
+from svod.codegen.lower_cpu import block_matmul, privatize_atomics, split_for_threads, tile_for_cpu
+from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.safety import check_races, guard_accesses, unbind
+from svod.codegen.upcast import split_reductions, upcast_reductions
 from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
 from svod.dtype import DeviceSpec, PtrDType, dtypes
 from svod.errors import GraphError

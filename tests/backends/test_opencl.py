@@ -13,7 +13,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
-from svod.codegen.lower import WorkGroupLimits, to_gpu_indices
+from svod.codegen.lower_gpu import WorkGroupLimits, to_gpu_indices
 from svod.errors import CompileError
 from svod.workloads import conv2d
 

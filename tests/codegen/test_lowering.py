@@ -12,32 +12,22 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.loop_turns import loop_turns
-from svod.codegen.lower import (
-    EXTREMA,
+from svod.codegen.lower import anchor_ranges, describe, fuse_products, speculate_gated_loads, split_reduction
+from svod.codegen.lower_cpu import (
     PRIVATE_BYTES,
-    WorkGroupLimits,
-    anchor_ranges,
     block_matmul,
-    describe,
-    fuse_products,
     privatize_atomics,
-    reduce_per_item,
-    share_reductions,
-    speculate_gated_loads,
     split_for_threads,
-    split_reduction,
-    split_reductions,
     tile_for_cpu,
-    tile_matmul,
     tile_row_bytes,
     tile_rows,
-    to_gpu_indices,
-    upcast_reductions,
 )
+from svod.codegen.lower_gpu import WorkGroupLimits, reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
+from svod.codegen.upcast import EXTREMA, split_reductions, upcast_reductions
 from svod.device import DeviceCaps
 from svod.device.launch import most
 from svod.errors import GraphError

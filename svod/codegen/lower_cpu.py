@@ -1,0 +1,423 @@
+"""Lowering for a CPU: GLOBAL ranges spread over threads (``split_for_threads``), atomic adds into a small
+buffer made into a private copy per thread (``privatize_atomics``), a matmul whose ``b`` outgrows L2 run over
+blocks of it (``block_matmul``, a stage split the pipeline makes before the passes), and register tiles
+sized for the vector registers (``tile_for_cpu``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from svod.codegen.indexing import Poly, to_poly
+from svod.codegen.lower import THREAD_MIN_WORK, _params, gate_effects
+from svod.codegen.ranges import live_ranges, nested, range_order
+from svod.codegen.upcast import EXTREMA, _reduction_loads, split_reductions, upcast_reductions
+from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID
+from svod.dtype import PtrDType
+from svod.ir import AxisKind, Ops, UOp, kernel_label, substitute
+from svod.ir.ops import CONTINUED, EFFECTS
+from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
+
+__all__ = ["BLOCK_DEPTH", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "block_matmul", "privatize_atomics",
+           "split_for_threads", "tile_for_cpu", "tile_row_bytes", "tile_rows"]
+
+
+# ---- CPU threads -----------------------------------------------------------------------------------------
+
+THREAD_CHUNK_ALIGN = 16
+"""Each thread's chunk of the split range starts on a multiple of this, so vector loops stay aligned."""
+
+
+def split_for_threads(sink: UOp, threads: int) -> UOp:
+    """Split the outermost GLOBAL range that has a chunk for each of ``threads`` workers (named by
+    ``core_id``), else the outermost that has two, across the workers. (A register tile may leave few
+    chunks on the outermost range: 16 channels in tiles of 8 rows are two.)
+
+    Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
+    rounded up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are
+    neighbouring elements), of 1 for another. Other GLOBAL ranges become sequential loops inside it. An
+    effect that does not use the split range runs on worker 0 only.
+    """
+    ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
+    global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
+    if threads <= 1 or not global_ranges:
+        return sink
+    work = 1
+    for r in ranges:
+        work *= max(int(r.src[0].vmax), 1)
+    aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
+    outer = next((r for r in global_ranges if r.src[0].vmax >= threads * aligns[r]),
+                 next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None))
+    if work < THREAD_MIN_WORK or outer is None:
+        return sink
+    core_id = UOp.define_var(CORE_ID, 0, threads - 1)
+    start, inner = _thread_chunk(outer, core_id, threads, aligns[outer])
+    live = live_ranges(sink)
+    first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in live[e]}
+    return substitute(gate_effects(sink, first_only), {outer: start + inner})
+
+
+def _thread_chunk(r: UOp, core_id: UOp, threads: int, align: int) -> tuple[UOp, UOp]:
+    """Worker ``core_id``'s share of range ``r``, in chunks a multiple of ``align``: its first index, and a
+    loop over its chunk (whose iterations are work items as before: independent of one another)."""
+    end = r.src[0]
+    per_thread = (end + (threads - 1)) // threads
+    chunk = (per_thread + (align - 1)) // align * align
+    start = core_id * chunk
+    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.GLOBAL)  # still parallel work
+
+
+PRIVATE_BYTES = 32 * 1024
+"""The largest buffer of atomic adds a CPU thread keeps a private copy of: on its stack, in its L1 cache."""
+
+
+def privatize_atomics(sink: UOp) -> UOp:
+    """Atomic adds into a small buffer (a histogram's counts), made by each CPU thread into a private copy
+    and added to the buffer once per element at the end.
+
+    Threads that add into one small buffer contend for its cache lines, and each add is a locked
+    instruction even without contention; a private copy takes plain adds. A buffer qualifies when its size
+    is a constant of at most ``PRIVATE_BYTES``, the kernel only adds into it (no load, store, MAX or MIN),
+    and it makes at least as many adds per thread as the buffer has elements (else the copy costs more
+    than it saves). The kernel becomes: the copy set to 0 (``-0.0`` for floats, which any sum keeps),
+    the kernel with its adds into the copy, then each thread's copy added into the buffer (integer zeros
+    skipped). A private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a bounds
+    check on it reports that buffer. Integer sums are exact; a float sum's order was never fixed.
+    """
+    topo = sink.toposort()
+    live = live_ranges(sink)
+    adds: dict[UOp, list[UOp]] = {}
+    for e in sink.src:
+        if e.op is Ops.ATOMIC and e.arg is Ops.ADD and e.src[0].src[0].op is Ops.PARAM:
+            adds.setdefault(e.src[0].src[0], []).append(e)
+    others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
+              and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
+    axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
+    setup: list[UOp] = []
+    flush: list[UOp] = []
+    private: dict[UOp, UOp] = {}
+    for buffer, found in adds.items():
+        assert isinstance(buffer.dtype, PtrDType)
+        size, base = buffer.dtype.size, buffer.dtype.base
+        work = sum(math.prod(int(r.src[0].vmax) for r in live[e]) for e in found)
+        if buffer.src or buffer in others or not 0 < size * base.itemsize <= PRIVATE_BYTES or work < size:
+            continue
+        copy = private[buffer] = UOp(Ops.DEFINE_LOCAL, base.ptr(size, local=True), (buffer,), len(private))
+        setup.append(copy.index(UOp.range(size, next(axes), AxisKind.LOOP)).store(-0.0 if base.is_float else 0))
+        each = UOp.range(size, next(axes), AxisKind.LOOP)
+        total = copy.index(each).load()
+        flush.append(buffer.index(each, gate=None if base.is_float else total.ne(0)).atomic(total))
+    if not private:
+        return sink
+    body = [e.replace(src=(e.src[0].replace(src=(private[e.src[0].src[0]], *e.src[0].src[1:])), *e.src[1:]))
+            if e.op is Ops.ATOMIC and e.src[0].src[0] in private else e for e in sink.src if e.op in EFFECTS]
+    return sink.replace(src=(*setup, *body, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
+
+
+# ---- a matmul over blocks of b ---------------------------------------------------------------------------
+
+BLOCK_SHARE = 2
+"""A block of ``b`` takes at most a ``1/BLOCK_SHARE`` of a core's L2 cache, so it stays there while every
+row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
+GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
+BLOCK_MIN_ROWS = 512
+"""The fewest rows of output (times batches) that repay copying ``b`` where its rows alias: an MLP's 256-row
+layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
+BLOCK_WIDTHS = (256, 128)
+"""The widths a block of columns may take, widest first: multiples of every register tile's row."""
+BLOCK_DEPTH = 512
+"""The most turns of a sum one block of ``b``'s rows takes (fewer where the narrowest block of that depth
+would not fit in its share of L2): the block then stays in L2 whatever the sum's length, and a row of
+``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns. matmul 2048: 73 -> 52
+ms; float64 1024: 16.9 -> 13.5; NPBench's gemm (2500x2750x3000 float64, blocks of 500): 1.43 s -> 0.32."""
+
+
+def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...] | None:
+    """A CPU matmul whose ``b`` is larger than its share of a core's L2 cache (``BLOCK_SHARE`` of
+    ``l2_bytes``), over ``b`` in blocks of ``W`` columns: the blocks are an outermost sequential loop, so
+    each thread passes its rows over every block, and the columns past the last whole block are a store of
+    their own. A block of ``b`` (``K x W`` elements) then stays in L2 while the rows pass over it; ``b``
+    read whole from L3 for each row of tiles ran at 92 GFLOP/s on one core, against 163 where it fits in
+    L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks of ``D`` turns too, a loop inside the columns'
+    loop: a block of ``b`` is then ``D x W``, and each block continues the sum the block before stored
+    (``_continued``). Where the kernel stores something else of the sum (``alpha * sum + beta * c``), the
+    sums go to a scratch buffer first and a last stage stores the kernel's values (``_summed_first``).
+
+    Rows of ``b`` a multiple of 4 KiB apart map to a sixteenth of the cache's sets or fewer, and a block cut
+    from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over rows 4224 bytes apart); rows that
+    do not start a cache line split a tile's vector loads in two (2500x2750x3000 float64: 0.36 s, 0.30 over
+    rows of 2752). Such a kernel, where at least ``BLOCK_MIN_ROWS`` rows of output read ``b``, runs as two
+    that share every buffer and one more:
+
+    - ``pack``: ``b`` copied into the scratch buffer, each row starting a cache line, none 4 KiB apart;
+    - ``packed``: the blocked matmul reading the copy.
+
+    Each product is added in the same order as before, so the result is the same bits. None unless the
+    kernel is one store of a value with one float sum over a range of constant size, reading no memory the
+    kernel writes, its output ranges constant, and ``b`` read at ``k * s + j + rest`` (``rest`` a multiple
+    of ``s``: a batch).
+    """
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    if len(effects) != 1 or effects[0].op is not Ops.STORE:
+        return None
+    store = effects[0]
+    reduces = [u for u in store.toposort() if u.op is Ops.REDUCE]
+    if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or reduces[0].dtype not in FUSED_DTYPES \
+            or len(reduces[0].src) != 2 or reduces[0].src[1].src[0].op is not Ops.CONST:
+        return None
+    k = reduces[0].src[1]
+    outputs = live_ranges(sink)[store]
+    if not outputs or any(r.arg[1] is not AxisKind.GLOBAL or r.src[0].op is not Ops.CONST for r in outputs):
+        return None
+    written = written_memory(effects)
+    loads = _reduction_loads(store)
+    if any(memory_of(u.src[0].src[0]) in written for u in loads):
+        return None  # the sum reads what the kernel writes: its blocks would read it in another order
+    copied, sink = _transposed(sink, k, outputs, loads)
+    if copied:  # the sum now reads the copies
+        store = _the_store(sink)
+        loads = _reduction_loads(store)
+    for load in loads:
+        found = _blockable(load, k, outputs, written, l2_bytes // BLOCK_SHARE)
+        if found is None:
+            continue
+        rows = math.prod(int(r.src[0].arg) for r in outputs) // int(found[0].src[0].arg)
+        if rows < 2:
+            break  # one row reads each block once: blocks only reorder its pass (1x4096x4096: 2.3 -> 4.3 ms)
+        if found[-1] < int(k.src[0].arg) and store.src[1].op is not Ops.REDUCE:
+            return (*copied, *_summed_first(sink, load, k, found, nested(outputs), rows))
+        return (*copied, *_blocked(sink, load, k, *found, rows))
+    return (*copied, sink) if copied else None
+
+
+def _the_store(sink: UOp) -> UOp:
+    """The one STORE of a kernel ``block_matmul`` took (its only effect), or of a stage it built."""
+    return next(e for e in sink.src if e.op is Ops.STORE)
+
+
+TRANSPOSE_TILE = 16
+"""The side of the squares a transposed copy moves one at a time: 16 rows of 16 elements, read and written a
+cache line at a time while the square stays in L1."""
+
+
+def _pitch(count: int, itemsize: int) -> int:
+    """The elements between rows of ``count`` elements in a copy whose rows each start a cache line and
+    lie no multiple of 4 KiB apart (such rows map to a sixteenth of the cache's sets or fewer)."""
+    line = -(-count * itemsize // 64) * 64
+    return (line + 64 if line % 4096 == 0 else line) // itemsize
+
+
+def _transpose_order(columns: int, depth: int, axis: int) -> tuple[UOp, UOp]:
+    """The column and the row of a transposed copy, on ranges from ``axis`` on: squares of
+    ``TRANSPOSE_TILE`` where it divides both, the loop inside a square along the copy's rows (contiguous
+    writes); else rows along the source's (contiguous reads)."""
+    t = TRANSPOSE_TILE
+    if columns % t or depth % t:
+        return UOp.range(columns, axis, AxisKind.GLOBAL), UOp.range(depth, axis + 1, AxisKind.GLOBAL)
+    squares, across = UOp.range(columns // t, axis, AxisKind.GLOBAL), UOp.range(depth // t, axis + 1, AxisKind.GLOBAL)
+    inner_row, inner_column = UOp.range(t, axis + 2, AxisKind.GLOBAL), UOp.range(t, axis + 3, AxisKind.GLOBAL)
+    return squares * t + inner_column, across * t + inner_row
+
+
+TRANSPOSE_MIN_ROWS = 8
+"""The fewest rows of output that repay copying a transposed operand: read in place, no tile covers it (a
+1024x1024 ``a @ b.T`` ran at 0.13x numpy, ``a.T @ b`` at 0.43x)."""
+
+
+def _transposed(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) -> tuple[tuple[UOp, ...], UOp]:
+    """Each operand read across the layout a register tile reads, copied to a scratch buffer in that layout,
+    and ``sink`` reading the copies: ``b[j, k]`` (``j`` the innermost output range, which no load reads at
+    unit stride) as ``b.T``; then, where a load reads ``j`` at unit stride, ``a[k, i]`` as ``a.T``. The
+    copies are stages ``transpose`` before the kernel; its sum is the same, in the same order."""
+    j = nested(outputs)[-1]
+    if math.prod(int(r.src[0].arg) for r in outputs) // int(j.src[0].arg) < TRANSPOSE_MIN_ROWS:
+        return (), sink
+    operands = []
+    for load in loads:
+        found = _operand(load, k, outputs)
+        if found is not None:
+            operands.append((load, *found))
+    copies: list[UOp] = []
+    if not any(poly.terms[(x,)] == 1 for _, x, poly in operands if x is j):
+        b = next(((load, poly) for load, x, poly in operands if x is j and poly.terms[(k,)] == 1), None)
+        if b is None:
+            return (), sink
+        copy, sink = _copy(sink, b[0], k, j, b[1])
+        copies.append(copy)
+    for load, x, poly in operands:
+        if x is not j and poly.terms[(x,)] == 1 and poly.terms[(k,)] != 1:
+            copy, sink = _copy(sink, load, x, k, poly)
+            copies.append(copy)
+    return tuple(copies), sink
+
+
+def _operand(load: UOp, k: UOp, outputs: frozenset[UOp]) -> tuple[UOp, Poly] | None:
+    """The output range a load of a matmul's operand reads with ``k``, and its index, where it is
+    ``x * s + k * t + offset`` (``s``, ``t`` positive; ``x`` the output range of the least stride) plus
+    batches (output ranges times positive strides) into a buffer of constant size."""
+    index, memory = load.src[0], load.src[0].src[0]
+    if len(index.src) != 2 or memory.op is not Ops.PARAM or param_size(memory).op is not Ops.CONST:
+        return None
+    poly = to_poly(index.src[1])
+    strided = [(m, c) for m, c in poly.terms.items() if m != ()]
+    if poly.terms.get((k,), 0) <= 0 or any(len(m) != 1 or c <= 0 or (m[0] is not k and m[0] not in outputs)
+                                           for m, c in strided):
+        return None
+    reads = sorted((r for r in outputs if (r,) in poly.terms), key=lambda r: poly.terms[(r,)])
+    return (reads[0], poly) if reads else None
+
+
+def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp, UOp]:
+    """A stage copying ``load``'s buffer (at ``poly``) to a scratch buffer laid out ``[batch][outer][inner]``
+    (rows starting cache lines, none 4 KiB apart), and ``sink`` reading the copy."""
+    memory = load.src[0].src[0]
+    itemsize, count, rows = pointee(memory).itemsize, int(inner.src[0].arg), int(outer.src[0].arg)
+    pitch = _pitch(count, itemsize)
+    batches = sorted((m[0] for m in poly.terms if m not in ((), (outer,), (inner,))),
+                     key=lambda h: (-poly.terms[(h,)], range_order(h)))  # the widest stride outermost
+    params = _params(sink)
+    size = math.prod(int(h.src[0].arg) for h in batches) * rows * pitch
+    scratch = UOp.param(params[-1].arg + 1, pointee(memory), size)
+    copied = [UOp.range(h.src[0], axis, AxisKind.GLOBAL) for axis, h in enumerate(batches)]
+    column, row = _transpose_order(count, rows, len(batches))
+    source = sum((h * poly.terms[(b,)] for h, b in zip(copied, batches, strict=True)), start=UOp.index_const(0))
+    value = memory[source + row * poly.terms[(outer,)] + column * poly.terms[(inner,)] + poly.terms.get((), 0)].load()
+    name = kernel_label(sink)
+    copy = UOp.sink(scratch[(_flat(copied) * rows + row) * pitch + column].store(value), *params,
+                    name=f"{name}_transpose")
+    at = (_flat(batches) * rows + outer) * pitch + inner
+    reading = UOp.sink(*substitute(sink, {load: scratch[at].load()}).src, *params, scratch, name=f"{name}_transposed")
+    return copy, reading
+
+
+def _flat(ranges: Sequence[UOp]) -> UOp:
+    """The index of a turn of ``ranges`` (outermost first) among all their turns."""
+    flat = UOp.index_const(0)
+    for r in ranges:
+        flat = flat * r.src[0] + r
+    return flat
+
+
+def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: tuple[UOp, ...],
+                  rows: int) -> tuple[UOp, ...]:
+    """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
+    scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
+    store = _the_store(sink)
+    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
+    params = _params(sink)
+    flat = _flat(outputs)
+    sums = UOp.param(params[-1].arg + 1, reduce.dtype, math.prod(int(r.src[0].arg) for r in outputs))
+    name = kernel_label(sink)
+    summed = UOp.sink(sums[flat].store(reduce), *params, name=f"{name}_sum")
+    stored = UOp.sink(substitute(store, {reduce: sums[flat].load()}), *params, sums, name=f"{name}_store")
+    return (*_blocked(summed, load, k, *found, rows), stored)
+
+
+def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
+               block_bytes: int) -> tuple[UOp, int, int, int] | None:
+    """``load``'s column range ``j``, its row stride ``s``, the block width and the block depth (turns of
+    ``k``), where ``_blocked`` applies to blocks of at most ``block_bytes``: a sum longer than a block's
+    depth in blocks as even as there can be, the last one shorter where they do not divide it."""
+    index, param = load.src[0], load.src[0].src[0]
+    if len(index.src) != 2 or param.op is not Ops.PARAM or param in written or param_size(param).op is not Ops.CONST:
+        return None
+    poly, itemsize = to_poly(index.src[1]), pointee(param).itemsize
+    stride = poly.terms.get((k,), 0)
+    j = next((r for r in outputs if poly.terms.get((r,)) == 1), None)
+    if j is None or stride <= 0 or int(j.src[0].arg) > stride or int(param_size(param).arg) % stride \
+            or any(k in m or j in m or c % stride for m, c in poly.terms.items() if m not in ((k,), (j,))):
+        return None
+    columns, depth = int(j.src[0].arg), int(k.src[0].arg)
+    if depth * columns * itemsize <= block_bytes:
+        return None  # b stays in L2 as it is
+    most = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))
+    if most < 1:
+        return None
+    deep = -(-depth // -(-depth // most))
+    width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= block_bytes), None)
+    return None if width is None else (j, stride, width, deep)
+
+
+def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep: int,
+             rows: int) -> tuple[UOp, ...]:
+    """The blocked kernel (``block_matmul``), after a copy of ``b`` where its rows alias or do not start a
+    cache line, and ``rows`` rows of output repay the copy."""
+    b = load.src[0].src[0]
+    params = _params(sink)
+    name = kernel_label(sink)
+    copy: tuple[UOp, ...] = ()
+    itemsize = pointee(b).itemsize
+    pitch = _pitch(stride, itemsize)
+    if pitch != stride and rows >= BLOCK_MIN_ROWS:
+        b_rows = int(param_size(b).arg) // stride
+        scratch = UOp.param(params[-1].arg + 1, pointee(b), b_rows * pitch)
+        row, column = UOp.range(b_rows, 0, AxisKind.GLOBAL), UOp.range(stride, 1, AxisKind.GLOBAL)
+        copy = (UOp.sink(scratch[row * pitch + column].store(b[row * stride + column].load()), *params,
+                         name=f"{name}_pack"),)
+        poly = to_poly(load.src[0].src[1])
+        row_of = sum((_monomial(m) * (c // stride) for m, c in poly.terms.items() if m not in ((k,), (j,))),
+                     start=k)
+        sink = UOp.sink(*substitute(sink, {load: scratch[row_of * pitch + j].load()}).src, *params, scratch,
+                        name=f"{name}_packed")
+    ranges = [r for r in sink.toposort() if r.op is Ops.RANGE]
+    renumbered = {r: UOp.range(r.src[0], r.arg[0] + 2, r.arg[1]) for r in ranges}
+    if deep < int(k.src[0].arg):
+        sink = _continued(sink, k, deep)
+    blocks, left = divmod(int(j.src[0].arg), width)
+    block = UOp.range(blocks, 0, AxisKind.LOOP)  # outermost: every row passes over a block, each thread its rows
+    inside = UOp.range(width, j.arg[0] + 2, AxisKind.GLOBAL)
+    blocked = substitute(sink, {**renumbered, j: block * width + inside})
+    if not left:
+        return (*copy, blocked)
+    rest = UOp.range(left, 3 + max(r.arg[0] for r in ranges), AxisKind.GLOBAL)  # the columns past the blocks
+    store = _the_store(sink)
+    edge = substitute(store, {**renumbered, j: blocks * width + rest})
+    return (*copy, blocked.replace(src=(*blocked.src, edge)))
+
+
+def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
+    """``sink``'s store, a sum over ``k``, as a loop over blocks of ``deep`` turns of ``k`` (axis 1, inside
+    the loop over column blocks): each block continues the sum stored by the block before (``CONTINUED``),
+    so each product is still added in order, and the result is the same bits."""
+    store = _the_store(sink)
+    length = int(k.src[0].arg)
+    depth = UOp.range(-(-length // deep), 1, AxisKind.LOOP)
+    turns: int | UOp = deep if length % deep == 0 else (length - depth * deep).minimum(deep)
+    turn = UOp.range(turns, k.arg[0] + 2, AxisKind.REDUCE)
+    reduce = store.src[1]
+    partial = substitute(reduce.src[0], {k: depth * deep + turn}).reduce(turn, op=reduce.arg)
+    before = (depth < 1).where(UOp.const(reduce.dtype, -0.0), store.src[0].load())
+    total = UOp(Ops.ADD, reduce.dtype, (before, partial), CONTINUED)
+    return substitute(sink, {store: store.src[0].store(total, *store.src[2:], depth)})
+
+
+def _monomial(atoms: tuple[UOp, ...]) -> UOp:
+    product = UOp.index_const(1)
+    for atom in atoms:
+        product = product * atom
+    return product
+
+
+# ---- register tiles --------------------------------------------------------------------------------------
+
+def tile_rows(vector_registers: int) -> int:
+    """How many rows a CPU register tile has: its accumulators take a quarter of the vector registers
+    at most, the rest holding loads and broadcasts. A row of 16 float32 is two AVX2 registers (4 rows of
+    16) or one AVX-512 register (8 rows of 16, of 32 registers)."""
+    return max(1, vector_registers // 4)
+
+
+def tile_row_bytes(vector_registers: int) -> int:
+    """The bytes of a CPU register tile's row: two vector registers, 128 with AVX-512 (32 registers of 512
+    bits: rows of 32 float32), 64 with AVX2's 16 (rows of 16). A tile twice as wide reads each broadcast of
+    ``a`` for twice the work (matmul 1024 on a Xeon: 45 -> 121 GFLOP/s)."""
+    return 128 if vector_registers >= 32 else 64
+
+
+def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
+    """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
+    ``vector_registers``, rows in ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split
+    into independent partials (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
+    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
+                              lanes=lanes)
+    return split_reductions(tiled, EXTREMA)

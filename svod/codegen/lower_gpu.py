@@ -1,0 +1,338 @@
+"""Lowering for a GPU: GLOBAL ranges as launch dimensions of work groups (``to_gpu_indices``), a row's
+reductions shared by a work group in local memory (``share_reductions``) or computed once by one work item
+per row (``reduce_per_item``), and a matmul's operands staged in local memory (``tile_matmul``)."""
+
+from __future__ import annotations
+
+import math
+
+from svod.codegen.lower import _gated, gate_effects
+from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.upcast import _nested_reductions, _unit_stride, split_reductions
+from svod.device.caps import WorkGroupLimits, launch_index
+from svod.dtype import dtypes
+from svod.errors import GraphError
+from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir.ops import EFFECTS
+from svod.ir.uop import memory_of, written_memory
+
+__all__ = ["GROUP_SIZE", "MATMUL_TILE", "WorkGroupLimits", "reduce_per_item", "share_reductions", "tile_matmul",
+           "to_gpu_indices"]
+
+
+PREFERRED_GROUP_SIZE = (64, 4, 1)
+"""Work-group shape to aim for, per launch dimension, before the device's limits and the sizes cut it."""
+SQUARE_GROUP_SIZE = (16, 16, 1)
+"""The shape for a kernel with an access that depends on both its first two launch dimensions and steps
+one element at a time along the second (a transpose's store): each group then reads and writes runs of
+16 neighbouring elements, instead of 64 neighbours one way and 4 the other."""
+
+
+def _power_of_two_at_most(limit: int) -> int:
+    return 1 << max(int(limit), 1).bit_length() - 1
+
+
+def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact_groups: bool = False) -> UOp:
+    """Map up to three GLOBAL ranges, innermost first, to launch dimensions; others stay loops.
+
+    With ``direct_index`` a single-range kernel without reductions uses ``idx0`` and leaves the
+    work-group size to the runtime, which covers the range exactly. Otherwise each dimension gets
+    ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits and ``ceil(end / L)`` groups; an
+    effect runs only on the work items inside its ranges (when an end is not a multiple of ``L``), and
+    only on the first work item along a dimension it does not use.
+
+    ``L`` is a power of two; with ``exact_groups`` (a CPU's driver), where that does not divide a constant
+    end, the largest size below it that does (``_exact_local``): no group is ragged.
+    """
+    topo = sink.toposort()
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
+    dims = list(reversed(globals_[-3:]))
+    if not dims:
+        return sink
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    uses = {e: set(e.toposort()) for e in effects}
+    if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
+        index = UOp.special(dims[0].src[0], launch_index("global", 0))
+        first = {e: index.eq(0) for e in effects if dims[0] not in uses[e]}
+        return substitute(gate_effects(sink, first), {dims[0]: index})
+    budget = limits.max_work_group_size
+    accesses = [u.src[1] for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
+    shape = SQUARE_GROUP_SIZE if len(dims) > 1 and any(_unit_stride(a, dims[1]) and dims[0] in a.toposort()
+                                                        for a in accesses) else PREFERRED_GROUP_SIZE
+    indices: dict[UOp, UOp] = {}
+    conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}
+    spare = len(dims)
+    for d, r in enumerate(dims):
+        end = r.src[0]
+        fixed = int(end.vmax) if end.vmin == end.vmax else None  # a constant end, by its bounds
+        local = _power_of_two_at_most(min(shape[d], budget, limits.max_item_sizes[d], int(end.vmax)))
+        if exact_groups and fixed is not None:
+            local = _exact_local(fixed, local)
+        budget //= local
+        count = (end + (local - 1)) // local
+        count = count if end.vmin >= 1 else count.maximum(1)  # >= 1 group
+        most = None if limits.max_groups is None else limits.max_groups[d]
+        if most is not None and count.vmax > most:
+            group, spare = _groups_over_two_dimensions(count, d, spare, limits)
+        else:
+            group = UOp.special(count, launch_index("group", d))
+        item = UOp.special(local, launch_index("local", d))
+        index = indices[r] = group * local + item
+        ragged = fixed is None or fixed % local != 0 or fixed < 1 or group.op is not Ops.SPECIAL
+        for e in effects:
+            if r in uses[e]:
+                if ragged:
+                    conditions[e].append(index.lt(end))
+            else:
+                conditions[e].append(group.eq(0) & item.eq(0))
+    return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)
+
+
+def _exact_local(end: int, local: int) -> int:
+    """The largest local size up to ``local`` that divides ``end`` (1 divides every end). A CPU's OpenCL or Vulkan
+    driver runs a group's work items as the turns of a loop it vectorises across them; an effect gated to the items
+    inside a ragged end makes each of their accesses a gather (PoCL, a matmul in tiles of 4 rows by 16 columns: 1000
+    rows in 85 ms with groups of 4 tiles and the last gated, 31 in groups of 2; 992 columns in 62 ms with groups of
+    64 tiles, 24 in groups of 62; 1063 columns, 67 tiles, in 68 ms, 20 in groups of 1). A GPU runs a gated group as
+    it runs any other: there, groups stay a power of two, whole warps."""
+    return next(size for size in range(local, 0, -1) if end % size == 0)
+
+
+GROUP_SIZE = 128
+"""Work items that share one work group's reductions, where the device allows that many."""
+
+
+def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
+    """A kernel whose reductions do not depend on its innermost GLOBAL range (a softmax's row maximum and
+    sum, a layernorm's mean and variance), launched so that each reduction is computed once per work group,
+    by all its work items together, instead of once per work item.
+
+    The innermost GLOBAL range ``c`` becomes the group's ``G`` work items (``lidx0``): item ``l`` handles
+    ``c = l, l + G, l + 2G ...``. Each outer GLOBAL range (at most two) becomes a group index. Each such
+    reduction over ``j`` becomes, in order:
+
+    - every item reduces ``j = l, l + G ...`` and stores the partial result to local memory slot ``l``;
+    - ``BARRIER``; item 0 reduces the ``G`` partials in order into slot ``G``; ``BARRIER``;
+    - the kernel reads slot ``G`` where it read the reduction.
+
+    A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
+    barriers. None when the kernel has no such reduction, or has a shape this does not cover (sequential
+    loops around effects, reductions over several ranges, more than three GLOBAL ranges), or the device's
+    local memory or group counts are too small: ``to_gpu_indices`` then launches it as usual.
+    """
+    found = _row_reductions(sink)
+    if found is None:
+        return None
+    column, rows, shared = found
+    if column is None:  # one sum per output: nothing for a group to share
+        return None
+    topo, live = sink.toposort(), live_ranges(sink)
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
+    while size > 1 and sum((size + 1) * u.dtype.itemsize for u in shared) > local_memory:
+        size //= 2
+    most = limits.max_groups
+    if size < 2 or (most is not None and any(r.src[0].vmax > most[len(rows) - d] for d, r in enumerate(rows))):
+        return None
+    item = UOp.special(size, launch_index("local", 0))
+    groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
+                             launch_index("group", len(rows) - d)) for d, r in enumerate(rows)}
+    inside = {r: r.lt(r.src[0]) for r in rows if r.src[0].vmin < 1}
+    axes = iter(range(1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), 1 << 30))
+
+    def strided(end: UOp, kind: AxisKind) -> tuple[UOp, UOp, list[UOp]]:
+        """A range ``k``, the values ``item + G*k`` below ``end`` that work item ``item`` takes, and, when
+        the loop runs once at most, the test that the value is below ``end``: ``k`` then folds to 0, and
+        what used it no longer depends on the loop and may be hoisted out of it."""
+        k = UOp.range((end - item + (size - 1)) // size, next(axes), kind)
+        return k, item + k * size, [(item + k * size).lt(end)] if k.src[0].vmax <= 1 else []
+
+    def gated(node: UOp, conditions: list[UOp], target: bool = True) -> UOp:
+        return _gated(node, _all(conditions), target) if conditions else node
+
+    replaced: dict[UOp, UOp] = {}
+    levels: dict[UOp, int] = {}
+    staged: list[UOp] = []
+    for u in shared:  # in toposort order: a reduction comes after those it uses
+        levels[u] = 1 + max((levels[v] for v in u.src[0].toposort() if v in levels), default=-1)
+    for level in range(max(levels.values()) + 1):
+        partials, combines = [], []
+        for u in (u for u in shared if levels[u] == level):
+            temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size + 1, local=True), (), shared.index(u))
+            k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
+            body = gated(substitute(substitute(u.src[0], replaced), {u.src[1]: j}), below, target=False)
+            partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
+                                  [inside[r] for r in rows if r in live[u] and r in inside]))
+            m = UOp.range(size, next(axes), AxisKind.REDUCE)
+            combines.append(temp.index(size, gate=item.eq(0)).store(temp.index(m).load().reduce(m, op=u.arg)))
+            replaced[u] = temp.index(size).load()
+        staged += [*partials, UOp(Ops.BARRIER), *combines, UOp(Ops.BARRIER)]
+    _, columns, below = strided(column.src[0], AxisKind.LOOP)
+    for e in effects:
+        conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
+                      *(groups[r].eq(0) for r in rows if r not in live[e])]
+        body = substitute(e, replaced)
+        staged.append(gated(substitute(body, {column: columns}), [*conditions, *below]) if column in live[e]
+                      else gated(body, [*conditions, item.eq(0)]))
+    rest = [u for u in sink.src if u.op not in EFFECTS]
+    return substitute(sink.replace(src=(*staged, *rest)), groups)
+
+
+def _row_reductions(sink: UOp) -> tuple[UOp | None, list[UOp], list[UOp]] | None:
+    """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
+    each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
+    when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
+    memory the kernel writes (computed ahead of the effects, it would not see their stores). A kernel of one
+    GLOBAL range whose effects and reductions are all one per row is all rows and no column (a
+    matrix-vector product: one sum per output); where one is not (a sum over all rows), that range is the
+    column, and such a sum is computed once, before the loop over it."""
+    topo = sink.toposort()
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
+    if not globals_ or len(globals_) > 3:
+        return None
+    live = live_ranges(sink)
+    per_row = len(globals_) == 1 and all(globals_[0] in live[u] for u in topo if u.op in EFFECTS or u.op is Ops.REDUCE)
+    column, rows = (None, globals_) if per_row else (globals_[-1], globals_[:-1])
+    shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
+    written = written_memory(sink.src)
+    if not shared or any(len(u.src) != 2 for u in shared) or any(
+            not live[e] <= set(globals_) for e in sink.src if e.op in EFFECTS) or any(
+            v.op is Ops.LOAD and memory_of(v.src[0].src[0]) in written for u in shared for v in u.toposort()):
+        return None
+    return column, rows, shared
+
+
+def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
+    """The kernels ``share_reductions`` covers, for a device that runs a work group on one core as a loop
+    over its items (local memory in ordinary memory: PoCL, lavapipe), where cooperating on a row costs a
+    pass over the group per barrier: a work group of one item per row (per outer GLOBAL index), which
+    computes the row's reductions once and then loops over the innermost GLOBAL range, as a CPU thread
+    does. The reductions are split into independent partials (``split_reductions``) that the device's
+    compiler vectorises.
+
+    Where a row count may be 0 (one group is still launched), that group's loops are empty and its loads
+    gated, so nothing it would compute before them touches memory: an IF around the row's effects would
+    keep the reductions inside the loop. None when the kernel has no such reduction, nests reductions in
+    reductions (a fused attention: ``share_reductions`` keeps those apart), or has more rows than the
+    device has groups."""
+    found = _row_reductions(sink)
+    if found is None or _nested_reductions(sink):
+        return None
+    column, rows, _ = found
+    most = limits.max_groups
+    if most is not None and any(r.src[0].vmax > most[len(rows) - 1 - d] for d, r in enumerate(rows)):
+        return None
+    groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
+                             launch_index("group", len(rows) - 1 - d)) for d, r in enumerate(rows)}
+    if column is not None:
+        sink = substitute(sink, {column: UOp.range(column.src[0], column.arg[0], AxisKind.LOOP)})
+    outside = [groups[r].lt(r.src[0]) for r in rows if r.src[0].vmin < 1]
+    if outside:  # a group past the last row: its loops run no step, its loads and row-only effects are gated
+        inside, live = _all(outside), live_ranges(sink)
+        sink = sink.replace(src=tuple(_gated(e, inside, target=live[e] <= set(rows)) if e.op in EFFECTS else e
+                                      for e in sink.src))
+        sink = substitute(sink, {u: UOp.range(inside.where(u.src[0], 0), *u.arg) for u in sink.toposort()
+                                 if u.op is Ops.RANGE and u not in groups})
+    return split_reductions(substitute(sink, groups), (Ops.ADD, Ops.MAX, Ops.MIN))
+
+
+MATMUL_TILE = 16
+"""The side of the square output tile a work group computes in ``tile_matmul``, and of the blocks of its
+operands it stages in local memory."""
+
+
+def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
+    """A matmul-shaped kernel, ``out[i, j] = sum(f(a(i, k), b(k, j)), k)`` over GLOBAL ``i`` and ``j``,
+    as the classic GPU kernel with its operands staged in local memory.
+
+    A work group of ``T`` x ``T`` items (``lidx1`` rows, ``lidx0`` columns) computes a ``T`` x ``T`` tile of
+    ``out``. For each block ``kt`` of ``T`` steps of ``k``, in a loop every item runs the same number of
+    times: each item loads one element of ``a``'s ``T`` x ``T`` block and one of ``b``'s into local memory
+    (0 outside the operands); ``BARRIER``; each item adds ``T`` products read from local memory to its
+    element of ``out`` (steps past ``k``'s end add nothing); ``BARRIER``. Every element of ``a`` and ``b``
+    is read from global memory ``T`` times fewer than by one item per output. ``out`` holds the running sum
+    between blocks; the first block starts it.
+
+    None unless the kernel is one such store, its value a sum over one REDUCE range whose only loads are
+    one of ``a`` (ranges ``i``, ``k``) and one of ``b`` (``k``, ``j``), neither bounds-checked at run time,
+    and the device takes the work group and its ``2 T^2`` elements of local memory.
+    """
+    stores = [e for e in sink.src if e.op in EFFECTS]
+    if len(stores) != 1 or stores[0].op is not Ops.STORE or stores[0].arg is not None:
+        return None
+    store = stores[0]
+    target, value = store.src[0], store.src[1]
+    live = live_ranges(sink)
+    globals_ = sorted(live[store], key=range_order)
+    if len(target.src) != 2 or value.op is not Ops.REDUCE or value.arg is not Ops.ADD or len(value.src) != 2 \
+            or len(globals_) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in globals_) \
+            or any(u.op is Ops.LOAD for u in target.src[1].toposort()):
+        return None
+    (i, j), k = globals_, value.src[1]
+    loads = [u for u in value.src[0].toposort() if u.op is Ops.LOAD]
+    a = next((u for u in loads if live[u] == {i, k}), None)
+    b = next((u for u in loads if live[u] == {k, j}), None)
+    size = MATMUL_TILE
+    if a is None or b is None or len(loads) != 2 or any(u.src[0].arg is not None for u in loads) \
+            or 2 * size * size * value.dtype.itemsize > local_memory \
+            or size * size > limits.max_work_group_size or min(limits.max_item_sizes[:2]) < size:
+        return None
+    groups = [(r.src[0] + (size - 1)) // size for r in (j, i)]
+    groups = [g if g.vmin >= 1 else g.maximum(1) for g in groups]
+    if limits.max_groups is not None and any(g.vmax > most for g, most in zip(groups, limits.max_groups, strict=False)):
+        return None
+    column, row = (UOp.special(size, launch_index("local", d)) for d in (0, 1))
+    tile_j, tile_i = (UOp.special(g, launch_index("group", d)) for d, g in enumerate(groups))
+    first = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    blocks = (k.src[0] + (size - 1)) // size
+    kt = UOp.range(blocks if blocks.vmin >= 1 else blocks.maximum(1), first, AxisKind.LOOP)
+    kk = UOp.range(size, first + 1, AxisKind.REDUCE)
+    at = {i: tile_i * size + row, j: tile_j * size + column}
+    staged_a = UOp(Ops.DEFINE_LOCAL, a.dtype.ptr(size * size, local=True), (), 0)
+    staged_b = UOp(Ops.DEFINE_LOCAL, b.dtype.ptr(size * size, local=True), (), 1)
+    step = kt * size + column  # the k this item stages of a's block; of b's: kt * size + row
+    stage = [_gated_unless_true(staged_a.index(row * size + column).store(substitute(a, {**at, k: step})),
+                                [at[i].lt(i.src[0]), step.lt(k.src[0])], target=False),
+             _gated_unless_true(staged_b.index(row * size + column).store(substitute(b, {**at, k: kt * size + row})),
+                                [at[j].lt(j.src[0]), (kt * size + row).lt(k.src[0])], target=False)]
+    body = substitute(value.src[0], {a: staged_a.index(row * size + kk).load(),
+                                     b: staged_b.index(kk * size + column).load()})
+    zero = -0.0 if value.dtype.is_float else 0
+    inside = (kt * size + kk).lt(k.src[0])
+    part = (substitute(body, at) if inside.vmin else inside.where(substitute(body, at), zero)).reduce(kk)
+    out = substitute(target, at)
+    total = kt.lt(1).where(zero, out.load()).alu(Ops.ADD, part)  # -0.0 + x is x for every x
+    accumulate = _gated_unless_true(out.store(total), [at[i].lt(i.src[0]), at[j].lt(j.src[0])])
+    barrier = UOp(Ops.BARRIER, dtypes.void, (kt,))
+    rest = [u for u in sink.src if u.op not in EFFECTS]
+    return sink.replace(src=(*stage, barrier, accumulate.replace(src=(*accumulate.src, kt)), barrier, *rest))
+
+
+def _gated_unless_true(effect: UOp, conditions: list[UOp], target: bool = True) -> UOp:
+    """``_gated`` by the conditions that may fail."""
+    uncertain = [c for c in conditions if not c.vmin]
+    return _gated(effect, _all(uncertain), target) if uncertain else effect
+
+
+def _all(conditions: list[UOp]) -> UOp:
+    gate = conditions[0]
+    for more in conditions[1:]:
+        gate = gate & more
+    return gate
+
+
+def _groups_over_two_dimensions(count: UOp, d: int, spare: int, limits: WorkGroupLimits) -> tuple[UOp, int]:
+    """A group number along dimension ``d`` that may exceed the device's groups per dimension, spread over
+    ``d`` and the unused dimension ``spare``: ``row * limit + column``, with as many columns as there are
+    groups up to the limit; the next spare dimension. (Constant strides keep the bounds of the group
+    number tight, which a device with 32-bit indices needs.)"""
+    assert limits.max_groups is not None
+    most = limits.max_groups[d]
+    if spare > 2 or math.ceil(count.vmax / most) > limits.max_groups[spare]:
+        raise GraphError(f"the launch needs up to {int(count.vmax)} work groups along dimension {d}, and the "
+                         f"device allows {most}, with no dimension left to spread them over", stage="lower",
+                         value=int(count.vmax))
+    rows = (count + (most - 1)) // most
+    group = UOp.special(rows, launch_index("group", spare)) * most + UOp.special(count.minimum(most),
+                                                                                  launch_index("group", d))
+    return group, spare + 1

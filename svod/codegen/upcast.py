@@ -1,0 +1,369 @@
+"""Lowering that makes one pass over a reduction's loop do more, for a CPU and a GPU alike: a tile of
+neighbouring outputs per pass (``upcast_reductions``: a CPU's register tile, a GPU work item's several
+outputs), and a reduction as independent partials that share its loop (``split_reductions``). What both
+need to find such a tile (a reduction's loads, a range read at unit stride) lives here too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from svod.codegen.lower import _gated
+from svod.codegen.ranges import live_ranges, range_order
+from svod.dtype import dtypes
+from svod.errors import GraphError
+from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir.ops import EFFECTS, LANE_OPS
+from svod.ir.uop import memory_of
+
+__all__ = ["EXTREMA", "LANE_WIDTHS", "ROW_WIDTHS", "SPLIT_WIDTH", "UPCAST_WIDTHS", "split_reductions",
+           "upcast_reductions"]
+
+
+UPCAST_WIDTHS = (16, 8, 4)
+"""How many neighbouring outputs of a reduction one pass over its REDUCE range computes, widest first."""
+ROW_WIDTHS = (32, *UPCAST_WIDTHS)
+"""The widths a row of a tile sized in bytes (``row_bytes``) may take, widest first."""
+LANE_WIDTHS = tuple(reversed(ROW_WIDTHS))
+"""The widths a masked tile in lanes may take (``_masked_lanes``), narrowest first: the first that holds the
+columns a row's whole tiles leave."""
+
+
+def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None,
+                      masked: bool = False, lanes: bool = False) -> UOp:
+    """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
+
+    When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
+    end divisible by ``W``, ``j`` becomes ``jo*W + c`` for ``c`` in ``0..W-1``: ``W`` stores whose
+    reductions share one loop and whose loads are contiguous in ``c``, which the backend turns into
+    vector code (a matmul's inner loop becomes a vector multiply-add over ``W`` columns). Then, where
+    another output range ``i`` leaves those vector loads alone (``_row_range``), ``rows`` neighbours
+    along ``i`` share each of them: a matmul's rows of ``a``, a convolution's output channels.
+
+    With ``edges``, an end that no ``W`` (or ``rows``) divides, or a symbolic one, is tiled too: the tiles
+    cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
+    odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900); with
+    ``lanes``, that store is one more tile in lanes, masked past the end.
+
+    With ``masked``, such an end is tiled instead by ``ceil(end / W)`` tiles whose outputs past the end are
+    masked: their stores, and the loads that depend on them, are gated off (``_masked``). A GPU launches
+    each range as a dimension of its own, so an edge store over ``end % W`` would run in a launch of its
+    own shape, and not at all where no tile does.
+
+    With ``row_bytes``, a tile's row is the widest of ``ROW_WIDTHS`` that holds at most that many bytes of
+    the store's type: a CPU's tile row is two vector registers, 32 float32 or 16 float64 with AVX-512 (32
+    float64 took all 32 registers for the accumulators alone).
+
+    With ``lanes``, a row of ``W`` columns is one store over ``jo*W + LANE`` (``Ops.LANE`` of width ``W``),
+    which the renderer computes as vectors, where ``_lanes_fit`` finds every op of the store it reaches one a
+    renderer spells on vectors (with ``masked``, where ``W`` divides the columns too: a lane is never
+    masked): ``rows`` stores where there were ``rows * W``, so that lowering, ordering and
+    the backend's optimiser each handle a tile's row once (matmul 1024: a 3,880-line kernel, whose 256 scalar
+    updates LLVM's SLP vectoriser regrouped into vectors).
+    """
+    live = live_ranges(sink)
+    planned = []
+    for effect in sink.src:
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
+            if effect.op is Ops.STORE else None
+        planned.append(None if target is None else
+                       (target, _row_range(effect, live, target[0], rows, edges or masked, masked)))
+    if _entangled(sink) and len({plan for e, plan in zip(sink.src, planned, strict=True) if e.op in EFFECTS}) > 1:
+        return sink  # tiles of one shape for some effects only would run a work item's effects apart
+    split = list(dict.fromkeys(r for plan in planned if plan is not None and not masked
+                               for r, width in ((plan[0][0], plan[0][1]), (plan[1], rows))
+                               if r is not None and not _divides(width, r.src[0])))
+    sink, moved, edge_axes = _room_after(sink, split)
+    plans = {effect: None if plan is None else
+             ((moved[plan[0][0]], plan[0][1]), None if plan[1] is None else moved[plan[1]])
+             for effect, plan in zip(sink.src, planned, strict=True)}
+    effects, edge_effects = [], []
+    for effect in sink.src:
+        plan = plans[effect]
+        if plan is None:
+            effects.append(effect)
+            continue
+        target, row = plan
+        laned = lanes and _lanes_fit(effect, target[0])
+        if masked:
+            for column in _masked(effect, *target, laned):
+                effects.extend([column] if row is None else _masked(column, row, rows))
+            continue
+        columns, column_edge = _split(effect, *target, edge_axes.get(target[0]), laned)
+        if row is None:
+            effects.extend(columns)
+            edge_effects.extend([column_edge] if column_edge is not None else [])
+            continue
+        for copy in [*columns, *([column_edge] if column_edge is not None else [])]:
+            tile, row_edge = _split(copy, row, rows, edge_axes.get(row))
+            (edge_effects if copy is column_edge else effects).extend(tile)
+            edge_effects.extend([row_edge] if row_edge is not None else [])
+    return sink.replace(src=(*effects, *edge_effects))
+
+
+def _divides(width: int, end: UOp) -> bool:
+    return end.op is Ops.CONST and int(end.arg) % width == 0
+
+
+def _room_after(sink: UOp, ranges: Sequence[UOp]) -> tuple[UOp, dict[UOp, UOp], dict[UOp, int]]:
+    """``sink`` with a free axis number right after each of ``ranges``, for the range of the indices its
+    tiles leave (``_split``): every range numbered after one moves up. That range then nests where the one
+    it splits does, outside the loops that range held (a work item's loops stay inside its own range: a
+    number past every range's would nest it inside them, and run a work item's effects in loops apart).
+    Returns the sink, each range's new node (every range of ``sink`` maps), and the axis free after each."""
+    order = sorted(ranges, key=range_order)
+    shift = {r: sum(1 for o in order if o.arg[0] < r.arg[0]) for r in sink.toposort() if r.op is Ops.RANGE}
+    moved: dict[UOp, UOp] = {}
+    for r in sink.toposort():
+        if r.op is Ops.RANGE:
+            moved[r] = UOp.range(substitute(r.src[0], moved), r.arg[0] + shift[r], r.arg[1])
+    free = {moved[r]: r.arg[0] + shift[r] + 1 + sum(1 for o in order[:k] if o.arg[0] == r.arg[0])
+            for k, r in enumerate(order)}
+    renamed = {r: m for r, m in moved.items() if m is not r}
+    return (substitute(sink, renamed) if renamed else sink), moved, free
+
+
+def _entangled(sink: UOp) -> bool:
+    """Whether two effects of ``sink`` run in the same work items (the parallel ranges of one are among the
+    other's) and touch one memory, one of them writing it: they must then run in each work item's order, as
+    stated (tiled alike), not in loops or threads of their own. (A blocked matmul's store over whole blocks
+    of columns and its store over the columns left run in other work items.)"""
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    live = live_ranges(sink)
+    items = [{r for r in live[e] if r.arg[1] is AxisKind.GLOBAL} for e in effects]
+    writes = [memory_of(e.src[0].src[0]) for e in effects]
+    reads = [{memory_of(u.src[0].src[0]) for u in e.toposort() if u.op is Ops.LOAD} for e in effects]
+    return any((items[a] <= items[b] or items[b] <= items[a]) and
+               (writes[a] == writes[b] or writes[a] in reads[b] or writes[b] in reads[a])
+               for a in range(len(effects)) for b in range(a + 1, len(effects)))
+
+
+def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
+    if row_bytes is None:
+        return UPCAST_WIDTHS
+    return tuple(w for w in ROW_WIDTHS if w * store.src[1].dtype.itemsize <= row_bytes)
+
+
+def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = False) -> tuple[list[UOp], UOp | None]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``),
+    or with ``lanes`` one copy over ``ro*width + LANE``, and, unless ``width`` divides a constant ``end``, one
+    copy over the ``end % width`` indices left: with ``lanes``, one more tile in lanes masked past the end
+    (``_masked_lanes``; for a constant end, the narrowest that holds the indices left); else on a range of
+    its own (axis ``axis``, free right after ``r``'s (``_room_after``): never the same node as ``ro``, even
+    where both ends are equal)."""
+    end = r.src[0]
+    tiles = _tiles(effect, r, width, lanes)
+    if _divides(width, end):
+        return tiles, None
+    if lanes:
+        held = width if end.op is not Ops.CONST else next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
+        return tiles, _masked_lanes(effect, r, end // width * width, held)
+    left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
+    if axis is None:
+        raise GraphError(f"no axis was set aside for the indices range {r.arg[0]}'s tiles leave", stage="lower",
+                         value=r.arg)
+    edge = UOp.range(left, axis, r.arg[1])
+    return tiles, _moved(effect, r, edge + whole * width, edge)
+
+
+def _masked_lanes(effect: UOp, r: UOp, start: UOp, width: int) -> UOp:
+    """``effect`` at ``start + LANE`` (``width`` lanes) in place of range ``r``, each lane's store, and its
+    loads that differ by lane, gated by ``start + LANE < end``: the columns a row's whole tiles leave, as
+    one tile whose lanes past the end read and write nothing (a masked vector load and store). A range of
+    scalar columns there cost 1000x1001x999 (9 left): 270 GFLOP/s against 340 at 992 columns, and 1023
+    columns (31 left) 220; in lanes, 310 and 315 (a symbolic count of 1023: 85 -> 106, 992: 140)."""
+    (lane,) = _columns(width, lanes=True)
+    value = start + lane
+    moved = substitute(effect, {r: value})
+    moved = moved.replace(src=(*moved.src[:2], *(s for s in moved.src[2:] if s is not value)))
+    return _gated(moved, value.lt(r.src[0]), depending_on=lane)
+
+
+def _tiles(effect: UOp, r: UOp, width: int, lanes: bool) -> list[UOp]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c``, or with ``lanes`` one over
+    ``ro*width + LANE``, ``ro`` below ``end // width``."""
+    end = r.src[0]
+    outer = UOp.range(int(end.arg) // width if end.op is Ops.CONST else end // width, r.arg[0], r.arg[1])
+    return [_moved(effect, r, outer * width + c, outer) for c in _columns(width, lanes)]
+
+
+def _columns(width: int, lanes: bool) -> list[UOp]:
+    """A tile row's columns past its first: ``0 .. width-1``, one copy each, or one ``LANE`` of ``width``."""
+    return [UOp(Ops.LANE, dtypes.index, (), width)] if lanes else [UOp.index_const(c) for c in range(width)]
+
+
+def _lanes_fit(store: UOp, r: UOp) -> bool:
+    """Whether ``store``, with its row of outputs along ``r`` in lanes, stays within what a renderer spells
+    on vectors: ``LANE_OPS`` on numbers (no bool or float16 in memory, no float16 at all, division only by
+    a constant other than 0 and -1), loads of buffers (gathers and gated loads too) whose bounds are proven
+    (a ``CHECKED`` access records its failure under a branch of its own), and the store itself at unit
+    stride along ``r``, proven, its gate (if any) the same for every lane."""
+    target = store.src[0]
+    if store.op is not Ops.STORE or target.arg is not None or not _unit_stride(target.src[1], r, ascending=True) \
+            or (len(target.src) == 3 and r in target.src[2].toposort()):
+        return False
+    laned = {r}
+    for u in store.toposort():
+        if u is r or not any(s in laned for s in u.src):
+            continue
+        laned.add(u)
+        if u.op not in LANE_OPS or u.dtype == dtypes.float16 or any(s.dtype == dtypes.float16 for s in u.src):
+            return False
+        if u.op in (Ops.IDIV, Ops.MOD) and (u.src[1].op is not Ops.CONST or u.src[1].arg in (0, -1)):
+            return False
+        if u.op is Ops.INDEX and (u.arg is not None or memory_of(u.src[0]).op is not Ops.PARAM):
+            return False
+        if (u.op is Ops.LOAD and u.dtype == dtypes.bool) or (u.op is Ops.STORE and u.src[1].dtype == dtypes.bool):
+            return False
+    return True
+
+
+def _masked(effect: UOp, r: UOp, width: int, lanes: bool = False) -> list[UOp]:
+    """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c``, ``ro`` below ``ceil(end / width)``,
+    or with ``lanes`` one over ``ro*width + LANE``; where ``width`` may not divide the end, each copy (each
+    lane) stores, and loads what depends on ``ro``, only where ``ro*width + c < end``."""
+    end = r.src[0]
+    if end.op is Ops.CONST and int(end.arg) % width == 0:
+        return _tiles(effect, r, width, lanes)
+    outer = UOp.range((end + (width - 1)) // width, r.arg[0], r.arg[1])
+    return [_gated(_moved(effect, r, outer * width + c, outer), (outer * width + c).lt(end), depending_on=outer)
+            for c in _columns(width, lanes)]
+
+
+def _moved(effect: UOp, r: UOp, value: UOp, loop: UOp) -> UOp:
+    """``effect`` with ``value`` for range ``r``, run over the range ``loop`` in ``r``'s place. Its ranges
+    list the RANGE itself, not ``value``: bounds may fold an expression of a loop that turns at most once to
+    a constant, and the effect would then run once where the loop may turn 0 times (the tiles of ``n // 4``
+    for ``n`` up to 7 stored 4 columns of a 1-column row)."""
+    moved = substitute(effect, {r: value})
+    return moved.replace(src=(*moved.src[:2], *(loop if s is value else s for s in moved.src[2:])))
+
+
+SPLIT_WIDTH = 8
+"""How many partial results a split reduction keeps in one pass (a vector register of float32 on AVX2)."""
+EXTREMA = (Ops.MAX, Ops.MIN)
+"""The reductions a split leaves bit for bit the same: MAX and MIN are exactly associative and commutative
+(svod's order ignores NaN and puts +0 above -0)."""
+
+
+def split_reductions(sink: UOp, ops: tuple[Ops, ...]) -> UOp:
+    """A reduction by one of ``ops`` over one range of constant size ``n`` (a multiple of ``SPLIT_WIDTH``,
+    at least twice it) as ``SPLIT_WIDTH`` reductions over ``r*W + c`` that share one loop, combined
+    pairwise after it. Each step of one running reduction waits for the last; independent partials run
+    side by side and their loads are contiguous, so the backend vectorises them. For ``EXTREMA`` the
+    result is the same bits; a float sum is added in another order (as any parallel sum is). Only a
+    reduction with none nested in it is split (``_nested_reductions``): an outer one would copy each inner
+    one ``W`` times, and a nest of them grow as ``W`` to the power of its depth (a fused attention's 320
+    accumulators)."""
+
+    replaced: dict[UOp, UOp] = {}
+    nested = _nested_reductions(sink)
+    for node in sink.toposort():  # a reduction it uses first (softmax's maximum in its sum), built split
+        if node.op is not Ops.REDUCE or node.arg not in ops or len(node.src) != 2 or node in nested:
+            continue
+        r, value = node.src[1], substitute(node.src[0], replaced)
+        size = r.src[0]
+        if size.op is not Ops.CONST or size.arg % SPLIT_WIDTH or size.arg < 2 * SPLIT_WIDTH:
+            continue
+        outer = UOp.range(size.arg // SPLIT_WIDTH, r.arg[0], r.arg[1])
+        parts = [substitute(value, {r: outer * SPLIT_WIDTH + c}).reduce(outer, op=node.arg)
+                 for c in range(SPLIT_WIDTH)]
+        while len(parts) > 1:
+            parts = [a.alu(node.arg, b) for a, b in zip(parts[::2], parts[1::2], strict=True)]
+        replaced[node] = parts[0]
+    return substitute(sink, replaced)
+
+
+def _nested_reductions(sink: UOp) -> list[UOp]:
+    """The reductions of ``sink`` with another nested in them: one that runs inside their loop because it
+    depends on their range (attention's ``q.k`` in the softmax over keys). A reduction whose result merely
+    feeds theirs (softmax's maximum in its sum) is computed before their loop and does not count."""
+    live = live_ranges(sink)
+    inner: dict[UOp, frozenset[UOp]] = {}  # the ranges some reduction below a node depends on
+    for node in sink.toposort():
+        sets = [inner[s] for s in node.src if inner[s]]
+        below = sets[0] if len(sets) == 1 else frozenset().union(*sets)
+        inner[node] = below | live[node] if node.op is Ops.REDUCE else below
+    return [u for u in sink.toposort() if u.op is Ops.REDUCE and not inner[u.src[0]].isdisjoint(u.src[1:])]
+
+
+def _reduction_loads(store: UOp) -> list[UOp]:
+    return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
+            if u.op is Ops.LOAD]
+
+
+def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None,
+                edges: bool = False) -> list[UOp]:
+    """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
+    return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and (edges or r.src[0].op is Ops.CONST)
+                   and r is not exclude), key=range_order, reverse=True)
+
+
+def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]], widths: tuple[int, ...],
+                  edges: bool = False, masked: bool = False) -> tuple[UOp, int] | None:
+    """An output range the reduction's loads read at unit stride, and the widest ``W`` of ``widths`` that
+    divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest
+    value, if symbolic: ``_room``), the rest left to an edge store (``_split``). With ``masked`` (a GPU's
+    tiles, ``_masked``), failing a range read at unit stride, one that some loads do not depend on: each of
+    those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
+    loads = _reduction_loads(store)
+    ranges = _upcastable(store, live, edges=edges) if loads else []
+    candidates = [j for j in ranges if any(_unit_stride(load.src[0].src[1], j) for load in loads)]
+    if masked and not candidates:
+        candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
+    for j in candidates:
+        end = j.src[0]
+        width = next((w for w in widths if end.op is Ops.CONST and int(end.arg) % w == 0
+                      and int(end.arg) > w), None)
+        if width is None and edges:
+            width = next((w for w in widths if _room(end, w, masked)), None)
+        if width is not None:
+            return j, width
+    return None
+
+
+def _room(end: UOp, width: int, masked: bool) -> bool:
+    """Whether an end that ``width`` does not divide takes tiles of ``width``: a constant end past it; a
+    symbolic one that may hold two whole tiles, or, for masked tiles (``ceil(end / width)`` of them), one that
+    may pass ``width``. The loop over ``end // width`` whole tiles (``_split``) of at most one turn would be
+    folded away by bounds from the values its tile computes, which would then be computed, and their loads
+    made, where no tile runs (``n <= 7`` columns in tiles of 4 read 4 columns of a row of 1)."""
+    if end.op is Ops.CONST or masked:
+        return int(end.vmax) > width
+    return int(end.vmax) >= 2 * width
+
+
+def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int,
+               edges: bool = False, masked: bool = False) -> UOp | None:
+    """Another output range, whose end ``rows`` divides (or, with ``edges``, one ``_room`` gives such tiles),
+    that some load of the reduction depends on and its vector loads (unit stride along ``upcast``) do not:
+    each vector load then serves every row of the tile, and only the loads that differ by row are repeated
+    (a matmul's ``a[i, r]``, one broadcast per row)."""
+    loads = _reduction_loads(store)
+    vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)] or \
+        [load for load in loads if upcast in load.toposort()]  # a strided tile's (``_upcast_range``)
+    for r in _upcastable(store, live, upcast, edges):
+        end = r.src[0]
+        tiles = (end.op is Ops.CONST and int(end.arg) % rows == 0 and int(end.arg) > rows) or \
+            (edges and _room(end, rows, masked))
+        if tiles and any(r in load.toposort() for load in loads) \
+                and not any(r in load.toposort() for load in vector):
+            return r
+    return None
+
+
+def _unit_stride(index: UOp, r: UOp, ascending: bool = False) -> bool:
+    """``index`` is ``r`` plus (or minus) terms without ``r``: neighbouring ``r`` read neighbouring elements
+    (with ``ascending``, ``r`` is not subtracted: they also come in ``r``'s order, as a store of lanes needs)."""
+    terms = _terms(index)
+    added = [t for t, sign in terms if sign > 0]
+    return [t for t, _ in terms].count(r) == 1 and not any(r in t.toposort() for t, _ in terms if t is not r) \
+        and (not ascending or r in added)
+
+
+def _terms(index: UOp, sign: int = 1) -> list[tuple[UOp, int]]:
+    """The terms of a sum with their signs, nested ADDs and SUBs flattened."""
+    if index.op is Ops.ADD:
+        return [t for s in index.src for t in _terms(s, sign)]
+    if index.op is Ops.SUB:
+        return [*_terms(index.src[0], sign), *_terms(index.src[1], -sign)]
+    return [(index, sign)]
