@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 
 class Access(NamedTuple):
@@ -143,3 +143,28 @@ def levels(dependencies_of: Sequence[Sequence[int]]) -> list[int]:
     for waits in dependencies_of:
         found.append(1 + max((found[d] for d in waits), default=-1))
     return found
+
+
+class Scheduled(Protocol):
+    """A step as the schedule sees it: the bytes it touches, and where the schedule puts it."""
+
+    id: int
+    accesses: tuple[Access, ...]
+    dependencies: tuple[int, ...]
+    level: int
+
+
+S = TypeVar("S", bound=Scheduled)
+
+
+def schedule(steps: Sequence[S]) -> list[list[S]]:
+    """Each step's dependencies on the latest conflicting steps (``ByteRanges``), then the steps by level:
+    one more than the highest level waited for."""
+    ranges = ByteRanges()
+    level_of: dict[int, int] = {}
+    by_level: dict[int, list[S]] = {}
+    for step in steps:
+        step.dependencies = ranges.add(step.id, step.accesses)
+        step.level = level_of[step.id] = 1 + max((level_of[d] for d in step.dependencies), default=-1)
+        by_level.setdefault(step.level, []).append(step)
+    return [by_level[k] for k in sorted(by_level)]

@@ -1,0 +1,188 @@
+"""Arrays bound to a prepared plan's buffers for one run (``ExecutionPlan.execute(buffers=...)``): each is
+checked before anything runs, then either the steps are repointed at its memory (where they keep the
+buffer's address in host memory) or it is copied in before the run and out after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from svod.device import Buffer
+from svod.device.protocols import Site
+from svod.errors import BufferMismatchError
+from svod.runtime.steps import Step
+
+
+@dataclass(slots=True)
+class Binding:
+    """An array bound to a plan buffer for one run: its address is patched in, or it is copied in and out."""
+
+    slot: int
+    storage: int
+    array: np.ndarray
+    address: int
+    patch: bool
+    written: bool
+
+
+class ArrayBinding:
+    """Per storage of a prepared plan: where its steps keep its address, which step writes it first, which
+    uses it first, and its host range; and, from that, the arrays of one run bound and unbound."""
+
+    def __init__(self, buffers: Sequence[Buffer], names: Mapping[str, int], steps: Sequence[Step]) -> None:
+        self.buffers = buffers
+        self.names = names
+        self.sites: dict[int, list[Site]] = {}
+        self._copied: set[int] = set()
+        """Storages some step cannot be repointed for: arrays bound to them are copied in and out."""
+        self.written: dict[int, str] = {}
+        """Each storage some step writes, with the first such step's name."""
+        self.users: dict[int, str] = {}
+        """Each storage, with the name of the first step that touches it."""
+        self._host_ranges: list[tuple[int, int, int]] = []
+        """(start, end, storage) of every storage in host memory, for the overlap check of bound arrays."""
+        self._index(steps)
+
+    def add_sites(self, sites: Mapping[int, Sequence[Site]]) -> None:
+        """More places that keep storages' addresses (a native replay's own)."""
+        for storage, found in sites.items():
+            self.sites.setdefault(storage, []).extend(found)
+
+    def slot(self, key: int | str) -> int:
+        if isinstance(key, str):
+            if key not in self.names:
+                raise BufferMismatchError(f"no plan buffer named {key}; the plan has "
+                                          f"{sorted(self.names) or 'no names'}", stage="execute", value=key)
+            return self.names[key]
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.buffers):
+            raise BufferMismatchError(f"no plan buffer {key}; the plan has {len(self.buffers)}", stage="execute",
+                                      value=key)
+        return key
+
+    def check(self, arrays: Mapping[int | str, Any]) -> list[Binding]:
+        """Check every bound array before anything runs: a whole plan buffer's dtype and size, writeable if
+        the plan writes it, in host memory laid out as a zero-copy buffer needs, and sharing no memory with
+        another storage of the plan where either is written."""
+        bindings: list[Binding] = []
+        seen: dict[int, int | str] = {}
+        for key, obj in arrays.items():
+            slot = self.slot(key)
+            buf = self.buffers[slot]
+            storage = id(buf.base)
+            user = self.users.get(storage)
+            if buf.is_view:
+                raise BufferMismatchError(f"plan buffer {key} is a view at offset {buf.offset} of another; bind an "
+                                          "array to the buffer it views", kernel=user, stage="execute", value=key)
+            if storage in seen:
+                raise BufferMismatchError(f"plan buffers {seen[storage]} and {key} are one buffer; bind it once",
+                                          kernel=user, stage="execute", value=key)
+            seen[storage] = key
+            array = _host_array(obj, key, user)
+            if array.dtype != buf.dtype.numpy:
+                raise BufferMismatchError(f"plan buffer {key} holds {buf.dtype.name}; the array bound to it is "
+                                          f"{array.dtype}", kernel=user, stage="execute", value=str(array.dtype))
+            if array.size != buf.size:
+                raise BufferMismatchError(f"plan buffer {key} has {buf.size} elements; the array bound to it has "
+                                          f"{array.size}", kernel=user, stage="execute", value=array.size)
+            written = storage in self.written
+            if written and not array.flags.writeable:
+                raise BufferMismatchError(f"plan buffer {key} is written by the plan; the array bound to it is "
+                                          "read-only", kernel=self.written[storage], stage="execute",
+                                          value=key)
+            host = buf.device_object.caps.host_memory
+            patch = host and storage not in self._copied
+            address = 0
+            if host:
+                if not array.flags.c_contiguous:
+                    raise BufferMismatchError(f"the array bound to plan buffer {key} is not C-contiguous; kernels "
+                                              "use its memory as it is (np.ascontiguousarray copies one)",
+                                              kernel=user, stage="execute", value=array.strides)
+                address = int(array.__array_interface__["data"][0])
+                if address % array.dtype.itemsize:
+                    raise BufferMismatchError(f"the array bound to plan buffer {key} is not aligned to its itemsize "
+                                              f"({array.dtype.itemsize})", kernel=user, stage="execute",
+                                              value=address % array.dtype.itemsize)
+            bindings.append(Binding(slot, storage, array, address, patch, written))
+        self._check_unshared(bindings)
+        return bindings
+
+    def _check_unshared(self, bindings: Sequence[Binding]) -> None:
+        """A bound array written by the plan shares memory with no other storage it touches, and a bound
+        array shares none with a storage the plan writes (the kernels are compiled assuming so)."""
+        rebound = {b.storage for b in bindings if b.patch}
+        ranges = [(start, end, storage, storage in self.written)
+                  for start, end, storage in self._host_ranges if storage not in rebound]
+        ranges += [(b.address, b.address + b.array.nbytes, b.storage, b.written) for b in bindings if b.patch]
+        ranges.sort()
+        reach_end, reach_written, reach_storage = -1, False, 0
+        for start, end, storage, written in ranges:
+            if start < reach_end and (written or reach_written) and (storage in rebound or reach_storage in rebound):
+                raise BufferMismatchError("an array bound for this run shares memory with another buffer of the "
+                                          "plan, and one of them is written", kernel=self.users.get(storage),
+                                          stage="execute", value=start)
+            if end > reach_end:
+                reach_end, reach_written, reach_storage = end, written, storage
+            elif written:
+                reach_written = True
+
+    def bind(self, bindings: Sequence[Binding]) -> None:
+        for binding in bindings:
+            if binding.patch:
+                for array, index, offset in self.sites.get(binding.storage, ()):
+                    array[index] = binding.address + offset
+            else:
+                self.buffers[binding.slot].copyin(binding.array)
+
+    def copy_out(self, bindings: Sequence[Binding]) -> None:
+        for binding in bindings:
+            if not binding.patch and binding.written:
+                binding.array[...] = self.buffers[binding.slot].numpy().reshape(binding.array.shape)
+
+    def unbind(self, bindings: Sequence[Binding]) -> None:
+        for binding in bindings:
+            if binding.patch:
+                base = int(self.buffers[binding.slot].address)
+                for array, index, offset in self.sites.get(binding.storage, ()):
+                    array[index] = base + offset
+
+    def _index(self, steps: Sequence[Step]) -> None:
+        """Per storage: where steps keep its address, who writes it, who uses it first, and its host range."""
+        for step in steps:
+            for access in step.accesses:
+                self.users.setdefault(access.storage, step.name)
+                if access.write:
+                    self.written.setdefault(access.storage, step.name)
+            if step.sites is None:
+                self._copied.update(a.storage for a in step.accesses)
+            else:
+                for storage, sites in step.sites.items():
+                    self.sites.setdefault(storage, []).extend(sites)
+        bases = {id(b.base): b.base for b in self.buffers}
+        self._host_ranges = sorted((int(base.address), int(base.address) + base.nbytes, key)
+                                   for key, base in bases.items()
+                                   if base.device_object.caps.host_memory and base.nbytes and key in self.users)
+
+
+def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
+    """The host array ``obj`` is: a numpy array, a Buffer in host memory, or any DLPack producer on the host."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, Buffer):
+        if not obj.device_object.caps.host_memory:
+            raise BufferMismatchError(f"the buffer bound to plan buffer {key} is on {obj.device}, not in host "
+                                      "memory", kernel=user, stage="execute", value=obj.device)
+        return obj.host_view()
+    if hasattr(obj, "__dlpack__"):
+        try:
+            return np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as err:
+            raise BufferMismatchError(f"the array bound to plan buffer {key} cannot be read through DLPack on the "
+                                      f"host: {err}", kernel=user, stage="execute", value=type(obj).__name__) from err
+    raise BufferMismatchError(f"plan buffer {key} can be bound to a numpy array, a DLPack producer or a host "
+                              "Buffer", kernel=user, stage="execute", value=type(obj).__name__)
+
+
