@@ -58,7 +58,7 @@ class PythonRenderer:
     def decompositor(self) -> PatternMatcher | None:
         return None
 
-    def stages(self, ast: UOp) -> tuple[UOp, ...]:
+    def parts(self, ast: UOp) -> tuple[UOp, ...]:
         return (ast,)
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:

@@ -5,7 +5,7 @@ target, is ``svod.codegen.pipeline``'s.
 ::
 
     lower       every target: anchor_ranges, fuse_products, decompose, speculate_gated_loads, split_reduction
-                (the stages of one long reduction); gate_effects; describe (what lowering did)
+                (the parts of one long reduction); gate_effects; describe (what lowering did)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
         <- lower_cpu  a CPU: split_for_threads, privatize_atomics, block_matmul, tile_for_cpu
@@ -170,7 +170,7 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
 
 
 def _params(sink: UOp) -> tuple[UOp, ...]:
-    """The buffers of ``sink`` by slot: every stage a pass makes of a kernel takes all of them, and a buffer
+    """The buffers of ``sink`` by slot: every part a pass makes of a kernel takes all of them, and a buffer
     of the kernel's own takes the next slot."""
     return tuple(sorted((u for u in sink.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg))
 

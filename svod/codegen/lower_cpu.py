@@ -1,6 +1,6 @@
 """Lowering for a CPU: GLOBAL ranges spread over threads (``split_for_threads``), atomic adds into a small
 buffer made into a private copy per thread (``privatize_atomics``), a matmul whose ``b`` outgrows L2 run over
-blocks of it (``block_matmul``, a stage split the pipeline makes before the passes), and register tiles
+blocks of it (``block_matmul``, a split into parts the pipeline makes before the passes), and register tiles
 sized for the vector registers (``tile_for_cpu``)."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks of ``D`` turns too, a loop inside the columns'
     loop: a block of ``b`` is then ``D x W``, and each block continues the sum the block before stored
     (``_continued``). Where the kernel stores something else of the sum (``alpha * sum + beta * c``), the
-    sums go to a scratch buffer first and a last stage stores the kernel's values (``_summed_first``).
+    sums go to a scratch buffer first and a last part stores the kernel's values (``_summed_first``).
 
     Rows of ``b`` a multiple of 4 KiB apart map to a sixteenth of the cache's sets or fewer, and a block cut
     from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over rows 4224 bytes apart); rows that
@@ -191,7 +191,7 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
 
 
 def _the_store(sink: UOp) -> UOp:
-    """The one STORE of a kernel ``block_matmul`` took (its only effect), or of a stage it built."""
+    """The one STORE of a kernel ``block_matmul`` took (its only effect), or of a part it built."""
     return next(e for e in sink.src if e.op is Ops.STORE)
 
 
@@ -228,7 +228,7 @@ def _transposed(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) ->
     """Each operand read across the layout a register tile reads, copied to a scratch buffer in that layout,
     and ``sink`` reading the copies: ``b[j, k]`` (``j`` the innermost output range, which no load reads at
     unit stride) as ``b.T``; then, where a load reads ``j`` at unit stride, ``a[k, i]`` as ``a.T``. The
-    copies are stages ``transpose`` before the kernel; its sum is the same, in the same order."""
+    copies are parts (``<name>_transpose``) before the kernel; its sum is the same, in the same order."""
     j = nested(outputs)[-1]
     if math.prod(int(r.src[0].arg) for r in outputs) // int(j.src[0].arg) < TRANSPOSE_MIN_ROWS:
         return (), sink
@@ -268,7 +268,7 @@ def _operand(load: UOp, k: UOp, outputs: frozenset[UOp]) -> tuple[UOp, Poly] | N
 
 
 def _copy(sink: UOp, load: UOp, outer: UOp, inner: UOp, poly: Poly) -> tuple[UOp, UOp]:
-    """A stage copying ``load``'s buffer (at ``poly``) to a scratch buffer laid out ``[batch][outer][inner]``
+    """A part copying ``load``'s buffer (at ``poly``) to a scratch buffer laid out ``[batch][outer][inner]``
     (rows starting cache lines, none 4 KiB apart), and ``sink`` reading the copy."""
     memory = load.src[0].src[0]
     itemsize, count, rows = pointee(memory).itemsize, int(inner.src[0].arg), int(outer.src[0].arg)
@@ -301,7 +301,7 @@ def _flat(ranges: Sequence[UOp]) -> UOp:
 def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: tuple[UOp, ...],
                   rows: int) -> tuple[UOp, ...]:
     """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
-    scratch buffer first, blocked and continued there, and a last stage stores the kernel's value of each."""
+    scratch buffer first, blocked and continued there, and a last part stores the kernel's value of each."""
     store = _the_store(sink)
     reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
     params = _params(sink)

@@ -6,7 +6,7 @@ its metadata derived here once).
 
 ::
 
-    ast ─> stages (block_matmul on a CPU, else split_reduction) ─> for each stage:
+    ast ─> parts (block_matmul on a CPU, else split_reduction) ─> for each part:
            validate ─ check_dtypes ─ unbind ─ fuse_products ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
            ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
@@ -260,11 +260,11 @@ def passes(target: Target) -> tuple[Step, ...]:
 
 # ---- running them --------------------------------------------------------------------------------------------
 
-def stages(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, ...]:
-    """The kernels ``ast`` runs as, in order: itself, or on a CPU a matmul in blocks of columns (two stages
-    where it packs ``b``), or the two stages of a split reduction where the device has parallelism to spread
-    the first over. Stages take the kernel's buffers and, after them, one scratch buffer (the last PARAM of
-    the first stage)."""
+def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, ...]:
+    """The kernels ``ast`` runs as, its parts, in order: itself, or on a CPU a matmul in blocks of columns
+    (two parts where it packs ``b``), or the two parts of a split reduction where the device has parallelism
+    to spread the first over. Parts take the kernel's buffers and, after them, one scratch buffer (the last
+    PARAM of the first part)."""
     split = None if target.gpu else block_matmul(ast, target.caps.l2_bytes)
     if trace is not None and not target.gpu:
         _report(trace, "block_matmul", f"{kernel_label(ast)} for {target.device}", split)
@@ -416,7 +416,7 @@ def kernel_name(ast: UOp, name: str | None) -> str:
 
 
 def program(ast: UOp, target: Target, name: str | None = None, trace: TextIO | None = None) -> UOp:
-    """The PROGRAM of one kernel ``ast`` runs as (one of ``stages``) on ``target``: SINK (lowered), DEVICE,
+    """The PROGRAM of one kernel ``ast`` runs as (one of ``parts``) on ``target``: SINK (lowered), DEVICE,
     LINEAR (its instruction list), SOURCE (written by ``target.writer``), and the kernel's metadata, derived
     here once for every later station (a compiler adds BINARY; a runtime reads what it launches)."""
     if target.writer is None:
@@ -476,4 +476,4 @@ def listing(sink: UOp) -> str:
 
 __all__ = ["BACK", "CPU", "FRONT", "GPU", "LINEAR", "Check", "FirstOf", "LinearCheck", "LinearPass", "Linearizing",
            "Lowering", "Pass", "Target", "Then", "Writer", "check_dtypes", "kernel_name", "linear_listing", "linearize",
-           "listing", "loops_fit", "lower", "passes", "program", "stages"]
+           "listing", "loops_fit", "lower", "parts", "passes", "program"]

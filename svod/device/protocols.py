@@ -4,7 +4,7 @@ prepared plan natively (``PlanReplayer``), from a description of the plan's work
 
 ::
 
-    ReplayKernel   a step's program launches (one, or a staged kernel's stages), with its Python runner
+    ReplayKernel   a step's program launches (one, or one per part of a kernel in parts), with its Python runner
     ReplayCopy     a memmove between two host buffers
     ReplayLoop     body repeated for var in range(start, stop, step)
     ReplayHost     Python work (steps run on host threads at once, a step with no native form)
@@ -121,8 +121,8 @@ class Renderer(Protocol):
 
     def decompositor(self) -> PatternMatcher | None: ...
 
-    def stages(self, ast: UOp) -> tuple[UOp, ...]:
-        """The kernels ``ast`` runs as, in order (itself, unless the device splits it)."""
+    def parts(self, ast: UOp) -> tuple[UOp, ...]:
+        """The kernels ``ast`` runs as, its parts, in order (itself, unless the device splits it)."""
         ...
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:

@@ -215,7 +215,7 @@ class KernelCache:
         shared_keys = {ast: (*self._key(ast, device)[:3], device.base_device_key()) for ast in asts}
         shared: dict[UOp, Compiled | None] = {ast: self._compiled.get(shared_keys[ast]) for ast in asts}
         renderer = device.renderer
-        rendered = {ast: tuple(ProgramSpec.of(renderer.program(stage)) for stage in renderer.stages(ast))
+        rendered = {ast: tuple(ProgramSpec.of(renderer.program(part)) for part in renderer.parts(ast))
                     for ast in asts if shared[ast] is None}
         fresh = self._compile([spec for specs in rendered.values() for spec in specs], device)
         kernels = []

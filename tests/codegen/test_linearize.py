@@ -53,7 +53,7 @@ _SCRIPT = textwrap.dedent("""
                                                    work_groups=WorkGroupLimits(256, (256, 256, 256))))]
     report = {}
     for ast, case in nested_corpus():
-        sources = [r.render(stage).src for r in renderers for stage in r.stages(ast)]
+        sources = [r.render(part).src for r in renderers for part in r.parts(ast)]
         inputs, expected = case(np.random.default_rng(1))
         out = np.zeros(expected.size, np.float32)
         svod.run(ast, [out, *(a.reshape(-1) for a in inputs)], device="CPU")
@@ -156,7 +156,7 @@ def test_a_value_placed_twice_is_named_by_its_inner_place_only_inside_its_block(
     out, a, b = (k.buffer(dtypes.float32, (1031, 1031)) for _ in range(3))  # edges of rows, columns and sum
     i, j, r = k.range(1031), k.range(1031), k.range(1031, AxisKind.REDUCE)
     k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
-    *_, blocked = device.renderer.stages(k.build())
+    *_, blocked = device.renderer.parts(k.build())
     linear = device.renderer.program(blocked).src[2].src  # PROGRAM: SINK, DEVICE, LINEAR, SOURCE
     assert any(count > 1 for count in Counter(u for u in linear if u.op not in (Ops.CONST, Ops.END)).values())
     svod.compile(k.build(), device)  # LLVM verifies that every use is dominated

@@ -1112,11 +1112,11 @@ def _gemm(m, n, depth, name="gemm"):
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize("rows", [512, 37])
 def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(monkeypatch, compiler, rows):
-    """The sums of a gemm go to a scratch buffer, continued block by block, and a last stage computes
+    """The sums of a gemm go to a scratch buffer, continued block by block, and a last part computes
     ``1.5 * sum + 1.2 * c`` from them: the bits of the kernel unblocked, and numpy's answer."""
     device = open_device(compiler)
     ast = _gemm(rows, 520, 1536)
-    summed, stored = device.renderer.stages(ast)
+    summed, stored = device.renderer.parts(ast)
     scratch = max((u for u in summed.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert scratch.arg == 3 and scratch.dtype.size == rows * 520
     assert not any(u.op is Ops.REDUCE for u in stored.toposort())
@@ -1127,7 +1127,7 @@ def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(m
     np.testing.assert_allclose(blocked, 1.5 * a @ b + 1.2 * c, rtol=1e-12, atol=1e-12)
     monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))  # b fits
     plain = _gemm(rows, 520, 1536, name="gemm_unblocked")
-    assert device.renderer.stages(plain) == (plain,)
+    assert device.renderer.parts(plain) == (plain,)
     unblocked = c.copy()
     svod.run(plain, [unblocked, a, b], device=device)
     np.testing.assert_array_equal(blocked, unblocked)
@@ -1202,7 +1202,7 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
         monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=l2_bytes))
     ast = _big_matmul(512, columns, depth, dtype, batch, pitch=pitch)
     row_bytes = pitch * dtype.itemsize
-    assert len(device.renderer.stages(ast)) == (2 if row_bytes % 64 or row_bytes % 4096 == 0 else 1)  # a copy
+    assert len(device.renderer.parts(ast)) == (2 if row_bytes % 64 or row_bytes % 4096 == 0 else 1)  # a copy
     rng = np.random.default_rng(3)
     a = rng.standard_normal((batch, 512, depth)).astype(dtype.numpy)
     b = rng.standard_normal((batch, depth, pitch)).astype(dtype.numpy)
@@ -1211,7 +1211,7 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
     monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))  # b fits
     plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
-    assert device.renderer.stages(plain) == (plain,)
+    assert device.renderer.parts(plain) == (plain,)
     unblocked = np.zeros_like(blocked)
     svod.run(plain, [unblocked, a, b], device=device)
     np.testing.assert_array_equal(blocked, unblocked)

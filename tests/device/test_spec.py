@@ -189,8 +189,8 @@ def test_the_pipeline_derives_a_programs_metadata_whole(device):
     pipeline must attach all of it, or a compiler would be handed a spec with fields missing."""
     renderer = open_device(device).renderer
     for make in (SMALL_WORKLOADS["softmax"], SMALL_WORKLOADS["histogram"], SMALL_WORKLOADS["matmul"]):
-        for stage in renderer.stages(make().steps[0].ast):
-            program = renderer.program(stage)
+        for part in renderer.parts(make().steps[0].ast):
+            program = renderer.program(part)
             read, derived = ProgramSpec.of(program), ProgramSpec.from_uop(program)
             assert _fields(read) == _fields(derived) and read.globals and read.outs
     n = svod.KernelBuilder("scaled")

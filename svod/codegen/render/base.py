@@ -134,9 +134,9 @@ class KernelRenderer(ABC):
         """This renderer's device, as the pipeline needs to know it."""
         return pipeline.Target(self.device, self.caps, self.decompositor(), self)
 
-    def stages(self, ast: UOp) -> tuple[UOp, ...]:
-        """The kernels ``ast`` runs as, in order (``pipeline.stages``)."""
-        return pipeline.stages(ast, self.target, _trace())
+    def parts(self, ast: UOp) -> tuple[UOp, ...]:
+        """The kernels ``ast`` runs as, in order (``pipeline.parts``)."""
+        return pipeline.parts(ast, self.target, _trace())
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
         """The PROGRAM of ``ast`` on this renderer's device (``pipeline.program``)."""
