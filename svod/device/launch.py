@@ -130,7 +130,7 @@ ONES: LaunchSize = (ONE, ONE, ONE)
 class LaunchShape:
     """A kernel's launch sizes as expressions of its variables, with the values of the variables it fixes
     itself (``BIND``): the one object that turns variable values into the dims of a dispatch, for a direct
-    call, a plan's step and a stage alike. Sizes no free variable changes are evaluated once."""
+    call, a plan's step and a kernel's part alike. Sizes no free variable changes are evaluated once."""
 
     global_size: LaunchSize = ONES
     local_size: LaunchSize | None = ONES

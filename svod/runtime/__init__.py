@@ -1,5 +1,5 @@
 """Running compiled kernels: the method cache (memory and disk), checked dispatch, kernels of several
-launches (``staged``), execution plans, their native replay on the CPU, bundles and profiles."""
+launches (``parts``), execution plans, their native replay on the CPU, bundles and profiles."""
 
 from svod.runtime.cache import CacheStats, KernelCache, default_cache
 from svod.runtime.disk import CacheWarning, DiskCache

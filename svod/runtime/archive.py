@@ -8,7 +8,8 @@ A bundle is a zip archive of named entries (format ``svod-plan-bundle``, version
                          at which offset, read / written by the plan); steps in id order (kernels with
                          their buffer indices and fixed variables, copies, loops with their bounds and
                          body); the ids outside every loop; per distinct kernel its AST, its key, and the
-                         compiled PROGRAM of each stage; the sha256 of graph.json and of every blob
+                         compiled PROGRAM of each of its parts (under "stages"); the sha256 of graph.json and
+                         of every blob
     graph.json           every UOp the manifest refers to (ASTs, compiled PROGRAMs, loop bounds), in one
                          table of nodes, sources before users: [op name, dtype index, source indices, arg]
     blobs/<sha256>       bytes a node holds (a BINARY's compiled code), stored once per content

@@ -35,7 +35,7 @@ from svod.ir import Ops, UOp, kernel_label
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import CachedKernel
-from svod.runtime.staged import OwnBuffers, Stage, StagedProgram
+from svod.runtime.parts import OwnBuffers, Part, PartsProgram
 
 CacheKey = tuple[str, str, str, str]
 
@@ -51,7 +51,7 @@ class CacheStats:
 
 V = TypeVar("V")
 Compiled = tuple[CompiledSpec, ...]
-"""A kernel's stages compiled, each with its PROGRAM (``CompiledSpec.program``): what every device of one
+"""A kernel's parts compiled, each with its PROGRAM (``CompiledSpec.program``): what every device of one
 base type loads."""
 
 
@@ -160,17 +160,17 @@ class KernelCache:
         futures = {**waiting, **owned}
         return [found[ast] if ast in found else futures[ast].result() for ast in asts]
 
-    def adopt(self, ast: UOp, device: Device, stages: Sequence[UOp]) -> CachedKernel:
-        """The kernel of ``ast`` on ``device`` from compiled stages made elsewhere (a plan bundle's PROGRAMs,
-        each with its BINARY; empty for a backend that loads source), loaded without compiling and kept
-        as if compiled here. A kernel already held is returned as it is. (A bundle's PROGRAM is read with
+    def adopt(self, ast: UOp, device: Device, programs: Sequence[UOp]) -> CachedKernel:
+        """The kernel of ``ast`` on ``device`` from the PROGRAMs of its parts compiled elsewhere (a plan
+        bundle's, each with its BINARY; empty for a backend that loads source), loaded without compiling and
+        kept as if compiled here. A kernel already held is returned as it is. (A bundle's PROGRAM is read with
         ``from_uop``: one saved by an earlier svod carries only the metadata its SINK does not say.)"""
         key = self._key(ast, device)
         held = self._kernels.get(key)
         if held is not None:
             return held
         compiled = tuple(CompiledSpec.from_spec(spec, src=None if data else spec.src, data=data)
-                         for spec, data in ((ProgramSpec.from_uop(stage), _binary_of(stage)) for stage in stages))
+                         for spec, data in ((ProgramSpec.from_uop(part), _binary_of(part)) for part in programs))
         kernel = make_kernel(ast, [_program_of(c) for c in compiled], [device.runtime(c) for c in compiled], device)
         with self._lock:
             self._compiled.put((*key[:3], device.base_device_key()), compiled, sum(map(_code_size, compiled)))
@@ -286,7 +286,7 @@ def _code_size(compiled: CompiledSpec) -> int:
 
 def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], device: Device) -> CachedKernel:
     """The cache entry of ``ast``, compiled as ``programs`` (each with its BINARY) and loaded as ``loaded``: the
-    one program on the user's buffers, or a staged program when it runs as several stages or needs buffers
+    one program on the user's buffers, or a ``PartsProgram`` when it runs as several parts or needs buffers
     of its own (scratch, status)."""
     user_slots = tuple(sorted(u.arg for u in ast.toposort() if u.op is Ops.PARAM))
     own = {p.arg: p for program in programs for p in program.src[0].toposort()
@@ -295,15 +295,15 @@ def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], de
         return CachedKernel(ast, device, tuple(programs), loaded[0])
     metadata = [program.arg for program in programs]
     status = next((meta.status_slot for meta in metadata if meta.status_slot is not None), None)
-    stages = [Stage(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
-              for meta, program in zip(metadata, loaded, strict=True)]
+    parts = [Part(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
+             for meta, program in zip(metadata, loaded, strict=True)]
     var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
     sizes = {slot: int(param_size(p).arg) * pointee(p).itemsize for slot, p in own.items()}
     buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
-    staged = StagedProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, stages, var_names,
-                           user_slots, buffers, device.allocator,
-                           {p.arg: param_size(p) for p in ast.toposort() if p.op is Ops.PARAM})
-    return CachedKernel(ast, device, tuple(programs), staged)
+    composite = PartsProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, parts, var_names,
+                             user_slots, buffers, device.allocator,
+                             {p.arg: param_size(p) for p in ast.toposort() if p.op is Ops.PARAM})
+    return CachedKernel(ast, device, tuple(programs), composite)
 
 
 _default_cache = KernelCache()

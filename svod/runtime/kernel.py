@@ -21,7 +21,7 @@ from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
-from svod.runtime.staged import StagedProgram
+from svod.runtime.parts import PartsProgram
 
 
 class Argument(NamedTuple):
@@ -38,18 +38,18 @@ class Argument(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class CachedKernel:
-    """One entry of the method cache: the kernel's AST, the compiled PROGRAM of each stage it runs as, and the
+    """One entry of the method cache: the kernel's AST, the compiled PROGRAM of each part it runs as, and the
     loaded ``Program`` that runs them. What a dispatch checks and needs is read from the PROGRAMs' metadata
     (derived once, when the pipeline made them) the first time it is asked for."""
 
     ast: UOp
     device: Device
     programs: tuple[UOp, ...]
-    """PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) of every stage the kernel runs as, in order, each with
-    its metadata: SINK is the lowered stage; BINARY holds the compiled bytes, empty for a backend that
+    """PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) of every part the kernel runs as, in order, each with
+    its metadata: SINK is the part's kernel, lowered; BINARY holds the compiled bytes, empty for a backend that
     compiles the source when it loads it. What a plan bundle stores to load the kernel without compiling."""
     program: Program
-    """What runs them: the one stage's program on the user's buffers, or a ``StagedProgram``."""
+    """What runs them: the one part's program on the user's buffers, or a ``PartsProgram``."""
 
     @functools.cached_property
     def _metadata(self) -> tuple[KernelMetadata, ...]:
@@ -57,7 +57,7 @@ class CachedKernel:
 
     @property
     def program_uop(self) -> UOp:
-        """The PROGRAM of the last stage, the one that writes the kernel's outputs."""
+        """The PROGRAM of the last part, the one that writes the kernel's outputs."""
         return self.programs[-1]
 
     @functools.cached_property
@@ -67,7 +67,7 @@ class CachedKernel:
 
     @functools.cached_property
     def entry_point(self) -> str:
-        """The symbol the kernel (its first stage) is compiled to: its name, made unique by the kernel's key."""
+        """The symbol the kernel (its first part) is compiled to: its name, made unique by the kernel's key."""
         return self._metadata[0].entry
 
     @functools.cached_property
@@ -97,7 +97,7 @@ class CachedKernel:
     @functools.cached_property
     def variables(self) -> tuple[Variable, ...]:
         """The variables a caller supplies: those the kernel declares (one lowering folded away is still one)
-        and those its stages take, less the ones it fixes."""
+        and those its parts take, less the ones it fixes."""
         bound = {u.src[0].arg[0] for u in self.ast.toposort() if u.op is Ops.BIND}
         declared = (v for v in derive_metadata(self.ast).vars if v.name not in bound)
         found = {v.name: v for v in (*declared, *(v for meta in self._metadata for v in meta.vars))
@@ -107,15 +107,15 @@ class CachedKernel:
     @functools.cached_property
     def var_names(self) -> tuple[str, ...]:
         """The order of the program's ``vals``."""
-        if len(self.programs) == 1 and not isinstance(self.program, StagedProgram):
+        if len(self.programs) == 1 and not isinstance(self.program, PartsProgram):
             return self._metadata[0].var_names
         return tuple(sorted({name for meta in self._metadata for name in meta.var_names}))
 
     @functools.cached_property
     def launch(self) -> LaunchShape:
         """The launch sizes of a dispatch, from the variable values (sizes no variable changes: evaluated once);
-        none for a staged program, whose stages have their own."""
-        if isinstance(self.program, StagedProgram):
+        none for a ``PartsProgram``, whose parts have their own."""
+        if isinstance(self.program, PartsProgram):
             return LaunchShape()
         meta = self._metadata[0]
         return LaunchShape(meta.global_size, meta.local_size, meta.fixed)
@@ -130,12 +130,12 @@ class CachedKernel:
 
     @functools.cached_property
     def outs(self) -> tuple[int, ...]:
-        """The arguments some stage writes."""
+        """The arguments some part writes."""
         return self._user_slots("outs")
 
     @functools.cached_property
     def ins(self) -> tuple[int, ...]:
-        """The arguments some stage reads."""
+        """The arguments some part reads."""
         return self._user_slots("ins")
 
     @property

@@ -53,9 +53,9 @@ from svod.runtime.binding import ArrayBinding
 from svod.runtime.bundle import read_plan, save_plan
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
+from svod.runtime.parts import PartsLaunch
 from svod.runtime.profiler import StepProfile, write_chrome_trace
 from svod.runtime.schedule import schedule
-from svod.runtime.staged import StagedLaunch
 from svod.runtime.steps import (
     CopyRequest,
     KernelRequest,
@@ -111,7 +111,7 @@ class ExecutionPlan:
         self._prepared = False
         self._native: PlanReplay | None = None
         """The plan as its device replays it natively; None where steps dispatch from Python."""
-        self._staged_checks: list[StagedLaunch] = []
+        self._parts_checks: list[PartsLaunch] = []
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -247,8 +247,8 @@ class ExecutionPlan:
         self._arrays = ArrayBinding(self.buffers, self.buffer_names,
                                     [inner for step in self._steps for inner in step.flattened()])
         self._native = self._build_native()
-        self._staged_checks = [p.launch for p in self.prepared_kernels
-                               if p.check is not None and isinstance(p.launch, StagedLaunch)]
+        self._parts_checks = [p.launch for p in self.prepared_kernels
+                               if p.check is not None and isinstance(p.launch, PartsLaunch)]
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
@@ -321,9 +321,9 @@ class ExecutionPlan:
                 self._run_parallel(level, values, lambda step, vals: step.run(vals))
 
     def _check_native(self) -> None:
-        if self._staged_checks and self._native is not None:
+        if self._parts_checks and self._native is not None:
             current = self._native.values()
-            for launch in self._staged_checks:  # the values its error message evaluates sizes with
+            for launch in self._parts_checks:  # the values its error message evaluates sizes with
                 launch.values = {**launch.values, **current}
         self._check_steps()
 

@@ -34,9 +34,9 @@ from svod.errors import VariableError
 from svod.ir import Ops, UOp
 from svod.runtime.archive import GraphReader, GraphWriter, indices, require
 from svod.runtime.kernel import CachedKernel
+from svod.runtime.parts import PartsLaunch
 from svod.runtime.profiler import estimate_cost
 from svod.runtime.schedule import Access, schedule
-from svod.runtime.staged import StagedLaunch
 
 Values = MutableMapping[str, int]
 RunLevels = Callable[[Sequence[Sequence["Step"]], Values], None]
@@ -518,7 +518,7 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
     bounds-checked; where the launch keeps each buffer's address; the step as a native replay runs it; and
     the variable values of its last run."""
     launch = kernel.program.bind([b.address for b in buffers])
-    check = launch.check if isinstance(launch, StagedLaunch) and launch.checks else None
+    check = launch.check if isinstance(launch, PartsLaunch) and launch.checks else None
     fixed = {**fixed, **kernel.fixed}
     slots = [(i, name) for i, name in enumerate(kernel.var_names) if name not in fixed]
     vals: MutableSequence[int] = initial
@@ -548,9 +548,9 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
 def _replayed(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int],
               run: Callable[[Values], None]) -> ReplayKernel:
     """A kernel bound to its buffers as a native replay runs it: each program launch it makes (one, or a
-    staged kernel's stages, each with its own launch size), or else ``run``."""
-    if isinstance(launch, StagedLaunch):
-        calls = tuple(KernelCall(sub, stage.var_names, stage.launch) for stage, sub in launch.launches)
+    kernel's parts, each with its own launch size), or else ``run``."""
+    if isinstance(launch, PartsLaunch):
+        calls = tuple(KernelCall(sub, part.var_names, part.launch) for part, sub in launch.launches)
     else:
         calls = (KernelCall(launch, kernel.var_names, kernel.launch),)
     return ReplayKernel(calls, fixed, run, kernel.name)
@@ -558,7 +558,7 @@ def _replayed(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int],
 
 def _launch_sites(launch: Any, buffers: Sequence[Buffer]) -> dict[int, list[Site]] | None:
     """Where a bound launch keeps each buffer's address: its argument array in host memory
-    (``HostArguments``), or those of a staged kernel's stages; None for launches whose arguments are a
+    (``HostArguments``), or those of a kernel's parts; None for launches whose arguments are a
     device's own."""
     sites: dict[int, list[Site]] = {}
     if isinstance(launch, HostArguments):
@@ -566,13 +566,13 @@ def _launch_sites(launch: Any, buffers: Sequence[Buffer]) -> dict[int, list[Site
         for position, buf in enumerate(buffers):
             sites.setdefault(id(buf.base), []).append((addresses, position, buf.byte_offset))
         return sites
-    if isinstance(launch, StagedLaunch):
+    if isinstance(launch, PartsLaunch):
         user = {slot: position for position, slot in enumerate(launch.program.user_slots)}
-        for stage, stage_launch in launch.launches:
-            if not isinstance(stage_launch, HostArguments):
+        for part, part_launch in launch.launches:
+            if not isinstance(part_launch, HostArguments):
                 return None
-            addresses = stage_launch.buffer_addresses
-            for index, slot in enumerate(stage.slots):
+            addresses = part_launch.buffer_addresses
+            for index, slot in enumerate(part.slots):
                 if slot in user:
                     buf = buffers[user[slot]]
                     sites.setdefault(id(buf.base), []).append((addresses, index, buf.byte_offset))

@@ -141,14 +141,14 @@ def test_work_items_past_a_ragged_end_load_nothing():
     np.testing.assert_array_equal(result, [1, 2, 3, 0, 10])
 
 
-def test_a_large_reduction_runs_in_two_stages_on_opencl():
+def test_a_large_reduction_runs_in_two_parts_on_opencl():
     k = KernelBuilder("total")
     n = k.var("n", 1, 1 << 20)
     out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, n)
     r = k.range(n, AxisKind.REDUCE)
     k.store(out[0], x[r].reduce(r))
     kernel = svod.compile(k.build(), "CL:0")
-    assert type(kernel.program).__name__ == "StagedProgram"
+    assert type(kernel.program).__name__ == "PartsProgram"
     data = np.random.default_rng(4).standard_normal(1 << 20).astype(np.float32)
     for n_value in (1, 1000, 1 << 20):
         total = np.zeros(1, np.float32)

@@ -100,8 +100,8 @@ def _stats():
 def test_a_large_reduction_is_split_across_threads(compiler):
     _, many = _devices(compiler)
     kernel = KernelCache().get(_stats(), many)
-    assert type(kernel.program).__name__ == "StagedProgram" and kernel.var_names == ("n",)
-    assert kernel.program.stages[0].launch.global_size[0].arg == 3  # the first stage runs on every worker
+    assert type(kernel.program).__name__ == "PartsProgram" and kernel.var_names == ("n",)
+    assert kernel.program.parts[0].launch.global_size[0].arg == 3  # the first part runs on every worker
     assert kernel.outs == (1, 2, 3) and kernel.ins == (0,) and [v.name for v in kernel.variables] == ["n"]
     x = np.random.default_rng(5).standard_normal(1 << 20).astype(np.float32)
     for n in (1, 2, 47, 100_003, 1 << 20):

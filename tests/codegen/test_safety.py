@@ -118,7 +118,7 @@ def test_a_guarded_padded_convolution_is_proven_and_needs_no_run_time_check(devi
     x, w = rng.standard_normal((3, 7, 9)).astype(np.float32), rng.standard_normal((3, 3, 3)).astype(np.float32)
     out = np.zeros(3 * 7 * 9, np.float32)
     kernel = svod.compile(_padded_conv(), device)
-    assert type(kernel.program).__name__ != "StagedProgram"  # no status buffer: every access was proven
+    assert type(kernel.program).__name__ != "PartsProgram"  # no status buffer: every access was proven
     svod.run(_padded_conv(), [out, x.reshape(-1), w.reshape(-1)], device=device)
     padded = np.pad(x, ((0, 0), (1, 1), (1, 1)))
     expected = sum(padded[:, dy:dy + 7, dx:dx + 9] * w[:, dy, dx][:, None, None] for dy in range(3) for dx in range(3))
@@ -155,7 +155,7 @@ def test_gathers_check_indices_read_from_memory(device, index_dtype):
 def test_a_guarded_gather_is_gated_not_checked(device):
     idx = np.array([0, -3, 4, 5, 100, 1, 2, 3, 0, -1, 4, 2], np.int32)
     out = np.zeros(12, np.float32)
-    assert type(svod.compile(_gather(dtypes.int32, True), device).program).__name__ != "StagedProgram"
+    assert type(svod.compile(_gather(dtypes.int32, True), device).program).__name__ != "PartsProgram"
     svod.run(_gather(dtypes.int32, True), [out, np.arange(5, dtype=np.float32), idx], device=device)
     np.testing.assert_array_equal(out, np.where((idx >= 0) & (idx < 5), idx.clip(0, 4), -1).astype(np.float32))
 
@@ -264,7 +264,7 @@ def test_a_load_shared_by_two_guarded_uses_is_gated_by_either_guard(device):
     i = k.range(8)
     before = x[i - 1]
     k.store(out[i], (i >= 1).where(before, 0.0) + (i >= 2).where(before * 2.0, 0.0))
-    assert type(svod.compile(k.build(), device).program).__name__ != "StagedProgram"
+    assert type(svod.compile(k.build(), device).program).__name__ != "PartsProgram"
     got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
     svod.run(k.build(), [got, data], device=device)
     np.testing.assert_array_equal(got, [0, 0, 3, 6, 9, 12, 15, 18])

@@ -313,8 +313,8 @@ def test_the_same_plan_saves_to_the_same_bytes(tmp_path: Path) -> None:
     assert (tmp_path / "a.svodplan").read_bytes() == (tmp_path / "b.svodplan").read_bytes()
 
 
-def test_a_staged_reduction_and_a_runtime_scalar_round_trip(tmp_path: Path) -> None:
-    """A sum large enough to run in stages (buffers of its own), and a float scalar passed per run."""
+def test_a_reduction_in_parts_and_a_runtime_scalar_round_trip(tmp_path: Path) -> None:
+    """A sum large enough to run in parts (buffers of its own), and a float scalar passed per run."""
     size = 1 << 20
     k = svod.KernelBuilder("scaled_sum")
     out, x = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, size)

@@ -306,7 +306,7 @@ def test_one_plan_executed_from_several_threads_keeps_each_call_s_values():
 def test_a_checked_kernel_runs_on_every_thread_in_a_plan(compiler, row):
     """A kernel whose access svod checks at run time (``x[k, j]`` may reach past ``x`` when ``k`` is 128) ran
     only its first thread's rows inside a plan: native replay took the checked kernel's launch size, one
-    worker, for its stage's, two."""
+    worker, for its part's, two."""
     n = 128
     k = KernelBuilder("checked_rows")
     out, x = k.buffer(dtypes.int32, (n, n)), k.buffer(dtypes.int32, (n, n))

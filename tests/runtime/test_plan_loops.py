@@ -394,8 +394,8 @@ def test_a_fixed_stride_checks_only_the_values_it_reaches():
 
 
 def test_a_reduction_split_across_threads_inside_a_loop_on_bound_arrays():
-    """A staged kernel (partial sums on each thread, then their total) replays natively, turn after turn,
-    on an array bound per run: each of its stages is repointed."""
+    """A kernel in parts (partial sums on each thread, then their total) replays natively, turn after turn,
+    on an array bound per run: each of its parts is repointed."""
     device = cpu_device(3, "llvm")
     k = KernelBuilder("partial_total")
     n = k.var("n", 1, 1 << 20)

@@ -1,10 +1,10 @@
-"""A kernel that needs more than one program launch on the user's buffers: it runs as stages
-(``svod.codegen.pipeline.stages``: a large reduction split in two, or a CPU matmul in blocks that packs
-``b`` or sums into scratch first), or it has buffers of its own (the scratch those stages share, the status
+"""A kernel that needs more than one program launch on the user's buffers: it runs as parts
+(``svod.codegen.pipeline.parts``: a large reduction split in two, or a CPU matmul in blocks that packs
+``b`` or sums into scratch first), or it has buffers of its own (the scratch those parts share, the status
 buffer its bounds-checked accesses report to), or both.
 
 Each launch allocates its own buffers from the device, so the composite stays stateless and reentrant like
-any program; a bound launch (a plan's step) allocates them once. After the stages, the status buffer is
+any program; a bound launch (a plan's step) allocates them once. After the parts, the status buffer is
 read: a recorded failure raises ``IndexOutOfBoundsError`` naming the buffer, its size and the index.
 """
 
@@ -25,12 +25,12 @@ from svod.ir import UOp
 
 
 @dataclass(frozen=True, slots=True)
-class Stage:
+class Part:
     program: Program
     var_names: tuple[str, ...]
     launch: LaunchShape
     slots: tuple[int, ...]
-    """The buffer slots the stage's program takes, in its argument order."""
+    """The buffer slots the part's program takes, in its argument order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +52,14 @@ class OwnBuffers:
             allocator.free(handle, self.sizes[slot])
 
 
-class StagedProgram(ProgramBase):
-    """Runs ``stages`` one after another on the user's buffers (``user_slots``) and its own; ``vals``
+class PartsProgram(ProgramBase):
+    """Runs ``parts`` one after another on the user's buffers (``user_slots``) and its own; ``vals``
     follow ``var_names``. ``sizes`` are the user buffers' element counts, for error messages."""
 
-    def __init__(self, name: str, stages: Sequence[Stage], var_names: Sequence[str], user_slots: Sequence[int],
+    def __init__(self, name: str, parts: Sequence[Part], var_names: Sequence[str], user_slots: Sequence[int],
                  own: OwnBuffers, allocator: Allocator, sizes: Mapping[int, UOp]) -> None:
         self.name = name
-        self.stages = tuple(stages)
+        self.parts = tuple(parts)
         self.var_names = tuple(var_names)
         self.user_slots = tuple(user_slots)
         self.own = own
@@ -72,10 +72,10 @@ class StagedProgram(ProgramBase):
         handles = self.own.allocate(self.allocator)
         try:
             table = self.table(buffers, handles)
-            for stage in self.stages:
-                dims = stage.launch.dims(values)
-                stage.program.execute([table[s] for s in stage.slots], [values[n] for n in stage.var_names],
-                                      dims.global_size, dims.local_size)
+            for part in self.parts:
+                dims = part.launch.dims(values)
+                part.program.execute([table[s] for s in part.slots], [values[n] for n in part.var_names],
+                                     dims.global_size, dims.local_size)
             self.check(handles, values)
         finally:
             self.own.free(self.allocator, handles)
@@ -100,27 +100,27 @@ class StagedProgram(ProgramBase):
                 raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=evaluate(self.sizes[slot], values),
                                             index=int(record[where]))
 
-    def bind(self, buffers: Sequence[Any]) -> StagedLaunch:
-        return StagedLaunch(self, buffers)
+    def bind(self, buffers: Sequence[Any]) -> PartsLaunch:
+        return PartsLaunch(self, buffers)
 
 
-class StagedLaunch:
-    """A staged program bound to its buffers: its own buffers are allocated once, each stage is bound,
+class PartsLaunch:
+    """A parts program bound to its buffers: its own buffers are allocated once, each part is bound,
     and ``check`` reads the status after a run (a plan calls it once the device is synchronized)."""
 
-    def __init__(self, program: StagedProgram, buffers: Sequence[Any]) -> None:
+    def __init__(self, program: PartsProgram, buffers: Sequence[Any]) -> None:
         self.program = program
         self.handles = program.own.allocate(program.allocator)
         table = program.table(buffers, self.handles)
-        self.launches = [(stage, stage.program.bind([table[s] for s in stage.slots])) for stage in program.stages]
+        self.launches = [(part, part.program.bind([table[s] for s in part.slots])) for part in program.parts]
         self.values: dict[str, int] = {}
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         self.values = dict(zip(self.program.var_names, vals, strict=True))
-        for stage, launch in self.launches:
-            dims = stage.launch.dims(self.values)
-            launch([self.values[n] for n in stage.var_names], dims.global_size, dims.local_size)
+        for part, launch in self.launches:
+            dims = part.launch.dims(self.values)
+            launch([self.values[n] for n in part.var_names], dims.global_size, dims.local_size)
 
     @property
     def checks(self) -> bool:
