@@ -125,7 +125,7 @@ class FirstOf:
     pass does); the kernel goes on unchanged when none does."""
 
     name: str
-    alternatives: tuple[Step, ...]
+    alternatives: tuple[LoweringStep, ...]
 
 
 @dataclass(frozen=True)
@@ -133,10 +133,10 @@ class Then:
     """``steps`` in order, as one alternative of a ``FirstOf``: it applies when its first step does."""
 
     name: str
-    steps: tuple[Step, ...]
+    steps: tuple[LoweringStep, ...]
 
 
-Step = Pass | Check | FirstOf | Then
+LoweringStep = Pass | Check | FirstOf | Then
 
 
 # ---- the passes, as the pipeline calls them ----------------------------------------------------------------
@@ -201,7 +201,7 @@ def _launch(sink: UOp, target: Target) -> UOp:
     return flat if loops_fit(flat, target) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
-FRONT: tuple[Step, ...] = (
+FRONT: tuple[LoweringStep, ...] = (
     Check("validate", lambda s, t: validate(s.ast)),
     Check("check_dtypes", lambda s, t: check_dtypes(s.ast, t.caps, t.device, s.kernel)),
     Pass("unbind", _unbind),
@@ -214,7 +214,7 @@ FRONT: tuple[Step, ...] = (
 )
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
-CPU: tuple[Step, ...] = (
+CPU: tuple[LoweringStep, ...] = (
     Pass("tile_for_cpu", _rewrite(lambda sink, t: tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
     Pass("privatize_atomics", _rewrite(lambda sink, t: privatize_atomics(sink))),
@@ -223,7 +223,7 @@ CPU: tuple[Step, ...] = (
 """A CPU: tiles for its vector registers, GLOBAL ranges spread over threads, each adding into a private
 copy of a small buffer of atomic adds, and gated loads made branch-free where that is safe."""
 
-GPU: tuple[Step, ...] = (
+GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (
         Pass("tile_matmul", _rewrite(lambda sink, t: tile_matmul(sink, _limits(t), t.caps.local_memory)
                                      if t.caps.dedicated_local_memory else None)),
@@ -247,13 +247,13 @@ item's loops come round that often; each GLOBAL range left a launch dimension, i
 partials that share a loop where that keeps a work item's loops within the device's limit; and gated loads
 made branch-free, as on a CPU (a masked tile's loads: CL:0 matmul_odd 130 -> 51 ms)."""
 
-BACK: tuple[Step, ...] = (
+BACK: tuple[LoweringStep, ...] = (
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),
     Pass("keep_params", _keep_params),
 )
 
 
-def passes(target: Target) -> tuple[Step, ...]:
+def passes(target: Target) -> tuple[LoweringStep, ...]:
     """The passes that lower a kernel for ``target``, in order."""
     return (*FRONT, *(GPU if target.gpu else CPU), *BACK)
 
@@ -283,7 +283,7 @@ def lower(ast: UOp, target: Target, trace: TextIO | None = None) -> Lowering:
     return state
 
 
-def _run(step: Step, state: Lowering, target: Target, trace: TextIO | None) -> Lowering | None:
+def _run(step: LoweringStep, state: Lowering, target: Target, trace: TextIO | None) -> Lowering | None:
     if isinstance(step, Pass):
         after = step.apply(state, target)
         if trace is not None:

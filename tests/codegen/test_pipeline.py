@@ -11,7 +11,7 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
 from svod.codegen import pipeline
-from svod.codegen.pipeline import Check, FirstOf, Pass, Step, Then
+from svod.codegen.pipeline import Check, FirstOf, LoweringStep, Pass, Then
 from svod.device import DeviceCaps, WorkGroupLimits
 from tests.helpers import open_device
 
@@ -21,7 +21,7 @@ FRONT = ["validate", "check_dtypes", "unbind", "fuse_products", "anchor_ranges",
 LINEAR = ["check_accesses", "linearize", "lower_accumulators", "check_barriers"]
 
 
-def _names(steps: tuple[Step, ...]) -> list[str]:
+def _names(steps: tuple[LoweringStep, ...]) -> list[str]:
     """Every pass name, alternatives and sequences flattened in order."""
     out: list[str] = []
     for step in steps:
