@@ -36,7 +36,7 @@ from svod.runtime.kernel import CachedKernel
 
 
 @dataclass(frozen=True)
-class Step:
+class WorkloadStep:
     """One svod kernel of a workload, run on ``Workload.arrays`` at the positions ``args``."""
 
     ast: UOp
@@ -46,7 +46,7 @@ class Step:
 @dataclass
 class Workload:
     name: str
-    steps: list[Step]
+    steps: list[WorkloadStep]
     output: np.ndarray
     inputs: list[np.ndarray]
     numpy: Callable[[], np.ndarray]
@@ -72,8 +72,8 @@ class Workload:
 def single(name: str, ast: UOp, output: np.ndarray, inputs: list[np.ndarray], numpy: Callable[[], np.ndarray],
            tolerance: float = 1e-4, var_vals: dict[str, int] | None = None, family: str = "") -> Workload:
     """A workload computed by one svod kernel over every array in order."""
-    return Workload(name, [Step(ast, tuple(range(1 + len(inputs))))], output, inputs, numpy, tolerance=tolerance,
-                    var_vals=var_vals or {}, family=family)
+    return Workload(name, [WorkloadStep(ast, tuple(range(1 + len(inputs))))], output, inputs, numpy,
+                    tolerance=tolerance, var_vals=var_vals or {}, family=family)
 
 
 def _rng() -> np.random.Generator:
@@ -273,7 +273,7 @@ def mlp(batch: int, widths: tuple[int, ...]) -> Workload:
     first_scratch = 2 + len(parameters)
     sources = [1, *range(first_scratch, first_scratch + len(hidden))]
     targets = [*range(first_scratch, first_scratch + len(hidden)), 0]
-    steps = [Step(dense_layer(batch, fan_in, fan_out, relu=layer < len(layers) - 1),
+    steps = [WorkloadStep(dense_layer(batch, fan_in, fan_out, relu=layer < len(layers) - 1),
                   (targets[layer], sources[layer], 2 + 2 * layer, 3 + 2 * layer))
              for layer, (fan_in, fan_out) in enumerate(layers)]
 
@@ -315,7 +315,8 @@ def attention(length: int, width: int) -> Workload:
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (p / p.sum(axis=1, keepdims=True)) @ vx
 
-    steps = [Step(scores_ast, (4, 1, 2)), Step(probabilities_ast, (5, 4)), Step(values_ast, (0, 5, 3))]
+    steps = [WorkloadStep(scores_ast, (4, 1, 2)), WorkloadStep(probabilities_ast, (5, 4)),
+             WorkloadStep(values_ast, (0, 5, 3))]
     return Workload("attention", steps, np.zeros_like(qx), [qx, kx, vx], reference,
                     scratch=[np.zeros((length, length), np.float32) for _ in range(2)], tolerance=1e-3)
 
@@ -606,5 +607,5 @@ def written_in_python(workload: Workload) -> Workload:
     steps = []
     for step, python in zip(workload.steps, kernels, strict=True):
         ast = python.build(*[arrays[a] for a in step.args])
-        steps.append(Step(UOp.sink(*ast.src, name=kernel_label(step.ast)), step.args))
+        steps.append(WorkloadStep(UOp.sink(*ast.src, name=kernel_label(step.ast)), step.args))
     return dataclasses.replace(workload, steps=steps)
