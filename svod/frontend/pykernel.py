@@ -18,7 +18,7 @@ dims of equal size at the first call share one variable (which lets svod prove `
 the CPU lowering needs today to give a reduction a register tile or split a MAX over partials.
 
 Errors raised after translation (races, bounds, a device that cannot hold a dtype) name the statement
-that built what they are about (``translate.Located``).
+that built what they are about (``source.Located``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, Varia
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.promotion import HOST, Platform
-from svod.frontend.translate import ArrayValue, Located, Source, Translator
+from svod.frontend.source import Located, Source
+from svod.frontend.translate import Translator
+from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of, pointee
 

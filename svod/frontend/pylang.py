@@ -223,7 +223,7 @@ class Func:
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
         self.source: Any = None
-        """Its parsed source, once a kernel has inlined it (``svod.frontend.translate.Source``)."""
+        """Its parsed source, once a kernel has inlined it (``svod.frontend.source.Source``)."""
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

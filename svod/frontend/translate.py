@@ -36,11 +36,10 @@ import functools
 import inspect
 import itertools
 import math as pymath
-import textwrap
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,52 +47,28 @@ import numpy as np
 from svod.codegen import reduce_identity
 from svod.codegen.indexing import index_in_bounds
 from svod.dtype import DType, dtypes
-from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import pylang
-from svod.frontend.builder import KernelBuilder, ShapedBuffer
+from svod.frontend.builder import KernelBuilder
 from svod.frontend.promotion import HOST, Platform
+from svod.frontend.source import Located, Source, size_names
+from svod.frontend.values import (
+    BUILTINS,
+    NUMPY_MATH,
+    ArrayValue,
+    Builtin,
+    MathFunction,
+    Undefined,
+    describe,
+    is_atomic,
+    is_number,
+    math_function,
+)
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.alu import convert
 from svod.ir.ops import EFFECTS
 from svod.ir.uop import is_state, memory_of, pointee, written_memory
 
-# ---- values ---------------------------------------------------------------------------------------------
-
-Number = bool | int | float
-
-
-@dataclass(frozen=True)
-class ArrayValue:
-    """An array argument inside a kernel: a row-major buffer with its dims (ints or size variables)."""
-
-    name: str
-    buffer: ShapedBuffer
-    dims: tuple[int | UOp, ...]
-
-    @property
-    def dtype(self) -> DType:
-        """The element dtype."""
-        return pointee(self.buffer.param)
-
-
-@dataclass(frozen=True)
-class MathFunction:
-    """A math function met in a kernel (``svod.math.exp``, ``math.exp``, ``np.exp``)."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Builtin:
-    name: str
-
-
-BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
-NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
-              "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
-              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "maximum": "maximum",
-              "fmax": "maximum", "minimum": "minimum", "fmin": "minimum"}
-"""numpy's names for the math functions a kernel has (``np.exp(x)`` in ported numba code)."""
 REFUSED = {
     ast.While: "a while loop (loops are 'for ... in range(...)' or svod.prange(...))",
     ast.Try: "try", ast.With: "with", ast.AsyncWith: "async with", ast.AsyncFor: "async for",
@@ -121,116 +96,8 @@ def _code(node: ast.AST, limit: int = 60) -> str:
     return code if len(code) <= limit else code[:limit - 3] + "..."
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (bool, int, float)) and not isinstance(value, UOp)
-
-
-# ---- locations ------------------------------------------------------------------------------------------
-
-@dataclass
-class Located:
-    """Where a kernel's parts come from in its source: each node's first statement, and per buffer slot and
-    per dtype the statements that access or first make them. ``locate`` names the likeliest line in an error
-    raised after building (a race names a buffer, a device a dtype it cannot hold)."""
-
-    nodes: dict[UOp, str] = field(default_factory=dict)
-    slots: dict[int, list[str]] = field(default_factory=dict)
-    dtypes: dict[DType, str] = field(default_factory=dict)
-    loops: list[str] = field(default_factory=list)
-    """The sequential loops' lines: a device that limits a work item's loop turns names them."""
-    names: dict[int, str] = field(default_factory=dict)
-    """Per buffer slot, what the source calls it: an array argument's name, a carried local's cell."""
-    variables: dict[str, str] = field(default_factory=dict)
-    """Per size variable, what the source calls it: ``x.shape[0]`` for ``x_shape0``."""
-
-    def record(self, where: str, roots: Sequence[UOp]) -> None:
-        for root in roots:
-            for u in root.toposort():
-                if u in self.nodes:
-                    continue
-                self.nodes[u] = where
-                self.dtypes.setdefault(u.dtype if u.op is not Ops.PARAM else u.dtype.base, where)  # type: ignore[attr-defined]
-                if u.op in (Ops.STORE, Ops.ATOMIC, Ops.LOAD):
-                    lines = self.slots.setdefault(int(memory_of(u.src[0].src[0]).arg), [])
-                    if where not in lines:
-                        lines.append(where)
-
-    def where(self, err: SvodError) -> str | None:
-        value = err.value
-        if err.stage in ("render", "launch") and isinstance(value, int) and "loop" in err.detail:
-            return ", ".join(self.loops) or None
-        if err.stage == "render" and "32 bits" in err.detail:  # the first index the source computes that may not fit
-            return next((where for u, where in self.nodes.items()
-                         if u.dtype == dtypes.index and not -(1 << 31) <= u.vmin <= u.vmax < 1 << 31), None)
-        if isinstance(err, IndexOutOfBoundsError) or (err.stage == "races" and isinstance(value, int)):
-            slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
-            lines = self.slots.get(slot, [])
-            return ", ".join(lines) if lines else None
-        if isinstance(value, UOp):
-            return self.nodes.get(value)
-        if isinstance(value, str):  # a dtype by name ("cannot hold float64")
-            value = next((d for d in self.dtypes if d.name == value), None)
-        if isinstance(value, DType):
-            return self.dtypes.get(value)
-        return None
-
-    def locate(self, err: SvodError) -> None:
-        """Say in ``err`` where in the source its cause is, calling the buffers it names as the source does."""
-        err.call_by(self.names, self.variables)
-        where = self.where(err)
-        if where is not None:
-            err.locate(where)
-
-
-def _size_names(arguments: Mapping[str, Any]) -> dict[str, str]:
-    """Each size variable of the array arguments, as the first array it is a dimension of calls it."""
-    found: dict[str, str] = {}
-    for value in arguments.values():
-        if isinstance(value, ArrayValue):
-            for axis, dim in enumerate(value.dims):
-                if isinstance(dim, UOp) and dim.op is Ops.DEFINE_VAR:
-                    found.setdefault(dim.arg[0], f"{value.name}.shape[{axis}]")
-    return found
-
 
 # ---- the translator -------------------------------------------------------------------------------------
-
-@dataclass
-class Source:
-    """A function's parsed source: its ``def`` node, file, and the globals and closure its names resolve in."""
-
-    node: ast.FunctionDef
-    file: str
-    names: dict[str, Any]
-
-    @staticmethod
-    def of(fn: Callable[..., Any]) -> Source:
-        try:
-            lines, first = inspect.getsourcelines(fn)
-            file = inspect.getsourcefile(fn) or "<unknown>"
-        except (OSError, TypeError) as err:
-            raise KernelSyntaxError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: a kernel is "
-                                    "translated from its source file", stage="parse", value=str(err)) from err
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-        ast.increment_lineno(tree, first - 1)
-        node = tree.body[0]
-        if not isinstance(node, ast.FunctionDef):
-            raise KernelSyntaxError(f"{file}:{first}: a kernel must be a plain function", stage="parse",
-                                    value=type(node).__name__)
-        names = dict(fn.__globals__)
-        if fn.__closure__:
-            names.update({name: cell.cell_contents for name, cell in
-                          zip(fn.__code__.co_freevars, fn.__closure__, strict=True)})
-        return Source(node, file, names)
-
-
-class Undefined:
-    """A name a branch or a loop defined that the code after it may not use."""
-
-    def __init__(self, name: str, why: str) -> None:
-        self.name = name
-        self.why = why
-
 
 @dataclass
 class Loop:
@@ -261,7 +128,7 @@ class Translator:
         self.ranges: list[UOp] = []
         """Every range made, in order: the final kernel numbers them again (``_renumbered``)."""
         self.located = Located(names={v.buffer.param.arg: v.name for v in arguments.values()
-                                      if isinstance(v, ArrayValue)}, variables=_size_names(arguments))
+                                      if isinstance(v, ArrayValue)}, variables=size_names(arguments))
         self.inlining: list[pylang.Func] = []
         self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
         self.cells: list[tuple[UOp, Any]] = []
@@ -371,7 +238,7 @@ class Translator:
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, tuple) or len(value) != len(target.elts):
-                raise self.refuse(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+                raise self.refuse(target, f"cannot unpack {describe(value)} into {len(target.elts)} names")
             for t, v in zip(target.elts, value, strict=True):
                 self.assign(t, v)
         elif isinstance(target, ast.Subscript):
@@ -470,7 +337,7 @@ class Translator:
         if not isinstance(node, ast.Call):
             raise self.refuse(stmt, "an expression whose value is not used does nothing in a kernel")
         callee = self.expr(node.func)
-        if _is_atomic(callee):
+        if is_atomic(callee):
             self.atomic(node, callee)
             return
         if isinstance(callee, pylang.Func):
@@ -517,7 +384,7 @@ class Translator:
             raise self.refuse(call, "a range's step is a nonzero integer constant")
         for b, arg in zip((start, stop), call.args, strict=False):
             if not (isinstance(b, int) and not isinstance(b, bool)) and not (isinstance(b, UOp) and b.dtype.is_int):
-                raise self.refuse(arg, f"a loop bound is an integer, not {_describe(b)}")
+                raise self.refuse(arg, f"a loop bound is an integer, not {describe(b)}")
         if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
                                     "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
@@ -542,7 +409,7 @@ class Translator:
     def count(self, start: Any, stop: Any, step: int) -> Any:
         """How many turns ``range(start, stop, step)`` takes, simplified (``range(n - 1, -1, -1)`` takes ``n``:
         the proofs of bounds and races then see that ``n - 1 - r`` stays within ``n``)."""
-        if _is_number(start) and _is_number(stop):
+        if is_number(start) and is_number(stop):
             return len(range(start, stop, step))
         start, stop = _index(start), _index(stop)
         if step == 1:
@@ -702,8 +569,8 @@ class Translator:
         """The dtype of local ``name`` that holds each of ``values`` in turn (``Platform.unify``; a Python
         number is weak, as in arithmetic): an earlier value is never narrowed."""
         for v in values:
-            if not (isinstance(v, UOp) or _is_number(v)):
-                raise KernelSyntaxError(f"local {name} changes in a loop and holds {_describe(v)}",
+            if not (isinstance(v, UOp) or is_number(v)):
+                raise KernelSyntaxError(f"local {name} changes in a loop and holds {describe(v)}",
                                         kernel=self.name, stage="translate", value=name)
         typed = [v.dtype for v in values if isinstance(v, UOp)]
         if not typed:
@@ -711,7 +578,7 @@ class Translator:
             return functools.reduce(self.platform.unify, numbers)
         dtype = functools.reduce(self.platform.unify, typed)
         for v in values:
-            if _is_number(v):
+            if is_number(v):
                 dtype = self.platform.unify(dtype, self.platform.weak(v, dtype))
         return dtype
 
@@ -725,7 +592,7 @@ class Translator:
         identity = {Ops.ADD: (0,), Ops.MUL: (1,),
                     Ops.MAX: (-pymath.inf, pymath.nan) if dtype.is_float else (dtype.min,),
                     Ops.MIN: (pymath.inf, pymath.nan) if dtype.is_float else (dtype.max,)}[op]
-        if _is_number(init) and any(init == i or (pymath.isnan(i) and pymath.isnan(init)) for i in identity):
+        if is_number(init) and any(init == i or (pymath.isnan(i) and pymath.isnan(init)) for i in identity):
             return reduced
         return _combine(op, self.cast(init, dtype), reduced)
 
@@ -733,7 +600,7 @@ class Translator:
 
     def branch(self, stmt: ast.If) -> None:
         condition = self.expr(stmt.test)
-        if _is_number(condition):
+        if is_number(condition):
             self.block(stmt.body if condition else stmt.orelse)
             return
         cond = self.truth(condition, stmt.test)
@@ -763,8 +630,8 @@ class Translator:
         self.env = merged
 
     def select(self, cond: UOp, a: Any, b: Any, node: ast.AST) -> Any:
-        if not (isinstance(a, UOp) or _is_number(a)) or not (isinstance(b, UOp) or _is_number(b)):
-            raise self.refuse(node, f"a local holds {_describe(a)} on one branch and {_describe(b)} on the other")
+        if not (isinstance(a, UOp) or is_number(a)) or not (isinstance(b, UOp) or is_number(b)):
+            raise self.refuse(node, f"a local holds {describe(a)} on one branch and {describe(b)} on the other")
         av, bv = self.operands(a, b, node)
         return cond.where(av, bv)
 
@@ -799,14 +666,14 @@ class Translator:
     def static(self, value: Any, name: str, node: ast.AST) -> Any:
         """A global the kernel names: a number (a constant of the kernel, read when it is translated), svod
         or one of its names, a math module, numpy, a ``@svod.func``."""
-        if _is_number(value) or isinstance(value, (np.integer, np.floating)):
+        if is_number(value) or isinstance(value, (np.integer, np.floating)):
             return value.item() if isinstance(value, np.generic) else value
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
-                value is pylang.prange or _is_atomic(value):
+                value is pylang.prange or is_atomic(value):
             return value
         if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
             return pylang.Cast(dtypes.from_numpy(value))
-        function = _math_function(value)
+        function = math_function(value)
         if function is not None:
             return function
         name_of = getattr(value, "__name__", None)
@@ -816,9 +683,9 @@ class Translator:
             raise self.refuse(node, f"{name} is an @svod.kernel: a kernel cannot call another; make the helper "
                                     "@svod.func")
         if callable(value):
-            raise self.refuse(node, f"{name} is {_describe(value)}, neither svod's nor an @svod.func: a kernel calls "
+            raise self.refuse(node, f"{name} is {describe(value)}, neither svod's nor an @svod.func: a kernel calls "
                                     "svod's names, math functions and @svod.func helpers")
-        raise self.refuse(node, f"{name} is {_describe(value)}, which a kernel cannot use (numbers, svod's names, "
+        raise self.refuse(node, f"{name} is {describe(value)}, which a kernel cannot use (numbers, svod's names, "
                                 "math, numpy's math and @svod.func helpers it can)")
 
     def _attribute(self, node: ast.Attribute) -> Any:
@@ -852,7 +719,7 @@ class Translator:
             if not hasattr(base, attr):
                 raise self.refuse(node, f"{base.__name__} has no {attr}")
             return self.static(getattr(base, attr), f"{base.__name__}.{attr}", node)
-        raise self.refuse(node, f"attribute {attr} of {_describe(base)}")
+        raise self.refuse(node, f"attribute {attr} of {describe(base)}")
 
     def _subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
@@ -870,7 +737,7 @@ class Translator:
     def subscript(self, node: ast.Subscript) -> tuple[ArrayValue, tuple[Any, ...]]:
         array = self.expr(node.value)
         if not isinstance(array, ArrayValue):
-            raise self.refuse(node.value, f"only array arguments are indexed, not {_describe(array)}")
+            raise self.refuse(node.value, f"only array arguments are indexed, not {describe(array)}")
         raw = node.slice
         values = [self.expr(e) for e in raw.elts] if isinstance(raw, ast.Tuple) else [self.expr(raw)]
         flat: list[Any] = []
@@ -885,7 +752,7 @@ class Translator:
         out = []
         for i, dim in zip(index, array.dims, strict=True):
             if isinstance(i, bool) or not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
-                raise self.refuse(node, f"an index is an integer, not {_describe(i)}")
+                raise self.refuse(node, f"an index is an integer, not {describe(i)}")
             out.append(self.binary("+", dim, i) if isinstance(i, int) and i < 0 else i)  # a[-1]: from the end
         return tuple(out)
 
@@ -900,12 +767,12 @@ class Translator:
 
     def _unary_op(self, node: ast.UnaryOp) -> Any:
         value = self.expr(node.operand)
-        if _is_number(value):
+        if is_number(value):
             ops: dict[type, Callable[[Any], Any]] = {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
                                                      ast.Not: lambda v: not v, ast.Invert: lambda v: ~v}
             return ops[type(node.op)](value)
         if not isinstance(value, UOp):
-            raise self.refuse(node, f"{_describe(value)} in arithmetic")
+            raise self.refuse(node, f"{describe(value)} in arithmetic")
         if isinstance(node.op, ast.USub):
             return -value
         if isinstance(node.op, ast.UAdd):
@@ -917,7 +784,7 @@ class Translator:
     def _bool_op(self, node: ast.BoolOp) -> Any:
         result = self.expr(node.values[0])
         for operand in node.values[1:]:
-            if _is_number(result):  # Python's short circuit on a constant
+            if is_number(result):  # Python's short circuit on a constant
                 if (not result) if isinstance(node.op, ast.And) else bool(result):
                     return result
                 result = self.expr(operand)
@@ -925,8 +792,8 @@ class Translator:
             left = self.truth(result, node)
             with self.under(left if isinstance(node.op, ast.And) else left.ne(True)):
                 right = self.expr(operand)
-            right = right if _is_number(right) else self.truth(right, operand)
-            if _is_number(right):
+            right = right if is_number(right) else self.truth(right, operand)
+            if is_number(right):
                 result = left if bool(right) == isinstance(node.op, ast.And) else bool(right)
             elif isinstance(node.op, ast.And):  # a right side that reads memory only where the left holds
                 result = left.where(right, False) if right.reads_memory else left & right
@@ -943,20 +810,20 @@ class Translator:
             if name is None:
                 raise self.unsupported(op)
             test = self.compare(name, left, right, node)
-            result = test if result is True else (result and test) if _is_number(result) and _is_number(test) \
+            result = test if result is True else (result and test) if is_number(result) and is_number(test) \
                 else self.logical_and(result, test)
             left = right
         return result
 
     def logical_and(self, a: Any, b: Any) -> Any:
-        if _is_number(a):
+        if is_number(a):
             return b if a else False
-        if _is_number(b):
+        if is_number(b):
             return a if b else False
         return a & b
 
     def compare(self, name: str, a: Any, b: Any, node: ast.AST) -> Any:
-        if _is_number(a) and _is_number(b):
+        if is_number(a) and is_number(b):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[name]
         av, bv = self.operands(a, b, node)
         return {"<": lambda: av < bv, "<=": lambda: av <= bv, ">": lambda: av > bv, ">=": lambda: av >= bv,
@@ -964,7 +831,7 @@ class Translator:
 
     def _if_exp(self, node: ast.IfExp) -> Any:
         condition = self.expr(node.test)
-        if _is_number(condition):
+        if is_number(condition):
             return self.expr(node.body if condition else node.orelse)
         cond = self.truth(condition, node.test)
         with self.under(cond):
@@ -1001,9 +868,9 @@ class Translator:
             return self.builtin(node, callee.name, args)
         if callee is pylang.prange:
             raise self.refuse(node, "svod.prange is a loop: 'for i in svod.prange(n)'")
-        if _is_atomic(callee):
+        if is_atomic(callee):
             raise self.refuse(node, f"svod.{callee.__name__} is a statement of its own and has no value")
-        raise self.refuse(node, f"{_describe(callee)} is neither svod's nor an @svod.func: a kernel calls svod's "
+        raise self.refuse(node, f"{describe(callee)} is neither svod's nor an @svod.func: a kernel calls svod's "
                                 "names, math functions and @svod.func helpers")
 
     def builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
@@ -1012,7 +879,7 @@ class Translator:
         if name in ("min", "max") and len(args) >= 2:
             result = args[0]
             for a in args[1:]:
-                if _is_number(result) and _is_number(a):
+                if is_number(result) and is_number(a):
                     result = min(result, a) if name == "min" else max(result, a)
                 else:
                     x, y = self.operands(result, a, node)
@@ -1029,25 +896,25 @@ class Translator:
                 return value.dims[0]
             if isinstance(value, tuple):
                 return len(value)
-            raise self.refuse(node, f"len of {_describe(value)}")
+            raise self.refuse(node, f"len of {describe(value)}")
         if name == "abs":
-            return abs(value) if _is_number(value) or isinstance(value, UOp) else self._bad(node, value)
+            return abs(value) if is_number(value) or isinstance(value, UOp) else self._bad(node, value)
         if name == "bool":
-            return bool(value) if _is_number(value) else self.truth(value, node)
+            return bool(value) if is_number(value) else self.truth(value, node)
         dtype = self.platform.integer if name == "int" else self.platform.real  # typed, as numba's int() and float()
         return self.cast(value, dtype)
 
     def _bad(self, node: ast.AST, value: Any) -> Any:
-        raise self.refuse(node, f"{_describe(value)} in arithmetic")
+        raise self.refuse(node, f"{describe(value)} in arithmetic")
 
     def math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         method, arity = pylang.MATH_FUNCTIONS[name]
         if len(args) != arity:
             raise self.refuse(node, f"{name} takes {arity} argument(s)")
-        if all(_is_number(a) for a in args) and hasattr(pymath, name) and name not in ("floor", "ceil", "trunc"):
+        if all(is_number(a) for a in args) and hasattr(pymath, name) and name not in ("floor", "ceil", "trunc"):
             return float(getattr(pymath, name)(*args))  # a constant: computed now, in float64
         first = args[0]
-        if _is_number(first) or (isinstance(first, UOp) and not first.dtype.is_float):
+        if is_number(first) or (isinstance(first, UOp) and not first.dtype.is_float):
             others = [a for a in args[1:] if isinstance(a, UOp) and a.dtype.is_float]
             first = self.cast(first, others[0].dtype if others else self.platform.real)
         if not isinstance(first, UOp):
@@ -1094,7 +961,7 @@ class Translator:
     # ---- arithmetic -------------------------------------------------------------------------------------
 
     def binary(self, op: str, a: Any, b: Any, node: ast.AST | None = None) -> Any:
-        if _is_number(a) and _is_number(b):
+        if is_number(a) and is_number(b):
             try:
                 return _python_binary(op, a, b)
             except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
@@ -1102,7 +969,7 @@ class Translator:
                                         value=(a, b)) from None
         av, bv = self.operands(a, b, node)
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
-            raise KernelSyntaxError(f"{op} takes integers (or bools), not {_describe(av)}", kernel=self.name,
+            raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
                                     stage="translate", value=op)
         if op == "/" and not av.dtype.is_float:
             av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
@@ -1115,9 +982,9 @@ class Translator:
         takes the other's dtype (a float meeting an integer the platform's float), two numbers alone the
         platform's defaults."""
         for v in (a, b):
-            if not (isinstance(v, UOp) or _is_number(v)):
-                raise KernelSyntaxError(f"{_describe(v)} in arithmetic", kernel=self.name, stage="translate",
-                                        value=_describe(v))
+            if not (isinstance(v, UOp) or is_number(v)):
+                raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
+                                        value=describe(v))
         if isinstance(a, UOp) and isinstance(b, UOp):
             dtype = self.platform.unify(a.dtype, b.dtype)
             return a.cast(dtype), b.cast(dtype)
@@ -1133,16 +1000,16 @@ class Translator:
     def cast(self, value: Any, dtype: DType) -> UOp:
         """``value`` converted to ``dtype`` as a cast converts it (a store's value too): a float to an integer
         truncates toward zero, saturating, an integer wraps."""
-        if _is_number(value):
+        if is_number(value):
             return UOp.const(dtype, convert(value, dtype))
         if not isinstance(value, UOp):
-            raise KernelSyntaxError(f"cannot convert {_describe(value)} to {dtype.name}", kernel=self.name,
-                                    stage="translate", value=_describe(value))
+            raise KernelSyntaxError(f"cannot convert {describe(value)} to {dtype.name}", kernel=self.name,
+                                    stage="translate", value=describe(value))
         return value.cast(dtype)
 
     def truth(self, value: Any, node: ast.AST) -> UOp:
         if not isinstance(value, UOp):
-            raise self.refuse(node, f"{_describe(value)} is not a condition")
+            raise self.refuse(node, f"{describe(value)} is not a condition")
         if value.dtype == dtypes.bool:
             return value
         return value.ne(UOp.const(value.dtype, 0))
@@ -1238,12 +1105,8 @@ def _assigned(body: Sequence[ast.stmt]) -> set[str]:
     return names
 
 
-def _is_atomic(value: Any) -> bool:
-    return any(value is f for f in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min))
-
-
 def _is_zero(value: Any) -> bool:
-    return _is_number(value) and value == 0
+    return is_number(value) and value == 0
 
 
 def _index(value: Any) -> Any:
@@ -1317,35 +1180,4 @@ def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
     return term.reduce(r, op=op)
 
 
-def _math_function(value: Any) -> MathFunction | None:
-    """``math.exp`` or ``np.exp`` imported by name (``from math import exp``)."""
-    own = pylang.math.name_of(value)
-    if own is not None:
-        return MathFunction(own)
-    name = getattr(value, "__name__", None)
-    if not isinstance(name, str):
-        return None
-    if getattr(pymath, name, None) is value and name in pylang.MATH_FUNCTIONS:
-        return MathFunction(name)
-    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_MATH:
-        return MathFunction(NUMPY_MATH[name])
-    return None
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, UOp):  # an int of loop variables, sizes and int arguments is numba's intp: int64
-        return f"an {dtypes.int64.name} value" if value.dtype == dtypes.index else f"a {value.dtype.name} value"
-    if isinstance(value, ArrayValue):
-        return f"array {value.name}"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    if isinstance(value, types.ModuleType):
-        return f"module {value.__name__}"
-    if isinstance(value, (Builtin, MathFunction)):
-        return f"function {value.name}"
-    if callable(value):
-        return f"function {getattr(value, '__qualname__', value)!r}"
-    return f"{type(value).__name__} {value!r}"
-
-
-__all__ = ["ArrayValue", "Located", "Source", "Translator"]
+__all__ = ["Translator"]

@@ -1,0 +1,106 @@
+"""What a name in a kernel can stand for while it is translated (``svod.frontend.translate``): a Python number
+(a constant of the kernel), a UOp (a value the kernel computes), an array argument (``ArrayValue``), a builtin or
+a math function, one of svod's names (``svod.frontend.pylang``), or a local a branch or loop left ``Undefined``;
+and how an error describes each (``describe``)."""
+
+from __future__ import annotations
+
+import math as pymath
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from svod.dtype import DType, dtypes
+from svod.frontend import pylang
+from svod.frontend.builder import ShapedBuffer
+from svod.ir import UOp
+from svod.ir.uop import pointee
+
+Number = bool | int | float
+
+
+@dataclass(frozen=True)
+class ArrayValue:
+    """An array argument inside a kernel: a row-major buffer with its dims (ints or size variables)."""
+
+    name: str
+    buffer: ShapedBuffer
+    dims: tuple[int | UOp, ...]
+
+    @property
+    def dtype(self) -> DType:
+        """The element dtype."""
+        return pointee(self.buffer.param)
+
+
+@dataclass(frozen=True)
+class MathFunction:
+    """A math function met in a kernel (``svod.math.exp``, ``math.exp``, ``np.exp``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+
+
+BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
+NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
+              "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
+              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "maximum": "maximum",
+              "fmax": "maximum", "minimum": "minimum", "fmin": "minimum"}
+"""numpy's names for the math functions a kernel has (``np.exp(x)`` in ported numba code)."""
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (bool, int, float)) and not isinstance(value, UOp)
+
+
+class Undefined:
+    """A name a branch or a loop defined that the code after it may not use."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        self.why = why
+
+
+def is_atomic(value: Any) -> bool:
+    return any(value is f for f in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min))
+
+
+def math_function(value: Any) -> MathFunction | None:
+    """``math.exp`` or ``np.exp`` imported by name (``from math import exp``)."""
+    own = pylang.math.name_of(value)
+    if own is not None:
+        return MathFunction(own)
+    name = getattr(value, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    if getattr(pymath, name, None) is value and name in pylang.MATH_FUNCTIONS:
+        return MathFunction(name)
+    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_MATH:
+        return MathFunction(NUMPY_MATH[name])
+    return None
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, UOp):  # an int of loop variables, sizes and int arguments is numba's intp: int64
+        return f"an {dtypes.int64.name} value" if value.dtype == dtypes.index else f"a {value.dtype.name} value"
+    if isinstance(value, ArrayValue):
+        return f"array {value.name}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, (Builtin, MathFunction)):
+        return f"function {value.name}"
+    if callable(value):
+        return f"function {getattr(value, '__qualname__', value)!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_MATH", "Number", "Undefined", "describe",
+           "is_atomic", "is_number", "math_function"]
