@@ -1,0 +1,142 @@
+"""Values combined and converted as a kernel's Python computes them: two Python numbers now, in Python; a UOp
+and a number, or two UOps, as UOps of one dtype by NumPy 2's promotion (``svod.frontend.promotion``: a Python
+number is weak, two typed values unify). ``//`` and ``%`` floor as Python's do; a zero divisor never traps."""
+
+from __future__ import annotations
+
+import ast
+import math as pymath
+from collections.abc import Callable
+from typing import Any
+
+from svod.dtype import DType, dtypes
+from svod.errors import KernelSyntaxError
+from svod.frontend.context import TranslationContext
+from svod.frontend.values import describe, is_number
+from svod.ir import UOp
+from svod.ir.alu import convert
+
+
+class Arithmetic(TranslationContext):
+    """Arithmetic, comparisons, conversions and conditions on a kernel's values."""
+
+    def binary(self, op: str, a: Any, b: Any, node: ast.AST | None = None) -> Any:
+        if is_number(a) and is_number(b):
+            try:
+                return _python_binary(op, a, b)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
+                raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="translate",
+                                        value=(a, b)) from None
+        av, bv = self.operands(a, b, node)
+        if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
+            raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
+                                    stage="translate", value=op)
+        if op == "/" and not av.dtype.is_float:
+            av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
+        if op in ("//", "%"):
+            return _floored(op, av, bv)
+        return _UOP_BINARY[op](av, bv)
+
+    def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
+        """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes unify, a Python number
+        takes the other's dtype (a float meeting an integer the platform's float), two numbers alone the
+        platform's defaults."""
+        for v in (a, b):
+            if not (isinstance(v, UOp) or is_number(v)):
+                raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
+                                        value=describe(v))
+        if isinstance(a, UOp) and isinstance(b, UOp):
+            dtype = self.platform.unify(a.dtype, b.dtype)
+            return a.cast(dtype), b.cast(dtype)
+        if not isinstance(a, UOp) and not isinstance(b, UOp):
+            dtype = self.platform.unify(self.platform.alone(a), self.platform.alone(b))
+            return self.cast(a, dtype), self.cast(b, dtype)
+        if not isinstance(a, UOp):
+            bv, av = self.operands(b, a, node)
+            return av, bv
+        dtype = self.platform.weak(b, a.dtype)
+        return a.cast(dtype), UOp.const(dtype, b)
+
+    def cast(self, value: Any, dtype: DType) -> UOp:
+        """``value`` converted to ``dtype`` as a cast converts it (a store's value too): a float to an integer
+        truncates toward zero, saturating, an integer wraps."""
+        if is_number(value):
+            return UOp.const(dtype, convert(value, dtype))
+        if not isinstance(value, UOp):
+            raise KernelSyntaxError(f"cannot convert {describe(value)} to {dtype.name}", kernel=self.name,
+                                    stage="translate", value=describe(value))
+        return value.cast(dtype)
+
+    def truth(self, value: Any, node: ast.AST) -> UOp:
+        if not isinstance(value, UOp):
+            raise self.refuse(node, f"{describe(value)} is not a condition")
+        if value.dtype == dtypes.bool:
+            return value
+        return value.ne(UOp.const(value.dtype, 0))
+
+    def select(self, cond: UOp, a: Any, b: Any, node: ast.AST) -> Any:
+        if not (isinstance(a, UOp) or is_number(a)) or not (isinstance(b, UOp) or is_number(b)):
+            raise self.refuse(node, f"a local holds {describe(a)} on one branch and {describe(b)} on the other")
+        av, bv = self.operands(a, b, node)
+        return cond.where(av, bv)
+
+    def logical_and(self, a: Any, b: Any) -> Any:
+        if is_number(a):
+            return b if a else False
+        if is_number(b):
+            return a if b else False
+        return a & b
+
+    def compare(self, name: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if is_number(a) and is_number(b):
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[name]
+        av, bv = self.operands(a, b, node)
+        return {"<": lambda: av < bv, "<=": lambda: av <= bv, ">": lambda: av > bv, ">=": lambda: av >= bv,
+                "==": lambda: av.eq(bv), "!=": lambda: av.ne(bv)}[name]()
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+                            ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
+                            ast.BitXor: "^", ast.BitAnd: "&"}
+COMPARE: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_UOP_BINARY: dict[str, Callable[[UOp, UOp], UOp]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a ** b, "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b}
+
+
+def _python_binary(op: str, a: Any, b: Any) -> Any:
+    """Two constants, computed now, as Python computes them; a zero divisor as svod's kernels divide by one
+    (``//`` and ``%`` of integers) or IEEE 754 divides (``/``): a kernel never traps."""
+    if op in ("//", "%") and isinstance(a, int) and isinstance(b, int) and b == 0:
+        return a if op == "//" else 0
+    if op == "/" and b == 0:
+        return pymath.copysign(pymath.inf, a) * pymath.copysign(1.0, b) if a else pymath.nan
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+            "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b, "<<": lambda: a << b,
+            ">>": lambda: a >> b, "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b}[op]()
+
+
+_INTEGER_ONLY = frozenset({"<<", ">>", "&", "|", "^"})
+
+
+def _floored(op: str, a: UOp, b: UOp) -> UOp:
+    """Python's ``a // b`` or ``a % b``: the quotient rounded down, the remainder with the divisor's sign. On
+    integers from the IR's truncating IDIV and MOD, corrected where the remainder and the divisor have other
+    signs (nothing to correct where both are proven non-negative); on floats from ``floor``."""
+    if a.dtype.is_float:
+        quotient = (a / b).floor()
+        return quotient if op == "//" else a - quotient * b
+    truncated = a // b if op == "//" else a % b
+    if a.vmin >= 0 and b.vmin >= 0:
+        return truncated
+    remainder = a % b
+    across = remainder.ne(0) & (remainder < 0).ne(b < 0)
+    if op == "//":
+        return truncated - across.cast(a.dtype)
+    return across.where(remainder + b, remainder)
+
+
+__all__ = ["Arithmetic", "BINARY", "COMPARE"]

@@ -1,0 +1,374 @@
+"""A kernel's expressions to values: names (locals, then the globals and closure the source resolves in, then
+builtins), attributes (an array's shape, dtype, size; math and numpy names), subscripts (an array's element,
+a shape's entry), operators, comparisons, ``and``/``or`` and ``x if c else y`` (their right sides gated), and
+calls: casts, builtins, math functions, and ``@svod.func`` helpers, inlined."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math as pymath
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from svod.dtype import DType, dtypes
+from svod.frontend import pylang
+from svod.frontend.arithmetic import BINARY, COMPARE
+from svod.frontend.memory import Memory
+from svod.frontend.source import Source
+from svod.frontend.values import (
+    BUILTINS,
+    NUMPY_MATH,
+    ArrayValue,
+    Builtin,
+    MathFunction,
+    Undefined,
+    describe,
+    is_atomic,
+    is_number,
+    math_function,
+)
+from svod.ir import UOp
+
+
+class Expressions(Memory):
+    """Expressions to values (``expr``), through the memory and arithmetic below."""
+
+    def expr(self, node: ast.expr) -> Any:
+        method = _EXPRESSIONS.get(type(node))
+        if method is None:
+            raise self.unsupported(node)
+        return getattr(self, method)(node)
+
+    def _constant(self, node: ast.Constant) -> Any:
+        if isinstance(node.value, (bool, int, float)):
+            return node.value
+        raise self.refuse(node, f"the constant {node.value!r} is not a number")
+
+    # ---- names ------------------------------------------------------------------------------------------
+
+    def _name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.env:
+            value = self.env[name]
+            if isinstance(value, Undefined):
+                raise self.refuse(node, f"{name} is not defined here: {value.why}")
+            return value
+        if name in self.source.names:
+            return self.static(self.source.names[name], name, node)
+        if name in BUILTINS:
+            return BUILTINS[name]
+        raise self.refuse(node, f"name {name} is not defined")
+
+    def static(self, value: Any, name: str, node: ast.AST) -> Any:
+        """A global the kernel names: a number (a constant of the kernel, read when it is translated), svod
+        or one of its names, a math module, numpy, a ``@svod.func``."""
+        if is_number(value) or isinstance(value, (np.integer, np.floating)):
+            return value.item() if isinstance(value, np.generic) else value
+        if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
+                value is pylang.prange or is_atomic(value):
+            return value
+        if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
+            return pylang.Cast(dtypes.from_numpy(value))
+        function = math_function(value)
+        if function is not None:
+            return function
+        name_of = getattr(value, "__name__", None)
+        if isinstance(name_of, str) and name_of in BUILTINS and value is getattr(builtins, name_of, None):
+            return BUILTINS[name_of]
+        if hasattr(value, "svod_kernel"):
+            raise self.refuse(node, f"{name} is an @svod.kernel: a kernel cannot call another; make the helper "
+                                    "@svod.func")
+        if callable(value):
+            raise self.refuse(node, f"{name} is {describe(value)}, neither svod's nor an @svod.func: a kernel calls "
+                                    "svod's names, math functions and @svod.func helpers")
+        raise self.refuse(node, f"{name} is {describe(value)}, which a kernel cannot use (numbers, svod's names, "
+                                "math, numpy's math and @svod.func helpers it can)")
+
+    def static_dtype(self, node: ast.expr) -> DType:
+        value = self.expr(node)
+        if isinstance(value, pylang.Cast):
+            return value.dtype
+        raise self.refuse(node, "a local's annotation is a svod dtype (svod.float32)")
+
+    def _attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, ArrayValue):
+            if attr == "shape":
+                return base.dims
+            if attr == "ndim":
+                return len(base.dims)
+            if attr == "dtype":
+                return pylang.Cast(base.dtype)
+            if attr == "size":
+                total: Any = 1
+                for d in base.dims:
+                    total = self.binary("*", total, d)
+                return total
+            raise self.refuse(node, f"an array has shape, ndim, dtype and size, not {attr}")
+        if base is pylang.math or base is pymath or base is np:
+            if attr in ("pi", "e", "inf", "nan"):
+                return float(getattr(pymath, attr))
+            name = attr if base is not np else NUMPY_MATH.get(attr)
+            if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
+                return MathFunction(name)
+            if base is np and hasattr(np, attr) and isinstance(getattr(np, attr), type) and \
+                    issubclass(getattr(np, attr), np.generic):
+                return pylang.Cast(dtypes.from_numpy(getattr(np, attr)))
+            raise self.refuse(node, f"{'svod.math' if base is pylang.math else base.__name__}.{attr} is not a math "
+                                    f"function a kernel has ({', '.join(sorted(pylang.MATH_FUNCTIONS))})")
+        if isinstance(base, types.ModuleType):
+            if not hasattr(base, attr):
+                raise self.refuse(node, f"{base.__name__} has no {attr}")
+            return self.static(getattr(base, attr), f"{base.__name__}.{attr}", node)
+        raise self.refuse(node, f"attribute {attr} of {describe(base)}")
+
+    # ---- subscripts and tuples --------------------------------------------------------------------------
+
+    def _subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, tuple):
+            index = self.expr(node.slice)
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise self.refuse(node.slice, "a tuple (a shape) is indexed by an integer constant")
+            try:
+                return base[index]
+            except IndexError:
+                raise self.refuse(node, f"index {index} is outside a tuple of {len(base)}") from None
+        array, index = self.subscript(node)
+        return self.element(array, index).load()
+
+    def subscript(self, node: ast.Subscript) -> tuple[ArrayValue, tuple[Any, ...]]:
+        array = self.expr(node.value)
+        if not isinstance(array, ArrayValue):
+            raise self.refuse(node.value, f"only array arguments are indexed, not {describe(array)}")
+        raw = node.slice
+        values = [self.expr(e) for e in raw.elts] if isinstance(raw, ast.Tuple) else [self.expr(raw)]
+        flat: list[Any] = []
+        for v in values:
+            flat.extend(v if isinstance(v, tuple) else (v,))
+        return array, self.indices(node, array, tuple(flat))
+
+    def indices(self, node: ast.AST, array: ArrayValue, index: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(index) != len(array.dims):
+            raise self.refuse(node, f"{array.name} has {len(array.dims)} dimension(s) and takes as many indices, "
+                                    f"got {len(index)}")
+        out = []
+        for i, dim in zip(index, array.dims, strict=True):
+            if isinstance(i, bool) or not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
+                raise self.refuse(node, f"an index is an integer, not {describe(i)}")
+            out.append(self.binary("+", dim, i) if isinstance(i, int) and i < 0 else i)  # a[-1]: from the end
+        return tuple(out)
+
+    def _tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self.expr(e) for e in node.elts)
+
+    # ---- operators and conditions -----------------------------------------------------------------------
+
+    def _bin_op(self, node: ast.BinOp) -> Any:
+        op = BINARY.get(type(node.op))
+        if op is None:
+            raise self.unsupported(node.op)
+        return self.binary(op, self.expr(node.left), self.expr(node.right))
+
+    def _unary_op(self, node: ast.UnaryOp) -> Any:
+        value = self.expr(node.operand)
+        if is_number(value):
+            ops: dict[type, Callable[[Any], Any]] = {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
+                                                     ast.Not: lambda v: not v, ast.Invert: lambda v: ~v}
+            return ops[type(node.op)](value)
+        if not isinstance(value, UOp):
+            raise self.refuse(node, f"{describe(value)} in arithmetic")
+        if isinstance(node.op, ast.USub):
+            return -value
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(node.op, ast.Not):
+            return self.truth(value, node).ne(True)
+        return ~value
+
+    def _bool_op(self, node: ast.BoolOp) -> Any:
+        result = self.expr(node.values[0])
+        for operand in node.values[1:]:
+            if is_number(result):  # Python's short circuit on a constant
+                if (not result) if isinstance(node.op, ast.And) else bool(result):
+                    return result
+                result = self.expr(operand)
+                continue
+            left = self.truth(result, node)
+            with self.under(left if isinstance(node.op, ast.And) else left.ne(True)):
+                right = self.expr(operand)
+            right = right if is_number(right) else self.truth(right, operand)
+            if is_number(right):
+                result = left if bool(right) == isinstance(node.op, ast.And) else bool(right)
+            elif isinstance(node.op, ast.And):  # a right side that reads memory only where the left holds
+                result = left.where(right, False) if right.reads_memory else left & right
+            else:
+                result = left.where(True, right) if right.reads_memory else left | right
+        return result
+
+    def _compare(self, node: ast.Compare) -> Any:
+        result: Any = True
+        left = self.expr(node.left)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self.expr(comparator)
+            name = COMPARE.get(type(op))
+            if name is None:
+                raise self.unsupported(op)
+            test = self.compare(name, left, right, node)
+            result = test if result is True else (result and test) if is_number(result) and is_number(test) \
+                else self.logical_and(result, test)
+            left = right
+        return result
+
+
+    def _if_exp(self, node: ast.IfExp) -> Any:
+        condition = self.expr(node.test)
+        if is_number(condition):
+            return self.expr(node.body if condition else node.orelse)
+        cond = self.truth(condition, node.test)
+        with self.under(cond):
+            chosen = self.expr(node.body)
+        with self.under(cond.ne(True)):
+            other = self.expr(node.orelse)
+        return self.select(cond, chosen, other, node)
+
+    @contextmanager
+    def under(self, cond: UOp) -> Iterator[None]:
+        """Translate what follows where ``cond`` holds too (a branch, the right side of ``and``): its loads
+        read nothing elsewhere."""
+        saved = self.gate
+        self.gate = cond if saved is None else saved & cond
+        try:
+            yield
+        finally:
+            self.gate = saved
+
+    # ---- calls ------------------------------------------------------------------------------------------
+
+    def _call(self, node: ast.Call) -> Any:
+        callee = self.expr(node.func)
+        if isinstance(callee, pylang.Func):
+            return self.call(node)
+        if node.keywords:
+            raise self.refuse(node, "keyword arguments are for @svod.func helpers only")
+        args = [self.expr(a) for a in node.args]
+        if isinstance(callee, pylang.Cast):
+            if len(args) != 1:
+                raise self.refuse(node, f"{callee!r} converts one value")
+            return self.cast(args[0], callee.dtype)
+        if isinstance(callee, MathFunction):
+            return self.math(node, callee.name, args)
+        if isinstance(callee, Builtin):
+            return self.builtin(node, callee.name, args)
+        if callee is pylang.prange:
+            raise self.refuse(node, "svod.prange is a loop: 'for i in svod.prange(n)'")
+        if is_atomic(callee):
+            raise self.refuse(node, f"svod.{callee.__name__} is a statement of its own and has no value")
+        raise self.refuse(node, f"{describe(callee)} is neither svod's nor an @svod.func: a kernel calls svod's "
+                                "names, math functions and @svod.func helpers")
+
+    def builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        if name == "range":
+            raise self.refuse(node, "range is a loop: 'for i in range(n)'")
+        if name in ("min", "max") and len(args) >= 2:
+            result = args[0]
+            for a in args[1:]:
+                if is_number(result) and is_number(a):
+                    result = min(result, a) if name == "min" else max(result, a)
+                else:
+                    x, y = self.operands(result, a, node)
+                    result = x.minimum(y) if name == "min" else x.maximum(y)
+            return result
+        if name in ("min", "max"):
+            raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
+                                    "cannot take)")
+        if len(args) != 1:
+            raise self.refuse(node, f"{name} takes one argument here")
+        value = args[0]
+        if name == "len":
+            if isinstance(value, ArrayValue):
+                return value.dims[0]
+            if isinstance(value, tuple):
+                return len(value)
+            raise self.refuse(node, f"len of {describe(value)}")
+        if name == "abs":
+            return abs(value) if is_number(value) or isinstance(value, UOp) else self._bad(node, value)
+        if name == "bool":
+            return bool(value) if is_number(value) else self.truth(value, node)
+        dtype = self.platform.integer if name == "int" else self.platform.real  # typed, as numba's int() and float()
+        return self.cast(value, dtype)
+
+    def _bad(self, node: ast.AST, value: Any) -> Any:
+        raise self.refuse(node, f"{describe(value)} in arithmetic")
+
+    def math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        method, arity = pylang.MATH_FUNCTIONS[name]
+        if len(args) != arity:
+            raise self.refuse(node, f"{name} takes {arity} argument(s)")
+        if all(is_number(a) for a in args) and hasattr(pymath, name) and name not in ("floor", "ceil", "trunc"):
+            return float(getattr(pymath, name)(*args))  # a constant: computed now, in float64
+        first = args[0]
+        if is_number(first) or (isinstance(first, UOp) and not first.dtype.is_float):
+            others = [a for a in args[1:] if isinstance(a, UOp) and a.dtype.is_float]
+            first = self.cast(first, others[0].dtype if others else self.platform.real)
+        if not isinstance(first, UOp):
+            return self._bad(node, first)
+        rest = [self.cast(a, first.dtype) for a in args[1:]]
+        return getattr(first, method)(*rest)
+
+    def call(self, node: ast.Call) -> Any:
+        """A ``@svod.func`` call, inlined: its parameters bound to the arguments' values, its body stated in a
+        scope of its own, its final ``return`` the call's value."""
+        helper = self.expr(node.func)
+        assert isinstance(helper, pylang.Func)
+        if helper in self.inlining:
+            raise self.refuse(node, f"{helper.fn.__qualname__} calls itself: recursion is not supported in a kernel")
+        if helper.source is None:
+            helper.source = Source.of(helper.fn)
+        source = helper.source
+        try:
+            bound = inspect.signature(helper.fn).bind(*[self.expr(a) for a in node.args],
+                                                       **{k.arg: self.expr(k.value) for k in node.keywords if k.arg})
+        except TypeError as err:
+            raise self.refuse(node, f"{helper.fn.__qualname__}: {err}") from None
+        bound.apply_defaults()
+        saved = (self.env, self.source)
+        self.env, self.source = dict(bound.arguments), source
+        self.inlining.append(helper)
+        try:
+            body = list(source.node.body)
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            result = None
+            if body and isinstance(body[-1], ast.Return):
+                self.block(body[:-1])
+                final = body[-1]
+                assert isinstance(final, ast.Return)
+                result = self.expr(final.value) if final.value is not None else None
+            else:
+                self.block(body)
+            return result
+        finally:
+            self.inlining.pop()
+            self.env, self.source = saved
+
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+_EXPRESSIONS: dict[type, str] = {ast.Constant: "_constant", ast.Name: "_name", ast.Attribute: "_attribute",
+    ast.Subscript: "_subscript", ast.Tuple: "_tuple", ast.BinOp: "_bin_op", ast.UnaryOp: "_unary_op",
+    ast.BoolOp: "_bool_op", ast.Compare: "_compare", ast.IfExp: "_if_exp", ast.Call: "_call"}
+"""The method that translates each kind of expression a kernel may use."""
+
+
+__all__ = ["Expressions"]

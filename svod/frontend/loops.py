@@ -1,0 +1,323 @@
+"""A kernel's ``for`` loops: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range. A local the body changes is
+stated again with a placeholder in its place: what the body makes of the placeholder says whether it is a
+reduction (``s op= e``, ``s = max(s, e)``, also under ``if``: a REDUCE over a range of its own) or is carried
+from turn to turn in a cell (``svod.frontend.memory``)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math as pymath
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from svod.codegen import reduce_identity
+from svod.dtype import DType, dtypes
+from svod.errors import KernelSyntaxError
+from svod.frontend import pylang
+from svod.frontend.context import Loop
+from svod.frontend.expressions import Expressions
+from svod.frontend.values import BUILTINS, Undefined, describe, is_number
+from svod.ir import AxisKind, Ops, UOp, simplify, substitute
+from svod.ir.uop import memory_of, written_memory
+
+
+@dataclass(frozen=True)
+class Statement:
+    """Where the translation stood before a statement: the effects stated so far, the buffers' versions."""
+
+    effects: int
+    versions: dict[UOp, int]
+
+
+class Loops(Expressions):
+    """Loops, their ranges and the locals they change (reduced or carried)."""
+
+    def loop(self, stmt: ast.For) -> None:
+        if stmt.orelse:
+            raise self.refuse(stmt, "for ... else is not supported in a kernel")
+        if not isinstance(stmt.target, ast.Name):
+            raise self.refuse(stmt.target, "a loop variable is one name")
+        call = stmt.iter
+        callee = self.expr(call.func) if isinstance(call, ast.Call) else None
+        if callee is pylang.prange:
+            kind = AxisKind.GLOBAL
+        elif callee is BUILTINS["range"]:
+            kind = AxisKind.LOOP
+        else:
+            raise self.refuse(stmt.iter, "a kernel loops over range(...) (sequential) or svod.prange(...) (parallel)")
+        assert isinstance(call, ast.Call)
+        if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
+            raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
+                              else "range takes (stop), (start, stop) or (start, stop, step)")
+        bounds = [self.expr(a) for a in call.args]
+        start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+        step = bounds[2] if len(bounds) == 3 else 1
+        if not isinstance(step, int) or isinstance(step, bool) or step == 0:
+            raise self.refuse(call, "a range's step is a nonzero integer constant")
+        for b, arg in zip((start, stop), call.args, strict=False):
+            if not (isinstance(b, int) and not isinstance(b, bool)) and not (isinstance(b, UOp) and b.dtype.is_int):
+                raise self.refuse(arg, f"a loop bound is an integer, not {describe(b)}")
+        if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
+            raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
+                                    "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
+        count = self.count(start, stop, step)
+        saved_gate = self.gate
+        if kind is AxisKind.GLOBAL:
+            count, guard = self.rectangle(count)
+            r = self.k.range(count, kind)
+            if guard is not None:
+                self.gate = (r < guard) if self.gate is None else self.gate & (r < guard)
+        else:
+            r = self.k.range(count, kind)
+            if self.where(stmt) not in self.located.loops:
+                self.located.loops.append(self.where(stmt))
+        self.ranges.append(r)
+        variable: Any = r if _is_zero(start) and step == 1 else self.binary("+", _index(start), r * step)
+        try:
+            self.loop_body(stmt, r, kind, variable)
+        finally:
+            self.gate = saved_gate
+
+    def count(self, start: Any, stop: Any, step: int) -> Any:
+        """How many turns ``range(start, stop, step)`` takes, simplified (``range(n - 1, -1, -1)`` takes ``n``:
+        the proofs of bounds and races then see that ``n - 1 - r`` stays within ``n``)."""
+        if is_number(start) and is_number(stop):
+            return len(range(start, stop, step))
+        start, stop = _index(start), _index(stop)
+        if step == 1:
+            return stop if _is_zero(start) else simplify(stop - start)
+        if step > 0:
+            return simplify((stop - start + (step - 1)) // step)
+        return simplify((start - stop + (-step - 1)) // -step)
+
+    def rectangle(self, count: Any) -> tuple[Any, UOp | None]:
+        """A parallel range's end that depends on enclosing parallel ranges (``prange(i + 1)``) becomes its
+        largest value, at either end of each (a bound linear in them), and a guard ``r < count``."""
+        if not isinstance(count, UOp):
+            return count, None
+        outer = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL and loop.range in count.toposort()]
+        if not outer:
+            return count, None
+        largest = count
+        for g in outer:
+            low, high = (simplify(substitute(largest, {g: at})) for at in (UOp.index_const(0), g.src[0] - 1))
+            largest = high if high.vmin >= low.vmax else low if low.vmin >= high.vmax else low.maximum(high)
+        return largest, count
+
+    def loop_body(self, stmt: ast.For, r: UOp, kind: AxisKind, variable: Any) -> None:
+        name = stmt.target.id  # type: ignore[attr-defined]
+        before = dict(self.env)
+        start = Statement(len(self.k.effects), dict(self.versions))
+        self.loops.append(Loop(r, kind))
+        assigned = _assigned(stmt.body)
+        changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
+        try:
+            if kind is AxisKind.GLOBAL:  # a local a parallel loop assigns is each work item's own
+                self.env.update({n: Undefined(n, f"the svod.prange at line {stmt.lineno} assigns it, so each of its "
+                                                 "work items has its own, read here before it is assigned; work "
+                                                 "items share no local (combine into an array with "
+                                                 "svod.atomic_add)") for n in changed})
+                changed = []
+            self.env[name] = variable
+            self.block(stmt.body)
+            results = self.carry(stmt, r, variable, before, start, changed) if changed else {}
+        finally:
+            self.loops.pop()
+        inside = [n for n in self.env if n not in before or (kind is AxisKind.GLOBAL and n in assigned)]
+        self.env = {**before, **results}
+        for n in inside:
+            self.env[n] = Undefined(n, f"it is assigned inside the loop at line {stmt.lineno}, and a loop's "
+                                       "locals end with it")
+
+    # ---- the locals a loop changes ----------------------------------------------------------------------
+
+    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], start: Statement,
+              changed: list[str]) -> dict[str, Any]:
+        """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
+        for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
+        reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
+        work item (``cell``): stored before the loop and at the end of each turn, loaded at the start of each
+        turn (held, as every read is, until the turn ends) and after the loop. Whatever a carried local's cell
+        makes of another local carries that one too, so the body is stated until no more locals join them."""
+        name = stmt.target.id  # type: ignore[attr-defined]
+        first = dict(self.env)
+        placeholders = {n: self.placeholder(n, self.holding(n, before[n], first[n])) for n in changed}
+        cells: dict[str, tuple[UOp, UOp]] = {}
+        while True:
+            self.k.discard_effects(start.effects)
+            self.versions = dict(start.versions)
+            self.env = dict(before)
+            with self.outside_loop():  # each cell starts before the loop
+                for n, (param, at) in cells.items():
+                    self.cell_store(param, at, before[n])
+            self.env.update({n: p for n, p in placeholders.items() if n not in cells})
+            self.env.update({n: self.memory(param).index(at).load() for n, (param, at) in cells.items()})
+            self.env[name] = variable
+            self.block(stmt.body)
+            for n, (param, at) in cells.items():  # each turn ends storing what it made of the carried locals
+                self.cell_store(param, at, self.env[n])
+            grown = {n: self.holding(n, p, self.env[n]) for n, p in placeholders.items()}
+            grown = {n: dtype for n, dtype in grown.items() if dtype != placeholders[n].dtype}
+            if grown:  # a turn makes a value of a wider dtype: the local holds that from the start
+                placeholders.update({n: self.placeholder(n, dtype) for n, dtype in grown.items()})
+                cells = {n: cell for n, cell in cells.items() if n not in grown}
+                continue
+            splits = {n: self.reduction(n, p, placeholders, start.effects) for n, p in placeholders.items()
+                      if n not in cells}
+            joining = [n for n, split in splits.items() if split is None]
+            if not joining:
+                break
+            for n in joining:
+                cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
+        with self.outside_loop():
+            results: dict[str, Any] = {n: self.memory(param).index(at).load() for n, (param, at) in cells.items()}
+        for n, split in splits.items():
+            assert split is not None
+            op, term = split
+            if op is None:
+                results[n] = before[n]
+                continue
+            red = UOp.range(r.src[0], r.arg[0], AxisKind.REDUCE)  # the loop's axis: nested loops keep their order
+            self.ranges.append(red)
+            results[n] = self.initial(before[n], _merged_reduce(substitute(term, {r: red}), red, op), op)
+        return results
+
+    @contextmanager
+    def outside_loop(self) -> Iterator[None]:
+        """State what follows as if just before (or after) the innermost loop: a carried local's first store,
+        its value after the loop."""
+        current = self.loops.pop()
+        try:
+            yield
+        finally:
+            self.loops.append(current)
+
+    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int) -> tuple[Ops | None, UOp] | None:
+        """``(op, term)`` when local ``name`` (``p`` at the start of a turn) is a reduction of the loop just
+        stated; None when it must be carried instead: the loop reads it elsewhere, or its term reads memory
+        the loop writes (a reduction is folded in a loop of its own, which would read that memory at other
+        times than the statement does)."""
+        value = self.env[name]
+        others = [v for m, v in self.env.items() if m != name and m in placeholders and isinstance(v, UOp)]
+        effects = self.k.effects[mark:]
+        if any(p in e.toposort() for e in effects) or any(p in v.toposort() for v in others):
+            return None
+        split = _accumulation(value, p)
+        if split is None or any(q in split[1].toposort() for q in placeholders.values()):
+            return None
+        written = written_memory(effects)
+        if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in split[1].toposort()):
+            return None
+        return split
+
+    def placeholder(self, name: str, dtype: DType) -> UOp:
+        """A stand-in for local ``name`` of ``dtype`` at the start of a turn: a node nothing else is (a
+        DEFINE_VAR that never reaches a kernel)."""
+        return UOp(Ops.DEFINE_VAR, dtype, (), (f"turn_{name}_{next(self._placeholders)}", 0, 0))
+
+    def holding(self, name: str, *values: Any) -> DType:
+        """The dtype of local ``name`` that holds each of ``values`` in turn (``Platform.unify``; a Python
+        number is weak, as in arithmetic): an earlier value is never narrowed."""
+        for v in values:
+            if not (isinstance(v, UOp) or is_number(v)):
+                raise KernelSyntaxError(f"local {name} changes in a loop and holds {describe(v)}",
+                                        kernel=self.name, stage="translate", value=name)
+        typed = [v.dtype for v in values if isinstance(v, UOp)]
+        if not typed:
+            numbers = [self.platform.alone(v) for v in values]
+            return functools.reduce(self.platform.unify, numbers)
+        dtype = functools.reduce(self.platform.unify, typed)
+        for v in values:
+            if is_number(v):
+                dtype = self.platform.unify(dtype, self.platform.weak(v, dtype))
+        return dtype
+
+    def initial(self, init: Any, reduced: UOp, op: Ops) -> Any:
+        """``init op reduced``, or ``reduced`` alone where ``init`` is the op's identity: 0 for a sum, 1 for a
+        product, -inf/+inf (or NaN) for a float max/min, the type's limit for an integer one. (A float sum of no
+        terms, or of -0.0s only, is then -0.0, and a float max over no values or NaNs only is NaN.)"""
+        if isinstance(init, UOp):
+            return _combine(op, self.cast(init, reduced.dtype), reduced)
+        dtype = reduced.dtype
+        identity = {Ops.ADD: (0,), Ops.MUL: (1,),
+                    Ops.MAX: (-pymath.inf, pymath.nan) if dtype.is_float else (dtype.min,),
+                    Ops.MIN: (pymath.inf, pymath.nan) if dtype.is_float else (dtype.max,)}[op]
+        if is_number(init) and any(init == i or (pymath.isnan(i) and pymath.isnan(init)) for i in identity):
+            return reduced
+        return _combine(op, self.cast(init, dtype), reduced)
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+def _assigned(body: Sequence[ast.stmt]) -> set[str]:
+    """The names statements assign anywhere in ``body`` (a loop's body: those it may change from turn to turn;
+    a value compared with the one before would miss ``b = a + b`` that happens to equal it once)."""
+    names: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _is_zero(value: Any) -> bool:
+    return is_number(value) and value == 0
+
+
+def _index(value: Any) -> Any:
+    return value.cast(dtypes.index) if isinstance(value, UOp) else value
+
+
+def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
+    return a.alu(op, b)
+
+
+def _accumulation(value: Any, p: UOp) -> tuple[Ops | None, UOp] | None:
+    """How a turn changes local ``p``: ``(op, term)`` where ``value`` is ``p op term`` (under ``where``s, ``p``
+    kept as is where a branch leaves it: the term is then the op's identity), ``(None, p)`` where the turn
+    leaves it, None for anything else."""
+    if value is p:
+        return None, p
+    if not isinstance(value, UOp):
+        return None
+    if value.op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN) and len(value.src) == 2:
+        a, b = value.src
+        if a is p and p not in b.toposort():
+            return value.op, b
+        if b is p and p not in a.toposort():
+            return value.op, a
+    if value.op is Ops.SUB and value.src[0] is p and p not in value.src[1].toposort():
+        return Ops.ADD, -value.src[1]
+    if value.op is Ops.WHERE and p not in value.src[0].toposort():
+        sides = [_accumulation(s, p) for s in value.src[1:]]
+        if any(s is None for s in sides):
+            return None
+        ops = [s[0] for s in sides if s is not None and s[0] is not None]
+        if not ops:
+            return None, p
+        if any(o is not ops[0] for o in ops):
+            return None
+        op = ops[0]
+        identity = UOp.const(p.dtype, reduce_identity(op, p.dtype))
+        terms = [s[1] if s is not None and s[0] is not None else identity for s in sides]
+        return op, value.src[0].where(terms[0], terms[1])
+    return None
+
+
+def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
+    """``term`` reduced over ``r`` by ``op``: one REDUCE over ``r`` and the ranges of a same-op REDUCE that
+    ``term`` is (nested loops of one sum are one sum over their ranges, outermost first)."""
+    if term.op is Ops.REDUCE and term.arg is op:
+        return term.src[0].reduce(r, *term.src[1:], op=op)
+    return term.reduce(r, op=op)
+
+
+__all__ = ["Loops", "Statement"]

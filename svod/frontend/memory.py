@@ -1,0 +1,145 @@
+"""A kernel's buffers as its statements see them: every access goes through the buffer's memory state at its
+statement (``UOp.state``: the effects stated on it so far), gated by the conditions around it, its indices
+checked against their dimensions; every store and atomic names the loops it runs in. The locals a loop carries
+from turn to turn live in cells of their own (``cell``). The states that change nothing are dropped at the end
+(``unstated``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from svod.codegen.indexing import index_in_bounds
+from svod.dtype import DType, dtypes
+from svod.errors import KernelSyntaxError
+from svod.frontend.arithmetic import Arithmetic
+from svod.frontend.values import ArrayValue
+from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir.ops import EFFECTS
+from svod.ir.uop import is_state, memory_of, pointee
+
+
+class Memory(Arithmetic):
+    """Reads and writes of array arguments and of the cells of carried locals."""
+
+    def memory(self, param: UOp) -> UOp:
+        """The memory state of buffer ``param`` at the statement being translated (``UOp.state``): the
+        effects stated on it so far, in the current turn of the sequential loops around the statement. Every
+        access goes through it, so a value read here is the value the statement read, whatever later
+        statements store (states of buffers the kernel never writes are dropped at the end: ``unstated``)."""
+        loops = [loop.range for loop in self.loops if loop.kind is not AxisKind.GLOBAL]
+        return param.state(self.versions.get(param, 0), *loops)
+
+    def wrote(self, param: UOp, effect: UOp) -> None:
+        """``effect`` on ``param`` was stated: the statements after it see the next state."""
+        self.stated[effect] = dict(self.versions)
+        self.versions[param] = self.versions.get(param, 0) + 1
+
+    def element(self, array: ArrayValue, index: tuple[Any, ...]) -> UOp:
+        """``array[index]`` at this statement: through the array's memory state, gated by the conditions the
+        statement runs under (a load may be computed ahead of its branch, a value being held from its
+        statement on, and then reads nothing where the branch is not taken), each index checked against its
+        own dimension as numpy and numba check it (``dimension_checked``)."""
+        param = array.buffer.param
+        checked, inside = self.dimension_checked(array, index)
+        return array.buffer.index(checked, self.gate, self.memory(param), inside)
+
+    def dimension_checked(self, array: ArrayValue, index: tuple[Any, ...]) -> tuple[tuple[Any, ...], UOp | None]:
+        """``index`` with each index past the first that may leave its dimension (which the flat buffer
+        would not show: ``x[i, 3]`` of an ``(n, 3)`` array is ``x[i + 1, 0]``) clamped to it, and the condition
+        that none leaves: the access is then checked at run time (``IndexOutOfBoundsError``), and its flat
+        index stays within the array (which a device of 32-bit indices must know). A constant index (or one
+        whose range is constant) of a symbolic dimension instead sets the least size the dimension may take,
+        which the call checks (and which lets the race check tell ``x[i, 1]`` from ``x[i + 1, 0]``); one
+        outside a constant dimension is refused now."""
+        unproven: list[UOp] = []
+        checked = list(index)
+        for axis, (i, dim) in enumerate(zip(index, array.dims, strict=True)):
+            if axis == 0:
+                continue  # the buffer's own bounds check the first
+            at = UOp.index_const(i) if isinstance(i, int) else i.cast(dtypes.index)
+            if isinstance(dim, int) and at.op is Ops.CONST and not 0 <= int(at.arg) < dim:
+                raise KernelSyntaxError(f"index {at.arg} is outside dimension {axis} of {array.name}, of size {dim}",
+                                        kernel=self.name, stage="translate", value=int(at.arg))
+            if isinstance(dim, UOp) and dim.op is Ops.DEFINE_VAR and at.vmin >= 0 and \
+                    not any(u.op is Ops.DEFINE_VAR for u in at.toposort()):
+                self.least_sizes.setdefault(dim, []).append((int(at.vmax) + 1, array.name, axis))
+                continue
+            size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
+            order = {u: k for k, u in enumerate((at < size).toposort())}
+            if not index_in_bounds(at, size, self.gate, order):
+                unproven.append((at >= 0) & (at < size))
+                checked[axis] = at.maximum(0).minimum(size - 1)
+        return tuple(checked), functools.reduce(lambda a, b: a & b, unproven) if unproven else None
+
+    def running(self, *parts: UOp) -> list[UOp]:
+        """The ranges of the loops around an effect that its ``parts`` do not use: it names them, so that it
+        runs once per turn of each all the same. A memory state's loops do not count: the state may go
+        (``unstated``)."""
+        used: set[UOp] = set()
+        stack = list(parts)
+        while stack:
+            u = stack.pop()
+            if u not in used:
+                used.add(u)
+                stack.extend(u.src[:1] if is_state(u) else u.src)
+        return [loop.range for loop in self.loops if loop.range not in used]
+
+    def store(self, array: ArrayValue, index: tuple[Any, ...], value: Any) -> None:
+        value = self.cast(value, array.dtype)
+        target = self.element(array, index)
+        self.wrote(array.buffer.param, self.k.store(target, value, *self.running(target, value)))
+
+    # ---- the cells of carried locals --------------------------------------------------------------------
+
+    def cell(self, key: tuple[Any, ...], dtype: DType) -> tuple[UOp, UOp]:
+        """A carried local's memory: one element per work item of the enclosing parallel loops (an extra
+        buffer argument the call allocates), and this work item's element. One per ``key`` (the loop's place
+        in the source and the local's name): stating a loop again reuses it."""
+        known = self.cell_of.get((*key, dtype))
+        if known is not None:
+            return known
+        parallel = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL]
+        size: Any = 1
+        at: Any = 0
+        for g in parallel:
+            size = self.binary("*", size, g.src[0])
+            at = self.binary("+", self.binary("*", at, g.src[0]), g)
+        param = self.k.buffer(self.platform.storage(dtype), size)
+        self.cells.append((param, size))
+        self.located.names[param.arg] = f"the memory that carries local {key[-1]} from turn to turn"
+        self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
+        return self.cell_of[(*key, dtype)]
+
+    def cell_store(self, param: UOp, at: UOp, value: Any) -> None:
+        target = self.memory(param).index(at, self.gate)
+        value = self.cast(value, pointee(param))
+        self.wrote(param, self.k.store(target, value, *self.running(target, value)))
+
+
+# ---- the final kernel -----------------------------------------------------------------------------------
+
+def unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
+    """``sink`` without the memory states that change nothing, and without the gates of the loads that lose
+    them. A state holds a read at its statement; the builder's rule reads where the value is used, after the
+    effects before that. The two read the same wherever no effect on the buffer comes between a read and
+    the statements that use it, which is so of every buffer the kernel reads but never writes, or writes
+    but never reads, and most that it updates in place (``x[i] = x[i] * 2``; a scan's ``out[r, c - 1]``):
+    their kernels are the builder's, and lower as its do. A gate keeps a held read (perhaps computed ahead
+    of its branch) from reading where the branch is not taken; a read where its value is used needs none."""
+    changed = {memory_of(u.src[0].src[0]) for e in sink.src if e.op in EFFECTS for u in e.toposort()
+               if u.op is Ops.LOAD and is_state(u.src[0].src[0]) and _between(e, u.src[0].src[0], stated[e])}
+    sink = substitute(sink, {u: u.src[0] for u in sink.toposort() if is_state(u) and u.src[0] not in changed})
+    return substitute(sink, {u: u.replace(src=(u.src[0].replace(src=u.src[0].src[:2]),)) for u in sink.toposort()
+                             if u.op is Ops.LOAD and len(u.src[0].src) == 3 and u.src[0].src[0].op is Ops.PARAM})
+
+
+def _between(effect: UOp, state: UOp, stated: dict[UOp, int]) -> bool:
+    """Whether an effect on the buffer of memory ``state`` may come between a read through it and ``effect``,
+    which uses the read: one stated in between, or one in a loop around ``effect`` that the read is outside
+    of (read where it is used, in every turn, it would see the turns before)."""
+    loops = {u for u in effect.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP}
+    return stated.get(state.src[0], 0) != state.arg or not loops <= set(state.src[1:])
+
+
+__all__ = ["Memory", "unstated"]
