@@ -7,6 +7,7 @@ from svod.device import Buffer
 from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import BundleWarning
 from svod.frontend import KernelBuilder, available_devices, check, compile, compiler_pair, get_device, kernel, run
+from svod.frontend.jit import jit
 from svod.frontend.pylang import CASTS as _CASTS
 from svod.frontend.pylang import (
     Array,
@@ -35,5 +36,5 @@ __version__ = VERSION
 __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "DeviceSpec", "ExecutionPlan",
            "Int", "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
            "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32", "float64",
-           "func", "get_device", "inf", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
+           "func", "get_device", "inf", "jit", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
            "prange", "run", "uint8", "uint16", "uint32", "uint64"]

@@ -87,19 +87,23 @@ class Kernel:
 
     svod_kernel = True
 
-    def __init__(self, fn: Callable[..., Any], *, static_shapes: bool = False, name: str | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any], *, static_shapes: bool = False, name: str | None = None,
+                 source: Source | None = None, parameters: list[str] | None = None) -> None:
+        """``source`` and ``parameters``, where given, are a part of ``fn`` as a function of its own (a phase of
+        an ``@svod.jit`` function): its statements and the names they take."""
         self.fn = fn
         self.name = name or fn.__name__
         self.static_shapes = static_shapes
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        parameters = list(inspect.signature(fn).parameters.values())
-        for p in parameters:
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
-                raise KernelSyntaxError(f"{self.name}: parameter {p.name} must be a plain positional parameter "
-                                        "(no defaults, *args or keywords)", kernel=self.name, stage="parse",
-                                        value=p.name)
-        self.parameters = [p.name for p in parameters]
+        if parameters is None:
+            parameters = [p.name for p in inspect.signature(fn).parameters.values()]
+            for p in inspect.signature(fn).parameters.values():
+                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
+                    raise KernelSyntaxError(f"{self.name}: parameter {p.name} must be a plain positional parameter "
+                                            "(no defaults, *args or keywords)", kernel=self.name, stage="parse",
+                                            value=p.name)
+        self.parameters = parameters
         try:
             hints = inspect.get_annotations(fn, eval_str=True)
         except Exception as err:
@@ -107,7 +111,7 @@ class Kernel:
                                     stage="parse", value=str(err)) from err
         self.annotations = {name: _annotation(self.name, name, hint) for name, hint in hints.items()
                             if name in self.parameters}
-        self._source: Source | None = None
+        self._source: Source | None = source
         self._built: dict[tuple[Any, ...], Built] = {}
         self._lock = threading.Lock()
 

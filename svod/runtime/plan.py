@@ -256,6 +256,12 @@ class ExecutionPlan:
         distinct = list(dict.fromkeys(ast for request in self._requests for ast in request.kernels()))
         return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
 
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The variables each run passes to ``execute`` (prepares the plan first)."""
+        self.prepare()
+        return tuple(sorted(self._runtime_bounds))
+
     # ---- execute -----------------------------------------------------------------------------------------
 
     def execute(self, *, profile: bool = False, buffers: Mapping[int | str, Any] | None = None,

@@ -1,0 +1,196 @@
+"""``@svod.jit``: whole functions as plans (issue 44). Every device is compared with the same function run as
+plain Python (``svod.prange`` as ``range``): its arguments after the run, and what it returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import prange
+from svod.device import Device
+from svod.errors import KernelSyntaxError, SvodError
+from svod.frontend.oracle import as_python, python_arguments
+from tests.helpers import refuses
+
+SIZES = (0, 1, 2, 3, 7, 13)
+
+
+def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object, rtol: float = 1e-6) -> None:
+    """Run ``fn`` on ``device`` on copies of ``args`` and compare its arrays and what it returns with plain
+    Python's."""
+    narrower = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
+    if any(isinstance(a, np.ndarray) and refuses(device, svod.dtypes.from_numpy(a.dtype)) for a in args):
+        args = tuple(a.astype(narrower.get(a.dtype, a.dtype)) if isinstance(a, np.ndarray) else a for a in args)
+        rtol = max(rtol, 1e-5)  # a device without 64-bit types: the same function on 32-bit arrays
+    want_args = python_arguments(args)
+    want = as_python(fn)(*want_args)
+    got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got = fn(*got_args, device=device)
+    for expected, actual in zip(want_args, got_args, strict=True):
+        if isinstance(expected, np.ndarray):
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=1e-12)
+    wanted = want if isinstance(want, tuple) else (want,)
+    results = got if isinstance(got, tuple) else (got,)
+    assert len(wanted) == len(results)
+    for expected, actual in zip(wanted, results, strict=True):
+        if expected is None:
+            assert actual is None
+        else:
+            assert isinstance(actual, np.ndarray) and actual.shape == np.shape(expected)
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=1e-12)
+
+
+@svod.jit
+def jacobi(a, b, steps):
+    n = a.shape[0]
+    for _t in range(steps):
+        for i in prange(1, n - 1):
+            b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0
+        for i in prange(1, n - 1):
+            a[i] = b[i]
+    return a
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_time_loop_around_phases_runs_them_in_order(device, n):
+    rng = np.random.default_rng(n)
+    agrees_with_python(jacobi, device, rng.random(n), np.zeros(n), 4)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 5])
+def test_the_time_loop_takes_its_count_per_call_without_a_new_plan(steps):
+    a, b = np.linspace(0, 1, 9), np.zeros(9)
+    want_a, want_b = a.copy(), b.copy()
+    as_python(jacobi)(want_a, want_b, steps)
+    jacobi(a, b, steps)
+    np.testing.assert_allclose(a, want_a)
+    assert jacobi.plan(a, b, steps) is jacobi.plan(a, b, steps + 1)  # the count is the plan loop's variable
+
+
+@svod.jit
+def gemver(alpha, beta, A, u1, v1, u2, v2, w, x, y, z):
+    n = A.shape[0]
+    for i in prange(n):
+        for j in range(n):
+            A[i, j] = A[i, j] + u1[i] * v1[j] + u2[i] * v2[j]
+    for i in prange(n):
+        for j in range(n):
+            x[i] = x[i] + beta * A[j, i] * y[j]
+    for i in prange(n):
+        x[i] = x[i] + z[i]
+    for i in prange(n):
+        for j in range(n):
+            w[i] = w[i] + alpha * A[i, j] * x[j]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_several_phases_see_what_the_ones_before_wrote(device, n):
+    rng = np.random.default_rng(7)
+    vectors = [rng.random(n) for _ in range(8)]
+    agrees_with_python(gemver, device, 1.5, 1.2, rng.random((n, n)), *vectors, rtol=1e-5)
+
+
+@svod.jit
+def scaled_copy(x, factor):
+    out = np.zeros_like(x)
+    ones = np.ones((x.shape[0], 2), dtype=x.dtype)
+    filled = np.full(x.shape[0], factor, x.dtype)
+    for i in prange(x.shape[0]):
+        out[i] = x[i] * factor + ones[i, 1] + filled[i]
+    return out, ones
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_temporaries_are_filled_where_they_are_made_and_come_back_shaped(device, n):
+    agrees_with_python(scaled_copy, device, np.arange(n, dtype=np.float64), 0.5)
+
+
+def test_a_temporary_a_device_cannot_hold_is_refused_naming_its_line():
+    @svod.jit
+    def wide(x):
+        out = np.zeros(x.shape[0])  # float64, as NumPy makes it
+        for i in prange(x.shape[0]):
+            out[i] = x[i]
+        return out
+
+    gpu = next((d for d in ("WEBGPU:0", "WEBGPU:1") if d in svod.available_devices()), None)
+    if gpu is None:
+        pytest.skip("no WebGPU adapter here (the device without float64)")
+    with pytest.raises(SvodError, match=r"cannot hold float64, the dtype of out.*test_jit.py:\d+"):
+        wide(np.ones(3, np.float32), device=gpu)
+
+
+def test_a_returned_temporary_is_the_callers_own():
+    first, _ = scaled_copy(np.arange(3.0), 2.0)
+    second, _ = scaled_copy(np.arange(3.0) + 1, 2.0)
+    assert not np.shares_memory(first, second) and first[0] == 3.0 and second[0] == 5.0
+
+
+@svod.jit
+def triangular(a):
+    n = a.shape[0]
+    for k in range(n):
+        for i in prange(k + 1, n):
+            a[i] = a[i] + a[k]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_phase_reads_the_variable_of_the_loop_around_it(device, n):
+    agrees_with_python(triangular, device, np.arange(n, dtype=np.int64) + 1)
+
+
+@svod.jit
+def seeded(x):
+    x[0] = 1.0
+    for i in range(1, x.shape[0]):
+        x[i] = x[i - 1] * 2.0
+    for i in prange(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 13])
+def test_sequential_code_between_phases_runs_as_one_work_item(device, n):
+    agrees_with_python(seeded, device, np.zeros(n))
+
+
+def test_a_phase_that_races_is_refused_naming_its_line():
+    @svod.jit
+    def racy(x):
+        for i in prange(x.shape[0]):
+            x[0] = x[i]
+
+    with pytest.raises(SvodError, match=r"test_jit.py:\d+"):
+        racy(np.ones(4))
+
+
+def test_a_scalar_computed_between_phases_is_refused_in_source_words():
+    @svod.jit
+    def carried(x):
+        s = x[0] * 2.0
+        for i in prange(x.shape[0]):
+            x[i] = s
+
+    with pytest.raises(KernelSyntaxError, match=r"test_jit.py:\d+: s is computed by sequential code"):
+        carried(np.ones(4))
+
+
+def test_a_temporary_made_inside_a_statement_is_refused():
+    @svod.jit
+    def inner(x):
+        for i in prange(x.shape[0]):
+            x[i] = np.zeros(3)[0]
+
+    with pytest.raises(KernelSyntaxError, match="a temporary array is made by a statement of its own"):
+        inner(np.ones(2))
+
+
+def test_a_saved_jit_plan_loads_and_runs_as_the_function(tmp_path):
+    a, b = np.linspace(0, 1, 11), np.zeros(11)
+    path = tmp_path / "jacobi.svodplan"
+    jacobi.save(path, a, b, 3)
+    plan = svod.load_plan(path)
+    want = a.copy()
+    as_python(jacobi)(want, b.copy(), 3)
+    plan.execute(buffers={"a": a, "b": b}, steps=3)
+    np.testing.assert_allclose(a, want)
