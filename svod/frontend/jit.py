@@ -25,6 +25,7 @@ the values a temporary's shape is computed from), and the kernels it compiles ar
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import os
 import threading
@@ -46,6 +47,8 @@ from svod.runtime.plan import ExecutionPlan
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
 """The NumPy calls that make a temporary array."""
 _HOST_CALLS = (len, min, max, abs, int, float, round)
+_DTYPE_ORDER = ("bool", "int32", "int64", "float32", "float64")
+"""How far a carried scalar's dtype may widen: rounds of translation enough for any chain."""
 """What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
 
 
@@ -175,6 +178,41 @@ class Reader:
                           "function or of a loop around phases (`tmp = np.zeros(n)`)")
         return Phase([stmt])
 
+    def reductions(self, stmt: ast.stmt) -> set[str]:
+        """The locals a parallel loop reduces across its work items, as numba reads it: ``s += e``, ``s *= e``,
+        ``s = max(s, e)``, ``s = min(s, e)`` on a name the loop's body does not otherwise assign."""
+        if not self.is_prange(stmt):
+            return set()
+        reduced: set[str] = set()
+        assigned: set[str] = set()
+        for inner in ast.walk(stmt):
+            if isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Name) \
+                    and isinstance(inner.op, (ast.Add, ast.Sub, ast.Mult)):
+                reduced.add(inner.target.id)
+            elif isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
+                name = inner.targets[0].id
+                value = inner.value
+                if isinstance(value, ast.Call) and self.resolve(value.func) in (max, min) and \
+                        any(isinstance(a, ast.Name) and a.id == name for a in value.args):
+                    reduced.add(name)
+                else:
+                    assigned.add(name)
+        return reduced - assigned
+
+    def sequential(self, stmt: ast.stmt) -> ast.stmt:
+        """A prange nest as a sequential loop nest (a reduction across its work items, which svod's lowering
+        splits over threads in a fixed order)."""
+        reader = self
+
+        class Sequential(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                self.generic_visit(node)
+                if reader.resolve(node.func) is pylang.prange:
+                    return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args, node.keywords), node)
+                return node
+
+        return ast.fix_missing_locations(Sequential().visit(_copy(stmt)))
+
     def parallel(self, phase: Phase) -> bool:
         return any(self.is_prange(s) for s in phase.statements)
 
@@ -226,6 +264,10 @@ class Reader:
         return None
 
 
+def _copy(node: ast.stmt) -> ast.stmt:
+    return copy.deepcopy(node)
+
+
 def _allocation(call: ast.Call) -> str | None:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
@@ -255,6 +297,89 @@ def _loaded(nodes: Iterable[ast.AST]) -> list[str]:
     return list(found)
 
 
+def _statement(code: str, at: ast.AST) -> ast.stmt:
+    """One statement svod adds to a phase, placed (for errors) at ``at``."""
+    statement = ast.parse(code).body[0]
+    for inner in ast.walk(statement):
+        ast.copy_location(inner, at)
+    return statement
+
+
+def _augmented(nodes: Iterable[ast.AST]) -> set[str]:
+    return {inner.target.id for node in nodes for inner in ast.walk(node)
+            if isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Name)}
+
+
+def needs(nodes: Sequence[ast.AST]) -> set[str]:
+    """The names ``nodes`` read before they assign them, in the order Python evaluates them (a value before
+    its targets; an assignment anywhere counts from where it stands)."""
+    assigned: set[str] = set()
+    found: set[str] = set()
+
+    class Reads(ast.NodeVisitor):
+        def visit_Name(self, node: ast.Name) -> None:
+            if isinstance(node.ctx, ast.Load) and node.id not in assigned:
+                found.add(node.id)
+            elif isinstance(node.ctx, ast.Store):
+                assigned.add(node.id)
+
+        def visit_Assign(self, node: ast.Assign) -> None:
+            self.visit(node.value)
+            for target in node.targets:
+                self.visit(target)
+
+        def visit_AugAssign(self, node: ast.AugAssign) -> None:
+            self.visit(node.value)
+            if isinstance(node.target, ast.Name) and node.target.id not in assigned:
+                found.add(node.target.id)
+            self.visit(node.target)
+
+        def visit_For(self, node: ast.For) -> None:
+            self.visit(node.iter)
+            self.visit(node.target)
+            for stmt in [*node.body, *node.orelse]:
+                self.visit(stmt)
+
+    for node in nodes:
+        Reads().visit(node)
+    return found
+
+
+def _nodes(item: Item) -> list[ast.AST]:
+    if isinstance(item, Phase):
+        return list(item.statements)
+    if isinstance(item, Definition):
+        return [item.statement]
+    if isinstance(item, Temporary):
+        return [item.call]
+    return list(item.bounds)
+
+
+def _flat(items: Sequence[Item]) -> list[Item]:
+    return [inner for item in items for inner in ([item, *_flat(item.body)] if isinstance(item, Loop) else [item])]
+
+
+def carried(structure: Structure, reader: Reader) -> set[str]:
+    """The scalars a phase computes (sequential code's locals, a parallel loop's reductions) that another
+    part of the function reads or returns: each lives in a one-element plan buffer between phases."""
+    items = _flat(structure.items)
+    made: dict[int, set[str]] = {}
+    for position, item in enumerate(items):
+        if isinstance(item, Phase):
+            parallel = [st for st in item.statements if reader.is_prange(st)]
+            made[position] = set().union(*(reader.reductions(st) for st in parallel)) if parallel \
+                else _stored(item.statements)
+        elif isinstance(item, Definition):
+            made[position] = {item.name}
+    found: set[str] = set()
+    for position, names in made.items():
+        others = set(structure.returns).union(*(needs(_nodes(item)) for other, item in enumerate(items)
+                                                if other != position and not isinstance(item, Loop)))
+        found |= names & others
+    phases_make = set().union(*(names for position, names in made.items() if isinstance(items[position], Phase)))
+    return found & phases_make
+
+
 def _stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:
     """Whether ``nodes`` store into an array's element (or call an atomic on one)."""
     atomics = (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min)
@@ -279,7 +404,8 @@ class Prepared:
     slots: list[int | None]
     variables: tuple[str, ...]
     returns: list[tuple[str, int | None, tuple[int, ...]]]
-    """Per returned name: the name, its temporary's plan buffer (None for an argument), and its shape."""
+    """Per returned name: the name, its temporary's plan buffer (None for an argument), and its shape (none
+    for a scalar, which comes back as a Python number)."""
     returns_tuple: bool
     located: dict[str, Any]
     parameters: list[str]
@@ -301,13 +427,19 @@ class Prepared:
         except SvodError as err:
             self.locate(err)
             raise
-        for original, copy in written_back:
-            original[...] = copy
-        results = [args[self.parameters.index(name)] if slot is None
-                   else self.plan.buffers[slot].numpy().reshape(shape) for name, slot, shape in self.returns]
+        for original, contiguous in written_back:
+            original[...] = contiguous
+        results = [self.result(args, name, slot, shape) for name, slot, shape in self.returns]
         if self.returns_tuple:
             return tuple(results)
         return results[0] if results else None
+
+    def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...]) -> Any:
+        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value."""
+        if slot is None:
+            return args[self.parameters.index(name)]
+        values = self.plan.buffers[slot].numpy()
+        return values.reshape(shape) if shape else values[0].item()
 
     def locate(self, err: SvodError) -> None:
         located = self.located.get(err.kernel or "")
@@ -319,7 +451,8 @@ class Builder:
     """Builds the plan of one jitted function for one signature: arrays and scalars as given, each phase a
     kernel of the names it uses."""
 
-    def __init__(self, jit: Jit, args: Sequence[Any], device: Device) -> None:
+    def __init__(self, jit: Jit, args: Sequence[Any], device: Device,
+                 cell_dtypes: dict[str, np.dtype] | None = None) -> None:
         self.jit = jit
         self.source = jit.source
         self.device = device
@@ -333,6 +466,14 @@ class Builder:
         self.computed: dict[str, int] = {}
         """Names sequential phases assign, with the line: later phases cannot read them."""
         self.located: dict[str, Any] = {}
+        self.carried = carried(jit.structure, jit.reader)
+        self.cells: dict[str, int] = {}
+        """The plan buffer of each carried scalar (``carried``)."""
+        self.cell_dtypes = dict(cell_dtypes or {})
+        """The dtype of each carried scalar's buffer: what the phases that compute it make of it, unified as
+        numba unifies a local's types (``seen`` of the build before), or int64 at first, the narrowest a
+        number unifies from."""
+        self.seen: dict[str, np.dtype] = {}
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 self.arrays[name] = (self.add_array(name, value.dtype, value.size), value.shape, value.dtype)
@@ -340,11 +481,19 @@ class Builder:
     def add_array(self, name: str | None, dtype: np.dtype, size: int) -> int:
         return self.plan.add_buffer(Buffer(self.device, dtypes.from_numpy(dtype), size), name)
 
+    def translate(self) -> None:
+        """Only translate the phases: a round that finds the dtypes of the scalars they carry (``seen``)."""
+        self.items(self.jit.structure.items, [])
+
     def build(self) -> Prepared:
+        """The plan, prepared."""
         structure = self.jit.structure
         self.items(structure.items, [])
-        returns = []
+        returns: list[tuple[str, int | None, tuple[int, ...]]] = []
         for name in structure.returns:
+            if name in self.cells:
+                returns.append((name, self.cells[name], ()))
+                continue
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}, which is not an array; a jitted function returns arrays",
@@ -365,7 +514,9 @@ class Builder:
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
         for item in items:
-            if isinstance(item, Definition):
+            if isinstance(item, Definition) and item.name in self.carried:
+                ids += self.phase([item.statement], loops)  # it writes the scalar's buffer where it stands
+            elif isinstance(item, Definition):
                 self.define(item, loops)
             elif isinstance(item, Temporary):
                 ids += self.temporary(item, loops)
@@ -439,27 +590,38 @@ class Builder:
         return eval(code, dict(self.source.names), {**self.host, **(extra or {})})  # the user's code
 
     def phase(self, statements: list[ast.stmt], loops: list[str]) -> list[int]:
-        """Add one phase's kernel to the plan: its id (none for sequential code that stores into no array,
-        whose scalars no later phase may read)."""
+        """Add one phase's kernel to the plan: its id (none for sequential code that stores into no array
+        and computes no scalar another part reads). A parallel loop that reduces scalars runs as a sequential
+        loop nest, which svod's lowering splits over threads in a fixed order."""
         line = statements[0].lineno
-        for name in _loaded(statements):
-            if name in self.computed and name not in _stored(statements):
-                raise self.refuse(statements[0], f"{name} is computed by sequential code at line {self.computed[name]} "
-                                  "and read by a later phase; a jitted function carries arrays from phase to phase, "
-                                  "not scalars yet: keep it in a one-element array")
         reader = self.jit.reader
-        if not any(reader.is_prange(stmt) for stmt in statements) and not _stores_elements(statements, reader):
+        reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
+        if reduced:
+            statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
+        parallel = any(reader.is_prange(stmt) for stmt in statements)
+        outgoing = sorted((reduced | (set() if parallel else _stored(statements))) & self.carried)
+        definitions = self.preamble(statements)
+        incoming = sorted(needs([*definitions, *statements]) & self.carried)
+        for name in needs(statements):
+            if name in self.computed:
+                raise self.refuse(statements[0], f"{name} is computed by sequential code at line {self.computed[name]} "
+                                  "and read by a later phase, which svod cannot carry there")
+        if not parallel and not outgoing and not _stores_elements(statements, reader):
             self.computed.update({n: line for n in _stored(statements)})
             return []
-        preamble = self.preamble(statements)
-        used = set(_loaded([*preamble, *statements])) - _stored(statements)
+        loads = [_statement(f"{name} = _svod_{name}[0]", statements[0]) for name in incoming]
+        stores = [_statement(f"_svod_{name}[0] = {name}", statements[-1]) for name in outgoing]
+        for name in (*incoming, *outgoing):
+            self.cell(name)
+        body = [*loads, *definitions, *statements, *stores]
+        used = set(_loaded(body)) - (_stored(statements) - set(incoming))
         parameters = [name for name in self.jit.parameters if name in used]
         parameters += [name for name in self.arrays if name in used and name not in parameters]
         parameters += [name for name in loops if name in used]
         name = f"{self.jit.name}_{line}"
         node = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in parameters],
                                                                kwonlyargs=[], kw_defaults=[], defaults=[]),
-                               body=[*preamble, *statements], decorator_list=[], returns=None)
+                               body=body, decorator_list=[], returns=None)
         ast.copy_location(node, statements[0])
         ast.fix_missing_locations(node)
         kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file,
@@ -467,15 +629,30 @@ class Builder:
                         parameters=parameters)
         examples = [self.example(p, loops) for p in parameters]
         bound = kernel.bind(*examples, device=self.device)
+        for carried_name in outgoing:
+            if carried_name in bound.locals:
+                dtype = self.held(np.dtype(bound.locals[carried_name].numpy))
+                before = self.seen.get(carried_name)
+                self.seen[carried_name] = dtype if before is None else np.promote_types(before, dtype)
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
         slots += [self.add_array(None, cell.dtype, cell.size) for cell in bound.arrays[len(slots):]]
         self.located[name] = bound.located
-        for stmt in statements:
-            if not self.jit.reader.is_prange(stmt):
-                self.computed.update({n: line for n in _stored([stmt])})
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
+
+    def held(self, dtype: np.dtype) -> np.dtype:
+        """A carried scalar's dtype as the device holds it: a device without int64 carries an int in int32."""
+        if dtype == np.int64 and dtypes.int64 not in self.device.caps.element_dtypes:
+            return np.dtype(np.int32)
+        return dtype
+
+    def cell(self, name: str) -> None:
+        """The one-element plan buffer of a carried scalar, as an array phases take (``_svod_<name>``)."""
+        if name not in self.cells:
+            dtype = self.cell_dtypes.get(name, self.held(np.dtype(np.int64)))
+            self.cells[name] = self.add_array(None, dtype, 1)
+            self.arrays[f"_svod_{name}"] = (self.cells[name], (1,), dtype)
 
     def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
         """The definitions a phase reads (and those they read), in the order they stand."""
@@ -558,8 +735,21 @@ class Jit:
             key = (device.name, *self._signature(values))
             found = self._plans.get(key)
             if found is None:
-                found = self._plans[key] = Builder(self, values, device).build()
+                found = self._plans[key] = self._build(values, device)
         return found
+
+    def _build(self, values: Sequence[Any], device: Device) -> Prepared:
+        """The plan for ``values``. Where phases carry scalars, it is translated until the dtypes of their
+        buffers are those the phases make of them (each round can only widen one, so a few rounds do)."""
+        builder = Builder(self, values, device)
+        for _ in range(len(_DTYPE_ORDER)):
+            if not builder.carried:
+                break
+            builder.translate()
+            if all(n in builder.cell_dtypes and builder.cell_dtypes[n] == d for n, d in builder.seen.items()):
+                break  # (np.dtype(None) is float64: a missing one must not compare equal)
+            builder = Builder(self, values, device, {**builder.cell_dtypes, **builder.seen})
+        return Builder(self, values, device, builder.cell_dtypes).build() if builder.carried else builder.build()
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
         if len(args) != len(self.parameters):

@@ -33,7 +33,7 @@ import numpy as np
 
 from svod.device import Buffer, Device
 from svod.device.launch import evaluate
-from svod.dtype import DType, dtypes
+from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
@@ -69,6 +69,9 @@ class Built:
     """Each variable the kernel kept with its bounds: ``(name, lo, hi)``, checked at each call."""
     written: frozenset[int] = frozenset()
     """The slots of the arrays the kernel writes."""
+    locals: tuple[tuple[str, DType], ...] = ()
+    """Each scalar local the function holds at its end, with its dtype (an ``@svod.jit`` phase carries such a
+    local to the phases after it)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class BoundCall:
     arrays: list[Any]
     var_vals: dict[str, Any]
     located: Located
+    locals: dict[str, DType]
+    """Each scalar local at the function's end, with its dtype (``Built.locals``)."""
 
 
 class Kernel:
@@ -166,7 +171,7 @@ class Kernel:
         arrays = [v for v in values if _is_array(v)]
         arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
                    for dtype, size in built.cells]
-        return BoundCall(built.ast, arrays, var_vals, built.located)
+        return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals))
 
     def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
         """For ``ExecutionPlan.add_kernel``: the kernel over ``buffers`` (each a one-dimensional array of
@@ -335,7 +340,8 @@ class Kernel:
         topo = ast.toposort()
         bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR)
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
-        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least, bounds, written)
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least, bounds, written,
+                     _local_dtypes(translator.env, platform))
 
 
 @dataclass(frozen=True)
@@ -363,6 +369,22 @@ class Shaped:
                                       "its own, which a plan does not hold yet; call it directly", kernel=name,
                                       stage="plan", value=len(bound.arrays) - len(arrays))
         return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
+
+
+def _local_dtypes(env: dict[str, Any], platform: Platform) -> tuple[tuple[str, DType], ...]:
+    """The dtype of each scalar local in ``env``: a value's own (an index is stored as int64), a Python
+    number's as numba types it (a float the platform's real, an int int64)."""
+    found = []
+    for name, value in env.items():
+        if isinstance(value, UOp) and not isinstance(value.dtype, PtrDType) and value.dtype.count == 1:
+            found.append((name, dtypes.int64 if value.dtype == dtypes.index else value.dtype))
+        elif isinstance(value, (bool, np.bool_)):
+            found.append((name, dtypes.bool))
+        elif isinstance(value, (int, np.integer)):
+            found.append((name, dtypes.int64))
+        elif isinstance(value, (float, np.floating)):
+            found.append((name, platform.real))
+    return tuple(found)
 
 
 def _size_limit(ndim: int, index_bits: int) -> int:

@@ -36,6 +36,9 @@ def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object,
     for expected, actual in zip(wanted, results, strict=True):
         if expected is None:
             assert actual is None
+        elif np.ndim(expected) == 0:  # a scalar comes back as a Python number
+            assert isinstance(actual, (int, float)) and not isinstance(actual, bool)
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=1e-12)
         else:
             assert isinstance(actual, np.ndarray) and actual.shape == np.shape(expected)
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=1e-12)
@@ -164,15 +167,76 @@ def test_a_phase_that_races_is_refused_naming_its_line():
         racy(np.ones(4))
 
 
-def test_a_scalar_computed_between_phases_is_refused_in_source_words():
-    @svod.jit
-    def carried(x):
-        s = x[0] * 2.0
-        for i in prange(x.shape[0]):
-            x[i] = s
+@svod.jit
+def centred(x):
+    total = 0.0
+    for i in prange(x.shape[0]):
+        total += x[i]
+    mean = total / max(x.shape[0], 1)
+    for i in prange(x.shape[0]):
+        x[i] = x[i] - mean
+    return total
 
-    with pytest.raises(KernelSyntaxError, match=r"test_jit.py:\d+: s is computed by sequential code"):
-        carried(np.ones(4))
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_parallel_reduction_is_carried_to_the_phases_after_it(device, n):
+    agrees_with_python(centred, device, np.arange(n, dtype=np.float64) * 1.5, rtol=1e-5)
+
+
+@svod.jit
+def extremes(x, out):
+    low = x[0]
+    high = x[0]
+    count = 0
+    for i in prange(x.shape[0]):
+        low = min(low, x[i])
+        high = max(high, x[i])
+        count += 1
+    out[0] = high - low
+    out[1] = count
+    return count
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_max_min_and_counts_reduce_across_work_items(device, n):
+    rng = np.random.default_rng(n)
+    agrees_with_python(extremes, device, rng.standard_normal(n), np.zeros(2))
+
+
+@svod.jit
+def power_iteration(a, v, w, steps):
+    n = a.shape[0]
+    for _t in range(steps):
+        for i in prange(n):
+            acc = 0.0
+            for j in range(n):
+                acc += a[i, j] * v[j]
+            w[i] = acc
+        norm = 0.0
+        for i in prange(n):
+            norm += w[i] * w[i]
+        for i in prange(n):
+            v[i] = w[i] / norm ** 0.5
+    return norm
+
+
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_a_scalar_reduced_in_a_time_loop_is_fresh_each_turn(device, n):
+    rng = np.random.default_rng(3)
+    agrees_with_python(power_iteration, device, rng.random((n, n)) + 0.1, np.ones(n), np.zeros(n), 4, rtol=1e-5)
+
+
+@svod.jit
+def carried_between(x):
+    s = x[0] * 2.0
+    k = 3
+    for i in prange(x.shape[0]):
+        x[i] = s + k
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_a_scalar_computed_by_sequential_code_is_carried_to_later_phases(device, n):
+    agrees_with_python(carried_between, device, np.arange(n, dtype=np.float64) + 1)
 
 
 def test_a_temporary_made_inside_a_statement_is_refused():
