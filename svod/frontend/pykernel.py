@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,11 +173,12 @@ class Kernel:
                    for dtype, size in built.cells]
         return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals))
 
-    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
+    def plan_kernel(self, buffers: Sequence[Buffer],
+                    scalars: Mapping[str, int | float | str] | None = None) -> tuple[UOp, dict[str, int | float]]:
         """For ``ExecutionPlan.add_kernel``: the kernel over ``buffers`` (each a one-dimensional array of
-        its size, in argument order; the kernel may take no scalars) and its size variables' values, which
-        the plan fixes. ``shaped`` gives the buffers shapes."""
-        return self.shaped(*[(b.size,) for b in buffers]).plan_kernel(buffers)
+        its size, its array arguments in order) and ``scalars`` (its other arguments, by name), and the
+        values the plan fixes: its sizes', and its numeric scalars'. ``shaped`` gives the buffers shapes."""
+        return self.shaped(*[(b.size,) for b in buffers]).plan_kernel(buffers, scalars)
 
     def shaped(self, *shapes: tuple[int, ...]) -> Shaped:
         """This kernel over plan buffers seen as arrays of ``shapes`` (one per argument, in order):
@@ -351,24 +352,45 @@ class Shaped:
     kernel: Kernel
     shapes: tuple[tuple[int, ...], ...]
 
-    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]:
+    def plan_kernel(self, buffers: Sequence[Buffer],
+                    scalars: Mapping[str, int | float | str] | None = None) -> tuple[UOp, dict[str, int | float]]:
+        """The kernel over ``buffers`` (its array arguments, in order) and ``scalars`` (its other arguments by
+        name: a number, or the name of the plan variable it is, which the plan renames it to), and the values
+        the plan fixes. A scalar given by name is an integer (a loop's variable, or one a run passes)."""
         name = self.kernel.name
-        if len(buffers) != len(self.kernel.parameters) or len(self.shapes) != len(buffers):
-            raise BufferMismatchError(f"{name} takes {len(self.kernel.parameters)} arguments; the plan gives "
-                                      f"{len(buffers)} buffers and {len(self.shapes)} shapes", kernel=name,
-                                      stage="plan", value=len(buffers))
-        arrays = []
-        for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
-            if int(np.prod(shape)) != buffer.size:
-                raise BufferMismatchError(f"argument {position} of {name} has shape {shape}, and plan buffer of "
-                                          f"{buffer.size} elements", kernel=name, stage="plan", value=shape)
-            arrays.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))  # a dtype and a shape only
-        bound = self.kernel.bind(*arrays, device=buffers[0].device_object if buffers else None)
+        scalars = dict(scalars or {})
+        unknown = sorted(set(scalars) - set(self.kernel.parameters))
+        if unknown:
+            raise BufferMismatchError(f"{name} has no argument {unknown[0]}; its arguments are "
+                                      f"{', '.join(self.kernel.parameters)}", kernel=name, stage="plan",
+                                      value=unknown[0])
+        arrays = [p for p in self.kernel.parameters if p not in scalars]
+        if len(buffers) != len(arrays) or len(self.shapes) != len(buffers):
+            raise BufferMismatchError(f"{name} takes {len(arrays)} arrays ({', '.join(arrays)}) besides the scalars "
+                                      f"given; the plan gives {len(buffers)} buffers and {len(self.shapes)} shapes",
+                                      kernel=name, stage="plan", value=len(buffers))
+        examples = iter(self._examples(buffers))
+        args = [(0 if isinstance(scalars[p], str) else scalars[p]) if p in scalars else next(examples)
+                for p in self.kernel.parameters]
+        bound = self.kernel.bind(*args, device=buffers[0].device_object if buffers else None)
         if len(bound.arrays) > len(arrays):
             raise BufferMismatchError(f"{name} carries a local from one turn of a loop to the next in memory of "
                                       "its own, which a plan does not hold yet; call it directly", kernel=name,
                                       stage="plan", value=len(bound.arrays) - len(arrays))
-        return bound.ast, {k: int(v) for k, v in bound.var_vals.items()}
+        named = {p for p, value in scalars.items() if isinstance(value, str)}
+        return bound.ast, {k: v if isinstance(v, float) else int(v) for k, v in bound.var_vals.items()
+                           if k not in named}
+
+    def _examples(self, buffers: Sequence[Buffer]) -> list[np.ndarray]:
+        """Arrays of the buffers' dtypes and the given shapes (their values never read)."""
+        examples = []
+        for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
+            if int(np.prod(shape)) != buffer.size:
+                raise BufferMismatchError(f"argument {position} of {self.kernel.name} has shape {shape}, and plan "
+                                          f"buffer of {buffer.size} elements", kernel=self.kernel.name, stage="plan",
+                                          value=shape)
+            examples.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))
+        return examples
 
 
 def _local_dtypes(env: dict[str, Any], platform: Platform) -> tuple[tuple[str, DType], ...]:

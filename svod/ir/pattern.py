@@ -117,6 +117,14 @@ def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
     return done[root]
 
 
+def rename_variables(root: UOp, names: Mapping[str, str]) -> UOp:
+    """``root`` with each variable named a key of ``names`` named its value instead (same bounds and dtype):
+    a kernel's scalar argument bound to a plan's loop variable, or to a variable each run passes."""
+    found = {u: UOp.define_var(names[u.arg[0]], u.arg[1], u.arg[2], u.dtype) for u in root.toposort()
+             if u.op is Ops.DEFINE_VAR and names.get(u.arg[0], u.arg[0]) != u.arg[0]}
+    return substitute(root, found)
+
+
 def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: str = "rewrite",
                   max_steps: int = 1_000_000, fixed_points: MutableSet[UOp] | None = None) -> UOp:
     """Rewrite ``root`` bottom up to a fixed point of ``matcher``. Iterative: deep graphs do not recurse.

@@ -47,7 +47,7 @@ from svod.device import Buffer, Device, PlanReplay, PlanReplayer, ReplayHost, Re
 from svod.device.launch import INT64_MAX, INT64_MIN
 from svod.dtype import dtypes
 from svod.errors import BufferMismatchError, SvodError, VariableError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, rename_variables
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.binding import ArrayBinding
 from svod.runtime.bundle import read_plan, save_plan
@@ -76,10 +76,12 @@ class PlanKernel(Protocol):
     """A kernel made for the plan's buffers when it is added (``@svod.kernel``): its AST over ``buffers``
     and the values of its size variables."""
 
-    def plan_kernel(self, buffers: Sequence[Buffer]) -> tuple[UOp, dict[str, int]]: ...
+    def plan_kernel(self, buffers: Sequence[Buffer],
+                    scalars: Mapping[str, Scalar | str] | None = None) -> tuple[UOp, dict[str, Scalar]]: ...
 
 
 Bound = int | str | UOp
+Scalar = int | float
 
 
 class ExecutionPlan:
@@ -130,14 +132,22 @@ class ExecutionPlan:
         return len(self.buffers) - 1
 
     def add_kernel(self, ast: UOp | PlanKernel, buffer_indices: Sequence[int],
-                   fixedvars: Mapping[str, int] | None = None) -> int:
+                   fixedvars: Mapping[str, Scalar] | None = None, **scalars: Scalar | str) -> int:
         """Add a kernel over plan buffers (in kernel argument order); ``fixedvars`` are bound for good. A Python
-        kernel (``@svod.kernel``) is built for those buffers, its size variables fixed at their sizes."""
+        kernel (``@svod.kernel``) is built for those buffers, its size variables fixed at their sizes; its
+        scalar arguments are given by name: a number is fixed, a name makes the argument that variable of
+        the plan (a loop's variable, or one each run passes): ``add_kernel(step, [u], t="t", alpha=0.5)``.
+        For a kernel AST, ``scalars`` fix or rename its variables the same way."""
         self._check_open()
         self._check_indices(buffer_indices)
+        names = {name: value for name, value in scalars.items() if isinstance(value, str)}
+        numbers = {name: value for name, value in scalars.items() if not isinstance(value, str)}
         if not isinstance(ast, UOp):
-            ast, sizes = ast.plan_kernel([self.buffers[i] for i in buffer_indices])
+            ast, sizes = ast.plan_kernel([self.buffers[i] for i in buffer_indices], scalars)
             fixedvars = {**sizes, **(fixedvars or {})}
+        else:
+            fixedvars = {**numbers, **(fixedvars or {})}
+        ast = rename_variables(ast, names)
         return self._append(KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
 
     def add_copy(self, dst_index: int, src_index: int) -> int:

@@ -202,7 +202,8 @@ class KernelRequest(Request):
     kind: ClassVar[str] = "kernel"
     ast: UOp
     buffer_indices: tuple[int, ...]
-    fixedvars: dict[str, int]
+    fixedvars: dict[str, int | float]
+    """Values the kernel's variables are fixed at (a runtime scalar's a float)."""
 
     def kernels(self) -> tuple[UOp, ...]:
         return (self.ast,)
@@ -222,7 +223,7 @@ class KernelRequest(Request):
                       source: Path) -> Request:
         fixed: Any = entry.get("fixed")
         require(indices(entry.get("buffers"), buffers) and isinstance(fixed, dict) and
-                all(isinstance(k, str) and isinstance(v, int) for k, v in fixed.items()), source,
+                all(isinstance(k, str) and isinstance(v, (int, float)) for k, v in fixed.items()), source,
                 f"kernel step {position} has no valid buffers and fixed variables")
         return KernelRequest(graph.get(entry.get("ast"), f"step {position}"), tuple(entry["buffers"]), dict(fixed))
 
@@ -319,7 +320,7 @@ class Preparing:
         self._checked_by: dict[Variable, str] = {}
         """Each distinct variable a run or loop supplies, with the first kernel that has it (its checks'
         name): a plan checks each once, however many steps read it."""
-        self._shapes: dict[tuple[UOp, tuple[tuple[str, int], ...], tuple[bool, ...]], _Shape] = {}
+        self._shapes: dict[tuple[UOp, tuple[tuple[str, int | float], ...], tuple[bool, ...]], _Shape] = {}
         self._work_estimates: dict[tuple[UOp, tuple[tuple[str, int], ...]], int] = {}
 
     def steps(self, ids: Iterable[int], scope: Mapping[str, LoopStep]) -> list[Step]:

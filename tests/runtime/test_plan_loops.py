@@ -418,3 +418,37 @@ def test_a_reduction_split_across_threads_inside_a_loop_on_bound_arrays():
         acc = np.zeros(1, np.float32)
         plan.execute(n=1 << 20, buffers={"x": x, "acc": acc})
         assert acc[0] == 3 * fill * (1 << 20)
+
+
+@svod.kernel
+def _shifted_add(u, v, t, alpha):
+    for i in svod.prange(u.shape[0]):
+        u[i] = u[i] + alpha * v[(i + t) % v.shape[0]]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", "CL:0"])
+def test_a_python_kernels_scalars_are_bound_by_name_a_loop_variable_among_them(device):
+    """``add_kernel(kernel, buffers, t="t", alpha=0.5)``: a number fixes a scalar argument, a name makes it the
+    plan's variable (here the loop's): what issue 44 asks of plans of Python kernels."""
+    n = 7
+    u0, v = np.zeros(n), np.arange(n, dtype=np.float64)
+    plan = svod.ExecutionPlan(device)
+    u_id, v_id = plan.add_buffer(svod.Buffer.from_numpy(u0, device=device)), plan.add_buffer(
+        svod.Buffer.from_numpy(v, device=device))
+    step = plan.add_kernel(_shifted_add, [u_id, v_id], t="t", alpha=0.5)
+    plan.loop("t", 0, "turns", body=[step])
+    plan.execute(turns=5)
+    want = u0.copy()
+    for t in range(5):
+        want += 0.5 * v[(np.arange(n) + t) % n]
+    np.testing.assert_allclose(plan.buffers[u_id].numpy(), want)
+    assert plan.variables == ("turns",)
+
+
+def test_a_scalar_the_plan_is_given_for_no_argument_is_refused():
+    plan = svod.ExecutionPlan("CPU")
+    u, v = (plan.add_buffer(svod.Buffer("CPU", svod.dtypes.float64, 4)) for _ in range(2))
+    with pytest.raises(svod.errors.BufferMismatchError, match="_shifted_add has no argument beta"):
+        plan.add_kernel(_shifted_add, [u, v], t="t", beta=1.0)
+    with pytest.raises(svod.errors.BufferMismatchError, match=r"takes 2 arrays \(u, v\) besides the scalars"):
+        plan.add_kernel(_shifted_add, [u], t="t", alpha=1.0)
