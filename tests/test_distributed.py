@@ -209,3 +209,23 @@ def test_workers_on_another_cpu_compile_once_into_their_disk_cache(cluster: Clus
     assert second != first
     assert ray.get(second.load_report.remote())["compiles"] == 0
     assert np.array_equal(result["y"], locally(plan, shards(1)[0], N)["y"])
+
+
+def test_a_jitted_functions_results_come_back_shaped(cluster: Cluster, tmp_path: Path) -> None:
+    """Arrays ``map_plan`` returns have the shapes the plan's buffers were given (a jitted function's arrays
+    keep theirs), not the flat buffers'."""
+
+    @svod.jit
+    def transposed(x):
+        out = np.empty((x.shape[1], x.shape[0]))
+        for i in svod.prange(x.shape[0]):
+            for j in range(x.shape[1]):
+                out[j, i] = x[i, j]
+        return out
+
+    x = np.arange(6.0).reshape(2, 3)
+    path = tmp_path / "transposed.svodplan"
+    transposed.save(path, x)
+    [result] = cluster.map_plan(path, [{"x": x}], workers=1)
+    assert result["out"].shape == (3, 2)
+    np.testing.assert_array_equal(result["out"], x.T)

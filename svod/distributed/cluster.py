@@ -91,8 +91,9 @@ class PlanWorker:
                 if name in arrays:  # read and written: a copy of its own (object store arrays are read-only)
                     arrays[name] = np.array(arrays[name], copy=True)
                 else:
-                    buf = plan.buffers[plan.buffer_names[name]]
-                    arrays[name] = np.zeros(buf.size, buf.dtype.numpy)
+                    slot = plan.buffer_names[name]
+                    buf = plan.buffers[slot]
+                    arrays[name] = np.zeros(plan.buffer_shapes.get(slot, (buf.size,)), buf.dtype.numpy)
             plan.execute_with_vars(values, buffers=arrays)
             self.runs += 1
             return {name: arrays[name] for name in wanted}

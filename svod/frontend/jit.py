@@ -150,10 +150,11 @@ class Builder:
         self.seen: dict[str, np.dtype] = {}
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
-                self.arrays[name] = (self.add_array(name, value.dtype, value.size), value.shape, value.dtype)
+                self.arrays[name] = (self.add_array(name, value.dtype, value.shape), value.shape, value.dtype)
 
-    def add_array(self, name: str | None, dtype: np.dtype, size: int) -> int:
-        return self.plan.add_buffer(Buffer(self.device, dtypes.from_numpy(dtype), size), name)
+    def add_array(self, name: str | None, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+        size = int(np.prod(shape))
+        return self.plan.add_buffer(Buffer(self.device, dtypes.from_numpy(dtype), size), name, shape)
 
     def translate(self) -> None:
         """Only translate the phases: a round that finds the dtypes of the scalars they carry (``seen``)."""
@@ -216,7 +217,7 @@ class Builder:
         except Exception as err:  # NumPy's own complaint, in the source's words
             raise self.refuse(item.statement, f"the host cannot make this temporary before the run ({err}); its "
                               "shape must follow from the arguments' shapes and values") from err
-        self.arrays[item.name] = (self.add_array(item.name, array.dtype, array.size), array.shape, array.dtype)
+        self.arrays[item.name] = (self.add_array(item.name, array.dtype, array.shape), array.shape, array.dtype)
         fill = item.fill
         if fill is None:
             return []
@@ -311,7 +312,7 @@ class Builder:
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
-        slots += [self.add_array(None, cell.dtype, cell.size) for cell in bound.arrays[len(slots):]]
+        slots += [self.add_array(None, cell.dtype, cell.shape) for cell in bound.arrays[len(slots):]]
         self.located[name] = bound.located
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
 
@@ -325,7 +326,7 @@ class Builder:
         """The one-element plan buffer of a carried scalar, as an array phases take (``_svod_<name>``)."""
         if name not in self.cells:
             dtype = self.cell_dtypes.get(name, self.held(np.dtype(np.int64)))
-            self.cells[name] = self.add_array(None, dtype, 1)
+            self.cells[name] = self.add_array(None, dtype, (1,))
             self.arrays[f"_svod_{name}"] = (self.cells[name], (1,), dtype)
 
     def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:

@@ -26,10 +26,11 @@ from svod.runtime.steps import REQUESTS, PreparedKernel, Request
 
 
 def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Buffer], names: Mapping[str, int],
-              requests: Sequence[Request], top: Sequence[int], prepared: Sequence[PreparedKernel],
-              modes: tuple[set[int], set[int]]) -> None:
-    """Write a prepared plan: its buffers' layout (``modes``: the buffers it reads, those it writes), its
-    steps (``top``: the ids outside every loop), and each distinct kernel's AST and compiled PROGRAMs."""
+              shapes: Mapping[int, tuple[int, ...]], requests: Sequence[Request], top: Sequence[int],
+              prepared: Sequence[PreparedKernel], modes: tuple[set[int], set[int]]) -> None:
+    """Write a prepared plan: its buffers' layout (names, ``shapes``; ``modes``: the buffers it reads, those it
+    writes), its steps (``top``: the ids outside every loop), and each distinct kernel's AST and compiled
+    PROGRAMs."""
     writer = GraphWriter()
     storages: dict[int, int] = {}
     storage_list: list[dict[str, Any]] = []
@@ -41,7 +42,8 @@ def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Bu
     read, written = modes
     named = {index: name for name, index in names.items()}
     buffer_list = [{"storage": storages[id(buf.base)], "view": buf.is_view, "offset": buf.offset, "size": buf.size,
-                    "dtype": buf.dtype.name, "name": named.get(i), "read": i in read, "written": i in written}
+                    "dtype": buf.dtype.name, "name": named.get(i), "read": i in read, "written": i in written,
+                    **({"shape": list(shapes[i])} if i in shapes else {})}
                    for i, buf in enumerate(buffers)]
     steps = [{"kind": request.kind, **request.manifest(writer)} for request in requests]
     kernels = {}
@@ -60,11 +62,11 @@ def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Bu
 
 @dataclass(frozen=True)
 class SavedPlan:
-    """A bundle's plan, read and checked: its device, its buffers (zeroed) with their names, its steps and
+    """A bundle's plan, read and checked: its device, its buffers (zeroed) with their names and shapes, its steps and
     the ids outside every loop. Its kernels are in the cache it was read with."""
 
     device: Device
-    buffers: list[tuple[Buffer, str | None]]
+    buffers: list[tuple[Buffer, str | None, tuple[int, ...] | None]]
     requests: list[Request]
     top: list[int]
 
@@ -82,7 +84,7 @@ def read_plan(path: str | os.PathLike[str], device: str | Device | None, cache: 
         require(isinstance(manifest.get(field_name), kind), source, f"its manifest has no valid {field_name!r}")
     target = resolver.resolve(manifest["device"] if device is None else device)
     storages = [_load_storage(entry, position, target, source) for position, entry in enumerate(manifest["storages"])]
-    buffers = [(_load_buffer(entry, position, storages, source), entry.get("name"))
+    buffers = [(_load_buffer(entry, position, storages, source), entry.get("name"), _shape(entry, position, source))
                for position, entry in enumerate(manifest["buffers"])]
     count = len(manifest["steps"])
     requests = [_load_step(entry, position, count, len(buffers), graph, source)
@@ -144,6 +146,15 @@ def _load_storage(entry: Any, position: int, device: Device, source: Path) -> Bu
     except SvodError as err:
         raise BundleError(f"plan bundle {source}: storage {position} cannot be made: {err.detail}", stage="load",
                           value=entry) from err
+
+
+def _shape(entry: Any, position: int, source: Path) -> tuple[int, ...] | None:
+    shape = entry.get("shape")
+    if shape is None:
+        return None
+    require(isinstance(shape, list) and all(is_count(d) for d in shape) and int(np.prod(shape)) == entry["size"],
+            source, f"buffer {position} has a shape that is not its size")
+    return tuple(shape)
 
 
 def _load_buffer(entry: Any, position: int, storages: Sequence[Buffer], source: Path) -> Buffer:

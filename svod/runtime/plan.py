@@ -93,6 +93,8 @@ class ExecutionPlan:
         self.cache = default_cache() if cache is None else cache
         self.buffers: list[Buffer] = []
         self.buffer_names: dict[str, int] = {}
+        self.buffer_shapes: dict[int, tuple[int, ...]] = {}
+        """The shape each buffer given one has (``add_buffer(..., shape=)``)."""
         self.prepared_kernels: list[PreparedKernel] = []
         self._requests: list[Request] = []
         self._top: list[int] = []
@@ -117,11 +119,18 @@ class ExecutionPlan:
 
     # ---- building ----------------------------------------------------------------------------------------
 
-    def add_buffer(self, buf: Buffer, name: str | None = None) -> int:
-        """Add a buffer; its index (and ``name``, if given) refers to it in kernels and in ``execute(buffers=...)``."""
+    def add_buffer(self, buf: Buffer, name: str | None = None, shape: Sequence[int] | None = None) -> int:
+        """Add a buffer; its index (and ``name``, if given) refers to it in kernels and in ``execute(buffers=...)``.
+        ``shape`` is how its users see it (a bundle keeps it; ``map_plan`` returns its arrays so shaped)."""
         self._check_open()
         if not isinstance(buf, Buffer):
             raise BufferMismatchError("add_buffer() takes a svod.Buffer", stage="plan", value=type(buf).__name__)
+        if shape is not None:
+            shape = tuple(shape)
+            if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape) or int(np.prod(shape)) != buf.size:
+                raise BufferMismatchError(f"a buffer of {buf.size} elements cannot have shape {shape}", stage="plan",
+                                          value=shape)
+            self.buffer_shapes[len(self.buffers)] = tuple(int(d) for d in shape)
         if name is not None:
             if not isinstance(name, str) or not name:
                 raise BufferMismatchError("a buffer's name is a non-empty string", stage="plan", value=name)
@@ -215,7 +224,8 @@ class ExecutionPlan:
         for position, buf in enumerate(sub.buffers):
             if id(buf) not in mine:
                 name = names.get(position)
-                mine[id(buf)] = self.add_buffer(buf, name if name not in self.buffer_names else None)
+                mine[id(buf)] = self.add_buffer(buf, name if name not in self.buffer_names else None,
+                                                sub.buffer_shapes.get(position))
             index.append(mine[id(buf)])
         first = len(self._requests)
         self._requests += [request.remapped(index, first) for request in sub._requests]
@@ -457,8 +467,8 @@ class ExecutionPlan:
         plan first if need be. Buffer contents are not saved: a loaded plan's buffers start zeroed, and
         arrays are bound per run (``execute(buffers={name: array})``)."""
         self.prepare()
-        save_plan(path, self.device, self.buffers, self.buffer_names, self._requests, self._top, self.prepared_kernels,
-                  self._buffer_modes())
+        save_plan(path, self.device, self.buffers, self.buffer_names, self.buffer_shapes, self._requests, self._top,
+                  self.prepared_kernels, self._buffer_modes())
 
     def written_names(self) -> list[str]:
         """The names of the named buffers some step writes (a plan's outputs), in buffer order."""
@@ -492,8 +502,8 @@ def load_plan(path: str | os.PathLike[str], device: str | Device | None = None,
     fits (``svod.runtime.bundle.read_plan``)."""
     saved = read_plan(path, device, default_cache() if cache is None else cache)
     plan = ExecutionPlan(saved.device, cache)
-    for buf, name in saved.buffers:
-        plan.add_buffer(buf, name)
+    for buf, name, shape in saved.buffers:
+        plan.add_buffer(buf, name, shape)
     plan._requests = saved.requests
     plan._top = saved.top
     plan.prepare()

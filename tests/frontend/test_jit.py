@@ -258,3 +258,30 @@ def test_a_saved_jit_plan_loads_and_runs_as_the_function(tmp_path):
     as_python(jacobi)(want, b.copy(), 3)
     plan.execute(buffers={"a": a, "b": b}, steps=3)
     np.testing.assert_allclose(a, want)
+
+
+@svod.jit
+def doubled_grid(x):
+    out = np.empty_like(x)
+    for i in prange(x.shape[0]):
+        for j in prange(x.shape[1]):
+            out[i, j] = 2.0 * x[i, j]
+    return out
+
+
+def test_a_saved_jit_plan_keeps_its_arrays_shapes(tmp_path):
+    x = np.arange(6.0).reshape(2, 3)
+    path = tmp_path / "grid.svodplan"
+    doubled_grid.save(path, x)
+    plan = svod.load_plan(path)
+    assert plan.buffer_shapes[plan.buffer_names["x"]] == (2, 3)
+    assert plan.buffer_shapes[plan.buffer_names["out"]] == (2, 3) and plan.written_names() == ["out"]
+    out = np.zeros((2, 3))
+    plan.execute(buffers={"x": x, "out": out})
+    np.testing.assert_array_equal(out, 2.0 * x)
+
+
+def test_a_buffer_shape_must_hold_its_size():
+    plan = svod.ExecutionPlan("CPU")
+    with pytest.raises(svod.errors.BufferMismatchError, match="cannot have shape"):
+        plan.add_buffer(svod.Buffer("CPU", svod.dtypes.float32, 6), "x", shape=(4, 2))
