@@ -249,9 +249,12 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
 
 
 def _ranges(node: UOp, known: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
-    """The ranges ``node`` depends on (a memory state's loops among them)."""
+    """The ranges ``node`` depends on (a memory state's loops among them), less those a REDUCE below it
+    closes: a reduction's value exists outside its own loop (a condition on a row's sum guards an access
+    that is made outside the sum's loop)."""
     for u in unknown_below(node, known):
-        known[u] = frozenset({u} if u.op is Ops.RANGE else ()).union(*(known[s] for s in u.src))
+        below = frozenset({u} if u.op is Ops.RANGE else ()).union(*(known[s] for s in u.src))
+        known[u] = below - frozenset(u.src[1:]) if u.op is Ops.REDUCE else below
     return known[node]
 
 
