@@ -119,7 +119,7 @@ class Reader:
 
     def items(self, body: Iterable[ast.stmt]) -> list[Item]:
         found: list[Item] = []
-        for stmt in body:
+        for stmt in (single for statement in body for single in self.unpacked(statement)):
             item = self.item(stmt)
             if isinstance(item, Phase) and found and isinstance(found[-1], Phase) and not self.parallel(found[-1]) \
                     and not self.parallel(item):
@@ -127,6 +127,24 @@ class Reader:
             else:
                 found.append(item)
         return found
+
+    def unpacked(self, stmt: ast.stmt) -> list[ast.stmt]:
+        """``h, w = a.shape`` (or ``a, b = 1, n``) as one assignment per name, so each is a definition."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
+                and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
+            return [stmt]
+        names = stmt.targets[0].elts
+        value = stmt.value
+        if isinstance(value, ast.Tuple) and len(value.elts) == len(names):
+            if any(set(loaded([v])) & {n.id for n in names} for v in value.elts):  # a, b = b, a: one statement
+                return [stmt]
+            parts = list(value.elts)
+        elif isinstance(value, ast.Attribute) and value.attr == "shape":
+            parts = [ast.Subscript(value, ast.Constant(axis), ast.Load()) for axis in range(len(names))]
+        else:
+            return [stmt]
+        return [ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(n.id, ast.Store())], part), stmt))
+                for n, part in zip(names, parts, strict=True)]
 
     def item(self, stmt: ast.stmt) -> Item:
         if isinstance(stmt, ast.Return):

@@ -17,7 +17,7 @@ from svod.codegen import live_ranges
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import SvodError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, simplify, substitute
 from svod.ir.ops import ALU
 from svod.ir.uop import param_size, pointee
 
@@ -44,6 +44,17 @@ class StepProfile:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else math.inf
 
 
+def _trips(end: UOp, var_vals: Mapping[str, int]) -> int:
+    """A loop's trips for these variable values; for a loop whose end depends on an enclosing loop's variable
+    (a triangle, ``range(i + 1, i + d)``), the most it makes."""
+    try:
+        return max(evaluate(end, var_vals), 0)
+    except SvodError:
+        values = {v: UOp.const(v.dtype, var_vals[v.arg[0]]) for v in end.toposort()
+                  if v.op is Ops.DEFINE_VAR and v.arg[0] in var_vals}
+        return max(int(simplify(substitute(end, values)).vmax), 0)
+
+
 def estimate_cost(ast: UOp, var_vals: Mapping[str, int]) -> tuple[int, int]:
     """(FLOPs, bytes) of one run of ``ast`` for the given variable values."""
     live = live_ranges(ast)
@@ -53,7 +64,7 @@ def estimate_cost(ast: UOp, var_vals: Mapping[str, int]) -> tuple[int, int]:
         count = 1
         for r in live[node]:
             if r not in trip:
-                trip[r] = max(evaluate(r.src[0], var_vals), 0)
+                trip[r] = _trips(r.src[0], var_vals)
             count *= trip[r]
         return count
 

@@ -285,3 +285,35 @@ def test_a_buffer_shape_must_hold_its_size():
     plan = svod.ExecutionPlan("CPU")
     with pytest.raises(svod.errors.BufferMismatchError, match="cannot have shape"):
         plan.add_buffer(svod.Buffer("CPU", svod.dtypes.float32, 6), "x", shape=(4, 2))
+
+
+@svod.jit
+def indexed_sum(out):
+    h, w = out.shape
+    a, b = 2, 3
+    for y in prange(h):
+        for x in range(w):
+            out[y, x] = a * y + b * x
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (7, 2)])
+def test_a_shape_unpacked_into_names_defines_each(device, shape):
+    agrees_with_python(indexed_sum, device, np.zeros(shape))
+
+
+@svod.jit
+def diagonal_sums(t, x, d):
+    n = x.shape[0]
+    for i in prange(n - d):
+        s = 0
+        for k in range(i + 1, i + d):
+            s = s + t[i, k] + t[k + 1, i + d]
+        x[i] = s
+
+
+@pytest.mark.parametrize("n", [4, 7])
+def test_a_loop_whose_bounds_follow_the_work_item_is_costed_for_the_plan(n):
+    """A plan estimates each kernel's work from its loops' trips; ``range(i + 1, i + d)`` has no trip count
+    apart from ``i`` (it once made prepare fail: 'op RANGE is unsupported in a launch size')."""
+    rng = np.random.default_rng(n)
+    agrees_with_python(diagonal_sums, svod.get_device("CPU"), rng.integers(0, 9, (n, n)), np.zeros(n, np.int64), 2)
