@@ -1,0 +1,101 @@
+"""The ``@svod.jit`` programs of ``svod bench`` (``benchmarks.jit_programs``): one source text each, whose svod
+and numba versions differ only in the import and decorator lines; svod's version agrees with the same text
+run as plain Python (or svod refuses it, naming the line); numpy's answer, which the bench checks against,
+agrees with plain Python too. No test passes or fails on how fast anything ran."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks.jit_programs import HEADERS, PROGRAMS, agree, copies, program
+from svod.errors import SvodError
+from svod.frontend.oracle import as_python
+
+SIZES: dict[str, list[tuple[int, ...]]] = {
+    "jacobi2d": [(0, 2), (1, 2), (2, 2), (3, 3), (7, 3), (13, 2)],
+    "heat3d": [(0, 1), (1, 1), (2, 1), (3, 2), (7, 2)],
+    "floyd_warshall": [(0,), (1,), (2,), (7,), (13,)],
+    "floyd_warshall_rowcopy": [(0,), (1,), (2,), (7,), (13,)],
+    "nussinov": [(0,), (1,), (2,), (7,), (13,)],
+    "nussinov_staged": [(0,), (1,), (2,), (7,), (13,)],
+    "gemver": [(0,), (1,), (2,), (7,), (13,)],
+    "mandelbrot": [(0, 3, 5), (1, 1, 5), (3, 7, 20), (7, 13, 11)],
+    "mandelbrot_for": [(0, 3, 5), (1, 1, 5), (3, 7, 20), (7, 13, 11)],
+    "kmeans": [(0, 3, 2), (1, 2, 1), (7, 3, 2), (13, 2, 3)],
+}
+"""Small sizes per program: 0, 1 and primes where the program allows them."""
+CASES = [(p.name, size) for p in PROGRAMS for size in SIZES[p.name]]
+
+
+def results(result: Any) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(r) for r in (result if isinstance(result, tuple) else (result,)))
+
+
+def python(name: str, args: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+    """The program's text run as plain Python (loop variables int64, as numba types them) on copies."""
+    return results(as_python(program(name).function("svod"))(*copies(args)))
+
+
+def same(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], tolerance: float) -> None:
+    assert len(got) == len(want)
+    for actual, expected in zip(got, want, strict=True):
+        assert actual.shape == expected.shape
+        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_every_program_has_small_sizes_and_one_name():
+    assert set(SIZES) == {p.name for p in PROGRAMS} and len(PROGRAMS) == len(SIZES)
+    for p in PROGRAMS:
+        assert p.rewrite_of is None or program(p.rewrite_of).rewrite_of is None, p.name
+    with pytest.raises(KeyError, match="no jit program 'nope'"):
+        program("nope")
+
+
+@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
+def test_the_svod_and_numba_texts_differ_only_in_imports_and_decorator(name):
+    found = program(name)
+    svod_lines, numba_lines = found.text("svod").splitlines(), found.text("numba").splitlines()
+    changed = [line for line in difflib.ndiff(numba_lines, svod_lines) if line[:2] in ("- ", "+ ")]
+    assert sorted(line[2:] for line in changed) == sorted([*HEADERS["numba"], *HEADERS["svod"]])
+    assert found.lines("svod") == found.lines("numba") == sum(1 for line in svod_lines if line.strip())
+    assert f"def {name}(" in found.source and "prange(" in found.source
+
+
+@pytest.mark.parametrize(("name", "size"), CASES)
+def test_numpys_answer_is_the_plain_python_one(name, size):
+    found = program(name)
+    args = found.make(*size)
+    same(results(found.numpy(*copies(args))), python(name, args), max(found.tolerance, 1e-12))
+
+
+@pytest.mark.parametrize(("name", "size"), CASES)
+def test_svods_version_agrees_with_plain_python_or_is_refused_naming_its_line(name, size):
+    found = program(name)
+    args = found.make(*size)
+    try:
+        got = found.function("svod")(*copies(args))
+    except SvodError as err:
+        assert found.rewrite_of is None, f"svod refuses its own rewrite {name}: {err}"
+        assert f"<jit program {name} (svod)>:" in str(err)
+        return
+    same(results(got), python(name, args), max(found.tolerance, 1e-12))
+
+
+def test_svod_accepts_each_rewrite_and_the_programs_it_rewrites_need_one():
+    for rewrite in (p for p in PROGRAMS if p.rewrite_of):
+        args = rewrite.make(*rewrite.small)
+        assert agree(rewrite, rewrite.function("svod")(*copies(args)), rewrite.numpy(*copies(args)))
+        with pytest.raises(SvodError):
+            program(rewrite.rewrite_of).function("svod")(*copies(args))
+
+
+@pytest.mark.parametrize(("name", "size"), CASES)
+def test_numbas_version_agrees_with_plain_python(name, size):
+    pytest.importorskip("numba", reason="numba is a benchmark peer (extra bench), not installed")
+    found = program(name)
+    args = found.make(*size)
+    same(results(found.function("numba")(*copies(args))), python(name, args), max(found.tolerance, 1e-12))
