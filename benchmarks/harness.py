@@ -8,6 +8,7 @@ too and the report gives svod/peer ratios, saying which direction is better. Met
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -27,6 +28,8 @@ import numpy as np
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
 from benchmarks.distributed import shard_overhead
+from benchmarks.jit_programs import PROGRAMS, Program, copies
+from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
 from benchmarks.suite import suite, tinygrad_spelling
@@ -66,6 +69,11 @@ class Sizes:
     """The plan algorithms' sizes (``benchmarks.algorithms``); by default the issue's, or quick ones."""
     long_plans: tuple[int, ...] = (1000, 4000)
     """Plan lengths whose prepare time and replay cost are measured beside the short plans'."""
+    jit_scale: str | None = None
+    """The ``@svod.jit`` programs' sizes (``benchmarks.jit_programs``: ``full``, ``quick`` or ``small``); by
+    default the issue's, or quick ones."""
+    jit_first_calls: bool = True
+    """Whether each jit program's first call is measured (two fresh processes per program)."""
 
 
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
@@ -146,7 +154,8 @@ class Bench:
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
                 ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
                 ("distributed", lambda: shard_overhead(self.device.name)),
-                ("plan algorithms", self.plan_algorithms), ("kernel suite", self.kernel_suite)]
+                ("plan algorithms", self.plan_algorithms), ("jit programs", self.jit_programs),
+                ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
         metrics: list[Metric] = []
@@ -405,6 +414,71 @@ class Bench:
             algorithm.plan.close()
         return metrics
 
+    def jit_programs(self) -> list[Metric]:
+        """Whole numba programs (``benchmarks.jit_programs``), one source text each, under ``@svod.jit`` beside
+        the same text under ``@numba.njit(parallel=True)`` and numpy's spelling: ``jit.<name>_ms``, and with
+        ``jit_first_calls`` each version's first call in a fresh process (``jit_first_call.<name>_ms``).
+        Every version that runs is checked against numpy's answer twice (its first call, then a call on other
+        arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
+        missing. Each timed run works on the arrays the one before left (no program's work depends on their
+        values); svod's phase waits ``BLAS_SPIN_SECONDS`` after numpy's answer."""
+        scale = self.sizes.jit_scale or ("quick" if self.sizes.quick else "full")
+        numba = Numba(settings.threads)
+        repeats = max(3, self.sizes.repeats // 3)
+        metrics = []
+        for program in PROGRAMS:
+            size = program.size(scale)
+            args = program.make(*size)
+            want = program.numpy(*copies(args))
+            time.sleep(BLAS_SPIN_SECONDS)
+            seconds: dict[str, float | None] = {"svod": None, "numba": None}
+            why = {"tinygrad": "not measured: the jit programs have no tinygrad spelling"}
+            if numba.error:
+                why["numba"] = numba.error
+            for version in seconds:
+                if version in why:
+                    continue
+                run = self._jit_version(program, version, size, args, want)
+                if isinstance(run, str):
+                    why[version] = run
+                else:
+                    seconds[version] = median_seconds(run, repeats, warmup=0)
+            with blas_threads(settings.threads):
+                numpy_s = median_seconds(functools.partial(program.numpy, *copies(args)), max(1, repeats // 3),
+                                         warmup=0)
+            note = f"{program.describe(size)}; {program.lines('svod')} lines (numba's: {program.lines('numba')})"
+            if program.rewrite_of:
+                note += f"; svod's rewrite of {program.rewrite_of}"
+            metrics.append(Metric(f"jit.{program.name}_ms", "ms", "lower", _ms(seconds["svod"]), numpy=numpy_s * 1e3,
+                                  numba=_ms(seconds["numba"]), why_missing=why, note=note))
+            if self.sizes.jit_first_calls:
+                firsts = {version: None if version in why else first_call_ms(program, version, size, self.device.name)
+                          for version in seconds}
+                metrics.append(Metric(f"jit_first_call.{program.name}_ms", "ms", "lower", firsts["svod"],
+                                      numba=firsts["numba"], why_missing={**why, "numpy": "nothing to compile"},
+                                      note=f"compile + one run ({program.describe(size)}) in a fresh process, "
+                                           "empty svod disk cache"))
+        return metrics
+
+    def _jit_version(self, program: Program, version: str, size: tuple[int, ...], args: tuple[object, ...],
+                     want: object) -> Callable[[], object] | str:
+        """A run of ``program``'s ``version`` on arrays of its own, checked against numpy's answer on its first
+        call and on a second call with those arrays; or svod's refusal of the program."""
+        made = program.function(version)
+        function = made if version == "numba" else (lambda *a: made(*a, device=self.device))
+        try:
+            first = function(*copies(args))
+        except SvodError as err:
+            if version != "svod":
+                raise
+            return " ".join(str(err).split())
+        work = copies(args)
+        for result in (first, function(*work)):
+            if not jit_agree(program, result, want):
+                raise SvodError(f"{version}'s {program.name} disagrees with numpy", stage="bench",
+                                value=program.describe(size))
+        return lambda: function(*work)
+
     def triad(self) -> list[Metric]:
         n = self.sizes.elements
         workload = saxpy(n)
@@ -521,6 +595,46 @@ class Bench:
         prepared = time.perf_counter() - start
         return [Metric("plan_prepare_speedup", "x", "higher", one_by_one / prepared,
                        note="cold prepare of 16 distinct kernels vs compiling them one by one")]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+FIRST_CALL = textwrap.dedent("""
+    import sys, time
+    from benchmarks.jit_programs import program
+    name, version, size, threads, device = sys.argv[1:6]
+    if version == "numba":
+        import numba
+        numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
+        options = {}
+    else:
+        import svod
+        options = {"device": svod.get_device(device)}
+    found = program(name)
+    function, args = found.function(version), found.make(*map(int, size.split(",")))
+    start = time.perf_counter()
+    function(*args, **options)
+    print((time.perf_counter() - start) * 1e3)
+""")
+
+
+def first_call_ms(program: Program, version: str, size: tuple[int, ...], device: str = "CPU") -> float:
+    """The first call of ``program``'s ``version`` ("svod" or "numba", svod's on ``device``) in a fresh
+    process: its compile and one run at ``size``, the imports (and svod's device) made before the clock
+    starts, and an empty svod disk cache."""
+    roots = [str(Path(__file__).resolve().parents[1]), str(Path(svod.__file__).resolve().parents[1])]
+    path = os.pathsep.join([*dict.fromkeys(roots), *filter(None, [os.environ.get("PYTHONPATH")])])
+    with tempfile.TemporaryDirectory() as directory:
+        arguments = [program.name, version, ",".join(map(str, size)), str(settings.threads), device]
+        result = subprocess.run([sys.executable, "-c", FIRST_CALL, *arguments], capture_output=True, text=True,
+                                check=False, env={**os.environ, "SVOD_CACHE_DIR": directory, "PYTHONPATH": path})
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SvodError(f"first call of {version}'s {program.name} failed: {last[-400:]}", stage="bench",
+                        value=program.name)
+    return float(result.stdout.split()[-1])
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,

@@ -5,15 +5,21 @@ agrees with plain Python too. No test passes or fails on how fast anything ran."
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Any
 
 import numpy as np
 import pytest
 
+import svod
+from benchmarks import harness
+from benchmarks.harness import Bench, first_call_ms
 from benchmarks.jit_programs import HEADERS, PROGRAMS, agree, copies, program
+from benchmarks.peers import Tinygrad
 from svod.errors import SvodError
 from svod.frontend.oracle import as_python
+from tests.benchmarks.test_harness import TINY
 
 SIZES: dict[str, list[tuple[int, ...]]] = {
     "jacobi2d": [(0, 2), (1, 2), (2, 2), (3, 3), (7, 3), (13, 2)],
@@ -99,3 +105,33 @@ def test_numbas_version_agrees_with_plain_python(name, size):
     found = program(name)
     args = found.make(*size)
     same(results(found.function("numba")(*copies(args))), python(name, args), max(found.tolerance, 1e-12))
+
+
+def test_a_first_call_is_timed_in_a_fresh_process():
+    found = program("floyd_warshall_rowcopy")
+    assert first_call_ms(found, "svod", found.small) > 0
+    with pytest.raises(SvodError, match=r"first call of svod's floyd_warshall failed: .*stage races"):
+        first_call_ms(program("floyd_warshall"), "svod", found.small)
+
+
+def test_the_bench_step_times_each_program_beside_numba_and_numpy(monkeypatch):
+    monkeypatch.setattr(harness, "PROGRAMS", [program("floyd_warshall"), program("floyd_warshall_rowcopy")])
+    monkeypatch.setattr(harness, "first_call_ms", lambda p, version, size, device: 1.5)
+    bench = Bench(svod.get_device("CPU"), dataclasses.replace(TINY, jit_first_calls=True), Tinygrad(),
+                  lambda title: None)
+    refused, _, rewrite, rewrite_first = bench.jit_programs()
+    assert refused.name == "jit.floyd_warshall_ms" and refused.svod is None and refused.numpy is not None
+    assert "stage races" in refused.why_missing["svod"] and "floyd_warshall (svod)>:" in refused.why_missing["svod"]
+    assert rewrite.svod is not None and rewrite.svod > 0 and "rewrite of floyd_warshall" in rewrite.note
+    assert "16 lines (numba's: 16)" in rewrite.note
+    assert rewrite_first.name == "jit_first_call.floyd_warshall_rowcopy_ms" and rewrite_first.svod == 1.5
+    for metric in (refused, rewrite):
+        assert (metric.numba is None) == ("numba" in metric.why_missing)
+
+
+def test_a_program_that_disagrees_with_numpy_fails_the_bench(monkeypatch):
+    wrong = dataclasses.replace(program("jacobi2d"), numpy=lambda a, b, steps: a + 1)
+    monkeypatch.setattr(harness, "PROGRAMS", [wrong])
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None)
+    with pytest.raises(SvodError, match="svod's jacobi2d disagrees with numpy"):
+        bench.jit_programs()
