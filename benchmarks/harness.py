@@ -420,31 +420,37 @@ class Bench:
         ``jit_first_calls`` each version's first call in a fresh process (``jit_first_call.<name>_ms``).
         Every version that runs is checked against numpy's answer twice (its first call, then a call on other
         arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
-        missing. Each timed run works on the arrays the one before left (no program's work depends on their
-        values); svod's phase waits ``BLAS_SPIN_SECONDS`` after numpy's answer."""
+        missing. svod and numba are timed in turns, one run each, after a pause of ``BLAS_SPIN_SECONDS``
+        (numpy's answer may leave BLAS threads spinning); each run works on the arrays the one before left
+        (no program's work depends on their values). numpy's spelling is timed after them, fewer times."""
         scale = self.sizes.jit_scale or ("quick" if self.sizes.quick else "full")
         numba = Numba(settings.threads)
-        repeats = max(3, self.sizes.repeats // 3)
+        repeats = max(5, self.sizes.repeats // 2)
         metrics = []
         for program in PROGRAMS:
             size = program.size(scale)
             args = program.make(*size)
             want = program.numpy(*copies(args))
-            time.sleep(BLAS_SPIN_SECONDS)
-            seconds: dict[str, float | None] = {"svod": None, "numba": None}
             why = {"tinygrad": "not measured: the jit programs have no tinygrad spelling"}
             if numba.error:
                 why["numba"] = numba.error
-            for version in seconds:
-                if version in why:
-                    continue
-                run = self._jit_version(program, version, size, args, want)
-                if isinstance(run, str):
-                    why[version] = run
-                else:
-                    seconds[version] = median_seconds(run, repeats, warmup=0)
+            runs: dict[str, Callable[[], object]] = {}
+            for version in ("svod", "numba"):
+                if version not in why:
+                    run = self._jit_version(program, version, size, args, want)
+                    if isinstance(run, str):
+                        why[version] = run
+                    else:
+                        runs[version] = run
+            time.sleep(BLAS_SPIN_SECONDS)
+            samples: dict[str, list[float]] = {version: [] for version in runs}
+            for _ in range(repeats):  # in turns: a drift of this machine's speed falls on both alike
+                for version, run in runs.items():
+                    samples[version] += sample_seconds(run, 1, warmup=0)
+            seconds = {version: statistics.median(samples[version]) if version in samples else None
+                       for version in ("svod", "numba")}
             with blas_threads(settings.threads):
-                numpy_s = median_seconds(functools.partial(program.numpy, *copies(args)), max(1, repeats // 3),
+                numpy_s = median_seconds(functools.partial(program.numpy, *copies(args)), max(1, repeats // 4),
                                          warmup=0)
             note = f"{program.describe(size)}; {program.lines('svod')} lines (numba's: {program.lines('numba')})"
             if program.rewrite_of:
