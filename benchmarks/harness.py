@@ -417,7 +417,8 @@ class Bench:
     def jit_programs(self) -> list[Metric]:
         """Whole numba programs (``benchmarks.jit_programs``), one source text each, under ``@svod.jit`` beside
         the same text under ``@numba.njit(parallel=True)`` and numpy's spelling: ``jit.<name>_ms``, and with
-        ``jit_first_calls`` each version's first call in a fresh process (``jit_first_call.<name>_ms``).
+        ``jit_first_calls`` each version's first call in a fresh process at the program's small size, which
+        is its compile (``jit_first_call.<name>_ms``).
         Every version that runs is checked against numpy's answer twice (its first call, then a call on other
         arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
         missing. svod and numba are timed in turns, one run each, after a pause of ``BLAS_SPIN_SECONDS``
@@ -458,12 +459,12 @@ class Bench:
             metrics.append(Metric(f"jit.{program.name}_ms", "ms", "lower", _ms(seconds["svod"]), numpy=numpy_s * 1e3,
                                   numba=_ms(seconds["numba"]), why_missing=why, note=note))
             if self.sizes.jit_first_calls:
-                firsts = {version: None if version in why else first_call_ms(program, version, size, self.device.name)
-                          for version in seconds}
+                firsts = {version: None if version in why else
+                          first_call_ms(program, version, program.small, self.device.name) for version in seconds}
                 metrics.append(Metric(f"jit_first_call.{program.name}_ms", "ms", "lower", firsts["svod"],
                                       numba=firsts["numba"], why_missing={**why, "numpy": "nothing to compile"},
-                                      note=f"compile + one run ({program.describe(size)}) in a fresh process, "
-                                           "empty svod disk cache"))
+                                      note=f"first call at {program.describe(program.small)} (the compile, and a "
+                                           "run of next to nothing) in a fresh process, empty svod disk cache"))
         return metrics
 
     def _jit_version(self, program: Program, version: str, size: tuple[int, ...], args: tuple[object, ...],
