@@ -133,17 +133,17 @@ class Reader:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
                 and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
             return [stmt]
-        names = stmt.targets[0].elts
+        names = [t.id for t in stmt.targets[0].elts if isinstance(t, ast.Name)]
         value = stmt.value
         if isinstance(value, ast.Tuple) and len(value.elts) == len(names):
-            if any(set(loaded([v])) & {n.id for n in names} for v in value.elts):  # a, b = b, a: one statement
+            if any(set(loaded([v])) & set(names) for v in value.elts):  # a, b = b, a: one statement
                 return [stmt]
             parts = list(value.elts)
         elif isinstance(value, ast.Attribute) and value.attr == "shape":
             parts = [ast.Subscript(value, ast.Constant(axis), ast.Load()) for axis in range(len(names))]
         else:
             return [stmt]
-        return [ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(n.id, ast.Store())], part), stmt))
+        return [ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(n, ast.Store())], part), stmt))
                 for n, part in zip(names, parts, strict=True)]
 
     def item(self, stmt: ast.stmt) -> Item:
