@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from svod.codegen.accumulators import reduce_identity
 from svod.codegen.ranges import live_ranges, range_order
 from svod.device.caps import CORE_ID
 from svod.dtype import PtrDType
@@ -25,7 +26,8 @@ from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, ker
 from svod.ir.ops import EFFECTS, FUSED
 from svod.ir.uop import FUSED_DTYPES, memory_of, written_memory
 
-__all__ = ["THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "fuse_products", "gate_effects",
+__all__ = ["THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_empty_ranges", "fuse_products",
+           "gate_effects",
            "speculate_gated_loads", "split_reduction"]
 
 
@@ -38,6 +40,21 @@ def anchor_ranges(sink: UOp) -> UOp:
     effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=range_order))) if e.op in EFFECTS and live[e] else e
                for e in sink.src]
     return sink.replace(src=tuple(effects))
+
+
+def drop_empty_ranges(sink: UOp) -> UOp | None:
+    """A range whose end is 0 or less for every value of the variables (a constant, or ``d - 1`` with ``d``
+    bounded by 1) makes no turns: an effect under it never happens and is dropped, and a reduction over it is
+    its identity. Nothing after sees such a range, whose bounds have no value (simplification would take its
+    one bound for its value, and hoist an access it guards)."""
+    empty = [u for u in sink.toposort() if u.op is Ops.RANGE and u.src[0].vmax <= 0]
+    if not empty:
+        return None
+    identities = {u: UOp.const(u.dtype, reduce_identity(u.arg, u.dtype)) for u in sink.toposort()
+                  if u.op is Ops.REDUCE and any(r in empty for r in u.src[1:])}
+    live = live_ranges(sink)
+    kept = tuple(e for e in sink.src if not (e.op in EFFECTS and any(r in live[e] for r in empty)))
+    return substitute(sink.replace(src=kept), identities)
 
 
 def fuse_products(sink: UOp) -> UOp:

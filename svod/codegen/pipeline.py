@@ -7,8 +7,9 @@ its metadata derived here once).
 ::
 
     ast ─> parts (block_matmul on a CPU, else split_reduction) ─> for each part:
-           validate ─ check_dtypes ─ unbind ─ fuse_products ─ anchor_ranges ─ simplify ─ check_races ─ guard_accesses
-           ─ decompose ─ <the target's passes> ─ simplify ─ keep_params ─> lowered SINK (``lower``)
+           validate ─ check_dtypes ─ unbind ─ drop_empty_ranges ─ fuse_products ─ anchor_ranges ─ simplify
+           ─ check_races ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify ─ keep_params
+           ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
     LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
 
@@ -44,7 +45,14 @@ from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
 from svod.codegen.linearize import linearize as order
 from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
-from svod.codegen.lower import anchor_ranges, decompose, fuse_products, speculate_gated_loads, split_reduction
+from svod.codegen.lower import (
+    anchor_ranges,
+    decompose,
+    drop_empty_ranges,
+    fuse_products,
+    speculate_gated_loads,
+    split_reduction,
+)
 from svod.codegen.lower_cpu import block_matmul, privatize_atomics, split_for_threads, tile_for_cpu
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.safety import check_races, guard_accesses, unbind
@@ -205,6 +213,7 @@ FRONT: tuple[LoweringStep, ...] = (
     Check("validate", lambda s, t: validate(s.ast)),
     Check("check_dtypes", lambda s, t: check_dtypes(s.ast, t.caps, t.device, s.kernel)),
     Pass("unbind", _unbind),
+    Pass("drop_empty_ranges", _rewrite(lambda sink, t: drop_empty_ranges(sink))),
     Pass("fuse_products", _rewrite(lambda sink, t: fuse_products(sink))),
     Pass("anchor_ranges", _rewrite(lambda sink, t: anchor_ranges(sink))),
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),

@@ -209,3 +209,17 @@ def test_generated_multi_effect_kernels_run_in_program_order(device, seed):
     svod.run(ast, arrays, device=device)
     for slot, (got, expected) in enumerate(zip(arrays, want, strict=True)):
         np.testing.assert_array_equal(got, expected, err_msg=f"buffer {slot} of {effects}")
+
+
+def test_a_range_of_no_turns_runs_nothing_and_checks_nothing(device):
+    """A range whose end is a constant 0 makes no turns: its effects never happen, a reduction over it is its
+    identity, and the accesses under it are not checked (the CPU once reported b[1] out of bounds: simplification
+    took the empty range's one bound, 0, for its value and hoisted the check out of the loop)."""
+    k = KernelBuilder("empty")
+    a, b, s = k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, 1)
+    i, r = k.range(0), k.range(0, AxisKind.REDUCE)
+    k.store(b[i + 1], a[i] + a[i + 2])
+    k.store(s[0], a[r + 5].reduce(r))
+    out, total = np.full(1, 7.0, np.float32), np.full(1, 7.0, np.float32)
+    svod.run(k.build(), [np.ones(1, np.float32), out, total], device=device)
+    assert out[0] == 7.0 and total[0] == 0.0 and np.signbit(total[0])  # a float sum of no terms is -0.0
