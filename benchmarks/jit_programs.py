@@ -14,7 +14,7 @@ library's import, the ``prange`` import and the decorator swapped::
 Where svod refuses a program as numba writes it (Floyd-Warshall reads row ``k`` while work item ``k`` writes
 it; the nussinov sweep stores along a diagonal; Mandelbrot's escape loop is a ``while``), the program stays
 as numba writes it (its svod figure is missing, with svod's message as the reason) and the smallest rewrite
-svod accepts is a program of its own (``floyd_warshall_rowcopy``, ``nussinov_staged``, ``mandelbrot_for``),
+svod accepts is a program of its own (``floyd_warshall_rowcopy``, ``mandelbrot_for``),
 timed the same way beside numba running the same rewritten text.
 
 Each program returns its answer, checked against numpy's spelling of the same algorithm (per step,
@@ -250,31 +250,6 @@ def nussinov(seq, table):
     return table
 """
 
-NUSSINOV_STAGED = """
-def nussinov_staged(seq, table):
-    n = seq.shape[0]
-    diagonal = np.empty(n, table.dtype)
-    for d in range(1, n):
-        for i in prange(n - d):
-            j = i + d
-            best = max(table[i, j - 1], table[i + 1, j])
-            pair = 1 if d > 1 and seq[i] + seq[j] == 3 else 0
-            best = max(best, table[i + 1, j - 1] + pair)
-            for k in range(d - 1):
-                best = max(best, table[i, i + 1 + k] + table[i + 2 + k, j])
-            diagonal[i] = best
-        for i in prange(n):
-            j = i + d
-            if 0 <= j < n:
-                table[i, j] = diagonal[i]
-    return table
-"""
-"""svod refuses the store ``table[i, i + d]`` of numba's sweep (it cannot tell the work items' elements apart
-while ``d`` is unbounded) and its reads of the rows below (another work item's row). Here a diagonal is
-computed into a temporary, then stored by every row under a bounds test that bounds ``j``; the split loop
-counts from 0 (``range(i + 1, j)``, whose end moves with the work item, fails svod's plan prepare here)."""
-
-
 def nussinov_inputs(n: int) -> tuple[Any, ...]:
     seq = np.random.default_rng(9).integers(0, 4, n).astype(np.int32)
     return seq, np.zeros((n, n), np.int32)
@@ -454,7 +429,6 @@ PROGRAMS = [
     _FLOYD_WARSHALL,
     _rewrite(_FLOYD_WARSHALL, "floyd_warshall_rowcopy", FLOYD_WARSHALL_ROWCOPY),
     _NUSSINOV,
-    _rewrite(_NUSSINOV, "nussinov_staged", NUSSINOV_STAGED),
     _program("gemver", GEMVER, make=gemver_inputs, numpy=gemver_numpy, full=(2000,), quick=(500,), small=(7,),
              size_text="N={0}", tolerance=1e-9),
     _MANDELBROT,

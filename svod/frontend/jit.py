@@ -19,7 +19,10 @@ work items are refused, accesses are proven or checked, and its errors name the 
 The phases run in the order written, each seeing what the ones before wrote (the plan derives their
 dependencies from the bytes they touch). A call binds the caller's arrays to the plan's buffers (on the CPU,
 without a copy); one plan is prepared per signature (each array's dtype and shape, each scalar's kind, and
-the values a temporary's shape is computed from), and the kernels it compiles are shared by all of them.
+the values a temporary's shape is computed from). Its phases are kernels of constant sizes
+(``static_shapes``), and a plan loop's variable is bounded by the values the loop gives it: what lets svod
+prove a phase free of races and in bounds (an anti-diagonal sweep's ``table[i, i + d]``), and tile and split
+it as constant sizes allow; a new shape compiles the phases again (the disk cache keeps them).
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ class Builder:
         numba unifies a local's types (``seen`` of the build before), or int64 at first, the narrowest a
         number unifies from."""
         self.seen: dict[str, np.dtype] = {}
+        self.ranges: dict[str, tuple[int, int]] = {}
+        """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
+        what lets svod prove a phase free of races and in bounds for every turn)."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 self.arrays[name] = (self.add_array(name, value.dtype, value.shape), value.shape, value.dtype)
@@ -235,17 +241,21 @@ class Builder:
     def loop(self, item: Loop, loops: list[str]) -> int:
         if item.var in self.arrays or item.var in self.args:
             raise self.refuse(item.statement, f"the loop variable {item.var} names an argument or array")
-        body = self.items(item.body, [*loops, item.var])
-        bounds = [self.bound(expr, [*loops, item.var], item.statement) for expr in item.bounds]
+        bounds = [self.bound(expr, loops, item.statement) for expr in item.bounds]
         if not 1 <= len(bounds) <= 3:
             raise self.refuse(item.statement, "range takes (stop), (start, stop) or (start, stop, step)")
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        values = _values(start, stop, step)
+        if values is not None:
+            self.ranges[item.var] = values
+        body = self.items(item.body, [*loops, item.var])
         return self.plan.loop(item.var, start, stop, step, body=body)
 
     def bound(self, expr: ast.expr, loops: list[str], statement: ast.stmt) -> int | UOp:
         """A loop bound: a number the host knows, or an expression of the loop variables and the integer
         arguments each run passes."""
-        variables: dict[str, Any] = {name: UOp.define_var(name, -(1 << 63), (1 << 63) - 1) for name in loops}
+        variables: dict[str, Any] = {name: UOp.define_var(name, *self.ranges.get(name, (-(1 << 63), (1 << 63) - 1)))
+                                     for name in loops}
         variables |= {name: UOp.define_var(name, -(1 << 63), (1 << 63) - 1) for name, value in self.args.items()
                       if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))}
         try:
@@ -301,7 +311,8 @@ class Builder:
         ast.fix_missing_locations(node)
         kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file,
                                                                {**self.source.names, "_svod_prange": pylang.prange}),
-                        parameters=parameters)
+                        parameters=parameters, bounds={p: self.ranges[p] for p in parameters if p in self.ranges},
+                        static_shapes=True)
         examples = [self.example(p, loops) for p in parameters]
         bound = kernel.bind(*examples, device=self.device)
         for carried_name in outgoing:
@@ -346,11 +357,25 @@ class Builder:
             _, shape, dtype = self.arrays[name]
             return np.broadcast_to(np.zeros((), dtype), shape)
         if name in loops:
-            return 0
+            return self.ranges.get(name, (0, 0))[0]
         return self.args[name]
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.jit.name, node, what)
+
+
+def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, int] | None:
+    """The least and greatest value ``range(start, stop, step)`` may take, from its bounds' bounds; None where
+    the step is not a constant, or the loop may never run for some values of the variables its bounds read."""
+    if not isinstance(step, int) or step == 0:
+        return None
+    lo_start, hi_start = (start, start) if isinstance(start, int) else (int(start.vmin), int(start.vmax))
+    lo_stop, hi_stop = (stop, stop) if isinstance(stop, int) else (int(stop.vmin), int(stop.vmax))
+    lo, hi = (lo_start, hi_stop - 1) if step > 0 else (lo_stop + 1, hi_start)
+    lo, hi = max(lo, -pylang.INT_BOUND), min(hi, pylang.INT_BOUND)  # the plan checks the values it gives
+    if lo > hi and isinstance(start, int) and isinstance(stop, int):
+        return (start, start)  # a loop that never runs: its phases are built, and never see a value
+    return (lo, hi) if lo <= hi else None
 
 
 # ---- the decorator -------------------------------------------------------------------------------------------

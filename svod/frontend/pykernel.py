@@ -93,9 +93,11 @@ class Kernel:
     svod_kernel = True
 
     def __init__(self, fn: Callable[..., Any], *, static_shapes: bool = False, name: str | None = None,
-                 source: Source | None = None, parameters: list[str] | None = None) -> None:
+                 source: Source | None = None, parameters: list[str] | None = None,
+                 bounds: Mapping[str, tuple[int, int]] | None = None) -> None:
         """``source`` and ``parameters``, where given, are a part of ``fn`` as a function of its own (a phase of
-        an ``@svod.jit`` function): its statements and the names they take."""
+        an ``@svod.jit`` function): its statements and the names they take; ``bounds`` give ``int`` arguments
+        bounds as ``svod.Int`` annotations do (the values a plan loop gives its variable)."""
         self.fn = fn
         self.name = name or fn.__name__
         self.static_shapes = static_shapes
@@ -116,6 +118,7 @@ class Kernel:
                                     stage="parse", value=str(err)) from err
         self.annotations = {name: _annotation(self.name, name, hint) for name, hint in hints.items()
                             if name in self.parameters}
+        self.annotations |= {name: pylang.IntType(lo, hi) for name, (lo, hi) in (bounds or {}).items()}
         self._source: Source | None = source
         self._built: dict[tuple[Any, ...], Built] = {}
         self._lock = threading.Lock()

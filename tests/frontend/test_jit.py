@@ -317,3 +317,22 @@ def test_a_loop_whose_bounds_follow_the_work_item_is_costed_for_the_plan(n):
     apart from ``i`` (it once made prepare fail: 'op RANGE is unsupported in a launch size')."""
     rng = np.random.default_rng(n)
     agrees_with_python(diagonal_sums, svod.get_device("CPU"), rng.integers(0, 9, (n, n)), np.zeros(n, np.int64), 2)
+
+
+@svod.jit
+def sweep(table):
+    n = table.shape[0]
+    for d in range(1, n):
+        for i in prange(n - d):
+            j = i + d
+            best = table[i, j]
+            for k in range(i, j):
+                best = max(best, table[i, k] + table[k + 1, j])
+            table[i, j] = best + 1
+
+
+@pytest.mark.parametrize("n", [1, 2, 6, 13])
+def test_an_anti_diagonal_sweep_is_proven_with_its_loops_bounds(device, n):
+    """``table[i, i + d]`` under ``for d in range(1, n)`` is in bounds and each work item's own only for the
+    values the loop gives ``d``: the plan loop bounds the phase's variable (numba's nussinov as written)."""
+    agrees_with_python(sweep, device, np.zeros((n, n)))
