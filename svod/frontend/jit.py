@@ -28,7 +28,6 @@ it as constant sizes allow; a new shape compiles the phases again (the disk cach
 from __future__ import annotations
 
 import ast
-import inspect
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -56,7 +55,7 @@ from svod.frontend.phases import (
     stored,
     stores_elements,
 )
-from svod.frontend.pykernel import Kernel
+from svod.frontend.pykernel import Kernel, positional_parameters
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.plan import ExecutionPlan
@@ -391,13 +390,7 @@ class Jit:
         self.name = name or fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        parameters = list(inspect.signature(fn).parameters.values())
-        for p in parameters:
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
-                raise KernelSyntaxError(f"{self.name}: parameter {p.name} must be a plain positional parameter "
-                                        "(no defaults, *args or keywords)", kernel=self.name, stage="parse",
-                                        value=p.name)
-        self.parameters = [p.name for p in parameters]
+        self.parameters = positional_parameters(fn, self.name)
         self.source = Source.of(fn)
         self.reader = Reader(self.source, self.name)
         self._structure: Structure | None = None

@@ -103,14 +103,7 @@ class Kernel:
         self.static_shapes = static_shapes
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        if parameters is None:
-            parameters = [p.name for p in inspect.signature(fn).parameters.values()]
-            for p in inspect.signature(fn).parameters.values():
-                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
-                    raise KernelSyntaxError(f"{self.name}: parameter {p.name} must be a plain positional parameter "
-                                            "(no defaults, *args or keywords)", kernel=self.name, stage="parse",
-                                            value=p.name)
-        self.parameters = parameters
+        self.parameters = positional_parameters(fn, self.name) if parameters is None else parameters
         try:
             hints = inspect.get_annotations(fn, eval_str=True)
         except Exception as err:
@@ -394,6 +387,17 @@ class Shaped:
                                           value=shape)
             examples.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))
         return examples
+
+
+def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
+    """The names of ``fn``'s parameters, each a plain positional one (a kernel's arguments are its arrays and
+    scalars, in order)."""
+    found = list(inspect.signature(fn).parameters.values())
+    for p in found:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
+            raise KernelSyntaxError(f"{name}: parameter {p.name} must be a plain positional parameter (no defaults, "
+                                    "*args or keywords)", kernel=name, stage="parse", value=p.name)
+    return [p.name for p in found]
 
 
 def _local_dtypes(env: dict[str, Any], platform: Platform) -> tuple[tuple[str, DType], ...]:
