@@ -19,8 +19,10 @@ C semantics as svod defines them, and the ranges each node depends on are found 
   ranges in order, from the op's identity; a float32 or float64 sum whose value is a product adds each
   product with one rounding (a fused multiply-add).
 - ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
-  happen. An access outside its buffer does not happen either: a load gives 0, a store is skipped, and
-  the kernel raises ``IndexOutOfBoundsError`` when it ends.
+  happen. An access's gate is tested condition by condition (an AND of them, outermost first), each where
+  those before it hold, and its index only where the gate holds: ``if j < n: if x[j] > 0: ...`` reads ``x[j]``
+  only where ``j < n``, as the statement's code does. An access outside its buffer does not happen either: a
+  load gives 0, a store is skipped, and the kernel raises ``IndexOutOfBoundsError`` when it ends.
 """
 
 from __future__ import annotations
@@ -213,10 +215,8 @@ class _Run:
         slot = target.src[0].src[0].arg if target.src[0].op is Ops.AFTER else target.src[0].arg
         buffer = self.memory[slot]
         self.hold(effect, slot, target.src[0].arg if target.src[0].op is Ops.AFTER else None, frame)
-        index = self.evaluate(target.src[1], frame, mask)
-        active = self.masks[mask]
-        if len(target.src) == 3:
-            active = active & self.evaluate(target.src[2], frame, mask)
+        active = self.gated(target, frame, mask)
+        index = self.evaluate(target.src[1], frame, self.mask_id(active))
         value = self.evaluate(effect.src[1], frame, self.mask_id(active))
         named = [self.evaluate(r, frame, mask) for r in effect.src[2:]]  # ranges it runs over, used or not
         items = np.zeros([self.ends[r] if r in self.deps[effect] else 1 for r in self.ends], dtype=bool)
@@ -227,6 +227,16 @@ class _Run:
         else:
             _atomic(effect.arg, buffer, index[positions], value[positions])
         self.writes[slot] += 1
+
+    def gated(self, index: UOp, frame: _Frame, mask: int) -> Array:
+        """The work items of ``mask`` where access ``index`` happens: where its gate holds, a conjunction
+        tested condition by condition (the ifs around a statement, outermost first), each only where those
+        before it hold, as the statement's own code tests them."""
+        active = self.masks[mask]
+        if len(index.src) == 3:
+            for condition in _conjuncts(index.src[2]):
+                active = active & self.evaluate(condition, frame, self.mask_id(active))
+        return active
 
     def hold(self, effect: UOp, slot: int, version: int | None, frame: _Frame) -> None:
         """Before ``effect`` writes buffer ``slot`` as its state ``version``: read every held value of that
@@ -287,7 +297,7 @@ class _Run:
         if node.op in (Ops.REDUCE, Ops.RANGE):
             return []
         if node.op is Ops.LOAD:
-            return [(s, mask) for s in node.src[0].src[1:]]
+            return []  # its gate, then its index where the gate holds (``load``)
         if node.op is Ops.WHERE:
             condition = self.home(node.src[0], frame).cache.get(self.key(node.src[0], mask))
             if condition is None:
@@ -349,10 +359,8 @@ class _Run:
     def load(self, index: UOp, frame: _Frame, mask: int) -> Array:
         slot = index.src[0].src[0].arg if index.src[0].op is Ops.AFTER else index.src[0].arg
         buffer = self.memory[slot]
-        position = self.evaluate(index.src[1], frame, mask)
-        active = self.masks[mask]
-        if len(index.src) == 3:
-            active = active & self.evaluate(index.src[2], frame, mask)
+        active = self.gated(index, frame, mask)
+        position = self.evaluate(index.src[1], frame, self.mask_id(active))
         position, active = np.broadcast_arrays(position, active)
         ok = self.checked(slot, buffer, np.ravel(position), np.ravel(active)).reshape(position.shape)
         safe = np.where(ok, position, 0)
@@ -399,6 +407,13 @@ def _identity(op: Ops, dtype: DType) -> float | int:
     if dtype.is_float:
         return float("nan")  # maximumNumber and minimumNumber ignore it
     return int(dtype.min) if op is Ops.MAX else int(dtype.max)
+
+
+def _conjuncts(gate: UOp) -> list[UOp]:
+    """The conditions whose conjunction ``gate`` is (its ANDs of bools taken apart), left to right."""
+    if gate.op is Ops.AND and gate.dtype == dtypes.bool:
+        return [c for s in gate.src for c in _conjuncts(s)]
+    return [gate]
 
 
 def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:

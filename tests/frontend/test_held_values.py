@@ -406,3 +406,19 @@ def test_a_condition_of_no_loop_does_not_split_the_work_items_loop(device, m):
     it was refused ("would run a loop they share apart"); so was a gate the lowering proves always true
     (``7 != -i``; seed 786 of the plain-Python sweep)."""
     agrees_with_python(doubled_after_a_guarded_loop, device, np.arange(5.0), m)
+
+
+@svod.kernel
+def read_under_nested_ifs(out, x, limit):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            if j < limit:  # noqa: SIM102
+                if x[j] > 0:  # read only where j < limit, as Python reads it
+                    out[i, j] = x[j]
+
+
+def test_a_condition_is_read_only_where_the_conditions_around_it_hold(device):
+    """The store's gate is ``j < limit & x[j] > 0``: its reads are made condition by condition, as the compiled
+    code's nested IFs make them; the reference read ``x[j]`` for every ``j`` and raised IndexOutOfBoundsError
+    where Python reads nothing past ``x``."""
+    agrees_with_python(read_under_nested_ifs, device, np.zeros((3, 8), np.int32), np.arange(-2, 2, dtype=np.int32), 4)
