@@ -19,6 +19,7 @@ from typing import overload
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
+from svod.ir.ops import EFFECTS
 from svod.ir.uop import Operand
 
 
@@ -122,11 +123,22 @@ class KernelBuilder:
         var = self.var(name, int(bits.min), int(bits.max), bits)
         return var if dtype == bits else var.bitcast(dtype)
 
-    def range(self, end: int | UOp, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
-        """An index running ``0 .. end-1``; axes are numbered in call order, which is the nesting order."""
-        r = UOp.range(end, self._axes, kind)
+    def range(self, end: int | UOp | None, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
+        """An index running ``0 .. end-1``; axes are numbered in call order, which is the nesting order. A
+        sequential range without an end (``k.range(None, AxisKind.LOOP)``) is a ``while`` loop: ``exit`` ends it."""
+        with self._naming():
+            r = UOp.range(end, self._axes, kind)
         self._axes += 1
         return r
+
+    def exit(self, loop: UOp, condition: Operand, *ranges: UOp) -> UOp:
+        """End the sequential loop over ``loop`` after a turn in which ``condition`` holds (``UOp.exit``). State
+        it after the loop's effects: a turn always runs whole (gate what a ``break`` in its middle skips).
+        ``ranges``: the loops around ``loop`` that ``condition`` does not use."""
+        with self._naming():
+            exit_ = loop.exit(condition, *ranges)
+        self._stores.append(exit_)
+        return exit_
 
     def store(self, target: UOp, value: Operand, *ranges: UOp) -> UOp:
         """``target = value``, run once per value of every range ``target`` and ``value`` depend on, and of
@@ -163,7 +175,7 @@ class KernelBuilder:
 
     @property
     def effects(self) -> tuple[UOp, ...]:
-        """The stores and atomic updates stated so far, in order."""
+        """The stores, atomic updates and loop exits stated so far, in order."""
         return tuple(self._stores)
 
     def discard_effects(self, count: int) -> None:
@@ -184,7 +196,7 @@ class KernelBuilder:
     def build(self) -> UOp:
         """The kernel's SINK. Buffers no store reaches are kept as sources too, so the kernel still takes
         every buffer in slot order."""
-        if not self._stores:
+        if not any(e.op in EFFECTS for e in self._stores):
             raise GraphError("a kernel needs at least one store", kernel=self.name, stage="build")
         reached = {u for store in self._stores for u in store.toposort() if u.op is Ops.PARAM}
         unused = [p for p in self._params if p not in reached]

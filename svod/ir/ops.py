@@ -29,6 +29,12 @@ class Ops(Enum):
     BARRIER = auto()
     """A SINK source, between effects: every work item of a group waits here until all have arrived, and
     then sees what the others stored to local memory before it. Made by GPU lowering, not by users."""
+    EXIT = auto()
+    """``EXIT(range, condition)``: an early exit of the sequential loop over ``range`` (a ``LOOP`` range, see
+    ``UOp.exit``). A SINK source stated after every effect that runs in that loop: after each turn, once its
+    effects have happened, the loop ends if ``condition`` holds (a ``break``, or a ``while`` whose test fails),
+    and no later turn runs. A turn always runs whole; what a ``break`` in the middle of it skips, the
+    frontend gates. In a LINEAR, ``EXIT(loop, condition)`` is the last instruction of its loop's block."""
     INDEX = auto()
     LOAD = auto()
     STORE = auto()
@@ -146,6 +152,9 @@ LEAVES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.CONST, Ops.DEFINE_LOCAL, Ops.LANE)
 """The ops an instruction list names before its first instruction: each is computed by no instruction."""
 EFFECTS = frozenset({Ops.STORE, Ops.ATOMIC})
 """Ops that write memory: a kernel's SINK is made of them."""
+STATEMENTS = EFFECTS | {Ops.EXIT}
+"""What a SINK states in order, each at its place in a work item's program: the effects, and the early exits
+of the loops they run in."""
 SCOPES = frozenset({Ops.RANGE, Ops.IF})
 """Ops that open a block of code which an END closes: a loop, or a guarded block."""
 STAGES = (Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE, Ops.BINARY)

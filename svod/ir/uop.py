@@ -266,8 +266,27 @@ class UOp:
         return UOp(Ops.PARAM, dtype.ptr(size), (), slot)
 
     @staticmethod
-    def range(end: int | UOp, axis: int, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
+    def range(end: int | UOp | None, axis: int, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
+        """An index running ``0 .. end-1``. ``end`` None: a sequential loop without a bound (a ``while``), which
+        runs until an ``EXIT`` ends it (its end is ``UNBOUNDED``)."""
+        if end is None:
+            if kind is not AxisKind.LOOP:
+                raise GraphError("only a sequential (LOOP) range may go without a bound", stage="build", value=kind)
+            end = UNBOUNDED
         return UOp(Ops.RANGE, dtypes.index, (_as_index(end),), (axis, kind))
+
+    def exit(self, condition: Operand, *ranges: UOp) -> UOp:
+        """An early exit of the sequential loop over this range (``Ops.EXIT``): after each turn, the loop ends
+        if ``condition`` (a bool) holds. The kernel states it after the effects of the loop (a SINK source:
+        ``KernelBuilder.exit``); a turn always runs whole, so what a ``break`` in its middle skips is gated by
+        its author. ``ranges``, as for ``store``: the loops around this one that the condition does not use
+        (the exit is tested in every turn of each)."""
+        if self.op is not Ops.RANGE or self.arg[1] is not AxisKind.LOOP:
+            raise GraphError("only a sequential loop (a LOOP range) exits early", stage="build", value=self.op)
+        cond = _lift(condition, dtypes.bool)
+        if cond.dtype != dtypes.bool:
+            raise GraphError("a loop's exit condition is a bool", stage="build", value=cond.dtype)
+        return UOp(Ops.EXIT, dtypes.void, (self, cond, *_effect_ranges(tuple(r for r in ranges if r is not self))))
 
     @staticmethod
     def special(end: int | UOp, name: str) -> UOp:
@@ -506,6 +525,23 @@ class UOp:
         me = _value(self)
         limited = me.maximum(lo).minimum(hi)
         return me.ne(me).where(me, limited) if me.dtype.is_float else limited
+
+
+UNBOUNDED = int(dtypes.index.max)
+"""The end of a loop without a bound (``UOp.range(None, ...)``, a ``while``): as many turns as an index counts,
+2^63 - 1, more than any kernel runs (centuries). Its ``EXIT`` ends it; the analyses see its index within
+``[0, 2^63 - 2]``, which holds whatever it is, and renderers spell it as a loop without a test."""
+
+
+def is_unbounded(r: UOp) -> bool:
+    """Whether ``r`` (an AST or LINEAR RANGE) is a loop without a bound."""
+    end = r.src[0] if r.op is Ops.RANGE else None
+    return end is not None and end.op is Ops.CONST and end.arg == UNBOUNDED
+
+
+def exits(sink: UOp) -> dict[UOp, UOp]:
+    """Each loop of ``sink`` that exits early, with its EXIT (a SINK source)."""
+    return {e.src[0]: e for e in sink.src if e.op is Ops.EXIT}
 
 
 def kernel_label(sink: UOp) -> str:

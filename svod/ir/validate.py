@@ -7,7 +7,10 @@ code that stores eight bytes into a four-byte slot. It also checks the structure
 - a PARAM slot is one node (one dtype, one size), and a variable name has one set of bounds;
 - a REDUCE range is used only inside a REDUCE over it, and a REDUCE reduces only REDUCE ranges;
 - a GLOBAL range's end depends on variables only, so it is a launch size;
-- the SINK holds effects (STORE, ATOMIC) and the PARAMs a kernel keeps but does not use;
+- the SINK holds effects (STORE, ATOMIC), the early exits of sequential loops (EXIT) and the PARAMs a kernel
+  keeps but does not use;
+- an EXIT is of a LOOP range, one per loop, stated after every effect that runs in the loop, and its condition
+  runs in that loop or loops around it (so it is tested in the loop's own turn);
 - an AFTER is a memory state (``UOp.state``): a PARAM after a count of effects, in the turn of loops.
 """
 
@@ -31,13 +34,13 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import FUSED_DTYPES, UOp, is_state, kernel_label
+from svod.ir.uop import FUSED_DTYPES, UOp, is_state, is_unbounded, kernel_label, unknown_below
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
 
 _KERNEL_OPS = frozenset({Ops.SINK, Ops.PARAM, Ops.DEFINE_VAR, Ops.BIND, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.STORE,
-                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST, Ops.AFTER}) | ALU
+                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST, Ops.AFTER, Ops.EXIT}) | ALU
 
 
 class _Checker:
@@ -65,6 +68,7 @@ class _Checker:
             elif node.op in ALU:
                 self.alu(node)
         self.scopes(topo)
+        self.exits()
 
     # ---- per op -----------------------------------------------------------------------------------------
 
@@ -74,8 +78,8 @@ class _Checker:
         if not any(s.op in EFFECTS for s in node.src):
             raise self.fail(node, "a kernel needs at least one STORE or ATOMIC")
         for s in node.src:
-            if s.op not in EFFECTS and s.op is not Ops.PARAM:
-                raise self.fail(node, f"a SINK holds STOREs, ATOMICs and unused PARAMs, not {s.op.name}")
+            if s.op not in EFFECTS and s.op not in (Ops.PARAM, Ops.EXIT):
+                raise self.fail(node, f"a SINK holds STOREs, ATOMICs, EXITs and unused PARAMs, not {s.op.name}")
 
     def const(self, node: UOp) -> None:
         self.scalar(node, node.dtype)
@@ -175,6 +179,14 @@ class _Checker:
         if len(set(node.src[1:])) != len(node.src) - 1:
             raise self.fail(node, "a range is reduced twice")
 
+    def exit(self, node: UOp) -> None:
+        if len(node.src) < 2 or node.dtype != dtypes.void or node.src[0].op is not Ops.RANGE or \
+                node.src[0].arg[1] is not AxisKind.LOOP or node.src[1].dtype != dtypes.bool or \
+                any(r.op is not Ops.RANGE or r.arg[1] is AxisKind.REDUCE for r in node.src[2:]):
+            raise self.fail(node, "EXIT(LOOP range, bool condition, *ranges) of dtype void, the ranges GLOBAL or LOOP")
+        if node not in self.sink.src:
+            raise self.fail(node, "an EXIT is stated in the SINK, after the effects of its loop")
+
     def cast(self, node: UOp) -> None:
         if len(node.src) != 1:
             raise self.fail(node, "one source")
@@ -229,18 +241,52 @@ class _Checker:
                 ranges |= {node}
             elif node.op is Ops.REDUCE:
                 ranges -= set(node.src[1:])
-            if node.op in EFFECTS and ranges:
+            if (node.op in EFFECTS or node.op is Ops.EXIT) and ranges:
                 axes = sorted(r.arg[0] for r in ranges)
                 raise self.fail(node, f"REDUCE range(s) on axis {axes} used outside a REDUCE over them; "
                                       "reduce them, or make them LOOP ranges")
             open_ranges[node] = ranges
 
 
+    def exits(self) -> None:
+        """Each loop exits early at most once, after every effect in it, testing a condition of its own turn: the
+        loop is the innermost of the ranges the EXIT runs in (the others number before it: they nest outside)."""
+        live: dict[UOp, frozenset[UOp]] = {}
+        seen: dict[UOp, UOp] = {}
+        for statement in self.sink.src:
+            if statement.op is Ops.PARAM:
+                continue
+            for u in unknown_below(statement, live):
+                found = frozenset().union(*(live[s] for s in u.src)) if u.src else frozenset()
+                if u.op is Ops.RANGE:
+                    found |= {u}
+                elif u.op is Ops.REDUCE:
+                    found -= set(u.src[1:])
+                live[u] = found
+            if statement.op in EFFECTS:
+                ended = next((r for r in live[statement] if r in seen), None)
+                if ended is not None:
+                    raise self.fail(statement, f"an effect in the loop on axis {ended.arg[0]} is stated after the "
+                                               "loop's EXIT; state the EXIT after every effect of its loop")
+                continue
+            loop = statement.src[0]
+            if loop in seen:
+                raise self.fail(statement, f"the loop on axis {loop.arg[0]} has two EXITs; join their conditions")
+            seen[loop] = statement
+            inner = sorted(r.arg[0] for r in live[statement] if r is not loop and r.arg[0] >= loop.arg[0])
+            if inner:
+                raise self.fail(statement, f"the condition of the EXIT of the loop on axis {loop.arg[0]} runs in "
+                                           f"loops on axes {inner}, inside it; an exit tests its own loop's turn")
+        endless = next((u for u in live if u.op is Ops.RANGE and is_unbounded(u) and u not in seen), None)
+        if endless is not None:
+            raise self.fail(endless, f"the loop on axis {endless.arg[0]} has no bound and no EXIT: it would never end")
+
+
 _CHECKS: dict[Ops, Callable[[_Checker, UOp], None]] = {
     Ops.SINK: _Checker.sink_node, Ops.CONST: _Checker.const, Ops.DEFINE_VAR: _Checker.define_var,
     Ops.BIND: _Checker.bind, Ops.PARAM: _Checker.param, Ops.RANGE: _Checker.range_node, Ops.INDEX: _Checker.index,
     Ops.LOAD: _Checker.load, Ops.STORE: _Checker.store, Ops.ATOMIC: _Checker.store, Ops.REDUCE: _Checker.reduce,
-    Ops.CAST: _Checker.cast, Ops.BITCAST: _Checker.cast, Ops.AFTER: _Checker.state,
+    Ops.CAST: _Checker.cast, Ops.BITCAST: _Checker.cast, Ops.AFTER: _Checker.state, Ops.EXIT: _Checker.exit,
 }
 
 
