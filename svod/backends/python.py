@@ -18,6 +18,10 @@ C semantics as svod defines them, and the ranges each node depends on are found 
   value is the one every later use sees. A REDUCE folds its
   ranges in order, from the op's identity; a float32 or float64 sum whose value is a product adds each
   product with one rounding (a fused multiply-add).
+- A sequential loop with an early exit (``EXIT``, stated after the loop's effects) runs turn after turn for the
+  work items still in it: after each turn, those for which the exit's condition holds leave it. A loop without
+  a bound (a ``while``) also ends, after the turn, once any access of the kernel has failed its bounds (the
+  kernel raises then; a condition on the value a failed read gave could hold for ever).
 - ``where`` evaluates each branch only where it is chosen, so an access in an unchosen branch does not
   happen. An access's gate is tested condition by condition (an AND of them, outermost first), each where
   those before it hold, and its index only where the gate holds: ``if j < n: if x[j] > 0: ...`` reads ``x[j]``
@@ -43,7 +47,8 @@ from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, Pro
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
-from svod.ir.ops import EFFECTS
+from svod.ir.ops import STATEMENTS
+from svod.ir.uop import is_unbounded
 from svod.ir.validate import kernel_label, validate
 
 Array = np.ndarray
@@ -133,11 +138,13 @@ class _Run:
         self.held_nodes = {node for reads in self.held.values() for _, node in reads}
         """Per buffer slot, the loads and reductions that read it through a memory state, with the state's
         version, lowest first."""
-        effects = [e for e in ast.src if e.op in EFFECTS]
+        effects = [e for e in ast.src if e.op in STATEMENTS]
         self.position = {e: i for i, e in enumerate(effects)}
         self.last_use = {u: i for i, e in enumerate(effects) for u in e.toposort() if u in self.held_nodes}
         """For each held value, the position of the last effect that uses it."""
         self.failures: list[tuple[int, int, int]] = []
+        self.leaving: dict[UOp, Array] = {}
+        """Per loop with an exit, the work items that leave it after the current turn."""
         self.masks: dict[int, Array] = {}
         self.mask_ids: dict[tuple[tuple[int, ...], bytes], int] = {}
         self.memory = {u.arg: self._memory(u, addresses) for u in self.topo if u.op is Ops.PARAM}
@@ -172,7 +179,7 @@ class _Run:
             axis_shape[k] = end
             values[r] = np.arange(end, dtype=np.int64).reshape(axis_shape)
         empty = {r for r, end in zip(parallel, ends, strict=True) if end == 0}
-        effects = [e for e in self.ast.src if e.op in EFFECTS and not empty & self.deps[e]]
+        effects = [e for e in self.ast.src if e.op in STATEMENTS and not empty & self.deps[e]]
         everyone = self.mask_id(np.asarray(True))
         with np.errstate(all="ignore"):
             self.block(_program(effects, self.deps), _Frame(None, values, everyone), everyone)
@@ -183,13 +190,37 @@ class _Run:
     def block(self, items: list[_Loop | UOp], frame: _Frame, mask: int) -> None:
         """Run ``items`` (effects and loops around effects) in order."""
         for item in items:
-            if isinstance(item, UOp):
+            if isinstance(item, UOp) and item.op is Ops.EXIT:
+                self.exit(item, frame, mask)
+            elif isinstance(item, UOp):
                 self.effect(item, frame, mask)
-                continue
-            end = self.evaluate(item.range.src[0], frame, mask)
-            for k in range(int(np.max(end, initial=0))):
-                within = self.narrowed(mask, k < end)
-                self.block(item.body, _Frame(frame, {item.range: np.asarray(k, np.int64)}, within), within)
+            else:
+                self.loop(item, frame, mask)
+
+    def loop(self, loop: _Loop, frame: _Frame, mask: int) -> None:
+        """The turns of ``loop``, each for the work items still in it: inside the range's end, and not left
+        through its exit after an earlier turn."""
+        r = loop.range
+        end = self.evaluate(r.src[0], frame, mask)
+        running, turns, k = mask, int(np.max(end, initial=0)), 0
+        while k < turns:
+            within = self.narrowed(running, k < end)
+            if not self.masks[within].any():
+                break
+            self.block(loop.body, _Frame(frame, {r: np.asarray(k, np.int64)}, within), within)
+            leaving = self.leaving.pop(r, None)
+            if leaving is not None and np.any(leaving):
+                running = self.mask_id(self.masks[running] & ~leaving)
+            k += 1
+
+    def exit(self, exit_: UOp, frame: _Frame, mask: int) -> None:
+        """After this turn, the work items of ``mask`` where the exit's condition holds leave its loop; from a
+        loop without a bound, all of them once an access has failed."""
+        r = exit_.src[0]
+        if is_unbounded(r) and self.failures:
+            self.leaving[r] = self.masks[mask]
+            return
+        self.leaving[r] = self.masks[mask] & self.evaluate(exit_.src[1], frame, mask)
 
     def mask_id(self, mask: Array) -> int:
         """The id of the work items ``mask`` selects: one id per distinct selection, so a value computed
