@@ -13,14 +13,21 @@ status buffer (``status_slots``), and svod raises ``IndexOutOfBoundsError`` afte
 linearizer places the record where its sources can first be computed (a row's test outside the loop over
 the row's columns), or, for an access under a gate, beside the access (the index is then a source of the
 record), runs it before the access, and emits the access as ``INDEX(buf, idx, allowed)``.
+
+A loop without a bound (a ``while``) also ends once the status records a failure: its test could hang on the 0
+a failed load gives (``while a[i] == 0``), where Python raises at the access. The failing work item ends its
+loop after that turn (it reads its own record); the others once they see it, so an array a kernel writes after
+such a failure holds what it holds when the kernel stops, and the call raises ``IndexOutOfBoundsError``.
 """
 
 from __future__ import annotations
 
+import functools
+
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
-from svod.ir.uop import memory_of, param_size, pointee
+from svod.ir.uop import is_unbounded, memory_of, param_size, pointee
 
 CHECKED = "checked"
 """The arg of an INDEX whose bounds could not be proven: it is tested at run time."""
@@ -36,6 +43,7 @@ def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
     """``sink`` with every ``CHECKED`` access gated by its in-range test and recording where it fails
     (the module docstring), or None when it has none. Afterwards no INDEX has arg ``CHECKED``."""
     rebuilt: dict[UOp, UOp] = {}
+    recorded: dict[int, None] = {}
     for u in sink.toposort():
         src = tuple(rebuilt.get(s, s) for s in u.src)
         new = u if src == u.src else u.replace(src=src)
@@ -43,16 +51,27 @@ def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
             if status is None:
                 raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
             new = _recorded(new, status)
+            recorded[_reported(new).arg] = None
         if new is not u:
             rebuilt[u] = new
-    return rebuilt.get(sink)
+    checked = rebuilt.get(sink)
+    if checked is None or status is None or not any(is_unbounded(e.src[0]) for e in checked.src if e.op is Ops.EXIT):
+        return checked
+    failed = functools.reduce(lambda a, b: a | b, [status.index(UOp.index_const(status_slots(slot)[0])).load().ne(0)
+                                                   for slot in sorted(recorded)])
+    return checked.replace(src=tuple(e.replace(src=(e.src[0], e.src[1] | failed, *e.src[2:]))
+                                     if e.op is Ops.EXIT and is_unbounded(e.src[0]) else e for e in checked.src))
+
+
+def _reported(index: UOp) -> UOp:
+    """The buffer a checked access reports a failure of: its own, or the one a CPU thread's private copy is of."""
+    buffer = memory_of(index.src[0])
+    return buffer.src[0] if buffer.op is Ops.DEFINE_LOCAL else buffer
 
 
 def _recorded(u: UOp, status: UOp) -> UOp:
     """``buf[idx]`` that may leave its buffer: gated by an in-range test, with the record of a failure."""
-    buffer, index = memory_of(u.src[0]), u.src[1]  # through a memory state, the buffer
-    if buffer.op is Ops.DEFINE_LOCAL:  # a CPU thread's private copy of a buffer: report the buffer
-        buffer = buffer.src[0]
+    buffer, index = _reported(u), u.src[1]  # through a memory state, the buffer
     in_range, reported = _range_test(index, param_size(buffer))
     gate = u.src[2] if len(u.src) == 3 else None
     failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)

@@ -46,7 +46,7 @@ from svod.codegen.ranges import live_ranges, nested
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
-from svod.ir.ops import CONTINUED, EFFECTS, LEAVES
+from svod.ir.ops import CONTINUED, EFFECTS, LEAVES, STATEMENTS
 from svod.ir.uop import is_state, memory_of, state_version, unknown_below
 from svod.ir.validate import kernel_label
 
@@ -106,13 +106,17 @@ class Scopes:
 
 
 class _Linearizer:
-    def __init__(self, sink: UOp) -> None:
+    def __init__(self, sink: UOp, status: UOp | None = None) -> None:
         self.sink = sink
         self.scopes = Scopes()
         self.effects = [e for e in sink.src if e.op in EFFECTS]
-        self.positions = {e: i for i, e in reversed(list(enumerate(self.effects)))}
-        """Each effect's position among the effects (a node stated twice: its first)."""
+        self.statements = [e for e in sink.src if e.op in STATEMENTS]
+        """The effects and the loops' early exits (``EXIT``), in order: what uses a held value."""
+        self.positions = {e: i for i, e in reversed(list(enumerate(self.statements)))}
+        """Each statement's position among the statements (a node stated twice: its first)."""
         self.written = {memory_of(e.src[0].src[0]) for e in self.effects}
+        if status is not None:
+            self.written.add(status)  # read by a loop's exit test (``checks.check_accesses``), written by records
         self.gates = {e: _gate(e) for e in self.effects}
         """Each effect's gate that an IF holds (``_gate``), found once: effects ask it of every later one."""
         topo = sink.toposort()
@@ -128,7 +132,8 @@ class _Linearizer:
         self.last_use: dict[UOp, int] = {}
         """The position of the last effect each of them is computed for."""
         self.find_held()
-        runs = Counter(r for e in self.effects for r in self.scopes[e] if r.arg[1] in (AxisKind.LOOP, AxisKind.GLOBAL))
+        runs = Counter(r for e in self.statements for r in self.scopes[e]
+                       if r.arg[1] in (AxisKind.LOOP, AxisKind.GLOBAL))
         self.shared_loops = frozenset(r for r, count in runs.items() if count > 1)
         """The loops more than one effect runs in: sequential ones, and a CPU's loops over work items (an IF
         outside them would split them, and a work item's effects would no longer run one after another)."""
@@ -169,6 +174,8 @@ class _Linearizer:
                     self.written_in.setdefault(r, {})[memory_of(e.src[0].src[0])] = None
         self.registers = 0
         self.blocks = 0
+        self.looped: set[UOp] = set()
+        """The ranges a loop has been opened for."""
         self.starts = {u.src[1]: u.src[0] for u in topo if u.op is Ops.ADD and u.arg == CONTINUED}
         """The value each continued reduction's register starts from (``CONTINUED``)."""
 
@@ -201,6 +208,7 @@ class _Linearizer:
 
     def open_loop(self, r: UOp) -> _Block:
         end = self.value(r.src[0])
+        self.looped.add(r)
         self.blocks += 1
         return self.open_block(UOp(Ops.RANGE, dtypes.index, (end,), (r.arg[0], r.arg[1], self.blocks)), r)
 
@@ -293,7 +301,7 @@ class _Linearizer:
 
     def find_held(self) -> None:
         """Every held value (``is_held``) each effect computes from, and the last effect that does."""
-        for position, e in enumerate(self.effects):
+        for position, e in enumerate(self.statements):
             for u in e.toposort():
                 if not self.is_held(u):
                     continue
@@ -592,6 +600,29 @@ class _Linearizer:
             for stale in self.reading.pop(memory, ()):
                 self.memo.pop(stale, None)  # values read from the memory just written are computed again
 
+    def exit(self, e: UOp) -> None:
+        """The test that ends loop ``e.src[0]`` after a turn: the last instruction of the loop's block, which the
+        loop's effects opened (or a block of its own where it has none), under no IF."""
+        loop = e.src[0]
+        loops = self.scopes[e]
+        if not loops or loops[-1] is not loop:
+            raise GraphError(f"the exit of the loop on axis {loop.arg[0]} is tested in a loop inside it",
+                             stage="linearize", value=loop.arg)
+        if self.is_bound(loop):  # in the block its effects opened, after them (an IF around the loop stays)
+            while self.stack[-1] is not self.binding(loop):
+                self.close_block()
+        elif loop in self.looped:
+            raise GraphError(f"the exit of the loop on axis {loop.arg[0]} is stated apart from the loop's effects",
+                             stage="linearize", value=loop.arg)
+        else:
+            shared, _ = self.share(loops, [])
+            for key in loops[shared:]:
+                self.open_loop(key)
+        self.previous = loops
+        self.current = None
+        condition = self.value(e.src[1])
+        self.stack[-1].add(UOp(Ops.EXIT, dtypes.void, (self.binding(loop).scope, condition)))  # type: ignore[arg-type]
+
     def share(self, loops: tuple[UOp, ...], conditions: list[UOp]) -> tuple[int, list[UOp]]:
         """Close the open blocks an effect over ``loops``, made only where each of ``conditions`` holds, does
         not share (an open IF of one of them it shares: a checked or lane-gated effect too, whose own access
@@ -643,7 +674,9 @@ class _Linearizer:
 
     def run(self) -> tuple[UOp, ...]:
         for e in self.sink.src:
-            if e.op is Ops.BARRIER or e.op in EFFECTS:
+            if e.op is Ops.EXIT:
+                self.exit(e)
+            elif e.op is Ops.BARRIER or e.op in EFFECTS:
                 self.effect(e)
         while len(self.stack) > 1:
             self.close_block()
@@ -727,12 +760,13 @@ def _computed(u: UOp) -> tuple[UOp, ...]:
     return u.src[:-1] if _record(u) is not None else u.src
 
 
-def linearize(sink: UOp) -> tuple[UOp, ...]:
-    """The instructions of ``sink`` in execution order (see the module docstring)."""
+def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
+    """The instructions of ``sink`` in execution order (see the module docstring). ``status``: the buffer its
+    checked accesses record failures in, which the exit test of a loop without a bound reads."""
     if sink.op is not Ops.SINK:
         raise GraphError("a kernel's root must be a SINK", stage="linearize", value=sink.op)
     try:
-        return _Linearizer(sink).run()
+        return _Linearizer(sink, status).run()
     except RecursionError as err:
         raise GraphError("the kernel nests too deeply to linearize", kernel=kernel_label(sink),
                          stage="linearize") from err

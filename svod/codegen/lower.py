@@ -32,13 +32,14 @@ __all__ = ["THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_em
 
 
 def anchor_ranges(sink: UOp) -> UOp:
-    """Each effect keeps, as extra sources, the ranges it was written in (those its target and value
+    """Each effect (and loop exit) keeps, as extra sources, the ranges it was written in (those its target and value
     depend on). Simplification may fold a dependency away (``min(j, -1)`` is ``-1`` for a LOOP range ``j``),
     but ``out[i] += min(j, -1)`` must still run once per ``j``: the ranges an effect runs over are decided
     by the kernel as written. Renderers read an effect's first two sources only."""
     live = live_ranges(sink)
-    effects = [e.replace(src=(*e.src[:2], *sorted(live[e], key=range_order))) if e.op in EFFECTS and live[e] else e
-               for e in sink.src]
+    effects = [e.replace(src=(*e.src[:2], *sorted(live[e] - {e.src[0]} if e.op is Ops.EXIT else live[e],
+                                                  key=range_order)))
+               if (e.op in EFFECTS or e.op is Ops.EXIT) and live[e] else e for e in sink.src]
     return sink.replace(src=tuple(effects))
 
 
@@ -76,12 +77,20 @@ def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:
 def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
     """Each effect of ``sink`` that ``conditions`` names runs only where its condition holds: its target
     INDEX is gated (together with any gate it has), and so is every load it makes. (A work item past the
-    end of a range must not load either: the accesses were proven safe for indices inside the range.)"""
+    end of a range must not load either: the accesses were proven safe for indices inside the range.) A loop's
+    exit that ``conditions`` names ends its loop where the condition fails (``_gated_exit``)."""
     effects = []
     for e in sink.src:
         cond = conditions.get(e)
-        effects.append(e if cond is None else _gated(e, cond))
+        effects.append(e if cond is None else _gated_exit(e, cond) if e.op is Ops.EXIT else _gated(e, cond))
     return sink.replace(src=tuple(effects))
+
+
+def _gated_exit(exit_: UOp, cond: UOp) -> UOp:
+    """A loop's exit in a work item that runs its loop's effects only where ``cond`` holds: where it fails,
+    the loop ends after its first turn, which does nothing there, and its test loads nothing."""
+    tested = _gated(exit_.src[1], cond, target=False)
+    return exit_.replace(src=(exit_.src[0], cond.ne(True) | tested, *exit_.src[2:]))
 
 
 def _gated(effect: UOp, cond: UOp, target: bool = True, depending_on: UOp | None = None) -> UOp:

@@ -15,7 +15,7 @@ from svod.codegen.upcast import EXTREMA, _reduction_loads, split_reductions, upc
 from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID
 from svod.dtype import PtrDType
 from svod.ir import AxisKind, Ops, UOp, kernel_label, substitute
-from svod.ir.ops import CONTINUED, EFFECTS
+from svod.ir.ops import CONTINUED, EFFECTS, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
 
 __all__ = ["BLOCK_DEPTH", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "block_matmul", "privatize_atomics",
@@ -36,7 +36,8 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
     rounded up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are
     neighbouring elements), of 1 for another. Other GLOBAL ranges become sequential loops inside it. An
-    effect that does not use the split range runs on worker 0 only.
+    effect that does not use the split range runs on worker 0 only (and a loop's exit that does not ends
+    its loop on the others).
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
     global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
@@ -53,7 +54,7 @@ def split_for_threads(sink: UOp, threads: int) -> UOp:
     core_id = UOp.define_var(CORE_ID, 0, threads - 1)
     start, inner = _thread_chunk(outer, core_id, threads, aligns[outer])
     live = live_ranges(sink)
-    first_only = {e: core_id.eq(0) for e in sink.src if e.op in EFFECTS and outer not in live[e]}
+    first_only = {e: core_id.eq(0) for e in sink.src if e.op in STATEMENTS and outer not in live[e]}
     return substitute(gate_effects(sink, first_only), {outer: start + inner})
 
 

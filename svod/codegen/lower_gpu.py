@@ -13,7 +13,7 @@ from svod.device.caps import WorkGroupLimits, launch_index
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
-from svod.ir.ops import EFFECTS
+from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import memory_of, written_memory
 
 __all__ = ["GROUP_SIZE", "MATMUL_TILE", "WorkGroupLimits", "reduce_per_item", "share_reductions", "tile_matmul",
@@ -49,7 +49,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     dims = list(reversed(globals_[-3:]))
     if not dims:
         return sink
-    effects = [e for e in sink.src if e.op in EFFECTS]
+    effects = [e for e in sink.src if e.op in STATEMENTS]  # a loop's exit ends its loop where effects do not run
     uses = {e: set(e.toposort()) for e in effects}
     if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
         index = UOp.special(dims[0].src[0], launch_index("global", 0))

@@ -22,6 +22,10 @@ its metadata derived here once).
              to_gpu_indices ─ split_reductions      (the split only where a work item's loops do not fit)
          ─ speculate_gated_loads
 
+A kernel with a loop that exits early (``Ops.EXIT``: a ``while``, a ``break``) runs each work item's program as
+written: the passes that tile, share or split its work leave it (its loops' turns depend on its data), and the
+parts, threads and launch it gets gate its exits as they gate its effects.
+
 A pass returns the kernel it made, or None where it does not apply (the kernel goes on unchanged); a check
 refuses a kernel or lets it through unchanged; in a ``FirstOf``, the first alternative that applies is
 taken. ``SVOD_DEBUG=passes`` prints each pass that
@@ -61,7 +65,7 @@ from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symb
 from svod.dtype import DeviceSpec, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
-from svod.ir.uop import pointee
+from svod.ir.uop import exits, pointee
 from svod.ir.validate import kernel_label, validate
 
 
@@ -197,7 +201,7 @@ def _limits(target: Target) -> WorkGroupLimits:
 
 
 def _per_item(sink: UOp, target: Target) -> UOp | None:
-    if target.caps.dedicated_local_memory:
+    if target.caps.dedicated_local_memory or exits(sink):
         return None
     lowered = reduce_per_item(sink, _limits(target))
     return lowered if lowered is not None and loops_fit(lowered, target) else None
@@ -206,7 +210,7 @@ def _per_item(sink: UOp, target: Target) -> UOp | None:
 def _launch(sink: UOp, target: Target) -> UOp:
     flat = to_gpu_indices(sink, _limits(target), direct_index=False,
                           exact_groups=not target.caps.dedicated_local_memory)
-    return flat if loops_fit(flat, target) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
+    return flat if exits(flat) or loops_fit(flat, target) else split_reductions(flat, (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
 FRONT: tuple[LoweringStep, ...] = (
@@ -224,9 +228,10 @@ FRONT: tuple[LoweringStep, ...] = (
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
 CPU: tuple[LoweringStep, ...] = (
-    Pass("tile_for_cpu", _rewrite(lambda sink, t: tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
+    Pass("tile_for_cpu", _rewrite(lambda sink, t: None if exits(sink) else
+                                  tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
-    Pass("privatize_atomics", _rewrite(lambda sink, t: privatize_atomics(sink))),
+    Pass("privatize_atomics", _rewrite(lambda sink, t: None if exits(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
 """A CPU: tiles for its vector registers, GLOBAL ranges spread over threads, each adding into a private
@@ -235,14 +240,14 @@ copy of a small buffer of atomic adds, and gated loads made branch-free where th
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (
         Pass("tile_matmul", _rewrite(lambda sink, t: tile_matmul(sink, _limits(t), t.caps.local_memory)
-                                     if t.caps.dedicated_local_memory else None)),
+                                     if t.caps.dedicated_local_memory and not exits(sink) else None)),
         Then("upcast", (
-            Pass("upcast_reductions", _rewrite(lambda sink, t: upcast_reductions(sink, masked=True,
-                                                                                 lanes=t.caps.vector_lanes))),
+            Pass("upcast_reductions", _rewrite(lambda sink, t: sink if exits(sink) else
+                                               upcast_reductions(sink, masked=True, lanes=t.caps.vector_lanes))),
             FirstOf("launch", (
                 Pass("reduce_per_item", _rewrite(_per_item)),
-                Pass("share_reductions", _rewrite(lambda sink, t: share_reductions(sink, _limits(t),
-                                                                                    t.caps.local_memory))),
+                Pass("share_reductions", _rewrite(lambda sink, t: None if exits(sink) else
+                                                  share_reductions(sink, _limits(t), t.caps.local_memory))),
                 Pass("to_gpu_indices", _rewrite(_launch)),
             )),
         )),
@@ -274,6 +279,8 @@ def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, .
     (two parts where it packs ``b``), or the two parts of a split reduction where the device has parallelism
     to spread the first over. Parts take the kernel's buffers and, after them, one scratch buffer (the last
     PARAM of the first part)."""
+    if exits(ast):
+        return (ast,)
     split = None if target.gpu else block_matmul(ast, target.caps.l2_bytes)
     if trace is not None and not target.gpu:
         _report(trace, "block_matmul", f"{kernel_label(ast)} for {target.device}", split)
@@ -361,7 +368,7 @@ def _lower_accumulators(state: Linearizing) -> Linearizing | None:
 
 LINEAR: tuple[LinearStep, ...] = (
     LinearPass("check_accesses", _check_accesses),
-    LinearPass("linearize", lambda s: dataclasses.replace(s, linear=order(s.sink))),
+    LinearPass("linearize", lambda s: dataclasses.replace(s, linear=order(s.sink, s.status))),
     LinearPass("lower_accumulators", _lower_accumulators),
     LinearCheck("check_barriers", lambda s: check_barriers(s.linear)),
 )

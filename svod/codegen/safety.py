@@ -29,7 +29,7 @@ from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
-from svod.ir.ops import EFFECTS
+from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import memory_of, param_size, unknown_below
 
 
@@ -54,11 +54,14 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     status buffer checked accesses record failures in (a new last PARAM, an integer as wide as the
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
-    roots = [root for e in sink.src if e.op in EFFECTS
+    roots = [root for e in sink.src if e.op in STATEMENTS
              for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
     guarded = _Guarder(order, index_bits, _guards(roots, order))
     effects = []
     for e in sink.src:
+        if e.op is Ops.EXIT:  # a loop's exit test reads memory as a value does
+            effects.append(e.replace(src=(e.src[0], guarded.rewrite(e.src[1]), *e.src[2:])))
+            continue
         if e.op not in EFFECTS:
             effects.append(e)
             continue
@@ -80,9 +83,11 @@ def _value_guard(effect: UOp) -> UOp | None:
     """What holds wherever ``effect``'s value is computed: its target's gate, and each range it runs over
     (its sources past the value, ``anchor_ranges``) that may be empty has an iteration. A load that
     depends on none of them may be placed outside their loops; gated by this, it is not made (nor
-    reported out of bounds) when the effect runs zero times."""
-    runs = [r.src[0].gt(0) for r in effect.src[2:] if r.op is Ops.RANGE and r.src[0].vmin < 1]
-    guard = _gate_of(effect.src[0])
+    reported out of bounds) when the effect runs zero times. A loop's exit (``Ops.EXIT``): its condition's,
+    in the turns of its loop and those around it."""
+    ranges = (effect.src[0], *effect.src[2:]) if effect.op is Ops.EXIT else effect.src[2:]
+    runs = [r.src[0].gt(0) for r in ranges if r.op is Ops.RANGE and r.src[0].vmin < 1]
+    guard = None if effect.op is Ops.EXIT else _gate_of(effect.src[0])
     for clause in runs:
         guard = _and(clause, guard)
     return guard
@@ -319,7 +324,7 @@ def check_races(sink: UOp, kernel: str) -> None:
     for e in effects:
         if e.op is Ops.STORE:
             _check_store(e, parallel, order, kernel)
-    for e in effects:
+    for e in [s for s in sink.src if s.op in STATEMENTS]:  # a loop's exit test reads as an effect's value does
         for index, guard in _loads_with_guards(e, order):
             buffer = memory_of(index.src[0])
             if buffer in atomics:

@@ -28,7 +28,7 @@ from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import MATH
-from svod.ir.uop import memory_of, pointee
+from svod.ir.uop import is_unbounded, memory_of, pointee
 
 _INFIX: dict[Ops, str] = {
     Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPNE: "!=",
@@ -148,9 +148,16 @@ class CStyleRenderer(KernelRenderer):
     def declare_register(self, dtype: DType, name: str) -> str:
         return f"{self.type_name(dtype)} {name};"
 
-    def loop_header(self, name: str, end: str) -> str:
+    def loop_header(self, name: str, end: str | None) -> str:
+        """The line that opens a loop of ``name`` over ``0 .. end-1``; ``end`` None: without a bound (its
+        exits end it)."""
         index = self.type_name(dtypes.index)
-        return f"for ({index} {name} = 0; {name} < {end}; {name}++) {{"
+        test = "" if end is None else f" {name} < {end}"
+        return f"for ({index} {name} = 0;{test}; {name}++) {{"
+
+    def exit_loop(self, condition: str) -> str:
+        """The statement that leaves the innermost loop where ``condition`` holds (``Ops.EXIT``)."""
+        return f"if ({condition}) break;"
 
     def element(self, base: str, offset: str) -> str:
         """What names element ``offset`` of buffer ``base`` (a pointer in C)."""
@@ -542,7 +549,10 @@ class _Walk:
         name = self.names[node] = f"ridx{node.arg[0]}_{index}"
         self.depth += 1
         self.names.open()
-        return self.r.loop_header(name, self.names[node.src[0]])
+        return self.r.loop_header(name, None if is_unbounded(node) else self.names[node.src[0]])
+
+    def exit_(self, node: UOp, index: int) -> str:
+        return self.r.exit_loop(self.names[node.src[1]])
 
     def effect(self, node: UOp, index: int) -> str:
         r = self.r
@@ -644,7 +654,7 @@ _STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
     Ops.END: _Walk.end, Ops.AFTER: _Walk.after, Ops.DEFINE_REG: _Walk.register, Ops.CONST: _Walk.const,
     Ops.DEFINE_VAR: _Walk.variable, Ops.PARAM: _Walk.param, Ops.SPECIAL: _Walk.special, Ops.INDEX: _Walk.index,
     Ops.IF: _Walk.if_, Ops.RANGE: _Walk.loop, Ops.STORE: _Walk.effect, Ops.ATOMIC: _Walk.effect,
-    Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier, Ops.LANE: _Walk.lane,
+    Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier, Ops.LANE: _Walk.lane, Ops.EXIT: _Walk.exit_,
 }
 """How each statement of LINEAR is spelled (or named, for nodes inlined where they are used)."""
 

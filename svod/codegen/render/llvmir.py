@@ -35,7 +35,7 @@ from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import LANE_OPS
-from svod.ir.uop import memory_of, pointee, written_memory
+from svod.ir.uop import is_unbounded, memory_of, pointee, written_memory
 
 
 def llvm_type(dtype: DType) -> str:
@@ -326,6 +326,10 @@ class _FunctionWriter:
             self._open_loop(node, index)
         elif op is Ops.IF:
             self._open_if(node, index)
+        elif op is Ops.EXIT:
+            loop = self.names[node.src[0]][1:-2]
+            self.emit(f"br i1 {self.operand(node.src[1])}, label %{loop}.exit, label %{loop}.on{index}")
+            self.label(f"{loop}.on{index}")
         elif op is Ops.END:
             self._close_scope(node.src[0])
         elif op is Ops.CAST:
@@ -520,8 +524,11 @@ class _FunctionWriter:
         self.emit(f"br label %{loop}.head")
         self.label(f"{loop}.head")
         self.emit(f"%{loop}.i = phi i64 [ 0, %{entry} ], [ %{loop}.next, %{loop}.latch ]")
-        self.emit(f"%{loop}.more = icmp slt i64 %{loop}.i, {self.operand(r.src[0])}")
-        self.emit(f"br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
+        if is_unbounded(r):  # a loop without a bound: its exits end it
+            self.emit(f"br label %{loop}.body")
+        else:
+            self.emit(f"%{loop}.more = icmp slt i64 %{loop}.i, {self.operand(r.src[0])}")
+            self.emit(f"br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
         self.label(f"{loop}.body")
         self.names.open()
 

@@ -33,7 +33,7 @@ from svod.device import parse_launch_index
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.uop import memory_of, pointee
+from svod.ir.uop import UNBOUNDED, is_unbounded, memory_of, pointee
 
 _AXES = "xyz"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -82,8 +82,12 @@ class WGSLRenderer(GPURenderer):
     def declare_register(self, dtype: DType, name: str) -> str:
         return f"var {name}: {self.type_name(dtype)};"
 
-    def loop_header(self, name: str, end: str) -> str:
-        return f"for (var {name}: i32 = 0; {name} < {end}; {name}++) {{"
+    def loop_header(self, name: str, end: str | None) -> str:
+        test = "" if end is None else f" {name} < {end}"
+        return f"for (var {name}: i32 = 0;{test}; {name}++) {{"
+
+    def exit_loop(self, condition: str) -> str:
+        return f"if ({condition}) {{ break; }}"
 
     def element(self, base: str, offset: str) -> str:
         return f"{base}[{base}_at + {offset}]"
@@ -276,8 +280,12 @@ def check_atomic_access(linear: tuple[UOp, ...]) -> None:
 
 
 def check_index_width(linear: tuple[UOp, ...]) -> None:
-    """Every index value must fit WGSL's 32-bit integers for every value the kernel's variables may take."""
+    """Every index value must fit WGSL's 32-bit integers for every value the kernel's variables may take. A loop
+    without a bound (a ``while``) is written without its end, and its counter, which no bound keeps within 32
+    bits, is checked where it is used."""
     for u in linear:
+        if is_unbounded(u) or (u.op is Ops.CONST and u.dtype == dtypes.index and u.arg == UNBOUNDED):
+            continue
         if u.dtype == dtypes.index and not _INT32[0] <= u.vmin <= u.vmax <= _INT32[1]:
             extreme = int(u.vmax if u.vmax > _INT32[1] else u.vmin)
             names = sorted({v.arg[0] for v in u.toposort() if v.op is Ops.DEFINE_VAR})
