@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from svod.errors import KernelSyntaxError
@@ -22,11 +22,10 @@ from svod.frontend.values import ArrayValue
 from svod.ir import AxisKind, UOp
 
 REFUSED = {
-    ast.While: "a while loop (loops are 'for ... in range(...)' or svod.prange(...))",
     ast.Try: "try", ast.With: "with", ast.AsyncWith: "async with", ast.AsyncFor: "async for",
     ast.Lambda: "lambda", ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
     ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression", ast.List: "a list",
-    ast.Dict: "a dict", ast.Set: "a set", ast.Break: "break", ast.Continue: "continue",
+    ast.Dict: "a dict", ast.Set: "a set",
     ast.FunctionDef: "a nested function (use @svod.func at module level)", ast.AsyncFunctionDef: "an async function",
     ast.ClassDef: "a class", ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Delete: "del",
     ast.Raise: "raise", ast.Assert: "assert", ast.Import: "import", ast.ImportFrom: "import",
@@ -54,6 +53,20 @@ class Loop:
     kind: AxisKind
 
 
+@dataclass
+class Turn:
+    """One turn of a sequential loop as it is translated: the gate its body starts under (the gate around the
+    loop, and a ``while``'s test), and the gate of each ``break`` and ``continue`` stated in it so far (None
+    for one the turn always reaches): the statements after one run only where it did not leave."""
+
+    loop: Loop
+    base: UOp | None
+    endless: bool = False
+    """A ``while`` whose test is always true: only a ``break`` ends it."""
+    leaves: list[UOp | None] = field(default_factory=list)
+    breaks: list[UOp | None] = field(default_factory=list)
+
+
 class TranslationContext:
     """What a translation holds as it goes: the source it walks (a ``@svod.func``'s while it is inlined),
     the builder, the locals (``env``), the loops and the gate around the statement being translated, the
@@ -67,6 +80,8 @@ class TranslationContext:
         self.k = builder
         self.env: dict[str, Any] = dict(arguments)
         self.loops: list[Loop] = []
+        self.turns: list[Turn] = []
+        """The turns of the sequential loops around the statement being translated, innermost last."""
         self.gate: UOp | None = None
         self.ranges: list[UOp] = []
         """Every range made, in order: the final kernel numbers them again (``_renumbered``)."""
@@ -102,4 +117,4 @@ class TranslationContext:
         raise NotImplementedError
 
 
-__all__ = ["Loop", "REFUSED", "TranslationContext"]
+__all__ = ["REFUSED", "Loop", "TranslationContext", "Turn"]

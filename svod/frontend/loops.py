@@ -17,7 +17,7 @@ from svod.codegen import reduce_identity
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.context import Loop
+from svod.frontend.context import Loop, Turn
 from svod.frontend.expressions import Expressions
 from svod.frontend.values import BUILTINS, Undefined, describe, is_number
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
@@ -107,13 +107,49 @@ class Loops(Expressions):
             largest = high if high.vmin >= low.vmax else low if low.vmin >= high.vmax else low.maximum(high)
         return largest, count
 
-    def loop_body(self, stmt: ast.For, r: UOp, kind: AxisKind, variable: Any) -> None:
-        name = stmt.target.id  # type: ignore[attr-defined]
+    def while_loop(self, stmt: ast.While) -> None:
+        """``while test: body``: a sequential loop without a bound (``UOp.range(None, ...)``) whose turn runs the
+        body where the test holds, and whose exit (``Ops.EXIT``) ends it after the first turn where the test
+        fails (or a ``break`` is taken). A test that fails before the first turn states nothing."""
+        if stmt.orelse:
+            raise self.refuse(stmt, "while ... else is not supported in a kernel")
+        mark, versions = len(self.k.effects), dict(self.versions)
+        test = self.expr(stmt.test)
+        self.k.discard_effects(mark)  # what the test states (in an inlined @svod.func) is stated in each turn
+        self.versions = versions
+        if is_number(test) and not test:
+            return  # never runs
+        r = self.k.range(None, AxisKind.LOOP)
+        for lines in (self.located.loops, self.located.endless):
+            if self.where(stmt) not in lines:
+                lines.append(self.where(stmt))
+        self.ranges.append(r)
+        self.loop_body(stmt, r, AxisKind.LOOP, None)
+
+    def leave(self, stmt: ast.Break | ast.Continue) -> None:
+        """``break`` or ``continue``: the rest of the turn runs only where it is not taken (``Translator.block``
+        gates it), and a ``break`` ends the loop after the turn (its exit)."""
+        what = "break" if isinstance(stmt, ast.Break) else "continue"
+        if not self.loops or not self.turns:
+            raise self.refuse(stmt, f"{what} outside a loop")
+        if self.loops[-1].kind is AxisKind.GLOBAL:
+            raise self.refuse(stmt, f"{what} in a svod.prange loop: its turns are work items that all run, at once "
+                                    "and in no order; test a condition around the work instead (if ...:), or loop "
+                                    "with range(...) inside it")
+        turn = self.turns[-1]
+        gate = None if self.gate is turn.base else self.gate
+        turn.leaves.append(gate)
+        if isinstance(stmt, ast.Break):
+            turn.breaks.append(gate)
+
+    def loop_body(self, stmt: ast.For | ast.While, r: UOp, kind: AxisKind, variable: Any) -> None:
+        name = stmt.target.id if isinstance(stmt, ast.For) else None  # type: ignore[attr-defined]
         before = dict(self.env)
         start = Statement(len(self.k.effects), dict(self.versions))
         self.loops.append(Loop(r, kind))
         assigned = _assigned(stmt.body)
         changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
+        exits = isinstance(stmt, ast.While) or _breaks(stmt.body)
         try:
             if kind is AxisKind.GLOBAL:  # a local a parallel loop assigns is each work item's own
                 self.env.update({n: Undefined(n, f"the svod.prange at line {stmt.lineno} assigns it, so each of its "
@@ -121,9 +157,15 @@ class Loops(Expressions):
                                                  "items share no local (combine into an array with "
                                                  "svod.atomic_add)") for n in changed})
                 changed = []
-            self.env[name] = variable
-            self.block(stmt.body)
-            results = self.carry(stmt, r, variable, before, start, changed) if changed else {}
+            if name is not None:
+                self.env[name] = variable
+            turn = self.turn(stmt)
+            if changed:
+                results = self.carry(stmt, r, variable, before, start, changed, exits)
+            else:
+                results = {}
+                if exits:
+                    self.exit_loop(stmt, r, turn)
         finally:
             self.loops.pop()
         inside = [n for n in self.env if n not in before or (kind is AxisKind.GLOBAL and n in assigned)]
@@ -134,15 +176,77 @@ class Loops(Expressions):
 
     # ---- the locals a loop changes ----------------------------------------------------------------------
 
-    def carry(self, stmt: ast.For, r: UOp, variable: Any, before: dict[str, Any], start: Statement,
-              changed: list[str]) -> dict[str, Any]:
+    def turn(self, stmt: ast.For | ast.While) -> Turn:
+        """State one turn of loop ``stmt``'s body (a ``while``'s where its test holds, as under an ``if``), with
+        its ``break`` and ``continue`` statements (``leave``); the turn, for the loop's exit."""
+        saved_gate, before = self.gate, dict(self.env)
+        test: Any = True
+        base = self.gate
+        if isinstance(stmt, ast.While):
+            test = self.expr(stmt.test)
+            if not is_number(test):
+                cond = self.truth(test, stmt.test)
+                base = cond if base is None else base & cond
+        turn = Turn(self.loops[-1], base, endless=isinstance(stmt, ast.While) and is_number(test))
+        self.turns.append(turn)
+        self.gate = base
+        try:
+            self.block(stmt.body)
+        finally:
+            self.turns.pop()
+            self.gate = saved_gate
+        if base is not saved_gate:  # the body ran where the test held: elsewhere the locals keep their values
+            assert base is not None
+            ran = self.env
+            self.env = self.merged(lazy(base), ran, before, stmt,
+                                   f"it is assigned in the while loop at line {stmt.lineno}")
+        return turn
+
+    def exit_loop(self, stmt: ast.For | ast.While, r: UOp, turn: Turn) -> None:
+        """The exit of loop ``r``, stated after the effects of its turn: it ends after a turn that took a
+        ``break``, or whose ``while`` test (or the gate around the loop) failed."""
+        if turn.endless and not turn.breaks:
+            raise self.refuse(stmt, "this while loop never ends: its test is always true and no break leaves it")
+        conditions = [None if b is None else lazy(b) for b in turn.breaks]
+        if turn.base is not None:
+            conditions.append(lazy(turn.base).ne(True))
+        if not conditions:
+            return  # a range loop whose breaks are never reached (under a constant test): it runs to its end
+        cond: Any = True if any(c is None for c in conditions) else functools.reduce(
+            lambda a, b: a | b, [c for c in conditions if c is not None])
+        value = UOp.const(dtypes.bool, True) if cond is True else cond
+        exit_ = self.k.exit(r, value, *self.running(value))
+        self.stated[exit_] = dict(self.versions)
+
+    def merged(self, cond: UOp, taken: dict[str, Any], other: dict[str, Any], node: ast.AST,
+               one_side: str) -> dict[str, Any]:
+        """The locals after a choice between two ways through the code (``taken`` where ``cond`` holds,
+        ``other`` elsewhere): each a ``where`` of its two values; one defined one way only is undefined
+        (``one_side`` says why)."""
+        merged: dict[str, Any] = {}
+        for name in dict.fromkeys([*taken, *other]):
+            a, b = taken.get(name), other.get(name)
+            if name not in taken or name not in other:
+                merged[name] = Undefined(name, one_side)
+            elif a is b:
+                merged[name] = a
+            elif isinstance(a, Undefined) or isinstance(b, Undefined):
+                merged[name] = a if isinstance(a, Undefined) else b
+            else:
+                merged[name] = self.select(cond, a, b, node)
+        return merged
+
+    def carry(self, stmt: ast.For | ast.While, r: UOp, variable: Any, before: dict[str, Any], start: Statement,
+              changed: list[str], exits: bool = False) -> dict[str, Any]:
         """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
         for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
         reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
         work item (``cell``): stored before the loop and at the end of each turn, loaded at the start of each
         turn (held, as every read is, until the turn ends) and after the loop. Whatever a carried local's cell
-        makes of another local carries that one too, so the body is stated until no more locals join them."""
-        name = stmt.target.id  # type: ignore[attr-defined]
+        makes of another local carries that one too, so the body is stated until no more locals join them. A
+        loop that ``exits`` early (a ``while``, a ``break``) carries every local it changes: a reduction folds
+        every turn of its range."""
+        name = stmt.target.id if isinstance(stmt, ast.For) else None  # type: ignore[attr-defined]
         first = dict(self.env)
         placeholders = {n: self.placeholder(n, self.holding(n, before[n], first[n])) for n in changed}
         cells: dict[str, tuple[UOp, UOp]] = {}
@@ -155,8 +259,9 @@ class Loops(Expressions):
                     self.cell_store(param, at, before[n])
             self.env.update({n: p for n, p in placeholders.items() if n not in cells})
             self.env.update({n: self.memory(param).index(at).load() for n, (param, at) in cells.items()})
-            self.env[name] = variable
-            self.block(stmt.body)
+            if name is not None:
+                self.env[name] = variable
+            turn = self.turn(stmt)
             for n, (param, at) in cells.items():  # each turn ends storing what it made of the carried locals
                 self.cell_store(param, at, self.env[n])
             grown = {n: self.holding(n, p, self.env[n]) for n, p in placeholders.items()}
@@ -165,10 +270,12 @@ class Loops(Expressions):
                 placeholders.update({n: self.placeholder(n, dtype) for n, dtype in grown.items()})
                 cells = {n: cell for n, cell in cells.items() if n not in grown}
                 continue
-            splits = {n: self.reduction(n, p, placeholders, start.effects) for n, p in placeholders.items()
-                      if n not in cells}
+            splits = {n: None if exits else self.reduction(n, p, placeholders, start.effects)
+                      for n, p in placeholders.items() if n not in cells}
             joining = [n for n, split in splits.items() if split is None]
             if not joining:
+                if exits:
+                    self.exit_loop(stmt, r, turn)
                 break
             for n in joining:
                 cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
@@ -251,6 +358,37 @@ class Loops(Expressions):
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+def lazy(gate: UOp) -> UOp:
+    """``gate``, the conjunction of the conditions around a statement (``a & b & c``, outermost first), as a
+    value that computes each condition only where those before it hold (``where(a, where(b, c, False), False)``):
+    a condition's reads are made only where Python would test it. (An effect's gate is tested so already:
+    condition by condition.)"""
+    parts: list[UOp] = []
+    stack = [gate]
+    while stack:
+        u = stack.pop()
+        if u.op is Ops.AND and u.dtype == dtypes.bool:
+            stack.extend(reversed(u.src))
+        else:
+            parts.append(u)
+    value = parts[-1]
+    for condition in reversed(parts[:-1]):
+        value = condition.where(value, False)
+    return value
+
+
+def _breaks(body: Sequence[ast.stmt]) -> bool:
+    """Whether ``body`` (a loop's) holds a ``break`` of that loop: one outside the loops nested in it."""
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.Break):
+            return True
+        if isinstance(stmt, ast.If):
+            stack.extend([*stmt.body, *stmt.orelse])
+    return False
+
 
 def _assigned(body: Sequence[ast.stmt]) -> set[str]:
     """The names statements assign anywhere in ``body`` (a loop's body: those it may change from turn to turn;

@@ -15,7 +15,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend.arithmetic import Arithmetic
 from svod.frontend.values import ArrayValue
 from svod.ir import AxisKind, Ops, UOp, substitute
-from svod.ir.ops import EFFECTS
+from svod.ir.ops import STATEMENTS
 from svod.ir.uop import is_state, memory_of, pointee
 
 
@@ -127,7 +127,7 @@ def unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
     but never reads, and most that it updates in place (``x[i] = x[i] * 2``; a scan's ``out[r, c - 1]``):
     their kernels are the builder's, and lower as its do. A gate keeps a held read (perhaps computed ahead
     of its branch) from reading where the branch is not taken; a read where its value is used needs none."""
-    changed = {memory_of(u.src[0].src[0]) for e in sink.src if e.op in EFFECTS for u in e.toposort()
+    changed = {memory_of(u.src[0].src[0]) for e in sink.src if e.op in STATEMENTS for u in e.toposort()
                if u.op is Ops.LOAD and is_state(u.src[0].src[0]) and _between(e, u.src[0].src[0], stated[e])}
     sink = substitute(sink, {u: u.src[0] for u in sink.toposort() if is_state(u) and u.src[0] not in changed})
     return substitute(sink, {u: u.replace(src=(u.src[0].replace(src=u.src[0].src[:2]),)) for u in sink.toposort()

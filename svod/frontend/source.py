@@ -30,6 +30,8 @@ class Located:
     dtypes: dict[DType, str] = field(default_factory=dict)
     loops: list[str] = field(default_factory=list)
     """The sequential loops' lines: a device that limits a work item's loop turns names them."""
+    endless: list[str] = field(default_factory=list)
+    """The lines of the loops without a bound (``while``): a device that limits loop turns refuses them."""
     names: dict[int, str] = field(default_factory=dict)
     """Per buffer slot, what the source calls it: an array argument's name, a carried local's cell."""
     variables: dict[str, str] = field(default_factory=dict)
@@ -49,6 +51,8 @@ class Located:
 
     def where(self, err: SvodError) -> str | None:
         value = err.value
+        if err.stage == "render" and "while loop" in err.detail and self.endless:
+            return ", ".join(self.endless)
         if err.stage in ("render", "launch") and isinstance(value, int) and "loop" in err.detail:
             return ", ".join(self.loops) or None
         if err.stage == "render" and "32 bits" in err.detail:  # the first index the source computes that may not fit

@@ -36,15 +36,16 @@ Every walk here follows the source's order and the UOps' toposorts; no set of UO
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import pylang
 from svod.frontend.arithmetic import BINARY
-from svod.frontend.loops import Loops
+from svod.frontend.loops import Loops, lazy
 from svod.frontend.memory import unstated
-from svod.frontend.values import ArrayValue, Builtin, MathFunction, Undefined, describe, is_atomic, is_number
+from svod.frontend.values import ArrayValue, Builtin, MathFunction, describe, is_atomic, is_number
 from svod.ir import AxisKind, Ops, UOp, substitute
 
 
@@ -90,7 +91,28 @@ class Translator(Loops):
                         "array arguments",
                         kernel=self.name, stage="translate", value="return")
                 continue
+            turn = self.turns[-1] if self.turns else None
+            mark = 0 if turn is None else len(turn.leaves)
             self.statement(stmt)
+            if turn is None or len(turn.leaves) == mark:
+                continue
+            left = [c for c in turn.leaves[mark:] if c is not None]  # the statement may leave: a break or continue
+            if len(left) == len(turn.leaves) - mark and position + 1 < len(body):
+                self.unless_left(body[position + 1:], functools.reduce(lambda a, b: a | b, map(lazy, left)), stmt)
+            return  # the rest ran where the turn was not left, or never (after a break or continue it always takes)
+
+    def unless_left(self, rest: Sequence[ast.stmt], left: UOp, stmt: ast.stmt) -> None:
+        """The statements ``rest`` after ``stmt``, which leaves the loop's turn where ``left`` holds: they run
+        only where it does not, and each local keeps, where it does, its value when the turn was left."""
+        saved_env, saved_gate = dict(self.env), self.gate
+        stay = left.ne(True)
+        self.gate = stay if saved_gate is None else saved_gate & stay
+        try:
+            self.block(rest)
+        finally:
+            self.gate = saved_gate
+        self.env = self.merged(left, saved_env, self.env, stmt, f"it is assigned after the break or continue at "
+                                                                 f"line {stmt.lineno}, which may skip it")
 
     def statement(self, stmt: ast.stmt) -> None:
         where = self.where(stmt)
@@ -119,6 +141,10 @@ class Translator(Loops):
             self.augmented(stmt)
         elif isinstance(stmt, ast.For):
             self.loop(stmt)
+        elif isinstance(stmt, ast.While):
+            self.while_loop(stmt)
+        elif isinstance(stmt, (ast.Break, ast.Continue)):
+            self.leave(stmt)
         elif isinstance(stmt, ast.If):
             self.branch(stmt)
         elif isinstance(stmt, ast.Expr):
@@ -205,18 +231,8 @@ class Translator(Loops):
             other = self.env
         finally:
             self.gate = saved_gate
-        merged: dict[str, Any] = {}
-        for name in dict.fromkeys([*taken, *other]):
-            a, b = taken.get(name), other.get(name)
-            if name not in taken or name not in other:
-                merged[name] = Undefined(name, f"it is assigned in one branch only of the if at line {stmt.lineno}")
-            elif a is b:
-                merged[name] = a
-            elif isinstance(a, Undefined) or isinstance(b, Undefined):
-                merged[name] = a if isinstance(a, Undefined) else b
-            else:
-                merged[name] = self.select(cond, a, b, stmt)
-        self.env = merged
+        self.env = self.merged(cond, taken, other, stmt, f"it is assigned in one branch only of the if at line "
+                                                         f"{stmt.lineno}")
 
     # ---- the final kernel -------------------------------------------------------------------------------
 

@@ -194,10 +194,47 @@ def test_suite_kernels_written_in_python_take_no_more_lines_than_numba(name):
 # ---- refusals ----------------------------------------------------------------------------------------------
 
 @svod.kernel
-def uses_while(out):
+def breaks_a_prange(out):
+    for i in svod.prange(out.shape[0]):
+        if i > 1:
+            break  # refused
+        out[i, 0] = 1
+
+
+@svod.kernel
+def continues_a_prange(out):
+    for i in svod.prange(out.shape[0]):
+        if i > 1:
+            continue  # refused
+        out[i, 0] = 1
+
+
+@svod.kernel
+def uses_while_else(out):
     i = 0
     while i < 3:  # refused
         i += 1
+        if i > 5:
+            break
+    else:
+        out[0, 0] = i
+
+
+@svod.kernel
+def never_ends(out):
+    i = 0
+    while True:  # refused
+        i += 1
+    out[0, 0] = i
+
+
+@svod.kernel
+def prange_inside_while(out):
+    t = 0
+    while t < 3:
+        for i in svod.prange(out.shape[0]):  # refused
+            out[i, 0] = t
+        t += 1
 
 
 @svod.kernel
@@ -235,18 +272,6 @@ def uses_list(out):
 def uses_dict(out):
     values = {"a": 1}  # refused
     out[0, 0] = values["a"]
-
-
-@svod.kernel
-def uses_break(out):
-    for _ in range(3):
-        break  # refused
-
-
-@svod.kernel
-def uses_continue(out):
-    for _ in range(3):
-        continue  # refused
 
 
 @svod.kernel
@@ -313,9 +338,11 @@ def stores_nothing(out):
 
 
 REFUSALS = {
-    uses_while: "a while loop", uses_try: "try", uses_with: "with", uses_lambda: "lambda",
-    uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict", uses_break: "break",
-    uses_continue: "continue", returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
+    breaks_a_prange: "break in a svod.prange loop", continues_a_prange: "continue in a svod.prange loop",
+    uses_while_else: "while ... else", never_ends: "never ends", prange_inside_while: "prange inside a sequential loop",
+    uses_try: "try", uses_with: "with", uses_lambda: "lambda",
+    uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict",
+    returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
 prange_inside_range: "prange inside a sequential loop",
     shares_a_local_across_work_items: "work items share no local", loops_over_an_array: "loops over range",
     slices: "a slice", uses_a_loop_local_after_it: "last is not defined here",
