@@ -1,5 +1,5 @@
 """Random Python kernels, each run on a device and as plain Python (``svod.frontend.oracle``), the outcomes
-compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED]`` sweeps COUNT kernels
+compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED] [--exits]`` sweeps COUNT kernels
 and prints how each outcome class fared (the test runs a fixed set of them: ``test_oracle.py``).
 
 A kernel is one ``svod.prange`` over the rows of ``out`` and ``x`` (same shape, dtypes drawn independently)
@@ -12,6 +12,9 @@ before. Expressions mix the arrays' values, locals, loop variables and weak cons
 conditional expressions. Some kernels race on purpose (a store every work item makes, or one through the
 index array) or read past a row: svod must refuse the first and raise ``IndexOutOfBoundsError`` for the second
 where Python raises ``IndexError``.
+
+With ``exits`` (``--exits`` on the command line), loops are also ``while`` loops (a counter bounds each, plus a
+drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditions.
 """
 
 from __future__ import annotations
@@ -61,12 +64,15 @@ class _Scope:
     loop: str | None = None
     """The innermost loop's variable, and what it runs over: ``columns``, ``rows`` or ``count``."""
     over: str = ""
+    sequential: bool = False
+    """Whether the innermost loop is a sequential one (a ``break`` leaves it)."""
 
 
 class _Writer:
-    def __init__(self, rng: random.Random, racy: bool) -> None:
+    def __init__(self, rng: random.Random, racy: bool, exits: bool = False) -> None:
         self.rng = rng
         self.racy = racy
+        self.exits = exits
         self.accesses: set[tuple[str, bool, bool]] = set()
         """(array, written, of another work item's row) of every access the body makes."""
         self.names = 0
@@ -150,6 +156,14 @@ class _Writer:
         return scope.locals
 
     def statement(self, scope: _Scope, indent: int, depth: int) -> None:
+        if self.exits and scope.sequential and self.rng.random() < 0.15:
+            leave = self.rng.choice(["break", "continue"])
+            if self.rng.random() < 0.2:
+                self.emit(indent, leave)  # the rest of the block is never run
+            else:
+                self.emit(indent, f"if {self.condition(scope)}:")
+                self.emit(indent + 1, leave)
+            return
         r = self.rng.random()
         if r < 0.25 or not scope.locals:
             name = self.fresh() if not scope.locals or self.rng.random() < 0.6 else self.rng.choice(scope.locals)
@@ -192,8 +206,17 @@ class _Writer:
             self.emit(indent, f"{name} = {self.rng.choice(['0', '0.0', '1', 'x[i, 0]'])}")
             before.append(name)
             scope.locals.append(name)
-        self.emit(indent, f"for {var} in {header}:")
-        inner = _Scope(list(before), var, "rows" if kind == "rows" else "count" if kind == "count" else "columns")
+        if self.exits and self.rng.random() < 0.4:  # a while: a counter bounds it, a drawn test may end it sooner
+            bound = "out.shape[1]" if kind in ("columns", "reversed") else "i + 1" if kind == "rows" else "3"
+            test = f" and {self.condition(scope)}" if self.rng.random() < 0.6 else ""
+            self.emit(indent, f"{var} = 0")
+            self.emit(indent, f"while {var} < {bound}{test}:")
+            self.emit(indent + 1, f"{var} += 1")
+            inner = _Scope(list(before), scope.loop, scope.over, sequential=True)
+        else:
+            self.emit(indent, f"for {var} in {header}:")
+            inner = _Scope(list(before), var, "rows" if kind == "rows" else "count" if kind == "count" else "columns",
+                           sequential=True)
         target = self.rng.choice(before)
         style = self.rng.randrange(3)
         if style == 0:
@@ -213,15 +236,15 @@ class _Writer:
             arms.append("else:")
         for arm in arms:
             self.emit(indent, arm)
-            inner = _Scope(list(before), scope.loop, scope.over)
+            inner = _Scope(list(before), scope.loop, scope.over, scope.sequential)
             self.block(inner, indent + 1, self.rng.randrange(1, 3), depth + 1)
         scope.locals = before  # a local one branch assigns is not defined after
 
 
-def generate(seed: int) -> Kernel:
+def generate(seed: int, exits: bool = False) -> Kernel:
     rng = random.Random(seed)
     racy = rng.random() < 0.1
-    writer = _Writer(rng, racy)
+    writer = _Writer(rng, racy, exits)
     scope = _Scope()
     writer.block(scope, 2, rng.randrange(2, 6), 0)
     if rng.random() < 0.08:  # past the row: i + 1 reaches rows
@@ -311,13 +334,13 @@ def _narrows_float64(compiled: Any, args: Sequence[np.ndarray], device: Device) 
     return any(u.dtype == svod.dtypes.float64 for u in compiled.build(*args).toposort())
 
 
-def sweep(count: int, devices: Sequence[Device], first: int = 0) -> Counter[str]:
-    """Outcomes of ``count`` kernels (seeds from ``first``) on each of ``devices``, counted by class; every
-    wrong answer is printed with its kernel."""
+def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = False) -> Counter[str]:
+    """Outcomes of ``count`` kernels (seeds from ``first``; with ``while``, ``break`` and ``continue`` where
+    ``exits``) on each of ``devices``, counted by class; every wrong answer is printed with its kernel."""
     tally: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(first, first + count):
-            kernel = generate(seed)
+            kernel = generate(seed, exits)
             compiled = load(kernel, Path(folder), seed)
             args = arguments(kernel, seed)
             for device in devices:
@@ -329,8 +352,11 @@ def sweep(count: int, devices: Sequence[Device], first: int = 0) -> Counter[str]
 
 
 def main(argv: Sequence[str]) -> None:
-    """``COUNT [DEVICE ...] [--first SEED]``."""
+    """``COUNT [DEVICE ...] [--first SEED] [--exits]``."""
     args = list(argv)
+    exits = "--exits" in args
+    if exits:
+        args.remove("--exits")
     first = 0
     if "--first" in args:
         at = args.index("--first")
@@ -339,7 +365,7 @@ def main(argv: Sequence[str]) -> None:
     count = int(args[0]) if args else 200
     names = args[1:] or ["CPU", "PYTHON", "CL:0", "WEBGPU:0"]
     devices = [svod.get_device(n) for n in names]
-    tally = sweep(count, devices, first)
+    tally = sweep(count, devices, first, exits)
     for name, n in sorted(tally.items()):
         print(f"{name:28s} {n}")
 

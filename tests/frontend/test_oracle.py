@@ -35,6 +35,16 @@ def test_random_python_kernels_compute_what_python_does_or_are_refused(device, s
     assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 1 << 30))
+def test_random_kernels_with_while_break_and_continue_compute_what_python_does(device, seed):
+    """The same, with ``while`` loops, ``break`` and ``continue`` drawn too (a device that limits loop turns
+    refuses a ``while``, which is a limit it states)."""
+    kernel = generate(seed, exits=True)
+    result = outcome(kernel, load(kernel, _FOLDER, seed), device, arguments(kernel, seed))
+    assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
+
+
 @pytest.mark.parametrize("name", sorted(PYTHON_KERNELS))
 def test_the_suites_python_kernels_compute_what_python_does(device, name):
     workload = SMALL_WORKLOADS[name]()
