@@ -355,6 +355,97 @@ def test_an_unconditional_break_runs_one_turn(device):
     agrees(unconditional_break, device, np.zeros(4, np.int32), np.arange(12, dtype=np.int32).reshape(4, 3) + 1)
 
 
+# ---- loops inside loops, reads of what the loop writes -----------------------------------------------------
+
+@svod.kernel
+def nested_carry(out, x):
+    for i in svod.prange(x.shape[0]):
+        total = 0
+        for j in range(x.shape[1]):
+            k = 0
+            while k < x[i, j]:
+                total += 1
+                k += 1
+        out[i] = total
+
+@svod.kernel
+def reads_what_it_writes(out, x):
+    for i in svod.prange(x.shape[0]):
+        c = 0
+        while x[i] > 0 or c < 2:
+            x[i] -= 3
+            c += 1
+        out[i] = c
+
+@svod.kernel
+def while_in_while(out, x):
+    for i in svod.prange(x.shape[0]):
+        a = x[i]
+        steps = 0
+        while a > 1:
+            b = a
+            while b % 2 == 0:
+                b //= 2
+                steps += 1
+            a = b - 1 if b > 1 else b
+            steps += 10
+        out[i] = steps
+
+@svod.kernel
+def break_with_store_same_array(x):
+    for i in svod.prange(x.shape[0]):
+        for j in range(1, x.shape[1]):
+            if x[i, j - 1] > 5:
+                break
+            x[i, j] = x[i, j - 1] + x[i, j]
+
+@svod.kernel
+def continue_in_while(out, x):
+    for i in svod.prange(x.shape[0]):
+        j = 0
+        s = 0.0
+        while j < x.shape[1]:
+            j += 1
+            if x[i, j - 1] < 0:
+                continue
+            s += x[i, j - 1]
+            if s > 3.0:
+                break
+        out[i] = s
+
+@svod.kernel
+def float32_while(out, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        n = 0
+        while v > svod.float32(1.0):
+            v = v * svod.float32(0.5)
+            n += 1
+        out[i] = n
+
+
+MORE = {
+    "nested_carry": (nested_carry, lambda: [np.zeros(5, np.int32), np.arange(15, dtype=np.int32).reshape(5, 3) % 4]),
+    "reads_what_it_writes": (reads_what_it_writes,
+                             lambda: [np.zeros(6, np.int32), np.arange(6, dtype=np.int32) * 4 - 3]),
+    "while_in_while": (while_in_while, lambda: [np.zeros(9, np.int32), np.arange(9, dtype=np.int32) * 7 + 1]),
+    "break_with_store_same_array": (break_with_store_same_array,
+                                    lambda: [np.arange(24, dtype=np.int32).reshape(4, 6) % 5]),
+    "continue_in_while": (continue_in_while,
+                          lambda: [np.zeros(4, np.float32), (np.arange(20, dtype=np.float32).reshape(4, 5) - 8) / 3]),
+    "float32_while": (float32_while, lambda: [np.zeros(7, np.int32), np.linspace(0.1, 1000, 7).astype(np.float32)]),
+}
+"""A while's test reading the array its body writes, a while in a while, one carrying a local of the loop
+around it, a break in a loop that stores into the array its test reads."""
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_loops_around_loops_and_reads_of_what_they_write(device, name):
+    kernel, make = MORE[name]
+    endless = name != "break_with_store_same_array"
+    agrees(kernel, device, *make(), endless=endless)
+
+
 # ---- out of bounds -------------------------------------------------------------------------------------------
 
 @svod.kernel
