@@ -13,10 +13,11 @@ types must be identical.
 
 An error is a result like any other: a backend agrees with a reference that raised only by raising the
 same error class for the same reason (the same message; for an access out of bounds, the same buffer, and
-then the arrays must agree too). A backend that raises where the reference computes differs, and so does
-one that computes where the reference raised. A backend is left uncompared, and the report says why, only
-where svod states beforehand that it cannot run the kernel as the reference does: it cannot hold one of
-the kernel's dtypes, or (unless named in ``devices``) it computes floats without IEEE 754's promises.
+then the arrays must agree too, unless a loop without a bound ends at the failure: a ``while``). A backend
+that raises where the reference computes differs, and so does one that computes where the reference raised.
+A backend is left uncompared, and the report says why, only where svod states beforehand that it cannot run
+the kernel as the reference does: it cannot hold one of the kernel's dtypes, it limits loop turns and the
+kernel has a ``while``, or (unless named in ``devices``) it computes floats without IEEE 754's promises.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, SvodEr
 from svod.frontend.api import run
 from svod.frontend.oracle import python_arguments, run_as_python
 from svod.frontend.pykernel import Kernel
-from svod.ir import UOp, kernel_label
+from svod.ir import Ops, UOp, kernel_label
+from svod.ir.uop import is_unbounded
 from svod.runtime import ExecutionPlan, load_plan
 
 DEFAULT_ULPS = 16
@@ -162,7 +164,10 @@ def _same_failure(expected: Exception, got: SvodError) -> bool:
     return expected.detail == got.detail
 
 
-def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> BackendResult:
+def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int, settled: bool = True) -> BackendResult:
+    """``outcome`` against ``reference``. ``settled``: the arrays after an access out of bounds are the kernel's
+    with the bad accesses skipped; not where a loop without a bound ends once an access has failed (a
+    ``while``), at a turn that depends on which work items saw the failure when."""
     wanted, raised = reference.error, outcome.error
     if raised is not None and wanted is None:
         return BackendResult(name, False, error=f"raised {raised!s} where the reference computed")
@@ -172,7 +177,7 @@ def _compare(name: str, reference: _Outcome, outcome: _Outcome, ulps: int) -> Ba
         if not _same_failure(wanted, raised):
             return BackendResult(name, False, error=f"raised {raised!s} where the reference raised "
                                                     f"{type(wanted).__name__}: {_detail(wanted)}")
-        if not isinstance(wanted, IndexOutOfBoundsError):  # plain Python stops at its IndexError; svod goes on
+        if not isinstance(wanted, IndexOutOfBoundsError) or not settled:  # plain Python stops at its IndexError
             return BackendResult(name, True)
         # the kernel ran with the bad accesses skipped: the arrays must still agree
     for position, (expected, got) in enumerate(zip(reference.arrays, outcome.arrays, strict=True)):
@@ -207,11 +212,15 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     """Why ``device`` is not compared on ``ast``, or None. It cannot hold a dtype of the kernel (its renderer
     refuses the kernel for that before compiling: a limit svod states, not a difference); or, unless it
     was named, it does not keep IEEE 754 floats (``caps.ieee_floats``) and the kernel computes floats,
-    which the comparison needs bit for bit."""
+    which the comparison needs bit for bit; or it stops a work item's loops after a number of turns
+    (``caps.max_loop_turns``) and the kernel has a loop without a bound (a ``while``), which it refuses."""
     try:
         check_dtypes(ast, device.caps, device.device, name)
     except GraphError as err:
         return err.detail
+    if device.caps.max_loop_turns is not None and _endless(ast):
+        return (f"{device.device} stops a work item's loops after {device.caps.max_loop_turns} turns, and the kernel "
+                "has a while loop, whose turns nothing bounds")
     if not named and not device.caps.ieee_floats and any(
             (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).is_float for u in ast.toposort()):
         return (f"{device.device} does not keep IEEE 754 floats (caps.ieee_floats) and the kernel computes "
@@ -277,8 +286,13 @@ def _report(ast: UOp, inputs: list[np.ndarray], reference: _Outcome, label: str,
             continue
         outcome = _outcome(ast, inputs, device, var_vals)
         outcome = _Outcome(outcome.arrays[:compared], outcome.error)
-        report.results.append(_compare(target_label, reference, outcome, ulps))
+        report.results.append(_compare(target_label, reference, outcome, ulps, not _endless(ast)))
     return report
+
+
+def _endless(ast: UOp) -> bool:
+    """Whether ``ast`` has a loop without a bound (a ``while``)."""
+    return any(u.op is Ops.RANGE and is_unbounded(u) for u in ast.toposort())
 
 
 def _check_plan(plan: ExecutionPlan, bound: dict[int | str, Any], devices: Sequence[str | Device] | None,
@@ -302,8 +316,9 @@ def _check_plan(plan: ExecutionPlan, bound: dict[int | str, Any], devices: Seque
             if why is not None:
                 report.results.append(BackendResult(label, True, skipped=why))
                 continue
+            settled = not any(_endless(step.ast) for step in plan.prepared_kernels)
             report.results.append(_compare(label, reference, _run_plan(bundle, device, contents, bound, var_vals),
-                                           ulps))
+                                           ulps, settled))
     return report
 
 
