@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +68,7 @@ class Turn:
     breaks: list[UOp | None] = field(default_factory=list)
 
 
-class TranslationContext:
+class TranslationContext(ABC):
     """What a translation holds as it goes: the source it walks (a ``@svod.func``'s while it is inlined),
     the builder, the locals (``env``), the loops and the gate around the statement being translated, the
     buffers' versions, the ranges and cells made so far, and where each part comes from (``located``)."""
@@ -112,9 +113,10 @@ class TranslationContext:
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
         return self.refuse(node, f"{_construct(node)} is not supported in a kernel{extra}")
 
+    @abstractmethod
     def block(self, body: Sequence[ast.stmt], top: bool = False) -> None:
-        """Translate the statements ``body`` in order: the top part's (``Translator.block``)."""
-        raise NotImplementedError
+        """Translate the statements ``body`` in order: the top part's (``Translator.block``), which the parts
+        below it call for a loop's body and an inlined function."""
 
 
 __all__ = ["REFUSED", "Loop", "TranslationContext", "Turn"]
