@@ -8,7 +8,7 @@ C semantics as svod defines them, and the ranges each node depends on are found 
 
 - A kernel's work items are the combinations of its GLOBAL ranges. They are independent (the race checks
   make sure of it), so the interpreter runs all of them at once: a value is a numpy array over the
-  parallel ranges it depends on.
+  parallel ranges it depends on. A register (``DEFINE_REG``) is an element per work item.
 - Within a work item, effects (STORE, ATOMIC) happen in SINK order, each over the LOOP ranges it depends
   on, in order, one iteration at a time. Effects next to each other in the SINK share the outer loops
   they have in common, as in the Python loops ``for l: (A; B)``: each turn runs A, then B. A value read
@@ -48,7 +48,7 @@ from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import STATEMENTS
-from svod.ir.uop import is_unbounded
+from svod.ir.uop import is_unbounded, memory_of, pointee
 from svod.ir.validate import kernel_label, validate
 
 Array = np.ndarray
@@ -128,7 +128,7 @@ class _Run:
         self.topo = ast.toposort()
         self.deps = _range_dependencies(self.topo)
         self.reads = _buffers_read(self.topo)
-        self.writes = {u.arg: 0 for u in self.topo if u.op is Ops.PARAM}
+        self.writes = {_slot(u): 0 for u in self.topo if u.op in (Ops.PARAM, Ops.DEFINE_REG)}
         """How many effects have written each buffer: a value read from memory without a state is cached
         with these counts."""
         self.ends: dict[UOp, int] = {}
@@ -148,6 +148,9 @@ class _Run:
         self.masks: dict[int, Array] = {}
         self.mask_ids: dict[tuple[tuple[int, ...], bytes], int] = {}
         self.memory = {u.arg: self._memory(u, addresses) for u in self.topo if u.op is Ops.PARAM}
+        self.item: Array = np.zeros((), np.int64)
+        """Each work item's number, in the order of its parallel ranges: its element of a register's memory
+        (``run`` sets it)."""
 
     # ---- memory ----------------------------------------------------------------------------------------
 
@@ -178,6 +181,10 @@ class _Run:
             axis_shape = list(shape)
             axis_shape[k] = end
             values[r] = np.arange(end, dtype=np.int64).reshape(axis_shape)
+        for r, end in zip(parallel, ends, strict=True):
+            self.item = self.item * end + values[r]
+        registers = [u for u in self.topo if u.op is Ops.DEFINE_REG]
+        self.memory.update({_slot(u): np.zeros(math.prod(ends), _numpy(pointee(u))) for u in registers})
         empty = {r for r, end in zip(parallel, ends, strict=True) if end == 0}
         effects = [e for e in self.ast.src if e.op in STATEMENTS and not empty & self.deps[e]]
         everyone = self.mask_id(np.asarray(True))
@@ -243,11 +250,11 @@ class _Run:
 
     def effect(self, effect: UOp, frame: _Frame, mask: int) -> None:
         target = effect.src[0]
-        slot = target.src[0].src[0].arg if target.src[0].op is Ops.AFTER else target.src[0].arg
+        slot = _slot(memory_of(target.src[0]))
         buffer = self.memory[slot]
         self.hold(effect, slot, target.src[0].arg if target.src[0].op is Ops.AFTER else None, frame)
         active = self.gated(target, frame, mask)
-        index = self.evaluate(target.src[1], frame, self.mask_id(active))
+        index = self.element(target, frame, self.mask_id(active))
         value = self.evaluate(effect.src[1], frame, self.mask_id(active))
         named = [self.evaluate(r, frame, mask) for r in effect.src[2:]]  # ranges it runs over, used or not
         items = np.zeros([self.ends[r] if r in self.deps[effect] else 1 for r in self.ends], dtype=bool)
@@ -268,6 +275,12 @@ class _Run:
             for condition in _conjuncts(index.src[2]):
                 active = active & self.evaluate(condition, frame, self.mask_id(active))
         return active
+
+    def element(self, index: UOp, frame: _Frame, mask: int) -> Array:
+        """The element ``index`` accesses in its memory: a buffer's at its offset, a register's the work
+        item's own."""
+        offset = self.evaluate(index.src[1], frame, mask)
+        return self.item + offset if memory_of(index.src[0]).op is Ops.DEFINE_REG else offset
 
     def hold(self, effect: UOp, slot: int, version: int | None, frame: _Frame) -> None:
         """Before ``effect`` writes buffer ``slot`` as its state ``version``: read every held value of that
@@ -388,10 +401,10 @@ class _Run:
         return _alu(op, node.dtype, node.src[-1].dtype, args)
 
     def load(self, index: UOp, frame: _Frame, mask: int) -> Array:
-        slot = index.src[0].src[0].arg if index.src[0].op is Ops.AFTER else index.src[0].arg
+        slot = _slot(memory_of(index.src[0]))
         buffer = self.memory[slot]
         active = self.gated(index, frame, mask)
-        position = self.evaluate(index.src[1], frame, self.mask_id(active))
+        position = self.element(index, frame, self.mask_id(active))
         position, active = np.broadcast_arrays(position, active)
         ok = self.checked(slot, buffer, np.ravel(position), np.ravel(active)).reshape(position.shape)
         safe = np.where(ok, position, 0)
@@ -463,13 +476,18 @@ def _range_dependencies(topo: Sequence[UOp]) -> dict[UOp, frozenset[UOp]]:
     return deps
 
 
+def _slot(memory: UOp) -> int:
+    """The key of a buffer's (PARAM's) memory, its slot; or of a register's, a negative number of its own."""
+    return memory.arg if memory.op is Ops.PARAM else -1 - memory.arg
+
+
 def _buffers_read(topo: Sequence[UOp]) -> dict[UOp, tuple[int, ...]]:
     """For every node, the slots of the buffers loaded below it without a memory state, in slot order."""
     reads: dict[UOp, tuple[int, ...]] = {}
     for node in topo:
         slots = {slot for s in node.src for slot in reads[s]}
-        if node.op is Ops.LOAD and node.src[0].src[0].op is Ops.PARAM:
-            slots.add(node.src[0].src[0].arg)
+        if node.op is Ops.LOAD and node.src[0].src[0].op in (Ops.PARAM, Ops.DEFINE_REG):
+            slots.add(_slot(node.src[0].src[0]))
         reads[node] = tuple(sorted(slots))
     return reads
 
@@ -484,12 +502,12 @@ def _held_reads(topo: Sequence[UOp], deps: Mapping[UOp, frozenset[UOp]]) -> dict
         own: dict[int, int] = {}
         if node.op is Ops.LOAD and node.src[0].src[0].op is Ops.AFTER:
             state = node.src[0].src[0]
-            own[state.src[0].arg] = state.arg
+            own[_slot(state.src[0])] = state.arg
         elif node.op is Ops.REDUCE:
             for load in node.src[0].toposort():
                 if load.op is Ops.LOAD and load.src[0].src[0].op is Ops.AFTER and not deps[load] <= deps[node]:
                     state = load.src[0].src[0]
-                    own[state.src[0].arg] = max(state.arg, own.get(state.src[0].arg, state.arg))
+                    own[_slot(state.src[0])] = max(state.arg, own.get(_slot(state.src[0]), state.arg))
         for slot, version in own.items():
             held.setdefault(slot, []).append((version, node))
     for reads in held.values():

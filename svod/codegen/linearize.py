@@ -172,7 +172,8 @@ class _Linearizer:
             if e.op is not Ops.BARRIER:
                 for r in self.scopes[e]:
                     self.written_in.setdefault(r, {})[memory_of(e.src[0].src[0])] = None
-        self.registers = 0
+        self.registers = 1 + max((u.arg for u in topo if u.op is Ops.DEFINE_REG), default=-1)
+        """The slot of the next reduction's register: after the kernel's own (a carried local's)."""
         self.blocks = 0
         self.looped: set[UOp] = set()
         """The ranges a loop has been opened for."""
@@ -412,6 +413,9 @@ class _Linearizer:
         return self.memo[(node, self.place(node))]
 
     def build(self, u: UOp, block: _Block) -> UOp:
+        if u.op is Ops.DEFINE_REG:  # a work item's register: declared once, before the body, whichever uses it
+            self.leaves.setdefault(u, None)
+            return u
         if u.op in LEAVES:
             if u not in self.leaves:
                 self.leaves[u] = None

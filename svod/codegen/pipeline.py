@@ -65,7 +65,7 @@ from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symb
 from svod.dtype import DeviceSpec, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
-from svod.ir.uop import exits, pointee
+from svod.ir.uop import exits, pointee, runs_as_written
 from svod.ir.validate import kernel_label, validate
 
 
@@ -201,7 +201,7 @@ def _limits(target: Target) -> WorkGroupLimits:
 
 
 def _per_item(sink: UOp, target: Target) -> UOp | None:
-    if target.caps.dedicated_local_memory or exits(sink):
+    if target.caps.dedicated_local_memory or runs_as_written(sink):
         return None
     lowered = reduce_per_item(sink, _limits(target))
     return lowered if lowered is not None and loops_fit(lowered, target) else None
@@ -228,10 +228,10 @@ FRONT: tuple[LoweringStep, ...] = (
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
 CPU: tuple[LoweringStep, ...] = (
-    Pass("tile_for_cpu", _rewrite(lambda sink, t: None if exits(sink) else
+    Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
-    Pass("privatize_atomics", _rewrite(lambda sink, t: None if exits(sink) else privatize_atomics(sink))),
+    Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
 """A CPU: tiles for its vector registers, GLOBAL ranges spread over threads, each adding into a private
@@ -240,13 +240,13 @@ copy of a small buffer of atomic adds, and gated loads made branch-free where th
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (
         Pass("tile_matmul", _rewrite(lambda sink, t: tile_matmul(sink, _limits(t), t.caps.local_memory)
-                                     if t.caps.dedicated_local_memory and not exits(sink) else None)),
+                                     if t.caps.dedicated_local_memory and not runs_as_written(sink) else None)),
         Then("upcast", (
-            Pass("upcast_reductions", _rewrite(lambda sink, t: sink if exits(sink) else
+            Pass("upcast_reductions", _rewrite(lambda sink, t: sink if runs_as_written(sink) else
                                                upcast_reductions(sink, masked=True, lanes=t.caps.vector_lanes))),
             FirstOf("launch", (
                 Pass("reduce_per_item", _rewrite(_per_item)),
-                Pass("share_reductions", _rewrite(lambda sink, t: None if exits(sink) else
+                Pass("share_reductions", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                                   share_reductions(sink, _limits(t), t.caps.local_memory))),
                 Pass("to_gpu_indices", _rewrite(_launch)),
             )),
@@ -279,7 +279,7 @@ def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, .
     (two parts where it packs ``b``), or the two parts of a split reduction where the device has parallelism
     to spread the first over. Parts take the kernel's buffers and, after them, one scratch buffer (the last
     PARAM of the first part)."""
-    if exits(ast):
+    if runs_as_written(ast):
         return (ast,)
     split = None if target.gpu else block_matmul(ast, target.caps.l2_bytes)
     if trace is not None and not target.gpu:

@@ -238,7 +238,10 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
     loads = _loads_below([root for root, _ in roots])
     for root, condition in roots:
         if root in loads:
-            reach(root, (None,) if condition is None else push(condition, (None,)))
+            guards: Guards = (None,)
+            for clause in _conjuncts(condition):  # one clause each: roots whose gates share conditions share them
+                guards = push(clause, guards)
+            reach(root, guards)
     for node in sorted(loads, key=order.__getitem__, reverse=True):
         guards = around[node]
         if node.op is Ops.WHERE:
@@ -251,6 +254,15 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
                 reach(s, c)
     ranges: dict[UOp, frozenset[UOp]] = {}
     return {node: [_condition(g, _ranges(node, ranges), ranges) for g in guards] for node, guards in around.items()}
+
+
+def _conjuncts(condition: UOp | None) -> list[UOp]:
+    """The conditions ``condition`` is the AND of, outermost (first stated) first."""
+    if condition is None:
+        return []
+    if condition.op is Ops.AND and condition.dtype == dtypes.bool:
+        return [*_conjuncts(condition.src[0]), *_conjuncts(condition.src[1])]
+    return [condition]
 
 
 def _ranges(node: UOp, known: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
@@ -305,11 +317,12 @@ def _condition(clauses: _Clauses | None, within: frozenset[UOp], ranges: dict[UO
 # ---- races -----------------------------------------------------------------------------------------------
 
 def check_races(sink: UOp, kernel: str) -> None:
-    """Refuse a kernel whose parallel work items may write one element, or read one another writes."""
+    """Refuse a kernel whose parallel work items may write one element, or read one another writes. A
+    register is each work item's own: no other sees it."""
     topo = sink.toposort()
     order = {u: i for i, u in enumerate(topo)}
     parallel = _parallel_ranges(topo)
-    effects = [e for e in sink.src if e.op in EFFECTS]
+    effects = [e for e in sink.src if e.op in EFFECTS and memory_of(e.src[0].src[0]).op is not Ops.DEFINE_REG]
     if not effects:
         return
     stores: dict[UOp, list[UOp]] = {}
@@ -327,6 +340,8 @@ def check_races(sink: UOp, kernel: str) -> None:
     for e in [s for s in sink.src if s.op in STATEMENTS]:  # a loop's exit test reads as an effect's value does
         for index, guard in _loads_with_guards(e, order):
             buffer = memory_of(index.src[0])
+            if buffer.op is Ops.DEFINE_REG:
+                continue
             if buffer in atomics:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
                                             "kernel")

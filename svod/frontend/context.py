@@ -71,7 +71,7 @@ class Turn:
 class TranslationContext(ABC):
     """What a translation holds as it goes: the source it walks (a ``@svod.func``'s while it is inlined),
     the builder, the locals (``env``), the loops and the gate around the statement being translated, the
-    buffers' versions, the ranges and cells made so far, and where each part comes from (``located``)."""
+    buffers' versions, the ranges and registers made so far, and where each part comes from (``located``)."""
 
     def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any],
                  platform: Platform = HOST) -> None:
@@ -89,9 +89,8 @@ class TranslationContext(ABC):
         self.located = Located(names={v.buffer.param.arg: v.name for v in arguments.values()
                                       if isinstance(v, ArrayValue)}, variables=size_names(arguments))
         self.inlining: list[pylang.Func] = []
-        self.cell_of: dict[tuple[Any, ...], tuple[UOp, UOp]] = {}
-        self.cells: list[tuple[UOp, Any]] = []
-        """The buffers of carried locals (``cell``), each with its size: the call allocates them."""
+        self.cell_of: dict[tuple[Any, ...], UOp] = {}
+        """The register of each carried local (``cell``), by the loop's place in the source, its name and dtype."""
         self.versions: dict[UOp, int] = {}
         """How many effects the statements so far state on each buffer: the version of its memory state."""
         self.least_sizes: dict[UOp, list[tuple[int, str, int]]] = {}

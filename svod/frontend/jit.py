@@ -322,7 +322,6 @@ class Builder:
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
-        slots += [self.add_array(None, cell.dtype, cell.shape) for cell in bound.arrays[len(slots):]]
         self.located[name] = bound.located
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
 

@@ -1,7 +1,7 @@
 """A kernel's ``for`` loops: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range. A local the body changes is
 stated again with a placeholder in its place: what the body makes of the placeholder says whether it is a
 reduction (``s op= e``, ``s = max(s, e)``, also under ``if``: a REDUCE over a range of its own) or is carried
-from turn to turn in a cell (``svod.frontend.memory``)."""
+from turn to turn in a register (``svod.frontend.memory``)."""
 
 from __future__ import annotations
 
@@ -240,30 +240,30 @@ class Loops(Expressions):
               changed: list[str], exits: bool = False) -> dict[str, Any]:
         """The values after the loop of the locals it ``changed``. The body is stated again with a placeholder
         for each: one whose turn makes ``p op term`` of it, and that the loop reads nowhere else, is a
-        reduction over the loop's range; the others are carried from turn to turn in a cell of their own per
-        work item (``cell``): stored before the loop and at the end of each turn, loaded at the start of each
-        turn (held, as every read is, until the turn ends) and after the loop. Whatever a carried local's cell
-        makes of another local carries that one too, so the body is stated until no more locals join them. A
+        reduction over the loop's range; the others are carried from turn to turn in a register of their own
+        (``cell``): stored before the loop and at the end of each turn, loaded at the start of each turn (held,
+        as every read is, until the turn ends) and after the loop. Whatever a carried local's register makes of
+        another local carries that one too, so the body is stated until no more locals join them. A
         loop that ``exits`` early (a ``while``, a ``break``) carries every local it changes: a reduction folds
         every turn of its range."""
         name = stmt.target.id if isinstance(stmt, ast.For) else None  # type: ignore[attr-defined]
         first = dict(self.env)
         placeholders = {n: self.placeholder(n, self.holding(n, before[n], first[n])) for n in changed}
-        cells: dict[str, tuple[UOp, UOp]] = {}
+        cells: dict[str, UOp] = {}
         while True:
             self.k.discard_effects(start.effects)
             self.versions = dict(start.versions)
             self.env = dict(before)
             with self.outside_loop():  # each cell starts before the loop
-                for n, (param, at) in cells.items():
-                    self.cell_store(param, at, before[n])
+                for n, register in cells.items():
+                    self.cell_store(register, before[n])
             self.env.update({n: p for n, p in placeholders.items() if n not in cells})
-            self.env.update({n: self.memory(param).index(at).load() for n, (param, at) in cells.items()})
+            self.env.update({n: self.cell_load(register) for n, register in cells.items()})
             if name is not None:
                 self.env[name] = variable
             turn = self.turn(stmt)
-            for n, (param, at) in cells.items():  # each turn ends storing what it made of the carried locals
-                self.cell_store(param, at, self.env[n])
+            for n, register in cells.items():  # each turn ends storing what it made of the carried locals
+                self.cell_store(register, self.env[n])
             grown = {n: self.holding(n, p, self.env[n]) for n, p in placeholders.items()}
             grown = {n: dtype for n, dtype in grown.items() if dtype != placeholders[n].dtype}
             if grown:  # a turn makes a value of a wider dtype: the local holds that from the start
@@ -280,7 +280,7 @@ class Loops(Expressions):
             for n in joining:
                 cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
         with self.outside_loop():
-            results: dict[str, Any] = {n: self.memory(param).index(at).load() for n, (param, at) in cells.items()}
+            results: dict[str, Any] = {n: self.cell_load(register) for n, register in cells.items()}
         for n, split in splits.items():
             assert split is not None
             op, term = split

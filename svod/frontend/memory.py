@@ -1,7 +1,7 @@
 """A kernel's buffers as its statements see them: every access goes through the buffer's memory state at its
 statement (``UOp.state``: the effects stated on it so far), gated by the conditions around it, its indices
 checked against their dimensions; every store and atomic names the loops it runs in. The locals a loop carries
-from turn to turn live in cells of their own (``cell``). The states that change nothing are dropped at the end
+from turn to turn live in registers of their own (``cell``). The states that change nothing are dropped at the end
 (``unstated``)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from svod.ir.uop import is_state, memory_of, pointee
 
 
 class Memory(Arithmetic):
-    """Reads and writes of array arguments and of the cells of carried locals."""
+    """Reads and writes of array arguments and of the registers of carried locals."""
 
     def memory(self, param: UOp) -> UOp:
         """The memory state of buffer ``param`` at the statement being translated (``UOp.state``): the
@@ -90,31 +90,41 @@ class Memory(Arithmetic):
         target = self.element(array, index)
         self.wrote(array.buffer.param, self.k.store(target, value, *self.running(target, value)))
 
-    # ---- the cells of carried locals --------------------------------------------------------------------
+    # ---- the registers of carried locals -----------------------------------------------------------------
 
-    def cell(self, key: tuple[Any, ...], dtype: DType) -> tuple[UOp, UOp]:
-        """A carried local's memory: one element per work item of the enclosing parallel loops (an extra
-        buffer argument the call allocates), and this work item's element. One per ``key`` (the loop's place
-        in the source and the local's name): stating a loop again reuses it."""
+    def cell(self, key: tuple[Any, ...], dtype: DType) -> UOp:
+        """A carried local's register (``UOp.register``): one element that each work item of the enclosing
+        parallel loops has a copy of, read
+        and written at index 0 through its memory states as a buffer is. One per ``key`` (the loop's place in
+        the source and the local's name): stating a loop again reuses it."""
         known = self.cell_of.get((*key, dtype))
-        if known is not None:
-            return known
-        parallel = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL]
-        size: Any = 1
-        at: Any = 0
-        for g in parallel:
-            size = self.binary("*", size, g.src[0])
-            at = self.binary("+", self.binary("*", at, g.src[0]), g)
-        param = self.k.buffer(self.platform.storage(dtype), size)
-        self.cells.append((param, size))
-        self.located.names[param.arg] = f"the memory that carries local {key[-1]} from turn to turn"
-        self.cell_of[(*key, dtype)] = param, at if isinstance(at, UOp) else UOp.index_const(at)
-        return self.cell_of[(*key, dtype)]
+        if known is None:
+            items = [loop.range for loop in self.loops if loop.kind is AxisKind.GLOBAL]
+            known = self.cell_of[(*key, dtype)] = UOp.register(len(self.cell_of), self.platform.storage(dtype), *items)
+        return known
 
-    def cell_store(self, param: UOp, at: UOp, value: Any) -> None:
-        target = self.memory(param).index(at, self.gate)
-        value = self.cast(value, pointee(param))
-        self.wrote(param, self.k.store(target, value, *self.running(target, value)))
+    def cell_store(self, register: UOp, value: Any) -> None:
+        """Store a carried local's value of this turn into its register. Where the value is the register's
+        own unless conditions hold (an ``if`` that assigns the local: ``where(c, new, held)``), the store is
+        gated by them instead and stores ``new``: the turns that leave the local as it is then skip the
+        work of computing it, and an escape test (Mandelbrot's) costs no more after the escape. Only a
+        condition that reads no array moves into the gate: a gate's conditions are all computed where the
+        store is, and a read in one may be safe only where an outer condition holds."""
+        value = self.cast(value, pointee(register))
+        held, gate = self.cell_load(register), self.gate
+        while isinstance(value, UOp) and value.op is Ops.WHERE and held in value.src[1:] and \
+                not any(u.op is Ops.PARAM for u in value.src[0].toposort()):
+            kept = value.src[1] is held
+            condition = value.src[0].ne(True) if kept else value.src[0]
+            gate = condition if gate is None else gate & condition
+            value = value.src[2] if kept else value.src[1]
+        if value is held:
+            return
+        target = self.memory(register).index(UOp.index_const(0), gate)
+        self.wrote(register, self.k.store(target, value, *self.running(target, value)))
+
+    def cell_load(self, register: UOp) -> UOp:
+        return self.memory(register).index(UOp.index_const(0)).load()
 
 
 # ---- the final kernel -----------------------------------------------------------------------------------

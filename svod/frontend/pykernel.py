@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer, Device
-from svod.device.launch import evaluate
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
@@ -42,7 +41,7 @@ from svod.frontend.source import Located, Source
 from svod.frontend.translate import Translator
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
-from svod.ir.uop import memory_of, pointee
+from svod.ir.uop import memory_of
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
@@ -60,9 +59,6 @@ class Built:
     scalars: tuple[tuple[str, int], ...]
     variables: frozenset[str]
     """The variables the kernel kept (one a branch or loop it does not take used is gone)."""
-    cells: tuple[tuple[DType, int | UOp], ...] = ()
-    """The dtype and size of each extra buffer the kernel takes after the arguments' arrays: the cells of the
-    locals its loops carry from turn to turn (``Translator.cell``), allocated per call."""
     least: tuple[tuple[str, int, str, int], ...] = ()
     """The sizes a constant index needs: ``(variable, least size, array, axis)``, checked at each call."""
     bounds: tuple[tuple[str, int, int], ...] = ()
@@ -165,8 +161,6 @@ class Kernel:
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
         self._check_bounds(built, var_vals, bits)
         arrays = [v for v in values if _is_array(v)]
-        arrays += [np.empty(size if isinstance(size, int) else evaluate(size, var_vals), dtype.numpy)
-                   for dtype, size in built.cells]
         return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals))
 
     def plan_kernel(self, buffers: Sequence[Buffer],
@@ -331,13 +325,12 @@ class Kernel:
         translator = Translator(self._source, self.name, k, env, platform)
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
-        cells = tuple((pointee(param), size) for param, size in translator.cells)
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
         bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR)
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
-        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, cells, least, bounds, written,
+        return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,
                      _local_dtypes(translator.env, platform))
 
 
@@ -369,10 +362,6 @@ class Shaped:
         args = [(0 if isinstance(scalars[p], str) else scalars[p]) if p in scalars else next(examples)
                 for p in self.kernel.parameters]
         bound = self.kernel.bind(*args, device=buffers[0].device_object if buffers else None)
-        if len(bound.arrays) > len(arrays):
-            raise BufferMismatchError(f"{name} carries a local from one turn of a loop to the next in memory of "
-                                      "its own, which a plan does not hold yet; call it directly", kernel=name,
-                                      stage="plan", value=len(bound.arrays) - len(arrays))
         named = {p for p, value in scalars.items() if isinstance(value, str)}
         return bound.ast, {k: v if isinstance(v, float) else int(v) for k, v in bound.var_vals.items()
                            if k not in named}

@@ -266,6 +266,18 @@ class UOp:
         return UOp(Ops.PARAM, dtype.ptr(size), (), slot)
 
     @staticmethod
+    def register(slot: int, dtype: DType, *items: UOp) -> UOp:
+        """Register ``slot``: one ``dtype`` element that each work item of the parallel ranges ``items`` has a
+        copy of (a local that a loop carries from turn to turn). Accessed at index 0 through memory states, as
+        a buffer is; no other work item sees it, and it lives in a machine register once the backend has
+        promoted it. Its sources say whose it is: what reads it depends on them as on a work item's index."""
+        if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
+            raise GraphError("a register slot is a non-negative integer", stage="build", value=slot)
+        if any(r.op is not Ops.RANGE or r.arg[1] is not AxisKind.GLOBAL for r in items):
+            raise GraphError("a register is one per work item of GLOBAL ranges", stage="build", value=items)
+        return UOp(Ops.DEFINE_REG, dtype.ptr(1, local=True), tuple(dict.fromkeys(items)), slot)
+
+    @staticmethod
     def range(end: int | UOp | None, axis: int, kind: AxisKind = AxisKind.GLOBAL) -> UOp:
         """An index running ``0 .. end-1``. ``end`` None: a sequential loop without a bound (a ``while``), which
         runs until an ``EXIT`` ends it (its end is ``UNBOUNDED``)."""
@@ -354,8 +366,9 @@ class UOp:
         statement: the state is the one of their current turn (after every effect of the turns before),
         so no access through it leaves them. A buffer without states is read where its value is used,
         after every effect stated before that use (the builder's rule)."""
-        if self.op is not Ops.PARAM:
-            raise GraphError("a memory state is of a buffer (PARAM)", stage="build", value=self.op)
+        if self.op not in (Ops.PARAM, Ops.DEFINE_REG):
+            raise GraphError("a memory state is of a buffer (PARAM) or a register (DEFINE_REG)", stage="build",
+                             value=self.op)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise GraphError("a memory state's version is a count of effects", stage="build", value=version)
         for r in loops:
@@ -544,6 +557,14 @@ def exits(sink: UOp) -> dict[UOp, UOp]:
     return {e.src[0]: e for e in sink.src if e.op is Ops.EXIT}
 
 
+def runs_as_written(sink: UOp) -> bool:
+    """Whether a work item of kernel ``sink`` must run its statements one turn after another as stated: a loop
+    of it exits early, or it carries a register from turn to turn. Lowering that computes several work items'
+    statements as one (a tile, a private copy of an atomic's buffer, a reduction split into parts) leaves it
+    alone."""
+    return bool(exits(sink)) or any(u.op is Ops.DEFINE_REG for u in sink.toposort())
+
+
 def kernel_label(sink: UOp) -> str:
     """The name a kernel goes by in errors and listings: the SINK's name, or ``kernel``."""
     return sink.arg if isinstance(sink.arg, str) and sink.arg else "kernel"
@@ -580,12 +601,12 @@ def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
 
 
 def param_size(param: UOp) -> UOp:
-    """The element count of a buffer PARAM (or of the buffer a memory state is of), as an index expression (a
-    constant unless symbolic)."""
+    """The element count of a buffer PARAM or a register (or of the memory a state is of), as an index
+    expression (a constant unless symbolic)."""
     param = memory_of(param) if is_state(param) else param
-    if param.op is not Ops.PARAM or not isinstance(param.dtype, PtrDType):
-        raise GraphError("param_size() needs a PARAM", stage="build", value=param.op)
-    return param.src[0] if param.src else UOp.index_const(param.dtype.size)
+    if param.op not in (Ops.PARAM, Ops.DEFINE_REG) or not isinstance(param.dtype, PtrDType):
+        raise GraphError("param_size() needs a PARAM or a DEFINE_REG", stage="build", value=param.op)
+    return param.src[0] if param.src and param.op is Ops.PARAM else UOp.index_const(param.dtype.size)
 
 
 def _check_fits(value: Number, dtype: DType) -> None:

@@ -11,7 +11,10 @@ code that stores eight bytes into a four-byte slot. It also checks the structure
   keeps but does not use;
 - an EXIT is of a LOOP range, one per loop, stated after every effect that runs in the loop, and its condition
   runs in that loop or loops around it (so it is tested in the loop's own turn);
-- an AFTER is a memory state (``UOp.state``): a PARAM after a count of effects, in the turn of loops.
+- an AFTER is a memory state (``UOp.state``): a PARAM or DEFINE_REG after a count of effects, in the turn of
+  loops;
+- a DEFINE_REG (``UOp.register``) is one element per work item, accessed at index 0, which only atomics do not
+  update (there is nothing to combine in memory no other work item sees).
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import FUSED_DTYPES, UOp, is_state, is_unbounded, kernel_label, unknown_below
+from svod.ir.uop import FUSED_DTYPES, UOp, is_state, is_unbounded, kernel_label, memory_of, unknown_below
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
 
 _KERNEL_OPS = frozenset({Ops.SINK, Ops.PARAM, Ops.DEFINE_VAR, Ops.BIND, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.STORE,
-                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST, Ops.AFTER, Ops.EXIT}) | ALU
+                         Ops.ATOMIC, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST, Ops.AFTER, Ops.EXIT,
+                         Ops.DEFINE_REG}) | ALU
 
 
 class _Checker:
@@ -48,6 +52,7 @@ class _Checker:
         self.sink = sink
         self.kernel = kernel_label(sink)
         self.params: dict[int, UOp] = {}
+        self.registers: dict[int, UOp] = {}
         self.variables: dict[str, UOp] = {}
 
     def fail(self, node: UOp, expected: str) -> GraphError:
@@ -120,6 +125,18 @@ class _Checker:
         if seen is not node:
             raise self.fail(node, f"buffer slot {node.arg} is declared twice, as {seen.dtype!r} and {node.dtype!r}")
 
+    def register(self, node: UOp) -> None:
+        if not isinstance(node.dtype, PtrDType) or not node.dtype.local or node.dtype.size != 1 or \
+                any(r.op is not Ops.RANGE or r.arg[1] is not AxisKind.GLOBAL for r in node.src):
+            raise self.fail(node, "a DEFINE_REG is a local pointer to one element, of the work items of GLOBAL "
+                                  "ranges (its sources)")
+        self.scalar(node, node.dtype.base)
+        if not isinstance(node.arg, int) or isinstance(node.arg, bool) or node.arg < 0:
+            raise self.fail(node, "arg is a non-negative register slot")
+        seen = self.registers.setdefault(node.arg, node)
+        if seen is not node:
+            raise self.fail(node, f"register {node.arg} is declared twice, as {seen.dtype!r} and {node.dtype!r}")
+
     def range_node(self, node: UOp) -> None:
         if not (isinstance(node.arg, tuple) and len(node.arg) == 2 and isinstance(node.arg[0], int)
                 and isinstance(node.arg[1], AxisKind) and node.arg[1] is not AxisKind.LOCAL):
@@ -133,15 +150,18 @@ class _Checker:
                                       f"not a {used.op.name}")
 
     def state(self, node: UOp) -> None:
-        if not is_state(node) or node.src[0].op is not Ops.PARAM or node.dtype != node.src[0].dtype or \
-                node.arg < 0 or any(r.op is not Ops.RANGE or r.arg[1] is AxisKind.GLOBAL for r in node.src[1:]):
-            raise self.fail(node, "a memory state is AFTER(PARAM, *sequential ranges) with the PARAM's dtype and a "
-                                  "version (a count of effects) for arg")
+        if not is_state(node) or node.src[0].op not in (Ops.PARAM, Ops.DEFINE_REG) or \
+                node.dtype != node.src[0].dtype or node.arg < 0 or \
+                any(r.op is not Ops.RANGE or r.arg[1] is AxisKind.GLOBAL for r in node.src[1:]):
+            raise self.fail(node, "a memory state is AFTER(PARAM or DEFINE_REG, *sequential ranges) with its dtype and "
+                                  "a version (a count of effects) for arg")
 
     def index(self, node: UOp) -> None:
         if len(node.src) not in (2, 3) or not isinstance(node.src[0].dtype, PtrDType) or \
-                node.src[0].op not in (Ops.PARAM, Ops.AFTER):
-            raise self.fail(node, "INDEX(buffer or memory state, index[, gate])")
+                node.src[0].op not in (Ops.PARAM, Ops.DEFINE_REG, Ops.AFTER):
+            raise self.fail(node, "INDEX(buffer, register or memory state, index[, gate])")
+        if memory_of(node.src[0]).op is Ops.DEFINE_REG and (node.src[1].op is not Ops.CONST or node.src[1].arg != 0):
+            raise self.fail(node, "a register is accessed at index 0")
         if node.dtype != node.src[0].dtype:
             raise self.fail(node, "an INDEX has its buffer's pointer dtype")
         if node.src[1].dtype != dtypes.index:
@@ -165,6 +185,8 @@ class _Checker:
         if node.op is Ops.ATOMIC:
             if node.arg not in ATOMIC_OPS:
                 raise self.fail(node, f"arg is one of {sorted(o.name for o in ATOMIC_OPS)}")
+            if memory_of(node.src[0].src[0]).op is Ops.DEFINE_REG:
+                raise self.fail(node, "a register is its work item's own: store to it; nothing updates it atomically")
             if base not in ATOMIC_DTYPES:
                 raise self.fail(node, f"atomics update {', '.join(sorted(d.name for d in ATOMIC_DTYPES))}")
 
@@ -284,7 +306,8 @@ class _Checker:
 
 _CHECKS: dict[Ops, Callable[[_Checker, UOp], None]] = {
     Ops.SINK: _Checker.sink_node, Ops.CONST: _Checker.const, Ops.DEFINE_VAR: _Checker.define_var,
-    Ops.BIND: _Checker.bind, Ops.PARAM: _Checker.param, Ops.RANGE: _Checker.range_node, Ops.INDEX: _Checker.index,
+    Ops.BIND: _Checker.bind, Ops.PARAM: _Checker.param, Ops.DEFINE_REG: _Checker.register,
+    Ops.RANGE: _Checker.range_node, Ops.INDEX: _Checker.index,
     Ops.LOAD: _Checker.load, Ops.STORE: _Checker.store, Ops.ATOMIC: _Checker.store, Ops.REDUCE: _Checker.reduce,
     Ops.CAST: _Checker.cast, Ops.BITCAST: _Checker.cast, Ops.AFTER: _Checker.state, Ops.EXIT: _Checker.exit,
 }

@@ -22,6 +22,7 @@ from svod.errors import (
     SvodError,
     VariableError,
 )
+from svod.frontend.oracle import run_as_python
 from svod.runtime import default_cache
 from svod.workloads import PYTHON_KERNELS, written_in_python
 from tests.frontend.test_held_values import agrees_with_python
@@ -556,11 +557,17 @@ def running_sums(out, x):
             out[r, c] = running
 
 
-def test_a_plan_refuses_a_kernel_that_carries_a_local_in_memory_of_its_own():
-    plan = svod.ExecutionPlan("CPU")
-    indices = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, 6)) for _ in range(2)]
-    with pytest.raises(BufferMismatchError, match="carries a local"):
-        plan.add_kernel(running_sums.shaped((2, 3), (2, 3)), indices)
+def test_a_plan_holds_a_kernel_that_carries_a_local_from_turn_to_turn(device):
+    """A carried local is a register of each work item, not memory the call allocates: a plan holds it."""
+    x = np.arange(35, dtype=np.float32).reshape(5, 7) - 11.5
+    plan = svod.ExecutionPlan(device)
+    out = plan.add_buffer(svod.Buffer(device, dtypes.float32, 35))
+    src = plan.add_buffer(svod.Buffer.from_numpy(x.ravel(), device))
+    plan.add_kernel(running_sums.shaped((5, 7), (5, 7)), [out, src])
+    plan.prepare()
+    plan.execute()
+    want = run_as_python(running_sums, np.zeros_like(x), x)[0]
+    np.testing.assert_allclose(plan.buffers[out].numpy().reshape(5, 7), want, rtol=1e-6)
 
 
 @svod.kernel

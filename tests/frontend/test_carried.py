@@ -1,0 +1,98 @@
+"""Locals a loop carries from turn to turn (issue 44): each is a register of its work item, and an ``if`` that
+assigns one stores it only where the ``if`` holds. Every device is compared with the kernel's own function
+run as plain Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.ir import Ops
+from svod.ir.uop import memory_of
+from tests.frontend.test_held_values import agrees_with_python
+
+SIZES = [1, 7, 33]
+
+
+@svod.kernel
+def escape_counts(out, max_iter: svod.Int[0, 1000]):
+    """Mandelbrot's for/if form: every turn runs, and only the points still inside change."""
+    for y in svod.prange(out.shape[0]):
+        for x in range(out.shape[1]):
+            cr = -2.0 + 3.0 * x / out.shape[1]
+            ci = -1.5 + 3.0 * y / out.shape[0]
+            zr = 0.0
+            zi = 0.0
+            k = 0
+            for _ in range(max_iter):
+                if zr * zr + zi * zi <= 4.0:
+                    zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                    k += 1
+            out[y, x] = k
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (17, 31)])
+@pytest.mark.parametrize("max_iter", [0, 1, 30])
+def test_an_escape_count_in_a_for_loop(device, shape, max_iter):
+    agrees_with_python(escape_counts, device, np.zeros(shape, np.int32), max_iter)
+
+
+@svod.kernel
+def branches_that_assign(out, x):
+    """Nested ifs and an else that each assign some of the carried locals, one of them from an array."""
+    for i in svod.prange(x.shape[0]):
+        a = 0.0
+        b = 1.0
+        n = 0
+        for j in range(x.shape[1]):
+            if a < 10.0:
+                if j % 2 == 0:
+                    a = a + b
+                else:
+                    b = b * 1.5
+                    n += 1
+            elif x[i, j] > 0:
+                a, b = b, a - x[i, j]
+            else:
+                n -= 1
+        out[i, 0] = a
+        out[i, 1] = b
+        out[i, 2] = n
+
+
+@pytest.mark.parametrize("rows", SIZES)
+def test_nested_branches_that_assign_carried_locals(device, rows):
+    x = np.random.default_rng(rows).normal(size=(rows, 23)).astype(np.float32)
+    agrees_with_python(branches_that_assign, device, np.zeros((rows, 3), np.float32), x)
+
+
+@svod.kernel
+def carried_only_on_one_branch(out, x):
+    """The loop that carries ``v`` runs on one branch only: its register starts there; the other branch
+    keeps the value before it, and what follows reads the right one."""
+    for i in svod.prange(x.shape[0]):
+        v = x[i, 0] - x[i, 0]
+        if (x[i, 0] // (abs(v) % 3 + 1)) >= (x[i, 0] + v) % 5:
+            for _ in range(i + 1):
+                v = v // 2 + x[i, 0]
+            if v > 0:
+                out[i, 0] = 9
+                v += out[i, 0] + x[i, 1]
+        out[i, 0] = v
+
+
+@pytest.mark.parametrize("rows", SIZES)
+def test_a_register_set_up_on_one_branch(device, rows):
+    x = np.random.default_rng(rows + 1).integers(-40, 40, (rows, 2)).astype(np.int32)
+    agrees_with_python(carried_only_on_one_branch, device, np.zeros((rows, 1), np.int32), x)
+
+
+def test_carried_locals_are_registers_not_buffers():
+    bound = escape_counts.bind(np.zeros((3, 4), np.int32), 5)
+    topo = bound.ast.toposort()
+    assert len(bound.arrays) == 1 and [u.arg for u in topo if u.op is Ops.PARAM] == [0]
+    assert sorted(u.arg for u in topo if u.op is Ops.DEFINE_REG) == [0, 1, 2]
+    gated = [e for e in bound.ast.src if e.op is Ops.STORE and memory_of(e.src[0].src[0]).op is Ops.DEFINE_REG
+             and len(e.src[0].src) == 3]
+    assert len(gated) == 3  # zr, zi and k are stored only where the point is still inside
