@@ -11,7 +11,7 @@ import pytest
 from hypothesis import settings
 
 from svod.device import Device
-from tests.helpers import open_device, webgpu_devices
+from tests.helpers import compiled_devices, kernel_devices, open_device
 
 # CI explores the same examples on every run, so a landing never depends on the draw; locally each run
 # draws new ones and keeps failures in .hypothesis/.
@@ -20,14 +20,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", *webgpu_devices()])
+@pytest.fixture(params=kernel_devices())
 def device(request: pytest.FixtureRequest) -> Device:
-    """Every device that runs kernels here: each CPU compiler pair, the PYTHON reference, OpenCL, each WebGPU
-    adapter."""
+    """Every device that runs kernels: each CPU compiler pair, the PYTHON reference, OpenCL, CUDA, each WebGPU
+    adapter; a device missing here is a skip that names what this machine lacks for it."""
     return open_device(request.param)
 
 
-@pytest.fixture(params=["llvm", "clang", "CL:0", *webgpu_devices()])
+@pytest.fixture(params=compiled_devices())
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return open_device(request.param)

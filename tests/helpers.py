@@ -54,6 +54,18 @@ def open_device(name: str) -> Device:
         pytest.skip(f"{name} is not available here: {err.detail}")
 
 
+def kernel_devices() -> tuple[str, ...]:
+    """Every device a kernel test runs on, as ``open_device`` names them: the PYTHON reference and each device
+    of ``compiled_devices``. One that is missing here is a skip that says why (``CUDA:0`` without a driver)."""
+    return ("llvm", "clang", "PYTHON", "CL:0", "CUDA:0", *webgpu_devices())
+
+
+def compiled_devices() -> tuple[str, ...]:
+    """Every device with a real compiler, as ``open_device`` names them: each CPU compiler pair, OpenCL, CUDA
+    and each WebGPU adapter."""
+    return ("llvm", "clang", "CL:0", "CUDA:0", *webgpu_devices())
+
+
 @functools.cache
 def webgpu_devices() -> tuple[str, ...]:
     """Every WebGPU adapter svod lists here (``WEBGPU:0``, and ``WEBGPU:1`` for wgpu's OpenGL adapter beside a

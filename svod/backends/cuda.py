@@ -2,15 +2,22 @@
 for a chosen architecture, loaded and launched with the driver API.
 
 nvrtc needs no GPU, so ``compiler_pair("CUDA")`` renders and compiles anywhere the wheels are installed;
-the device itself needs a driver and a GPU, and says which is missing.
+the device itself needs a driver and a GPU, and says which is missing. ``assemble_ptx`` runs NVIDIA's
+assembler (``ptxas``, from the ``nvidia-cuda-nvcc`` wheel of the extra) on PTX, also without a GPU: what the
+driver would refuse to load is found where the suite runs, not on the first GPU.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
+import shutil
+import subprocess
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from svod.backends.base import Host, Opened, Pair
@@ -33,13 +40,17 @@ def _check_nvrtc() -> None:
         raise DeviceError("cuda-bindings is not installed (pip install 'svod[cuda]')", stage="device")
 
 
+def _check_arch(arch: str) -> None:
+    if not arch.startswith("sm_") or not arch[3:].isdigit():
+        raise DeviceError("a CUDA architecture looks like sm_90", stage="device", value=arch)
+
+
 class NVRTCCompiler(CompilerBase):
     """CUDA C to PTX for ``arch`` (``sm_90`` by default); the PTX targets that architecture."""
 
     def __init__(self, arch: str = DEFAULT_ARCH) -> None:
         _check_nvrtc()
-        if not arch.startswith("sm_") or not arch[3:].isdigit():
-            raise DeviceError("a CUDA architecture looks like sm_90", stage="device", value=arch)
+        _check_arch(arch)
         self.arch = arch
         self.options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"--fmad=false", b"-default-device"]
         try:
@@ -63,6 +74,45 @@ class NVRTCCompiler(CompilerBase):
         finally:
             nvrtc.nvrtcDestroyProgram(program)
         return CompiledSpec.from_spec(spec, data=ptx.rstrip(b"\0"))
+
+
+def find_ptxas() -> str | None:
+    """The path of NVIDIA's PTX assembler: the one the ``nvidia-cuda-nvcc`` wheel installs (extra ``cuda``;
+    ``nvidia/cu13/bin/ptxas`` in CUDA 13's layout, ``nvidia/cuda_nvcc/bin/ptxas`` in CUDA 12's), else the
+    first ``ptxas`` on PATH; None if there is neither."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for found in sorted(Path(root).glob("*/bin/ptxas")):
+            if found.is_file():
+                return str(found)
+    return shutil.which("ptxas")
+
+
+def assemble_ptx(ptx: bytes | str, arch: str, *, kernel: str | None = None, ptxas: str | None = None) -> bytes:
+    """The cubin ``ptxas`` assembles from ``ptx`` for ``arch`` (``sm_90``, ``sm_80``): a check, without a GPU,
+    that a driver for that architecture would load what nvrtc produced. The PTX must target ``arch`` or an
+    older one (compile it with ``NVRTCCompiler(arch)``). A refusal is a ``CompileError`` at stage ``ptxas``
+    that names ``kernel`` and carries ptxas's message; no ptxas here is a ``DeviceError``."""
+    _check_arch(arch)
+    tool = ptxas or find_ptxas()
+    if tool is None:
+        raise DeviceError("ptxas is not installed: the nvidia-cuda-nvcc wheel ships it (pip install 'svod[cuda]')",
+                          kernel=kernel, stage="ptxas")
+    text = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
+    with tempfile.TemporaryDirectory(prefix="svod-ptxas-") as folder:
+        source, cubin = Path(folder, "kernel.ptx"), Path(folder, "kernel.cubin")
+        source.write_text(text.rstrip("\0"))
+        try:
+            done = subprocess.run([tool, f"-arch={arch}", "-o", str(cubin), str(source)], capture_output=True,
+                                  text=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise CompileError(f"ptxas could not run for {arch}: {err}", source=text, log="", kernel=kernel,
+                               stage="ptxas") from err
+        if done.returncode != 0 or not cubin.is_file():
+            log = (done.stderr + done.stdout).replace(str(source), f"{kernel or 'kernel'}.ptx")  # lines of the PTX
+            raise CompileError(f"ptxas refused the PTX for {arch} (exit {done.returncode})", source=text,
+                               log=log, kernel=kernel, stage="ptxas")
+        return cubin.read_bytes()
 
 
 def _checked(result: tuple[Any, ...], call: str) -> tuple[Any, ...]:

@@ -1,16 +1,25 @@
-"""CUDA: every corpus kernel renders and compiles to PTX with nvrtc (no GPU needed); running needs one."""
+"""CUDA: every corpus kernel renders and compiles to PTX with nvrtc, and ptxas assembles that PTX for each
+architecture CI checks (no GPU needed for either); running needs one."""
 
 from __future__ import annotations
+
+import functools
+import importlib
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import svod
-from svod import AxisKind, KernelBuilder, dtypes
-from svod.backends.cuda import NVRTCCompiler
+from svod import AxisKind, KernelBuilder, UOp, dtypes
+from svod.backends import cuda
+from svod.backends.cuda import NVRTCCompiler, assemble_ptx, find_ptxas
 from svod.codegen.render.cuda import CUDARenderer
 from svod.device import entry_symbol
 from svod.errors import CompileError, DeviceError
+from tests.helpers import open_device
 
 nvrtc_missing = None
 try:
@@ -75,14 +84,18 @@ def test_nvrtc_errors_carry_the_log():
     assert "error" in info.value.log and info.value.source == spec.src
 
 
-@requires_nvrtc
-def test_float16_compiles_as_bits_computed_in_float32():
-    """The nvrtc wheel ships no cuda_fp16.h: halves are stored as their bits and computed in float32."""
+def _half() -> UOp:
     k = KernelBuilder("half")
     out, x = k.buffer(dtypes.float16, 4), k.buffer(dtypes.float64, 4)
     i = k.range(4)
     k.store(out[i], out[i] * 3.0 + x[i].cast(dtypes.float16))
-    spec = CUDARenderer().render(k.build())
+    return k.build()
+
+
+@requires_nvrtc
+def test_float16_compiles_as_bits_computed_in_float32():
+    """The nvrtc wheel ships no cuda_fp16.h: halves are stored as their bits and computed in float32."""
+    spec = CUDARenderer().render(_half())
     assert "svod_f32_to_f16" in spec.src and "svod_f64_to_f16" in spec.src and "_Float16" not in spec.src
     assert b".entry" in NVRTCCompiler().compile(spec).bytes
 
@@ -96,12 +109,12 @@ def test_device_says_why_it_is_missing():
     assert "CUDA:0" not in svod.available_devices()
 
 
-@pytest.mark.skipif("CUDA:0" not in svod.available_devices(), reason="no CUDA GPU and driver on this machine")
 def test_saxpy_runs_on_the_gpu():
+    device = open_device("CUDA:0")  # without a GPU and its driver, a skip that says which is missing
     ast = next(_corpus())
     x = np.arange(1000, dtype=np.float32)
     out = np.zeros(1000, np.float32)
-    svod.run(ast, [out, x], device="CUDA", n=999)
+    svod.run(ast, [out, x], device=device, n=999)
     np.testing.assert_array_equal(out[:999], x[:999] * 2 + 1)
 
 
@@ -134,16 +147,20 @@ def test_nested_reductions_atomics_gates_and_checks_compile_to_ptx(ast):
         assert "atom." in ptx
 
 
-@requires_nvrtc
-def test_math_vocabulary_and_shifts_compile_to_ptx():
-    k = KernelBuilder("vocabulary")
-    out, x, bits = k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8), k.buffer(dtypes.int32, 8)
+def _vocabulary(dtype=dtypes.float32) -> UOp:
+    k = KernelBuilder(f"vocabulary_{dtype.name}")
+    out, x, bits = k.buffer(dtype, 8), k.buffer(dtype, 8), k.buffer(dtypes.int32, 8)
     i = k.range(8)
     v = x[i]
     total = v.exp() + v.log() + v.cos() + v.tan() + v.tanh() + v.erf() + v.floor() + v.ceil() + v.trunc()
     k.store(out[i], total + v.round() + v ** 1.5 + v.sigmoid() + v.rsqrt() + v.clamp(0.0, 1.0))
     k.store(bits[i], (bits[i] << 3) ^ (bits[i] >> 2) ^ ~bits[i])
-    spec = CUDARenderer().render(k.build())
+    return k.build()
+
+
+@requires_nvrtc
+def test_math_vocabulary_and_shifts_compile_to_ptx():
+    spec = CUDARenderer().render(_vocabulary())
     assert "erff(" in spec.src and "powf(" in spec.src and "rintf(" in spec.src
     assert b".entry" in NVRTCCompiler().compile(spec).bytes
 
@@ -159,3 +176,152 @@ def test_a_sum_of_products_compiles_to_fused_multiply_adds(dtype):
     renderer, compiler = svod.compiler_pair("CUDA")
     ptx = compiler.compile(renderer.render(k.build())).bytes.decode()
     assert f"fma.rn.f{dtype.bits}" in ptx
+
+
+# ---- PTX assembled by ptxas ----------------------------------------------------------------------------------
+
+requires_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="no ptxas here (extra cuda: the nvidia-cuda-nvcc "
+                                                                 "wheel ships it; or a CUDA toolkit on PATH)")
+ARCHS = ["sm_90", "sm_80"]
+"""What CI assembles for: Hopper (H100, H200) and Ampere (A100). nvrtc compiles for one architecture, so each
+gets PTX of its own."""
+
+
+def _every_dtype() -> UOp:
+    """Each dtype loaded and converted to every other: each buffer gets the sum of all the others, the bool
+    one a comparison."""
+    every = [dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
+             dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64]
+    k = KernelBuilder("every_dtype")
+    buffers = [k.buffer(dtype, 16) for dtype in every]
+    i = k.range(16)
+    k.store(buffers[0][i], buffers[3][i].ne(0))
+    for out, dtype in zip(buffers[1:], every[1:], strict=True):
+        k.store(out[i], functools.reduce(lambda a, b: a + b, (b[i].cast(dtype) for b in buffers if b is not out)))
+    return k.build()
+
+
+def _contraction(dtype, op) -> UOp:
+    k = KernelBuilder(f"contraction_{op.name.lower()}_{dtype.name}")
+    out, a, b = k.buffer(dtype, (33, 65)), k.buffer(dtype, (33, 70)), k.buffer(dtype, (65, 70))
+    i, j, r = k.range(33), k.range(65), k.range(70, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[j, r]).reduce(r, op=op))
+    return k.build()
+
+
+_WORK_GROUPS = "tests.backends.test_work_groups"
+
+
+def _elsewhere(module: str, builder: str, *args: object, **kwargs: object) -> Callable[[], UOp]:
+    """A kernel another test module builds, imported when the kernel is built: those modules import this one."""
+    return lambda: getattr(importlib.import_module(module), builder)(*args, **kwargs)
+
+
+@functools.cache
+def _benchmark_suite() -> dict[str, UOp]:
+    """The kernels ``svod bench --suite kernels`` times (its quick sizes), each written in Python."""
+    from benchmarks.suite import suite
+    return {f"{w.name}.{n}": step.ast for w in suite(quick=True) for n, step in enumerate(w.steps)}
+
+
+def _ptx_corpus() -> dict[str, Callable[[], UOp]]:
+    """Every kernel the tests above compile, the kernel collection (each also written in Python, and the
+    benchmark suite's sizes), the work-group kernels (shared memory, barriers, staged tiles), loops that exit,
+    every dtype, and contractions (upcast reductions) of each kind and float type."""
+    from svod.workloads import PYTHON_KERNELS, layernorm, matmul, softmax, written_in_python
+    from tests.kernels import SMALL_WORKLOADS
+
+    corpus: dict[str, Callable[[], UOp]] = {}
+    for number, ast in enumerate([*_corpus(), *_new_constructs()]):
+        corpus[f"{ast.arg}.{number}"] = lambda ast=ast: ast
+    for name, make in SMALL_WORKLOADS.items():
+        workload = make()
+        for number in range(len(workload.steps)):
+            corpus[f"{name}.{number}"] = lambda make=make, n=number: make().steps[n].ast
+            if workload.family in PYTHON_KERNELS:
+                corpus[f"{name}_py.{number}"] = lambda make=make, n=number: written_in_python(make()).steps[n].ast
+    for name in _benchmark_suite():
+        corpus[f"suite_{name}"] = lambda name=name: _benchmark_suite()[name]
+    corpus |= {
+        "half": _half, "vocabulary_float32": _vocabulary, "vocabulary_float64": lambda: _vocabulary(dtypes.float64),
+        "every_dtype": _every_dtype, "collatz": _elsewhere("tests.codegen.test_exits", "collatz"),
+        "collatz_bounded": _elsewhere("tests.codegen.test_exits", "collatz", bounded=True),
+        "softmax_shared": lambda: softmax(64, 1024).steps[0].ast,
+        "layernorm_shared": lambda: layernorm(8, 300).steps[0].ast,
+        "matmul_128": lambda: matmul(128).steps[0].ast,
+        "staged_matmul": _elsewhere(_WORK_GROUPS, "_staged_matmul", 100, 70, 33),
+        "staged_matmul_int32": _elsewhere(_WORK_GROUPS, "_staged_matmul", 19, 21, 37, dtypes.int32),
+    }
+    ops = svod.Ops
+    for dtype, reductions in ((dtypes.float16, [ops.ADD]), (dtypes.float32, [ops.ADD, ops.MAX, ops.MIN, ops.MUL]),
+                              (dtypes.float64, [ops.ADD, ops.MAX])):
+        for op in reductions:
+            corpus[f"contraction_{op.name.lower()}_{dtype.name}"] = lambda d=dtype, o=op: _contraction(d, o)
+    return corpus
+
+
+PTX_CORPUS = _ptx_corpus()
+
+
+@requires_nvrtc
+@requires_ptxas
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(PTX_CORPUS))
+def test_ptxas_assembles_the_ptx_of_every_kernel(name, arch):
+    """What nvrtc makes of each kernel for ``arch``, assembled by ptxas for ``arch``: a kernel a GPU's driver
+    would refuse to load fails here, on a machine without one."""
+    spec = CUDARenderer().render(PTX_CORPUS[name]())
+    ptx = NVRTCCompiler(arch).compile(spec).bytes
+    assert f".target {arch}".encode() in ptx
+    assert assemble_ptx(ptx, arch, kernel=spec.name)[:4] == b"\x7fELF"  # a cubin
+
+
+@requires_nvrtc
+@requires_ptxas
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptxas_assembles_random_python_kernels(arch):
+    """Random Python kernels (``tests.frontend.python_kernels``, with and without ``while``, ``break`` and
+    ``continue``): each that svod does not refuse (a race) assembles."""
+    from tests.frontend.python_kernels import arguments, generate, load
+
+    renderer, compiler, assembled = CUDARenderer(), NVRTCCompiler(arch), 0
+    with tempfile.TemporaryDirectory(prefix="svod-ptxas-kernels-") as folder:
+        for exits in (False, True):
+            (Path(folder) / str(exits)).mkdir()
+            for seed in range(12):
+                kernel = generate(seed, exits=exits)
+                ast = load(kernel, Path(folder) / str(exits), seed).build(*arguments(kernel, seed))
+                try:
+                    spec = renderer.render(ast)
+                except svod.errors.SvodError as err:
+                    assert err.stage == "races", err
+                    continue
+                assemble_ptx(compiler.compile(spec).bytes, arch, kernel=spec.name)
+                assembled += 1
+    assert assembled >= 12
+
+
+@requires_nvrtc
+@requires_ptxas
+def test_ptxas_refusals_name_the_kernel_the_stage_and_what_ptxas_said():
+    """PTX for sm_90 is too new for sm_80 (``.target``), and PTX that does not parse: each a ``CompileError`` at
+    stage ptxas with ptxas's message and the PTX."""
+    spec = CUDARenderer().render(next(_corpus()))
+    ptx = NVRTCCompiler("sm_90").compile(spec).bytes
+    with pytest.raises(CompileError, match="ptxas refused the PTX for sm_80") as info:
+        assemble_ptx(ptx, "sm_80", kernel="saxpy")
+    assert info.value.kernel == "saxpy" and info.value.stage == "ptxas"
+    assert ".target" in info.value.log and info.value.source == ptx.decode()
+    broken = ptx.decode().replace("ret;", "ret")
+    with pytest.raises(CompileError, match="ptxas refused") as info:
+        assemble_ptx(broken, "sm_90", kernel="saxpy")
+    assert "saxpy.ptx, line" in info.value.log and "syntax error" in info.value.log
+    with pytest.raises(DeviceError, match="sm_90"):
+        assemble_ptx(ptx, "hopper")
+
+
+def test_without_ptxas_assembling_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(cuda, "find_ptxas", lambda: None)
+    with pytest.raises(DeviceError, match="nvidia-cuda-nvcc") as info:
+        assemble_ptx(".version 8.0", "sm_90", kernel="k")
+    assert info.value.kernel == "k" and info.value.stage == "ptxas"

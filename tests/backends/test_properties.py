@@ -13,10 +13,11 @@ from tests.helpers import ieee_inputs, refuses
 
 
 def _compiled_devices() -> list[svod.device.Device]:
-    """Every compiled device that works here (each CPU pair, OpenCL where a platform exists, WebGPU where
-    an adapter does)."""
+    """Every compiled device that works here (each CPU pair, OpenCL where a platform exists, CUDA where a GPU
+    and its driver do, WebGPU where an adapter does)."""
     found = []
-    for name, compiler in (("CPU", "llvm"), ("CPU", "clang"), ("CL:0", None), ("WEBGPU:0", None)):
+    for name, compiler in (("CPU", "llvm"), ("CPU", "clang"), ("CL:0", None), ("CUDA:0", None),
+                           ("WEBGPU:0", None)):
         try:
             found.append(svod.get_device(name, compiler))
         except svod.errors.DeviceError:

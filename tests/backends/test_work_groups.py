@@ -32,7 +32,8 @@ def _with_dedicated_local_memory(monkeypatch: pytest.MonkeyPatch, device: Device
     return device
 
 
-@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0", "CL:0 as a GPU", "WEBGPU:0 as a GPU"])
+@pytest.fixture(params=["llvm", "clang", "PYTHON", "CL:0", "CUDA:0", "WEBGPU:0", "CL:0 as a GPU",
+                        "WEBGPU:0 as a GPU"])
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Device:
     """Every device, and OpenCL and WebGPU again lowering as a GPU with local memory of its own would: a
     row's reductions computed once per work item (``reduce_per_item``) there, and shared by the work group
@@ -221,7 +222,7 @@ def _staged_matmul(m: int, n: int, depth: int, dtype=dtypes.float32):
     return k.build()
 
 
-@pytest.mark.parametrize("name", ["CL:0", "WEBGPU:0"])
+@pytest.mark.parametrize("name", ["CL:0", "CUDA:0", "WEBGPU:0"])
 @pytest.mark.parametrize(("m", "n", "depth"), [(1, 1, 1), (17, 17, 17), (255, 255, 255), (33, 1031, 20),
                                                (16, 32, 48), (5, 3, 1000)])
 def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, depth):
@@ -238,7 +239,7 @@ def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, de
     np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
 
 
-@pytest.mark.parametrize("name", ["CL:0", "WEBGPU:0"])
+@pytest.mark.parametrize("name", ["CL:0", "CUDA:0", "WEBGPU:0"])
 def test_staged_integer_matmul_is_exact_and_keeps_special_floats(monkeypatch, name):
     """int32 sums are exact (the steps past the reduction's end add 0); a float product with inf or NaN
     in it stays inf or NaN, and a row of -0.0 products sums to -0.0 (nothing past the end is added)."""

@@ -215,7 +215,7 @@ def test_reductions_over_one_range_share_a_loop():
     assert len(loops) == 1 and len(ends[0].src) == 3
 
 
-@pytest.mark.parametrize("name", ["llvm", "clang", "PYTHON", "CL:0"])
+@pytest.mark.parametrize("name", ["llvm", "clang", "PYTHON", "CL:0", "CUDA:0"])
 def test_a_reduction_needing_another_over_the_same_range_gets_its_own_loop(name):
     k = KernelBuilder("softmax_denominator")
     out, x = k.buffer(dtypes.float32, 3), k.buffer(dtypes.float32, 3 * 5)
@@ -552,7 +552,7 @@ def _lane_kernels(n):
     return gather, gated, clamped, k.build()
 
 
-@pytest.mark.parametrize("name", ["llvm", "clang", "CL:0"])
+@pytest.mark.parametrize("name", ["llvm", "clang", "CL:0", "CUDA:0"])
 @pytest.mark.parametrize("n", [1, 31, 33, 64])
 def test_lanes_give_the_reference_bits(n, name):
     """Each kernel of ``_lane_kernels`` on the LLVM pair and OpenCL (lanes) and the C pair (scalar copies)

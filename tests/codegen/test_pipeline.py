@@ -82,7 +82,7 @@ def test_the_first_alternative_that_applies_is_taken():
     assert "tile_matmul" not in flat and flat.index("upcast_reductions") < flat.index("to_gpu_indices")
 
 
-@pytest.mark.parametrize("device", ["CPU", "CL:0", "WEBGPU:0"])
+@pytest.mark.parametrize("device", ["CPU", "CL:0", "CUDA:0", "WEBGPU:0"])
 def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
     open_device(device)  # skips, naming what this machine lacks, where the device is not here
     code = ("import svod; from svod import dtypes\n"

@@ -270,7 +270,7 @@ def test_a_load_shared_by_two_guarded_uses_is_gated_by_either_guard(device):
     np.testing.assert_array_equal(got, [0, 0, 3, 6, 9, 12, 15, 18])
 
 
-@pytest.mark.parametrize("compiler", ["llvm", "clang", "PYTHON", "WEBGPU:0"])
+@pytest.mark.parametrize("compiler", ["llvm", "clang", "PYTHON", "CUDA:0", "WEBGPU:0"])
 def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(compiler):
     """``v = c.where(v + 1, v)`` 10,000 times: ``v`` is read under both branches of every ``where``, so a
     walk of every path's guards would take 2**10000 steps (33 s at depth 20 before); each node's guard is

@@ -183,7 +183,7 @@ def _fields(spec: ProgramSpec) -> tuple:
             spec.entry)
 
 
-@pytest.mark.parametrize("device", ["CPU", "CL:0", "PYTHON", "WEBGPU:0"])
+@pytest.mark.parametrize("device", ["CPU", "CL:0", "CUDA:0", "PYTHON", "WEBGPU:0"])
 def test_the_pipeline_derives_a_programs_metadata_whole(device):
     """svod's own path reads a PROGRAM's metadata (``of``) where a hand-made one derives it (``from_uop``): the
     pipeline must attach all of it, or a compiler would be handed a spec with fields missing."""

@@ -12,7 +12,7 @@ from svod import ExecutionPlan, KernelBuilder, dtypes
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
 from tests.helpers import cpu_device, open_device
 
-DEVICES = ["llvm", "clang", "PYTHON", "CL:0", "WEBGPU:0"]
+DEVICES = ["llvm", "clang", "PYTHON", "CL:0", "CUDA:0", "WEBGPU:0"]
 
 
 def _jacobi_kernels(n: int):
@@ -426,10 +426,11 @@ def _shifted_add(u, v, t, alpha):
         u[i] = u[i] + alpha * v[(i + t) % v.shape[0]]
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON", "CL:0"])
-def test_a_python_kernels_scalars_are_bound_by_name_a_loop_variable_among_them(device):
+@pytest.mark.parametrize("name", ["CPU", "PYTHON", "CL:0", "CUDA:0"])
+def test_a_python_kernels_scalars_are_bound_by_name_a_loop_variable_among_them(name):
     """``add_kernel(kernel, buffers, t="t", alpha=0.5)``: a number fixes a scalar argument, a name makes it the
     plan's variable (here the loop's): what issue 44 asks of plans of Python kernels."""
+    device = open_device(name)
     n = 7
     u0, v = np.zeros(n), np.arange(n, dtype=np.float64)
     plan = svod.ExecutionPlan(device)
