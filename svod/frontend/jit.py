@@ -40,6 +40,7 @@ from svod.device import Buffer, Device
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
+from svod.frontend.arrays import lower_arrays
 from svod.frontend.phases import (
     Definition,
     Item,
@@ -123,14 +124,26 @@ class Prepared:
             located.locate(err)
 
 
+@dataclass(frozen=True)
+class Variant:
+    """The function as the plans of some arguments read it: its array statements rewritten as loops for their
+    shapes (``svod.frontend.arrays``), or as written; and the scalar arguments whose values that read."""
+
+    source: Source
+    reader: Reader
+    structure: Structure
+    read: frozenset[str] = frozenset()
+
+
 class Builder:
     """Builds the plan of one jitted function for one signature: arrays and scalars as given, each phase a
     kernel of the names it uses."""
 
-    def __init__(self, jit: Jit, args: Sequence[Any], device: Device,
+    def __init__(self, jit: Jit, variant: Variant, args: Sequence[Any], device: Device,
                  cell_dtypes: dict[str, np.dtype] | None = None) -> None:
         self.jit = jit
-        self.source = jit.source
+        self.variant = variant
+        self.source = variant.source
         self.device = device
         self.plan = ExecutionPlan(device)
         self.args = dict(zip(jit.parameters, args, strict=True))
@@ -142,7 +155,7 @@ class Builder:
         self.computed: dict[str, int] = {}
         """Names sequential phases assign, with the line: later phases cannot read them."""
         self.located: dict[str, Any] = {}
-        self.carried = carried(jit.structure, jit.reader)
+        self.carried = carried(variant.structure, variant.reader)
         self.cells: dict[str, int] = {}
         """The plan buffer of each carried scalar (``carried``)."""
         self.cell_dtypes = dict(cell_dtypes or {})
@@ -163,11 +176,11 @@ class Builder:
 
     def translate(self) -> None:
         """Only translate the phases: a round that finds the dtypes of the scalars they carry (``seen``)."""
-        self.items(self.jit.structure.items, [])
+        self.items(self.variant.structure.items, [])
 
     def build(self) -> Prepared:
         """The plan, prepared."""
-        structure = self.jit.structure
+        structure = self.variant.structure
         self.items(structure.items, [])
         returns: list[tuple[str, int | None, tuple[int, ...]]] = []
         for name in structure.returns:
@@ -278,7 +291,7 @@ class Builder:
         and computes no scalar another part reads). A parallel loop that reduces scalars runs as a sequential
         loop nest, which svod's lowering splits over threads in a fixed order."""
         line = statements[0].lineno
-        reader = self.jit.reader
+        reader = self.variant.reader
         reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
         if reduced:
             statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
@@ -394,6 +407,7 @@ class Jit:
         self.reader = Reader(self.source, self.name)
         self._structure: Structure | None = None
         self._plans: dict[tuple[Any, ...], Prepared] = {}
+        self._variants: dict[tuple[Any, ...], Variant] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -424,24 +438,44 @@ class Jit:
     def prepared(self, args: Sequence[Any], device: Device) -> Prepared:
         values = self._arguments(args)
         with self._lock:
-            key = (device.name, *self._signature(values))
+            variant = self.variant(values)
+            key = (device.name, *self._signature(values, variant))
             found = self._plans.get(key)
             if found is None:
-                found = self._plans[key] = self._build(values, device)
+                found = self._plans[key] = self._build(variant, values, device)
         return found
 
-    def _build(self, values: Sequence[Any], device: Device) -> Prepared:
+    def variant(self, values: Sequence[Any]) -> Variant:
+        """The function as the plan for ``values`` reads it: NumPy array statements rewritten for the arrays'
+        shapes (``svod.frontend.arrays``), once per kind of arguments."""
+        key = tuple(("array", v.dtype.str, v.shape) if isinstance(v, np.ndarray) else
+                    (type(v).__name__, v) if isinstance(v, (int, np.integer)) else type(v).__name__ for v in values)
+        found = self._variants.get(key)
+        if found is None:
+            lowered = lower_arrays(self.source, self.name, dict(zip(self.parameters, values, strict=True)))
+            if lowered is None:
+                found = Variant(self.source, self.reader, self.structure)
+            else:
+                source, read = lowered
+                reader = Reader(source, self.name)
+                found = Variant(source, reader, reader.structure(), frozenset(read))
+            self._variants[key] = found
+        return found
+
+    def _build(self, variant: Variant, values: Sequence[Any], device: Device) -> Prepared:
         """The plan for ``values``. Where phases carry scalars, it is translated until the dtypes of their
         buffers are those the phases make of them (each round can only widen one, so a few rounds do)."""
-        builder = Builder(self, values, device)
+        builder = Builder(self, variant, values, device)
         for _ in range(WIDENING_ROUNDS):
             if not builder.carried:
                 break
             builder.translate()
             if all(n in builder.cell_dtypes and builder.cell_dtypes[n] == d for n, d in builder.seen.items()):
                 break  # (np.dtype(None) is float64: a missing one must not compare equal)
-            builder = Builder(self, values, device, {**builder.cell_dtypes, **builder.seen})
-        return Builder(self, values, device, builder.cell_dtypes).build() if builder.carried else builder.build()
+            builder = Builder(self, variant, values, device, {**builder.cell_dtypes, **builder.seen})
+        if builder.carried:
+            return Builder(self, variant, values, device, builder.cell_dtypes).build()
+        return builder.build()
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
         if len(args) != len(self.parameters):
@@ -451,10 +485,11 @@ class Jit:
         return [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
                 hasattr(a, "__dlpack__") else a for a in args]
 
-    def _signature(self, values: Sequence[Any]) -> list[Any]:
+    def _signature(self, values: Sequence[Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
-        kernel constant), and the values of the scalars the host reads to make temporaries and definitions."""
-        host = self._read_on_host()
+        kernel constant), and the values of the scalars the host reads to make temporaries and definitions,
+        and to rewrite array statements."""
+        host = self._read_on_host(variant.structure) | variant.read
         found: list[Any] = []
         for name, value in zip(self.parameters, values, strict=True):
             if isinstance(value, np.ndarray):
@@ -465,7 +500,7 @@ class Jit:
                 found.append(("scalar", type(value).__name__))
         return found
 
-    def _read_on_host(self) -> set[str]:
+    def _read_on_host(self, structure: Structure) -> set[str]:
         """The names the host reads before a run: those of temporaries' calls and definitions."""
         found: set[str] = set()
 
@@ -478,7 +513,7 @@ class Jit:
                 elif isinstance(item, Loop):
                     walk(item.body)
 
-        walk(self.structure.items)
+        walk(structure.items)
         return found
 
 

@@ -1,0 +1,792 @@
+"""NumPy array statements of an ``@svod.jit`` function, as the loops they mean (issue 45).
+
+``B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2])`` is rewritten, for the shapes of one call, into the
+``prange`` nest a numba user writes by hand, before the function is read into phases::
+
+    for _svod_a0 in prange(998):
+        for _svod_a1 in prange(998):
+            B[1 + _svod_a0, 1 + _svod_a1] = 0.2 * (A[1 + _svod_a0, 1 + _svod_a1] + A[1 + _svod_a0, _svod_a1])
+
+so every array statement is a phase that svod proves in bounds and free of races, tiles and threads as it
+does a hand-written one, on every device. An expression is a lazy ``Expr``: a shape, a dtype (NumPy's, found
+by applying the same operation to one-element arrays of the operands' dtypes, so promotion is NumPy 2's), and
+the code of its element at given indices. Nothing is computed into memory but what a statement stores:
+elementwise operations, broadcasts, views and reductions of one statement fuse into one loop nest, a
+reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's lowering
+computes once per output it depends on (a row's max once per row, not once per element).
+
+What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
+``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
+another element than the one stored (``_reads_apart``); a name bound to an array expression is a new array
+(a temporary the plan makes); ``x += e`` updates ``x`` in place, in its dtype.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from svod.errors import KernelSyntaxError
+from svod.frontend import pylang
+from svod.frontend.phases import ALLOCATIONS, refusal
+from svod.frontend.source import Source
+
+UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
+          "fabs", "absolute", "negative")
+"""The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin")
+"""The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+           ast.Pow: "**"}
+_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+# ---- lazy array expressions -------------------------------------------------------------------------------
+
+class Emitter:
+    """Where an element's code is written: the statements a reduction needs before it (``lines``, at the
+    depth of the innermost loop), and fresh names."""
+
+    def __init__(self, counter: itertools.count[int]) -> None:
+        self.lines: list[str] = []
+        self.counter = counter
+        self.made: dict[tuple[int, tuple[str, ...]], str] = {}
+
+    def fresh(self, stem: str) -> str:
+        return f"_svod_{stem}{next(self.counter)}"
+
+
+@dataclass(eq=False)
+class Expr:
+    """An array-valued expression: its shape and dtype, and the code of its element at indices."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def sample(self) -> Any:
+        return np.ones(1, self.dtype)
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class Scalar:
+    """A scalar among array expressions: its code and a value of its kind (a Python number stays weak, as in
+    NumPy 2)."""
+
+    code: str
+    sample: Any
+
+
+Value = Expr | Scalar
+
+
+@dataclass(eq=False)
+class Named(Expr):
+    name: str = ""
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        return f"{self.name}[{', '.join(index)}]"
+
+
+@dataclass(eq=False)
+class Viewed(Expr):
+    """A view of ``base``: each of its axes a base axis at ``start + step * i`` or a new axis of size 1; the
+    base axes an integer index took stand at that index."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    axes: tuple[tuple[int, int, int] | None, ...] = ()
+    fixed: dict[int, str] = field(default_factory=dict)
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        at = dict(self.fixed)
+        for i, axis in zip(index, self.axes, strict=True):
+            if axis is not None:
+                base_axis, start, step = axis
+                at[base_axis] = _affine(start, step, i)
+        return self.base.element([at[k] for k in range(len(self.base.shape))], out)
+
+
+@dataclass(eq=False)
+class Transposed(Expr):
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    order: tuple[int, ...] = ()
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        at = [""] * len(index)
+        for position, axis in enumerate(self.order):
+            at[axis] = index[position]
+        return self.base.element(at, out)
+
+
+@dataclass(eq=False)
+class Elementwise(Expr):
+    """``combine`` of the operands' elements, each broadcast to this shape."""
+
+    combine: Callable[[list[str]], str] = field(default=None)  # type: ignore[assignment]
+    operands: tuple[Value, ...] = ()
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        return self.combine([_broadcast_element(v, self.shape, index, out) for v in self.operands])
+
+
+@dataclass(eq=False)
+class Reduced(Expr):
+    """``op`` over ``axes`` of ``operand``: a loop over them at the element, into an accumulator."""
+
+    op: str = "sum"
+    operand: Expr = field(default=None)  # type: ignore[assignment]
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        key = (id(self), tuple(index))
+        if key in out.made:
+            return out.made[key]
+        kept = iter(index)
+        loops = {axis: out.fresh("k") for axis in self.axes}
+        at = []
+        for axis in range(len(self.operand.shape)):
+            if axis in loops:
+                at.append(loops[axis])
+                if self.keepdims:
+                    next(kept)
+            else:
+                at.append(next(kept))
+        count = int(np.prod([self.operand.shape[a] for a in self.axes]))
+        out.made[key] = result = out.fresh("r")
+        body: list[str] = []
+        value = out.fresh("v")
+        inner = Emitter(out.counter)
+        inner.made = out.made
+        element = self.operand.element(at, inner)
+        body += inner.lines
+        body.append(f"{value} = {element}")
+        out.lines += _accumulate(self.op, result, value, self.dtype, self.operand.dtype, count,
+                                 [(loops[a], self.operand.shape[a]) for a in self.axes], body)
+        return result
+
+
+@dataclass(eq=False)
+class Product(Expr):
+    """``a @ b`` (or ``np.outer``): a sum over the shared axis of products, or the products alone."""
+
+    a: Expr = field(default=None)  # type: ignore[assignment]
+    b: Expr = field(default=None)  # type: ignore[assignment]
+    outer: bool = False
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        if self.outer:
+            return f"({self.a.element([index[0]], out)} * {self.b.element([index[1]], out)})"
+        key = (id(self), tuple(index))
+        if key in out.made:
+            return out.made[key]
+        k = out.fresh("k")
+        a_at = [k] if len(self.a.shape) == 1 else [index[0], k]
+        b_at = [k] if len(self.b.shape) == 1 else [k, index[-1]]
+        inner = Emitter(out.counter)
+        inner.made = out.made
+        term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
+        out.made[key] = result = out.fresh("r")
+        out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
+                                 [(k, self.a.shape[-1])], [*inner.lines], term)
+        return result
+
+
+def _affine(start: int, step: int, i: str) -> str:
+    scaled = i if step == 1 else f"{step} * {i}"
+    return scaled if start == 0 else f"{start} + {scaled}"
+
+
+def _broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[str], out: Emitter) -> str:
+    if isinstance(value, Scalar):
+        return value.code
+    offset = len(shape) - len(value.shape)
+    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else "0" for k, size in enumerate(value.shape)]
+    return value.element(at, out)
+
+
+def _typed(value: str, dtype: np.dtype) -> str:
+    return f"_svod_np.{dtype.name}({value})"
+
+
+def _accumulate(op: str, result: str, value: str | None, dtype: np.dtype, operand: np.dtype, count: int,
+                loops: list[tuple[str, int]], body: list[str], term: str | None = None) -> list[str]:
+    """The statements that reduce ``value`` (computed by ``body``, or ``term``) over ``loops`` into
+    ``result``, as NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside
+    it), a mean divides the sum."""
+    item = term if term is not None else value
+    assert item is not None
+    nan_aware = op in ("max", "min") and dtype.kind == "f"
+    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
+    if kind in ("sum", "mean"):
+        lines = [f"{result} = {_typed('0', dtype)}"]
+        update = f"{result} += {item}"
+    elif kind == "prod":
+        lines = [f"{result} = {_typed('1', dtype)}"]
+        update = f"{result} *= {item}"
+    else:
+        lowest = "-_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).min)
+        highest = "_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).max)
+        lines = [f"{result} = {_typed(lowest if kind == 'max' else highest, dtype)}"]
+        update = f"{result} = {kind}({result}, {item})"
+    if nan_aware:
+        lines.append(f"{result}_nan = 0")
+    depth = 0
+    for name, size in loops:
+        lines.append(f"{'    ' * depth}for {name} in range({size}):")
+        depth += 1
+    lines += [f"{'    ' * depth}{line}" for line in body]
+    lines.append(f"{'    ' * depth}{update}")
+    if nan_aware:
+        lines.append(f"{'    ' * depth}{result}_nan += {item} != {item}")
+        lines.append(f"{result} = {result} if {result}_nan == 0 else {_typed('_svod_np.nan', dtype)}")
+    if kind == "mean":
+        lines.append(f"{result} = {_typed(f'{result} / {count}', dtype)}")
+    return lines
+
+
+# ---- reading a function's array statements -----------------------------------------------------------------
+
+class Lowering:
+    """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
+
+    def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
+        self.source = source
+        self.name = name
+        self.arrays: dict[str, Expr] = {n: Named(v.shape, v.dtype, n) for n, v in args.items()
+                                        if isinstance(v, np.ndarray)}
+        self.arguments = set(self.arrays)
+        self.aliases: set[str] = set()
+        """Names bound to a view of another array (``v = a[1:]``): the same memory, as in NumPy."""
+        self.host: dict[str, Any] = {n: v for n, v in args.items() if not isinstance(v, np.ndarray)}
+        self.host.update({n: v for n, v in args.items() if isinstance(v, np.ndarray)})
+        self.read: set[str] = set()
+        """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
+        self.counter = itertools.count()
+        self.changed = False
+
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
+        return refusal(self.source, self.name, node, what)
+
+    def resolve(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Name):
+            return self.source.names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            owner = self.resolve(node.value)
+            return getattr(owner, node.attr, None) if owner is not None else None
+        return None
+
+    # ---- statements --------------------------------------------------------------------------------------
+
+    def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in statements:
+            out += self.statement(stmt, looped)
+        return out
+
+    def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
+        if isinstance(stmt, ast.For) and not self.is_prange(stmt.iter):
+            if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
+                new = copy.copy(stmt)
+                new.body = self.body(stmt.body, True)
+                return [new]
+            return [stmt]
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            return self.assign(stmt, stmt.targets[0], stmt.value, None, looped)
+        if isinstance(stmt, ast.AugAssign):
+            return self.assign(stmt, stmt.target, stmt.value, stmt.op, looped)
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            return self.returned(stmt, stmt.value)
+        return [stmt]
+
+    def returned(self, stmt: ast.Return, node: ast.expr) -> list[ast.stmt]:
+        """``return <array expressions>``: each a new array (or value) of a name of its own, returned by name."""
+        values = list(node.elts) if isinstance(node, ast.Tuple) else [node]
+        made: list[ast.stmt] = []
+        names: list[ast.expr] = []
+        for value in values:
+            if isinstance(value, ast.Name) and value.id not in self.aliases:
+                names.append(value)
+                continue
+            computed = self.value(value)
+            if isinstance(computed, Scalar):
+                names.append(value)
+                continue
+            name = f"_svod_r{next(self.counter)}"
+            made += self.new_array(stmt, name, computed, False)
+            names.append(ast.Name(name, ast.Load()))
+        if not made:
+            return [stmt]
+        result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
+        return [*made, ast.copy_location(ast.Return(result), stmt)]
+
+    def is_array_statement(self, stmt: ast.stmt) -> bool:
+        if isinstance(stmt, (ast.Assign, ast.AugAssign)):
+            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            return bool(names & set(self.arrays)) and not any(
+                isinstance(n, ast.For) for n in ast.walk(stmt))
+        return False
+
+    def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
+               looped: bool) -> list[ast.stmt]:
+        if isinstance(node, ast.Call) and _allocation_kind(node) is not None and isinstance(target, ast.Name):
+            self.allocated(stmt, target.id, node)
+            return [stmt]
+        if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or
+                                                             target.id in self.aliases):
+            value = self.value(node)
+            if isinstance(value, Scalar):
+                self.remember_scalar(target.id, node)
+                return [stmt]
+            if isinstance(value, (Named, Viewed, Transposed)):  # a view: another name of the same memory
+                self.arrays[target.id] = value
+                self.aliases.add(target.id)
+                return []
+            return self.new_array(stmt, target.id, value, looped)
+        if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
+            raise self.refuse(stmt, f"{target.id} = ... would make a new array of the name of an argument, whose "
+                                    f"caller's array stays as it is; assign into it (`{target.id}[...] = ...`) or "
+                                    "use a new name")
+        stored = self.target(target)
+        if stored is None:
+            return [stmt]
+        value = self.value(node)
+        if op is not None:
+            value = self.binary(stmt, stored, value, _BINARY.get(type(op)), in_place=stored.dtype)
+        if not stored.shape and isinstance(value, Scalar):
+            return [stmt]  # an element's store: a phase as written
+        return self.store(stmt, stored, value)
+
+    def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
+        try:
+            made = eval(compile(ast.Expression(call), self.source.file, "eval"), dict(self.source.names), self.host)
+        except Exception:
+            return  # the plan says what is wrong with it, where it is made
+        self.arrays[name] = Named(made.shape, made.dtype, name)
+        self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
+
+    def remember_scalar(self, name: str, node: ast.expr) -> None:
+        try:
+            self.host[name] = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names),
+                                   self.host)
+        except Exception:
+            self.host.pop(name, None)
+
+    def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
+        """``name = <array expression>``: a new array, which the plan makes once (a statement of its own)."""
+        if looped:
+            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases; make it once "
+                                    f"before the loop (`{name} = np.empty(...)`) and assign into it "
+                                    f"(`{name}[...] = ...`)")
+        self.changed = True
+        if not value.shape:  # one value: a scalar the phase computes, into the name itself
+            out = Emitter(self.counter)
+            element = value.element([], out)
+            code = "\n".join([*out.lines, f"{name} = {element}"])
+            if re.fullmatch(r"_svod_r\d+", element):
+                code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
+            return self.parsed(code, stmt)
+        self.arrays[name] = made = Named(value.shape, value.dtype, name)
+        shape = ", ".join(str(s) for s in value.shape)
+        allocation = self.parsed(f"{name} = _svod_np.empty(({shape}{',' if len(value.shape) == 1 else ''}), "
+                                 f"_svod_np.{value.dtype.name})", stmt)
+        return [*allocation, *self.loops(stmt, made, value)]
+
+    def store(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
+        """``stored[...] = value``, through a temporary where the value reads ``stored``'s array elsewhere."""
+        self.changed = True
+        if isinstance(value, Expr):
+            _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
+        base = _base_name(stored)
+        if base is not None and isinstance(value, Expr) and _reads_apart(value, stored, base, self):
+            temporary = self.fresh_temporary(value)
+            return [*self.parsed(f"{temporary.name} = _svod_np.empty(({', '.join(map(str, value.shape))},), "
+                                 f"_svod_np.{value.dtype.name})", stmt),
+                    *self.loops(stmt, temporary, value), *self.loops(stmt, stored, temporary)]
+        return self.loops(stmt, stored, value)
+
+    def fresh_temporary(self, value: Expr) -> Named:
+        name = f"_svod_t{next(self.counter)}"
+        self.arrays[name] = made = Named(value.shape, value.dtype, name)
+        return made
+
+    def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
+        """The ``prange`` nest that stores ``value`` into each element of ``stored``."""
+        index = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
+        out = Emitter(self.counter)
+        element = _broadcast_element(value, stored.shape, index, out)
+        if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
+            element = _typed(element, stored.dtype)
+        target = stored.element(index, out) if stored.shape else stored.element([], out)
+        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):"
+                 for depth, (name, size) in enumerate(zip(index, stored.shape, strict=True))]
+        pad = "    " * len(index)
+        lines += [pad + line for line in out.lines]
+        lines.append(f"{pad}{target} = {element}")
+        return self.parsed("\n".join(lines), stmt)
+
+    def parsed(self, code: str, at: ast.stmt) -> list[ast.stmt]:
+        statements = ast.parse(code).body
+        for node in statements:
+            for inner in ast.walk(node):
+                ast.copy_location(inner, at)
+        return statements
+
+    def target(self, node: ast.expr) -> Expr | None:
+        """What a store's target names: an array or a view of one (None: not an array's)."""
+        if isinstance(node, ast.Name):
+            return self.arrays.get(node.id)
+        if isinstance(node, ast.Subscript):
+            value = self.value(node)
+            return value if isinstance(value, Expr) else None
+        return None
+
+    # ---- expressions -------------------------------------------------------------------------------------
+
+    def value(self, node: ast.expr) -> Value:
+        method = _VALUES.get(type(node))
+        if method is None:
+            if any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node)):
+                raise self.refuse(node, f"{type(node).__name__} of arrays is not an array expression svod has")
+            return self.scalar(node)
+        return method(self, node)
+
+    def scalar(self, node: ast.expr) -> Scalar:
+        code = ast.unparse(node)
+        try:
+            sample = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+        except Exception:
+            sample = 0
+        if isinstance(sample, np.ndarray):
+            sample = sample.flat[0] if sample.size else sample.dtype.type(0)
+        return Scalar(code, sample)
+
+    def constant(self, node: ast.Constant) -> Value:
+        return Scalar(repr(node.value), node.value)
+
+    def name_value(self, node: ast.Name) -> Value:
+        if node.id in self.arrays:
+            return self.arrays[node.id]
+        return self.scalar(node)
+
+    def attribute(self, node: ast.Attribute) -> Value:
+        owner = self.value(node.value) if isinstance(node.value, (ast.Name, ast.Subscript, ast.Attribute)) and \
+            any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node.value)) else None
+        if isinstance(owner, Expr):
+            if node.attr == "T":
+                order = tuple(reversed(range(len(owner.shape))))
+                return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
+            if node.attr in ("shape", "size", "ndim"):
+                known = _attribute(owner, node.attr)
+                return Scalar(repr(known), known)
+            raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
+        return self.scalar(node)
+
+    def subscript(self, node: ast.Subscript) -> Value:
+        base = self.value(node.value)
+        if not isinstance(base, Expr):
+            return self.scalar(node)
+        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        items = _without_ellipsis(items, len(base.shape))
+        axes: list[tuple[int, int, int] | None] = []
+        fixed: dict[int, str] = {}
+        shape: list[int] = []
+        axis = 0
+        for item in items:
+            if (isinstance(item, ast.Constant) and item.value is None) or \
+                    (isinstance(item, ast.Attribute) and item.attr == "newaxis"):
+                axes.append(None)
+                shape.append(1)
+                continue
+            if axis >= len(base.shape):
+                raise self.refuse(node, f"too many indices for an array of {len(base.shape)} dimension(s)")
+            size = base.shape[axis]
+            if isinstance(item, ast.Slice):
+                bounds = [None if part is None else self.host_int(part) for part in (item.lower, item.upper, item.step)]
+                if bounds[2] == 0:
+                    raise self.refuse(node, "a slice step cannot be zero")
+                start, stop, step = slice(*bounds).indices(size)
+                shape.append(len(range(start, stop, step)))
+                axes.append((axis, start, step))
+            else:
+                index = self.value(item)
+                if isinstance(index, Expr):
+                    raise self.refuse(node, "indexing with an array (a gather) is a prange loop's work; write one")
+                known = self.host_int(item, required=False)
+                if known is not None and not -size <= known < size:
+                    raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
+                fixed[axis] = str(known % size) if known is not None else index.code
+            axis += 1
+        for rest in range(axis, len(base.shape)):
+            axes.append((rest, 0, 1))
+            shape.append(base.shape[rest])
+        if not axes and len(fixed) == len(base.shape):
+            return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
+                          base.dtype.type(1))
+        return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)
+
+    def host_int(self, node: ast.expr, required: bool = True) -> int | None:
+        """An index or bound the host computes now (a constant, a shape, a scalar argument)."""
+        try:
+            value = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+        except Exception as err:
+            if not required:
+                return None
+            raise self.refuse(node, f"a slice's bounds are numbers the host knows before the run ({err})") from err
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            if not required:
+                return None
+            raise self.refuse(node, "a slice's bounds are integers")
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
+        return int(value)
+
+    def binop(self, node: ast.BinOp) -> Value:
+        left, right = self.value(node.left), self.value(node.right)
+        if isinstance(node.op, ast.MatMult):
+            return self.matmul(node, left, right)
+        return self.binary(node, left, right, _BINARY.get(type(node.op)))
+
+    def binary(self, node: ast.AST, left: Value, right: Value, symbol: str | None,
+               in_place: np.dtype | None = None) -> Value:
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return Scalar(f"({left.code} {symbol} {right.code})", _apply(lambda a, b: eval(f"a {symbol} b"),
+                                                                           left.sample, right.sample))
+        if symbol is None:
+            raise self.refuse(node, "this operator is not one svod's array expressions have")
+        dtype = _result_dtype(lambda a, b: eval(f"a {symbol} b"), left, right)
+        if symbol == "**":
+            return self.elementwise(node, lambda c: f"({c[0]} ** {c[1]})", dtype, left, right)
+        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", dtype, left, right)
+
+    def elementwise(self, node: ast.AST, combine: Callable[[list[str]], str], dtype: np.dtype,
+                    *operands: Value) -> Expr:
+        shapes = [o.shape for o in operands if isinstance(o, Expr)]
+        return Elementwise(_broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
+
+    def unary(self, node: ast.UnaryOp) -> Value:
+        operand = self.value(node.operand)
+        if isinstance(operand, Scalar):
+            return self.scalar(node)
+        symbol = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}.get(type(node.op))
+        if symbol is None:
+            raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
+        return self.elementwise(node, lambda c: f"({symbol}{c[0]})", operand.dtype, operand)
+
+    def compare(self, node: ast.Compare) -> Value:
+        if len(node.ops) != 1:
+            raise self.refuse(node, "a chained comparison of arrays is ambiguous; compare twice and combine with &")
+        left, right = self.value(node.left), self.value(node.comparators[0])
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return self.scalar(node)
+        symbol = _COMPARE.get(type(node.ops[0]))
+        if symbol is None:
+            raise self.refuse(node, "this comparison is not one svod's array expressions have")
+        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", np.dtype(bool), left, right)
+
+    def call(self, node: ast.Call) -> Value:
+        func = node.func
+        if isinstance(func, ast.Attribute) and not isinstance(self.resolve(func.value), type(np)):
+            owner = self.value(func.value)
+            if isinstance(owner, Expr):
+                return self.method(node, owner, func.attr)
+        callee = self.resolve(func)
+        args = [self.value(a) for a in node.args]
+        if not any(isinstance(a, Expr) for a in args):
+            return self.scalar(node)
+        name = getattr(callee, "__name__", None)
+        if callee is getattr(np, str(name), None) or callee is abs:
+            return self.numpy_call(node, str(name), args)
+        raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
+
+    def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:
+        if name in ("abs", "absolute", "fabs"):
+            name = "abs"
+        if name in UFUNCS and len(args) == 1:
+            (x,) = args
+            fn = getattr(np, name)
+            dtype = _result_dtype(fn, x)
+            if name == "negative":
+                return self.elementwise(node, lambda c: f"(-{c[0]})", dtype, x)
+            cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
+            spell = "abs" if name == "abs" else f"_svod_np.{name}"
+            return self.elementwise(node, lambda c: f"{spell}({_typed(c[0], cast) if cast else c[0]})", dtype, x)
+        if name in ("maximum", "minimum") and len(args) == 2:
+            dtype = _result_dtype(getattr(np, name), *args)
+            pick = ">=" if name == "maximum" else "<="
+            return self.elementwise(node, lambda c: f"({c[0]} if ({c[0]} {pick} {c[1]} or {c[0]} != {c[0]}) else "
+                                                    f"{c[1]})", dtype, *args)
+        if name == "where" and len(args) == 3:
+            dtype = _result_dtype(np.where, *args)
+            return self.elementwise(node, lambda c: f"({c[1]} if {c[0]} else {c[2]})", dtype, *args)
+        if name in REDUCTIONS and args and isinstance(args[0], Expr):
+            return self.reduction(node, args[0], name, node.keywords, args[1:])
+        if name in ("dot", "matmul") and len(args) == 2:
+            return self.matmul(node, args[0], args[1])
+        if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
+            a, b = (self.flat(node, a) for a in args)
+            dtype = _result_dtype(np.multiply, a, b)
+            return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
+        raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
+
+    def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
+        args = [self.value(a) for a in node.args]
+        if name in REDUCTIONS:
+            return self.reduction(node, owner, name, node.keywords, args)
+        if name == "astype" and len(node.args) == 1:
+            dtype = np.dtype(self.resolve(node.args[0]) or eval(ast.unparse(node.args[0]), dict(self.source.names)))
+            return self.elementwise(node, lambda c: _typed(c[0], dtype), dtype, owner)
+        if name == "copy" and not node.args:
+            return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
+        raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
+
+    def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
+                  args: list[Value]) -> Value:
+        axis_node = next((k.value for k in keywords if k.arg == "axis"), node.args[1] if len(node.args) > 1 and
+                         not isinstance(node.func, ast.Attribute) else node.args[0] if node.args and
+                         isinstance(node.func, ast.Attribute) else None)
+        keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
+        ndim = len(operand.shape)
+        if axis_node is None:
+            axes = tuple(range(ndim))
+        else:
+            given = eval(ast.unparse(axis_node), dict(self.source.names), self.host)
+            given = given if isinstance(given, tuple) else (given,)
+            if any(not -ndim <= a < ndim for a in given):
+                raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
+            axes = tuple(sorted(a % ndim for a in given))
+        if any(operand.shape[a] == 0 for a in axes) and name in ("max", "min", "amax", "amin"):
+            raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
+        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes)
+        dtype = np.asarray(sample).dtype
+        shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
+        reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
+        if not shape and not keepdims:
+            return _Whole(reduced)
+        return reduced
+
+    def flat(self, node: ast.AST, value: Value) -> Expr:
+        if not isinstance(value, Expr) or len(value.shape) != 1:
+            raise self.refuse(node, "np.outer takes two 1-D arrays here")
+        return value
+
+    def matmul(self, node: ast.AST, a: Value, b: Value) -> Value:
+        if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 2 or \
+                not 1 <= len(b.shape) <= 2:
+            raise self.refuse(node, "@ takes two arrays of 1 or 2 dimensions here")
+        inner_b = b.shape[0]
+        if a.shape[-1] != inner_b:
+            raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
+        shape = (*a.shape[:-1], *b.shape[1:])
+        dtype = _result_dtype(np.matmul, a, b)
+        product = Product(tuple(shape), dtype, a, b)
+        return _Whole(product) if not shape else product
+
+    def is_prange(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and self.resolve(node.func) is pylang.prange
+
+
+@dataclass(eq=False)
+class _Whole(Expr):
+    """A reduction to one value: an expression whose shape is ``()``."""
+
+    def __init__(self, inner: Expr) -> None:
+        super().__init__((), inner.dtype)
+        self.inner = inner
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        return self.inner.element(index, out)
+
+
+def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
+    """``items`` with an ``...`` spelled as the full slices it stands for."""
+    spots = [k for k, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
+    if not spots:
+        return items
+    named = sum(1 for item in items if not (isinstance(item, ast.Constant) and item.value in (None, Ellipsis)))
+    full = [ast.Slice() for _ in range(max(ndim - named, 0))]
+    return [*items[:spots[0]], *full, *items[spots[0] + 1:]]
+
+
+def _attribute(owner: Expr, attr: str) -> Any:
+    return {"shape": owner.shape, "size": int(np.prod(owner.shape)), "ndim": len(owner.shape)}[attr]
+
+
+def _result_dtype(fn: Callable[..., Any], *operands: Value) -> np.dtype:
+    """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
+    Python number as itself: weak, as NEP 50 has it)."""
+    samples = [o.sample for o in operands]
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(*samples)).dtype
+
+
+def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
+    with np.errstate(all="ignore"):
+        try:
+            return fn(*samples)
+        except Exception:
+            return 0
+
+
+def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[int, ...]],
+                     to: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError as err:
+        raise lowering.refuse(node, f"shapes {' and '.join(map(str, shapes))} do not broadcast") from err
+    if to is not None and shape != to:
+        raise lowering.refuse(node, f"a value of shape {shapes[1]} cannot be stored into an array view of shape {to}")
+    return tuple(shape)
+
+
+def _base_name(stored: Expr) -> str | None:
+    while isinstance(stored, (Viewed, Transposed)):
+        stored = stored.base
+    return stored.name if isinstance(stored, Named) else None
+
+
+def _reads_apart(value: Expr, stored: Expr, base: str, lowering: Lowering) -> bool:
+    """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
+    (then it is computed into a temporary first, as NumPy's meaning is)."""
+    index = [f"_svod_p{k}" for k in range(len(stored.shape))]
+    out = Emitter(itertools.count())
+    target = stored.element(index, out)
+    code = _broadcast_element(value, stored.shape, index, out) + "\n" + "\n".join(out.lines)
+    reads = [ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Subscript)
+             and isinstance(n.value, ast.Name) and n.value.id == base]
+    return any(read != ast.unparse(ast.parse(target).body[0].value) for read in reads)  # type: ignore[attr-defined]
+
+
+def _allocation_kind(call: ast.Call) -> str | None:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name if name in ALLOCATIONS else None
+
+
+def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
+    """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
+    docstring), and the scalar arguments whose values that read; None when it has none."""
+    lowering = Lowering(source, name, args)
+    body = lowering.body(source.node.body, False)
+    if not lowering.changed:
+        return None
+    node = copy.copy(source.node)
+    node.body = body
+    return Source(node, source.file, {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}), lowering.read
+
+
+_VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
+    ast.Constant: Lowering.constant, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
+    ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call,
+}
+"""The array expression each kind of AST node makes (``Lowering.value``)."""

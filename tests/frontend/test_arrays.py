@@ -1,0 +1,241 @@
+"""NumPy array expressions inside ``@svod.jit`` (issue 45): views, broadcasting, ufuncs, reductions, ``@`` and
+assignments, each compared on every device with the same function run as plain NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import GraphError, KernelSyntaxError
+from tests.frontend.test_jit import agrees_with_python
+from tests.helpers import refuses
+
+RNG = np.random.default_rng(45)
+
+
+def data(*shape: int, dtype: type = np.float64) -> np.ndarray:
+    return RNG.normal(size=shape).astype(dtype)
+
+
+# ---- views and assignment ------------------------------------------------------------------------------
+
+@svod.jit
+def stencil(a, b, steps):
+    for _ in range(steps):
+        b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1] + a[:-2, 1:-1])
+        a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:] + b[2:, 1:-1] + b[:-2, 1:-1])
+    return a
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 17])
+def test_a_stencil_of_slices(device, n):
+    agrees_with_python(stencil, device, data(n, n), np.zeros((n, n)), 3)
+
+
+@svod.jit
+def steps_and_negatives(out, x):
+    out[::2] = x[::-2][: out[::2].shape[0]] * 2.0
+    out[1::2] = x[-3:-1].sum() + x[1::3][0]
+
+
+@pytest.mark.parametrize("n", [3, 4, 11])
+def test_steps_and_negative_bounds(device, n):
+    agrees_with_python(steps_and_negatives, device, np.zeros(n), data(n))
+
+
+@svod.jit
+def rows_columns_and_new_axes(out, a, v):
+    out[0] = a[1] + v
+    out[1:, 0] = a[1:, -1]
+    out[1:, 1:] = a[1:, 1:] * v[None, 1:] + a.T[1:, 0][:, np.newaxis]
+
+
+def test_integer_indices_drop_axes_and_new_axes_add_them(device):
+    agrees_with_python(rows_columns_and_new_axes, device, np.zeros((5, 5)), data(5, 5), data(5))
+
+
+@svod.jit
+def shifted(a):
+    a[1:] = a[:-1] + 1.0
+
+
+@svod.jit
+def reversed_in_place(a):
+    a[:] = a[::-1]
+
+
+@pytest.mark.parametrize("n", [1, 2, 9])
+def test_a_statement_that_reads_what_it_stores_reads_it_as_before(device, n):
+    """NumPy's meaning: the right side is computed as if into a new array before the store."""
+    agrees_with_python(shifted, device, data(n))
+    agrees_with_python(reversed_in_place, device, data(n))
+
+
+@svod.jit
+def in_place_updates(x, y, k):
+    x += 2.5 * y
+    x[1:] *= y[:-1]
+    k //= 2
+
+
+def test_in_place_updates_keep_the_arrays_dtype(device):
+    agrees_with_python(in_place_updates, device, data(7), data(7), np.arange(7, dtype=np.int32) * 5 - 13)
+
+
+@svod.jit
+def views_alias_their_base(a):
+    v = a[1:-1]
+    v[:] = 7.0
+    w = a[::2]
+    w += 1.0
+
+
+def test_a_view_is_the_same_memory(device):
+    agrees_with_python(views_alias_their_base, device, data(9))
+
+
+# ---- elementwise, broadcasting, promotion --------------------------------------------------------------
+
+@svod.jit
+def elementwise(out, a, b):
+    out[...] = np.where(a > b, np.exp(a) - np.sqrt(np.abs(b)), np.maximum(a, b) * -1) + np.minimum(a, 0.5)
+
+
+def test_ufuncs_where_and_comparisons(device):
+    a, b = data(6, 5), data(5)
+    a[0, 0], b[1] = np.nan, np.nan
+    agrees_with_python(elementwise, device, np.zeros((6, 5)), a, b)
+
+
+@svod.jit
+def broadcast_edges(out, col, row, one):
+    out[:, :] = col + row * one
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 4), (4, 1), (0, 3), (3, 0), (5, 7)])
+def test_broadcasting_size_one_and_empty_dimensions(device, rows, cols):
+    agrees_with_python(broadcast_edges, device, np.zeros((rows, cols)), data(rows, 1), data(cols), data(1, 1))
+
+
+@svod.jit
+def promoted(a, i):
+    t = a * i + 1
+    return t, (i // 3).astype(np.float32) * 0.5
+
+
+def test_promotion_is_numpys(device):
+    """float32 times int32 is float64 (NumPy 2): a device without float64 says so."""
+    args = (data(4, dtype=np.float32), np.arange(4, dtype=np.int32) - 2)
+    if refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match="cannot hold float64"):
+            promoted(*args, device=device)
+        return
+    agrees_with_python(promoted, device, *args)
+
+
+# ---- reductions ----------------------------------------------------------------------------------------
+
+@svod.jit
+def reductions(x):
+    a = x.sum(axis=0)
+    b = x.max(axis=1, keepdims=True)
+    c = np.min(x, axis=(0, 1))
+    d = x.mean(axis=-1)
+    e = np.prod(x[:, :2], axis=1)
+    return a, b, c, d, e
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (3, 4), (7, 5)])
+def test_reductions_over_axes(device, shape):
+    agrees_with_python(reductions, device, data(*shape), rtol=1e-5)
+
+
+def test_a_nan_wins_a_max_and_a_min(device):
+    x = data(4, 3)
+    x[2, 1] = np.nan
+    agrees_with_python(reductions, device, x, rtol=1e-5)
+
+
+@svod.jit
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@svod.jit
+def layernorm(x, gamma, beta):
+    mean = x.mean(axis=1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=1, keepdims=True)
+    return centred / np.sqrt(var + 1e-5) * gamma + beta
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 17), (8, 64)])
+def test_softmax_and_layernorm(device, rows, cols):
+    agrees_with_python(softmax, device, data(rows, cols, dtype=np.float32), rtol=1e-5)
+    agrees_with_python(layernorm, device, data(rows, cols, dtype=np.float32), data(cols, dtype=np.float32),
+                       data(cols, dtype=np.float32), rtol=1e-4)
+
+
+# ---- linear algebra ------------------------------------------------------------------------------------
+
+@svod.jit
+def products(a, b, v, w):
+    return a @ b, v @ a, a @ w, np.dot(v, v), np.outer(v, w)
+
+
+@pytest.mark.parametrize("n,k,m", [(1, 1, 1), (3, 5, 2), (9, 4, 7)])
+def test_matmul_dot_and_outer(device, n, k, m):
+    agrees_with_python(products, device, data(n, k), data(k, m), data(n), data(k), rtol=1e-9)
+
+
+@svod.jit
+def gemver(alpha, beta, A, u1, v1, u2, v2, w, x, y, z):
+    A += np.outer(u1, v1) + np.outer(u2, v2)
+    x += beta * y @ A + z
+    w += alpha * A @ x
+    return A, x, w
+
+
+def test_gemver_as_numpy_writes_it(device):
+    n = 11
+    agrees_with_python(gemver, device, 1.5, 1.2, data(n, n), *[data(n) for _ in range(8)], rtol=1e-9)
+
+
+@svod.jit
+def mlp(x, w1, w2, w3):
+    h = np.maximum(x @ w1, 0.0)
+    h2 = np.maximum(h @ w2, 0.0)
+    return h2 @ w3
+
+
+def test_a_three_layer_mlp(device):
+    agrees_with_python(mlp, device, data(5, 8, dtype=np.float32), data(8, 16, dtype=np.float32),
+                       data(16, 6, dtype=np.float32), data(6, 3, dtype=np.float32), rtol=1e-4)
+
+
+# ---- refusals ------------------------------------------------------------------------------------------
+
+@svod.jit
+def not_broadcasting(out, a, b):
+    out[:] = a + b
+
+
+@svod.jit
+def index_outside(out, a):
+    out[:] = a[5]
+
+
+@svod.jit
+def mismatched_product(a, b):
+    return a @ b
+
+
+def test_shapes_that_do_not_fit_are_refused_with_the_line():
+    with pytest.raises(KernelSyntaxError, match=r"test_arrays.py:\d+: shapes \(3,\) and \(4,\) do not broadcast"):
+        not_broadcasting(np.zeros(3), np.zeros(3), np.zeros(4))
+    with pytest.raises(KernelSyntaxError, match=r"index 5 is out of bounds for axis 0 of size 2"):
+        index_outside(np.zeros(3), np.zeros((2, 3)))
+    with pytest.raises(KernelSyntaxError, match=r"@ of shapes \(2, 3\) and \(2, 3\)"):
+        mismatched_product(np.zeros((2, 3)), np.zeros((2, 3)))
