@@ -17,7 +17,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -28,7 +28,7 @@ import numpy as np
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
 from benchmarks.distributed import shard_overhead
-from benchmarks.jit_programs import PROGRAMS, Program, copies
+from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
@@ -155,7 +155,7 @@ class Bench:
                 ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
                 ("distributed", lambda: shard_overhead(self.device.name)),
                 ("plan algorithms", self.plan_algorithms), ("jit programs", self.jit_programs),
-                ("kernel suite", self.kernel_suite)]
+                ("array programs", self.array_programs), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
         metrics: list[Metric] = []
@@ -415,10 +415,19 @@ class Bench:
         return metrics
 
     def jit_programs(self) -> list[Metric]:
+        return self._programs(PROGRAMS, "jit")
+
+    def array_programs(self) -> list[Metric]:
+        """NumPy array code inside ``@svod.jit`` (``benchmarks.jit_programs.ARRAY_PROGRAMS``), as
+        ``jit_programs`` times whole programs: ``array.<name>_ms``. numba runs the same text where it takes it
+        (it refuses ``keepdims``, and says so as the reason its figure is missing)."""
+        return self._programs(ARRAY_PROGRAMS, "array")
+
+    def _programs(self, programs: Sequence[Program], prefix: str) -> list[Metric]:
         """Whole numba programs (``benchmarks.jit_programs``), one source text each, under ``@svod.jit`` beside
-        the same text under ``@numba.njit(parallel=True)`` and numpy's spelling: ``jit.<name>_ms``, and with
-        ``jit_first_calls`` each version's first call in a fresh process at the program's small size, which
-        is its compile (``jit_first_call.<name>_ms``).
+        the same text under ``@numba.njit(parallel=True)`` and numpy's spelling: ``<prefix>.<name>_ms``, and
+        with ``jit_first_calls`` each version's first call in a fresh process at the program's small size,
+        which is its compile (``<prefix>_first_call.<name>_ms``).
         Every version that runs is checked against numpy's answer twice (its first call, then a call on other
         arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
         missing. svod and numba are timed in turns, one run each, after a pause of ``BLAS_SPIN_SECONDS``
@@ -428,7 +437,7 @@ class Bench:
         numba = Numba(settings.threads)
         repeats = max(5, self.sizes.repeats // 2)
         metrics = []
-        for program in PROGRAMS:
+        for program in programs:
             size = program.size(scale)
             args = program.make(*size)
             want = program.numpy(*copies(args))
@@ -456,12 +465,12 @@ class Bench:
             note = f"{program.describe(size)}; {program.lines('svod')} lines (numba's: {program.lines('numba')})"
             if program.rewrite_of:
                 note += f"; svod's rewrite of {program.rewrite_of}"
-            metrics.append(Metric(f"jit.{program.name}_ms", "ms", "lower", _ms(seconds["svod"]), numpy=numpy_s * 1e3,
-                                  numba=_ms(seconds["numba"]), why_missing=why, note=note))
+            metrics.append(Metric(f"{prefix}.{program.name}_ms", "ms", "lower", _ms(seconds["svod"]),
+                                  numpy=numpy_s * 1e3, numba=_ms(seconds["numba"]), why_missing=why, note=note))
             if self.sizes.jit_first_calls:
                 firsts = {version: None if version in why else
                           first_call_ms(program, version, program.small, self.device.name) for version in seconds}
-                metrics.append(Metric(f"jit_first_call.{program.name}_ms", "ms", "lower", firsts["svod"],
+                metrics.append(Metric(f"{prefix}_first_call.{program.name}_ms", "ms", "lower", firsts["svod"],
                                       numba=firsts["numba"], why_missing={**why, "numpy": "nothing to compile"},
                                       note=f"first call at {program.describe(program.small)} (the compile, and a "
                                            "run of next to nothing) in a fresh process, empty svod disk cache"))
@@ -479,6 +488,10 @@ class Bench:
             if version != "svod":
                 raise
             return " ".join(str(err).split())
+        except Exception as err:  # numba's refusal of a program (a TypingError), in its first line
+            if version != "numba":
+                raise
+            return f"numba refuses it: {type(err).__name__}: " + str(err).strip().splitlines()[-1][:160]
         work = copies(args)
         for result in (first, function(*work)):
             if not jit_agree(program, result, want):

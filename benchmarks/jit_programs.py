@@ -439,8 +439,88 @@ PROGRAMS = [
 """The issue's programs as numba writes them, each followed by svod's rewrite where svod refuses it."""
 
 
+# ---- NumPy array programs (issue 45) -------------------------------------------------------------------------
+
+JACOBI_SLICES = """
+def jacobi_slices(a, b, steps):
+    for _ in range(steps):
+        b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1] + a[:-2, 1:-1])
+        a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:] + b[2:, 1:-1] + b[:-2, 1:-1])
+    return a
+"""
+
+GEMVER_NUMPY = """
+def gemver_numpy(alpha, beta, A, u1, v1, u2, v2, w, x, y, z):
+    A += np.outer(u1, v1) + np.outer(u2, v2)
+    x += beta * y @ A + z
+    w += alpha * A @ x
+    return A, x, w
+"""
+
+K2MM = """
+def k2mm(alpha, beta, A, B, C, D):
+    tmp = alpha * A @ B
+    D[:] = tmp @ C + beta * D
+    return D
+"""
+
+SOFTMAX = """
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+"""
+
+LAYERNORM = """
+def layernorm(x, gamma, beta):
+    mean = x.mean(axis=1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=1, keepdims=True)
+    return centred / np.sqrt(var + 1e-5) * gamma + beta
+"""
+
+MLP = """
+def mlp(x, w1, w2, w3):
+    h = np.maximum(x @ w1, 0.0)
+    h2 = np.maximum(h @ w2, 0.0)
+    return h2 @ w3
+"""
+
+
+def _random(seed: int, *shapes: tuple[int, ...], dtype: Any = np.float64) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.random(shape).astype(dtype) for shape in shapes)
+
+
+def _array_program(name: str, source: str, make: Callable[..., tuple[Any, ...]], **fields: Any) -> Program:
+    """A program of NumPy array code: numpy's answer is the function itself, run as plain Python."""
+    text = textwrap.dedent(source).lstrip("\n")
+    names: dict[str, Any] = {"np": np}
+    exec(compile(text, f"<array program {name} (numpy)>", "exec"), names)  # the program's own text
+    return Program(name, text, make=make, numpy=names[name], **fields)
+
+
+ARRAY_PROGRAMS = [
+    _array_program("jacobi_slices", JACOBI_SLICES, lambda n, steps: (*_random(1, (n, n)), np.zeros((n, n)), steps),
+                   full=(1000, 100), quick=(300, 20), small=(7, 3), size_text="{0}x{0}, {1} steps", tolerance=1e-12),
+    _array_program("gemver_numpy", GEMVER_NUMPY, lambda n: (1.5, 1.2, *_random(2, (n, n), *[(n,)] * 8)),
+                   full=(2000,), quick=(500,), small=(7,), size_text="N={0}", tolerance=1e-9),
+    _array_program("k2mm", K2MM, lambda i, j, k, m: (1.5, 1.2, *_random(3, (i, k), (k, j), (j, m), (i, m))),
+                   full=(800, 900, 1100, 1200), quick=(200, 220, 240, 260), small=(5, 6, 7, 8),
+                   size_text="{0}x{1}x{2}x{3}", tolerance=1e-9),
+    _array_program("softmax", SOFTMAX, lambda r, c: _random(4, (r, c), dtype=np.float32),
+                   full=(4096, 1024), quick=(1024, 512), small=(5, 17), size_text="{0}x{1} float32", tolerance=1e-5),
+    _array_program("layernorm", LAYERNORM,
+                   lambda r, c: _random(5, (r, c), (c,), (c,), dtype=np.float32),
+                   full=(4096, 1024), quick=(1024, 512), small=(5, 17), size_text="{0}x{1} float32", tolerance=1e-4),
+    _array_program("mlp", MLP, lambda b, i, h, o: _random(6, (b, i), (i, h), (h, h), (h, o), dtype=np.float32),
+                   full=(1024, 784, 512, 10), quick=(256, 256, 128, 10), small=(5, 8, 16, 3),
+                   size_text="batch {0}, {1}-{2}-{2}-{3} float32", tolerance=1e-3),
+]
+"""NumPy code as numba users write it inside ``@njit``, under ``@svod.jit`` (``array.<name>_ms``)."""
+
+
 def program(name: str) -> Program:
-    found = next((p for p in PROGRAMS if p.name == name), None)
+    found = next((p for p in [*PROGRAMS, *ARRAY_PROGRAMS] if p.name == name), None)
     if found is None:
         raise KeyError(f"no jit program {name!r}; there are {', '.join(p.name for p in PROGRAMS)}")
     return found

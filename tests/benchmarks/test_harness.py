@@ -11,7 +11,7 @@ import pytest
 import svod
 from benchmarks import timing
 from benchmarks.harness import Bench, Sizes, suite_metrics
-from benchmarks.jit_programs import PROGRAMS
+from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
 from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric, report, to_json
 from svod import workloads
@@ -20,7 +20,7 @@ from svod.errors import SvodError
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False)
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
-JIT = {f"jit.{program.name}_ms" for program in PROGRAMS}
+JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS}
 UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
          "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
          "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
@@ -54,7 +54,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
         assert (metric["numpy"] is not None) == (name in NUMPY_TOO | JIT), name
         for peer in ("svod", "numpy", "numba", "tinygrad"):
             assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
-        if name.startswith(("kernel.", "plan.", "jit.")):  # every peer has a figure, or the reason it has none
+        if name.startswith(("kernel.", "plan.", "jit.", "array.")):  # every peer has a figure, or why it has none
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]

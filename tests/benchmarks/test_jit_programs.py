@@ -15,7 +15,7 @@ import pytest
 import svod
 from benchmarks import harness
 from benchmarks.harness import Bench, first_call_ms
-from benchmarks.jit_programs import HEADERS, PROGRAMS, agree, copies, program
+from benchmarks.jit_programs import ARRAY_PROGRAMS, HEADERS, PROGRAMS, agree, copies, program
 from benchmarks.peers import Tinygrad
 from svod.errors import SvodError
 from svod.frontend.oracle import as_python
@@ -134,3 +134,17 @@ def test_a_program_that_disagrees_with_numpy_fails_the_bench(monkeypatch):
     bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None)
     with pytest.raises(SvodError, match="svod's jacobi2d disagrees with numpy"):
         bench.jit_programs()
+
+
+@pytest.mark.parametrize("name", [p.name for p in ARRAY_PROGRAMS])
+def test_an_array_program_is_numpy_code_that_svod_runs_as_numpy_does(name):
+    """The NumPy programs (issue 45): the svod text is the numba text but for imports and decorator, loops
+    nothing by hand, and gives numpy's answer (its own function run as plain Python) at its small size."""
+    found = program(name)
+    changed = [line for line in difflib.ndiff(found.text("numba").splitlines(), found.text("svod").splitlines())
+               if line[:2] in ("- ", "+ ")]
+    assert sorted(line[2:] for line in changed) == sorted([*HEADERS["numba"], *HEADERS["svod"]])
+    assert "prange(" not in found.source
+    args = found.make(*found.small)
+    want = found.numpy(*copies(args))
+    assert agree(found, found.function("svod")(*copies(args)), want)
