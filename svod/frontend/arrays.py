@@ -41,7 +41,7 @@ from svod.frontend.source import Source
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
           "fabs", "absolute", "negative")
 """The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
-REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin")
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
            ast.Pow: "**"}
@@ -191,8 +191,10 @@ class Product(Expr):
         if key in out.made:
             return out.made[key]
         k = out.fresh("k")
-        a_at = [k] if len(self.a.shape) == 1 else [index[0], k]
-        b_at = [k] if len(self.b.shape) == 1 else [k, index[-1]]
+        batch = list(index[:1]) if len(self.shape) == 3 else []
+        a_at = [k] if len(self.a.shape) == 1 else [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1
+                                                                                          else -1], k]
+        b_at = [k] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], k, index[-1]]
         inner = Emitter(out.counter)
         inner.made = out.made
         term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
@@ -200,6 +202,34 @@ class Product(Expr):
         out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
                                  [(k, self.a.shape[-1])], [*inner.lines], term)
         return result
+
+
+@dataclass(eq=False)
+class Counted(Expr):
+    """A 1-D array made from its index alone (``np.arange``, ``np.linspace``)."""
+
+    make: Callable[[str], str] = field(default=None)  # type: ignore[assignment]
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        return self.make(index[0])
+
+
+@dataclass(eq=False)
+class Reshaped(Expr):
+    """``base`` read in C order as this shape (``reshape``, ``ravel``)."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        flat = "0"
+        for i, size in zip(index, self.shape, strict=True):
+            flat = i if flat == "0" else f"(({flat}) * {size} + {i})"
+        at = []
+        stride = int(np.prod(self.base.shape))
+        for size in self.base.shape:
+            stride //= max(size, 1)
+            at.append(f"(({flat}) // {stride}) % {size}" if stride > 1 else f"({flat}) % {size}")
+        return self.base.element(at, out)
 
 
 def _affine(start: int, step: int, i: str) -> str:
@@ -215,6 +245,30 @@ def _broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[str
     return value.element(at, out)
 
 
+def _nested(loops: list[tuple[str, int]], body: list[str]) -> list[str]:
+    """``body`` inside ``for`` loops over ``loops``, outermost first."""
+    lines = [f"{'    ' * depth}for {name} in range({size}):" for depth, (name, size) in enumerate(loops)]
+    return [*lines, *(f"{'    ' * len(loops)}{line}" for line in body)]
+
+
+def _arg_extreme(op: str, result: str, item: str, operand: np.dtype, loops: list[tuple[str, int]],
+                 body: list[str]) -> list[str]:
+    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
+    best = f"{result}_best"
+    worst = ("-_svod_np.inf" if op == "argmax" else "_svod_np.inf") if operand.kind == "f" else \
+        str(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max) if operand.kind in "iu" else \
+        ("False" if op == "argmax" else "True")
+    flat = "0"
+    for name, size in loops:
+        flat = name if flat == "0" else f"({flat}) * {size} + {name}"
+    better = f"{item} > {best}" if op == "argmax" else f"{item} < {best}"
+    if operand.kind == "f":
+        better = f"{better} or ({item} != {item} and {best} == {best})"
+    first = f"{result} == -1"
+    return [f"{best} = {_typed(worst, operand)}", f"{result} = -1",
+            *_nested(loops, [*body, f"if {first} or {better}:", f"    {best} = {item}", f"    {result} = {flat}"])]
+
+
 def _typed(value: str, dtype: np.dtype) -> str:
     return f"_svod_np.{dtype.name}({value})"
 
@@ -226,7 +280,14 @@ def _accumulate(op: str, result: str, value: str | None, dtype: np.dtype, operan
     it), a mean divides the sum."""
     item = term if term is not None else value
     assert item is not None
-    nan_aware = op in ("max", "min") and dtype.kind == "f"
+    if op in ("argmax", "argmin"):
+        return _arg_extreme(op, result, item, operand, loops, body)
+    if op in ("any", "all"):  # a count of the elements that decide it
+        test = f"{item} != 0" if op == "any" else f"{item} == 0"
+        lines = [f"{result}_n = 0", *_nested(loops, [*body, f"{result}_n += {test}"]),
+                 f"{result} = {result}_n {'>' if op == 'any' else '=='} 0"]
+        return lines
+    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
     kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
     if kind in ("sum", "mean"):
         lines = [f"{result} = {_typed('0', dtype)}"]
@@ -274,6 +335,8 @@ class Lowering:
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.counter = itertools.count()
         self.changed = False
+        self.pending: list[ast.stmt] = []
+        """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -291,7 +354,9 @@ class Lowering:
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
         for stmt in statements:
-            out += self.statement(stmt, looped)
+            made = self.statement(stmt, looped)
+            out += [*self.pending, *made]
+            self.pending = []
         return out
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
@@ -348,7 +413,7 @@ class Lowering:
             if isinstance(value, Scalar):
                 self.remember_scalar(target.id, node)
                 return [stmt]
-            if isinstance(value, (Named, Viewed, Transposed)):  # a view: another name of the same memory
+            if isinstance(value, (Named, Viewed, Transposed, Reshaped)):  # a view: another name of the memory
                 self.arrays[target.id] = value
                 self.aliases.add(target.id)
                 return []
@@ -416,6 +481,7 @@ class Lowering:
         return self.loops(stmt, stored, value)
 
     def fresh_temporary(self, value: Expr) -> Named:
+        """A new array of ``value``'s shape and dtype, which the plan makes."""
         name = f"_svod_t{next(self.counter)}"
         self.arrays[name] = made = Named(value.shape, value.dtype, name)
         return made
@@ -601,6 +667,8 @@ class Lowering:
                 return self.method(node, owner, func.attr)
         callee = self.resolve(func)
         args = [self.value(a) for a in node.args]
+        if callee in (np.arange, np.linspace):
+            return self.counted(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
             return self.scalar(node)
         name = getattr(callee, "__name__", None)
@@ -632,6 +700,8 @@ class Lowering:
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
             return self.matmul(node, args[0], args[1])
+        if name == "cumsum" and len(args) == 1 and isinstance(args[0], Expr):
+            return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             a, b = (self.flat(node, a) for a in args)
             dtype = _result_dtype(np.multiply, a, b)
@@ -647,13 +717,20 @@ class Lowering:
             return self.elementwise(node, lambda c: _typed(c[0], dtype), dtype, owner)
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
+        if name == "cumsum":
+            return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
+                                                 node.args[0] if node.args else None))
+        if name in ("reshape", "ravel", "flatten"):
+            shape = (-1,) if name != "reshape" else tuple(self.host_int(a) for a in node.args) if \
+                not (len(node.args) == 1 and isinstance(node.args[0], ast.Tuple)) else \
+                tuple(self.host_int(a) for a in node.args[0].elts)
+            return self.reshaped(node, owner, tuple(int(d) for d in shape if d is not None))
         raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
 
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value:
-        axis_node = next((k.value for k in keywords if k.arg == "axis"), node.args[1] if len(node.args) > 1 and
-                         not isinstance(node.func, ast.Attribute) else node.args[0] if node.args and
-                         isinstance(node.func, ast.Attribute) else None)
+        positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
+        axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
         keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
         ndim = len(operand.shape)
         if axis_node is None:
@@ -664,9 +741,13 @@ class Lowering:
             if any(not -ndim <= a < ndim for a in given):
                 raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
             axes = tuple(sorted(a % ndim for a in given))
-        if any(operand.shape[a] == 0 for a in axes) and name in ("max", "min", "amax", "amin"):
+        if any(operand.shape[a] == 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax", "argmin"):
             raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
-        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes)
+        if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
+            raise self.refuse(node, f"{name} takes one axis, or none")
+        if name in ("argmax", "argmin"):
+            keepdims = keepdims and axis_node is not None
+        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
         dtype = np.asarray(sample).dtype
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
         reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
@@ -674,19 +755,78 @@ class Lowering:
             return _Whole(reduced)
         return reduced
 
+    def counted(self, node: ast.Call, name: str) -> Expr:
+        """``np.arange(start, stop, step)`` or ``np.linspace(start, stop, num)``, of host-known numbers."""
+        try:
+            made = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+        except Exception as err:
+            raise self.refuse(node, f"np.{name}'s arguments are numbers the host knows before the run ({err})") from err
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
+        self.changed = True
+        if len(made) < 2:
+            values = [repr(v.item()) for v in made]
+            return Counted(made.shape, made.dtype, lambda i: values[0] if values else "0")
+        start, step = made[0].item(), (made[1] - made[0]).item()
+        if name == "linspace":
+            first, last, count = made[0].item(), made[-1].item(), len(made)
+            return Counted(made.shape, made.dtype,
+                           lambda i: f"({first!r} + ({last!r} - {first!r}) * {i} / {count - 1})")
+        return Counted(made.shape, made.dtype, lambda i: _typed(f"{start!r} + {step!r} * {i}", made.dtype))
+
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
+        """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
+        each other axis's element), which the expression then reads."""
+        if axis_node is None and len(x.shape) != 1:
+            x = self.reshaped(node, x, (-1,))
+        axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
+        dtype = np.cumsum(np.ones(1, x.dtype)).dtype
+        made = self.fresh_temporary(Expr(x.shape, dtype))
+        outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
+        along = f"_svod_a{next(self.counter)}"
+        names = iter(name for name, _ in outer)
+        index = [along if k == axis else next(names) for k in range(len(x.shape))]
+        out = Emitter(self.counter)
+        element = x.element(index, out)
+        total = out.fresh("s")
+        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):" for depth, (name, size) in enumerate(outer)]
+        pad = "    " * len(outer)
+        lines += [f"{pad}{total} = {_typed('0', dtype)}", f"{pad}for {along} in range({x.shape[axis]}):"]
+        lines += [f"{pad}    {line}" for line in out.lines]
+        lines += [f"{pad}    {total} += {element}", f"{pad}    {made.element(index, out)} = {total}"]
+        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
+        ast.copy_location(at, node)
+        shape = ", ".join(map(str, x.shape))
+        self.pending += [*self.parsed(f"{made.name} = _svod_np.empty(({shape},), _svod_np.{dtype.name})", at),
+                         *self.parsed("\n".join(lines), at)]
+        return made
+
+    def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
+        size = int(np.prod(x.shape))
+        if shape.count(-1) == 1:
+            known = int(np.prod([d for d in shape if d != -1]))
+            shape = tuple(size // known if d == -1 and known else d for d in shape)
+        if int(np.prod(shape)) != size or any(d < 0 for d in shape):
+            raise self.refuse(node, f"cannot reshape an array of size {size} into shape {shape}")
+        return Reshaped(shape, x.dtype, x)
+
     def flat(self, node: ast.AST, value: Value) -> Expr:
         if not isinstance(value, Expr) or len(value.shape) != 1:
             raise self.refuse(node, "np.outer takes two 1-D arrays here")
         return value
 
     def matmul(self, node: ast.AST, a: Value, b: Value) -> Value:
-        if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 2 or \
-                not 1 <= len(b.shape) <= 2:
-            raise self.refuse(node, "@ takes two arrays of 1 or 2 dimensions here")
-        inner_b = b.shape[0]
+        if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 3 or \
+                not 1 <= len(b.shape) <= 3 or {len(a.shape), len(b.shape)} == {1, 3}:
+            raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
+        inner_b = b.shape[0] if len(b.shape) == 1 else b.shape[-2]
         if a.shape[-1] != inner_b:
             raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
-        shape = (*a.shape[:-1], *b.shape[1:])
+        if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
+            raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
+        batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
+        rows = a.shape[len(a.shape) - 2:-1]
+        columns = b.shape[-1:] if len(b.shape) > 1 else ()
+        shape = (*batch, *rows, *columns)
         dtype = _result_dtype(np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
         return _Whole(product) if not shape else product

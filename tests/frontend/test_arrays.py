@@ -239,3 +239,54 @@ def test_shapes_that_do_not_fit_are_refused_with_the_line():
         index_outside(np.zeros(3), np.zeros((2, 3)))
     with pytest.raises(KernelSyntaxError, match=r"@ of shapes \(2, 3\) and \(2, 3\)"):
         mismatched_product(np.zeros((2, 3)), np.zeros((2, 3)))
+
+
+# ---- more reductions, scans, shapes --------------------------------------------------------------------
+
+def agrees_or_needs_int64(fn: svod.frontend.jit.Jit, device, *args: object, rtol: float = 1e-6) -> None:
+    """As ``agrees_with_python``; a device without int64 refuses the int64 results NumPy gives (a position, a
+    count), saying so."""
+    if refuses(device, svod.dtypes.int64):
+        with pytest.raises(GraphError, match=r"cannot hold (int64|float64)"):
+            fn(*args, device=device)
+        return
+    agrees_with_python(fn, device, *args, rtol=rtol)
+
+
+@svod.jit
+def positions_and_truths(x):
+    return x.argmax(axis=1), np.argmin(x), (x > 0).any(axis=0), np.all(x > -1, axis=1), x.argmin(axis=0)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 6), (7, 3)])
+def test_argmax_argmin_any_all(device, shape):
+    x = np.round(data(*shape), 1)  # ties: the first one wins, as in NumPy
+    agrees_or_needs_int64(positions_and_truths, device, x)
+
+
+def test_a_nan_is_the_argmax(device):
+    x = data(4, 6)
+    x[1, 2] = x[3, 0] = np.nan
+    agrees_or_needs_int64(positions_and_truths, device, x)
+
+
+@svod.jit
+def scans_and_shapes(x, m):
+    running = np.cumsum(x, axis=1)
+    flat = np.cumsum(x)
+    every_third = x.reshape(-1)[::3] * np.arange(0, x.size, 3)
+    ramp = np.linspace(0.0, 1.0, 7) + m.ravel()[:7]
+    return running, flat, every_third, ramp
+
+
+def test_cumsum_reshape_arange_linspace(device):
+    agrees_or_needs_int64(scans_and_shapes, device, data(5, 6), data(2, 4), rtol=1e-9)
+
+
+@svod.jit
+def batched(a, b, c):
+    return a @ b, a @ c
+
+
+def test_a_batch_of_matmuls(device):
+    agrees_with_python(batched, device, data(3, 5, 4), data(3, 4, 2), data(4, 6), rtol=1e-9)
