@@ -11,12 +11,14 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -110,6 +112,8 @@ class Bench:
         self.workloads = workloads
         """The kernel suite's workloads; by default ``benchmarks.suite`` at the sizes' scale."""
         self.rng = np.random.default_rng(0)
+        self.failed: dict[str, str] = {}
+        """The steps of ``run`` that raised, each with why (``failure``): their figures are missing."""
 
     def kernel_suite(self) -> list[Metric]:
         """The suite of user kernels (the bench's ``workloads``), checked against numpy and timed beside
@@ -158,10 +162,17 @@ class Bench:
                 ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
+        """Every step's figures. A step that raises loses its own figures only: why is kept in ``failed``
+        (and its traceback goes to stderr), and the steps after it run."""
         metrics: list[Metric] = []
         for title, step in self.steps():
             self.progress(title)
-            metrics += step()
+            try:
+                metrics += step()
+            except Exception as err:
+                self.failed[title] = failure(err)
+                print(f"svod bench: the {title} step failed; its figures are missing", file=sys.stderr)
+                traceback.print_exc()
         return metrics
 
     def _buffers(self, *arrays: np.ndarray) -> list[svod.Buffer]:
@@ -604,6 +615,17 @@ class Bench:
                        note="cold prepare of 16 distinct kernels vs compiling them one by one")]
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure(err: BaseException) -> str:
+    """Why a step failed, in one line: the exception's type and the last line of its message (where a Ray
+    error names the worker's own exception), without terminal colours."""
+    lines = [" ".join(line.split()) for line in ANSI_ESCAPE.sub("", str(err)).splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"{type(err).__name__}: {last}"[:400] if last else type(err).__name__
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
@@ -657,9 +679,9 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
         bench.progress = progress
         metrics = bench.kernel_suite() if only_suite else bench.run()
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
-    print(report(metrics, tinygrad.error))
+    print(report(metrics, tinygrad.error, bench.failed))
     if json_path:
-        Path(json_path).write_text(json.dumps(to_json(metrics), indent=2))
+        Path(json_path).write_text(json.dumps(to_json(metrics, bench.failed), indent=2))
     if plot_path:
         plot(metrics, plot_path)
-    return 0
+    return 1 if bench.failed else 0

@@ -4,6 +4,8 @@ fails on how fast anything ran."""
 
 import importlib.util
 import json
+import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -41,9 +43,12 @@ def _tiny_suite() -> list[workloads.Workload]:
 
 def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
     tinygrad = Tinygrad()
-    metrics = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite()).run()
-    document = json.loads(json.dumps(to_json(metrics)))
-    assert set(document) == {"machine", "metrics"} and document["machine"]["svod"] == svod.__version__
+    bench = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite())
+    metrics = bench.run()
+    assert bench.failed == {}
+    document = json.loads(json.dumps(to_json(metrics, bench.failed)))
+    assert set(document) == {"machine", "metrics", "failed_steps"} and document["machine"]["svod"] == svod.__version__
+    assert document["failed_steps"] == {}
     assert {name: m["unit"] for name, m in document["metrics"].items() if name in UNITS} == UNITS
     for name, metric in document["metrics"].items():
         assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
@@ -59,6 +64,54 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
     assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
+
+
+def test_a_step_that_fails_says_why_and_the_steps_after_it_still_report(capsys):
+    """A Ray worker that could not import ``benchmarks`` lost every figure of ``svod bench``: now only the
+    failing step's."""
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None, [])
+
+    def distributed() -> list[Metric]:
+        raise RuntimeError("The actor died because of an error raised in its creation task\n"
+                           "\x1b[36mray::Echo.__init__()\x1b[39m (pid=6430)\n"
+                           "ModuleNotFoundError: No module named 'benchmarks'\n")
+
+    bench.steps = lambda: [("bundles", lambda: [Metric("a_ms", "ms", "lower", 1.0)]), ("distributed", distributed),
+                           ("plan algorithms", lambda: [Metric("b_ms", "ms", "lower", 2.0)])]
+    metrics = bench.run()
+    assert [m.name for m in metrics] == ["a_ms", "b_ms"]
+    why = "RuntimeError: ModuleNotFoundError: No module named 'benchmarks'"
+    assert bench.failed == {"distributed": why}
+    assert f"step 'distributed' did not run, so its figures are missing: {why}" in report(metrics, None, bench.failed)
+    assert json.loads(json.dumps(to_json(metrics, bench.failed)))["failed_steps"] == {"distributed": why}
+    err = capsys.readouterr().err
+    assert "the distributed step failed" in err and "Traceback" in err
+
+
+class _NoBenchmarks:
+    """An import finder that finds no ``benchmarks``: the ``sys.path`` of a worker started outside the checkout."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "benchmarks" or name.startswith("benchmarks."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def test_the_echo_actor_reaches_a_worker_that_cannot_import_benchmarks(monkeypatch):
+    """Ray sends an actor's class to its workers pickled: the distributed step's echo actor goes as the class
+    itself, not as a name in ``benchmarks`` for the worker to import."""
+    pytest.importorskip("ray", reason="the distributed step needs the ray extra")
+    from ray import cloudpickle
+
+    from benchmarks.distributed import echo_class
+
+    pickled = cloudpickle.dumps(echo_class())
+    for name in [name for name in sys.modules if name == "benchmarks" or name.startswith("benchmarks.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_NoBenchmarks(), *sys.meta_path])
+    with pytest.raises(ModuleNotFoundError):
+        import benchmarks.distributed  # noqa: F401
+    shard = {"x": np.arange(3.0)}
+    assert pickle.loads(pickled)().run(0, shard) is shard
 
 
 def test_a_suite_kernel_that_disagrees_with_numpy_fails_the_bench():
