@@ -83,9 +83,6 @@ FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024
 
 SUITE_ROUNDS = 3
 """How many rounds of the kernel suite time every contestant in turn."""
-BLAS_SPIN_SECONDS = 0.25
-"""How long a round waits before svod's phase: OpenBLAS's workers busy-wait for more work up to 2**28
-cycles (about 0.1 s) after a call returns, on the cores svod is about to use."""
 
 
 def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
@@ -120,9 +117,8 @@ class Bench:
         numpy, numba and tinygrad. Every contestant is compiled and checked first; then each of
         ``SUITE_ROUNDS`` rounds times every contestant in a phase of its own, svod's first, and a figure is
         the median of its samples from all rounds. A drift of this machine's speed over the minutes the
-        suite takes so falls on every contestant alike, and no peer's threads run during svod's phase
-        (OpenBLAS workers spin for a while after a call returns; the phase waits ``BLAS_SPIN_SECONDS`` for
-        them)."""
+        suite takes so falls on every contestant alike, and no contestant's threads still spin while the next
+        is timed (``timing.settle``, before each kernel's samples)."""
         kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
         self.progress("kernel suite: compile and check")
         for kernel in kernels:
@@ -139,7 +135,6 @@ class Bench:
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
             self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
-            time.sleep(BLAS_SPIN_SECONDS)
             for name, runs in runners.items():
                 with blas_threads(settings.threads) if name == "numpy" else nullcontext():
                     for run, kept in zip(runs, samples[name], strict=True):
@@ -432,9 +427,9 @@ class Bench:
         is its compile (``jit_first_call.<name>_ms``).
         Every version that runs is checked against numpy's answer twice (its first call, then a call on other
         arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
-        missing. svod and numba are timed in turns, one run each, after a pause of ``BLAS_SPIN_SECONDS``
-        (numpy's answer may leave BLAS threads spinning); each run works on the arrays the one before left
-        (no program's work depends on their values). numpy's spelling is timed after them, fewer times."""
+        missing. svod and numba are timed in turns, one run each, each on settled cores (``timing.settle``:
+        numpy's answer may leave BLAS threads spinning); each run works on the arrays the one before left (no
+        program's work depends on their values). numpy's spelling is timed after them, fewer times."""
         scale = self.sizes.jit_scale or ("quick" if self.sizes.quick else "full")
         numba = Numba(settings.threads)
         repeats = max(5, self.sizes.repeats // 2)
@@ -454,7 +449,6 @@ class Bench:
                         why[version] = run
                     else:
                         runs[version] = run
-            time.sleep(BLAS_SPIN_SECONDS)
             samples: dict[str, list[float]] = {version: [] for version in runs}
             for _ in range(repeats):  # in turns: a drift of this machine's speed falls on both alike
                 for version, run in runs.items():

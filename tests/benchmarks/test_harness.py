@@ -174,3 +174,50 @@ def test_sample_seconds_times_each_call_after_the_warmup(monkeypatch):
     assert len(calls) == 5
     clock = iter([0.0, 4.0, 0.0, 1.0, 0.0, 2.0])
     assert timing.median_seconds(lambda: None, repeats=3, warmup=1) == 2.0
+
+
+class _SpinningThreads:
+    """A fake process clock: while the caller sleeps, ``spinners[k]`` other threads burn a core each in its
+    k-th sleep (none after the list ends)."""
+
+    def __init__(self, spinners: list[int]) -> None:
+        self.cpu = 0.0
+        self.sleeps: list[float] = []
+        self.spinners = spinners
+
+    def process_time(self) -> float:
+        return self.cpu
+
+    def sleep(self, seconds: float) -> None:
+        spinning = self.spinners[len(self.sleeps)] if len(self.sleeps) < len(self.spinners) else 0
+        self.sleeps.append(seconds)
+        self.cpu += spinning * seconds
+
+
+def test_settle_waits_until_no_other_thread_burns_a_core(monkeypatch):
+    clock = _SpinningThreads([2, 2, 1])  # BLAS workers spinning on both cores, then one, then none
+    monkeypatch.setattr(timing.time, "process_time", clock.process_time)
+    monkeypatch.setattr(timing.time, "sleep", clock.sleep)
+    assert timing.settle(window=0.01, most=1.0) == pytest.approx(0.04)
+    assert clock.sleeps == [0.01] * 4
+    quiet = _SpinningThreads([])
+    monkeypatch.setattr(timing.time, "process_time", quiet.process_time)
+    monkeypatch.setattr(timing.time, "sleep", quiet.sleep)
+    assert timing.settle(window=0.01, most=1.0) == pytest.approx(0.01)  # one look when nothing spins
+
+
+def test_settle_gives_up_after_its_longest_wait(monkeypatch):
+    clock = _SpinningThreads([1] * 100)
+    monkeypatch.setattr(timing.time, "process_time", clock.process_time)
+    monkeypatch.setattr(timing.time, "sleep", clock.sleep)
+    assert timing.settle(window=0.01, most=0.05) == pytest.approx(0.05)
+    assert len(clock.sleeps) == 5
+
+
+def test_every_contestant_is_timed_on_settled_cores(monkeypatch):
+    """``sample_seconds`` is where every figure is timed: it settles the cores before the contestant's warm-up."""
+    events = []
+    monkeypatch.setattr(timing, "settle", lambda: events.append("settle"))
+    timing.sample_seconds(lambda: events.append("call"), repeats=2, warmup=1)
+    timing.median_seconds(lambda: events.append("other"), repeats=1, warmup=0)
+    assert events == ["settle", "call", "call", "call", "settle", "other"]
