@@ -18,11 +18,19 @@ SHARDS = 64
 ELEMENTS = 16
 
 
-class Echo:
-    """A Ray actor that returns its shard: Ray's own cost of one call with the shard's data."""
+def echo_class() -> type:
+    """A Ray actor class that returns its shard: Ray's own cost of one call with the shard's data.
 
-    def run(self, index: int, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return shard
+    Made inside a function, so no module names it and Ray ships the class itself to its workers (cloudpickle
+    pickles by value what it cannot import by name). A class at module level went as a reference to
+    ``benchmarks.distributed``, which a worker imports from its own ``sys.path``: ``svod bench`` run outside
+    the checkout lost its whole run to the worker's ``ModuleNotFoundError: No module named 'benchmarks'``."""
+
+    class Echo:
+        def run(self, index: int, shard: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return shard
+
+    return Echo
 
 
 def tiny_plan(device: str) -> ExecutionPlan:
@@ -60,7 +68,8 @@ def shard_overhead(device: str) -> list[Metric]:
     with Cluster(num_cpus=2) as cluster:
         bundle = bundle_bytes(plan)
         mapped = per_shard_seconds(lambda some: cluster.map_plan(bundle, some, device=device, workers=2), shards)
-        echoes = [ray.remote(Echo).options(num_cpus=0).remote() for _ in range(2)]
+        echo_actor = ray.remote(echo_class()).options(num_cpus=0)
+        echoes = [echo_actor.remote() for _ in range(2)]
         echoed = per_shard_seconds(lambda some: ray.get([echoes[i % 2].run.remote(i, shard)
                                                           for i, shard in enumerate(some)]), shards)
         for echo in echoes:

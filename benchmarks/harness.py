@@ -11,12 +11,14 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -81,9 +83,6 @@ FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024
 
 SUITE_ROUNDS = 3
 """How many rounds of the kernel suite time every contestant in turn."""
-BLAS_SPIN_SECONDS = 0.25
-"""How long a round waits before svod's phase: OpenBLAS's workers busy-wait for more work up to 2**28
-cycles (about 0.1 s) after a call returns, on the cores svod is about to use."""
 
 
 def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
@@ -110,15 +109,16 @@ class Bench:
         self.workloads = workloads
         """The kernel suite's workloads; by default ``benchmarks.suite`` at the sizes' scale."""
         self.rng = np.random.default_rng(0)
+        self.failed: dict[str, str] = {}
+        """The steps of ``run`` that raised, each with why (``failure``): their figures are missing."""
 
     def kernel_suite(self) -> list[Metric]:
         """The suite of user kernels (the bench's ``workloads``), checked against numpy and timed beside
         numpy, numba and tinygrad. Every contestant is compiled and checked first; then each of
         ``SUITE_ROUNDS`` rounds times every contestant in a phase of its own, svod's first, and a figure is
         the median of its samples from all rounds. A drift of this machine's speed over the minutes the
-        suite takes so falls on every contestant alike, and no peer's threads run during svod's phase
-        (OpenBLAS workers spin for a while after a call returns; the phase waits ``BLAS_SPIN_SECONDS`` for
-        them)."""
+        suite takes so falls on every contestant alike, and no contestant's threads still spin while the next
+        is timed (``timing.settle``, before each kernel's samples)."""
         kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
         self.progress("kernel suite: compile and check")
         for kernel in kernels:
@@ -135,7 +135,6 @@ class Bench:
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
             self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
-            time.sleep(BLAS_SPIN_SECONDS)
             for name, runs in runners.items():
                 with blas_threads(settings.threads) if name == "numpy" else nullcontext():
                     for run, kept in zip(runs, samples[name], strict=True):
@@ -158,10 +157,17 @@ class Bench:
                 ("array programs", self.array_programs), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
+        """Every step's figures. A step that raises loses its own figures only: why is kept in ``failed``
+        (and its traceback goes to stderr), and the steps after it run."""
         metrics: list[Metric] = []
         for title, step in self.steps():
             self.progress(title)
-            metrics += step()
+            try:
+                metrics += step()
+            except Exception as err:
+                self.failed[title] = failure(err)
+                print(f"svod bench: the {title} step failed; its figures are missing", file=sys.stderr)
+                traceback.print_exc()
         return metrics
 
     def _buffers(self, *arrays: np.ndarray) -> list[svod.Buffer]:
@@ -430,9 +436,9 @@ class Bench:
         which is its compile (``<prefix>_first_call.<name>_ms``).
         Every version that runs is checked against numpy's answer twice (its first call, then a call on other
         arrays) before it is timed; a program svod refuses has the refusal as the reason its figure is
-        missing. svod and numba are timed in turns, one run each, after a pause of ``BLAS_SPIN_SECONDS``
-        (numpy's answer may leave BLAS threads spinning); each run works on the arrays the one before left
-        (no program's work depends on their values). numpy's spelling is timed after them, fewer times."""
+        missing. svod and numba are timed in turns, one run each, each on settled cores (``timing.settle``:
+        numpy's answer may leave BLAS threads spinning); each run works on the arrays the one before left (no
+        program's work depends on their values). numpy's spelling is timed after them, fewer times."""
         scale = self.sizes.jit_scale or ("quick" if self.sizes.quick else "full")
         numba = Numba(settings.threads)
         repeats = max(5, self.sizes.repeats // 2)
@@ -452,7 +458,6 @@ class Bench:
                         why[version] = run
                     else:
                         runs[version] = run
-            time.sleep(BLAS_SPIN_SECONDS)
             samples: dict[str, list[float]] = {version: [] for version in runs}
             for _ in range(repeats):  # in turns: a drift of this machine's speed falls on both alike
                 for version, run in runs.items():
@@ -617,6 +622,17 @@ class Bench:
                        note="cold prepare of 16 distinct kernels vs compiling them one by one")]
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure(err: BaseException) -> str:
+    """Why a step failed, in one line: the exception's type and the last line of its message (where a Ray
+    error names the worker's own exception), without terminal colours."""
+    lines = [" ".join(line.split()) for line in ANSI_ESCAPE.sub("", str(err)).splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"{type(err).__name__}: {last}"[:400] if last else type(err).__name__
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
@@ -670,9 +686,9 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
         bench.progress = progress
         metrics = bench.kernel_suite() if only_suite else bench.run()
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
-    print(report(metrics, tinygrad.error))
+    print(report(metrics, tinygrad.error, bench.failed))
     if json_path:
-        Path(json_path).write_text(json.dumps(to_json(metrics), indent=2))
+        Path(json_path).write_text(json.dumps(to_json(metrics, bench.failed), indent=2))
     if plot_path:
         plot(metrics, plot_path)
-    return 0
+    return 1 if bench.failed else 0

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import platform
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +48,14 @@ def machine_info() -> dict[str, Any]:
             "svod": svod.__version__}
 
 
-def to_json(metrics: list[Metric]) -> dict[str, Any]:
+def to_json(metrics: list[Metric], failed: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run as JSON; ``failed_steps`` names each step that could not run (its figures are missing) and
+    why."""
     return {"machine": machine_info(),
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
                                  "numba": m.numba, "tinygrad": m.tinygrad, "why_missing": m.why_missing}
-                         for m in metrics}}
+                         for m in metrics},
+            "failed_steps": dict(failed or {})}
 
 
 def _value(value: float | None) -> str:
@@ -63,7 +66,9 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
+def report(metrics: list[Metric], tinygrad_error: str | None, failed: Mapping[str, str] | None = None) -> str:
+    """The table of figures and ratios, why each peer without a figure has none, and why each step that
+    failed (``failed``: step title to reason) has no figures."""
     rows = [(m.name, m.unit, m.better, _value(m.svod), _value(m.numpy), _value(m.numba), _value(m.tinygrad),
              _ratio(m.ratio(m.numpy)), _ratio(m.ratio(m.numba)), _ratio(m.ratio(m.tinygrad)), m.note)
             for m in metrics]
@@ -75,6 +80,7 @@ def report(metrics: list[Metric], tinygrad_error: str | None) -> str:
     reasons = sorted({(peer, why) for m in metrics for peer, why in m.why_missing.items()})
     lines += [f"{peer}: {why} ({', '.join(m.name for m in metrics if m.why_missing.get(peer) == why)})"
               for peer, why in reasons if why != tinygrad_error]
+    lines += [f"step {title!r} did not run, so its figures are missing: {why}" for title, why in (failed or {}).items()]
     return "\n".join([table, *lines])
 
 

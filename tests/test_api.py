@@ -168,7 +168,10 @@ def test_builder_run_and_compile():
     assert "n" in kernel.var_names and kernel.globals == (0, 1) and kernel.outs == (0,) and kernel.ins == (1,)
     threads = svod.get_device("CPU").caps.threads  # one launch; the kernel splits itself over the threads
     assert kernel.host_parallel_safe is True and "core_id" not in kernel.var_names  # an argument, not a variable
-    assert [g.arg for g in kernel.global_size] == [threads, 1, 1]
+    assert [g.arg for g in kernel.global_size[1:]] == [1, 1]
+    # as many workers as the sizes give work to: every thread for 2**24 elements, the caller's alone for 100
+    assert kernel.launch.dims({"n": 1 << 24}).global_size == (threads, 1, 1)
+    assert kernel.launch.dims({"n": 100}).global_size == (1, 1, 1)
     assert kernel.local_size is not None and [g.arg for g in kernel.local_size] == [1, 1, 1]
     assert kernel.program.name == "saxpy"
     assert {"CPU", "PYTHON"} <= set(svod.available_devices())

@@ -42,7 +42,7 @@ from svod.backends.cpu_runtime import CpuLaunch, host_target_machine, thread_tea
 from svod.device import KernelCall, PlanReplay, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
 from svod.device.protocols import Runner, Site
 from svod.errors import LaunchError, SvodError
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, substitute
 
 END, CALL, LOOP, NEXT, EVAL, COPY, PY = range(7)
 CONST, SLOT, ADD, SUB, MUL, IDIV, MOD, MAX, MIN, NEG, ABS = range(11)
@@ -657,16 +657,17 @@ def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
 
 
 def _native_calls(kernel: ReplayKernel) -> list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] | None:
-    """Each launch of a kernel step with its worker count; None where the step runs from Python: a launch
-    of another device, or a worker count that reads a variable fixed for the step."""
+    """Each launch of a kernel step with its worker count (the values of the variables fixed for the step put
+    in); None where the step runs from Python: a launch of another device."""
     calls = []
     for call in kernel.calls:
         if not isinstance(call.launch, CpuLaunch):
             return None
         workers = _workers(call)
-        if isinstance(workers, UOp) and any(n.op is Ops.DEFINE_VAR and n.arg[0] in kernel.fixed
-                                            for n in workers.toposort()):
-            return None
+        if isinstance(workers, UOp):
+            fixed = {n: UOp.const(n.dtype, int(kernel.fixed[n.arg[0]])) for n in workers.toposort()
+                     if n.op is Ops.DEFINE_VAR and n.arg[0] in kernel.fixed}
+            workers = substitute(workers, fixed) if fixed else workers
         calls.append((call.launch, call.var_names, workers))
     return calls
 

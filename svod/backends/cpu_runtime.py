@@ -5,7 +5,8 @@ Every CPU kernel is ``void kernel(void **bufs, const int64_t *vars, int64_t core
 ``global_size[0]`` workers runs the kernel once per ``core_id``. Workers come from libgomp's persistent
 team (``GOMP_parallel``), entered through a tiny JIT-compiled trampoline, so a multi-threaded dispatch
 costs a few microseconds and the GIL is released while kernels run. Where libgomp is missing, workers
-run one after another on the calling thread: the results are the same.
+run one after another on the calling thread: the results are the same. Between launches the team's
+workers sleep rather than spin (``TEAM_SPIN_COUNT``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 from collections.abc import Iterator, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,34 @@ def host_l2_bytes() -> int:
     return ASSUMED_L2_BYTES
 
 
+TEAM_SPIN_COUNT = 0
+"""How many turns libgomp's workers (and the launching thread, at the end of a launch) spin waiting before
+they sleep (``GOMP_SPINCOUNT``), where neither ``OMP_WAIT_POLICY`` nor ``GOMP_SPINCOUNT`` is set when svod
+loads libgomp: none, they sleep at once. libgomp's default, 300,000 turns, kept a worker spinning for about
+5 ms of CPU after every launch, and on cores something else needs that spin is what runs instead of the work.
+Measured on a 2-core EPYC VM with another process busy on about one core (medians; ``GOMP_SPINCOUNT`` 0 /
+3,000 / 30,000 / 300,000): a 65,536-float saxpy right after numpy's 512x512 matmul (whose OpenBLAS workers
+spin too) 0.24-0.31 / 0.36-0.48 / 1.1-1.9 / 4.7-12 ms; the same launch back to back 32-55 / 20-216 /
+18-1660 / 18 us (a spin that ends before the work comes back cost about the whole spin, as if the launching
+thread spun on the core its worker was woken onto); the DP sweep (nussinov, N = 500) 13.4 / - / - / 13.8 ms, its
+slowest run 14 against 318 ms; Jacobi 2-D (1000x1000, 20 steps) 21 against 33-320 ms. Spinning pays back
+only the wake of a sleeping worker (tens of microseconds here) on cores nothing else wants; a user whose cores
+are svod's alone may set ``OMP_WAIT_POLICY=active``."""
+
+
+def _load_gomp(path: str) -> ctypes.CDLL:
+    """libgomp, made to read ``GOMP_SPINCOUNT=TEAM_SPIN_COUNT`` from the environment when it starts unless the
+    user chose a wait policy; the environment is left as it was. (Where something loaded libgomp before svod
+    did, it keeps the policy it started with.)"""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return ctypes.CDLL(path)
+    os.environ["GOMP_SPINCOUNT"] = str(TEAM_SPIN_COUNT)
+    try:
+        return ctypes.CDLL(path)
+    finally:
+        del os.environ["GOMP_SPINCOUNT"]
+
+
 class ThreadTeam:
     """Runs a CPU kernel on ``n`` workers at once, through libgomp's thread pool."""
 
@@ -95,7 +125,7 @@ class ThreadTeam:
         self._engine: Any = None
         path = ctypes.util.find_library("gomp") or "libgomp.so.1"
         try:
-            gomp = ctypes.CDLL(path)
+            gomp = _load_gomp(path)
         except OSError as err:
             self.error = f"libgomp not found ({err}); CPU kernels run their workers one after another"
             return

@@ -13,13 +13,13 @@ from svod.codegen.lower import THREAD_MIN_WORK, _params, gate_effects
 from svod.codegen.ranges import live_ranges, nested, range_order
 from svod.codegen.upcast import EXTREMA, _reduction_loads, split_reductions, upcast_reductions
 from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID
-from svod.dtype import PtrDType
-from svod.ir import AxisKind, Ops, UOp, kernel_label, substitute
+from svod.dtype import PtrDType, dtypes
+from svod.ir import AxisKind, Ops, UOp, kernel_label, simplify, substitute
 from svod.ir.ops import CONTINUED, EFFECTS, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
 
 __all__ = ["BLOCK_DEPTH", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "block_matmul", "privatize_atomics",
-           "split_for_threads", "tile_for_cpu", "tile_row_bytes", "tile_rows"]
+           "split_for_threads", "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows"]
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------
@@ -29,43 +29,100 @@ THREAD_CHUNK_ALIGN = 16
 
 
 def split_for_threads(sink: UOp, threads: int) -> UOp:
-    """Split the outermost GLOBAL range that has a chunk for each of ``threads`` workers (named by
-    ``core_id``), else the outermost that has two, across the workers. (A register tile may leave few
-    chunks on the outermost range: 16 channels in tiles of 8 rows are two.)
+    """``sink`` split across ``threads`` workers (``thread_split``), without the launch's worker count."""
+    return thread_split(sink, threads)[0]
 
-    Worker ``c`` runs indices ``[c*chunk, min((c+1)*chunk, end))`` where ``chunk`` is ``end/threads``
-    rounded up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are
-    neighbouring elements), of 1 for another. Other GLOBAL ranges become sequential loops inside it. An
-    effect that does not use the split range runs on worker 0 only (and a loop's exit that does not ends
-    its loop on the others).
+
+def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
+    """Split the outermost GLOBAL range that has a chunk for each of ``threads`` workers (named by
+    ``core_id``), else the outermost that has two, across the workers (a register tile may leave few
+    chunks on the outermost range: 16 channels in tiles of 8 rows are two); and how many workers a launch
+    wakes, where the kernel's variables decide it (None: ``core_id``'s count).
+
+    The range is cut into ``threads`` chunks of ``end/threads`` indices, rounded up to a multiple of
+    ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are neighbouring elements), of 1 for
+    another; chunk ``q`` is indices ``[q*chunk, min((q+1)*chunk, end))``. A worker is worth waking for
+    ``THREAD_MIN_WORK`` iterations or more: a kernel with no more than that (at the largest sizes its
+    variables allow) stays on one thread, and one with more takes ``w = ceil(end / least)`` workers,
+    ``threads`` at most, where ``least`` is the number of indices that hold ``THREAD_MIN_WORK`` iterations
+    (by an upper bound of one index's work, ``_work_per_index``). Where the sizes are constants, ``w`` is a
+    number: the kernel has ``w`` workers of a chunk each. Where they are variables, the kernel computes ``w``
+    as the launch does, and worker ``c`` runs chunks ``c*m .. c*m + m - 1`` (``m = ceil(threads / w)``, a loop
+    that comes round once when every worker is woken): a launch with little work runs on the calling thread
+    alone (the tiny wavefronts of a DP sweep). The chunks stay ``end/threads`` long, so an index's bounds are
+    what they were (a chunk as long as ``end``, for one worker, would double them and leave neighbouring
+    lanes unproven). Other GLOBAL ranges become sequential loops inside the split one. An effect that does
+    not use the split range runs on worker 0 only (and a loop's exit that does not ends its loop on the
+    others).
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
     global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
     if threads <= 1 or not global_ranges:
-        return sink
+        return sink, None
     work = 1
     for r in ranges:
         work *= max(int(r.src[0].vmax), 1)
     aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
     outer = next((r for r in global_ranges if r.src[0].vmax >= threads * aligns[r]),
                  next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None))
-    if work < THREAD_MIN_WORK or outer is None:
-        return sink
+    if work <= THREAD_MIN_WORK or outer is None:
+        return sink, None
+    end = outer.src[0]
+    least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, ranges).maximum(1))
+    workers = simplify(_ceil_div(end, least).minimum(threads).maximum(1))
+    if workers.op is Ops.CONST:
+        threads = int(workers.arg)
+        if threads <= 1:
+            return sink, None
     core_id = UOp.define_var(CORE_ID, 0, threads - 1)
-    start, inner = _thread_chunk(outer, core_id, threads, aligns[outer])
+    chunk = _aligned(_ceil_div(end, threads), aligns[outer])
+    if workers.op is Ops.CONST:
+        piece = core_id
+    else:  # chunks core_id*each .. core_id*each + each - 1, the last chunk at most (for the bounds)
+        each = _ceil_div(UOp.index_const(threads), workers)
+        # on the split range's axis, so it nests just outside it (whose end reads it) and inside what did before
+        turn = UOp.range(each.minimum(threads - core_id * each), outer.arg[0], AxisKind.LOOP)
+        piece = (core_id * each + turn).minimum(threads - 1)
+    start = piece * chunk
+    inner = UOp.range((end - start).minimum(chunk), outer.arg[0], AxisKind.GLOBAL)  # still parallel work
     live = live_ranges(sink)
     first_only = {e: core_id.eq(0) for e in sink.src if e.op in STATEMENTS and outer not in live[e]}
-    return substitute(gate_effects(sink, first_only), {outer: start + inner})
+    return (substitute(gate_effects(sink, first_only), {outer: start + inner}),
+            None if workers.op is Ops.CONST else workers)
 
 
-def _thread_chunk(r: UOp, core_id: UOp, threads: int, align: int) -> tuple[UOp, UOp]:
-    """Worker ``core_id``'s share of range ``r``, in chunks a multiple of ``align``: its first index, and a
-    loop over its chunk (whose iterations are work items as before: independent of one another)."""
-    end = r.src[0]
-    per_thread = (end + (threads - 1)) // threads
-    chunk = (per_thread + (align - 1)) // align * align
-    start = core_id * chunk
-    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.GLOBAL)  # still parallel work
+def _ceil_div(a: UOp, b: int | UOp) -> UOp:
+    return (a + (b - 1)) // b
+
+
+def _aligned(count: UOp, align: int) -> UOp:
+    return _ceil_div(count, align) * align
+
+
+_LAUNCH_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN,
+                         Ops.NEG, Ops.ABS, Ops.CAST})
+"""What a launch size may be made of (``svod.device.launch``, and the CPU's native replay)."""
+
+
+def _work_per_index(outer: UOp, ranges: list[UOp]) -> UOp:
+    """An upper bound of the iterations one index of ``outer`` runs, at most ``THREAD_MIN_WORK`` (all a
+    launch asks of it), that a launch evaluates from the kernel's variables: the product of the other ranges'
+    turns, each its end where the end reads only variables, the smaller bound of the two sides of a MIN,
+    else the end's largest value."""
+    def turns(end: UOp) -> UOp:
+        if all(u.op in _LAUNCH_OPS and u.dtype.is_int and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
+               for u in end.toposort()):
+            return end if end.dtype == dtypes.index else end.cast(dtypes.index)
+        if end.op is Ops.MIN:
+            return turns(end.src[0]).minimum(turns(end.src[1]))
+        return UOp.index_const(max(int(end.vmax), 0))
+
+    most = UOp.index_const(THREAD_MIN_WORK)
+    product = UOp.index_const(1)
+    for r in ranges:
+        if r is not outer:
+            product = (product * turns(r.src[0]).maximum(0).minimum(most)).minimum(most)
+    return simplify(product)
 
 
 PRIVATE_BYTES = 32 * 1024

@@ -57,7 +57,7 @@ from svod.codegen.lower import (
     speculate_gated_loads,
     split_reduction,
 )
-from svod.codegen.lower_cpu import block_matmul, privatize_atomics, split_for_threads, tile_for_cpu
+from svod.codegen.lower_cpu import block_matmul, privatize_atomics, thread_split, tile_for_cpu
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
@@ -112,6 +112,9 @@ class Lowering:
     sink: UOp
     status: UOp | None = None
     fixed: tuple[tuple[str, int], ...] = ()
+    workers: UOp | None = None
+    """How many CPU workers a launch wakes, where the kernel's variables decide it (``thread_split``); None:
+    what the lowered kernel says (``core_id``'s count, or one)."""
 
 
 Apply = Callable[[Lowering, Target], Lowering | None]
@@ -194,6 +197,11 @@ def _keep_params(state: Lowering, target: Target) -> Lowering:
     return dataclasses.replace(state, sink=state.sink.replace(src=(*state.sink.src, *lost))) if lost else state
 
 
+def _split_for_threads(state: Lowering, target: Target) -> Lowering | None:
+    sink, workers = thread_split(state.sink, target.caps.threads)
+    return None if sink is state.sink else dataclasses.replace(state, sink=sink, workers=workers)
+
+
 def _limits(target: Target) -> WorkGroupLimits:
     if target.caps.work_groups is None:
         raise GraphError("a GPU pass needs the device's work-group limits", stage="lower", value=str(target.device))
@@ -230,7 +238,7 @@ FRONT: tuple[LoweringStep, ...] = (
 CPU: tuple[LoweringStep, ...] = (
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
-    Pass("split_for_threads", _rewrite(lambda sink, t: split_for_threads(sink, t.caps.threads))),
+    Pass("split_for_threads", _split_for_threads),
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
@@ -455,6 +463,8 @@ def program(ast: UOp, target: Target, name: str | None = None, trace: TextIO | N
     status = None if lowered.status is None else int(lowered.status.arg)
     metadata = dataclasses.replace(derived, name=name, status_slot=status, fixed=lowered.fixed, entry=entry,
                                    loop_turns=turns)
+    if lowered.workers is not None:
+        metadata = dataclasses.replace(metadata, global_size=(lowered.workers, *derived.global_size[1:]))
     return UOp.program(lowered.sink, UOp.device(target.device), UOp.linear(*linear), UOp.source(source),
                        metadata=metadata)
 

@@ -122,6 +122,9 @@ def evaluate_dims(sizes: tuple[UOp, ...], var_vals: Mapping[str, int]) -> tuple[
     return (x, y, z)
 
 
+LAUNCHES_KEPT = 256
+"""How many sets of variable values a ``LaunchShape`` keeps the launch sizes of."""
+
 ONE = UOp.index_const(1)
 ONES: LaunchSize = (ONE, ONE, ONE)
 
@@ -137,13 +140,37 @@ class LaunchShape:
     fixed: tuple[tuple[str, int], ...] = ()
 
     def dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
-        """The launch sizes of a dispatch with these variable values."""
+        """The launch sizes of a dispatch with these variable values. Sizes that variables change are
+        evaluated once per set of values they read, and kept (``LAUNCHES_KEPT`` sets at most): a CPU kernel's
+        worker count reads its sizes, and evaluating it took as long as the rest of a small launch."""
         static = self.static
         if static is not None:
             return static
+        key = tuple(var_vals.get(name) for name in self._reads)
+        kept = self._kept if all(type(value) is int for value in key) else None  # 2.0 is not 2: checked anew
+        found = None if kept is None else kept.get(key)
+        if found is not None:
+            return found
         values = {**var_vals, **dict(self.fixed)} if self.fixed else var_vals
-        return ConcreteLaunchDims(evaluate_dims(self.global_size, values),
+        dims = ConcreteLaunchDims(evaluate_dims(self.global_size, values),
                                   None if self.local_size is None else evaluate_dims(self.local_size, values))
+        if kept is not None:
+            if len(kept) >= LAUNCHES_KEPT:
+                kept.clear()
+            kept[key] = dims
+        return dims
+
+    @functools.cached_property
+    def _reads(self) -> tuple[str, ...]:
+        """The variables the sizes read that the caller passes (not fixed here), by name."""
+        fixed = {name for name, _ in self.fixed}
+        sizes = (*self.global_size, *(self.local_size or ()))
+        return tuple(sorted({u.arg[0] for size in sizes for u in size.toposort()
+                             if u.op is Ops.DEFINE_VAR and u.arg[0] not in fixed}))
+
+    @functools.cached_property
+    def _kept(self) -> dict[tuple[int | None, ...], ConcreteLaunchDims]:
+        return {}
 
     @functools.cached_property
     def static(self) -> ConcreteLaunchDims | None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 
 import numpy as np
 import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
+from svod.backends import cpu_runtime
 from svod.backends.cpu_runtime import thread_team
+from svod.codegen.lower import THREAD_MIN_WORK
 from svod.config import settings
 from svod.runtime import KernelCache
 from tests.helpers import cpu_device
@@ -62,12 +65,81 @@ def test_threaded_results_equal_single_threaded(compiler):
 
 def test_threaded_kernels_launch_one_worker_per_thread():
     one, many = _devices("llvm")
-    elementwise, _ = _kernels()
+    elementwise, row_sums = _kernels()
     threaded = KernelCache().get(elementwise, many)
-    assert threaded.var_names == ("n",) and threaded.global_size[0].arg == 3  # core_id: the CPU ABI's argument
-    assert threaded.launch.static is not None and threaded.launch.static.global_size == (3, 1, 1)
+    assert threaded.var_names == ("n",)  # core_id: the CPU ABI's argument
+    assert threaded.launch.static is None  # how many workers a launch wakes depends on n
+    assert threaded.launch.dims({"n": 1 << 20}).global_size == (3, 1, 1)
+    fixed = KernelCache().get(row_sums, many)  # 999 x 257: work for every worker
+    assert fixed.launch.static is not None and fixed.launch.static.global_size == (3, 1, 1)
     single = KernelCache().get(elementwise, one)
     assert single.var_names == ("n",) and single.global_size[0].arg == 1
+
+
+class _TeamRuns:
+    """The thread team's launches (their worker counts), recorded as they run."""
+
+    def __init__(self, monkeypatch) -> None:
+        team = thread_team()
+        self.workers: list[int] = []
+        run = team.run
+
+        def recorded(job, workers: int) -> None:
+            self.workers.append(workers)
+            run(job, workers)
+
+        monkeypatch.setattr(team, "run", recorded)
+
+
+def test_a_launch_too_small_to_repay_waking_the_team_runs_on_the_calling_thread(monkeypatch):
+    """A kernel split over 3 workers for up to 2**20 elements: a launch of a few elements wakes no worker (it
+    runs on the thread that launched it), one of 2**20 wakes all three, and every result is the one-thread
+    result."""
+    one, many = _devices("llvm")
+    elementwise, _ = _kernels()
+    kernel = KernelCache().get(elementwise, many)
+    reference = KernelCache().get(elementwise, one)
+    team = _TeamRuns(monkeypatch)
+    x = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)
+    for size, woken in ((1, []), (100, []), (THREAD_MIN_WORK, []), (THREAD_MIN_WORK + 1, [2]), (1 << 20, [3])):
+        team.workers.clear()
+        out, want = svod.Buffer("CPU", dtypes.float32, 1 << 20), svod.Buffer("CPU", dtypes.float32, 1 << 20)
+        for buffer in (out, want):
+            buffer.copyin(np.zeros(1 << 20, np.float32))
+        kernel([out, svod.Buffer.from_numpy(x)], {"n": size})
+        assert team.workers == woken, size
+        reference([want, svod.Buffer.from_numpy(x)], {"n": size})
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+        assert kernel.launch.dims({"n": size}).global_size == (woken[0] if woken else 1, 1, 1)
+
+
+def _growing():
+    """``out[i] += 1`` for ``i < m``: a plan loop over ``m`` launches it from 1 element to 2**17."""
+    k = KernelBuilder("grow")
+    m = k.var("m", 1, 1 << 17)
+    out = k.buffer(dtypes.int32, 1 << 17)
+    i = k.range(m)
+    k.store(out[i], out[i] + 1)
+    return k.build()
+
+
+def test_plans_launch_small_and_large_steps_alike():
+    """A plan loop whose kernel grows from 1 element to more than 3 workers' worth (the native replay
+    evaluates the worker count of each turn), and a step whose size the plan fixes (its worker count
+    evaluated once, at prepare): all dispatched natively, and the values are right."""
+    _, many = _devices("llvm")
+    plan = svod.ExecutionPlan(many)
+    out = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(1 << 17, np.int32)), name="out")
+    turns = list(range(1, 1 << 17, 20_000))
+    plan.loop("m", 1, 1 << 17, 20_000, [plan.add_kernel(_growing(), [out])])
+    plan.add_kernel(_growing(), [out], fixedvars={"m": 5})
+    plan.execute()
+    assert plan._native is not None and not plan._native.callbacks  # every step dispatched by the native replay
+    want = np.zeros(1 << 17, np.int32)
+    for m in [*turns, 5]:
+        want[:m] += 1
+    np.testing.assert_array_equal(plan.buffers[out].numpy(), want)
+    plan.close()
 
 
 def test_small_kernels_stay_on_one_thread():
@@ -82,6 +154,38 @@ def test_small_kernels_stay_on_one_thread():
 def test_the_thread_team_is_real_here():
     team = thread_team()
     assert team.parallel, team.error
+
+
+def _loads(monkeypatch, environment: dict[str, str]) -> list[dict[str, str | None]]:
+    """What libgomp would read of its wait policy when svod's team loads it, with ``environment`` set."""
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    seen: list[dict[str, str | None]] = []
+
+    def load(path: str) -> object:
+        seen.append({name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")})
+        raise OSError("not loaded in this test")
+
+    monkeypatch.setattr(cpu_runtime.ctypes, "CDLL", load)
+    team = cpu_runtime.ThreadTeam()
+    assert not team.parallel and "not loaded in this test" in (team.error or "")
+    return seen
+
+
+def test_the_team_loads_libgomp_with_workers_that_sleep_rather_than_spin(monkeypatch):
+    """libgomp reads its wait policy when it loads: svod's team asks for no spin, and leaves the environment
+    (which child processes inherit) as it found it."""
+    assert _loads(monkeypatch, {}) == [{"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": str(cpu_runtime.TEAM_SPIN_COUNT)}]
+    assert "GOMP_SPINCOUNT" not in os.environ
+    assert cpu_runtime.TEAM_SPIN_COUNT == 0
+
+
+def test_a_wait_policy_the_user_set_is_kept(monkeypatch):
+    assert _loads(monkeypatch, {"OMP_WAIT_POLICY": "active"}) == [{"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": None}]
+    assert _loads(monkeypatch, {"GOMP_SPINCOUNT": "1000"}) == [{"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "1000"}]
+    assert os.environ["GOMP_SPINCOUNT"] == "1000"
 
 
 def _stats():
@@ -101,7 +205,8 @@ def test_a_large_reduction_is_split_across_threads(compiler):
     _, many = _devices(compiler)
     kernel = KernelCache().get(_stats(), many)
     assert type(kernel.program).__name__ == "PartsProgram" and kernel.var_names == ("n",)
-    assert kernel.program.parts[0].launch.global_size[0].arg == 3  # the first part runs on every worker
+    # the first part runs on every worker
+    assert kernel.program.parts[0].launch.dims({"n": 1 << 20}).global_size == (3, 1, 1)
     assert kernel.outs == (1, 2, 3) and kernel.ins == (0,) and [v.name for v in kernel.variables] == ["n"]
     x = np.random.default_rng(5).standard_normal(1 << 20).astype(np.float32)
     for n in (1, 2, 47, 100_003, 1 << 20):

@@ -4,6 +4,8 @@ fails on how fast anything ran."""
 
 import importlib.util
 import json
+import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -41,9 +43,12 @@ def _tiny_suite() -> list[workloads.Workload]:
 
 def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
     tinygrad = Tinygrad()
-    metrics = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite()).run()
-    document = json.loads(json.dumps(to_json(metrics)))
-    assert set(document) == {"machine", "metrics"} and document["machine"]["svod"] == svod.__version__
+    bench = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite())
+    metrics = bench.run()
+    assert bench.failed == {}
+    document = json.loads(json.dumps(to_json(metrics, bench.failed)))
+    assert set(document) == {"machine", "metrics", "failed_steps"} and document["machine"]["svod"] == svod.__version__
+    assert document["failed_steps"] == {}
     assert {name: m["unit"] for name, m in document["metrics"].items() if name in UNITS} == UNITS
     for name, metric in document["metrics"].items():
         assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
@@ -59,6 +64,54 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
     assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
+
+
+def test_a_step_that_fails_says_why_and_the_steps_after_it_still_report(capsys):
+    """A Ray worker that could not import ``benchmarks`` lost every figure of ``svod bench``: now only the
+    failing step's."""
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None, [])
+
+    def distributed() -> list[Metric]:
+        raise RuntimeError("The actor died because of an error raised in its creation task\n"
+                           "\x1b[36mray::Echo.__init__()\x1b[39m (pid=6430)\n"
+                           "ModuleNotFoundError: No module named 'benchmarks'\n")
+
+    bench.steps = lambda: [("bundles", lambda: [Metric("a_ms", "ms", "lower", 1.0)]), ("distributed", distributed),
+                           ("plan algorithms", lambda: [Metric("b_ms", "ms", "lower", 2.0)])]
+    metrics = bench.run()
+    assert [m.name for m in metrics] == ["a_ms", "b_ms"]
+    why = "RuntimeError: ModuleNotFoundError: No module named 'benchmarks'"
+    assert bench.failed == {"distributed": why}
+    assert f"step 'distributed' did not run, so its figures are missing: {why}" in report(metrics, None, bench.failed)
+    assert json.loads(json.dumps(to_json(metrics, bench.failed)))["failed_steps"] == {"distributed": why}
+    err = capsys.readouterr().err
+    assert "the distributed step failed" in err and "Traceback" in err
+
+
+class _NoBenchmarks:
+    """An import finder that finds no ``benchmarks``: the ``sys.path`` of a worker started outside the checkout."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "benchmarks" or name.startswith("benchmarks."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def test_the_echo_actor_reaches_a_worker_that_cannot_import_benchmarks(monkeypatch):
+    """Ray sends an actor's class to its workers pickled: the distributed step's echo actor goes as the class
+    itself, not as a name in ``benchmarks`` for the worker to import."""
+    pytest.importorskip("ray", reason="the distributed step needs the ray extra")
+    from ray import cloudpickle
+
+    from benchmarks.distributed import echo_class
+
+    pickled = cloudpickle.dumps(echo_class())
+    for name in [name for name in sys.modules if name == "benchmarks" or name.startswith("benchmarks.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_NoBenchmarks(), *sys.meta_path])
+    with pytest.raises(ModuleNotFoundError):
+        import benchmarks.distributed  # noqa: F401
+    shard = {"x": np.arange(3.0)}
+    assert pickle.loads(pickled)().run(0, shard) is shard
 
 
 def test_a_suite_kernel_that_disagrees_with_numpy_fails_the_bench():
@@ -121,3 +174,50 @@ def test_sample_seconds_times_each_call_after_the_warmup(monkeypatch):
     assert len(calls) == 5
     clock = iter([0.0, 4.0, 0.0, 1.0, 0.0, 2.0])
     assert timing.median_seconds(lambda: None, repeats=3, warmup=1) == 2.0
+
+
+class _SpinningThreads:
+    """A fake process clock: while the caller sleeps, ``spinners[k]`` other threads burn a core each in its
+    k-th sleep (none after the list ends)."""
+
+    def __init__(self, spinners: list[int]) -> None:
+        self.cpu = 0.0
+        self.sleeps: list[float] = []
+        self.spinners = spinners
+
+    def process_time(self) -> float:
+        return self.cpu
+
+    def sleep(self, seconds: float) -> None:
+        spinning = self.spinners[len(self.sleeps)] if len(self.sleeps) < len(self.spinners) else 0
+        self.sleeps.append(seconds)
+        self.cpu += spinning * seconds
+
+
+def test_settle_waits_until_no_other_thread_burns_a_core(monkeypatch):
+    clock = _SpinningThreads([2, 2, 1])  # BLAS workers spinning on both cores, then one, then none
+    monkeypatch.setattr(timing.time, "process_time", clock.process_time)
+    monkeypatch.setattr(timing.time, "sleep", clock.sleep)
+    assert timing.settle(window=0.01, most=1.0) == pytest.approx(0.04)
+    assert clock.sleeps == [0.01] * 4
+    quiet = _SpinningThreads([])
+    monkeypatch.setattr(timing.time, "process_time", quiet.process_time)
+    monkeypatch.setattr(timing.time, "sleep", quiet.sleep)
+    assert timing.settle(window=0.01, most=1.0) == pytest.approx(0.01)  # one look when nothing spins
+
+
+def test_settle_gives_up_after_its_longest_wait(monkeypatch):
+    clock = _SpinningThreads([1] * 100)
+    monkeypatch.setattr(timing.time, "process_time", clock.process_time)
+    monkeypatch.setattr(timing.time, "sleep", clock.sleep)
+    assert timing.settle(window=0.01, most=0.05) == pytest.approx(0.05)
+    assert len(clock.sleeps) == 5
+
+
+def test_every_contestant_is_timed_on_settled_cores(monkeypatch):
+    """``sample_seconds`` is where every figure is timed: it settles the cores before the contestant's warm-up."""
+    events = []
+    monkeypatch.setattr(timing, "settle", lambda: events.append("settle"))
+    timing.sample_seconds(lambda: events.append("call"), repeats=2, warmup=1)
+    timing.median_seconds(lambda: events.append("other"), repeats=1, warmup=0)
+    assert events == ["settle", "call", "call", "call", "settle", "other"]

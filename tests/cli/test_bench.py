@@ -9,6 +9,7 @@ import pytest
 
 import benchmarks.harness
 import svod
+from benchmarks.results import Metric
 from svod import workloads
 from svod.cli import bench, main
 from svod.errors import SvodError
@@ -35,6 +36,23 @@ def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, cap
     assert document["machine"]["svod"] == svod.__version__
     out = capsys.readouterr().out
     assert "svod bench on CPU (" in out and "kernel.histogram_ms" in out
+
+
+def test_a_step_that_fails_leaves_the_others_in_the_report_and_the_json(tmp_path, monkeypatch, capsys):
+    def steps(self: benchmarks.harness.Bench) -> list[tuple[str, object]]:
+        def broken() -> list[Metric]:
+            raise ModuleNotFoundError("No module named 'benchmarks'")
+
+        return [("distributed", broken), ("cache hits", lambda: [Metric("cache_hit_memory_us", "us", "lower", 3.0)])]
+
+    monkeypatch.setattr(benchmarks.harness.Bench, "steps", steps)
+    path = tmp_path / "out.json"
+    assert main(["bench", "--quick", "--json", str(path)]) == 1  # figures, but not all of them
+    document = json.loads(path.read_text())
+    assert set(document["metrics"]) == {"cache_hit_memory_us"}
+    assert document["failed_steps"] == {"distributed": "ModuleNotFoundError: No module named 'benchmarks'"}
+    out = capsys.readouterr().out
+    assert "cache_hit_memory_us" in out and "step 'distributed' did not run" in out
 
 
 def test_without_benchmarks_the_command_says_how_to_get_them(tmp_path, monkeypatch, capsys):

@@ -12,12 +12,20 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen.loop_turns import loop_turns
-from svod.codegen.lower import anchor_ranges, describe, fuse_products, speculate_gated_loads, split_reduction
+from svod.codegen.lower import (
+    THREAD_MIN_WORK,
+    anchor_ranges,
+    describe,
+    fuse_products,
+    speculate_gated_loads,
+    split_reduction,
+)
 from svod.codegen.lower_cpu import (
     PRIVATE_BYTES,
     block_matmul,
     privatize_atomics,
     split_for_threads,
+    thread_split,
     tile_for_cpu,
     tile_row_bytes,
     tile_rows,
@@ -31,7 +39,7 @@ from svod.codegen.upcast import EXTREMA, split_reductions, upcast_reductions
 from svod.device import DeviceCaps
 from svod.device.launch import most
 from svod.errors import GraphError
-from svod.ir import simplify
+from svod.ir import simplify, substitute
 from svod.ir.ops import CONTINUED, FUSED
 from svod.ir.validate import kernel_label, validate
 from svod.workloads import conv2d, gather, matmul, softmax, transpose
@@ -95,24 +103,67 @@ def test_loop_invariant_values_are_hoisted():
 
 
 def test_thread_split_covers_the_range_exactly():
+    """The workers a launch wakes (as many as have ``THREAD_MIN_WORK`` iterations each, 3 at most) cover the
+    range between them, each index once, and the workers it does not wake have nothing to do."""
     k = KernelBuilder("fill")
     n = k.var("n", 1, 1 << 20)
     out = k.buffer(dtypes.int32, n)
     i = k.range(n)
     k.store(out[i], i.cast(dtypes.int32))
-    split = split_for_threads(k.build(), 3)
+    split, workers = thread_split(k.build(), 3)
+    assert workers is not None
     core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
     assert core.arg == ("core_id", 0, 2)
-    loop = next(u for u in split.toposort() if u.op is Ops.RANGE)
-    start = next(u for u in split.toposort() if u.op is Ops.MUL and u.src[0] is core)
+    turn = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)  # a worker's chunks
+    loop = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
+    store = next(e for e in split.src if e.op is Ops.STORE)
+    named = {turn: UOp.define_var("turn", 0, 3), loop: UOp.define_var("i", 0, 1 << 20)}
+    first, count = substitute(store.src[0].src[1], named), substitute(loop.src[0], named)
 
-    for size in (1, 2, 47, 48, 49, 1000, 1 << 20):
+    woken = {}
+    for size in (1, 2, 47, 48, 49, 1000, THREAD_MIN_WORK, THREAD_MIN_WORK + 1, 2 * THREAD_MIN_WORK + 1, 1 << 20):
+        woken[size] = evaluate_expression(workers, {"n": size})
         covered = []
         for c in range(3):
-            env = {"n": size, "core_id": c}
-            first, count = evaluate_expression(start, env), evaluate_expression(loop.src[0], env)
-            covered.extend(range(first, first + max(count, 0)))
+            for t in range(evaluate_expression(turn.src[0], {"n": size, "core_id": c})):
+                env = {"n": size, "core_id": c, "turn": t, "i": 0}
+                at, length = evaluate_expression(first, env), evaluate_expression(count, env)
+                assert c < woken[size] or length <= 0, (size, c)
+                covered.extend(range(at, at + max(length, 0)))
         assert covered == list(range(size))
+    assert woken == {1: 1, 2: 1, 47: 1, 48: 1, 49: 1, 1000: 1, THREAD_MIN_WORK: 1, THREAD_MIN_WORK + 1: 2,
+                     2 * THREAD_MIN_WORK + 1: 3, 1 << 20: 3}
+
+
+def test_a_launch_counts_the_work_of_each_index_of_the_split_range():
+    """The DP sweep's diagonal ``d``: ``n - d`` cells, each a MAX over ``d - 1`` splits. Its first and last
+    diagonals are too small for a second worker; the middle ones are not."""
+    k = KernelBuilder("diagonal")
+    n = 1000
+    d = k.var("d", 1, n - 1)
+    table = k.buffer(dtypes.int32, (n, n))
+    i = k.range(n - d)
+    r = k.range(d - 1, AxisKind.REDUCE)
+    k.store(table[i, i + d], (table[i, i + 1 + r] + table[i + 2 + r, i + d]).reduce(r, op=Ops.MAX))
+    _, workers = thread_split(k.build(), 2)
+    assert workers is not None
+    counts = {diagonal: evaluate_expression(workers, {"d": diagonal}) for diagonal in (1, 2, 30, 40, 500, 960, 999)}
+    assert counts == {1: 1, 2: 1, 30: 1, 40: 2, 500: 2, 960: 2, 999: 1}  # (n - d) * (d - 1) > 32768 from d = 35
+
+
+def test_constant_sizes_get_as_many_workers_as_have_work():
+    def fill(size: int) -> UOp:
+        k = KernelBuilder("fill")
+        out = k.buffer(dtypes.int32, size)
+        i = k.range(size)
+        k.store(out[i], i.cast(dtypes.int32))
+        return k.build()
+
+    for size, threads in ((THREAD_MIN_WORK, None), (THREAD_MIN_WORK + 16, 2), (1 << 20, 8)):
+        split, workers = thread_split(fill(size), 8)
+        assert workers is None  # a number: the kernel's core_id says it
+        cores = [u.arg for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id"]
+        assert cores == ([] if threads is None else [("core_id", 0, threads - 1)])
 
 
 def test_a_reduce_range_outside_its_reduce_is_an_error():
@@ -858,7 +909,7 @@ def _private_copies(sink):
 
 
 def test_a_thread_adds_into_a_private_copy_of_a_small_buffer():
-    sink = privatize_atomics(_lowered(_scatter("add"), threads=2))
+    sink = privatize_atomics(_lowered(_scatter("add", n=1 << 16), threads=2))  # work for 2 workers
     (copy,) = [u for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL]
     assert copy.src[0].op is Ops.PARAM and copy.src[0].arg == 0 and copy.dtype.size == 256
     assert [e.op for e in sink.src if e.op in (Ops.STORE, Ops.ATOMIC)] == [Ops.STORE, Ops.ATOMIC, Ops.ATOMIC]

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svod.device import ConcreteLaunchDims, ProgramSpec
-from svod.device.launch import INT64_MAX, INT64_MIN, evaluate
+from svod.device import ConcreteLaunchDims, ProgramSpec, launch
+from svod.device.launch import INT64_MAX, INT64_MIN, LaunchShape, evaluate
 from svod.dtype import dtypes
 from svod.errors import LaunchError, SvodError, VariableError
 from svod.ir import Ops, UOp
@@ -25,6 +25,22 @@ def test_variable_errors():
         evaluate(N + 1, {"n": 5})
     with pytest.raises(VariableError, match="must be integer"):
         evaluate(N + 1, {"n": 2.0})
+
+
+def test_a_launch_shape_keeps_the_sizes_it_evaluated_and_checks_every_new_value(monkeypatch):
+    """A dispatch with values seen before reads its sizes from what the shape kept; one out of bounds, or
+    not an integer, is an error every time."""
+    shape = LaunchShape((N * 8 + (N - 1) // 2, ONE, ONE), None)
+    evaluated = []
+    real = launch.evaluate_dims
+    monkeypatch.setattr(launch, "evaluate_dims", lambda sizes, values: evaluated.append(1) or real(sizes, values))
+    assert shape.dims({"n": 3}).global_size == (25, 1, 1) and shape.dims({"n": 3, "m": 7}).global_size == (25, 1, 1)
+    assert shape.dims({"n": 4}).global_size == (33, 1, 1) and len(evaluated) == 2
+    for _ in range(2):
+        with pytest.raises(VariableError, match=r"variable n=5 is outside bounds \[1, 4\]"):
+            shape.dims({"n": 5})
+        with pytest.raises(VariableError, match="must be integer"):
+            shape.dims({"n": 3.0})
 
 
 def test_float_constant_is_rejected():
