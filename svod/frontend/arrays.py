@@ -335,6 +335,8 @@ class Lowering:
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.counter = itertools.count()
         self.changed = False
+        self.following: list[ast.stmt] = []
+        """The statements after the one being rewritten, in its block."""
         self.pending: list[ast.stmt] = []
         """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
 
@@ -353,11 +355,28 @@ class Lowering:
 
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        for stmt in statements:
+        for position, stmt in enumerate(statements):
+            self.following = list(statements[position + 1:])
             made = self.statement(stmt, looped)
             out += [*self.pending, *made]
             self.pending = []
         return out
+
+    def fused_into_next(self, name: str) -> bool:
+        """Whether array ``name``, about to be made, is read by the next statement alone, which stores into no
+        array of that name: then that statement computes its expression where it reads it, and it is never
+        made (softmax's ``e = np.exp(...)`` then ``e / e.sum(...)``: one kernel). Nothing runs between the
+        two, so what it reads is what it would have read."""
+        if not self.following:
+            return False
+        later = [name in {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} for stmt in self.following]
+        nxt = self.following[0]
+        stored = {n.id for n in ast.walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+            {t.value.id for t in ast.walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
+             and isinstance(t.value, ast.Name)}
+        simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
+            isinstance(n, (ast.For, ast.While)) for n in ast.walk(nxt))
+        return later[0] and not any(later[1:]) and name not in stored and simple
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.is_prange(stmt.iter):
@@ -380,8 +399,9 @@ class Lowering:
         made: list[ast.stmt] = []
         names: list[ast.expr] = []
         for value in values:
-            if isinstance(value, ast.Name) and value.id not in self.aliases:
-                names.append(value)
+            bound = self.arrays.get(value.id) if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Name) and (bound is None or (isinstance(bound, Named) and bound.name == value.id)):
+                names.append(value)  # an array of its own name, or a scalar
                 continue
             computed = self.value(value)
             if isinstance(computed, Scalar):
@@ -461,6 +481,9 @@ class Lowering:
             if re.fullmatch(r"_svod_r\d+", element):
                 code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
             return self.parsed(code, stmt)
+        if self.fused_into_next(name):
+            self.arrays[name] = value
+            return []
         self.arrays[name] = made = Named(value.shape, value.dtype, name)
         shape = ", ".join(str(s) for s in value.shape)
         allocation = self.parsed(f"{name} = _svod_np.empty(({shape}{',' if len(value.shape) == 1 else ''}), "

@@ -290,3 +290,31 @@ def batched(a, b, c):
 
 def test_a_batch_of_matmuls(device):
     agrees_with_python(batched, device, data(3, 5, 4), data(3, 4, 2), data(4, 6), rtol=1e-9)
+
+
+# ---- fusion --------------------------------------------------------------------------------------------
+
+def kernels_of(fn: svod.frontend.jit.Jit, *args: object) -> int:
+    return sum(step.kind == "kernel" for step in fn.plan(*args).execute(profile=True))
+
+
+def test_softmax_is_one_kernel_and_layernorm_two():
+    """An array read only by the next statement is computed where that statement reads it (a row's max and
+    sum are loops of their own, once per row)."""
+    x = data(6, 10, dtype=np.float32)
+    assert kernels_of(softmax, x) == 1
+    assert kernels_of(layernorm, x, data(10, dtype=np.float32), data(10, dtype=np.float32)) == 2
+
+
+@svod.jit
+def fused_then_stored_over_its_input(x):
+    e = x * 2.0
+    x[1:] = e[:-1] + 1.0  # e, computed where read, reads x where this stores it: a temporary keeps it right
+    f = x + 0.5
+    x[:] = f[::-1]
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_a_fused_array_reads_what_it_would_have_read(device, n):
+    agrees_with_python(fused_then_stored_over_its_input, device, data(n))
