@@ -496,7 +496,8 @@ class Bench:
         except Exception as err:  # numba's refusal of a program (a TypingError), in its first line
             if version != "numba":
                 raise
-            return f"numba refuses it: {type(err).__name__}: " + str(err).strip().splitlines()[-1][:160]
+            plain = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(err)).split())  # numba colours its messages
+            return f"numba refuses it: {type(err).__name__}: {plain[:200]}"
         work = copies(args)
         for result in (first, function(*work)):
             if not jit_agree(program, result, want):

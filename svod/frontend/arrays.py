@@ -58,9 +58,33 @@ class Emitter:
         self.lines: list[str] = []
         self.counter = counter
         self.made: dict[tuple[int, tuple[str, ...]], str] = {}
+        self.reducing: frozenset[str] = frozenset()
+        """The loop variables of the reductions around the element being written."""
+        self.fused: Fused | None = None
+        """The fused array whose element is being written, if any (``Fused``)."""
 
     def fresh(self, stem: str) -> str:
         return f"_svod_{stem}{next(self.counter)}"
+
+    def inner(self, loops: Sequence[str]) -> Emitter:
+        """The emitter of the body of a reduction over ``loops``."""
+        inner = Emitter(self.counter)
+        inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
+        return inner
+
+    def check_fused(self, index: Sequence[str]) -> None:
+        """A reduction of a fused array read inside a reduction that its element depends on would run again at
+        every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
+        if self.fused is not None and any(re.search(rf"\b{v}\b", " ".join(index)) for v in self.reducing):
+            raise RepeatedWorkError(self.fused)
+
+
+class RepeatedWorkError(Exception):
+    """Raised where a fused array is read in a way that would repeat its work; ``Lowering`` then makes it."""
+
+    def __init__(self, fused: Fused) -> None:
+        super().__init__(fused.name)
+        self.fused = fused
 
 
 @dataclass(eq=False)
@@ -164,10 +188,10 @@ class Reduced(Expr):
                 at.append(next(kept))
         count = int(np.prod([self.operand.shape[a] for a in self.axes]))
         out.made[key] = result = out.fresh("r")
+        out.check_fused(index)
         body: list[str] = []
         value = out.fresh("v")
-        inner = Emitter(out.counter)
-        inner.made = out.made
+        inner = out.inner(list(loops.values()))
         element = self.operand.element(at, inner)
         body += inner.lines
         body.append(f"{value} = {element}")
@@ -195,8 +219,8 @@ class Product(Expr):
         a_at = [k] if len(self.a.shape) == 1 else [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1
                                                                                           else -1], k]
         b_at = [k] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], k, index[-1]]
-        inner = Emitter(out.counter)
-        inner.made = out.made
+        out.check_fused(index)
+        inner = out.inner([k])
         term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
         out.made[key] = result = out.fresh("r")
         out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
@@ -230,6 +254,27 @@ class Reshaped(Expr):
             stride //= max(size, 1)
             at.append(f"(({flat}) // {stride}) % {size}" if stride > 1 else f"({flat}) % {size}")
         return self.base.element(at, out)
+
+
+@dataclass(eq=False)
+class Fused(Expr):
+    """An array read only by the next statement (``Lowering.fused_into_next``): its expression, computed
+    where that statement reads it; made after all where that would repeat a reduction's work."""
+
+    name: str = ""
+    value: Expr = field(default=None)  # type: ignore[assignment]
+    statement: ast.stmt = field(default=None)  # type: ignore[assignment]
+    made: Named | None = None
+    """The array it is, once made after all."""
+
+    def element(self, index: Sequence[str], out: Emitter) -> str:
+        if self.made is not None:
+            return self.made.element(index, out)
+        outer, out.fused = out.fused, self
+        try:
+            return self.value.element(index, out)
+        finally:
+            out.fused = outer
 
 
 def _affine(start: int, step: int, i: str) -> str:
@@ -379,6 +424,32 @@ class Lowering:
         return later[0] and not any(later[1:]) and name not in stored and simple
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
+        """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
+        while True:
+            before = len(self.pending)
+            try:
+                return self.rewritten(stmt, looped)
+            except RepeatedWorkError as unfuse:
+                del self.pending[before:]  # what the attempt needed, made again by the next
+                self.make(unfuse.fused)
+
+    def make(self, fused: Fused) -> None:
+        """Make fused array ``fused`` after all, before the statement being rewritten (and, first, a fused
+        array that making it would read at a cost)."""
+        while True:
+            before = len(self.pending)
+            made = Named(fused.shape, fused.dtype, fused.name)
+            try:
+                self.pending += self.allocation(fused.statement, made) + self.loops(fused.statement, made,
+                                                                                       fused.value)
+            except RepeatedWorkError as unfuse:
+                del self.pending[before:]
+                self.make(unfuse.fused)
+                continue
+            self.arrays[fused.name] = fused.made = made
+            return
+
+    def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.is_prange(stmt.iter):
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = copy.copy(stmt)
@@ -482,13 +553,15 @@ class Lowering:
                 code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
             return self.parsed(code, stmt)
         if self.fused_into_next(name):
-            self.arrays[name] = value
+            self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
         self.arrays[name] = made = Named(value.shape, value.dtype, name)
-        shape = ", ".join(str(s) for s in value.shape)
-        allocation = self.parsed(f"{name} = _svod_np.empty(({shape}{',' if len(value.shape) == 1 else ''}), "
-                                 f"_svod_np.{value.dtype.name})", stmt)
-        return [*allocation, *self.loops(stmt, made, value)]
+        return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
+
+    def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]:
+        shape = ", ".join(str(s) for s in made.shape)
+        return self.parsed(f"{made.name} = _svod_np.empty(({shape}{',' if len(made.shape) == 1 else ''}), "
+                           f"_svod_np.{made.dtype.name})", stmt)
 
     def store(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
         """``stored[...] = value``, through a temporary where the value reads ``stored``'s array elsewhere."""

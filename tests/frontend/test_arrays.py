@@ -306,6 +306,13 @@ def test_softmax_is_one_kernel_and_layernorm_two():
     assert kernels_of(layernorm, x, data(10, dtype=np.float32), data(10, dtype=np.float32)) == 2
 
 
+def test_a_matmul_is_not_fused_into_a_matmul():
+    """h = relu(x @ w1) read by h @ w2 would compute x @ w1 again at every turn of the second sum: h is made."""
+    args = [data(5, 8, dtype=np.float32), data(8, 16, dtype=np.float32), data(16, 6, dtype=np.float32),
+            data(6, 3, dtype=np.float32)]
+    assert kernels_of(mlp, *args) == 3
+
+
 @svod.jit
 def fused_then_stored_over_its_input(x):
     e = x * 2.0
