@@ -26,7 +26,9 @@ from __future__ import annotations
 import ast
 import copy
 import itertools
+import operator
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +37,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.phases import ALLOCATIONS, refusal
+from svod.frontend.phases import Reader, refusal
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -45,6 +47,9 @@ REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "ar
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
            ast.Pow: "**"}
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -88,7 +93,7 @@ class RepeatedWorkError(Exception):
 
 
 @dataclass(eq=False)
-class Expr:
+class Expr(ABC):
     """An array-valued expression: its shape and dtype, and the code of its element at indices."""
 
     shape: tuple[int, ...]
@@ -98,8 +103,10 @@ class Expr:
     def sample(self) -> Any:
         return np.ones(1, self.dtype)
 
+    @abstractmethod
     def element(self, index: Sequence[str], out: Emitter) -> str:
-        raise NotImplementedError
+        """The code of the element at ``index`` (one index expression per axis); a reduction's loops go to
+        ``out.lines`` first."""
 
 
 @dataclass(eq=False)
@@ -369,6 +376,7 @@ class Lowering:
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
         self.source = source
         self.name = name
+        self.reader = Reader(source, name)
         self.arrays: dict[str, Expr] = {n: Named(v.shape, v.dtype, n) for n, v in args.items()
                                         if isinstance(v, np.ndarray)}
         self.arguments = set(self.arrays)
@@ -388,13 +396,9 @@ class Lowering:
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
 
-    def resolve(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.Name):
-            return self.source.names.get(node.id)
-        if isinstance(node, ast.Attribute):
-            owner = self.resolve(node.value)
-            return getattr(owner, node.attr, None) if owner is not None else None
-        return None
+    def on_host(self, node: ast.expr) -> Any:
+        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far."""
+        return eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -450,7 +454,7 @@ class Lowering:
             return
 
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
-        if isinstance(stmt, ast.For) and not self.is_prange(stmt.iter):
+        if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = copy.copy(stmt)
                 new.body = self.body(stmt.body, True)
@@ -495,7 +499,7 @@ class Lowering:
 
     def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
                looped: bool) -> list[ast.stmt]:
-        if isinstance(node, ast.Call) and _allocation_kind(node) is not None and isinstance(target, ast.Name):
+        if isinstance(node, ast.Call) and self.reader.allocation(node) is not None and isinstance(target, ast.Name):
             self.allocated(stmt, target.id, node)
             return [stmt]
         if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or
@@ -518,14 +522,14 @@ class Lowering:
             return [stmt]
         value = self.value(node)
         if op is not None:
-            value = self.binary(stmt, stored, value, _BINARY.get(type(op)), in_place=stored.dtype)
+            value = self.binary(stmt, stored, value, _BINARY.get(type(op)))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]  # an element's store: a phase as written
         return self.store(stmt, stored, value)
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         try:
-            made = eval(compile(ast.Expression(call), self.source.file, "eval"), dict(self.source.names), self.host)
+            made = self.on_host(call)
         except Exception:
             return  # the plan says what is wrong with it, where it is made
         self.arrays[name] = Named(made.shape, made.dtype, name)
@@ -533,8 +537,7 @@ class Lowering:
 
     def remember_scalar(self, name: str, node: ast.expr) -> None:
         try:
-            self.host[name] = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names),
-                                   self.host)
+            self.host[name] = self.on_host(node)
         except Exception:
             self.host.pop(name, None)
 
@@ -570,16 +573,16 @@ class Lowering:
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = _base_name(stored)
         if base is not None and isinstance(value, Expr) and _reads_apart(value, stored, base, self):
-            temporary = self.fresh_temporary(value)
+            temporary = self.fresh_temporary(value.shape, value.dtype)
             return [*self.parsed(f"{temporary.name} = _svod_np.empty(({', '.join(map(str, value.shape))},), "
                                  f"_svod_np.{value.dtype.name})", stmt),
                     *self.loops(stmt, temporary, value), *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
-    def fresh_temporary(self, value: Expr) -> Named:
-        """A new array of ``value``'s shape and dtype, which the plan makes."""
+    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype) -> Named:
+        """A new array of ``shape`` and ``dtype``, which the plan makes."""
         name = f"_svod_t{next(self.counter)}"
-        self.arrays[name] = made = Named(value.shape, value.dtype, name)
+        self.arrays[name] = made = Named(shape, dtype, name)
         return made
 
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
@@ -626,7 +629,7 @@ class Lowering:
     def scalar(self, node: ast.expr) -> Scalar:
         code = ast.unparse(node)
         try:
-            sample = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+            sample = self.on_host(node)
         except Exception:
             sample = 0
         if isinstance(sample, np.ndarray):
@@ -700,7 +703,7 @@ class Lowering:
     def host_int(self, node: ast.expr, required: bool = True) -> int | None:
         """An index or bound the host computes now (a constant, a shape, a scalar argument)."""
         try:
-            value = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+            value = self.on_host(node)
         except Exception as err:
             if not required:
                 return None
@@ -718,16 +721,13 @@ class Lowering:
             return self.matmul(node, left, right)
         return self.binary(node, left, right, _BINARY.get(type(node.op)))
 
-    def binary(self, node: ast.AST, left: Value, right: Value, symbol: str | None,
-               in_place: np.dtype | None = None) -> Value:
-        if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(f"({left.code} {symbol} {right.code})", _apply(lambda a, b: eval(f"a {symbol} b"),
-                                                                           left.sample, right.sample))
+    def binary(self, node: ast.AST, left: Value, right: Value, symbol: str | None) -> Value:
         if symbol is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
-        dtype = _result_dtype(lambda a, b: eval(f"a {symbol} b"), left, right)
-        if symbol == "**":
-            return self.elementwise(node, lambda c: f"({c[0]} ** {c[1]})", dtype, left, right)
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return Scalar(f"({left.code} {symbol} {right.code})", _apply(_OPERATORS[symbol], left.sample,
+                                                                           right.sample))
+        dtype = _result_dtype(_OPERATORS[symbol], left, right)
         return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", dtype, left, right)
 
     def elementwise(self, node: ast.AST, combine: Callable[[list[str]], str], dtype: np.dtype,
@@ -757,11 +757,11 @@ class Lowering:
 
     def call(self, node: ast.Call) -> Value:
         func = node.func
-        if isinstance(func, ast.Attribute) and not isinstance(self.resolve(func.value), type(np)):
+        if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
             owner = self.value(func.value)
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
-        callee = self.resolve(func)
+        callee = self.reader.resolve(func)
         args = [self.value(a) for a in node.args]
         if callee in (np.arange, np.linspace):
             return self.counted(node, callee.__name__)
@@ -809,7 +809,7 @@ class Lowering:
         if name in REDUCTIONS:
             return self.reduction(node, owner, name, node.keywords, args)
         if name == "astype" and len(node.args) == 1:
-            dtype = np.dtype(self.resolve(node.args[0]) or eval(ast.unparse(node.args[0]), dict(self.source.names)))
+            dtype = np.dtype(self.on_host(node.args[0]))
             return self.elementwise(node, lambda c: _typed(c[0], dtype), dtype, owner)
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
@@ -832,7 +832,7 @@ class Lowering:
         if axis_node is None:
             axes = tuple(range(ndim))
         else:
-            given = eval(ast.unparse(axis_node), dict(self.source.names), self.host)
+            given = self.on_host(axis_node)
             given = given if isinstance(given, tuple) else (given,)
             if any(not -ndim <= a < ndim for a in given):
                 raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
@@ -854,7 +854,7 @@ class Lowering:
     def counted(self, node: ast.Call, name: str) -> Expr:
         """``np.arange(start, stop, step)`` or ``np.linspace(start, stop, num)``, of host-known numbers."""
         try:
-            made = eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+            made = self.on_host(node)
         except Exception as err:
             raise self.refuse(node, f"np.{name}'s arguments are numbers the host knows before the run ({err})") from err
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
@@ -876,7 +876,7 @@ class Lowering:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
         dtype = np.cumsum(np.ones(1, x.dtype)).dtype
-        made = self.fresh_temporary(Expr(x.shape, dtype))
+        made = self.fresh_temporary(x.shape, dtype)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
         names = iter(name for name, _ in outer)
@@ -926,9 +926,6 @@ class Lowering:
         dtype = _result_dtype(np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
         return _Whole(product) if not shape else product
-
-    def is_prange(self, node: ast.expr) -> bool:
-        return isinstance(node, ast.Call) and self.resolve(node.func) is pylang.prange
 
 
 @dataclass(eq=False)
@@ -1000,12 +997,6 @@ def _reads_apart(value: Expr, stored: Expr, base: str, lowering: Lowering) -> bo
     reads = [ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Subscript)
              and isinstance(n.value, ast.Name) and n.value.id == base]
     return any(read != ast.unparse(ast.parse(target).body[0].value) for read in reads)  # type: ignore[attr-defined]
-
-
-def _allocation_kind(call: ast.Call) -> str | None:
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    return name if name in ALLOCATIONS else None
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:

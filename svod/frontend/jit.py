@@ -127,12 +127,13 @@ class Prepared:
 @dataclass(frozen=True)
 class Variant:
     """The function as the plans of some arguments read it: its array statements rewritten as loops for their
-    shapes (``svod.frontend.arrays``), or as written; and the scalar arguments whose values that read."""
+    shapes (``svod.frontend.arrays``), or as written; and the names whose values the host reads before a run
+    (temporaries' shapes, definitions, and what the rewriting read), which the plan is prepared for."""
 
     source: Source
     reader: Reader
     structure: Structure
-    read: frozenset[str] = frozenset()
+    host: frozenset[str]
 
 
 class Builder:
@@ -454,11 +455,12 @@ class Jit:
         if found is None:
             lowered = lower_arrays(self.source, self.name, dict(zip(self.parameters, values, strict=True)))
             if lowered is None:
-                found = Variant(self.source, self.reader, self.structure)
+                found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure))
             else:
                 source, read = lowered
                 reader = Reader(source, self.name)
-                found = Variant(source, reader, reader.structure(), frozenset(read))
+                structure = reader.structure()
+                found = Variant(source, reader, structure, _read_on_host(structure) | read)
             self._variants[key] = found
         return found
 
@@ -489,7 +491,7 @@ class Jit:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
         kernel constant), and the values of the scalars the host reads to make temporaries and definitions,
         and to rewrite array statements."""
-        host = self._read_on_host(variant.structure) | variant.read
+        host = variant.host
         found: list[Any] = []
         for name, value in zip(self.parameters, values, strict=True):
             if isinstance(value, np.ndarray):
@@ -500,21 +502,23 @@ class Jit:
                 found.append(("scalar", type(value).__name__))
         return found
 
-    def _read_on_host(self, structure: Structure) -> set[str]:
-        """The names the host reads before a run: those of temporaries' calls and definitions."""
-        found: set[str] = set()
 
-        def walk(items: Sequence[Item]) -> None:
-            for item in items:
-                if isinstance(item, Temporary):
-                    found.update(loaded([item.call]))
-                elif isinstance(item, Definition):
-                    found.update(loaded([item.statement.value]))
-                elif isinstance(item, Loop):
-                    walk(item.body)
 
-        walk(structure.items)
-        return found
+def _read_on_host(structure: Structure) -> frozenset[str]:
+    """The names the host reads before a run: those of temporaries' calls and definitions."""
+    found: set[str] = set()
+
+    def walk(items: Sequence[Item]) -> None:
+        for item in items:
+            if isinstance(item, Temporary):
+                found.update(loaded([item.call]))
+            elif isinstance(item, Definition):
+                found.update(loaded([item.statement.value]))
+            elif isinstance(item, Loop):
+                walk(item.body)
+
+    walk(structure.items)
+    return frozenset(found)
 
 
 def jit(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
