@@ -15,14 +15,23 @@ import importlib.util
 import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from svod.backends.base import Host, Opened, Pair
+from svod.backends.cuda_graph import GraphReplay, replayable
 from svod.codegen.render.cuda import CUDARenderer
-from svod.device import Allocator, CompiledSpec, CompilerBase, ProgramBase, ProgramSpec, ReusePool
+from svod.device import (
+    Allocator,
+    CompiledSpec,
+    CompilerBase,
+    PlanReplay,
+    ProgramBase,
+    ProgramSpec,
+    ReplayItem,
+    ReusePool,
+)
 from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
@@ -159,12 +168,53 @@ class CUDADevice:
         self.renderer = CUDARenderer(spec, self.caps)
         self.allocator = CUDAAllocator(self)
         self.name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName")[0].split(b"\0")[0].decode()
+        self.activate()
+        self.stream: Any = _checked(driver.cuStreamCreate(0), "cuStreamCreate")[0]
+        """svod's launches go here in order. It is a blocking stream: the driver's synchronous copies (the
+        legacy default stream's) wait for what it holds, so a copy out sees every launch before it."""
 
     def activate(self) -> None:
         _checked(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
-    def load(self, compiled: CompiledSpec) -> CUDAProgram:
-        return CUDAProgram(self, compiled)
+    def synchronize(self) -> None:
+        """Wait for every launch on svod's stream (a fault in one is reported here, naming the call)."""
+        self.activate()
+        _checked(driver.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def begin_capture(self) -> None:
+        """Record what svod's stream is given from now on into a graph, instead of running it."""
+        self.activate()
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        _checked(driver.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")
+
+    def end_capture(self, discard: bool = False) -> Any:
+        """The instantiated graph of what was captured since ``begin_capture`` (None with ``discard``)."""
+        status, graph = driver.cuStreamEndCapture(self.stream)
+        if discard:
+            if int(status) == 0:
+                driver.cuGraphDestroy(graph)
+            return None
+        _checked((status, graph), "cuStreamEndCapture")
+        try:
+            return _checked(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")[0]
+        finally:
+            driver.cuGraphDestroy(graph)
+
+    def launch_graph(self, executable: Any) -> None:
+        _checked(driver.cuGraphLaunch(executable, self.stream), "cuGraphLaunch")
+
+
+class CUDARuntime:
+    """The device's runtime factory: loads programs, and replays plans of them as CUDA graphs."""
+
+    def __init__(self, device: CUDADevice) -> None:
+        self.device = device
+
+    def __call__(self, compiled: CompiledSpec) -> CUDAProgram:
+        return CUDAProgram(self.device, compiled)
+
+    def replay(self, work: Sequence[ReplayItem], inputs: Sequence[str]) -> PlanReplay | None:
+        return GraphReplay(self.device, work, inputs) if replayable(work) else None
 
 
 class CUDAAllocator(Allocator):
@@ -175,7 +225,10 @@ class CUDAAllocator(Allocator):
 
     def _alloc(self, nbytes: int) -> Any:
         self.device.activate()
-        return _checked(driver.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")[0]
+        status, handle = driver.cuMemAlloc(max(nbytes, 1))
+        if status == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            raise MemoryError(f"cuMemAlloc: {status.name}")  # the allocator's refusal naming the byte count
+        return _checked((status, handle), "cuMemAlloc")[0]
 
     def _free(self, handle: Any, nbytes: int) -> None:
         self.device.activate()
@@ -205,17 +258,46 @@ class CUDAProgram(ProgramBase):
         self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData")[0]
         symbol = compiled.entry.encode()
         self.function = _checked(driver.cuModuleGetFunction(self.module, symbol), "cuModuleGetFunction")[0]
-        self._lock = threading.Lock()
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
-        grid, block = global_size or (1, 1, 1), local_size or (1, 1, 1)
-        values = (*buffers, *vals)
-        types = (*(ctypes.c_void_p for _ in buffers), *(ctypes.c_longlong for _ in vals))
-        with self._lock:
-            self.device.activate()
-            _checked(driver.cuLaunchKernel(self.function, *grid, *block, 0, 0, (values, types), 0), "cuLaunchKernel")
-            _checked(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        """One launch, returning when it has finished."""
+        self.bind(buffers)(vals, global_size or (1, 1, 1), local_size)
+        self.device.synchronize()
+
+    def bind(self, buffers: Sequence[Any]) -> CUDALaunch:
+        return CUDALaunch(self, buffers)
+
+
+class CUDALaunch:
+    """A program bound to its buffers: the kernel's parameter array is built once, and a call writes the
+    variables into it and launches on the device's stream without waiting (a plan synchronizes at its end; a
+    CUDA graph captures such launches)."""
+
+    def __init__(self, program: CUDAProgram, buffers: Sequence[Any]) -> None:
+        self.program = program
+        self.buffers = len(buffers)
+        self.addresses = (ctypes.c_uint64 * max(len(buffers), 1))(*buffers)
+        self.values = (ctypes.c_int64 * 0)()
+        self.parameters = (ctypes.c_void_p * 0)()
+
+    def _parameters(self, count: int) -> None:
+        """The array of pointers the driver reads: one per buffer address, then one per variable."""
+        self.values = (ctypes.c_int64 * count)()
+        pointers = [ctypes.addressof(self.addresses) + 8 * k for k in range(self.buffers)]
+        pointers += [ctypes.addressof(self.values) + 8 * k for k in range(count)]
+        self.parameters = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        if len(vals) != len(self.values) or not len(self.parameters):
+            self._parameters(len(vals))
+        for position, value in enumerate(vals):
+            self.values[position] = value
+        block = local_size or (1, 1, 1)
+        program = self.program
+        _checked(driver.cuLaunchKernel(program.function, *global_size, *block, 0, program.device.stream,
+                                       ctypes.addressof(self.parameters), 0), "cuLaunchKernel")
 
 
 # ---- the backend (svod.backends.base) ---------------------------------------------------------------------
@@ -237,7 +319,7 @@ def compiler_pair(spec: DeviceSpec, compiler: str, host: Host) -> Pair:
 
 def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
     device = _device(spec, host)
-    return Opened(device.caps, ReusePool(device.allocator), device.load, device.name)
+    return Opened(device.caps, ReusePool(device.allocator), CUDARuntime(device), device.name, device.synchronize)
 
 
 def device_count() -> int:

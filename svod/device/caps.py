@@ -110,8 +110,10 @@ class DeviceCaps:
     (``KernelMetadata.loop_turns``)."""
 
 
-CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGroupLimits(1024, (1024, 1024, 64)),
+CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False,
+                       work_groups=WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1, 65535, 65535)),
                        local_memory=48 << 10, dedicated_local_memory=True, native_float16=False,
                        dlpack_device_type=KDL_CUDA)
-"""What every CUDA architecture since sm_20 allows (float16 is not native here: the nvrtc wheel ships no
-cuda_fp16.h); what CUDA code is rendered for where no GPU says more."""
+"""What every CUDA architecture since sm_30 allows (grids of up to 2**31 - 1 blocks along x, 65535 along y and z;
+float16 is not native here: the nvrtc wheel ships no cuda_fp16.h); what CUDA code is rendered for where no GPU
+says more."""

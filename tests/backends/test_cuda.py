@@ -325,3 +325,91 @@ def test_without_ptxas_assembling_says_what_to_install(monkeypatch):
     with pytest.raises(DeviceError, match="nvidia-cuda-nvcc") as info:
         assemble_ptx(".version 8.0", "sm_90", kernel="k")
     assert info.value.kernel == "k" and info.value.stage == "ptxas"
+
+
+@pytest.mark.parametrize("rows", [1 << 20, (1 << 20) + 3])
+def test_a_launch_past_the_grids_y_limit_spreads_its_blocks_over_z(rows):
+    """A gather of a million 64-wide rows is 2**18 blocks of 4 rows along y, where CUDA allows 65535: the
+    H100 refused that launch (CUDA_ERROR_INVALID_VALUE) until the grid's limits joined CUDA's caps."""
+    from svod.workloads import gather_kernel
+
+    spec = CUDARenderer().render(gather_kernel(rows, 50_000))
+    groups = spec.launch_dims({}).global_size
+    assert all(g <= most for g, most in zip(groups, ((1 << 31) - 1, 65535, 65535), strict=True)), groups
+    local = spec.launch_dims({}).local_size
+    assert local is not None and groups[1] * groups[2] * local[1] >= rows
+
+
+# ---- on a GPU: plans as CUDA graphs, torch's tensors in place ------------------------------------------------
+
+def _chain_plan(device, count: int):
+    """``count`` kernels, each adding its index to the one before's output: ``sum(range(count))`` at the end."""
+    from svod.workloads import tiny
+
+    plan = svod.ExecutionPlan(device)
+    indices = [plan.add_buffer(svod.Buffer.from_numpy(np.full(16, 1.5, np.float32), device)) for _ in range(count + 1)]
+    for k in range(count):
+        plan.add_kernel(tiny(k), [indices[k + 1], indices[k]])
+    return plan, indices[-1]
+
+
+def test_a_prepared_plan_replays_as_one_cuda_graph():
+    from svod.backends.cuda_graph import GraphReplay
+
+    device = open_device("CUDA:0")
+    plan, last = _chain_plan(device, 32)
+    for _ in range(3):  # the first run captures the graph, the others relaunch it
+        plan.buffers[last].copyin(np.zeros(16, np.float32))
+        plan.execute()
+        np.testing.assert_array_equal(plan.buffers[last].numpy(), np.full(16, 1.5 + sum(range(32)), np.float32))
+    assert isinstance(plan._native, GraphReplay)
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch", reason="torch is not installed here (the device check's image has it)")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA GPU here")
+    open_device("CUDA:0")
+    return torch
+
+
+@svod.kernel
+def _scaled_rows(x, s):
+    rows, cols = x.shape
+    for i in svod.prange(rows):
+        for j in range(cols):
+            x[i, j] = x[i, j] * s + i
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (130, 33)])
+def test_a_python_kernel_works_on_a_torch_cuda_tensor_in_place(shape):
+    torch = _torch_cuda()
+    data = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    tensor = torch.from_numpy(data).cuda()
+    _scaled_rows(tensor, 2.5)  # the device is the tensor's: no device= needed
+    want = data.copy()
+    _scaled_rows.fn(want, 2.5)  # the plain-Python run is the oracle
+    # svod contracts x * s + i into one fused multiply-add, which rounds once where Python rounds twice
+    np.testing.assert_allclose(tensor.cpu().numpy(), want, rtol=2e-7, atol=1e-6)
+
+
+def test_svod_run_and_torch_share_cuda_memory_both_ways():
+    torch = _torch_cuda()
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    out = torch.zeros(1000, dtype=torch.float32, device="cuda")
+    svod.run(next(_corpus()), [out, x], device="CUDA:0", n=999)  # saxpy, into torch's own memory
+    want = np.arange(1000, dtype=np.float32) * 2 + 1
+    want[999] = 0
+    np.testing.assert_array_equal(out.cpu().numpy(), want)
+    buf = svod.Buffer.from_numpy(np.arange(10, dtype=np.int32), "CUDA:0")
+    shared = torch.from_dlpack(buf)  # svod's memory as a torch tensor, no copy
+    shared += 5
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(buf.numpy(), np.arange(10, dtype=np.int32) + 5)
+
+
+def test_a_strided_torch_tensor_is_refused_naming_its_strides():
+    torch = _torch_cuda()
+    transposed = torch.zeros((4, 6), device="cuda").T
+    with pytest.raises(svod.errors.BufferMismatchError, match="strides"):
+        svod.Buffer.from_dlpack(transposed)
