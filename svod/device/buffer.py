@@ -8,6 +8,7 @@ allocator when the base buffer is garbage collected.
 from __future__ import annotations
 
 import ctypes
+import math
 import numbers
 import weakref
 from typing import Any
@@ -37,6 +38,9 @@ class Buffer:
         self._address: Any = None
         self.readonly: bool = False if base is None else base.readonly
         """The memory is a read-only array's (``from_numpy(copy=False)``): kernels may not write it."""
+        self.shape: tuple[int, ...] = (self.size,)
+        """The shape a kernel taking the buffer sees: the producer's for ``from_dlpack``, else flat."""
+        self._imported: Any = None
 
     def __repr__(self) -> str:
         view = f", view of {self.base.size} at {self.offset}" if self.is_view else ""
@@ -161,17 +165,40 @@ class Buffer:
         return dlpack.capsule(int(self.address), kind, device_id, self.dtype, self.size, keepalive=self)
 
     @staticmethod
-    def from_dlpack(obj: Any, device: Device | str = "CPU", copy: bool = False) -> Buffer:
-        """A buffer sharing the memory of any DLPack producer on the host (numpy arrays, CPU torch tensors
-        ...): flattened in C order. A strided producer is an error, or a copy with ``copy=True``."""
+    def from_dlpack(obj: Any, device: Device | str | None = None, copy: bool = False) -> Buffer:
+        """A buffer sharing the memory of a DLPack producer, in the producer's shape (``shape``): on the host
+        (numpy arrays, CPU torch tensors ...) for ``device`` (the CPU by default), or on a CUDA device (torch
+        and cupy CUDA tensors) for that device. A strided producer is an error, or on the host a copy with
+        ``copy=True``."""
+        kind, device_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (dlpack.KDL_CPU, 0)
+        if kind == dlpack.KDL_CUDA:
+            return Buffer._from_cuda(obj, device_id, device)
         try:
             array = np.from_dlpack(obj)
         except (BufferError, RuntimeError, TypeError, ValueError) as err:
             raise SvodError(f"cannot import it through DLPack to the host: {err}", stage="dlpack",
                             value=type(obj).__name__) from err
-        if copy:
-            return Buffer.from_numpy(array, device)
-        return Buffer.from_numpy(array, device, copy=False)
+        target = "CPU" if device is None else device
+        buf = Buffer.from_numpy(array, target) if copy else Buffer.from_numpy(array, target, copy=False)
+        buf.shape = tuple(array.shape)
+        return buf
+
+    @staticmethod
+    def _from_cuda(obj: Any, device_id: int, device: Device | str | None) -> Buffer:
+        target = resolver.resolve(f"CUDA:{device_id}" if device is None else device)
+        if target.caps.dlpack_device_type != dlpack.KDL_CUDA or (target.device.device_id or 0) != device_id:
+            raise BufferMismatchError(f"the tensor is on CUDA:{device_id}, not on {target.name}", stage="dlpack",
+                                      value=target.name)
+        imported = dlpack.take(obj.__dlpack__())
+        if not imported.c_contiguous:
+            raise BufferMismatchError(f"a DLPack tensor with strides {imported.strides} for shape {imported.shape} "
+                                      "is not compact in C order (.contiguous() makes one)", stage="dlpack",
+                                      value=imported.strides)
+        buf = Buffer(target, imported.dtype, math.prod(imported.shape))
+        buf._handle = imported.address
+        buf._imported = imported  # the producer's memory lives as long as the buffer
+        buf.shape = imported.shape
+        return buf
 
     def copyin(self, array: np.ndarray) -> Buffer:
         """Copy ``array`` in; its dtype and element count must equal the buffer's."""

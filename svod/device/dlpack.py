@@ -1,5 +1,6 @@
 """DLPack capsules for device memory numpy cannot describe (a CUDA buffer): the ``DLManagedTensor`` of
-the DLPack ABI, built with ctypes, and the capsule that hands it to a consumer.
+the DLPack ABI, built with ctypes, the capsule that hands one to a consumer, and ``take``, which imports a
+producer's (a torch or cupy CUDA tensor's).
 
 The tensor owns nothing but a reference to what keeps its memory alive; the consumer calls its deleter
 when done, and a capsule nobody consumed calls it when it is collected.
@@ -78,3 +79,68 @@ def capsule(address: int, device_type: int, device_id: int, dtype: DType, count:
     managed.deleter = _delete
     _alive[ctypes.addressof(managed)] = (managed, shape, keepalive)
     return _pythonapi.PyCapsule_New(ctypes.addressof(managed), b"dltensor", _unconsumed)
+
+
+# ---- importing: a producer's tensor as svod memory ----------------------------------------------------------
+
+_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pythonapi))
+_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _pythonapi))
+_KINDS = {code: kind for kind, code in _CODES.items()}
+
+
+class Imported:
+    """A tensor taken from a producer's capsule: its memory's address (``byte_offset`` included), device,
+    dtype and shape. The tensor is the importer's from then on: its deleter runs when this is collected."""
+
+    def __init__(self, managed: int) -> None:
+        self._owned = False
+        self._managed = _DLManagedTensor.from_address(managed)
+        tensor = self._managed.dl_tensor
+        self.address: int = (tensor.data or 0) + tensor.byte_offset
+        self.device_type: int = tensor.device.device_type
+        self.device_id: int = tensor.device.device_id
+        self.shape = tuple(int(tensor.shape[k]) for k in range(tensor.ndim))
+        self.strides = None if not tensor.strides else tuple(int(tensor.strides[k]) for k in range(tensor.ndim))
+        self.dtype = _imported_dtype(tensor.dtype)
+
+    @property
+    def c_contiguous(self) -> bool:
+        """Compact in C order (a dimension of one element may have any stride, as DLPack allows)."""
+        if self.strides is None:
+            return True
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False) and self._managed.deleter:
+            self._managed.deleter(ctypes.pointer(self._managed))
+
+
+def _imported_dtype(dtype: _DLDataType) -> DType:
+    from svod.dtype import dtypes
+
+    kind = _KINDS.get(dtype.code)
+    name = "bool" if kind == "bool" else f"{kind}{dtype.bits}"
+    if kind is None or dtype.lanes != 1 or name not in {d.name for d in dtypes.all()}:
+        raise SvodError(f"svod has no dtype for DLPack's type code {dtype.code} of {dtype.bits} bits x {dtype.lanes}",
+                        stage="dlpack", value=(dtype.code, dtype.bits, dtype.lanes))
+    return dtypes.from_name(name)
+
+
+def take(capsule: Any) -> Imported:
+    """The tensor of an unconsumed ``dltensor`` capsule, which is marked used (its deleter is ours to run)."""
+    if not _capsule_valid(capsule, b"dltensor"):
+        raise SvodError("the producer's __dlpack__ gave no unconsumed DLPack capsule", stage="dlpack",
+                        value=type(capsule).__name__)
+    imported = Imported(_capsule_pointer(capsule, b"dltensor"))
+    _capsule_rename(capsule, b"used_dltensor")
+    imported._owned = True
+    return imported

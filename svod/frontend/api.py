@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from svod.backends.registry import default_registry
-from svod.device import Buffer, Compiler, Device, Renderer
+from svod.device import Buffer, Compiler, Device, Renderer, dlpack
 from svod.device.allocator import serves_host_memory
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError
 from svod.ir import UOp
@@ -47,10 +48,18 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     """
     kernel = compile(ast, device)
     try:
-        _run(kernel, buffers, var_vals)
+        _run(kernel, [_device_array(b) for b in buffers], var_vals)
     except SvodError as err:
         err.name_kernel(kernel.name)  # an allocation or a launch size fails below the kernel, unnamed
         raise
+
+
+def _device_array(array: Any) -> Any:
+    """A DLPack producer in a device's memory (a torch or cupy CUDA tensor) as a Buffer sharing it; anything
+    else as it is."""
+    if isinstance(array, (np.ndarray, Buffer)) or not hasattr(array, "__dlpack_device__"):
+        return array
+    return array if array.__dlpack_device__()[0] == dlpack.KDL_CPU else Buffer.from_dlpack(array)
 
 
 def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, int]) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.device import Buffer, Device
+from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
@@ -117,10 +117,12 @@ class Kernel:
 
     # ---- public -------------------------------------------------------------------------------------------
 
-    def __call__(self, *args: Any, device: str | Device = "CPU") -> None:
+    def __call__(self, *args: Any, device: str | Device | None = None) -> None:
         """Run once on ``args`` on ``device``: numpy arrays are worked on in place (on the CPU without a copy),
-        svod Buffers and any DLPack host array too; scalars are passed by value."""
-        opened = api.get_device(device)
+        svod Buffers and DLPack arrays too (a torch or cupy CUDA tensor in its own memory); scalars are passed by
+        value. The device is by default the first argument's that lives on one (a Buffer, a CUDA tensor), else
+        the CPU."""
+        opened = api.get_device(_device_of(args) if device is None else device)
         bound = self.bind(*args, device=opened)
         try:
             api.run(bound.ast, bound.arrays, device=opened, **bound.var_vals)
@@ -219,7 +221,7 @@ class Kernel:
                                           f"{type(value).__name__}", kernel=self.name, stage="bind", value=value)
             return annotation.kind(value)
         if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
-            value = np.from_dlpack(value)  # a host DLPack producer: a numpy view of its memory, no copy
+            value = _from_dlpack(value, name, self.name)
         if isinstance(annotation, pylang.ArrayType):
             if not _is_array(value) or _dtype(value) != annotation.dtype or len(_dims(value)) != annotation.ndim:
                 raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
@@ -435,7 +437,34 @@ def _is_array(value: Any) -> bool:
 
 
 def _dims(value: Any) -> tuple[int, ...]:
-    return tuple(value.shape) if isinstance(value, np.ndarray) else (value.size,)
+    return tuple(value.shape)
+
+
+def _on_device(value: Any) -> bool:
+    """A DLPack producer whose memory is a device's (a CUDA tensor), not the host's."""
+    return hasattr(value, "__dlpack_device__") and value.__dlpack_device__()[0] != dlpack.KDL_CPU
+
+
+def _from_dlpack(value: Any, name: str, kernel: str) -> np.ndarray | Buffer:
+    """A DLPack argument without a copy: a numpy view of host memory, a Buffer over a device's."""
+    if _on_device(value):
+        return Buffer.from_dlpack(value)
+    try:
+        return np.from_dlpack(value)
+    except (BufferError, RuntimeError, TypeError, ValueError) as err:
+        raise BufferMismatchError(f"argument {name} cannot be read through DLPack: {err}", kernel=kernel,
+                                  stage="bind", value=type(value).__name__) from err
+
+
+def _device_of(args: Sequence[Any]) -> str:
+    """The device of the first argument that lives on one, else the CPU."""
+    for value in args:
+        if isinstance(value, Buffer):
+            return value.device
+        if not isinstance(value, np.ndarray) and _on_device(value):
+            kind, device_id = value.__dlpack_device__()
+            return f"CUDA:{device_id}" if kind == dlpack.KDL_CUDA else "CPU"
+    return "CPU"
 
 
 def _dtype(value: Any) -> DType:
