@@ -116,15 +116,17 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     - the kernel reads slot ``G`` where it read the reduction.
 
     A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
-    barriers. None when the kernel has no such reduction, or has a shape this does not cover (sequential
-    loops around effects, reductions over several ranges, more than three GLOBAL ranges), or the device's
-    local memory or group counts are too small: ``to_gpu_indices`` then launches it as usual.
+    barriers. A kernel of one sum per output (a matrix-vector product) is all rows: the group's items share
+    each row's sum, and item 0 stores it. None when the kernel has no such reduction, or has a shape this does
+    not cover (sequential loops around effects, reductions over several ranges, more than three GLOBAL ranges,
+    sums nested in one per output), or the device's local memory or group counts are too small:
+    ``to_gpu_indices`` then launches it as usual.
     """
     found = _row_reductions(sink)
     if found is None:
         return None
     column, rows, shared = found
-    if column is None:  # one sum per output: nothing for a group to share
+    if column is None and _nested_reductions(sink):  # its inner sums are vectors of an upcast's lanes
         return None
     topo, live = sink.toposort(), live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
@@ -167,13 +169,15 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
             combines.append(temp.index(size, gate=item.eq(0)).store(temp.index(m).load().reduce(m, op=u.arg)))
             replaced[u] = temp.index(size).load()
         staged += [*partials, UOp(Ops.BARRIER), *combines, UOp(Ops.BARRIER)]
-    _, columns, below = strided(column.src[0], AxisKind.LOOP)
     for e in effects:
         conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
                       *(groups[r].eq(0) for r in rows if r not in live[e])]
         body = substitute(e, replaced)
-        staged.append(gated(substitute(body, {column: columns}), [*conditions, *below]) if column in live[e]
-                      else gated(body, [*conditions, item.eq(0)]))
+        if column is not None and column in live[e]:
+            _, columns, below = strided(column.src[0], AxisKind.LOOP)
+            staged.append(gated(substitute(body, {column: columns}), [*conditions, *below]))
+        else:
+            staged.append(gated(body, [*conditions, item.eq(0)]))
     rest = [u for u in sink.src if u.op not in EFFECTS]
     return substitute(sink.replace(src=(*staged, *rest)), groups)
 

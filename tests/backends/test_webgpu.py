@@ -346,35 +346,36 @@ def test_a_rows_reduction_stays_outside_the_loop_over_its_columns(gpu):
 
 
 def test_llvmpipe_checks_symbolic_loops_at_each_launch(gpu):
-    """A row of ``n`` in one work item: run where its loop fits, refused before it runs where it would not
-    (on llvmpipe, past 65535 turns); a device without the limit runs every length."""
+    """A row's running sums over ``n`` in one work item (a sequential loop no group can share): run where the
+    loop fits, refused before it runs where it would not (on llvmpipe, past 65535 turns); a device without the
+    limit runs every length."""
     limit = gpu.caps.max_loop_turns or 65535
     k = KernelBuilder("prefix_sums")
     n = k.var("n", 1, 1 << 17)
-    out, x = k.buffer(dtypes.float32, 3), k.buffer(dtypes.float32, (3, n))
-    r, j = k.range(3), k.range(n, AxisKind.REDUCE)
-    k.store(out[r], x[r, j].reduce(j))
+    out, x = k.buffer(dtypes.float32, (3, n)), k.buffer(dtypes.float32, (3, n))
+    r, j = k.range(3), k.range(n, AxisKind.LOOP)
+    k.store(out[r, j], (j > 0).where(out[r, (j - 1).maximum(0)], 0.0) + x[r, j])
     ast = k.build()
     for length in (1, limit - 1):
         values = np.random.default_rng(length).standard_normal((3, length)).astype(np.float32)
-        got = np.zeros(3, np.float32)
+        got = np.zeros((3, length), np.float32)
         svod.run(ast, [got, values], device=gpu, n=length)
-        np.testing.assert_allclose(got, values.sum(axis=1), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(got, values.cumsum(axis=1), rtol=1e-4, atol=1e-3)
     plan = svod.ExecutionPlan(device=gpu)
     ins = plan.add_buffer(svod.Buffer.from_numpy(np.ones(3 << 17, np.float32), device=gpu))
-    outs = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(3, np.float32), device=gpu))
+    outs = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(3 << 17, np.float32), device=gpu))
     plan.add_kernel(ast, [outs, ins])
     plan.execute(n=10)
-    np.testing.assert_array_equal(plan.buffers[outs].numpy(), np.full(3, 10.0, np.float32))
-    untouched = np.full(3, -7.0, np.float32)
+    np.testing.assert_array_equal(plan.buffers[outs].numpy()[:30], np.tile(np.arange(1, 11, dtype=np.float32), 3))
+    untouched = np.full((3, limit), -7.0, np.float32)
     if gpu.caps.max_loop_turns is None:
         svod.run(ast, [untouched, np.ones((3, limit), np.float32)], device=gpu, n=limit)
-        np.testing.assert_array_equal(untouched, np.full(3, float(limit), np.float32))
+        np.testing.assert_array_equal(untouched[:, -1], np.full(3, float(limit), np.float32))
         return
     with pytest.raises(LaunchError, match=f"come round up to {limit + 1} times") as raised:
         svod.run(ast, [untouched, np.ones((3, limit), np.float32)], device=gpu, n=limit)
     assert (raised.value.kernel, raised.value.value) == ("prefix_sums", limit + 1)
-    np.testing.assert_array_equal(untouched, np.full(3, -7.0, np.float32))
+    np.testing.assert_array_equal(untouched, np.full((3, limit), -7.0, np.float32))
     with pytest.raises(LaunchError, match=f"come round up to {limit + 1} times"):
         plan.execute(n=limit)
 

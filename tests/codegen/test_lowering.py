@@ -958,11 +958,12 @@ def test_a_kernel_past_the_limit_at_every_size_is_refused_when_rendered():
 
 
 def test_symbolic_loops_are_left_to_each_launch_to_check():
+    """A row of ``n`` added into its output in a sequential loop of one work item: its turns known per launch."""
     k = KernelBuilder("prefix")
     n = k.var("n", 1, 1 << 20)
     out, x = k.buffer(dtypes.float32, 5), k.buffer(dtypes.float32, (5, n))
-    r, j = k.range(5), k.range(n, AxisKind.REDUCE)
-    k.store(out[r], x[r, j].reduce(j))
+    r, j = k.range(5), k.range(n, AxisKind.LOOP)
+    k.store(out[r], out[r] + x[r, j])
     turns = _limited(1000).render(k.build()).loop_turns
     assert turns is not None
     assert most(turns, {"n": 998}) == 999 and most(turns, {"n": 1000}) == 1001
@@ -977,16 +978,17 @@ def test_a_float_atomic_counts_its_compare_exchange_loop():
     assert _turns(_limited(None), k.build()).arg == 11 + 10 * _COMPARE_EXCHANGE_TURNS
 
 
-def test_long_rows_are_split_into_partials_to_fit_the_limit():
-    """A row of 100000 in one work item of a GPU: a loop of 100000 turns, or 12500 where the device would
-    stop it. (Where a work group runs as a loop on a CPU core, the row is a group's one item and is split
-    into 8 partials that vectorise, limit or none.)"""
+def test_long_rows_are_shared_by_a_group_or_split_into_partials():
+    """A row of 100000: on a GPU, shared by a work group of 128 items (782 turns each, then 128 for the item that
+    adds their partials); where a work group runs as a loop on a CPU core, the row is one item's, split into 8
+    partials that vectorise (12500 turns), limit or none."""
     k = KernelBuilder("rows")
     out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, (64, 100000))
     r, j = k.range(64), k.range(100000, AxisKind.REDUCE)
     k.store(out[r], x[r, j].reduce(j))
-    assert "< 100000i" in _limited(None, dedicated=True).render(k.build()).src
-    assert _turns(_limited(65535, dedicated=True), k.build()).arg == 12500 + 1
+    assert "workgroupBarrier" in _limited(None, dedicated=True).render(k.build()).src
+    assert _turns(_limited(65535, dedicated=True), k.build()).vmax == (782 + 1) + (128 + 1)
+    assert _turns(_limited(65535), k.build()).arg == 12500 + 1
     assert _turns(_limited(None), k.build()).arg == 12500 + 1
 
 
