@@ -1,0 +1,118 @@
+"""The suite's kernels on a CUDA GPU beside the peers GPU users pick: torch eager (cuBLAS, cuDNN and its own
+kernels), ``torch.compile`` (Inductor's Triton kernels) and Triton as its users write the row kernels and the
+matmul (``benchmarks.triton_kernels``). Each peer's answer is checked against numpy before it is timed, and
+every figure is a median of device-synchronised calls on arrays resident on the GPU."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from svod.workloads import Workload, difference, load
+
+
+def torch_spellings(torch: Any) -> dict[str, Callable[..., Any]]:
+    """torch's spelling of each suite family over the workload's inputs, on the GPU."""
+    functional = torch.nn.functional
+    return {
+        "softmax": lambda x: x.softmax(dim=1),
+        "layernorm": lambda x: functional.layer_norm(x, x.shape[1:], eps=1e-5),
+        "conv2d": lambda x, w: functional.conv2d(x[None], w, padding=1)[0],
+        "gather": lambda table, ids: table[ids],
+        "histogram": lambda values: torch.bincount(values, minlength=256).to(torch.int32),
+        "cumsum": lambda x: x.cumsum(dim=1),
+        "transpose": lambda x: x.T.contiguous(),
+        "matmul": lambda a, b: a @ b,
+        "batched_matmul": lambda a, b: a @ b,
+        "matvec": lambda a, x: a @ x,
+        "mlp": lambda x, w1, b1, w2, b2, w3, b3: (((x @ w1 + b1).relu() @ w2 + b2).relu() @ w3 + b3),
+    }
+
+
+
+
+TRITON_FAMILIES = ("softmax", "layernorm", "matmul")
+COMPILED_FAMILIES = ("softmax", "layernorm", "matmul", "transpose", "cumsum")
+"""The families timed through ``torch.compile`` too (each compile takes Inductor seconds)."""
+
+
+@dataclass
+class Row:
+    name: str
+    ms: dict[str, float] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+
+
+def gpu_seconds(fn: Callable[[], object], synchronize: Callable[[], None], repeats: int, warmup: int = 3) -> float:
+    """The median of ``repeats`` calls of ``fn``, each from a synchronised start to a synchronised end."""
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peers(workload: Workload, compiled: dict[tuple[str, str], Any]) -> dict[str, Callable[[], object] | str]:
+    """Each peer's runner of ``workload`` on the GPU, checked against numpy, or why it has none."""
+    import torch
+
+    inputs = [torch.from_numpy(a).cuda() for a in workload.inputs]
+    if workload.family == "histogram":
+        inputs = [inputs[0].long()]
+    if workload.family == "attention":
+        return {"torch": "torch's attention fuses the three kernels into one (flash attention): not the same work"}
+    spelling = torch_spellings(torch)[workload.family]
+    found: dict[str, Callable[[], object] | str] = {}
+    candidates: dict[str, Callable[..., Any]] = {"torch": spelling}
+    if workload.family in COMPILED_FAMILIES:
+        key = (workload.family, workload.output.dtype.str)
+        candidates["torch.compile"] = compiled.setdefault(key, torch.compile(spelling, dynamic=False))
+    if workload.family in TRITON_FAMILIES:
+        from benchmarks import triton_kernels
+        candidates["triton"] = getattr(triton_kernels, workload.family)
+    want = workload.numpy()
+    for name, fn in candidates.items():
+        try:
+            result = fn(*inputs)
+            torch.cuda.synchronize()
+            ok, err = difference(result.float().cpu().numpy().astype(want.dtype), want, workload.tolerance)
+            found[name] = functools.partial(fn, *inputs) if ok else f"differs from numpy by {err:.3g}"
+        except Exception as err:  # a peer that cannot run says why
+            found[name] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+    return found
+
+
+def measure(workloads: list[Workload], device: str, repeats: int) -> list[Row]:
+    import torch
+
+    compiled: dict[tuple[str, str], Any] = {}
+    rows = []
+    for workload in workloads:
+        row = Row(workload.name)
+        try:
+            loaded = load(workload, device)
+            loaded()
+            ok, err = difference(loaded.output(), workload.numpy(), workload.tolerance)
+            if ok:
+                row.ms["svod"] = gpu_seconds(loaded, lambda: None, repeats) * 1e3
+            else:
+                row.why["svod"] = f"WRONG: differs from numpy by {err:.3g}"
+        except Exception as err:
+            row.why["svod"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        for name, runner in peers(workload, compiled).items():
+            if isinstance(runner, str):
+                row.why[name] = runner
+            else:
+                row.ms[name] = gpu_seconds(runner, torch.cuda.synchronize, repeats) * 1e3
+        rows.append(row)
+        print(row, flush=True)
+    return rows

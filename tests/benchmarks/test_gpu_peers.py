@@ -1,0 +1,35 @@
+"""The GPU peers' table has a torch spelling for each suite kernel (checked against numpy on the GPU, where
+the device check runs it) or says why not; without a GPU, asking for the CUDA suite is a clear refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks.gpu_peers import gpu_seconds, torch_spellings
+from benchmarks.suite import suite
+
+
+def test_every_suite_kernel_has_a_torch_spelling_but_the_three_kernel_attention():
+    fake = SimpleNamespace(nn=SimpleNamespace(functional=None))
+    families = {w.family for w in suite(quick=True)}
+    assert families - set(torch_spellings(fake)) == {"attention"}
+
+
+def test_gpu_seconds_waits_for_the_device_after_each_call():
+    calls: list[str] = []
+    gpu_seconds(lambda: calls.append("run"), lambda: calls.append("sync"), repeats=3, warmup=1)
+    assert calls == ["run", "sync", "run", "sync", "run", "sync", "run", "sync"]
+
+
+def test_the_cuda_suite_without_a_gpu_says_what_is_missing():
+    import svod
+
+    if "CUDA:0" in svod.available_devices():
+        pytest.skip("a CUDA GPU is here: the suite runs instead (benchmarks/cuda_device.sh)")
+    done = subprocess.run([sys.executable, "-m", "svod", "bench", "--suite", "kernels", "--device", "CUDA:0"],
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode != 0 and "CUDA:0" in done.stderr + done.stdout
