@@ -657,11 +657,23 @@ class _Linearizer:
         return self.states[node]
 
     def reductions(self, e: UOp) -> list[UOp]:
-        """The reductions ``e`` needs, then those of later effects that read no memory this kernel writes:
-        those may be computed early, in a loop shared with ``e``'s (an upcast matmul's outputs)."""
+        """The reductions ``e`` needs, then those of later effects that may be computed early, in a loop shared
+        with ``e``'s: those that read no memory this kernel writes (an upcast matmul's outputs), and, up to the
+        next BARRIER, those of effects in ``e``'s loops that read none of the memory written from ``e`` on (a
+        GPU matmul tile's outputs, each summing from the operands staged in local memory into its own slot)."""
         found = list(self.reductions_below(e))
-        for later in self.effects[self.effects.index(e) + 1:]:
+        position = self.effects.index(e)
+        written: set[UOp] = set()
+        apart = False  # past a BARRIER, or past an effect in other loops
+        for before, later in zip(self.effects[position:], self.effects[position + 1:], strict=False):
+            apart = apart or before.op is Ops.BARRIER or later.op is Ops.BARRIER or \
+                self.scopes[later] != self.scopes[e]
+            if before.op is not Ops.BARRIER:
+                written.add(memory_of(before.src[0].src[0]))
             found.extend(self.early_reductions(later))
+            if not apart:
+                found.extend(u for u in self.reductions_below(later)
+                             if not self.stated_reads(u) and self.state(u).isdisjoint(written))
         return list(dict.fromkeys(found))
 
     def early_reductions(self, e: UOp) -> list[UOp]:

@@ -4,6 +4,7 @@ per row (``reduce_per_item``), and a matmul's operands staged in local memory (`
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from svod.codegen.lower import _gated, gate_effects
@@ -16,7 +17,7 @@ from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import memory_of, written_memory
 
-__all__ = ["GROUP_SIZE", "MATMUL_TILE", "WorkGroupLimits", "reduce_per_item", "share_reductions", "tile_matmul",
+__all__ = ["GROUP_SIZE", "MATMUL_TILES", "WorkGroupLimits", "reduce_per_item", "share_reductions", "tile_matmul",
            "to_gpu_indices"]
 
 
@@ -240,26 +241,30 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
     return split_reductions(substitute(sink, groups), (Ops.ADD, Ops.MAX, Ops.MIN))
 
 
-MATMUL_TILE = 16
-"""The side of the square output tile a work group computes in ``tile_matmul``, and of the blocks of its
-operands it stages in local memory."""
+MATMUL_TILES = ((16, 4), (32, 1), (16, 1))
+"""The work groups ``tile_matmul`` tries, best first: (items, outputs) is a group of ``items`` x ``items``
+work items, each computing ``outputs`` x ``outputs`` elements of out, with the operands staged in blocks of
+``items`` steps of the reduction. An item's 16 products per pair of staged reads in the first outrun the one
+per read of the others, which local memory's bandwidth bounds (H100, 4096^2 float32: the issue 47 note)."""
 
 
 def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
     """A matmul-shaped kernel, ``out[i, j] = sum(f(a(i, k), b(k, j)), k)`` over GLOBAL ``i`` and ``j``,
     as the classic GPU kernel with its operands staged in local memory.
 
-    A work group of ``T`` x ``T`` items (``lidx1`` rows, ``lidx0`` columns) computes a ``T`` x ``T`` tile of
-    ``out``. For each block ``kt`` of ``T`` steps of ``k``, in a loop every item runs the same number of
-    times: each item loads one element of ``a``'s ``T`` x ``T`` block and one of ``b``'s into local memory
-    (0 outside the operands); ``BARRIER``; each item adds ``T`` products read from local memory to its
-    element of ``out`` (steps past ``k``'s end add nothing); ``BARRIER``. Every element of ``a`` and ``b``
-    is read from global memory ``T`` times fewer than by one item per output. ``out`` holds the running sum
-    between blocks; the first block starts it.
+    A work group of ``T`` x ``T`` items (``lidx1`` rows, ``lidx0`` columns) computes an ``S`` x ``S`` tile of
+    ``out``, ``S = T R``: each item the ``R`` x ``R`` elements at rows ``row + T r`` and columns
+    ``column + T c`` of it. For each block ``kt`` of ``T`` steps of ``k``, in a loop every item runs the same
+    number of times: each item loads ``R`` elements of ``a``'s ``S`` x ``T`` block and ``R`` of ``b``'s
+    ``T`` x ``S`` block into local memory (0 outside the operands); ``BARRIER``; each item adds ``T`` products
+    read from local memory to each of its elements' running sums, kept in local memory (the first block starts
+    them; steps past ``k``'s end add nothing); ``BARRIER``. After the last block each item stores its sums to
+    ``out``. Every element of ``a`` and ``b`` is read from global memory ``S`` times fewer than by one item per
+    output, and each pair of reads from local memory feeds ``R`` products.
 
     None unless the kernel is one such store, its value a sum over one REDUCE range whose only loads are
     one of ``a`` (ranges ``i``, ``k``) and one of ``b`` (``k``, ``j``), neither bounds-checked at run time,
-    and the device takes the work group and its ``2 T^2`` elements of local memory.
+    and the device takes the work group and its local memory (``_matmul_tile``).
     """
     stores = [e for e in sink.src if e.op in EFFECTS]
     if len(stores) != 1 or stores[0].op is not Ops.STORE or stores[0].arg is not None:
@@ -276,40 +281,65 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
     loads = [u for u in value.src[0].toposort() if u.op is Ops.LOAD]
     a = next((u for u in loads if live[u] == {i, k}), None)
     b = next((u for u in loads if live[u] == {k, j}), None)
-    size = MATMUL_TILE
-    if a is None or b is None or len(loads) != 2 or any(u.src[0].arg is not None for u in loads) \
-            or 2 * size * size * value.dtype.itemsize > local_memory \
-            or size * size > limits.max_work_group_size or min(limits.max_item_sizes[:2]) < size:
+    if a is None or b is None or len(loads) != 2 or any(u.src[0].arg is not None for u in loads):
         return None
-    groups = [(r.src[0] + (size - 1)) // size for r in (j, i)]
+    tile = _matmul_tile(limits, local_memory, max(a.dtype.itemsize, b.dtype.itemsize, value.dtype.itemsize))
+    if tile is None:
+        return None
+    items, outputs = tile
+    side = items * outputs  # of the group's tile of out, and of the operands' blocks along i and j
+    groups = [(r.src[0] + (side - 1)) // side for r in (j, i)]
     groups = [g if g.vmin >= 1 else g.maximum(1) for g in groups]
     if limits.max_groups is not None and any(g.vmax > most for g, most in zip(groups, limits.max_groups, strict=False)):
         return None
-    column, row = (UOp.special(size, launch_index("local", d)) for d in (0, 1))
+    column, row = (UOp.special(items, launch_index("local", d)) for d in (0, 1))
     tile_j, tile_i = (UOp.special(g, launch_index("group", d)) for d, g in enumerate(groups))
     first = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
-    blocks = (k.src[0] + (size - 1)) // size
+    blocks = (k.src[0] + (items - 1)) // items
     kt = UOp.range(blocks if blocks.vmin >= 1 else blocks.maximum(1), first, AxisKind.LOOP)
-    kk = UOp.range(size, first + 1, AxisKind.REDUCE)
-    at = {i: tile_i * size + row, j: tile_j * size + column}
-    staged_a = UOp(Ops.DEFINE_LOCAL, a.dtype.ptr(size * size, local=True), (), 0)
-    staged_b = UOp(Ops.DEFINE_LOCAL, b.dtype.ptr(size * size, local=True), (), 1)
-    step = kt * size + column  # the k this item stages of a's block; of b's: kt * size + row
-    stage = [_gated_unless_true(staged_a.index(row * size + column).store(substitute(a, {**at, k: step})),
-                                [at[i].lt(i.src[0]), step.lt(k.src[0])], target=False),
-             _gated_unless_true(staged_b.index(row * size + column).store(substitute(b, {**at, k: kt * size + row})),
-                                [at[j].lt(j.src[0]), (kt * size + row).lt(k.src[0])], target=False)]
-    body = substitute(value.src[0], {a: staged_a.index(row * size + kk).load(),
-                                     b: staged_b.index(kk * size + column).load()})
+    kk = UOp.range(items, first + 1, AxisKind.REDUCE)
+    rows = [tile_i * side + r * items + row for r in range(outputs)]  # this item's rows of out, and columns
+    columns = [tile_j * side + c * items + column for c in range(outputs)]
+    staged_a = UOp(Ops.DEFINE_LOCAL, a.dtype.ptr(side * items, local=True), (), 0)  # side rows x items steps
+    staged_b = UOp(Ops.DEFINE_LOCAL, b.dtype.ptr(items * side, local=True), (), 1)  # items steps x side columns
+    running = UOp(Ops.DEFINE_LOCAL, value.dtype.ptr(side * side, local=True), (), 2)
+    step_a, step_b = kt * items + column, kt * items + row  # the k of the element this item stages of each
+    stage = []
+    for s in range(outputs):
+        stage += [_gated_unless_true(staged_a.index((s * items + row) * items + column).store(
+                      substitute(a, {i: rows[s], k: step_a})), [rows[s].lt(i.src[0]), step_a.lt(k.src[0])],
+                      target=False),
+                  _gated_unless_true(staged_b.index(row * side + s * items + column).store(
+                      substitute(b, {j: columns[s], k: step_b})), [columns[s].lt(j.src[0]), step_b.lt(k.src[0])],
+                      target=False)]
     zero = -0.0 if value.dtype.is_float else 0
-    inside = (kt * size + kk).lt(k.src[0])
-    part = (substitute(body, at) if inside.vmin else inside.where(substitute(body, at), zero)).reduce(kk)
-    out = substitute(target, at)
-    total = kt.lt(1).where(zero, out.load()).alu(Ops.ADD, part)  # -0.0 + x is x for every x
-    accumulate = _gated_unless_true(out.store(total), [at[i].lt(i.src[0]), at[j].lt(j.src[0])])
+    inside = (kt * items + kk).lt(k.src[0])
+    accumulates, results = [], []
+    for r, c in itertools.product(range(outputs), range(outputs)):
+        at = {i: rows[r], j: columns[c]}
+        body = substitute(substitute(value.src[0], {a: staged_a.index((r * items + row) * items + kk).load(),
+                                                    b: staged_b.index(kk * side + c * items + column).load()}), at)
+        part = (body if inside.vmin else inside.where(body, zero)).reduce(kk)
+        slot = running.index((r * items + row) * side + c * items + column)
+        total = slot.store(kt.lt(1).where(zero, slot.load()).alu(Ops.ADD, part))  # -0.0 + x is x for every x
+        accumulates.append(total.replace(src=(*total.src, kt)))
+        results.append(_gated_unless_true(substitute(target, at).store(slot.load()),
+                                          [rows[r].lt(i.src[0]), columns[c].lt(j.src[0])]))
     barrier = UOp(Ops.BARRIER, dtypes.void, (kt,))
     rest = [u for u in sink.src if u.op not in EFFECTS]
-    return sink.replace(src=(*stage, barrier, accumulate.replace(src=(*accumulate.src, kt)), barrier, *rest))
+    in_turn = [e.replace(src=(*e.src, kt)) for e in stage]  # a block past an operand's end stores zeros, each turn
+    return sink.replace(src=(*in_turn, barrier, *accumulates, barrier, *results, *rest))
+
+
+def _matmul_tile(limits: WorkGroupLimits, local_memory: int, itemsize: int) -> tuple[int, int] | None:
+    """``tile_matmul``'s work group: the first of ``MATMUL_TILES`` the device takes with its local memory (the
+    operands' blocks and the running sums); None if none fits."""
+    for items, outputs in MATMUL_TILES:
+        side = items * outputs
+        if items * items <= limits.max_work_group_size and min(limits.max_item_sizes[:2]) >= items \
+                and (2 * side * items + side * side) * itemsize <= local_memory:
+            return items, outputs
+    return None
 
 
 def _gated_unless_true(effect: UOp, conditions: list[UOp], target: bool = True) -> UOp:

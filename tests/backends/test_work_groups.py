@@ -224,10 +224,11 @@ def _staged_matmul(m: int, n: int, depth: int, dtype=dtypes.float32):
 
 @pytest.mark.parametrize("name", ["CL:0", "CUDA:0", "WEBGPU:0"])
 @pytest.mark.parametrize(("m", "n", "depth"), [(1, 1, 1), (17, 17, 17), (255, 255, 255), (33, 1031, 20),
-                                               (16, 32, 48), (5, 3, 1000)])
+                                               (16, 32, 48), (5, 3, 1000), (64, 96, 128), (97, 65, 33)])
 def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, depth):
     """With dedicated local memory assumed, a matmul's operands are staged, and agree with numpy at sizes
-    the 16x16 tile divides and does not, with steps of the reduction past its end."""
+    the tile (32x32 where the device takes it, else 16x16) divides and does not, with steps of the reduction
+    past its end."""
     device = _with_dedicated_local_memory(monkeypatch, open_device(name))
     ast = _staged_matmul(m, n, depth)
     staged = "shared1" in svod.compile(ast, device).code  # the operands' blocks in local memory
@@ -265,6 +266,8 @@ def test_staged_integer_matmul_is_exact_and_keeps_special_floats(monkeypatch, na
 def test_staged_matmul_compiles_to_ptx_with_shared_memory():
     renderer, compiler = svod.compiler_pair("CUDA")
     src = renderer.render(_staged_matmul(100, 70, 33)).src
-    assert src.count("__syncthreads();") == 2 and "__shared__ float shared1[256];" in src
+    # 16x16 items each computing 4x4 outputs: a 64x16 block of a, a 16x64 block of b and the 64x64 running sums
+    assert src.count("__syncthreads();") == 2 and "__shared__ float shared1[1024];" in src
+    assert "__shared__ float shared2[4096];" in src and src.count("for (") == 2  # the 16 sums share one loop
     ptx = compiler.compile(renderer.render(_staged_matmul(100, 70, 33))).bytes.decode()
     assert ".shared" in ptx and "bar.sync" in ptx

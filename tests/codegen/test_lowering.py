@@ -837,22 +837,29 @@ def _tiled(ast, limits=_LIMITS, local_memory=32 << 10):
 
 
 def test_a_matmul_is_staged_in_local_memory_between_barriers_in_its_block_loop():
-    """Two 16x16 blocks in local memory, filled and then read between two barriers inside the loop over
-    blocks of ``k``, on a 16x16 work group per tile of ``out``."""
-    tiled = _tiled(matmul(64).steps[0].ast)
+    """A 16x16 work group per 64x64 tile of ``out``, each item computing 4x4 of it: a 64x16 block of ``a`` and
+    a 16x64 block of ``b`` staged (4 stores of each per item), then, between two barriers inside the loop over
+    blocks of ``k``, 16 running sums in local memory, whose reductions share one loop; the sums stored to
+    ``out`` after the last block."""
+    tiled = _tiled(matmul(256).steps[0].ast)
     assert tiled is not None
-    assert [u.op for u in tiled.src] == [Ops.STORE, Ops.STORE, Ops.BARRIER, Ops.STORE, Ops.BARRIER]
-    loops = [r for r in tiled.src[2].src if r.op is Ops.RANGE]
-    assert len(loops) == 1 and loops[0].arg[1] is AxisKind.LOOP and loops[0].src[0].vmin == loops[0].src[0].vmax == 4
-    assert describe(simplify(tiled)).startswith(
+    assert [u.op for u in tiled.src] == [*[Ops.STORE] * 8, Ops.BARRIER, *[Ops.STORE] * 16, Ops.BARRIER,
+                                         *[Ops.STORE] * 16]
+    loops = [r for r in tiled.src[8].src if r.op is Ops.RANGE]
+    assert len(loops) == 1 and loops[0].arg[1] is AxisKind.LOOP and loops[0].src[0].vmin == loops[0].src[0].vmax == 16
+    assert all(loops[0] not in u.toposort() for u in tiled.src[-16:])  # stored once, after the loop
+    assert describe(simplify(tiled)) == (
         "launch gidx0 < 4, gidx1 < 4, lidx0 < 16, lidx1 < 16; operands staged block by block in local memory "
-        "(256 float32 + 256 float32), 2 barriers a block")
+        "(1024 float32 + 1024 float32 + 4096 float32), 2 barriers a block; 1 reduction loop(s), the widest "
+        "updating 16 accumulator(s)")
 
 
 def test_only_a_plain_matmul_that_fits_the_device_is_staged():
     assert _tiled(softmax(64, 1024).steps[0].ast) is None  # not one store of a sum of two operands' products
     assert _tiled(conv2d(16, 24).steps[0].ast) is None  # more loads, and more ranges
-    assert _tiled(matmul(64).steps[0].ast, local_memory=1024) is None  # 2 KiB of blocks do not fit
+    assert _tiled(matmul(64).steps[0].ast, local_memory=1024) is None  # 3 KiB of the smallest tile do not fit
+    small = _tiled(matmul(64).steps[0].ast, local_memory=8 << 10)  # 24 KiB for 4x4 outputs an item do not
+    assert small is not None and "(256 float32 + 256 float32 + 256 float32)" in describe(simplify(small))
     assert _tiled(matmul(64).steps[0].ast, limits=WorkGroupLimits(128, (128, 128, 64))) is None
     k = KernelBuilder("scaled")
     out, a, b, s = (k.buffer(dtypes.float32, (32, 32)) for _ in range(4))
