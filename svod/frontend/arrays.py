@@ -919,6 +919,7 @@ class Lowering:
             raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
         if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
             raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
+        a, b = self.operand(node, a), self.operand(node, b)
         batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
         rows = a.shape[len(a.shape) - 2:-1]
         columns = b.shape[-1:] if len(b.shape) > 1 else ()
@@ -926,6 +927,33 @@ class Lowering:
         dtype = _result_dtype(np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
         return _Whole(product) if not shape else product
+
+
+    def operand(self, node: ast.AST, x: Expr) -> Expr:
+        """A product's operand: an array or a view of one as it is; one whose elements are computed
+        (``alpha * A``) made into an array first, before the statement. The product reads each element once
+        per row or column of the other operand, and would compute it again each time (k2mm's
+        ``alpha * A @ B``, 800x1100 by 1100x900 float64: 24.3 ms with the multiply in the inner loop, 17.9 ms
+        for the product of the array made first)."""
+        if isinstance(x, Fused) and x.made is None:
+            self.make(x)
+            return x
+        if not _computes(x):
+            return x
+        made = self.fresh_temporary(x.shape, x.dtype)
+        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
+        ast.copy_location(at, node)
+        self.pending += [*self.allocation(at, made), *self.loops(at, made, x)]
+        return made
+
+
+def _computes(x: Expr) -> bool:
+    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
+    if isinstance(x, (Viewed, Transposed, Reshaped)):
+        return _computes(x.base)
+    if isinstance(x, Fused):
+        return x.made is None
+    return not isinstance(x, (Named, Counted))
 
 
 @dataclass(eq=False)

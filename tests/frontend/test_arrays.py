@@ -294,8 +294,8 @@ def test_a_batch_of_matmuls(device):
 
 # ---- fusion --------------------------------------------------------------------------------------------
 
-def kernels_of(fn: svod.frontend.jit.Jit, *args: object) -> int:
-    return sum(step.kind == "kernel" for step in fn.plan(*args).execute(profile=True))
+def kernels_of(fn: svod.frontend.jit.Jit, *args: object, **scalars: float) -> int:
+    return sum(step.kind == "kernel" for step in fn.plan(*args).execute(profile=True, **scalars))
 
 
 def test_softmax_is_one_kernel_and_layernorm_two():
@@ -311,6 +311,24 @@ def test_a_matmul_is_not_fused_into_a_matmul():
     args = [data(5, 8, dtype=np.float32), data(8, 16, dtype=np.float32), data(16, 6, dtype=np.float32),
             data(6, 3, dtype=np.float32)]
     assert kernels_of(mlp, *args) == 3
+
+
+@svod.jit
+def scaled_products(alpha, a, b, c):
+    return alpha * a @ b, a @ (b * 2.0 + c.T), np.exp(a.T) @ a
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (7, 9)])
+def test_a_computed_operand_of_a_matmul_is_made_once_first(device, shape):
+    """``alpha * a`` read by ``@`` once per column of ``b``: made into an array first, as NumPy makes it, not
+    computed in the product's inner loop at every turn."""
+    m, n = shape
+    args = [1.5, data(m, n), data(n, m), data(m, n)]
+    agrees_with_python(scaled_products, device, *args, rtol=1e-12)
+
+
+def test_each_computed_operand_of_a_matmul_is_a_kernel_of_its_own():
+    assert kernels_of(scaled_products, 1.5, data(5, 3), data(3, 5), data(5, 3), alpha=1.5) == 6  # + 3 products
 
 
 @svod.jit
