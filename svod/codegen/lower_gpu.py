@@ -263,7 +263,9 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
     output, and each pair of reads from local memory feeds ``R`` products.
 
     None unless the kernel is one such store, its value a sum over one REDUCE range whose only loads are
-    one of ``a`` (ranges ``i``, ``k``) and one of ``b`` (``k``, ``j``), neither bounds-checked at run time,
+    one of ``a`` (ranges ``i``, ``k``) and one of ``b`` (``k``, ``j``), neither bounds-checked at run time, or
+    made of such a sum and of loads at ``i`` and ``j`` of memory the kernel does not write (a dense layer's
+    bias and ReLU: computed once per output, after the last block),
     and the device takes the work group and its local memory (``_matmul_tile``).
     """
     stores = [e for e in sink.src if e.op in EFFECTS]
@@ -273,17 +275,23 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
     target, value = store.src[0], store.src[1]
     live = live_ranges(sink)
     globals_ = sorted(live[store], key=range_order)
-    if len(target.src) != 2 or value.op is not Ops.REDUCE or value.arg is not Ops.ADD or len(value.src) != 2 \
+    sums = [u for u in value.toposort() if u.op is Ops.REDUCE]
+    if len(target.src) != 2 or len(sums) != 1 or sums[0].arg is not Ops.ADD or len(sums[0].src) != 2 \
             or len(globals_) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in globals_) \
             or any(u.op is Ops.LOAD for u in target.src[1].toposort()):
         return None
-    (i, j), k = globals_, value.src[1]
-    loads = [u for u in value.src[0].toposort() if u.op is Ops.LOAD]
+    (i, j), (total, k) = globals_, (sums[0], sums[0].src[1])
+    summed = set(total.toposort())
+    after = [u for u in value.toposort() if u.op is Ops.LOAD and u not in summed]  # a bias, read once
+    if any(u.src[0].arg is not None or not live[u] <= {i, j} or memory_of(u.src[0].src[0]) in written_memory(stores)
+           for u in after):
+        return None
+    loads = [u for u in total.src[0].toposort() if u.op is Ops.LOAD]
     a = next((u for u in loads if live[u] == {i, k}), None)
     b = next((u for u in loads if live[u] == {k, j}), None)
     if a is None or b is None or len(loads) != 2 or any(u.src[0].arg is not None for u in loads):
         return None
-    tile = _matmul_tile(limits, local_memory, max(a.dtype.itemsize, b.dtype.itemsize, value.dtype.itemsize))
+    tile = _matmul_tile(limits, local_memory, max(a.dtype.itemsize, b.dtype.itemsize, total.dtype.itemsize))
     if tile is None:
         return None
     items, outputs = tile
@@ -302,7 +310,7 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
     columns = [tile_j * side + c * items + column for c in range(outputs)]
     staged_a = UOp(Ops.DEFINE_LOCAL, a.dtype.ptr(side * items, local=True), (), 0)  # side rows x items steps
     staged_b = UOp(Ops.DEFINE_LOCAL, b.dtype.ptr(items * side, local=True), (), 1)  # items steps x side columns
-    running = UOp(Ops.DEFINE_LOCAL, value.dtype.ptr(side * side, local=True), (), 2)
+    running = UOp(Ops.DEFINE_LOCAL, total.dtype.ptr(side * side, local=True), (), 2)
     step_a, step_b = kt * items + column, kt * items + row  # the k of the element this item stages of each
     stage = []
     for s in range(outputs):
@@ -312,18 +320,19 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
                   _gated_unless_true(staged_b.index(row * side + s * items + column).store(
                       substitute(b, {j: columns[s], k: step_b})), [columns[s].lt(j.src[0]), step_b.lt(k.src[0])],
                       target=False)]
-    zero = -0.0 if value.dtype.is_float else 0
+    zero = -0.0 if total.dtype.is_float else 0
     inside = (kt * items + kk).lt(k.src[0])
     accumulates, results = [], []
     for r, c in itertools.product(range(outputs), range(outputs)):
         at = {i: rows[r], j: columns[c]}
-        body = substitute(substitute(value.src[0], {a: staged_a.index((r * items + row) * items + kk).load(),
+        body = substitute(substitute(total.src[0], {a: staged_a.index((r * items + row) * items + kk).load(),
                                                     b: staged_b.index(kk * side + c * items + column).load()}), at)
         part = (body if inside.vmin else inside.where(body, zero)).reduce(kk)
         slot = running.index((r * items + row) * side + c * items + column)
-        total = slot.store(kt.lt(1).where(zero, slot.load()).alu(Ops.ADD, part))  # -0.0 + x is x for every x
-        accumulates.append(total.replace(src=(*total.src, kt)))
-        results.append(_gated_unless_true(substitute(target, at).store(slot.load()),
+        update = slot.store(kt.lt(1).where(zero, slot.load()).alu(Ops.ADD, part))  # -0.0 + x is x for every x
+        accumulates.append(update.replace(src=(*update.src, kt)))
+        result = substitute(substitute(value, {total: slot.load()}), at)  # the sum, or what is made of it
+        results.append(_gated_unless_true(substitute(target, at).store(result),
                                           [rows[r].lt(i.src[0]), columns[c].lt(j.src[0])]))
     barrier = UOp(Ops.BARRIER, dtypes.void, (kt,))
     rest = [u for u in sink.src if u.op not in EFFECTS]

@@ -17,7 +17,7 @@ from svod.codegen.render.cuda import CUDARenderer
 from svod.codegen.render.opencl import OpenCLRenderer
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Device, DeviceCaps, WorkGroupLimits
-from svod.workloads import conv2d, layernorm, softmax
+from svod.workloads import conv2d, dense_layer, layernorm, softmax
 from tests.backends.test_cuda import requires_nvrtc
 from tests.helpers import cpu_device, open_device, refuses
 
@@ -238,6 +238,26 @@ def test_matmul_staged_in_local_memory_matches_numpy(monkeypatch, name, m, n, de
     out_np = np.full((m, n), np.nan, np.float32)
     svod.run(ast, [out_np, a_np, b_np], device=device)
     np.testing.assert_allclose(out_np, a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
+
+
+@pytest.mark.parametrize("name", ["CL:0", "CUDA:0", "WEBGPU:0"])
+@pytest.mark.parametrize(("batch", "inputs", "outputs"), [(1, 1, 1), (5, 70, 3), (67, 33, 130)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_a_dense_layer_is_staged_with_its_bias_and_relu_after_the_sum(monkeypatch, name, batch, inputs, outputs,
+                                                                      relu):
+    """``max(x @ w + bias, 0)``: the sum staged as a matmul's, the bias added and the ReLU taken once per
+    output after the last block."""
+    device = _with_dedicated_local_memory(monkeypatch, open_device(name))
+    ast = dense_layer(batch, inputs, outputs, relu)
+    assert ("shared2" in svod.compile(ast, device).code) == (min(batch, inputs, outputs) > 1)
+    rng = np.random.default_rng(batch + inputs + outputs)
+    x, w = rng.standard_normal((batch, inputs)).astype(np.float32), rng.standard_normal((inputs, outputs)).astype(
+        np.float32)
+    bias = rng.standard_normal(outputs).astype(np.float32)
+    out = np.full((batch, outputs), np.nan, np.float32)
+    svod.run(ast, [out, x, w, bias], device=device)
+    want = x.astype(np.float64) @ w + bias
+    np.testing.assert_allclose(out, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4 * np.sqrt(inputs))
 
 
 @pytest.mark.parametrize("name", ["CL:0", "CUDA:0", "WEBGPU:0"])
