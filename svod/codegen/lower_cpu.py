@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from svod.codegen.indexing import Poly, to_poly
 from svod.codegen.lower import THREAD_MIN_WORK, _params, gate_effects
 from svod.codegen.ranges import live_ranges, nested, range_order
-from svod.codegen.upcast import EXTREMA, _reduction_loads, split_reductions, upcast_reductions
+from svod.codegen.upcast import EXTREMA, _reduction_loads, _unit_stride, split_reductions, upcast_reductions
 from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID
 from svod.dtype import PtrDType, dtypes
 from svod.ir import AxisKind, Ops, UOp, kernel_label, simplify, substitute
@@ -479,3 +479,34 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
     tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
                               lanes=lanes)
     return split_reductions(tiled, EXTREMA)
+
+
+TRANSPOSE_BLOCK = 32
+"""The side of the square blocks ``block_transposes`` walks: 32 float32 rows and columns are 4 KiB of each
+side, two cache lines a row, and stay in L1 while the block is copied."""
+
+
+def block_transposes(sink: UOp, block: int = TRANSPOSE_BLOCK) -> UOp | None:
+    """A kernel that reads along one GLOBAL range and writes along the other (a transpose: ``out[c, r] =
+    x[r, c]``) walked in ``block`` x ``block`` squares, so that the lines it writes are filled while they
+    are in cache: row by row, each store touches a line of its own and a page of its own every ``block``
+    elements (transpose 4096^2 float32 on 2 cores: see the issue 46 note). None for any other kernel: one
+    with reductions, sequential loops or more or fewer than two GLOBAL ranges, ends that are not constant
+    multiples of ``block`` (at least two blocks), or no such pair of accesses."""
+    topo = sink.toposort()
+    ranges = sorted((u for u in topo if u.op is Ops.RANGE), key=range_order)
+    if len(ranges) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in ranges) or \
+            any(u.op in (Ops.REDUCE, Ops.EXIT) for u in topo):
+        return None
+    outer, inner = ranges
+    if any(r.src[0].op is not Ops.CONST or r.src[0].arg % block or r.src[0].arg < 2 * block for r in ranges):
+        return None
+    stores = [e.src[0].src[1] for e in sink.src if e.op is Ops.STORE and e.src[0].op is Ops.INDEX]
+    loads = [u.src[0].src[1] for u in topo if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+    if not any(_unit_stride(s, outer) for s in stores) or not any(_unit_stride(a, inner) for a in loads):
+        return None
+    first = 1 + max(r.arg[0] for r in ranges)
+    outer_block, inner_block, outer_item, inner_item = (
+        UOp.range(end, first + n, AxisKind.GLOBAL)
+        for n, end in enumerate((outer.src[0].arg // block, inner.src[0].arg // block, block, block)))
+    return substitute(sink, {outer: outer_block * block + outer_item, inner: inner_block * block + inner_item})

@@ -13,7 +13,7 @@ its metadata derived here once).
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
     LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
 
-    CPU: tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
+    CPU: block_transposes ─ tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -57,7 +57,7 @@ from svod.codegen.lower import (
     speculate_gated_loads,
     split_reduction,
 )
-from svod.codegen.lower_cpu import block_matmul, privatize_atomics, thread_split, tile_for_cpu
+from svod.codegen.lower_cpu import block_matmul, block_transposes, privatize_atomics, thread_split, tile_for_cpu
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.safety import check_races, guard_accesses, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
@@ -236,14 +236,16 @@ FRONT: tuple[LoweringStep, ...] = (
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
 CPU: tuple[LoweringStep, ...] = (
+    Pass("block_transposes", _rewrite(lambda sink, t: None if runs_as_written(sink) else block_transposes(sink))),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("split_for_threads", _split_for_threads),
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
-"""A CPU: tiles for its vector registers, GLOBAL ranges spread over threads, each adding into a private
-copy of a small buffer of atomic adds, and gated loads made branch-free where that is safe."""
+"""A CPU: a transpose walked in blocks that stay in cache, tiles for its vector registers, GLOBAL ranges spread
+over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
+branch-free where that is safe."""
 
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (

@@ -23,6 +23,7 @@ from svod.codegen.lower import (
 from svod.codegen.lower_cpu import (
     PRIVATE_BYTES,
     block_matmul,
+    block_transposes,
     privatize_atomics,
     split_for_threads,
     thread_split,
@@ -1275,3 +1276,27 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     unblocked = np.zeros_like(blocked)
     svod.run(plain, [unblocked, a, b], device=device)
     np.testing.assert_array_equal(blocked, unblocked)
+
+
+def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
+    """``out[c, r] = x[r, c]`` reads along one range and writes along the other: 32x32 blocks (4 ranges),
+    where both ends are multiples of 32; a copy along one range, or ends 32 does not divide, are left."""
+    blocked = block_transposes(simplify(anchor_ranges(transpose(96).steps[0].ast)))
+    assert blocked is not None
+    assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [3, 3, 32, 32]
+    assert block_transposes(simplify(anchor_ranges(transpose(100).steps[0].ast))) is None
+    k = KernelBuilder("copy")
+    out, x = k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 64))
+    r, c = k.range(64), k.range(64)
+    k.store(out[r, c], x[r, c])
+    assert block_transposes(simplify(anchor_ranges(k.build()))) is None
+
+
+@pytest.mark.parametrize("n", [64, 96, 100])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_blocked_transposes_match_numpy(compiler, n):
+    device = open_device(compiler)
+    data = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+    out = np.full((n, n), np.nan, np.float32)
+    svod.run(transpose(n).steps[0].ast, [out, data], device=device)
+    np.testing.assert_array_equal(out, data.T)
