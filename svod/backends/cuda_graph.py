@@ -17,7 +17,9 @@ from svod.device.protocols import ReplayItem, ReplayKernel, ReplayLoop, Site
 from svod.errors import SvodError
 
 GRAPHS_KEPT = 8
-"""Instantiated graphs a plan keeps, one per set of its run's variable values; the oldest goes first."""
+"""Instantiated graphs a plan keeps, one per set of its run's variable values. Runs with values past the
+first ``GRAPHS_KEPT`` sets launch plainly: a value that changes every run (a time step) would otherwise pay a
+capture and an instantiation each time for a graph used once."""
 LAUNCHES_CAPTURED = 1 << 16
 """The most launches one graph holds: a run that unrolls to more runs as plain launches."""
 
@@ -53,12 +55,9 @@ class GraphReplay:
     def run(self, values: Mapping[str, int]) -> None:
         key = tuple(values[name] for name in self.inputs)
         graph = self._graphs.get(key)
-        if graph is None:
-            graph = self._capture(dict(values))
-            if len(self._graphs) >= GRAPHS_KEPT:
-                del self._graphs[next(iter(self._graphs))]
-            self._graphs[key] = graph
-        if graph.executable is None:
+        if graph is None and len(self._graphs) < GRAPHS_KEPT:
+            graph = self._graphs[key] = self._capture(dict(values))
+        if graph is None or graph.executable is None:
             self._values = dict(values)
             _launch(self.work, self._values)
         else:

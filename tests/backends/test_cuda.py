@@ -413,3 +413,67 @@ def test_a_strided_torch_tensor_is_refused_naming_its_strides():
     transposed = torch.zeros((4, 6), device="cuda").T
     with pytest.raises(svod.errors.BufferMismatchError, match="strides"):
         svod.Buffer.from_dlpack(transposed)
+
+
+class _RecordingStream:
+    """What a CUDA device's stream is asked to do, recorded: a GPU cannot exist here, so this stands in for
+    the device's capture calls (the H100 runs the real ones: ``test_a_prepared_plan_replays_as_one_cuda_graph``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.capturing = False
+
+    def begin_capture(self) -> None:
+        self.calls.append("begin")
+        self.capturing = True
+
+    def end_capture(self, discard: bool = False) -> object:
+        self.calls.append("discard" if discard else "end")
+        self.capturing = False
+        return None if discard else f"graph{self.calls.count('end')}"
+
+    def launch_graph(self, executable: object) -> None:
+        self.calls.append(f"launch {executable}")
+
+    def synchronize(self) -> None:
+        self.calls.append("sync")
+
+
+def test_graphs_are_kept_per_set_of_values_and_loops_unrolled_into_them():
+    from svod.backends.cuda_graph import GRAPHS_KEPT, GraphReplay
+    from svod.device import ReplayKernel, ReplayLoop
+
+    stream, launched = _RecordingStream(), []
+
+    def kernel(values):
+        launched.append((stream.capturing, values["n"], values.get("t")))
+
+    step = ReplayKernel((), {}, kernel, "k")
+    loop = ReplayLoop("t", UOp.const(dtypes.index, 0), UOp.define_var("n", 0, 100), UOp.const(dtypes.index, 1),
+                      (step,), "loop")
+    replay = GraphReplay(stream, [step, loop], ["n"])
+    replay.run({"n": 2})
+    replay.run({"n": 2})
+    assert launched == [(True, 2, None), (True, 2, 0), (True, 2, 1)]  # captured once: the second run relaunched
+    assert stream.calls == ["begin", "end", "launch graph1", "sync", "launch graph1", "sync"]
+    assert replay.values() == {"n": 2, "t": 1}
+    for n in range(3, 3 + GRAPHS_KEPT):  # past the kept sets of values: plain launches, no capture
+        launched.clear()
+        replay.run({"n": n})
+    assert launched == [(False, n, None), *((False, n, t) for t in range(n))]
+    assert stream.calls.count("end") == GRAPHS_KEPT
+
+
+def test_a_launch_that_fails_in_a_capture_ends_it_and_is_raised():
+    from svod.backends.cuda_graph import GraphReplay
+    from svod.device import ReplayKernel
+    from svod.errors import LaunchError
+
+    stream = _RecordingStream()
+
+    def failing(values):
+        raise LaunchError("launch dimension 0 evaluated to non-positive value 0", stage="launch", value=0)
+
+    with pytest.raises(LaunchError):
+        GraphReplay(stream, [ReplayKernel((), {}, failing, "k")], ["n"]).run({"n": 0})
+    assert stream.calls == ["begin", "discard"]
