@@ -6,12 +6,11 @@ every figure is a median of device-synchronised calls on arrays resident on the 
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.timing import median_seconds
 from svod.workloads import Workload, difference, load
 
 
@@ -48,17 +47,13 @@ class Row:
 
 
 def gpu_seconds(fn: Callable[[], object], synchronize: Callable[[], None], repeats: int, warmup: int = 3) -> float:
-    """The median of ``repeats`` calls of ``fn``, each from a synchronised start to a synchronised end."""
-    for _ in range(warmup):
-        fn()
-    synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    """``timing.median_seconds`` of ``fn`` and the wait for the device after it: each call from a synchronised
+    start to a synchronised end."""
+    def waited() -> None:
         fn()
         synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+    return median_seconds(waited, repeats, warmup)
 
 
 def peers(workload: Workload, compiled: dict[tuple[str, str], Any]) -> dict[str, Callable[[], object] | str]:

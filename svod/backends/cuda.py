@@ -187,17 +187,18 @@ class CUDADevice:
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         _checked(driver.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")
 
-    def end_capture(self, discard: bool = False) -> Any:
-        """The instantiated graph of what was captured since ``begin_capture`` (None with ``discard``)."""
-        status, graph = driver.cuStreamEndCapture(self.stream)
-        if discard:
-            if int(status) == 0:
-                driver.cuGraphDestroy(graph)
-            return None
-        _checked((status, graph), "cuStreamEndCapture")
+    def end_capture(self) -> Any:
+        """The instantiated graph of what was captured since ``begin_capture``."""
+        graph = _checked(driver.cuStreamEndCapture(self.stream), "cuStreamEndCapture")[0]
         try:
             return _checked(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")[0]
         finally:
+            driver.cuGraphDestroy(graph)
+
+    def abandon_capture(self) -> None:
+        """End the capture since ``begin_capture`` and drop what it recorded (a launch in it failed)."""
+        status, graph = driver.cuStreamEndCapture(self.stream)
+        if int(status) == 0:
             driver.cuGraphDestroy(graph)
 
     def launch_graph(self, executable: Any) -> None:
@@ -276,21 +277,20 @@ class CUDALaunch:
 
     def __init__(self, program: CUDAProgram, buffers: Sequence[Any]) -> None:
         self.program = program
-        self.buffers = len(buffers)
-        self.addresses = (ctypes.c_uint64 * max(len(buffers), 1))(*buffers)
-        self.values = (ctypes.c_int64 * 0)()
-        self.parameters = (ctypes.c_void_p * 0)()
+        self.addresses = (ctypes.c_uint64 * len(buffers))(*buffers)
+        self._parameters(0)
 
     def _parameters(self, count: int) -> None:
-        """The array of pointers the driver reads: one per buffer address, then one per variable."""
+        """The array of pointers the driver reads: one per buffer address, then one per variable (the program
+        says how many variables it has at its first call)."""
         self.values = (ctypes.c_int64 * count)()
-        pointers = [ctypes.addressof(self.addresses) + 8 * k for k in range(self.buffers)]
+        pointers = [ctypes.addressof(self.addresses) + 8 * k for k in range(len(self.addresses))]
         pointers += [ctypes.addressof(self.values) + 8 * k for k in range(count)]
         self.parameters = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
-        if len(vals) != len(self.values) or not len(self.parameters):
+        if len(vals) != len(self.values):
             self._parameters(len(vals))
         for position, value in enumerate(vals):
             self.values[position] = value

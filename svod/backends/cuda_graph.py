@@ -10,6 +10,7 @@ replayer declines it. A graph that the driver will not capture or instantiate is
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from svod.device.launch import evaluate
@@ -24,13 +25,13 @@ LAUNCHES_CAPTURED = 1 << 16
 """The most launches one graph holds: a run that unrolls to more runs as plain launches."""
 
 
+@dataclass(frozen=True)
 class Graph:
     """One captured run: the instantiated graph, or None where it runs as plain launches, and the variables'
     values as the run left them (loop variables included)."""
 
-    def __init__(self, executable: Any, values: dict[str, int]) -> None:
-        self.executable = executable
-        self.values = values
+    executable: Any
+    values: dict[str, int]
 
 
 class GraphReplay:
@@ -62,7 +63,7 @@ class GraphReplay:
             _launch(self.work, self._values)
         else:
             self.device.launch_graph(graph.executable)
-            self._values = dict(graph.values)
+            self._values = graph.values  # never changed after its capture: ``values()`` hands out copies
         self.device.synchronize()
 
     def _capture(self, values: dict[str, int]) -> Graph:
@@ -74,7 +75,7 @@ class GraphReplay:
         try:
             _launch(self.work, values)
         except BaseException:
-            self.device.end_capture(discard=True)
+            self.device.abandon_capture()
             raise
         try:
             return Graph(self.device.end_capture(), values)

@@ -170,7 +170,7 @@ class Buffer:
         (numpy arrays, CPU torch tensors ...) for ``device`` (the CPU by default), or on a CUDA device (torch
         and cupy CUDA tensors) for that device. A strided producer is an error, or on the host a copy with
         ``copy=True``."""
-        kind, device_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (dlpack.KDL_CPU, 0)
+        kind, device_id = dlpack.producer_device(obj)
         if kind == dlpack.KDL_CUDA:
             return Buffer._from_cuda(obj, device_id, device)
         try:
@@ -185,9 +185,10 @@ class Buffer:
 
     @staticmethod
     def _from_cuda(obj: Any, device_id: int, device: Device | str | None) -> Buffer:
-        target = resolver.resolve(f"CUDA:{device_id}" if device is None else device)
+        home = dlpack.device_name(dlpack.KDL_CUDA, device_id)
+        target = resolver.resolve(home if device is None else device)
         if target.caps.dlpack_device_type != dlpack.KDL_CUDA or (target.device.device_id or 0) != device_id:
-            raise BufferMismatchError(f"the tensor is on CUDA:{device_id}, not on {target.name}", stage="dlpack",
+            raise BufferMismatchError(f"the tensor is on {home}, not on {target.name}", stage="dlpack",
                                       value=target.name)
         imported = dlpack.take(obj.__dlpack__())
         if not imported.c_contiguous:

@@ -83,6 +83,26 @@ def capsule(address: int, device_type: int, device_id: int, dtype: DType, count:
 
 # ---- importing: a producer's tensor as svod memory ----------------------------------------------------------
 
+def producer_device(obj: Any) -> tuple[int, int]:
+    """DLPack's (device type, device id) of ``obj``: the host's for an object that does not say."""
+    return obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (KDL_CPU, 0)
+
+
+def in_device_memory(obj: Any) -> bool:
+    """Whether ``obj`` is a DLPack producer whose memory is a device's (a CUDA tensor), not the host's."""
+    return producer_device(obj)[0] != KDL_CPU
+
+
+def device_name(device_type: int, device_id: int) -> str:
+    """svod's name of the device DLPack calls so: ``CPU`` or ``CUDA:N``; svod has no other memory to import."""
+    if device_type == KDL_CPU:
+        return "CPU"
+    if device_type == KDL_CUDA:
+        return f"CUDA:{device_id}"
+    raise SvodError(f"svod imports DLPack memory of the host and of CUDA devices, not of device type {device_type}",
+                    stage="dlpack", value=device_type)
+
+
 _capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_IsValid", _pythonapi))
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(

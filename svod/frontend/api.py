@@ -57,9 +57,7 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
 def _device_array(array: Any) -> Any:
     """A DLPack producer in a device's memory (a torch or cupy CUDA tensor) as a Buffer sharing it; anything
     else as it is."""
-    if isinstance(array, (np.ndarray, Buffer)) or not hasattr(array, "__dlpack_device__"):
-        return array
-    return array if array.__dlpack_device__()[0] == dlpack.KDL_CPU else Buffer.from_dlpack(array)
+    return Buffer.from_dlpack(array) if not isinstance(array, Buffer) and dlpack.in_device_memory(array) else array
 
 
 def _run(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, int]) -> None:

@@ -440,14 +440,9 @@ def _dims(value: Any) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
-def _on_device(value: Any) -> bool:
-    """A DLPack producer whose memory is a device's (a CUDA tensor), not the host's."""
-    return hasattr(value, "__dlpack_device__") and value.__dlpack_device__()[0] != dlpack.KDL_CPU
-
-
 def _from_dlpack(value: Any, name: str, kernel: str) -> np.ndarray | Buffer:
     """A DLPack argument without a copy: a numpy view of host memory, a Buffer over a device's."""
-    if _on_device(value):
+    if dlpack.in_device_memory(value):
         return Buffer.from_dlpack(value)
     try:
         return np.from_dlpack(value)
@@ -461,9 +456,8 @@ def _device_of(args: Sequence[Any]) -> str:
     for value in args:
         if isinstance(value, Buffer):
             return value.device
-        if not isinstance(value, np.ndarray) and _on_device(value):
-            kind, device_id = value.__dlpack_device__()
-            return f"CUDA:{device_id}" if kind == dlpack.KDL_CUDA else "CPU"
+        if dlpack.in_device_memory(value):
+            return dlpack.device_name(*dlpack.producer_device(value))
     return "CPU"
 
 

@@ -368,7 +368,7 @@ def test_a_prepared_plan_replays_as_one_cuda_graph():
 def _torch_cuda():
     torch = pytest.importorskip("torch", reason="torch is not installed here (the device check's image has it)")
     if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA GPU here")
+        pytest.skip("no CUDA GPU for torch here (torch.cuda.is_available() is False)")
     open_device("CUDA:0")
     return torch
 
@@ -427,10 +427,14 @@ class _RecordingStream:
         self.calls.append("begin")
         self.capturing = True
 
-    def end_capture(self, discard: bool = False) -> object:
-        self.calls.append("discard" if discard else "end")
+    def end_capture(self) -> object:
+        self.calls.append("end")
         self.capturing = False
-        return None if discard else f"graph{self.calls.count('end')}"
+        return f"graph{self.calls.count('end')}"
+
+    def abandon_capture(self) -> None:
+        self.calls.append("discard")
+        self.capturing = False
 
     def launch_graph(self, executable: object) -> None:
         self.calls.append(f"launch {executable}")
