@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 
+from svod.codegen.indexing import index_in_bounds
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -81,34 +82,76 @@ def _recorded(u: UOp, status: UOp) -> UOp:
     for slot, value in zip(status_slots(buffer.arg), (UOp.index_const(1), reported), strict=True):
         stored = value if recorded == dtypes.int64 else value.cast(recorded)
         stores.append(UOp(Ops.STORE, dtypes.void, (status.index(slot), stored)))
-    beside = () if gate is None else (index,)  # a gated access's record runs beside it
+    beside = () if _hoistable(index, gate, in_range) else (index,)  # else it runs beside the access
     record = UOp(Ops.IF, dtypes.void, (failed, allowed, *stores, *beside))
     return UOp(Ops.INDEX, u.dtype, (*u.src[:2], *(() if gate is None else (gate,)), record))
 
 
+def _hoistable(index: UOp, gate: UOp | None, in_range: UOp) -> bool:
+    """Whether an access's record may run where its test and gate are first computed, outside loops the
+    access is in: where each such loop turns at least once (its end is at least 1, or the gate holds ``0 <
+    end``). Then the record fires exactly when the access, made in the loop's first turn, would fail: the
+    test is the same in every turn. (A symbolic row's test, left beside the access, stayed in the loop over
+    the row's columns and kept it from vector code: a gather of 64-float rows ran 2.7x slower.)"""
+    outside = {u for u in (gate, in_range) if u is not None for u in u.toposort() if u.op is Ops.RANGE}
+    clauses = [] if gate is None else _conjuncts(gate)
+    return all(r.src[0].vmin >= 1 or UOp.index_const(0).lt(r.src[0]) in clauses
+               for r in index.toposort() if r.op is Ops.RANGE and r not in outside)
+
+
+def _conjuncts(condition: UOp) -> list[UOp]:
+    if condition.op is Ops.AND and condition.dtype == dtypes.bool:
+        return [*_conjuncts(condition.src[0]), *_conjuncts(condition.src[1])]
+    return [condition]
+
+
 def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:
-    """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access
-    ``row * K + col`` with ``col`` proven in ``[0, K)`` (a shaped buffer's ``x[row, col]``) is in range
-    exactly when ``row`` is in ``[0, size / K)``: testing the row keeps the test out of the loop over the
-    columns, and a failure reports the row's first element, itself outside the buffer."""
-    if index.op is Ops.ADD:
-        for scaled, col in (index.src, index.src[::-1]):
-            if scaled.op is not Ops.MUL or scaled.src[1].op is not Ops.CONST:
-                continue
-            row, k = scaled.src[0], int(scaled.src[1].arg)
+    """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access (``rows_of``)
+    is in range exactly when its row is: testing the row keeps the test out of the loop over the columns, and
+    a failure reports the row's first element, itself outside the buffer."""
+    split = rows_of(index, size)
+    if split is None:
+        return (index >= 0) & (index < size), index
+    row, scaled, rows = split
+    return (row >= 0) & (row < rows), scaled
+
+
+def rows_of(index: UOp, size: UOp) -> tuple[UOp, UOp, UOp] | None:
+    """``index`` as a row access ``row * K + col`` with ``col`` proven in ``[0, K)`` (a shaped buffer's ``x[row,
+    col]``, ``K`` a constant or a variable's size) and ``size`` a whole number of rows: ``(row, row * K, size /
+    K)``; None for any other index. Such an index is in ``[0, size)`` exactly when its row is in ``[0, size /
+    K)``."""
+    if index.op is not Ops.ADD:
+        return None
+    for scaled, col in (index.src, index.src[::-1]):
+        if scaled.op is not Ops.MUL:
+            continue
+        for row, k in (scaled.src, scaled.src[::-1]):
             rows = _exact_quotient(size, k)
-            if k > 0 and rows is not None and col.vmin >= 0 and col.vmax < k:
-                return (row >= 0) & (row < rows), scaled
-    return (index >= 0) & (index < size), index
-
-
-def _exact_quotient(size: UOp, k: int) -> UOp | None:
-    """``size / k`` when it is exact for every value of the size's variables, else None."""
-    if size.op is Ops.CONST:
-        return UOp.index_const(int(size.arg) // k) if int(size.arg) % k == 0 else None
-    if size.op is Ops.MUL and size.src[1].op is Ops.CONST and int(size.src[1].arg) % k == 0:
-        return size.src[0] * (int(size.src[1].arg) // k)
+            if rows is not None and _within(col, k):
+                return row, scaled, rows
     return None
 
 
-__all__ = ["CHECKED", "check_accesses", "status_slots"]
+def _within(col: UOp, k: UOp) -> bool:
+    """Whether ``0 <= col < k`` for every value of the variables and ranges."""
+    if k.op is Ops.CONST:
+        return col.vmin >= 0 and col.vmax < int(k.arg)
+    return index_in_bounds(col, k, None, {u: n for n, u in enumerate(col.toposort())})
+
+
+def _exact_quotient(size: UOp, k: UOp) -> UOp | None:
+    """``size / k`` when it is exact for every value of the size's variables, else None."""
+    if k.op is not Ops.CONST:
+        return size.src[1 - size.src.index(k)] if size.op is Ops.MUL and k in size.src else None
+    divisor = int(k.arg)
+    if divisor <= 0:
+        return None
+    if size.op is Ops.CONST:
+        return UOp.index_const(int(size.arg) // divisor) if int(size.arg) % divisor == 0 else None
+    if size.op is Ops.MUL and size.src[1].op is Ops.CONST and int(size.src[1].arg) % divisor == 0:
+        return size.src[0] * (int(size.src[1].arg) // divisor)
+    return None
+
+
+__all__ = ["CHECKED", "check_accesses", "rows_of", "status_slots"]

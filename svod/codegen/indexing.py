@@ -296,13 +296,15 @@ class Prover:
             coefficient, rest = parts
             lo, hi = coefficient.interval()
             if lo >= 0:
-                candidates = self._lower(atom)
+                candidates, every = self._lower(atom), _sides(atom, Ops.MIN)
             elif hi <= 0:
-                candidates = self._upper(atom)
+                candidates, every = self._upper(atom), _sides(atom, Ops.MAX)
             else:
                 continue
             if any(self._prove(coefficient * c + rest) for c in candidates):
                 return True
+            if every and all(self._prove(coefficient * to_poly(side) + rest) for side in every):
+                return True  # the claim holds for either side, so for whichever one a MIN or MAX takes
         return False
 
     def _lower(self, atom: UOp) -> list[Poly]:
@@ -324,6 +326,12 @@ class Prover:
         elif atom in self.facts.upper or atom in self.facts.lower:
             found += _expansion(atom)
         return found
+
+
+def _sides(atom: UOp, op: Ops) -> tuple[UOp, ...]:
+    """The sides of ``atom`` if it is an index ``op`` (a MIN whose least, or a MAX whose largest value a
+    proof needs: ``max(c - 1, 0) < n`` holds because each side is below ``n``), else none."""
+    return atom.src if atom.op is op and atom.dtype == dtypes.index else ()
 
 
 def impossible(facts: Facts, order: Mapping[UOp, int]) -> bool:
@@ -555,9 +563,10 @@ def _poly_renamed(poly: Poly, mapping: Mapping[UOp, UOp], facts: Facts) -> Poly:
 
 
 def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
-    """``index`` with each ``max``/``min``, division and remainder by a constant that the facts decide
-    replaced by what it is: under ``t >= 1``, ``max(8*b + t - 1, 0)`` is ``8*b + t - 1``; ``(2 + 2*r) // 2``
-    is ``1 + r``; ``r % 4`` for ``r < 4`` is ``r``."""
+    """``index`` with each ``max``/``min``, division and remainder by a constant, comparison and the choices it
+    makes that the facts decide replaced by what it is: under ``t >= 1``, ``max(8*b + t - 1, 0)`` is ``8*b + t -
+    1``; ``(2 + 2*r) // 2`` is ``1 + r``; ``r % 4`` for ``r < 4`` is ``r``; ``where(r < n, x, y)`` for a range
+    ``r`` over ``n`` is ``x``."""
     done: dict[UOp, UOp] = {}
     prover = Prover(facts, order)
     for u in index.toposort():
@@ -565,8 +574,32 @@ def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
         node = u if src == u.src else u.replace(src=src)
         if node.dtype == dtypes.index and node.op in (Ops.MAX, Ops.MIN, Ops.IDIV, Ops.MOD):
             node = _decided_node(node, facts, prover)
+        elif node.op in (Ops.CMPLT, Ops.CMPLE) and node.src[0].dtype == dtypes.index:
+            node = _decided_comparison(node, facts, prover)
+        elif node.op is Ops.AND and node.dtype == dtypes.bool and any(s.op is Ops.CONST for s in node.src):
+            node = _and_of_constant(node)
+        elif node.op is Ops.WHERE and node.src[0].op is Ops.CONST:
+            node = node.src[1] if node.src[0].arg else node.src[2]
         done[u] = node
     return done[index]
+
+
+def _decided_comparison(node: UOp, facts: Facts, prover: Prover) -> UOp:
+    """``a < b`` (or ``a <= b``) as the constant the facts decide it is, else itself: an index a translator
+    made safe for every value (``where(k < n, row + min(k, n - 1), -1)``) is its plain form where ``k < n``
+    is proven."""
+    a, b = (to_poly(s, facts.guarded) for s in node.src)
+    slack = Poly.const(1 if node.op is Ops.CMPLT else 0)
+    if prover.nonnegative(b - a - slack):
+        return UOp.const(dtypes.bool, True)
+    if prover.nonnegative(a - b + slack - Poly.const(1)):
+        return UOp.const(dtypes.bool, False)
+    return node
+
+
+def _and_of_constant(node: UOp) -> UOp:
+    constant, other = node.src if node.src[0].op is Ops.CONST else node.src[::-1]
+    return other if constant.arg else constant
 
 
 def _decided_node(node: UOp, facts: Facts, prover: Prover) -> UOp:

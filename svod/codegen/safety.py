@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from svod.codegen.checks import CHECKED
+from svod.codegen.checks import CHECKED, rows_of
 from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -108,7 +108,9 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
     poly = to_poly(position)
     read = [a for a in poly.atoms() if _data_dependent(a)]
     parts = poly.split(read[0]) if len(read) == 1 else None
-    if parts is None or set(parts[0].terms) != {()}:
+    if parts is not None and set(parts[0].terms) != {()}:
+        return _narrowed_row(position, size, read[0])
+    if parts is None:
         return position
     c, (rest_lo, rest_hi), size_hi = parts[0].terms[()], parts[1].interval(), size.vmax
     if not all(isinstance(b, int) for b in (rest_lo, rest_hi, size_hi)):
@@ -131,6 +133,17 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
     else:
         clamped = value.maximum(lo).minimum(hi)
     return substitute(position, {value: clamped})
+
+
+def _narrowed_row(position: UOp, size: UOp, value: UOp) -> UOp:
+    """A row access whose row is the one value read from memory and whose row length is symbolic (``x[ids[i],
+    c]`` over ``x.shape[1]`` columns: ``checks.rows_of``) with the row clamped to ``[-1, R]``, ``R`` the most
+    rows the buffer may have: a row outside the buffer stays outside it, one inside is kept, and the index
+    then fits wherever the buffer's size does. Any other position is left as it is."""
+    split = rows_of(position, size)
+    if split is None or split[0] is not value or not isinstance(split[2].vmax, int):
+        return position
+    return substitute(position, {value: value.maximum(-1).minimum(split[2].vmax)})
 
 
 class _Guarder:

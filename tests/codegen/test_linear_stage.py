@@ -47,8 +47,35 @@ def test_check_accesses_leaves_no_checked_access_and_records_where_the_test_fail
     assert [s.src[0].src[0] for s in stores] == [status, status]  # the flag and the offending index
     assert [s.src[0].src[1].arg for s in stores] == [2 * 2, 2 * 2 + 1]  # slots of buffer 2 (table)
     assert failed.dtype == allowed.dtype == dtypes.bool
-    # a gated access's record runs beside it: its index is a source of the record
-    assert (len(rest) == 3) is gated
+    assert len(rest) == 2  # the columns' loop always turns: the row's test may run outside it
+
+
+def _gathered_sums(columns: str | int, gated: bool) -> UOp:
+    """``out[r] = sum(table[ids[r], c] for c < columns)`` (a variable in [0, 8] where ``columns`` names one),
+    gated by ``0 < columns`` where asked."""
+    k = KernelBuilder("gathered_sums")
+    out, ids, table = k.buffer(dtypes.float32, 6), k.buffer(dtypes.int32, 6), k.buffer(dtypes.float32, 5 * 8)
+    r = k.range(6)
+    c = k.range(k.var(columns, 0, 8) if isinstance(columns, str) else columns, AxisKind.REDUCE)
+    row = ids[r].cast(dtypes.index)
+    index = row * 8 + c
+    value = table.index(index, UOp.index_const(0).lt(c.src[0])).load() if gated else table[index]
+    k.store(out[r], value.reduce(c))
+    return k.build()
+
+
+@pytest.mark.parametrize("columns, gated, hoisted", [(8, False, True), ("n", False, False), ("n", True, True)],
+                         ids=["columns", "columns_may_be_none", "gated_by_some_column"])
+def test_a_row_test_runs_outside_the_loop_over_columns_only_where_that_loop_turns(columns, gated, hoisted):
+    """A record outside the loop over a row's columns fires whenever the loop is reached; where the loop may not
+    turn (no column), only a gate that says it does lets it out, else the record runs beside the access."""
+    sink, status = _guarded(_gathered_sums(columns, gated))
+    checked = check_accesses(sink, status)
+    assert checked is not None
+    (record,) = [u for u in checked.toposort() if u.op is Ops.IF]
+    c = next(u for u in checked.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE)
+    assert c not in record.src[0].toposort()  # the test is the row's
+    assert (c not in record.toposort()) is hoisted
 
 
 def test_check_accesses_does_not_apply_where_every_access_is_proven():

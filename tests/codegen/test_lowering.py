@@ -36,7 +36,7 @@ from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
-from svod.codegen.upcast import EXTREMA, split_reductions, upcast_reductions
+from svod.codegen.upcast import EXTREMA, TAIL_SPLIT_WIDTH, split_reductions, upcast_reductions
 from svod.device import DeviceCaps
 from svod.device.launch import most
 from svod.errors import GraphError
@@ -693,6 +693,35 @@ def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(si
     assert got.tolist() == [3.5, -2.0]
 
 
+@pytest.mark.parametrize("size", [0, 1, 31, 63, 64, 65, 97, 1000])
+def test_split_extremum_reductions_over_a_symbolic_size_keep_the_elements_their_partials_leave(size):
+    """Over a variable's size, the partials cover ``n // W * W`` elements and a loop of its own the ``n % W``
+    left: every element counts once, an empty reduction is the identity, and the bits are the whole one's."""
+    k = KernelBuilder("extrema_of_n")
+    n = k.var("n", 0, 1024)
+    out, x = k.buffer(dtypes.float32, 2), k.buffer(dtypes.float32, n)
+    r1, r2 = k.range(n, AxisKind.REDUCE), k.range(n, AxisKind.REDUCE)
+    k.store(out[0], x[r1].reduce(r1, op=Ops.MAX))
+    k.store(out[1], x[r2].reduce(r2, op=Ops.MIN))
+    ast = k.build()
+    partials = [u for u in split_reductions(ast, EXTREMA, tails=True).toposort() if u.op is Ops.REDUCE]
+    assert len(partials) == 2 * (TAIL_SPLIT_WIDTH + 1)
+    device = svod.get_device("CPU", "llvm")
+    for case in range(size + 1 if size < 100 else 4):  # the extremes at each position in turn
+        values = np.where(np.arange(size) % 3 == 0, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
+        values[5::7] = np.nan
+        if size:
+            values[case % size] = 3.5
+            values[(size - 1 - case) % size] = -2.0 if size > 1 else 3.5
+        got = np.zeros(2, np.float32)
+        svod.run(ast, [got, values], device=device, n=size)
+        numbers = values[~np.isnan(values)]
+        if size == 0:
+            assert np.isnan(got).all()  # the identity, as the reference gives it
+        else:
+            assert got.tolist() == [numbers.max(), numbers.min()]
+
+
 _LIMITS = WorkGroupLimits(256, (256, 256, 64))
 
 
@@ -1280,16 +1309,37 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
 
 def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
     """``out[c, r] = x[r, c]`` reads along one range and writes along the other: 32x32 blocks (4 ranges),
-    where both ends are multiples of 32; a copy along one range, or ends 32 does not divide, are left."""
+    where both ends are multiples of 32, the last square cut short where not; a copy along one range is left."""
     blocked = block_transposes(simplify(anchor_ranges(transpose(96).steps[0].ast)))
     assert blocked is not None
     assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [3, 3, 32, 32]
-    assert block_transposes(simplify(anchor_ranges(transpose(100).steps[0].ast))) is None
+    ragged = block_transposes(simplify(anchor_ranges(transpose(100).steps[0].ast)))
+    assert ragged is not None
+    ends = [r.src[0] for r in ragged.toposort() if r.op is Ops.RANGE]
+    assert sorted(e.arg for e in ends if e.op is Ops.CONST) == [4, 4]
+    assert [e.op for e in ends if e.op is not Ops.CONST] == [Ops.MIN, Ops.MIN]  # min(32, 100 - 32*block)
     k = KernelBuilder("copy")
     out, x = k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 64))
     r, c = k.range(64), k.range(64)
     k.store(out[r, c], x[r, c])
     assert block_transposes(simplify(anchor_ranges(k.build()))) is None
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (65, 97), (100, 64), (31, 200), (257, 129), (1, 70), (0, 80)])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape):
+    """Over sizes that are variables, the squares' last ones are cut short at each end."""
+    @svod.kernel
+    def transposed(out, x):
+        for r in svod.prange(x.shape[0]):
+            for c in svod.prange(x.shape[1]):
+                out[c, r] = x[r, c]
+    sink = simplify(anchor_ranges(transposed.build(np.zeros(shape[::-1], np.float32), np.zeros(shape, np.float32))))
+    assert block_transposes(sink) is not None
+    data = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
+    out = np.full(shape[::-1], np.nan, np.float32)
+    transposed(out, data, device=open_device(compiler))
+    np.testing.assert_array_equal(out, data.T)
 
 
 @pytest.mark.parametrize("n", [64, 96, 100])

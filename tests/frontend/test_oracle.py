@@ -45,10 +45,14 @@ def test_random_kernels_with_while_break_and_continue_compute_what_python_does(d
     assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
 
 
+@pytest.mark.parametrize("static_shapes", [True, False], ids=["static_shapes", "symbolic_sizes"])
 @pytest.mark.parametrize("name", sorted(PYTHON_KERNELS))
-def test_the_suites_python_kernels_compute_what_python_does(device, name):
+def test_the_suites_python_kernels_compute_what_python_does(device, name, static_shapes):
+    """As the benchmark compiles them (sizes constants of each kernel), and as the README's decorator does
+    (sizes variables: the row test of a gather, split maxima with their tails, cut-short transpose blocks)."""
     workload = SMALL_WORKLOADS[name]()
-    for step, kernel in zip(workload.steps, PYTHON_KERNELS[name], strict=True):
+    for step, static in zip(workload.steps, PYTHON_KERNELS[name], strict=True):
+        kernel = static if static_shapes else svod.kernel(static.fn)
         args = [workload.arrays[a] for a in step.args]
         if any(refuses(device, dtypes.from_numpy(a.dtype)) for a in args):
             return
