@@ -305,7 +305,8 @@ class Prover:
                 return True
             if every and all(self._prove(coefficient * to_poly(side) + rest) for side in every):
                 return True  # the claim holds for either side, so for whichever one a MIN or MAX takes
-        return False
+        shifted = _shifted(poly)
+        return shifted is not None and self._prove(shifted)
 
     def _lower(self, atom: UOp) -> list[Poly]:
         found = list(self.facts.lower.get(atom, []))
@@ -326,6 +327,26 @@ class Prover:
         elif atom in self.facts.upper or atom in self.facts.lower:
             found += _expansion(atom)
         return found
+
+
+def _shifted(poly: Poly) -> Poly | None:
+    """``poly`` with a variable it holds squared (which elimination cannot take out) written as its least value
+    plus a variable from 0: ``w*w - 2*w - 3`` for ``w >= 3`` is ``t*t + 4*t`` for ``t >= 0``, which the
+    interval proves (a 3x3 window's ``w[o, c, ky, kx]`` over a symbolic window size). None where there is no
+    such variable with a least value above 0."""
+    for atom in poly.atoms():
+        if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) and atom.vmin > 0 \
+                and any(m.count(atom) > 1 for m in poly.terms):
+            above = UOp.define_var(f"{atom.arg[0]}_above_{atom.vmin}", 0, int(atom.vmax) - atom.vmin)
+            value = Poly.atom(above) + Poly.const(atom.vmin)
+            shifted = Poly()
+            for m, c in poly.terms.items():
+                term = Poly({tuple(a for a in m if a is not atom): c})
+                for _ in range(m.count(atom)):
+                    term = term * value
+                shifted = shifted + term
+            return shifted
+    return None
 
 
 def _sides(atom: UOp, op: Ops) -> tuple[UOp, ...]:
@@ -356,7 +377,7 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     if impossible(facts, order):
         return True  # the access is never made
     prover = Prover(facts, order)
-    poly = to_poly(index, facts.guarded)
+    poly = to_poly(decided(index, facts, order), facts.guarded)
     if not prover.nonnegative(poly):
         return False
     return prover.nonnegative(to_poly(size, facts.guarded) - Poly.const(1) - poly)

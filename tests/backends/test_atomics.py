@@ -57,6 +57,30 @@ def test_counts_kept_per_thread_add_to_what_the_buffer_held(threads, compiler, n
         np.testing.assert_array_equal(counts, start + np.bincount(values, minlength=bins).astype(np.int32))
 
 
+def _histogram_of_n(dtype=dtypes.int32):
+    """A histogram whose bin count and value count are variables."""
+    k = KernelBuilder("histogram_of_n")
+    bins, n = k.var("bins", 0, 1 << 20), k.var("n", 0, 1 << 24)
+    counts, values = k.buffer(dtype, bins), k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.atomic_add(counts[values[i]], 1 if not dtype.is_float else 1.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("n", "bins"), [(0, 1), (1, 1), (1009, 7), (100_003, 251), (70_001, 8192), (70_001, 8193),
+                                         (5, 100_000)])
+def test_counts_of_a_symbolic_bin_count_are_kept_per_thread_where_they_fit(threads, compiler, n, bins):
+    """Over a variable bin count the private copy holds ``PRIVATE_BYTES``: a histogram whose counts fit it adds
+    into copies, one whose counts do not adds atomically into the buffer; both keep what it held."""
+    values = np.random.default_rng(n).integers(0, bins, n).astype(np.int32)
+    start = np.random.default_rng(bins).integers(-5, 5, bins).astype(np.int32)
+    counts = start.copy()
+    svod.run(_histogram_of_n(), [counts, values], device=cpu_device(threads, compiler), bins=bins, n=n)
+    np.testing.assert_array_equal(counts, start + np.bincount(values, minlength=bins).astype(np.int32))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_float_sums_kept_per_thread_keep_special_values(threads, compiler):

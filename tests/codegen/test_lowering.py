@@ -954,6 +954,23 @@ def test_a_thread_adds_into_a_private_copy_of_a_small_buffer():
                                      "copy per thread of 1 buffer(s) (256 float32)")
 
 
+def test_a_buffer_of_symbolic_size_gets_a_copy_used_where_it_fits():
+    """The copy holds ``PRIVATE_BYTES``; the adds into it run where the buffer fits, and the same adds into the
+    buffer itself, atomically, in a loop nest of their own that ends at once where it fits."""
+    k = KernelBuilder("histogram_of_n")
+    bins = k.var("bins", 0, 1 << 20)
+    counts, values = k.buffer(dtypes.int32, bins), k.buffer(dtypes.int32, 1 << 16)
+    i = k.range(1 << 16)
+    k.atomic_add(counts[values[i]], 1)
+    sink = privatize_atomics(_lowered(k.build(), threads=2))
+    (copy,) = [u for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL]
+    assert copy.dtype.size == PRIVATE_BYTES // 4
+    adds = [e for e in sink.src if e.op is Ops.ATOMIC]
+    assert [e.src[0].src[0].op for e in adds] == [Ops.DEFINE_LOCAL, Ops.PARAM, Ops.PARAM]  # copy, buffer, flush
+    own = [r for r in adds[1].toposort() if r.op is Ops.RANGE]
+    assert own and not set(own) & {r for r in adds[0].toposort() if r.op is Ops.RANGE}
+
+
 @pytest.mark.parametrize(("kind", "bins", "n"), [("reads", 256, 1 << 15), ("max", 256, 1 << 15), ("add", 256, 255),
                                                  ("add", PRIVATE_BYTES // 4 + 1, 1 << 20)])
 def test_a_buffer_the_kernel_reads_updates_otherwise_or_barely_uses_is_not_copied(kind, bins, n):
