@@ -68,7 +68,8 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
     if work <= THREAD_MIN_WORK or outer is None:
         return sink, None
     end = outer.src[0]
-    least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, ranges).maximum(1))
+    effects = [e for e in sink.src if e.op in STATEMENTS]
+    least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, effects).maximum(1))
     workers = simplify(_ceil_div(end, least).minimum(threads).maximum(1))
     if workers.op is Ops.CONST:
         threads = int(workers.arg)
@@ -104,11 +105,13 @@ _LAUNCH_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.ADD, Ops.SUB, Ops.MUL, O
 """What a launch size may be made of (``svod.device.launch``, and the CPU's native replay)."""
 
 
-def _work_per_index(outer: UOp, ranges: list[UOp]) -> UOp:
+def _work_per_index(outer: UOp, effects: Sequence[UOp]) -> UOp:
     """An upper bound of the iterations one index of ``outer`` runs, at most ``THREAD_MIN_WORK`` (all a
-    launch asks of it), that a launch evaluates from the kernel's variables: the product of the other ranges'
-    turns, each its end where the end reads only variables, the smaller bound of the two sides of a MIN,
-    else the end's largest value."""
+    launch asks of it), that a launch evaluates from the kernel's variables: over the effects that run in
+    ``outer``, the sum of the products of their other ranges' turns, each its end where the end reads only
+    variables, the smaller bound of the two sides of a MIN, else the end's largest value. (One product over
+    every range of the kernel took an edge tile's range, empty where the tiles fit, for a factor of every
+    effect: a symbolic 256^2 matmul woke one worker of two.)"""
     def turns(end: UOp) -> UOp:
         if all(u.op in _LAUNCH_OPS and u.dtype.is_int and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
                for u in end.toposort()):
@@ -118,11 +121,17 @@ def _work_per_index(outer: UOp, ranges: list[UOp]) -> UOp:
         return UOp.index_const(max(int(end.vmax), 0))
 
     most = UOp.index_const(THREAD_MIN_WORK)
-    product = UOp.index_const(1)
-    for r in ranges:
-        if r is not outer:
-            product = (product * turns(r.src[0]).maximum(0).minimum(most)).minimum(most)
-    return simplify(product)
+    total = UOp.index_const(0)
+    for effect in effects:
+        ranges = [u for u in effect.toposort() if u.op is Ops.RANGE]
+        if outer not in ranges:
+            continue
+        product = UOp.index_const(1)
+        for r in ranges:
+            if r is not outer:
+                product = (product * turns(r.src[0]).maximum(0).minimum(most)).minimum(most)
+        total = (total + product).minimum(most)
+    return simplify(total)
 
 
 PRIVATE_BYTES = 32 * 1024

@@ -152,6 +152,22 @@ def test_a_launch_counts_the_work_of_each_index_of_the_split_range():
     assert counts == {1: 1, 2: 1, 30: 1, 40: 2, 500: 2, 960: 2, 999: 1}  # (n - d) * (d - 1) > 32768 from d = 35
 
 
+def test_a_launch_adds_the_work_of_effects_that_share_the_split_range():
+    """Two effects over the split range: their iterations add up, and a range of one of them that is empty
+    (an edge tile's, where the tiles fit) does not empty the other's count."""
+    k = KernelBuilder("rows_and_edge")
+    n, m = k.var("n", 1, 1 << 20), k.var("m", 0, 64)
+    out, edge = k.buffer(dtypes.int32, (n, 256)), k.buffer(dtypes.int32, (n, 64))
+    i, j, e = k.range(n), k.range(256), k.range(m)
+    k.store(out[i, j], j.cast(dtypes.int32))
+    k.store(edge[i, e], e.cast(dtypes.int32))
+    _, workers = thread_split(k.build(), 2)
+    assert workers is not None
+    counts = {(rows, left): evaluate_expression(workers, {"n": rows, "m": left})
+              for rows, left in ((128, 0), (129, 0), (100, 64), (128, 64))}
+    assert counts == {(128, 0): 1, (129, 0): 2, (100, 64): 1, (128, 64): 2}  # rows * (256 + m) > 32768
+
+
 def test_constant_sizes_get_as_many_workers_as_have_work():
     def fill(size: int) -> UOp:
         k = KernelBuilder("fill")
@@ -231,6 +247,12 @@ def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_
     assert unrolled(LLVMRenderer("CPU").render(conv).src) == [TILE_UNROLL, TILE_UNROLL // 3, 1]
     avx512 = LLVMRenderer("CPU", dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32))
     assert unrolled(avx512.render(_matmul(64)).src) == [TILE_UNROLL // 2]  # 8x32 accumulators: half the steps
+    k = KernelBuilder("matmul_of_n")  # its tile's loop, then the edge tiles' beside it: each by its own updates
+    n = k.var("n", 1, 1024)
+    c, a, b = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
+    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
+    assert unrolled(avx512.render(k.build()).src)[0] == TILE_UNROLL // 2
 
 
 def test_a_tile_prefetches_the_rows_of_b_it_strides_over():
