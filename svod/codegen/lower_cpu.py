@@ -525,26 +525,31 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
 TRANSPOSE_BLOCK = 32
 """The side of the square blocks ``block_transposes`` walks: 32 float32 rows and columns are 4 KiB of each
 side, two cache lines a row, and stay in L1 while the block is copied."""
+SYMBOLIC_TRANSPOSE_BLOCK = 16
+"""The side where a size is a variable, each block walked along the rows it writes (transpose of 4096^2
+float32, symbolic, 2 cores: 28 ms in blocks of 32 walked along the rows read, 17 along the rows written, 10.5
+in blocks of 16, 9.7 of 8; the constant kernel, 8.5 ms as it is, took 27 along the rows written: over a
+constant stride, LLVM turns a block walked along its reads into transposes in vector registers)."""
 
 
-def block_transposes(sink: UOp, block: int = TRANSPOSE_BLOCK) -> UOp | None:
+def block_transposes(sink: UOp) -> UOp | None:
     """A kernel that reads along one GLOBAL range and writes along the other (a transpose: ``out[c, r] =
-    x[r, c]``) walked in ``block`` x ``block`` squares, so that the lines it writes are filled while they
-    are in cache: row by row, each store touches a line of its own and a page of its own every ``block``
-    elements (transpose 4096^2 float32 on 2 cores: see the issue 46 note). An end that ``block`` may not
-    divide (a symbolic one) leaves a last square cut short: its ranges end at ``min(block, end - start)``. (A
-    symbolic 4096^2 ran unblocked in 47 ms, against 10 for the constant one; so, 28. Squares of a constant
-    side with a strip of the rest unblocked took 61: over a symbolic stride, LLVM's vector code for a square
-    of 32 constant turns is slower than plain loops.) None for any other kernel: one with reductions,
-    sequential loops or more or fewer than two GLOBAL ranges, ends that may not hold two blocks, or no such
-    pair of accesses."""
+    x[r, c]``) walked in square blocks, so that the lines it writes are filled while they are in cache: row by
+    row, each store touches a line of its own and a page of its own every block (transpose 4096^2 float32 on
+    2 cores: see the issue 46 note). The blocks are ``TRANSPOSE_BLOCK`` on a side, walked along the rows read,
+    or where a size is a variable ``SYMBOLIC_TRANSPOSE_BLOCK``, walked along the rows written; an end a block
+    may not divide leaves a last block cut short (its ranges end at ``min(block, end - start)``). None for any
+    other kernel: one with reductions, sequential loops or more or fewer than two GLOBAL ranges, ends that may
+    not hold two blocks, or no such pair of accesses."""
     topo = sink.toposort()
     ranges = sorted((u for u in topo if u.op is Ops.RANGE), key=range_order)
     if len(ranges) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in ranges) or \
             any(u.op in (Ops.REDUCE, Ops.EXIT) for u in topo):
         return None
     outer, inner = ranges
-    if any(r.src[0].vmax < 2 * block or (r.src[0].op is Ops.CONST and r.src[0].arg < 2 * block) for r in ranges):
+    symbolic = any(r.src[0].op is not Ops.CONST for r in ranges)
+    block = SYMBOLIC_TRANSPOSE_BLOCK if symbolic else TRANSPOSE_BLOCK
+    if any(r.src[0].vmax < 2 * block for r in ranges):
         return None
     stores = [e.src[0].src[1] for e in sink.src if e.op is Ops.STORE and e.src[0].op is Ops.INDEX]
     loads = [u.src[0].src[1] for u in topo if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
@@ -553,8 +558,9 @@ def block_transposes(sink: UOp, block: int = TRANSPOSE_BLOCK) -> UOp | None:
     first = 1 + max(r.arg[0] for r in ranges)
     outer_block, inner_block = (UOp.range(_blocks(r.src[0], block), first + n, AxisKind.GLOBAL)
                                 for n, r in enumerate(ranges))
-    outer_item, inner_item = (UOp.range(_in_block(r.src[0], b, block), first + 2 + n, AxisKind.GLOBAL)
-                              for n, (r, b) in enumerate(((outer, outer_block), (inner, inner_block))))
+    item_axes = (first + 3, first + 2) if symbolic else (first + 2, first + 3)  # the larger axis nests inside
+    outer_item, inner_item = (UOp.range(_in_block(r.src[0], b, block), axis, AxisKind.GLOBAL) for r, b, axis
+                              in ((outer, outer_block, item_axes[0]), (inner, inner_block, item_axes[1])))
     return substitute(sink, {outer: outer_block * block + outer_item, inner: inner_block * block + inner_item})
 
 

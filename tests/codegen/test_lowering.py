@@ -1367,7 +1367,8 @@ def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
 @pytest.mark.parametrize("shape", [(64, 64), (65, 97), (100, 64), (31, 200), (257, 129), (1, 70), (0, 80)])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape):
-    """Over sizes that are variables, the squares' last ones are cut short at each end."""
+    """Over sizes that are variables, blocks of ``SYMBOLIC_TRANSPOSE_BLOCK`` walked along the rows written, the
+    last ones cut short at each end."""
     @svod.kernel
     def transposed(out, x):
         for r in svod.prange(x.shape[0]):
