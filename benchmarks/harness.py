@@ -88,14 +88,17 @@ SUITE_ROUNDS = 3
 def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
                   why_missing: list[dict[str, str]]) -> list[Metric]:
     """One ``kernel.<name>_ms`` metric per suite kernel: the median of each contestant's samples (seconds)
-    in milliseconds, None for a contestant without samples, and why each peer without a figure has none."""
+    in milliseconds, None for a contestant without samples, and why each peer without a figure has none;
+    contestants beside svod and its three peers (``svod static``) among its ``others``."""
     def milliseconds(contestant: str, k: int) -> float | None:
         kept = samples[contestant][k]
         return statistics.median(kept) * 1e3 if kept else None
 
+    others = [name for name in samples if name not in ("svod", "numpy", "numba", "tinygrad")]
     return [Metric(f"kernel.{name}_ms", "ms", "lower", milliseconds("svod", k), note=name,
                    numpy=milliseconds("numpy", k), numba=milliseconds("numba", k),
-                   tinygrad=milliseconds("tinygrad", k), why_missing=why_missing[k])
+                   tinygrad=milliseconds("tinygrad", k), why_missing=why_missing[k],
+                   others={other: milliseconds(other, k) for other in others if samples[other][k]})
             for k, name in enumerate(names)]
 
 
@@ -120,13 +123,15 @@ class Bench:
         suite takes so falls on every contestant alike, and no contestant's threads still spin while the next
         is timed (``timing.settle``, before each kernel's samples)."""
         kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
+        static = suite(self.sizes.quick, static_shapes=True) if self.workloads is None else []
         self.progress("kernel suite: compile and check")
-        for kernel in kernels:
+        for kernel in [*kernels, *static]:
             check(kernel, self.device)
         numba = Numba(settings.threads)
         spellings = [tinygrad_spelling(kernel) for kernel in kernels]
         runners: dict[str, list[Callable[[], object] | None]] = {
             "svod": [load(kernel, self.device) for kernel in kernels],
+            "svod static": [load(kernel, self.device) for kernel in static] or [None] * len(kernels),
             "numpy": [kernel.numpy for kernel in kernels],
             "numba": [numba.runner(kernel) for kernel in kernels],
             "tinygrad": [None if self.tg.error or isinstance(spelling, str) else self.tg.suite_runner(kernel, spelling)

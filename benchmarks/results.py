@@ -34,6 +34,9 @@ class Metric:
     numba: float | None = None
     why_missing: dict[str, str] = dataclasses.field(default_factory=dict)
     """For a peer without a figure, why it has none."""
+    others: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    """Figures of contestants beside the columns above, by name: svod compiled another way (``svod static``:
+    a kernel suite's sizes as constants)."""
 
     def ratio(self, peer: float | None) -> float | None:
         """svod relative to a peer, > 1 when svod is better."""
@@ -53,7 +56,8 @@ def to_json(metrics: list[Metric], failed: Mapping[str, str] | None = None) -> d
     why."""
     return {"machine": machine_info(),
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "svod": m.svod, "numpy": m.numpy,
-                                 "numba": m.numba, "tinygrad": m.tinygrad, "why_missing": m.why_missing}
+                                 "numba": m.numba, "tinygrad": m.tinygrad, "why_missing": m.why_missing,
+                                 "others": m.others}
                          for m in metrics},
             "failed_steps": dict(failed or {})}
 
@@ -74,6 +78,10 @@ def report(metrics: list[Metric], tinygrad_error: str | None, failed: Mapping[st
             for m in metrics]
     table = format_table(("metric", "unit", "better", "svod", "numpy", "numba", "tinygrad", "vs numpy", "vs numba",
                           "vs tinygrad", "what"), rows)
+    others = [(m.name, other, _value(value), _ratio(m.ratio(value)))
+              for m in metrics for other, value in m.others.items()]
+    if others:
+        table += "\n\n" + format_table(("metric", "beside svod", "figure", "svod vs it"), others)
     lines = ["ratios: > 1.00x means svod is better in the metric's direction"]
     if tinygrad_error:
         lines.append(f"tinygrad: {tinygrad_error}")

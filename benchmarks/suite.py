@@ -1,7 +1,8 @@
 """``svod bench --suite kernels``: the kernels users write (``svod.workloads``), at the sizes the
 benchmark times them, and how tinygrad spells each (or why it cannot). numba's spellings are in
 ``benchmarks.numba_kernels``. svod's contestants are the kernels written as Python functions
-(``@svod.kernel``, ``kernels.written_in_python``), which build the same kernels as the builder versions.
+(``@svod.kernel``, ``workloads.written_in_python``) as the decorator compiles them by default, with symbolic
+sizes, and beside them with ``static_shapes=True``, which build the same kernels as the builder versions.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def tinygrad_spelling(workload: Workload) -> Callable[..., Any] | str:
     return TINYGRAD[workload.family]
 
 
-def suite(quick: bool) -> list[Workload]:
+def suite(quick: bool, static_shapes: bool = False) -> list[Workload]:
+    """The suite's kernels as ``@svod.kernel`` builds them by default (sizes variables of each kernel), or
+    with ``static_shapes=True`` (sizes constants: a compile per shape, the column beside it)."""
     scale = 4 if quick else 1
     kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
                gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
@@ -58,4 +61,4 @@ def suite(quick: bool) -> list[Workload]:
                matmul(1000 // scale, 1001 // scale, 999 // scale, name="matmul_odd"),
                batched_matmul(64 // scale, 128), matvec(4096 // (2 if quick else 1), 4096),
                mlp(256, (1024, 512, 256, 10))]
-    return [written_in_python(k) for k in (kernels if quick else [*kernels, matmul(2048)])]
+    return [written_in_python(k, static_shapes) for k in (kernels if quick else [*kernels, matmul(2048)])]

@@ -31,7 +31,7 @@ from svod.frontend.builder import KernelBuilder
 from svod.frontend.pykernel import Kernel
 from svod.frontend.pykernel import kernel as python_function
 from svod.frontend.pylang import atomic_add, inf, math, prange
-from svod.ir import AxisKind, Ops, UOp, kernel_label
+from svod.ir import AxisKind, Ops, UOp, kernel_label, substitute
 from svod.runtime.kernel import CachedKernel
 
 
@@ -62,6 +62,11 @@ class Workload:
 
     def __post_init__(self) -> None:
         self.family = self.family or self.name.rstrip("0123456789")
+
+    def step_vars(self, step: WorkloadStep) -> dict[str, int]:
+        """The values of the variables ``step``'s kernel has (``var_vals`` holds every step's)."""
+        names = {u.arg[0] for u in step.ast.toposort() if u.op is Ops.DEFINE_VAR}
+        return {name: value for name, value in self.var_vals.items() if name in names}
 
     @property
     def arrays(self) -> list[np.ndarray]:
@@ -403,7 +408,7 @@ def check(workload: Workload, device: Device | str) -> None:
     """Run once on ``device`` (copies of the arrays) and compare with numpy; a wrong result is an error."""
     arrays = [a.copy() for a in workload.arrays]
     for step in workload.steps:
-        api.run(step.ast, [arrays[a] for a in step.args], device=device, **workload.var_vals)
+        api.run(step.ast, [arrays[a] for a in step.args], device=device, **workload.step_vars(step))
     agrees(workload, arrays[0], "svod")
 
 
@@ -412,14 +417,14 @@ class Loaded:
     """A workload compiled for a device, its arrays copied into Buffers there: calling it runs every step."""
 
     buffers: list[Buffer]
-    calls: list[tuple[CachedKernel, list[Buffer]]]
-    var_vals: dict[str, int]
+    calls: list[tuple[CachedKernel, list[Buffer], dict[str, int]]]
+    """Each step's kernel, its buffers and the values of its variables."""
     shape: tuple[int, ...]
     """The output's shape (a Buffer is flat)."""
 
     def __call__(self) -> None:
-        for kernel, args in self.calls:
-            kernel(args, self.var_vals)
+        for kernel, args, var_vals in self.calls:
+            kernel(args, var_vals)
 
     def output(self) -> np.ndarray:
         """A copy of the output, in the workload's shape."""
@@ -428,8 +433,9 @@ class Loaded:
 
 def load(workload: Workload, device: Device | str) -> Loaded:
     buffers = [Buffer.from_numpy(a, device) for a in workload.arrays]
-    calls = [(api.compile(step.ast, device), [buffers[a] for a in step.args]) for step in workload.steps]
-    return Loaded(buffers, calls, workload.var_vals, workload.output.shape)
+    calls = [(api.compile(step.ast, device), [buffers[a] for a in step.args], workload.step_vars(step))
+             for step in workload.steps]
+    return Loaded(buffers, calls, workload.output.shape)
 
 
 # ---- the same kernels as Python functions (``@svod.kernel``) ---------------------------------------------------
@@ -599,13 +605,24 @@ PYTHON_KERNELS: dict[str, list[Kernel]] = {
 """Per workload family (``Workload.family``), the Python kernel of each of its steps."""
 
 
-def written_in_python(workload: Workload) -> Workload:
+def written_in_python(workload: Workload, static_shapes: bool = True) -> Workload:
     """``workload`` with every step built from its Python kernel (``PYTHON_KERNELS``) on the workload's arrays,
-    named as the builder's step is."""
+    named as the builder's step is: its sizes constants of each kernel, or with ``static_shapes=False`` the
+    variables ``@svod.kernel`` makes them by default, bound in the workload's ``var_vals`` (a step's variable
+    whose name an earlier step binds to another value is renamed, ``name_<step>``)."""
     kernels = PYTHON_KERNELS[workload.family]
     arrays = workload.arrays
     steps = []
-    for step, python in zip(workload.steps, kernels, strict=True):
-        ast = python.build(*[arrays[a] for a in step.args])
+    var_vals: dict[str, int] = dict(workload.var_vals)
+    for number, (step, python) in enumerate(zip(workload.steps, kernels, strict=True)):
+        kernel = python if static_shapes else Kernel(python.fn, name=python.name)
+        bound = kernel.bind(*[arrays[a] for a in step.args])
+        renamed = {}
+        for var in (u for u in bound.ast.toposort() if u.op is Ops.DEFINE_VAR):
+            name, value = var.arg[0], int(bound.var_vals[var.arg[0]])
+            if var_vals.setdefault(name, value) != value:
+                renamed[var] = UOp.define_var(f"{name}_{number}", var.arg[1], var.arg[2], var.dtype)
+                var_vals[renamed[var].arg[0]] = value
+        ast = substitute(bound.ast, renamed) if renamed else bound.ast
         steps.append(WorkloadStep(UOp.sink(*ast.src, name=kernel_label(step.ast)), step.args))
-    return dataclasses.replace(workload, steps=steps)
+    return dataclasses.replace(workload, steps=steps, var_vals=var_vals)

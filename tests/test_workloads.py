@@ -23,8 +23,8 @@ def test_loaded_workload_runs_its_steps_on_buffers():
     loaded = workloads.load(workload, "CPU")
     loaded()
     assert workloads.compare(workload, loaded.output())[0]
-    assert [kernel.ast for kernel, _ in loaded.calls] == [step.ast for step in workload.steps]
-    assert [args for _, args in loaded.calls] == [[loaded.buffers[a] for a in step.args] for step in workload.steps]
+    assert [kernel.ast for kernel, _, _ in loaded.calls] == [step.ast for step in workload.steps]
+    assert [args for _, args, _ in loaded.calls] == [[loaded.buffers[a] for a in step.args] for step in workload.steps]
 
 
 def test_a_wrong_answer_is_an_error_that_says_by_how_much():

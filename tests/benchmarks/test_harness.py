@@ -16,7 +16,8 @@ from benchmarks.harness import Bench, Sizes, suite_metrics
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
 from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric, report, to_json
-from svod import workloads
+from benchmarks.suite import suite
+from svod import Ops, workloads
 from svod.errors import SvodError
 
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
@@ -51,7 +52,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
     assert document["failed_steps"] == {}
     assert {name: m["unit"] for name, m in document["metrics"].items() if name in UNITS} == UNITS
     for name, metric in document["metrics"].items():
-        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing"}, name
+        assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing", "others"}, name
         assert metric["better"] == ("lower" if metric["unit"] in ("ms", "us") or name == "gather_guard_cost"
                                     else "higher"), name
         # the yardstick is numpy's alone; a jit program svod refuses says why
@@ -138,6 +139,24 @@ def test_suite_figures_are_the_medians_of_their_samples_in_milliseconds():
     assert "tinygrad: no spelling (kernel.matmul1024_ms)" in text
 
 
+def test_svod_static_stands_beside_the_default_decorator_in_the_suite():
+    """The suite's svod column is the decorator's default (sizes variables); ``svod static`` is another
+    contestant, with its own ratio."""
+    samples = {"svod": [[0.002]], "svod static": [[0.001]], "numpy": [[0.004]], "numba": [[]], "tinygrad": [[]]}
+    (softmax,) = suite_metrics(["softmax"], samples, [{}])
+    assert softmax.svod == pytest.approx(2.0) and softmax.others == {"svod static": pytest.approx(1.0)}
+    text = report([softmax], None)
+    assert "svod static" in text and "0.50x" in text
+    assert to_json([softmax])["metrics"]["kernel.softmax_ms"]["others"] == {"svod static": pytest.approx(1.0)}
+
+
+def test_the_suites_default_kernels_have_variables_and_the_static_ones_none():
+    for default, static in zip(suite(quick=True), suite(quick=True, static_shapes=True), strict=True):
+        assert default.name == static.name and default.var_vals and not static.var_vals
+        for step in default.steps:
+            assert {u.arg[0] for u in step.ast.toposort() if u.op is Ops.DEFINE_VAR} == set(default.step_vars(step))
+
+
 def test_ratios_follow_the_direction_that_is_better():
     faster = Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0)
     quicker = Metric("y_ms", "ms", "lower", 5.0, tinygrad=10.0)
@@ -152,7 +171,7 @@ def test_json_holds_each_figure_and_why_a_peer_has_none():
     document = json.loads(json.dumps(to_json([metric])))
     assert document["metrics"] == {"x_gbps": {"unit": "GB/s", "better": "higher", "svod": 20.0, "numpy": 10.0,
                                               "numba": None, "tinygrad": None,
-                                              "why_missing": {"tinygrad": "not installed"}}}
+                                              "why_missing": {"tinygrad": "not installed"}, "others": {}}}
     assert set(document["machine"]) == {"platform", "python", "cpu", "cores", "threads", "numpy", "svod"}
     assert document["machine"]["numpy"] == np.__version__
 
