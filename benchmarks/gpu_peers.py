@@ -10,29 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.framework_peers import torch_spellings
 from benchmarks.timing import median_seconds
 from svod.workloads import Workload, difference, load
-
-
-def torch_spellings(torch: Any) -> dict[str, Callable[..., Any]]:
-    """torch's spelling of each suite family over the workload's inputs, on the GPU."""
-    functional = torch.nn.functional
-    return {
-        "softmax": lambda x: x.softmax(dim=1),
-        "layernorm": lambda x: functional.layer_norm(x, x.shape[1:], eps=1e-5),
-        "conv2d": lambda x, w: functional.conv2d(x[None], w, padding=1)[0],
-        "gather": lambda table, ids: table[ids],
-        "histogram": lambda values: torch.bincount(values, minlength=256).to(torch.int32),
-        "cumsum": lambda x: x.cumsum(dim=1),
-        "transpose": lambda x: x.T.contiguous(),
-        "matmul": lambda a, b: a @ b,
-        "batched_matmul": lambda a, b: a @ b,
-        "matvec": lambda a, x: a @ x,
-        "mlp": lambda x, w1, b1, w2, b2, w3, b3: (((x @ w1 + b1).relu() @ w2 + b2).relu() @ w3 + b3),
-    }
-
-
-
 
 TRITON_FAMILIES = ("softmax", "layernorm", "matmul")
 COMPILED_FAMILIES = ("softmax", "layernorm", "matmul", "transpose", "cumsum")
@@ -62,7 +42,7 @@ def peers(workload: Workload, compiled: dict[tuple[str, str], Any]) -> dict[str,
 
     inputs = [torch.from_numpy(a).cuda() for a in workload.inputs]
     if workload.family == "histogram":
-        inputs = [inputs[0].long()]
+        inputs = [inputs[0].long(), workload.output.shape[0]]
     if workload.family == "attention":
         return {"torch": "torch's attention fuses the three kernels into one (flash attention): not the same work"}
     spelling = torch_spellings(torch)[workload.family]

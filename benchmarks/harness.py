@@ -30,6 +30,7 @@ import numpy as np
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
 from benchmarks.distributed import shard_overhead
+from benchmarks.framework_peers import FrameworkPeers
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import Numba, Tinygrad, blas_threads
@@ -136,6 +137,10 @@ class Bench:
             "numba": [numba.runner(kernel) for kernel in kernels],
             "tinygrad": [None if self.tg.error or isinstance(spelling, str) else self.tg.suite_runner(kernel, spelling)
                          for kernel, spelling in zip(kernels, spellings, strict=True)]}
+        frameworks = FrameworkPeers()
+        found = [frameworks.runners(kernel) for kernel in kernels]
+        for name in frameworks.names:
+            runners[name] = [peer if callable(peer := peers[name]) else None for peers in found]
         samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
@@ -146,6 +151,8 @@ class Bench:
                         if run is not None:
                             kept.extend(sample_seconds(run, per_round, warmup=1))
         why_missing = [{"numba": numba.error} if numba.error else {} for _ in kernels]
+        for missing, peers in zip(why_missing, found, strict=True):
+            missing.update({name: why for name, why in peers.items() if isinstance(why, str)})
         for missing, spelling in zip(why_missing, spellings, strict=True):
             if self.tg.error or isinstance(spelling, str):
                 missing["tinygrad"] = self.tg.error or str(spelling)

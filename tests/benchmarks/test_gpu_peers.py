@@ -7,14 +7,15 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from benchmarks.gpu_peers import gpu_seconds, torch_spellings
+from benchmarks.framework_peers import torch_spellings
+from benchmarks.gpu_peers import gpu_seconds
 from benchmarks.suite import suite
 
 
-def test_every_suite_kernel_has_a_torch_spelling_but_the_three_kernel_attention():
+def test_every_suite_kernel_has_a_torch_spelling():
     fake = SimpleNamespace(nn=SimpleNamespace(functional=None))
     families = {w.family for w in suite(quick=True)}
-    assert families - set(torch_spellings(fake)) == {"attention"}
+    assert families <= set(torch_spellings(fake))
 
 
 def test_gpu_seconds_waits_for_the_device_after_each_call():
