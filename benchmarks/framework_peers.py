@@ -22,6 +22,18 @@ Runner = Callable[[], object]
 def torch_spellings(torch: Any) -> dict[str, Callable[..., Any]]:
     """torch's spelling of each suite family over the workload's inputs (a histogram's values as int64)."""
     functional = torch.nn.functional
+
+    def nbody(pos: Any, mass: Any) -> Any:
+        d = pos[None, :, :] - pos[:, None, :]
+        inv = torch.rsqrt((d * d).sum(dim=2) + 1e-3)
+        return (d * (mass * inv ** 3)[:, :, None]).sum(dim=1)
+
+    def black_scholes(price: Any, strike: Any, years: Any) -> Any:
+        root = 0.3 * years.sqrt()
+        d1 = ((price / strike).log() + (0.02 + 0.5 * 0.3 * 0.3) * years) / root
+        up, down = (0.5 * (1.0 + torch.erf(d * 0.7071067811865476)) for d in (d1, d1 - root))
+        return price * up - strike * torch.exp(-0.02 * years) * down
+
     return {
         "softmax": lambda x: torch.softmax(x, dim=1),
         "layernorm": lambda x: functional.layer_norm(x, x.shape[1:], eps=1e-5),
@@ -35,6 +47,11 @@ def torch_spellings(torch: Any) -> dict[str, Callable[..., Any]]:
         "batched_matmul": lambda a, b: a @ b,
         "matvec": lambda a, x: a @ x,
         "mlp": lambda x, w1, b1, w2, b2, w3, b3: (((x @ w1 + b1).relu() @ w2 + b2).relu() @ w3 + b3),
+        "nbody": nbody,
+        "resize": lambda image: functional.interpolate(image[None, None], scale_factor=2, mode="bilinear",
+                                                       align_corners=False)[0, 0],
+        "black_scholes": black_scholes,
+        "mandelbrot": lambda height, width: _mandelbrot(torch, torch.float64, height, width),
     }
 
 
@@ -49,6 +66,17 @@ def jax_spellings(jax: Any) -> dict[str, Callable[..., Any]]:
     def conv2d(x: Any, w: Any) -> Any:
         return jax.lax.conv_general_dilated(x[None], w, (1, 1), ((1, 1), (1, 1)))[0]
 
+    def nbody(pos: Any, mass: Any) -> Any:
+        d = pos[None, :, :] - pos[:, None, :]
+        inv = jax.lax.rsqrt((d * d).sum(axis=2) + 1e-3)
+        return (d * (mass * inv ** 3)[:, :, None]).sum(axis=1)
+
+    def black_scholes(price: Any, strike: Any, years: Any) -> Any:
+        root = 0.3 * jnp.sqrt(years)
+        d1 = (jnp.log(price / strike) + (0.02 + 0.5 * 0.3 * 0.3) * years) / root
+        up, down = (0.5 * (1.0 + jax.scipy.special.erf(d * 0.7071067811865476)) for d in (d1, d1 - root))
+        return price * up - strike * jnp.exp(-0.02 * years) * down
+
     return {
         "softmax": lambda x: jax.nn.softmax(x, axis=1),
         "layernorm": layernorm,
@@ -62,12 +90,34 @@ def jax_spellings(jax: Any) -> dict[str, Callable[..., Any]]:
         "batched_matmul": lambda a, b: a @ b,
         "matvec": lambda a, x: a @ x,
         "mlp": lambda x, w1, b1, w2, b2, w3, b3: jax.nn.relu(jax.nn.relu(x @ w1 + b1) @ w2 + b2) @ w3 + b3,
+        "nbody": nbody,
+        "resize": lambda image: jax.image.resize(image, (2 * image.shape[0], 2 * image.shape[1]), "linear"),
+        "black_scholes": black_scholes,
+        "mandelbrot": lambda height, width: _mandelbrot(jnp, jnp.float32, height, width),  # float64 needs x64
     }
 
 
-COMPILED_FAMILIES = ("softmax", "layernorm", "cumsum", "transpose", "attention", "mlp")
+def _mandelbrot(xp: Any, real: Any, height: int, width: int) -> Any:
+    """Mandelbrot's for/if form over whole arrays of ``real`` numbers, as a framework's user writes it: 100
+    masked steps."""
+    cr = (-2.0 + 3.0 * xp.arange(width, dtype=real) / width)[None, :] + xp.zeros((height, 1), dtype=real)
+    ci = (-1.5 + 3.0 * xp.arange(height, dtype=real) / height)[:, None] + xp.zeros((1, width), dtype=real)
+    zr, zi = cr * 0, ci * 0
+    counts = xp.zeros((height, width), dtype=xp.int32)
+    for _ in range(100):
+        inside = zr * zr + zi * zi <= 4.0
+        zr, zi = xp.where(inside, zr * zr - zi * zi + cr, zr), xp.where(inside, 2.0 * zr * zi + ci, zi)
+        counts = counts + inside
+    return counts
+
+
+COMPILED_FAMILIES = ("softmax", "layernorm", "cumsum", "transpose", "attention", "mlp", "nbody", "resize",
+                     "black_scholes")
 """The families timed through ``torch.compile`` too: where Inductor fuses or writes its own loops (a BLAS call
 or a convolution it hands to the same library torch eager calls), each compile taking it seconds."""
+NOT_COMPILED = {"mandelbrot": "Inductor traces the 100 turns into one graph, which it compiled for over 10 minutes "
+                              "on 2 cores"}
+"""Why a family Inductor would write loops for is not timed through ``torch.compile``."""
 
 
 def shared_llvm() -> str | None:
@@ -120,8 +170,8 @@ class FrameworkPeers:
             inputs = self._arguments(workload, torch.from_numpy, lambda a: torch.from_numpy(a).long())
             candidates["torch"] = functools.partial(spelling, *inputs)
             if workload.family not in COMPILED_FAMILIES:
-                found.setdefault("torch.compile", "timed only where Inductor writes its own loops (BLAS and "
-                                 "convolutions it calls as torch eager does)")
+                found.setdefault("torch.compile", NOT_COMPILED.get(workload.family, "timed only where Inductor writes "
+                                 "its own loops (BLAS and convolutions it calls as torch eager does)"))
             elif "torch.compile" not in self.errors:
                 candidates["torch.compile"] = functools.partial(torch.compile(spelling, dynamic=False), *inputs)
         if self.jax is not None:
@@ -146,8 +196,11 @@ class FrameworkPeers:
         and its bin count."""
         if workload.family == "histogram":
             return [values(workload.inputs[0].astype(np.int64)), workload.output.shape[0]]
+        if workload.family == "mandelbrot":
+            return list(workload.output.shape)
         return [array(a) for a in workload.inputs]
 
     @staticmethod
     def _static(workload: Workload) -> tuple[int, ...]:
-        return (1,) if workload.family == "histogram" else ()
+        """The arguments ``jax.jit`` takes as constants: a histogram's bin count, Mandelbrot's sizes."""
+        return {"histogram": (1,), "mandelbrot": (0, 1)}.get(workload.family, ())

@@ -184,3 +184,70 @@ def attention(out: Any, q: Any, k: Any, v: Any) -> None:
                 out[i, e] += p * v[j, e]
         for e in range(width):
             out[i, e] /= total
+
+
+@jit
+def nbody(acc: Any, pos: Any, mass: Any) -> None:
+    n = pos.shape[0]
+    for i in prange(n):
+        ax = np.float32(0.0)
+        ay = np.float32(0.0)
+        az = np.float32(0.0)
+        for j in range(n):
+            dx = pos[j, 0] - pos[i, 0]
+            dy = pos[j, 1] - pos[i, 1]
+            dz = pos[j, 2] - pos[i, 2]
+            inv = np.float32(1.0) / np.sqrt(dx * dx + dy * dy + dz * dz + np.float32(1e-3))
+            strength = mass[j] * inv * inv * inv
+            ax += dx * strength
+            ay += dy * strength
+            az += dz * strength
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
+@jit
+def resize(out: Any, image: Any) -> None:
+    height, width = image.shape
+    for y in prange(out.shape[0]):
+        for x in range(out.shape[1]):
+            sy = max((y + 0.5) * height / out.shape[0] - 0.5, 0.0)
+            sx = max((x + 0.5) * width / out.shape[1] - 0.5, 0.0)
+            y0 = max(min(int(sy), height - 1), 0)
+            x0 = max(min(int(sx), width - 1), 0)
+            y1 = min(y0 + 1, height - 1)
+            x1 = min(x0 + 1, width - 1)
+            fy = sy - y0
+            fx = sx - x0
+            top = image[y0, x0] * (1.0 - fx) + image[y0, x1] * fx
+            bottom = image[y1, x0] * (1.0 - fx) + image[y1, x1] * fx
+            out[y, x] = top * (1.0 - fy) + bottom * fy
+
+
+@jit
+def black_scholes(call: Any, price: Any, strike: Any, years: Any) -> None:
+    for i in prange(price.shape[0]):
+        root = 0.3 * math.sqrt(years[i])
+        d1 = (math.log(price[i] / strike[i]) + (0.02 + 0.5 * 0.3 * 0.3) * years[i]) / root
+        d2 = d1 - root
+        up = 0.5 * (1.0 + math.erf(d1 * 0.7071067811865476))
+        down = 0.5 * (1.0 + math.erf(d2 * 0.7071067811865476))
+        call[i] = price[i] * up - strike[i] * math.exp(-0.02 * years[i]) * down
+
+
+@jit
+def mandelbrot(counts: Any) -> None:
+    height, width = counts.shape
+    for y in prange(height):
+        for x in range(width):
+            cr = -2.0 + 3.0 * x / width
+            ci = -1.5 + 3.0 * y / height
+            zr = 0.0
+            zi = 0.0
+            k = 0
+            for _ in range(100):
+                if zr * zr + zi * zi <= 4.0:
+                    zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                    k += 1
+            counts[y, x] = k

@@ -16,18 +16,30 @@ from svod.workloads import (
     Workload,
     attention,
     batched_matmul,
+    black_scholes,
     conv2d,
     cumsum,
     gather,
     histogram,
     layernorm,
+    mandelbrot,
     matmul,
     matvec,
     mlp,
+    nbody,
+    resize,
     softmax,
     transpose,
     written_in_python,
 )
+
+
+def _black_scholes_tensors(price: Any, strike: Any, years: Any) -> Any:
+    root = 0.3 * years.sqrt()
+    d1 = ((price / strike).log() + (0.02 + 0.5 * 0.3 * 0.3) * years) / root
+    normal = [0.5 * (1.0 + (d * 0.7071067811865476).erf()) for d in (d1, d1 - root)]
+    return price * normal[0] - strike * (-0.02 * years).exp() * normal[1]
+
 
 TINYGRAD: dict[str, Callable[..., Any] | str] = {
     "softmax": lambda t: t.softmax(axis=1),
@@ -42,6 +54,10 @@ TINYGRAD: dict[str, Callable[..., Any] | str] = {
     "batched_matmul": lambda a, b: a @ b,
     "matvec": lambda a, x: a @ x,
     "mlp": lambda x, w1, b1, w2, b2, w3, b3: ((x @ w1 + b1).relu() @ w2 + b2).relu() @ w3 + b3,
+    "nbody": "an n-body step in tinygrad tensors is an (n, n, 3) difference materialised, not a loop over bodies",
+    "resize": "tinygrad has no bilinear interpolation",
+    "black_scholes": _black_scholes_tensors,
+    "mandelbrot": "a tinygrad loop of 100 turns unrolls into one graph of 100 steps: not comparable",
 }
 """The computation on tinygrad tensors of a workload's inputs, or why tinygrad has no comparable spelling."""
 
@@ -60,5 +76,6 @@ def suite(quick: bool, static_shapes: bool = False) -> list[Workload]:
                matmul(1024 // scale, dtype=np.float64, name="matmul_f64"),
                matmul(1000 // scale, 1001 // scale, 999 // scale, name="matmul_odd"),
                batched_matmul(64 // scale, 128), matvec(4096 // (2 if quick else 1), 4096),
-               mlp(256, (1024, 512, 256, 10))]
+               mlp(256, (1024, 512, 256, 10)), nbody(4096 // scale), resize(1024 // (2 if quick else 1)),
+               black_scholes((1 << 22) // scale), mandelbrot(1000 // (2 if quick else 1), 1000 // (2 if quick else 1))]
     return [written_in_python(k, static_shapes) for k in (kernels if quick else [*kernels, matmul(2048)])]

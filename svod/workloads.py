@@ -597,11 +597,154 @@ def attention_values_py(out, p, v):  # type: ignore[no-untyped-def]
             out[i, e] = acc
 
 
+# ---- programs of the suite written as Python kernels only (their builder form would be the same kernel) ---------
+
+@python_kernel
+def nbody_py(acc, pos, mass):  # type: ignore[no-untyped-def]
+    n = pos.shape[0]
+    for i in prange(n):
+        ax = 0.0
+        ay = 0.0
+        az = 0.0
+        for j in range(n):
+            dx = pos[j, 0] - pos[i, 0]
+            dy = pos[j, 1] - pos[i, 1]
+            dz = pos[j, 2] - pos[i, 2]
+            inv = math.rsqrt(dx * dx + dy * dy + dz * dz + 1e-3)
+            strength = mass[j] * inv * inv * inv
+            ax += dx * strength
+            ay += dy * strength
+            az += dz * strength
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
+@python_kernel
+def resize_py(out, image):  # type: ignore[no-untyped-def]
+    height, width = image.shape
+    for y in prange(out.shape[0]):
+        for x in prange(out.shape[1]):
+            sy = max((y + 0.5) * height / out.shape[0] - 0.5, 0.0)
+            sx = max((x + 0.5) * width / out.shape[1] - 0.5, 0.0)
+            y0 = max(min(int(sy), height - 1), 0)
+            x0 = max(min(int(sx), width - 1), 0)
+            y1 = min(y0 + 1, height - 1)
+            x1 = min(x0 + 1, width - 1)
+            fy = sy - y0
+            fx = sx - x0
+            top = image[y0, x0] * (1.0 - fx) + image[y0, x1] * fx
+            bottom = image[y1, x0] * (1.0 - fx) + image[y1, x1] * fx
+            out[y, x] = top * (1.0 - fy) + bottom * fy
+
+
+@python_kernel
+def black_scholes_py(call, price, strike, years):  # type: ignore[no-untyped-def]
+    for i in prange(price.shape[0]):
+        root = 0.3 * math.sqrt(years[i])
+        d1 = (math.log(price[i] / strike[i]) + (0.02 + 0.5 * 0.3 * 0.3) * years[i]) / root
+        d2 = d1 - root
+        up = 0.5 * (1.0 + math.erf(d1 * 0.7071067811865476))
+        down = 0.5 * (1.0 + math.erf(d2 * 0.7071067811865476))
+        call[i] = price[i] * up - strike[i] * math.exp(-0.02 * years[i]) * down
+
+
+@python_kernel
+def mandelbrot_py(counts):  # type: ignore[no-untyped-def]
+    height, width = counts.shape
+    for y in prange(height):
+        for x in prange(width):
+            cr = -2.0 + 3.0 * x / width
+            ci = -1.5 + 3.0 * y / height
+            zr = 0.0
+            zi = 0.0
+            k = 0
+            for _ in range(100):
+                if zr * zr + zi * zi <= 4.0:
+                    zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                    k += 1
+            counts[y, x] = k
+
+
+def nbody(n: int) -> Workload:
+    """One step of an n-body simulation: each body's acceleration from every other's mass (softened)."""
+    rng = _rng()
+    pos, mass = rng.standard_normal((n, 3)).astype(np.float32), rng.uniform(0.5, 1.5, n).astype(np.float32)
+
+    def reference() -> np.ndarray:
+        acc = np.zeros((n, 3))
+        for start in range(0, n, 256):  # in blocks of bodies: the whole (n, n, 3) would not fit
+            d = pos[None, :, :].astype(np.float64) - pos[start:start + 256, None, :]
+            inv = 1 / np.sqrt((d * d).sum(axis=2) + 1e-3)
+            acc[start:start + 256] = (d * (mass * inv ** 3)[:, :, None]).sum(axis=1)
+        return acc.astype(np.float32)
+
+    return _of_python("nbody", nbody_py, np.zeros((n, 3), np.float32), [pos, mass], reference, 1e-3)
+
+
+def resize(size: int, scale: int = 2) -> Workload:
+    """A bilinear resize of a ``size`` square image to ``scale`` times its side (half-pixel centres, edges
+    clamped: torch's ``interpolate(mode="bilinear", align_corners=False)``)."""
+    image = _rng().standard_normal((size, size)).astype(np.float32)
+    side = size * scale
+
+    def reference() -> np.ndarray:
+        centres = np.maximum((np.arange(side) + 0.5) * size / side - 0.5, 0.0)
+        low = np.minimum(centres.astype(np.int64), size - 1)
+        high = np.minimum(low + 1, size - 1)
+        frac = centres - low
+        rows = image[low] * (1 - frac)[:, None] + image[high] * frac[:, None]
+        return (rows[:, low] * (1 - frac) + rows[:, high] * frac).astype(np.float32)
+
+    return _of_python("resize", resize_py, np.zeros((side, side), np.float32), [image], reference, 1e-4)
+
+
+def black_scholes(n: int) -> Workload:
+    """European call prices of ``n`` options (a rate of 2%, a volatility of 30%)."""
+    rng = _rng()
+    price, strike = rng.uniform(10, 100, n).astype(np.float32), rng.uniform(10, 100, n).astype(np.float32)
+    years = rng.uniform(0.1, 2.0, n).astype(np.float32)
+
+    def reference() -> np.ndarray:
+        from math import erf
+        s, k, t = (a.astype(np.float64) for a in (price, strike, years))
+        root = 0.3 * np.sqrt(t)
+        d1 = (np.log(s / k) + (0.02 + 0.5 * 0.3 * 0.3) * t) / root
+        normal = np.vectorize(lambda v: 0.5 * (1 + erf(v / np.sqrt(2))))
+        return (s * normal(d1) - k * np.exp(-0.02 * t) * normal(d1 - root)).astype(np.float32)
+
+    return _of_python("black_scholes", black_scholes_py, np.zeros(n, np.float32), [price, strike, years],
+                      reference, 1e-3)
+
+
+def mandelbrot(height: int, width: int) -> Workload:
+    """How many of 100 turns each point of a ``height`` x ``width`` grid over [-2, 1] x [-1.5, 1.5] stays
+    within radius 2, in the for/if form (every point runs every turn)."""
+    def reference() -> np.ndarray:
+        c = (-2.0 + 3.0 * np.arange(width) / width)[None, :] + 1j * (-1.5 + 3.0 * np.arange(height) / height)[:, None]
+        z = np.zeros_like(c)
+        counts = np.zeros(c.shape, np.int32)
+        for _ in range(100):
+            inside = z.real * z.real + z.imag * z.imag <= 4.0
+            z = np.where(inside, z * z + c, z)
+            counts += inside
+        return counts
+
+    return _of_python("mandelbrot", mandelbrot_py, np.zeros((height, width), np.int32), [], reference, 0)
+
+
+def _of_python(name: str, kernel: Kernel, output: np.ndarray, inputs: list[np.ndarray],
+               numpy: Callable[[], np.ndarray], tolerance: float) -> Workload:
+    """A workload of one step, the Python kernel built on its arrays with sizes as constants."""
+    return single(name, kernel.build(output, *inputs), output, inputs, numpy, tolerance=tolerance, family=name)
+
+
 PYTHON_KERNELS: dict[str, list[Kernel]] = {
     "softmax": [softmax_py], "layernorm": [layernorm_py], "conv2d": [conv2d_py], "gather": [gather_py],
     "histogram": [histogram_py], "cumsum": [cumsum_py], "transpose": [transpose_py], "matmul": [matmul_py],
     "attention": [attention_scores_py, softmax_py, attention_values_py], "batched_matmul": [batched_matmul_py],
-    "matvec": [matvec_py], "mlp": [dense_relu_py, dense_relu_py, dense_py]}
+    "matvec": [matvec_py], "mlp": [dense_relu_py, dense_relu_py, dense_py], "nbody": [nbody_py],
+    "resize": [resize_py], "black_scholes": [black_scholes_py], "mandelbrot": [mandelbrot_py]}
 """Per workload family (``Workload.family``), the Python kernel of each of its steps."""
 
 

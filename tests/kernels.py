@@ -19,6 +19,8 @@ SMALL_WORKLOADS: dict[str, Callable[[], workloads.Workload]] = {
     "transpose": lambda: workloads.transpose(13), "matmul": lambda: workloads.matmul(17),
     "attention": lambda: workloads.attention(13, 5), "batched_matmul": lambda: workloads.batched_matmul(3, 7),
     "matvec": lambda: workloads.matvec(13, 17), "mlp": lambda: workloads.mlp(5, (17, 9, 3, 2)),
+    "nbody": lambda: workloads.nbody(37), "resize": lambda: workloads.resize(11),
+    "black_scholes": lambda: workloads.black_scholes(1001), "mandelbrot": lambda: workloads.mandelbrot(13, 29),
 }
 """svod's kernel collection at small and odd sizes."""
 

@@ -9,12 +9,18 @@ import pytest
 import svod
 from svod import workloads
 from svod.errors import SvodError
+from tests.helpers import refuses
 from tests.kernels import SMALL_WORKLOADS
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_WORKLOADS))
 def test_collection_matches_numpy(device, name):
-    workloads.check(SMALL_WORKLOADS[name](), device)
+    workload = SMALL_WORKLOADS[name]()
+    held = [u.dtype for step in workload.steps for u in step.ast.toposort()]
+    if any(refuses(device, dtype) for dtype in held if dtype == svod.dtypes.float64):
+        pytest.skip(f"{name}'s kernel was built for the host (Python floats as float64); {device.name} computes in "
+                    "float32, and the kernel built for it is tested in tests/frontend/test_oracle.py")
+    workloads.check(workload, device)
 
 
 def test_loaded_workload_runs_its_steps_on_buffers():
