@@ -174,7 +174,10 @@ class FrameworkPeers:
                                  "its own loops (BLAS and convolutions it calls as torch eager does)"))
             elif "torch.compile" not in self.errors:
                 candidates["torch.compile"] = functools.partial(torch.compile(spelling, dynamic=False), *inputs)
-        if self.jax is not None:
+        if self.jax is not None and any(a.dtype == np.float64 for a in workload.inputs) \
+                and not self.jax.config.jax_enable_x64:
+            found["jax"] = "computes float64 inputs in float32 (jax_enable_x64 is off): not the same work"
+        elif self.jax is not None:
             jax = self.jax
             device = jax.devices("cpu")[0]
             inputs = self._arguments(workload, lambda a: jax.device_put(a, device), lambda a: jax.device_put(a, device))

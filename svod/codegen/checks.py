@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 
-from svod.codegen.indexing import index_in_bounds
+from svod.codegen.indexing import conjuncts, index_in_bounds
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -94,15 +94,9 @@ def _hoistable(index: UOp, gate: UOp | None, in_range: UOp) -> bool:
     test is the same in every turn. (A symbolic row's test, left beside the access, stayed in the loop over
     the row's columns and kept it from vector code: a gather of 64-float rows ran 2.7x slower.)"""
     outside = {u for u in (gate, in_range) if u is not None for u in u.toposort() if u.op is Ops.RANGE}
-    clauses = [] if gate is None else _conjuncts(gate)
+    clauses = conjuncts(gate)
     return all(r.src[0].vmin >= 1 or UOp.index_const(0).lt(r.src[0]) in clauses
                for r in index.toposort() if r.op is Ops.RANGE and r not in outside)
-
-
-def _conjuncts(condition: UOp) -> list[UOp]:
-    if condition.op is Ops.AND and condition.dtype == dtypes.bool:
-        return [*_conjuncts(condition.src[0]), *_conjuncts(condition.src[1])]
-    return [condition]
 
 
 def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:

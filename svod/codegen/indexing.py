@@ -195,7 +195,7 @@ def facts_from_guard(*conditions: UOp | None) -> Facts:
     compares two integer expressions (or negates such a comparison) bounds each side by the other; ``a != b``
     moves a bound of ``a`` that equals ``b`` by one (``m != 0`` for a range ``m`` is ``m >= 1``)."""
     facts = Facts()
-    for clause in (c for condition in conditions for c in _conjuncts(condition)):
+    for clause in (c for condition in conditions for c in conjuncts(condition)):
         if clause.op is Ops.CONST and not clause.arg:
             facts.never = True
         comparison = _comparison(clause)
@@ -258,7 +258,8 @@ def _exact_as_index(dtype: DType) -> bool:
     return dtype.is_int and (dtype.itemsize < 8 or dtype.kind == "int")
 
 
-def _conjuncts(condition: UOp | None) -> list[UOp]:
+def conjuncts(condition: UOp | None) -> list[UOp]:
+    """The conditions ``condition`` is the AND of (none for no condition)."""
     if condition is None:
         return []
     out, stack = [], [condition]
