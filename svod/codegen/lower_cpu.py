@@ -109,9 +109,11 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp]) -> UOp:
     """An upper bound of the iterations one index of ``outer`` runs, at most ``THREAD_MIN_WORK`` (all a
     launch asks of it), that a launch evaluates from the kernel's variables: over the effects that run in
     ``outer``, the sum of the products of their other ranges' turns, each its end where the end reads only
-    variables, the smaller bound of the two sides of a MIN, else the end's largest value. (One product over
-    every range of the kernel took an edge tile's range, empty where the tiles fit, for a factor of every
-    effect: a symbolic 256^2 matmul woke one worker of two.)"""
+    variables, the smaller bound of the two sides of a MIN, else the end's largest value, and at least 1 (a
+    range that may be empty is a sibling loop as often as a nested one). (One product over every range of
+    the kernel took an edge tile's range, empty where the tiles fit, for a factor of every effect: a symbolic
+    256^2 matmul woke one worker of two; a split maximum's tail, empty over 1024 columns, kept a softmax on
+    one.)"""
     def turns(end: UOp) -> UOp:
         if all(u.op in _LAUNCH_OPS and u.dtype.is_int and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
                for u in end.toposort()):
@@ -129,7 +131,7 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp]) -> UOp:
         product = UOp.index_const(1)
         for r in ranges:
             if r is not outer:
-                product = (product * turns(r.src[0]).maximum(0).minimum(most)).minimum(most)
+                product = (product * turns(r.src[0]).maximum(1).minimum(most)).minimum(most)
         total = (total + product).minimum(most)
     return simplify(total)
 

@@ -219,9 +219,10 @@ def _elsewhere(module: str, builder: str, *args: object, **kwargs: object) -> Ca
 
 @functools.cache
 def _benchmark_suite() -> dict[str, UOp]:
-    """The kernels ``svod bench --suite kernels`` times (its quick sizes), each written in Python."""
+    """The kernels ``svod bench --suite kernels --device CUDA:0`` times (its quick sizes, as constants), each
+    written in Python."""
     from benchmarks.suite import suite
-    return {f"{w.name}.{n}": step.ast for w in suite(quick=True) for n, step in enumerate(w.steps)}
+    return {f"{w.name}.{n}": step.ast for w in suite(quick=True, static_shapes=True) for n, step in enumerate(w.steps)}
 
 
 def _ptx_corpus() -> dict[str, Callable[[], UOp]]:

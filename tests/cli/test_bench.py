@@ -28,7 +28,7 @@ def test_the_command_reaches_the_harness(capsys):
 def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, capsys):
     """End to end, on a suite of two small kernels: the table on stdout, and the JSON file."""
     monkeypatch.setattr(benchmarks.harness, "suite",
-                        lambda quick: [workloads.softmax(5, 7), workloads.histogram(100, 7)])
+                        lambda quick, static_shapes=False: [workloads.softmax(5, 7), workloads.histogram(100, 7)])
     path = tmp_path / "out.json"
     assert main(["bench", "--quick", "--suite", "kernels", "--json", str(path)]) == 0
     document = json.loads(path.read_text())
