@@ -248,10 +248,15 @@ def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_
     assert unrolled(LLVMRenderer("CPU").render(conv).src) == [TILE_UNROLL, TILE_UNROLL // 3, 1]
     avx512 = LLVMRenderer("CPU", dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32))
     assert unrolled(avx512.render(_matmul(64)).src) == [TILE_UNROLL // 2]  # 8x32 accumulators: half the steps
-    k = KernelBuilder("matmul_of_n")  # its tile's loop, then the edge tiles' beside it: each by its own updates
+    k = KernelBuilder("matmul_of_n")  # over a symbolic depth, a tile's loop is not unrolled
     n = k.var("n", 1, 1024)
     c, a, b = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
     i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
+    assert set(unrolled(avx512.render(k.build()).src)) == {1}
+    k = KernelBuilder("matmul_with_edges")  # the 8x32 tile's loop counts its own 256 updates, not the edge tiles'
+    c, a, b = k.buffer(dtypes.float32, (64, 70)), k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 70))
+    i, j, r = k.range(64), k.range(70), k.range(64, AxisKind.REDUCE)
     k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
     assert unrolled(avx512.render(k.build()).src)[0] == TILE_UNROLL // 2
 

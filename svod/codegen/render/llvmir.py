@@ -576,13 +576,16 @@ class _FunctionWriter:
     def _loop_hints(self, loop: UOp) -> str:
         """Loop metadata for ``loop``, if it needs any: a register tile's loop is unrolled ``TILE_UNROLL``
         times, counting the steps of tile loops nested in it (a convolution's channel loop around its 3x3
-        window: once, where 8 times took 350 ms of LLVM's time for the same speed); a loop around a tile's
+        window: once, where 8 times took 350 ms of LLVM's time for the same speed), and not at all over a
+        symbolic count: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a batched
+        8x32 tile over symbolic sizes, 64x128^3: 2.54 ms unrolled 4 times, 2.09 twice, 1.71 once; static
+        1.25; a plain symbolic matmul the same either way); a loop around a tile's
         loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised along itself: the
         tile is the vector work already, and LLVM's loop vectoriser took seconds on such a loop (a 512x256
         matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
         if loop in self.tile_loops:
             steps = min(TILE_UNROLL, TILE_UPDATES // max(1, self.accumulators.get(loop, 1)))
-            count = max(1, steps // self.tile_turns_inside.get(loop, 1))
+            count = max(1, steps // self.tile_turns_inside.get(loop, 1)) if loop.src[0].op is Ops.CONST else 1
             hint = f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
         elif loop in self.around_short_tiles:
             hint = '!{!"llvm.loop.vectorize.enable", i1 false}'
