@@ -134,6 +134,8 @@ class FrameworkPeers:
     """torch eager, ``torch.compile`` and ``jax.jit`` on the CPU, on ``settings.threads`` threads, each as
     installed here or with why not."""
 
+    NAMES = ("torch", "torch.compile", "jax")
+
     def __init__(self) -> None:
         self.errors: dict[str, str] = {}
         self.torch: Any = None
@@ -155,10 +157,6 @@ class FrameworkPeers:
         if self.torch is not None and shared is not None:
             self.errors["torch.compile"] = (f"not run in a process that has loaded {shared} (Mesa's, for WebGPU): the "
                                             "triton Inductor imports crashes beside it")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return ("torch", "torch.compile", "jax")
 
     def runners(self, workload: Workload) -> dict[str, Runner | str]:
         """Each peer's runner of ``workload``, checked against numpy, or why it has none."""

@@ -139,7 +139,7 @@ class Bench:
                          for kernel, spelling in zip(kernels, spellings, strict=True)]}
         frameworks = FrameworkPeers()
         found = [frameworks.runners(kernel) for kernel in kernels]
-        for name in frameworks.names:
+        for name in FrameworkPeers.NAMES:
             runners[name] = [peer if callable(peer := peers[name]) else None for peers in found]
         samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
