@@ -78,6 +78,10 @@ ERF_FROM_EXP = PatternMatcher([(UPat(Ops.ERF, name="node"), _erf_from_exp)])
 """``erf`` for a device without one, within a few float32 ulps."""
 
 
+def _float32_erf_from_exp(node: UOp) -> UOp | None:
+    return _erf_from_exp(node) if node.dtype == dtypes.float32 else None
+
+
 def _may_be(x: UOp, value: int) -> bool:
     """Whether ``x``'s bounds let it take ``value``: a guard for a value it cannot take is left out."""
     return bool(x.vmin <= value <= x.vmax)
@@ -174,9 +178,48 @@ def _exp_by_polynomial(node: UOp) -> UOp | None:
     return x.ne(x).where(x, result)
 
 
+_SQRT_HALF_BITS = 0x3F3504F3
+"""The bit pattern of sqrt(1/2) in float32: a float's bits less these have, in their exponent field, the
+power of two that leaves its significand in [sqrt(1/2), sqrt(2)), and in their fraction that significand's."""
+_ATANH_SERIES = tuple(1 / (2 * k + 1) for k in range(1, 6))
+"""atanh(s)/s - 1 = s**2/3 + s**4/5 + ...: to 1e-10 over |s| <= 3 - 2 sqrt(2), where s = f / (2 + f) of a
+significand 1 + f in [sqrt(1/2), sqrt(2))."""
+_SMALLEST_NORMAL = 2.0**-126
+
+
+def _log_by_polynomial(node: UOp) -> UOp | None:
+    """float32 ``log`` as arithmetic a loop vectoriser keeps in vector registers, where ``logf`` is one
+    scalar call per element: x = 2**e * (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), read from x's bits
+    (a subnormal x is first scaled by 2**23), and log(1 + f) = 2 atanh(f / (2 + f)) by its odd series;
+    e * ln 2 is added in Cody and Waite's two parts. Within 2 ulps; log of a negative or NaN is NaN, of
+    either zero -inf, of inf inf."""
+    if node.dtype != dtypes.float32:
+        return None
+    x = node.src[0]
+    subnormal = x < _SMALLEST_NORMAL
+    offset = subnormal.where(x * 2.0**23, x).bitcast(dtypes.int32) - _SQRT_HALF_BITS
+    exponent = (offset >> 23) - subnormal.where(UOp.const(dtypes.int32, 23), UOp.const(dtypes.int32, 0))
+    significand = ((offset & 0x007FFFFF) + _SQRT_HALF_BITS).bitcast(dtypes.float32)
+    f = significand - 1.0
+    s = f / (f + 2.0)
+    two_s, z = s * 2.0, s * s
+    log1p = two_s + two_s * (z * _horner(z, _ATANH_SERIES))
+    e = exponent.cast(dtypes.float32)
+    result = e * _LN2_HIGH + (e * _LN2_LOW + log1p)
+    special = (x < 0.0).where(UOp.const(dtypes.float32, math.nan), x.eq(0.0).where(
+        UOp.const(dtypes.float32, -math.inf), x))
+    return ((x <= 0.0) | x.eq(math.inf) | x.ne(x)).where(special, result)
+
+
 EXP_BY_POLYNOMIAL = PatternMatcher([(UPat(Ops.EXP, name="node"), _exp_by_polynomial)])
 """float32 ``exp`` computed inline for a CPU, so loops over it vectorise."""
 
+CPU_MATH = EXP_BY_POLYNOMIAL + PatternMatcher([(UPat(Ops.LOG, name="node"), _log_by_polynomial),
+                                               (UPat(Ops.ERF, name="node"), _float32_erf_from_exp)])
+"""float32 ``exp``, ``log`` and ``erf`` computed inline for a CPU (erf by way of exp), so loops over them
+vectorise: the C library's are one scalar call per element, which the compilers vectorise only under
+``-ffast-math`` or a vector math library."""
 
-__all__ = ["ERF_FROM_EXP", "EXP_BY_POLYNOMIAL", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE",
+
+__all__ = ["CPU_MATH", "ERF_FROM_EXP", "EXP_BY_POLYNOMIAL", "FLOAT16_IN_FLOAT32", "POWER_OF_NONNEGATIVE_BASE",
            "TRUNCATING_DIVISION_BY_SAFE_DIVISORS"]

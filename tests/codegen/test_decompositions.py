@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
 
 import svod
 from svod import KernelBuilder, Ops, dtypes
-from svod.codegen.decompositions import EXP_BY_POLYNOMIAL, FLOAT16_IN_FLOAT32, TRUNCATING_DIVISION_BY_SAFE_DIVISORS
+from svod.codegen.decompositions import CPU_MATH, FLOAT16_IN_FLOAT32, TRUNCATING_DIVISION_BY_SAFE_DIVISORS
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import DeviceCaps, WorkGroupLimits
 from svod.ir import UOp, graph_rewrite
@@ -39,34 +40,69 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(got) & np.isnan(want), 0, np.abs(ordered[0] - ordered[1]))
 
 
-@pytest.mark.parametrize("pair", ["llvm", "clang"])
-def test_exp_by_polynomial_is_within_two_ulps_everywhere(pair):
-    """Every 97th float32 from -104 to 89 (exp's whole finite, non-zero range, subnormal results included),
-    and the special values, against exp in float64 rounded once."""
-    device = open_device(pair)
-    start, stop = np.float32(-104.0).view(np.int32), np.float32(89.0).view(np.int32)
-    sweep = np.concatenate([-np.arange(0, start & 0x7FFFFFFF, 997, dtype=np.int32).view(np.float32),
-                            np.arange(0, stop, 997, dtype=np.int32).view(np.float32)])
-    specials = np.array([0.0, -0.0, 88.72283, 88.72284, -103.97, -103.98, -1e-40, 1e-40, 1e30, -1e30, np.inf,
-                         -np.inf, np.nan], np.float32)
-    x = np.concatenate([sweep, specials])
-    k = KernelBuilder("exp_sweep")
+def _float32_sweep(start: float, stop: float) -> np.ndarray:
+    """Every 997th float32 from ``start`` to ``stop``, by their bits."""
+    low, high = np.float32(start).view(np.int32), np.float32(stop).view(np.int32)
+    return np.concatenate([-np.arange(0, low & 0x7FFFFFFF, 997, dtype=np.int32).view(np.float32) if start < 0 else
+                           np.zeros(0, np.float32), np.arange(0, high, 997, dtype=np.int32).view(np.float32)])
+
+
+def _computed_on(pair: str, x: np.ndarray, function) -> np.ndarray:
+    k = KernelBuilder("math_sweep")
     out, values = k.buffer(dtypes.float32, len(x)), k.buffer(dtypes.float32, len(x))
     i = k.range(len(x))
-    k.store(out[i], values[i].exp())
+    k.store(out[i], function(values[i]))
     got = np.zeros_like(x)
-    svod.run(k.build(), [got, x], device=device)
+    svod.run(k.build(), [got, x], device=open_device(pair))
+    return got
+
+
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_exp_by_polynomial_is_within_two_ulps_everywhere(pair):
+    """Every 997th float32 from -104 to 89 (exp's whole finite, non-zero range, subnormal results included),
+    and the special values, against exp in float64 rounded once."""
+    specials = np.array([0.0, -0.0, 88.72283, 88.72284, -103.97, -103.98, -1e-40, 1e-40, 1e30, -1e30, np.inf,
+                         -np.inf, np.nan], np.float32)
+    x = np.concatenate([_float32_sweep(-104.0, 89.0), specials])
+    got = _computed_on(pair, x, UOp.exp)
     with np.errstate(over="ignore"):
         want = np.exp(x.astype(np.float64)).astype(np.float32)
     assert _ulps(got, want).max() <= 2
     assert np.array_equal(got[-13:], want[-13:], equal_nan=True)  # specials exactly
 
 
-def test_exp_is_inline_arithmetic_on_the_cpu_pairs():
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_log_by_polynomial_is_within_two_ulps_everywhere(pair):
+    """Every 997th float32 of either sign (subnormals and the largest included), against log in float64
+    rounded once; zeros, infinities, negatives and NaN exactly as the C library has them."""
+    specials = np.array([0.0, -0.0, 1.0, -1.0, 1e-45, 1e-40, 3.4e38, np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([_float32_sweep(-3.4e38, 3.4e38), specials])
+    got = _computed_on(pair, x, UOp.log)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log(x.astype(np.float64)).astype(np.float32)
+    assert _ulps(got, want).max() <= 2
+    assert np.array_equal(got[-10:], want[-10:], equal_nan=True)
+
+
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_erf_by_way_of_exp_is_within_three_ulps_everywhere(pair):
+    """Every 997th float32 from -5 to 5 (erf is +-1 in float32 beyond), and the special values."""
+    specials = np.array([0.0, -0.0, 1e-45, -1e-40, 10.0, np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([_float32_sweep(-5.0, 5.0), np.float32([0.5, -0.5]), specials])
+    got = _computed_on(pair, x, UOp.erf)
+    want = np.array([math.erf(v) if not np.isnan(v) else v for v in x.astype(np.float64)]).astype(np.float32)
+    assert _ulps(got, want).max() <= 3
+    assert np.array_equal(got[-8:], want[-8:], equal_nan=True)
+
+
+def test_exp_log_and_erf_are_inline_arithmetic_on_the_cpu_pairs():
+    """float32 math becomes arithmetic a vectoriser widens; float64 keeps the C library's functions."""
     x = UOp.define_var("a", 0, 9).cast(dtypes.float32)
-    out = graph_rewrite(UOp.sink(x.exp()), EXP_BY_POLYNOMIAL)
-    assert not any(u.op is Ops.EXP for u in out.toposort())
-    assert graph_rewrite(UOp.sink(x.cast(dtypes.float64).exp()), EXP_BY_POLYNOMIAL).src[0].op is Ops.EXP
+    for function in (UOp.exp, UOp.log, UOp.erf):
+        out = graph_rewrite(UOp.sink(function(x)), CPU_MATH)
+        assert not any(u.op in (Ops.EXP, Ops.LOG, Ops.ERF) for u in out.toposort())
+        wide = UOp.sink(function(x.cast(dtypes.float64)))
+        assert graph_rewrite(wide, CPU_MATH) is wide
 
 
 _EDGES = (-2**31, -2**31 + 1, -1000, -7, -3, -1, 0, 1, 3, 7, 1000, 2**31 - 2, 2**31 - 1)

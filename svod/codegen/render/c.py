@@ -1,6 +1,6 @@
 """C for the CPU device: the base table of ``CStyleRenderer`` as it is."""
 
-from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
+from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.render.cstyle import CStyleRenderer
 from svod.dtype import DType
 from svod.ir import Ops, PatternMatcher, UOp
@@ -34,6 +34,6 @@ class CRenderer(CStyleRenderer):
         return f"{self.deref(pointer)} = {self.combine(op, dtype, self.deref(pointer), value)};"
 
     def decompositor(self) -> PatternMatcher:
-        """expf is one call per element: C compilers vectorise it only under -ffast-math."""
+        """expf, logf and erff are one call per element: C compilers vectorise them only under -ffast-math."""
         halves = super().decompositor()
-        return EXP_BY_POLYNOMIAL if halves is None else halves + EXP_BY_POLYNOMIAL
+        return CPU_MATH if halves is None else halves + CPU_MATH

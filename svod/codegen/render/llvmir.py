@@ -27,7 +27,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
-from svod.codegen.decompositions import EXP_BY_POLYNOMIAL
+from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.indexing import Poly, to_poly
 from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, sole_accumulators
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
@@ -98,7 +98,7 @@ class LLVMRenderer(KernelRenderer):
         self.features = features
 
     def decompositor(self) -> PatternMatcher:
-        return EXP_BY_POLYNOMIAL  # llvm.exp would be one libm call per element, even in a vectorised loop
+        return CPU_MATH  # llvm.exp and llvm.log would be a libm call per element, even in a vectorised loop
 
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:
         return _FunctionWriter(self, symbol, linear).write()
