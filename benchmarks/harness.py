@@ -33,7 +33,7 @@ from benchmarks.distributed import shard_overhead
 from benchmarks.framework_peers import FrameworkPeers
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
-from benchmarks.peers import Numba, Tinygrad, blas_threads
+from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
 from benchmarks.suite import suite, tinygrad_spelling
 from benchmarks.timing import median_seconds, sample_seconds
@@ -137,9 +137,9 @@ class Bench:
             "numba": [numba.runner(kernel) for kernel in kernels],
             "tinygrad": [None if self.tg.error or isinstance(spelling, str) else self.tg.suite_runner(kernel, spelling)
                          for kernel, spelling in zip(kernels, spellings, strict=True)]}
-        frameworks = FrameworkPeers()
-        found = [frameworks.runners(kernel) for kernel in kernels]
-        for name in FrameworkPeers.NAMES:
+        frameworks, languages = FrameworkPeers(), KernelLanguages()
+        found = [{**frameworks.runners(kernel), **languages.runners(kernel)} for kernel in kernels]
+        for name in (*FrameworkPeers.NAMES, *KernelLanguages.NAMES):
             runners[name] = [peer if callable(peer := peers[name]) else None for peers in found]
         samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS

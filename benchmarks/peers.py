@@ -1,20 +1,23 @@
 """The peers svod is measured beside: tinygrad, numba (the suite's ``@njit`` spellings in
-``benchmarks.numba_kernels``) and numpy's BLAS threads. Each peer that is not installed or does not work
+``benchmarks.numba_kernels``), Warp and Taichi on the CPU (``benchmarks.warp_kernels``,
+``benchmarks.taichi_kernels``) and numpy's BLAS threads. Each peer that is not installed or does not work
 here says why, and the benchmark reports that instead of a figure.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from benchmarks.timing import median_seconds
 from svod.config import settings
-from svod.workloads import Workload, agrees
+from svod.workloads import Workload, agrees, difference
 
 NOT_INSTALLED = "not installed (pip install 'svod[bench]')"
 
@@ -95,6 +98,57 @@ class Numba:
         function(output, *workload.inputs)  # compiles; its time is not measured
         agrees(workload, output, "numba")
         return lambda: function(output, *workload.inputs)
+
+
+SLOWEST_CALL_SECONDS = 1.0
+"""A kernel language's call slower than this once (compiled) is not timed: Warp's single-threaded CPU matmul
+of 1024^2 took 3.5 s a call, and the suite times every contestant over many calls."""
+
+
+class KernelLanguages:
+    """Warp's CPU device and Taichi's CPU backend, each running the suite as its users write kernels in its
+    language, when installed; a family one cannot spell, one whose answer differs from numpy's and one too
+    slow to time say why."""
+
+    NAMES = ("warp", "taichi")
+    MODULES: ClassVar[dict[str, str]] = {"warp": "benchmarks.warp_kernels", "taichi": "benchmarks.taichi_kernels"}
+
+    def __init__(self) -> None:
+        self.modules: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        for name, module in self.MODULES.items():
+            try:
+                self.modules[name] = importlib.import_module(module)
+            except ImportError:
+                self.errors[name] = NOT_INSTALLED
+
+    def runners(self, workload: Workload) -> dict[str, Callable[[], None] | str]:
+        """Each language's runner of ``workload``, compiled and checked against numpy, or why it has none."""
+        found: dict[str, Callable[[], None] | str] = dict(self.errors)
+        for name, module in self.modules.items():
+            found[name] = self._runner(module, workload)
+        return found
+
+    @staticmethod
+    def _runner(module: Any, workload: Workload) -> Callable[[], None] | str:
+        missing = getattr(module, "MISSING", {}).get(workload.family)
+        if missing is not None:
+            return missing
+        output = np.zeros_like(workload.output)
+        try:
+            run = module.launcher(workload.family, output, workload.inputs)
+            run()  # compiles; its time is not measured
+            start = time.perf_counter()
+            run()
+            took = time.perf_counter() - start
+        except Exception as err:  # a peer that cannot run this kernel says why
+            return f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+        ok, gap = difference(output, workload.numpy(), workload.tolerance)
+        if not ok:
+            return f"differs from numpy by {gap:.3g}"
+        if took > SLOWEST_CALL_SECONDS:
+            return f"not timed: one call took {took:.1f} s"
+        return run
 
 
 @contextmanager

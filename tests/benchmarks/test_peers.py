@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
-from benchmarks.peers import Tinygrad
+from benchmarks import peers
+from benchmarks.peers import NOT_INSTALLED, KernelLanguages, Tinygrad
 from benchmarks.suite import TINYGRAD, suite
 from svod import workloads
 from tests.kernels import SMALL_WORKLOADS
@@ -43,3 +46,50 @@ def test_tinygrad_spellings_match_numpy(name):
     ok, error = workloads.compare(workload, result)
     assert ok, f"tinygrad's {name} is off numpy's by {error}"
     tinygrad.suite_runner(workload, spelling)()  # the TinyJit the bench times: checked too, then replayed
+
+
+@pytest.mark.parametrize("language", KernelLanguages.NAMES)
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_warp_and_taichi_spellings_match_numpy_or_say_why_not(language, name):
+    pytest.importorskip({"warp": "warp", "taichi": "taichi"}[language],
+                        reason=f"{language} is a benchmark peer (extra bench), not installed")
+    workload = SMALL[name]()
+    found = KernelLanguages().runners(workload)[language]
+    module = KernelLanguages().modules[language]
+    if name in getattr(module, "MISSING", {}):
+        assert found == module.MISSING[name]
+        return
+    assert callable(found), found
+    output = np.zeros_like(workload.output)
+    module.launcher(name, output, workload.inputs)()
+    ok, error = workloads.compare(workload, output)
+    assert ok, f"{language}'s {name} is off numpy's by {error}"
+
+
+def test_a_kernel_language_that_is_not_installed_says_so(monkeypatch):
+    monkeypatch.setattr(KernelLanguages, "MODULES", {"warp": "benchmarks.no_such_module"})
+    assert KernelLanguages().runners(SMALL["softmax"]()) == {"warp": NOT_INSTALLED}
+
+
+class _StandIn:
+    """A kernel language whose every call takes twice what the bench times on ``clock``, or gives 7s."""
+
+    MISSING: ClassVar[dict[str, str]] = {"cumsum": "cannot spell a cumsum"}
+
+    def __init__(self, clock: list[float], wrong: bool = False) -> None:
+        self.clock, self.wrong = clock, wrong
+
+    def launcher(self, family, output, inputs):
+        def run():
+            output[...] = 7 if self.wrong else SMALL[family]().numpy()
+            self.clock[0] += 2 * peers.SLOWEST_CALL_SECONDS
+        return run
+
+
+def test_a_kernel_language_too_slow_or_wrong_or_unable_says_why(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(peers.time, "perf_counter", lambda: clock[0])
+    slow, wrong = _StandIn(clock), _StandIn(clock, wrong=True)
+    assert KernelLanguages._runner(slow, SMALL["softmax"]()) == "not timed: one call took 2.0 s"
+    assert KernelLanguages._runner(wrong, SMALL["softmax"]()).startswith("differs from numpy by")
+    assert KernelLanguages._runner(slow, SMALL["cumsum"]()) == "cannot spell a cumsum"
