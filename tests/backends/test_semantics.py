@@ -87,6 +87,28 @@ def test_float_to_integer_saturates_and_takes_nan_to_zero(device, dtype, source)
     np.testing.assert_array_equal(out, _saturated(x, dtype.numpy))
 
 
+def _bounds_of(dtype: np.dtype) -> list[float]:
+    """float64 values at and beside an integer type's ends: each end, the nearest doubles inside and
+    outside it, and halves past it that truncate back in."""
+    info = np.iinfo(dtype)
+    ends = [float(info.min), float(info.max) + 1.0]
+    near = [np.nextafter(e, d) for e in ends for d in (-np.inf, np.inf)]
+    return [*ends, *near, float(info.min) - 0.5, float(info.max) + 0.5, float(info.max), -0.99, np.nan, -np.inf]
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64,
+                                   dtypes.uint64])
+def test_float64_to_integer_saturates_at_each_end_in_vector_loops(device, dtype):
+    """Every value at once, in a loop long enough to run in vectors (the CPU's conversion is a vector one
+    with selects for lanes out of range)."""
+    if refuses(device, dtype) or refuses(device, dtypes.float64):
+        return
+    x = np.tile(np.array(_bounds_of(dtype.numpy), np.float64), 7)
+    out = np.ones(len(x), dtype.numpy)
+    svod.run(_elementwise("convert", dtypes.float64, dtype, lambda v: v.cast(dtype), len(x)), [out, x], device=device)
+    np.testing.assert_array_equal(out, _saturated(x, dtype.numpy))
+
+
 def test_float_to_bool_is_true_for_nan(device):
     if refuses(device, dtypes.bool):
         return

@@ -10,7 +10,8 @@ Float MAX and MIN (IEEE 754-2019 maximumNumber and minimumNumber: NaN-ignoring, 
 out as compares and a select. LLVM's intrinsics are not usable: LLVM 22 vectorises ``llvm.maxnum``
 reductions wrongly, dropping elements, and its x86 backend lowers ``llvm.maximumnum(a, b)`` wrongly when
 it knows ``b`` is never NaN (a NaN ``a`` comes out; the random-kernel property test found it). Float to
-integer conversions are ``llvm.fptosi.sat``/``fptoui.sat``: saturating, NaN to 0. A gated access is a
+integer conversions saturate, NaN to 0 (``llvm.fptosi.sat``'s meaning, spelled as a plain conversion and
+selects, which x86 vectorises). A gated access is a
 branch around the load (joined by a phi with 0) or the store; atomics are ``atomicrmw`` for integers and
 float adds, and a compare-exchange loop on the bit pattern for float MAX/MIN.
 
@@ -638,6 +639,8 @@ class _FunctionWriter:
             return out
         if a.is_float and b.is_float:
             instr = "fpext" if b.itemsize > a.itemsize else "fptrunc"
+        elif a in (dtypes.float32, dtypes.float64):
+            return self._saturated(value, a, b, out)
         elif a.is_float:
             intrinsic = f"@llvm.{'fptoui' if b.is_unsigned else 'fptosi'}.sat.{self.suffix(b)}.{self.suffix(a)}"
             self.declarations.add(f"declare {tb} {intrinsic}({ta})")
@@ -652,6 +655,24 @@ class _FunctionWriter:
         else:
             instr = "sext" if a.kind == "int" else "zext"
         self.emit(f"{out} = {instr} {ta} {value} to {tb}")
+        return out
+
+    def _saturated(self, value: str, a: DType, b: DType, out: str) -> str:
+        """float32/float64 ``value`` to the integer ``b`` as ``fptosi.sat``/``fptoui.sat`` convert (NaN to 0,
+        saturating): the plain conversion, its lanes out of range replaced by selects (a lane's poison is
+        never selected). x86 lowers the intrinsics one lane at a time; this, a vector conversion and blends
+        (a bilinear resize's coordinates took 8 scalar conversions a vector)."""
+        ta, tb, bits = self.ty(a), self.ty(b), 8 * b.itemsize
+        least, most = (0, 2**bits - 1) if b.is_unsigned else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+        test = "i1" if self.w == 1 else f"<{self.w} x i1>"
+        for line in (f"{out}.raw = {'fptoui' if b.is_unsigned else 'fptosi'} {ta} {value} to {tb}",
+                     f"{out}.above = fcmp oge {ta} {value}, {self.literal(float(most + 1), a)}",
+                     f"{out}.below = fcmp olt {ta} {value}, {self.literal(float(least), a)}",
+                     f"{out}.nan = fcmp uno {ta} {value}, {value}",
+                     f"{out}.high = select {test} {out}.above, {tb} {self.literal(most, b)}, {tb} {out}.raw",
+                     f"{out}.low = select {test} {out}.below, {tb} {self.literal(least, b)}, {tb} {out}.high",
+                     f"{out} = select {test} {out}.nan, {tb} {self.literal(0, b)}, {tb} {out}.low"):
+            self.emit(line)
         return out
 
     def _alu(self, node: UOp, out: str) -> None:
