@@ -82,27 +82,34 @@ def _recorded(u: UOp, status: UOp) -> UOp:
     for slot, value in zip(status_slots(buffer.arg), (UOp.index_const(1), reported), strict=True):
         stored = value if recorded == dtypes.int64 else value.cast(recorded)
         stores.append(UOp(Ops.STORE, dtypes.void, (status.index(slot), stored)))
-    beside = () if _hoistable(index, gate, in_range) else (index,)  # else it runs beside the access
-    record = UOp(Ops.IF, dtypes.void, (failed, allowed, *stores, *beside))
+    record = UOp(Ops.IF, dtypes.void, (failed, allowed, *stores, *_loops_kept(index, gate, in_range)))
     return UOp(Ops.INDEX, u.dtype, (*u.src[:2], *(() if gate is None else (gate,)), record))
 
 
-def _hoistable(index: UOp, gate: UOp | None, in_range: UOp) -> bool:
-    """Whether an access's record may run where its test and gate are first computed, outside loops the
-    access is in: where each such loop turns at least once (its end is at least 1, or the gate holds ``0 <
-    end``). Then the record fires exactly when the access, made in the loop's first turn, would fail: the
-    test is the same in every turn. (A symbolic row's test, left beside the access, stayed in the loop over
-    the row's columns and kept it from vector code: a gather of 64-float rows ran 2.7x slower.)"""
+def _loops_kept(index: UOp, gate: UOp | None, in_range: UOp) -> tuple[UOp, ...]:
+    """The loops an access's record stays in beyond those its test and gate are computed in: the record runs
+    where these are first computed, outside the access's other loops, each of which turns at least once
+    (its end is at least 1, or the gate holds ``0 < end``). Then the record fires exactly when the access,
+    made in the loop's first turn, would fail: the test is the same in every turn. A loop that may not turn
+    keeps the record (a row's test, left beside the access in the loop over the row's columns, kept it from
+    vector code: a gather of 64-float rows ran 2.7x slower)."""
     outside = {u for u in (gate, in_range) if u is not None for u in u.toposort() if u.op is Ops.RANGE}
     clauses = conjuncts(gate)
-    return all(r.src[0].vmin >= 1 or UOp.index_const(0).lt(r.src[0]) in clauses
-               for r in index.toposort() if r.op is Ops.RANGE and r not in outside)
+    return tuple(r for r in index.toposort() if r.op is Ops.RANGE and r not in outside
+                 and r.src[0].vmin < 1 and UOp.index_const(0).lt(r.src[0]) not in clauses)
 
 
 def _range_test(index: UOp, size: UOp) -> tuple[UOp, UOp]:
     """The test that ``index`` lies in ``[0, size)``, and the index a failure reports. A row access (``rows_of``)
     is in range exactly when its row is: testing the row keeps the test out of the loop over the columns, and
-    a failure reports the row's first element, itself outside the buffer."""
+    a failure reports the row's first element, itself outside the buffer. An index ``where(inside, at, -1)``
+    whose ``at`` is proven in range wherever ``inside`` holds is in range exactly where ``inside`` holds: a
+    Python kernel's ``image[y0, x0]`` of clamped coordinates is inside wherever the image is not empty,
+    which one test before the loops tells."""
+    if index.op is Ops.WHERE and index.src[2].op is Ops.CONST and int(index.src[2].arg) < 0:
+        inside, at = index.src[:2]
+        if index_in_bounds(at, size, inside, {u: n for n, u in enumerate((at < size).toposort())}):
+            return inside, index.src[2]
     split = rows_of(index, size)
     if split is None:
         return (index >= 0) & (index < size), index

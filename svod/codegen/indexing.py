@@ -23,7 +23,7 @@ bounds lie well inside 64 bits); past that a node is an atom known by its interv
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from svod.dtype import DType, dtypes
@@ -152,9 +152,21 @@ def to_poly(node: UOp, atoms: Iterable[UOp] = ()) -> Poly:
     return done[node]
 
 
+def _widening(u: UOp) -> bool:
+    """Whether ``u`` converts an integer to an integer type holding every value of the source's: the same
+    number, which a proof may see through (a Python kernel's ``min(int(x), n - 1)`` is int64 over an index
+    ``n``)."""
+    if u.op is not Ops.CAST or not u.dtype.is_int or not u.src[0].dtype.is_int:
+        return False
+    source = u.src[0].dtype
+    return u.dtype.min <= source.min and source.max <= u.dtype.max
+
+
 def _poly_of(u: UOp, done: dict[UOp, Poly], keep: set[UOp]) -> Poly:
     if u.op is Ops.CONST and u.dtype.is_int:
         return Poly.const(int(u.arg))
+    if u not in keep and _widening(u):
+        return done[u.src[0]]
     if u in keep or not _expandable(u) or u.op not in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG):
         return Poly.atom(u)
     srcs = [done[s] for s in u.src]
@@ -306,14 +318,19 @@ class Prover:
                 return True
             if every and all(self._prove(coefficient * to_poly(side) + rest) for side in every):
                 return True  # the claim holds for either side, so for whichever one a MIN or MAX takes
-        shifted = _shifted(poly)
+        shifted = _shifted(poly, self._least)
         return shifted is not None and self._prove(shifted)
+
+    def _least(self, variable: UOp) -> int:
+        """The least value of a variable: its own, or a constant lower bound the facts give (``0 < n``)."""
+        bounds = [int(b.terms.get((), 0)) for b in self.facts.lower.get(variable, []) if set(b.terms) <= {()}]
+        return max([int(variable.vmin), *bounds])
 
     def _lower(self, atom: UOp) -> list[Poly]:
         found = list(self.facts.lower.get(atom, []))
         if atom.op is Ops.RANGE:
             found.append(Poly.const(0))
-        elif atom.op is Ops.MAX and atom.dtype == dtypes.index:
+        elif atom.op is Ops.MAX and atom.dtype.is_int:
             found += [to_poly(s) for s in atom.src]
         elif atom in self.facts.upper or atom in self.facts.lower:
             found += _expansion(atom)
@@ -323,23 +340,24 @@ class Prover:
         found = list(self.facts.upper.get(atom, []))
         if atom.op is Ops.RANGE:
             found.append(to_poly(atom.src[0]) - Poly.const(1))
-        elif atom.op is Ops.MIN and atom.dtype == dtypes.index:
+        elif atom.op is Ops.MIN and atom.dtype.is_int:
             found += [to_poly(s) for s in atom.src]
         elif atom in self.facts.upper or atom in self.facts.lower:
             found += _expansion(atom)
         return found
 
 
-def _shifted(poly: Poly) -> Poly | None:
-    """``poly`` with a variable it holds squared (which elimination cannot take out) written as its least value
-    plus a variable from 0: ``w*w - 2*w - 3`` for ``w >= 3`` is ``t*t + 4*t`` for ``t >= 0``, which the
-    interval proves (a 3x3 window's ``w[o, c, ky, kx]`` over a symbolic window size). None where there is no
-    such variable with a least value above 0."""
+def _shifted(poly: Poly, least: Callable[[UOp], int]) -> Poly | None:
+    """``poly`` with a variable it holds squared (which elimination cannot take out) written as its ``least``
+    value plus a variable from 0: ``w*w - 2*w - 3`` for ``w >= 3`` is ``t*t + 4*t`` for ``t >= 0``, which the
+    interval proves (a 3x3 window's ``w[o, c, ky, kx]`` over a symbolic window size; ``h*h - h`` where a
+    guard says ``0 < h``). None where there is no such variable with a least value above 0."""
     for atom in poly.atoms():
-        if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) and atom.vmin > 0 \
+        if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) and least(atom) > 0 \
                 and any(m.count(atom) > 1 for m in poly.terms):
-            above = UOp.define_var(f"{atom.arg[0]}_above_{atom.vmin}", 0, int(atom.vmax) - atom.vmin)
-            value = Poly.atom(above) + Poly.const(atom.vmin)
+            lowest = least(atom)
+            above = UOp.define_var(f"{atom.arg[0]}_above_{lowest}", 0, int(atom.vmax) - lowest)
+            value = Poly.atom(above) + Poly.const(lowest)
             shifted = Poly()
             for m, c in poly.terms.items():
                 term = Poly({tuple(a for a in m if a is not atom): c})
@@ -351,9 +369,9 @@ def _shifted(poly: Poly) -> Poly | None:
 
 
 def _sides(atom: UOp, op: Ops) -> tuple[UOp, ...]:
-    """The sides of ``atom`` if it is an index ``op`` (a MIN whose least, or a MAX whose largest value a
+    """The sides of ``atom`` if it is an integer ``op`` (a MIN whose least, or a MAX whose largest value a
     proof needs: ``max(c - 1, 0) < n`` holds because each side is below ``n``), else none."""
-    return atom.src if atom.op is op and atom.dtype == dtypes.index else ()
+    return atom.src if atom.op is op and atom.dtype.is_int else ()
 
 
 def impossible(facts: Facts, order: Mapping[UOp, int]) -> bool:

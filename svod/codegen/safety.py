@@ -130,8 +130,11 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
         if low > high:
             return position  # every value read is outside the buffer; nothing to narrow
         clamped = source.maximum(low).minimum(high).cast(value.dtype)
-    else:
-        clamped = value.maximum(lo).minimum(hi)
+    else:  # an index, or a narrower integer the position widens (which the polynomial sees through)
+        low, high = max(lo, int(value.dtype.min)), min(hi, int(value.dtype.max))
+        if low > high:
+            return position
+        clamped = value.maximum(low).minimum(high)
     return substitute(position, {value: clamped})
 
 
@@ -141,9 +144,12 @@ def _narrowed_row(position: UOp, size: UOp, value: UOp) -> UOp:
     rows the buffer may have: a row outside the buffer stays outside it, one inside is kept, and the index
     then fits wherever the buffer's size does. Any other position is left as it is."""
     split = rows_of(position, size)
-    if split is None or split[0] is not value or not isinstance(split[2].vmax, int):
+    if split is None or not isinstance(split[2].vmax, int):
         return position
-    return substitute(position, {value: value.maximum(-1).minimum(split[2].vmax)})
+    row = split[0]
+    if row is not value and not (row.op is Ops.CAST and row.src[0] is value):  # the value, or it widened
+        return position
+    return substitute(position, {row: row.maximum(-1).minimum(split[2].vmax)})
 
 
 class _Guarder:

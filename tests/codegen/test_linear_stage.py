@@ -135,3 +135,35 @@ def test_a_barrier_inside_an_if_is_refused():
 def test_the_linear_stage_is_listed_in_order():
     assert [step.name for step in pipeline.LINEAR] == ["check_accesses", "linearize", "lower_accumulators",
                                                          "check_barriers"]
+
+
+def _clamped_upsample(rows: str | int) -> UOp:
+    """``out[r, c] = image[clamp(r // 2), clamp(c // 2)]`` over an ``n x n`` image, as a Python kernel spells it:
+    each clamped index inside ``[0, n)`` wherever ``n > 0``, the flat index ``where(0 < n, row * n + col, -1)``;
+    ``rows`` rows of output (a variable in [0, 8] where it names one), 8 columns, the access gated by ``0 < 8``."""
+    k = KernelBuilder("clamped_upsample")
+    n = k.var("n", 0, 64)
+    out_rows = k.var(rows, 0, 8) if isinstance(rows, str) else rows
+    out, image = k.buffer(dtypes.float32, out_rows * 8), k.buffer(dtypes.float32, n * n)
+    r, c = k.range(out_rows), k.range(8)
+
+    def clamp(i: UOp) -> UOp:
+        return (i // 2).cast(dtypes.int64).minimum((n - 1).cast(dtypes.int64)).maximum(0).cast(dtypes.index)
+
+    inside = UOp.index_const(0).lt(n)
+    k.store(out[r * 8 + c], image[inside.where(clamp(r) * n + clamp(c), UOp.index_const(-1))])
+    return k.build()
+
+
+@pytest.mark.parametrize("rows, kept", [(8, False), ("m", True)], ids=["rows", "rows_may_be_none"])
+def test_a_clamped_access_is_tested_once_where_its_dimension_is_not_empty(rows, kept):
+    """The test of a clamped ``image[y0, x0]`` is ``0 < n`` alone, made outside the loops that always turn; a loop
+    that may not turn (no rows) keeps the record, which would otherwise fire for an access never made."""
+    sink, status = _guarded(_clamped_upsample(rows))
+    checked = check_accesses(sink, status)
+    assert checked is not None
+    (record,) = [u for u in checked.toposort() if u.op is Ops.IF]
+    r, c = sorted((u for u in checked.toposort() if u.op is Ops.RANGE), key=lambda u: u.arg[0])
+    assert not any(u.op is Ops.RANGE for u in record.src[0].toposort())  # the test is 0 < n
+    assert c not in record.toposort()
+    assert (r in record.toposort()) is kept

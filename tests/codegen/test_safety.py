@@ -98,6 +98,35 @@ def test_the_prover_sees_every_value_of_a_variable_not_just_the_largest():
     assert not index_in_bounds((rows - r) * cols + c, rows * cols, None, {r: 0, c: 1})
 
 
+def _clamped(a: UOp, n: UOp) -> UOp:
+    """``max(min(a, n - 1), 0)`` in int64 over an index size, as a Python kernel's ``max(min(int(x), n - 1), 0)``
+    is translated, read back as an index."""
+    return a.minimum((n - 1).cast(dtypes.int64)).maximum(0).cast(dtypes.index)
+
+
+def test_the_prover_sees_through_widening_casts_and_integer_clamps():
+    """A clamp inside ``[0, n)`` for every ``n >= 1`` and not for ``n = 0``; a narrowing cast is no longer the same
+    number, so nothing is proven through it."""
+    a = UOp.define_var("a", -2**40, 2**40, dtypes.int64)
+    n = UOp.define_var("n", 1, 2**31)
+    assert index_in_bounds(_clamped(a, n), n, None, {})
+    empty = UOp.define_var("n", 0, 2**31)
+    assert not index_in_bounds(_clamped(a, empty), empty, None, {})
+    narrowed = n.cast(dtypes.int64).cast(dtypes.int32).cast(dtypes.index)
+    assert not index_in_bounds(narrowed - 1, n, None, {})
+
+
+def test_a_guard_that_a_size_is_positive_proves_a_clamped_row_and_column():
+    """``row * n + col < n * n`` needs ``n * n - n >= 0``, which the interval shows only from ``n``'s least value:
+    a guard ``0 < n`` gives it."""
+    a, b = UOp.define_var("a", -2**40, 2**40, dtypes.int64), UOp.define_var("b", -2**40, 2**40, dtypes.int64)
+    n = UOp.define_var("n", 0, 2**31 - 1)  # a size variable's bounds
+    flat = _clamped(a, n) * n + _clamped(b, n)
+    order = {u: k for k, u in enumerate((flat < n * n).toposort())}  # derived atoms first, as lowering ranks them
+    assert index_in_bounds(flat, n * n, UOp.index_const(0).lt(n), order)
+    assert not index_in_bounds(flat, n * n, None, order)
+
+
 def _padded_conv(channels=3, height=7, width=9):
     """A 3x3 convolution with zero padding, guarded the natural way: ``valid.where(x[iy, ix], 0)``."""
     k = KernelBuilder("conv_padded")
