@@ -9,14 +9,31 @@ Taichi's ndarray arguments are generic over their element type, but a literal ``
 
 
 import contextlib
+import ctypes
+import ctypes.util
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from svod.config import settings
 
-with contextlib.redirect_stdout(io.StringIO()):  # Taichi's banner and its arch's, not among the bench's figures
+
+@contextlib.contextmanager
+def _float_environment_kept() -> Iterator[None]:
+    """This thread's floating-point environment as it was before: loading Taichi sets flush-to-zero and
+    denormals-are-zero (its LLVM runtime is built for fast math), after which numpy, and every svod kernel the
+    process runs, computed subnormals as 0 (svod's own exp test then failed by 9 million ulps)."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    saved = ctypes.create_string_buffer(64)  # a fenv_t, 32 bytes on x86-64
+    libm.fegetenv(saved)
+    try:
+        yield
+    finally:
+        libm.fesetenv(saved)
+
+
+with _float_environment_kept(), contextlib.redirect_stdout(io.StringIO()):  # not Taichi's banner among the figures
     import taichi as ti
 
     ti.init(arch=ti.cpu, cpu_max_num_threads=settings.threads, log_level=ti.WARN)

@@ -93,3 +93,13 @@ def test_a_kernel_language_too_slow_or_wrong_or_unable_says_why(monkeypatch):
     assert KernelLanguages._runner(slow, SMALL["softmax"]()) == "not timed: one call took 2.0 s"
     assert KernelLanguages._runner(wrong, SMALL["softmax"]()).startswith("differs from numpy by")
     assert KernelLanguages._runner(slow, SMALL["cumsum"]()) == "cannot spell a cumsum"
+
+
+def test_taichi_leaves_this_process_computing_subnormals():
+    """Loading Taichi sets flush-to-zero (its runtime is built for fast math); the bench's process keeps its own
+    floating-point environment, or numpy and every svod kernel after it would compute subnormals as 0."""
+    pytest.importorskip("taichi", reason="taichi is a benchmark peer (extra bench), not installed")
+    from benchmarks import taichi_kernels  # noqa: F401 -- imported for what loading it does
+
+    tiny = np.array([1e-40], np.float32)
+    assert (tiny * np.float32(1.0))[0] == np.float32(1e-40)
