@@ -123,19 +123,13 @@ def _narrowed(position: UOp, size: UOp, bits: int) -> UOp:
     if not (c * lo + rest_hi < 0 and c * hi + rest_lo >= size_hi if c > 0 else
             c * hi + rest_hi < 0 and c * lo + rest_lo >= size_hi):
         return position
-    value = read[0]
-    if value.op is Ops.CAST and value.src[0].dtype.is_int:  # clamp before the cast can wrap
-        source = value.src[0]
-        low, high = max(lo, int(source.dtype.min)), min(hi, int(source.dtype.max))
-        if low > high:
-            return position  # every value read is outside the buffer; nothing to narrow
-        clamped = source.maximum(low).minimum(high).cast(value.dtype)
-    else:  # an index, or a narrower integer the position widens (which the polynomial sees through)
-        low, high = max(lo, int(value.dtype.min)), min(hi, int(value.dtype.max))
-        if low > high:
-            return position
-        clamped = value.maximum(low).minimum(high)
-    return substitute(position, {value: clamped})
+    value = read[0]  # an index, or a narrower integer the position widens (which the polynomial sees through)
+    source = value.src[0] if value.op is Ops.CAST and value.src[0].dtype.is_int else value  # clamped before a cast
+    low, high = max(lo, int(source.dtype.min)), min(hi, int(source.dtype.max))
+    if low > high:
+        return position  # every value read is outside the buffer; nothing to narrow
+    clamped = source.maximum(low).minimum(high)
+    return substitute(position, {value: clamped if source is value else clamped.cast(value.dtype)})
 
 
 def _narrowed_row(position: UOp, size: UOp, value: UOp) -> UOp:

@@ -68,21 +68,19 @@ class Memory(Arithmetic):
             size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
             order = {u: k for k, u in enumerate((at < size).toposort())}
             if not index_in_bounds(at, size, self.gate, order):
-                unproven.append(size > 0 if self._inside_where_not_empty(at, dim) else (at >= 0) & (at < size))
+                unproven.append(self._inside_where_not_empty(at, size, order))
                 checked[axis] = at.maximum(0).minimum(size - 1)
         return tuple(checked), functools.reduce(lambda a, b: a & b, unproven) if unproven else None
 
-    def _inside_where_not_empty(self, at: UOp, dim: int | UOp) -> bool:
-        """Whether index ``at`` is proven inside a symbolic dimension ``dim`` wherever ``dim`` is at least 1
-        (a clamp ``max(min(i, n - 1), 0)``): it is then inside exactly where ``dim > 0``, a dimension of size 0
-        having no index, and the access's check is that one condition, the same at every turn."""
-        if not isinstance(dim, UOp) or dim.op is not Ops.DEFINE_VAR or dim.vmin >= 1:
-            return False
-        name, _, most = dim.arg
-        raised = {dim: UOp.define_var(name, 1, most, dim.dtype)}
-        at, size = substitute(at, raised), raised[dim]
-        gate = None if self.gate is None else substitute(self.gate, raised)
-        return index_in_bounds(at, size, gate, {u: k for k, u in enumerate((at < size).toposort())})
+    def _inside_where_not_empty(self, at: UOp, size: UOp, order: dict[UOp, int]) -> UOp:
+        """The test that index ``at`` is inside a dimension of ``size``: ``0 < size`` alone where ``at`` is proven
+        inside wherever the dimension is not empty (a clamp ``max(min(i, n - 1), 0)``), a dimension of size 0
+        having no index; then the test is the same at every turn."""
+        not_empty = UOp.index_const(0).lt(size)
+        gate = not_empty if self.gate is None else self.gate & not_empty
+        if size.op is not Ops.CONST and index_in_bounds(at, size, gate, order):
+            return not_empty
+        return (at >= 0) & (at < size)
 
     def running(self, *parts: UOp) -> list[UOp]:
         """The ranges of the loops around an effect that its ``parts`` do not use: it names them, so that it

@@ -54,8 +54,8 @@ def test_warp_and_taichi_spellings_match_numpy_or_say_why_not(language, name):
     pytest.importorskip({"warp": "warp", "taichi": "taichi"}[language],
                         reason=f"{language} is a benchmark peer (extra bench), not installed")
     workload = SMALL[name]()
-    found = KernelLanguages().runners(workload)[language]
-    module = KernelLanguages().modules[language]
+    languages = KernelLanguages()
+    found, module = languages.runners(workload)[language], languages.modules[language]
     if name in getattr(module, "MISSING", {}):
         assert found == module.MISSING[name]
         return
