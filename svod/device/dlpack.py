@@ -51,20 +51,24 @@ def _delete(managed: Any) -> None:
 
 
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_pythonapi = ctypes.pythonapi
-_pythonapi.PyCapsule_New.restype = ctypes.py_object
-_pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _DESTRUCTOR]
-_pythonapi.PyCapsule_IsValid.restype = ctypes.c_int
-_pythonapi.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+def _pythonapi(name: str, result: Any, *arguments: Any) -> Any:
+    """Python's C API function ``name`` under svod's own prototype: ``ctypes.pythonapi``'s function objects
+    are shared by the whole process, and a library that sets their argtypes (Warp does) would change them."""
+    return ctypes.PYFUNCTYPE(result, *arguments)((name, ctypes.pythonapi))
+
+
+_capsule_new = _pythonapi("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _DESTRUCTOR)
+_address_valid = _pythonapi("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_address_pointer = _pythonapi("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
 
 
 @_DESTRUCTOR
 def _unconsumed(capsule: int) -> None:
     """A capsule collected without a consumer taking the tensor: delete the tensor ourselves."""
-    if _pythonapi.PyCapsule_IsValid(capsule, b"dltensor"):
-        _alive.pop(_pythonapi.PyCapsule_GetPointer(capsule, b"dltensor"), None)
+    if _address_valid(capsule, b"dltensor"):
+        _alive.pop(_address_pointer(capsule, b"dltensor"), None)
 
 
 def capsule(address: int, device_type: int, device_id: int, dtype: DType, count: int, keepalive: Any) -> Any:
@@ -78,7 +82,7 @@ def capsule(address: int, device_type: int, device_id: int, dtype: DType, count:
                                   _DLDataType(_CODES[dtype.kind], dtype.itemsize * 8, 1), shape, None, 0)
     managed.deleter = _delete
     _alive[ctypes.addressof(managed)] = (managed, shape, keepalive)
-    return _pythonapi.PyCapsule_New(ctypes.addressof(managed), b"dltensor", _unconsumed)
+    return _capsule_new(ctypes.addressof(managed), b"dltensor", _unconsumed)
 
 
 # ---- importing: a producer's tensor as svod memory ----------------------------------------------------------
@@ -103,12 +107,9 @@ def device_name(device_type: int, device_id: int) -> str:
                     stage="dlpack", value=device_type)
 
 
-_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pythonapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pythonapi))
-_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_SetName", _pythonapi))
+_capsule_valid = _pythonapi("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_pointer = _pythonapi("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+_capsule_rename = _pythonapi("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
 _KINDS = {code: kind for kind, code in _CODES.items()}
 
 

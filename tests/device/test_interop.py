@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 
 import numpy as np
@@ -171,7 +172,15 @@ def test_svods_own_dlpack_capsules_are_read_by_numpy(dtype):
     assert len(dlpack._alive) == before
 
 
-def test_an_unconsumed_capsule_releases_its_tensor():
+@pytest.mark.parametrize("others_prototypes", [False, True], ids=["alone", "after_a_library_retyped_pythonapi"])
+def test_an_unconsumed_capsule_releases_its_tensor(others_prototypes, monkeypatch):
+    """Also after another library (Warp does so on import) set argtypes on ctypes.pythonapi's shared
+    capsule functions: svod's capsules do not go through them."""
+    if others_prototypes:
+        for name in ("PyCapsule_IsValid", "PyCapsule_GetPointer", "PyCapsule_New"):
+            function = getattr(ctypes.pythonapi, name)
+            monkeypatch.setattr(function, "argtypes", [ctypes.py_object, ctypes.c_char_p])
+            monkeypatch.setattr(function, "restype", ctypes.c_int)
     before = len(dlpack._alive)
     capsule = dlpack.capsule(0xDEAD000, dlpack.KDL_CUDA, 1, dtypes.float32, 4, keepalive=None)
     assert type(capsule).__name__ == "PyCapsule" and len(dlpack._alive) == before + 1
