@@ -6,7 +6,7 @@ its metadata derived here once).
 
 ::
 
-    ast ─> parts (block_matmul on a CPU, else split_reduction) ─> for each part:
+    ast ─> parts (parallel_loops, then block_matmul on a CPU, else split_reduction) ─> for each part:
            validate ─ check_dtypes ─ unbind ─ drop_empty_ranges ─ fuse_products ─ anchor_ranges ─ simplify
            ─ check_races ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify ─ keep_params
            ─> lowered SINK (``lower``)
@@ -59,7 +59,7 @@ from svod.codegen.lower import (
 )
 from svod.codegen.lower_cpu import block_matmul, block_transposes, privatize_atomics, thread_split, tile_for_cpu
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
-from svod.codegen.safety import check_races, guard_accesses, unbind
+from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
 from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
 from svod.dtype import DeviceSpec, PtrDType, dtypes
@@ -288,7 +288,13 @@ def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, .
     """The kernels ``ast`` runs as, its parts, in order: itself, or on a CPU a matmul in blocks of columns
     (two parts where it packs ``b``), or the two parts of a split reduction where the device has parallelism
     to spread the first over. Parts take the kernel's buffers and, after them, one scratch buffer (the last
-    PARAM of the first part)."""
+    PARAM of the first part). Sequential loops whose turns are independent are parallel in every part
+    (``parallel_loops``)."""
+    parallel = parallel_loops(ast)
+    if trace is not None:
+        _report(trace, "parallel_loops", f"{kernel_label(ast)} for {target.device}",
+                None if parallel is None else (parallel,))
+    ast = ast if parallel is None else parallel
     if runs_as_written(ast):
         return (ast,)
     split = None if target.gpu else block_matmul(ast, target.caps.l2_bytes)

@@ -15,6 +15,8 @@ when two of them may write one element with a plain STORE, or when one may read 
 Atomic updates are the way to combine into one element; a sequential LOOP range the way to carry values
 from one iteration to the next.
 
+``parallel_loops``: a sequential loop whose turns the same proofs show independent runs as a parallel range.
+
 ``unbind``: a variable fixed by ``BIND`` stays a variable of the compiled kernel, so one compile serves
 every fixed value; the value travels with the kernel.
 """
@@ -26,11 +28,12 @@ from dataclasses import dataclass
 
 from svod.codegen.checks import CHECKED, rows_of
 from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
+from svod.codegen.ranges import live_ranges, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
-from svod.ir.uop import memory_of, param_size, unknown_below
+from svod.ir.uop import exits, is_state, kernel_label, memory_of, param_size, unknown_below
 
 
 def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
@@ -370,6 +373,52 @@ def check_races(sink: UOp, kernel: str) -> None:
                     buffer = memory_of(first.src[0].src[0])
                     raise _race(kernel, buffer, "is written by two stores that may hit one element "
                                                              "from different work items")
+
+
+def parallel_loops(sink: UOp) -> UOp | None:
+    """``sink`` with its outermost sequential loops made parallel (GLOBAL) while ``check_races`` proves their
+    turns independent: no turn writes an element another turn reads or writes. Then the turns' order cannot
+    change what the kernel computes, and they tile and spread over threads as ``svod.prange`` turns do. A
+    numba user's matmul is ``for i in prange(n): for j in range(m): ...``: its column loop, left
+    sequential, ran as one dot product per column (800x1100x900 float64: 429 ms, against 17.7 as a prange).
+
+    Only a loop that every statement of the kernel runs inside is taken, with an end that no other loop's
+    index sets, in a kernel without early exits (a ``while`` or ``break`` anywhere in it): a statement before
+    or after it in the same work item (a register set before the loop and carried through it, a row finished
+    after it) needs the turns in order. And only
+    where each of the kernel's reductions depends on the loop's index: a sum the turns share is computed
+    once before a sequential loop, and would be computed once per work item of a parallel one. None where
+    no loop is made parallel."""
+    made = sink
+    while (loop := _outermost_loop(made)) is not None:
+        parallel = substitute(made, {loop: UOp.range(loop.src[0], loop.arg[0], AxisKind.GLOBAL),
+                                     **_states_outside(made, loop)})
+        try:
+            check_races(parallel, kernel_label(sink))
+        except GraphError:
+            break
+        made = parallel
+    return None if made is sink else made
+
+
+def _states_outside(sink: UOp, loop: UOp) -> dict[UOp, UOp]:
+    """Each memory state naming ``loop`` as a sequential loop around its statement, without it: in a work item
+    of the parallel range, the state is after the item's own effects stated before."""
+    return {u: UOp(Ops.AFTER, u.dtype, (u.src[0], *(r for r in u.src[1:] if r is not loop)), u.arg)
+            for u in sink.toposort() if is_state(u) and loop in u.src[1:]}
+
+
+def _outermost_loop(sink: UOp) -> UOp | None:
+    """The kernel's outermost sequential loop where ``parallel_loops`` may make it parallel, else None."""
+    loops = sorted(dict.fromkeys(u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP),
+                   key=range_order)
+    if not loops:
+        return None
+    loop, live = loops[0], live_ranges(sink)
+    if exits(sink) or any(u.op is Ops.RANGE for u in loop.src[0].toposort()):
+        return None
+    inside = all(loop in live[s] for s in sink.src if s.op in STATEMENTS)
+    return loop if inside and all(loop in live[u] for u in sink.toposort() if u.op is Ops.REDUCE) else None
 
 
 def _race(kernel: str, buffer: UOp, what: str) -> GraphError:

@@ -311,19 +311,20 @@ def test_negative_literals_after_a_minus_are_parenthesised(gpu):
 
 
 def test_llvmpipe_refuses_loops_it_would_cut_short(gpu):
-    """A product of a row by each column of a sequential loop: 300 columns of 301 terms in one work item,
-    300 x 302 turns, which llvmpipe used to stop at its limit, leaving the last columns 0 or wrong (301
-    terms is no multiple of the 8 partials a split needs). A device without the limit computes it."""
+    """A product of a row by each column of a sequential loop, each column adding the one before (so the
+    loop stays sequential): 300 columns of 301 terms in one work item, 300 x 302 turns, which llvmpipe used
+    to stop at its limit, leaving the last columns 0 or wrong (301 terms is no multiple of the 8 partials a
+    split needs). A device without the limit computes it."""
     k = KernelBuilder("heavy")
     out, x, w = (k.buffer(dtypes.float32, shape) for shape in ((17, 300), (17, 301), (301, 300)))
     r, c, j = k.range(17), k.range(300, AxisKind.LOOP), k.range(301, AxisKind.REDUCE)
-    k.store(out[r, c], (x[r, j] * w[j, c]).reduce(j))
+    k.store(out[r, c], (x[r, j] * w[j, c]).reduce(j) + (c < 1).where(0.0, out[r, c - 1]))
     rng = np.random.default_rng(3)
     x_np, w_np = rng.random((17, 301)).astype(np.float32), rng.random((301, 300)).astype(np.float32)
     got = np.zeros((17, 300), np.float32)
     if gpu.caps.max_loop_turns is None:
         svod.run(k.build(), [got, x_np, w_np], device=gpu)
-        np.testing.assert_allclose(got, x_np @ w_np, rtol=1e-4)
+        np.testing.assert_allclose(got, np.cumsum(x_np @ w_np, axis=1), rtol=1e-4)
         return
     with pytest.raises(GraphError, match=f"stops them after {gpu.caps.max_loop_turns}") as raised:
         svod.run(k.build(), [got, x_np, w_np], device=gpu)

@@ -95,7 +95,7 @@ def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
     assert done.returncode == 0, done.stderr
     passes = [line.split()[2] for line in done.stderr.splitlines() if line.startswith("svod: pass")]
     gpu = device != "CPU"
-    assert passes == [*([] if gpu else ["block_matmul"]), "split_reduction", *FRONT,
+    assert passes == ["parallel_loops", *([] if gpu else ["block_matmul"]), "split_reduction", *FRONT,
                       *(["tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions",
                          "to_gpu_indices", "speculate_gated_loads"] if gpu else
                         ["block_transposes", "tile_for_cpu", "split_for_threads", "privatize_atomics",

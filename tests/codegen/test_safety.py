@@ -9,7 +9,11 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
 from svod.codegen.indexing import index_in_bounds
-from svod.errors import GraphError, IndexOutOfBoundsError
+from svod.codegen.safety import parallel_loops
+from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
+from svod.frontend.oracle import run_as_python
+from svod.ir import Ops
+from tests.frontend.test_held_values import agrees_with_python
 from tests.helpers import open_device, refuses
 
 PAD = 16
@@ -541,3 +545,132 @@ def test_a_stride_that_is_a_range_s_own_variable_end_and_an_exact_division_tell_
     got = np.zeros(8, np.float32)
     svod.run(k.build(), [got], device=device)
     np.testing.assert_array_equal(got, [0, 0, 1, 2, 3, 0, 0, 0])
+
+
+# ---- sequential loops made parallel ------------------------------------------------------------------------
+
+@svod.kernel
+def _rows_times_columns(out, a, b):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):  # numba's spelling: only the outer loop is prange
+            acc = 0.0
+            for k in range(a.shape[1]):
+                acc += a[i, k] * b[k, j]
+            out[i, j] = acc
+
+
+@svod.kernel
+def _doubled_without_prange(out, a):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = a[i, j] * 2.0
+
+
+@svod.kernel
+def _running_sum_in_place(out, a):
+    for i in svod.prange(out.shape[0]):
+        for j in range(1, out.shape[1]):
+            out[i, j] = out[i, j - 1] + a[i, j]
+
+
+@svod.kernel
+def _row_started_before_its_loop(out, a):
+    for i in svod.prange(out.shape[0]):
+        out[i, 0] = -1.0
+        for j in range(1, out.shape[1]):
+            out[i, j] = out[i, 0] + a[i, j]
+
+
+@svod.kernel
+def _carried_through_the_row(out, a):
+    for i in svod.prange(out.shape[0]):
+        s = 0.0
+        for j in range(out.shape[1]):
+            s = s * 0.5 + a[i, j]
+            out[i, j] = s
+
+
+@svod.kernel
+def _last_turn_wins(out, a):
+    for i in svod.prange(out.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, 0] = a[i, j]
+
+
+@svod.kernel
+def _reversed_rows(out, a):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1] - 1, -1, -1):
+            out[i, out.shape[1] - 1 - j] = a[i, j]
+
+
+@svod.kernel
+def _scaled_by_the_rows_sum(out, a):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k]
+            out[i, j] = a[i, j] / total
+
+
+@svod.kernel
+def _escape_times(out, a):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            z = 0.0
+            k = 0
+            while k < 20 and z < 4.0:
+                z = z * z + a[i, j]
+                k += 1
+            out[i, j] = k
+
+
+@svod.kernel
+def _stops_at_the_first_negative(out, a):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            if a[i, j] < 0.0:
+                break
+            out[i, j] = a[i, j]
+
+
+_PARALLEL_OR_NOT = [(_rows_times_columns, True), (_doubled_without_prange, True), (_reversed_rows, True),
+                    (_running_sum_in_place, False), (_row_started_before_its_loop, False),
+                    (_carried_through_the_row, False), (_last_turn_wins, False), (_stops_at_the_first_negative, False),
+                    (_escape_times, False),
+                    (_scaled_by_the_rows_sum, False)]
+
+
+def _loop_arrays(kernel, rows: int = 5, columns: int = 7) -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((rows, columns if kernel is not _rows_times_columns else 3))
+    if kernel is _rows_times_columns:
+        return [np.zeros((rows, columns)), a, rng.standard_normal((3, columns))]
+    return [np.zeros((rows, 1 if kernel is _last_turn_wins else columns)), a]
+
+
+@pytest.mark.parametrize(("kernel", "parallel"), _PARALLEL_OR_NOT, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_a_sequential_loop_is_parallel_exactly_where_its_turns_are_independent(kernel, parallel):
+    """``for j in range(m)`` becomes a GLOBAL range where no turn reads or writes what another writes and
+    every statement runs inside it; a recurrence, a statement before the loop in the same work item, a
+    register carried from turn to turn, a store every turn makes to one element, a ``break`` or ``while``
+    in the kernel, or a sum the turns share (computed once before the loop, not once per work item) keep it
+    sequential."""
+    ast = kernel.bind(*_loop_arrays(kernel)).ast
+    made = parallel_loops(ast)
+    loops = [u for u in (ast if made is None else made).toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP]
+    assert (made is not None and not loops) if parallel else (made is None or loops)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (3, 1), (1, 17), (0, 4), (4, 0)])
+@pytest.mark.parametrize(("kernel", "parallel"), _PARALLEL_OR_NOT, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_sequential_loops_compute_what_python_does_whether_made_parallel_or_not(device, kernel, parallel, shape):
+    arrays = _loop_arrays(kernel, *shape)
+    try:
+        run_as_python(kernel, *arrays)
+    except IndexError:  # a row's column 0 of an empty row: svod refuses the arguments
+        with pytest.raises(SvodError):
+            kernel(*arrays, device=device)
+        return
+    agrees_with_python(kernel, device, *arrays)
