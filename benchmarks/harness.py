@@ -29,7 +29,9 @@ import numpy as np
 
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
+from benchmarks.blas_anchor import openblas_core, openblas_gflops, torch_gflops, widest_core
 from benchmarks.distributed import shard_overhead
+from benchmarks.fma_peak import fma_peak_gflops
 from benchmarks.framework_peers import FrameworkPeers
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
@@ -162,6 +164,7 @@ class Bench:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
                 ("cache hits", self.cache_hits), ("call path", self.call_path), ("plan replay", self.replay),
                 ("triad", self.triad), ("sum", self.sum), ("gather", self.gather), ("matmul", self.matmul),
+                ("blas anchor", self.blas_anchor),
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
                 ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
                 ("distributed", lambda: shard_overhead(self.device.name)),
@@ -561,6 +564,34 @@ class Bench:
 
     def matmul(self) -> list[Metric]:
         return [self._matmul(256, "matmul256_gflops"), self._matmul(self.sizes.big_matmul, "matmul1024_gflops")]
+
+    def blas_anchor(self) -> list[Metric]:
+        """svod's matmul against the BLAS at its best here (``benchmarks.blas_anchor``): numpy's OpenBLAS as
+        it loads, OpenBLAS made to use the kernels of this host's widest vectors, torch's matmul, and the
+        host's FMA peak, in float32 and float64 at the big matmul's size."""
+        n, threads = self.sizes.big_matmul, settings.threads
+        repeats = max(3, self.sizes.repeats // 3)
+        core, widest = openblas_core(), widest_core()
+        metrics = []
+        for dtype in (np.float32, np.float64):
+            name = np.dtype(dtype).name
+            workload = matmul(n, dtype=dtype)
+            flops = 2 * n ** 3
+            svod_s = median_seconds(load(workload, self.device), repeats)
+            with blas_threads(threads):
+                numpy_s = median_seconds(workload.numpy, repeats)
+            others: dict[str, float | None] = {"FMA peak": fma_peak_gflops(name, threads)}
+            torch = torch_gflops(n, name, threads, repeats)
+            why = {"torch": torch} if isinstance(torch, str) else {}
+            if not isinstance(torch, str):
+                others["torch"] = torch
+            if widest is not None and widest != core:
+                others[f"OpenBLAS ({widest} kernels)"] = openblas_gflops(n, name, threads, widest, repeats)
+            note = (f"{n}x{n} {name}, {threads} threads; numpy's OpenBLAS runs its {core or 'own'} kernels here"
+                    + ("" if widest is None or widest != core else " (this host's widest)"))
+            metrics.append(Metric(f"matmul_anchor.{name}_gflops", "GFLOP/s", "higher", flops / svod_s / 1e9,
+                                  numpy=flops / numpy_s / 1e9, note=note, others=others, why_missing=why))
+        return metrics
 
     def _matmul(self, n: int, name: str) -> Metric:
         workload = matmul(n)

@@ -27,6 +27,7 @@ JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms"
 UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
          "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
          "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
+         "matmul_anchor.float32_gflops": "GFLOP/s", "matmul_anchor.float64_gflops": "GFLOP/s",
          "host_parallel_speedup": "x", "plan_prepare_speedup": "x", "membw_copy_gbps": "GB/s", "gather_gbps": "GB/s",
          "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
          "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
@@ -35,6 +36,7 @@ UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_d
 if importlib.util.find_spec("ray") is None:  # no figure without the ray extra
     del UNITS["distributed.shard_overhead_ms"]
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
+             "matmul_anchor.float32_gflops", "matmul_anchor.float64_gflops",
              "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS}
 
 
