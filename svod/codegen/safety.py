@@ -387,8 +387,10 @@ def parallel_loops(sink: UOp) -> UOp | None:
     or after it in the same work item (a register set before the loop and carried through it, a row finished
     after it) needs the turns in order. And only
     where each of the kernel's reductions depends on the loop's index: a sum the turns share is computed
-    once before a sequential loop, and would be computed once per work item of a parallel one. None where
-    no loop is made parallel."""
+    once before a sequential loop, and would be computed once per work item of a parallel one. A kernel
+    that is one work item (no ``prange``) with reductions keeps its loops: each reduction is split over
+    every thread, where a parallel loop of a few turns (k-means' clusters) would keep threads idle. None
+    where no loop is made parallel."""
     made = sink
     while (loop := _outermost_loop(made)) is not None:
         parallel = substitute(made, {loop: UOp.range(loop.src[0], loop.arg[0], AxisKind.GLOBAL),
@@ -417,8 +419,11 @@ def _outermost_loop(sink: UOp) -> UOp | None:
     loop, live = loops[0], live_ranges(sink)
     if exits(sink) or any(u.op is Ops.RANGE for u in loop.src[0].toposort()):
         return None
+    reductions = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    if reductions and not any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in sink.toposort()):
+        return None  # one work item: its reductions are split over the threads (``split_reduction``)
     inside = all(loop in live[s] for s in sink.src if s.op in STATEMENTS)
-    return loop if inside and all(loop in live[u] for u in sink.toposort() if u.op is Ops.REDUCE) else None
+    return loop if inside and all(loop in live[u] for u in reductions) else None
 
 
 def _race(kernel: str, buffer: UOp, what: str) -> GraphError:

@@ -615,6 +615,16 @@ def _scaled_by_the_rows_sum(out, a):
 
 
 @svod.kernel
+def _row_sums_without_prange(out, a):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k] * (j + 1)
+            out[i, j] = total
+
+
+@svod.kernel
 def _escape_times(out, a):
     for i in svod.prange(out.shape[0]):
         for j in range(out.shape[1]):
@@ -638,7 +648,7 @@ def _stops_at_the_first_negative(out, a):
 _PARALLEL_OR_NOT = [(_rows_times_columns, True), (_doubled_without_prange, True), (_reversed_rows, True),
                     (_running_sum_in_place, False), (_row_started_before_its_loop, False),
                     (_carried_through_the_row, False), (_last_turn_wins, False), (_stops_at_the_first_negative, False),
-                    (_escape_times, False),
+                    (_escape_times, False), (_row_sums_without_prange, False),
                     (_scaled_by_the_rows_sum, False)]
 
 
@@ -655,8 +665,8 @@ def test_a_sequential_loop_is_parallel_exactly_where_its_turns_are_independent(k
     """``for j in range(m)`` becomes a GLOBAL range where no turn reads or writes what another writes and
     every statement runs inside it; a recurrence, a statement before the loop in the same work item, a
     register carried from turn to turn, a store every turn makes to one element, a ``break`` or ``while``
-    in the kernel, or a sum the turns share (computed once before the loop, not once per work item) keep it
-    sequential."""
+    in the kernel, a sum the turns share (computed once before the loop, not once per work item), or a
+    kernel of one work item with sums (each split over the threads instead) keep it sequential."""
     ast = kernel.bind(*_loop_arrays(kernel)).ast
     made = parallel_loops(ast)
     loops = [u for u in (ast if made is None else made).toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP]
