@@ -17,6 +17,9 @@ import sys
 import llvmlite.binding as llvm
 import numpy as np
 
+from benchmarks.peers import NOT_INSTALLED
+from benchmarks.timing import median_seconds
+
 _TIMED = """
 import sys, time
 import numpy as np
@@ -67,8 +70,7 @@ def torch_gflops(n: int, dtype: str, threads: int, repeats: int) -> float | str:
     try:
         import torch
     except ImportError:
-        return "torch is not installed (pip install 'svod[bench]')"
-    from benchmarks.timing import median_seconds
+        return f"torch is {NOT_INSTALLED}"
 
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)

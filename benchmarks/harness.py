@@ -581,9 +581,11 @@ class Bench:
             with blas_threads(threads):
                 numpy_s = median_seconds(workload.numpy, repeats)
             others: dict[str, float | None] = {"FMA peak": fma_peak_gflops(name, threads)}
+            why: dict[str, str] = {}
             torch = torch_gflops(n, name, threads, repeats)
-            why = {"torch": torch} if isinstance(torch, str) else {}
-            if not isinstance(torch, str):
+            if isinstance(torch, str):
+                why["torch"] = torch
+            else:
                 others["torch"] = torch
             if widest is not None and widest != core:
                 others[f"OpenBLAS ({widest} kernels)"] = openblas_gflops(n, name, threads, widest, repeats)

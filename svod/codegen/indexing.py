@@ -353,9 +353,8 @@ def _shifted(poly: Poly, least: Callable[[UOp], int]) -> Poly | None:
     interval proves (a 3x3 window's ``w[o, c, ky, kx]`` over a symbolic window size; ``h*h - h`` where a
     guard says ``0 < h``). None where there is no such variable with a least value above 0."""
     for atom in poly.atoms():
-        if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) and least(atom) > 0 \
-                and any(m.count(atom) > 1 for m in poly.terms):
-            lowest = least(atom)
+        lowest = least(atom) if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) else 0
+        if lowest > 0 and any(m.count(atom) > 1 for m in poly.terms):
             above = UOp.define_var(f"{atom.arg[0]}_above_{lowest}", 0, int(atom.vmax) - lowest)
             value = Poly.atom(above) + Poly.const(lowest)
             shifted = Poly()

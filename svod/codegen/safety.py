@@ -385,9 +385,9 @@ def parallel_loops(sink: UOp) -> UOp | None:
     Only a loop that every statement of the kernel runs inside is taken, with an end that no other loop's
     index sets, in a kernel without early exits (a ``while`` or ``break`` anywhere in it): a statement before
     or after it in the same work item (a register set before the loop and carried through it, a row finished
-    after it) needs the turns in order. And only
-    where each of the kernel's reductions depends on the loop's index: a sum the turns share is computed
-    once before a sequential loop, and would be computed once per work item of a parallel one. A kernel
+    after it) needs the turns in order. And only where each of the kernel's reductions depends on the loop's
+    index: a sum the turns share is computed once before a sequential loop, and would be computed once per
+    work item of a parallel one. A kernel
     that is one work item (no ``prange``) with reductions keeps its loops: each reduction is split over
     every thread, where a parallel loop of a few turns (k-means' clusters) would keep threads idle. None
     where no loop is made parallel."""
@@ -406,22 +406,24 @@ def parallel_loops(sink: UOp) -> UOp | None:
 def _states_outside(sink: UOp, loop: UOp) -> dict[UOp, UOp]:
     """Each memory state naming ``loop`` as a sequential loop around its statement, without it: in a work item
     of the parallel range, the state is after the item's own effects stated before."""
-    return {u: UOp(Ops.AFTER, u.dtype, (u.src[0], *(r for r in u.src[1:] if r is not loop)), u.arg)
+    return {u: u.src[0].state(u.arg, *(r for r in u.src[1:] if r is not loop))
             for u in sink.toposort() if is_state(u) and loop in u.src[1:]}
 
 
 def _outermost_loop(sink: UOp) -> UOp | None:
     """The kernel's outermost sequential loop where ``parallel_loops`` may make it parallel, else None."""
-    loops = sorted(dict.fromkeys(u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP),
-                   key=range_order)
-    if not loops:
+    topo = sink.toposort()
+    ranges = [u for u in topo if u.op is Ops.RANGE]
+    loops = [r for r in ranges if r.arg[1] is AxisKind.LOOP]
+    if not loops or exits(sink):
         return None
-    loop, live = loops[0], live_ranges(sink)
-    if exits(sink) or any(u.op is Ops.RANGE for u in loop.src[0].toposort()):
+    loop = min(loops, key=range_order)
+    if any(u.op is Ops.RANGE for u in loop.src[0].toposort()):
         return None
-    reductions = [u for u in sink.toposort() if u.op is Ops.REDUCE]
-    if reductions and not any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in sink.toposort()):
+    reductions = [u for u in topo if u.op is Ops.REDUCE]
+    if reductions and not any(r.arg[1] is AxisKind.GLOBAL for r in ranges):
         return None  # one work item: its reductions are split over the threads (``split_reduction``)
+    live = live_ranges(sink)
     inside = all(loop in live[s] for s in sink.src if s.op in STATEMENTS)
     return loop if inside and all(loop in live[u] for u in reductions) else None
 

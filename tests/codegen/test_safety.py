@@ -654,10 +654,9 @@ _PARALLEL_OR_NOT = [(_rows_times_columns, True), (_doubled_without_prange, True)
 
 def _loop_arrays(kernel, rows: int = 5, columns: int = 7) -> list[np.ndarray]:
     rng = np.random.default_rng(7)
-    a = rng.standard_normal((rows, columns if kernel is not _rows_times_columns else 3))
     if kernel is _rows_times_columns:
-        return [np.zeros((rows, columns)), a, rng.standard_normal((3, columns))]
-    return [np.zeros((rows, 1 if kernel is _last_turn_wins else columns)), a]
+        return [np.zeros((rows, columns)), rng.standard_normal((rows, 3)), rng.standard_normal((3, columns))]
+    return [np.zeros((rows, 1 if kernel is _last_turn_wins else columns)), rng.standard_normal((rows, columns))]
 
 
 @pytest.mark.parametrize(("kernel", "parallel"), _PARALLEL_OR_NOT, ids=lambda v: getattr(v, "__name__", str(v)))
