@@ -151,7 +151,10 @@ def privatize_atomics(sink: UOp) -> UOp:
     kernel becomes: the copy set to 0 (``-0.0`` for floats, which any sum keeps), the kernel with its adds into
     the copy, then each thread's copy added into the buffer (integer zeros skipped). A buffer of symbolic size
     gets a copy of ``PRIVATE_BYTES``, used where the buffer fits it, its adds made atomically into the buffer
-    where it does not (a histogram of a symbolic bin count: 38 ms of locked adds, against 0.8 with copies). A
+    where it does not (a histogram of a symbolic bin count: 38 ms of locked adds, against 0.8 with copies), in a
+    loop nest of their own after the kernel's (two gated effects in one loop would each open its own loop); so
+    only where the adds read no memory the kernel writes, and the kernel's loop is not split around them (a
+    value read before a store and used after would be read again after it). A
     private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a bounds check on it
     reports that buffer. Integer sums are exact; a float sum's order was never fixed.
     """
@@ -163,6 +166,7 @@ def privatize_atomics(sink: UOp) -> UOp:
             adds.setdefault(e.src[0].src[0], []).append(e)
     others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
               and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
+    written = written_memory(topo)
     axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
     setup: list[UOp] = []
     flush: list[UOp] = []
@@ -176,6 +180,9 @@ def privatize_atomics(sink: UOp) -> UOp:
                 or work < min(held, int(size.vmax)):
             continue
         fits = None if size.vmax <= held else size <= held
+        if fits is not None and any(memory_of(u.src[0].src[0]) in written for e in found for u in e.toposort()
+                                    if u.op is Ops.LOAD):
+            continue  # the adds made after the kernel's other effects would read what those wrote
         capacity = int(size.vmax) if fits is None else held
         copy = UOp(Ops.DEFINE_LOCAL, base.ptr(capacity, local=True), (buffer,), len(private))
         private[buffer] = (copy, fits)
@@ -189,6 +196,7 @@ def privatize_atomics(sink: UOp) -> UOp:
     if not private:
         return sink
     body: list[UOp] = []
+    elsewhere: list[UOp] = []
     for e in sink.src:
         if e.op not in EFFECTS:
             continue
@@ -199,9 +207,10 @@ def privatize_atomics(sink: UOp) -> UOp:
         into_copy = e.replace(src=(e.src[0].replace(src=(copy, *e.src[0].src[1:])), *e.src[1:]))
         if fits is None:
             body.append(into_copy)
-        else:  # one loop nest or the other runs, each whole: loops of their own
-            body += [_gated(into_copy, fits), _gated(_in_loops_of_its_own(e, live[e], axes, fits), fits.ne(True))]
-    return sink.replace(src=(*setup, *body, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
+        else:  # the copy's loops or the buffer's run, each whole: the buffer's after the kernel's own
+            body.append(_gated(into_copy, fits))
+            elsewhere.append(_gated(_in_loops_of_its_own(e, live[e], axes, fits), fits.ne(True)))
+    return sink.replace(src=(*setup, *body, *elsewhere, *flush, *(u for u in sink.src if u.op not in EFFECTS)))
 
 
 def _in_loops_of_its_own(effect: UOp, ranges: frozenset[UOp], axes: Iterator[int], skipped: UOp) -> UOp:

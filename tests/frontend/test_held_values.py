@@ -422,3 +422,22 @@ def test_a_condition_is_read_only_where_the_conditions_around_it_hold(device):
     code's nested IFs make them; the reference read ``x[j]`` for every ``j`` and raised IndexOutOfBoundsError
     where Python reads nothing past ``x``."""
     agrees_with_python(read_under_nested_ifs, device, np.zeros((3, 8), np.int32), np.arange(-2, 2, dtype=np.int32), 4)
+
+
+@svod.kernel
+def counted_before_overwrite(out, hist):
+    for i in svod.prange(out.shape[0]):
+        v = out[i]
+        out[i] = 7
+        svod.atomic_add(hist, i % hist.shape[0], v)
+        out[i] = out[i] + v
+
+
+@pytest.mark.parametrize(("n", "bins"), [(1, 1), (10, 3), (1009, 7)])
+def test_an_add_into_a_buffer_of_symbolic_size_reads_what_its_statement_read(device, n, bins):
+    """The CPU adds into per-thread copies of a histogram where its (symbolic) bin count fits them, and into
+    the histogram itself where it does not, in loops after the kernel's: adds that read what the kernel
+    overwrites (``v``, read before the store) stay at their statement, and the value read before the store is
+    the one used after it (the copy's loop was once split around the adds, and ``v`` read again: 14, not 8)."""
+    agrees_with_python(counted_before_overwrite, device, np.arange(1, n + 1, dtype=np.int32),
+                       np.zeros(bins, np.int32))
