@@ -642,6 +642,8 @@ def _alu(op: Ops, dtype: DType, operand: DType, args: list[Array]) -> Array:
         return _ARITHMETIC[op](a, b).astype(out)
     if op is Ops.POW:
         return np.power(a.astype(np.float64), b.astype(np.float64)).astype(out)
+    if op is Ops.FMOD:  # exact in float64, so exact in any narrower float once rounded back
+        return np.fmod(a.astype(np.float64), b.astype(np.float64)).astype(out)
     if op in (Ops.SHL, Ops.SHR):
         return _shift(op, a, b, out)
     if op is Ops.FDIV:

@@ -125,10 +125,9 @@ _INTEGER_ONLY = frozenset({"<<", ">>", "&", "|", "^"})
 def _floored(op: str, a: UOp, b: UOp) -> UOp:
     """Python's ``a // b`` or ``a % b``: the quotient rounded down, the remainder with the divisor's sign. On
     integers from the IR's truncating IDIV and MOD, corrected where the remainder and the divisor have other
-    signs (nothing to correct where both are proven non-negative); on floats from ``floor``."""
+    signs (nothing to correct where both are proven non-negative); on floats ``_floored_float``."""
     if a.dtype.is_float:
-        quotient = (a / b).floor()
-        return quotient if op == "//" else a - quotient * b
+        return _floored_float(op, a, b)
     truncated = a // b if op == "//" else a % b
     if a.vmin >= 0 and b.vmin >= 0:
         return truncated
@@ -137,6 +136,27 @@ def _floored(op: str, a: UOp, b: UOp) -> UOp:
     if op == "//":
         return truncated - across.cast(a.dtype)
     return across.where(remainder + b, remainder)
+
+
+
+def _floored_float(op: str, a: UOp, b: UOp) -> UOp:
+    """Python's float ``a // b`` and ``a % b`` as NumPy computes them (``np.floor_divide``, ``np.remainder``),
+    from the exact truncated remainder ``fmod``: the remainder moved to the divisor's side (a zero one takes
+    the divisor's sign), the quotient ``(a - remainder) / b`` rounded to the integer it is. ``a - floor(a / b)
+    * b`` would be wrong by up to the dividend's last unit, which dwarfs the divisor once the quotient passes
+    the float's precision. A zero divisor gives ``a / b`` and NaN, as NumPy's do (Python raises)."""
+    zero, one = UOp.const(a.dtype, 0.0), UOp.const(a.dtype, 1.0)
+    exact = a.fmod(b)
+    across = exact.ne(0) & (exact < 0).ne(b < 0)
+    if op == "%":
+        signed_zero = (b < 0).where(UOp.const(a.dtype, -0.0), zero)
+        return exact.ne(0).where(across.where(exact + b, exact), signed_zero)
+    whole = (a - exact) / b
+    whole = across.where(whole - one, whole)
+    floor = whole.floor()
+    rounded = (whole - floor > 0.5).where(floor + one, floor)
+    quotient = whole.ne(0).where(rounded, (a / b) * zero)  # a zero with the sign of a / b
+    return b.ne(0).where(quotient, a / b)
 
 
 __all__ = ["Arithmetic", "BINARY", "COMPARE"]

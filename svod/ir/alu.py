@@ -174,7 +174,7 @@ _FLOAT_OPS: dict[Ops, Callable[..., float]] = {
     Ops.EXP: _in_float64(np.exp), Ops.LOG: _in_float64(np.log), Ops.COS: _in_float64(np.cos),
     Ops.TAN: _in_float64(np.tan), Ops.TANH: _in_float64(np.tanh), Ops.ERF: math.erf,
     Ops.FLOOR: _in_float64(np.floor), Ops.CEIL: _in_float64(np.ceil), Ops.TRUNC: _in_float64(np.trunc),
-    Ops.RINT: _in_float64(np.rint), Ops.POW: _in_float64(np.power),
+    Ops.RINT: _in_float64(np.rint), Ops.POW: _in_float64(np.power), Ops.FMOD: _in_float64(np.fmod),
 }
 _INT_OPS: dict[Ops, Callable[..., int]] = {
     Ops.NEG: lambda a: -a, Ops.ABS: abs, Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b,

@@ -87,6 +87,9 @@ class Ops(Enum):
     OR = auto()
     XOR = auto()
     POW = auto()
+    FMOD = auto()
+    """The float remainder of truncated division (C's ``fmod``): exact, with the dividend's sign; NaN for a
+    zero divisor, an infinite dividend or a NaN. Python's float ``%`` and ``//`` are built from it."""
     SHL = auto()
     SHR = auto()
     """Shifts: an amount outside ``0 .. bits-1`` shifts everything out (0, or -1 for a negative ``>>``),
@@ -120,11 +123,12 @@ class AxisKind(Enum):
 
 
 MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.COS, Ops.TAN, Ops.TANH, Ops.ERF,
-                  Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.POW})
+                  Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.POW, Ops.FMOD})
 """Float functions every C math library has (``expf``, ``powf`` ...), rendered as calls or intrinsics."""
-UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.RECIPROCAL}) | (MATH - {Ops.POW})
+UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.RECIPROCAL}) | (MATH - {Ops.POW, Ops.FMOD})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT,
-                    Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.POW, Ops.SHL, Ops.SHR})
+                    Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.POW, Ops.FMOD, Ops.SHL,
+                    Ops.SHR})
 TERNARY = frozenset({Ops.WHERE, Ops.MULACC})
 ALU = UNARY | BINARY | TERNARY
 COMPARISON = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPNE, Ops.CMPEQ})

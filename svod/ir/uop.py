@@ -525,6 +525,7 @@ class UOp:
         """To the nearest integer, ties to even (numpy's ``round``)."""
         return self.alu(Ops.RINT)
     def pow(self, other: Operand) -> UOp: return self.alu(Ops.POW, other)
+    def fmod(self, other: Operand) -> UOp: return self.alu(Ops.FMOD, other)
     def sigmoid(self) -> UOp:
         """``1 / (1 + exp(-x))``, written so that ``exp`` never overflows: with ``e = exp(-|x|)``, ``1/(1+e)``
         for ``x >= 0`` and ``e/(1+e)`` below (a large negative ``x`` keeps its tiny result)."""

@@ -153,7 +153,7 @@ def _vocabulary(dtype=dtypes.float32) -> UOp:
     i = k.range(8)
     v = x[i]
     total = v.exp() + v.log() + v.cos() + v.tan() + v.tanh() + v.erf() + v.floor() + v.ceil() + v.trunc()
-    k.store(out[i], total + v.round() + v ** 1.5 + v.sigmoid() + v.rsqrt() + v.clamp(0.0, 1.0))
+    k.store(out[i], total + v.round() + v ** 1.5 + v.sigmoid() + v.rsqrt() + v.clamp(0.0, 1.0) + v.fmod(0.7))
     k.store(bits[i], (bits[i] << 3) ^ (bits[i] >> 2) ^ ~bits[i])
     return k.build()
 
@@ -161,7 +161,7 @@ def _vocabulary(dtype=dtypes.float32) -> UOp:
 @requires_nvrtc
 def test_math_vocabulary_and_shifts_compile_to_ptx():
     spec = CUDARenderer().render(_vocabulary())
-    assert "erff(" in spec.src and "powf(" in spec.src and "rintf(" in spec.src
+    assert "erff(" in spec.src and "powf(" in spec.src and "rintf(" in spec.src and "fmodf(" in spec.src
     assert b".entry" in NVRTCCompiler().compile(spec).bytes
 
 

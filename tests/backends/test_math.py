@@ -93,6 +93,34 @@ def test_pow_with_float_and_integer_exponents(device, dtype):
     assert (_ulps(got_squared, want_squared)[compared] <= 1).all(), (got_squared, want_squared)
 
 
+DIVIDENDS = [7.5, -7.5, 0.0, -0.0, 1.0, 0.1, -0.3, 1e20, -3e38, 7.1e109, -1e300, 1e308, 12345678901234567.0,
+             1e-40, -1e-310, 5e-324, np.inf, -np.inf, np.nan]
+DIVISORS = [2.0, -2.0, 3.0, 100.0, 0.1, -0.7, 1e-30, -1e-40, 5e-324, 3e38, np.inf, -np.inf, 0.0, -0.0, np.nan]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_fmod_is_the_exact_truncated_remainder(device, dtype):
+    """C's ``fmod`` exactly, where the quotient is far past the float's precision too (``7.1e109 % 100``):
+    the remainder is a float, so nothing is rounded."""
+    if refuses(device, dtype):
+        return
+    pairs = np.array([(a, b) for a in DIVIDENDS for b in DIVISORS], np.float64)
+    with np.errstate(all="ignore"):
+        a, b = pairs[:, 0].astype(dtype.numpy), pairs[:, 1].astype(dtype.numpy)
+        want = np.fmod(a.astype(np.float64), b.astype(np.float64)).astype(dtype.numpy)
+    k = KernelBuilder("fmod")
+    out, x, y = (k.buffer(dtype, len(pairs)) for _ in range(3))
+    i = k.range(len(pairs))
+    k.store(out[i], x[i].fmod(y[i]))
+    got = np.zeros(len(pairs), dtype.numpy)
+    svod.run(k.build(), [got, a, b], device=device)
+    compared = ieee_inputs(device, a) & ieee_inputs(device, b) & ieee_inputs(device, want)
+    assert compared.sum() >= 40
+    wrong = _ulps(got, want)[compared] != 0
+    assert not wrong.any(), list(zip(a[compared][wrong], b[compared][wrong], got[compared][wrong],
+                                     want[compared][wrong], strict=True))
+
+
 @pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64],
                          ids=lambda d: d.name)
 def test_shifts_and_bitwise_ops_match_numpy(device, dtype):

@@ -29,7 +29,7 @@ COMPILED_DEVICES = _compiled_devices()
 INT_DTYPES = [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64]
 FLOAT_DTYPES = [dtypes.float32, dtypes.float64]
 INT_BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR]
-FLOAT_BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX]
+FLOAT_BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.FMOD]
 
 
 def _trees(dtype: DType) -> st.SearchStrategy:

@@ -12,7 +12,7 @@ import pytest
 import svod
 from svod import dtypes
 from svod.device import Device
-from tests.helpers import refuses
+from tests.helpers import ieee_inputs, refuses
 
 PRIMES = [1, 7, 13]
 
@@ -266,15 +266,35 @@ def float_division(q, r, a, b):
         r[i] = a[i] % b[i]
 
 
-def test_float_floor_division_and_remainder(device):
-    if refuses(device, dtypes.float32):
+_DIVIDENDS = [7.5, -7.5, 0.0, -0.0, 1.0, -1e-300, 0.1, 1e20, -3e38, 7.1e109, -1e300, 1e308, 12345678901234567.0,
+              5e-324, np.inf, -np.inf, np.nan]
+_DIVISORS = [2.0, -2.0, 3.0, -3.0, 100.0, 0.1, -0.7, 7.0, 1e-30, np.inf, -np.inf, 0.0, -0.0, np.nan]
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64], ids=lambda d: d.name)
+def test_float_floor_division_and_remainder(device, dtype):
+    """Python's float ``//`` and ``%`` bit for bit, as NumPy computes them: the remainder takes the divisor's
+    sign (a zero one too), the quotient is the floor of the exact one, an infinite dividend gives NaN, and a
+    quotient past the float's precision leaves a remainder below the divisor (``7.1e109 % 100`` is 92, not
+    ``a - floor(a / b) * b``'s -8e93). A zero divisor gives NumPy's ``a / b`` and NaN (Python raises)."""
+    if refuses(device, dtype):
         return
-    a = np.array([7.5, -7.5, 7.5, -7.5, 0.0, 1.0], np.float32)
-    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, -3.0], np.float32)
+    pairs = np.array([(a, b) for a in _DIVIDENDS for b in _DIVISORS], np.float64)
+    with np.errstate(all="ignore"):
+        a, b = pairs[:, 0].astype(dtype.numpy), pairs[:, 1].astype(dtype.numpy)
+        want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
     q, r = np.zeros_like(a), np.zeros_like(a)
     float_division(q, r, a, b, device=device)
-    np.testing.assert_array_equal(q, a // b)
-    np.testing.assert_array_equal(r, a % b)
+    if dtype == dtypes.float64:  # NumPy's are Python's wherever Python divides
+        divides = b != 0
+        python = [(x // y, x % y) for x, y in zip(a[divides].tolist(), b[divides].tolist(), strict=True)]
+        np.testing.assert_array_equal(np.array(python), np.stack([want_q[divides], want_r[divides]], 1))
+    compared = ieee_inputs(device, a) & ieee_inputs(device, b) & ieee_inputs(device, want_q) \
+        & ieee_inputs(device, want_r)
+    for got, want in ((q, want_q), (r, want_r)):
+        same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+        assert same[compared].all(), list(zip(a[compared & ~same], b[compared & ~same], got[compared & ~same],
+                                              want[compared & ~same], strict=True))
 
 
 @svod.kernel

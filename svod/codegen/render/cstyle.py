@@ -95,7 +95,8 @@ class CStyleRenderer(KernelRenderer):
     math_functions: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf", Ops.FLOOR: "floor",
-        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow", Ops.MULACC: "fma",
+        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow", Ops.FMOD: "fmod",
+        Ops.MULACC: "fma",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""

@@ -84,7 +84,8 @@ class LLVMRenderer(KernelRenderer):
 
     int_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and",
                                             Ops.OR: "or", Ops.XOR: "xor"}
-    float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
+    float_binary: ClassVar[dict[Ops, str]] = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv",
+                                               Ops.FMOD: "frem"}
     float_intrinsic: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.FLOOR: "floor", Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint",

@@ -44,6 +44,32 @@ _COMPARE_EXCHANGE_TURNS = 64
 once more for each work item that updated the element first, and a CPU device runs a batch of up to 16 work
 items in lockstep, so 64 leaves room for other batches."""
 
+_FMOD = """fn svod_fmod_float32(a: f32, b: f32) -> f32 {
+  let x = bitcast<u32>(a) & 0x7fffffffu;
+  let y = bitcast<u32>(b) & 0x7fffffffu;
+  let nan = x >= 0x7f800000u || y > 0x7f800000u || y == 0u;
+  let m = bitcast<f32>(y);
+  var r = bitcast<f32>(x);
+  if (!nan && x >= y) {
+    var d = m;
+    while (r - d >= d) { d = d + d; }
+    loop {
+      if (r >= d) { r = r - d; }
+      if (d == m) { break; }
+      d = d * 0.5;
+    }
+  }
+  let signed = select(r, -r, bitcast<u32>(a) > 0x7fffffffu);
+  return select(signed, bitcast<f32>(svod_opaque(0x7fc00000u)), nan);
+}
+"""
+"""C's ``fmod`` by long division on the magnitudes: ``d`` doubles from the divisor to just under the dividend
+and halves back (each exactly), and each subtraction ``r - d`` with ``d <= r < 2d`` is exact (Sterbenz), so the
+remainder is exact. Nothing grows past the dividend: an overflow is not infinity to a WGSL compiler (and
+lavapipe's ``ldexp`` scaled some lanes wrongly). A float16 remainder is computed in float32, where its operands
+and its remainder are exact (``_FMOD_FLOAT16``)."""
+_FMOD_FLOAT16 = "fn svod_fmod_float16(a: f16, b: f16) -> f16 { return f16(svod_fmod_float32(f32(a), f32(b))); }\n"
+
 
 class WGSLRenderer(GPURenderer):
     type_names: ClassVar[dict[str, str]] = {
@@ -54,6 +80,8 @@ class WGSLRenderer(GPURenderer):
         Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.FLOOR: "floor", Ops.CEIL: "ceil",
         Ops.TRUNC: "trunc", Ops.RINT: "round", Ops.POW: "pow", Ops.MULACC: "fma",
     }
+    """WGSL's builtins; ``fmod`` is svod's (``svod_fmod_*``): WGSL's float ``%`` is ``a - b * trunc(a / b)``,
+    which is far from the remainder once the quotient passes the float's precision."""
     math_suffix: ClassVar[dict[str, str]] = {"float32": "", "float16": ""}
     preamble: ClassVar[str] = ""
     bitcast_template: ClassVar[str] = "bitcast<{type}>({value})"
@@ -132,6 +160,8 @@ class WGSLRenderer(GPURenderer):
         return f"({text})" if text.startswith("-") else text  # `a - -1.0` would read as `a -- 1.0`
 
     def math_call(self, op: Ops, dtype: DType, args: list[str]) -> str:
+        if op is Ops.FMOD:
+            return f"svod_fmod_{dtype.name}({', '.join(args)})"
         if op not in self.math_functions:
             raise GraphError(f"WGSL has no {op.name.lower()}", stage="render", value=op.name)
         return f"{self.math_functions[op]}({', '.join(args)})"
@@ -220,6 +250,10 @@ class WGSLRenderer(GPURenderer):
                 a_wins = f"a {wins} b || svod_isnan_{name}(b) || (a == b && {sign}svod_signbit_{name}(a))"
                 out.append(f"fn svod_{op}_{name}(a: {t}, b: {t}) -> {t} {{ "
                            f"return select(b, a, !svod_isnan_{name}(a) && ({a_wins})); }}\n")
+        if any(u.op is Ops.FMOD for u in linear):
+            out.append(_FMOD)
+            if "float16" in floats:
+                out.append(_FMOD_FLOAT16)
         return "".join(out)
 
     def signature(self, symbol: str, params: list[UOp], variables: list[UOp], linear: tuple[UOp, ...]) -> list[str]:
