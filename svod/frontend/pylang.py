@@ -70,7 +70,8 @@ MATH_FUNCTIONS: dict[str, tuple[str, int]] = {
     "cos": ("cos", 1), "tan": ("tan", 1), "tanh": ("tanh", 1), "erf": ("erf", 1), "sqrt": ("sqrt", 1),
     "rsqrt": ("rsqrt", 1), "sigmoid": ("sigmoid", 1), "floor": ("floor", 1), "ceil": ("ceil", 1),
     "trunc": ("trunc", 1), "round": ("round", 1), "fabs": ("__abs__", 1), "abs": ("__abs__", 1),
-    "pow": ("pow", 2), "maximum": ("maximum", 2), "minimum": ("minimum", 2), "clamp": ("clamp", 3),
+    "pow": ("pow", 2), "fmod": ("fmod", 2), "maximum": ("maximum", 2), "minimum": ("minimum", 2),
+    "clamp": ("clamp", 3),
 }
 """Math a kernel may call, as ``svod.math.<name>`` (and ``math.<name>``, ``np.<name>`` where those exist):
 the UOp method each becomes and how many arguments it takes."""
@@ -104,7 +105,7 @@ _IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "tanh": np.tanh, "erf": _erf, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid,
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "fabs": np.abs, "abs": np.abs,
-    "pow": np.power, "maximum": np.fmax, "minimum": np.fmin, "clamp": _clamp,
+    "pow": np.power, "fmod": np.fmod, "maximum": np.fmax, "minimum": np.fmin, "clamp": _clamp,
 }
 """Each math function in plain Python, on numpy's functions: a float32 operand computes in float32, as the
 kernel does (maximum and minimum ignore a NaN, as the kernel's do)."""

@@ -50,7 +50,7 @@ class Builtin:
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
 NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
               "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
-              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "maximum": "maximum",
+              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "fmod": "fmod", "maximum": "maximum",
               "fmax": "maximum", "minimum": "minimum", "fmin": "minimum"}
 """numpy's names for the math functions a kernel has (``np.exp(x)`` in ported numba code)."""
 

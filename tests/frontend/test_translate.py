@@ -388,6 +388,27 @@ def test_math_functions_helpers_and_casts(device):
     np.testing.assert_allclose(out, want.astype(np.float32), rtol=tolerance, atol=tolerance)
 
 
+@svod.kernel
+def remainders(out, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        out[0, i] = math.fmod(v, 0.75)
+        out[1, i] = np.fmod(v * 1e30, 0.5)
+        out[2, i] = svod.math.fmod(-v, i)
+
+
+def test_fmod_as_math_numpy_and_svod_spell_it(device):
+    """C's ``fmod``: the dividend's sign, exact where the quotient is far past the float's precision."""
+    x = np.array([-1.7, -0.3, 0.0, 0.4, 2.2, 3.5], np.float32)
+    out = np.zeros((3, 6), np.float32)
+    remainders(out, x, device=device)
+    with np.errstate(all="ignore"):
+        want = np.stack([np.fmod(x, np.float32(0.75)), np.fmod(x * np.float32(1e30), np.float32(0.5)),
+                         np.fmod(-x, np.arange(6, dtype=np.float32))])
+    compared = ieee_inputs(device, want)
+    np.testing.assert_array_equal(out[compared], want[compared])
+
+
 def histogram2(counts, peaks, values):
     for i in svod.prange(values.shape[0]):
         v = values[i]
