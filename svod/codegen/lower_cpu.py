@@ -152,9 +152,10 @@ def privatize_atomics(sink: UOp) -> UOp:
     the copy, then each thread's copy added into the buffer (integer zeros skipped). A buffer of symbolic size
     gets a copy of ``PRIVATE_BYTES``, used where the buffer fits it, its adds made atomically into the buffer
     where it does not (a histogram of a symbolic bin count: 38 ms of locked adds, against 0.8 with copies), in a
-    loop nest of their own after the kernel's (two gated effects in one loop would each open its own loop); so
-    only where the adds read no memory the kernel writes, and the kernel's loop is not split around them (a
-    value read before a store and used after would be read again after it). A
+    loop nest of their own after the kernel's (a gate that no loop computes opens its IF around the loops). So
+    only in a kernel that makes these adds and nothing else: an effect beside them would share the loop the IF
+    splits, or be split from them (its loop run twice: a value read before a store and used after it was read
+    again after it). A
     private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a bounds check on it
     reports that buffer. Integer sums are exact; a float sum's order was never fixed.
     """
@@ -166,7 +167,6 @@ def privatize_atomics(sink: UOp) -> UOp:
             adds.setdefault(e.src[0].src[0], []).append(e)
     others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
               and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
-    written = written_memory(topo)
     axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
     setup: list[UOp] = []
     flush: list[UOp] = []
@@ -180,9 +180,8 @@ def privatize_atomics(sink: UOp) -> UOp:
                 or work < min(held, int(size.vmax)):
             continue
         fits = None if size.vmax <= held else size <= held
-        if fits is not None and any(memory_of(u.src[0].src[0]) in written for e in found for u in e.toposort()
-                                    if u.op is Ops.LOAD):
-            continue  # the adds made after the kernel's other effects would read what those wrote
+        if fits is not None and any(e.op in EFFECTS and e not in found for e in sink.src):
+            continue  # the kernel does more than these adds: see the docstring
         capacity = int(size.vmax) if fits is None else held
         copy = UOp(Ops.DEFINE_LOCAL, base.ptr(capacity, local=True), (buffer,), len(private))
         private[buffer] = (copy, fits)

@@ -999,6 +999,18 @@ def test_a_buffer_of_symbolic_size_gets_a_copy_used_where_it_fits():
     assert own and not set(own) & {r for r in adds[0].toposort() if r.op is Ops.RANGE}
 
 
+def test_a_buffer_of_symbolic_size_is_not_copied_in_a_kernel_that_does_more_than_add():
+    """The adds into the buffer itself would run in loops of their own, apart from the kernel's other effects."""
+    k = KernelBuilder("histogram_and_store")
+    bins = k.var("bins", 0, 1 << 20)
+    counts, values = k.buffer(dtypes.int32, bins), k.buffer(dtypes.int32, 1 << 16)
+    i = k.range(1 << 16)
+    k.atomic_add(counts[values[i]], 1)
+    k.store(values[i], 0)
+    lowered = _lowered(k.build(), threads=2)
+    assert privatize_atomics(lowered) is lowered
+
+
 @pytest.mark.parametrize(("kind", "bins", "n"), [("reads", 256, 1 << 15), ("max", 256, 1 << 15), ("add", 256, 255),
                                                  ("add", PRIVATE_BYTES // 4 + 1, 1 << 20)])
 def test_a_buffer_the_kernel_reads_updates_otherwise_or_barely_uses_is_not_copied(kind, bins, n):

@@ -435,9 +435,9 @@ def counted_before_overwrite(out, hist):
 
 @pytest.mark.parametrize(("n", "bins"), [(1, 1), (10, 3), (1009, 7)])
 def test_an_add_into_a_buffer_of_symbolic_size_reads_what_its_statement_read(device, n, bins):
-    """The CPU adds into per-thread copies of a histogram where its (symbolic) bin count fits them, and into
-    the histogram itself where it does not, in loops after the kernel's: adds that read what the kernel
-    overwrites (``v``, read before the store) stay at their statement, and the value read before the store is
-    the one used after it (the copy's loop was once split around the adds, and ``v`` read again: 14, not 8)."""
+    """The CPU adds into per-thread copies of a histogram of symbolic bin count only in a kernel that does
+    nothing else: the adds into the histogram itself (where its counts do not fit a copy) run in loops of their
+    own, which once split this kernel's loop around them, and ``v`` was read again after the store (14, not 8)
+    or the kernel refused by the linearizer."""
     agrees_with_python(counted_before_overwrite, device, np.arange(1, n + 1, dtype=np.int32),
                        np.zeros(bins, np.int32))
