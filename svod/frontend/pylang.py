@@ -21,6 +21,7 @@ import numpy as np
 
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
+from svod.ir.alu import convert
 
 inf = _pymath.inf
 nan = _pymath.nan
@@ -33,12 +34,17 @@ def prange(*bounds: int) -> range:
 
 @dataclass(frozen=True)
 class Cast:
-    """``svod.float32(x)``: ``x`` converted to a dtype (in a kernel, a CAST; outside, numpy's conversion). Also
-    names the dtype in annotations (``a: svod.float32``, ``svod.Array[svod.float32, 2]``)."""
+    """``svod.float32(x)``: ``x`` converted to a dtype (in a kernel, a CAST; outside, the same conversion as a
+    numpy scalar: a float into an integer type truncates and saturates, NaN becoming 0, and an integer wraps,
+    where numpy's own conversion leaves those undefined). Also names the dtype in annotations (``a:
+    svod.float32``, ``svod.Array[svod.float32, 2]``)."""
 
     dtype: DType
 
     def __call__(self, value: Any) -> Any:
+        if self.dtype.is_int and isinstance(value, (int, float, np.integer, np.floating)):
+            return self.dtype.numpy.type(convert(float(value) if isinstance(value, np.floating) else value,
+                                                 self.dtype))
         return self.dtype.numpy.type(value)
 
     def __repr__(self) -> str:

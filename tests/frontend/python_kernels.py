@@ -68,11 +68,50 @@ class _Scope:
     """Whether the innermost loop is a sequential one (a ``break`` leaves it)."""
 
 
+Typed = tuple[str, str]
+"""An expression's source and its dtype: an array dtype's name, or ``int``/``float`` for a weak Python number."""
+
+
+def _promoted(a: str, b: str) -> str:
+    """NumPy 2's promotion (NEP 50), svod's too: a weak number takes the other's type, an integer meeting a
+    weak float becomes float64."""
+    weak = {"int", "float"}
+    if a == b:
+        return a
+    if a in weak and b in weak:
+        return "float"
+    if a in weak or b in weak:
+        number, typed = (a, b) if a in weak else (b, a)
+        return typed if number == "int" or typed.startswith("float") else "float64"
+    return str(np.promote_types(a, b))
+
+
+def _concrete(dtype: str) -> str:
+    return {"int": "int32", "float": "float32"}.get(dtype, dtype)
+
+
+def _as(value: Typed, dtype: str) -> str:
+    """``value``'s source converted to ``dtype`` where its own dtype differs."""
+    return value[0] if value[1] == dtype else f"svod.{_concrete(dtype)}({value[0]})"
+
+
 class _Writer:
-    def __init__(self, rng: random.Random, racy: bool, exits: bool = False) -> None:
+    """Draws a kernel's statements. Each expression's dtype is tracked, and a value is converted explicitly
+    wherever plain Python's dtype would differ from the kernel's: an assignment to a local of another dtype
+    (a local has one dtype, the unification of what it is assigned: numba's rule, where Python keeps the
+    dtype of the value assigned last), the two values of a ``min``, ``max`` or conditional expression
+    (Python returns one of them, the kernel their promotion), a weak number a local starts from (Python
+    keeps an unbounded int) and a store (NumPy refuses a NaN into an integer array). Plain Python then
+    computes in the kernel's dtypes, wrapping and rounding as it does."""
+
+    def __init__(self, rng: random.Random, racy: bool, exits: bool = False,
+                 dtypes: tuple[str, str] = ("float64", "float64")) -> None:
         self.rng = rng
         self.racy = racy
         self.exits = exits
+        self.dtypes = {"out": dtypes[0], "x": dtypes[1]}
+        self.types: dict[str, str] = {}
+        """The dtype of each local."""
         self.accesses: set[tuple[str, bool, bool]] = set()
         """(array, written, of another work item's row) of every access the body makes."""
         self.names = 0
@@ -91,47 +130,76 @@ class _Writer:
             choices += [scope.loop, scope.loop, f"out.shape[1] - 1 - {scope.loop}"]
         return self.rng.choice(choices)
 
-    def leaf(self, scope: _Scope) -> str:
+    def leaf(self, scope: _Scope) -> Typed:
         r = self.rng.random()
         if scope.locals and r < 0.3:
-            return self.rng.choice(scope.locals)
+            name = self.rng.choice(scope.locals)
+            return name, self.types[name]
         if r < 0.55:
-            return self.access("x", "i", self.column(scope))
+            return self.access("x", "i", self.column(scope)), self.dtypes["x"]
         if r < 0.62:
-            return self.access("out", "i", self.column(scope))
+            return self.access("out", "i", self.column(scope)), self.dtypes["out"]
         if r < 0.68:
-            return self.access("x", "idx[i]", self.column(scope))
+            return self.access("x", "idx[i]", self.column(scope)), self.dtypes["x"]
         if r < 0.74 and scope.loop is not None and scope.over == "rows":
-            return self.access("x", scope.loop, "0")
+            return self.access("x", scope.loop, "0"), self.dtypes["x"]
         if r < 0.8:
-            return self.rng.choice(["i", *( [scope.loop] if scope.loop else [])])
-        return self.rng.choice(["2", "-3", "1", "0.5", "1.5", "-2.0", "7"])
+            return self.rng.choice(["i", *([scope.loop] if scope.loop else [])]), "int64"  # int64, as numba's
+        number = self.rng.choice(["2", "-3", "1", "0.5", "1.5", "-2.0", "7"])
+        return number, "float" if "." in number else "int"
 
-    def expr(self, scope: _Scope, depth: int = 0) -> str:
+    def either(self, a: Typed, b: Typed) -> tuple[str, str, str]:
+        """The sources of ``a`` and ``b`` as values of one dtype, and that dtype."""
+        dtype = _promoted(a[1], b[1])
+        if a[1] == b[1]:
+            return a[0], b[0], dtype
+        return _as(a, _concrete(dtype)), _as(b, _concrete(dtype)), _concrete(dtype)
+
+    def expr(self, scope: _Scope, depth: int = 0) -> Typed:
         if depth >= 3 or self.rng.random() < 0.35:
             return self.leaf(scope)
         a, b = self.expr(scope, depth + 1), self.expr(scope, depth + 1)
         kind = self.rng.randrange(10)
         if kind < 4:
-            return f"({a} {self.rng.choice(['+', '-', '*'])} {b})"
+            return f"({a[0]} {self.rng.choice(['+', '-', '*'])} {b[0]})", _promoted(a[1], b[1])
         if kind == 4:
-            return f"{self.rng.choice(['min', 'max'])}({a}, {b})"
+            left, right, dtype = self.either(a, b)
+            return f"{self.rng.choice(['min', 'max'])}({left}, {right})", dtype
         if kind == 5:
-            return f"({a} {self.rng.choice(['//', '%'])} {self.rng.randrange(1, 6)})"
+            return f"({a[0]} {self.rng.choice(['//', '%'])} {self.rng.randrange(1, 6)})", a[1]
         if kind == 6:
-            return f"({a} // (abs({b}) % 3 + 1))"
+            return f"({a[0]} // (abs({b[0]}) % 3 + 1))", _promoted(a[1], b[1])
         if kind == 7:
-            return f"abs({a})"
+            return f"abs({a[0]})", a[1]
         if kind == 8:
-            return f"({a} if {self.condition(scope, depth + 1)} else {b})"
-        return f"-{a}"
+            test = self.condition(scope, depth + 1)
+            left, right, dtype = self.either(a, b)
+            return f"({left} if {test} else {right})", dtype
+        return f"-{a[0]}", a[1]
 
     def condition(self, scope: _Scope, depth: int = 0) -> str:
         a, b = self.expr(scope, depth + 1), self.expr(scope, depth + 1)
-        test = f"{a} {self.rng.choice(['<', '>=', '!=', '<='])} {b}"
+        test = f"{a[0]} {self.rng.choice(['<', '>=', '!=', '<='])} {b[0]}"
         if self.rng.random() < 0.2:
-            return f"({test} and {self.expr(scope, 3)} > 0)"
+            return f"({test} and {self.expr(scope, 3)[0]} > 0)"
         return test
+
+    def assign(self, indent: int, name: str, value: Typed) -> None:
+        """``name = value``: a new local of ``value``'s dtype (a weak number's made 64-bit), or ``value``
+        converted to the local's dtype."""
+        if name not in self.types:
+            self.types[name] = _concrete(value[1])
+        self.emit(indent, f"{name} = {_as(value, self.types[name])}")
+
+    def update(self, indent: int, name: str, op: str, value: Typed) -> None:
+        """``name op= value``, or ``name = name op value`` converted back where that changes its dtype."""
+        if _promoted(self.types[name], value[1]) == self.types[name]:
+            self.emit(indent, f"{name} {op}= {value[0]}")
+        else:
+            self.assign(indent, name, (f"({name} {op} {value[0]})", _promoted(self.types[name], value[1])))
+
+    def store(self, indent: int, array: str, row: str, column: str, value: Typed) -> None:
+        self.emit(indent, f"{self.access(array, row, column, written=True)} = {_as(value, self.dtypes[array])}")
 
     def access(self, array: str, row: str, column: str, written: bool = False) -> str:
         self.accesses.add((array, written, row != "i"))
@@ -167,32 +235,31 @@ class _Writer:
         r = self.rng.random()
         if r < 0.25 or not scope.locals:
             name = self.fresh() if not scope.locals or self.rng.random() < 0.6 else self.rng.choice(scope.locals)
-            self.emit(indent, f"{name} = {self.expr(scope)}")
+            self.assign(indent, name, self.expr(scope))
             if name not in scope.locals:
                 scope.locals.append(name)
         elif r < 0.35:
             target = self.rng.choice(scope.locals)
-            op = self.rng.choice(["+=", "-=", "*="])
-            self.emit(indent, f"{target} {op} {self.expr(scope)}")
+            self.update(indent, target, self.rng.choice(["+", "-", "*"]), self.expr(scope))
         elif r < 0.5:
             row = "i"
             if self.racy and self.rng.random() < 0.5:
                 row = self.rng.choice(["0", "idx[i]"])
             value = self.expr(scope)
-            self.emit(indent, f"{self.access('out', row, self.column(scope), written=True)} = {value}")
+            self.store(indent, "out", row, self.column(scope), value)
         elif r < 0.58:
             value = self.expr(scope)
-            self.emit(indent, f"{self.access('x', 'i', self.column(scope), written=True)} = {value}")
+            self.store(indent, "x", "i", self.column(scope), value)
         elif r < 0.63:
             self.emit(indent, f"svod.atomic_add(hist, (idx[i] + {self.rng.randrange(4)}) % {BINS}, "
-                              f"svod.int32({self.expr(scope)} % 100))")
+                              f"svod.int32({self.expr(scope)[0]} % 100))")
         elif r < 0.82 and depth < 2:
             self.loop(scope, indent, depth)
         elif depth < 2:
             self.branch(scope, indent, depth)
         else:
             value = self.expr(scope)
-            self.emit(indent, f"{self.access('out', 'i', self.column(scope), written=True)} = {value}")
+            self.store(indent, "out", "i", self.column(scope), value)
 
     def loop(self, scope: _Scope, indent: int, depth: int) -> None:
         self.loops += 1
@@ -203,7 +270,8 @@ class _Writer:
         before = list(scope.locals)
         if not before:  # something to reduce into or carry
             name = self.fresh()
-            self.emit(indent, f"{name} = {self.rng.choice(['0', '0.0', '1', 'x[i, 0]'])}")
+            start = self.rng.choice([("0", "int"), ("0.0", "float"), ("1", "int"), ("x[i, 0]", self.dtypes["x"])])
+            self.assign(indent, name, start)
             before.append(name)
             scope.locals.append(name)
         if self.exits and self.rng.random() < 0.4:  # a while: a counter bounds it, a drawn test may end it sooner
@@ -219,12 +287,14 @@ class _Writer:
                            sequential=True)
         target = self.rng.choice(before)
         style = self.rng.randrange(3)
+        value = self.expr(inner)
         if style == 0:
-            self.emit(indent + 1, f"{target} += {self.expr(inner)}")
+            self.update(indent + 1, target, "+", value)
         elif style == 1:
-            self.emit(indent + 1, f"{target} = {self.rng.choice(['max', 'min'])}({target}, {self.expr(inner)})")
-        else:
-            self.emit(indent + 1, f"{target} = {target} // 2 + {self.expr(inner)}")  # carried, read in turn
+            extreme = self.rng.choice(["max", "min"])
+            self.emit(indent + 1, f"{target} = {extreme}({target}, {_as(value, self.types[target])})")
+        else:  # carried, read in turn
+            self.assign(indent + 1, target, (f"{target} // 2 + {value[0]}", _promoted(self.types[target], value[1])))
         self.block(inner, indent + 1, self.rng.randrange(0, 3), depth + 1)
         scope.locals = before  # a loop's own locals end with it
 
@@ -244,7 +314,8 @@ class _Writer:
 def generate(seed: int, exits: bool = False) -> Kernel:
     rng = random.Random(seed)
     racy = rng.random() < 0.1
-    writer = _Writer(rng, racy, exits)
+    out, x = rng.choice(DTYPES), rng.choice(DTYPES)
+    writer = _Writer(rng, racy, exits, (out, x))
     scope = _Scope()
     writer.block(scope, 2, rng.randrange(2, 6), 0)
     if rng.random() < 0.08:  # past the row: i + 1 reaches rows
@@ -254,8 +325,7 @@ def generate(seed: int, exits: bool = False) -> Kernel:
     source = (f"import svod\n\n\n@svod.kernel\ndef generated_{seed}(out, x, idx, hist):\n"
               f"    for i in svod.prange(out.shape[0]):\n{body}\n"
               f"        out[i, 0] = out[i, 0]\n")  # every kernel stores
-    return Kernel(source, writer.races(), rng.choice(DTYPES), rng.choice(DTYPES), rng.choice(ROWS),
-                  rng.choice(COLUMNS))
+    return Kernel(source, writer.races(), out, x, rng.choice(ROWS), rng.choice(COLUMNS))
 
 
 def arguments(kernel: Kernel, seed: int) -> list[np.ndarray]:

@@ -572,3 +572,26 @@ def test_a_local_a_prange_assigns_is_each_work_items_own(device):
     out = np.zeros(5, np.float32)
     own_locals(out, x, device=device)
     np.testing.assert_array_equal(out, x * 2)
+
+
+@svod.kernel
+def converted(out8, out32, out64, x):
+    for i in svod.prange(x.shape[0]):
+        out8[i] = svod.int8(x[i])
+        out32[i] = svod.int32(x[i])
+        out64[i] = svod.int64(x[i] * 1e10)
+
+
+def test_a_cast_computes_in_plain_python_what_it_computes_in_a_kernel(device):
+    """A float converted to an integer truncates and saturates, NaN to 0, in a kernel and outside one (where
+    numpy's own conversion gives the type's minimum, with a warning): plain Python is the kernel's oracle."""
+    x = np.array([np.nan, np.inf, -np.inf, 1e300, -1e300, -3.7, 2.5e9, -2.5e9, 127.9, -128.9, 300.0, -0.0])
+    outs = [np.zeros(len(x), np.int8), np.zeros(len(x), np.int32), np.zeros(len(x), np.int64)]
+    want = [np.array([cast(v) for v in values], dtype) for cast, values, dtype in
+            ((svod.int8, x, np.int8), (svod.int32, x, np.int32), (svod.int64, x * 1e10, np.int64))]
+    np.testing.assert_array_equal(want[1][:5], [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31])
+    if any(refuses(device, dtype) for dtype in (dtypes.int8, dtypes.int64, dtypes.float64)):
+        return
+    converted(*outs, x, device=device)
+    for got, expected in zip(outs, want, strict=True):
+        np.testing.assert_array_equal(got, expected)
