@@ -43,8 +43,8 @@ class Cast:
 
     def __call__(self, value: Any) -> Any:
         if self.dtype.is_int and isinstance(value, (int, float, np.integer, np.floating)):
-            return self.dtype.numpy.type(convert(float(value) if isinstance(value, np.floating) else value,
-                                                 self.dtype))
+            number = float(value) if isinstance(value, (float, np.floating)) else int(value)
+            return self.dtype.numpy.type(convert(number, self.dtype))
         return self.dtype.numpy.type(value)
 
     def __repr__(self) -> str:
