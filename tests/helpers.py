@@ -73,6 +73,14 @@ def webgpu_devices() -> tuple[str, ...]:
     return tuple(default_registry().names("WEBGPU"))
 
 
+FLOAT_DIVIDENDS = [7.5, -7.5, 0.0, -0.0, 1.0, 0.1, -0.3, 1e20, -3e38, 7.1e109, -1e300, 1e308, 12345678901234567.0,
+                   1e-40, -1e-300, -1e-310, 5e-324, np.inf, -np.inf, np.nan]
+FLOAT_DIVISORS = [2.0, -2.0, 3.0, -3.0, 7.0, 100.0, 0.1, -0.7, 1e-30, -1e-40, 5e-324, 3e38, np.inf, -np.inf, 0.0, -0.0,
+                  np.nan]
+"""Operands of float ``%``, ``//`` and ``fmod`` (as float64; narrower dtypes round or overflow them): quotients
+past the float's precision, zeros of both signs, subnormals, infinities and NaN."""
+
+
 def ieee_inputs(device: Device, values: np.ndarray) -> np.ndarray:
     """A mask of the ``values`` whose results a test may compare on ``device``: all of them on an IEEE 754
     device; on one that follows WGSL's float rules (``DeviceCaps.ieee_floats`` false: its compiler may

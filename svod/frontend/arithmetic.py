@@ -145,17 +145,16 @@ def _floored_float(op: str, a: UOp, b: UOp) -> UOp:
     the divisor's sign), the quotient ``(a - remainder) / b`` rounded to the integer it is. ``a - floor(a / b)
     * b`` would be wrong by up to the dividend's last unit, which dwarfs the divisor once the quotient passes
     the float's precision. A zero divisor gives ``a / b`` and NaN, as NumPy's do (Python raises)."""
-    zero, one = UOp.const(a.dtype, 0.0), UOp.const(a.dtype, 1.0)
     exact = a.fmod(b)
     across = exact.ne(0) & (exact < 0).ne(b < 0)
     if op == "%":
-        signed_zero = (b < 0).where(UOp.const(a.dtype, -0.0), zero)
+        signed_zero = (b < 0).where(UOp.const(a.dtype, -0.0), UOp.const(a.dtype, 0.0))
         return exact.ne(0).where(across.where(exact + b, exact), signed_zero)
     whole = (a - exact) / b
-    whole = across.where(whole - one, whole)
+    whole = across.where(whole - 1.0, whole)
     floor = whole.floor()
-    rounded = (whole - floor > 0.5).where(floor + one, floor)
-    quotient = whole.ne(0).where(rounded, (a / b) * zero)  # a zero with the sign of a / b
+    rounded = (whole - floor > 0.5).where(floor + 1.0, floor)
+    quotient = whole.ne(0).where(rounded, (a / b) * 0.0)  # a zero with the sign of a / b
     return b.ne(0).where(quotient, a / b)
 
 

@@ -9,7 +9,7 @@ import pytest
 import svod
 from svod import KernelBuilder, Ops, dtypes
 from svod.dtype import DType
-from tests.helpers import ieee_inputs, refuses
+from tests.helpers import FLOAT_DIVIDENDS, FLOAT_DIVISORS, ieee_inputs, refuses
 
 SPECIALS = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 1.5, 2.5, -2.5, 3.7, -3.7, 0.1, 7.25, 20.0, -20.0, 100.0, -100.0,
             1e-3, 1e-30, 1e-40, -1e-40, 1e30, np.inf, -np.inf, np.nan]
@@ -93,18 +93,13 @@ def test_pow_with_float_and_integer_exponents(device, dtype):
     assert (_ulps(got_squared, want_squared)[compared] <= 1).all(), (got_squared, want_squared)
 
 
-DIVIDENDS = [7.5, -7.5, 0.0, -0.0, 1.0, 0.1, -0.3, 1e20, -3e38, 7.1e109, -1e300, 1e308, 12345678901234567.0,
-             1e-40, -1e-310, 5e-324, np.inf, -np.inf, np.nan]
-DIVISORS = [2.0, -2.0, 3.0, 100.0, 0.1, -0.7, 1e-30, -1e-40, 5e-324, 3e38, np.inf, -np.inf, 0.0, -0.0, np.nan]
-
-
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
 def test_fmod_is_the_exact_truncated_remainder(device, dtype):
     """C's ``fmod`` exactly, where the quotient is far past the float's precision too (``7.1e109 % 100``):
     the remainder is a float, so nothing is rounded."""
     if refuses(device, dtype):
         return
-    pairs = np.array([(a, b) for a in DIVIDENDS for b in DIVISORS], np.float64)
+    pairs = np.array([(a, b) for a in FLOAT_DIVIDENDS for b in FLOAT_DIVISORS], np.float64)
     with np.errstate(all="ignore"):
         a, b = pairs[:, 0].astype(dtype.numpy), pairs[:, 1].astype(dtype.numpy)
         want = np.fmod(a.astype(np.float64), b.astype(np.float64)).astype(dtype.numpy)

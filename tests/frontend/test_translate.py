@@ -12,7 +12,7 @@ import pytest
 import svod
 from svod import dtypes
 from svod.device import Device
-from tests.helpers import ieee_inputs, refuses
+from tests.helpers import FLOAT_DIVIDENDS, FLOAT_DIVISORS, ieee_inputs, refuses
 
 PRIMES = [1, 7, 13]
 
@@ -266,11 +266,6 @@ def float_division(q, r, a, b):
         r[i] = a[i] % b[i]
 
 
-_DIVIDENDS = [7.5, -7.5, 0.0, -0.0, 1.0, -1e-300, 0.1, 1e20, -3e38, 7.1e109, -1e300, 1e308, 12345678901234567.0,
-              5e-324, np.inf, -np.inf, np.nan]
-_DIVISORS = [2.0, -2.0, 3.0, -3.0, 100.0, 0.1, -0.7, 7.0, 1e-30, np.inf, -np.inf, 0.0, -0.0, np.nan]
-
-
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64], ids=lambda d: d.name)
 def test_float_floor_division_and_remainder(device, dtype):
     """Python's float ``//`` and ``%`` bit for bit, as NumPy computes them: the remainder takes the divisor's
@@ -279,7 +274,7 @@ def test_float_floor_division_and_remainder(device, dtype):
     ``a - floor(a / b) * b``'s -8e93). A zero divisor gives NumPy's ``a / b`` and NaN (Python raises)."""
     if refuses(device, dtype):
         return
-    pairs = np.array([(a, b) for a in _DIVIDENDS for b in _DIVISORS], np.float64)
+    pairs = np.array([(a, b) for a in FLOAT_DIVIDENDS for b in FLOAT_DIVISORS], np.float64)
     with np.errstate(all="ignore"):
         a, b = pairs[:, 0].astype(dtype.numpy), pairs[:, 1].astype(dtype.numpy)
         want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)

@@ -235,8 +235,9 @@ class WGSLRenderer(GPURenderer):
         return "enable f16;\n" if "float16" in used else ""
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
-        """NaN and sign tests on a float's bits, float MAX/MIN as maximumNumber/minimumNumber, and the
-        identity function that keeps the compiler from folding a NaN or infinity constant."""
+        """NaN and sign tests on a float's bits, float MAX/MIN as maximumNumber/minimumNumber, the exact
+        ``fmod`` where the kernel takes one, and the identity function that keeps the compiler from folding a
+        NaN or infinity constant."""
         held = {pointee(u) for u in linear if u.op in (Ops.PARAM, Ops.DEFINE_REG, Ops.DEFINE_LOCAL)}
         floats = sorted({u.dtype.name for u in linear if u.dtype.is_float} | {d.name for d in held if d.is_float})
         out = ["fn svod_opaque(x: u32) -> u32 { return x; }\n"]
