@@ -47,7 +47,7 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
 from svod.ir.ops import CONTINUED, EFFECTS, LEAVES, STATEMENTS
-from svod.ir.uop import is_state, memory_of, state_version, unknown_below
+from svod.ir.uop import is_state, memory_of, state_version, stated_reads, unknown_below
 from svod.ir.validate import kernel_label
 
 
@@ -159,6 +159,14 @@ class _Linearizer:
         self.early: dict[UOp, list[UOp]] = {}
         self.version: dict[UOp, UOp] = {}
         """The last effect emitted on each written buffer."""
+        self.unemitted: dict[UOp, dict[int, None]] = {}
+        """The versions of the effects on each memory, through memory states, of which no copy is emitted
+        yet (lowering may state one twice: a tile's and the last tile's): a load through a later state
+        cannot be emitted before them."""
+        for e in self.effects:
+            version = state_version(e.src[0])
+            if version is not None:
+                self.unemitted.setdefault(memory_of(e.src[0].src[0]), {})[version] = None
         self.loads: dict[UOp, list[UOp]] = {}
         """The loads of each memory the kernel reads and writes emitted since its last effect."""
         self.reading: dict[UOp, list[tuple[UOp, _Block]]] = {}
@@ -265,19 +273,7 @@ class _Linearizer:
 
     def stated_reads(self, node: UOp) -> dict[UOp, int]:
         """The written memory ``node`` reads through memory states, each with the highest version read."""
-        known = self.stated.get(node)
-        if known is not None:
-            return known
-        for u in unknown_below(node, self.stated):
-            found: dict[UOp, int] = {}
-            for s in u.src:
-                for memory, version in self.stated[s].items():
-                    found[memory] = max(version, found.get(memory, version))
-            if u.op is Ops.INDEX and is_state(u.src[0]) and u.src[0].src[0] in self.written:
-                memory = u.src[0].src[0]
-                found[memory] = max(u.src[0].arg, found.get(memory, u.src[0].arg))
-            self.stated[u] = found
-        return self.stated[node]
+        return {m: v for m, v in stated_reads(node, self.stated).items() if m in self.written}
 
     def own_reads(self, u: UOp) -> dict[UOp, int]:
         """The written memory held value ``u``'s own statement reads, each with its version there: a load's
@@ -423,6 +419,8 @@ class _Linearizer:
         src = tuple(self.memo[(s, self.place(s))] for s in _computed(u))
         if _record(u) is not None:
             return self.recorded_index(u, src, block)
+        if u.op is Ops.LOAD and is_state(u.src[0].src[0]):
+            self.check_stated_after(u.src[0].src[0])
         if u.op is Ops.LOAD and u.replace(src=src) in self.stale:
             src = (self.reread(src[0], self.version[u.src[0].src[0]], block),)
         elif u.op is Ops.LOAD and self.unstated_read(u):
@@ -430,6 +428,13 @@ class _Linearizer:
             if loop is not None:
                 src = (self.reread(src[0], loop, block),)
         return self.emit(block, u.replace(src=src))
+
+    def check_stated_after(self, state: UOp) -> None:
+        """Refuse to read through memory ``state`` before every effect stated before it is emitted: the
+        value read would be the memory before them."""
+        if any(version < state.arg for version in self.unemitted.get(state.src[0], ())):
+            raise GraphError(f"a value read from buffer {memory_of(state).arg} after an effect on it would be "
+                             "computed before that effect", stage="linearize", value=state.arg)
 
     def carried_loop(self, load: UOp, memory: UOp) -> UOp | None:
         """The outermost loop open inside the block where ``load`` was emitted that writes ``memory`` in its
@@ -599,6 +604,9 @@ class _Linearizer:
         self.stack[-1].add(emitted)
         memory = memory_of(target.src[0])
         self.version[memory] = emitted
+        version = state_version(target)
+        if version is not None:
+            self.unemitted[memory].pop(version, None)
         if memory in self.read_and_written:
             self.stale.update(self.loads.pop(memory, ()))
             for stale in self.reading.pop(memory, ()):

@@ -33,7 +33,7 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
-from svod.ir.uop import exits, is_state, kernel_label, memory_of, param_size, unknown_below
+from svod.ir.uop import exits, is_state, kernel_label, memory_of, param_size, state_version, stated_reads, unknown_below
 
 
 def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
@@ -57,9 +57,10 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     status buffer checked accesses record failures in (a new last PARAM, an integer as wide as the
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
-    roots = [root for e in sink.src if e.op in STATEMENTS
+    statements = [e for e in sink.src if e.op in STATEMENTS]
+    roots = [(*root, k) for k, e in enumerate(statements)
              for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
-    guarded = _Guarder(order, index_bits, _guards(roots, order))
+    guarded = _Guarder(order, index_bits, _guards(roots, order, _effects_before(statements)))
     effects = []
     for e in sink.src:
         if e.op is Ops.EXIT:  # a loop's exit test reads memory as a value does
@@ -94,6 +95,19 @@ def _value_guard(effect: UOp) -> UOp | None:
     for clause in runs:
         guard = _and(clause, guard)
     return guard
+
+
+def _effects_before(statements: list[UOp]) -> list[dict[UOp, int]]:
+    """For each statement, the effects stated before it on each memory written through memory states: the
+    version of each that its statement reads (``UOp.state``)."""
+    seen: list[dict[UOp, int]] = []
+    stated: dict[UOp, int] = {}
+    for e in statements:
+        seen.append(dict(stated))
+        version = state_version(e.src[0]) if e.op in EFFECTS else None
+        if version is not None:
+            stated[memory_of(e.src[0].src[0])] = version + 1
+    return seen
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -223,13 +237,16 @@ MAX_GUARDS = 4
 """Distinct guards kept for one node; past that they merge into the outer part they all share."""
 
 
-def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -> dict[UOp, list[UOp | None]]:
+def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, int],
+            effects_before: list[dict[UOp, int]] | None = None) -> dict[UOp, list[UOp | None]]:
     """For every node below ``roots`` that has a load below it, conditions one of which holds wherever the
     node is computed (``None``: nothing is known): the conditions of the ``where`` branches around each of
     its uses, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
     ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
     to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
-    does."""
+    does. A root is a statement's value or gate, with the statement's position: a node is computed by the
+    first statement that uses it, where a condition that reads memory a later effect writes
+    (``effects_before``) does not exist yet; without ``effects_before`` the roots are one statement's."""
     cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
 
     def push(clause: UOp, outer: Guards) -> Guards:
@@ -251,13 +268,19 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
             merged = (shared,)
         around[node] = merged
 
-    loads = _loads_below([root for root, _ in roots])
-    for root, condition in roots:
+    first: dict[UOp, int] = {}
+
+    def used_by(node: UOp, statement: int) -> None:
+        first[node] = min(first.get(node, statement), statement)
+
+    loads = _loads_below([root for root, _, _ in roots])
+    for root, condition, statement in roots:
         if root in loads:
             guards: Guards = (None,)
             for clause in _conjuncts(condition):  # one clause each: roots whose gates share conditions share them
                 guards = push(clause, guards)
             reach(root, guards)
+            used_by(root, statement)
     for node in sorted(loads, key=order.__getitem__, reverse=True):
         guards = around[node]
         if node.op is Ops.WHERE:
@@ -268,8 +291,11 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None]], order: Mapping[UOp, int]) -
         for s, c in zip(node.src, contexts, strict=True):
             if s in loads:
                 reach(s, c)
-    ranges: dict[UOp, frozenset[UOp]] = {}
-    return {node: [_condition(g, _ranges(node, ranges), ranges) for g in guards] for node, guards in around.items()}
+                used_by(s, first[node])
+    where = _Where({}, {})
+    return {node: [_condition(g, _ranges(node, where.ranges), None if effects_before is None else
+                              effects_before[first[node]], where) for g in guards]
+            for node, guards in around.items()}
 
 
 def _conjuncts(condition: UOp | None) -> list[UOp]:
@@ -315,13 +341,32 @@ def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
     return a
 
 
-def _condition(clauses: _Clauses | None, within: frozenset[UOp], ranges: dict[UOp, frozenset[UOp]]) -> UOp | None:
-    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first, of those that depend on
-    no range but the node's (``within``): a use in a loop the node is outside of is made under conditions
-    the loop computes, which do not exist where the node is (leaving one out only weakens the guard)."""
+@dataclass(frozen=True)
+class _Where:
+    """What decides where a condition can be computed, found once per node: the ranges it depends on
+    (``_ranges``) and the versions of the memory it reads through states (``stated_reads``)."""
+
+    ranges: dict[UOp, frozenset[UOp]]
+    reads: dict[UOp, dict[UOp, int]]
+
+    def computable(self, clause: UOp, within: frozenset[UOp], effects_before: Mapping[UOp, int] | None) -> bool:
+        """Whether ``clause`` can be computed where a node over ranges ``within`` is, after ``effects_before``."""
+        if not _ranges(clause, self.ranges) <= within:
+            return False
+        return effects_before is None or all(version <= effects_before.get(memory, 0)
+                                             for memory, version in stated_reads(clause, self.reads).items())
+
+
+def _condition(clauses: _Clauses | None, within: frozenset[UOp], effects_before: Mapping[UOp, int] | None,
+               where: _Where) -> UOp | None:
+    """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first, of those that can be
+    computed where the node is: that depend on no range but the node's (``within``; a use in a loop the node
+    is outside of is made under conditions the loop computes), and read no memory state past the effects
+    stated before the node's first statement (``effects_before``; a later statement's condition may read
+    what an effect between them stores). Leaving one out only weakens the guard."""
     kept: list[UOp] = []
     while clauses is not None and len(kept) < MAX_CLAUSES:
-        if _ranges(clauses.clause, ranges) <= within:
+        if where.computable(clauses.clause, within, effects_before):
             kept.append(clauses.clause)
         clauses = clauses.outer
     condition = None
@@ -469,9 +514,9 @@ def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp,
     """The INDEX of every load below ``effect``, once with each condition it is read under (``_guards``):
     the value is read where the effect's gate holds and each range it runs over has an iteration."""
     target = effect.src[0]
-    roots: list[tuple[UOp, UOp | None]] = [(target, None), *((s, None) for s in effect.src[2:])]
+    roots: list[tuple[UOp, UOp | None, int]] = [(target, None, 0), *((s, None, 0) for s in effect.src[2:])]
     if len(effect.src) > 1:
-        roots.append((effect.src[1], _value_guard(effect)))
+        roots.append((effect.src[1], _value_guard(effect), 0))
     guards = _guards(roots, order)
     found = {(node.src[0], guard): None for node, conditions in guards.items() if node.op is Ops.LOAD
              for guard in conditions}

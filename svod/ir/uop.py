@@ -596,6 +596,22 @@ def state_version(index: UOp) -> int | None:
     return memory.arg if is_state(memory) else None
 
 
+def stated_reads(root: UOp, known: dict[UOp, dict[UOp, int]]) -> dict[UOp, int]:
+    """The memory ``root`` reads through memory states (``UOp.state``), each with the highest version read:
+    ``root`` can be computed only after that many effects on each. ``known`` holds what is found, node by
+    node, for the next call."""
+    for u in unknown_below(root, known):
+        found: dict[UOp, int] = {}
+        for s in u.src:
+            for memory, version in known[s].items():
+                found[memory] = max(version, found.get(memory, version))
+        if u.op is Ops.INDEX and is_state(u.src[0]):
+            memory = u.src[0].src[0]
+            found[memory] = max(u.src[0].arg, found.get(memory, u.src[0].arg))
+        known[u] = found
+    return known[root]
+
+
 def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
     """The memory (see ``memory_of``) that the STOREs and ATOMICs among ``nodes`` write."""
     return {memory_of(u.src[0].src[0]) for u in nodes if u.op in (Ops.STORE, Ops.ATOMIC)}

@@ -160,3 +160,15 @@ def test_a_value_placed_twice_is_named_by_its_inner_place_only_inside_its_block(
     linear = device.renderer.program(blocked).src[2].src  # PROGRAM: SINK, DEVICE, LINEAR, SOURCE
     assert any(count > 1 for count in Counter(u for u in linear if u.op not in (Ops.CONST, Ops.END)).values())
     svod.compile(k.build(), device)  # LLVM verifies that every use is dominated
+
+
+def test_a_value_read_after_an_effect_is_not_computed_before_it():
+    """A store whose value reads its own buffer through the state after it (a kernel no frontend makes, and
+    no pass may): the linearizer refuses it rather than read the buffer before the store."""
+    k = KernelBuilder("read_too_early")
+    out = k.buffer(dtypes.float32, 4)
+    i = k.range(4)
+    later = out.state(1).index(i).load()
+    k.store(out.state(0).index(i), later + 1.0)
+    with pytest.raises(svod.errors.GraphError, match="computed before that effect"):
+        svod.compile(k.build(), "CPU")

@@ -441,3 +441,22 @@ def test_an_add_into_a_buffer_of_symbolic_size_reads_what_its_statement_read(dev
     or the kernel refused by the linearizer."""
     agrees_with_python(counted_before_overwrite, device, np.arange(1, n + 1, dtype=np.int32),
                        np.zeros(bins, np.int32))
+
+
+@svod.kernel
+def gated_by_a_later_read(out, x, idx, hist):
+    for i in svod.prange(out.shape[0]):
+        v = x[idx[i]] - (svod.int32(out[i]) if x[i] < 3 else 2)
+        out[i] = svod.float32(v if i == 0 else 1)
+        svod.atomic_add(hist, 0, (v + svod.int32(out[i] % 2)) % 100)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1009])
+def test_a_read_is_not_gated_by_a_condition_a_later_statement_reads(device, n):
+    """``x[idx[i]]`` is checked at run time, and made only where some use of it needs it: the store's, and the
+    add's, whose ``% 100`` chooses by conditions that read ``out[i]`` after the store. Those conditions once
+    gated the read at its statement, before the store, which read ``out[i]`` there and kept that value for
+    the add: a wrong sum on every device (557 for 560 at n=7), the reference included."""
+    agrees_with_python(gated_by_a_later_read, device, np.arange(n, dtype=np.float32) * 3,
+                       np.arange(n, dtype=np.int32) % 5, np.arange(n, dtype=np.int32) * 7 % n,
+                       np.zeros(1, np.int32))
