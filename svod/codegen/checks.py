@@ -122,9 +122,13 @@ def rows_of(index: UOp, size: UOp) -> tuple[UOp, UOp, UOp] | None:
     col]``, ``K`` a constant or a variable's size) and ``size`` a whole number of rows: ``(row, row * K, size /
     K)``; None for any other index. Such an index is in ``[0, size)`` exactly when its row is in ``[0, size /
     K)``."""
-    if index.op is not Ops.ADD:
+    if index.op is Ops.MUL:  # a row's first element, ``x[row, 0]``
+        pairs = [(index, UOp.index_const(0))]
+    elif index.op is Ops.ADD:
+        pairs = [(index.src[0], index.src[1]), (index.src[1], index.src[0])]
+    else:
         return None
-    for scaled, col in (index.src, index.src[::-1]):
+    for scaled, col in pairs:
         if scaled.op is not Ops.MUL:
             continue
         for row, k in (scaled.src, scaled.src[::-1]):

@@ -24,7 +24,7 @@ every fixed value; the value travels with the kernel.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from svod.codegen.checks import CHECKED, rows_of
 from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
@@ -60,7 +60,7 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     statements = [e for e in sink.src if e.op in STATEMENTS]
     roots = [(*root, k) for k, e in enumerate(statements)
              for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
-    guarded = _Guarder(order, index_bits, _guards(roots, order, _effects_before(statements)))
+    guarded = _Guarder(order, index_bits, _guards(roots, order, _Sites.of(statements)))
     effects = []
     for e in sink.src:
         if e.op is Ops.EXIT:  # a loop's exit test reads memory as a value does
@@ -95,19 +95,6 @@ def _value_guard(effect: UOp) -> UOp | None:
     for clause in runs:
         guard = _and(clause, guard)
     return guard
-
-
-def _effects_before(statements: list[UOp]) -> list[dict[UOp, int]]:
-    """For each statement, the effects stated before it on each memory written through memory states: the
-    version of each that its statement reads (``UOp.state``)."""
-    seen: list[dict[UOp, int]] = []
-    stated: dict[UOp, int] = {}
-    for e in statements:
-        seen.append(dict(stated))
-        version = state_version(e.src[0]) if e.op in EFFECTS else None
-        if version is not None:
-            stated[memory_of(e.src[0].src[0])] = version + 1
-    return seen
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -153,14 +140,18 @@ def _narrowed_row(position: UOp, size: UOp, value: UOp) -> UOp:
     """A row access whose row is the one value read from memory and whose row length is symbolic (``x[ids[i],
     c]`` over ``x.shape[1]`` columns: ``checks.rows_of``) with the row clamped to ``[-1, R]``, ``R`` the most
     rows the buffer may have: a row outside the buffer stays outside it, one inside is kept, and the index
-    then fits wherever the buffer's size does. Any other position is left as it is."""
+    then fits wherever the buffer's size does. A row read as a narrower integer is clamped before it widens
+    (a ``uint32`` past ``2**31`` would not fit an index). Any other position is left as it is."""
     split = rows_of(position, size)
     if split is None or not isinstance(split[2].vmax, int):
         return position
     row = split[0]
-    if row is not value and not (row.op is Ops.CAST and row.src[0] is value):  # the value, or it widened
+    source = row.src[0] if row.op is Ops.CAST and row.src[0].dtype.is_int else row
+    if source is not value and row is not value:  # the value, or it widened
         return position
-    return substitute(position, {row: row.maximum(-1).minimum(split[2].vmax)})
+    low, high = max(-1, int(source.vmin)), min(split[2].vmax, int(source.vmax))
+    clamped = source.maximum(low).minimum(high)
+    return substitute(position, {row: clamped if source is row else clamped.cast(row.dtype)})
 
 
 class _Guarder:
@@ -238,15 +229,15 @@ MAX_GUARDS = 4
 
 
 def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, int],
-            effects_before: list[dict[UOp, int]] | None = None) -> dict[UOp, list[UOp | None]]:
+            sites: _Sites | None = None) -> dict[UOp, list[UOp | None]]:
     """For every node below ``roots`` that has a load below it, conditions one of which holds wherever the
     node is computed (``None``: nothing is known): the conditions of the ``where`` branches around each of
     its uses, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
     ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
     to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
     does. A root is a statement's value or gate, with the statement's position: a node is computed by the
-    first statement that uses it, where a condition that reads memory a later effect writes
-    (``effects_before``) does not exist yet; without ``effects_before`` the roots are one statement's."""
+    first statement that uses it, or earlier (a read held from its statement), where a condition a later
+    statement reads may not exist yet (``_Sites``); without ``sites`` the roots are one statement's."""
     cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
 
     def push(clause: UOp, outer: Guards) -> Guards:
@@ -268,10 +259,11 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
             merged = (shared,)
         around[node] = merged
 
-    first: dict[UOp, int] = {}
+    at: dict[UOp, int] = {}
+    """The earliest statement each node may be computed at (``_Sites``)."""
 
     def used_by(node: UOp, statement: int) -> None:
-        first[node] = min(first.get(node, statement), statement)
+        at[node] = min(at.get(node, statement), statement)
 
     loads = _loads_below([root for root, _, _ in roots])
     for root, condition, statement in roots:
@@ -283,6 +275,8 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
             used_by(root, statement)
     for node in sorted(loads, key=order.__getitem__, reverse=True):
         guards = around[node]
+        if sites is not None and node.op is Ops.INDEX and is_state(node.src[0]):  # held: read at its statement
+            used_by(node, sites.earliest(node.src[0]))
         if node.op is Ops.WHERE:
             choice = node.src[0]
             contexts = [guards, push(choice, guards), push(choice.ne(True), guards)]
@@ -291,11 +285,9 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
         for s, c in zip(node.src, contexts, strict=True):
             if s in loads:
                 reach(s, c)
-                used_by(s, first[node])
-    where = _Where({}, {})
-    return {node: [_condition(g, _ranges(node, where.ranges), None if effects_before is None else
-                              effects_before[first[node]], where) for g in guards]
-            for node, guards in around.items()}
+                used_by(s, at[node])
+    sites = sites or _Sites(frozenset(), None)
+    return {node: [_condition(g, node, at[node], sites) for g in guards] for node, guards in around.items()}
 
 
 def _conjuncts(condition: UOp | None) -> list[UOp]:
@@ -341,32 +333,72 @@ def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
     return a
 
 
-@dataclass(frozen=True)
-class _Where:
-    """What decides where a condition can be computed, found once per node: the ranges it depends on
-    (``_ranges``) and the versions of the memory it reads through states (``stated_reads``)."""
+@dataclass
+class _Sites:
+    """Where a node and a condition that might guard it are computed: a node over its ranges, at the first
+    statement that uses it or, below a read through a memory state (``UOp.state``), as early as that read may
+    be stated; a condition of a later use that reads memory the kernel writes, only after the effects stated
+    before that use. What decides it is found once per node."""
 
-    ranges: dict[UOp, frozenset[UOp]]
-    reads: dict[UOp, dict[UOp, int]]
+    written: frozenset[UOp]
+    """The memory the kernel's effects write."""
+    effects_before: list[dict[UOp, int]] | None
+    """For each statement, the effects stated before it on each memory (the version its statement reads);
+    None where every root is one statement's."""
+    stated_at: dict[tuple[UOp, int], int] = field(default_factory=dict)
+    """The position of the effect of each version of each memory."""
+    ranges: dict[UOp, frozenset[UOp]] = field(default_factory=dict)
+    reads: dict[UOp, dict[UOp, int]] = field(default_factory=dict)
+    unstated: dict[UOp, bool] = field(default_factory=dict)
 
-    def computable(self, clause: UOp, within: frozenset[UOp], effects_before: Mapping[UOp, int] | None) -> bool:
-        """Whether ``clause`` can be computed where a node over ranges ``within`` is, after ``effects_before``."""
-        if not _ranges(clause, self.ranges) <= within:
+    @staticmethod
+    def of(statements: list[UOp]) -> _Sites:
+        effects_before: list[dict[UOp, int]] = []
+        stated_at: dict[tuple[UOp, int], int] = {}
+        stated: dict[UOp, int] = {}
+        for position, e in enumerate(statements):
+            effects_before.append(dict(stated))
+            version = state_version(e.src[0]) if e.op in EFFECTS else None
+            if version is not None:
+                stated[memory_of(e.src[0].src[0])] = version + 1
+                stated_at[(memory_of(e.src[0].src[0]), version)] = position
+        written = frozenset(memory_of(e.src[0].src[0]) for e in statements if e.op in EFFECTS)
+        return _Sites(written, effects_before, stated_at)
+
+    def earliest(self, state: UOp) -> int:
+        """The first statement that may read through memory ``state``: the one after the effect before it."""
+        return 0 if state.arg == 0 else self.stated_at.get((state.src[0], state.arg - 1), -1) + 1
+
+    def computable(self, clause: UOp, node: UOp, statement: int) -> bool:
+        """Whether ``clause`` can be computed where ``node``, computed at ``statement``, is: over no range
+        but the node's; reading no state past the effects stated before the statement; and, for a node read
+        through a state (held at its statement), reading no written memory where it is used (a carried local's
+        register at the start of a later turn)."""
+        if not _ranges(clause, self.ranges) <= _ranges(node, self.ranges):
             return False
-        return effects_before is None or all(version <= effects_before.get(memory, 0)
-                                             for memory, version in stated_reads(clause, self.reads).items())
+        if self.effects_before is None:
+            return True
+        before = self.effects_before[statement]
+        if any(version > before.get(memory, 0) for memory, version in stated_reads(clause, self.reads).items()):
+            return False
+        return not (stated_reads(node, self.reads) and self.reads_unstated(clause))
+
+    def reads_unstated(self, node: UOp) -> bool:
+        """Whether ``node`` reads memory the kernel writes without a state: where its value is used."""
+        for u in unknown_below(node, self.unstated):
+            self.unstated[u] = any(self.unstated[s] for s in u.src) or (
+                u.op is Ops.LOAD and not is_state(u.src[0].src[0]) and memory_of(u.src[0].src[0]) in self.written)
+        return self.unstated[node]
 
 
-def _condition(clauses: _Clauses | None, within: frozenset[UOp], effects_before: Mapping[UOp, int] | None,
-               where: _Where) -> UOp | None:
+def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Sites) -> UOp | None:
     """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first, of those that can be
-    computed where the node is: that depend on no range but the node's (``within``; a use in a loop the node
-    is outside of is made under conditions the loop computes), and read no memory state past the effects
-    stated before the node's first statement (``effects_before``; a later statement's condition may read
-    what an effect between them stores). Leaving one out only weakens the guard."""
+    computed where ``node``, computed at ``statement``, is (``_Sites.computable``): a use in a loop the node
+    is outside of is made under conditions the loop computes, and a later statement's use under conditions
+    that may read what an effect between them stores. Leaving one out only weakens the guard."""
     kept: list[UOp] = []
     while clauses is not None and len(kept) < MAX_CLAUSES:
-        if where.computable(clauses.clause, within, effects_before):
+        if sites.computable(clauses.clause, node, statement):
             kept.append(clauses.clause)
         clauses = clauses.outer
     condition = None

@@ -96,3 +96,26 @@ def test_carried_locals_are_registers_not_buffers():
     gated = [e for e in bound.ast.src if e.op is Ops.STORE and memory_of(e.src[0].src[0]).op is Ops.DEFINE_REG
              and len(e.src[0].src) == 3]
     assert len(gated) == 3  # zr, zi and k are stored only where the point is still inside
+
+
+@svod.kernel
+def gated_by_a_carried_local(x, idx, hist):
+    for i in svod.prange(x.shape[0]):
+        s = x[idx[i], 0]
+        for j in range(x.shape[1]):
+            s += x[i, j]
+        t = 0
+        for k in range(3):
+            t = t + (x[i, 0] if (t < 2 and s > 0) else 1)
+            svod.atomic_add(hist, 0, t)
+            x[i, 1] = k
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_a_read_before_a_loop_is_not_gated_by_a_local_the_loop_carries(device, n):
+    """``x[idx[i], 0]`` is held from its statement, before the loop; its one use is in the loop, under
+    ``t < 2``, which reads ``t``'s register at the start of each turn. The read was gated by that test, which
+    cannot be computed before the loop, and OpenCL's linearizer refused the kernel."""
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3) - 4
+    agrees_with_python(gated_by_a_carried_local, device, x, np.arange(n, dtype=np.int32) * 5 % n,
+                       np.zeros(1, np.float32))

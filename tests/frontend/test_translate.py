@@ -404,6 +404,7 @@ def test_fmod_as_math_numpy_and_svod_spell_it(device):
     np.testing.assert_array_equal(out[compared], want[compared])
 
 
+@svod.kernel
 def histogram2(counts, peaks, values):
     for i in svod.prange(values.shape[0]):
         v = values[i]
@@ -412,17 +413,11 @@ def histogram2(counts, peaks, values):
         svod.atomic_min(peaks, 3, -i)
 
 
-def _for(device: Device, fn):
-    """``fn`` as a kernel for ``device``. On WebGPU its sizes are constants: WGSL's lowering proves a gather's
-    32-bit index only when the stride of the index read from memory is a constant."""
-    return svod.kernel(fn, static_shapes=device.device.base_type == "WEBGPU")
-
-
 @pytest.mark.parametrize("n", [1, 97])
 def test_atomics_with_tuple_indices(device, n):
     values = _rng().integers(0, 8, n).astype(np.int32)
     counts, peaks = np.zeros((2, 8), np.int32), np.zeros(4, np.int32)
-    _for(device, histogram2)(counts, peaks, values, device=device)
+    histogram2(counts, peaks, values, device=device)
     want = np.zeros((2, 8), np.int32)
     np.add.at(want, (np.arange(n) % 2, values), 1)
     np.testing.assert_array_equal(counts, want)
@@ -432,6 +427,7 @@ def test_atomics_with_tuple_indices(device, n):
     assert peaks[3] == -(n - 1)
 
 
+@svod.kernel
 def gather_rows(out, table, ids):
     for r in svod.prange(ids.shape[0]):
         for c in svod.prange(table.shape[1]):
@@ -445,8 +441,29 @@ def test_indices_of_any_integer_dtype(device, index_dtype):
     table = np.arange(20, dtype=np.int32).reshape(5, 4)
     ids = np.array([4, 0, 2, 2], index_dtype.numpy)
     out = np.zeros((4, 4), np.int32)
-    _for(device, gather_rows)(out, table, ids, device=device)
+    gather_rows(out, table, ids, device=device)
     np.testing.assert_array_equal(out, table[ids.astype(np.int64)])
+
+
+@svod.kernel
+def first_of_rows(out, table, ids):
+    for r in svod.prange(ids.shape[0]):
+        out[r] = table[ids[r], 0]
+
+
+@pytest.mark.parametrize("index_dtype", [dtypes.int32, dtypes.uint32], ids=lambda d: d.name)
+def test_a_gather_of_each_rows_first_element(device, index_dtype):
+    """``table[ids[r], 0]`` is ``ids[r] * table.shape[1]`` alone, a row access all the same: on a device of 32-bit
+    indices its row is narrowed to the rows the table may have, and a row outside the table is reported."""
+    table = np.arange(20, dtype=np.float32).reshape(5, 4)
+    ids = np.array([4, 0, 2, 2, 3], index_dtype.numpy)
+    out = np.zeros(5, np.float32)
+    first_of_rows(out, table, ids, device=device)
+    np.testing.assert_array_equal(out, table[ids.astype(np.int64), 0])
+    for outside in (5, 2**31 + 7 if index_dtype == dtypes.uint32 else -6):
+        ids[1] = outside
+        with pytest.raises(svod.errors.IndexOutOfBoundsError):
+            first_of_rows(out, table, ids, device=device)
 
 
 @svod.kernel
