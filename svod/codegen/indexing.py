@@ -284,6 +284,21 @@ def conjuncts(condition: UOp | None) -> list[UOp]:
     return out
 
 
+def _quotient_bound(atom: UOp, coefficient: Poly, lower: bool) -> Poly | None:
+    """``coefficient * atom`` bounded without the division, for an atom ``x // c`` (``x >= 0``, ``c > 0``) whose
+    coefficient every term of which ``c`` divides: ``c*q <= x`` (an upper bound) and ``c*q >= x - c + 1``
+    (a lower one), so ``k*c*q`` is at least ``k*(x - c + 1)`` for ``k >= 0`` and at least ``k*x`` for ``k <=
+    0``. (A matmul's blocks of ``W`` columns: ``W * (n // W) <= n``.)"""
+    if atom.op is not Ops.IDIV or atom.src[1].op is not Ops.CONST or atom.src[0].vmin < 0:
+        return None
+    c = int(atom.src[1].arg)
+    if c <= 0 or any(k % c for k in coefficient.terms.values()):
+        return None
+    x = to_poly(atom.src[0])
+    scaled = Poly({m: k // c for m, k in coefficient.terms.items()})
+    return scaled * (x - Poly.const(c - 1) if lower else x)
+
+
 class Prover:
     """Proves ``P >= 0`` for polynomials over one kernel's atoms, under the facts of one access."""
 
@@ -315,6 +330,9 @@ class Prover:
             else:
                 continue
             if any(self._prove(coefficient * c + rest) for c in candidates):
+                return True
+            quotient = _quotient_bound(atom, coefficient, lo >= 0)
+            if quotient is not None and self._prove(quotient + rest):
                 return True
             if every and all(self._prove(coefficient * to_poly(side) + rest) for side in every):
                 return True  # the claim holds for either side, so for whichever one a MIN or MAX takes

@@ -272,16 +272,18 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     store = effects[0]
     reduces = [u for u in store.toposort() if u.op is Ops.REDUCE]
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or reduces[0].dtype not in FUSED_DTYPES \
-            or len(reduces[0].src) != 2 or reduces[0].src[1].src[0].op is not Ops.CONST:
+            or len(reduces[0].src) != 2:
         return None
     k = reduces[0].src[1]
     outputs = live_ranges(sink)[store]
-    if not outputs or any(r.arg[1] is not AxisKind.GLOBAL or r.src[0].op is not Ops.CONST for r in outputs):
+    if not outputs or any(r.arg[1] is not AxisKind.GLOBAL for r in outputs):
         return None
     written = written_memory(effects)
     loads = _reduction_loads(store)
     if any(memory_of(u.src[0].src[0]) in written for u in loads):
         return None  # the sum reads what the kernel writes: its blocks would read it in another order
+    if k.src[0].op is not Ops.CONST or any(r.src[0].op is not Ops.CONST for r in outputs):
+        return _block_symbolic(sink, k, outputs, loads, written, l2_bytes // BLOCK_SHARE)
     copied, sink = _transposed(sink, k, outputs, loads)
     if copied:  # the sum now reads the copies
         store = _the_store(sink)
@@ -297,6 +299,35 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
             return (*copied, *_summed_first(sink, load, k, found, nested(outputs), rows))
         return (*copied, *_blocked(sink, load, k, *found, rows))
     return (*copied, sink) if copied else None
+
+
+def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp], written: set[UOp],
+                    block_bytes: int) -> tuple[UOp, ...] | None:
+    """A matmul of variable sizes in blocks (``_blocked``) where ``b`` is read at ``k * n + j``, ``n`` the
+    size of output range ``j`` (``b``'s rows are the output's): how big ``b`` is, no compile knows, and
+    where it would stay in L2 as it is, its blocks cost a few loop turns (matmul 2048 read ``b`` from memory
+    for each row of tiles: 4.3x the time of its constant-size blocks). Blocks as ``_blockable`` shapes them
+    for a long sum (``BLOCK_DEPTH`` turns, fewer where the narrowest block would not fit its share of L2, and
+    the widest width that fits); without a copy of
+    ``b`` (its pitch would be a variable) and only where the kernel stores the sum as it is (a scratch of
+    the sums would be of variable size)."""
+    store = _the_store(sink)
+    if store.src[1].op is not Ops.REDUCE:
+        return None
+    for load in loads:
+        index, param = load.src[0], load.src[0].src[0]
+        if len(index.src) != 2 or param.op is not Ops.PARAM or param in written:
+            continue
+        terms = to_poly(index.src[1]).terms
+        j = next((r for r in outputs if terms.get((r,)) == 1 and r.src[0].op is Ops.DEFINE_VAR), None)
+        rows = [(m, c) for m, c in terms.items() if m != (j,)]
+        if j is None or len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:
+            continue
+        itemsize = pointee(param).itemsize
+        deep = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))
+        width = next((w for w in BLOCK_WIDTHS if deep * w * itemsize <= block_bytes), None)
+        return None if deep < 1 or width is None else _blocked(sink, load, k, j, None, width, deep)
+    return None
 
 
 def _the_store(sink: UOp) -> UOp:
@@ -447,17 +478,18 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
     return None if width is None else (j, stride, width, deep)
 
 
-def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep: int,
-             rows: int) -> tuple[UOp, ...]:
-    """The blocked kernel (``block_matmul``), after a copy of ``b`` where its rows alias or do not start a
-    cache line, and ``rows`` rows of output repay the copy."""
+def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int | None, width: int, deep: int,
+             rows: int = 0) -> tuple[UOp, ...]:
+    """The blocked kernel (``block_matmul``), after a copy of ``b`` where its rows (``stride`` apart) alias or
+    do not start a cache line, and ``rows`` rows of output repay the copy (of variable sizes, never). The
+    columns past the last whole block are a store of their own."""
     b = load.src[0].src[0]
     params = _params(sink)
     name = kernel_label(sink)
     copy: tuple[UOp, ...] = ()
     itemsize = pointee(b).itemsize
-    pitch = _pitch(stride, itemsize)
-    if pitch != stride and rows >= BLOCK_MIN_ROWS:
+    if stride is not None and _pitch(stride, itemsize) != stride and rows >= BLOCK_MIN_ROWS:
+        pitch = _pitch(stride, itemsize)
         b_rows = int(param_size(b).arg) // stride
         scratch = UOp.param(params[-1].arg + 1, pointee(b), b_rows * pitch)
         row, column = UOp.range(b_rows, 0, AxisKind.GLOBAL), UOp.range(stride, 1, AxisKind.GLOBAL)
@@ -470,13 +502,15 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int, width: int, deep
                         name=f"{name}_packed")
     ranges = [r for r in sink.toposort() if r.op is Ops.RANGE]
     renumbered = {r: UOp.range(r.src[0], r.arg[0] + 2, r.arg[1]) for r in ranges}
-    if deep < int(k.src[0].arg):
+    if k.src[0].op is not Ops.CONST or deep < int(k.src[0].arg):
         sink = _continued(sink, k, deep)
-    blocks, left = divmod(int(j.src[0].arg), width)
+    columns = j.src[0]
+    blocks, left = divmod(int(columns.arg), width) if columns.op is Ops.CONST else \
+        (columns // width, columns - columns // width * width)
     block = UOp.range(blocks, 0, AxisKind.LOOP)  # outermost: every row passes over a block, each thread its rows
     inside = UOp.range(width, j.arg[0] + 2, AxisKind.GLOBAL)
     blocked = substitute(sink, {**renumbered, j: block * width + inside})
-    if not left:
+    if isinstance(left, int) and not left:
         return (*copy, blocked)
     rest = UOp.range(left, 3 + max(r.arg[0] for r in ranges), AxisKind.GLOBAL)  # the columns past the blocks
     store = _the_store(sink)
@@ -489,9 +523,13 @@ def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
     the loop over column blocks): each block continues the sum stored by the block before (``CONTINUED``),
     so each product is still added in order, and the result is the same bits."""
     store = _the_store(sink)
-    length = int(k.src[0].arg)
-    depth = UOp.range(-(-length // deep), 1, AxisKind.LOOP)
-    turns: int | UOp = deep if length % deep == 0 else (length - depth * deep).minimum(deep)
+    length = k.src[0]
+    if length.op is Ops.CONST:
+        depth = UOp.range(-(-int(length.arg) // deep), 1, AxisKind.LOOP)
+        turns: int | UOp = deep if int(length.arg) % deep == 0 else (length - depth * deep).minimum(deep)
+    else:  # one block at least, which stores the sum where it is empty
+        depth = UOp.range(((length + (deep - 1)) // deep).maximum(1), 1, AxisKind.LOOP)
+        turns = (length - depth * deep).minimum(deep)
     turn = UOp.range(turns, k.arg[0] + 2, AxisKind.REDUCE)
     reduce = store.src[1]
     partial = substitute(reduce.src[0], {k: depth * deep + turn}).reduce(turn, op=reduce.arg)

@@ -44,7 +44,7 @@ from svod.ir import simplify, substitute
 from svod.ir.ops import CONTINUED, FUSED
 from svod.ir.validate import kernel_label, validate
 from svod.workloads import conv2d, gather, matmul, softmax, transpose
-from tests.helpers import evaluate_expression, open_device, refuses
+from tests.helpers import cpu_device, evaluate_expression, open_device, refuses
 from tests.kernels import attention
 
 
@@ -1191,6 +1191,44 @@ def test_a_large_matmul_packs_b_with_longer_rows_and_blocks_its_columns():
     assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
         (4, AxisKind.LOOP), (2, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL), (256, AxisKind.GLOBAL),
         (512, AxisKind.REDUCE)]  # blocks of columns, blocks of k, batch, rows, columns, k
+
+
+def _variable_matmul(dtype=dtypes.float32):
+    """``out = a @ b`` with every size a variable (a Python kernel's default): ``m x depth`` by ``depth x n``."""
+    k = KernelBuilder("symbolic_mm")
+    m, n, depth = k.var("m", 1, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
+    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    return k.build()
+
+
+def test_a_matmul_of_variable_sizes_is_blocked_too():
+    """No compile knows how big ``b`` is: the blocks are those a long sum over constant sizes takes (256 columns
+    by 512 rows in 2 MiB of L2, 128 by 512 of float64 in 1 MiB), whole blocks of columns in the outer loop and
+    the columns past them a store of their own; ``b`` is read where it is (its pitch would be a variable)."""
+    for dtype, width, l2 in ((dtypes.float32, 256, 2 << 20), (dtypes.float64, 256, 2 << 20),
+                             (dtypes.float64, 128, 1 << 20)):
+        ast = _variable_matmul(dtype)
+        n, depth = (next(u for u in ast.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == v) for v in ("n", "depth"))
+        (blocked,) = block_matmul(ast, l2)
+        stores = [e for e in blocked.src if e.op is Ops.STORE]
+        assert len(stores) == 2  # the blocks, and the columns left
+        loops = sorted((u for u in stores[0].toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP),
+                       key=lambda r: r.arg[0])
+        assert [r.src[0].key for r in loops] == [(n // width).key, ((depth + 511) // 512).maximum(1).key]
+        assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(3, 600, 1100), (2, 256, 512), (5, 255, 513), (1, 1, 1), (4, 300, 0)])
+def test_a_blocked_matmul_of_variable_sizes_computes_a_at_b(compiler, m, n, depth):
+    """Whole blocks and the columns left, sums of several blocks of rows and of part of one, an empty sum."""
+    rng = np.random.default_rng(m * n + depth)
+    a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
+    out = np.full((m, n), np.nan)
+    svod.run(_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n, depth=depth)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_rows_that_do_not_alias_are_blocked_where_they_are():

@@ -683,3 +683,28 @@ def test_sequential_loops_compute_what_python_does_whether_made_parallel_or_not(
             kernel(*arrays, device=device)
         return
     agrees_with_python(kernel, device, *arrays)
+
+
+def _row_blocks(blocks_of: str) -> UOp:
+    """``out[i, block * 4 + c] = i`` over ``m`` rows of ``n`` columns, ``block`` a sequential loop over the whole
+    blocks of 4 columns (``n // 4``) or over every block, the last one passing the row (``(n + 3) // 4``)."""
+    k = KernelBuilder(f"row_blocks_{blocks_of}")
+    m, n = k.var("m", 1, 64), k.var("n", 1, 64)
+    out = k.buffer(dtypes.int32, m * n)
+    i, c = k.range(m), k.range(4)
+    block = k.range(n // 4 if blocks_of == "whole" else (n + 3) // 4, AxisKind.LOOP)
+    k.store(out[i * n + block * 4 + c], i.cast(dtypes.int32), block)
+    return k.build()
+
+
+def test_whole_blocks_of_a_row_are_told_apart_from_the_next_row():
+    """``4 * (n // 4) <= n``: the race check sees that the whole blocks stay in their row (a matmul of variable
+    sizes in blocks of columns), and refuses blocks that pass it, which would write the next row's elements."""
+    m, n = 3, 10
+    out = np.full(m * n, -1, np.int32)
+    svod.run(_row_blocks("whole"), [out], m=m, n=n)
+    want = np.repeat(np.arange(m, dtype=np.int32)[:, None], n, axis=1)
+    want[:, 8:] = -1  # the columns past the whole blocks
+    np.testing.assert_array_equal(out.reshape(m, n), want)
+    with pytest.raises(GraphError, match="two work items"):
+        svod.compile(_row_blocks("every"), "CPU")
