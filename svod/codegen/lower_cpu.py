@@ -303,14 +303,14 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
 
 def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp], written: set[UOp],
                     block_bytes: int) -> tuple[UOp, ...] | None:
-    """A matmul of variable sizes in blocks (``_blocked``) where ``b`` is read at ``k * n + j``, ``n`` the
-    size of output range ``j`` (``b``'s rows are the output's): how big ``b`` is, no compile knows, and
-    where it would stay in L2 as it is, its blocks cost a few loop turns (matmul 2048 read ``b`` from memory
-    for each row of tiles: 4.3x the time of its constant-size blocks). Blocks as ``_blockable`` shapes them
-    for a long sum (``BLOCK_DEPTH`` turns, fewer where the narrowest block would not fit its share of L2, and
-    the widest width that fits); without a copy of
-    ``b`` (its pitch would be a variable) and only where the kernel stores the sum as it is (a scratch of
-    the sums would be of variable size)."""
+    """A matmul of variable sizes in blocks (``_blocked``) where ``b`` is read at ``k * n + j`` (plus a batch's
+    offset), ``n`` the size of output range ``j`` (``b``'s rows are the output's). How big ``b`` is, no
+    compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
+    not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
+    blocks are those ``_blockable`` shapes for a long sum (``BLOCK_DEPTH`` turns, fewer where the narrowest
+    block would not fit its share of L2, and the widest width that fits); ``b`` is not copied (its pitch
+    would be a variable), and only a kernel that stores the sum as it is is blocked (a scratch of the sums
+    would be of variable size)."""
     store = _the_store(sink)
     if store.src[1].op is not Ops.REDUCE:
         return None
@@ -320,8 +320,10 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
             continue
         terms = to_poly(index.src[1]).terms
         j = next((r for r in outputs if terms.get((r,)) == 1 and r.src[0].op is Ops.DEFINE_VAR), None)
-        rows = [(m, c) for m, c in terms.items() if m != (j,)]
-        if j is None or len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:
+        if j is None or any(j in m for m in terms if m != (j,)):
+            continue
+        rows = [(m, c) for m, c in terms.items() if k in m]  # the rest: a batch's offset
+        if len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:
             continue
         itemsize = pointee(param).itemsize
         deep = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))

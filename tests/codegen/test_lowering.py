@@ -1194,12 +1194,15 @@ def test_a_large_matmul_packs_b_with_longer_rows_and_blocks_its_columns():
 
 
 def _variable_matmul(dtype=dtypes.float32):
-    """``out = a @ b`` with every size a variable (a Python kernel's default): ``m x depth`` by ``depth x n``."""
+    """``out = a @ b`` over a batch, every size a variable (a Python kernel's default): ``m x depth`` by ``depth
+    x n``."""
     k = KernelBuilder("symbolic_mm")
     m, n, depth = k.var("m", 1, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
-    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
-    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
-    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    batch = k.var("batch", 1, 64)
+    out, a, b = (k.buffer(dtype, (batch, m, n)), k.buffer(dtype, (batch, m, depth)),
+                 k.buffer(dtype, (batch, depth, n)))
+    h, i, j, r = k.range(batch), k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[h, i, j], (a[h, i, r] * b[h, r, j]).reduce(r))
     return k.build()
 
 
@@ -1221,13 +1224,16 @@ def test_a_matmul_of_variable_sizes_is_blocked_too():
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize(("m", "n", "depth"), [(3, 600, 1100), (2, 256, 512), (5, 255, 513), (1, 1, 1), (4, 300, 0)])
-def test_a_blocked_matmul_of_variable_sizes_computes_a_at_b(compiler, m, n, depth):
-    """Whole blocks and the columns left, sums of several blocks of rows and of part of one, an empty sum."""
+@pytest.mark.parametrize(("batch", "m", "n", "depth"),
+                         [(1, 3, 600, 1100), (1, 2, 256, 512), (3, 5, 255, 513), (1, 1, 1, 1), (2, 4, 300, 0)])
+def test_a_blocked_matmul_of_variable_sizes_computes_a_at_b(compiler, batch, m, n, depth):
+    """Whole blocks and the columns left, sums of several blocks of rows and of part of one, an empty sum,
+    batches."""
     rng = np.random.default_rng(m * n + depth)
-    a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
-    out = np.full((m, n), np.nan)
-    svod.run(_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n, depth=depth)
+    a, b = rng.standard_normal((batch, m, depth)), rng.standard_normal((batch, depth, n))
+    out = np.full((batch, m, n), np.nan)
+    svod.run(_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n, depth=depth,
+             batch=batch)
     np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
