@@ -47,7 +47,15 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
 from svod.ir.ops import CONTINUED, EFFECTS, LEAVES, STATEMENTS
-from svod.ir.uop import is_state, memory_of, state_version, stated_reads, unknown_below
+from svod.ir.uop import (
+    is_state,
+    is_unstated_read,
+    memory_of,
+    reads_unstated,
+    state_version,
+    stated_reads,
+    unknown_below,
+)
 from svod.ir.validate import kernel_label
 
 
@@ -125,7 +133,7 @@ class _Linearizer:
         """The written memory the kernel also reads without a memory state: only its writes make remembered
         values stale."""
         self.stated: dict[UOp, dict[UOp, int]] = {}
-        """For each node, the written memory it reads through memory states, each with the highest version."""
+        """For each node, the memory it reads through memory states, each with the highest version."""
         self.held: dict[UOp, list[tuple[int, UOp]]] = {}
         """For each written memory, the loads and reductions that read it through a state (``held``), with
         that state's version, lowest first."""
@@ -257,17 +265,7 @@ class _Linearizer:
     def reads_written(self, node: UOp) -> bool:
         """Whether ``node`` depends on a load of memory this kernel writes, read without a memory state: such
         values are computed where they are used (innermost), after the stores before them, never hoisted."""
-        known = self.volatile.get(node)
-        if known is not None:
-            return known
-        for u in unknown_below(node, self.volatile):
-            self.volatile[u] = self.unstated_read(u) or any(self.volatile[s] for s in u.src)
-        return self.volatile[node]
-
-    def unstated_read(self, u: UOp) -> bool:
-        """Whether ``u`` loads memory this kernel writes, without a memory state (the builder's rule: read
-        where the value is used)."""
-        return u.op is Ops.LOAD and not is_state(u.src[0].src[0]) and u.src[0].src[0] in self.written
+        return reads_unstated(node, self.written, self.volatile)
 
     # ---- held values ----------------------------------------------------------------------------------
 
@@ -423,7 +421,7 @@ class _Linearizer:
             self.check_stated_after(u.src[0].src[0])
         if u.op is Ops.LOAD and u.replace(src=src) in self.stale:
             src = (self.reread(src[0], self.version[u.src[0].src[0]], block),)
-        elif u.op is Ops.LOAD and self.unstated_read(u):
+        elif u.op is Ops.LOAD and is_unstated_read(u, self.written):
             loop = self.carried_loop(u.replace(src=src), u.src[0].src[0])
             if loop is not None:
                 src = (self.reread(src[0], loop, block),)
@@ -660,7 +658,7 @@ class _Linearizer:
         if known is not None:  # asked of every memoised value after each effect: the common case
             return known
         for u in unknown_below(node, self.states):
-            own = {u.src[0].src[0]} if self.unstated_read(u) else set()
+            own = {u.src[0].src[0]} if is_unstated_read(u, self.written) else set()
             self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
         return self.states[node]
 

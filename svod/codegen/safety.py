@@ -33,7 +33,17 @@ from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
-from svod.ir.uop import exits, is_state, kernel_label, memory_of, param_size, state_version, stated_reads, unknown_below
+from svod.ir.uop import (
+    exits,
+    is_state,
+    kernel_label,
+    memory_of,
+    param_size,
+    reads_unstated,
+    state_version,
+    stated_reads,
+    unknown_below,
+)
 
 
 def unbind(sink: UOp, kernel: str) -> tuple[UOp, dict[str, int]]:
@@ -353,6 +363,7 @@ class _Sites:
 
     @staticmethod
     def of(statements: list[UOp]) -> _Sites:
+        """The sites of a kernel's ``statements``, in order."""
         effects_before: list[dict[UOp, int]] = []
         stated_at: dict[tuple[UOp, int], int] = {}
         stated: dict[UOp, int] = {}
@@ -381,14 +392,8 @@ class _Sites:
         before = self.effects_before[statement]
         if any(version > before.get(memory, 0) for memory, version in stated_reads(clause, self.reads).items()):
             return False
-        return not (stated_reads(node, self.reads) and self.reads_unstated(clause))
+        return not (stated_reads(node, self.reads) and reads_unstated(clause, self.written, self.unstated))
 
-    def reads_unstated(self, node: UOp) -> bool:
-        """Whether ``node`` reads memory the kernel writes without a state: where its value is used."""
-        for u in unknown_below(node, self.unstated):
-            self.unstated[u] = any(self.unstated[s] for s in u.src) or (
-                u.op is Ops.LOAD and not is_state(u.src[0].src[0]) and memory_of(u.src[0].src[0]) in self.written)
-        return self.unstated[node]
 
 
 def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Sites) -> UOp | None:

@@ -612,6 +612,20 @@ def stated_reads(root: UOp, known: dict[UOp, dict[UOp, int]]) -> dict[UOp, int]:
     return known[root]
 
 
+def is_unstated_read(u: UOp, written: Container[UOp]) -> bool:
+    """Whether ``u`` loads memory in ``written`` without a memory state: the builder's rule, read where its
+    value is used, after every effect stated before that use."""
+    return u.op is Ops.LOAD and not is_state(u.src[0].src[0]) and u.src[0].src[0] in written
+
+
+def reads_unstated(root: UOp, written: Container[UOp], known: dict[UOp, bool]) -> bool:
+    """Whether ``root`` depends on a read of memory in ``written`` without a memory state (``is_unstated_read``):
+    its value is the memory's where it is used. ``known`` holds what is found, node by node, for the next call."""
+    for u in unknown_below(root, known):
+        known[u] = is_unstated_read(u, written) or any(known[s] for s in u.src)
+    return known[root]
+
+
 def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
     """The memory (see ``memory_of``) that the STOREs and ATOMICs among ``nodes`` write."""
     return {memory_of(u.src[0].src[0]) for u in nodes if u.op in (Ops.STORE, Ops.ATOMIC)}
