@@ -262,9 +262,9 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     - ``packed``: the blocked matmul reading the copy.
 
     Each product is added in the same order as before, so the result is the same bits. None unless the
-    kernel is one store of a value with one float sum over a range of constant size, reading no memory the
-    kernel writes, its output ranges constant, and ``b`` read at ``k * s + j + rest`` (``rest`` a multiple
-    of ``s``: a batch).
+    kernel is one store of a value with one float sum, reading no memory the kernel writes, and ``b`` read at
+    ``k * s + j + rest`` (``rest`` a multiple of ``s``: a batch); where a size is a variable, see
+    ``_block_symbolic``.
     """
     effects = [e for e in sink.src if e.op in EFFECTS]
     if len(effects) != 1 or effects[0].op is not Ops.STORE:
