@@ -133,7 +133,7 @@ class _Linearizer:
         """The written memory the kernel also reads without a memory state: only its writes make remembered
         values stale."""
         self.stated: dict[UOp, dict[UOp, int]] = {}
-        """For each node, the memory it reads through memory states, each with the highest version."""
+        """For each node, the written memory it reads through memory states, each with the highest version."""
         self.held: dict[UOp, list[tuple[int, UOp]]] = {}
         """For each written memory, the loads and reductions that read it through a state (``held``), with
         that state's version, lowest first."""
@@ -271,7 +271,7 @@ class _Linearizer:
 
     def stated_reads(self, node: UOp) -> dict[UOp, int]:
         """The written memory ``node`` reads through memory states, each with the highest version read."""
-        return {m: v for m, v in stated_reads(node, self.stated).items() if m in self.written}
+        return stated_reads(node, self.stated, self.written)
 
     def own_reads(self, u: UOp) -> dict[UOp, int]:
         """The written memory held value ``u``'s own statement reads, each with its version there: a load's

@@ -155,9 +155,8 @@ def privatize_atomics(sink: UOp) -> UOp:
     loop nest of their own after the kernel's (a gate that no loop computes opens its IF around the loops). So
     only in a kernel that makes these adds and nothing else: an effect beside them would share the loop the IF
     splits, or be split from them (its loop run twice: a value read before a store and used after it was read
-    again after it). A
-    private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a bounds check on it
-    reports that buffer. Integer sums are exact; a float sum's order was never fixed.
+    again after it). A private copy is a ``DEFINE_LOCAL`` whose source is the buffer it stands for, so a
+    bounds check on it reports that buffer. Integer sums are exact; a float sum's order was never fixed.
     """
     topo = sink.toposort()
     live = live_ranges(sink)
@@ -307,10 +306,9 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     offset), ``n`` the size of output range ``j`` (``b``'s rows are the output's). How big ``b`` is, no
     compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
-    blocks are those ``_blockable`` shapes for a long sum (``BLOCK_DEPTH`` turns, fewer where the narrowest
-    block would not fit its share of L2, and the widest width that fits); ``b`` is not copied (its pitch
-    would be a variable), and only a kernel that stores the sum as it is is blocked (a scratch of the sums
-    would be of variable size)."""
+    blocks are shaped as for a long sum (``_block_shape``); ``b`` is not copied (its pitch would be a
+    variable), and only a kernel that stores the sum as it is is blocked (a scratch of the sums would be of
+    variable size)."""
     store = _the_store(sink)
     if store.src[1].op is not Ops.REDUCE:
         return None
@@ -325,10 +323,8 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         rows = [(m, c) for m, c in terms.items() if k in m]  # the rest: a batch's offset
         if len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:
             continue
-        itemsize = pointee(param).itemsize
-        deep = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))
-        width = next((w for w in BLOCK_WIDTHS if deep * w * itemsize <= block_bytes), None)
-        return None if deep < 1 or width is None else _blocked(sink, load, k, j, None, width, deep)
+        shape = _block_shape(pointee(param).itemsize, block_bytes)
+        return None if shape is None else _blocked(sink, load, k, j, None, *shape)
     return None
 
 
@@ -472,12 +468,22 @@ def _blockable(load: UOp, k: UOp, outputs: frozenset[UOp], written: set[UOp],
     columns, depth = int(j.src[0].arg), int(k.src[0].arg)
     if depth * columns * itemsize <= block_bytes:
         return None  # b stays in L2 as it is
+    shape = _block_shape(itemsize, block_bytes, depth, columns)
+    return None if shape is None else (j, stride, *shape)
+
+
+def _block_shape(itemsize: int, block_bytes: int, depth: int | None = None,
+                 columns: int | None = None) -> tuple[int, int] | None:
+    """The width and the depth (turns of the sum) of a block of ``b`` in ``block_bytes``: at most
+    ``BLOCK_DEPTH`` turns, fewer where the narrowest block would not fit, in blocks as even as a known
+    ``depth`` allows; the widest width that fits, and that known ``columns`` hold twice."""
     most = min(BLOCK_DEPTH, block_bytes // (BLOCK_WIDTHS[-1] * itemsize))
     if most < 1:
         return None
-    deep = -(-depth // -(-depth // most))
-    width = next((w for w in BLOCK_WIDTHS if columns >= 2 * w and deep * w * itemsize <= block_bytes), None)
-    return None if width is None else (j, stride, width, deep)
+    deep = most if depth is None else -(-depth // -(-depth // most))
+    width = next((w for w in BLOCK_WIDTHS if (columns is None or columns >= 2 * w)
+                  and deep * w * itemsize <= block_bytes), None)
+    return None if width is None else (width, deep)
 
 
 def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int | None, width: int, deep: int,

@@ -138,7 +138,6 @@ def _floored(op: str, a: UOp, b: UOp) -> UOp:
     return across.where(remainder + b, remainder)
 
 
-
 def _floored_float(op: str, a: UOp, b: UOp) -> UOp:
     """Python's float ``a // b`` and ``a % b`` as NumPy computes them (``np.floor_divide``, ``np.remainder``),
     from the exact truncated remainder ``fmod``: the remainder moved to the divisor's side (a zero one takes

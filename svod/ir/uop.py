@@ -596,16 +596,16 @@ def state_version(index: UOp) -> int | None:
     return memory.arg if is_state(memory) else None
 
 
-def stated_reads(root: UOp, known: dict[UOp, dict[UOp, int]]) -> dict[UOp, int]:
+def stated_reads(root: UOp, known: dict[UOp, dict[UOp, int]], among: Container[UOp] | None = None) -> dict[UOp, int]:
     """The memory ``root`` reads through memory states (``UOp.state``), each with the highest version read:
-    ``root`` can be computed only after that many effects on each. ``known`` holds what is found, node by
-    node, for the next call."""
+    ``root`` can be computed only after that many effects on each. Only memory ``among`` counts, where given.
+    ``known`` holds what is found, node by node, for the next call (with the same ``among``)."""
     for u in unknown_below(root, known):
         found: dict[UOp, int] = {}
         for s in u.src:
             for memory, version in known[s].items():
                 found[memory] = max(version, found.get(memory, version))
-        if u.op is Ops.INDEX and is_state(u.src[0]):
+        if u.op is Ops.INDEX and is_state(u.src[0]) and (among is None or u.src[0].src[0] in among):
             memory = u.src[0].src[0]
             found[memory] = max(u.src[0].arg, found.get(memory, u.src[0].arg))
         known[u] = found
