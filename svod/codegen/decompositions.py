@@ -9,8 +9,11 @@ on the accumulator updates made for REDUCEs once the kernel is ordered (``accumu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from svod.dtype import dtypes
+import numpy as np
+
+from svod.dtype import DType, dtypes
 from svod.ir import Ops, PatternMatcher, UOp, UPat
 from svod.ir.ops import ALU
 
@@ -91,18 +94,50 @@ _ERF_TOWARD_ONE = (0.9997470751477352, 0.0013954620078683534, -0.003611446964752
 1 ulp, and 1.0 exactly at ``_ERF_ONE``, past which erf rounds to 1 in float32."""
 
 
-def _erf_by_polynomials(node: UOp) -> UOp | None:
-    """float32 ``erf`` as two polynomials a loop vectoriser keeps in vector registers (20 multiply-adds, where
-    the C library's ``erff`` is a scalar call and ``_erf_from_exp`` an ``exp`` and a division): an odd one near
-    0 (exact for -0.0 and subnormals), one toward 1 beyond, at most ``_ERF_ONE`` (its value there 1.0); NaN
-    stays NaN, infinities give +-1."""
-    if node.dtype != dtypes.float32:
-        return None
-    x = node.src[0]
+def _erf32(x: UOp) -> UOp:
+    """float32 ``erf`` as two polynomials (20 multiply-adds, where ``_erf_from_exp`` is an ``exp`` and a
+    division): an odd one near 0 (exact for -0.0 and subnormals), one toward 1 beyond, at most ``_ERF_ONE``
+    (its value there 1.0); NaN stays NaN, infinities give +-1."""
     z = abs(x)
     near_zero = x * _horner(x * x, _ERF_NEAR_ZERO)
     toward_one = _horner((z > _ERF_ONE).where(_ERF_ONE, z) - _ERF_CENTRE, _ERF_TOWARD_ONE)
     return (z < _ERF_SPLIT).where(near_zero, (x < 0.0).where(-toward_one, toward_one))
+
+
+_ERF64_SPLIT, _ERF64_ONE = 0.75, 6.0
+_ERF64_NEAR_ZERO = (1.1283791670955126, -0.37612638903183754, 0.11283791670955126, -0.026866170645131252,
+                    0.005223977625442188, -0.0008548327023450853, 0.00012055332981789664, -1.492565035840625e-05,
+                    1.6462114365889248e-06, -1.6365844691234924e-07, 1.4807192815879218e-08,
+                    -1.2290555301717928e-09, 9.422759064650411e-11, -6.7113668551641105e-12,
+                    4.4632242632864775e-13, -2.7835162072109215e-14, 1.6342614095367152e-15)
+"""erf(x) = x * P(x**2) for |x| < ``_ERF64_SPLIT``: the Maclaurin series, 2/sqrt(pi) (-1)**n / (n! (2n + 1)),
+to terms below 2**-60 there."""
+_ERFCX_CENTRE = 0.48863636363636365
+_ERFCX = (0.2458108043840275, 0.8326471672301868, 0.9451427112410111, 0.6288263303780287, 0.07233747805615207,
+          -0.21988240450531438, -0.06416406603983267, 0.12425978785746902, 0.02043006449644646,
+          -0.09205866094066302, 0.02064367818904413, 0.06421114947333276, -0.05476555522190054,
+          -0.023183056561994694, 0.06789841708669543, -0.017405064263230345, -0.044171098482693606)
+"""erfc(x) * exp(x**2) = Q(t - ``_ERFCX_CENTRE``), t = 1 / (1 + x/2), over [``_ERF64_SPLIT``, ``_ERF64_ONE``]:
+mpmath's Chebyshev fit of degree 16 (at 40 digits), whose error times exp(-x**2), the error it makes in erf,
+is below 8e-17 there; past ``_ERF64_ONE`` erf rounds to 1 in float64."""
+
+
+def _erf64(x: UOp) -> UOp:
+    """float64 ``erf``: its odd series near 0, and 1 - exp(-x**2) * Q(t) beyond, with the inline ``exp``;
+    within 2 ulps. NaN stays NaN, infinities give +-1."""
+    z = abs(x)
+    near_zero = x * _horner(x * x, _ERF64_NEAR_ZERO)
+    clamped = (z > _ERF64_ONE).where(_ERF64_ONE, z)
+    t = (clamped * 0.5 + 1.0).reciprocal()
+    toward_one = 1.0 - _exp(-(clamped * clamped)) * _horner(t - _ERFCX_CENTRE, _ERFCX)
+    return (z < _ERF64_SPLIT).where(near_zero, (x < 0.0).where(-toward_one, toward_one))
+
+
+def _erf_by_polynomials(node: UOp) -> UOp | None:
+    """``erf`` as polynomials a loop vectoriser keeps in vector registers, where the C library's is a scalar
+    call per element."""
+    erf = {dtypes.float32: _erf32, dtypes.float64: _erf64}.get(node.dtype)
+    return None if erf is None else erf(node.src[0])
 
 
 def _may_be(x: UOp, value: int) -> bool:
@@ -161,85 +196,117 @@ wgpu's OpenGL backend translates WGSL's). Every division left divides by a divis
 under MIN; every remainder of a possibly negative operand is taken from the quotient."""
 
 
-_LN2_HIGH, _LN2_LOW = 0.693145751953125, 1.428606765330187e-06
-"""ln 2 split so that ``n * _LN2_HIGH`` is exact in float32 for every ``|n| <= 256`` (its 16 significant
-bits leave room for n's 9), and the sum carries ln 2 to about 2**-40."""
-_EXP_TAYLOR = tuple(1 / math.factorial(k) for k in range(8))
-"""exp(r) for |r| <= ln(2)/2 to 5e-9 relative: the Taylor series to r**7."""
+@dataclass(frozen=True)
+class _Format:
+    """What the inline ``exp`` and ``log`` of one float dtype need of its bits and its precision."""
+
+    dtype: DType
+    bits: DType
+    """The integer of the same width, the float's bits read through a bitcast."""
+    significand_bits: int
+    bias: int
+    ln2_high: float
+    """ln 2 cut short, so that ``n * ln2_high`` is exact for every ``n`` the exponent field holds; the rest of
+    ln 2 is ``ln2_low`` (Cody and Waite's two parts): the sum carries ln 2 well past the format's precision."""
+    ln2_low: float
+    exp_range: tuple[float, float]
+    """Past these exp is 0 (below the least subnormal) and inf, in this format; a NaN passes the clamps."""
+    exp_taylor: tuple[float, ...]
+    """exp(r) for |r| <= ln(2)/2 by its Taylor series, to below half an ulp."""
+    atanh_series: tuple[float, ...]
+    """atanh(s)/s - 1 = s**2/3 + s**4/5 + ..., to below half an ulp over |s| <= 3 - 2 sqrt(2), where
+    s = f / (2 + f) of a significand 1 + f in [sqrt(1/2), sqrt(2))."""
+
+    @property
+    def rounder(self) -> float:
+        """Adding this to a float of magnitude below 2**(significand_bits - 1) rounds it to an integer (to
+        nearest, ties to even, as ``round``), held in the low bits of the sum's significand: float arithmetic
+        and a bitcast where a float to int conversion would be scalar code (x86 has no saturating vector
+        conversion)."""
+        return 1.5 * 2.0**self.significand_bits
+
+    @property
+    def rounder_bits(self) -> int:
+        return self.bits_of(self.rounder)
+
+    @property
+    def sqrt_half_bits(self) -> int:
+        """The bits of sqrt(1/2): a float's bits less these have, in their exponent field, the power of two
+        that leaves its significand in [sqrt(1/2), sqrt(2)), and in their fraction that significand's."""
+        return self.bits_of(math.sqrt(0.5))
+
+    def bits_of(self, value: float) -> int:
+        return int(np.array(value, self.dtype.numpy).view(self.bits.numpy))
+
+    def power_of_two(self, n: UOp) -> UOp:
+        """2**n for an integer ``1 - bias <= n <= bias``: n + bias in the exponent field."""
+        return ((n + self.bias) << self.significand_bits).bitcast(self.dtype)
 
 
-_ROUNDER = 1.5 * 2**23
-"""Adding this to a float32 of magnitude below 2**22 rounds it to an integer (to nearest, ties to even, as
-``round``), held in the low bits of the sum's significand: float arithmetic and a bitcast where a float to
-int conversion would be scalar code (x86 has no saturating vector conversion)."""
-_ROUNDER_BITS = 0x4B400000
-"""The bit pattern of ``_ROUNDER``."""
+_FORMATS = {
+    dtypes.float32: _Format(dtypes.float32, dtypes.int32, 23, 127, 0.693145751953125, 1.428606765330187e-06,
+                            (-104.0, 89.0), tuple(1 / math.factorial(k) for k in range(8)),
+                            tuple(1 / (2 * k + 1) for k in range(1, 6))),
+    dtypes.float64: _Format(dtypes.float64, dtypes.int64, 52, 1023, 0.6931471805598903, 5.497923018708371e-14,
+                            (-746.0, 710.0), tuple(1 / math.factorial(k) for k in range(14)),
+                            tuple(1 / (2 * k + 1) for k in range(1, 12))),
+}
+"""float32's ln 2 has 16 significant bits in its high part, float64's 42: room for the exponent's 9 and 11."""
 
 
-def _power_of_two(n: UOp) -> UOp:
-    """2**n as a float32, for an int32 ``-126 <= n <= 127``: n + 127 in the exponent field."""
-    return ((n + 127) << 23).bitcast(dtypes.float32)
-
-
-def _exp_by_polynomial(node: UOp) -> UOp | None:
-    """float32 ``exp`` as arithmetic a loop vectoriser keeps in vector registers, where the C library's
-    ``expf`` is one scalar call per element: x = n*ln2 + r (Cody and Waite's two-part ln 2 keeps r exact),
-    exp(r) by its Taylor series, times 2**n applied in two halves so that subnormal and overflowing
-    results round once; n is rounded by adding ``_ROUNDER`` and read as an integer from the sum's bits.
-    Within 2 ulps of the correctly rounded result; NaN stays NaN, -inf gives 0."""
-    if node.dtype != dtypes.float32:
-        return None
-    x = node.src[0]
-    low = (x < -104.0).where(-104.0, x)  # exp is 0 below and inf above, in float32; a NaN passes through
-    clamped = (low > 89.0).where(89.0, low)
-    shifted = clamped * (1 / math.log(2)) + _ROUNDER
-    n = shifted - _ROUNDER
-    r = clamped - n * _LN2_HIGH - n * _LN2_LOW
-    whole = shifted.bitcast(dtypes.int32) - _ROUNDER_BITS
+def _exp(x: UOp) -> UOp:
+    """exp as arithmetic a loop vectoriser keeps in vector registers, where the C library's ``exp`` is one
+    scalar call per element: x = n*ln2 + r (ln 2 in two parts keeps r exact), exp(r) by its Taylor series,
+    times 2**n applied in two halves so that subnormal and overflowing results round once; n is rounded by
+    adding the format's rounder and read as an integer from the sum's bits. Within 2 ulps (float64: 1);
+    NaN stays NaN, -inf gives 0."""
+    f = _FORMATS[x.dtype]
+    least, most = f.exp_range
+    low = (x < least).where(least, x)
+    clamped = (low > most).where(most, low)
+    shifted = clamped * (1 / math.log(2)) + f.rounder
+    n = shifted - f.rounder
+    r = clamped - n * f.ln2_high - n * f.ln2_low
+    whole = shifted.bitcast(f.bits) - f.rounder_bits
     half = whole >> 1
-    result = _horner(r, _EXP_TAYLOR) * _power_of_two(half) * _power_of_two(whole - half)
+    result = _horner(r, f.exp_taylor) * f.power_of_two(half) * f.power_of_two(whole - half)
     return x.ne(x).where(x, result)
 
 
-_SQRT_HALF_BITS = 0x3F3504F3
-"""The bit pattern of sqrt(1/2) in float32: a float's bits less these have, in their exponent field, the
-power of two that leaves its significand in [sqrt(1/2), sqrt(2)), and in their fraction that significand's."""
-_ATANH_SERIES = tuple(1 / (2 * k + 1) for k in range(1, 6))
-"""atanh(s)/s - 1 = s**2/3 + s**4/5 + ...: to 1e-10 over |s| <= 3 - 2 sqrt(2), where s = f / (2 + f) of a
-significand 1 + f in [sqrt(1/2), sqrt(2))."""
-_SMALLEST_NORMAL = 2.0**-126
+def _exp_by_polynomial(node: UOp) -> UOp | None:
+    return _exp(node.src[0]) if node.dtype in _FORMATS else None
 
 
 def _log_by_polynomial(node: UOp) -> UOp | None:
-    """float32 ``log`` as arithmetic a loop vectoriser keeps in vector registers, where ``logf`` is one
-    scalar call per element: x = 2**e * (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), read from x's bits
-    (a subnormal x is first scaled by 2**23), and log(1 + f) = 2 atanh(f / (2 + f)) by its odd series;
-    e * ln 2 is added in Cody and Waite's two parts. Within 2 ulps; log of a negative or NaN is NaN, of
-    either zero -inf, of inf inf."""
-    if node.dtype != dtypes.float32:
+    """``log`` as arithmetic a loop vectoriser keeps in vector registers, where the C library's ``log`` is
+    one scalar call per element: x = 2**e * (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), read from x's bits
+    (a subnormal x is first scaled by 2**significand_bits), and log(1 + f) = 2 atanh(f / (2 + f)) by its
+    odd series; e * ln 2 is added in two parts. Within 2 ulps; log of a negative or NaN is NaN, of either
+    zero -inf, of inf inf."""
+    if node.dtype not in _FORMATS:
         return None
-    x = node.src[0]
-    subnormal = x < _SMALLEST_NORMAL
-    offset = subnormal.where(x * 2.0**23, x).bitcast(dtypes.int32) - _SQRT_HALF_BITS
-    exponent = (offset >> 23) - subnormal.where(UOp.const(dtypes.int32, 23), UOp.const(dtypes.int32, 0))
-    significand = ((offset & 0x007FFFFF) + _SQRT_HALF_BITS).bitcast(dtypes.float32)
-    f = significand - 1.0
-    s = f / (f + 2.0)
+    f, x = _FORMATS[node.dtype], node.src[0]
+    width, fraction = f.significand_bits, (1 << f.significand_bits) - 1
+    subnormal = x < 2.0 ** (1 - f.bias)
+    offset = subnormal.where(x * 2.0**width, x).bitcast(f.bits) - f.sqrt_half_bits
+    exponent = (offset >> width) - subnormal.where(UOp.const(f.bits, width), UOp.const(f.bits, 0))
+    significand = ((offset & fraction) + f.sqrt_half_bits).bitcast(f.dtype)
+    m = significand - 1.0
+    s = m / (m + 2.0)
     two_s, z = s * 2.0, s * s
-    log1p = two_s + two_s * (z * _horner(z, _ATANH_SERIES))
-    e = exponent.cast(dtypes.float32)
-    result = e * _LN2_HIGH + (e * _LN2_LOW + log1p)
-    special = (x < 0.0).where(UOp.const(dtypes.float32, math.nan), x.eq(0.0).where(
-        UOp.const(dtypes.float32, -math.inf), x))
+    log1p = two_s + two_s * (z * _horner(z, f.atanh_series))
+    e = exponent.cast(f.dtype)
+    result = e * f.ln2_high + (e * f.ln2_low + log1p)
+    special = (x < 0.0).where(UOp.const(f.dtype, math.nan), x.eq(0.0).where(UOp.const(f.dtype, -math.inf), x))
     return ((x <= 0.0) | x.eq(math.inf) | x.ne(x)).where(special, result)
 
 
 EXP_BY_POLYNOMIAL = PatternMatcher([(UPat(Ops.EXP, name="node"), _exp_by_polynomial)])
-"""float32 ``exp`` computed inline for a CPU, so loops over it vectorise."""
+"""float32 and float64 ``exp`` computed inline for a CPU, so loops over it vectorise."""
 
 CPU_MATH = EXP_BY_POLYNOMIAL + PatternMatcher([(UPat(Ops.LOG, name="node"), _log_by_polynomial),
                                                (UPat(Ops.ERF, name="node"), _erf_by_polynomials)])
-"""float32 ``exp``, ``log`` and ``erf`` computed inline for a CPU, so loops over them
+"""float32 and float64 ``exp``, ``log`` and ``erf`` computed inline for a CPU, so loops over them
 vectorise: the C library's are one scalar call per element, which the compilers vectorise only under
 ``-ffast-math`` or a vector math library."""
 

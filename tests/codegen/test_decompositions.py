@@ -35,9 +35,12 @@ def test_float16_ops_compute_in_float32_and_round_back():
 
 
 def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    ordered = [np.where(a.view(np.int32) < 0, -(a.view(np.int32) & 0x7FFFFFFF), a.view(np.int32)).astype(np.int64)
-               for a in (got, want)]
-    return np.where(np.isnan(got) & np.isnan(want), 0, np.abs(ordered[0] - ordered[1]))
+    """How many floats of ``got``'s dtype lie between each pair (0 for two NaNs)."""
+    bits = np.dtype(f"int{8 * got.itemsize}")
+    sign = np.array(-1, bits) ^ np.iinfo(bits).max  # the sign bit alone
+    a, b = (np.where(v.view(bits) < 0, -(v.view(bits) & ~sign), v.view(bits)).astype(np.int64) for v in (got, want))
+    apart = np.where((a < 0) == (b < 0), np.abs(a - b), np.abs(a.astype(np.float64)) + np.abs(b.astype(np.float64)))
+    return np.where(np.isnan(got) & np.isnan(want), 0, apart)
 
 
 def _float32_sweep(start: float, stop: float) -> np.ndarray:
@@ -47,9 +50,21 @@ def _float32_sweep(start: float, stop: float) -> np.ndarray:
                            np.zeros(0, np.float32), np.arange(0, high, 997, dtype=np.int32).view(np.float32)])
 
 
+def _float64_sample(start: float, stop: float, count: int = 200_003) -> np.ndarray:
+    """``count`` float64s from ``start`` to ``stop``, spread evenly over their bits on each side of 0 (every
+    binade of a wide range is sampled) and evenly over the values (the binades near the ends are too)."""
+    def by_bits(a: float, b: float, n: int) -> np.ndarray:
+        low, high = np.float64(a).view(np.int64), np.float64(b).view(np.int64)
+        return np.linspace(low, high, n).astype(np.int64).view(np.float64)
+    halves = [by_bits(0.0, stop, count // 4) if stop > 0 else np.zeros(0),
+              -by_bits(0.0, -start, count // 4) if start < 0 else np.zeros(0)]
+    return np.concatenate([*halves, np.linspace(start / 2, stop / 2, count // 2) * 2])
+
+
 def _computed_on(pair: str, x: np.ndarray, function) -> np.ndarray:
     k = KernelBuilder("math_sweep")
-    out, values = k.buffer(dtypes.float32, len(x)), k.buffer(dtypes.float32, len(x))
+    dtype = dtypes.float64 if x.dtype == np.float64 else dtypes.float32
+    out, values = k.buffer(dtype, len(x)), k.buffer(dtype, len(x))
     i = k.range(len(x))
     k.store(out[i], function(values[i]))
     got = np.zeros_like(x)
@@ -95,14 +110,56 @@ def test_erf_by_polynomials_is_within_three_ulps_everywhere(pair):
     assert np.array_equal(got[-8:], want[-8:], equal_nan=True)
 
 
-def test_exp_log_and_erf_are_inline_arithmetic_on_the_cpu_pairs():
-    """float32 math becomes arithmetic a vectoriser widens; float64 keeps the C library's functions."""
-    x = UOp.define_var("a", 0, 9).cast(dtypes.float32)
+_FLOAT64_SPECIALS = np.array([0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-310,
+                              1.7976931348623157e308, -1.7976931348623157e308, np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_float64_exp_by_polynomial_is_within_one_ulp(pair):
+    """float64s over exp's whole range (subnormal results, the edges of overflow and underflow) and the
+    special values, against the C library's exp (numpy's)."""
+    edges = np.array([709.782712893384, 709.7827128933841, -708.3964185322641, -745.1332191019411,
+                      -745.1332191019412, -1e-300, 1e-300, 1e-17])
+    x = np.concatenate([_float64_sample(-750.0, 712.0), edges, _FLOAT64_SPECIALS])
+    got = _computed_on(pair, x, UOp.exp)
+    with np.errstate(over="ignore"):
+        want = np.exp(x)
+    assert _ulps(got, want).max() <= 1
+    assert np.array_equal(got[-len(_FLOAT64_SPECIALS):], want[-len(_FLOAT64_SPECIALS):], equal_nan=True)
+
+
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_float64_log_by_polynomial_is_within_two_ulps(pair):
+    """float64s of either sign over every binade (subnormals and the largest included), and numbers near 1,
+    against the C library's log; zeros, infinities, negatives and NaN exactly as it has them."""
+    x = np.concatenate([_float64_sample(-1.7e308, 1.7e308), np.linspace(0.5, 2.0, 100_001), [-1.0, 1.0],
+                        _FLOAT64_SPECIALS])
+    got = _computed_on(pair, x, UOp.log)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log(x)
+    assert _ulps(got, want).max() <= 2
+    assert np.array_equal(got[-15:], want[-15:], equal_nan=True)
+
+
+@pytest.mark.parametrize("pair", ["llvm", "clang"])
+def test_float64_erf_by_polynomials_is_within_two_ulps(pair):
+    """float64s from -7 to 7 (erf is +-1 beyond 6), both sides of where the series hands over to the tail,
+    and the special values, against Python's ``math.erf``."""
+    x = np.concatenate([_float64_sample(-7.0, 7.0), np.linspace(0.74, 0.76, 2001), [0.75, -0.75, 6.0, 30.0],
+                        _FLOAT64_SPECIALS])
+    got = _computed_on(pair, x, UOp.erf)
+    want = np.array([math.erf(v) if not np.isnan(v) else v for v in x])
+    assert _ulps(got, want).max() <= 2
+    assert np.array_equal(got[-len(_FLOAT64_SPECIALS):], want[-len(_FLOAT64_SPECIALS):], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_exp_log_and_erf_are_inline_arithmetic_on_the_cpu_pairs(dtype):
+    """float32 and float64 math becomes arithmetic a vectoriser widens, not the C library's scalar calls."""
+    x = UOp.define_var("a", 0, 9).cast(dtype)
     for function in (UOp.exp, UOp.log, UOp.erf):
         out = graph_rewrite(UOp.sink(function(x)), CPU_MATH)
         assert not any(u.op in (Ops.EXP, Ops.LOG, Ops.ERF) for u in out.toposort())
-        wide = UOp.sink(function(x.cast(dtypes.float64)))
-        assert graph_rewrite(wide, CPU_MATH) is wide
 
 
 _EDGES = (-2**31, -2**31 + 1, -1000, -7, -3, -1, 0, 1, 3, 7, 1000, 2**31 - 2, 2**31 - 1)
