@@ -55,9 +55,11 @@ class Memory(Arithmetic):
         unproven: list[UOp] = []
         checked = list(index)
         for axis, (i, dim) in enumerate(zip(index, array.dims, strict=True)):
-            if axis == 0:
-                continue  # the buffer's own bounds check the first
             at = UOp.index_const(i) if isinstance(i, int) else i.cast(dtypes.index)
+            if axis == 0:  # the buffer's own bounds check the first, but for a clamp's test
+                clamp = self._clamp_inside(at, dim)
+                unproven.extend([] if clamp is None else [clamp])
+                continue
             if isinstance(dim, int) and at.op is Ops.CONST and not 0 <= int(at.arg) < dim:
                 raise KernelSyntaxError(f"index {at.arg} is outside dimension {axis} of {array.name}, of size {dim}",
                                         kernel=self.name, stage="translate", value=int(at.arg))
@@ -72,15 +74,29 @@ class Memory(Arithmetic):
                 checked[axis] = at.maximum(0).minimum(size - 1)
         return tuple(checked), functools.reduce(lambda a, b: a & b, unproven) if unproven else None
 
+    def _clamp_inside(self, at: UOp, dim: int | UOp) -> UOp | None:
+        """``0 < dim`` for a first index that is inside its symbolic dimension wherever that is not empty (a
+        clamp ``max(min(y, h - 1), 0)``) but not proven inside it; else None. The flat index's bounds check
+        would test the whole index at every access (it cannot tell ``h >= 1`` from the buffer's size
+        ``h * w``); the test of the dimension is the same for the whole launch."""
+        if isinstance(dim, int) or at.op is Ops.CONST:
+            return None
+        order = {u: k for k, u in enumerate((at < dim).toposort())}
+        return None if index_in_bounds(at, dim, self.gate, order) else self._not_empty_suffices(at, dim, order)
+
     def _inside_where_not_empty(self, at: UOp, size: UOp, order: dict[UOp, int]) -> UOp:
-        """The test that index ``at`` is inside a dimension of ``size``: ``0 < size`` alone where ``at`` is proven
-        inside wherever the dimension is not empty (a clamp ``max(min(i, n - 1), 0)``), a dimension of size 0
-        having no index; then the test is the same at every turn."""
+        """The test that index ``at`` is inside a dimension of ``size``: ``0 < size`` alone where that
+        suffices (``_not_empty_suffices``), else the index's own test."""
+        not_empty = self._not_empty_suffices(at, size, order)
+        return (at >= 0) & (at < size) if not_empty is None else not_empty
+
+    def _not_empty_suffices(self, at: UOp, size: UOp, order: dict[UOp, int]) -> UOp | None:
+        """``0 < size`` where index ``at`` is proven inside a symbolic dimension of ``size`` wherever it is not
+        empty (a clamp ``max(min(i, n - 1), 0)``), a dimension of size 0 having no index; then the test is
+        the same at every turn. None where it is not."""
         not_empty = UOp.index_const(0).lt(size)
         gate = not_empty if self.gate is None else self.gate & not_empty
-        if size.op is not Ops.CONST and index_in_bounds(at, size, gate, order):
-            return not_empty
-        return (at >= 0) & (at < size)
+        return not_empty if size.op is not Ops.CONST and index_in_bounds(at, size, gate, order) else None
 
     def running(self, *parts: UOp) -> list[UOp]:
         """The ranges of the loops around an effect that its ``parts`` do not use: it names them, so that it

@@ -229,6 +229,37 @@ def test_cpu_code_says_a_written_buffer_shares_no_memory_with_another():
         assert apart == (read[0] + read[1] if kind == "store" else written)
 
 
+@svod.kernel
+def stretch(out, image):
+    """Each pixel from the image's pixel at the same place, clamped to its last row and column (as a resize
+    clamps its source pixels): in the image wherever it has a row and a column, which only a launch knows."""
+    for y in svod.prange(out.shape[0]):
+        for x in svod.prange(out.shape[1]):
+            out[y, x] = image[max(min(y, image.shape[0] - 1), 0), max(min(x, image.shape[1] - 1), 0)]
+
+
+def test_llvm_runs_a_copy_without_the_gates_that_hold_for_the_whole_launch():
+    """The reads of ``stretch`` are in the image for every launch with a non-empty image: LLVM's code runs
+    a copy of the kernel without their gates when they hold (which its loop vectoriser can widen), and the
+    gated kernel when they do not, where a read past the image is reported, as Python raises."""
+    image = np.arange(14, dtype=np.float32).reshape(2, 7)
+    src = LLVMRenderer("CPU").render(stretch.bind(np.zeros((3, 5), np.float32), image).ast).src
+    ungated, gated = src.split("\nungated:\n")[1].split("\ngated:\n")
+    assert not re.search(r"label %\S+\.on,", ungated) and re.search(r"label %\S+\.on,", gated)
+    for pair in ("llvm", "clang"):
+        device = open_device(pair)
+        for rows, cols, image_rows, image_cols in [(3, 5, 2, 7), (6, 1, 1, 1), (1, 9, 4, 3), (0, 4, 0, 0)]:
+            image = np.random.default_rng(rows).standard_normal((image_rows, image_cols)).astype(np.float32)
+            out = np.full((rows, cols), np.nan, np.float32)
+            stretch(out, image, device=device)
+            want = image[np.minimum(np.arange(rows), image_rows - 1)[:, None],
+                         np.minimum(np.arange(cols), image_cols - 1)]
+            np.testing.assert_array_equal(out, want)
+        for image_rows, image_cols in [(0, 3), (3, 0)]:
+            with pytest.raises(svod.errors.IndexOutOfBoundsError):
+                stretch(np.zeros((2, 2), np.float32), np.zeros((image_rows, image_cols), np.float32), device=device)
+
+
 def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_vectoriser():
     def unrolled(src):
         hints = dict(re.findall(r"^(!\d+) = distinct !\{!\d+, (!\d+)\}$", src, re.M))

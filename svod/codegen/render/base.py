@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TextIO
 
 from svod.codegen import pipeline
 from svod.codegen.indexing import to_poly
 from svod.config import settings
-from svod.device import DeviceCaps, ProgramSpec
+from svod.device import CORE_ID, DeviceCaps, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.ir import Ops, PatternMatcher, UOp
+from svod.ir.ops import ALU
 from svod.ir.uop import memory_of
 
 
@@ -95,6 +97,26 @@ def lane_widths(linear: tuple[UOp, ...]) -> tuple[dict[UOp, int], dict[UOp, int]
                 widths[u] = width
                 changed = True
     return widths, registers
+
+
+_LAUNCH_VALUES = ALU | {Ops.CONST, Ops.DEFINE_VAR, Ops.CAST, Ops.BITCAST}
+"""The ops of a value the same for the whole launch: arithmetic on constants and variables."""
+
+
+def launch_gates(linear: tuple[UOp, ...], lanes: Mapping[UOp, int]) -> list[UOp]:
+    """The gates of accesses that hold or fail for the whole launch, in program order: functions of the
+    kernel's variables alone, not of the thread's core (an image of ``h`` rows read at ``min(y, h - 1)`` is
+    in it when ``h >= 1``). A renderer may run a copy of the kernel in which they hold, ungated: LLVM's loop
+    vectoriser stops at an access behind a branch, and does not unswitch a loop on a condition that does
+    not vary in it."""
+    gates: dict[UOp, None] = {}
+    for u in linear:
+        if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC) and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 3:
+            gate = u.src[0].src[2]
+            if gate not in lanes and all(v.op in _LAUNCH_VALUES and not (v.op is Ops.DEFINE_VAR and v.arg[0] == CORE_ID)
+                                         for v in gate.toposort()):
+                gates[gate] = None
+    return list(gates)
 
 
 def contiguous(offset: UOp, lane: UOp) -> bool:

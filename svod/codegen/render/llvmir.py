@@ -30,7 +30,14 @@ from typing import ClassVar
 
 from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.indexing import Poly, to_poly
-from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, sole_accumulators
+from svod.codegen.render.base import (
+    KernelRenderer,
+    ScopedNames,
+    contiguous,
+    lane_widths,
+    launch_gates,
+    sole_accumulators,
+)
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -220,6 +227,10 @@ class _FunctionWriter:
         self.accumulators = _accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
         self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
+        self.copy = ""
+        """The prefix of the names of the copy of the kernel being rendered."""
+        self.holds: frozenset[UOp] = frozenset()
+        """The gates the copy being rendered runs under (``launch_gates``): its accesses behind them are not."""
 
     def _sole_accumulator(self, node: UOp) -> bool:
         """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
@@ -258,14 +269,35 @@ class _FunctionWriter:
         for var in self.linear:
             if var.op is Ops.DEFINE_VAR and var.arg[0] == CORE_ID:
                 self._bind_variable(var, "%core_id")
-        for index, node in enumerate(self.linear):
-            if node.op not in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
-                self._node(node, f"%v{index}", index)  # a value placed twice gets the name of its latest place
+        gates = launch_gates(self.linear, self.lanes)
+        if gates:
+            self._body("pre", {u for gate in gates for u in gate.toposort()})
+            hold = self.operand(gates[0])
+            for number, gate in enumerate(gates[1:]):
+                self.emit(f"%ungated{number} = and i1 {hold}, {self.operand(gate)}")
+                hold = f"%ungated{number}"
+            self.emit(f"br i1 {hold}, label %ungated, label %gated")
+            self.label("ungated")
+            self.holds = frozenset(gates)
+            self._body("u")
+            self.emit("ret void")
+            self.label("gated")
+            self.holds = frozenset()
+        self._body("")
         self.emit("ret void")
         attributes = function_attributes(self.r.cpu, self.r.features)
         header = f"define void @{self.symbol}(ptr noalias %bufs, ptr noalias %vars, i64 %core_id) #0 {{"
         return "\n".join([*sorted(self.declarations), header, *self.lines, "}",
                           f"attributes #0 = {{ nounwind {attributes} }}", *self.metadata, ""])
+
+    def _body(self, copy: str, only: set[UOp] | None = None) -> None:
+        """The kernel's instructions in order (or ``only`` those), named apart from another ``copy`` of them."""
+        self.copy, self.tile_turns_inside = copy, {}
+        for index, node in enumerate(self.linear):
+            if node.op in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL) or node in self.holds:
+                continue
+            if only is None or node in only:
+                self._node(node, f"%{copy}v{index}", index)  # a value placed twice gets the name of its latest place
 
     def _bind_variable(self, var: UOp, value: str) -> None:
         """Name ``var``, whose 64-bit value is ``value``, in its own type."""
@@ -437,7 +469,7 @@ class _FunctionWriter:
 
     def _gated(self, index: UOp, out: str, access: Callable[[], None], dtype: DType | None = None) -> None:
         """Run ``access`` only where the INDEX's gate holds; a load elsewhere gives 0 (joined by a phi)."""
-        if len(index.src) < 3:
+        if len(index.src) < 3 or index.src[2] in self.holds:
             access()
             return
         block = out[1:].replace(".", "_")
@@ -539,7 +571,7 @@ class _FunctionWriter:
                 if outer in self.tile_loops:
                     self.tile_turns_inside[outer] = self.tile_turns_inside.get(outer, 1) * turns
         self.open_loops.append(r)
-        loop = f"loop{index}"
+        loop = f"{self.copy}loop{index}"
         self.names[r] = f"%{loop}.i"
         entry = self.block
         self.emit(f"br label %{loop}.head")
@@ -554,7 +586,7 @@ class _FunctionWriter:
         self.names.open()
 
     def _open_if(self, guard: UOp, index: int) -> None:
-        block = f"if{index}"
+        block = f"{self.copy}if{index}"
         self.names[guard] = f"%{block}"
         self.emit(f"br i1 {self.operand(guard.src[0])}, label %{block}.then, label %{block}.end")
         self.label(f"{block}.then")
