@@ -133,10 +133,13 @@ def _erf64(x: UOp) -> UOp:
     return (z < _ERF64_SPLIT).where(near_zero, (x < 0.0).where(-toward_one, toward_one))
 
 
+_ERF_BY_DTYPE = {dtypes.float32: _erf32, dtypes.float64: _erf64}
+
+
 def _erf_by_polynomials(node: UOp) -> UOp | None:
     """``erf`` as polynomials a loop vectoriser keeps in vector registers, where the C library's is a scalar
     call per element."""
-    erf = {dtypes.float32: _erf32, dtypes.float64: _erf64}.get(node.dtype)
+    erf = _ERF_BY_DTYPE.get(node.dtype)
     return None if erf is None else erf(node.src[0])
 
 

@@ -103,6 +103,12 @@ _LAUNCH_VALUES = ALU | {Ops.CONST, Ops.DEFINE_VAR, Ops.CAST, Ops.BITCAST}
 """The ops of a value the same for the whole launch: arithmetic on constants and variables."""
 
 
+def _same_for_the_launch(value: UOp) -> bool:
+    """Whether ``value`` is arithmetic on constants and the kernel's variables, not on the thread's core."""
+    return all(u.op in _LAUNCH_VALUES and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
+               for u in value.toposort())
+
+
 def launch_gates(linear: tuple[UOp, ...], lanes: Mapping[UOp, int]) -> list[UOp]:
     """The gates of accesses that hold or fail for the whole launch, in program order: functions of the
     kernel's variables alone, not of the thread's core (an image of ``h`` rows read at ``min(y, h - 1)`` is
@@ -113,8 +119,7 @@ def launch_gates(linear: tuple[UOp, ...], lanes: Mapping[UOp, int]) -> list[UOp]
     for u in linear:
         if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC) and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 3:
             gate = u.src[0].src[2]
-            if gate not in lanes and all(v.op in _LAUNCH_VALUES and not (v.op is Ops.DEFINE_VAR and v.arg[0] == CORE_ID)
-                                         for v in gate.toposort()):
+            if gate not in lanes and _same_for_the_launch(gate):
                 gates[gate] = None
     return list(gates)
 
