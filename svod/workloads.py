@@ -115,6 +115,7 @@ def softmax(rows: int, cols: int) -> Workload:
     r, c = k.range(rows), k.range(cols)
     j1, j2 = k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
     top = x[r, j1].reduce(j1, op=Ops.MAX)
+    top = (UOp.const(dtypes.float32, -inf) < top).where(top, -inf)  # Python's max(-inf, top): NaN-free
     total = (x[r, j2] - top).exp().reduce(j2)
     k.store(out[r, c], (x[r, c] - top).exp() / total)
     data = _rng().standard_normal((rows, cols)).astype(np.float32)
@@ -260,7 +261,7 @@ def dense_layer(batch: int, inputs: int, outputs: int, relu: bool) -> UOp:
     w, bias = k.buffer(dtypes.float32, (inputs, outputs)), k.buffer(dtypes.float32, outputs)
     i, j, r = k.range(batch), k.range(outputs), k.range(inputs, AxisKind.REDUCE)
     value = (x[i, r] * w[r, j]).reduce(r) + bias[j]
-    k.store(out[i, j], value.maximum(0.0) if relu else value)
+    k.store(out[i, j], (value < 0.0).where(0.0, value) if relu else value)  # Python's max(value, 0.0)
     return k.build()
 
 

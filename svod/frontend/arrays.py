@@ -786,9 +786,7 @@ class Lowering:
             return self.elementwise(node, lambda c: f"{spell}({_typed(c[0], cast) if cast else c[0]})", dtype, x)
         if name in ("maximum", "minimum") and len(args) == 2:
             dtype = _result_dtype(getattr(np, name), *args)
-            pick = ">=" if name == "maximum" else "<="
-            return self.elementwise(node, lambda c: f"({c[0]} if ({c[0]} {pick} {c[1]} or {c[0]} != {c[0]}) else "
-                                                    f"{c[1]})", dtype, *args)
+            return self.elementwise(node, lambda c: f"_svod_np.{name}({c[0]}, {c[1]})", dtype, *args)
         if name == "where" and len(args) == 3:
             dtype = _result_dtype(np.where, *args)
             return self.elementwise(node, lambda c: f"({c[1]} if {c[0]} else {c[2]})", dtype, *args)

@@ -18,11 +18,12 @@ import numpy as np
 
 from svod.dtype import DType, dtypes
 from svod.frontend import pylang
-from svod.frontend.arithmetic import BINARY, COMPARE
+from svod.frontend.arithmetic import BINARY, COMPARE, builtin_extreme, ufunc_extreme
 from svod.frontend.memory import Memory
 from svod.frontend.source import Source
 from svod.frontend.values import (
     BUILTINS,
+    NUMPY_BUILTINS,
     NUMPY_MATH,
     ArrayValue,
     Builtin,
@@ -117,6 +118,8 @@ class Expressions(Memory):
         if base is pylang.math or base is pymath or base is np:
             if attr in ("pi", "e", "inf", "nan"):
                 return float(getattr(pymath, attr))
+            if base is np and attr in NUMPY_BUILTINS:
+                return NUMPY_BUILTINS[attr]
             name = attr if base is not np else NUMPY_MATH.get(attr)
             if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
                 return MathFunction(name)
@@ -285,9 +288,14 @@ class Expressions(Memory):
                 if is_number(result) and is_number(a):
                     result = min(result, a) if name == "min" else max(result, a)
                 else:
-                    x, y = self.operands(result, a, node)
-                    result = x.minimum(y) if name == "min" else x.maximum(y)
+                    result = builtin_extreme(name, *self.operands(result, a, node))
             return result
+        if name in ("np.maximum", "np.minimum"):
+            if len(args) != 2:
+                raise self.refuse(node, f"{name} takes two values in a kernel")
+            if all(is_number(a) for a in args):
+                return getattr(np, name[3:])(*args).item()
+            return ufunc_extreme(name[3:], *self.operands(args[0], args[1], node))
         if name in ("min", "max"):
             raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
                                     "cannot take)")

@@ -17,6 +17,7 @@ from svod.codegen import reduce_identity
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.arithmetic import builtin_extreme
 from svod.frontend.context import Loop, Turn
 from svod.frontend.expressions import Expressions
 from svod.frontend.values import BUILTINS, Undefined, describe, is_number
@@ -281,15 +282,14 @@ class Loops(Expressions):
                 cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
         with self.outside_loop():
             results: dict[str, Any] = {n: self.cell_load(register) for n, register in cells.items()}
-        for n, split in splits.items():
-            assert split is not None
-            op, term = split
-            if op is None:
+        for n, fold in splits.items():
+            assert fold is not None
+            if fold.op is None:
                 results[n] = before[n]
                 continue
             red = UOp.range(r.src[0], r.arg[0], AxisKind.REDUCE)  # the loop's axis: nested loops keep their order
             self.ranges.append(red)
-            results[n] = self.initial(before[n], _merged_reduce(substitute(term, {r: red}), red, op), op)
+            results[n] = self.initial(before[n], _merged_reduce(substitute(fold.term, {r: red}), red, fold.op), fold)
         return results
 
     @contextmanager
@@ -302,9 +302,9 @@ class Loops(Expressions):
         finally:
             self.loops.append(current)
 
-    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int) -> tuple[Ops | None, UOp] | None:
-        """``(op, term)`` when local ``name`` (``p`` at the start of a turn) is a reduction of the loop just
-        stated; None when it must be carried instead: the loop reads it elsewhere, or its term reads memory
+    def reduction(self, name: str, p: UOp, placeholders: dict[str, UOp], mark: int) -> Fold | None:
+        """How the loop just stated folds local ``name`` (``p`` at the start of a turn) when that is a
+        reduction; None when it must be carried instead: the loop reads it elsewhere, or its term reads memory
         the loop writes (a reduction is folded in a loop of its own, which would read that memory at other
         times than the statement does)."""
         value = self.env[name]
@@ -312,13 +312,13 @@ class Loops(Expressions):
         effects = self.k.effects[mark:]
         if any(p in e.toposort() for e in effects) or any(p in v.toposort() for v in others):
             return None
-        split = _accumulation(value, p)
-        if split is None or any(q in split[1].toposort() for q in placeholders.values()):
+        fold = _accumulation(value, p)
+        if fold is None or any(q in fold.term.toposort() for q in placeholders.values()):
             return None
         written = written_memory(effects)
-        if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in split[1].toposort()):
+        if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in fold.term.toposort()):
             return None
-        return split
+        return fold
 
     def placeholder(self, name: str, dtype: DType) -> UOp:
         """A stand-in for local ``name`` of ``dtype`` at the start of a turn: a node nothing else is (a
@@ -342,19 +342,18 @@ class Loops(Expressions):
                 dtype = self.platform.unify(dtype, self.platform.weak(v, dtype))
         return dtype
 
-    def initial(self, init: Any, reduced: UOp, op: Ops) -> Any:
-        """``init op reduced``, or ``reduced`` alone where ``init`` is the op's identity: 0 for a sum, 1 for a
-        product, -inf/+inf (or NaN) for a float max/min, the type's limit for an integer one. (A float sum of no
-        terms, or of -0.0s only, is then -0.0, and a float max over no values or NaNs only is NaN.)"""
-        if isinstance(init, UOp):
-            return _combine(op, self.cast(init, reduced.dtype), reduced)
-        dtype = reduced.dtype
-        identity = {Ops.ADD: (0,), Ops.MUL: (1,),
-                    Ops.MAX: (-pymath.inf, pymath.nan) if dtype.is_float else (dtype.min,),
-                    Ops.MIN: (pymath.inf, pymath.nan) if dtype.is_float else (dtype.max,)}[op]
-        if is_number(init) and any(init == i or (pymath.isnan(i) and pymath.isnan(init)) for i in identity):
+    def initial(self, init: Any, reduced: UOp, fold: Fold) -> Any:
+        """``init`` folded with ``reduced`` as the loop's turns fold each term, or ``reduced`` alone where
+        ``init`` is the op's identity: 0 for a sum, 1 for a product, NaN for a float maximumNumber, the type's
+        limit for an integer max or min. (A float sum of no terms, or of -0.0s only, is then -0.0.) Python's
+        ``max`` of floats has no identity: a NaN start stays NaN, and -inf stays where no term is above it."""
+        assert fold.op is not None
+        start = self.cast(init, reduced.dtype)
+        if fold.python_extreme:
+            return builtin_extreme("max" if fold.op is Ops.MAX else "min", start, reduced)
+        if is_number(init) and _same_number(init, reduce_identity(fold.op, reduced.dtype)):
             return reduced
-        return _combine(op, self.cast(init, dtype), reduced)
+        return _combine(fold.op, start, reduced)
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
@@ -418,36 +417,71 @@ def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
     return a.alu(op, b)
 
 
-def _accumulation(value: Any, p: UOp) -> tuple[Ops | None, UOp] | None:
-    """How a turn changes local ``p``: ``(op, term)`` where ``value`` is ``p op term`` (under ``where``s, ``p``
-    kept as is where a branch leaves it: the term is then the op's identity), ``(None, p)`` where the turn
-    leaves it, None for anything else."""
+@dataclass(frozen=True)
+class Fold:
+    """How a turn of a loop changes a local: ``local = local op term`` (``op`` None: the turn leaves it).
+    ``python_extreme``: the op is Python's ``max`` or ``min`` of floats (``builtin_extreme``), whose fold from a
+    start that is not NaN is the op's maximumNumber reduction of the terms, the start kept where none is
+    beyond it."""
+
+    op: Ops | None
+    term: UOp
+    python_extreme: bool = False
+
+
+def _accumulation(value: Any, p: UOp) -> Fold | None:
+    """How a turn changes local ``p``: ``value`` is ``p op term`` (under ``where``s, ``p`` kept as is where a
+    branch leaves it: the term is then the op's identity), or ``p`` itself; None for anything else."""
     if value is p:
-        return None, p
+        return Fold(None, p)
     if not isinstance(value, UOp):
         return None
     if value.op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN) and len(value.src) == 2:
         a, b = value.src
         if a is p and p not in b.toposort():
-            return value.op, b
+            return Fold(value.op, b)
         if b is p and p not in a.toposort():
-            return value.op, a
+            return Fold(value.op, a)
     if value.op is Ops.SUB and value.src[0] is p and p not in value.src[1].toposort():
-        return Ops.ADD, -value.src[1]
+        return Fold(Ops.ADD, -value.src[1])
+    extreme = _python_extreme(value, p)
+    if extreme is not None:
+        return extreme
     if value.op is Ops.WHERE and p not in value.src[0].toposort():
         sides = [_accumulation(s, p) for s in value.src[1:]]
         if any(s is None for s in sides):
             return None
-        ops = [s[0] for s in sides if s is not None and s[0] is not None]
-        if not ops:
-            return None, p
-        if any(o is not ops[0] for o in ops):
+        changing = [s for s in sides if s is not None and s.op is not None]
+        if not changing:
+            return Fold(None, p)
+        op, python_extreme = changing[0].op, changing[0].python_extreme
+        if any(s.op is not op or s.python_extreme != python_extreme for s in changing):
             return None
-        op = ops[0]
+        assert op is not None
         identity = UOp.const(p.dtype, reduce_identity(op, p.dtype))
-        terms = [s[1] if s is not None and s[0] is not None else identity for s in sides]
-        return op, value.src[0].where(terms[0], terms[1])
+        terms = [s.term if s is not None and s.op is not None else identity for s in sides]
+        return Fold(op, value.src[0].where(terms[0], terms[1]), python_extreme)
     return None
+
+
+def _python_extreme(value: UOp, p: UOp) -> Fold | None:
+    """``p = max(p, term)`` or ``p = min(p, term)`` on floats, as ``builtin_extreme`` builds them (``where(p <
+    term, term, p)``; ``if term > p: p = term`` is the same). ``max(term, p)`` is not a fold: a NaN term
+    there replaces ``p`` and the next term replaces the NaN."""
+    if value.op is not Ops.WHERE or value.src[0].op is not Ops.CMPLT or not value.dtype.is_float:
+        return None
+    (a, b), picked, kept = value.src[0].src, value.src[1], value.src[2]
+    if kept is not p or picked is p or p in picked.toposort():
+        return None
+    if (a, b) == (p, picked):
+        return Fold(Ops.MAX, picked, python_extreme=True)
+    if (a, b) == (picked, p):
+        return Fold(Ops.MIN, picked, python_extreme=True)
+    return None
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    return bool(a == b) or (pymath.isnan(a) and pymath.isnan(b))
 
 
 def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:

@@ -330,7 +330,8 @@ class Kernel:
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
-        bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR)
+        floats = {name for name, position in scalars if self._scalar_dtype(name, values[position], platform).is_float}
+        bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR and u.arg[0] not in floats)  # a float's: its bits
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,
                      _local_dtypes(translator.env, platform))

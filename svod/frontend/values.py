@@ -48,10 +48,13 @@ class Builtin:
 
 
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
+NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum")}
+"""NumPy functions whose meaning is not one of svod's math functions: ``np.maximum`` lets a NaN win, where
+svod's ``maximum`` (``np.fmax``) ignores it."""
 NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
               "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
-              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "fmod": "fmod", "maximum": "maximum",
-              "fmax": "maximum", "minimum": "minimum", "fmin": "minimum"}
+              "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "fmod": "fmod", "fmax": "maximum",
+              "fmin": "minimum"}
 """numpy's names for the math functions a kernel has (``np.exp(x)`` in ported numba code)."""
 
 
@@ -71,7 +74,7 @@ def is_atomic(value: Any) -> bool:
     return any(value is f for f in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min))
 
 
-def math_function(value: Any) -> MathFunction | None:
+def math_function(value: Any) -> MathFunction | Builtin | None:
     """``math.exp`` or ``np.exp`` imported by name (``from math import exp``)."""
     own = pylang.math.name_of(value)
     if own is not None:
@@ -83,6 +86,8 @@ def math_function(value: Any) -> MathFunction | None:
         return MathFunction(name)
     if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_MATH:
         return MathFunction(NUMPY_MATH[name])
+    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_BUILTINS:
+        return NUMPY_BUILTINS[name]
     return None
 
 
@@ -102,5 +107,5 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_MATH", "Number", "Undefined", "describe",
-           "is_atomic", "is_number", "math_function"]
+__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_BUILTINS", "NUMPY_MATH", "Number", "Undefined",
+           "describe", "is_atomic", "is_number", "math_function"]

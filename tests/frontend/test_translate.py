@@ -12,6 +12,8 @@ import pytest
 import svod
 from svod import dtypes
 from svod.device import Device
+from svod.frontend.oracle import run_as_python
+from svod.ir import Ops
 from tests.helpers import FLOAT_DIVIDENDS, FLOAT_DIVISORS, ieee_inputs, refuses
 
 PRIMES = [1, 7, 13]
@@ -33,6 +35,20 @@ def test_elementwise_with_scalars(device, n):
     out = np.zeros_like(x)
     axpb(out, x, 2.5, 3, device=device)  # a float scalar (float64 unless annotated), an int variable
     np.testing.assert_allclose(out, (x.astype(np.float64) * 2.5 + 3).astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("a", [1e30, -1e300, math.inf, math.nan, 5e-324])
+def test_a_float_argument_takes_any_float(device, a):
+    """A float argument travels as its bits: no value of it is out of range (an int's bounds are not its)."""
+    if not device.caps.ieee_floats:
+        pytest.skip("this device's compiler may assume floats are finite (DeviceCaps.ieee_floats)")
+    x = np.array([0.0, 1.0, -2.0], np.float64)
+    if refuses(device, dtypes.float64):
+        return
+    out = np.zeros_like(x)
+    axpb(out, x, a, 1, device=device)
+    want = run_as_python(axpb, np.zeros_like(x), x, a, 1)[0]
+    np.testing.assert_array_equal(out, want)
 
 
 @svod.kernel
@@ -63,6 +79,79 @@ def test_reductions_sum_max_min_product(device, shape):
     np.testing.assert_array_equal(got[1], x.max(axis=1))
     np.testing.assert_array_equal(got[2], x.min(axis=1))
     np.testing.assert_allclose(got[3], x.prod(axis=1), rtol=1e-5)
+
+
+@svod.kernel
+def extremes(out, a, b):
+    for i in svod.prange(a.shape[0]):
+        out[i, 0] = max(a[i], b[i])
+        out[i, 1] = max(b[i], a[i])
+        out[i, 2] = min(a[i], b[i])
+        out[i, 3] = min(b[i], a[i], 0.5)
+        out[i, 4] = np.maximum(a[i], b[i])
+        out[i, 5] = np.minimum(b[i], a[i])
+        out[i, 6] = np.fmax(a[i], b[i])
+        out[i, 7] = np.fmin(a[i], b[i])
+
+
+def _same_bits(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal values, NaN where NaN, and zeros of the same sign."""
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+
+
+def test_max_and_min_of_floats_mean_what_python_and_numpy_say(device):
+    """Python's ``max(a, b)`` is ``b`` only where ``b > a``: a NaN first stays, a NaN second loses, and of equal
+    zeros the first is kept. ``np.maximum`` lets a NaN win and keeps the second of equal zeros; ``np.fmax``
+    ignores a NaN (of equal zeros numpy's own picks either, by array length). Each pair of special values,
+    both ways round, against the function run as plain Python."""
+    specials = np.array([np.nan, 1.0, -0.0, 0.0, -np.inf, np.inf, 2.5, -3.0], np.float32)
+    a, b = (m.ravel() for m in np.meshgrid(specials, specials))
+    keep = ieee_inputs(device, a) & ieee_inputs(device, b)
+    out = np.zeros((a.size, 8), np.float32)
+    want = run_as_python(extremes, out, a, b)[0]
+    extremes(out, a, b, device=device)
+    if not device.caps.ieee_floats:  # a NaN may be assumed away there: the columns that ignore it (README)
+        keep &= ~np.isnan(want[:, 0]) & ~np.isnan(want[:, 1])
+    _same_bits(out[keep, :6], want[keep, :6])
+    np.testing.assert_array_equal(out[keep, 6:], want[keep, 6:])  # numpy's own fmax orders zeros either way
+
+
+@svod.kernel
+def row_extremes(out, x, start):
+    for r in svod.prange(x.shape[0]):
+        first, ifs, later, low = start, start, start, start
+        for c in range(x.shape[1]):
+            first = max(first, x[r, c])
+            if x[r, c] > ifs:  # noqa: PLR1730 (the spelling under test)
+                ifs = x[r, c]
+            later = max(x[r, c], later)  # not a fold: a NaN x replaces it, the next x replaces the NaN
+            low = min(low, x[r, c])
+        out[r, 0], out[r, 1], out[r, 2], out[r, 3] = first, ifs, later, low
+
+
+@pytest.mark.parametrize("start", [-math.inf, math.nan, 0.25])
+@pytest.mark.parametrize("columns", [0, 1, 5, 67])
+def test_a_max_loop_keeps_pythons_meaning_of_nan(device, start, columns):
+    """``m = max(m, x)`` (and ``if x > m: m = x``) is a MAX reduction: the NaNs among the terms lose, a NaN
+    start stays NaN, and a start no term passes is kept (-inf over no terms or NaNs only); ``max(x, m)`` is
+    carried turn by turn. Rows: NaN first, in the middle, last, NaN only, none."""
+    if not device.caps.ieee_floats:
+        pytest.skip("this device's compiler may assume floats are finite (DeviceCaps.ieee_floats)")
+    x = _rng().standard_normal((6, columns)).astype(np.float32)
+    if columns:
+        x[0, 0] = x[1, columns // 2] = x[2, -1] = np.nan
+        x[3] = np.nan
+    out = np.zeros((6, 4), np.float32)
+    want = run_as_python(row_extremes, out, x, start)[0]
+    row_extremes(out, x, start, device=device)
+    _same_bits(out, want)
+
+
+def test_a_max_loop_is_a_reduction_and_max_the_other_way_round_is_not():
+    """``max(m, x)`` and ``if x > m: m = x`` build one and the same MAX reduction; ``max(x, m)`` none."""
+    graph = row_extremes.build(np.zeros((2, 4), np.float32), np.zeros((2, 3), np.float32), 0.0)
+    assert sorted(u.arg.name for u in graph.toposort() if u.op is Ops.REDUCE) == ["MAX", "MIN"]
 
 
 @svod.kernel
