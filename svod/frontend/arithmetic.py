@@ -13,7 +13,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend.context import TranslationContext
 from svod.frontend.values import describe, is_number
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 from svod.ir.alu import convert
 
 
@@ -35,6 +35,12 @@ class Arithmetic(TranslationContext):
             av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
         if op in ("//", "%"):
             return _floored(op, av, bv)
+        if op == "**" and av.dtype.is_int:
+            if bv.vmin < 0:
+                raise KernelSyntaxError(f"{describe(av)} ** an exponent that may be negative ({bv.vmin} at least): "
+                                        "numpy refuses an integer to a negative power; make the base a float",
+                                        kernel=self.name, stage="translate", value=op)
+            return _integer_power(av, bv)
         return _UOP_BINARY[op](av, bv)
 
     def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
@@ -108,10 +114,10 @@ _UOP_BINARY: dict[str, Callable[[UOp, UOp], UOp]] = {
 
 
 def _python_binary(op: str, a: Any, b: Any) -> Any:
-    """Two constants, computed now, as Python computes them; a zero divisor as svod's kernels divide by one
-    (``//`` and ``%`` of integers) or IEEE 754 divides (``/``): a kernel never traps."""
+    """Two constants, computed now, as Python computes them; a zero divisor as NumPy's integer scalars divide
+    by one (``//`` and ``%`` give 0) or IEEE 754 divides (``/``): a kernel never traps."""
     if op in ("//", "%") and isinstance(a, int) and isinstance(b, int) and b == 0:
-        return a if op == "//" else 0
+        return 0
     if op == "/" and b == 0:
         return pymath.copysign(pymath.inf, a) * pymath.copysign(1.0, b) if a else pymath.nan
     return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
@@ -125,9 +131,17 @@ _INTEGER_ONLY = frozenset({"<<", ">>", "&", "|", "^"})
 def _floored(op: str, a: UOp, b: UOp) -> UOp:
     """Python's ``a // b`` or ``a % b``: the quotient rounded down, the remainder with the divisor's sign. On
     integers from the IR's truncating IDIV and MOD, corrected where the remainder and the divisor have other
-    signs (nothing to correct where both are proven non-negative); on floats ``_floored_float``."""
+    signs (nothing to correct where both are proven non-negative); a zero divisor gives 0 for both, as NumPy's
+    integer scalars do (the IR's IDIV gives the dividend). On floats ``_floored_float``."""
     if a.dtype.is_float:
         return _floored_float(op, a, b)
+    floored = _floored_integer(op, a, b)
+    if op == "//" and b.vmin <= 0 <= b.vmax:
+        return b.ne(0).where(floored, UOp.const(a.dtype, 0))
+    return floored
+
+
+def _floored_integer(op: str, a: UOp, b: UOp) -> UOp:
     truncated = a // b if op == "//" else a % b
     if a.vmin >= 0 and b.vmin >= 0:
         return truncated
@@ -136,6 +150,22 @@ def _floored(op: str, a: UOp, b: UOp) -> UOp:
     if op == "//":
         return truncated - across.cast(a.dtype)
     return across.where(remainder + b, remainder)
+
+
+def _integer_power(base: UOp, exponent: UOp) -> UOp:
+    """NumPy's integer ``base ** exponent`` for an exponent that is never negative: a product of squares of the
+    base, wrapping as the multiplications do, one per bit the exponent may have set (a constant's bits picked
+    now, a value's at run time)."""
+    bits = int(exponent.vmax).bit_length()
+    result, square = UOp.const(base.dtype, 1), base
+    for bit in range(bits):
+        if exponent.op is Ops.CONST:
+            result = result * square if (int(exponent.arg) >> bit) & 1 else result
+        else:
+            result = ((exponent >> bit) & 1).ne(0).where(result * square, result)
+        if bit + 1 < bits:
+            square = square * square
+    return result
 
 
 def _floored_float(op: str, a: UOp, b: UOp) -> UOp:

@@ -349,6 +349,42 @@ def test_integer_operators_follow_python(device):
 
 
 @svod.kernel
+def integer_division_and_powers(out, a, b):
+    for i in svod.prange(a.shape[0]):
+        out[0, i] = a[i] // b[i]
+        out[1, i] = a[i] % b[i]
+        out[2, i] = a[i] // 0
+        out[3, i] = a[i] ** 3 + 2 ** i + (i + 1) ** 0
+        out[4, i] = a[i] ** abs(b[i] % 5)
+
+
+def test_integer_division_by_zero_and_integer_powers_follow_numpys_scalars(device):
+    """``//`` and ``%`` by zero give 0, as NumPy's integer scalars do (Python raises; the IR's IDIV gives the
+    dividend); ``**`` of integers wraps as NumPy's does, by a constant or by a value never negative."""
+    a = np.array([5, -7, 0, -2**31, 3, 2**31 - 1, 1, -1], np.int32)
+    b = np.array([0, 0, 0, -1, 40, 7, -3, 2], np.int32)
+    out = np.zeros((5, a.size), np.int64)  # Python's sums of int32 and Python ints pass int32
+    if refuses(device, dtypes.int64):
+        return
+    want = run_as_python(integer_division_and_powers, out.copy(), a, b)[0]
+    integer_division_and_powers(out, a, b, device=device)
+    np.testing.assert_array_equal(out, want)
+    assert want[2].tolist() == [0] * a.size and want[0, 0] == 0
+
+
+@svod.kernel
+def negative_power(out, a, b):
+    for i in svod.prange(a.shape[0]):
+        out[i] = a[i] ** b[i]
+
+
+def test_an_integer_to_a_power_that_may_be_negative_is_refused():
+    a = np.arange(3, dtype=np.int32)
+    with pytest.raises(svod.errors.KernelSyntaxError, match="may be negative"):
+        negative_power(a.copy(), a, a)
+
+
+@svod.kernel
 def float_division(q, r, a, b):
     for i in svod.prange(a.shape[0]):
         q[i] = a[i] // b[i]
