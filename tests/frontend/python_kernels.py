@@ -9,7 +9,8 @@ item's (triangular) and over a constant count, carrying locals and reducing into
 chains, atomic adds into a histogram, gathers through an index array, and reads of what the body stored
 before. Expressions mix the arrays' values, locals, loop variables and weak constants through ``+ - *``,
 ``//`` and ``%`` (by positive divisors, as Python's divide by zero raises), ``min``, ``max``, ``abs``, casts and
-conditional expressions. Some kernels race on purpose (a store every work item makes, or one through the
+conditional expressions. About one float element in seven is special (NaN, ±inf, -0.0, a subnormal), so a
+``min`` or ``max`` meets NaNs and signed zeros as Python's do. Some kernels race on purpose (a store every work item makes, or one through the
 index array) or read past a row: svod must refuse the first and raise ``IndexOutOfBoundsError`` for the second
 where Python raises ``IndexError``.
 
@@ -334,7 +335,11 @@ def arguments(kernel: Kernel, seed: int) -> list[np.ndarray]:
     def values(dtype: str) -> np.ndarray:
         shape = (kernel.rows, kernel.columns)
         if dtype.startswith("float"):
-            return (rng.integers(-8, 9, shape) + rng.integers(0, 4, shape) * 0.25).astype(dtype)
+            v = (rng.integers(-8, 9, shape) + rng.integers(0, 4, shape) * 0.25).astype(dtype)
+            special = np.array([np.nan, np.inf, -np.inf, -0.0, np.finfo(dtype).smallest_subnormal], dtype)
+            picked = rng.random(shape) < 0.15
+            v[picked] = special[rng.integers(0, special.size, int(picked.sum()))]
+            return v
         low = 0 if dtype == "uint8" else -50
         return rng.integers(low, 50, shape).astype(dtype)
 
