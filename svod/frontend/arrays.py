@@ -784,7 +784,7 @@ class Lowering:
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
             spell = "abs" if name == "abs" else f"_svod_np.{name}"
             return self.elementwise(node, lambda c: f"{spell}({_typed(c[0], cast) if cast else c[0]})", dtype, x)
-        if name in ("maximum", "minimum") and len(args) == 2:
+        if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
             dtype = _result_dtype(getattr(np, name), *args)
             return self.elementwise(node, lambda c: f"_svod_np.{name}({c[0]}, {c[1]})", dtype, *args)
         if name == "where" and len(args) == 3:

@@ -100,6 +100,7 @@ def test_a_view_is_the_same_memory(device):
 @svod.jit
 def elementwise(out, a, b):
     out[...] = np.where(a > b, np.exp(a) - np.sqrt(np.abs(b)), np.maximum(a, b) * -1) + np.minimum(a, 0.5)
+    out[0] += np.fmax(a[0], b) - np.fmin(b, a[1])  # a NaN loses here, where np.maximum's wins
 
 
 def test_ufuncs_where_and_comparisons(device):
