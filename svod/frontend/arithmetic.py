@@ -96,12 +96,35 @@ class Arithmetic(TranslationContext):
     def compare(self, name: str, a: Any, b: Any, node: ast.AST) -> Any:
         if is_number(a) and is_number(b):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[name]
+        if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int and \
+                a.dtype.is_unsigned != b.dtype.is_unsigned and not self.platform.unify(a.dtype, b.dtype).is_int:
+            return _across_signs(name, a, b)
         av, bv = self.operands(a, b, node)
         return {"<": lambda: av < bv, "<=": lambda: av <= bv, ">": lambda: av > bv, ">=": lambda: av >= bv,
                 "==": lambda: av.eq(bv), "!=": lambda: av.ne(bv)}[name]()
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _across_signs(name: str, a: UOp, b: UOp) -> UOp:
+    """``a <name> b`` of a signed and an unsigned integer no integer type holds both of (int64 and uint64),
+    exactly, as NumPy 2 compares them: not in the float64 they promote to, which rounds past 2**53. A negative
+    signed value is below every unsigned one; the others compare as unsigned."""
+    if a.dtype.is_unsigned:
+        return _across_signs(_FLIPPED[name], b, a)
+    negative, wide = a < 0, a.cast(dtypes.uint64)
+    unsigned = b.cast(dtypes.uint64)
+    if name in ("<", "<="):
+        return negative | (wide < unsigned if name == "<" else (unsigned < wide).ne(True))
+    if name == "!=":
+        return negative | wide.ne(unsigned)
+    same_sign = negative.ne(True)
+    return same_sign & {">": lambda: unsigned < wide, ">=": lambda: (wide < unsigned).ne(True),
+                        "==": lambda: wide.eq(unsigned)}[name]()
+
 
 BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
                             ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",

@@ -10,9 +10,9 @@ chains, atomic adds into a histogram, gathers through an index array, and reads 
 before. Expressions mix the arrays' values, locals, loop variables and weak constants through ``+ - *``,
 ``//`` and ``%`` (by positive divisors, as Python's divide by zero raises), ``min``, ``max``, ``abs``, casts and
 conditional expressions. About one float element in seven is special (NaN, ±inf, -0.0, a subnormal), so a
-``min`` or ``max`` meets NaNs and signed zeros as Python's do. Some kernels race on purpose (a store every work item makes, or one through the
-index array) or read past a row: svod must refuse the first and raise ``IndexOutOfBoundsError`` for the second
-where Python raises ``IndexError``.
+``min`` or ``max`` meets NaNs and signed zeros as Python's do. Some kernels race on purpose (a store every work
+item makes, or one through the index array) or read past a row: svod must refuse the first and raise
+``IndexOutOfBoundsError`` for the second where Python raises ``IndexError``.
 
 With ``exits`` (``--exits`` on the command line), loops are also ``while`` loops (a counter bounds each, plus a
 drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditions.

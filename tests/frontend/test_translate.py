@@ -373,6 +373,29 @@ def test_integer_division_by_zero_and_integer_powers_follow_numpys_scalars(devic
 
 
 @svod.kernel
+def signed_against_unsigned(out, s, u):
+    for i in svod.prange(s.shape[0]):
+        out[i, 0], out[i, 1], out[i, 2] = s[i] < u[i], s[i] <= u[i], s[i] > u[i]
+        out[i, 3], out[i, 4], out[i, 5] = s[i] >= u[i], s[i] == u[i], s[i] != u[i]
+        out[i, 6], out[i, 7], out[i, 8] = u[i] < s[i], u[i] >= s[i], u[i] == s[i]
+
+
+def test_int64_and_uint64_compare_exactly(device):
+    """No integer type holds both, so arithmetic between them is float64 (NumPy's promotion); a comparison
+    is exact, as NumPy 2's, not rounded past 2**53."""
+    if refuses(device, dtypes.int64) or refuses(device, dtypes.uint64):
+        return
+    big = 2**63 - 1
+    s = np.array([big, -1, 5, 2**53 + 1, 2**53, -big - 1, 0, big], np.int64)
+    u = np.array([2**63, 2**64 - 1, 5, 2**53, 2**53 + 1, 0, 0, big], np.uint64)
+    out = np.zeros((s.size, 9), np.int32)
+    want = run_as_python(signed_against_unsigned, out.copy(), s, u)[0]
+    signed_against_unsigned(out, s, u, device=device)
+    np.testing.assert_array_equal(out, want)
+    assert want[0, 0] == 1 and want[3, 2] == 1  # float64 has them equal
+
+
+@svod.kernel
 def negative_power(out, a, b):
     for i in svod.prange(a.shape[0]):
         out[i] = a[i] ** b[i]
