@@ -260,6 +260,33 @@ def test_llvm_runs_a_copy_without_the_gates_that_hold_for_the_whole_launch():
                 stretch(np.zeros((2, 2), np.float32), np.zeros((image_rows, image_cols), np.float32), device=device)
 
 
+@svod.kernel
+def count_into(counts, values):
+    for i in svod.prange(values.shape[0]):
+        svod.atomic_add(counts, values[i], 1)
+
+
+def test_llvm_copies_a_histogram_with_its_private_path_taken_and_tells_llvm_each_variables_bounds():
+    """A histogram has two paths, chosen for the whole launch: private copies of its bins where they fit,
+    global atomics where they do not. The ungated copy takes the first (requiring both, a gate and its
+    negation, it never ran). Each variable's load carries its bounds as ``!range``: with ``0 <= bins`` known,
+    ``0 <= v < bins`` is one unsigned compare."""
+    values = np.array([3, 0, 3, 7, 2], np.int32)
+    src = LLVMRenderer("CPU").render(count_into.bind(np.zeros(8, np.int32), values).ast).src
+    branch = re.search(r"br i1 (\S+), label %ungated, label %gated", src)
+    assert branch is not None
+    assert re.search(rf"{re.escape(branch.group(1))} = icmp sle i64 %var.counts_shape0.raw, \d+", src)
+    ranges = dict(re.findall(r"^(!\d+) = !\{i64 (-?\d+), i64 -?\d+\}$", src, re.M))
+    loads = re.findall(r"%var\.(\w+)\.raw = load i64, ptr \S+ align 8, !range (!\d+)", src)
+    assert sorted(name for name, _ in loads) == ["counts_shape0", "values_shape0"]
+    assert all(ranges[node] == "0" for _, node in loads)
+    for pair in ("llvm", "clang"):
+        for bins in (8, 1 << 14):  # private copies; too many bins for them: global atomics
+            counts = np.zeros(bins, np.int32)
+            count_into(counts, values, device=open_device(pair))
+            np.testing.assert_array_equal(counts, np.bincount(values, minlength=bins))
+
+
 def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_vectoriser():
     def unrolled(src):
         hints = dict(re.findall(r"^(!\d+) = distinct !\{!\d+, (!\d+)\}$", src, re.M))

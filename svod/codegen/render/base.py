@@ -114,14 +114,22 @@ def launch_gates(linear: tuple[UOp, ...], lanes: Mapping[UOp, int]) -> list[UOp]
     kernel's variables alone, not of the thread's core (an image of ``h`` rows read at ``min(y, h - 1)`` is
     in it when ``h >= 1``). A renderer may run a copy of the kernel in which they hold, ungated: LLVM's loop
     vectoriser stops at an access behind a branch, and does not unswitch a loop on a condition that does
-    not vary in it."""
+    not vary in it. Of a gate and its negation (a kernel's two paths, as a private copy of a histogram
+    that fits and the global atomics where it does not), the first met: both cannot hold."""
     gates: dict[UOp, None] = {}
     for u in linear:
         if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC) and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 3:
             gate = u.src[0].src[2]
-            if gate not in lanes and _same_for_the_launch(gate):
+            if gate not in lanes and _same_for_the_launch(gate) and not any(_negates(gate, g) for g in gates):
                 gates[gate] = None
     return list(gates)
+
+
+def _negates(a: UOp, b: UOp) -> bool:
+    """Whether boolean ``a`` is ``not b`` or ``b`` is ``not a`` (``x != True``, as the IR spells a negation)."""
+    def negation_of(x: UOp, y: UOp) -> bool:
+        return x.op is Ops.CMPNE and x.src[0] is y and x.src[1].op is Ops.CONST and x.src[1].arg is True
+    return negation_of(a, b) or negation_of(b, a)
 
 
 def contiguous(offset: UOp, lane: UOp) -> bool:

@@ -264,7 +264,7 @@ class _FunctionWriter:
                 self.emit(f"%local{u.arg} = alloca [{u.dtype.size} x {memory_type(u.dtype.base)}], align 64")
         for slot, var in enumerate(kernel_variables(self.linear)):
             self.emit(f"%var.{var.arg[0]}.slot = getelementptr inbounds i64, ptr %vars, i64 {slot}")
-            self.emit(f"%var.{var.arg[0]}.raw = load i64, ptr %var.{var.arg[0]}.slot, align 8")
+            self.emit(f"%var.{var.arg[0]}.raw = load i64, ptr %var.{var.arg[0]}.slot, align 8{self._range(var)}")
             self._bind_variable(var, f"%var.{var.arg[0]}.raw")
         for var in self.linear:
             if var.op is Ops.DEFINE_VAR and var.arg[0] == CORE_ID:
@@ -298,6 +298,18 @@ class _FunctionWriter:
                 continue
             if only is None or node in only:
                 self._node(node, f"%{copy}v{index}", index)  # a value placed twice gets the name of its latest place
+
+    def _range(self, var: UOp) -> str:
+        """The ``!range`` of a variable's load: its bounds, which every launch checks its value against
+        (``check_vars`` in ``svod.runtime.kernel``). LLVM then knows a size is not negative: ``0 <= i < n`` is
+        one unsigned compare, and a division by it needs no sign fix-up."""
+        lo, hi = int(var.arg[1]), int(var.arg[2])
+        if (lo, hi) == (int(dtypes.int64.min), int(dtypes.int64.max)):
+            return ""
+        end = hi + 1 if hi < dtypes.int64.max else int(dtypes.int64.min)  # LLVM's ranges wrap around
+        node = len(self.metadata)
+        self.metadata.append(f"!{node} = !{{i64 {lo}, i64 {end}}}")
+        return f", !range !{node}"
 
     def _bind_variable(self, var: UOp, value: str) -> None:
         """Name ``var``, whose 64-bit value is ``value``, in its own type."""
