@@ -99,9 +99,7 @@ class Arithmetic(TranslationContext):
         if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int and \
                 a.dtype.is_unsigned != b.dtype.is_unsigned and not self.platform.unify(a.dtype, b.dtype).is_int:
             return _across_signs(name, a, b)
-        av, bv = self.operands(a, b, node)
-        return {"<": lambda: av < bv, "<=": lambda: av <= bv, ">": lambda: av > bv, ">=": lambda: av >= bv,
-                "==": lambda: av.eq(bv), "!=": lambda: av.ne(bv)}[name]()
+        return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
@@ -115,21 +113,17 @@ def _across_signs(name: str, a: UOp, b: UOp) -> UOp:
     signed value is below every unsigned one; the others compare as unsigned."""
     if a.dtype.is_unsigned:
         return _across_signs(_FLIPPED[name], b, a)
-    negative, wide = a < 0, a.cast(dtypes.uint64)
-    unsigned = b.cast(dtypes.uint64)
-    if name in ("<", "<="):
-        return negative | (wide < unsigned if name == "<" else (unsigned < wide).ne(True))
-    if name == "!=":
-        return negative | wide.ne(unsigned)
-    same_sign = negative.ne(True)
-    return same_sign & {">": lambda: unsigned < wide, ">=": lambda: (wide < unsigned).ne(True),
-                        "==": lambda: wide.eq(unsigned)}[name]()
+    negative, unsigned = a < 0, _UOP_COMPARE[name](a.cast(dtypes.uint64), b.cast(dtypes.uint64))
+    return negative | unsigned if name in ("<", "<=", "!=") else negative.ne(True) & unsigned
 
 
 BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
                             ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
                             ast.BitXor: "^", ast.BitAnd: "&"}
 COMPARE: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_UOP_COMPARE: dict[str, Callable[[UOp, UOp], UOp]] = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a.eq(b), "!=": lambda a, b: a.ne(b)}
 _UOP_BINARY: dict[str, Callable[[UOp, UOp], UOp]] = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
     "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a ** b, "<<": lambda a, b: a << b,

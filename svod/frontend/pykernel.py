@@ -286,6 +286,7 @@ class Kernel:
         classes: dict[int, int | UOp] = {}
         sizes: list[tuple[str, int, int]] = []
         scalars: list[tuple[str, int]] = []
+        floats: set[str] = set()  # float arguments: variables holding their bits, any value theirs
         env: dict[str, Any] = {}
         flat = 0
         for position, (name, value) in enumerate(zip(self.parameters, values, strict=True)):
@@ -321,6 +322,7 @@ class Kernel:
                     env[name] = k.var(name, -bound, bound)
                 elif dtype.is_float:
                     env[name] = k.scalar(dtype, name)
+                    floats.add(name)
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
@@ -330,7 +332,6 @@ class Kernel:
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
-        floats = {name for name, position in scalars if self._scalar_dtype(name, values[position], platform).is_float}
         bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR and u.arg[0] not in floats)  # a float's: its bits
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,

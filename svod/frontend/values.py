@@ -84,11 +84,9 @@ def math_function(value: Any) -> MathFunction | Builtin | None:
         return None
     if getattr(pymath, name, None) is value and name in pylang.MATH_FUNCTIONS:
         return MathFunction(name)
-    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_MATH:
-        return MathFunction(NUMPY_MATH[name])
-    if isinstance(value, np.ufunc) and getattr(np, name, None) is value and name in NUMPY_BUILTINS:
-        return NUMPY_BUILTINS[name]
-    return None
+    if not isinstance(value, np.ufunc) or getattr(np, name, None) is not value:
+        return None
+    return MathFunction(NUMPY_MATH[name]) if name in NUMPY_MATH else NUMPY_BUILTINS.get(name)
 
 
 def describe(value: Any) -> str:
