@@ -99,6 +99,9 @@ class Arithmetic(TranslationContext):
         if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int and \
                 a.dtype.is_unsigned != b.dtype.is_unsigned and not self.platform.unify(a.dtype, b.dtype).is_int:
             return _across_signs(name, a, b)
+        beyond = _beyond_dtype(name, a, b) if isinstance(a, UOp) else _beyond_dtype(_FLIPPED[name], b, a)
+        if beyond is not None:
+            return beyond
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
@@ -115,6 +118,15 @@ def _across_signs(name: str, a: UOp, b: UOp) -> UOp:
         return _across_signs(_FLIPPED[name], b, a)
     negative, unsigned = a < 0, _UOP_COMPARE[name](a.cast(dtypes.uint64), b.cast(dtypes.uint64))
     return negative | unsigned if name in ("<", "<=", "!=") else negative.ne(True) & unsigned
+
+
+def _beyond_dtype(name: str, a: UOp, b: Any) -> bool | None:
+    """``a <name> b`` of an integer value and a Python integer its dtype does not hold (``x_u8 < 300``): known
+    now, as NumPy 2 compares them, where arithmetic with such a number is refused. None where ``b`` fits."""
+    if not (a.dtype.is_int and isinstance(b, int) and not isinstance(b, bool)) or a.dtype.min <= b <= a.dtype.max:
+        return None
+    above = b > a.dtype.max
+    return {"<": above, "<=": above, ">": not above, ">=": not above, "==": False, "!=": True}[name]
 
 
 BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",

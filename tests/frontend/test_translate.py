@@ -397,6 +397,26 @@ def test_int64_and_uint64_compare_exactly(device):
 
 
 @svod.kernel
+def against_numbers_beyond(out, u, s):
+    for i in svod.prange(u.shape[0]):
+        out[i, 0], out[i, 1], out[i, 2] = u[i] < 300, 256 <= u[i], u[i] == -1  # noqa: SIM300 (the number first, on purpose)
+        out[i, 3], out[i, 4], out[i, 5] = s[i] > -129, -200 >= s[i], s[i] != 2**70  # noqa: SIM300
+
+
+def test_an_integer_compared_with_a_number_its_dtype_does_not_hold_is_answered(device):
+    """NumPy 2 compares ``x_u8 < 300`` (arithmetic with 300 it refuses): known without reading the element."""
+    if refuses(device, dtypes.uint8) or refuses(device, dtypes.int8):
+        return
+    u = np.array([0, 5, 255], np.uint8)
+    s = np.array([-128, 0, 127], np.int8)
+    out = np.zeros((3, 6), np.int32)
+    want = run_as_python(against_numbers_beyond, out.copy(), u, s)[0]
+    against_numbers_beyond(out, u, s, device=device)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(want, [[1, 0, 0, 1, 0, 1]] * 3)
+
+
+@svod.kernel
 def negative_power(out, a, b):
     for i in svod.prange(a.shape[0]):
         out[i] = a[i] ** b[i]
