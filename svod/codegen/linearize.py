@@ -331,9 +331,28 @@ class _Linearizer:
         reads (through states, and without: an IF condition or index it computes from), unless it is."""
         block = self.loop_block(u)
         if self.computed(u, block) is None:
-            self.after_effects(block, self.state(u) | self.stated_reads(u).keys())
+            self.after_effects(block, self.uncomputed_reads(u, block))
             with self.at(block):
                 self.value(u)
+
+    def uncomputed_reads(self, u: UOp, block: _Block) -> set[UOp]:
+        """The written memory that the part of ``u`` not yet computed in ``block`` (or a block around it)
+        reads: a held load gated by a condition computed from another buffer, which an IF inside ``block``
+        holds a write to, need not close that IF to be computed before it."""
+        memories: set[UOp] = set()
+        seen: set[UOp] = set()
+        todo = [u]
+        while todo:
+            node = todo.pop()
+            if node in seen or self.computed(node, block) is not None:
+                continue
+            seen.add(node)
+            if node.op is Ops.LOAD:
+                source = node.src[0].src[0]
+                if is_unstated_read(node, self.written) or (is_state(source) and source.src[0] in self.written):
+                    memories.add(memory_of(source))
+            todo.extend(node.src)
+        return memories
 
     def after_effects(self, block: _Block, memories: Collection[UOp]) -> None:
         """Make what is emitted into ``block`` come after every effect on ``memories`` emitted so far: close

@@ -460,3 +460,30 @@ def test_a_read_is_not_gated_by_a_condition_a_later_statement_reads(device, n):
     agrees_with_python(gated_by_a_later_read, device, np.arange(n, dtype=np.float32) * 3,
                        np.arange(n, dtype=np.int32) % 5, np.arange(n, dtype=np.int32) * 7 % n,
                        np.zeros(1, np.int32))
+
+
+@svod.kernel
+def elif_then_loop_overwriting_its_condition(out, x, hist):
+    for i in svod.prange(out.shape[0]):
+        v = out[i, 0]
+        if i < v:
+            out[i, 1] = 1.0
+        elif x[i, 0] < v:
+            if v >= -3:
+                out[i, 0] = v
+            elif x[i, 1] < 2:
+                v *= 2
+        else:
+            for j in range(out.shape[1]):
+                svod.atomic_add(hist, 0, svod.int32(v % 100))
+                x[i, j] = -3.0  # x[i, 0], which the branch's condition read, too
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 33])
+def test_a_loop_overwriting_what_its_branch_condition_read_stays_in_the_branch(device, rows):
+    """The condition read before the loop is held there, inside the branches taken so far: computing it
+    outside them closed their IFs and split the loop the atomic add and the store share (a refusal at
+    linearize)."""
+    rng = np.random.default_rng(rows)
+    out, x = (rng.integers(-5, 5, (rows, 5)).astype(np.float32) for _ in range(2))
+    agrees_with_python(elif_then_loop_overwriting_its_condition, device, out, x, np.zeros(4, np.int32))
