@@ -1310,6 +1310,15 @@ def test_rows_that_do_not_alias_are_blocked_where_they_are():
     assert blocks == {3, 2, 1, 512, 256} and edge == {2, 1, 512, 232}
 
 
+@pytest.mark.parametrize(("columns", "pitch"), [(1280, 1296), (1536, 1552), (768, 784), (1024, 1040)])
+def test_rows_an_even_number_of_lines_apart_are_copied_an_odd_number_apart(columns, pitch):
+    """Rows 80 lines apart (5 KiB) map to half of L2's sets, as rows 64 apart map to a sixteenth: the copy's
+    rows are 81 lines apart, so a block's rows fall in every set."""
+    pack, _ = block_matmul(_big_matmul(512, columns, 1024))
+    scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert scratch.dtype.size == 1024 * pitch
+
+
 def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
     """float64 over 1536 turns: blocks of 256 columns by 512 turns, the turns a loop inside the columns'
     loop; each block's sum starts from what the one before stored. Blocks of a prime length are as even
