@@ -253,10 +253,9 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
 
     Rows of ``b`` an even number of cache lines apart map to part of the cache's sets (4 KiB apart: a
     sixteenth or fewer), and a block cut from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over
-    rows 4224 bytes apart); rows that
-    do not start a cache line split a tile's vector loads in two (2500x2750x3000 float64: 0.36 s, 0.30 over
-    rows of 2752). Such a kernel, where at least ``BLOCK_MIN_ROWS`` rows of output read ``b``, runs as two
-    that share every buffer and one more:
+    rows 4224 bytes apart); rows that do not start a cache line split a tile's vector loads in two
+    (2500x2750x3000 float64: 0.36 s, 0.30 over rows of 2752). Such a kernel, where at least
+    ``BLOCK_MIN_ROWS`` rows of output read ``b``, runs as two that share every buffer and one more:
 
     - ``pack``: ``b`` copied into the scratch buffer, each row starting a cache line, an odd number apart;
     - ``packed``: the blocked matmul reading the copy.

@@ -99,9 +99,10 @@ class Arithmetic(TranslationContext):
         if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int and \
                 a.dtype.is_unsigned != b.dtype.is_unsigned and not self.platform.unify(a.dtype, b.dtype).is_int:
             return _across_signs(name, a, b)
-        beyond = _beyond_dtype(name, a, b) if isinstance(a, UOp) else _beyond_dtype(_FLIPPED[name], b, a)
-        if beyond is not None:
-            return beyond
+        if isinstance(a, UOp) != isinstance(b, UOp):
+            beyond = _beyond_dtype(name, a, b) if isinstance(a, UOp) else _beyond_dtype(_FLIPPED[name], b, a)
+            if beyond is not None:
+                return beyond
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
