@@ -347,10 +347,10 @@ class _Linearizer:
             if node in seen or self.computed(node, block) is not None:
                 continue
             seen.add(node)
-            if node.op is Ops.LOAD:
-                source = node.src[0].src[0]
-                if is_unstated_read(node, self.written) or (is_state(source) and source.src[0] in self.written):
-                    memories.add(memory_of(source))
+            if is_unstated_read(node, self.written):
+                memories.add(memory_of(node.src[0].src[0]))
+            elif node.op is Ops.LOAD:
+                memories.update(self.own_reads(node))
             todo.extend(node.src)
         return memories
 

@@ -217,23 +217,23 @@ def _floored_float(op: str, a: UOp, b: UOp) -> UOp:
     return b.ne(0).where(quotient, a / b)
 
 
-def builtin_extreme(name: str, first: UOp, second: UOp) -> UOp:
-    """Python's ``max(first, second)`` or ``min``: ``second`` where it is strictly beyond ``first``, else
-    ``first``. On floats that is not IEEE 754's maximumNumber: a NaN first is kept and a NaN second loses, and
-    of two equal zeros the first is kept. Integers have no such cases: MAX and MIN, which the lowering knows."""
+def builtin_extreme(op: Ops, first: UOp, second: UOp) -> UOp:
+    """Python's ``max(first, second)`` (``op`` MAX) or ``min`` (MIN): ``second`` where it is strictly beyond
+    ``first``, else ``first``. On floats that is not IEEE 754's maximumNumber: a NaN first is kept and a NaN
+    second loses, and of two equal zeros the first is kept. Integers have no such cases: the op itself."""
     if not first.dtype.is_float:
-        return first.maximum(second) if name == "max" else first.minimum(second)
-    beyond = first < second if name == "max" else second < first
+        return first.alu(op, second)
+    beyond = first < second if op is Ops.MAX else second < first
     return beyond.where(second, first)
 
 
-def ufunc_extreme(name: str, first: UOp, second: UOp) -> UOp:
-    """NumPy's ``np.maximum(first, second)`` or ``np.minimum``: a NaN of either operand wins; otherwise
-    ``first`` where it is strictly beyond ``second``, else ``second`` (of equal zeros, the second, as NumPy's
-    loops pick). ``np.fmax`` and ``np.fmin`` are maximumNumber and minimumNumber: MAX and MIN."""
+def ufunc_extreme(op: Ops, first: UOp, second: UOp) -> UOp:
+    """NumPy's ``np.maximum(first, second)`` (``op`` MAX) or ``np.minimum`` (MIN): a NaN of either operand wins;
+    otherwise ``first`` where it is strictly beyond ``second``, else ``second`` (of equal zeros, the second, as
+    NumPy's loops pick). ``np.fmax`` and ``np.fmin`` are maximumNumber and minimumNumber: MAX and MIN."""
     if not first.dtype.is_float:
-        return first.maximum(second) if name == "maximum" else first.minimum(second)
-    beyond = second < first if name == "maximum" else first < second
+        return first.alu(op, second)
+    beyond = second < first if op is Ops.MAX else first < second
     return (beyond | first.ne(first)).where(first, second)
 
 

@@ -34,7 +34,7 @@ from svod.frontend.values import (
     is_number,
     math_function,
 )
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 
 
 class Expressions(Memory):
@@ -288,14 +288,14 @@ class Expressions(Memory):
                 if is_number(result) and is_number(a):
                     result = min(result, a) if name == "min" else max(result, a)
                 else:
-                    result = builtin_extreme(name, *self.operands(result, a, node))
+                    result = builtin_extreme(_EXTREME_OPS[name], *self.operands(result, a, node))
             return result
         if name in ("np.maximum", "np.minimum"):
             if len(args) != 2:
                 raise self.refuse(node, f"{name} takes two values in a kernel")
             if all(is_number(a) for a in args):
                 return getattr(np, name[3:])(*args).item()
-            return ufunc_extreme(name[3:], *self.operands(args[0], args[1], node))
+            return ufunc_extreme(_EXTREME_OPS[name[3:]], *self.operands(args[0], args[1], node))
         if name in ("min", "max"):
             raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
                                     "cannot take)")
@@ -372,6 +372,9 @@ class Expressions(Memory):
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+_EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
+"""The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
 
 _EXPRESSIONS: dict[type, str] = {ast.Constant: "_constant", ast.Name: "_name", ast.Attribute: "_attribute",
     ast.Subscript: "_subscript", ast.Tuple: "_tuple", ast.BinOp: "_bin_op", ast.UnaryOp: "_unary_op",

@@ -350,7 +350,7 @@ class Loops(Expressions):
         assert fold.op is not None
         start = self.cast(init, reduced.dtype)
         if fold.python_extreme:
-            return builtin_extreme("max" if fold.op is Ops.MAX else "min", start, reduced)
+            return builtin_extreme(fold.op, start, reduced)
         if is_number(init) and _same_number(init, reduce_identity(fold.op, reduced.dtype)):
             return reduced
         return _combine(fold.op, start, reduced)
