@@ -658,7 +658,10 @@ def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
 
 def _native_calls(kernel: ReplayKernel) -> list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] | None:
     """Each launch of a kernel step with its worker count (the values of the variables fixed for the step put
-    in); None where the step runs from Python: a launch of another device."""
+    in); None where the step runs from Python: a launch of another device, or a step without launches of its
+    own to make (``svod.runtime.steps``: parts that may allocate)."""
+    if not kernel.calls:
+        return None
     calls = []
     for call in kernel.calls:
         if not isinstance(call.launch, CpuLaunch):

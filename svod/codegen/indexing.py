@@ -627,6 +627,9 @@ def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
     done: dict[UOp, UOp] = {}
     prover = Prover(facts, order)
     for u in index.toposort():
+        if u.op is Ops.RANGE:  # an atom whatever its end decides to: rebuilt, it would be another range
+            done[u] = u
+            continue
         src = tuple(done[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
         if node.dtype == dtypes.index and node.op in (Ops.MAX, Ops.MIN, Ops.IDIV, Ops.MOD):

@@ -184,8 +184,9 @@ class KernelCall:
 
 @dataclass(slots=True)
 class ReplayKernel:
-    """A kernel step: its launches in order, the variable values fixed for it, its Python runner (which
-    does everything the launches do) and its name, for errors."""
+    """A kernel step: its launches in order (none where only its Python runner may run it), the variable
+    values fixed for it, its Python runner (which does everything the launches do) and its name, for
+    errors."""
 
     calls: tuple[KernelCall, ...]
     fixed: Mapping[str, int]

@@ -31,7 +31,7 @@ from svod.config import Settings, settings
 from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec
 from svod.dtype import dtypes
 from svod.errors import SvodError
-from svod.ir import Ops, UOp, kernel_label
+from svod.ir import Ops, UOp, kernel_label, simplify
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
 from svod.runtime.kernel import CachedKernel
@@ -298,7 +298,7 @@ def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], de
     parts = [Part(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
              for meta, program in zip(metadata, loaded, strict=True)]
     var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
-    sizes = {slot: int(param_size(p).arg) * pointee(p).itemsize for slot, p in own.items()}
+    sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in own.items()}
     buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
     composite = PartsProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, parts, var_names,
                              user_slots, buffers, device.allocator,

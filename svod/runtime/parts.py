@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from svod.codegen import status_slots
-from svod.device import Allocator, LaunchShape, Program, ProgramBase
+from svod.device import Allocator, HostArguments, LaunchShape, Program, ProgramBase
 from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError
-from svod.ir import UOp
+from svod.ir import Ops, UOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,21 +35,31 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class OwnBuffers:
-    """The buffers a kernel allocates for itself: slot -> bytes, and which slot (if any) is the status."""
+    """The buffers a kernel allocates for itself: slot -> bytes, an expression of the kernel's variables (a
+    packed copy of a matrix of variable size is), and which slot (if any) is the status (of constant size)."""
 
-    sizes: Mapping[int, int]
+    sizes: Mapping[int, UOp]
     status: int | None
     status_dtype: DType = dtypes.int64
 
-    def allocate(self, allocator: Allocator) -> dict[int, Any]:
-        handles = {slot: allocator.allocate(nbytes) for slot, nbytes in self.sizes.items()}
-        if self.status is not None:
-            allocator.copyin(handles[self.status], memoryview(bytes(self.sizes[self.status])))
+    @property
+    def sized(self) -> bool:
+        """Whether a buffer's size depends on the kernel's variables, so a bound launch sizes it per run."""
+        return any(size.op is not Ops.CONST for size in self.sizes.values())
+
+    def nbytes(self, values: Mapping[str, int]) -> dict[int, int]:
+        return {slot: evaluate(size, values) for slot, size in self.sizes.items()}
+
+    def allocate(self, allocator: Allocator, nbytes: Mapping[int, int]) -> dict[int, Any]:
+        handles = {slot: allocator.allocate(size) for slot, size in nbytes.items()}
+        if self.status is not None and self.status in handles:
+            allocator.copyin(handles[self.status], memoryview(bytes(nbytes[self.status])))
         return handles
 
-    def free(self, allocator: Allocator, handles: Mapping[int, Any]) -> None:
+    @staticmethod
+    def free(allocator: Allocator, handles: Mapping[int, Any], nbytes: Mapping[int, int]) -> None:
         for slot, handle in handles.items():
-            allocator.free(handle, self.sizes[slot])
+            allocator.free(handle, nbytes[slot])
 
 
 class PartsProgram(ProgramBase):
@@ -69,7 +79,8 @@ class PartsProgram(ProgramBase):
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
         values = dict(zip(self.var_names, vals, strict=True))
-        handles = self.own.allocate(self.allocator)
+        nbytes = self.own.nbytes(values)
+        handles = self.own.allocate(self.allocator, nbytes)
         try:
             table = self.table(buffers, handles)
             for part in self.parts:
@@ -78,7 +89,7 @@ class PartsProgram(ProgramBase):
                                      dims.global_size, dims.local_size)
             self.check(handles, values)
         finally:
-            self.own.free(self.allocator, handles)
+            self.own.free(self.allocator, handles, nbytes)
 
     def table(self, buffers: Sequence[Any], handles: Mapping[int, Any]) -> dict[int, Any]:
         table = dict(zip(self.user_slots, buffers, strict=True))
@@ -90,7 +101,7 @@ class PartsProgram(ProgramBase):
         the record."""
         if self.own.status is None:
             return
-        nbytes = self.own.sizes[self.own.status]
+        nbytes = evaluate(self.own.sizes[self.own.status], values)
         record = np.zeros(nbytes // self.own.status_dtype.itemsize, self.own.status_dtype.numpy)
         self.allocator.copyout(record.data, handles[self.own.status])
         for slot in self.user_slots:
@@ -105,22 +116,54 @@ class PartsProgram(ProgramBase):
 
 
 class PartsLaunch:
-    """A parts program bound to its buffers: its own buffers are allocated once, each part is bound,
-    and ``check`` reads the status after a run (a plan calls it once the device is synchronized)."""
+    """A parts program bound to its buffers: its own buffers are allocated once (one of variable size when a
+    run first needs it, and again when a run needs more), each part is bound, and ``check`` reads the status
+    after a run (a plan calls it once the device is synchronized)."""
 
     def __init__(self, program: PartsProgram, buffers: Sequence[Any]) -> None:
         self.program = program
-        self.handles = program.own.allocate(program.allocator)
+        self.buffers = tuple(buffers)
+        own = program.own
+        self.nbytes = {slot: int(size.arg) for slot, size in own.sizes.items() if size.op is Ops.CONST}
+        self.handles = own.allocate(program.allocator, self.nbytes)
         table = program.table(buffers, self.handles)
-        self.launches = [(part, part.program.bind([table[s] for s in part.slots])) for part in program.parts]
+        self.launches = [(part, part.program.bind([table.get(s, 0) for s in part.slots])) for part in program.parts]
         self.values: dict[str, int] = {}
+
+    @property
+    def resizes(self) -> bool:
+        """Whether a run may allocate (``fit``): such a launch runs from Python, never a native replay."""
+        return self.program.own.sized
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         self.values = dict(zip(self.program.var_names, vals, strict=True))
+        if self.resizes:
+            self.fit(self.values)
         for part, launch in self.launches:
             dims = part.launch.dims(self.values)
             launch([self.values[n] for n in part.var_names], dims.global_size, dims.local_size)
+
+    def fit(self, values: Mapping[str, int]) -> None:
+        """Own buffers at least as large as a run with ``values`` needs, the parts pointed at any allocated
+        anew: in place where a part keeps its arguments in host memory (a plan's record of the user buffers'
+        addresses there stays true), bound again where it does not."""
+        allocator, wanted = self.program.allocator, self.program.own.nbytes(values)
+        grown = {slot: size for slot, size in wanted.items() if size > self.nbytes.get(slot, -1)}
+        if not grown:
+            return
+        OwnBuffers.free(allocator, {slot: self.handles.pop(slot) for slot in grown if slot in self.handles},
+                        self.nbytes)
+        self.handles.update(self.program.own.allocate(allocator, grown))
+        self.nbytes.update(grown)
+        table = self.program.table(self.buffers, self.handles)
+        for position, (part, launch) in enumerate(self.launches):
+            if not isinstance(launch, HostArguments):
+                self.launches[position] = (part, part.program.bind([table[s] for s in part.slots]))
+                continue
+            for index, slot in enumerate(part.slots):
+                if slot in grown:
+                    launch.buffer_addresses[index] = table[slot]
 
     @property
     def checks(self) -> bool:
@@ -132,4 +175,4 @@ class PartsLaunch:
     def __del__(self) -> None:
         handles = getattr(self, "handles", None)
         if handles:
-            self.program.own.free(self.program.allocator, handles)
+            OwnBuffers.free(self.program.allocator, handles, self.nbytes)

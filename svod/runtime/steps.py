@@ -549,9 +549,11 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
 def _replayed(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int],
               run: Callable[[Values], None]) -> ReplayKernel:
     """A kernel bound to its buffers as a native replay runs it: each program launch it makes (one, or a
-    kernel's parts, each with its own launch size), or else ``run``."""
+    kernel's parts, each with its own launch size), or else ``run`` (no launches: parts whose own buffers a
+    run may have to allocate first)."""
     if isinstance(launch, PartsLaunch):
-        calls = tuple(KernelCall(sub, part.var_names, part.launch) for part, sub in launch.launches)
+        calls = () if launch.resizes else \
+            tuple(KernelCall(sub, part.var_names, part.launch) for part, sub in launch.launches)
     else:
         calls = (KernelCall(launch, kernel.var_names, kernel.launch),)
     return ReplayKernel(calls, fixed, run, kernel.name)

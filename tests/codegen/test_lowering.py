@@ -38,10 +38,11 @@ from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attri
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.codegen.upcast import EXTREMA, TAIL_SPLIT_WIDTH, split_reductions, upcast_reductions
 from svod.device import DeviceCaps
-from svod.device.launch import most
+from svod.device.launch import evaluate, most
 from svod.errors import GraphError
 from svod.ir import simplify, substitute
 from svod.ir.ops import CONTINUED, FUSED
+from svod.ir.uop import param_size
 from svod.ir.validate import kernel_label, validate
 from svod.workloads import conv2d, gather, matmul, softmax, transpose
 from tests.helpers import cpu_device, evaluate_expression, open_device, refuses
@@ -306,12 +307,15 @@ def test_llvm_unrolls_the_loop_of_a_register_tile_and_leaves_a_plain_sum_to_the_
     assert unrolled(LLVMRenderer("CPU").render(conv).src) == [TILE_UNROLL, TILE_UNROLL // 3, 1]
     avx512 = LLVMRenderer("CPU", dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32))
     assert unrolled(avx512.render(_matmul(64)).src) == [TILE_UNROLL // 2]  # 8x32 accumulators: half the steps
-    k = KernelBuilder("matmul_of_n")  # over a symbolic depth, a tile's loop is not unrolled
+    k = KernelBuilder("matmul_of_n")  # over a symbolic depth, an 8x32 tile's loop is not unrolled, its edges' are
     n = k.var("n", 1, 1024)
     c, a, b = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
     i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
     k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
-    assert set(unrolled(avx512.render(k.build()).src)) == {1}
+    assert unrolled(avx512.render(k.build()).src)[0] == 1
+    assert set(unrolled(avx512.render(k.build()).src)[1:]) == {TILE_UNROLL // 2}
+    avx2 = LLVMRenderer("CPU", dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=16))
+    assert set(unrolled(avx2.render(k.build()).src)) == {TILE_UNROLL // 2}  # 4x16 accumulators: half as far
     k = KernelBuilder("matmul_with_edges")  # the 8x32 tile's loop counts its own 256 updates, not the edge tiles'
     c, a, b = k.buffer(dtypes.float32, (64, 70)), k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 70))
     i, j, r = k.range(64), k.range(70), k.range(64, AxisKind.REDUCE)
@@ -329,6 +333,22 @@ def test_a_tile_prefetches_the_rows_of_b_it_strides_over():
     assert ahead == [str(8 * 512)] * 2  # 32 float32 columns: two lines
     assert src.count("call void @llvm.prefetch.p0") == 2
     assert "llvm.prefetch" not in LLVMRenderer("CPU", avx512).render(_matmul(64)).src
+
+
+def test_a_tile_prefetches_rows_of_b_a_variable_apart():
+    """Rows of ``b`` ``n`` elements apart, ``n`` a variable that may reach 1024: the prefetch is ``8 * n``
+    elements ahead, computed from the variable where the load is."""
+    k = KernelBuilder("matmul_of_n")
+    n = k.var("n", 1, 1024)
+    c, a, b = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
+    i, j, r = k.range(n), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(c[i, j], (a[i, r] * b[r, j]).reduce(r))
+    avx2 = dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=16)
+    src = LLVMRenderer("CPU", avx2).render(k.build()).src
+    ahead = re.findall(r"^  (%\S+) = getelementptr float, ptr %\S+, i64 (%\S+)$", src, re.M)
+    assert ahead and src.count("call void @llvm.prefetch.p0") == len(ahead)
+    for _, distance in ahead:
+        assert re.search(rf"^  {re.escape(distance)} = mul i64 8, %var\.n\.raw$", src, re.M)
 
 
 def test_llvm_prefers_512_bit_vectors_where_the_cpu_has_them():
@@ -1279,6 +1299,51 @@ def test_a_matmul_of_variable_sizes_is_blocked_too():
                        key=lambda r: r.arg[0])
         assert [r.src[0].key for r in loops] == [(n // width).key, ((depth + 511) // 512).maximum(1).key]
         assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
+
+
+def _plain_variable_matmul(dtype=dtypes.float32):
+    """``out = a @ b``, ``m x depth`` by ``depth x n``, every size a variable, no batch."""
+    k = KernelBuilder("plain_mm")
+    m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
+    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize(("m", "n", "depth", "packed", "pitch"),
+                         [(512, 1024, 1024, True, 1040), (511, 1024, 1024, False, 1040), (600, 1040, 64, False, 1040),
+                          (600, 1000, 64, True, 1008), (512, 16, 3, False, 16), (512, 32, 3, True, 48)])
+def test_a_matmul_of_variable_sizes_packs_b_where_its_launch_repays_the_copy(m, n, depth, packed, pitch):
+    """Three parts: the copy of ``b`` (rows an odd number of cache lines apart), the blocks over the copy, the
+    blocks over ``b`` itself; a launch runs the first two where 512 rows or more read ``b`` and the copy
+    changes its layout, else the third: the others' rows end at 0."""
+    pack, *parts = block_matmul(_plain_variable_matmul(), 512 << 10)
+    values = {"m": m, "n": n, "depth": depth}
+
+    def rows(part):
+        first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
+                    key=lambda r: r.arg[0])
+        return evaluate(first.src[0], values)
+
+    assert [kernel_label(p) for p in (pack, *parts)] == ["plain_mm_pack", "plain_mm_packed", "plain_mm"]
+    scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert evaluate(param_size(scratch), values) == depth * pitch
+    assert [rows(p) for p in (pack, *parts)] == ([depth, m, 0] if packed else [0, 0, m])
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(512, 1024, 300), (511, 1024, 300), (520, 1000, 513), (530, 1040, 64),
+                                               (3, 5, 7), (512, 17, 1), (512, 48, 0), (0, 64, 64)])
+def test_a_packed_matmul_of_variable_sizes_computes_a_at_b(compiler, m, n, depth):
+    """Launches on either side of the copy's gate: rows 4 KiB apart copied or not for 512 rows or 511, rows that
+    do not start a cache line, rows an odd number of lines apart, an empty sum, no rows."""
+    rng = np.random.default_rng(m + n + depth)
+    a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
+    out = np.full((m, n), np.nan)
+    svod.run(_plain_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n,
+             depth=depth)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])

@@ -547,6 +547,22 @@ def test_a_stride_that_is_a_range_s_own_variable_end_and_an_exact_division_tell_
     np.testing.assert_array_equal(got, [0, 0, 1, 2, 3, 0, 0, 0])
 
 
+def test_a_range_whose_end_a_proof_decides_is_still_the_same_range_in_both_items(device):
+    """``min(n, n * (1 - chosen))`` is ``n * (1 - chosen)`` for every value: deciding it inside the range's end
+    made another range, which the race proof then could not match with its copy in the second item (a
+    launch that takes one of two variants of a kernel gates its rows this way)."""
+    k = KernelBuilder("gated_rows")
+    n = k.var("n", 0, 64)
+    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    chosen = (n - 7).maximum(0).minimum(1)  # 1 where n >= 8
+    i = k.range(n.minimum(n * (1 - chosen)))
+    k.store(out[i], x[i] + 1.0)
+    for size in (0, 5, 7, 8, 13):
+        got = np.zeros(size, np.float32)
+        svod.run(k.build(), [got, np.arange(size, dtype=np.float32)], device=device, n=size)
+        np.testing.assert_array_equal(got, np.arange(size) + 1.0 if size < 8 else np.zeros(size))
+
+
 # ---- sequential loops made parallel ------------------------------------------------------------------------
 
 @svod.kernel

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from svod.codegen.decompositions import CPU_MATH
-from svod.codegen.indexing import Poly, to_poly
+from svod.codegen.indexing import Monomial, Poly, to_poly
 from svod.codegen.render.base import (
     KernelRenderer,
     ScopedNames,
@@ -121,6 +121,11 @@ pair's clang unrolls by 8 on its own)."""
 TILE_UPDATES = TILE_UNROLL * 128
 """How many accumulator updates one unrolled iteration of a tile loop holds at most: AVX-512's 8x32 tile
 is unrolled 4 times, not 8 (matmul1024: 83 GFLOP/s unrolled 8 times, 121 unrolled 4)."""
+SYMBOLIC_UNROLL_LANES = 64
+"""The most accumulator lanes a tile's loop over a symbolic count updates and is still unrolled, half as far
+as over a constant one: AVX2's 4x16 float32 tile (matmul 1024 over a packed ``b``, this 2-core znver3:
+24 ms once, 19.6 twice, 18.8 four times, 18.3 static; 2048: 217, 179, 179). AVX-512's 8x32 tile is not
+(see ``_loop_hints``)."""
 
 
 PREFETCH_STEPS = 8
@@ -132,14 +137,16 @@ for (matmul 1024: 109 -> 170 GFLOP/s, 2048: 66 -> 141 with 2 prefetches a step, 
 CACHE_LINE = 64
 
 
-def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, int]:
-    """The INDEXes of buffer loads that a register tile's loop moves by a constant stride of at least
-    ``PREFETCH_STRIDE_BYTES``, one per cache line of those that differ by a constant, with their stride in
-    elements: what that loop prefetches ``PREFETCH_STEPS`` steps ahead (a prefetch is a hint: it touches no
-    memory a program can see and never faults)."""
-    found: dict[UOp, int] = {}
+def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, Poly]:
+    """The INDEXes of buffer loads that a register tile's loop moves by a stride of at least
+    ``PREFETCH_STRIDE_BYTES`` (where the stride is a variable's, that it may reach), one per cache line of
+    those that differ by a constant, with their stride in elements: what that loop prefetches
+    ``PREFETCH_STEPS`` steps ahead (a prefetch is a hint: it touches no memory a program can see and never
+    faults). A variable stride is one of the kernel's variables alone (a symbolic matmul's ``b``, read
+    where it is or packed), computed where it is prefetched."""
+    found: dict[UOp, Poly] = {}
     open_loops: list[UOp] = []
-    lines: dict[tuple[UOp, int], list[tuple[Poly, set[int]]]] = {}
+    lines: dict[tuple[UOp, frozenset[tuple[Monomial, int]]], list[tuple[Poly, set[int]]]] = {}
     for u in linear:
         if u.op is Ops.RANGE:
             open_loops.append(u)
@@ -151,10 +158,11 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
                 continue
             offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
             parts = offset.split(open_loops[-1])
-            step = _constant(parts[0]) if parts is not None else None
-            if step is None or abs(step) * itemsize < PREFETCH_STRIDE_BYTES:
+            if parts is None or not _invariant(parts[0]) \
+                    or max(abs(b) for b in parts[0].interval()) * itemsize < PREFETCH_STRIDE_BYTES:
                 continue
-            group = lines.setdefault((memory_of(index.src[0]), step), [])
+            step = parts[0]
+            group = lines.setdefault((memory_of(index.src[0]), frozenset(step.terms.items())), [])
             for first, seen in group:
                 apart = _constant(offset - first)
                 if apart is not None:
@@ -167,6 +175,11 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
                 group.append((offset, {0}))
                 found[index] = step
     return found
+
+
+def _invariant(step: Poly) -> bool:
+    """Whether a stride is a constant or made of the kernel's variables alone (no range moves it)."""
+    return bool(step.terms) and all(u.op is not Ops.RANGE for atom in step.atoms() for u in atom.toposort())
 
 
 def _accumulators_per_loop(linear: tuple[UOp, ...], tile_loops: set[UOp],
@@ -376,7 +389,7 @@ class _FunctionWriter:
                       f"i64 {self.operand(node.src[1])}")
             self.names[node] = out
             if node in self.prefetched:
-                self._prefetch(out, element, self.prefetched[node] * PREFETCH_STEPS)
+                self._prefetch(out, element, self.prefetched[node].scale(PREFETCH_STEPS))
         elif op is Ops.LOAD and self.lanes.get(node.src[0], 1) > 1:
             self._lane_load(node, out)
         elif op is Ops.LOAD:
@@ -431,7 +444,8 @@ class _FunctionWriter:
         if node in self.prefetched:  # each cache line the lanes span
             per_line = max(1, CACHE_LINE // pointee(node).itemsize)
             for line, first in enumerate(range(0, self.w, per_line)):
-                self._prefetch(out, element, self.prefetched[node] * PREFETCH_STEPS + first, f".{line}")
+                self._prefetch(out, element, self.prefetched[node].scale(PREFETCH_STEPS) + Poly.const(first),
+                               f".{line}")
 
     def _lane_load(self, node: UOp, out: str) -> None:
         """A load at an INDEX that differs by lane: where one gate holds for every lane, a branch around
@@ -472,12 +486,33 @@ class _FunctionWriter:
                       f"<{self.w} x i1> {lanes}, {ty} zeroinitializer){self._scope(index)}")
         self.names[node] = out
 
-    def _prefetch(self, address: str, element: str, ahead: int, name: str = "") -> None:
+    def _prefetch(self, address: str, element: str, ahead: Poly, name: str = "") -> None:
         """A read prefetch of the element ``ahead`` elements past ``address`` into all cache levels (no
         ``inbounds``: past the buffer's end it is an address like any other, and a prefetch does not fault)."""
+        if any(atom not in self.names for atom in ahead.atoms()):
+            return  # a stride this function has not computed where the load is: no hint
+        distance = self._index_value(ahead, f"{address}.ahead{name}")
         self.declarations.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
-        self.emit(f"{address}.ahead{name} = getelementptr {element}, ptr {address}, i64 {ahead}")
+        self.emit(f"{address}.ahead{name} = getelementptr {element}, ptr {address}, i64 {distance}")
         self.emit(f"call void @llvm.prefetch.p0(ptr {address}.ahead{name}, i32 0, i32 3, i32 1)")
+
+    def _index_value(self, poly: Poly, name: str) -> str:
+        """An ``i64`` operand with the value of ``poly``, whose atoms are values computed before (the
+        variables a stride is made of: LLVM takes what does not change out of the loop)."""
+        if _constant(poly) is not None:
+            return str(_constant(poly))
+        terms = []
+        for n, (monomial, coefficient) in enumerate(poly.terms.items()):
+            term = str(coefficient)
+            for m, atom in enumerate(monomial):
+                self.emit(f"{name}.t{n}.{m} = mul i64 {term}, {self.operand(atom)}")
+                term = f"{name}.t{n}.{m}"
+            terms.append(term)
+        total = terms[0]
+        for n, term in enumerate(terms[1:]):
+            self.emit(f"{name}.s{n} = add i64 {total}, {term}")
+            total = f"{name}.s{n}"
+        return total
 
     def _gated(self, index: UOp, out: str, access: Callable[[], None], dtype: DType | None = None) -> None:
         """Run ``access`` only where the INDEX's gate holds; a load elsewhere gives 0 (joined by a phi)."""
@@ -622,16 +657,20 @@ class _FunctionWriter:
     def _loop_hints(self, loop: UOp) -> str:
         """Loop metadata for ``loop``, if it needs any: a register tile's loop is unrolled ``TILE_UNROLL``
         times, counting the steps of tile loops nested in it (a convolution's channel loop around its 3x3
-        window: once, where 8 times took 350 ms of LLVM's time for the same speed), and not at all over a
-        symbolic count: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a batched
-        8x32 tile over symbolic sizes, 64x128^3: 2.54 ms unrolled 4 times, 2.09 twice, 1.71 once; static
-        1.25; a plain symbolic matmul the same either way); a loop around a tile's
+        window: once, where 8 times took 350 ms of LLVM's time for the same speed); over a symbolic count,
+        half as far where the tile has at most ``SYMBOLIC_UNROLL_LANES`` accumulator lanes, and not at all
+        where it has more: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a
+        batched 8x32 tile over symbolic sizes, 64x128^3: 2.54 ms unrolled 4 times, 2.09 twice, 1.71 once;
+        static 1.25; a plain symbolic matmul the same either way); a loop around a tile's
         loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised along itself: the
         tile is the vector work already, and LLVM's loop vectoriser took seconds on such a loop (a 512x256
         matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
         if loop in self.tile_loops:
-            steps = min(TILE_UNROLL, TILE_UPDATES // max(1, self.accumulators.get(loop, 1)))
-            count = max(1, steps // self.tile_turns_inside.get(loop, 1)) if loop.src[0].op is Ops.CONST else 1
+            accumulators = max(1, self.accumulators.get(loop, 1))
+            steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
+            if loop.src[0].op is not Ops.CONST:
+                steps = steps // 2 if accumulators <= SYMBOLIC_UNROLL_LANES else 1
+            count = max(1, steps // self.tile_turns_inside.get(loop, 1))
             hint = f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
         elif loop in self.around_short_tiles:
             hint = '!{!"llvm.loop.vectorize.enable", i1 false}'
