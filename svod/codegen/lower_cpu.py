@@ -307,8 +307,9 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
     blocks are shaped as for a long sum (``_block_shape``), and only a kernel that stores the sum as it is is
-    blocked (a scratch of the sums would be of variable size). Where ``b`` is exactly ``k * n + j``, the
-    kernel also runs packed (``_pack_symbolic``), each launch choosing the packed parts or the plain ones."""
+    blocked (a scratch of the sums would be of variable size). Where ``b`` is exactly ``k * n + j`` and rows
+    of output pass over it, the kernel also runs packed (``_pack_symbolic``), each launch choosing the packed
+    parts or the plain ones."""
     store = _the_store(sink)
     if store.src[1].op is not Ops.REDUCE:
         return None
@@ -326,7 +327,7 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         shape = _block_shape(pointee(param).itemsize, block_bytes)
         if shape is None:
             return None
-        if len(terms) != 2 or not _holds(param_size(param), k.src[0] * j.src[0]):
+        if len(terms) != 2 or len(outputs) < 2 or not _holds(param_size(param), k.src[0] * j.src[0]):
             return _blocked(sink, load, k, j, None, *shape)
         return _pack_symbolic(sink, load, k, j, outputs, shape)
     return None
