@@ -308,8 +308,7 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
     blocks are shaped as for a long sum (``_block_shape``), and only a kernel that stores the sum as it is is
     blocked (a scratch of the sums would be of variable size). Where ``b`` is exactly ``k * n + j`` and rows
-    of output pass over it, the kernel also runs packed (``_pack_symbolic``), each launch choosing the packed
-    parts or the plain ones."""
+    of output pass over it, each launch takes one of three forms of the kernel (``_launch_forms``)."""
     store = _the_store(sink)
     if store.src[1].op is not Ops.REDUCE:
         return None
@@ -329,7 +328,7 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
             return None
         if len(terms) != 2 or len(outputs) < 2 or not _holds(param_size(param), k.src[0] * j.src[0]):
             return _blocked(sink, load, k, j, None, *shape)
-        return _pack_symbolic(sink, load, k, j, outputs, shape)
+        return _launch_forms(sink, load, k, j, outputs, shape, block_bytes)
     return None
 
 
@@ -339,31 +338,43 @@ PACK_MOST = 1 << 30
 indices stay where a proof expands them (``indexing.SAFE_MAGNITUDE``), as ``b``'s own do."""
 
 
-def _pack_symbolic(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
-                   shape: tuple[int, int]) -> tuple[UOp, ...]:
-    """``_blocked`` twice: over a copy of ``b`` (``K x n``, read at ``k * n + j``) whose rows lie an odd
-    number of cache lines apart (``_pitch``, of a variable ``n``), for a launch where ``BLOCK_MIN_ROWS`` rows
-    of output or more read ``b`` and the copy changes its layout, and over ``b`` as it is for any other. The
-    choice is the launch's: each variant's outermost row range (and the copy's) ends at 0 where the launch is
-    the other's, so the parts of the variant not taken run no turns. Rows of 4 KiB (matmul 1024, symbolic)
-    took 45 ms read where they are, 21 over the copy, as the constant kernel does."""
+def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp], shape: tuple[int, int],
+                  block_bytes: int) -> tuple[UOp, ...]:
+    """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``) three ways, the parts of each taking
+    the launches the constant kernel of their sizes would be (the others' outermost rows end at 0, so their
+    parts run no turns):
+
+    - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
+      (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks' columns,
+      ``BLOCK_MIN_ROWS`` rows or more pass over it, and the copy changes its layout (rows of 4 KiB, matmul
+      1024: 45 ms read where they are, 20.4 over the copy, 20.0 the constant kernel's);
+    - ``blocked``: in blocks over ``b`` as it is, where ``b`` is as large but the copy would not repay itself;
+    - as written where ``b`` stays in L2 (attention's ``p @ v`` over 64 columns, 1024 deep: 2.33 ms in blocks,
+      all of them the columns past the last whole one, 1.78 the constant kernel's)."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
-    line = 64 // pointee(b).itemsize
+    itemsize, width = pointee(b).itemsize, shape[0]
+    line = 64 // itemsize
     odd_lines = (n.minimum(PACK_MOST) + (line - 1)) // (2 * line) * (2 * line) + line  # _pitch's rule
     pitch = n.maximum(odd_lines)
     rows = [r for r in nested(outputs) if r is not j]
-    packs = _at_least(_monomial(tuple(r.src[0] for r in rows)), BLOCK_MIN_ROWS) * _at_least(pitch - n, 1)
+    big = _at_least(depth * n * itemsize, block_bytes + 1) * _at_least(n, 2 * width)
+    packs = big * _at_least(_monomial(tuple(r.src[0] for r in rows)), BLOCK_MIN_ROWS) * _at_least(pitch - n, 1)
     params = _params(sink)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
     row, column = UOp.range(_gated_end(depth, packs), 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
     name = kernel_label(sink)
     copy = UOp.sink(scratch[row * pitch + column].store(b[row * n + column].load()), *params, name=f"{name}_pack")
-    first = rows[0]
     packed = substitute(sink, {load: scratch[k * pitch + j].load()})
-    packed = substitute(packed, {first: first.replace(src=(_gated_end(first.src[0], packs),))})
-    packed = UOp.sink(*packed.src, *params, scratch, name=f"{name}_packed")
-    plain = substitute(sink, {first: first.replace(src=(_gated_end(first.src[0], 1 - packs),))})
-    return (copy, *_blocked(packed, load, k, j, None, *shape), *_blocked(plain, load, k, j, None, *shape))
+    packed = UOp.sink(*_rows_gated(packed, rows[0], packs).src, *params, scratch, name=f"{name}_packed")
+    blocked = UOp.sink(*_rows_gated(sink, rows[0], big - packs).src, name=f"{name}_blocked")
+    return (copy, *_blocked(packed, load, k, j, None, *shape), *_blocked(blocked, load, k, j, None, *shape),
+            _rows_gated(sink, rows[0], 1 - big))
+
+
+def _rows_gated(sink: UOp, rows: UOp, gate: UOp) -> UOp:
+    """``sink`` whose range ``rows`` runs no turns unless ``gate`` (0 or 1) is 1: a form of a kernel its
+    launch may not take."""
+    return substitute(sink, {rows: rows.replace(src=(_gated_end(rows.src[0], gate),))})
 
 
 def _holds(size: UOp, count: UOp) -> bool:

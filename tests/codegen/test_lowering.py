@@ -1311,14 +1311,18 @@ def _plain_variable_matmul(dtype=dtypes.float32):
     return k.build()
 
 
-@pytest.mark.parametrize(("m", "n", "depth", "packed", "pitch"),
-                         [(512, 1024, 1024, True, 1040), (511, 1024, 1024, False, 1040), (600, 1040, 64, False, 1040),
-                          (600, 1000, 64, True, 1008), (512, 16, 3, False, 16), (512, 32, 3, True, 48)])
-def test_a_matmul_of_variable_sizes_packs_b_where_its_launch_repays_the_copy(m, n, depth, packed, pitch):
-    """Three parts: the copy of ``b`` (rows an odd number of cache lines apart), the blocks over the copy, the
-    blocks over ``b`` itself; a launch runs the first two where 512 rows or more read ``b`` and the copy
-    changes its layout, else the third: the others' rows end at 0."""
-    pack, *parts = block_matmul(_plain_variable_matmul(), 512 << 10)
+@pytest.mark.parametrize(("m", "n", "depth", "form", "pitch"),
+                         [(512, 1024, 1024, "packed", 1040), (511, 1024, 1024, "blocked", 1040),
+                          (600, 1040, 128, "blocked", 1040), (600, 1000, 128, "packed", 1008),
+                          (600, 1000, 32, "written", 1008), (512, 255, 1024, "written", 272),
+                          (512, 256, 1024, "packed", 272), (1, 4096, 4096, "blocked", 4112)])
+def test_a_matmul_of_variable_sizes_takes_the_form_its_launch_repays(m, n, depth, form, pitch):
+    """Four parts, in three forms: the copy of ``b`` (rows an odd number of cache lines apart) and the blocks
+    over it, where 512 rows or more read a ``b`` larger than a block (128 KiB of float32 here) whose columns
+    hold two blocks of 128, and the copy changes its layout; the blocks over ``b`` itself, where ``b`` is as
+    large but the copy would not repay; the kernel as written, where ``b`` stays in L2. The forms a launch
+    does not take have rows that end at 0."""
+    pack, packed, blocked, written = block_matmul(_plain_variable_matmul(), 256 << 10)
     values = {"m": m, "n": n, "depth": depth}
 
     def rows(part):
@@ -1326,18 +1330,21 @@ def test_a_matmul_of_variable_sizes_packs_b_where_its_launch_repays_the_copy(m, 
                     key=lambda r: r.arg[0])
         return evaluate(first.src[0], values)
 
-    assert [kernel_label(p) for p in (pack, *parts)] == ["plain_mm_pack", "plain_mm_packed", "plain_mm"]
+    assert [kernel_label(p) for p in (pack, packed, blocked, written)] == [
+        "plain_mm_pack", "plain_mm_packed", "plain_mm_blocked", "plain_mm"]
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert evaluate(param_size(scratch), values) == depth * pitch
-    assert [rows(p) for p in (pack, *parts)] == ([depth, m, 0] if packed else [0, 0, m])
+    expected = {"packed": [depth, m, 0, 0], "blocked": [0, 0, m, 0], "written": [0, 0, 0, m]}[form]
+    assert [rows(p) for p in (pack, packed, blocked, written)] == expected
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize(("m", "n", "depth"), [(512, 1024, 300), (511, 1024, 300), (520, 1000, 513), (530, 1040, 64),
-                                               (3, 5, 7), (512, 17, 1), (512, 48, 0), (0, 64, 64)])
-def test_a_packed_matmul_of_variable_sizes_computes_a_at_b(compiler, m, n, depth):
-    """Launches on either side of the copy's gate: rows 4 KiB apart copied or not for 512 rows or 511, rows that
-    do not start a cache line, rows an odd number of lines apart, an empty sum, no rows."""
+                                               (3, 5, 7), (512, 17, 1), (512, 48, 0), (0, 64, 64), (600, 64, 1024)])
+def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n, depth):
+    """Launches on either side of each form's gate: rows 4 KiB apart copied or not for 512 rows or 511, rows
+    that do not start a cache line, rows an odd number of lines apart, an empty sum, no rows, a ``b`` that
+    stays in L2."""
     rng = np.random.default_rng(m + n + depth)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
     out = np.full((m, n), np.nan)

@@ -136,7 +136,7 @@ def test_a_matmul_packing_b_into_a_buffer_of_its_own_sizes_it_for_each_replay():
     plan.add_kernel(k.build(), ids)
     plan.prepare()
     assert [part.program.name for part in plan.prepared_kernels[0].launch.program.parts] == [
-        "mm_of_sizes_pack", "mm_of_sizes_packed", "mm_of_sizes"]
+        "mm_of_sizes_pack", "mm_of_sizes_packed", "mm_of_sizes_blocked", "mm_of_sizes"]
     rng = np.random.default_rng(5)
     for rows, columns, turns in ((512, 64, 32), (520, 1000, 40), (3, 7, 5), (512, 1024, 48), (600, 1000, 40)):
         x, y = rng.standard_normal((rows, turns)), rng.standard_normal((turns, columns))
