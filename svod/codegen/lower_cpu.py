@@ -282,7 +282,8 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     if any(memory_of(u.src[0].src[0]) in written for u in loads):
         return None  # the sum reads what the kernel writes: its blocks would read it in another order
     if k.src[0].op is not Ops.CONST or any(r.src[0].op is not Ops.CONST for r in outputs):
-        return _block_symbolic(sink, k, outputs, loads, written, l2_bytes // BLOCK_SHARE)
+        blocked = _block_symbolic(sink, k, outputs, loads, written, l2_bytes // BLOCK_SHARE)
+        return blocked if blocked is not None else _transposed_symbolic(sink, k, outputs, loads)
     copied, sink = _transposed(sink, k, outputs, loads)
     if copied:  # the sum now reads the copies
         store = _the_store(sink)
@@ -307,8 +308,8 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
     blocks are shaped as for a long sum (``_block_shape``), and only a kernel that stores the sum as it is is
-    blocked (a scratch of the sums would be of variable size). Where ``b`` is exactly ``k * n + j`` and rows
-    of output pass over it, each launch takes one of three forms of the kernel (``_launch_forms``)."""
+    blocked (a scratch of the sums would be of variable size). Where rows of output pass over ``b``, each
+    launch takes one of the forms of the kernel (``_launch_forms``)."""
     store = _the_store(sink)
     if store.src[1].op is not Ops.REDUCE:
         return None
@@ -326,9 +327,10 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         shape = _block_shape(pointee(param).itemsize, block_bytes)
         if shape is None:
             return None
-        if len(terms) != 2 or len(outputs) < 2 or not _holds(param_size(param), k.src[0] * j.src[0]):
+        if len(outputs) < 2:
             return _blocked(sink, load, k, j, None, *shape)
-        return _launch_forms(sink, load, k, j, outputs, shape, block_bytes)
+        packable = len(terms) == 2 and _holds(param_size(param), k.src[0] * j.src[0])
+        return _launch_forms(sink, load, k, j, outputs, shape, block_bytes, packable)
     return None
 
 
@@ -339,10 +341,10 @@ indices stay where a proof expands them (``indexing.SAFE_MAGNITUDE``), as ``b``'
 
 
 def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp], shape: tuple[int, int],
-                  block_bytes: int) -> tuple[UOp, ...]:
-    """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``) three ways, the parts of each taking
-    the launches the constant kernel of their sizes would be (the others' outermost rows end at 0, so their
-    parts run no turns):
+                  block_bytes: int, packable: bool) -> tuple[UOp, ...]:
+    """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``, plus a batch's offset) three ways,
+    the parts of each taking the launches the constant kernel of their sizes would be (the others' outermost
+    rows end at 0, so their parts run no turns):
 
     - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
       (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks' columns,
@@ -350,25 +352,66 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
       1024: 45 ms read where they are, 20.4 over the copy, 20.0 the constant kernel's);
     - ``blocked``: in blocks over ``b`` as it is, where ``b`` is as large but the copy would not repay itself;
     - as written where ``b`` stays in L2 (attention's ``p @ v`` over 64 columns, 1024 deep: 2.33 ms in blocks,
-      all of them the columns past the last whole one, 1.78 the constant kernel's)."""
+      all of them the columns past the last whole one, 1.78 the constant kernel's).
+
+    The first only where ``b`` is ``packable`` (exactly ``K x n``, no batches)."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
     itemsize, width = pointee(b).itemsize, shape[0]
-    line = 64 // itemsize
-    odd_lines = (n.minimum(PACK_MOST) + (line - 1)) // (2 * line) * (2 * line) + line  # _pitch's rule
-    pitch = n.maximum(odd_lines)
+    pitch = _variable_pitch(n, itemsize)
     rows = [r for r in nested(outputs) if r is not j]
     big = _at_least(depth * n * itemsize, block_bytes + 1) * _at_least(n, 2 * width)
-    packs = big * _at_least(_monomial(tuple(r.src[0] for r in rows)), BLOCK_MIN_ROWS) * _at_least(pitch - n, 1)
+    packs = big * _at_least(_monomial(tuple(r.src[0] for r in rows)), BLOCK_MIN_ROWS) * _at_least(pitch - n, 1) \
+        if packable else UOp.index_const(0)
+    name = kernel_label(sink)
+    blocked = UOp.sink(*_rows_gated(sink, rows[0], big - packs).src, name=f"{name}_blocked")
+    forms = (*_blocked(blocked, load, k, j, None, *shape), _rows_gated(sink, rows[0], 1 - big))
+    if not packable:
+        return forms
     params = _params(sink)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
     row, column = UOp.range(_gated_end(depth, packs), 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
-    name = kernel_label(sink)
     copy = UOp.sink(scratch[row * pitch + column].store(b[row * n + column].load()), *params, name=f"{name}_pack")
     packed = substitute(sink, {load: scratch[k * pitch + j].load()})
     packed = UOp.sink(*_rows_gated(packed, rows[0], packs).src, *params, scratch, name=f"{name}_packed")
-    blocked = UOp.sink(*_rows_gated(sink, rows[0], big - packs).src, name=f"{name}_blocked")
-    return (copy, *_blocked(packed, load, k, j, None, *shape), *_blocked(blocked, load, k, j, None, *shape),
-            _rows_gated(sink, rows[0], 1 - big))
+    return (copy, *_blocked(packed, load, k, j, None, *shape), *forms)
+
+
+def _variable_pitch(n: UOp, itemsize: int) -> UOp:
+    """``_pitch`` of a variable ``n``, or ``n`` itself past ``PACK_MOST``."""
+    line = 64 // itemsize
+    return n.maximum((n.minimum(PACK_MOST) + (line - 1)) // (2 * line) * (2 * line) + line)
+
+
+def _transposed_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) -> tuple[UOp, ...] | None:
+    """A matmul of variable sizes that reads ``b`` across the layout a register tile reads (``b[j, k]``, at
+    ``j * s + k``, where no load reads the innermost output range ``j`` at unit stride), in two forms: a copy
+    of ``b.T`` with rows an odd number of lines apart (``<name>_transpose``) and the kernel reading it
+    (``<name>_transposed``), for a launch where ``TRANSPOSE_MIN_ROWS`` rows of output or more read it, and the
+    kernel as written for any other; the form a launch does not take runs no turns. Attention's scores,
+    ``q @ k.T`` of 1024x64: 4.6 ms read in place, 1.7 the constant kernel's over its copy."""
+    j = nested(outputs)[-1]
+    rows = [r for r in nested(outputs) if r is not j]
+    operands = [(u, to_poly(u.src[0].src[1])) for u in loads
+                if len(u.src[0].src) == 2 and u.src[0].src[0].op is Ops.PARAM]
+    if not rows or any(poly.terms.get((j,)) == 1 for _, poly in operands):
+        return None
+    for load, poly in operands:
+        across = {m: c for m, c in poly.terms.items() if m != (k,)}
+        if poly.terms.get((k,)) != 1 or not across or any(k in m or m.count(j) != 1 for m in across):
+            continue
+        b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
+        pitch = _variable_pitch(n, pointee(b).itemsize)
+        takes = _at_least(_monomial(tuple(r.src[0] for r in rows)), TRANSPOSE_MIN_ROWS)
+        params = _params(sink)
+        scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
+        column, row = UOp.range(_gated_end(n, takes), 0, AxisKind.GLOBAL), UOp.range(depth, 1, AxisKind.GLOBAL)
+        value = b[substitute(load.src[0].src[1], {j: column, k: row})].load()
+        name = kernel_label(sink)
+        copy = UOp.sink(scratch[row * pitch + column].store(value), *params, name=f"{name}_transpose")
+        reading = substitute(sink, {load: scratch[k * pitch + j].load()})
+        reading = UOp.sink(*_rows_gated(reading, rows[0], takes).src, *params, scratch, name=f"{name}_transposed")
+        return copy, reading, _rows_gated(sink, rows[0], 1 - takes)
+    return None
 
 
 def _rows_gated(sink: UOp, rows: UOp, gate: UOp) -> UOp:

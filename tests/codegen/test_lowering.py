@@ -1287,12 +1287,21 @@ def _variable_matmul(dtype=dtypes.float32):
 def test_a_matmul_of_variable_sizes_is_blocked_too():
     """No compile knows how big ``b`` is: the blocks are those a long sum over constant sizes takes (256 columns
     by 512 rows in 2 MiB of L2, 128 by 512 of float64 in 1 MiB), whole blocks of columns in the outer loop and
-    the columns past them a store of their own; ``b`` is read where it is (its pitch would be a variable)."""
+    the columns past them a store of their own, for launches whose ``b`` (one batch's) is larger than a block;
+    the kernel as written for the others. A batch's ``b`` is read where it is."""
     for dtype, width, l2 in ((dtypes.float32, 256, 2 << 20), (dtypes.float64, 256, 2 << 20),
                              (dtypes.float64, 128, 1 << 20)):
         ast = _variable_matmul(dtype)
         n, depth = (next(u for u in ast.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == v) for v in ("n", "depth"))
-        (blocked,) = block_matmul(ast, l2)
+        blocked, written = block_matmul(ast, l2)
+        assert (kernel_label(blocked), kernel_label(written)) == ("symbolic_mm_blocked", "symbolic_mm")
+        for m_n_depth, taken in (((4, 2 * width, 4096), blocked), ((4, 2 * width - 1, 4096), written),
+                                 ((4, 4096, l2 // 2 // 4096 // dtype.itemsize), written)):
+            values = dict(zip(("m", "n", "depth"), m_n_depth, strict=True), batch=2)
+            for part in (blocked, written):
+                first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
+                            key=lambda r: r.arg[0])
+                assert (evaluate(first.src[0], values) > 0) == (part is taken)
         stores = [e for e in blocked.src if e.op is Ops.STORE]
         assert len(stores) == 2  # the blocks, and the columns left
         loops = sorted((u for u in stores[0].toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP),
@@ -1351,6 +1360,48 @@ def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n,
     svod.run(_plain_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n,
              depth=depth)
     np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def _variable_matmul_by_transpose(dtype=dtypes.float32):
+    """``out = a @ b.T``, ``m x depth`` by ``n x depth``, every size a variable."""
+    k = KernelBuilder("mm_bt")
+    m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
+    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (n, depth))
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[j, r]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize(("m", "n", "depth", "copied", "pitch"),
+                         [(8, 1024, 64, True, 1040), (7, 1024, 64, False, 1040), (100, 1000, 3, True, 1008)])
+def test_a_matmul_of_variable_sizes_reading_b_transposed_copies_it_where_rows_repay_it(m, n, depth, copied, pitch):
+    """``a @ b.T``: where 8 rows of output or more read ``b``, a copy of ``b.T`` (rows an odd number of cache
+    lines apart) and the kernel over it; else the kernel as written. The form a launch does not take has no
+    turns."""
+    transpose, transposed, written = block_matmul(_variable_matmul_by_transpose(), 512 << 10)
+    values = {"m": m, "n": n, "depth": depth}
+
+    def outermost(part):
+        first = min((u for u in part.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+        return evaluate(first.src[0], values)
+
+    assert [kernel_label(p) for p in (transpose, transposed, written)] == [
+        "mm_bt_transpose", "mm_bt_transposed", "mm_bt"]
+    scratch = max((u for u in transpose.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
+    assert evaluate(param_size(scratch), values) == depth * pitch
+    assert [outermost(p) for p in (transpose, transposed, written)] == ([n, m, 0] if copied else [0, 0, m])
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(8, 1024, 64), (7, 300, 64), (9, 33, 1000), (100, 17, 5), (16, 5, 0),
+                                               (0, 8, 8), (1, 1, 1)])
+def test_a_matmul_of_variable_sizes_reading_b_transposed_computes_a_at_b_t(compiler, m, n, depth):
+    rng = np.random.default_rng(m + n + depth)
+    a, b = rng.standard_normal((m, depth)), rng.standard_normal((n, depth))
+    out = np.full((m, n), np.nan)
+    svod.run(_variable_matmul_by_transpose(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n,
+             depth=depth)
+    np.testing.assert_allclose(out, a @ b.T, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
