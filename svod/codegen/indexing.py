@@ -408,7 +408,8 @@ def _expansion(atom: UOp) -> list[Poly]:
 def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp, int]) -> bool:
     """Whether ``0 <= index < size`` holds wherever ``guard`` does (everywhere when there is none), for
     every value of the variables and ranges. ``order`` ranks nodes so that derived atoms (a range whose
-    end uses another range) are eliminated first."""
+    end uses another range) are eliminated first. Both sides are ``decided`` alike, so a choice made in one
+    (``min(n, 2**30)`` is ``n`` where ``n < 2**30``) is made in the other, and their atoms stay the same."""
     facts = facts_from_guard(guard)
     if impossible(facts, order):
         return True  # the access is never made
@@ -416,7 +417,7 @@ def index_in_bounds(index: UOp, size: UOp, guard: UOp | None, order: Mapping[UOp
     poly = to_poly(decided(index, facts, order), facts.guarded)
     if not prover.nonnegative(poly):
         return False
-    return prover.nonnegative(to_poly(size, facts.guarded) - Poly.const(1) - poly)
+    return prover.nonnegative(to_poly(decided(size, facts, order), facts.guarded) - Poly.const(1) - poly)
 
 
 MAX_EQUATION_STEPS = 24

@@ -12,7 +12,7 @@ from svod.codegen.indexing import Facts, Poly, Prover, to_poly
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects
 from svod.codegen.ranges import live_ranges, nested, range_order
 from svod.codegen.upcast import EXTREMA, _reduction_loads, _unit_stride, split_reductions, upcast_reductions
-from svod.device.caps import ASSUMED_L2_BYTES, CORE_ID
+from svod.device.caps import ASSUMED_L2_BYTES, CACHE_LINE, CORE_ID
 from svod.dtype import PtrDType, dtypes
 from svod.ir import AxisKind, Ops, UOp, kernel_label, simplify, substitute
 from svod.ir.ops import CONTINUED, EFFECTS, STATEMENTS
@@ -229,8 +229,14 @@ BLOCK_SHARE = 2
 row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
 BLOCK_MIN_ROWS = 512
-"""The fewest rows of output (times batches) that repay copying ``b`` where its rows alias: an MLP's 256-row
-layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the blocks saved."""
+"""The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines:
+an MLP's 256-row layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the
+blocks saved."""
+ALIASED_MIN_ROWS = 16
+"""The fewest rows that repay copying ``b`` where its rows are an even number of cache lines apart, and so
+fall in a fraction of the cache's sets: float32 by 1024 (rows 4 KiB apart), this 2-core znver3, 16 rows:
+1.2 ms over the copy, 2.2 in blocks over ``b`` itself, 2.4 as written; 64 rows of 2048: 14, 35 and 64 ms;
+4 rows: 0.67, 0.86, 0.71."""
 BLOCK_WIDTHS = (256, 128)
 """The widths a block of columns may take, widest first: multiples of every register tile's row."""
 BLOCK_DEPTH = 512
@@ -342,44 +348,47 @@ indices stay where a proof expands them (``indexing.SAFE_MAGNITUDE``), as ``b``'
 
 def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp], shape: tuple[int, int],
                   block_bytes: int, packable: bool) -> tuple[UOp, ...]:
-    """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``, plus a batch's offset) three ways,
-    the parts of each taking the launches the constant kernel of their sizes would be (the others' outermost
-    rows end at 0, so their parts run no turns):
+    """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``, plus a batch's offset) in two
+    forms, the parts of each taking the launches it is faster for (the other's outermost rows end at 0, so
+    its parts run no turns):
 
     - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
-      (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks' columns,
-      ``BLOCK_MIN_ROWS`` rows or more pass over it, and the copy changes its layout (rows of 4 KiB, matmul
-      1024: 45 ms read where they are, 20.4 over the copy, 20.0 the constant kernel's);
-    - ``blocked``: in blocks over ``b`` as it is, where ``b`` is as large but the copy would not repay itself;
-    - as written where ``b`` stays in L2 (attention's ``p @ v`` over 64 columns, 1024 deep: 2.33 ms in blocks,
-      all of them the columns past the last whole one, 1.78 the constant kernel's).
+      (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks'
+      columns, and enough rows pass over it (``_repays_copy``); rows of 4 KiB, matmul 1024: 45 ms read where
+      they are, 20.4 over the copy, 20.0 the constant kernel's;
+    - as written for any other launch: over a ``b`` that stays in L2 (attention's ``p @ v``, 64 columns by
+      1024: 2.33 ms in blocks, 1.78 the constant kernel's), or that few rows read (64x1040x1040: 4.3 ms, 5.5 in
+      blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
 
-    The first only where ``b`` is ``packable`` (exactly ``K x n``, no batches)."""
+    Where ``b`` is not ``packable`` (its batches, or a size no proof shows holds ``K x n``), the first form
+    is in blocks over ``b`` itself."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
     itemsize, width = pointee(b).itemsize, shape[0]
-    pitch = _variable_pitch(n, itemsize)
     rows = [r for r in nested(outputs) if r is not j]
+    read_by = _monomial(tuple(r.src[0] for r in rows))
     big = _at_least(depth * n * itemsize, block_bytes + 1) * _at_least(n, 2 * width)
-    packs = big * _at_least(_monomial(tuple(r.src[0] for r in rows)), BLOCK_MIN_ROWS) * _at_least(pitch - n, 1) \
-        if packable else UOp.index_const(0)
+    aliased = _at_least(-((n * itemsize) % (2 * CACHE_LINE)), 0)  # rows an even number of lines apart
+    blocks = big * (aliased * _at_least(read_by, ALIASED_MIN_ROWS) + (1 - aliased) * _at_least(read_by, BLOCK_MIN_ROWS))
+    written = _rows_gated(sink, rows[0], 1 - blocks)
     name = kernel_label(sink)
-    blocked = UOp.sink(*_rows_gated(sink, rows[0], big - packs).src, name=f"{name}_blocked")
-    forms = (*_blocked(blocked, load, k, j, None, *shape), _rows_gated(sink, rows[0], 1 - big))
     if not packable:
-        return forms
+        blocked = UOp.sink(*_rows_gated(sink, rows[0], blocks).src, name=f"{name}_blocked")
+        return (*_blocked(blocked, load, k, j, None, *shape), written)
+    pitch = _variable_pitch(n, itemsize)
     params = _params(sink)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
-    row, column = UOp.range(_gated_end(depth, packs), 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
+    row, column = UOp.range(_gated_end(depth, blocks), 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
     copy = UOp.sink(scratch[row * pitch + column].store(b[row * n + column].load()), *params, name=f"{name}_pack")
     packed = substitute(sink, {load: scratch[k * pitch + j].load()})
-    packed = UOp.sink(*_rows_gated(packed, rows[0], packs).src, *params, scratch, name=f"{name}_packed")
-    return (copy, *_blocked(packed, load, k, j, None, *shape), *forms)
+    packed = UOp.sink(*_rows_gated(packed, rows[0], blocks).src, *params, scratch, name=f"{name}_packed")
+    return (copy, *_blocked(packed, load, k, j, None, *shape), written)
 
 
 def _variable_pitch(n: UOp, itemsize: int) -> UOp:
-    """``_pitch`` of a variable ``n``, or ``n`` itself past ``PACK_MOST``."""
-    line = 64 // itemsize
-    return n.maximum((n.minimum(PACK_MOST) + (line - 1)) // (2 * line) * (2 * line) + line)
+    """``_pitch`` of a variable ``n``, or ``n`` itself past ``PACK_MOST``; simplified, as the kernel it is put
+    in will be, so that a buffer's size and the indices into it share their atoms."""
+    line = CACHE_LINE // itemsize
+    return simplify(n.maximum((n.minimum(PACK_MOST) + (line - 1)) // (2 * line) * (2 * line) + line))
 
 
 def _transposed_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) -> tuple[UOp, ...] | None:
@@ -452,8 +461,8 @@ def _pitch(count: int, itemsize: int) -> int:
     one repeats. Rows 4 KiB apart map to a sixteenth of the sets or fewer, rows 5 KiB apart (1280 float32)
     to half of L2's: matmul 1024x1024x1280, this host: 45-49 ms reading ``b`` where it is, 21-34 over a copy
     81 lines apart."""
-    lines = -(-count * itemsize // 64)
-    return (lines | 1) * 64 // itemsize
+    lines = -(-count * itemsize // CACHE_LINE)
+    return (lines | 1) * CACHE_LINE // itemsize
 
 
 def _transpose_order(columns: int, depth: int, axis: int) -> tuple[UOp, UOp]:
@@ -607,7 +616,9 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int | None, width: in
     name = kernel_label(sink)
     copy: tuple[UOp, ...] = ()
     itemsize = pointee(b).itemsize
-    if stride is not None and _pitch(stride, itemsize) != stride and rows >= BLOCK_MIN_ROWS:
+    aliased = stride is not None and stride * itemsize % (2 * CACHE_LINE) == 0
+    if stride is not None and _pitch(stride, itemsize) != stride and \
+            rows >= (ALIASED_MIN_ROWS if aliased else BLOCK_MIN_ROWS):
         pitch = _pitch(stride, itemsize)
         b_rows = int(param_size(b).arg) // stride
         scratch = UOp.param(params[-1].arg + 1, pointee(b), b_rows * pitch)

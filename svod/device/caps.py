@@ -51,6 +51,8 @@ class WorkGroupLimits:
 ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
 ASSUMED_L2_BYTES = 2 << 20
 """One core's L2 cache where the host does not say: the Xeon svod's blocks were measured on."""
+CACHE_LINE = 64
+"""The bytes of a CPU cache line, on every CPU svod runs on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1287,7 +1287,8 @@ def _variable_matmul(dtype=dtypes.float32):
 def test_a_matmul_of_variable_sizes_is_blocked_too():
     """No compile knows how big ``b`` is: the blocks are those a long sum over constant sizes takes (256 columns
     by 512 rows in 2 MiB of L2, 128 by 512 of float64 in 1 MiB), whole blocks of columns in the outer loop and
-    the columns past them a store of their own, for launches whose ``b`` (one batch's) is larger than a block;
+    the columns past them a store of their own, for launches whose ``b`` (one batch's) is larger than a block
+    and read by 16 rows or more (rows of ``b`` an even number of cache lines apart; two batches of 8 here);
     the kernel as written for the others. A batch's ``b`` is read where it is."""
     for dtype, width, l2 in ((dtypes.float32, 256, 2 << 20), (dtypes.float64, 256, 2 << 20),
                              (dtypes.float64, 128, 1 << 20)):
@@ -1295,8 +1296,9 @@ def test_a_matmul_of_variable_sizes_is_blocked_too():
         n, depth = (next(u for u in ast.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == v) for v in ("n", "depth"))
         blocked, written = block_matmul(ast, l2)
         assert (kernel_label(blocked), kernel_label(written)) == ("symbolic_mm_blocked", "symbolic_mm")
-        for m_n_depth, taken in (((4, 2 * width, 4096), blocked), ((4, 2 * width - 1, 4096), written),
-                                 ((4, 4096, l2 // 2 // 4096 // dtype.itemsize), written)):
+        for m_n_depth, taken in (((8, 2 * width, 4096), blocked), ((7, 2 * width, 4096), written),
+                                 ((8, 2 * width - 1, 4096), written),
+                                 ((8, 4096, l2 // 2 // 4096 // dtype.itemsize), written)):
             values = dict(zip(("m", "n", "depth"), m_n_depth, strict=True), batch=2)
             for part in (blocked, written):
                 first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
@@ -1320,18 +1322,17 @@ def _plain_variable_matmul(dtype=dtypes.float32):
     return k.build()
 
 
-@pytest.mark.parametrize(("m", "n", "depth", "form", "pitch"),
-                         [(512, 1024, 1024, "packed", 1040), (511, 1024, 1024, "blocked", 1040),
-                          (600, 1040, 128, "blocked", 1040), (600, 1000, 128, "packed", 1008),
-                          (600, 1000, 32, "written", 1008), (512, 255, 1024, "written", 272),
-                          (512, 256, 1024, "packed", 272), (1, 4096, 4096, "blocked", 4112)])
-def test_a_matmul_of_variable_sizes_takes_the_form_its_launch_repays(m, n, depth, form, pitch):
-    """Four parts, in three forms: the copy of ``b`` (rows an odd number of cache lines apart) and the blocks
-    over it, where 512 rows or more read a ``b`` larger than a block (128 KiB of float32 here) whose columns
-    hold two blocks of 128, and the copy changes its layout; the blocks over ``b`` itself, where ``b`` is as
-    large but the copy would not repay; the kernel as written, where ``b`` stays in L2. The forms a launch
-    does not take have rows that end at 0."""
-    pack, packed, blocked, written = block_matmul(_plain_variable_matmul(), 256 << 10)
+@pytest.mark.parametrize(("m", "n", "depth", "packed", "pitch"),
+                         [(512, 1024, 1024, True, 1040), (16, 1024, 1024, True, 1040), (15, 1024, 1024, False, 1040),
+                          (600, 1040, 128, True, 1040), (511, 1040, 128, False, 1040), (600, 1000, 128, True, 1008),
+                          (600, 1000, 32, False, 1008), (512, 255, 1024, False, 272), (512, 256, 1024, True, 272),
+                          (1, 4096, 4096, False, 4112)])
+def test_a_matmul_of_variable_sizes_is_packed_where_its_launch_repays_the_copy(m, n, depth, packed, pitch):
+    """Two forms: the copy of ``b`` (rows an odd number of cache lines apart) and the blocks over it, where ``b``
+    is larger than a block (128 KiB of float32 here) and its columns hold two blocks of 128, and 16 rows of
+    output or more read it where its rows are an even number of lines apart, 512 where they are not; the
+    kernel as written for any other launch. The form a launch does not take has rows that end at 0."""
+    pack, packed_form, written = block_matmul(_plain_variable_matmul(), 256 << 10)
     values = {"m": m, "n": n, "depth": depth}
 
     def rows(part):
@@ -1339,12 +1340,10 @@ def test_a_matmul_of_variable_sizes_takes_the_form_its_launch_repays(m, n, depth
                     key=lambda r: r.arg[0])
         return evaluate(first.src[0], values)
 
-    assert [kernel_label(p) for p in (pack, packed, blocked, written)] == [
-        "plain_mm_pack", "plain_mm_packed", "plain_mm_blocked", "plain_mm"]
+    assert [kernel_label(p) for p in (pack, packed_form, written)] == ["plain_mm_pack", "plain_mm_packed", "plain_mm"]
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert evaluate(param_size(scratch), values) == depth * pitch
-    expected = {"packed": [depth, m, 0, 0], "blocked": [0, 0, m, 0], "written": [0, 0, 0, m]}[form]
-    assert [rows(p) for p in (pack, packed, blocked, written)] == expected
+    assert [rows(p) for p in (pack, packed_form, written)] == ([depth, m, 0] if packed else [0, 0, m])
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
@@ -1357,9 +1356,10 @@ def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n,
     rng = np.random.default_rng(m + n + depth)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
     out = np.full((m, n), np.nan)
-    svod.run(_plain_variable_matmul(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n,
-             depth=depth)
+    device = cpu_device(2, compiler)
+    svod.run(_plain_variable_matmul(dtypes.float64), [out, a, b], device=device, m=m, n=n, depth=depth)
     np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+    assert svod.compile(_plain_variable_matmul(dtypes.float64), device).program.own.status is None  # all proven
 
 
 def _variable_matmul_by_transpose(dtype=dtypes.float32):
@@ -1399,9 +1399,10 @@ def test_a_matmul_of_variable_sizes_reading_b_transposed_computes_a_at_b_t(compi
     rng = np.random.default_rng(m + n + depth)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((n, depth))
     out = np.full((m, n), np.nan)
-    svod.run(_variable_matmul_by_transpose(dtypes.float64), [out, a, b], device=cpu_device(2, compiler), m=m, n=n,
-             depth=depth)
+    device = cpu_device(2, compiler)
+    svod.run(_variable_matmul_by_transpose(dtypes.float64), [out, a, b], device=device, m=m, n=n, depth=depth)
     np.testing.assert_allclose(out, a @ b.T, rtol=1e-12, atol=1e-12)
+    assert svod.compile(_variable_matmul_by_transpose(dtypes.float64), device).program.own.status is None
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])

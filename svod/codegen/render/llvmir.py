@@ -39,6 +39,7 @@ from svod.codegen.render.base import (
     sole_accumulators,
 )
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
+from svod.device.caps import CACHE_LINE
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
@@ -134,7 +135,6 @@ PREFETCH_STRIDE_BYTES = 1024
 """The stride (bytes per step of a tile's loop) from which an operand is prefetched: a CPU's own stride
 prefetcher follows short strides, not a matmul's rows of ``b`` 4 KiB apart, which each step then waited
 for (matmul 1024: 109 -> 170 GFLOP/s, 2048: 66 -> 141 with 2 prefetches a step, one per cache line)."""
-CACHE_LINE = 64
 
 
 def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, Poly]:
