@@ -313,12 +313,10 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     offset), ``n`` the size of output range ``j`` (``b``'s rows are the output's). How big ``b`` is, no
     compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
-    blocks are shaped as for a long sum (``_block_shape``), and only a kernel that stores the sum as it is is
-    blocked (a scratch of the sums would be of variable size). Where rows of output pass over ``b``, each
-    launch takes one of the forms of the kernel (``_launch_forms``)."""
-    store = _the_store(sink)
-    if store.src[1].op is not Ops.REDUCE:
-        return None
+    blocks are shaped as for a long sum (``_block_shape``). Where rows of output pass over ``b``, each launch
+    takes one of the forms of the kernel (``_launch_forms``); a kernel that stores something else of the sum
+    (``relu(sum + bias)``) is blocked only where ``b`` is packed, its sums stored first."""
+    plain = _the_store(sink).src[1].op is Ops.REDUCE
     for load in loads:
         index, param = load.src[0], load.src[0].src[0]
         if len(index.src) != 2 or param.op is not Ops.PARAM or param in written:
@@ -333,9 +331,11 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         shape = _block_shape(pointee(param).itemsize, block_bytes)
         if shape is None:
             return None
+        packable = len(outputs) > 1 and len(terms) == 2 and _holds(param_size(param), k.src[0] * j.src[0])
+        if not plain and not packable:
+            return None
         if len(outputs) < 2:
             return _blocked(sink, load, k, j, None, *shape)
-        packable = len(terms) == 2 and _holds(param_size(param), k.src[0] * j.src[0])
         return _launch_forms(sink, load, k, j, outputs, shape, block_bytes, packable)
     return None
 
@@ -361,7 +361,9 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
       blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
 
     Where ``b`` is not ``packable`` (its batches, or a size no proof shows holds ``K x n``), the first form
-    is in blocks over ``b`` itself."""
+    is in blocks over ``b`` itself. Where the kernel stores something else of the sum, the first form stores
+    the sums to a buffer of their own, and a last part (``<name>_store``) the kernel's value of each (an
+    MLP's ``relu(x @ w + bias)``)."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
     itemsize, width = pointee(b).itemsize, shape[0]
     rows = [r for r in nested(outputs) if r is not j]
@@ -374,14 +376,31 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     if not packable:
         blocked = UOp.sink(*_rows_gated(sink, rows[0], blocks).src, name=f"{name}_blocked")
         return (*_blocked(blocked, load, k, j, None, *shape), written)
+    summed, stored = _sums_first(sink, outputs)
     pitch = _variable_pitch(n, itemsize)
-    params = _params(sink)
+    params = _params(summed)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
     row, column = UOp.range(_gated_end(depth, blocks), 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
     copy = UOp.sink(scratch[row * pitch + column].store(b[row * n + column].load()), *params, name=f"{name}_pack")
-    packed = substitute(sink, {load: scratch[k * pitch + j].load()})
+    packed = substitute(summed, {load: scratch[k * pitch + j].load()})
     packed = UOp.sink(*_rows_gated(packed, rows[0], blocks).src, *params, scratch, name=f"{name}_packed")
-    return (copy, *_blocked(packed, load, k, j, None, *shape), written)
+    last = () if stored is None else (_rows_gated(stored, rows[0], blocks),)
+    return (copy, *_blocked(packed, load, k, j, None, *shape), *last, written)
+
+
+def _sums_first(sink: UOp, outputs: frozenset[UOp]) -> tuple[UOp, UOp | None]:
+    """``sink`` where it stores its sum as it is; else a kernel storing the sums to a buffer of their own
+    (``<name>_sum``), and one storing the kernel's value of each from there (``<name>_store``)."""
+    store = _the_store(sink)
+    if store.src[1].op is Ops.REDUCE:
+        return sink, None
+    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
+    params, ranges = _params(sink), nested(outputs)
+    sums = UOp.param(params[-1].arg + 1, reduce.dtype, _monomial(tuple(r.src[0] for r in ranges)))
+    name = kernel_label(sink)
+    summed = UOp.sink(sums[_flat(ranges)].store(reduce), *params, name=f"{name}_sum")
+    return summed, UOp.sink(substitute(store, {reduce: sums[_flat(ranges)].load()}), *params, sums,
+                            name=f"{name}_store")
 
 
 def _variable_pitch(n: UOp, itemsize: int) -> UOp:

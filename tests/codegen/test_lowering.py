@@ -1362,6 +1362,34 @@ def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n,
     assert svod.compile(_plain_variable_matmul(dtypes.float64), device).program.own.status is None  # all proven
 
 
+def _variable_dense(dtype=dtypes.float64):
+    """``out = relu(a @ b + bias)``, every size a variable: a kernel that stores something else of its sum."""
+    k = KernelBuilder("dense")
+    m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
+    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
+    bias = k.buffer(dtype, n)
+    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], ((a[i, r] * b[r, j]).reduce(r) + bias[j]).maximum(0.0))
+    return k.build()
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"),
+                         [(16, 512, 300), (15, 512, 300), (512, 1000, 130), (3, 5, 7), (16, 256, 0)])
+def test_a_matmul_of_variable_sizes_storing_more_than_its_sum_is_packed_its_sums_first(compiler, m, n, depth):
+    """``relu(a @ b + bias)``: where ``b`` is packed, the blocks store the sums to a buffer of their own and a
+    last part the kernel's values; as written otherwise."""
+    parts = block_matmul(_variable_dense(), 512 << 10)
+    assert [kernel_label(p) for p in parts] == ["dense_pack", "dense_packed", "dense_store", "dense"]
+    rng = np.random.default_rng(m + n + depth)
+    a, b, bias = rng.standard_normal((m, depth)), rng.standard_normal((depth, n)), rng.standard_normal(n)
+    out = np.full((m, n), np.nan)
+    device = cpu_device(2, compiler)
+    svod.run(_variable_dense(), [out, a, b, bias], device=device, m=m, n=n, depth=depth)
+    np.testing.assert_allclose(out, np.maximum(a @ b + bias, 0), rtol=1e-12, atol=1e-12)
+    assert svod.compile(_variable_dense(), device).program.own.status is None
+
+
 def _variable_matmul_by_transpose(dtype=dtypes.float32):
     """``out = a @ b.T``, ``m x depth`` by ``n x depth``, every size a variable."""
     k = KernelBuilder("mm_bt")
