@@ -302,7 +302,7 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
         if rows < 2:
             break  # one row reads each block once: blocks only reorder its pass (1x4096x4096: 2.3 -> 4.3 ms)
         if found[-1] < int(k.src[0].arg) and store.src[1].op is not Ops.REDUCE:
-            return (*copied, *_summed_first(sink, load, k, found, nested(outputs), rows))
+            return (*copied, *_summed_first(sink, load, k, found, outputs, rows))
         return (*copied, *_blocked(sink, load, k, *found, rows))
     return (*copied, sink) if copied else None
 
@@ -354,8 +354,9 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
 
     - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
       (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks'
-      columns, and enough rows pass over it (``_repays_copy``); rows of 4 KiB, matmul 1024: 45 ms read where
-      they are, 20.4 over the copy, 20.0 the constant kernel's;
+      columns, and enough rows pass over it (``ALIASED_MIN_ROWS`` where its rows are an even number of lines
+      apart, ``BLOCK_MIN_ROWS`` where not); rows of 4 KiB, matmul 1024: 45 ms read where they are, 20.4 over
+      the copy, 20.0 the constant kernel's;
     - as written for any other launch: over a ``b`` that stays in L2 (attention's ``p @ v``, 64 columns by
       1024: 2.33 ms in blocks, 1.78 the constant kernel's), or that few rows read (64x1040x1040: 4.3 ms, 5.5 in
       blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
@@ -376,7 +377,7 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     if not packable:
         blocked = UOp.sink(*_rows_gated(sink, rows[0], blocks).src, name=f"{name}_blocked")
         return (*_blocked(blocked, load, k, j, None, *shape), written)
-    summed, stored = _sums_first(sink, outputs)
+    summed, *stored = (sink,) if _the_store(sink).src[1].op is Ops.REDUCE else _sums_first(sink, outputs)
     pitch = _variable_pitch(n, itemsize)
     params = _params(summed)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
@@ -384,19 +385,18 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     copy = UOp.sink(scratch[row * pitch + column].store(b[row * n + column].load()), *params, name=f"{name}_pack")
     packed = substitute(summed, {load: scratch[k * pitch + j].load()})
     packed = UOp.sink(*_rows_gated(packed, rows[0], blocks).src, *params, scratch, name=f"{name}_packed")
-    last = () if stored is None else (_rows_gated(stored, rows[0], blocks),)
+    last = (_rows_gated(part, rows[0], blocks) for part in stored)
     return (copy, *_blocked(packed, load, k, j, None, *shape), *last, written)
 
 
-def _sums_first(sink: UOp, outputs: frozenset[UOp]) -> tuple[UOp, UOp | None]:
-    """``sink`` where it stores its sum as it is; else a kernel storing the sums to a buffer of their own
+def _sums_first(sink: UOp, outputs: frozenset[UOp]) -> tuple[UOp, UOp]:
+    """A kernel that stores something else of its sum as two: one storing the sums to a buffer of their own
     (``<name>_sum``), and one storing the kernel's value of each from there (``<name>_store``)."""
     store = _the_store(sink)
-    if store.src[1].op is Ops.REDUCE:
-        return sink, None
     reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
     params, ranges = _params(sink), nested(outputs)
-    sums = UOp.param(params[-1].arg + 1, reduce.dtype, _monomial(tuple(r.src[0] for r in ranges)))
+    count = simplify(_monomial(tuple(r.src[0] for r in ranges)))
+    sums = UOp.param(params[-1].arg + 1, reduce.dtype, int(count.arg) if count.op is Ops.CONST else count)
     name = kernel_label(sink)
     summed = UOp.sink(sums[_flat(ranges)].store(reduce), *params, name=f"{name}_sum")
     return summed, UOp.sink(substitute(store, {reduce: sums[_flat(ranges)].load()}), *params, sums,
@@ -575,18 +575,12 @@ def _flat(ranges: Sequence[UOp]) -> UOp:
     return flat
 
 
-def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: tuple[UOp, ...],
+def _summed_first(sink: UOp, load: UOp, k: UOp, found: tuple[UOp, int, int, int], outputs: frozenset[UOp],
                   rows: int) -> tuple[UOp, ...]:
     """A blocked sum that the kernel does not store as it is (``alpha * sum + beta * c``): the sums go to a
-    scratch buffer first, blocked and continued there, and a last part stores the kernel's value of each."""
-    store = _the_store(sink)
-    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
-    params = _params(sink)
-    flat = _flat(outputs)
-    sums = UOp.param(params[-1].arg + 1, reduce.dtype, math.prod(int(r.src[0].arg) for r in outputs))
-    name = kernel_label(sink)
-    summed = UOp.sink(sums[flat].store(reduce), *params, name=f"{name}_sum")
-    stored = UOp.sink(substitute(store, {reduce: sums[flat].load()}), *params, sums, name=f"{name}_store")
+    scratch buffer first, blocked and continued there, and a last part stores the kernel's value of each
+    (``_sums_first``)."""
+    summed, stored = _sums_first(sink, outputs)
     return (*_blocked(summed, load, k, *found, rows), stored)
 
 
