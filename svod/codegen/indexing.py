@@ -627,7 +627,7 @@ def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
     ``r`` over ``n`` is ``x``."""
     done: dict[UOp, UOp] = {}
     prover = Prover(facts, order)
-    for u in index.toposort():
+    for u in _outside_ranges(index):
         if u.op is Ops.RANGE:  # an atom whatever its end decides to: rebuilt, it would be another range
             done[u] = u
             continue
@@ -643,6 +643,16 @@ def decided(index: UOp, facts: Facts, order: Mapping[UOp, int]) -> UOp:
             node = node.src[1] if node.src[0].arg else node.src[2]
         done[u] = node
     return done[index]
+
+
+def _outside_ranges(root: UOp) -> list[UOp]:
+    """``root``'s nodes in order, but for those only a range's end reaches."""
+    topo = root.toposort()
+    reached = {root}
+    for node in reversed(topo):
+        if node in reached and node.op is not Ops.RANGE:
+            reached.update(node.src)
+    return [u for u in topo if u in reached]
 
 
 def _decided_comparison(node: UOp, facts: Facts, prover: Prover) -> UOp:

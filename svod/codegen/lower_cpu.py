@@ -369,9 +369,9 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     itemsize, width = pointee(b).itemsize, shape[0]
     rows = [r for r in nested(outputs) if r is not j]
     read_by = _monomial(tuple(r.src[0] for r in rows))
-    big = _at_least(depth * n * itemsize, block_bytes + 1) * _at_least(n, 2 * width)
     aliased = _at_least(-((n * itemsize) % (2 * CACHE_LINE)), 0)  # rows an even number of lines apart
-    blocks = big * (aliased * _at_least(read_by, ALIASED_MIN_ROWS) + (1 - aliased) * _at_least(read_by, BLOCK_MIN_ROWS))
+    enough_rows = _at_least(aliased * _at_least(read_by, ALIASED_MIN_ROWS) + _at_least(read_by, BLOCK_MIN_ROWS), 1)
+    blocks = _at_least(_at_least(depth * n * itemsize, block_bytes + 1) + _at_least(n, 2 * width) + enough_rows, 3)
     written = _rows_gated(sink, rows[0], 1 - blocks)
     name = kernel_label(sink)
     if not packable:
@@ -454,7 +454,8 @@ def _holds(size: UOp, count: UOp) -> bool:
 
 
 def _at_least(value: UOp, least: int) -> UOp:
-    """1 where ``value >= least``, else 0, in the operations a launch size is made of."""
+    """1 where ``value >= least``, else 0, in the operations a launch size is made of. Conditions join in one
+    such atom (``_at_least(a + b, 2)``: both), not as a product of them, which a proof would expand."""
     return (value - (least - 1)).maximum(0).minimum(1)
 
 
