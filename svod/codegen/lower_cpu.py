@@ -717,11 +717,12 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
 TRANSPOSE_BLOCK = 32
 """The side of the square blocks ``block_transposes`` walks: 32 float32 rows and columns are 4 KiB of each
 side, two cache lines a row, and stay in L1 while the block is copied."""
-SYMBOLIC_TRANSPOSE_BLOCK = 16
+SYMBOLIC_TRANSPOSE_BLOCK = 8
 """The side where a size is a variable, each block walked along the rows it writes (transpose of 4096^2
 float32, symbolic, 2 cores: 28 ms in blocks of 32 walked along the rows read, 17 along the rows written, 10.5
 in blocks of 16, 9.7 of 8; the constant kernel, 8.5 ms as it is, took 27 along the rows written: over a
-constant stride, LLVM turns a block walked along its reads into transposes in vector registers)."""
+constant stride, LLVM turns a block walked along its reads into transposes in vector registers). On a
+2-core znver3, one process: blocks of 4 28-30 ms, of 8 20.5-20.8, of 16 25-38; the constant kernel 22-24."""
 
 
 def block_transposes(sink: UOp) -> UOp | None:
