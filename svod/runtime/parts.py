@@ -129,11 +129,8 @@ class PartsLaunch:
         table = program.table(buffers, self.handles)
         self.launches = [(part, part.program.bind([table.get(s, 0) for s in part.slots])) for part in program.parts]
         self.values: dict[str, int] = {}
-
-    @property
-    def resizes(self) -> bool:
+        self.resizes = own.sized
         """Whether a run may allocate (``fit``): such a launch runs from Python, never a native replay."""
-        return self.program.own.sized
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:

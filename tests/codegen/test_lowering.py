@@ -1301,9 +1301,7 @@ def test_a_matmul_of_variable_sizes_is_blocked_too():
                                  ((8, 4096, l2 // 2 // 4096 // dtype.itemsize), written)):
             values = dict(zip(("m", "n", "depth"), m_n_depth, strict=True), batch=2)
             for part in (blocked, written):
-                first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
-                            key=lambda r: r.arg[0])
-                assert (evaluate(first.src[0], values) > 0) == (part is taken)
+                assert (_rows_run(part, values) > 0) == (part is taken)
         stores = [e for e in blocked.src if e.op is Ops.STORE]
         assert len(stores) == 2  # the blocks, and the columns left
         loops = sorted((u for u in stores[0].toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP),
@@ -1312,14 +1310,24 @@ def test_a_matmul_of_variable_sizes_is_blocked_too():
         assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
 
 
-def _plain_variable_matmul(dtype=dtypes.float32):
-    """``out = a @ b``, ``m x depth`` by ``depth x n``, every size a variable, no batch."""
-    k = KernelBuilder("plain_mm")
+def _variable_product(name, dtype=dtypes.float32, transposed=False, dense=False):
+    """``out = a @ b`` (``a @ b.T`` where ``transposed``; ``relu(a @ b + bias)`` where ``dense``), ``m x depth``
+    by ``depth x n``, every size a variable, no batch."""
+    k = KernelBuilder(name)
     m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
-    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
+    out, a = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth))
+    b = k.buffer(dtype, (n, depth) if transposed else (depth, n))
     i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
-    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r))
+    total = (a[i, r] * (b[j, r] if transposed else b[r, j])).reduce(r)
+    k.store(out[i, j], (total + k.buffer(dtype, n)[j]).maximum(0.0) if dense else total)
     return k.build()
+
+
+def _rows_run(part, values):
+    """How many turns the outermost parallel range of a kernel's part runs for these variable values."""
+    first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
+                key=lambda r: r.arg[0])
+    return evaluate(first.src[0], values)
 
 
 @pytest.mark.parametrize(("m", "n", "depth", "packed", "pitch"),
@@ -1332,18 +1340,13 @@ def test_a_matmul_of_variable_sizes_is_packed_where_its_launch_repays_the_copy(m
     is larger than a block (128 KiB of float32 here) and its columns hold two blocks of 128, and 16 rows of
     output or more read it where its rows are an even number of lines apart, 512 where they are not; the
     kernel as written for any other launch. The form a launch does not take has rows that end at 0."""
-    pack, packed_form, written = block_matmul(_plain_variable_matmul(), 256 << 10)
+    pack, packed_form, written = block_matmul(_variable_product("plain_mm"), 256 << 10)
     values = {"m": m, "n": n, "depth": depth}
-
-    def rows(part):
-        first = min((u for u in part.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL),
-                    key=lambda r: r.arg[0])
-        return evaluate(first.src[0], values)
 
     assert [kernel_label(p) for p in (pack, packed_form, written)] == ["plain_mm_pack", "plain_mm_packed", "plain_mm"]
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert evaluate(param_size(scratch), values) == depth * pitch
-    assert [rows(p) for p in (pack, packed_form, written)] == ([depth, m, 0] if packed else [0, 0, m])
+    assert [_rows_run(p, values) for p in (pack, packed_form, written)] == ([depth, m, 0] if packed else [0, 0, m])
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
@@ -1357,20 +1360,10 @@ def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n,
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
     out = np.full((m, n), np.nan)
     device = cpu_device(2, compiler)
-    svod.run(_plain_variable_matmul(dtypes.float64), [out, a, b], device=device, m=m, n=n, depth=depth)
+    ast = _variable_product("plain_mm", dtypes.float64)
+    svod.run(ast, [out, a, b], device=device, m=m, n=n, depth=depth)
     np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
-    assert svod.compile(_plain_variable_matmul(dtypes.float64), device).program.own.status is None  # all proven
-
-
-def _variable_dense(dtype=dtypes.float64):
-    """``out = relu(a @ b + bias)``, every size a variable: a kernel that stores something else of its sum."""
-    k = KernelBuilder("dense")
-    m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
-    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (depth, n))
-    bias = k.buffer(dtype, n)
-    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
-    k.store(out[i, j], ((a[i, r] * b[r, j]).reduce(r) + bias[j]).maximum(0.0))
-    return k.build()
+    assert svod.compile(ast, device).program.own.status is None  # all proven
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
@@ -1379,25 +1372,16 @@ def _variable_dense(dtype=dtypes.float64):
 def test_a_matmul_of_variable_sizes_storing_more_than_its_sum_is_packed_its_sums_first(compiler, m, n, depth):
     """``relu(a @ b + bias)``: where ``b`` is packed, the blocks store the sums to a buffer of their own and a
     last part the kernel's values; as written otherwise."""
-    parts = block_matmul(_variable_dense(), 512 << 10)
+    parts = block_matmul(_variable_product("dense", dtypes.float64, dense=True), 512 << 10)
     assert [kernel_label(p) for p in parts] == ["dense_pack", "dense_packed", "dense_store", "dense"]
     rng = np.random.default_rng(m + n + depth)
     a, b, bias = rng.standard_normal((m, depth)), rng.standard_normal((depth, n)), rng.standard_normal(n)
     out = np.full((m, n), np.nan)
     device = cpu_device(2, compiler)
-    svod.run(_variable_dense(), [out, a, b, bias], device=device, m=m, n=n, depth=depth)
+    ast = _variable_product("dense", dtypes.float64, dense=True)
+    svod.run(ast, [out, a, b, bias], device=device, m=m, n=n, depth=depth)
     np.testing.assert_allclose(out, np.maximum(a @ b + bias, 0), rtol=1e-12, atol=1e-12)
-    assert svod.compile(_variable_dense(), device).program.own.status is None
-
-
-def _variable_matmul_by_transpose(dtype=dtypes.float32):
-    """``out = a @ b.T``, ``m x depth`` by ``n x depth``, every size a variable."""
-    k = KernelBuilder("mm_bt")
-    m, n, depth = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
-    out, a, b = k.buffer(dtype, (m, n)), k.buffer(dtype, (m, depth)), k.buffer(dtype, (n, depth))
-    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
-    k.store(out[i, j], (a[i, r] * b[j, r]).reduce(r))
-    return k.build()
+    assert svod.compile(ast, device).program.own.status is None
 
 
 @pytest.mark.parametrize(("m", "n", "depth", "copied", "pitch"),
@@ -1406,18 +1390,14 @@ def test_a_matmul_of_variable_sizes_reading_b_transposed_copies_it_where_rows_re
     """``a @ b.T``: where 8 rows of output or more read ``b``, a copy of ``b.T`` (rows an odd number of cache
     lines apart) and the kernel over it; else the kernel as written. The form a launch does not take has no
     turns."""
-    transpose, transposed, written = block_matmul(_variable_matmul_by_transpose(), 512 << 10)
+    transpose, transposed, written = block_matmul(_variable_product("mm_bt", transposed=True), 512 << 10)
     values = {"m": m, "n": n, "depth": depth}
-
-    def outermost(part):
-        first = min((u for u in part.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-        return evaluate(first.src[0], values)
 
     assert [kernel_label(p) for p in (transpose, transposed, written)] == [
         "mm_bt_transpose", "mm_bt_transposed", "mm_bt"]
     scratch = max((u for u in transpose.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert evaluate(param_size(scratch), values) == depth * pitch
-    assert [outermost(p) for p in (transpose, transposed, written)] == ([n, m, 0] if copied else [0, 0, m])
+    assert [_rows_run(p, values) for p in (transpose, transposed, written)] == ([n, m, 0] if copied else [0, 0, m])
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
@@ -1428,9 +1408,10 @@ def test_a_matmul_of_variable_sizes_reading_b_transposed_computes_a_at_b_t(compi
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((n, depth))
     out = np.full((m, n), np.nan)
     device = cpu_device(2, compiler)
-    svod.run(_variable_matmul_by_transpose(dtypes.float64), [out, a, b], device=device, m=m, n=n, depth=depth)
+    ast = _variable_product("mm_bt", dtypes.float64, transposed=True)
+    svod.run(ast, [out, a, b], device=device, m=m, n=n, depth=depth)
     np.testing.assert_allclose(out, a @ b.T, rtol=1e-12, atol=1e-12)
-    assert svod.compile(_variable_matmul_by_transpose(dtypes.float64), device).program.own.status is None
+    assert svod.compile(ast, device).program.own.status is None
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
