@@ -59,6 +59,8 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
     global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
     if threads <= 1 or not global_ranges:
         return sink, None
+    heaviest = _heaviest_ranges(sink)
+    global_ranges.sort(key=lambda r: r not in heaviest)  # stable: each side stays in nesting order
     work = 1
     for r in ranges:
         work *= max(int(r.src[0].vmax), 1)
@@ -90,6 +92,21 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
     first_only = {e: core_id.eq(0) for e in sink.src if e.op in STATEMENTS and outer not in live[e]}
     return (substitute(gate_effects(sink, first_only), {outer: start + inner}),
             None if workers.op is Ops.CONST else workers)
+
+
+def _heaviest_ranges(sink: UOp) -> frozenset[UOp]:
+    """The ranges of the effect that runs the most iterations (at the largest sizes), the first of those
+    on a tie. The split range is one of them where one may be: a range the heaviest effect does not run in
+    leaves it on worker 0 alone (a blocked matmul's 64 rows split over its 4 columns past the blocks, not
+    its 896 in blocks: 13 ms, 3.5 over the rows of both)."""
+    def work(effect: UOp) -> int:
+        return math.prod(max(int(r.src[0].vmax), 1) for r in effect.toposort() if r.op is Ops.RANGE)
+
+    effects = [e for e in sink.src if e.op in STATEMENTS]
+    if not effects:
+        return frozenset()
+    heaviest = max(effects, key=work)
+    return frozenset(r for r in heaviest.toposort() if r.op is Ops.RANGE)
 
 
 def _ceil_div(a: UOp, b: int | UOp) -> UOp:
@@ -228,10 +245,13 @@ BLOCK_SHARE = 2
 """A block of ``b`` takes at most a ``1/BLOCK_SHARE`` of a core's L2 cache, so it stays there while every
 row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
-BLOCK_MIN_ROWS = 512
-"""The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines:
-an MLP's 256-row layer over a 4 MiB ``b`` took 1.22 ms unpacked and 1.23 packed, the copy costing what the
-blocks saved."""
+BLOCK_MIN_ROWS = 64
+"""The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines.
+Where a size is a variable the other form reads ``b`` as written, from L3 for each row of tiles; this 2-core
+znver3, ms over the copy / as written: float64 1100x900, 32 rows 2.6 / 2.4, 64 rows 3.5 / 4.3, 400 rows
+9.2 / 10.3 (float32) and 17.9 / 26 (float64); float32 1000x1000, 32 rows 1.03 / 0.86, 64 rows 1.64 / 1.82.
+Where the sizes are constants the other form is blocks over ``b`` itself, which the copy ties from 64 rows
+to 256 (1.74 / 1.80 ms, 6.08 / 5.76)."""
 ALIASED_MIN_ROWS = 16
 """The fewest rows that repay copying ``b`` where its rows are an even number of cache lines apart, and so
 fall in a fraction of the cache's sets: float32 by 1024 (rows 4 KiB apart), this 2-core znver3, 16 rows:

@@ -11,6 +11,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
+from svod.codegen import pipeline
 from svod.codegen.loop_turns import loop_turns
 from svod.codegen.lower import (
     THREAD_MIN_WORK,
@@ -44,7 +45,7 @@ from svod.ir import simplify, substitute
 from svod.ir.ops import CONTINUED, FUSED
 from svod.ir.uop import param_size
 from svod.ir.validate import kernel_label, validate
-from svod.workloads import conv2d, gather, matmul, softmax, transpose
+from svod.workloads import conv2d, gather, matmul, matmul_py, softmax, transpose
 from tests.helpers import cpu_device, evaluate_expression, open_device, refuses
 from tests.kernels import attention
 
@@ -1332,13 +1333,13 @@ def _rows_run(part, values):
 
 @pytest.mark.parametrize(("m", "n", "depth", "packed", "pitch"),
                          [(512, 1024, 1024, True, 1040), (16, 1024, 1024, True, 1040), (15, 1024, 1024, False, 1040),
-                          (600, 1040, 128, True, 1040), (511, 1040, 128, False, 1040), (600, 1000, 128, True, 1008),
+                          (64, 1040, 128, True, 1040), (63, 1040, 128, False, 1040), (600, 1000, 128, True, 1008),
                           (600, 1000, 32, False, 1008), (512, 255, 1024, False, 272), (512, 256, 1024, True, 272),
                           (1, 4096, 4096, False, 4112)])
 def test_a_matmul_of_variable_sizes_is_packed_where_its_launch_repays_the_copy(m, n, depth, packed, pitch):
     """Two forms: the copy of ``b`` (rows an odd number of cache lines apart) and the blocks over it, where ``b``
     is larger than a block (128 KiB of float32 here) and its columns hold two blocks of 128, and 16 rows of
-    output or more read it where its rows are an even number of lines apart, 512 where they are not; the
+    output or more read it where its rows are an even number of lines apart, 64 where they are not; the
     kernel as written for any other launch. The form a launch does not take has rows that end at 0."""
     pack, packed_form, written = block_matmul(_variable_product("plain_mm"), 256 << 10)
     values = {"m": m, "n": n, "depth": depth}
@@ -1350,12 +1351,11 @@ def test_a_matmul_of_variable_sizes_is_packed_where_its_launch_repays_the_copy(m
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize(("m", "n", "depth"), [(512, 1024, 300), (511, 1024, 300), (520, 1000, 513), (530, 1040, 64),
+@pytest.mark.parametrize(("m", "n", "depth"), [(16, 1024, 300), (15, 1024, 300), (64, 1000, 513), (63, 1000, 64),
                                                (3, 5, 7), (512, 17, 1), (512, 48, 0), (0, 64, 64), (600, 64, 1024)])
 def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n, depth):
-    """Launches on either side of each form's gate: rows 4 KiB apart copied or not for 512 rows or 511, rows
-    that do not start a cache line, rows an odd number of lines apart, an empty sum, no rows, a ``b`` that
-    stays in L2."""
+    """Launches on either side of each form's gate: rows 8 KiB apart copied or not for 16 rows or 15, rows an
+    odd number of lines apart for 64 or 63, an empty sum, no rows, a ``b`` that stays in L2."""
     rng = np.random.default_rng(m + n + depth)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
     out = np.full((m, n), np.nan)
@@ -1569,17 +1569,37 @@ def test_transposed_matmuls_match_numpy(compiled_device, dtype, a_t, b_t):
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
 
 
+def test_the_thread_split_is_a_range_of_the_effect_with_the_most_work():
+    """A blocked matmul of 64 rows: its store over the blocks (896 columns, tiles of 4 rows) and its store of
+    the 4 columns past them (rows of one) have rows of their own. The split is over the first's; over the
+    second's, the blocks ran on worker 0 alone."""
+    caps = DeviceCaps(host_memory=True, overlaps_on_host=True, threads=2, l2_bytes=512 << 10)
+    target = pipeline.Target(svod.DeviceSpec.parse("CPU"), caps, None)
+    out, a, b = np.empty((64, 900)), np.empty((64, 1100)), np.empty((1100, 900))
+    *_, blocked = pipeline.parts(svod.kernel(matmul_py.fn, static_shapes=True).build(out, a, b), target)
+    split = pipeline.lower(blocked, target).sink
+
+    def work(effect):
+        return np.prod([int(r.src[0].vmax) for r in effect.toposort() if r.op is Ops.RANGE], dtype=object)
+
+    heaviest = max((e for e in split.src if e.op is Ops.STORE), key=work)  # a store of a tile in the blocks
+    core_id = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
+    assert core_id.eq(0) not in heaviest.toposort()
+    assert core_id in heaviest.src[0].toposort()
+
+
 def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
     assert block_matmul(_big_matmul(1, 1024, 1024)) is None  # one row reads each block once
     copy, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
     assert copy.arg == "big_mm_transpose" and any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP
                                                   for u in blocked.toposort())  # copied as b.T, then blocked
-    for rows, columns in ((256, 1000), (15, 1024)):  # too few rows to repay a copy of b: rows 4000 bytes apart
+    for rows, columns in ((63, 1000), (15, 1024)):  # too few rows to repay a copy of b: rows 4000 bytes apart
         (blocked,) = block_matmul(_big_matmul(rows, columns, 1024))  # (not starting lines), or 4 KiB apart
         assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
-    pack, _ = block_matmul(_big_matmul(16, 1024, 1024))  # 16 rows 4 KiB apart do
-    assert pack.arg == "big_mm_pack"
+    for rows, columns in ((64, 1000), (16, 1024)):  # enough rows do
+        pack, _ = block_matmul(_big_matmul(rows, columns, 1024))
+        assert pack.arg == "big_mm_pack"
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
