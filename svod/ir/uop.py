@@ -74,6 +74,8 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
                     stage: str | None = None) -> int:
     """``value`` as an int, if it is an integer (a Python or numpy integer, not a bool) within ``[lo, hi]``.
     The one check every variable value passes, wherever it is given."""
+    if type(value) is int and lo <= value <= hi:  # the common case, before the abstract checks (a call makes dozens)
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise VariableError(f"variable {name} must be integer", kernel=kernel, stage=stage, value=value)
     value = int(value)

@@ -1,3 +1,6 @@
+import gc
+import weakref
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,6 +44,21 @@ def test_a_launch_shape_keeps_the_sizes_it_evaluated_and_checks_every_new_value(
             shape.dims({"n": 5})
         with pytest.raises(VariableError, match="must be integer"):
             shape.dims({"n": 3.0})
+
+
+def test_an_expression_is_compiled_once_and_not_kept_alive_by_it():
+    """``evaluate`` runs an expression's program, made on its first evaluation; the program holds the nodes'
+    arguments, not the nodes, so the expression still goes when nothing else holds it."""
+    m = UOp.define_var("m", 0, 1 << 40)
+    expr = ((m * 7 + 3) // 2).maximum(m % 5) - 1
+    assert [evaluate(expr, {"m": v}) for v in (0, 1, 10, 1 << 40)] == [
+        max((v * 7 + 3) // 2, v % 5) - 1 for v in (0, 1, 10, 1 << 40)]
+    program = launch._program(expr)
+    assert launch._program(expr) is program
+    alive = weakref.ref(expr)
+    del expr, program
+    gc.collect()
+    assert alive() is None
 
 
 def test_float_constant_is_rejected():
