@@ -245,13 +245,15 @@ BLOCK_SHARE = 2
 """A block of ``b`` takes at most a ``1/BLOCK_SHARE`` of a core's L2 cache, so it stays there while every
 row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
 GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
-BLOCK_MIN_ROWS = 64
-"""The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines.
-Where a size is a variable the other form reads ``b`` as written, from L3 for each row of tiles; this 2-core
-znver3, ms over the copy / as written: float64 1100x900, 32 rows 2.6 / 2.4, 64 rows 3.5 / 4.3, 400 rows
-9.2 / 10.3 (float32) and 17.9 / 26 (float64); float32 1000x1000, 32 rows 1.03 / 0.86, 64 rows 1.64 / 1.82.
-Where the sizes are constants the other form is blocks over ``b`` itself, which the copy ties from 64 rows
-to 256 (1.74 / 1.80 ms, 6.08 / 5.76)."""
+BLOCK_MIN_ROWS = 512
+"""The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines,
+and the other form is blocks over ``b`` itself: an MLP's 256-row layer over a 4 MiB ``b`` took 1.22 ms in
+place and 1.23 over the copy on the Xeon; this znver3, ms in place / over the copy: float64 64x1100x900 3.07 /
+3.55, float32 100x2000x2000 11.2 / 11.7, 300x1000x1000 5.94 / 6.02."""
+VARIABLE_MIN_ROWS = 64
+"""``BLOCK_MIN_ROWS`` where a size is a variable, and the other form reads ``b`` as written, from L3 for each
+row of tiles; this znver3, ms over the copy / as written: float64 1100x900, 32 rows 2.6 / 2.4, 64 rows 3.5 /
+4.3, 400 rows 17.9 / 26; float32 1000x1000, 32 rows 1.03 / 0.86, 64 rows 1.64 / 1.82, 256 rows 6.1 / 7.3."""
 ALIASED_MIN_ROWS = 16
 """The fewest rows that repay copying ``b`` where its rows are an even number of cache lines apart, and so
 fall in a fraction of the cache's sets: float32 by 1024 (rows 4 KiB apart), this 2-core znver3, 16 rows:
@@ -375,7 +377,7 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
       (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks'
       columns, and enough rows pass over it (``ALIASED_MIN_ROWS`` where its rows are an even number of lines
-      apart, ``BLOCK_MIN_ROWS`` where not); rows of 4 KiB, matmul 1024: 45 ms read where they are, 20.4 over
+      apart, ``VARIABLE_MIN_ROWS`` where not); rows of 4 KiB, matmul 1024: 45 ms read where they are, 20.4 over
       the copy, 20.0 the constant kernel's;
     - as written for any other launch: over a ``b`` that stays in L2 (attention's ``p @ v``, 64 columns by
       1024: 2.33 ms in blocks, 1.78 the constant kernel's), or that few rows read (64x1040x1040: 4.3 ms, 5.5 in
@@ -390,7 +392,8 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     rows = [r for r in nested(outputs) if r is not j]
     read_by = _monomial(tuple(r.src[0] for r in rows))
     aliased = _at_least(-((n * itemsize) % (2 * CACHE_LINE)), 0)  # rows an even number of lines apart
-    enough_rows = _at_least(aliased * _at_least(read_by, ALIASED_MIN_ROWS) + _at_least(read_by, BLOCK_MIN_ROWS), 1)
+    enough_rows = _at_least(aliased * _at_least(read_by, ALIASED_MIN_ROWS) + _at_least(read_by, VARIABLE_MIN_ROWS),
+                            1)
     blocks = _at_least(_at_least(depth * n * itemsize, block_bytes + 1) + _at_least(n, 2 * width) + enough_rows, 3)
     written = _rows_gated(sink, rows[0], 1 - blocks)
     name = kernel_label(sink)

@@ -1594,10 +1594,10 @@ def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     copy, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
     assert copy.arg == "big_mm_transpose" and any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP
                                                   for u in blocked.toposort())  # copied as b.T, then blocked
-    for rows, columns in ((63, 1000), (15, 1024)):  # too few rows to repay a copy of b: rows 4000 bytes apart
+    for rows, columns in ((511, 1000), (15, 1024)):  # too few rows to repay a copy of b: rows 4000 bytes apart
         (blocked,) = block_matmul(_big_matmul(rows, columns, 1024))  # (not starting lines), or 4 KiB apart
         assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
-    for rows, columns in ((64, 1000), (16, 1024)):  # enough rows do
+    for rows, columns in ((512, 1000), (16, 1024)):  # enough rows do
         pack, _ = block_matmul(_big_matmul(rows, columns, 1024))
         assert pack.arg == "big_mm_pack"
 
