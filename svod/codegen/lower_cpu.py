@@ -358,7 +358,7 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
             return None
         if len(outputs) < 2:
             return _blocked(sink, load, k, j, None, *shape)
-        return _launch_forms(sink, load, k, j, outputs, shape, block_bytes, packable)
+        return _launch_forms(sink, load, k, j, outputs, shape, block_bytes, packable, plain)
     return None
 
 
@@ -369,7 +369,7 @@ indices stay where a proof expands them (``indexing.SAFE_MAGNITUDE``), as ``b``'
 
 
 def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp], shape: tuple[int, int],
-                  block_bytes: int, packable: bool) -> tuple[UOp, ...]:
+                  block_bytes: int, packable: bool, plain: bool) -> tuple[UOp, ...]:
     """A matmul of variable sizes (``b``, ``K x n``, read at ``k * n + j``, plus a batch's offset) in two
     forms, the parts of each taking the launches it is faster for (the other's outermost rows end at 0, so
     its parts run no turns):
@@ -384,23 +384,23 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
       blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
 
     Where ``b`` is not ``packable`` (its batches, or a size no proof shows holds ``K x n``), the first form
-    is in blocks over ``b`` itself. Where the kernel stores something else of the sum, the first form stores
-    the sums to a buffer of their own, and a last part (``<name>_store``) the kernel's value of each (an
-    MLP's ``relu(x @ w + bias)``)."""
+    is in blocks over ``b`` itself. Where the kernel stores something else of the sum (not ``plain``), the
+    first form stores the sums to a buffer of their own, and a last part (``<name>_store``) the kernel's value
+    of each (an MLP's ``relu(x @ w + bias)``)."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
     itemsize, width = pointee(b).itemsize, shape[0]
     rows = [r for r in nested(outputs) if r is not j]
     read_by = _monomial(tuple(r.src[0] for r in rows))
     aliased = _at_least(-((n * itemsize) % (2 * CACHE_LINE)), 0)  # rows an even number of lines apart
-    enough_rows = _at_least(aliased * _at_least(read_by, ALIASED_MIN_ROWS) + _at_least(read_by, VARIABLE_MIN_ROWS),
-                            1)
+    aliased_rows = aliased * _at_least(read_by, ALIASED_MIN_ROWS)
+    enough_rows = _at_least(aliased_rows + _at_least(read_by, VARIABLE_MIN_ROWS), 1)
     blocks = _at_least(_at_least(depth * n * itemsize, block_bytes + 1) + _at_least(n, 2 * width) + enough_rows, 3)
     written = _rows_gated(sink, rows[0], 1 - blocks)
     name = kernel_label(sink)
     if not packable:
         blocked = UOp.sink(*_rows_gated(sink, rows[0], blocks).src, name=f"{name}_blocked")
         return (*_blocked(blocked, load, k, j, None, *shape), written)
-    summed, *stored = (sink,) if _the_store(sink).src[1].op is Ops.REDUCE else _sums_first(sink, outputs)
+    summed, *stored = (sink,) if plain else _sums_first(sink, outputs)
     pitch = _variable_pitch(n, itemsize)
     params = _params(summed)
     scratch = UOp.param(params[-1].arg + 1, pointee(b), depth * pitch)
