@@ -300,21 +300,36 @@ def _quotient_bound(atom: UOp, coefficient: Poly, lower: bool) -> Poly | None:
 
 
 class Prover:
-    """Proves ``P >= 0`` for polynomials over one kernel's atoms, under the facts of one access."""
+    """Proves ``P >= 0`` for polynomials over one kernel's atoms, under the facts of one access.
+
+    It remembers what it settled: a claim proven, and a claim whose whole search failed within the step
+    budget (not one cut short by it). The search meets the same claim by many paths (each order of taking
+    atoms out), and the comparisons of two accesses ask many claims under the same facts."""
 
     def __init__(self, facts: Facts, order: Mapping[UOp, int]) -> None:
         self.facts = facts
         self.order = order
         self.steps = 0
+        self.settled: dict[frozenset[tuple[Monomial, int]], bool] = {}
 
     def nonnegative(self, poly: Poly) -> bool:
         self.steps = 0
         return self._prove(poly)
 
     def _prove(self, poly: Poly) -> bool:
+        claim = frozenset(poly.terms.items())
+        known = self.settled.get(claim)
+        if known is not None:
+            return known
         self.steps += 1
         if self.steps > MAX_STEPS:
             return False
+        proven = self._search(poly)
+        if proven or self.steps <= MAX_STEPS:
+            self.settled[claim] = proven
+        return proven
+
+    def _search(self, poly: Poly) -> bool:
         if poly.interval()[0] >= 0:
             return True
         for atom in sorted(poly.atoms(), key=lambda a: -self.order.get(a, -1)):
@@ -490,6 +505,7 @@ class _AccessEquation:
         self.ends = _nonempty_ends([first, second, *_present(first_guard), *_present(second_guard)])
         self.matched: dict[UOp, UOp] = {}
         self.facts = self._facts({})
+        self.prover = Prover(self.facts, rank)
         first = decided(first, facts_from_guard(first_guard), rank)
         second = decided(second, facts_from_guard(second_guard), rank)
         self.equations = [(to_poly(first, self.facts.guarded), to_poly(second, self.facts.guarded))]
@@ -505,10 +521,20 @@ class _AccessEquation:
         return False
 
     def prove(self, poly: Poly) -> bool:
-        return Prover(self.facts, self.rank).nonnegative(poly)
+        return self.prover.nonnegative(poly)
 
     def apart(self, a: Poly, b: Poly) -> bool:
+        if self._mirrored(a, b):
+            return False  # an item that makes the access meets itself: the two sides are one value there
         return self.prove(a - b - Poly.const(1)) or self.prove(b - a - Poly.const(1))
+
+    def _mirrored(self, a: Poly, b: Poly) -> bool:
+        """Whether ``b`` is ``a`` in the second item, and where the first access is made in an item the second
+        is made in it too, or the other way round (no guard, or the same): then an item meets itself."""
+        back = {copy: r for r, copy in self.copies.items()}
+        first_guard, second_guard = self.guards
+        return (None in self.guards or _renamed(second_guard, back) is first_guard) \
+            and _poly_renamed(b, back, self.facts).terms == a.terms
 
     def within(self, difference: Poly, stride: Poly) -> bool:
         """``|difference| < |stride|`` for every value (which also proves ``stride != 0``)."""
@@ -549,6 +575,7 @@ class _AccessEquation:
         self.matched[r] = self.copies[r]
         back = {self.copies[m]: m for m in self.matched}
         self.facts = self._facts(back)
+        self.prover = Prover(self.facts, self.rank)
         self.equations = [(_poly_renamed(a, back, self.facts), _poly_renamed(b, back, self.facts))
                           for a, b in self.equations]
 

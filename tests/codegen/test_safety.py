@@ -8,7 +8,8 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
-from svod.codegen.indexing import index_in_bounds
+from svod.codegen import indexing
+from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.safety import parallel_loops
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.oracle import run_as_python
@@ -100,6 +101,42 @@ def test_the_prover_sees_every_value_of_a_variable_not_just_the_largest():
     r, c = UOp.range(rows, 0), UOp.range(cols, 1)
     assert index_in_bounds((rows - 1 - r) * cols + c, rows * cols, None, {r: 0, c: 1})
     assert not index_in_bounds((rows - r) * cols + c, rows * cols, None, {r: 0, c: 1})
+
+
+def test_a_prover_remembers_what_it_settled_but_not_a_search_cut_short():
+    """A claim proven, or refuted by a whole search, is answered again without a step; one whose search ran
+    out of steps is searched again (the next search may have the steps it lacked)."""
+    rows, cols = UOp.define_var("rows", 1, 50), UOp.define_var("cols", 1, 60)
+    r, c = UOp.range(rows, 0), UOp.range(cols, 1)
+    prover = Prover(Facts(), {r: 0, c: 1})
+    for claim, holds in (((rows - 1 - r) * cols + c, True), ((rows - r) * cols + c - rows * cols, False)):
+        assert prover.nonnegative(to_poly(claim)) is holds and 0 < prover.steps <= MAX_STEPS
+        assert prover.nonnegative(to_poly(claim)) is holds and prover.steps == 0
+    endless = Poly.const(-1)  # false, and each of the 2**10 sets of ranges taken to their ends is a claim
+    for axis in range(10):
+        endless = endless - Poly.atom(UOp.range(rows, 2 + axis))
+    for _ in range(2):
+        assert not prover.nonnegative(endless) and prover.steps > MAX_STEPS
+
+
+def test_an_access_is_not_sent_to_the_prover_to_be_apart_from_itself(monkeypatch):
+    """A store against itself in another work item: where the two items are one, the two indices are one
+    value, so the comparison goes straight to matching ranges (a symbolic batched matmul spent seconds of
+    its compile proving such claims false); the answer is still that they meet only in one item."""
+    n = UOp.define_var("n", 1, 2**20)
+    s, i = UOp.range(n, 0, AxisKind.GLOBAL), UOp.range(n, 1, AxisKind.GLOBAL)
+    index = s * n * n + i * n + 3
+    asked: list[Poly] = []
+    real = Prover.nonnegative
+
+    def recording(self: Prover, poly: Poly) -> bool:
+        asked.append(poly)
+        return real(self, poly)
+    monkeypatch.setattr(indexing.Prover, "nonnegative", recording)
+    order = {u: k for k, u in enumerate(index.toposort())}
+    assert meet_in_one_item(index, None, index, None, [s, i], order)
+    whole = to_poly(index)
+    assert not any(set(whole.terms) <= set(p.terms) for p in asked)
 
 
 def _clamped(a: UOp, n: UOp) -> UOp:
