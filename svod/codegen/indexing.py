@@ -529,11 +529,13 @@ class _AccessEquation:
         return self.prove(a - b - Poly.const(1)) or self.prove(b - a - Poly.const(1))
 
     def _mirrored(self, a: Poly, b: Poly) -> bool:
-        """Whether ``b`` is ``a`` in the second item, and where the first access is made in an item the second
-        is made in it too, or the other way round (no guard, or the same): then an item meets itself."""
+        """Whether ``b`` is ``a`` in the second item, where the first access is made in an item the second is
+        made in it too, or the other way round (no guard, or the same), and its ranges may take a turn (one
+        over 0 turns, a dimension of size 0, makes no access): then an item meets itself."""
         back = {copy: r for r, copy in self.copies.items()}
         first_guard, second_guard = self.guards
         return (None in self.guards or _renamed(second_guard, back) is first_guard) \
+            and all(r.src[0].vmax >= 1 for r in self.copies) \
             and _poly_renamed(b, back, self.facts).terms == a.terms
 
     def within(self, difference: Poly, stride: Poly) -> bool:
