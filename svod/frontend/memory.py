@@ -70,8 +70,12 @@ class Memory(Arithmetic):
             size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
             order = {u: k for k, u in enumerate((at < size).toposort())}
             if not index_in_bounds(at, size, self.gate, order):
-                unproven.append(self._inside_where_not_empty(at, size, order))
-                checked[axis] = at.maximum(0).minimum(size - 1)
+                not_empty = self._not_empty_suffices(at, size, order)
+                if not_empty is None:
+                    unproven.append((at >= 0) & (at < size))
+                    checked[axis] = at.maximum(0).minimum(size - 1)
+                else:  # inside wherever the test holds: a clamp would change no index the access makes
+                    unproven.append(not_empty)
         return tuple(checked), functools.reduce(lambda a, b: a & b, unproven) if unproven else None
 
     def _clamp_inside(self, at: UOp, dim: int | UOp) -> UOp | None:
@@ -83,12 +87,6 @@ class Memory(Arithmetic):
             return None
         order = {u: k for k, u in enumerate((at < dim).toposort())}
         return None if index_in_bounds(at, dim, self.gate, order) else self._not_empty_suffices(at, dim, order)
-
-    def _inside_where_not_empty(self, at: UOp, size: UOp, order: dict[UOp, int]) -> UOp:
-        """The test that index ``at`` is inside a dimension of ``size``: ``0 < size`` alone where that
-        suffices (``_not_empty_suffices``), else the index's own test."""
-        not_empty = self._not_empty_suffices(at, size, order)
-        return (at >= 0) & (at < size) if not_empty is None else not_empty
 
     def _not_empty_suffices(self, at: UOp, size: UOp, order: dict[UOp, int]) -> UOp | None:
         """``0 < size`` where index ``at`` is proven inside a symbolic dimension of ``size`` wherever it is not

@@ -248,6 +248,11 @@ def test_llvm_runs_a_copy_without_the_gates_that_hold_for_the_whole_launch():
     src = LLVMRenderer("CPU").render(stretch.bind(np.zeros((3, 5), np.float32), image).ast).src
     ungated, gated = src.split("\nungated:\n")[1].split("\ngated:\n")
     assert not re.search(r"label %\S+\.on,", ungated) and re.search(r"label %\S+\.on,", gated)
+    # the read's index is where(image not empty, y * w + x, -1): in the copy, the image is not empty; and the
+    # column, clamped by the kernel itself, is not clamped again
+    outside = r"select i1 %\S+, i64 %\S+, i64 -1"
+    assert not re.search(outside, ungated) and re.search(outside, gated)
+    assert len(re.findall(r"icmp sgt i64 %\S+, 0", ungated)) == 2
     for pair in ("llvm", "clang"):
         device = open_device(pair)
         for rows, cols, image_rows, image_cols in [(3, 5, 2, 7), (6, 1, 1, 1), (1, 9, 4, 3), (0, 4, 0, 0)]:

@@ -137,6 +137,20 @@ prefetcher follows short strides, not a matmul's rows of ``b`` 4 KiB apart, whic
 for (matmul 1024: 109 -> 170 GFLOP/s, 2048: 66 -> 141 with 2 prefetches a step, one per cache line)."""
 
 
+def _held(gates: list[UOp]) -> frozenset[UOp]:
+    """The gates and each condition they are the AND of: all hold in the kernel's ungated copy (an image read
+    at ``where(0 < h, y * w + x, -1)`` there reads at ``y * w + x``)."""
+    held: dict[UOp, None] = {}
+    stack = list(gates)
+    while stack:
+        condition = stack.pop()
+        if condition not in held:
+            held[condition] = None
+            if condition.op is Ops.AND and condition.dtype == dtypes.bool:
+                stack.extend(condition.src)
+    return frozenset(held)
+
+
 def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, Poly]:
     """The INDEXes of buffer loads that a register tile's loop moves by a stride of at least
     ``PREFETCH_STRIDE_BYTES`` (where the stride is a variable's, that it may reach), one per cache line of
@@ -291,7 +305,7 @@ class _FunctionWriter:
                 hold = f"%ungated{number}"
             self.emit(f"br i1 {hold}, label %ungated, label %gated")
             self.label("ungated")
-            self.holds = frozenset(gates)
+            self.holds = _held(gates)
             self._body("u")
             self.emit("ret void")
             self.label("gated")
@@ -307,7 +321,10 @@ class _FunctionWriter:
         """The kernel's instructions in order (or ``only`` those), named apart from another ``copy`` of them."""
         self.copy, self.tile_turns_inside = copy, {}
         for index, node in enumerate(self.linear):
-            if node.op in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL) or node in self.holds:
+            if node in self.holds:
+                self.names[node] = "true"
+                continue
+            if node.op in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
                 continue
             if only is None or node in only:
                 self._node(node, f"%{copy}v{index}", index)  # a value placed twice gets the name of its latest place
