@@ -154,25 +154,32 @@ def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = Fals
     tiles = _tiles(effect, r, width, lanes)
     if _divides(width, end):
         return tiles, None
-    if lanes:
-        held = width if end.op is not Ops.CONST else next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
-        return tiles, _masked_lanes(effect, r, end // width * width, held)
+    if lanes and end.op is Ops.CONST:
+        held = next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
+        return tiles, _masked_lanes(effect, r, UOp.index_const(int(end.arg) // width * width), held)
     left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
     if axis is None:
         raise GraphError(f"no axis was set aside for the indices range {r.arg[0]}'s tiles leave", stage="lower",
                          value=r.arg)
+    if lanes:  # a tile where indices are left: a loop of one turn, or none where the tiles cover the end
+        edge = UOp.range(left.minimum(1), axis, r.arg[1])
+        return tiles, _masked_lanes(effect, r, (whole + edge) * width, width, edge)
     edge = UOp.range(left, axis, r.arg[1])
     return tiles, _moved(effect, r, edge + whole * width, edge)
 
 
-def _masked_lanes(effect: UOp, r: UOp, start: UOp, width: int) -> UOp:
-    """``effect`` at ``start + LANE`` (``width`` lanes) in place of range ``r``, each lane's store, and its
-    loads that differ by lane, gated by ``start + LANE < end``: the columns a row's whole tiles leave, as
-    one tile whose lanes past the end read and write nothing (a masked vector load and store). A range of
-    scalar columns there cost 1000x1001x999 (9 left): 270 GFLOP/s against 340 at 992 columns, and 1023
-    columns (31 left) 220; in lanes, 310 and 315 (a symbolic count of 1023: 85 -> 106, 992: 140)."""
+def _masked_lanes(effect: UOp, r: UOp, start: UOp, width: int, loop: UOp | None = None) -> UOp:
+    """``effect`` at ``start + LANE`` (``width`` lanes) in place of range ``r`` (run over range ``loop``, where
+    ``start`` has one), each lane's store, and its loads that differ by lane, gated by ``start + LANE < end``:
+    the columns a row's whole tiles leave, as one tile whose lanes past the end read and write nothing (a
+    masked vector load and store). A range of scalar columns there cost 1000x1001x999 (9 left): 270 GFLOP/s
+    against 340 at 992 columns, and 1023 columns (31 left) 220; in lanes, 310 and 315 (a symbolic count of
+    1023: 85 -> 106, 992: 140). Where no column is left, a tile run all the same with every lane off cost a
+    symbolic batched matmul of 128 columns in tiles of 16 a ninth more work, and attention's 64 a quarter."""
     (lane,) = _columns(width, lanes=True)
     value = start + lane
+    if loop is not None:
+        return _gated(_moved(effect, r, value, loop), value.lt(r.src[0]), depending_on=lane)
     moved = substitute(effect, {r: value})
     moved = moved.replace(src=(*moved.src[:2], *(s for s in moved.src[2:] if s is not value)))
     return _gated(moved, value.lt(r.src[0]), depending_on=lane)

@@ -660,11 +660,17 @@ def _symbolic_matmul():
 @pytest.mark.parametrize("name", ["llvm", "clang"])
 def test_a_symbolic_rows_last_columns_are_one_masked_tile_in_lanes(name):
     """A symbolic column count leaves ``n % 32`` columns: one more tile of 32 lanes at ``n // 32 * 32``,
-    masked by ``column < n`` (wholly, where 32 divides ``n``); the C pair keeps a range of scalar columns.
-    Every ``n`` gives the reference's bits and leaves the sentinels past the output alone."""
+    masked by ``column < n``, in a loop of one turn, or none where 32 divides ``n`` (a tile with every lane
+    off still ran its sum: a ninth more work for a batched matmul of 128 columns in tiles of 16); the C pair
+    keeps a range of scalar columns. Every ``n`` gives the reference's bits and leaves the sentinels past the
+    output alone."""
     tiled = tile_for_cpu(simplify(_symbolic_matmul()), 32, lanes=True)
     masked = [s for s in tiled.src if s.op is Ops.STORE and len(s.src[0].src) == 3]
     assert len(masked) == 8 and all(u.arg == 32 for s in masked for u in s.toposort() if u.op is Ops.LANE)
+    for store in masked:
+        turns = [{n: evaluate_expression(r.src[0], {"n": n}) for n in (32, 33, 64, 70)}
+                 for r in store.toposort() if r.op is Ops.RANGE and r.src[0].op is not Ops.CONST]
+        assert {32: 0, 33: 1, 64: 0, 70: 1} in turns
     device, ast = open_device(name), _symbolic_matmul()
     for n in (1, 5, 31, 32, 33, 64, 65, 70):
         rng = np.random.default_rng(n)
