@@ -157,13 +157,13 @@ def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = Fals
     if lanes and end.op is Ops.CONST:
         held = next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
         return tiles, _masked_lanes(effect, r, UOp.index_const(int(end.arg) // width * width), held)
-    left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
     if axis is None:
         raise GraphError(f"no axis was set aside for the indices range {r.arg[0]}'s tiles leave", stage="lower",
                          value=r.arg)
     if lanes:  # a tile where indices are left: a loop of one turn, or none where the tiles cover the end
-        edge = UOp.range(left.minimum(1), axis, r.arg[1])
-        return tiles, _masked_lanes(effect, r, (whole + edge) * width, width, edge)
+        edge = UOp.range((end % width).minimum(1), axis, r.arg[1])
+        return tiles, _masked_lanes(effect, r, (end // width + edge) * width, width, edge)
+    left, whole = (int(end.arg) % width, int(end.arg) // width) if end.op is Ops.CONST else (end % width, end // width)
     edge = UOp.range(left, axis, r.arg[1])
     return tiles, _moved(effect, r, edge + whole * width, edge)
 
