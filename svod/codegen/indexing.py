@@ -531,7 +531,9 @@ class _AccessEquation:
     def _mirrored(self, a: Poly, b: Poly) -> bool:
         """Whether ``b`` is ``a`` in the second item, where the first access is made in an item the second is
         made in it too, or the other way round (no guard, or the same), and its ranges may take a turn (one
-        over 0 turns, a dimension of size 0, makes no access): then an item meets itself."""
+        over 0 turns, a dimension of size 0, makes no access): then an item meets itself wherever its guard
+        can hold. (A guard that never holds and that ``impossible`` does not see through is then not proven
+        apart: refused, never wrongly accepted.)"""
         back = {copy: r for r, copy in self.copies.items()}
         first_guard, second_guard = self.guards
         return (None in self.guards or _renamed(second_guard, back) is first_guard) \

@@ -71,7 +71,8 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
         return sink, None
     end = outer.src[0]
     effects = [e for e in sink.src if e.op in STATEMENTS]
-    least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, effects, live_ranges(sink)).maximum(1))
+    live = live_ranges(sink)
+    least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, effects, live).maximum(1))
     workers = simplify(_ceil_div(end, least).minimum(threads).maximum(1))
     if workers.op is Ops.CONST:
         threads = int(workers.arg)
@@ -88,7 +89,6 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
         piece = (core_id * each + turn).minimum(threads - 1)
     start = piece * chunk
     inner = UOp.range((end - start).minimum(chunk), outer.arg[0], AxisKind.GLOBAL)  # still parallel work
-    live = live_ranges(sink)
     first_only = {e: core_id.eq(0) for e in sink.src if e.op in STATEMENTS and outer not in live[e]}
     return (substitute(gate_effects(sink, first_only), {outer: start + inner}),
             None if workers.op is Ops.CONST else workers)

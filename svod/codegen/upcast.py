@@ -147,9 +147,10 @@ def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = Fals
     """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``),
     or with ``lanes`` one copy over ``ro*width + LANE``, and, unless ``width`` divides a constant ``end``, one
     copy over the ``end % width`` indices left: with ``lanes``, one more tile in lanes masked past the end
-    (``_masked_lanes``; for a constant end, the narrowest that holds the indices left); else on a range of
-    its own (axis ``axis``, free right after ``r``'s (``_room_after``): never the same node as ``ro``, even
-    where both ends are equal)."""
+    (``_masked_lanes``; for a constant end, the narrowest that holds the indices left; for a variable one, in
+    a range of one turn where indices are left and none where not); else on a range of ``end % width``. The
+    range is on axis ``axis``, free right after ``r``'s (``_room_after``): never the same node as ``ro``, even
+    where both ends are equal."""
     end = r.src[0]
     tiles = _tiles(effect, r, width, lanes)
     if _divides(width, end):

@@ -49,11 +49,11 @@ class Memory(Arithmetic):
         would not show: ``x[i, 3]`` of an ``(n, 3)`` array is ``x[i + 1, 0]``) clamped to it, and the condition
         that none leaves: the access is then checked at run time (``IndexOutOfBoundsError``), and its flat
         index stays within the array (which a device of 32-bit indices must know). An index inside its
-        dimension wherever that is not empty (the kernel's own clamp, ``max(min(x, w - 1), 0)``) is not clamped
-        again: its condition is ``0 < w``, the same for the whole launch. A constant index (or one
-        whose range is constant) of a symbolic dimension instead sets the least size the dimension may take,
-        which the call checks (and which lets the race check tell ``x[i, 1]`` from ``x[i + 1, 0]``); one
-        outside a constant dimension is refused now."""
+        dimension wherever that is not empty and the statement runs (the kernel's own clamp, ``max(min(x, w -
+        1), 0)``) is not clamped again: its condition is ``0 < w``, the same for the whole launch. A constant
+        index (or one whose range is constant) of a symbolic dimension instead sets the least size the
+        dimension may take, which the call checks (and which lets the race check tell ``x[i, 1]`` from ``x[i +
+        1, 0]``); one outside a constant dimension is refused now."""
         unproven: list[UOp] = []
         checked = list(index)
         for axis, (i, dim) in enumerate(zip(index, array.dims, strict=True)):

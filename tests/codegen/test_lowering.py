@@ -159,16 +159,17 @@ def test_a_launch_adds_the_work_of_effects_that_share_the_split_range():
     tile's, where the tiles fit) adds nothing."""
     k = KernelBuilder("rows_and_edge")
     n, m = k.var("n", 1, 1 << 20), k.var("m", 0, 64)
-    out, edge = k.buffer(dtypes.int32, (n, 256)), k.buffer(dtypes.int32, (n, 64))
-    i, j, e = k.range(n), k.range(256), k.range(m)
+    out, edge = k.buffer(dtypes.int32, (n, 16)), k.buffer(dtypes.int32, (n, 64))
+    i, j, e = k.range(n), k.range(16), k.range(m)
     k.store(out[i, j], j.cast(dtypes.int32))
     k.store(edge[i, e], e.cast(dtypes.int32))
     _, workers = thread_split(k.build(), 2)
     assert workers is not None
     counts = {(rows, left): evaluate_expression(workers, {"n": rows, "m": left})
-              for rows, left in ((128, 0), (129, 0), (100, 64), (128, 64))}
-    # a worker per ceil(32768 / (256 + m)) rows: 128 of them at m = 0, 103 at m = 64
-    assert counts == {(128, 0): 1, (129, 0): 2, (100, 64): 1, (128, 64): 2}
+              for rows, left in ((2048, 0), (2049, 0), (410, 64), (411, 64))}
+    # a worker per ceil(32768 / (16 + m)) rows: 2048 of them at m = 0 (1928, were the empty range one turn),
+    # 410 at m = 64
+    assert counts == {(2048, 0): 1, (2049, 0): 2, (410, 64): 1, (411, 64): 2}
 
 
 def test_a_launch_counts_effects_in_the_same_ranges_as_one_loop_nest():

@@ -257,7 +257,8 @@ class _FunctionWriter:
         self.copy = ""
         """The prefix of the names of the copy of the kernel being rendered."""
         self.holds: frozenset[UOp] = frozenset()
-        """The gates the copy being rendered runs under (``launch_gates``): its accesses behind them are not."""
+        """The gates the copy being rendered runs under (``launch_gates``) and the conditions they are the AND
+        of: its accesses behind them are not gated, and each is ``true`` there."""
 
     def _sole_accumulator(self, node: UOp) -> bool:
         """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
@@ -306,9 +307,15 @@ class _FunctionWriter:
             self.emit(f"br i1 {hold}, label %ungated, label %gated")
             self.label("ungated")
             self.holds = _held(gates)
+            named = {node: self.names[node] for node in self.holds if node in self.names}
             self._body("u")
             self.emit("ret void")
             self.label("gated")
+            for node in self.holds:  # "true" was their name in the ungated copy only
+                if node in named:
+                    self.names[node] = named[node]
+                else:
+                    del self.names[node]
             self.holds = frozenset()
         self._body("")
         self.emit("ret void")
@@ -573,8 +580,8 @@ class _FunctionWriter:
 
     def _lanes_write(self, node: UOp, ptr: str, value: str, mask: UOp | None) -> None:
         """A vector store: into an accumulator register, or of neighbouring elements of a buffer (lowering
-        lanes no other store: ``svod.codegen.lower._lanes_fit``), only the lanes ``mask`` passes where
-        given (a tile's lanes past a row's end: ``svod.codegen.lower._masked_lanes``)."""
+        lanes no other store: ``svod.codegen.upcast._lanes_fit``), only the lanes ``mask`` passes where
+        given (a tile's lanes past a row's end: ``svod.codegen.upcast._masked_lanes``)."""
         index, dtype = node.src[0], node.src[1].dtype
         ty, align = self.ty(dtype), dtype.itemsize
         if memory_of(index.src[0]).op is Ops.DEFINE_REG:
