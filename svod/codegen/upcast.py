@@ -67,7 +67,8 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             if effect.op is Ops.STORE else None
         planned.append(None if target is None else
                        (target, _row_range(effect, live, target[0], rows, edges or masked, masked)))
-    if _entangled(sink) and len({plan for e, plan in zip(sink.src, planned, strict=True) if e.op in EFFECTS}) > 1:
+    entangled = _entangled(sink)
+    if entangled and len({plan for e, plan in zip(sink.src, planned, strict=True) if e.op in EFFECTS}) > 1:
         return sink  # tiles of one shape for some effects only would run a work item's effects apart
     split = list(dict.fromkeys(r for plan in planned if plan is not None and not masked
                                for r, width in ((plan[0][0], plan[0][1]), (plan[1], rows))
@@ -88,7 +89,7 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             for column in _masked(effect, *target, laned):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
-        columns, column_edge = _split(effect, *target, edge_axes.get(target[0]), laned)
+        columns, column_edge = _split(effect, *target, edge_axes.get(target[0]), laned, own_loop=not entangled)
         if row is None:
             effects.extend(columns)
             edge_effects.extend([column_edge] if column_edge is not None else [])
@@ -143,21 +144,23 @@ def _widths(store: UOp, row_bytes: int | None) -> tuple[int, ...]:
     return tuple(w for w in ROW_WIDTHS if w * store.src[1].dtype.itemsize <= row_bytes)
 
 
-def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = False) -> tuple[list[UOp], UOp | None]:
+def _split(effect: UOp, r: UOp, width: int, axis: int | None, lanes: bool = False,
+           own_loop: bool = False) -> tuple[list[UOp], UOp | None]:
     """``effect`` over range ``r`` as ``width`` copies over ``ro*width + c`` (``ro`` below ``end // width``),
     or with ``lanes`` one copy over ``ro*width + LANE``, and, unless ``width`` divides a constant ``end``, one
     copy over the ``end % width`` indices left: with ``lanes``, one more tile in lanes masked past the end
-    (``_masked_lanes``; for a constant end, the narrowest that holds the indices left; for a variable one, in
-    a range of one turn where indices are left and none where not); else on a range of ``end % width``. The
+    (``_masked_lanes``; for a constant end, the narrowest that holds the indices left; for a variable one,
+    with ``own_loop``, in a range of one turn where indices are left and none where not: effects that must run
+    in each work item's order keep the tile unlooped, ``_entangled``); else on a range of ``end % width``. The
     range is on axis ``axis``, free right after ``r``'s (``_room_after``): never the same node as ``ro``, even
     where both ends are equal."""
     end = r.src[0]
     tiles = _tiles(effect, r, width, lanes)
     if _divides(width, end):
         return tiles, None
-    if lanes and end.op is Ops.CONST:
-        held = next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
-        return tiles, _masked_lanes(effect, r, UOp.index_const(int(end.arg) // width * width), held)
+    if lanes and (end.op is Ops.CONST or not own_loop):
+        held = width if end.op is not Ops.CONST else next(w for w in LANE_WIDTHS if w >= int(end.arg) % width)
+        return tiles, _masked_lanes(effect, r, end // width * width, held)
     if axis is None:
         raise GraphError(f"no axis was set aside for the indices range {r.arg[0]}'s tiles leave", stage="lower",
                          value=r.arg)
