@@ -147,9 +147,10 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, froze
     nests: set[frozenset[UOp]] = set()
     for effect in effects:
         ranges = [u for u in effect.toposort() if u.op is Ops.RANGE]
-        if outer not in ranges or frozenset(ranges) in nests:
+        nest = frozenset(ranges)
+        if outer not in nest or nest in nests:
             continue  # effects in the same ranges run in the same loops (the rows of a register tile)
-        nests.add(frozenset(ranges))
+        nests.add(nest)
         product = UOp.index_const(1)
         for r in ranges:
             if r is not outer:

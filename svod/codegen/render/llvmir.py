@@ -307,15 +307,9 @@ class _FunctionWriter:
             self.emit(f"br i1 {hold}, label %ungated, label %gated")
             self.label("ungated")
             self.holds = _held(gates)
-            named = {node: self.names[node] for node in self.holds if node in self.names}
             self._body("u")
             self.emit("ret void")
             self.label("gated")
-            for node in self.holds:  # "true" was their name in the ungated copy only
-                if node in named:
-                    self.names[node] = named[node]
-                else:
-                    del self.names[node]
             self.holds = frozenset()
         self._body("")
         self.emit("ret void")
@@ -328,10 +322,7 @@ class _FunctionWriter:
         """The kernel's instructions in order (or ``only`` those), named apart from another ``copy`` of them."""
         self.copy, self.tile_turns_inside = copy, {}
         for index, node in enumerate(self.linear):
-            if node in self.holds:
-                self.names[node] = "true"
-                continue
-            if node.op in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
+            if node.op in (Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL) or node in self.holds:
                 continue
             if only is None or node in only:
                 self._node(node, f"%{copy}v{index}", index)  # a value placed twice gets the name of its latest place
@@ -359,6 +350,8 @@ class _FunctionWriter:
     def operand(self, node: UOp) -> str:
         if node.op is Ops.CONST:
             return llvm_literal(node.arg, node.dtype)
+        if node in self.holds:
+            return "true"
         return self.names[node]
 
     def arg(self, node: UOp) -> str:
