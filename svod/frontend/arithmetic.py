@@ -12,9 +12,11 @@ from typing import Any
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend.context import TranslationContext
+from svod.frontend.promotion import Number
 from svod.frontend.values import describe, is_number
 from svod.ir import Ops, UOp
 from svod.ir.alu import convert
+from svod.ir.ops import ALU
 
 
 class Arithmetic(TranslationContext):
@@ -52,7 +54,11 @@ class Arithmetic(TranslationContext):
                 raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
                                         value=describe(v))
         if isinstance(a, UOp) and isinstance(b, UOp):
-            dtype = self.platform.unify(a.dtype, b.dtype)
+            if self.weak(a) == self.weak(b):
+                dtype = self.platform.unify(a.dtype, b.dtype)
+                return a.cast(dtype), b.cast(dtype)
+            typed, weak = (b, a) if self.weak(a) else (a, b)
+            dtype = self.platform.weak(self.sample(weak), typed.dtype)
             return a.cast(dtype), b.cast(dtype)
         if not isinstance(a, UOp) and not isinstance(b, UOp):
             dtype = self.platform.unify(self.platform.alone(a), self.platform.alone(b))
@@ -62,6 +68,21 @@ class Arithmetic(TranslationContext):
             return av, bv
         dtype = self.platform.weak(b, a.dtype)
         return a.cast(dtype), UOp.const(dtype, b)
+
+    def weak(self, value: UOp) -> bool:
+        """Whether ``value`` is a Python number in plain Python: computed from constants and what stands for
+        Python numbers (sizes, number arguments) alone. It is weak as a number is: ``x_f32[i] * (1.0 / n)`` is a
+        float32 product whether ``n`` is a size variable or, with ``static_shapes``, a constant."""
+        known = self._weak.get(value)
+        if known is None:
+            known = value in self.numbers or value.op is Ops.CONST or \
+                (value.op in _NUMBER_OPS and all(self.weak(s) for s in value.src))
+            self._weak[value] = known
+        return known
+
+    def sample(self, value: UOp) -> Number:
+        """A Python number of ``value``'s kind, for the dtype rules of a weak value (``Platform.weak``)."""
+        return False if value.dtype == dtypes.bool else 0.0 if value.dtype.is_float else 0
 
     def cast(self, value: Any, dtype: DType) -> UOp:
         """``value`` converted to ``dtype`` as a cast converts it (a store's value too): a float to an integer
@@ -103,11 +124,16 @@ class Arithmetic(TranslationContext):
             beyond = _beyond_dtype(name, a, b) if isinstance(a, UOp) else _beyond_dtype(_FLIPPED[name], b, a)
             if beyond is not None:
                 return beyond
+        if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int:
+            dtype = self.platform.unify(a.dtype, b.dtype)  # exact, as NumPy compares a Python int beyond a dtype
+            return _UOP_COMPARE[name](a.cast(dtype), b.cast(dtype))
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
 
+_NUMBER_OPS = ALU | {Ops.CAST, Ops.BITCAST}
+"""What a Python number's value is computed by: arithmetic and conversions, no memory and no loop."""
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 

@@ -74,9 +74,13 @@ class TranslationContext(ABC):
     buffers' versions, the ranges and registers made so far, and where each part comes from (``located``)."""
 
     def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any],
-                 platform: Platform = HOST) -> None:
+                 platform: Platform = HOST, numbers: frozenset[UOp] = frozenset()) -> None:
         self.source = source
         self.platform = platform
+        self.numbers = numbers
+        """What stands for a Python number in plain Python: the sizes, and the int and float arguments. What
+        is computed from them and Python numbers alone is weak, as a Python number is (``Arithmetic.weak``)."""
+        self._weak: dict[UOp, bool] = {}
         self.name = name
         self.k = builder
         self.env: dict[str, Any] = dict(arguments)

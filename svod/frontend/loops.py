@@ -327,19 +327,20 @@ class Loops(Expressions):
 
     def holding(self, name: str, *values: Any) -> DType:
         """The dtype of local ``name`` that holds each of ``values`` in turn (``Platform.unify``; a Python
-        number is weak, as in arithmetic): an earlier value is never narrowed."""
+        number, or a value computed from Python numbers alone, is weak, as in arithmetic): an earlier typed
+        value is never narrowed."""
         for v in values:
             if not (isinstance(v, UOp) or is_number(v)):
                 raise KernelSyntaxError(f"local {name} changes in a loop and holds {describe(v)}",
                                         kernel=self.name, stage="translate", value=name)
-        typed = [v.dtype for v in values if isinstance(v, UOp)]
+        typed = [v.dtype for v in values if isinstance(v, UOp) and not self.weak(v)]
         if not typed:
-            numbers = [self.platform.alone(v) for v in values]
+            numbers = [v.dtype if isinstance(v, UOp) else self.platform.alone(v) for v in values]
             return functools.reduce(self.platform.unify, numbers)
         dtype = functools.reduce(self.platform.unify, typed)
         for v in values:
-            if is_number(v):
-                dtype = self.platform.unify(dtype, self.platform.weak(v, dtype))
+            if is_number(v) or self.weak(v):
+                dtype = self.platform.unify(dtype, self.platform.weak(v if is_number(v) else self.sample(v), dtype))
         return dtype
 
     def initial(self, init: Any, reduced: UOp, fold: Fold) -> Any:

@@ -14,6 +14,12 @@ scalars and numba types a function, with the platform's integer for loop variabl
   an integer is the platform's float (``float64``; ``float32`` on a device without it) and an int meeting a
   bool the platform's integer. Two Python numbers compute in Python; alone, a number defaults to the
   platform's integer or float.
+- **What plain Python holds as a Python number** is weak as one, though the kernel computes it: a size (a
+  Python int in Python, a constant with ``static_shapes``, a variable without), an int or float argument, and
+  what arithmetic makes of them and of numbers alone (``1.0 / x.shape[1]``). ``x_f32[i] * (1.0 / n)`` is a
+  float32 product and ``counts_i32[i] * k`` wraps in int32, with either kind of size; a comparison of
+  integers stays exact, as NumPy compares a Python int beyond a dtype's range. A loop variable is numba's
+  int64 (typed), and a numpy scalar argument or one annotated with a dtype is typed.
 """
 
 from __future__ import annotations

@@ -287,6 +287,7 @@ class Kernel:
         sizes: list[tuple[str, int, int]] = []
         scalars: list[tuple[str, int]] = []
         floats: set[str] = set()  # float arguments: variables holding their bits, any value theirs
+        numbers: list[UOp] = []  # what stands for a Python number: sizes, int and float arguments
         env: dict[str, Any] = {}
         flat = 0
         for position, (name, value) in enumerate(zip(self.parameters, values, strict=True)):
@@ -305,6 +306,7 @@ class Kernel:
                             widest = max(len(_dims(v)) for v in values if _is_array(v) and size in _dims(v))
                             same = k.var(var_name, 0, _size_limit(widest, index_bits))
                             sizes.append((var_name, position, axis))
+                            numbers.append(same)
                         classes[flat] = same
                         dims.append(same)
                     flat += 1
@@ -326,7 +328,10 @@ class Kernel:
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
-        translator = Translator(self._source, self.name, k, env, platform)
+                if isinstance(value, (int, float)) and not isinstance(value, np.generic) \
+                        and not isinstance(annotation, DType):
+                    numbers.append(env[name])
+        translator = Translator(self._source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()

@@ -498,6 +498,32 @@ def test_a_float32_meeting_an_integer_computes_as_numpy_does(device):
     np.testing.assert_allclose(out, want, rtol=0 if wide else 1e-6)  # a GPU may fuse a product with its sum
 
 
+def python_numbers_meet_arrays(out, x, counts, alpha, k):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        out[0, i] = x[i] * (1.0 / n)
+        out[1, i] = x[i] * alpha
+        out[2, i] = counts[i] * k + n
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["sizes", "static"])
+def test_sizes_and_python_number_arguments_are_weak_as_in_python(device, static):
+    """A size is a Python int and a number argument a Python int or float, in plain Python as with
+    ``static_shapes``: each takes the dtype of the array element it meets (NEP 50). ``x_f32[i] * (1.0 / n)``
+    is a float32 product, and ``counts_i32[i] * k + n`` wraps in int32, whether the size is a variable of the
+    kernel or one of its constants."""
+    kernel = svod.kernel(python_numbers_meet_arrays, static_shapes=static)
+    x = np.array([1.0, 3.0, 0.1], np.float32)
+    counts = np.array([2**30, 7, -(2**30)], np.int32)
+    out = np.zeros((3, 3), np.float64)
+    if refuses(device, dtypes.float64):
+        return
+    want = run_as_python(kernel, out, x, counts, 1 / 3, 4)[0]
+    assert want[0, 0] == np.float32(1 / 3) and want[2, 0] == 3  # float32, and 2**32 + 3 wrapped
+    kernel(out, x, counts, 1 / 3, 4, device=device)
+    np.testing.assert_array_equal(out, want)
+
+
 @svod.kernel
 def stored_converted(ints, small):
     for i in svod.prange(ints.shape[0]):
