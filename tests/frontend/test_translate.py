@@ -525,6 +525,24 @@ def test_sizes_and_python_number_arguments_are_weak_as_in_python(device, static)
 
 
 @svod.kernel
+def below_the_size(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] < x.shape[0]
+
+
+def test_a_narrow_integer_compared_with_a_size_is_compared_exactly(device):
+    """A weak size meeting a uint8 is not narrowed to uint8 in a comparison (300 would be 44): NumPy compares a
+    Python int beyond a dtype's range exactly."""
+    x = (np.arange(300) % 256).astype(np.uint8)
+    out = np.zeros(300, np.int32)
+    if refuses(device, dtypes.uint8):
+        return
+    below_the_size(out, x, device=device)
+    np.testing.assert_array_equal(out, run_as_python(below_the_size, np.zeros(300, np.int32), x)[0])
+    assert out.all()
+
+
+@svod.kernel
 def stored_converted(ints, small):
     for i in svod.prange(ints.shape[0]):
         ints[i] = 2.5
