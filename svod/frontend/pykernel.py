@@ -250,8 +250,15 @@ class Kernel:
             elif self._scalar_dtype(name, value, platform) == dtypes.bool:
                 kinds.append(("const", bool(value)))  # a bool is a constant of the kernel
             else:
-                kinds.append(("scalar", self._scalar_dtype(name, value, platform)))
+                kinds.append(("scalar", self._scalar_dtype(name, value, platform), self._weak(name, value)))
         return (tuple(kinds), self._size_classes(values), platform)
+
+    def _weak(self, name: str, value: Any) -> bool:
+        """Whether scalar argument ``name`` is a Python number (weak in the kernel, as NEP 50 has it), not a
+        numpy scalar or one annotated with a dtype (typed): ``1.5`` and ``np.float64(1.5)`` are one dtype and
+        two kernels."""
+        return isinstance(value, (int, float)) and not isinstance(value, np.generic) \
+            and not isinstance(self.annotations.get(name), DType)
 
     def _scalar_dtype(self, name: str, value: Any, platform: Platform = HOST) -> DType:
         annotation = self.annotations.get(name)
@@ -328,8 +335,7 @@ class Kernel:
                 else:
                     env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
                 scalars.append((name, position))
-                if isinstance(value, (int, float)) and not isinstance(value, np.generic) \
-                        and not isinstance(annotation, DType):
+                if self._weak(name, value):
                     numbers.append(env[name])
         translator = Translator(self._source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()

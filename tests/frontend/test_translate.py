@@ -524,6 +524,19 @@ def test_sizes_and_python_number_arguments_are_weak_as_in_python(device, static)
     np.testing.assert_array_equal(out, want)
 
 
+
+def test_a_python_float_and_a_numpy_float64_argument_are_two_kernels(device):
+    """``1 / 3`` is weak and ``np.float64(1 / 3)`` typed: one dtype, but the first makes ``x_f32[i] * alpha`` a
+    float32 product and the second a float64 one, called in either order on one kernel."""
+    if refuses(device, dtypes.float64):
+        return
+    kernel = svod.kernel(python_numbers_meet_arrays)
+    x, counts = np.array([1.0, 3.0, 0.1], np.float32), np.array([1, 2, 3], np.int32)
+    for alpha in (1 / 3, np.float64(1 / 3), 1 / 3):
+        out = np.zeros((3, 3), np.float64)
+        kernel(out, x, counts, alpha, 4, device=device)
+        np.testing.assert_array_equal(out[1], run_as_python(kernel, out, x, counts, alpha, 4)[0][1])
+
 @svod.kernel
 def below_the_size(out, x):
     for i in svod.prange(x.shape[0]):
