@@ -48,17 +48,17 @@ class Arithmetic(TranslationContext):
     def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
         """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes unify, a Python number
         takes the other's dtype (a float meeting an integer the platform's float), two numbers alone the
-        platform's defaults."""
+        platform's defaults. A weak value (``weak``) meeting a typed float takes that float's dtype, as a
+        number does; meeting a typed integer, the two unify (a size is never narrowed to wrap in ``uint8``)."""
         for v in (a, b):
             if not (isinstance(v, UOp) or is_number(v)):
                 raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
                                         value=describe(v))
         if isinstance(a, UOp) and isinstance(b, UOp):
-            if self.weak(a) == self.weak(b):
-                dtype = self.platform.unify(a.dtype, b.dtype)
-                return a.cast(dtype), b.cast(dtype)
-            typed, weak = (b, a) if self.weak(a) else (a, b)
-            dtype = self.platform.weak(self.sample(weak), typed.dtype)
+            dtype = self.platform.unify(a.dtype, b.dtype)
+            if self.weak(a) != self.weak(b) and (a.dtype.is_float or b.dtype.is_float):
+                typed, weak = (b, a) if self.weak(a) else (a, b)
+                dtype = self.platform.weak(self.sample(weak), typed.dtype)
             return a.cast(dtype), b.cast(dtype)
         if not isinstance(a, UOp) and not isinstance(b, UOp):
             dtype = self.platform.unify(self.platform.alone(a), self.platform.alone(b))
@@ -70,15 +70,29 @@ class Arithmetic(TranslationContext):
         return a.cast(dtype), UOp.const(dtype, b)
 
     def weak(self, value: UOp) -> bool:
-        """Whether ``value`` is a Python number in plain Python: computed from constants and what stands for
-        Python numbers (sizes, number arguments) alone. It is weak as a number is: ``x_f32[i] * (1.0 / n)`` is a
-        float32 product whether ``n`` is a size variable or, with ``static_shapes``, a constant."""
+        """Whether ``value`` is a Python number in plain Python: what stands for one (a size, a number
+        argument), or arithmetic of such values and constants (a ``where``'s condition aside). It is weak as a
+        number is: ``x_f32[i] * (1.0 / n)`` is a float32 product whether ``n`` is a size variable or, with
+        ``static_shapes``, a constant. A constant alone is typed (``np.float64(0.0)``), and so is a conversion
+        a kernel writes (``typed``)."""
         known = self._weak.get(value)
         if known is None:
-            known = value in self.numbers or value.op is Ops.CONST or \
-                (value.op in _NUMBER_OPS and all(self.weak(s) for s in value.src))
+            if value in self.numbers:
+                known = True
+            elif value.op not in _NUMBER_OPS or (value.op is Ops.CAST and value.src[0].dtype == value.dtype):
+                known = False
+            else:
+                operands = value.src[1:] if value.op is Ops.WHERE else value.src
+                known = any(self.weak(s) for s in operands) and \
+                    all(s.op is Ops.CONST or self.weak(s) for s in operands)
             self._weak[value] = known
         return known
+
+    def typed(self, value: Any) -> Any:
+        """``value`` as what a conversion the kernel writes makes (``np.float64(alpha)``, ``svod.int32(n)``):
+        a numpy scalar, typed. A weak value is wrapped in a conversion to its own dtype, which ``weak`` reads
+        as typed and simplification removes (a UOp is one node whatever made it, so the mark is a node)."""
+        return UOp(Ops.CAST, value.dtype, (value,)) if isinstance(value, UOp) and self.weak(value) else value
 
     def sample(self, value: UOp) -> Number:
         """A Python number of ``value``'s kind, for the dtype rules of a weak value (``Platform.weak``)."""
@@ -124,9 +138,6 @@ class Arithmetic(TranslationContext):
             beyond = _beyond_dtype(name, a, b) if isinstance(a, UOp) else _beyond_dtype(_FLIPPED[name], b, a)
             if beyond is not None:
                 return beyond
-        if isinstance(a, UOp) and isinstance(b, UOp) and a.dtype.is_int and b.dtype.is_int:
-            dtype = self.platform.unify(a.dtype, b.dtype)  # exact, as NumPy compares a Python int beyond a dtype
-            return _UOP_COMPARE[name](a.cast(dtype), b.cast(dtype))
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 

@@ -267,7 +267,7 @@ class Expressions(Memory):
         if isinstance(callee, pylang.Cast):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
-            return self.cast(args[0], callee.dtype)
+            return self.typed(self.cast(args[0], callee.dtype))
         if isinstance(callee, MathFunction):
             return self.math(node, callee.name, args)
         if isinstance(callee, Builtin):
@@ -312,8 +312,8 @@ class Expressions(Memory):
             return abs(value) if is_number(value) or isinstance(value, UOp) else self._bad(node, value)
         if name == "bool":
             return bool(value) if is_number(value) else self.truth(value, node)
-        dtype = self.platform.integer if name == "int" else self.platform.real  # typed, as numba's int() and float()
-        return self.cast(value, dtype)
+        dtype = self.platform.integer if name == "int" else self.platform.real
+        return self.cast(value, dtype)  # typed, as numba's int() and float(); of a weak value, weak (float(n))
 
     def _bad(self, node: ast.AST, value: Any) -> Any:
         raise self.refuse(node, f"{describe(value)} in arithmetic")

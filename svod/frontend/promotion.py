@@ -14,12 +14,14 @@ scalars and numba types a function, with the platform's integer for loop variabl
   an integer is the platform's float (``float64``; ``float32`` on a device without it) and an int meeting a
   bool the platform's integer. Two Python numbers compute in Python; alone, a number defaults to the
   platform's integer or float.
-- **What plain Python holds as a Python number** is weak as one, though the kernel computes it: a size (a
-  Python int in Python, a constant with ``static_shapes``, a variable without), an int or float argument, and
-  what arithmetic makes of them and of numbers alone (``1.0 / x.shape[1]``). ``x_f32[i] * (1.0 / n)`` is a
-  float32 product and ``counts_i32[i] * k`` wraps in int32, with either kind of size; a comparison of
-  integers stays exact, as NumPy compares a Python int beyond a dtype's range. A loop variable is numba's
-  int64 (typed), and a numpy scalar argument or one annotated with a dtype is typed.
+- **What plain Python holds as a Python number** is weak as one where it meets a float, though the kernel
+  computes it: a size (a Python int in Python, a constant with ``static_shapes``, a variable without), an int
+  or float argument, and what arithmetic makes of them and of numbers (``1.0 / x.shape[1]``).
+  ``x_f32[i] * (1.0 / n)`` and ``x_f32[i] * alpha`` are float32 products with either kind of size. Meeting a
+  typed integer it unifies as an ``index`` does (``ids_u8[r] + n`` is int64, never a wrapped uint8: NumPy
+  would raise where the size does not fit). A loop variable is numba's int64 (typed); a numpy scalar
+  argument, one annotated with a svod dtype, and a conversion the kernel writes (``np.float64(alpha)``,
+  ``svod.float32(n)``) are typed.
 """
 
 from __future__ import annotations

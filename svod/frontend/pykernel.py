@@ -108,6 +108,8 @@ class Kernel:
         self.annotations = {name: _annotation(self.name, name, hint) for name, hint in hints.items()
                             if name in self.parameters}
         self.annotations |= {name: pylang.IntType(lo, hi) for name, (lo, hi) in (bounds or {}).items()}
+        self._hinted_python = frozenset(name for name, hint in hints.items() if hint in (int, float))
+        """Arguments hinted ``int`` or ``float``: a hint Python ignores, so a Python number there stays weak."""
         self._source: Source | None = source
         self._built: dict[tuple[Any, ...], Built] = {}
         self._lock = threading.Lock()
@@ -255,10 +257,10 @@ class Kernel:
 
     def _weak(self, name: str, value: Any) -> bool:
         """Whether scalar argument ``name`` is a Python number (weak in the kernel, as NEP 50 has it), not a
-        numpy scalar or one annotated with a dtype (typed): ``1.5`` and ``np.float64(1.5)`` are one dtype and
-        two kernels."""
+        numpy scalar or one annotated with a svod dtype (typed): ``1.5`` and ``np.float64(1.5)`` are one dtype
+        and two kernels. A hint of ``float`` or ``int`` changes nothing, as in Python."""
         return isinstance(value, (int, float)) and not isinstance(value, np.generic) \
-            and not isinstance(self.annotations.get(name), DType)
+            and (name in self._hinted_python or not isinstance(self.annotations.get(name), DType))
 
     def _scalar_dtype(self, name: str, value: Any, platform: Platform = HOST) -> DType:
         annotation = self.annotations.get(name)

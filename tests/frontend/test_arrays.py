@@ -159,6 +159,18 @@ def test_a_nan_wins_a_max_and_a_min(device):
 
 
 @svod.jit
+def integer_sums(x):
+    return x.sum(), x.sum(axis=1), np.prod(x[:, :3], axis=1)
+
+
+def test_small_integers_sum_in_int64_as_numpy_does(device):
+    """NumPy sums and multiplies int8 in int64: the sums start from ``np.int64(0)``, a typed constant, not a
+    Python number that would take int8 and wrap (20000 is 32 in int8)."""
+    x = np.full((4, 50), 100, np.int8)
+    x[1, 1] = -7
+    agrees_or_needs_int64(integer_sums, device, x)
+
+@svod.jit
 def softmax(x):
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
