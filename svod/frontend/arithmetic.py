@@ -48,17 +48,16 @@ class Arithmetic(TranslationContext):
     def operands(self, a: Any, b: Any, node: ast.AST | None = None) -> tuple[UOp, UOp]:
         """``a`` and ``b`` as UOps of one dtype (``svod.frontend.promotion``): two dtypes unify, a Python number
         takes the other's dtype (a float meeting an integer the platform's float), two numbers alone the
-        platform's defaults. A weak value (``weak``) meeting a typed float takes that float's dtype, as a
-        number does; meeting a typed integer, the two unify (a size is never narrowed to wrap in ``uint8``)."""
+        platform's defaults; a weak value (``weak``) meeting a typed one is a number (``meets``)."""
         for v in (a, b):
             if not (isinstance(v, UOp) or is_number(v)):
                 raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
                                         value=describe(v))
         if isinstance(a, UOp) and isinstance(b, UOp):
-            dtype = self.platform.unify(a.dtype, b.dtype)
-            if self.weak(a) != self.weak(b) and (a.dtype.is_float or b.dtype.is_float):
-                typed, weak = (b, a) if self.weak(a) else (a, b)
-                dtype = self.platform.weak(self.sample(weak), typed.dtype)
+            if self.weak(a) == self.weak(b):
+                dtype = self.platform.unify(a.dtype, b.dtype)
+            else:
+                dtype = self.meets(a, b.dtype) if self.weak(a) else self.meets(b, a.dtype)
             return a.cast(dtype), b.cast(dtype)
         if not isinstance(a, UOp) and not isinstance(b, UOp):
             dtype = self.platform.unify(self.platform.alone(a), self.platform.alone(b))
@@ -66,8 +65,18 @@ class Arithmetic(TranslationContext):
         if not isinstance(a, UOp):
             bv, av = self.operands(b, a, node)
             return av, bv
-        dtype = self.platform.weak(b, a.dtype)
+        dtype = self.meets(b, a.dtype)
         return a.cast(dtype), UOp.const(dtype, b)
+
+    def meets(self, value: Number | UOp, other: DType) -> DType:
+        """The dtype a Python number or a weak value (``weak``) takes meeting a typed value of ``other``: the
+        other's where either is a float, as NEP 50 has it (a float meeting an integer, the platform's float);
+        two integers unify, so a size is never narrowed into a dtype it may not fit (``uint8``)."""
+        if not isinstance(value, UOp):
+            return self.platform.weak(value, other)
+        if value.dtype.is_float or other.is_float:
+            return self.platform.weak(0.0 if value.dtype.is_float else 0, other)
+        return self.platform.unify(value.dtype, other)
 
     def weak(self, value: UOp) -> bool:
         """Whether ``value`` is a Python number in plain Python: what stands for one (a size, a number
@@ -93,10 +102,6 @@ class Arithmetic(TranslationContext):
         a numpy scalar, typed. A weak value is wrapped in a conversion to its own dtype, which ``weak`` reads
         as typed and simplification removes (a UOp is one node whatever made it, so the mark is a node)."""
         return UOp(Ops.CAST, value.dtype, (value,)) if isinstance(value, UOp) and self.weak(value) else value
-
-    def sample(self, value: UOp) -> Number:
-        """A Python number of ``value``'s kind, for the dtype rules of a weak value (``Platform.weak``)."""
-        return False if value.dtype == dtypes.bool else 0.0 if value.dtype.is_float else 0
 
     def cast(self, value: Any, dtype: DType) -> UOp:
         """``value`` converted to ``dtype`` as a cast converts it (a store's value too): a float to an integer

@@ -340,7 +340,7 @@ class Loops(Expressions):
         dtype = functools.reduce(self.platform.unify, typed)
         for v in values:
             if is_number(v) or self.weak(v):
-                dtype = self.platform.unify(dtype, self.platform.weak(v if is_number(v) else self.sample(v), dtype))
+                dtype = self.platform.unify(dtype, self.meets(v, dtype))
         return dtype
 
     def initial(self, init: Any, reduced: UOp, fold: Fold) -> Any:
