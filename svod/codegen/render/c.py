@@ -25,6 +25,14 @@ class CRenderer(CStyleRenderer):
                 "#else\n#define svod_sum_fmaf(a, b, acc) fmaf(a, b, acc)\n"
                 "#define svod_sum_fma(a, b, acc) fma(a, b, acc)\n#endif\n")
 
+    def extremum_helper(self, op: Ops, t: str, name: str) -> str:
+        """gcc 12 vectorises neither spelling at -O2, and runs the one of branches faster: 0.85 ms against 2.6
+        for a row maximum of 32 partials over 4 MiB, where clang's vectorised selects take 0.14."""
+        beats, keeps = (">", "!") if op is Ops.MAX else ("<", "")
+        branches = (f"{self.helper_qualifier} {t} {name}({t} a, {t} b) {{ return (a {beats} b || b != b || "
+                    f"(a == b && {keeps}{self.signbit}(a))) ? a : b; }}\n")
+        return f"#if defined(__clang__)\n{super().extremum_helper(op, t, name)}#else\n{branches}#endif\n"
+
     def declare_local(self, dtype: DType, name: str, size: int) -> str:
         """A thread's private copy of a buffer (``privatize_atomics``): an array on its stack."""
         return f"{self.type_name(dtype)} {name}[{size}] __attribute__((aligned(64)));"
