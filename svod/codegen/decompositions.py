@@ -16,6 +16,7 @@ import numpy as np
 from svod.dtype import DType, dtypes
 from svod.ir import Ops, PatternMatcher, UOp, UPat
 from svod.ir.ops import ALU
+from svod.ir.uop import FUSED_DTYPES
 
 
 def _half_in_float32(node: UOp) -> UOp | None:
@@ -60,10 +61,18 @@ _ERFC_EXPONENT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 
 Recipes 6.2, fractional error below 1.2e-7 everywhere."""
 
 
+def _fma(a: UOp, b: UOp | float, c: UOp | float) -> UOp:
+    """``a * b + c``, rounded once (MULACC) where the dtype has a fused multiply-add: one instruction on a CPU
+    with FMA, where a product and a sum are two, each rounded."""
+    if a.dtype not in FUSED_DTYPES:
+        return a * b + c
+    return UOp(Ops.MULACC, a.dtype, tuple(v if isinstance(v, UOp) else UOp.const(a.dtype, v) for v in (a, b, c)))
+
+
 def _horner(x: UOp, coefficients: tuple[float, ...]) -> UOp:
     result = UOp.const(x.dtype, coefficients[-1])
     for c in reversed(coefficients[:-1]):
-        result = result * x + c
+        result = _fma(result, x, c)
     return result
 
 
@@ -267,9 +276,9 @@ def _exp(x: UOp) -> UOp:
     least, most = f.exp_range
     low = (x < least).where(least, x)
     clamped = (low > most).where(most, low)
-    shifted = clamped * (1 / math.log(2)) + f.rounder
+    shifted = _fma(clamped, 1 / math.log(2), f.rounder)
     n = shifted - f.rounder
-    r = clamped - n * f.ln2_high - n * f.ln2_low
+    r = _fma(n, -f.ln2_low, _fma(n, -f.ln2_high, clamped))
     whole = shifted.bitcast(f.bits) - f.rounder_bits
     half = whole >> 1
     result = _horner(r, f.exp_taylor) * f.power_of_two(half) * f.power_of_two(whole - half)
@@ -297,9 +306,9 @@ def _log_by_polynomial(node: UOp) -> UOp | None:
     m = significand - 1.0
     s = m / (m + 2.0)
     two_s, z = s * 2.0, s * s
-    log1p = two_s + two_s * (z * _horner(z, f.atanh_series))
+    log1p = _fma(two_s, z * _horner(z, f.atanh_series), two_s)
     e = exponent.cast(f.dtype)
-    result = e * f.ln2_high + (e * f.ln2_low + log1p)
+    result = _fma(e, f.ln2_high, _fma(e, f.ln2_low, log1p))
     special = (x < 0.0).where(UOp.const(f.dtype, math.nan), x.eq(0.0).where(UOp.const(f.dtype, -math.inf), x))
     return ((x <= 0.0) | x.eq(math.inf) | x.ne(x)).where(special, result)
 
