@@ -64,9 +64,7 @@ Recipes 6.2, fractional error below 1.2e-7 everywhere."""
 def _fma(a: UOp, b: UOp | float, c: UOp | float) -> UOp:
     """``a * b + c``, rounded once (MULACC) where the dtype has a fused multiply-add: one instruction on a CPU
     with FMA, where a product and a sum are two, each rounded."""
-    if a.dtype not in FUSED_DTYPES:
-        return a * b + c
-    return UOp(Ops.MULACC, a.dtype, tuple(v if isinstance(v, UOp) else UOp.const(a.dtype, v) for v in (a, b, c)))
+    return a.alu(Ops.MULACC, b, c) if a.dtype in FUSED_DTYPES else a * b + c
 
 
 def _horner(x: UOp, coefficients: tuple[float, ...]) -> UOp:
