@@ -538,7 +538,7 @@ def _transposed(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) ->
     unit stride) as ``b.T``; then, where a load reads ``j`` at unit stride, ``a[k, i]`` as ``a.T``. The
     copies are parts (``<name>_transpose``) before the kernel; its sum is the same, in the same order."""
     j = nested(outputs)[-1]
-    if math.prod(int(r.src[0].arg) for r in outputs) // int(j.src[0].arg) < TRANSPOSE_MIN_ROWS:
+    if math.prod(int(r.src[0].arg) for r in outputs if r is not j) < TRANSPOSE_MIN_ROWS:
         return (), sink
     operands = []
     for load in loads:

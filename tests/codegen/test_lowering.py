@@ -856,6 +856,18 @@ def test_split_extremum_reductions_over_a_symbolic_size_keep_the_elements_their_
             assert got.tolist() == [numbers.max(), numbers.min()]
 
 
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_sum_over_rows_of_which_there_are_none_runs(compiler):
+    """``out[i] = sum_k a[i, k] * x[k]`` over 0 rows: nothing to store, and nothing to divide by (the check of
+    how many rows read a transposed operand divided the outputs' count by the columns': an internal error)."""
+    k = KernelBuilder("no_rows")
+    out, a, x = k.buffer(dtypes.float32, 0), k.buffer(dtypes.float32, 0), k.buffer(dtypes.float32, 5)
+    i, r = k.range(0), k.range(5, AxisKind.REDUCE)
+    k.store(out[i], (a[i * 5 + r] * x[r]).reduce(r))
+    svod.run(k.build(), [np.zeros(0, np.float32), np.zeros(0, np.float32), np.ones(5, np.float32)],
+             device=open_device(compiler))
+
+
 _LIMITS = WorkGroupLimits(256, (256, 256, 64))
 
 
