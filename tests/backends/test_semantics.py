@@ -152,6 +152,22 @@ def test_max_reductions_of_signed_zeros_give_plus_zero(device, size):
     assert got[0] == 0 and not np.signbit(got[0]) and np.signbit(got[1])
 
 
+@pytest.mark.parametrize("size", [2, 17, 64, 1001])
+def test_sums_of_negative_zeros_give_negative_zero(device, size):
+    """A float sum starts from -0.0, the identity of addition: a sum of -0.0s (a row's alone, four rows'
+    streamed together, a sum of products) is -0.0, however a backend splits or vectorises it."""
+    k = KernelBuilder("zero_sums")
+    out, x = k.buffer(dtypes.float32, 6), k.buffer(dtypes.float32, (4, size))
+    i, r, s = k.range(4), k.range(size, AxisKind.REDUCE), k.range(size, AxisKind.REDUCE)
+    k.store(out[i], x[i, r].reduce(r))
+    k.store(out[4], x[0, s].reduce(s))
+    t = k.range(size, AxisKind.REDUCE)
+    k.store(out[5], (x[1, t] * 2.0).reduce(t))
+    got = np.ones(6, np.float32)
+    svod.run(k.build(), [got, np.full((4, size), -0.0, np.float32)], device=device)
+    assert (got == 0).all() and np.signbit(got).all(), got
+
+
 def test_a_fixed_variable_compiles_and_keeps_its_value(device):
     k = KernelBuilder("fixed_end")
     n = k.var("n", 1, 100)

@@ -1,8 +1,9 @@
 """C for the CPU device: the base table of ``CStyleRenderer`` as it is."""
 
 from svod.codegen.decompositions import CPU_MATH
+from svod.codegen.render.base import sole_accumulators
 from svod.codegen.render.cstyle import CStyleRenderer
-from svod.dtype import DType
+from svod.dtype import DType, dtypes
 from svod.ir import Ops, PatternMatcher, UOp
 
 
@@ -10,6 +11,14 @@ class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
     reduction_pragma = "#pragma omp simd reduction({op}:{register})"
+    float_sum = "svod_sum"
+    """The reduction a float sum's pragma names: OpenMP's ``+`` starts each lane's partial sum from +0.0, which
+    turns a sum of -0.0s into +0.0 (``-0.0 + +0.0``); this one starts them from -0.0, svod's identity."""
+
+    def reduction_operator(self, update: UOp) -> str | None:
+        operator = super().reduction_operator(update)
+        return self.float_sum if operator == "+" and update.src[1].dtype in (dtypes.float32, dtypes.float64) \
+            else operator
 
     def vectorised_sum_of_products(self, dtype: DType, args: list[str]) -> str:
         """gcc vectorises a sum of ``fmaf`` calls, but clang's vectoriser takes only ``acc + a*b`` for a sum of
@@ -17,10 +26,13 @@ class CRenderer(CStyleRenderer):
         return f"svod_sum_fma{self.math_suffix[dtype.name]}({', '.join(args)})"
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
+        sums = any(self.reduction_operator(u) == self.float_sum for u in sole_accumulators(linear).values())
+        declared = (f"#pragma omp declare reduction({self.float_sum} : float, double : omp_out += omp_in) "
+                    "initializer(omp_priv = -0.0)\n") if sums else ""
         if not any(u.op is Ops.MULACC for u in linear):
-            return super().helpers(linear)
+            return super().helpers(linear) + declared
         contracted = '__extension__({ _Pragma("clang fp contract(fast)") (acc) + (a) * (b); })'
-        return (super().helpers(linear) + "#if defined(__clang__)\n"
+        return (super().helpers(linear) + declared + "#if defined(__clang__)\n"
                 f"#define svod_sum_fmaf(a, b, acc) {contracted}\n#define svod_sum_fma(a, b, acc) {contracted}\n"
                 "#else\n#define svod_sum_fmaf(a, b, acc) fmaf(a, b, acc)\n"
                 "#define svod_sum_fma(a, b, acc) fma(a, b, acc)\n#endif\n")

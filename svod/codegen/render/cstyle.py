@@ -140,6 +140,11 @@ class CStyleRenderer(KernelRenderer):
         """Declarations the source needs before the kernel (headers, extension pragmas)."""
         return self.preamble
 
+    def reduction_operator(self, update: UOp) -> str | None:
+        """The operator ``reduction_pragma`` names for an accumulator's update (a STORE), or None where it
+        has none."""
+        return _PRAGMA_OPS.get(update.src[1].op)
+
     # ---- statement shapes (C's; a language without pointers or ``?:`` overrides them) -------------------
 
     def declare(self, dtype: DType, name: str, value: str) -> str:
@@ -442,9 +447,10 @@ class CStyleRenderer(KernelRenderer):
         for index, node in enumerate(linear):
             pad = "  " * walk.depth
             update = reductions.get(node)
-            if pragma is not None and update is not None and update.src[1].op in _PRAGMA_OPS:
+            operator = None if update is None else self.reduction_operator(update)
+            if pragma is not None and update is not None and operator is not None:
                 register = walk.names[update.src[0].src[0]]
-                lines.append(pad + pragma.format(op=_PRAGMA_OPS[update.src[1].op], register=register))
+                lines.append(pad + pragma.format(op=operator, register=register))
             line = walk.node(node, index)
             if line is not None:
                 lines.append(("  " * walk.depth if node.op is Ops.END else pad) + line)
