@@ -26,7 +26,7 @@ from collections import Counter
 
 from svod.dtype import DType
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.ops import FUSED, LEAVES
+from svod.ir.ops import FUSED, LEAVES, REASSOCIABLE
 
 
 def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | None) -> tuple[UOp, ...]:
@@ -48,7 +48,7 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
                 start = made.get(update.src[2], update.src[2])
                 consts.append(zero)
             else:
-                start = UOp.const(update.dtype, reduce_identity(update.arg, update.dtype))
+                start = UOp.const(update.dtype, reduce_identity(_reduce_op(update), update.dtype))
                 consts += [zero, start]
             slot = u.index(zero)
             inits[u] = slot.store(start)
@@ -58,13 +58,16 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
             running = u.src[0].after(init).index(init.src[0].src[1])
             body += [running.src[0], running, running.load()]
             value = made.get(u.src[1], u.src[1])
-            fused = _fused(value, running.load()) if u.arg is Ops.ADD else None
+            op = _reduce_op(u)
+            fused = _fused(value, running.load()) if op is Ops.ADD else None
             if fused is None:
-                update, computed = running.load().alu(u.arg, value), [running.load(), value]
+                update, computed = running.load().alu(op, value), [running.load(), value]
             else:
                 update, replaced = fused
                 folded += replaced
                 computed = [running.load(), *(s for r in replaced for s in r.src)]
+            if u.arg != op and update.op in (Ops.ADD, Ops.MULACC):  # marked REASSOCIABLE: so is its update
+                update = update.replace(arg=REASSOCIABLE)
             total = _combine(update, computed, decompositor, body)
             made[u] = init.src[0].store(total)
             body.append(made[u])
@@ -79,6 +82,11 @@ def lower_accumulators(linear: tuple[UOp, ...], decompositor: PatternMatcher | N
                 made[u] = u.replace(src=src)
             body.append(made.get(u, u))
     return _with_leaves(_without_unused(body, folded), consts)
+
+
+def _reduce_op(update: UOp) -> Ops:
+    """The op of a reduction: its arg, or the arg's first element where lowering marked it (``REASSOCIABLE``)."""
+    return update.arg[0] if isinstance(update.arg, tuple) else update.arg
 
 
 def _fused(value: UOp, running: UOp) -> tuple[UOp, list[UOp]] | None:

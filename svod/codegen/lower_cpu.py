@@ -11,7 +11,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from svod.codegen.indexing import Facts, Poly, Prover, to_poly
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects
 from svod.codegen.ranges import live_ranges, nested, range_order
-from svod.codegen.upcast import EXTREMA, _reduction_loads, _unit_stride, split_reductions, upcast_reductions
+from svod.codegen.upcast import (
+    EXTREMA,
+    _reduction_loads,
+    _unit_stride,
+    split_reductions,
+    stream_rows,
+    upcast_reductions,
+)
 from svod.device.caps import ASSUMED_L2_BYTES, CACHE_LINE, CORE_ID
 from svod.dtype import PtrDType, dtypes
 from svod.ir import AxisKind, Ops, UOp, kernel_label, simplify, substitute
@@ -736,11 +743,12 @@ def tile_row_bytes(vector_registers: int) -> int:
 
 
 def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
-    """Register tiles of outputs per pass over a reduction (``upcast_reductions``, sized for
-    ``vector_registers``, rows in ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split
-    into independent partials (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers need."""
-    tiled = upcast_reductions(sink, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
-                              lanes=lanes)
+    """Rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), register
+    tiles of outputs per pass over a reduction (``upcast_reductions``, sized for ``vector_registers``, rows in
+    ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split into independent partials
+    (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers and memory streams need."""
+    tiled = upcast_reductions(stream_rows(sink), tile_rows(vector_registers), edges=True,
+                              row_bytes=tile_row_bytes(vector_registers), lanes=lanes)
     return split_reductions(tiled, EXTREMA, tails=True)
 
 

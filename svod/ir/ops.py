@@ -147,6 +147,12 @@ CONTINUED = "continued"
 """The arg of a float ADD of a value and a REDUCE ADD whose accumulator starts from that value instead of the
 identity: ``acc = start; acc = fma(a, b, acc) ...``, a sum continued from a partial sum stored before (a
 matmul blocked over its reduction, ``svod.codegen.lower.block_matmul``). Made by lowering only."""
+REASSOCIABLE = "reassociable"
+"""Lowering's mark of a float sum the backend may add in any order (``svod.codegen.upcast.stream_rows``): the
+second element of its REDUCE's arg, ``(Ops.ADD, REASSOCIABLE)``, and then the arg of each update of its
+accumulator (an ADD or a MULACC, ``svod.codegen.accumulators``), whose loop a renderer lets its compiler
+vectorise by reassociating. Made by lowering only: a sum's order is otherwise the reference's, or a loop's one
+sum's (``svod.codegen.render.base.reassociable_accumulators``)."""
 LANE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.SQRT,
                       Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.RECIPROCAL, Ops.AND, Ops.OR,
                       Ops.XOR, Ops.IDIV, Ops.MOD, Ops.CAST, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE}) | COMPARISON

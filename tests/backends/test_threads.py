@@ -31,7 +31,7 @@ def _kernels():
     k.store(out[i], (x[i] * 1.5 - 2.0).maximum(x[i].sin()))
     elementwise = k.build()
     k = KernelBuilder("row_sums")
-    rows, cols = 999, 257
+    rows, cols = 999, 1031
     out, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, rows * cols)
     r = k.range(rows)
     c = k.range(cols, AxisKind.REDUCE)
@@ -54,7 +54,7 @@ def test_threaded_results_equal_single_threaded(compiler):
             results.append(out.numpy())
         np.testing.assert_array_equal(results[0], results[1])
         assert (results[1][size:] == 0).all()
-    x = rng.standard_normal(999 * 257).astype(np.float32)
+    x = rng.standard_normal(999 * 1031).astype(np.float32)
     sums = []
     for device in (one, many):
         out = svod.Buffer.from_numpy(np.zeros(999, np.float32), device)
@@ -70,7 +70,7 @@ def test_threaded_kernels_launch_one_worker_per_thread():
     assert threaded.var_names == ("n",)  # core_id: the CPU ABI's argument
     assert threaded.launch.static is None  # how many workers a launch wakes depends on n
     assert threaded.launch.dims({"n": 1 << 20}).global_size == (3, 1, 1)
-    fixed = KernelCache().get(row_sums, many)  # 999 x 257: work for every worker
+    fixed = KernelCache().get(row_sums, many)  # 999 x 1031 (rows streamed four a pass): work for every worker
     assert fixed.launch.static is not None and fixed.launch.static.global_size == (3, 1, 1)
     single = KernelCache().get(elementwise, one)
     assert single.var_names == ("n",) and single.global_size[0].arg == 1

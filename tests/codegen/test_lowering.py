@@ -37,12 +37,19 @@ from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
-from svod.codegen.upcast import EXTREMA, TAIL_SPLIT_WIDTH, split_reductions, upcast_reductions
+from svod.codegen.upcast import (
+    EXTREMA,
+    STREAM_ROWS,
+    TAIL_SPLIT_WIDTH,
+    split_reductions,
+    stream_rows,
+    upcast_reductions,
+)
 from svod.device import DeviceCaps
 from svod.device.launch import evaluate, most
 from svod.errors import GraphError
 from svod.ir import simplify, substitute
-from svod.ir.ops import CONTINUED, FUSED
+from svod.ir.ops import CONTINUED, FUSED, REASSOCIABLE
 from svod.ir.uop import param_size
 from svod.ir.validate import kernel_label, validate
 from svod.workloads import conv2d, gather, matmul, matmul_py, softmax, transpose
@@ -866,6 +873,83 @@ def test_a_sum_over_rows_of_which_there_are_none_runs(compiler):
     k.store(out[i], (a[i * 5 + r] * x[r]).reduce(r))
     svod.run(k.build(), [np.zeros(0, np.float32), np.zeros(0, np.float32), np.ones(5, np.float32)],
              device=open_device(compiler))
+
+
+def _rows_times_vector(rows, cols, dtype=dtypes.float32):
+    """``out[i] = sum_k a[i, k] * x[k]``; a size given as None is a variable (``n`` rows, ``m`` columns)."""
+    k = KernelBuilder("matvec")
+    n = k.var("n", 0, 300) if rows is None else rows
+    m = k.var("m", 0, 3000) if cols is None else cols
+    out, a, x = k.buffer(dtype, n), k.buffer(dtype, n * m), k.buffer(dtype, m)
+    i, r = k.range(n), k.range(m, AxisKind.REDUCE)
+    k.store(out[i], (a[i * m + r] * x[r]).reduce(r))
+    return k.build()
+
+
+def _marked(sink):
+    return [u for u in sink.toposort() if u.op is Ops.REDUCE and u.arg == (Ops.ADD, REASSOCIABLE)]
+
+
+@pytest.mark.parametrize(("rows", "edge"), [(16, 0), (17, 1), (None, 1)])
+def test_a_matrix_vector_product_streams_four_rows_a_pass_its_sums_marked(rows, edge):
+    """Four rows share each pass over the columns (and the edge store the rows left), every sum marked for
+    the backend to vectorise along the loop."""
+    streamed = stream_rows(simplify(_rows_times_vector(rows, 64)))
+    assert len(streamed.src) == STREAM_ROWS + edge
+    assert len(_marked(streamed)) == STREAM_ROWS + edge
+
+
+def test_register_tiles_and_sums_of_rows_others_use_are_not_streamed():
+    """A matmul's sums are a register tile's (``upcast_reductions``: their order is the reference's), and a
+    softmax's row sums feed stores over a range they do not depend on: neither is a streamed row's."""
+    for ast in (_matmul(64), softmax(16, 64).steps[0].ast):
+        sink = simplify(ast)
+        assert stream_rows(sink) is sink
+        assert not _marked(tile_for_cpu(sink, 16))
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_the_backend_may_reassociate_only_the_streamed_sums(compiler):
+    """The renderers let the compiler reassociate each of the four streamed sums (LLVM's ``reassoc``, C's
+    reduction pragma naming all four accumulators); a register tile's sums keep their order."""
+    device = open_device(compiler)
+    streamed = svod.compile(_rows_times_vector(64, 64), device).code
+    tile = svod.compile(_matmul(64), device).code
+    if compiler == "llvm":
+        assert streamed.count("fadd reassoc contract") == STREAM_ROWS and "reassoc" not in tile
+    else:
+        assert re.search(r"reduction\(svod_sum:(\w+, ){3}\w+\)", streamed) and "reduction(" not in tile
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (3, 8), (4, 33), (5, 1000), (7, 17), (97, 64), (0, 5), (6, 0)])
+def test_streamed_rows_give_numpys_sums_at_edge_sizes(compiler, static, rows, cols):
+    """Every row summed once, whatever the rows' and columns' remainders, float32 and float64."""
+    device = open_device(compiler)
+    rng = np.random.default_rng(rows * 1000 + cols)
+    for dtype in (dtypes.float32, dtypes.float64):
+        a, x = rng.standard_normal((rows, cols)).astype(dtype.numpy), rng.standard_normal(cols).astype(dtype.numpy)
+        out = np.full(rows, np.nan, dtype.numpy)
+        kernel = _rows_times_vector(rows, cols, dtype) if static else _rows_times_vector(None, None, dtype)
+        svod.run(kernel, [out, a, x], device=device, **({} if static else {"n": rows, "m": cols}))
+        np.testing.assert_allclose(out, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5 * max(cols, 1))
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_streamed_sums_keep_special_values(compiler):
+    """Reassociated, a row of -0.0 still sums to -0.0, an inf to inf, inf and -inf to NaN, a NaN to NaN."""
+    device = open_device(compiler)
+    a = np.ones((5, 40), np.float32)
+    a[0] = -0.0
+    a[1, 7] = np.inf
+    a[2, 3], a[2, 30] = np.inf, -np.inf
+    a[3, 21] = np.nan
+    x = np.ones(40, np.float32)
+    out = np.zeros(5, np.float32)
+    svod.run(_rows_times_vector(5, 40), [out, a, x], device=device)
+    assert out[0] == 0 and np.signbit(out[0])
+    assert out[1] == np.inf and np.isnan(out[2]) and np.isnan(out[3]) and out[4] == 40
 
 
 _LIMITS = WorkGroupLimits(256, (256, 256, 64))

@@ -19,7 +19,7 @@ from svod.config import settings
 from svod.device import CORE_ID, DeviceCaps, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.ops import ALU
+from svod.ir.ops import ALU, REASSOCIABLE
 from svod.ir.uop import memory_of
 
 
@@ -54,15 +54,17 @@ class ScopedNames(dict[UOp, str]):
         super().__setitem__(node, name)
 
 
-def sole_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, UOp]:
-    """Each loop that updates exactly one accumulator register, with that update (a STORE). Such a loop
-    is a plain reduction, which a backend may vectorise along the loop by reassociating it."""
+def reassociable_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, tuple[UOp, ...]]:
+    """Each loop whose sums a backend may vectorise along it by reassociating them, with their updates (STOREs
+    to accumulator registers): a loop that updates exactly one accumulator (a plain reduction), or whose every
+    update lowering marked ``REASSOCIABLE`` (``svod.codegen.upcast.stream_rows``). Any other loop with
+    accumulators is a register tile's, whose sums keep their order."""
     found = {}
     for end in linear:
         if end.op is Ops.END:
-            updates = [s for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG]
-            if len(updates) == 1:
-                found[end.src[0]] = updates[0]
+            updates = tuple(s for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG)
+            if len(updates) == 1 or (updates and all(u.src[1].arg == REASSOCIABLE for u in updates)):
+                found[end.src[0]] = updates
     return found
 
 

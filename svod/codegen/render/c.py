@@ -1,7 +1,7 @@
 """C for the CPU device: the base table of ``CStyleRenderer`` as it is."""
 
 from svod.codegen.decompositions import CPU_MATH
-from svod.codegen.render.base import sole_accumulators
+from svod.codegen.render.base import reassociable_accumulators
 from svod.codegen.render.cstyle import CStyleRenderer
 from svod.dtype import DType, dtypes
 from svod.ir import Ops, PatternMatcher, UOp
@@ -26,7 +26,8 @@ class CRenderer(CStyleRenderer):
         return f"svod_sum_fma{self.math_suffix[dtype.name]}({', '.join(args)})"
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
-        sums = any(self.reduction_operator(u) == self.float_sum for u in sole_accumulators(linear).values())
+        sums = any(self.reduction_operator(u) == self.float_sum
+                   for updates in reassociable_accumulators(linear).values() for u in updates)
         declared = (f"#pragma omp declare reduction({self.float_sum} : float, double : omp_out += omp_in) "
                     "initializer(omp_priv = -0.0)\n") if sums else ""
         if not any(u.op is Ops.MULACC for u in linear):

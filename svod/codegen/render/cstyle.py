@@ -22,7 +22,7 @@ import numpy as np
 
 from svod.codegen.checks import CHECKED
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
-from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, sole_accumulators
+from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, reassociable_accumulators
 from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
@@ -112,8 +112,9 @@ class CStyleRenderer(KernelRenderer):
     signed_overflow_wraps: ClassVar[bool] = True
     """Whether signed arithmetic wraps (C compiled with -fwrapv); if not, it is rendered in unsigned."""
     reduction_pragma: ClassVar[str | None] = None
-    """Put before a loop that sums (or multiplies) into its sole accumulator, to let the compiler
-    reassociate it (``{op}`` and ``{register}`` are filled in)."""
+    """Put before a loop that sums (or multiplies) into accumulators it may reassociate
+    (``reassociable_accumulators``), to let the compiler do so (``{op}`` and ``{register}``, their names
+    joined by commas, are filled in)."""
     global_qualifier: ClassVar[str] = ""
     """What a pointer to a kernel buffer is qualified with (``__global`` in OpenCL)."""
 
@@ -442,15 +443,16 @@ class CStyleRenderer(KernelRenderer):
         walk.lanes, walk.register_lanes = lane_widths(linear)
         lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma
-        reductions = sole_accumulators(linear) if pragma is not None else {}
-        walk.vectorised_sums = {u.src[1] for u in reductions.values() if u.src[1].op is Ops.MULACC}
+        reductions = reassociable_accumulators(linear) if pragma is not None else {}
+        walk.vectorised_sums = {u.src[1] for updates in reductions.values() for u in updates
+                                if u.src[1].op is Ops.MULACC}
         for index, node in enumerate(linear):
             pad = "  " * walk.depth
-            update = reductions.get(node)
-            operator = None if update is None else self.reduction_operator(update)
-            if pragma is not None and update is not None and operator is not None:
-                register = walk.names[update.src[0].src[0]]
-                lines.append(pad + pragma.format(op=operator, register=register))
+            updates = reductions.get(node, ())
+            ops = {self.reduction_operator(u) for u in updates}
+            if pragma is not None and updates and len(ops) == 1 and None not in ops:
+                registers = ", ".join(walk.names[u.src[0].src[0]] for u in updates)
+                lines.append(pad + pragma.format(op=ops.pop(), register=registers))
             line = walk.node(node, index)
             if line is not None:
                 lines.append(("  " * walk.depth if node.op is Ops.END else pad) + line)

@@ -4,8 +4,9 @@ Kernels have the CPU ABI ``void name(ptr bufs, ptr vars, i64 core_id)``. Loops a
 phi for the counter, a body, and a latch; accumulators are allocas in the entry block, which LLVM's
 mem2reg turns into phis. The accumulation of a loop's only accumulator carries ``reassoc``, so the
 reduction vectorises: its result may differ from a sequential sum by rounding, as with any parallel
-reduction. Loops with several accumulators (an upcast matmul) stay exact: they vectorise across the
-accumulators instead, which is also faster than vectorising each along the loop.
+reduction; so do the sums of a loop whose every sum lowering marked ``REASSOCIABLE`` (a matrix-vector
+product's rows, streamed together). Other loops with several accumulators (an upcast matmul) stay exact: they
+vectorise across the accumulators instead, which is also faster than vectorising each along the loop.
 Float MAX and MIN (IEEE 754-2019 maximumNumber and minimumNumber: NaN-ignoring, +0 above -0) are spelled
 out as compares and a select. LLVM's intrinsics are not usable: LLVM 22 vectorises ``llvm.maxnum``
 reductions wrongly, dropping elements, and its x86 backend lowers ``llvm.maximumnum(a, b)`` wrongly when
@@ -19,7 +20,7 @@ A value that depends on a ``LANE`` of width ``W`` (a register tile's row, ``svod
 LLVM vector of ``W`` elements (``lane_widths``); a scalar it meets is broadcast. Its loads are one vector load
 where the lanes read neighbouring elements, else a gather (masked by a gate that differs by lane), and its
 stores one vector store: lowering lanes only stores at unit stride (``svod.codegen.lower._lanes_fit``). An
-accumulator register of vectors is never the sole accumulator its loop reassociates.
+accumulator register of vectors is never one its loop reassociates.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from svod.codegen.render.base import (
     contiguous,
     lane_widths,
     launch_gates,
-    sole_accumulators,
+    reassociable_accumulators,
 )
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.device.caps import CACHE_LINE
@@ -237,10 +238,11 @@ class _FunctionWriter:
         self.w = 1
         """The lanes of the instruction being rendered."""
         self.splats = 0
-        sole = {loop: update for loop, update in sole_accumulators(linear).items()
-                if update.src[0].src[0] not in self.register_lanes}
-        self.sole_accumulators = {update.src[0].src[0] for update in sole.values()}
-        self.tile_loops = {u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE and u not in sole}
+        reassociable = {loop: updates for loop, updates in reassociable_accumulators(linear).items()
+                        if not any(u.src[0].src[0] in self.register_lanes for u in updates)}
+        self.reassociable = {u.src[0].src[0] for updates in reassociable.values() for u in updates}
+        self.tile_loops = {u for u in linear if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE
+                           and u not in reassociable}
         self.prefetched = strided_operands(linear, self.tile_loops)
         self.contiguous: set[UOp] = set()
         """The INDEXes of lanes that read or write neighbouring elements, named by lane 0's address."""
@@ -260,11 +262,12 @@ class _FunctionWriter:
         """The gates the copy being rendered runs under (``launch_gates``) and the conditions they are the AND
         of: its accesses behind them are not gated, and each is ``true`` there."""
 
-    def _sole_accumulator(self, node: UOp) -> bool:
-        """A LOAD of the only accumulator a loop updates: the running value of a plain reduction."""
+    def _reassociable(self, node: UOp) -> bool:
+        """A LOAD of an accumulator whose loop may reassociate it (``reassociable_accumulators``): the running
+        value of a plain reduction, or of a streamed row's."""
         if node.op is not Ops.LOAD or not isinstance(node.src[0].dtype, PtrDType) or not node.src[0].dtype.local:
             return False
-        return memory_of(node.src[0].src[0]) in self.sole_accumulators
+        return memory_of(node.src[0].src[0]) in self.reassociable
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
@@ -791,13 +794,13 @@ class _FunctionWriter:
     def _float_alu(self, node: UOp, out: str, args: list[str], ty: str) -> None:
         op = node.op
         if op in self.r.float_binary:
-            flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(self._sole_accumulator(s) for s in node.src) \
+            flags = " reassoc" if op in (Ops.ADD, Ops.MUL) and any(self._reassociable(s) for s in node.src) \
                 else ""
             self.emit(f"{out} = {self.r.float_binary[op]}{flags} {ty} {args[0]}, {args[1]}")
         elif op in (Ops.MAX, Ops.MIN):
             self._maximum_number(op, out, args[0], args[1], node.dtype)
-        elif op is Ops.MULACC and self._sole_accumulator(node.src[2]):
-            # the one sum a loop updates may be reassociated (vectorised), which LLVM does to a sum, not to
+        elif op is Ops.MULACC and self._reassociable(node.src[2]):
+            # a loop's reassociable sums may be vectorised along it, which LLVM does to a sum, not to
             # fma calls; the contract flags fuse each product with its addition on every CPU with FMA
             self.emit(f"{out}.product = fmul contract {ty} {args[0]}, {args[1]}")
             self.emit(f"{out} = fadd reassoc contract {ty} {args[2]}, {out}.product")
