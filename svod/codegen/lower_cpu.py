@@ -15,6 +15,7 @@ from svod.codegen.upcast import (
     EXTREMA,
     _reduction_loads,
     _unit_stride,
+    share_rows,
     split_reductions,
     stream_rows,
     upcast_reductions,
@@ -743,11 +744,12 @@ def tile_row_bytes(vector_registers: int) -> int:
 
 
 def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
-    """Rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), register
+    """Rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), rows of an
+    elementwise store sharing what they compute from the column alone (``share_rows``), register
     tiles of outputs per pass over a reduction (``upcast_reductions``, sized for ``vector_registers``, rows in
     ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers and memory streams need."""
-    tiled = upcast_reductions(stream_rows(sink), tile_rows(vector_registers), edges=True,
+    tiled = upcast_reductions(share_rows(stream_rows(sink)), tile_rows(vector_registers), edges=True,
                               row_bytes=tile_row_bytes(vector_registers), lanes=lanes)
     return split_reductions(tiled, EXTREMA, tails=True)
 

@@ -39,8 +39,10 @@ from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attri
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.codegen.upcast import (
     EXTREMA,
+    SHARED_ROWS,
     STREAM_ROWS,
     TAIL_SPLIT_WIDTH,
+    share_rows,
     split_reductions,
     stream_rows,
     upcast_reductions,
@@ -48,11 +50,12 @@ from svod.codegen.upcast import (
 from svod.device import DeviceCaps
 from svod.device.launch import evaluate, most
 from svod.errors import GraphError
+from svod.frontend.oracle import run_as_python
 from svod.ir import simplify, substitute
 from svod.ir.ops import CONTINUED, FUSED, REASSOCIABLE
 from svod.ir.uop import param_size
 from svod.ir.validate import kernel_label, validate
-from svod.workloads import conv2d, gather, matmul, matmul_py, softmax, transpose
+from svod.workloads import conv2d, gather, matmul, matmul_py, resize_py, softmax, transpose
 from tests.helpers import cpu_device, evaluate_expression, open_device, refuses
 from tests.kernels import attention
 
@@ -261,6 +264,32 @@ def stretch(out, image):
     for y in svod.prange(out.shape[0]):
         for x in svod.prange(out.shape[1]):
             out[y, x] = image[max(min(y, image.shape[0] - 1), 0), max(min(x, image.shape[1] - 1), 0)]
+
+
+def test_rows_share_what_a_resize_computes_from_its_columns_alone():
+    """A resize's source column and weights (a division, conversions, clamps) depend on its column only: eight
+    rows a pass compute them once (the edge store takes the rows left). A copy's column work (a clamp of two
+    ops) and a sum are not tiled so."""
+    resize = simplify(resize_py.build(np.zeros((22, 8), np.float32), np.zeros((11, 4), np.float32)))
+    assert len(share_rows(resize).src) == SHARED_ROWS + 1
+    copy = simplify(stretch.bind(np.zeros((8, 8), np.float32), np.zeros((8, 8), np.float32)).ast)
+    sums = simplify(_rows_times_vector(16, 64))
+    assert share_rows(copy) is copy and share_rows(sums) is sums
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("static", [True, False])
+def test_rows_sharing_column_work_compute_what_python_does(compiler, static):
+    """The resize at edge sizes (1 to 23 rows: fewer than a tile, none left by the tiles or up to seven; one
+    column), the kernel against itself run as plain Python."""
+    device = open_device(compiler)
+    kernel = resize_py if static else svod.kernel(resize_py.fn)
+    for rows, cols in [(1, 1), (2, 5), (3, 3), (5, 2), (7, 16), (8, 1), (9, 9), (16, 3), (23, 4)]:
+        image = np.random.default_rng(rows * 10 + cols).standard_normal((max(rows // 2, 1), cols)).astype(np.float32)
+        out = np.full((rows, 2 * cols), np.nan, np.float32)
+        (want, _) = run_as_python(kernel, out, image)
+        kernel(out, image, device=device)
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
 
 def test_llvm_runs_a_copy_without_the_gates_that_hold_for_the_whole_launch():
