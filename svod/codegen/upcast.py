@@ -7,7 +7,7 @@ loads, a range read at unit stride) lives here too."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from svod.codegen.lower import _gated
 from svod.codegen.ranges import live_ranges, range_order
@@ -315,9 +315,22 @@ def stream_rows(sink: UOp, rows: int = STREAM_ROWS) -> UOp:
     rows share (``x[k]``) made once, and each sum vectorised along the loop by the backend as a loop's one
     sum is. (The backend's vectoriser takes such a loop where each sum may be reassociated; lowering, not the
     renderer, tells these rows from a register tile's, whose sums keep the reference's order.)"""
-    effects = [e for e in sink.src if e.op in EFFECTS]
+    return _rows_per_pass(sink, rows, lambda store, live: _streamed_row(store, live, rows), _reassociable)
+
+
+def _reassociable(store: UOp) -> UOp:
+    """``store`` with its one sum marked ``REASSOCIABLE``."""
+    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
+    return substitute(store, {reduce: reduce.replace(arg=(Ops.ADD, REASSOCIABLE))})
+
+
+def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, dict[UOp, frozenset[UOp]]], UOp | None],
+                   prepare: Callable[[UOp], UOp] | None = None) -> UOp:
+    """``sink`` with each store that ``row_of`` gives a range split into ``rows`` copies along it (``_split``:
+    tiles, and an edge store over the rows they leave), ``prepare``d first; as it is where no store is, or
+    where its effects must run in each work item's order (``_entangled``)."""
     live = live_ranges(sink)
-    found = {e: row for e in effects if e.op is Ops.STORE and (row := _streamed_row(e, live, rows)) is not None}
+    found = {e: row for e in sink.src if e.op is Ops.STORE and (row := row_of(e, live)) is not None}
     if not found or _entangled(sink):
         return sink
     split = [r for r in dict.fromkeys(found.values()) if not _divides(rows, r.src[0])]
@@ -328,10 +341,8 @@ def stream_rows(sink: UOp, rows: int = STREAM_ROWS) -> UOp:
         if old not in found:
             out.append(effect)
             continue
-        reduce = next(u for u in effect.src[1].toposort() if u.op is Ops.REDUCE)
-        marked = substitute(effect, {reduce: reduce.replace(arg=(Ops.ADD, REASSOCIABLE))})
         row = moved[found[old]]
-        tiles, edge = _split(marked, row, rows, edge_axes.get(row))
+        tiles, edge = _split(effect if prepare is None else prepare(effect), row, rows, edge_axes.get(row))
         out += [*tiles, *([edge] if edge is not None else [])]
     return sink.replace(src=tuple(out))
 
@@ -372,22 +383,7 @@ def share_rows(sink: UOp, rows: int = SHARED_ROWS) -> UOp:
     resize's source column and weights), computed for ``rows`` neighbouring rows per pass (``_split``): the
     rows' copies are one loop over the columns, and what does not depend on the row is the same node in
     each, computed once for ``rows`` outputs where it was computed for each."""
-    effects = [e for e in sink.src if e.op in EFFECTS]
-    live = live_ranges(sink)
-    found = {e: row for e in effects if e.op is Ops.STORE and (row := _shared_row(e, live, rows)) is not None}
-    if not found or _entangled(sink):
-        return sink
-    split = [r for r in dict.fromkeys(found.values()) if not _divides(rows, r.src[0])]
-    before = sink.src
-    sink, moved, edge_axes = _room_after(sink, split)
-    out = []
-    for old, effect in zip(before, sink.src, strict=True):
-        if old not in found:
-            out.append(effect)
-            continue
-        tiles, edge = _split(effect, moved[found[old]], rows, edge_axes.get(moved[found[old]]))
-        out += [*tiles, *([edge] if edge is not None else [])]
-    return sink.replace(src=tuple(out))
+    return _rows_per_pass(sink, rows, lambda store, live: _shared_row(store, live, rows))
 
 
 def _shared_row(store: UOp, live: dict[UOp, frozenset[UOp]], rows: int) -> UOp | None:
