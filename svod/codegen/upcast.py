@@ -354,8 +354,8 @@ def _streamed_row(store: UOp, live: dict[UOp, frozenset[UOp]], rows: int) -> UOp
     unit stride and depends on the row (innermost first), which tiles of ``rows`` fit (``_room``)."""
     reduces = [u for u in store.src[1].toposort() if u.op is Ops.REDUCE]
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or reduces[0].dtype not in STREAMED_DTYPES \
-            or len(reduces[0].src) != 2 or any(u.op is Ops.REDUCE for u in reduces[0].src[0].toposort()):
-        return None
+            or len(reduces[0].src) != 2:
+        return None  # the value's one reduction: none is nested in it
     reduce, k = reduces[0], reduces[0].src[1]
     outputs = _upcastable(store, live, edges=True)
     if not outputs or any(r not in live[reduce] for r in live[store]):
