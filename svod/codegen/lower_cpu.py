@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from svod.codegen.indexing import Facts, Poly, Prover, to_poly
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects
 from svod.codegen.ranges import live_ranges, nested, range_order
+from svod.codegen.stored_terms import store_terms_first
 from svod.codegen.upcast import (
     EXTREMA,
     _reduction_loads,
@@ -744,13 +745,15 @@ def tile_row_bytes(vector_registers: int) -> int:
 
 
 def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
-    """Rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), rows of an
+    """A term a store computes again after summing it kept in the output (``store_terms_first``: softmax's
+    ``exp``), rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), rows of an
     elementwise store sharing what they compute from the column alone (``share_rows``), register
     tiles of outputs per pass over a reduction (``upcast_reductions``, sized for ``vector_registers``, rows in
     ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers and memory streams need."""
-    tiled = upcast_reductions(share_rows(stream_rows(sink)), tile_rows(vector_registers), edges=True,
-                              row_bytes=tile_row_bytes(vector_registers), lanes=lanes)
+    rows = share_rows(stream_rows(store_terms_first(sink)))
+    tiled = upcast_reductions(rows, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
+                              lanes=lanes)
     return split_reductions(tiled, EXTREMA, tails=True)
 
 

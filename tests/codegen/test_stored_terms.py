@@ -1,0 +1,133 @@
+"""A term a store computes again after summing it, kept in the output the first time (``store_terms_first``):
+which kernels it takes, and that they compute what they computed without it, and what Python computes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import svod
+from svod import KernelBuilder, dtypes
+from svod.codegen import lower_cpu, pipeline
+from svod.codegen.render.llvmir import LLVMRenderer
+from svod.frontend.oracle import run_as_python
+from svod.ir.uop import is_state
+from svod.workloads import layernorm_py, softmax, softmax_py
+from tests.helpers import cpu_device, open_device
+
+LOG2_E = "0x3FF7154760000000"
+"""log2(e) in float32, as LLVM IR spells it: one per inline ``exp`` a kernel computes."""
+
+
+def _exps(ast) -> int:
+    return LLVMRenderer("CPU").render(ast).src.count(LOG2_E)
+
+
+def _kept(ast) -> bool:
+    """Whether the CPU's lowering of ``ast`` reads the output after a statement wrote it."""
+    lowered = pipeline.lower(ast, LLVMRenderer("CPU").target).sink
+    return any(is_state(u) and u.arg > 0 for u in lowered.toposort())
+
+
+def _softmax_of_half_terms():
+    """softmax of float16 logits summed in float32: its stored term would be rounded to float16."""
+    k = KernelBuilder("half_softmax")
+    out, x = k.buffer(dtypes.float16, (4, 16)), k.buffer(dtypes.float32, (4, 16))
+    r, c = k.range(4), k.range(16)
+    j = k.range(16, svod.AxisKind.REDUCE)
+    total = (x[r, j] * 0.5).exp().reduce(j)
+    k.store(out[r, c], ((x[r, c] * 0.5).exp() / total).cast(dtypes.float16))
+    return k.build()
+
+
+@svod.kernel
+def scaled_exps(out, x):
+    """The sum's term and the store's are not the same: nothing is kept."""
+    for r in svod.prange(x.shape[0]):
+        total = 0.0
+        for c in range(x.shape[1]):
+            total += math.exp(x[r, c])
+        for c in svod.prange(x.shape[1]):
+            out[r, c] = math.exp(x[r, c] * 2.0) / total
+
+
+@svod.kernel
+def transposed_softmax(out, x):
+    """The row's terms are stored a column apart: the output's column is not the sum's."""
+    for r in svod.prange(x.shape[0]):
+        total = 0.0
+        for c in range(x.shape[1]):
+            total += math.exp(x[r, c])
+        for c in svod.prange(x.shape[1]):
+            out[c, r] = math.exp(x[r, c]) / total
+
+
+@svod.kernel
+def read_back(out, x):
+    """The store's value reads the output: a stored term would change what it reads."""
+    for r in svod.prange(x.shape[0]):
+        total = 0.0
+        for c in range(x.shape[1]):
+            total += math.exp(x[r, c])
+        for c in svod.prange(x.shape[1]):
+            out[r, c] = math.exp(x[r, c]) / total + out[r, c]
+
+
+def test_softmax_computes_each_exp_once():
+    """The builder's softmax and the Python kernel's, constant and symbolic sizes: one inline ``exp``."""
+    x = np.zeros((5, 7), np.float32)
+    for ast in (softmax(16, 64).steps[0].ast, softmax_py.bind(np.zeros_like(x), x).ast,
+                svod.kernel(softmax_py.fn).bind(np.zeros_like(x), x).ast):
+        assert _exps(ast) == 1 and _kept(ast)
+
+
+def test_terms_not_kept():
+    """A sum of other terms, a term stored in another dtype, a term stored across rows, a cheap term
+    (layernorm's differences) and a kernel that reads its output keep their kernel as it is."""
+    x = np.zeros((5, 7), np.float32)
+    for ast in (scaled_exps.bind(np.zeros_like(x), x).ast, _softmax_of_half_terms(),
+                transposed_softmax.bind(np.zeros((7, 5), np.float32), x).ast):
+        assert _exps(ast) == 2 and not _kept(ast)
+    assert not _kept(layernorm_py.bind(np.zeros_like(x), x).ast)
+    assert not _kept(read_back.bind(np.zeros_like(x), x).ast)
+
+
+def _logits(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Rows of random logits, and rows of special values: -0.0, NaN, +-inf, subnormals, a row all -inf."""
+    x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32) * 30
+    specials = [-0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-40, 88.0, -104.0]
+    for r in range(1, rows if cols else 0, 3):
+        x[r, r % cols] = specials[r % len(specials)]
+    if rows > 4:
+        x[4] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_kept_terms_compute_what_they_computed_and_what_python_does(compiler, threads, monkeypatch):
+    """softmax at edge sizes (no rows, no columns, one, primes, past a vector and a thread's share), the
+    symbolic kernel and the constant one: the values of the kernel compiled without the pass (the last bits of
+    a row's sum are the backend's, which may reassociate it, as the README says), and Python's (svod's ``exp``
+    is within 2 ulps of the C library's); NaN, inf and zeros where they are."""
+    open_device(compiler)
+    device = cpu_device(threads, compiler)
+    kernels = {"symbolic": svod.kernel(softmax_py.fn), "static": softmax_py}
+    for rows, cols in [(0, 5), (3, 0), (1, 1), (2, 17), (7, 3), (13, 64), (29, 1031)]:
+        x = _logits(rows, cols, rows * 31 + cols)
+        for name, kernel in kernels.items():
+            kept = np.full_like(x, 7.0)
+            kernel(kept, x, device=device)
+            want, _ = run_as_python(kernel, np.full_like(x, 7.0), x)
+            np.testing.assert_allclose(kept, want, rtol=2e-6, atol=1e-37, err_msg=f"{name} {rows}x{cols}")
+            with monkeypatch.context() as patch:  # the same kernel, named apart so the cache compiles it again
+                patch.setattr(lower_cpu, "store_terms_first", lambda sink: sink)
+                plain = np.full_like(x, 7.0)
+                bound = kernel.bind(plain, x)
+                svod.run(bound.ast.replace(arg=f"plain_{name}_{threads}"), bound.arrays, device=device,
+                         **bound.var_vals)
+            np.testing.assert_allclose(kept, plain, rtol=1e-6, atol=1e-37, err_msg=f"{name} {rows}x{cols}")
+            np.testing.assert_array_equal(np.isnan(kept), np.isnan(want))
+            np.testing.assert_array_equal(kept == 0, want == 0)
