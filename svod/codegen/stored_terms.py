@@ -16,9 +16,10 @@ from svod.ir.ops import ALU, EFFECTS
 from svod.ir.uop import memory_of, pointee
 
 STORED_TERM_WORK = 16
-"""The fewest operations on the element that repay storing a term and loading it back twice (two passes over
-the row in place of one): an inline ``exp`` takes about 25 (softmax 4096x1024 float32, two cores: 1.30-1.35 ms
-computing it twice, 1.04-1.18 storing it first); a difference or a scale is cheaper to compute again."""
+"""The fewest operations on the element a term needs to be stored rather than computed again: the kept form
+passes over the row twice more (the sum of the stored row, the store from it). An inline ``exp`` is about 25
+(softmax 4096x1024 float32, two cores: 1.26-1.28 ms computing it twice, 1.14-1.17 storing it first); a cheap
+term (a difference, a scale) stays computed as written."""
 
 
 def store_terms_first(sink: UOp) -> UOp:
