@@ -172,13 +172,28 @@ def slow_plan() -> svod.ExecutionPlan:
     return plan
 
 
+SLOW_SECONDS = 4.0
+"""How long the shard an actor is killed in runs on this machine, the kill landing half a second in."""
+
+
+def slow_length(plan: svod.ExecutionPlan) -> int:
+    """The ``m`` that keeps ``plan`` running for about ``SLOW_SECONDS`` here, measured: a fixed one ran for
+    seconds on a 2-core Zen 3 and for a tenth of one on a Zen 5 with AVX-512, which then finished the shard
+    before the kill."""
+    m = 1 << 14
+    start = time.perf_counter()
+    plan.execute(buffers={"x": np.zeros(N, np.float32), "y": np.zeros(N, np.float32)}, m=m)
+    took = time.perf_counter() - start
+    return min(1 << 24, max(m, int(m * SLOW_SECONDS / max(took, 1e-6))))
+
+
 def test_an_actor_killed_mid_run_is_replaced_and_its_shard_retried(cluster: Cluster, tmp_path: Path) -> None:
     plan = slow_plan()
     path = tmp_path / "slow.svodplan"
     plan.save(path)
     actors = cluster.actors(path, workers=2)
     doomed = ray.get(actors[0].pid.remote())
-    data = [{"x": shard["x"], "m": m} for shard, m in zip(shards(2), (1 << 18, 10), strict=True)]
+    data = [{"x": shard["x"], "m": m} for shard, m in zip(shards(2), (slow_length(plan), 10), strict=True)]
     with ThreadPoolExecutor(1) as driver:
         running = driver.submit(cluster.map_plan, path, data, workers=2)
         time.sleep(0.5)  # shard 0 runs for seconds on the first actor
