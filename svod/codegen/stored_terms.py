@@ -53,15 +53,15 @@ def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
     terms = to_poly(index.src[1]).terms
     if not ranges or any(r.arg[1] is not AxisKind.GLOBAL or not any(r in m for m in terms) for r in ranges):
         return None
-    nodes = set(value.toposort())
-    for total in value.toposort():
+    columns = [r for r in nested(ranges) if terms.get((r,)) == 1 and sum(r in m for m in terms) == 1]
+    below = value.toposort()
+    nodes = set(below)
+    for total in below:
         if total.op is not Ops.REDUCE or total.arg is not Ops.ADD or len(total.src) != 2 \
                 or total.dtype != pointee(out):
             continue
         k = total.src[1]
-        for column in nested(ranges):
-            if column.src[0] is not k.src[0] or terms.get((column,)) != 1 or sum(column in m for m in terms) != 1:
-                continue
+        for column in (c for c in columns if c.src[0] is k.src[0]):
             term = substitute(total.src[0], {k: column})
             if term in nodes and term.op in ALU and \
                     sum(1 for u in term.toposort() if u.op in ALU and column in live[u]) >= STORED_TERM_WORK:
