@@ -8,12 +8,12 @@ its metadata derived here once).
 
     ast ─> parts (parallel_loops, then block_matmul on a CPU, else split_reduction) ─> for each part:
            validate ─ check_dtypes ─ unbind ─ drop_empty_ranges ─ fuse_products ─ anchor_ranges ─ simplify
-           ─ check_races ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify ─ keep_params
+           ─ check_races ─ forward_stored ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify ─ keep_params
            ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
     LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
 
-    CPU: block_transposes ─ tile_for_cpu ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
+    CPU: block_transposes ─ tile_for_cpu ─ carry_rows ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -59,6 +59,7 @@ from svod.codegen.lower import (
 )
 from svod.codegen.lower_cpu import block_matmul, block_transposes, privatize_atomics, thread_split, tile_for_cpu
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
+from svod.codegen.recurrences import carry_rows, forward_stored
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
 from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
@@ -230,6 +231,7 @@ FRONT: tuple[LoweringStep, ...] = (
     Pass("anchor_ranges", _rewrite(lambda sink, t: anchor_ranges(sink))),
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),
     Check("check_races", lambda s, t: check_races(s.sink, s.kernel)),
+    Pass("forward_stored", _rewrite(lambda sink, t: forward_stored(sink))),
     Pass("guard_accesses", _guard_accesses),
     Pass("decompose", _rewrite(lambda sink, t: decompose(sink, t.decompositor))),
 )
@@ -239,6 +241,7 @@ CPU: tuple[LoweringStep, ...] = (
     Pass("block_transposes", _rewrite(lambda sink, t: None if runs_as_written(sink) else block_transposes(sink))),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
+    Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers))),
     Pass("split_for_threads", _split_for_threads),
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
