@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svod.codegen.accumulators import reduce_identity
-from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.device.caps import CORE_ID
 from svod.dtype import PtrDType
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
@@ -186,7 +186,7 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
     params = _params(sink)
     scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * partials)
     end = r.src[0]
-    worker = UOp.range(partials, 1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), AxisKind.GLOBAL)
+    worker = UOp.range(partials, free_axis(sink), AxisKind.GLOBAL)
     chunk = (end + (partials - 1)) // partials
     start = worker * chunk
     inner = UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.REDUCE)

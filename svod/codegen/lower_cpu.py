@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from svod.codegen.indexing import Facts, Poly, Prover, to_poly
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects
-from svod.codegen.ranges import live_ranges, nested, range_order
+from svod.codegen.ranges import free_axis, live_ranges, nested, range_order
 from svod.codegen.stored_terms import store_terms_first
 from svod.codegen.upcast import (
     EXTREMA,
@@ -199,7 +199,7 @@ def privatize_atomics(sink: UOp) -> UOp:
             adds.setdefault(e.src[0].src[0], []).append(e)
     others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE, Ops.ATOMIC)
               and not (u.op is Ops.ATOMIC and u in adds.get(u.src[0].src[0], ()))}
-    axes = iter(range(1 + max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=-1), 1 << 30))
+    axes = iter(range(free_axis(sink), 1 << 30))
     setup: list[UOp] = []
     flush: list[UOp] = []
     private: dict[UOp, tuple[UOp, UOp | None]] = {}  # the copy, and where the buffer fits it (None: always)
@@ -791,7 +791,7 @@ def block_transposes(sink: UOp) -> UOp | None:
     loads = [u.src[0].src[1] for u in topo if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
     if not any(_unit_stride(s, outer) for s in stores) or not any(_unit_stride(a, inner) for a in loads):
         return None
-    first = 1 + max(r.arg[0] for r in ranges)
+    first = free_axis(sink)
     outer_block, inner_block = (UOp.range(_blocks(r.src[0], block), first + n, AxisKind.GLOBAL)
                                 for n, r in enumerate(ranges))
     item_axes = (first + 3, first + 2) if symbolic else (first + 2, first + 3)  # the larger axis nests inside

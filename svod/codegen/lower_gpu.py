@@ -8,7 +8,7 @@ import itertools
 import math
 
 from svod.codegen.lower import _gated, gate_effects
-from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.codegen.upcast import _nested_reductions, _unit_stride, split_reductions
 from svod.device.caps import WorkGroupLimits, launch_index
 from svod.dtype import dtypes
@@ -129,7 +129,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     column, rows, shared = found
     if column is None and _nested_reductions(sink):  # its inner sums are vectors of an upcast's lanes
         return None
-    topo, live = sink.toposort(), live_ranges(sink)
+    live = live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
     size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
     while size > 1 and sum((size + 1) * u.dtype.itemsize for u in shared) > local_memory:
@@ -141,7 +141,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     groups = {r: UOp.special(r.src[0] if r.src[0].vmin >= 1 else r.src[0].maximum(1),
                              launch_index("group", len(rows) - d)) for d, r in enumerate(rows)}
     inside = {r: r.lt(r.src[0]) for r in rows if r.src[0].vmin < 1}
-    axes = iter(range(1 + max(u.arg[0] for u in topo if u.op is Ops.RANGE), 1 << 30))
+    axes = iter(range(free_axis(sink), 1 << 30))
 
     def strided(end: UOp, kind: AxisKind) -> tuple[UOp, UOp, list[UOp]]:
         """A range ``k``, the values ``item + G*k`` below ``end`` that work item ``item`` takes, and, when
@@ -302,7 +302,7 @@ def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | 
         return None
     column, row = (UOp.special(items, launch_index("local", d)) for d in (0, 1))
     tile_j, tile_i = (UOp.special(g, launch_index("group", d)) for d, g in enumerate(groups))
-    first = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    first = free_axis(sink)
     blocks = (k.src[0] + (items - 1)) // items
     kt = UOp.range(blocks if blocks.vmin >= 1 else blocks.maximum(1), first, AxisKind.LOOP)
     kk = UOp.range(items, first + 1, AxisKind.REDUCE)

@@ -25,6 +25,12 @@ def live_ranges(root: UOp, known: dict[UOp, frozenset[UOp]] | None = None) -> di
     return live
 
 
+def free_axis(root: UOp) -> int:
+    """The first axis number past every range's below ``root``: a range a pass makes there is a new node (a range
+    is its end, axis and kind) and nests inside the ranges of the same kind (``range_order``)."""
+    return 1 + max((u.arg[0] for u in root.toposort() if u.op is Ops.RANGE), default=-1)
+
+
 def range_order(r: UOp) -> tuple[int, int, str]:
     """Loop nesting order: GLOBAL and LOOP ranges by axis, REDUCE ranges inside them; the key breaks ties
     deterministically."""

@@ -10,7 +10,7 @@ same terms in the same order (a loop's one sum, which the backend may reassociat
 from __future__ import annotations
 
 from svod.codegen.indexing import to_poly
-from svod.codegen.ranges import live_ranges, nested
+from svod.codegen.ranges import free_axis, live_ranges, nested
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import ALU, EFFECTS
 from svod.ir.uop import memory_of, pointee
@@ -74,7 +74,7 @@ def _kept(sink: UOp, store: UOp, total: UOp, term: UOp, column: UOp) -> UOp:
     (a work item is a row): the term stored through the output's first state, then the sum of the stored
     row and the store's value, each reading the output's state after the first statement."""
     index, out, k = store.src[0], store.src[0].src[0], total.src[1]
-    axis = 1 + max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    axis = free_axis(sink)
     first, again = (UOp.range(column.src[0], axis + n, AxisKind.LOOP) for n in range(2))
 
     def element(r: UOp, version: int) -> UOp:

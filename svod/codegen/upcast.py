@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from svod.codegen.lower import _gated
-from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp, substitute
@@ -277,7 +277,7 @@ def split_reductions(sink: UOp, ops: tuple[Ops, ...], tails: bool = False) -> UO
 
     replaced: dict[UOp, UOp] = {}
     nested = _nested_reductions(sink)
-    free = 1 + max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1)
+    free = free_axis(sink)
     for node in sink.toposort():  # a reduction it uses first (softmax's maximum in its sum), built split
         if node.op is not Ops.REDUCE or node.arg not in ops or len(node.src) != 2 or node in nested:
             continue
