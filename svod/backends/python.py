@@ -4,8 +4,8 @@ It is the definition of what a kernel means, and shares no lowering pass, no op 
 for which loops a value runs in with the backends it checks: every op is spelled here again, with numpy, in
 C semantics as svod defines them, and the ranges each node depends on are found here again (not with
 ``svod.codegen.ranges``). What it shares are the checks every kernel meets before lowering (``validate``,
-``check_races``, on the kernel in the form the backends check: ``_as_checked``), so it refuses what every
-backend refuses and no more, and ``unbind``, for the fixed values it reports.
+``check_races``, on the kernel normalised as the backends check it: ``_as_checked``), so it refuses what every
+backend refuses, and ``unbind``, for the fixed values it reports.
 
 - A kernel's work items are the combinations of its GLOBAL ranges. They are independent (the race checks
   make sure of it), so the interpreter runs all of them at once: a value is a numpy array over the
@@ -57,11 +57,12 @@ Array = np.ndarray
 
 
 def _as_checked(ast: UOp) -> UOp:
-    """``ast`` as the backends' race check sees it (``svod.codegen.pipeline.FRONT``): without effects in ranges
-    that never turn, each effect anchored to the ranges it was written in, simplified. As written, the check
-    could not tell that a running sum's ``out[r, max(c - 1, 0)]`` over a row of variable length is the work
-    item's own element, and the reference refused a kernel every backend ran. The interpreter runs ``ast``
-    itself."""
+    """``ast`` with the steps of ``svod.codegen.pipeline.FRONT`` before the race check that change what it
+    reads: without effects in ranges that never turn, each effect anchored to the ranges it was written in,
+    simplified (not split into parts, no loop made parallel: there the reference may still refuse more, never
+    less). As written, the check could not tell that a running sum's ``out[r, max(c - 1, 0)]`` over a row of
+    variable length is the work item's own element, and the reference refused a kernel every backend ran.
+    The interpreter runs ``ast`` itself."""
     dropped = drop_empty_ranges(ast)
     return simplify(anchor_ranges(ast if dropped is None else dropped))
 

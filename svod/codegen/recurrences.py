@@ -75,16 +75,20 @@ def _carried(store: UOp, loads: list[UOp], slot: int, ranges: tuple[UOp, ...]) -
     on every turn but the first (which reads memory, as before). Every load of the buffer reads its state
     before this turn's store, so the value the register keeps is the one stored, not one read again after."""
     loop, loops = ranges[-1], [r for r in ranges if r.arg[1] is AxisKind.LOOP]
-    buffer, stored = store.src[0].src
+    buffer = store.src[0].src[0]
     dtype = pointee(buffer)
     held = buffer.state(0, *loops)
+
+    def through_held(index: UOp) -> UOp:  # its index and gate as they were
+        return index.replace(src=(held, *index.src[1:]))
+
     kept = UOp.register(slot, dtype, *(r for r in ranges if r.arg[1] is AxisKind.GLOBAL))[UOp.index_const(0)]
-    reads = {u: held[u.src[0].src[1]].load() for u in store.src[1].toposort()
+    reads = {u: through_held(u.src[0]).load() for u in store.src[1].toposort()
              if u.op is Ops.LOAD and u.src[0].src[0] is buffer}
     later = UOp.index_const(0).lt(loop)
     value = substitute(store.src[1], {**reads, **{u: later.where(kept.load(), reads[u]) for u in loads}})
     first = kept.store(UOp.const(dtype, 0), *ranges[:-1])  # in the turn of any loop around it: no loop splits
-    return [first, store.replace(src=(held[stored], value, *store.src[2:])), kept.store(value, *ranges)]
+    return [first, store.replace(src=(through_held(store.src[0]), value, *store.src[2:])), kept.store(value, *ranges)]
 
 
 CARRIED_ROWS = 8

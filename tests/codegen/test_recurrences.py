@@ -104,6 +104,30 @@ CASES = {"read_back_sums": read_back_sums, "clamped_sums": clamped_sums, "read_b
          "gated_sums": gated_sums}
 
 
+def _gated_read_beside():
+    """A builder's kernel: the element before read back, and the element itself read only on even turns (a
+    gated load gives 0 elsewhere): the gate stays on it."""
+    k = svod.KernelBuilder("gated_read_beside")
+    out, x = k.buffer(svod.dtypes.float32, (6, 5)), k.buffer(svod.dtypes.float32, (6, 5))
+    i, j = k.range(6), k.range(5, svod.AxisKind.LOOP)
+    k.store(out[i, j], out[i, (j - 1).maximum(0)] * 0.5 + out.index((i, j), (j % 2).eq(0)).load() + x[i, j])
+    return k.build()
+
+
+def test_a_gated_read_of_the_stored_buffer_keeps_its_gate(device):
+    """Forwarded, the kernel computes what the reference computes from the AST as written: 0 for the gated
+    read on odd turns, not the element."""
+    ast = _gated_read_beside()
+    assert _registers(ast) == 1
+    x = np.arange(30, dtype=np.float32).reshape(6, 5)
+    out = np.full_like(x, 100.0)
+    svod.run(ast, [out, x], device=device)
+    want = np.full_like(x, 100.0)
+    svod.run(ast, [want, x], device=svod.get_device("PYTHON"))
+    np.testing.assert_array_equal(out, want)
+    assert want[0].tolist() == [150.0, 76.0, 140.0, 73.0, 140.5]
+
+
 def _static(kernel):
     return svod.kernel(kernel.fn, static_shapes=True)
 
