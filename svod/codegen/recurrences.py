@@ -30,10 +30,11 @@ def forward_stored(sink: UOp) -> UOp | None:
     if exits(sink) or any(u.op in (Ops.REDUCE, Ops.ATOMIC) for u in topo):
         return None
     live = live_ranges(sink)
+    order = {u: n for n, u in enumerate(topo)}
     slot = 1 + max((u.arg for u in topo if u.op is Ops.DEFINE_REG), default=-1)
     statements: list[UOp] = []
     for number, statement in enumerate(sink.src):
-        loads = _read_back(statement, sink, number, live)
+        loads = _read_back(statement, sink, number, live, order)
         if loads:
             statements += _carried(statement, loads, slot, nested(live[statement]))
             slot += 1
@@ -42,7 +43,8 @@ def forward_stored(sink: UOp) -> UOp | None:
     return None if len(statements) == len(sink.src) else sink.replace(src=tuple(statements))
 
 
-def _read_back(store: UOp, sink: UOp, number: int, live: dict[UOp, frozenset[UOp]]) -> list[UOp]:
+def _read_back(store: UOp, sink: UOp, number: int, live: dict[UOp, frozenset[UOp]],
+               order: dict[UOp, int]) -> list[UOp]:
     """The loads of ``store``'s value (statement ``number`` of ``sink``) that read, on every turn of its
     innermost loop but the first, the element the store wrote on the turn before: their index at the loop's
     index ``j`` is the store's at ``j - 1`` wherever ``j >= 1``, for every value of everything else
@@ -61,7 +63,6 @@ def _read_back(store: UOp, sink: UOp, number: int, live: dict[UOp, frozenset[UOp
     if sum(1 for e in sink.src if e.op in EFFECTS and memory_of(e.src[0].src[0]) is buffer) != 1 \
             or any(loop in live[s] for s in sink.src[:number] if s.op in STATEMENTS):
         return []
-    order = {u: n for n, u in enumerate(sink.toposort())}
     later = facts_from_guard(UOp.index_const(0).lt(loop) & loop.lt(loop.src[0]))  # the turns j >= 1
     before = to_poly(decided(substitute(stored, {loop: loop - 1}), later, order), later.guarded)
     return [u for u in store.src[1].toposort() if u.op is Ops.LOAD and u.src[0].src[0] is buffer
@@ -150,8 +151,7 @@ def _carrying_row(sink: UOp, rows: int, registers: list[UOp]) -> UOp | None:
     row = rows_of[-1]
     if any(row in r.src[0].toposort() for r in topo if r.op is Ops.RANGE and r is not row):
         return None  # a loop whose turns differ by work item: the copies' loops would be loops apart
-    if all(_unit_stride(e.src[0].src[1], row) for e in sink.src if e.op is Ops.STORE
-           and memory_of(e.src[0].src[0]).op is Ops.PARAM):
+    if all(_unit_stride(e.src[0].src[1], row) for e in effects if memory_of(e.src[0].src[0]).op is Ops.PARAM):
         return None  # neighbouring work items store only neighbours: the backend runs them in vector lanes
     return row if _divides(rows, row.src[0]) or _room(row.src[0], rows, masked=False) else None
 
@@ -160,7 +160,7 @@ def _own_registers(statement: UOp, copy: int, stride: int) -> UOp:
     """``statement``, one copy of a work item's, with registers of its own: each register the copy made one
     of work items ``r*rows + copy`` becomes slot ``slot + copy*stride``, one per work item of the ranges its
     work items are now numbered by."""
-    made = {u: UOp.register(u.arg + copy * stride, pointee(u), *(r for r in UOp.sink(*u.src).toposort()
-                                                                  if r.op is Ops.RANGE))
+    made = {u: UOp.register(u.arg + copy * stride, pointee(u),
+                            *(r for s in u.src for r in s.toposort() if r.op is Ops.RANGE))
             for u in statement.toposort() if u.op is Ops.DEFINE_REG and any(s.op is not Ops.RANGE for s in u.src)}
     return substitute(statement, made) if made else statement
