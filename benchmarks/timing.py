@@ -13,7 +13,7 @@ SETTLE_QUIET_SHARE = 0.25
 """A window is quiet when the process burnt less than this share of one core in it: no thread spinning."""
 SETTLE_MOST_SECONDS = 0.25
 """The longest ``settle`` waits: past OpenBLAS's spin after a call (its workers busy-wait for more work up
-to 2**28 cycles, about 0.1 s) and libgomp's (about 5 ms at its default ``GOMP_SPINCOUNT``)."""
+to 2**28 cycles, about 0.1 s) and svod's team's (``cpu_team.TEAM_SPIN_SECONDS``)."""
 
 
 def settle(window: float = SETTLE_WINDOW_SECONDS, most: float = SETTLE_MOST_SECONDS,

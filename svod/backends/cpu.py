@@ -7,7 +7,8 @@ from typing import Protocol
 
 from svod.backends.base import Host, Opened, Pair
 from svod.backends.clang import ClangCompiler
-from svod.backends.cpu_runtime import host_l2_bytes, host_vector_registers, thread_team
+from svod.backends.cpu_runtime import host_l2_bytes, host_vector_registers
+from svod.backends.cpu_team import thread_team
 from svod.backends.llvm import LLVMCompiler
 from svod.codegen.render.base import KernelRenderer
 from svod.device import Compiler, DeviceCaps, RuntimeFactory
@@ -47,6 +48,7 @@ def open_device(spec: DeviceSpec, primary: str, host: Host) -> Opened:
     """The CPU loads what its primary pair compiles: LLVM objects into the JIT, or C shared objects with the
     dynamic loader."""
     team = thread_team()
+    team.grow(host.settings.threads - 1)
     threads = f"{host.settings.threads} threads" if team.parallel else f"1 thread ({team.error})"
     compiler = _compiler(primary, host)
     return Opened(_caps(compiler, host), host.allocator, compiler.loader(), f"host, {threads}")

@@ -38,7 +38,8 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from svod.backends.cpu_runtime import CpuLaunch, host_target_machine, thread_team
+from svod.backends.cpu_runtime import CpuLaunch, host_target_machine
+from svod.backends.cpu_team import thread_team
 from svod.device import KernelCall, PlanReplay, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
 from svod.device.protocols import Runner, Site
 from svod.errors import LaunchError, SvodError
@@ -103,10 +104,10 @@ entry:
   %resp = alloca i64
   %e.ovp = alloca i1
   store i64 0, ptr %pcp
-  %gomp.p = getelementptr i64, ptr %frame, i64 2
-  %gomp = load ptr, ptr %gomp.p
-  %team.p = getelementptr i64, ptr %frame, i64 3
-  %team = load ptr, ptr %team.p
+  %team.run.p = getelementptr i64, ptr %frame, i64 2
+  %team.run = load ptr, ptr %team.run.p
+  %team.entry.p = getelementptr i64, ptr %frame, i64 3
+  %team.entry = load ptr, ptr %team.entry.p
   %err.kind = getelementptr i64, ptr %frame, i64 4
   %err.detail = getelementptr i64, ptr %frame, i64 5
   br label %dispatch
@@ -175,12 +176,12 @@ call.single:
 
 call.team:
   %c.hasjob = icmp ne i64 %c.job, 0
-  br i1 %c.hasjob, label %call.gomp, label %call.serial
+  br i1 %c.hasjob, label %call.parallel, label %call.serial
 
-call.gomp:
+call.parallel:
   %c.jobp = inttoptr i64 %c.job to ptr
   %c.w32 = trunc i64 %c.w to i32
-  call void %gomp(ptr %team, ptr %c.jobp, i32 %c.w32, i32 0)
+  call void %team.run(ptr %team.entry, ptr %c.jobp, i32 %c.w32)
   br label %call.done
 
 call.serial:

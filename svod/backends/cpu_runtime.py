@@ -2,46 +2,28 @@
 bound launch, and what svod reads of the host (its LLVM target machine, vector registers, L2 cache).
 
 Every CPU kernel is ``void kernel(void **bufs, const int64_t *vars, int64_t core_id)``. A dispatch of
-``global_size[0]`` workers runs the kernel once per ``core_id``. Workers come from libgomp's persistent
-team (``GOMP_parallel``), entered through a tiny JIT-compiled trampoline, so a multi-threaded dispatch
-costs a few microseconds and the GIL is released while kernels run. Where libgomp is missing, workers
-run one after another on the calling thread: the results are the same. Between launches the team's
-workers sleep rather than spin (``TEAM_SPIN_COUNT``).
+``global_size[0]`` workers runs the kernel once per ``core_id``, on svod's thread team
+(``svod.backends.cpu_team``): a multi-threaded dispatch costs a few microseconds and the GIL is released
+while kernels run. Where there is no team, workers run one after another on the calling thread: the results
+are the same.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
-import os
 from collections.abc import Iterator, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
 
+from svod.backends.cpu_team import thread_team
 from svod.device import HostArguments, ProgramBase
 from svod.device.caps import ASSUMED_L2_BYTES
 from svod.errors import SvodError
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-
-_TRAMPOLINE_IR = """
-define void @svod_team_entry(ptr %job) nounwind {
-  %kernel = load ptr, ptr %job
-  %bufs.slot = getelementptr ptr, ptr %job, i64 1
-  %bufs = load ptr, ptr %bufs.slot
-  %vars.slot = getelementptr ptr, ptr %job, i64 2
-  %vars = load ptr, ptr %vars.slot
-  %thread_num.slot = getelementptr ptr, ptr %job, i64 3
-  %thread_num = load ptr, ptr %thread_num.slot
-  %tid = call i32 %thread_num()
-  %core_id = sext i32 %tid to i64
-  call void %kernel(ptr %bufs, ptr %vars, i64 %core_id)
-  ret void
-}
-"""
 
 
 @functools.cache
@@ -84,83 +66,6 @@ def host_l2_bytes() -> int:
         if level == "2" and kind in ("Unified", "Data") and digits.isdigit() and int(digits) > 0:
             return int(digits) * scale
     return ASSUMED_L2_BYTES
-
-
-TEAM_SPIN_COUNT = 0
-"""How many turns libgomp's workers (and the launching thread, at the end of a launch) spin waiting before
-they sleep (``GOMP_SPINCOUNT``), where neither ``OMP_WAIT_POLICY`` nor ``GOMP_SPINCOUNT`` is set when svod
-loads libgomp: none, they sleep at once. libgomp's default, 300,000 turns, kept a worker spinning for about
-5 ms of CPU after every launch, and on cores something else needs that spin is what runs instead of the work.
-Measured on a 2-core EPYC VM with another process busy on about one core (medians; ``GOMP_SPINCOUNT`` 0 /
-3,000 / 30,000 / 300,000): a 65,536-float saxpy right after numpy's 512x512 matmul (whose OpenBLAS workers
-spin too) 0.24-0.31 / 0.36-0.48 / 1.1-1.9 / 4.7-12 ms; the same launch back to back 32-55 / 20-216 /
-18-1660 / 18 us (a spin that ends before the work comes back cost about the whole spin, as if the launching
-thread spun on the core its worker was woken onto); the DP sweep (nussinov, N = 500) 13.4 / - / - / 13.8 ms, its
-slowest run 14 against 318 ms; Jacobi 2-D (1000x1000, 20 steps) 21 against 33-320 ms. Spinning pays back
-only the wake of a sleeping worker (tens of microseconds here) on cores nothing else wants; a user whose cores
-are svod's alone may set ``OMP_WAIT_POLICY=active``."""
-
-
-def _load_gomp(path: str) -> ctypes.CDLL:
-    """libgomp, made to read ``GOMP_SPINCOUNT=TEAM_SPIN_COUNT`` from the environment when it starts unless the
-    user chose a wait policy; the environment is left as it was. (Where something loaded libgomp before svod
-    did, it keeps the policy it started with.)"""
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
-        return ctypes.CDLL(path)
-    os.environ["GOMP_SPINCOUNT"] = str(TEAM_SPIN_COUNT)
-    try:
-        return ctypes.CDLL(path)
-    finally:
-        del os.environ["GOMP_SPINCOUNT"]
-
-
-class ThreadTeam:
-    """Runs a CPU kernel on ``n`` workers at once, through libgomp's thread pool."""
-
-    def __init__(self) -> None:
-        self.error: str | None = None
-        self._parallel: Any = None
-        self._entry = 0
-        self._thread_num = 0
-        self._engine: Any = None
-        path = ctypes.util.find_library("gomp") or "libgomp.so.1"
-        try:
-            gomp = _load_gomp(path)
-        except OSError as err:
-            self.error = f"libgomp not found ({err}); CPU kernels run their workers one after another"
-            return
-        self._parallel = gomp.GOMP_parallel
-        self._parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
-        self._parallel.restype = None
-        self._thread_num = ctypes.cast(gomp.omp_get_thread_num, ctypes.c_void_p).value or 0
-        module = llvm.parse_assembly(_TRAMPOLINE_IR)
-        self._engine = llvm.create_mcjit_compiler(module, host_target_machine())
-        self._engine.finalize_object()
-        self._entry = self._engine.get_function_address("svod_team_entry")
-
-    @property
-    def parallel(self) -> bool:
-        return self._parallel is not None
-
-    def job(self, kernel: int, bufs: ctypes.Array[Any], vals: ctypes.Array[Any]) -> ctypes.Array[Any]:
-        """The argument block the team's entry reads: kernel, buffers, variables, ``omp_get_thread_num``."""
-        return (ctypes.c_void_p * 4)(kernel, ctypes.addressof(bufs), ctypes.addressof(vals), self._thread_num)
-
-    def run(self, job: ctypes.Array[Any], workers: int) -> None:
-        self._parallel(self._entry, ctypes.addressof(job), workers, 0)
-
-    def addresses(self) -> tuple[int, int]:
-        """``GOMP_parallel`` and the team's entry, for native code that starts the team itself (zeros
-        without a team)."""
-        if self._parallel is None:
-            return 0, 0
-        return ctypes.cast(self._parallel, ctypes.c_void_p).value or 0, self._entry
-
-
-@functools.cache
-def thread_team() -> ThreadTeam:
-    """The process's team, made on first use (libgomp starts its threads lazily too)."""
-    return ThreadTeam()
 
 
 class CpuProgram(ProgramBase):

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
 
 import numpy as np
 import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
-from svod.backends import cpu_runtime
-from svod.backends.cpu_runtime import thread_team
+from svod.backends.cpu_team import thread_team
 from svod.codegen.lower import THREAD_MIN_WORK
 from svod.config import settings
 from svod.runtime import KernelCache
@@ -156,38 +154,6 @@ def test_the_thread_team_is_real_here():
     assert team.parallel, team.error
 
 
-def _loads(monkeypatch, environment: dict[str, str]) -> list[dict[str, str | None]]:
-    """What libgomp would read of its wait policy when svod's team loads it, with ``environment`` set."""
-    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    seen: list[dict[str, str | None]] = []
-
-    def load(path: str) -> object:
-        seen.append({name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")})
-        raise OSError("not loaded in this test")
-
-    monkeypatch.setattr(cpu_runtime.ctypes, "CDLL", load)
-    team = cpu_runtime.ThreadTeam()
-    assert not team.parallel and "not loaded in this test" in (team.error or "")
-    return seen
-
-
-def test_the_team_loads_libgomp_with_workers_that_sleep_rather_than_spin(monkeypatch):
-    """libgomp reads its wait policy when it loads: svod's team asks for no spin, and leaves the environment
-    (which child processes inherit) as it found it."""
-    assert _loads(monkeypatch, {}) == [{"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": str(cpu_runtime.TEAM_SPIN_COUNT)}]
-    assert "GOMP_SPINCOUNT" not in os.environ
-    assert cpu_runtime.TEAM_SPIN_COUNT == 0
-
-
-def test_a_wait_policy_the_user_set_is_kept(monkeypatch):
-    assert _loads(monkeypatch, {"OMP_WAIT_POLICY": "active"}) == [{"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": None}]
-    assert _loads(monkeypatch, {"GOMP_SPINCOUNT": "1000"}) == [{"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "1000"}]
-    assert os.environ["GOMP_SPINCOUNT"] == "1000"
-
-
 def _stats():
     k = KernelBuilder("stats")
     n = k.var("n", 1, 1 << 20)
@@ -238,7 +204,7 @@ def test_split_reductions_run_in_plans_and_load_from_disk(tmp_path):
 
 
 def test_without_a_thread_team_workers_run_in_turn():
-    """The path taken where libgomp is missing: the same workers, one after another."""
+    """The path taken where there is no thread team: the same workers, one after another."""
     _, many = _devices("llvm")
     elementwise, _ = _kernels()
     kernel = KernelCache().get(elementwise, many)
