@@ -339,7 +339,7 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
         rows = math.prod(int(r.src[0].arg) for r in outputs) // int(found[0].src[0].arg)
         if rows < 2:
             break  # one row reads each block once: blocks only reorder its pass (1x4096x4096: 2.3 -> 4.3 ms)
-        if found[-1] < int(k.src[0].arg) and store.src[1].op is not Ops.REDUCE:
+        if found[-1] < int(k.src[0].arg) and not _blocks_store_value(store):
             return (*copied, *_summed_first(sink, load, k, found, outputs, rows))
         return (*copied, *_blocked(sink, load, k, *found, rows))
     return (*copied, sink) if copied else None
@@ -353,8 +353,9 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
     blocks are shaped as for a long sum (``_block_shape``). Where rows of output pass over ``b``, each launch
     takes one of the forms of the kernel (``_launch_forms``); a kernel that stores something else of the sum
-    (``relu(sum + bias)``) is blocked only where ``b`` is packed, its sums stored first."""
-    plain = _the_store(sink).src[1].op is Ops.REDUCE
+    (``sum + c``) that its blocks cannot store (``_blocks_store_value``) is blocked only where ``b`` is packed,
+    its sums stored first."""
+    plain = _blocks_store_value(_the_store(sink))
     for load in loads:
         index, param = load.src[0], load.src[0].src[0]
         if len(index.src) != 2 or param.op is not Ops.PARAM or param in written:
@@ -400,9 +401,9 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
       blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
 
     Where ``b`` is not ``packable`` (its batches, or a size no proof shows holds ``K x n``), the first form
-    is in blocks over ``b`` itself. Where the kernel stores something else of the sum (not ``plain``), the
-    first form stores the sums to a buffer of their own, and a last part (``<name>_store``) the kernel's value
-    of each (an MLP's ``relu(x @ w + bias)``)."""
+    is in blocks over ``b`` itself. Where the blocks cannot store the kernel's value of the sum themselves (not
+    ``plain``: ``_blocks_store_value``), the first form stores the sums to a buffer of their own, and a last
+    part (``<name>_store``) the kernel's value of each (``sum + c``)."""
     b, n, depth = load.src[0].src[0], j.src[0], k.src[0]
     itemsize, width = pointee(b).itemsize, shape[0]
     rows = [r for r in nested(outputs) if r is not j]
@@ -701,10 +702,25 @@ def _blocked(sink: UOp, load: UOp, k: UOp, j: UOp, stride: int | None, width: in
     return (*copy, blocked.replace(src=(*blocked.src, edge)))
 
 
+def _blocks_store_value(store: UOp) -> bool:
+    """Whether the blocks of a continued sum (``_continued``) can store ``store``'s value of it themselves,
+    the last block the value and the ones before it the sum so far, in the output: a plain sum, or a value of
+    it (an MLP's ``relu(sum + bias)``) of the sum's type that reads no memory the kernel writes (``sum + c``
+    reads the output, which holds a partial sum until the last block). Else the sums go to a buffer of their
+    own first (``_sums_first``)."""
+    value, target = store.src[1], store.src[0].src[0]
+    if value.op is Ops.REDUCE:
+        return True
+    reduce = next(u for u in value.toposort() if u.op is Ops.REDUCE)
+    return pointee(target) == reduce.dtype and all(
+        memory_of(u.src[0].src[0]) is not memory_of(target) for u in value.toposort() if u.op is Ops.LOAD)
+
+
 def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
     """``sink``'s store, a sum over ``k``, as a loop over blocks of ``deep`` turns of ``k`` (axis 1, inside
     the loop over column blocks): each block continues the sum stored by the block before (``CONTINUED``),
-    so each product is still added in order, and the result is the same bits."""
+    so each product is still added in order, and the result is the same bits. Where the kernel stores a value
+    of the sum (``_blocks_store_value``), the last block stores that value of the whole sum."""
     store = _the_store(sink)
     length = k.src[0]
     if length.op is Ops.CONST:
@@ -714,10 +730,12 @@ def _continued(sink: UOp, k: UOp, deep: int) -> UOp:
         depth = UOp.range(((length + (deep - 1)) // deep).maximum(1), 1, AxisKind.LOOP)
         turns = (length - depth * deep).minimum(deep)
     turn = UOp.range(turns, k.arg[0] + 2, AxisKind.REDUCE)
-    reduce = store.src[1]
+    reduce = next(u for u in store.src[1].toposort() if u.op is Ops.REDUCE)
     partial = substitute(reduce.src[0], {k: depth * deep + turn}).reduce(turn, op=reduce.arg)
     before = (depth < 1).where(UOp.const(reduce.dtype, -0.0), store.src[0].load())
     total = UOp(Ops.ADD, reduce.dtype, (before, partial), CONTINUED)
+    if store.src[1] is not reduce:
+        total = (depth < depth.src[0] - 1).where(total, substitute(store.src[1], {reduce: total}))
     return substitute(sink, {store: store.src[0].store(total, *store.src[2:], depth)})
 
 

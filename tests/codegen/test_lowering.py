@@ -1520,20 +1520,47 @@ def test_a_matmul_of_variable_sizes_computes_a_at_b_in_each_form(compiler, m, n,
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize(("m", "n", "depth"),
-                         [(16, 512, 300), (15, 512, 300), (512, 1000, 130), (3, 5, 7), (16, 256, 0)])
-def test_a_matmul_of_variable_sizes_storing_more_than_its_sum_is_packed_its_sums_first(compiler, m, n, depth):
-    """``relu(a @ b + bias)``: where ``b`` is packed, the blocks store the sums to a buffer of their own and a
-    last part the kernel's values; as written otherwise."""
+                         [(16, 512, 300), (15, 512, 300), (512, 1000, 1030), (512, 1000, 130), (3, 5, 7),
+                          (16, 256, 0), (16, 256, 1)])
+def test_a_matmul_of_variable_sizes_storing_a_value_of_its_sum_stores_it_from_the_last_block(compiler, m, n, depth):
+    """``relu(a @ b + bias)``: where ``b`` is packed, the blocks keep the sum so far in the output and the last
+    one stores the kernel's value of the whole sum (no part of its own, no buffer of sums); as written
+    otherwise. Every value is the plain matmul's sum (the same blocks, the same bits) through ``+ bias`` and
+    ``relu``, in one sum's block (``depth`` 130) or several (1030), the empty sum and one product among them."""
     parts = block_matmul(_variable_product("dense", dtypes.float64, dense=True), 512 << 10)
-    assert [kernel_label(p) for p in parts] == ["dense_pack", "dense_packed", "dense_store", "dense"]
+    assert [kernel_label(p) for p in parts] == ["dense_pack", "dense_packed", "dense"]
     rng = np.random.default_rng(m + n + depth)
     a, b, bias = rng.standard_normal((m, depth)), rng.standard_normal((depth, n)), rng.standard_normal(n)
-    out = np.full((m, n), np.nan)
+    bias[::7] = -np.inf
     device = cpu_device(2, compiler)
+    sums, out = np.full((m, n), np.nan), np.full((m, n), np.nan)
+    svod.run(_variable_product("plain_mm", dtypes.float64), [sums, a, b], device=device, m=m, n=n, depth=depth)
     ast = _variable_product("dense", dtypes.float64, dense=True)
     svod.run(ast, [out, a, b, bias], device=device, m=m, n=n, depth=depth)
+    np.testing.assert_array_equal(out, np.maximum(sums + bias, 0))
     np.testing.assert_allclose(out, np.maximum(a @ b + bias, 0), rtol=1e-12, atol=1e-12)
     assert svod.compile(ast, device).program.own.status is None
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(16, 512, 1030), (3, 5, 7)])
+def test_a_matmul_adding_its_output_to_its_sum_stores_the_sums_first(compiler, m, n, depth):
+    """``out += a @ b``: the value reads the output, which the blocks would fill with partial sums, so the
+    sums go to a buffer of their own and a last part adds them."""
+    k = KernelBuilder("accumulate")
+    mv, nv, dv = k.var("m", 0, 1 << 14), k.var("n", 1, 1 << 14), k.var("depth", 0, 1 << 14)
+    out, a = k.buffer(dtypes.float64, (mv, nv)), k.buffer(dtypes.float64, (mv, dv))
+    b = k.buffer(dtypes.float64, (dv, nv))
+    i, j, r = k.range(mv), k.range(nv), k.range(dv, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r) + out[i, j])
+    ast = k.build()
+    assert [kernel_label(p) for p in block_matmul(ast, 512 << 10)] == [
+        "accumulate_pack", "accumulate_packed", "accumulate_store", "accumulate"]
+    rng = np.random.default_rng(m + n + depth)
+    a_, b_, c = rng.standard_normal((m, depth)), rng.standard_normal((depth, n)), rng.standard_normal((m, n))
+    out_ = c.copy()
+    svod.run(ast, [out_, a_, b_], device=cpu_device(2, compiler), m=m, n=n, depth=depth)
+    np.testing.assert_allclose(out_, a_ @ b_ + c, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(("m", "n", "depth", "copied", "pitch"),
