@@ -17,8 +17,8 @@ from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import ALU, EFFECTS, LANE_OPS, REASSOCIABLE
 from svod.ir.uop import memory_of
 
-__all__ = ["EXTREMA", "LANE_WIDTHS", "ROW_WIDTHS", "SPLIT_WIDTH", "UPCAST_WIDTHS", "share_rows", "split_reductions",
-           "stream_rows", "upcast_reductions"]
+__all__ = ["EXTREMA", "LANE_WIDTHS", "ROW_WIDTHS", "SPLIT_WIDTH", "TAIL_SPLIT_WIDTH", "UPCAST_WIDTHS", "share_rows",
+           "split_reductions", "stream_rows", "upcast_reductions"]
 
 
 UPCAST_WIDTHS = (16, 8, 4)
@@ -263,14 +263,15 @@ EXTREMA = (Ops.MAX, Ops.MIN)
 (svod's order ignores NaN and puts +0 above -0)."""
 
 
-def split_reductions(sink: UOp, ops: tuple[Ops, ...], tails: bool = False) -> UOp:
-    """A reduction by one of ``ops`` over one range of constant size ``n`` (a multiple of ``SPLIT_WIDTH``,
-    at least twice it) as ``SPLIT_WIDTH`` reductions over ``r*W + c`` that share one loop, combined
+def split_reductions(sink: UOp, ops: tuple[Ops, ...], tails: bool = False, widths: tuple[int, int] = (
+        SPLIT_WIDTH, TAIL_SPLIT_WIDTH)) -> UOp:
+    """A reduction by one of ``ops`` over one range of constant size ``n`` (a multiple of ``W``, the first of
+    ``widths``, at least twice it) as ``W`` reductions over ``r*W + c`` that share one loop, combined
     pairwise after it. Each step of one running reduction waits for the last; independent partials run
     side by side and their loads are contiguous, so the backend vectorises them. With ``tails``, a symbolic
-    size is split too, in ``TAIL_SPLIT_WIDTH`` partials, the ``n % W`` elements they leave reduced by a loop of
-    their own (a softmax's row maximum over a symbolic row ran as one chain of dependent compares). For ``EXTREMA`` the
-    result is the same bits; a float sum is added in another order (as any parallel sum is). Only a
+    size is split too, in the second of ``widths`` partials, the ``n % W`` elements they leave reduced by a
+    loop of their own (a softmax's row maximum over a symbolic row ran as one chain of dependent compares). For
+    ``EXTREMA`` the result is the same bits; a float sum is added in another order (as any parallel sum is). Only a
     reduction with none nested in it is split (``_nested_reductions``): an outer one would copy each inner
     one ``W`` times, and a nest of them grow as ``W`` to the power of its depth (a fused attention's 320
     accumulators)."""
@@ -283,10 +284,10 @@ def split_reductions(sink: UOp, ops: tuple[Ops, ...], tails: bool = False) -> UO
             continue
         r, value = node.src[1], substitute(node.src[0], replaced)
         size = r.src[0]
-        whole = size.op is Ops.CONST and not size.arg % SPLIT_WIDTH and size.arg >= 2 * SPLIT_WIDTH
-        if not whole and not (tails and size.op is not Ops.CONST and size.vmax >= 2 * TAIL_SPLIT_WIDTH):
+        whole = size.op is Ops.CONST and not size.arg % widths[0] and size.arg >= 2 * widths[0]
+        if not whole and not (tails and size.op is not Ops.CONST and size.vmax >= 2 * widths[1]):
             continue
-        width = SPLIT_WIDTH if whole else TAIL_SPLIT_WIDTH
+        width = widths[0] if whole else widths[1]
         outer = UOp.range(size.arg // width if whole else size // width, r.arg[0], r.arg[1])
         parts = [substitute(value, {r: outer * width + c}).reduce(outer, op=node.arg) for c in range(width)]
         if not whole:

@@ -863,6 +863,21 @@ def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(si
     assert got.tolist() == [3.5, -2.0]
 
 
+@pytest.mark.parametrize(("registers", "constant", "symbolic"), [(32, 64, 64), (16, 8, 32)])
+def test_a_cpu_keeps_four_vector_registers_of_partial_extrema_where_it_has_32(registers, constant, symbolic):
+    """A row maximum on the CPU: in 64 partials with AVX-512's 32 registers (four of 16 float32), over a constant
+    row and a symbolic one (plus the loop over what they leave); as measured on AVX2 with 16."""
+    for size in (1024, None):
+        k = KernelBuilder("row_max")
+        n = k.var("n", 1, 4096) if size is None else size
+        out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, (64, n))
+        i, r = k.range(64), k.range(n, AxisKind.REDUCE)
+        k.store(out[i], x[i, r].reduce(r, op=Ops.MAX))
+        tiled = tile_for_cpu(k.build(), registers)
+        partials = [u for u in tiled.toposort() if u.op is Ops.REDUCE and u.arg is Ops.MAX]
+        assert len(partials) == (constant if size else symbolic + 1)
+
+
 @pytest.mark.parametrize("size", [0, 1, 31, 63, 64, 65, 97, 1000])
 def test_split_extremum_reductions_over_a_symbolic_size_keep_the_elements_their_partials_leave(size):
     """Over a variable's size, the partials cover ``n // W * W`` elements and a loop of its own the ``n % W``
