@@ -409,6 +409,40 @@ def test_a_tile_prefetches_rows_of_b_a_variable_apart():
         assert re.search(rf"^  {re.escape(distance)} = mul i64 8, %var\.n\.raw$", src, re.M)
 
 
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_rows_first_pass_prefetches_the_row_two_ahead(symbolic):
+    """Softmax's rows of 1024 float32 (a page each, where the CPU's own prefetcher stops): the maximum's loop,
+    64 floats a turn, prefetches each of the four cache lines it reads two rows ahead; the passes after it
+    over the same row (the ``exp``, the sum, the division), and the output, do not."""
+    k = KernelBuilder("softmax_rows")
+    rows, cols = (k.var("rows", 1, 4096), k.var("cols", 1, 4096)) if symbolic else (64, 1024)
+    out, x = k.buffer(dtypes.float32, (rows, cols)), k.buffer(dtypes.float32, (rows, cols))
+    i, r1, r2, c = k.range(rows), k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE), k.range(cols)
+    top = x[i, r1].reduce(r1, op=Ops.MAX)
+    total = (x[i, r2] - top).exp().reduce(r2)
+    k.store(out[i, c], (x[i, c] - top).exp() / total)
+    avx512 = dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32)
+    src = LLVMRenderer("CPU", avx512).render(k.build()).src
+    prefetched = re.findall(r"^  (%\S+)\.ahead = getelementptr float, ptr \1, i64 (\S+)$", src, re.M)
+    assert len(prefetched) == src.count("call void @llvm.prefetch.p0(ptr") == 4  # the partials' 4 lines a turn
+    for name, distance in prefetched:
+        assert re.search(rf"^  {re.escape(name)} = getelementptr inbounds float, ptr %data1,", src, re.M)  # x
+        assert (re.search(rf"^  {re.escape(distance)} = mul i64 2, %var\.cols\.raw$", src, re.M) if symbolic
+                else distance == str(2 * 1024))
+
+
+def test_only_the_first_pass_over_a_row_prefetches():
+    """A row's range (its maximum minus its minimum): two loops read the row 64 floats a turn, and only the
+    first prefetches; the second finds the row in cache."""
+    k = KernelBuilder("row_range")
+    out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, (64, 1024))
+    i, r1, r2 = k.range(64), k.range(1024, AxisKind.REDUCE), k.range(1024, AxisKind.REDUCE)
+    k.store(out[i], x[i, r1].reduce(r1, op=Ops.MAX) - x[i, r2].reduce(r2, op=Ops.MIN))
+    avx512 = dataclasses.replace(LLVMRenderer("CPU").caps, vector_registers=32)
+    src = LLVMRenderer("CPU", avx512).render(k.build()).src
+    assert src.count("call void @llvm.prefetch.p0(ptr") == 4
+
+
 def test_llvm_prefers_512_bit_vectors_where_the_cpu_has_them():
     """LLVM's default for most AVX-512 CPUs is 256 bits, which would split each row of a wide tile in four."""
     assert '"prefer-vector-width"="512"' in function_attributes("sapphirerapids", "+avx2,+avx512f,+fma")
