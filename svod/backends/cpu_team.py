@@ -48,7 +48,7 @@ sleeper woken by the futex is run ahead of threads that have been running; a spi
 for its turn (a 65,536-float saxpy launched after numpy's 512x512 matmul, whose OpenBLAS threads spin: up to
 5.6 ms where the team spun on, 1 ms where it slept)."""
 
-FUTEX_CALLS = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+FUTEX_CALLS = {"x86_64": 202, "aarch64": 98}
 """Linux's ``futex`` system call number on each machine the team runs threads on."""
 
 RUN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)

@@ -26,7 +26,7 @@ accumulator register of vectors is never one its loop reassociates.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import ClassVar
 
 from svod.codegen.decompositions import CPU_MATH
@@ -163,36 +163,54 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
     is one of the kernel's variables alone (a symbolic matmul's ``b``, read where it is or packed), computed
     where it is prefetched."""
     found: dict[UOp, Poly] = {}
-    open_loops: list[UOp] = []
     lines: dict[tuple[UOp, frozenset[tuple[Monomial, int]]], list[tuple[Poly, set[int]]]] = {}
+    for index, loops in _buffer_loads(linear):
+        if loops[-1] not in tile_loops:
+            continue
+        offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
+        parts = offset.split(loops[-1])
+        if parts is None or not _far(parts[0], itemsize):
+            continue
+        step = parts[0]
+        if _opens_line(lines.setdefault((memory_of(index.src[0]), frozenset(step.terms.items())), []), offset,
+                       itemsize):
+            found[index] = step.scale(PREFETCH_STEPS)
+    return found
+
+
+def _buffer_loads(linear: tuple[UOp, ...]) -> Iterator[tuple[UOp, tuple[UOp, ...]]]:
+    """The INDEX of each load of a buffer (a PARAM, ungated) inside a loop, with the loops open around it,
+    outermost first."""
+    open_loops: list[UOp] = []
     for u in linear:
         if u.op is Ops.RANGE:
             open_loops.append(u)
         elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
             open_loops.pop()
-        elif u.op is Ops.LOAD and open_loops and open_loops[-1] in tile_loops:
-            index = u.src[0]
-            if len(index.src) != 2 or memory_of(index.src[0]).op is not Ops.PARAM:
-                continue
-            offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
-            parts = offset.split(open_loops[-1])
-            if parts is None or not _invariant(parts[0]) \
-                    or max(abs(b) for b in parts[0].interval()) * itemsize < PREFETCH_STRIDE_BYTES:
-                continue
-            step = parts[0]
-            group = lines.setdefault((memory_of(index.src[0]), frozenset(step.terms.items())), [])
-            for first, seen in group:
-                apart = _constant(offset - first)
-                if apart is not None:
-                    line = apart * itemsize // CACHE_LINE
-                    if line not in seen:
-                        seen.add(line)
-                        found[index] = step.scale(PREFETCH_STEPS)
-                    break
-            else:
-                group.append((offset, {0}))
-                found[index] = step.scale(PREFETCH_STEPS)
-    return found
+        elif u.op is Ops.LOAD and open_loops and len(u.src[0].src) == 2 \
+                and memory_of(u.src[0].src[0]).op is Ops.PARAM:
+            yield u.src[0], tuple(open_loops)
+
+
+def _far(step: Poly, itemsize: int) -> bool:
+    """Whether a stride is loop-invariant (``_invariant``) and may reach ``PREFETCH_STRIDE_BYTES``: one a CPU's
+    own prefetcher does not follow."""
+    return _invariant(step) and max(abs(b) for b in step.interval()) * itemsize >= PREFETCH_STRIDE_BYTES
+
+
+def _opens_line(group: list[tuple[Poly, set[int]]], offset: Poly, itemsize: int) -> bool:
+    """Whether a load at ``offset`` is the first of a ``group`` of loads (each with the offset of its group's
+    first and the cache lines seen from it) on its cache line, that line then seen: one prefetch a line."""
+    for first, seen in group:
+        apart = _constant(offset - first)
+        if apart is not None:
+            line = apart * itemsize // CACHE_LINE
+            if line in seen:
+                return False
+            seen.add(line)
+            return True
+    group.append((offset, {0}))
+    return True
 
 
 def row_operands(linear: tuple[UOp, ...]) -> dict[UOp, Poly]:
@@ -203,40 +221,22 @@ def row_operands(linear: tuple[UOp, ...]) -> dict[UOp, Poly]:
     stops: each row's first pass waited for memory (softmax 4096x1024 on a 2-core Zen 5: the maximum's loop
     took as long as the ``exp``'s)."""
     found: dict[UOp, Poly] = {}
-    open_loops: list[UOp] = []
     first: dict[tuple[UOp, UOp], UOp] = {}
     lines: dict[tuple[UOp, UOp], list[tuple[Poly, set[int]]]] = {}
-    for u in linear:
-        if u.op is Ops.RANGE:
-            open_loops.append(u)
-        elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
-            open_loops.pop()
-        elif u.op is Ops.LOAD and len(open_loops) > 1:
-            index, (row, inner) = u.src[0], open_loops[-2:]
-            if len(index.src) != 2 or memory_of(index.src[0]).op is not Ops.PARAM:
-                continue
-            offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
-            along, across = offset.split(inner), offset.split(row)
-            turn = None if along is None else _constant(along[0])
-            if turn is None or not CACHE_LINE <= abs(turn) * itemsize < PREFETCH_STRIDE_BYTES or across is None \
-                    or not _invariant(across[0]) \
-                    or max(abs(b) for b in across[0].interval()) * itemsize < PREFETCH_STRIDE_BYTES:
-                continue
-            buffer = memory_of(index.src[0])
-            if first.setdefault((buffer, row), inner) is not inner:
-                continue  # a later pass over the row: the first brought it in
-            group = lines.setdefault((buffer, inner), [])
-            for start, seen in group:
-                apart = _constant(offset - start)
-                if apart is not None:
-                    line = apart * itemsize // CACHE_LINE
-                    if line not in seen:
-                        seen.add(line)
-                        found[index] = across[0].scale(ROWS_AHEAD)
-                    break
-            else:
-                group.append((offset, {0}))
-                found[index] = across[0].scale(ROWS_AHEAD)
+    for index, loops in _buffer_loads(linear):
+        if len(loops) < 2:
+            continue
+        (row, inner), buffer = loops[-2:], memory_of(index.src[0])
+        offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
+        along, across = offset.split(inner), offset.split(row)
+        turn = None if along is None else _constant(along[0])
+        if turn is None or not CACHE_LINE <= abs(turn) * itemsize < PREFETCH_STRIDE_BYTES or across is None \
+                or not _far(across[0], itemsize):
+            continue
+        if first.setdefault((buffer, row), inner) is not inner:
+            continue  # a later pass over the row: the first brought it in
+        if _opens_line(lines.setdefault((buffer, inner), []), offset, itemsize):
+            found[index] = across[0].scale(ROWS_AHEAD)
     return found
 
 
