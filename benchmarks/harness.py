@@ -84,8 +84,16 @@ class Sizes:
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
 FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024, compiles=8, quick=False)
 
-SUITE_ROUNDS = 3
-"""How many rounds of the kernel suite time every contestant in turn."""
+SUITE_ROUNDS = 5
+"""How many rounds of the kernel suite time every contestant in turn (``repeats`` samples in all, spread
+over the rounds)."""
+
+
+def _contestant_order(names: list[str], turn: int) -> list[str]:
+    """``names`` rotated by ``turn``: each round of the suite starts a kernel's contestants with another one, so
+    none is always timed first (right after the last kernel's contestants) or last."""
+    start = turn % len(names)
+    return names[start:] + names[:start]
 
 
 def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
@@ -120,11 +128,13 @@ class Bench:
 
     def kernel_suite(self) -> list[Metric]:
         """The suite of user kernels (the bench's ``workloads``), checked against numpy and timed beside
-        numpy, numba and tinygrad. Every contestant is compiled and checked first; then each of
-        ``SUITE_ROUNDS`` rounds times every contestant in a phase of its own, svod's first, and a figure is
-        the median of its samples from all rounds. A drift of this machine's speed over the minutes the
-        suite takes so falls on every contestant alike, and no contestant's threads still spin while the next
-        is timed (``timing.settle``, before each kernel's samples)."""
+        numpy, numba, tinygrad and the framework and kernel-language peers. Every contestant is compiled and
+        checked first; then each of ``SUITE_ROUNDS`` rounds times, kernel by kernel, every contestant of that
+        kernel in turn (``_contestant_order``), and a figure is the median of its samples from all rounds.
+        The contestants of one kernel are so timed seconds apart, in an order that changes each round: a
+        drift of this machine's speed (other tenants of the host) falls on them alike, where a phase per
+        contestant had set one contestant's minute against another's. No contestant's threads still spin
+        while the next is timed (``timing.settle``, before each kernel's samples)."""
         kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
         static = suite(self.sizes.quick, static_shapes=True) if self.workloads is None else []
         self.progress("kernel suite: compile and check")
@@ -147,11 +157,11 @@ class Bench:
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
             self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
-            for name, runs in runners.items():
-                with blas_threads(settings.threads) if name == "numpy" else nullcontext():
-                    for run, kept in zip(runs, samples[name], strict=True):
-                        if run is not None:
-                            kept.extend(sample_seconds(run, per_round, warmup=1))
+            for index in range(len(kernels)):
+                for name in _contestant_order(list(runners), number + index):
+                    if (run := runners[name][index]) is not None:
+                        with blas_threads(settings.threads) if name == "numpy" else nullcontext():
+                            samples[name][index].extend(sample_seconds(run, per_round, warmup=1))
         why_missing = [{"numba": numba.error} if numba.error else {} for _ in kernels]
         for missing, peers in zip(why_missing, found, strict=True):
             missing.update({name: why for name, why in peers.items() if isinstance(why, str)})

@@ -12,7 +12,7 @@ import pytest
 
 import svod
 from benchmarks import timing
-from benchmarks.harness import Bench, Sizes, suite_metrics
+from benchmarks.harness import Bench, Sizes, _contestant_order, suite_metrics
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
 from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric, report, to_json
@@ -124,6 +124,14 @@ def test_a_suite_kernel_that_disagrees_with_numpy_fails_the_bench():
     bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None, [wrong])
     with pytest.raises(SvodError, match="svod's result disagrees with numpy"):
         bench.kernel_suite()
+
+
+def test_each_contestant_of_a_kernel_goes_first_once_in_as_many_turns_as_there_are_contestants():
+    names = ["svod", "svod static", "numpy", "numba"]
+    orders = [_contestant_order(names, turn) for turn in range(7)]
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert [order[0] for order in orders[:4]] == names
+    assert orders[4] == orders[0] and orders[1] == ["svod static", "numpy", "numba", "svod"]
 
 
 def test_suite_figures_are_the_medians_of_their_samples_in_milliseconds():
