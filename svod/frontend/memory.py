@@ -165,9 +165,24 @@ def unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
     of its branch) from reading where the branch is not taken; a read where its value is used needs none."""
     changed = {memory_of(u.src[0].src[0]) for e in sink.src if e.op in STATEMENTS for u in e.toposort()
                if u.op is Ops.LOAD and is_state(u.src[0].src[0]) and _between(e, u.src[0].src[0], stated[e])}
+    changed |= _read_through_two_states(sink)
     sink = substitute(sink, {u: u.src[0] for u in sink.toposort() if is_state(u) and u.src[0] not in changed})
     return substitute(sink, {u: u.replace(src=(u.src[0].replace(src=u.src[0].src[:2]),)) for u in sink.toposort()
                              if u.op is Ops.LOAD and len(u.src[0].src) == 3 and u.src[0].src[0].op is Ops.PARAM})
+
+
+def _read_through_two_states(sink: UOp) -> set[UOp]:
+    """The memories ``sink`` reads at one element through two states. Without their states the two reads would
+    be one node, which a backend computes once, for every statement that uses it, though an effect on the
+    memory comes between them (``out[0, i]`` read before a loop whose turns update it, and in those turns:
+    every turn read the value from before the loop)."""
+    first: dict[tuple[UOp, ...], UOp] = {}
+    twice: set[UOp] = set()
+    for u in sink.toposort():
+        if u.op is Ops.LOAD and is_state(state := u.src[0].src[0]) \
+                and first.setdefault((state.src[0], u.src[0].src[1], *u.src[1:]), state) is not state:
+            twice.add(state.src[0])
+    return twice
 
 
 def _between(effect: UOp, state: UOp, stated: dict[UOp, int]) -> bool:

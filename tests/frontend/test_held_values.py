@@ -487,3 +487,29 @@ def test_a_loop_overwriting_what_its_branch_condition_read_stays_in_the_branch(d
     rng = np.random.default_rng(rows)
     out, x = (rng.integers(-5, 5, (rows, 5)).astype(np.float32) for _ in range(2))
     agrees_with_python(elif_then_loop_overwriting_its_condition, device, out, x, np.zeros(4, np.int32))
+
+
+@svod.kernel
+def held_then_updated(out, x):
+    """``out[0, i]`` read before a loop (into ``x``), then read and stored by each turn of the loop, and stored
+    again after it: three reads of one element through three memory states (found by the random kernels)."""
+    for i in svod.prange(out.shape[1]):
+        v = x[0, i]
+        x[0, i] = abs(float(out[0, i]) if out[0, i] <= v else v) * (x[0, i] - i + v * i)
+        if -(v + x[0, i]) < i + 2:
+            for j in range(out.shape[0]):
+                v = v // 2 + (out[out.shape[0] - 1 - j, i] + 3.0) % 2
+        for _ in range(3):
+            out[0, i] = svod.float32(out[0, i] + 9 - x[0, i])
+        out[0, i] = out[0, i]
+
+
+@pytest.mark.parametrize("columns", [1, 5, 33])
+def test_a_read_held_before_a_loop_is_not_the_read_of_its_turns(device, columns):
+    """Each turn adds to what the turn before stored: with the element's memory states dropped, the read before
+    the loop and the turns' read were one node, computed once before the loop (12 where Python has 42)."""
+    out = (np.arange(8 * columns, dtype=np.float32).reshape(8, columns) % 7) - 3
+    x = np.linspace(-2, 3, 8 * columns).reshape(8, columns)
+    agrees_with_python(held_then_updated, device, out, x)
+    want = run_as_python(held_then_updated, out, x)[0]
+    assert want[0, 0] == 42.0
