@@ -30,7 +30,8 @@ from svod.ir.ops import CONTINUED, EFFECTS, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, param_size, pointee, written_memory
 
 __all__ = ["BLOCK_DEPTH", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "block_matmul", "privatize_atomics",
-           "split_for_threads", "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows"]
+           "split_for_threads", "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows",
+           "vector_bytes"]
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------
@@ -757,11 +758,16 @@ def tile_rows(vector_registers: int) -> int:
     return max(1, vector_registers // 4)
 
 
+def vector_bytes(vector_registers: int) -> int:
+    """The bytes of one of a CPU's vector registers: 64 where it has 32 (AVX-512), else 32 (AVX2's 16)."""
+    return 64 if vector_registers >= 32 else 32
+
+
 def tile_row_bytes(vector_registers: int) -> int:
     """The bytes of a CPU register tile's row: two vector registers, 128 with AVX-512 (32 registers of 512
     bits: rows of 32 float32), 64 with AVX2's 16 (rows of 16). A tile twice as wide reads each broadcast of
     ``a`` for twice the work (matmul 1024 on a Xeon: 45 -> 121 GFLOP/s)."""
-    return 128 if vector_registers >= 32 else 64
+    return 2 * vector_bytes(vector_registers)
 
 
 def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:

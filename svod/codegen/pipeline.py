@@ -57,7 +57,14 @@ from svod.codegen.lower import (
     speculate_gated_loads,
     split_reduction,
 )
-from svod.codegen.lower_cpu import block_matmul, block_transposes, privatize_atomics, thread_split, tile_for_cpu
+from svod.codegen.lower_cpu import (
+    block_matmul,
+    block_transposes,
+    privatize_atomics,
+    thread_split,
+    tile_for_cpu,
+    vector_bytes,
+)
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.recurrences import carry_rows, forward_stored
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
@@ -241,12 +248,14 @@ CPU: tuple[LoweringStep, ...] = (
     Pass("block_transposes", _rewrite(lambda sink, t: None if runs_as_written(sink) else block_transposes(sink))),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
-    Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers))),
+    Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers, vector_bytes(
+        t.caps.vector_registers) if t.caps.vector_lanes else None))),
     Pass("split_for_threads", _split_for_threads),
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
-"""A CPU: a transpose walked in blocks that stay in cache, tiles for its vector registers, GLOBAL ranges spread
+"""A CPU: a transpose walked in blocks that stay in cache, tiles for its vector registers, work items that
+carry registers through a loop run together (in vector lanes where they store neighbours), GLOBAL ranges spread
 over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
 branch-free where that is safe."""
 

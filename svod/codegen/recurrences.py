@@ -15,10 +15,10 @@ from svod.codegen.ranges import live_ranges, nested
 from svod.codegen.upcast import _divides, _room, _room_after, _split, _unit_stride
 from svod.dtype import dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
-from svod.ir.ops import EFFECTS, STATEMENTS
+from svod.ir.ops import EFFECTS, LANE_OPS, STATEMENTS
 from svod.ir.uop import exits, memory_of, pointee
 
-__all__ = ["CARRIED_ROWS", "carried_rows", "carry_rows", "forward_stored"]
+__all__ = ["CARRIED_ROWS", "LANE_SPANS", "carried_rows", "carry_rows", "forward_stored"]
 
 
 def forward_stored(sink: UOp) -> UOp | None:
@@ -104,18 +104,27 @@ def carried_rows(registers: int, vector_registers: int) -> int:
     return min(CARRIED_ROWS, vector_registers // (2 * registers))
 
 
-def carry_rows(sink: UOp, vector_registers: int) -> UOp | None:
-    """A kernel whose work items carry registers through a sequential loop, with ``carried_rows`` neighbouring
-    work items along the innermost parallel range every statement runs in (``_carrying_row``) run in one pass:
-    each statement as that many copies, one per work item, the copies of a statement next to each other, and
-    after them the copies over the work items the passes leave (``upcast._split``). Each copy has registers
-    of its own (``_own_registers``). Within a work item, statements keep their order; the race check proved
-    work items apart, so interleaving them changes nothing they compute. None where it does not apply."""
+def carry_rows(sink: UOp, vector_registers: int, vector_bytes: int | None = None) -> UOp | None:
+    """A kernel whose work items carry registers through a sequential loop, with neighbouring work items along
+    the innermost parallel range every statement runs in (``_carrying_row``) run together: in vector lanes
+    where the renderer spells them (``vector_bytes``, the bytes of a vector register) and the work items store
+    only at neighbouring elements along it (``_in_lanes``); else ``carried_rows`` of them in one pass, each
+    statement as that many copies, one per work item, the copies of a statement next to each other, and after
+    them the copies over the work items the passes leave (``upcast._split``). Each copy has registers of its
+    own (``_own_registers``). Within a work item, statements keep their order; the race check proved work
+    items apart, so interleaving them changes nothing they compute. None where it does not apply."""
     registers = [u for u in sink.toposort() if u.op is Ops.DEFINE_REG]
-    rows = carried_rows(len(registers), vector_registers) if registers else 0
-    row = _carrying_row(sink, rows, registers) if rows > 1 else None
+    row = _carrying_row(sink, registers) if registers else None
     if row is None:
         return None
+    effects = [s for s in sink.src if s.op in EFFECTS]
+    if all(_unit_stride(e.src[0].src[1], row, ascending=True) for e in effects
+           if memory_of(e.src[0].src[0]).op is Ops.PARAM):
+        return _in_lanes(sink, row, registers, vector_registers, vector_bytes) if vector_bytes else None
+    rows = carried_rows(len(registers), vector_registers)
+    if rows < 2 or any(len(e.src[0].src) != 2 for e in effects) \
+            or not (_divides(rows, row.src[0]) or _room(row.src[0], rows, masked=False)):
+        return None  # a gate around a loop: the copies' gates would run their loop apart
     divides = _divides(rows, row.src[0])
     sink, moved, axes = _room_after(sink, [] if divides else [row])
     row = moved[row]
@@ -129,20 +138,15 @@ def carry_rows(sink: UOp, vector_registers: int) -> UOp | None:
     return sink.replace(src=(*tiled, *edges, *(s for s in sink.src if s.op not in EFFECTS)))
 
 
-def _carrying_row(sink: UOp, rows: int, registers: list[UOp]) -> UOp | None:
-    """The range ``carry_rows`` takes ``rows`` work items of per pass, if any: the innermost GLOBAL range that
-    every statement runs in and each of ``registers`` is one per work item of, in a kernel with a sequential
-    loop, without early exits, reductions, atomic updates or gated statements, whose end takes tiles of
-    ``rows`` (``upcast._room``) and sets no other range's end. A kernel whose work items store only at
-    neighbouring elements along it keeps it: there the backend computes neighbours in vector lanes where it
-    unrolls a loop (Mandelbrot's 100 turns: 34 ms a frame on 2 cores, 40 with chains side by side)."""
+def _carrying_row(sink: UOp, registers: list[UOp]) -> UOp | None:
+    """The range ``carry_rows`` takes work items of together, if any: the innermost GLOBAL range that every
+    statement runs in and each of ``registers`` is one per work item of, in a kernel with a sequential loop,
+    without early exits, reductions or atomic updates, that sets no other range's end."""
     topo = sink.toposort()
     if exits(sink) or not any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP for u in topo) \
             or any(u.op in (Ops.REDUCE, Ops.ATOMIC, Ops.DEFINE_LOCAL) for u in topo):
         return None
     effects = [s for s in sink.src if s.op in EFFECTS]
-    if any(len(e.src[0].src) != 2 for e in effects):
-        return None  # a gate around a loop: the copies' gates would run their loop apart
     live = live_ranges(sink)
     shared = frozenset.intersection(*(live[e] for e in effects))
     rows_of = [r for r in nested(shared) if r.arg[1] is AxisKind.GLOBAL and all(r in g.src for g in registers)]
@@ -151,9 +155,92 @@ def _carrying_row(sink: UOp, rows: int, registers: list[UOp]) -> UOp | None:
     row = rows_of[-1]
     if any(row in r.src[0].toposort() for r in topo if r.op is Ops.RANGE and r is not row):
         return None  # a loop whose turns differ by work item: the copies' loops would be loops apart
-    if all(_unit_stride(e.src[0].src[1], row) for e in effects if memory_of(e.src[0].src[0]).op is Ops.PARAM):
-        return None  # neighbouring work items store only neighbours: the backend runs them in vector lanes
-    return row if _divides(rows, row.src[0]) or _room(row.src[0], rows, masked=False) else None
+    return row
+
+
+LANE_SPANS = (4, 2, 1)
+"""How many vector registers a register of work items in lanes spans (``carry_rows``), widest first: the
+widest whose registers take at most half the CPU's. A turn of Mandelbrot's loop is a chain of four dependent
+float64 operations; lanes in more registers run more chains side by side (1000x1000, 100 turns, 2 cores of a
+Zen 5 with AVX-512: scalar 34 ms, one register 22.5, two 12.2, four 7.1, eight 8.0, sixteen 11.7)."""
+
+
+def _in_lanes(sink: UOp, row: UOp, registers: list[UOp], vector_registers: int, vector_bytes: int) -> UOp | None:
+    """``sink`` with ``W`` neighbouring work items along ``row`` in vector lanes: each statement over ``ro*W +
+    LANE``, and after them each over the work items the tiles leave, in lanes masked past ``row``'s end
+    (``upcast._split``), each register a vector, one value a lane (``_lane_registers``). ``W`` fills the
+    ``LANE_SPANS`` registers each register may span with the widest value a register holds or a work item
+    stores. A work item's loop then runs once for ``W`` of them, and a test that differs by lane masks the
+    stores it gates instead of branching. None where a value that differs by lane is one the renderer cannot
+    spell on vectors (``_lanes_through``)."""
+    stored = [e.src[1].dtype for e in sink.src if e.op in EFFECTS]
+    widest = max(d.itemsize for d in (*stored, *(pointee(g) for g in registers)))
+    span = next((s for s in LANE_SPANS if s * len(registers) <= vector_registers // 2), 0)
+    width = span * vector_bytes // widest
+    if width < 2 or not _lanes_through(sink, row) \
+            or not (_divides(width, row.src[0]) or _room(row.src[0], width, masked=False)):
+        return None
+    stride = 1 + max(u.arg for u in registers)
+    tiled: list[UOp] = []
+    edges: list[UOp] = []
+    for statement in (s for s in sink.src if s.op in EFFECTS):
+        (tile,), edge = _split(statement, row, width, None, lanes=True)
+        tiled.append(_lane_registers(tile, 0))
+        edges += [] if edge is None else [_lane_registers(edge, stride)]
+    return sink.replace(src=(*tiled, *edges, *(s for s in sink.src if s.op not in EFFECTS)))
+
+
+def _lanes_through(sink: UOp, row: UOp) -> bool:
+    """Whether, with ``row`` in lanes, every value that differs by lane (that depends on ``row``, or loads a
+    register such a value was stored into) is one the LLVM renderer spells on vectors: ``LANE_OPS`` on numbers
+    other than bool and float16 in memory, division only by a constant other than 0 and -1, accesses of
+    buffers and registers without a record of a check, and a buffer's store gated alike in every lane. A loop
+    whose turns differ by lane, or a work item's IF, is not."""
+    topo = sink.toposort()
+    if any(u.op is Ops.IF for u in topo):
+        return False
+    laned, registers = {row}, set()
+    changed = True
+    while changed:
+        changed = False
+        for u in topo:
+            if u in laned or u.op in (Ops.DEFINE_REG, Ops.AFTER, Ops.SINK):
+                continue
+            if any(s in laned for s in u.src) or (u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in registers):
+                laned.add(u)
+                changed = True
+                if u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+                    registers.add(memory_of(u.src[0].src[0]))
+    return all(_spelled_on_vectors(u, laned) for u in laned - {row})
+
+
+def _spelled_on_vectors(u: UOp, laned: set[UOp]) -> bool:
+    """Whether the LLVM renderer spells ``u`` on lanes, where ``laned`` are the values that differ by lane."""
+    if u.op not in LANE_OPS or dtypes.float16 in (u.dtype, *(s.dtype for s in u.src)):
+        return False
+    if u.op in (Ops.IDIV, Ops.MOD):
+        return u.src[1].op is Ops.CONST and u.src[1].arg not in (0, -1)
+    if u.op is Ops.INDEX:
+        return u.arg is None and memory_of(u.src[0]).op in (Ops.PARAM, Ops.DEFINE_REG)
+    if u.op is Ops.LOAD:
+        return u.dtype != dtypes.bool
+    if u.op is Ops.STORE:
+        target = u.src[0]
+        gated_by_lane = memory_of(target.src[0]).op is Ops.PARAM and len(target.src) == 3 and target.src[2] in laned
+        return u.src[1].dtype != dtypes.bool and not gated_by_lane
+    return True
+
+
+def _lane_registers(statement: UOp, shift: int) -> UOp:
+    """``statement``, over work items in lanes, with registers of its own: each register of its work items
+    becomes one of the ranges that number them now and of its ``LANE`` (a vector, one value a lane), in slot
+    ``slot + shift``. The LANE among its sources makes what reads it differ by lane, as a value computed from
+    the LANE does: a test of it masks the stores it gates (no IF can hold a test of every lane)."""
+    lane = next(u for u in statement.toposort() if u.op is Ops.LANE)
+    made = {u: UOp(Ops.DEFINE_REG, u.dtype, (*dict.fromkeys(r for s in u.src for r in s.toposort()
+                                                             if r.op is Ops.RANGE), lane), u.arg + shift)
+            for u in statement.toposort() if u.op is Ops.DEFINE_REG}
+    return substitute(statement, made) if made else statement
 
 
 def _own_registers(statement: UOp, copy: int, stride: int) -> UOp:

@@ -1,6 +1,7 @@
 """Values a sequential loop carries: a store read back on the next turn kept in a register
-(``forward_stored``), and several work items' chains run side by side on a CPU (``carry_rows``). Which
-kernels each takes, and that every kernel computes what it computes as plain Python, bit for bit."""
+(``forward_stored``), and several work items' chains run side by side on a CPU (``carry_rows``), as copies
+or in vector lanes. Which kernels each takes, and that every kernel computes what it computes as plain
+Python, bit for bit."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 import svod
 from svod import prange
 from svod.codegen import pipeline
-from svod.codegen.recurrences import carried_rows
+from svod.codegen.recurrences import LANE_SPANS, carried_rows
 from svod.codegen.render.llvmir import LLVMRenderer
+from svod.device import DeviceCaps
+from svod.errors import GraphError
 from svod.frontend.oracle import run_as_python
-from svod.ir import Ops
-from tests.helpers import cpu_device, open_device
+from svod.ir import Ops, UOp
+from tests.helpers import cpu_device, open_device, refuses
 
 
 @svod.kernel
@@ -99,6 +102,45 @@ def passes_over_rows(out, marks, x):
                 out[r, c] = out[r, max(c - 1, 0)] + x[r, c]
 
 
+@svod.kernel
+def escape_counts(counts, c):
+    """Mandelbrot's for/if form over points given as rows of (re, im): every turn runs, the test that a
+    point is still inside gating the updates of its carried locals (two floats, one integer)."""
+    for i in prange(c.shape[0]):
+        zr = 0.0
+        zi = 0.0
+        k = 0
+        for _ in range(20):
+            if zr * zr + zi * zi <= 4.0:
+                zr, zi = zr * zr - zi * zi + c[i, 0], 2.0 * zr * zi + c[i, 1]
+                k += 1
+        counts[i] = k
+
+
+@svod.kernel
+def capped_sums(out, x):
+    """A sum of squares along a row that stops growing once it passes 4: the gated load reads a row of its
+    own (not neighbours), and what is stored mixes the float and the integer carried."""
+    for i in prange(x.shape[0]):
+        s = 0.0
+        n = 0
+        for t in range(x.shape[1]):
+            if s < 4.0:
+                s += x[i, t] * x[i, t]
+                n += 1
+        out[i] = s + n
+
+
+@svod.kernel
+def flagged(out, x):
+    """A bool carried from turn to turn: no vector of bools is spelled, so its work items stay scalar."""
+    for i in prange(x.shape[0]):
+        seen = False
+        for t in range(x.shape[1]):
+            seen = seen or x[i, t] > 1.0
+        out[i] = 1.0 if seen else 0.0
+
+
 CASES = {"read_back_sums": read_back_sums, "clamped_sums": clamped_sums, "read_back_filter": read_back_filter,
          "two_terms": two_terms, "two_back": two_back,
          "gated_sums": gated_sums}
@@ -158,6 +200,98 @@ def test_what_is_carried_in_registers():
     for kernel in (two_back, gated_sums):
         assert _registers(kernel.bind(np.zeros_like(x), x).ast) == 0
     assert _registers(escape_steps.bind(np.zeros(2 * ROWS, np.float32), x).ast) == 1
+
+
+def _cpu(vector_registers: int) -> pipeline.Target:
+    """A CPU target that spells lanes: AVX-512's 32 vector registers of 64 bytes, or AVX2's 16 of 32."""
+    caps = DeviceCaps(host_memory=True, overlaps_on_host=True, threads=1, vector_registers=vector_registers,
+                      vector_lanes=True)
+    return pipeline.Target(svod.DeviceSpec.parse("CPU"), caps, None)
+
+
+AVX512, AVX2 = _cpu(32), _cpu(16)
+
+
+def _lanes(ast: UOp, target: pipeline.Target = AVX512) -> tuple[int, ...]:
+    """The widths of the LANEs of ``ast`` lowered for ``target``, and after them its registers' count."""
+    lowered = pipeline.lower(ast, target).sink
+    widths = sorted({int(u.arg) for u in lowered.toposort() if u.op is Ops.LANE}, reverse=True)
+    return (*widths, sum(1 for u in lowered.toposort() if u.op is Ops.DEFINE_REG))
+
+
+def test_work_items_that_store_neighbours_run_in_vector_lanes():
+    """Mandelbrot's form takes lanes: its three registers (float64, the widest) spanning the widest of
+    ``LANE_SPANS`` that keeps them in half the vector registers (AVX-512: four of 64 bytes each, 32 lanes;
+    AVX2: two of 32 bytes, 8 lanes), and where the count is a variable, one more tile masked past the end with
+    registers of its own. Each register holds one value a lane (a LANE among its sources). What stores
+    non-neighbours keeps its copies, and a bool register its kernel; a CPU pair that spells no lanes (C)
+    keeps the kernel as written."""
+    def counts(n: int, static: bool = False) -> UOp:
+        return (_static(escape_counts) if static else escape_counts).bind(np.zeros(n, np.int64), np.zeros((n, 2))).ast
+
+    assert LANE_SPANS == (4, 2, 1)
+    assert _lanes(counts(64, static=True)) == (32, 3)
+    assert _lanes(counts(64)) == (32, 6)
+    assert _lanes(counts(67, static=True)) == (32, 4, 6)  # the 3 left: a tile of 4 lanes
+    assert _lanes(counts(64), AVX2) == (8, 6)
+    x = np.zeros((64, 5))
+    assert _lanes(capped_sums.bind(np.zeros(64), x).ast) == (32, 4)
+    assert _lanes(flagged.bind(np.zeros(64), x).ast) == (1,)
+    assert _lanes(local_sums.bind(np.zeros_like(x), np.zeros(64), x).ast) == (ROWS + 1,)
+    assert _lanes(counts(64), CPU) == (3,)
+    lowered = pipeline.lower(counts(64), AVX512).sink
+    assert all(any(s.op is Ops.LANE for s in g.src) for g in lowered.toposort() if g.op is Ops.DEFINE_REG)
+
+
+def _points(count: int, seed: int) -> np.ndarray:
+    """Points around the Mandelbrot set, with special values among them."""
+    c = np.random.default_rng(seed).uniform(-2.0, 1.0, (count, 2))
+    specials = [-0.0, np.nan, np.inf, -np.inf, 5e-324, -1e-310, 1e308, 0.25]
+    for i in range(1, count, 5):
+        c[i, i % 2] = specials[i % len(specials)]
+    return c
+
+
+LANE_SIZES = [0, 1, 3, 7, 31, 32, 33, 64, 67, 131]
+
+
+@pytest.mark.parametrize("kernel", [escape_counts, capped_sums, flagged])
+def test_work_items_in_lanes_compute_what_python_does(device, kernel):
+    """Every device, symbolic and constant counts (none, one, primes, one past and short of a tile of lanes):
+    bit for bit what the function computes as plain Python, special values included (NaN fails every test
+    of being inside; infinities escape at once). A device without float64 (Python's float) refuses them."""
+    if refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match="cannot hold float64"):
+            kernel(np.zeros(3, np.int64 if kernel is escape_counts else np.float64), np.zeros((3, 2)), device=device)
+        return
+    for count in LANE_SIZES:
+        x = _points(count, count) if kernel is escape_counts else _data(count, 9, count).astype(np.float64)
+        for compiled in (kernel, _static(kernel)):
+            out = np.full(count, 7, np.int64 if kernel is escape_counts else np.float64)
+            compiled(out, x, device=device)
+            (want, _) = run_as_python(compiled, np.full_like(out, 7), x)
+            np.testing.assert_array_equal(out, want, err_msg=f"{kernel.fn.__name__} {count}")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_lanes_split_over_threads_compute_what_python_does(threads):
+    """Tiles of lanes shared by three workers, and the masked tile after them: Python's counts."""
+    device = cpu_device(threads, "llvm")
+    for count in [5, 100, 1000, 1037]:
+        c = _points(count, count + threads)
+        for compiled in (escape_counts, _static(escape_counts)):
+            counts = np.zeros(count, np.int64)
+            compiled(counts, c, device=device)
+            (want, _) = run_as_python(compiled, np.zeros(count, np.int64), c)
+            np.testing.assert_array_equal(counts, want, err_msg=f"{count}")
+
+
+def test_a_register_store_masked_by_lane_keeps_the_lanes_it_fails():
+    """The LLVM spelling of a register's store under a test that differs by lane: what the register held in
+    the lanes the test fails is loaded and kept (a select), never the new value."""
+    source = svod.compile(escape_counts.bind(np.zeros(64, np.int64), np.zeros((64, 2))).ast, "CPU").code
+    assert ".merged = select <" in source and ".kept = load <" in source
+    assert "br i1 %" not in [line.split(",")[0] for line in source.splitlines() if "x i1>" in line]
 
 
 def _data(rows: int, cols: int, seed: int) -> np.ndarray:

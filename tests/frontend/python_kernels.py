@@ -1,6 +1,6 @@
 """Random Python kernels, each run on a device and as plain Python (``svod.frontend.oracle``), the outcomes
-compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED] [--exits]`` sweeps COUNT kernels
-and prints how each outcome class fared (the test runs a fixed set of them: ``test_oracle.py``).
+compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes]`` sweeps
+COUNT kernels and prints how each outcome class fared (the test runs a fixed set of them: ``test_oracle.py``).
 
 A kernel is one ``svod.prange`` over the rows of ``out`` and ``x`` (same shape, dtypes drawn independently)
 whose body is drawn statement by statement: locals assigned and updated, stores to the work item's row of
@@ -15,7 +15,11 @@ item makes, or one through the index array) or read past a row: svod must refuse
 ``IndexOutOfBoundsError`` for the second where Python raises ``IndexError``.
 
 With ``exits`` (``--exits`` on the command line), loops are also ``while`` loops (a counter bounds each, plus a
-drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditions.
+drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditions. With ``lanes``
+(``--lanes``), the arrays are transposed: a work item is a column, and neighbouring work items touch neighbouring
+elements, as a CPU's vector lanes need (``svod.codegen.recurrences.carry_rows``): half the kernels take their
+sizes as constants (``static_shapes``), so that accesses along the loops are proven, not checked, and none
+draws an atomic add or a loop over the rows before its own (what keeps work items out of lanes).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ DTYPES = ["float32", "float64", "int32", "int64"]
 assigned, numba's rule), while in plain Python it holds the dtype of the branch that ran, and narrow integers
 wrap where their unification would not (README: where a kernel differs from plain Python)."""
 ROWS = [0, 1, 2, 5, 7, 13]
+LANE_ROWS = [0, 1, 5, 37, 70, 131]
+"""Row counts where a work item is a column (``lanes``): past a tile of 32 or 64 lanes too, and not a multiple."""
 COLUMNS = [1, 3, 8, 17]
 BINS = 4
 
@@ -57,6 +63,8 @@ class Kernel:
     x: str
     rows: int
     columns: int
+    lanes: bool = False
+    """Whether the arrays are ``(columns, rows)``: ``x[c, i]`` where the text says row ``i``, column ``c``."""
 
 
 @dataclass
@@ -106,10 +114,13 @@ class _Writer:
     computes in the kernel's dtypes, wrapping and rounding as it does."""
 
     def __init__(self, rng: random.Random, racy: bool, exits: bool = False,
-                 dtypes: tuple[str, str] = ("float64", "float64")) -> None:
+                 dtypes: tuple[str, str] = ("float64", "float64"), lanes: bool = False) -> None:
         self.rng = rng
         self.racy = racy
         self.exits = exits
+        self.lanes = lanes
+        self.columns = "out.shape[0]" if lanes else "out.shape[1]"
+        """How many columns a row has, in the kernel's text."""
         self.dtypes = {"out": dtypes[0], "x": dtypes[1]}
         self.types: dict[str, str] = {}
         """The dtype of each local."""
@@ -128,7 +139,7 @@ class _Writer:
     def column(self, scope: _Scope) -> str:
         choices = [str(self.rng.randrange(0, 1))]  # column 0 exists in every shape drawn
         if scope.loop is not None and scope.over == "columns":
-            choices += [scope.loop, scope.loop, f"out.shape[1] - 1 - {scope.loop}"]
+            choices += [scope.loop, scope.loop, f"{self.columns} - 1 - {scope.loop}"]
         return self.rng.choice(choices)
 
     def leaf(self, scope: _Scope) -> Typed:
@@ -204,7 +215,7 @@ class _Writer:
 
     def access(self, array: str, row: str, column: str, written: bool = False) -> str:
         self.accesses.add((array, written, row != "i"))
-        return f"{array}[{row}, {column}]"
+        return f"{array}[{column}, {row}]" if self.lanes else f"{array}[{row}, {column}]"
 
     def races(self) -> bool:
         """Whether two work items may touch one element, one of them writing it: a store to a row not the
@@ -251,7 +262,7 @@ class _Writer:
         elif r < 0.58:
             value = self.expr(scope)
             self.store(indent, "x", "i", self.column(scope), value)
-        elif r < 0.63:
+        elif r < 0.63 and not self.lanes:  # an atomic update keeps work items out of lanes
             self.emit(indent, f"svod.atomic_add(hist, (idx[i] + {self.rng.randrange(4)}) % {BINS}, "
                               f"svod.int32({self.expr(scope)[0]} % 100))")
         elif r < 0.82 and depth < 2:
@@ -265,8 +276,9 @@ class _Writer:
     def loop(self, scope: _Scope, indent: int, depth: int) -> None:
         self.loops += 1
         var = f"j{self.loops}"
-        kind = self.rng.choice(["columns", "reversed", "rows", "count"])
-        header = {"columns": "range(out.shape[1])", "reversed": "range(out.shape[1] - 1, -1, -1)",
+        kinds = ["columns", "reversed", "count"] if self.lanes else ["columns", "reversed", "rows", "count"]
+        kind = self.rng.choice(kinds)
+        header = {"columns": f"range({self.columns})", "reversed": f"range({self.columns} - 1, -1, -1)",
                   "rows": "range(i + 1)", "count": "range(3)"}[kind]
         before = list(scope.locals)
         if not before:  # something to reduce into or carry
@@ -276,7 +288,7 @@ class _Writer:
             before.append(name)
             scope.locals.append(name)
         if self.exits and self.rng.random() < 0.4:  # a while: a counter bounds it, a drawn test may end it sooner
-            bound = "out.shape[1]" if kind in ("columns", "reversed") else "i + 1" if kind == "rows" else "3"
+            bound = self.columns if kind in ("columns", "reversed") else "i + 1" if kind == "rows" else "3"
             test = f" and {self.condition(scope)}" if self.rng.random() < 0.6 else ""
             self.emit(indent, f"{var} = 0")
             self.emit(indent, f"while {var} < {bound}{test}:")
@@ -312,28 +324,30 @@ class _Writer:
         scope.locals = before  # a local one branch assigns is not defined after
 
 
-def generate(seed: int, exits: bool = False) -> Kernel:
+def generate(seed: int, exits: bool = False, lanes: bool = False) -> Kernel:
     rng = random.Random(seed)
     racy = rng.random() < 0.1
     out, x = rng.choice(DTYPES), rng.choice(DTYPES)
-    writer = _Writer(rng, racy, exits, (out, x))
+    writer = _Writer(rng, racy, exits, (out, x), lanes)
     scope = _Scope()
     writer.block(scope, 2, rng.randrange(2, 6), 0)
     if rng.random() < 0.08:  # past the row: i + 1 reaches rows
         writer.emit(2, f"{writer.access('out', 'i', '0', written=True)} = {writer.access('x', 'i + 1', '0')}")
-    writer.access("out", "i", "0", written=True)
+    every = writer.access("out", "i", "0", written=True)  # every kernel stores
     body = "\n".join(writer.lines)
-    source = (f"import svod\n\n\n@svod.kernel\ndef generated_{seed}(out, x, idx, hist):\n"
-              f"    for i in svod.prange(out.shape[0]):\n{body}\n"
-              f"        out[i, 0] = out[i, 0]\n")  # every kernel stores
-    return Kernel(source, writer.races(), out, x, rng.choice(ROWS), rng.choice(COLUMNS))
+    static = lanes and rng.random() < 0.5  # sizes constants: the column loops' accesses proven, not checked
+    decorator = "@svod.kernel(static_shapes=True)" if static else "@svod.kernel"
+    source = (f"import svod\n\n\n{decorator}\ndef generated_{seed}(out, x, idx, hist):\n"
+              f"    for i in svod.prange(out.shape[{1 if lanes else 0}]):\n{body}\n"
+              f"        {every} = {every}\n")
+    return Kernel(source, writer.races(), out, x, rng.choice(LANE_ROWS if lanes else ROWS), rng.choice(COLUMNS), lanes)
 
 
 def arguments(kernel: Kernel, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
 
     def values(dtype: str) -> np.ndarray:
-        shape = (kernel.rows, kernel.columns)
+        shape = (kernel.columns, kernel.rows) if kernel.lanes else (kernel.rows, kernel.columns)
         if dtype.startswith("float"):
             v = (rng.integers(-8, 9, shape) + rng.integers(0, 4, shape) * 0.25).astype(dtype)
             special = np.array([np.nan, np.inf, -np.inf, -0.0, np.finfo(dtype).smallest_subnormal], dtype)
@@ -409,13 +423,15 @@ def _narrows_float64(compiled: Any, args: Sequence[np.ndarray], device: Device) 
     return any(u.dtype == svod.dtypes.float64 for u in compiled.build(*args).toposort())
 
 
-def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = False) -> Counter[str]:
+def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = False,
+          lanes: bool = False) -> Counter[str]:
     """Outcomes of ``count`` kernels (seeds from ``first``; with ``while``, ``break`` and ``continue`` where
-    ``exits``) on each of ``devices``, counted by class; every wrong answer is printed with its kernel."""
+    ``exits``; work items along the arrays' last axis where ``lanes``) on each of ``devices``, counted by class;
+    every wrong answer is printed with its kernel."""
     tally: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(first, first + count):
-            kernel = generate(seed, exits)
+            kernel = generate(seed, exits, lanes)
             compiled = load(kernel, Path(folder), seed)
             args = arguments(kernel, seed)
             for device in devices:
@@ -427,11 +443,10 @@ def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = F
 
 
 def main(argv: Sequence[str]) -> None:
-    """``COUNT [DEVICE ...] [--first SEED] [--exits]``."""
+    """``COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes]``."""
     args = list(argv)
-    exits = "--exits" in args
-    if exits:
-        args.remove("--exits")
+    exits, lanes = "--exits" in args, "--lanes" in args
+    args = [a for a in args if a not in ("--exits", "--lanes")]
     first = 0
     if "--first" in args:
         at = args.index("--first")
@@ -440,7 +455,7 @@ def main(argv: Sequence[str]) -> None:
     count = int(args[0]) if args else 200
     names = args[1:] or ["CPU", "PYTHON", "CL:0", "WEBGPU:0"]
     devices = [svod.get_device(n) for n in names]
-    tally = sweep(count, devices, first, exits)
+    tally = sweep(count, devices, first, exits, lanes)
     for name, n in sorted(tally.items()):
         print(f"{name:28s} {n}")
 

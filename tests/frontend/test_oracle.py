@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import svod
@@ -23,6 +23,8 @@ from tests.helpers import refuses
 from tests.kernels import SMALL_WORKLOADS
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="svod-generated-"))
+_LANES_FOLDER = Path(tempfile.mkdtemp(prefix="svod-generated-lanes-"))
+"""Kernels a seed draws in ``lanes`` form: a file of their own, not the other form's of that seed."""
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -42,6 +44,17 @@ def test_random_kernels_with_while_break_and_continue_compute_what_python_does(d
     refuses a ``while``, which is a limit it states)."""
     kernel = generate(seed, exits=True)
     result = outcome(kernel, load(kernel, _FOLDER, seed), device, arguments(kernel, seed))
+    assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 1 << 30))
+@example(seed=196)  # three reads of one element through three memory states, made one (``memory.unstated``)
+def test_random_kernels_over_neighbouring_work_items_compute_what_python_does(device, seed):
+    """The same, with a work item per column (``python_kernels``' ``lanes``): neighbouring work items touch
+    neighbouring elements, and a CPU runs those that carry locals through a loop in vector lanes."""
+    kernel = generate(seed, lanes=True)
+    result = outcome(kernel, load(kernel, _LANES_FOLDER, seed), device, arguments(kernel, seed))
     assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
 
 

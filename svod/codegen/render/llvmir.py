@@ -20,7 +20,9 @@ A value that depends on a ``LANE`` of width ``W`` (a register tile's row, ``svod
 LLVM vector of ``W`` elements (``lane_widths``); a scalar it meets is broadcast. Its loads are one vector load
 where the lanes read neighbouring elements, else a gather (masked by a gate that differs by lane), and its
 stores one vector store: lowering lanes only stores at unit stride (``svod.codegen.lower._lanes_fit``). An
-accumulator register of vectors is never one its loop reassociates.
+accumulator register of vectors is never one its loop reassociates. A register of work items in lanes
+(``svod.codegen.recurrences.carry_rows``) is a vector too, addressed whole: a gate that differs by lane
+selects what its store keeps in each lane, and gives 0 in the lanes it fails of a load.
 """
 
 from __future__ import annotations
@@ -449,7 +451,7 @@ class _FunctionWriter:
             self.names[node] = "<" + ", ".join(f"i64 {c}" for c in range(node.arg)) + ">"
         elif op is Ops.AFTER:
             self.names[node] = self.operand(node.src[0])
-        elif op is Ops.INDEX and self.w > 1:
+        elif op is Ops.INDEX and self.w > 1 and memory_of(node.src[0]).op is not Ops.DEFINE_REG:
             self._lane_index(node, out)
         elif op is Ops.INDEX:
             element = memory_type(pointee(node))
@@ -517,10 +519,16 @@ class _FunctionWriter:
 
     def _lane_load(self, node: UOp, out: str) -> None:
         """A load at an INDEX that differs by lane: where one gate holds for every lane, a branch around
-        it, as for a scalar; a gate that differs by lane masks a gather instead."""
+        it, as for a scalar; a gate that differs by lane masks a gather instead, or selects 0 in the lanes it
+        fails of a register's vector (a register's INDEX is its address, whatever its gate)."""
         index = node.src[0]
         gate = index.src[2] if len(index.src) == 3 else None
-        if gate is not None and gate not in self.lanes:
+        if memory_of(index.src[0]).op is Ops.DEFINE_REG and gate in self.lanes:
+            self._load(node, f"{out}.all")
+            self.emit(f"{out} = select <{self.w} x i1> {self.arg(gate)}, {self.ty(node.dtype)} {out}.all, "
+                      f"{self.ty(node.dtype)} zeroinitializer")
+            self.names[node] = out
+        elif gate is not None and gate not in self.lanes:
             self._gated(index, out, lambda: self._lanes_read(node, out, None), node.dtype)
         else:
             self._lanes_read(node, out, gate)
@@ -615,20 +623,25 @@ class _FunctionWriter:
     def _store(self, node: UOp, out: str, mask: UOp | None = None) -> None:
         ptr, value = self.operand(node.src[0]), self.arg(node.src[1])
         if self.w > 1:
-            self._lanes_write(node, ptr, value, mask)
+            self._lanes_write(node, out, ptr, value, mask)
             return
         if node.src[1].dtype.kind == "bool":
             self.emit(f"{out}.byte = zext i1 {value} to i8")
             value = f"{out}.byte"
         self.emit(f"store {memory_type(node.src[1].dtype)} {value}, ptr {ptr}{self._scope(node.src[0])}")
 
-    def _lanes_write(self, node: UOp, ptr: str, value: str, mask: UOp | None) -> None:
-        """A vector store: into an accumulator register, or of neighbouring elements of a buffer (lowering
-        lanes no other store: ``svod.codegen.upcast._lanes_fit``), only the lanes ``mask`` passes where
-        given (a tile's lanes past a row's end: ``svod.codegen.upcast._masked_lanes``)."""
+    def _lanes_write(self, node: UOp, out: str, ptr: str, value: str, mask: UOp | None) -> None:
+        """A vector store: into a register (the lanes ``mask`` fails, where given, keep what they hold), or
+        of neighbouring elements of a buffer (lowering lanes no other store: ``svod.codegen.upcast._lanes_fit``),
+        only the lanes ``mask`` passes where given (a tile's lanes past a row's end:
+        ``svod.codegen.upcast._masked_lanes``)."""
         index, dtype = node.src[0], node.src[1].dtype
         ty, align = self.ty(dtype), dtype.itemsize
         if memory_of(index.src[0]).op is Ops.DEFINE_REG:
+            if mask is not None:  # the lanes the mask fails keep what they hold
+                self.emit(f"{out}.kept = load {ty}, ptr {ptr}")
+                self.emit(f"{out}.merged = select <{self.w} x i1> {self.arg(mask)}, {ty} {value}, {ty} {out}.kept")
+                value = f"{out}.merged"
             self.emit(f"store {ty} {value}, ptr {ptr}")
             return
         if index not in self.contiguous or dtype.kind == "bool":
