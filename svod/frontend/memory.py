@@ -172,14 +172,15 @@ def unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
 
 
 def _read_through_two_states(sink: UOp) -> set[UOp]:
-    """The memories ``sink`` reads at one element through two states. Without their states the two reads would
+    """The buffers ``sink`` reads at one element through two states. Without their states the two reads would
     be one node, which a backend computes once, for every statement that uses it, though an effect on the
-    memory comes between them (``out[0, i]`` read before a loop whose turns update it, and in those turns:
-    every turn read the value from before the loop)."""
+    buffer comes between them (``out[0, i]`` read before a loop whose turns update it, and in those turns:
+    every turn read the value from before the loop). A register's reads are each computed where its statement
+    runs (the linearizer orders them by the register's stores), as a local's are."""
     first: dict[tuple[UOp, ...], UOp] = {}
     twice: set[UOp] = set()
     for u in sink.toposort():
-        if u.op is Ops.LOAD and is_state(state := u.src[0].src[0]) \
+        if u.op is Ops.LOAD and is_state(state := u.src[0].src[0]) and state.src[0].op is Ops.PARAM \
                 and first.setdefault((state.src[0], u.src[0].src[1], *u.src[1:]), state) is not state:
             twice.add(state.src[0])
     return twice
