@@ -467,7 +467,9 @@ def parallel_loops(sink: UOp) -> UOp | None:
     Only a loop that every statement of the kernel runs inside is taken, with an end that no other loop's
     index sets, in a kernel without early exits (a ``while`` or ``break`` anywhere in it): a statement before
     or after it in the same work item (a register set before the loop and carried through it, a row finished
-    after it) needs the turns in order. And only where each of the kernel's reductions depends on the loop's
+    after it) needs the turns in order; so does a register that a turn reads before it sets it (what the turn
+    before left there). Each register is then one per turn, which its sources say (the new range is among
+    them, as a ``prange``'s is). And only where each of the kernel's reductions depends on the loop's
     index: a sum the turns share is computed once before a sequential loop, and would be computed once per
     work item of a parallel one. A kernel
     that is one work item (no ``prange``) with reductions keeps its loops: each reduction is split over
@@ -475,8 +477,12 @@ def parallel_loops(sink: UOp) -> UOp | None:
     where no loop is made parallel."""
     made = sink
     while (loop := _outermost_loop(made)) is not None:
-        parallel = substitute(made, {loop: UOp.range(loop.src[0], loop.arg[0], AxisKind.GLOBAL),
-                                     **_states_outside(made, loop)})
+        registers = [u for u in made.toposort() if u.op is Ops.DEFINE_REG]
+        if not all(_set_first(made, register) for register in registers):
+            break
+        turns = UOp.range(loop.src[0], loop.arg[0], AxisKind.GLOBAL)
+        own = {g: g.replace(src=(*g.src, turns)) for g in registers}
+        parallel = substitute(made, {loop: turns, **own, **_states_outside(made, loop, own)})
         try:
             check_races(parallel, kernel_label(sink))
         except GraphError:
@@ -485,10 +491,23 @@ def parallel_loops(sink: UOp) -> UOp | None:
     return None if made is sink else made
 
 
-def _states_outside(sink: UOp, loop: UOp) -> dict[UOp, UOp]:
-    """Each memory state naming ``loop`` as a sequential loop around its statement, without it: in a work item
-    of the parallel range, the state is after the item's own effects stated before."""
-    return {u: u.src[0].state(u.arg, *(r for r in u.src[1:] if r is not loop))
+def _set_first(sink: UOp, register: UOp) -> bool:
+    """Whether each run of ``sink``'s statements sets ``register`` before anything reads it: its first
+    statement that touches it stores it, ungated, a value that does not read it."""
+    for statement in (s for s in sink.src if s.op in STATEMENTS):
+        reads = any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is register for u in statement.toposort())
+        if statement.op is Ops.STORE and memory_of(statement.src[0].src[0]) is register:
+            return not reads and len(statement.src[0].src) == 2
+        if reads:
+            return False
+    return True
+
+
+def _states_outside(sink: UOp, loop: UOp, registers: Mapping[UOp, UOp]) -> dict[UOp, UOp]:
+    """Each memory state naming ``loop`` as a sequential loop around its statement, without it (of the register
+    ``registers`` maps its register to, if any): in a work item of the parallel range, the state is after the
+    item's own effects stated before."""
+    return {u: registers.get(u.src[0], u.src[0]).state(u.arg, *(r for r in u.src[1:] if r is not loop))
             for u in sink.toposort() if is_state(u) and loop in u.src[1:]}
 
 

@@ -690,6 +690,21 @@ def _escape_times(out, a):
 
 
 @svod.kernel
+def _escape_counts_along_rows(out, a):
+    """numba's Mandelbrot: the points of a row a ``range``, each turn setting its locals before its loop carries
+    them: the turns are independent, each register one per turn."""
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            z = 0.0
+            k = 0
+            for _ in range(20):
+                if z < 4.0:
+                    z = z * z + a[i, j]
+                    k += 1
+            out[i, j] = k
+
+
+@svod.kernel
 def _stops_at_the_first_negative(out, a):
     for i in svod.prange(out.shape[0]):
         for j in range(out.shape[1]):
@@ -736,6 +751,50 @@ def test_sequential_loops_compute_what_python_does_whether_made_parallel_or_not(
             kernel(*arrays, device=device)
         return
     agrees_with_python(kernel, device, *arrays)
+
+
+def test_locals_a_turn_sets_first_are_one_per_turn_of_a_parallel_loop(device):
+    """numba's Mandelbrot: the row's points become parallel, each register one per point (the CPU then runs
+    them in lanes), and the counts are Python's, edge sizes and special values included."""
+    arrays = _loop_arrays(_escape_counts_along_rows)
+    made = parallel_loops(_escape_counts_along_rows.bind(*arrays).ast)
+    assert made is not None
+    rows, points = (next(u for u in made.toposort() if u.op is Ops.RANGE and u.arg[0] == axis) for axis in (0, 1))
+    assert points.arg[1] is AxisKind.GLOBAL
+    assert all(g.src == (rows, points) for g in made.toposort() if g.op is Ops.DEFINE_REG)
+    for shape in [(1, 1), (3, 37), (2, 130), (0, 4), (4, 0)]:
+        a = np.random.default_rng(shape[1]).uniform(-2.5, 0.5, shape)
+        for k, special in zip(range(0, a.size, 11), [np.nan, -np.inf, np.inf, -0.0, 5e-324], strict=False):
+            a.reshape(-1)[k] = special
+        agrees_with_python(_escape_counts_along_rows, device, np.zeros(shape), a)
+
+
+def _register_across_turns() -> UOp:
+    """A running sum along each row in a register that turn ``j`` sets only at ``j == 0`` and otherwise adds
+    to: every statement runs inside the loop, and no race check sees a register, but each turn reads what the
+    turn before left in it."""
+    k = KernelBuilder("register_across_turns")
+    m, n = k.var("m", 0, 64), k.var("n", 0, 64)
+    out, x = k.buffer(dtypes.float32, m * n), k.buffer(dtypes.float32, m * n)
+    i, j = k.range(m), k.range(n, AxisKind.LOOP)
+    r, zero = UOp.register(0, dtypes.float32, i), UOp.index_const(0)
+    k.store(r.state(0, j).index(zero, j.eq(0)), x[i * n + j], j)
+    k.store(r.state(1, j).index(zero, j.ne(0)), r.state(1, j).index(zero).load() + x[i * n + j], j)
+    k.store(out[i * n + j], r.state(2, j).index(zero).load(), j)
+    return k.build()
+
+
+def test_a_register_a_turn_reads_before_it_sets_keeps_the_loop_sequential(device):
+    """Made parallel, the turns of a work item would share one register in any order (and each turn in lanes
+    its own): the loop stays a loop, and the sums are numpy's."""
+    ast = _register_across_turns()
+    made = parallel_loops(ast)
+    assert made is None or any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP for u in made.toposort())
+    m, n = 5, 37
+    x = np.arange(m * n, dtype=np.float32) % 7 - 3
+    out = np.zeros(m * n, np.float32)
+    svod.run(ast, [out, x], device=device, m=m, n=n)
+    np.testing.assert_array_equal(out.reshape(m, n), np.cumsum(x.reshape(m, n), axis=1, dtype=np.float32))
 
 
 def _row_blocks(blocks_of: str) -> UOp:
