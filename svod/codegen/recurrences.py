@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from svod.codegen.indexing import decided, facts_from_guard, to_poly
 from svod.codegen.ranges import live_ranges, nested
-from svod.codegen.upcast import _divides, _room, _room_after, _split, _unit_stride
+from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vectors, _split, _unit_stride
 from svod.dtype import dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
-from svod.ir.ops import EFFECTS, LANE_OPS, STATEMENTS
+from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import exits, memory_of, pointee
 
 __all__ = ["CARRIED_ROWS", "LANE_SPANS", "carried_rows", "carry_rows", "forward_stored"]
@@ -108,7 +108,7 @@ def carry_rows(sink: UOp, vector_registers: int, vector_bytes: int | None = None
     """A kernel whose work items carry registers through a sequential loop, with neighbouring work items along
     the innermost parallel range every statement runs in (``_carrying_row``) run together: in vector lanes
     where the renderer spells them (``vector_bytes``, the bytes of a vector register) and the work items store
-    only at neighbouring elements along it (``_in_lanes``); else ``carried_rows`` of them in one pass, each
+    only at neighbouring elements along it (``_lane_width``); else ``carried_rows`` of them in one pass, each
     statement as that many copies, one per work item, the copies of a statement next to each other, and after
     them the copies over the work items the passes leave (``upcast._split``). Each copy has registers of its
     own (``_own_registers``). Within a work item, statements keep their order; the race check proved work
@@ -120,21 +120,32 @@ def carry_rows(sink: UOp, vector_registers: int, vector_bytes: int | None = None
     effects = [s for s in sink.src if s.op in EFFECTS]
     if all(_unit_stride(e.src[0].src[1], row, ascending=True) for e in effects
            if memory_of(e.src[0].src[0]).op is Ops.PARAM):
-        return _in_lanes(sink, row, registers, vector_registers, vector_bytes) if vector_bytes else None
-    rows = carried_rows(len(registers), vector_registers)
-    if rows < 2 or any(len(e.src[0].src) != 2 for e in effects) \
-            or not (_divides(rows, row.src[0]) or _room(row.src[0], rows, masked=False)):
+        width = _lane_width(sink, row, registers, vector_registers, vector_bytes) if vector_bytes else 0
+        return _together(sink, row, registers, width, lanes=True)
+    if any(len(e.src[0].src) != 2 for e in effects):
         return None  # a gate around a loop: the copies' gates would run their loop apart
-    divides = _divides(rows, row.src[0])
-    sink, moved, axes = _room_after(sink, [] if divides else [row])
-    row = moved[row]
+    return _together(sink, row, registers, carried_rows(len(registers), vector_registers), lanes=False)
+
+
+def _together(sink: UOp, row: UOp, registers: list[UOp], width: int, lanes: bool) -> UOp | None:
+    """``sink`` with ``width`` work items along ``row`` a pass: each statement's tiles (``upcast._split``: in
+    ``lanes``, one over ``ro*W + LANE``; else ``width`` copies next to each other), then its tile over the work
+    items the passes leave, each tile with registers of its own (``_lane_registers``, ``_own_registers``).
+    None where ``row``'s end takes no such tiles (``upcast._room``)."""
+    if width < 2 or not (_divides(width, row.src[0]) or _room(row.src[0], width, masked=False)):
+        return None
+    axis = None
+    if not lanes and not _divides(width, row.src[0]):  # the copies leave a loop of their own
+        sink, moved, axes = _room_after(sink, [row])
+        row, axis = moved[row], axes[moved[row]]
+    own = _lane_registers if lanes else _own_registers
     stride = 1 + max(u.arg for u in registers)
     tiled: list[UOp] = []
     edges: list[UOp] = []
     for statement in (s for s in sink.src if s.op in EFFECTS):
-        tiles, edge = _split(statement, row, rows, None if divides else axes[row])
-        tiled += [_own_registers(tile, copy, stride) for copy, tile in enumerate(tiles)]
-        edges += [] if edge is None else [_own_registers(edge, rows, stride)]
+        tiles, edge = _split(statement, row, width, axis, lanes)
+        tiled += [own(tile, copy, stride) for copy, tile in enumerate(tiles)]
+        edges += [] if edge is None else [own(edge, len(tiles), stride)]
     return sink.replace(src=(*tiled, *edges, *(s for s in sink.src if s.op not in EFFECTS)))
 
 
@@ -165,29 +176,16 @@ float64 operations; lanes in more registers run more chains side by side (1000x1
 Zen 5 with AVX-512: scalar 34 ms, one register 22.5, two 12.2, four 7.1, eight 8.0, sixteen 11.7)."""
 
 
-def _in_lanes(sink: UOp, row: UOp, registers: list[UOp], vector_registers: int, vector_bytes: int) -> UOp | None:
-    """``sink`` with ``W`` neighbouring work items along ``row`` in vector lanes: each statement over ``ro*W +
-    LANE``, and after them each over the work items the tiles leave, in lanes masked past ``row``'s end
-    (``upcast._split``), each register a vector, one value a lane (``_lane_registers``). ``W`` fills the
-    ``LANE_SPANS`` registers each register may span with the widest value a register holds or a work item
-    stores. A work item's loop then runs once for ``W`` of them, and a test that differs by lane masks the
-    stores it gates instead of branching. None where a value that differs by lane is one the renderer cannot
-    spell on vectors (``_lanes_through``)."""
+def _lane_width(sink: UOp, row: UOp, registers: list[UOp], vector_registers: int, vector_bytes: int) -> int:
+    """How many neighbouring work items along ``row`` run in vector lanes (``carry_rows``): the widest value a
+    register holds or a work item stores, in as many vector registers as ``LANE_SPANS`` lets each register
+    span. Each register is then a vector, one value a lane, a work item's loop runs once for them all, and a
+    test that differs by lane masks the stores it gates instead of branching. 0 where a value that differs by
+    lane is one the renderer cannot spell on vectors (``_lanes_through``)."""
     stored = [e.src[1].dtype for e in sink.src if e.op in EFFECTS]
     widest = max(d.itemsize for d in (*stored, *(pointee(g) for g in registers)))
     span = next((s for s in LANE_SPANS if s * len(registers) <= vector_registers // 2), 0)
-    width = span * vector_bytes // widest
-    if width < 2 or not _lanes_through(sink, row) \
-            or not (_divides(width, row.src[0]) or _room(row.src[0], width, masked=False)):
-        return None
-    stride = 1 + max(u.arg for u in registers)
-    tiled: list[UOp] = []
-    edges: list[UOp] = []
-    for statement in (s for s in sink.src if s.op in EFFECTS):
-        (tile,), edge = _split(statement, row, width, None, lanes=True)
-        tiled.append(_lane_registers(tile, 0))
-        edges += [] if edge is None else [_lane_registers(edge, stride)]
-    return sink.replace(src=(*tiled, *edges, *(s for s in sink.src if s.op not in EFFECTS)))
+    return span * vector_bytes // widest if _lanes_through(sink, row) else 0
 
 
 def _lanes_through(sink: UOp, row: UOp) -> bool:
@@ -211,34 +209,25 @@ def _lanes_through(sink: UOp, row: UOp) -> bool:
                 changed = True
                 if u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
                     registers.add(memory_of(u.src[0].src[0]))
-    return all(_spelled_on_vectors(u, laned) for u in laned - {row})
+    return all(_spelled_on_vectors(u, (Ops.PARAM, Ops.DEFINE_REG)) and not _gated_by_lane(u, laned)
+               for u in laned - {row})
 
 
-def _spelled_on_vectors(u: UOp, laned: set[UOp]) -> bool:
-    """Whether the LLVM renderer spells ``u`` on lanes, where ``laned`` are the values that differ by lane."""
-    if u.op not in LANE_OPS or dtypes.float16 in (u.dtype, *(s.dtype for s in u.src)):
-        return False
-    if u.op in (Ops.IDIV, Ops.MOD):
-        return u.src[1].op is Ops.CONST and u.src[1].arg not in (0, -1)
-    if u.op is Ops.INDEX:
-        return u.arg is None and memory_of(u.src[0]).op in (Ops.PARAM, Ops.DEFINE_REG)
-    if u.op is Ops.LOAD:
-        return u.dtype != dtypes.bool
-    if u.op is Ops.STORE:
-        target = u.src[0]
-        gated_by_lane = memory_of(target.src[0]).op is Ops.PARAM and len(target.src) == 3 and target.src[2] in laned
-        return u.src[1].dtype != dtypes.bool and not gated_by_lane
-    return True
+def _gated_by_lane(u: UOp, laned: set[UOp]) -> bool:
+    """Whether ``u`` stores to a buffer under a gate that differs by lane."""
+    return u.op is Ops.STORE and memory_of(u.src[0].src[0]).op is Ops.PARAM and len(u.src[0].src) == 3 \
+        and u.src[0].src[2] in laned
 
 
-def _lane_registers(statement: UOp, shift: int) -> UOp:
-    """``statement``, over work items in lanes, with registers of its own: each register of its work items
-    becomes one of the ranges that number them now and of its ``LANE`` (a vector, one value a lane), in slot
-    ``slot + shift``. The LANE among its sources makes what reads it differ by lane, as a value computed from
-    the LANE does: a test of it masks the stores it gates (no IF can hold a test of every lane)."""
+def _lane_registers(statement: UOp, copy: int, stride: int) -> UOp:
+    """``statement``, copy ``copy`` of a work item's over work items in lanes, with registers of its own: each
+    register of its work items becomes one of the ranges that number them now and of its ``LANE`` (a vector,
+    one value a lane), in slot ``slot + copy*stride``. The LANE among its sources makes what reads it differ
+    by lane, as a value computed from the LANE does: a test of it masks the stores it gates (no IF can hold a
+    test of every lane)."""
     lane = next(u for u in statement.toposort() if u.op is Ops.LANE)
     made = {u: UOp(Ops.DEFINE_REG, u.dtype, (*dict.fromkeys(r for s in u.src for r in s.toposort()
-                                                             if r.op is Ops.RANGE), lane), u.arg + shift)
+                                                             if r.op is Ops.RANGE), lane), u.arg + copy * stride)
             for u in statement.toposort() if u.op is Ops.DEFINE_REG}
     return substitute(statement, made) if made else statement
 

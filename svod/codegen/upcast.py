@@ -219,15 +219,23 @@ def _lanes_fit(store: UOp, r: UOp) -> bool:
         if u is r or not any(s in laned for s in u.src):
             continue
         laned.add(u)
-        if u.op not in LANE_OPS or u.dtype == dtypes.float16 or any(s.dtype == dtypes.float16 for s in u.src):
-            return False
-        if u.op in (Ops.IDIV, Ops.MOD) and (u.src[1].op is not Ops.CONST or u.src[1].arg in (0, -1)):
-            return False
-        if u.op is Ops.INDEX and (u.arg is not None or memory_of(u.src[0]).op is not Ops.PARAM):
-            return False
-        if (u.op is Ops.LOAD and u.dtype == dtypes.bool) or (u.op is Ops.STORE and u.src[1].dtype == dtypes.bool):
+        if not _spelled_on_vectors(u):
             return False
     return True
+
+
+def _spelled_on_vectors(u: UOp, memories: tuple[Ops, ...] = (Ops.PARAM,)) -> bool:
+    """Whether a renderer that spells vectors spells ``u`` on lanes: one of ``LANE_OPS`` on numbers (no bool
+    or float16 in memory, no float16 at all), a division only by a constant other than 0 and -1, an access
+    without a record of a check into one of ``memories`` (buffers; a work item's registers too, where they
+    become vectors)."""
+    if u.op not in LANE_OPS or dtypes.float16 in (u.dtype, *(s.dtype for s in u.src)):
+        return False
+    if u.op in (Ops.IDIV, Ops.MOD):
+        return u.src[1].op is Ops.CONST and u.src[1].arg not in (0, -1)
+    if u.op is Ops.INDEX:
+        return u.arg is None and memory_of(u.src[0]).op in memories
+    return not ((u.op is Ops.LOAD and u.dtype == dtypes.bool) or (u.op is Ops.STORE and u.src[1].dtype == dtypes.bool))
 
 
 def _masked(effect: UOp, r: UOp, width: int, lanes: bool = False) -> list[UOp]:

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod import KernelBuilder, dtypes
+from svod import workloads
 from svod.backends.cpu_team import RUN_TYPE, thread_team
-from svod.runtime import KernelCache
 from tests.helpers import cpu_device
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
@@ -79,18 +78,13 @@ def test_launches_from_several_threads_at_once_each_run_every_id_once():
     assert sorted(recorder.calls) == sorted((tag, i) for tag in tags for i in range(3))
 
 
-def _kernel():
-    k = KernelBuilder("team_elementwise")
-    n = k.var("n", 1, 1 << 20)
-    out, x = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
-    i = k.range(n)
-    k.store(out[i], x[i] * 3.0 + 1.0)
-    return k.build()
+SAXPY = workloads.saxpy(1).steps[0].ast
+"""``2.5 * x + y`` over a variable ``n``: a kernel spread over the team's workers."""
 
 
 def _run_in_child(x: np.ndarray, results) -> None:
     out = np.zeros_like(x)
-    svod.run(_kernel(), [out, x], device=cpu_device(3, "llvm"), n=x.size)
+    svod.run(SAXPY, [out, x, x], device=cpu_device(3, "llvm"), n=x.size)
     results.put((out, sorted(t.name for t in threading.enumerate() if t.name.startswith("svod-team"))))
 
 
@@ -98,8 +92,8 @@ def test_a_child_made_by_fork_runs_threaded_kernels():
     """The parent's threads do not exist in a forked child: it starts threads of its own, and its launches
     give the parent's results."""
     x = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32)
-    KernelCache().get(_kernel(), cpu_device(3, "llvm"))([svod.Buffer.from_numpy(np.zeros_like(x)),
-                                                         svod.Buffer.from_numpy(x)], {"n": x.size})
+    parent = np.zeros_like(x)
+    svod.run(SAXPY, [parent, x, x], device=cpu_device(3, "llvm"), n=x.size)
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     child = context.Process(target=_run_in_child, args=(x, results))
@@ -110,7 +104,8 @@ def test_a_child_made_by_fork_runs_threaded_kernels():
         child.join(timeout=10)
         if child.is_alive():
             child.kill()
-    np.testing.assert_array_equal(out, x * np.float32(3.0) + np.float32(1.0))
+    np.testing.assert_allclose(parent, x * np.float32(2.5) + x, rtol=1e-6)
+    np.testing.assert_array_equal(out, parent)
     assert threads == ["svod-team-1", "svod-team-2"]
 
 
