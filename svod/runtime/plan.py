@@ -3,7 +3,10 @@
 ::
 
     plan.add_buffer / add_kernel / add_copy      (record)
-    plan.loop(var, start, stop, [step,] body)    (the last steps added, or a sub-plan, repeated with var)
+    plan.loop(var, start, stop, [step,] body)    (the last steps added, or a sub-plan, repeated with var;
+                                                  until=buffer ends it after a turn that sets that buffer)
+    plan.branch(condition, then, otherwise)      (the last steps added, run as a buffer a kernel wrote says)
+    plan.while_loop(condition, body)             (the last steps added, repeated while a buffer says so)
     plan.prepare()       compile the distinct kernels together, check every buffer, derive dependencies
                          from byte ranges, bind programs to buffers, fix launch sizes and the schedule
     plan.execute(n=..., buffers={slot: array})
@@ -57,6 +60,7 @@ from svod.runtime.parts import PartsLaunch
 from svod.runtime.profiler import StepProfile, write_chrome_trace
 from svod.runtime.schedule import schedule
 from svod.runtime.steps import (
+    BranchRequest,
     CopyRequest,
     KernelRequest,
     LoopRequest,
@@ -66,6 +70,7 @@ from svod.runtime.steps import (
     Request,
     Step,
     Values,
+    WhileRequest,
 )
 
 PARALLEL_MIN_COST = 1 << 20
@@ -170,13 +175,15 @@ class ExecutionPlan:
         return self._append(CopyRequest(dst_index, src_index))
 
     def loop(self, var: str | UOp, start: Bound, stop: Bound, *step_and_body: Any, step: Bound | None = None,
-             body: Sequence[int] | ExecutionPlan | None = None) -> int:
+             body: Sequence[int] | ExecutionPlan | None = None, until: int | None = None) -> int:
         """Repeat ``body`` with ``var`` bound to each value of ``range(start, stop, step)`` (step 1 unless
         given); returns the loop's id. ``body`` is the ids of the steps added last (they move into the loop,
         in the order they were added) or a plan that was built but not prepared, whose buffers are this
         plan's (found by identity; any new one is added). ``var`` is a name or a kernel's variable
         (``k.var``); kernels in the body read it like any variable, in their code and their launch sizes.
-        start, stop and step are integers, names of variables or integer expressions of them."""
+        start, stop and step are integers, names of variables or integer expressions of them. ``until`` is a
+        plan buffer whose first element, read after each turn, ends the loop when it is non-zero (a
+        ``break``: the body's kernels set it)."""
         self._check_open()
         if len(step_and_body) > 2:
             raise SvodError("loop(var, start, stop, [step,] body) takes at most five arguments", stage="plan")
@@ -194,18 +201,42 @@ class ExecutionPlan:
                                                                     (1 if step is None else step, "step")))
         if bounds[2].op is Ops.CONST and bounds[2].arg == 0:
             raise SvodError(f"loop over {name} has step 0", stage="plan", value=0)
-        ids = self._adopt(body) if isinstance(body, ExecutionPlan) else self._take_trailing(body, name)
-        return self._append(LoopRequest(name, bounds[0], bounds[1], bounds[2], ids))
+        if until is not None:
+            self._check_indices((until,))
+        ids = self._adopt(body) if isinstance(body, ExecutionPlan) else \
+            self._take_trailing(body, f"the body of the loop over {name}")
+        return self._append(LoopRequest(name, bounds[0], bounds[1], bounds[2], ids, until))
+
+    def branch(self, condition: int, then: Sequence[int], otherwise: Sequence[int] = ()) -> int:
+        """Run the steps ``then`` when the first element of plan buffer ``condition`` is non-zero as the
+        branch is reached, else the steps ``otherwise``; returns the branch's id. The two bodies are the
+        steps added last, ``then``'s before ``otherwise``'s (they move into the branch)."""
+        self._check_open()
+        self._check_indices((condition,))
+        then, otherwise = list(then), list(otherwise)
+        if then and otherwise and max(then) > min(otherwise):
+            raise SvodError("a branch's then steps come before its otherwise steps", stage="plan",
+                            value=(then, otherwise))
+        self._take_trailing([*then, *otherwise], "the branch's bodies")
+        return self._append(BranchRequest(condition, tuple(sorted(then)), tuple(sorted(otherwise))))
+
+    def while_loop(self, condition: int, body: Sequence[int]) -> int:
+        """Repeat the steps ``body`` (the steps added last) as long as the first element of plan buffer
+        ``condition``, read before each turn, is non-zero: the body's kernels compute it again. Returns the
+        loop's id."""
+        self._check_open()
+        self._check_indices((condition,))
+        return self._append(WhileRequest(condition, self._take_trailing(body, "the while loop's body")))
 
     def _append(self, request: Request) -> int:
         self._requests.append(request)
         self._top.append(len(self._requests) - 1)
         return len(self._requests) - 1
 
-    def _take_trailing(self, body: Sequence[int], name: str) -> tuple[int, ...]:
+    def _take_trailing(self, body: Sequence[int], what: str) -> tuple[int, ...]:
         ids = list(body)
         if not all(isinstance(i, int) for i in ids) or sorted(ids) != self._top[len(self._top) - len(ids):]:
-            raise SvodError(f"the body of the loop over {name} must be the steps added last, outside any loop "
+            raise SvodError(f"{what} must be the steps added last, outside any loop "
                             f"(the last are {self._top[-len(ids):] if ids else []})", stage="plan", value=ids)
         del self._top[len(self._top) - len(ids):]
         return tuple(sorted(ids))

@@ -1,9 +1,10 @@
-"""Plan steps, one class per kind: a kernel, a copy, a loop. Each kind is recorded as a ``Request`` (what the
-user added, remapped when a sub-plan is adopted, written to a bundle's manifest and read back from it) and
-prepared into a ``Step`` (its accesses for the dependencies, its Python runner, its words for a native
-replay, the plan buffers it reads and writes). ``Preparing`` holds what preparing a plan's steps shares:
-the compiled kernels, each variable a run or loop supplies with the kernel that first checks it, and the
-work estimates made once per kernel. Adding a kind is one ``Request`` and one ``Step`` here.
+"""Plan steps, one class per kind: a kernel, a copy, a loop, a branch, a ``while`` loop. Each kind is
+recorded as a ``Request`` (what the user added, remapped when a sub-plan is adopted, written to a bundle's
+manifest and read back from it) and prepared into a ``Step`` (its accesses for the dependencies, its Python
+runner, its words for a native replay, the plan buffers it reads and writes). ``Preparing`` holds what
+preparing a plan's steps shares: the compiled kernels, each variable a run or loop supplies with the kernel
+that first checks it, and the work estimates made once per kernel. Adding a kind is one ``Request`` and one
+``Step`` here.
 """
 
 from __future__ import annotations
@@ -149,13 +150,65 @@ class LoopStep(Step):
     def flattened(self) -> list[Step]:
         return [self, *(inner for step in self.body for inner in step.flattened())]
 
+    until: Callable[[], bool] | None = None
+    """Reads the one-element buffer that ends the loop after a turn that leaves it non-zero (a ``break``)."""
+
     def replay_item(self, work_of: ReplayWork) -> ReplayItem:
+        if self.until is not None:  # its exit is read from memory between turns: Python's work
+            return ReplayHost(self.run, self.name)
         return ReplayLoop(self.var, self.start, self.stop, self.step, tuple(work_of(self.levels)), self.name)
 
     def repeat(self, values: Values, run_levels: RunLevels) -> None:
-        """Run the body once for each value of the loop's variable."""
+        """Run the body once for each value of the loop's variable (until its exit buffer is set)."""
+        until = self.until
         for value in range(_value(self.start, values), _value(self.stop, values), _value(self.step, values)):
             values[self.var] = value
+            run_levels(self.levels, values)
+            if until is not None and until():
+                break
+
+    def run_timed(self, values: Values, run_levels: RunLevels, timed: Callable[[Step, Values], None]) -> None:
+        self.repeat(values, run_levels)
+
+
+@dataclass(eq=False, kw_only=True)
+class BranchStep(Step):
+    """``if``/``else``: the steps of ``then`` when a one-element buffer (a condition a kernel computed) is
+    non-zero, else those of ``otherwise``. Like a loop, it never runs on a host thread beside other steps."""
+
+    kind: ClassVar[str] = "branch"
+    condition: Callable[[], bool]
+    then: list[Step]
+    otherwise: list[Step]
+    then_levels: list[list[Step]]
+    otherwise_levels: list[list[Step]]
+
+    def flattened(self) -> list[Step]:
+        return [self, *(inner for step in (*self.then, *self.otherwise) for inner in step.flattened())]
+
+    def chosen(self) -> list[list[Step]]:
+        return self.then_levels if self.condition() else self.otherwise_levels
+
+    def run_timed(self, values: Values, run_levels: RunLevels, timed: Callable[[Step, Values], None]) -> None:
+        run_levels(self.chosen(), values)
+
+
+@dataclass(eq=False, kw_only=True)
+class WhileStep(Step):
+    """``while``: the body's steps run turn after turn as long as a one-element buffer is non-zero, read
+    before each turn (the body's own steps compute it again)."""
+
+    kind: ClassVar[str] = "while"
+    condition: Callable[[], bool]
+    body: list[Step]
+    levels: list[list[Step]]
+
+    def flattened(self) -> list[Step]:
+        return [self, *(inner for step in self.body for inner in step.flattened())]
+
+    def repeat(self, values: Values, run_levels: RunLevels) -> None:
+        condition = self.condition
+        while condition():
             run_levels(self.levels, values)
 
     def run_timed(self, values: Values, run_levels: RunLevels, timed: Callable[[Step, Values], None]) -> None:
@@ -271,19 +324,23 @@ class LoopRequest(Request):
     stop: UOp
     step: UOp
     steps: tuple[int, ...]
+    until: int | None = None
+    """The plan buffer whose first element, non-zero after a turn, ends the loop."""
 
     def body(self) -> tuple[int, ...]:
         return self.steps
 
     def remapped(self, buffers: Sequence[int], first: int) -> Request:
-        return LoopRequest(self.var, self.start, self.stop, self.step, tuple(first + i for i in self.steps))
+        return LoopRequest(self.var, self.start, self.stop, self.step, tuple(first + i for i in self.steps),
+                           None if self.until is None else buffers[self.until])
 
     def prepare(self, op_id: int, preparing: Preparing, scope: Mapping[str, LoopStep]) -> Step:
         return preparing.loop_step(op_id, self, scope)
 
     def manifest(self, writer: GraphWriter) -> dict[str, Any]:
-        return {"var": self.var, "start": writer.add(self.start), "stop": writer.add(self.stop),
-                "step": writer.add(self.step), "body": list(self.steps)}
+        found = {"var": self.var, "start": writer.add(self.start), "stop": writer.add(self.stop),
+                 "step": writer.add(self.step), "body": list(self.steps)}
+        return found if self.until is None else {**found, "until": self.until}
 
     @classmethod
     def from_manifest(cls, entry: dict[str, Any], position: int, count: int, buffers: int, graph: GraphReader,
@@ -291,11 +348,73 @@ class LoopRequest(Request):
         require(isinstance(entry.get("var"), str) and entry["var"].isidentifier() and
                 indices(entry.get("body"), count), source, f"loop step {position} has no variable and body")
         require(all(i < position for i in entry["body"]), source, f"loop step {position} has a body after it")
+        until = entry.get("until")
+        require(until is None or indices([until], buffers), source, f"loop step {position} ends on no buffer")
         start, stop, step = (graph.get(entry.get(k), f"loop step {position}") for k in ("start", "stop", "step"))
-        return LoopRequest(entry["var"], start, stop, step, tuple(entry["body"]))
+        return LoopRequest(entry["var"], start, stop, step, tuple(entry["body"]), until)
 
 
-REQUESTS: dict[str, type[Request]] = {kind.kind: kind for kind in (KernelRequest, CopyRequest, LoopRequest)}
+@dataclass(frozen=True, slots=True)
+class BranchRequest(Request):
+    kind: ClassVar[str] = "branch"
+    condition: int
+    """The plan buffer whose first element chooses: non-zero runs ``then``, zero ``otherwise``."""
+    then: tuple[int, ...]
+    otherwise: tuple[int, ...]
+
+    def body(self) -> tuple[int, ...]:
+        return (*self.then, *self.otherwise)
+
+    def remapped(self, buffers: Sequence[int], first: int) -> Request:
+        return BranchRequest(buffers[self.condition], tuple(first + i for i in self.then),
+                             tuple(first + i for i in self.otherwise))
+
+    def prepare(self, op_id: int, preparing: Preparing, scope: Mapping[str, LoopStep]) -> Step:
+        return preparing.branch_step(op_id, self, scope)
+
+    def manifest(self, writer: GraphWriter) -> dict[str, Any]:
+        return {"condition": self.condition, "then": list(self.then), "otherwise": list(self.otherwise)}
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any], position: int, count: int, buffers: int, graph: GraphReader,
+                      source: Path) -> Request:
+        require(indices([entry.get("condition")], buffers) and indices(entry.get("then"), count) and
+                indices(entry.get("otherwise"), count), source, f"branch step {position} has no condition and bodies")
+        require(all(i < position for i in (*entry["then"], *entry["otherwise"])), source,
+                f"branch step {position} has a body after it")
+        return BranchRequest(entry["condition"], tuple(entry["then"]), tuple(entry["otherwise"]))
+
+
+@dataclass(frozen=True, slots=True)
+class WhileRequest(Request):
+    kind: ClassVar[str] = "while"
+    condition: int
+    """The plan buffer whose first element, read before each turn, keeps the loop going while non-zero."""
+    steps: tuple[int, ...]
+
+    def body(self) -> tuple[int, ...]:
+        return self.steps
+
+    def remapped(self, buffers: Sequence[int], first: int) -> Request:
+        return WhileRequest(buffers[self.condition], tuple(first + i for i in self.steps))
+
+    def prepare(self, op_id: int, preparing: Preparing, scope: Mapping[str, LoopStep]) -> Step:
+        return preparing.while_step(op_id, self, scope)
+
+    def manifest(self, writer: GraphWriter) -> dict[str, Any]:
+        return {"condition": self.condition, "body": list(self.steps)}
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any], position: int, count: int, buffers: int, graph: GraphReader,
+                      source: Path) -> Request:
+        require(indices([entry.get("condition")], buffers) and indices(entry.get("body"), count), source,
+                f"while step {position} has no condition and body")
+        require(all(i < position for i in entry["body"]), source, f"while step {position} has a body after it")
+        return WhileRequest(entry["condition"], tuple(entry["body"]))
+
+
+REQUESTS: dict[str, type[Request]] = {kind.kind: kind for kind in (KernelRequest, CopyRequest, LoopRequest,
+                                                                   BranchRequest, WhileRequest)}
 """Each step kind by the name a bundle's manifest gives it."""
 
 
@@ -346,6 +465,9 @@ class Preparing:
         loop.body = self.steps(request.steps, {**scope, request.var: loop})
         loop.levels = schedule(loop.body)
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
+        if request.until is not None:
+            loop.until = self.reader(request.until)
+            loop.accesses = _merged((*loop.accesses, self.read_access(request.until)))
         run_levels = self.run_levels
 
         def run(values: Values) -> None:
@@ -353,6 +475,54 @@ class Preparing:
 
         loop.run = run
         return loop
+
+    def branch_step(self, op_id: int, request: BranchRequest, scope: Mapping[str, LoopStep]) -> BranchStep:
+        then, otherwise = self.steps(request.then, scope), self.steps(request.otherwise, scope)
+        accesses = _merged((self.read_access(request.condition), *(a for s in (*then, *otherwise) for a in s.accesses)))
+        branch = BranchStep(id=op_id, name=f"branch on buffer {request.condition}", accesses=accesses, run=_nothing,
+                            parallel_safe=False, work=0, cost_of=_no_cost, condition=self.reader(request.condition),
+                            then=then, otherwise=otherwise, then_levels=schedule(then),
+                            otherwise_levels=schedule(otherwise))
+        run_levels = self.run_levels
+
+        def run(values: Values) -> None:
+            run_levels(branch.chosen(), values)
+
+        branch.run = run
+        return branch
+
+    def while_step(self, op_id: int, request: WhileRequest, scope: Mapping[str, LoopStep]) -> WhileStep:
+        body = self.steps(request.steps, scope)
+        accesses = _merged((self.read_access(request.condition), *(a for s in body for a in s.accesses)))
+        loop = WhileStep(id=op_id, name=f"while buffer {request.condition}", accesses=accesses, run=_nothing,
+                         parallel_safe=False, work=0, cost_of=_no_cost, condition=self.reader(request.condition),
+                         body=body, levels=schedule(body))
+        run_levels = self.run_levels
+
+        def run(values: Values) -> None:
+            loop.repeat(values, run_levels)
+
+        loop.run = run
+        return loop
+
+    def reader(self, index: int) -> Callable[[], bool]:
+        """Whether plan buffer ``index``'s first element is non-zero, read when asked (after the device has
+        finished what came before)."""
+        buf = self.buffers[index]
+        if buf.size < 1:
+            raise VariableError(f"plan buffer {index} decides a branch or a loop's end but has no element",
+                                stage="plan", value=index)
+        device = buf.device_object
+
+        def read() -> bool:
+            device.synchronize()
+            return bool(buf.numpy()[0])
+
+        return read
+
+    def read_access(self, index: int) -> Access:
+        buf = self.buffers[index]
+        return Access(id(buf.base), buf.byte_offset, buf.byte_offset + buf.dtype.itemsize, write=False)
 
 
     def kernel_step(self, op_id: int, request: KernelRequest, scope: Mapping[str, LoopStep]) -> PreparedKernel:
