@@ -633,6 +633,8 @@ class _Linearizer:
         """The test that ends loop ``e.src[0]`` after a turn: the last instruction of the loop's block, which the
         loop's effects opened (or a block of its own where it has none), under no IF."""
         loop = e.src[0]
+        if loop.op is not Ops.RANGE:  # a loop of one turn, folded to its one index: no turn follows to skip
+            return
         loops = self.scopes[e]
         if not loops or loops[-1] is not loop:
             raise GraphError(f"the exit of the loop on axis {loop.arg[0]} is tested in a loop inside it",

@@ -460,12 +460,53 @@ class Lowering:
                 new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
+        if isinstance(stmt, ast.If):
+            before, test = self.condition(stmt, stmt.test)
+            branch = copy.copy(stmt)
+            branch.test, branch.body, branch.orelse = test, self.body(stmt.body, looped), self.body(stmt.orelse, looped)
+            return [*before, branch]
+        if isinstance(stmt, ast.While):
+            before, test = self.condition(stmt, stmt.test)
+            loop = copy.copy(stmt)
+            loop.body = self.body(stmt.body, True)
+            if before:  # the test computes on arrays: it is computed again at the top of each turn
+                stop = ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])
+                loop.test, loop.body = ast.Constant(True), [*before, stop, *loop.body]
+                for node in (loop.test, stop, *ast.walk(stop)):
+                    ast.copy_location(node, stmt)
+            return [loop]
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             return self.assign(stmt, stmt.targets[0], stmt.value, None, looped)
         if isinstance(stmt, ast.AugAssign):
             return self.assign(stmt, stmt.target, stmt.value, stmt.op, looped)
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             return self.returned(stmt, stmt.value)
+        return [stmt]
+
+    def condition(self, stmt: ast.stmt, test: ast.expr) -> tuple[list[ast.stmt], ast.expr]:
+        """An ``if``'s or ``while``'s test: as written where it reads no array as a whole, else the statements
+        that compute its one value into a name of its own, and that name."""
+        value = self.value(test)
+        if not isinstance(value, Expr):
+            return [], test
+        if value.shape:
+            raise self.refuse(test, f"the truth value of an array of shape {value.shape} is ambiguous (as in NumPy); "
+                                    "use .any() or .all()")
+        name = f"_svod_c{next(self.counter)}"
+        self.changed = True
+        return self.new_array(stmt, name, value, False), ast.copy_location(ast.Name(name, ast.Load()), test)
+
+    def called(self, stmt: ast.Expr, call: ast.Call, looped: bool) -> list[ast.stmt]:
+        """A call made for its effect: ``x.fill(v)`` is ``x[...] = v``; other calls stand as written (the
+        function's reader says what it makes of them)."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "fill" and len(call.args) == 1 and not call.keywords:
+            owner = self.target(func.value)
+            if owner is not None:
+                everything = ast.copy_location(ast.Subscript(func.value, ast.Constant(...), ast.Store()), stmt)
+                return self.assign(stmt, everything, call.args[0], None, looped)
         return [stmt]
 
     def returned(self, stmt: ast.Return, node: ast.expr) -> list[ast.stmt]:
@@ -479,10 +520,14 @@ class Lowering:
                 names.append(value)  # an array of its own name, or a scalar
                 continue
             computed = self.value(value)
-            if isinstance(computed, Scalar):
-                names.append(value)
-                continue
             name = f"_svod_r{next(self.counter)}"
+            if isinstance(computed, Scalar):  # a number the function computes: a name of its own
+                if isinstance(value, ast.Name):
+                    names.append(value)
+                    continue
+                made.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), stmt))
+                names.append(ast.Name(name, ast.Load()))
+                continue
             made += self.new_array(stmt, name, computed, False)
             names.append(ast.Name(name, ast.Load()))
         if not made:
@@ -542,11 +587,8 @@ class Lowering:
             self.host.pop(name, None)
 
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
-        """``name = <array expression>``: a new array, which the plan makes once (a statement of its own)."""
-        if looped:
-            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases; make it once "
-                                    f"before the loop (`{name} = np.empty(...)`) and assign into it "
-                                    f"(`{name}[...] = ...`)")
+        """``name = <array expression>``: a new array, which the plan makes once (a statement of its own); one
+        value (a reduction to a scalar) is a scalar the phase computes, in a loop too."""
         self.changed = True
         if not value.shape:  # one value: a scalar the phase computes, into the name itself
             out = Emitter(self.counter)
@@ -555,6 +597,10 @@ class Lowering:
             if re.fullmatch(r"_svod_r\d+", element):
                 code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
             return self.parsed(code, stmt)
+        if looped:
+            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases; make it once "
+                                    f"before the loop (`{name} = np.empty(...)`) and assign into it "
+                                    f"(`{name}[...] = ...`)")
         if self.fused_into_next(name):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []

@@ -42,13 +42,16 @@ from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.phases import (
+    Branch,
     Definition,
     Item,
     Loop,
     Reader,
+    Repeat,
     Structure,
     Temporary,
     carried,
+    inner_items,
     loaded,
     needs,
     refusal,
@@ -216,6 +219,11 @@ class Builder:
                 ids += self.temporary(item, loops)
             elif isinstance(item, Loop):
                 ids.append(self.loop(item, loops))
+            elif isinstance(item, Branch):
+                then, otherwise = self.items(item.then, loops), self.items(item.otherwise, loops)
+                ids.append(self.plan.branch(self.cell(item.condition), then, otherwise))
+            elif isinstance(item, Repeat):
+                ids.append(self.plan.while_loop(self.cell(item.condition), self.items(item.body, loops)))
             else:
                 ids += self.phase(item.statements, loops)
         return ids
@@ -262,7 +270,8 @@ class Builder:
         if values is not None:
             self.ranges[item.var] = values
         body = self.items(item.body, [*loops, item.var])
-        return self.plan.loop(item.var, start, stop, step, body=body)
+        until = None if item.until is None else self.cell(item.until)
+        return self.plan.loop(item.var, start, stop, step, body=body, until=until)
 
     def bound(self, expr: ast.expr, loops: list[str], statement: ast.stmt) -> int | UOp:
         """A loop bound: a number the host knows, or an expression of the loop variables and the integer
@@ -299,7 +308,8 @@ class Builder:
         parallel = any(reader.is_prange(stmt) for stmt in statements)
         outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.carried)
         definitions = self.preamble(statements)
-        incoming = sorted(needs([*definitions, *statements]) & self.carried)
+        # what it may store on some paths only keeps its value on the others
+        incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.carried)
         for name in needs(statements):
             if name in self.computed:
                 raise self.refuse(statements[0], f"{name} is computed by sequential code at line {self.computed[name]} "
@@ -345,12 +355,13 @@ class Builder:
             return np.dtype(np.int32)
         return dtype
 
-    def cell(self, name: str) -> None:
+    def cell(self, name: str) -> int:
         """The one-element plan buffer of a carried scalar, as an array phases take (``_svod_<name>``)."""
         if name not in self.cells:
             dtype = self.cell_dtypes.get(name, self.held(np.dtype(np.int64)))
             self.cells[name] = self.add_array(None, dtype, (1,))
             self.arrays[f"_svod_{name}"] = (self.cells[name], (1,), dtype)
+        return self.cells[name]
 
     def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
         """The definitions a phase reads (and those they read), in the order they stand."""
@@ -514,8 +525,8 @@ def _read_on_host(structure: Structure) -> frozenset[str]:
                 found.update(loaded([item.call]))
             elif isinstance(item, Definition):
                 found.update(loaded([item.statement.value]))
-            elif isinstance(item, Loop):
-                walk(item.body)
+            else:
+                walk(inner_items(item))
 
     walk(structure.items)
     return frozenset(found)

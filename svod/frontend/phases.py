@@ -66,15 +66,38 @@ class Temporary:
 
 @dataclass
 class Loop:
-    """``for var in range(...)`` around phases: a plan loop."""
+    """``for var in range(...)`` around phases: a plan loop; ``until`` names the scalar a ``break`` (or an
+    early ``return``) sets to end it."""
 
     var: str
     bounds: list[ast.expr]
     body: list[Item]
     statement: ast.For
+    until: str | None = None
 
 
-Item = Phase | Definition | Temporary | Loop
+@dataclass
+class Branch:
+    """``if``/``else`` around phases: a plan branch on the scalar ``condition`` (0 or 1, which a phase just
+    before computed)."""
+
+    condition: str
+    then: list[Item]
+    otherwise: list[Item]
+    statement: ast.If
+
+
+@dataclass
+class Repeat:
+    """``while`` around phases: a plan loop that runs while the scalar ``condition`` is 1 (its body's last
+    phase computes it again)."""
+
+    condition: str
+    body: list[Item]
+    statement: ast.While
+
+
+Item = Phase | Definition | Temporary | Loop | Branch | Repeat
 
 
 @dataclass
@@ -100,36 +123,33 @@ class Reader:
         found = Structure([])
         last = body[-1] if body else None
         if isinstance(last, ast.Return):
-            found.returns, found.returns_tuple = self.returned(last)
             body.pop()
-        found.items = self.items(body)
+            if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
+                name = "_svod_returned"  # an expression: a scalar of a name of its own
+                body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], last.value), last))
+                last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
+                ast.fix_missing_locations(body[-1])
+            found.returns, found.returns_tuple = self.returned(last)
+        flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
+        found.items = self.items(flow.function(body))
         return found
 
     def returned(self, stmt: ast.Return) -> tuple[list[str], bool]:
         value = stmt.value
         if value is None:
             return [], False
-        values = value.elts if isinstance(value, ast.Tuple) else [value]
-        if not all(isinstance(v, ast.Name) for v in values):
-            raise self.refuse(stmt, "a jitted function returns arrays by name (`return out` or `return a, b`)")
-        return [v.id for v in values if isinstance(v, ast.Name)], isinstance(value, ast.Tuple)
+        return [v.id for v in _returned_values(value) if isinstance(v, ast.Name)], isinstance(value, ast.Tuple)
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
 
-    def items(self, body: Iterable[ast.stmt]) -> list[Item]:
-        found: list[Item] = []
-        for stmt in (single for statement in body for single in self.unpacked(statement)):
-            item = self.item(stmt)
-            if isinstance(item, Phase) and found and isinstance(found[-1], Phase) and not self.parallel(found[-1]) \
-                    and not self.parallel(item):
-                found[-1].statements += item.statements  # sequential code runs as one kernel
-            else:
-                found.append(item)
-        return found
-
     def unpacked(self, stmt: ast.stmt) -> list[ast.stmt]:
-        """``h, w = a.shape`` (or ``a, b = 1, n``) as one assignment per name, so each is a definition."""
+        """``h, w = a.shape`` (or ``a, b = 1, n``) as one assignment per name, so each is a definition;
+        ``x: float = v`` as ``x = v`` (an annotation alone does nothing)."""
+        if isinstance(stmt, ast.AnnAssign):
+            if stmt.value is None:
+                return []
+            return self.unpacked(ast.copy_location(ast.Assign([stmt.target], stmt.value), stmt))
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
                 and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
             return [stmt]
@@ -146,24 +166,79 @@ class Reader:
         return [ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(n, ast.Store())], part), stmt))
                 for n, part in zip(names, parts, strict=True)]
 
-    def item(self, stmt: ast.stmt) -> Item:
+    def items(self, body: Iterable[ast.stmt]) -> list[Item]:
+        found: list[Item] = []
+        for stmt in (single for statement in body for single in self.unpacked(statement)):
+            for item in self.item(stmt):
+                if isinstance(item, Phase) and found and isinstance(found[-1], Phase) and \
+                        not self.parallel(found[-1]) and not self.parallel(item):
+                    found[-1].statements += item.statements  # sequential code runs as one kernel
+                else:
+                    found.append(item)
+        return found
+
+    def item(self, stmt: ast.stmt) -> list[Item]:
+        """What one statement between phases is: every kind of statement is taken with Python's meaning or
+        refused here (``HOST_STATEMENTS``)."""
+        refused = _REFUSED.get(type(stmt))
+        if refused is not None:
+            raise self.refuse(stmt, refused)
+        if isinstance(stmt, (ast.Pass, ast.Break, ast.Continue)):
+            return []  # (break and continue around phases are flags by now: Flow)
+        if isinstance(stmt, ast.Expr):
+            return self.expression_statement(stmt)
         if isinstance(stmt, ast.Return):
-            raise self.refuse(stmt, "a jitted function returns at its end only")
+            raise self.refuse(stmt, "a return inside a loop that runs as one kernel (no phase in it) is not "
+                                    "supported; set a result and break")
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             if isinstance(stmt.value, ast.Call) and self.allocation(stmt.value) is not None:
-                return Temporary(name, stmt.value, stmt)
-            if self.pure(stmt.value):
-                return Definition(name, stmt)
+                return [Temporary(name, stmt.value, stmt)]
+            if self.pure(stmt.value) and not getattr(stmt, "svod_flag", False):
+                return [Definition(name, stmt)]
         if isinstance(stmt, ast.For) and self.is_range(stmt.iter) and isinstance(stmt.target, ast.Name) \
                 and self.holds_phases(stmt.body):
             if stmt.orelse:
                 raise self.refuse(stmt, "a loop's else is not supported in a jitted function")
-            return Loop(stmt.target.id, list(stmt.iter.args), self.items(stmt.body), stmt)  # type: ignore[attr-defined]
+            until = getattr(stmt, "svod_until", None)
+            return [Loop(stmt.target.id, list(stmt.iter.args), self.items(stmt.body), stmt, until)]  # type: ignore[attr-defined]
+        if isinstance(stmt, ast.If) and self.holds_phases([stmt]):
+            condition, decided = self.decided(stmt, stmt.test)
+            return [decided, Branch(condition, self.items(stmt.body), self.items(stmt.orelse), stmt)]
+        if isinstance(stmt, ast.While) and self.holds_phases([stmt]):
+            if stmt.orelse:
+                raise self.refuse(stmt, "a loop's else is not supported in a jitted function")
+            if not isinstance(stmt.test, ast.Name):
+                raise self.refuse(stmt, "internal: a while loop around phases tests a flag")  # Flow makes it one
+            return [Repeat(stmt.test.id, self.items(stmt.body), stmt)]
         if any(isinstance(node, ast.Call) and self.allocation(node) is not None for node in ast.walk(stmt)):
             raise self.refuse(stmt, "a temporary array is made by a statement of its own at the top of a jitted "
                           "function or of a loop around phases (`tmp = np.zeros(n)`)")
-        return Phase([stmt])
+        return [Phase([stmt])]
+
+    def decided(self, stmt: ast.If, test: ast.expr) -> tuple[str, Phase]:
+        """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
+        name = f"_svod_if{stmt.lineno}_{stmt.col_offset}"
+        code = ast.If(test, [_assign(name, 1, stmt)], [_assign(name, 0, stmt)])
+        return name, Phase([ast.fix_missing_locations(ast.copy_location(code, stmt))])
+
+    def expression_statement(self, stmt: ast.Expr) -> list[Item]:
+        """An expression evaluated for its effect: a constant or a name has none; an atomic update is kernel
+        code; any other call is refused, never dropped."""
+        value = stmt.value
+        if isinstance(value, (ast.Constant, ast.Name)):
+            return []
+        if not isinstance(value, ast.Call):
+            raise self.refuse(stmt, "an expression whose value is not used does nothing; assign it or remove it")
+        callee = self.resolve(value.func)
+        if callee in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min):
+            return [Phase([stmt])]
+        if getattr(callee, "svod_jit", False) or callable(callee):
+            what = getattr(callee, "__name__", ast.unparse(value.func))
+            raise self.refuse(stmt, f"calling {what} for its effect is not supported in a jitted function yet; "
+                                    "write its body here, or call it outside the jitted function")
+        raise self.refuse(stmt, f"{ast.unparse(value.func)} is not a function svod knows; a call's effect would be "
+                                "lost")
 
     def reductions(self, stmt: ast.stmt) -> set[str]:
         """The locals a parallel loop reduces across its work items, as numba reads it: ``s += e``, ``s *= e``,
@@ -204,14 +279,19 @@ class Reader:
         return any(self.is_prange(s) for s in phase.statements)
 
     def holds_phases(self, body: Sequence[ast.stmt]) -> bool:
-        """Whether a loop's body holds a parallel loop or a temporary at its top level (or in a loop there
-        that does): then the loop is the plan's, else it is sequential code of one kernel."""
+        """Whether statements hold a parallel loop or a temporary at their top level (or in a loop or an
+        ``if`` there that does): then a loop or ``if`` around them is the plan's, else it is sequential code
+        of one kernel."""
         for stmt in body:
             if self.is_prange(stmt):
                 return True
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and self.allocation(stmt.value):
                 return True
             if isinstance(stmt, ast.For) and self.is_range(stmt.iter) and self.holds_phases(stmt.body):
+                return True
+            if isinstance(stmt, ast.While) and self.holds_phases(stmt.body):
+                return True
+            if isinstance(stmt, ast.If) and self.holds_phases([*stmt.body, *stmt.orelse]):
                 return True
         return False
 
@@ -249,6 +329,196 @@ class Reader:
             owner = self.resolve(node.value)
             return getattr(owner, node.attr, None) if owner is not None else None
         return None
+
+
+_REFUSED: dict[type, str] = {
+    kind: what for kind, what in (
+        (ast.FunctionDef, "a function defined inside a jitted function is not supported; define it at module level"),
+        (ast.AsyncFunctionDef, "async functions are not supported in a jitted function"),
+        (ast.ClassDef, "a class defined inside a jitted function is not supported"),
+        (ast.Delete, "del is not supported in a jitted function"),
+        (ast.AsyncFor, "async for is not supported in a jitted function"),
+        (ast.With, "a with block is not supported in a jitted function (svod raises no floating-point warnings: "
+                   "remove np.errstate); write its body without it"),
+        (ast.AsyncWith, "async with is not supported in a jitted function"),
+        (ast.Match, "match is not supported in a jitted function; use if/elif"),
+        (ast.Raise, "raise is not supported in a jitted function; check before the call"),
+        (ast.Try, "try is not supported in a jitted function"),
+        (getattr(ast, "TryStar", ast.Try), "try is not supported in a jitted function"),
+        (ast.Assert, "assert is not supported in a jitted function; check before the call"),
+        (ast.Import, "import inside a jitted function is not supported; import at module level"),
+        (ast.ImportFrom, "import inside a jitted function is not supported; import at module level"),
+        (ast.Global, "global is not supported in a jitted function: it changes no array"),
+        (ast.Nonlocal, "nonlocal is not supported in a jitted function"),
+        (getattr(ast, "TypeAlias", ast.Delete), "del is not supported in a jitted function"),
+    )}
+"""The statements a jitted function refuses between its phases, with what to write instead."""
+
+HOST_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.If, ast.Expr, ast.Return,
+                   ast.Pass, ast.Break, ast.Continue, *_REFUSED)
+"""Every kind of statement the reader of a jitted function takes or refuses (tests hold it to ``ast.stmt``'s
+subclasses)."""
+
+
+@dataclass
+class _Exits:
+    """The flags of one loop around phases: set by a ``break`` (which ends it, ``Loop.until``) and by a
+    ``continue`` (which skips the rest of a turn)."""
+
+    broken: str
+    skipped: str
+    breaks: bool = False
+    continues: bool = False
+
+
+class Flow:
+    """``break``, ``continue`` and an early ``return`` around phases, as flags the plan tests: each sets a
+    scalar, the statements after it in its block run under ``if not flag`` (a branch of the plan where they
+    hold phases), a loop ends on its ``break`` flag (``Loop.until``), and ``while test`` becomes a loop on a
+    scalar its body computes again last. The result is Python's: what ran runs, what was skipped is."""
+
+    RETURNED = "_svod_returned_flag"
+
+    def __init__(self, reader: Reader, returns: list[str] | None) -> None:
+        self.reader = reader
+        self.returns = returns
+        """The names the last statement returns (None: it is not a return)."""
+        self.loops: list[_Exits] = []
+        self.early = False
+
+    def function(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        made, _ = self.block(body)
+        if self.early and body:
+            made.insert(0, _assign(self.RETURNED, 0, body[0]))
+        return made
+
+    def block(self, stmts: Sequence[ast.stmt]) -> tuple[list[ast.stmt], set[str]]:
+        """``stmts`` with their exits as flags, and the flags they may set that an enclosing block tests."""
+        out: list[ast.stmt] = []
+        raised: set[str] = set()
+        for position, stmt in enumerate(stmts):
+            made, flags = self.statement(stmt)
+            out += made
+            raised |= flags
+            if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
+                break  # what follows in the block never runs
+            rest = stmts[position + 1:]
+            if flags and rest:
+                guarded, more = self.block(rest)
+                raised |= more
+                if guarded:
+                    test = _none_set(sorted(flags), stmt)
+                    out.append(ast.fix_missing_locations(ast.copy_location(ast.If(test, guarded, []), rest[0])))
+                break
+        return out, raised
+
+    def statement(self, stmt: ast.stmt) -> tuple[list[ast.stmt], set[str]]:
+        if isinstance(stmt, ast.Break) and self.loops:
+            self.loops[-1].breaks = True
+            return [_assign(self.loops[-1].broken, 1, stmt)], {self.loops[-1].broken}
+        if isinstance(stmt, ast.Continue) and self.loops:
+            self.loops[-1].continues = True
+            return [_assign(self.loops[-1].skipped, 1, stmt)], {self.loops[-1].skipped}
+        if isinstance(stmt, ast.Return):
+            return self.early_return(stmt)
+        if isinstance(stmt, ast.If) and (_exits([stmt]) or self.reader.holds_phases([stmt])):
+            body, flags = self.block(stmt.body)
+            orelse, other = self.block(stmt.orelse)
+            branch = ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt)
+            return [ast.fix_missing_locations(branch)], flags | other
+        planned = self.reader.holds_phases([stmt])
+        if isinstance(stmt, ast.For) and planned and self.reader.is_range(stmt.iter):
+            return self.loop(stmt)
+        if isinstance(stmt, ast.While) and planned:
+            return self.repeat(stmt)
+        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+            raise self.reader.refuse(stmt, "a return inside a loop that runs as one kernel (no phase in it) is not "
+                                           "supported; set a result and break")
+        return [stmt], set()
+
+    def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
+        names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
+        simple = stmt.value is None or len(names) == len(_returned_values(stmt.value))
+        if not simple or (self.returns is None and stmt.value is not None) or \
+                (self.returns is not None and names != self.returns):
+            wanted = "nothing" if self.returns is None else ", ".join(self.returns) or "nothing"
+            raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
+                                           "a jitted function; assign the result to those names and return")
+        self.early = True
+        flags = {self.RETURNED, *(loop.broken for loop in self.loops)}
+        for loop in self.loops:
+            loop.breaks = True
+        return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
+
+    def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
+        exits = self.enter(stmt)
+        body, flags = self.block(stmt.body)
+        self.loops.pop()
+        loop = ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt), stmt.orelse), stmt)
+        before = []
+        if exits.breaks:
+            before.append(_assign(exits.broken, 0, stmt))
+            loop.svod_until = exits.broken  # type: ignore[attr-defined]
+        return [*before, ast.fix_missing_locations(loop)], flags - {exits.broken, exits.skipped}
+
+    def repeat(self, stmt: ast.While) -> tuple[list[ast.stmt], set[str]]:
+        """``while test: body`` as ``go = test; while go: body; go = test`` (``go`` 0 once a break is taken)."""
+        exits = self.enter(stmt)
+        body, flags = self.block(stmt.body)
+        self.loops.pop()
+        go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
+        tested = ast.If(stmt.test, [_assign(go, 1, stmt)], [_assign(go, 0, stmt)])
+        again: ast.stmt = tested
+        if exits.breaks:
+            again = ast.If(_none_set([exits.broken], stmt), [tested], [_assign(go, 0, stmt)])
+        turn = [*self.turn(exits, body, stmt), again]
+        loop = ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt)
+        before = [_assign(exits.broken, 0, stmt)] if exits.breaks else []
+        made = [*before, ast.copy_location(copy.deepcopy(tested), stmt), loop]
+        return [ast.fix_missing_locations(m) for m in made], flags - {exits.broken, exits.skipped}
+
+    def enter(self, stmt: ast.For | ast.While) -> _Exits:
+        place = f"{stmt.lineno}_{stmt.col_offset}"
+        exits = _Exits(f"_svod_break{place}", f"_svod_continue{place}")
+        self.loops.append(exits)
+        return exits
+
+    @staticmethod
+    def turn(exits: _Exits, body: list[ast.stmt], at: ast.stmt) -> list[ast.stmt]:
+        """A turn's statements: its ``continue`` flag cleared first where one is taken."""
+        return [_assign(exits.skipped, 0, at), *body] if exits.continues else body or [ast.Pass()]
+
+
+def _exits(stmts: Sequence[ast.stmt]) -> bool:
+    """Whether ``stmts`` may leave their block: a ``break`` or ``continue`` outside any loop of theirs, or a
+    ``return`` anywhere."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
+            return True
+        if isinstance(stmt, ast.If) and _exits([*stmt.body, *stmt.orelse]):
+            return True
+        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+            return True
+    return False
+
+
+def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
+    """``name = value`` for a flag: a phase where it stands (``Reader.item``), never a definition read
+    where used."""
+    made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
+    made.svod_flag = True  # type: ignore[attr-defined]
+    return ast.fix_missing_locations(ast.copy_location(made, at))
+
+
+def _none_set(flags: Sequence[str], at: ast.AST) -> ast.expr:
+    """``not f1 and not f2 ...``."""
+    tests: list[ast.expr] = [ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())) for flag in flags]
+    made = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+    return ast.fix_missing_locations(ast.copy_location(made, at))
+
+
+def _returned_values(value: ast.expr) -> list[ast.expr]:
+    return list(value.elts) if isinstance(value, ast.Tuple) else [value]
 
 
 def _copy(node: ast.stmt) -> ast.stmt:
@@ -334,11 +604,22 @@ def _nodes(item: Item) -> list[ast.AST]:
         return [item.statement]
     if isinstance(item, Temporary):
         return [item.call]
-    return list(item.bounds)
+    if isinstance(item, (Branch, Repeat)):
+        return [ast.Name(item.condition, ast.Load())]
+    return [*item.bounds, *([ast.Name(item.until, ast.Load())] if item.until else [])]
+
+
+def inner_items(item: Item) -> list[Item]:
+    """The items a loop or a branch holds."""
+    if isinstance(item, (Loop, Repeat)):
+        return item.body
+    if isinstance(item, Branch):
+        return [*item.then, *item.otherwise]
+    return []
 
 
 def _flat(items: Sequence[Item]) -> list[Item]:
-    return [inner for item in items for inner in ([item, *_flat(item.body)] if isinstance(item, Loop) else [item])]
+    return [inner for item in items for inner in [item, *_flat(inner_items(item))]]
 
 
 def carried(structure: Structure, reader: Reader) -> set[str]:
@@ -356,10 +637,11 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
     found: set[str] = set()
     for position, names in made.items():
         others = set(structure.returns).union(*(needs(_nodes(item)) for other, item in enumerate(items)
-                                                if other != position and not isinstance(item, Loop)))
+                                                if other != position))
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items() if isinstance(items[position], Phase)))
-    return found & phases_make
+    defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
+    return (found & phases_make) | (set(structure.returns) & defined)  # a returned scalar comes from its cell
 
 
 def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:

@@ -1,0 +1,265 @@
+"""The host code of ``@svod.jit`` functions means what its Python means: ``if``/``else``, ``while``, ``break``,
+``continue`` and an early ``return`` around phases become plan control flow; scalars computed between phases
+stay on the device; every statement kind is taken or refused, never dropped. Each function is compared with
+itself run as plain Python, on every device."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import numpy as np
+import pytest
+
+import svod
+from svod import prange
+from svod.errors import KernelSyntaxError
+from svod.frontend.phases import HOST_STATEMENTS
+from tests.frontend.test_jit import agrees_with_python
+
+
+@svod.jit
+def stops_at_three(x):
+    for _t in range(100):
+        x += 1.0
+        if x[0] >= 3.0:
+            break
+    return x
+
+
+@svod.jit
+def flagged(x, flag):
+    if flag > 0:
+        x += 1.0
+    return x
+
+
+@svod.jit
+def every_other_turn(x):
+    for t in range(5):
+        if t % 2 == 0:
+            x += 1.0
+        else:
+            x *= 2.0
+    return x
+
+
+@svod.jit
+def returns_early(x):
+    for _t in range(50):
+        x *= 2.0
+        if x.max() > 1000.0:
+            return x
+    x[0] = -1.0
+    return x
+
+
+@svod.jit
+def skips_turns(x, out):
+    n = x.shape[0]
+    for t in range(6):
+        if t % 3 == 1:
+            continue
+        for i in prange(n):
+            out[i] += x[i] * t
+    return out
+
+
+@svod.jit
+def counts_up(x):
+    while x[0] < 10.0:
+        x += 1.0
+    return x
+
+
+@svod.jit
+def halves_until_small(x):
+    turns = 0
+    while x.sum() > 1.0:
+        x *= 0.5
+        turns += 1
+        if turns >= 40:
+            break
+    return x, turns
+
+
+@svod.jit
+def adds_its_sum(x):
+    for _t in range(2):
+        s = x.sum()
+        x += s
+    return x
+
+
+@svod.jit
+def mean_of(x):
+    n = x.shape[0]
+    s = x.sum()
+    m = s / n
+    return m
+
+
+@svod.jit
+def expression_returned(x):
+    n = x.shape[0]
+    return 4.0 * x.sum() / n
+
+
+@svod.jit
+def leading_negatives(a):
+    h = 0
+    for z in range(len(a)):
+        if a[z] > -1:
+            break
+        h += 1
+    return h
+
+
+@svod.jit
+def filled(x, v):
+    x.fill(v)
+    return x
+
+
+@svod.jit
+def chooses_a_phase(x, y):
+    n = x.shape[0]
+    if x[0] > 0.0:
+        for i in prange(n):
+            y[i] = x[i] * 2.0
+    elif x[0] < 0.0:
+        for i in prange(n):
+            y[i] = -x[i]
+    else:
+        y[0] = 42.0
+    return y
+
+
+@pytest.mark.parametrize("start", [0.0, 2.5, 5.0])
+def test_a_break_around_an_array_statement_ends_the_loop(device, start):
+    agrees_with_python(stops_at_three, device, np.full(5, start))
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_an_if_around_an_in_place_statement_runs_it_only_when_true(device, flag):
+    agrees_with_python(flagged, device, np.arange(7.0), flag)
+
+
+def test_an_if_and_else_inside_a_time_loop(device):
+    agrees_with_python(every_other_turn, device, np.arange(1.0, 6.0))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e6])
+def test_an_early_return_in_a_time_loop_skips_what_follows(device, scale):
+    agrees_with_python(returns_early, device, np.arange(1.0, 6.0) * scale)
+
+
+@pytest.mark.parametrize("n", [1, 2, 13])
+def test_continue_skips_the_rest_of_a_turn(device, n):
+    agrees_with_python(skips_turns, device, np.arange(float(n)), np.zeros(n))
+
+
+@pytest.mark.parametrize("start", [0.0, 9.5, 12.0])
+def test_a_while_loop_around_an_array_statement(device, start):
+    agrees_with_python(counts_up, device, np.full(3, start))
+
+
+@pytest.mark.parametrize("n", [1, 3, 13])
+def test_a_while_loop_on_a_reduction_with_a_break_and_a_count(device, n):
+    agrees_with_python(halves_until_small, device, np.full(n, 7.0))
+
+
+@pytest.mark.parametrize("n", [1, 4, 7])
+def test_a_scalar_computed_in_a_loop_is_fresh_each_turn(device, n):
+    agrees_with_python(adds_its_sum, device, np.arange(float(n)))
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_scalars_and_expressions_are_returned(device, n):
+    agrees_with_python(mean_of, device, np.arange(float(n)))
+    agrees_with_python(expression_returned, device, np.arange(float(n)))
+
+
+@pytest.mark.parametrize("values", [[1.0], [-5.0], [-5.0, -2.0, 3.0], [-5.0, -6.0]])
+def test_a_break_in_a_one_turn_loop_that_carries_a_local(device, values):
+    agrees_with_python(leading_negatives, device, np.array(values))
+
+
+def test_fill_sets_every_element(device):
+    agrees_with_python(filled, device, np.zeros((3, 4)), 7.5)
+
+
+@pytest.mark.parametrize("first", [-2.0, 0.0, 3.0])
+def test_if_elif_else_choose_which_phase_runs(device, first):
+    x = np.arange(5.0)
+    x[0] = first
+    agrees_with_python(chooses_a_phase, device, x, np.zeros(5))
+
+
+# ---- every statement: taken with Python's meaning, or refused at its line --------------------------------------
+
+def helper(x):
+    x += 1.0
+
+
+@svod.jit
+def calls_a_helper(x):
+    helper(x)
+    return x
+
+
+@svod.jit
+def sorts(x):
+    x.sort()
+    return x
+
+
+@svod.jit
+def with_block(x):
+    with np.errstate(all="ignore"):
+        x += 1.0
+    return x
+
+
+@svod.jit
+def asserts(x):
+    assert x.shape[0] > 0
+    x += 1.0
+    return x
+
+
+@svod.jit
+def returns_two_things(x, y):
+    for _t in range(3):
+        x += 1.0
+        if x[0] > 1.0:
+            return y
+    return x
+
+
+@pytest.mark.parametrize("fn, words", [
+    (calls_a_helper, "calling helper for its effect"),
+    (sorts, "x.sort is not a function svod knows"),
+    (with_block, "a with block is not supported"),
+    (asserts, "assert is not supported"),
+    (returns_two_things, "an early return returns what the last statement does"),
+])
+def test_what_a_jitted_function_cannot_run_is_refused_at_its_line(fn, words):
+    with pytest.raises(KernelSyntaxError, match=words) as err:
+        fn(np.zeros(3), np.zeros(3)) if fn is returns_two_things else fn(np.zeros(3))
+    line = inspect.getsourcelines(fn.fn)[1]
+    lines = range(line, line + len(inspect.getsource(fn.fn).splitlines()))
+    assert any(f"{__file__}:{n}:" in str(err.value) for n in lines), str(err.value)
+
+
+def _subclasses(kind: type) -> list[type]:
+    found = []
+    for sub in kind.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
+def test_every_statement_kind_is_taken_or_refused():
+    """A new Python version's statement is noticed here, not dropped by the reader."""
+    kinds = {k for k in _subclasses(ast.stmt) if k.__module__ == "ast" and not k.__name__.startswith("_")}
+    assert kinds - set(HOST_STATEMENTS) == set()
