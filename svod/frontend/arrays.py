@@ -392,6 +392,9 @@ class Lowering:
         """The statements after the one being rewritten, in its block."""
         self.pending: list[ast.stmt] = []
         """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
+        self.viewed = _viewed(source.node)
+        """The names another name may view: an array made in a loop is made once, in one buffer each turn
+        writes anew, only where no other name can still hold an earlier turn's array."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -597,10 +600,10 @@ class Lowering:
             if re.fullmatch(r"_svod_r\d+", element):
                 code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
             return self.parsed(code, stmt)
-        if looped:
-            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases; make it once "
-                                    f"before the loop (`{name} = np.empty(...)`) and assign into it "
-                                    f"(`{name}[...] = ...`)")
+        if looped and name in self.viewed:
+            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
+                                    f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
+                                    f"assign into it (`{name}[...] = ...`)")
         if self.fused_into_next(name):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
@@ -1010,6 +1013,25 @@ class _Whole(Expr):
 
     def element(self, index: Sequence[str], out: Emitter) -> str:
         return self.inner.element(index, out)
+
+
+def _viewed(function: ast.FunctionDef) -> set[str]:
+    """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
+    ``t = p.T``, ``a, b = p, q``)."""
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for value in values:
+                if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
+                        value.value.attr == "shape":
+                    continue  # a size, not a view
+                base = value
+                while isinstance(base, (ast.Subscript, ast.Attribute)):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    found.add(base.id)
+    return found
 
 
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:

@@ -263,3 +263,61 @@ def test_every_statement_kind_is_taken_or_refused():
     """A new Python version's statement is noticed here, not dropped by the reader."""
     kinds = {k for k in _subclasses(ast.stmt) if k.__module__ == "ast" and not k.__name__.startswith("_")}
     assert kinds - set(HOST_STATEMENTS) == set()
+
+
+# ---- convergence loops as numba users write them ----------------------------------------------------------------
+
+@svod.jit
+def conjugate_gradient(b, x, tol, maxiter):
+    """A 5-point Poisson solve: a while loop with a tolerance and a break, scalars and arrays made each turn."""
+    n = b.shape[0]
+    r = b.copy()
+    p = r.copy()
+    ap = np.zeros_like(b)
+    rr = np.sum(r * r)
+    it = 0
+    while it < maxiter:
+        for i in prange(n):
+            for j in range(n):
+                v = 4.0 * p[i, j]
+                if i > 0:
+                    v -= p[i - 1, j]
+                if i < n - 1:
+                    v -= p[i + 1, j]
+                if j > 0:
+                    v -= p[i, j - 1]
+                if j < n - 1:
+                    v -= p[i, j + 1]
+                ap[i, j] = v
+        alpha = rr / np.sum(p * ap)
+        x += alpha * p
+        r -= alpha * ap
+        rr_new = np.sum(r * r)
+        it += 1
+        if np.sqrt(rr_new) < tol:
+            break
+        p[:] = r + (rr_new / rr) * p
+        rr = rr_new
+    return x, it
+
+
+@svod.jit
+def power_iteration(a, v, steps):
+    lam = 0.0
+    for _t in range(steps):
+        w = a @ v
+        lam = np.sqrt(np.sum(w * w))
+        v[:] = w / lam
+    return v, lam
+
+
+@pytest.mark.parametrize("n, maxiter", [(2, 10), (5, 3), (12, 500)])
+def test_a_conjugate_gradient_solve_takes_pythons_iterations(device, n, maxiter):
+    b = np.random.default_rng(n).random((n, n))
+    agrees_with_python(conjugate_gradient, device, b, np.zeros((n, n)), 1e-8, maxiter, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("n", [1, 2, 17])
+def test_a_power_iteration_makes_its_product_each_turn(device, n):
+    a = np.random.default_rng(n).random((n, n)) + 1.0
+    agrees_with_python(power_iteration, device, a + a.T, np.ones(n), 20, rtol=1e-5, atol=1e-8)
