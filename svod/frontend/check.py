@@ -34,10 +34,11 @@ import numpy as np
 from svod.backends.registry import default_registry
 from svod.codegen import check_dtypes
 from svod.device import Buffer, Device
-from svod.dtype import PtrDType
+from svod.dtype import PtrDType, dtypes
 from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.api import run
-from svod.frontend.oracle import python_arguments, run_as_python
+from svod.frontend.jit import Jit
+from svod.frontend.oracle import as_python, python_arguments, run_as_python
 from svod.frontend.pykernel import Kernel
 from svod.ir import Ops, UOp, kernel_label
 from svod.ir.uop import is_unbounded
@@ -228,15 +229,16 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     return None
 
 
-def check(target: UOp | Kernel | ExecutionPlan, buffers: Sequence[Any] | Mapping[int | str, Any] = (), *,
+def check(target: UOp | Kernel | Jit | ExecutionPlan, buffers: Sequence[Any] | Mapping[int | str, Any] = (), *,
           devices: Sequence[str | Device] | None = None, ulps: int = DEFAULT_ULPS, **var_vals: int) -> CheckReport:
     """Run ``target`` on ``buffers`` on every backend here (or ``devices``) and on the reference; report per
     backend whether the results are equal, or the first difference.
 
     ``target`` is a kernel AST (``buffers`` its arrays in slot order), an ``@svod.kernel`` (its arguments:
     arrays and scalars; the reference is its function run as plain Python, and the PYTHON device is compared
-    too), or an ``ExecutionPlan`` (``buffers`` arrays bound by name or index, as ``execute(buffers=...)``
-    takes them; each device runs the whole plan)."""
+    too), an ``@svod.jit`` function (its arguments; the reference is the function run as plain Python, and
+    the arrays after the call and what it returns are compared), or an ``ExecutionPlan`` (``buffers`` arrays
+    bound by name or index, as ``execute(buffers=...)`` takes them; each device runs the whole plan)."""
     if isinstance(target, ExecutionPlan):
         return _check_plan(target, dict(buffers) if isinstance(buffers, Mapping) else dict(enumerate(buffers)),
                            devices, ulps, var_vals)
@@ -245,6 +247,8 @@ def check(target: UOp | Kernel | ExecutionPlan, buffers: Sequence[Any] | Mapping
                         value=sorted(map(str, buffers)))
     if isinstance(target, Kernel):
         return _check_python_kernel(target, buffers, devices, ulps, var_vals)
+    if isinstance(target, Jit):
+        return _check_jit(target, buffers, devices, ulps)
     inputs = [_as_array(b) for b in buffers]
     registry = default_registry()
     reference = _outcome(target, inputs, registry.get("PYTHON"), var_vals)
@@ -267,6 +271,52 @@ def _check_python_kernel(kernel: Kernel, args: Sequence[Any], devices: Sequence[
                      compared=len(arrays), python_device=True)
     report.kernel = kernel.name
     return report
+
+
+def _check_jit(fn: Jit, args: Sequence[Any], devices: Sequence[str | Device] | None, ulps: int) -> CheckReport:
+    """An ``@svod.jit`` function against itself run as plain Python (``svod.prange`` as ``range``) on copies of
+    ``args``: each array argument after the call, then each value it returns."""
+    arguments = python_arguments(args)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reference = _Outcome(_results(arguments, as_python(fn)(*arguments)), None)
+    except Exception as err:  # the function's own error is its answer
+        reference = _Outcome([], err)
+    report = CheckReport(fn.name, None if reference.error is None else str(reference.error), reference="plain Python")
+    registry = default_registry()
+    targets = [("PYTHON", registry.get("PYTHON")), *backends_here()] if devices is None else \
+        [(str(d), registry.get(d)) for d in devices]
+    for label, device in targets:
+        why = device if isinstance(device, str) else _unheld(args, device)
+        if isinstance(device, str) or why is not None:
+            report.results.append(BackendResult(label, True, skipped=why))
+            continue
+        copies = python_arguments(args)
+        try:
+            outcome = _Outcome(_results(copies, fn(*copies, device=device)), None)
+        except SvodError as err:
+            outcome = _Outcome([], err)
+        if reference.error is None and outcome.error is None and len(outcome.arrays) != len(reference.arrays):
+            report.results.append(BackendResult(label, False, error=f"gave {len(outcome.arrays)} arrays and values, "
+                                                                    f"plain Python {len(reference.arrays)}"))
+            continue
+        report.results.append(_compare(label, reference, outcome, ulps, settled=False))
+    return report
+
+
+def _results(arguments: Sequence[Any], returned: Any) -> list[np.ndarray]:
+    """The arrays among ``arguments``, then each value returned (a tuple's each), as arrays."""
+    values = returned if isinstance(returned, tuple) else () if returned is None else (returned,)
+    return [*(a for a in arguments if isinstance(a, np.ndarray)), *(np.asarray(v) for v in values)]
+
+
+def _unheld(args: Sequence[Any], device: Device) -> str | None:
+    """Why ``device`` cannot run a jitted function on ``args``: an array dtype it cannot hold."""
+    for value in args:
+        if isinstance(value, np.ndarray) and dtypes.from_numpy(value.dtype) not in device.caps.element_dtypes:
+            return f"{device.device} cannot hold {value.dtype} arrays"
+    return None
 
 
 def _report(ast: UOp, inputs: list[np.ndarray], reference: _Outcome, label: str,

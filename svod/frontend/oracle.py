@@ -23,6 +23,7 @@ import numpy as np
 
 from svod.device import Buffer
 from svod.frontend import pylang
+from svod.frontend.jit import Jit
 from svod.frontend.pykernel import Kernel
 
 
@@ -61,9 +62,10 @@ class _Svod(types.ModuleType):
         return getattr(self.__dict__["_real"], name)
 
 
-def as_python(kernel: Kernel) -> types.FunctionType:
-    """``kernel``'s function with numba's loop variables: ``range`` and ``svod.prange`` (however the function
-    and the ``@svod.func`` helpers it calls name them) yield int64 values."""
+def as_python(kernel: Kernel | Jit) -> types.FunctionType:
+    """``kernel``'s function (an ``@svod.kernel``'s or an ``@svod.jit``'s) with numba's loop variables: ``range``
+    and ``svod.prange`` (however the function and the ``@svod.func`` helpers it calls name them) yield int64
+    values."""
     return _with_int64_loops(kernel.fn, {})
 
 

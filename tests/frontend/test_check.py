@@ -246,3 +246,54 @@ def test_the_command_checks_a_plan_on_named_devices_importing_beside_its_file(tm
     out = capsys.readouterr().out
     assert "svod check plan" in out and "CPU: equal" in out and "PYTHON: equal" in out
     assert "CL:0" not in out
+
+
+# ---- jitted functions, against themselves run as plain Python ------------------------------------------------
+
+@svod.jit
+def _halving(x, limit):
+    turns = 0
+    while x.sum() > limit:
+        x *= 0.5
+        turns += 1
+    return x, turns
+
+
+def test_a_jit_function_agrees_with_its_python_on_every_device_here():
+    report = svod.check(_halving, [np.full(7, 3.0), 1.0])
+    assert report.ok, str(report)
+    assert report.reference == "plain Python" and "PYTHON: equal" in str(report)
+    assert any(r.device.startswith("CPU") and r.skipped is None for r in report.results)
+
+
+def test_a_jit_function_that_returns_another_value_differs(monkeypatch):
+    real = svod.frontend.jit.Jit.__call__
+
+    def off_by_one(self, *args, device="CPU"):
+        x, turns = real(self, *args, device=device)
+        return x, turns + 1
+
+    monkeypatch.setattr(svod.frontend.jit.Jit, "__call__", off_by_one)
+    report = svod.check(_halving, [np.full(3, 3.0), 1.0], devices=["PYTHON"])
+    assert not report.ok and "argument 2[] (flat 0): reference 4, got 5" in str(report), str(report)
+
+
+def test_the_command_checks_a_jit_function(tmp_path, capsys):
+    source = tmp_path / "functions.py"
+    source.write_text(textwrap.dedent("""
+        import numpy as np
+        import svod
+
+        @svod.jit
+        def clipped(x):
+            for t in range(10):
+                x += 1.0
+                if x.max() > 4.0:
+                    break
+            return x
+
+        def example():
+            return clipped, [np.arange(3.0)]
+    """))
+    assert main(["check", f"{source}:example", "--devices", "CPU", "PYTHON"]) == 0
+    assert "svod check clipped: reference plain Python" in capsys.readouterr().out
