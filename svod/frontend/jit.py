@@ -41,6 +41,7 @@ from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.arrays import lower_arrays
+from svod.frontend.inline import inline_calls
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -415,8 +416,8 @@ class Jit:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
         self.parameters = positional_parameters(fn, self.name)
-        self.source = Source.of(fn)
-        self.reader = Reader(self.source, self.name)
+        Source.of(fn)  # a function whose source cannot be read is refused where it is decorated
+        self._source: Source | None = None
         self._structure: Structure | None = None
         self._plans: dict[tuple[Any, ...], Prepared] = {}
         self._variants: dict[tuple[Any, ...], Variant] = {}
@@ -438,6 +439,18 @@ class Jit:
         """Save the plan for arguments like ``args`` as a plan bundle (``svod.load_plan``; its buffers are
         named as the function's array arguments and temporaries)."""
         self.plan(*args, device=device).save(path)
+
+    @property
+    def source(self) -> Source:
+        """The function as svod reads it: the calls it makes of functions svod compiles into it inlined
+        (``svod.frontend.inline``), at the first call (a function svod cannot take still imports)."""
+        if self._source is None:  # read now: the globals it calls may be defined after it
+            self._source = inline_calls(Source.of(self.fn), self.name)
+        return self._source
+
+    @property
+    def reader(self) -> Reader:
+        return Reader(self.source, self.name)
 
     @property
     def structure(self) -> Structure:

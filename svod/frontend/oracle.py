@@ -82,7 +82,7 @@ def _with_int64_loops(fn: Any, modules: dict[int, dict[str, Any]]) -> types.Func
                 names[name] = _Svod(value)
         names["range"] = _loop
         for name, value in fn.__globals__.items():
-            if isinstance(value, pylang.Func):
+            if isinstance(value, (pylang.Func, Jit)):  # a helper, or a jitted function called as plain Python
                 names[name] = _with_int64_loops(value.fn, modules)
     return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
 

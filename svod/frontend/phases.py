@@ -233,12 +233,11 @@ class Reader:
         callee = self.resolve(value.func)
         if callee in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min):
             return [Phase([stmt])]
-        if getattr(callee, "svod_jit", False) or callable(callee):
-            what = getattr(callee, "__name__", ast.unparse(value.func))
-            raise self.refuse(stmt, f"calling {what} for its effect is not supported in a jitted function yet; "
-                                    "write its body here, or call it outside the jitted function")
-        raise self.refuse(stmt, f"{ast.unparse(value.func)} is not a function svod knows; a call's effect would be "
-                                "lost")
+        what = ast.unparse(value.func)
+        if callable(callee):
+            raise self.refuse(stmt, f"{what} is not a function a jitted function runs for its effect (it runs "
+                                    "other jitted and plain Python functions, x.fill and atomics)")
+        raise self.refuse(stmt, f"{what} is not a function svod knows; a call's effect would be lost")
 
     def reductions(self, stmt: ast.stmt) -> set[str]:
         """The locals a parallel loop reduces across its work items, as numba reads it: ``s += e``, ``s *= e``,

@@ -198,16 +198,6 @@ def test_if_elif_else_choose_which_phase_runs(device, first):
 
 # ---- every statement: taken with Python's meaning, or refused at its line --------------------------------------
 
-def helper(x):
-    x += 1.0
-
-
-@svod.jit
-def calls_a_helper(x):
-    helper(x)
-    return x
-
-
 @svod.jit
 def sorts(x):
     x.sort()
@@ -238,7 +228,6 @@ def returns_two_things(x, y):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (calls_a_helper, "calling helper for its effect"),
     (sorts, "x.sort is not a function svod knows"),
     (with_block, "a with block is not supported"),
     (asserts, "assert is not supported"),
@@ -321,3 +310,87 @@ def test_a_conjugate_gradient_solve_takes_pythons_iterations(device, n, maxiter)
 def test_a_power_iteration_makes_its_product_each_turn(device, n):
     a = np.random.default_rng(n).random((n, n)) + 1.0
     agrees_with_python(power_iteration, device, a + a.T, np.ones(n), 20, rtol=1e-5, atol=1e-8)
+
+
+# ---- calls: compiled into the caller ---------------------------------------------------------------------------
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+@svod.jit
+def relu_of_affine(x, w, b):
+    h = x @ w
+    h += b
+    out = relu(h)
+    return out
+
+
+@svod.jit
+def layers(x, w, b, steps):
+    y = relu_of_affine(x, w, b)
+    for _t in range(steps):
+        bump(y, 0.5)
+    scale_in_place(y, factor=2.0)
+    return y
+
+
+def bump(a, by):
+    a += by
+
+
+def scale_in_place(a, factor):
+    a *= factor
+
+
+@svod.jit
+def calls_with_expressions(x):
+    bump(x[1:], 1.0 + 2.0)
+    total, largest = stats(x)
+    return total, largest
+
+
+def stats(a):
+    s = a.sum()
+    m = a.max()
+    return s, m
+
+
+def countdown(n, x):
+    x += 1.0
+    countdown(n - 1, x)
+
+
+@svod.jit
+def recurses(x):
+    countdown(3, x)
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_calls_of_jitted_and_plain_functions_run_in_the_caller(device, n):
+    rng = np.random.default_rng(n)
+    x, w, b = rng.standard_normal((n, 4)), rng.standard_normal((4, 3)), rng.standard_normal(3)
+    agrees_with_python(relu_of_affine, device, x, w, b, rtol=1e-5, atol=1e-9)
+    agrees_with_python(layers, device, x, w, b, 2, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_a_call_binds_views_and_expressions_and_returns_a_tuple(device, n):
+    agrees_with_python(calls_with_expressions, device, np.arange(float(n)))
+
+
+def test_a_recursive_call_is_refused():
+    with pytest.raises(KernelSyntaxError, match="countdown calls itself"):
+        recurses(np.zeros(3))
+
+
+@svod.jit
+def shuffles(x):
+    np.random.shuffle(x)
+    return x
+
+
+def test_a_numpy_call_made_for_its_effect_is_refused_not_dropped():
+    with pytest.raises(KernelSyntaxError, match=r"np\.random\.shuffle is not a function a jitted function runs"):
+        shuffles(np.arange(4.0))

@@ -1,0 +1,195 @@
+"""Calls of other functions inside an ``@svod.jit`` function, compiled into the caller as numba compiles a call
+of another ``@njit`` function: the callee's body is placed where the call stands.
+
+::
+
+    def relu(x):                            @svod.jit
+        return np.maximum(x, 0.0)           def mlp(x, w, out):
+                                                h = x @ w                 h = x @ w
+    @svod.jit                                   out[:] = relu(h)    ->    _svod_relu0_x = h
+    def layer(...): ...                                                   out[:] = np.maximum(_svod_relu0_x, 0.0)
+
+A callee is another ``@svod.jit`` function or a plain Python function (not NumPy's, not svod's, not an
+``@svod.func``, which kernels call themselves). Its arguments bind as Python binds them: an array argument is
+the caller's array (the callee's in-place updates are the caller's), a name the callee never assigns is the
+caller's name itself, anything else is computed once into a name of the callee's own; its locals are renamed
+apart from the caller's, and the globals it reads resolve in its own module. A call is a statement of its
+own (``f(a)``, ``y = f(a)``, ``y, z = f(a)``); the callee returns at its end only.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import itertools
+import types
+from collections.abc import Sequence
+from typing import Any
+
+from svod.errors import KernelSyntaxError
+from svod.frontend import pylang
+from svod.frontend.phases import refusal
+from svod.frontend.pykernel import positional_parameters
+from svod.frontend.source import Source
+
+MAX_DEPTH = 16
+"""Calls inside inlined calls, at most this deep (a recursive function is refused)."""
+
+
+def inline_calls(source: Source, name: str) -> Source:
+    """``source`` with every call of a function svod compiles into it replaced by that function's body."""
+    inliner = _Inliner(source, name)
+    node = copy.copy(source.node)
+    node.body = inliner.block(source.node.body, [])
+    return source if not inliner.changed else Source(node, source.file, inliner.names)
+
+
+class _Inliner:
+    def __init__(self, source: Source, name: str) -> None:
+        self.source = source
+        self.name = name
+        self.names = dict(source.names)
+        """The caller's names, and those its callees' bodies read under new names."""
+        self.counter = itertools.count()
+        self.changed = False
+
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
+        return refusal(self.source, self.name, node, what)
+
+    def block(self, stmts: Sequence[ast.stmt], stack: list[Any]) -> list[ast.stmt]:
+        return [made for stmt in stmts for made in self.statement(stmt, stack)]
+
+    def statement(self, stmt: ast.stmt, stack: list[Any]) -> list[ast.stmt]:
+        if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \
+                self.resolve(stmt.iter.func) is pylang.prange:
+            return [stmt]  # a parallel loop's body is kernel code, which calls @svod.func helpers itself
+        if isinstance(stmt, (ast.For, ast.While, ast.If)):
+            made = copy.copy(stmt)
+            made.body, made.orelse = self.block(stmt.body, stack), self.block(stmt.orelse, stack)
+            return [made]
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            fn = self.callee(stmt.value)
+            if fn is not None:
+                return self.inlined(stmt, fn, stmt.value, None, stack)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call) and \
+                _names(stmt.targets[0]):
+            fn = self.callee(stmt.value)
+            if fn is not None:
+                return self.inlined(stmt, fn, stmt.value, stmt.targets[0], stack)
+        for inner in ast.walk(stmt):
+            if isinstance(inner, ast.Call) and self.callee(inner):
+                raise self.refuse(stmt, f"a call of {ast.unparse(inner.func)} is a statement of its own in a jitted "
+                                        f"function (`y = {ast.unparse(inner)}`)")
+        return [stmt]
+
+    def resolve(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id, getattr(builtins, node.id, None))
+        if isinstance(node, ast.Attribute):
+            owner = self.resolve(node.value)
+            return getattr(owner, node.attr, None) if owner is not None else None
+        return None
+
+    def callee(self, call: ast.Call) -> types.FunctionType | None:
+        """The function a call runs, where svod compiles it into the caller."""
+        found = self.resolve(call.func)
+        if getattr(found, "svod_jit", False):
+            found = found.fn
+        if not isinstance(found, types.FunctionType):
+            return None  # (an @svod.func or an @svod.kernel is an object of svod's, not a function)
+        module = found.__module__ or ""
+        return None if module.split(".")[0] in ("numpy", "svod") else found
+
+    def inlined(self, stmt: ast.stmt, fn: types.FunctionType, call: ast.Call, target: ast.expr | None,
+                stack: list[Any]) -> list[ast.stmt]:
+        if fn in stack or len(stack) >= MAX_DEPTH:
+            raise self.refuse(stmt, f"{fn.__name__} calls itself; a jitted function's calls are compiled into it, "
+                                    "so they cannot recurse")
+        callee = Source.of(fn)
+        parameters = positional_parameters(fn, fn.__name__)
+        arguments = self.bound(stmt, call, parameters, fn.__name__)
+        body = list(callee.node.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        last = body[-1] if body else None
+        returned = last.value if isinstance(last, ast.Return) else None
+        if isinstance(last, ast.Return):
+            body.pop()
+        for inner in (n for s in body for n in ast.walk(s)):
+            if isinstance(inner, ast.Return):
+                raise self.refuse(stmt, f"{fn.__name__} returns before its end; a function a jitted function calls "
+                                        "returns at its end only")
+        if target is not None and returned is None:
+            raise self.refuse(stmt, f"{fn.__name__} returns nothing, and its result is assigned")
+        prefix = f"_svod_{fn.__name__}{next(self.counter)}_"
+        assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        renames: dict[str, str] = {}
+        binds: list[ast.stmt] = []
+        for parameter, argument in zip(parameters, arguments, strict=True):
+            if isinstance(argument, ast.Name) and parameter not in assigned:
+                renames[parameter] = argument.id  # the caller's array or scalar itself
+            else:
+                renames[parameter] = prefix + parameter
+                binds.append(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument))
+        renames.update({local: prefix + local for local in assigned if local not in parameters})
+        renames.update(self.globals_of(callee, body, returned, renames, prefix))
+        renamer = _Renamer(renames)
+        made = [renamer.visit(copy.deepcopy(s)) for s in body]
+        if target is not None and returned is not None:
+            made.append(ast.Assign([target], renamer.visit(copy.deepcopy(returned))))
+        if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
+            for node in (n for s in [*binds, *made] for n in ast.walk(s)):
+                ast.copy_location(node, stmt)
+        for node in binds:
+            ast.copy_location(node, stmt)
+        self.changed = True
+        placed = [ast.fix_missing_locations(s) for s in [*binds, *made]]
+        return self.block(placed, [*stack, fn])
+
+    def bound(self, stmt: ast.stmt, call: ast.Call, parameters: list[str], callee: str) -> list[ast.expr]:
+        """The argument expression of each parameter, by position or by keyword."""
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            raise self.refuse(stmt, f"a call of {callee} passes its arguments one by one (no *args or **kwargs)")
+        given: dict[str, ast.expr] = dict(zip(parameters, call.args, strict=False))
+        for keyword in call.keywords:
+            if keyword.arg not in parameters or keyword.arg in given:
+                raise self.refuse(stmt, f"{callee} has no parameter {keyword.arg} left to pass")
+            given[str(keyword.arg)] = keyword.value
+        if len(call.args) > len(parameters) or len(given) != len(parameters):
+            raise self.refuse(stmt, f"{callee} takes {len(parameters)} arguments ({', '.join(parameters)})")
+        return [given[p] for p in parameters]
+
+    def globals_of(self, callee: Source, body: list[ast.stmt], returned: ast.expr | None,
+                   renames: dict[str, str], prefix: str) -> dict[str, str]:
+        """The callee's globals that the caller names otherwise (or not at all), under names of their own."""
+        found: dict[str, str] = {}
+        nodes = [*body, *([returned] if returned is not None else [])]
+        for node in (n for s in nodes for n in ast.walk(s)):
+            if not isinstance(node, ast.Name) or node.id in renames or node.id in found:
+                continue
+            if node.id not in callee.names:
+                continue  # a builtin
+            value = callee.names[node.id]
+            if node.id in self.names and self.names[node.id] is value:
+                continue
+            found[node.id] = prefix + node.id
+            self.names[prefix + node.id] = value
+        return found
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, renames: dict[str, str]) -> None:
+        self.renames = renames
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(self.renames.get(node.id, node.id), node.ctx), node)
+
+
+def _names(target: ast.expr) -> bool:
+    """Whether an assignment's target is a name or a tuple of names."""
+    return isinstance(target, ast.Name) or (isinstance(target, ast.Tuple) and
+                                            all(isinstance(t, ast.Name) for t in target.elts))
+
+
+__all__ = ["inline_calls"]
