@@ -13,8 +13,8 @@ A callee is another ``@svod.jit`` function or a plain Python function (not NumPy
 ``@svod.func``, which kernels call themselves). Its arguments bind as Python binds them: an array argument is
 the caller's array (the callee's in-place updates are the caller's), a name the callee never assigns is the
 caller's name itself, anything else is computed once into a name of the callee's own; its locals are renamed
-apart from the caller's, and the globals it reads resolve in its own module. A call is a statement of its
-own (``f(a)``, ``y = f(a)``, ``y, z = f(a)``); the callee returns at its end only.
+apart from the caller's, and the globals it reads resolve in its own module. A call inside an expression is
+made first, into a name of its own (not in a loop's bounds or test); the callee returns at its end only.
 """
 
 from __future__ import annotations
@@ -66,8 +66,14 @@ class _Inliner:
             return [stmt]  # a parallel loop's body is kernel code, which calls @svod.func helpers itself
         if isinstance(stmt, (ast.For, ast.While, ast.If)):
             made = copy.copy(stmt)
+            before: list[ast.stmt] = []
+            if isinstance(made, ast.If):
+                before, made.test = self.hoisted(stmt, made.test, stack)
+            elif self.calls_in(made.test if isinstance(made, ast.While) else made.iter):
+                raise self.refuse(stmt, "a loop's bounds or test call a function; call it before the loop (and at "
+                                        "the end of each turn)")
             made.body, made.orelse = self.block(stmt.body, stack), self.block(stmt.orelse, stack)
-            return [made]
+            return [*before, made]
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             fn = self.callee(stmt.value)
             if fn is not None:
@@ -77,11 +83,24 @@ class _Inliner:
             fn = self.callee(stmt.value)
             if fn is not None:
                 return self.inlined(stmt, fn, stmt.value, stmt.targets[0], stack)
-        for inner in ast.walk(stmt):
-            if isinstance(inner, ast.Call) and self.callee(inner):
-                raise self.refuse(stmt, f"a call of {ast.unparse(inner.func)} is a statement of its own in a jitted "
-                                        f"function (`y = {ast.unparse(inner)}`)")
+        if self.calls_in(stmt):
+            made = copy.deepcopy(stmt)
+            hoisting = _Hoisting(self)
+            made = hoisting.visit(made)
+            return [*self.block(hoisting.assignments, stack), made]
         return [stmt]
+
+    def calls_in(self, node: ast.AST) -> bool:
+        return any(isinstance(inner, ast.Call) and self.callee(inner) is not None for inner in ast.walk(node))
+
+    def hoisted(self, stmt: ast.stmt, expr: ast.expr, stack: list[Any]) -> tuple[list[ast.stmt], ast.expr]:
+        """``expr`` with each call svod compiles in computed first, into a name of its own: the statements
+        that do it, and the expression left."""
+        if not self.calls_in(expr):
+            return [], expr
+        hoisting = _Hoisting(self)
+        made = hoisting.visit(copy.deepcopy(expr))
+        return self.block(hoisting.assignments, stack), made
 
     def resolve(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Name):
@@ -176,6 +195,26 @@ class _Inliner:
             found[node.id] = prefix + node.id
             self.names[prefix + node.id] = value
         return found
+
+
+class _Hoisting(ast.NodeTransformer):
+    """Replaces each call the inliner compiles in (outermost first) by a fresh name, collecting ``name =
+    call`` statements in the order Python makes the calls."""
+
+    def __init__(self, inliner: _Inliner) -> None:
+        self.inliner = inliner
+        self.assignments: list[ast.stmt] = []
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if self.inliner.callee(node) is None:
+            return self.generic_visit(node)
+        name = f"_svod_result{next(self.inliner.counter)}"
+        assign = ast.Assign([ast.Name(name, ast.Store())], node)
+        self.assignments.append(ast.fix_missing_locations(ast.copy_location(assign, node)))
+        return ast.copy_location(ast.Name(name, ast.Load()), node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node  # (a lambda's calls run when it is called: svod refuses lambdas where it meets them)
 
 
 class _Renamer(ast.NodeTransformer):

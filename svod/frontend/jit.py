@@ -192,6 +192,9 @@ class Builder:
             if name in self.cells:
                 returns.append((name, self.cells[name], ()))
                 continue
+            if name in self.args and name not in self.arrays:  # a scalar argument the function never assigns
+                returns.append((name, None, ()))
+                continue
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}, which is not an array; a jitted function returns arrays",

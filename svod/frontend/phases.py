@@ -384,6 +384,10 @@ class Flow:
         """The names the last statement returns (None: it is not a return)."""
         self.loops: list[_Exits] = []
         self.early = False
+        self.following: Sequence[ast.stmt] = ()
+        """The statements after the one being read, in its block."""
+        self.variables: list[str] = []
+        """The variables of the loops around phases that enclose the one being read."""
 
     def function(self, body: list[ast.stmt]) -> list[ast.stmt]:
         made, _ = self.block(body)
@@ -396,6 +400,7 @@ class Flow:
         out: list[ast.stmt] = []
         raised: set[str] = set()
         for position, stmt in enumerate(stmts):
+            self.following = stmts[position + 1:]
             made, flags = self.statement(stmt)
             out += made
             raised |= flags
@@ -435,6 +440,22 @@ class Flow:
                                            "supported; set a result and break")
         return [stmt], set()
 
+    def renamed(self, stmt: ast.For, name: str) -> ast.For:
+        """An inner loop over the variable of a loop around it (``for _ in ...`` twice), over a name of its own:
+        a plan loop has one variable. After it, the name holds its last value in Python: a read there is
+        refused."""
+        if name in loaded(self.following):
+            raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
+                                           "after it; name it differently")
+        fresh = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
+
+        class Rename(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                return ast.copy_location(ast.Name(fresh, node.ctx), node) if node.id == name else node
+
+        made = Rename().visit(copy.deepcopy(stmt))
+        return made if isinstance(made, ast.For) else stmt
+
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
         names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
         simple = stmt.value is None or len(names) == len(_returned_values(stmt.value))
@@ -450,8 +471,12 @@ class Flow:
         return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
+        if isinstance(stmt.target, ast.Name) and stmt.target.id in self.variables:
+            stmt = self.renamed(stmt, stmt.target.id)
         exits = self.enter(stmt)
+        self.variables.append(stmt.target.id if isinstance(stmt.target, ast.Name) else "")
         body, flags = self.block(stmt.body)
+        self.variables.pop()
         self.loops.pop()
         loop = ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt), stmt.orelse), stmt)
         before = []
@@ -587,9 +612,30 @@ def needs(nodes: Sequence[ast.AST]) -> set[str]:
 
         def visit_For(self, node: ast.For) -> None:
             self.visit(node.iter)
+            before = set(assigned)
             self.visit(node.target)
             for stmt in [*node.body, *node.orelse]:
                 self.visit(stmt)
+            assigned.intersection_update(before)  # a loop may make no turn
+
+        def visit_While(self, node: ast.While) -> None:
+            self.visit(node.test)
+            before = set(assigned)
+            for stmt in [*node.body, *node.orelse]:
+                self.visit(stmt)
+            assigned.intersection_update(before)
+
+        def visit_If(self, node: ast.If) -> None:
+            """A name counts as assigned after an ``if`` only where both branches assign it."""
+            self.visit(node.test)
+            before = set(assigned)
+            for stmt in node.body:
+                self.visit(stmt)
+            then = set(assigned)
+            assigned.intersection_update(before)
+            for stmt in node.orelse:
+                self.visit(stmt)
+            assigned.intersection_update(then | before)
 
     for node in nodes:
         Reads().visit(node)
