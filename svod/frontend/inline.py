@@ -84,10 +84,9 @@ class _Inliner:
             if fn is not None:
                 return self.inlined(stmt, fn, stmt.value, stmt.targets[0], stack)
         if self.calls_in(stmt):
-            made = copy.deepcopy(stmt)
             hoisting = _Hoisting(self)
-            made = hoisting.visit(made)
-            return [*self.block(hoisting.assignments, stack), made]
+            rest = hoisting.visit(copy.deepcopy(stmt))
+            return [*self.block(hoisting.assignments, stack), rest]
         return [stmt]
 
     def calls_in(self, node: ast.AST) -> bool:
