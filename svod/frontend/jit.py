@@ -336,12 +336,16 @@ class Builder:
                                body=body, decorator_list=[], returns=None)
         ast.copy_location(node, statements[0])
         ast.fix_missing_locations(node)
-        kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file,
-                                                               {**self.source.names, "_svod_prange": pylang.prange}),
-                        parameters=parameters, bounds={p: self.ranges[p] for p in parameters if p in self.ranges},
-                        static_shapes=True)
         examples = [self.example(p, loops) for p in parameters]
-        bound = kernel.bind(*examples, device=self.device)
+        bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
+        key = (ast.dump(node, include_attributes=True), self.device.name, tuple(sorted(bounds.items())),
+               tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type(e).__name__, e) for e in examples))
+        bound = self.jit.translations.get(key)
+        if bound is None:  # each phase is translated once, whatever the rounds that settle carried dtypes
+            kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file,
+                                                                   {**self.source.names, "_svod_prange": pylang.prange}),
+                            parameters=parameters, bounds=bounds, static_shapes=True)
+            bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
         for carried_name in outgoing:
             if carried_name in bound.locals:
                 dtype = self.held(np.dtype(bound.locals[carried_name].numpy))
@@ -425,6 +429,9 @@ class Jit:
         self._plans: dict[tuple[Any, ...], Prepared] = {}
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._lock = threading.Lock()
+        self.translations: dict[tuple[Any, ...], Any] = {}
+        """Each phase's kernel as translated for the arguments it was built for: a round that settles the
+        dtypes of carried scalars, or another signature's plan, translates only what changed."""
 
     def __repr__(self) -> str:
         return f"<svod.jit {self.fn.__qualname__}>"
