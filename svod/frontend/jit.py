@@ -342,8 +342,8 @@ class Builder:
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type(e).__name__, e) for e in examples))
         bound = self.jit.translations.get(key)
         if bound is None:  # each phase is translated once, whatever the rounds that settle carried dtypes
-            kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file,
-                                                                   {**self.source.names, "_svod_prange": pylang.prange}),
+            names = {**self.source.names, "_svod_prange": pylang.prange}
+            kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file, names),
                             parameters=parameters, bounds=bounds, static_shapes=True)
             bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
         for carried_name in outgoing:
