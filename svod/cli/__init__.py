@@ -29,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--suite", choices=["kernels"], help="only the suite of user kernels (softmax, conv2d ...)")
     checking = commands.add_parser("check", help="run a kernel or plan on every backend and the reference; show "
                                                  "differences")
-    checking.add_argument("target", help="FILE.py:FUNC, a function returning (ast, @svod.kernel or plan, "
-                                         "arguments[, variables])")
+    checking.add_argument("target", help="FILE.py:FUNC, a function returning (ast, @svod.kernel, @svod.jit "
+                                         "or plan, arguments[, variables])")
     checking.add_argument("--ulps", type=int, default=DEFAULT_ULPS, help="float tolerance in units in the last place")
     checking.add_argument("--devices", nargs="+", metavar="DEVICE",
                           help="compare only these devices (named ones are compared even where they do not keep "

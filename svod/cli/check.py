@@ -2,10 +2,10 @@
 and report differences (``svod.frontend.check``).
 
 ``FUNC`` takes no arguments and returns ``(target, arguments)`` or ``(target, arguments, {variable: value})``:
-a kernel AST and its arrays, an ``@svod.kernel`` and its arguments (checked against its function run as plain
-Python), or a plan and its arrays by buffer name. ``FILE.py`` is imported with its folder on ``sys.path``, so
-it may import the modules beside it. The exit code is 0 when every backend agrees with the reference, 1 when
-one differs.
+a kernel AST and its arrays, an ``@svod.kernel`` or an ``@svod.jit`` function and its arguments (checked against
+its function run as plain Python), or a plan and its arrays by buffer name. ``FILE.py`` is imported with its
+folder on ``sys.path``, so it may import the modules beside it. The exit code is 0 when every backend agrees
+with the reference, 1 when one differs.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def run_check(target: str, ulps: int, devices: Sequence[str] | None = None) -> i
     produced = load_function(target)()  # type: ignore[operator]
     if not isinstance(produced, tuple) or len(produced) not in (2, 3):
         raise SvodError(f"{target} must return (target, arguments) or (target, arguments, variables): a kernel AST, "
-                        "an @svod.kernel or a plan", stage="check", value=type(produced).__name__)
+                        "an @svod.kernel, an @svod.jit function or a plan", stage="check",
+                        value=type(produced).__name__)
     checked, arrays, *rest = produced
     report = check(checked, arrays, devices=devices, ulps=ulps, **(rest[0] if rest else {}))
     print(report)
