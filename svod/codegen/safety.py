@@ -482,7 +482,7 @@ def parallel_loops(sink: UOp) -> UOp | None:
             break
         turns = UOp.range(loop.src[0], loop.arg[0], AxisKind.GLOBAL)
         own = {g: g.replace(src=(*g.src, turns)) for g in registers}
-        parallel = substitute(made, {loop: turns, **own, **_states_outside(made, loop, own)})
+        parallel = substitute(made, {loop: turns, **own, **_states_outside(made, loop, turns, own)})
         try:
             check_races(parallel, kernel_label(sink))
         except GraphError:
@@ -503,11 +503,15 @@ def _set_first(sink: UOp, register: UOp) -> bool:
     return True
 
 
-def _states_outside(sink: UOp, loop: UOp, registers: Mapping[UOp, UOp]) -> dict[UOp, UOp]:
+def _states_outside(sink: UOp, loop: UOp, turns: UOp, registers: Mapping[UOp, UOp]) -> dict[UOp, UOp]:
     """Each memory state naming ``loop`` as a sequential loop around its statement, without it (of the register
-    ``registers`` maps its register to, if any): in a work item of the parallel range, the state is after the
-    item's own effects stated before."""
-    return {u: registers.get(u.src[0], u.src[0]).state(u.arg, *(r for r in u.src[1:] if r is not loop))
+    ``registers`` maps its register to, if any): in a work item of the parallel range ``turns``, the state is
+    after the item's own effects stated before. The loops it keeps count with ``turns`` where they counted with
+    ``loop`` (``for k in range(j)``): a replacement is not rewritten again, and a loop left ending at ``loop``
+    would bring the sequential loop back around every statement in it."""
+    inner = {loop: turns}
+    return {u: registers.get(u.src[0], u.src[0]).state(u.arg, *(substitute(r, inner) for r in u.src[1:]
+                                                                 if r is not loop))
             for u in sink.toposort() if is_state(u) and loop in u.src[1:]}
 
 

@@ -713,6 +713,18 @@ def _stops_at_the_first_negative(out, a):
             out[i, j] = a[i, j]
 
 
+@svod.kernel
+def _swapped_along_a_triangle(out, a):
+    """Locals each turn sets, then swaps in a loop of as many turns as the turn's number: the turns are
+    independent, and the inner loop counts with the index the parallel range takes over."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            p, q = a[i, j], 1.0
+            for _ in range(j):
+                p, q = q, p + 1.0
+            out[i, j] = p
+
+
 _PARALLEL_OR_NOT = [(_rows_times_columns, True), (_doubled_without_prange, True), (_reversed_rows, True),
                     (_running_sum_in_place, False), (_row_started_before_its_loop, False),
                     (_carried_through_the_row, False), (_last_turn_wins, False), (_stops_at_the_first_negative, False),
@@ -767,6 +779,20 @@ def test_locals_a_turn_sets_first_are_one_per_turn_of_a_parallel_loop(device):
         for k, special in zip(range(0, a.size, 11), [np.nan, -np.inf, np.inf, -0.0, 5e-324], strict=False):
             a.reshape(-1)[k] = special
         agrees_with_python(_escape_counts_along_rows, device, np.zeros(shape), a)
+
+
+def test_a_loop_counting_with_a_parallel_loop_s_index_counts_with_the_parallel_range(device):
+    """The rows and points become parallel; the swaps stay a loop, whose end is the point's GLOBAL range (a
+    register's state that still named the sequential one brought it back around every statement, and each
+    work item ran all its turns), and the values are Python's."""
+    arrays = _loop_arrays(_swapped_along_a_triangle)
+    made = parallel_loops(_swapped_along_a_triangle.bind(*arrays).ast)
+    assert made is not None
+    ranges = [u for u in made.toposort() if u.op is Ops.RANGE]
+    points = next(r for r in ranges if r.arg[0] == 1 and r.arg[1] is AxisKind.GLOBAL)
+    assert [r.src[0] for r in ranges if r.arg[1] is AxisKind.LOOP] == [points]
+    for shape in [(1, 1), (3, 9), (2, 1), (1, 17), (0, 4), (4, 0)]:
+        agrees_with_python(_swapped_along_a_triangle, device, *_loop_arrays(_swapped_along_a_triangle, *shape))
 
 
 def _register_across_turns() -> UOp:
