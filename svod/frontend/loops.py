@@ -68,11 +68,11 @@ class Loops(Expressions):
         saved_gate = self.gate
         if kind is AxisKind.GLOBAL:
             count, guard = self.rectangle(count)
-            r = self.k.range(count, kind)
+            r = self.loop_range(count, kind)
             if guard is not None:
                 self.gate = (r < guard) if self.gate is None else self.gate & (r < guard)
         else:
-            r = self.k.range(count, kind)
+            r = self.loop_range(count, kind)
             if self.where(stmt) not in self.located.loops:
                 self.located.loops.append(self.where(stmt))
         self.ranges.append(r)
@@ -81,6 +81,13 @@ class Loops(Expressions):
             self.loop_body(stmt, r, kind, variable)
         finally:
             self.gate = saved_gate
+
+    def loop_range(self, count: Any, kind: AxisKind) -> UOp:
+        """A range of ``count`` turns, its end simplified: a later ``simplify`` of an expression of its index
+        (the turns of ``range(j, n)`` inside it) then keeps the range itself. One whose end the simplifier
+        would spell anew (``max(1, n)`` as ``max(n, 1)``) became a second range on the same axis there, which
+        the lowering merged again but the reference, running the kernel as built, ran as a loop of its own."""
+        return self.k.range(simplify(count) if isinstance(count, UOp) else count, kind)
 
     def count(self, start: Any, stop: Any, step: int) -> Any:
         """How many turns ``range(start, stop, step)`` takes, simplified (``range(n - 1, -1, -1)`` takes ``n``:

@@ -219,6 +219,33 @@ def lower_triangle(out, x):
             out[i, j] = x[i, j] * 2.0
 
 
+@svod.kernel
+def suffix_sums_under_a_triangle(out, x):
+    n = x.shape[0]
+    for i in svod.prange(n):
+        for j in svod.prange(i + 1):
+            s = 0.0
+            for k in range(j, n):  # its turns, n - j, simplified with the guarded range's end
+                s += x[k]
+            out[i, j] = s
+
+
+@pytest.mark.parametrize("n", PRIMES)
+def test_a_sum_over_a_triangular_range_s_index_is_one_loop(device, n):
+    """A loop whose turns count with the index of a ``prange(i + 1)`` runs inside that one range: the kernel
+    has one range per loop, and every element of the triangle is its suffix sum, as Python computes it."""
+    x = _rng().standard_normal(n).astype(np.float32)
+    out = np.full((n, n), 7.0, np.float32)
+    ast = suffix_sums_under_a_triangle.build(out, x)
+    loops = [u.arg for u in ast.toposort() if u.op is Ops.RANGE]
+    assert len(loops) == len(set(loops))
+    want = run_as_python(suffix_sums_under_a_triangle, out, x)[0]
+    suffix_sums_under_a_triangle(out, x, device=device)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(want, np.where(np.tri(n, dtype=bool), [x[j:].sum() for j in range(n)], 7.0),
+                               rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("n", PRIMES)
 def test_triangular_loops(device, n):
     x = _rng().standard_normal(n).astype(np.float32)
