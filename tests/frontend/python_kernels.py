@@ -1,6 +1,7 @@
 """Random Python kernels, each run on a device and as plain Python (``svod.frontend.oracle``), the outcomes
-compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes]`` sweeps
-COUNT kernels and prints how each outcome class fared (the test runs a fixed set of them: ``test_oracle.py``).
+compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes]
+[--cells]`` sweeps COUNT kernels and prints how each outcome class fared (the test runs a fixed set of them:
+``test_oracle.py``).
 
 A kernel is one ``svod.prange`` over the rows of ``out`` and ``x`` (same shape, dtypes drawn independently)
 whose body is drawn statement by statement: locals assigned and updated, stores to the work item's row of
@@ -20,6 +21,13 @@ drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditi
 elements, as a CPU's vector lanes need (``svod.codegen.recurrences.carry_rows``): half the kernels take their
 sizes as constants (``static_shapes``), so that accesses along the loops are proven, not checked, and none
 draws an atomic add or a loop over the rows before its own (what keeps work items out of lanes).
+
+With ``cells`` (``--cells``), the body runs once per column ``c`` of the row: in a sequential loop over the
+columns (which svod makes parallel where its turns are independent) or in a triangular ``svod.prange(i + 1)``
+(of square arrays): a turn stores only to its own cell of ``out`` and reads only that cell of it, so
+that the turns are often independent. Loops in it also run below a column loop's variable (``range(c)``) or from
+it to the row's end (``range(c, columns)``): loops whose turns count with another loop's variable, carrying locals
+that each turn of the column loop sets anew.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ ROWS = [0, 1, 2, 5, 7, 13]
 LANE_ROWS = [0, 1, 5, 37, 70, 131]
 """Row counts where a work item is a column (``lanes``): past a tile of 32 or 64 lanes too, and not a multiple."""
 COLUMNS = [1, 3, 8, 17]
+CELL_LOOPS = ["range(out.shape[1])", "svod.prange(i + 1)"]
+"""The loops over a row's columns that hold the body with ``cells``."""
 BINS = 4
 
 
@@ -114,11 +124,12 @@ class _Writer:
     computes in the kernel's dtypes, wrapping and rounding as it does."""
 
     def __init__(self, rng: random.Random, racy: bool, exits: bool = False,
-                 dtypes: tuple[str, str] = ("float64", "float64"), lanes: bool = False) -> None:
+                 dtypes: tuple[str, str] = ("float64", "float64"), lanes: bool = False, cells: bool = False) -> None:
         self.rng = rng
         self.racy = racy
         self.exits = exits
         self.lanes = lanes
+        self.cells = cells
         self.columns = "out.shape[0]" if lanes else "out.shape[1]"
         """How many columns a row has, in the kernel's text."""
         self.dtypes = {"out": dtypes[0], "x": dtypes[1]}
@@ -150,7 +161,7 @@ class _Writer:
         if r < 0.55:
             return self.access("x", "i", self.column(scope)), self.dtypes["x"]
         if r < 0.62:
-            return self.access("out", "i", self.column(scope)), self.dtypes["out"]
+            return self.access("out", "i", "c" if self.cells else self.column(scope)), self.dtypes["out"]
         if r < 0.68:
             return self.access("x", "idx[i]", self.column(scope)), self.dtypes["x"]
         if r < 0.74 and scope.loop is not None and scope.over == "rows":
@@ -211,6 +222,8 @@ class _Writer:
             self.assign(indent, name, (f"({name} {op} {value[0]})", _promoted(self.types[name], value[1])))
 
     def store(self, indent: int, array: str, row: str, column: str, value: Typed) -> None:
+        if self.cells:  # each turn of the column loop writes its own cell, and reads only that cell of out
+            array, column = "out", "c"
         self.emit(indent, f"{self.access(array, row, column, written=True)} = {_as(value, self.dtypes[array])}")
 
     def access(self, array: str, row: str, column: str, written: bool = False) -> str:
@@ -277,9 +290,12 @@ class _Writer:
         self.loops += 1
         var = f"j{self.loops}"
         kinds = ["columns", "reversed", "count"] if self.lanes else ["columns", "reversed", "rows", "count"]
+        if self.cells and scope.over == "columns":  # turns that count with the column loop's variable
+            kinds += ["below", "tail"]
         kind = self.rng.choice(kinds)
         header = {"columns": f"range({self.columns})", "reversed": f"range({self.columns} - 1, -1, -1)",
-                  "rows": "range(i + 1)", "count": "range(3)"}[kind]
+                  "rows": "range(i + 1)", "count": "range(3)", "below": f"range({scope.loop})",
+                  "tail": f"range({scope.loop}, {self.columns})"}[kind]
         before = list(scope.locals)
         if not before:  # something to reduce into or carry
             name = self.fresh()
@@ -288,7 +304,7 @@ class _Writer:
             before.append(name)
             scope.locals.append(name)
         if self.exits and self.rng.random() < 0.4:  # a while: a counter bounds it, a drawn test may end it sooner
-            bound = self.columns if kind in ("columns", "reversed") else "i + 1" if kind == "rows" else "3"
+            bound = {"rows": "i + 1", "count": "3", "below": scope.loop}.get(kind, self.columns)
             test = f" and {self.condition(scope)}" if self.rng.random() < 0.6 else ""
             self.emit(indent, f"{var} = 0")
             self.emit(indent, f"while {var} < {bound}{test}:")
@@ -324,23 +340,30 @@ class _Writer:
         scope.locals = before  # a local one branch assigns is not defined after
 
 
-def generate(seed: int, exits: bool = False, lanes: bool = False) -> Kernel:
+def generate(seed: int, exits: bool = False, lanes: bool = False, cells: bool = False) -> Kernel:
     rng = random.Random(seed)
     racy = rng.random() < 0.1
     out, x = rng.choice(DTYPES), rng.choice(DTYPES)
-    writer = _Writer(rng, racy, exits, (out, x), lanes)
-    scope = _Scope()
-    writer.block(scope, 2, rng.randrange(2, 6), 0)
+    writer = _Writer(rng, racy, exits, (out, x), lanes, cells)
+    cell_loop = rng.choice(CELL_LOOPS) if cells else ""
+    scope = _Scope(loop="c", over="columns", sequential=cell_loop.startswith("range")) if cells else _Scope()
+    indent = 3 if cells else 2
+    writer.block(scope, indent, rng.randrange(2, 6), 0)
+    own = "c" if cells else "0"
     if rng.random() < 0.08:  # past the row: i + 1 reaches rows
-        writer.emit(2, f"{writer.access('out', 'i', '0', written=True)} = {writer.access('x', 'i + 1', '0')}")
-    every = writer.access("out", "i", "0", written=True)  # every kernel stores
+        writer.emit(indent, f"{writer.access('out', 'i', own, written=True)} = {writer.access('x', 'i + 1', '0')}")
+    every = writer.access("out", "i", own, written=True)  # every kernel stores
     body = "\n".join(writer.lines)
     static = lanes and rng.random() < 0.5  # sizes constants: the column loops' accesses proven, not checked
     decorator = "@svod.kernel(static_shapes=True)" if static else "@svod.kernel"
     source = (f"import svod\n\n\n{decorator}\ndef generated_{seed}(out, x, idx, hist):\n"
-              f"    for i in svod.prange(out.shape[{1 if lanes else 0}]):\n{body}\n"
-              f"        {every} = {every}\n")
-    return Kernel(source, writer.races(), out, x, rng.choice(LANE_ROWS if lanes else ROWS), rng.choice(COLUMNS), lanes)
+              f"    for i in svod.prange(out.shape[{1 if lanes else 0}]):\n"
+              f"{f'        for c in {cell_loop}:{chr(10)}' if cells else ''}{body}\n"
+              f"{'    ' * indent}{every} = {every}\n")
+    rows, columns = rng.choice(LANE_ROWS if lanes else ROWS), rng.choice(COLUMNS)
+    if cell_loop.startswith("svod.prange"):
+        rows = columns = max(rows, 1)  # square: a size of each row's triangle tells the work items' cells apart
+    return Kernel(source, writer.races(), out, x, rows, columns, lanes)
 
 
 def arguments(kernel: Kernel, seed: int) -> list[np.ndarray]:
@@ -424,14 +447,14 @@ def _narrows_float64(compiled: Any, args: Sequence[np.ndarray], device: Device) 
 
 
 def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = False,
-          lanes: bool = False) -> Counter[str]:
+          lanes: bool = False, cells: bool = False) -> Counter[str]:
     """Outcomes of ``count`` kernels (seeds from ``first``; with ``while``, ``break`` and ``continue`` where
-    ``exits``; work items along the arrays' last axis where ``lanes``) on each of ``devices``, counted by class;
-    every wrong answer is printed with its kernel."""
+    ``exits``; work items along the arrays' last axis where ``lanes``; the body once per column of a row where
+    ``cells``) on each of ``devices``, counted by class; every wrong answer is printed with its kernel."""
     tally: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(first, first + count):
-            kernel = generate(seed, exits, lanes)
+            kernel = generate(seed, exits, lanes, cells)
             compiled = load(kernel, Path(folder), seed)
             args = arguments(kernel, seed)
             for device in devices:
@@ -443,10 +466,10 @@ def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = F
 
 
 def main(argv: Sequence[str]) -> None:
-    """``COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes]``."""
+    """``COUNT [DEVICE ...] [--first SEED] [--exits] [--lanes] [--cells]``."""
     args = list(argv)
-    exits, lanes = "--exits" in args, "--lanes" in args
-    args = [a for a in args if a not in ("--exits", "--lanes")]
+    exits, lanes, cells = "--exits" in args, "--lanes" in args, "--cells" in args
+    args = [a for a in args if a not in ("--exits", "--lanes", "--cells")]
     first = 0
     if "--first" in args:
         at = args.index("--first")
@@ -455,7 +478,7 @@ def main(argv: Sequence[str]) -> None:
     count = int(args[0]) if args else 200
     names = args[1:] or ["CPU", "PYTHON", "CL:0", "WEBGPU:0"]
     devices = [svod.get_device(n) for n in names]
-    tally = sweep(count, devices, first, exits, lanes)
+    tally = sweep(count, devices, first, exits, lanes, cells)
     for name, n in sorted(tally.items()):
         print(f"{name:28s} {n}")
 

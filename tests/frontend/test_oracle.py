@@ -24,7 +24,8 @@ from tests.kernels import SMALL_WORKLOADS
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="svod-generated-"))
 _LANES_FOLDER = Path(tempfile.mkdtemp(prefix="svod-generated-lanes-"))
-"""Kernels a seed draws in ``lanes`` form: a file of their own, not the other form's of that seed."""
+_CELLS_FOLDER = Path(tempfile.mkdtemp(prefix="svod-generated-cells-"))
+"""Kernels a seed draws in ``lanes`` or ``cells`` form: a file of their own, not the other form's of that seed."""
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -55,6 +56,19 @@ def test_random_kernels_over_neighbouring_work_items_compute_what_python_does(de
     neighbouring elements, and a CPU runs those that carry locals through a loop in vector lanes."""
     kernel = generate(seed, lanes=True)
     result = outcome(kernel, load(kernel, _LANES_FOLDER, seed), device, arguments(kernel, seed))
+    assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 1 << 30))
+@example(seed=0)  # a sum from a triangular prange's column to the row's end: one range for the column
+@example(seed=246)  # a local carried through range(c), in a column loop made parallel
+def test_random_kernels_over_a_row_s_cells_compute_what_python_does(device, seed):
+    """The same, with the body run once per cell of the row (``python_kernels``' ``cells``): in a column loop
+    svod makes parallel where it can, or in a triangular ``svod.prange(i + 1)``, with loops counting from or up
+    to the column."""
+    kernel = generate(seed, cells=True)
+    result = outcome(kernel, load(kernel, _CELLS_FOLDER, seed), device, arguments(kernel, seed))
     assert not result.startswith("WRONG"), f"{result}\n{kernel.source}"
 
 
