@@ -201,9 +201,6 @@ class _Guarder:
         for node in root.toposort():
             if node in self.memo:
                 continue
-            if node not in self.guards:  # no load below: nothing to make safe
-                self.memo[node] = node
-                continue
             src = tuple(self.memo[s] for s in node.src)
             rebuilt = node if src == node.src else node.replace(src=src)
             if node.op is Ops.LOAD:
@@ -240,9 +237,9 @@ MAX_GUARDS = 4
 
 def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, int],
             sites: _Sites | None = None) -> dict[UOp, list[UOp | None]]:
-    """For every node below ``roots`` that has a load below it, conditions one of which holds wherever the
-    node is computed (``None``: nothing is known): the conditions of the ``where`` branches around each of
-    its uses, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
+    """For every load below ``roots``, conditions one of which holds wherever it is computed (``None``:
+    nothing is known): the conditions of the ``where`` branches around each use of it and of each node
+    above it, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
     ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
     to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
     does. A root is a statement's value or gate, with the statement's position: a node is computed by the
@@ -297,7 +294,8 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
                 reach(s, c)
                 used_by(s, at[node])
     sites = sites or _Sites(frozenset(), None)
-    return {node: [_condition(g, node, at[node], sites) for g in guards] for node, guards in around.items()}
+    return {node: [_condition(g, node, at[node], sites) for g in guards]
+            for node, guards in around.items() if node.op is Ops.LOAD}
 
 
 def _conjuncts(condition: UOp | None) -> list[UOp]:
