@@ -232,7 +232,7 @@ Guards = tuple[_Clauses | None, ...]
 MAX_CLAUSES = 16
 """The innermost conditions of a guard that proofs use; leaving outer ones out only weakens the guard."""
 MAX_GUARDS = 4
-"""Distinct guards kept for one node; past that they merge into the outer part they all share."""
+"""Distinct guards kept for one node; past that they merge into one (``_merged``)."""
 
 
 def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, int],
@@ -240,7 +240,7 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     """For every load below ``roots``, conditions one of which holds wherever it is computed (``None``:
     nothing is known): the conditions of the ``where`` branches around each use of it and of each node
     above it, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
-    ones keeps the outer part they all share (a sound weakening of their disjunction). One walk from users
+    ones keeps one: the outer part they all share under the disjunction of the rest. One walk from users
     to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
     does. A root is a statement's value or gate, with the statement's position: a node is computed by the
     first statement that uses it, or earlier (a read held from its statement), where a condition a later
@@ -260,10 +260,8 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     def reach(node: UOp, guards: Guards) -> None:
         merged = around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ()))
         if len(merged) > MAX_GUARDS:
-            shared = merged[0]
-            for g in merged[1:]:
-                shared = _common(shared, g)
-            merged = (shared,)
+            shared, either = _merged(merged)
+            merged = (shared,) if either is None else push(either, (shared,))
         around[node] = merged
 
     at: dict[UOp, int] = {}
@@ -296,6 +294,36 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     sites = sites or _Sites(frozenset(), None)
     return {node: [_condition(g, node, at[node], sites) for g in guards]
             for node, guards in around.items() if node.op is Ops.LOAD}
+
+
+def _merged(guards: Guards) -> tuple[_Clauses | None, UOp | None]:
+    """One guard that holds wherever one of ``guards`` does: the outer part they all share, and the
+    disjunction of the conditions each adds inside it (None when one adds none). The disjunction keeps a
+    load that every use discards unmade, and so unreported when a run-time check guards it; each guard
+    adds its innermost ``MAX_CLAUSES`` conditions to it, as ``_condition`` keeps."""
+    shared = guards[0]
+    for g in guards[1:]:
+        shared = _common(shared, g)
+    inner = [_inside(g, shared) for g in guards]
+    return shared, None if None in inner else _any([c for c in inner if c is not None])
+
+
+def _inside(clauses: _Clauses | None, outer: _Clauses | None) -> UOp | None:
+    """The conjunction of the innermost ``MAX_CLAUSES`` conditions of ``clauses`` that are not in its
+    outer part ``outer``, outermost first; None when there are none."""
+    kept: list[UOp] = []
+    while clauses is not outer and clauses is not None and len(kept) < MAX_CLAUSES:
+        kept.append(clauses.clause)
+        clauses = clauses.outer
+    return _all(kept)
+
+
+def _all(innermost_first: list[UOp]) -> UOp | None:
+    """The conjunction of conditions listed innermost first, spelled outermost first (None for none)."""
+    condition = None
+    for clause in reversed(innermost_first):
+        condition = _and(condition, clause)
+    return condition
 
 
 def _conjuncts(condition: UOp | None) -> list[UOp]:
@@ -404,10 +432,7 @@ def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Site
         if sites.computable(clauses.clause, node, statement):
             kept.append(clauses.clause)
         clauses = clauses.outer
-    condition = None
-    for clause in reversed(kept):
-        condition = _and(condition, clause)
-    return condition
+    return _all(kept)
 
 
 # ---- races -----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bound
 from svod.codegen.safety import parallel_loops
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.oracle import run_as_python
+from svod.frontend.pykernel import Kernel
 from svod.ir import Ops
 from tests.frontend.test_held_values import agrees_with_python
 from tests.helpers import open_device, refuses
@@ -338,6 +339,64 @@ def test_a_load_shared_by_two_guarded_uses_is_gated_by_either_guard(device):
     got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
     svod.run(k.build(), [got, data], device=device)
     np.testing.assert_array_equal(got, [0, 0, 3, 6, 9, 12, 15, 18])
+
+
+def _laplacian(p, ap):
+    n = p.shape[0]
+    for i in svod.prange(n):
+        for j in range(n):
+            v = 4.0 * p[i, j]
+            if i > 0:
+                v -= p[i - 1, j]
+            if i < n - 1:
+                v -= p[i + 1, j]
+            if j > 0:
+                v -= p[i, j - 1]
+            if j < n - 1:
+                v -= p[i, j + 1]
+            ap[i, j] = v
+
+
+def _laplacian_1d(p, ap):
+    n = p.shape[0]
+    for i in svod.prange(n):
+        v = 2.0 * p[i]
+        if i > 0:
+            v -= p[i - 1]
+        if i < n - 1:
+            v -= p[i + 1]
+        ap[i] = v
+
+
+def _next_added_five_times(p, out):
+    n = p.shape[0]
+    for i in svod.prange(n):
+        v = p[i]
+        if i < n - 1:
+            v += p[i + 1]
+        if i + 1 < n:
+            v *= p[i + 1]
+        if i < n - 1:
+            v -= p[i + 1]
+        if i + 2 <= n:
+            v += p[i + 1]
+        if i <= n - 2:
+            v += p[i + 1]
+        out[i] = v
+
+
+@pytest.mark.parametrize("static_shapes", [True, False], ids=["static_shapes", "symbolic_sizes"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("fn", [_laplacian, _laplacian_1d, _next_added_five_times], ids=lambda f: f.__name__)
+def test_a_load_every_use_of_which_discards_is_neither_made_nor_reported(device, fn, n, static_shapes):
+    """One load read under more than ``MAX_GUARDS`` different conditions is gated by their disjunction: where
+    none holds it is not made. ``p[i + 1]`` under five ``if``s, each false at ``i = n - 1``; and a 1x1
+    Laplacian's sizes as constants, where ``p[i + 1, j]`` and ``p[i, j + 1]`` are one load at index 1, read
+    under conditions all folded to False. Merged into the outer part they share (none), a check reported
+    index ``n`` out of bounds. The 1-D Laplacian reads each neighbour under one condition: no merge."""
+    kernel = Kernel(fn, static_shapes=static_shapes)
+    shape = (n, n) if fn is _laplacian else (n,)
+    agrees_with_python(kernel, device, np.arange(1.0, n ** len(shape) + 1).reshape(shape), np.zeros(shape))
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang", "PYTHON", "CUDA:0", "WEBGPU:0"])
