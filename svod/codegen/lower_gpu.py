@@ -4,6 +4,7 @@ per row (``reduce_per_item``), and a matmul's operands staged in local memory (`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -34,37 +35,39 @@ def _power_of_two_at_most(limit: int) -> int:
 
 
 def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact_groups: bool = False) -> UOp:
-    """Map up to three GLOBAL ranges, innermost first, to launch dimensions; others stay loops.
+    """Map the GLOBAL ranges to up to three launch dimensions, innermost first; others stay loops.
 
-    With ``direct_index`` a single-range kernel without reductions uses ``idx0`` and leaves the
-    work-group size to the runtime, which covers the range exactly. Otherwise each dimension gets
-    ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits and ``ceil(end / L)`` groups; an
-    effect runs only on the work items inside its ranges (when an end is not a multiple of ``L``), and
-    only on the first work item along a dimension it does not use.
+    Ranges that no statement runs in together (sibling loops) share a dimension as long as the longest of
+    them (``_launch_dimensions``). With ``direct_index`` a single-range kernel without reductions uses
+    ``idx0`` and leaves the work-group size to the runtime, which covers the range exactly. Otherwise each
+    dimension gets ``gidxN * L + lidxN`` with a local size ``L`` that fits the limits and ``ceil(end / L)``
+    groups; an effect runs only on the work items inside its own range (when the launch does not cover it
+    exactly), and only on the first work item along a dimension it does not use.
 
     ``L`` is a power of two; with ``exact_groups`` (a CPU's driver), where that does not divide a constant
     end, the largest size below it that does (``_exact_local``): no group is ragged.
     """
     topo = sink.toposort()
-    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
-    dims = list(reversed(globals_[-3:]))
-    if not dims:
-        return sink
     effects = [e for e in sink.src if e.op in STATEMENTS]  # a loop's exit ends its loop where effects do not run
     uses = {e: set(e.toposort()) for e in effects}
-    if direct_index and len(dims) == 1 and dims[0].src[0].vmin >= 1 and not any(u.op is Ops.REDUCE for u in topo):
-        index = UOp.special(dims[0].src[0], launch_index("global", 0))
-        first = {e: index.eq(0) for e in effects if dims[0] not in uses[e]}
-        return substitute(gate_effects(sink, first), {dims[0]: index})
+    dims = _launch_dimensions(topo, list(uses.values()))
+    if not dims:
+        return sink
+    ends = [functools.reduce(UOp.maximum, dict.fromkeys(r.src[0] for r in dim)) for dim in dims]
+    if direct_index and len(dims) == 1 and len(dims[0]) == 1 and ends[0].vmin >= 1 and \
+            not any(u.op is Ops.REDUCE for u in topo):
+        index = UOp.special(ends[0], launch_index("global", 0))
+        first = {e: index.eq(0) for e in effects if dims[0][0] not in uses[e]}
+        return substitute(gate_effects(sink, first), {dims[0][0]: index})
     budget = limits.max_work_group_size
     accesses = [u.src[1] for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
-    shape = SQUARE_GROUP_SIZE if len(dims) > 1 and any(_unit_stride(a, dims[1]) and dims[0] in a.toposort()
-                                                        for a in accesses) else PREFERRED_GROUP_SIZE
+    shape = SQUARE_GROUP_SIZE if len(dims) > 1 and any(
+        _unit_stride(a, column) and any(r in a.toposort() for r in dims[0]) for a in accesses for column in dims[1]) \
+        else PREFERRED_GROUP_SIZE
     indices: dict[UOp, UOp] = {}
     conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}
     spare = len(dims)
-    for d, r in enumerate(dims):
-        end = r.src[0]
+    for d, (dim, end) in enumerate(zip(dims, ends, strict=True)):
         fixed = int(end.vmax) if end.vmin == end.vmax else None  # a constant end, by its bounds
         local = _power_of_two_at_most(min(shape[d], budget, limits.max_item_sizes[d], int(end.vmax)))
         if exact_groups and fixed is not None:
@@ -78,15 +81,37 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
         else:
             group = UOp.special(count, launch_index("group", d))
         item = UOp.special(local, launch_index("local", d))
-        index = indices[r] = group * local + item
-        ragged = fixed is None or fixed % local != 0 or fixed < 1 or group.op is not Ops.SPECIAL
+        index = group * local + item
+        indices.update((r, index) for r in dim)
+        # the number of work items along the dimension, where it is a constant
+        launched = fixed if fixed is not None and fixed >= 1 and fixed % local == 0 and group.op is Ops.SPECIAL \
+            else None
         for e in effects:
-            if r in uses[e]:
-                if ragged:
-                    conditions[e].append(index.lt(end))
-            else:
+            used = next((r for r in dim if r in uses[e]), None)
+            if used is None:
                 conditions[e].append(group.eq(0) & item.eq(0))
+            elif launched is None or used.src[0].vmin != launched or used.src[0].vmax != launched:
+                conditions[e].append(index.lt(used.src[0]))
     return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)
+
+
+def _launch_dimensions(topo: list[UOp], uses: list[set[UOp]]) -> list[list[UOp]]:
+    """The GLOBAL ranges of a kernel (``topo``) as launch dimensions, innermost first, at most three: each
+    range, innermost first, joins the first dimension whose ranges no statement (``uses``: the nodes each
+    depends on) runs in together with it, else starts one. Sibling loops (two ``prange`` one after the
+    other) then share one dimension of work items, each item running each loop's turn at its index, rather
+    than spanning a grid of every pair of their turns, whose items would almost all be idle (and whose
+    group counts may exceed the device's)."""
+    globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
+    dims: list[list[UOp]] = []
+    for r in reversed(globals_):
+        together = [u for u in uses if r in u]
+        dim = next((dim for dim in dims if not any(o in u for o in dim for u in together)), None)
+        if dim is not None:
+            dim.append(r)
+        else:
+            dims.append([r])
+    return dims[:3]
 
 
 def _exact_local(end: int, local: int) -> int:
@@ -186,11 +211,13 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
 def _row_reductions(sink: UOp) -> tuple[UOp | None, list[UOp], list[UOp]] | None:
     """The innermost GLOBAL range of ``sink``, its outer GLOBAL ranges (at most two), and the reductions,
     each over one range, that depend on none but those outer ones (a softmax's row maximum and sum); None
-    when there is no such reduction, an effect also depends on a sequential loop, or a reduction reads
-    memory the kernel writes (computed ahead of the effects, it would not see their stores). A kernel of one
-    GLOBAL range whose effects and reductions are all one per row is all rows and no column (a
-    matrix-vector product: one sum per output); where one is not (a sum over all rows), that range is the
-    column, and such a sum is computed once, before the loop over it."""
+    when there is no such reduction, an effect also depends on a sequential loop or does not run in every
+    row (a loop beside the rows': each row's group would run all its turns, where ``to_gpu_indices`` gives
+    them work items of their own), or a reduction reads memory the kernel writes (computed ahead of the
+    effects, it would not see their stores). A kernel of one GLOBAL range whose effects and reductions are
+    all one per row is all rows and no column (a matrix-vector product: one sum per output); where one is not
+    (a sum over all rows), that range is the column, and such a sum is computed once, before the loop over
+    it."""
     topo = sink.toposort()
     globals_ = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL), key=range_order)
     if not globals_ or len(globals_) > 3:
@@ -200,8 +227,9 @@ def _row_reductions(sink: UOp) -> tuple[UOp | None, list[UOp], list[UOp]] | None
     column, rows = (None, globals_) if per_row else (globals_[-1], globals_[:-1])
     shared = [u for u in topo if u.op is Ops.REDUCE and live[u] <= set(rows)]
     written = written_memory(sink.src)
-    if not shared or any(len(u.src) != 2 for u in shared) or any(
-            not live[e] <= set(globals_) for e in sink.src if e.op in EFFECTS) or any(
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    if not shared or any(len(u.src) != 2 for u in shared) or any(not live[e] <= set(globals_) for e in effects) or \
+            any(not set(rows) <= live[e] for e in effects) or any(
             v.op is Ops.LOAD and memory_of(v.src[0].src[0]) in written for u in shared for v in u.toposort()):
         return None
     return column, rows, shared
