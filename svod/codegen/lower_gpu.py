@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 
 from svod.codegen.lower import _gated, gate_effects
 from svod.codegen.ranges import free_axis, live_ranges, range_order
@@ -95,7 +96,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)
 
 
-def _launch_dimensions(topo: list[UOp], uses: list[set[UOp]]) -> list[list[UOp]]:
+def _launch_dimensions(topo: Sequence[UOp], uses: Sequence[set[UOp]]) -> list[list[UOp]]:
     """The GLOBAL ranges of a kernel (``topo``) as launch dimensions, innermost first, at most three: each
     range, innermost first, joins the first dimension whose ranges no statement (``uses``: the nodes each
     depends on) runs in together with it, else starts one. Sibling loops (two ``prange`` one after the
