@@ -258,7 +258,7 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     around: dict[UOp, Guards] = {}
 
     def reach(node: UOp, guards: Guards) -> None:
-        merged = around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ()))
+        merged = _weakest(around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ())))
         if len(merged) > MAX_GUARDS:
             shared, either = _merged(merged)
             merged = (shared,) if either is None else push(either, (shared,))
@@ -353,6 +353,19 @@ def _loads_below(roots: Iterable[UOp]) -> set[UOp]:
             if node.op is Ops.LOAD or any(s in found for s in node.src):
                 found.add(node)
     return found
+
+
+def _weakest(guards: Guards) -> Guards:
+    """``guards`` without those that extend another of them (its conditions and more): the disjunction is
+    the same. A node used in a ``where``'s condition and in its branch is computed wherever the condition is;
+    kept, the branch's guard held the condition itself, a copy of the node that no check reached (the
+    reduction of ``max(s, x[i, idx[k]])``, its gathers unchecked, computed twice)."""
+    def extends(g: _Clauses | None, other: _Clauses | None) -> bool:
+        while g is not None and g.depth > (-1 if other is None else other.depth):
+            g = g.outer
+        return g is other
+
+    return tuple(g for g in guards if not any(o is not g and extends(g, o) for o in guards))
 
 
 def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:

@@ -8,9 +8,11 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
-from svod.codegen import indexing
+from svod.codegen import indexing, pipeline
+from svod.codegen.checks import CHECKED
 from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.safety import parallel_loops
+from svod.device import DeviceCaps
 from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
 from svod.frontend.oracle import run_as_python
 from svod.frontend.pykernel import Kernel
@@ -397,6 +399,23 @@ def test_a_load_every_use_of_which_discards_is_neither_made_nor_reported(device,
     kernel = Kernel(fn, static_shapes=static_shapes)
     shape = (n, n) if fn is _laplacian else (n,)
     agrees_with_python(kernel, device, np.arange(1.0, n ** len(shape) + 1).reshape(shape), np.zeros(shape))
+def test_a_value_used_in_a_wheres_condition_and_branch_is_guarded_by_the_condition_alone():
+    """``max(s, v)`` of a reduction is ``where(s < R, R, s)``: ``R``'s gathers are reached where the condition is
+    computed, and, in its branch, where it holds too. That guard only adds to the first (either one holds
+    wherever the first does); kept, it held an unchecked copy of ``R``, whose gathers read before the buffer
+    where an index was out of range, and which every later pass copied beside the checked one."""
+    from tests.codegen.test_upcast import _arguments, gathered_maximum
+
+    target = pipeline.Target(svod.DeviceSpec.parse("CPU"), DeviceCaps(host_memory=True, overlaps_on_host=True), None)
+    ast = gathered_maximum.build(*_arguments(7, 5))
+    state = pipeline.Lowering(ast, "gathered_maximum", ast)
+    for step in pipeline.FRONT:
+        state = pipeline._run(step, state, target, None) or state
+    topo = state.sink.toposort()
+    assert sum(u.op is Ops.REDUCE for u in topo) == 1
+    gathers = [u for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM and u.src[0].arg in (1, 2)
+               and any(v.op is Ops.LOAD for v in u.src[1].toposort())]
+    assert gathers and all(u.arg == CHECKED for u in gathers)
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang", "PYTHON", "CUDA:0", "WEBGPU:0"])
