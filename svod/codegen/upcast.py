@@ -7,6 +7,7 @@ loads, a range read at unit stride) lives here too."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from svod.codegen.lower import _gated
@@ -282,31 +283,46 @@ def split_reductions(sink: UOp, ops: tuple[Ops, ...], tails: bool = False, width
     ``EXTREMA`` the result is the same bits; a float sum is added in another order (as any parallel sum is). Only a
     reduction with none nested in it is split (``_nested_reductions``): an outer one would copy each inner
     one ``W`` times, and a nest of them grow as ``W`` to the power of its depth (a fused attention's 320
-    accumulators)."""
+    accumulators). Reductions that share a loop (a register tile's rows) share its ``W`` partials
+    (``_partials``)."""
 
     replaced: dict[UOp, UOp] = {}
     nested = _nested_reductions(sink)
+    topo = sink.toposort()
+    split = [u for u in topo if u.op is Ops.REDUCE and u.arg in ops and len(u.src) == 2 and u not in nested]
+    sharing = Counter(u.src[1] for u in split)
     free = free_axis(sink)
-    for node in sink.toposort():  # a reduction it uses first (softmax's maximum in its sum), built split
-        if node.op is not Ops.REDUCE or node.arg not in ops or len(node.src) != 2 or node in nested:
-            continue
+    tails_of: dict[tuple[UOp, int], UOp] = {}
+    for node in split:  # in order: a reduction it uses first (softmax's maximum in its sum), built split
         r, value = node.src[1], substitute(node.src[0], replaced)
         size = r.src[0]
-        whole = size.op is Ops.CONST and not size.arg % widths[0] and size.arg >= 2 * widths[0]
-        if not whole and not (tails and size.op is not Ops.CONST and size.vmax >= 2 * widths[1]):
+        first, symbolic = (_partials(w, sharing[r]) for w in widths)
+        whole = size.op is Ops.CONST and first > 1 and not size.arg % first and size.arg >= 2 * first
+        if not whole and not (tails and size.op is not Ops.CONST and symbolic > 1 and size.vmax >= 2 * symbolic):
             continue
-        width = widths[0] if whole else widths[1]
+        width = first if whole else symbolic
         outer = UOp.range(size.arg // width if whole else size // width, r.arg[0], r.arg[1])
         parts = [substitute(value, {r: outer * width + c}).reduce(outer, op=node.arg) for c in range(width)]
         if not whole:
-            tail = UOp.range(size % width, free, r.arg[1])
-            free += 1
+            if (r, width) not in tails_of:  # the reductions that shared a loop share their tail's
+                tails_of[(r, width)] = UOp.range(size % width, free, r.arg[1])
+                free += 1
+            tail = tails_of[(r, width)]
             parts.append(substitute(value, {r: size // width * width + tail}).reduce(tail, op=node.arg))
         while len(parts) > 1:
             odd = parts[-1:] if len(parts) % 2 else []  # an odd one out (the tail's) joins the next round
             parts = [*(a.alu(node.arg, b) for a, b in zip(parts[:-1:2], parts[1::2], strict=True)), *odd]
         replaced[node] = parts[0]
     return substitute(sink, replaced)
+
+
+def _partials(width: int, sharing: int) -> int:
+    """The partials each of ``sharing`` reductions over one loop keeps, so that together they keep at most
+    ``width``: a power of two, or 1 (not split). The rows of a register tile are already independent chains
+    of compares; each split in ``width`` more (16 rows of a gather's maximum in 65 partials each, 1,040
+    copies of its body) no longer fit in registers, and took minutes to lower."""
+    share = max(width // sharing, 1)
+    return 1 << share.bit_length() - 1
 
 
 STREAM_ROWS = 4
