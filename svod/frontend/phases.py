@@ -187,9 +187,8 @@ class Reader:
             return []  # (break and continue around phases are flags by now: Flow)
         if isinstance(stmt, ast.Expr):
             return self.expression_statement(stmt)
-        if isinstance(stmt, ast.Return):
-            raise self.refuse(stmt, "a return inside a loop that runs as one kernel (no phase in it) is not "
-                                    "supported; set a result and break")
+        if isinstance(stmt, ast.Return):  # (Flow made every return before the end a flag)
+            raise self.refuse(stmt, "internal: a return the reader did not expect")
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             if isinstance(stmt.value, ast.Call) and self.allocation(stmt.value) is not None:
@@ -436,9 +435,39 @@ class Flow:
         if isinstance(stmt, ast.While) and planned:
             return self.repeat(stmt)
         if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
-            raise self.reader.refuse(stmt, "a return inside a loop that runs as one kernel (no phase in it) is not "
-                                           "supported; set a result and break")
+            return self.returning_loop(stmt)
         return [stmt], set()
+
+    def returning_loop(self, stmt: ast.For | ast.While) -> tuple[list[ast.stmt], set[str]]:
+        """A loop that runs as one kernel, with a ``return`` inside: the return sets its flags and leaves the
+        loop (``break``), each loop around it inside the kernel leaves after it, and what follows the loop
+        in the function runs under the flags."""
+        flags: set[str] = set()
+
+        def block(stmts: Sequence[ast.stmt]) -> list[ast.stmt]:
+            made: list[ast.stmt] = []
+            for inner in stmts:
+                if isinstance(inner, ast.Return):
+                    assigns, raised = self.early_return(inner)
+                    flags.update(raised)
+                    return [*made, *assigns, ast.copy_location(ast.Break(), inner)]
+                if isinstance(inner, ast.If):
+                    made.append(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
+                                                         block(inner.orelse)), inner))
+                elif isinstance(inner, (ast.For, ast.While)) and any(isinstance(n, ast.Return)
+                                                                      for n in ast.walk(inner)):
+                    made += [loop(inner), ast.copy_location(ast.If(ast.Name(self.RETURNED, ast.Load()),
+                                                                   [ast.Break()], []), inner)]
+                else:
+                    made.append(inner)
+            return made
+
+        def loop(node: ast.For | ast.While) -> ast.stmt:
+            made = copy.copy(node)
+            made.body = block(node.body) or [ast.Pass()]
+            return made
+
+        return [ast.fix_missing_locations(loop(stmt))], flags
 
     def renamed(self, stmt: ast.For, name: str) -> ast.For:
         """An inner loop over the variable of a loop around it (``for _ in ...`` twice), over a name of its own:

@@ -394,3 +394,20 @@ def shuffles(x):
 def test_a_numpy_call_made_for_its_effect_is_refused_not_dropped():
     with pytest.raises(KernelSyntaxError, match=r"np\.random\.shuffle is not a function a jitted function runs"):
         shuffles(np.arange(4.0))
+
+
+@svod.jit
+def first_above(x, limit):
+    found = -1
+    for i in range(x.shape[0]):
+        for j in range(2):
+            if x[i] * (j + 1) > limit:
+                found = i
+                return found
+    x[0] = -5.0
+    return found
+
+
+@pytest.mark.parametrize("limit", [-10.0, 3.5, 100.0])
+def test_a_return_inside_a_loop_that_is_one_kernel_leaves_the_function(device, limit):
+    agrees_with_python(first_above, device, np.arange(6.0), limit)
