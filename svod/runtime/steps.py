@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from svod.device import (
     Buffer,
     BufferAddress,
@@ -466,7 +468,7 @@ class Preparing:
         loop.levels = schedule(loop.body)
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
         if request.until is not None:
-            loop.until = self.reader(request.until)
+            loop.until, loop.sites = self.reader(request.until)
             loop.accesses = _merged((*loop.accesses, self.read_access(request.until)))
         run_levels = self.run_levels
 
@@ -479,8 +481,9 @@ class Preparing:
     def branch_step(self, op_id: int, request: BranchRequest, scope: Mapping[str, LoopStep]) -> BranchStep:
         then, otherwise = self.steps(request.then, scope), self.steps(request.otherwise, scope)
         accesses = _merged((self.read_access(request.condition), *(a for s in (*then, *otherwise) for a in s.accesses)))
+        condition, sites = self.reader(request.condition)
         branch = BranchStep(id=op_id, name=f"branch on buffer {request.condition}", accesses=accesses, run=_nothing,
-                            parallel_safe=False, work=0, cost_of=_no_cost, condition=self.reader(request.condition),
+                            parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition,
                             then=then, otherwise=otherwise, then_levels=schedule(then),
                             otherwise_levels=schedule(otherwise))
         run_levels = self.run_levels
@@ -494,9 +497,10 @@ class Preparing:
     def while_step(self, op_id: int, request: WhileRequest, scope: Mapping[str, LoopStep]) -> WhileStep:
         body = self.steps(request.steps, scope)
         accesses = _merged((self.read_access(request.condition), *(a for s in body for a in s.accesses)))
+        condition, sites = self.reader(request.condition)
         loop = WhileStep(id=op_id, name=f"while buffer {request.condition}", accesses=accesses, run=_nothing,
-                         parallel_safe=False, work=0, cost_of=_no_cost, condition=self.reader(request.condition),
-                         body=body, levels=schedule(body))
+                         parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition, body=body,
+                         levels=schedule(body))
         run_levels = self.run_levels
 
         def run(values: Values) -> None:
@@ -505,20 +509,30 @@ class Preparing:
         loop.run = run
         return loop
 
-    def reader(self, index: int) -> Callable[[], bool]:
+    def reader(self, index: int) -> tuple[Callable[[], bool], dict[int, list[Site]] | None]:
         """Whether plan buffer ``index``'s first element is non-zero, read when asked (after the device has
-        finished what came before)."""
+        finished what came before), and where the reader keeps the buffer's address. In host memory it reads
+        the element where it lies, through an address an array bound per run repoints (as a kernel's); a
+        device's own buffer is read back whole (an array bound to it is copied in and out)."""
         buf = self.buffers[index]
         if buf.size < 1:
             raise VariableError(f"plan buffer {index} decides a branch or a loop's end but has no element",
                                 stage="plan", value=index)
         device = buf.device_object
+        if not device.caps.host_memory:
+            def read_back() -> bool:
+                device.synchronize()
+                return bool(buf.numpy()[0])
+
+            return read_back, None
+        element = np.ctypeslib.as_ctypes_type(buf.dtype.numpy)
+        address = (ctypes.c_int64 * 1)(buf.address)
 
         def read() -> bool:
             device.synchronize()
-            return bool(buf.numpy()[0])
+            return bool(element.from_address(address[0]).value)
 
-        return read
+        return read, {id(buf.base): [(address, 0, buf.byte_offset)]}
 
     def read_access(self, index: int) -> Access:
         buf = self.buffers[index]

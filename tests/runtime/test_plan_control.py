@@ -120,3 +120,16 @@ def test_a_branch_takes_the_steps_added_last():
         plan.branch(flag, [first])
     with pytest.raises(SvodError, match="no plan buffer 9"):
         plan.while_loop(9, [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("chosen", [0, 1])
+def test_a_condition_bound_per_run_is_the_bound_arrays(device, chosen):
+    plan, x, _head, flag = _plan(device, np.zeros(3, np.float32))
+    then = plan.add_kernel(_add_one(3), [x])
+    otherwise = plan.add_kernel(_scale(3, -1.0), [x])
+    plan.branch(flag, [then], [otherwise])
+    plan.prepare()
+    for _ in range(2):  # the array bound, not the plan's own buffer (left zero), decides
+        plan.execute(buffers={"flag": np.array([chosen], np.int32), "x": (got := np.ones(3, np.float32))})
+        np.testing.assert_array_equal(got, np.full(3, 2.0 if chosen else -1.0, np.float32))
