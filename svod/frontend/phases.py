@@ -130,6 +130,7 @@ class Reader:
                 last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
                 ast.fix_missing_locations(body[-1])
             found.returns, found.returns_tuple = self.returned(last)
+        _check_assigned(self, body, set(_parameters(self.source.node)), found.returns)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
         found.items = self.items(flow.function(body))
         return found
@@ -540,6 +541,73 @@ class Flow:
     def turn(exits: _Exits, body: list[ast.stmt], at: ast.stmt) -> list[ast.stmt]:
         """A turn's statements: its ``continue`` flag cleared first where one is taken."""
         return [_assign(exits.skipped, 0, at), *body] if exits.continues else body or [ast.Pass()]
+
+
+def _parameters(function: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+
+
+def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str]) -> None:
+    """Refuse a read of a name that only some branches of an ``if`` before it assign (Python raises
+    ``NameError`` on the other paths; a cell between phases would hold whatever it held). A branch that leaves
+    its block (``return``, ``break``, ``continue``) does not count; loops count as run (a loop that makes no
+    turn is not told apart)."""
+    partly: dict[str, int] = {}
+
+    def reads(node: ast.AST, at: ast.AST) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and inner.id in partly:
+                raise reader.refuse(at, f"{inner.id} is assigned in one branch only of the if at line "
+                                        f"{partly[inner.id]}, and read after it (Python raises NameError on the "
+                                        "other path); assign it before the if")
+
+    def block(stmts: Sequence[ast.stmt], names: set[str]) -> tuple[set[str], bool]:
+        """The names assigned after ``stmts``, and whether they fall through to what follows."""
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Return, ast.Break, ast.Continue)):
+                if isinstance(stmt, ast.Return) and stmt.value is not None:
+                    reads(stmt.value, stmt)
+                return names, False
+            if isinstance(stmt, ast.If):
+                reads(stmt.test, stmt)
+                then, through_then = block(stmt.body, set(names))
+                other, through_other = block(stmt.orelse, set(names))
+                ends = [found for found, through in ((then, through_then), (other, through_other)) if through]
+                if not ends:
+                    return names, False
+                both = set.intersection(*ends)
+                for name in set.union(*ends) - both:
+                    if name not in names:
+                        partly.setdefault(name, stmt.lineno)
+                for name in both:
+                    partly.pop(name, None)
+                names = both
+                continue
+            if isinstance(stmt, (ast.For, ast.While)):
+                reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
+                inner, _ = block([*stmt.body, *stmt.orelse], names | _stored([stmt.target])
+                                 if isinstance(stmt, ast.For) else set(names))
+                names = names | inner
+                continue
+            reads(stmt, stmt)
+            if isinstance(stmt, ast.AugAssign):  # x += 1 reads x
+                reads(ast.Name(stmt.target.id, ast.Load()) if isinstance(stmt.target, ast.Name) else stmt.target, stmt)
+            names = names | _stored([stmt])
+            for name in _stored([stmt]):
+                partly.pop(name, None)
+        return names, True
+
+    block(body, set(assigned))
+    for name in returns:
+        if name in partly:
+            raise reader.refuse(reader.source.node, f"{name} is assigned in one branch only of the if at line "
+                                                    f"{partly[name]}, and returned (Python raises NameError on the "
+                                                    "other path); assign it before the if")
+
+
+def _stored(nodes: Sequence[ast.AST]) -> set[str]:
+    return {inner.id for node in nodes for inner in ast.walk(node)
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
 
 
 def _exits(stmts: Sequence[ast.stmt]) -> bool:

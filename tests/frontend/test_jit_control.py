@@ -411,3 +411,33 @@ def first_above(x, limit):
 @pytest.mark.parametrize("limit", [-10.0, 3.5, 100.0])
 def test_a_return_inside_a_loop_that_is_one_kernel_leaves_the_function(device, limit):
     agrees_with_python(first_above, device, np.arange(6.0), limit)
+
+
+@svod.jit
+def sums_when_flagged(x, flag):
+    if flag > 0:
+        s = x.sum()
+    x += 1.0
+    return x, s
+
+
+@svod.jit
+def sums_on_both_paths(x, flag):
+    if flag > 0:
+        s = x.sum()
+    else:
+        if flag < -5:
+            s = 0.0
+            return x, s
+        s = -1.0
+    return x, s
+
+
+def test_a_scalar_assigned_on_one_path_only_is_refused_where_python_would_raise():
+    with pytest.raises(KernelSyntaxError, match="s is assigned in one branch only of the if at line"):
+        sums_when_flagged(np.ones(3), 1)
+
+
+@pytest.mark.parametrize("flag", [-9, 0, 1])
+def test_a_scalar_every_path_assigns_or_leaves_before_is_read(device, flag):
+    agrees_with_python(sums_on_both_paths, device, np.arange(4.0), flag)
