@@ -228,6 +228,8 @@ class Reader:
         value = stmt.value
         if isinstance(value, (ast.Constant, ast.Name)):
             return []
+        if isinstance(value, (ast.Yield, ast.YieldFrom, ast.Await)):
+            raise self.refuse(stmt, "a jitted function is not a generator: yield is not supported; return arrays")
         if not isinstance(value, ast.Call):
             raise self.refuse(stmt, "an expression whose value is not used does nothing; assign it or remove it")
         callee = self.resolve(value.func)
