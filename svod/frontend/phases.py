@@ -587,6 +587,8 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
                 continue
             if isinstance(stmt, (ast.For, ast.While)):
                 reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
+                for name in _stored([stmt.target]) if isinstance(stmt, ast.For) else ():
+                    partly.pop(name, None)  # the loop assigns its variable before its body reads it
                 inner, _ = block([*stmt.body, *stmt.orelse], names | _stored([stmt.target])
                                  if isinstance(stmt, ast.For) else set(names))
                 names = names | inner

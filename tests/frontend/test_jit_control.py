@@ -441,3 +441,18 @@ def test_a_scalar_assigned_on_one_path_only_is_refused_where_python_would_raise(
 @pytest.mark.parametrize("flag", [-9, 0, 1])
 def test_a_scalar_every_path_assigns_or_leaves_before_is_read(device, flag):
     agrees_with_python(sums_on_both_paths, device, np.arange(4.0), flag)
+
+
+@svod.jit
+def two_phases_one_variable(x, y, c):
+    if c > 0.0:
+        for i in prange(x.shape[0]):
+            y[i] = x[i] * 2.0
+    for i in prange(x.shape[0]):
+        x[i] = y[i] + 1.0
+    return x
+
+
+@pytest.mark.parametrize("c", [-1.0, 1.0])
+def test_a_loop_variable_an_if_assigned_before_is_the_loops_own(device, c):
+    agrees_with_python(two_phases_one_variable, device, np.arange(5.0), np.ones(5), c)
