@@ -20,7 +20,6 @@ made first, into a name of its own (not in a loop's bounds or test); the callee 
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
 import itertools
 import types
@@ -29,7 +28,7 @@ from typing import Any
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.phases import refusal
+from svod.frontend.phases import refusal, renamed, resolve
 from svod.frontend.pykernel import positional_parameters
 from svod.frontend.source import Source
 
@@ -102,12 +101,7 @@ class _Inliner:
         return self.block(hoisting.assignments, stack), made
 
     def resolve(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.Name):
-            return self.names.get(node.id, getattr(builtins, node.id, None))
-        if isinstance(node, ast.Attribute):
-            owner = self.resolve(node.value)
-            return getattr(owner, node.attr, None) if owner is not None else None
-        return None
+        return resolve(self.names, node)
 
     def callee(self, call: ast.Call) -> types.FunctionType | None:
         """The function a call runs, where svod compiles it into the caller."""
@@ -152,10 +146,9 @@ class _Inliner:
                 binds.append(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument))
         renames.update({local: prefix + local for local in assigned if local not in parameters})
         renames.update(self.globals_of(callee, body, returned, renames, prefix))
-        renamer = _Renamer(renames)
-        made = [renamer.visit(copy.deepcopy(s)) for s in body]
+        made = [renamed(s, renames) for s in body]
         if target is not None and returned is not None:
-            made.append(ast.Assign([target], renamer.visit(copy.deepcopy(returned))))
+            made.append(ast.Assign([target], renamed(returned, renames)))
         if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
             for node in (n for s in [*binds, *made] for n in ast.walk(s)):
                 ast.copy_location(node, stmt)
@@ -214,14 +207,6 @@ class _Hoisting(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node  # (a lambda's calls run when it is called: svod refuses lambdas where it meets them)
-
-
-class _Renamer(ast.NodeTransformer):
-    def __init__(self, renames: dict[str, str]) -> None:
-        self.renames = renames
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.copy_location(ast.Name(self.renames.get(node.id, node.id), node.ctx), node)
 
 
 def _names(target: ast.expr) -> bool:

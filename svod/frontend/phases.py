@@ -6,10 +6,11 @@ loops around phases; and which scalars its phases carry to one another (``carrie
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -219,8 +220,7 @@ class Reader:
     def decided(self, stmt: ast.If, test: ast.expr) -> tuple[str, Phase]:
         """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
         name = f"_svod_if{stmt.lineno}_{stmt.col_offset}"
-        code = ast.If(test, [_assign(name, 1, stmt)], [_assign(name, 0, stmt)])
-        return name, Phase([ast.fix_missing_locations(ast.copy_location(code, stmt))])
+        return name, Phase([_tested(name, test, stmt)])
 
     def expression_statement(self, stmt: ast.Expr) -> list[Item]:
         """An expression evaluated for its effect: a constant or a name has none; an atomic update is kernel
@@ -321,15 +321,31 @@ class Reader:
         return True
 
     def resolve(self, node: ast.expr) -> Any:
-        """What a callee names in the function's globals (None where it is not a global or an attribute of
-        one)."""
-        if isinstance(node, ast.Name):
-            return self.source.names.get(node.id, getattr(__builtins__, node.id, None) if not isinstance(
-                __builtins__, dict) else __builtins__.get(node.id))
-        if isinstance(node, ast.Attribute):
-            owner = self.resolve(node.value)
-            return getattr(owner, node.attr, None) if owner is not None else None
-        return None
+        return resolve(self.source.names, node)
+
+
+_Node = TypeVar("_Node", bound=ast.AST)
+
+
+def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
+    """What ``node`` names among ``names`` (a function's globals) or the builtins, following attributes; None
+    where it is neither."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id, getattr(builtins, node.id, None))
+    if isinstance(node, ast.Attribute):
+        owner = resolve(names, node.value)
+        return getattr(owner, node.attr, None) if owner is not None else None
+    return None
+
+
+def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
+    """A copy of ``node`` with each name in ``names`` replaced by its new name."""
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, name: ast.Name) -> ast.AST:
+            return ast.copy_location(ast.Name(names.get(name.id, name.id), name.ctx), name)
+
+    return cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
 
 
 _REFUSED: dict[type, str] = {
@@ -472,21 +488,14 @@ class Flow:
 
         return [ast.fix_missing_locations(loop(stmt))], flags
 
-    def renamed(self, stmt: ast.For, name: str) -> ast.For:
+    def own_variable(self, stmt: ast.For, name: str) -> ast.For:
         """An inner loop over the variable of a loop around it (``for _ in ...`` twice), over a name of its own:
         a plan loop has one variable. After it, the name holds its last value in Python: a read there is
         refused."""
         if name in loaded(self.following):
             raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
                                            "after it; name it differently")
-        fresh = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
-
-        class Rename(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                return ast.copy_location(ast.Name(fresh, node.ctx), node) if node.id == name else node
-
-        made = Rename().visit(copy.deepcopy(stmt))
-        return made if isinstance(made, ast.For) else stmt
+        return renamed(stmt, {name: f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"})
 
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
         names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
@@ -504,7 +513,7 @@ class Flow:
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
         if isinstance(stmt.target, ast.Name) and stmt.target.id in self.variables:
-            stmt = self.renamed(stmt, stmt.target.id)
+            stmt = self.own_variable(stmt, stmt.target.id)
         exits = self.enter(stmt)
         self.variables.append(stmt.target.id if isinstance(stmt.target, ast.Name) else "")
         body, flags = self.block(stmt.body)
@@ -523,7 +532,7 @@ class Flow:
         body, flags = self.block(stmt.body)
         self.loops.pop()
         go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
-        tested = ast.If(stmt.test, [_assign(go, 1, stmt)], [_assign(go, 0, stmt)])
+        tested = _tested(go, stmt.test, stmt)
         again: ast.stmt = tested
         if exits.breaks:
             again = ast.If(_none_set([exits.broken], stmt), [tested], [_assign(go, 0, stmt)])
@@ -587,17 +596,17 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
                 continue
             if isinstance(stmt, (ast.For, ast.While)):
                 reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
-                for name in _stored([stmt.target]) if isinstance(stmt, ast.For) else ():
+                for name in stored([stmt.target]) if isinstance(stmt, ast.For) else ():
                     partly.pop(name, None)  # the loop assigns its variable before its body reads it
-                inner, _ = block([*stmt.body, *stmt.orelse], names | _stored([stmt.target])
+                inner, _ = block([*stmt.body, *stmt.orelse], names | stored([stmt.target])
                                  if isinstance(stmt, ast.For) else set(names))
                 names = names | inner
                 continue
             reads(stmt, stmt)
             if isinstance(stmt, ast.AugAssign):  # x += 1 reads x
                 reads(ast.Name(stmt.target.id, ast.Load()) if isinstance(stmt.target, ast.Name) else stmt.target, stmt)
-            names = names | _stored([stmt])
-            for name in _stored([stmt]):
+            names = names | stored([stmt])
+            for name in stored([stmt]):
                 partly.pop(name, None)
         return names, True
 
@@ -607,11 +616,6 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
             raise reader.refuse(reader.source.node, f"{name} is assigned in one branch only of the if at line "
                                                     f"{partly[name]}, and returned (Python raises NameError on the "
                                                     "other path); assign it before the if")
-
-
-def _stored(nodes: Sequence[ast.AST]) -> set[str]:
-    return {inner.id for node in nodes for inner in ast.walk(node)
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
 
 
 def _exits(stmts: Sequence[ast.stmt]) -> bool:
@@ -632,6 +636,12 @@ def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
     where used."""
     made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
     made.svod_flag = True  # type: ignore[attr-defined]
+    return ast.fix_missing_locations(ast.copy_location(made, at))
+
+
+def _tested(name: str, test: ast.expr, at: ast.AST) -> ast.stmt:
+    """``if test: name = 1 else: name = 0``: a condition as a flag a plan step reads."""
+    made = ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])
     return ast.fix_missing_locations(ast.copy_location(made, at))
 
 

@@ -469,7 +469,7 @@ class Preparing:
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
         if request.until is not None:
             loop.until, loop.sites = self.reader(request.until)
-            loop.accesses = _merged((*loop.accesses, self.read_access(request.until)))
+            loop.accesses = self.control_accesses(request.until, loop.body)
         run_levels = self.run_levels
 
         def run(values: Values) -> None:
@@ -480,7 +480,7 @@ class Preparing:
 
     def branch_step(self, op_id: int, request: BranchRequest, scope: Mapping[str, LoopStep]) -> BranchStep:
         then, otherwise = self.steps(request.then, scope), self.steps(request.otherwise, scope)
-        accesses = _merged((self.read_access(request.condition), *(a for s in (*then, *otherwise) for a in s.accesses)))
+        accesses = self.control_accesses(request.condition, (*then, *otherwise))
         condition, sites = self.reader(request.condition)
         branch = BranchStep(id=op_id, name=f"branch on buffer {request.condition}", accesses=accesses, run=_nothing,
                             parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition,
@@ -496,7 +496,7 @@ class Preparing:
 
     def while_step(self, op_id: int, request: WhileRequest, scope: Mapping[str, LoopStep]) -> WhileStep:
         body = self.steps(request.steps, scope)
-        accesses = _merged((self.read_access(request.condition), *(a for s in body for a in s.accesses)))
+        accesses = self.control_accesses(request.condition, body)
         condition, sites = self.reader(request.condition)
         loop = WhileStep(id=op_id, name=f"while buffer {request.condition}", accesses=accesses, run=_nothing,
                          parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition, body=body,
@@ -534,9 +534,11 @@ class Preparing:
 
         return read, {id(buf.base): [(address, 0, buf.byte_offset)]}
 
-    def read_access(self, index: int) -> Access:
-        buf = self.buffers[index]
-        return Access(id(buf.base), buf.byte_offset, buf.byte_offset + buf.dtype.itemsize, write=False)
+    def control_accesses(self, condition: int, body: Sequence[Step]) -> tuple[Access, ...]:
+        """What a step that decides on plan buffer ``condition``'s first element and runs ``body`` touches."""
+        buf = self.buffers[condition]
+        read = Access(id(buf.base), buf.byte_offset, buf.byte_offset + buf.dtype.itemsize, write=False)
+        return _merged((read, *(a for step in body for a in step.accesses)))
 
 
     def kernel_step(self, op_id: int, request: KernelRequest, scope: Mapping[str, LoopStep]) -> PreparedKernel:
