@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer, Device
+from svod.device.launch import evaluate
 from svod.dtype import dtypes
-from svod.errors import KernelSyntaxError, SvodError
+from svod.errors import KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.inline import inline_calls
@@ -51,6 +52,7 @@ from svod.frontend.phases import (
     Repeat,
     Structure,
     Temporary,
+    Turn,
     carried,
     inner_items,
     loaded,
@@ -90,6 +92,7 @@ class Prepared:
     returns_tuple: bool
     located: dict[str, Any]
     parameters: list[str]
+    turns: list[TurnCheck]
 
     def run(self, args: Sequence[Any]) -> Any:
         bound: dict[int | str, Any] = {}
@@ -103,6 +106,8 @@ class Prepared:
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
         scalars = {name: args[self.parameters.index(name)] for name in self.variables}
+        for turn in self.turns:
+            turn.check(scalars)
         try:
             self.plan.execute(buffers=bound, **scalars)
         except SvodError as err:
@@ -126,6 +131,20 @@ class Prepared:
         located = self.located.get(err.kernel or "")
         if located is not None:
             located.locate(err)
+
+
+@dataclass(frozen=True)
+class TurnCheck:
+    """A loop around phases whose bounds the run's integer arguments set and that must make a turn: a name
+    only its body assigns is read after it (Python raises ``UnboundLocalError`` where it makes none)."""
+
+    bounds: tuple[UOp, UOp, UOp]
+    error: Callable[[int], SvodError]
+
+    def check(self, values: dict[str, Any]) -> None:
+        start, stop, step = (evaluate(bound, values) for bound in self.bounds)
+        if not range(start, stop, step):
+            raise self.error(stop)
 
 
 @dataclass(frozen=True)
@@ -168,6 +187,9 @@ class Builder:
         numba unifies a local's types (``seen`` of the build before), or int64 at first, the narrowest a
         number unifies from."""
         self.seen: dict[str, np.dtype] = {}
+        self.turns: list[TurnCheck] = []
+        self.turned: set[tuple[int, int]] = set()
+        """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
         what lets svod prove a phase free of races and in bounds for every turn)."""
@@ -201,6 +223,9 @@ class Builder:
                                         kernel=self.jit.name, stage="translate", value=name)
             slot, shape, _ = self.arrays[name]
             returns.append((name, None if name in self.args else slot, shape))
+        for place, turn in structure.turns.items():
+            if place not in self.turned:  # a loop inside a kernel (its cell would keep what it held)
+                self.must_turn(turn, self.kernel_loop_bounds(turn), [])
         try:
             self.plan.prepare()
         except SvodError as err:
@@ -210,7 +235,7 @@ class Builder:
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        self.jit.parameters)
+                        self.jit.parameters, self.turns)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -267,15 +292,53 @@ class Builder:
         if item.var in self.arrays or item.var in self.args:
             raise self.refuse(item.statement, f"the loop variable {item.var} names an argument or array")
         bounds = [self.bound(expr, loops, item.statement) for expr in item.bounds]
-        if not 1 <= len(bounds) <= 3:
-            raise self.refuse(item.statement, "range takes (stop), (start, stop) or (start, stop, step)")
-        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        start, stop, step = _range_bounds(bounds, item.statement, self)
         values = _values(start, stop, step)
         if values is not None:
             self.ranges[item.var] = values
+        turn = self.variant.structure.turns.get((item.statement.lineno, item.statement.col_offset))
+        if turn is not None:
+            self.must_turn(turn, (start, stop, step), loops)
         body = self.items(item.body, [*loops, item.var])
         until = None if item.until is None else self.cell(item.until)
         return self.plan.loop(item.var, start, stop, step, body=body, until=until)
+
+    def kernel_loop_bounds(self, turn: Turn) -> tuple[int | UOp, int | UOp, int | UOp]:
+        """The bounds of a loop a kernel runs, where the host knows them before the run (a ``range`` of
+        numbers, of shapes and of integer arguments, outside any loop of the kernel's)."""
+        call = turn.loop.iter
+        refused = self.refuse(turn.loop, f"{turn.name} is assigned only inside this loop, read after it (line "
+                                         f"{turn.line}), and the loop's turns are not known before the run; assign "
+                                         "it before the loop")
+        if turn.nested or not isinstance(call, ast.Call) or not self.variant.reader.is_range(call) or call.keywords:
+            raise refused
+        try:
+            return _range_bounds([self.bound(expr, [], turn.loop) for expr in call.args], turn.loop, self)
+        except KernelSyntaxError as err:
+            raise refused from err
+
+    def must_turn(self, turn: Turn, bounds: tuple[int | UOp, int | UOp, int | UOp], loops: list[str]) -> None:
+        """Check that ``turn``'s loop makes a turn: now where its bounds are numbers, before each run where the
+        run's integer arguments set them; refused where they depend on loops around it."""
+        place = (turn.loop.lineno, turn.loop.col_offset)
+        self.turned.add(place)
+
+        def error(stop: int) -> SvodError:
+            return VariableError(f"{self.source.file}:{turn.line}: {turn.name} is read after the loop at line "
+                                 f"{place[0]}, which makes no turn (its stop is {stop}; Python raises "
+                                 "UnboundLocalError)", kernel=self.jit.name, stage="bind", value=stop)
+
+        if all(isinstance(b, int) for b in bounds):
+            start, stop, step = bounds
+            if not range(start, stop, step):  # type: ignore[arg-type]
+                raise error(stop)  # type: ignore[arg-type]
+            return
+        if loops:
+            raise self.refuse(turn.loop, f"{turn.name} is assigned only inside this loop, read after it (line "
+                                         f"{turn.line}), and the loop's turns depend on the loops around it; "
+                                         "assign it before the loop")
+        self.turns.append(TurnCheck(tuple(b if isinstance(b, UOp) else UOp.const(dtypes.index, b)  # type: ignore[arg-type]
+                                          for b in bounds), error))
 
     def bound(self, expr: ast.expr, loops: list[str], statement: ast.stmt) -> int | UOp:
         """A loop bound: a number the host knows, or an expression of the loop variables and the integer
@@ -393,6 +456,14 @@ class Builder:
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.jit.name, node, what)
+
+
+def _range_bounds(bounds: list[int | UOp], loop: ast.stmt, builder: Builder) -> tuple[int | UOp, int | UOp, int | UOp]:
+    """``range``'s (start, stop, step) from its one to three arguments."""
+    if not 1 <= len(bounds) <= 3:
+        raise builder.refuse(loop, "range takes (stop), (start, stop) or (start, stop, step)")
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+    return start, stop, step
 
 
 def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, int] | None:

@@ -101,6 +101,17 @@ class Repeat:
 Item = Phase | Definition | Temporary | Loop | Branch | Repeat
 
 
+@dataclass(frozen=True)
+class Turn:
+    """A ``for`` loop that must make a turn: ``name``, which only its body assigns, is read after it, at
+    ``line``. ``nested``: a loop encloses it."""
+
+    name: str
+    line: int
+    loop: ast.For
+    nested: bool
+
+
 @dataclass
 class Structure:
     """A jitted function's top level: its items in order and the names it returns."""
@@ -108,6 +119,8 @@ class Structure:
     items: list[Item]
     returns: list[str] = field(default_factory=list)
     returns_tuple: bool = False
+    turns: dict[tuple[int, int], Turn] = field(default_factory=dict)
+    """The ``for`` loops that must make a turn, by (line, column)."""
 
 
 class Reader:
@@ -131,7 +144,8 @@ class Reader:
                 last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
                 ast.fix_missing_locations(body[-1])
             found.returns, found.returns_tuple = self.returned(last)
-        _check_assigned(self, body, set(_parameters(self.source.node)), found.returns)
+        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)), found.returns,
+                                      last if isinstance(last, ast.Return) else self.source.node)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
         found.items = self.items(flow.function(body))
         return found
@@ -558,19 +572,38 @@ def _parameters(function: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
 
 
-def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str]) -> None:
-    """Refuse a read of a name that only some branches of an ``if`` before it assign (Python raises
-    ``NameError`` on the other paths; a cell between phases would hold whatever it held). A branch that leaves
-    its block (``return``, ``break``, ``continue``) does not count; loops count as run (a loop that makes no
-    turn is not told apart)."""
-    partly: dict[str, int] = {}
+def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str],
+                    returned_at: ast.AST) -> dict[tuple[int, int], Turn]:
+    """Refuse a read of a name that only some paths before it assign (Python raises ``NameError`` or
+    ``UnboundLocalError`` on the others; a cell between phases would hold whatever it held): one branch of an
+    ``if``, the body of a ``while``, a loop's body after a ``break`` or ``continue`` may have left it. A branch
+    that leaves its block (``return``, ``break``, ``continue``) does not count. A name a ``for`` loop's body
+    always assigns is assigned after the loop if it makes a turn: the loops whose turns a later read needs are
+    returned, by (line, column) (the plan checks their trip counts)."""
+    partly: dict[str, str] = {}
+    """Each name assigned on some paths only -> where."""
+    turned: dict[str, tuple[ast.For, bool]] = {}
+    """Each name only a for loop's body assigns -> the loop, and whether a loop encloses it."""
+    needed: dict[tuple[int, int], Turn] = {}
+    depth = 0
+    """How many loops enclose the statement being read."""
 
     def reads(node: ast.AST, at: ast.AST) -> None:
         for inner in ast.walk(node):
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and inner.id in partly:
-                raise reader.refuse(at, f"{inner.id} is assigned in one branch only of the if at line "
-                                        f"{partly[inner.id]}, and read after it (Python raises NameError on the "
-                                        "other path); assign it before the if")
+            if not isinstance(inner, ast.Name) or not isinstance(inner.ctx, ast.Load):
+                continue
+            if inner.id in partly:
+                raise reader.refuse(at, f"{inner.id} is {partly[inner.id]}, and read after it (Python raises "
+                                        "UnboundLocalError on a path that does not assign it); assign it before")
+            if inner.id in turned:
+                loop, nested = turned[inner.id]
+                turn = Turn(inner.id, getattr(at, "lineno", 0), loop, nested)
+                needed.setdefault((loop.lineno, loop.col_offset), turn)
+
+    def assign(names: Iterable[str]) -> None:
+        for name in names:
+            partly.pop(name, None)
+            turned.pop(name, None)
 
     def block(stmts: Sequence[ast.stmt], names: set[str]) -> tuple[set[str], bool]:
         """The names assigned after ``stmts``, and whether they fall through to what follows."""
@@ -587,35 +620,45 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
                 if not ends:
                     return names, False
                 both = set.intersection(*ends)
-                for name in set.union(*ends) - both:
-                    if name not in names:
-                        partly.setdefault(name, stmt.lineno)
-                for name in both:
-                    partly.pop(name, None)
+                for name in sorted(set.union(*ends) - both - names):
+                    partly.setdefault(name, f"assigned in one branch only of the if at line {stmt.lineno}")
+                assign(both - names)
                 names = both
                 continue
             if isinstance(stmt, (ast.For, ast.While)):
-                reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
-                for name in stored([stmt.target]) if isinstance(stmt, ast.For) else ():
-                    partly.pop(name, None)  # the loop assigns its variable before its body reads it
-                inner, _ = block([*stmt.body, *stmt.orelse], names | stored([stmt.target])
-                                 if isinstance(stmt, ast.For) else set(names))
-                names = names | inner
+                names = loop(stmt, names)
                 continue
             reads(stmt, stmt)
             if isinstance(stmt, ast.AugAssign):  # x += 1 reads x
                 reads(ast.Name(stmt.target.id, ast.Load()) if isinstance(stmt.target, ast.Name) else stmt.target, stmt)
+            assign(stored([stmt]))
             names = names | stored([stmt])
-            for name in stored([stmt]):
-                partly.pop(name, None)
         return names, True
+
+    def loop(stmt: ast.For | ast.While, names: set[str]) -> set[str]:
+        """The names assigned after a loop; those only its body assigns are assigned if it turns."""
+        nonlocal depth
+        reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
+        own = stored([stmt.target]) if isinstance(stmt, ast.For) else set()
+        assign(own)  # the loop assigns its variable before its body reads it
+        depth += 1
+        inner, _ = block([*stmt.body, *stmt.orelse], names | own)
+        depth -= 1
+        for name in sorted(inner - names):
+            if isinstance(stmt, ast.While):
+                partly[name] = f"assigned only in the body of the while loop at line {stmt.lineno}, which may " \
+                               "make no turn"
+            elif _exits(stmt.body):
+                partly[name] = f"assigned in the loop at line {stmt.lineno}, which a break, continue or return " \
+                               "may leave before"
+            else:
+                turned[name] = (stmt, depth > 0)
+        return names | inner
 
     block(body, set(assigned))
     for name in returns:
-        if name in partly:
-            raise reader.refuse(reader.source.node, f"{name} is assigned in one branch only of the if at line "
-                                                    f"{partly[name]}, and returned (Python raises NameError on the "
-                                                    "other path); assign it before the if")
+        reads(ast.Name(name, ast.Load()), returned_at)
+    return needed
 
 
 def _exits(stmts: Sequence[ast.stmt]) -> bool:

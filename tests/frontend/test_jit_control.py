@@ -13,7 +13,7 @@ import pytest
 
 import svod
 from svod import prange
-from svod.errors import KernelSyntaxError
+from svod.errors import KernelSyntaxError, VariableError
 from svod.frontend.phases import HOST_STATEMENTS
 from tests.frontend.test_jit import agrees_with_python
 
@@ -441,6 +441,60 @@ def test_a_scalar_assigned_on_one_path_only_is_refused_where_python_would_raise(
 @pytest.mark.parametrize("flag", [-9, 0, 1])
 def test_a_scalar_every_path_assigns_or_leaves_before_is_read(device, flag):
     agrees_with_python(sums_on_both_paths, device, np.arange(4.0), flag)
+
+
+@svod.jit
+def sums_in_a_loop(x, n):
+    for _t in range(n):
+        s = x.sum()
+        x += 1.0
+    return x, s
+
+
+@svod.jit
+def last_element_of_a_loop(x, n):
+    for t in range(n):
+        s = x[t]
+    return s
+
+
+@svod.jit
+def sums_while_below(x, n):
+    while x[0] < n:
+        x += 1.0
+        s = x.sum()
+    return x, s
+
+
+@svod.jit
+def sums_until_large(x, n):
+    for _t in range(n):
+        x += 1.0
+        if x[0] > 2.0:
+            break
+        s = x.sum()
+    return s
+
+
+@pytest.mark.parametrize("fn", [sums_in_a_loop, last_element_of_a_loop])
+def test_a_name_only_a_loop_assigns_is_read_after_it_where_the_loop_turns(device, fn):
+    for n in (1, 3):
+        agrees_with_python(fn, device, np.arange(5.0), n)
+
+
+@pytest.mark.parametrize("fn", [sums_in_a_loop, last_element_of_a_loop])
+def test_a_loop_that_makes_no_turn_before_a_read_of_its_name_is_an_error_not_a_stale_value(fn):
+    fn(np.arange(5.0), 3)  # the plan for integer n, whose cell now holds a value
+    with pytest.raises(UnboundLocalError):
+        fn.__wrapped__(np.arange(5.0), 0)
+    with pytest.raises(VariableError, match=r"s is read after the loop at line \d+, which makes no turn"):
+        fn(np.arange(5.0), 0)
+
+
+@pytest.mark.parametrize("fn", [sums_while_below, sums_until_large])
+def test_a_name_a_loop_may_skip_is_refused_where_it_is_read_after(fn):
+    with pytest.raises(KernelSyntaxError, match=r"s is assigned (only in the body of the while|in the loop at)"):
+        fn(np.arange(5.0), 3.0 if fn is sums_while_below else 3)
 
 
 @svod.jit
