@@ -219,7 +219,7 @@ class Builder:
                 continue
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
-                                        f"{name}, which is not an array; a jitted function returns arrays",
+                                        f"{name}, which is not an array or a scalar it computes",
                                         kernel=self.jit.name, stage="translate", value=name)
             slot, shape, _ = self.arrays[name]
             returns.append((name, None if name in self.args else slot, shape))

@@ -526,6 +526,10 @@ class Flow:
         return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
+        if isinstance(stmt.target, ast.Name) and stmt.target.id in [*loaded(self.following), *(self.returns or ())]:
+            raise self.reader.refuse(stmt, f"the variable {stmt.target.id} of a loop around phases is read after "
+                                           "the loop, which svod does not keep: count the turns in a name of your "
+                                           f"own (`k = 0` before the loop, `k += 1` in it)")
         if isinstance(stmt.target, ast.Name) and stmt.target.id in self.variables:
             stmt = self.own_variable(stmt, stmt.target.id)
         exits = self.enter(stmt)

@@ -498,6 +498,18 @@ def test_a_name_a_loop_may_skip_is_refused_where_it_is_read_after(fn):
 
 
 @svod.jit
+def counts_with_its_variable(x, n):
+    for it in range(n):  # noqa: B007 - read after the loop, as the test means
+        x += 1.0
+    return x, it
+
+
+def test_a_loop_variable_read_after_its_plan_loop_is_refused_with_what_to_write():
+    with pytest.raises(KernelSyntaxError, match=r"the variable it of a loop around phases is read after the loop"):
+        counts_with_its_variable(np.ones(3), 4)
+
+
+@svod.jit
 def two_phases_one_variable(x, y, c):
     if c > 0.0:
         for i in prange(x.shape[0]):
