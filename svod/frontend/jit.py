@@ -70,10 +70,10 @@ from svod.runtime.plan import ExecutionPlan
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
 """The NumPy calls that make a temporary array."""
 _HOST_CALLS = (len, min, max, abs, int, float, round)
+"""What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
 WIDENING_ROUNDS = 5
 """Rounds of translation that settle the dtypes of carried scalars: each round that changes one widens it
 (int64, float32, float64), so a few rounds reach the dtypes the phases make of them."""
-"""What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
 
 
 # ---- one signature's plan ------------------------------------------------------------------------------------
@@ -187,6 +187,9 @@ class Builder:
         numba unifies a local's types (``seen`` of the build before), or int64 at first, the narrowest a
         number unifies from."""
         self.seen: dict[str, np.dtype] = {}
+        self.settling = False
+        """Whether this is a round that settles carried dtypes: a phase that makes a scalar of another dtype
+        than its buffer's is translated again at once, so that the phases after it read it as it is made."""
         self.turns: list[TurnCheck] = []
         self.turned: set[tuple[int, int]] = set()
         """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
@@ -203,6 +206,7 @@ class Builder:
 
     def translate(self) -> None:
         """Only translate the phases: a round that finds the dtypes of the scalars they carry (``seen``)."""
+        self.settling = True
         self.items(self.variant.structure.items, [])
 
     def build(self) -> Prepared:
@@ -399,14 +403,36 @@ class Builder:
                                body=body, decorator_list=[], returns=None)
         ast.copy_location(node, statements[0])
         ast.fix_missing_locations(node)
+        dump = ast.dump(node, include_attributes=True)
+        bound = self.translated(node, dump, parameters, loops, outgoing)
+        for _ in range(WIDENING_ROUNDS if self.settling else 0):
+            changed = [n for n in outgoing if self.seen.get(n, self.cell_dtype(n)) != self.cell_dtype(n)]
+            if not changed:
+                break
+            for carried_name in changed:  # the next phases read it as this one makes it
+                self.cell_dtypes[carried_name] = self.seen[carried_name]
+                del self.cells[carried_name]
+                self.cell(carried_name)
+            bound = self.translated(node, dump, parameters, loops, outgoing)
+        runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
+        fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
+        slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
+        self.located[name] = bound.located
+        return [self.plan.add_kernel(bound.ast, slots, fixed)]
+
+    def translated(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
+                   outgoing: list[str]) -> Any:
+        """The phase ``node`` bound to examples of its parameters, translated once per kind of examples (the
+        same kernel recurs across signatures and the rounds that settle carried dtypes); what it makes of the
+        scalars it carries out joins ``seen``."""
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
-        key = (ast.dump(node, include_attributes=True), self.device.name, tuple(sorted(bounds.items())),
+        key = (dump, self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type(e).__name__, e) for e in examples))
         bound = self.jit.translations.get(key)
-        if bound is None:  # each phase is translated once, whatever the rounds that settle carried dtypes
+        if bound is None:
             names = {**self.source.names, "_svod_prange": pylang.prange}
-            kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file, names),
+            kernel = Kernel(self.jit.fn, name=node.name, source=Source(node, self.source.file, names),
                             parameters=parameters, bounds=bounds, static_shapes=True)
             bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
         for carried_name in outgoing:
@@ -414,11 +440,10 @@ class Builder:
                 dtype = self.held(np.dtype(bound.locals[carried_name].numpy))
                 before = self.seen.get(carried_name)
                 self.seen[carried_name] = dtype if before is None else np.promote_types(before, dtype)
-        runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
-        fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
-        slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
-        self.located[name] = bound.located
-        return [self.plan.add_kernel(bound.ast, slots, fixed)]
+        return bound
+
+    def cell_dtype(self, name: str) -> np.dtype:
+        return self.arrays[f"_svod_{name}"][2]
 
     def held(self, dtype: np.dtype) -> np.dtype:
         """A carried scalar's dtype as the device holds it: a device without int64 carries an int in int32."""
@@ -570,18 +595,16 @@ class Jit:
         return found
 
     def _build(self, variant: Variant, values: Sequence[Any], device: Device) -> Prepared:
-        """The plan for ``values``. Where phases carry scalars, it is translated until the dtypes of their
-        buffers are those the phases make of them (each round can only widen one, so a few rounds do)."""
+        """The plan for ``values``. Where phases carry scalars, they are first translated until the dtypes of
+        their buffers are those the phases make of them: a round settles each as the phase that makes it is
+        translated, and only a scalar a later phase of a loop widens takes another round."""
         builder = Builder(self, variant, values, device)
-        for _ in range(WIDENING_ROUNDS):
-            if not builder.carried:
-                break
+        for _ in range(WIDENING_ROUNDS if builder.carried else 0):
             builder.translate()
-            if all(n in builder.cell_dtypes and builder.cell_dtypes[n] == d for n, d in builder.seen.items()):
-                break  # (np.dtype(None) is float64: a missing one must not compare equal)
+            settled = all(n in builder.cells and builder.cell_dtype(n) == d for n, d in builder.seen.items())
             builder = Builder(self, variant, values, device, {**builder.cell_dtypes, **builder.seen})
-        if builder.carried:
-            return Builder(self, variant, values, device, builder.cell_dtypes).build()
+            if settled:
+                break
         return builder.build()
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
