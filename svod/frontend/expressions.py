@@ -24,7 +24,9 @@ from svod.frontend.source import Source
 from svod.frontend.values import (
     BUILTINS,
     NUMPY_BUILTINS,
+    NUMPY_LOGICAL,
     NUMPY_MATH,
+    NUMPY_PREDICATES,
     ArrayValue,
     Builtin,
     MathFunction,
@@ -118,8 +120,8 @@ class Expressions(Memory):
         if base is pylang.math or base is pymath or base is np:
             if attr in ("pi", "e", "inf", "nan"):
                 return float(getattr(pymath, attr))
-            if base is np and attr in NUMPY_BUILTINS:
-                return NUMPY_BUILTINS[attr]
+            if (base is np and attr in NUMPY_BUILTINS) or (base is pymath and attr in NUMPY_PREDICATES):
+                return NUMPY_BUILTINS[attr]  # math.isnan is np.isnan of a number
             name = attr if base is not np else NUMPY_MATH.get(attr)
             if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
                 return MathFunction(name)
@@ -296,6 +298,8 @@ class Expressions(Memory):
             if all(is_number(a) for a in args):
                 return getattr(np, name[3:])(*args).item()
             return ufunc_extreme(_EXTREME_OPS[name[3:]], *self.operands(args[0], args[1], node))
+        if name[3:] in NUMPY_PREDICATES or name[3:] in NUMPY_LOGICAL:
+            return self.numpy_boolean(node, name[3:], args)
         if name in ("min", "max"):
             raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
                                     "cannot take)")
@@ -314,6 +318,27 @@ class Expressions(Memory):
             return bool(value) if is_number(value) else self.truth(value, node)
         dtype = self.platform.integer if name == "int" else self.platform.real
         return self.cast(value, dtype)  # typed, as numba's int() and float(); of a weak value, weak (float(n))
+
+    def numpy_boolean(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        """``np.isnan(x)`` and the other predicates, ``np.logical_and(a, b)`` and the other logical functions:
+        a bool, computed now of numbers."""
+        arity = NUMPY_LOGICAL.get(name, 1)
+        if len(args) != arity:
+            raise self.refuse(node, f"np.{name} takes {arity} value(s) in a kernel")
+        if all(is_number(a) for a in args):
+            return bool(getattr(np, name)(*args))
+        if name in NUMPY_PREDICATES:
+            value = args[0]
+            if not isinstance(value, UOp):
+                return self._bad(node, value)
+            if not value.dtype.is_float:
+                return name == "isfinite"
+            return _float_class(value, name)
+        left, right = (UOp.const(dtypes.bool, bool(a)) if is_number(a) else self.truth(a, node)
+                       for a in (*args, True)[:2])
+        if name == "logical_not":
+            return left.ne(True)
+        return {"logical_and": left & right, "logical_or": left | right, "logical_xor": left.ne(right)}[name]
 
     def _bad(self, node: ast.AST, value: Any) -> Any:
         raise self.refuse(node, f"{describe(value)} in arithmetic")
@@ -375,6 +400,24 @@ class Expressions(Memory):
 
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
+
+
+_FLOAT_BITS = {dtypes.float32: (dtypes.uint32, 0x7F800000), dtypes.float64: (dtypes.uint64, 0x7FF0000000000000)}
+"""Each float dtype's unsigned integer of its width and the bits of its exponent."""
+
+
+def _float_class(value: UOp, name: str) -> UOp:
+    """``np.isnan``/``isinf``/``isfinite`` of a float, from its bits (magnitude past, at or below the
+    exponent's all-ones pattern): right where a compiler may assume floats are finite (WGSL). A float16 is
+    widened first (exactly, its class kept): not every device holds a uint16."""
+    if value.dtype not in _FLOAT_BITS:
+        value = value.cast(dtypes.float32)
+    unsigned, exponent = _FLOAT_BITS[value.dtype]
+    magnitude = value.bitcast(unsigned) & UOp.const(unsigned, (1 << (unsigned.itemsize * 8 - 1)) - 1)
+    infinity = UOp.const(unsigned, exponent)
+    if name == "isnan":
+        return infinity.lt(magnitude)
+    return magnitude.eq(infinity) if name == "isinf" else magnitude.lt(infinity)
 
 _EXPRESSIONS: dict[type, str] = {ast.Constant: "_constant", ast.Name: "_name", ast.Attribute: "_attribute",
     ast.Subscript: "_subscript", ast.Tuple: "_tuple", ast.BinOp: "_bin_op", ast.UnaryOp: "_unary_op",

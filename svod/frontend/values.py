@@ -48,9 +48,13 @@ class Builtin:
 
 
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
-NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum")}
+NUMPY_PREDICATES = ("isnan", "isinf", "isfinite")
+"""NumPy's tests of a number's class, each a bool (of an integer: not NaN, not infinite, finite)."""
+NUMPY_LOGICAL = {"logical_and": 2, "logical_or": 2, "logical_xor": 2, "logical_not": 1}
+"""NumPy's logical functions, with their arities: each takes its operands' truth, as ``bool()`` does."""
+NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum", *NUMPY_PREDICATES, *NUMPY_LOGICAL)}
 """NumPy functions whose meaning is not one of svod's math functions: ``np.maximum`` lets a NaN win, where
-svod's ``maximum`` (``np.fmax``) ignores it."""
+svod's ``maximum`` (``np.fmax``) ignores it; the predicates and logical functions make bools."""
 NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
               "tanh": "tanh", "sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
               "fabs": "fabs", "absolute": "abs", "abs": "abs", "power": "pow", "fmod": "fmod", "fmax": "maximum",
@@ -84,6 +88,8 @@ def math_function(value: Any) -> MathFunction | Builtin | None:
         return None
     if getattr(pymath, name, None) is value and name in pylang.MATH_FUNCTIONS:
         return MathFunction(name)
+    if getattr(pymath, name, None) is value and name in NUMPY_PREDICATES:
+        return NUMPY_BUILTINS[name]
     if not isinstance(value, np.ufunc) or getattr(np, name, None) is not value:
         return None
     return MathFunction(NUMPY_MATH[name]) if name in NUMPY_MATH else NUMPY_BUILTINS.get(name)
@@ -105,5 +111,6 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_BUILTINS", "NUMPY_MATH", "Number", "Undefined",
+__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_BUILTINS", "NUMPY_LOGICAL", "NUMPY_MATH",
+           "NUMPY_PREDICATES", "Number", "Undefined",
            "describe", "is_atomic", "is_number", "math_function"]

@@ -693,6 +693,42 @@ def test_fmod_as_math_numpy_and_svod_spell_it(device):
 
 
 @svod.kernel
+def float_classes(out, x, y):
+    for i in svod.prange(x.shape[0]):
+        out[i, 0] = np.isnan(x[i])
+        out[i, 1] = np.isinf(x[i])
+        out[i, 2] = np.isfinite(x[i])
+        out[i, 3] = math.isnan(x[i]) or math.isinf(y[i])
+        out[i, 4] = np.logical_and(x[i] > 0, y[i])
+        out[i, 5] = np.logical_or(np.isnan(y[i]), x[i])
+        out[i, 6] = np.logical_xor(x[i] < 0, y[i] < 0)
+        out[i, 7] = np.logical_not(x[i]) ^ np.isfinite(y[i])
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint8],
+                         ids=lambda d: d.name)
+def test_numpys_float_classes_and_logical_functions_from_the_bits(device, dtype):
+    """``np.isnan``/``isinf``/``isfinite`` (and ``math``'s) read a float's bits, so they hold on a device whose
+    compiler may assume floats finite (WGSL); of an integer they are constants. The logical functions take
+    their operands' truth. Every special value, against the kernel run as plain Python and NumPy."""
+    if refuses(device, dtype):
+        return
+    if dtype.is_float:
+        info = np.finfo(dtype.numpy)
+        x = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal, info.max, -1.5, 2.0],
+                     dtype.numpy)
+    else:
+        x = np.array([0, 1, 2, np.iinfo(dtype.numpy).max, np.iinfo(dtype.numpy).min], dtype.numpy)
+    y = np.roll(x, 3)
+    out = np.zeros((x.size, 8), np.int32)  # WebGPU holds no bool
+    with np.errstate(all="ignore"):
+        want = run_as_python(float_classes, out.copy(), x, y)[0]
+        np.testing.assert_array_equal(want[:, :3], np.stack([np.isnan(x), np.isinf(x), np.isfinite(x)], axis=1))
+    float_classes(out, x, y, device=device)
+    np.testing.assert_array_equal(out, want)
+
+
+@svod.kernel
 def histogram2(counts, peaks, values):
     for i in svod.prange(values.shape[0]):
         v = values[i]
