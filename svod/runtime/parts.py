@@ -10,6 +10,7 @@ read: a recorded failure raises ``IndexOutOfBoundsError`` naming the buffer, its
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +127,9 @@ class PartsLaunch:
         own = program.own
         self.nbytes = {slot: int(size.arg) for slot, size in own.sizes.items() if size.op is Ops.CONST}
         self.handles = own.allocate(program.allocator, self.nbytes)
+        # a finalizer that holds the handles returns them: a __del__ could run after the collector released
+        # them with the launch (a plan is a reference cycle), and hand the pool buffers already released
+        weakref.finalize(self, OwnBuffers.free, program.allocator, self.handles, self.nbytes)
         table = program.table(buffers, self.handles)
         self.launches = [(part, part.program.bind([table.get(s, 0) for s in part.slots])) for part in program.parts]
         self.values: dict[str, int] = {}
@@ -169,7 +173,3 @@ class PartsLaunch:
     def check(self) -> None:
         self.program.check(self.handles, self.values)
 
-    def __del__(self) -> None:
-        handles = getattr(self, "handles", None)
-        if handles:
-            OwnBuffers.free(self.program.allocator, handles, self.nbytes)
