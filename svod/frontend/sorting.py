@@ -1,0 +1,550 @@
+"""Sorting and order statistics as plan steps: ``np.sort``, ``np.argsort``, ``np.median``, ``np.percentile`` and
+``np.quantile`` of an ``@svod.jit`` function (``svod.frontend.jit``), each a few Python kernels of a parallel
+LSD radix sort added to an ``ExecutionPlan``.
+
+::
+
+    source (float64 bits, viewed as uint64)
+        │ encode      keys that order as NumPy orders (floats: negatives' bits flipped, positives' sign set,
+        ▼             every NaN above +inf), per block the AND and OR of its keys; argsort: indices 0..n-1
+    keys K0 ──┐
+              │ plan loop over the digits (8 bits each, least significant first):
+              │   decide     is the digit the same in every key (AND and OR agree)? then the pass is skipped;
+              │              else it runs from K0 into K1, or from K1 into K0 (the parity a cell keeps)
+              │   histogram  per block (a prange over blocks, each a sequential loop over its slice), the
+              │              count of each digit in its own row of ``hist``
+              │   scan       per digit (a prange), the exclusive sum over the blocks, and the digit's total
+              │   scatter    per block, in order: each key to the next place of its digit (a stable pass)
+    keys K0 or K1 (the parity says which)
+        │ decode      the values (floats' bits as they were, a NaN as a positive NaN of its payload) or the
+        ▼             indices, into the output
+    values / indices            order statistics: one work item reads the sorted values (``median``, ``quantile``)
+
+Everything is a kernel of the plan: no pass reads a value back to the host, so a sort inside a plan loop runs
+as the plan's other steps do, on every device (a WebGPU device holds no 64-bit buffers: it sorts 32-bit
+numbers). Keys of equal value keep their input order (radix passes are stable), so ``np.argsort`` is
+``kind="stable"`` whatever kind is asked for; for it -0.0 and 0.0 are one key, as NumPy compares them, while
+``np.sort`` keeps the two apart (-0.0 first, an order NumPy also gives).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from svod.device import Buffer, Device
+from svod.dtype import DType, dtypes
+from svod.errors import SvodError
+from svod.frontend.pykernel import Kernel, Shaped, positional_parameters
+from svod.frontend.pylang import CASTS, Const, func, nan, prange
+from svod.runtime.plan import ExecutionPlan
+
+DIGIT_BITS = 8
+"""The bits of one radix pass: 256 counters a block, which stay in the L1 cache, and 256 streams a block's
+scatter writes, which the CPU's write buffers keep up with (11 bits make 6 passes of 64-bit keys instead of
+8, each slower by more than that saves on this CPU: measured)."""
+RADIX = 1 << DIGIT_BITS
+MASK = RADIX - 1
+BLOCKS_PER_THREAD = 4
+"""Blocks a CPU thread sorts in each pass."""
+INTERPRETED_BLOCK = 16
+"""Keys a block of the reference interpreter sorts in each pass."""
+GPU_BLOCK = 2048
+"""Elements a work item of another device sorts in each pass: its sequential loops stay well under the
+65535 turns llvmpipe allows a work item (``DeviceCaps.max_loop_turns``)."""
+DIGIT_VARIABLE = "_svod_digit"
+"""The plan loop variable that numbers a sort's passes."""
+STATIC_FROM = 1 << 16
+"""The fewest keys a sort compiles its kernels for (``_Kernel``): a new size compiles again (as a jitted
+function's phases do), which larger sorts repay; smaller ones share kernels of variable sizes."""
+MAX_ELEMENTS = (1 << 31) - 1
+"""The most elements a sort takes: its counters and indices are 32-bit."""
+
+UNSIGNED, SIGNED, FLOAT, FLOAT_ZEROS_EQUAL = 0, 1, 2, 3
+"""How keys are made of a number's bits: as they are, the sign bit flipped, a float's order (-0.0 before 0.0),
+a float's order with -0.0 and 0.0 one key (what ``argsort``'s stability needs)."""
+
+uint32 = CASTS["uint32"]
+float32 = CASTS["float32"]
+_BITS = {4: (dtypes.uint32, 0x7F800000), 8: (dtypes.uint64, 0x7FF0000000000000)}
+"""Per itemsize: the unsigned type of the keys, and the bits of a float's infinity."""
+
+
+# ---- the kernels ---------------------------------------------------------------------------------------------
+
+@func
+def _key(bits, kind, width):  # type: ignore[no-untyped-def]
+    """The key of a number's ``bits``: keys compare as unsigned integers in the order NumPy sorts numbers."""
+    sign = 1 << (width - 1)
+    infinity = 0x7FF0000000000000 if width == 64 else 0x7F800000
+    key = bits
+    if kind == SIGNED:
+        key = bits ^ sign
+    if kind >= FLOAT:
+        magnitude = bits & (sign - 1)
+        key = bits | sign  # a positive number, or a NaN of either sign: above +inf, its payload kept
+        if bits >= sign and magnitude <= infinity:
+            key = ~bits
+        if kind == FLOAT_ZEROS_EQUAL and magnitude == 0:
+            key = bits | sign
+    return key
+
+
+@func
+def _bits(key, kind, width):  # type: ignore[no-untyped-def]
+    """The bits of the number ``_key`` made ``key`` of (a NaN's as a positive NaN of the same payload)."""
+    sign = 1 << (width - 1)
+    bits = key
+    if kind == SIGNED:
+        bits = key ^ sign
+    if kind >= FLOAT:
+        bits = key ^ sign
+        if key < sign:
+            bits = ~key
+    return bits
+
+
+def _encode(keys, low, high, bits, per, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+    n = bits.shape[0]
+    for b in prange(low.shape[0]):
+        start = b * per
+        first = _key(bits[start], kind, width)
+        ands = first
+        ors = first
+        for j in range(min(per, n - start)):
+            i = start + j
+            key = _key(bits[i], kind, width)
+            keys[i] = key
+            ands = ands & key
+            ors = ors | key
+        low[b] = ands
+        high[b] = ors
+
+
+def _encode_indexed(keys, indices, low, high, bits, per, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+    n = bits.shape[0]
+    for b in prange(low.shape[0]):
+        start = b * per
+        first = _key(bits[start], kind, width)
+        ands = first
+        ors = first
+        for j in range(min(per, n - start)):
+            i = start + j
+            key = _key(bits[i], kind, width)
+            keys[i] = key
+            indices[i] = i
+            ands = ands & key
+            ors = ors | key
+        low[b] = ands
+        high[b] = ors
+
+
+def _decide(go_up, go_down, parity, low, high, digit):  # type: ignore[no-untyped-def]
+    """Whether the pass of ``digit`` runs (its digit differs between some keys), and which way: from K0 into
+    K1 (``go_up``) or back (``go_down``); ``parity`` says where the keys are after it."""
+    ands = low[0]
+    ors = high[0]
+    for b in range(1, low.shape[0]):
+        ands = ands & low[b]
+        ors = ors | high[b]
+    varying = ((ands ^ ors) >> uint32(digit * DIGIT_BITS)) & MASK
+    flipped = parity[0]
+    if digit == 0:
+        flipped = 0
+    go_up[0] = 0
+    go_down[0] = 0
+    if varying != 0:
+        if flipped == 0:
+            go_up[0] = 1
+        else:
+            go_down[0] = 1
+        flipped = 1 - flipped
+    parity[0] = flipped
+
+
+def _histogram(hist, keys, per, digit):  # type: ignore[no-untyped-def]
+    """Per block (a row of ``hist``, cleared before), the count of each value of the digit among its keys.
+    (The test of the digit against the row's length always holds: it is what proves each block's counts its
+    own.)"""
+    n = keys.shape[0]
+    shift = uint32(digit * DIGIT_BITS)
+    for b in prange(hist.shape[0]):
+        for i in range(b * per, min(b * per + per, n)):
+            at = int((keys[i] >> shift) & MASK)
+            if at < hist.shape[1]:
+                hist[b, at] += 1
+
+
+def _clear(hist):  # type: ignore[no-untyped-def]
+    for b in prange(hist.shape[0]):
+        for d in prange(hist.shape[1]):
+            hist[b, d] = 0
+
+
+def _scan(totals, hist):  # type: ignore[no-untyped-def]
+    """Each block's first place for each digit, counted from the digit's first place (``_scatter`` adds
+    that), and each digit's total."""
+    for d in prange(hist.shape[1]):
+        run = 0
+        for b in range(hist.shape[0]):
+            count = hist[b, d]
+            hist[b, d] = run
+            run += count
+        totals[d] = run
+
+
+def _scatter(target, hist, totals, keys, per, digit):  # type: ignore[no-untyped-def]
+    """Each block's keys, in order, each to the next place of its digit."""
+    n = keys.shape[0]
+    shift = uint32(digit * DIGIT_BITS)
+    for b in prange(hist.shape[0]):
+        before = 0
+        for d in range(hist.shape[1]):
+            hist[b, d] += before
+            before += totals[d]
+        for j in range(min(per, n - b * per)):
+            key = keys[b * per + j]
+            at = int((key >> shift) & MASK)
+            if at < hist.shape[1]:
+                place = hist[b, at]
+                hist[b, at] = place + 1
+                target[place] = key
+
+
+def _scatter_indexed(target, target_indices, hist, totals, keys, indices, per, digit):  # type: ignore[no-untyped-def]
+    n = keys.shape[0]
+    shift = uint32(digit * DIGIT_BITS)
+    for b in prange(hist.shape[0]):
+        before = 0
+        for d in range(hist.shape[1]):
+            hist[b, d] += before
+            before += totals[d]
+        for j in range(min(per, n - b * per)):
+            i = b * per + j
+            key = keys[i]
+            at = int((key >> shift) & MASK)
+            if at < hist.shape[1]:
+                place = hist[b, at]
+                hist[b, at] = place + 1
+                target[place] = key
+                target_indices[place] = indices[i]
+
+
+def _decode(out, keys, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+    for i in prange(keys.shape[0]):
+        out[i] = _bits(keys[i], kind, width)
+
+
+def _copy(out, values):  # type: ignore[no-untyped-def]
+    for i in prange(values.shape[0]):
+        out[i] = values[i]
+
+
+def _median(result, ordered, integral: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.median`` of sorted values: the mean of the middle one or two (ints as float64 first, as
+    ``np.mean`` sums them), NaN where the values hold one (it sorts last)."""
+    n = ordered.shape[0]
+    half = n // 2
+    if integral:
+        if n % 2 == 1:
+            result[0] = float(ordered[half])
+        else:
+            result[0] = (float(ordered[half - 1]) + float(ordered[half])) / 2
+    else:
+        middle = ordered[half]
+        if n % 2 == 0:
+            middle = (ordered[half - 1] + ordered[half]) / 2
+        last = ordered[n - 1]
+        if np.isnan(last):
+            middle = last
+        result[0] = middle
+
+
+def _quantile(result, ordered, q, narrow: Const[bool], integral: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.quantile`` of sorted values by NumPy's 'linear' method, computed as NumPy computes it: the
+    virtual index ``(n - 1) * q``, its floor and fraction (past the last index, the last value with NumPy's
+    fraction ``v + 1``), and ``_lerp`` in the values' dtype (float32 with a float32 fraction; integers'
+    difference wrapping in their dtype, then float64). A ``q`` outside [0, 1] (NumPy raises) or NaN gives NaN,
+    and so do values holding a NaN."""
+    n = ordered.shape[0]
+    fraction = float(q[0])
+    virtual = (n - 1) * fraction
+    lower = n - 1
+    upper = n - 1
+    gamma = virtual + 1.0
+    if virtual < n - 1:
+        lower = int(virtual)
+        upper = lower + 1
+        gamma = virtual - lower
+    below = ordered[lower]
+    above = ordered[upper]
+    weight = float32(gamma) if narrow else gamma
+    rest = float32(1.0 - gamma) if narrow else 1.0 - gamma
+    difference = above - below
+    value = below + difference * weight
+    if gamma >= 0.5:
+        value = above - difference * rest
+    if not (fraction >= 0.0 and fraction <= 1.0):
+        value = nan
+    if not integral:
+        last = ordered[n - 1]
+        if np.isnan(last):
+            value = last
+    result[0] = value
+
+
+def _pick(result, ordered, at, floating: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.quantile(x, 0)`` or ``(x, 1)`` of an int ``q``: the value itself (NumPy takes it, no
+    interpolation), NaN where the values hold one."""
+    n = ordered.shape[0]
+    value = ordered[at]
+    if floating:
+        last = ordered[n - 1]
+        if np.isnan(last):
+            value = last
+    result[0] = value
+
+
+def _nan(result):  # type: ignore[no-untyped-def]
+    result[0] = nan
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """A kernel of the sort, as each device and size takes it: with sizes as variables (one compile serves
+    every size), or with constant sizes and keys per block (``static``), which prove its accesses in bounds
+    (their checks gone, a pass is about twice as fast on the CPU) and, where indices are 32-bit (WebGPU),
+    its indices within 32 bits."""
+
+    fn: Callable[..., None]
+    name: str
+
+    def on(self, device: Device, n: int, per: int) -> Kernel:
+        if device.caps.index_bits >= 64 and n < STATIC_FROM:
+            return _variable(self)
+        return _static(self, per)
+
+
+@functools.cache
+def _variable(kernel: _Kernel) -> Kernel:
+    return Kernel(kernel.fn, name=kernel.name, bounds=_bounds(kernel, {}))
+
+
+@functools.cache
+def _static(kernel: _Kernel, per: int) -> Kernel:
+    return Kernel(kernel.fn, name=kernel.name, static_shapes=True, bounds=_bounds(kernel, {"per": (per, per)}))
+
+
+def _bounds(kernel: _Kernel, given: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The bounds of ``kernel``'s int arguments: ``given``, and a pass's digit's (the plan loop's values)."""
+    parameters = positional_parameters(kernel.fn, kernel.name)
+    found = {name: bound for name, bound in given.items() if name in parameters}
+    if "digit" in parameters:
+        found["digit"] = (0, -(-64 // DIGIT_BITS) - 1)
+    return found
+
+
+ENCODE = _Kernel(_encode, "sort_encode")
+ENCODE_INDEXED = _Kernel(_encode_indexed, "sort_encode_indexed")
+DECIDE = _Kernel(_decide, "sort_decide")
+CLEAR = _Kernel(_clear, "sort_clear")
+HISTOGRAM = _Kernel(_histogram, "sort_histogram")
+SCAN = _Kernel(_scan, "sort_scan")
+SCATTER = _Kernel(_scatter, "sort_scatter")
+SCATTER_INDEXED = _Kernel(_scatter_indexed, "sort_scatter_indexed")
+DECODE = _Kernel(_decode, "sort_decode")
+COPY = _Kernel(_copy, "sort_copy")
+MEDIAN = _Kernel(_median, "median")
+QUANTILE = _Kernel(_quantile, "quantile")
+PICK = _Kernel(_pick, "quantile_pick")
+NAN = _Kernel(_nan, "median_of_nothing")
+
+
+# ---- plan steps ------------------------------------------------------------------------------------------------
+
+def sortable(dtype: np.dtype, device: Device) -> str | None:
+    """Why ``device`` cannot sort numbers of ``dtype``, or None where it can."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iuf" or dtype.itemsize not in _BITS:
+        return (f"svod sorts 32- and 64-bit integers and floats, not {dtype.name} (astype one first, as NumPy "
+                "would compare them)")
+    unsigned, _ = _BITS[dtype.itemsize]
+    if unsigned not in device.caps.element_dtypes:
+        return f"{device.name} holds no {unsigned.name} buffers, which a sort of {dtype.name} keys needs"
+    return None
+
+
+def index_dtype(device: Device) -> np.dtype:
+    """The dtype of ``np.argsort``'s result on ``device``: NumPy's intp (int64), or int32 where the device
+    holds no int64."""
+    return np.dtype(np.int64) if dtypes.int64 in device.caps.element_dtypes else np.dtype(np.int32)
+
+
+def quantile_dtype(dtype: np.dtype, device: Device) -> np.dtype:
+    """The dtype of ``np.median``/``np.quantile`` of ``dtype`` values: float32 for float32, else float64
+    (float32 where the device holds no float64)."""
+    if np.dtype(dtype) == np.float32 or dtypes.float64 not in device.caps.element_dtypes:
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def blocks(device: Device, n: int) -> tuple[int, int]:
+    """How many blocks a pass splits ``n`` keys into, and the keys of each (the last may hold fewer): a few
+    per thread of a CPU; on the reference interpreter, which runs every work item at once and each loop a
+    turn at a time, blocks of ``INTERPRETED_BLOCK`` keys; on a GPU, blocks of ``GPU_BLOCK`` keys."""
+    caps = device.caps
+    if caps.overlaps_on_host:
+        count = caps.threads * BLOCKS_PER_THREAD
+    else:
+        count = -(-n // (INTERPRETED_BLOCK if caps.host_memory else GPU_BLOCK))
+    count = max(1, min(count, n))
+    per = max(1, -(-n // count))
+    return max(1, -(-n // per)), per
+
+
+@dataclass
+class RadixSort:
+    """The steps of one sort of plan buffer ``source`` (its whole memory, as one dimension) into ``values``
+    (sorted numbers, of its dtype; ``source`` itself sorts in place) and/or ``indices`` (the stable
+    argsort), with the scratch buffers it adds to ``plan``. ``add`` returns the ids of the steps, in order,
+    for the loop or branch around them."""
+
+    plan: ExecutionPlan
+    source: int
+    values: int | None = None
+    indices: int | None = None
+
+    def __post_init__(self) -> None:
+        self.device: Device = self.plan.device
+        buf = self.plan.buffers[self.source]
+        self.dtype = np.dtype(buf.dtype.numpy)
+        self.n = buf.size
+        reason = sortable(self.dtype, self.device)
+        if reason is not None:
+            raise SvodError(reason, stage="plan", value=self.dtype.name)
+        if self.n > MAX_ELEMENTS:
+            raise SvodError(f"a sort takes at most {MAX_ELEMENTS} elements, not {self.n}", stage="plan",
+                            value=self.n)
+        if self.values is None and self.indices is None:
+            raise SvodError("a sort writes values, indices or both", stage="plan")
+        for slot, what in ((self.values, "values"), (self.indices, "indices")):
+            if slot is not None and self.plan.buffers[slot].size != self.n:
+                raise SvodError(f"the sort's {what} buffer has {self.plan.buffers[slot].size} elements, its source "
+                                f"{self.n}", stage="plan", value=slot)
+        self.unsigned, _ = _BITS[self.dtype.itemsize]
+        self.width = self.dtype.itemsize * 8
+        self.passes = -(-self.width // DIGIT_BITS)
+        kind = {"u": UNSIGNED, "i": SIGNED, "f": FLOAT}[self.dtype.kind]
+        self.kind = FLOAT_ZEROS_EQUAL if kind == FLOAT and self.values is None else kind
+        self.blocks, self.per = blocks(self.device, self.n)
+
+    def add(self) -> list[int]:
+        if self.n == 0:
+            return []
+        plan, n, blocks = self.plan, self.n, self.blocks
+        keys = [self.scratch(self.unsigned, n), self.scratch(self.unsigned, n)]
+        low, high = self.scratch(self.unsigned, blocks), self.scratch(self.unsigned, blocks)
+        hist = self.scratch(dtypes.int32, blocks * RADIX)
+        totals = self.scratch(dtypes.int32, RADIX)
+        go_up, go_down, parity = (self.scratch(dtypes.int32, 1) for _ in range(3))
+        coding: dict[str, Any] = {"kind": self.kind, "width": self.width}
+        per: dict[str, Any] = {"per": self.per}
+        bits = self.view(self.source, self.unsigned)
+        table, row, line = (blocks, RADIX), (RADIX,), (n,)
+        steps: list[int] = []
+        if self.indices is None:
+            steps.append(plan.add_kernel(self.kernel(ENCODE), [keys[0], low, high, bits], **per, **coding))
+            order: list[int] = []
+        else:
+            order = [self.scratch(dtypes.int32, n), self.scratch(dtypes.int32, n)]
+            steps.append(plan.add_kernel(self.kernel(ENCODE_INDEXED), [keys[0], order[0], low, high, bits], **per,
+                                         **coding))
+        digit: dict[str, Any] = {"digit": DIGIT_VARIABLE}
+        body = [plan.add_kernel(self.kernel(DECIDE), [go_up, go_down, parity, low, high], **digit)]
+        for flag, (here, there) in ((go_up, (0, 1)), (go_down, (1, 0))):
+            run = [plan.add_kernel(self.kernel(CLEAR, table), [hist]),
+                   plan.add_kernel(self.kernel(HISTOGRAM, table, line), [hist, keys[here]], **per, **digit),
+                   plan.add_kernel(self.kernel(SCAN, row, table), [totals, hist])]
+            if self.indices is None:
+                scatter = self.kernel(SCATTER, line, table, row, line)
+                run.append(plan.add_kernel(scatter, [keys[there], hist, totals, keys[here]], **per, **digit))
+            else:
+                scatter = self.kernel(SCATTER_INDEXED, line, line, table, row, line, line)
+                run.append(plan.add_kernel(scatter, [keys[there], order[there], hist, totals, keys[here], order[here]],
+                                           **per, **digit))
+            body.append(plan.branch(flag, run))
+        steps.append(plan.loop(DIGIT_VARIABLE, 0, self.passes, body=body))
+        finals = []
+        for at in (1, 0):  # the keys are in K1 where the parity is 1, else in K0
+            made = []
+            if self.values is not None:
+                made.append(plan.add_kernel(self.kernel(DECODE), [self.view(self.values, self.unsigned), keys[at]],
+                                            **coding))
+            if self.indices is not None:
+                made.append(plan.add_kernel(self.kernel(COPY), [self.indices, order[at]]))
+            finals.append(made)
+        steps.append(plan.branch(parity, finals[0], finals[1]))
+        return steps
+
+    def kernel(self, kernel: _Kernel, *shapes: tuple[int, ...]) -> Kernel | Shaped:
+        """``kernel`` for this device, over plan buffers of ``shapes`` where given (else one dimension each)."""
+        made = kernel.on(self.device, self.n, self.per)
+        return made.shaped(*shapes) if shapes else made
+
+    def scratch(self, dtype: DType, size: int) -> int:
+        return self.plan.add_buffer(Buffer(self.device, dtype, max(size, 1)))
+
+    def view(self, slot: int, dtype: DType) -> int:
+        """Plan buffer ``slot``'s memory as ``dtype`` numbers of the same size (a float's bits)."""
+        buf = self.plan.buffers[slot]
+        if buf.dtype == dtype:
+            return slot
+        return self.plan.add_buffer(Buffer(self.device, dtype, buf.size, base=buf.base, offset=buf.offset))
+
+
+def add_sort(plan: ExecutionPlan, source: int, values: int | None = None, indices: int | None = None) -> list[int]:
+    """Add to ``plan`` the steps that sort plan buffer ``source`` into plan buffer ``values`` (the same dtype
+    and size; ``source`` itself sorts it in place) and/or write its stable argsort into ``indices`` (int64
+    or int32, its size); returns the ids of the steps added, in order."""
+    return RadixSort(plan, source, values, indices).add()
+
+
+def add_median(plan: ExecutionPlan, source: int, result: int) -> list[int]:
+    """Add the steps that write ``np.median`` of plan buffer ``source`` (all its elements) into the first
+    element of plan buffer ``result`` (``quantile_dtype``)."""
+    buf = plan.buffers[source]
+    if buf.size == 0:
+        return [plan.add_kernel(NAN.on(plan.device, 1, 1), [result])]
+    ordered = plan.add_buffer(Buffer(plan.device, buf.dtype, buf.size))
+    steps = add_sort(plan, source, values=ordered)
+    integral = np.dtype(buf.dtype.numpy).kind != "f"
+    return [*steps, plan.add_kernel(MEDIAN.on(plan.device, buf.size, 1), [result, ordered], integral=integral)]
+
+
+def add_quantile(plan: ExecutionPlan, source: int, result: int, *, at: int | None = None,
+                 whole: int | None = None) -> list[int]:
+    """Add the steps that write ``np.quantile`` of plan buffer ``source`` into the first element of plan
+    buffer ``result``: at the float in the first element of plan buffer ``at`` (NumPy's 'linear' method; the
+    result ``quantile_dtype``), or at the int ``whole``, 0 or 1, whose value NumPy takes as it is (the result
+    of the values' dtype)."""
+    buf = plan.buffers[source]
+    if buf.size == 0:
+        raise SvodError("the quantile of an empty array is undefined (NumPy raises IndexError)", stage="plan",
+                        value=0)
+    if (at is None) == (whole is None) or whole not in (None, 0, 1):
+        raise SvodError("a quantile is at a plan buffer's float (at=) or at the int 0 or 1 (whole=)", stage="plan",
+                        value=whole)
+    ordered = plan.add_buffer(Buffer(plan.device, buf.dtype, buf.size))
+    steps = add_sort(plan, source, values=ordered)
+    floating = np.dtype(buf.dtype.numpy).kind == "f"
+    if whole is not None:
+        pick = PICK.on(plan.device, buf.size, 1)
+        return [*steps, plan.add_kernel(pick, [result, ordered], at=whole * (buf.size - 1), floating=floating)]
+    assert at is not None  # (checked above)
+    narrow = np.dtype(buf.dtype.numpy) == np.float32
+    quantile = QUANTILE.on(plan.device, buf.size, 1)
+    return [*steps, plan.add_kernel(quantile, [result, ordered, at], narrow=narrow, integral=not floating)]
