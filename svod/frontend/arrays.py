@@ -37,7 +37,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.phases import Reader, refusal
+from svod.frontend.phases import SORTING, Reader, refusal, sorting_call
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -478,6 +478,9 @@ class Lowering:
                 for node in (loop.test, stop, *ast.walk(stop)):
                     ast.copy_location(node, stmt)
             return [loop]
+        ordered = self.ordered(stmt, looped)
+        if ordered is not None:
+            return ordered
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -522,8 +525,13 @@ class Lowering:
             if isinstance(value, ast.Name) and (bound is None or (isinstance(bound, Named) and bound.name == value.id)):
                 names.append(value)  # an array of its own name, or a scalar
                 continue
-            computed = self.value(value)
             name = f"_svod_r{next(self.counter)}"
+            assigned = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), stmt)
+            if isinstance(value, ast.Call) and sorting_call(self.reader, assigned) is not None:
+                made += self.ordered(assigned, False) or []  # a sort's result, returned by its name
+                names.append(ast.Name(name, ast.Load()))
+                continue
+            computed = self.value(value)
             if isinstance(computed, Scalar):  # a number the function computes: a name of its own
                 if isinstance(value, ast.Name):
                     names.append(value)
@@ -537,6 +545,44 @@ class Lowering:
             return [stmt]
         result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
         return [*made, ast.copy_location(ast.Return(result), stmt)]
+
+    def ordered(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
+        """A sort's statement (``phases.sorting_call``: a plan step of its own, ``svod.frontend.sorting``) as it
+        stands, its operand made an array of its own first where it is an expression or a view; its result
+        array known by its name. None for any other statement."""
+        found = sorting_call(self.reader, stmt)
+        if found is None:
+            return None
+        kind, call, owner = found
+        operand = owner if owner is not None else call.args[0] if call.args else \
+            next((k.value for k in call.keywords if k.arg == "a"), None)
+        if operand is None:
+            return [stmt]  # the reader says what is missing
+        known = self.arrays.get(operand.id) if isinstance(operand, ast.Name) else None
+        made: list[ast.stmt] = []
+        if not (isinstance(known, Named) and isinstance(operand, ast.Name) and known.name == operand.id):
+            if owner is not None and kind == "sort":
+                raise self.refuse(stmt, f"{ast.unparse(owner)}.sort() sorts a view in place, which svod does not; "
+                                        "sort the array it views, or a copy")
+            value = self.value(operand)
+            if not isinstance(value, Expr):
+                return [stmt]  # not an array: the reader says so
+            name = f"_svod_s{next(self.counter)}"
+            made = self.new_array(stmt, name, value, looped)
+            known = self.arrays[name]
+            call = copy.copy(call)
+            if owner is not None:
+                call.func = ast.copy_location(ast.Attribute(ast.Name(name, ast.Load()), kind, ast.Load()), call.func)
+            else:
+                call.args = [ast.copy_location(ast.Name(name, ast.Load()), operand), *call.args[1:]]
+                call.keywords = [k for k in call.keywords if k.arg != "a"]
+            stmt = ast.copy_location(type(stmt)(**{**{f: getattr(stmt, f) for f in stmt._fields}, "value": call}), stmt)
+            self.changed = True
+        if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort") and isinstance(stmt.targets[0], ast.Name):
+            size = int(np.prod(known.shape))
+            self.arrays[stmt.targets[0].id] = Named((size,), known.dtype if kind == "sort" else np.dtype(np.intp),
+                                                    stmt.targets[0].id)
+        return [*made, stmt]
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
@@ -822,6 +868,9 @@ class Lowering:
         raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
 
     def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:
+        if name in SORTING:
+            raise self.refuse(node, f"np.{name} is a statement of its own in a jitted function (`y = np.{name}(x)`), "
+                                    "not a part of an expression")
         if name in ("abs", "absolute", "fabs"):
             name = "abs"
         if name in UFUNCS and len(args) == 1:

@@ -40,7 +40,7 @@ from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError, VariableError
-from svod.frontend import api, pylang
+from svod.frontend import api, pylang, sorting
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.inline import inline_calls
 from svod.frontend.phases import (
@@ -48,6 +48,7 @@ from svod.frontend.phases import (
     Definition,
     Item,
     Loop,
+    Ordering,
     Reader,
     Repeat,
     Structure,
@@ -257,6 +258,8 @@ class Builder:
                 ids.append(self.plan.branch(self.cell(item.condition), then, otherwise))
             elif isinstance(item, Repeat):
                 ids.append(self.plan.while_loop(self.cell(item.condition), self.items(item.body, loops)))
+            elif isinstance(item, Ordering):
+                ids += self.ordering(item)
             else:
                 ids += self.phase(item.statements, loops)
         return ids
@@ -291,6 +294,66 @@ class Builder:
             for inner in ast.walk(node):
                 ast.copy_location(inner, item.statement)
         return self.phase(statements, loops)
+
+    def ordering(self, item: Ordering) -> list[int]:
+        """A sort of the plan (``svod.frontend.sorting``): into a new array (``np.sort``, ``np.argsort``), the
+        array itself (``x.sort()``), or the carried scalar of a median or quantile."""
+        call = ast.unparse(item.statement.value.func) if isinstance(item.statement, (ast.Assign, ast.Expr)) and \
+            isinstance(item.statement.value, ast.Call) else item.kind
+        if item.source not in self.arrays:
+            raise self.refuse(item.statement, f"{call} sorts an array the function has (an argument, a temporary or "
+                                              f"an array statement's result); {item.source} is none")
+        slot, shape, dtype = self.arrays[item.source]
+        reason = sorting.sortable(dtype, self.device)
+        if reason is not None:
+            raise self.refuse(item.statement, reason)
+        if len(shape) > 1 and item.axis is not None:
+            raise self.refuse(item.statement, f"{call} of a {len(shape)}-D array along axis {item.axis} sorts each "
+                                              "row, which svod does not; pass axis=None (the flattened array) or "
+                                              "sort a 1-D array")
+        size = int(np.prod(shape))
+        made: list[int]
+        if item.kind in ("sort", "argsort") and item.target == item.source:
+            if item.kind == "argsort" or len(shape) > 1:
+                raise self.refuse(item.statement, f"{item.target} = {call}(...) makes a new array of an array's "
+                                                  "name; sort it in place (`x.sort()`) or assign to a new name")
+            made = sorting.add_sort(self.plan, slot, values=slot)
+        elif item.kind in ("sort", "argsort"):
+            if item.target in self.arrays or item.target in self.args:
+                raise self.refuse(item.statement, f"{item.target} is made twice; a sort's result is a new array, "
+                                                  "made once")
+            result = dtype if item.kind == "sort" else sorting.index_dtype(self.device)
+            out = self.add_array(item.target, result, (size,))
+            self.arrays[item.target] = (out, (size,), result)
+            made = sorting.add_sort(self.plan, slot, **{"values" if item.kind == "sort" else "indices": out})
+        else:
+            if item.target in self.arrays or item.target in self.args:
+                raise self.refuse(item.statement, f"{call} computes a scalar; {item.target} names an array or an "
+                                                  "argument")
+            if item.kind == "quantile" and size == 0:
+                raise self.refuse(item.statement, f"{call} of an empty array (NumPy raises IndexError)")
+            whole = isinstance(item.q, int)
+            result = dtype if whole else sorting.quantile_dtype(dtype, self.device)
+            cell = self.result_cell(item.target, np.dtype(result))
+            if item.kind == "median":
+                made = sorting.add_median(self.plan, slot, cell)
+            elif isinstance(item.q, int):
+                made = sorting.add_quantile(self.plan, slot, cell, whole=item.q)
+            else:
+                made = sorting.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
+        return made
+
+    def result_cell(self, name: str, dtype: np.dtype) -> int:
+        """The buffer of carried scalar ``name``, which a step makes of ``dtype``: joined to ``seen`` as a
+        phase's scalars are (``translated``); a round that settles dtypes makes it so at once."""
+        before = self.seen.get(name)
+        self.seen[name] = dtype if before is None else np.promote_types(before, dtype)
+        if self.settling and name in self.cells and self.cell_dtype(name) != self.seen[name]:
+            self.cell_dtypes[name] = self.seen[name]
+            del self.cells[name]
+        elif name not in self.cells:
+            self.cell_dtypes.setdefault(name, self.held(dtype))
+        return self.cell(name)
 
     def loop(self, item: Loop, loops: list[str]) -> int:
         if item.var in self.arrays or item.var in self.args:

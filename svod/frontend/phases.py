@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import inspect
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -98,7 +100,24 @@ class Repeat:
     statement: ast.While
 
 
-Item = Phase | Definition | Temporary | Loop | Branch | Repeat
+@dataclass
+class Ordering:
+    """``y = np.sort(x)``, ``x.sort()``, ``i = np.argsort(x)``, ``m = np.median(x)``, ``m = np.percentile(x, q)``
+    or ``np.quantile(x, q)``: a sort of the plan (``svod.frontend.sorting``) of array ``source``. ``kind`` is
+    'sort', 'argsort', 'median' or 'quantile'; ``target`` the array it makes (``source`` itself for
+    ``x.sort()``) or the scalar it computes; ``axis`` NumPy's (None: the flattened array); ``q`` a
+    quantile's fraction: the scalar a phase just before computes, or the int 0 or 1 (NumPy takes that value
+    as it is)."""
+
+    kind: str
+    target: str
+    source: str
+    axis: int | None
+    statement: ast.stmt
+    q: str | int | None = None
+
+
+Item = Phase | Definition | Temporary | Loop | Branch | Repeat | Ordering
 
 
 @dataclass(frozen=True)
@@ -201,6 +220,9 @@ class Reader:
             raise self.refuse(stmt, refused)
         if isinstance(stmt, (ast.Pass, ast.Break, ast.Continue)):
             return []  # (break and continue around phases are flags by now: Flow)
+        ordering = self.ordering(stmt)
+        if ordering is not None:
+            return ordering
         if isinstance(stmt, ast.Expr):
             return self.expression_statement(stmt)
         if isinstance(stmt, ast.Return):  # (Flow made every return before the end a flag)
@@ -230,6 +252,75 @@ class Reader:
             raise self.refuse(stmt, "a temporary array is made by a statement of its own at the top of a jitted "
                           "function or of a loop around phases (`tmp = np.zeros(n)`)")
         return [Phase([stmt])]
+
+    def ordering(self, stmt: ast.stmt) -> list[Item] | None:
+        """The items of a sorting statement (``Ordering``), or None where ``stmt`` is none: its call's
+        arguments checked against NumPy's signature (constants, as svod takes them), and a quantile's ``q``
+        computed where the statement stands by a phase of its own (a constant int 0 or 1 kept as it is)."""
+        found = sorting_call(self, stmt)
+        if found is None:
+            return None
+        kind, call, source = found
+        function = getattr(np.ndarray if source is not None else np, kind)
+        try:
+            bound = inspect.signature(function).bind(*([ast.Name("self", ast.Load())] if source else []), *call.args,
+                                                     **{k.arg: k.value for k in call.keywords if k.arg})
+        except TypeError as err:
+            raise self.refuse(stmt, f"{ast.unparse(call.func)}: {err}") from None
+        if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)} takes its arguments written out (no * or **)")
+        arguments = dict(bound.arguments)
+        operand = source if source is not None else arguments.pop("a")
+        arguments.pop("self", None)
+        if not isinstance(operand, ast.Name):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)} sorts an array of a name (`y = x * 2` first)")
+        q = arguments.pop("q", None)
+        options: dict[str, Any] = {}
+        for name, node in arguments.items():
+            if not isinstance(node, ast.Constant):
+                raise self.refuse(stmt, f"{ast.unparse(call.func)}'s {name} is a constant in a jitted function")
+            options[name] = node.value
+        for name, value in options.items():
+            allowed = _SORT_OPTIONS.get(name)
+            if allowed is not None and value not in allowed:
+                raise self.refuse(stmt, f"{ast.unparse(call.func)} takes {name}={value!r}: svod takes "
+                                        f"{' or '.join(map(repr, allowed))}")
+        default_axis = -1 if kind in ("sort", "argsort") else None
+        axis = options.get("axis", default_axis)
+        name = "quantile" if kind == "percentile" else kind
+        assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) else operand  # x.sort() sorts x
+        target = assigned.id if isinstance(assigned, ast.Name) else operand.id  # (sorting_call: a name)
+        if q is None:
+            return [Ordering(name, target, operand.id, axis, stmt)]
+        return [*self.fraction(stmt, kind, q), Ordering(name, target, operand.id, axis, stmt,
+                                                        self._fraction_of(stmt, kind, q))]
+
+    def fraction(self, stmt: ast.stmt, kind: str, q: ast.expr) -> list[Item]:
+        """The phase that computes a quantile's fraction where the statement stands (a percentile's ``q /
+        100``, as NumPy divides it), unless ``q`` is a constant int 0 or 1 of ``np.quantile``; a constant
+        outside NumPy's range is refused as NumPy refuses it."""
+        if isinstance(q, ast.Constant):
+            value = q.value
+            top = 100 if kind == "percentile" else 1
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+                raise self.refuse(stmt, f"{'Percentiles' if top == 100 else 'Quantiles'} must be in the range "
+                                        f"[0, {top}] (NumPy raises ValueError)")
+            if kind == "quantile" and isinstance(value, int):
+                return []
+        value_node: ast.expr = ast.BinOp(q, ast.Div(), ast.Constant(100)) if kind == "percentile" else \
+            ast.BinOp(q, ast.Mult(), ast.Constant(1.0))
+        made = ast.Assign([ast.Name(self._fraction_name(stmt), ast.Store())], value_node)
+        made.svod_flag = True  # type: ignore[attr-defined]  # a phase where it stands (Reader.item)
+        return [Phase([ast.fix_missing_locations(ast.copy_location(made, stmt))])]
+
+    def _fraction_of(self, stmt: ast.stmt, kind: str, q: ast.expr) -> str | int:
+        if kind == "quantile" and isinstance(q, ast.Constant) and isinstance(q.value, int):
+            return q.value
+        return self._fraction_name(stmt)
+
+    @staticmethod
+    def _fraction_name(stmt: ast.stmt) -> str:
+        return f"_svod_q{stmt.lineno}_{stmt.col_offset}"
 
     def decided(self, stmt: ast.If, test: ast.expr) -> tuple[str, Phase]:
         """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
@@ -302,6 +393,8 @@ class Reader:
                 return True
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and self.allocation(stmt.value):
                 return True
+            if sorting_call(self, stmt) is not None:
+                return True
             if isinstance(stmt, ast.For) and self.is_range(stmt.iter) and self.holds_phases(stmt.body):
                 return True
             if isinstance(stmt, ast.While) and self.holds_phases(stmt.body):
@@ -339,6 +432,39 @@ class Reader:
 
 
 _Node = TypeVar("_Node", bound=ast.AST)
+
+SORTING = ("sort", "argsort", "median", "percentile", "quantile")
+"""The NumPy functions a jitted function's statement may call as a sort of the plan (``Ordering``)."""
+_SORT_OPTIONS: dict[str, tuple[Any, ...]] = {
+    "axis": (-1, 0, None), "kind": (None, "quicksort", "mergesort", "heapsort", "stable"), "order": (None,),
+    "stable": (None, True, False), "out": (None,), "overwrite_input": (False, True), "keepdims": (False,),
+    "method": ("linear",), "weights": (None,)}
+"""The values a sorting call's options may take (a radix sort is stable whatever kind is asked for)."""
+
+
+def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Name | None] | None:
+    """``(kind, call, owner)`` of a sorting statement: ``y = np.sort(x)`` and ``np.argsort``, ``np.median``,
+    ``np.percentile``, ``np.quantile`` assigned to a name, ``y = x.argsort()``, or ``x.sort()`` (owner
+    ``x``); None for any other statement."""
+    value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in ("sort", "argsort") \
+            and not isinstance(reader.resolve(func.value), types.ModuleType):  # an array's method, not np.sort
+        owner: ast.Name | None = func.value
+        kind = func.attr
+    else:
+        callee = reader.resolve(func)
+        kind = next((k for k in SORTING if callee is getattr(np, k)), "")
+        owner = None
+        if not kind:
+            return None
+    assigned = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    if (kind == "sort" and owner is not None) != isinstance(stmt, ast.Expr) or \
+            (isinstance(stmt, ast.Assign) and not assigned):
+        return None  # x.sort() returns None; the others' values are assigned to a name
+    return kind, value, owner
 
 
 def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
@@ -809,6 +935,8 @@ def _nodes(item: Item) -> list[ast.AST]:
         return [item.call]
     if isinstance(item, (Branch, Repeat)):
         return [ast.Name(item.condition, ast.Load())]
+    if isinstance(item, Ordering):
+        return [ast.Name(n, ast.Load()) for n in (item.source, item.q) if isinstance(n, str)]
     return [*item.bounds, *([ast.Name(item.until, ast.Load())] if item.until else [])]
 
 
@@ -837,12 +965,15 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
                 else stored(item.statements)
         elif isinstance(item, Definition):
             made[position] = {item.name}
+        elif isinstance(item, Ordering) and item.kind in ("median", "quantile"):
+            made[position] = {item.target}
     found: set[str] = set()
     for position, names in made.items():
         others = set(structure.returns).union(*(needs(_nodes(item)) for other, item in enumerate(items)
                                                 if other != position))
         found |= names & others
-    phases_make = set().union(*(names for position, names in made.items() if isinstance(items[position], Phase)))
+    phases_make = set().union(*(names for position, names in made.items()
+                                if isinstance(items[position], (Phase, Ordering))))
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
     return (found & phases_make) | (set(structure.returns) & defined)  # a returned scalar comes from its cell
 
