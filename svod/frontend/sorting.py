@@ -12,8 +12,10 @@ LSD radix sort added to an ``ExecutionPlan``.
               │   decide     is the digit the same in every key (AND and OR agree)? then the pass is skipped;
               │              else it runs from K0 into K1, or from K1 into K0 (the parity a cell keeps)
               │   histogram  per block (a prange over blocks, each a sequential loop over its slice), the
-              │              count of each digit in its own row of ``hist``
-              │   scan       per digit (a prange), the exclusive sum over the blocks, and the digit's total
+              │              count of each digit in its own row of ``hist`` (cleared first)
+              │   scan       per digit (a prange), the exclusive sum over the blocks, and the digit's total;
+              │   groups,    then each digit's first place (the totals before it, summed in groups of 16)
+              │   place      added to its column: each block's first place for each digit
               │   scatter    per block, in order: each key to the next place of its digit (a stable pass)
     keys K0 or K1 (the parity says which)
         │ decode      the values (floats' bits as they were, a NaN as a positive NaN of its payload) or the
@@ -30,6 +32,7 @@ numbers). Keys of equal value keep their input order (radix passes are stable), 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +52,13 @@ scatter writes, which the CPU's write buffers keep up with (11 bits make 6 passe
 8, each slower by more than that saves on this CPU: measured)."""
 RADIX = 1 << DIGIT_BITS
 MASK = RADIX - 1
+GROUP = 16
+"""Digits a group of the scan of the digits' totals sums (``_place``)."""
 BLOCKS_PER_THREAD = 4
 """Blocks a CPU thread sorts in each pass."""
+PARALLEL_FROM = 1 << 12
+"""The fewest keys a CPU sorts on several threads: fewer take less time than waking them (and one block
+makes the kernels' arrays of one size each, which compiles once for all such sizes)."""
 INTERPRETED_BLOCK = 16
 """Keys a block of the reference interpreter sorts in each pass."""
 GPU_BLOCK = 2048
@@ -108,7 +116,7 @@ def _bits(key, kind, width):  # type: ignore[no-untyped-def]
     return bits
 
 
-def _encode(keys, low, high, bits, per, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+def _encode(keys, low, high, bits, per, kind, width: Const[int]):  # type: ignore[no-untyped-def]
     n = bits.shape[0]
     for b in prange(low.shape[0]):
         start = b * per
@@ -125,7 +133,7 @@ def _encode(keys, low, high, bits, per, kind: Const[int], width: Const[int]):  #
         high[b] = ors
 
 
-def _encode_indexed(keys, indices, low, high, bits, per, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+def _encode_indexed(keys, indices, low, high, bits, per, kind, width: Const[int]):  # type: ignore[no-untyped-def]
     n = bits.shape[0]
     for b in prange(low.shape[0]):
         start = b * per
@@ -186,8 +194,7 @@ def _clear(hist):  # type: ignore[no-untyped-def]
 
 
 def _scan(totals, hist):  # type: ignore[no-untyped-def]
-    """Each block's first place for each digit, counted from the digit's first place (``_scatter`` adds
-    that), and each digit's total."""
+    """Each block's first place for each digit among that digit's keys, and each digit's total."""
     for d in prange(hist.shape[1]):
         run = 0
         for b in range(hist.shape[0]):
@@ -197,17 +204,36 @@ def _scan(totals, hist):  # type: ignore[no-untyped-def]
         totals[d] = run
 
 
-def _scatter(target, hist, totals, keys, per, digit):  # type: ignore[no-untyped-def]
-    """Each block's keys, in order, each to the next place of its digit."""
+def _groups(sums, totals):  # type: ignore[no-untyped-def]
+    """The totals of each group of ``GROUP`` digits."""
+    for g in prange(sums.shape[0]):
+        total = 0
+        for e in range(GROUP):
+            total += totals[g * GROUP + e]
+        sums[g] = total
+
+
+def _place(hist, totals, sums):  # type: ignore[no-untyped-def]
+    """Each block's first place for each digit: its place among the digit's keys (``_scan``) after the
+    digit's first place, the totals of the groups before the digit's and of the digits before it in its
+    group (a scan in two steps of ``GROUP`` turns, not one of ``RADIX``)."""
+    for d in prange(hist.shape[1]):
+        base = 0
+        for g in range(d // GROUP):
+            base += sums[g]
+        for e in range(d - d % GROUP, d):
+            base += totals[e]
+        for b in range(hist.shape[0]):
+            hist[b, d] += base
+
+
+def _scatter(target, hist, keys, per, digit):  # type: ignore[no-untyped-def]
+    """Each block's keys, in order, each to the next place of its digit (``_place``)."""
     n = keys.shape[0]
     shift = uint32(digit * DIGIT_BITS)
     for b in prange(hist.shape[0]):
-        before = 0
-        for d in range(hist.shape[1]):
-            hist[b, d] += before
-            before += totals[d]
-        for j in range(min(per, n - b * per)):
-            key = keys[b * per + j]
+        for i in range(b * per, min(b * per + per, n)):
+            key = keys[i]
             at = int((key >> shift) & MASK)
             if at < hist.shape[1]:
                 place = hist[b, at]
@@ -215,16 +241,11 @@ def _scatter(target, hist, totals, keys, per, digit):  # type: ignore[no-untyped
                 target[place] = key
 
 
-def _scatter_indexed(target, target_indices, hist, totals, keys, indices, per, digit):  # type: ignore[no-untyped-def]
+def _scatter_indexed(target, target_indices, hist, keys, indices, per, digit):  # type: ignore[no-untyped-def]
     n = keys.shape[0]
     shift = uint32(digit * DIGIT_BITS)
     for b in prange(hist.shape[0]):
-        before = 0
-        for d in range(hist.shape[1]):
-            hist[b, d] += before
-            before += totals[d]
-        for j in range(min(per, n - b * per)):
-            i = b * per + j
+        for i in range(b * per, min(b * per + per, n)):
             key = keys[i]
             at = int((key >> shift) & MASK)
             if at < hist.shape[1]:
@@ -234,7 +255,7 @@ def _scatter_indexed(target, target_indices, hist, totals, keys, indices, per, d
                 target_indices[place] = indices[i]
 
 
-def _decode(out, keys, kind: Const[int], width: Const[int]):  # type: ignore[no-untyped-def]
+def _decode(out, keys, kind, width: Const[int]):  # type: ignore[no-untyped-def]
     for i in prange(keys.shape[0]):
         out[i] = _bits(keys[i], kind, width)
 
@@ -317,8 +338,8 @@ def _nan(result):  # type: ignore[no-untyped-def]
 class _Kernel:
     """A kernel of the sort, as each device and size takes it: with sizes as variables (one compile serves
     every size), or with constant sizes and keys per block (``static``), which prove its accesses in bounds
-    (their checks gone, a pass is about twice as fast on the CPU) and, where indices are 32-bit (WebGPU),
-    its indices within 32 bits."""
+    (their checks gone, a pass is about twice as fast on the CPU) and, where indices are 32-bit (WebGPU), its
+    indices within 32 bits and each block's counters its own."""
 
     fn: Callable[..., None]
     name: str
@@ -354,6 +375,8 @@ DECIDE = _Kernel(_decide, "sort_decide")
 CLEAR = _Kernel(_clear, "sort_clear")
 HISTOGRAM = _Kernel(_histogram, "sort_histogram")
 SCAN = _Kernel(_scan, "sort_scan")
+GROUPS = _Kernel(_groups, "sort_groups")
+PLACE = _Kernel(_place, "sort_place")
 SCATTER = _Kernel(_scatter, "sort_scatter")
 SCATTER_INDEXED = _Kernel(_scatter_indexed, "sort_scatter_indexed")
 DECODE = _Kernel(_decode, "sort_decode")
@@ -394,13 +417,16 @@ def quantile_dtype(dtype: np.dtype, device: Device) -> np.dtype:
 
 def blocks(device: Device, n: int) -> tuple[int, int]:
     """How many blocks a pass splits ``n`` keys into, and the keys of each (the last may hold fewer): a few
-    per thread of a CPU; on the reference interpreter, which runs every work item at once and each loop a
-    turn at a time, blocks of ``INTERPRETED_BLOCK`` keys; on a GPU, blocks of ``GPU_BLOCK`` keys."""
+    per thread of a CPU (one below ``PARALLEL_FROM`` keys); on the reference interpreter, which runs every
+    work item at once and each loop a turn at a time, about as many blocks as keys in each (at least
+    ``INTERPRETED_BLOCK``); on a GPU, blocks of ``GPU_BLOCK`` keys."""
     caps = device.caps
     if caps.overlaps_on_host:
-        count = caps.threads * BLOCKS_PER_THREAD
+        count = caps.threads * BLOCKS_PER_THREAD if n >= PARALLEL_FROM else 1
+    elif caps.host_memory:  # a block's loops and the scan's over the blocks take turns alike
+        count = -(-n // max(INTERPRETED_BLOCK, math.isqrt(n)))
     else:
-        count = -(-n // (INTERPRETED_BLOCK if caps.host_memory else GPU_BLOCK))
+        count = -(-n // GPU_BLOCK)
     count = max(1, min(count, n))
     per = max(1, -(-n // count))
     return max(1, -(-n // per)), per
@@ -450,6 +476,7 @@ class RadixSort:
         low, high = self.scratch(self.unsigned, blocks), self.scratch(self.unsigned, blocks)
         hist = self.scratch(dtypes.int32, blocks * RADIX)
         totals = self.scratch(dtypes.int32, RADIX)
+        sums = self.scratch(dtypes.int32, RADIX // GROUP)
         go_up, go_down, parity = (self.scratch(dtypes.int32, 1) for _ in range(3))
         coding: dict[str, Any] = {"kind": self.kind, "width": self.width}
         per: dict[str, Any] = {"per": self.per}
@@ -468,13 +495,15 @@ class RadixSort:
         for flag, (here, there) in ((go_up, (0, 1)), (go_down, (1, 0))):
             run = [plan.add_kernel(self.kernel(CLEAR, table), [hist]),
                    plan.add_kernel(self.kernel(HISTOGRAM, table, line), [hist, keys[here]], **per, **digit),
-                   plan.add_kernel(self.kernel(SCAN, row, table), [totals, hist])]
+                   plan.add_kernel(self.kernel(SCAN, row, table), [totals, hist]),
+                   plan.add_kernel(self.kernel(GROUPS, (RADIX // GROUP,), row), [sums, totals]),
+                   plan.add_kernel(self.kernel(PLACE, table, row, (RADIX // GROUP,)), [hist, totals, sums])]
             if self.indices is None:
-                scatter = self.kernel(SCATTER, line, table, row, line)
-                run.append(plan.add_kernel(scatter, [keys[there], hist, totals, keys[here]], **per, **digit))
+                scatter = self.kernel(SCATTER, line, table, line)
+                run.append(plan.add_kernel(scatter, [keys[there], hist, keys[here]], **per, **digit))
             else:
-                scatter = self.kernel(SCATTER_INDEXED, line, line, table, row, line, line)
-                run.append(plan.add_kernel(scatter, [keys[there], order[there], hist, totals, keys[here], order[here]],
+                scatter = self.kernel(SCATTER_INDEXED, line, line, table, line, line)
+                run.append(plan.add_kernel(scatter, [keys[there], order[there], hist, keys[here], order[here]],
                                            **per, **digit))
             body.append(plan.branch(flag, run))
         steps.append(plan.loop(DIGIT_VARIABLE, 0, self.passes, body=body))
