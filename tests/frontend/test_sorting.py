@@ -1,0 +1,294 @@
+"""Sorting and order statistics in ``@svod.jit`` functions (issue 71): ``np.sort``, ``x.sort()``, ``np.argsort``,
+``np.median``, ``np.percentile`` and ``np.quantile`` against NumPy on every device, on sizes 0, 1, 2, a prime
+and sizes that are no multiple of the blocks a pass splits the keys into; NaNs of both signs (last, and a
+median's NaN), zeros of both signs (one key for a stable argsort), infinities, ties and integer extremes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Buffer, Device
+from svod.dtype import dtypes
+from svod.errors import KernelSyntaxError, SvodError
+from svod.frontend import sorting
+
+SIZES = (0, 1, 2, 7, 97, 1000, 5003)
+"""The last is no multiple of the blocks of a pass on any device (a CPU's threads' blocks, a GPU's)."""
+DTYPES = ("float64", "float32", "int32", "int64", "uint32")
+
+
+def numbers(n: int, dtype: str, seed: int, nans: bool = True) -> np.ndarray:
+    """``n`` numbers of ``dtype`` with ties, and the values a sort must place right: for floats NaNs of both
+    signs (where ``nans``), zeros of both signs, infinities, the largest and the smallest normal; for integers
+    the extremes."""
+    rng = np.random.default_rng(seed)
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        x = (np.round(rng.standard_normal(n) * 4) / 2).astype(kind)
+        info = np.finfo(kind)
+        special = [0.0, -0.0, np.inf, -np.inf, info.max, -info.tiny, info.tiny, -info.max]
+        if nans:
+            special = [np.nan, np.copysign(np.nan, -1), *special]
+    else:
+        x = rng.integers(0 if kind.kind == "u" else -5, 6, n).astype(kind)
+        info = np.iinfo(kind)
+        special = [info.min, info.max, info.max - 1, info.min + 1]
+    count = min(n, len(special))
+    x[rng.choice(n, count, replace=False)] = np.array(special[:count], kind)
+    return x
+
+
+def held(device: Device, dtype: str) -> bool:
+    return dtypes.from_numpy(np.dtype(dtype)) in device.caps.element_dtypes
+
+
+def same(got: object, want: object, device: Device, scale: float = 0.0) -> None:
+    """Equal, NaN where NumPy's is; on a device without float64, within float32's rounding of numbers of
+    magnitude ``scale`` (its median of ints is float32, its percentile's fraction too)."""
+    got_array, want_array = np.asarray(got), np.asarray(want)
+    if dtypes.float64 in device.caps.element_dtypes:
+        np.testing.assert_array_equal(got_array, want_array)
+    else:
+        np.testing.assert_allclose(got_array, want_array, rtol=2e-6, atol=2e-7 * scale)
+
+
+@svod.jit
+def orders(x):
+    y = np.sort(x)
+    i = np.argsort(x, kind="stable")
+    m = np.median(x)
+    return y, i, m
+
+
+@svod.jit
+def ranks(x, q):
+    low = np.percentile(x, q)
+    quarter = np.quantile(x, 0.25)
+    top = np.quantile(x, 1)
+    return low, quarter, top
+
+
+@svod.jit
+def sorts_in_place(x):
+    x.sort()
+
+
+def cases(device: Device) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The dtypes and sizes a device sorts here: every one on the CPU; on the others, which compile (or, the
+    reference interpreter, run) each dtype and size at a cost, a float of the widest width they hold, and
+    fewer sizes."""
+    if device.name == "CPU":
+        return DTYPES, SIZES
+    if device.name == "PYTHON":
+        return ("float32",), (0, 1, 2, 7, 97)
+    if dtypes.float64 not in device.caps.element_dtypes:  # static kernels: each size compiles (WebGPU)
+        return ("float32",), (0, 1, 7, 97)
+    return ("float64",), SIZES
+
+
+def test_sort_argsort_and_median_agree_with_numpy(device):
+    kinds, sizes = cases(device)
+    for dtype in kinds:
+        for n in sizes:
+            for nans in (True, False) if n >= 7 else (False,):
+                x = numbers(n, dtype, n, nans)
+                y, i, m = orders(x, device=device)
+                assert y.dtype == x.dtype and y.shape == (n,)
+                np.testing.assert_array_equal(y, np.sort(x))  # NaN last (as positive NaNs), -0.0 with 0.0
+                np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
+                assert i.dtype == sorting.index_dtype(device)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # NumPy warns of an empty array's median
+                    want = np.median(x)
+                scale = float(np.abs(x[np.isfinite(x)]).max(initial=0))
+                if device.caps.ieee_floats or np.isnan(want):
+                    same(m, want, device, scale)
+                else:  # WGSL may flush a subnormal mean of the middle two to zero
+                    np.testing.assert_allclose(m, want, rtol=2e-6, atol=max(2e-7 * scale, 1.2e-38))
+                sorts_in_place(x, device=device)
+                np.testing.assert_array_equal(x, np.sort(x))
+
+
+def test_percentile_and_quantile_agree_with_numpy(device):
+    kinds, sizes = cases(device)
+    fractions = (0.0, 12.5, 50, 90.0, 100) if device.name == "CPU" else (12.5, 90.0)
+    for dtype in kinds:
+        for n in [n for n in sizes if 0 < n < 1000 and (device.name != "PYTHON" or n < 10)]:
+            x = numbers(n, dtype, n, nans=False)
+            if not device.caps.ieee_floats:
+                x = x[np.isfinite(x) & (np.abs(x) < 1e30)] if x.dtype.kind == "f" else x
+            scale = float(np.abs(x).max())
+            for q in fractions:
+                low, quarter, top = ranks(x, q, device=device)
+                same(low, np.percentile(x, q), device, scale)
+                same(quarter, np.quantile(x, 0.25), device, scale)
+                assert top == np.quantile(x, 1) and type(top) is type(np.quantile(x, 1).item())  # taken as it is
+
+
+def test_a_nan_makes_the_median_and_quantiles_nan(device):
+    for dtype in ("float32", "float64"):
+        if not held(device, dtype) or (device.name == "PYTHON" and dtype == "float64"):
+            continue
+        x = np.array([3.0, np.nan, 1.0, -2.0, 7.0], dtype)
+        _, i, m = orders(x, device=device)
+        assert np.isnan(m) and list(i) == [3, 2, 0, 4, 1]
+        assert all(np.isnan(v) for v in ranks(x, 50.0, device=device))
+
+
+def test_argsort_is_stable_among_equal_keys(device):
+    dtype = "float32"
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, 211).astype(dtype)
+    x[rng.choice(211, 60, replace=False)] = -0.0  # equal to 0.0: their order is the input's
+    _, i, _ = orders(x, device=device)
+    np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
+    for key in np.unique(x):
+        same_key = i[x[i] == key]
+        assert (np.diff(same_key) > 0).all()
+
+
+@svod.jit
+def sort_then_compute(x, out):
+    y = np.sort(x)
+    low = np.median(y[: x.shape[0] // 2])
+    for j in svod.prange(x.shape[0]):
+        out[j] = y[j] - low
+    return out, low
+
+
+@svod.jit
+def sorts_each_turn(x):
+    smallest = 0.0
+    for t in range(3):
+        for j in svod.prange(x.shape[0]):
+            x[j] = x[j] * -1.5 + t
+        x.sort()
+        smallest += x[0]
+    return x, smallest
+
+
+@svod.jit
+def sorted_expression(a):
+    return np.sort(a[::2] * 2.0), a.argsort()
+
+
+def test_sorted_arrays_and_order_statistics_feed_later_phases(device):
+    dtype = "float32" if not held(device, "float64") else "float64"
+    x = numbers(29, dtype, 1, nans=False)
+    x = x[np.isfinite(x) & (np.abs(x) < 1e30)]
+    out, low = sort_then_compute(x, np.zeros_like(x), device=device)
+    y = np.sort(x)
+    want = np.median(y[: y.shape[0] // 2])
+    same(low, want, device)
+    np.testing.assert_allclose(out, y - want, rtol=1e-6)
+
+    start = np.linspace(-3.0, 3.0, 13).astype(dtype)
+    got, smallest = sorts_each_turn(start.copy(), device=device)
+    want_x, want_small = start.copy(), 0.0
+    for t in range(3):
+        want_x = np.sort(want_x * -1.5 + t)
+        want_small += want_x[0]
+    np.testing.assert_allclose(got, want_x, rtol=1e-6)
+    np.testing.assert_allclose(smallest, want_small, rtol=1e-6)
+
+    a = numbers(14, dtype, 2)
+    evens, order = sorted_expression(a, device=device)
+    np.testing.assert_array_equal(evens, np.sort(a[::2] * 2.0))
+    np.testing.assert_array_equal(order, np.argsort(a, kind="stable"))
+
+
+@svod.jit
+def flattened(x):
+    y = np.sort(x, axis=None)
+    m = np.median(x)
+    return y, m
+
+
+def test_an_nd_array_sorts_flattened_where_axis_is_none():
+    x = numbers(35, "float64", 3, nans=False).reshape(5, 7)
+    y, m = flattened(x)
+    np.testing.assert_array_equal(y, np.sort(x, axis=None))
+    assert m == np.median(x)
+
+
+def test_passes_whose_digit_never_changes_are_skipped_and_any_count_of_passes_lands_right():
+    """Keys that differ in no byte (no pass), in the lowest only (one pass, the keys left in the second
+    buffer), in the two lowest (two passes), and in every byte."""
+    rng = np.random.default_rng(7)
+    for x in (np.full(50, 7, np.int64), rng.integers(0, 256, 300).astype(np.int64),
+              rng.integers(0, 60000, 300).astype(np.int64), rng.integers(-(2**62), 2**62, 300)):
+        y, i, _ = orders(x)
+        np.testing.assert_array_equal(y, np.sort(x))
+        np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
+
+
+def test_large_sorts_use_kernels_of_their_sizes():
+    """From ``STATIC_FROM`` keys the kernels are compiled for their sizes (constants prove their accesses);
+    a size that is no multiple of the blocks."""
+    x = numbers(sorting.STATIC_FROM + 13, "float64", 11)
+    y, i, m = orders(x)
+    np.testing.assert_array_equal(y, np.sort(x))
+    np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
+    assert np.isnan(m)
+
+
+# ---- what svod refuses, with what to write --------------------------------------------------------------------
+
+@svod.jit
+def sorts_rows(x):
+    y = np.sort(x)
+    return y
+
+
+@svod.jit
+def sorts_inside_an_expression(x):
+    y = np.sort(x) + 1.0
+    return y
+
+
+@svod.jit
+def percentile_past_100(x):
+    p = np.percentile(x, 101)
+    return p
+
+
+@svod.jit
+def other_method(x):
+    p = np.percentile(x, 50, method="nearest")
+    return p
+
+
+@svod.jit
+def empty_percentile(x):
+    p = np.percentile(x, 50)
+    return p
+
+
+@pytest.mark.parametrize("fn, x, words", [
+    (sorts_rows, np.zeros((3, 4)), "sorts each row, which svod does not; pass axis=None"),
+    (sorts_inside_an_expression, np.zeros(4), "np.sort is a statement of its own"),
+    (percentile_past_100, np.zeros(4), r"Percentiles must be in the range \[0, 100\]"),
+    (other_method, np.zeros(4), "svod takes 'linear'"),
+    (empty_percentile, np.zeros(0), "of an empty array"),
+    (sorts_rows, np.zeros(4, np.int16), "svod sorts 32- and 64-bit integers and floats, not int16"),
+])
+def test_what_svod_cannot_sort_is_refused_at_its_line(fn, x, words):
+    with pytest.raises(KernelSyntaxError, match=words) as err:
+        fn(x)
+    assert __file__ in str(err.value)
+
+
+def test_a_device_without_64_bit_buffers_refuses_64_bit_keys():
+    device = next((svod.get_device(name) for name in svod.available_devices()
+                   if dtypes.uint64 not in svod.get_device(name).caps.element_dtypes), None)
+    if device is None:
+        pytest.skip("every device here holds uint64")
+    assert "holds no uint64 buffers" in str(sorting.sortable(np.dtype(np.float64), device))
+    plan = svod.ExecutionPlan(device)
+    source = plan.add_buffer(Buffer(device, dtypes.float32, 4))
+    with pytest.raises(SvodError, match="values, indices or both"):
+        sorting.add_sort(plan, source)
