@@ -307,16 +307,14 @@ class Builder:
         reason = sorting.sortable(dtype, self.device)
         if reason is not None:
             raise self.refuse(item.statement, reason)
-        if len(shape) > 1 and item.axis is not None:
-            raise self.refuse(item.statement, f"{call} of a {len(shape)}-D array along axis {item.axis} sorts each "
-                                              "row, which svod does not; pass axis=None (the flattened array) or "
-                                              "sort a 1-D array")
+        in_place = item.kind == "sort" and item.target == item.source
+        if len(shape) > 1 and (item.axis is not None or in_place):
+            instead = "sort a 1-D array" if in_place else "pass axis=None (the flattened array) or sort a 1-D array"
+            raise self.refuse(item.statement, f"{call} of a {len(shape)}-D array sorts along one of its axes, which "
+                                              f"svod does not; {instead}")
         size = int(np.prod(shape))
         made: list[int]
-        if item.kind in ("sort", "argsort") and item.target == item.source:
-            if item.kind == "argsort" or len(shape) > 1:
-                raise self.refuse(item.statement, f"{item.target} = {call}(...) makes a new array of an array's "
-                                                  "name; sort it in place (`x.sort()`) or assign to a new name")
+        if in_place:
             made = sorting.add_sort(self.plan, slot, values=slot)
         elif item.kind in ("sort", "argsort"):
             if item.target in self.arrays or item.target in self.args:

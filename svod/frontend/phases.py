@@ -290,6 +290,12 @@ class Reader:
         name = "quantile" if kind == "percentile" else kind
         assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) else operand  # x.sort() sorts x
         target = assigned.id if isinstance(assigned, ast.Name) else operand.id  # (sorting_call: a name)
+        if isinstance(stmt, ast.Assign) and target == operand.id:
+            raise self.refuse(stmt, f"{target} = {ast.unparse(call.func)}({target}) makes a new array of the name "
+                                    f"{target}; sort it in place (`{target}.sort()`) or use a new name")
+        if isinstance(q, (ast.List, ast.Tuple, ast.Set)):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)} takes one q in a jitted function (a number): a "
+                                    "statement per quantile")
         if q is None:
             return [Ordering(name, target, operand.id, axis, stmt)]
         return [*self.fraction(stmt, kind, q), Ordering(name, target, operand.id, axis, stmt,

@@ -263,13 +263,28 @@ def other_method(x):
 
 
 @svod.jit
+def rebinds(x):
+    x = np.sort(x)
+    return x
+
+
+@svod.jit
+def two_quantiles(x):
+    p = np.quantile(x, [0.25, 0.75])
+    return p
+
+
+@svod.jit
 def empty_percentile(x):
     p = np.percentile(x, 50)
     return p
 
 
 @pytest.mark.parametrize("fn, x, words", [
-    (sorts_rows, np.zeros((3, 4)), "sorts each row, which svod does not; pass axis=None"),
+    (sorts_rows, np.zeros((3, 4)), "sorts along one of its axes, which svod does not; pass axis=None"),
+    (sorts_in_place, np.zeros((3, 4)), "sorts along one of its axes, which svod does not; sort a 1-D array"),
+    (rebinds, np.zeros(4), r"makes a new array of the name x; sort it in place \(`x.sort\(\)`\)"),
+    (two_quantiles, np.zeros(4), "takes one q in a jitted function"),
     (sorts_inside_an_expression, np.zeros(4), "np.sort is a statement of its own"),
     (percentile_past_100, np.zeros(4), r"Percentiles must be in the range \[0, 100\]"),
     (other_method, np.zeros(4), "svod takes 'linear'"),
