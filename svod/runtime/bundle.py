@@ -167,6 +167,11 @@ def _load_buffer(entry: Any, position: int, storages: Sequence[Buffer], source: 
         require(entry["size"] == storage.size and entry["offset"] == 0, source, f"buffer {position} does not fit its "
                 "storage")
         return storage
+    dtype = dtypes.from_name(entry["dtype"]) if isinstance(entry.get("dtype"), str) else storage.dtype
+    if dtype != storage.dtype:  # the storage's bytes as numbers of another dtype (a sort's keys: a float's bits)
+        require((entry["offset"] + entry["size"]) * dtype.itemsize <= storage.nbytes, source,
+                f"buffer {position} does not fit its storage")
+        return Buffer(storage.device_object, dtype, entry["size"], base=storage, offset=entry["offset"])
     require(entry["offset"] + entry["size"] <= storage.size, source, f"buffer {position} does not fit its storage")
     return storage.view(entry["offset"], entry["size"])
 

@@ -307,3 +307,13 @@ def test_a_device_without_64_bit_buffers_refuses_64_bit_keys():
     source = plan.add_buffer(Buffer(device, dtypes.float32, 4))
     with pytest.raises(SvodError, match="values, indices or both"):
         sorting.add_sort(plan, source)
+
+
+def test_a_sorting_plan_is_saved_and_loaded_as_a_bundle(tmp_path):
+    """The keys' buffers are views of the numbers' memory as unsigned ints: a bundle keeps their dtype."""
+    x = numbers(50, "float64", 4)
+    orders.save(tmp_path / "orders.svodplan", x)
+    plan = svod.load_plan(tmp_path / "orders.svodplan")
+    plan.execute(buffers={"x": x})
+    np.testing.assert_array_equal(plan.buffers[plan.buffer_names["y"]].numpy(), np.sort(x))
+    np.testing.assert_array_equal(plan.buffers[plan.buffer_names["i"]].numpy(), np.argsort(x, kind="stable"))
