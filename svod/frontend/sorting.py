@@ -20,7 +20,12 @@ LSD radix sort added to an ``ExecutionPlan``.
     keys K0 or K1 (the parity says which)
         │ decode      the values (floats' bits as they were, a NaN as a positive NaN of its payload) or the
         ▼             indices, into the output
-    values / indices            order statistics: one work item reads the sorted values (``median``, ``quantile``)
+    values / indices
+
+Order statistics sort nothing (``RadixSelect``): a median or quantile needs the numbers of two ranks, which a
+plan loop over the digits, most significant first, narrows down: each pass counts the digit among the keys
+(made from the numbers again) whose higher digits are those found so far, for both ranks at once, and one
+work item picks the digit the rank falls in; the last kernel computes NumPy's mean or ``_lerp`` of the two.
 
 Everything is a kernel of the plan: no pass reads a value back to the host, so a sort inside a plan loop runs
 as the plan's other steps do, on every device (a WebGPU device holds no 64-bit buffers: it sorts 32-bit
@@ -77,6 +82,7 @@ UNSIGNED, SIGNED, FLOAT, FLOAT_ZEROS_EQUAL = 0, 1, 2, 3
 a float's order with -0.0 and 0.0 one key (what ``argsort``'s stability needs)."""
 
 uint32 = CASTS["uint32"]
+uint64 = CASTS["uint64"]
 float32 = CASTS["float32"]
 _BITS = {4: (dtypes.uint32, 0x7F800000), 8: (dtypes.uint64, 0x7FF0000000000000)}
 """Per itemsize: the unsigned type of the keys, and the bits of a float's infinity."""
@@ -265,44 +271,167 @@ def _copy(out, values):  # type: ignore[no-untyped-def]
         out[i] = values[i]
 
 
-def _median(result, ordered, integral: Const[bool]):  # type: ignore[no-untyped-def]
-    """``np.median`` of sorted values: the mean of the middle one or two (ints as float64 first, as
-    ``np.mean`` sums them), NaN where the values hold one (it sorts last)."""
-    n = ordered.shape[0]
-    half = n // 2
+# ---- order statistics: a radix selection of the middle keys --------------------------------------------------
+
+def _select_start(prefix, rank, nans, at):  # type: ignore[no-untyped-def]
+    """The selection of the keys of ranks ``at`` and ``at + 1``: no digit of them known yet, no NaN seen."""
+    for s in range(2):
+        prefix[s] = prefix[s] ^ prefix[s]
+        rank[s] = at + s
+    for b in range(nans.shape[0]):
+        nans[b] = 0
+
+
+def _select_start_at(prefix, rank, nans, q, n):  # type: ignore[no-untyped-def]
+    """The selection of the two keys a quantile at ``q`` interpolates: ranks ``(n - 1) * q``, floored (past
+    the last rank, the last; for a ``q`` outside [0, 1] the first, the result NaN), and the next."""
+    fraction = float(q[0])
+    virtual = (n - 1) * fraction
+    at = n - 1
+    if virtual < n - 1:
+        at = int(virtual)
+    if not (fraction >= 0.0 and fraction <= 1.0):
+        at = 0
+    for s in range(2):
+        prefix[s] = prefix[s] ^ prefix[s]
+        rank[s] = at + s
+    for b in range(nans.shape[0]):
+        nans[b] = 0
+
+
+@func
+def _from_the_top(step, width):  # type: ignore[no-untyped-def]
+    """The digit a selection's pass ``step`` counts: the most significant first."""
+    return width // DIGIT_BITS - 1 - step
+
+
+@func
+def _infinity_key(width):  # type: ignore[no-untyped-def]
+    """The key of +inf (``_key``): a NaN's is greater."""
+    return (0x7FF0000000000000 if width == 64 else 0x7F800000) | (1 << (width - 1))
+
+
+def _select_histogram(low, high, nans, bits, prefix, per, kind, width: Const[int], step):  # type: ignore[no-untyped-def]
+    """Per block, the count of each value of the digit (the most significant first: pass ``step``) among the
+    keys whose higher digits are those of the lower selected key found so far (``low``), and of the higher
+    (``high``); whether the block holds a NaN."""
+    n = bits.shape[0]
+    digit = _from_the_top(step, width)
+    shift = uint32(digit * DIGIT_BITS)
+    higher = uint32(digit * DIGIT_BITS + DIGIT_BITS)
+    lower_wanted = prefix[0] >> higher
+    upper_wanted = prefix[1] >> higher
+    for b in prange(low.shape[0]):
+        for i in range(b * per, min(b * per + per, n)):
+            key = _key(bits[i], kind, width)
+            if kind >= FLOAT and key > _infinity_key(width):
+                nans[b] = 1
+            at = int((key >> shift) & MASK)
+            if at < low.shape[1]:
+                if key >> higher == lower_wanted:
+                    low[b, at] += 1
+                if key >> higher == upper_wanted:
+                    high[b, at] += 1
+
+
+def _select_totals(low_totals, high_totals, low, high):  # type: ignore[no-untyped-def]
+    """Each digit's count over the blocks, for both selected keys."""
+    for d in prange(low.shape[1]):
+        low_total = 0
+        high_total = 0
+        for b in range(low.shape[0]):
+            low_total += low[b, d]
+            high_total += high[b, d]
+        low_totals[d] = low_total
+        high_totals[d] = high_total
+
+
+def _select_groups(low_groups, high_groups, low_totals, high_totals):  # type: ignore[no-untyped-def]
+    """The counts of each group of ``GROUP`` digits, for both selected keys."""
+    for g in prange(low_groups.shape[0]):
+        low_sum = 0
+        high_sum = 0
+        for e in range(GROUP):
+            low_sum += low_totals[g * GROUP + e]
+            high_sum += high_totals[g * GROUP + e]
+        low_groups[g] = low_sum
+        high_groups[g] = high_sum
+
+
+@func
+def _pick_digit(prefix, rank, s, totals, groups, shift, width):  # type: ignore[no-untyped-def]
+    """Selected key ``s``'s digit: its group's (the one whose counts, summed in order, pass its rank), then
+    the digit's among the group's, and its rank among the keys of that digit."""
+    wanted = rank[s]
+    known = prefix[s]
+    run = 0
+    group = 0
+    before = 0
+    for g in range(groups.shape[0]):
+        total = groups[g]
+        hit = run <= wanted < run + total
+        group += g * hit
+        before += run * hit
+        run += total
+    for e in range(GROUP):
+        d = group * GROUP + e
+        total = totals[d]
+        if before <= wanted < before + total:
+            prefix[s] = known | (uint64(d) if width == 64 else uint32(d)) << shift
+            rank[s] = wanted - before
+        before += total
+
+
+def _select_pick(prefix, rank, low_totals, high_totals, low_groups, high_groups, width: Const[int],  # type: ignore[no-untyped-def]
+                 step):
+    """Each selected key's digit and its rank among the keys of that digit (``_pick_digit``)."""
+    shift = uint32(_from_the_top(step, width) * DIGIT_BITS)
+    _pick_digit(prefix, rank, 0, low_totals, low_groups, shift, width)
+    _pick_digit(prefix, rank, 1, high_totals, high_groups, shift, width)
+
+
+def _select_values(pair, flag, prefix, nans, kind, width: Const[int]):  # type: ignore[no-untyped-def]
+    """The numbers of the two selected ranks (``pair``, as their bits), and whether a NaN is among the keys
+    (``flag``)."""
+    pair[0] = _bits(prefix[0], kind, width)
+    pair[1] = _bits(prefix[1], kind, width)
+    flag[0] = 0
+    for b in range(nans.shape[0]):
+        if nans[b] != 0:
+            flag[0] = 1
+
+
+def _median(result, pair, flag, n, integral: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.median`` of the middle one or two values (``pair``): their mean (ints as float64 first, as
+    ``np.mean`` sums them), NaN where the values hold one."""
     if integral:
         if n % 2 == 1:
-            result[0] = float(ordered[half])
+            result[0] = float(pair[0])
         else:
-            result[0] = (float(ordered[half - 1]) + float(ordered[half])) / 2
+            result[0] = (float(pair[0]) + float(pair[1])) / 2
     else:
-        middle = ordered[half]
+        middle = pair[0]
         if n % 2 == 0:
-            middle = (ordered[half - 1] + ordered[half]) / 2
-        last = ordered[n - 1]
-        if np.isnan(last):
-            middle = last
+            middle = (pair[0] + pair[1]) / 2
+        if flag[0] != 0:
+            middle = nan
         result[0] = middle
 
 
-def _quantile(result, ordered, q, narrow: Const[bool], integral: Const[bool]):  # type: ignore[no-untyped-def]
-    """``np.quantile`` of sorted values by NumPy's 'linear' method, computed as NumPy computes it: the
-    virtual index ``(n - 1) * q``, its floor and fraction (past the last index, the last value with NumPy's
-    fraction ``v + 1``), and ``_lerp`` in the values' dtype (float32 with a float32 fraction; integers'
-    difference wrapping in their dtype, then float64). A ``q`` outside [0, 1] (NumPy raises) or NaN gives NaN,
-    and so do values holding a NaN."""
-    n = ordered.shape[0]
+def _quantile(result, pair, flag, q, n, narrow: Const[bool], integral: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.quantile`` by NumPy's 'linear' method, computed as NumPy computes it: the virtual index ``(n -
+    1) * q``, its floor and fraction (past the last index, the last value with NumPy's fraction ``v + 1``),
+    and ``_lerp`` in the values' dtype (float32 with a float32 fraction; integers' difference wrapping in
+    their dtype, then float64) of the values at the floor and the next (``pair``). A ``q`` outside [0, 1]
+    (NumPy raises) or NaN gives NaN, and so do values holding a NaN."""
     fraction = float(q[0])
     virtual = (n - 1) * fraction
-    lower = n - 1
-    upper = n - 1
+    below = pair[0]
+    above = pair[0]
     gamma = virtual + 1.0
     if virtual < n - 1:
-        lower = int(virtual)
-        upper = lower + 1
-        gamma = virtual - lower
-    below = ordered[lower]
-    above = ordered[upper]
+        above = pair[1]
+        gamma = virtual - int(virtual)
     weight = float32(gamma) if narrow else gamma
     rest = float32(1.0 - gamma) if narrow else 1.0 - gamma
     difference = above - below
@@ -311,22 +440,17 @@ def _quantile(result, ordered, q, narrow: Const[bool], integral: Const[bool]):  
         value = above - difference * rest
     if not (fraction >= 0.0 and fraction <= 1.0):
         value = nan
-    if not integral:
-        last = ordered[n - 1]
-        if np.isnan(last):
-            value = last
+    if not integral and flag[0] != 0:
+        value = nan
     result[0] = value
 
 
-def _pick(result, ordered, at, floating: Const[bool]):  # type: ignore[no-untyped-def]
+def _pick(result, pair, flag, floating: Const[bool]):  # type: ignore[no-untyped-def]
     """``np.quantile(x, 0)`` or ``(x, 1)`` of an int ``q``: the value itself (NumPy takes it, no
     interpolation), NaN where the values hold one."""
-    n = ordered.shape[0]
-    value = ordered[at]
-    if floating:
-        last = ordered[n - 1]
-        if np.isnan(last):
-            value = last
+    value = pair[0]
+    if floating and flag[0] != 0:
+        value = nan
     result[0] = value
 
 
@@ -344,10 +468,10 @@ class _Kernel:
     fn: Callable[..., None]
     name: str
 
-    def on(self, device: Device, n: int, per: int) -> Kernel:
+    def on(self, device: Device, n: int, per: int, kind: int = UNSIGNED) -> Kernel:
         if device.caps.index_bits >= 64 and n < STATIC_FROM:
             return _variable(self)
-        return _static(self, per)
+        return _static(self, per, kind)
 
 
 @functools.cache
@@ -356,16 +480,19 @@ def _variable(kernel: _Kernel) -> Kernel:
 
 
 @functools.cache
-def _static(kernel: _Kernel, per: int) -> Kernel:
-    return Kernel(kernel.fn, name=kernel.name, static_shapes=True, bounds=_bounds(kernel, {"per": (per, per)}))
+def _static(kernel: _Kernel, per: int, kind: int) -> Kernel:
+    """``kernel`` of constant sizes, keys per block and key kind (a variable bounded to one value)."""
+    return Kernel(kernel.fn, name=kernel.name, static_shapes=True,
+                  bounds=_bounds(kernel, {"per": (per, per), "kind": (kind, kind)}))
 
 
 def _bounds(kernel: _Kernel, given: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """The bounds of ``kernel``'s int arguments: ``given``, and a pass's digit's (the plan loop's values)."""
     parameters = positional_parameters(kernel.fn, kernel.name)
     found = {name: bound for name, bound in given.items() if name in parameters}
-    if "digit" in parameters:
-        found["digit"] = (0, -(-64 // DIGIT_BITS) - 1)
+    for name in ("digit", "step"):
+        if name in parameters:
+            found[name] = (0, -(-64 // DIGIT_BITS) - 1)
     return found
 
 
@@ -381,6 +508,13 @@ SCATTER = _Kernel(_scatter, "sort_scatter")
 SCATTER_INDEXED = _Kernel(_scatter_indexed, "sort_scatter_indexed")
 DECODE = _Kernel(_decode, "sort_decode")
 COPY = _Kernel(_copy, "sort_copy")
+SELECT_START = _Kernel(_select_start, "select_start")
+SELECT_START_AT = _Kernel(_select_start_at, "select_start_at")
+SELECT_HISTOGRAM = _Kernel(_select_histogram, "select_histogram")
+SELECT_TOTALS = _Kernel(_select_totals, "select_totals")
+SELECT_GROUPS = _Kernel(_select_groups, "select_groups")
+SELECT_PICK = _Kernel(_select_pick, "select_pick")
+SELECT_VALUES = _Kernel(_select_values, "select_values")
 MEDIAN = _Kernel(_median, "median")
 QUANTILE = _Kernel(_quantile, "quantile")
 PICK = _Kernel(_pick, "quantile_pick")
@@ -521,7 +655,7 @@ class RadixSort:
 
     def kernel(self, kernel: _Kernel, *shapes: tuple[int, ...]) -> Kernel | Shaped:
         """``kernel`` for this device, over plan buffers of ``shapes`` where given (else one dimension each)."""
-        made = kernel.on(self.device, self.n, self.per)
+        made = kernel.on(self.device, self.n, self.per, self.kind)
         return made.shaped(*shapes) if shapes else made
 
     def scratch(self, dtype: DType, size: int) -> int:
@@ -542,16 +676,63 @@ def add_sort(plan: ExecutionPlan, source: int, values: int | None = None, indice
     return RadixSort(plan, source, values, indices).add()
 
 
+@dataclass
+class RadixSelect:
+    """The steps that find the number of one rank of plan buffer ``source``, the next rank's, and whether a
+    NaN is among them, without sorting: a plan loop over the digits, most significant first, each pass
+    counting the digit among the keys whose higher digits are those found so far (the keys are made from the
+    numbers again in each pass: nothing is written but the counts). The rank is ``at``, or the floor of a
+    quantile's at the float in plan buffer ``q``. ``add`` returns the steps and the plan buffers of the two
+    numbers (of ``source``'s dtype) and of the NaN flag."""
+
+    plan: ExecutionPlan
+    source: int
+    at: int | None = None
+    q: int | None = None
+
+    def add(self) -> tuple[list[int], int, int]:
+        sort, plan = RadixSort(self.plan, self.source, values=self.source), self.plan  # its checks and blocks
+        prefix, rank = sort.scratch(sort.unsigned, 2), sort.scratch(dtypes.int32, 2)
+        low, high = (sort.scratch(dtypes.int32, sort.blocks * RADIX) for _ in range(2))
+        low_totals, high_totals = sort.scratch(dtypes.int32, RADIX), sort.scratch(dtypes.int32, RADIX)
+        low_groups, high_groups = (sort.scratch(dtypes.int32, RADIX // GROUP) for _ in range(2))
+        nans = sort.scratch(dtypes.int32, sort.blocks)
+        pair, flag = sort.scratch(sort.unsigned, 2), sort.scratch(dtypes.int32, 1)
+        bits = sort.view(self.source, sort.unsigned)
+        table, row = (sort.blocks, RADIX), (RADIX,)
+        step: dict[str, Any] = {"step": DIGIT_VARIABLE}
+        coding: dict[str, Any] = {"kind": sort.kind, "width": sort.width}
+        if self.q is not None:
+            steps = [plan.add_kernel(sort.kernel(SELECT_START_AT), [prefix, rank, nans, self.q], n=sort.n)]
+        elif self.at is not None and 0 <= self.at < sort.n:
+            steps = [plan.add_kernel(sort.kernel(SELECT_START), [prefix, rank, nans], at=self.at)]
+        else:
+            raise SvodError(f"a selection is of a rank in [0, {sort.n}) or at a quantile, not {self.at}",
+                            stage="plan", value=self.at)
+        histogram = sort.kernel(SELECT_HISTOGRAM, table, table, (sort.blocks,), (sort.n,), (2,))
+        body = [plan.add_kernel(sort.kernel(CLEAR, table), [low]),
+                plan.add_kernel(sort.kernel(CLEAR, table), [high]),
+                plan.add_kernel(histogram, [low, high, nans, bits, prefix], per=sort.per, **coding, **step),
+                plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table), [low_totals, high_totals, low,
+                                                                                        high]),
+                plan.add_kernel(sort.kernel(SELECT_GROUPS), [low_groups, high_groups, low_totals, high_totals]),
+                plan.add_kernel(sort.kernel(SELECT_PICK), [prefix, rank, low_totals, high_totals, low_groups,
+                                                           high_groups], width=sort.width, **step)]
+        steps.append(plan.loop(DIGIT_VARIABLE, 0, sort.passes, body=body))
+        steps.append(plan.add_kernel(sort.kernel(SELECT_VALUES), [pair, flag, prefix, nans], **coding))
+        return steps, sort.view(pair, plan.buffers[self.source].dtype), flag
+
+
 def add_median(plan: ExecutionPlan, source: int, result: int) -> list[int]:
     """Add the steps that write ``np.median`` of plan buffer ``source`` (all its elements) into the first
-    element of plan buffer ``result`` (``quantile_dtype``)."""
+    element of plan buffer ``result`` (``quantile_dtype``): a selection of the middle rank (and the next)."""
     buf = plan.buffers[source]
     if buf.size == 0:
         return [plan.add_kernel(NAN.on(plan.device, 1, 1), [result])]
-    ordered = plan.add_buffer(Buffer(plan.device, buf.dtype, buf.size))
-    steps = add_sort(plan, source, values=ordered)
+    steps, pair, flag = RadixSelect(plan, source, at=(buf.size - 1) // 2).add()
     integral = np.dtype(buf.dtype.numpy).kind != "f"
-    return [*steps, plan.add_kernel(MEDIAN.on(plan.device, buf.size, 1), [result, ordered], integral=integral)]
+    median = MEDIAN.on(plan.device, buf.size, 1)
+    return [*steps, plan.add_kernel(median, [result, pair, flag], n=buf.size, integral=integral)]
 
 
 def add_quantile(plan: ExecutionPlan, source: int, result: int, *, at: int | None = None,
@@ -564,16 +745,16 @@ def add_quantile(plan: ExecutionPlan, source: int, result: int, *, at: int | Non
     if buf.size == 0:
         raise SvodError("the quantile of an empty array is undefined (NumPy raises IndexError)", stage="plan",
                         value=0)
-    if (at is None) == (whole is None) or whole not in (None, 0, 1):
+    floating = np.dtype(buf.dtype.numpy).kind == "f"
+    if whole is not None and at is None and whole in (0, 1):
+        steps, pair, flag = RadixSelect(plan, source, at=whole * (buf.size - 1)).add()
+        pick = PICK.on(plan.device, buf.size, 1)
+        return [*steps, plan.add_kernel(pick, [result, pair, flag], floating=floating)]
+    if at is None or whole is not None:
         raise SvodError("a quantile is at a plan buffer's float (at=) or at the int 0 or 1 (whole=)", stage="plan",
                         value=whole)
-    ordered = plan.add_buffer(Buffer(plan.device, buf.dtype, buf.size))
-    steps = add_sort(plan, source, values=ordered)
-    floating = np.dtype(buf.dtype.numpy).kind == "f"
-    if whole is not None:
-        pick = PICK.on(plan.device, buf.size, 1)
-        return [*steps, plan.add_kernel(pick, [result, ordered], at=whole * (buf.size - 1), floating=floating)]
-    assert at is not None  # (checked above)
+    steps, pair, flag = RadixSelect(plan, source, q=at).add()
     narrow = np.dtype(buf.dtype.numpy) == np.float32
     quantile = QUANTILE.on(plan.device, buf.size, 1)
-    return [*steps, plan.add_kernel(quantile, [result, ordered, at], narrow=narrow, integral=not floating)]
+    return [*steps, plan.add_kernel(quantile, [result, pair, flag, at], n=buf.size, narrow=narrow,
+                                    integral=not floating)]
