@@ -136,6 +136,8 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def first_difference(position: int, expected: np.ndarray, got: np.ndarray, ulps: int) -> Difference | None:
+    if expected.dtype.kind == "f" and got.dtype != expected.dtype and got.dtype.kind == "f":
+        got = got.astype(expected.dtype)  # a jitted function's float32 scalar comes back as a Python float
     if expected.dtype.kind == "f":
         both_nan = np.isnan(expected) & np.isnan(got)
         distance = _ulps(expected, got)

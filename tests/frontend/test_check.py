@@ -266,6 +266,18 @@ def test_a_jit_function_agrees_with_its_python_on_every_device_here():
     assert any(r.device.startswith("CPU") and r.skipped is None for r in report.results)
 
 
+@svod.jit
+def _largest(x):
+    top = x.max()
+    return top
+
+
+def test_a_jit_functions_float32_scalar_is_compared_in_float32():
+    """Plain Python returns a float32; the function, a Python float of the float32 it computed."""
+    report = svod.check(_largest, [np.array([1.5, -2.0, 3.25], np.float32)], devices=["CPU", "PYTHON"])
+    assert report.ok, str(report)
+
+
 def test_a_jit_function_that_returns_another_value_differs(monkeypatch):
     real = svod.frontend.jit.Jit.__call__
 
