@@ -139,7 +139,8 @@ def test_more_live_plans_than_entry_points_all_replay():
 
 
 class _PythonReplayer:
-    """A runtime factory that replays from Python: every step through its runner, loops by their bounds. It
+    """A runtime factory that replays from Python: every piece through its runner, loops that run every turn by
+    their bounds. It
     checks that a plan's work reaches a replayer whole, and that the runtime asks the protocol, not the kind
     of device."""
 
@@ -167,7 +168,7 @@ class _PythonReplay:
 
     def _run(self, work, values):
         for item in work:
-            if isinstance(item, ReplayLoop):
+            if isinstance(item, ReplayLoop) and item.until is None:
                 for value in range(*(evaluate(e, values) for e in (item.start, item.stop, item.step))):
                     values[item.var] = value
                     self._run(item.body, values)
