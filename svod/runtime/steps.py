@@ -547,12 +547,13 @@ class Preparing:
                 return bool(buf.numpy()[0])
 
             return read_back, None, None
-        element = np.ctypeslib.as_ctypes_type(buf.dtype.numpy)
+        dtype = buf.dtype.numpy
+        raw = ctypes.c_char * dtype.itemsize  # any dtype, float16 included (ctypes has no type of its own for it)
         address = (ctypes.c_int64 * 1)(buf.address)
 
         def read() -> bool:
             device.synchronize()
-            return bool(element.from_address(address[0]).value)
+            return bool(np.frombuffer(raw.from_address(address[0]), dtype, 1)[0])
 
         native = HostCondition(BufferAddress(address[0], id(buf.base), buf.byte_offset), buf.dtype.itemsize,
                                buf.dtype.is_float)

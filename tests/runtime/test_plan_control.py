@@ -309,7 +309,8 @@ def test_a_kernel_written_condition_holds_as_python_bool_says(device, dtype, hel
     (np.float32, 0.0), (np.float32, -0.0), (np.float32, np.nan), (np.float32, -np.inf), (np.float32, 1e-45),
     (np.float32, -1e-45), (np.float64, -0.0), (np.float64, np.nan), (np.float64, -5e-324),
     (np.int64, INT64_HIGH_BIT), (np.int64, 0), (np.int64, 1 << 32), (np.int32, -(1 << 31)), (np.int16, -1),
-    (np.int8, 0), (np.uint64, 1 << 63), (np.bool_, True), (np.bool_, False)])
+    (np.int8, 0), (np.uint64, 1 << 63), (np.bool_, True), (np.bool_, False), (np.float16, -0.0),
+    (np.float16, np.nan), (np.float16, 6e-8)])
 def test_a_branch_on_a_bound_array_goes_as_python_bool_of_its_element(device, dtype, value):
     """The array bound for the run decides (the plan's own buffer stays zero), as ``bool`` of its first
     element does in Python: natively, and dispatched from Python alike."""
