@@ -553,7 +553,7 @@ class Preparing:
 
         def read() -> bool:
             device.synchronize()
-            return bool(np.frombuffer(raw.from_address(address[0]), dtype, 1)[0])
+            return bool(np.frombuffer(memoryview(raw.from_address(address[0])), dtype, 1)[0])
 
         native = HostCondition(BufferAddress(address[0], id(buf.base), buf.byte_offset), buf.dtype.itemsize,
                                buf.dtype.is_float)
