@@ -591,6 +591,8 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
     needed: dict[tuple[int, int], Turn] = {}
     depth = 0
     """How many loops enclose the statement being read."""
+    leaving: list[list[set[str]]] = []
+    """Per enclosing loop, the names assigned where a ``break`` or ``continue`` leaves a turn."""
 
     def reads(node: ast.AST, at: ast.AST) -> None:
         for inner in ast.walk(node):
@@ -615,6 +617,8 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
             if isinstance(stmt, (ast.Return, ast.Break, ast.Continue)):
                 if isinstance(stmt, ast.Return) and stmt.value is not None:
                     reads(stmt.value, stmt)
+                if not isinstance(stmt, ast.Return) and leaving:
+                    leaving[-1].append(set(names))
                 return names, False
             if isinstance(stmt, ast.If):
                 reads(stmt.test, stmt)
@@ -646,18 +650,23 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
         own = stored([stmt.target]) if isinstance(stmt, ast.For) else set()
         assign(own)  # the loop assigns its variable before its body reads it
         depth += 1
-        inner, _ = block([*stmt.body, *stmt.orelse], names | own)
+        leaving.append([])
+        inner, through = block([*stmt.body, *stmt.orelse], names | own)
+        ends = [*leaving.pop(), *([inner] if through else [])]
         depth -= 1
-        for name in sorted(inner - names):
+        if not ends:  # every turn returns
+            return names
+        surely = set.intersection(*ends)
+        for name in sorted(set.union(*ends) - names):
             if isinstance(stmt, ast.While):
                 partly[name] = f"assigned only in the body of the while loop at line {stmt.lineno}, which may " \
                                "make no turn"
-            elif _exits(stmt.body):
-                partly[name] = f"assigned in the loop at line {stmt.lineno}, which a break, continue or return " \
-                               "may leave before"
+            elif name not in surely:
+                partly[name] = f"assigned in the loop at line {stmt.lineno} only on some paths through a turn " \
+                               "(a break or continue may come first)"
             else:
                 turned[name] = (stmt, depth > 0)
-        return names | inner
+        return names | set.union(*ends)
 
     block(body, set(assigned))
     for name in returns:
