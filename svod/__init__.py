@@ -1,6 +1,6 @@
 """svod: a kernel runtime. UOp graphs in, compiled kernels out, run on CPU threads and GPUs."""
 
-from svod import distributed, errors
+from svod import distributed, errors, random
 from svod.backends import default_registry
 from svod.config import VERSION
 from svod.device import Buffer
@@ -37,4 +37,4 @@ __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "De
            "Int", "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
            "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32", "float64",
            "func", "get_device", "inf", "jit", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
-           "prange", "run", "uint8", "uint16", "uint32", "uint64"]
+           "prange", "random", "run", "uint8", "uint16", "uint32", "uint64"]
