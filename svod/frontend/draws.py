@@ -19,6 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from svod.dtype import DType, dtypes
 from svod.ir import UOp
 
@@ -124,20 +126,81 @@ def uniform(words: Words, real: DType) -> UOp:
     return (words[0] >> 8).cast(real) * 2.0 ** -24
 
 
+@dataclass(frozen=True)
+class _Float:
+    """What ``log_unit`` and ``cos_two_pi`` need of a float type: its bits as an integer, its fraction's width,
+    ln 2 in two parts (the high one short enough that an exponent times it is exact), and how many terms of
+    each series reach its precision."""
+
+    bits: DType
+    fraction_bits: int
+    ln2_high: float
+    ln2_low: float
+    atanh_terms: int
+    trig_terms: int
+
+
+_FLOATS = {dtypes.float64: _Float(dtypes.int64, 52, 0.6931471805598903, 5.497923018708371e-14, 11, 9),
+           dtypes.float32: _Float(dtypes.int32, 23, 0.693145751953125, 1.428606765330187e-06, 5, 6)}
+
+
+def _horner(z: UOp, coefficients: Sequence[float]) -> UOp:
+    """``c0 + z * (c1 + z * (c2 + ...))``."""
+    p = UOp.const(z.dtype, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        p = p * z + c
+    return p
+
+
+def log_unit(t: UOp) -> UOp:
+    """``log(t)`` for a float ``t`` in (0, 1] (never a subnormal: a draw's is a multiple of 2**-53, or of
+    2**-24), from ``+ - * /`` alone, so that it is the same bits on every device that rounds those as IEEE 754
+    does: t = 2**e * m with m in [sqrt(1/2), sqrt(2)) read from t's bits, log(m) = 2 atanh(s) with s = (m - 1) /
+    (m + 1) by its odd series, e * ln 2 added in two parts. Within a few ulps of the true log."""
+    f = _FLOATS[t.dtype]
+    root_half = int(np.array(math.sqrt(0.5), t.dtype.numpy).view(f.bits.numpy))
+    offset = t.bitcast(f.bits) - root_half
+    exponent = (offset >> f.fraction_bits).cast(t.dtype)
+    m = ((offset & ((1 << f.fraction_bits) - 1)) + root_half).bitcast(t.dtype)
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    series = _horner(z, [1 / (2 * k + 1) for k in range(1, f.atanh_terms + 1)])
+    return exponent * f.ln2_high + (exponent * f.ln2_low + (s + s * z * series) * 2.0)
+
+
+def cos_two_pi(u: UOp) -> UOp:
+    """``cos(2 pi u)`` for a float ``u`` in [0, 1), from ``+ - *`` alone (same bits on every IEEE 754 device):
+    the quarter turn ``q`` and the fraction ``f`` of it are exact (4u is), ``cos(pi/2 (q + f))`` is a cosine or
+    a sine of ``pi/2 f`` by ``q``'s sign table, and a fraction past one half is turned into ``1 - f`` (exact), so
+    each series runs on an angle within pi/4."""
+    f = _FLOATS[u.dtype]
+    quarter = u * 4.0
+    q = quarter.cast(f.bits)
+    fraction = quarter - q.cast(u.dtype)
+    turned = fraction > 0.5
+    angle = turned.where(1.0 - fraction, fraction) * (math.pi / 2)
+    z = angle * angle
+    cos = _horner(z, [(-1) ** k / math.factorial(2 * k) for k in range(f.trig_terms)])
+    sin = angle * _horner(z, [(-1) ** k / math.factorial(2 * k + 1) for k in range(f.trig_terms)])
+    cos, sin = turned.where(sin, cos), turned.where(cos, sin)
+    return q.eq(0).where(cos, q.eq(1).where(-sin, q.eq(2).where(-cos, sin)))
+
+
 def standard_normal(words: Words, real: DType) -> UOp:
     """Box-Muller: ``sqrt(-2 log(1 - u1)) * cos(2 pi u2)``, u1 and u2 from the first and second half of the
-    block (float32: from w0 and w1)."""
+    block (float32: from w0 and w1); the log and cosine are ``log_unit`` and ``cos_two_pi``, and sqrt is
+    IEEE 754's."""
     if real == dtypes.float64:
         u1, u2 = uniform(words, real), uniform((words[2], words[3], words[0], words[1]), real)
     else:
         u1, u2 = uniform(words, real), uniform((words[1], words[0], words[2], words[3]), real)
-    radius = ((1.0 - u1).log() * -2.0).sqrt()
-    return radius * (u2 * (2.0 * math.pi)).cos()
+    radius = (log_unit(1.0 - u1) * -2.0).sqrt()
+    return radius * cos_two_pi(u2)
 
 
 def standard_exponential(words: Words, real: DType) -> UOp:
-    """``-log(1 - u)``: 1 - u is in (0, 1], so the log is finite."""
-    return -(1.0 - uniform(words, real)).log()
+    """``-log(1 - u)`` (``log_unit``): 1 - u is in (0, 1], so the log is finite."""
+    return -log_unit(1.0 - uniform(words, real))
 
 
 def bounded(words: Words, low: UOp, high: UOp, wide: bool) -> UOp:
@@ -186,5 +249,5 @@ def draw(name: str, place: Place, arguments: Sequence[UOp], real: DType, integer
     raise ValueError(f"np.random.{name} is not a draw")
 
 
-__all__ = ["ALIASES", "FUNCTIONS", "Place", "Signature", "block", "bounded", "draw", "mul_hi_lo", "philox",
-           "standard_exponential", "standard_normal", "uniform"]
+__all__ = ["ALIASES", "FUNCTIONS", "Place", "Signature", "block", "bounded", "cos_two_pi", "draw", "log_unit",
+           "mul_hi_lo", "philox", "standard_exponential", "standard_normal", "uniform"]

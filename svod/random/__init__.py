@@ -60,15 +60,18 @@ before it draws runs there, and gives the same numbers at every run, as it does 
 - ``standard_normal()``: Box-Muller, ``sqrt(-2 log(1 - u1)) * cos(2 pi u2)`` with u1 from (w0, w1) and u2
   from (w2, w3) (float32: from w0 and w1); ``normal(loc, scale)``: ``loc + scale * z``;
 - ``exponential(scale)``: ``scale * -log(1 - u)`` (1 - u is in (0, 1]: never log(0));
+- the log and the cosine are svod's own, from ``+ - * /`` (``svod.random.philox.log`` and ``cos_two_pi``: a
+  series after an exact reduction, within a few ulps of the true functions), and the square root IEEE 754's;
 - ``randint(low, high)``: ``low + (w * span) >> 32`` with span = high - low, by Lemire's multiply-shift on the
   first of w0..w3 whose low product is at least ``2**32 mod span`` (unbiased), else on w3: biased with a
   probability below ``(span / 2**32) ** 4``. A span must be in 1 .. 2**32: constants outside are refused, a
   run-time span outside gives ``low``. int64 (int32 on a device without 64-bit integers).
 
-The words, ``random()``, ``uniform``'s inputs and ``randint`` are the same on every device, bit for bit (a
-device without float64 has the float32 forms). ``normal`` and ``exponential`` go through the device's
-``log``, ``cos`` and ``sqrt``, so across devices they agree as those functions do (within a few units in
-the last place); on one device they do not depend on threads, tiles or vector width.
+So every draw is the same bits on every device that rounds ``+ - * /`` and ``sqrt`` as IEEE 754 does (the
+CPU, the PYTHON reference, OpenCL, CUDA), whatever its threads, tiles and vector width; a device without
+float64 has the float32 forms. On WebGPU, whose WGSL lets the shader compiler fuse and approximate float
+arithmetic, the words, ``random()`` and ``randint`` are the same bits and the rest may differ in the last
+bits.
 
 **Plain Python.** ``svod.check`` runs a kernel's function as plain Python with ``np.random`` replaced by
 ``svod.random.philox.PlainRandom`` (this layout, written apart from the kernel's UOps), for the launch the

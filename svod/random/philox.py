@@ -34,8 +34,6 @@ W0, W1 = 0x9E3779B9, 0xBB67AE85
 """Philox4x32's key increments (the golden ratio's and sqrt(3) - 1's first 32 bits)."""
 ROUNDS = 10
 MASK = 0xFFFFFFFF
-TWO_PI = 2.0 * math.pi
-"""2 pi rounded to float64 (float32 rounds this again), Box-Muller's angle factor."""
 
 
 def philox4x32(counter: Sequence[Any], key: Sequence[Any]) -> tuple[Any, Any, Any, Any]:
@@ -78,20 +76,67 @@ def uniforms(words: Sequence[int], double: bool) -> tuple[Any, Any]:
     return uniform_single(words[0]), uniform_single(words[1])
 
 
+SERIES_TERMS = {np.float64: (11, 9), np.float32: (5, 6)}
+"""Per float type, how many terms of atanh's series (the log) and of the cosine's and sine's reach its
+precision on the ranges ``log`` and ``cos_two_pi`` reduce to."""
+LN2 = {np.float64: (0.6931471805598903, 5.497923018708371e-14), np.float32: (0.693145751953125, 1.428606765330187e-06)}
+"""ln 2 in two parts per float type: the first short enough that an exponent times it is exact."""
+
+
+def _polynomial(z: Any, coefficients: list[float]) -> Any:
+    """``c0 + c1 z + c2 z**2 + ...`` by Horner's rule, in ``z``'s float type."""
+    kind = type(z)
+    total = kind(coefficients[-1])
+    for c in coefficients[-2::-1]:
+        total = total * z + kind(c)
+    return total
+
+
+def log(t: Any) -> Any:
+    """``log(t)`` for a numpy float ``t`` in (0, 1] as svod's draws compute it, from ``+ - * /`` alone (the same
+    bits on every IEEE 754 device): t = m * 2**e with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh((m - 1) / (m +
+    1)) by atanh's odd series, plus e ln 2 in two parts."""
+    kind = type(t)
+    m, e = np.frexp(t)
+    if m < kind(math.sqrt(0.5)):
+        m, e = m * kind(2.0), e - 1
+    s = (m - kind(1.0)) / (m + kind(1.0))
+    z = s * s
+    series = _polynomial(z, [1 / (2 * k + 1) for k in range(1, SERIES_TERMS[kind][0] + 1)])
+    exponent, (high, low) = kind(e), LN2[kind]
+    return exponent * kind(high) + (exponent * kind(low) + (s + s * z * series) * kind(2.0))
+
+
+def cos_two_pi(u: Any) -> Any:
+    """``cos(2 pi u)`` for a numpy float ``u`` in [0, 1) as svod's draws compute it, from ``+ - *`` alone: in
+    quarter ``q`` of the turn and fraction ``f`` of it (both exact), a cosine or sine of pi/2 f (of pi/2 (1 -
+    f) past one half, swapped), by their series, signed by the quarter."""
+    kind = type(u)
+    quarter = u * kind(4.0)
+    q = int(quarter)
+    f = quarter - kind(q)
+    turned = bool(f > kind(0.5))
+    angle = (kind(1.0) - f if turned else f) * kind(math.pi / 2)
+    z = angle * angle
+    terms = SERIES_TERMS[kind][1]
+    cos = _polynomial(z, [(-1) ** k / math.factorial(2 * k) for k in range(terms)])
+    sin = angle * _polynomial(z, [(-1) ** k / math.factorial(2 * k + 1) for k in range(terms)])
+    if turned:
+        cos, sin = sin, cos
+    return (cos, -sin, -cos, sin)[q]
+
+
 def box_muller(u1: Any, u2: Any) -> Any:
     """A standard normal from two uniforms in [0, 1): ``sqrt(-2 log(1 - u1)) * cos(2 pi u2)`` (``1 - u1`` is
-    in (0, 1], exact, so the log is finite), every operation in the uniforms' float type."""
+    in (0, 1], exact, so the log is finite), with ``log`` and ``cos_two_pi``, in the uniforms' float type."""
     kind = type(u1)
-    with np.errstate(all="ignore"):
-        radius = np.sqrt(kind(-2.0) * np.log(kind(1.0) - u1))
-        return radius * np.cos(u2 * kind(TWO_PI))
+    return np.sqrt(log(kind(1.0) - u1) * kind(-2.0)) * cos_two_pi(u2)
 
 
 def exponential(u: Any) -> Any:
     """A standard exponential from a uniform in [0, 1): ``-log(1 - u)``, never log(0)."""
     kind = type(u)
-    with np.errstate(all="ignore"):
-        return -np.log(kind(1.0) - u)
+    return -log(kind(1.0) - u)
 
 
 def bounded(words: Sequence[int], span: int) -> int:
@@ -225,5 +270,5 @@ class PlainRandom:
         return kind(start + bounded(self.block(), stop - start))
 
 
-__all__ = ["M0", "M1", "MASK", "ROUNDS", "TWO_PI", "W0", "W1", "PlainRandom", "bounded", "box_muller", "exponential",
-           "philox4x32", "uniform_double", "uniform_single", "uniforms"]
+__all__ = ["M0", "M1", "MASK", "ROUNDS", "W0", "W1", "PlainRandom", "bounded", "box_muller", "cos_two_pi",
+           "exponential", "log", "philox4x32", "uniform_double", "uniform_single", "uniforms"]

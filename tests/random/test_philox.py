@@ -3,6 +3,7 @@ a draw makes of its words, and the process generator's key and launch count."""
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -14,6 +15,8 @@ from svod.random import KEY_VARIABLE, LAUNCH_VARIABLE, Launch, ProcessGenerator
 from svod.random.philox import (
     PlainRandom,
     bounded,
+    cos_two_pi,
+    log,
     philox4x32,
     uniform_double,
     uniform_single,
@@ -57,6 +60,19 @@ def test_a_uniform_uses_53_bits_and_its_float32_form_cuts_it_to_24():
     for w0, w1 in rng.integers(0, 1 << 32, (200, 2), dtype=np.uint64).tolist():
         double, single = uniform_double(w0, w1), uniform_single(w0)
         assert float(single) == np.floor(double * 2 ** 24) / 2 ** 24  # cut, not rounded: below 1 too
+
+
+@pytest.mark.parametrize(("kind", "bits"), [(np.float64, 53), (np.float32, 24)])
+def test_the_written_out_log_and_cosine_are_within_a_few_ulps(kind, bits):
+    """On the values draws give them (multiples of 2**-bits), against Python's math in float64."""
+    steps = [int(k) for k in np.random.default_rng(bits).integers(1, 1 << bits, 5000)] + [1, 2, (1 << bits) - 1]
+    eps = float(np.finfo(kind).eps)
+    for k in steps:
+        t = kind(k * 2.0 ** -bits)
+        assert abs(float(log(t)) - math.log(float(t))) <= 2 * eps * abs(math.log(float(t)))
+        assert abs(float(cos_two_pi(t)) - math.cos(2 * math.pi * float(t))) <= 4 * eps
+    assert log(kind(1.0)) == 0.0 and type(log(kind(0.5))) is kind
+    assert [float(cos_two_pi(kind(q / 4))) for q in range(4)] == [1.0, 0.0, -1.0, 0.0]
 
 
 @pytest.mark.parametrize("span", [1, 2, 3, 7, 10, 1000, 12345, (1 << 31) + 1, (1 << 32) - 1, 1 << 32])
