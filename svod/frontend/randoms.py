@@ -1,7 +1,7 @@
 """``np.random`` in a kernel: each call a draw of svod's counter-based generator (``svod.random``), made where
 the call stands.
 
-Where a draw is made (its ``Place``: key, launch, ordinal, stream, element) is held in four hidden locals
+Where a draw is made (its ``Place``: key, launch, ordinal, stream, element) is held in five hidden locals
 (``HIDDEN``), named so that no Python name can be one, which the translation treats as it treats any local:
 an ``if`` makes each a ``where`` of its branches' values, a sequential loop that changes one carries it (or,
 for the ordinal, computes it from the turn's index where every turn draws as often: ``Loops.carry``), a
@@ -10,9 +10,13 @@ ordinal of a draw is the number of draws before it in its work item, as plain Py
 
 - key, launch: the process generator's (the kernel variables ``svod.random.KEY_VARIABLE`` and
   ``LAUNCH_VARIABLE``, which each call sets), until ``np.random.seed(s)`` makes them ``s`` and 0;
-- ordinal: 0 at the start of the launch and of each work item, and after a seed; each draw adds one, and so
-  does the opening of a nest in serial code;
-- stream: 0 in serial code; the serial ordinal a nest opened with in its work items.
+- ordinal: 0 at the start of the launch and of each work item, and after a seed; each draw adds one;
+- nests: the nests the launch has opened (0 again after a seed in serial code), counted where each opens;
+- stream: 0 in serial code; in a nest's work items, the count of nests with it (1 for the first).
+
+The nest count is apart from the serial ordinal because a nest's work items read it: a local that serial code
+carries through a loop (as a ``while`` that draws carries the ordinal) lives in a register of the work item
+that runs the serial code, which a nest's other work items do not see, while nests never open in a loop.
 
 The element is no local: it is the linear index of the ``svod.prange`` ranges around the draw.
 """
@@ -33,7 +37,8 @@ from svod.ir import AxisKind, UOp
 from svod.random import KEY_VARIABLE, LAUNCH_VARIABLE, LIMIT
 
 KEY, LAUNCH, ORDINAL, STREAM = "np.random key", "np.random launch", "np.random ordinal", "np.random stream"
-HIDDEN = (KEY, LAUNCH, ORDINAL, STREAM)
+NESTS = "np.random nests"
+HIDDEN = (KEY, LAUNCH, ORDINAL, STREAM, NESTS)
 """The hidden locals of the generator's place (not identifiers: no name of the source is one of them)."""
 
 
@@ -49,7 +54,7 @@ class Randoms(Memory):
         super().__init__(source, name, builder, arguments, platform, numbers)
         self.env[KEY] = builder.var(KEY_VARIABLE, 0, LIMIT - 1, dtypes.uint32)
         self.env[LAUNCH] = builder.var(LAUNCH_VARIABLE, 0, LIMIT - 1, dtypes.uint32)
-        self.env[ORDINAL] = self.env[STREAM] = UOp.const(dtypes.uint32, 0)
+        self.env[ORDINAL] = self.env[STREAM] = self.env[NESTS] = UOp.const(dtypes.uint32, 0)
         self.rectangles: set[UOp] = set()
         """The parallel ranges whose bound depends on an enclosing one (``Loops.rectangle``)."""
         self.drawing_levels: dict[UOp, UOp] = {}
@@ -123,7 +128,7 @@ class Randoms(Memory):
 
     def _seed(self, node: ast.AST, value: Any) -> None:
         """``np.random.seed(s)``: the key is ``s`` (a run-time value: its low 32 bits), the launch 0, and the
-        stream of the draws that follow starts again."""
+        stream of the draws that follow starts again (in serial code, the count of nests too)."""
         if is_number(value):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < LIMIT:
                 raise self.refuse(node, "np.random.seed takes an int in [0, 2**32)")
@@ -132,8 +137,10 @@ class Randoms(Memory):
             key = value.cast(dtypes.uint32)
         else:
             raise self.refuse(node, f"np.random.seed takes an int, not {describe(value)}")
-        self.env[KEY], self.env[LAUNCH], self.env[ORDINAL] = key, UOp.const(dtypes.uint32, 0), UOp.const(
-            dtypes.uint32, 0)
+        zero = UOp.const(dtypes.uint32, 0)
+        self.env[KEY], self.env[LAUNCH], self.env[ORDINAL] = key, zero, zero
+        if not any(loop.kind is AxisKind.GLOBAL for loop in self.loops):
+            self.env[NESTS] = zero
 
     # ---- where a draw is made -----------------------------------------------------------------------------
 
@@ -157,13 +164,13 @@ class Randoms(Memory):
         return Place(self.env[KEY], self.env[LAUNCH], self.env[ORDINAL], element, self.env[STREAM])
 
     def open_nest(self) -> None:
-        """A nest opens in serial code: it takes the serial stream's next ordinal (its work items' stream)."""
-        self.env[ORDINAL] = self.env[ORDINAL] + 1
+        """A nest opens in serial code: one more nest, whose count is its work items' stream."""
+        self.env[NESTS] = self.env[NESTS] + 1
 
     def open_work_item(self, outermost: bool) -> None:
         """A ``svod.prange`` turn starts: a work item, whose stream is the nest's and whose ordinal starts at 0."""
         if outermost:
-            self.env[STREAM] = self.env[ORDINAL]
+            self.env[STREAM] = self.env[NESTS]
         self.env[ORDINAL] = UOp.const(dtypes.uint32, 0)
 
     def drew_where(self, cond: UOp, before: dict[str, Any], node: ast.AST) -> None:
@@ -180,4 +187,4 @@ class Randoms(Memory):
         return [n for n in HIDDEN if n not in known and self.env.get(n) is not before.get(n)]
 
 
-__all__ = ["HIDDEN", "KEY", "LAUNCH", "ORDINAL", "STREAM", "Randoms", "is_hidden"]
+__all__ = ["HIDDEN", "KEY", "LAUNCH", "NESTS", "ORDINAL", "STREAM", "Randoms", "is_hidden"]

@@ -23,19 +23,18 @@ numbers do not depend on the device, the thread count, the tiling or the vector 
 
 - ``seed``, ``launch``: the process generator's key and the number of the launch (below), or the ``s`` of an
   ``np.random.seed(s)`` the launch made before the draw (its low 32 bits) and 0;
-- ``stream``: 0 for the launch's serial code (statements outside any ``svod.prange``); a ``prange`` nest (a
-  ``prange`` outside any other and the ``prange``s inside it) takes the serial code's next ordinal ``o`` when
-  it opens, and its draws have stream ``o + 1``;
+- ``stream``: 0 for the launch's serial code (statements outside any ``svod.prange``); ``k`` for the draws
+  of the ``k``-th ``prange`` nest the launch opens (a ``prange`` outside any other, and the ``prange``s inside
+  it), counted from 1 again after an ``np.random.seed`` in serial code;
 - ``element``: 0 in serial code; in a nest, the work item: the linear index of the draw's ``prange`` turns in
   the nest's grid (``i * m + j`` for ``prange(n)`` around ``prange(m)``). A nest draws at one of its levels
   (draws under two ``prange``s of one nest, or under a ``prange`` whose bound depends on an enclosing one, are
   refused: their elements would meet);
 - ``ordinal``: the draws made before this one by the same work item (by the serial code), counted through
-  the sequential loops, branches and ``@svod.func`` calls it runs, as plain Python counts them; a nest
-  opened counts as one draw of the serial code. It restarts at 0 in each work item and at each
-  ``np.random.seed``. (Inside a sequential loop whose every turn draws the same number of times, the kernel
-  computes it from the turn's index, so the loop stays a loop without carried state; elsewhere it is a local
-  the loop carries.)
+  the sequential loops, branches and ``@svod.func`` calls it runs, as plain Python counts them. It restarts
+  at 0 in each work item and at each ``np.random.seed``. (Inside a sequential loop whose every turn draws the
+  same number of times, the kernel computes it from the turn's index, so the loop stays a loop without
+  carried state; elsewhere it is a local the loop carries.)
 
 All arithmetic of the layout is modulo 2**32.
 

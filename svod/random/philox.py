@@ -172,9 +172,11 @@ class PlainRandom:
         self.double = double
         self.wide = wide
         self.ordinal = 0
-        """Draws (and nests opened) so far in the current stream."""
+        """Draws so far in the current stream."""
+        self.nests = 0
+        """The nests opened so far (since a seed in serial code)."""
         self.stream = 0
-        """0 for the launch's serial code; inside a nest, one more than the serial ordinal it opened at."""
+        """0 for the launch's serial code; inside a nest, the count of nests with it."""
         self.levels: list[list[int]] = []
         """Per open ``prange`` level, outermost first: [its number of turns, the turn running]."""
 
@@ -185,10 +187,9 @@ class PlainRandom:
         own (the ordinal from 0, the key the nest opened with)."""
         turns = range(*(int(b) for b in bounds))
         saved = (self.key, self.launch, self.ordinal, self.stream)
-        if not self.levels:  # a nest opens: it takes the serial stream's next ordinal
-            self.stream = (self.ordinal + 1) & MASK
-            self.ordinal = (self.ordinal + 1) & MASK
-            saved = (self.key, self.launch, self.ordinal, 0)
+        if not self.levels:  # a nest opens: its stream is the count of nests
+            self.nests = (self.nests + 1) & MASK
+            self.stream = self.nests
         opened = (self.key, self.launch, self.stream)
         level = [len(turns), 0]
         self.levels.append(level)
@@ -225,6 +226,8 @@ class PlainRandom:
         self.key = int(seed) & MASK
         self.launch = 0
         self.ordinal = 0
+        if not self.levels:
+            self.nests = 0
 
     def random(self) -> Any:
         """``np.random.random()``: a float64 in [0, 1) (float32 where floats are float32)."""

@@ -105,8 +105,8 @@ def test_a_draw_is_the_references_value_of_its_block_on_every_device(device, nam
 
 
 def test_plain_random_and_a_place_agree_on_a_draws_block():
-    """``PlainRandom``'s first draw in work item 4 of a nest opened at serial ordinal 0 is the block of place
-    (key, launch, ordinal 0, element 4, stream 1)."""
+    """``PlainRandom``'s first draw in work item 4 of the launch's first nest is the block of place (key,
+    launch, ordinal 0, element 4, stream 1)."""
     generator = PlainRandom(3, 9)
     drawn = [generator.random() for i in generator.prange(6) if i == 4]
     words = philox4x32((0, 4, 0, 1), (3, 9))

@@ -120,6 +120,20 @@ def serial(out):
 
 
 @svod.kernel
+def serial_while_then_nest(out, counts):
+    n = 0
+    while np.random.random() < 0.9:  # carries the serial ordinal in a register of the serial code's own
+        n += 1
+    counts[0] = n
+    for i in svod.prange(out.shape[0]):
+        k = 0
+        while np.random.randint(0, 6) != 5 and k < 100:
+            k += 1
+        out[i] = k
+    counts[1] = np.random.randint(1000)
+
+
+@svod.kernel
 def skipped(out):
     for i in svod.prange(out.shape[0]):
         np.random.random()  # a draw whose number is skipped
@@ -233,18 +247,18 @@ def test_the_numbers_do_not_depend_on_threads_tiles_or_compiler():
 
 
 def test_the_stream_layout_is_the_documented_one():
-    """Key (seed, launch), counter (ordinal, element low, element high, stream): the serial draw before the nest
-    is ordinal 0 of stream 0; the nest takes serial ordinal 1, so its stream is 2, and the draw after it is
-    serial ordinal 2; work item (i, j) is element i * cols + j."""
+    """Key (seed, launch), counter (ordinal, element low, element high, stream): the serial draws before and
+    after the nest are ordinals 0 and 1 of stream 0; the launch's first nest is stream 1; work item (i, j) is
+    element i * cols + j."""
     svod.random.seed(4242)
     out, serial_out = np.zeros((7, 9)), np.zeros(2)
     grid(out, serial_out)
     i, j = np.meshgrid(np.arange(7, dtype=np.uint64), np.arange(9, dtype=np.uint64), indexing="ij")
     element = i * 9 + j
-    words = philox4x32((0, element, 0, 2), (4242, 0))
+    words = philox4x32((0, element, 0, 1), (4242, 0))
     assert out.tolist() == uniform_double(words[0], words[1]).tolist()
     assert serial_out[0] == uniform_double(*philox4x32((0, 0, 0, 0), (4242, 0))[:2])
-    assert serial_out[1] == uniform_double(*philox4x32((2, 0, 0, 0), (4242, 0))[:2])  # after the nest's ordinal
+    assert serial_out[1] == uniform_double(*philox4x32((1, 0, 0, 0), (4242, 0))[:2])
 
 
 def test_a_seed_in_the_kernel_is_the_process_generators_first_launch_from_that_seed():
@@ -322,6 +336,13 @@ def test_helpers_draw_in_their_callers_stream_and_numpy_random_imported_by_name(
     report = svod.check(serial, [np.zeros(20)], devices=["PYTHON", "CPU"], ulps=0)
     assert report.ok, str(report)
     report = svod.check(skipped, [np.zeros(20)], devices=["PYTHON", "CPU"], ulps=0)
+    assert report.ok, str(report)
+
+
+def test_a_nest_after_serial_code_that_draws_in_a_while_loop_has_its_own_stream():
+    """The nest's stream is the count of nests, never the serial ordinal a ``while`` carries: a register of the
+    work item that runs the serial code, which the nest's other work items (threads) do not see."""
+    report = svod.check(serial_while_then_nest, [np.zeros(100, np.int32), np.zeros(2, np.int32)], ulps=0)
     assert report.ok, str(report)
 
 

@@ -100,8 +100,9 @@ def test_bounded_integers_are_exactly_uniform_over_every_accepted_word():
 
 
 def test_plain_random_follows_the_documented_layout():
-    """Serial draws: stream 0, element 0, ordinal counting; a nest's work items: stream = 1 + the serial ordinal
-    it opened at, element = the linear index, ordinal from 0; a seed: key s, launch 0, ordinal 0."""
+    """Serial draws: stream 0, element 0, ordinal counting; the k-th nest's work items: stream k, element = the
+    linear index, ordinal from 0; a seed: key s, launch 0, ordinal 0, and in serial code the nests counted
+    again."""
     generator = PlainRandom(7, 3)
     first = generator.random()
     assert first == uniform_double(*philox4x32((0, 0, 0, 0), (7, 3))[:2])
@@ -111,12 +112,15 @@ def test_plain_random_follows_the_documented_layout():
             values[i, j] = (generator.random(), generator.random())
     for (i, j), (a, b) in values.items():
         element = i * 3 + j
-        assert a == uniform_double(*philox4x32((0, element, 0, 2), (7, 3))[:2])  # stream 2: serial ordinal 1
-        assert b == uniform_double(*philox4x32((1, element, 0, 2), (7, 3))[:2])
-    after = generator.random()  # the nest took serial ordinal 1: the serial code's next draw is ordinal 2
-    assert after == uniform_double(*philox4x32((2, 0, 0, 0), (7, 3))[:2])
+        assert a == uniform_double(*philox4x32((0, element, 0, 1), (7, 3))[:2])  # the first nest: stream 1
+        assert b == uniform_double(*philox4x32((1, element, 0, 1), (7, 3))[:2])
+    assert generator.random() == uniform_double(*philox4x32((1, 0, 0, 0), (7, 3))[:2])  # serial ordinal 1
+    assert [generator.random() for _ in generator.prange(1)] == [
+        uniform_double(*philox4x32((0, 0, 0, 2), (7, 3))[:2])]  # the second nest: stream 2
     generator.seed(2 ** 32 + 9)  # a run-time seed keeps its low 32 bits
     assert generator.random() == uniform_double(*philox4x32((0, 0, 0, 0), (9, 0))[:2])
+    assert [generator.random() for _ in generator.prange(1)] == [
+        uniform_double(*philox4x32((0, 0, 0, 1), (9, 0))[:2])]  # the first nest since the seed
 
 
 def test_plain_random_restores_the_key_after_a_work_item_seeds():
@@ -128,7 +132,7 @@ def test_plain_random_restores_the_key_after_a_work_item_seeds():
         inside.append(generator.random())
     assert inside[2] == uniform_double(*philox4x32((0, 2, 0, 1), (1, 0))[:2])  # work item 2: the nest's key
     assert inside[1] == uniform_double(*philox4x32((0, 1, 0, 1), (99, 0))[:2])
-    assert generator.random() == uniform_double(*philox4x32((1, 0, 0, 0), (1, 0))[:2])
+    assert generator.random() == uniform_double(*philox4x32((0, 0, 0, 0), (1, 0))[:2])
 
 
 def test_the_process_generator_counts_launches_from_its_seed():
