@@ -177,6 +177,9 @@ class Kernel:
                                           f"dimension {axis} of {array} up to {least - 1}", kernel=self.name,
                                           stage="bind", value=var_vals[name])
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
+        if not built.draws:  # the generator's variables, held by a loop that seeds and never drawn from
+            var_vals.update({name: 0 for name in (random.KEY_VARIABLE, random.LAUNCH_VARIABLE)
+                             if name in built.variables})
         self._check_bounds(built, var_vals, bits)
         arrays = [v for v in values if _is_array(v)]
         return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals), built.draws, platform)
@@ -363,7 +366,7 @@ class Kernel:
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,
                      _local_dtypes(translator.env, platform),
-                     draws=random.KEY_VARIABLE in kept or random.LAUNCH_VARIABLE in kept)
+                     draws=translator.process_draws and bool({random.KEY_VARIABLE, random.LAUNCH_VARIABLE} & kept))
 
 
 @dataclass(frozen=True)

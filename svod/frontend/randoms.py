@@ -14,9 +14,10 @@ ordinal of a draw is the number of draws before it in its work item, as plain Py
 - nests: the nests the launch has opened (0 again after a seed in serial code), counted where each opens;
 - stream: 0 in serial code; in a nest's work items, the count of nests with it (1 for the first).
 
-The nest count is apart from the serial ordinal because a nest's work items read it: a local that serial code
-carries through a loop (as a ``while`` that draws carries the ordinal) lives in a register of the work item
-that runs the serial code, which a nest's other work items do not see, while nests never open in a loop.
+The nest count is kept apart from the serial ordinal because a nest's work items read it: a local that serial
+code carries through a loop (as a ``while`` that draws carries the ordinal) is a register of the one work item
+that runs the serial code, which the lowering does not share with the nest's other work items (threads),
+while nests never open inside a loop, so their count is never carried.
 
 The element is no local: it is the linear index of the ``svod.prange`` ranges around the draw.
 """
@@ -33,17 +34,13 @@ from svod.frontend.memory import Memory
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction, describe, is_number
-from svod.ir import AxisKind, UOp
+from svod.ir import AxisKind, Ops, UOp
 from svod.random import KEY_VARIABLE, LAUNCH_VARIABLE, LIMIT
 
 KEY, LAUNCH, ORDINAL, STREAM = "np.random key", "np.random launch", "np.random ordinal", "np.random stream"
 NESTS = "np.random nests"
 HIDDEN = (KEY, LAUNCH, ORDINAL, STREAM, NESTS)
 """The hidden locals of the generator's place (not identifiers: no name of the source is one of them)."""
-
-
-def is_hidden(name: str) -> bool:
-    return name in HIDDEN
 
 
 class Randoms(Memory):
@@ -59,6 +56,10 @@ class Randoms(Memory):
         """The parallel ranges whose bound depends on an enclosing one (``Loops.rectangle``)."""
         self.drawing_levels: dict[UOp, UOp] = {}
         """Per nest (its outermost parallel range), the innermost parallel range its draws are made under."""
+        self.process_draws = False
+        """Whether a draw may take the process generator's key or launch: each launch then takes its own. (A
+        kernel may hold those variables without drawing from them: a loop that seeds carries the key it
+        overwrites.)"""
 
     def hidden_locals(self) -> dict[str, Any]:
         return {name: self.env[name] for name in HIDDEN if name in self.env}
@@ -91,6 +92,8 @@ class Randoms(Memory):
         else:
             arguments = [self._real(node, name, v) for v in values]
         place = self.place(node)
+        self.process_draws |= any(u.op is Ops.LOAD or (u.op is Ops.DEFINE_VAR and u.arg[0] in (
+            KEY_VARIABLE, LAUNCH_VARIABLE)) for u in (*place.key.toposort(), *place.launch.toposort()))
         value = draw(name, place, arguments, self.platform.real, self.platform.integer,
                      self.platform.index_bits > 32)
         self.env[ORDINAL] = place.ordinal + 1
@@ -187,4 +190,4 @@ class Randoms(Memory):
         return [n for n in HIDDEN if n not in known and self.env.get(n) is not before.get(n)]
 
 
-__all__ = ["HIDDEN", "KEY", "LAUNCH", "NESTS", "ORDINAL", "STREAM", "Randoms", "is_hidden"]
+__all__ = ["HIDDEN", "KEY", "LAUNCH", "NESTS", "ORDINAL", "STREAM", "Randoms"]

@@ -47,8 +47,10 @@ number, so two calls give different numbers (as NumPy and numba do). The launch 
 
 **Plans.** A plan (``ExecutionPlan``, an ``@svod.jit`` function) replays its kernels with the values it fixed
 when it was prepared, natively and in loops, so a kernel of a plan could not take a new launch number per run;
-a kernel that draws from the process generator is refused in a plan (``SvodError``). One that seeds
-before it draws runs there, and gives the same numbers at every run, as it does when called.
+a kernel that draws from the process generator is refused in a plan (``SvodError``; in an ``@svod.jit``
+function, a ``KernelSyntaxError`` at the phase's line). One that seeds before it draws runs there, and gives
+the same numbers at every run, as it does when called. (A jitted function's ``prange`` that reduces a scalar
+runs as a sequential loop, whose draws would be serial code's: draws in it are refused.)
 
 **What a draw is.** From the block's words w0..w3:
 

@@ -466,6 +466,22 @@ def jitted(out):
 
 
 @svod.jit
+def jitted_reduction(out, seed):
+    total = 0.0
+    for _i in svod.prange(out.shape[0]):
+        np.random.seed(seed)
+        total += np.random.random()
+    return total
+
+
+@svod.kernel
+def seeding_loop(out):
+    for t in range(out.shape[0]):
+        np.random.seed(t)
+        out[t] = np.random.random()
+
+
+@svod.jit
 def jitted_seeded(out, seed):
     for i in svod.prange(out.shape[0]):
         np.random.seed(seed)
@@ -480,6 +496,8 @@ def test_a_plan_refuses_a_kernel_that_draws_from_the_process_generator():
     assert "a plan replays its kernels with the values it fixed" in str(raised.value)
     with pytest.raises(KernelSyntaxError, match=r"test_random.py:\d+: .*draws random numbers from svod's process"):
         jitted(np.zeros(8))
+    with pytest.raises(KernelSyntaxError, match=r"a svod.prange that reduces a scalar runs as a sequential loop"):
+        jitted_reduction(np.zeros(8), 1)
 
 
 def test_a_kernel_that_seeds_runs_in_a_plan_with_the_same_numbers_every_run():
@@ -496,3 +514,21 @@ def test_a_kernel_that_seeds_runs_in_a_plan_with_the_same_numbers_every_run():
     out = np.zeros(8)
     jitted_seeded(out, 3)
     assert len(set(out.tolist())) == 8
+    report = svod.check(jitted_seeded, [np.zeros(8), 3], devices=["PYTHON", "CPU"], ulps=0)
+    assert report.ok, str(report)
+
+
+def test_a_loop_that_seeds_before_each_draw_does_not_draw_from_the_process_generator():
+    """It carries the generator's key from turn to turn (overwritten before each draw): the call passes the
+    variables without taking a launch, and a plan holds it."""
+    assert not seeding_loop.bind(np.zeros(4)).draws
+    plan = svod.ExecutionPlan("CPU")
+    slot = plan.add_buffer(svod.Buffer("CPU", dtypes.float64, 4))
+    plan.add_kernel(seeding_loop, [slot])
+    plan.prepare()
+    plan.execute()
+    called = np.zeros(4)
+    seeding_loop(called)
+    assert plan.buffers[slot].numpy().tolist() == called.tolist()
+    assert called[0] == uniform_double(*philox4x32((0, 0, 0, 0), (0, 0))[:2])
+    assert svod.check(seeding_loop, [np.zeros(6)], devices=["PYTHON", "CPU"], ulps=0).ok
