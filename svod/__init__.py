@@ -19,9 +19,10 @@ from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import BundleWarning
 
 if TYPE_CHECKING:
-    from svod import distributed
+    from svod import distributed, random
     from svod.device import Buffer
-    from svod.frontend import KernelBuilder, available_devices, check, compile, compiler_pair, get_device, kernel, run
+    from svod.frontend import KernelBuilder, available_devices, compile, compiler_pair, get_device, kernel, run
+    from svod.frontend.check import check
     from svod.frontend.jit import jit
     from svod.frontend.pylang import (
         Array,
@@ -78,8 +79,8 @@ def _install_registry(device: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "distributed":
-        value: Any = importlib.import_module("svod.distributed")
+    if name in ("distributed", "random"):
+        value: Any = importlib.import_module(f"svod.{name}")
     elif name in _CAST_NAMES:
         value = importlib.import_module("svod.frontend.pylang").CASTS[name]
     elif name in _HOMES:
@@ -97,4 +98,4 @@ __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "De
            "Int", "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
            "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32", "float64",
            "func", "get_device", "inf", "jit", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
-           "prange", "run", "uint8", "uint16", "uint32", "uint64"]
+           "prange", "random", "run", "uint8", "uint16", "uint32", "uint64"]

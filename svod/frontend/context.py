@@ -1,6 +1,7 @@
 """What the translation of one kernel holds while it walks the source, and how it refuses what a kernel may
 not say (``refuse``, ``unsupported``): the base of the translator's parts, each a module built on the one
-before it (``arithmetic`` <- ``memory`` <- ``expressions`` <- ``loops`` <- ``translate``'s statements).
+before it (``arithmetic`` <- ``memory`` <- ``randoms`` <- ``expressions`` <- ``loops`` <- ``translate``'s
+statements).
 
 Only ``block``, the statements, comes from the top part: a loop's body and an inlined ``@svod.func`` are
 statements again."""

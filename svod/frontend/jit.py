@@ -62,7 +62,7 @@ from svod.frontend.phases import (
     stored,
     stores_elements,
 )
-from svod.frontend.pykernel import Kernel, positional_parameters
+from svod.frontend.pykernel import Kernel, positional_parameters, refuse_draws_in_plan
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.plan import ExecutionPlan
@@ -418,6 +418,7 @@ class Builder:
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
         self.located[name] = bound.located
+        refuse_draws_in_plan(bound, name, f"{self.source.file}:{line}")
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
 
     def translated(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],

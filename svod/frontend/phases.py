@@ -278,8 +278,14 @@ class Reader:
 
     def sequential(self, stmt: ast.stmt) -> ast.stmt:
         """A prange nest as a sequential loop nest (a reduction across its work items, which svod's lowering
-        splits over threads in a fixed order)."""
+        splits over threads in a fixed order). One that draws random numbers is refused: its draws would be the
+        serial code's, not its work items' (``svod.random``), and differ from plain Python's."""
         reader = self
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and _random(self.resolve(node.func)):
+                raise self.refuse(node, "a svod.prange that reduces a scalar runs as a sequential loop in a jitted "
+                                        "function, and draws made in it would not be its work items' (svod.random): "
+                                        "draw into an array in one prange, and reduce it in another")
 
         class Sequential(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -339,6 +345,11 @@ class Reader:
 
 
 _Node = TypeVar("_Node", bound=ast.AST)
+
+
+def _random(value: Any) -> bool:
+    """Whether ``value`` is one of ``np.random``'s functions."""
+    return getattr(value, "__self__", None) is np.random.mtrand._rand
 
 
 def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
