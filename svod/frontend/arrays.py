@@ -17,7 +17,7 @@ computes once per output it depends on (a row's max once per row, not once per e
 
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
-another element than the one stored (``_reads_apart``); a name bound to an array expression is a new array
+another element than the one stored (``reads_apart``); a name bound to an array expression is a new array
 (a temporary the plan makes); ``x += e`` updates ``x`` in place, in its dtype.
 """
 
@@ -28,15 +28,35 @@ import copy
 import itertools
 import operator
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.array_exprs import (
+    Counted,
+    Elementwise,
+    Emitter,
+    Expr,
+    Fused,
+    Named,
+    Product,
+    Reduced,
+    RepeatedWorkError,
+    Reshaped,
+    Scalar,
+    Transposed,
+    Value,
+    Viewed,
+    Whole,
+    base_name,
+    broadcast_element,
+    computes,
+    reads_apart,
+    typed,
+)
 from svod.frontend.phases import Reader, refusal
 from svod.frontend.source import Source
 
@@ -51,321 +71,6 @@ _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
     "%": operator.mod, "**": operator.pow}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-
-
-# ---- lazy array expressions -------------------------------------------------------------------------------
-
-class Emitter:
-    """Where an element's code is written: the statements a reduction needs before it (``lines``, at the
-    depth of the innermost loop), and fresh names."""
-
-    def __init__(self, counter: itertools.count[int]) -> None:
-        self.lines: list[str] = []
-        self.counter = counter
-        self.made: dict[tuple[int, tuple[str, ...]], str] = {}
-        self.reducing: frozenset[str] = frozenset()
-        """The loop variables of the reductions around the element being written."""
-        self.fused: Fused | None = None
-        """The fused array whose element is being written, if any (``Fused``)."""
-
-    def fresh(self, stem: str) -> str:
-        return f"_svod_{stem}{next(self.counter)}"
-
-    def inner(self, loops: Sequence[str]) -> Emitter:
-        """The emitter of the body of a reduction over ``loops``."""
-        inner = Emitter(self.counter)
-        inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
-        return inner
-
-    def check_fused(self, index: Sequence[str]) -> None:
-        """A reduction of a fused array read inside a reduction that its element depends on would run again at
-        every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
-        if self.fused is not None and any(re.search(rf"\b{v}\b", " ".join(index)) for v in self.reducing):
-            raise RepeatedWorkError(self.fused)
-
-
-class RepeatedWorkError(Exception):
-    """Raised where a fused array is read in a way that would repeat its work; ``Lowering`` then makes it."""
-
-    def __init__(self, fused: Fused) -> None:
-        super().__init__(fused.name)
-        self.fused = fused
-
-
-@dataclass(eq=False)
-class Expr(ABC):
-    """An array-valued expression: its shape and dtype, and the code of its element at indices."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def sample(self) -> Any:
-        return np.ones(1, self.dtype)
-
-    @abstractmethod
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        """The code of the element at ``index`` (one index expression per axis); a reduction's loops go to
-        ``out.lines`` first."""
-
-
-@dataclass(eq=False)
-class Scalar:
-    """A scalar among array expressions: its code and a value of its kind (a Python number stays weak, as in
-    NumPy 2)."""
-
-    code: str
-    sample: Any
-
-
-Value = Expr | Scalar
-
-
-@dataclass(eq=False)
-class Named(Expr):
-    name: str = ""
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return f"{self.name}[{', '.join(index)}]"
-
-
-@dataclass(eq=False)
-class Viewed(Expr):
-    """A view of ``base``: each of its axes a base axis at ``start + step * i`` or a new axis of size 1; the
-    base axes an integer index took stand at that index."""
-
-    base: Expr = field(default=None)  # type: ignore[assignment]
-    axes: tuple[tuple[int, int, int] | None, ...] = ()
-    fixed: dict[int, str] = field(default_factory=dict)
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        at = dict(self.fixed)
-        for i, axis in zip(index, self.axes, strict=True):
-            if axis is not None:
-                base_axis, start, step = axis
-                at[base_axis] = _affine(start, step, i)
-        return self.base.element([at[k] for k in range(len(self.base.shape))], out)
-
-
-@dataclass(eq=False)
-class Transposed(Expr):
-    base: Expr = field(default=None)  # type: ignore[assignment]
-    order: tuple[int, ...] = ()
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        at = [""] * len(index)
-        for position, axis in enumerate(self.order):
-            at[axis] = index[position]
-        return self.base.element(at, out)
-
-
-@dataclass(eq=False)
-class Elementwise(Expr):
-    """``combine`` of the operands' elements, each broadcast to this shape."""
-
-    combine: Callable[[list[str]], str] = field(default=None)  # type: ignore[assignment]
-    operands: tuple[Value, ...] = ()
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.combine([_broadcast_element(v, self.shape, index, out) for v in self.operands])
-
-
-@dataclass(eq=False)
-class Reduced(Expr):
-    """``op`` over ``axes`` of ``operand``: a loop over them at the element, into an accumulator."""
-
-    op: str = "sum"
-    operand: Expr = field(default=None)  # type: ignore[assignment]
-    axes: tuple[int, ...] = ()
-    keepdims: bool = False
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        key = (id(self), tuple(index))
-        if key in out.made:
-            return out.made[key]
-        kept = iter(index)
-        loops = {axis: out.fresh("k") for axis in self.axes}
-        at = []
-        for axis in range(len(self.operand.shape)):
-            if axis in loops:
-                at.append(loops[axis])
-                if self.keepdims:
-                    next(kept)
-            else:
-                at.append(next(kept))
-        count = int(np.prod([self.operand.shape[a] for a in self.axes]))
-        out.made[key] = result = out.fresh("r")
-        out.check_fused(index)
-        body: list[str] = []
-        value = out.fresh("v")
-        inner = out.inner(list(loops.values()))
-        element = self.operand.element(at, inner)
-        body += inner.lines
-        body.append(f"{value} = {element}")
-        out.lines += _accumulate(self.op, result, value, self.dtype, self.operand.dtype, count,
-                                 [(loops[a], self.operand.shape[a]) for a in self.axes], body)
-        return result
-
-
-@dataclass(eq=False)
-class Product(Expr):
-    """``a @ b`` (or ``np.outer``): a sum over the shared axis of products, or the products alone."""
-
-    a: Expr = field(default=None)  # type: ignore[assignment]
-    b: Expr = field(default=None)  # type: ignore[assignment]
-    outer: bool = False
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        if self.outer:
-            return f"({self.a.element([index[0]], out)} * {self.b.element([index[1]], out)})"
-        key = (id(self), tuple(index))
-        if key in out.made:
-            return out.made[key]
-        k = out.fresh("k")
-        batch = list(index[:1]) if len(self.shape) == 3 else []
-        a_at = [k] if len(self.a.shape) == 1 else [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1
-                                                                                          else -1], k]
-        b_at = [k] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], k, index[-1]]
-        out.check_fused(index)
-        inner = out.inner([k])
-        term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
-        out.made[key] = result = out.fresh("r")
-        out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
-                                 [(k, self.a.shape[-1])], [*inner.lines], term)
-        return result
-
-
-@dataclass(eq=False)
-class Counted(Expr):
-    """A 1-D array made from its index alone (``np.arange``, ``np.linspace``)."""
-
-    make: Callable[[str], str] = field(default=None)  # type: ignore[assignment]
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.make(index[0])
-
-
-@dataclass(eq=False)
-class Reshaped(Expr):
-    """``base`` read in C order as this shape (``reshape``, ``ravel``)."""
-
-    base: Expr = field(default=None)  # type: ignore[assignment]
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        flat = "0"
-        for i, size in zip(index, self.shape, strict=True):
-            flat = i if flat == "0" else f"(({flat}) * {size} + {i})"
-        at = []
-        stride = int(np.prod(self.base.shape))
-        for size in self.base.shape:
-            stride //= max(size, 1)
-            at.append(f"(({flat}) // {stride}) % {size}" if stride > 1 else f"({flat}) % {size}")
-        return self.base.element(at, out)
-
-
-@dataclass(eq=False)
-class Fused(Expr):
-    """An array read only by the next statement (``Lowering.fused_into_next``): its expression, computed
-    where that statement reads it; made after all where that would repeat a reduction's work."""
-
-    name: str = ""
-    value: Expr = field(default=None)  # type: ignore[assignment]
-    statement: ast.stmt = field(default=None)  # type: ignore[assignment]
-    made: Named | None = None
-    """The array it is, once made after all."""
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        if self.made is not None:
-            return self.made.element(index, out)
-        outer, out.fused = out.fused, self
-        try:
-            return self.value.element(index, out)
-        finally:
-            out.fused = outer
-
-
-def _affine(start: int, step: int, i: str) -> str:
-    scaled = i if step == 1 else f"{step} * {i}"
-    return scaled if start == 0 else f"{start} + {scaled}"
-
-
-def _broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[str], out: Emitter) -> str:
-    if isinstance(value, Scalar):
-        return value.code
-    offset = len(shape) - len(value.shape)
-    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else "0" for k, size in enumerate(value.shape)]
-    return value.element(at, out)
-
-
-def _nested(loops: list[tuple[str, int]], body: list[str]) -> list[str]:
-    """``body`` inside ``for`` loops over ``loops``, outermost first."""
-    lines = [f"{'    ' * depth}for {name} in range({size}):" for depth, (name, size) in enumerate(loops)]
-    return [*lines, *(f"{'    ' * len(loops)}{line}" for line in body)]
-
-
-def _arg_extreme(op: str, result: str, item: str, operand: np.dtype, loops: list[tuple[str, int]],
-                 body: list[str]) -> list[str]:
-    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
-    best = f"{result}_best"
-    worst = ("-_svod_np.inf" if op == "argmax" else "_svod_np.inf") if operand.kind == "f" else \
-        str(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max) if operand.kind in "iu" else \
-        ("False" if op == "argmax" else "True")
-    flat = "0"
-    for name, size in loops:
-        flat = name if flat == "0" else f"({flat}) * {size} + {name}"
-    better = f"{item} > {best}" if op == "argmax" else f"{item} < {best}"
-    if operand.kind == "f":
-        better = f"{better} or ({item} != {item} and {best} == {best})"
-    first = f"{result} == -1"
-    return [f"{best} = {_typed(worst, operand)}", f"{result} = -1",
-            *_nested(loops, [*body, f"if {first} or {better}:", f"    {best} = {item}", f"    {result} = {flat}"])]
-
-
-def _typed(value: str, dtype: np.dtype) -> str:
-    return f"_svod_np.{dtype.name}({value})"
-
-
-def _accumulate(op: str, result: str, value: str | None, dtype: np.dtype, operand: np.dtype, count: int,
-                loops: list[tuple[str, int]], body: list[str], term: str | None = None) -> list[str]:
-    """The statements that reduce ``value`` (computed by ``body``, or ``term``) over ``loops`` into
-    ``result``, as NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside
-    it), a mean divides the sum."""
-    item = term if term is not None else value
-    assert item is not None
-    if op in ("argmax", "argmin"):
-        return _arg_extreme(op, result, item, operand, loops, body)
-    if op in ("any", "all"):  # a count of the elements that decide it
-        test = f"{item} != 0" if op == "any" else f"{item} == 0"
-        lines = [f"{result}_n = 0", *_nested(loops, [*body, f"{result}_n += {test}"]),
-                 f"{result} = {result}_n {'>' if op == 'any' else '=='} 0"]
-        return lines
-    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
-    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
-    if kind in ("sum", "mean"):
-        lines = [f"{result} = {_typed('0', dtype)}"]
-        update = f"{result} += {item}"
-    elif kind == "prod":
-        lines = [f"{result} = {_typed('1', dtype)}"]
-        update = f"{result} *= {item}"
-    else:
-        lowest = "-_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).min)
-        highest = "_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).max)
-        lines = [f"{result} = {_typed(lowest if kind == 'max' else highest, dtype)}"]
-        update = f"{result} = {kind}({result}, {item})"
-    if nan_aware:
-        lines.append(f"{result}_nan = 0")
-    depth = 0
-    for name, size in loops:
-        lines.append(f"{'    ' * depth}for {name} in range({size}):")
-        depth += 1
-    lines += [f"{'    ' * depth}{line}" for line in body]
-    lines.append(f"{'    ' * depth}{update}")
-    if nan_aware:
-        lines.append(f"{'    ' * depth}{result}_nan += {item} != {item}")
-        lines.append(f"{result} = {result} if {result}_nan == 0 else {_typed('_svod_np.nan', dtype)}")
-    if kind == "mean":
-        lines.append(f"{result} = {_typed(f'{result} / {count}', dtype)}")
-    return lines
 
 
 # ---- reading a function's array statements -----------------------------------------------------------------
@@ -620,8 +325,8 @@ class Lowering:
         self.changed = True
         if isinstance(value, Expr):
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
-        base = _base_name(stored)
-        if base is not None and isinstance(value, Expr) and _reads_apart(value, stored, base, self):
+        base = base_name(stored)
+        if base is not None and isinstance(value, Expr) and reads_apart(value, stored, base):
             temporary = self.fresh_temporary(value.shape, value.dtype)
             return [*self.parsed(f"{temporary.name} = _svod_np.empty(({', '.join(map(str, value.shape))},), "
                                  f"_svod_np.{value.dtype.name})", stmt),
@@ -638,9 +343,9 @@ class Lowering:
         """The ``prange`` nest that stores ``value`` into each element of ``stored``."""
         index = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
         out = Emitter(self.counter)
-        element = _broadcast_element(value, stored.shape, index, out)
+        element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
-            element = _typed(element, stored.dtype)
+            element = typed(element, stored.dtype)
         target = stored.element(index, out) if stored.shape else stored.element([], out)
         lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):"
                  for depth, (name, size) in enumerate(zip(index, stored.shape, strict=True))]
@@ -832,7 +537,7 @@ class Lowering:
                 return self.elementwise(node, lambda c: f"(-{c[0]})", dtype, x)
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
             spell = "abs" if name == "abs" else f"_svod_np.{name}"
-            return self.elementwise(node, lambda c: f"{spell}({_typed(c[0], cast) if cast else c[0]})", dtype, x)
+            return self.elementwise(node, lambda c: f"{spell}({typed(c[0], cast) if cast else c[0]})", dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
             dtype = _result_dtype(getattr(np, name), *args)
             return self.elementwise(node, lambda c: f"_svod_np.{name}({c[0]}, {c[1]})", dtype, *args)
@@ -857,7 +562,7 @@ class Lowering:
             return self.reduction(node, owner, name, node.keywords, args)
         if name == "astype" and len(node.args) == 1:
             dtype = np.dtype(self.on_host(node.args[0]))
-            return self.elementwise(node, lambda c: _typed(c[0], dtype), dtype, owner)
+            return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
         if name == "cumsum":
@@ -895,7 +600,7 @@ class Lowering:
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
         reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
         if not shape and not keepdims:
-            return _Whole(reduced)
+            return Whole(reduced)
         return reduced
 
     def counted(self, node: ast.Call, name: str) -> Expr:
@@ -914,7 +619,7 @@ class Lowering:
             first, last, count = made[0].item(), made[-1].item(), len(made)
             return Counted(made.shape, made.dtype,
                            lambda i: f"({first!r} + ({last!r} - {first!r}) * {i} / {count - 1})")
-        return Counted(made.shape, made.dtype, lambda i: _typed(f"{start!r} + {step!r} * {i}", made.dtype))
+        return Counted(made.shape, made.dtype, lambda i: typed(f"{start!r} + {step!r} * {i}", made.dtype))
 
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
         """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
@@ -933,7 +638,7 @@ class Lowering:
         total = out.fresh("s")
         lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):" for depth, (name, size) in enumerate(outer)]
         pad = "    " * len(outer)
-        lines += [f"{pad}{total} = {_typed('0', dtype)}", f"{pad}for {along} in range({x.shape[axis]}):"]
+        lines += [f"{pad}{total} = {typed('0', dtype)}", f"{pad}for {along} in range({x.shape[axis]}):"]
         lines += [f"{pad}    {line}" for line in out.lines]
         lines += [f"{pad}    {total} += {element}", f"{pad}    {made.element(index, out)} = {total}"]
         at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
@@ -973,7 +678,7 @@ class Lowering:
         shape = (*batch, *rows, *columns)
         dtype = _result_dtype(np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
-        return _Whole(product) if not shape else product
+        return Whole(product) if not shape else product
 
 
     def operand(self, node: ast.AST, x: Expr) -> Expr:
@@ -985,34 +690,13 @@ class Lowering:
         if isinstance(x, Fused) and x.made is None:
             self.make(x)
             return x
-        if not _computes(x):
+        if not computes(x):
             return x
         made = self.fresh_temporary(x.shape, x.dtype)
         at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
         ast.copy_location(at, node)
         self.pending += [*self.allocation(at, made), *self.loops(at, made, x)]
         return made
-
-
-def _computes(x: Expr) -> bool:
-    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
-    if isinstance(x, (Viewed, Transposed, Reshaped)):
-        return _computes(x.base)
-    if isinstance(x, Fused):
-        return x.made is None
-    return not isinstance(x, (Named, Counted))
-
-
-@dataclass(eq=False)
-class _Whole(Expr):
-    """A reduction to one value: an expression whose shape is ``()``."""
-
-    def __init__(self, inner: Expr) -> None:
-        super().__init__((), inner.dtype)
-        self.inner = inner
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.inner.element(index, out)
 
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
@@ -1074,23 +758,6 @@ def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[i
         raise lowering.refuse(node, f"a value of shape {shapes[1]} cannot be stored into an array view of shape {to}")
     return tuple(shape)
 
-
-def _base_name(stored: Expr) -> str | None:
-    while isinstance(stored, (Viewed, Transposed)):
-        stored = stored.base
-    return stored.name if isinstance(stored, Named) else None
-
-
-def _reads_apart(value: Expr, stored: Expr, base: str, lowering: Lowering) -> bool:
-    """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
-    (then it is computed into a temporary first, as NumPy's meaning is)."""
-    index = [f"_svod_p{k}" for k in range(len(stored.shape))]
-    out = Emitter(itertools.count())
-    target = stored.element(index, out)
-    code = _broadcast_element(value, stored.shape, index, out) + "\n" + "\n".join(out.lines)
-    reads = [ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Subscript)
-             and isinstance(n.value, ast.Name) and n.value.id == base]
-    return any(read != ast.unparse(ast.parse(target).body[0].value) for read in reads)  # type: ignore[attr-defined]
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
