@@ -1,5 +1,6 @@
 """The lazy array expressions of ``@svod.jit``'s array statements (``svod.frontend.arrays``): each a shape, a
-dtype and the code of its element at given indices, which a reduction's loops come before (``Emitter``).
+dtype and its element at given indices as an ``ast`` expression, which a reduction's loops come before
+(``Emitter``).
 
 An expression's dtype is NumPy's (found by applying the same operation to one-element arrays of the operands'
 dtypes, so promotion is NumPy 2's); nothing is computed into memory but what a statement stores: elementwise
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,16 +19,19 @@ from typing import Any
 
 import numpy as np
 
+from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
+
 # ---- lazy array expressions -------------------------------------------------------------------------------
 
 class Emitter:
-    """Where an element's code is written: the statements a reduction needs before it (``lines``, at the
+    """Where an element's code is written: the statements a reduction needs before it (``statements``, at the
     depth of the innermost loop), and fresh names."""
 
     def __init__(self, counter: itertools.count[int]) -> None:
-        self.lines: list[str] = []
+        self.statements: list[ast.stmt] = []
         self.counter = counter
         self.made: dict[tuple[int, tuple[str, ...]], str] = {}
+        """The accumulator of each reduction at each index (by the index's ``ast.dump``) written so far."""
         self.reducing: frozenset[str] = frozenset()
         """The loop variables of the reductions around the element being written."""
         self.fused: Fused | None = None
@@ -43,10 +46,11 @@ class Emitter:
         inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
         return inner
 
-    def check_fused(self, index: Sequence[str]) -> None:
+    def check_fused(self, index: Sequence[ast.expr]) -> None:
         """A reduction of a fused array read inside a reduction that its element depends on would run again at
         every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
-        if self.fused is not None and any(re.search(rf"\b{v}\b", " ".join(index)) for v in self.reducing):
+        if self.fused is not None and any(isinstance(n, ast.Name) and n.id in self.reducing
+                                          for i in index for n in ast.walk(i)):
             raise RepeatedWorkError(self.fused)
 
 
@@ -70,17 +74,17 @@ class Expr(ABC):
         return np.ones(1, self.dtype)
 
     @abstractmethod
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        """The code of the element at ``index`` (one index expression per axis); a reduction's loops go to
-        ``out.lines`` first."""
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        """The element at ``index`` (one index expression per axis); a reduction's loops go to
+        ``out.statements`` first."""
 
 
 @dataclass(eq=False)
 class Scalar:
-    """A scalar among array expressions: its code and a value of its kind (a Python number stays weak, as in
-    NumPy 2)."""
+    """A scalar among array expressions: its expression (the user's, or svod's for a value it knows) and a
+    value of its kind (a Python number stays weak, as in NumPy 2)."""
 
-    code: str
+    node: ast.expr
     sample: Any
 
 
@@ -91,8 +95,8 @@ Value = Expr | Scalar
 class Named(Expr):
     name: str = ""
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return f"{self.name}[{', '.join(index)}]"
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return subscript(self.name, index)
 
 
 @dataclass(eq=False)
@@ -102,9 +106,9 @@ class Viewed(Expr):
 
     base: Expr = field(default=None)  # type: ignore[assignment]
     axes: tuple[tuple[int, int, int] | None, ...] = ()
-    fixed: dict[int, str] = field(default_factory=dict)
+    fixed: dict[int, ast.expr] = field(default_factory=dict)
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         at = dict(self.fixed)
         for i, axis in zip(index, self.axes, strict=True):
             if axis is not None:
@@ -118,8 +122,8 @@ class Transposed(Expr):
     base: Expr = field(default=None)  # type: ignore[assignment]
     order: tuple[int, ...] = ()
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        at = [""] * len(index)
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        at: list[ast.expr] = list(index)
         for position, axis in enumerate(self.order):
             at[axis] = index[position]
         return self.base.element(at, out)
@@ -129,10 +133,10 @@ class Transposed(Expr):
 class Elementwise(Expr):
     """``combine`` of the operands' elements, each broadcast to this shape."""
 
-    combine: Callable[[list[str]], str] = field(default=None)  # type: ignore[assignment]
+    combine: Callable[[list[ast.expr]], ast.expr] = field(default=None)  # type: ignore[assignment]
     operands: tuple[Value, ...] = ()
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         return self.combine([broadcast_element(v, self.shape, index, out) for v in self.operands])
 
 
@@ -145,16 +149,16 @@ class Reduced(Expr):
     axes: tuple[int, ...] = ()
     keepdims: bool = False
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        key = (id(self), tuple(index))
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
-            return out.made[key]
+            return load(out.made[key])
         kept = iter(index)
         loops = {axis: out.fresh("k") for axis in self.axes}
-        at = []
+        at: list[ast.expr] = []
         for axis in range(len(self.operand.shape)):
             if axis in loops:
-                at.append(loops[axis])
+                at.append(load(loops[axis]))
                 if self.keepdims:
                     next(kept)
             else:
@@ -162,15 +166,13 @@ class Reduced(Expr):
         count = int(np.prod([self.operand.shape[a] for a in self.axes]))
         out.made[key] = result = out.fresh("r")
         out.check_fused(index)
-        body: list[str] = []
         value = out.fresh("v")
         inner = out.inner(list(loops.values()))
         element = self.operand.element(at, inner)
-        body += inner.lines
-        body.append(f"{value} = {element}")
-        out.lines += _accumulate(self.op, result, value, self.dtype, self.operand.dtype, count,
-                                 [(loops[a], self.operand.shape[a]) for a in self.axes], body)
-        return result
+        body = [*inner.statements, assign(value, element)]
+        out.statements += _accumulate(self.op, result, load(value), self.dtype, self.operand.dtype, count,
+                                      [(loops[a], self.operand.shape[a]) for a in self.axes], body)
+        return load(result)
 
 
 @dataclass(eq=False)
@@ -181,33 +183,33 @@ class Product(Expr):
     b: Expr = field(default=None)  # type: ignore[assignment]
     outer: bool = False
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         if self.outer:
-            return f"({self.a.element([index[0]], out)} * {self.b.element([index[1]], out)})"
-        key = (id(self), tuple(index))
+            return ast.BinOp(self.a.element([index[0]], out), ast.Mult(), self.b.element([index[1]], out))
+        key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
-            return out.made[key]
+            return load(out.made[key])
         k = out.fresh("k")
         batch = list(index[:1]) if len(self.shape) == 3 else []
-        a_at = [k] if len(self.a.shape) == 1 else [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1
-                                                                                          else -1], k]
-        b_at = [k] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], k, index[-1]]
+        a_at = [load(k)] if len(self.a.shape) == 1 else \
+            [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1 else -1], load(k)]
+        b_at = [load(k)] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], load(k), index[-1]]
         out.check_fused(index)
         inner = out.inner([k])
-        term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
+        term = ast.BinOp(self.a.element(a_at, inner), ast.Mult(), self.b.element(b_at, inner))
         out.made[key] = result = out.fresh("r")
-        out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
-                                 [(k, self.a.shape[-1])], [*inner.lines], term)
-        return result
+        out.statements += _accumulate("sum", result, term, self.dtype, self.dtype, self.a.shape[-1],
+                                      [(k, self.a.shape[-1])], [*inner.statements])
+        return load(result)
 
 
 @dataclass(eq=False)
 class Counted(Expr):
     """A 1-D array made from its index alone (``np.arange``, ``np.linspace``)."""
 
-    make: Callable[[str], str] = field(default=None)  # type: ignore[assignment]
+    make: Callable[[ast.expr], ast.expr] = field(default=None)  # type: ignore[assignment]
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         return self.make(index[0])
 
 
@@ -217,15 +219,16 @@ class Reshaped(Expr):
 
     base: Expr = field(default=None)  # type: ignore[assignment]
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        flat = "0"
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        flat: ast.expr = constant(0)
         for i, size in zip(index, self.shape, strict=True):
-            flat = i if flat == "0" else f"(({flat}) * {size} + {i})"
-        at = []
+            flat = i if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(), i)
+        at: list[ast.expr] = []
         stride = int(np.prod(self.base.shape))
         for size in self.base.shape:
             stride //= max(size, 1)
-            at.append(f"(({flat}) // {stride}) % {size}" if stride > 1 else f"({flat}) % {size}")
+            quotient = ast.BinOp(flat, ast.FloorDiv(), constant(stride)) if stride > 1 else flat
+            at.append(ast.BinOp(quotient, ast.Mod(), constant(size)))
         return self.base.element(at, out)
 
 
@@ -240,7 +243,7 @@ class Fused(Expr):
     made: Named | None = None
     """The array it is, once made after all."""
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         if self.made is not None:
             return self.made.element(index, out)
         outer, out.fused = out.fused, self
@@ -248,99 +251,6 @@ class Fused(Expr):
             return self.value.element(index, out)
         finally:
             out.fused = outer
-
-
-def _affine(start: int, step: int, i: str) -> str:
-    scaled = i if step == 1 else f"{step} * {i}"
-    return scaled if start == 0 else f"{start} + {scaled}"
-
-
-def broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[str], out: Emitter) -> str:
-    if isinstance(value, Scalar):
-        return value.code
-    offset = len(shape) - len(value.shape)
-    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else "0" for k, size in enumerate(value.shape)]
-    return value.element(at, out)
-
-
-def _nested(loops: list[tuple[str, int]], body: list[str]) -> list[str]:
-    """``body`` inside ``for`` loops over ``loops``, outermost first."""
-    lines = [f"{'    ' * depth}for {name} in range({size}):" for depth, (name, size) in enumerate(loops)]
-    return [*lines, *(f"{'    ' * len(loops)}{line}" for line in body)]
-
-
-def _arg_extreme(op: str, result: str, item: str, operand: np.dtype, loops: list[tuple[str, int]],
-                 body: list[str]) -> list[str]:
-    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
-    best = f"{result}_best"
-    worst = ("-_svod_np.inf" if op == "argmax" else "_svod_np.inf") if operand.kind == "f" else \
-        str(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max) if operand.kind in "iu" else \
-        ("False" if op == "argmax" else "True")
-    flat = "0"
-    for name, size in loops:
-        flat = name if flat == "0" else f"({flat}) * {size} + {name}"
-    better = f"{item} > {best}" if op == "argmax" else f"{item} < {best}"
-    if operand.kind == "f":
-        better = f"{better} or ({item} != {item} and {best} == {best})"
-    first = f"{result} == -1"
-    return [f"{best} = {typed(worst, operand)}", f"{result} = -1",
-            *_nested(loops, [*body, f"if {first} or {better}:", f"    {best} = {item}", f"    {result} = {flat}"])]
-
-
-def typed(value: str, dtype: np.dtype) -> str:
-    return f"_svod_np.{dtype.name}({value})"
-
-
-def _accumulate(op: str, result: str, value: str | None, dtype: np.dtype, operand: np.dtype, count: int,
-                loops: list[tuple[str, int]], body: list[str], term: str | None = None) -> list[str]:
-    """The statements that reduce ``value`` (computed by ``body``, or ``term``) over ``loops`` into
-    ``result``, as NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside
-    it), a mean divides the sum."""
-    item = term if term is not None else value
-    assert item is not None
-    if op in ("argmax", "argmin"):
-        return _arg_extreme(op, result, item, operand, loops, body)
-    if op in ("any", "all"):  # a count of the elements that decide it
-        test = f"{item} != 0" if op == "any" else f"{item} == 0"
-        lines = [f"{result}_n = 0", *_nested(loops, [*body, f"{result}_n += {test}"]),
-                 f"{result} = {result}_n {'>' if op == 'any' else '=='} 0"]
-        return lines
-    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
-    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
-    if kind in ("sum", "mean"):
-        lines = [f"{result} = {typed('0', dtype)}"]
-        update = f"{result} += {item}"
-    elif kind == "prod":
-        lines = [f"{result} = {typed('1', dtype)}"]
-        update = f"{result} *= {item}"
-    else:
-        lowest = "-_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).min)
-        highest = "_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).max)
-        lines = [f"{result} = {typed(lowest if kind == 'max' else highest, dtype)}"]
-        update = f"{result} = {kind}({result}, {item})"
-    if nan_aware:
-        lines.append(f"{result}_nan = 0")
-    depth = 0
-    for name, size in loops:
-        lines.append(f"{'    ' * depth}for {name} in range({size}):")
-        depth += 1
-    lines += [f"{'    ' * depth}{line}" for line in body]
-    lines.append(f"{'    ' * depth}{update}")
-    if nan_aware:
-        lines.append(f"{'    ' * depth}{result}_nan += {item} != {item}")
-        lines.append(f"{result} = {result} if {result}_nan == 0 else {typed('_svod_np.nan', dtype)}")
-    if kind == "mean":
-        lines.append(f"{result} = {typed(f'{result} / {count}', dtype)}")
-    return lines
-
-
-def computes(x: Expr) -> bool:
-    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
-    if isinstance(x, (Viewed, Transposed, Reshaped)):
-        return computes(x.base)
-    if isinstance(x, Fused):
-        return x.made is None
-    return not isinstance(x, (Named, Counted))
 
 
 @dataclass(eq=False)
@@ -351,8 +261,128 @@ class Whole(Expr):
         super().__init__((), inner.dtype)
         self.inner = inner
 
-    def element(self, index: Sequence[str], out: Emitter) -> str:
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         return self.inner.element(index, out)
+
+
+# ---- the code of elements and reductions ------------------------------------------------------------------
+
+def numpy(attr: str) -> ast.Attribute:
+    """``_svod_np.<attr>``: NumPy's, under the name svod gives it in a function it rewrites."""
+    return ast.Attribute(load("_svod_np"), attr, ast.Load())
+
+
+def typed(value: ast.expr, dtype: np.dtype) -> ast.expr:
+    """``value`` as a NumPy scalar of ``dtype``."""
+    return call(numpy(dtype.name), value)
+
+
+def _affine(start: int, step: int, i: ast.expr) -> ast.expr:
+    scaled = i if step == 1 else ast.BinOp(constant(step), ast.Mult(), i)
+    return scaled if start == 0 else ast.BinOp(constant(start), ast.Add(), scaled)
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+    if isinstance(value, Scalar):
+        return value.node
+    offset = len(shape) - len(value.shape)
+    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else constant(0)
+          for k, size in enumerate(value.shape)]
+    return value.element(at, out)
+
+
+def _nested(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside ``for`` loops over ``loops`` (sequential ones), outermost first."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("range", constant(size)), body)]
+    return body
+
+
+def _flat(loops: list[tuple[str, int]]) -> ast.expr:
+    """The position in C order that the variables of ``loops`` name together."""
+    flat: ast.expr = constant(0)
+    for name, size in loops:
+        flat = load(name) if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(),
+                                                            load(name))
+    return flat
+
+
+def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops: list[tuple[str, int]],
+                 body: list[ast.stmt]) -> list[ast.stmt]:
+    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
+    best = f"{result}_best"
+    worst: ast.expr
+    if operand.kind == "f":
+        worst = ast.UnaryOp(ast.USub(), numpy("inf")) if op == "argmax" else numpy("inf")
+    elif operand.kind in "iu":
+        worst = constant(int(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max))
+    else:
+        worst = constant(op != "argmax")
+    tests: list[ast.expr] = [ast.Compare(load(result), [ast.Eq()], [constant(-1)]),
+                             ast.Compare(item, [ast.Gt() if op == "argmax" else ast.Lt()], [load(best)])]
+    if operand.kind == "f":  # or the first NaN
+        tests.append(ast.BoolOp(ast.And(), [ast.Compare(item, [ast.NotEq()], [item]),
+                                            ast.Compare(load(best), [ast.Eq()], [load(best)])]))
+    update = ast.If(ast.BoolOp(ast.Or(), tests), [assign(best, item), assign(result, _flat(loops))], [])
+    return [assign(best, typed(worst, operand)), assign(result, constant(-1)), *_nested(loops, [*body, update])]
+
+
+def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: int,
+                loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that reduce ``item`` (computed after ``body``) over ``loops`` into ``result``, as
+    NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside it), a mean
+    divides the sum."""
+    if op in ("argmax", "argmin"):
+        return _arg_extreme(op, result, item, operand, loops, body)
+    if op in ("any", "all"):  # a count of the elements that decide it
+        counted = f"{result}_n"
+        test = ast.Compare(item, [ast.NotEq() if op == "any" else ast.Eq()], [constant(0)])
+        decided = ast.Compare(load(counted), [ast.Gt() if op == "any" else ast.Eq()], [constant(0)])
+        return [assign(counted, constant(0)),
+                *_nested(loops, [*body, ast.AugAssign(store(counted), ast.Add(), test)]),
+                assign(result, decided)]
+    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
+    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
+    update: ast.stmt
+    made: list[ast.stmt]
+    if kind in ("sum", "mean"):
+        made = [assign(result, typed(constant(0), dtype))]
+        update = ast.AugAssign(store(result), ast.Add(), item)
+    elif kind == "prod":
+        made = [assign(result, typed(constant(1), dtype))]
+        update = ast.AugAssign(store(result), ast.Mult(), item)
+    else:
+        lowest = ast.UnaryOp(ast.USub(), numpy("inf")) if dtype.kind == "f" else constant(int(np.iinfo(dtype).min))
+        highest = numpy("inf") if dtype.kind == "f" else constant(int(np.iinfo(dtype).max))
+        made = [assign(result, typed(lowest if kind == "max" else highest, dtype))]
+        update = assign(result, call(kind, load(result), item))
+    nans = f"{result}_nan"
+    updates = [update]
+    if nan_aware:
+        made.append(assign(nans, constant(0)))
+        updates.append(ast.AugAssign(store(nans), ast.Add(), ast.Compare(item, [ast.NotEq()], [item])))
+    made += _nested(loops, [*body, *updates])
+    if nan_aware:
+        made.append(assign(result, ast.IfExp(ast.Compare(load(nans), [ast.Eq()], [constant(0)]), load(result),
+                                             typed(numpy("nan"), dtype))))
+    if kind == "mean":
+        made.append(assign(result, typed(ast.BinOp(load(result), ast.Div(), constant(count)), dtype)))
+    return made
+
+
+# ---- what an expression reads -----------------------------------------------------------------------------
+
+def computes(x: Expr) -> bool:
+    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
+    if isinstance(x, (Viewed, Transposed, Reshaped)):
+        return computes(x.base)
+    if isinstance(x, Fused):
+        return x.made is None
+    return not isinstance(x, (Named, Counted))
 
 
 def base_name(stored: Expr) -> str | None:
@@ -363,11 +393,12 @@ def base_name(stored: Expr) -> str | None:
 
 def reads_apart(value: Expr, stored: Expr, base: str) -> bool:
     """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
-    (then it is computed into a temporary first, as NumPy's meaning is)."""
-    index = [f"_svod_p{k}" for k in range(len(stored.shape))]
+    (then it is computed into a temporary first, as NumPy's meaning is): the reads' nodes compared with the
+    store's."""
+    index = [load(f"_svod_p{k}") for k in range(len(stored.shape))]
     out = Emitter(itertools.count())
-    target = stored.element(index, out)
-    code = broadcast_element(value, stored.shape, index, out) + "\n" + "\n".join(out.lines)
-    reads = [ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Subscript)
-             and isinstance(n.value, ast.Name) and n.value.id == base]
-    return any(read != ast.unparse(ast.parse(target).body[0].value) for read in reads)  # type: ignore[attr-defined]
+    target = ast.dump(stored.element(index, out))
+    element = broadcast_element(value, stored.shape, index, out)
+    reads = [ast.dump(n) for node in [element, *out.statements] for n in ast.walk(node)
+             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == base]
+    return any(read != target for read in reads)

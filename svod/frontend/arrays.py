@@ -27,7 +27,6 @@ import ast
 import copy
 import itertools
 import operator
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,10 +53,12 @@ from svod.frontend.array_exprs import (
     base_name,
     broadcast_element,
     computes,
+    numpy,
     reads_apart,
     typed,
 )
-from svod.frontend.phases import Reader, refusal
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, stands_for, store
+from svod.frontend.phases import Reader, refusal, renamed
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -65,12 +66,11 @@ UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "fl
 """The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
-_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-           ast.Pow: "**"}
-_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow}
-_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+"""The operators an array expression may apply elementwise, and what each computes on the host."""
+_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 
 # ---- reading a function's array statements -----------------------------------------------------------------
@@ -97,6 +97,8 @@ class Lowering:
         """The statements after the one being rewritten, in its block."""
         self.pending: list[ast.stmt] = []
         """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
+        self.at: ast.stmt = source.node
+        """The user's statement being rewritten: what svod writes for it stands at its line."""
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
@@ -137,13 +139,17 @@ class Lowering:
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
-        while True:
-            before = len(self.pending)
-            try:
-                return self.rewritten(stmt, looped)
-            except RepeatedWorkError as unfuse:
-                del self.pending[before:]  # what the attempt needed, made again by the next
-                self.make(unfuse.fused)
+        outer, self.at = self.at, stmt
+        try:
+            while True:
+                before = len(self.pending)
+                try:
+                    return self.rewritten(stmt, looped)
+                except RepeatedWorkError as unfuse:
+                    del self.pending[before:]  # what the attempt needed, made again by the next
+                    self.make(unfuse.fused)
+        finally:
+            self.at = outer
 
     def make(self, fused: Fused) -> None:
         """Make fused array ``fused`` after all, before the statement being rewritten (and, first, a fused
@@ -164,13 +170,13 @@ class Lowering:
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
-                new = copy.copy(stmt)
+                new = stands_for(copy.copy(stmt), stmt)
                 new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
-            branch = copy.copy(stmt)
+            branch = stands_for(copy.copy(stmt), stmt)
             branch.test, branch.body, branch.orelse = test, self.body(stmt.body, looped), self.body(stmt.orelse, looped)
             return [*before, branch]
         if isinstance(stmt, ast.While):
@@ -178,11 +184,9 @@ class Lowering:
             loop = copy.copy(stmt)
             loop.body = self.body(stmt.body, True)
             if before:  # the test computes on arrays: it is computed again at the top of each turn
-                stop = ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])
-                loop.test, loop.body = ast.Constant(True), [*before, stop, *loop.body]
-                for node in (loop.test, stop, *ast.walk(stop)):
-                    ast.copy_location(node, stmt)
-            return [loop]
+                stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
+                loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
+            return [stands_for(loop, stmt)]
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -204,7 +208,7 @@ class Lowering:
                                     "use .any() or .all()")
         name = f"_svod_c{next(self.counter)}"
         self.changed = True
-        return self.new_array(stmt, name, value, False), ast.copy_location(ast.Name(name, ast.Load()), test)
+        return self.new_array(stmt, name, value, False), stands_for(ast.copy_location(load(name), test), test)
 
     def called(self, stmt: ast.Expr, call: ast.Call, looped: bool) -> list[ast.stmt]:
         """A call made for its effect: ``x.fill(v)`` is ``x[...] = v``; other calls stand as written (the
@@ -233,15 +237,15 @@ class Lowering:
                 if isinstance(value, ast.Name):
                     names.append(value)
                     continue
-                made.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), stmt))
-                names.append(ast.Name(name, ast.Load()))
+                made += placed([assign(name, value)], stmt)
+                names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
-            names.append(ast.Name(name, ast.Load()))
+            names.append(load(name))
         if not made:
             return [stmt]
         result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
-        return [*made, ast.copy_location(ast.Return(result), stmt)]
+        return [*made, *placed([ast.Return(result)], stmt)]
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
@@ -275,7 +279,7 @@ class Lowering:
             return [stmt]
         value = self.value(node)
         if op is not None:
-            value = self.binary(stmt, stored, value, _BINARY.get(type(op)))  # cast to stored's dtype at the store
+            value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]  # an element's store: a phase as written
         return self.store(stmt, stored, value)
@@ -301,10 +305,9 @@ class Lowering:
         if not value.shape:  # one value: a scalar the phase computes, into the name itself
             out = Emitter(self.counter)
             element = value.element([], out)
-            code = "\n".join([*out.lines, f"{name} = {element}"])
-            if re.fullmatch(r"_svod_r\d+", element):
-                code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
-            return self.parsed(code, stmt)
+            if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
+                return placed([renamed(s, {element.id: name}) for s in out.statements], stmt)
+            return placed([*out.statements, assign(name, element)], stmt)
         if looped and name in self.viewed:
             raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
                                     f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
@@ -316,9 +319,9 @@ class Lowering:
         return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
 
     def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]:
-        shape = ", ".join(str(s) for s in made.shape)
-        return self.parsed(f"{made.name} = _svod_np.empty(({shape}{',' if len(made.shape) == 1 else ''}), "
-                           f"_svod_np.{made.dtype.name})", stmt)
+        """``made = np.empty(shape, dtype)``: a temporary the plan makes."""
+        shape = ast.Tuple([constant(size) for size in made.shape], ast.Load())
+        return placed([assign(made.name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
 
     def store(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
         """``stored[...] = value``, through a temporary where the value reads ``stored``'s array elsewhere."""
@@ -328,9 +331,8 @@ class Lowering:
         base = base_name(stored)
         if base is not None and isinstance(value, Expr) and reads_apart(value, stored, base):
             temporary = self.fresh_temporary(value.shape, value.dtype)
-            return [*self.parsed(f"{temporary.name} = _svod_np.empty(({', '.join(map(str, value.shape))},), "
-                                 f"_svod_np.{value.dtype.name})", stmt),
-                    *self.loops(stmt, temporary, value), *self.loops(stmt, stored, temporary)]
+            return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
+                    *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
     def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype) -> Named:
@@ -341,25 +343,15 @@ class Lowering:
 
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
         """The ``prange`` nest that stores ``value`` into each element of ``stored``."""
-        index = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
+        variables = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
+        index = [load(v) for v in variables]
         out = Emitter(self.counter)
         element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
             element = typed(element, stored.dtype)
-        target = stored.element(index, out) if stored.shape else stored.element([], out)
-        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):"
-                 for depth, (name, size) in enumerate(zip(index, stored.shape, strict=True))]
-        pad = "    " * len(index)
-        lines += [pad + line for line in out.lines]
-        lines.append(f"{pad}{target} = {element}")
-        return self.parsed("\n".join(lines), stmt)
-
-    def parsed(self, code: str, at: ast.stmt) -> list[ast.stmt]:
-        statements = ast.parse(code).body
-        for node in statements:
-            for inner in ast.walk(node):
-                ast.copy_location(inner, at)
-        return statements
+        target = stored.element(index, out)
+        return placed(_parallel(list(zip(variables, stored.shape, strict=True)),
+                                [*out.statements, assign(target, element)]), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
         """What a store's target names: an array or a view of one (None: not an array's)."""
@@ -381,17 +373,17 @@ class Lowering:
         return method(self, node)
 
     def scalar(self, node: ast.expr) -> Scalar:
-        code = ast.unparse(node)
+        """A scalar of the user's: its node, as written."""
         try:
             sample = self.on_host(node)
         except Exception:
             sample = 0
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
-        return Scalar(code, sample)
+        return Scalar(copy.deepcopy(node), sample)
 
-    def constant(self, node: ast.Constant) -> Value:
-        return Scalar(repr(node.value), node.value)
+    def literal(self, node: ast.Constant) -> Value:
+        return Scalar(copy.deepcopy(node), node.value)
 
     def name_value(self, node: ast.Name) -> Value:
         if node.id in self.arrays:
@@ -407,7 +399,7 @@ class Lowering:
                 return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
             if node.attr in ("shape", "size", "ndim"):
                 known = _attribute(owner, node.attr)
-                return Scalar(repr(known), known)
+                return Scalar(constant(known), known)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
         return self.scalar(node)
 
@@ -418,7 +410,7 @@ class Lowering:
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         items = _without_ellipsis(items, len(base.shape))
         axes: list[tuple[int, int, int] | None] = []
-        fixed: dict[int, str] = {}
+        fixed: dict[int, ast.expr] = {}
         shape: list[int] = []
         axis = 0
         for item in items:
@@ -444,7 +436,7 @@ class Lowering:
                 known = self.host_int(item, required=False)
                 if known is not None and not -size <= known < size:
                     raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
-                fixed[axis] = str(known % size) if known is not None else index.code
+                fixed[axis] = constant(known % size) if known is not None else index.node
             axis += 1
         for rest in range(axis, len(base.shape)):
             axes.append((rest, 0, 1))
@@ -473,18 +465,18 @@ class Lowering:
         left, right = self.value(node.left), self.value(node.right)
         if isinstance(node.op, ast.MatMult):
             return self.matmul(node, left, right)
-        return self.binary(node, left, right, _BINARY.get(type(node.op)))
+        return self.binary(node, left, right, type(node.op))
 
-    def binary(self, node: ast.AST, left: Value, right: Value, symbol: str | None) -> Value:
-        if symbol is None:
+    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value:
+        fn = _OPERATORS.get(op)
+        if fn is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(f"({left.code} {symbol} {right.code})", _apply(_OPERATORS[symbol], left.sample,
-                                                                           right.sample))
-        dtype = _result_dtype(_OPERATORS[symbol], left, right)
-        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", dtype, left, right)
+            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
+        dtype = _result_dtype(fn, left, right)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
-    def elementwise(self, node: ast.AST, combine: Callable[[list[str]], str], dtype: np.dtype,
+    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
         return Elementwise(_broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
@@ -493,10 +485,10 @@ class Lowering:
         operand = self.value(node.operand)
         if isinstance(operand, Scalar):
             return self.scalar(node)
-        symbol = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}.get(type(node.op))
-        if symbol is None:
+        op = type(node.op)
+        if op is ast.Not:
             raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
-        return self.elementwise(node, lambda c: f"({symbol}{c[0]})", operand.dtype, operand)
+        return self.elementwise(node, lambda c: ast.UnaryOp(op(), c[0]), operand.dtype, operand)
 
     def compare(self, node: ast.Compare) -> Value:
         if len(node.ops) != 1:
@@ -504,12 +496,12 @@ class Lowering:
         left, right = self.value(node.left), self.value(node.comparators[0])
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return self.scalar(node)
-        symbol = _COMPARE.get(type(node.ops[0]))
-        if symbol is None:
+        op = type(node.ops[0])
+        if op not in _COMPARE:
             raise self.refuse(node, "this comparison is not one svod's array expressions have")
-        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", np.dtype(bool), left, right)
+        return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), left, right)
 
-    def call(self, node: ast.Call) -> Value:
+    def call_value(self, node: ast.Call) -> Value:
         func = node.func
         if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
             owner = self.value(func.value)
@@ -534,16 +526,16 @@ class Lowering:
             fn = getattr(np, name)
             dtype = _result_dtype(fn, x)
             if name == "negative":
-                return self.elementwise(node, lambda c: f"(-{c[0]})", dtype, x)
+                return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
-            spell = "abs" if name == "abs" else f"_svod_np.{name}"
-            return self.elementwise(node, lambda c: f"{spell}({typed(c[0], cast) if cast else c[0]})", dtype, x)
+            spell = load("abs") if name == "abs" else numpy(name)
+            return self.elementwise(node, lambda c: call(spell, typed(c[0], cast) if cast else c[0]), dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
             dtype = _result_dtype(getattr(np, name), *args)
-            return self.elementwise(node, lambda c: f"_svod_np.{name}({c[0]}, {c[1]})", dtype, *args)
+            return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
         if name == "where" and len(args) == 3:
             dtype = _result_dtype(np.where, *args)
-            return self.elementwise(node, lambda c: f"({c[1]} if {c[0]} else {c[2]})", dtype, *args)
+            return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), dtype, *args)
         if name in REDUCTIONS and args and isinstance(args[0], Expr):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
@@ -612,14 +604,16 @@ class Lowering:
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
         self.changed = True
         if len(made) < 2:
-            values = [repr(v.item()) for v in made]
-            return Counted(made.shape, made.dtype, lambda i: values[0] if values else "0")
+            only = made[0].item() if len(made) else 0
+            return Counted(made.shape, made.dtype, lambda i: constant(only))
         start, step = made[0].item(), (made[1] - made[0]).item()
-        if name == "linspace":
+        if name == "linspace":  # first + (last - first) * i / (count - 1)
             first, last, count = made[0].item(), made[-1].item(), len(made)
-            return Counted(made.shape, made.dtype,
-                           lambda i: f"({first!r} + ({last!r} - {first!r}) * {i} / {count - 1})")
-        return Counted(made.shape, made.dtype, lambda i: typed(f"{start!r} + {step!r} * {i}", made.dtype))
+            span = ast.BinOp(constant(last), ast.Sub(), constant(first))
+            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(
+                constant(first), ast.Add(), ast.BinOp(ast.BinOp(span, ast.Mult(), i), ast.Div(), constant(count - 1))))
+        return Counted(made.shape, made.dtype, lambda i: typed(
+            ast.BinOp(constant(start), ast.Add(), ast.BinOp(constant(step), ast.Mult(), i)), made.dtype))
 
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
         """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
@@ -632,20 +626,15 @@ class Lowering:
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
         names = iter(name for name, _ in outer)
-        index = [along if k == axis else next(names) for k in range(len(x.shape))]
+        index = [load(along if k == axis else next(names)) for k in range(len(x.shape))]
         out = Emitter(self.counter)
         element = x.element(index, out)
         total = out.fresh("s")
-        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):" for depth, (name, size) in enumerate(outer)]
-        pad = "    " * len(outer)
-        lines += [f"{pad}{total} = {typed('0', dtype)}", f"{pad}for {along} in range({x.shape[axis]}):"]
-        lines += [f"{pad}    {line}" for line in out.lines]
-        lines += [f"{pad}    {total} += {element}", f"{pad}    {made.element(index, out)} = {total}"]
-        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
-        ast.copy_location(at, node)
-        shape = ", ".join(map(str, x.shape))
-        self.pending += [*self.parsed(f"{made.name} = _svod_np.empty(({shape},), _svod_np.{dtype.name})", at),
-                         *self.parsed("\n".join(lines), at)]
+        running = [*out.statements, ast.AugAssign(store(total), ast.Add(), element),
+                   assign(made.element(index, out), load(total))]
+        nest = _parallel(outer, [assign(total, typed(constant(0), dtype)),
+                                 for_loop(along, call("range", constant(x.shape[axis])), running)])
+        self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
 
     def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
@@ -693,9 +682,7 @@ class Lowering:
         if not computes(x):
             return x
         made = self.fresh_temporary(x.shape, x.dtype)
-        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
-        ast.copy_location(at, node)
-        self.pending += [*self.allocation(at, made), *self.loops(at, made, x)]
+        self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
 
 
@@ -716,6 +703,13 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
                 if isinstance(base, ast.Name):
                     found.add(base.id)
     return found
+
+
+def _parallel(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside a ``prange`` nest over ``loops``, outermost first."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("_svod_prange", constant(size)), body)]
+    return body
 
 
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
@@ -773,8 +767,8 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
-    ast.Constant: Lowering.constant, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
+    ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""
