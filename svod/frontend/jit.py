@@ -28,6 +28,7 @@ it as constant sizes allow; a new shape compiles the phases again (the disk cach
 from __future__ import annotations
 
 import ast
+import copy
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import api, pylang
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.inline import inline_calls
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -56,7 +58,6 @@ from svod.frontend.phases import (
     loaded,
     needs,
     refusal,
-    statement,
     stored,
     stores_elements,
 )
@@ -252,16 +253,13 @@ class Builder:
         fill = item.fill
         if fill is None:
             return []
-        indices = [f"_svod_i{axis}" for axis in range(max(array.ndim, 1))]
-        target = f"{item.name}[{', '.join(indices)}]" if array.ndim else f"{item.name}[0]"
-        code = "".join(f"{'    ' * axis}for {index} in _svod_prange({item.name}.shape[{axis}]):\n"
-                       for axis, index in enumerate(indices[:array.ndim]))
-        code += f"{'    ' * array.ndim}{target} = {ast.unparse(fill)}\n"
-        statements = ast.parse(code).body
-        for node in statements:
-            for inner in ast.walk(node):
-                ast.copy_location(inner, item.statement)
-        return self.phase(statements, loops)
+        indices = [f"_svod_i{axis}" for axis in range(array.ndim)]
+        target = subscript(item.name, [load(index) for index in indices] or [constant(0)])
+        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
+        for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
+            size = ast.Subscript(ast.Attribute(load(item.name), "shape", ast.Load()), constant(axis), ast.Load())
+            nest = [for_loop(index, call("_svod_prange", size), nest)]
+        return self.phase(placed(nest, item.statement), loops)
 
     def loop(self, item: Loop, loops: list[str]) -> int:
         if item.var in self.arrays or item.var in self.args:
@@ -321,8 +319,9 @@ class Builder:
         if not parallel and not outgoing and not stores_elements(statements, reader):
             self.computed.update({n: line for n in stored(statements)})
             return []
-        loads = [statement(f"{name} = _svod_{name}[0]", statements[0]) for name in incoming]
-        stores = [statement(f"_svod_{name}[0] = {name}", statements[-1]) for name in outgoing]
+        loads = placed([assign(name, subscript(f"_svod_{name}", [constant(0)])) for name in incoming], statements[0])
+        stores = placed([assign(subscript(f"_svod_{name}", [constant(0)]), load(name)) for name in outgoing],
+                        statements[-1])
         for name in (*incoming, *outgoing):
             self.cell(name)
         body = [*loads, *definitions, *statements, *stores]

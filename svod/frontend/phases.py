@@ -689,14 +689,6 @@ def loaded(nodes: Iterable[ast.AST]) -> list[str]:
     return list(found)
 
 
-def statement(code: str, at: ast.AST) -> ast.stmt:
-    """One statement svod adds to a phase, placed (for errors) at ``at``."""
-    statement = ast.parse(code).body[0]
-    for inner in ast.walk(statement):
-        ast.copy_location(inner, at)
-    return statement
-
-
 def needs(nodes: Sequence[ast.AST]) -> set[str]:
     """The names ``nodes`` read before they assign them, in the order Python evaluates them (a value before
     its targets; an assignment anywhere counts from where it stands)."""
