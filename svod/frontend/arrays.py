@@ -57,7 +57,7 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, stands_for, store
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import Reader, refusal, renamed
 from svod.frontend.source import Source
 
@@ -97,6 +97,8 @@ class Lowering:
         """The statements after the one being rewritten, in its block."""
         self.pending: list[ast.stmt] = []
         """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
+        self.described = dict(source.described)
+        """What the user's code calls each name the rewriting gives a value of its own (``Source.described``)."""
         self.at: ast.stmt = source.node
         """The user's statement being rewritten: what svod writes for it stands at its line."""
         self.viewed = _viewed(source.node)
@@ -207,6 +209,7 @@ class Lowering:
             raise self.refuse(test, f"the truth value of an array of shape {value.shape} is ambiguous (as in NumPy); "
                                     "use .any() or .all()")
         name = f"_svod_c{next(self.counter)}"
+        self.described[name] = f"the test `{code(test, 40)}`"
         self.changed = True
         return self.new_array(stmt, name, value, False), stands_for(ast.copy_location(load(name), test), test)
 
@@ -233,6 +236,7 @@ class Lowering:
                 continue
             computed = self.value(value)
             name = f"_svod_r{next(self.counter)}"
+            self.described[name] = f"the returned `{code(value, 40)}`"
             if isinstance(computed, Scalar):  # a number the function computes: a name of its own
                 if isinstance(value, ast.Name):
                     names.append(value)
@@ -282,7 +286,7 @@ class Lowering:
             value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]  # an element's store: a phase as written
-        return self.store(stmt, stored, value)
+        return self.store(stmt, stored, value, node if op is None else stmt)
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         try:
@@ -323,22 +327,24 @@ class Lowering:
         shape = ast.Tuple([constant(size) for size in made.shape], ast.Load())
         return placed([assign(made.name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
 
-    def store(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
-        """``stored[...] = value``, through a temporary where the value reads ``stored``'s array elsewhere."""
+    def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST) -> list[ast.stmt]:
+        """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
+        array elsewhere."""
         self.changed = True
         if isinstance(value, Expr):
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = base_name(stored)
         if base is not None and isinstance(value, Expr) and reads_apart(value, stored, base):
-            temporary = self.fresh_temporary(value.shape, value.dtype)
+            temporary = self.fresh_temporary(value.shape, value.dtype, node)
             return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
                     *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
-    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype) -> Named:
-        """A new array of ``shape`` and ``dtype``, which the plan makes."""
+    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype, node: ast.AST) -> Named:
+        """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
         name = f"_svod_t{next(self.counter)}"
         self.arrays[name] = made = Named(shape, dtype, name)
+        self.described[name] = f"the temporary array of `{code(node, 40)}`"
         return made
 
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
@@ -473,7 +479,7 @@ class Lowering:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
-        dtype = _result_dtype(fn, left, right)
+        dtype = _result_dtype(self, node, fn, left, right)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
@@ -524,17 +530,17 @@ class Lowering:
         if name in UFUNCS and len(args) == 1:
             (x,) = args
             fn = getattr(np, name)
-            dtype = _result_dtype(fn, x)
+            dtype = _result_dtype(self, node, fn, x)
             if name == "negative":
                 return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
             spell = load("abs") if name == "abs" else numpy(name)
             return self.elementwise(node, lambda c: call(spell, typed(c[0], cast) if cast else c[0]), dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
-            dtype = _result_dtype(getattr(np, name), *args)
+            dtype = _result_dtype(self, node, getattr(np, name), *args)
             return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
         if name == "where" and len(args) == 3:
-            dtype = _result_dtype(np.where, *args)
+            dtype = _result_dtype(self, node, np.where, *args)
             return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), dtype, *args)
         if name in REDUCTIONS and args and isinstance(args[0], Expr):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
@@ -544,7 +550,7 @@ class Lowering:
             return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             a, b = (self.flat(node, a) for a in args)
-            dtype = _result_dtype(np.multiply, a, b)
+            dtype = _result_dtype(self, node, np.multiply, a, b)
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
@@ -553,7 +559,10 @@ class Lowering:
         if name in REDUCTIONS:
             return self.reduction(node, owner, name, node.keywords, args)
         if name == "astype" and len(node.args) == 1:
-            dtype = np.dtype(self.on_host(node.args[0]))
+            try:
+                dtype = np.dtype(self.on_host(node.args[0]))
+            except Exception as err:
+                raise self.refuse(node, f"astype takes a dtype the host knows before the run ({err})") from err
             return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
@@ -622,7 +631,7 @@ class Lowering:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
         dtype = np.cumsum(np.ones(1, x.dtype)).dtype
-        made = self.fresh_temporary(x.shape, dtype)
+        made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
         names = iter(name for name, _ in outer)
@@ -651,7 +660,7 @@ class Lowering:
             raise self.refuse(node, "np.outer takes two 1-D arrays here")
         return value
 
-    def matmul(self, node: ast.AST, a: Value, b: Value) -> Value:
+    def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value:
         if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 3 or \
                 not 1 <= len(b.shape) <= 3 or {len(a.shape), len(b.shape)} == {1, 3}:
             raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
@@ -660,20 +669,21 @@ class Lowering:
             raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
         if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
             raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
-        a, b = self.operand(node, a), self.operand(node, b)
+        sides = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
+        a, b = self.operand(sides[0], a), self.operand(sides[1], b)
         batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
         rows = a.shape[len(a.shape) - 2:-1]
         columns = b.shape[-1:] if len(b.shape) > 1 else ()
         shape = (*batch, *rows, *columns)
-        dtype = _result_dtype(np.matmul, a, b)
+        dtype = _result_dtype(self, node, np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
         return Whole(product) if not shape else product
 
 
     def operand(self, node: ast.AST, x: Expr) -> Expr:
-        """A product's operand: an array or a view of one as it is; one whose elements are computed
-        (``alpha * A``) made into an array first, before the statement. The product reads each element once
-        per row or column of the other operand, and would compute it again each time (k2mm's
+        """A product's operand (the user's ``node``): an array or a view of one as it is; one whose elements are
+        computed (``alpha * A``) made into an array first, before the statement. The product reads each element
+        once per row or column of the other operand, and would compute it again each time (k2mm's
         ``alpha * A @ B``, 800x1100 by 1100x900 float64: 24.3 ms with the multiply in the inner loop, 17.9 ms
         for the product of the array made first)."""
         if isinstance(x, Fused) and x.made is None:
@@ -681,7 +691,7 @@ class Lowering:
             return x
         if not computes(x):
             return x
-        made = self.fresh_temporary(x.shape, x.dtype)
+        made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
 
@@ -726,12 +736,19 @@ def _attribute(owner: Expr, attr: str) -> Any:
     return {"shape": owner.shape, "size": int(np.prod(owner.shape)), "ndim": len(owner.shape)}[attr]
 
 
-def _result_dtype(fn: Callable[..., Any], *operands: Value) -> np.dtype:
+def _result_dtype(lowering: Lowering, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
     """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
-    Python number as itself: weak, as NEP 50 has it)."""
+    Python number as itself: weak, as NEP 50 has it); where NumPy refuses them, a refusal at ``node``."""
     samples = [o.sample for o in operands]
     with np.errstate(all="ignore"):
-        return np.asarray(fn(*samples)).dtype
+        try:
+            return np.asarray(fn(*samples)).dtype
+        except Exception as err:  # NumPy's own complaint, at the user's line
+            raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
+
+
+def _kinds(operands: Sequence[Value]) -> str:
+    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
 
 
 def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
@@ -761,9 +778,10 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
     body = lowering.body(source.node.body, False)
     if not lowering.changed:
         return None
-    node = copy.copy(source.node)
+    node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    return Source(node, source.file, {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}), lowering.read
+    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}
+    return Source(node, source.file, names, lowering.described), lowering.read
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {

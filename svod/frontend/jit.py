@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -249,7 +250,13 @@ class Builder:
         except Exception as err:  # NumPy's own complaint, in the source's words
             raise self.refuse(item.statement, f"the host cannot make this temporary before the run ({err}); its "
                               "shape must follow from the arguments' shapes and values") from err
-        self.arrays[item.name] = (self.add_array(item.name, array.dtype, array.shape), array.shape, array.dtype)
+        try:
+            slot = self.add_array(item.name, array.dtype, array.shape)
+        except SvodError as err:  # a dtype svod has none of: at the line that makes it
+            err.name_kernel(self.jit.name)
+            err.locate(f"{self.source.file}:{item.statement.lineno}")
+            raise
+        self.arrays[item.name] = (slot, array.shape, array.dtype)
         fill = item.fill
         if fill is None:
             return []
@@ -340,11 +347,16 @@ class Builder:
         key = (ast.dump(node, include_attributes=True), self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type(e).__name__, e) for e in examples))
         bound = self.jit.translations.get(key)
+        own = {n.id: self.described(n.id) for n in ast.walk(node) if isinstance(n, ast.Name) and _own(n.id)}
         if bound is None:  # each phase is translated once, whatever the rounds that settle carried dtypes
             names = {**self.source.names, "_svod_prange": pylang.prange}
-            kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file, names),
-                            parameters=parameters, bounds=bounds, static_shapes=True)
-            bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
+            try:
+                kernel = Kernel(self.jit.fn, name=name, source=Source(node, self.source.file, names),
+                                parameters=parameters, bounds=bounds, static_shapes=True)
+                bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
+            except SvodError as err:
+                err.call_by({}, own)  # svod's own names in the user's words
+                raise
         for carried_name in outgoing:
             if carried_name in bound.locals:
                 dtype = self.held(np.dtype(bound.locals[carried_name].numpy))
@@ -353,8 +365,19 @@ class Builder:
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
-        self.located[name] = bound.located
+        self.located[name] = dataclasses.replace(bound.located, names={
+            slot: own.get(called, called) for slot, called in bound.located.names.items()}, variables={
+            **bound.located.variables, **own})
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
+
+    def described(self, name: str) -> str:
+        """What an error calls ``name``, a name svod gave a value of its own (``_own``): the words the rewriting
+        recorded, a carried scalar's buffer by the scalar's."""
+        if name in self.variant.reader.described:
+            return self.variant.reader.described[name]
+        if name.startswith("_svod_") and name.removeprefix("_svod_") in self.cells:  # a carried scalar's buffer
+            return self.described(name.removeprefix("_svod_"))
+        return "a value svod computes" if _own(name) else name
 
     def held(self, dtype: np.dtype) -> np.dtype:
         """A carried scalar's dtype as the device holds it: a device without int64 carries an int in int32."""
@@ -392,6 +415,11 @@ class Builder:
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.jit.name, node, what)
+
+
+def _own(name: str) -> bool:
+    """Whether svod gave ``name`` (to a temporary, a loop's variable, a carried scalar's buffer)."""
+    return name.startswith("_svod_")
 
 
 def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, int] | None:

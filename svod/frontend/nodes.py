@@ -30,8 +30,11 @@ def store(name: str) -> ast.Name:
     return ast.Name(name, ast.Store())
 
 
-def constant(value: Any) -> ast.Constant:
-    """``value`` as a literal: a NumPy scalar as the Python number it holds (a literal holds only those)."""
+def constant(value: Any) -> ast.expr:
+    """``value`` as a literal: a NumPy scalar as the Python number it holds (a literal holds only those), a
+    tuple as a tuple of literals (as Python reads ``(3, 4)``)."""
+    if isinstance(value, tuple):
+        return ast.Tuple([constant(item) for item in value], ast.Load())
     return ast.Constant(value.item() if isinstance(value, np.generic) else value)
 
 
@@ -100,11 +103,17 @@ def shown(node: ast.AST) -> ast.AST:
     return getattr(node, SHOWN, node)
 
 
+def code(node: ast.AST, limit: int) -> str:
+    """The user's code of ``node`` (``shown``) on one line, cut at ``limit`` characters, as an error shows it."""
+    text = " ".join(ast.unparse(shown(node)).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _owned(value: object) -> bool:
     """Whether ``value`` is a node of its own in a tree (an operator or a context is one shared object)."""
     return isinstance(value, ast.AST) and not isinstance(value, (ast.expr_context, ast.operator, ast.unaryop,
                                                                   ast.boolop, ast.cmpop))
 
 
-__all__ = ["SHOWN", "assign", "call", "constant", "for_loop", "load", "placed", "shown", "stands_for", "store",
+__all__ = ["SHOWN", "assign", "call", "code", "constant", "for_loop", "load", "placed", "shown", "stands_for", "store",
            "stored", "subscript"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.nodes import code, stands_for
 from svod.frontend.source import Source
 
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
@@ -116,6 +117,8 @@ class Reader:
     def __init__(self, source: Source, name: str) -> None:
         self.source = source
         self.name = name
+        self.described = dict(source.described)
+        """What an error calls each name svod gives a value of its own (``Source.described``)."""
 
     def structure(self) -> Structure:
         body = list(self.source.node.body)
@@ -127,6 +130,7 @@ class Reader:
             body.pop()
             if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
+                self.described[name] = "the returned value"
                 body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], last.value), last))
                 last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
                 ast.fix_missing_locations(body[-1])
@@ -220,6 +224,7 @@ class Reader:
     def decided(self, stmt: ast.If, test: ast.expr) -> tuple[str, Phase]:
         """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
         name = f"_svod_if{stmt.lineno}_{stmt.col_offset}"
+        self.described[name] = f"the test of the if at line {stmt.lineno}"
         return name, Phase([_tested(name, test, stmt)])
 
     def expression_statement(self, stmt: ast.Expr) -> list[Item]:
@@ -339,13 +344,18 @@ def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
 
 
 def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
-    """A copy of ``node`` with each name in ``names`` replaced by its new name."""
+    """A copy of ``node`` with each name in ``names`` replaced by its new name; an error about a part of it
+    shows the part it copies (``nodes.shown``), in the user's names."""
 
     class Rename(ast.NodeTransformer):
         def visit_Name(self, name: ast.Name) -> ast.AST:
             return ast.copy_location(ast.Name(names.get(name.id, name.id), name.ctx), name)
 
-    return cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
+    made = cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
+    for old, new in zip(ast.walk(node), ast.walk(made), strict=True):  # the same shape, part for part
+        if isinstance(new, (ast.expr, ast.stmt)):
+            stands_for(new, old)
+    return made
 
 
 _REFUSED: dict[type, str] = {
@@ -495,7 +505,9 @@ class Flow:
         if name in loaded(self.following):
             raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
                                            "after it; name it differently")
-        return renamed(stmt, {name: f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"})
+        own = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
+        self.reader.described[own] = f"{name} (of the loop at line {stmt.lineno})"
+        return renamed(stmt, {name: own})
 
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
         names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
@@ -506,6 +518,7 @@ class Flow:
             raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
                                            "a jitted function; assign the result to those names and return")
         self.early = True
+        self.reader.described[self.RETURNED] = "whether the function returned"
         flags = {self.RETURNED, *(loop.broken for loop in self.loops)}
         for loop in self.loops:
             loop.breaks = True
@@ -532,6 +545,7 @@ class Flow:
         body, flags = self.block(stmt.body)
         self.loops.pop()
         go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
+        self.reader.described[go] = f"the test of the while at line {stmt.lineno}"
         tested = _tested(go, stmt.test, stmt)
         again: ast.stmt = tested
         if exits.breaks:
@@ -545,6 +559,8 @@ class Flow:
     def enter(self, stmt: ast.For | ast.While) -> _Exits:
         place = f"{stmt.lineno}_{stmt.col_offset}"
         exits = _Exits(f"_svod_break{place}", f"_svod_continue{place}")
+        self.reader.described[exits.broken] = f"whether the loop at line {stmt.lineno} broke"
+        self.reader.described[exits.skipped] = f"whether the loop at line {stmt.lineno} continued"
         self.loops.append(exits)
         return exits
 
@@ -672,11 +688,10 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntaxError:
     """``what`` is wrong with ``node`` of a jitted function: the error names its file and line and shows the
-    code."""
-    code = " ".join(ast.unparse(node).split())
-    shown = code if len(code) <= 80 else code[:77] + "..."
-    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{shown}`",
-                             kernel=name, stage="translate", value=shown)
+    code (the user's that svod wrote it for, if svod wrote it: ``nodes.shown``)."""
+    cut = code(node, 80)
+    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
+                             kernel=name, stage="translate", value=cut)
 
 
 def loaded(nodes: Iterable[ast.AST]) -> list[str]:

@@ -3,6 +3,8 @@ assignments, each compared on every device with the same function run as plain N
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -253,6 +255,74 @@ def test_shapes_that_do_not_fit_are_refused_with_the_line():
         index_outside(np.zeros(3), np.zeros((2, 3)))
     with pytest.raises(KernelSyntaxError, match=r"@ of shapes \(2, 3\) and \(2, 3\)"):
         mismatched_product(np.zeros((2, 3)), np.zeros((2, 3)))
+
+
+@svod.jit
+def sliced_past_the_end(out, a):
+    out[:] = a[1:9]
+
+
+@svod.jit
+def not_a_ufunc_here(out, a):
+    out[:] = np.sinc(a) + 1.0
+
+
+@svod.jit
+def numpy_refuses_it(out, a):
+    out[:] = a * "x"
+
+
+@svod.jit
+def indexed_by_a_float(out, a):
+    top = a.max()
+    out[:] = a[top] * 2.0
+
+
+def line_of(fn: svod.frontend.jit.Jit, text: str) -> int:
+    """The line of ``fn``'s source file that holds ``text``."""
+    lines, first = inspect.getsourcelines(fn.fn)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize(("fn", "args", "statement", "shown"), [
+    (not_broadcasting, (np.zeros(3), np.zeros(3), np.zeros(4)), "out[:] = a + b", "a + b"),
+    (index_outside, (np.zeros(3), np.zeros((2, 3))), "out[:] = a[5]", "a[5]"),
+    (sliced_past_the_end, (np.zeros(3), np.zeros(3)), "out[:] = a[1:9]", "out[:] = a[1:9]"),
+    (not_a_ufunc_here, (np.zeros(3), np.zeros(3)), "out[:] = np.sinc(a) + 1.0", "np.sinc(a)"),
+    (numpy_refuses_it, (np.zeros(3), np.zeros(3)), 'out[:] = a * "x"', "a * 'x'"),
+    (indexed_by_a_float, (np.zeros(3), np.zeros(3)), "out[:] = a[top] * 2.0", "out[:] = a[top] * 2.0"),
+])
+def test_an_error_inside_an_array_statement_shows_the_users_line(fn, args, statement, shown):
+    """Whether the array statement is refused as it is read or its loops are (an index of the wrong kind,
+    found as the loop svod wrote for it is translated), the error names the file and line and shows the
+    user's code: never a name of svod's own (``_svod_a0``) or ``<unknown>``."""
+    with pytest.raises(KernelSyntaxError) as raised:
+        fn(*args)
+    message = str(raised.value)
+    assert f"test_arrays.py:{line_of(fn, statement)}:" in message
+    assert f"`{shown}`" in message
+    assert "_svod_" not in message and "<unknown>" not in message
+
+
+@svod.jit
+def returned_product(a, b):
+    return a @ b * 2.0
+
+
+@pytest.mark.parametrize(("fn", "args", "called"), [
+    (shifted, (data(4),), "the temporary array of `a[:-1] + 1.0`"),
+    (returned_product, (data(3, 3), data(3, 3)), "the returned `a @ b * 2.0`"),
+])
+def test_an_array_svod_makes_is_called_in_the_users_words(device, fn, args, called):
+    """A device that cannot hold an array svod makes for a statement (a temporary, a returned value) names
+    it by the user's code, at its line."""
+    if not refuses(device, svod.dtypes.float64):
+        pytest.skip(f"{device.name} holds float64: nothing to refuse")
+    with pytest.raises(GraphError, match="cannot hold float64") as raised:
+        fn(*args, device=device)
+    message = str(raised.value)
+    assert called in message and f"test_arrays.py:{line_of(fn, called.split('`')[1][:6])}" in message
+    assert "_svod_" not in message
 
 
 # ---- more reductions, scans, shapes --------------------------------------------------------------------
