@@ -8,12 +8,17 @@
             B[1 + _svod_a0, 1 + _svod_a1] = 0.2 * (A[1 + _svod_a0, 1 + _svod_a1] + A[1 + _svod_a0, _svod_a1])
 
 so every array statement is a phase that svod proves in bounds and free of races, tiles and threads as it
-does a hand-written one, on every device. An expression is a lazy ``Expr``: a shape, a dtype (NumPy's, found
-by applying the same operation to one-element arrays of the operands' dtypes, so promotion is NumPy 2's), and
-the code of its element at given indices. Nothing is computed into memory but what a statement stores:
-elementwise operations, broadcasts, views and reductions of one statement fuse into one loop nest, a
-reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's lowering
-computes once per output it depends on (a row's max once per row, not once per element).
+does a hand-written one, on every device. An expression is a lazy ``Expr`` (``svod.frontend.array_exprs``): a
+shape, a dtype (NumPy's, found by applying the same operation to one-element arrays of the operands' dtypes,
+so promotion is NumPy 2's), and its element at given indices. Nothing is computed into memory but what a
+statement stores: elementwise operations, broadcasts, views and reductions of one statement fuse into one
+loop nest, a reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's
+lowering computes once per output it depends on (a row's max once per row, not once per element).
+
+The loops are ``ast`` nodes built where they are needed (``svod.frontend.nodes``), never text parsed again:
+each stands at the line of the user's statement it is written for, and an error about it shows that
+statement; each array or value svod names (``_svod_t0``) is recorded in the user's words
+(``Source.described``: ``the temporary array of `A[:-1] + 1```) for the errors that name it.
 
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
