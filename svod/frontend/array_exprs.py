@@ -11,6 +11,7 @@ operations, broadcasts, views and reductions of one statement fuse into one loop
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -109,7 +110,7 @@ class Viewed(Expr):
     fixed: dict[int, ast.expr] = field(default_factory=dict)
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        at = dict(self.fixed)
+        at = {axis: copy.deepcopy(fixed) for axis, fixed in self.fixed.items()}  # each statement its own nodes
         for i, axis in zip(index, self.axes, strict=True):
             if axis is not None:
                 base_axis, start, step = axis
@@ -288,7 +289,7 @@ def _is_zero(node: ast.expr) -> bool:
 
 def broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
     if isinstance(value, Scalar):
-        return value.node
+        return copy.deepcopy(value.node)  # each statement its own nodes, placed at its line
     offset = len(shape) - len(value.shape)
     at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else constant(0)
           for k, size in enumerate(value.shape)]

@@ -539,8 +539,8 @@ class Lowering:
             if name == "negative":
                 return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
-            spell = load("abs") if name == "abs" else numpy(name)
-            return self.elementwise(node, lambda c: call(spell, typed(c[0], cast) if cast else c[0]), dtype, x)
+            return self.elementwise(node, lambda c: call(load("abs") if name == "abs" else numpy(name),
+                                                         typed(c[0], cast) if cast else c[0]), dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
             dtype = _result_dtype(self, node, getattr(np, name), *args)
             return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
@@ -623,9 +623,9 @@ class Lowering:
         start, step = made[0].item(), (made[1] - made[0]).item()
         if name == "linspace":  # first + (last - first) * i / (count - 1)
             first, last, count = made[0].item(), made[-1].item(), len(made)
-            span = ast.BinOp(constant(last), ast.Sub(), constant(first))
-            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(
-                constant(first), ast.Add(), ast.BinOp(ast.BinOp(span, ast.Mult(), i), ast.Div(), constant(count - 1))))
+            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(constant(first), ast.Add(), ast.BinOp(
+                ast.BinOp(ast.BinOp(constant(last), ast.Sub(), constant(first)), ast.Mult(), i), ast.Div(),
+                constant(count - 1))))
         return Counted(made.shape, made.dtype, lambda i: typed(
             ast.BinOp(constant(start), ast.Add(), ast.BinOp(constant(step), ast.Mult(), i)), made.dtype))
 

@@ -356,7 +356,8 @@ class Builder:
                 bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
             except SvodError as err:
                 err.call_by({}, own)  # svod's own names in the user's words
-                err.locate(f"{self.source.file}:{line}")  # (where no statement of the phase named its own)
+                if not err.detail.startswith(f"{self.source.file}:"):  # no statement of the phase named its line
+                    err.locate(f"{self.source.file}:{line}")
                 raise
         for carried_name in outgoing:
             if carried_name in bound.locals:
