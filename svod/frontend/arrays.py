@@ -274,7 +274,8 @@ class Lowering:
             if isinstance(value, Scalar):
                 self.remember_scalar(target.id, node)
                 return [stmt]
-            if isinstance(value, (Named, Viewed, Transposed, Reshaped)):  # a view: another name of the memory
+            # a view: another name of the memory (a view of a computed value is a new array, computed here)
+            if isinstance(value, (Named, Viewed, Transposed, Reshaped)) and not computes(value):
                 self.arrays[target.id] = value
                 self.aliases.add(target.id)
                 return []
@@ -452,7 +453,7 @@ class Lowering:
         for rest in range(axis, len(base.shape)):
             axes.append((rest, 0, 1))
             shape.append(base.shape[rest])
-        if not axes and len(fixed) == len(base.shape):
+        if not axes and len(fixed) == len(base.shape) and not computes(base):  # an element of memory: a scalar
             return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
                           base.dtype.type(1))
         return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)

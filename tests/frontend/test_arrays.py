@@ -427,3 +427,17 @@ def fused_then_stored_over_its_input(x):
 @pytest.mark.parametrize("n", [1, 2, 7])
 def test_a_fused_array_reads_what_it_would_have_read(device, n):
     agrees_with_python(fused_then_stored_over_its_input, device, data(n))
+
+
+@svod.jit
+def views_of_computed_values(out, a):
+    v = (a * 2.0)[1:]
+    a[:] = 0.0  # v was computed before: NumPy's v is a new array, not a view of a
+    out[:] = v + a.sum(axis=0)[1] + (a + 1.0)[1, 2]
+    return v
+
+
+def test_a_view_of_a_computed_value_is_a_new_array_and_its_element_a_value(device):
+    """``(a * 2.0)[1:]`` is a new array, computed where it stands (a later store into ``a`` leaves it), and an
+    element of a computed value (``a.sum(axis=0)[1]``) is computed where it is read."""
+    agrees_with_python(views_of_computed_values, device, np.zeros((2, 3)), data(3, 3))
