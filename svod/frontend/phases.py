@@ -16,7 +16,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.nodes import code, stands_for
+from svod.frontend.nodes import code, placed, stands_for
 from svod.frontend.source import Source
 
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
@@ -131,9 +131,8 @@ class Reader:
             if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
                 self.described[name] = "the returned value"
-                body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], last.value), last))
-                last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
-                ast.fix_missing_locations(body[-1])
+                body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
+                last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
             found.returns, found.returns_tuple = self.returned(last)
         _check_assigned(self, body, set(_parameters(self.source.node)), found.returns)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
@@ -456,7 +455,7 @@ class Flow:
         if isinstance(stmt, ast.If) and (_exits([stmt]) or self.reader.holds_phases([stmt])):
             body, flags = self.block(stmt.body)
             orelse, other = self.block(stmt.orelse)
-            branch = ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt)
+            branch = stands_for(ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt), stmt)
             return [ast.fix_missing_locations(branch)], flags | other
         planned = self.reader.holds_phases([stmt])
         if isinstance(stmt, ast.For) and planned and self.reader.is_range(stmt.iter):
@@ -481,8 +480,8 @@ class Flow:
                     flags.update(raised)
                     return [*made, *assigns, ast.copy_location(ast.Break(), inner)]
                 if isinstance(inner, ast.If):
-                    made.append(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
-                                                         block(inner.orelse)), inner))
+                    made.append(stands_for(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
+                                                                    block(inner.orelse)), inner), inner))
                 elif isinstance(inner, (ast.For, ast.While)) and any(isinstance(n, ast.Return)
                                                                       for n in ast.walk(inner)):
                     made += [loop(inner), ast.copy_location(ast.If(ast.Name(self.RETURNED, ast.Load()),
@@ -492,7 +491,7 @@ class Flow:
             return made
 
         def loop(node: ast.For | ast.While) -> ast.stmt:
-            made = copy.copy(node)
+            made = stands_for(copy.copy(node), node)
             made.body = block(node.body) or [ast.Pass()]
             return made
 
@@ -532,7 +531,8 @@ class Flow:
         body, flags = self.block(stmt.body)
         self.variables.pop()
         self.loops.pop()
-        loop = ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt), stmt.orelse), stmt)
+        loop = stands_for(ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt),
+                                                    stmt.orelse), stmt), stmt)
         before = []
         if exits.breaks:
             before.append(_assign(exits.broken, 0, stmt))
@@ -551,7 +551,7 @@ class Flow:
         if exits.breaks:
             again = ast.If(_none_set([exits.broken], stmt), [tested], [_assign(go, 0, stmt)])
         turn = [*self.turn(exits, body, stmt), again]
-        loop = ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt)
+        loop = stands_for(ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt), stmt)
         before = [_assign(exits.broken, 0, stmt)] if exits.breaks else []
         made = [*before, ast.copy_location(copy.deepcopy(tested), stmt), loop]
         return [ast.fix_missing_locations(m) for m in made], flags - {exits.broken, exits.skipped}
@@ -652,20 +652,18 @@ def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
     where used."""
     made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
     made.svod_flag = True  # type: ignore[attr-defined]
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([made], at)[0]
 
 
 def _tested(name: str, test: ast.expr, at: ast.AST) -> ast.stmt:
     """``if test: name = 1 else: name = 0``: a condition as a flag a plan step reads."""
-    made = ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])], at)[0]
 
 
 def _none_set(flags: Sequence[str], at: ast.AST) -> ast.expr:
     """``not f1 and not f2 ...``."""
     tests: list[ast.expr] = [ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())) for flag in flags]
-    made = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)], at)[0]
 
 
 def _returned_values(value: ast.expr) -> list[ast.expr]:
