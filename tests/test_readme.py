@@ -53,3 +53,10 @@ def test_the_first_examples_compute_what_they_say():
     linecache.cache[name] = (len(code), None, code.splitlines(keepends=True), name)
     exec(compile(code, name, "exec"), namespace)
     assert list(namespace["out_np"][:3]) == [1.0, 3.0, 5.0]  # type: ignore[index]
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    commands = re.search(r"```sh\n(.*?)```", TEXT, re.S).group(1).splitlines()  # type: ignore[union-attr]
+    test_command = commands[1].split("  #")[0].strip()
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert test_command in ci.splitlines(), test_command
