@@ -13,7 +13,7 @@ ran with), not NumPy's: the function sees a ``numpy`` whose ``random`` is that g
 where it imported them by name), and ``svod.prange`` tells the generator which work item runs. NumPy's own
 generator is neither used nor changed.
 
-What svod computes differently from plain Python (README, "Where a kernel differs from plain Python") is what
+What svod computes differently from plain Python (docs/semantics.md) is what
 this oracle cannot check: a sum's order of association, a float32 value meeting an integer.
 """
 
