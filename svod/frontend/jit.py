@@ -642,8 +642,14 @@ class Jit:
             raise KernelSyntaxError(f"{self.name} takes {len(self.parameters)} arguments "
                                     f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                     stage="bind", value=len(args))
-        return [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
-                hasattr(a, "__dlpack__") else a for a in args]
+        values = [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
+                  hasattr(a, "__dlpack__") else a for a in args]
+        for parameter, value in zip(self.parameters, values, strict=True):
+            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)):
+                raise KernelSyntaxError(f"{self.name}'s argument {parameter} is {type(value).__name__}; a jitted "
+                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools",
+                                        kernel=self.name, stage="bind", value=parameter)
+        return values
 
     def _signature(self, values: Sequence[Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
@@ -679,9 +685,24 @@ def _read_on_host(structure: Structure) -> frozenset[str]:
     return frozenset(found)
 
 
-def jit(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
-    """``@svod.jit``: the whole function as a prepared plan of kernels (``svod.frontend.jit``)."""
-    if fn is None:
+NUMBA_OPTIONS = frozenset({"nopython", "nogil", "parallel", "cache", "fastmath", "boundscheck", "error_model",
+                           "inline", "forceobj", "looplift"})
+"""numba's ``@njit`` options, accepted so that a port changes only the decorator's name: svod's functions are
+always compiled whole, in parallel where ``prange`` says, cached on disk, with IEEE arithmetic (which
+``fastmath`` permits) and checked bounds; ``forceobj``/``looplift`` (object mode) it has not."""
+
+
+def jit(fn: Callable[..., Any] | str | Sequence[Any] | None = None, *, name: str | None = None,
+        **numba_options: Any) -> Any:
+    """``@svod.jit``: the whole function as a prepared plan of kernels (``svod.frontend.jit``). As numba's
+    ``@njit``, it takes a signature (``@svod.jit("f8(f8[:])")``: svod specialises on each call's arguments
+    anyway) and numba's options (``NUMBA_OPTIONS``)."""
+    unknown = sorted(set(numba_options) - NUMBA_OPTIONS)
+    if unknown or numba_options.get("forceobj") or numba_options.get("looplift"):
+        raise KernelSyntaxError(f"svod.jit takes name= and numba's options {', '.join(sorted(NUMBA_OPTIONS))} "
+                                f"(object mode aside), not {', '.join(unknown) or 'object mode'}", stage="translate",
+                                value=", ".join(unknown))
+    if fn is None or not callable(fn):  # @svod.jit(...) or @svod.jit("signature")
         return lambda f: Jit(f, name=name)
     return Jit(fn, name=name)
 
