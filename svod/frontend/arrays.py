@@ -39,6 +39,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.array_calls import ArrayCalls, Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     Counted,
     Elementwise,
@@ -73,14 +74,15 @@ REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "ar
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
 """The operators an array expression may apply elementwise, and what each computes on the host."""
 _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering:
+class Lowering(ArrayCalls):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -313,6 +315,9 @@ class Lowering:
         value (a reduction to a scalar) is a scalar the phase computes, in a loop too."""
         self.changed = True
         if not value.shape:  # one value: a scalar the phase computes, into the name itself
+            if reads_masked(value):
+                raise self.refuse(stmt, "a reduction of x[mask] is not one svod has: reduce np.where(m, x, 0) "
+                                        "(a sum), or count the mask")
             out = Emitter(self.counter)
             element = value.element([], out)
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
@@ -337,6 +342,9 @@ class Lowering:
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
         array elsewhere."""
         self.changed = True
+        if isinstance(stored, Masked) and not masked_by(value, stored.key):
+            raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
+                                    "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
         if isinstance(value, Expr):
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = base_name(stored)
@@ -361,9 +369,17 @@ class Lowering:
         element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
             element = typed(element, stored.dtype)
+        if not isinstance(stored, Masked) and reads_masked(value):
+            raise self.refuse(stmt, "x[mask] makes an array of the elements where the mask holds, which svod does "
+                                    "not compact; store under the mask (`x[m] = ...`) or use np.where(m, x, ...)")
         target = stored.element(index, out)
-        return placed(_parallel(list(zip(variables, stored.shape, strict=True)),
-                                [*out.statements, assign(target, element)]), stmt)
+        kept = stored.mask.element(index, out) if isinstance(stored, Masked) else None
+        body: list[ast.stmt] = [*out.statements, assign(target, element) if kept is None else
+                                ast.If(kept, [assign(target, element)], [])]
+        loops = list(zip(variables, stored.shape, strict=True))
+        if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
+            return placed(_sequential(loops, body), stmt)
+        return placed(_parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
         """What a store's target names: an array or a view of one (None: not an array's)."""
@@ -412,6 +428,8 @@ class Lowering:
             if node.attr in ("shape", "size", "ndim"):
                 known = _attribute(owner, node.attr)
                 return Scalar(constant(known), known)
+            if node.attr == "dtype":  # what astype and the allocations read on the host
+                return Scalar(copy.deepcopy(node), owner.dtype)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
         return self.scalar(node)
 
@@ -421,6 +439,9 @@ class Lowering:
             return self.scalar(node)
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         items = _without_ellipsis(items, len(base.shape))
+        advanced = self.advanced(node, base, items)
+        if advanced is not None:
+            return advanced
         axes: list[tuple[int, int, int] | None] = []
         fixed: dict[int, ast.expr] = {}
         shape: list[int] = []
@@ -488,6 +509,9 @@ class Lowering:
         dtype = _result_dtype(self, node, fn, left, right)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
+    def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
+        return _result_dtype(self, node, fn, *operands)
+
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
@@ -500,6 +524,8 @@ class Lowering:
         op = type(node.op)
         if op is ast.Not:
             raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
+        if op is ast.Invert and operand.dtype.kind not in "biu":
+            raise self.refuse(node, f"~ of a {operand.dtype} array (NumPy's ~ takes bools and integers)")
         return self.elementwise(node, lambda c: ast.UnaryOp(op(), c[0]), operand.dtype, operand)
 
     def compare(self, node: ast.Compare) -> Value:
@@ -520,7 +546,15 @@ class Lowering:
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
         callee = self.reader.resolve(func)
+        if callee in (np.concatenate, np.stack) and len(node.args) == 1:
+            return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
+        if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
+            return Scalar(constant(args[0].shape[0]), args[0].shape[0])
+        if callee is np.linalg.norm:
+            found = self.extra_function(node, "norm", args)
+            if found is not None:
+                return found
         if callee in (np.arange, np.linspace):
             return self.counted(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
@@ -558,6 +592,9 @@ class Lowering:
             a, b = (self.flat(node, a) for a in args)
             dtype = _result_dtype(self, node, np.multiply, a, b)
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
+        found = self.extra_function(node, name, args)
+        if found is not None:
+            return found
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
@@ -570,6 +607,10 @@ class Lowering:
             except Exception as err:
                 raise self.refuse(node, f"astype takes a dtype the host knows before the run ({err})") from err
             return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
+        if name == "clip" and len(args) == 2:
+            found = self.extra_function(node, "clip", [owner, *args])
+            assert found is not None
+            return found
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
         if name == "cumsum":
@@ -725,6 +766,13 @@ def _parallel(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.st
     """``body`` inside a ``prange`` nest over ``loops``, outermost first."""
     for name, size in reversed(loops):
         body = [for_loop(name, call("_svod_prange", constant(size)), body)]
+    return body
+
+
+def _sequential(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("range", constant(size)), body)]
     return body
 
 
