@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 
 os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
 
@@ -31,3 +32,21 @@ def device(request: pytest.FixtureRequest) -> Device:
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return open_device(request.param)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per reason for skipping, with its count, after the result (``-rs`` lists each skip)."""
+    reasons = Counter(_skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
+    if reasons:
+        terminalreporter.write_line("skipped: " + "; ".join(f"{count} x {reason}" for reason, count in
+                                                             reasons.most_common()))
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """A skip's reason, without what varies from test to test (its device's name, an error's detail)."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    for device in ("CUDA:0", "CUDA"):
+        reason = reason.replace(f"{device} is not available here", "CUDA is not available here")
+    return reason.split(" (")[0]

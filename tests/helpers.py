@@ -7,6 +7,7 @@ import functools
 import json
 import shutil
 import zipfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,9 @@ import pytest
 import svod
 from svod import KernelBuilder
 from svod.backends import DeviceRegistry, default_registry
+from svod.backends.cpu_replay import NativeProgram
 from svod.config import settings
-from svod.device import Device
+from svod.device import Device, ReplayBranch, ReplayHost, ReplayItem, ReplayLoop, ReplayWhile
 from svod.dtype import DType
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -133,3 +135,21 @@ def from_another_cpu(path: Path, target: Path) -> Path:
         compiler = json.loads(source.read("manifest.json"))["compiler"]
     return rewrite(path, target, {"compiler": compiler.replace("llvm-", "llvm-other-cpu-"),
                                   "target": {"cpu": "other", "features": "+made-up"}})
+
+
+def replay_pieces(work: Sequence[ReplayItem]) -> Iterator[ReplayItem]:
+    """Every piece of a plan's native replay work, those inside loops and branches included."""
+    for item in work:
+        yield item
+        if isinstance(item, (ReplayLoop, ReplayWhile)):
+            yield from replay_pieces(item.body)
+        elif isinstance(item, ReplayBranch):
+            yield from replay_pieces((*item.then, *item.otherwise))
+
+
+def assert_replayed_natively(plan: svod.ExecutionPlan, kinds: set[type]) -> None:
+    """The prepared CPU plan's work holds pieces of ``kinds`` and no Python piece, and the dispatcher's words
+    call back into Python for nothing."""
+    work = list(replay_pieces(plan._replay_work(plan._levels)))
+    assert kinds <= {type(item) for item in work} and not any(isinstance(item, ReplayHost) for item in work)
+    assert isinstance(plan._native, NativeProgram) and plan._native.callbacks == []

@@ -35,3 +35,21 @@ def test_the_package_imports_nothing_of_the_benchmarks():
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 imported.add((path.name, node.module.split(".")[0]))
     assert {(name, module) for name, module in imported if module in BENCHMARK_ONLY} == set()
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The svod modules a fresh interpreter holds after running ``code``."""
+    shown = f"{code}; import sys; print(' '.join(m for m in sys.modules if m.startswith('svod')))"
+    return set(subprocess.run([sys.executable, "-c", shown], check=True, capture_output=True, text=True,
+                              cwd=ROOT).stdout.split())
+
+
+def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is_used():
+    """``import svod`` costs little more than NumPy's import: the layers below load when first touched."""
+    heavy = ("svod.codegen", "svod.runtime", "svod.frontend", "svod.backends", "svod.distributed")
+    loaded = _loaded_after("import svod")
+    assert not {m for m in loaded if m.startswith(heavy)}
+    assert {"svod.frontend.pykernel", "svod.backends.registry"} <= _loaded_after(
+        "import svod, numpy as np; svod.kernel(lambda x: None); svod.Buffer('CPU', svod.dtypes.float32, 4)")
+    assert "svod.backends.registry" in _loaded_after(
+        "import svod, svod.device; svod.device.Buffer('CPU', svod.dtypes.float32, 4)")

@@ -13,9 +13,23 @@ code, not a Python loop over steps.
     NEXT  var stop step body                              next turn, or fall through when done
     EVAL  dst n (kind arg)*n                              checked 64-bit arithmetic of a launch size or bound
     COPY  dst src nbytes                                  memmove
+    TEST  address size mask target                        jump to target when the element of ``size`` bytes at
+                                                          ``address`` has no bit of ``mask`` set (a condition
+                                                          that does not hold)
+    JUMP  target
     PY    callback arg                                    back into Python (steps run at once on host threads,
                                                           a step with no native form)
     END
+
+Control flow on a value a kernel wrote is TEST and JUMP around the pieces' words, with no Python in between:
+
+    branch        TEST ─► else, then's words, JUMP ─► end, else: otherwise's words, end:
+    while         top: TEST ─► end, body's words, JUMP ─► top, end:
+    loop, until   LOOP …, body's words, TEST ─► next, JUMP ─► past, next: NEXT …, past:
+
+A TEST reads memory the words before it wrote: a CALL returns when its kernel has finished (on the thread team
+too, whose launch returns when every worker's part is done), and a PY when its Python work has. Its address is
+one of the words' addresses, repointed when an array is bound to its buffer for a run.
 
 Slots hold constants, the run's variables, loop variables and evaluated expressions. Everything a step
 needs is decided at prepare: the kernel's address, its argument arrays (its ``CpuLaunch``'s, so either
@@ -40,16 +54,28 @@ import llvmlite.binding as llvm
 
 from svod.backends.cpu_runtime import CpuLaunch, host_target_machine
 from svod.backends.cpu_team import thread_team
-from svod.device import KernelCall, PlanReplay, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
+from svod.device import (
+    HostCondition,
+    KernelCall,
+    PlanReplay,
+    ReplayBranch,
+    ReplayCopy,
+    ReplayItem,
+    ReplayKernel,
+    ReplayLoop,
+    ReplayWhile,
+)
 from svod.device.protocols import Runner, Site
 from svod.errors import LaunchError, SvodError
 from svod.ir import Ops, UOp, substitute
 
-END, CALL, LOOP, NEXT, EVAL, COPY, PY = range(7)
+END, CALL, LOOP, NEXT, EVAL, COPY, PY, TEST, JUMP = range(9)
 CONST, SLOT, ADD, SUB, MUL, IDIV, MOD, MAX, MIN, NEG, ABS = range(11)
 _TOKENS = {Ops.ADD: ADD, Ops.SUB: SUB, Ops.MUL: MUL, Ops.IDIV: IDIV, Ops.MOD: MOD, Ops.MAX: MAX, Ops.MIN: MIN,
            Ops.NEG: NEG, Ops.ABS: ABS}
 _PASS_THROUGH = (Ops.CAST, Ops.BITCAST, Ops.AFTER)
+TESTED_SIZES = (1, 2, 4, 8)
+"""The sizes in bytes of the elements a TEST reads (every scalar dtype's)."""
 STACK = 32
 """The deepest expression the dispatcher evaluates (a launch size or loop bound is a few nodes)."""
 
@@ -83,6 +109,15 @@ def _fail(label: str, kind: int, detail: str = "0") -> str:
 
 def _binary(label: str, body: str) -> str:
     return f"{label}:\n{body}  br label %eval.push\n"
+
+
+def _test_load(size: int) -> str:
+    """A TEST's load of an element of ``size`` bytes, as ``%t.v<size>``: 64 bits, zero-extended."""
+    if size == 8:
+        return "test.8:\n  %t.v8 = load i64, ptr %t.p, align 1\n  br label %test.have\n"
+    bits = 8 * size
+    return (f"test.{size}:\n  %t.b{size} = load i{bits}, ptr %t.p, align 1\n"
+            f"  %t.v{size} = zext i{bits} %t.b{size} to i64\n  br label %test.have\n")
 
 
 _IR = (
@@ -122,7 +157,9 @@ dispatch:
                                i64 3, label %next
                                i64 4, label %eval
                                i64 5, label %copy
-                               i64 6, label %py ]
+                               i64 6, label %py
+                               i64 7, label %test
+                               i64 8, label %jump ]
 
 end:
   ret i64 0
@@ -393,6 +430,31 @@ copy:
   store i64 %m.pc, ptr %pcp
   br label %dispatch
 
+test:
+"""
+    + _word("ip", 1, "t.addr") + _word("ip", 2, "t.size") + _word("ip", 3, "t.mask") + _word("ip", 4, "t.target")
+    + """  %t.p = inttoptr i64 %t.addr to ptr
+  switch i64 %t.size, label %bad [ """
+    + "\n                                   ".join(f"i64 {size}, label %test.{size}" for size in TESTED_SIZES)
+    + " ]\n"
+    + "".join(_test_load(size) for size in TESTED_SIZES)
+    + """test.have:
+  %t.v = phi i64 """
+    + ", ".join(f"[%t.v{size}, %test.{size}]" for size in TESTED_SIZES)
+    + """
+  %t.held = and i64 %t.v, %t.mask
+  %t.false = icmp eq i64 %t.held, 0
+  %t.on = add i64 %pc, 5
+  %t.pc = select i1 %t.false, i64 %t.target, i64 %t.on
+  store i64 %t.pc, ptr %pcp
+  br label %dispatch
+
+jump:
+"""
+    + _word("ip", 1, "j.target")
+    + """  store i64 %j.target, ptr %pcp
+  br label %dispatch
+
 py:
 """
     + _word("ip", 1, "p.fn") + _word("ip", 2, "p.arg")
@@ -543,6 +605,25 @@ class NativeProgram:
         self.words += [COPY, dst[0], src[0], nbytes]
         self.code_sites += [(position + 1, dst[1], dst[2]), (position + 2, src[1], src[2])]
 
+    def test(self, address: tuple[int, int, int], size: int, mask: int, owner: str) -> int:
+        """A TEST of the element at ``address`` ((address, storage, byte offset)): on to the next word where it
+        has a bit of ``mask`` set, else a jump. Returns the position of the jump's target, for ``land``."""
+        position = len(self.words)
+        self.errors[position] = owner
+        self.words += [TEST, address[0], size, mask, -1]
+        self.code_sites.append((position + 1, address[1], address[2]))
+        return position + 4
+
+    def jump(self, target: int = -1) -> int:
+        """A JUMP to ``target`` (one ``land`` sets later where it is not known yet); the position of its
+        target."""
+        self.words += [JUMP, target]
+        return len(self.words) - 1
+
+    def land(self, target: int) -> None:
+        """Point the jump whose target is at position ``target`` at the next word."""
+        self.words[target] = len(self.words)
+
     def python(self, run: Callable[[], None], owner: str) -> None:
         """A step run by Python: its exception is re-raised after the dispatcher stops."""
         def callback(arg: int) -> int:
@@ -631,6 +712,10 @@ def _emit(program: NativeProgram, work: Sequence[ReplayItem]) -> None:
     for item in work:
         if isinstance(item, ReplayLoop):
             _emit_loop(program, item)
+        elif isinstance(item, ReplayBranch):
+            _emit_branch(program, item)
+        elif isinstance(item, ReplayWhile):
+            _emit_while(program, item)
         elif isinstance(item, ReplayCopy):
             program.copy((item.dst.value, item.dst.storage, item.dst.offset),
                          (item.src.value, item.src.storage, item.src.offset), item.nbytes)
@@ -650,11 +735,58 @@ def _run_with_values(run: Runner, program: NativeProgram) -> None:
 
 
 def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
+    """LOOP, the body and NEXT; with ``until``, a TEST after the body that leaves the loop where it holds."""
+    if loop.until is not None and loop.until.size not in TESTED_SIZES:
+        _emit_python(program, loop.run, loop.owner)
+        return
     start, stop, step = (program.value(e, loop.owner) for e in (loop.start, loop.stop, loop.step))
     var = program.variable(loop.var)
     begin = program.loop_begin(var, start, stop, step)
     _emit(program, loop.body)
+    if loop.until is None:
+        program.loop_end(begin, var, stop, step)
+        return
+    stay = _emit_test(program, loop.until, loop.owner)
+    leave = program.jump()
+    program.land(stay)
     program.loop_end(begin, var, stop, step)
+    program.land(leave)
+
+
+def _emit_branch(program: NativeProgram, branch: ReplayBranch) -> None:
+    """A TEST that jumps past ``then`` to ``otherwise`` where the condition does not hold."""
+    if branch.condition.size not in TESTED_SIZES:
+        _emit_python(program, branch.run, branch.owner)
+        return
+    otherwise = _emit_test(program, branch.condition, branch.owner)
+    _emit(program, branch.then)
+    if not branch.otherwise:
+        program.land(otherwise)
+        return
+    past = program.jump()
+    program.land(otherwise)
+    _emit(program, branch.otherwise)
+    program.land(past)
+
+
+def _emit_while(program: NativeProgram, loop: ReplayWhile) -> None:
+    """A TEST that leaves the loop where the condition does not hold, the body, and a JUMP back to it."""
+    if loop.condition.size not in TESTED_SIZES:
+        _emit_python(program, loop.run, loop.owner)
+        return
+    top = len(program.words)
+    leave = _emit_test(program, loop.condition, loop.owner)
+    _emit(program, loop.body)
+    program.jump(top)
+    program.land(leave)
+
+
+def _emit_test(program: NativeProgram, condition: HostCondition, owner: str) -> int:
+    """A TEST of ``condition``: the bits that make it hold are all of an integer's or a bool's, and all but a
+    float's sign (zero of either sign is false, NaN true, as Python's ``bool`` says)."""
+    mask = (1 << (8 * condition.size - 1)) - 1 if condition.floating else -1
+    address = condition.address
+    return program.test((address.value, address.storage, address.offset), condition.size, mask, owner)
 
 
 def _native_calls(kernel: ReplayKernel) -> list[tuple[CpuLaunch, tuple[str, ...], UOp | int]] | None:

@@ -3,8 +3,9 @@ captured from svod's stream once per set of the run's variable values, its loops
 run relaunches the instantiated graph, where the driver submits every kernel for about a microsecond instead
 of a Python call's worth of launch work.
 
-Work a graph cannot hold (Python steps, copies through the host) leaves the plan on its own run order: the
-replayer declines it. A graph that the driver will not capture or instantiate is run as plain launches.
+Work a graph cannot hold (Python steps, copies through the host, a branch or a loop's end decided on a value a
+kernel wrote) leaves the plan on its own run order: the replayer declines it. A graph that the driver will not
+capture or instantiate is run as plain launches.
 """
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ class GraphReplay:
 
 
 def replayable(work: Sequence[ReplayItem]) -> bool:
-    """Whether a graph holds all of ``work``: kernels, and loops of them."""
-    return all(isinstance(item, ReplayKernel) or (isinstance(item, ReplayLoop) and replayable(item.body))
-               for item in work)
+    """Whether a graph holds all of ``work``: kernels, and loops of them that run every turn (the graph unrolls
+    them)."""
+    return all(isinstance(item, ReplayKernel) or
+               (isinstance(item, ReplayLoop) and item.until is None and replayable(item.body)) for item in work)
 
 
 def _turns(loop: ReplayLoop, values: Mapping[str, int]) -> range:

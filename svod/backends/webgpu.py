@@ -337,7 +337,9 @@ class WebGPULaunch:
 
     def _submit(self, vals: Sequence[int], global_size: tuple[int, int, int]) -> None:
         gpu = self.program.device.device
-        self.words[self.first_var:self.first_var + len(vals)] = vals
+        # each value's 32 bits (a uint32 variable's above 2**31 too: the shader reinterprets the word as u32)
+        bits = np.array(vals, np.int64).astype(np.uint32).view(np.int32)
+        self.words[self.first_var:self.first_var + len(vals)] = bits
         gpu.queue.write_buffer(self.uniform, 0, self.words)
         encoder = gpu.create_command_encoder()
         compute = encoder.begin_compute_pass()

@@ -23,12 +23,11 @@ from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.device.caps import CORE_ID
 from svod.dtype import PtrDType
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
-from svod.ir.ops import EFFECTS, FUSED
+from svod.ir.ops import EFFECTS, FUSED, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, written_memory
 
 __all__ = ["THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_empty_ranges", "fuse_products",
-           "gate_effects",
-           "speculate_gated_loads", "split_reduction"]
+           "gate_effects", "private_statements", "speculate_gated_loads", "split_reduction"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -84,6 +83,32 @@ def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
         cond = conditions.get(e)
         effects.append(e if cond is None else _gated_exit(e, cond) if e.op is Ops.EXIT else _gated(e, cond))
     return sink.replace(src=tuple(effects))
+
+
+def private_statements(sink: UOp) -> frozenset[UOp]:
+    """The statements of ``sink`` that every work item (thread) runs for itself where a launch would give
+    serial code to the first one only: stores into its own registers of values read from memory the kernel
+    never writes, and the exits of loops that hold nothing else. Serial code that carries a local into a
+    parallel loop after it (``n = 0; while n * n < m: n += 1`` then ``out[i] = n + i``) must run wherever that
+    loop runs: each work item reads its own register."""
+    statements = [e for e in sink.src if e.op in STATEMENTS]
+    written = {m for m in written_memory(statements) if m.op is not Ops.DEFINE_REG}
+    reads_written: dict[UOp, bool] = {}
+    for u in sink.toposort():
+        reads_written[u] = (u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written) or \
+            any(reads_written[s] for s in u.src)
+    private = {e for e in statements if e.op is Ops.STORE and memory_of(e.src[0].src[0]).op is Ops.DEFINE_REG
+               and not reads_written[e]}
+    exits = [e for e in statements if e.op is Ops.EXIT and not reads_written[e]]
+    inside = {e: [s for s in statements if s is not e and e.src[0] in s.toposort()] for e in exits}
+    changed = True
+    while changed:  # an outer loop's exit once its inner loops' are private
+        changed = False
+        for e in exits:
+            if e not in private and all(s in private for s in inside[e]):
+                private.add(e)
+                changed = True
+    return frozenset(private)
 
 
 def _gated_exit(exit_: UOp, cond: UOp) -> UOp:

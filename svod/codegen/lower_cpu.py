@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from svod.codegen.indexing import Facts, Poly, Prover, to_poly
-from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects
+from svod.codegen.lower import THREAD_MIN_WORK, _gated, _params, gate_effects, private_statements
 from svod.codegen.ranges import free_axis, live_ranges, nested, range_order
 from svod.codegen.stored_terms import store_terms_first
 from svod.codegen.upcast import (
@@ -101,7 +101,9 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
         piece = (core_id * each + turn).minimum(threads - 1)
     start = piece * chunk
     inner = UOp.range((end - start).minimum(chunk), outer.arg[0], AxisKind.GLOBAL)  # still parallel work
-    first_only = {e: core_id.eq(0) for e in sink.src if e.op in STATEMENTS and outer not in live[e]}
+    private = private_statements(sink)
+    first_only = {e: core_id.eq(0) for e in sink.src
+                  if e.op in STATEMENTS and outer not in live[e] and e not in private}
     return (substitute(gate_effects(sink, first_only), {outer: start + inner}),
             None if workers.op is Ops.CONST else workers)
 

@@ -9,7 +9,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from svod.codegen.lower import _gated, gate_effects
+from svod.codegen.lower import _gated, gate_effects, private_statements
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.codegen.upcast import _nested_reductions, _unit_stride, split_reductions
 from svod.device.caps import WorkGroupLimits, launch_index
@@ -50,6 +50,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     """
     topo = sink.toposort()
     effects = [e for e in sink.src if e.op in STATEMENTS]  # a loop's exit ends its loop where effects do not run
+    private = private_statements(sink)
     uses = {e: set(e.toposort()) for e in effects}
     dims = _launch_dimensions(topo, list(uses.values()))
     if not dims:
@@ -58,7 +59,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     if direct_index and len(dims) == 1 and len(dims[0]) == 1 and ends[0].vmin >= 1 and \
             not any(u.op is Ops.REDUCE for u in topo):
         index = UOp.special(ends[0], launch_index("global", 0))
-        first = {e: index.eq(0) for e in effects if dims[0][0] not in uses[e]}
+        first = {e: index.eq(0) for e in effects if dims[0][0] not in uses[e] and e not in private}
         return substitute(gate_effects(sink, first), {dims[0][0]: index})
     budget = limits.max_work_group_size
     accesses = [u.src[1] for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
@@ -90,7 +91,8 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
         for e in effects:
             used = next((r for r in dim if r in uses[e]), None)
             if used is None:
-                conditions[e].append(group.eq(0) & item.eq(0))
+                if e not in private:
+                    conditions[e].append(group.eq(0) & item.eq(0))
             elif launched is None or used.src[0].vmin != launched or used.src[0].vmax != launched:
                 conditions[e].append(index.lt(used.src[0]))
     return substitute(gate_effects(sink, {e: _all(conds) for e, conds in conditions.items() if conds}), indices)

@@ -11,6 +11,7 @@ from svod.device.protocols import (
     Compiler,
     CompilerBase,
     HostArguments,
+    HostCondition,
     KernelCall,
     Launch,
     PlanReplay,
@@ -18,11 +19,13 @@ from svod.device.protocols import (
     Program,
     ProgramBase,
     Renderer,
+    ReplayBranch,
     ReplayCopy,
     ReplayHost,
     ReplayItem,
     ReplayKernel,
     ReplayLoop,
+    ReplayWhile,
     RuntimeFactory,
 )
 from svod.device.spec import (
@@ -37,7 +40,8 @@ from svod.device.spec import (
 
 __all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CompiledSpec", "DeviceCaps", "WorkGroupLimits",
            "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
-           "HostAllocator", "HostArguments", "KernelCall", "KernelMetadata", "Launch", "LaunchShape", "Pair",
-           "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "ProgramSpec", "Renderer", "ReplayCopy",
-           "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop", "ReusePool", "RuntimeFactory", "Variable",
-           "derive_metadata", "entry_symbol", "kernel_variables", "resolver"]
+           "HostAllocator", "HostArguments", "HostCondition", "KernelCall", "KernelMetadata", "Launch",
+           "LaunchShape", "Pair", "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "ProgramSpec",
+           "Renderer", "ReplayBranch", "ReplayCopy", "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop",
+           "ReplayWhile", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol",
+           "kernel_variables", "resolver"]

@@ -6,12 +6,17 @@ prepared plan natively (``PlanReplayer``), from a description of the plan's work
 
     ReplayKernel   a step's program launches (one, or one per part of a kernel in parts), with its Python runner
     ReplayCopy     a memmove between two host buffers
-    ReplayLoop     body repeated for var in range(start, stop, step)
+    ReplayLoop     body repeated for var in range(start, stop, step), left early after a turn that sets
+                   a condition (until)
+    ReplayBranch   then or otherwise, as a condition says
+    ReplayWhile    body repeated while a condition holds, tested before each turn
     ReplayHost     Python work (steps run on host threads at once, a step with no native form)
 
-A plan prepares these once, in run order, and the replayer turns them into a ``PlanReplay`` that runs them
-all from one call, through a piece's Python runner (every piece but a loop has one) where it has no native
-form of its own. The CPU's dispatcher is one replayer; a CUDA graph would be another.
+A condition (``HostCondition``) is the first element of a one-element buffer in host memory, which a kernel
+wrote; a control step whose buffer is a device's own is Python's work. A plan prepares these once, in run
+order, and the replayer turns them into a ``PlanReplay`` that runs them all from one call, through a piece's
+Python runner (every piece has one) where it has no native form of its own. The CPU's dispatcher is one
+replayer; a CUDA graph would be another.
 """
 
 from __future__ import annotations
@@ -206,15 +211,56 @@ class ReplayCopy:
 
 
 @dataclass(slots=True)
+class HostCondition:
+    """The first element of a one-element buffer in host memory that decides a branch or a loop's end, as a
+    native test reads it: where it lies (``address.value``, repointed with the storage's other addresses when
+    an array is bound per run), its size in bytes and whether it is a float. It holds as Python's ``bool`` of
+    the value says: a float unless it is zero of either sign (NaN holds), an integer or a bool unless every
+    bit is zero. The test reads it without waiting: the work before it has finished (a launch on a device
+    whose buffers are host memory returns when the kernel is done, and a Python runner's work is done when
+    it returns)."""
+
+    address: BufferAddress
+    size: int
+    floating: bool
+
+
+@dataclass(slots=True)
 class ReplayLoop:
-    """``body`` once per value of ``var`` in ``range(start, stop, step)``; the bounds are integer
-    expressions of the run's variables and the enclosing loops'."""
+    """``body`` once per value of ``var`` in ``range(start, stop, step)``, left after the first turn that
+    leaves ``until`` holding (a ``break``); the bounds are integer expressions of the run's variables and the
+    enclosing loops'. ``run`` is its Python runner: the whole loop, its body's steps dispatched from Python."""
 
     var: str
     start: UOp
     stop: UOp
     step: UOp
     body: tuple[ReplayItem, ...]
+    run: Runner
+    owner: str
+    until: HostCondition | None = None
+
+
+@dataclass(slots=True)
+class ReplayBranch:
+    """The pieces of ``then`` where ``condition`` holds when the branch is reached, else those of
+    ``otherwise``; ``run`` is its Python runner."""
+
+    condition: HostCondition
+    then: tuple[ReplayItem, ...]
+    otherwise: tuple[ReplayItem, ...]
+    run: Runner
+    owner: str
+
+
+@dataclass(slots=True)
+class ReplayWhile:
+    """``body`` turn after turn while ``condition``, tested before each turn, holds (the body computes it
+    again); ``run`` is its Python runner."""
+
+    condition: HostCondition
+    body: tuple[ReplayItem, ...]
+    run: Runner
     owner: str
 
 
@@ -226,7 +272,7 @@ class ReplayHost:
     owner: str
 
 
-ReplayItem = ReplayKernel | ReplayCopy | ReplayLoop | ReplayHost
+ReplayItem = ReplayKernel | ReplayCopy | ReplayLoop | ReplayBranch | ReplayWhile | ReplayHost
 """One piece of a plan's work. The pieces are made anew for each plan a device replays, one or more per
 step, so they are plain records (a frozen dataclass's ``__init__`` costs a call per field)."""
 

@@ -8,16 +8,21 @@
             B[1 + _svod_a0, 1 + _svod_a1] = 0.2 * (A[1 + _svod_a0, 1 + _svod_a1] + A[1 + _svod_a0, _svod_a1])
 
 so every array statement is a phase that svod proves in bounds and free of races, tiles and threads as it
-does a hand-written one, on every device. An expression is a lazy ``Expr``: a shape, a dtype (NumPy's, found
-by applying the same operation to one-element arrays of the operands' dtypes, so promotion is NumPy 2's), and
-the code of its element at given indices. Nothing is computed into memory but what a statement stores:
-elementwise operations, broadcasts, views and reductions of one statement fuse into one loop nest, a
-reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's lowering
-computes once per output it depends on (a row's max once per row, not once per element).
+does a hand-written one, on every device. An expression is a lazy ``Expr`` (``svod.frontend.array_exprs``): a
+shape, a dtype (NumPy's, found by applying the same operation to one-element arrays of the operands' dtypes,
+so promotion is NumPy 2's), and its element at given indices. Nothing is computed into memory but what a
+statement stores: elementwise operations, broadcasts, views and reductions of one statement fuse into one
+loop nest, a reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's
+lowering computes once per output it depends on (a row's max once per row, not once per element).
+
+The loops are ``ast`` nodes built where they are needed (``svod.frontend.nodes``), never text parsed again:
+each stands at the line of the user's statement it is written for, and an error about it shows that
+statement; each array or value svod names (``_svod_t0``) is recorded in the user's words
+(``Source.described``: ``the temporary array of `A[:-1] + 1```) for the errors that name it.
 
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
-another element than the one stored (``_reads_apart``); a name bound to an array expression is a new array
+another element than the one stored (``reads_apart``); a name bound to an array expression is a new array
 (a temporary the plan makes); ``x += e`` updates ``x`` in place, in its dtype.
 """
 
@@ -27,17 +32,39 @@ import ast
 import copy
 import itertools
 import operator
-import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.phases import SORTING, Reader, refusal, sorting_call
+from svod.frontend.array_calls import ArrayCalls, Gathered, Masked, masked_by, reads_masked
+from svod.frontend.array_exprs import (
+    Counted,
+    Elementwise,
+    Emitter,
+    Expr,
+    Fused,
+    Named,
+    Product,
+    Reduced,
+    RepeatedWorkError,
+    Reshaped,
+    Scalar,
+    Transposed,
+    Value,
+    Viewed,
+    Whole,
+    base_name,
+    broadcast_element,
+    computes,
+    numpy,
+    reads_apart,
+    typed,
+)
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
+from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -45,332 +72,17 @@ UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "fl
 """The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
-_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-           ast.Pow: "**"}
-_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow}
-_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-
-
-# ---- lazy array expressions -------------------------------------------------------------------------------
-
-class Emitter:
-    """Where an element's code is written: the statements a reduction needs before it (``lines``, at the
-    depth of the innermost loop), and fresh names."""
-
-    def __init__(self, counter: itertools.count[int]) -> None:
-        self.lines: list[str] = []
-        self.counter = counter
-        self.made: dict[tuple[int, tuple[str, ...]], str] = {}
-        self.reducing: frozenset[str] = frozenset()
-        """The loop variables of the reductions around the element being written."""
-        self.fused: Fused | None = None
-        """The fused array whose element is being written, if any (``Fused``)."""
-
-    def fresh(self, stem: str) -> str:
-        return f"_svod_{stem}{next(self.counter)}"
-
-    def inner(self, loops: Sequence[str]) -> Emitter:
-        """The emitter of the body of a reduction over ``loops``."""
-        inner = Emitter(self.counter)
-        inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
-        return inner
-
-    def check_fused(self, index: Sequence[str]) -> None:
-        """A reduction of a fused array read inside a reduction that its element depends on would run again at
-        every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
-        if self.fused is not None and any(re.search(rf"\b{v}\b", " ".join(index)) for v in self.reducing):
-            raise RepeatedWorkError(self.fused)
-
-
-class RepeatedWorkError(Exception):
-    """Raised where a fused array is read in a way that would repeat its work; ``Lowering`` then makes it."""
-
-    def __init__(self, fused: Fused) -> None:
-        super().__init__(fused.name)
-        self.fused = fused
-
-
-@dataclass(eq=False)
-class Expr(ABC):
-    """An array-valued expression: its shape and dtype, and the code of its element at indices."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def sample(self) -> Any:
-        return np.ones(1, self.dtype)
-
-    @abstractmethod
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        """The code of the element at ``index`` (one index expression per axis); a reduction's loops go to
-        ``out.lines`` first."""
-
-
-@dataclass(eq=False)
-class Scalar:
-    """A scalar among array expressions: its code and a value of its kind (a Python number stays weak, as in
-    NumPy 2)."""
-
-    code: str
-    sample: Any
-
-
-Value = Expr | Scalar
-
-
-@dataclass(eq=False)
-class Named(Expr):
-    name: str = ""
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return f"{self.name}[{', '.join(index)}]"
-
-
-@dataclass(eq=False)
-class Viewed(Expr):
-    """A view of ``base``: each of its axes a base axis at ``start + step * i`` or a new axis of size 1; the
-    base axes an integer index took stand at that index."""
-
-    base: Expr = field(default=None)  # type: ignore[assignment]
-    axes: tuple[tuple[int, int, int] | None, ...] = ()
-    fixed: dict[int, str] = field(default_factory=dict)
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        at = dict(self.fixed)
-        for i, axis in zip(index, self.axes, strict=True):
-            if axis is not None:
-                base_axis, start, step = axis
-                at[base_axis] = _affine(start, step, i)
-        return self.base.element([at[k] for k in range(len(self.base.shape))], out)
-
-
-@dataclass(eq=False)
-class Transposed(Expr):
-    base: Expr = field(default=None)  # type: ignore[assignment]
-    order: tuple[int, ...] = ()
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        at = [""] * len(index)
-        for position, axis in enumerate(self.order):
-            at[axis] = index[position]
-        return self.base.element(at, out)
-
-
-@dataclass(eq=False)
-class Elementwise(Expr):
-    """``combine`` of the operands' elements, each broadcast to this shape."""
-
-    combine: Callable[[list[str]], str] = field(default=None)  # type: ignore[assignment]
-    operands: tuple[Value, ...] = ()
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.combine([_broadcast_element(v, self.shape, index, out) for v in self.operands])
-
-
-@dataclass(eq=False)
-class Reduced(Expr):
-    """``op`` over ``axes`` of ``operand``: a loop over them at the element, into an accumulator."""
-
-    op: str = "sum"
-    operand: Expr = field(default=None)  # type: ignore[assignment]
-    axes: tuple[int, ...] = ()
-    keepdims: bool = False
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        key = (id(self), tuple(index))
-        if key in out.made:
-            return out.made[key]
-        kept = iter(index)
-        loops = {axis: out.fresh("k") for axis in self.axes}
-        at = []
-        for axis in range(len(self.operand.shape)):
-            if axis in loops:
-                at.append(loops[axis])
-                if self.keepdims:
-                    next(kept)
-            else:
-                at.append(next(kept))
-        count = int(np.prod([self.operand.shape[a] for a in self.axes]))
-        out.made[key] = result = out.fresh("r")
-        out.check_fused(index)
-        body: list[str] = []
-        value = out.fresh("v")
-        inner = out.inner(list(loops.values()))
-        element = self.operand.element(at, inner)
-        body += inner.lines
-        body.append(f"{value} = {element}")
-        out.lines += _accumulate(self.op, result, value, self.dtype, self.operand.dtype, count,
-                                 [(loops[a], self.operand.shape[a]) for a in self.axes], body)
-        return result
-
-
-@dataclass(eq=False)
-class Product(Expr):
-    """``a @ b`` (or ``np.outer``): a sum over the shared axis of products, or the products alone."""
-
-    a: Expr = field(default=None)  # type: ignore[assignment]
-    b: Expr = field(default=None)  # type: ignore[assignment]
-    outer: bool = False
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        if self.outer:
-            return f"({self.a.element([index[0]], out)} * {self.b.element([index[1]], out)})"
-        key = (id(self), tuple(index))
-        if key in out.made:
-            return out.made[key]
-        k = out.fresh("k")
-        batch = list(index[:1]) if len(self.shape) == 3 else []
-        a_at = [k] if len(self.a.shape) == 1 else [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1
-                                                                                          else -1], k]
-        b_at = [k] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], k, index[-1]]
-        out.check_fused(index)
-        inner = out.inner([k])
-        term = f"({self.a.element(a_at, inner)} * {self.b.element(b_at, inner)})"
-        out.made[key] = result = out.fresh("r")
-        out.lines += _accumulate("sum", result, None, self.dtype, self.dtype, self.a.shape[-1],
-                                 [(k, self.a.shape[-1])], [*inner.lines], term)
-        return result
-
-
-@dataclass(eq=False)
-class Counted(Expr):
-    """A 1-D array made from its index alone (``np.arange``, ``np.linspace``)."""
-
-    make: Callable[[str], str] = field(default=None)  # type: ignore[assignment]
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.make(index[0])
-
-
-@dataclass(eq=False)
-class Reshaped(Expr):
-    """``base`` read in C order as this shape (``reshape``, ``ravel``)."""
-
-    base: Expr = field(default=None)  # type: ignore[assignment]
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        flat = "0"
-        for i, size in zip(index, self.shape, strict=True):
-            flat = i if flat == "0" else f"(({flat}) * {size} + {i})"
-        at = []
-        stride = int(np.prod(self.base.shape))
-        for size in self.base.shape:
-            stride //= max(size, 1)
-            at.append(f"(({flat}) // {stride}) % {size}" if stride > 1 else f"({flat}) % {size}")
-        return self.base.element(at, out)
-
-
-@dataclass(eq=False)
-class Fused(Expr):
-    """An array read only by the next statement (``Lowering.fused_into_next``): its expression, computed
-    where that statement reads it; made after all where that would repeat a reduction's work."""
-
-    name: str = ""
-    value: Expr = field(default=None)  # type: ignore[assignment]
-    statement: ast.stmt = field(default=None)  # type: ignore[assignment]
-    made: Named | None = None
-    """The array it is, once made after all."""
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        if self.made is not None:
-            return self.made.element(index, out)
-        outer, out.fused = out.fused, self
-        try:
-            return self.value.element(index, out)
-        finally:
-            out.fused = outer
-
-
-def _affine(start: int, step: int, i: str) -> str:
-    scaled = i if step == 1 else f"{step} * {i}"
-    return scaled if start == 0 else f"{start} + {scaled}"
-
-
-def _broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[str], out: Emitter) -> str:
-    if isinstance(value, Scalar):
-        return value.code
-    offset = len(shape) - len(value.shape)
-    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else "0" for k, size in enumerate(value.shape)]
-    return value.element(at, out)
-
-
-def _nested(loops: list[tuple[str, int]], body: list[str]) -> list[str]:
-    """``body`` inside ``for`` loops over ``loops``, outermost first."""
-    lines = [f"{'    ' * depth}for {name} in range({size}):" for depth, (name, size) in enumerate(loops)]
-    return [*lines, *(f"{'    ' * len(loops)}{line}" for line in body)]
-
-
-def _arg_extreme(op: str, result: str, item: str, operand: np.dtype, loops: list[tuple[str, int]],
-                 body: list[str]) -> list[str]:
-    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
-    best = f"{result}_best"
-    worst = ("-_svod_np.inf" if op == "argmax" else "_svod_np.inf") if operand.kind == "f" else \
-        str(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max) if operand.kind in "iu" else \
-        ("False" if op == "argmax" else "True")
-    flat = "0"
-    for name, size in loops:
-        flat = name if flat == "0" else f"({flat}) * {size} + {name}"
-    better = f"{item} > {best}" if op == "argmax" else f"{item} < {best}"
-    if operand.kind == "f":
-        better = f"{better} or ({item} != {item} and {best} == {best})"
-    first = f"{result} == -1"
-    return [f"{best} = {_typed(worst, operand)}", f"{result} = -1",
-            *_nested(loops, [*body, f"if {first} or {better}:", f"    {best} = {item}", f"    {result} = {flat}"])]
-
-
-def _typed(value: str, dtype: np.dtype) -> str:
-    return f"_svod_np.{dtype.name}({value})"
-
-
-def _accumulate(op: str, result: str, value: str | None, dtype: np.dtype, operand: np.dtype, count: int,
-                loops: list[tuple[str, int]], body: list[str], term: str | None = None) -> list[str]:
-    """The statements that reduce ``value`` (computed by ``body``, or ``term``) over ``loops`` into
-    ``result``, as NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside
-    it), a mean divides the sum."""
-    item = term if term is not None else value
-    assert item is not None
-    if op in ("argmax", "argmin"):
-        return _arg_extreme(op, result, item, operand, loops, body)
-    if op in ("any", "all"):  # a count of the elements that decide it
-        test = f"{item} != 0" if op == "any" else f"{item} == 0"
-        lines = [f"{result}_n = 0", *_nested(loops, [*body, f"{result}_n += {test}"]),
-                 f"{result} = {result}_n {'>' if op == 'any' else '=='} 0"]
-        return lines
-    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
-    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
-    if kind in ("sum", "mean"):
-        lines = [f"{result} = {_typed('0', dtype)}"]
-        update = f"{result} += {item}"
-    elif kind == "prod":
-        lines = [f"{result} = {_typed('1', dtype)}"]
-        update = f"{result} *= {item}"
-    else:
-        lowest = "-_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).min)
-        highest = "_svod_np.inf" if dtype.kind == "f" else str(np.iinfo(dtype).max)
-        lines = [f"{result} = {_typed(lowest if kind == 'max' else highest, dtype)}"]
-        update = f"{result} = {kind}({result}, {item})"
-    if nan_aware:
-        lines.append(f"{result}_nan = 0")
-    depth = 0
-    for name, size in loops:
-        lines.append(f"{'    ' * depth}for {name} in range({size}):")
-        depth += 1
-    lines += [f"{'    ' * depth}{line}" for line in body]
-    lines.append(f"{'    ' * depth}{update}")
-    if nan_aware:
-        lines.append(f"{'    ' * depth}{result}_nan += {item} != {item}")
-        lines.append(f"{result} = {result} if {result}_nan == 0 else {_typed('_svod_np.nan', dtype)}")
-    if kind == "mean":
-        lines.append(f"{result} = {_typed(f'{result} / {count}', dtype)}")
-    return lines
+_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+"""The operators an array expression may apply elementwise, and what each computes on the host."""
+_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering:
+class Lowering(ArrayCalls):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -392,6 +104,10 @@ class Lowering:
         """The statements after the one being rewritten, in its block."""
         self.pending: list[ast.stmt] = []
         """Statements an expression needs before the statement it stands in (a cumsum's own loops)."""
+        self.described = dict(source.described)
+        """What the user's code calls each name the rewriting gives a value of its own (``Source.described``)."""
+        self.at: ast.stmt = source.node
+        """The user's statement being rewritten: what svod writes for it stands at its line."""
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
@@ -432,13 +148,17 @@ class Lowering:
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
-        while True:
-            before = len(self.pending)
-            try:
-                return self.rewritten(stmt, looped)
-            except RepeatedWorkError as unfuse:
-                del self.pending[before:]  # what the attempt needed, made again by the next
-                self.make(unfuse.fused)
+        outer, self.at = self.at, stmt
+        try:
+            while True:
+                before = len(self.pending)
+                try:
+                    return self.rewritten(stmt, looped)
+                except RepeatedWorkError as unfuse:
+                    del self.pending[before:]  # what the attempt needed, made again by the next
+                    self.make(unfuse.fused)
+        finally:
+            self.at = outer
 
     def make(self, fused: Fused) -> None:
         """Make fused array ``fused`` after all, before the statement being rewritten (and, first, a fused
@@ -459,13 +179,13 @@ class Lowering:
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
-                new = copy.copy(stmt)
+                new = stands_for(copy.copy(stmt), stmt)
                 new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
-            branch = copy.copy(stmt)
+            branch = stands_for(copy.copy(stmt), stmt)
             branch.test, branch.body, branch.orelse = test, self.body(stmt.body, looped), self.body(stmt.orelse, looped)
             return [*before, branch]
         if isinstance(stmt, ast.While):
@@ -473,11 +193,9 @@ class Lowering:
             loop = copy.copy(stmt)
             loop.body = self.body(stmt.body, True)
             if before:  # the test computes on arrays: it is computed again at the top of each turn
-                stop = ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])
-                loop.test, loop.body = ast.Constant(True), [*before, stop, *loop.body]
-                for node in (loop.test, stop, *ast.walk(stop)):
-                    ast.copy_location(node, stmt)
-            return [loop]
+                stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
+                loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
+            return [stands_for(loop, stmt)]
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
@@ -501,8 +219,9 @@ class Lowering:
             raise self.refuse(test, f"the truth value of an array of shape {value.shape} is ambiguous (as in NumPy); "
                                     "use .any() or .all()")
         name = f"_svod_c{next(self.counter)}"
+        self.described[name] = f"the test `{code(test, 40)}`"
         self.changed = True
-        return self.new_array(stmt, name, value, False), ast.copy_location(ast.Name(name, ast.Load()), test)
+        return self.new_array(stmt, name, value, False), stands_for(ast.copy_location(load(name), test), test)
 
     def called(self, stmt: ast.Expr, call: ast.Call, looped: bool) -> list[ast.stmt]:
         """A call made for its effect: ``x.fill(v)`` is ``x[...] = v``; other calls stand as written (the
@@ -526,25 +245,26 @@ class Lowering:
                 names.append(value)  # an array of its own name, or a scalar
                 continue
             name = f"_svod_r{next(self.counter)}"
-            assigned = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), stmt)
+            assigned = placed([ast.Assign([ast.Name(name, ast.Store())], value)], stmt)[0]
             if isinstance(value, ast.Call) and sorting_call(self.reader, assigned) is not None:
                 made += self.ordered(assigned, False) or []  # a sort's result, returned by its name
-                names.append(ast.Name(name, ast.Load()))
+                names.append(load(name))
                 continue
             computed = self.value(value)
+            self.described[name] = f"the returned `{code(value, 40)}`"
             if isinstance(computed, Scalar):  # a number the function computes: a name of its own
                 if isinstance(value, ast.Name):
                     names.append(value)
                     continue
-                made.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), stmt))
-                names.append(ast.Name(name, ast.Load()))
+                made += placed([assign(name, value)], stmt)
+                names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
-            names.append(ast.Name(name, ast.Load()))
+            names.append(load(name))
         if not made:
             return [stmt]
         result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
-        return [*made, ast.copy_location(ast.Return(result), stmt)]
+        return [*made, *placed([ast.Return(result)], stmt)]
 
     def ordered(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
         """A sort's statement (``phases.sorting_call``: a plan step of its own, ``svod.frontend.sorting``) as it
@@ -602,7 +322,8 @@ class Lowering:
             if isinstance(value, Scalar):
                 self.remember_scalar(target.id, node)
                 return [stmt]
-            if isinstance(value, (Named, Viewed, Transposed, Reshaped)):  # a view: another name of the memory
+            # a view: another name of the memory (a view of a computed value is a new array, computed here)
+            if isinstance(value, (Named, Viewed, Transposed, Reshaped)) and not computes(value):
                 self.arrays[target.id] = value
                 self.aliases.add(target.id)
                 return []
@@ -616,10 +337,10 @@ class Lowering:
             return [stmt]
         value = self.value(node)
         if op is not None:
-            value = self.binary(stmt, stored, value, _BINARY.get(type(op)))  # cast to stored's dtype at the store
+            value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]  # an element's store: a phase as written
-        return self.store(stmt, stored, value)
+        return self.store(stmt, stored, value, node if op is None else stmt)
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         try:
@@ -640,12 +361,14 @@ class Lowering:
         value (a reduction to a scalar) is a scalar the phase computes, in a loop too."""
         self.changed = True
         if not value.shape:  # one value: a scalar the phase computes, into the name itself
+            if reads_masked(value):
+                raise self.refuse(stmt, "a reduction of x[mask] is not one svod has: reduce np.where(m, x, 0) "
+                                        "(a sum), or count the mask")
             out = Emitter(self.counter)
             element = value.element([], out)
-            code = "\n".join([*out.lines, f"{name} = {element}"])
-            if re.fullmatch(r"_svod_r\d+", element):
-                code = re.sub(rf"\b{element}\b", name, "\n".join(out.lines))
-            return self.parsed(code, stmt)
+            if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
+                return placed([renamed(s, {element.id: name}) for s in out.statements], stmt)
+            return placed([*out.statements, assign(name, element)], stmt)
         if looped and name in self.viewed:
             raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
                                     f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
@@ -657,50 +380,52 @@ class Lowering:
         return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
 
     def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]:
-        shape = ", ".join(str(s) for s in made.shape)
-        return self.parsed(f"{made.name} = _svod_np.empty(({shape}{',' if len(made.shape) == 1 else ''}), "
-                           f"_svod_np.{made.dtype.name})", stmt)
+        """``made = np.empty(shape, dtype)``: a temporary the plan makes."""
+        shape = ast.Tuple([constant(size) for size in made.shape], ast.Load())
+        return placed([assign(made.name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
 
-    def store(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
-        """``stored[...] = value``, through a temporary where the value reads ``stored``'s array elsewhere."""
+    def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST) -> list[ast.stmt]:
+        """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
+        array elsewhere."""
         self.changed = True
+        if isinstance(stored, Masked) and not masked_by(value, stored.key):
+            raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
+                                    "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
         if isinstance(value, Expr):
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
-        base = _base_name(stored)
-        if base is not None and isinstance(value, Expr) and _reads_apart(value, stored, base, self):
-            temporary = self.fresh_temporary(value.shape, value.dtype)
-            return [*self.parsed(f"{temporary.name} = _svod_np.empty(({', '.join(map(str, value.shape))},), "
-                                 f"_svod_np.{value.dtype.name})", stmt),
-                    *self.loops(stmt, temporary, value), *self.loops(stmt, stored, temporary)]
+        base = base_name(stored)
+        if base is not None and isinstance(value, Expr) and reads_apart(value, stored, base):
+            temporary = self.fresh_temporary(value.shape, value.dtype, node)
+            return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
+                    *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
-    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype) -> Named:
-        """A new array of ``shape`` and ``dtype``, which the plan makes."""
+    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype, node: ast.AST) -> Named:
+        """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
         name = f"_svod_t{next(self.counter)}"
         self.arrays[name] = made = Named(shape, dtype, name)
+        self.described[name] = f"the temporary array of `{code(node, 40)}`"
         return made
 
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
         """The ``prange`` nest that stores ``value`` into each element of ``stored``."""
-        index = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
+        variables = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
+        index = [load(v) for v in variables]
         out = Emitter(self.counter)
-        element = _broadcast_element(value, stored.shape, index, out)
+        element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
-            element = _typed(element, stored.dtype)
-        target = stored.element(index, out) if stored.shape else stored.element([], out)
-        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):"
-                 for depth, (name, size) in enumerate(zip(index, stored.shape, strict=True))]
-        pad = "    " * len(index)
-        lines += [pad + line for line in out.lines]
-        lines.append(f"{pad}{target} = {element}")
-        return self.parsed("\n".join(lines), stmt)
-
-    def parsed(self, code: str, at: ast.stmt) -> list[ast.stmt]:
-        statements = ast.parse(code).body
-        for node in statements:
-            for inner in ast.walk(node):
-                ast.copy_location(inner, at)
-        return statements
+            element = typed(element, stored.dtype)
+        if not isinstance(stored, Masked) and reads_masked(value):
+            raise self.refuse(stmt, "x[mask] makes an array of the elements where the mask holds, which svod does "
+                                    "not compact; store under the mask (`x[m] = ...`) or use np.where(m, x, ...)")
+        target = stored.element(index, out)
+        kept = stored.mask.element(index, out) if isinstance(stored, Masked) else None
+        body: list[ast.stmt] = [*out.statements, assign(target, element) if kept is None else
+                                ast.If(kept, [assign(target, element)], [])]
+        loops = list(zip(variables, stored.shape, strict=True))
+        if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
+            return placed(_sequential(loops, body), stmt)
+        return placed(_parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
         """What a store's target names: an array or a view of one (None: not an array's)."""
@@ -722,17 +447,17 @@ class Lowering:
         return method(self, node)
 
     def scalar(self, node: ast.expr) -> Scalar:
-        code = ast.unparse(node)
+        """A scalar of the user's: its node, as written."""
         try:
             sample = self.on_host(node)
         except Exception:
             sample = 0
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
-        return Scalar(code, sample)
+        return Scalar(copy.deepcopy(node), sample)
 
-    def constant(self, node: ast.Constant) -> Value:
-        return Scalar(repr(node.value), node.value)
+    def literal(self, node: ast.Constant) -> Value:
+        return Scalar(copy.deepcopy(node), node.value)
 
     def name_value(self, node: ast.Name) -> Value:
         if node.id in self.arrays:
@@ -748,7 +473,9 @@ class Lowering:
                 return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
             if node.attr in ("shape", "size", "ndim"):
                 known = _attribute(owner, node.attr)
-                return Scalar(repr(known), known)
+                return Scalar(constant(known), known)
+            if node.attr == "dtype":  # what astype and the allocations read on the host
+                return Scalar(copy.deepcopy(node), owner.dtype)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
         return self.scalar(node)
 
@@ -758,8 +485,11 @@ class Lowering:
             return self.scalar(node)
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         items = _without_ellipsis(items, len(base.shape))
+        advanced = self.advanced(node, base, items)
+        if advanced is not None:
+            return advanced
         axes: list[tuple[int, int, int] | None] = []
-        fixed: dict[int, str] = {}
+        fixed: dict[int, ast.expr] = {}
         shape: list[int] = []
         axis = 0
         for item in items:
@@ -785,12 +515,12 @@ class Lowering:
                 known = self.host_int(item, required=False)
                 if known is not None and not -size <= known < size:
                     raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
-                fixed[axis] = str(known % size) if known is not None else index.code
+                fixed[axis] = constant(known % size) if known is not None else index.node
             axis += 1
         for rest in range(axis, len(base.shape)):
             axes.append((rest, 0, 1))
             shape.append(base.shape[rest])
-        if not axes and len(fixed) == len(base.shape):
+        if not axes and len(fixed) == len(base.shape) and not computes(base):  # an element of memory: a scalar
             return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
                           base.dtype.type(1))
         return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)
@@ -814,18 +544,21 @@ class Lowering:
         left, right = self.value(node.left), self.value(node.right)
         if isinstance(node.op, ast.MatMult):
             return self.matmul(node, left, right)
-        return self.binary(node, left, right, _BINARY.get(type(node.op)))
+        return self.binary(node, left, right, type(node.op))
 
-    def binary(self, node: ast.AST, left: Value, right: Value, symbol: str | None) -> Value:
-        if symbol is None:
+    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value:
+        fn = _OPERATORS.get(op)
+        if fn is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(f"({left.code} {symbol} {right.code})", _apply(_OPERATORS[symbol], left.sample,
-                                                                           right.sample))
-        dtype = _result_dtype(_OPERATORS[symbol], left, right)
-        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", dtype, left, right)
+            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
+        dtype = _result_dtype(self, node, fn, left, right)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
-    def elementwise(self, node: ast.AST, combine: Callable[[list[str]], str], dtype: np.dtype,
+    def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
+        return _result_dtype(self, node, fn, *operands)
+
+    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
         return Elementwise(_broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
@@ -834,10 +567,12 @@ class Lowering:
         operand = self.value(node.operand)
         if isinstance(operand, Scalar):
             return self.scalar(node)
-        symbol = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}.get(type(node.op))
-        if symbol is None:
+        op = type(node.op)
+        if op is ast.Not:
             raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
-        return self.elementwise(node, lambda c: f"({symbol}{c[0]})", operand.dtype, operand)
+        if op is ast.Invert and operand.dtype.kind not in "biu":
+            raise self.refuse(node, f"~ of a {operand.dtype} array (NumPy's ~ takes bools and integers)")
+        return self.elementwise(node, lambda c: ast.UnaryOp(op(), c[0]), operand.dtype, operand)
 
     def compare(self, node: ast.Compare) -> Value:
         if len(node.ops) != 1:
@@ -845,19 +580,27 @@ class Lowering:
         left, right = self.value(node.left), self.value(node.comparators[0])
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return self.scalar(node)
-        symbol = _COMPARE.get(type(node.ops[0]))
-        if symbol is None:
+        op = type(node.ops[0])
+        if op not in _COMPARE:
             raise self.refuse(node, "this comparison is not one svod's array expressions have")
-        return self.elementwise(node, lambda c: f"({c[0]} {symbol} {c[1]})", np.dtype(bool), left, right)
+        return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), left, right)
 
-    def call(self, node: ast.Call) -> Value:
+    def call_value(self, node: ast.Call) -> Value:
         func = node.func
         if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
             owner = self.value(func.value)
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
         callee = self.reader.resolve(func)
+        if callee in (np.concatenate, np.stack) and len(node.args) == 1:
+            return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
+        if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
+            return Scalar(constant(args[0].shape[0]), args[0].shape[0])
+        if callee is np.linalg.norm:
+            found = self.extra_function(node, "norm", args)
+            if found is not None:
+                return found
         if callee in (np.arange, np.linspace):
             return self.counted(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
@@ -876,18 +619,18 @@ class Lowering:
         if name in UFUNCS and len(args) == 1:
             (x,) = args
             fn = getattr(np, name)
-            dtype = _result_dtype(fn, x)
+            dtype = _result_dtype(self, node, fn, x)
             if name == "negative":
-                return self.elementwise(node, lambda c: f"(-{c[0]})", dtype, x)
+                return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
             cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
-            spell = "abs" if name == "abs" else f"_svod_np.{name}"
-            return self.elementwise(node, lambda c: f"{spell}({_typed(c[0], cast) if cast else c[0]})", dtype, x)
+            return self.elementwise(node, lambda c: call(load("abs") if name == "abs" else numpy(name),
+                                                         typed(c[0], cast) if cast else c[0]), dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
-            dtype = _result_dtype(getattr(np, name), *args)
-            return self.elementwise(node, lambda c: f"_svod_np.{name}({c[0]}, {c[1]})", dtype, *args)
+            dtype = _result_dtype(self, node, getattr(np, name), *args)
+            return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
         if name == "where" and len(args) == 3:
-            dtype = _result_dtype(np.where, *args)
-            return self.elementwise(node, lambda c: f"({c[1]} if {c[0]} else {c[2]})", dtype, *args)
+            dtype = _result_dtype(self, node, np.where, *args)
+            return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), dtype, *args)
         if name in REDUCTIONS and args and isinstance(args[0], Expr):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
@@ -896,8 +639,11 @@ class Lowering:
             return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             a, b = (self.flat(node, a) for a in args)
-            dtype = _result_dtype(np.multiply, a, b)
+            dtype = _result_dtype(self, node, np.multiply, a, b)
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
+        found = self.extra_function(node, name, args)
+        if found is not None:
+            return found
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
@@ -905,8 +651,15 @@ class Lowering:
         if name in REDUCTIONS:
             return self.reduction(node, owner, name, node.keywords, args)
         if name == "astype" and len(node.args) == 1:
-            dtype = np.dtype(self.on_host(node.args[0]))
-            return self.elementwise(node, lambda c: _typed(c[0], dtype), dtype, owner)
+            try:
+                dtype = np.dtype(self.on_host(node.args[0]))
+            except Exception as err:
+                raise self.refuse(node, f"astype takes a dtype the host knows before the run ({err})") from err
+            return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
+        if name == "clip" and len(args) == 2:
+            found = self.extra_function(node, "clip", [owner, *args])
+            assert found is not None
+            return found
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
         if name == "cumsum":
@@ -944,7 +697,7 @@ class Lowering:
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
         reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
         if not shape and not keepdims:
-            return _Whole(reduced)
+            return Whole(reduced)
         return reduced
 
     def counted(self, node: ast.Call, name: str) -> Expr:
@@ -956,14 +709,16 @@ class Lowering:
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
         self.changed = True
         if len(made) < 2:
-            values = [repr(v.item()) for v in made]
-            return Counted(made.shape, made.dtype, lambda i: values[0] if values else "0")
+            only = made[0].item() if len(made) else 0
+            return Counted(made.shape, made.dtype, lambda i: constant(only))
         start, step = made[0].item(), (made[1] - made[0]).item()
-        if name == "linspace":
+        if name == "linspace":  # first + (last - first) * i / (count - 1)
             first, last, count = made[0].item(), made[-1].item(), len(made)
-            return Counted(made.shape, made.dtype,
-                           lambda i: f"({first!r} + ({last!r} - {first!r}) * {i} / {count - 1})")
-        return Counted(made.shape, made.dtype, lambda i: _typed(f"{start!r} + {step!r} * {i}", made.dtype))
+            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(constant(first), ast.Add(), ast.BinOp(
+                ast.BinOp(ast.BinOp(constant(last), ast.Sub(), constant(first)), ast.Mult(), i), ast.Div(),
+                constant(count - 1))))
+        return Counted(made.shape, made.dtype, lambda i: typed(
+            ast.BinOp(constant(start), ast.Add(), ast.BinOp(constant(step), ast.Mult(), i)), made.dtype))
 
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
         """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
@@ -972,24 +727,19 @@ class Lowering:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
         dtype = np.cumsum(np.ones(1, x.dtype)).dtype
-        made = self.fresh_temporary(x.shape, dtype)
+        made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
         names = iter(name for name, _ in outer)
-        index = [along if k == axis else next(names) for k in range(len(x.shape))]
+        index = [load(along if k == axis else next(names)) for k in range(len(x.shape))]
         out = Emitter(self.counter)
         element = x.element(index, out)
         total = out.fresh("s")
-        lines = [f"{'    ' * depth}for {name} in _svod_prange({size}):" for depth, (name, size) in enumerate(outer)]
-        pad = "    " * len(outer)
-        lines += [f"{pad}{total} = {_typed('0', dtype)}", f"{pad}for {along} in range({x.shape[axis]}):"]
-        lines += [f"{pad}    {line}" for line in out.lines]
-        lines += [f"{pad}    {total} += {element}", f"{pad}    {made.element(index, out)} = {total}"]
-        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
-        ast.copy_location(at, node)
-        shape = ", ".join(map(str, x.shape))
-        self.pending += [*self.parsed(f"{made.name} = _svod_np.empty(({shape},), _svod_np.{dtype.name})", at),
-                         *self.parsed("\n".join(lines), at)]
+        running = [*out.statements, ast.AugAssign(store(total), ast.Add(), element),
+                   assign(made.element(index, out), load(total))]
+        nest = _parallel(outer, [assign(total, typed(constant(0), dtype)),
+                                 for_loop(along, call("range", constant(x.shape[axis])), running)])
+        self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
 
     def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
@@ -1006,7 +756,7 @@ class Lowering:
             raise self.refuse(node, "np.outer takes two 1-D arrays here")
         return value
 
-    def matmul(self, node: ast.AST, a: Value, b: Value) -> Value:
+    def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value:
         if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 3 or \
                 not 1 <= len(b.shape) <= 3 or {len(a.shape), len(b.shape)} == {1, 3}:
             raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
@@ -1015,53 +765,31 @@ class Lowering:
             raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
         if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
             raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
-        a, b = self.operand(node, a), self.operand(node, b)
+        sides = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
+        a, b = self.operand(sides[0], a), self.operand(sides[1], b)
         batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
         rows = a.shape[len(a.shape) - 2:-1]
         columns = b.shape[-1:] if len(b.shape) > 1 else ()
         shape = (*batch, *rows, *columns)
-        dtype = _result_dtype(np.matmul, a, b)
+        dtype = _result_dtype(self, node, np.matmul, a, b)
         product = Product(tuple(shape), dtype, a, b)
-        return _Whole(product) if not shape else product
+        return Whole(product) if not shape else product
 
 
     def operand(self, node: ast.AST, x: Expr) -> Expr:
-        """A product's operand: an array or a view of one as it is; one whose elements are computed
-        (``alpha * A``) made into an array first, before the statement. The product reads each element once
-        per row or column of the other operand, and would compute it again each time (k2mm's
+        """A product's operand (the user's ``node``): an array or a view of one as it is; one whose elements are
+        computed (``alpha * A``) made into an array first, before the statement. The product reads each element
+        once per row or column of the other operand, and would compute it again each time (k2mm's
         ``alpha * A @ B``, 800x1100 by 1100x900 float64: 24.3 ms with the multiply in the inner loop, 17.9 ms
         for the product of the array made first)."""
         if isinstance(x, Fused) and x.made is None:
             self.make(x)
             return x
-        if not _computes(x):
+        if not computes(x):
             return x
-        made = self.fresh_temporary(x.shape, x.dtype)
-        at = node if isinstance(node, ast.stmt) else ast.Expr(node)  # type: ignore[arg-type]
-        ast.copy_location(at, node)
-        self.pending += [*self.allocation(at, made), *self.loops(at, made, x)]
+        made = self.fresh_temporary(x.shape, x.dtype, node)
+        self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
-
-
-def _computes(x: Expr) -> bool:
-    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
-    if isinstance(x, (Viewed, Transposed, Reshaped)):
-        return _computes(x.base)
-    if isinstance(x, Fused):
-        return x.made is None
-    return not isinstance(x, (Named, Counted))
-
-
-@dataclass(eq=False)
-class _Whole(Expr):
-    """A reduction to one value: an expression whose shape is ``()``."""
-
-    def __init__(self, inner: Expr) -> None:
-        super().__init__((), inner.dtype)
-        self.inner = inner
-
-    def element(self, index: Sequence[str], out: Emitter) -> str:
-        return self.inner.element(index, out)
 
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
@@ -1083,6 +811,20 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
     return found
 
 
+def _parallel(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside a ``prange`` nest over ``loops``, outermost first."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("_svod_prange", constant(size)), body)]
+    return body
+
+
+def _sequential(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("range", constant(size)), body)]
+    return body
+
+
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
     """``items`` with an ``...`` spelled as the full slices it stands for."""
     spots = [k for k, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
@@ -1097,12 +839,19 @@ def _attribute(owner: Expr, attr: str) -> Any:
     return {"shape": owner.shape, "size": int(np.prod(owner.shape)), "ndim": len(owner.shape)}[attr]
 
 
-def _result_dtype(fn: Callable[..., Any], *operands: Value) -> np.dtype:
+def _result_dtype(lowering: Lowering, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
     """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
-    Python number as itself: weak, as NEP 50 has it)."""
+    Python number as itself: weak, as NEP 50 has it); where NumPy refuses them, a refusal at ``node``."""
     samples = [o.sample for o in operands]
     with np.errstate(all="ignore"):
-        return np.asarray(fn(*samples)).dtype
+        try:
+            return np.asarray(fn(*samples)).dtype
+        except Exception as err:  # NumPy's own complaint, at the user's line
+            raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
+
+
+def _kinds(operands: Sequence[Value]) -> str:
+    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
 
 
 def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
@@ -1124,23 +873,6 @@ def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[i
     return tuple(shape)
 
 
-def _base_name(stored: Expr) -> str | None:
-    while isinstance(stored, (Viewed, Transposed)):
-        stored = stored.base
-    return stored.name if isinstance(stored, Named) else None
-
-
-def _reads_apart(value: Expr, stored: Expr, base: str, lowering: Lowering) -> bool:
-    """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
-    (then it is computed into a temporary first, as NumPy's meaning is)."""
-    index = [f"_svod_p{k}" for k in range(len(stored.shape))]
-    out = Emitter(itertools.count())
-    target = stored.element(index, out)
-    code = _broadcast_element(value, stored.shape, index, out) + "\n" + "\n".join(out.lines)
-    reads = [ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Subscript)
-             and isinstance(n.value, ast.Name) and n.value.id == base]
-    return any(read != ast.unparse(ast.parse(target).body[0].value) for read in reads)  # type: ignore[attr-defined]
-
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
@@ -1149,14 +881,15 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
     body = lowering.body(source.node.body, False)
     if not lowering.changed:
         return None
-    node = copy.copy(source.node)
+    node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    return Source(node, source.file, {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}), lowering.read
+    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}
+    return Source(node, source.file, names, lowering.described), lowering.read
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
-    ast.Constant: Lowering.constant, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
+    ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""

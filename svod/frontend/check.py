@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from svod import random
 from svod.backends.registry import default_registry
 from svod.codegen import check_dtypes
 from svod.device import Buffer, Device
@@ -263,8 +264,11 @@ def _check_python_kernel(kernel: Kernel, args: Sequence[Any], devices: Sequence[
     call allocates beside them, for carried locals, are not)."""
     bound = kernel.bind(*args, index_bits=32)  # sizes bounded for every device (WebGPU's indices too)
     arrays = [a for a in python_arguments(args) if isinstance(a, np.ndarray)]
+    launch = random.generator.next_launch() if bound.draws else random.Launch(0, 0)  # one for all, plain Python too
+    if bound.draws:
+        var_vals = {**launch.variables(), **var_vals}
     try:
-        ran = run_as_python(kernel, *args)
+        ran = run_as_python(kernel, *args, launch=launch, platform=bound.platform)
         reference = _Outcome([a for a in ran if isinstance(a, np.ndarray)], None)
     except Exception as err:  # the function's own error (an IndexError) is its answer
         reference = _Outcome(arrays, err)

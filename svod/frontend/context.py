@@ -1,6 +1,7 @@
 """What the translation of one kernel holds while it walks the source, and how it refuses what a kernel may
 not say (``refuse``, ``unsupported``): the base of the translator's parts, each a module built on the one
-before it (``arithmetic`` <- ``memory`` <- ``expressions`` <- ``loops`` <- ``translate``'s statements).
+before it (``arithmetic`` <- ``memory`` <- ``randoms`` <- ``expressions`` <- ``loops`` <- ``translate``'s
+statements).
 
 Only ``block``, the statements, comes from the top part: a loop's body and an inlined ``@svod.func`` are
 statements again."""
@@ -17,6 +18,7 @@ from typing import Any
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.builder import KernelBuilder
+from svod.frontend.nodes import code
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Located, Source, size_names
 from svod.frontend.values import ArrayValue
@@ -40,12 +42,6 @@ REFUSED = {
 
 def _construct(node: ast.AST) -> str:
     return REFUSED.get(type(node), type(node).__name__)
-
-
-def _code(node: ast.AST, limit: int = 60) -> str:
-    """``node``'s code as one line, cut at ``limit`` characters (an operator node alone has none: '')."""
-    code = " ".join(ast.unparse(node).split())
-    return code if len(code) <= limit else code[:limit - 3] + "..."
 
 
 @dataclass
@@ -108,10 +104,11 @@ class TranslationContext(ABC):
         return f"{self.source.file}:{getattr(node, 'lineno', self.source.node.lineno)}"
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
-        """``what`` is wrong with ``node``: the error names its line and shows its code (the error's value)."""
-        code = _code(node)
-        shown = what if not code or code in what else f"{what}: `{code}`"
-        return KernelSyntaxError(f"{self.where(node)}: {shown}", kernel=self.name, stage="translate", value=code)
+        """``what`` is wrong with ``node``: the error names its line and shows its code (the error's value: the
+        user's code that svod wrote it for, if svod wrote it, ``nodes.shown``; an operator node alone has none)."""
+        written = code(node, 60)
+        shown = what if not written or written in what else f"{what}: `{written}`"
+        return KernelSyntaxError(f"{self.where(node)}: {shown}", kernel=self.name, stage="translate", value=written)
 
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
         return self.refuse(node, f"{_construct(node)} is not supported in a kernel{extra}")

@@ -1,7 +1,8 @@
 """A kernel's expressions to values: names (locals, then the globals and closure the source resolves in, then
 builtins), attributes (an array's shape, dtype, size; math and numpy names), subscripts (an array's element,
 a shape's entry), operators, comparisons, ``and``/``or`` and ``x if c else y`` (their right sides gated), and
-calls: casts, builtins, math functions, and ``@svod.func`` helpers, inlined."""
+calls: casts, builtins, math functions, ``np.random`` draws (``svod.frontend.randoms``), and ``@svod.func``
+helpers, inlined."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 from svod.dtype import DType, dtypes
 from svod.frontend import pylang
 from svod.frontend.arithmetic import BINARY, COMPARE, builtin_extreme, ufunc_extreme
-from svod.frontend.memory import Memory
+from svod.frontend.randoms import Randoms
 from svod.frontend.source import Source
 from svod.frontend.values import (
     BUILTINS,
@@ -30,6 +31,7 @@ from svod.frontend.values import (
     ArrayValue,
     Builtin,
     MathFunction,
+    RandomFunction,
     Undefined,
     describe,
     is_atomic,
@@ -39,8 +41,8 @@ from svod.frontend.values import (
 from svod.ir import Ops, UOp
 
 
-class Expressions(Memory):
-    """Expressions to values (``expr``), through the memory and arithmetic below."""
+class Expressions(Randoms):
+    """Expressions to values (``expr``), through the draws, memory and arithmetic below."""
 
     def expr(self, node: ast.expr) -> Any:
         method = _EXPRESSIONS.get(type(node))
@@ -80,6 +82,8 @@ class Expressions(Memory):
             return value
         if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
             return pylang.Cast(dtypes.from_numpy(value))
+        if getattr(value, "__self__", None) is np.random.mtrand._rand:  # from numpy.random import normal
+            return self.random_function(node, value.__name__)
         function = math_function(value)
         if function is not None:
             return function
@@ -117,6 +121,10 @@ class Expressions(Memory):
                     total = self.binary("*", total, d)
                 return total
             raise self.refuse(node, f"an array has shape, ndim, dtype and size, not {attr}")
+        if base is np and attr == "random":
+            return np.random
+        if base is np.random:
+            return self.random_function(node, attr)
         if base is pylang.math or base is pymath or base is np:
             if attr in ("pi", "e", "inf", "nan"):
                 return float(getattr(pymath, attr))
@@ -209,8 +217,10 @@ class Expressions(Memory):
                 result = self.expr(operand)
                 continue
             left = self.truth(result, node)
+            drawn = self.hidden_locals()
             with self.under(left if isinstance(node.op, ast.And) else left.ne(True)):
                 right = self.expr(operand)
+            self.drew_where(left if isinstance(node.op, ast.And) else left.ne(True), drawn, node)
             right = right if is_number(right) else self.truth(right, operand)
             if is_number(right):
                 result = left if bool(right) == isinstance(node.op, ast.And) else bool(right)
@@ -224,7 +234,12 @@ class Expressions(Memory):
         result: Any = True
         left = self.expr(node.left)
         for op, comparator in zip(node.ops, node.comparators, strict=True):
+            drawn = self.hidden_locals()
             right = self.expr(comparator)
+            if isinstance(result, UOp):  # Python computes it only where the comparisons before it hold
+                self.drew_where(result, drawn, node)
+            elif not result:
+                self.env.update(drawn)
             name = COMPARE.get(type(op))
             if name is None:
                 raise self.unsupported(op)
@@ -240,10 +255,14 @@ class Expressions(Memory):
         if is_number(condition):
             return self.expr(node.body if condition else node.orelse)
         cond = self.truth(condition, node.test)
+        drawn = self.hidden_locals()
         with self.under(cond):
             chosen = self.expr(node.body)
+        taken = self.hidden_locals()
+        self.env.update(drawn)
         with self.under(cond.ne(True)):
             other = self.expr(node.orelse)
+        self.drew_where(cond.ne(True), taken, node)
         return self.select(cond, chosen, other, node)
 
     @contextmanager
@@ -263,6 +282,11 @@ class Expressions(Memory):
         callee = self.expr(node.func)
         if isinstance(callee, pylang.Func):
             return self.call(node)
+        if isinstance(callee, RandomFunction):
+            value = self.random_draw(node, callee)
+            if value is None:
+                raise self.refuse(node, "np.random.seed has no value: call it as a statement of its own")
+            return value
         if node.keywords:
             raise self.refuse(node, "keyword arguments are for @svod.func helpers only")
         args = [self.expr(a) for a in node.args]
@@ -280,6 +304,14 @@ class Expressions(Memory):
             raise self.refuse(node, f"svod.{callee.__name__} is a statement of its own and has no value")
         raise self.refuse(node, f"{describe(callee)} is neither svod's nor an @svod.func: a kernel calls svod's "
                                 "names, math functions and @svod.func helpers")
+
+    def random_draw(self, node: ast.Call, callee: RandomFunction) -> Any:
+        """A call of ``np.random.<name>``: its arguments, then the draw (None for ``seed``)."""
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise self.refuse(node, f"np.random.{callee.name} takes its arguments one by one (no * or **)")
+        args = [self.expr(a) for a in node.args]
+        keywords = {str(k.arg): self.expr(k.value) for k in node.keywords}
+        return self.random_call(node, callee, args, keywords)
 
     def builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         if name == "range":
@@ -375,7 +407,7 @@ class Expressions(Memory):
             raise self.refuse(node, f"{helper.fn.__qualname__}: {err}") from None
         bound.apply_defaults()
         saved = (self.env, self.source)
-        self.env, self.source = dict(bound.arguments), source
+        self.env, self.source = {**self.hidden_locals(), **bound.arguments}, source
         self.inlining.append(helper)
         try:
             body = list(source.node.body)
@@ -392,7 +424,9 @@ class Expressions(Memory):
             return result
         finally:
             self.inlining.pop()
+            hidden = self.hidden_locals()  # the helper's draws count in the caller's stream
             self.env, self.source = saved
+            self.env.update(hidden)
 
 
 

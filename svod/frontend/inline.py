@@ -28,6 +28,7 @@ from typing import Any
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.nodes import code, stands_for
 from svod.frontend.phases import refusal, renamed, resolve
 from svod.frontend.pykernel import positional_parameters
 from svod.frontend.source import Source
@@ -39,9 +40,9 @@ MAX_DEPTH = 16
 def inline_calls(source: Source, name: str) -> Source:
     """``source`` with every call of a function svod compiles into it replaced by that function's body."""
     inliner = _Inliner(source, name)
-    node = copy.copy(source.node)
+    node = stands_for(copy.copy(source.node), source.node)
     node.body = inliner.block(source.node.body, [])
-    return source if not inliner.changed else Source(node, source.file, inliner.names)
+    return source if not inliner.changed else Source(node, source.file, inliner.names, inliner.described)
 
 
 class _Inliner:
@@ -52,6 +53,8 @@ class _Inliner:
         """The caller's names, and those its callees' bodies read under new names."""
         self.counter = itertools.count()
         self.changed = False
+        self.described = dict(source.described)
+        """What an error calls each name the inlining gives (``Source.described``): a callee's local by its name."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -84,7 +87,7 @@ class _Inliner:
                 return self.inlined(stmt, fn, stmt.value, stmt.targets[0], stack)
         if self.calls_in(stmt):
             hoisting = _Hoisting(self)
-            rest = hoisting.visit(copy.deepcopy(stmt))
+            rest = stands_for(hoisting.visit(copy.deepcopy(stmt)), stmt)
             return [*self.block(hoisting.assignments, stack), rest]
         return [stmt]
 
@@ -97,7 +100,7 @@ class _Inliner:
         if not self.calls_in(expr):
             return [], expr
         hoisting = _Hoisting(self)
-        made = hoisting.visit(copy.deepcopy(expr))
+        made = stands_for(hoisting.visit(copy.deepcopy(expr)), expr)
         return self.block(hoisting.assignments, stack), made
 
     def resolve(self, node: ast.expr) -> Any:
@@ -143,12 +146,14 @@ class _Inliner:
                 renames[parameter] = argument.id  # the caller's array or scalar itself
             else:
                 renames[parameter] = prefix + parameter
-                binds.append(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument))
+                binds.append(stands_for(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument), stmt))
         renames.update({local: prefix + local for local in assigned if local not in parameters})
         renames.update(self.globals_of(callee, body, returned, renames, prefix))
+        self.described.update({new: f"{old} (of {fn.__name__})" for old, new in renames.items()
+                               if new.startswith(prefix)})
         made = [renamed(s, renames) for s in body]
         if target is not None and returned is not None:
-            made.append(ast.Assign([target], renamed(returned, renames)))
+            made.append(stands_for(ast.Assign([target], renamed(returned, renames)), stmt))
         if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
             for node in (n for s in [*binds, *made] for n in ast.walk(s)):
                 ast.copy_location(node, stmt)
@@ -201,9 +206,10 @@ class _Hoisting(ast.NodeTransformer):
         if self.inliner.callee(node) is None:
             return self.generic_visit(node)
         name = f"_svod_result{next(self.inliner.counter)}"
-        assign = ast.Assign([ast.Name(name, ast.Store())], node)
+        self.inliner.described[name] = f"the result of `{code(node, 40)}`"
+        assign = stands_for(ast.Assign([ast.Name(name, ast.Store())], node), node)
         self.assignments.append(ast.fix_missing_locations(ast.copy_location(assign, node)))
-        return ast.copy_location(ast.Name(name, ast.Load()), node)
+        return stands_for(ast.copy_location(ast.Name(name, ast.Load()), node), node)
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node  # (a lambda's calls run when it is called: svod refuses lambdas where it meets them)

@@ -28,6 +28,8 @@ it as constant sizes allow; a new shape compiles the phases again (the disk cach
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -43,6 +45,7 @@ from svod.errors import KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang, sorting
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.inline import inline_calls
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -59,11 +62,10 @@ from svod.frontend.phases import (
     loaded,
     needs,
     refusal,
-    statement,
     stored,
     stores_elements,
 )
-from svod.frontend.pykernel import Kernel, positional_parameters
+from svod.frontend.pykernel import Kernel, positional_parameters, refuse_draws_in_plan
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.plan import ExecutionPlan
@@ -280,20 +282,23 @@ class Builder:
         except Exception as err:  # NumPy's own complaint, in the source's words
             raise self.refuse(item.statement, f"the host cannot make this temporary before the run ({err}); its "
                               "shape must follow from the arguments' shapes and values") from err
-        self.arrays[item.name] = (self.add_array(item.name, array.dtype, array.shape), array.shape, array.dtype)
+        try:
+            slot = self.add_array(item.name, array.dtype, array.shape)
+        except SvodError as err:  # a dtype svod has none of: at the line that makes it
+            err.name_kernel(self.jit.name)
+            err.locate(f"{self.source.file}:{item.statement.lineno}")
+            raise
+        self.arrays[item.name] = (slot, array.shape, array.dtype)
         fill = item.fill
         if fill is None:
             return []
-        indices = [f"_svod_i{axis}" for axis in range(max(array.ndim, 1))]
-        target = f"{item.name}[{', '.join(indices)}]" if array.ndim else f"{item.name}[0]"
-        code = "".join(f"{'    ' * axis}for {index} in _svod_prange({item.name}.shape[{axis}]):\n"
-                       for axis, index in enumerate(indices[:array.ndim]))
-        code += f"{'    ' * array.ndim}{target} = {ast.unparse(fill)}\n"
-        statements = ast.parse(code).body
-        for node in statements:
-            for inner in ast.walk(node):
-                ast.copy_location(inner, item.statement)
-        return self.phase(statements, loops)
+        indices = [f"_svod_i{axis}" for axis in range(array.ndim)]
+        target = subscript(item.name, [load(index) for index in indices] or [constant(0)])
+        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
+        for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
+            size = ast.Subscript(ast.Attribute(load(item.name), "shape", ast.Load()), constant(axis), ast.Load())
+            nest = [for_loop(index, call("_svod_prange", size), nest)]
+        return self.phase(placed(nest, item.statement), loops)
 
     def ordering(self, item: Ordering) -> list[int]:
         """A sort of the plan (``svod.frontend.sorting``): into a new array (``np.sort``, ``np.argsort``), the
@@ -449,8 +454,9 @@ class Builder:
         if not parallel and not outgoing and not stores_elements(statements, reader):
             self.computed.update({n: line for n in stored(statements)})
             return []
-        loads = [statement(f"{name} = _svod_{name}[0]", statements[0]) for name in incoming]
-        stores = [statement(f"_svod_{name}[0] = {name}", statements[-1]) for name in outgoing]
+        loads = placed([assign(name, subscript(f"_svod_{name}", [constant(0)])) for name in incoming], statements[0])
+        stores = placed([assign(subscript(f"_svod_{name}", [constant(0)]), load(name)) for name in outgoing],
+                        statements[-1])
         for name in (*incoming, *outgoing):
             self.cell(name)
         body = [*loads, *definitions, *statements, *stores]
@@ -465,7 +471,8 @@ class Builder:
         ast.copy_location(node, statements[0])
         ast.fix_missing_locations(node)
         dump = ast.dump(node, include_attributes=True)
-        bound = self.translated(node, dump, parameters, loops, outgoing)
+        own = {n.id: self.described(n.id) for n in ast.walk(node) if isinstance(n, ast.Name) and _own(n.id)}
+        bound = self.translated(node, dump, parameters, loops, outgoing, own)
         for _ in range(WIDENING_ROUNDS if self.settling else 0):
             changed = [n for n in outgoing if self.seen.get(n, self.cell_dtype(n)) != self.cell_dtype(n)]
             if not changed:
@@ -474,18 +481,21 @@ class Builder:
                 self.cell_dtypes[carried_name] = self.seen[carried_name]
                 del self.cells[carried_name]
                 self.cell(carried_name)
-            bound = self.translated(node, dump, parameters, loops, outgoing)
+            bound = self.translated(node, dump, parameters, loops, outgoing, own)
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
-        self.located[name] = bound.located
+        self.located[name] = dataclasses.replace(bound.located, names={
+            slot: own.get(called, called) for slot, called in bound.located.names.items()}, variables={
+            **bound.located.variables, **own})
+        refuse_draws_in_plan(bound, name, f"{self.source.file}:{line}")
         return [self.plan.add_kernel(bound.ast, slots, fixed)]
 
     def translated(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
-                   outgoing: list[str]) -> Any:
+                   outgoing: list[str], own: dict[str, str]) -> Any:
         """The phase ``node`` bound to examples of its parameters, translated once per kind of examples (the
         same kernel recurs across signatures and the rounds that settle carried dtypes); what it makes of the
-        scalars it carries out joins ``seen``."""
+        scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
@@ -493,9 +503,15 @@ class Builder:
         bound = self.jit.translations.get(key)
         if bound is None:
             names = {**self.source.names, "_svod_prange": pylang.prange}
-            kernel = Kernel(self.jit.fn, name=node.name, source=Source(node, self.source.file, names),
-                            parameters=parameters, bounds=bounds, static_shapes=True)
-            bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
+            try:
+                kernel = Kernel(self.jit.fn, name=node.name, source=Source(node, self.source.file, names),
+                                parameters=parameters, bounds=bounds, static_shapes=True)
+                bound = self.jit.translations[key] = kernel.bind(*examples, device=self.device)
+            except SvodError as err:
+                err.call_by({}, own)  # svod's own names in the user's words
+                if not err.detail.startswith(f"{self.source.file}:"):  # no statement of the phase named its line
+                    err.locate(f"{self.source.file}:{node.lineno}")
+                raise
         for carried_name in outgoing:
             if carried_name in bound.locals:
                 dtype = self.held(np.dtype(bound.locals[carried_name].numpy))
@@ -505,6 +521,15 @@ class Builder:
 
     def cell_dtype(self, name: str) -> np.dtype:
         return self.arrays[f"_svod_{name}"][2]
+
+    def described(self, name: str) -> str:
+        """What an error calls ``name``, a name svod gave a value of its own (``_own``): the words the rewriting
+        recorded, a carried scalar's buffer by the scalar's."""
+        if name in self.variant.reader.described:
+            return self.variant.reader.described[name]
+        if name.startswith("_svod_") and name.removeprefix("_svod_") in self.cells:  # a carried scalar's buffer
+            return self.described(name.removeprefix("_svod_"))
+        return "a value svod computes" if _own(name) else name
 
     def held(self, dtype: np.dtype) -> np.dtype:
         """A carried scalar's dtype as the device holds it: a device without int64 carries an int in int32."""
@@ -550,6 +575,11 @@ def _range_bounds(bounds: list[int | UOp], loop: ast.stmt, builder: Builder) -> 
         raise builder.refuse(loop, "range takes (stop), (start, stop) or (start, stop, step)")
     start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
     return start, stop, step
+
+
+def _own(name: str) -> bool:
+    """Whether svod gave ``name`` (to a temporary, a loop's variable, a carried scalar's buffer)."""
+    return name.startswith("_svod_")
 
 
 def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, int] | None:
@@ -673,8 +703,14 @@ class Jit:
             raise KernelSyntaxError(f"{self.name} takes {len(self.parameters)} arguments "
                                     f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                     stage="bind", value=len(args))
-        return [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
-                hasattr(a, "__dlpack__") else a for a in args]
+        values = [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
+                  hasattr(a, "__dlpack__") else a for a in args]
+        for parameter, value in zip(self.parameters, values, strict=True):
+            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)):
+                raise KernelSyntaxError(f"{self.name}'s argument {parameter} is {type(value).__name__}; a jitted "
+                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools",
+                                        kernel=self.name, stage="bind", value=parameter)
+        return values
 
     def _signature(self, values: Sequence[Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
@@ -710,9 +746,24 @@ def _read_on_host(structure: Structure) -> frozenset[str]:
     return frozenset(found)
 
 
-def jit(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
-    """``@svod.jit``: the whole function as a prepared plan of kernels (``svod.frontend.jit``)."""
-    if fn is None:
+NUMBA_OPTIONS = frozenset({"nopython", "nogil", "parallel", "cache", "fastmath", "boundscheck", "error_model",
+                           "inline", "forceobj", "looplift"})
+"""numba's ``@njit`` options, accepted so that a port changes only the decorator's name: svod's functions are
+always compiled whole, in parallel where ``prange`` says, cached on disk, with IEEE arithmetic (which
+``fastmath`` permits) and checked bounds; ``forceobj``/``looplift`` (object mode) it has not."""
+
+
+def jit(fn: Callable[..., Any] | str | Sequence[Any] | None = None, *, name: str | None = None,
+        **numba_options: Any) -> Any:
+    """``@svod.jit``: the whole function as a prepared plan of kernels (``svod.frontend.jit``). As numba's
+    ``@njit``, it takes a signature (``@svod.jit("f8(f8[:])")``: svod specialises on each call's arguments
+    anyway) and numba's options (``NUMBA_OPTIONS``)."""
+    unknown = sorted(set(numba_options) - NUMBA_OPTIONS)
+    if unknown or numba_options.get("forceobj") or numba_options.get("looplift"):
+        raise KernelSyntaxError(f"svod.jit takes name= and numba's options {', '.join(sorted(NUMBA_OPTIONS))} "
+                                f"(object mode aside), not {', '.join(unknown) or 'object mode'}", stage="translate",
+                                value=", ".join(unknown))
+    if fn is None or not callable(fn):  # @svod.jit(...) or @svod.jit("signature")
         return lambda f: Jit(f, name=name)
     return Jit(fn, name=name)
 

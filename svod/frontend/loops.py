@@ -20,6 +20,7 @@ from svod.frontend import pylang
 from svod.frontend.arithmetic import builtin_extreme
 from svod.frontend.context import Loop, Turn
 from svod.frontend.expressions import Expressions
+from svod.frontend.randoms import ORDINAL
 from svod.frontend.values import BUILTINS, Undefined, describe, is_number
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.uop import memory_of, written_memory
@@ -71,6 +72,9 @@ class Loops(Expressions):
             r = self.loop_range(count, kind)
             if guard is not None:
                 self.gate = (r < guard) if self.gate is None else self.gate & (r < guard)
+                self.rectangles.add(r)
+            if not any(loop.kind is AxisKind.GLOBAL for loop in self.loops):
+                self.open_nest()
         else:
             r = self.loop_range(count, kind)
             if self.where(stmt) not in self.located.loops:
@@ -121,10 +125,10 @@ class Loops(Expressions):
         fails (or a ``break`` is taken). A test that fails before the first turn states nothing."""
         if stmt.orelse:
             raise self.refuse(stmt, "while ... else is not supported in a kernel")
-        mark, versions = len(self.k.effects), dict(self.versions)
+        mark, versions, env = len(self.k.effects), dict(self.versions), dict(self.env)
         test = self.expr(stmt.test)
         self.k.discard_effects(mark)  # what the test states (in an inlined @svod.func) is stated in each turn
-        self.versions = versions
+        self.versions, self.env = versions, env  # and what it draws is drawn in each turn
         if is_number(test) and not test:
             return  # never runs
         r = self.k.range(None, AxisKind.LOOP)
@@ -167,9 +171,18 @@ class Loops(Expressions):
                 changed = []
             if name is not None:
                 self.env[name] = variable
+            if kind is AxisKind.GLOBAL:
+                self.open_work_item(outermost=sum(loop.kind is AxisKind.GLOBAL for loop in self.loops) == 1)
             turn = self.turn(stmt)
+            if kind is not AxisKind.GLOBAL:  # the loop draws: it changes where the next draw is made
+                changed = changed + self.random_changed(before, changed)
             if changed:
                 results = self.carry(stmt, r, variable, before, start, changed, exits)
+                drawing = self.random_changed(before, changed)
+                while drawing:  # a turn stated with the locals it changes draws where the first did not
+                    changed = changed + drawing
+                    results = self.carry(stmt, r, variable, before, start, changed, exits)
+                    drawing = self.random_changed(before, changed)
             else:
                 results = {}
                 if exits:
@@ -192,6 +205,7 @@ class Loops(Expressions):
         base = self.gate
         if isinstance(stmt, ast.While):
             test = self.expr(stmt.test)
+            before.update(self.hidden_locals())  # a test that fails has drawn what it draws all the same
             if not is_number(test):
                 cond = self.truth(test, stmt.test)
                 base = cond if base is None else base & cond
@@ -253,11 +267,15 @@ class Loops(Expressions):
         as every read is, until the turn ends) and after the loop. Whatever a carried local's register makes of
         another local carries that one too, so the body is stated until no more locals join them. A
         loop that ``exits`` early (a ``while``, a ``break``) carries every local it changes: a reduction folds
-        every turn of its range."""
+        every turn of its range. The ordinal of the draws (``svod.frontend.randoms``), where every turn adds the
+        same to it, is neither: it is computed from the turn's index (``step``), so the draws' turns stay
+        independent."""
         name = stmt.target.id if isinstance(stmt, ast.For) else None  # type: ignore[attr-defined]
         first = dict(self.env)
         placeholders = {n: self.placeholder(n, self.holding(n, before[n], first[n])) for n in changed}
         cells: dict[str, UOp] = {}
+        steps: dict[str, UOp] = {}
+        """Locals that grow by the same step every turn (the ordinal of draws): computed from the turn's index."""
         while True:
             self.k.discard_effects(start.effects)
             self.versions = dict(start.versions)
@@ -267,6 +285,7 @@ class Loops(Expressions):
                     self.cell_store(register, before[n])
             self.env.update({n: p for n, p in placeholders.items() if n not in cells})
             self.env.update({n: self.cell_load(register) for n, register in cells.items()})
+            self.env.update({n: before[n] + r.cast(step.dtype) * step for n, step in steps.items()})
             if name is not None:
                 self.env[name] = variable
             turn = self.turn(stmt)
@@ -278,8 +297,13 @@ class Loops(Expressions):
                 placeholders.update({n: self.placeholder(n, dtype) for n, dtype in grown.items()})
                 cells = {n: cell for n, cell in cells.items() if n not in grown}
                 continue
+            stepping = {n: step for n, p in placeholders.items() if n not in cells and n not in steps and not exits
+                        and (step := self.step(n, p, placeholders, r)) is not None}
+            if stepping:  # state the body again with those locals computed from the turn's index
+                steps.update(stepping)
+                continue
             splits = {n: None if exits else self.reduction(n, p, placeholders, start.effects)
-                      for n, p in placeholders.items() if n not in cells}
+                      for n, p in placeholders.items() if n not in cells and n not in steps}
             joining = [n for n, split in splits.items() if split is None]
             if not joining:
                 if exits:
@@ -289,6 +313,7 @@ class Loops(Expressions):
                 cells[n] = self.cell((self.source.file, stmt.lineno, stmt.col_offset, n), placeholders[n].dtype)
         with self.outside_loop():
             results: dict[str, Any] = {n: self.cell_load(register) for n, register in cells.items()}
+        results.update({n: before[n] + r.src[0].cast(step.dtype) * step for n, step in steps.items()})
         for n, fold in splits.items():
             assert fold is not None
             if fold.op is None:
@@ -326,6 +351,23 @@ class Loops(Expressions):
         if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in fold.term.toposort()):
             return None
         return fold
+
+    def step(self, name: str, p: UOp, placeholders: dict[str, UOp], r: UOp) -> UOp | None:
+        """What every turn of the loop over ``r`` just stated adds to the draws' ordinal (hidden local ``name``,
+        ``p`` at the start of a turn), where that is the same in every turn: a value of no placeholder, no
+        memory and no range but those of the loops around this one. Then the ordinal at the start of turn ``r``
+        is its value before the loop plus ``r`` steps (modulo 2**32, as it counts), and nothing is carried.
+        None for anything else."""
+        if name != ORDINAL or not isinstance(self.env[name], UOp):
+            return None
+        term = _growth(self.env[name], p)
+        if term is None:
+            return None
+        outer = {loop.range for loop in self.loops[:-1]}
+        for u in term.toposort():
+            if u in placeholders.values() or u.op in (Ops.LOAD, Ops.REDUCE) or (u.op is Ops.RANGE and u not in outer):
+                return None
+        return simplify(term)
 
     def placeholder(self, name: str, dtype: DType) -> UOp:
         """A stand-in for local ``name`` of ``dtype`` at the start of a turn: a node nothing else is (a
@@ -469,6 +511,26 @@ def _accumulation(value: Any, p: UOp) -> Fold | None:
         identity = UOp.const(p.dtype, reduce_identity(op, p.dtype))
         terms = [s.term if s is not None and s.op is not None else identity for s in sides]
         return Fold(op, value.src[0].where(terms[0], terms[1]), python_extreme)
+    return None
+
+
+def _growth(value: Any, p: UOp) -> UOp | None:
+    """What ``value`` adds to ``p``, where it is ``p`` plus terms (sums of them, under ``where``s whose
+    conditions do not read ``p``); None for anything else."""
+    if value is p:
+        return UOp.const(p.dtype, 0)
+    if not isinstance(value, UOp):
+        return None
+    if value.op is Ops.ADD:
+        for grown, added in (value.src, value.src[::-1]):
+            if p not in added.toposort():
+                term = _growth(grown, p)
+                if term is not None:
+                    return term + added
+        return None
+    if value.op is Ops.WHERE and p not in value.src[0].toposort():
+        taken, other = _growth(value.src[1], p), _growth(value.src[2], p)
+        return None if taken is None or other is None else value.src[0].where(taken, other)
     return None
 
 

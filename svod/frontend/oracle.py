@@ -8,8 +8,13 @@ float32 rounds per operation and fixed-width integers wrap as the kernel's do.
 
 Where Python leaves a choice to a compiler, the run makes numba's (DESIGN.md): a loop variable is a 64-bit
 integer (numpy's ``int64``), not an arbitrary-precision one, so ``x_int8[i] + i`` computes in int64 as the
-kernel does. What svod computes differently from plain Python (README, "Where a kernel differs from plain
-Python") is what this oracle cannot check: a sum's order of association, a float32 value meeting an integer.
+kernel does. ``np.random`` is svod's generator (``svod.random.philox.PlainRandom``, for the launch the kernel
+ran with), not NumPy's: the function sees a ``numpy`` whose ``random`` is that generator (and its functions
+where it imported them by name), and ``svod.prange`` tells the generator which work item runs. NumPy's own
+generator is neither used nor changed.
+
+What svod computes differently from plain Python (docs/semantics.md) is what
+this oracle cannot check: a sum's order of association, a float32 value meeting an integer.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from svod import random
 from svod.device import Buffer
 from svod.frontend import pylang
 from svod.frontend.jit import Jit
+from svod.frontend.promotion import HOST, Platform
 from svod.frontend.pykernel import Kernel
+from svod.random.philox import PlainRandom
 
 
 def python_arguments(args: Sequence[Any]) -> list[Any]:
@@ -48,52 +56,68 @@ def _loop(*bounds: Any) -> Iterator[np.int64]:
     return (np.int64(v) for v in range(*(int(b) for b in bounds)))
 
 
-class _Svod(types.ModuleType):
-    """The ``svod`` a kernel's function sees in plain Python: ``prange`` yields int64 values, the rest is svod's."""
+class _Module(types.ModuleType):
+    """A module as a kernel's function sees it in plain Python: the real one's names, with some replaced."""
 
-    def __init__(self, real: types.ModuleType) -> None:
+    def __init__(self, real: types.ModuleType, **replaced: Any) -> None:
         super().__init__(real.__name__)
         self._real = real
-        self.prange = _loop
+        for name, value in replaced.items():
+            setattr(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # a module's own protocol (copying, pickling): not svod's
+        if name.startswith("__"):  # a module's own protocol (copying, pickling): not the module's
             raise AttributeError(name)
         return getattr(self.__dict__["_real"], name)
 
 
-def as_python(kernel: Kernel | Jit) -> types.FunctionType:
+def as_python(kernel: Kernel | Jit, generator: PlainRandom | None = None) -> types.FunctionType:
     """``kernel``'s function (an ``@svod.kernel``'s or an ``@svod.jit``'s) with numba's loop variables: ``range``
     and ``svod.prange`` (however the function and the ``@svod.func`` helpers it calls name them) yield int64
-    values."""
-    return _with_int64_loops(kernel.fn, {})
+    values; and with svod's generator as ``np.random``: ``generator``, or one for the process generator's next
+    launch."""
+    if generator is None:
+        launch = random.generator.next_launch()
+        generator = PlainRandom(launch.key, launch.launch)
+    return _in_plain_python(kernel.fn, {}, generator)
 
 
-def _with_int64_loops(fn: Any, modules: dict[int, dict[str, Any]]) -> types.FunctionType:
-    """``fn`` over a copy of its module's names in which the loops yield int64 (one copy per module, shared
-    by the functions of that module it reaches: helpers that call one another, or themselves)."""
+def _in_plain_python(fn: Any, modules: dict[int, dict[str, Any]], generator: PlainRandom) -> types.FunctionType:
+    """``fn`` over a copy of its module's names in which the loops yield int64 and ``np.random`` is
+    ``generator`` (one copy per module, shared by the functions of that module it reaches: helpers that call
+    one another, or themselves)."""
     names = modules.get(id(fn.__globals__))
     if names is None:
         names = modules[id(fn.__globals__)] = dict(fn.__globals__)
         for name, value in fn.__globals__.items():
             if value is pylang.prange:
-                names[name] = _loop
+                names[name] = generator.prange
             elif isinstance(value, types.ModuleType) and getattr(value, "prange", None) is pylang.prange:
-                names[name] = _Svod(value)
+                names[name] = _Module(value, prange=generator.prange)
+            elif value is np:
+                names[name] = _Module(np, random=generator)
+            elif value is np.random:
+                names[name] = generator
+            elif getattr(value, "__self__", None) is np.random.mtrand._rand:  # from numpy.random import normal
+                names[name] = getattr(generator, value.__name__, value)
         names["range"] = _loop
         for name, value in fn.__globals__.items():
             if isinstance(value, (pylang.Func, Jit)):  # a helper, or a jitted function called as plain Python
-                names[name] = _with_int64_loops(value.fn, modules)
+                names[name] = _in_plain_python(value.fn, modules, generator)
     return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def run_as_python(kernel: Kernel, *args: Any) -> list[Any]:
+def run_as_python(kernel: Kernel, *args: Any, launch: random.Launch | None = None,
+                  platform: Platform = HOST) -> list[Any]:
     """The arguments after ``kernel``'s function ran on copies of them as plain Python (arrays are updated in
-    place, as the kernel updates them). Integer overflow wraps silently, as in the kernel."""
+    place, as the kernel updates them). Integer overflow wraps silently, as in the kernel. Its draws are those
+    of ``launch`` (by default the process generator's next), in the widths of ``platform``."""
     arguments = python_arguments(args)
+    launch = launch if launch is not None else random.generator.next_launch()
+    generator = PlainRandom(launch.key, launch.launch, platform.float64, platform.index_bits > 32)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy scalars warn of what wraps
-        as_python(kernel)(*arguments)
+        as_python(kernel, generator)(*arguments)
     return arguments
 
 

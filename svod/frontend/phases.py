@@ -18,6 +18,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.nodes import code, placed, stands_for
 from svod.frontend.source import Source
 
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
@@ -148,6 +149,8 @@ class Reader:
     def __init__(self, source: Source, name: str) -> None:
         self.source = source
         self.name = name
+        self.described = dict(source.described)
+        """What an error calls each name svod gives a value of its own (``Source.described``)."""
 
     def structure(self) -> Structure:
         body = list(self.source.node.body)
@@ -159,9 +162,9 @@ class Reader:
             body.pop()
             if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
-                body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], last.value), last))
-                last = ast.copy_location(ast.Return(ast.Name(name, ast.Load())), last)
-                ast.fix_missing_locations(body[-1])
+                self.described[name] = "the returned value"
+                body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
+                last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
             found.returns, found.returns_tuple = self.returned(last)
         found.turns = _check_assigned(self, body, set(_parameters(self.source.node)), found.returns,
                                       last if isinstance(last, ast.Return) else self.source.node)
@@ -331,6 +334,7 @@ class Reader:
     def decided(self, stmt: ast.If, test: ast.expr) -> tuple[str, Phase]:
         """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
         name = f"_svod_if{stmt.lineno}_{stmt.col_offset}"
+        self.described[name] = f"the test of the if at line {stmt.lineno}"
         return name, Phase([_tested(name, test, stmt)])
 
     def expression_statement(self, stmt: ast.Expr) -> list[Item]:
@@ -375,8 +379,14 @@ class Reader:
 
     def sequential(self, stmt: ast.stmt) -> ast.stmt:
         """A prange nest as a sequential loop nest (a reduction across its work items, which svod's lowering
-        splits over threads in a fixed order)."""
+        splits over threads in a fixed order). One that draws random numbers is refused: its draws would be the
+        serial code's, not its work items' (``svod.random``), and differ from plain Python's."""
         reader = self
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and _random(self.resolve(node.func)):
+                raise self.refuse(node, "a svod.prange that reduces a scalar runs as a sequential loop in a jitted "
+                                        "function, and draws made in it would not be its work items' (svod.random): "
+                                        "draw into an array in one prange, and reduce it in another")
 
         class Sequential(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -473,6 +483,11 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
     return kind, value, owner
 
 
+def _random(value: Any) -> bool:
+    """Whether ``value`` is one of ``np.random``'s functions."""
+    return getattr(value, "__self__", None) is np.random.mtrand._rand
+
+
 def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
     """What ``node`` names among ``names`` (a function's globals) or the builtins, following attributes; None
     where it is neither."""
@@ -485,13 +500,18 @@ def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
 
 
 def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
-    """A copy of ``node`` with each name in ``names`` replaced by its new name."""
+    """A copy of ``node`` with each name in ``names`` replaced by its new name; an error about a part of it
+    shows the part it copies (``nodes.shown``), in the user's names."""
 
     class Rename(ast.NodeTransformer):
         def visit_Name(self, name: ast.Name) -> ast.AST:
             return ast.copy_location(ast.Name(names.get(name.id, name.id), name.ctx), name)
 
-    return cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
+    made = cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
+    for old, new in zip(ast.walk(node), ast.walk(made), strict=True):  # the same shape, part for part
+        if isinstance(new, (ast.expr, ast.stmt)):
+            stands_for(new, old)
+    return made
 
 
 _REFUSED: dict[type, str] = {
@@ -592,7 +612,7 @@ class Flow:
         if isinstance(stmt, ast.If) and (_exits([stmt]) or self.reader.holds_phases([stmt])):
             body, flags = self.block(stmt.body)
             orelse, other = self.block(stmt.orelse)
-            branch = ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt)
+            branch = stands_for(ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt), stmt)
             return [ast.fix_missing_locations(branch)], flags | other
         planned = self.reader.holds_phases([stmt])
         if isinstance(stmt, ast.For) and planned and self.reader.is_range(stmt.iter):
@@ -617,8 +637,8 @@ class Flow:
                     flags.update(raised)
                     return [*made, *assigns, ast.copy_location(ast.Break(), inner)]
                 if isinstance(inner, ast.If):
-                    made.append(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
-                                                         block(inner.orelse)), inner))
+                    made.append(stands_for(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
+                                                                    block(inner.orelse)), inner), inner))
                 elif isinstance(inner, (ast.For, ast.While)) and any(isinstance(n, ast.Return)
                                                                       for n in ast.walk(inner)):
                     made += [loop(inner), ast.copy_location(ast.If(ast.Name(self.RETURNED, ast.Load()),
@@ -628,7 +648,7 @@ class Flow:
             return made
 
         def loop(node: ast.For | ast.While) -> ast.stmt:
-            made = copy.copy(node)
+            made = stands_for(copy.copy(node), node)
             made.body = block(node.body) or [ast.Pass()]
             return made
 
@@ -641,7 +661,9 @@ class Flow:
         if name in loaded(self.following):
             raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
                                            "after it; name it differently")
-        return renamed(stmt, {name: f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"})
+        own = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
+        self.reader.described[own] = f"{name} (of the loop at line {stmt.lineno})"
+        return renamed(stmt, {name: own})
 
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
         names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
@@ -652,6 +674,7 @@ class Flow:
             raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
                                            "a jitted function; assign the result to those names and return")
         self.early = True
+        self.reader.described[self.RETURNED] = "whether the function returned"
         flags = {self.RETURNED, *(loop.broken for loop in self.loops)}
         for loop in self.loops:
             loop.breaks = True
@@ -669,7 +692,8 @@ class Flow:
         body, flags = self.block(stmt.body)
         self.variables.pop()
         self.loops.pop()
-        loop = ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt), stmt.orelse), stmt)
+        loop = stands_for(ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt),
+                                                    stmt.orelse), stmt), stmt)
         before = []
         if exits.breaks:
             before.append(_assign(exits.broken, 0, stmt))
@@ -682,12 +706,13 @@ class Flow:
         body, flags = self.block(stmt.body)
         self.loops.pop()
         go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
+        self.reader.described[go] = f"the test of the while at line {stmt.lineno}"
         tested = _tested(go, stmt.test, stmt)
         again: ast.stmt = tested
         if exits.breaks:
             again = ast.If(_none_set([exits.broken], stmt), [tested], [_assign(go, 0, stmt)])
         turn = [*self.turn(exits, body, stmt), again]
-        loop = ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt)
+        loop = stands_for(ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt), stmt)
         before = [_assign(exits.broken, 0, stmt)] if exits.breaks else []
         made = [*before, ast.copy_location(copy.deepcopy(tested), stmt), loop]
         return [ast.fix_missing_locations(m) for m in made], flags - {exits.broken, exits.skipped}
@@ -695,6 +720,8 @@ class Flow:
     def enter(self, stmt: ast.For | ast.While) -> _Exits:
         place = f"{stmt.lineno}_{stmt.col_offset}"
         exits = _Exits(f"_svod_break{place}", f"_svod_continue{place}")
+        self.reader.described[exits.broken] = f"whether the loop at line {stmt.lineno} broke"
+        self.reader.described[exits.skipped] = f"whether the loop at line {stmt.lineno} continued"
         self.loops.append(exits)
         return exits
 
@@ -723,6 +750,8 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
     needed: dict[tuple[int, int], Turn] = {}
     depth = 0
     """How many loops enclose the statement being read."""
+    leaving: list[list[set[str]]] = []
+    """Per enclosing loop, the names assigned where a ``break`` or ``continue`` leaves a turn."""
 
     def reads(node: ast.AST, at: ast.AST) -> None:
         for inner in ast.walk(node):
@@ -747,6 +776,8 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
             if isinstance(stmt, (ast.Return, ast.Break, ast.Continue)):
                 if isinstance(stmt, ast.Return) and stmt.value is not None:
                     reads(stmt.value, stmt)
+                if not isinstance(stmt, ast.Return) and leaving:
+                    leaving[-1].append(set(names))
                 return names, False
             if isinstance(stmt, ast.If):
                 reads(stmt.test, stmt)
@@ -778,18 +809,23 @@ def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str]
         own = stored([stmt.target]) if isinstance(stmt, ast.For) else set()
         assign(own)  # the loop assigns its variable before its body reads it
         depth += 1
-        inner, _ = block([*stmt.body, *stmt.orelse], names | own)
+        leaving.append([])
+        inner, through = block([*stmt.body, *stmt.orelse], names | own)
+        ends = [*leaving.pop(), *([inner] if through else [])]
         depth -= 1
-        for name in sorted(inner - names):
+        if not ends:  # every turn returns
+            return names
+        surely = set.intersection(*ends)
+        for name in sorted(set.union(*ends) - names):
             if isinstance(stmt, ast.While):
                 partly[name] = f"assigned only in the body of the while loop at line {stmt.lineno}, which may " \
                                "make no turn"
-            elif _exits(stmt.body):
-                partly[name] = f"assigned in the loop at line {stmt.lineno}, which a break, continue or return " \
-                               "may leave before"
+            elif name not in surely:
+                partly[name] = f"assigned in the loop at line {stmt.lineno} only on some paths through a turn " \
+                               "(a break or continue may come first)"
             else:
                 turned[name] = (stmt, depth > 0)
-        return names | inner
+        return names | set.union(*ends)
 
     block(body, set(assigned))
     for name in returns:
@@ -815,20 +851,18 @@ def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
     where used."""
     made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
     made.svod_flag = True  # type: ignore[attr-defined]
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([made], at)[0]
 
 
 def _tested(name: str, test: ast.expr, at: ast.AST) -> ast.stmt:
     """``if test: name = 1 else: name = 0``: a condition as a flag a plan step reads."""
-    made = ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])], at)[0]
 
 
 def _none_set(flags: Sequence[str], at: ast.AST) -> ast.expr:
     """``not f1 and not f2 ...``."""
     tests: list[ast.expr] = [ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())) for flag in flags]
-    made = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
-    return ast.fix_missing_locations(ast.copy_location(made, at))
+    return placed([tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)], at)[0]
 
 
 def _returned_values(value: ast.expr) -> list[ast.expr]:
@@ -851,11 +885,10 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntaxError:
     """``what`` is wrong with ``node`` of a jitted function: the error names its file and line and shows the
-    code."""
-    code = " ".join(ast.unparse(node).split())
-    shown = code if len(code) <= 80 else code[:77] + "..."
-    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{shown}`",
-                             kernel=name, stage="translate", value=shown)
+    code (the user's that svod wrote it for, if svod wrote it: ``nodes.shown``)."""
+    cut = code(node, 80)
+    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
+                             kernel=name, stage="translate", value=cut)
 
 
 def loaded(nodes: Iterable[ast.AST]) -> list[str]:
@@ -866,14 +899,6 @@ def loaded(nodes: Iterable[ast.AST]) -> list[str]:
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
                 found.setdefault(inner.id, None)
     return list(found)
-
-
-def statement(code: str, at: ast.AST) -> ast.stmt:
-    """One statement svod adds to a phase, placed (for errors) at ``at``."""
-    statement = ast.parse(code).body[0]
-    for inner in ast.walk(statement):
-        ast.copy_location(inner, at)
-    return statement
 
 
 def needs(nodes: Sequence[ast.AST]) -> set[str]:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from svod import random
 from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
@@ -68,6 +69,9 @@ class Built:
     locals: tuple[tuple[str, DType], ...] = ()
     """Each scalar local the function holds at its end, with its dtype (an ``@svod.jit`` phase carries such a
     local to the phases after it)."""
+    draws: bool = False
+    """Whether the kernel draws from svod's process generator (``svod.random``): each launch then takes its
+    key and the next launch number."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,16 @@ class BoundCall:
     located: Located
     locals: dict[str, DType]
     """Each scalar local at the function's end, with its dtype (``Built.locals``)."""
+    draws: bool = False
+    """Whether each launch takes the process generator's next values (``Built.draws``): ``var_vals`` lacks them
+    (``launch`` adds them)."""
+    platform: Platform = HOST
+    """What the kernel was translated for: its integers' and floats' widths."""
+
+    def launch(self) -> dict[str, Any]:
+        """The variables of one launch: ``var_vals``, and for a kernel that draws from the process generator the
+        key and the next launch number (``svod.random``)."""
+        return {**self.var_vals, **random.generator.next_launch().variables()} if self.draws else self.var_vals
 
 
 class Kernel:
@@ -127,7 +141,7 @@ class Kernel:
         opened = api.get_device(_device_of(args) if device is None else device)
         bound = self.bind(*args, device=opened)
         try:
-            api.run(bound.ast, bound.arrays, device=opened, **bound.var_vals)
+            api.run(bound.ast, bound.arrays, device=opened, **bound.launch())
         except SvodError as err:
             bound.located.locate(err)
             raise
@@ -163,9 +177,12 @@ class Kernel:
                                           f"dimension {axis} of {array} up to {least - 1}", kernel=self.name,
                                           stage="bind", value=var_vals[name])
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
+        if not built.draws:  # the generator's variables, held by a loop that seeds and never drawn from
+            var_vals.update({name: 0 for name in (random.KEY_VARIABLE, random.LAUNCH_VARIABLE)
+                             if name in built.variables})
         self._check_bounds(built, var_vals, bits)
         arrays = [v for v in values if _is_array(v)]
-        return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals))
+        return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals), built.draws, platform)
 
     def plan_kernel(self, buffers: Sequence[Buffer],
                     scalars: Mapping[str, int | float | str] | None = None) -> tuple[UOp, dict[str, int | float]]:
@@ -348,7 +365,8 @@ class Kernel:
         bounds = tuple(u.arg for u in topo if u.op is Ops.DEFINE_VAR and u.arg[0] not in floats)  # a float's: its bits
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,
-                     _local_dtypes(translator.env, platform))
+                     _local_dtypes(translator.env, platform),
+                     draws=translator.process_draws and bool({random.KEY_VARIABLE, random.LAUNCH_VARIABLE} & kept))
 
 
 @dataclass(frozen=True)
@@ -379,6 +397,7 @@ class Shaped:
         args = [(0 if isinstance(scalars[p], str) else scalars[p]) if p in scalars else next(examples)
                 for p in self.kernel.parameters]
         bound = self.kernel.bind(*args, device=buffers[0].device_object if buffers else None)
+        refuse_draws_in_plan(bound, name)
         named = {p for p, value in scalars.items() if isinstance(value, str)}
         return bound.ast, {k: v if isinstance(v, float) else int(v) for k, v in bound.var_vals.items()
                            if k not in named}
@@ -393,6 +412,18 @@ class Shaped:
                                           value=shape)
             examples.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))
         return examples
+
+
+def refuse_draws_in_plan(bound: BoundCall, name: str, where: str | None = None) -> None:
+    """A plan replays a kernel with the values it fixed, natively and in loops: one that draws from the process
+    generator would draw the same numbers at every run, so it is refused (``svod.random``). ``where``: the
+    file and line to name (a phase of an ``@svod.jit`` function)."""
+    if bound.draws:
+        error = KernelSyntaxError if where is not None else SvodError
+        raise error(f"{where + ': ' if where else ''}{name} draws random numbers from svod's process generator "
+                    "(np.random without np.random.seed before), and a plan replays its kernels with the values "
+                    "it fixed, so every run would draw the same numbers; seed in the kernel (np.random.seed(s), "
+                    "s an argument), or call the kernel itself", kernel=name, stage="plan", value=name)
 
 
 def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
@@ -411,6 +442,8 @@ def _local_dtypes(env: dict[str, Any], platform: Platform) -> tuple[tuple[str, D
     number's as numba types it (a float the platform's real, an int int64)."""
     found = []
     for name, value in env.items():
+        if not name.isidentifier():  # the draws' place (svod.frontend.randoms): no local of the function
+            continue
         if isinstance(value, UOp) and not isinstance(value.dtype, PtrDType) and value.dtype.count == 1:
             found.append((name, dtypes.int64 if value.dtype == dtypes.index else value.dtype))
         elif isinstance(value, (bool, np.bool_)):

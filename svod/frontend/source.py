@@ -98,6 +98,9 @@ class Source:
     node: ast.FunctionDef
     file: str
     names: dict[str, Any]
+    described: dict[str, str] = field(default_factory=dict)
+    """For each name svod gave a value of its own making (``_svod_t0``), what an error calls it in the user's
+    words (``the temporary array of `a[:-1] + 1.0```)."""
 
     @staticmethod
     def of(fn: Callable[..., Any]) -> Source:

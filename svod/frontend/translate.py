@@ -27,8 +27,9 @@ through ``KernelBuilder``. Nothing of the function's body runs in Python.
 
 The translator is built in parts, one module each, each on the one before: ``context`` (what a translation holds,
 how it refuses) <- ``arithmetic`` (values combined and converted) <- ``memory`` (buffer accesses, stores, carried
-locals' cells) <- ``expressions`` <- ``loops`` <- this module (statements, ``if``, the final kernel). ``values``
-says what a name can stand for, ``source`` what a kernel's source is and where its parts come from.
+locals' cells) <- ``randoms`` (``np.random`` draws and where each is made) <- ``expressions`` <- ``loops`` <- this
+module (statements, ``if``, the final kernel). ``values`` says what a name can stand for, ``source`` what a
+kernel's source is and where its parts come from.
 
 Every walk here follows the source's order and the UOps' toposorts; no set of UOps is iterated.
 """
@@ -45,7 +46,7 @@ from svod.frontend import pylang
 from svod.frontend.arithmetic import BINARY
 from svod.frontend.loops import Loops, lazy
 from svod.frontend.memory import unstated
-from svod.frontend.values import ArrayValue, Builtin, MathFunction, describe, is_atomic, is_number
+from svod.frontend.values import ArrayValue, Builtin, MathFunction, RandomFunction, describe, is_atomic, is_number
 from svod.ir import AxisKind, Ops, UOp, substitute
 
 
@@ -195,6 +196,9 @@ class Translator(Loops):
             return
         if isinstance(callee, pylang.Func):
             self.call(node)
+            return
+        if isinstance(callee, RandomFunction):  # np.random.seed(s), or a draw whose number is skipped
+            self.random_draw(node, callee)
             return
         raise self.refuse(stmt, "an expression whose value is not used does nothing in a kernel")
 

@@ -47,6 +47,14 @@ class Builtin:
     name: str
 
 
+@dataclass(frozen=True)
+class RandomFunction:
+    """An ``np.random`` function met in a kernel (``np.random.normal``, ``from numpy.random import normal``):
+    a draw of svod's generator (``svod.random``), or ``seed``."""
+
+    name: str
+
+
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
 NUMPY_PREDICATES = ("isnan", "isinf", "isfinite")
 """NumPy's tests of a number's class, each a bool (of an integer: not NaN, not infinite, finite)."""
@@ -106,11 +114,13 @@ def describe(value: Any) -> str:
         return f"module {value.__name__}"
     if isinstance(value, (Builtin, MathFunction)):
         return f"function {value.name}"
+    if isinstance(value, RandomFunction):
+        return f"function np.random.{value.name}"
     if callable(value):
         return f"function {getattr(value, '__qualname__', value)!r}"
     return f"{type(value).__name__} {value!r}"
 
 
 __all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_BUILTINS", "NUMPY_LOGICAL", "NUMPY_MATH",
-           "NUMPY_PREDICATES", "Number", "Undefined",
-           "describe", "is_atomic", "is_number", "math_function"]
+           "NUMPY_PREDICATES", "Number", "RandomFunction", "Undefined", "describe", "is_atomic", "is_number",
+           "math_function"]

@@ -23,7 +23,8 @@ turn, and turns run one after another (everything of a turn finishes before the 
 Where the device's runtime replays plans natively (``svod.device.PlanReplayer``; the CPU's does), a
 prepared plan's steps, loops and launch sizes are handed to it once, described without naming a device,
 and a replay costs one call from Python (on the CPU, a compiled dispatcher then takes a few nanoseconds a
-step). A profiled run, and plans on other devices, dispatch from Python, level by level.
+step). A branch, a ``while`` loop and a loop's ``until`` whose buffer is in host memory are tested there too,
+with no Python per decision. A profiled run, and plans on other devices, dispatch from Python, level by level.
 
 A loop's variable takes the values ``range(start, stop, step)``; start, stop and step are integers,
 names of variables (passed to ``execute``, or bound by an enclosing loop) or integer expressions of them.

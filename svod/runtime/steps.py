@@ -23,12 +23,15 @@ from svod.device import (
     BufferAddress,
     Device,
     HostArguments,
+    HostCondition,
     KernelCall,
+    ReplayBranch,
     ReplayCopy,
     ReplayHost,
     ReplayItem,
     ReplayKernel,
     ReplayLoop,
+    ReplayWhile,
     Variable,
 )
 from svod.device.launch import evaluate
@@ -154,11 +157,14 @@ class LoopStep(Step):
 
     until: Callable[[], bool] | None = None
     """Reads the one-element buffer that ends the loop after a turn that leaves it non-zero (a ``break``)."""
+    native_until: HostCondition | None = None
+    """That buffer as a native replay tests it; None where it is a device's own (read back by Python)."""
 
     def replay_item(self, work_of: ReplayWork) -> ReplayItem:
-        if self.until is not None:  # its exit is read from memory between turns: Python's work
+        if self.until is not None and self.native_until is None:
             return ReplayHost(self.run, self.name)
-        return ReplayLoop(self.var, self.start, self.stop, self.step, tuple(work_of(self.levels)), self.name)
+        return ReplayLoop(self.var, self.start, self.stop, self.step, tuple(work_of(self.levels)), self.run,
+                          self.name, self.native_until)
 
     def repeat(self, values: Values, run_levels: RunLevels) -> None:
         """Run the body once for each value of the loop's variable (until its exit buffer is set)."""
@@ -184,9 +190,17 @@ class BranchStep(Step):
     otherwise: list[Step]
     then_levels: list[list[Step]]
     otherwise_levels: list[list[Step]]
+    native_condition: HostCondition | None = None
+    """The condition's buffer as a native replay tests it; None where it is a device's own."""
 
     def flattened(self) -> list[Step]:
         return [self, *(inner for step in (*self.then, *self.otherwise) for inner in step.flattened())]
+
+    def replay_item(self, work_of: ReplayWork) -> ReplayItem:
+        if self.native_condition is None:
+            return ReplayHost(self.run, self.name)
+        return ReplayBranch(self.native_condition, tuple(work_of(self.then_levels)),
+                            tuple(work_of(self.otherwise_levels)), self.run, self.name)
 
     def chosen(self) -> list[list[Step]]:
         return self.then_levels if self.condition() else self.otherwise_levels
@@ -204,9 +218,16 @@ class WhileStep(Step):
     condition: Callable[[], bool]
     body: list[Step]
     levels: list[list[Step]]
+    native_condition: HostCondition | None = None
+    """The condition's buffer as a native replay tests it; None where it is a device's own."""
 
     def flattened(self) -> list[Step]:
         return [self, *(inner for step in self.body for inner in step.flattened())]
+
+    def replay_item(self, work_of: ReplayWork) -> ReplayItem:
+        if self.native_condition is None:
+            return ReplayHost(self.run, self.name)
+        return ReplayWhile(self.native_condition, tuple(work_of(self.levels)), self.run, self.name)
 
     def repeat(self, values: Values, run_levels: RunLevels) -> None:
         condition = self.condition
@@ -468,7 +489,7 @@ class Preparing:
         loop.levels = schedule(loop.body)
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
         if request.until is not None:
-            loop.until, loop.sites = self.reader(request.until)
+            loop.until, loop.sites, loop.native_until = self.reader(request.until)
             loop.accesses = self.control_accesses(request.until, loop.body)
         run_levels = self.run_levels
 
@@ -481,11 +502,11 @@ class Preparing:
     def branch_step(self, op_id: int, request: BranchRequest, scope: Mapping[str, LoopStep]) -> BranchStep:
         then, otherwise = self.steps(request.then, scope), self.steps(request.otherwise, scope)
         accesses = self.control_accesses(request.condition, (*then, *otherwise))
-        condition, sites = self.reader(request.condition)
+        condition, sites, native = self.reader(request.condition)
         branch = BranchStep(id=op_id, name=f"branch on buffer {request.condition}", accesses=accesses, run=_nothing,
                             parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition,
                             then=then, otherwise=otherwise, then_levels=schedule(then),
-                            otherwise_levels=schedule(otherwise))
+                            otherwise_levels=schedule(otherwise), native_condition=native)
         run_levels = self.run_levels
 
         def run(values: Values) -> None:
@@ -497,10 +518,10 @@ class Preparing:
     def while_step(self, op_id: int, request: WhileRequest, scope: Mapping[str, LoopStep]) -> WhileStep:
         body = self.steps(request.steps, scope)
         accesses = self.control_accesses(request.condition, body)
-        condition, sites = self.reader(request.condition)
+        condition, sites, native = self.reader(request.condition)
         loop = WhileStep(id=op_id, name=f"while buffer {request.condition}", accesses=accesses, run=_nothing,
                          parallel_safe=False, work=0, cost_of=_no_cost, sites=sites, condition=condition, body=body,
-                         levels=schedule(body))
+                         levels=schedule(body), native_condition=native)
         run_levels = self.run_levels
 
         def run(values: Values) -> None:
@@ -509,11 +530,12 @@ class Preparing:
         loop.run = run
         return loop
 
-    def reader(self, index: int) -> tuple[Callable[[], bool], dict[int, list[Site]] | None]:
+    def reader(self, index: int) -> tuple[Callable[[], bool], dict[int, list[Site]] | None, HostCondition | None]:
         """Whether plan buffer ``index``'s first element is non-zero, read when asked (after the device has
-        finished what came before), and where the reader keeps the buffer's address. In host memory it reads
-        the element where it lies, through an address an array bound per run repoints (as a kernel's); a
-        device's own buffer is read back whole (an array bound to it is copied in and out)."""
+        finished what came before); where the reader keeps the buffer's address; and the element as a native
+        replay tests it. In host memory it reads the element where it lies, through an address an array bound
+        per run repoints (as a kernel's); a device's own buffer is read back whole (an array bound to it is
+        copied in and out), and only Python reads it."""
         buf = self.buffers[index]
         if buf.size < 1:
             raise VariableError(f"plan buffer {index} decides a branch or a loop's end but has no element",
@@ -524,15 +546,18 @@ class Preparing:
                 device.synchronize()
                 return bool(buf.numpy()[0])
 
-            return read_back, None
-        element = np.ctypeslib.as_ctypes_type(buf.dtype.numpy)
+            return read_back, None, None
+        dtype = buf.dtype.numpy
+        raw = ctypes.c_char * dtype.itemsize  # any dtype, float16 included (ctypes has no type of its own for it)
         address = (ctypes.c_int64 * 1)(buf.address)
 
         def read() -> bool:
             device.synchronize()
-            return bool(element.from_address(address[0]).value)
+            return bool(np.frombuffer(memoryview(raw.from_address(address[0])), dtype, 1)[0])
 
-        return read, {id(buf.base): [(address, 0, buf.byte_offset)]}
+        native = HostCondition(BufferAddress(address[0], id(buf.base), buf.byte_offset), buf.dtype.itemsize,
+                               buf.dtype.is_float)
+        return read, {id(buf.base): [(address, 0, buf.byte_offset)]}, native
 
     def control_accesses(self, condition: int, body: Sequence[Step]) -> tuple[Access, ...]:
         """What a step that decides on plan buffer ``condition``'s first element and runs ``body`` touches."""

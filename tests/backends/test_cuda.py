@@ -453,9 +453,12 @@ def test_graphs_are_kept_per_set_of_values_and_loops_unrolled_into_them():
     def kernel(values):
         launched.append((stream.capturing, values["n"], values.get("t")))
 
+    def whole_loop(values):
+        raise AssertionError("a graph unrolls the loop; its Python runner never runs")
+
     step = ReplayKernel((), {}, kernel, "k")
     loop = ReplayLoop("t", UOp.const(dtypes.index, 0), UOp.define_var("n", 0, 100), UOp.const(dtypes.index, 1),
-                      (step,), "loop")
+                      (step,), whole_loop, "loop")
     replay = GraphReplay(stream, [step, loop], ["n"])
     replay.run({"n": 2})
     replay.run({"n": 2})
@@ -467,6 +470,26 @@ def test_graphs_are_kept_per_set_of_values_and_loops_unrolled_into_them():
         replay.run({"n": n})
     assert launched == [(False, n, None), *((False, n, t) for t in range(n))]
     assert stream.calls.count("end") == GRAPHS_KEPT
+
+
+def test_a_graph_holds_no_decision_on_memory():
+    """A branch, a while loop and a loop that may end early decide on a value a kernel wrote: a graph, which
+    unrolls loops, cannot hold them, and the replayer leaves the plan to Python as it does Python steps."""
+    from svod.backends.cuda_graph import replayable
+    from svod.device import BufferAddress, HostCondition, ReplayBranch, ReplayKernel, ReplayLoop, ReplayWhile
+
+    def runner(values):
+        raise AssertionError("not run")
+
+    step = ReplayKernel((), {}, runner, "k")
+    condition = HostCondition(BufferAddress(0, 0, 0), 4, False)
+    bounds = (UOp.const(dtypes.index, 0), UOp.const(dtypes.index, 4), UOp.const(dtypes.index, 1))
+    assert replayable([step, ReplayLoop("t", *bounds, (step,), runner, "loop")])
+    for control in (ReplayLoop("t", *bounds, (step,), runner, "loop", condition),
+                    ReplayBranch(condition, (step,), (), runner, "branch"),
+                    ReplayWhile(condition, (step,), runner, "while")):
+        assert not replayable([step, control])
+        assert not replayable([ReplayLoop("s", *bounds, (control,), runner, "outer")])
 
 
 def test_a_launch_that_fails_in_a_capture_ends_it_and_is_raised():

@@ -260,6 +260,19 @@ def test_unsigned_negation_wraps(gpu):
     np.testing.assert_array_equal(out_np, (0 - x_np.astype(np.int64)) % (1 << 32))
 
 
+def test_a_uint32_variable_takes_every_value_of_its_32_bits(gpu):
+    """The variables travel as int32 words; a uint32's above 2**31 keeps its bits (the shader reads them as u32)."""
+    k = KernelBuilder("unsigned_variable")
+    v, w = k.var("v", 0, (1 << 32) - 1, dtypes.uint32), k.var("w", -(1 << 31), (1 << 31) - 1, dtypes.int32)
+    out, signed = k.buffer(dtypes.uint32, 1), k.buffer(dtypes.int32, 1)
+    k.store(out[0], v + 1)
+    k.store(signed[0], w - 1)
+    for value in (0, 5, (1 << 31) - 1, 1 << 31, 0xFFFFFFF0):
+        out_np, signed_np = np.zeros(1, np.uint32), np.zeros(1, np.int32)
+        svod.run(k.build(), [out_np, signed_np], device=gpu, v=value, w=-(1 << 31) + 1)
+        assert int(out_np[0]) == (value + 1) % (1 << 32) and int(signed_np[0]) == -(1 << 31)
+
+
 @pytest.mark.parametrize("dtype", [dtypes.float64, dtypes.int64, dtypes.int8, dtypes.uint16, dtypes.bool])
 def test_buffers_wgsl_cannot_hold_are_refused_by_name(gpu, dtype):
     assert refuses(gpu, dtype)

@@ -224,6 +224,8 @@ def outcome(fn: Any, device: Device, args: Sequence[Any]) -> str:
             return "agree"  # both refuse the run (an empty array's max)
         if "cannot hold" in err.detail or "float64" in err.detail:
             return "refused: device dtype"
+        if "a while loop has no bound on its turns" in err.detail:  # WebGPU's, documented (README)
+            return "refused: device loop bound"
         return f"WRONG: raised {err}"
     except Exception as err:  # anything but svod's own error is a crash
         return f"WRONG: crashed with {type(err).__name__}: {err}"

@@ -3,6 +3,8 @@ assignments, each compared on every device with the same function run as plain N
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -255,6 +257,74 @@ def test_shapes_that_do_not_fit_are_refused_with_the_line():
         mismatched_product(np.zeros((2, 3)), np.zeros((2, 3)))
 
 
+@svod.jit
+def sliced_past_the_end(out, a):
+    out[:] = a[1:9]
+
+
+@svod.jit
+def not_a_ufunc_here(out, a):
+    out[:] = np.sinc(a) + 1.0
+
+
+@svod.jit
+def numpy_refuses_it(out, a):
+    out[:] = a * "x"
+
+
+@svod.jit
+def indexed_by_a_float(out, a):
+    top = a.max()
+    out[:] = a[top] * 2.0
+
+
+def line_of(fn: svod.frontend.jit.Jit, text: str) -> int:
+    """The line of ``fn``'s source file that holds ``text``."""
+    lines, first = inspect.getsourcelines(fn.fn)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize(("fn", "args", "statement", "shown"), [
+    (not_broadcasting, (np.zeros(3), np.zeros(3), np.zeros(4)), "out[:] = a + b", "a + b"),
+    (index_outside, (np.zeros(3), np.zeros((2, 3))), "out[:] = a[5]", "a[5]"),
+    (sliced_past_the_end, (np.zeros(3), np.zeros(3)), "out[:] = a[1:9]", "out[:] = a[1:9]"),
+    (not_a_ufunc_here, (np.zeros(3), np.zeros(3)), "out[:] = np.sinc(a) + 1.0", "np.sinc(a)"),
+    (numpy_refuses_it, (np.zeros(3), np.zeros(3)), 'out[:] = a * "x"', "a * 'x'"),
+    (indexed_by_a_float, (np.zeros(3), np.zeros(3)), "out[:] = a[top] * 2.0", "out[:] = a[top] * 2.0"),
+])
+def test_an_error_inside_an_array_statement_shows_the_users_line(fn, args, statement, shown):
+    """Whether the array statement is refused as it is read or its loops are (an index of the wrong kind,
+    found as the loop svod wrote for it is translated), the error names the file and line and shows the
+    user's code: never a name of svod's own (``_svod_a0``) or ``<unknown>``."""
+    with pytest.raises(KernelSyntaxError) as raised:
+        fn(*args)
+    message = str(raised.value)
+    assert f"test_arrays.py:{line_of(fn, statement)}:" in message
+    assert f"`{shown}`" in message
+    assert "_svod_" not in message and "<unknown>" not in message
+
+
+@svod.jit
+def returned_product(a, b):
+    return a @ b * 2.0
+
+
+@pytest.mark.parametrize(("fn", "args", "called"), [
+    (shifted, (data(4),), "the temporary array of `a[:-1] + 1.0`"),
+    (returned_product, (data(3, 3), data(3, 3)), "the returned `a @ b * 2.0`"),
+])
+def test_an_array_svod_makes_is_called_in_the_users_words(device, fn, args, called):
+    """A device that cannot hold an array svod makes for a statement (a temporary, a returned value) names
+    it by the user's code, at its line."""
+    if not refuses(device, svod.dtypes.float64):
+        pytest.skip(f"{device.name} holds float64: nothing to refuse")
+    with pytest.raises(GraphError, match="cannot hold float64") as raised:
+        fn(*args, device=device)
+    message = str(raised.value)
+    assert called in message and f"test_arrays.py:{line_of(fn, called.split('`')[1][:6])}" in message
+    assert "_svod_" not in message
+
+
 # ---- more reductions, scans, shapes --------------------------------------------------------------------
 
 def agrees_or_needs_int64(fn: svod.frontend.jit.Jit, device, *args: object, rtol: float = 1e-6) -> None:
@@ -357,3 +427,17 @@ def fused_then_stored_over_its_input(x):
 @pytest.mark.parametrize("n", [1, 2, 7])
 def test_a_fused_array_reads_what_it_would_have_read(device, n):
     agrees_with_python(fused_then_stored_over_its_input, device, data(n))
+
+
+@svod.jit
+def views_of_computed_values(out, a):
+    v = (a * 2.0)[1:]
+    a[:] = 0.0  # v was computed before: NumPy's v is a new array, not a view of a
+    out[:] = v + a.sum(axis=0)[1] + (a + 1.0)[1, 2]
+    return v
+
+
+def test_a_view_of_a_computed_value_is_a_new_array_and_its_element_a_value(device):
+    """``(a * 2.0)[1:]`` is a new array, computed where it stands (a later store into ``a`` leaves it), and an
+    element of a computed value (``a.sum(axis=0)[1]``) is computed where it is read."""
+    agrees_with_python(views_of_computed_values, device, np.zeros((2, 3)), data(3, 3))

@@ -119,3 +119,33 @@ def test_a_read_before_a_loop_is_not_gated_by_a_local_the_loop_carries(device, n
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3) - 4
     agrees_with_python(gated_by_a_carried_local, device, x, np.arange(n, dtype=np.int32) * 5 % n,
                        np.zeros(1, np.float32))
+
+
+@svod.kernel
+def serial_root_then_parallel(out, m: svod.Int[0, 10_000]):
+    """Serial code carries ``n`` through a ``while`` loop; every work item of the ``prange`` after it reads it."""
+    n = 0
+    while n * n < m:
+        n += 1
+    for i in svod.prange(out.shape[0]):
+        out[i] = n + i
+
+
+@svod.kernel
+def serial_count_then_parallel(out, x):
+    """The same through a ``for`` loop with a ``break``, its count read from an array the kernel only reads."""
+    k = 0
+    for j in range(x.shape[0]):
+        if x[j] < 0:
+            break
+        k += 1
+    for i in svod.prange(out.shape[0]):
+        out[i] = k * 10 + i
+
+
+@pytest.mark.parametrize("size", [1, 37, 100_003])  # 100,003: split over threads on the CPU
+def test_a_local_serial_code_carries_reaches_every_work_item_of_a_later_prange(device, size):
+    if device.caps.max_loop_turns is None:
+        agrees_with_python(serial_root_then_parallel, device, np.zeros(size, np.int32), 50)
+    x = np.array([3.0, 1.0, 2.0, -1.0, 5.0], np.float32)
+    agrees_with_python(serial_count_then_parallel, device, np.zeros(size, np.int32), x)

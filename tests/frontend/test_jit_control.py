@@ -13,9 +13,11 @@ import pytest
 
 import svod
 from svod import prange
+from svod.device import ReplayBranch, ReplayLoop, ReplayWhile
 from svod.errors import KernelSyntaxError, VariableError
 from svod.frontend.phases import HOST_STATEMENTS
 from tests.frontend.test_jit import agrees_with_python
+from tests.helpers import assert_replayed_natively
 
 
 @svod.jit
@@ -194,6 +196,22 @@ def test_if_elif_else_choose_which_phase_runs(device, first):
     x = np.arange(5.0)
     x[0] = first
     agrees_with_python(chooses_a_phase, device, x, np.zeros(5))
+
+
+@pytest.mark.parametrize("fn, args, kinds", [
+    (stops_at_three, (np.zeros(5),), {ReplayLoop}),
+    (counts_up, (np.zeros(3),), {ReplayWhile}),
+    (chooses_a_phase, (np.arange(5.0), np.zeros(5)), {ReplayBranch}),
+    (halves_until_small, (np.full(3, 7.0),), {ReplayWhile, ReplayBranch}),
+    (skips_turns, (np.arange(3.0), np.zeros(3)), {ReplayLoop, ReplayBranch})])
+def test_control_flow_around_phases_replays_on_the_cpu_with_no_python_per_decision(fn, args, kinds):
+    """On the CPU, a jitted function's ``if``, ``while`` and ``break`` are tested by the native dispatcher:
+    its plan calls back into Python for nothing, and means what the Python means."""
+    cpu = svod.get_device("CPU")
+    plan = fn.plan(*args, device=cpu)
+    plan.prepare()
+    assert_replayed_natively(plan, kinds)
+    agrees_with_python(fn, cpu, *args)
 
 
 # ---- every statement: taken with Python's meaning, or refused at its line --------------------------------------

@@ -4,6 +4,7 @@ plan hands its work to its device's runtime (``svod.device.PlanReplayer``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -11,8 +12,21 @@ import pytest
 
 import svod
 from svod import ExecutionPlan, KernelBuilder, UOp, dtypes
-from svod.backends.cpu_replay import STUBS, NativeProgram
-from svod.device import Device, HostArguments, PlanReplayer, ReplayCopy, ReplayItem, ReplayKernel, ReplayLoop
+from svod.backends.cpu_replay import STUBS, NativeProgram, NativeReplayer
+from svod.device import (
+    BufferAddress,
+    Device,
+    HostArguments,
+    HostCondition,
+    PlanReplayer,
+    ReplayBranch,
+    ReplayCopy,
+    ReplayHost,
+    ReplayItem,
+    ReplayKernel,
+    ReplayLoop,
+    ReplayWhile,
+)
 from svod.device.launch import evaluate
 from svod.errors import LaunchError
 from svod.ir import Ops
@@ -139,7 +153,8 @@ def test_more_live_plans_than_entry_points_all_replay():
 
 
 class _PythonReplayer:
-    """A runtime factory that replays from Python: every step through its runner, loops by their bounds. It
+    """A runtime factory that replays from Python: every piece through its runner, loops that run every turn by
+    their bounds. It
     checks that a plan's work reaches a replayer whole, and that the runtime asks the protocol, not the kind
     of device."""
 
@@ -167,7 +182,7 @@ class _PythonReplay:
 
     def _run(self, work, values):
         for item in work:
-            if isinstance(item, ReplayLoop):
+            if isinstance(item, ReplayLoop) and item.until is None:
                 for value in range(*(evaluate(e, values) for e in (item.start, item.stop, item.step))):
                     values[item.var] = value
                     self._run(item.body, values)
@@ -217,3 +232,71 @@ def test_a_device_replays_plans_through_the_protocol_its_runtime_has():
     for buffer in (*plan.buffers, *reference.buffers):
         np.testing.assert_array_equal(buffer.numpy(), want)
     assert plan.prepared_kernels[0].vals == [8]  # the launch's own array: the last turn's value
+
+
+def _condition_cases() -> list[np.ndarray]:
+    """One-element arrays of every scalar dtype at the values a test could get wrong: zero and NaN of either
+    sign, the infinities, the smallest subnormals, an integer's extremes and its high bit alone, a bool whose
+    byte is 2."""
+    floats = [0.0, -0.0, float("nan"), -float("nan"), float("inf"), -float("inf"), 1.0, -1.0]
+    cases = [np.array([v], d) for d in (np.float16, np.float32, np.float64) for v in floats]
+    cases += [np.array([np.finfo(d).smallest_subnormal * s], d) for d in (np.float16, np.float32, np.float64)
+              for s in (1, -1)]
+    cases += [np.array([v], d) for d in (np.int8, np.int16, np.int32, np.int64)
+              for v in (0, 1, -1, np.iinfo(d).min, np.iinfo(d).max)]
+    cases += [np.array([v], d) for d in (np.uint8, np.uint16, np.uint32, np.uint64) for v in (0, 1, np.iinfo(d).max)]
+    cases += [np.array([1 << 63], np.uint64), np.array([True]), np.array([False]), np.array([2], np.uint8).view(bool)]
+    return cases
+
+
+def test_the_dispatcher_tests_a_condition_as_python_bool_does():
+    """A branch, a while loop and a loop's ``until`` on each case, from the device-neutral records: the words
+    take the way ``bool`` of the element says, and call no Python runner of theirs."""
+    seen: list[str] = []
+
+    def record(what: str) -> ReplayHost:
+        return ReplayHost(lambda values: seen.append(what), what)
+
+    def clear(array: np.ndarray) -> ReplayHost:
+        return ReplayHost(lambda values: array.fill(0), "clear")
+
+    def refuse(values: dict[str, int]) -> None:
+        raise AssertionError("the dispatcher decides; no Python runner of a control piece runs")
+
+    for case in _condition_cases():
+        condition = HostCondition(BufferAddress(case.ctypes.data, id(case), 0), case.itemsize,
+                                  case.dtype.kind == "f")
+        one = UOp.index_const(1)
+        work: list[ReplayItem] = [
+            ReplayBranch(condition, (record("then"),), (record("otherwise"),), refuse, "branch"),
+            ReplayBranch(condition, (record("only then"),), (), refuse, "branch without otherwise"),
+            ReplayLoop("t", UOp.index_const(0), UOp.index_const(3), one, (record("turn"),), refuse, "until",
+                       condition),
+            ReplayWhile(condition, (record("while"), clear(case)), refuse, "while")]
+        replay = NativeReplayer().replay(work, ())
+        assert replay is not None
+        held, shown = bool(case[0]), repr(case)  # before the while loop's body clears it
+        seen.clear()
+        replay.run({})
+        branches = ["then", "only then"] if held else ["otherwise"]
+        assert seen == [*branches, *(["turn"] if held else ["turn"] * 3), *(["while"] if held else [])], shown
+
+
+def test_a_control_step_on_memory_not_the_hosts_is_pythons_work():
+    """A condition in a device's own memory is read back by Python: its step is a ``ReplayHost`` piece."""
+    cpu = svod.get_device("CPU")
+    replayer = _PythonReplayer(cpu.runtime)
+    device = Device("CPU", cpu.allocator, cpu.renderer, cpu.compiler, replayer,
+                    caps=dataclasses.replace(cpu.caps, host_memory=False))
+    plan = ExecutionPlan(device)
+    x = plan.add_buffer(svod.Buffer.from_numpy(np.zeros(4, np.float32), device=device))
+    flag = plan.add_buffer(svod.Buffer.from_numpy(np.ones(1, np.int32), device=device))
+    k = KernelBuilder("add_one")
+    buf = k.buffer(dtypes.float32, 4)
+    i = k.range(4)
+    k.store(buf[i], buf[i] + 1.0)
+    plan.branch(flag, [plan.add_kernel(k.build(), [x])])
+    plan.execute()
+    (branch,) = replayer.work
+    assert isinstance(branch, ReplayHost) and branch.owner == "branch on buffer 1"
+    np.testing.assert_array_equal(plan.buffers[x].numpy(), np.ones(4, np.float32))

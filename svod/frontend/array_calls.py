@@ -1,0 +1,265 @@
+"""NumPy's indexing and functions beyond elementwise arithmetic in ``@svod.jit``'s array statements
+(``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
+boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
+class and logical functions, ``np.sign``, ``np.clip``, ``np.diff``, ``np.roll``, ``np.concatenate``,
+``np.stack``, ``np.linalg.norm``, ``len``.
+
+Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
+method of the ``ArrayCalls`` part of the statements' ``Lowering``.
+"""
+
+from __future__ import annotations
+
+import ast
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from svod.errors import KernelSyntaxError
+from svod.frontend.array_exprs import (
+    Elementwise,
+    Emitter,
+    Expr,
+    Reduced,
+    Scalar,
+    Value,
+    Viewed,
+    Whole,
+    broadcast_element,
+    numpy,
+    typed,
+)
+from svod.frontend.nodes import call, constant
+
+CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "logical_not")
+"""One-argument NumPy functions that make a bool of each element."""
+LOGICAL_FUNCTIONS = ("logical_and", "logical_or", "logical_xor")
+"""Two-argument NumPy functions that make a bool of each pair of elements' truth."""
+
+
+@dataclass(eq=False)
+class Gathered(Expr):
+    """``base[i0, i1, ...]`` with integer arrays as its leading indices: an element of ``base`` at the
+    indices' elements (a negative one counted from the end, as NumPy counts), then the remaining axes."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    indices: tuple[Expr, ...] = ()
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        taken = len(self.shape) - (len(self.base.shape) - len(self.indices))
+        at = [_from_end(broadcast_element(i, tuple(self.shape[:taken]), index[:taken], out), size)
+              for i, size in zip(self.indices, self.base.shape, strict=False)]
+        return self.base.element([*at, *index[taken:]], out)
+
+
+@dataclass(eq=False)
+class Masked(Expr):
+    """``base[mask]`` with a boolean array of ``base``'s shape: as a store's target, the elements where the mask
+    holds; read, only where the store's own mask (the same one) holds, so its element is ``base``'s."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    mask: Expr = field(default=None)  # type: ignore[assignment]
+    key: str = ""
+    """The mask's expression, as ``ast.dump`` shows it: two masks are one where their keys are."""
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return self.base.element(index, out)
+
+
+@dataclass(eq=False)
+class Rolled(Expr):
+    """``np.roll(base, shift)`` of a 1-D array: the element ``shift`` places before, around the end."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    shift: int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        size = self.shape[0]
+        moved = ast.BinOp(ast.BinOp(index[0], ast.Add(), constant(size - self.shift % size)), ast.Mod(),
+                          constant(size))
+        return self.base.element([moved], out)
+
+
+@dataclass(eq=False)
+class Joined(Expr):
+    """``np.concatenate(parts, axis)``: the part an index along ``axis`` falls in, at its offset there."""
+
+    parts: tuple[Expr, ...] = ()
+    axis: int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        ends = np.cumsum([p.shape[self.axis] for p in self.parts])
+        value: ast.expr | None = None
+        for part, end in reversed(list(zip(self.parts, ends, strict=True))):
+            start = int(end) - part.shape[self.axis]
+            at = list(index)
+            at[self.axis] = ast.BinOp(index[self.axis], ast.Sub(), constant(start)) if start else index[self.axis]
+            element = part.element(at, out)
+            element = typed(element, self.dtype) if part.dtype != self.dtype else element
+            value = element if value is None else ast.IfExp(  # the parts before the last: where the index is below
+                ast.Compare(index[self.axis], [ast.Lt()], [constant(int(end))]), element, value)
+        assert value is not None
+        return value
+
+
+def _from_end(index: ast.expr, size: int) -> ast.expr:
+    """An index as NumPy takes it: a negative one counts from the end."""
+    return ast.IfExp(ast.Compare(index, [ast.Lt()], [constant(0)]), ast.BinOp(index, ast.Add(), constant(size)),
+                     index)
+
+
+def masked_by(value: Value, key: str) -> bool:
+    """Whether ``value`` reads arrays only under the mask of ``key`` (``y[m] * 2`` for a store into ``x[m]``)."""
+    if isinstance(value, Scalar):
+        return True
+    if isinstance(value, Masked):
+        return value.key == key
+    if isinstance(value, Elementwise):
+        return all(masked_by(o, key) for o in value.operands)
+    return False
+
+
+def reads_masked(value: Value) -> bool:
+    """Whether ``value`` reads an ``x[mask]`` anywhere in it."""
+    if isinstance(value, Masked):
+        return True
+    if not isinstance(value, Expr):
+        return False
+    parts = [p for v in vars(value).values() for p in (v if isinstance(v, tuple) else (v,))]
+    return any(reads_masked(p) for p in parts if isinstance(p, Expr))
+
+
+class ArrayCalls:
+    """The statements' ``Lowering``, as the functions here use it."""
+
+    @abstractmethod
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...
+
+    @abstractmethod
+    def value(self, node: ast.expr) -> Value: ...
+
+    @abstractmethod
+    def host_int(self, node: ast.expr, required: bool = True) -> int | None: ...
+
+    @abstractmethod
+    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
+                    *operands: Value) -> Expr: ...
+
+    @abstractmethod
+    def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype: ...
+
+    def advanced(self, node: ast.Subscript, base: Expr, items: list[ast.expr]) -> Expr | None:
+        """``base[items]`` where an item is an array: a gather through integer arrays that lead the items, or a
+        boolean mask of ``base``'s shape; None where no item is an array."""
+        values = [None if isinstance(i, ast.Slice) else self.value(i) for i in items]
+        arrays = [v for v in values if isinstance(v, Expr)]
+        if not arrays:
+            return None
+        if len(items) == 1 and arrays[0].dtype == np.bool_:
+            mask = arrays[0]
+            if mask.shape != base.shape:
+                raise self.refuse(node, f"a boolean mask of shape {mask.shape} for an array of shape {base.shape}: "
+                                        "svod's masks have the array's shape")
+            return Masked(base.shape, base.dtype, base, mask, ast.dump(items[0]))
+        leading = len(arrays)
+        if any(not isinstance(v, Expr) for v in values[:leading]) or \
+                any(not (isinstance(i, ast.Slice) and i.lower is i.upper is i.step is None) for i in items[leading:]):
+            raise self.refuse(node, "svod gathers through integer arrays that come first among the indices, the "
+                                    "other axes whole (`a[idx]`, `a[rows, cols]`, `a[idx, :]`)")
+        if leading > len(base.shape) or any(a.dtype.kind not in "iu" for a in arrays):
+            raise self.refuse(node, "a gather's index arrays are integers, at most one per axis")
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError as err:
+            raise self.refuse(node, f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast") from err
+        return Gathered((*shape, *base.shape[leading:]), base.dtype, base, tuple(arrays))
+
+    def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
+        """The NumPy functions of this module, by name; None for another."""
+        if name in CLASS_FUNCTIONS and len(args) == 1:
+            dtype = self.dtype_of(node, getattr(np, name), *args)
+            return self.elementwise(node, lambda c: call(numpy(name), c[0]), dtype, *args)
+        if name in LOGICAL_FUNCTIONS and len(args) == 2:
+            dtype = self.dtype_of(node, getattr(np, name), *args)
+            return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
+        if name == "sign" and len(args) == 1:
+            dtype = self.dtype_of(node, np.sign, *args)
+            return self.elementwise(node, lambda c: _sign(c[0], dtype), dtype, *args)
+        if name == "clip" and len(args) == 3:
+            dtype = self.dtype_of(node, np.clip, *args)
+            return self.elementwise(node, lambda c: call(numpy("minimum"), call(numpy("maximum"), c[0], c[1]), c[2]),
+                                    dtype, *args)
+        if name == "diff" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
+            return self.difference(node, args[0])
+        if name == "roll" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
+            return self.rolled(node, args[0], node.args[1])
+        if name == "norm" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
+            return self.norm(node, args[0])
+        return None
+
+    def difference(self, node: ast.Call, x: Expr) -> Expr:
+        """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""
+        if not x.shape or x.shape[-1] == 0:
+            raise self.refuse(node, "np.diff of an array with no elements along its last axis")
+        axes = tuple((k, 0, 1) for k in range(len(x.shape)))
+        shape = (*x.shape[:-1], x.shape[-1] - 1)
+        later = Viewed(shape, x.dtype, x, (*axes[:-1], (len(x.shape) - 1, 1, 1)), {})
+        earlier = Viewed(shape, x.dtype, x, axes, {})
+        dtype = self.dtype_of(node, np.subtract, later, earlier)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]), dtype, later, earlier)
+
+    def rolled(self, node: ast.Call, x: Expr, shift: ast.expr) -> Expr:
+        if len(x.shape) != 1:
+            raise self.refuse(node, "svod rolls a 1-D array (np.roll(x.ravel(), k).reshape(x.shape) for another)")
+        by = self.host_int(shift)
+        assert by is not None
+        return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
+
+    def joined(self, node: ast.Call, name: str) -> Expr:
+        """``np.concatenate((a, b, ...), axis=0)`` and ``np.stack((a, b, ...), axis=0)`` of arrays."""
+        sequence = node.args[0]
+        if not isinstance(sequence, (ast.Tuple, ast.List)) or not sequence.elts:
+            raise self.refuse(node, f"np.{name} takes a tuple or list of arrays written out")
+        parts = [self.value(e) for e in sequence.elts]
+        if not all(isinstance(p, Expr) for p in parts):
+            raise self.refuse(node, f"np.{name} joins arrays")
+        arrays = [p for p in parts if isinstance(p, Expr)]
+        axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
+        ndim = len(arrays[0].shape) + (name == "stack")
+        axis = 0 if axis_node is None else self.host_int(axis_node)
+        assert axis is not None
+        if not -ndim <= axis < ndim or any(len(a.shape) != len(arrays[0].shape) for a in arrays):
+            raise self.refuse(node, f"np.{name} of arrays of dimensions {[len(a.shape) for a in arrays]} "
+                                    f"along axis {axis}")
+        axis %= ndim
+        if name == "stack":  # each part a view with a new axis of size 1
+            if any(a.shape != arrays[0].shape for a in arrays):
+                raise self.refuse(node, "np.stack takes arrays of one shape")
+            arrays = [Viewed((*a.shape[:axis], 1, *a.shape[axis:]), a.dtype, a,
+                             (*((k, 0, 1) for k in range(axis)), None,
+                              *((k, 0, 1) for k in range(axis, len(a.shape)))), {}) for a in arrays]
+        shapes = [a.shape[:axis] + a.shape[axis + 1:] for a in arrays]
+        if any(s != shapes[0] for s in shapes):
+            raise self.refuse(node, f"np.{name} of shapes {[a.shape for a in arrays]} along axis {axis}")
+        dtype = np.result_type(*(a.dtype for a in arrays))
+        shape = (*arrays[0].shape[:axis], sum(a.shape[axis] for a in arrays), *arrays[0].shape[axis + 1:])
+        return Joined(shape, dtype, tuple(arrays), axis)
+
+    def norm(self, node: ast.Call, x: Expr) -> Value:
+        """``np.linalg.norm(x)``: the square root of the sum of squares (a vector's 2-norm, a matrix's
+        Frobenius norm)."""
+        dtype = self.dtype_of(node, np.linalg.norm, x)
+        squares = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, x)
+        total = Whole(Reduced((), dtype, "sum", squares, tuple(range(len(x.shape)))))
+        return self.elementwise(node, lambda c: call(numpy("sqrt"), c[0]), dtype, total)
+
+
+def _sign(x: ast.expr, dtype: np.dtype) -> ast.expr:
+    """NumPy's sign: 1, -1, or the element itself (a zero, a NaN), as ``dtype``."""
+    same = typed(x, dtype)
+    if dtype.kind == "f":
+        same = ast.IfExp(ast.Compare(x, [ast.NotEq()], [x]), same, typed(constant(0), dtype))
+    return ast.IfExp(ast.Compare(x, [ast.Gt()], [constant(0)]), typed(constant(1), dtype),
+                     ast.IfExp(ast.Compare(x, [ast.Lt()], [constant(0)]), typed(constant(-1), dtype), same))

@@ -1,0 +1,405 @@
+"""The lazy array expressions of ``@svod.jit``'s array statements (``svod.frontend.arrays``): each a shape, a
+dtype and its element at given indices as an ``ast`` expression, which a reduction's loops come before
+(``Emitter``).
+
+An expression's dtype is NumPy's (found by applying the same operation to one-element arrays of the operands'
+dtypes, so promotion is NumPy 2's); nothing is computed into memory but what a statement stores: elementwise
+operations, broadcasts, views and reductions of one statement fuse into one loop nest, a reduction
+(``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
+
+# ---- lazy array expressions -------------------------------------------------------------------------------
+
+class Emitter:
+    """Where an element's code is written: the statements a reduction needs before it (``statements``, at the
+    depth of the innermost loop), and fresh names."""
+
+    def __init__(self, counter: itertools.count[int]) -> None:
+        self.statements: list[ast.stmt] = []
+        self.counter = counter
+        self.made: dict[tuple[int, tuple[str, ...]], str] = {}
+        """The accumulator of each reduction at each index (by the index's ``ast.dump``) written so far."""
+        self.reducing: frozenset[str] = frozenset()
+        """The loop variables of the reductions around the element being written."""
+        self.fused: Fused | None = None
+        """The fused array whose element is being written, if any (``Fused``)."""
+
+    def fresh(self, stem: str) -> str:
+        return f"_svod_{stem}{next(self.counter)}"
+
+    def inner(self, loops: Sequence[str]) -> Emitter:
+        """The emitter of the body of a reduction over ``loops``."""
+        inner = Emitter(self.counter)
+        inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
+        return inner
+
+    def check_fused(self, index: Sequence[ast.expr]) -> None:
+        """A reduction of a fused array read inside a reduction that its element depends on would run again at
+        every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
+        if self.fused is not None and any(isinstance(n, ast.Name) and n.id in self.reducing
+                                          for i in index for n in ast.walk(i)):
+            raise RepeatedWorkError(self.fused)
+
+
+class RepeatedWorkError(Exception):
+    """Raised where a fused array is read in a way that would repeat its work; ``Lowering`` then makes it."""
+
+    def __init__(self, fused: Fused) -> None:
+        super().__init__(fused.name)
+        self.fused = fused
+
+
+@dataclass(eq=False)
+class Expr(ABC):
+    """An array-valued expression: its shape and dtype, and the code of its element at indices."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def sample(self) -> Any:
+        return np.ones(1, self.dtype)
+
+    @abstractmethod
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        """The element at ``index`` (one index expression per axis); a reduction's loops go to
+        ``out.statements`` first."""
+
+
+@dataclass(eq=False)
+class Scalar:
+    """A scalar among array expressions: its expression (the user's, or svod's for a value it knows) and a
+    value of its kind (a Python number stays weak, as in NumPy 2)."""
+
+    node: ast.expr
+    sample: Any
+
+
+Value = Expr | Scalar
+
+
+@dataclass(eq=False)
+class Named(Expr):
+    name: str = ""
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return subscript(self.name, index)
+
+
+@dataclass(eq=False)
+class Viewed(Expr):
+    """A view of ``base``: each of its axes a base axis at ``start + step * i`` or a new axis of size 1; the
+    base axes an integer index took stand at that index."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    axes: tuple[tuple[int, int, int] | None, ...] = ()
+    fixed: dict[int, ast.expr] = field(default_factory=dict)
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        at = {axis: copy.deepcopy(fixed) for axis, fixed in self.fixed.items()}  # each statement its own nodes
+        for i, axis in zip(index, self.axes, strict=True):
+            if axis is not None:
+                base_axis, start, step = axis
+                at[base_axis] = _affine(start, step, i)
+        return self.base.element([at[k] for k in range(len(self.base.shape))], out)
+
+
+@dataclass(eq=False)
+class Transposed(Expr):
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    order: tuple[int, ...] = ()
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        at: list[ast.expr] = list(index)
+        for position, axis in enumerate(self.order):
+            at[axis] = index[position]
+        return self.base.element(at, out)
+
+
+@dataclass(eq=False)
+class Elementwise(Expr):
+    """``combine`` of the operands' elements, each broadcast to this shape."""
+
+    combine: Callable[[list[ast.expr]], ast.expr] = field(default=None)  # type: ignore[assignment]
+    operands: tuple[Value, ...] = ()
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return self.combine([broadcast_element(v, self.shape, index, out) for v in self.operands])
+
+
+@dataclass(eq=False)
+class Reduced(Expr):
+    """``op`` over ``axes`` of ``operand``: a loop over them at the element, into an accumulator."""
+
+    op: str = "sum"
+    operand: Expr = field(default=None)  # type: ignore[assignment]
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        key = (id(self), tuple(ast.dump(i) for i in index))
+        if key in out.made:
+            return load(out.made[key])
+        kept = iter(index)
+        loops = {axis: out.fresh("k") for axis in self.axes}
+        at: list[ast.expr] = []
+        for axis in range(len(self.operand.shape)):
+            if axis in loops:
+                at.append(load(loops[axis]))
+                if self.keepdims:
+                    next(kept)
+            else:
+                at.append(next(kept))
+        count = int(np.prod([self.operand.shape[a] for a in self.axes]))
+        out.made[key] = result = out.fresh("r")
+        out.check_fused(index)
+        value = out.fresh("v")
+        inner = out.inner(list(loops.values()))
+        element = self.operand.element(at, inner)
+        body = [*inner.statements, assign(value, element)]
+        out.statements += _accumulate(self.op, result, load(value), self.dtype, self.operand.dtype, count,
+                                      [(loops[a], self.operand.shape[a]) for a in self.axes], body)
+        return load(result)
+
+
+@dataclass(eq=False)
+class Product(Expr):
+    """``a @ b`` (or ``np.outer``): a sum over the shared axis of products, or the products alone."""
+
+    a: Expr = field(default=None)  # type: ignore[assignment]
+    b: Expr = field(default=None)  # type: ignore[assignment]
+    outer: bool = False
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        if self.outer:
+            return ast.BinOp(self.a.element([index[0]], out), ast.Mult(), self.b.element([index[1]], out))
+        key = (id(self), tuple(ast.dump(i) for i in index))
+        if key in out.made:
+            return load(out.made[key])
+        k = out.fresh("k")
+        batch = list(index[:1]) if len(self.shape) == 3 else []
+        a_at = [load(k)] if len(self.a.shape) == 1 else \
+            [*batch[:len(self.a.shape) - 2], index[-2 if len(self.b.shape) > 1 else -1], load(k)]
+        b_at = [load(k)] if len(self.b.shape) == 1 else [*batch[:len(self.b.shape) - 2], load(k), index[-1]]
+        out.check_fused(index)
+        inner = out.inner([k])
+        term = ast.BinOp(self.a.element(a_at, inner), ast.Mult(), self.b.element(b_at, inner))
+        out.made[key] = result = out.fresh("r")
+        out.statements += _accumulate("sum", result, term, self.dtype, self.dtype, self.a.shape[-1],
+                                      [(k, self.a.shape[-1])], [*inner.statements])
+        return load(result)
+
+
+@dataclass(eq=False)
+class Counted(Expr):
+    """A 1-D array made from its index alone (``np.arange``, ``np.linspace``)."""
+
+    make: Callable[[ast.expr], ast.expr] = field(default=None)  # type: ignore[assignment]
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return self.make(index[0])
+
+
+@dataclass(eq=False)
+class Reshaped(Expr):
+    """``base`` read in C order as this shape (``reshape``, ``ravel``)."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        flat: ast.expr = constant(0)
+        for i, size in zip(index, self.shape, strict=True):
+            flat = i if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(), i)
+        at: list[ast.expr] = []
+        stride = int(np.prod(self.base.shape))
+        for size in self.base.shape:
+            stride //= max(size, 1)
+            quotient = ast.BinOp(flat, ast.FloorDiv(), constant(stride)) if stride > 1 else flat
+            at.append(ast.BinOp(quotient, ast.Mod(), constant(size)))
+        return self.base.element(at, out)
+
+
+@dataclass(eq=False)
+class Fused(Expr):
+    """An array read only by the next statement (``Lowering.fused_into_next``): its expression, computed
+    where that statement reads it; made after all where that would repeat a reduction's work."""
+
+    name: str = ""
+    value: Expr = field(default=None)  # type: ignore[assignment]
+    statement: ast.stmt = field(default=None)  # type: ignore[assignment]
+    made: Named | None = None
+    """The array it is, once made after all."""
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        if self.made is not None:
+            return self.made.element(index, out)
+        outer, out.fused = out.fused, self
+        try:
+            return self.value.element(index, out)
+        finally:
+            out.fused = outer
+
+
+@dataclass(eq=False)
+class Whole(Expr):
+    """A reduction to one value: an expression whose shape is ``()``."""
+
+    def __init__(self, inner: Expr) -> None:
+        super().__init__((), inner.dtype)
+        self.inner = inner
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        return self.inner.element(index, out)
+
+
+# ---- the code of elements and reductions ------------------------------------------------------------------
+
+def numpy(attr: str) -> ast.Attribute:
+    """``_svod_np.<attr>``: NumPy's, under the name svod gives it in a function it rewrites."""
+    return ast.Attribute(load("_svod_np"), attr, ast.Load())
+
+
+def typed(value: ast.expr, dtype: np.dtype) -> ast.expr:
+    """``value`` as a NumPy scalar of ``dtype``."""
+    return call(numpy(dtype.name), value)
+
+
+def _affine(start: int, step: int, i: ast.expr) -> ast.expr:
+    scaled = i if step == 1 else ast.BinOp(constant(step), ast.Mult(), i)
+    return scaled if start == 0 else ast.BinOp(constant(start), ast.Add(), scaled)
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
+def broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+    if isinstance(value, Scalar):
+        return copy.deepcopy(value.node)  # each statement its own nodes, placed at its line
+    offset = len(shape) - len(value.shape)
+    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else constant(0)
+          for k, size in enumerate(value.shape)]
+    return value.element(at, out)
+
+
+def _nested(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` inside ``for`` loops over ``loops`` (sequential ones), outermost first."""
+    for name, size in reversed(loops):
+        body = [for_loop(name, call("range", constant(size)), body)]
+    return body
+
+
+def _flat(loops: list[tuple[str, int]]) -> ast.expr:
+    """The position in C order that the variables of ``loops`` name together."""
+    flat: ast.expr = constant(0)
+    for name, size in loops:
+        flat = load(name) if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(),
+                                                            load(name))
+    return flat
+
+
+def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops: list[tuple[str, int]],
+                 body: list[ast.stmt]) -> list[ast.stmt]:
+    """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
+    best = f"{result}_best"
+    worst: ast.expr
+    if operand.kind == "f":
+        worst = ast.UnaryOp(ast.USub(), numpy("inf")) if op == "argmax" else numpy("inf")
+    elif operand.kind in "iu":
+        worst = constant(int(np.iinfo(operand).min if op == "argmax" else np.iinfo(operand).max))
+    else:
+        worst = constant(op != "argmax")
+    tests: list[ast.expr] = [ast.Compare(load(result), [ast.Eq()], [constant(-1)]),
+                             ast.Compare(item, [ast.Gt() if op == "argmax" else ast.Lt()], [load(best)])]
+    if operand.kind == "f":  # or the first NaN
+        tests.append(ast.BoolOp(ast.And(), [ast.Compare(item, [ast.NotEq()], [item]),
+                                            ast.Compare(load(best), [ast.Eq()], [load(best)])]))
+    update = ast.If(ast.BoolOp(ast.Or(), tests), [assign(best, item), assign(result, _flat(loops))], [])
+    return [assign(best, typed(worst, operand)), assign(result, constant(-1)), *_nested(loops, [*body, update])]
+
+
+def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: int,
+                loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that reduce ``item`` (computed after ``body``) over ``loops`` into ``result``, as
+    NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside it), a mean
+    divides the sum."""
+    if op in ("argmax", "argmin"):
+        return _arg_extreme(op, result, item, operand, loops, body)
+    if op in ("any", "all"):  # a count of the elements that decide it
+        counted = f"{result}_n"
+        test = ast.Compare(item, [ast.NotEq() if op == "any" else ast.Eq()], [constant(0)])
+        decided = ast.Compare(load(counted), [ast.Gt() if op == "any" else ast.Eq()], [constant(0)])
+        return [assign(counted, constant(0)),
+                *_nested(loops, [*body, ast.AugAssign(store(counted), ast.Add(), test)]),
+                assign(result, decided)]
+    nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
+    kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
+    update: ast.stmt
+    made: list[ast.stmt]
+    if kind in ("sum", "mean"):
+        made = [assign(result, typed(constant(0), dtype))]
+        update = ast.AugAssign(store(result), ast.Add(), item)
+    elif kind == "prod":
+        made = [assign(result, typed(constant(1), dtype))]
+        update = ast.AugAssign(store(result), ast.Mult(), item)
+    else:
+        lowest = ast.UnaryOp(ast.USub(), numpy("inf")) if dtype.kind == "f" else constant(int(np.iinfo(dtype).min))
+        highest = numpy("inf") if dtype.kind == "f" else constant(int(np.iinfo(dtype).max))
+        made = [assign(result, typed(lowest if kind == "max" else highest, dtype))]
+        update = assign(result, call(kind, load(result), item))
+    nans = f"{result}_nan"
+    updates = [update]
+    if nan_aware:
+        made.append(assign(nans, constant(0)))
+        updates.append(ast.AugAssign(store(nans), ast.Add(), ast.Compare(item, [ast.NotEq()], [item])))
+    made += _nested(loops, [*body, *updates])
+    if nan_aware:
+        made.append(assign(result, ast.IfExp(ast.Compare(load(nans), [ast.Eq()], [constant(0)]), load(result),
+                                             typed(numpy("nan"), dtype))))
+    if kind == "mean":
+        made.append(assign(result, typed(ast.BinOp(load(result), ast.Div(), constant(count)), dtype)))
+    return made
+
+
+# ---- what an expression reads -----------------------------------------------------------------------------
+
+def computes(x: Expr) -> bool:
+    """Whether reading an element of ``x`` computes something: not an array's element, a view's, an index's."""
+    if isinstance(x, (Viewed, Transposed, Reshaped)):
+        return computes(x.base)
+    if isinstance(x, Fused):
+        return x.made is None
+    return not isinstance(x, (Named, Counted))
+
+
+def base_name(stored: Expr) -> str | None:
+    while isinstance(stored, (Viewed, Transposed)):
+        stored = stored.base
+    return stored.name if isinstance(stored, Named) else None
+
+
+def reads_apart(value: Expr, stored: Expr, base: str) -> bool:
+    """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
+    (then it is computed into a temporary first, as NumPy's meaning is): the reads' nodes compared with the
+    store's."""
+    index = [load(f"_svod_p{k}") for k in range(len(stored.shape))]
+    out = Emitter(itertools.count())
+    target = ast.dump(stored.element(index, out))
+    element = broadcast_element(value, stored.shape, index, out)
+    reads = [ast.dump(n) for node in [element, *out.statements] for n in ast.walk(node)
+             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == base]
+    return any(read != target for read in reads)

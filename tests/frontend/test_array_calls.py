@@ -1,0 +1,150 @@
+"""NumPy's indexing and functions beyond elementwise arithmetic in ``@svod.jit`` array statements
+(``svod.frontend.array_calls``): gathers, masked stores, scatters, bool and bit operators, the class and
+logical functions, sign, clip, diff, roll, concatenate, stack, norm, len. Each function is compared with
+itself run as plain Python (NumPy), on every device, over empty, one-element and prime sizes and special
+values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import KernelSyntaxError
+from tests.frontend.test_jit import agrees_with_python
+
+SIZES = [0, 1, 7, 13]
+
+
+def _values(device, n: int) -> np.ndarray:
+    """``n`` values with the specials a device computes with (WGSL may assume floats finite)."""
+    specials = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324] if device.caps.ieee_floats else [-0.0, 0.0]
+    ordinary = np.linspace(-3.0, 3.0, 11)
+    return np.resize(np.array([*specials, *ordinary]), n)
+
+
+@svod.jit
+def classes_and_logic(x):
+    kept = (((x > 0) & (x < 2.5)) | np.isnan(x)).astype(x.dtype)  # no bool array made (WebGPU holds none)
+    return kept + 2 * np.logical_or(~np.isfinite(x) ^ np.logical_and(x > -2, np.logical_not(x > 1)),
+                                    np.isinf(x)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_bool_operators_and_numpys_class_and_logical_functions(device, n):
+    agrees_with_python(classes_and_logic, device, _values(device, n))
+
+
+@svod.jit
+def bits(i, j):
+    return (i << 2) | (j >> 1), i ^ j, ~i & 0xFF
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_bit_operators_on_integer_arrays(device, n):
+    i = np.arange(n, dtype=np.int32) - 3
+    agrees_with_python(bits, device, i, (i * 7) % 11)
+
+
+@svod.jit
+def clipped_to_zero(x):
+    x[x < 0] = 0.0
+    return x
+
+
+@svod.jit
+def doubled_where(x, y):
+    x[y > 1] = y[y > 1] * 2.0
+    x[x > 4] += 10.0
+    return x
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_stores_under_a_mask(device, n):
+    agrees_with_python(clipped_to_zero, device, _values(device, n))
+    agrees_with_python(doubled_where, device, np.arange(float(n)), (np.arange(float(n)) * 1.7) % 3)
+
+
+@svod.jit
+def looked_up(lut, img):
+    return lut[img]
+
+
+@svod.jit
+def gathered(lut, img, a, rows, cols):
+    return lut[img], a[rows, cols], a[rows, :] * 2.0
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_gathers_through_integer_arrays_with_negative_indices(device, n):
+    lut = np.arange(10.0) * 3
+    img = (np.arange(n * 2) % 13 - 3).reshape(n, 2)  # -3..9: from the end too
+    agrees_with_python(looked_up, device, lut, img)
+    if device.caps.index_bits == 32:
+        pytest.skip("a 2-D gather's row index times the row length may pass 32 bits for an index array's "
+                    "values: WGSL's indices refuse it (README, Devices)")
+    a = np.arange(12.0).reshape(3, 4)
+    rows, cols = np.arange(n) % 3, (np.arange(n) * 5) % 4 - 4
+    agrees_with_python(gathered, device, lut, img, a, rows, cols)
+
+
+def test_a_gather_out_of_bounds_is_an_error_as_in_numpy():
+    with pytest.raises(IndexError):
+        gathered.__wrapped__(np.arange(3.0), np.array([[5, 0]]), np.ones((3, 4)), np.array([0]), np.array([0]))
+    with pytest.raises(svod.errors.IndexOutOfBoundsError):
+        gathered(np.arange(3.0), np.array([[5, 0]]), np.ones((3, 4)), np.array([0]), np.array([0]))
+
+
+@svod.jit
+def scattered(a, idx, v):
+    a[idx] = v
+    return a
+
+
+def test_a_scatter_through_repeated_indices_keeps_numpys_last_write(device):
+    agrees_with_python(scattered, device, np.zeros(5), np.array([1, 3, 1, 4, 1]), np.arange(1.0, 6.0))
+
+
+@svod.jit
+def shaped_functions(x):
+    return np.sign(x), np.clip(x, -1.0, 2.5), x.clip(0.0, 1.0), np.diff(x), np.roll(x, 3), np.roll(x, -1)
+
+
+@pytest.mark.parametrize("n", [1, 7, 13])
+def test_sign_clip_diff_and_roll(device, n):
+    agrees_with_python(shaped_functions, device, _values(device, n))
+
+
+@svod.jit
+def joined(a, b, m):
+    return np.concatenate((a, b)), np.stack((a, a), axis=1), np.concatenate((m, m), axis=1), \
+        np.linalg.norm(b), len(a), a.astype(m.dtype)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_concatenate_stack_norm_len_and_a_dtype_read_from_an_array(device, n):
+    agrees_with_python(joined, device, np.arange(float(n)), np.array([3.0, 4.0, -0.0]),
+                       np.arange(6.0, dtype=np.float32).reshape(2, 3))
+
+
+@svod.jit
+def compacted(x):
+    return x[x > 0]
+
+
+@svod.jit
+def masked_sum(x):
+    return x[x > 0].sum()
+
+
+@svod.jit
+def stored_unmasked(x, y):
+    x[x > 0] = y
+    return x
+
+
+@pytest.mark.parametrize(("fn", "says"), [(compacted, "does not compact"), (masked_sum, "a reduction of x\\[mask\\]"),
+                                          (stored_unmasked, "takes a scalar, or an expression of arrays under")])
+def test_what_masks_svod_does_not_have_is_refused_at_its_line(fn, says):
+    with pytest.raises(KernelSyntaxError, match=f"test_array_calls.py:\\d+: .*{says}"):
+        fn(np.arange(4.0), np.ones(4)) if fn is stored_unmasked else fn(np.arange(4.0))
