@@ -94,6 +94,8 @@ class Lowering(ArrayCalls):
         self.arguments = set(self.arrays)
         self.aliases: set[str] = set()
         """Names bound to a view of another array (``v = a[1:]``): the same memory, as in NumPy."""
+        self.outer = source.outer_names()
+        """What the host reads besides ``host``: the names the function does not bind itself."""
         self.host: dict[str, Any] = {n: v for n, v in args.items() if not isinstance(v, np.ndarray)}
         self.host.update({n: v for n, v in args.items() if isinstance(v, np.ndarray)})
         self.read: set[str] = set()
@@ -117,7 +119,7 @@ class Lowering(ArrayCalls):
 
     def on_host(self, node: ast.expr) -> Any:
         """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far."""
-        return eval(compile(ast.Expression(node), self.source.file, "eval"), dict(self.source.names), self.host)
+        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, self.host)
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -316,8 +318,8 @@ class Lowering(ArrayCalls):
         if isinstance(node, ast.Call) and self.reader.allocation(node) is not None and isinstance(target, ast.Name):
             self.allocated(stmt, target.id, node)
             return [stmt]
-        if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or
-                                                             target.id in self.aliases):
+        if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or target.id in self.aliases
+                                                             or isinstance(self.arrays[target.id], Fused)):
             value = self.value(node)
             if isinstance(value, Scalar):
                 self.remember_scalar(target.id, node)

@@ -175,6 +175,8 @@ class Builder:
         self.plan = ExecutionPlan(device)
         self.args = dict(zip(jit.parameters, args, strict=True))
         self.host: dict[str, Any] = dict(self.args)
+        self.outer = self.source.outer_names()
+        """The globals the host reads: those the function does not bind itself."""
         """What the host knows before the run: the arguments, the definitions computed from them."""
         self.arrays: dict[str, tuple[int, tuple[int, ...], Any]] = {}
         """Each array a phase may take (an argument or a temporary): its plan buffer, shape and dtype."""
@@ -431,7 +433,7 @@ class Builder:
     def evaluate(self, node: ast.expr, extra: dict[str, Any] | None = None) -> Any:
         """``node`` computed on the host: the function's globals, the arguments and the definitions so far."""
         code = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
-        return eval(code, dict(self.source.names), {**self.host, **(extra or {})})  # the user's code
+        return eval(code, self.outer, {**self.host, **(extra or {})})  # the user's code
 
     def phase(self, statements: list[ast.stmt], loops: list[str]) -> list[int]:
         """Add one phase's kernel to the plan: its id (none for sequential code that stores into no array

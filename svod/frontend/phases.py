@@ -681,7 +681,8 @@ class Flow:
         return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
-        if isinstance(stmt.target, ast.Name) and stmt.target.id in [*loaded(self.following), *(self.returns or ())]:
+        if isinstance(stmt.target, ast.Name) and (_read_before_bound(stmt.target.id, self.following) or
+                                                  stmt.target.id in (self.returns or ())):
             raise self.reader.refuse(stmt, f"the variable {stmt.target.id} of a loop around phases is read after "
                                            "the loop, which svod does not keep: count the turns in a name of your "
                                            f"own (`k = 0` before the loop, `k += 1` in it)")
@@ -729,6 +730,25 @@ class Flow:
     def turn(exits: _Exits, body: list[ast.stmt], at: ast.stmt) -> list[ast.stmt]:
         """A turn's statements: its ``continue`` flag cleared first where one is taken."""
         return [_assign(exits.skipped, 0, at), *body] if exits.continues else body or [ast.Pass()]
+
+
+def _read_before_bound(name: str, statements: Sequence[ast.stmt]) -> bool:
+    """Whether ``statements`` read ``name`` before a statement binds it anew (a later ``for name in ...``,
+    ``name = ...``)."""
+    for stmt in statements:
+        if isinstance(stmt, ast.For):
+            if name in loaded([stmt.iter]):
+                return True
+            if name in stored([stmt.target]):
+                return False
+        if isinstance(stmt, ast.Assign):
+            if name in loaded([stmt.value]):
+                return True
+            if name in stored(stmt.targets):
+                return False
+        if name in loaded([stmt]):
+            return True
+    return False
 
 
 def _parameters(function: ast.FunctionDef) -> list[str]:

@@ -122,5 +122,12 @@ class Source:
                           zip(fn.__code__.co_freevars, fn.__closure__, strict=True)})
         return Source(node, file, names)
 
+    def outer_names(self) -> dict[str, Any]:
+        """The globals and closure a name the function computes on the host may read: those the function does
+        not bind itself (a module's ``k = 0`` is not the function's loop variable ``k``)."""
+        bound = {a.arg for a in ast.walk(self.node.args) if isinstance(a, ast.arg)}
+        bound |= {n.id for n in ast.walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return {name: value for name, value in self.names.items() if name not in bound}
+
 
 __all__ = ["Located", "Source", "size_names"]

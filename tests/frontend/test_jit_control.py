@@ -540,3 +540,45 @@ def two_phases_one_variable(x, y, c):
 @pytest.mark.parametrize("c", [-1.0, 1.0])
 def test_a_loop_variable_an_if_assigned_before_is_the_loops_own(device, c):
     agrees_with_python(two_phases_one_variable, device, np.arange(5.0), np.ones(5), c)
+
+
+# ---- what npbench's programs met ---------------------------------------------------------------------------------
+
+turn = 0
+"""A module global of the name a jitted function's loop variable has: the function's own ``turn`` is not it."""
+
+
+@svod.jit
+def running_columns(a):
+    for turn in range(1, a.shape[1]):
+        a[:, turn] += a[:, turn - 1]
+    return a
+
+
+@svod.jit
+def both_ways(a):
+    for j in range(1, a.shape[1]):
+        a[:, j] += a[:, j - 1]
+    for j in range(a.shape[1] - 2, -1, -1):  # the same name, bound anew: nothing reads the first loop's
+        a[:, j] += a[:, j + 1]
+    return a
+
+
+@svod.jit
+def rebound_in_two_loops(a, out):
+    for _ in range(2):
+        t = -a
+        out[:] = t
+    for _ in range(2):
+        t = a + 1.0
+        out += t
+    return out
+
+
+@pytest.mark.parametrize("fn", [running_columns, both_ways])
+def test_a_loop_variable_is_the_functions_own_whatever_the_module_or_a_later_loop_names(device, fn):
+    agrees_with_python(fn, device, np.arange(12.0).reshape(3, 4))
+
+
+def test_a_name_bound_to_a_new_array_expression_in_a_later_loop_is_a_new_array(device):
+    agrees_with_python(rebound_in_two_loops, device, np.arange(5.0), np.zeros(5))
