@@ -74,6 +74,10 @@ ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "on
 """The NumPy calls that make a temporary array."""
 _HOST_CALLS = (len, min, max, abs, int, float, round)
 """What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
+TURN_BOUND = (1 << 31) - 1
+"""The values a loop around phases gives its variable where its bounds are the run's integers: within 32 bits,
+so that an index it makes with a row's length cannot wrap around 64 (``a[r, :]`` under ``range(n)`` is then
+proven free of races); the plan checks each value it gives against it, and raises ``VariableError`` past it."""
 WIDENING_ROUNDS = 5
 """Rounds of translation that settle the dtypes of carried scalars: each round that changes one widens it
 (int64, float32, float64), so a few rounds reach the dtypes the phases make of them."""
@@ -592,7 +596,7 @@ def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, in
     lo_start, hi_start = (start, start) if isinstance(start, int) else (int(start.vmin), int(start.vmax))
     lo_stop, hi_stop = (stop, stop) if isinstance(stop, int) else (int(stop.vmin), int(stop.vmax))
     lo, hi = (lo_start, hi_stop - 1) if step > 0 else (lo_stop + 1, hi_start)
-    lo, hi = max(lo, -pylang.INT_BOUND), min(hi, pylang.INT_BOUND)  # the plan checks the values it gives
+    lo, hi = max(lo, -TURN_BOUND), min(hi, TURN_BOUND)  # the plan checks the values it gives
     if lo > hi and isinstance(start, int) and isinstance(stop, int):
         return (start, start)  # a loop that never runs: its phases are built, and never see a value
     return (lo, hi) if lo <= hi else None

@@ -582,3 +582,23 @@ def test_a_loop_variable_is_the_functions_own_whatever_the_module_or_a_later_loo
 
 def test_a_name_bound_to_a_new_array_expression_in_a_later_loop_is_a_new_array(device):
     agrees_with_python(rebound_in_two_loops, device, np.arange(5.0), np.zeros(5))
+
+
+@svod.jit
+def rows_up_to(n, a):
+    for r in range(n):
+        a[r, :] += 1.0
+    return a
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_a_loop_bounded_by_an_int_argument_indexes_rows_free_of_races(device, n):
+    if device.caps.index_bits == 32:
+        pytest.skip("a loop variable of up to 2**31 values times a row's length passes WGSL's 32-bit indices: "
+                    "refused when rendered (README, Devices)")
+    agrees_with_python(rows_up_to, device, n, np.zeros((4, 3)))
+
+
+def test_a_loop_bounded_by_an_int_argument_past_32_bits_is_refused_before_it_runs():
+    with pytest.raises(VariableError, match="loop variable r may take"):
+        rows_up_to(1 << 40, np.zeros((4, 3)))
