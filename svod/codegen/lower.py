@@ -108,6 +108,15 @@ def private_statements(sink: UOp) -> frozenset[UOp]:
             if e not in private and all(s in private for s in inside[e]):
                 private.add(e)
                 changed = True
+    live = live_ranges(sink)
+    loops = {e: live[e] | ({e.src[0]} if e.op is Ops.EXIT else set()) for e in statements}
+    changed = True
+    while changed:  # a loop runs for every work item or for the first only: all its statements, or none, private
+        changed = False
+        for e in sorted(private, key=statements.index):
+            if any(s not in private and loops[e] & loops[s] for s in statements):
+                private.discard(e)
+                changed = True
     return frozenset(private)
 
 
