@@ -307,7 +307,7 @@ class Kernel:
         if self._source is None:
             self._source = Source.of(self.fn)
         k = KernelBuilder(self.name)
-        ndim = max((len(_dims(v)) for v in values if _is_array(v)), default=1)
+        ndim = max((len(_dims(v)) for v in values if _is_array(v)), default=1) or 1  # a 0-d array: one element
         limit = _size_limit(ndim, index_bits)
         classes: dict[int, int | UOp] = {}
         sizes: list[tuple[str, int, int]] = []

@@ -584,3 +584,13 @@ def test_a_pass_statement_builds_nothing():
     out = np.full(4, 7.0)
     clamp_negatives(out, x)
     np.testing.assert_array_equal(out, [0.0, 7.0, 7.0, 7.0])
+
+
+@svod.kernel
+def fills_a_scalar_array(a):
+    a[()] = 3.0
+
+
+def test_a_zero_dimensional_array_is_refused_with_an_svod_error_not_a_crash():
+    with pytest.raises(svod.errors.GraphError, match="a buffer shape needs at least one dimension"):
+        fills_a_scalar_array(np.zeros(()))  # ZeroDivisionError in the size bounds before
