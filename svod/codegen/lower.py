@@ -88,35 +88,24 @@ def gate_effects(sink: UOp, conditions: Mapping[UOp, UOp]) -> UOp:
 def private_statements(sink: UOp) -> frozenset[UOp]:
     """The statements of ``sink`` that every work item (thread) runs for itself where a launch would give
     serial code to the first one only: stores into its own registers of values read from memory the kernel
-    never writes, and the exits of loops that hold nothing else. Serial code that carries a local into a
-    parallel loop after it (``n = 0; while n * n < m: n += 1`` then ``out[i] = n + i``) must run wherever that
-    loop runs: each work item reads its own register."""
+    never writes, and loops' exits, where every loop they are in holds nothing else. Serial code that carries
+    a local into a parallel loop after it (``n = 0; while n * n < m: n += 1`` then ``out[i] = n + i``) must
+    run wherever that loop runs: each work item reads its own register."""
     statements = [e for e in sink.src if e.op in STATEMENTS]
     written = {m for m in written_memory(statements) if m.op is not Ops.DEFINE_REG}
     reads_written: dict[UOp, bool] = {}
     for u in sink.toposort():
         reads_written[u] = (u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written) or \
             any(reads_written[s] for s in u.src)
-    private = {e for e in statements if e.op is Ops.STORE and memory_of(e.src[0].src[0]).op is Ops.DEFINE_REG
-               and not reads_written[e]}
-    exits = [e for e in statements if e.op is Ops.EXIT and not reads_written[e]]
-    inside = {e: [s for s in statements if s is not e and e.src[0] in s.toposort()] for e in exits}
-    changed = True
-    while changed:  # an outer loop's exit once its inner loops' are private
-        changed = False
-        for e in exits:
-            if e not in private and all(s in private for s in inside[e]):
-                private.add(e)
-                changed = True
     live = live_ranges(sink)
     loops = {e: live[e] | ({e.src[0]} if e.op is Ops.EXIT else set()) for e in statements}
-    changed = True
-    while changed:  # a loop runs for every work item or for the first only: all its statements, or none, private
-        changed = False
-        for e in sorted(private, key=statements.index):
-            if any(s not in private and loops[e] & loops[s] for s in statements):
-                private.discard(e)
-                changed = True
+    private = {e for e in statements if not reads_written[e] and (e.op is Ops.EXIT or (
+        e.op is Ops.STORE and memory_of(e.src[0].src[0]).op is Ops.DEFINE_REG))}
+    while True:  # a loop runs on every work item or on the first alone: all its statements private, or none
+        kept = {e for e in private if not any(s not in private and loops[e] & loops[s] for s in statements)}
+        if kept == private:
+            break
+        private = kept
     return frozenset(private)
 
 
