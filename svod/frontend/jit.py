@@ -632,11 +632,12 @@ class Jit:
     def __call__(self, *args: Any, device: str | Device = "CPU") -> Any:
         """Run the function on ``args`` on ``device``: numpy arrays are worked on in place, scalars passed by
         value; returns what the function returns (a temporary comes back as a new array)."""
-        return self.prepared(args, api.get_device(device)).run(self._arguments(args))
+        values = self._arguments(args)  # checked and converted once a call
+        return self.prepared(values, api.get_device(device)).run(values)
 
     def plan(self, *args: Any, device: str | Device = "CPU") -> ExecutionPlan:
         """The prepared plan the function runs as for arguments like ``args``."""
-        return self.prepared(args, api.get_device(device)).plan
+        return self.prepared(self._arguments(args), api.get_device(device)).plan
 
     def save(self, path: str | os.PathLike[str], *args: Any, device: str | Device = "CPU") -> None:
         """Save the plan for arguments like ``args`` as a plan bundle (``svod.load_plan``; its buffers are
@@ -663,8 +664,8 @@ class Jit:
             self._structure = self.reader.structure()
         return self._structure
 
-    def prepared(self, args: Sequence[Any], device: Device) -> Prepared:
-        values = self._arguments(args)
+    def prepared(self, values: Sequence[Any], device: Device) -> Prepared:
+        """The plan for arguments like ``values`` (as ``_arguments`` made them)."""
         with self._lock:
             variant = self.variant(values)
             key = (device.name, *self._signature(values, variant))
