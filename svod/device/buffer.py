@@ -227,6 +227,14 @@ class Buffer:
         return out
 
 
+def array_address(array: np.ndarray, writeable: bool) -> int:
+    """The address of a numpy array's first element, ``writeable`` its flag (through ctypes when it is
+    writeable: twice as fast as building ``__array_interface__``, which a call on small arrays notices)."""
+    if writeable and array.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
+    return int(array.__array_interface__["data"][0])
+
+
 def _element_count(size: object, dtype: DType, device: str) -> int:
     """``size`` as an int: a non-negative integer (Python or numpy, not a bool) whose bytes one allocation
     can hold. Checked when the buffer is made, so a size no device can have fails here and not as

@@ -184,7 +184,7 @@ class LaunchShape:
         static = self.static
         if static is not None:
             return static
-        key = tuple(var_vals.get(name) for name in self._reads)
+        key = tuple(var_vals.get(name) for name in self.reads)
         kept = self._kept if all(type(value) is int for value in key) else None  # 2.0 is not 2: checked anew
         found = None if kept is None else kept.get(key)
         if found is not None:
@@ -199,7 +199,7 @@ class LaunchShape:
         return dims
 
     @functools.cached_property
-    def _reads(self) -> tuple[str, ...]:
+    def reads(self) -> tuple[str, ...]:
         """The variables the sizes read that the caller passes (not fixed here), by name."""
         fixed = {name for name, _ in self.fixed}
         sizes = (*self.global_size, *(self.local_size or ()))

@@ -46,7 +46,11 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
     through a copy, which is written back in place afterwards. Elsewhere every array is copied in and
     the written ones copied back.
     """
-    kernel = compile(ast, device)
+    run_compiled(compile(ast, device), buffers, var_vals)
+
+
+def run_compiled(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, Any]) -> None:
+    """``run`` of a kernel compiled already."""
     try:
         _run(kernel, [_device_array(b) for b in buffers], var_vals)
     except SvodError as err:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,10 +43,14 @@ from svod.frontend.translate import Translator
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
+from svod.runtime.kernel import ArrayLaunch, CachedKernel
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
 sizes' limit, ``_size_limit``)."""
+LAUNCHES_KEPT = 64
+"""The signatures of calls on numpy arrays a kernel keeps launches for (``Kernel._launches``): enough for
+the shapes a program cycles through, few enough that one calling with ever new shapes holds little."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,10 @@ class BoundCall:
     (``launch`` adds them)."""
     platform: Platform = HOST
     """What the kernel was translated for: its integers' and floats' widths."""
+    arguments: tuple[Any, ...] = ()
+    """The call's arguments, as the kernel sees them (``Kernel._argument``)."""
+    varying: Mapping[str, int] = field(default_factory=dict)
+    """Each variable a scalar argument gives, with that argument's position."""
 
     def launch(self) -> dict[str, Any]:
         """The variables of one launch: ``var_vals``, and for a kernel that draws from the process generator the
@@ -126,6 +134,11 @@ class Kernel:
         """Arguments hinted ``int`` or ``float``: a hint Python ignores, so a Python number there stays weak."""
         self._source: Source | None = source
         self._built: dict[tuple[Any, ...], Built] = {}
+        self._launches: dict[tuple[Any, ...], tuple[ArrayLaunch, Located]] = {}
+        """The launches of calls on numpy arrays and numbers, by ``_call_key``: a call like one before runs
+        without translating, looking up or checking again what its key fixes."""
+        self._constants = frozenset(position for position, name in enumerate(self.parameters)
+                                    if isinstance(self.annotations.get(name), pylang.ConstType))
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -138,13 +151,56 @@ class Kernel:
         svod Buffers and DLPack arrays too (a torch or cupy CUDA tensor in its own memory); scalars are passed by
         value. The device is by default the first argument's that lives on one (a Buffer, a CUDA tensor), else
         the CPU."""
+        key = self._call_key(args, device)
+        prepared = self._launches.get(key) if key is not None else None
+        if prepared is not None:
+            launch, located = prepared
+            try:
+                if launch.run(args):
+                    return
+            except SvodError as err:
+                err.name_kernel(launch.kernel.name)
+                located.locate(err)
+                raise
         opened = api.get_device(_device_of(args) if device is None else device)
         bound = self.bind(*args, device=opened)
         try:
-            api.run(bound.ast, bound.arrays, device=opened, **bound.launch())
+            kernel = api.compile(bound.ast, opened)
+            api.run_compiled(kernel, bound.arrays, bound.launch())
         except SvodError as err:
             bound.located.locate(err)
             raise
+        if key is not None and not bound.draws:
+            self._prepare_launch(key, kernel, bound)
+
+    def _call_key(self, args: tuple[Any, ...], device: str | Device | None) -> tuple[Any, ...] | None:
+        """What decides a call's kernel and checks when its arguments are numpy arrays and Python numbers: the
+        device asked for, each array's dtype and shape, each number's type (a bool's and a ``svod.Const``'s
+        value). None for other arguments, which the general path takes every time."""
+        key: list[Any] = [device]
+        for position, value in enumerate(args):
+            kind = type(value)
+            if kind is np.ndarray:
+                key.append((value.dtype, value.shape))
+            elif position in self._constants:
+                key.append((kind, value))
+            elif kind is float or kind is int:
+                key.append(kind)
+            elif kind is bool:
+                key.append(value)
+            else:
+                return None
+        return tuple(key)
+
+    def _prepare_launch(self, key: tuple[Any, ...], kernel: CachedKernel, bound: BoundCall) -> None:
+        """Keep the launch of a call that just ran for the calls of the same ``key`` after it."""
+        arrays = tuple(position for position, value in enumerate(bound.arguments) if _is_array(value))
+        launch = kernel.array_launch(bound.var_vals, arrays, bound.varying)
+        if launch is None:
+            return
+        if len(self._launches) >= LAUNCHES_KEPT:
+            self._launches.clear()
+        self._launches[key] = (launch, bound.located)
 
     def build(self, *args: Any) -> UOp:
         """The kernel SINK for arguments like ``args`` (their dtypes, ndims and kinds; not their values,
@@ -182,7 +238,9 @@ class Kernel:
                              if name in built.variables})
         self._check_bounds(built, var_vals, bits)
         arrays = [v for v in values if _is_array(v)]
-        return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals), built.draws, platform)
+        varying = {name: position for name, position in built.scalars if name in built.variables}
+        return BoundCall(built.ast, arrays, var_vals, built.located, dict(built.locals), built.draws, platform,
+                         tuple(values), varying)
 
     def plan_kernel(self, buffers: Sequence[Buffer],
                     scalars: Mapping[str, int | float | str] | None = None) -> tuple[UOp, dict[str, int | float]]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer
+from svod.device.buffer import array_address
 from svod.device.protocols import Site
 from svod.errors import BufferMismatchError
 from svod.runtime.steps import Step
@@ -101,7 +102,7 @@ class ArrayBinding:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not C-contiguous; kernels "
                                               "use its memory as it is (np.ascontiguousarray copies one)",
                                               kernel=user, stage="execute", value=array.strides)
-                address = int(array.__array_interface__["data"][0])
+                address = array_address(array, array.flags.writeable)
                 if address % array.dtype.itemsize:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not aligned to its itemsize "
                                               f"({array.dtype.itemsize})", kernel=user, stage="execute",

@@ -7,7 +7,6 @@ addresses to the program. Nothing runs when a check fails.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from svod.device import Buffer, Device, KernelMetadata, LaunchShape, Program, Variable, derive_metadata
+from svod.device.buffer import array_address
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
 from svod.dtype import DType
-from svod.errors import BufferMismatchError, VariableError
+from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
 from svod.runtime.parts import PartsProgram
@@ -255,7 +255,7 @@ class CachedKernel:
             flags = array.flags
             if not flags.c_contiguous:
                 return False
-            start = _address_of(array, flags.writeable)
+            start = array_address(array, flags.writeable)
             if start % dtype.itemsize or (written and not flags.writeable) or \
                     array.size < (static_size if static_size is not None else evaluate(size, sizes)):
                 return False
@@ -267,12 +267,84 @@ class CachedKernel:
         self.program.execute(starts, self.vals(values), dims.global_size, dims.local_size)
         return True
 
+    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[int],
+                     varying: Mapping[str, int]) -> ArrayLaunch | None:
+        """This kernel's launch on calls like one that ran with ``var_vals``: numpy arrays of the same dtypes
+        and shapes at positions ``arrays`` of the call's arguments (in kernel argument order), and variables
+        that change call to call, each with the position of the argument that gives its value (``varying``).
+        None where what a launch checks or computes reads a varying variable (the general path does it then)."""
+        if not self.device.caps.host_memory:
+            return None
+        values = self.check_vars(var_vals)
+        changing = [v for v in self.variables if v.name in varying]
+        names = {v.name for v in changing}
+        if any(layout.static_size is None and _reads(layout.size, names) for layout in self.layout) or \
+                names & set(self.launch.reads):
+            return None
+        order = self.var_names
+        return ArrayLaunch(self, tuple(arrays), self.vals(values), self.launch_dims(values),
+                           tuple((order.index(v.name), v, varying[v.name]) for v in changing))
+
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
         values = self.check_vars(var_vals or {})
         addresses = self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
         dims = self.launch_dims(values)
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayLaunch:
+    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of
+    one dtype and shape each, so that a call checks only what those do not fix (each array C-contiguous,
+    aligned, writeable where written, no written one overlapping another) and the variables that change."""
+
+    kernel: CachedKernel
+    arrays: tuple[int, ...]
+    """The position of each kernel argument among the call's arguments."""
+    vals: list[int]
+    """The variables' values in program order, the varying ones as when prepared."""
+    dims: ConcreteLaunchDims
+    varying: tuple[tuple[int, Variable, int], ...]
+    """Each variable that changes call to call: its slot in ``vals``, itself, the argument that gives it."""
+
+    @functools.cached_property
+    def checks(self) -> tuple[tuple[int, int, bool], ...]:
+        """Per kernel argument: the call's argument that gives it, its itemsize, whether the kernel writes it."""
+        return tuple((position, layout.dtype.itemsize, layout.written)
+                     for position, layout in zip(self.arrays, self.kernel.layout, strict=True))
+
+    def run(self, arguments: Sequence[Any]) -> bool:
+        """Run on a call's ``arguments``, or return False, having run nothing, where anything is not plainly
+        right: the general path then copies what cannot be shared, or says what is wrong."""
+        starts, counts = [], []
+        for position, itemsize, written in self.checks:
+            array = arguments[position]
+            flags = array.flags
+            if not flags.c_contiguous or (written and not flags.writeable):
+                return False
+            start = array_address(array, flags.writeable)
+            if start % itemsize:
+                return False
+            starts.append(start)
+            counts.append(array.size)
+        if len(starts) > 1 and _written_overlap(starts, counts, self.kernel.itemsizes, self.kernel.written_positions):
+            return False
+        vals = self.vals
+        if self.varying:
+            vals = list(vals)
+            try:
+                for slot, variable, position in self.varying:
+                    vals[slot] = variable.checked(arguments[position])
+            except SvodError:
+                return False
+        self.kernel.program.execute(starts, vals, self.dims.global_size, self.dims.local_size)
+        return True
+
+
+def _reads(size: UOp, names: set[str]) -> bool:
+    """Whether launch or buffer size ``size`` reads one of the variables ``names``."""
+    return bool(names) and any(u.op is Ops.DEFINE_VAR and u.arg[0] in names for u in size.toposort())
 
 
 def _written_overlap(starts: Sequence[int], counts: Sequence[int], itemsizes: Sequence[int],
@@ -287,14 +359,6 @@ def _written_overlap(starts: Sequence[int], counts: Sequence[int], itemsizes: Se
                     and start < end and counts[other] and (memories is None or memories[position] is memories[other]):
                 return position, other
     return None
-
-
-def _address_of(array: np.ndarray, writeable: bool) -> int:
-    """The address of an array's first element (through ctypes when it is writeable: twice as fast as
-    building ``__array_interface__``)."""
-    if writeable and array.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
-    return int(array.__array_interface__["data"][0])
 
 
 def _same_memory(a: Device, b: Device) -> bool:

@@ -594,3 +594,52 @@ def fills_a_scalar_array(a):
 def test_a_zero_dimensional_array_is_refused_with_an_svod_error_not_a_crash():
     with pytest.raises(svod.errors.GraphError, match="a buffer shape needs at least one dimension"):
         fills_a_scalar_array(np.zeros(()))  # ZeroDivisionError in the size bounds before
+
+
+# ---- a call like one before: the kept launch checks what its arrays' dtypes and shapes do not fix ----------
+
+@svod.kernel
+def scaled(out, x, factor, steps: svod.Int[0, 8]):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        for _ in range(steps):
+            v = v * factor
+        out[i] = v
+
+
+def test_a_repeated_call_takes_each_calls_numbers_and_arrays():
+    x, out = np.arange(7, dtype=np.float64), np.zeros(7)
+    for factor, steps in ((2.0, 1), (-0.5, 3), (np.inf, 2), (3.0, 0)):
+        with np.errstate(invalid="ignore"):
+            want = x * factor ** steps if steps else x.copy()
+        scaled(out, x, factor, steps)
+        np.testing.assert_array_equal(out, want)
+    other = np.linspace(-1.0, 1.0, 7)
+    scaled(out, other, 2.0, 1)  # other arrays of the same shape
+    np.testing.assert_array_equal(out, other * 2.0)
+
+
+def test_a_repeated_call_checks_what_changes():
+    x, out = np.ones(5), np.zeros(5)
+    scaled(out, x, 2.0, 1)
+    with pytest.raises(VariableError, match="steps=9 is outside its annotation"):
+        scaled(out, x, 2.0, 9)
+    with pytest.raises(BufferMismatchError, match="share memory"):
+        scaled(x, x, 2.0, 1)
+    frozen = np.zeros(5)
+    frozen.flags.writeable = False
+    with pytest.raises(BufferMismatchError, match="read-only"):
+        scaled(frozen, x, 2.0, 1)
+    strided = np.zeros(10)[::2]  # not contiguous: copied in and back, as the first call of a kind is
+    scaled(strided, np.arange(5.0), 3.0, 1)
+    np.testing.assert_array_equal(strided, np.arange(5.0) * 3.0)
+    scaled(out, x, 1, 1)  # an int where a float was: another signature
+    np.testing.assert_array_equal(out, x)
+
+
+def test_a_repeated_call_out_of_bounds_names_the_statement():
+    out, x, idx = np.zeros(3, np.float32), np.ones(4, np.float32), np.array([0, 1, 2], np.int32)
+    reads_out_of_bounds(out, x, idx)
+    with pytest.raises(IndexOutOfBoundsError, match=r"\] x has 4 elements but was accessed at index 9") as caught:
+        reads_out_of_bounds(out, x, np.array([0, 9, 1], np.int32))
+    assert _line(reads_out_of_bounds) in str(caught.value) and caught.value.slot == 1
