@@ -1,9 +1,20 @@
 """svod's benchmarks, beside the package rather than in it: the harness behind ``svod bench``
-(``harness``), the peers svod is measured beside (``peers``: numpy, numba, tinygrad), the kernel suite's
-sizes and peer spellings (``suite``, ``numba_kernels``), and the report (``results``). The kernels
-themselves are svod's (``svod.workloads``), shared with the demo and the tests.
+(``harness``; a CUDA device's suite beside torch and Triton: ``cuda_report``), the peers svod is measured
+beside (``peers``: numpy, numba, tinygrad), the kernel suite's sizes and peer spellings (``suite``,
+``numba_kernels``), and the report (``results``). The kernels themselves are svod's (``svod.workloads``),
+shared with the demo and the tests.
 """
 
-from benchmarks.harness import run_bench
+import svod
+from benchmarks import cuda_report, harness
 
 __all__ = ["run_bench"]
+
+
+def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
+              plot_path: str | None = None, only_suite: bool = False) -> int:
+    """``svod bench``: the suite and the peers on a CPU or OpenCL device (``harness``); a CUDA device's suite
+    beside torch and Triton instead (``cuda_report``: a GPU's peers are not numpy's)."""
+    if only_suite and svod.get_device(device_name).device.base_type == "CUDA":
+        return cuda_report.report(svod.get_device(device_name).name, json_path, quick)
+    return harness.run_bench(device_name, quick, json_path, plot_path, only_suite)

@@ -735,10 +735,6 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
                         stage="bench", value=device_name)
-    if only_suite and device.device.base_type == "CUDA":  # a GPU's peers are torch and Triton, not numpy's
-        from benchmarks.cuda_report import report as gpu_report
-
-        return gpu_report(device.name, json_path, quick)
     sizes = QUICK if quick else FULL
     tinygrad = Tinygrad("CL" if device.device.base_type == "CL" else "CPU")
     bench = Bench(device, sizes, tinygrad, lambda title: None)
