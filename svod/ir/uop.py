@@ -677,6 +677,8 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
     """The nodes below ``root`` (``root`` included) not in ``known``, each after its sources: a walk that
     stops where ``known`` begins, so facts filled in node by node cost one visit per node in all (a
     toposort of each new node would cost the whole graph each time)."""
+    if root in known:  # the common question, asked once per use of a node
+        return []
     order: list[UOp] = []
     visited: set[UOp] = set()
     stack: list[tuple[UOp, bool]] = [(root, False)]
