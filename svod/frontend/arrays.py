@@ -20,6 +20,12 @@ each stands at the line of the user's statement it is written for, and an error 
 statement; each array or value svod names (``_svod_t0``) is recorded in the user's words
 (``Source.described``: ``the temporary array of `A[:-1] + 1```) for the errors that name it.
 
+A slice's bounds may read the variables of the loops around the statement (``C[i, :i + 1]``), and inside a
+``prange`` elements the work item reads (``A_val[A_row[i]:A_row[i + 1]]``): a length is then an extent
+(``svod.frontend.extents``), its loop runs that long, two lengths broadcast where they are provably equal, and an
+array made at such a length is made at the greatest and viewed at the turn's. A ``prange`` nest's array
+statements become loops of its work item's own (``parallel_nest``), arrays they make one per work item.
+
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
 another element than the one stored (``reads_apart``); a name bound to an array expression is a new array
@@ -33,7 +39,7 @@ import copy
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -131,6 +137,13 @@ class Lowering(ArrayCalls):
         """The names ``name = <array expression>`` made a new array of."""
         self.renames: dict[str, str] = {}
         """Names bound anew by the statement just rewritten (``rebound``), for the statements after it."""
+        self.work: list[ast.For] = []
+        """The ``prange`` loops around the statement being rewritten (its work item's), outermost first."""
+        self.hoisted: list[ast.stmt] = []
+        self.held_bounds: tuple[dict[Dim, Dim], int] = ({}, 0)
+        """The bounds read from memory that the work item computed into locals (``held``) at the top of its
+        body, and how deep that stands."""
+        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
         self.bases: dict[str, Named] = {}
         """Per array the rewriting makes at a length the host does not know: the array it is made in, of the
         greatest length, which it views."""
@@ -254,6 +267,8 @@ class Lowering(ArrayCalls):
                 stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
                 loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
             return [stands_for(loop, stmt)]
+        if isinstance(stmt, ast.For) and self.reader.is_prange(stmt):
+            return self.parallel_nest(stmt, looped)
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
@@ -266,6 +281,64 @@ class Lowering(ArrayCalls):
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             return self.returned(stmt, stmt.value)
         return [stmt]
+
+    def parallel_nest(self, stmt: ast.For, looped: bool) -> list[ast.stmt]:
+        """A ``prange`` nest whose work item runs array statements: each rewritten into loops of the work item's
+        own (``range``; more ``prange``s of the nest where one statement is the nest's whole body) and
+        reductions; an array a statement makes (a temporary NumPy computes first, a name bound to an array
+        expression) is made once for every work item, before the nest, and each reads its own. A nest without
+        array statements stays as written."""
+        nest = [stmt]
+        while len(nest[-1].body) == 1 and self.reader.is_prange(nest[-1].body[0]):
+            nest.append(nest[-1].body[0])  # type: ignore[arg-type]  # (is_prange: a For)
+        changed, hoisted, work, held = self.changed, self.hoisted, self.work, self.held_bounds
+        self.changed, self.hoisted, self.work, self.held_bounds = False, [], [*work, *nest], ({}, self.level + 1)
+        try:
+            with ExitStack() as scope:
+                for loop in nest:
+                    scope.enter_context(self.loop_variable(loop))
+                body = self.body(nest[-1].body, looped)
+            rewritten, made = self.changed, self.hoisted
+        finally:
+            self.changed, self.hoisted, self.work, self.held_bounds = changed or self.changed, hoisted, work, held
+        if not rewritten:
+            return [stmt]
+        for loop in reversed(nest):
+            copied = stands_for(copy.copy(loop), loop)
+            copied.body = _widened(body)
+            body = [copied]
+        return [*made, *body]
+
+    def held(self, value: Dim) -> Dim:
+        """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
+        local of the work item, before the statement (and read again by the statements after it that slice
+        alike, where it stands at the top of the loop's body)."""
+        if isinstance(value, int) or not self.work or \
+                not any(isinstance(n, ast.Subscript) for n in ast.walk(value.node())):
+            return value
+        known, depth = self.held_bounds
+        if self.level == depth and value in known:
+            return known[value]
+        name = f"_svod_b{next(self.counter)}"
+        self.pending += placed([assign(name, value.node())], self.at)
+        made = extents.variable(name, name, value.low, value.high)
+        if self.level == depth:
+            known[value] = made
+        return made
+
+    def work_item(self, at: ast.AST) -> tuple[list[Dim], list[ast.expr]]:
+        """The lengths of the ``prange`` loops around the statement, and each loop's position of its work item
+        (what an array made once for every work item is indexed by)."""
+        lengths: list[Dim] = []
+        positions: list[ast.expr] = []
+        for loop in self.work:
+            assert isinstance(loop.iter, ast.Call) and isinstance(loop.target, ast.Name)  # (a prange loop)
+            bounds = [self.bound(a) for a in loop.iter.args]
+            start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+            lengths.append(extents.maximum(extents.sub(stop, start), 0))
+            positions.append(load(loop.target.id) if isinstance(start, int) and start == 0 else
+                             ast.BinOp(load(loop.target.id), ast.Sub(), node_of(start)))
+        return lengths, positions
 
     def condition(self, stmt: ast.stmt, test: ast.expr) -> tuple[list[ast.stmt], ast.expr]:
         """An ``if``'s or ``while``'s test: as written where it reads no array as a whole, else the statements
@@ -413,15 +486,15 @@ class Lowering(ArrayCalls):
     def elements_read(self, stmt: ast.Assign | ast.AugAssign | ast.stmt) -> ast.stmt:
         """A scalar statement as written, but for an element of a view in it (``x[:k][-1]``), which it reads from
         the view's array (``x[k - 1]``): the kernel language has no slices."""
-        if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not _slices(stmt):
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not self.viewing(stmt):
             return stmt
         lowering = self
 
         class Elements(ast.NodeTransformer):
             def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and _slices(node):
+                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and lowering.viewing(node):
                     value = lowering.value(node)
-                    if isinstance(value, Scalar) and not _slices(value.node):
+                    if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
                         return ast.copy_location(value.node, node)
                 return self.generic_visit(node)
 
@@ -431,6 +504,18 @@ class Lowering(ArrayCalls):
             made.target = cast(ast.Name, Elements().visit(copy.deepcopy(made.target)))
         self.changed = True
         return stands_for(ast.fix_missing_locations(made), stmt)
+
+    def viewing(self, node: ast.AST) -> bool:
+        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
+        each work item), which the kernel language has not."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Slice):
+                return True
+            if isinstance(inner, ast.Name) and inner.id in self.arrays:
+                known = self.arrays[inner.id]
+                if not (isinstance(known, Named) and known.name == inner.id):
+                    return True
+        return False
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         try:
@@ -474,15 +559,18 @@ class Lowering(ArrayCalls):
         """Array ``name``, which the rewriting makes, of ``shape``: where a length is one the host does not know
         before the run, made at the greatest (``bases``) and viewed at the length (at each turn of a loop, the
         turn's)."""
-        if extents.is_static(shape):
+        items, positions = self.work_item(at) if self.work else ([], [])
+        if extents.is_static(shape) and not items:
             self.arrays[name] = made = Named(shape, dtype, name)
             return made
-        largest = next((d for d in shape if extents.high(d) > TEMPORARY_LENGTH), None)
+        largest = next((d for d in (*items, *shape) if extents.high(d) > TEMPORARY_LENGTH), None)
         if largest is not None:
             raise self.refuse(at, f"an array of shape {extents.shown(shape)} is made here, and the host does not know "
-                                  f"how long `{largest}` may be before the run, which it makes the array at")
-        base = self.bases[name] = Named(extents.greatest(shape), dtype, name)
-        self.arrays[name] = view = Viewed(shape, dtype, base, tuple((k, 0, 1) for k in range(len(shape))), {})
+                                  f"how long `{largest}` may be before the run, which it makes the array at" +
+                                  (" (one for each work item of the prange loops around it)" if items else ""))
+        base = self.bases[name] = Named(extents.greatest([*items, *shape]), dtype, name)
+        axes = tuple((len(items) + k, 0, 1) for k in range(len(shape)))
+        self.arrays[name] = view = Viewed(shape, dtype, base, axes, dict(enumerate(positions)))
         return view
 
     def rebound(self, stmt: ast.stmt, name: str, value: Expr) -> list[ast.stmt]:
@@ -499,7 +587,11 @@ class Lowering(ArrayCalls):
         assert name is not None  # (``made``'s array or a view of it)
         base = self.bases.get(name, made)
         shape = ast.Tuple([node_of(size) for size in base.shape], ast.Load())
-        return placed([assign(name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
+        made_here: list[ast.stmt] = placed([assign(name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
+        if self.work:  # one for each work item: made before the prange nest
+            self.hoisted += made_here
+            return []
+        return made_here
 
     def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST) -> list[ast.stmt]:
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
@@ -542,6 +634,8 @@ class Lowering(ArrayCalls):
         loops = list(zip(variables, stored.shape, strict=True))
         if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
             return placed(_sequential(loops, body), stmt)
+        if self.work:  # a work item's own loops (``parallel_nest`` widens a nest's only statement's)
+            return placed(_sequential(loops, body, elementwise=True), stmt)
         return placed(_parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
@@ -631,6 +725,7 @@ class Lowering(ArrayCalls):
                     raise self.refuse(node, "a slice step cannot be zero")
                 lower, upper = (None if part is None else self.bound(part) for part in (item.lower, item.upper))
                 start, length = extents.sliced(lower, upper, step, size)  # type: ignore[arg-type]
+                start, length = self.held(start), self.held(length)
                 shape.append(length)
                 axes.append((axis, start, step))  # type: ignore[arg-type]
             else:
@@ -755,6 +850,10 @@ class Lowering(ArrayCalls):
                 return extents.times(right, left) if isinstance(left, int) else extents.times(left, right)  # type: ignore[arg-type]
             if isinstance(node.op, ast.FloorDiv) and isinstance(right, int) and right > 0:
                 return extents.floor_div(left, right)
+        if isinstance(node, ast.Subscript) and self.work:
+            read = self.element_bound(node)
+            if read is not None:
+                return read
         if isinstance(node, ast.Call) and self.reader.resolve(node.func) in (min, max) and len(node.args) >= 2 \
                 and not node.keywords:
             parts = [self.bound_part(a, whole) for a in node.args]
@@ -766,6 +865,27 @@ class Lowering(ArrayCalls):
         raise self.refuse(whole, "a slice's bound is a number the host knows before the run, or an integer "
                                  "expression of those and the variables of the loops around it (+, -, * and // by "
                                  f"a number, min, max); `{ast.unparse(node)}` is neither")
+
+    def element_bound(self, node: ast.Subscript) -> Dim | None:
+        """An element of an integer array read inside a ``prange`` (``A_row[i]``: the work item's value), as an
+        atom of the dtype's range; None where ``node`` is none. The nest must not write that array, so that the
+        element is one value wherever the work item reads it."""
+        value = self.value(node)
+        element = value.node if isinstance(value, Scalar) else None
+        if not (isinstance(element, ast.Subscript) and isinstance(element.value, ast.Name)
+                and element.value.id in self.arrays):
+            return None
+        dtype = np.asarray(value.sample).dtype
+        array = element.value.id
+        if dtype.kind not in "iu":
+            raise self.refuse(node, f"a slice's bound is an integer; {ast.unparse(node)} is an element of a {dtype} "
+                                    "array")
+        if array in _written(self.work[0]):
+            raise self.refuse(node, f"a slice's bound reads {array}, which the prange loop around it writes: svod "
+                                    "reads such a bound from an array the loop leaves as it is")
+        limits = np.iinfo(dtype)
+        names = frozenset(n.id for n in ast.walk(element) if isinstance(n, ast.Name))
+        return extents.atom(f"read:{ast.dump(element)}", element, int(limits.min), int(limits.max), names)
 
     def bound_part(self, node: ast.expr, whole: ast.expr) -> Dim:
         known = self.host_int(node, required=False)
@@ -890,6 +1010,10 @@ class Lowering(ArrayCalls):
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
         if name == "flip" and args and isinstance(args[0], Expr) and len(node.args) <= 2:
             return self.flipped(node, args[0])
+        if name == "reshape" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
+            given = node.args[1]
+            lengths = given.elts if isinstance(given, ast.Tuple) else [given]
+            return self.reshaped(node, args[0], tuple(int(self.host_int(d) or 0) for d in lengths))
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
@@ -1081,6 +1205,23 @@ def _assigns(body: Sequence[ast.stmt], name: str) -> bool:
                for stmt in body for n in ast.walk(stmt))
 
 
+def _written(loop: ast.For) -> set[str]:
+    """The arrays ``loop`` may write: stored into by element, or passed whole to a call (an atomic update,
+    ``x.fill``)."""
+    found: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            root = node.value
+            while isinstance(root, ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name):
+                found.add(root.id)
+        elif isinstance(node, ast.Call):
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            found |= {a.id for a in [*node.args, *([owner] if owner is not None else [])] if isinstance(a, ast.Name)}
+    return found
+
+
 def _slices(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Slice) for n in ast.walk(node))
 
@@ -1124,11 +1265,30 @@ def _parallel(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.st
     return body
 
 
-def _sequential(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
-    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order."""
+def _sequential(loops: list[tuple[str, Dim]], body: list[ast.stmt], elementwise: bool = False) -> list[ast.stmt]:
+    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order; ``elementwise``: loops whose
+    turns are independent (an elementwise store's), which a ``prange`` nest may take into its grid."""
     for name, size in reversed(loops):
-        body = [for_loop(name, call("range", node_of(size)), body)]
+        loop = for_loop(name, call("range", node_of(size)), body)
+        setattr(loop, ELEMENTWISE, elementwise)
+        body = [loop]
     return body
+
+
+ELEMENTWISE = "svod_elementwise"
+"""The attribute of a loop ``_sequential`` made whose turns are independent."""
+
+
+def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A ``prange`` nest's body, its one statement's elementwise loops (``_sequential``) made ``prange`` loops
+    of the nest: more work items, each storing one element."""
+    if len(body) != 1 or not getattr(body[0], ELEMENTWISE, False):
+        return body
+    loop = copy.copy(body[0])
+    assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)  # (``_sequential`` made it)
+    loop.iter = ast.copy_location(ast.Call(load("_svod_prange"), loop.iter.args, []), loop.iter)
+    loop.body = _widened(loop.body)
+    return [ast.fix_missing_locations(loop)]
 
 
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:

@@ -4,7 +4,7 @@ statements of ``svod.frontend.arrays``).
 
 A length (or a view's start) is a ``Dim``: a Python int where the host knows it, else an ``Extent``, an integer
 sum ``constant + c1 * a1 + c2 * a2 + ...`` of atoms. An atom is a loop's variable, an element read from memory,
-or a ``min``, ``max``, floor division or choice on a sign of other extents, each with the least and greatest
+or a ``min``, ``max``, floor division or clamp of other extents, each with the least and greatest
 value it may take. The sum is kept in one normal form (its atoms ordered by their keys, like terms added), so
 that two lengths written alike are one (``i + 1`` and ``1 + i``, ``(i + 3) - 2`` and ``i + 1``): two axes
 broadcast together only where their lengths are provably equal. The bounds give each extent a static upper
@@ -12,7 +12,7 @@ bound (an array made at a turn's length is made at the greatest, and viewed at t
 they can (``min(i + 1, n)`` is ``i + 1`` where ``i < n``).
 
 ``sliced`` is Python's meaning of a slice: negative bounds count from the end, bounds past an end are clamped,
-on extents as on ints (where an extent's sign is not known, a choice made at run time).
+on extents as on ints (where an extent's sign is not known, decided at run time).
 """
 
 from __future__ import annotations
@@ -186,18 +186,6 @@ def floor_div(a: Dim, divisor: int) -> Dim:
                 a.low // divisor, a.high // divisor, a.reads)
 
 
-def by_sign(value: Dim, negative: Dim, otherwise: Dim) -> Dim:
-    """``negative`` where ``value < 0``, else ``otherwise``: decided now where the bounds tell."""
-    if high(value) < 0:
-        return negative
-    if low(value) >= 0:
-        return otherwise
-    test = ast.Compare(node_of(value), [ast.Lt()], [constant(0)])
-    return atom(f"({_key(value)})<0?{_key(negative)}:{_key(otherwise)}",
-                ast.IfExp(test, node_of(negative), node_of(otherwise)), min(low(negative), low(otherwise)),
-                max(high(negative), high(otherwise)), reads(value) | reads(negative) | reads(otherwise))
-
-
 def sliced(lower: Dim | None, upper: Dim | None, step: int, size: Dim) -> tuple[Dim, Dim]:
     """The first index and the length of ``[lower:upper:step]`` on an axis of ``size`` elements, as Python's
     ``slice.indices`` has them (``step`` a nonzero int)."""
@@ -215,8 +203,18 @@ def sliced(lower: Dim | None, upper: Dim | None, step: int, size: Dim) -> tuple[
 
 
 def _clamped(bound: Dim, size: Dim, least: Dim, most: Dim) -> Dim:
-    """A slice bound as Python takes it: a negative one counted from the end, then kept in ``least..most``."""
-    return by_sign(bound, maximum(add(bound, size), least), minimum(bound, most))
+    """A slice bound as Python takes it: a negative one counted from the end, then kept in ``least..most``
+    (decided now where the bound's sign is known; else ``min(max(bound + size * (bound < 0), least), most)``, the
+    same without a branch)."""
+    if high(bound) < 0:
+        return maximum(add(bound, size), least)
+    if low(bound) >= 0:
+        return minimum(bound, most)
+    negative = ast.Compare(node_of(bound), [ast.Lt()], [constant(0)])
+    counted = ast.BinOp(node_of(bound), ast.Add(), ast.BinOp(node_of(size), ast.Mult(), negative))
+    made = call("min", call("max", counted, node_of(least)), node_of(most))
+    return atom(f"clamp({_key(bound)},{_key(size)},{_key(least)},{_key(most)})", made,
+                min(low(least), low(most)), high(most), reads(bound) | reads(size))
 
 
 def broadcast(shapes: Sequence[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:

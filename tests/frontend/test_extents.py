@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.errors import KernelSyntaxError
+from svod import prange
+from svod.errors import GraphError, KernelSyntaxError
 from svod.frontend import extents
 from tests.frontend.test_arrays import line_of
 from tests.frontend.test_jit import agrees_with_python
@@ -284,3 +285,116 @@ def test_what_cannot_be_proven_is_refused_with_the_line(fn, statement, message):
     with pytest.raises(KernelSyntaxError, match=message) as raised:
         fn(data(5), np.zeros(5))
     assert f"test_extents.py:{line_of(fn, statement)}:" in str(raised.value)
+
+
+# ---- array statements inside a prange ----------------------------------------------------------------------
+
+@svod.jit
+def trmm_parallel(alpha, A, B):
+    for i in range(B.shape[0]):
+        for j in prange(B.shape[1]):
+            B[i, j] += np.dot(A[i + 1:, i], B[i + 1:, j])
+    B *= alpha
+
+
+@svod.jit
+def symm(alpha, beta, C, A, B):
+    temp2 = np.empty((C.shape[1], ), dtype=C.dtype)
+    C *= beta
+    for i in range(C.shape[0]):
+        for j in prange(C.shape[1]):
+            C[:i, j] += alpha * B[i, j] * A[i, :i]
+            temp2[j] = B[:i, j] @ A[i, :i]
+        C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
+
+
+@svod.jit
+def rows(out, x):
+    for i in prange(x.shape[0]):
+        out[i, :] = x[i, :] * 2.0 + x[i, ::-1]        # the nest's only statement: its loop joins the grid
+
+
+@svod.jit
+def shifted_rows(x, out):
+    for i in prange(x.shape[0]):
+        x[i, 1:] = x[i, :-1] * 2.0                    # NumPy's temporary first: one for each work item
+        doubled = x[i, :] * 2.0                       # a new array of each work item's
+        out[i] = doubled.sum()
+        out[i] += doubled[-1]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_array_statements_in_a_prange(device, n):
+    """Inside a prange, an array statement is loops of its work item's (or the nest's grid, where it is the
+    body) and reductions; symm's two statements share the work item; trmm's dot reads its own column."""
+    agrees_with_python(trmm_parallel, device, 1.5, data(n, n), data(n, 3))
+    agrees_with_python(symm, device, 1.5, 1.2, data(n, 3), data(n, n), data(n, 3))
+    agrees_with_python(rows, device, np.zeros((n, 5)), data(n, 5))
+    agrees_with_python(shifted_rows, device, data(n, 4), np.zeros(n))
+
+
+@svod.jit
+def spmv(A_row, A_col, A_val, x):
+    y = np.empty(A_row.size - 1, A_val.dtype)
+    for i in prange(A_row.size - 1):
+        cols = A_col[A_row[i]:A_row[i + 1]]
+        vals = A_val[A_row[i]:A_row[i + 1]]
+        y[i] = vals @ x[cols]
+    return y
+
+
+@pytest.mark.parametrize("rows_pointers", [[0, 2, 2, 5, 6], [0], [0, 6], [3, 1, -2, 7, -9, 6]])
+def test_slices_whose_bounds_each_work_item_reads(device, rows_pointers):
+    """npbench's spmv: each row's slice is bounded by two elements the work item reads; empty rows, and
+    bounds past the ends or negative, are sliced as Python slices them (clamped, counted from the end)."""
+    values, columns = data(6), np.array([0, 3, 1, -1, 2, 4])
+    agrees_with_python(spmv, device, np.array(rows_pointers), columns, values, data(5))
+
+
+@svod.jit
+def conv2d(input, weights):
+    K = weights.shape[0]
+    N = input.shape[0]
+    H_out = input.shape[1] - K + 1
+    W_out = input.shape[2] - K + 1
+    C_in = input.shape[3]
+    C_out = weights.shape[3]
+    output = np.empty((N, H_out, W_out, C_out), dtype=np.float32)
+    for i in prange(H_out):
+        for j in prange(W_out):
+            inp = input[:, i:i + K, j:j + K, :].copy()
+            output[:, i, j, :] = np.sum(np.sum(np.sum(np.reshape(inp, (N, K, K, C_in, 1)) *
+                                                      np.reshape(weights, (1, K, K, C_in, C_out)), axis=1),
+                                               axis=1), axis=1)
+    return output
+
+
+def test_a_convolution_as_npbench_writes_it(device):
+    """``i:i + K`` is K long whatever ``i`` is: a length the host knows, which a reshape takes."""
+    agrees_with_python(conv2d, device, data(2, 6, 5, 3).astype(np.float32), data(3, 3, 3, 2).astype(np.float32),
+                       rtol=1e-4)
+
+
+@svod.jit
+def floyd_warshall(path):
+    for k in range(path.shape[0]):
+        for i in prange(path.shape[0]):
+            path[i, :] = np.minimum(path[i, :], path[i, k] + path[k, :])
+
+
+@svod.jit
+def bound_written(ptr, x, y):
+    for i in prange(y.shape[0]):
+        y[i] = x[ptr[i]:ptr[i + 1]].sum()
+        ptr[i] = 0
+
+
+def test_what_a_prange_cannot_run_is_refused():
+    """Floyd-Warshall as npbench writes it: work item k writes row k while the others read it (a race numba
+    runs); a bound read from an array the loop writes."""
+    with pytest.raises(GraphError, match="path is read at an element another work item may write"):
+        floyd_warshall(data(4, 4))
+    with pytest.raises(KernelSyntaxError, match="a slice's bound reads ptr, which the prange loop around it "
+                                                "writes") as raised:
+        bound_written(np.array([0, 1, 2]), data(2), np.zeros(2))
+    assert f"test_extents.py:{line_of(bound_written, 'y[i] = x[ptr[i]')}:" in str(raised.value)
