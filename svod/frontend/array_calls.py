@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from svod.errors import KernelSyntaxError
+from svod.frontend import extents
 from svod.frontend.array_exprs import (
     Elementwise,
     Emitter,
@@ -31,6 +32,7 @@ from svod.frontend.array_exprs import (
     numpy,
     typed,
 )
+from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import call, constant
 
 CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "logical_not")
@@ -76,7 +78,7 @@ class Rolled(Expr):
     shift: int = 0
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        size = self.shape[0]
+        size = extents.numbers(self.shape)[0]
         moved = ast.BinOp(ast.BinOp(index[0], ast.Add(), constant(size - self.shift % size)), ast.Mod(),
                           constant(size))
         return self.base.element([moved], out)
@@ -90,7 +92,7 @@ class Joined(Expr):
     axis: int = 0
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        ends = np.cumsum([p.shape[self.axis] for p in self.parts])
+        ends = np.cumsum([extents.numbers(p.shape)[self.axis] for p in self.parts])
         value: ast.expr | None = None
         for part, end in reversed(list(zip(self.parts, ends, strict=True))):
             start = int(end) - part.shape[self.axis]
@@ -104,9 +106,9 @@ class Joined(Expr):
         return value
 
 
-def _from_end(index: ast.expr, size: int) -> ast.expr:
+def _from_end(index: ast.expr, size: Dim) -> ast.expr:
     """An index as NumPy takes it: a negative one counts from the end."""
-    return ast.IfExp(ast.Compare(index, [ast.Lt()], [constant(0)]), ast.BinOp(index, ast.Add(), constant(size)),
+    return ast.IfExp(ast.Compare(index, [ast.Lt()], [constant(0)]), ast.BinOp(index, ast.Add(), node_of(size)),
                      index)
 
 
@@ -144,6 +146,9 @@ class ArrayCalls:
     def host_int(self, node: ast.expr, required: bool = True) -> int | None: ...
 
     @abstractmethod
+    def static(self, node: ast.AST, x: Expr, what: str) -> None: ...
+
+    @abstractmethod
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr: ...
 
@@ -160,8 +165,8 @@ class ArrayCalls:
         if len(items) == 1 and arrays[0].dtype == np.bool_:
             mask = arrays[0]
             if mask.shape != base.shape:
-                raise self.refuse(node, f"a boolean mask of shape {mask.shape} for an array of shape {base.shape}: "
-                                        "svod's masks have the array's shape")
+                raise self.refuse(node, f"a boolean mask of shape {extents.shown(mask.shape)} for an array of shape "
+                                        f"{extents.shown(base.shape)}: svod's masks have the array's shape")
             return Masked(base.shape, base.dtype, base, mask, ast.dump(items[0]))
         leading = len(arrays)
         if any(not isinstance(v, Expr) for v in values[:leading]) or \
@@ -170,10 +175,10 @@ class ArrayCalls:
                                     "other axes whole (`a[idx]`, `a[rows, cols]`, `a[idx, :]`)")
         if leading > len(base.shape) or any(a.dtype.kind not in "iu" for a in arrays):
             raise self.refuse(node, "a gather's index arrays are integers, at most one per axis")
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        except ValueError as err:
-            raise self.refuse(node, f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast") from err
+        shape = extents.broadcast([a.shape for a in arrays])
+        if shape is None:
+            raise self.refuse(node, f"index arrays of shapes {', '.join(extents.shown(a.shape) for a in arrays)} do "
+                                    "not broadcast")
         return Gathered((*shape, *base.shape[leading:]), base.dtype, base, tuple(arrays))
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
@@ -201,10 +206,11 @@ class ArrayCalls:
 
     def difference(self, node: ast.Call, x: Expr) -> Expr:
         """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""
-        if not x.shape or x.shape[-1] == 0:
-            raise self.refuse(node, "np.diff of an array with no elements along its last axis")
-        axes = tuple((k, 0, 1) for k in range(len(x.shape)))
-        shape = (*x.shape[:-1], x.shape[-1] - 1)
+        if not x.shape or extents.low(x.shape[-1]) <= 0:
+            raise self.refuse(node, "np.diff of an array with no elements along its last axis" + (
+                "" if not x.shape or isinstance(x.shape[-1], int) else f" at some turns (`{x.shape[-1]}`)"))
+        axes: tuple[tuple[int, Dim, int], ...] = tuple((k, 0, 1) for k in range(len(x.shape)))
+        shape = (*x.shape[:-1], extents.sub(x.shape[-1], 1))
         later = Viewed(shape, x.dtype, x, (*axes[:-1], (len(x.shape) - 1, 1, 1)), {})
         earlier = Viewed(shape, x.dtype, x, axes, {})
         dtype = self.dtype_of(node, np.subtract, later, earlier)
@@ -213,6 +219,7 @@ class ArrayCalls:
     def rolled(self, node: ast.Call, x: Expr, shift: ast.expr) -> Expr:
         if len(x.shape) != 1:
             raise self.refuse(node, "svod rolls a 1-D array (np.roll(x.ravel(), k).reshape(x.shape) for another)")
+        self.static(node, x, "np.roll")
         by = self.host_int(shift)
         assert by is not None
         return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
@@ -226,6 +233,8 @@ class ArrayCalls:
         if not all(isinstance(p, Expr) for p in parts):
             raise self.refuse(node, f"np.{name} joins arrays")
         arrays = [p for p in parts if isinstance(p, Expr)]
+        for part in arrays:
+            self.static(node, part, f"np.{name}")
         axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
         ndim = len(arrays[0].shape) + (name == "stack")
         axis = 0 if axis_node is None else self.host_int(axis_node)
@@ -244,7 +253,8 @@ class ArrayCalls:
         if any(s != shapes[0] for s in shapes):
             raise self.refuse(node, f"np.{name} of shapes {[a.shape for a in arrays]} along axis {axis}")
         dtype = np.result_type(*(a.dtype for a in arrays))
-        shape = (*arrays[0].shape[:axis], sum(a.shape[axis] for a in arrays), *arrays[0].shape[axis + 1:])
+        length = sum(extents.numbers(a.shape)[axis] for a in arrays)
+        shape = (*arrays[0].shape[:axis], length, *arrays[0].shape[axis + 1:])
         return Joined(shape, dtype, tuple(arrays), axis)
 
     def norm(self, node: ast.Call, x: Expr) -> Value:

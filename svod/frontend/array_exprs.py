@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.frontend.extents import Dim, elements, node_of, numbers
 from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
 
 # ---- lazy array expressions -------------------------------------------------------------------------------
@@ -65,9 +66,10 @@ class RepeatedWorkError(Exception):
 
 @dataclass(eq=False)
 class Expr(ABC):
-    """An array-valued expression: its shape and dtype, and the code of its element at indices."""
+    """An array-valued expression: its shape (each length an int, or an extent the host does not know before
+    the run: ``svod.frontend.extents``) and dtype, and the code of its element at indices."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: np.dtype
 
     @property
@@ -102,11 +104,11 @@ class Named(Expr):
 
 @dataclass(eq=False)
 class Viewed(Expr):
-    """A view of ``base``: each of its axes a base axis at ``start + step * i`` or a new axis of size 1; the
-    base axes an integer index took stand at that index."""
+    """A view of ``base``: each of its axes a base axis at ``start + step * i`` (``start`` an int or an extent)
+    or a new axis of size 1; the base axes an integer index took stand at that index."""
 
     base: Expr = field(default=None)  # type: ignore[assignment]
-    axes: tuple[tuple[int, int, int] | None, ...] = ()
+    axes: tuple[tuple[int, Dim, int] | None, ...] = ()
     fixed: dict[int, ast.expr] = field(default_factory=dict)
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
@@ -164,7 +166,7 @@ class Reduced(Expr):
                     next(kept)
             else:
                 at.append(next(kept))
-        count = int(np.prod([self.operand.shape[a] for a in self.axes]))
+        count = elements([self.operand.shape[a] for a in self.axes])
         out.made[key] = result = out.fresh("r")
         out.check_fused(index)
         value = out.fresh("v")
@@ -222,11 +224,11 @@ class Reshaped(Expr):
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         flat: ast.expr = constant(0)
-        for i, size in zip(index, self.shape, strict=True):
+        for i, size in zip(index, numbers(self.shape), strict=True):
             flat = i if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(), i)
         at: list[ast.expr] = []
-        stride = int(np.prod(self.base.shape))
-        for size in self.base.shape:
+        stride = int(np.prod(numbers(self.base.shape)))
+        for size in numbers(self.base.shape):
             stride //= max(size, 1)
             quotient = ast.BinOp(flat, ast.FloorDiv(), constant(stride)) if stride > 1 else flat
             at.append(ast.BinOp(quotient, ast.Mod(), constant(size)))
@@ -241,8 +243,8 @@ class Fused(Expr):
     name: str = ""
     value: Expr = field(default=None)  # type: ignore[assignment]
     statement: ast.stmt = field(default=None)  # type: ignore[assignment]
-    made: Named | None = None
-    """The array it is, once made after all."""
+    made: Expr | None = None
+    """The array it is, once made after all (or a view of it at its length: ``Lowering.made``)."""
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         if self.made is not None:
@@ -278,41 +280,46 @@ def typed(value: ast.expr, dtype: np.dtype) -> ast.expr:
     return call(numpy(dtype.name), value)
 
 
-def _affine(start: int, step: int, i: ast.expr) -> ast.expr:
+def _affine(start: Dim, step: int, i: ast.expr) -> ast.expr:
     scaled = i if step == 1 else ast.BinOp(constant(step), ast.Mult(), i)
-    return scaled if start == 0 else ast.BinOp(constant(start), ast.Add(), scaled)
+    return scaled if isinstance(start, int) and start == 0 else ast.BinOp(node_of(start), ast.Add(), scaled)
 
 
 def _is_zero(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
 
 
-def broadcast_element(value: Value, shape: tuple[int, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+def is_one(length: Dim) -> bool:
+    """Whether an axis has one element, as the host knows before the run (it broadcasts)."""
+    return isinstance(length, int) and length == 1
+
+
+def broadcast_element(value: Value, shape: tuple[Dim, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
     if isinstance(value, Scalar):
         return copy.deepcopy(value.node)  # each statement its own nodes, placed at its line
     offset = len(shape) - len(value.shape)
-    at = [index[offset + k] if size != 1 or shape[offset + k] == 1 else constant(0)
-          for k, size in enumerate(value.shape)]
+    at = [index[offset + k] if not is_one(length) or is_one(shape[offset + k]) else constant(0)
+          for k, length in enumerate(value.shape)]
     return value.element(at, out)
 
 
-def _nested(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+def _nested(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` inside ``for`` loops over ``loops`` (sequential ones), outermost first."""
-    for name, size in reversed(loops):
-        body = [for_loop(name, call("range", constant(size)), body)]
+    for name, length in reversed(loops):
+        body = [for_loop(name, call("range", node_of(length)), body)]
     return body
 
 
-def _flat(loops: list[tuple[str, int]]) -> ast.expr:
+def _flat(loops: list[tuple[str, Dim]]) -> ast.expr:
     """The position in C order that the variables of ``loops`` name together."""
     flat: ast.expr = constant(0)
-    for name, size in loops:
-        flat = load(name) if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(),
+    for name, length in loops:
+        flat = load(name) if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), node_of(length)), ast.Add(),
                                                             load(name))
     return flat
 
 
-def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops: list[tuple[str, int]],
+def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops: list[tuple[str, Dim]],
                  body: list[ast.stmt]) -> list[ast.stmt]:
     """NumPy's argmax (argmin): the flat position of the first greatest (least) element, or of the first NaN."""
     best = f"{result}_best"
@@ -332,8 +339,8 @@ def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops:
     return [assign(best, typed(worst, operand)), assign(result, constant(-1)), *_nested(loops, [*body, update])]
 
 
-def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: int,
-                loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: Dim,
+                loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """The statements that reduce ``item`` (computed after ``body``) over ``loops`` into ``result``, as
     NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside it), a mean
     divides the sum."""
@@ -371,7 +378,7 @@ def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: 
         made.append(assign(result, ast.IfExp(ast.Compare(load(nans), [ast.Eq()], [constant(0)]), load(result),
                                              typed(numpy("nan"), dtype))))
     if kind == "mean":
-        made.append(assign(result, typed(ast.BinOp(load(result), ast.Div(), constant(count)), dtype)))
+        made.append(assign(result, typed(ast.BinOp(load(result), ast.Div(), node_of(count)), dtype)))
     return made
 
 

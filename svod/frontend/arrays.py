@@ -20,6 +20,12 @@ each stands at the line of the user's statement it is written for, and an error 
 statement; each array or value svod names (``_svod_t0``) is recorded in the user's words
 (``Source.described``: ``the temporary array of `A[:-1] + 1```) for the errors that name it.
 
+A slice's bounds may read the variables of the loops around the statement (``C[i, :i + 1]``), and inside a
+``prange`` elements the work item reads (``A_val[A_row[i]:A_row[i + 1]]``): a length is then an extent
+(``svod.frontend.extents``), its loop runs that long, two lengths broadcast where they are provably equal, and an
+array made at such a length is made at the greatest and viewed at the turn's. A ``prange`` nest's array
+statements become loops of its work item's own (``parallel_nest``), arrays they make one per work item.
+
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
 another element than the one stored (``reads_apart``); a name bound to an array expression is a new array
@@ -32,13 +38,15 @@ import ast
 import copy
 import itertools
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
 from svod.errors import KernelSyntaxError
-from svod.frontend import pylang
+from svod.frontend import extents, pylang
 from svod.frontend.array_calls import ArrayCalls, Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     Counted,
@@ -63,6 +71,7 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
@@ -78,6 +87,9 @@ _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
 """The operators an array expression may apply elementwise, and what each computes on the host."""
 _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+TEMPORARY_LENGTH = (1 << 31) - 1
+"""The longest axis of an array the rewriting makes at a length the host does not know before the run (at
+the greatest the length may be): past it, the greatest is not known either."""
 
 
 # ---- reading a function's array statements -----------------------------------------------------------------
@@ -113,9 +125,37 @@ class Lowering(ArrayCalls):
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
+        self.variables: dict[str, Dim | _Turns] = {}
+        """The variables of the loops around the statement being rewritten, as extents with the values each
+        loop gives its variable (what a slice's bound may read besides the numbers the host knows)."""
+        self.stale: dict[str, str] = {}
+        """Arrays a loop made whose length or place depends on its variable, once the loop has ended: why
+        they cannot be read."""
+        self.level = 0
+        """How many blocks deep the statement being rewritten stands (1: the function's own)."""
+        self.made_here: set[str] = set()
+        """The names ``name = <array expression>`` made a new array of."""
+        self.renames: dict[str, str] = {}
+        """Names bound anew by the statement just rewritten (``rebound``), for the statements after it."""
+        self.work: list[ast.For] = []
+        """The ``prange`` loops around the statement being rewritten (its work item's), outermost first."""
+        self.hoisted: list[ast.stmt] = []
+        self.held_bounds: tuple[dict[Dim, Dim], int] = ({}, 0)
+        """The bounds read from memory that the work item computed into locals (``held``) at the top of its
+        body, and how deep that stands."""
+        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
+        self.bases: dict[str, Named] = {}
+        """Per array the rewriting makes at a length the host does not know: the array it is made in, of the
+        greatest length, which it views."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
+
+    def static(self, node: ast.AST, x: Expr, what: str) -> None:
+        """Refuse ``what`` of ``x`` where a length of ``x`` is one the host does not know before the run."""
+        if not extents.is_static(x.shape):
+            raise self.refuse(node, f"{what} of an array of shape {extents.shown(x.shape)}, a length of which is known "
+                                    "only at run time, is not one svod has; slice it to lengths the host knows")
 
     def on_host(self, node: ast.expr) -> Any:
         """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far."""
@@ -125,11 +165,19 @@ class Lowering(ArrayCalls):
 
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        for position, stmt in enumerate(statements):
-            self.following = list(statements[position + 1:])
-            made = self.statement(stmt, looped)
-            out += [*self.pending, *made]
-            self.pending = []
+        remaining = list(statements)
+        self.level += 1
+        try:
+            for position in range(len(remaining)):
+                self.following = remaining[position + 1:]
+                made = self.statement(remaining[position], looped)
+                out += [*self.pending, *made]
+                self.pending = []
+                if self.renames:  # a name bound anew to an array of another shape: the rest read the new one
+                    remaining[position + 1:] = [renamed(s, self.renames) for s in remaining[position + 1:]]
+                    self.renames = {}
+        finally:
+            self.level -= 1
         return out
 
     def fused_into_next(self, name: str) -> bool:
@@ -151,23 +199,36 @@ class Lowering(ArrayCalls):
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
         outer, self.at = self.at, stmt
+        varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
+        if not isinstance(stmt, ast.If):
+            self.forget(varying)  # a loop's turns after the first see what its body assigned
         try:
             while True:
                 before = len(self.pending)
                 try:
-                    return self.rewritten(stmt, looped)
+                    made = self.rewritten(stmt, looped)
+                    if isinstance(stmt, ast.Assign):
+                        for name in _stored_names(stmt):
+                            self.stale.pop(name, None)  # bound anew
+                    return made
                 except RepeatedWorkError as unfuse:
                     del self.pending[before:]  # what the attempt needed, made again by the next
                     self.make(unfuse.fused)
         finally:
             self.at = outer
+            self.forget(varying)  # after it, what a turn or a branch may have assigned, or not
+
+    def forget(self, names: set[str]) -> None:
+        """The host no longer knows the values of ``names`` (a loop or a branch assigns them)."""
+        for name in names:
+            self.host.pop(name, None)
 
     def make(self, fused: Fused) -> None:
         """Make fused array ``fused`` after all, before the statement being rewritten (and, first, a fused
         array that making it would read at a cost)."""
         while True:
             before = len(self.pending)
-            made = Named(fused.shape, fused.dtype, fused.name)
+            made = self.made(fused.name, fused.shape, fused.dtype, fused.statement)
             try:
                 self.pending += self.allocation(fused.statement, made) + self.loops(fused.statement, made,
                                                                                        fused.value)
@@ -182,13 +243,21 @@ class Lowering(ArrayCalls):
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = stands_for(copy.copy(stmt), stmt)
-                new.body = self.body(stmt.body, True)
+                with self.loop_variable(stmt):
+                    new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple):
+            parts = self.reader.unpacked(stmt)  # h, w = a.shape: a size each
+            if parts != [stmt]:
+                return [made for part in parts for made in self.statement(part, looped)]
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
             branch = stands_for(copy.copy(stmt), stmt)
-            branch.test, branch.body, branch.orelse = test, self.body(stmt.body, looped), self.body(stmt.orelse, looped)
+            known = dict(self.host)
+            branch.test, branch.body = test, self.body(stmt.body, looped)
+            self.host = known  # the other branch sees what the host knew before the if
+            branch.orelse = self.body(stmt.orelse, looped)
             return [*before, branch]
         if isinstance(stmt, ast.While):
             before, test = self.condition(stmt, stmt.test)
@@ -198,6 +267,8 @@ class Lowering(ArrayCalls):
                 stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
                 loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
             return [stands_for(loop, stmt)]
+        if isinstance(stmt, ast.For) and self.reader.is_prange(stmt):
+            return self.parallel_nest(stmt, looped)
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
@@ -210,6 +281,64 @@ class Lowering(ArrayCalls):
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             return self.returned(stmt, stmt.value)
         return [stmt]
+
+    def parallel_nest(self, stmt: ast.For, looped: bool) -> list[ast.stmt]:
+        """A ``prange`` nest whose work item runs array statements: each rewritten into loops of the work item's
+        own (``range``; more ``prange``s of the nest where one statement is the nest's whole body) and
+        reductions; an array a statement makes (a temporary NumPy computes first, a name bound to an array
+        expression) is made once for every work item, before the nest, and each reads its own. A nest without
+        array statements stays as written."""
+        nest = [stmt]
+        while len(nest[-1].body) == 1 and self.reader.is_prange(nest[-1].body[0]):
+            nest.append(nest[-1].body[0])  # type: ignore[arg-type]  # (is_prange: a For)
+        changed, hoisted, work, held = self.changed, self.hoisted, self.work, self.held_bounds
+        self.changed, self.hoisted, self.work, self.held_bounds = False, [], [*work, *nest], ({}, self.level + 1)
+        try:
+            with ExitStack() as scope:
+                for loop in nest:
+                    scope.enter_context(self.loop_variable(loop))
+                body = self.body(nest[-1].body, looped)
+            rewritten, made = self.changed, self.hoisted
+        finally:
+            self.changed, self.hoisted, self.work, self.held_bounds = changed or self.changed, hoisted, work, held
+        if not rewritten:
+            return [stmt]
+        for loop in reversed(nest):
+            copied = stands_for(copy.copy(loop), loop)
+            copied.body = _widened(body)
+            body = [copied]
+        return [*made, *body]
+
+    def held(self, value: Dim) -> Dim:
+        """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
+        local of the work item, before the statement (and read again by the statements after it that slice
+        alike, where it stands at the top of the loop's body)."""
+        if isinstance(value, int) or not self.work or \
+                not any(isinstance(n, ast.Subscript) for n in ast.walk(value.node())):
+            return value
+        known, depth = self.held_bounds
+        if self.level == depth and value in known:
+            return known[value]
+        name = f"_svod_b{next(self.counter)}"
+        self.pending += placed([assign(name, value.node())], self.at)
+        made = extents.variable(name, name, value.low, value.high)
+        if self.level == depth:
+            known[value] = made
+        return made
+
+    def work_item(self, at: ast.AST) -> tuple[list[Dim], list[ast.expr]]:
+        """The lengths of the ``prange`` loops around the statement, and each loop's position of its work item
+        (what an array made once for every work item is indexed by)."""
+        lengths: list[Dim] = []
+        positions: list[ast.expr] = []
+        for loop in self.work:
+            assert isinstance(loop.iter, ast.Call) and isinstance(loop.target, ast.Name)  # (a prange loop)
+            bounds = [self.bound(a) for a in loop.iter.args]
+            start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+            lengths.append(extents.maximum(extents.sub(stop, start), 0))
+            positions.append(load(loop.target.id) if isinstance(start, int) and start == 0 else
+                             ast.BinOp(load(loop.target.id), ast.Sub(), node_of(start)))
+        return lengths, positions
 
     def condition(self, stmt: ast.stmt, test: ast.expr) -> tuple[list[ast.stmt], ast.expr]:
         """An ``if``'s or ``while``'s test: as written where it reads no array as a whole, else the statements
@@ -253,6 +382,8 @@ class Lowering(ArrayCalls):
                 names.append(load(name))
                 continue
             computed = self.value(value)
+            if isinstance(computed, Expr):
+                self.static(value, computed, "returning")
             self.described[name] = f"the returned `{code(value, 40)}`"
             if isinstance(computed, Scalar):  # a number the function computes: a name of its own
                 if isinstance(value, ast.Name):
@@ -300,8 +431,9 @@ class Lowering(ArrayCalls):
                 call.keywords = [k for k in call.keywords if k.arg != "a"]
             stmt = ast.copy_location(type(stmt)(**{**{f: getattr(stmt, f) for f in stmt._fields}, "value": call}), stmt)
             self.changed = True
+        self.static(stmt, known, f"np.{kind}")
         if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort") and isinstance(stmt.targets[0], ast.Name):
-            size = int(np.prod(known.shape))
+            size = int(np.prod(known.shape))  # type: ignore[arg-type]
             self.arrays[stmt.targets[0].id] = Named((size,), known.dtype if kind == "sort" else np.dtype(np.intp),
                                                     stmt.targets[0].id)
         return [*made, stmt]
@@ -323,13 +455,17 @@ class Lowering(ArrayCalls):
             value = self.value(node)
             if isinstance(value, Scalar):
                 self.remember_scalar(target.id, node)
-                return [stmt]
+                return [self.elements_read(stmt)]
             # a view: another name of the memory (a view of a computed value is a new array, computed here)
             if isinstance(value, (Named, Viewed, Transposed, Reshaped)) and not computes(value):
                 self.arrays[target.id] = value
                 self.aliases.add(target.id)
                 return []
             return self.new_array(stmt, target.id, value, looped)
+        if isinstance(target, ast.Name) and op is None and self.level == 1 and target.id in self.made_here:
+            value = self.value(node)
+            if isinstance(value, Expr) and value.shape != self.arrays[target.id].shape:
+                return self.rebound(stmt, target.id, value)
         if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
             raise self.refuse(stmt, f"{target.id} = ... would make a new array of the name of an argument, whose "
                                     f"caller's array stays as it is; assign into it (`{target.id}[...] = ...`) or "
@@ -338,11 +474,48 @@ class Lowering(ArrayCalls):
         if stored is None:
             return [stmt]
         value = self.value(node)
+        if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
+                isinstance(stored, Viewed) and not stored.axes:
+            return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
         if op is not None:
             value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
-            return [stmt]  # an element's store: a phase as written
+            return [stmt]
         return self.store(stmt, stored, value, node if op is None else stmt)
+
+    def elements_read(self, stmt: ast.Assign | ast.AugAssign | ast.stmt) -> ast.stmt:
+        """A scalar statement as written, but for an element of a view in it (``x[:k][-1]``), which it reads from
+        the view's array (``x[k - 1]``): the kernel language has no slices."""
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not self.viewing(stmt):
+            return stmt
+        lowering = self
+
+        class Elements(ast.NodeTransformer):
+            def visit(self, node: ast.AST) -> ast.AST:
+                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and lowering.viewing(node):
+                    value = lowering.value(node)
+                    if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
+                        return ast.copy_location(value.node, node)
+                return self.generic_visit(node)
+
+        made = copy.copy(stmt)
+        made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
+        if isinstance(made, ast.AugAssign):
+            made.target = cast(ast.Name, Elements().visit(copy.deepcopy(made.target)))
+        self.changed = True
+        return stands_for(ast.fix_missing_locations(made), stmt)
+
+    def viewing(self, node: ast.AST) -> bool:
+        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
+        each work item), which the kernel language has not."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Slice):
+                return True
+            if isinstance(inner, ast.Name) and inner.id in self.arrays:
+                known = self.arrays[inner.id]
+                if not (isinstance(known, Named) and known.name == inner.id):
+                    return True
+        return False
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         try:
@@ -378,13 +551,47 @@ class Lowering(ArrayCalls):
         if self.fused_into_next(name):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
-        self.arrays[name] = made = Named(value.shape, value.dtype, name)
+        made = self.made(name, value.shape, value.dtype, stmt)
+        self.made_here.add(name)
         return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
 
-    def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]:
-        """``made = np.empty(shape, dtype)``: a temporary the plan makes."""
-        shape = ast.Tuple([constant(size) for size in made.shape], ast.Load())
-        return placed([assign(made.name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
+    def made(self, name: str, shape: tuple[Dim, ...], dtype: np.dtype, at: ast.AST) -> Expr:
+        """Array ``name``, which the rewriting makes, of ``shape``: where a length is one the host does not know
+        before the run, made at the greatest (``bases``) and viewed at the length (at each turn of a loop, the
+        turn's)."""
+        items, positions = self.work_item(at) if self.work else ([], [])
+        if extents.is_static(shape) and not items:
+            self.arrays[name] = made = Named(shape, dtype, name)
+            return made
+        largest = next((d for d in (*items, *shape) if extents.high(d) > TEMPORARY_LENGTH), None)
+        if largest is not None:
+            raise self.refuse(at, f"an array of shape {extents.shown(shape)} is made here, and the host does not know "
+                                  f"how long `{largest}` may be before the run, which it makes the array at" +
+                                  (" (one for each work item of the prange loops around it)" if items else ""))
+        base = self.bases[name] = Named(extents.greatest([*items, *shape]), dtype, name)
+        axes = tuple((len(items) + k, 0, 1) for k in range(len(shape)))
+        self.arrays[name] = view = Viewed(shape, dtype, base, axes, dict(enumerate(positions)))
+        return view
+
+    def rebound(self, stmt: ast.stmt, name: str, value: Expr) -> list[ast.stmt]:
+        """``name = <array expression>`` at the top of the function, where ``name`` holds an array of another
+        shape: a new array, as in NumPy, under a name of its own that the statements after this one read."""
+        fresh = f"_svod_{name}{next(self.counter)}"
+        self.described[fresh] = f"{name} (as line {stmt.lineno} makes it)"
+        self.renames[name] = fresh
+        return self.new_array(stmt, fresh, value, False)
+
+    def allocation(self, stmt: ast.stmt, made: Expr) -> list[ast.stmt]:
+        """``made = np.empty(shape, dtype)``: a temporary the plan makes (at its greatest shape: ``made``)."""
+        name = base_name(made)
+        assert name is not None  # (``made``'s array or a view of it)
+        base = self.bases.get(name, made)
+        shape = ast.Tuple([node_of(size) for size in base.shape], ast.Load())
+        made_here: list[ast.stmt] = placed([assign(name, call(numpy("empty"), shape, numpy(made.dtype.name)))], stmt)
+        if self.work:  # one for each work item: made before the prange nest
+            self.hoisted += made_here
+            return []
+        return made_here
 
     def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST) -> list[ast.stmt]:
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
@@ -396,16 +603,16 @@ class Lowering(ArrayCalls):
         if isinstance(value, Expr):
             _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = base_name(stored)
-        if base is not None and isinstance(value, Expr) and reads_apart(value, stored, base):
+        if base is not None and isinstance(value, Expr) and stored.shape and reads_apart(value, stored, base):
             temporary = self.fresh_temporary(value.shape, value.dtype, node)
             return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
                     *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
-    def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype, node: ast.AST) -> Named:
+    def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr:
         """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
         name = f"_svod_t{next(self.counter)}"
-        self.arrays[name] = made = Named(shape, dtype, name)
+        made = self.made(name, shape, dtype, node)
         self.described[name] = f"the temporary array of `{code(node, 40)}`"
         return made
 
@@ -427,6 +634,8 @@ class Lowering(ArrayCalls):
         loops = list(zip(variables, stored.shape, strict=True))
         if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
             return placed(_sequential(loops, body), stmt)
+        if self.work:  # a work item's own loops (``parallel_nest`` widens a nest's only statement's)
+            return placed(_sequential(loops, body, elementwise=True), stmt)
         return placed(_parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
@@ -434,7 +643,7 @@ class Lowering(ArrayCalls):
         if isinstance(node, ast.Name):
             return self.arrays.get(node.id)
         if isinstance(node, ast.Subscript):
-            value = self.value(node)
+            value = self.subscript(node, element=True)  # an element is stored as a view of no axes
             return value if isinstance(value, Expr) else None
         return None
 
@@ -462,6 +671,8 @@ class Lowering(ArrayCalls):
         return Scalar(copy.deepcopy(node), node.value)
 
     def name_value(self, node: ast.Name) -> Value:
+        if node.id in self.stale:
+            raise self.refuse(node, self.stale[node.id])
         if node.id in self.arrays:
             return self.arrays[node.id]
         return self.scalar(node)
@@ -475,13 +686,18 @@ class Lowering(ArrayCalls):
                 return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
             if node.attr in ("shape", "size", "ndim"):
                 known = _attribute(owner, node.attr)
+                if (node.attr == "shape" and not extents.is_static(known)) or isinstance(known, extents.Extent):
+                    raise self.refuse(node, f"{ast.unparse(node)} is a length the host does not know before the run "
+                                            f"(`{extents.shown(owner.shape)}`): write it from the slice's bounds")
                 return Scalar(constant(known), known)
             if node.attr == "dtype":  # what astype and the allocations read on the host
                 return Scalar(copy.deepcopy(node), owner.dtype)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
         return self.scalar(node)
 
-    def subscript(self, node: ast.Subscript) -> Value:
+    def subscript(self, node: ast.Subscript, element: bool = False) -> Value:
+        """``base[items]``: a view, a gather, or one element (a scalar; with ``element``, as a view of no axes,
+        which a statement stores into)."""
         base = self.value(node.value)
         if not isinstance(base, Expr):
             return self.scalar(node)
@@ -490,9 +706,9 @@ class Lowering(ArrayCalls):
         advanced = self.advanced(node, base, items)
         if advanced is not None:
             return advanced
-        axes: list[tuple[int, int, int] | None] = []
+        axes: list[tuple[int, Dim, int] | None] = []
         fixed: dict[int, ast.expr] = {}
-        shape: list[int] = []
+        shape: list[Dim] = []
         axis = 0
         for item in items:
             if (isinstance(item, ast.Constant) and item.value is None) or \
@@ -504,28 +720,176 @@ class Lowering(ArrayCalls):
                 raise self.refuse(node, f"too many indices for an array of {len(base.shape)} dimension(s)")
             size = base.shape[axis]
             if isinstance(item, ast.Slice):
-                bounds = [None if part is None else self.host_int(part) for part in (item.lower, item.upper, item.step)]
-                if bounds[2] == 0:
+                step = 1 if item.step is None else self.host_int(item.step)
+                if step == 0:
                     raise self.refuse(node, "a slice step cannot be zero")
-                start, stop, step = slice(*bounds).indices(size)
-                shape.append(len(range(start, stop, step)))
-                axes.append((axis, start, step))
+                lower, upper = (None if part is None else self.bound(part) for part in (item.lower, item.upper))
+                start, length = extents.sliced(lower, upper, step, size)  # type: ignore[arg-type]
+                start, length = self.held(start), self.held(length)
+                shape.append(length)
+                axes.append((axis, start, step))  # type: ignore[arg-type]
             else:
-                index = self.value(item)
-                if isinstance(index, Expr):
-                    raise self.refuse(node, "indexing with an array (a gather) is a prange loop's work; write one")
-                known = self.host_int(item, required=False)
-                if known is not None and not -size <= known < size:
-                    raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
-                fixed[axis] = constant(known % size) if known is not None else index.node
+                fixed[axis] = self.index(node, item, axis, size)
             axis += 1
         for rest in range(axis, len(base.shape)):
             axes.append((rest, 0, 1))
             shape.append(base.shape[rest])
-        if not axes and len(fixed) == len(base.shape) and not computes(base):  # an element of memory: a scalar
+        if not axes and len(fixed) == len(base.shape) and not computes(base) and not element:  # a scalar
             return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
                           base.dtype.type(1))
         return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)
+
+    def index(self, node: ast.Subscript, item: ast.expr, axis: int, size: Dim) -> ast.expr:
+        """An integer index of axis ``axis`` (of ``size`` elements): checked now where the host knows it; one of
+        an axis whose length it does not know must be proven in it (NumPy raises past its end)."""
+        index = self.value(item)
+        if isinstance(index, Expr):
+            raise self.refuse(node, "indexing with an array (a gather) is a prange loop's work; write one")
+        known = self.host_int(item, required=False)
+        if isinstance(size, int):
+            if known is not None and not -size <= known < size:
+                raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
+            return constant(known % size) if known is not None else index.node
+        at: Dim | None = known
+        if at is None:
+            try:
+                at = self.bound(item)
+            except KernelSyntaxError:
+                at = None
+        if at is not None and extents.low(at) < 0 and extents.high(at) < 0:
+            at = extents.add(size, at)  # counted from the end
+        if at is None or extents.low(at) < 0 or not extents.at_most(extents.add(at, 1), size):
+            raise self.refuse(node, f"index `{ast.unparse(item)}` may be out of bounds for axis {axis}, whose length "
+                                    f"`{size}` is known only at run time (NumPy raises there); svod takes an index it "
+                                    "can prove within such an axis")
+        return node_of(at)
+
+    @contextmanager
+    def loop_variable(self, stmt: ast.For) -> Iterator[None]:
+        """Rewrite ``stmt``'s body knowing its variable (``variables``), unless the body assigns it. Arrays the
+        body binds to a name whose length or place reads the variable are stale once the loop ends
+        (``stale``)."""
+        name = stmt.target.id if isinstance(stmt.target, ast.Name) else None
+        if name is None:
+            yield
+            return
+        self.host.pop(name, None)  # the loop's, not a scalar of the host's of that name
+        self.variables.pop(name, None)
+        if not _assigns(stmt.body, name):
+            self.variables[name] = _Turns(stmt, dict(self.variables))
+        before = dict(self.arrays)
+        try:
+            yield
+        finally:
+            self.variables.pop(name, None)
+            for array, value in self.arrays.items():
+                if before.get(array) is not value and _reads_name(value, name):
+                    self.stale[array] = f"{array} is made in the loop at line {stmt.lineno}, and its shape or " \
+                                        f"place depends on that loop's variable {name}: read it inside the loop"
+
+    def variable(self, name: str, whole: ast.expr) -> Dim:
+        """Loop variable ``name`` as an extent: the values its ``range`` gives it, found where a slice first
+        reads it (so a plan is made for the scalar arguments a loop's bounds read only where a slice needs
+        them)."""
+        known = self.variables[name]
+        if isinstance(known, _Turns):
+            outer, self.variables = self.variables, known.outer
+            try:
+                values = self.turns(known.loop)
+            finally:
+                self.variables = outer
+            if values is None:
+                raise self.refuse(whole, f"a slice's bound reads {name}, a loop's variable whose values svod does not "
+                                         "know before the run (its range's bounds are numbers the host knows or "
+                                         "expressions of enclosing loops' variables, its step a number)")
+            loop = known.loop
+            known = self.variables[name] = extents.variable(name, f"{name}@{loop.lineno}:{loop.col_offset}", *values)
+        return known
+
+    def turns(self, stmt: ast.For) -> tuple[int, int] | None:
+        """The least and greatest value ``for x in range(...)`` (or ``prange``) gives ``x``, from the bounds'
+        bounds; None where a bound is not an extent or the step is not a number the host knows."""
+        call_node = stmt.iter
+        if not (isinstance(call_node, ast.Call) and (self.reader.is_range(call_node) or self.reader.is_prange(stmt))
+                and 1 <= len(call_node.args) <= 3 and not call_node.keywords):
+            return None
+        try:
+            bounds = [self.bound(a) for a in call_node.args]
+        except KernelSyntaxError:
+            return None
+        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+        if not isinstance(step, int) or step == 0:
+            return None
+        least, most = (extents.low(start), extents.high(stop) - 1) if step > 0 else \
+            (extents.low(stop) + 1, extents.high(start))
+        return least, max(least, most)  # (a loop that never turns: its body never reads it)
+
+    def bound(self, node: ast.expr) -> Dim:
+        """A slice's bound (or an index): a number the host knows before the run, or an integer expression of
+        such numbers and the variables of the loops around the statement (``+``, ``-``, ``*`` and ``//`` by a
+        number, ``min``, ``max``)."""
+        known = self.host_int(node, required=False)
+        if known is not None:
+            return known
+        return self.symbolic(node, node)
+
+    def symbolic(self, node: ast.expr, whole: ast.expr) -> Dim:
+        if isinstance(node, ast.Name) and node.id in self.stale:
+            raise self.refuse(node, self.stale[node.id])
+        if isinstance(node, ast.Name) and node.id in self.variables:
+            return self.variable(node.id, whole)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = self.bound_part(node.operand, whole)
+            return extents.times(inner, -1) if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            left, right = self.bound_part(node.left, whole), self.bound_part(node.right, whole)
+            return extents.add(left, right, 1 if isinstance(node.op, ast.Add) else -1)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv)):
+            left, right = self.bound_part(node.left, whole), self.bound_part(node.right, whole)
+            if isinstance(node.op, ast.Mult) and (isinstance(left, int) or isinstance(right, int)):
+                return extents.times(right, left) if isinstance(left, int) else extents.times(left, right)  # type: ignore[arg-type]
+            if isinstance(node.op, ast.FloorDiv) and isinstance(right, int) and right > 0:
+                return extents.floor_div(left, right)
+        if isinstance(node, ast.Subscript) and self.work:
+            read = self.element_bound(node)
+            if read is not None:
+                return read
+        if isinstance(node, ast.Call) and self.reader.resolve(node.func) in (min, max) and len(node.args) >= 2 \
+                and not node.keywords:
+            parts = [self.bound_part(a, whole) for a in node.args]
+            fold = extents.minimum if self.reader.resolve(node.func) is min else extents.maximum
+            found = parts[0]
+            for part in parts[1:]:
+                found = fold(found, part)
+            return found
+        raise self.refuse(whole, "a slice's bound is a number the host knows before the run, or an integer "
+                                 "expression of those and the variables of the loops around it (+, -, * and // by "
+                                 f"a number, min, max); `{ast.unparse(node)}` is neither")
+
+    def element_bound(self, node: ast.Subscript) -> Dim | None:
+        """An element of an integer array read inside a ``prange`` (``A_row[i]``: the work item's value), as an
+        atom of the dtype's range; None where ``node`` is none. The nest must not write that array, so that the
+        element is one value wherever the work item reads it."""
+        value = self.value(node)
+        element = value.node if isinstance(value, Scalar) else None
+        if not (isinstance(element, ast.Subscript) and isinstance(element.value, ast.Name)
+                and element.value.id in self.arrays):
+            return None
+        dtype = np.asarray(value.sample).dtype
+        array = element.value.id
+        if dtype.kind not in "iu":
+            raise self.refuse(node, f"a slice's bound is an integer; {ast.unparse(node)} is an element of a {dtype} "
+                                    "array")
+        if array in _written(self.work[0]):
+            raise self.refuse(node, f"a slice's bound reads {array}, which the prange loop around it writes: svod "
+                                    "reads such a bound from an array the loop leaves as it is")
+        limits = np.iinfo(dtype)
+        names = frozenset(n.id for n in ast.walk(element) if isinstance(n, ast.Name))
+        return extents.atom(f"read:{ast.dump(element)}", element, int(limits.min), int(limits.max), names)
+
+    def bound_part(self, node: ast.expr, whole: ast.expr) -> Dim:
+        known = self.host_int(node, required=False)
+        return known if known is not None else self.symbolic(node, whole)
 
     def host_int(self, node: ast.expr, required: bool = True) -> int | None:
         """An index or bound the host computes now (a constant, a shape, a scalar argument)."""
@@ -598,7 +962,8 @@ class Lowering(ArrayCalls):
             return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
-            return Scalar(constant(args[0].shape[0]), args[0].shape[0])
+            length = args[0].shape[0]
+            return Scalar(node_of(length), length if isinstance(length, int) else 0)
         if callee is np.linalg.norm:
             found = self.extra_function(node, "norm", args)
             if found is not None:
@@ -643,10 +1008,29 @@ class Lowering(ArrayCalls):
             a, b = (self.flat(node, a) for a in args)
             dtype = _result_dtype(self, node, np.multiply, a, b)
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
+        if name == "flip" and args and isinstance(args[0], Expr) and len(node.args) <= 2:
+            return self.flipped(node, args[0])
+        if name == "reshape" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
+            given = node.args[1]
+            lengths = given.elts if isinstance(given, ast.Tuple) else [given]
+            return self.reshaped(node, args[0], tuple(int(self.host_int(d) or 0) for d in lengths))
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
+
+    def flipped(self, node: ast.Call, x: Expr) -> Expr:
+        """``np.flip(x, axis=None)``: a view of ``x`` read backwards along the axes (all of them by default)."""
+        axis_node = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "axis"),
+                                                                   None)
+        ndim = len(x.shape)
+        given = tuple(range(ndim)) if axis_node is None else self.on_host(axis_node)
+        given = given if isinstance(given, tuple) else (given,)
+        if any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim for a in given):
+            raise self.refuse(node, f"np.flip's axis {given} is not an axis of an array of {ndim} dimension(s)")
+        axes = {int(a) % ndim for a in given}
+        return Viewed(x.shape, x.dtype, x, tuple((k, extents.sub(x.shape[k], 1), -1) if k in axes else (k, 0, 1)
+                                                 for k in range(ndim)), {})
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
         args = [self.value(a) for a in node.args]
@@ -688,8 +1072,12 @@ class Lowering(ArrayCalls):
             if any(not -ndim <= a < ndim for a in given):
                 raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
             axes = tuple(sorted(a % ndim for a in given))
-        if any(operand.shape[a] == 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax", "argmin"):
-            raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
+        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
+                                                                               "argmin"):
+            if all(isinstance(operand.shape[a], int) for a in axes):
+                raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
+            raise self.refuse(node, f"{name} of an axis whose length (`{extents.shown(operand.shape)}`) may be 0 at "
+                                    "run time, where it has no identity (NumPy raises)")
         if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
             raise self.refuse(node, f"{name} takes one axis, or none")
         if name in ("argmax", "argmin"):
@@ -728,6 +1116,7 @@ class Lowering(ArrayCalls):
         if axis_node is None and len(x.shape) != 1:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
+        self.static(node, x, "np.cumsum")
         dtype = np.cumsum(np.ones(1, x.dtype)).dtype
         made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
@@ -745,7 +1134,8 @@ class Lowering(ArrayCalls):
         return made
 
     def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
-        size = int(np.prod(x.shape))
+        self.static(node, x, "a reshape")
+        size = int(np.prod(x.shape))  # type: ignore[arg-type]
         if shape.count(-1) == 1:
             known = int(np.prod([d for d in shape if d != -1]))
             shape = tuple(size // known if d == -1 and known else d for d in shape)
@@ -764,11 +1154,15 @@ class Lowering(ArrayCalls):
             raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
         inner_b = b.shape[0] if len(b.shape) == 1 else b.shape[-2]
         if a.shape[-1] != inner_b:
-            raise self.refuse(node, f"@ of shapes {a.shape} and {b.shape}: {a.shape[-1]} != {inner_b}")
+            hint = "" if isinstance(inner_b, int) and isinstance(a.shape[-1], int) else \
+                " (svod multiplies along lengths known only at run time where it proves them equal)"
+            raise self.refuse(node, f"@ of shapes {extents.shown(a.shape)} and {extents.shown(b.shape)}: "
+                                    f"{a.shape[-1]} != {inner_b}{hint}")
         if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
             raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
         sides = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
-        a, b = self.operand(sides[0], a), self.operand(sides[1], b)
+        a, b = (self.operand(sides[0], a) if len(b.shape) > 1 else a), \
+            (self.operand(sides[1], b) if len(a.shape) > 1 else b)
         batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
         rows = a.shape[len(a.shape) - 2:-1]
         columns = b.shape[-1:] if len(b.shape) > 1 else ()
@@ -779,9 +1173,10 @@ class Lowering(ArrayCalls):
 
 
     def operand(self, node: ast.AST, x: Expr) -> Expr:
-        """A product's operand (the user's ``node``): an array or a view of one as it is; one whose elements are
-        computed (``alpha * A``) made into an array first, before the statement. The product reads each element
-        once per row or column of the other operand, and would compute it again each time (k2mm's
+        """A product's operand (the user's ``node``) that it reads more than once (the other has rows or
+        columns): an array or a view of one as it is; one whose elements are computed (``alpha * A``) made into
+        an array first, before the statement. The product reads each element once per row or column of the
+        other operand, and would compute it again each time (k2mm's
         ``alpha * A @ B``, 800x1100 by 1100x900 float64: 24.3 ms with the multiply in the inner loop, 17.9 ms
         for the product of the array made first)."""
         if isinstance(x, Fused) and x.made is None:
@@ -792,6 +1187,56 @@ class Lowering(ArrayCalls):
         made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """A loop's variable whose values are not found yet (``Lowering.variable``): its loop, and the variables
+    of the loops around it as they stood there."""
+
+    loop: ast.For
+    outer: dict[str, Dim | _Turns]
+
+
+def _assigns(body: Sequence[ast.stmt], name: str) -> bool:
+    """Whether ``body`` assigns ``name`` (then a loop's variable holds what the body gives it, not the loop's
+    value)."""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+               for stmt in body for n in ast.walk(stmt))
+
+
+def _written(loop: ast.For) -> set[str]:
+    """The arrays ``loop`` may write: stored into by element, or passed whole to a call (an atomic update,
+    ``x.fill``)."""
+    found: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            root = node.value
+            while isinstance(root, ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name):
+                found.add(root.id)
+        elif isinstance(node, ast.Call):
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            found |= {a.id for a in [*node.args, *([owner] if owner is not None else [])] if isinstance(a, ast.Name)}
+    return found
+
+
+def _slices(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Slice) for n in ast.walk(node))
+
+
+def _stored_names(stmt: ast.stmt) -> set[str]:
+    """The names ``stmt`` assigns anywhere in it."""
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _reads_name(value: Expr, name: str) -> bool:
+    """Whether an element of ``value``, or its shape, reads ``name``."""
+    out = Emitter(itertools.count())
+    element = value.element([load(f"_svod_p{k}") for k in range(len(value.shape))], out)
+    nodes = [element, *out.statements, *(node_of(d) for d in value.shape)]
+    return any(isinstance(n, ast.Name) and n.id == name for node in nodes for n in ast.walk(node))
 
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
@@ -813,18 +1258,37 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
     return found
 
 
-def _parallel(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
+def _parallel(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` inside a ``prange`` nest over ``loops``, outermost first."""
     for name, size in reversed(loops):
-        body = [for_loop(name, call("_svod_prange", constant(size)), body)]
+        body = [for_loop(name, call("_svod_prange", node_of(size)), body)]
     return body
 
 
-def _sequential(loops: list[tuple[str, int]], body: list[ast.stmt]) -> list[ast.stmt]:
-    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order."""
+def _sequential(loops: list[tuple[str, Dim]], body: list[ast.stmt], elementwise: bool = False) -> list[ast.stmt]:
+    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order; ``elementwise``: loops whose
+    turns are independent (an elementwise store's), which a ``prange`` nest may take into its grid."""
     for name, size in reversed(loops):
-        body = [for_loop(name, call("range", constant(size)), body)]
+        loop = for_loop(name, call("range", node_of(size)), body)
+        setattr(loop, ELEMENTWISE, elementwise)
+        body = [loop]
     return body
+
+
+ELEMENTWISE = "svod_elementwise"
+"""The attribute of a loop ``_sequential`` made whose turns are independent."""
+
+
+def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A ``prange`` nest's body, its one statement's elementwise loops (``_sequential``) made ``prange`` loops
+    of the nest: more work items, each storing one element."""
+    if len(body) != 1 or not getattr(body[0], ELEMENTWISE, False):
+        return body
+    loop = copy.copy(body[0])
+    assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)  # (``_sequential`` made it)
+    loop.iter = ast.copy_location(ast.Call(load("_svod_prange"), loop.iter.args, []), loop.iter)
+    loop.body = _widened(loop.body)
+    return [ast.fix_missing_locations(loop)]
 
 
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
@@ -838,7 +1302,7 @@ def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
 
 
 def _attribute(owner: Expr, attr: str) -> Any:
-    return {"shape": owner.shape, "size": int(np.prod(owner.shape)), "ndim": len(owner.shape)}[attr]
+    return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
 
 
 def _result_dtype(lowering: Lowering, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
@@ -864,15 +1328,19 @@ def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
             return 0
 
 
-def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[int, ...]],
-                     to: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    try:
-        shape = np.broadcast_shapes(*shapes)
-    except ValueError as err:
-        raise lowering.refuse(node, f"shapes {' and '.join(map(str, shapes))} do not broadcast") from err
+def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[Dim, ...]],
+                     to: tuple[Dim, ...] | None = None) -> tuple[Dim, ...]:
+    """NumPy's broadcast of ``shapes``; lengths the host does not know before the run broadcast where they
+    are provably equal (``extents.broadcast``)."""
+    shape = extents.broadcast(shapes)
+    if shape is None:
+        static = all(extents.is_static(s) for s in shapes)
+        raise lowering.refuse(node, f"shapes {' and '.join(map(extents.shown, shapes))} do not broadcast" + (
+            "" if static else " (svod broadcasts lengths known only at run time where it proves them equal)"))
     if to is not None and shape != to:
-        raise lowering.refuse(node, f"a value of shape {shapes[1]} cannot be stored into an array view of shape {to}")
-    return tuple(shape)
+        raise lowering.refuse(node, f"a value of shape {extents.shown(shapes[1])} cannot be stored into an array view "
+                                    f"of shape {extents.shown(to)}")
+    return shape
 
 
 

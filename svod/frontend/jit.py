@@ -375,7 +375,8 @@ class Builder:
         turn = self.variant.structure.turns.get((item.statement.lineno, item.statement.col_offset))
         if turn is not None:
             self.must_turn(turn, (start, stop, step), loops)
-        body = self.items(item.body, [*loops, item.var])
+        never = values is None and _never_turns(start, stop, step)
+        body = [] if never else self.items(item.body, [*loops, item.var])  # (no value to build its phases for)
         until = None if item.until is None else self.cell(item.until)
         return self.plan.loop(item.var, start, stop, step, body=body, until=until)
 
@@ -600,6 +601,18 @@ def _values(start: int | UOp, stop: int | UOp, step: int | UOp) -> tuple[int, in
     if lo > hi and isinstance(start, int) and isinstance(stop, int):
         return (start, start)  # a loop that never runs: its phases are built, and never see a value
     return (lo, hi) if lo <= hi else None
+
+
+def _never_turns(start: int | UOp, stop: int | UOp, step: int | UOp) -> bool:
+    """Whether ``range(start, stop, step)`` is empty whatever values the variables its bounds read take
+    (``range(k + 1, n)`` inside ``for k in range(n)`` at ``n = 1``)."""
+    if not isinstance(step, int) or step == 0:
+        return False
+    least_start = start if isinstance(start, int) else int(start.vmin)
+    most_start = start if isinstance(start, int) else int(start.vmax)
+    least_stop = stop if isinstance(stop, int) else int(stop.vmin)
+    most_stop = stop if isinstance(stop, int) else int(stop.vmax)
+    return least_start >= most_stop if step > 0 else most_start <= least_stop
 
 
 # ---- the decorator -------------------------------------------------------------------------------------------
