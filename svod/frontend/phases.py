@@ -752,7 +752,7 @@ def _read_before_bound(name: str, statements: Sequence[ast.stmt]) -> bool:
 
 
 def _parameters(function: ast.FunctionDef) -> list[str]:
-    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
 
 
 def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str],
