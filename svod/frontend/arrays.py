@@ -65,6 +65,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
+from svod.frontend.rebinding import Bindings, HostShape
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -113,23 +114,29 @@ class Lowering(ArrayCalls):
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
+        self.bindings = Bindings(self.arrays, self.described, self.viewed, self.counter)
+        """A name bound anew in straight-line code is a new array of a name of its own (``rebinding``)."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
 
     def on_host(self, node: ast.expr) -> Any:
-        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far."""
-        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, self.host)
+        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far, and the
+        shapes of the arrays made so far."""
+        made = {name: HostShape(value.shape, value.dtype) for name, value in self.arrays.items()
+                if name not in self.host}
+        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, {**made, **self.host})
 
     # ---- statements --------------------------------------------------------------------------------------
 
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        for position, stmt in enumerate(statements):
-            self.following = list(statements[position + 1:])
-            made = self.statement(stmt, looped)
-            out += [*self.pending, *made]
-            self.pending = []
+        with self.bindings.block():
+            for position, stmt in enumerate(statements):
+                self.following = list(statements[position + 1:])
+                made = self.statement(stmt, looped)
+                out += [*self.pending, *made]
+                self.pending = []
         return out
 
     def fused_into_next(self, name: str) -> bool:
@@ -139,17 +146,20 @@ class Lowering(ArrayCalls):
         two, so what it reads is what it would have read."""
         if not self.following:
             return False
-        later = [name in {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} for stmt in self.following]
+        spelled = self.bindings.spelled(name)  # (the statements after it still read the user's names)
+        later = [bool(spelled & {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
         nxt = self.following[0]
         stored = {n.id for n in ast.walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
             {t.value.id for t in ast.walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
              and isinstance(t.value, ast.Name)}
         simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
             isinstance(n, (ast.For, ast.While)) for n in ast.walk(nxt))
-        return later[0] and not any(later[1:]) and name not in stored and simple
+        return later[0] and not any(later[1:]) and not spelled & stored and simple
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
+        stmt, rebound = self.bindings.current(stmt)
+        self.changed |= rebound
         outer, self.at = self.at, stmt
         try:
             while True:
@@ -331,13 +341,17 @@ class Lowering(ArrayCalls):
                 return []
             return self.new_array(stmt, target.id, value, looped)
         if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
-            raise self.refuse(stmt, f"{target.id} = ... would make a new array of the name of an argument, whose "
-                                    f"caller's array stays as it is; assign into it (`{target.id}[...] = ...`) or "
-                                    "use a new name")
+            raise self.refuse(stmt, f"{target.id} = ... inside a loop or an if would make a new array of the name of "
+                                    f"an argument, whose caller's array stays as it is; bind it before the loop or if, "
+                                    f"assign into it (`{target.id}[...] = ...`) or use a new name")
         stored = self.target(target)
         if stored is None:
             return [stmt]
         value = self.value(node)
+        changed = self.bindings.changed_array(target.id, stored, value) if isinstance(target, ast.Name) and \
+            op is None else None
+        if changed is not None:
+            raise self.refuse(stmt, changed)
         if op is not None:
             value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
         if not stored.shape and isinstance(value, Scalar):
@@ -457,6 +471,12 @@ class Lowering(ArrayCalls):
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)
+
+    def tuple_value(self, node: ast.Tuple) -> Value:
+        """A tuple of numbers (a shape: ``(x.shape[0], 1)``) is a scalar of the host's; one of arrays is refused."""
+        if any(isinstance(self.value(item), Expr) for item in node.elts):
+            raise self.refuse(node, "a tuple of arrays is not an array expression svod has")
+        return self.scalar(node)
 
     def literal(self, node: ast.Constant) -> Value:
         return Scalar(copy.deepcopy(node), node.value)
@@ -892,6 +912,6 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
     ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.tuple_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""

@@ -67,6 +67,7 @@ from svod.frontend.phases import (
     stores_elements,
 )
 from svod.frontend.pykernel import Kernel, refuse_draws_in_plan
+from svod.frontend.rebinding import HostShape
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.plan import ExecutionPlan
@@ -302,6 +303,7 @@ class Builder:
             err.locate(f"{self.source.file}:{item.statement.lineno}")
             raise
         self.arrays[item.name] = (slot, array.shape, array.dtype)
+        self.host[item.name] = HostShape(array.shape, array.dtype)  # the shapes of later temporaries read it
         fill = item.fill
         if fill is None:
             return []
@@ -341,6 +343,7 @@ class Builder:
             result = dtype if item.kind == "sort" else sorting.index_dtype(self.device)
             out = self.add_array(item.target, result, (size,))
             self.arrays[item.target] = (out, (size,), result)
+            self.host[item.target] = HostShape((size,), result)
             made = sorting.add_sort(self.plan, slot, **{"values" if item.kind == "sort" else "indices": out})
         else:
             if item.target in self.arrays or item.target in self.args:
