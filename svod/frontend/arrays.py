@@ -562,6 +562,18 @@ class Lowering(ArrayCalls):
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
         return int(value)
 
+    def host_shape(self, node: ast.expr) -> tuple[int, ...]:
+        """A shape the host computes now: an int, or a tuple of ints (``(n, 1)``, a name that holds one)."""
+        try:
+            value = self.on_host(node)
+        except Exception as err:
+            raise self.refuse(node, f"a shape is numbers the host knows before the run ({err})") from err
+        shape = value if isinstance(value, tuple) else (value,)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
+            raise self.refuse(node, "a shape is an int or a tuple of ints")
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
+        return tuple(int(d) for d in shape)
+
     def binop(self, node: ast.BinOp) -> Value:
         left, right = self.value(node.left), self.value(node.right)
         if isinstance(node.op, ast.MatMult):
@@ -657,6 +669,8 @@ class Lowering(ArrayCalls):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
             return self.matmul(node, args[0], args[1])
+        if name == "reshape" and len(args) == 2 and isinstance(args[0], Expr):
+            return self.reshaped(node, args[0], self.host_shape(node.args[1]))
         if name == "cumsum" and len(args) == 1 and isinstance(args[0], Expr):
             return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
@@ -688,9 +702,8 @@ class Lowering(ArrayCalls):
             return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
                                                  node.args[0] if node.args else None))
         if name in ("reshape", "ravel", "flatten"):
-            shape = (-1,) if name != "reshape" else tuple(self.host_int(a) for a in node.args) if \
-                not (len(node.args) == 1 and isinstance(node.args[0], ast.Tuple)) else \
-                tuple(self.host_int(a) for a in node.args[0].elts)
+            shape = (-1,) if name != "reshape" else self.host_shape(node.args[0]) if len(node.args) == 1 else \
+                tuple(self.host_int(a) for a in node.args)
             return self.reshaped(node, owner, tuple(int(d) for d in shape if d is not None))
         raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
 

@@ -102,6 +102,22 @@ def test_a_temporarys_shape_follows_from_an_earlier_temporarys(device, rows):
 
 
 @svod.jit
+def reshapes_anew(x, rows):
+    flat = (x.shape[0] * x.shape[1],)
+    x = np.reshape(x * 2.0, flat)
+    x = x.reshape(rows, -1) + 1.0
+    x = np.reshape(x, (x.shape[0] * x.shape[1],))[::2]
+    return x
+
+
+@pytest.mark.parametrize(("shape", "rows"), [((1, 1), 1), ((2, 6), 3), ((3, 5), 5)])
+def test_a_name_bound_anew_to_its_reshaped_values(device, shape, rows):
+    """``np.reshape(x, shape)`` and ``x.reshape(...)`` of a shape the host computes (a tuple a name holds too),
+    each bound to the name anew."""
+    agrees_with_python(reshapes_anew, device, data(*shape), rows)
+
+
+@svod.jit
 def squares_in_a_loop(x, w, steps):
     y = x * 1.0
     for _t in range(steps):
