@@ -420,7 +420,7 @@ class Expressions(Randoms):
                 raise self.refuse(node, f"{helper.fn.__qualname__} returns a value on some ways through it only (on "
                                         "others None), and its value is used")
             result = ast.Name(RESULT, ast.Store())
-            self.block(without_returns(body, None if returned.nothing else result, RETURNED, lambda _: False))
+            self.block(without_returns(body, None if returned.nothing else result, RETURNED))
             return self.lookup(RESULT, node) if returned.always else None
         finally:
             self.inlining.pop()

@@ -154,8 +154,12 @@ class _Inliner:
                                if new.startswith(prefix)})
         flag = f"_svod_returned{number}"
         self.described[flag] = f"whether {fn.__name__} returned"
-        made = without_returns([renamed(s, renames) for s in body], None if target is None else
-                               _located(target, stmt), flag, self.calls_in)
+        body = [renamed(s, renames) for s in body]  # (its globals as the caller names them: calls_in reads them)
+        if target is None and any(isinstance(n, ast.Return) and n.value is not None and self.calls_in(n.value)
+                                  for s in body for n in ast.walk(s)):
+            target = ast.Name(f"_svod_unused{number}", ast.Store())  # the value is dropped, its calls made
+            self.described[target.id] = f"the value {fn.__name__} returns"
+        made = without_returns(body, None if target is None else _located(target, stmt), flag)
         if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
             for node in (n for s in [*binds, *made] for n in ast.walk(s)):
                 ast.copy_location(node, stmt)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from svod.frontend.nodes import placed, stands_for
@@ -36,11 +36,12 @@ never as a definition computed where read (``svod.frontend.phases``)."""
 
 @dataclass(frozen=True)
 class Returned:
-    """What a body's returns give: whether each way through it returns a value (None where some fall off its
-    end or return None), and whether none returns one."""
+    """What a body's returns give."""
 
     always: bool
+    """Whether each way through the body ends in a return of a value (none falls off its end or returns None)."""
     nothing: bool
+    """Whether no return gives a value."""
 
 
 def returns_of(body: Sequence[ast.stmt]) -> Returned:
@@ -50,12 +51,11 @@ def returns_of(body: Sequence[ast.stmt]) -> Returned:
     return Returned(_always_returns(body) and len(valued) == len(returns), not valued)
 
 
-def without_returns(body: Sequence[ast.stmt], target: ast.expr | None, flag: str,
-                    computed: Callable[[ast.expr], bool]) -> list[ast.stmt]:
-    """``body`` with each ``return value`` made ``target = value`` (where ``target`` is None, the value stands
-    alone as a statement where ``computed`` says it has an effect, else it is dropped), and what follows a
-    return skipped as Python skips it (``flag`` names the flag where one is needed)."""
-    lowering = _Lowering(target, flag, computed)
+def without_returns(body: Sequence[ast.stmt], target: ast.expr | None, flag: str) -> list[ast.stmt]:
+    """``body`` with each ``return value`` made ``target = value`` (where ``target`` is None, the values are
+    dropped: a caller whose values have effects passes a target), and what follows a return skipped as Python
+    skips it (``flag`` names the flag where one is needed)."""
+    lowering = _Lowering(target, flag)
     made = lowering.block(body, 0)
     if not lowering.flagged:
         return _unflagged(made, flag)
@@ -67,10 +67,9 @@ def without_returns(body: Sequence[ast.stmt], target: ast.expr | None, flag: str
 
 
 class _Lowering:
-    def __init__(self, target: ast.expr | None, flag: str, computed: Callable[[ast.expr], bool]) -> None:
+    def __init__(self, target: ast.expr | None, flag: str) -> None:
         self.target = target
         self.flag = flag
-        self.computed = computed
         self.flagged = False
         """Whether a test of the flag was written (else its assignments are dropped)."""
 
@@ -130,8 +129,6 @@ class _Lowering:
         made: list[ast.stmt] = []
         if stmt.value is not None and self.target is not None:
             made.append(stands_for(ast.copy_location(ast.Assign([_stored(self.target)], stmt.value), stmt), stmt))
-        elif stmt.value is not None and self.computed(stmt.value):
-            made.append(stands_for(ast.copy_location(ast.Expr(stmt.value), stmt), stmt))
         made.append(_flag(self.flag, 1, stmt))
         if loops:
             made += placed([ast.Break()], stmt)

@@ -258,6 +258,29 @@ def test_an_early_return_between_phases_returns_the_branch_taken(device, c):
     agrees_with_python(scales_by_what_it_returns, device, data(5), c)
 
 
+def bump(x):
+    x += 1.0
+    return 0
+
+
+def bumps(x, twice):
+    if twice:
+        bump(x)
+        return bump(x) + 1
+    return bump(x)
+
+
+@svod.jit
+def drops_what_bumps_returns(x, twice):
+    bumps(x, twice)
+    return x
+
+
+@pytest.mark.parametrize("twice", [True, False])
+def test_a_value_the_caller_drops_still_makes_its_calls(device, twice):
+    agrees_with_python(drops_what_bumps_returns, device, data(3), twice)
+
+
 def factorial(n):
     if n <= 1:
         return 1
