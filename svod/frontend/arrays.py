@@ -74,6 +74,7 @@ from svod.frontend.array_exprs import (
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
+from svod.frontend.rebinding import Bindings, HostShape
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -133,10 +134,6 @@ class Lowering(ArrayCalls):
         they cannot be read."""
         self.level = 0
         """How many blocks deep the statement being rewritten stands (1: the function's own)."""
-        self.made_here: set[str] = set()
-        """The names ``name = <array expression>`` made a new array of."""
-        self.renames: dict[str, str] = {}
-        """Names bound anew by the statement just rewritten (``rebound``), for the statements after it."""
         self.work: list[ast.For] = []
         """The ``prange`` loops around the statement being rewritten (its work item's), outermost first."""
         self.hoisted: list[ast.stmt] = []
@@ -147,6 +144,8 @@ class Lowering(ArrayCalls):
         self.bases: dict[str, Named] = {}
         """Per array the rewriting makes at a length the host does not know: the array it is made in, of the
         greatest length, which it views."""
+        self.bindings = Bindings(self.arrays, self.described, self.viewed, self.counter)
+        """A name bound anew in straight-line code is a new array of a name of its own (``rebinding``)."""
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -158,24 +157,24 @@ class Lowering(ArrayCalls):
                                     "only at run time, is not one svod has; slice it to lengths the host knows")
 
     def on_host(self, node: ast.expr) -> Any:
-        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far."""
-        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, self.host)
+        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far, and the
+        shapes of the arrays made so far."""
+        made = {name: HostShape(cast(tuple[int, ...], value.shape), value.dtype) for name, value in self.arrays.items()
+                if name not in self.host and extents.is_static(value.shape)}
+        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, {**made, **self.host})
 
     # ---- statements --------------------------------------------------------------------------------------
 
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        remaining = list(statements)
         self.level += 1
         try:
-            for position in range(len(remaining)):
-                self.following = remaining[position + 1:]
-                made = self.statement(remaining[position], looped)
-                out += [*self.pending, *made]
-                self.pending = []
-                if self.renames:  # a name bound anew to an array of another shape: the rest read the new one
-                    remaining[position + 1:] = [renamed(s, self.renames) for s in remaining[position + 1:]]
-                    self.renames = {}
+            with self.bindings.block():
+                for position, stmt in enumerate(statements):
+                    self.following = list(statements[position + 1:])
+                    made = self.statement(stmt, looped)
+                    out += [*self.pending, *made]
+                    self.pending = []
         finally:
             self.level -= 1
         return out
@@ -187,17 +186,20 @@ class Lowering(ArrayCalls):
         two, so what it reads is what it would have read."""
         if not self.following:
             return False
-        later = [name in {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} for stmt in self.following]
+        spelled = self.bindings.spelled(name)  # (the statements after it still read the user's names)
+        later = [bool(spelled & {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
         nxt = self.following[0]
         stored = {n.id for n in ast.walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
             {t.value.id for t in ast.walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
              and isinstance(t.value, ast.Name)}
         simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
             isinstance(n, (ast.For, ast.While)) for n in ast.walk(nxt))
-        return later[0] and not any(later[1:]) and name not in stored and simple
+        return later[0] and not any(later[1:]) and not spelled & stored and simple
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
+        stmt, rebound = self.bindings.current(stmt)
+        self.changed |= rebound
         outer, self.at = self.at, stmt
         varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
         if not isinstance(stmt, ast.If):
@@ -462,18 +464,18 @@ class Lowering(ArrayCalls):
                 self.aliases.add(target.id)
                 return []
             return self.new_array(stmt, target.id, value, looped)
-        if isinstance(target, ast.Name) and op is None and self.level == 1 and target.id in self.made_here:
-            value = self.value(node)
-            if isinstance(value, Expr) and value.shape != self.arrays[target.id].shape:
-                return self.rebound(stmt, target.id, value)
         if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
-            raise self.refuse(stmt, f"{target.id} = ... would make a new array of the name of an argument, whose "
-                                    f"caller's array stays as it is; assign into it (`{target.id}[...] = ...`) or "
-                                    "use a new name")
+            raise self.refuse(stmt, f"{target.id} = ... inside a loop or an if would make a new array of the name of "
+                                    f"an argument, whose caller's array stays as it is; bind it before the loop or if, "
+                                    f"assign into it (`{target.id}[...] = ...`) or use a new name")
         stored = self.target(target)
         if stored is None:
             return [stmt]
         value = self.value(node)
+        changed = self.bindings.changed_array(target.id, stored, value) if isinstance(target, ast.Name) and \
+            op is None else None
+        if changed is not None:
+            raise self.refuse(stmt, changed)
         if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
@@ -552,7 +554,6 @@ class Lowering(ArrayCalls):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
         made = self.made(name, value.shape, value.dtype, stmt)
-        self.made_here.add(name)
         return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
 
     def made(self, name: str, shape: tuple[Dim, ...], dtype: np.dtype, at: ast.AST) -> Expr:
@@ -572,14 +573,6 @@ class Lowering(ArrayCalls):
         axes = tuple((len(items) + k, 0, 1) for k in range(len(shape)))
         self.arrays[name] = view = Viewed(shape, dtype, base, axes, dict(enumerate(positions)))
         return view
-
-    def rebound(self, stmt: ast.stmt, name: str, value: Expr) -> list[ast.stmt]:
-        """``name = <array expression>`` at the top of the function, where ``name`` holds an array of another
-        shape: a new array, as in NumPy, under a name of its own that the statements after this one read."""
-        fresh = f"_svod_{name}{next(self.counter)}"
-        self.described[fresh] = f"{name} (as line {stmt.lineno} makes it)"
-        self.renames[name] = fresh
-        return self.new_array(stmt, fresh, value, False)
 
     def allocation(self, stmt: ast.stmt, made: Expr) -> list[ast.stmt]:
         """``made = np.empty(shape, dtype)``: a temporary the plan makes (at its greatest shape: ``made``)."""
@@ -666,6 +659,12 @@ class Lowering(ArrayCalls):
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)
+
+    def tuple_value(self, node: ast.Tuple) -> Value:
+        """A tuple of numbers (a shape: ``(x.shape[0], 1)``) is a scalar of the host's; one of arrays is refused."""
+        if any(isinstance(self.value(item), Expr) for item in node.elts):
+            raise self.refuse(node, "a tuple of arrays is not an array expression svod has")
+        return self.scalar(node)
 
     def literal(self, node: ast.Constant) -> Value:
         return Scalar(copy.deepcopy(node), node.value)
@@ -906,6 +905,18 @@ class Lowering(ArrayCalls):
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
         return int(value)
 
+    def host_shape(self, node: ast.expr) -> tuple[int, ...]:
+        """A shape the host computes now: an int, or a tuple of ints (``(n, 1)``, a name that holds one)."""
+        try:
+            value = self.on_host(node)
+        except Exception as err:
+            raise self.refuse(node, f"a shape is numbers the host knows before the run ({err})") from err
+        shape = value if isinstance(value, tuple) else (value,)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
+            raise self.refuse(node, "a shape is an int or a tuple of ints")
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
+        return tuple(int(d) for d in shape)
+
     def binop(self, node: ast.BinOp) -> Value:
         left, right = self.value(node.left), self.value(node.right)
         if isinstance(node.op, ast.MatMult):
@@ -1002,6 +1013,8 @@ class Lowering(ArrayCalls):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
             return self.matmul(node, args[0], args[1])
+        if name == "reshape" and len(args) == 2 and isinstance(args[0], Expr):
+            return self.reshaped(node, args[0], self.host_shape(node.args[1]))
         if name == "cumsum" and len(args) == 1 and isinstance(args[0], Expr):
             return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
@@ -1010,10 +1023,6 @@ class Lowering(ArrayCalls):
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
         if name == "flip" and args and isinstance(args[0], Expr) and len(node.args) <= 2:
             return self.flipped(node, args[0])
-        if name == "reshape" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
-            given = node.args[1]
-            lengths = given.elts if isinstance(given, ast.Tuple) else [given]
-            return self.reshaped(node, args[0], tuple(int(self.host_int(d) or 0) for d in lengths))
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
@@ -1052,9 +1061,8 @@ class Lowering(ArrayCalls):
             return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
                                                  node.args[0] if node.args else None))
         if name in ("reshape", "ravel", "flatten"):
-            shape = (-1,) if name != "reshape" else tuple(self.host_int(a) for a in node.args) if \
-                not (len(node.args) == 1 and isinstance(node.args[0], ast.Tuple)) else \
-                tuple(self.host_int(a) for a in node.args[0].elts)
+            shape = (-1,) if name != "reshape" else self.host_shape(node.args[0]) if len(node.args) == 1 else \
+                tuple(self.host_int(a) for a in node.args)
             return self.reshaped(node, owner, tuple(int(d) for d in shape if d is not None))
         raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
 
@@ -1360,6 +1368,6 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
     ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.tuple_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""

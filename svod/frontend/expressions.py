@@ -21,6 +21,7 @@ from svod.dtype import DType, dtypes
 from svod.frontend import pylang
 from svod.frontend.arithmetic import BINARY, COMPARE, builtin_extreme, ufunc_extreme
 from svod.frontend.randoms import Randoms
+from svod.frontend.returns import returns_of, without_returns
 from svod.frontend.source import Source
 from svod.frontend.values import (
     BUILTINS,
@@ -390,9 +391,10 @@ class Expressions(Randoms):
         rest = [self.cast(a, first.dtype) for a in args[1:]]
         return getattr(first, method)(*rest)
 
-    def call(self, node: ast.Call) -> Any:
+    def call(self, node: ast.Call, used: bool = True) -> Any:
         """A ``@svod.func`` call, inlined: its parameters bound to the arguments' values, its body stated in a
-        scope of its own, its final ``return`` the call's value."""
+        scope of its own, its returns (early ones too: ``svod.frontend.returns``) assigning the call's value;
+        ``used``: whether the caller reads the value."""
         helper = self.expr(node.func)
         assert isinstance(helper, pylang.Func)
         if helper in self.inlining:
@@ -413,15 +415,13 @@ class Expressions(Randoms):
             body = list(source.node.body)
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 body = body[1:]
-            result = None
-            if body and isinstance(body[-1], ast.Return):
-                self.block(body[:-1])
-                final = body[-1]
-                assert isinstance(final, ast.Return)
-                result = self.expr(final.value) if final.value is not None else None
-            else:
-                self.block(body)
-            return result
+            returned = returns_of(body)
+            if used and not returned.always and not returned.nothing:
+                raise self.refuse(node, f"{helper.fn.__qualname__} returns a value on some ways through it only (on "
+                                        "others None), and its value is used")
+            result = ast.Name(RESULT, ast.Store())
+            self.block(without_returns(body, None if returned.nothing else result, RETURNED))
+            return self.lookup(RESULT, node) if returned.always else None
         finally:
             self.inlining.pop()
             hidden = self.hidden_locals()  # the helper's draws count in the caller's stream
@@ -431,6 +431,11 @@ class Expressions(Randoms):
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+RESULT = "_svod_result"
+"""The local of an inlined ``@svod.func`` that its returns assign (in the helper's own scope)."""
+RETURNED = "_svod_returned"
+"""The local of an inlined ``@svod.func`` that says whether it returned, where a return is inside a loop."""
 
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""

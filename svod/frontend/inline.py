@@ -10,11 +10,13 @@ of another ``@njit`` function: the callee's body is placed where the call stands
     def layer(...): ...                                                   out[:] = np.maximum(_svod_relu0_x, 0.0)
 
 A callee is another ``@svod.jit`` function or a plain Python function (not NumPy's, not svod's, not an
-``@svod.func``, which kernels call themselves). Its arguments bind as Python binds them: an array argument is
-the caller's array (the callee's in-place updates are the caller's), a name the callee never assigns is the
-caller's name itself, anything else is computed once into a name of the callee's own; its locals are renamed
-apart from the caller's, and the globals it reads resolve in its own module. A call inside an expression is
-made first, into a name of its own (not in a loop's bounds or test); the callee returns at its end only.
+``@svod.func``, which kernels call themselves), called from the function's host code or from a ``prange`` loop's
+body. Its arguments bind as Python binds them (``svod.frontend.binding``: by position, by keyword, else the
+parameter's default): an array argument is the caller's array (the callee's in-place updates are the caller's),
+a name the callee never assigns is the caller's name itself, anything else is computed once into a name of the
+callee's own; its locals are renamed apart from the caller's, and the globals it reads resolve in its own module.
+A call inside an expression is made first, into a name of its own (not in a loop's bounds or test). Its returns,
+early ones too, assign the call's result in structured control flow (``svod.frontend.returns``).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from svod.errors import KernelSyntaxError
-from svod.frontend import pylang
+from svod.frontend.binding import literal, signature_of
 from svod.frontend.nodes import code, stands_for
 from svod.frontend.phases import refusal, renamed, resolve
-from svod.frontend.pykernel import positional_parameters
+from svod.frontend.returns import returns_of, without_returns
 from svod.frontend.source import Source
 
 MAX_DEPTH = 16
@@ -63,9 +67,6 @@ class _Inliner:
         return [made for stmt in stmts for made in self.statement(stmt, stack)]
 
     def statement(self, stmt: ast.stmt, stack: list[Any]) -> list[ast.stmt]:
-        if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \
-                self.resolve(stmt.iter.func) is pylang.prange:
-            return [stmt]  # a parallel loop's body is kernel code, which calls @svod.func helpers itself
         if isinstance(stmt, (ast.For, ast.While, ast.If)):
             made = copy.copy(stmt)
             before: list[ast.stmt] = []
@@ -118,42 +119,47 @@ class _Inliner:
 
     def inlined(self, stmt: ast.stmt, fn: types.FunctionType, call: ast.Call, target: ast.expr | None,
                 stack: list[Any]) -> list[ast.stmt]:
-        if fn in stack or len(stack) >= MAX_DEPTH:
-            raise self.refuse(stmt, f"{fn.__name__} calls itself; a jitted function's calls are compiled into it, "
-                                    "so they cannot recurse")
+        if fn in stack:
+            raise self.refuse(stmt, f"{fn.__name__} calls itself: recursion is not supported in a jitted function, "
+                                    "whose calls are compiled into it")
+        if len(stack) >= MAX_DEPTH:
+            raise self.refuse(stmt, f"{fn.__name__} is called {MAX_DEPTH} calls deep, deeper than svod compiles "
+                                    "calls into a jitted function")
         callee = Source.of(fn)
-        parameters = positional_parameters(fn, fn.__name__)
-        arguments = self.bound(stmt, call, parameters, fn.__name__)
+        number = next(self.counter)
+        arguments = self.bound(stmt, call, fn, number)
         body = list(callee.node.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]  # the docstring
-        last = body[-1] if body else None
-        returned = last.value if isinstance(last, ast.Return) else None
-        if isinstance(last, ast.Return):
-            body.pop()
-        for inner in (n for s in body for n in ast.walk(s)):
-            if isinstance(inner, ast.Return):
-                raise self.refuse(stmt, f"{fn.__name__} returns before its end; a function a jitted function calls "
-                                        "returns at its end only")
-        if target is not None and returned is None:
-            raise self.refuse(stmt, f"{fn.__name__} returns nothing, and its result is assigned")
-        prefix = f"_svod_{fn.__name__}{next(self.counter)}_"
+        if target is not None:
+            returned = returns_of(body)
+            if returned.nothing:
+                raise self.refuse(stmt, f"{fn.__name__} returns nothing, and its result is assigned")
+            if not returned.always:
+                raise self.refuse(stmt, f"{fn.__name__} returns a value on some ways through it only (on others "
+                                        "None), and its result is assigned")
+        prefix = f"_svod_{fn.__name__}{number}_"
         assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         renames: dict[str, str] = {}
         binds: list[ast.stmt] = []
-        for parameter, argument in zip(parameters, arguments, strict=True):
+        for parameter, argument in arguments.items():
             if isinstance(argument, ast.Name) and parameter not in assigned:
                 renames[parameter] = argument.id  # the caller's array or scalar itself
             else:
                 renames[parameter] = prefix + parameter
                 binds.append(stands_for(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument), stmt))
-        renames.update({local: prefix + local for local in assigned if local not in parameters})
-        renames.update(self.globals_of(callee, body, returned, renames, prefix))
+        renames.update({local: prefix + local for local in assigned if local not in arguments})
+        renames.update(self.globals_of(callee, body, renames, prefix))
         self.described.update({new: f"{old} (of {fn.__name__})" for old, new in renames.items()
                                if new.startswith(prefix)})
-        made = [renamed(s, renames) for s in body]
-        if target is not None and returned is not None:
-            made.append(stands_for(ast.Assign([target], renamed(returned, renames)), stmt))
+        flag = f"_svod_returned{number}"
+        self.described[flag] = f"whether {fn.__name__} returned"
+        body = [renamed(s, renames) for s in body]  # (its globals as the caller names them: calls_in reads them)
+        if target is None and any(isinstance(n, ast.Return) and n.value is not None and self.calls_in(n.value)
+                                  for s in body for n in ast.walk(s)):
+            target = ast.Name(f"_svod_unused{number}", ast.Store())  # the value is dropped, its calls made
+            self.described[target.id] = f"the value {fn.__name__} returns"
+        made = without_returns(body, None if target is None else _located(target, stmt), flag)
         if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
             for node in (n for s in [*binds, *made] for n in ast.walk(s)):
                 ast.copy_location(node, stmt)
@@ -163,25 +169,44 @@ class _Inliner:
         placed = [ast.fix_missing_locations(s) for s in [*binds, *made]]
         return self.block(placed, [*stack, fn])
 
-    def bound(self, stmt: ast.stmt, call: ast.Call, parameters: list[str], callee: str) -> list[ast.expr]:
-        """The argument expression of each parameter, by position or by keyword."""
+    def bound(self, stmt: ast.stmt, call: ast.Call, fn: types.FunctionType, number: int) -> dict[str, ast.expr]:
+        """The argument expression of each parameter, bound as Python binds them: by position, by keyword, else
+        the parameter's default (a literal, or a global of the caller's that holds it: a dtype)."""
+        callee = fn.__name__
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             raise self.refuse(stmt, f"a call of {callee} passes its arguments one by one (no *args or **kwargs)")
-        given: dict[str, ast.expr] = dict(zip(parameters, call.args, strict=False))
-        for keyword in call.keywords:
-            if keyword.arg not in parameters or keyword.arg in given:
-                raise self.refuse(stmt, f"{callee} has no parameter {keyword.arg} left to pass")
-            given[str(keyword.arg)] = keyword.value
-        if len(call.args) > len(parameters) or len(given) != len(parameters):
-            raise self.refuse(stmt, f"{callee} takes {len(parameters)} arguments ({', '.join(parameters)})")
-        return [given[p] for p in parameters]
+        try:
+            signature = signature_of(fn, callee)
+        except KernelSyntaxError as err:
+            raise self.refuse(stmt, err.detail) from None
+        try:
+            given = signature.bind(*call.args, **{str(k.arg): k.value for k in call.keywords}).arguments
+        except TypeError as err:
+            raise self.refuse(stmt, f"{callee}{signature}: {err}") from None
+        bound: dict[str, ast.expr] = {}
+        for name, parameter in signature.parameters.items():
+            bound[name] = given[name] if name in given else self.default(stmt, callee, name, parameter.default, number)
+        return bound
 
-    def globals_of(self, callee: Source, body: list[ast.stmt], returned: ast.expr | None,
-                   renames: dict[str, str], prefix: str) -> dict[str, str]:
+    def default(self, stmt: ast.stmt, callee: str, parameter: str, value: Any, number: int) -> ast.expr:
+        """The expression of a parameter's default: a literal where one writes it, else a global of its own."""
+        if isinstance(value, np.ndarray):
+            raise self.refuse(stmt, f"{callee}'s parameter {parameter} defaults to an array, one array Python's "
+                                    "function keeps from call to call, which a call compiled into a jitted function "
+                                    "has not; pass the array")
+        made = literal(value)
+        if made is not None:
+            return ast.copy_location(made, stmt)
+        name = f"_svod_{callee}{number}_{parameter}_default"
+        self.names[name] = value
+        self.described[name] = f"the default of {parameter} (of {callee})"
+        return ast.copy_location(ast.Name(name, ast.Load()), stmt)
+
+    def globals_of(self, callee: Source, body: list[ast.stmt], renames: dict[str, str],
+                   prefix: str) -> dict[str, str]:
         """The callee's globals that the caller names otherwise (or not at all), under names of their own."""
         found: dict[str, str] = {}
-        nodes = [*body, *([returned] if returned is not None else [])]
-        for node in (n for s in nodes for n in ast.walk(s)):
+        for node in (n for s in body for n in ast.walk(s)):
             if not isinstance(node, ast.Name) or node.id in renames or node.id in found:
                 continue
             if node.id not in callee.names:
@@ -213,6 +238,15 @@ class _Hoisting(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node  # (a lambda's calls run when it is called: svod refuses lambdas where it meets them)
+
+
+def _located(target: ast.expr, stmt: ast.stmt) -> ast.expr:
+    """The caller's assignment target, each of its nodes at the call's statement."""
+    made = copy.deepcopy(target)
+    for node in ast.walk(made):
+        if isinstance(node, ast.expr):
+            ast.copy_location(node, stmt)
+    return made
 
 
 def _names(target: ast.expr) -> bool:

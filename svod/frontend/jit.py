@@ -32,7 +32,7 @@ import copy
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,9 @@ from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang, sorting
 from svod.frontend.arrays import lower_arrays
+from svod.frontend.binding import constant_key, signature_of
 from svod.frontend.inline import inline_calls
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, stands_for, subscript
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -65,7 +66,8 @@ from svod.frontend.phases import (
     stored,
     stores_elements,
 )
-from svod.frontend.pykernel import Kernel, positional_parameters, refuse_draws_in_plan
+from svod.frontend.pykernel import Kernel, refuse_draws_in_plan
+from svod.frontend.rebinding import HostShape
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.plan import ExecutionPlan
@@ -99,9 +101,12 @@ class Prepared:
     returns_tuple: bool
     located: dict[str, Any]
     parameters: list[str]
+    """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
 
-    def run(self, args: Sequence[Any]) -> Any:
+    def run(self, arguments: Mapping[str, Any]) -> Any:
+        """Run the plan on a call's ``arguments`` (every parameter's, by name)."""
+        args = [arguments[name] for name in self.parameters]
         bound: dict[int | str, Any] = {}
         written_back: list[tuple[np.ndarray, np.ndarray]] = []
         for value, slot in zip(args, self.slots, strict=True):
@@ -164,20 +169,23 @@ class Variant:
     reader: Reader
     structure: Structure
     host: frozenset[str]
+    parameters: tuple[str, ...]
+    """The parameters each run passes: those bound to arrays and numbers (a constant of the plan, ``binding``,
+    is a global of the source)."""
 
 
 class Builder:
     """Builds the plan of one jitted function for one signature: arrays and scalars as given, each phase a
     kernel of the names it uses."""
 
-    def __init__(self, jit: Jit, variant: Variant, args: Sequence[Any], device: Device,
+    def __init__(self, jit: Jit, variant: Variant, arguments: Mapping[str, Any], device: Device,
                  cell_dtypes: dict[str, np.dtype] | None = None) -> None:
         self.jit = jit
         self.variant = variant
         self.source = variant.source
         self.device = device
         self.plan = ExecutionPlan(device)
-        self.args = dict(zip(jit.parameters, args, strict=True))
+        self.args = {name: arguments[name] for name in variant.parameters}
         self.host: dict[str, Any] = dict(self.args)
         self.outer = self.source.outer_names()
         """The globals the host reads: those the function does not bind itself."""
@@ -248,7 +256,7 @@ class Builder:
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        self.jit.parameters, self.turns)
+                        list(self.args), self.turns)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -295,6 +303,7 @@ class Builder:
             err.locate(f"{self.source.file}:{item.statement.lineno}")
             raise
         self.arrays[item.name] = (slot, array.shape, array.dtype)
+        self.host[item.name] = HostShape(array.shape, array.dtype)  # the shapes of later temporaries read it
         fill = item.fill
         if fill is None:
             return []
@@ -334,6 +343,7 @@ class Builder:
             result = dtype if item.kind == "sort" else sorting.index_dtype(self.device)
             out = self.add_array(item.target, result, (size,))
             self.arrays[item.target] = (out, (size,), result)
+            self.host[item.target] = HostShape((size,), result)
             made = sorting.add_sort(self.plan, slot, **{"values" if item.kind == "sort" else "indices": out})
         else:
             if item.target in self.arrays or item.target in self.args:
@@ -468,7 +478,7 @@ class Builder:
             self.cell(name)
         body = [*loads, *definitions, *statements, *stores]
         used = set(loaded(body)) - (stored(statements) - set(incoming))
-        parameters = [name for name in self.jit.parameters if name in used]
+        parameters = [name for name in self.args if name in used]
         parameters += [name for name in self.arrays if name in used and name not in parameters]
         parameters += [name for name in loops if name in used]
         name = f"{self.jit.name}_{line}"
@@ -628,7 +638,12 @@ class Jit:
         self.name = name or fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        self.parameters = positional_parameters(fn, self.name)
+        self.signature = signature_of(fn, self.name)
+        self.parameters = list(self.signature.parameters)
+        if "device" in self.parameters:
+            raise KernelSyntaxError(f"{self.name}: parameter device has the name of svod's own keyword (a call's "
+                                    "device= says where it runs); name the parameter otherwise", kernel=self.name,
+                                    stage="parse", value="device")
         Source.of(fn)  # a function whose source cannot be read is refused where it is decorated
         self._source: Source | None = None
         self._structure: Structure | None = None
@@ -642,20 +657,21 @@ class Jit:
     def __repr__(self) -> str:
         return f"<svod.jit {self.fn.__qualname__}>"
 
-    def __call__(self, *args: Any, device: str | Device = "CPU") -> Any:
-        """Run the function on ``args`` on ``device``: numpy arrays are worked on in place, scalars passed by
-        value; returns what the function returns (a temporary comes back as a new array)."""
-        values = self._arguments(args)  # checked and converted once a call
-        return self.prepared(values, api.get_device(device)).run(values)
+    def __call__(self, *args: Any, device: str | Device = "CPU", **keywords: Any) -> Any:
+        """Run the function on ``args`` and ``keywords`` (bound as Python binds them, defaults too) on
+        ``device``: numpy arrays are worked on in place, scalars passed by value; returns what the function
+        returns (a temporary comes back as a new array)."""
+        arguments = self._arguments(args, keywords)  # checked and converted once a call
+        return self.prepared(arguments, api.get_device(device)).run(arguments)
 
-    def plan(self, *args: Any, device: str | Device = "CPU") -> ExecutionPlan:
-        """The prepared plan the function runs as for arguments like ``args``."""
-        return self.prepared(self._arguments(args), api.get_device(device)).plan
+    def plan(self, *args: Any, device: str | Device = "CPU", **keywords: Any) -> ExecutionPlan:
+        """The prepared plan the function runs as for arguments like ``args`` and ``keywords``."""
+        return self.prepared(self._arguments(args, keywords), api.get_device(device)).plan
 
-    def save(self, path: str | os.PathLike[str], *args: Any, device: str | Device = "CPU") -> None:
-        """Save the plan for arguments like ``args`` as a plan bundle (``svod.load_plan``; its buffers are
-        named as the function's array arguments and temporaries)."""
-        self.plan(*args, device=device).save(path)
+    def save(self, path: str | os.PathLike[str], *args: Any, device: str | Device = "CPU", **keywords: Any) -> None:
+        """Save the plan for arguments like ``args`` and ``keywords`` as a plan bundle (``svod.load_plan``; its
+        buffers are named as the function's array arguments and temporaries)."""
+        self.plan(*args, device=device, **keywords).save(path)
 
     @property
     def source(self) -> Source:
@@ -677,35 +693,39 @@ class Jit:
             self._structure = self.reader.structure()
         return self._structure
 
-    def prepared(self, values: Sequence[Any], device: Device) -> Prepared:
-        """The plan for arguments like ``values`` (as ``_arguments`` made them)."""
+    def prepared(self, arguments: Mapping[str, Any], device: Device) -> Prepared:
+        """The plan for arguments like ``arguments`` (as ``_arguments`` made them)."""
         with self._lock:
-            variant = self.variant(values)
-            key = (device.name, *self._signature(values, variant))
+            variant = self.variant(arguments)
+            key = (device.name, *self._signature(arguments, variant))
             found = self._plans.get(key)
             if found is None:
-                found = self._plans[key] = self._build(variant, values, device)
+                found = self._plans[key] = self._build(variant, arguments, device)
         return found
 
-    def variant(self, values: Sequence[Any]) -> Variant:
-        """The function as the plan for ``values`` reads it: NumPy array statements rewritten for the arrays'
-        shapes (``svod.frontend.arrays``), once per kind of arguments."""
-        key = tuple(("array", v.dtype.str, v.shape) if isinstance(v, np.ndarray) else
-                    (type(v).__name__, v) if isinstance(v, (int, np.integer)) else type(v).__name__ for v in values)
+    def variant(self, arguments: Mapping[str, Any]) -> Variant:
+        """The function as the plan for ``arguments`` reads it: the parameters bound to constants read as
+        globals of their values (``binding``), NumPy array statements rewritten for the arrays' shapes
+        (``svod.frontend.arrays``); once per kind of arguments."""
+        key = tuple(_kind(value) for value in arguments.values())
         found = self._variants.get(key)
         if found is None:
-            lowered = lower_arrays(self.source, self.name, dict(zip(self.parameters, values, strict=True)))
-            if lowered is None:
-                found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure))
+            constants = {name: value for name, value in arguments.items() if _constant(value)}
+            runtime = {name: value for name, value in arguments.items() if name not in constants}
+            source = _with_constants(self.source, constants, self.name) if constants else self.source
+            lowered = lower_arrays(source, self.name, runtime)
+            if lowered is None and not constants:
+                found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
+                                tuple(runtime))
             else:
-                source, read = lowered
+                source, read = lowered if lowered is not None else (source, set())
                 reader = Reader(source, self.name)
                 structure = reader.structure()
-                found = Variant(source, reader, structure, _read_on_host(structure) | read)
+                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
             self._variants[key] = found
         return found
 
-    def _build(self, variant: Variant, values: Sequence[Any], device: Device) -> Prepared:
+    def _build(self, variant: Variant, values: Mapping[str, Any], device: Device) -> Prepared:
         """The plan for ``values``. Where phases carry scalars, they are first translated until the dtypes of
         their buffers are those the phases make of them: a round settles each as the phase that makes it is
         translated, and only a scalar a later phase of a loop widens takes another round."""
@@ -718,35 +738,76 @@ class Jit:
                 break
         return builder.build()
 
-    def _arguments(self, args: Sequence[Any]) -> list[Any]:
-        if len(args) != len(self.parameters):
-            raise KernelSyntaxError(f"{self.name} takes {len(self.parameters)} arguments "
-                                    f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
-                                    stage="bind", value=len(args))
-        values = [np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
-                  hasattr(a, "__dlpack__") else a for a in args]
-        for parameter, value in zip(self.parameters, values, strict=True):
-            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)):
+    def _arguments(self, args: Sequence[Any], keywords: Mapping[str, Any]) -> dict[str, Any]:
+        """Each parameter's argument, bound as Python binds them (by position, by keyword, else its default;
+        an array default is the one array Python's function keeps, updated in place as Python updates it)."""
+        try:
+            bound = self.signature.bind(*args, **keywords)
+        except TypeError as err:
+            raise KernelSyntaxError(f"{self.name}{self.signature}: {err}", kernel=self.name, stage="bind",
+                                    value=str(err)) from None
+        bound.apply_defaults()
+        arguments = {name: np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
+                     hasattr(a, "__dlpack__") else a for name, a in bound.arguments.items()}
+        for parameter, value in arguments.items():
+            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)) and \
+                    not _constant(value):
                 raise KernelSyntaxError(f"{self.name}'s argument {parameter} is {type(value).__name__}; a jitted "
-                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools",
-                                        kernel=self.name, stage="bind", value=parameter)
-        return values
+                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools, and "
+                                        "as constants of its plan None, strings, dtypes and tuples of these and "
+                                        "numbers", kernel=self.name, stage="bind", value=parameter)
+        return arguments
 
-    def _signature(self, values: Sequence[Any], variant: Variant) -> list[Any]:
+    def _signature(self, arguments: Mapping[str, Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
-        kernel constant), and the values of the scalars the host reads to make temporaries and definitions,
-        and to rewrite array statements."""
+        kernel constant), each constant's value (``binding``), and the values of the scalars the host reads to
+        make temporaries and definitions, and to rewrite array statements."""
         host = variant.host
         found: list[Any] = []
-        for name, value in zip(self.parameters, values, strict=True):
+        for name, value in arguments.items():
             if isinstance(value, np.ndarray):
                 found.append(("array", value.dtype.str, value.shape))
+            elif _constant(value):
+                found.append(("constant", constant_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
                 found.append(("value", type(value).__name__, value))
             else:
                 found.append(("scalar", type(value).__name__))
         return found
 
+
+
+def _constant(value: Any) -> bool:
+    """Whether an argument is a constant of the plan (``binding``): neither an array nor a number."""
+    return not isinstance(value, np.ndarray) and constant_key(value) is not None
+
+
+def _kind(value: Any) -> Any:
+    """What a variant is read for, of one argument: an array's dtype and shape, an int's value (a slice's
+    bound), a constant's value, another scalar's type."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape)
+    if isinstance(value, (int, np.integer)):
+        return (type(value).__name__, value)
+    if _constant(value):
+        return ("constant", constant_key(value))
+    return type(value).__name__
+
+
+def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:
+    """``source`` with each parameter bound to a constant of the plan read as a global of its value: the
+    function's other parameters are its parameters. One the function assigns is refused (its name would then
+    be a local the plan cannot hold)."""
+    for node in ast.walk(source.node):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in constants:
+            raise refusal(source, name, node, f"{node.id} is {constants[node.id]!r}, a constant of the plan (a "
+                                              "value neither an array nor a number), and the function assigns it; "
+                                              "assign another name")
+    node = stands_for(copy.copy(source.node), source.node)
+    kept = [a for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs) if a.arg not in constants]
+    node.args = ast.arguments(posonlyargs=[], args=kept, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                              defaults=[])
+    return Source(node, source.file, {**source.names, **constants}, source.described)
 
 
 def _read_on_host(structure: Structure) -> frozenset[str]:

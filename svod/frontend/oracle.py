@@ -104,7 +104,9 @@ def _in_plain_python(fn: Any, modules: dict[int, dict[str, Any]], generator: Pla
         for name, value in fn.__globals__.items():
             if isinstance(value, (pylang.Func, Jit)):  # a helper, or a jitted function called as plain Python
                 names[name] = _in_plain_python(value.fn, modules, generator)
-    return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    made = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    made.__kwdefaults__ = fn.__kwdefaults__  # (keyword-only parameters' defaults are not the constructor's)
+    return made
 
 
 def run_as_python(kernel: Kernel, *args: Any, launch: random.Launch | None = None,

@@ -752,7 +752,7 @@ def _read_before_bound(name: str, statements: Sequence[ast.stmt]) -> bool:
 
 
 def _parameters(function: ast.FunctionDef) -> list[str]:
-    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
 
 
 def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str],
@@ -1004,9 +1004,24 @@ def _flat(items: Sequence[Item]) -> list[Item]:
     return [inner for item in items for inner in [item, *_flat(inner_items(item))]]
 
 
+def _branch_definitions(items: Sequence[Item], inside: bool = False) -> set[str]:
+    """The names a definition inside a branch of the plan assigns (at any depth)."""
+    found: set[str] = set()
+    for item in items:
+        if isinstance(item, Definition) and inside:
+            found.add(item.name)
+        elif isinstance(item, Branch):
+            found |= _branch_definitions([*item.then, *item.otherwise], True)
+        else:
+            found |= _branch_definitions(inner_items(item), inside)
+    return found
+
+
 def carried(structure: Structure, reader: Reader) -> set[str]:
     """The scalars a phase computes (sequential code's locals, a parallel loop's reductions) that another
-    part of the function reads or returns: each lives in a one-element plan buffer between phases."""
+    part of the function reads or returns: each lives in a one-element plan buffer between phases. So does a
+    scalar a definition inside a branch of the plan assigns: computed where it is read, it would be the value
+    of whichever definition of it came last, not of the branch the run took."""
     items = _flat(structure.items)
     made: dict[int, set[str]] = {}
     for position, item in enumerate(items):
@@ -1025,6 +1040,7 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
                                 if isinstance(items[position], (Phase, Ordering))))
+    phases_make |= _branch_definitions(structure.items)
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
     return (found & phases_make) | (set(structure.returns) & defined)  # a returned scalar comes from its cell
 

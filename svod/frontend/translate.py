@@ -195,7 +195,7 @@ class Translator(Loops):
             self.atomic(node, callee)
             return
         if isinstance(callee, pylang.Func):
-            self.call(node)
+            self.call(node, used=False)
             return
         if isinstance(callee, RandomFunction):  # np.random.seed(s), or a draw whose number is skipped
             self.random_draw(node, callee)

@@ -17,18 +17,19 @@ SIZES = (0, 1, 2, 3, 7, 13)
 
 
 def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object, rtol: float = 1e-6,
-                       atol: float = 1e-12) -> None:
-    """Run ``fn`` on ``device`` on copies of ``args`` and compare its arrays and what it returns with plain
-    Python's."""
+                       atol: float = 1e-12, keywords: dict[str, object] | None = None) -> None:
+    """Run ``fn`` on ``device`` on copies of ``args`` (and ``keywords``, passed by keyword) and compare its arrays
+    and what it returns with plain Python's."""
     narrower = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
     if any(isinstance(a, np.ndarray) and refuses(device, svod.dtypes.from_numpy(a.dtype)) for a in args):
         args = tuple(a.astype(narrower.get(a.dtype, a.dtype)) if isinstance(a, np.ndarray) else a for a in args)
         rtol = max(rtol, 1e-5)  # a device without 64-bit types: the same function on 32-bit arrays
         atol = max(atol, 1e-5)  # (of values near 1: a sum that cancels keeps float32's absolute error)
     want_args = python_arguments(args)
-    want = as_python(fn)(*want_args)
+    keywords = keywords or {}
+    want = as_python(fn)(*want_args, **dict(zip(keywords, python_arguments(list(keywords.values())), strict=True)))
     got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    got = fn(*got_args, device=device)
+    got = fn(*got_args, device=device, **dict(zip(keywords, python_arguments(list(keywords.values())), strict=True)))
     for expected, actual in zip(want_args, got_args, strict=True):
         if isinstance(expected, np.ndarray):
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)

@@ -198,6 +198,28 @@ def test_if_elif_else_choose_which_phase_runs(device, first):
     agrees_with_python(chooses_a_phase, device, x, np.zeros(5))
 
 
+@svod.jit
+def scale_per_branch(x, c):
+    if c > 0:
+        for i in prange(x.shape[0]):
+            x[i] += 1.0
+        r = 0.5
+    else:
+        for i in prange(x.shape[0]):
+            x[i] -= 1.0
+        r = 2.0
+    for i in prange(x.shape[0]):
+        x[i] = x[i] * r
+    return r
+
+
+@pytest.mark.parametrize("c", [1, -1])
+def test_a_scalar_each_branch_defines_is_the_branch_takens(device, c):
+    """``r = 0.5`` and ``r = 2.0`` in the branches of a plan's if: the phase after reads the one that ran (a
+    definition read where used read the last one written)."""
+    agrees_with_python(scale_per_branch, device, np.arange(4.0), c)
+
+
 @pytest.mark.parametrize("fn, args, kinds", [
     (stops_at_three, (np.zeros(5),), {ReplayLoop}),
     (counts_up, (np.zeros(3),), {ReplayWhile}),

@@ -264,7 +264,8 @@ def other_method(x):
 
 @svod.jit
 def rebinds(x):
-    x = np.sort(x)
+    for _turn in range(2):
+        x = np.sort(x)  # (in straight-line code a new array of a name of its own: test_rebinding)
     return x
 
 

@@ -1,0 +1,120 @@
+"""A name of an ``@svod.jit`` function bound anew while it holds an array (``x = relu(x @ w1 + b1)``, then ``x =
+relu(x @ w2 + b2)``): in Python a new array each time, of its own shape and dtype, while any other name that held
+the old one keeps it.
+
+The array rewriting (``svod.frontend.arrays``) gives each such binding in the function's straight-line code a
+name of its own, and the statements after it read that name::
+
+    x = relu(input @ w1 + b1)             x = relu(input @ w1 + b1)
+    x = relu(x @ w2 + b2)          ->     _svod_x3 = relu(x @ w2 + b2)
+    return x                              return _svod_x3
+
+so each binding is a plan buffer of its own; an argument's name bound anew is a new array, and the caller's
+array stays as it is, as in Python. A name bound there to the array another name holds (``y = x``, or a called
+function's output returned into the caller's name) is that name from then on: one array, as in Python, which
+the loops written by hand read as the array statements do.
+
+A binding inside a loop or an ``if`` writes the array the name holds where the loop or ``if`` starts (one
+buffer, each turn's), so its value must have that array's shape and dtype: one that changes from turn to turn,
+or differs with the way taken, is no plan's, and is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from svod.frontend.array_exprs import Expr, Named, Value
+from svod.frontend.phases import renamed
+
+
+class Bindings:
+    """What each name of the function's straight-line code holds as the rewriting goes: the name given to its
+    latest binding where that was made anew (``renames``)."""
+
+    def __init__(self, arrays: dict[str, Any], described: dict[str, str], viewed: set[str],
+                 counter: Iterator[int]) -> None:
+        self.arrays = arrays
+        """The rewriting's arrays by name (``Lowering.arrays``)."""
+        self.described = described
+        self.viewed = viewed
+        """The names another name may view (``arrays._viewed``): a new name of one is one too."""
+        self.counter = counter
+        self.renames: dict[str, str] = {}
+        """Each name of the user's bound anew -> the name of its latest binding."""
+        self.depth = 0
+        """How many blocks enclose the statement being rewritten: 1 in the function's straight-line code."""
+
+    @contextmanager
+    def block(self) -> Iterator[None]:
+        """The statements of one block (the function's, a loop's, a branch's) are being rewritten."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def current(self, stmt: ast.stmt) -> tuple[ast.stmt, bool]:
+        """``stmt`` reading each name as its latest binding; in straight-line code, a binding of a name that holds
+        an array (or held one) made a binding of a name of its own, and a name bound to an array another name
+        holds (``y = x``, ``x = helper_output``) that other name from then on (a pass stands in its place).
+        Whether the names changed."""
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if self.depth != 1 or not isinstance(target, ast.Name):
+            return (renamed(stmt, self.renames) if self.renames else stmt), False
+        name = target.id
+        value = stmt.value  # type: ignore[attr-defined]
+        held = self.renames.get(value.id, value.id) if isinstance(value, ast.Name) else None
+        if held is not None and isinstance(self.arrays.get(held), Named) and self.arrays[held].name == held:
+            self.renames[name] = held  # the same array, as in Python
+            self.viewed.add(held)  # (another name holds it)
+            return ast.copy_location(ast.Pass(), stmt), True
+        if name not in self.renames and name not in self.arrays:
+            return (renamed(stmt, self.renames) if self.renames else stmt), False
+        fresh = f"_svod_{name}{next(self.counter)}"
+        made = renamed(stmt, self.renames)  # its value reads the binding before it
+        made.targets = [ast.copy_location(ast.Name(fresh, ast.Store()), target)]  # type: ignore[attr-defined]
+        self.renames[name] = fresh
+        self.described[fresh] = self.described.get(name, name)
+        if name in self.viewed:
+            self.viewed.add(fresh)
+        return made, True
+
+    def spelled(self, name: str) -> set[str]:
+        """The names the user's code reads ``name`` by: its own, and the user's name it is the latest binding of."""
+        return {name, *(user for user, latest in self.renames.items() if latest == name)}
+
+    def changed_array(self, name: str, held: Expr, value: Value) -> str | None:
+        """Why ``name = value``, inside a loop or an ``if``, cannot write the array ``held`` the name holds (None
+        where it can): a value of another shape or dtype, or a number."""
+        if isinstance(value, Expr) and value.shape == held.shape and np.dtype(value.dtype) == np.dtype(held.dtype):
+            return None
+        what = f"an array of shape {value.shape} and dtype {value.dtype}" if isinstance(value, Expr) else "a number"
+        return (f"{self.described.get(name, name)} is bound anew inside a loop or an if to {what}, and holds an array "
+                f"of shape {held.shape} and dtype {held.dtype} where the loop or if starts: svod writes that array "
+                "(a plan's arrays keep their shapes and dtypes, turn after turn); bind another name, or bind it "
+                "before the loop or if")
+
+
+class HostShape:
+    """What the host knows, before a run, of an array the plan makes (a temporary, an array statement's result):
+    its shape and dtype, which the shapes of the arrays made after it may be computed from (``np.empty((x.shape[0],
+    2))``); its elements only the run computes (reading one on the host raises ``TypeError``)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+__all__ = ["Bindings", "HostShape"]

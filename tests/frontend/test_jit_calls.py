@@ -1,0 +1,347 @@
+"""Calls as Python makes them in ``@svod.jit`` functions: arguments bound by position, by keyword and by default
+(``svod.frontend.binding``), in the jitted function and in the functions it calls; a called function's early
+returns (``svod.frontend.returns``), in host code, in a ``prange`` loop's body and in a kernel's ``@svod.func``.
+Each is compared with the same function run as plain Python, on every device; a refusal is asserted with its
+message and line."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import svod
+from svod import prange
+from svod.errors import KernelSyntaxError
+from svod.frontend.oracle import run_as_python
+from tests.frontend.test_arrays import line_of
+from tests.frontend.test_jit import agrees_with_python
+
+SIZES = (0, 1, 2, 7, 13)
+
+
+def data(n: int, seed: int = 0) -> np.ndarray:
+    """``n`` float32 values of both signs, with a NaN, -0.0 and an infinity among the first ones."""
+    values = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    values[:3] = [np.nan, -0.0, np.inf][:min(n, 3)]
+    return values
+
+
+def line_in(fn: object, text: str) -> int:
+    """The line of plain function ``fn``'s file that holds ``text``."""
+    lines, first = inspect.getsourcelines(fn)  # type: ignore[arg-type]
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+# ---- a jitted function's defaults and keywords --------------------------------------------------------------
+
+@svod.jit
+def affine(x, scale=2.0, shift=0, *, out_dtype=np.float32, pad=(1,)):
+    out = np.zeros(x.shape[0] + pad[0], out_dtype)
+    for i in prange(x.shape[0]):
+        out[i] = x[i] * scale + shift
+    return out
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_arguments_bind_by_position_keyword_and_default(device, n):
+    x = data(n)
+    agrees_with_python(affine, device, x)
+    agrees_with_python(affine, device, x, 0.5, keywords={"shift": 3, "pad": (2,)})
+    agrees_with_python(affine, device, x, keywords={"scale": -1.5, "out_dtype": np.float32, "shift": -7})
+
+
+def test_a_plan_is_prepared_for_each_constant_not_for_each_number():
+    x = np.ones(3, np.float32)
+    first = affine.plan(x)
+    assert affine.plan(x, 2.0) is first  # the default spelled out
+    assert affine.plan(x, scale=5.0, shift=9) is first  # numbers are the run's
+    assert affine.plan(x, pad=(2,)) is not first  # a constant is the plan's
+    assert affine.plan(x, out_dtype=np.float64) is not affine.plan(x, out_dtype=np.float32)
+    assert affine(x, out_dtype=np.float64).dtype == np.float64
+    np.testing.assert_array_equal(affine(x, pad=(3,)), [2, 2, 2, 0, 0, 0])
+
+
+SEEN = np.zeros(3, np.float32)
+
+
+@svod.jit
+def tally(x, seen=SEEN):
+    for i in prange(seen.shape[0]):
+        seen[i] += x[i]
+    return seen
+
+
+def test_an_array_default_is_the_one_array_python_keeps(device):
+    """Python's default is one array, updated in place from call to call: so is svod's."""
+    SEEN[:] = 0
+    tally(np.ones(3, np.float32), device=device)
+    returned = tally(np.full(3, 2.0, np.float32), device=device)
+    assert returned is SEEN
+    np.testing.assert_array_equal(SEEN, [3, 3, 3])
+
+
+def star_parameters(x, *rest):
+    return x
+
+
+def star_keywords(x, **options):
+    return x
+
+
+def named_device(x, device):
+    return x
+
+
+@svod.jit
+def assigns_its_constant(x, dtype=None):
+    dtype = x.dtype
+    out = np.zeros(x.shape[0], dtype)
+    return out
+
+
+def test_what_a_jitted_function_cannot_take_is_refused():
+    with pytest.raises(KernelSyntaxError, match=r"parameter \*rest takes any number of arguments, which svod does "
+                                                r"not \(no \*args or \*\*kwargs\)"):
+        svod.jit(star_parameters)
+    with pytest.raises(KernelSyntaxError, match=r"parameter \*\*options takes any number of arguments"):
+        svod.jit(star_keywords)
+    with pytest.raises(KernelSyntaxError, match="parameter device has the name of svod's own keyword"):
+        svod.jit(named_device)
+    with pytest.raises(KernelSyntaxError) as raised:
+        assigns_its_constant(np.zeros(2))
+    assert f"test_jit_calls.py:{line_of(assigns_its_constant, 'dtype = x.dtype')}: dtype is None, a constant of " \
+           "the plan" in str(raised.value)
+
+
+@pytest.mark.parametrize(("args", "keywords", "words"), [
+    ((), {}, "missing a required argument: 'x'"),
+    ((np.zeros(2), 1.0, 2, 3), {}, "too many positional arguments"),
+    ((np.zeros(2),), {"scal": 1.0}, "got an unexpected keyword argument 'scal'"),
+    ((np.zeros(2), 1.0), {"scale": 1.0}, "multiple values for argument 'scale'"),
+    ((np.zeros(2),), {"scale": [1.0]}, "argument scale is list"),
+])
+def test_a_call_python_refuses_is_refused_in_pythons_words(args, keywords, words):
+    with pytest.raises(KernelSyntaxError, match=words):
+        affine(*args, **keywords)
+
+
+# ---- the defaults and keywords of a function it calls -------------------------------------------------------
+
+def shifted(v, by=1.0, *, times=2):
+    return (v + by) * times
+
+
+def padded(x, pad=(1, 1), dtype=np.float32):
+    out = np.zeros(x.shape[0] + pad[0] + pad[1], dtype)
+    for i in prange(x.shape[0]):
+        out[i + pad[0]] = x[i]
+    return out
+
+
+@svod.jit
+def calls_with_defaults(x):
+    a = padded(x)
+    b = padded(x, (2, 0))
+    c = padded(pad=(0, 3), x=x, dtype=np.float32)
+    for i in prange(x.shape[0]):
+        x[i] = shifted(x[i]) + shifted(x[i], times=3) + shifted(x[i], 0.5, times=1)
+    return a, b, c
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_called_function_binds_keywords_and_defaults_in_host_code_and_in_a_prange(device, n):
+    agrees_with_python(calls_with_defaults, device, data(n), rtol=1e-6)
+
+
+def accumulate(x, into=SEEN):
+    into += x
+
+
+@svod.jit
+def calls_with_an_array_default(x):
+    accumulate(x)
+
+
+def spread(*values):
+    return values[0]
+
+
+@svod.jit
+def calls_with_star_parameters(x):
+    y = spread(x)
+    return y
+
+
+@svod.jit
+def calls_with_a_wrong_keyword(x):
+    for i in prange(x.shape[0]):
+        x[i] = shifted(x[i], bye=1)
+
+
+@pytest.mark.parametrize(("fn", "call", "words"), [
+    (calls_with_an_array_default, "accumulate(x)", "accumulate's parameter into defaults to an array"),
+    (calls_with_star_parameters, "y = spread(x)", r"spread: parameter \*values takes any number of arguments"),
+    (calls_with_a_wrong_keyword, "shifted(x[i], bye=1)", "got an unexpected keyword argument 'bye'"),
+])
+def test_a_call_svod_cannot_bind_is_refused_at_its_line(fn, call, words):
+    with pytest.raises(KernelSyntaxError, match=words) as raised:
+        fn(np.zeros(3, np.float32))
+    assert f"test_jit_calls.py:{line_of(fn, call)}:" in str(raised.value)
+
+
+# ---- early returns ------------------------------------------------------------------------------------------
+
+def match(b1, b2):
+    if b1 + b2 == 3:
+        return 1
+    else:
+        return 0
+
+
+def first_index(x, v):
+    for i in range(x.shape[0]):
+        if x[i] == v:
+            return i
+    return -1
+
+
+def clamp(v, low, high):
+    if v < low:
+        return low
+    if v > high:
+        return high
+    return v
+
+
+@svod.jit
+def pairs(seq, out):
+    n = seq.shape[0]
+    total = 0
+    for i in range(n):  # sequential code: one kernel
+        for j in range(i + 1, n):
+            total += match(seq[i], seq[j])
+    for i in prange(n):
+        out[i] = first_index(seq, 3 - seq[i]) + clamp(seq[i] * 2, 1, 4) * 10
+    return total
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_early_returns_of_a_called_function_in_sequential_code_and_in_a_prange(device, n):
+    seq = np.random.default_rng(n).integers(0, 4, n)
+    agrees_with_python(pairs, device, seq, np.zeros(n, np.int64))
+
+
+def halved_or_not(x, c):
+    if c > 0:
+        for i in prange(x.shape[0]):
+            x[i] += 1.0
+        return 0.5
+    for i in prange(x.shape[0]):
+        x[i] -= 1.0
+    return 2.0
+
+
+@svod.jit
+def scales_by_what_it_returns(x, c):
+    r = halved_or_not(x, c)
+    for i in prange(x.shape[0]):
+        x[i] = x[i] * r
+    return r
+
+
+@pytest.mark.parametrize("c", [1, -1])
+def test_an_early_return_between_phases_returns_the_branch_taken(device, c):
+    """Each branch holds a phase (the plan's branch) and returns its own scalar: the value read after is the
+    branch's that ran."""
+    agrees_with_python(scales_by_what_it_returns, device, data(5), c)
+
+
+def bump(x):
+    x += 1.0
+    return 0
+
+
+def bumps(x, twice):
+    if twice:
+        bump(x)
+        return bump(x) + 1
+    return bump(x)
+
+
+@svod.jit
+def drops_what_bumps_returns(x, twice):
+    bumps(x, twice)
+    return x
+
+
+@pytest.mark.parametrize("twice", [True, False])
+def test_a_value_the_caller_drops_still_makes_its_calls(device, twice):
+    agrees_with_python(drops_what_bumps_returns, device, data(3), twice)
+
+
+def factorial(n):
+    if n <= 1:
+        return 1
+    return n * factorial(n - 1)
+
+
+@svod.jit
+def recursive(x, n):
+    for i in prange(x.shape[0]):
+        x[i] = factorial(n)
+
+
+def maybe(v):
+    if v > 0:
+        return v
+
+
+@svod.jit
+def uses_what_may_be_none(x):
+    for i in prange(x.shape[0]):
+        x[i] = maybe(x[i])
+
+
+def test_recursion_and_a_value_returned_on_some_ways_only_are_refused_at_their_lines():
+    with pytest.raises(KernelSyntaxError, match="factorial calls itself: recursion is not supported") as raised:
+        recursive(np.zeros(2), 3)
+    assert f"test_jit_calls.py:{line_in(factorial, 'return n * factorial')}:" in str(raised.value)
+    with pytest.raises(KernelSyntaxError, match="maybe returns a value on some ways through it only") as raised:
+        uses_what_may_be_none(np.zeros(2))
+    assert f"test_jit_calls.py:{line_of(uses_what_may_be_none, 'x[i] = maybe(x[i])')}:" in str(raised.value)
+
+
+@svod.func
+def sign_of(v):
+    if v > 0:
+        return 1.0
+    if v < 0:
+        return -1.0
+    return 0.0
+
+
+@svod.func
+def position(keys, v):
+    for i in range(keys.shape[0]):
+        if keys[i] == v:
+            return i
+    return -1
+
+
+@svod.kernel
+def classify(out, x, keys):
+    for i in prange(x.shape[0]):
+        out[i] = sign_of(x[i]) + position(keys, x[i]) * 10.0
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_kernels_helper_returns_early(device, n):
+    x, keys = data(n), np.array([np.inf, -0.0, 1.5, np.nan], np.float32)
+    if n > 3:
+        x[3] = 1.5
+    want = run_as_python(classify, np.zeros(n, np.float32), x, keys)[0]
+    got = np.zeros(n, np.float32)
+    classify(got, x, keys, device=device)
+    np.testing.assert_array_equal(got, want)
