@@ -217,19 +217,30 @@ class ArrayCalls:
         assert by is not None
         return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
 
+    def extra_method(self, node: ast.Call, owner: Expr, name: str, args: list[Value]) -> Value | None:
+        """The array methods of the modules beyond this one, by name; None for another."""
+        return None
+
     def joined(self, node: ast.Call, name: str) -> Expr:
         """``np.concatenate((a, b, ...), axis=0)`` and ``np.stack((a, b, ...), axis=0)`` of arrays."""
+        axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
+        axis = 0 if axis_node is None else self.host_int(axis_node)
+        assert axis is not None
+        return self.join(node, name, self.parts(node, name), axis)
+
+    def parts(self, node: ast.Call, name: str) -> list[Expr]:
+        """The arrays a join's sequence, written out, holds."""
         sequence = node.args[0]
         if not isinstance(sequence, (ast.Tuple, ast.List)) or not sequence.elts:
             raise self.refuse(node, f"np.{name} takes a tuple or list of arrays written out")
         parts = [self.value(e) for e in sequence.elts]
         if not all(isinstance(p, Expr) for p in parts):
             raise self.refuse(node, f"np.{name} joins arrays")
-        arrays = [p for p in parts if isinstance(p, Expr)]
-        axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
+        return [p for p in parts if isinstance(p, Expr)]
+
+    def join(self, node: ast.Call, name: str, arrays: list[Expr], axis: int) -> Expr:
+        """``arrays`` joined along ``axis`` (``np.stack``: along a new axis there)."""
         ndim = len(arrays[0].shape) + (name == "stack")
-        axis = 0 if axis_node is None else self.host_int(axis_node)
-        assert axis is not None
         if not -ndim <= axis < ndim or any(len(a.shape) != len(arrays[0].shape) for a in arrays):
             raise self.refuse(node, f"np.{name} of arrays of dimensions {[len(a.shape) for a in arrays]} "
                                     f"along axis {axis}")

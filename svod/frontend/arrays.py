@@ -39,9 +39,8 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.array_calls import ArrayCalls, Gathered, Masked, masked_by, reads_masked
+from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
-    Counted,
     Elementwise,
     Emitter,
     Expr,
@@ -63,6 +62,8 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.array_math import MATH_HELPERS
+from svod.frontend.array_shapes import JOINS, MADE, ArrayShapes, read_only, viewed_by
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
@@ -82,7 +83,7 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayCalls):
+class Lowering(ArrayShapes):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -390,6 +391,8 @@ class Lowering(ArrayCalls):
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
         array elsewhere."""
         self.changed = True
+        if read_only(stored):
+            raise self.refuse(stmt, "np.broadcast_to's view is read-only (as NumPy's): store into the array it views")
         if isinstance(stored, Masked) and not masked_by(value, stored.key):
             raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
@@ -594,7 +597,7 @@ class Lowering(ArrayCalls):
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
         callee = self.reader.resolve(func)
-        if callee in (np.concatenate, np.stack) and len(node.args) == 1:
+        if callee in JOINS and len(node.args) == 1:
             return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
@@ -603,8 +606,8 @@ class Lowering(ArrayCalls):
             found = self.extra_function(node, "norm", args)
             if found is not None:
                 return found
-        if callee in (np.arange, np.linspace):
-            return self.counted(node, callee.__name__)
+        if callee in MADE:
+            return self.made(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
             return self.scalar(node)
         name = getattr(callee, "__name__", None)
@@ -667,11 +670,9 @@ class Lowering(ArrayCalls):
         if name == "cumsum":
             return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
                                                  node.args[0] if node.args else None))
-        if name in ("reshape", "ravel", "flatten"):
-            shape = (-1,) if name != "reshape" else tuple(self.host_int(a) for a in node.args) if \
-                not (len(node.args) == 1 and isinstance(node.args[0], ast.Tuple)) else \
-                tuple(self.host_int(a) for a in node.args[0].elts)
-            return self.reshaped(node, owner, tuple(int(d) for d in shape if d is not None))
+        found = self.extra_method(node, owner, name, args)
+        if found is not None:
+            return found
         raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
 
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
@@ -702,26 +703,6 @@ class Lowering(ArrayCalls):
             return Whole(reduced)
         return reduced
 
-    def counted(self, node: ast.Call, name: str) -> Expr:
-        """``np.arange(start, stop, step)`` or ``np.linspace(start, stop, num)``, of host-known numbers."""
-        try:
-            made = self.on_host(node)
-        except Exception as err:
-            raise self.refuse(node, f"np.{name}'s arguments are numbers the host knows before the run ({err})") from err
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
-        self.changed = True
-        if len(made) < 2:
-            only = made[0].item() if len(made) else 0
-            return Counted(made.shape, made.dtype, lambda i: constant(only))
-        start, step = made[0].item(), (made[1] - made[0]).item()
-        if name == "linspace":  # first + (last - first) * i / (count - 1)
-            first, last, count = made[0].item(), made[-1].item(), len(made)
-            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(constant(first), ast.Add(), ast.BinOp(
-                ast.BinOp(ast.BinOp(constant(last), ast.Sub(), constant(first)), ast.Mult(), i), ast.Div(),
-                constant(count - 1))))
-        return Counted(made.shape, made.dtype, lambda i: typed(
-            ast.BinOp(constant(start), ast.Add(), ast.BinOp(constant(step), ast.Mult(), i)), made.dtype))
-
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
         """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
         each other axis's element), which the expression then reads."""
@@ -743,15 +724,6 @@ class Lowering(ArrayCalls):
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
-
-    def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
-        size = int(np.prod(x.shape))
-        if shape.count(-1) == 1:
-            known = int(np.prod([d for d in shape if d != -1]))
-            shape = tuple(size // known if d == -1 and known else d for d in shape)
-        if int(np.prod(shape)) != size or any(d < 0 for d in shape):
-            raise self.refuse(node, f"cannot reshape an array of size {size} into shape {shape}")
-        return Reshaped(shape, x.dtype, x)
 
     def flat(self, node: ast.AST, value: Value) -> Expr:
         if not isinstance(value, Expr) or len(value.shape) != 1:
@@ -801,7 +773,7 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            for value in values:
+            for value in [v for written in values for v in viewed_by(written)]:
                 if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
                         value.value.attr == "shape":
                     continue  # a size, not a view
@@ -885,13 +857,13 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
         return None
     node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}
+    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange}
     return Source(node, source.file, names, lowering.described), lowering.read
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
     ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.numbers_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""

@@ -128,7 +128,8 @@ class Expressions(Randoms):
         if base is pylang.math or base is pymath or base is np:
             if attr in ("pi", "e", "inf", "nan"):
                 return float(getattr(pymath, attr))
-            if (base is np and attr in NUMPY_BUILTINS) or (base is pymath and attr in NUMPY_PREDICATES and hasattr(base, attr)):
+            if (base is np and attr in NUMPY_BUILTINS) or \
+                    (base is pymath and attr in NUMPY_PREDICATES and hasattr(base, attr)):
                 return NUMPY_BUILTINS[attr]  # math.isnan is np.isnan of a number
             name = attr if base is not np else NUMPY_MATH.get(attr)
             if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
