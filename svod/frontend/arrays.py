@@ -63,7 +63,8 @@ from svod.frontend.array_exprs import (
     typed,
 )
 from svod.frontend.array_math import MATH_HELPERS
-from svod.frontend.array_shapes import JOINS, MADE, ArrayShapes, read_only, viewed_by
+from svod.frontend.array_shapes import JOINS, MADE, read_only, viewed_by
+from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
@@ -83,7 +84,7 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayShapes):
+class Lowering(ArrayStatistics):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -640,8 +641,8 @@ class Lowering(ArrayShapes):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
             return self.matmul(node, args[0], args[1])
-        if name == "cumsum" and len(args) == 1 and isinstance(args[0], Expr):
-            return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
+        if name in ("cumsum", "cumprod") and args and isinstance(args[0], Expr):
+            return self.scan(node, args[0], name)
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             a, b = (self.flat(node, a) for a in args)
             dtype = _result_dtype(self, node, np.multiply, a, b)
@@ -667,9 +668,8 @@ class Lowering(ArrayShapes):
             return found
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
-        if name == "cumsum":
-            return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
-                                                 node.args[0] if node.args else None))
+        if name in ("cumsum", "cumprod"):
+            return self.scan(node, owner, name, node.func)
         found = self.extra_method(node, owner, name, args)
         if found is not None:
             return found
@@ -703,13 +703,13 @@ class Lowering(ArrayShapes):
             return Whole(reduced)
         return reduced
 
-    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
-        """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
-        each other axis's element), which the expression then reads."""
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr:
+        """``np.cumsum`` (``np.cumprod``): computed into an array of its own first (a running sum, or product,
+        along the axis, in a loop of each other axis's element), which the expression then reads."""
         if axis_node is None and len(x.shape) != 1:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
-        dtype = np.cumsum(np.ones(1, x.dtype)).dtype
+        dtype = getattr(np, name)(np.ones(1, x.dtype)).dtype
         made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
@@ -718,9 +718,10 @@ class Lowering(ArrayShapes):
         out = Emitter(self.counter)
         element = x.element(index, out)
         total = out.fresh("s")
-        running = [*out.statements, ast.AugAssign(store(total), ast.Add(), element),
+        step = ast.Mult() if name == "cumprod" else ast.Add()
+        running = [*out.statements, ast.AugAssign(store(total), step, element),
                    assign(made.element(index, out), load(total))]
-        nest = _parallel(outer, [assign(total, typed(constant(0), dtype)),
+        nest = _parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
