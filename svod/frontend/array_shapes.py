@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.errors import KernelSyntaxError
 from svod.frontend.array_exprs import (
     Counted,
     Emitter,
@@ -127,8 +128,9 @@ class ArrayShapes(ArrayMath):
 
     def known(self, node: ast.expr, what: str) -> Any:
         """``node`` computed on the host (a shape, an axis), each array of the function a stand-in of its shape
-        and dtype (``x.shape`` of a temporary too); the scalar arguments it reads, recorded."""
-        stand_ins = {name: np.broadcast_to(np.zeros((), a.dtype), a.shape) for name, a in self.arrays.items()}
+        and dtype (``x.shape`` of a temporary too, never an element, which the run computes); the scalar
+        arguments it reads, recorded."""
+        stand_ins = {name: _Shaped(a.shape, a.dtype) for name, a in self.arrays.items()}
         try:
             value = eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer,
                          {**self.host, **stand_ins})
@@ -136,6 +138,20 @@ class ArrayShapes(ArrayMath):
             raise self.refuse(node, f"{what} is a number the host knows before the run ({err})") from err
         self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
         return value
+
+    def remember_unpacked(self, target: ast.Tuple, node: ast.expr) -> None:
+        """``n, m = x.shape``: the names' values where the host knows them (a shape, the numbers it reads), so a
+        slice or a shape may read them; forgotten where it does not."""
+        names = [e.id for e in target.elts if isinstance(e, ast.Name)]
+        try:
+            values = self.known(node, "an unpacked tuple")
+        except KernelSyntaxError:
+            values = None
+        if isinstance(values, tuple) and len(values) == len(names) == len(target.elts):
+            self.host.update(zip(names, values, strict=True))
+            return
+        for name in names:
+            self.host.pop(name, None)
 
     def numbers(self, node: ast.expr | Sequence[ast.expr], what: str) -> tuple[Any, ...]:
         """A number or a tuple of them the host knows, written as one value or one by one (``x.reshape(2, 3)``,
@@ -383,6 +399,17 @@ class ArrayShapes(ArrayMath):
                 value = call(numpy("floor"), value)
             return typed(value, made.dtype) if made.dtype != computed else value
         return Counted(made.shape, made.dtype, element)
+
+
+class _Shaped:
+    """An array as the host knows it before the run: its shape, dtype, size and dimensions, not its elements."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.shape, self.dtype = shape, dtype
+        self.ndim, self.size = len(shape), int(np.prod(shape))
+
+    def __len__(self) -> int:
+        return self.shape[0]
 
 
 def _strides(x: Expr) -> tuple[int, ...] | None:

@@ -336,6 +336,8 @@ class Lowering(ArrayStatistics):
             raise self.refuse(stmt, f"{target.id} = ... would make a new array of the name of an argument, whose "
                                     f"caller's array stays as it is; assign into it (`{target.id}[...] = ...`) or "
                                     "use a new name")
+        if isinstance(target, ast.Tuple) and op is None:
+            self.remember_unpacked(target, node)
         stored = self.target(target)
         if stored is None:
             return [stmt]
