@@ -55,7 +55,7 @@ def log1p(x: Any) -> Any:
     p = z * p + 1.0 / 5.0
     p = z * p + 1.0 / 3.0
     near = t + t * (z * p)
-    return near if -0.25 < x and x < 0.5 else np.log(1.0 + x)
+    return near if -0.25 < x < 0.5 else np.log(1.0 + x)
 
 
 @pylang.func

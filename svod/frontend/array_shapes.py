@@ -119,7 +119,10 @@ class ArrayShapes(ArrayMath):
                                                **{str(k.arg): k.value for k in node.keywords})
         except TypeError as err:
             raise self.refuse(node, f"np.{fn.__name__}: {err}") from None
-        given = list(bound.arguments.items())[1:] if fn not in MADE else list(bound.arguments.items())
+        defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items()}
+        first = 0 if fn in MADE else 1  # the array itself, or what the method is called on
+        given = [(name, value) for name, value in list(bound.arguments.items())[first:]
+                 if not (isinstance(value, ast.Constant) and value.value is None and defaults[name] is None)]
         refused = [name for name, _ in given if name not in takes]
         if refused:
             raise self.refuse(node, f"np.{fn.__name__}'s {refused[0]}= is not one svod takes (it takes "

@@ -695,8 +695,6 @@ class Lowering(ArrayStatistics):
             raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
         if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
             raise self.refuse(node, f"{name} takes one axis, or none")
-        if name in ("argmax", "argmin"):
-            keepdims = keepdims and axis_node is not None
         sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
         dtype = np.asarray(sample).dtype
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)

@@ -187,7 +187,7 @@ def eye_of_an_element(a):
 
 @svod.jit
 def views_made_in_a_loop(a, steps):
-    for t in range(steps):
+    for _ in range(steps):
         b = a * 2.0
         c = np.flip(b)
         a[...] = c + 1.0

@@ -711,7 +711,8 @@ def float_classes(out, x, y):
 def test_numpys_float_classes_and_logical_functions_from_the_bits(device, dtype):
     """``np.isnan``/``isinf``/``isfinite`` (and ``math``'s) and ``np.signbit`` read a float's bits, so they hold on
     a device whose compiler may assume floats finite (WGSL) and see the sign of -0.0 and of a NaN; of an
-    integer the classes are constants, the sign its own. The logical functions take their operands' truth. Every special value, against the kernel run as plain Python and NumPy."""
+    integer the classes are constants, the sign its own. The logical functions take their operands' truth.
+    Every special value, against the kernel run as plain Python and NumPy."""
     if refuses(device, dtype):
         return
     if dtype.is_float:
