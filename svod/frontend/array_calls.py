@@ -33,7 +33,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.nodes import call, constant
 
-CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "logical_not")
+CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
 LOGICAL_FUNCTIONS = ("logical_and", "logical_or", "logical_xor")
 """Two-argument NumPy functions that make a bool of each pair of elements' truth."""

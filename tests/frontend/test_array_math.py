@@ -41,7 +41,7 @@ def agrees_or_refused(fn: svod.frontend.jit.Jit, device, *args: object, needs: s
 def one_argument(x):
     return (np.log1p(x), np.expm1(x), np.sinh(x), np.cosh(x), np.arcsinh(x), np.arccosh(x), np.arctanh(x),
             np.arctan(x), np.arcsin(x), np.arccos(x), np.log10(x), np.square(x), np.reciprocal(x), np.rint(x),
-            np.degrees(x), np.radians(x), np.rad2deg(x), np.deg2rad(x))
+            np.degrees(x), np.radians(x), np.rad2deg(x), np.deg2rad(x), np.signbit(x).astype(x.dtype))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
