@@ -236,6 +236,8 @@ class ArrayMath(ArrayCalls):
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         if name in ("round", "around") and args and isinstance(args[0], Expr):
+            if len(node.args) > 2 or any(k.arg != "decimals" for k in node.keywords):
+                raise self.refuse(node, f"np.{name} takes an array and its decimals here (no out=)")
             decimals = next((k.value for k in node.keywords if k.arg == "decimals"), None)
             return self.rounded(node, args[0], node.args[1] if len(node.args) > 1 else decimals)
         if name not in UFUNCS or len(args) != UFUNCS[name]:

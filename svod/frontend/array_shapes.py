@@ -45,7 +45,7 @@ JOINS = (np.concatenate, np.stack, np.hstack, np.vstack, np.column_stack, np.dst
 """The functions that join a sequence of arrays written out (``np.hstack((a, b))``)."""
 MADE = (np.arange, np.linspace, np.eye, np.identity, np.tri)
 """The functions that make an array of numbers the host knows (``np.eye(n)``): an expression of its indices."""
-VIEWS = ("T", "transpose", "swapaxes", "reshape", "ravel", "flip", "fliplr", "flipud", "expand_dims", "squeeze",
+VIEWS = ("transpose", "swapaxes", "reshape", "ravel", "flip", "fliplr", "flipud", "expand_dims", "squeeze",
          "broadcast_to")
 """The functions and methods whose array is a view of their operand's memory."""
 _STACKS = {"hstack": 1, "vstack": 2, "column_stack": 2, "dstack": 3}
@@ -109,7 +109,7 @@ class ArrayShapes(ArrayMath):
     # ---- the user's arguments ----------------------------------------------------------------------------
 
     def passed(self, node: ast.Call, fn: Callable[..., Any], takes: Sequence[str],
-                  owner: ast.expr | None = None) -> dict[str, ast.expr]:
+               owner: ast.expr | None = None) -> dict[str, ast.expr]:
         """The user's argument nodes of ``np.<fn>`` (of the method, called on ``owner``), by NumPy's parameter
         names; a parameter given that is not among ``takes`` is refused, naming it."""
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
@@ -143,18 +143,20 @@ class ArrayShapes(ArrayMath):
         return value
 
     def remember_unpacked(self, target: ast.Tuple, node: ast.expr) -> None:
-        """``n, m = x.shape``: the names' values where the host knows them (a shape, the numbers it reads), so a
-        slice or a shape may read them; forgotten where it does not."""
+        """``n, m = x.shape``: the names' values where they are numbers the host knows (a shape, the numbers it
+        reads), so a slice or a shape may read them; a name not an array's, forgotten where they are not."""
         names = [e.id for e in target.elts if isinstance(e, ast.Name)]
         try:
             values = self.known(node, "an unpacked tuple")
         except KernelSyntaxError:
             values = None
-        if isinstance(values, tuple) and len(values) == len(names) == len(target.elts):
+        if isinstance(values, tuple) and len(values) == len(names) == len(target.elts) and all(
+                isinstance(v, (int, float, np.integer, np.floating)) for v in values):
             self.host.update(zip(names, values, strict=True))
             return
         for name in names:
-            self.host.pop(name, None)
+            if name not in self.arrays:
+                self.host.pop(name, None)
 
     def numbers(self, node: ast.expr | Sequence[ast.expr], what: str) -> tuple[Any, ...]:
         """A number or a tuple of them the host knows, written as one value or one by one (``x.reshape(2, 3)``,

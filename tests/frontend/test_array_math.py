@@ -180,12 +180,17 @@ def added_into(x, y):
     return np.add(x, y, out=y)
 
 
+@svod.jit
+def rounded_into(x, y):
+    return np.round(x, 1, out=y)
+
+
 @pytest.mark.parametrize(("fn", "says"), [
     (rounded_to_tens, "np.round of int32 to -1 decimals"), (reciprocal_of_integers, "np.reciprocal of int32"),
     (cube_root, "np.cbrt is not a function svod's array expressions have"),
-    (added_into, "np.add takes its operands alone here")])
+    (added_into, "np.add takes its operands alone here"), (rounded_into, "np.round takes an array and its decimals")])
 def test_what_svod_does_not_compute_as_numpy_is_refused_at_its_line(fn, says):
     args = (np.arange(4, dtype=np.int32),) if fn in (rounded_to_tens, reciprocal_of_integers) else \
-        (np.ones(4), np.ones(4))[:1 + (fn is added_into)]
+        (np.ones(4), np.ones(4))[:1 + (fn in (added_into, rounded_into))]
     with pytest.raises(KernelSyntaxError, match=f"test_array_math.py:\\d+: {says}"):
         fn(*args)
