@@ -681,6 +681,8 @@ class Lowering(ArrayStatistics):
                   args: list[Value]) -> Value:
         positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
         axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
+        if isinstance(axis_node, ast.Constant) and axis_node.value is None:
+            axis_node = None  # axis=None: every axis
         keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
         ndim = len(operand.shape)
         if axis_node is None:

@@ -41,7 +41,8 @@ def test_the_scans_of_int32_are_numpys_int64(device):
 @svod.jit
 def spreads(x, ddof):
     return (x.var(), np.var(x, axis=0), np.var(x, axis=1, ddof=1, keepdims=True), x.std(axis=1), np.std(x, ddof=ddof),
-            x.var(axis=(0, 1), keepdims=True), np.std(x, axis=-1, ddof=1.5), x.var(1, None, None, ddof))
+            x.var(axis=(0, 1), keepdims=True), np.std(x, axis=-1, ddof=1.5), x.var(1, None, None, ddof),
+            x.var(axis=None) - x.mean(axis=None))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
