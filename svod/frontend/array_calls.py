@@ -35,7 +35,7 @@ from svod.frontend.array_exprs import (
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import call, constant
 
-CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "logical_not")
+CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
 LOGICAL_FUNCTIONS = ("logical_and", "logical_or", "logical_xor")
 """Two-argument NumPy functions that make a bool of each pair of elements' truth."""
@@ -224,8 +224,19 @@ class ArrayCalls:
         assert by is not None
         return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
 
+    def extra_method(self, node: ast.Call, owner: Expr, name: str, args: list[Value]) -> Value | None:
+        """The array methods of the modules beyond this one, by name; None for another."""
+        return None
+
     def joined(self, node: ast.Call, name: str) -> Expr:
         """``np.concatenate((a, b, ...), axis=0)`` and ``np.stack((a, b, ...), axis=0)`` of arrays."""
+        axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
+        axis = 0 if axis_node is None else self.host_int(axis_node)
+        assert axis is not None
+        return self.join(node, name, self.parts(node, name), axis)
+
+    def parts(self, node: ast.Call, name: str) -> list[Expr]:
+        """The arrays a join's sequence, written out, holds."""
         sequence = node.args[0]
         if not isinstance(sequence, (ast.Tuple, ast.List)) or not sequence.elts:
             raise self.refuse(node, f"np.{name} takes a tuple or list of arrays written out")
@@ -235,10 +246,11 @@ class ArrayCalls:
         arrays = [p for p in parts if isinstance(p, Expr)]
         for part in arrays:
             self.static(node, part, f"np.{name}")
-        axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
+        return arrays
+
+    def join(self, node: ast.Call, name: str, arrays: list[Expr], axis: int) -> Expr:
+        """``arrays`` joined along ``axis`` (``np.stack``: along a new axis there)."""
         ndim = len(arrays[0].shape) + (name == "stack")
-        axis = 0 if axis_node is None else self.host_int(axis_node)
-        assert axis is not None
         if not -ndim <= axis < ndim or any(len(a.shape) != len(arrays[0].shape) for a in arrays):
             raise self.refuse(node, f"np.{name} of arrays of dimensions {[len(a.shape) for a in arrays]} "
                                     f"along axis {axis}")

@@ -47,9 +47,8 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang
-from svod.frontend.array_calls import ArrayCalls, Gathered, Masked, masked_by, reads_masked
+from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
-    Counted,
     Elementwise,
     Emitter,
     Expr,
@@ -71,6 +70,9 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.array_math import MATH_HELPERS
+from svod.frontend.array_shapes import JOINS, MADE, read_only, viewed_by
+from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
@@ -95,7 +97,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayCalls):
+class Lowering(ArrayStatistics):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -230,7 +232,7 @@ class Lowering(ArrayCalls):
         array that making it would read at a cost)."""
         while True:
             before = len(self.pending)
-            made = self.made(fused.name, fused.shape, fused.dtype, fused.statement)
+            made = self.made_array(fused.name, fused.shape, fused.dtype, fused.statement)
             try:
                 self.pending += self.allocation(fused.statement, made) + self.loops(fused.statement, made,
                                                                                        fused.value)
@@ -468,6 +470,8 @@ class Lowering(ArrayCalls):
             raise self.refuse(stmt, f"{target.id} = ... inside a loop or an if would make a new array of the name of "
                                     f"an argument, whose caller's array stays as it is; bind it before the loop or if, "
                                     f"assign into it (`{target.id}[...] = ...`) or use a new name")
+        if isinstance(target, ast.Tuple) and op is None:
+            self.remember_unpacked(target, node)
         stored = self.target(target)
         if stored is None:
             return [stmt]
@@ -553,10 +557,10 @@ class Lowering(ArrayCalls):
         if self.fused_into_next(name):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
-        made = self.made(name, value.shape, value.dtype, stmt)
+        made = self.made_array(name, value.shape, value.dtype, stmt)
         return [*self.allocation(stmt, made), *self.loops(stmt, made, value)]
 
-    def made(self, name: str, shape: tuple[Dim, ...], dtype: np.dtype, at: ast.AST) -> Expr:
+    def made_array(self, name: str, shape: tuple[Dim, ...], dtype: np.dtype, at: ast.AST) -> Expr:
         """Array ``name``, which the rewriting makes, of ``shape``: where a length is one the host does not know
         before the run, made at the greatest (``bases``) and viewed at the length (at each turn of a loop, the
         turn's)."""
@@ -590,6 +594,8 @@ class Lowering(ArrayCalls):
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
         array elsewhere."""
         self.changed = True
+        if read_only(stored):
+            raise self.refuse(stmt, "np.broadcast_to's view is read-only (as NumPy's): store into the array it views")
         if isinstance(stored, Masked) and not masked_by(value, stored.key):
             raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
@@ -605,7 +611,7 @@ class Lowering(ArrayCalls):
     def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr:
         """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
         name = f"_svod_t{next(self.counter)}"
-        made = self.made(name, shape, dtype, node)
+        made = self.made_array(name, shape, dtype, node)
         self.described[name] = f"the temporary array of `{code(node, 40)}`"
         return made
 
@@ -659,12 +665,6 @@ class Lowering(ArrayCalls):
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)
-
-    def tuple_value(self, node: ast.Tuple) -> Value:
-        """A tuple of numbers (a shape: ``(x.shape[0], 1)``) is a scalar of the host's; one of arrays is refused."""
-        if any(isinstance(self.value(item), Expr) for item in node.elts):
-            raise self.refuse(node, "a tuple of arrays is not an array expression svod has")
-        return self.scalar(node)
 
     def literal(self, node: ast.Constant) -> Value:
         return Scalar(copy.deepcopy(node), node.value)
@@ -969,7 +969,7 @@ class Lowering(ArrayCalls):
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
         callee = self.reader.resolve(func)
-        if callee in (np.concatenate, np.stack) and len(node.args) == 1:
+        if callee in JOINS and len(node.args) == 1:
             return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
@@ -979,8 +979,8 @@ class Lowering(ArrayCalls):
             found = self.extra_function(node, "norm", args)
             if found is not None:
                 return found
-        if callee in (np.arange, np.linspace):
-            return self.counted(node, callee.__name__)
+        if callee in MADE:
+            return self.made(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
             return self.scalar(node)
         name = getattr(callee, "__name__", None)
@@ -1013,33 +1013,16 @@ class Lowering(ArrayCalls):
             return self.reduction(node, args[0], name, node.keywords, args[1:])
         if name in ("dot", "matmul") and len(args) == 2:
             return self.matmul(node, args[0], args[1])
-        if name == "reshape" and len(args) == 2 and isinstance(args[0], Expr):
-            return self.reshaped(node, args[0], self.host_shape(node.args[1]))
-        if name == "cumsum" and len(args) == 1 and isinstance(args[0], Expr):
-            return self.cumsum(node, args[0], next((k.value for k in node.keywords if k.arg == "axis"), None))
+        if name in ("cumsum", "cumprod") and args and isinstance(args[0], Expr):
+            return self.scan(node, args[0], name)
         if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             a, b = (self.flat(node, a) for a in args)
             dtype = _result_dtype(self, node, np.multiply, a, b)
             return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
-        if name == "flip" and args and isinstance(args[0], Expr) and len(node.args) <= 2:
-            return self.flipped(node, args[0])
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
-
-    def flipped(self, node: ast.Call, x: Expr) -> Expr:
-        """``np.flip(x, axis=None)``: a view of ``x`` read backwards along the axes (all of them by default)."""
-        axis_node = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "axis"),
-                                                                   None)
-        ndim = len(x.shape)
-        given = tuple(range(ndim)) if axis_node is None else self.on_host(axis_node)
-        given = given if isinstance(given, tuple) else (given,)
-        if any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim for a in given):
-            raise self.refuse(node, f"np.flip's axis {given} is not an axis of an array of {ndim} dimension(s)")
-        axes = {int(a) % ndim for a in given}
-        return Viewed(x.shape, x.dtype, x, tuple((k, extents.sub(x.shape[k], 1), -1) if k in axes else (k, 0, 1)
-                                                 for k in range(ndim)), {})
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
         args = [self.value(a) for a in node.args]
@@ -1057,19 +1040,19 @@ class Lowering(ArrayCalls):
             return found
         if name == "copy" and not node.args:
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
-        if name == "cumsum":
-            return self.cumsum(node, owner, next((k.value for k in node.keywords if k.arg == "axis"),
-                                                 node.args[0] if node.args else None))
-        if name in ("reshape", "ravel", "flatten"):
-            shape = (-1,) if name != "reshape" else self.host_shape(node.args[0]) if len(node.args) == 1 else \
-                tuple(self.host_int(a) for a in node.args)
-            return self.reshaped(node, owner, tuple(int(d) for d in shape if d is not None))
+        if name in ("cumsum", "cumprod"):
+            return self.scan(node, owner, name, node.func)
+        found = self.extra_method(node, owner, name, args)
+        if found is not None:
+            return found
         raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
 
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value:
         positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
         axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
+        if isinstance(axis_node, ast.Constant) and axis_node.value is None:
+            axis_node = None  # axis=None: every axis
         keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
         ndim = len(operand.shape)
         if axis_node is None:
@@ -1088,8 +1071,6 @@ class Lowering(ArrayCalls):
                                     "run time, where it has no identity (NumPy raises)")
         if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
             raise self.refuse(node, f"{name} takes one axis, or none")
-        if name in ("argmax", "argmin"):
-            keepdims = keepdims and axis_node is not None
         sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
         dtype = np.asarray(sample).dtype
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
@@ -1098,34 +1079,14 @@ class Lowering(ArrayCalls):
             return Whole(reduced)
         return reduced
 
-    def counted(self, node: ast.Call, name: str) -> Expr:
-        """``np.arange(start, stop, step)`` or ``np.linspace(start, stop, num)``, of host-known numbers."""
-        try:
-            made = self.on_host(node)
-        except Exception as err:
-            raise self.refuse(node, f"np.{name}'s arguments are numbers the host knows before the run ({err})") from err
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
-        self.changed = True
-        if len(made) < 2:
-            only = made[0].item() if len(made) else 0
-            return Counted(made.shape, made.dtype, lambda i: constant(only))
-        start, step = made[0].item(), (made[1] - made[0]).item()
-        if name == "linspace":  # first + (last - first) * i / (count - 1)
-            first, last, count = made[0].item(), made[-1].item(), len(made)
-            return Counted(made.shape, made.dtype, lambda i: ast.BinOp(constant(first), ast.Add(), ast.BinOp(
-                ast.BinOp(ast.BinOp(constant(last), ast.Sub(), constant(first)), ast.Mult(), i), ast.Div(),
-                constant(count - 1))))
-        return Counted(made.shape, made.dtype, lambda i: typed(
-            ast.BinOp(constant(start), ast.Add(), ast.BinOp(constant(step), ast.Mult(), i)), made.dtype))
-
-    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None) -> Expr:
-        """``np.cumsum``: computed into an array of its own first (a running sum along the axis, in a loop of
-        each other axis's element), which the expression then reads."""
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr:
+        """``np.cumsum`` (``np.cumprod``): computed into an array of its own first (a running sum, or product,
+        along the axis, in a loop of each other axis's element), which the expression then reads."""
         if axis_node is None and len(x.shape) != 1:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
-        self.static(node, x, "np.cumsum")
-        dtype = np.cumsum(np.ones(1, x.dtype)).dtype
+        self.static(node, x, f"np.{name}")
+        dtype = getattr(np, name)(np.ones(1, x.dtype)).dtype
         made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
@@ -1134,22 +1095,13 @@ class Lowering(ArrayCalls):
         out = Emitter(self.counter)
         element = x.element(index, out)
         total = out.fresh("s")
-        running = [*out.statements, ast.AugAssign(store(total), ast.Add(), element),
+        step = ast.Mult() if name == "cumprod" else ast.Add()
+        running = [*out.statements, ast.AugAssign(store(total), step, element),
                    assign(made.element(index, out), load(total))]
-        nest = _parallel(outer, [assign(total, typed(constant(0), dtype)),
+        nest = _parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
-
-    def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...]) -> Expr:
-        self.static(node, x, "a reshape")
-        size = int(np.prod(x.shape))  # type: ignore[arg-type]
-        if shape.count(-1) == 1:
-            known = int(np.prod([d for d in shape if d != -1]))
-            shape = tuple(size // known if d == -1 and known else d for d in shape)
-        if int(np.prod(shape)) != size or any(d < 0 for d in shape):
-            raise self.refuse(node, f"cannot reshape an array of size {size} into shape {shape}")
-        return Reshaped(shape, x.dtype, x)
 
     def flat(self, node: ast.AST, value: Value) -> Expr:
         if not isinstance(value, Expr) or len(value.shape) != 1:
@@ -1254,7 +1206,7 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            for value in values:
+            for value in [v for written in values for v in viewed_by(written)]:
                 if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
                         value.value.attr == "shape":
                     continue  # a size, not a view
@@ -1361,13 +1313,13 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
         return None
     node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}
+    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange}
     return Source(node, source.file, names, lowering.described), lowering.read
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
     ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
     ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.tuple_value,
+    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.numbers_value,
 }
 """The array expression each kind of AST node makes (``Lowering.value``)."""

@@ -129,7 +129,8 @@ class Expressions(Randoms):
         if base is pylang.math or base is pymath or base is np:
             if attr in ("pi", "e", "inf", "nan"):
                 return float(getattr(pymath, attr))
-            if (base is np and attr in NUMPY_BUILTINS) or (base is pymath and attr in NUMPY_PREDICATES):
+            if (base is np and attr in NUMPY_BUILTINS) or \
+                    (base is pymath and attr in NUMPY_PREDICATES and hasattr(base, attr)):
                 return NUMPY_BUILTINS[attr]  # math.isnan is np.isnan of a number
             name = attr if base is not np else NUMPY_MATH.get(attr)
             if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
@@ -365,7 +366,7 @@ class Expressions(Randoms):
             if not isinstance(value, UOp):
                 return self._bad(node, value)
             if not value.dtype.is_float:
-                return name == "isfinite"
+                return value.lt(0) if name == "signbit" else name == "isfinite"
             return _float_class(value, name)
         left, right = (UOp.const(dtypes.bool, bool(a)) if is_number(a) else self.truth(a, node)
                        for a in (*args, True)[:2])
@@ -446,13 +447,17 @@ _FLOAT_BITS = {dtypes.float32: (dtypes.uint32, 0x7F800000), dtypes.float64: (dty
 
 
 def _float_class(value: UOp, name: str) -> UOp:
-    """``np.isnan``/``isinf``/``isfinite`` of a float, from its bits (magnitude past, at or below the
-    exponent's all-ones pattern): right where a compiler may assume floats are finite (WGSL). A float16 is
-    widened first (exactly, its class kept): not every device holds a uint16."""
+    """``np.isnan``/``isinf``/``isfinite``/``signbit`` of a float, from its bits (magnitude past, at or below
+    the exponent's all-ones pattern; the bits past the largest positive pattern): right where a compiler may
+    assume floats are finite (WGSL), and for -0.0 and a NaN's sign. A float16 is widened first (exactly, its
+    class and sign kept): not every device holds a uint16."""
     if value.dtype not in _FLOAT_BITS:
         value = value.cast(dtypes.float32)
     unsigned, exponent = _FLOAT_BITS[value.dtype]
-    magnitude = value.bitcast(unsigned) & UOp.const(unsigned, (1 << (unsigned.itemsize * 8 - 1)) - 1)
+    positive = UOp.const(unsigned, (1 << (unsigned.itemsize * 8 - 1)) - 1)
+    if name == "signbit":
+        return positive.lt(value.bitcast(unsigned))
+    magnitude = value.bitcast(unsigned) & positive
     infinity = UOp.const(unsigned, exponent)
     if name == "isnan":
         return infinity.lt(magnitude)

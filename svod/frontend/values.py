@@ -56,8 +56,9 @@ class RandomFunction:
 
 
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
-NUMPY_PREDICATES = ("isnan", "isinf", "isfinite")
-"""NumPy's tests of a number's class, each a bool (of an integer: not NaN, not infinite, finite)."""
+NUMPY_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
+"""NumPy's tests of a number's class and sign, each a bool (of an integer: not NaN, not infinite, finite, and
+its sign)."""
 NUMPY_LOGICAL = {"logical_and": 2, "logical_or": 2, "logical_xor": 2, "logical_not": 1}
 """NumPy's logical functions, with their arities: each takes its operands' truth, as ``bool()`` does."""
 NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum", *NUMPY_PREDICATES, *NUMPY_LOGICAL)}

@@ -17,9 +17,10 @@ SIZES = (0, 1, 2, 3, 7, 13)
 
 
 def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object, rtol: float = 1e-6,
-                       atol: float = 1e-12, keywords: dict[str, object] | None = None) -> None:
+                       atol: float = 1e-12, keywords: dict[str, object] | None = None, typed: bool = False) -> None:
     """Run ``fn`` on ``device`` on copies of ``args`` (and ``keywords``, passed by keyword) and compare its arrays
-    and what it returns with plain Python's."""
+    and what it returns with plain Python's; where ``typed``, each returned array is also of NumPy's dtype and, on
+    a device with IEEE floats (WGSL's may lose a -0.0), each zero of NumPy's sign."""
     narrower = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
     if any(isinstance(a, np.ndarray) and refuses(device, svod.dtypes.from_numpy(a.dtype)) for a in args):
         args = tuple(a.astype(narrower.get(a.dtype, a.dtype)) if isinstance(a, np.ndarray) else a for a in args)
@@ -45,6 +46,11 @@ def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object,
         else:
             assert isinstance(actual, np.ndarray) and actual.shape == np.shape(expected)
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+            if typed:
+                assert actual.dtype == expected.dtype
+                zeros = np.asarray(expected == 0) if expected.dtype.kind == "f" and device.caps.ieee_floats else \
+                    np.zeros(expected.shape, bool)
+                np.testing.assert_array_equal(np.signbit(actual[zeros]), np.signbit(expected[zeros]))
 
 
 @svod.jit

@@ -703,14 +703,16 @@ def float_classes(out, x, y):
         out[i, 5] = np.logical_or(np.isnan(y[i]), x[i])
         out[i, 6] = np.logical_xor(x[i] < 0, y[i] < 0)
         out[i, 7] = np.logical_not(x[i]) ^ np.isfinite(y[i])
+        out[i, 8] = np.signbit(x[i])
 
 
 @pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint8],
                          ids=lambda d: d.name)
 def test_numpys_float_classes_and_logical_functions_from_the_bits(device, dtype):
-    """``np.isnan``/``isinf``/``isfinite`` (and ``math``'s) read a float's bits, so they hold on a device whose
-    compiler may assume floats finite (WGSL); of an integer they are constants. The logical functions take
-    their operands' truth. Every special value, against the kernel run as plain Python and NumPy."""
+    """``np.isnan``/``isinf``/``isfinite`` (and ``math``'s) and ``np.signbit`` read a float's bits, so they hold on
+    a device whose compiler may assume floats finite (WGSL) and see the sign of -0.0 and of a NaN; of an
+    integer the classes are constants, the sign its own. The logical functions take their operands' truth.
+    Every special value, against the kernel run as plain Python and NumPy."""
     if refuses(device, dtype):
         return
     if dtype.is_float:
@@ -720,10 +722,11 @@ def test_numpys_float_classes_and_logical_functions_from_the_bits(device, dtype)
     else:
         x = np.array([0, 1, 2, np.iinfo(dtype.numpy).max, np.iinfo(dtype.numpy).min], dtype.numpy)
     y = np.roll(x, 3)
-    out = np.zeros((x.size, 8), np.int32)  # WebGPU holds no bool
+    out = np.zeros((x.size, 9), np.int32)  # WebGPU holds no bool
     with np.errstate(all="ignore"):
         want = run_as_python(float_classes, out.copy(), x, y)[0]
-        np.testing.assert_array_equal(want[:, :3], np.stack([np.isnan(x), np.isinf(x), np.isfinite(x)], axis=1))
+        np.testing.assert_array_equal(want[:, [0, 1, 2, 8]], np.stack([np.isnan(x), np.isinf(x), np.isfinite(x),
+                                                                       np.signbit(x)], axis=1))
     float_classes(out, x, y, device=device)
     np.testing.assert_array_equal(out, want)
 

@@ -1,0 +1,129 @@
+"""NumPy's scans and statistics in ``@svod.jit``'s array statements (``svod.frontend.arrays``): ``np.cumsum`` and
+``np.cumprod`` (and the methods) with ``axis``; ``np.var`` and ``np.std`` (and the methods) with ``axis``,
+``ddof``, ``keepdims``; ``np.average``, with or without ``weights``; ``np.count_nonzero``.
+
+Each is computed as NumPy computes it, so its dtype and its values at the edges are NumPy's: a variance is
+the mean of the squared deviations from the mean (two passes, never the sum of squares less the squared
+sum), divided by ``max(n - ddof, 0)``; a weighted average is ``sum(a * w) / sum(w)`` in NumPy's result dtype.
+Where NumPy raises at run time (weights that sum to 0), the arithmetic gives inf or NaN instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+
+from svod.frontend import extents
+from svod.frontend.array_exprs import Expr, Reduced, Value, Viewed, Whole, numpy, typed
+from svod.frontend.array_shapes import ArrayShapes
+from svod.frontend.nodes import call, constant
+
+_STATISTICS = ("var", "std", "average", "count_nonzero")
+
+
+class ArrayStatistics(ArrayShapes):
+    """The functions of this module, as the statements' ``Lowering`` calls them."""
+
+    @abstractmethod
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr: ...
+
+    def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
+        if name not in _STATISTICS or not args or not isinstance(args[0], Expr):
+            return super().extra_function(node, name, args)
+        return self.statistic(node, args[0], name)
+
+    def extra_method(self, node: ast.Call, owner: Expr, name: str, args: list[Value]) -> Value | None:
+        if name in ("var", "std"):
+            return self.statistic(node, owner, name, node.func)
+        return super().extra_method(node, owner, name, args)
+
+    def statistic(self, node: ast.Call, x: Expr, name: str, owner: ast.expr | None = None) -> Value:
+        """``np.var``, ``np.std``, ``np.average`` or ``np.count_nonzero`` of ``x`` (the method, called on
+        ``owner``)."""
+        takes = {"var": ("axis", "ddof", "keepdims"), "std": ("axis", "ddof", "keepdims"),
+                 "average": ("axis", "weights", "keepdims"), "count_nonzero": ("axis", "keepdims")}[name]
+        given = self.passed(node, getattr(np, name), takes, owner)
+        axes = self.reduced_axes(given.get("axis"), len(x.shape), f"np.{name}'s axis")
+        keepdims = bool(self.known(given["keepdims"], f"np.{name}'s keepdims")) if "keepdims" in given else False
+        if name == "count_nonzero":
+            counted = self.elementwise(node, lambda c: typed(ast.Compare(c[0], [ast.NotEq()], [constant(0)]),
+                                                             np.dtype(np.intp)), np.dtype(np.intp), x)
+            return _total(counted, axes, keepdims)
+        if name == "average":
+            weights = given.get("weights")
+            if weights is None or (isinstance(weights, ast.Constant) and weights.value is None):
+                dtype = np.mean(np.ones(1, x.dtype)).dtype
+                return _total(x, axes, keepdims, "mean", dtype)
+            return self.weighted(node, x, weights, axes, keepdims)
+        ddof = self.known(given["ddof"], f"np.{name}'s ddof") if "ddof" in given else 0
+        if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
+            raise self.refuse(node, f"np.{name}'s ddof is a number")
+        return self.spread(node, x, name, axes, keepdims, ddof)
+
+    def reduced_axes(self, node: ast.expr | None, ndim: int, what: str) -> tuple[int, ...]:
+        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+            return tuple(range(ndim))
+        return tuple(sorted(self.axes(node, ndim, what)))
+
+    def spread(self, node: ast.Call, x: Expr, name: str, axes: tuple[int, ...], keepdims: bool, ddof: Any) -> Value:
+        """``np.var`` (``np.std``, its square root): the mean, the deviations from it, the mean of their
+        squares over ``max(n - ddof, 0)``."""
+        mean = _total(x, axes, True, "mean", np.mean(np.ones(1, x.dtype)).dtype)
+        deviation = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]),
+                                     self.dtype_of(node, np.subtract, x, mean), x, mean)
+        squares = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), deviation.dtype, deviation)
+        dtype = getattr(np, name)(np.ones(2, x.dtype)).dtype
+        self.static(node, x, f"np.{name}")
+        count = int(np.prod([extents.numbers(x.shape)[a] for a in axes]))
+        divisor = max(count - ddof, 0)
+        variance = self.elementwise(node, lambda c: typed(ast.BinOp(c[0], ast.Div(), constant(divisor)), dtype), dtype,
+                                    _total(squares, axes, keepdims, "sum", deviation.dtype))
+        if name == "var":
+            return variance
+        return self.elementwise(node, lambda c: call(numpy("sqrt"), c[0]), dtype, variance)
+
+    def weighted(self, node: ast.Call, x: Expr, weights_node: ast.expr, axes: tuple[int, ...],
+                 keepdims: bool) -> Value:
+        """``np.average(x, axis, weights)``: ``sum(x * w) / sum(w)`` in NumPy's result dtype; 1-D weights lie
+        along the one axis."""
+        weights = self.value(weights_node)
+        if not isinstance(weights, Expr):
+            raise self.refuse(weights_node, "np.average's weights are an array")
+        if weights.shape != x.shape:
+            if len(axes) != 1 or len(weights.shape) != 1 or weights.shape[0] != x.shape[axes[0]]:
+                raise self.refuse(node, f"np.average's weights of shape {weights.shape} for an array of shape "
+                                        f"{x.shape}: the same shape, or 1-D along the one axis")
+            along = axes[0]
+            weights = Viewed(tuple(s if k == along else 1 for k, s in enumerate(x.shape)), weights.dtype, weights,
+                             tuple((0, 0, 1) if k == along else None for k in range(len(x.shape))), {})
+        floats = ("f8",) if x.dtype.kind in "biu" else ()
+        dtype = np.result_type(x.dtype, weights.dtype, *floats)
+        products = self.elementwise(node, lambda c: ast.BinOp(typed(c[0], dtype), ast.Mult(), typed(c[1], dtype)),
+                                    dtype, x, weights)
+        scale = self.elementwise(node, lambda c: typed(c[0], dtype), dtype, weights)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Div(), c[1]), dtype,
+                                _total(products, axes, keepdims, "sum", dtype), _total(scale, axes, keepdims, "sum",
+                                                                                     dtype))
+
+    def scan(self, node: ast.Call, x: Expr, name: str, owner: ast.expr | None = None) -> Expr:
+        """``np.cumsum``/``np.cumprod`` (the method, called on ``owner``) along ``axis``, or of the flattened
+        array."""
+        axis = self.passed(node, getattr(np, name), ("axis",), owner).get("axis")
+        if axis is not None and isinstance(axis, ast.Constant) and axis.value is None:
+            axis = None
+        if axis is not None:
+            self.axes(axis, len(x.shape), f"np.{name}'s axis")
+        return self.cumsum(node, x, axis, name)
+
+
+def _total(x: Expr, axes: tuple[int, ...], keepdims: bool, op: str = "sum", dtype: np.dtype | None = None) -> Expr:
+    """``op`` (a sum or a mean) of ``x`` over ``axes``, in ``dtype`` (``x``'s); one value a ``Whole``."""
+    shape = tuple(1 if a in axes else s for a, s in enumerate(x.shape) if keepdims or a not in axes)
+    made = Reduced(shape, x.dtype if dtype is None else dtype, op, x, axes, keepdims)
+    return Whole(made) if not shape and not keepdims else made
+
+
+__all__ = ["ArrayStatistics"]

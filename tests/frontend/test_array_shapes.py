@@ -1,0 +1,208 @@
+"""NumPy's shaping functions and index-made arrays in ``@svod.jit`` array statements
+(``svod.frontend.array_shapes``): each compared, on every device, with the same function run as plain NumPy
+(values, dtypes), over one-element, prime and empty shapes; a view is the memory it views (a later store shows
+through it) exactly where NumPy's is, and a copy is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import KernelSyntaxError
+from tests.frontend.test_array_math import agrees_or_refused
+
+SHAPES = [(1, 1), (5, 7), (0, 3)]
+
+
+def matrix(*shape: int) -> np.ndarray:
+    return np.arange(float(np.prod(shape))).reshape(shape) * 1.5 - 4.0
+
+
+@svod.jit
+def views(a, v):
+    t = a.transpose()
+    rows, columns = a.shape
+    return (np.transpose(a), np.transpose(a, (1, 0)), a.transpose(1, 0) + 1.0, a.transpose((0, 1)), t * 2.0,
+            np.swapaxes(a, 0, -1), np.reshape(a, (columns, -1)), a.reshape(rows * columns), a.reshape((-1, 1)),
+            a.reshape(1, rows, columns), np.reshape(t, t.shape), np.flip(a, 0), np.flip(a), np.flip(a, axis=(0, 1)),
+            np.fliplr(a), np.flipud(v), np.expand_dims(v, 0), np.expand_dims(a, (0, 3)), np.expand_dims(v, -1),
+            np.squeeze(a[:1]), np.squeeze(np.expand_dims(v, 1), axis=1), np.broadcast_to(v, (3, v.shape[0])),
+            np.broadcast_to(a[:, :1], a.shape) + a, a.ravel(), np.ravel(a.T), a.flatten())
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_views_of_an_array(device, shape):
+    agrees_or_refused(views, device, matrix(*shape), np.array([1.0, -2.0, 3.5]), rtol=0)
+
+
+@svod.jit
+def stacks(a, v, w):
+    return np.hstack((v, w)), np.hstack((a, a[:, :1])), np.vstack((v, w)), np.vstack((a, a)), \
+        np.column_stack((v, w)), np.column_stack((a.T, a.T)), np.dstack((a, a)), \
+        np.dstack((v, w))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (0, 2)])
+def test_stacks_give_each_part_the_dimensions_numpy_gives_it(device, shape):
+    agrees_or_refused(stacks, device, matrix(*shape), np.array([1.0, -2.0, 3.5]), np.array([7.0, 8.0, -9.0]), rtol=0)
+
+
+@svod.jit
+def triangles(a, b, k):
+    return np.tril(a), np.triu(a), np.tril(a, -1), np.triu(a, k), np.tril(b, 1), np.trace(a), np.trace(a, 1), \
+        a.trace(-2), np.trace(a, offset=k), np.tril(a > 0).astype(a.dtype)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (3, 5)])
+def test_triangles_and_traces_at_every_offset(device, shape):
+    agrees_or_refused(triangles, device, matrix(*shape), np.ones((2, *shape)), 2, rtol=0)
+
+
+def test_the_trace_of_integers_is_numpys_int64(device):
+    agrees_or_refused(triangles, device, np.arange(12, dtype=np.int32).reshape(3, 4),
+                      np.ones((2, 3, 4), np.int32), 1, needs=svod.dtypes.int64)
+
+
+@svod.jit
+def made(n, m, x):
+    return np.eye(n), np.eye(n, m, k=1, dtype=np.float32), np.eye(m, k=-2, dtype=x.dtype), np.identity(n), \
+        np.identity(m, dtype=np.float32) * x[:m], np.tri(n, m, -1), np.tri(m, dtype=np.float32), \
+        x + np.eye(x.shape[0])[0]
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (3, 5), (7, 2), (0, 3)])
+def test_eye_identity_and_tri_as_values(device, n, m):
+    agrees_or_refused(made, device, n, m, np.arange(7.0), rtol=0, needs=svod.dtypes.float64)
+
+
+@svod.jit
+def counted(n, start):
+    return (np.arange(0.0, 1.0, 0.1), np.arange(start, 3.0, 0.3), np.arange(0.5, 3, 0.25, dtype=np.float32),
+            np.arange(n), np.arange(-3, n, 2), np.arange(1.0, -1.0, -1.0 / 3.0), np.arange(0.1, 0.2, 0.7),
+            np.linspace(0, 1, 7), np.linspace(start, 3.0, n), np.linspace(2.0, 3.0, 5, endpoint=False),
+            np.linspace(0, 10, 4, dtype=np.int32), np.linspace(-1.0, 1.0, 1), np.linspace(1e-320, 2e-320, 3),
+            np.linspace(0.0, 1.0, 6, dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 13])
+def test_arange_and_linspace_are_numpys_to_the_bit(device, n):
+    """``np.arange`` with float steps fills ``start + i * delta`` in its dtype, the second element as made;
+    ``np.linspace`` is ``i * step + start``, its last element ``stop`` (an integer dtype floored)."""
+    agrees_or_refused(counted, device, n, 0.2, rtol=0, needs=svod.dtypes.float64)
+    agrees_or_refused(counted_in_float32, device, n, rtol=0)
+
+
+@svod.jit
+def counted_in_float32(n):
+    return np.arange(0.5, 3, 0.25, dtype=np.float32), np.arange(n, dtype=np.int32), np.eye(n, dtype=np.float32)
+
+
+@svod.jit
+def view_shows_a_later_store(a):
+    flipped = np.flip(a, 0)
+    transposed = np.transpose(a)
+    reshaped = a.reshape(-1)
+    broadcast = np.broadcast_to(a[0], (2, a.shape[1]))
+    squeezed = np.squeeze(np.expand_dims(a, 0))
+    a[0, 0] = 100.0
+    return flipped * 1.0, transposed * 1.0, reshaped * 1.0, broadcast * 1.0, squeezed * 1.0
+
+
+@svod.jit
+def copy_hides_a_later_store(a):
+    raveled = a.T.ravel()  # not C-contiguous: a copy, as NumPy's ravel
+    flattened = a.flatten()
+    reshaped = a.T.reshape(-1)  # not one C-ordered block: a copy
+    a[0, 1] = 100.0
+    return raveled, flattened, reshaped
+
+
+@svod.jit
+def split_transpose_is_a_view(a):
+    split = a.T.reshape(2, 2, 3)  # splits the transposed axis of 4 into 2 x 2: NumPy views it
+    a[1, 0] = 100.0
+    return split * 1.0
+
+
+def test_a_view_is_numpys_view_and_a_copy_numpys_copy(device):
+    agrees_or_refused(view_shows_a_later_store, device, matrix(3, 4), rtol=0)
+    agrees_or_refused(copy_hides_a_later_store, device, matrix(3, 4), rtol=0)
+    agrees_or_refused(split_transpose_is_a_view, device, matrix(3, 4), rtol=0)
+
+
+@svod.jit
+def stored_through_views(a):
+    np.flip(a, 1)[0] = -1.0
+    t = a.transpose()
+    t[0] = 7.0
+    return a
+
+
+def test_a_store_through_a_view_writes_the_array(device):
+    agrees_or_refused(stored_through_views, device, matrix(3, 4), rtol=0)
+
+
+@svod.jit
+def stored_into_a_broadcast(v):
+    b = np.broadcast_to(v, (3, v.shape[0]))
+    b[0] = 1.0
+    return v
+
+
+@svod.jit
+def wrong_axes(a):
+    return np.transpose(a, (0, 0))
+
+
+@svod.jit
+def wrong_size(a):
+    return a.reshape(5, -1)
+
+
+@svod.jit
+def squeezed_wide_axis(a):
+    return np.squeeze(a, axis=1)
+
+
+@svod.jit
+def not_broadcast(a):
+    return np.broadcast_to(a, (2, 5))
+
+
+@svod.jit
+def fortran_order(a):
+    return a.reshape(-1, order="F")
+
+
+@svod.jit
+def diagonal(a):
+    return np.diagonal(a)
+
+
+@svod.jit
+def eye_of_an_element(a):
+    return np.eye(int(a[0, 0]))
+
+
+@svod.jit
+def views_made_in_a_loop(a, steps):
+    for _ in range(steps):
+        b = a * 2.0
+        c = np.flip(b)
+        a[...] = c + 1.0
+    return a
+
+
+@pytest.mark.parametrize(("fn", "says"), [
+    (stored_into_a_broadcast, "np.broadcast_to's view is read-only"),
+    (wrong_axes, r"np.transpose's axes \(0, 0\) is not an axis, or distinct axes"),
+    (wrong_size, "cannot reshape an array of size 12 into shape"), (squeezed_wide_axis, "np.squeeze of an axis"),
+    (not_broadcast, r"an array of shape \(3, 4\) does not broadcast to shape \(2, 5\)"),
+    (fortran_order, "svod reshapes in C order"), (diagonal, "np.diagonal is not a function svod's array"),
+    (eye_of_an_element, "np.eye's N is a number the host knows before the run"),
+    (views_made_in_a_loop, "b is a new array in every turn of a loop around phases, and another name views it")])
+def test_what_numpy_refuses_or_svod_does_not_have_is_refused_at_its_line(fn, says):
+    args = (np.arange(3.0),) if fn is stored_into_a_broadcast else (matrix(3, 4), 2)[:1 + (fn is views_made_in_a_loop)]
+    with pytest.raises(KernelSyntaxError, match=f"test_array_shapes.py:\\d+: {says}"):
+        fn(*args)

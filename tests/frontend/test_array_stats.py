@@ -1,0 +1,143 @@
+"""NumPy's scans and statistics in ``@svod.jit`` array statements (``svod.frontend.array_stats``): each compared,
+on every device, with the same function run as plain NumPy (values and dtypes), over one-element, prime and
+empty shapes, with NaN and infinities where a device computes with them, and ``ddof`` past the count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import KernelSyntaxError
+from tests.frontend.test_array_math import agrees_or_refused
+from tests.helpers import refuses
+
+SHAPES = [(1, 1), (4, 6), (7, 3)]
+
+
+def data(device, *shape: int) -> np.ndarray:
+    """Values of ``shape``, a NaN and an inf among them where the device computes with them."""
+    x = np.cos(np.arange(float(np.prod(shape)))).reshape(shape) * 3.0
+    if device.caps.ieee_floats and x.size > 4:
+        x.flat[2], x.flat[-1] = np.nan, np.inf
+    return x
+
+
+@svod.jit
+def scans(x):
+    return np.cumprod(x, axis=1), np.cumprod(x), x.cumprod(0), x.cumprod(axis=-1), np.cumsum(x, 1), x.cumsum(), \
+        np.cumprod(x[:1] + 1.0)
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, (0, 3)])
+def test_cumprod_along_each_axis_and_flattened(device, shape):
+    agrees_or_refused(scans, device, data(device, *shape), rtol=1e-12)
+
+
+def test_the_scans_of_int32_are_numpys_int64(device):
+    agrees_or_refused(scans, device, np.array([[3, -1, 7], [2, 0, -5]], np.int32), needs=svod.dtypes.int64)
+
+
+@svod.jit
+def spreads(x, ddof):
+    return (x.var(), np.var(x, axis=0), np.var(x, axis=1, ddof=1, keepdims=True), x.std(axis=1), np.std(x, ddof=ddof),
+            x.var(axis=(0, 1), keepdims=True), np.std(x, axis=-1, ddof=1.5), x.var(1, None, None, ddof),
+            x.var(axis=None) - x.mean(axis=None))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_var_and_std_are_the_mean_squared_deviation(device, shape):
+    """With a NaN or an inf in a row, that row's is NaN; ``ddof`` at or past the count divides by 0 (NaN or inf,
+    as NumPy's, which warns)."""
+    x = data(device, *shape)
+    agrees_or_refused(spreads, device, x, 1, rtol=1e-12)
+    if device.caps.ieee_floats:  # WGSL's 0 / 0 need not be NaN
+        agrees_or_refused(spreads, device, x, 7, rtol=1e-12)
+
+
+def test_var_of_integers_is_float64(device):
+    agrees_or_refused(spreads, device, np.array([[3, -1, 7], [2, 0, -5]], np.int32), 0, needs=svod.dtypes.float64)
+
+
+@svod.jit
+def averages(x, row_weights, weights):
+    return np.average(x), np.average(x, axis=1), np.average(x, axis=1, weights=row_weights), \
+        np.average(x, weights=weights), np.average(x, axis=0, weights=weights, keepdims=True), \
+        np.average(x[0], weights=row_weights)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_average_with_and_without_weights(device, shape):
+    x = data(device, *shape)
+    weights = np.abs(np.sin(np.arange(x.size, dtype=float))).reshape(shape) + 0.25
+    agrees_or_refused(averages, device, x, weights[0] * 2.0, weights, rtol=1e-12)
+
+
+def test_average_of_integers_is_float64(device):
+    x = np.array([[3, -1, 7], [2, 0, -5]], np.int32)
+    agrees_or_refused(averages, device, x, np.array([1, 2, 3], np.int32), x + 6, needs=svod.dtypes.float64)
+
+
+@svod.jit
+def counts(x):
+    return np.count_nonzero(x), np.count_nonzero(x, axis=0), np.count_nonzero(x, axis=1, keepdims=True), \
+        np.count_nonzero(x > 1)
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, (0, 3)])
+def test_count_nonzero_counts_nan_and_not_negative_zero(device, shape):
+    x = np.round(data(device, *shape))
+    x.flat[:1] = -0.0
+    agrees_or_refused(counts, device, x, needs=svod.dtypes.int64)
+
+
+@svod.jit
+def products_in_expressions(a, b, x):
+    return np.dot(a, b) * 2.0 + a.sum(), np.sqrt(np.dot(a, a)) - np.linalg.norm(a), \
+        np.argmax(x, axis=1, keepdims=True), np.argmin(x, axis=0, keepdims=True), x.argmax(keepdims=True)
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_dot_of_vectors_is_a_scalar_in_an_expression_and_argmax_keeps_dims(device, n):
+    a, b, x = np.arange(n) - 2.5, np.cos(np.arange(n)), np.cos(np.arange(3 * n)).reshape(3, n)
+    if not refuses(device, svod.dtypes.float64):
+        agrees_or_refused(products_in_expressions, device, a, b, x, needs=svod.dtypes.int64, rtol=1e-12)
+    agrees_or_refused(products_in_expressions, device, *(v.astype(np.float32) for v in (a, b, x)),
+                      needs=svod.dtypes.int64, rtol=1e-5)
+
+
+@svod.jit
+def var_in_float32(x):
+    return np.var(x, dtype=np.float32)
+
+
+@svod.jit
+def average_returned(x):
+    return np.average(x, returned=True)
+
+
+@svod.jit
+def weights_across(x, w):
+    return np.average(x, weights=w)
+
+
+@svod.jit
+def cumprod_out(x, y):
+    return np.cumprod(x, out=y)
+
+
+@svod.jit
+def scan_past_the_axes(x):
+    return np.cumprod(x, axis=2)
+
+
+@pytest.mark.parametrize(("fn", "says"), [
+    (var_in_float32, "np.var's dtype= is not one svod takes"), (average_returned, "np.average's returned="),
+    (weights_across, r"np.average's weights of shape \(4,\) for an array of shape \(3, 4\)"),
+    (cumprod_out, "np.cumprod's out= is not one svod takes"),
+    (scan_past_the_axes, r"np.cumprod's axis \(2,\) is not an axis")])
+def test_what_svod_does_not_take_is_refused_at_its_line(fn, says):
+    x = np.ones((3, 4))
+    args = (x, np.ones(4)) if fn is weights_across else (x, x.copy()) if fn is cumprod_out else (x,)
+    with pytest.raises(KernelSyntaxError, match=f"test_array_stats.py:\\d+: {says}"):
+        fn(*args)
