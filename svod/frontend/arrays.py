@@ -63,6 +63,7 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
@@ -82,7 +83,7 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayCalls):
+class Lowering(ArrayCalls, Histograms):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -201,6 +202,9 @@ class Lowering(ArrayCalls):
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
+        counted = self.counting_statement(stmt, looped)
+        if counted is not None:
+            return counted
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -307,6 +311,8 @@ class Lowering(ArrayCalls):
         return [*made, stmt]
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
+        if self.is_counting_statement(stmt):
+            return True
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(
@@ -482,6 +488,9 @@ class Lowering(ArrayCalls):
         return self.scalar(node)
 
     def subscript(self, node: ast.Subscript) -> Value:
+        part = self.histogram_part(node)
+        if part is not None:
+            return part
         base = self.value(node.value)
         if not isinstance(base, Expr):
             return self.scalar(node)
@@ -646,6 +655,11 @@ class Lowering(ArrayCalls):
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
+        if name == "bincount":
+            return self.bincount(node)
+        if name == "histogram":
+            raise self.refuse(node, "np.histogram makes (counts, edges): assign both (`counts, edges = "
+                                    "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
@@ -885,7 +899,7 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
         return None
     node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange}
+    names = {**source.names, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES}
     return Source(node, source.file, names, lowering.described), lowering.read
 
 
