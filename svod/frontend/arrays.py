@@ -65,7 +65,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
-from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
+from svod.frontend.phases import SORTING, Ordering, Reader, refusal, renamed, sorting_call
 from svod.frontend.source import Source
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
@@ -287,8 +287,8 @@ class Lowering(ArrayCalls, Histograms):
         known = self.arrays.get(operand.id) if isinstance(operand, ast.Name) else None
         made: list[ast.stmt] = []
         if not (isinstance(known, Named) and isinstance(operand, ast.Name) and known.name == operand.id):
-            if owner is not None and kind == "sort":
-                raise self.refuse(stmt, f"{ast.unparse(owner)}.sort() sorts a view in place, which svod does not; "
+            if owner is not None and kind in ("sort", "partition"):
+                raise self.refuse(stmt, f"{ast.unparse(owner)}.{kind}() sorts a view in place, which svod does not; "
                                         "sort the array it views, or a copy")
             value = self.value(operand)
             if not isinstance(value, Expr):
@@ -304,10 +304,13 @@ class Lowering(ArrayCalls, Histograms):
                 call.keywords = [k for k in call.keywords if k.arg != "a"]
             stmt = ast.copy_location(type(stmt)(**{**{f: getattr(stmt, f) for f in stmt._fields}, "value": call}), stmt)
             self.changed = True
-        if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort") and isinstance(stmt.targets[0], ast.Name):
-            size = int(np.prod(known.shape))
-            self.arrays[stmt.targets[0].id] = Named((size,), known.dtype if kind == "sort" else np.dtype(np.intp),
-                                                    stmt.targets[0].id)
+        if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort", "partition", "argpartition") and \
+                isinstance(stmt.targets[0], ast.Name):
+            ordering = self.reader.ordering(stmt)  # (a sort's own items: its axis)
+            along = ordering[-1].axis if ordering and isinstance(ordering[-1], Ordering) else None
+            shape = (int(np.prod(known.shape)),) if along is None or len(known.shape) <= 1 else known.shape
+            dtype = known.dtype if kind in ("sort", "partition") else np.dtype(np.intp)
+            self.arrays[stmt.targets[0].id] = Named(shape, dtype, stmt.targets[0].id)
         return [*made, stmt]
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:

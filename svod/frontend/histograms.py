@@ -402,9 +402,10 @@ class _Edges:
         equal = ast.Compare(copy.deepcopy(low), [ast.Eq()], [copy.deepcopy(high)])
         sample = dtype.type(0)
         if dtype.kind == "f":
-            first: ast.expr = ast.IfExp(equal, typed(ast.BinOp(low, ast.Sub(), constant(0.5)), dtype), copy.deepcopy(low))
+            first: ast.expr = ast.IfExp(equal, typed(ast.BinOp(low, ast.Sub(), constant(0.5)), dtype),
+                                        copy.deepcopy(low))
             last: ast.expr = ast.IfExp(copy.deepcopy(equal), typed(ast.BinOp(high, ast.Add(), constant(0.5)), dtype),
-                             copy.deepcopy(high))
+                                       copy.deepcopy(high))
             finite = ast.BoolOp(ast.And(), [call(numpy("isfinite"), copy.deepcopy(low)),
                                             call(numpy("isfinite"), copy.deepcopy(high))])
             denominator = typed(ast.BinOp(copy.deepcopy(last), ast.Sub(), copy.deepcopy(first)), dtype)

@@ -318,23 +318,22 @@ class Builder:
         reason = sorting.sortable(dtype, self.device)
         if reason is not None:
             raise self.refuse(item.statement, reason)
-        in_place = item.kind == "sort" and item.target == item.source
-        if len(shape) > 1 and (item.axis is not None or in_place):
-            instead = "sort a 1-D array" if in_place else "pass axis=None (the flattened array) or sort a 1-D array"
-            raise self.refuse(item.statement, f"{call} of a {len(shape)}-D array sorts along one of its axes, which "
-                                              f"svod does not; {instead}")
+        values = item.kind in ("sort", "partition")
+        in_place = values and item.target == item.source
+        along = self.sorted_axis(item, call, shape)
         size = int(np.prod(shape))
         made: list[int]
         if in_place:
-            made = sorting.add_sort(self.plan, slot, values=slot)
-        elif item.kind in ("sort", "argsort"):
+            made = self.sorted(slot, shape, along, values=slot)
+        elif item.kind in ("sort", "argsort", "partition", "argpartition"):
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{item.target} is made twice; a sort's result is a new array, "
                                                   "made once")
-            result = dtype if item.kind == "sort" else sorting.index_dtype(self.device)
-            out = self.add_array(item.target, result, (size,))
-            self.arrays[item.target] = (out, (size,), result)
-            made = sorting.add_sort(self.plan, slot, **{"values" if item.kind == "sort" else "indices": out})
+            result = dtype if values else sorting.index_dtype(self.device)
+            made_shape = (size,) if along is None else shape
+            out = self.add_array(item.target, result, made_shape)
+            self.arrays[item.target] = (out, made_shape, result)
+            made = self.sorted(slot, shape, along, **{"values" if values else "indices": out})
         else:
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{call} computes a scalar; {item.target} names an array or an "
@@ -351,6 +350,30 @@ class Builder:
             else:
                 made = sorting.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
         return made
+
+    def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
+        """The axis a sort runs along (None: the flattened array, as a 1-D array's one axis is), after NumPy's
+        checks of it and of a partition's ``kth``."""
+        along = item.axis
+        if along is not None and not -max(len(shape), 1) <= along < max(len(shape), 1):
+            raise self.refuse(item.statement, f"{call}'s axis {along} is out of bounds for an array of dimension "
+                                              f"{len(shape)} (NumPy raises AxisError)")
+        if along is None and item.target == item.source:
+            raise self.refuse(item.statement, f"{call} sorts the array itself along an axis, not axis=None")
+        length = int(np.prod(shape)) if along is None or not shape else shape[along]
+        for k in item.kth:
+            if not -length <= k < length:
+                raise self.refuse(item.statement, f"{call}: kth(={k}) out of bounds ({length}) (NumPy raises "
+                                                  "ValueError)")
+        return None if len(shape) <= 1 else along
+
+    def sorted(self, slot: int, shape: tuple[int, ...], axis: int | None, values: int | None = None,
+               indices: int | None = None) -> list[int]:
+        """The steps of a sort of plan buffer ``slot``: of the whole (a 1-D array, or the flattened one), or
+        along ``axis`` of an n-d one. (A partition is a sort: every rank is in its place.)"""
+        if axis is None:
+            return sorting.add_sort(self.plan, slot, values=values, indices=indices)
+        return sorting.add_axis_sort(self.plan, slot, shape, axis, values=values, indices=indices)
 
     def result_cell(self, name: str, dtype: np.dtype) -> int:
         """The buffer of carried scalar ``name``, which a step makes of ``dtype``: joined to ``seen`` as a

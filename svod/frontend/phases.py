@@ -103,10 +103,11 @@ class Repeat:
 
 @dataclass
 class Ordering:
-    """``y = np.sort(x)``, ``x.sort()``, ``i = np.argsort(x)``, ``m = np.median(x)``, ``m = np.percentile(x, q)``
-    or ``np.quantile(x, q)``: a sort of the plan (``svod.frontend.sorting``) of array ``source``. ``kind`` is
-    'sort', 'argsort', 'median' or 'quantile'; ``target`` the array it makes (``source`` itself for
-    ``x.sort()``) or the scalar it computes; ``axis`` NumPy's (None: the flattened array); ``q`` a
+    """``y = np.sort(x)``, ``x.sort()``, ``i = np.argsort(x)``, ``y = np.partition(x, k)``, ``x.partition(k)``,
+    ``i = np.argpartition(x, k)``, ``m = np.median(x)``, ``m = np.percentile(x, q)`` or ``np.quantile(x, q)``: a
+    sort of the plan (``svod.frontend.sorting``) of array ``source``. ``kind`` is 'sort', 'argsort', 'partition',
+    'argpartition', 'median' or 'quantile'; ``target`` the array it makes (``source`` itself for ``x.sort()``
+    and ``x.partition(k)``) or the scalar it computes; ``axis`` NumPy's (None: the flattened array); ``q`` a
     quantile's fraction: the scalar a phase just before computes, or the int 0 or 1 (NumPy takes that value
     as it is)."""
 
@@ -116,6 +117,8 @@ class Ordering:
     axis: int | None
     statement: ast.stmt
     q: str | int | None = None
+    kth: tuple[int, ...] = ()
+    """A partition's ``kth`` (a full sort puts every rank in its place)."""
 
 
 Item = Phase | Definition | Temporary | Loop | Branch | Repeat | Ordering
@@ -278,18 +281,23 @@ class Reader:
         if not isinstance(operand, ast.Name):
             raise self.refuse(stmt, f"{ast.unparse(call.func)} sorts an array of a name (`y = x * 2` first)")
         q = arguments.pop("q", None)
+        kth = self.kth(stmt, call, arguments.pop("kth", None))
         options: dict[str, Any] = {}
         for name, node in arguments.items():
-            if not isinstance(node, ast.Constant):
-                raise self.refuse(stmt, f"{ast.unparse(call.func)}'s {name} is a constant in a jitted function")
-            options[name] = node.value
+            try:
+                options[name] = _literal(node)
+            except ValueError:
+                raise self.refuse(stmt, f"{ast.unparse(call.func)}'s {name} is a constant in a jitted function") \
+                    from None
         for name, value in options.items():
             allowed = _SORT_OPTIONS.get(name)
             if allowed is not None and value not in allowed:
                 raise self.refuse(stmt, f"{ast.unparse(call.func)} takes {name}={value!r}: svod takes "
                                         f"{' or '.join(map(repr, allowed))}")
-        default_axis = -1 if kind in ("sort", "argsort") else None
+        default_axis = -1 if kind in _ALONG_AXIS else None
         axis = options.get("axis", default_axis)
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)} takes an int axis, or None")
         name = "quantile" if kind == "percentile" else kind
         assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) else operand  # x.sort() sorts x
         target = assigned.id if isinstance(assigned, ast.Name) else operand.id  # (sorting_call: a name)
@@ -300,9 +308,23 @@ class Reader:
             raise self.refuse(stmt, f"{ast.unparse(call.func)} takes one q in a jitted function (a number): a "
                                     "statement per quantile")
         if q is None:
-            return [Ordering(name, target, operand.id, axis, stmt)]
+            return [Ordering(name, target, operand.id, axis, stmt, kth=kth)]
         return [*self.fraction(stmt, kind, q), Ordering(name, target, operand.id, axis, stmt,
                                                         self._fraction_of(stmt, kind, q))]
+
+    def kth(self, stmt: ast.stmt, call: ast.Call, given: ast.expr | None) -> tuple[int, ...]:
+        """A partition's ``kth``: an int, or a tuple or list of ints, written out."""
+        if given is None:
+            return ()
+        try:
+            written = _literal(given)
+        except ValueError:
+            written = None
+        values = list(written) if isinstance(written, (tuple, list)) else [written]
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)}'s kth is an int or a tuple of ints written out in a "
+                                    "jitted function")
+        return tuple(v for v in values if isinstance(v, int))
 
     def fraction(self, stmt: ast.stmt, kind: str, q: ast.expr) -> list[Item]:
         """The phase that computes a quantile's fraction where the statement stands (a percentile's ``q /
@@ -449,24 +471,29 @@ class Reader:
 
 _Node = TypeVar("_Node", bound=ast.AST)
 
-SORTING = ("sort", "argsort", "median", "percentile", "quantile")
+SORTING = ("sort", "argsort", "partition", "argpartition", "median", "percentile", "quantile")
 """The NumPy functions a jitted function's statement may call as a sort of the plan (``Ordering``)."""
+_ALONG_AXIS = ("sort", "argsort", "partition", "argpartition")
+"""The sorts whose ``axis`` is the last by default (a median's is None: the flattened array)."""
+_IN_PLACE = ("sort", "partition")
+"""The array methods that sort the array itself, returning None."""
 _SORT_OPTIONS: dict[str, tuple[Any, ...]] = {
-    "axis": (-1, 0, None), "kind": (None, "quicksort", "mergesort", "heapsort", "stable"), "order": (None,),
+    "kind": (None, "quicksort", "mergesort", "heapsort", "stable", "introselect"), "order": (None,),
     "stable": (None, True, False), "out": (None,), "overwrite_input": (False, True), "keepdims": (False,),
     "method": ("linear",), "weights": (None,)}
 """The values a sorting call's options may take (a radix sort is stable whatever kind is asked for)."""
 
 
 def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Name | None] | None:
-    """``(kind, call, owner)`` of a sorting statement: ``y = np.sort(x)`` and ``np.argsort``, ``np.median``,
-    ``np.percentile``, ``np.quantile`` assigned to a name, ``y = x.argsort()``, or ``x.sort()`` (owner
-    ``x``); None for any other statement."""
+    """``(kind, call, owner)`` of a sorting statement: ``y = np.sort(x)`` and ``np.argsort``, ``np.partition``,
+    ``np.argpartition``, ``np.median``, ``np.percentile``, ``np.quantile`` assigned to a name, ``y =
+    x.argsort()`` or ``x.argpartition(k)``, or ``x.sort()`` and ``x.partition(k)`` (owner ``x``); None for any
+    other statement."""
     value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
     if not isinstance(value, ast.Call):
         return None
     func = value.func
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in ("sort", "argsort") \
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in _ALONG_AXIS \
             and not isinstance(reader.resolve(func.value), types.ModuleType):  # an array's method, not np.sort
         owner: ast.Name | None = func.value
         kind = func.attr
@@ -477,10 +504,18 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
         if not kind:
             return None
     assigned = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-    if (kind == "sort" and owner is not None) != isinstance(stmt, ast.Expr) or \
+    if (kind in _IN_PLACE and owner is not None) != isinstance(stmt, ast.Expr) or \
             (isinstance(stmt, ast.Assign) and not assigned):
-        return None  # x.sort() returns None; the others' values are assigned to a name
+        return None  # x.sort() and x.partition(k) return None; the others' values are assigned to a name
     return kind, value, owner
+
+
+def _literal(node: ast.expr) -> Any:
+    """The value of a literal written out (``-1``, ``(0, 2)``, ``"stable"``); ValueError for anything else."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
+        raise ValueError(ast.dump(node)) from err
 
 
 def _random(value: Any) -> bool:
