@@ -63,6 +63,7 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.compactions import Compactions
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import SORTING, Ordering, Reader, refusal, renamed, sorting_call
@@ -83,7 +84,7 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayCalls, Histograms):
+class Lowering(ArrayCalls, Histograms, Compactions):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -111,6 +112,8 @@ class Lowering(ArrayCalls, Histograms):
         """What the user's code calls each name the rewriting gives a value of its own (``Source.described``)."""
         self.at: ast.stmt = source.node
         """The user's statement being rewritten: what svod writes for it stands at its line."""
+        self.sized: dict[str, str] = {}
+        """Each array of a length the data decides (``svod.frontend.compactions``): the scalar of its length."""
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
@@ -205,6 +208,9 @@ class Lowering(ArrayCalls, Histograms):
         counted = self.counting_statement(stmt, looped)
         if counted is not None:
             return counted
+        unique = self.unique_statement(stmt, looped)
+        if unique is not None:
+            return unique
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -245,16 +251,28 @@ class Lowering(ArrayCalls, Histograms):
         values = list(node.elts) if isinstance(node, ast.Tuple) else [node]
         made: list[ast.stmt] = []
         names: list[ast.expr] = []
+        prefixes = False
         for value in values:
             bound = self.arrays.get(value.id) if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Name) and value.id in self.sized:
+                names.append(self.sized_return(value.id, value))  # its first elements: those the data made
+                prefixes = True
+                continue
             if isinstance(value, ast.Name) and (bound is None or (isinstance(bound, Named) and bound.name == value.id)):
                 names.append(value)  # an array of its own name, or a scalar
+                continue
+            if self.returned_prefix(value):
+                names.append(value)  # its length computed where the return stands (Reader.prefixes)
                 continue
             name = f"_svod_r{next(self.counter)}"
             assigned = placed([ast.Assign([ast.Name(name, ast.Store())], value)], stmt)[0]
             if isinstance(value, ast.Call) and sorting_call(self.reader, assigned) is not None:
                 made += self.ordered(assigned, False) or []  # a sort's result, returned by its name
                 names.append(load(name))
+                continue
+            if self.is_unique(value):
+                made += self.unique_statement(assigned, False) or []
+                names.append(self.sized_return(name, value))
                 continue
             computed = self.value(value)
             self.described[name] = f"the returned `{code(value, 40)}`"
@@ -266,8 +284,8 @@ class Lowering(ArrayCalls, Histograms):
                 names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
-            names.append(load(name))
-        if not made:
+            names.append(self.sized_return(name, value) if name in self.sized else load(name))
+        if not made and not prefixes:
             return [stmt]
         result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
         return [*made, *placed([ast.Return(result)], stmt)]
@@ -380,6 +398,9 @@ class Lowering(ArrayCalls, Histograms):
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
                 return placed([renamed(s, {element.id: name}) for s in out.statements], stmt)
             return placed([*out.statements, assign(name, element)], stmt)
+        compacted = self.compacted(stmt, name, value)
+        if compacted is not None:
+            return compacted
         if looped and name in self.viewed:
             raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
                                     f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
@@ -660,6 +681,9 @@ class Lowering(ArrayCalls, Histograms):
             return found
         if name == "bincount":
             return self.bincount(node)
+        if name == "unique":
+            raise self.refuse(node, "np.unique makes an array of a length known only after the run: svod makes it as "
+                                    "a statement of its own (`u = np.unique(x)`) and returns it")
         if name == "histogram":
             raise self.refuse(node, "np.histogram makes (counts, edges): assign both (`counts, edges = "
                                     "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")

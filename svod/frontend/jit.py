@@ -93,9 +93,10 @@ class Prepared:
     plan: ExecutionPlan
     slots: list[int | None]
     variables: tuple[str, ...]
-    returns: list[tuple[str, int | None, tuple[int, ...]]]
-    """Per returned name: the name, its temporary's plan buffer (None for an argument), and its shape (none
-    for a scalar, which comes back as a Python number)."""
+    returns: list[tuple[str, int | None, tuple[int, ...], int | None]]
+    """Per returned name: the name, its temporary's plan buffer (None for an argument), its shape (none for a
+    scalar, which comes back as a Python number), and the plan buffer of the scalar that holds its length
+    where it is returned as its first elements only (``return y[:k]``; else None)."""
     returns_tuple: bool
     located: dict[str, Any]
     parameters: list[str]
@@ -122,17 +123,23 @@ class Prepared:
             raise
         for original, contiguous in written_back:
             original[...] = contiguous
-        results = [self.result(args, name, slot, shape) for name, slot, shape in self.returns]
+        results = [self.result(args, name, slot, shape, length) for name, slot, shape, length in self.returns]
         if self.returns_tuple:
             return tuple(results)
         return results[0] if results else None
 
-    def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...]) -> Any:
-        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value."""
+    def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...],
+               length: int | None) -> Any:
+        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value; of an array
+        returned as its first elements, those (a view of an argument, as NumPy's slice is)."""
         if slot is None:
-            return args[self.parameters.index(name)]
-        values = self.plan.buffers[slot].numpy()
-        return values.reshape(shape) if shape else values[0].item()
+            found = args[self.parameters.index(name)]
+        else:
+            values = self.plan.buffers[slot].numpy()
+            found = values.reshape(shape) if shape else values[0].item()
+        if length is None:
+            return found
+        return found[:int(self.plan.buffers[length].numpy()[0])]
 
     def locate(self, err: SvodError) -> None:
         located = self.located.get(err.kernel or "")
@@ -222,20 +229,26 @@ class Builder:
         """The plan, prepared."""
         structure = self.variant.structure
         self.items(structure.items, [])
-        returns: list[tuple[str, int | None, tuple[int, ...]]] = []
+        returns: list[tuple[str, int | None, tuple[int, ...], int | None]] = []
         for name in structure.returns:
+            length = structure.lengths.get(name)
+            if length is not None and (name not in self.arrays or not self.arrays[name][1]):
+                raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
+                                        f"{name}[:...], and {name} is not an array", kernel=self.jit.name,
+                                        stage="translate", value=name)
             if name in self.cells:
-                returns.append((name, self.cells[name], ()))
+                returns.append((name, self.cells[name], (), None))
                 continue
             if name in self.args and name not in self.arrays:  # a scalar argument the function never assigns
-                returns.append((name, None, ()))
+                returns.append((name, None, (), None))
                 continue
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}, which is not an array or a scalar it computes",
                                         kernel=self.jit.name, stage="translate", value=name)
             slot, shape, _ = self.arrays[name]
-            returns.append((name, None if name in self.args else slot, shape))
+            returns.append((name, None if name in self.args else slot, shape,
+                            None if length is None else self.cell(length)))
         for place, turn in structure.turns.items():
             if place not in self.turned:  # a loop inside a kernel (its cell would keep what it held)
                 self.must_turn(turn, self.kernel_loop_bounds(turn), [])

@@ -142,6 +142,9 @@ class Structure:
     items: list[Item]
     returns: list[str] = field(default_factory=list)
     returns_tuple: bool = False
+    lengths: dict[str, str] = field(default_factory=dict)
+    """Per array returned as its first elements (``return y[:k]``), the scalar that says how many: a length
+    known only after the run (a compaction's count)."""
     turns: dict[tuple[int, int], Turn] = field(default_factory=dict)
     """The ``for`` loops that must make a turn, by (line, column)."""
 
@@ -163,17 +166,48 @@ class Reader:
         last = body[-1] if body else None
         if isinstance(last, ast.Return):
             body.pop()
+            if last.value is not None:
+                last, lengths = self.prefixes(last)
+                body += lengths.values()
+                found.lengths = {array: f"_svod_length_{array}" for array in lengths}
             if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
                 self.described[name] = "the returned value"
                 body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
                 last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
             found.returns, found.returns_tuple = self.returned(last)
-        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)), found.returns,
+        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)),
+                                      [*found.returns, *found.lengths.values()],
                                       last if isinstance(last, ast.Return) else self.source.node)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
         found.items = self.items(flow.function(body))
         return found
+
+    def prefixes(self, stmt: ast.Return) -> tuple[ast.Return, dict[str, ast.Assign]]:
+        """``return y[:k]`` (alone or in a tuple) as ``return y``, and per such array the assignment of its
+        length ``k`` to a name of its own (``Structure.lengths``), which the plan computes where the return
+        stands: a prefix of an array whose length the host knows only after the run. Other returns as they
+        are."""
+        assert stmt.value is not None
+        lengths: dict[str, ast.Assign] = {}
+        kept: list[ast.expr] = []
+        for value in _returned_values(stmt.value):
+            if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and
+                    isinstance(value.slice, ast.Slice) and value.slice.lower is None and value.slice.step is None
+                    and value.slice.upper is not None):
+                kept.append(value)
+                continue
+            array = value.value.id
+            if array in lengths:
+                raise self.refuse(stmt, f"{array} is returned twice; return it once")
+            name = f"_svod_length_{array}"
+            self.described[name] = f"the length of the returned `{code(value, 40)}`"
+            lengths[array] = placed([ast.Assign([ast.Name(name, ast.Store())], value.slice.upper)], stmt)[0]
+            kept.append(ast.copy_location(ast.Name(array, ast.Load()), value))
+        if not lengths:
+            return stmt, {}
+        returned = ast.Tuple(kept, ast.Load()) if isinstance(stmt.value, ast.Tuple) else kept[0]
+        return placed([ast.Return(returned)], stmt)[0], lengths
 
     def returned(self, stmt: ast.Return) -> tuple[list[str], bool]:
         value = stmt.value
@@ -1054,14 +1088,14 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
         elif isinstance(item, Ordering) and item.kind in ("median", "quantile"):
             made[position] = {item.target}
     found: set[str] = set()
+    returned = set(structure.returns) | set(structure.lengths.values())
     for position, names in made.items():
-        others = set(structure.returns).union(*(needs(_nodes(item)) for other, item in enumerate(items)
-                                                if other != position))
+        others = returned.union(*(needs(_nodes(item)) for other, item in enumerate(items) if other != position))
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
                                 if isinstance(items[position], (Phase, Ordering))))
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
-    return (found & phases_make) | (set(structure.returns) & defined)  # a returned scalar comes from its cell
+    return (found & phases_make) | (returned & defined)  # a returned scalar comes from its cell
 
 
 def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:
