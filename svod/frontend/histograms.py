@@ -254,7 +254,7 @@ class Histograms:
         weighed = self.value(weights) if weights is not None and not _is_none(weights) else None
         if weighed is not None and (not isinstance(weighed, Expr) or weighed.shape != x.shape):
             raise self.refuse(node, "np.bincount's weights are an array of x's shape")
-        dtype = np.dtype(np.float64 if weighed is not None else np.intp)
+        dtype = np.dtype(np.float64 if weighed is not None and x.shape[0] else np.intp)  # (NumPy's, of no values)
         counts = self.fresh_temporary((length,), dtype, node)
         i = self.fresh("a")
         out = Emitter(self.counter)
@@ -447,8 +447,10 @@ class _Edges:
 
     def counted(self, counts: Named, edges: Named, x: Expr, i: str, counter: itertools.count[int]) -> list[ast.stmt]:
         """The loop that counts each value in its bin: kept where it lies between the outer edges; its position
-        ``(value - first) / denominator * bins``, truncated (the last edge in the last bin), corrected by one
-        where the value lies below its bin's left edge or at or above its right one (but the last bin's)."""
+        ``(value - first) / denominator * bins``, truncated (the last edge in the last bin: a kept value's
+        position lies in [0, bins], so the clamp to the bins changes nothing else; it keeps the edges' reads in
+        bounds for a value the test drops too, which the CPU's code may read them for), corrected by one where the value lies below its bin's
+        left edge or at or above its right one (but the last bin's)."""
         out = Emitter(counter)
         value = out.fresh("v")
         body: list[ast.stmt] = [assign(value, x.element([load(i)], out))]
@@ -470,8 +472,7 @@ class _Edges:
         left = ast.Subscript(load(edges.name), load(at), ast.Load())
         right = ast.Subscript(load(edges.name), ast.BinOp(load(at), ast.Add(), constant(1)), ast.Load())
         body += [*out.statements,
-                 assign(at, typed(scaled, np.dtype(np.intp))),
-                 ast.If(ast.Compare(load(at), [ast.Eq()], [constant(self.bins)]), [assign(at, constant(last))], []),
+                 assign(at, call("min", call("max", typed(scaled, np.dtype(np.intp)), constant(0)), constant(last))),
                  ast.If(ast.Compare(copy.deepcopy(own), [ast.Lt()], [left]),
                         [assign(at, ast.BinOp(load(at), ast.Sub(), constant(1)))], []),
                  ast.If(ast.BoolOp(ast.And(), [ast.Compare(copy.deepcopy(own), [ast.GtE()], [right]),

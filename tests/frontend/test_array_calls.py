@@ -145,7 +145,8 @@ def stored_unmasked(x, y):
     return x
 
 
-@pytest.mark.parametrize(("fn", "says"), [(compacted_with_another_array, "under the same mask"), (masked_sum, "a reduction of x\\[mask\\]"),
+@pytest.mark.parametrize(("fn", "says"), [(compacted_with_another_array, "under the same mask"),
+                                          (masked_sum, "a reduction of x\\[mask\\]"),
                                           (stored_unmasked, "takes a scalar, or an expression of arrays under")])
 def test_what_masks_svod_does_not_have_is_refused_at_its_line(fn, says):
     with pytest.raises(KernelSyntaxError, match=f"test_array_calls.py:\\d+: .*{says}"):
