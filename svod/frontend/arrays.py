@@ -205,7 +205,7 @@ class Lowering(ArrayCalls, Histograms, Compactions):
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
-        counted = self.counting_statement(stmt, looped)
+        counted = self.counting_statement(stmt)
         if counted is not None:
             return counted
         unique = self.unique_statement(stmt, looped)

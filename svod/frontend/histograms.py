@@ -57,7 +57,8 @@ _AT = {np.add: ("add", ast.Add), np.subtract: ("subtract", ast.Sub), np.maximum:
 """The ufuncs whose ``.at`` svod has: NumPy's name, and the operator of the two that have one."""
 _ATOMIC_DTYPES = tuple(np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64))
 """The integer dtypes an atomic update takes on every device that holds them."""
-_ORDER = (int, float, np.generic)
+_NUMBERS = (int, float, np.generic)
+"""What a histogram's range may hold: Python numbers (weak, as NumPy takes them) or NumPy scalars."""
 
 
 class Histograms:
@@ -112,7 +113,7 @@ class Histograms:
 
     # ---- statements ----------------------------------------------------------------------------------------
 
-    def counting_statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
+    def counting_statement(self, stmt: ast.stmt) -> list[ast.stmt] | None:
         """``np.add.at(a, idx, v)`` (and the other ufuncs' ``.at``) and ``counts, edges = np.histogram(...)``
         rewritten; None for any other statement."""
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -354,7 +355,7 @@ class Histograms:
                 raise self.refuse(node, "np.histogram's range is two numbers the host knows before the run "
                                         f"(constants or scalar arguments) ({err})") from err
             self.read |= {n.id for n in ast.walk(given) if isinstance(n, ast.Name)} & set(self.host)
-            if not all(isinstance(v, _ORDER) and not isinstance(v, (bool, np.bool_)) for v in (low, high)):
+            if not all(isinstance(v, _NUMBERS) and not isinstance(v, (bool, np.bool_)) for v in (low, high)):
                 raise self.refuse(node, "np.histogram's range is two numbers")
             if low > high:
                 raise self.refuse(node, "max must be larger than min in range parameter (NumPy raises ValueError)")
@@ -449,8 +450,8 @@ class _Edges:
         """The loop that counts each value in its bin: kept where it lies between the outer edges; its position
         ``(value - first) / denominator * bins``, truncated (the last edge in the last bin: a kept value's
         position lies in [0, bins], so the clamp to the bins changes nothing else; it keeps the edges' reads in
-        bounds for a value the test drops too, which the CPU's code may read them for), corrected by one where the value lies below its bin's
-        left edge or at or above its right one (but the last bin's)."""
+        bounds for a value the test drops too, which the CPU's code may read them for), corrected by one where
+        the value lies below its bin's left edge or at or above its right one (but the last bin's)."""
         out = Emitter(counter)
         value = out.fresh("v")
         body: list[ast.stmt] = [assign(value, x.element([load(i)], out))]
