@@ -11,8 +11,9 @@
   cannot size before the run: such a value is an ``IndexOutOfBoundsError``, as a negative one is.
 - ``np.histogram(x, bins, range)`` of ``bins`` equal bins: the edges as ``np.linspace`` computes them, each
   value's bin as NumPy finds it (the division, then the correction against the edges on either side: the last
-  bin closed on the right), counted in parallel by atomic updates; values outside the range (and NaNs) are
-  dropped. Without a range it is the values' least and greatest (reductions before it).
+  bin closed on the right), counted in parallel, each block of values into counts of its own, summed after;
+  values outside the range (and NaNs) are dropped. Without a range it is the values' least and greatest
+  (reductions before it).
 
 Every number is computed in the dtype NumPy computes it in, found by applying NumPy's operation to samples of
 the operands' types (a Python number is weak, a NumPy scalar is not), and cast to it in the loop's code.
@@ -40,13 +41,12 @@ from svod.frontend.array_exprs import (
     Reduced,
     Scalar,
     Value,
-    Whole,
     base_name,
     broadcast_element,
     numpy,
     typed,
 )
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, stored
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stored
 from svod.frontend.phases import Reader
 
 KERNEL_NAMES = {"_svod_atomic_add": pylang.atomic_add, "_svod_atomic_max": pylang.atomic_max,
@@ -55,6 +55,10 @@ KERNEL_NAMES = {"_svod_atomic_add": pylang.atomic_add, "_svod_atomic_max": pylan
 _AT = {np.add: ("add", ast.Add), np.subtract: ("subtract", ast.Sub), np.maximum: ("maximum", None),
        np.minimum: ("minimum", None)}
 """The ufuncs whose ``.at`` svod has: NumPy's name, and the operator of the two that have one."""
+BLOCK = 1 << 16
+"""The values a work item of a histogram counts into counters of its own (NumPy counts in blocks of as many)."""
+COUNTERS = 1 << 22
+"""The most counters a histogram's blocks have in all: fewer blocks where the bins are many."""
 _ATOMIC_DTYPES = tuple(np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64))
 """The integer dtypes an atomic update takes on every device that holds them."""
 _NUMBERS = (int, float, np.generic)
@@ -67,6 +71,7 @@ class Histograms:
     reader: Reader
     arrays: dict[str, Expr]
     arguments: set[str]
+    described: dict[str, str]
     host: dict[str, Any]
     counter: itertools.count[int]
     at: ast.stmt
@@ -312,9 +317,14 @@ class Histograms:
         edges_of = self.edges(node, flat, arguments.get("range"), bins)
         counts, edges = (self.named_temporary(names, k, shape, dtype, node) for k, (shape, dtype) in
                          enumerate((((bins,), np.dtype(np.intp)), ((bins + 1,), edges_of.bin_type))))
-        self.pending += placed([_zeros(counts), *self.allocation(self.at, edges),
-                                *edges_of.filled(edges, self.fresh("a")),
-                                *edges_of.counted(counts, edges, flat, self.fresh("a"), self.counter)], self.at)
+        blocks = max(1, min(-(-flat.shape[0] // BLOCK), COUNTERS // bins))
+        part = self.fresh_temporary((blocks, bins), np.dtype(np.intp), node)
+        self.described[part.name] = f"the counts of each block of `{code(node, 40)}`"
+        self.pending += placed([*self.allocation(self.at, edges), *edges_of.filled(edges, self.fresh("a")),
+                                _zeros(part), *edges_of.counted(part, edges, flat, self.fresh("a"), self.fresh("a"),
+                                                                self.counter)], self.at)
+        total = Reduced((bins,), np.dtype(np.intp), "sum", part, (0,), False)
+        self.pending += [*self.allocation(self.at, counts), *self.loops(self.at, counts, total)]
         self.changed = True
         return counts, edges
 
@@ -364,10 +374,20 @@ class Histograms:
             return _Edges.known(x.dtype, bins, low, high)
         if x.shape[0] == 0:
             return _Edges.known(x.dtype, bins, 0, 1)
-        least, greatest = self.fresh("lo"), self.fresh("hi")
-        for name, op in ((least, "min"), (greatest, "max")):
-            self.pending += self.new_array(self.at, name, Whole(Reduced((), x.dtype, op, x, (0,), False)), False)
-        return _Edges.found(x.dtype, bins, least, greatest)
+        least, greatest, nans, i, value = (self.fresh(stem) for stem in ("lo", "hi", "nan", "a", "v"))
+        out = Emitter(self.counter)
+        element = x.element([load(i)], out)
+        reduced: list[ast.stmt] = [*out.statements, assign(value, element),
+                                   assign(least, call("min", load(least), load(value))),
+                                   assign(greatest, call("max", load(greatest), load(value)))]
+        if x.dtype.kind == "f":  # (a NaN makes the range NaN: NumPy's min and max)
+            reduced.append(ast.AugAssign(ast.Name(nans, ast.Store()), ast.Add(),
+                                         ast.Compare(load(value), [ast.NotEq()], [load(value)])))
+        first = Emitter(self.counter)
+        start = x.element([constant(0)], first)
+        self.pending += placed([*first.statements, assign(least, start), assign(greatest, copy.deepcopy(start)),
+                                assign(nans, constant(0)), *_nest([(i, x.shape[0])], reduced, parallel=True)], self.at)
+        return _Edges.found(x.dtype, bins, least, greatest, nans)
 
 
 class _Edges:
@@ -395,10 +415,11 @@ class _Edges:
         return cls(dtype, bins, first, last, Scalar(_literal(denominator), denominator), None)
 
     @classmethod
-    def found(cls, dtype: np.dtype, bins: int, least: str, greatest: str) -> _Edges:
-        """Edges of the values' least and greatest, as NumPy scalars of their dtype; an integer's pair widened
-        when equal is float64 in NumPy, and so is the rest of its arithmetic (its denominator is the unsigned
-        difference, or 1.0 when widened)."""
+    def found(cls, dtype: np.dtype, bins: int, least: str, greatest: str, nans: str) -> _Edges:
+        """Edges of the values' least and greatest (a parallel reduction found them, and counted the NaNs in
+        ``nans``), as NumPy scalars of their dtype; an integer's pair widened when equal is float64 in NumPy,
+        and so is the rest of its arithmetic (its denominator is the unsigned difference, or 1.0 when
+        widened)."""
         low, high = load(least), load(greatest)
         equal = ast.Compare(copy.deepcopy(low), [ast.Eq()], [copy.deepcopy(high)])
         sample = dtype.type(0)
@@ -407,7 +428,8 @@ class _Edges:
                                         copy.deepcopy(low))
             last: ast.expr = ast.IfExp(copy.deepcopy(equal), typed(ast.BinOp(high, ast.Add(), constant(0.5)), dtype),
                                        copy.deepcopy(high))
-            finite = ast.BoolOp(ast.And(), [call(numpy("isfinite"), copy.deepcopy(low)),
+            finite = ast.BoolOp(ast.And(), [ast.Compare(load(nans), [ast.Eq()], [constant(0)]),
+                                            call(numpy("isfinite"), copy.deepcopy(low)),
                                             call(numpy("isfinite"), copy.deepcopy(high))])
             denominator = typed(ast.BinOp(copy.deepcopy(last), ast.Sub(), copy.deepcopy(first)), dtype)
             return cls(dtype, bins, Scalar(first, sample), Scalar(last, sample), Scalar(denominator, sample),
@@ -446,12 +468,16 @@ class _Edges:
         element = ast.Subscript(load(edges.name), load(i), ast.Store())
         return _nest([(i, self.bins + 1)], [ast.Assign([element], typed(edge, self.bin_type))], parallel=True)
 
-    def counted(self, counts: Named, edges: Named, x: Expr, i: str, counter: itertools.count[int]) -> list[ast.stmt]:
-        """The loop that counts each value in its bin: kept where it lies between the outer edges; its position
-        ``(value - first) / denominator * bins``, truncated (the last edge in the last bin: a kept value's
-        position lies in [0, bins], so the clamp to the bins changes nothing else; it keeps the edges' reads in
-        bounds for a value the test drops too, which the CPU's code may read them for), corrected by one where
-        the value lies below its bin's left edge or at or above its right one (but the last bin's)."""
+    def counted(self, part: Named, edges: Named, x: Expr, block: str, i: str,
+                counter: itertools.count[int]) -> list[ast.stmt]:
+        """The loops that count each value in its bin, each block of values into a row of counts of its own
+        (``part``: exact in any order, and free of races): a value is kept where it lies between the outer
+        edges; its position ``(value - first) / denominator * bins``, truncated (the last edge in the last
+        bin: a kept value's position lies in [0, bins], so the clamp to the bins changes nothing else; it keeps
+        the edges' reads in bounds for a value the test drops too, which the CPU's code may read them for, and
+        proves each block's counts its own), corrected by one where the value lies below its bin's left edge,
+        else where it lies at or above its right one (but the last bin's): NumPy's two tests, the second of
+        which a value moved down fails (it lies below the edge that test reads)."""
         out = Emitter(counter)
         value = out.fresh("v")
         body: list[ast.stmt] = [assign(value, x.element([load(i)], out))]
@@ -468,24 +494,36 @@ class _Edges:
         ratio = typed(ast.BinOp(typed(above, position), ast.Div(),
                                 typed(copy.deepcopy(self.denominator.node), position)), position)
         scaled = typed(ast.BinOp(ratio, ast.Mult(), constant(self.bins)), position)
-        at = out.fresh("b")
+        at, left, right = out.fresh("b"), out.fresh("l"), out.fresh("r")
         last = self.bins - 1
-        left = ast.Subscript(load(edges.name), load(at), ast.Load())
-        right = ast.Subscript(load(edges.name), ast.BinOp(load(at), ast.Add(), constant(1)), ast.Load())
-        body += [*out.statements,
-                 assign(at, call("min", call("max", typed(scaled, np.dtype(np.intp)), constant(0)), constant(last))),
-                 ast.If(ast.Compare(copy.deepcopy(own), [ast.Lt()], [left]),
-                        [assign(at, ast.BinOp(load(at), ast.Sub(), constant(1)))], []),
-                 ast.If(ast.BoolOp(ast.And(), [ast.Compare(copy.deepcopy(own), [ast.GtE()], [right]),
+        counter_of = ast.Subscript(load(part.name), ast.Tuple([load(block), _clamped(load(at), last)], ast.Load()),
+                                   ast.Load())
+        raised = ast.If(ast.BoolOp(ast.And(), [ast.Compare(copy.deepcopy(own), [ast.GtE()], [load(right)]),
                                                ast.Compare(load(at), [ast.NotEq()], [constant(last)])]),
-                        [assign(at, ast.BinOp(load(at), ast.Add(), constant(1)))], []),
-                 ast.Expr(call(load("_svod_atomic_add"), load(counts.name), load(at),
-                               typed(constant(1), np.dtype(np.intp))))]
-        counting = [body[0], ast.If(ast.BoolOp(ast.And(), keep), body[1:], [])]
-        return _nest([(i, x.shape[0])], counting, parallel=True)
+                        [assign(at, ast.BinOp(load(at), ast.Add(), constant(1)))], [])
+        body += [*out.statements,
+                 assign(at, _clamped(typed(scaled, np.dtype(np.intp)), last)),
+                 assign(left, ast.Subscript(load(edges.name), load(at), ast.Load())),
+                 assign(right, ast.Subscript(load(edges.name), ast.BinOp(load(at), ast.Add(), constant(1)),
+                                             ast.Load())),
+                 ast.If(ast.Compare(copy.deepcopy(own), [ast.Lt()], [load(left)]),
+                        [assign(at, ast.BinOp(load(at), ast.Sub(), constant(1)))], [raised]),
+                 ast.AugAssign(ast.Subscript(counter_of.value, counter_of.slice, ast.Store()), ast.Add(),
+                               constant(1))]
+        per = -(-x.shape[0] // part.shape[0])
+        start = ast.BinOp(load(block), ast.Mult(), constant(per))
+        span = call("range", start, call("min", ast.BinOp(copy.deepcopy(start), ast.Add(), constant(per)),
+                                         constant(x.shape[0])))
+        counting = for_loop(i, span, [body[0], ast.If(ast.BoolOp(ast.And(), keep), body[1:], [])])
+        return _nest([(block, part.shape[0])], [counting], parallel=True)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
+
+def _clamped(index: ast.expr, last: int) -> ast.expr:
+    """``index`` within ``[0, last]``."""
+    return call("min", call("max", index, constant(0)), constant(last))
+
 
 def _combined(name: str, operator: type[ast.operator] | None, old: ast.expr, amount: ast.expr,
               dtype: np.dtype) -> ast.expr:
