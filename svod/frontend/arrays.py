@@ -73,9 +73,11 @@ from svod.frontend.array_exprs import (
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import JOINS, MADE, read_only, viewed_by
 from svod.frontend.array_stats import ArrayStatistics
+from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
+from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
-from svod.frontend.phases import SORTING, Reader, refusal, renamed, sorting_call
+from svod.frontend.phases import SORTING, Ordering, Reader, refusal, renamed, sorting_call
 from svod.frontend.rebinding import Bindings, HostShape
 from svod.frontend.source import Source
 
@@ -97,7 +99,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayStatistics):
+class Lowering(ArrayStatistics, Histograms, Compactions):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -125,6 +127,8 @@ class Lowering(ArrayStatistics):
         """What the user's code calls each name the rewriting gives a value of its own (``Source.described``)."""
         self.at: ast.stmt = source.node
         """The user's statement being rewritten: what svod writes for it stands at its line."""
+        self.sized: dict[str, str] = {}
+        """Each array of a length the data decides (``svod.frontend.compactions``): the scalar of its length."""
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
@@ -276,6 +280,12 @@ class Lowering(ArrayStatistics):
         ordered = self.ordered(stmt, looped)
         if ordered is not None:
             return ordered
+        counted = self.counting_statement(stmt)
+        if counted is not None:
+            return counted
+        unique = self.unique_statement(stmt, looped)
+        if unique is not None:
+            return unique
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             return self.called(stmt, stmt.value, looped)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -374,16 +384,28 @@ class Lowering(ArrayStatistics):
         values = list(node.elts) if isinstance(node, ast.Tuple) else [node]
         made: list[ast.stmt] = []
         names: list[ast.expr] = []
+        prefixes = False
         for value in values:
             bound = self.arrays.get(value.id) if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Name) and value.id in self.sized:
+                names.append(self.sized_return(value.id, value))  # its first elements: those the data made
+                prefixes = True
+                continue
             if isinstance(value, ast.Name) and (bound is None or (isinstance(bound, Named) and bound.name == value.id)):
                 names.append(value)  # an array of its own name, or a scalar
+                continue
+            if self.returned_prefix(value):
+                names.append(value)  # its length computed where the return stands (Reader.prefixes)
                 continue
             name = f"_svod_r{next(self.counter)}"
             assigned = placed([ast.Assign([ast.Name(name, ast.Store())], value)], stmt)[0]
             if isinstance(value, ast.Call) and sorting_call(self.reader, assigned) is not None:
                 made += self.ordered(assigned, False) or []  # a sort's result, returned by its name
                 names.append(load(name))
+                continue
+            if self.is_unique(value):
+                made += self.unique_statement(assigned, False) or []
+                names.append(self.sized_return(name, value))
                 continue
             computed = self.value(value)
             if isinstance(computed, Expr):
@@ -397,8 +419,8 @@ class Lowering(ArrayStatistics):
                 names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
-            names.append(load(name))
-        if not made:
+            names.append(self.sized_return(name, value) if name in self.sized else load(name))
+        if not made and not prefixes:
             return [stmt]
         result = ast.Tuple(names, ast.Load()) if isinstance(node, ast.Tuple) else names[0]
         return [*made, *placed([ast.Return(result)], stmt)]
@@ -418,8 +440,8 @@ class Lowering(ArrayStatistics):
         known = self.arrays.get(operand.id) if isinstance(operand, ast.Name) else None
         made: list[ast.stmt] = []
         if not (isinstance(known, Named) and isinstance(operand, ast.Name) and known.name == operand.id):
-            if owner is not None and kind == "sort":
-                raise self.refuse(stmt, f"{ast.unparse(owner)}.sort() sorts a view in place, which svod does not; "
+            if owner is not None and kind in ("sort", "partition"):
+                raise self.refuse(stmt, f"{ast.unparse(owner)}.{kind}() sorts a view in place, which svod does not; "
                                         "sort the array it views, or a copy")
             value = self.value(operand)
             if not isinstance(value, Expr):
@@ -436,13 +458,19 @@ class Lowering(ArrayStatistics):
             stmt = ast.copy_location(type(stmt)(**{**{f: getattr(stmt, f) for f in stmt._fields}, "value": call}), stmt)
             self.changed = True
         self.static(stmt, known, f"np.{kind}")
-        if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort") and isinstance(stmt.targets[0], ast.Name):
-            size = int(np.prod(known.shape))  # type: ignore[arg-type]
-            self.arrays[stmt.targets[0].id] = Named((size,), known.dtype if kind == "sort" else np.dtype(np.intp),
-                                                    stmt.targets[0].id)
+        if isinstance(stmt, ast.Assign) and kind in ("sort", "argsort", "partition", "argpartition") and \
+                isinstance(stmt.targets[0], ast.Name):
+            ordering = self.reader.ordering(stmt)  # (a sort's own items: its axis)
+            along = ordering[-1].axis if ordering and isinstance(ordering[-1], Ordering) else None
+            shape = (int(np.prod(extents.numbers(known.shape))),) if along is None or len(known.shape) <= 1 \
+                else known.shape
+            dtype = known.dtype if kind in ("sort", "partition") else np.dtype(np.intp)
+            self.arrays[stmt.targets[0].id] = Named(shape, dtype, stmt.targets[0].id)
         return [*made, stmt]
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
+        if self.is_counting_statement(stmt):
+            return True
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(
@@ -550,6 +578,9 @@ class Lowering(ArrayStatistics):
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
                 return placed([renamed(s, {element.id: name}) for s in out.statements], stmt)
             return placed([*out.statements, assign(name, element)], stmt)
+        compacted = self.compacted(stmt, name, value)
+        if compacted is not None:
+            return compacted
         if looped and name in self.viewed:
             raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
                                     f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
@@ -697,6 +728,9 @@ class Lowering(ArrayStatistics):
     def subscript(self, node: ast.Subscript, element: bool = False) -> Value:
         """``base[items]``: a view, a gather, or one element (a scalar; with ``element``, as a view of no axes,
         which a statement stores into)."""
+        part = self.histogram_part(node)
+        if part is not None:
+            return part
         base = self.value(node.value)
         if not isinstance(base, Expr):
             return self.scalar(node)
@@ -1022,6 +1056,14 @@ class Lowering(ArrayStatistics):
         found = self.extra_function(node, name, args)
         if found is not None:
             return found
+        if name == "bincount":
+            return self.bincount(node)
+        if name == "unique":
+            raise self.refuse(node, "np.unique makes an array of a length known only after the run: svod makes it as "
+                                    "a statement of its own (`u = np.unique(x)`) and returns it")
+        if name == "histogram":
+            raise self.refuse(node, "np.histogram makes (counts, edges): assign both (`counts, edges = "
+                                    "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
@@ -1313,7 +1355,7 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
         return None
     node = stands_for(copy.copy(source.node), source.node)
     node.body = body
-    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange}
+    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES}
     return Source(node, source.file, names, lowering.described), lowering.read
 
 

@@ -95,9 +95,10 @@ class Prepared:
     plan: ExecutionPlan
     slots: list[int | None]
     variables: tuple[str, ...]
-    returns: list[tuple[str, int | None, tuple[int, ...]]]
-    """Per returned name: the name, its temporary's plan buffer (None for an argument), and its shape (none
-    for a scalar, which comes back as a Python number)."""
+    returns: list[tuple[str, int | None, tuple[int, ...], int | None]]
+    """Per returned name: the name, its temporary's plan buffer (None for an argument), its shape (none for a
+    scalar, which comes back as a Python number), and the plan buffer of the scalar that holds its length
+    where it is returned as its first elements only (``return y[:k]``; else None)."""
     returns_tuple: bool
     located: dict[str, Any]
     parameters: list[str]
@@ -127,17 +128,23 @@ class Prepared:
             raise
         for original, contiguous in written_back:
             original[...] = contiguous
-        results = [self.result(args, name, slot, shape) for name, slot, shape in self.returns]
+        results = [self.result(args, name, slot, shape, length) for name, slot, shape, length in self.returns]
         if self.returns_tuple:
             return tuple(results)
         return results[0] if results else None
 
-    def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...]) -> Any:
-        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value."""
+    def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...],
+               length: int | None) -> Any:
+        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value; of an array
+        returned as its first elements, those (a view of an argument, as NumPy's slice is)."""
         if slot is None:
-            return args[self.parameters.index(name)]
-        values = self.plan.buffers[slot].numpy()
-        return values.reshape(shape) if shape else values[0].item()
+            found = args[self.parameters.index(name)]
+        else:
+            values = self.plan.buffers[slot].numpy()
+            found = values.reshape(shape) if shape else values[0].item()
+        if length is None:
+            return found
+        return found[:int(self.plan.buffers[length].numpy()[0])]
 
     def locate(self, err: SvodError) -> None:
         located = self.located.get(err.kernel or "")
@@ -230,20 +237,26 @@ class Builder:
         """The plan, prepared."""
         structure = self.variant.structure
         self.items(structure.items, [])
-        returns: list[tuple[str, int | None, tuple[int, ...]]] = []
+        returns: list[tuple[str, int | None, tuple[int, ...], int | None]] = []
         for name in structure.returns:
+            length = structure.lengths.get(name)
+            if length is not None and (name not in self.arrays or not self.arrays[name][1]):
+                raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
+                                        f"{name}[:...], and {name} is not an array", kernel=self.jit.name,
+                                        stage="translate", value=name)
             if name in self.cells:
-                returns.append((name, self.cells[name], ()))
+                returns.append((name, self.cells[name], (), None))
                 continue
             if name in self.args and name not in self.arrays:  # a scalar argument the function never assigns
-                returns.append((name, None, ()))
+                returns.append((name, None, (), None))
                 continue
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}, which is not an array or a scalar it computes",
                                         kernel=self.jit.name, stage="translate", value=name)
             slot, shape, _ = self.arrays[name]
-            returns.append((name, None if name in self.args else slot, shape))
+            returns.append((name, None if name in self.args else slot, shape,
+                            None if length is None else self.cell(length)))
         for place, turn in structure.turns.items():
             if place not in self.turned:  # a loop inside a kernel (its cell would keep what it held)
                 self.must_turn(turn, self.kernel_loop_bounds(turn), [])
@@ -327,24 +340,23 @@ class Builder:
         reason = sorting.sortable(dtype, self.device)
         if reason is not None:
             raise self.refuse(item.statement, reason)
-        in_place = item.kind == "sort" and item.target == item.source
-        if len(shape) > 1 and (item.axis is not None or in_place):
-            instead = "sort a 1-D array" if in_place else "pass axis=None (the flattened array) or sort a 1-D array"
-            raise self.refuse(item.statement, f"{call} of a {len(shape)}-D array sorts along one of its axes, which "
-                                              f"svod does not; {instead}")
+        values = item.kind in ("sort", "partition")
+        in_place = values and item.target == item.source
+        along = self.sorted_axis(item, call, shape)
         size = int(np.prod(shape))
         made: list[int]
         if in_place:
-            made = sorting.add_sort(self.plan, slot, values=slot)
-        elif item.kind in ("sort", "argsort"):
+            made = self.sorted(slot, shape, along, values=slot)
+        elif item.kind in ("sort", "argsort", "partition", "argpartition"):
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{item.target} is made twice; a sort's result is a new array, "
                                                   "made once")
-            result = dtype if item.kind == "sort" else sorting.index_dtype(self.device)
-            out = self.add_array(item.target, result, (size,))
-            self.arrays[item.target] = (out, (size,), result)
-            self.host[item.target] = HostShape((size,), result)
-            made = sorting.add_sort(self.plan, slot, **{"values" if item.kind == "sort" else "indices": out})
+            result = dtype if values else sorting.index_dtype(self.device)
+            made_shape = (size,) if along is None else shape
+            out = self.add_array(item.target, result, made_shape)
+            self.arrays[item.target] = (out, made_shape, result)
+            made = self.sorted(slot, shape, along, **{"values" if values else "indices": out})
+            self.host[item.target] = HostShape(made_shape, result)
         else:
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{call} computes a scalar; {item.target} names an array or an "
@@ -361,6 +373,30 @@ class Builder:
             else:
                 made = sorting.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
         return made
+
+    def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
+        """The axis a sort runs along (None: the flattened array, as a 1-D array's one axis is), after NumPy's
+        checks of it and of a partition's ``kth``."""
+        along = item.axis
+        if along is not None and not -max(len(shape), 1) <= along < max(len(shape), 1):
+            raise self.refuse(item.statement, f"{call}'s axis {along} is out of bounds for an array of dimension "
+                                              f"{len(shape)} (NumPy raises AxisError)")
+        if along is None and item.target == item.source:
+            raise self.refuse(item.statement, f"{call} sorts the array itself along an axis, not axis=None")
+        length = int(np.prod(shape)) if along is None or not shape else shape[along]
+        for k in item.kth:
+            if not -length <= k < length:
+                raise self.refuse(item.statement, f"{call}: kth(={k}) out of bounds ({length}) (NumPy raises "
+                                                  "ValueError)")
+        return None if len(shape) <= 1 else along
+
+    def sorted(self, slot: int, shape: tuple[int, ...], axis: int | None, values: int | None = None,
+               indices: int | None = None) -> list[int]:
+        """The steps of a sort of plan buffer ``slot``: of the whole (a 1-D array, or the flattened one), or
+        along ``axis`` of an n-d one. (A partition is a sort: every rank is in its place.)"""
+        if axis is None:
+            return sorting.add_sort(self.plan, slot, values=values, indices=indices)
+        return sorting.add_axis_sort(self.plan, slot, shape, axis, values=values, indices=indices)
 
     def result_cell(self, name: str, dtype: np.dtype) -> int:
         """The buffer of carried scalar ``name``, which a step makes of ``dtype``: joined to ``seen`` as a

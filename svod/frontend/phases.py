@@ -103,10 +103,11 @@ class Repeat:
 
 @dataclass
 class Ordering:
-    """``y = np.sort(x)``, ``x.sort()``, ``i = np.argsort(x)``, ``m = np.median(x)``, ``m = np.percentile(x, q)``
-    or ``np.quantile(x, q)``: a sort of the plan (``svod.frontend.sorting``) of array ``source``. ``kind`` is
-    'sort', 'argsort', 'median' or 'quantile'; ``target`` the array it makes (``source`` itself for
-    ``x.sort()``) or the scalar it computes; ``axis`` NumPy's (None: the flattened array); ``q`` a
+    """``y = np.sort(x)``, ``x.sort()``, ``i = np.argsort(x)``, ``y = np.partition(x, k)``, ``x.partition(k)``,
+    ``i = np.argpartition(x, k)``, ``m = np.median(x)``, ``m = np.percentile(x, q)`` or ``np.quantile(x, q)``: a
+    sort of the plan (``svod.frontend.sorting``) of array ``source``. ``kind`` is 'sort', 'argsort', 'partition',
+    'argpartition', 'median' or 'quantile'; ``target`` the array it makes (``source`` itself for ``x.sort()``
+    and ``x.partition(k)``) or the scalar it computes; ``axis`` NumPy's (None: the flattened array); ``q`` a
     quantile's fraction: the scalar a phase just before computes, or the int 0 or 1 (NumPy takes that value
     as it is)."""
 
@@ -116,6 +117,8 @@ class Ordering:
     axis: int | None
     statement: ast.stmt
     q: str | int | None = None
+    kth: tuple[int, ...] = ()
+    """A partition's ``kth`` (a full sort puts every rank in its place)."""
 
 
 Item = Phase | Definition | Temporary | Loop | Branch | Repeat | Ordering
@@ -139,6 +142,9 @@ class Structure:
     items: list[Item]
     returns: list[str] = field(default_factory=list)
     returns_tuple: bool = False
+    lengths: dict[str, str] = field(default_factory=dict)
+    """Per array returned as its first elements (``return y[:k]``), the scalar that says how many: a length
+    known only after the run (a compaction's count)."""
     turns: dict[tuple[int, int], Turn] = field(default_factory=dict)
     """The ``for`` loops that must make a turn, by (line, column)."""
 
@@ -160,17 +166,48 @@ class Reader:
         last = body[-1] if body else None
         if isinstance(last, ast.Return):
             body.pop()
+            if last.value is not None:
+                last, lengths = self.prefixes(last)
+                body += lengths.values()
+                found.lengths = {array: f"_svod_length_{array}" for array in lengths}
             if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
                 self.described[name] = "the returned value"
                 body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
                 last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
             found.returns, found.returns_tuple = self.returned(last)
-        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)), found.returns,
+        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)),
+                                      [*found.returns, *found.lengths.values()],
                                       last if isinstance(last, ast.Return) else self.source.node)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
         found.items = self.items(flow.function(body))
         return found
+
+    def prefixes(self, stmt: ast.Return) -> tuple[ast.Return, dict[str, ast.Assign]]:
+        """``return y[:k]`` (alone or in a tuple) as ``return y``, and per such array the assignment of its
+        length ``k`` to a name of its own (``Structure.lengths``), which the plan computes where the return
+        stands: a prefix of an array whose length the host knows only after the run. Other returns as they
+        are."""
+        assert stmt.value is not None
+        lengths: dict[str, ast.Assign] = {}
+        kept: list[ast.expr] = []
+        for value in _returned_values(stmt.value):
+            if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and
+                    isinstance(value.slice, ast.Slice) and value.slice.lower is None and value.slice.step is None
+                    and value.slice.upper is not None):
+                kept.append(value)
+                continue
+            array = value.value.id
+            if array in lengths:
+                raise self.refuse(stmt, f"{array} is returned twice; return it once")
+            name = f"_svod_length_{array}"
+            self.described[name] = f"the length of the returned `{code(value, 40)}`"
+            lengths[array] = placed([ast.Assign([ast.Name(name, ast.Store())], value.slice.upper)], stmt)[0]
+            kept.append(ast.copy_location(ast.Name(array, ast.Load()), value))
+        if not lengths:
+            return stmt, {}
+        returned = ast.Tuple(kept, ast.Load()) if isinstance(stmt.value, ast.Tuple) else kept[0]
+        return placed([ast.Return(returned)], stmt)[0], lengths
 
     def returned(self, stmt: ast.Return) -> tuple[list[str], bool]:
         value = stmt.value
@@ -278,18 +315,23 @@ class Reader:
         if not isinstance(operand, ast.Name):
             raise self.refuse(stmt, f"{ast.unparse(call.func)} sorts an array of a name (`y = x * 2` first)")
         q = arguments.pop("q", None)
+        kth = self.kth(stmt, call, arguments.pop("kth", None))
         options: dict[str, Any] = {}
         for name, node in arguments.items():
-            if not isinstance(node, ast.Constant):
-                raise self.refuse(stmt, f"{ast.unparse(call.func)}'s {name} is a constant in a jitted function")
-            options[name] = node.value
+            try:
+                options[name] = _literal(node)
+            except ValueError:
+                raise self.refuse(stmt, f"{ast.unparse(call.func)}'s {name} is a constant in a jitted function") \
+                    from None
         for name, value in options.items():
             allowed = _SORT_OPTIONS.get(name)
             if allowed is not None and value not in allowed:
                 raise self.refuse(stmt, f"{ast.unparse(call.func)} takes {name}={value!r}: svod takes "
                                         f"{' or '.join(map(repr, allowed))}")
-        default_axis = -1 if kind in ("sort", "argsort") else None
+        default_axis = -1 if kind in _ALONG_AXIS else None
         axis = options.get("axis", default_axis)
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)} takes an int axis, or None")
         name = "quantile" if kind == "percentile" else kind
         assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) else operand  # x.sort() sorts x
         target = assigned.id if isinstance(assigned, ast.Name) else operand.id  # (sorting_call: a name)
@@ -300,9 +342,23 @@ class Reader:
             raise self.refuse(stmt, f"{ast.unparse(call.func)} takes one q in a jitted function (a number): a "
                                     "statement per quantile")
         if q is None:
-            return [Ordering(name, target, operand.id, axis, stmt)]
+            return [Ordering(name, target, operand.id, axis, stmt, kth=kth)]
         return [*self.fraction(stmt, kind, q), Ordering(name, target, operand.id, axis, stmt,
                                                         self._fraction_of(stmt, kind, q))]
+
+    def kth(self, stmt: ast.stmt, call: ast.Call, given: ast.expr | None) -> tuple[int, ...]:
+        """A partition's ``kth``: an int, or a tuple or list of ints, written out."""
+        if given is None:
+            return ()
+        try:
+            written = _literal(given)
+        except ValueError:
+            written = None
+        values = list(written) if isinstance(written, (tuple, list)) else [written]
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+            raise self.refuse(stmt, f"{ast.unparse(call.func)}'s kth is an int or a tuple of ints written out in a "
+                                    "jitted function")
+        return tuple(v for v in values if isinstance(v, int))
 
     def fraction(self, stmt: ast.stmt, kind: str, q: ast.expr) -> list[Item]:
         """The phase that computes a quantile's fraction where the statement stands (a percentile's ``q /
@@ -449,24 +505,29 @@ class Reader:
 
 _Node = TypeVar("_Node", bound=ast.AST)
 
-SORTING = ("sort", "argsort", "median", "percentile", "quantile")
+SORTING = ("sort", "argsort", "partition", "argpartition", "median", "percentile", "quantile")
 """The NumPy functions a jitted function's statement may call as a sort of the plan (``Ordering``)."""
+_ALONG_AXIS = ("sort", "argsort", "partition", "argpartition")
+"""The sorts whose ``axis`` is the last by default (a median's is None: the flattened array)."""
+_IN_PLACE = ("sort", "partition")
+"""The array methods that sort the array itself, returning None."""
 _SORT_OPTIONS: dict[str, tuple[Any, ...]] = {
-    "axis": (-1, 0, None), "kind": (None, "quicksort", "mergesort", "heapsort", "stable"), "order": (None,),
+    "kind": (None, "quicksort", "mergesort", "heapsort", "stable", "introselect"), "order": (None,),
     "stable": (None, True, False), "out": (None,), "overwrite_input": (False, True), "keepdims": (False,),
     "method": ("linear",), "weights": (None,)}
 """The values a sorting call's options may take (a radix sort is stable whatever kind is asked for)."""
 
 
 def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Name | None] | None:
-    """``(kind, call, owner)`` of a sorting statement: ``y = np.sort(x)`` and ``np.argsort``, ``np.median``,
-    ``np.percentile``, ``np.quantile`` assigned to a name, ``y = x.argsort()``, or ``x.sort()`` (owner
-    ``x``); None for any other statement."""
+    """``(kind, call, owner)`` of a sorting statement: ``y = np.sort(x)`` and ``np.argsort``, ``np.partition``,
+    ``np.argpartition``, ``np.median``, ``np.percentile``, ``np.quantile`` assigned to a name, ``y =
+    x.argsort()`` or ``x.argpartition(k)``, or ``x.sort()`` and ``x.partition(k)`` (owner ``x``); None for any
+    other statement."""
     value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
     if not isinstance(value, ast.Call):
         return None
     func = value.func
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in ("sort", "argsort") \
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in _ALONG_AXIS \
             and not isinstance(reader.resolve(func.value), types.ModuleType):  # an array's method, not np.sort
         owner: ast.Name | None = func.value
         kind = func.attr
@@ -477,10 +538,18 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
         if not kind:
             return None
     assigned = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-    if (kind == "sort" and owner is not None) != isinstance(stmt, ast.Expr) or \
+    if (kind in _IN_PLACE and owner is not None) != isinstance(stmt, ast.Expr) or \
             (isinstance(stmt, ast.Assign) and not assigned):
-        return None  # x.sort() returns None; the others' values are assigned to a name
+        return None  # x.sort() and x.partition(k) return None; the others' values are assigned to a name
     return kind, value, owner
+
+
+def _literal(node: ast.expr) -> Any:
+    """The value of a literal written out (``-1``, ``(0, 2)``, ``"stable"``); ValueError for anything else."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
+        raise ValueError(ast.dump(node)) from err
 
 
 def _random(value: Any) -> bool:
@@ -1034,15 +1103,15 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
         elif isinstance(item, Ordering) and item.kind in ("median", "quantile"):
             made[position] = {item.target}
     found: set[str] = set()
+    returned = set(structure.returns) | set(structure.lengths.values())
     for position, names in made.items():
-        others = set(structure.returns).union(*(needs(_nodes(item)) for other, item in enumerate(items)
-                                                if other != position))
+        others = returned.union(*(needs(_nodes(item)) for other, item in enumerate(items) if other != position))
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
                                 if isinstance(items[position], (Phase, Ordering))))
     phases_make |= _branch_definitions(structure.items)
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
-    return (found & phases_make) | (set(structure.returns) & defined)  # a returned scalar comes from its cell
+    return (found & phases_make) | (returned & defined)  # a returned scalar comes from its cell
 
 
 def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:

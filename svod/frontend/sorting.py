@@ -458,6 +458,147 @@ def _nan(result):  # type: ignore[no-untyped-def]
     result[0] = nan
 
 
+
+# ---- sorts along an axis: each row by a sequential radix sort of its own ----------------------------------
+
+def _row_encode(keys, low, high, bits, kind, width: Const[int]):  # type: ignore[no-untyped-def]
+    """Each row's keys (a row: the numbers along the sorted axis, ``bits`` shaped (outer, n, inner)), and the
+    AND and OR of its keys."""
+    inner = bits.shape[2]
+    for o in prange(bits.shape[0]):
+        for w in prange(inner):
+            r = o * inner + w
+            first = _key(bits[o, 0, w], kind, width)
+            ands = first
+            ors = first
+            for c in range(bits.shape[1]):
+                key = _key(bits[o, c, w], kind, width)
+                keys[r, c] = key
+                ands = ands & key
+                ors = ors | key
+            low[r] = ands
+            high[r] = ors
+
+
+def _row_encode_indexed(keys, order, low, high, bits, kind, width: Const[int]):  # type: ignore[no-untyped-def]
+    inner = bits.shape[2]
+    for o in prange(bits.shape[0]):
+        for w in prange(inner):
+            r = o * inner + w
+            first = _key(bits[o, 0, w], kind, width)
+            ands = first
+            ors = first
+            for c in range(bits.shape[1]):
+                key = _key(bits[o, c, w], kind, width)
+                keys[r, c] = key
+                order[r, c] = c
+                ands = ands & key
+                ors = ors | key
+            low[r] = ands
+            high[r] = ors
+
+
+@func
+def _row_places(keys, counts, r, width):  # type: ignore[no-untyped-def]
+    """Row ``r``'s first place for each value of each digit: the count of each, in one read of its keys, then
+    per digit their exclusive sum."""
+    for v in range(counts.shape[1]):
+        counts[r, v] = 0
+    for c in range(keys.shape[1]):
+        key = keys[r, c]
+        for d in range(width // DIGIT_BITS):
+            at = int((key >> uint32(d * DIGIT_BITS)) & MASK)
+            counts[r, d * RADIX + at] += 1
+    for d in range(width // DIGIT_BITS):
+        run = 0
+        for v in range(RADIX):
+            count = counts[r, d * RADIX + v]
+            counts[r, d * RADIX + v] = run
+            run += count
+
+
+@func
+def _row_pass(source, target, counts, r, varying, digit):  # type: ignore[no-untyped-def]
+    """Row ``r``'s keys from ``source`` into ``target``, stably by ``digit``, or as they are where the digit
+    is the same in all of them (``varying``: the bits that differ). A place is within the row (the clamp,
+    which never changes it, is what proves each row's keys its own)."""
+    n = source.shape[1]
+    shift = uint32(digit * DIGIT_BITS)
+    if ((varying >> shift) & MASK) == 0:
+        for c in range(n):
+            target[r, c] = source[r, c]
+    else:
+        for c in range(n):
+            key = source[r, c]
+            at = digit * RADIX + int((key >> shift) & MASK)
+            place = counts[r, at]
+            counts[r, at] = place + 1
+            target[r, min(max(place, 0), n - 1)] = key
+
+
+@func
+def _row_pass_indexed(source, target, order, order_target, counts, r, varying, digit):  # type: ignore[no-untyped-def]
+    n = source.shape[1]
+    shift = uint32(digit * DIGIT_BITS)
+    if ((varying >> shift) & MASK) == 0:
+        for c in range(n):
+            target[r, c] = source[r, c]
+            order_target[r, c] = order[r, c]
+    else:
+        for c in range(n):
+            key = source[r, c]
+            at = digit * RADIX + int((key >> shift) & MASK)
+            place = counts[r, at]
+            counts[r, at] = place + 1
+            kept = min(max(place, 0), n - 1)
+            target[r, kept] = key
+            order_target[r, kept] = order[r, c]
+
+
+@func
+def _pairs(width):  # type: ignore[no-untyped-def]
+    """The pairs of passes of a row's sort: there and back."""
+    return width // (2 * DIGIT_BITS)
+
+
+def _row_sort(keys, spare, counts, low, high, width: Const[int]):  # type: ignore[no-untyped-def]
+    """Each row sorted by its digits, least significant first, from ``keys`` into ``spare`` and back (the
+    passes are even in number: the keys end in ``keys``)."""
+    for r in prange(keys.shape[0]):
+        varying = low[r] ^ high[r]
+        _row_places(keys, counts, r, width)
+        for half in range(_pairs(width)):
+            _row_pass(keys, spare, counts, r, varying, 2 * half)
+            _row_pass(spare, keys, counts, r, varying, 2 * half + 1)
+
+
+def _row_sort_indexed(keys, spare, order, spare_order, counts, low, high, width: Const[int]):  # type: ignore[no-untyped-def]
+    for r in prange(keys.shape[0]):
+        varying = low[r] ^ high[r]
+        _row_places(keys, counts, r, width)
+        for half in range(_pairs(width)):
+            _row_pass_indexed(keys, spare, order, spare_order, counts, r, varying, 2 * half)
+            _row_pass_indexed(spare, keys, spare_order, order, counts, r, varying, 2 * half + 1)
+
+
+def _row_decode(out, keys, kind, width: Const[int]):  # type: ignore[no-untyped-def]
+    """Each row's numbers back along the axis (``out`` shaped as ``_row_encode``'s ``bits``)."""
+    inner = out.shape[2]
+    for o in prange(out.shape[0]):
+        for w in prange(inner):
+            for c in range(out.shape[1]):
+                out[o, c, w] = _bits(keys[o * inner + w, c], kind, width)
+
+
+def _row_indices(out, order):  # type: ignore[no-untyped-def]
+    """Each row's sorting positions along the axis: ``np.argsort``'s."""
+    inner = out.shape[2]
+    for o in prange(out.shape[0]):
+        for w in prange(inner):
+            for c in range(out.shape[1]):
+                out[o, c, w] = order[o * inner + w, c]
+
+
 @dataclass(frozen=True)
 class _Kernel:
     """A kernel of the sort, as each device and size takes it: with sizes as variables (one compile serves
@@ -519,6 +660,12 @@ MEDIAN = _Kernel(_median, "median")
 QUANTILE = _Kernel(_quantile, "quantile")
 PICK = _Kernel(_pick, "quantile_pick")
 NAN = _Kernel(_nan, "median_of_nothing")
+ROW_ENCODE = _Kernel(_row_encode, "sort_rows_encode")
+ROW_ENCODE_INDEXED = _Kernel(_row_encode_indexed, "sort_rows_encode_indexed")
+ROW_SORT = _Kernel(_row_sort, "sort_rows")
+ROW_SORT_INDEXED = _Kernel(_row_sort_indexed, "sort_rows_indexed")
+ROW_DECODE = _Kernel(_row_decode, "sort_rows_decode")
+ROW_INDICES = _Kernel(_row_indices, "sort_rows_indices")
 
 
 # ---- plan steps ------------------------------------------------------------------------------------------------
@@ -669,11 +816,79 @@ class RadixSort:
         return self.plan.add_buffer(Buffer(self.device, dtype, buf.size, base=buf.base, offset=buf.offset))
 
 
+@dataclass
+class AxisSort:
+    """The steps of a sort of plan buffer ``source`` of ``shape`` along ``axis``: each row (the numbers along
+    the axis, at one place of the other axes) sorted on its own, into ``values`` (``source`` itself sorts it
+    in place) and/or ``indices`` (the stable argsort along the axis). A row is one work item's sequential LSD
+    radix sort, its keys and counters its own: the rows run in parallel, and a row stays in the cache through
+    its passes (a pass whose digit is the same in every key of the row copies it instead)."""
+
+    plan: ExecutionPlan
+    source: int
+    shape: tuple[int, ...]
+    axis: int
+    values: int | None = None
+    indices: int | None = None
+
+    def add(self) -> list[int]:
+        sort = RadixSort(self.plan, self.source, self.values, self.indices)  # its checks and coding
+        axis = self.axis % len(self.shape)
+        length = self.shape[axis]
+        outer = int(np.prod(self.shape[:axis], dtype=np.int64))
+        inner = int(np.prod(self.shape[axis + 1:], dtype=np.int64))
+        rows = outer * inner
+        if sort.n == 0:
+            return []
+        plan = self.plan
+        line, table, rows_shape = (outer, length, inner), (rows, length), (rows,)
+        keys, spare = sort.scratch(sort.unsigned, sort.n), sort.scratch(sort.unsigned, sort.n)
+        low, high = sort.scratch(sort.unsigned, rows), sort.scratch(sort.unsigned, rows)
+        counts = sort.scratch(dtypes.int32, rows * sort.passes * RADIX)
+        coding: dict[str, Any] = {"kind": sort.kind, "width": sort.width}
+        bits = sort.view(self.source, sort.unsigned)
+        counted = (rows, sort.passes * RADIX)
+        if self.indices is None:
+            return [plan.add_kernel(self.kernel(ROW_ENCODE, sort, table, rows_shape, rows_shape, line),
+                                    [keys, low, high, bits], **coding),
+                    plan.add_kernel(self.kernel(ROW_SORT, sort, table, table, counted, rows_shape, rows_shape),
+                                    [keys, spare, counts, low, high], width=sort.width),
+                    *self.decoded(sort, keys, line, table, coding)]
+        order, spare_order = sort.scratch(dtypes.int32, sort.n), sort.scratch(dtypes.int32, sort.n)
+        steps = [plan.add_kernel(self.kernel(ROW_ENCODE_INDEXED, sort, table, table, rows_shape, rows_shape, line),
+                                 [keys, order, low, high, bits], **coding),
+                 plan.add_kernel(self.kernel(ROW_SORT_INDEXED, sort, table, table, table, table, counted, rows_shape,
+                                             rows_shape), [keys, spare, order, spare_order, counts, low, high],
+                                 width=sort.width),
+                 plan.add_kernel(self.kernel(ROW_INDICES, sort, line, table), [self.indices, order])]
+        return [*steps, *self.decoded(sort, keys, line, table, coding)]
+
+    def decoded(self, sort: RadixSort, keys: int, line: tuple[int, ...], table: tuple[int, ...],
+                coding: dict[str, Any]) -> list[int]:
+        if self.values is None:
+            return []
+        out = sort.view(self.values, sort.unsigned)
+        return [self.plan.add_kernel(self.kernel(ROW_DECODE, sort, line, table), [out, keys], **coding)]
+
+    @staticmethod
+    def kernel(kernel: _Kernel, sort: RadixSort, *shapes: tuple[int, ...]) -> Shaped:
+        """``kernel`` of constant sizes (what proves each row's places its own), over buffers of ``shapes``."""
+        return _static(kernel, sort.per, sort.kind).shaped(*shapes)
+
+
 def add_sort(plan: ExecutionPlan, source: int, values: int | None = None, indices: int | None = None) -> list[int]:
     """Add to ``plan`` the steps that sort plan buffer ``source`` into plan buffer ``values`` (the same dtype
     and size; ``source`` itself sorts it in place) and/or write its stable argsort into ``indices`` (int64
     or int32, its size); returns the ids of the steps added, in order."""
     return RadixSort(plan, source, values, indices).add()
+
+
+def add_axis_sort(plan: ExecutionPlan, source: int, shape: tuple[int, ...], axis: int, values: int | None = None,
+                  indices: int | None = None) -> list[int]:
+    """Add to ``plan`` the steps that sort plan buffer ``source``, of ``shape``, along ``axis`` into plan buffer
+    ``values`` (its dtype and shape; ``source`` itself sorts it in place) and/or write its stable argsort along
+    the axis into ``indices`` (int64 or int32, its shape); returns the ids of the steps added, in order."""
+    return AxisSort(plan, source, shape, axis, values, indices).add()
 
 
 @dataclass

@@ -130,8 +130,8 @@ def test_concatenate_stack_norm_len_and_a_dtype_read_from_an_array(device, n):
 
 
 @svod.jit
-def compacted(x):
-    return x[x > 0]
+def compacted_with_another_array(x):
+    return x[x > 0] + x
 
 
 @svod.jit
@@ -145,7 +145,8 @@ def stored_unmasked(x, y):
     return x
 
 
-@pytest.mark.parametrize(("fn", "says"), [(compacted, "does not compact"), (masked_sum, "a reduction of x\\[mask\\]"),
+@pytest.mark.parametrize(("fn", "says"), [(compacted_with_another_array, "under the same mask"),
+                                          (masked_sum, "a reduction of x\\[mask\\]"),
                                           (stored_unmasked, "takes a scalar, or an expression of arrays under")])
 def test_what_masks_svod_does_not_have_is_refused_at_its_line(fn, says):
     with pytest.raises(KernelSyntaxError, match=f"test_array_calls.py:\\d+: .*{says}"):

@@ -239,8 +239,8 @@ def test_control_flow_around_phases_replays_on_the_cpu_with_no_python_per_decisi
 # ---- every statement: taken with Python's meaning, or refused at its line --------------------------------------
 
 @svod.jit
-def partitions(x):
-    x.partition(1)
+def resizes(x):
+    x.resize(1)
     return x
 
 
@@ -268,7 +268,7 @@ def returns_two_things(x, y):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (partitions, "x.partition is not a function svod knows"),
+    (resizes, "x.resize is not a function svod knows"),
     (with_block, "a with block is not supported"),
     (asserts, "assert is not supported"),
     (returns_two_things, "an early return returns what the last statement does"),

@@ -1,7 +1,8 @@
 """Sorting and order statistics in ``@svod.jit`` functions (issue 71): ``np.sort``, ``x.sort()``, ``np.argsort``,
-``np.median``, ``np.percentile`` and ``np.quantile`` against NumPy on every device, on sizes 0, 1, 2, a prime
-and sizes that are no multiple of the blocks a pass splits the keys into; NaNs of both signs (last, and a
-median's NaN), zeros of both signs (one key for a stable argsort), infinities, ties and integer extremes."""
+along an axis of an n-d array too, ``np.partition``, ``np.argpartition``, ``x.partition(k)``, ``np.median``,
+``np.percentile`` and ``np.quantile`` against NumPy on every device, on sizes 0, 1, 2, a prime and sizes that
+are no multiple of the blocks a pass splits the keys into; NaNs of both signs (last, and a median's NaN), zeros
+of both signs (one key for a stable argsort), infinities, ties and integer extremes."""
 
 from __future__ import annotations
 
@@ -215,6 +216,88 @@ def test_an_nd_array_sorts_flattened_where_axis_is_none():
     assert m == np.median(x)
 
 
+@svod.jit
+def along_axes(x):
+    y = np.sort(x)
+    i = np.argsort(x, axis=0)
+    j = x.argsort(axis=-2, kind="stable")
+    return y, i, j
+
+
+@svod.jit
+def sorts_columns_in_place(x):
+    x.sort(axis=0)
+
+
+def axis_cases(device: Device) -> list[tuple[str, tuple[int, ...]]]:
+    """The dtypes and shapes a device sorts along their axes here (each dtype and shape compiles kernels of
+    its own): every dtype on a few shapes, the device's widest float on more."""
+    shapes = ((1, 1), (3, 5), (2, 3, 7), (4, 1, 2), (0, 3), (3, 0), (2, 97))
+    if device.name == "PYTHON":
+        return [("float32", shape) for shape in ((1, 1), (3, 5), (2, 3, 4), (0, 3))]
+    if dtypes.float64 not in device.caps.element_dtypes:
+        return [(dtype, shape) for dtype in ("float32", "int32") for shape in ((1, 1), (3, 5), (2, 3, 7), (0, 3))]
+    every = DTYPES if device.name == "CPU" else ("int32",)
+    return [*((dtype, (2, 3, 7)) for dtype in every), *(("float64", shape) for shape in shapes),
+            *((("float64", (13, 1000)),) if device.name == "CPU" else ())]
+
+
+def test_sorts_along_an_axis_of_an_nd_array_agree_with_numpy(device):
+    for dtype, shape in axis_cases(device):
+        x = numbers(int(np.prod(shape)), dtype, len(shape)).reshape(shape)
+        y, i, j = along_axes(x, device=device)
+        np.testing.assert_array_equal(y, np.sort(x))  # each row on its own: NaN last, -0.0 with 0.0
+        assert y.shape == shape and i.shape == shape and i.dtype == sorting.index_dtype(device)
+        np.testing.assert_array_equal(i, np.argsort(x, axis=0, kind="stable"))
+        np.testing.assert_array_equal(j, np.argsort(x, axis=-2, kind="stable"))
+        columns = x.copy()
+        sorts_columns_in_place(columns, device=device)
+        np.testing.assert_array_equal(columns, np.sort(x, axis=0))
+
+
+@svod.jit
+def partitions(x):
+    p = np.partition(x, 2)
+    q = np.argpartition(x, (0, -1), axis=0)
+    return p, q
+
+
+@svod.jit
+def partitions_in_place(x):
+    x.partition(1)
+
+
+def partitioned(got: np.ndarray, x: np.ndarray, kth: int, axis: int) -> None:
+    """NumPy's contract of a partition along ``axis``: each row holds its own numbers, the ``kth`` smallest
+    at ``kth``, none greater before it, none less after it (positions NumPy leaves unspecified are not
+    compared)."""
+    want = np.sort(x, axis=axis)
+    np.testing.assert_array_equal(np.sort(got, axis=axis), want)
+    at = np.take(got, [kth], axis=axis)
+    np.testing.assert_array_equal(at, np.take(want, [kth], axis=axis))
+    k = kth % x.shape[axis]
+    assert (np.take(got, range(k), axis=axis) <= at).all()
+    assert (np.take(got, range(k + 1, x.shape[axis]), axis=axis) >= at).all()
+
+
+def test_partitions_keep_numpys_contract(device):
+    dtype = "float32" if not held(device, "float64") else "float64"
+    shapes = ((3, 5), (4, 3)) if device.name == "PYTHON" else ((3, 5), (7, 11), (4, 3, 13))
+    for shape in shapes:
+        x = numbers(int(np.prod(shape)), dtype, shape[0], nans=False).reshape(shape)
+        p, q = partitions(x, device=device)
+        partitioned(p, x, 2, -1)
+        taken = np.take_along_axis(x, q, axis=0)
+        assert q.dtype == sorting.index_dtype(device)
+        np.testing.assert_array_equal(np.sort(q, axis=0), np.broadcast_to(
+            np.arange(shape[0]).reshape(-1, *[1] * (len(shape) - 1)), shape))  # each column's positions once
+        partitioned(taken, x, 0, 0)
+        partitioned(taken, x, -1, 0)
+        inside = x.copy()
+        partitions_in_place(inside, device=device)
+        partitioned(inside, x, 1, -1)
+
+
 def test_passes_whose_digit_never_changes_are_skipped_and_any_count_of_passes_lands_right():
     """Keys that differ in no byte (no pass), in the lowest only (one pass, the keys left in the second
     buffer), in the two lowest (two passes), and in every byte."""
@@ -224,6 +307,9 @@ def test_passes_whose_digit_never_changes_are_skipped_and_any_count_of_passes_la
         y, i, _ = orders(x)
         np.testing.assert_array_equal(y, np.sort(x))
         np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
+        rows, first, _ = along_axes(x.reshape(-1, 10))  # a row's passes, each of them a copy where skipped
+        np.testing.assert_array_equal(rows, np.sort(x.reshape(-1, 10)))
+        np.testing.assert_array_equal(first, np.argsort(x.reshape(-1, 10), axis=0, kind="stable"))
 
 
 def test_large_sorts_use_kernels_of_their_sizes():
@@ -242,6 +328,24 @@ def test_large_sorts_use_kernels_of_their_sizes():
 def sorts_rows(x):
     y = np.sort(x)
     return y
+
+
+@svod.jit
+def sorts_on_a_missing_axis(x):
+    y = np.sort(x, axis=2)
+    return y
+
+
+@svod.jit
+def partitions_past_the_end(x):
+    x.partition(4)
+
+
+@svod.jit
+def partitions_with_a_variable_kth(x):
+    k = x.shape[0] // 2
+    p = np.partition(x, k)
+    return p
 
 
 @svod.jit
@@ -282,8 +386,10 @@ def empty_percentile(x):
 
 
 @pytest.mark.parametrize("fn, x, words", [
-    (sorts_rows, np.zeros((3, 4)), "sorts along one of its axes, which svod does not; pass axis=None"),
-    (sorts_in_place, np.zeros((3, 4)), "sorts along one of its axes, which svod does not; sort a 1-D array"),
+    (sorts_on_a_missing_axis, np.zeros((3, 4)), r"axis 2 is out of bounds for an array of dimension 2"),
+    (partitions_past_the_end, np.zeros(4), r"kth\(=4\) out of bounds \(4\)"),
+    (partitions, np.zeros((3, 2)), r"kth\(=2\) out of bounds \(2\)"),
+    (partitions_with_a_variable_kth, np.zeros(4), "kth is an int or a tuple of ints written out"),
     (rebinds, np.zeros(4), r"makes a new array of the name x; sort it in place \(`x.sort\(\)`\)"),
     (two_quantiles, np.zeros(4), "takes one q in a jitted function"),
     (sorts_inside_an_expression, np.zeros(4), "np.sort is a statement of its own"),

@@ -1,0 +1,235 @@
+"""Arrays whose length the data decides, in ``@svod.jit``'s array statements (``svod.frontend.arrays``):
+``x[mask]`` as a value and ``np.unique(x)``, which a plan sized per shape can make only as a buffer of the
+largest length they may have and a count.
+
+::
+
+    y = x[mask]           y = np.empty(x.size)                 one work item, in order: each element where
+    ...                   count = 0                            the mask holds, at the next place
+    return y              for i0 in range(...): ...
+                              if mask[i0, ...]:
+                                  y[count] = x[i0, ...]; count += 1
+                          return y[:count]                     the first ``count`` elements come back
+
+    u = np.unique(x)      s = np.sort(x, axis=None)            a sort of the plan (``svod.frontend.sorting``)
+                          u = np.empty(x.size); count = 0      then each first of a run of equal numbers
+                          for i in range(x.size): ...          (NaNs one run, as NumPy's ``equal_nan``)
+                          return u[:count]
+
+The function returns such an array as its first elements (``return y[:count]``: ``Reader.prefixes``), and
+nothing else may read it: every other use of its name is refused, saying so.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+
+from svod.errors import KernelSyntaxError
+from svod.frontend import extents
+from svod.frontend.array_calls import Masked, masked_by
+from svod.frontend.array_exprs import Emitter, Expr, Named, Value, computes, numpy, typed
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed
+from svod.frontend.phases import Reader
+from svod.frontend.source import Source
+
+
+class Compactions:
+    """The statements' ``Lowering``, as the functions here use it."""
+
+    source: Source
+    reader: Reader
+    arrays: dict[str, Expr]
+    counter: itertools.count[int]
+    described: dict[str, str]
+    changed: bool
+    sized: dict[str, str]
+    """Each array of a length the data decides: the scalar that holds the length."""
+
+    @abstractmethod
+    def static(self, node: ast.AST, x: Expr, what: str) -> None: ...
+
+    @abstractmethod
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...
+
+    @abstractmethod
+    def value(self, node: ast.expr) -> Value: ...
+
+    @abstractmethod
+    def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]: ...
+
+    @abstractmethod
+    def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]: ...
+
+    def returned_prefix(self, value: ast.expr) -> bool:
+        """Whether ``value`` is ``y[:k]`` of an array ``y`` of its own name (or an argument): returned as its
+        first ``k`` elements, ``k`` computed where the return stands (``Reader.prefixes``), whatever the host
+        knows of it."""
+        if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and
+                isinstance(value.slice, ast.Slice) and value.slice.lower is None and value.slice.step is None and
+                value.slice.upper is not None):
+            return False
+        bound = self.arrays.get(value.value.id)
+        return isinstance(bound, Named) and bound.name == value.value.id and value.value.id not in self.sized
+
+    def sized_return(self, name: str, at: ast.AST) -> ast.expr:
+        """``name[:count]``: an array of a length the data decides, returned."""
+        prefix = ast.Subscript(load(name), ast.Slice(None, load(self.sized[name]), None), ast.Load())
+        return ast.copy_location(prefix, at)
+
+    # ---- x[mask] -------------------------------------------------------------------------------------------
+
+    def compacted(self, stmt: ast.stmt, name: str, value: Expr) -> list[ast.stmt] | None:
+        """``name = x[mask]`` (or an expression of arrays under one mask: ``x[m] * 2``): the elements where the
+        mask holds, in order, at the front of an array of the mask's size, and their count; None where
+        ``value`` reads no mask."""
+        masked = masked_in(value)
+        if masked is None:
+            return None
+        if not masked_by(value, masked.key):
+            raise self.refuse(stmt, "x[mask] is an array of its own here only alone, or in an expression of arrays "
+                                    "under the same mask (`x[m] * 2`)")
+        self.only_returned(stmt, name, "x[mask]")
+        self.static(stmt, masked, "x[mask]")
+        size = int(np.prod(extents.numbers(masked.shape)))
+        made = Named((size,), value.dtype, name)
+        self.arrays[name] = made
+        count = self.fresh_count(name, f"the count of `{code(stmt, 40)}`")
+        variables = [f"_svod_a{next(self.counter)}" for _ in masked.shape]
+        index = [load(v) for v in variables]
+        out = Emitter(self.counter)
+        kept = masked.mask.element(index, out)
+        element = value.element(index, out)
+        body: list[ast.stmt] = [*out.statements, ast.If(kept, [
+            assign(ast.Subscript(load(name), load(count), ast.Load()), typed(element, value.dtype)),
+            ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), constant(1))], [])]
+        for variable, length in reversed(list(zip(variables, masked.shape, strict=True))):
+            body = [for_loop(variable, call("range", constant(length)), body)]
+        self.changed = True
+        return [*self.allocation(stmt, made), *placed([assign(count, constant(0)), *body], stmt)]
+
+    # ---- np.unique -----------------------------------------------------------------------------------------
+
+    def is_unique(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and self.reader.resolve(node.func) is np.unique
+
+    def unique_statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
+        """``u = np.unique(x)``: ``x`` sorted (flattened), then the first of each run of equal numbers at the
+        next place, in one work item; None for another statement."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and self.is_unique(stmt.value)):
+            return None
+        target = stmt.targets[0]
+        if not isinstance(target, ast.Name):
+            raise self.refuse(stmt, "np.unique's array is assigned to a name, which the function returns")
+        node = stmt.value
+        assert isinstance(node, ast.Call)
+        equal_nan = self.unique_options(node)
+        self.only_returned(stmt, target.id, "np.unique(x)")
+        operand = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "ar")
+        made, source = self.own_array(stmt, operand, looped)
+        self.static(stmt, source, "np.unique")
+        size = int(np.prod(extents.numbers(source.shape)))
+        ordered = f"_svod_s{next(self.counter)}"
+        self.described[ordered] = f"the sorted numbers of `{code(node, 40)}`"
+        self.arrays[ordered] = Named((size,), source.dtype, ordered)
+        sort = ast.Call(numpy("sort"), [load(source.name)], [ast.keyword("axis", constant(None))])
+        unique = Named((size,), source.dtype, target.id)
+        self.arrays[target.id] = unique
+        count = self.fresh_count(target.id, f"the count of `{code(node, 40)}`")
+        i, value, before = (f"_svod_{stem}{next(self.counter)}" for stem in ("a", "v", "p"))
+        differs: ast.expr = ast.Compare(load(value), [ast.NotEq()], [load(before)])
+        if equal_nan and source.dtype.kind == "f":  # NaNs are one run (``v != v``: a NaN)
+            both_nan = ast.BoolOp(ast.And(), [ast.Compare(load(value), [ast.NotEq()], [load(value)]),
+                                              ast.Compare(load(before), [ast.NotEq()], [load(before)])])
+            differs = ast.BoolOp(ast.And(), [differs, ast.UnaryOp(ast.Not(), both_nan)])
+        first = ast.BoolOp(ast.Or(), [ast.Compare(load(i), [ast.Eq()], [constant(0)]), differs])
+        earlier = call("max", ast.BinOp(load(i), ast.Sub(), constant(1)), constant(0))
+        body: list[ast.stmt] = [
+            assign(value, ast.Subscript(load(ordered), load(i), ast.Load())),
+            assign(before, ast.Subscript(load(ordered), earlier, ast.Load())),
+            ast.If(first, [assign(ast.Subscript(load(target.id), load(count), ast.Load()), load(value)),
+                           ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), constant(1))], [])]
+        self.changed = True
+        return [*made, *placed([assign(ordered, sort)], stmt), *self.allocation(stmt, unique),
+                *placed([assign(count, constant(0)), for_loop(i, call("range", constant(size)), body)], stmt)]
+
+    def unique_options(self, node: ast.Call) -> bool:
+        """NumPy's options of ``np.unique`` as svod takes them (one array back, sorted; the flattened array);
+        whether NaNs are one value."""
+        try:
+            bound = inspect.signature(np.unique).bind(*node.args, **{k.arg: k.value for k in node.keywords if k.arg})
+        except TypeError as err:
+            raise self.refuse(node, f"np.unique: {err}") from None
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.refuse(node, "np.unique takes its arguments written out (no * or **)")
+        allowed: dict[str, tuple[Any, ...]] = {"return_index": (False,), "return_inverse": (False,),
+                                               "return_counts": (False,), "axis": (None,), "sorted": (True,),
+                                               "equal_nan": (True, False)}
+        options: dict[str, Any] = {}
+        for name, given in bound.arguments.items():
+            if name == "ar":
+                continue
+            value = given.value if isinstance(given, ast.Constant) else given
+            if name not in allowed or value not in allowed[name]:
+                raise self.refuse(node, f"np.unique takes {name}={ast.unparse(given)}: svod takes "
+                                        f"{' or '.join(map(repr, allowed.get(name, ())))} (its one array, sorted, of "
+                                        "the flattened array)")
+            options[name] = value
+        return bool(options.get("equal_nan", True))
+
+    def own_array(self, stmt: ast.stmt, operand: ast.expr, looped: bool) -> tuple[list[ast.stmt], Named]:
+        """``operand`` as an array of its own name: itself, or an expression or view made into a new array."""
+        value = self.value(operand)
+        if not isinstance(value, Expr):
+            raise self.refuse(stmt, "np.unique takes an array")
+        if isinstance(value, Named) and isinstance(operand, ast.Name) and value.name == operand.id and \
+                not computes(value):
+            return [], value
+        name = f"_svod_s{next(self.counter)}"
+        made = self.new_array(stmt, name, value, looped)
+        found = self.arrays[name]
+        assert isinstance(found, Named)
+        return made, found
+
+    # ---- what such an array may be -------------------------------------------------------------------------
+
+    def fresh_count(self, name: str, described: str) -> str:
+        count = f"_svod_count{next(self.counter)}"
+        self.described[count] = described
+        self.sized[name] = count
+        return count
+
+    def only_returned(self, stmt: ast.stmt, name: str, what: str) -> None:
+        """Refuse a use of ``name``, an array of a length the data decides, other than the function's last
+        ``return`` (and the statement ``stmt`` that makes it). (A name of svod's is one its return made.)"""
+        if name.startswith("_svod_"):
+            return
+        function = self.source.node
+        last = function.body[-1] if function.body else None
+        allowed = {id(n) for n in ast.walk(stmt)}
+        if isinstance(last, ast.Return) and last.value is not None:
+            returned = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
+            allowed |= {id(v) for v in returned if isinstance(v, ast.Name)}
+        for found in ast.walk(function):
+            if isinstance(found, ast.Name) and found.id == name and id(found) not in allowed:
+                raise self.refuse(found, f"{name} = {what} has a length known only after the run: svod returns such "
+                                         f"an array (`return {name}`) and reads it nowhere else")
+        returns = isinstance(last, ast.Return) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(last))
+        if not returns:
+            raise self.refuse(stmt, f"{name} = {what} has a length known only after the run: svod makes it only to "
+                                    f"return it (`return {name}`)")
+
+
+def masked_in(value: Value) -> Masked | None:
+    """The first ``x[mask]`` that ``value`` reads, if any."""
+    if isinstance(value, Masked):
+        return value
+    if not isinstance(value, Expr):
+        return None
+    parts = [p for v in vars(value).values() for p in (v if isinstance(v, tuple) else (v,))]
+    return next((found for p in parts if isinstance(p, Expr) and (found := masked_in(p)) is not None), None)

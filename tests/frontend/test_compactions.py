@@ -1,0 +1,177 @@
+"""Arrays whose length the data decides, returned from ``@svod.jit`` functions (``svod.frontend.compactions``,
+``Reader.prefixes``): ``return y[:k]`` of a count the function computes, ``x[mask]`` as a value and
+``np.unique``, against the same function run as plain Python on every device: sizes 0, 1 and primes, masks
+that keep nothing and everything, NaNs (one value to ``np.unique``), zeros of both signs and integer extremes;
+any other use of such an array refused at its line."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Device
+from svod.dtype import dtypes
+from svod.errors import KernelSyntaxError
+from svod.frontend.oracle import as_python, python_arguments
+
+SIZES = (0, 1, 7, 13)
+
+
+def held(device: Device, dtype: str) -> bool:
+    return dtypes.from_numpy(np.dtype(dtype)) in device.caps.element_dtypes
+
+
+def same(fn: svod.frontend.jit.Jit, device: Device, *args: object) -> None:
+    """``fn`` on ``device`` returns what plain Python returns: arrays of the same length, dtype and numbers
+    (NaN where NumPy's is; -0.0 and 0.0 alike, which NumPy's own sort may order either way)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's warnings of overflow
+        want = as_python(fn)(*python_arguments(args))
+    got = fn(*args, device=device)
+    wanted, results = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    for expected, actual in zip(wanted, results, strict=True):
+        assert isinstance(actual, np.ndarray) and actual.dtype == expected.dtype and actual.shape == expected.shape
+        np.testing.assert_array_equal(actual, expected)
+
+
+def values(device: Device, dtype: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        x = (np.round(rng.standard_normal(n) * 3) / 2).astype(kind)
+        special = [np.nan, -0.0, 0.0, np.inf, -np.inf, np.nan] if device.caps.ieee_floats else [-0.0, 0.0]
+    else:
+        x = rng.integers(-4, 5, n).astype(kind)
+        special = [np.iinfo(kind).min, np.iinfo(kind).max]
+    x[:min(n, len(special))] = np.array(special[:n], kind)
+    return x
+
+
+def dtypes_of(device: Device) -> tuple[str, ...]:
+    found = ("float64", "float32", "int32", "int64") if device.name == "CPU" else ("float32", "int32")
+    return tuple(d for d in found if held(device, d))
+
+
+# ---- return y[:k] ----------------------------------------------------------------------------------------------
+
+@svod.jit
+def positives(x):
+    out = np.empty_like(x)
+    k = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[k] = x[i]
+            k += 1
+    return out[:k], k
+
+
+@svod.jit
+def doubled_first(x, m):
+    out = np.empty_like(x)
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * 2
+    return out[:m], x[:m - 1]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_prefix_of_a_length_the_function_computes_comes_back(device, n):
+    """numba's way of compacting, as written: the first ``k`` elements of a temporary; a length of an
+    argument's, negative or past the end as Python's slice takes it (an argument's prefix is a view)."""
+    for dtype in dtypes_of(device):
+        x = values(device, dtype, n, n)
+        if n:  # (of no elements the array statement out[k] = x[i] is refused: the rewriting takes k as 0)
+            got, k = positives(x, device=device)
+            np.testing.assert_array_equal(got, x[x > 0])
+            assert k == np.count_nonzero(x > 0) and got.dtype == x.dtype
+        for m in (0, 3, -2, n + 5):
+            same(doubled_first, device, x, m)
+    x = np.arange(5.0).astype(dtypes_of(device)[0])
+    assert doubled_first(x, 3, device=device)[1].base is x or device.name != "CPU"
+
+
+# ---- x[mask] ---------------------------------------------------------------------------------------------------
+
+@svod.jit
+def kept(x, y):
+    return x[x > 0], y[x > 0] * 2 + 1
+
+
+@svod.jit
+def kept_by_name(x):
+    big = x[np.abs(x) > 1]
+    return big
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_x_of_a_mask_as_a_value_is_its_kept_elements_in_order(device, n):
+    for dtype in dtypes_of(device):
+        x = values(device, dtype, n, n + 1)
+        same(kept, device, x, np.arange(n).astype(dtype))
+        same(kept_by_name, device, x)
+        same(kept_by_name, device, np.resize(x, (2, n)))  # a 2-D mask: its elements in C order
+    same(kept, device, np.full(n, -1.0, dtypes_of(device)[0]), np.zeros(n, dtypes_of(device)[0]))  # none kept
+
+
+# ---- np.unique -------------------------------------------------------------------------------------------------
+
+@svod.jit
+def uniques(x):
+    u = np.unique(x)
+    return u, np.unique(x[1:] * 2, equal_nan=False)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_unique_is_numpys(device, n):
+    """Sorted, each number once (NaNs once, unless ``equal_nan=False``), of the flattened array."""
+    for dtype in dtypes_of(device):
+        x = values(device, dtype, n, n + 2)
+        same(uniques, device, x)
+        if n:
+            same(uniques, device, np.resize(x, (3, n)))
+
+
+# ---- what such an array may not be -----------------------------------------------------------------------------
+
+@svod.jit
+def reads_its_kept(x):
+    y = x[x > 0]
+    total = y.sum()
+    return y, total
+
+
+@svod.jit
+def keeps_without_returning(x):
+    y = x[x > 0]  # noqa: F841 (made, never returned: what is refused)
+    x[0] = 1.0
+
+
+@svod.jit
+def unique_in_an_expression(x):
+    return np.unique(x) + 1
+
+
+@svod.jit
+def unique_with_counts(x):
+    u = np.unique(x, return_counts=True)
+    return u
+
+
+@svod.jit
+def prefix_of_a_scalar(x):
+    k = x.shape[0]
+    return k[:2]
+
+
+@pytest.mark.parametrize(("fn", "says"), [
+    (reads_its_kept, r"y = x\[mask\] has a length known only after the run: svod returns such an array"),
+    (keeps_without_returning, "svod makes it only to return it"),
+    (unique_in_an_expression, "np.unique makes an array of a length known only after the run"),
+    (unique_with_counts, "np.unique takes return_counts=True: svod takes False"),
+    (prefix_of_a_scalar, r"returns k\[:...\], and k is not an array"),
+])
+def test_what_svod_cannot_make_of_such_arrays_is_refused_at_its_line(fn, says):
+    with pytest.raises(KernelSyntaxError, match=f"test_compactions.py:\\d+: .*{says}"):
+        fn(np.arange(4.0))
