@@ -222,10 +222,19 @@ def bounded(words: Words, low: UOp, high: UOp, wide: bool) -> UOp:
     return low + inside.where(chosen.cast(integer), UOp.const(integer, 0))
 
 
+def sort_key(words: Words, wide: bool) -> UOp:
+    """A shuffle's sort key (``np.random.permutation``): w0 above w1, a uint64, where the device has 64-bit
+    integers; else w0."""
+    if wide:
+        return (words[0].cast(dtypes.uint64) << 32) | words[1].cast(dtypes.uint64)
+    return words[0]
+
+
 def draw(name: str, place: Place, arguments: Sequence[UOp], real: DType, integer: DType, wide: bool) -> UOp:
     """The value of ``np.random.<name>(*arguments)`` drawn at ``place``: a float of dtype ``real`` (``randint``:
-    an integer of dtype ``integer``). ``arguments`` are the function's, in ``FUNCTIONS``' order, each already of
-    the result's dtype; ``wide``: the device has 64-bit integers."""
+    an integer of dtype ``integer``; ``keys``: a shuffle's sort key, ``sort_key``). ``arguments`` are the
+    function's, in ``FUNCTIONS``' order, each already of the result's dtype; ``wide``: the device has 64-bit
+    integers."""
     name = ALIASES.get(name, name)
     words = block(place, wide)
     if name == "random":
@@ -246,8 +255,10 @@ def draw(name: str, place: Place, arguments: Sequence[UOp], real: DType, integer
     if name == "randint":
         low, high = arguments
         return bounded(words, low, high, wide)
+    if name == "keys":
+        return sort_key(words, wide)
     raise ValueError(f"np.random.{name} is not a draw")
 
 
 __all__ = ["ALIASES", "FUNCTIONS", "Place", "Signature", "block", "bounded", "cos_two_pi", "draw", "log_unit",
-           "mul_hi_lo", "philox", "standard_exponential", "standard_normal", "uniform"]
+           "mul_hi_lo", "philox", "sort_key", "standard_exponential", "standard_normal", "uniform"]
