@@ -500,7 +500,8 @@ def _arguments(lowering: Lowering, node: ast.Call, name: str) -> tuple[tuple[ast
     if name in DIMENSIONS:
         if node.keywords:
             raise lowering.refuse(node, f"np.random.{name} takes the array's dimensions, one by one")
-        return (), _shape(lowering, node, ast.Tuple(list(node.args), ast.Load()))
+        dimensions = ast.copy_location(ast.Tuple(list(node.args), ast.Load()), node)
+        return (), _shape(lowering, node, ast.fix_missing_locations(dimensions))
     signature = FUNCTIONS[name]
     parameters = (*signature.names, "size")
     usage = Signature((*signature.parameters, ("size", None)), signature.required).describe(name)
