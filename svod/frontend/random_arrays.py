@@ -18,19 +18,20 @@ scalar they carry, so a draw in a loop around phases takes a new stream at every
                                          _svod_random_nests = _svod_rs0
                                          for _svod_a1 in prange(n):
                                              x[_svod_a1] = _svod_random_draw_random(key, launch, _svod_rs0, _svod_a1)
-    r = np.random.normal(0.0, 1.0)       _svod_random_at = _svod_random_resume(key, launch, nests, ordinal)
-                                         r = np.random.normal(0.0, 1.0)                    (serial code, as written)
+    r = np.random.normal(0.0, 1.0)       _svod_random_resume(key, launch, nests, ordinal)
+                                         r = _svod_random_one_normal(0.0, 1.0)             (serial code)
                                          _svod_random_key, ... = _svod_random_state()
-    for i in prange(n): ...              _svod_random_nests = _svod_random_nests + 1
+    for i in prange(n): ...              _svod_random_s1 = _svod_random_nests + 1             (its stream)
+                                         _svod_random_nests = _svod_random_s1
                                          for i in prange(n):
-                                             _svod_random_at = _svod_random_resume(key, launch, nests, 0)
+                                             _svod_random_resume(key, launch, _svod_random_s1, 0)
                                              ...
 
 Two passes do it, around ``svod.frontend.arrays``' rewriting (``lower_arrays``): ``Draws.prepared`` before it
 names each call of ``np.random`` in the function's own code with a name of svod's (``_svod_random_one_normal``
 for a draw of one number or a seed, ``_svod_random_array_normal`` for an array of draws, ``permutation``, and
 ``shuffle(x)`` as ``x[...] = permutation(x)``), drawing a number that an expression uses into a name of its own
-first (an array statement's loops must not draw it at each element); ``ArrayDraws.value`` makes an array of
+first (an array statement's loops must not draw it at each element); ``array_value`` makes an array of
 draws an array expression (``Drawn``), whose element is a draw at a place that names itself, so it fuses into
 the statement that reads it as any expression does; ``Draws.placed`` after it writes the state's loads and
 stores. Where a draw cannot be carried so, it is refused with the line: a draw of one number that an array
@@ -77,7 +78,7 @@ KEYS_DTYPE = np.dtype(np.uint64)
 @dataclass(frozen=True)
 class ArrayDraw:
     """``np.random.<name>`` where the function's own code calls it with a size (or ``permutation``): an array
-    of draws, which ``ArrayDraws.value`` makes an array expression."""
+    of draws, which ``array_value`` makes an array expression."""
 
     name: str
 
