@@ -54,7 +54,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend.array_exprs import Emitter, Expr, Named, Scalar, Value, numpy
 from svod.frontend.draws import FUNCTIONS, Signature
 from svod.frontend.nodes import assign, call, code, constant, load, placed, stands_for, store
-from svod.frontend.phases import Reader, refusal
+from svod.frontend.phases import Reader, refusal, stored
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction
 
@@ -78,17 +78,20 @@ KEYS_DTYPE = np.dtype(np.uint64)
 @dataclass(frozen=True)
 class ArrayDraw:
     """``np.random.<name>`` where the function's own code calls it with a size (or ``permutation``): an array
-    of draws, which ``array_value`` makes an array expression."""
+    of draws, which ``array_value`` makes an array expression. ``known``: the function's names whose values
+    the host knows before the run (``_known_before``), which its size may read."""
 
     name: str
+    known: frozenset[str] = frozenset()
 
 
-def names() -> dict[str, Any]:
-    """What the names svod writes for ``np.random`` stand for in a rewritten function."""
+def names(known: frozenset[str]) -> dict[str, Any]:
+    """What the names svod writes for ``np.random`` stand for in a rewritten function whose names ``known``
+    the host knows before the run."""
     found: dict[str, Any] = {STATE_CALL: RandomFunction("state", plan=True),
                              RESUME_CALL: RandomFunction("resume", plan=True)}
     found |= {f"{ONE}{name}": RandomFunction(name) for name in FUNCTIONS}
-    found |= {f"{ARRAY}{name}": ArrayDraw(name) for name in (*FUNCTIONS, "permutation") if name != "seed"}
+    found |= {f"{ARRAY}{name}": ArrayDraw(name, known) for name in (*FUNCTIONS, "permutation") if name != "seed"}
     found |= {f"{DRAW}{kind}": RandomFunction(kind, plan=True) for kind in (*KINDS, "keys")}
     return found
 
@@ -148,23 +151,26 @@ class Draws:
         what svod's names stand for."""
         node = stands_for(copy.copy(self.source.node), self.source.node)
         node.body = self.block(self.source.node.body)
-        return Source(node, self.source.file, {**self.source.names, **names()},
+        return Source(node, self.source.file, {**self.source.names, **names(_known_before(self.reader))},
                       {**self.source.described, **self.described})
 
     def block(self, statements: Sequence[ast.stmt]) -> list[ast.stmt]:
+        """``statements``, ``h, w = a.shape`` one name at a time (as the function's reader takes it: the sizes
+        an array of draws may read)."""
         out: list[ast.stmt] = []
         for stmt in statements:
-            out += self.statement(stmt)
+            for single in self.reader.unpacked(stmt):
+                out += self.statement(single)
         return out
 
     def statement(self, stmt: ast.stmt) -> list[ast.stmt]:
-        if self.reader.is_prange(stmt):
-            return [stmt]  # kernel code: its draws are its work items' (svod.random)
-        if isinstance(stmt, ast.For):
-            before, iterated = self.hoisted(stmt.iter, stmt)
+        if self.reader.is_prange(stmt) or not any(isinstance(n, ast.Call) and is_numpy_random(self.reader.resolve(
+                n.func)) for n in ast.walk(stmt)):
+            return [stmt]  # a prange is kernel code: its draws are its work items' (svod.random)
+        if isinstance(stmt, ast.For):  # (a loop around phases has bounds the host knows: ``placed`` says so)
             loop = stands_for(copy.copy(stmt), stmt)
-            loop.iter, loop.body, loop.orelse = iterated, self.block(stmt.body), self.block(stmt.orelse)
-            return [*before, loop]
+            loop.iter, loop.body, loop.orelse = self.named(stmt.iter), self.block(stmt.body), self.block(stmt.orelse)
+            return [loop]
         if isinstance(stmt, ast.If):
             before, test = self.hoisted(stmt.test, stmt)
             branch = stands_for(copy.copy(stmt), stmt)
@@ -389,6 +395,26 @@ class Draws:
         return [*_next_nest(stream, stmt), loop]
 
 
+def _known_before(reader: Reader) -> frozenset[str]:
+    """The function's parameters and the names every assignment of which computes a scalar from sizes and
+    scalars alone (``Reader.pure``: no array element; ``h, w = a.shape`` one name at a time): what an array of
+    draws' size may read (the rewriting computes it on the host, from the arguments of the call it is prepared
+    for)."""
+    function = reader.source.node
+    parameters = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
+    assigned: dict[str, bool] = {}
+    for node in ast.walk(function):
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            continue
+        for single in reader.unpacked(node) if isinstance(node, ast.Assign) else [node]:
+            targets = single.targets if isinstance(single, ast.Assign) else [single.target]  # type: ignore[attr-defined]
+            simple = isinstance(single, ast.Assign) and len(targets) == 1 and isinstance(targets[0], ast.Name) and \
+                reader.pure(single.value)
+            for name in stored(targets):
+                assigned[name] = assigned.get(name, True) and simple
+    return frozenset(parameters - set(assigned)) | frozenset(name for name, pure in assigned.items() if pure)
+
+
 def _evaluation_order(stmt: ast.stmt) -> list[str]:
     """The fields of ``stmt`` in the order Python evaluates them (an assignment's value before its targets)."""
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -456,6 +482,7 @@ class Lowering(Protocol):
     """``svod.frontend.arrays.Lowering``, as the arrays of draws use it."""
 
     reader: Reader
+    outer: dict[str, Any]
     arrays: dict[str, Expr]
     pending: list[ast.stmt]
     read: set[str]
@@ -467,8 +494,6 @@ class Lowering(Protocol):
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...
     def value(self, node: ast.expr) -> Value: ...
-    def on_host(self, node: ast.expr) -> Any: ...
-    def host_int(self, node: ast.expr, required: bool = True) -> int | None: ...
     def fresh_temporary(self, shape: tuple[int, ...], dtype: np.dtype, node: ast.AST) -> Named: ...
     def allocation(self, stmt: ast.stmt, made: Named) -> list[ast.stmt]: ...
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]: ...
@@ -480,9 +505,9 @@ def array_value(lowering: Lowering, node: ast.Call, callee: Any) -> Value | None
     if not isinstance(callee, ArrayDraw):
         return None
     if callee.name == "permutation":
-        return _permutation(lowering, node)
+        return _permutation(lowering, node, callee)
     name = ALIASES.get(callee.name, callee.name)
-    arguments, shape = _arguments(lowering, node, callee.name)
+    arguments, shape = _arguments(lowering, node, callee)
     dtype = np.dtype(np.int64) if name == "randint" else np.dtype(np.float64)
     return Drawn(shape, dtype, name, arguments, _opened(lowering))
 
@@ -496,13 +521,14 @@ def _opened(lowering: Lowering) -> str:
     return stream
 
 
-def _arguments(lowering: Lowering, node: ast.Call, name: str) -> tuple[tuple[ast.expr, ...], tuple[int, ...]]:
+def _arguments(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> tuple[tuple[ast.expr, ...], tuple[int, ...]]:
     """A sized draw's arguments (numbers, NumPy's defaults filled in: ``randint(high)`` from 0) and shape."""
+    name = callee.name
     if name in DIMENSIONS:
         if node.keywords:
             raise lowering.refuse(node, f"np.random.{name} takes the array's dimensions, one by one")
         dimensions = ast.copy_location(ast.Tuple(list(node.args), ast.Load()), node)
-        return (), _shape(lowering, node, ast.fix_missing_locations(dimensions))
+        return (), _shape(lowering, node, ast.fix_missing_locations(dimensions), callee)
     signature = FUNCTIONS[name]
     parameters = (*signature.names, "size")
     usage = Signature((*signature.parameters, ("size", None)), signature.required).describe(name)
@@ -528,14 +554,41 @@ def _arguments(lowering: Lowering, node: ast.Call, name: str) -> tuple[tuple[ast
     if name == "randint":  # randint(high): from 0
         low, high = values
         values = [constant(0), low] if isinstance(high, ast.Constant) and high.value is None else [low, high]
-    return tuple(values), _shape(lowering, node, given["size"])
+        bounds = [v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, int)]
+        if len(bounds) == 2 and not 1 <= bounds[1] - bounds[0] <= 1 << 32:
+            raise lowering.refuse(node, f"np.random.randint({bounds[0]}, {bounds[1]}) draws from an empty range or one "
+                                        "wider than svod draws from (2**32 integers)")
+    return tuple(values), _shape(lowering, node, given["size"], callee)
 
 
-def _shape(lowering: Lowering, node: ast.Call, size: ast.expr) -> tuple[int, ...]:
+def _before_the_run(lowering: Lowering, node: ast.Call, value: ast.expr, callee: ArrayDraw, what: str) -> None:
+    """Refuse ``value`` (an array of draws' size, a permutation's count) where the host cannot know it before
+    the run: it reads an array's element, or a name the function computes from one."""
+    bound = {n.id for n in ast.walk(lowering.reader.source.node) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)} | {a.arg for a in lowering.reader.source.node.args.args}
+    unknown = sorted(n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in bound
+                     and n.id not in callee.known and n.id not in lowering.arrays)  # (an array's shape is known)
+    if unknown or not lowering.reader.pure(value):
+        why = f"{unknown[0]} is computed from an array's elements" if unknown else "it reads an array's element"
+        raise lowering.refuse(node, f"{what} is a number the host knows before the run (of the arguments' shapes "
+                                    f"and scalars); {why}")
+
+
+def _on_host(lowering: Lowering, node: ast.expr) -> Any:
+    """``node`` computed on the host as the rewriting computes a size, every array the function has standing
+    for itself with its shape (a temporary's too)."""
+    arrays = {name: np.broadcast_to(np.zeros((), e.dtype), e.shape) for name, e in lowering.arrays.items()}
+    expression = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
+    return eval(compile(expression, lowering.reader.source.file, "eval"), lowering.outer,  # the user's code
+                {**arrays, **lowering.host})
+
+
+def _shape(lowering: Lowering, node: ast.Call, size: ast.expr, callee: ArrayDraw) -> tuple[int, ...]:
     """An array's shape as NumPy takes ``size``: an int or a tuple of ints, which the host knows before the
     run."""
+    _before_the_run(lowering, node, size, callee, "the size of an array of draws")
     try:
-        value = lowering.on_host(size)
+        value = _on_host(lowering, size)
     except Exception as err:
         raise lowering.refuse(node, f"the size of an array of draws is known before the run ({err})") from err
     shape = value if isinstance(value, tuple) else (value,)
@@ -545,7 +598,7 @@ def _shape(lowering: Lowering, node: ast.Call, size: ast.expr) -> tuple[int, ...
     return tuple(int(d) for d in shape)
 
 
-def _permutation(lowering: Lowering, node: ast.Call) -> Value:
+def _permutation(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> Value:
     """``np.random.permutation(n)``: the stable order of ``n`` sort keys drawn as an array of draws (one nest),
     which a sort of the plan finds; ``permutation(x)``: ``x``'s elements (rows) in that order."""
     if len(node.args) != 1 or node.keywords:
@@ -558,10 +611,16 @@ def _permutation(lowering: Lowering, node: ast.Call) -> Value:
                                         "dimension (NumPy raises IndexError)")
         count = value.shape[0]
     else:
-        known = lowering.host_int(operand)
-        if known is None or known < 0:
+        _before_the_run(lowering, node, operand, callee, "np.random.permutation's n")
+        try:
+            known = _on_host(lowering, operand)
+        except Exception as err:
+            raise lowering.refuse(node, f"np.random.permutation's n is known before the run ({err})") from err
+        if isinstance(known, (bool, np.bool_)) or not isinstance(known, (int, np.integer)):
+            raise lowering.refuse(node, f"np.random.permutation takes an int or an array, not {known!r}")
+        if known < 0:
             raise lowering.refuse(node, "np.random.permutation of a negative number (NumPy raises ValueError)")
-        count = known
+        count = int(known)
     keys = Drawn((count,), KEYS_DTYPE, "keys", (), _opened(lowering))
     made = lowering.fresh_temporary((count,), KEYS_DTYPE, node)
     lowering.described[made.name] = f"the sort keys of `{code(node, 40)}`"

@@ -106,6 +106,77 @@ def reductions(n):
     return mean, inside
 
 
+@svod.jit
+def returned(n):
+    return np.random.random(n), np.random.random()
+
+
+@svod.jit
+def serial_loop(x):
+    for t in range(x.shape[0]):  # no phase inside: one kernel, its draws counted as Python counts them
+        x[t] = np.random.random()
+    return x
+
+
+@svod.jit
+def until_full(x, limit):
+    total = 0.0
+    while total < limit:
+        x += np.random.random(x.shape[0])
+        total = x.sum()
+    return x
+
+
+@svod.jit
+def stops_early(x, p):
+    for _t in range(100):
+        x[:] = x + np.random.random(x.shape[0])
+        u = np.random.random()
+        if u < p:
+            break
+    return x
+
+
+def normal_steps(n):
+    return np.random.normal(0.0, 1.0, n)
+
+
+@svod.jit
+def helped(x):
+    x[:] = normal_steps(x.shape[0]) + normal_steps(x.shape[0])  # a plain helper, compiled into the caller
+    return x
+
+
+@svod.jit
+def updated(x):
+    x += np.random.random()
+    y = np.random.random(x.shape[0])
+    y *= 2.0
+    return y
+
+
+@svod.jit
+def shaped_as_a_temporary(n):
+    t = np.zeros((n, 2))
+    t[:] = np.random.random(t.shape) + np.random.randint(0, 3, len(t))[:, None]
+    return t
+
+
+@svod.jit
+def unpacked_shape(a):
+    rows, cols = a.shape
+    a += np.random.random((rows, cols))
+    return a
+
+
+@svod.jit
+def seeded_in_a_branch(x, s):
+    if s > 0:
+        np.random.seed(s)
+        x[:] = np.random.random(x.shape[0])
+    return np.random.random(x.shape[0])
+
+
 # ---- helpers -------------------------------------------------------------------------------------------------
 
 def _widths(device) -> tuple[bool, bool]:
@@ -159,6 +230,8 @@ def test_every_array_form_is_plain_pythons_on_every_device(device, n):
     """Each form bit for bit, on WebGPU too (its 32-bit forms: float32 and int32, as plain Python draws them
     there); each row a stream of its own."""
     got, _ = _same_bits(every_form, device, 4, np.zeros((9, n), _real(device)), np.zeros((2, n), _integer(device)), 99)
+    again, _ = _run(every_form, device, 5, np.zeros((9, n), _real(device)), np.zeros((2, n), _integer(device)), 99)
+    assert [a.tolist() for a in again[:2]] == [a.tolist() for a in got[:2]]  # the seed's, call after call
     out, ints = got[0], got[1]
     assert (out[0] >= 0).all() and (out[0] < 1).all() and (out[1] >= -2).all() and (out[1] < 3).all()
     assert (ints[0] >= -3).all() and (ints[0] < 1000).all() and (ints[1] >= 0).all() and (ints[1] < 7).all()
@@ -191,6 +264,15 @@ def test_a_draw_in_a_loop_around_phases_takes_new_numbers_at_every_turn(device, 
     got, _ = _same_bits(walk, device, 12, np.zeros(n, _real(device)), 4)
     one_turn, _ = _run(walk, device, 12, np.zeros(n, _real(device)), 1)
     assert not np.array_equal(got[0], 4 * one_turn[0])
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (returned, (4,)), (serial_loop, (np.zeros(5),)), (until_full, (np.zeros(3), 5.0)),
+    (stops_early, (np.zeros(3), 0.3)), (helped, (np.zeros(3),)), (updated, (np.zeros(3),)),
+    (seeded_in_a_branch, (np.zeros(3), 5)), (seeded_in_a_branch, (np.zeros(3), 0)), (shaped_as_a_temporary, (3,)),
+    (unpacked_shape, (np.zeros((3, 2)),))])
+def test_draws_where_the_plan_returns_loops_breaks_branches_and_inlines(fn, args):
+    _same_bits(fn, svod.get_device("CPU"), 10, *args)
 
 
 def test_the_functions_prange_is_a_nest_of_the_launch_and_serial_draws_are_stream_0():
@@ -393,7 +475,34 @@ def permutation_of_a_negative(n):
     return np.random.permutation(-n)
 
 
+@svod.jit
+def size_of_an_element(x):
+    n = int(x[0])  # the host does not know it before the run
+    return np.random.random(n)
+
+
+@svod.jit
+def permutation_of_an_element(x):
+    return np.random.permutation(x[0])
+
+
+@svod.jit
+def empty_range(n):
+    return np.random.randint(5, 5, n)
+
+
+@svod.jit
+def drawn_bounds(x):
+    for _t in range(np.random.randint(1, 3)):
+        x += np.random.random(x.shape[0])
+    return x
+
+
 @pytest.mark.parametrize(("fn", "args", "statement", "says"), [
+    (size_of_an_element, (np.ones(3),), "np.random.random(n)", "n is computed from an array's elements"),
+    (permutation_of_an_element, (np.ones(3),), "np.random.permutation(x[0])", "it reads an array's element"),
+    (empty_range, (3,), "np.random.randint(5, 5, n)", r"np.random.randint\(5, 5\) draws from an empty range"),
+    (drawn_bounds, (np.zeros(3),), "for _t in range", "a loop around phases has bounds the host knows; a draw"),
     (unknown_function, (3,), "np.random.gamma", "np.random.gamma is not one svod's generator has in a jitted "
                                                  "function; it has exponential"),
     (conditional_scalar, (np.zeros(3), 1), "y = x + (", "an array expression draws this number on some paths only"),
