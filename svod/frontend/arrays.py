@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from svod.errors import KernelSyntaxError
-from svod.frontend import extents, pylang
+from svod.frontend import extents, pylang, random_arrays
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     Elementwise,
@@ -1003,6 +1003,9 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
             if isinstance(owner, Expr):
                 return self.method(node, owner, func.attr)
         callee = self.reader.resolve(func)
+        drawn = random_arrays.array_value(self, node, callee)
+        if drawn is not None:
+            return drawn
         if callee in JOINS and len(node.args) == 1:
             return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
@@ -1349,14 +1352,16 @@ def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[D
 def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none."""
+    draws = random_arrays.Draws(source, name)
+    source = draws.prepared()
     lowering = Lowering(source, name, args)
-    body = lowering.body(source.node.body, False)
-    if not lowering.changed:
-        return None
     node = stands_for(copy.copy(source.node), source.node)
-    node.body = body
+    node.body = lowering.body(source.node.body, False)
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES}
-    return Source(node, source.file, names, lowering.described), lowering.read
+    node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
+    if not lowering.changed and not draws.changed:
+        return None
+    return Source(node, source.file, names, {**lowering.described, **draws.described}), lowering.read
 
 
 _VALUES: dict[type, Callable[[Lowering, Any], Value]] = {

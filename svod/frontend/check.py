@@ -40,9 +40,11 @@ from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, SvodEr
 from svod.frontend.api import run
 from svod.frontend.jit import Jit
 from svod.frontend.oracle import as_python, python_arguments, run_as_python
+from svod.frontend.promotion import HOST, Platform
 from svod.frontend.pykernel import Kernel
 from svod.ir import Ops, UOp, kernel_label
 from svod.ir.uop import is_unbounded
+from svod.random.philox import PlainRandom
 from svod.runtime import ExecutionPlan, load_plan
 
 DEFAULT_ULPS = 16
@@ -281,15 +283,18 @@ def _check_python_kernel(kernel: Kernel, args: Sequence[Any], devices: Sequence[
 
 def _check_jit(fn: Jit, args: Sequence[Any], devices: Sequence[str | Device] | None, ulps: int) -> CheckReport:
     """An ``@svod.jit`` function against itself run as plain Python (``svod.prange`` as ``range``) on copies of
-    ``args``: each array argument after the call, then each value it returns."""
-    arguments = python_arguments(args)
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            reference = _Outcome(_results(arguments, as_python(fn)(*arguments)), None)
-    except Exception as err:  # the function's own error is its answer
-        reference = _Outcome([], err)
-    report = CheckReport(fn.name, None if reference.error is None else str(reference.error), reference="plain Python")
+    ``args``: each array argument after the call, then each value it returns. Plain Python and every device
+    draw from one launch of svod's generator, in the widths of the device's floats and integers."""
+    launch = random.generator.next_launch()
+    references: dict[Platform, _Outcome] = {}
+
+    def reference(platform: Platform) -> _Outcome:
+        if platform not in references:
+            references[platform] = _plain_run(fn, args, launch, platform)
+        return references[platform]
+
+    report = CheckReport(fn.name, None if reference(HOST).error is None else str(reference(HOST).error),
+                         reference="plain Python")
     registry = default_registry()
     targets = [("PYTHON", registry.get("PYTHON")), *backends_here()] if devices is None else \
         [(str(d), registry.get(d)) for d in devices]
@@ -298,17 +303,31 @@ def _check_jit(fn: Jit, args: Sequence[Any], devices: Sequence[str | Device] | N
         if isinstance(device, str) or why is not None:
             report.results.append(BackendResult(label, True, skipped=why))
             continue
+        expected = reference(Platform(device.caps.index_bits, dtypes.float64 in device.caps.element_dtypes))
         copies = python_arguments(args)
         try:
-            outcome = _Outcome(_results(copies, fn(*copies, device=device)), None)
+            outcome = _Outcome(_results(copies, fn.run(copies, device, launch)), None)
         except SvodError as err:
             outcome = _Outcome([], err)
-        if reference.error is None and outcome.error is None and len(outcome.arrays) != len(reference.arrays):
+        if expected.error is None and outcome.error is None and len(outcome.arrays) != len(expected.arrays):
             report.results.append(BackendResult(label, False, error=f"gave {len(outcome.arrays)} arrays and values, "
-                                                                    f"plain Python {len(reference.arrays)}"))
+                                                                    f"plain Python {len(expected.arrays)}"))
             continue
-        report.results.append(_compare(label, reference, outcome, ulps, settled=False))
+        report.results.append(_compare(label, expected, outcome, ulps, settled=False))
     return report
+
+
+def _plain_run(fn: Jit, args: Sequence[Any], launch: random.Launch, platform: Platform) -> _Outcome:
+    """``fn`` run as plain Python on copies of ``args``, its draws ``launch``'s in ``platform``'s widths: the
+    arrays and values it leaves, or the error it raised (the function's own error is its answer)."""
+    arguments = python_arguments(args)
+    generator = PlainRandom(launch.key, launch.launch, platform.float64, platform.index_bits > 32)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return _Outcome(_results(arguments, as_python(fn, generator)(*arguments)), None)
+    except Exception as err:
+        return _Outcome([], err)
 
 
 def _results(arguments: Sequence[Any], returned: Any) -> list[np.ndarray]:

@@ -172,7 +172,8 @@ def cos_two_pi(u: UOp) -> UOp:
     """``cos(2 pi u)`` for a float ``u`` in [0, 1), from ``+ - *`` alone (same bits on every IEEE 754 device):
     the quarter turn ``q`` and the fraction ``f`` of it are exact (4u is), ``cos(pi/2 (q + f))`` is a cosine or
     a sine of ``pi/2 f`` by ``q``'s sign table, and a fraction past one half is turned into ``1 - f`` (exact), so
-    each series runs on an angle within pi/4."""
+    each series runs on an angle within pi/4. Of the two series each work item needs one: its Horner steps
+    take the coefficients of the one it needs (the same operations, so the same bits, as that series alone)."""
     f = _FLOATS[u.dtype]
     quarter = u * 4.0
     q = quarter.cast(f.bits)
@@ -180,10 +181,14 @@ def cos_two_pi(u: UOp) -> UOp:
     turned = fraction > 0.5
     angle = turned.where(1.0 - fraction, fraction) * (math.pi / 2)
     z = angle * angle
-    cos = _horner(z, [(-1) ** k / math.factorial(2 * k) for k in range(f.trig_terms)])
-    sin = angle * _horner(z, [(-1) ** k / math.factorial(2 * k + 1) for k in range(f.trig_terms)])
-    cos, sin = turned.where(sin, cos), turned.where(cos, sin)
-    return q.eq(0).where(cos, q.eq(1).where(-sin, q.eq(2).where(-cos, sin)))
+    sine = turned.ne((q & 1).eq(1))  # a quarter's sine, or a turned fraction's cosine
+    cos = [(-1) ** k / math.factorial(2 * k) for k in range(f.trig_terms)]
+    sin = [(-1) ** k / math.factorial(2 * k + 1) for k in range(f.trig_terms)]
+    series = sine.where(sin[-1], cos[-1], u.dtype)
+    for c, s in zip(reversed(cos[:-1]), reversed(sin[:-1]), strict=True):
+        series = series * z + sine.where(s, c, u.dtype)
+    value = sine.where(angle * series, series)
+    return (q.eq(1) | q.eq(2)).where(-value, value)
 
 
 def standard_normal(words: Words, real: DType) -> UOp:
@@ -222,10 +227,19 @@ def bounded(words: Words, low: UOp, high: UOp, wide: bool) -> UOp:
     return low + inside.where(chosen.cast(integer), UOp.const(integer, 0))
 
 
+def sort_key(words: Words, wide: bool) -> UOp:
+    """A shuffle's sort key (``np.random.permutation``): w0 above w1, a uint64, where the device has 64-bit
+    integers; else w0."""
+    if wide:
+        return (words[0].cast(dtypes.uint64) << 32) | words[1].cast(dtypes.uint64)
+    return words[0]
+
+
 def draw(name: str, place: Place, arguments: Sequence[UOp], real: DType, integer: DType, wide: bool) -> UOp:
     """The value of ``np.random.<name>(*arguments)`` drawn at ``place``: a float of dtype ``real`` (``randint``:
-    an integer of dtype ``integer``). ``arguments`` are the function's, in ``FUNCTIONS``' order, each already of
-    the result's dtype; ``wide``: the device has 64-bit integers."""
+    an integer of dtype ``integer``; ``keys``: a shuffle's sort key, ``sort_key``). ``arguments`` are the
+    function's, in ``FUNCTIONS``' order, each already of the result's dtype; ``wide``: the device has 64-bit
+    integers."""
     name = ALIASES.get(name, name)
     words = block(place, wide)
     if name == "random":
@@ -246,8 +260,10 @@ def draw(name: str, place: Place, arguments: Sequence[UOp], real: DType, integer
     if name == "randint":
         low, high = arguments
         return bounded(words, low, high, wide)
+    if name == "keys":
+        return sort_key(words, wide)
     raise ValueError(f"np.random.{name} is not a draw")
 
 
 __all__ = ["ALIASES", "FUNCTIONS", "Place", "Signature", "block", "bounded", "cos_two_pi", "draw", "log_unit",
-           "mul_hi_lo", "philox", "standard_exponential", "standard_normal", "uniform"]
+           "mul_hi_lo", "philox", "sort_key", "standard_exponential", "standard_normal", "uniform"]

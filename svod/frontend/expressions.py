@@ -85,6 +85,8 @@ class Expressions(Randoms):
             return pylang.Cast(dtypes.from_numpy(value))
         if getattr(value, "__self__", None) is np.random.mtrand._rand:  # from numpy.random import normal
             return self.random_function(node, value.__name__)
+        if isinstance(value, RandomFunction):  # svod's own, in a jitted function's phase
+            return value
         function = math_function(value)
         if function is not None:
             return function

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from svod import random
 from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
@@ -76,6 +77,8 @@ ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "on
 """The NumPy calls that make a temporary array."""
 _HOST_CALLS = (len, min, max, abs, int, float, round)
 """What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
+RANDOM_VARIABLES = frozenset({random.KEY_VARIABLE, random.LAUNCH_VARIABLE})
+"""The plan variables that take each call's launch of svod's generator (``svod.frontend.random_arrays``)."""
 TURN_BOUND = (1 << 31) - 1
 """The values a loop around phases gives its variable where its bounds are the run's integers: within 32 bits,
 so that an index it makes with a row's length cannot wrap around 64 (``a[r, :]`` under ``range(n)`` is then
@@ -105,8 +108,9 @@ class Prepared:
     """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
 
-    def run(self, arguments: Mapping[str, Any]) -> Any:
-        """Run the plan on a call's ``arguments`` (every parameter's, by name)."""
+    def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
+        """Run the plan on a call's ``arguments`` (every parameter's, by name): its draws take ``launch`` (the
+        process generator's next, by default), where it draws."""
         args = [arguments[name] for name in self.parameters]
         bound: dict[int | str, Any] = {}
         written_back: list[tuple[np.ndarray, np.ndarray]] = []
@@ -118,7 +122,9 @@ class Prepared:
             else:  # the plan's kernels use a bound array's memory as it is
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
-        scalars = {name: args[self.parameters.index(name)] for name in self.variables}
+        scalars = {name: args[self.parameters.index(name)] for name in self.variables if name not in RANDOM_VARIABLES}
+        if RANDOM_VARIABLES & set(self.variables):  # each call is a launch of its own (svod.random)
+            scalars |= (launch or random.generator.next_launch()).variables()
         for turn in self.turns:
             turn.check(scalars)
         try:
@@ -536,6 +542,7 @@ class Builder:
                 self.cell(carried_name)
             bound = self.translated(node, dump, parameters, loops, outgoing, own)
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
+        runs |= RANDOM_VARIABLES  # each run's launch (Prepared.run)
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
         self.located[name] = dataclasses.replace(bound.located, names={
@@ -699,6 +706,12 @@ class Jit:
         returns (a temporary comes back as a new array)."""
         arguments = self._arguments(args, keywords)  # checked and converted once a call
         return self.prepared(arguments, api.get_device(device)).run(arguments)
+
+    def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
+        """The call ``fn(*args, device=device)`` whose draws take ``launch`` of svod's generator, not the
+        process generator's next (``svod.check`` gives plain Python and each device one launch)."""
+        arguments = self._arguments(args, {})
+        return self.prepared(arguments, api.get_device(device)).run(arguments, launch)
 
     def plan(self, *args: Any, device: str | Device = "CPU", **keywords: Any) -> ExecutionPlan:
         """The prepared plan the function runs as for arguments like ``args`` and ``keywords``."""

@@ -10,8 +10,9 @@ Where Python leaves a choice to a compiler, the run makes numba's (DESIGN.md): a
 integer (numpy's ``int64``), not an arbitrary-precision one, so ``x_int8[i] + i`` computes in int64 as the
 kernel does. ``np.random`` is svod's generator (``svod.random.philox.PlainRandom``, for the launch the kernel
 ran with), not NumPy's: the function sees a ``numpy`` whose ``random`` is that generator (and its functions
-where it imported them by name), and ``svod.prange`` tells the generator which work item runs. NumPy's own
-generator is neither used nor changed.
+where it imported them by name), and ``svod.prange`` tells the generator which work item runs; a plain Python
+function it calls (one ``@svod.jit`` compiles into its caller) sees the same. NumPy's own generator is neither
+used nor changed.
 
 What svod computes differently from plain Python (docs/semantics.md) is what
 this oracle cannot check: a sum's order of association, a float32 value meeting an integer.
@@ -104,9 +105,17 @@ def _in_plain_python(fn: Any, modules: dict[int, dict[str, Any]], generator: Pla
         for name, value in fn.__globals__.items():
             if isinstance(value, (pylang.Func, Jit)):  # a helper, or a jitted function called as plain Python
                 names[name] = _in_plain_python(value.fn, modules, generator)
+            elif _compiled_into_callers(value):  # a jitted function's plain helper: its draws are svod's too
+                names[name] = _in_plain_python(value, modules, generator)
     made = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
     made.__kwdefaults__ = fn.__kwdefaults__  # (keyword-only parameters' defaults are not the constructor's)
     return made
+
+
+def _compiled_into_callers(value: Any) -> bool:
+    """Whether ``value`` is a plain Python function a jitted function compiles into itself when it calls it
+    (``svod.frontend.inline``: not NumPy's or svod's)."""
+    return isinstance(value, types.FunctionType) and (value.__module__ or "").split(".")[0] not in ("numpy", "svod")
 
 
 def run_as_python(kernel: Kernel, *args: Any, launch: random.Launch | None = None,

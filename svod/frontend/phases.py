@@ -20,6 +20,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.nodes import code, placed, stands_for
 from svod.frontend.source import Source
+from svod.frontend.values import RandomFunction
 
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
 """The NumPy calls that make a temporary array."""
@@ -404,8 +405,8 @@ class Reader:
         if not isinstance(value, ast.Call):
             raise self.refuse(stmt, "an expression whose value is not used does nothing; assign it or remove it")
         callee = self.resolve(value.func)
-        if callee in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min):
-            return [Phase([stmt])]
+        if callee in (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min) or isinstance(callee, RandomFunction):
+            return [Phase([stmt])]  # (svod's random calls: svod.frontend.random_arrays)
         what = ast.unparse(value.func)
         if callable(callee):
             raise self.refuse(stmt, f"{what} is not a function a jitted function runs for its effect (it runs "

@@ -60,6 +60,9 @@ class Randoms(Memory):
         """Whether a draw may take the process generator's key or launch: each launch then takes its own. (A
         kernel may hold those variables without drawing from them: a loop that seeds carries the key it
         overwrites.)"""
+        self.resumed = False
+        """Whether a jitted function's phase resumed the state its plan carries (``plan_call``): its draws then
+        take the key and launch the plan gives each run, not each launch's."""
 
     def hidden_locals(self) -> dict[str, Any]:
         return {name: self.env[name] for name in HIDDEN if name in self.env}
@@ -78,26 +81,66 @@ class Randoms(Memory):
     def random_call(self, node: ast.Call, callee: RandomFunction, args: list[Any], keywords: dict[str, Any]) -> Any:
         """The value of a call of ``np.random.<name>`` with these arguments (None for ``seed``)."""
         name = callee.name
+        if callee.plan:
+            return self.plan_call(node, name, args)
         values = self._bound(node, name, args, keywords)
         if name == "seed":
             self._seed(node, values[0])
             return None
-        if name == "randint":
-            low, high = (0, values[0]) if values[1] is None else values
-            arguments = [self._integer(node, name, v) for v in (low, high)]
-            if is_number(low) and is_number(high) and not 1 <= high - low <= (
-                    LIMIT if self.platform.index_bits > 32 else LIMIT >> 1):
-                raise self.refuse(node, f"np.random.randint({low}, {high}) draws from an empty range or one wider "
-                                        "than a kernel draws from (2**32 integers; 2**31 - 1 with 32-bit integers)")
-        else:
-            arguments = [self._real(node, name, v) for v in values]
+        arguments = self._arguments(node, name, values)
         place = self.place(node)
-        self.process_draws |= any(u.op is Ops.LOAD or (u.op is Ops.DEFINE_VAR and u.arg[0] in (
-            KEY_VARIABLE, LAUNCH_VARIABLE)) for u in (*place.key.toposort(), *place.launch.toposort()))
+        if not self.resumed:
+            self.process_draws |= any(u.op is Ops.LOAD or (u.op is Ops.DEFINE_VAR and u.arg[0] in (
+                KEY_VARIABLE, LAUNCH_VARIABLE)) for u in (*place.key.toposort(), *place.launch.toposort()))
         value = draw(name, place, arguments, self.platform.real, self.platform.integer,
                      self.platform.index_bits > 32)
         self.env[ORDINAL] = place.ordinal + 1
         return value
+
+    def _arguments(self, node: ast.AST, name: str, values: list[Any]) -> list[UOp]:
+        """A draw's arguments (``FUNCTIONS``' order, defaults filled in) as ``draw`` takes them: of the
+        kernel's integer or float dtype; ``randint(high)`` from 0, a constant span checked."""
+        if name != "randint":
+            return [self._real(node, name, v) for v in values]
+        low, high = (0, values[0]) if values[1] is None else values
+        arguments = [self._integer(node, name, v) for v in (low, high)]
+        if is_number(low) and is_number(high) and not 1 <= high - low <= (
+                LIMIT if self.platform.index_bits > 32 else LIMIT >> 1):
+            raise self.refuse(node, f"np.random.randint({low}, {high}) draws from an empty range or one wider "
+                                    "than a kernel draws from (2**32 integers; 2**31 - 1 with 32-bit integers)")
+        return arguments
+
+    # ---- the calls a jitted function's phases make ----------------------------------------------------------
+
+    def plan_call(self, node: ast.Call, name: str, args: list[Any]) -> Any:
+        """A call svod wrote into a phase of a jitted function (``svod.frontend.random_arrays``):
+
+        - ``state()``: the generator's state where it stands, (key, launch, nests, ordinal), which the plan
+          keeps in its scalars between phases;
+        - ``resume(key, launch, nests, ordinal)``: that state again, at the start of a phase's serial code
+          (``nests`` the nests opened so far) or of a ``prange`` nest's work item (``nests`` its stream);
+        - ``<kind>(key, launch, stream, element, *arguments)``: the draw ``np.random.<kind>(*arguments)`` of
+          an array draw's element ``element``: the first draw of that work item of the nest ``stream``."""
+        if name == "state":
+            return tuple(self.env[hidden] for hidden in (KEY, LAUNCH, NESTS, ORDINAL))
+        if name == "resume":
+            key, launch, nests, ordinal = (self._word(v) for v in args)
+            self.env[KEY], self.env[LAUNCH], self.env[ORDINAL] = key, launch, ordinal
+            self.env[STREAM if any(loop.kind is AxisKind.GLOBAL for loop in self.loops) else NESTS] = nests
+            self.resumed = True
+            return 0
+        key, launch, stream = (self._word(v) for v in args[:3])
+        element = args[3] if isinstance(args[3], UOp) else UOp.index_const(args[3])
+        place = Place(key, launch, UOp.const(dtypes.uint32, 0), element, stream)
+        arguments = [] if name == "keys" else self._arguments(node, name, list(args[4:]))
+        return draw(name, place, arguments, self.platform.real, self.platform.integer,
+                    self.platform.index_bits > 32)
+
+    def _word(self, value: Any) -> UOp:
+        """A value of the generator's state as the uint32 it is (its low 32 bits)."""
+        if is_number(value):
+            return UOp.const(dtypes.uint32, int(value) & (LIMIT - 1))
+        return self.cast(value, dtypes.uint32)
 
     def _bound(self, node: ast.Call, name: str, args: list[Any], keywords: dict[str, Any]) -> list[Any]:
         """The arguments in ``FUNCTIONS``' order, defaults filled in."""

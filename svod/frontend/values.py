@@ -50,9 +50,13 @@ class Builtin:
 @dataclass(frozen=True)
 class RandomFunction:
     """An ``np.random`` function met in a kernel (``np.random.normal``, ``from numpy.random import normal``):
-    a draw of svod's generator (``svod.random``), or ``seed``."""
+    a draw of svod's generator (``svod.random``), or ``seed``. ``plan``: one of the calls svod writes into a
+    jitted function's phases instead (``svod.frontend.random_arrays``): the generator's state a plan carries
+    between its phases (``resume``, ``state``), or a draw at a place that names itself (``name`` the draw's
+    kind)."""
 
     name: str
+    plan: bool = False
 
 
 BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}

@@ -45,12 +45,24 @@ numbers, as numba's seed does. A kernel that draws without such a seed draws fro
 NumPy's) and its launch counter to 0, and every launch of a kernel that draws from it takes the next launch
 number, so two calls give different numbers (as NumPy and numba do). The launch number wraps at 2**32.
 
-**Plans.** A plan (``ExecutionPlan``, an ``@svod.jit`` function) replays its kernels with the values it fixed
-when it was prepared, natively and in loops, so a kernel of a plan could not take a new launch number per run;
-a kernel that draws from the process generator is refused in a plan (``SvodError``; in an ``@svod.jit``
-function, a ``KernelSyntaxError`` at the phase's line). One that seeds before it draws runs there, and gives
-the same numbers at every run, as it does when called. (A jitted function's ``prange`` that reduces a scalar
-runs as a sequential loop, whose draws would be serial code's: draws in it are refused.)
+**Plans.** A plan (``ExecutionPlan``) replays its kernels with the values it fixed when it was prepared,
+natively and in loops, so a kernel of a plan could not take a new launch number per run: a kernel that draws
+from the process generator is refused in a plan (``SvodError``). One that seeds before it draws runs there,
+and gives the same numbers at every run, as it does when called.
+
+**Jitted functions.** A call of an ``@svod.jit`` function is one launch, as if the function were one kernel
+(``svod.frontend.random_arrays``): its plan takes the key and launch number as arguments of each run, the
+process generator's next at each call (so each call draws new numbers, as numba's ``np.random`` does), and
+carries the generator's state from phase to phase in scalars of its own (the key and launch, the nests opened,
+the serial draws). In its own code (outside its ``prange`` loops) ``np.random.seed(s)`` sets the key as in a
+kernel's serial code; a draw of one number is serial code's (stream 0, the next ordinal); an array of draws
+(``np.random.random(n)``, ``normal(loc, scale, (n, m))``, ``rand(n, m)``, ...) is a nest of its own, as a
+``prange`` over its elements in C order, each element the first draw of its work item (ordinal 0); and each
+``prange`` of the function's own is a nest. A nest in a loop around phases is a new nest, with a new stream,
+at every turn. ``np.random.permutation(n)`` draws one nest of sort keys (``sort_key`` of each element's
+block: ``w0`` above ``w1``, 64 bits) and is their stable order; ``permutation(x)`` is ``x`` (its rows) in that
+order, and ``shuffle(x)`` is ``x[...] = permutation(x)``. (A jitted function's ``prange`` that reduces a
+scalar runs as a sequential loop, whose draws would be serial code's: draws in it are refused.)
 
 **What a draw is.** From the block's words w0..w3:
 
@@ -74,10 +86,10 @@ float64 has the float32 forms. On WebGPU, whose WGSL lets the shader compiler fu
 arithmetic, the words, ``random()`` and ``randint`` are the same bits and the rest may differ in the last
 bits.
 
-**Plain Python.** ``svod.check`` runs a kernel's function as plain Python with ``np.random`` replaced by
-``svod.random.philox.PlainRandom`` (this layout, written apart from the kernel's UOps), for the launch the
-kernels ran with, so a drawing kernel is compared with its function bit for bit. NumPy's own generator is
-never touched.
+**Plain Python.** ``svod.check`` runs a kernel's function (a jitted function) as plain Python with
+``np.random`` replaced by ``svod.random.philox.PlainRandom`` (this layout, written apart from the kernel's
+UOps, with NumPy's array forms: ``size``, ``permutation``, ``shuffle``), for the launch the kernels ran with,
+so a drawing kernel is compared with its function bit for bit. NumPy's own generator is never touched.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ of ``svod.random``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,14 @@ def exponential(u: Any) -> Any:
     return -log(kind(1.0) - u)
 
 
+def sort_key(w0: Any, w1: Any, wide: bool) -> Any:
+    """A shuffle's sort key of one element (``np.random.permutation``): ``w0`` above ``w1``, a uint64, where
+    integers are 64-bit; else ``w0``, a uint32. A permutation is the stable order of its elements' keys."""
+    if wide:
+        return (np.asarray(w0, np.uint64) << np.uint64(32)) | np.asarray(w1, np.uint64)
+    return np.asarray(w0, np.uint64).astype(np.uint32)
+
+
 def bounded(words: Sequence[int], span: int) -> int:
     """An integer in [0, span) for 1 <= span <= 2**32, by Lemire's multiply-shift: ``(w * span) >> 32`` of the
     first of the four words whose low product ``(w * span) mod 2**32`` is at least ``2**32 mod span`` (an
@@ -229,49 +237,103 @@ class PlainRandom:
         if not self.levels:
             self.nests = 0
 
-    def random(self) -> Any:
-        """``np.random.random()``: a float64 in [0, 1) (float32 where floats are float32)."""
+    def random(self, size: Any = None) -> Any:
+        """``np.random.random()``: a float64 in [0, 1) (float32 where floats are float32); with ``size``, an
+        array of them (``array``)."""
+        if size is not None:
+            return self.array(size, self.random)
         words = self.block()
         return np.float64(uniform_double(words[0], words[1])) if self.double else uniform_single(words[0])
 
     random_sample = random
-    rand = random
 
-    def uniform(self, low: Any = 0.0, high: Any = 1.0) -> Any:
+    def rand(self, *dims: Any) -> Any:
+        """``np.random.rand(d0, d1, ...)``: ``random((d0, d1, ...))``; ``rand()``: one number."""
+        return self.random(dims or None)
+
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
         """``np.random.uniform(low, high)``: ``low + (high - low) * random()``, in the draw's float type."""
+        if size is not None:
+            return self.array(size, lambda: self.uniform(low, high))
         u = self.random()
         kind = type(u)
         return kind(kind(low) + kind(kind(high) - kind(low)) * u)
 
-    def standard_normal(self) -> Any:
+    def standard_normal(self, size: Any = None) -> Any:
         """A standard normal: Box-Muller on the block's two uniforms (``uniforms``)."""
+        if size is not None:
+            return self.array(size, self.standard_normal)
         return box_muller(*uniforms(self.block(), self.double))
 
-    randn = standard_normal
+    def randn(self, *dims: Any) -> Any:
+        """``np.random.randn(d0, d1, ...)``: ``standard_normal((d0, d1, ...))``; ``randn()``: one number."""
+        return self.standard_normal(dims or None)
 
-    def normal(self, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
         """``np.random.normal(loc, scale)``: ``loc + scale * standard_normal()``."""
+        if size is not None:
+            return self.array(size, lambda: self.normal(loc, scale))
         z = self.standard_normal()
         kind = type(z)
         return kind(kind(loc) + kind(scale) * z)
 
-    def standard_exponential(self) -> Any:
+    def standard_exponential(self, size: Any = None) -> Any:
+        if size is not None:
+            return self.array(size, self.standard_exponential)
         return exponential(self.random())
 
-    def exponential(self, scale: Any = 1.0) -> Any:
+    def exponential(self, scale: Any = 1.0, size: Any = None) -> Any:
         """``np.random.exponential(scale)``: ``scale * -log(1 - random())``."""
+        if size is not None:
+            return self.array(size, lambda: self.exponential(scale))
         e = self.standard_exponential()
         kind = type(e)
         return kind(kind(scale) * e)
 
-    def randint(self, low: Any, high: Any = None) -> Any:
+    def randint(self, low: Any, high: Any = None, size: Any = None) -> Any:
         """``np.random.randint(low, high)`` (or ``randint(high)``: from 0): an integer in [low, high), ``low``
         where the range is empty or wider than 2**32."""
+        if size is not None:
+            return self.array(size, lambda: self.randint(low, high), integers=True)
         low, high = (0, low) if high is None else (low, high)
         start, stop = int(low), int(high)
         kind = np.int64 if self.wide else np.int32
         return kind(start + bounded(self.block(), stop - start))
 
+    def permutation(self, x: Any) -> Any:
+        """``np.random.permutation(n)``: the order of ``n`` sort keys (``sort_key``) drawn as an array draw
+        draws them, stable; of an array, its elements (rows) in that order, a new array."""
+        if isinstance(x, (int, np.integer)):
+            return self.order(int(x))
+        array = np.asarray(x)
+        return array[self.order(len(array))]
+
+    def shuffle(self, x: np.ndarray) -> None:
+        """``np.random.shuffle(x)``: ``x`` (its rows) in the order of ``permutation``, in place."""
+        x[...] = self.permutation(x)
+
+    # ---- arrays of draws ----------------------------------------------------------------------------------
+
+    def array(self, size: Any, one: Callable[[], Any], integers: bool = False) -> np.ndarray:
+        """An array of draws, ``size`` as NumPy takes it (an int or a tuple of them), as a ``prange`` over its
+        elements (C order) draws them: a nest of its own, each element ``one`` draw of its work item."""
+        shape = tuple(int(d) for d in size) if isinstance(size, tuple) else (int(size),)
+        values = [one() for _ in self.prange(math.prod(shape))]
+        if integers:
+            dtype: type = np.int64 if self.wide else np.int32
+        else:
+            dtype = np.float64 if self.double else np.float32
+        return np.array(values, dtype).reshape(shape)
+
+    def order(self, n: int) -> np.ndarray:
+        """The permutation of ``n`` elements that their sort keys give (``sort_key``, stable), the keys drawn
+        as ``array`` draws an array: a nest of its own, element ``e``'s words its work item's first block."""
+        self.nests = (self.nests + 1) & MASK
+        element = np.arange(n, dtype=np.uint64)
+        words = philox4x32((0, element & MASK, element >> 32, self.nests), (self.key, self.launch))
+        order = np.argsort(sort_key(words[0], words[1], self.wide), kind="stable")
+        return order.astype(np.int64 if self.wide else np.int32)
+
 
 __all__ = ["M0", "M1", "MASK", "ROUNDS", "W0", "W1", "PlainRandom", "bounded", "box_muller", "cos_two_pi",
-           "exponential", "log", "philox4x32", "uniform_double", "uniform_single", "uniforms"]
+           "exponential", "log", "philox4x32", "sort_key", "uniform_double", "uniform_single", "uniforms"]

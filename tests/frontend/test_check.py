@@ -279,13 +279,13 @@ def test_a_jit_functions_float32_scalar_is_compared_in_float32():
 
 
 def test_a_jit_function_that_returns_another_value_differs(monkeypatch):
-    real = svod.frontend.jit.Jit.__call__
+    real = svod.frontend.jit.Jit.run
 
-    def off_by_one(self, *args, device="CPU"):
-        x, turns = real(self, *args, device=device)
+    def off_by_one(self, args, device="CPU", launch=None):
+        x, turns = real(self, args, device, launch)
         return x, turns + 1
 
-    monkeypatch.setattr(svod.frontend.jit.Jit, "__call__", off_by_one)
+    monkeypatch.setattr(svod.frontend.jit.Jit, "run", off_by_one)
     report = svod.check(_halving, [np.full(3, 3.0), 1.0], devices=["PYTHON"])
     assert not report.ok and "argument 2[] (flat 0): reference 4, got 5" in str(report), str(report)
 

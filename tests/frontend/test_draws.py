@@ -10,7 +10,7 @@ import svod
 from svod import dtypes
 from svod.frontend.draws import Place, draw, mul_hi_lo, philox
 from svod.ir import UOp
-from svod.random.philox import PlainRandom, bounded, box_muller, exponential, philox4x32, uniforms
+from svod.random.philox import PlainRandom, bounded, box_muller, exponential, philox4x32, sort_key, uniforms
 from tests.random.test_philox import KNOWN_ANSWERS
 
 EDGES = [(0, 0), (0, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 1), (1, 0xFFFFFFFF), (0x10000, 0x10000),
@@ -102,6 +102,23 @@ def test_a_draw_is_the_references_value_of_its_block_on_every_device(device, nam
     else:  # within WGSL's arithmetic: a few units of the float's precision, on the scale of the values
         tolerance = 1e-5 if result == dtypes.float32 else 1e-13
         assert (np.abs(got - expected) <= tolerance * (1 + np.abs(expected))).all()
+
+
+def test_a_sort_key_is_the_references_on_every_device(device):
+    """A permutation's key (``svod.random.philox.sort_key``): w0 above w1 where the device has 64-bit integers,
+    w0 where it has not."""
+    wide = dtypes.int64 in device.caps.element_dtypes
+    n = 300
+    k = svod.KernelBuilder("sort_keys")
+    out = k.buffer(dtypes.uint64 if wide else dtypes.uint32, n)
+    i = k.range(n)
+    place = Place(UOp.const(dtypes.uint32, 77), UOp.const(dtypes.uint32, 3), UOp.const(dtypes.uint32, 0), i,
+                  UOp.const(dtypes.uint32, 2))
+    k.store(out[i], draw("keys", place, [], dtypes.float32, dtypes.int32, wide))
+    got = np.zeros(n, np.uint64 if wide else np.uint32)
+    svod.run(k.build(), [got], device=device)
+    words = philox4x32((0, np.arange(n, dtype=np.uint64), 0, 2), (77, 3))
+    assert got.tolist() == sort_key(words[0], words[1], wide).tolist()
 
 
 def test_plain_random_and_a_place_agree_on_a_draws_block():

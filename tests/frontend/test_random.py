@@ -497,10 +497,20 @@ def test_a_plan_refuses_a_kernel_that_draws_from_the_process_generator():
     with pytest.raises(SvodError, match="draws random numbers from svod's process generator") as raised:
         plan.add_kernel(unseeded, [slot])
     assert "a plan replays its kernels with the values it fixed" in str(raised.value)
-    with pytest.raises(KernelSyntaxError, match=r"test_random.py:\d+: .*draws random numbers from svod's process"):
-        jitted(np.zeros(8))
     with pytest.raises(KernelSyntaxError, match=r"a svod.prange that reduces a scalar runs as a sequential loop"):
         jitted_reduction(np.zeros(8), 1)
+
+
+def test_a_jitted_function_gives_each_call_a_launch_of_the_process_generator():
+    """Its plan takes the launch as a run's argument (svod.frontend.random_arrays): a prange that draws without
+    a seed draws new numbers at every call, those of plain Python's run for the same launch."""
+    svod.random.seed(21)
+    first, second = np.zeros(8), np.zeros(8)
+    jitted(first)
+    jitted(second)
+    assert not np.array_equal(first, second)
+    expected = run_as_python(jitted, np.zeros(8), launch=Launch(21, 1))[0]
+    assert second.tolist() == expected.tolist()
 
 
 def test_a_kernel_that_seeds_runs_in_a_plan_with_the_same_numbers_every_run():

@@ -123,6 +123,40 @@ def test_plain_random_follows_the_documented_layout():
         uniform_double(*philox4x32((0, 0, 0, 1), (9, 0))[:2])]  # the first nest since the seed
 
 
+def test_plain_randoms_arrays_are_nests_of_their_own():
+    """An array of draws: the next nest, element e (C order) the first draw of work item e; serial draws
+    between keep their own ordinals; ``rand``/``randn`` take dimensions; integers and a device's 32-bit forms
+    have NumPy's dtypes or their narrow ones."""
+    generator = PlainRandom(5, 2)
+    grid = generator.random((2, 3))
+    serial = generator.normal()
+    line = generator.rand(4)
+    words = philox4x32((0, np.arange(6, dtype=np.uint64), 0, 1), (5, 2))
+    assert grid.shape == (2, 3) and grid.ravel().tolist() == uniform_double(words[0], words[1]).tolist()
+    assert serial == PlainRandom(5, 2).normal()  # ordinal 0 of stream 0, whatever arrays were drawn before
+    words = philox4x32((0, np.arange(4, dtype=np.uint64), 0, 2), (5, 2))
+    assert line.tolist() == uniform_double(words[0], words[1]).tolist()
+    assert generator.randint(3, size=0).dtype == np.int64 and generator.randn(2, 2).shape == (2, 2)
+    assert generator.nests == 4  # the empty array is a nest too
+    narrow = PlainRandom(5, 2, double=False, wide=False)
+    assert narrow.random(3).dtype == np.float32 and narrow.randint(0, 9, (2,)).dtype == np.int32
+    assert narrow.uniform(-1.0, 1.0, 5).dtype == np.float32 and narrow.permutation(4).dtype == np.int32
+
+
+def test_plain_randoms_permutation_is_the_order_of_one_nests_sort_keys():
+    generator = PlainRandom(8, 0)
+    order = generator.permutation(50)
+    words = philox4x32((0, np.arange(50, dtype=np.uint64), 0, 1), (8, 0))
+    keys = (words[0] << np.uint64(32)) | words[1]
+    assert order.tolist() == np.argsort(keys, kind="stable").tolist() and sorted(order.tolist()) == list(range(50))
+    rows = np.arange(12.0).reshape(6, 2)
+    shuffled = rows.copy()
+    PlainRandom(8, 0).shuffle(shuffled)
+    assert shuffled.tolist() == rows[PlainRandom(8, 0).permutation(6)].tolist()
+    assert PlainRandom(8, 0).permutation(rows).tolist() == shuffled.tolist()
+    assert not np.array_equal(shuffled, rows)
+
+
 def test_plain_random_restores_the_key_after_a_work_item_seeds():
     generator = PlainRandom(1, 0)
     inside = []
