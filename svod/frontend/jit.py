@@ -86,6 +86,8 @@ proven free of races); the plan checks each value it gives against it, and raise
 WIDENING_ROUNDS = 5
 """Rounds of translation that settle the dtypes of carried scalars: each round that changes one widens it
 (int64, float32, float64), so a few rounds reach the dtypes the phases make of them."""
+CALLS_KEPT = 64
+"""The signatures of calls a jitted function keeps plans at hand for (``Jit._calls``)."""
 
 
 # ---- one signature's plan ------------------------------------------------------------------------------------
@@ -691,6 +693,9 @@ class Jit:
         self._source: Source | None = None
         self._structure: Structure | None = None
         self._plans: dict[tuple[Any, ...], Prepared] = {}
+        self._calls: dict[tuple[Any, ...], Prepared] = {}
+        """The plans of calls with every argument an array or a number, by ``_call_key``: a call like one before
+        runs its plan without binding, checking and reading its arguments again."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._lock = threading.Lock()
         self.translations: dict[tuple[Any, ...], Any] = {}
@@ -704,8 +709,17 @@ class Jit:
         """Run the function on ``args`` and ``keywords`` (bound as Python binds them, defaults too) on
         ``device``: numpy arrays are worked on in place, scalars passed by value; returns what the function
         returns (a temporary comes back as a new array)."""
+        key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
+        found = self._calls.get(key) if key is not None else None
+        if found is not None:
+            return found.run(dict(zip(self.parameters, args, strict=True)))
         arguments = self._arguments(args, keywords)  # checked and converted once a call
-        return self.prepared(arguments, api.get_device(device)).run(arguments)
+        prepared = self.prepared(arguments, api.get_device(device))
+        if key is not None:
+            if len(self._calls) >= CALLS_KEPT:
+                self._calls.clear()
+            self._calls[key] = prepared
+        return prepared.run(arguments)
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
         """The call ``fn(*args, device=device)`` whose draws take ``launch`` of svod's generator, not the
@@ -824,6 +838,22 @@ class Jit:
                 found.append(("scalar", type(value).__name__))
         return found
 
+
+
+def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | None:
+    """What decides the plan of a call whose arguments are all given by position, each a numpy array or a Python
+    number: the device, each array's dtype and shape, each number's type and value (a value a plan may be
+    prepared for). None for other arguments, which bind and check as the first call of a kind does."""
+    key: list[Any] = [device]
+    for value in args:
+        kind = type(value)
+        if kind is np.ndarray:
+            key.append((value.dtype, value.shape))
+        elif kind is int or kind is float or kind is bool:
+            key.append((kind, value))
+        else:
+            return None
+    return tuple(key)
 
 
 def _constant(value: Any) -> bool:
