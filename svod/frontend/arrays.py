@@ -114,7 +114,6 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         self.outer = source.outer_names()
         """What the host reads besides ``host``: the names the function does not bind itself."""
         self.host: dict[str, Any] = {n: v for n, v in args.items() if not isinstance(v, np.ndarray)}
-        self.host.update({n: v for n, v in args.items() if isinstance(v, np.ndarray)})
         self.read: set[str] = set()
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.counter = itertools.count()
@@ -162,11 +161,15 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
             raise self.refuse(node, f"{what} of an array of shape {extents.shown(x.shape)}, a length of which is known "
                                     "only at run time, is not one svod has; slice it to lengths the host knows")
 
-    def on_host(self, node: ast.expr) -> Any:
-        """``node`` computed now, on the host: the function's globals, the arguments, the scalars so far, and the
-        shapes of the arrays made so far."""
-        made = {name: HostShape(cast(tuple[int, ...], value.shape), value.dtype) for name, value in self.arrays.items()
-                if name not in self.host and extents.is_static(value.shape)}
+    def on_host(self, node: ast.expr, prototypes: bool = False) -> Any:
+        """``node`` computed now, on the host: the function's globals, the scalar arguments, the scalars so far,
+        and the shapes and dtypes of the arrays (arguments and those made so far) — never their elements, which
+        only the run knows (each array stands for itself by its shape; with ``prototypes``, as an array of its
+        shape and dtype that the ``_like`` allocations take, reading zeros)."""
+        static = {name: value for name, value in self.arrays.items()
+                  if name not in self.host and extents.is_static(value.shape)}
+        made = {name: np.broadcast_to(np.zeros((), value.dtype), extents.numbers(value.shape)) if prototypes else
+                HostShape(extents.numbers(value.shape), value.dtype) for name, value in static.items()}
         return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, {**made, **self.host})
 
     # ---- statements --------------------------------------------------------------------------------------
@@ -552,8 +555,11 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         return False
 
     def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
+        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.arrays
+               for n in ast.walk(call)):
+            return  # (a shape or fill an array's element gives) the plan says what it makes of it, where it is made
         try:
-            made = self.on_host(call)
+            made = self.on_host(call, prototypes=True)
         except Exception:
             return  # the plan says what is wrong with it, where it is made
         self.arrays[name] = Named(made.shape, made.dtype, name)

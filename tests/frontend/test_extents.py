@@ -398,3 +398,16 @@ def test_what_a_prange_cannot_run_is_refused():
                                                 "writes") as raised:
         bound_written(np.array([0, 1, 2]), data(2), np.zeros(2))
     assert f"test_extents.py:{line_of(bound_written, 'y[i] = x[ptr[i]')}:" in str(raised.value)
+
+
+@svod.jit
+def prefix_of_an_element(a, x):
+    return x[:a[0]] * 1.0  # refused: an element only the run knows
+
+
+def test_a_bound_read_from_an_array_element_is_never_the_first_calls_value():
+    """The host knows an argument's shape before the run, never its elements: a slice bound that reads one was
+    taken from the first call's array and reused (x[:a[0]] kept its first length when a[0] changed)."""
+    with pytest.raises(KernelSyntaxError, match=r"`a\[0\]` is neither") as caught:
+        prefix_of_an_element(np.array([2]), np.arange(5.0))
+    assert f"test_extents.py:{line_of(prefix_of_an_element, '# refused')}:" in str(caught.value)
