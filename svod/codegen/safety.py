@@ -68,8 +68,7 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     device's indices), if any is checked."""
     order = {u: i for i, u in enumerate(sink.toposort())}
     statements = [e for e in sink.src if e.op in STATEMENTS]
-    roots = [(*root, k) for k, e in enumerate(statements)
-             for root in [*((g, None) for g in e.src[0].src[2:]), (e.src[1], _value_guard(e))]]
+    roots = [(*root, k) for k, e in enumerate(statements) for root in _statement_roots(e)]
     guarded = _Guarder(order, index_bits, _guards(roots, order, _Sites.of(statements)))
     effects = []
     for e in sink.src:
@@ -87,6 +86,16 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     slots = [u.arg for u in sink.toposort() if u.op is Ops.PARAM]
     status = UOp.param(max(slots) + 1, dtypes.int32 if index_bits == 32 else dtypes.int64, 2 * (max(slots) + 1))
     return new_sink.replace(src=(*new_sink.src, status)), status
+
+
+def _statement_roots(statement: UOp) -> list[tuple[UOp, UOp | None]]:
+    """The expressions ``statement`` computes, each with what holds wherever it is computed: its target's
+    gate (under no condition), and its value and its target's position (an effect's; a loop exit's
+    condition), both computed where the effect is made (``_value_guard``). A load in a position (``out[
+    idx[j[i]]]``) is proven or checked as one in a value is."""
+    gates = [(g, None) for g in statement.src[0].src[2:]] if statement.op in EFFECTS else []
+    position = [statement.src[0].src[1]] if statement.op in EFFECTS else []
+    return [*gates, *((root, _value_guard(statement)) for root in [*position, statement.src[1]])]
 
 
 def _gate_of(index: UOp) -> UOp | None:
@@ -173,6 +182,8 @@ class _Guarder:
         self.guards = guards
         self.checked = False
         self.memo: dict[UOp, UOp] = {}
+        self.pending: set[UOp] = set()
+        """The loads being made safe, each inside the gate of the one before."""
 
     def proven(self, index: UOp, guard: UOp | None) -> bool:
         return index_in_bounds(index.src[1], param_size(index.src[0]), guard, self.order)
@@ -183,8 +194,9 @@ class _Guarder:
         own = _gate_of(index)
         if self.proven(index, own):
             return index
+        guards = [self.computable(g) for g in guards]
         either = None if None in guards else _any([g for g in guards if g is not None])
-        combined = _and(either, own)
+        combined = _and(None if either is None else self.rewrite(either), own)
         if either is not None and all(self.proven(index, _and(g, own)) for g in guards):
             return UOp(Ops.INDEX, index.dtype, (*index.src[:2], combined))  # type: ignore[arg-type]
         self.checked = True
@@ -193,18 +205,34 @@ class _Guarder:
             _narrowed(index.src[1], param_size(index.src[0]), self.index_bits)
         return UOp(Ops.INDEX, index.dtype, (index.src[0], position, *gate), CHECKED)
 
+    def computable(self, guard: UOp | None) -> UOp | None:
+        """``guard`` without its conditions that read a load being made safe now (``pending``): a gate cannot
+        read the load it gates (``b`` used where ``b != 6`` holds, and where it does not), nor one whose gate
+        reads it. Leaving one out only weakens the guard."""
+        kept = [c for c in _conjuncts(guard) if not any(load in self.pending for load in c.toposort())]
+        return _all(kept[::-1])
+
     def target(self, index: UOp) -> UOp:
-        return self.access(index.replace(src=(*index.src[:2], *(self.rewrite(g) for g in index.src[2:]))), [None])
+        """An effect's target with the loads in its position and its gate made safe, and itself proven or
+        checked."""
+        rewritten = (index.src[0], self.rewrite(index.src[1]), *(self.rewrite(g) for g in index.src[2:]))
+        return self.access(index.replace(src=rewritten), [None])
 
     def rewrite(self, root: UOp) -> UOp:
-        """``root`` with each load made safe under the guards its uses are read under (``_guards``)."""
+        """``root`` with each load made safe under the guards its uses are read under (``_guards``). The gate
+        a guard makes is rewritten too, its own loads (``where(e[j] > 0, f[k], 0)``'s ``e[j]``) made safe as
+        they are where the guard is stated; a load no root reaches (in a range's end) is safe everywhere."""
         for node in root.toposort():
             if node in self.memo:
                 continue
             src = tuple(self.memo[s] for s in node.src)
             rebuilt = node if src == node.src else node.replace(src=src)
             if node.op is Ops.LOAD:
-                rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], self.guards[node]),))
+                self.pending.add(node)
+                try:
+                    rebuilt = rebuilt.replace(src=(self.access(rebuilt.src[0], self.guards.get(node, [None])),))
+                finally:
+                    self.pending.discard(node)
             self.memo[node] = rebuilt
         return self.memo[root]
 

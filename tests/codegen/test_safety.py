@@ -442,6 +442,103 @@ def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(comp
     np.testing.assert_array_equal(got.reshape(4, 8), data.reshape(4, 8) + 10_000 * (rows < cols % 5))
 
 
+@svod.kernel
+def _binned_atomically(c, e, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i]
+        if np.float64(v) >= -1.0 and np.float64(v) <= 2.5:
+            b = np.int64(np.float64(np.float64(v) + 1.0) / 3.5 * 7)
+            if b == 7:
+                b = 6
+            if np.float64(v) < e[b]:
+                b = b - 1
+            if np.float64(v) >= e[b + 1] and b != 6:
+                b = b + 1
+            svod.atomic_add(c, b, np.int64(1))
+
+
+@svod.kernel
+def _binned_in_turn(c, e, x):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if np.float64(v) >= -1.0 and np.float64(v) <= 2.5:
+            b = np.int64(np.float64(np.float64(v) + 1.0) / 3.5 * 7)
+            if b == 7:
+                b = 6
+            if np.float64(v) < e[b]:
+                b = b - 1
+            if np.float64(v) >= e[b + 1] and b != 6:
+                b = b + 1
+            c[b] += 1
+
+
+@svod.kernel
+def _scattered_through_a_table(out, table, x):
+    for i in svod.prange(x.shape[0]):
+        out[table[x[i]]] = 1
+
+
+@svod.kernel
+def _gathered_where_a_table_says(out, e, f, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = f[x[i]] if e[x[i]] > 0 else 0
+
+
+BIN_EDGE_VALUES = np.array([0, -2147483648, 1, 2147483647, -1, 2, 3, -2, 2147483646, -2147483647, 0], np.int32)
+"""A histogram's inputs: inside its range (-1, 0, 1, 2) and far outside it, where ``b`` is far outside ``e``."""
+
+
+def _front(ast: UOp, name: str) -> UOp:
+    """``ast`` after the passes every target runs, ``guard_accesses`` the last of them."""
+    target = pipeline.Target(svod.DeviceSpec.parse("CPU"), DeviceCaps(host_memory=True, overlaps_on_host=True), None)
+    state = pipeline.Lowering(ast, name, ast)
+    for step in pipeline.FRONT:
+        state = pipeline._run(step, state, target, None) or state
+    return state.sink
+
+
+@pytest.mark.parametrize("kernel", [_binned_atomically, _binned_in_turn])
+def test_every_read_of_a_histogram_s_edges_is_checked_and_gated_by_its_if(kernel):
+    """``e[b]`` and ``e[b + 1]``, read only where ``-1 <= v <= 2.5``, are read where that holds and checked
+    (``e``'s length is the caller's): ``b`` is far outside ``e`` elsewhere. Read in the target's position of
+    the ``c`` update, they were neither, and a CPU kernel read ``e[-2**31 / 2]``."""
+    c, e = np.zeros(7, np.int64), np.linspace(-1, 2.5, 8)
+    sink = _front(kernel.build(c, e, BIN_EDGE_VALUES), "binned")
+    inside = [u for u in sink.toposort() if u.op is Ops.CMPLE and u.src[0].op is Ops.CONST and u.src[0].arg == -1.0]
+    reads = [u.src[0] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg == 1]
+    assert len(inside) == 1 and reads
+    assert all(index.arg == CHECKED and inside[0] in index.src[2].toposort() for index in reads)
+
+
+@pytest.mark.parametrize("kernel", [_binned_atomically, _binned_in_turn])
+def test_a_histogram_binned_under_nested_ifs_computes_python_s_counts(device, kernel):
+    for x in (BIN_EDGE_VALUES, BIN_EDGE_VALUES[:1], BIN_EDGE_VALUES[1:2], np.tile(BIN_EDGE_VALUES, 7)[:73]):
+        agrees_with_python(kernel, device, np.zeros(7, np.int64), np.linspace(-1, 2.5, 8), x)
+
+
+def test_a_read_in_a_store_s_position_is_checked(device):
+    """``out[table[x[i]]]``: ``table[x[i]]`` is checked as a read in a value is; ``x[1]`` is past ``table``."""
+    out, table, x = np.zeros(7, np.int64), np.arange(8, dtype=np.int64) % 7, np.array([0, 10 ** 8, 1], np.int64)
+    if refuses(device, dtypes.int64):
+        return
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        _scattered_through_a_table(out, table, x, device=device)
+    assert (info.value.slot, info.value.size, info.value.index) == (1, 8, 10 ** 8)
+    agrees_with_python(_scattered_through_a_table, device, out, table, np.array([0, 7, 1, 6], np.int64))
+
+
+def test_a_gate_that_reads_memory_reads_it_checked(device):
+    """``f[x[i]]`` is read where ``e[x[i]] > 0``: that gate's own read of ``e`` is the checked one, not a copy
+    that reads past ``e`` where ``x[i]`` is out of range."""
+    out, e, f = np.zeros(3, np.int64), np.arange(8, dtype=np.int64) - 3, np.arange(8, dtype=np.int64) * 10
+    if refuses(device, dtypes.int64):
+        return
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        _gathered_where_a_table_says(out, e, f, np.array([5, 10 ** 8, 1], np.int64), device=device)
+    assert (info.value.slot, info.value.size, info.value.index) == (1, 8, 10 ** 8)
+    agrees_with_python(_gathered_where_a_table_says, device, out, e, f, np.array([5, 7, 1], np.int64))
+
+
 # ---- race-free kernels the prover must accept (issue 28) ------------------------------------------------
 
 LU = 6
