@@ -554,8 +554,9 @@ def _literal(node: ast.expr) -> Any:
 
 
 def _random(value: Any) -> bool:
-    """Whether ``value`` is one of ``np.random``'s functions."""
-    return getattr(value, "__self__", None) is np.random.mtrand._rand
+    """Whether ``value`` is one of ``np.random``'s functions (or a draw svod named: ``random_arrays.ONE``)."""
+    return getattr(value, "__self__", None) is np.random.mtrand._rand or \
+        (isinstance(value, RandomFunction) and not value.plan)
 
 
 def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:

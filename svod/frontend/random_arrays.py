@@ -166,9 +166,10 @@ class Draws:
         return out
 
     def statement(self, stmt: ast.stmt) -> list[ast.stmt]:
-        if self.reader.is_prange(stmt) or not any(isinstance(n, ast.Call) and is_numpy_random(self.reader.resolve(
-                n.func)) for n in ast.walk(stmt)):
-            return [stmt]  # a prange is kernel code: its draws are its work items' (svod.random)
+        if not any(isinstance(n, ast.Call) and is_numpy_random(self.reader.resolve(n.func)) for n in ast.walk(stmt)):
+            return [stmt]
+        if self.reader.is_prange(stmt):
+            return [self.kernel_code(stmt)]
         if isinstance(stmt, ast.For):  # (a loop around phases has bounds the host knows: ``placed`` says so)
             loop = stands_for(copy.copy(stmt), stmt)
             loop.iter, loop.body, loop.orelse = self.named(stmt.iter), self.block(stmt.body), self.block(stmt.orelse)
@@ -190,6 +191,25 @@ class Draws:
                 is_numpy_random(self.reader.resolve(stmt.value.func)):
             return self.called(stmt, stmt.value)
         return self.computed(stmt)
+
+    def kernel_code(self, stmt: ast.stmt) -> ast.stmt:
+        """A ``prange`` nest, whose draws are its work items' (``svod.random``): each call of a function a kernel
+        draws with named ``ONE`` (the same draw to a kernel, and no function the host could call while it
+        rewrites the nest's array statements: NumPy's generator is never drawn from); what a kernel does not
+        have stays as written, for the kernel to refuse."""
+        draws = self
+
+        class Rename(ast.NodeTransformer):
+            def visit_Call(self, call_node: ast.Call) -> ast.AST:
+                self.generic_visit(call_node)
+                callee = draws.reader.resolve(call_node.func)
+                if not is_numpy_random(callee) or callee.__name__ not in FUNCTIONS:
+                    return call_node
+                draws.changed = True
+                return stands_for(ast.copy_location(ast.Call(load(ONE + callee.__name__), call_node.args,
+                                                             call_node.keywords), call_node), call_node)
+
+        return stands_for(Rename().visit(copy.deepcopy(stmt)), stmt)
 
     def called(self, stmt: ast.Expr, node: ast.Call) -> list[ast.stmt]:
         """``np.random.<name>(...)`` as a statement: a seed; a shuffle, ``x[...] = permutation(x)``; a draw
@@ -392,7 +412,7 @@ class Draws:
             return [stmt]
         stream = self.fresh("s", "a prange nest's random stream")
         loop = stands_for(copy.copy(stmt), stmt)
-        if any(isinstance(node, ast.Call) and is_numpy_random(reader.resolve(node.func)) for node in ast.walk(stmt)):
+        if _draws(reader, stmt):
             loop.body = [_resume(stmt, load(stream), constant(0)), *stmt.body]
         return [*_next_nest(stream, stmt), loop]
 
@@ -565,13 +585,14 @@ def _arguments(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> tuple[t
 
 def _before_the_run(lowering: Lowering, node: ast.Call, value: ast.expr, callee: ArrayDraw, what: str) -> None:
     """Refuse ``value`` (an array of draws' size, a permutation's count) where the host cannot know it before
-    the run: it reads an array's element, or a name the function computes from one."""
+    the run: it reads an array's element, or a name the function computes as it runs (from an element, a loop's
+    variable)."""
     bound = {n.id for n in ast.walk(lowering.reader.source.node) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)} | {a.arg for a in lowering.reader.source.node.args.args}
     unknown = sorted(n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in bound
                      and n.id not in callee.known and n.id not in lowering.arrays)  # (an array's shape is known)
     if unknown or not lowering.reader.pure(value):
-        why = f"{unknown[0]} is computed from an array's elements" if unknown else "it reads an array's element"
+        why = f"{unknown[0]} is computed as the function runs" if unknown else "it reads an array's element"
         raise lowering.refuse(node, f"{what} is a number the host knows before the run (of the arguments' shapes "
                                     f"and scalars); {why}")
 
@@ -612,6 +633,9 @@ def _permutation(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> Value
         if not value.shape:
             raise lowering.refuse(node, "np.random.permutation takes an integer or an array of at least one "
                                         "dimension (NumPy raises IndexError)")
+        if not isinstance(value.shape[0], int):
+            raise lowering.refuse(node, f"np.random.permutation of an array of shape {extents.shown(value.shape)}, "
+                                        "whose length is known only as the function runs, is not one svod has")
         count = value.shape[0]
     else:
         _before_the_run(lowering, node, operand, callee, "np.random.permutation's n")

@@ -351,6 +351,8 @@ def test_compiling_and_running_leave_numpys_generator_alone():
     state = np.random.get_state()
     between_phases(np.zeros(3), 0.5)
     permuted(3, np.arange(3.0), np.zeros((3, 1)))
+    with pytest.raises(KernelSyntaxError):  # its array statement rewritten in the prange: nothing drawn on the host
+        sized_in_a_prange(np.zeros(2))
     as_python(between_phases, PlainRandom(1, 0))(np.zeros(3), 0.5)
     assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
                for a, b in zip(state, np.random.get_state(), strict=True))
@@ -498,8 +500,31 @@ def drawn_bounds(x):
     return x
 
 
+@svod.jit
+def sized_in_a_prange(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = np.random.random(3).sum()
+
+
+@svod.jit
+def permutation_of_a_turns_prefix(x, out):
+    for i in range(1, x.shape[0]):
+        out[i] = np.random.permutation(x[:i]).sum()
+
+
+@svod.jit
+def size_of_a_loops_variable(out):
+    for i in range(1, 4):
+        out[:i] = np.random.random(i)
+
+
 @pytest.mark.parametrize(("fn", "args", "statement", "says"), [
-    (size_of_an_element, (np.ones(3),), "np.random.random(n)", "n is computed from an array's elements"),
+    (sized_in_a_prange, (np.zeros(3),), "out[i] = np.random.random(3)", "the size of an array of draws is not "
+                                                                      "supported here"),
+    (permutation_of_a_turns_prefix, (np.ones(3), np.zeros(3)), "np.random.permutation(x[:i])",
+     "whose length is known only as the function runs"),
+    (size_of_a_loops_variable, (np.zeros(3),), "np.random.random(i)", "i is computed as the function runs"),
+    (size_of_an_element, (np.ones(3),), "np.random.random(n)", "n is computed as the function runs"),
     (permutation_of_an_element, (np.ones(3),), "np.random.permutation(x[0])", "it reads an array's element"),
     (empty_range, (3,), "np.random.randint(5, 5, n)", r"np.random.randint\(5, 5\) draws from an empty range"),
     (drawn_bounds, (np.zeros(3),), "for _t in range", "a loop around phases has bounds the host knows; a draw"),
