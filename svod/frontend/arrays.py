@@ -204,7 +204,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
-        stmt, rebound = self.bindings.current(stmt)
+        stmt, rebound = self.bindings.current(stmt, self.following)
         self.changed |= rebound
         outer, self.at = self.at, stmt
         varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
@@ -504,7 +504,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         if stored is None:
             return [stmt]
         value = self.value(node)
-        changed = self.bindings.changed_array(target.id, stored, value) if isinstance(target, ast.Name) and \
+        changed = self.bindings.unwritable(target.id, stored, value) if isinstance(target, ast.Name) and \
             op is None else None
         if changed is not None:
             raise self.refuse(stmt, changed)
