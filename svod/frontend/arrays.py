@@ -1243,10 +1243,11 @@ def _reads_name(value: Expr, name: str) -> bool:
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
     """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
-    ``t = p.T``, ``a, b = p, q``)."""
+    ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
     found: set[str] = set()
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
+            itself = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             for value in [v for written in values for v in viewed_by(written)]:
                 if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
@@ -1255,7 +1256,7 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
                 base = value
                 while isinstance(base, (ast.Subscript, ast.Attribute)):
                     base = base.value
-                if isinstance(base, ast.Name):
+                if isinstance(base, ast.Name) and base.id != itself:
                     found.add(base.id)
     return found
 

@@ -149,6 +149,20 @@ def test_a_helpers_output_bound_to_a_name_is_written_in_a_loop(device, steps):
 
 
 @svod.jit
+def views_itself_in_a_loop(x, steps):
+    t = x * 1.0
+    for _t in range(steps):
+        t = t[:]  # the same memory: no other name keeps the array
+        t += 1.0
+    return t
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_a_name_bound_to_a_view_of_its_own_array_in_a_loop(device, steps):
+    agrees_with_python(views_itself_in_a_loop, device, data(5), steps)
+
+
+@svod.jit
 def shrinks_in_a_loop(x, steps):
     y = x * 1.0
     for _t in range(steps):
