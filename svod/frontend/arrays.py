@@ -207,7 +207,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
-        stmt, rebound = self.bindings.current(stmt)
+        stmt, rebound = self.bindings.current(stmt, self.following)
         self.changed |= rebound
         outer, self.at = self.at, stmt
         varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
@@ -507,7 +507,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         if stored is None:
             return [stmt]
         value = self.value(node)
-        changed = self.bindings.changed_array(target.id, stored, value) if isinstance(target, ast.Name) and \
+        changed = self.bindings.unwritable(target.id, stored, value) if isinstance(target, ast.Name) and \
             op is None else None
         if changed is not None:
             raise self.refuse(stmt, changed)
@@ -1252,10 +1252,11 @@ def _reads_name(value: Expr, name: str) -> bool:
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
     """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
-    ``t = p.T``, ``a, b = p, q``)."""
+    ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
     found: set[str] = set()
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
+            itself = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             for value in [v for written in values for v in viewed_by(written)]:
                 if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
@@ -1264,7 +1265,7 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
                 base = value
                 while isinstance(base, (ast.Subscript, ast.Attribute)):
                     base = base.value
-                if isinstance(base, ast.Name):
+                if isinstance(base, ast.Name) and base.id != itself:
                     found.add(base.id)
     return found
 

@@ -22,14 +22,14 @@ or differs with the way taken, is no plan's, and is refused.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from svod.frontend.array_exprs import Expr, Named, Value
-from svod.frontend.phases import renamed
+from svod.frontend.phases import loaded, renamed
 
 
 class Bindings:
@@ -58,11 +58,12 @@ class Bindings:
         finally:
             self.depth -= 1
 
-    def current(self, stmt: ast.stmt) -> tuple[ast.stmt, bool]:
+    def current(self, stmt: ast.stmt, following: Sequence[ast.stmt]) -> tuple[ast.stmt, bool]:
         """``stmt`` reading each name as its latest binding; in straight-line code, a binding of a name that holds
         an array (or held one) made a binding of a name of its own, and a name bound to an array another name
-        holds (``y = x``, ``x = helper_output``) that other name from then on (a pass stands in its place).
-        Whether the names changed."""
+        holds (``y = x``, ``x = helper_output``) that other name from then on (a pass stands in its place; where
+        ``following``, the statements after it, read the other name, both hold the array: ``viewed``). Whether
+        the names changed."""
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
         if self.depth != 1 or not isinstance(target, ast.Name):
             return (renamed(stmt, self.renames) if self.renames else stmt), False
@@ -71,7 +72,8 @@ class Bindings:
         held = self.renames.get(value.id, value.id) if isinstance(value, ast.Name) else None
         if held is not None and isinstance(self.arrays.get(held), Named) and self.arrays[held].name == held:
             self.renames[name] = held  # the same array, as in Python
-            self.viewed.add(held)  # (another name holds it)
+            if name in self.viewed or value.id in loaded(following):
+                self.viewed.add(held)  # two names hold it (a helper's output bound to the caller's name: one)
             return ast.copy_location(ast.Pass(), stmt), True
         if name not in self.renames and name not in self.arrays:
             return (renamed(stmt, self.renames) if self.renames else stmt), False
@@ -88,9 +90,14 @@ class Bindings:
         """The names the user's code reads ``name`` by: its own, and the user's name it is the latest binding of."""
         return {name, *(user for user, latest in self.renames.items() if latest == name)}
 
-    def changed_array(self, name: str, held: Expr, value: Value) -> str | None:
+    def unwritable(self, name: str, held: Expr, value: Value) -> str | None:
         """Why ``name = value``, inside a loop or an ``if``, cannot write the array ``held`` the name holds (None
-        where it can): a value of another shape or dtype, or a number."""
+        where it can): another name holds or views that array (and keeps it, in Python), or the value is of
+        another shape or dtype, or a number."""
+        if name in self.viewed:
+            return (f"{self.described.get(name, name)} is bound anew inside a loop or an if, and another name holds "
+                    "or views the array it holds there (`y = x`, `v = x[1:]`), which keeps that array in Python; "
+                    "svod would write it: bind a new name, or copy the other (`y = x.copy()`)")
         if isinstance(value, Expr) and value.shape == held.shape and np.dtype(value.dtype) == np.dtype(held.dtype):
             return None
         what = f"an array of shape {value.shape} and dtype {value.dtype}" if isinstance(value, Expr) else "a number"

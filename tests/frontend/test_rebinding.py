@@ -130,6 +130,38 @@ def test_a_binding_in_a_loop_of_the_same_shape_writes_the_array(device, steps):
     agrees_with_python(squares_in_a_loop, device, data(2, 3), data(3, 3, seed=1) * 0.5, steps, rtol=1e-5)
 
 
+def halved(a):
+    out = a * 0.5
+    return out
+
+
+@svod.jit
+def steps_from_a_helpers_output(a, w, steps):
+    x = halved(a)  # x is the helper's output array from here: one name holds it
+    for _t in range(steps):
+        x = x @ w
+    return x
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_a_helpers_output_bound_to_a_name_is_written_in_a_loop(device, steps):
+    agrees_with_python(steps_from_a_helpers_output, device, data(2, 3), data(3, 3, seed=1), steps, rtol=1e-5)
+
+
+@svod.jit
+def views_itself_in_a_loop(x, steps):
+    t = x * 1.0
+    for _t in range(steps):
+        t = t[:]  # the same memory: no other name keeps the array
+        t += 1.0
+    return t
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_a_name_bound_to_a_view_of_its_own_array_in_a_loop(device, steps):
+    agrees_with_python(views_itself_in_a_loop, device, data(5), steps)
+
+
 @svod.jit
 def shrinks_in_a_loop(x, steps):
     y = x * 1.0
@@ -153,7 +185,29 @@ def rebinds_an_argument_in_a_loop(x, steps):
     return x
 
 
+@svod.jit
+def rebinds_a_viewed_array_in_a_loop(x, steps):
+    t = x * 1.0
+    head = t[1:]
+    for _t in range(steps):
+        t = t * 2.0
+    return head, t
+
+
+@svod.jit
+def rebinds_a_shared_array_in_a_loop(x, steps):
+    t = x * 1.0
+    kept = t
+    for _t in range(steps):
+        t = t * 2.0
+    return kept, t
+
+
 @pytest.mark.parametrize(("fn", "args", "statement", "words"), [
+    (rebinds_a_viewed_array_in_a_loop, (np.zeros(4), 2), "t = t * 2.0", r"t is bound anew inside a loop or an if, "
+     r"and another name holds or views the array it holds there \(`y = x`, `v = x\[1:\]`\), which keeps that array in "
+     "Python"),
+    (rebinds_a_shared_array_in_a_loop, (np.zeros(4), 2), "t = t * 2.0", "another name holds or views the array"),
     (shrinks_in_a_loop, (np.zeros(4), 2), "y = y[1:] * 2.0", r"y is bound anew inside a loop or an if to an array of "
      r"shape \(3,\) and dtype float64, and holds an array of shape \(4,\) and dtype float64 where the loop or if "
      "starts"),
