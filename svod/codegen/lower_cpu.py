@@ -53,7 +53,8 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
 
     The range is cut into ``threads`` chunks of ``end/threads`` indices, rounded up to a multiple of
     ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are neighbouring elements), of 1 for
-    another; chunk ``q`` is indices ``[q*chunk, min((q+1)*chunk, end))``. A worker is worth waking for
+    another, or for any where no range is long enough for aligned chunks (a sort's 8 blocks of keys ran on
+    one thread); chunk ``q`` is indices ``[q*chunk, min((q+1)*chunk, end))``. A worker is worth waking for
     ``THREAD_MIN_WORK`` iterations or more: a kernel with no more than that (at the largest sizes its
     variables allow) stays on one thread, and one with more takes ``w = ceil(end / least)`` workers,
     ``threads`` at most, where ``least`` is the number of indices that hold ``THREAD_MIN_WORK`` iterations
@@ -79,6 +80,9 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
     aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
     outer = next((r for r in global_ranges if r.src[0].vmax >= threads * aligns[r]),
                  next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None))
+    if outer is None:  # too short for aligned chunks: chunks of any length
+        outer = next((r for r in global_ranges if r.src[0].vmax >= 2), None)
+        aligns = dict.fromkeys(global_ranges, 1)
     if work <= THREAD_MIN_WORK or outer is None:
         return sink, None
     end = outer.src[0]

@@ -212,6 +212,25 @@ def test_constant_sizes_get_as_many_workers_as_have_work():
         assert cores == ([] if threads is None else [("core_id", 0, threads - 1)])
 
 
+def test_a_range_too_short_for_aligned_chunks_is_split_in_chunks_of_any_length():
+    """A sort's 8 blocks of keys, each a sequential loop of its own, are the kernel's one parallel range: no
+    chunk of 16 is left for a second worker, so the workers take 4 blocks each, every block once."""
+    k = KernelBuilder("blocks")
+    out, keys = k.buffer(dtypes.int64, 8), k.buffer(dtypes.int64, 8 << 13)
+    b, i = k.range(8), k.range(1 << 13, AxisKind.REDUCE)
+    k.store(out[b], keys[b * (1 << 13) + i].reduce(i))
+    split, workers = thread_split(k.build(), 2)
+    assert workers is None
+    core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
+    assert core.arg == ("core_id", 0, 1)
+    store = next(e for e in split.src if e.op is Ops.STORE)
+    chunk = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
+    at = substitute(store.src[0].src[1], {chunk: UOp.define_var("turn", 0, 7)})
+    covered = [evaluate_expression(at, {"core_id": c, "turn": t})
+               for c in range(2) for t in range(evaluate_expression(chunk.src[0], {"core_id": c}))]
+    assert sorted(covered) == list(range(8))
+
+
 def test_a_reduce_range_outside_its_reduce_is_an_error():
     k = KernelBuilder("stray")
     out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, 16)
