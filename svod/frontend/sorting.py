@@ -759,27 +759,30 @@ class RadixSelect:
         table, row, blocks = (sort.blocks, RADIX), (RADIX,), (sort.blocks,)
         step: dict[str, Any] = {"step": DIGIT_VARIABLE}
         coding: dict[str, Any] = {"kind": sort.kind, "width": sort.width}
+        started = [prefix, rank, nans, keeping, from_kept]
         if self.q is not None:
-            steps = [plan.add_kernel(sort.kernel(SELECT_START_AT), [prefix, rank, nans, keeping, from_kept, self.q], n=sort.n)]
+            steps = [plan.add_kernel(sort.kernel(SELECT_START_AT), [*started, self.q], n=sort.n)]
         elif self.at is not None and 0 <= self.at < sort.n:
-            steps = [plan.add_kernel(sort.kernel(SELECT_START), [prefix, rank, nans, keeping, from_kept], at=self.at)]
+            steps = [plan.add_kernel(sort.kernel(SELECT_START), started, at=self.at)]
         else:
             raise SvodError(f"a selection is of a rank in [0, {sort.n}) or at a quantile, not {self.at}",
                             stage="plan", value=self.at)
         histogram = sort.kernel(SELECT_HISTOGRAM, table, table, blocks, (sort.blocks * sort.per,), blocks, (1,),
                                 (sort.n,), (2,))
         kept_histogram = sort.kernel(SELECT_KEPT_HISTOGRAM, table, table, (sort.blocks * sort.per,), blocks, (2,))
+        reading_kept = plan.add_kernel(kept_histogram, [low, high, kept, held, prefix], per=sort.per,
+                                       width=sort.width, **step)
+        reading_numbers = plan.add_kernel(histogram, [low, high, nans, kept, held, keeping, bits, prefix],
+                                          per=sort.per, **coding, **step)
         body = [plan.add_kernel(sort.kernel(CLEAR, table), [low]),
                 plan.add_kernel(sort.kernel(CLEAR, table), [high]),
-                plan.branch(from_kept, [plan.add_kernel(kept_histogram, [low, high, kept, held, prefix], per=sort.per,
-                                                        width=sort.width, **step)],
-                            [plan.add_kernel(histogram, [low, high, nans, kept, held, keeping, bits, prefix],
-                                             per=sort.per, **coding, **step)]),
+                plan.branch(from_kept, [reading_kept], [reading_numbers]),
                 plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table), [low_totals, high_totals, low,
                                                                                         high]),
                 plan.add_kernel(sort.kernel(SELECT_GROUPS), [low_groups, high_groups, low_totals, high_totals]),
                 plan.add_kernel(sort.kernel(SELECT_PICK), [prefix, rank, keeping, from_kept, low_totals, high_totals,
-                                                           low_groups, high_groups], n=sort.n, width=sort.width, **step)]
+                                                           low_groups, high_groups], n=sort.n, width=sort.width,
+                                **step)]
         steps.append(plan.loop(DIGIT_VARIABLE, 0, sort.passes, body=body))
         steps.append(plan.add_kernel(sort.kernel(SELECT_VALUES), [pair, flag, prefix, nans], **coding))
         return steps, sort.view(pair, plan.buffers[self.source].dtype), flag

@@ -22,8 +22,8 @@ from svod.codegen.lower import (
     split_reduction,
 )
 from svod.codegen.lower_cpu import (
-    STREAM_DEPTH,
     PRIVATE_BYTES,
+    STREAM_DEPTH,
     block_matmul,
     block_transposes,
     privatize_atomics,
