@@ -770,13 +770,12 @@ class RadixSelect:
         histogram = sort.kernel(SELECT_HISTOGRAM, table, table, blocks, (sort.blocks * sort.per,), blocks, (1,),
                                 (sort.n,), (2,))
         kept_histogram = sort.kernel(SELECT_KEPT_HISTOGRAM, table, table, (sort.blocks * sort.per,), blocks, (2,))
+        cleared = [plan.add_kernel(sort.kernel(CLEAR, table), [half]) for half in (low, high)]
         reading_kept = plan.add_kernel(kept_histogram, [low, high, kept, held, prefix], per=sort.per,
                                        width=sort.width, **step)
         reading_numbers = plan.add_kernel(histogram, [low, high, nans, kept, held, keeping, bits, prefix],
                                           per=sort.per, **coding, **step)
-        body = [plan.add_kernel(sort.kernel(CLEAR, table), [low]),
-                plan.add_kernel(sort.kernel(CLEAR, table), [high]),
-                plan.branch(from_kept, [reading_kept], [reading_numbers]),
+        body = [*cleared, plan.branch(from_kept, [reading_kept], [reading_numbers]),
                 plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table), [low_totals, high_totals, low,
                                                                                         high]),
                 plan.add_kernel(sort.kernel(SELECT_GROUPS), [low_groups, high_groups, low_totals, high_totals]),
