@@ -364,18 +364,22 @@ def _select_kept_histogram(low, high, kept, held, prefix, per, width: Const[int]
 
 @func
 def _count(low, high, b, key, shift, higher, lower_wanted, upper_wanted):  # type: ignore[no-untyped-def]
-    """Count ``key``'s digit (at ``shift``) in block ``b``'s row of ``low`` and of ``high`` where its higher
-    digits are those of the lower selected key, and of the higher."""
+    """Count ``key``'s digit (at ``shift``) in block ``b``'s row of ``low`` where its higher digits are those
+    of the lower selected key, else of ``high`` where they are the higher's: one count a key, where the two
+    share the digits found so far (``_select_totals`` adds the lower's to the higher's)."""
     at = int((key >> shift) & MASK)
     if at < low.shape[1]:
         if key >> higher == lower_wanted:
             low[b, at] += 1
-        if key >> higher == upper_wanted:
+        elif key >> higher == upper_wanted:
             high[b, at] += 1
 
 
-def _select_totals(low_totals, high_totals, low, high):  # type: ignore[no-untyped-def]
-    """Each digit's count over the blocks, for both selected keys."""
+def _select_totals(low_totals, high_totals, low, high, prefix, width: Const[int], step):  # type: ignore[no-untyped-def]
+    """Each digit's count over the blocks, for both selected keys: the higher's its own keys' (``_count``),
+    and the lower's too where they share the digits found so far."""
+    higher = uint32(_from_the_top(step, width) * DIGIT_BITS + DIGIT_BITS)
+    shared = prefix[0] >> higher == prefix[1] >> higher
     for d in prange(low.shape[1]):
         low_total = 0
         high_total = 0
@@ -383,7 +387,7 @@ def _select_totals(low_totals, high_totals, low, high):  # type: ignore[no-untyp
             low_total += low[b, d]
             high_total += high[b, d]
         low_totals[d] = low_total
-        high_totals[d] = high_total
+        high_totals[d] = high_total + low_total * shared
 
 
 def _select_groups(low_groups, high_groups, low_totals, high_totals):  # type: ignore[no-untyped-def]
@@ -776,8 +780,8 @@ class RadixSelect:
         reading_numbers = plan.add_kernel(histogram, [low, high, nans, kept, held, keeping, bits, prefix],
                                           per=sort.per, **coding, **step)
         body = [*cleared, plan.branch(from_kept, [reading_kept], [reading_numbers]),
-                plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table), [low_totals, high_totals, low,
-                                                                                        high]),
+                plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table, (2,)),
+                                [low_totals, high_totals, low, high, prefix], width=sort.width, **step),
                 plan.add_kernel(sort.kernel(SELECT_GROUPS), [low_groups, high_groups, low_totals, high_totals]),
                 plan.add_kernel(sort.kernel(SELECT_PICK), [prefix, rank, keeping, from_kept, low_totals, high_totals,
                                                            low_groups, high_groups], n=sort.n, width=sort.width,
