@@ -529,15 +529,15 @@ def parallel_loops(sink: UOp) -> UOp | None:
     sequential, ran as one dot product per column (800x1100x900 float64: 429 ms, against 17.7 as a prange).
 
     Only a loop that every statement of the kernel runs inside is taken, with an end that no other loop's
-    index sets, in a kernel without early exits (a ``while`` or ``break`` anywhere in it): a statement before
-    or after it in the same work item (a register set before the loop and carried through it, a row finished
-    after it) needs the turns in order; so does a register that a turn reads before it sets it (what the turn
-    before left there). Each register is then one per turn, which its sources say (the new range is among
-    them, as a ``prange``'s is). And only where each of the kernel's reductions depends on the loop's
-    index: a sum the turns share is computed once before a sequential loop, and would be computed once per
-    work item of a parallel one. A kernel
-    that is one work item (no ``prange``) with reductions keeps its loops: each reduction is split over
-    every thread, where a parallel loop of a few turns (k-means' clusters) would keep threads idle. None
+    index sets and that reads no memory (a parallel range's end is a launch size), in a kernel without early
+    exits (a ``while`` or ``break`` anywhere in it): a statement before or after it in the same work item (a
+    register set before the loop and carried through it, a row finished after it) needs the turns in order;
+    so does a register that a turn reads before it sets it (what the turn before left there). Each register
+    is then one per turn, which its sources say (the new range is among them, as a ``prange``'s is). And only
+    where each of the kernel's reductions depends on the loop's index: a sum the turns share is computed once
+    before a sequential loop, and would be computed once per work item of a parallel one. A kernel that is
+    one work item (no ``prange``) with reductions keeps its loops: each reduction is split over every
+    thread, where a parallel loop of a few turns (k-means' clusters) would keep threads idle. None
     where no loop is made parallel."""
     made = sink
     while (loop := _outermost_loop(made)) is not None:
@@ -587,8 +587,8 @@ def _outermost_loop(sink: UOp) -> UOp | None:
     if not loops or exits(sink):
         return None
     loop = min(loops, key=range_order)
-    if any(u.op is Ops.RANGE for u in loop.src[0].toposort()):
-        return None
+    if any(u.op in (Ops.RANGE, Ops.LOAD) for u in loop.src[0].toposort()):
+        return None  # another loop sets its end, or memory does: no launch size
     reductions = [u for u in topo if u.op is Ops.REDUCE]
     if reductions and not any(r.arg[1] is AxisKind.GLOBAL for r in ranges):
         return None  # one work item: its reductions are split over the threads (``split_reduction``)

@@ -25,7 +25,8 @@ LSD radix sort added to an ``ExecutionPlan``.
 Order statistics sort nothing (``RadixSelect``): a median or quantile needs the numbers of two ranks, which a
 plan loop over the digits, most significant first, narrows down: each pass counts the digit among the keys
 (made from the numbers again) whose higher digits are those found so far, for both ranks at once, and one
-work item picks the digit the rank falls in; the last kernel computes NumPy's mean or ``_lerp`` of the two.
+work item picks the digit the rank falls in; once few keys have the digits found (``KEEP_FROM``), a pass keeps
+them and the passes after read those alone; the last kernel computes NumPy's mean or ``_lerp`` of the two.
 
 Everything is a kernel of the plan: no pass reads a value back to the host, so a sort inside a plan loop runs
 as the plan's other steps do, on every device (a WebGPU device holds no 64-bit buffers: it sorts 32-bit
@@ -76,6 +77,10 @@ STATIC_FROM = 1 << 16
 function's phases do), which larger sorts repay; smaller ones share kernels of variable sizes."""
 MAX_ELEMENTS = (1 << 31) - 1
 """The most elements a sort takes: its counters and indices are 32-bit."""
+KEEP_FROM = 8
+"""A selection keeps the keys that have its selected keys' digits found so far once at most ``1 / KEEP_FROM``
+of the keys have them: the passes after read those alone, where each read every number (10^7 uniform
+float64: 3 of the 8 passes read the numbers, the 5 after about 3% of them)."""
 
 UNSIGNED, SIGNED, FLOAT, FLOAT_ZEROS_EQUAL = 0, 1, 2, 3
 """How keys are made of a number's bits: as they are, the sign bit flipped, a float's order (-0.0 before 0.0),
@@ -273,16 +278,19 @@ def _copy(out, values):  # type: ignore[no-untyped-def]
 
 # ---- order statistics: a radix selection of the middle keys --------------------------------------------------
 
-def _select_start(prefix, rank, nans, at):  # type: ignore[no-untyped-def]
-    """The selection of the keys of ranks ``at`` and ``at + 1``: no digit of them known yet, no NaN seen."""
+def _select_start(prefix, rank, nans, keeping, from_kept, at):  # type: ignore[no-untyped-def]
+    """The selection of the keys of ranks ``at`` and ``at + 1``: no digit of them known yet, no NaN seen, the
+    keys made from the numbers."""
     for s in range(2):
         prefix[s] = prefix[s] ^ prefix[s]
         rank[s] = at + s
     for b in range(nans.shape[0]):
         nans[b] = 0
+    keeping[0] = 0
+    from_kept[0] = 0
 
 
-def _select_start_at(prefix, rank, nans, q, n):  # type: ignore[no-untyped-def]
+def _select_start_at(prefix, rank, nans, keeping, from_kept, q, n):  # type: ignore[no-untyped-def]
     """The selection of the two keys a quantile at ``q`` interpolates: ranks ``(n - 1) * q``, floored (past
     the last rank, the last; for a ``q`` outside [0, 1] the first, the result NaN), and the next."""
     fraction = float(q[0])
@@ -297,6 +305,8 @@ def _select_start_at(prefix, rank, nans, q, n):  # type: ignore[no-untyped-def]
         rank[s] = at + s
     for b in range(nans.shape[0]):
         nans[b] = 0
+    keeping[0] = 0
+    from_kept[0] = 0
 
 
 @func
@@ -311,31 +321,65 @@ def _infinity_key(width):  # type: ignore[no-untyped-def]
     return (0x7FF0000000000000 if width == 64 else 0x7F800000) | (1 << (width - 1))
 
 
-def _select_histogram(low, high, nans, bits, prefix, per, kind, width: Const[int], step):  # type: ignore[no-untyped-def]
+def _select_histogram(low, high, nans, kept, held, keeping, bits, prefix, per, kind, width: Const[int],  # type: ignore[no-untyped-def]
+                      step):
     """Per block, the count of each value of the digit (the most significant first: pass ``step``) among the
     keys whose higher digits are those of the lower selected key found so far (``low``), and of the higher
-    (``high``); whether the block holds a NaN."""
+    (``high``); whether the block holds a NaN. Where ``keeping`` says so, the keys of the selected keys'
+    higher digits are kept too, in order, at the start of the block's part of ``kept`` (``held`` of them):
+    the passes after read those alone (``_select_kept_histogram``)."""
     n = bits.shape[0]
     digit = _from_the_top(step, width)
     shift = uint32(digit * DIGIT_BITS)
     higher = uint32(digit * DIGIT_BITS + DIGIT_BITS)
     lower_wanted = prefix[0] >> higher
     upper_wanted = prefix[1] >> higher
+    keep = keeping[0]
     for b in prange(low.shape[0]):
-        for i in range(b * per, min(b * per + per, n)):
+        start = b * per
+        count = 0
+        for i in range(start, min(start + per, n)):
             key = _key(bits[i], kind, width)
             if kind >= FLOAT and key > _infinity_key(width):
                 nans[b] = 1
-            at = int((key >> shift) & MASK)
-            if at < low.shape[1]:
-                if key >> higher == lower_wanted:
-                    low[b, at] += 1
-                if key >> higher == upper_wanted:
-                    high[b, at] += 1
+            _count(low, high, b, key, shift, higher, lower_wanted, upper_wanted)
+            if keep != 0 and (key >> higher == lower_wanted or key >> higher == upper_wanted):
+                kept[start + min(count, per - 1)] = key  # count < per: the min proves it
+                count += 1
+        held[b] = count
 
 
-def _select_totals(low_totals, high_totals, low, high):  # type: ignore[no-untyped-def]
-    """Each digit's count over the blocks, for both selected keys."""
+def _select_kept_histogram(low, high, kept, held, prefix, per, width: Const[int], step):  # type: ignore[no-untyped-def]
+    """``_select_histogram`` of the keys a pass before kept (``held`` of each block's part of ``kept``)."""
+    digit = _from_the_top(step, width)
+    shift = uint32(digit * DIGIT_BITS)
+    higher = uint32(digit * DIGIT_BITS + DIGIT_BITS)
+    lower_wanted = prefix[0] >> higher
+    upper_wanted = prefix[1] >> higher
+    for b in prange(low.shape[0]):
+        start = b * per
+        for i in range(start, start + min(held[b], per)):
+            _count(low, high, b, kept[i], shift, higher, lower_wanted, upper_wanted)
+
+
+@func
+def _count(low, high, b, key, shift, higher, lower_wanted, upper_wanted):  # type: ignore[no-untyped-def]
+    """Count ``key``'s digit (at ``shift``) in block ``b``'s row of ``low`` where its higher digits are those
+    of the lower selected key, else of ``high`` where they are the higher's: one count a key, where the two
+    share the digits found so far (``_select_totals`` adds the lower's to the higher's)."""
+    at = int((key >> shift) & MASK)
+    if at < low.shape[1]:
+        if key >> higher == lower_wanted:
+            low[b, at] += 1
+        elif key >> higher == upper_wanted:
+            high[b, at] += 1
+
+
+def _select_totals(low_totals, high_totals, low, high, prefix, width: Const[int], step):  # type: ignore[no-untyped-def]
+    """Each digit's count over the blocks, for both selected keys: the higher's its own keys' (``_count``),
+    and the lower's too where they share the digits found so far."""
+    higher = uint32(_from_the_top(step, width) * DIGIT_BITS + DIGIT_BITS)
+    shared = prefix[0] >> higher == prefix[1] >> higher
     for d in prange(low.shape[1]):
         low_total = 0
         high_total = 0
@@ -343,7 +387,7 @@ def _select_totals(low_totals, high_totals, low, high):  # type: ignore[no-untyp
             low_total += low[b, d]
             high_total += high[b, d]
         low_totals[d] = low_total
-        high_totals[d] = high_total
+        high_totals[d] = high_total + low_total * shared
 
 
 def _select_groups(low_groups, high_groups, low_totals, high_totals):  # type: ignore[no-untyped-def]
@@ -361,7 +405,8 @@ def _select_groups(low_groups, high_groups, low_totals, high_totals):  # type: i
 @func
 def _pick_digit(prefix, rank, s, totals, groups, shift, width):  # type: ignore[no-untyped-def]
     """Selected key ``s``'s digit: its group's (the one whose counts, summed in order, pass its rank), then
-    the digit's among the group's, and its rank among the keys of that digit."""
+    the digit's among the group's, and its rank among the keys of that digit; returns how many keys have
+    the digits found so far."""
     wanted = rank[s]
     known = prefix[s]
     run = 0
@@ -373,21 +418,34 @@ def _pick_digit(prefix, rank, s, totals, groups, shift, width):  # type: ignore[
         group += g * hit
         before += run * hit
         run += total
+    having = 0
     for e in range(GROUP):
         d = group * GROUP + e
         total = totals[d]
         if before <= wanted < before + total:
             prefix[s] = known | (uint64(d) if width == 64 else uint32(d)) << shift
             rank[s] = wanted - before
+            having = total
         before += total
+    return having
 
 
-def _select_pick(prefix, rank, low_totals, high_totals, low_groups, high_groups, width: Const[int],  # type: ignore[no-untyped-def]
-                 step):
-    """Each selected key's digit and its rank among the keys of that digit (``_pick_digit``)."""
+def _select_pick(prefix, rank, keeping, from_kept, low_totals, high_totals, low_groups, high_groups, n,  # type: ignore[no-untyped-def]
+                 width: Const[int], step):
+    """Each selected key's digit and its rank among the keys of that digit (``_pick_digit``); and where the
+    next pass reads its keys: from those this one kept, or, once few keys have the selected keys' digits,
+    from the numbers, keeping those (``KEEP_FROM``): ``keeping`` and ``from_kept``."""
     shift = uint32(_from_the_top(step, width) * DIGIT_BITS)
-    _pick_digit(prefix, rank, 0, low_totals, low_groups, shift, width)
-    _pick_digit(prefix, rank, 1, high_totals, high_groups, shift, width)
+    lower = _pick_digit(prefix, rank, 0, low_totals, low_groups, shift, width)
+    upper = _pick_digit(prefix, rank, 1, high_totals, high_groups, shift, width)
+    having = lower
+    if prefix[0] != prefix[1]:
+        having = lower + upper
+    if keeping[0] != 0:
+        from_kept[0] = 1
+        keeping[0] = 0
+    elif from_kept[0] == 0 and having <= n // KEEP_FROM:
+        keeping[0] = 1
 
 
 def _select_values(pair, flag, prefix, nans, kind, width: Const[int]):  # type: ignore[no-untyped-def]
@@ -652,6 +710,7 @@ COPY = _Kernel(_copy, "sort_copy")
 SELECT_START = _Kernel(_select_start, "select_start")
 SELECT_START_AT = _Kernel(_select_start_at, "select_start_at")
 SELECT_HISTOGRAM = _Kernel(_select_histogram, "select_histogram")
+SELECT_KEPT_HISTOGRAM = _Kernel(_select_kept_histogram, "select_kept_histogram")
 SELECT_TOTALS = _Kernel(_select_totals, "select_totals")
 SELECT_GROUPS = _Kernel(_select_groups, "select_groups")
 SELECT_PICK = _Kernel(_select_pick, "select_pick")
@@ -912,27 +971,36 @@ class RadixSelect:
         low_totals, high_totals = sort.scratch(dtypes.int32, RADIX), sort.scratch(dtypes.int32, RADIX)
         low_groups, high_groups = (sort.scratch(dtypes.int32, RADIX // GROUP) for _ in range(2))
         nans = sort.scratch(dtypes.int32, sort.blocks)
+        kept, held = sort.scratch(sort.unsigned, sort.blocks * sort.per), sort.scratch(dtypes.int32, sort.blocks)
+        keeping, from_kept = sort.scratch(dtypes.int32, 1), sort.scratch(dtypes.int32, 1)
         pair, flag = sort.scratch(sort.unsigned, 2), sort.scratch(dtypes.int32, 1)
         bits = sort.view(self.source, sort.unsigned)
-        table, row = (sort.blocks, RADIX), (RADIX,)
+        table, row, blocks = (sort.blocks, RADIX), (RADIX,), (sort.blocks,)
         step: dict[str, Any] = {"step": DIGIT_VARIABLE}
         coding: dict[str, Any] = {"kind": sort.kind, "width": sort.width}
+        started = [prefix, rank, nans, keeping, from_kept]
         if self.q is not None:
-            steps = [plan.add_kernel(sort.kernel(SELECT_START_AT), [prefix, rank, nans, self.q], n=sort.n)]
+            steps = [plan.add_kernel(sort.kernel(SELECT_START_AT), [*started, self.q], n=sort.n)]
         elif self.at is not None and 0 <= self.at < sort.n:
-            steps = [plan.add_kernel(sort.kernel(SELECT_START), [prefix, rank, nans], at=self.at)]
+            steps = [plan.add_kernel(sort.kernel(SELECT_START), started, at=self.at)]
         else:
             raise SvodError(f"a selection is of a rank in [0, {sort.n}) or at a quantile, not {self.at}",
                             stage="plan", value=self.at)
-        histogram = sort.kernel(SELECT_HISTOGRAM, table, table, (sort.blocks,), (sort.n,), (2,))
-        body = [plan.add_kernel(sort.kernel(CLEAR, table), [low]),
-                plan.add_kernel(sort.kernel(CLEAR, table), [high]),
-                plan.add_kernel(histogram, [low, high, nans, bits, prefix], per=sort.per, **coding, **step),
-                plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table), [low_totals, high_totals, low,
-                                                                                        high]),
+        histogram = sort.kernel(SELECT_HISTOGRAM, table, table, blocks, (sort.blocks * sort.per,), blocks, (1,),
+                                (sort.n,), (2,))
+        kept_histogram = sort.kernel(SELECT_KEPT_HISTOGRAM, table, table, (sort.blocks * sort.per,), blocks, (2,))
+        cleared = [plan.add_kernel(sort.kernel(CLEAR, table), [half]) for half in (low, high)]
+        reading_kept = plan.add_kernel(kept_histogram, [low, high, kept, held, prefix], per=sort.per,
+                                       width=sort.width, **step)
+        reading_numbers = plan.add_kernel(histogram, [low, high, nans, kept, held, keeping, bits, prefix],
+                                          per=sort.per, **coding, **step)
+        body = [*cleared, plan.branch(from_kept, [reading_kept], [reading_numbers]),
+                plan.add_kernel(sort.kernel(SELECT_TOTALS, row, row, table, table, (2,)),
+                                [low_totals, high_totals, low, high, prefix], width=sort.width, **step),
                 plan.add_kernel(sort.kernel(SELECT_GROUPS), [low_groups, high_groups, low_totals, high_totals]),
-                plan.add_kernel(sort.kernel(SELECT_PICK), [prefix, rank, low_totals, high_totals, low_groups,
-                                                           high_groups], width=sort.width, **step)]
+                plan.add_kernel(sort.kernel(SELECT_PICK), [prefix, rank, keeping, from_kept, low_totals, high_totals,
+                                                           low_groups, high_groups], n=sort.n, width=sort.width,
+                                **step)]
         steps.append(plan.loop(DIGIT_VARIABLE, 0, sort.passes, body=body))
         steps.append(plan.add_kernel(sort.kernel(SELECT_VALUES), [pair, flag, prefix, nans], **coding))
         return steps, sort.view(pair, plan.buffers[self.source].dtype), flag

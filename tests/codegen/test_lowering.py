@@ -23,6 +23,7 @@ from svod.codegen.lower import (
 )
 from svod.codegen.lower_cpu import (
     PRIVATE_BYTES,
+    STREAM_DEPTH,
     block_matmul,
     block_transposes,
     privatize_atomics,
@@ -210,6 +211,25 @@ def test_constant_sizes_get_as_many_workers_as_have_work():
         assert workers is None  # a number: the kernel's core_id says it
         cores = [u.arg for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id"]
         assert cores == ([] if threads is None else [("core_id", 0, threads - 1)])
+
+
+def test_a_range_too_short_for_aligned_chunks_is_split_in_chunks_of_any_length():
+    """A sort's 8 blocks of keys, each a sequential loop of its own, are the kernel's one parallel range: no
+    chunk of 16 is left for a second worker, so the workers take 4 blocks each, every block once."""
+    k = KernelBuilder("blocks")
+    out, keys = k.buffer(dtypes.int64, 8), k.buffer(dtypes.int64, 8 << 13)
+    b, i = k.range(8), k.range(1 << 13, AxisKind.REDUCE)
+    k.store(out[b], keys[b * (1 << 13) + i].reduce(i))
+    split, workers = thread_split(k.build(), 2)
+    assert workers is None
+    core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
+    assert core.arg == ("core_id", 0, 1)
+    store = next(e for e in split.src if e.op is Ops.STORE)
+    chunk = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
+    at = substitute(store.src[0].src[1], {chunk: UOp.define_var("turn", 0, 7)})
+    covered = [evaluate_expression(at, {"core_id": c, "turn": t})
+               for c in range(2) for t in range(evaluate_expression(chunk.src[0], {"core_id": c}))]
+    assert sorted(covered) == list(range(8))
 
 
 def test_a_reduce_range_outside_its_reduce_is_an_error():
@@ -1752,6 +1772,59 @@ def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(m
     np.testing.assert_array_equal(blocked, unblocked)
 
 
+def _vector_matrix(depth, n, plus=False, name="v_at_a"):
+    """``out = v @ a`` (``a`` of ``depth`` rows of ``n``), float64; with ``plus``, ``out += v @ a``."""
+    k = KernelBuilder(name)
+    out, v, a = k.buffer(dtypes.float64, n), k.buffer(dtypes.float64, depth), k.buffer(dtypes.float64, (depth, n))
+    j, r = k.range(n), k.range(depth, AxisKind.REDUCE)
+    total = (v[r] * a[r, j]).reduce(r)
+    k.store(out[j], out[j] + total if plus else total)
+    return k.build()
+
+
+def test_one_row_of_output_over_rows_a_page_apart_is_streamed_in_passes_of_its_sum():
+    """``v @ a`` over 520 float64 columns (rows 4160 bytes apart) by 260 turns, ``a`` larger than half of L2:
+    passes of ``STREAM_DEPTH`` turns, the outermost loop, each over every column and continuing the sum the
+    pass before stored. Rows closer than a page are read as written; ``out += v @ a`` sums first."""
+    (streamed,) = block_matmul(_vector_matrix(260, 520))
+    (store,) = [e for e in streamed.src if e.op is Ops.STORE]
+    ranges = sorted((u for u in store.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
+        (33, AxisKind.LOOP), (520, AxisKind.GLOBAL), (STREAM_DEPTH, AxisKind.REDUCE)]  # 32 passes of 8, one of 4
+    assert store.src[1].op is Ops.ADD and store.src[1].arg == CONTINUED
+    assert block_matmul(_vector_matrix(280, 500)) is None  # rows 4000 bytes apart
+    summed, stored = block_matmul(_vector_matrix(260, 520, plus=True))
+    assert (kernel_label(summed), kernel_label(stored)) == ("v_at_a_sum", "v_at_a_store")
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("depth", "n", "plus"), [(1, 131101, False), (8, 16411, False), (9, 14593, True),
+                                                  (263, 521, False), (263, 521, True)])
+def test_a_streamed_row_of_output_is_numpys_and_the_bits_of_the_kernel_unstreamed(monkeypatch, compiler, depth, n,
+                                                                                   plus):
+    """One pass, exactly one, one and a turn, and primes (a last pass of 7 turns), into ``out`` and into a sum
+    added to it; special values in ``a`` (NaN, infinities, -0.0) stay where NumPy has them. The same bits as
+    unstreamed, in the columns of whole register tiles (the C pair adds a loop's one sum, the columns past
+    them, in any order)."""
+    device = open_device(compiler)
+    ast = _vector_matrix(depth, n, plus)
+    assert len(device.renderer.parts(ast)) == 1 + plus
+    rng = np.random.default_rng(depth)
+    v, a, out = rng.standard_normal(depth), rng.standard_normal((depth, n)), rng.standard_normal(n)
+    a[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    streamed = out.copy()
+    svod.run(ast, [streamed, v, a], device=device)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(streamed, out * plus + v @ a, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))
+    plain = _vector_matrix(depth, n, plus, name="v_at_a_unstreamed")
+    assert device.renderer.parts(plain) == (plain,)
+    unstreamed = out.copy()
+    svod.run(plain, [unstreamed, v, a], device=device)
+    tiled = n if compiler == "llvm" else n // 16 * 16
+    np.testing.assert_array_equal(streamed[:tiled], unstreamed[:tiled])
+
+
 def _transposed_matmul(m, n, depth, dtype=dtypes.float32, a_t=False, b_t=True):
     """``out = a @ b`` with ``a`` stored as ``a.T`` and ``b`` as ``b.T`` where asked."""
     k = KernelBuilder("mm_t")
@@ -1818,7 +1891,7 @@ def test_the_thread_split_is_a_range_of_the_effect_with_the_most_work():
 
 def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
-    assert block_matmul(_big_matmul(1, 1024, 1024)) is None  # one row reads each block once
+    assert block_matmul(_big_matmul(1, 1000, 1024)) is None  # one row over rows less than a page apart
     copy, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
     assert copy.arg == "big_mm_transpose" and any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP
                                                   for u in blocked.toposort())  # copied as b.T, then blocked

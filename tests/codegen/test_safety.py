@@ -970,6 +970,21 @@ def test_a_loop_counting_with_a_parallel_loop_s_index_counts_with_the_parallel_r
         agrees_with_python(_swapped_along_a_triangle, device, *_loop_arrays(_swapped_along_a_triangle, *shape))
 
 
+@svod.kernel
+def _first_ones_counted_in_memory(out, count):
+    for j in range(min(count[0], out.shape[0])):
+        out[j] = 1.0
+
+
+def test_a_loop_whose_end_reads_memory_stays_sequential(device):
+    """Its turns are independent, but a parallel range's end is a launch size, which memory is not (a
+    selection's pass over the keys it kept, one block of them on a GPU, failed validation)."""
+    out, count = np.zeros(9, np.float32), np.array([4], np.int32)
+    assert parallel_loops(_first_ones_counted_in_memory.bind(out, count).ast) is None
+    _first_ones_counted_in_memory(out, count, device=device)
+    np.testing.assert_array_equal(out, [1.0] * 4 + [0.0] * 5)
+
+
 def _register_across_turns() -> UOp:
     """A running sum along each row in a register that turn ``j`` sets only at ``j == 0`` and otherwise adds
     to: every statement runs inside the loop, and no race check sees a register, but each turn reads what the

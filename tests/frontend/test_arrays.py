@@ -207,6 +207,19 @@ def test_matmul_dot_and_outer(device, n, k, m):
 
 
 @svod.jit
+def down_the_columns(v, a, out):
+    out += v @ a
+    return v @ a, a.T @ v, a.sum(axis=0)
+
+
+@pytest.mark.parametrize("rows,cols", [(0, 7), (1, 131101), (8, 16411), (9, 14593), (263, 521)])
+def test_one_row_of_a_product_or_a_sum_down_the_columns(compiled_device, rows, cols):
+    """Down the columns of ``a``: on a CPU, of an ``a`` larger than half of L2, rows streamed a few a pass (one
+    pass, exactly one, one and a turn, primes); none at all."""
+    agrees_with_python(down_the_columns, compiled_device, data(rows), data(rows, cols), data(cols), rtol=1e-9)
+
+
+@svod.jit
 def gemver(alpha, beta, A, u1, v1, u2, v2, w, x, y, z):
     A += np.outer(u1, v1) + np.outer(u2, v2)
     x += beta * y @ A + z

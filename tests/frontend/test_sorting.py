@@ -203,6 +203,31 @@ def test_sorted_arrays_and_order_statistics_feed_later_phases(device):
 
 
 @svod.jit
+def median_and_quartile(x):
+    m = np.median(x)
+    q = np.quantile(x, 0.25)
+    return m, q
+
+
+def test_a_selection_reads_the_keys_it_kept_once_few_have_the_digits_found(device):
+    """Distinct numbers (0 .. n-1, shuffled): every key's top byte is the same and the next leaves a few keys
+    with the digits of each selected rank, so the third pass keeps those and the passes after read them
+    alone (the steps the plan's profile names); the median (of an even and an odd count; on the CPU, of one
+    whose kernels are compiled for its size too) and a quantile are NumPy's."""
+    dtype = "float64" if held(device, "float64") and device.name != "PYTHON" else "float32"
+    passes = 8 if dtype == "float64" else 4
+    for n in (96, 97, *((sorting.STATIC_FROM + 11,) if device.name == "CPU" else ())):
+        x = np.random.default_rng(n).permutation(n).astype(dtype)
+        m, q = median_and_quartile(x, device=device)
+        same(m, np.median(x), device, n)
+        same(q, np.quantile(x, 0.25), device, n)
+        profile = median_and_quartile.plan(x, device=device).execute(profile=True, buffers={"x": x})
+        names = [step.name for step in profile or []]
+        assert names.count("select_histogram") == 2 * 3
+        assert names.count("select_kept_histogram") == 2 * (passes - 3)
+
+
+@svod.jit
 def flattened(x):
     y = np.sort(x, axis=None)
     m = np.median(x)

@@ -163,11 +163,15 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
     those that differ by a constant, with how many elements ahead that loop prefetches them: ``PREFETCH_STEPS``
     steps (a prefetch is a hint: it touches no memory a program can see and never faults). A variable stride
     is one of the kernel's variables alone (a symbolic matmul's ``b``, read where it is or packed), computed
-    where it is prefetched."""
+    where it is prefetched. A loop of ``PREFETCH_STEPS`` turns or fewer reads nothing that far ahead, and
+    prefetches nothing (a streamed ``v @ A``'s 8 rows a pass, 10000x12500 float64 on one core: 50 ms with
+    the next pass's rows prefetched, 34 without)."""
     found: dict[UOp, Poly] = {}
     lines: dict[tuple[UOp, frozenset[tuple[Monomial, int]]], list[tuple[Poly, set[int]]]] = {}
     for index, loops in _buffer_loads(linear):
         if loops[-1] not in tile_loops:
+            continue
+        if loops[-1].src[0].op is Ops.CONST and loops[-1].src[0].arg <= PREFETCH_STEPS:
             continue
         offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
         parts = offset.split(loops[-1])
