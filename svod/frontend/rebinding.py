@@ -118,6 +118,13 @@ class HostShape:
         self.ndim = len(self.shape)
         self.size = int(np.prod(self.shape))
 
+    def __getitem__(self, key: Any) -> HostShape:
+        """A view's stand-in (``x[::2].shape``); an element is the run's, never the host's."""
+        view = np.broadcast_to(np.zeros((), np.int8), self.shape)[key]
+        if view.ndim == 0:
+            raise TypeError("an array's elements are known only when the function runs")
+        return HostShape(view.shape, self.dtype)
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
