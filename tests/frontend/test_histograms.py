@@ -170,8 +170,10 @@ def test_bincount_of_m_counters_agrees_with_numpy(device, n):
 
 
 def test_bincount_of_a_value_past_its_counters_is_an_index_error(device):
-    if not held(device, "int64"):
-        pytest.skip(f"{device.name} holds no int64, the dtype of np.bincount's counts (asserted above)")
+    if not held(device, "int64"):  # the counts are int64, which the device holds none of
+        with pytest.raises(GraphError, match="cannot hold int64"):
+            counts(np.array([0, 9], np.int32), np.ones(2, np.float32), device=device)
+        return
     for x in ([0, 9], [-1, 2]):
         with pytest.raises(IndexOutOfBoundsError, match=r"test_histograms\.py"):
             counts(np.array(x, np.int64), np.ones(2), device=device)
@@ -241,8 +243,10 @@ def found_range(x):
 
 
 def test_histogram_of_equal_values_empty_arrays_and_nd_arrays(device):
-    if not held(device, "int64"):
-        pytest.skip(f"{device.name} holds no int64, the dtype of np.histogram's counts (asserted above)")
+    if not held(device, "int64"):  # the counts are int64, which the device holds none of
+        with pytest.raises(GraphError, match="cannot hold int64"):
+            found_range(np.full(5, 3.0, np.float32), device=device)
+        return
     dtype = widest_float(device)
     for x in (np.full(5, 3.0, dtype), np.full(4, 7, np.int64), np.zeros(0, dtype), np.arange(12.0).reshape(3, 4),
               np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max]), np.array([1e-300, 2e-300, 1e300])):
@@ -253,8 +257,12 @@ def test_histogram_of_equal_values_empty_arrays_and_nd_arrays(device):
 def test_histogram_without_a_range_of_values_that_are_not_finite_counts_nothing(device):
     """NumPy raises ValueError (the range it finds is not finite), which a plan cannot before its run:
     svod counts nothing and the edges are NaN (what docs/numpy.md says)."""
-    if not held(device, "int64") or not device.caps.ieee_floats:
-        pytest.skip(f"{device.name} holds no int64, the dtype of np.histogram's counts (asserted above)")
+    if not held(device, "int64"):  # the counts are int64, which the device holds none of
+        with pytest.raises(GraphError, match="cannot hold int64"):
+            found_range(np.array([1.0, np.nan, 2.0], np.float32), device=device)
+        return
+    if not device.caps.ieee_floats:
+        pytest.skip(f"{device.name}'s floats are not IEEE 754: NaN and inf are not values it keeps")
     for bad in (np.nan, np.inf):
         got, edges = found_range(np.array([1.0, bad, 2.0]), device=device)
         np.testing.assert_array_equal(got, np.zeros(4, np.int64))

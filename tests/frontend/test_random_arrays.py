@@ -13,7 +13,7 @@ import pytest
 
 import svod
 from svod import dtypes
-from svod.errors import KernelSyntaxError
+from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend.oracle import as_python, python_arguments
 from svod.random.philox import PlainRandom, philox4x32, sort_key, uniform_double
 from tests.frontend.test_arrays import line_of
@@ -242,8 +242,10 @@ def test_every_array_form_is_plain_pythons_on_every_device(device, n):
 def test_shapes_broadcasts_and_dimensions(compiled_device):
     """An n-d draw's elements in C order; ``rand(r, c)`` is ``random((r, c))`` of the next stream; a draw
     broadcast into an expression is drawn once per element of its own shape."""
-    if not _widths(compiled_device)[0]:
-        pytest.skip(f"{compiled_device.device} holds no float64, which these arrays of draws are")
+    if not _widths(compiled_device)[0]:  # the draws are float64, which the device holds none of: refused
+        with pytest.raises(SvodError, match="float64"):
+            _run(shaped, compiled_device, 3, 5, 4, 3)
+        return
     _, (grid, same, wide) = _same_bits(shaped, compiled_device, 3, 5, 4, 3)
     assert grid.shape == same.shape == wide.shape == (4, 3) and not np.array_equal(grid, same)
     words = philox4x32((0, np.arange(12, dtype=np.uint64), 0, 1), (5, 0))
@@ -254,9 +256,15 @@ def test_shapes_broadcasts_and_dimensions(compiled_device):
 def test_draws_of_one_number_between_phases(compiled_device, p):
     """Serial draws (stream 0) beside arrays of draws (their own streams), a branch of the plan on a draw, a
     number an array expression uses drawn once."""
-    if not _widths(compiled_device)[0]:
-        pytest.skip(f"{compiled_device.device} holds no float64, which these arrays of draws are")
-    _same_bits(between_phases, compiled_device, 8, np.zeros(5), p)
+    if _widths(compiled_device)[0]:
+        _same_bits(between_phases, compiled_device, 8, np.zeros(5), p)
+        return
+    # float32 arithmetic of the same draws (WebGPU): plain Python's float64 values to float32's precision
+    got_args, got = _run(between_phases, compiled_device, 8, np.zeros(5, np.float32), p)
+    want_args, want = _plain(between_phases, compiled_device, 8, 0, np.zeros(5, np.float32), p)
+    np.testing.assert_allclose(got_args[0], want_args[0], rtol=1e-6)
+    for value, wanted in zip(_values(got), _values(want), strict=True):
+        np.testing.assert_allclose(value, wanted, rtol=1e-6)
 
 
 @pytest.mark.parametrize("n", [1, 10])
