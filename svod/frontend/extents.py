@@ -157,23 +157,25 @@ def _key(value: Dim) -> str:
 
 
 def minimum(a: Dim, b: Dim) -> Dim:
-    if at_most(a, b):
-        return a
-    if at_most(b, a):
-        return b
-    first, second = sorted((a, b), key=_key)
-    return atom(f"min({_key(first)},{_key(second)})", call("min", node_of(first), node_of(second)),
-                min(low(a), low(b)), min(high(a), high(b)), reads(a) | reads(b))
+    return _extreme(a, b, "min")
 
 
 def maximum(a: Dim, b: Dim) -> Dim:
-    if at_most(b, a):
+    return _extreme(a, b, "max")
+
+
+def _extreme(a: Dim, b: Dim, name: str) -> Dim:
+    """``min(a, b)`` or ``max(a, b)``: one of them where the bounds show which, else an atom of both, in an order
+    of their own (``min(a, b)`` and ``min(b, a)`` are one extent)."""
+    smaller = name == "min"
+    if at_most(a, b) if smaller else at_most(b, a):
         return a
-    if at_most(a, b):
+    if at_most(b, a) if smaller else at_most(a, b):
         return b
+    pick = min if smaller else max
     first, second = sorted((a, b), key=_key)
-    return atom(f"max({_key(first)},{_key(second)})", call("max", node_of(first), node_of(second)),
-                max(low(a), low(b)), max(high(a), high(b)), reads(a) | reads(b))
+    return atom(f"{name}({_key(first)},{_key(second)})", call(name, node_of(first), node_of(second)),
+                pick(low(a), low(b)), pick(high(a), high(b)), reads(a) | reads(b))
 
 
 def floor_div(a: Dim, divisor: int) -> Dim:

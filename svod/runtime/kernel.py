@@ -250,14 +250,11 @@ class CachedKernel:
         sizes = {**values, **self.fixed} if self.fixed else values
         starts, counts = [], []
         for array, (dtype, numpy_dtype, static_size, size, written, _) in zip(arrays, layout, strict=True):
-            if type(array) is not np.ndarray or array.dtype != numpy_dtype:
-                return False
-            flags = array.flags
-            if not flags.c_contiguous:
-                return False
-            start = array_address(array, flags.writeable)
-            if start % dtype.itemsize or (written and not flags.writeable) or \
+            if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
                     array.size < (static_size if static_size is not None else evaluate(size, sizes)):
+                return False
+            start = _shared_start(array, dtype.itemsize, written)
+            if start is None:
                 return False
             starts.append(start)
             counts.append(array.size)
@@ -320,11 +317,8 @@ class ArrayLaunch:
         starts, counts = [], []
         for position, itemsize, written in self.checks:
             array = arguments[position]
-            flags = array.flags
-            if not flags.c_contiguous or (written and not flags.writeable):
-                return False
-            start = array_address(array, flags.writeable)
-            if start % itemsize:
+            start = _shared_start(array, itemsize, written)
+            if start is None:
                 return False
             starts.append(start)
             counts.append(array.size)
@@ -340,6 +334,16 @@ class ArrayLaunch:
                 return False
         self.kernel.program.execute(starts, vals, self.dims.global_size, self.dims.local_size)
         return True
+
+
+def _shared_start(array: np.ndarray, itemsize: int, written: bool) -> int | None:
+    """The address a kernel may use ``array`` at in place: C-contiguous, aligned to ``itemsize``, writeable where
+    ``written``; None where it may not (the general path copies it)."""
+    flags = array.flags
+    if not flags.c_contiguous or (written and not flags.writeable):
+        return None
+    start = array_address(array, flags.writeable)
+    return None if start % itemsize else start
 
 
 def _reads(size: UOp, names: set[str]) -> bool:
