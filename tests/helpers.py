@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import shutil
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,16 @@ def assert_replayed_natively(plan: svod.ExecutionPlan, kinds: set[type]) -> None
     work = list(replay_pieces(plan._replay_work(plan._levels)))
     assert kinds <= {type(item) for item in work} and not any(isinstance(item, ReplayHost) for item in work)
     assert isinstance(plan._native, NativeProgram) and plan._native.callbacks == []
+
+
+def ks_statistic(values: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray]) -> float:
+    """The Kolmogorov-Smirnov statistic of ``values`` against the exact ``cdf`` (numpy only)."""
+    x = np.sort(values)
+    f = cdf(x)
+    n = len(x)
+    return float(max((np.arange(1, n + 1) / n - f).max(), (f - np.arange(n) / n).max()))
+
+
+def ks_critical(n: int) -> float:
+    """The Kolmogorov-Smirnov statistic's critical value at a 0.1% level, for ``n`` samples."""
+    return 1.95 / math.sqrt(n)

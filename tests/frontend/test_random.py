@@ -19,7 +19,7 @@ from svod.frontend.promotion import Platform
 from svod.ir import Ops
 from svod.random import Launch
 from svod.random.philox import philox4x32, uniform_double
-from tests.helpers import cpu_device
+from tests.helpers import cpu_device, ks_critical, ks_statistic
 
 # ---- kernels -----------------------------------------------------------------------------------------------
 
@@ -377,16 +377,8 @@ def samples(out, seed):
 
 
 N = 400_000
-KS_CRITICAL = 1.95 / math.sqrt(N)
-"""The Kolmogorov-Smirnov statistic's critical value at a 0.1% level, for N samples."""
+KS_CRITICAL = ks_critical(N)
 
-
-def _ks(values: np.ndarray, cdf) -> float:
-    """The KS statistic of ``values`` against the exact ``cdf``."""
-    x = np.sort(values)
-    f = cdf(x)
-    n = len(x)
-    return float(max((np.arange(1, n + 1) / n - f).max(), (f - np.arange(n) / n).max()))
 
 
 @pytest.fixture(scope="module")
@@ -401,7 +393,7 @@ def test_uniforms_are_uniform(drawn):
     assert u.min() >= 0.0 and u.max() < 1.0
     assert abs(u.mean() - 0.5) < 4 * math.sqrt(1 / 12 / N)
     assert abs(u.var() - 1 / 12) < 0.002
-    assert _ks(u, lambda x: x) < KS_CRITICAL
+    assert ks_statistic(u, lambda x: x) < KS_CRITICAL
 
 
 def test_normals_are_normal(drawn):
@@ -409,7 +401,7 @@ def test_normals_are_normal(drawn):
     assert abs(z.mean()) < 4 / math.sqrt(N)
     assert abs(z.var() - 1.0) < 0.01
     erf = np.frompyfunc(math.erf, 1, 1)
-    assert _ks(z, lambda x: 0.5 * (1.0 + erf(x / math.sqrt(2.0)).astype(np.float64))) < KS_CRITICAL
+    assert ks_statistic(z, lambda x: 0.5 * (1.0 + erf(x / math.sqrt(2.0)).astype(np.float64))) < KS_CRITICAL
     assert np.isfinite(z).all()
 
 
@@ -417,7 +409,7 @@ def test_exponentials_are_exponential(drawn):
     e = drawn[:, 2]
     assert e.min() >= 0.0 and np.isfinite(e).all()
     assert abs(e.mean() - 2.0) < 4 * 2.0 / math.sqrt(N)
-    assert _ks(e, lambda x: 1.0 - np.exp(-x / 2.0)) < KS_CRITICAL
+    assert ks_statistic(e, lambda x: 1.0 - np.exp(-x / 2.0)) < KS_CRITICAL
 
 
 def test_integers_cover_their_range_uniformly(drawn):

@@ -17,7 +17,7 @@ from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend.oracle import as_python, python_arguments
 from svod.random.philox import PlainRandom, philox4x32, sort_key, uniform_double
 from tests.frontend.test_arrays import line_of
-from tests.helpers import cpu_device
+from tests.helpers import cpu_device, ks_critical, ks_statistic
 
 # ---- the functions -------------------------------------------------------------------------------------------
 
@@ -369,8 +369,7 @@ def test_compiling_and_running_leave_numpys_generator_alone():
 # ---- distributions -------------------------------------------------------------------------------------------
 
 N = 1_000_000
-KS_CRITICAL = 1.95 / math.sqrt(N)
-"""The Kolmogorov-Smirnov statistic's critical value at a 0.1% level, for N samples."""
+KS_CRITICAL = ks_critical(N)
 
 
 @svod.jit
@@ -379,13 +378,6 @@ def samples(n, seed):
     return (np.random.random(n), np.random.standard_normal(n), np.random.exponential(2.0, n),
             np.random.randint(0, 10, n))
 
-
-def _ks(values: np.ndarray, cdf) -> float:
-    """The KS statistic of ``values`` against the exact ``cdf`` (numpy only)."""
-    x = np.sort(values)
-    f = cdf(x)
-    n = len(x)
-    return float(max((np.arange(1, n + 1) / n - f).max(), (f - np.arange(n) / n).max()))
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +390,7 @@ def test_uniforms_are_uniform(drawn):
     assert u.min() >= 0.0 and u.max() < 1.0
     assert abs(u.mean() - 0.5) < 4 * math.sqrt(1 / 12 / N)
     assert abs(u.var() - 1 / 12) < 4 * math.sqrt(1 / 180 / N)
-    assert _ks(u, lambda x: x) < KS_CRITICAL
+    assert ks_statistic(u, lambda x: x) < KS_CRITICAL
 
 
 def test_normals_are_normal(drawn):
@@ -407,13 +399,13 @@ def test_normals_are_normal(drawn):
     assert abs(z.mean()) < 4 / math.sqrt(N)
     assert abs(z.var() - 1.0) < 4 * math.sqrt(2 / N)
     erf = np.frompyfunc(math.erf, 1, 1)
-    assert _ks(z, lambda x: 0.5 * (1.0 + erf(x / math.sqrt(2.0)).astype(np.float64))) < KS_CRITICAL
+    assert ks_statistic(z, lambda x: 0.5 * (1.0 + erf(x / math.sqrt(2.0)).astype(np.float64))) < KS_CRITICAL
 
 
 def test_exponentials_and_integers(drawn):
     e, k = drawn[2], drawn[3]
     assert e.min() >= 0.0 and abs(e.mean() - 2.0) < 4 * 2.0 / math.sqrt(N)
-    assert _ks(e, lambda x: 1.0 - np.exp(-x / 2.0)) < KS_CRITICAL
+    assert ks_statistic(e, lambda x: 1.0 - np.exp(-x / 2.0)) < KS_CRITICAL
     counts = np.bincount(k, minlength=10)
     assert len(counts) == 10 and float(((counts - N / 10) ** 2 / (N / 10)).sum()) < 27.88  # 9 dof, 0.1% level
 
