@@ -38,6 +38,11 @@ except ImportError:  # the extra is optional; the device reports why it is missi
     cl = None
 
 BUILD_OPTIONS = "-cl-fp32-correctly-rounded-divide-sqrt -w"
+
+_BUILDING = threading.Lock()
+"""Held while a program is built and its binary read: PoCL generates the binary's code when it is asked for it,
+and two threads doing that at once crashed the process (a segfault in ``clGetProgramInfo``). A plan's kernels
+then build one after another, as they would on one core."""
 """IEEE 754's division and square root; no warnings, which a driver's compiler (PoCL's clang) prints to the
 process's stderr itself: what the kernel says (``x <= x``) is svod's to check, and svod's output stays clean."""
 
@@ -122,16 +127,18 @@ class OpenCLCompiler(CompilerBase):
         self.cache_key = f"opencl-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
-        program = cl.Program(self.device.context, spec.src)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", cl.CompilerWarning)  # a driver's warnings about user kernels
-                program.build(options=BUILD_OPTIONS, devices=[self.device.device])
-        except cl.Error as err:
-            log = program.get_build_info(self.device.device, cl.program_build_info.LOG)
-            raise CompileError(f"the OpenCL build failed: {str(err).splitlines()[0]}", source=spec.src, log=log,
-                               kernel=spec.name) from err
-        return CompiledSpec.from_spec(spec, data=program.binaries[0])
+        with _BUILDING:
+            program = cl.Program(self.device.context, spec.src)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", cl.CompilerWarning)  # a driver's warnings about user kernels
+                    program.build(options=BUILD_OPTIONS, devices=[self.device.device])
+            except cl.Error as err:
+                log = program.get_build_info(self.device.device, cl.program_build_info.LOG)
+                raise CompileError(f"the OpenCL build failed: {str(err).splitlines()[0]}", source=spec.src,
+                                   log=log, kernel=spec.name) from err
+            binary = program.binaries[0]
+        return CompiledSpec.from_spec(spec, data=binary)
 
 
 class OpenCLProgram(ProgramBase):
@@ -144,7 +151,7 @@ class OpenCLProgram(ProgramBase):
         self.name = compiled.name
         self.device = device
         try:
-            with warnings.catch_warnings():
+            with _BUILDING, warnings.catch_warnings():
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 program = cl.Program(device.context, [device.device], [compiled.bytes]).build()
             self.kernel = cl.Kernel(program, compiled.entry)

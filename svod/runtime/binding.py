@@ -30,6 +30,23 @@ class Binding:
     written: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The plan buffer a key of ``buffers`` names, and what that fixes for every array bound to it."""
+
+    slot: int
+    storage: int
+    dtype: np.dtype[Any]
+    size: int
+    dtype_name: str
+    written: bool
+    host: bool
+    patch: bool
+    """Whether the steps are repointed at the array (else it is copied in and out)."""
+    user: str | None
+    """The first step that uses the buffer, which errors name."""
+
+
 class ArrayBinding:
     """Per storage of a prepared plan: where its steps keep its address, which step writes it first, which
     uses it first, and its host range; and, from that, the arrays of one run bound and unbound."""
@@ -44,8 +61,11 @@ class ArrayBinding:
         """Each storage some step writes, with the first such step's name."""
         self.users: dict[int, str] = {}
         """Each storage, with the name of the first step that touches it."""
-        self._host_ranges: list[tuple[int, int, int]] = []
-        """(start, end, storage) of every storage in host memory, for the overlap check of bound arrays."""
+        self._host_ranges: list[tuple[int, int, int, bool]] = []
+        """(start, end, storage, written) of every storage in host memory, for the overlap check of bound
+        arrays."""
+        self._targets: dict[int | str, _Target] = {}
+        """What each key bound so far names (``_target``)."""
         self._index(steps)
 
     def add_sites(self, sites: Mapping[int, Sequence[Site]]) -> None:
@@ -71,52 +91,55 @@ class ArrayBinding:
         bindings: list[Binding] = []
         seen: dict[int, int | str] = {}
         for key, obj in arrays.items():
-            slot = self.slot(key)
-            buf = self.buffers[slot]
-            storage = id(buf.base)
-            user = self.users.get(storage)
-            if buf.is_view:
-                raise BufferMismatchError(f"plan buffer {key} is a view at offset {buf.offset} of another; bind an "
-                                          "array to the buffer it views", kernel=user, stage="execute", value=key)
+            target = self._targets.get(key) or self._target(key)
+            storage = target.storage
             if storage in seen:
                 raise BufferMismatchError(f"plan buffers {seen[storage]} and {key} are one buffer; bind it once",
-                                          kernel=user, stage="execute", value=key)
+                                          kernel=target.user, stage="execute", value=key)
             seen[storage] = key
-            array = _host_array(obj, key, user)
-            if array.dtype != buf.dtype.numpy:
-                raise BufferMismatchError(f"plan buffer {key} holds {buf.dtype.name}; the array bound to it is "
-                                          f"{array.dtype}", kernel=user, stage="execute", value=str(array.dtype))
-            if array.size != buf.size:
-                raise BufferMismatchError(f"plan buffer {key} has {buf.size} elements; the array bound to it has "
-                                          f"{array.size}", kernel=user, stage="execute", value=array.size)
-            written = storage in self.written
-            if written and not array.flags.writeable:
+            array = obj if type(obj) is np.ndarray else _host_array(obj, key, target.user)
+            if array.dtype != target.dtype or array.size != target.size:
+                _refuse_shape(array, target, key)
+            writeable = array.flags.writeable
+            if target.written and not writeable:
                 raise BufferMismatchError(f"plan buffer {key} is written by the plan; the array bound to it is "
                                           "read-only", kernel=self.written[storage], stage="execute",
                                           value=key)
-            host = buf.device_object.caps.host_memory
-            patch = host and storage not in self._copied
             address = 0
-            if host:
+            if target.host:
                 if not array.flags.c_contiguous:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not C-contiguous; kernels "
                                               "use its memory as it is (np.ascontiguousarray copies one)",
-                                              kernel=user, stage="execute", value=array.strides)
-                address = array_address(array, array.flags.writeable)
-                if address % array.dtype.itemsize:
+                                              kernel=target.user, stage="execute", value=array.strides)
+                address = array_address(array, writeable)
+                if address % target.dtype.itemsize:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not aligned to its itemsize "
-                                              f"({array.dtype.itemsize})", kernel=user, stage="execute",
-                                              value=address % array.dtype.itemsize)
-            bindings.append(Binding(slot, storage, array, address, patch, written))
+                                              f"({target.dtype.itemsize})", kernel=target.user, stage="execute",
+                                              value=address % target.dtype.itemsize)
+            bindings.append(Binding(target.slot, storage, array, address, target.patch, target.written))
         self._check_unshared(bindings)
         return bindings
+
+    def _target(self, key: int | str) -> _Target:
+        """What binding to ``key`` means, the same every run: checked and kept on first use."""
+        slot = self.slot(key)
+        buf = self.buffers[slot]
+        storage = id(buf.base)
+        user = self.users.get(storage)
+        if buf.is_view:
+            raise BufferMismatchError(f"plan buffer {key} is a view at offset {buf.offset} of another; bind an "
+                                      "array to the buffer it views", kernel=user, stage="execute", value=key)
+        host = buf.device_object.caps.host_memory
+        target = _Target(slot, storage, np.dtype(buf.dtype.numpy), buf.size, buf.dtype.name, storage in self.written,
+                         host, host and storage not in self._copied, user)
+        self._targets[key] = target
+        return target
 
     def _check_unshared(self, bindings: Sequence[Binding]) -> None:
         """A bound array written by the plan shares memory with no other storage it touches, and a bound
         array shares none with a storage the plan writes (the kernels are compiled assuming so)."""
         rebound = {b.storage for b in bindings if b.patch}
-        ranges = [(start, end, storage, storage in self.written)
-                  for start, end, storage in self._host_ranges if storage not in rebound]
+        ranges = [r for r in self._host_ranges if r[2] not in rebound]
         ranges += [(b.address, b.address + b.array.nbytes, b.storage, b.written) for b in bindings if b.patch]
         ranges.sort()
         reach_end, reach_written, reach_storage = -1, False, 0
@@ -163,9 +186,17 @@ class ArrayBinding:
                 for storage, sites in step.sites.items():
                     self.sites.setdefault(storage, []).extend(sites)
         bases = {id(b.base): b.base for b in self.buffers}
-        self._host_ranges = sorted((int(base.address), int(base.address) + base.nbytes, key)
+        self._host_ranges = sorted((int(base.address), int(base.address) + base.nbytes, key, key in self.written)
                                    for key, base in bases.items()
                                    if base.device_object.caps.host_memory and base.nbytes and key in self.users)
+
+
+def _refuse_shape(array: np.ndarray, target: _Target, key: int | str) -> None:
+    if array.dtype != target.dtype:
+        raise BufferMismatchError(f"plan buffer {key} holds {target.dtype_name}; the array bound to it is "
+                                  f"{array.dtype}", kernel=target.user, stage="execute", value=str(array.dtype))
+    raise BufferMismatchError(f"plan buffer {key} has {target.size} elements; the array bound to it has "
+                              f"{array.size}", kernel=target.user, stage="execute", value=array.size)
 
 
 def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
