@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import tempfile
 from collections import Counter
+from pathlib import Path
 
 os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
+if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller: its workers, started later, inherit the folder
+    os.environ["SVOD_TEST_FAULTS"] = tempfile.mkdtemp(prefix="svod-test-faults-")
 
 import pytest
 from hypothesis import settings
@@ -34,8 +38,28 @@ def compiled_device(request: pytest.FixtureRequest) -> Device:
     return open_device(request.param)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """A test worker that crashes (a segfault in native code) writes every thread's Python stack to a file the
+    controller shows at the end, where a CI log's tail has it (pytest's own dump goes to the worker's stderr)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None and "SVOD_TEST_FAULTS" in os.environ:
+        log = (Path(os.environ["SVOD_TEST_FAULTS"]) / f"{worker}.log").open("w")
+        config.stash[_FAULT_LOG] = log
+        faulthandler.enable(file=log, all_threads=True)
+
+
+_FAULT_LOG = pytest.StashKey[object]()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line per reason for skipping, with its count, after the result (``-rs`` lists each skip)."""
+    """Each crashed worker's stacks, then one line per reason for skipping, with its count, after the result
+    (``-rs`` lists each skip)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ and "SVOD_TEST_FAULTS" in os.environ:
+        for log in sorted(Path(os.environ["SVOD_TEST_FAULTS"]).glob("*.log")):
+            if text := log.read_text(errors="replace").strip():
+                terminalreporter.write_line(f"test worker {log.stem} crashed; its threads, innermost call first:")
+                terminalreporter.write_line(text)
     reasons = Counter(_skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
     if reasons:
         terminalreporter.write_line("skipped: " + "; ".join(f"{count} x {reason}" for reason, count in
