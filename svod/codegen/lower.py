@@ -8,8 +8,9 @@ target, is ``svod.codegen.pipeline``'s.
                 (the parts of one long reduction); gate_effects; describe (what lowering did)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
-        <- lower_cpu  a CPU: split_for_threads, privatize_atomics, block_matmul, tile_for_cpu
-        <- lower_gpu  a GPU: to_gpu_indices, share_reductions, reduce_per_item, tile_matmul
+        <- lower_cpu      a CPU: split_for_threads, privatize_atomics, tile_for_cpu, block_transposes
+        <- matmul_blocks  a CPU matmul whose b outgrows L2: block_matmul
+        <- lower_gpu      a GPU: to_gpu_indices, share_reductions, reduce_per_item, tile_matmul
 
 Each module imports only from those above it.
 """

@@ -58,7 +58,6 @@ from svod.codegen.lower import (
     split_reduction,
 )
 from svod.codegen.lower_cpu import (
-    block_matmul,
     block_transposes,
     privatize_atomics,
     thread_split,
@@ -66,6 +65,7 @@ from svod.codegen.lower_cpu import (
     vector_bytes,
 )
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
+from svod.codegen.matmul_blocks import block_matmul
 from svod.codegen.recurrences import carry_rows, forward_stored
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
