@@ -35,7 +35,8 @@ from svod.codegen.lower_gpu import WorkGroupLimits, reduce_per_item, share_reduc
 from svod.codegen.matmul_blocks import STREAM_DEPTH, block_matmul
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
-from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
+from svod.codegen.render.llvm_unroll import TILE_UNROLL
+from svod.codegen.render.llvmir import LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.codegen.upcast import (
     EXTREMA,
