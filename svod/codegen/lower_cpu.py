@@ -113,7 +113,7 @@ def _heaviest_ranges(sink: UOp) -> frozenset[UOp]:
     """The ranges of the effect that runs the most iterations (at the largest sizes), the first of those
     on a tie. The split range is one of them where one may be: a range the heaviest effect does not run in
     leaves it on worker 0 alone (a blocked matmul's 64 rows split over its 4 columns past the blocks, not
-    its 896 in blocks: 13 ms, 3.5 over the rows of both)."""
+    its 896 in blocks, ran those blocks on one worker)."""
     def work(effect: UOp) -> int:
         return math.prod(max(int(r.src[0].vmax), 1) for r in effect.toposort() if r.op is Ops.RANGE)
 
@@ -144,8 +144,8 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, froze
     variables, the smaller bound of the two sides of a MIN, else the end's largest value. A range the
     effect runs in (``live``) encloses all its work, and where it is empty the effect runs nothing; effects
     in the same ranges are one loop nest (a symbolic 256x256x10 dense layer, counting its empty tiles' loops
-    and each row of its edge tile as a loop of 256 turns, woke two workers for 0.65 MFLOP: 151 us against 89
-    on one); any other range counts at least 1 (a range that may be empty is a sibling loop as often as a
+    and each row of its edge tile as a loop of 256 turns, woke two workers for too little work, and ran slower
+    than on one); any other range counts at least 1 (a range that may be empty is a sibling loop as often as a
     nested one). (One product over every range of the kernel took an edge tile's range for a factor of every
     effect: a symbolic 256^2 matmul woke one worker of two; a split maximum's tail, empty over 1024 columns,
     kept a softmax on one.)"""
@@ -190,7 +190,7 @@ def privatize_atomics(sink: UOp) -> UOp:
     kernel becomes: the copy set to 0 (``-0.0`` for floats, which any sum keeps), the kernel with its adds into
     the copy, then each thread's copy added into the buffer (integer zeros skipped). A buffer of symbolic size
     gets a copy of ``PRIVATE_BYTES``, used where the buffer fits it, its adds made atomically into the buffer
-    where it does not (a histogram of a symbolic bin count: 38 ms of locked adds, against 0.8 with copies), in a
+    where it does not (a histogram of a symbolic bin count, all locked adds, ran many times slower), in a
     loop nest of their own after the kernel's (a gate that no loop computes opens its IF around the loops). So
     only in a kernel that makes these adds and nothing else: an effect beside them would share the loop the IF
     splits, or be split from them (its loop run twice: a value read before a store and used after it was read
@@ -278,7 +278,7 @@ def vector_bytes(vector_registers: int) -> int:
 def tile_row_bytes(vector_registers: int) -> int:
     """The bytes of a CPU register tile's row: two vector registers, 128 with AVX-512 (32 registers of 512
     bits: rows of 32 float32), 64 with AVX2's 16 (rows of 16). A tile twice as wide reads each broadcast of
-    ``a`` for twice the work (matmul 1024 on a Xeon: 45 -> 121 GFLOP/s)."""
+    ``a`` for twice the work."""
     return 2 * vector_bytes(vector_registers)
 
 
@@ -298,10 +298,8 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
 def extrema_partials(vector_registers: int) -> tuple[int, int]:
     """How many partials a MAX or MIN reduction keeps (``split_reductions``), over a constant size and a
     symbolic one. With AVX-512's 32 registers, 64 for both: four registers of 16 float32 whose compare chains
-    run side by side (softmax's row maximum, 4096x1024 float32 on a 2-core Zen 5, same process: constant rows
-    1.32-1.37 ms in 8 partials, 0.84-0.93 in 64, 8.8 in 128, where LLVM no longer keeps them in registers;
-    symbolic rows 1.07-1.12 in 32, 1.03-1.08 in 64). With AVX2's 16, ``SPLIT_WIDTH`` and ``TAIL_SPLIT_WIDTH``,
-    measured there."""
+    run side by side (8 partials leave each compare waiting for the last; at 128, LLVM no longer keeps them in
+    registers). With AVX2's 16, ``SPLIT_WIDTH`` and ``TAIL_SPLIT_WIDTH``, chosen there."""
     return (64, 64) if vector_registers >= 32 else (SPLIT_WIDTH, TAIL_SPLIT_WIDTH)
 
 
@@ -309,22 +307,20 @@ TRANSPOSE_BLOCK = 32
 """The side of the square blocks ``block_transposes`` walks: 32 float32 rows and columns are 4 KiB of each
 side, two cache lines a row, and stay in L1 while the block is copied."""
 SYMBOLIC_TRANSPOSE_BLOCK = 8
-"""The side where a size is a variable, each block walked along the rows it writes (transpose of 4096^2
-float32, symbolic, 2 cores: 28 ms in blocks of 32 walked along the rows read, 17 along the rows written, 10.5
-in blocks of 16, 9.7 of 8; the constant kernel, 8.5 ms as it is, took 27 along the rows written: over a
-constant stride, LLVM turns a block walked along its reads into transposes in vector registers). On a
-2-core znver3, one process: blocks of 4 28-30 ms, of 8 20.5-20.8, of 16 25-38; the constant kernel 22-24."""
+"""The side where a size is a variable, each block walked along the rows it writes: over a variable stride, blocks
+of 8 walked that way ran fastest of the sides tried (4 to 32). The constant kernel keeps ``TRANSPOSE_BLOCK``
+walked along its reads: over a constant stride, LLVM turns such a block into transposes in vector registers."""
 
 
 def block_transposes(sink: UOp) -> UOp | None:
-    """A kernel that reads along one GLOBAL range and writes along the other (a transpose: ``out[c, r] =
-    x[r, c]``) walked in square blocks, so that the lines it writes are filled while they are in cache: row by
-    row, each store touches a line of its own and a page of its own every block (transpose 4096^2 float32 on
-    2 cores: see the issue 46 note). The blocks are ``TRANSPOSE_BLOCK`` on a side, walked along the rows read,
-    or where a size is a variable ``SYMBOLIC_TRANSPOSE_BLOCK``, walked along the rows written; an end a block
-    may not divide leaves a last block cut short (its ranges end at ``min(block, end - start)``). None for any
-    other kernel: one with reductions, sequential loops or more or fewer than two GLOBAL ranges, ends that may
-    not hold two blocks, or no such pair of accesses."""
+    """A kernel that reads along one GLOBAL range and writes along the other (a transpose:
+    ``out[c, r] = x[r, c]``) walked in square blocks, so that the lines it writes are filled while they are in
+    cache: row by row, each store touches a line of its own and a page of its own every block. The blocks are
+    ``TRANSPOSE_BLOCK`` on a side, walked along the rows read, or where a size is a variable
+    ``SYMBOLIC_TRANSPOSE_BLOCK``, walked along the rows written; an end a block may not divide leaves a last block
+    cut short (its ranges end at ``min(block, end - start)``). None for any other kernel: one with reductions,
+    sequential loops or more or fewer than two GLOBAL ranges, ends that may not hold two blocks, or no such pair
+    of accesses."""
     topo = sink.toposort()
     ranges = sorted((u for u in topo if u.op is Ops.RANGE), key=range_order)
     if len(ranges) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in ranges) or \

@@ -22,29 +22,28 @@ __all__ = ["BLOCK_DEPTH", "STREAM_DEPTH", "block_matmul"]
 
 BLOCK_SHARE = 2
 """A block of ``b`` takes at most a ``1/BLOCK_SHARE`` of a core's L2 cache, so it stays there while every
-row of the output passes over it, with room for the rows of ``a`` (on the Xeon's 2 MiB, matmul 2048: 209
-GFLOP/s in blocks of 1 MiB, 163 in blocks of 2; float64 1024: 126 against 94)."""
+row of the output passes over it, with room for the rows of ``a``: a block as large as the whole L2 is
+evicted by them, and each pass over it reads it from L3 again."""
 BLOCK_MIN_ROWS = 512
 """The fewest rows of output (times batches) that repay copying ``b`` where its rows do not start cache lines,
-and the other form is blocks over ``b`` itself: an MLP's 256-row layer over a 4 MiB ``b`` took 1.22 ms in
-place and 1.23 over the copy on the Xeon; this znver3, ms in place / over the copy: float64 64x1100x900 3.07 /
-3.55, float32 100x2000x2000 11.2 / 11.7, 300x1000x1000 5.94 / 6.02."""
+and the other form is blocks over ``b`` itself: fewer rows (an MLP's layers of a few hundred rows) run
+no faster over the copy than in place, and the copy is work of its own."""
 VARIABLE_MIN_ROWS = 64
 """``BLOCK_MIN_ROWS`` where a size is a variable, and the other form reads ``b`` as written, from L3 for each
-row of tiles; this znver3, ms over the copy / as written: float64 1100x900, 32 rows 2.6 / 2.4, 64 rows 3.5 /
-4.3, 400 rows 17.9 / 26; float32 1000x1000, 32 rows 1.03 / 0.86, 64 rows 1.64 / 1.82, 256 rows 6.1 / 7.3."""
+row of tiles: a few dozen rows of output already read ``b`` often enough to repay its copy, where fewer
+run faster reading it as written."""
 ALIASED_MIN_ROWS = 16
 """The fewest rows that repay copying ``b`` where its rows are an even number of cache lines apart, and so
-fall in a fraction of the cache's sets: float32 by 1024 (rows 4 KiB apart), this 2-core znver3, 16 rows:
-1.2 ms over the copy, 2.2 in blocks over ``b`` itself, 2.4 as written; 64 rows of 2048: 14, 35 and 64 ms;
-4 rows: 0.67, 0.86, 0.71."""
+fall in a fraction of the cache's sets (float32 by 1024: rows 4 KiB apart): there every pass over ``b`` misses
+the cache, so even a few rows of output run faster over the copy than in blocks over ``b`` or as written,
+though a handful do not repay it."""
 BLOCK_WIDTHS = (256, 128)
 """The widths a block of columns may take, widest first: multiples of every register tile's row."""
 BLOCK_DEPTH = 512
 """The most turns of a sum one block of ``b``'s rows takes (fewer where the narrowest block of that depth
 would not fit in its share of L2): the block then stays in L2 whatever the sum's length, and a row of
-``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns. matmul 2048: 73 -> 52
-ms; float64 1024: 16.9 -> 13.5; NPBench's gemm (2500x2750x3000 float64, blocks of 500): 1.43 s -> 0.32."""
+``a``'s register tile (8 rows, 16 KiB in float32) in L1 across the block's columns: a long sum, unblocked,
+reads each row of ``a`` from L2 and each block of ``b`` from L3 (a large matmul, and NPBench's gemm)."""
 
 
 def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...] | None:
@@ -52,16 +51,15 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     ``l2_bytes``), over ``b`` in blocks of ``W`` columns: the blocks are an outermost sequential loop, so
     each thread passes its rows over every block, and the columns past the last whole block are a store of
     their own. A block of ``b`` (``K x W`` elements) then stays in L2 while the rows pass over it; ``b``
-    read whole from L3 for each row of tiles ran at 92 GFLOP/s on one core, against 163 where it fits in
-    L2. A sum longer than ``BLOCK_DEPTH`` runs in blocks of ``D`` turns too, a loop inside the columns'
-    loop: a block of ``b`` is then ``D x W``, and each block continues the sum the block before stored
-    (``_continued``). Where the kernel stores something else of the sum (``alpha * sum + beta * c``), the
-    sums go to a scratch buffer first and a last part stores the kernel's values (``_summed_first``).
+    read whole from L3 for each row of tiles runs much slower than where it fits in L2. A sum longer than
+    ``BLOCK_DEPTH`` runs in blocks of ``D`` turns too, a loop inside the columns' loop: a block of ``b`` is
+    then ``D x W``, and each block continues the sum the block before stored (``_continued``). Where the
+    kernel stores something else of the sum (``alpha * sum + beta * c``), the sums go to a scratch buffer
+    first and a last part stores the kernel's values (``_summed_first``).
 
     Rows of ``b`` an even number of cache lines apart map to part of the cache's sets (4 KiB apart: a
-    sixteenth or fewer), and a block cut from them does not stay in L2 either (94 GFLOP/s in blocks, 167 over
-    rows 4224 bytes apart); rows that do not start a cache line split a tile's vector loads in two
-    (2500x2750x3000 float64: 0.36 s, 0.30 over rows of 2752). Such a kernel, where at least
+    sixteenth or fewer), and a block cut from them does not stay in L2 either (unlike rows 4224 bytes apart);
+    rows that do not start a cache line split a tile's vector loads in two. Such a kernel, where at least
     ``BLOCK_MIN_ROWS`` rows of output read ``b``, runs as two that share every buffer and one more:
 
     - ``pack``: ``b`` copied into the scratch buffer, each row starting a cache line, an odd number apart;
@@ -118,7 +116,7 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     """A matmul of variable sizes in blocks (``_blocked``) where ``b`` is read at ``k * n + j`` (plus a batch's
     offset), ``n`` the size of output range ``j`` (``b``'s rows are the output's). How big ``b`` is, no
     compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
-    not, reading it from memory for each row of tiles took 4.3x the time of the blocks (matmul 2048). The
+    not, reading it from memory for each row of tiles takes several times as long as the blocks. The
     blocks are shaped as for a long sum (``_block_shape``). Where rows of output pass over ``b``, each launch
     takes one of the forms of the kernel (``_launch_forms``); a kernel that stores something else of the sum
     (``sum + c``) that its blocks cannot store (``_blocks_store_value``) is blocked only where ``b`` is packed,
@@ -162,11 +160,10 @@ def _launch_forms(sink: UOp, load: UOp, k: UOp, j: UOp, outputs: frozenset[UOp],
     - ``pack`` and ``packed``: in blocks over a copy of ``b`` whose rows lie an odd number of cache lines apart
       (``_pitch``'s rule, of a variable ``n``), where ``b`` is larger than a block and holds two blocks'
       columns, and enough rows pass over it (``ALIASED_MIN_ROWS`` where its rows are an even number of lines
-      apart, ``VARIABLE_MIN_ROWS`` where not); rows of 4 KiB, matmul 1024: 45 ms read where they are, 20.4 over
-      the copy, 20.0 the constant kernel's;
-    - as written for any other launch: over a ``b`` that stays in L2 (attention's ``p @ v``, 64 columns by
-      1024: 2.33 ms in blocks, 1.78 the constant kernel's), or that few rows read (64x1040x1040: 4.3 ms, 5.5 in
-      blocks over ``b`` itself; 64x1000x1000: 3.1, 4.1 over the copy, 6.6 in blocks).
+      apart, ``VARIABLE_MIN_ROWS`` where not): over rows of 4 KiB, as fast as the constant kernel, where read
+      in place they are much slower;
+    - as written for any other launch: over a ``b`` that stays in L2 (attention's ``p @ v``), where blocks
+      only add loop turns, or that few rows read, which do not repay a copy or blocks.
 
     Where ``b`` is not ``packable`` (its batches, or a size no proof shows holds ``K x n``), the first form
     is in blocks over ``b`` itself. Where the blocks cannot store the kernel's value of the sum themselves (not
@@ -223,8 +220,8 @@ def _transposed_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list
     ``j * s + k``, where no load reads the innermost output range ``j`` at unit stride), in two forms: a copy
     of ``b.T`` with rows an odd number of lines apart (``<name>_transpose``) and the kernel reading it
     (``<name>_transposed``), for a launch where ``TRANSPOSE_MIN_ROWS`` rows of output or more read it, and the
-    kernel as written for any other; the form a launch does not take runs no turns. Attention's scores,
-    ``q @ k.T`` of 1024x64: 4.6 ms read in place, 1.7 the constant kernel's over its copy."""
+    kernel as written for any other; the form a launch does not take runs no turns. Read in place, no
+    register tile covers such an operand (attention's scores, ``q @ k.T``)."""
     j = nested(outputs)[-1]
     rows = [r for r in nested(outputs) if r is not j]
     operands = [(u, to_poly(u.src[0].src[1])) for u in loads
@@ -287,8 +284,8 @@ def _pitch(count: int, itemsize: int) -> int:
     """The elements between rows of ``count`` elements in a copy whose rows each start a cache line and lie
     an odd number of lines apart, so the lines of consecutive rows fall in every set of the caches before
     one repeats. Rows 4 KiB apart map to a sixteenth of the sets or fewer, rows 5 KiB apart (1280 float32)
-    to half of L2's: matmul 1024x1024x1280, this host: 45-49 ms reading ``b`` where it is, 21-34 over a copy
-    81 lines apart."""
+    to half of L2's: a matmul reading such a ``b`` where it is runs much slower than over a copy an odd
+    number of lines apart."""
     lines = -(-count * itemsize // CACHE_LINE)
     return (lines | 1) * CACHE_LINE // itemsize
 
@@ -306,8 +303,8 @@ def _transpose_order(columns: int, depth: int, axis: int) -> tuple[UOp, UOp]:
 
 
 TRANSPOSE_MIN_ROWS = 8
-"""The fewest rows of output that repay copying a transposed operand: read in place, no tile covers it (a
-1024x1024 ``a @ b.T`` ran at 0.13x numpy, ``a.T @ b`` at 0.43x)."""
+"""The fewest rows of output that repay copying a transposed operand: read in place, no tile covers it, and
+``a @ b.T`` or ``a.T @ b`` runs at a fraction of numpy's rate."""
 
 
 def _transposed(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]) -> tuple[tuple[UOp, ...], UOp]:
@@ -476,8 +473,8 @@ page apart, which a CPU's prefetcher does not follow from one to the next. Rows 
 enough for it as they are, and the passes would add work for nothing (``v @ A`` over 3 columns)."""
 STREAM_DEPTH = 8
 """How many turns of its sum a streamed product (``_streamed``) takes a pass: rows of ``b`` read side by side,
-each along the whole of a thread's columns (``v @ A``, 10000x12500 float64, one core, same process: 46 ms two
-rows a pass, 36-37 four, 33-34 eight)."""
+each along the whole of a thread's columns: more rows a pass keep more of memory's streams busy, and the
+gain levels off by eight."""
 
 
 def _streamed(sink: UOp, k: UOp, outputs: frozenset[UOp]) -> tuple[UOp, ...]:
@@ -485,10 +482,9 @@ def _streamed(sink: UOp, k: UOp, outputs: frozenset[UOp]) -> tuple[UOp, ...]:
     passes of ``STREAM_DEPTH`` turns of ``k`` (``_continued``, outermost), each over every column: a pass reads
     that many rows of ``b``, each along a thread's columns, and adds them to the sums the pass before stored.
     Read a tile of columns at a time down every row, ``b`` came from memory a few cache lines a row, each row
-    a page apart (one core: 10000x12500 float64, 220 ms, 32 streamed; 4096x4096 float32, 10.6 ms, 2.7).
-    Each product is added in the same order as
-    before. Where the kernel stores something else of the sum, the sums go to a buffer of their own first
-    (``_sums_first``)."""
+    a page apart, waiting on memory at every row; streamed, the rows come at memory's bandwidth. Each
+    product is added in the same order as before. Where the kernel stores something else of the sum, the
+    sums go to a buffer of their own first (``_sums_first``)."""
     summed, *stored = (sink,) if _blocks_store_value(_the_store(sink)) else _sums_first(sink, outputs)
     ranges = [r for r in summed.toposort() if r.op is Ops.RANGE]
     renumbered = {r: UOp.range(r.src[0], r.arg[0] + 2, r.arg[1]) for r in ranges}  # the passes' loop outside

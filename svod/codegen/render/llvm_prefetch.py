@@ -18,12 +18,11 @@ __all__ = ["PREFETCH_STEPS", "PREFETCH_STRIDE_BYTES", "ROWS_AHEAD", "poly_consta
 PREFETCH_STEPS = 8
 """How many steps of a register tile's loop ahead a strided operand is prefetched."""
 ROWS_AHEAD = 2
-"""How many rows ahead ``row_operands`` prefetches (softmax 4096x1024, same process: 1.06 ms without, 0.77
-one row ahead, 0.72 two, 0.77 four; a write prefetch of the output's rows as well: 0.94-0.99)."""
+"""How many rows ahead ``row_operands`` prefetches: two ran fastest of one, two and four rows ahead (a
+softmax); prefetching the output's rows for writing as well ran slower."""
 PREFETCH_STRIDE_BYTES = 1024
-"""The stride (bytes per step of a tile's loop) from which an operand is prefetched: a CPU's own stride
-prefetcher follows short strides, not a matmul's rows of ``b`` 4 KiB apart, which each step then waited
-for (matmul 1024: 109 -> 170 GFLOP/s, 2048: 66 -> 141 with 2 prefetches a step, one per cache line)."""
+"""The stride (bytes per step of a tile's loop) from which an operand is prefetched: a CPU's own stride prefetcher
+follows short strides, not a matmul's rows of ``b`` 4 KiB apart, which each step then waited for."""
 
 
 def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, Poly]:
@@ -33,8 +32,8 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
     steps (a prefetch is a hint: it touches no memory a program can see and never faults). A variable stride
     is one of the kernel's variables alone (a symbolic matmul's ``b``, read where it is or packed), computed
     where it is prefetched. A loop of ``PREFETCH_STEPS`` turns or fewer reads nothing that far ahead, and
-    prefetches nothing (a streamed ``v @ A``'s 8 rows a pass, 10000x12500 float64 on one core: 50 ms with
-    the next pass's rows prefetched, 34 without)."""
+    prefetches nothing (a streamed ``v @ A``'s 8 rows a pass ran slower with the next pass's rows
+    prefetched)."""
     found: dict[UOp, Poly] = {}
     lines: dict[tuple[UOp, frozenset[tuple[Monomial, int]]], list[tuple[Poly, set[int]]]] = {}
     for index, loops in _buffer_loads(linear):
@@ -93,8 +92,7 @@ def row_operands(linear: tuple[UOp, ...]) -> dict[UOp, Poly]:
     of a softmax row, 64 floats a turn), inside a loop over rows at least ``PREFETCH_STRIDE_BYTES`` apart, in
     the first such loop of a row that reads the buffer: one per cache line of those that differ by a
     constant, prefetched ``ROWS_AHEAD`` rows ahead. A row of 4 KiB is a page, where a CPU's own prefetcher
-    stops: each row's first pass waited for memory (softmax 4096x1024 on a 2-core Zen 5: the maximum's loop
-    took as long as the ``exp``'s)."""
+    stops: each row's first pass waited for memory (a softmax's maximum took as long as its ``exp``)."""
     found: dict[UOp, Poly] = {}
     first: dict[tuple[UOp, UOp], UOp] = {}
     lines: dict[tuple[UOp, UOp], list[tuple[Poly, set[int]]]] = {}

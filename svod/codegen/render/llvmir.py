@@ -572,14 +572,13 @@ class _FunctionWriter:
     def _loop_hints(self, loop: UOp) -> str:
         """Loop metadata for ``loop``, if it needs any: a register tile's loop is unrolled ``TILE_UNROLL``
         times, counting the steps of tile loops nested in it (a convolution's channel loop around its 3x3
-        window: once, where 8 times took 350 ms of LLVM's time for the same speed); over a symbolic count,
-        half as far where the tile has at most ``SYMBOLIC_UNROLL_LANES`` accumulator lanes, and not at all
-        where it has more: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a
-        batched 8x32 tile over symbolic sizes, 64x128^3: 2.54 ms unrolled 4 times, 2.09 twice, 1.71 once;
-        static 1.25; a plain symbolic matmul the same either way); a loop around a tile's
-        loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised along itself: the
-        tile is the vector work already, and LLVM's loop vectoriser took seconds on such a loop (a 512x256
-        matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
+        window: once, where 8 times cost LLVM's time for the same speed); over a symbolic count, half as far
+        where the tile has at most ``SYMBOLIC_UNROLL_LANES`` accumulator lanes, and not at all where it has
+        more: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a batched 8x32 tile
+        over symbolic sizes ran fastest unrolled once; a plain symbolic matmul the same either way); a loop
+        around a tile's loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised
+        along itself: the tile is the vector work already, and LLVM's loop vectoriser took seconds to compile
+        such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly)."""
         if loop in self.tile_loops:
             accumulators = max(1, self.accumulators.get(loop, 1))
             steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
@@ -731,7 +730,8 @@ class _FunctionWriter:
         winner of the two, then, where they are equal, the AND (MAX) or OR (MIN) of their bits, which is
         the zero of the winning sign and any other value itself. Each compare feeds a select (a vector
         ``maxps`` and blends); compares combined with ``and``/``or`` left LLVM packing the masks of a split
-        reduction's 32 lanes between every step (a softmax's row maximum ran 4x slower than its sum)."""
+        reduction's 32 lanes between every step (a softmax's row maximum ran several times slower than its
+        sum)."""
         ty = self.ty(dtype)
         bits = f"i{dtype.bits}" if self.w == 1 else f"<{self.w} x i{dtype.bits}>"
         flag = self.ty(dtypes.bool)
