@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check of issue 47, run on a machine with an NVIDIA GPU (the workplace's `device` tool runs it in
+# The CUDA device check, run on a machine with an NVIDIA GPU (the workplace's `device` tool runs it in
 # the repository root; $OUT is a folder whose files come back): versions, a smoke run, every CUDA test, then
 # the speed report beside torch and Triton. TESTS and BENCH cap each part's seconds.
 set -o pipefail

@@ -22,8 +22,7 @@ from svod.backends.cpu_runtime import host_target_machine
 CHAINS = 12
 """Independent accumulators per loop: latency 4-5 cycles times two FMA pipes, with room to spare, and with
 the loop's two constants within AVX2's 16 vector registers. 16 chains did not fit: each turn moved and
-spilled accumulators, and the "peak" was half the host's (znver3, one core: 45 GFLOP/s float32, 90 with 12
-chains), below what OpenBLAS reached."""
+spilled accumulators, and the "peak" fell far below what 12 chains reach, and below what OpenBLAS reached."""
 TURNS = 20_000_000
 """Turns of the loop per thread: CHAINS FMAs each, tens of milliseconds on any host."""
 

@@ -1,6 +1,6 @@
-"""Whole numba programs under ``@svod.jit`` (issue 44): each program is ONE source text, written as a numba user
-writes it for ``@njit(parallel=True)``; its svod version and its numba version are that text with only the
-library's import, the ``prange`` import and the decorator swapped::
+"""Whole numba programs under ``@svod.jit``: each program is ONE source text, written as a numba user writes it
+for ``@njit(parallel=True)``; its svod version and its numba version are that text with only the library's
+import, the ``prange`` import and the decorator swapped::
 
     import numpy as np                     import numpy as np
     import numba                           import svod
@@ -439,7 +439,7 @@ PROGRAMS = [
 """The issue's programs as numba writes them, each followed by svod's rewrite where svod refuses it."""
 
 
-# ---- NumPy array programs (issue 45) -------------------------------------------------------------------------
+# ---- NumPy array programs ----------------------------------------------------------------------------------
 
 JACOBI_SLICES = """
 def jacobi_slices(a, b, steps):

@@ -1,5 +1,4 @@
-"""npbench's numba programs under ``@svod.jit`` (issue 71): svod beside numba and numpy on programs it did not
-choose.
+"""npbench's numba programs under ``@svod.jit``: svod beside numba and numpy on programs it did not choose.
 
 For each npbench benchmark with a numba variant, the first of ``_numba_npr``, ``_numba_np`` and ``_numba_n`` is
 taken as it is, and its svod version is the same text with only the decorators (``@nb.jit(...)`` ->

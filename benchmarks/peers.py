@@ -102,7 +102,7 @@ class Numba:
 
 SLOWEST_CALL_SECONDS = 1.0
 """A kernel language's call slower than this once (compiled) is not timed: Warp's single-threaded CPU matmul
-of 1024^2 took 3.5 s a call, and the suite times every contestant over many calls."""
+of 1024^2 takes seconds a call, and the suite times every contestant over many calls."""
 
 
 class KernelLanguages:

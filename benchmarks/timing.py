@@ -23,7 +23,7 @@ def settle(window: float = SETTLE_WINDOW_SECONDS, most: float = SETTLE_MOST_SECO
 
     A library's worker threads keep spinning for a while after its call returns, waiting for more work: numpy's
     OpenBLAS threads after a BLAS call took both cores of a 2-core machine from the next contestant, whose
-    kernel ran up to 20x slower than after a pause. Every contestant is timed after this wait (``sample_seconds``
+    kernel ran many times slower than after a pause. Every contestant is timed after this wait (``sample_seconds``
     starts with it), so none pays for the one before. Only this process's threads are watched (its CPU time):
     other processes' load is not the harness's to wait out."""
     waited = 0.0

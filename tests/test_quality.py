@@ -2,9 +2,12 @@
 interpreter, so the venv's tools and packages are the ones checked, whatever is on the PATH."""
 
 import ast
+import io
 import pathlib
+import re
 import subprocess
 import sys
+import tokenize
 
 import pytest
 
@@ -53,3 +56,27 @@ def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is
         "import svod, numpy as np; svod.kernel(lambda x: None); svod.Buffer('CPU', svod.dtypes.float32, 4)")
     assert "svod.backends.registry" in _loaded_after(
         "import svod, svod.device; svod.device.Buffer('CPU', svod.dtypes.float32, 4)")
+
+
+ISSUE_NUMBER = re.compile(r"\bissues? #?\d+|\(#\d+\)", re.IGNORECASE)
+"""An issue named by its number ("issue 45", "(#71)"): a reader of the code has no tracker to look it up in."""
+
+
+def _prose(source: str) -> list[tuple[int, str]]:
+    """The comments and docstrings (every string standing as a statement) of a module, with their lines."""
+    found = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    return found + [(node.lineno, node.value.value) for node in ast.walk(ast.parse(source))
+                    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)]
+
+
+def test_no_docstring_or_comment_names_an_issue_number():
+    """The why of the code is said in words where it is, not by an issue number."""
+    sample = '"""Fixes issue 12."""\nx = 1  # see (#3); llvm-project#63602 is upstream\n'
+    assert [match.group(0) for _, text in _prose(sample) for match in ISSUE_NUMBER.finditer(text)] == [
+        "(#3)", "issue 12"]
+    named = [f"{path.relative_to(ROOT)}:{line}: {match.group(0)}"
+             for path in sorted((ROOT / "svod").rglob("*.py")) for line, text in _prose(path.read_text())
+             for match in ISSUE_NUMBER.finditer(text)]
+    assert named == []

@@ -81,8 +81,8 @@ STACK = 32
 
 DISPATCHER_OPT = 0
 """LLVM's code generation level for the dispatcher, compiled once per process when the first CPU plan is
-prepared: level 0 compiles in a tenth of level 3's time (60 against 550 ms here) and dispatches a plan of
-1,000 tiny kernels within a few nanoseconds a step of level 2."""
+prepared: level 0 compiles in a fraction of level 3's time and dispatches a plan of tiny kernels about as
+fast as level 2."""
 
 BAD_OP, NON_POSITIVE, ARITHMETIC, CALLBACK = 1, 2, 3, 4
 CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)

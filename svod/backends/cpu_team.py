@@ -12,11 +12,10 @@ does not hold it up, the launching thread runs that id itself, and ids past the 
 Between launches a thread waits for the next ticket, awake and then asleep on a futex: for
 ``TEAM_SPIN_SECONDS`` it checks and calls ``sched_yield``, which hands its core to any other thread that
 wants it, and then sleeps (at once, where a yield gave the core away: ``TEAM_GIVEN_AWAY_SECONDS``). The
-launching thread waits for the ids others run the same way. A sleeping worker costs a launch a wake, and on a
-virtual machine whose idle cores halt that is 30-60 us (an empty kernel on two workers on a 2-core EPYC VM:
-50 us on libgomp's team, whose workers svod made sleep at once; 1 us on this one). libgomp's workers either
-spin without yielding (its default, about 5 ms after every launch, which cost a kernel launched after numpy's
-BLAS call its cores in turn) or sleep.
+launching thread waits for the ids others run the same way. A sleeping worker costs a launch a wake, which on
+a virtual machine whose idle cores halt costs many times an empty kernel's launch on awake workers. libgomp's
+workers either spin without yielding (its default, for a while after every launch, which cost a kernel
+launched after numpy's BLAS call its cores in turn) or sleep.
 
 Two launches at once (plans overlapping kernels on host threads, or a user's threads): one gets the team,
 the other runs its ids one after another on its own thread, with the same results. A child made by ``fork``
@@ -45,8 +44,8 @@ TEAM_GIVEN_AWAY_SECONDS = 20e-6
 """A yield that returns this long after the one before gave the core to another thread (or the machine took it
 away): the cores are busy, and a thread that waits sleeps at once rather than spin on a core someone wants. A
 sleeper woken by the futex is run ahead of threads that have been running; a spinner that lost its core waits
-for its turn (a 65,536-float saxpy launched after numpy's 512x512 matmul, whose OpenBLAS threads spin: up to
-5.6 ms where the team spun on, 1 ms where it slept)."""
+for its turn (a small saxpy launched after numpy's matmul, whose OpenBLAS threads spin, waited several times
+longer where the team spun on than where it slept)."""
 
 FUTEX_CALLS = {"x86_64": 202, "aarch64": 98}
 """Linux's ``futex`` system call number on each machine the team runs threads on."""

@@ -28,12 +28,11 @@ BATCH = 8
 """How many kernels ``compile_many`` puts in one LLVM module."""
 LARGE_KERNEL_LINES = 3000
 """A kernel whose IR is longer than this is compiled on its own without loop vectorisation: LLVM 22's
-loop vectorizer takes time quadratic in the length of a long dependent chain (3.5 s at 3,000 ops, 40 s at
-10,000), and such a kernel is compute-bound per element anyway."""
+loop vectorizer takes time quadratic in the length of a long dependent chain (seconds already at this length),
+and such a kernel is compute-bound per element anyway."""
 HUGE_KERNEL_LINES = 30000
-"""Past this, machine code is generated at O0 (fast instruction selection and register allocation): the
-optimising backend takes 16 s on a 100,000-instruction block, O0 half a second. The IR is still
-optimised at O3."""
+"""Past this, machine code is generated at O0 (fast instruction selection and register allocation): on a
+block this long the optimising backend takes many times as long as O0. The IR is still optimised at O3."""
 
 
 class LLVMCompiler(CompilerBase):

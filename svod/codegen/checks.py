@@ -92,7 +92,7 @@ def _loops_kept(index: UOp, gate: UOp | None, in_range: UOp) -> tuple[UOp, ...]:
     (its end is at least 1, or the gate holds ``0 < end``). Then the record fires exactly when the access,
     made in the loop's first turn, would fail: the test is the same in every turn. A loop that may not turn
     keeps the record (a row's test, left beside the access in the loop over the row's columns, kept it from
-    vector code: a gather of 64-float rows ran 2.7x slower)."""
+    vector code: a gather of 64-float rows ran several times slower)."""
     outside = {u for u in (gate, in_range) if u is not None for u in u.toposort() if u.op is Ops.RANGE}
     clauses = conjuncts(gate)
     return tuple(r for r in index.toposort() if r.op is Ops.RANGE and r not in outside

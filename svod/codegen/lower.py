@@ -8,8 +8,9 @@ target, is ``svod.codegen.pipeline``'s.
                 (the parts of one long reduction); gate_effects; describe (what lowering did)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
-        <- lower_cpu  a CPU: split_for_threads, privatize_atomics, block_matmul, tile_for_cpu
-        <- lower_gpu  a GPU: to_gpu_indices, share_reductions, reduce_per_item, tile_matmul
+        <- lower_cpu      a CPU: split_for_threads, privatize_atomics, tile_for_cpu, block_transposes
+        <- matmul_blocks  a CPU matmul whose b outgrows L2: block_matmul
+        <- lower_gpu      a GPU: to_gpu_indices, share_reductions, reduce_per_item, tile_matmul
 
 Each module imports only from those above it.
 """
@@ -166,13 +167,11 @@ def speculate_gated_loads(sink: UOp) -> UOp:
 THREAD_MIN_WORK = 1 << 15
 """The fewest innermost iterations worth a CPU worker of its own: a kernel with no more (at the largest sizes
 its variables allow) stays on one thread, a reduction no longer is not split, and a launch wakes only as
-many workers as have this much work each (``lower_cpu.thread_split``). Waking the thread team's sleeping
-workers cost 10 to 50 us more than a launch on the calling thread (2-core EPYC VM, back-to-back saxpy
-launches of 4,096 to 16,384 floats, measured on libgomp's team, whose workers slept between launches; svod's
-own, ``cpu_team``, stays awake a moment after each);
-an iteration costs 0.2 ns (a vectorised saxpy element) to 7 ns (a ``sin``), so 32,768 iterations at about
-1 ns are about one wake. (Below it, at 16,384, a 2-thread sin kernel ran 63 us against 52 on one thread;
-above, at 65,536, 192 against 350.)"""
+many workers as have this much work each (``lower_cpu.thread_split``). It trades the wake of a sleeping
+worker of the thread team (svod's own, ``cpu_team``, stays awake a moment after each launch, but a worker
+that slept must be woken) against the work it takes over: this many iterations of a cheap body (a vectorised
+saxpy element, a fraction of a ``sin``'s cost) take about as long as one wake, so a kernel with half as many
+ran faster on one thread, and one with twice as many on two."""
 
 
 REDUCTION_PARTIALS = 256

@@ -120,10 +120,10 @@ def _launch_dimensions(topo: Sequence[UOp], uses: Sequence[set[UOp]]) -> list[li
 def _exact_local(end: int, local: int) -> int:
     """The largest local size up to ``local`` that divides ``end`` (1 divides every end). A CPU's OpenCL or Vulkan
     driver runs a group's work items as the turns of a loop it vectorises across them; an effect gated to the items
-    inside a ragged end makes each of their accesses a gather (PoCL, a matmul in tiles of 4 rows by 16 columns: 1000
-    rows in 85 ms with groups of 4 tiles and the last gated, 31 in groups of 2; 992 columns in 62 ms with groups of
-    64 tiles, 24 in groups of 62; 1063 columns, 67 tiles, in 68 ms, 20 in groups of 1). A GPU runs a gated group as
-    it runs any other: there, groups stay a power of two, whole warps."""
+    inside a ragged end makes each of their accesses a gather (PoCL, a matmul in tiles of 4 rows by 16 columns
+    over 1000 rows, 992 or 1063 columns: groups that divide the end, however small, ran a few times faster than
+    larger ones with the last gated). A GPU runs a gated group as it runs any other: there, groups stay a power
+    of two, whole warps."""
     return next(size for size in range(local, 0, -1) if end % size == 0)
 
 
@@ -276,7 +276,7 @@ MATMUL_TILES = ((16, 4), (32, 1), (16, 1))
 """The work groups ``tile_matmul`` tries, best first: (items, outputs) is a group of ``items`` x ``items``
 work items, each computing ``outputs`` x ``outputs`` elements of out, with the operands staged in blocks of
 ``items`` steps of the reduction. An item's 16 products per pair of staged reads in the first outrun the one
-per read of the others, which local memory's bandwidth bounds (H100, 4096^2 float32: the issue 47 note)."""
+per read of the others, which local memory's bandwidth bounds."""
 
 
 def tile_matmul(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:

@@ -58,7 +58,6 @@ from svod.codegen.lower import (
     split_reduction,
 )
 from svod.codegen.lower_cpu import (
-    block_matmul,
     block_transposes,
     privatize_atomics,
     thread_split,
@@ -66,6 +65,7 @@ from svod.codegen.lower_cpu import (
     vector_bytes,
 )
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
+from svod.codegen.matmul_blocks import block_matmul
 from svod.codegen.recurrences import carry_rows, forward_stored
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
@@ -281,7 +281,7 @@ outputs of a reduction per work item and, where that applies, a row's reductions
 or computed once by each work item where local memory is ordinary memory and the device lets one work
 item's loops come round that often; each GLOBAL range left a launch dimension, its reductions split into
 partials that share a loop where that keeps a work item's loops within the device's limit; and gated loads
-made branch-free, as on a CPU (a masked tile's loads: CL:0 matmul_odd 130 -> 51 ms)."""
+made branch-free, as on a CPU (a masked tile's loads, which branches left slower on CL:0)."""
 
 BACK: tuple[LoweringStep, ...] = (
     Pass("simplify", _rewrite(lambda sink, t: simplify(sink))),

@@ -94,8 +94,8 @@ def _carried(store: UOp, loads: list[UOp], slot: int, ranges: tuple[UOp, ...]) -
 
 CARRIED_ROWS = 8
 """The most work items' chains ``carry_rows`` runs side by side in one loop: an add waits 3 cycles for the one
-before it and two can start a cycle, so six to eight chains keep a core's adders busy (cumsum 4096x1024
-float32, two cores: 1.06 ms a row a pass, 0.85-0.93 four, 0.75-0.82 eight)."""
+before it and two can start a cycle, so six to eight chains keep a core's adders busy (a cumsum's rows ran
+fastest eight a pass)."""
 
 
 def carried_rows(registers: int, vector_registers: int) -> int:
@@ -172,8 +172,8 @@ def _carrying_row(sink: UOp, registers: list[UOp]) -> UOp | None:
 LANE_SPANS = (4, 2, 1)
 """How many vector registers a register of work items in lanes spans (``carry_rows``), widest first: the
 widest whose registers take at most half the CPU's. A turn of Mandelbrot's loop is a chain of four dependent
-float64 operations; lanes in more registers run more chains side by side (1000x1000, 100 turns, 2 cores of a
-Zen 5 with AVX-512: scalar 34 ms, one register 22.5, two 12.2, four 7.1, eight 8.0, sixteen 11.7)."""
+float64 operations; lanes in more registers run more chains side by side, up to four: eight or sixteen ran
+slower."""
 
 
 def _lane_width(sink: UOp, row: UOp, registers: list[UOp], vector_registers: int, vector_bytes: int) -> int:

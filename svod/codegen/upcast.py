@@ -42,9 +42,9 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     another output range ``i`` leaves those vector loads alone (``_row_range``), ``rows`` neighbours
     along ``i`` share each of them: a matmul's rows of ``a``, a convolution's output channels.
 
-    With ``edges``, an end that no ``W`` (or ``rows``) divides, or a symbolic one, is tiled too: the tiles
-    cover ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an
-    odd column count keeps the tiles (a 512x850x900 matmul ran untiled, 7x slower than 512x848x900); with
+    With ``edges``, an end that no ``W`` (or ``rows``) divides, or a symbolic one, is tiled too: the tiles cover
+    ``end // W * W`` indices and one more store runs over the ``end % W`` left (``_split``), so an odd column
+    count keeps the tiles (a matmul of 850 columns otherwise runs untiled, far slower than one of 848); with
     ``lanes``, that store is one more tile in lanes, masked past the end.
 
     With ``masked``, such an end is tiled instead by ``ceil(end / W)`` tiles whose outputs past the end are
@@ -179,10 +179,10 @@ def _masked_lanes(effect: UOp, r: UOp, start: UOp, width: int, loop: UOp | None 
     """``effect`` at ``start + LANE`` (``width`` lanes) in place of range ``r`` (run over range ``loop``, where
     ``start`` has one), each lane's store, and its loads that differ by lane, gated by ``start + LANE < end``:
     the columns a row's whole tiles leave, as one tile whose lanes past the end read and write nothing (a
-    masked vector load and store). A range of scalar columns there cost 1000x1001x999 (9 left): 270 GFLOP/s
-    against 340 at 992 columns, and 1023 columns (31 left) 220; in lanes, 310 and 315 (a symbolic count of
-    1023: 85 -> 106, 992: 140). Where no column is left, a tile run all the same with every lane off cost a
-    symbolic batched matmul of 128 columns in tiles of 16 a ninth more work, and attention's 64 a quarter."""
+    masked vector load and store). A range of scalar columns there cost a matmul with a few columns left a
+    large part of its rate, which one masked tile in lanes almost wins back. Where no column is left, a tile
+    run all the same with every lane off is work for nothing (a symbolic batched matmul's, attention's), so the
+    tile runs only where a column is left."""
     (lane,) = _columns(width, lanes=True)
     value = start + lane
     if loop is not None:
@@ -264,9 +264,9 @@ SPLIT_WIDTH = 8
 """How many partial results a split reduction keeps in one pass (a vector register of float32 on AVX2)."""
 TAIL_SPLIT_WIDTH = 32
 """How many a reduction over a symbolic size keeps (``split_reductions``' ``tails``): four AVX2 registers of
-float32, whose compare chains run side by side. A row maximum over 4096x1024 float32 on 2 cores: 1.57 ms in
-8 partials (one register, each compare waiting for the last), 0.85 ms in 32; over a constant 1024, 32 partials
-took 1.55 ms against 1.07 in 8 (LLVM unrolls the constant loop and regroups them badly)."""
+float32, whose compare chains run side by side: in 8 partials (one register) each compare waits for the last.
+Over a constant size, ``SPLIT_WIDTH`` stays faster: LLVM unrolls the constant loop and regroups 32 partials
+badly."""
 EXTREMA = (Ops.MAX, Ops.MIN)
 """The reductions a split leaves bit for bit the same: MAX and MIN are exactly associative and commutative
 (svod's order ignores NaN and puts +0 above -0)."""
@@ -326,8 +326,8 @@ def _partials(width: int, sharing: int) -> int:
 
 
 STREAM_ROWS = 4
-"""How many rows of a streamed sum (``stream_rows``) one pass reads. One core read a matrix-vector product's
-rows of 4096 float32 (a C model) at 11.6 GB/s one row a pass, 14.5 two, 16.9 four, 16.3 eight."""
+"""How many rows of a streamed sum (``stream_rows``) one pass reads: a matrix-vector product's rows read
+side by side keep more of memory's streams busy than one at a time, and the gain ends at four."""
 STREAMED_DTYPES = (dtypes.float32, dtypes.float64)
 """The sums ``stream_rows`` takes: float sums, the ones whose order a backend keeps unless told otherwise."""
 
@@ -394,9 +394,9 @@ def _streamed_row(store: UOp, live: dict[UOp, frozenset[UOp]], rows: int) -> UOp
 
 
 SHARED_ROWS = 8
-"""How many rows of an elementwise store ``share_rows`` computes per pass over its columns: a bilinear
-resize 1024^2 -> 2048^2 (float64 coordinates), 2 cores: 13.9 ms a row a pass, 10.7 two, 7.5 four, 5.6 eight,
-7.7 twelve, 9.5 sixteen (the rows' loads and weights no longer fit the registers)."""
+"""How many rows of an elementwise store ``share_rows`` computes per pass over its columns: each row more
+shares the column's work once more (a bilinear resize's source column and weights), until past eight the
+rows' loads and weights no longer fit the registers."""
 COLUMN_WORK = 8
 """The fewest operations on a column alone that repay sharing them between rows (``share_rows``): a bilinear
 resize's source column and weights takes 12 (a division, conversions, clamps)."""

@@ -23,8 +23,6 @@ from svod.codegen.lower import (
 )
 from svod.codegen.lower_cpu import (
     PRIVATE_BYTES,
-    STREAM_DEPTH,
-    block_matmul,
     block_transposes,
     privatize_atomics,
     split_for_threads,
@@ -34,9 +32,11 @@ from svod.codegen.lower_cpu import (
     tile_rows,
 )
 from svod.codegen.lower_gpu import WorkGroupLimits, reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
+from svod.codegen.matmul_blocks import STREAM_DEPTH, block_matmul
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
-from svod.codegen.render.llvmir import TILE_UNROLL, LLVMRenderer, function_attributes
+from svod.codegen.render.llvm_unroll import TILE_UNROLL
+from svod.codegen.render.llvmir import LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
 from svod.codegen.upcast import (
     EXTREMA,

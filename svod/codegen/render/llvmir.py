@@ -23,16 +23,18 @@ stores one vector store: lowering lanes only stores at unit stride (``svod.codeg
 accumulator register of vectors is never one its loop reassociates. A register of work items in lanes
 (``svod.codegen.recurrences.carry_rows``) is a vector too, addressed whole: a gate that differs by lane
 selects what its store keeps in each lane, and gives 0 in the lanes it fails of a load.
+
+Types and constants are spelled by ``llvm_types``; which loads a kernel prefetches is ``llvm_prefetch``'s
+choice, and how far a register tile's loop is unrolled ``llvm_unroll``'s.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import ClassVar
 
 from svod.codegen.decompositions import CPU_MATH
-from svod.codegen.indexing import Monomial, Poly, to_poly
+from svod.codegen.indexing import Poly
 from svod.codegen.render.base import (
     KernelRenderer,
     ScopedNames,
@@ -41,6 +43,9 @@ from svod.codegen.render.base import (
     launch_gates,
     reassociable_accumulators,
 )
+from svod.codegen.render.llvm_prefetch import poly_constant, row_operands, strided_operands
+from svod.codegen.render.llvm_types import INTRINSIC_SUFFIX, llvm_literal, llvm_type, memory_type
+from svod.codegen.render.llvm_unroll import SYMBOLIC_UNROLL_LANES, TILE_UNROLL, TILE_UPDATES, accumulators_per_loop
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.device.caps import CACHE_LINE
 from svod.dtype import DType, PtrDType, dtypes
@@ -48,12 +53,6 @@ from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import LANE_OPS
 from svod.ir.uop import is_unbounded, memory_of, pointee, written_memory
-
-
-def llvm_type(dtype: DType) -> str:
-    if isinstance(dtype, PtrDType):
-        return "ptr"
-    return _TYPES[dtype.name]
 
 
 def function_attributes(cpu: str, features: str) -> str:
@@ -64,29 +63,6 @@ def function_attributes(cpu: str, features: str) -> str:
         return ""
     wide = ' "prefer-vector-width"="512"' if "+avx512f" in features.split(",") else ""
     return f'"target-cpu"="{cpu}" "target-features"="{features}"{wide}'
-
-
-def memory_type(dtype: DType) -> str:
-    """How a value is stored in memory: bools are a byte there, ``i1`` in registers."""
-    return "i8" if dtype.kind == "bool" else llvm_type(dtype)
-
-
-_TYPES = {
-    "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
-    "int64": "i64", "uint64": "i64", "index": "i64", "float16": "half", "float32": "float", "float64": "double",
-}
-_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
-
-
-def llvm_literal(value: bool | int | float, dtype: DType) -> str:
-    if dtype.kind == "bool":
-        return "true" if value else "false"
-    if dtype.is_int:
-        return str(int(value))
-    if dtype.name == "float16":
-        return "0xH" + struct.pack(">e", value).hex().upper()
-    # LLVM spells float and double constants as the 64-bit pattern of the (exactly representable) double
-    return "0x" + struct.pack(">d", float(value)).hex().upper()
 
 
 class LLVMRenderer(KernelRenderer):
@@ -117,32 +93,6 @@ class LLVMRenderer(KernelRenderer):
         return _FunctionWriter(self, symbol, linear).write()
 
 
-TILE_UNROLL = 8
-"""How many steps of a reduction loop that updates several accumulators (a register tile, a split MAX)
-LLVM unrolls into one iteration. Its own choice for a matmul's 8x16 tile is 2, which keeps two rows of
-``b`` in flight: a 2048 matmul, whose rows of ``b`` are 8 KiB apart, took 1.7x the time of 8 (the C
-pair's clang unrolls by 8 on its own)."""
-TILE_UPDATES = TILE_UNROLL * 128
-"""How many accumulator updates one unrolled iteration of a tile loop holds at most: AVX-512's 8x32 tile
-is unrolled 4 times, not 8 (matmul1024: 83 GFLOP/s unrolled 8 times, 121 unrolled 4)."""
-SYMBOLIC_UNROLL_LANES = 64
-"""The most accumulator lanes a tile's loop over a symbolic count updates and is still unrolled, half as far
-as over a constant one: AVX2's 4x16 float32 tile (matmul 1024 over a packed ``b``, this 2-core znver3:
-24 ms once, 19.6 twice, 18.8 four times, 18.3 static; 2048: 217, 179, 179). AVX-512's 8x32 tile is not
-(see ``_loop_hints``)."""
-
-
-PREFETCH_STEPS = 8
-"""How many steps of a register tile's loop ahead a strided operand is prefetched."""
-ROWS_AHEAD = 2
-"""How many rows ahead ``row_operands`` prefetches (softmax 4096x1024, same process: 1.06 ms without, 0.77
-one row ahead, 0.72 two, 0.77 four; a write prefetch of the output's rows as well: 0.94-0.99)."""
-PREFETCH_STRIDE_BYTES = 1024
-"""The stride (bytes per step of a tile's loop) from which an operand is prefetched: a CPU's own stride
-prefetcher follows short strides, not a matmul's rows of ``b`` 4 KiB apart, which each step then waited
-for (matmul 1024: 109 -> 170 GFLOP/s, 2048: 66 -> 141 with 2 prefetches a step, one per cache line)."""
-
-
 def _held(gates: list[UOp]) -> frozenset[UOp]:
     """The gates and each condition they are the AND of: all hold in the kernel's ungated copy (an image read
     at ``where(0 < h, y * w + x, -1)`` there reads at ``y * w + x``)."""
@@ -155,126 +105,6 @@ def _held(gates: list[UOp]) -> frozenset[UOp]:
             if condition.op is Ops.AND and condition.dtype == dtypes.bool:
                 stack.extend(condition.src)
     return frozenset(held)
-
-
-def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp, Poly]:
-    """The INDEXes of buffer loads that a register tile's loop moves by a stride of at least
-    ``PREFETCH_STRIDE_BYTES`` (where the stride is a variable's, that it may reach), one per cache line of
-    those that differ by a constant, with how many elements ahead that loop prefetches them: ``PREFETCH_STEPS``
-    steps (a prefetch is a hint: it touches no memory a program can see and never faults). A variable stride
-    is one of the kernel's variables alone (a symbolic matmul's ``b``, read where it is or packed), computed
-    where it is prefetched. A loop of ``PREFETCH_STEPS`` turns or fewer reads nothing that far ahead, and
-    prefetches nothing (a streamed ``v @ A``'s 8 rows a pass, 10000x12500 float64 on one core: 50 ms with
-    the next pass's rows prefetched, 34 without)."""
-    found: dict[UOp, Poly] = {}
-    lines: dict[tuple[UOp, frozenset[tuple[Monomial, int]]], list[tuple[Poly, set[int]]]] = {}
-    for index, loops in _buffer_loads(linear):
-        if loops[-1] not in tile_loops:
-            continue
-        if loops[-1].src[0].op is Ops.CONST and loops[-1].src[0].arg <= PREFETCH_STEPS:
-            continue
-        offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
-        parts = offset.split(loops[-1])
-        if parts is None or not _far(parts[0], itemsize):
-            continue
-        step = parts[0]
-        if _opens_line(lines.setdefault((memory_of(index.src[0]), frozenset(step.terms.items())), []), offset,
-                       itemsize):
-            found[index] = step.scale(PREFETCH_STEPS)
-    return found
-
-
-def _buffer_loads(linear: tuple[UOp, ...]) -> Iterator[tuple[UOp, tuple[UOp, ...]]]:
-    """The INDEX of each load of a buffer (a PARAM, ungated) inside a loop, with the loops open around it,
-    outermost first."""
-    open_loops: list[UOp] = []
-    for u in linear:
-        if u.op is Ops.RANGE:
-            open_loops.append(u)
-        elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
-            open_loops.pop()
-        elif u.op is Ops.LOAD and open_loops and len(u.src[0].src) == 2 \
-                and memory_of(u.src[0].src[0]).op is Ops.PARAM:
-            yield u.src[0], tuple(open_loops)
-
-
-def _far(step: Poly, itemsize: int) -> bool:
-    """Whether a stride is loop-invariant (``_invariant``) and may reach ``PREFETCH_STRIDE_BYTES``: one a CPU's
-    own prefetcher does not follow."""
-    return _invariant(step) and max(abs(b) for b in step.interval()) * itemsize >= PREFETCH_STRIDE_BYTES
-
-
-def _opens_line(group: list[tuple[Poly, set[int]]], offset: Poly, itemsize: int) -> bool:
-    """Whether a load at ``offset`` is the first of a ``group`` of loads (each with the offset of its group's
-    first and the cache lines seen from it) on its cache line, that line then seen: one prefetch a line."""
-    for first, seen in group:
-        apart = _constant(offset - first)
-        if apart is not None:
-            line = apart * itemsize // CACHE_LINE
-            if line in seen:
-                return False
-            seen.add(line)
-            return True
-    group.append((offset, {0}))
-    return True
-
-
-def row_operands(linear: tuple[UOp, ...]) -> dict[UOp, Poly]:
-    """The INDEXes of buffer loads in a loop that walks a row a cache line or more a turn (the partial maxima
-    of a softmax row, 64 floats a turn), inside a loop over rows at least ``PREFETCH_STRIDE_BYTES`` apart, in
-    the first such loop of a row that reads the buffer: one per cache line of those that differ by a
-    constant, prefetched ``ROWS_AHEAD`` rows ahead. A row of 4 KiB is a page, where a CPU's own prefetcher
-    stops: each row's first pass waited for memory (softmax 4096x1024 on a 2-core Zen 5: the maximum's loop
-    took as long as the ``exp``'s)."""
-    found: dict[UOp, Poly] = {}
-    first: dict[tuple[UOp, UOp], UOp] = {}
-    lines: dict[tuple[UOp, UOp], list[tuple[Poly, set[int]]]] = {}
-    for index, loops in _buffer_loads(linear):
-        if len(loops) < 2:
-            continue
-        (row, inner), buffer = loops[-2:], memory_of(index.src[0])
-        offset, itemsize = to_poly(index.src[1]), pointee(index).itemsize
-        along, across = offset.split(inner), offset.split(row)
-        turn = None if along is None else _constant(along[0])
-        if turn is None or not CACHE_LINE <= abs(turn) * itemsize < PREFETCH_STRIDE_BYTES or across is None \
-                or not _far(across[0], itemsize):
-            continue
-        if first.setdefault((buffer, row), inner) is not inner:
-            continue  # a later pass over the row: the first brought it in
-        if _opens_line(lines.setdefault((buffer, inner), []), offset, itemsize):
-            found[index] = across[0].scale(ROWS_AHEAD)
-    return found
-
-
-def _invariant(step: Poly) -> bool:
-    """Whether a stride is a constant or made of the kernel's variables alone (no range moves it)."""
-    return bool(step.terms) and all(u.op is not Ops.RANGE for atom in step.atoms() for u in atom.toposort())
-
-
-def _accumulators_per_loop(linear: tuple[UOp, ...], tile_loops: set[UOp],
-                           register_lanes: Mapping[UOp, int]) -> dict[UOp, int]:
-    """Per register tile's loop, the accumulators (register lanes) its body updates: what its unroll count
-    divides ``TILE_UPDATES`` by. Those of the loops beside it do not count (a symbolic matmul's edge tiles,
-    counted with its 8x32 tile, left that tile's loop unrolled once: 97 GFLOP/s against 165 at 256^2)."""
-    updated: dict[UOp, dict[UOp, None]] = {}
-    open_loops: list[UOp] = []
-    for u in linear:
-        if u.op is Ops.RANGE:
-            open_loops.append(u)
-        elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
-            open_loops.pop()
-        elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
-            for loop in open_loops:
-                if loop in tile_loops:
-                    updated.setdefault(loop, {})[memory_of(u.src[0].src[0])] = None
-    return {loop: sum(register_lanes.get(r, 1) for r in registers) for loop, registers in updated.items()}
-
-
-def _constant(poly: Poly) -> int | None:
-    """The polynomial's value if it is a constant."""
-    if not poly.terms:
-        return 0
-    return poly.terms[()] if list(poly.terms) == [()] else None
 
 
 class _FunctionWriter:
@@ -307,7 +137,7 @@ class _FunctionWriter:
         self.tile_turns_inside: dict[UOp, int] = {}
         """Per tile loop, the steps of the tile loops nested in it per step of its own (a convolution's
         ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
-        self.accumulators = _accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
+        self.accumulators = accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
         self.scopes, self.metadata = _alias_scopes(linear)
         self._current: UOp = linear[0] if linear else UOp.sink()
         self.copy = ""
@@ -440,7 +270,7 @@ class _FunctionWriter:
 
     def suffix(self, dtype: DType) -> str:
         """An intrinsic's name for a ``dtype`` operand in the current lanes (``f32``, ``v32f32``)."""
-        scalar = _SUFFIX.get(llvm_type(dtype), llvm_type(dtype))
+        scalar = INTRINSIC_SUFFIX.get(llvm_type(dtype), llvm_type(dtype))
         return scalar if self.w == 1 else f"v{self.w}{scalar}"
 
     def _node(self, node: UOp, out: str, index: int) -> None:
@@ -579,8 +409,8 @@ class _FunctionWriter:
     def _index_value(self, poly: Poly, name: str) -> str:
         """An ``i64`` operand with the value of ``poly``, whose atoms are values computed before (the
         variables a stride is made of: LLVM takes what does not change out of the loop)."""
-        if _constant(poly) is not None:
-            return str(_constant(poly))
+        if poly_constant(poly) is not None:
+            return str(poly_constant(poly))
         terms = []
         for n, (monomial, coefficient) in enumerate(poly.terms.items()):
             term = str(coefficient)
@@ -742,14 +572,13 @@ class _FunctionWriter:
     def _loop_hints(self, loop: UOp) -> str:
         """Loop metadata for ``loop``, if it needs any: a register tile's loop is unrolled ``TILE_UNROLL``
         times, counting the steps of tile loops nested in it (a convolution's channel loop around its 3x3
-        window: once, where 8 times took 350 ms of LLVM's time for the same speed); over a symbolic count,
-        half as far where the tile has at most ``SYMBOLIC_UNROLL_LANES`` accumulator lanes, and not at all
-        where it has more: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a
-        batched 8x32 tile over symbolic sizes, 64x128^3: 2.54 ms unrolled 4 times, 2.09 twice, 1.71 once;
-        static 1.25; a plain symbolic matmul the same either way); a loop around a tile's
-        loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised along itself: the
-        tile is the vector work already, and LLVM's loop vectoriser took seconds on such a loop (a 512x256
-        matmul over 2, 4 or 8: 5-6 s to compile, against 0.15 s over 9)."""
+        window: once, where 8 times cost LLVM's time for the same speed); over a symbolic count, half as far
+        where the tile has at most ``SYMBOLIC_UNROLL_LANES`` accumulator lanes, and not at all where it has
+        more: there LLVM hoisted the broadcasts of every unrolled step and spilled them (a batched 8x32 tile
+        over symbolic sizes ran fastest unrolled once; a plain symbolic matmul the same either way); a loop
+        around a tile's loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised
+        along itself: the tile is the vector work already, and LLVM's loop vectoriser took seconds to compile
+        such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly)."""
         if loop in self.tile_loops:
             accumulators = max(1, self.accumulators.get(loop, 1))
             steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
@@ -901,7 +730,8 @@ class _FunctionWriter:
         winner of the two, then, where they are equal, the AND (MAX) or OR (MIN) of their bits, which is
         the zero of the winning sign and any other value itself. Each compare feeds a select (a vector
         ``maxps`` and blends); compares combined with ``and``/``or`` left LLVM packing the masks of a split
-        reduction's 32 lanes between every step (a softmax's row maximum ran 4x slower than its sum)."""
+        reduction's 32 lanes between every step (a softmax's row maximum ran several times slower than its
+        sum)."""
         ty = self.ty(dtype)
         bits = f"i{dtype.bits}" if self.w == 1 else f"<{self.w} x i{dtype.bits}>"
         flag = self.ty(dtypes.bool)
