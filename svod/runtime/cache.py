@@ -169,9 +169,8 @@ class KernelCache:
         held = self._kernels.get(key)
         if held is not None:
             return held
-        compiled = tuple(CompiledSpec.from_spec(spec, src=None if data else spec.src, data=data)
-                         for spec, data in ((ProgramSpec.from_uop(part), _binary_of(part)) for part in programs))
-        kernel = make_kernel(ast, [_program_of(c) for c in compiled], [device.runtime(c) for c in compiled], device)
+        compiled = tuple(CompiledSpec.from_spec(ProgramSpec.from_uop(part), data=_binary_of(part)) for part in programs)
+        kernel = make_kernel(ast, [c.program for c in compiled], [device.runtime(c) for c in compiled], device)
         with self._lock:
             self._compiled.put((*key[:3], device.base_device_key()), compiled, sum(map(_code_size, compiled)))
             self._kernels.put(key, kernel, len(kernel.code) + kernel.code_bytes)
@@ -226,7 +225,7 @@ class KernelCache:
                 with self._lock:
                     self._compiled.put(shared_keys[ast], compiled, sum(map(_code_size, compiled)))
             loaded = [self._load(c, device) for c in compiled]
-            kernels.append(make_kernel(ast, [_program_of(c) for c in compiled], loaded, device))
+            kernels.append(make_kernel(ast, [c.program for c in compiled], loaded, device))
         if self.settings.debug:
             sources = "\n".join(f"svod: {spec.name} on {device.name}: {describe(spec.ast)}\n{spec.src}"
                                 for specs in rendered.values() for spec in specs)
@@ -259,21 +258,13 @@ class KernelCache:
         except SvodError:
             if self.disk is None:
                 raise
-            spec = ProgramSpec.of(_program_of(compiled))
+            spec = ProgramSpec.of(compiled.program)
             self.disk.discard(device.compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
             rebuilt = device.compiler.compile(spec)
             self.stats.compiles += 1
             if rebuilt.bytes:
                 self.disk.put(device.compiler.cache_key, spec.src, rebuilt.bytes)
             return device.runtime(rebuilt)
-
-
-def _program_of(compiled: CompiledSpec) -> UOp:
-    """The PROGRAM a compiler made from svod's own spec (``CompiledSpec.from_spec`` always adds it)."""
-    if compiled.program is None:
-        raise SvodError(f"the compiler returned {compiled.name} without its PROGRAM; build it with "
-                        "CompiledSpec.from_spec", kernel=compiled.name, stage="compile")
-    return compiled.program
 
 
 def _binary_of(program: UOp) -> bytes:
