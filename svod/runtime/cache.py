@@ -28,13 +28,13 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, KernelMetadata, Program, ProgramSpec
 from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label, simplify
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
-from svod.runtime.kernel import CachedKernel
+from svod.runtime.kernel import CachedKernel, kernel_name
 from svod.runtime.parts import OwnBuffers, Part, PartsProgram
 
 CacheKey = tuple[str, str, str, str]
@@ -279,21 +279,21 @@ def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], de
     """The cache entry of ``ast``, compiled as ``programs`` (each with its BINARY) and loaded as ``loaded``: the
     one program on the user's buffers, or a ``PartsProgram`` when it runs as several parts or needs buffers
     of its own (scratch, status)."""
-    user_slots = tuple(sorted(u.arg for u in ast.toposort() if u.op is Ops.PARAM))
-    own = {p.arg: p for program in programs for p in program.src[0].toposort()
-           if p.op is Ops.PARAM and p.arg not in user_slots}
-    if len(programs) == 1 and not own:
+    user = {u.arg: u for u in ast.toposort() if u.op is Ops.PARAM}
+    metadata: list[KernelMetadata] = [program.arg for program in programs]
+    own_slots = {slot for meta in metadata for slot in meta.globals if slot not in user}
+    if len(programs) == 1 and not own_slots:
         return CachedKernel(ast, device, tuple(programs), loaded[0])
-    metadata = [program.arg for program in programs]
+    own = {p.arg: p for program in programs for p in program.src[0].toposort()
+           if p.op is Ops.PARAM and p.arg in own_slots}
     status = next((meta.status_slot for meta in metadata if meta.status_slot is not None), None)
-    parts = [Part(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
-             for meta, program in zip(metadata, loaded, strict=True)]
+    parts = [Part(program, meta.var_names, meta.launch, meta.globals) for meta, program in zip(metadata, loaded,
+                                                                                               strict=True)]
     var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
-    sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in own.items()}
+    sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in sorted(own.items())}
     buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
-    composite = PartsProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, parts, var_names,
-                             user_slots, buffers, device.allocator,
-                             {p.arg: param_size(p) for p in ast.toposort() if p.op is Ops.PARAM})
+    composite = PartsProgram(kernel_name(ast, metadata[0]), parts, var_names, tuple(sorted(user)), buffers,
+                             device.allocator, {slot: param_size(p) for slot, p in user.items()})
     return CachedKernel(ast, device, tuple(programs), composite)
 
 
