@@ -228,6 +228,11 @@ class ProgramSpec:
         source: str = self.program.src[3].arg
         return source
 
+    @src.setter
+    def src(self, source: str) -> None:
+        """Another source for the same kernel (edited by hand): the PROGRAM's SOURCE stage, and no BINARY."""
+        self.program = self.program.replace(src=(*self.program.src[:3], UOp.source(source)))
+
     @property
     def device(self) -> DeviceSpec:
         return DeviceSpec.parse(self.program.src[1].arg)

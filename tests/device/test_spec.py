@@ -248,3 +248,12 @@ def test_from_uop_names_the_entry_after_the_name_it_reads():
     assert renamed.entry == f"svod_renamed_{sink.key[:12]}"
     kept = ProgramSpec.from_uop(_program(sink, KernelMetadata(name="renamed", entry="given")))
     assert kept.entry == "given"
+
+
+def test_a_source_edited_by_hand_replaces_the_programs_source_and_drops_its_binary():
+    sink, _ = elementwise()
+    stages = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("old"), UOp.binary(b"\x7fELF")]
+    spec = ProgramSpec.from_uop(_program(sink, stages=stages))
+    spec.src = "new"
+    assert spec.src == "new" and [s.op for s in spec.program.src] == [Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE]
+    assert spec.name == "ew" and spec.globals == [0, 1, 2]
