@@ -45,7 +45,7 @@ import numpy as np
 from svod.backends.base import Host, Opened, Pair
 from svod.codegen.lower import anchor_ranges, drop_empty_ranges
 from svod.codegen.safety import check_races, unbind
-from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, derive_metadata
+from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, derive_metadata, entry_symbol
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, simplify
@@ -91,7 +91,9 @@ class PythonRenderer:
         listing = [f"# kernel {label}"] + [
             f"%{i} = {u.op.name} {u.dtype!r} [{', '.join(f'%{position[s]}' for s in u.src)}] {u.arg!r}"
             for i, u in enumerate(topo)]
-        metadata = dataclasses.replace(derive_metadata(ast), name=name or label, fixed=tuple(sorted(fixed.items())))
+        name = name or label
+        metadata = dataclasses.replace(derive_metadata(ast), name=name, fixed=tuple(sorted(fixed.items())),
+                                       entry=entry_symbol(name, ast))
         return UOp.program(ast, UOp.device("PYTHON"), UOp.linear(), UOp.source("\n".join(listing) + "\n"),
                            metadata=metadata)
 
@@ -103,21 +105,21 @@ class PythonCompiler(CompilerBase):
     cache_key = "python-reference-ast-1"
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
-        return CompiledSpec.from_spec(spec, src=spec.src)
+        return CompiledSpec.from_spec(spec)
 
 
 class PythonProgram(ProgramBase):
-    """Runs the kernel AST ``compiled.ast`` on raw host addresses."""
+    """Runs the kernel AST ``compiled.ast`` on raw host addresses, its variables in the order of the PROGRAM's
+    metadata."""
 
     def __init__(self, compiled: CompiledSpec) -> None:
         self.name = compiled.name
-        self.ast = compiled.ast
-        self.var_names = compiled.var_names
+        self.compiled = compiled
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
-        variables = dict(zip(self.var_names, vals, strict=True))
-        _Run(self.ast, self.name, buffers, variables).run()
+        variables = dict(zip(self.compiled.var_names, vals, strict=True))
+        _Run(self.compiled.ast, self.name, buffers, variables).run()
 
 
 class _Frame:

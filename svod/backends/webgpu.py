@@ -267,12 +267,12 @@ class WebGPUProgram(ProgramBase):
         self.name = compiled.name
         self.device = device
         gpu = device.device
-        self.buffer_count = compiled.buf_count
-        self.var_names = compiled.var_names
-        self.loop_turns = compiled.loop_turns
+        self.metadata = compiled.metadata
+        """The PROGRAM's: its buffers, its variables in ``vals`` order, the turns of its loops."""
         stage = wgpu.ShaderStage.COMPUTE
-        entries = [{"binding": k, "visibility": stage, "buffer": {"type": "storage"}} for k in range(self.buffer_count)]
-        entries.append({"binding": self.buffer_count, "visibility": stage, "buffer": {"type": "uniform"}})
+        count = compiled.buf_count
+        entries = [{"binding": k, "visibility": stage, "buffer": {"type": "storage"}} for k in range(count)]
+        entries.append({"binding": count, "visibility": stage, "buffer": {"type": "uniform"}})
         try:
             self.layout = gpu.create_bind_group_layout(entries=entries)
             module = gpu.create_shader_module(code=compiled.bytes.decode())
@@ -289,9 +289,10 @@ class WebGPUProgram(ProgramBase):
         """Refuse a launch whose work items' loops may come round more often than the device lets them
         (``DeviceCaps.max_loop_turns``), which would cut them short and leave wrong values."""
         limit = self.device.caps.max_loop_turns
-        if self.loop_turns is None or limit is None:
+        loop_turns = self.metadata.loop_turns
+        if loop_turns is None or limit is None:
             return
-        turns = most(self.loop_turns, dict(zip(self.var_names, vals, strict=True)))
+        turns = most(loop_turns, dict(zip(self.metadata.var_names, vals, strict=True)))
         if turns > limit:
             raise LaunchError(f"for these sizes a work item's loops come round up to {turns} times, and "
                               f"{self.device.spec} stops them after {limit} without a word; run it on another "
@@ -316,7 +317,7 @@ class WebGPULaunch:
         if any(offset % 2 for offset in offsets):
             raise LaunchError("a WebGPU buffer view must start at an even byte", kernel=program.name, stage="launch",
                               value=offsets)
-        self.words = np.zeros(4 * max(1, -(-(len(buffers) + len(program.var_names)) // 4)), np.int32)
+        self.words = np.zeros(4 * max(1, -(-(len(buffers) + len(program.metadata.vars)) // 4)), np.int32)
         self.words[:len(buffers)] = offsets
         self.uniform = gpu.create_buffer(size=self.words.nbytes,
                                          usage=int(wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST))

@@ -6,8 +6,10 @@
 
 Both specs describe one kernel: its buffers (``globals``, and which are written ``outs`` and read
 ``ins``), its symbolic variables, and its launch sizes as UOp expressions that are evaluated per dispatch.
-All of it is derived from the kernel SINK in one walk (``derive_metadata``); a PROGRAM UOp may carry
-``KernelMetadata`` that overrides what was derived.
+All of it is the PROGRAM's metadata (``KernelMetadata``, its arg), which svod's pipeline derives once
+(``svod.codegen.pipeline.program``); both specs are views of a PROGRAM that read every field from there. A PROGRAM
+made by hand is read with ``ProgramSpec.from_uop``: what its metadata does not say is derived from the kernel
+SINK in one walk (``derive_metadata``).
 """
 
 from __future__ import annotations
@@ -16,19 +18,17 @@ import builtins
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from svod.device.caps import CORE_ID, parse_launch_index
 from svod.device.launch import ONE, ONES, ConcreteLaunchDims, LaunchShape, LaunchSize
-from svod.dtype import DeviceSpec, DType
+from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.ops import STAGES
 from svod.ir.uop import check_var_value, memory_of
 
-T = TypeVar("T")
 __all__ = ["ONE", "ONES", "CompiledSpec", "KernelMetadata", "LaunchSize", "ProgramSpec", "Variable", "derive_metadata",
            "entry_symbol", "kernel_variables", "scalar_bits"]
 
@@ -107,6 +107,10 @@ class KernelMetadata:
     def has_launch_dims(self) -> bool:
         return self.global_size != ONES or self.local_size != ONES
 
+    @property
+    def launch(self) -> LaunchShape:
+        """The launch sizes, with the values of the variables the kernel fixes."""
+        return LaunchShape(self.global_size, self.local_size, self.fixed)
 
 
 def _param_slot(index: UOp) -> int | None:
@@ -187,76 +191,143 @@ def _as_size(dims: Sequence[UOp | int]) -> LaunchSize:
 
 
 class ProgramSpec:
-    """A rendered kernel: source plus the metadata a compiler and a runtime need to run it."""
+    """A rendered kernel: a view of its PROGRAM (SINK, DEVICE, LINEAR, SOURCE), whose metadata (``KernelMetadata``,
+    the PROGRAM's arg) is the one place its name, buffers, variables, launch sizes and entry symbol are kept.
+    Every field is read from there. A spec made by hand (``ProgramSpec(name, src, device, ast)``) starts with a
+    PROGRAM of its own, with one work item and no buffers or variables; its setters replace that PROGRAM's
+    metadata."""
 
     def __init__(self, name: str, src: str, device: DeviceSpec | str, ast: UOp) -> None:
-        self.name = name
-        self.src = src
-        self.device = DeviceSpec.parse(device)
-        self.ast = ast
-        self.global_size: LaunchSize = ONES
-        self.local_size: LaunchSize | None = ONES
-        self.vars: list[Variable] = []
-        self.var_names: list[str] = []
-        self.globals: list[int] = []
-        self.outs: list[int] = []
-        self.ins: list[int] = []
-        self.buf_count = 0
-        self.status_slot: int | None = None
-        self.loop_turns: UOp | None = None
-        self.fixed_vars: dict[str, int] = {}
-        self.entry = entry_symbol(name, ast)
-        self.program: UOp | None = None
-        """The PROGRAM UOp this spec was read from (``from_uop``), if any."""
+        self.program = UOp.program(ast, UOp.device(device), UOp.linear(), UOp.source(src),
+                                   metadata=KernelMetadata(name=name, entry=entry_symbol(name, ast)))
+        """The PROGRAM this spec reads (``of``, ``from_uop``), or the one it was made with."""
+
+    @classmethod
+    def _reading(cls, program: UOp) -> ProgramSpec:
+        """The spec of ``program``, whose stages and metadata are checked."""
+        spec = cls.__new__(cls)
+        spec.program = program
+        return spec
 
     def __repr__(self) -> str:
         return (f"ProgramSpec({self.name!r}, device={self.device}, globals={self.globals}, outs={self.outs}, "
                 f"vars={self.var_names})")
 
+    @property
+    def metadata(self) -> KernelMetadata:
+        """The PROGRAM's metadata: everything below is read from it."""
+        meta: KernelMetadata = self.program.arg
+        return meta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def src(self) -> str:
+        source: str = self.program.src[3].arg
+        return source
+
+    @src.setter
+    def src(self, source: str) -> None:
+        """Another source for the same kernel (edited by hand): the PROGRAM's SOURCE stage, and no BINARY."""
+        self.program = self.program.replace(src=(*self.program.src[:3], UOp.source(source)))
+
+    @property
+    def device(self) -> DeviceSpec:
+        return DeviceSpec.parse(self.program.src[1].arg)
+
+    @property
+    def ast(self) -> UOp:
+        return self.program.src[0]
+
+    @property
+    def global_size(self) -> LaunchSize:
+        return self.metadata.global_size
+
+    @property
+    def local_size(self) -> LaunchSize | None:
+        return self.metadata.local_size
+
+    @property
+    def vars(self) -> list[Variable]:
+        return list(self.metadata.vars)
+
+    @property
+    def var_names(self) -> list[str]:
+        """The order of the kernel's ``vals``."""
+        return list(self.metadata.var_names)
+
+    @property
+    def globals(self) -> list[int]:
+        return list(self.metadata.globals)
+
+    @property
+    def outs(self) -> list[int]:
+        return list(self.metadata.outs)
+
+    @property
+    def ins(self) -> list[int]:
+        return list(self.metadata.ins)
+
+    @property
+    def buf_count(self) -> int:
+        return len(self.metadata.globals)
+
+    @property
+    def status_slot(self) -> int | None:
+        return self.metadata.status_slot
+
+    @property
+    def loop_turns(self) -> UOp | None:
+        return self.metadata.loop_turns
+
+    @property
+    def fixed_vars(self) -> dict[str, int]:
+        return dict(self.metadata.fixed)
+
+    @property
+    def entry(self) -> str:
+        return self.metadata.entry
+
+    def _set(self, meta: KernelMetadata) -> None:
+        self.program = self.program.replace(arg=meta)
+
     def add_var(self, var: Variable) -> None:
-        if all(v.name != var.name for v in self.vars):
-            self.vars = sorted([*self.vars, var], key=lambda v: v.name)
-            self.var_names = [v.name for v in self.vars]
+        if all(v.name != var.name for v in self.metadata.vars):
+            self._set(dataclasses.replace(self.metadata, vars=tuple(sorted((*self.metadata.vars, var),
+                                                                           key=lambda v: v.name))))
 
     def set_var_names(self, names: Iterable[str]) -> None:
-        self.var_names = list(names)
+        """The kernel's ``vals`` are these of its variables, in this order."""
+        known = {v.name: v for v in self.metadata.vars}
+        chosen = list(names)
+        unknown = [name for name in chosen if name not in known]
+        if unknown:
+            raise VariableError(f"variable {unknown[0]} is not one of this kernel's ({sorted(known) or 'none'})",
+                                kernel=self.name, stage="render", value=unknown[0])
+        self._set(dataclasses.replace(self.metadata, vars=tuple(known[name] for name in chosen)))
 
     def set_work_sizes(self, global_size: Sequence[int], local_size: Sequence[int] | None) -> None:
         self.set_launch_dims(_as_size(global_size), None if local_size is None else _as_size(local_size))
 
     def set_launch_dims(self, global_size: Sequence[UOp | int], local_size: Sequence[UOp | int] | None) -> None:
-        self.global_size = _as_size(global_size)
-        self.local_size = None if local_size is None else _as_size(local_size)
+        self._set(dataclasses.replace(self.metadata, global_size=_as_size(global_size),
+                                      local_size=None if local_size is None else _as_size(local_size)))
 
     def set_buffer_metadata(self, globals_: Iterable[int], outs: Iterable[int], ins: Iterable[int]) -> None:
-        self.globals, self.outs, self.ins = sorted(set(globals_)), sorted(set(outs)), sorted(set(ins))
-        self.buf_count = len(self.globals)
-
-    def apply_metadata(self, meta: KernelMetadata, *, only_set: bool = False) -> None:
-        """Take ``meta``'s fields; with ``only_set``, only the non-empty ones (metadata precedence)."""
-        def take(given: tuple[T, ...], current: Sequence[T]) -> Sequence[T]:
-            return given if given or not only_set else current
-
-        self.vars = list(take(meta.vars, self.vars))
-        self.var_names = [v.name for v in self.vars]
-        self.set_buffer_metadata(take(meta.globals, self.globals), take(meta.outs, self.outs),
-                                 take(meta.ins, self.ins))
-        if meta.has_launch_dims or not only_set:
-            self.set_launch_dims(meta.global_size, meta.local_size)
-        if meta.status_slot is not None or not only_set:
-            self.status_slot = meta.status_slot
-        if meta.loop_turns is not None or not only_set:
-            self.loop_turns = meta.loop_turns
-        self.fixed_vars = dict(take(meta.fixed, tuple(self.fixed_vars.items())))
-        self.entry = meta.entry or self.entry
+        self._set(dataclasses.replace(self.metadata, globals=tuple(sorted(set(globals_))),
+                                      outs=tuple(sorted(set(outs))), ins=tuple(sorted(set(ins)))))
 
     def apply_derived_metadata_from_ast(self) -> None:
-        self.apply_metadata(derive_metadata(self.ast))
+        """Buffers, variables and launch sizes as the SINK says them (``derive_metadata``); the name and the
+        entry symbol stay."""
+        self._set(dataclasses.replace(derive_metadata(self.ast), name=self.name, entry=self.entry))
 
     @property
     def launch(self) -> LaunchShape:
         """The launch sizes, with the values of the variables the kernel fixes."""
-        return LaunchShape(self.global_size, self.local_size, tuple(self.fixed_vars.items()))
+        return self.metadata.launch
 
     def launch_dims(self, var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
         return self.launch.dims(var_vals)
@@ -266,38 +337,33 @@ class ProgramSpec:
                             var_vals: Mapping[str, int]) -> ConcreteLaunchDims:
         return LaunchShape(_as_size(global_size), None if local_size is None else _as_size(local_size)).dims(var_vals)
 
-    @property
-    def metadata(self) -> KernelMetadata:
-        """The spec's fields as a PROGRAM carries them."""
-        return KernelMetadata(name=self.name, vars=tuple(self.vars), globals=tuple(self.globals), outs=tuple(self.outs),
-                              ins=tuple(self.ins), global_size=self.global_size, local_size=self.local_size,
-                              status_slot=self.status_slot, fixed=tuple(self.fixed_vars.items()), entry=self.entry,
-                              loop_turns=self.loop_turns)
-
     @staticmethod
     def from_uop(program: UOp) -> ProgramSpec:
-        """The spec of a PROGRAM UOp: stages checked, metadata derived, attached metadata applied on top."""
-        sink, device, source = _stages_of(program)
-        derived = derive_metadata(sink)
-        spec = ProgramSpec(derived.name or "kernel", source.arg, device.arg, sink)
-        spec.apply_metadata(derived)
-        if program.arg is not None:
-            spec.apply_metadata(_metadata_of(program), only_set=True)
-            spec.name = program.arg.name or spec.name
-        spec.program = program
-        return spec
+        """The spec of a PROGRAM made by hand, whose metadata (if any) says only what its SINK does not: the
+        stages checked, the metadata derived from the SINK, the PROGRAM's own on top (``_merged``)."""
+        sink, _, _ = _stages_of(program)
+        given = KernelMetadata() if program.arg is None else _metadata_of(program)
+        return ProgramSpec._reading(program.replace(arg=_merged(derive_metadata(sink), given, sink)))
 
     @staticmethod
     def of(program: UOp) -> ProgramSpec:
         """The spec of a PROGRAM whose metadata is whole, as svod's pipeline derives it once
         (``svod.codegen.pipeline.program``): read from it, nothing derived again. (``from_uop`` takes a PROGRAM
         made by hand, whose metadata says only what the SINK does not.)"""
-        sink, device, source = _stages_of(program)
-        meta = _metadata_of(program)
-        spec = ProgramSpec(meta.name, source.arg, device.arg, sink)
-        spec.apply_metadata(meta)
-        spec.program = program
-        return spec
+        _stages_of(program)
+        _metadata_of(program)
+        return ProgramSpec._reading(program)
+
+
+def _merged(derived: KernelMetadata, given: KernelMetadata, sink: UOp) -> KernelMetadata:
+    """``given`` over ``derived``, field by field where ``given`` says something: a non-empty field, launch sizes
+    that are not all ones. The name falls back to ``kernel``, the entry symbol to the one of that name."""
+    name = given.name or derived.name or "kernel"
+    sizes = given if given.has_launch_dims else derived
+    return KernelMetadata(name=name, vars=given.vars or derived.vars, globals=given.globals or derived.globals,
+                          outs=given.outs or derived.outs, ins=given.ins or derived.ins,
+                          global_size=sizes.global_size, local_size=sizes.local_size, status_slot=given.status_slot,
+                          fixed=given.fixed, entry=given.entry or entry_symbol(name, sink), loop_turns=given.loop_turns)
 
 
 def _stages_of(program: UOp) -> tuple[UOp, UOp, UOp]:
@@ -327,64 +393,106 @@ def _metadata_of(program: UOp) -> KernelMetadata:
 
 @dataclass(frozen=True, slots=True)
 class CompiledSpec:
-    """A compiled kernel: ``src`` for JIT backends (``bytes`` empty) or ``bytes`` for AOT ones, plus what a
-    launch needs, the entry symbol among it."""
+    """A compiled kernel: its PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY), which BINARY's ``bytes`` for an
+    ahead-of-time backend or SOURCE's ``src`` for a JIT one (BINARY empty) make loadable, and whose metadata
+    is what a launch needs, the entry symbol among it. Every field is read from that PROGRAM."""
 
-    name: str
-    src: str | None
-    bytes: builtins.bytes
-    ast: UOp
-    var_names: tuple[str, ...]
-    global_size: LaunchSize
-    local_size: LaunchSize | None
-    buf_count: int
-    entry: str = ""
-    loop_turns: UOp | None = None
-    """The turns of a work item's loops each launch checks against the device's limit (``KernelMetadata``)."""
-    program: UOp | None = None
-    """The compiled artifact, PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) with the kernel's metadata, where
-    the spec was compiled from a rendered program (``from_spec``). BINARY holds ``bytes``."""
+    program: UOp
+
+    def __post_init__(self) -> None:
+        _stages_of(self.program)
+        _metadata_of(self.program)
+        if len(self.program.src) < len(STAGES):
+            raise GraphError("a compiled PROGRAM has its BINARY stage", stage="BINARY", value=len(self.program.src))
 
     @staticmethod
     def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
         """A JIT kernel with no launch sizes (one work item until the caller gives some): sizes that depend on
         variables belong to the program's metadata (``from_spec``), sizes known now to
         ``from_source_with_sizes``."""
-        return CompiledSpec(name, src, b"", ast, derive_metadata(ast).var_names, ONES, ONES, buf_count,
-                            entry_symbol(name, ast))
+        return CompiledSpec(_by_hand(name, src, b"", ast, ONES, ONES, buf_count))
 
     @staticmethod
     def from_bytes(name: str, data: builtins.bytes, ast: UOp) -> CompiledSpec:
         """An ahead-of-time kernel, with no launch sizes (as ``from_source``)."""
-        meta = derive_metadata(ast)
-        return CompiledSpec(name, None, bytes(data), ast, meta.var_names, ONES, ONES, len(meta.globals),
-                            entry_symbol(name, ast))
+        return CompiledSpec(_by_hand(name, "", data, ast, ONES, ONES, None))
 
     @staticmethod
     def from_source_with_sizes(name: str, src: str, ast: UOp, global_size: Sequence[UOp | int],
                                local_size: Sequence[UOp | int] | None, buf_count: int) -> CompiledSpec:
-        meta = derive_metadata(ast)
-        return CompiledSpec(name, src, b"", ast, meta.var_names, _as_size(global_size),
-                            None if local_size is None else _as_size(local_size), buf_count, entry_symbol(name, ast))
+        return CompiledSpec(_by_hand(name, src, b"", ast, _as_size(global_size),
+                                     None if local_size is None else _as_size(local_size), buf_count))
 
     @staticmethod
-    def from_spec(spec: ProgramSpec, *, src: str | None = None, data: builtins.bytes = b"") -> CompiledSpec:
-        """What a compiler returns for ``spec``: its metadata, with the compiled source or bytes, and its
-        PROGRAM with the BINARY stage added."""
-        return CompiledSpec(spec.name, src, data, spec.ast, tuple(spec.var_names), spec.global_size,
-                            spec.local_size, spec.buf_count, spec.entry, spec.loop_turns, _with_binary(spec, data))
+    def from_spec(spec: ProgramSpec, *, data: builtins.bytes = b"") -> CompiledSpec:
+        """What a compiler returns for ``spec``: its PROGRAM with the BINARY stage added, holding ``data`` (empty
+        for a JIT backend, which loads the source)."""
+        return CompiledSpec(spec.program.replace(src=(*spec.program.src[:4], UOp.binary(data))))
+
+    @property
+    def metadata(self) -> KernelMetadata:
+        meta: KernelMetadata = self.program.arg
+        return meta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def bytes(self) -> builtins.bytes:
+        data: builtins.bytes = self.program.src[4].arg
+        return data
+
+    @property
+    def src(self) -> str | None:
+        """The source a JIT backend loads; None where the kernel is compiled ahead of time (``bytes``)."""
+        source: str = self.program.src[3].arg
+        return None if self.bytes else source
+
+    @property
+    def ast(self) -> UOp:
+        return self.program.src[0]
+
+    @property
+    def var_names(self) -> tuple[str, ...]:
+        return self.metadata.var_names
+
+    @property
+    def global_size(self) -> LaunchSize:
+        return self.metadata.global_size
+
+    @property
+    def local_size(self) -> LaunchSize | None:
+        return self.metadata.local_size
+
+    @property
+    def buf_count(self) -> int:
+        return len(self.metadata.globals)
+
+    @property
+    def entry(self) -> str:
+        return self.metadata.entry
+
+    @property
+    def loop_turns(self) -> UOp | None:
+        """The turns of a work item's loops each launch checks against the device's limit (``KernelMetadata``)."""
+        return self.metadata.loop_turns
 
     @property
     def launch(self) -> LaunchShape:
-        return LaunchShape(self.global_size, self.local_size)
+        return self.metadata.launch
 
 
-def _with_binary(spec: ProgramSpec, data: builtins.bytes) -> UOp:
-    """The spec's PROGRAM with its BINARY stage and the spec's metadata, whole. (A spec built by hand, with no
-    PROGRAM, gets one made of its fields, with no instruction list.)"""
-    rendered = spec.program
-    if rendered is None:
-        return UOp.program(spec.ast, UOp.device(spec.device), UOp.linear(), UOp.source(spec.src), UOp.binary(data),
-                           metadata=spec.metadata)
-    sink, device, linear, source = rendered.src[:4]
-    return UOp.program(sink, device, linear, source, UOp.binary(data), metadata=spec.metadata)
+def _by_hand(name: str, src: str, data: builtins.bytes, ast: UOp, global_size: LaunchSize,
+             local_size: LaunchSize | None, buf_count: int | None) -> UOp:
+    """The PROGRAM of a kernel compiled by hand: its metadata derived from ``ast``, with these launch sizes, and a
+    DEVICE stage that names no device (a runtime factory loads it for its own). A buffer count that is not
+    the number of ``ast``'s buffers is refused."""
+    meta = derive_metadata(ast)
+    if buf_count is not None and buf_count != len(meta.globals):
+        raise GraphError(f"kernel {name} takes {len(meta.globals)} buffers, not {buf_count}", kernel=name,
+                         stage="compile", value=buf_count)
+    meta = dataclasses.replace(meta, name=name, entry=entry_symbol(name, ast), global_size=global_size,
+                               local_size=local_size)
+    return UOp.program(ast, UOp(Ops.DEVICE, dtypes.void, (), ""), UOp.linear(), UOp.source(src), UOp.binary(data),
+                       metadata=meta)

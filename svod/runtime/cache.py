@@ -28,13 +28,13 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, LaunchShape, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, KernelMetadata, Program, ProgramSpec
 from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label, simplify
 from svod.ir.uop import param_size, pointee
 from svod.runtime.disk import DiskCache
-from svod.runtime.kernel import CachedKernel
+from svod.runtime.kernel import CachedKernel, kernel_name
 from svod.runtime.parts import OwnBuffers, Part, PartsProgram
 
 CacheKey = tuple[str, str, str, str]
@@ -169,9 +169,8 @@ class KernelCache:
         held = self._kernels.get(key)
         if held is not None:
             return held
-        compiled = tuple(CompiledSpec.from_spec(spec, src=None if data else spec.src, data=data)
-                         for spec, data in ((ProgramSpec.from_uop(part), _binary_of(part)) for part in programs))
-        kernel = make_kernel(ast, [_program_of(c) for c in compiled], [device.runtime(c) for c in compiled], device)
+        compiled = tuple(CompiledSpec.from_spec(ProgramSpec.from_uop(part), data=_binary_of(part)) for part in programs)
+        kernel = make_kernel(ast, [c.program for c in compiled], [device.runtime(c) for c in compiled], device)
         with self._lock:
             self._compiled.put((*key[:3], device.base_device_key()), compiled, sum(map(_code_size, compiled)))
             self._kernels.put(key, kernel, len(kernel.code) + kernel.code_bytes)
@@ -226,7 +225,7 @@ class KernelCache:
                 with self._lock:
                     self._compiled.put(shared_keys[ast], compiled, sum(map(_code_size, compiled)))
             loaded = [self._load(c, device) for c in compiled]
-            kernels.append(make_kernel(ast, [_program_of(c) for c in compiled], loaded, device))
+            kernels.append(make_kernel(ast, [c.program for c in compiled], loaded, device))
         if self.settings.debug:
             sources = "\n".join(f"svod: {spec.name} on {device.name}: {describe(spec.ast)}\n{spec.src}"
                                 for specs in rendered.values() for spec in specs)
@@ -259,21 +258,13 @@ class KernelCache:
         except SvodError:
             if self.disk is None:
                 raise
-            spec = ProgramSpec.of(_program_of(compiled))
+            spec = ProgramSpec.of(compiled.program)
             self.disk.discard(device.compiler.cache_key, spec.src)  # intact bytes that no longer load: rebuild
             rebuilt = device.compiler.compile(spec)
             self.stats.compiles += 1
             if rebuilt.bytes:
                 self.disk.put(device.compiler.cache_key, spec.src, rebuilt.bytes)
             return device.runtime(rebuilt)
-
-
-def _program_of(compiled: CompiledSpec) -> UOp:
-    """The PROGRAM a compiler made from svod's own spec (``CompiledSpec.from_spec`` always adds it)."""
-    if compiled.program is None:
-        raise SvodError(f"the compiler returned {compiled.name} without its PROGRAM; build it with "
-                        "CompiledSpec.from_spec", kernel=compiled.name, stage="compile")
-    return compiled.program
 
 
 def _binary_of(program: UOp) -> bytes:
@@ -288,21 +279,21 @@ def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], de
     """The cache entry of ``ast``, compiled as ``programs`` (each with its BINARY) and loaded as ``loaded``: the
     one program on the user's buffers, or a ``PartsProgram`` when it runs as several parts or needs buffers
     of its own (scratch, status)."""
-    user_slots = tuple(sorted(u.arg for u in ast.toposort() if u.op is Ops.PARAM))
-    own = {p.arg: p for program in programs for p in program.src[0].toposort()
-           if p.op is Ops.PARAM and p.arg not in user_slots}
-    if len(programs) == 1 and not own:
+    user = {u.arg: u for u in ast.toposort() if u.op is Ops.PARAM}
+    metadata: list[KernelMetadata] = [program.arg for program in programs]
+    own_slots = {slot for meta in metadata for slot in meta.globals if slot not in user}
+    if len(programs) == 1 and not own_slots:
         return CachedKernel(ast, device, tuple(programs), loaded[0])
-    metadata = [program.arg for program in programs]
+    own = {p.arg: p for program in programs for p in program.src[0].toposort()
+           if p.op is Ops.PARAM and p.arg in own_slots}
     status = next((meta.status_slot for meta in metadata if meta.status_slot is not None), None)
-    parts = [Part(program, meta.var_names, LaunchShape(meta.global_size, meta.local_size, meta.fixed), meta.globals)
-             for meta, program in zip(metadata, loaded, strict=True)]
+    parts = [Part(program, meta.var_names, meta.launch, meta.globals) for meta, program in zip(metadata, loaded,
+                                                                                               strict=True)]
     var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
-    sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in own.items()}
+    sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in sorted(own.items())}
     buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
-    composite = PartsProgram(ast.arg if isinstance(ast.arg, str) and ast.arg else metadata[0].name, parts, var_names,
-                             user_slots, buffers, device.allocator,
-                             {p.arg: param_size(p) for p in ast.toposort() if p.op is Ops.PARAM})
+    composite = PartsProgram(kernel_name(ast, metadata[0]), parts, var_names, tuple(sorted(user)), buffers,
+                             device.allocator, {slot: param_size(p) for slot, p in user.items()})
     return CachedKernel(ast, device, tuple(programs), composite)
 
 

@@ -36,6 +36,11 @@ class Argument(NamedTuple):
     read: bool
 
 
+def kernel_name(ast: UOp, first: KernelMetadata) -> str:
+    """A kernel's name, as errors show it: its SINK's, or the name its first part's PROGRAM has."""
+    return ast.arg if isinstance(ast.arg, str) and ast.arg else first.name
+
+
 @dataclass(frozen=True, eq=False)
 class CachedKernel:
     """One entry of the method cache: the kernel's AST, the compiled PROGRAM of each part it runs as, and the
@@ -63,7 +68,7 @@ class CachedKernel:
     @functools.cached_property
     def name(self) -> str:
         """The kernel's name, as errors show it."""
-        return self.ast.arg if isinstance(self.ast.arg, str) and self.ast.arg else self._metadata[0].name
+        return kernel_name(self.ast, self._metadata[0])
 
     @functools.cached_property
     def entry_point(self) -> str:
@@ -106,19 +111,14 @@ class CachedKernel:
 
     @functools.cached_property
     def var_names(self) -> tuple[str, ...]:
-        """The order of the program's ``vals``."""
-        if len(self.programs) == 1 and not isinstance(self.program, PartsProgram):
-            return self._metadata[0].var_names
-        return tuple(sorted({name for meta in self._metadata for name in meta.var_names}))
+        """The order of the program's ``vals``: the one part's, or those of a ``PartsProgram``."""
+        return self.program.var_names if isinstance(self.program, PartsProgram) else self._metadata[0].var_names
 
     @functools.cached_property
     def launch(self) -> LaunchShape:
         """The launch sizes of a dispatch, from the variable values (sizes no variable changes: evaluated once);
         none for a ``PartsProgram``, whose parts have their own."""
-        if isinstance(self.program, PartsProgram):
-            return LaunchShape()
-        meta = self._metadata[0]
-        return LaunchShape(meta.global_size, meta.local_size, meta.fixed)
+        return LaunchShape() if isinstance(self.program, PartsProgram) else self._metadata[0].launch
 
     def _user_slots(self, field: str) -> tuple[int, ...]:
         user = {p.arg for p in self.params}

@@ -4,7 +4,7 @@ import svod
 from svod.device import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
 from svod.device.spec import ONES
 from svod.dtype import DeviceSpec, dtypes
-from svod.errors import GraphError
+from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
 from tests.helpers import open_device
 from tests.kernels import SMALL_WORKLOADS
@@ -200,3 +200,60 @@ def test_the_pipeline_derives_a_programs_metadata_whole(device):
     n.store(out[i], x[i] * 2.0)
     read = ProgramSpec.of(renderer.program(n.build()))
     assert read.var_names == ["count"] and read.outs == [0] and read.ins == [1]
+
+
+def test_a_spec_reads_its_program_and_its_setters_replace_that_programs_metadata():
+    sink, n = elementwise()
+    spec = ProgramSpec("k", "src", "CL:0", sink)
+    spec.apply_derived_metadata_from_ast()
+    spec.set_launch_dims([n * 2, 1, 1], None)
+    meta = spec.program.arg
+    assert isinstance(meta, KernelMetadata) and meta.name == "k" and meta.entry == spec.entry
+    assert meta.var_names == ("m", "n") and meta.globals == (0, 1, 2) and meta.local_size is None
+    assert spec.program.src[0] is sink and spec.program.src[3].arg == "src"
+    compiled = CompiledSpec.from_spec(spec, data=b"\x01\x02")
+    assert compiled.program.arg is meta and compiled.bytes == b"\x01\x02" and compiled.src is None
+    assert compiled.launch.dims({"n": 3}).global_size == (6, 1, 1) and compiled.buf_count == 3
+    assert CompiledSpec.from_spec(spec).src == "src"  # no bytes: a JIT backend loads the source
+
+
+def test_set_var_names_refuses_a_name_that_is_not_a_variable():
+    sink, _ = elementwise()
+    spec = ProgramSpec("k", "src", "CPU", sink)
+    spec.apply_derived_metadata_from_ast()
+    spec.set_var_names(["n", "m"])
+    assert spec.var_names == ["n", "m"] and [v.max for v in spec.vars] == [1024, 7]
+    with pytest.raises(VariableError, match="variable q is not one of this kernel's"):
+        spec.set_var_names(["q"])
+    assert spec.var_names == ["n", "m"]
+
+
+def test_a_compiled_spec_by_hand_refuses_a_buffer_count_its_kernel_does_not_have():
+    sink, _ = elementwise()
+    with pytest.raises(GraphError, match="takes 3 buffers, not 2"):
+        CompiledSpec.from_source("ew", "code", sink, 2)
+
+
+def test_a_compiled_spec_needs_a_program_with_binary_and_metadata():
+    sink, _ = elementwise()
+    with pytest.raises(GraphError, match="BINARY"):
+        CompiledSpec(_program(sink, KernelMetadata(name="ew")))
+    with pytest.raises(GraphError, match="KernelMetadata"):
+        CompiledSpec(_program(sink, stages=[sink, UOp.device("CPU"), UOp.linear(), UOp.source("x"), UOp.binary(b"")]))
+
+
+def test_from_uop_names_the_entry_after_the_name_it_reads():
+    sink, _ = elementwise()
+    renamed = ProgramSpec.from_uop(_program(sink, KernelMetadata(name="renamed")))
+    assert renamed.entry == f"svod_renamed_{sink.key[:12]}"
+    kept = ProgramSpec.from_uop(_program(sink, KernelMetadata(name="renamed", entry="given")))
+    assert kept.entry == "given"
+
+
+def test_a_source_edited_by_hand_replaces_the_programs_source_and_drops_its_binary():
+    sink, _ = elementwise()
+    stages = [sink, UOp.device("CPU"), UOp.linear(), UOp.source("old"), UOp.binary(b"\x7fELF")]
+    spec = ProgramSpec.from_uop(_program(sink, stages=stages))
+    spec.src = "new"
+    assert spec.src == "new" and [s.op for s in spec.program.src] == [Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE]
+    assert spec.name == "ew" and spec.globals == [0, 1, 2]
