@@ -345,3 +345,50 @@ def test_a_kernels_helper_returns_early(device, n):
     got = np.zeros(n, np.float32)
     classify(got, x, keys, device=device)
     np.testing.assert_array_equal(got, want)
+
+
+# ---- an element of the tuple a called function returns ------------------------------------------------------
+
+def bin_of(v, edges):
+    """The bin of ``v`` among equal bins, the last one closed on the right: its edge returns early."""
+    n = edges.shape[0] - 1
+    if v == edges[-1]:
+        return n - 1
+    return int(n * (v - edges[0]) / (edges[-1] - edges[0]))
+
+
+def binned(a, edges):
+    which = np.zeros(a.shape[0], np.int32)
+    counts = np.zeros(edges.shape[0] - 1, np.int32)
+    for i in prange(a.shape[0]):
+        which[i] = bin_of(a[i], edges)
+    for i in range(a.shape[0]):
+        counts[which[i]] += 1
+    return counts, which
+
+
+@svod.jit
+def counts_then_bins(a, edges):
+    counts = binned(a, edges)[0]
+    return counts, binned(a, edges)[-1] * 2
+
+
+@svod.jit
+def takes_a_third_of_two(a, edges):
+    third = binned(a, edges)[2]
+    return third
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_an_element_of_a_returned_tuple_makes_the_whole_call(device, n):
+    """``f(...)[0]`` and ``f(...)[-1]`` of a function that returns two arrays (each element made, as Python makes
+    them), whose helper returns early at the last edge."""
+    a = np.random.default_rng(n).uniform(0.0, 1.0, n)
+    a[:2] = [1.0, 0.0][:n]
+    agrees_with_python(counts_then_bins, device, a, np.linspace(0.0, 1.0, 5))
+
+
+def test_an_element_past_a_returned_tuple_is_refused_at_its_line():
+    with pytest.raises(KernelSyntaxError, match="binned returns a tuple of 2, which has no element 2") as raised:
+        takes_a_third_of_two(np.zeros(3), np.linspace(0.0, 1.0, 5))
+    assert f"test_jit_calls.py:{line_of(takes_a_third_of_two, 'third = binned')}:" in str(raised.value)
