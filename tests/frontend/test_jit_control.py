@@ -625,3 +625,55 @@ def test_a_loop_bounded_by_an_int_argument_indexes_rows_free_of_races(device, n)
 def test_a_loop_bounded_by_an_int_argument_past_32_bits_is_refused_before_it_runs():
     with pytest.raises(VariableError, match="loop variable r may take"):
         rows_up_to(1 << 40, np.zeros((4, 3)))
+
+
+
+def checksum(data, rounds, poly=0x8408):
+    """A CRC-16 of ``data``'s bytes, ``rounds`` times over."""
+    crc = 0xFFFF
+    for _ in range(rounds):
+        for b in data:
+            byte = 0xFF & b
+            for _ in range(8):
+                if (crc & 0x0001) ^ (byte & 0x0001):
+                    crc = (crc >> 1) ^ poly
+                else:
+                    crc >>= 1
+                byte >>= 1
+    crc = ~crc & 0xFFFF
+    return ((crc << 8) | ((crc >> 8) & 0xFF)) & 0xFFFF
+
+
+@svod.jit
+def checksums(data, rounds, out):
+    first = checksum(data, rounds)
+    for i in prange(out.shape[0]):
+        total = 0
+        for b in data:
+            total += b * i
+        out[i] = total
+    return first
+
+
+@svod.jit
+def over_rows(a):
+    total = 0.0
+    for row in a:
+        total += row[0]
+    return total
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 64])
+def test_a_loop_over_an_array_s_elements_binds_each_in_turn(device, n):
+    """``for b in data`` (npbench's crc16) in sequential code, inside a sequential loop and inside a ``prange``."""
+    data = np.random.default_rng(n).integers(0, 256, n).astype(np.int32)
+    for rounds in (0, 1, 2):
+        agrees_with_python(checksums, device, data, rounds, np.zeros(3, np.int32))
+
+
+def test_a_loop_over_a_2d_array_s_rows_is_refused_at_its_line():
+    with pytest.raises(KernelSyntaxError, match="iterates the rows of a 2-D array") as raised:
+        over_rows(np.zeros((2, 3)))
+    lines, first = inspect.getsourcelines(over_rows.fn)
+    assert f"test_jit_control.py:{first + next(k for k, t in enumerate(lines) if 'for row in a' in t)}:" in \
+        str(raised.value)
