@@ -627,6 +627,33 @@ def test_a_loop_bounded_by_an_int_argument_past_32_bits_is_refused_before_it_run
         rows_up_to(1 << 40, np.zeros((4, 3)))
 
 
+@svod.jit
+def planes_up_to(nr, nq, a, c):
+    for r in range(nr):
+        for q in range(nq):
+            row = a[r, q, :] @ c
+            a[r, q, :] = row
+    return a
+
+
+@pytest.mark.parametrize(("nr", "nq", "np_"), [(0, 2, 3), (1, 1, 1), (2, 3, 7), (3, 4, 13)])
+def test_loops_bounded_by_int_arguments_index_planes_free_of_races(device, nr, nq, np_):
+    """Each row ``a[r, q, :]`` of a plane is one phase's: its work items write apart for every ``r`` and ``q`` the
+    int arguments allow (a ``q`` past ``a``'s planes is an index error, checked as it runs, and the next run is
+    not the worse for it)."""
+    rng = np.random.default_rng(np_)
+    a = rng.standard_normal((max(nr, 1), nq, np_)).astype(np.float32)
+    c = rng.standard_normal((np_, np_)).astype(np.float32)
+    if device.caps.index_bits == 32 and nq * np_ > 1:  # a variable of up to 2**31 values times a plane: refused
+        with pytest.raises(svod.errors.GraphError, match="computes indices in 32 bits"):
+            planes_up_to(nr, nq, a, c, device=device)
+        return
+    agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
+    if nr:
+        with pytest.raises(svod.errors.IndexOutOfBoundsError):
+            planes_up_to(nr, nq + 1, a.copy(), c, device=device)
+        agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
+
 
 def checksum(data, rounds, poly=0x8408):
     """A CRC-16 of ``data``'s bytes, ``rounds`` times over."""
