@@ -392,3 +392,29 @@ def test_an_element_past_a_returned_tuple_is_refused_at_its_line():
     with pytest.raises(KernelSyntaxError, match="binned returns a tuple of 2, which has no element 2") as raised:
         takes_a_third_of_two(np.zeros(3), np.linspace(0.0, 1.0, 5))
     assert f"test_jit_calls.py:{line_of(takes_a_third_of_two, 'third = binned')}:" in str(raised.value)
+
+
+# ---- a race in a called function ----------------------------------------------------------------------------
+
+def softmax(x):
+    tmp_max = np.empty((x.shape[0], 1), dtype=x.dtype)
+    for i in prange(x.shape[1]):
+        tmp_max[:, 0] = np.max(x[:, i])
+    out = np.exp(x - tmp_max)
+    return out / np.reshape(np.sum(out, axis=-1), (x.shape[0], 1))
+
+
+@svod.jit
+def classifies(x):
+    return softmax(x * 2.0)
+
+
+def test_work_items_that_each_write_a_whole_column_are_refused_at_the_store():
+    """npbench's softmax (its mlp): every work item writes all of ``tmp_max[:, 0]``, each its own column's
+    maximum, where Python leaves the last column's; in parallel, whichever item writes last wins (numba's result
+    changes from run to run). Refused, naming the array as the function calls it and the store's line."""
+    with pytest.raises(svod.errors.GraphError, match=r"the store to tmp_max \(of softmax\) takes its value from "
+                                                     "work items of a parallel loop") as raised:
+        classifies(np.random.default_rng(0).standard_normal((3, 5)))
+    assert raised.value.stage == "races"
+    assert f"test_jit_calls.py:{line_in(softmax, 'tmp_max[:, 0] = np.max')})" in str(raised.value)
