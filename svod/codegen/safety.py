@@ -13,7 +13,8 @@ wrap into range; the error then reports the clamped index.
 ``check_races``: work items of parallel (GLOBAL) ranges run in any order at once, so a kernel is refused
 when two of them may write one element with a plain STORE, or when one may read an element another writes.
 Atomic updates are the way to combine into one element; a sequential LOOP range the way to carry values
-from one iteration to the next.
+from one iteration to the next. An index that chooses a negative constant where a check fails (a translator's
+``where(k < n, row + k, -1)``) names an element only where the check holds: the access at ``-1`` is never made.
 
 ``parallel_loops``: a sequential loop whose turns the same proofs show independent runs as a parallel range.
 
