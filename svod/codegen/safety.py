@@ -13,7 +13,8 @@ wrap into range; the error then reports the clamped index.
 ``check_races``: work items of parallel (GLOBAL) ranges run in any order at once, so a kernel is refused
 when two of them may write one element with a plain STORE, or when one may read an element another writes.
 Atomic updates are the way to combine into one element; a sequential LOOP range the way to carry values
-from one iteration to the next.
+from one iteration to the next. An index that chooses a negative constant where a check fails (a translator's
+``where(k < n, row + k, -1)``) names an element only where the check holds: the access at ``-1`` is never made.
 
 ``parallel_loops``: a sequential loop whose turns the same proofs show independent runs as a parallel range.
 
@@ -657,5 +658,22 @@ def _same_item(index: UOp, guard: UOp | None, ranges: frozenset[UOp], store: UOp
     if not every:
         return True
     target = store.src[0]
-    return meet_in_one_item(index.src[1], _and(guard, _gate_of(index)), target.src[1], _gate_of(target),
-                            sorted(every, key=order.__getitem__), order)
+    first, first_guard = _in_buffer(index.src[1], _and(guard, _gate_of(index)))
+    second, second_guard = _in_buffer(target.src[1], _gate_of(target))
+    return meet_in_one_item(first, first_guard, second, second_guard, sorted(every, key=order.__getitem__), order)
+
+
+def _in_buffer(position: UOp, guard: UOp | None) -> tuple[UOp, UOp | None]:
+    """``position`` where it may name an element, and ``guard`` with the conditions that say where: a choice
+    of a negative constant (``where(k < n, row + min(k, n - 1), -1)``, the index a translator makes safe for
+    every value of ``k``) names no element, and the access it chooses is never made (it is proven not to
+    happen, or checked and skipped), so no work item writes or reads an element there."""
+    while position.op is Ops.WHERE and position.dtype == dtypes.index:
+        condition, taken, other = position.src
+        if other.op is Ops.CONST and other.arg < 0:
+            position, guard = taken, _and(guard, condition)
+        elif taken.op is Ops.CONST and taken.arg < 0:
+            position, guard = other, _and(guard, condition.ne(True))
+        else:
+            break
+    return position, guard

@@ -15,7 +15,9 @@ body. Its arguments bind as Python binds them (``svod.frontend.binding``: by pos
 parameter's default): an array argument is the caller's array (the callee's in-place updates are the caller's),
 a name the callee never assigns is the caller's name itself, anything else is computed once into a name of the
 callee's own; its locals are renamed apart from the caller's, and the globals it reads resolve in its own module.
-A call inside an expression is made first, into a name of its own (not in a loop's bounds or test). Its returns,
+A call inside an expression is made first, into a name of its own (not in a loop's bounds or test); ``f(...)[k]``
+of a function whose every return is a tuple written out (``return a, b``) is made into as many names, and reads
+the ``k``-th. Its returns,
 early ones too, assign the call's result in structured control flow (``svod.frontend.returns``).
 """
 
@@ -232,12 +234,54 @@ class _Hoisting(ast.NodeTransformer):
             return self.generic_visit(node)
         name = f"_svod_result{next(self.inliner.counter)}"
         self.inliner.described[name] = f"the result of `{code(node, 40)}`"
-        assign = stands_for(ast.Assign([ast.Name(name, ast.Store())], node), node)
-        self.assignments.append(ast.fix_missing_locations(ast.copy_location(assign, node)))
-        return stands_for(ast.copy_location(ast.Name(name, ast.Load()), node), node)
+        return self.made(node, ast.Name(name, ast.Store()), name)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        """``f(...)[k]`` of a function that returns a tuple of ``n`` (``return a, b`` on every way): the call
+        unpacked into ``n`` names of its own, as Python makes every element, and its ``k``-th read."""
+        call = node.value if isinstance(node.value, ast.Call) else None
+        fn = None if call is None else self.inliner.callee(call)
+        k = _integer(node.slice)
+        n = None if fn is None else _tuple_length(fn)
+        if call is None or fn is None or k is None or n is None:
+            return self.generic_visit(node)
+        if not -n <= k < n:
+            raise self.inliner.refuse(node, f"{fn.__name__} returns a tuple of {n}, which has no element {k}")
+        number = next(self.inliner.counter)
+        names = [f"_svod_result{number}_{j}" for j in range(n)]
+        for j, name in enumerate(names):
+            self.inliner.described[name] = f"element {j} of the result of `{code(node.value, 40)}`"
+        target = ast.Tuple([ast.Name(name, ast.Store()) for name in names], ast.Store())
+        return self.made(call, target, names[k])
+
+    def made(self, call: ast.Call, target: ast.expr, read: str) -> ast.expr:
+        """``call`` assigned to ``target`` first (the inliner then compiles it in, and the calls in its arguments),
+        and the name ``read`` in its place."""
+        assign = stands_for(ast.Assign([target], call), call)
+        self.assignments.append(ast.fix_missing_locations(ast.copy_location(assign, call)))
+        return stands_for(ast.copy_location(ast.Name(read, ast.Load()), call), call)
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node  # (a lambda's calls run when it is called: svod refuses lambdas where it meets them)
+
+
+def _integer(node: ast.expr) -> int | None:
+    """The integer an index written as a constant stands for (``0``, ``-1``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _integer(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _tuple_length(fn: types.FunctionType) -> int | None:
+    """How many values ``fn`` returns where each of its returns is a tuple of as many written out (``return
+    a, b``), else None."""
+    returns = [n for s in Source.of(fn).node.body for n in ast.walk(s) if isinstance(n, ast.Return)]
+    lengths = {len(r.value.elts) if isinstance(r.value, ast.Tuple) and
+               not any(isinstance(e, ast.Starred) for e in r.value.elts) else None for r in returns}
+    return next(iter(lengths)) if len(lengths) == 1 else None
 
 
 def _located(target: ast.expr, stmt: ast.stmt) -> ast.expr:

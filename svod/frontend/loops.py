@@ -1,4 +1,5 @@
-"""A kernel's ``for`` loops: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range. A local the body changes is
+"""A kernel's ``for`` loops: ``svod.prange`` is a GLOBAL range, ``range`` a LOOP range, and ``for v in x`` over a 1-D
+array a LOOP range over its indices whose turn starts ``v = x[i]``. A local the body changes is
 stated again with a placeholder in its place: what the body makes of the placeholder says whether it is a
 reduction (``s op= e``, ``s = max(s, e)``, also under ``if``: a REDUCE over a range of its own) or is carried
 from turn to turn in a register (``svod.frontend.memory``)."""
@@ -6,6 +7,7 @@ from turn to turn in a register (``svod.frontend.memory``)."""
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import math as pymath
 from collections.abc import Iterator, Sequence
@@ -20,8 +22,9 @@ from svod.frontend import pylang
 from svod.frontend.arithmetic import builtin_extreme
 from svod.frontend.context import Loop, Turn
 from svod.frontend.expressions import Expressions
+from svod.frontend.nodes import placed, stands_for
 from svod.frontend.randoms import ORDINAL
-from svod.frontend.values import BUILTINS, Undefined, describe, is_number
+from svod.frontend.values import BUILTINS, ArrayValue, Undefined, describe, is_number
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.uop import memory_of, written_memory
 
@@ -48,8 +51,12 @@ class Loops(Expressions):
             kind = AxisKind.GLOBAL
         elif callee is BUILTINS["range"]:
             kind = AxisKind.LOOP
+        elif isinstance(call, ast.Name) and isinstance(iterated := self.lookup(call.id, call), ArrayValue):
+            self.elements(stmt, iterated)
+            return
         else:
-            raise self.refuse(stmt.iter, "a kernel loops over range(...) (sequential) or svod.prange(...) (parallel)")
+            raise self.refuse(stmt.iter, "a kernel loops over range(...) (sequential), svod.prange(...) (parallel) "
+                                         "or the elements of a 1-D array (for v in x)")
         assert isinstance(call, ast.Call)
         if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
             raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
@@ -65,6 +72,28 @@ class Loops(Expressions):
         if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
                                     "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
+        self.ranged(stmt, kind, start, stop, step)
+
+    def elements(self, stmt: ast.For, array: ArrayValue) -> None:
+        """``for v in x`` over a 1-D array, as Python iterates it: a sequential loop over ``x``'s indices whose
+        turn starts ``v = x[i]`` (the element as it stands then: the turns before may have written it). The
+        array is the one ``x`` names at the loop (its name is bound apart from ``x``, which the body may
+        rebind)."""
+        if len(array.dims) != 1:
+            raise self.refuse(stmt.iter, f"for ... in {array.name} iterates the rows of a {len(array.dims)}-D array, "
+                                         "views a kernel does not have; loop over its indices instead (for i in "
+                                         f"range({array.name}.shape[0]), reading {array.name}[i, j])")
+        number = next(self._placeholders)  # (names of their own: a loop nested in it may iterate another array)
+        iterated, index = f"_svod_iterated{number}", f"_svod_index{number}"
+        self.env[iterated] = array
+        element = ast.Subscript(ast.Name(iterated, ast.Load()), ast.Name(index, ast.Load()), ast.Load())
+        made = stands_for(copy.copy(stmt), stmt)
+        made.target = ast.copy_location(ast.Name(index, ast.Store()), stmt.target)
+        made.body = [*placed([ast.Assign([stmt.target], element)], stmt), *stmt.body]
+        self.ranged(made, AxisKind.LOOP, 0, array.dims[0], 1)
+
+    def ranged(self, stmt: ast.For, kind: AxisKind, start: Any, stop: Any, step: int) -> None:
+        """Loop ``stmt`` over the range from ``start`` to ``stop`` by ``step``, parallel or sequential (``kind``)."""
         count = self.count(start, stop, step)
         saved_gate = self.gate
         if kind is AxisKind.GLOBAL:

@@ -50,7 +50,7 @@ import numpy as np
 from svod.device import Buffer, Device, PlanReplay, PlanReplayer, ReplayHost, ReplayItem, Variable, resolver
 from svod.device.launch import INT64_MAX, INT64_MIN
 from svod.dtype import dtypes
-from svod.errors import BufferMismatchError, SvodError, VariableError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
 from svod.ir import Ops, UOp, rename_variables
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.binding import ArrayBinding
@@ -386,8 +386,16 @@ class ExecutionPlan:
         self._check_steps()
 
     def _check_steps(self) -> None:
+        """Read (and clear) every checked step's record of out-of-bounds accesses, then raise the first failure: a
+        record left standing would fail the next run, though it stayed in bounds."""
+        failures = []
         for step in self._checked_steps:
-            step.check()  # type: ignore[misc]
+            try:
+                step.check()  # type: ignore[misc]
+            except IndexOutOfBoundsError as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
         for name in var_vals:

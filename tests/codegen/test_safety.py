@@ -1036,3 +1036,39 @@ def test_whole_blocks_of_a_row_are_told_apart_from_the_next_row():
     np.testing.assert_array_equal(out.reshape(m, n), want)
     with pytest.raises(GraphError, match="two work items"):
         svod.compile(_row_blocks("every"), "CPU")
+
+
+def _plane_rows(kind: str):
+    """``a[r, q, :] = a[r, q, :] * 2 + x`` of a ``(3, 4, 5)`` array for variables ``r`` and ``q`` of any size, ``q``
+    checked against its axis as a translator does: ``where(q < 4, (4*r + min(max(q, 0), 3))*5 + p, -1)``, the
+    ``-1`` an index no access is made at. ``"halves"`` writes column ``p // 2``: two work items write each one."""
+    k = KernelBuilder(f"plane_rows_{kind}")
+    a, x = k.buffer(dtypes.float32, 60), k.buffer(dtypes.float32, 5)
+    r, q = k.var("r", 0, (1 << 31) - 1), k.var("q", 0, (1 << 31) - 1)
+    p = k.range(5)
+    row = (r * 4 + q.maximum(0).minimum(3)) * 5
+    position = (q < 4).where(row + (p if kind == "rows" else p // 2), -1)
+    k.store(a[position], a[position] * 2.0 + x[p])
+    return k.build()
+
+
+@pytest.mark.parametrize(("r", "q"), [(0, 0), (1, 2), (2, 3)])
+def test_a_position_checked_against_its_axis_names_an_element_only_where_the_check_holds(device, r, q):
+    """Where the check fails the access is at -1, an index of no element, never made: two work items that both
+    take it write nothing, so they do not race, and the kernel computes NumPy's row (an ``r`` or ``q`` past the
+    array is an index error). The choice does not hide two items that write one element where it holds."""
+    a, x = np.arange(60, dtype=np.float32), np.arange(5, dtype=np.float32) - 2.0
+    if device.caps.index_bits == 32:  # a variable of up to 2**31 values times a plane: refused
+        with pytest.raises(GraphError, match="computes indices in 32 bits"):
+            svod.run(_plane_rows("rows"), [a, x], device=device, r=r, q=q)
+        return
+    got = a.copy()
+    svod.run(_plane_rows("rows"), [got, x], device=device, r=r, q=q)
+    want = a.reshape(3, 4, 5).copy()
+    want[r, q, :] = want[r, q, :] * 2.0 + x
+    np.testing.assert_array_equal(got, want.ravel())
+    for past in ({"r": 3, "q": 0}, {"r": 0, "q": 4}):
+        with pytest.raises(IndexOutOfBoundsError):
+            svod.run(_plane_rows("rows"), [a.copy(), x], device=device, **past)
+    with pytest.raises(GraphError, match="two work items"):
+        svod.compile(_plane_rows("halves"), device)

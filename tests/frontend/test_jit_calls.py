@@ -345,3 +345,76 @@ def test_a_kernels_helper_returns_early(device, n):
     got = np.zeros(n, np.float32)
     classify(got, x, keys, device=device)
     np.testing.assert_array_equal(got, want)
+
+
+# ---- an element of the tuple a called function returns ------------------------------------------------------
+
+def bin_of(v, edges):
+    """The bin of ``v`` among equal bins, the last one closed on the right: its edge returns early."""
+    n = edges.shape[0] - 1
+    if v == edges[-1]:
+        return n - 1
+    return int(n * (v - edges[0]) / (edges[-1] - edges[0]))
+
+
+def binned(a, edges):
+    which = np.zeros(a.shape[0], np.int32)
+    counts = np.zeros(edges.shape[0] - 1, np.int32)
+    for i in prange(a.shape[0]):
+        which[i] = bin_of(a[i], edges)
+    for i in range(a.shape[0]):
+        counts[which[i]] += 1
+    return counts, which
+
+
+@svod.jit
+def counts_then_bins(a, edges):
+    counts = binned(a, edges)[0]
+    return counts, binned(a, edges)[-1] * 2
+
+
+@svod.jit
+def takes_a_third_of_two(a, edges):
+    third = binned(a, edges)[2]
+    return third
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_an_element_of_a_returned_tuple_makes_the_whole_call(device, n):
+    """``f(...)[0]`` and ``f(...)[-1]`` of a function that returns two arrays (each element made, as Python makes
+    them), whose helper returns early at the last edge."""
+    a = np.random.default_rng(n).uniform(0.0, 1.0, n)
+    a[:2] = [1.0, 0.0][:n]
+    agrees_with_python(counts_then_bins, device, a, np.linspace(0.0, 1.0, 5))
+
+
+def test_an_element_past_a_returned_tuple_is_refused_at_its_line():
+    with pytest.raises(KernelSyntaxError, match="binned returns a tuple of 2, which has no element 2") as raised:
+        takes_a_third_of_two(np.zeros(3), np.linspace(0.0, 1.0, 5))
+    assert f"test_jit_calls.py:{line_of(takes_a_third_of_two, 'third = binned')}:" in str(raised.value)
+
+
+# ---- a race in a called function ----------------------------------------------------------------------------
+
+def softmax(x):
+    tmp_max = np.empty((x.shape[0], 1), dtype=x.dtype)
+    for i in prange(x.shape[1]):
+        tmp_max[:, 0] = np.max(x[:, i])
+    out = np.exp(x - tmp_max)
+    return out / np.reshape(np.sum(out, axis=-1), (x.shape[0], 1))
+
+
+@svod.jit
+def classifies(x):
+    return softmax(x * 2.0)
+
+
+def test_work_items_that_each_write_a_whole_column_are_refused_at_the_store():
+    """npbench's softmax (its mlp): every work item writes all of ``tmp_max[:, 0]``, each its own column's
+    maximum, where Python leaves the last column's; in parallel, whichever item writes last wins (numba's result
+    changes from run to run). Refused, naming the array as the function calls it and the store's line."""
+    with pytest.raises(svod.errors.GraphError, match=r"the store to tmp_max \(of softmax\) takes its value from "
+                                                     "work items of a parallel loop") as raised:
+        classifies(np.random.default_rng(0).standard_normal((3, 5)))
+    assert raised.value.stage == "races"
+    assert f"test_jit_calls.py:{line_in(softmax, 'tmp_max[:, 0] = np.max')})" in str(raised.value)

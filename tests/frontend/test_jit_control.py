@@ -625,3 +625,82 @@ def test_a_loop_bounded_by_an_int_argument_indexes_rows_free_of_races(device, n)
 def test_a_loop_bounded_by_an_int_argument_past_32_bits_is_refused_before_it_runs():
     with pytest.raises(VariableError, match="loop variable r may take"):
         rows_up_to(1 << 40, np.zeros((4, 3)))
+
+
+@svod.jit
+def planes_up_to(nr, nq, a, c):
+    for r in range(nr):
+        for q in range(nq):
+            row = a[r, q, :] @ c
+            a[r, q, :] = row
+    return a
+
+
+@pytest.mark.parametrize(("nr", "nq", "np_"), [(0, 2, 3), (1, 1, 1), (2, 3, 7), (3, 4, 13)])
+def test_loops_bounded_by_int_arguments_index_planes_free_of_races(device, nr, nq, np_):
+    """Each row ``a[r, q, :]`` of a plane is one phase's: its work items write apart for every ``r`` and ``q`` the
+    int arguments allow (a ``q`` past ``a``'s planes is an index error, checked as it runs, and the next run is
+    not the worse for it)."""
+    rng = np.random.default_rng(np_)
+    a = rng.standard_normal((max(nr, 1), nq, np_)).astype(np.float32)
+    c = rng.standard_normal((np_, np_)).astype(np.float32)
+    if device.caps.index_bits == 32 and nq * np_ > 1:  # a variable of up to 2**31 values times a plane: refused
+        with pytest.raises(svod.errors.GraphError, match="computes indices in 32 bits"):
+            planes_up_to(nr, nq, a, c, device=device)
+        return
+    agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
+    if nr:
+        with pytest.raises(svod.errors.IndexOutOfBoundsError):
+            planes_up_to(nr, nq + 1, a.copy(), c, device=device)
+        agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
+
+
+def checksum(data, rounds, poly=0x8408):
+    """A CRC-16 of ``data``'s bytes, ``rounds`` times over."""
+    crc = 0xFFFF
+    for _ in range(rounds):
+        for b in data:
+            byte = 0xFF & b
+            for _ in range(8):
+                if (crc & 0x0001) ^ (byte & 0x0001):
+                    crc = (crc >> 1) ^ poly
+                else:
+                    crc >>= 1
+                byte >>= 1
+    crc = ~crc & 0xFFFF
+    return ((crc << 8) | ((crc >> 8) & 0xFF)) & 0xFFFF
+
+
+@svod.jit
+def checksums(data, rounds, out):
+    first = checksum(data, rounds)
+    for i in prange(out.shape[0]):
+        total = 0
+        for b in data:
+            total += b * i
+        out[i] = total
+    return first
+
+
+@svod.jit
+def over_rows(a):
+    total = 0.0
+    for row in a:
+        total += row[0]
+    return total
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 64])
+def test_a_loop_over_an_array_s_elements_binds_each_in_turn(device, n):
+    """``for b in data`` (npbench's crc16) in sequential code, inside a sequential loop and inside a ``prange``."""
+    data = np.random.default_rng(n).integers(0, 256, n).astype(np.int32)
+    for rounds in (0, 1, 2):
+        agrees_with_python(checksums, device, data, rounds, np.zeros(3, np.int32))
+
+
+def test_a_loop_over_a_2d_array_s_rows_is_refused_at_its_line():
+    with pytest.raises(KernelSyntaxError, match="iterates the rows of a 2-D array") as raised:
+        over_rows(np.zeros((2, 3)))
+    lines, first = inspect.getsourcelines(over_rows.fn)
+    assert f"test_jit_control.py:{first + next(k for k, t in enumerate(lines) if 'for row in a' in t)}:" in \
+        str(raised.value)

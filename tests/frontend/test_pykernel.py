@@ -316,7 +316,7 @@ def shares_a_local_across_work_items(out):
 
 
 @svod.kernel
-def loops_over_an_array(out, x):
+def loops_over_rows(out, x):
     for v in x:  # refused
         out[0, 0] = v
 
@@ -345,7 +345,7 @@ REFUSALS = {
     uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict",
     returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
 prange_inside_range: "prange inside a sequential loop",
-    shares_a_local_across_work_items: "work items share no local", loops_over_an_array: "loops over range",
+    shares_a_local_across_work_items: "work items share no local", loops_over_rows: "iterates the rows of a 2-D array",
     slices: "a slice", uses_a_loop_local_after_it: "last is not defined here",
 }
 
@@ -568,6 +568,33 @@ def test_a_plan_holds_a_kernel_that_carries_a_local_from_turn_to_turn(device):
     plan.execute()
     want = run_as_python(running_sums, np.zeros_like(x), x)[0]
     np.testing.assert_allclose(plan.buffers[out].numpy().reshape(5, 7), want, rtol=1e-6)
+
+
+@svod.kernel
+def scans_elements(x, last):
+    v = -1.0
+    k = 0
+    for v in x:  # each turn reads its element as the turn before left it: a running sum in place
+        if k + 1 < x.shape[0]:
+            x[k + 1] += v
+            k += 1
+    last[0] = v  # the last element, or what v held before a loop of no turns
+
+
+@svod.kernel
+def weighs_elements(x, sums):
+    for i in svod.prange(sums.shape[0]):
+        s = 0.0
+        for v in x:
+            s += v * i
+        sums[i] = s
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_a_loop_over_an_array_s_elements_reads_each_as_python_does(device, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    agrees_with_python(scans_elements, device, x, np.full(1, 5.0, np.float32), rtol=1e-5)
+    agrees_with_python(weighs_elements, device, x, np.zeros(5, np.float32), rtol=1e-5)
 
 
 @svod.kernel

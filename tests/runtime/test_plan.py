@@ -358,3 +358,33 @@ def test_a_checked_kernel_runs_on_every_thread_in_a_plan(compiler, row):
     plan.execute(k=row)
     grid = values.reshape(n, n)
     np.testing.assert_array_equal(out_buf.numpy().reshape(n, n), grid + grid[row])
+
+
+def _checked_row(name: str, n: int):
+    """``out[i, j] = x[i, j] + x[k, j]``: ``k`` may be ``n``, one row past ``x``, so the read is checked."""
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtypes.int32, (n, n)), k.buffer(dtypes.int32, (n, n))
+    kv = k.var("k", 0, n)
+    i, j = k.range(n), k.range(n)
+    k.store(out[i, j], x[i, j] + x[kv, j])
+    return k.build()
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_every_failure_a_run_records_is_cleared_with_the_one_it_raises(compiler):
+    """Two kernels of a plan read out of bounds in one run: the run raises the first, and the next run, in bounds,
+    neither raises the second's stale record nor computes anything else than in-bounds reads."""
+    n = 4
+    plan = ExecutionPlan(cpu_device(2, compiler))
+    values = np.arange(n * n, dtype=np.int32)
+    source = plan.add_buffer(svod.Buffer.from_numpy(values, device=plan.device))
+    outs = [svod.Buffer(plan.device, dtypes.int32, n * n) for _ in range(2)]
+    for name, out in zip(("first_row", "second_row"), outs, strict=True):
+        plan.add_kernel(_checked_row(name, n), [plan.add_buffer(out), source])
+    plan.prepare()
+    with pytest.raises(svod.errors.IndexOutOfBoundsError, match="first_row"):
+        plan.execute(k=n)
+    plan.execute(k=1)
+    grid = values.reshape(n, n)
+    for out in outs:
+        np.testing.assert_array_equal(out.numpy().reshape(n, n), grid + grid[1])
