@@ -43,7 +43,7 @@ from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError, VariableError
-from svod.frontend import api, pylang, sorting
+from svod.frontend import api, order_statistics, pylang, sorting
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of
 from svod.frontend.inline import inline_calls
@@ -372,14 +372,14 @@ class Builder:
             if item.kind == "quantile" and size == 0:
                 raise self.refuse(item.statement, f"{call} of an empty array (NumPy raises IndexError)")
             whole = isinstance(item.q, int)
-            result = dtype if whole else sorting.quantile_dtype(dtype, self.device)
+            result = dtype if whole else order_statistics.quantile_dtype(dtype, self.device)
             cell = self.result_cell(item.target, np.dtype(result))
             if item.kind == "median":
-                made = sorting.add_median(self.plan, slot, cell)
+                made = order_statistics.add_median(self.plan, slot, cell)
             elif isinstance(item.q, int):
-                made = sorting.add_quantile(self.plan, slot, cell, whole=item.q)
+                made = order_statistics.add_quantile(self.plan, slot, cell, whole=item.q)
             else:
-                made = sorting.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
+                made = order_statistics.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
         return made
 
     def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
