@@ -76,8 +76,9 @@ from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
+from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
-from svod.frontend.phases import SORTING, Ordering, Reader, refusal, renamed, sorting_call
+from svod.frontend.phases import SORTING, Ordering, Reader, refusal, sorting_call
 from svod.frontend.rebinding import Bindings, HostShape
 from svod.frontend.source import Source
 

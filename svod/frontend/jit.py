@@ -46,7 +46,9 @@ from svod.errors import KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, order_statistics, pylang, sorting
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of
+from svod.frontend.flow import Turn
 from svod.frontend.inline import inline_calls
+from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, stands_for, subscript
 from svod.frontend.phases import (
     Branch,
@@ -58,13 +60,9 @@ from svod.frontend.phases import (
     Repeat,
     Structure,
     Temporary,
-    Turn,
     carried,
     inner_items,
-    loaded,
-    needs,
     refusal,
-    stored,
     stores_elements,
 )
 from svod.frontend.pykernel import Kernel, refuse_draws_in_plan
