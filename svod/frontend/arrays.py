@@ -129,10 +129,10 @@ class Lowering(ArrayValues, Histograms, Compactions):
         self.work: list[ast.For] = []
         """The ``prange`` loops around the statement being rewritten (its work item's), outermost first."""
         self.hoisted: list[ast.stmt] = []
+        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
         self.held_bounds: tuple[dict[Dim, Dim], int] = ({}, 0)
         """The bounds read from memory that the work item computed into locals (``held``) at the top of its
         body, and how deep that stands."""
-        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
         self.bases: dict[str, Named] = {}
         """Per array the rewriting makes at a length the host does not know: the array it is made in, of the
         greatest length, which it views."""

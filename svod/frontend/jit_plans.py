@@ -174,9 +174,9 @@ class Builder:
         self.plan = ExecutionPlan(device)
         self.args = {name: arguments[name] for name in variant.parameters}
         self.host: dict[str, Any] = dict(self.args)
+        """What the host knows before the run: the arguments, the definitions computed from them."""
         self.outer = self.source.outer_names()
         """The globals the host reads: those the function does not bind itself."""
-        """What the host knows before the run: the arguments, the definitions computed from them."""
         self.arrays: dict[str, tuple[int, tuple[int, ...], Any]] = {}
         """Each array a phase may take (an argument or a temporary): its plan buffer, shape and dtype."""
         self.definitions: list[Definition] = []
