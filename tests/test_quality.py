@@ -53,3 +53,16 @@ def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is
         "import svod, numpy as np; svod.kernel(lambda x: None); svod.Buffer('CPU', svod.dtypes.float32, 4)")
     assert "svod.backends.registry" in _loaded_after(
         "import svod, svod.device; svod.device.Buffer('CPU', svod.dtypes.float32, 4)")
+
+
+MAX_LINES = 850
+"""The most lines a module of the package has: one past it holds more than one concept, to split along a seam."""
+OVER_MAX_LINES = {"svod/codegen/render/llvmir.py", "svod/codegen/lower_cpu.py"}  # being split
+"""The modules allowed past ``MAX_LINES`` for now, the only ones."""
+
+
+def test_no_module_of_the_package_is_over_the_most_lines():
+    lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+               for path in sorted((ROOT / "svod").rglob("*.py"))}
+    over = {path: count for path, count in lengths.items() if count > MAX_LINES and path not in OVER_MAX_LINES}
+    assert over == {}
