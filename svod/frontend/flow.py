@@ -27,7 +27,6 @@ class Turn:
     nested: bool
 
 
-
 class FlowReader(Protocol):
     """What the flow of a function reads of its reader (``svod.frontend.phases.Reader``)."""
 
@@ -49,7 +48,6 @@ class _Exits:
     skipped: str
     breaks: bool = False
     continues: bool = False
-
 
 
 class Flow:
@@ -361,7 +359,7 @@ def _exits(stmts: Sequence[ast.stmt]) -> bool:
 
 
 def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
-    """``name = value`` for a flag: a phase where it stands (``Reader.item``), never a definition read
+    """``name = value`` for a flag: a phase where it stands (``phases.Reader.item``), never a definition read
     where used."""
     made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
     made.svod_flag = True  # type: ignore[attr-defined]

@@ -223,7 +223,6 @@ class Jit:
         return found
 
 
-
 def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | None:
     """What decides the plan of a call whose arguments are all given by position, each a numpy array or a Python
     number: the device, each array's dtype and shape, each number's type and value (a value a plan may be

@@ -1,6 +1,7 @@
 """The parts of an ``@svod.jit`` function (``svod.frontend.jit``): its top-level statements read as phases
 (a ``prange`` nest, or sequential code: one kernel each), definitions of sizes and scalars, temporaries and
-loops around phases; and which scalars its phases carry to one another (``carried``).
+loops around phases (their ``break``, ``continue`` and early ``return`` made flags first: ``svod.frontend.flow``);
+and which scalars its phases carry to one another (``carried``).
 """
 
 from __future__ import annotations
@@ -586,12 +587,6 @@ subclasses)."""
 
 def _parameters(function: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
-
-
-
-
-
-
 
 
 def _copy(node: ast.stmt) -> ast.stmt:

@@ -482,7 +482,6 @@ def index_dtype(device: Device) -> np.dtype:
     return np.dtype(np.int64) if dtypes.int64 in device.caps.element_dtypes else np.dtype(np.int32)
 
 
-
 def blocks(device: Device, n: int) -> tuple[int, int]:
     """How many blocks a pass splits ``n`` keys into, and the keys of each (the last may hold fewer): a few
     per thread of a CPU (one below ``PARALLEL_FROM`` keys); on the reference interpreter, which runs every
