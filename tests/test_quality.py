@@ -80,3 +80,14 @@ def test_no_docstring_or_comment_names_an_issue_number():
              for path in sorted((ROOT / "svod").rglob("*.py")) for line, text in _prose(path.read_text())
              for match in ISSUE_NUMBER.finditer(text)]
     assert named == []
+
+
+MAX_LINES = 850
+"""The most lines a module of the package has: one past it holds more than one concept, to split along a seam."""
+
+
+def test_no_module_of_the_package_is_over_the_most_lines():
+    lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+               for path in sorted((ROOT / "svod").rglob("*.py"))}
+    over = {path: count for path, count in lengths.items() if count > MAX_LINES}
+    assert over == {}

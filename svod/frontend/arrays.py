@@ -1,4 +1,4 @@
-"""NumPy array statements of an ``@svod.jit`` function, as the loops they mean (issue 45).
+"""NumPy array statements of an ``@svod.jit`` function, as the loops they mean.
 
 ``B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2])`` is rewritten, for the shapes of one call, into the
 ``prange`` nest a numba user writes by hand, before the function is read into phases::
@@ -10,10 +10,11 @@
 so every array statement is a phase that svod proves in bounds and free of races, tiles and threads as it
 does a hand-written one, on every device. An expression is a lazy ``Expr`` (``svod.frontend.array_exprs``): a
 shape, a dtype (NumPy's, found by applying the same operation to one-element arrays of the operands' dtypes,
-so promotion is NumPy 2's), and its element at given indices. Nothing is computed into memory but what a
-statement stores: elementwise operations, broadcasts, views and reductions of one statement fuse into one
-loop nest, a reduction (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's
-lowering computes once per output it depends on (a row's max once per row, not once per element).
+so promotion is NumPy 2's), and its element at given indices; ``svod.frontend.array_values`` reads each of
+the user's expressions into one. Nothing is computed into memory but what a statement stores: elementwise
+operations, broadcasts, views and reductions of one statement fuse into one loop nest, a reduction
+(``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's lowering computes once per
+output it depends on (a row's max once per row, not once per element).
 
 The loops are ``ast`` nodes built where they are needed (``svod.frontend.nodes``), never text parsed again:
 each stands at the line of the user's statement it is written for, and an error about it shows that
@@ -22,9 +23,10 @@ statement; each array or value svod names (``_svod_t0``) is recorded in the user
 
 A slice's bounds may read the variables of the loops around the statement (``C[i, :i + 1]``), and inside a
 ``prange`` elements the work item reads (``A_val[A_row[i]:A_row[i + 1]]``): a length is then an extent
-(``svod.frontend.extents``), its loop runs that long, two lengths broadcast where they are provably equal, and an
-array made at such a length is made at the greatest and viewed at the turn's. A ``prange`` nest's array
-statements become loops of its work item's own (``parallel_nest``), arrays they make one per work item.
+(``svod.frontend.extents``; the bounds: ``svod.frontend.slice_bounds``), its loop runs that long, two lengths
+broadcast where they are provably equal, and an array made at such a length is made at the greatest and
+viewed at the turn's. A ``prange`` nest's array statements become loops of its work item's own
+(``parallel_nest``), arrays they make one per work item.
 
 What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
 ``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
@@ -37,10 +39,8 @@ from __future__ import annotations
 import ast
 import copy
 import itertools
-import operator
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any, cast
 
 import numpy as np
@@ -49,20 +49,16 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang, random_arrays
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
-    Elementwise,
     Emitter,
     Expr,
     Fused,
     Named,
-    Product,
-    Reduced,
     RepeatedWorkError,
     Reshaped,
     Scalar,
     Transposed,
     Value,
     Viewed,
-    Whole,
     base_name,
     broadcast_element,
     computes,
@@ -71,27 +67,18 @@ from svod.frontend.array_exprs import (
     typed,
 )
 from svod.frontend.array_math import MATH_HELPERS
-from svod.frontend.array_shapes import JOINS, MADE, read_only, viewed_by
-from svod.frontend.array_stats import ArrayStatistics
+from svod.frontend.array_shapes import read_only, viewed_by
+from svod.frontend.array_values import ArrayValues, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
+from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
-from svod.frontend.phases import SORTING, Ordering, Reader, refusal, renamed, sorting_call
+from svod.frontend.phases import Ordering, Reader, refusal, sorting_call
 from svod.frontend.rebinding import Bindings, HostShape
+from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 
-UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
-          "fabs", "absolute", "negative")
-"""The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
-REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
-"""The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
-_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
-    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-"""The operators an array expression may apply elementwise, and what each computes on the host."""
-_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 TEMPORARY_LENGTH = (1 << 31) - 1
 """The longest axis of an array the rewriting makes at a length the host does not know before the run (at
 the greatest the length may be): past it, the greatest is not known either."""
@@ -99,7 +86,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayStatistics, Histograms, Compactions):
+class Lowering(ArrayValues, Histograms, Compactions):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -131,7 +118,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         self.viewed = _viewed(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
-        self.variables: dict[str, Dim | _Turns] = {}
+        self.variables: dict[str, Dim | LoopTurns] = {}
         """The variables of the loops around the statement being rewritten, as extents with the values each
         loop gives its variable (what a slice's bound may read besides the numbers the host knows)."""
         self.stale: dict[str, str] = {}
@@ -142,10 +129,10 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         self.work: list[ast.For] = []
         """The ``prange`` loops around the statement being rewritten (its work item's), outermost first."""
         self.hoisted: list[ast.stmt] = []
+        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
         self.held_bounds: tuple[dict[Dim, Dim], int] = ({}, 0)
         """The bounds read from memory that the work item computed into locals (``held``) at the top of its
         body, and how deep that stands."""
-        """The arrays the statements of a ``prange`` nest make, one per work item, made before the nest."""
         self.bases: dict[str, Named] = {}
         """Per array the rewriting makes at a length the host does not know: the array it is made in, of the
         greatest length, which it views."""
@@ -325,37 +312,6 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
             copied.body = _widened(body)
             body = [copied]
         return [*made, *body]
-
-    def held(self, value: Dim) -> Dim:
-        """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
-        local of the work item, before the statement (and read again by the statements after it that slice
-        alike, where it stands at the top of the loop's body)."""
-        if isinstance(value, int) or not self.work or \
-                not any(isinstance(n, ast.Subscript) for n in ast.walk(value.node())):
-            return value
-        known, depth = self.held_bounds
-        if self.level == depth and value in known:
-            return known[value]
-        name = f"_svod_b{next(self.counter)}"
-        self.pending += placed([assign(name, value.node())], self.at)
-        made = extents.variable(name, name, value.low, value.high)
-        if self.level == depth:
-            known[value] = made
-        return made
-
-    def work_item(self, at: ast.AST) -> tuple[list[Dim], list[ast.expr]]:
-        """The lengths of the ``prange`` loops around the statement, and each loop's position of its work item
-        (what an array made once for every work item is indexed by)."""
-        lengths: list[Dim] = []
-        positions: list[ast.expr] = []
-        for loop in self.work:
-            assert isinstance(loop.iter, ast.Call) and isinstance(loop.target, ast.Name)  # (a prange loop)
-            bounds = [self.bound(a) for a in loop.iter.args]
-            start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
-            lengths.append(extents.maximum(extents.sub(stop, start), 0))
-            positions.append(load(loop.target.id) if isinstance(start, int) and start == 0 else
-                             ast.BinOp(load(loop.target.id), ast.Sub(), node_of(start)))
-        return lengths, positions
 
     def condition(self, stmt: ast.stmt, test: ast.expr) -> tuple[list[ast.stmt], ast.expr]:
         """An ``if``'s or ``while``'s test: as written where it reads no array as a whole, else the statements
@@ -637,7 +593,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
             raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
         if isinstance(value, Expr):
-            _broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
+            broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = base_name(stored)
         if base is not None and isinstance(value, Expr) and stored.shape and reads_apart(value, stored, base):
             temporary = self.fresh_temporary(value.shape, value.dtype, node)
@@ -683,452 +639,7 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
             return value if isinstance(value, Expr) else None
         return None
 
-    # ---- expressions -------------------------------------------------------------------------------------
-
-    def value(self, node: ast.expr) -> Value:
-        method = _VALUES.get(type(node))
-        if method is None:
-            if any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node)):
-                raise self.refuse(node, f"{type(node).__name__} of arrays is not an array expression svod has")
-            return self.scalar(node)
-        return method(self, node)
-
-    def scalar(self, node: ast.expr) -> Scalar:
-        """A scalar of the user's: its node, as written."""
-        try:
-            sample = self.on_host(node)
-        except Exception:
-            sample = 0
-        if isinstance(sample, np.ndarray):
-            sample = sample.flat[0] if sample.size else sample.dtype.type(0)
-        return Scalar(copy.deepcopy(node), sample)
-
-    def literal(self, node: ast.Constant) -> Value:
-        return Scalar(copy.deepcopy(node), node.value)
-
-    def name_value(self, node: ast.Name) -> Value:
-        if node.id in self.stale:
-            raise self.refuse(node, self.stale[node.id])
-        if node.id in self.arrays:
-            return self.arrays[node.id]
-        return self.scalar(node)
-
-    def attribute(self, node: ast.Attribute) -> Value:
-        owner = self.value(node.value) if isinstance(node.value, (ast.Name, ast.Subscript, ast.Attribute)) and \
-            any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node.value)) else None
-        if isinstance(owner, Expr):
-            if node.attr == "T":
-                order = tuple(reversed(range(len(owner.shape))))
-                return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
-            if node.attr in ("shape", "size", "ndim"):
-                known = _attribute(owner, node.attr)
-                if (node.attr == "shape" and not extents.is_static(known)) or isinstance(known, extents.Extent):
-                    raise self.refuse(node, f"{ast.unparse(node)} is a length the host does not know before the run "
-                                            f"(`{extents.shown(owner.shape)}`): write it from the slice's bounds")
-                return Scalar(constant(known), known)
-            if node.attr == "dtype":  # what astype and the allocations read on the host
-                return Scalar(copy.deepcopy(node), owner.dtype)
-            raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
-        return self.scalar(node)
-
-    def subscript(self, node: ast.Subscript, element: bool = False) -> Value:
-        """``base[items]``: a view, a gather, or one element (a scalar; with ``element``, as a view of no axes,
-        which a statement stores into)."""
-        part = self.histogram_part(node)
-        if part is not None:
-            return part
-        base = self.value(node.value)
-        if not isinstance(base, Expr):
-            return self.scalar(node)
-        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
-        items = _without_ellipsis(items, len(base.shape))
-        advanced = self.advanced(node, base, items)
-        if advanced is not None:
-            return advanced
-        axes: list[tuple[int, Dim, int] | None] = []
-        fixed: dict[int, ast.expr] = {}
-        shape: list[Dim] = []
-        axis = 0
-        for item in items:
-            if (isinstance(item, ast.Constant) and item.value is None) or \
-                    (isinstance(item, ast.Attribute) and item.attr == "newaxis"):
-                axes.append(None)
-                shape.append(1)
-                continue
-            if axis >= len(base.shape):
-                raise self.refuse(node, f"too many indices for an array of {len(base.shape)} dimension(s)")
-            size = base.shape[axis]
-            if isinstance(item, ast.Slice):
-                step = 1 if item.step is None else self.host_int(item.step)
-                if step == 0:
-                    raise self.refuse(node, "a slice step cannot be zero")
-                lower, upper = (None if part is None else self.bound(part) for part in (item.lower, item.upper))
-                start, length = extents.sliced(lower, upper, step, size)  # type: ignore[arg-type]
-                start, length = self.held(start), self.held(length)
-                shape.append(length)
-                axes.append((axis, start, step))  # type: ignore[arg-type]
-            else:
-                fixed[axis] = self.index(node, item, axis, size)
-            axis += 1
-        for rest in range(axis, len(base.shape)):
-            axes.append((rest, 0, 1))
-            shape.append(base.shape[rest])
-        if not axes and len(fixed) == len(base.shape) and not computes(base) and not element:  # a scalar
-            return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
-                          base.dtype.type(1))
-        return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)
-
-    def index(self, node: ast.Subscript, item: ast.expr, axis: int, size: Dim) -> ast.expr:
-        """An integer index of axis ``axis`` (of ``size`` elements): checked now where the host knows it; one of
-        an axis whose length it does not know must be proven in it (NumPy raises past its end)."""
-        index = self.value(item)
-        if isinstance(index, Expr):
-            raise self.refuse(node, "indexing with an array (a gather) is a prange loop's work; write one")
-        known = self.host_int(item, required=False)
-        if isinstance(size, int):
-            if known is not None and not -size <= known < size:
-                raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
-            return constant(known % size) if known is not None else index.node
-        at: Dim | None = known
-        if at is None:
-            try:
-                at = self.bound(item)
-            except KernelSyntaxError:
-                at = None
-        if at is not None and extents.low(at) < 0 and extents.high(at) < 0:
-            at = extents.add(size, at)  # counted from the end
-        if at is None or extents.low(at) < 0 or not extents.at_most(extents.add(at, 1), size):
-            raise self.refuse(node, f"index `{ast.unparse(item)}` may be out of bounds for axis {axis}, whose length "
-                                    f"`{size}` is known only at run time (NumPy raises there); svod takes an index it "
-                                    "can prove within such an axis")
-        return node_of(at)
-
-    @contextmanager
-    def loop_variable(self, stmt: ast.For) -> Iterator[None]:
-        """Rewrite ``stmt``'s body knowing its variable (``variables``), unless the body assigns it. Arrays the
-        body binds to a name whose length or place reads the variable are stale once the loop ends
-        (``stale``)."""
-        name = stmt.target.id if isinstance(stmt.target, ast.Name) else None
-        if name is None:
-            yield
-            return
-        self.host.pop(name, None)  # the loop's, not a scalar of the host's of that name
-        self.variables.pop(name, None)
-        if not _assigns(stmt.body, name):
-            self.variables[name] = _Turns(stmt, dict(self.variables))
-        before = dict(self.arrays)
-        try:
-            yield
-        finally:
-            self.variables.pop(name, None)
-            for array, value in self.arrays.items():
-                if before.get(array) is not value and _reads_name(value, name):
-                    self.stale[array] = f"{array} is made in the loop at line {stmt.lineno}, and its shape or " \
-                                        f"place depends on that loop's variable {name}: read it inside the loop"
-
-    def variable(self, name: str, whole: ast.expr) -> Dim:
-        """Loop variable ``name`` as an extent: the values its ``range`` gives it, found where a slice first
-        reads it (so a plan is made for the scalar arguments a loop's bounds read only where a slice needs
-        them)."""
-        known = self.variables[name]
-        if isinstance(known, _Turns):
-            outer, self.variables = self.variables, known.outer
-            try:
-                values = self.turns(known.loop)
-            finally:
-                self.variables = outer
-            if values is None:
-                raise self.refuse(whole, f"a slice's bound reads {name}, a loop's variable whose values svod does not "
-                                         "know before the run (its range's bounds are numbers the host knows or "
-                                         "expressions of enclosing loops' variables, its step a number)")
-            loop = known.loop
-            known = self.variables[name] = extents.variable(name, f"{name}@{loop.lineno}:{loop.col_offset}", *values)
-        return known
-
-    def turns(self, stmt: ast.For) -> tuple[int, int] | None:
-        """The least and greatest value ``for x in range(...)`` (or ``prange``) gives ``x``, from the bounds'
-        bounds; None where a bound is not an extent or the step is not a number the host knows."""
-        call_node = stmt.iter
-        if not (isinstance(call_node, ast.Call) and (self.reader.is_range(call_node) or self.reader.is_prange(stmt))
-                and 1 <= len(call_node.args) <= 3 and not call_node.keywords):
-            return None
-        try:
-            bounds = [self.bound(a) for a in call_node.args]
-        except KernelSyntaxError:
-            return None
-        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
-        if not isinstance(step, int) or step == 0:
-            return None
-        least, most = (extents.low(start), extents.high(stop) - 1) if step > 0 else \
-            (extents.low(stop) + 1, extents.high(start))
-        return least, max(least, most)  # (a loop that never turns: its body never reads it)
-
-    def bound(self, node: ast.expr) -> Dim:
-        """A slice's bound (or an index): a number the host knows before the run, or an integer expression of
-        such numbers and the variables of the loops around the statement (``+``, ``-``, ``*`` and ``//`` by a
-        number, ``min``, ``max``)."""
-        known = self.host_int(node, required=False)
-        if known is not None:
-            return known
-        return self.symbolic(node, node)
-
-    def symbolic(self, node: ast.expr, whole: ast.expr) -> Dim:
-        if isinstance(node, ast.Name) and node.id in self.stale:
-            raise self.refuse(node, self.stale[node.id])
-        if isinstance(node, ast.Name) and node.id in self.variables:
-            return self.variable(node.id, whole)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = self.bound_part(node.operand, whole)
-            return extents.times(inner, -1) if isinstance(node.op, ast.USub) else inner
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-            left, right = self.bound_part(node.left, whole), self.bound_part(node.right, whole)
-            return extents.add(left, right, 1 if isinstance(node.op, ast.Add) else -1)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv)):
-            left, right = self.bound_part(node.left, whole), self.bound_part(node.right, whole)
-            if isinstance(node.op, ast.Mult) and (isinstance(left, int) or isinstance(right, int)):
-                return extents.times(right, left) if isinstance(left, int) else extents.times(left, right)  # type: ignore[arg-type]
-            if isinstance(node.op, ast.FloorDiv) and isinstance(right, int) and right > 0:
-                return extents.floor_div(left, right)
-        if isinstance(node, ast.Subscript) and self.work:
-            read = self.element_bound(node)
-            if read is not None:
-                return read
-        if isinstance(node, ast.Call) and self.reader.resolve(node.func) in (min, max) and len(node.args) >= 2 \
-                and not node.keywords:
-            parts = [self.bound_part(a, whole) for a in node.args]
-            fold = extents.minimum if self.reader.resolve(node.func) is min else extents.maximum
-            found = parts[0]
-            for part in parts[1:]:
-                found = fold(found, part)
-            return found
-        raise self.refuse(whole, "a slice's bound is a number the host knows before the run, or an integer "
-                                 "expression of those and the variables of the loops around it (+, -, * and // by "
-                                 f"a number, min, max); `{ast.unparse(node)}` is neither")
-
-    def element_bound(self, node: ast.Subscript) -> Dim | None:
-        """An element of an integer array read inside a ``prange`` (``A_row[i]``: the work item's value), as an
-        atom of the dtype's range; None where ``node`` is none. The nest must not write that array, so that the
-        element is one value wherever the work item reads it."""
-        value = self.value(node)
-        element = value.node if isinstance(value, Scalar) else None
-        if not (isinstance(element, ast.Subscript) and isinstance(element.value, ast.Name)
-                and element.value.id in self.arrays):
-            return None
-        dtype = np.asarray(value.sample).dtype
-        array = element.value.id
-        if dtype.kind not in "iu":
-            raise self.refuse(node, f"a slice's bound is an integer; {ast.unparse(node)} is an element of a {dtype} "
-                                    "array")
-        if array in _written(self.work[0]):
-            raise self.refuse(node, f"a slice's bound reads {array}, which the prange loop around it writes: svod "
-                                    "reads such a bound from an array the loop leaves as it is")
-        limits = np.iinfo(dtype)
-        names = frozenset(n.id for n in ast.walk(element) if isinstance(n, ast.Name))
-        return extents.atom(f"read:{ast.dump(element)}", element, int(limits.min), int(limits.max), names)
-
-    def bound_part(self, node: ast.expr, whole: ast.expr) -> Dim:
-        known = self.host_int(node, required=False)
-        return known if known is not None else self.symbolic(node, whole)
-
-    def host_int(self, node: ast.expr, required: bool = True) -> int | None:
-        """An index or bound the host computes now (a constant, a shape, a scalar argument)."""
-        try:
-            value = self.on_host(node)
-        except Exception as err:
-            if not required:
-                return None
-            raise self.refuse(node, f"a slice's bounds are numbers the host knows before the run ({err})") from err
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            if not required:
-                return None
-            raise self.refuse(node, "a slice's bounds are integers")
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
-        return int(value)
-
-    def host_shape(self, node: ast.expr) -> tuple[int, ...]:
-        """A shape the host computes now: an int, or a tuple of ints (``(n, 1)``, a name that holds one)."""
-        try:
-            value = self.on_host(node)
-        except Exception as err:
-            raise self.refuse(node, f"a shape is numbers the host knows before the run ({err})") from err
-        shape = value if isinstance(value, tuple) else (value,)
-        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
-            raise self.refuse(node, "a shape is an int or a tuple of ints")
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
-        return tuple(int(d) for d in shape)
-
-    def binop(self, node: ast.BinOp) -> Value:
-        left, right = self.value(node.left), self.value(node.right)
-        if isinstance(node.op, ast.MatMult):
-            return self.matmul(node, left, right)
-        return self.binary(node, left, right, type(node.op))
-
-    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value:
-        fn = _OPERATORS.get(op)
-        if fn is None:
-            raise self.refuse(node, "this operator is not one svod's array expressions have")
-        if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
-        dtype = _result_dtype(self, node, fn, left, right)
-        return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
-
-    def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
-        return _result_dtype(self, node, fn, *operands)
-
-    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
-                    *operands: Value) -> Expr:
-        shapes = [o.shape for o in operands if isinstance(o, Expr)]
-        return Elementwise(_broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
-
-    def unary(self, node: ast.UnaryOp) -> Value:
-        operand = self.value(node.operand)
-        if isinstance(operand, Scalar):
-            return self.scalar(node)
-        op = type(node.op)
-        if op is ast.Not:
-            raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
-        if op is ast.Invert and operand.dtype.kind not in "biu":
-            raise self.refuse(node, f"~ of a {operand.dtype} array (NumPy's ~ takes bools and integers)")
-        return self.elementwise(node, lambda c: ast.UnaryOp(op(), c[0]), operand.dtype, operand)
-
-    def compare(self, node: ast.Compare) -> Value:
-        if len(node.ops) != 1:
-            raise self.refuse(node, "a chained comparison of arrays is ambiguous; compare twice and combine with &")
-        left, right = self.value(node.left), self.value(node.comparators[0])
-        if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return self.scalar(node)
-        op = type(node.ops[0])
-        if op not in _COMPARE:
-            raise self.refuse(node, "this comparison is not one svod's array expressions have")
-        return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), left, right)
-
-    def call_value(self, node: ast.Call) -> Value:
-        func = node.func
-        if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
-            owner = self.value(func.value)
-            if isinstance(owner, Expr):
-                return self.method(node, owner, func.attr)
-        callee = self.reader.resolve(func)
-        drawn = random_arrays.array_value(self, node, callee)
-        if drawn is not None:
-            return drawn
-        if callee in JOINS and len(node.args) == 1:
-            return self.joined(node, callee.__name__)
-        args = [self.value(a) for a in node.args]
-        if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
-            length = args[0].shape[0]
-            return Scalar(node_of(length), length if isinstance(length, int) else 0)
-        if callee is np.linalg.norm:
-            found = self.extra_function(node, "norm", args)
-            if found is not None:
-                return found
-        if callee in MADE:
-            return self.made(node, callee.__name__)
-        if not any(isinstance(a, Expr) for a in args):
-            return self.scalar(node)
-        name = getattr(callee, "__name__", None)
-        if callee is getattr(np, str(name), None) or callee is abs:
-            return self.numpy_call(node, str(name), args)
-        raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
-
-    def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:
-        if name in SORTING:
-            raise self.refuse(node, f"np.{name} is a statement of its own in a jitted function (`y = np.{name}(x)`), "
-                                    "not a part of an expression")
-        if name in ("abs", "absolute", "fabs"):
-            name = "abs"
-        if name in UFUNCS and len(args) == 1:
-            (x,) = args
-            fn = getattr(np, name)
-            dtype = _result_dtype(self, node, fn, x)
-            if name == "negative":
-                return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
-            cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
-            return self.elementwise(node, lambda c: call(load("abs") if name == "abs" else numpy(name),
-                                                         typed(c[0], cast) if cast else c[0]), dtype, x)
-        if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
-            dtype = _result_dtype(self, node, getattr(np, name), *args)
-            return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
-        if name == "where" and len(args) == 3:
-            dtype = _result_dtype(self, node, np.where, *args)
-            return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), dtype, *args)
-        if name in REDUCTIONS and args and isinstance(args[0], Expr):
-            return self.reduction(node, args[0], name, node.keywords, args[1:])
-        if name in ("dot", "matmul") and len(args) == 2:
-            return self.matmul(node, args[0], args[1])
-        if name in ("cumsum", "cumprod") and args and isinstance(args[0], Expr):
-            return self.scan(node, args[0], name)
-        if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
-            a, b = (self.flat(node, a) for a in args)
-            dtype = _result_dtype(self, node, np.multiply, a, b)
-            return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
-        found = self.extra_function(node, name, args)
-        if found is not None:
-            return found
-        if name == "bincount":
-            return self.bincount(node)
-        if name == "unique":
-            raise self.refuse(node, "np.unique makes an array of a length known only after the run: svod makes it as "
-                                    "a statement of its own (`u = np.unique(x)`) and returns it")
-        if name == "histogram":
-            raise self.refuse(node, "np.histogram makes (counts, edges): assign both (`counts, edges = "
-                                    "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")
-        raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
-
-    def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
-        args = [self.value(a) for a in node.args]
-        if name in REDUCTIONS:
-            return self.reduction(node, owner, name, node.keywords, args)
-        if name == "astype" and len(node.args) == 1:
-            try:
-                dtype = np.dtype(self.on_host(node.args[0]))
-            except Exception as err:
-                raise self.refuse(node, f"astype takes a dtype the host knows before the run ({err})") from err
-            return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
-        if name == "clip" and len(args) == 2:
-            found = self.extra_function(node, "clip", [owner, *args])
-            assert found is not None
-            return found
-        if name == "copy" and not node.args:
-            return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
-        if name in ("cumsum", "cumprod"):
-            return self.scan(node, owner, name, node.func)
-        found = self.extra_method(node, owner, name, args)
-        if found is not None:
-            return found
-        raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
-
-    def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
-                  args: list[Value]) -> Value:
-        positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
-        axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
-        if isinstance(axis_node, ast.Constant) and axis_node.value is None:
-            axis_node = None  # axis=None: every axis
-        keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
-        ndim = len(operand.shape)
-        if axis_node is None:
-            axes = tuple(range(ndim))
-        else:
-            given = self.on_host(axis_node)
-            given = given if isinstance(given, tuple) else (given,)
-            if any(not -ndim <= a < ndim for a in given):
-                raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
-            axes = tuple(sorted(a % ndim for a in given))
-        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
-                                                                               "argmin"):
-            if all(isinstance(operand.shape[a], int) for a in axes):
-                raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
-            raise self.refuse(node, f"{name} of an axis whose length (`{extents.shown(operand.shape)}`) may be 0 at "
-                                    "run time, where it has no identity (NumPy raises)")
-        if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
-            raise self.refuse(node, f"{name} takes one axis, or none")
-        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
-        dtype = np.asarray(sample).dtype
-        shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
-        reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
-        if not shape and not keepdims:
-            return Whole(reduced)
-        return reduced
+    # ---- arrays an expression makes first ----------------------------------------------------------------
 
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr:
         """``np.cumsum`` (``np.cumprod``): computed into an array of its own first (a running sum, or product,
@@ -1154,42 +665,11 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
 
-    def flat(self, node: ast.AST, value: Value) -> Expr:
-        if not isinstance(value, Expr) or len(value.shape) != 1:
-            raise self.refuse(node, "np.outer takes two 1-D arrays here")
-        return value
-
-    def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value:
-        if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 3 or \
-                not 1 <= len(b.shape) <= 3 or {len(a.shape), len(b.shape)} == {1, 3}:
-            raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
-        inner_b = b.shape[0] if len(b.shape) == 1 else b.shape[-2]
-        if a.shape[-1] != inner_b:
-            hint = "" if isinstance(inner_b, int) and isinstance(a.shape[-1], int) else \
-                " (svod multiplies along lengths known only at run time where it proves them equal)"
-            raise self.refuse(node, f"@ of shapes {extents.shown(a.shape)} and {extents.shown(b.shape)}: "
-                                    f"{a.shape[-1]} != {inner_b}{hint}")
-        if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
-            raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
-        sides = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
-        a, b = (self.operand(sides[0], a) if len(b.shape) > 1 else a), \
-            (self.operand(sides[1], b) if len(a.shape) > 1 else b)
-        batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
-        rows = a.shape[len(a.shape) - 2:-1]
-        columns = b.shape[-1:] if len(b.shape) > 1 else ()
-        shape = (*batch, *rows, *columns)
-        dtype = _result_dtype(self, node, np.matmul, a, b)
-        product = Product(tuple(shape), dtype, a, b)
-        return Whole(product) if not shape else product
-
-
     def operand(self, node: ast.AST, x: Expr) -> Expr:
         """A product's operand (the user's ``node``) that it reads more than once (the other has rows or
         columns): an array or a view of one as it is; one whose elements are computed (``alpha * A``) made into
         an array first, before the statement. The product reads each element once per row or column of the
-        other operand, and would compute it again each time (k2mm's
-        ``alpha * A @ B``, 800x1100 by 1100x900 float64: 24.3 ms with the multiply in the inner loop, 17.9 ms
-        for the product of the array made first)."""
+        other operand, and would compute it again each time."""
         if isinstance(x, Fused) and x.made is None:
             self.make(x)
             return x
@@ -1200,39 +680,6 @@ class Lowering(ArrayStatistics, Histograms, Compactions):
         return made
 
 
-@dataclass(frozen=True)
-class _Turns:
-    """A loop's variable whose values are not found yet (``Lowering.variable``): its loop, and the variables
-    of the loops around it as they stood there."""
-
-    loop: ast.For
-    outer: dict[str, Dim | _Turns]
-
-
-def _assigns(body: Sequence[ast.stmt], name: str) -> bool:
-    """Whether ``body`` assigns ``name`` (then a loop's variable holds what the body gives it, not the loop's
-    value)."""
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-               for stmt in body for n in ast.walk(stmt))
-
-
-def _written(loop: ast.For) -> set[str]:
-    """The arrays ``loop`` may write: stored into by element, or passed whole to a call (an atomic update,
-    ``x.fill``)."""
-    found: set[str] = set()
-    for node in ast.walk(loop):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            root = node.value
-            while isinstance(root, ast.Subscript):
-                root = root.value
-            if isinstance(root, ast.Name):
-                found.add(root.id)
-        elif isinstance(node, ast.Call):
-            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
-            found |= {a.id for a in [*node.args, *([owner] if owner is not None else [])] if isinstance(a, ast.Name)}
-    return found
-
-
 def _slices(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Slice) for n in ast.walk(node))
 
@@ -1240,14 +687,6 @@ def _slices(node: ast.AST) -> bool:
 def _stored_names(stmt: ast.stmt) -> set[str]:
     """The names ``stmt`` assigns anywhere in it."""
     return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads_name(value: Expr, name: str) -> bool:
-    """Whether an element of ``value``, or its shape, reads ``name``."""
-    out = Emitter(itertools.count())
-    element = value.element([load(f"_svod_p{k}") for k in range(len(value.shape))], out)
-    nodes = [element, *out.statements, *(node_of(d) for d in value.shape)]
-    return any(isinstance(n, ast.Name) and n.id == name for node in nodes for n in ast.walk(node))
 
 
 def _viewed(function: ast.FunctionDef) -> set[str]:
@@ -1303,59 +742,6 @@ def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
     return [ast.fix_missing_locations(loop)]
 
 
-def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
-    """``items`` with an ``...`` spelled as the full slices it stands for."""
-    spots = [k for k, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
-    if not spots:
-        return items
-    named = sum(1 for item in items if not (isinstance(item, ast.Constant) and item.value in (None, Ellipsis)))
-    full = [ast.Slice() for _ in range(max(ndim - named, 0))]
-    return [*items[:spots[0]], *full, *items[spots[0] + 1:]]
-
-
-def _attribute(owner: Expr, attr: str) -> Any:
-    return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
-
-
-def _result_dtype(lowering: Lowering, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
-    """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
-    Python number as itself: weak, as NEP 50 has it); where NumPy refuses them, a refusal at ``node``."""
-    samples = [o.sample for o in operands]
-    with np.errstate(all="ignore"):
-        try:
-            return np.asarray(fn(*samples)).dtype
-        except Exception as err:  # NumPy's own complaint, at the user's line
-            raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
-
-
-def _kinds(operands: Sequence[Value]) -> str:
-    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
-
-
-def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
-    with np.errstate(all="ignore"):
-        try:
-            return fn(*samples)
-        except Exception:
-            return 0
-
-
-def _broadcast_shape(lowering: Lowering, node: ast.AST, shapes: Sequence[tuple[Dim, ...]],
-                     to: tuple[Dim, ...] | None = None) -> tuple[Dim, ...]:
-    """NumPy's broadcast of ``shapes``; lengths the host does not know before the run broadcast where they
-    are provably equal (``extents.broadcast``)."""
-    shape = extents.broadcast(shapes)
-    if shape is None:
-        static = all(extents.is_static(s) for s in shapes)
-        raise lowering.refuse(node, f"shapes {' and '.join(map(extents.shown, shapes))} do not broadcast" + (
-            "" if static else " (svod broadcasts lengths known only at run time where it proves them equal)"))
-    if to is not None and shape != to:
-        raise lowering.refuse(node, f"a value of shape {extents.shown(shapes[1])} cannot be stored into an array view "
-                                    f"of shape {extents.shown(to)}")
-    return shape
-
-
-
 def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none."""
@@ -1370,10 +756,3 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
         return None
     return Source(node, source.file, names, {**lowering.described, **draws.described}), lowering.read
 
-
-_VALUES: dict[type, Callable[[Lowering, Any], Value]] = {
-    ast.Constant: Lowering.literal, ast.Name: Lowering.name_value, ast.Attribute: Lowering.attribute,
-    ast.Subscript: Lowering.subscript, ast.BinOp: Lowering.binop, ast.UnaryOp: Lowering.unary,
-    ast.Compare: Lowering.compare, ast.Call: Lowering.call_value, ast.Tuple: Lowering.numbers_value,
-}
-"""The array expression each kind of AST node makes (``Lowering.value``)."""

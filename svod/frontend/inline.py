@@ -34,8 +34,9 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend.binding import literal, signature_of
+from svod.frontend.names import renamed
 from svod.frontend.nodes import code, stands_for
-from svod.frontend.phases import refusal, renamed, resolve
+from svod.frontend.phases import refusal, resolve
 from svod.frontend.returns import returns_of, without_returns
 from svod.frontend.source import Source
 

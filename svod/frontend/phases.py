@@ -1,6 +1,7 @@
 """The parts of an ``@svod.jit`` function (``svod.frontend.jit``): its top-level statements read as phases
 (a ``prange`` nest, or sequential code: one kernel each), definitions of sizes and scalars, temporaries and
-loops around phases; and which scalars its phases carry to one another (``carried``).
+loops around phases (their ``break``, ``continue`` and early ``return`` made flags first: ``svod.frontend.flow``);
+and which scalars its phases carry to one another (``carried``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import inspect
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
-from svod.frontend.nodes import code, placed, stands_for
+from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
+from svod.frontend.names import loaded, needs, stored
+from svod.frontend.nodes import code, placed
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction
 
@@ -124,18 +127,6 @@ class Ordering:
 
 Item = Phase | Definition | Temporary | Loop | Branch | Repeat | Ordering
 
-
-@dataclass(frozen=True)
-class Turn:
-    """A ``for`` loop that must make a turn: ``name``, which only its body assigns, is read after it, at
-    ``line``. ``nested``: a loop encloses it."""
-
-    name: str
-    line: int
-    loop: ast.For
-    nested: bool
-
-
 @dataclass
 class Structure:
     """A jitted function's top level: its items in order and the names it returns."""
@@ -171,13 +162,13 @@ class Reader:
                 last, lengths = self.prefixes(last)
                 body += lengths.values()
                 found.lengths = {array: f"_svod_length_{array}" for array in lengths}
-            if last.value is not None and not all(isinstance(v, ast.Name) for v in _returned_values(last.value)):
+            if last.value is not None and not all(isinstance(v, ast.Name) for v in returned_values(last.value)):
                 name = "_svod_returned"  # an expression: a scalar of a name of its own
                 self.described[name] = "the returned value"
                 body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
                 last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
             found.returns, found.returns_tuple = self.returned(last)
-        found.turns = _check_assigned(self, body, set(_parameters(self.source.node)),
+        found.turns = check_assigned(self, body, set(_parameters(self.source.node)),
                                       [*found.returns, *found.lengths.values()],
                                       last if isinstance(last, ast.Return) else self.source.node)
         flow = Flow(self, found.returns if isinstance(last, ast.Return) else None)
@@ -192,7 +183,7 @@ class Reader:
         assert stmt.value is not None
         lengths: dict[str, ast.Assign] = {}
         kept: list[ast.expr] = []
-        for value in _returned_values(stmt.value):
+        for value in returned_values(stmt.value):
             if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and
                     isinstance(value.slice, ast.Slice) and value.slice.lower is None and value.slice.step is None
                     and value.slice.upper is not None):
@@ -214,7 +205,7 @@ class Reader:
         value = stmt.value
         if value is None:
             return [], False
-        return [v.id for v in _returned_values(value) if isinstance(v, ast.Name)], isinstance(value, ast.Tuple)
+        return [v.id for v in returned_values(value) if isinstance(v, ast.Name)], isinstance(value, ast.Tuple)
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -392,7 +383,7 @@ class Reader:
         """The scalar a branch around phases tests, and the phase that computes it (1 or 0) where it stands."""
         name = f"_svod_if{stmt.lineno}_{stmt.col_offset}"
         self.described[name] = f"the test of the if at line {stmt.lineno}"
-        return name, Phase([_tested(name, test, stmt)])
+        return name, Phase([tested_flag(name, test, stmt)])
 
     def expression_statement(self, stmt: ast.Expr) -> list[Item]:
         """An expression evaluated for its effect: a constant or a name has none; an atomic update is kernel
@@ -503,9 +494,6 @@ class Reader:
     def resolve(self, node: ast.expr) -> Any:
         return resolve(self.source.names, node)
 
-
-_Node = TypeVar("_Node", bound=ast.AST)
-
 SORTING = ("sort", "argsort", "partition", "argpartition", "median", "percentile", "quantile")
 """The NumPy functions a jitted function's statement may call as a sort of the plan (``Ordering``)."""
 _ALONG_AXIS = ("sort", "argsort", "partition", "argpartition")
@@ -569,22 +557,6 @@ def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
         return getattr(owner, node.attr, None) if owner is not None else None
     return None
 
-
-def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
-    """A copy of ``node`` with each name in ``names`` replaced by its new name; an error about a part of it
-    shows the part it copies (``nodes.shown``), in the user's names."""
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, name: ast.Name) -> ast.AST:
-            return ast.copy_location(ast.Name(names.get(name.id, name.id), name.ctx), name)
-
-    made = cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
-    for old, new in zip(ast.walk(node), ast.walk(made), strict=True):  # the same shape, part for part
-        if isinstance(new, (ast.expr, ast.stmt)):
-            stands_for(new, old)
-    return made
-
-
 _REFUSED: dict[type, str] = {
     kind: what for kind, what in (
         (ast.FunctionDef, "a function defined inside a jitted function is not supported; define it at module level"),
@@ -613,351 +585,8 @@ HOST_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While,
 """Every kind of statement the reader of a jitted function takes or refuses (tests hold it to ``ast.stmt``'s
 subclasses)."""
 
-
-@dataclass
-class _Exits:
-    """The flags of one loop around phases: set by a ``break`` (which ends it, ``Loop.until``) and by a
-    ``continue`` (which skips the rest of a turn)."""
-
-    broken: str
-    skipped: str
-    breaks: bool = False
-    continues: bool = False
-
-
-class Flow:
-    """``break``, ``continue`` and an early ``return`` around phases, as flags the plan tests: each sets a
-    scalar, the statements after it in its block run under ``if not flag`` (a branch of the plan where they
-    hold phases), a loop ends on its ``break`` flag (``Loop.until``), and ``while test`` becomes a loop on a
-    scalar its body computes again last. The result is Python's: what ran runs, what was skipped is."""
-
-    RETURNED = "_svod_returned_flag"
-
-    def __init__(self, reader: Reader, returns: list[str] | None) -> None:
-        self.reader = reader
-        self.returns = returns
-        """The names the last statement returns (None: it is not a return)."""
-        self.loops: list[_Exits] = []
-        self.early = False
-        self.following: Sequence[ast.stmt] = ()
-        """The statements after the one being read, in its block."""
-        self.variables: list[str] = []
-        """The variables of the loops around phases that enclose the one being read."""
-
-    def function(self, body: list[ast.stmt]) -> list[ast.stmt]:
-        made, _ = self.block(body)
-        if self.early and body:
-            made.insert(0, _assign(self.RETURNED, 0, body[0]))
-        return made
-
-    def block(self, stmts: Sequence[ast.stmt]) -> tuple[list[ast.stmt], set[str]]:
-        """``stmts`` with their exits as flags, and the flags they may set that an enclosing block tests."""
-        out: list[ast.stmt] = []
-        raised: set[str] = set()
-        for position, stmt in enumerate(stmts):
-            self.following = stmts[position + 1:]
-            made, flags = self.statement(stmt)
-            out += made
-            raised |= flags
-            if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
-                break  # what follows in the block never runs
-            rest = stmts[position + 1:]
-            if flags and rest:
-                guarded, more = self.block(rest)
-                raised |= more
-                if guarded:
-                    test = _none_set(sorted(flags), stmt)
-                    out.append(ast.fix_missing_locations(ast.copy_location(ast.If(test, guarded, []), rest[0])))
-                break
-        return out, raised
-
-    def statement(self, stmt: ast.stmt) -> tuple[list[ast.stmt], set[str]]:
-        if isinstance(stmt, ast.Break) and self.loops:
-            self.loops[-1].breaks = True
-            return [_assign(self.loops[-1].broken, 1, stmt)], {self.loops[-1].broken}
-        if isinstance(stmt, ast.Continue) and self.loops:
-            self.loops[-1].continues = True
-            return [_assign(self.loops[-1].skipped, 1, stmt)], {self.loops[-1].skipped}
-        if isinstance(stmt, ast.Return):
-            return self.early_return(stmt)
-        if isinstance(stmt, ast.If) and (_exits([stmt]) or self.reader.holds_phases([stmt])):
-            body, flags = self.block(stmt.body)
-            orelse, other = self.block(stmt.orelse)
-            branch = stands_for(ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt), stmt)
-            return [ast.fix_missing_locations(branch)], flags | other
-        planned = self.reader.holds_phases([stmt])
-        if isinstance(stmt, ast.For) and planned and self.reader.is_range(stmt.iter):
-            return self.loop(stmt)
-        if isinstance(stmt, ast.While) and planned:
-            return self.repeat(stmt)
-        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
-            return self.returning_loop(stmt)
-        return [stmt], set()
-
-    def returning_loop(self, stmt: ast.For | ast.While) -> tuple[list[ast.stmt], set[str]]:
-        """A loop that runs as one kernel, with a ``return`` inside: the return sets its flags and leaves the
-        loop (``break``), each loop around it inside the kernel leaves after it, and what follows the loop
-        in the function runs under the flags."""
-        flags: set[str] = set()
-
-        def block(stmts: Sequence[ast.stmt]) -> list[ast.stmt]:
-            made: list[ast.stmt] = []
-            for inner in stmts:
-                if isinstance(inner, ast.Return):
-                    assigns, raised = self.early_return(inner)
-                    flags.update(raised)
-                    return [*made, *assigns, ast.copy_location(ast.Break(), inner)]
-                if isinstance(inner, ast.If):
-                    made.append(stands_for(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
-                                                                    block(inner.orelse)), inner), inner))
-                elif isinstance(inner, (ast.For, ast.While)) and any(isinstance(n, ast.Return)
-                                                                      for n in ast.walk(inner)):
-                    made += [loop(inner), ast.copy_location(ast.If(ast.Name(self.RETURNED, ast.Load()),
-                                                                   [ast.Break()], []), inner)]
-                else:
-                    made.append(inner)
-            return made
-
-        def loop(node: ast.For | ast.While) -> ast.stmt:
-            made = stands_for(copy.copy(node), node)
-            made.body = block(node.body) or [ast.Pass()]
-            return made
-
-        return [ast.fix_missing_locations(loop(stmt))], flags
-
-    def own_variable(self, stmt: ast.For, name: str) -> ast.For:
-        """An inner loop over the variable of a loop around it (``for _ in ...`` twice), over a name of its own:
-        a plan loop has one variable. After it, the name holds its last value in Python: a read there is
-        refused."""
-        if name in loaded(self.following):
-            raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
-                                           "after it; name it differently")
-        own = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
-        self.reader.described[own] = f"{name} (of the loop at line {stmt.lineno})"
-        return renamed(stmt, {name: own})
-
-    def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
-        names = [v.id for v in _returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
-        simple = stmt.value is None or len(names) == len(_returned_values(stmt.value))
-        if not simple or (self.returns is None and stmt.value is not None) or \
-                (self.returns is not None and names != self.returns):
-            wanted = "nothing" if self.returns is None else ", ".join(self.returns) or "nothing"
-            raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
-                                           "a jitted function; assign the result to those names and return")
-        self.early = True
-        self.reader.described[self.RETURNED] = "whether the function returned"
-        flags = {self.RETURNED, *(loop.broken for loop in self.loops)}
-        for loop in self.loops:
-            loop.breaks = True
-        return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
-
-    def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
-        if isinstance(stmt.target, ast.Name) and (_read_before_bound(stmt.target.id, self.following) or
-                                                  stmt.target.id in (self.returns or ())):
-            raise self.reader.refuse(stmt, f"the variable {stmt.target.id} of a loop around phases is read after "
-                                           "the loop, which svod does not keep: count the turns in a name of your "
-                                           f"own (`k = 0` before the loop, `k += 1` in it)")
-        if isinstance(stmt.target, ast.Name) and stmt.target.id in self.variables:
-            stmt = self.own_variable(stmt, stmt.target.id)
-        exits = self.enter(stmt)
-        self.variables.append(stmt.target.id if isinstance(stmt.target, ast.Name) else "")
-        body, flags = self.block(stmt.body)
-        self.variables.pop()
-        self.loops.pop()
-        loop = stands_for(ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt),
-                                                    stmt.orelse), stmt), stmt)
-        before = []
-        if exits.breaks:
-            before.append(_assign(exits.broken, 0, stmt))
-            loop.svod_until = exits.broken  # type: ignore[attr-defined]
-        return [*before, ast.fix_missing_locations(loop)], flags - {exits.broken, exits.skipped}
-
-    def repeat(self, stmt: ast.While) -> tuple[list[ast.stmt], set[str]]:
-        """``while test: body`` as ``go = test; while go: body; go = test`` (``go`` 0 once a break is taken)."""
-        exits = self.enter(stmt)
-        body, flags = self.block(stmt.body)
-        self.loops.pop()
-        go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
-        self.reader.described[go] = f"the test of the while at line {stmt.lineno}"
-        tested = _tested(go, stmt.test, stmt)
-        again: ast.stmt = tested
-        if exits.breaks:
-            again = ast.If(_none_set([exits.broken], stmt), [tested], [_assign(go, 0, stmt)])
-        turn = [*self.turn(exits, body, stmt), again]
-        loop = stands_for(ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt), stmt)
-        before = [_assign(exits.broken, 0, stmt)] if exits.breaks else []
-        made = [*before, ast.copy_location(copy.deepcopy(tested), stmt), loop]
-        return [ast.fix_missing_locations(m) for m in made], flags - {exits.broken, exits.skipped}
-
-    def enter(self, stmt: ast.For | ast.While) -> _Exits:
-        place = f"{stmt.lineno}_{stmt.col_offset}"
-        exits = _Exits(f"_svod_break{place}", f"_svod_continue{place}")
-        self.reader.described[exits.broken] = f"whether the loop at line {stmt.lineno} broke"
-        self.reader.described[exits.skipped] = f"whether the loop at line {stmt.lineno} continued"
-        self.loops.append(exits)
-        return exits
-
-    @staticmethod
-    def turn(exits: _Exits, body: list[ast.stmt], at: ast.stmt) -> list[ast.stmt]:
-        """A turn's statements: its ``continue`` flag cleared first where one is taken."""
-        return [_assign(exits.skipped, 0, at), *body] if exits.continues else body or [ast.Pass()]
-
-
-def _read_before_bound(name: str, statements: Sequence[ast.stmt]) -> bool:
-    """Whether ``statements`` read ``name`` before a statement binds it anew (a later ``for name in ...``,
-    ``name = ...``)."""
-    for stmt in statements:
-        if isinstance(stmt, ast.For):
-            if name in loaded([stmt.iter]):
-                return True
-            if name in stored([stmt.target]):
-                return False
-        if isinstance(stmt, ast.Assign):
-            if name in loaded([stmt.value]):
-                return True
-            if name in stored(stmt.targets):
-                return False
-        if name in loaded([stmt]):
-            return True
-    return False
-
-
 def _parameters(function: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
-
-
-def _check_assigned(reader: Reader, body: Sequence[ast.stmt], assigned: set[str], returns: Sequence[str],
-                    returned_at: ast.AST) -> dict[tuple[int, int], Turn]:
-    """Refuse a read of a name that only some paths before it assign (Python raises ``NameError`` or
-    ``UnboundLocalError`` on the others; a cell between phases would hold whatever it held): one branch of an
-    ``if``, the body of a ``while``, a loop's body after a ``break`` or ``continue`` may have left it. A branch
-    that leaves its block (``return``, ``break``, ``continue``) does not count. A name a ``for`` loop's body
-    always assigns is assigned after the loop if it makes a turn: the loops whose turns a later read needs are
-    returned, by (line, column) (the plan checks their trip counts)."""
-    partly: dict[str, str] = {}
-    """Each name assigned on some paths only -> where."""
-    turned: dict[str, tuple[ast.For, bool]] = {}
-    """Each name only a for loop's body assigns -> the loop, and whether a loop encloses it."""
-    needed: dict[tuple[int, int], Turn] = {}
-    depth = 0
-    """How many loops enclose the statement being read."""
-    leaving: list[list[set[str]]] = []
-    """Per enclosing loop, the names assigned where a ``break`` or ``continue`` leaves a turn."""
-
-    def reads(node: ast.AST, at: ast.AST) -> None:
-        for inner in ast.walk(node):
-            if not isinstance(inner, ast.Name) or not isinstance(inner.ctx, ast.Load):
-                continue
-            if inner.id in partly:
-                raise reader.refuse(at, f"{inner.id} is {partly[inner.id]}, and read after it (Python raises "
-                                        "UnboundLocalError on a path that does not assign it); assign it before")
-            if inner.id in turned:
-                loop, nested = turned[inner.id]
-                turn = Turn(inner.id, getattr(at, "lineno", 0), loop, nested)
-                needed.setdefault((loop.lineno, loop.col_offset), turn)
-
-    def assign(names: Iterable[str]) -> None:
-        for name in names:
-            partly.pop(name, None)
-            turned.pop(name, None)
-
-    def block(stmts: Sequence[ast.stmt], names: set[str]) -> tuple[set[str], bool]:
-        """The names assigned after ``stmts``, and whether they fall through to what follows."""
-        for stmt in stmts:
-            if isinstance(stmt, (ast.Return, ast.Break, ast.Continue)):
-                if isinstance(stmt, ast.Return) and stmt.value is not None:
-                    reads(stmt.value, stmt)
-                if not isinstance(stmt, ast.Return) and leaving:
-                    leaving[-1].append(set(names))
-                return names, False
-            if isinstance(stmt, ast.If):
-                reads(stmt.test, stmt)
-                then, through_then = block(stmt.body, set(names))
-                other, through_other = block(stmt.orelse, set(names))
-                ends = [found for found, through in ((then, through_then), (other, through_other)) if through]
-                if not ends:
-                    return names, False
-                both = set.intersection(*ends)
-                for name in sorted(set.union(*ends) - both - names):
-                    partly.setdefault(name, f"assigned in one branch only of the if at line {stmt.lineno}")
-                assign(both - names)
-                names = both
-                continue
-            if isinstance(stmt, (ast.For, ast.While)):
-                names = loop(stmt, names)
-                continue
-            reads(stmt, stmt)
-            if isinstance(stmt, ast.AugAssign):  # x += 1 reads x
-                reads(ast.Name(stmt.target.id, ast.Load()) if isinstance(stmt.target, ast.Name) else stmt.target, stmt)
-            assign(stored([stmt]))
-            names = names | stored([stmt])
-        return names, True
-
-    def loop(stmt: ast.For | ast.While, names: set[str]) -> set[str]:
-        """The names assigned after a loop; those only its body assigns are assigned if it turns."""
-        nonlocal depth
-        reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test, stmt)
-        own = stored([stmt.target]) if isinstance(stmt, ast.For) else set()
-        assign(own)  # the loop assigns its variable before its body reads it
-        depth += 1
-        leaving.append([])
-        inner, through = block([*stmt.body, *stmt.orelse], names | own)
-        ends = [*leaving.pop(), *([inner] if through else [])]
-        depth -= 1
-        if not ends:  # every turn returns
-            return names
-        surely = set.intersection(*ends)
-        for name in sorted(set.union(*ends) - names):
-            if isinstance(stmt, ast.While):
-                partly[name] = f"assigned only in the body of the while loop at line {stmt.lineno}, which may " \
-                               "make no turn"
-            elif name not in surely:
-                partly[name] = f"assigned in the loop at line {stmt.lineno} only on some paths through a turn " \
-                               "(a break or continue may come first)"
-            else:
-                turned[name] = (stmt, depth > 0)
-        return names | set.union(*ends)
-
-    block(body, set(assigned))
-    for name in returns:
-        reads(ast.Name(name, ast.Load()), returned_at)
-    return needed
-
-
-def _exits(stmts: Sequence[ast.stmt]) -> bool:
-    """Whether ``stmts`` may leave their block: a ``break`` or ``continue`` outside any loop of theirs, or a
-    ``return`` anywhere."""
-    for stmt in stmts:
-        if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
-            return True
-        if isinstance(stmt, ast.If) and _exits([*stmt.body, *stmt.orelse]):
-            return True
-        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
-            return True
-    return False
-
-
-def _assign(name: str, value: int, at: ast.AST) -> ast.stmt:
-    """``name = value`` for a flag: a phase where it stands (``Reader.item``), never a definition read
-    where used."""
-    made = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value))
-    made.svod_flag = True  # type: ignore[attr-defined]
-    return placed([made], at)[0]
-
-
-def _tested(name: str, test: ast.expr, at: ast.AST) -> ast.stmt:
-    """``if test: name = 1 else: name = 0``: a condition as a flag a plan step reads."""
-    return placed([ast.If(test, [_assign(name, 1, at)], [_assign(name, 0, at)])], at)[0]
-
-
-def _none_set(flags: Sequence[str], at: ast.AST) -> ast.expr:
-    """``not f1 and not f2 ...``."""
-    tests: list[ast.expr] = [ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())) for flag in flags]
-    return placed([tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)], at)[0]
-
-
-def _returned_values(value: ast.expr) -> list[ast.expr]:
-    return list(value.elts) if isinstance(value, ast.Tuple) else [value]
 
 
 def _copy(node: ast.stmt) -> ast.stmt:
@@ -980,73 +609,6 @@ def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntax
     cut = code(node, 80)
     return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
                              kernel=name, stage="translate", value=cut)
-
-
-def loaded(nodes: Iterable[ast.AST]) -> list[str]:
-    """The names ``nodes`` read, in order of first use."""
-    found: dict[str, None] = {}
-    for node in nodes:
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
-                found.setdefault(inner.id, None)
-    return list(found)
-
-
-def needs(nodes: Sequence[ast.AST]) -> set[str]:
-    """The names ``nodes`` read before they assign them, in the order Python evaluates them (a value before
-    its targets; an assignment anywhere counts from where it stands)."""
-    assigned: set[str] = set()
-    found: set[str] = set()
-
-    class Reads(ast.NodeVisitor):
-        def visit_Name(self, node: ast.Name) -> None:
-            if isinstance(node.ctx, ast.Load) and node.id not in assigned:
-                found.add(node.id)
-            elif isinstance(node.ctx, ast.Store):
-                assigned.add(node.id)
-
-        def visit_Assign(self, node: ast.Assign) -> None:
-            self.visit(node.value)
-            for target in node.targets:
-                self.visit(target)
-
-        def visit_AugAssign(self, node: ast.AugAssign) -> None:
-            self.visit(node.value)
-            if isinstance(node.target, ast.Name) and node.target.id not in assigned:
-                found.add(node.target.id)
-            self.visit(node.target)
-
-        def visit_For(self, node: ast.For) -> None:
-            self.visit(node.iter)
-            before = set(assigned)
-            self.visit(node.target)
-            for stmt in [*node.body, *node.orelse]:
-                self.visit(stmt)
-            assigned.intersection_update(before)  # a loop may make no turn
-
-        def visit_While(self, node: ast.While) -> None:
-            self.visit(node.test)
-            before = set(assigned)
-            for stmt in [*node.body, *node.orelse]:
-                self.visit(stmt)
-            assigned.intersection_update(before)
-
-        def visit_If(self, node: ast.If) -> None:
-            """A name counts as assigned after an ``if`` only where both branches assign it."""
-            self.visit(node.test)
-            before = set(assigned)
-            for stmt in node.body:
-                self.visit(stmt)
-            then = set(assigned)
-            assigned.intersection_update(before)
-            for stmt in node.orelse:
-                self.visit(stmt)
-            assigned.intersection_update(then | before)
-
-    for node in nodes:
-        Reads().visit(node)
-    return found
-
 
 def _nodes(item: Item) -> list[ast.AST]:
     if isinstance(item, Phase):
@@ -1122,8 +684,3 @@ def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:
     return any((isinstance(inner, ast.Subscript) and isinstance(inner.ctx, ast.Store))
                or (isinstance(inner, ast.Call) and reader.resolve(inner.func) in atomics)
                for node in nodes for inner in ast.walk(node))
-
-
-def stored(nodes: Iterable[ast.AST]) -> set[str]:
-    return {inner.id for node in nodes for inner in ast.walk(node)
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}

@@ -55,8 +55,9 @@ from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Named, Scalar, Value, numpy
 from svod.frontend.draws import FUNCTIONS, Signature
 from svod.frontend.extents import Dim
+from svod.frontend.names import stored
 from svod.frontend.nodes import assign, call, code, constant, load, placed, stands_for, store
-from svod.frontend.phases import Reader, refusal, stored
+from svod.frontend.phases import Reader, refusal
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend.array_exprs import Expr, Named, Value
-from svod.frontend.phases import loaded, renamed
+from svod.frontend.names import loaded, renamed
 
 
 class Bindings:

@@ -1,0 +1,432 @@
+"""The expressions of ``@svod.jit``'s array statements (``svod.frontend.arrays``), read into values: a lazy array
+expression (``svod.frontend.array_exprs``) of NumPy's shape and dtype, or a scalar of the user's. Names, views,
+indexing and gathers, elementwise operators and comparisons, NumPy's functions and methods (the further ones
+in ``array_calls``, ``array_math``, ``array_shapes`` and ``array_stats``), reductions and products.
+
+An expression's dtype is the one NumPy gives it, found by applying the same operation to one-element arrays of
+the operands' dtypes (a Python number as itself: weak, as NEP 50 has it); where NumPy refuses the operands, so
+does svod, at the user's line. Shapes broadcast as NumPy's do; lengths the host does not know before the run
+broadcast where they are provably equal.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import operator
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from svod.frontend import extents, random_arrays
+from svod.frontend.array_exprs import (
+    Elementwise,
+    Emitter,
+    Expr,
+    Named,
+    Product,
+    Reduced,
+    Scalar,
+    Transposed,
+    Value,
+    Viewed,
+    Whole,
+    computes,
+    numpy,
+    typed,
+)
+from svod.frontend.array_shapes import JOINS, MADE
+from svod.frontend.extents import Dim, node_of
+from svod.frontend.nodes import call, constant, load
+from svod.frontend.phases import SORTING
+from svod.frontend.slice_bounds import SliceBounds
+
+UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
+          "fabs", "absolute", "negative")
+"""The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
+REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
+"""The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
+_OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+"""The operators an array expression may apply elementwise, and what each computes on the host."""
+_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+
+
+class ArrayValues(SliceBounds):
+    """The expressions of this module, as the statements' ``Lowering`` reads them. ``histogram_part`` and
+    ``bincount`` are ``Histograms``' (``svod.frontend.histograms``), a base of ``Lowering`` after this one: they
+    are declared, not stubbed, so that no stub of this class hides them."""
+
+    described: dict[str, str]
+    histogram_part: Callable[[ast.Subscript], Named | None]
+    bincount: Callable[[ast.Call], Named]
+
+    @abstractmethod
+    def operand(self, node: ast.AST, x: Expr) -> Expr: ...
+
+    @abstractmethod
+    def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr: ...
+
+    @abstractmethod
+    def allocation(self, stmt: ast.stmt, made: Expr) -> list[ast.stmt]: ...
+
+    @abstractmethod
+    def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]: ...
+
+    def value(self, node: ast.expr) -> Value:
+        method = _VALUES.get(type(node))
+        if method is None:
+            if any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node)):
+                raise self.refuse(node, f"{type(node).__name__} of arrays is not an array expression svod has")
+            return self.scalar(node)
+        return method(self, node)
+
+    def scalar(self, node: ast.expr) -> Scalar:
+        """A scalar of the user's: its node, as written."""
+        try:
+            sample = self.on_host(node)
+        except Exception:
+            sample = 0
+        if isinstance(sample, np.ndarray):
+            sample = sample.flat[0] if sample.size else sample.dtype.type(0)
+        return Scalar(copy.deepcopy(node), sample)
+
+    def literal(self, node: ast.Constant) -> Value:
+        return Scalar(copy.deepcopy(node), node.value)
+
+    def name_value(self, node: ast.Name) -> Value:
+        if node.id in self.stale:
+            raise self.refuse(node, self.stale[node.id])
+        if node.id in self.arrays:
+            return self.arrays[node.id]
+        return self.scalar(node)
+
+    def attribute(self, node: ast.Attribute) -> Value:
+        owner = self.value(node.value) if isinstance(node.value, (ast.Name, ast.Subscript, ast.Attribute)) and \
+            any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node.value)) else None
+        if isinstance(owner, Expr):
+            if node.attr == "T":
+                order = tuple(reversed(range(len(owner.shape))))
+                return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
+            if node.attr in ("shape", "size", "ndim"):
+                known = _attribute(owner, node.attr)
+                if (node.attr == "shape" and not extents.is_static(known)) or isinstance(known, extents.Extent):
+                    raise self.refuse(node, f"{ast.unparse(node)} is a length the host does not know before the run "
+                                            f"(`{extents.shown(owner.shape)}`): write it from the slice's bounds")
+                return Scalar(constant(known), known)
+            if node.attr == "dtype":  # what astype and the allocations read on the host
+                return Scalar(copy.deepcopy(node), owner.dtype)
+            raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
+        return self.scalar(node)
+
+    def subscript(self, node: ast.Subscript, element: bool = False) -> Value:
+        """``base[items]``: a view, a gather, or one element (a scalar; with ``element``, as a view of no axes,
+        which a statement stores into)."""
+        part = self.histogram_part(node)
+        if part is not None:
+            return part
+        base = self.value(node.value)
+        if not isinstance(base, Expr):
+            return self.scalar(node)
+        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        items = _without_ellipsis(items, len(base.shape))
+        advanced = self.advanced(node, base, items)
+        if advanced is not None:
+            return advanced
+        axes: list[tuple[int, Dim, int] | None] = []
+        fixed: dict[int, ast.expr] = {}
+        shape: list[Dim] = []
+        axis = 0
+        for item in items:
+            if (isinstance(item, ast.Constant) and item.value is None) or \
+                    (isinstance(item, ast.Attribute) and item.attr == "newaxis"):
+                axes.append(None)
+                shape.append(1)
+                continue
+            if axis >= len(base.shape):
+                raise self.refuse(node, f"too many indices for an array of {len(base.shape)} dimension(s)")
+            size = base.shape[axis]
+            if isinstance(item, ast.Slice):
+                step = 1 if item.step is None else self.host_int(item.step)
+                if step == 0:
+                    raise self.refuse(node, "a slice step cannot be zero")
+                lower, upper = (None if part is None else self.bound(part) for part in (item.lower, item.upper))
+                start, length = extents.sliced(lower, upper, step, size)  # type: ignore[arg-type]
+                start, length = self.held(start), self.held(length)
+                shape.append(length)
+                axes.append((axis, start, step))  # type: ignore[arg-type]
+            else:
+                fixed[axis] = self.index(node, item, axis, size)
+            axis += 1
+        for rest in range(axis, len(base.shape)):
+            axes.append((rest, 0, 1))
+            shape.append(base.shape[rest])
+        if not axes and len(fixed) == len(base.shape) and not computes(base) and not element:  # a scalar
+            return Scalar(base.element([fixed[a] for a in range(len(base.shape))], Emitter(self.counter)),
+                          base.dtype.type(1))
+        return Viewed(tuple(shape), base.dtype, base, tuple(axes), fixed)
+
+    def binop(self, node: ast.BinOp) -> Value:
+        left, right = self.value(node.left), self.value(node.right)
+        if isinstance(node.op, ast.MatMult):
+            return self.matmul(node, left, right)
+        return self.binary(node, left, right, type(node.op))
+
+    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value:
+        fn = _OPERATORS.get(op)
+        if fn is None:
+            raise self.refuse(node, "this operator is not one svod's array expressions have")
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
+        dtype = _result_dtype(self, node, fn, left, right)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
+
+    def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
+        return _result_dtype(self, node, fn, *operands)
+
+    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
+                    *operands: Value) -> Expr:
+        shapes = [o.shape for o in operands if isinstance(o, Expr)]
+        return Elementwise(broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
+
+    def unary(self, node: ast.UnaryOp) -> Value:
+        operand = self.value(node.operand)
+        if isinstance(operand, Scalar):
+            return self.scalar(node)
+        op = type(node.op)
+        if op is ast.Not:
+            raise self.refuse(node, "`not` of an array is ambiguous (NumPy refuses it too); use ~ or ==")
+        if op is ast.Invert and operand.dtype.kind not in "biu":
+            raise self.refuse(node, f"~ of a {operand.dtype} array (NumPy's ~ takes bools and integers)")
+        return self.elementwise(node, lambda c: ast.UnaryOp(op(), c[0]), operand.dtype, operand)
+
+    def compare(self, node: ast.Compare) -> Value:
+        if len(node.ops) != 1:
+            raise self.refuse(node, "a chained comparison of arrays is ambiguous; compare twice and combine with &")
+        left, right = self.value(node.left), self.value(node.comparators[0])
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return self.scalar(node)
+        op = type(node.ops[0])
+        if op not in _COMPARE:
+            raise self.refuse(node, "this comparison is not one svod's array expressions have")
+        return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), left, right)
+
+    def call_value(self, node: ast.Call) -> Value:
+        func = node.func
+        if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
+            owner = self.value(func.value)
+            if isinstance(owner, Expr):
+                return self.method(node, owner, func.attr)
+        callee = self.reader.resolve(func)
+        drawn = random_arrays.array_value(self, node, callee)
+        if drawn is not None:
+            return drawn
+        if callee in JOINS and len(node.args) == 1:
+            return self.joined(node, callee.__name__)
+        args = [self.value(a) for a in node.args]
+        if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
+            length = args[0].shape[0]
+            return Scalar(node_of(length), length if isinstance(length, int) else 0)
+        if callee is np.linalg.norm:
+            found = self.extra_function(node, "norm", args)
+            if found is not None:
+                return found
+        if callee in MADE:
+            return self.made(node, callee.__name__)
+        if not any(isinstance(a, Expr) for a in args):
+            return self.scalar(node)
+        name = getattr(callee, "__name__", None)
+        if callee is getattr(np, str(name), None) or callee is abs:
+            return self.numpy_call(node, str(name), args)
+        raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
+
+    def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:
+        if name in SORTING:
+            raise self.refuse(node, f"np.{name} is a statement of its own in a jitted function (`y = np.{name}(x)`), "
+                                    "not a part of an expression")
+        if name in ("abs", "absolute", "fabs"):
+            name = "abs"
+        if name in UFUNCS and len(args) == 1:
+            (x,) = args
+            fn = getattr(np, name)
+            dtype = _result_dtype(self, node, fn, x)
+            if name == "negative":
+                return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
+            cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
+            return self.elementwise(node, lambda c: call(load("abs") if name == "abs" else numpy(name),
+                                                         typed(c[0], cast) if cast else c[0]), dtype, x)
+        if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
+            dtype = _result_dtype(self, node, getattr(np, name), *args)
+            return self.elementwise(node, lambda c: call(numpy(name), c[0], c[1]), dtype, *args)
+        if name == "where" and len(args) == 3:
+            dtype = _result_dtype(self, node, np.where, *args)
+            return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), dtype, *args)
+        if name in REDUCTIONS and args and isinstance(args[0], Expr):
+            return self.reduction(node, args[0], name, node.keywords, args[1:])
+        if name in ("dot", "matmul") and len(args) == 2:
+            return self.matmul(node, args[0], args[1])
+        if name in ("cumsum", "cumprod") and args and isinstance(args[0], Expr):
+            return self.scan(node, args[0], name)
+        if name == "outer" and len(args) == 2 and all(isinstance(a, Expr) for a in args):
+            a, b = (self.flat(node, a) for a in args)
+            dtype = _result_dtype(self, node, np.multiply, a, b)
+            return Product((a.shape[0], b.shape[0]), dtype, a, b, outer=True)
+        found = self.extra_function(node, name, args)
+        if found is not None:
+            return found
+        if name == "bincount":
+            return self.bincount(node)
+        if name == "unique":
+            raise self.refuse(node, "np.unique makes an array of a length known only after the run: svod makes it as "
+                                    "a statement of its own (`u = np.unique(x)`) and returns it")
+        if name == "histogram":
+            raise self.refuse(node, "np.histogram makes (counts, edges): assign both (`counts, edges = "
+                                    "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")
+        raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
+
+    def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
+        args = [self.value(a) for a in node.args]
+        if name in REDUCTIONS:
+            return self.reduction(node, owner, name, node.keywords, args)
+        if name == "astype" and len(node.args) == 1:
+            try:
+                dtype = np.dtype(self.on_host(node.args[0]))
+            except Exception as err:
+                raise self.refuse(node, f"astype takes a dtype the host knows before the run ({err})") from err
+            return self.elementwise(node, lambda c: typed(c[0], dtype), dtype, owner)
+        if name == "clip" and len(args) == 2:
+            found = self.extra_function(node, "clip", [owner, *args])
+            assert found is not None
+            return found
+        if name == "copy" and not node.args:
+            return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
+        if name in ("cumsum", "cumprod"):
+            return self.scan(node, owner, name, node.func)
+        found = self.extra_method(node, owner, name, args)
+        if found is not None:
+            return found
+        raise self.refuse(node, f"the method {name} of an array is not one svod's array expressions have")
+
+    def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
+                  args: list[Value]) -> Value:
+        positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
+        axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
+        if isinstance(axis_node, ast.Constant) and axis_node.value is None:
+            axis_node = None  # axis=None: every axis
+        keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
+        ndim = len(operand.shape)
+        if axis_node is None:
+            axes = tuple(range(ndim))
+        else:
+            given = self.on_host(axis_node)
+            given = given if isinstance(given, tuple) else (given,)
+            if any(not -ndim <= a < ndim for a in given):
+                raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
+            axes = tuple(sorted(a % ndim for a in given))
+        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
+                                                                               "argmin"):
+            if all(isinstance(operand.shape[a], int) for a in axes):
+                raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
+            raise self.refuse(node, f"{name} of an axis whose length (`{extents.shown(operand.shape)}`) may be 0 at "
+                                    "run time, where it has no identity (NumPy raises)")
+        if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
+            raise self.refuse(node, f"{name} takes one axis, or none")
+        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
+        dtype = np.asarray(sample).dtype
+        shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
+        reduced = Reduced(shape, dtype, name, operand, axes, keepdims)
+        if not shape and not keepdims:
+            return Whole(reduced)
+        return reduced
+
+    def flat(self, node: ast.AST, value: Value) -> Expr:
+        if not isinstance(value, Expr) or len(value.shape) != 1:
+            raise self.refuse(node, "np.outer takes two 1-D arrays here")
+        return value
+
+    def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value:
+        if not isinstance(a, Expr) or not isinstance(b, Expr) or not 1 <= len(a.shape) <= 3 or \
+                not 1 <= len(b.shape) <= 3 or {len(a.shape), len(b.shape)} == {1, 3}:
+            raise self.refuse(node, "@ takes arrays of 1 or 2 dimensions, or a batch of matrices (3)")
+        inner_b = b.shape[0] if len(b.shape) == 1 else b.shape[-2]
+        if a.shape[-1] != inner_b:
+            hint = "" if isinstance(inner_b, int) and isinstance(a.shape[-1], int) else \
+                " (svod multiplies along lengths known only at run time where it proves them equal)"
+            raise self.refuse(node, f"@ of shapes {extents.shown(a.shape)} and {extents.shown(b.shape)}: "
+                                    f"{a.shape[-1]} != {inner_b}{hint}")
+        if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] != b.shape[0]:
+            raise self.refuse(node, f"@ of batches of {a.shape[0]} and {b.shape[0]} matrices")
+        sides = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
+        a, b = (self.operand(sides[0], a) if len(b.shape) > 1 else a), \
+            (self.operand(sides[1], b) if len(a.shape) > 1 else b)
+        batch = a.shape[:1] if len(a.shape) == 3 else b.shape[:1] if len(b.shape) == 3 else ()
+        rows = a.shape[len(a.shape) - 2:-1]
+        columns = b.shape[-1:] if len(b.shape) > 1 else ()
+        shape = (*batch, *rows, *columns)
+        dtype = _result_dtype(self, node, np.matmul, a, b)
+        product = Product(tuple(shape), dtype, a, b)
+        return Whole(product) if not shape else product
+
+
+def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
+    """``items`` with an ``...`` spelled as the full slices it stands for."""
+    spots = [k for k, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
+    if not spots:
+        return items
+    named = sum(1 for item in items if not (isinstance(item, ast.Constant) and item.value in (None, Ellipsis)))
+    full = [ast.Slice() for _ in range(max(ndim - named, 0))]
+    return [*items[:spots[0]], *full, *items[spots[0] + 1:]]
+
+
+def _attribute(owner: Expr, attr: str) -> Any:
+    return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
+
+
+def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
+    """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
+    Python number as itself: weak, as NEP 50 has it); where NumPy refuses them, a refusal at ``node``."""
+    samples = [o.sample for o in operands]
+    with np.errstate(all="ignore"):
+        try:
+            return np.asarray(fn(*samples)).dtype
+        except Exception as err:  # NumPy's own complaint, at the user's line
+            raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
+
+
+def _kinds(operands: Sequence[Value]) -> str:
+    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
+
+
+def _apply(fn: Callable[..., Any], *samples: Any) -> Any:
+    with np.errstate(all="ignore"):
+        try:
+            return fn(*samples)
+        except Exception:
+            return 0
+
+
+def broadcast_shape(lowering: ArrayValues, node: ast.AST, shapes: Sequence[tuple[Dim, ...]],
+                     to: tuple[Dim, ...] | None = None) -> tuple[Dim, ...]:
+    """NumPy's broadcast of ``shapes``; lengths the host does not know before the run broadcast where they
+    are provably equal (``extents.broadcast``)."""
+    shape = extents.broadcast(shapes)
+    if shape is None:
+        static = all(extents.is_static(s) for s in shapes)
+        raise lowering.refuse(node, f"shapes {' and '.join(map(extents.shown, shapes))} do not broadcast" + (
+            "" if static else " (svod broadcasts lengths known only at run time where it proves them equal)"))
+    if to is not None and shape != to:
+        raise lowering.refuse(node, f"a value of shape {extents.shown(shapes[1])} cannot be stored into an array view "
+                                    f"of shape {extents.shown(to)}")
+    return shape
+
+
+_VALUES: dict[type, Callable[[ArrayValues, Any], Value]] = {
+    ast.Constant: ArrayValues.literal, ast.Name: ArrayValues.name_value, ast.Attribute: ArrayValues.attribute,
+    ast.Subscript: ArrayValues.subscript, ast.BinOp: ArrayValues.binop, ast.UnaryOp: ArrayValues.unary,
+    ast.Compare: ArrayValues.compare, ast.Call: ArrayValues.call_value, ast.Tuple: ArrayValues.numbers_value,
+}
+"""The array expression each kind of AST node makes (``ArrayValues.value``)."""
