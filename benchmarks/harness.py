@@ -299,7 +299,7 @@ class Bench:
                 result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
                                         env={**os.environ, "SVOD_CACHE_DIR": directory})
             if result.returncode != 0:
-                raise SvodError(f"cold start benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+                raise SvodError(f"cold start benchmark failed: {result.stderr.strip()[-400:]}", stage="check")
             samples.append(tuple(map(float, result.stdout.split())))
         return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
@@ -326,10 +326,10 @@ class Bench:
                 result = subprocess.run([sys.executable, "-c", script, directory], capture_output=True, text=True,
                                         check=False)
                 if result.returncode != 0:
-                    raise SvodError(f"disk cache benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+                    raise SvodError(f"disk cache benchmark failed: {result.stderr.strip()[-400:]}", stage="check")
             compiles, ms = result.stdout.split()
         if int(compiles) != 0:
-            raise SvodError("the second process compiled instead of loading from disk", stage="bench", value=compiles)
+            raise SvodError("the second process compiled instead of loading from disk", stage="check", value=compiles)
         return float(ms)
 
     def replay(self) -> list[Metric]:
@@ -377,10 +377,10 @@ class Bench:
                 result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
                                         check=False, env={**os.environ, "SVOD_CACHE_DIR": f"{directory}/cache{k}"})
                 if result.returncode != 0:
-                    raise SvodError(f"bundle benchmark failed: {result.stderr.strip()[-400:]}", stage="bench")
+                    raise SvodError(f"bundle benchmark failed: {result.stderr.strip()[-400:]}", stage="check")
                 ms, compiles = result.stdout.split()
                 if int(compiles) != 0:
-                    raise SvodError("a loaded bundle compiled", stage="bench", value=compiles)
+                    raise SvodError("a loaded bundle compiled", stage="check", value=compiles)
                 samples.append(float(ms))
         return [Metric("bundle_load_ms.32", "ms", "lower", statistics.median(samples),
                        note="svod.load_plan + first run of 32 kernels, fresh process, 0 compiles")]
@@ -425,7 +425,7 @@ class Bench:
         for algorithm in algorithms(sizes, self.device):
             want = algorithm.numpy()
             if not agree(algorithm, algorithm.svod(), want):
-                raise SvodError(f"svod's {algorithm.name} disagrees with numpy", stage="bench", value=algorithm.size)
+                raise SvodError(f"svod's {algorithm.name} disagrees with numpy", stage="check", value=algorithm.size)
             repeats = max(3, self.sizes.repeats // 3)
             svod_s = median_seconds(algorithm.svod, repeats, warmup=1)
             numpy_s = median_seconds(algorithm.numpy, max(1, repeats // 3), warmup=0)
@@ -436,7 +436,7 @@ class Bench:
                 run, result = numba_runner(algorithm, numba.algorithms)
                 run()
                 if not agree(algorithm, result(), want):
-                    raise SvodError(f"numba's {algorithm.name} disagrees with numpy", stage="bench")
+                    raise SvodError(f"numba's {algorithm.name} disagrees with numpy", stage="check")
                 numba_s = median_seconds(run, repeats, warmup=1)
             why["tinygrad"] = "not measured: the algorithms have no tinygrad spelling"
             metrics.append(Metric(f"plan.{algorithm.name}_ms", "ms", "lower", svod_s * 1e3, numpy=numpy_s * 1e3,
@@ -526,7 +526,7 @@ class Bench:
         work = copies(args)
         for result in (first, function(*work)):
             if not jit_agree(program, result, want):
-                raise SvodError(f"{version}'s {program.name} disagrees with numpy", stage="bench",
+                raise SvodError(f"{version}'s {program.name} disagrees with numpy", stage="check",
                                 value=program.describe(size))
         return lambda: function(*work)
 
@@ -724,7 +724,7 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
                                 check=False, env={**os.environ, "SVOD_CACHE_DIR": directory, "PYTHONPATH": path})
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SvodError(f"first call of {version}'s {program.name} failed: {last[-400:]}", stage="bench",
+        raise SvodError(f"first call of {version}'s {program.name} failed: {last[-400:]}", stage="check",
                         value=program.name)
     return float(result.stdout.split()[-1])
 
@@ -734,7 +734,7 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
-                        stage="bench", value=device_name)
+                        stage="check", value=device_name)
     sizes = QUICK if quick else FULL
     tinygrad = Tinygrad("CL" if device.device.base_type == "CL" else "CPU")
     bench = Bench(device, sizes, tinygrad, lambda title: None)

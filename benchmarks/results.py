@@ -99,7 +99,7 @@ def plot(metrics: list[Metric], path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:
-        raise SvodError("--plot needs matplotlib (pip install 'svod[bench]')", stage="bench") from err
+        raise SvodError("--plot needs matplotlib (pip install 'svod[bench]')", stage="check") from err
     named = [(m.name, m.ratio(m.numpy), m.ratio(m.tinygrad)) for m in metrics]
     named = [n for n in named if n[1] is not None or n[2] is not None]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(named) + 1.5))

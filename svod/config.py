@@ -45,7 +45,7 @@ class Settings:
         cpu_compiler = env.get("SVOD_CPU_COMPILER", "llvm").strip().lower()
         if cpu_compiler not in CPU_COMPILERS:
             raise SvodError(f"SVOD_CPU_COMPILER must be one of {', '.join(CPU_COMPILERS)}",
-                            stage="config", value=cpu_compiler)
+                            stage="device", value=cpu_compiler)
         return Settings(
             cache_dir=Path(env.get("SVOD_CACHE_DIR") or cache_home / "svod"),
             disk_cache=env.get("SVOD_CACHE", "1").strip() != "0",
@@ -62,7 +62,7 @@ def _megabytes(value: str | None) -> int:
     if value is None or not value.strip():
         return 512 << 20
     if not value.strip().isdigit() or int(value) < 1:
-        raise SvodError("SVOD_CACHE_MEMORY_MB must be a positive integer", stage="config", value=value)
+        raise SvodError("SVOD_CACHE_MEMORY_MB must be a positive integer", stage="device", value=value)
     return int(value) << 20
 
 
@@ -70,7 +70,7 @@ def _threads(value: str | None) -> int:
     if value is None or not value.strip():
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if not value.strip().isdigit() or int(value) < 1:
-        raise SvodError("SVOD_THREADS must be a positive integer", stage="config", value=value)
+        raise SvodError("SVOD_THREADS must be a positive integer", stage="device", value=value)
     return int(value)
 
 

@@ -31,7 +31,7 @@ class DType:
 
     def vec(self, count: int) -> DType:
         if self.count != 1 or count < 1:
-            raise SvodError(f"cannot make a vector of {count} x {self!r}", stage="dtype", value=count)
+            raise SvodError(f"cannot make a vector of {count} x {self!r}", stage="build", value=count)
         return self if count == 1 else DType(self.name, self.itemsize * count, self.kind, count)
 
     def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
@@ -58,7 +58,7 @@ class DType:
     @property
     def numpy(self) -> np.dtype:
         if self.kind == "void" or self.count != 1:
-            raise SvodError(f"{self!r} has no numpy equivalent", stage="dtype")
+            raise SvodError(f"{self!r} has no numpy equivalent", stage="build")
         return np.dtype(_NUMPY_NAMES.get(self.name, self.name))
 
     @property
@@ -92,7 +92,7 @@ class PtrDType(DType):
 
     @property
     def numpy(self) -> np.dtype:
-        raise SvodError(f"pointer dtype {self!r} has no numpy equivalent", stage="dtype")
+        raise SvodError(f"pointer dtype {self!r} has no numpy equivalent", stage="build")
 
 
 _NUMPY_NAMES = {"index": "int64"}
@@ -128,14 +128,14 @@ class dtypes:  # noqa: N801 - the public spelling of API.md
         name = np.dtype(np_dtype).name
         found = _BY_NUMPY_NAME.get(name)
         if found is None:
-            raise SvodError(f"numpy dtype {name} has no svod dtype", stage="dtype", value=name)
+            raise SvodError(f"numpy dtype {name} has no svod dtype", stage="build", value=name)
         return found
 
     @staticmethod
     def from_name(name: str) -> DType:
         found = _BY_NAME.get(name)
         if found is None:
-            raise SvodError(f"unknown dtype name {name!r}", stage="dtype", value=name)
+            raise SvodError(f"unknown dtype name {name!r}", stage="build", value=name)
         return found
 
 

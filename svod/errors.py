@@ -8,7 +8,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
+
+Stage = Literal["parse", "build", "lower", "render", "compile", "load", "plan", "bind", "launch", "execute",
+                "buffer", "device", "check"]
+"""Where in a kernel's life an error arose: one of ``STAGES``, in the order a kernel meets them."""
+
+STAGES: dict[Stage, str] = {
+    "parse": "reading a Python kernel's or jit function's definition: its source, signature, annotations and "
+             "decorator options",
+    "build": "making a kernel's UOp graph (UOps, dtypes, constants, a KernelBuilder, the translation of a Python "
+             "kernel's statements), and checking the graph made before it is lowered",
+    "lower": "the lowering passes and linearizing, with the proofs made on the way (no two work items race)",
+    "render": "writing the kernel in a device's language, within what the device can hold",
+    "compile": "turning rendered source into code (clang, LLVM, nvrtc, ptxas, a GPU driver), and an internal "
+               "error anywhere in svod's compilation",
+    "load": "loading compiled code into the process: object code, a cache entry, a plan bundle",
+    "plan": "making a plan (buffers, steps, loops, branches), preparing it, saving it, and sharding it "
+            "(map_plan)",
+    "bind": "the arguments of a kernel call or a plan run: arrays, buffers and scalars against what the kernel "
+            "takes, variables' values against their bounds",
+    "launch": "evaluating a launch's sizes and starting the kernel on its device",
+    "execute": "what a running kernel or plan reports: an access out of bounds, a device's fault, a lost worker",
+    "buffer": "allocating, viewing and copying buffers, and exchanging them through DLPack",
+    "device": "naming, choosing and opening a device, the drivers and tools it needs, and svod's settings "
+              "(environment variables, the random seed)",
+    "check": "svod's tools that compare kernels with a reference (svod check, svod bench, the workloads): their "
+             "inputs, and a result that disagrees",
+}
+"""Each stage and what it covers, in the order of ``Stage``."""
 
 _UNSET: Any = object()
 
@@ -16,13 +44,13 @@ _UNSET: Any = object()
 class SvodError(Exception):
     """Base of all svod errors.
 
-    ``kernel`` is the kernel's name, ``stage`` the pipeline stage (``render``, ``compile``, ``launch``,
-    ``bind``, ...) and ``value`` the offending value; each is optional and shown in the message when set.
+    ``kernel`` is the kernel's name, ``stage`` where in the kernel's life the error arose (one of ``STAGES``)
+    and ``value`` the offending value; each is optional and shown in the message when set.
     ``buffers`` are the argument slots of the buffers the message names (as ``buffer N`` or ``argument N``),
     which a Python kernel calls by its parameters' names (``call_by``).
     """
 
-    def __init__(self, message: str, *, kernel: str | None = None, stage: str | None = None,
+    def __init__(self, message: str, *, kernel: str | None = None, stage: Stage | None = None,
                  value: Any = _UNSET, buffers: tuple[int, ...] = ()) -> None:
         self.detail = message
         self.kernel = kernel
@@ -134,6 +162,11 @@ class GraphError(SvodError):
     """A malformed UOp graph: wrong sources, dtypes that do not fit, a stage missing from a PROGRAM."""
 
 
+class RaceError(GraphError):
+    """A kernel refused because two of its work items may write one element, or one may read an element
+    another writes. ``value`` is the buffer's argument slot."""
+
+
 class VariableError(SvodError):
     """A symbolic variable that is missing, out of its bounds, or fixed and passed again."""
 
@@ -151,7 +184,7 @@ class IndexOutOfBoundsError(SvodError):
     store was skipped); ``slot`` is the buffer's argument slot, ``size`` its element count and ``index``
     one offending index."""
 
-    def __init__(self, *, kernel: str, slot: int, size: int, index: int, stage: str = "execute") -> None:
+    def __init__(self, *, kernel: str, slot: int, size: int, index: int, stage: Stage = "execute") -> None:
         self.slot = slot
         self.size = size
         self.index = index
@@ -163,7 +196,7 @@ class CompileError(SvodError):
     """The backend's compiler rejected the rendered source. Carries the source and the compiler's log."""
 
     def __init__(self, message: str, *, source: str, log: str, kernel: str | None = None,
-                 stage: str = "compile") -> None:
+                 stage: Stage = "compile") -> None:
         self.source = source
         self.log = log
         numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))

@@ -34,7 +34,7 @@ from svod.device import (
 )
 from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec
-from svod.errors import CompileError, DeviceError, SvodError
+from svod.errors import CompileError, DeviceError, Stage, SvodError
 
 try:
     from cuda.bindings import driver, nvrtc
@@ -63,7 +63,7 @@ class NVRTCCompiler(CompilerBase):
         self.arch = arch
         self.options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"--fmad=false", b"-default-device"]
         try:
-            version = ".".join(map(str, _checked(nvrtc.nvrtcVersion(), "nvrtcVersion")))
+            version = ".".join(map(str, _checked(nvrtc.nvrtcVersion(), "nvrtcVersion", "device")))
         except Exception as err:
             raise DeviceError(f"nvrtc is not usable here: {err}", stage="device") from err
         digest = hashlib.sha256(b" ".join(self.options)).hexdigest()[:12]
@@ -71,15 +71,15 @@ class NVRTCCompiler(CompilerBase):
 
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         program = _checked(nvrtc.nvrtcCreateProgram(spec.src.encode(), f"{spec.name}.cu".encode(), 0, [], []),
-                           "nvrtcCreateProgram")[0]
+                           "nvrtcCreateProgram", "compile")[0]
         try:
             result = nvrtc.nvrtcCompileProgram(program, len(self.options), self.options)[0]
             if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 raise CompileError(f"nvrtc failed: {result.name}", source=spec.src, log=_program_log(program),
                                    kernel=spec.name)
-            size = _checked(nvrtc.nvrtcGetPTXSize(program), "nvrtcGetPTXSize")[0]
+            size = _checked(nvrtc.nvrtcGetPTXSize(program), "nvrtcGetPTXSize", "compile")[0]
             ptx = b" " * size
-            _checked(nvrtc.nvrtcGetPTX(program, ptx), "nvrtcGetPTX")
+            _checked(nvrtc.nvrtcGetPTX(program, ptx), "nvrtcGetPTX", "compile")
         finally:
             nvrtc.nvrtcDestroyProgram(program)
         return CompiledSpec.from_spec(spec, data=ptx.rstrip(b"\0"))
@@ -100,13 +100,13 @@ def find_ptxas() -> str | None:
 def assemble_ptx(ptx: bytes | str, arch: str, *, kernel: str | None = None, ptxas: str | None = None) -> bytes:
     """The cubin ``ptxas`` assembles from ``ptx`` for ``arch`` (``sm_90``, ``sm_80``): a check, without a GPU,
     that a driver for that architecture would load what nvrtc produced. The PTX must target ``arch`` or an
-    older one (compile it with ``NVRTCCompiler(arch)``). A refusal is a ``CompileError`` at stage ``ptxas``
+    older one (compile it with ``NVRTCCompiler(arch)``). A refusal is a ``CompileError`` at stage ``compile``
     that names ``kernel`` and carries ptxas's message; no ptxas here is a ``DeviceError``."""
     _check_arch(arch)
     tool = ptxas or find_ptxas()
     if tool is None:
         raise DeviceError("ptxas is not installed: the nvidia-cuda-nvcc wheel ships it (pip install 'svod[cuda]')",
-                          kernel=kernel, stage="ptxas")
+                          kernel=kernel, stage="device")
     text = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
     with tempfile.TemporaryDirectory(prefix="svod-ptxas-") as folder:
         source, cubin = Path(folder, "kernel.ptx"), Path(folder, "kernel.cubin")
@@ -115,27 +115,26 @@ def assemble_ptx(ptx: bytes | str, arch: str, *, kernel: str | None = None, ptxa
             done = subprocess.run([tool, f"-arch={arch}", "-o", str(cubin), str(source)], capture_output=True,
                                   text=True, timeout=300, check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
-            raise CompileError(f"ptxas could not run for {arch}: {err}", source=text, log="", kernel=kernel,
-                               stage="ptxas") from err
+            raise CompileError(f"ptxas could not run for {arch}: {err}", source=text, log="", kernel=kernel) from err
         if done.returncode != 0 or not cubin.is_file():
             log = (done.stderr + done.stdout).replace(str(source), f"{kernel or 'kernel'}.ptx")  # lines of the PTX
             raise CompileError(f"ptxas refused the PTX for {arch} (exit {done.returncode})", source=text,
-                               log=log, kernel=kernel, stage="ptxas")
+                               log=log, kernel=kernel)
         return cubin.read_bytes()
 
 
-def _checked(result: tuple[Any, ...], call: str) -> tuple[Any, ...]:
-    """The values of a cuda-bindings call after its status, or an ``SvodError`` naming the call."""
+def _checked(result: tuple[Any, ...], call: str, stage: Stage) -> tuple[Any, ...]:
+    """The values of a cuda-bindings call after its status, or an ``SvodError`` at ``stage`` naming the call."""
     status, *values = result
     if int(status) != 0:
-        raise SvodError(f"{call} failed: {getattr(status, 'name', status)}", stage="cuda", value=int(status))
+        raise SvodError(f"{call} failed: {getattr(status, 'name', status)}", stage=stage, value=int(status))
     return tuple(values)
 
 
 def _program_log(program: Any) -> str:
-    size = _checked(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")[0]
+    size = _checked(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize", "compile")[0]
     log = b" " * size
-    _checked(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
+    _checked(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog", "compile")
     return log.rstrip(b"\0").decode(errors="replace")
 
 
@@ -145,53 +144,57 @@ class CUDADevice:
     def __init__(self, spec: DeviceSpec) -> None:
         _check_nvrtc()
         try:
-            _checked(driver.cuInit(0), "cuInit")
+            _checked(driver.cuInit(0), "cuInit", "device")
         except SvodError as err:
             raise DeviceError(f"the CUDA driver could not start: {err.detail}",
                               stage="device", value=str(spec)) from err
         except Exception as err:
             raise DeviceError(f"no NVIDIA driver on this machine ({type(err).__name__})",
                               stage="device", value=str(spec)) from err
-        count = _checked(driver.cuDeviceGetCount(), "cuDeviceGetCount")[0]
+        count = _checked(driver.cuDeviceGetCount(), "cuDeviceGetCount", "device")[0]
         if spec.device_id >= count:
             raise DeviceError(f"{spec} does not exist: this machine has {count} CUDA device(s)",
                               stage="device", value=str(spec))
         self.spec = spec
-        self.device = _checked(driver.cuDeviceGet(spec.device_id), "cuDeviceGet")[0]
-        self.context = _checked(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")[0]
+        self.device = _checked(driver.cuDeviceGet(spec.device_id), "cuDeviceGet", "device")[0]
+        self.context = _checked(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain",
+                                "device")[0]
         major = _checked(driver.cuDeviceGetAttribute(
-            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "attribute")[0]
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "attribute",
+            "device")[0]
         minor = _checked(driver.cuDeviceGetAttribute(
-            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "attribute")[0]
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "attribute",
+            "device")[0]
         self.compiler = NVRTCCompiler(f"sm_{major}{minor}")
         self.caps = CUDA_CAPS
         self.renderer = CUDARenderer(spec, self.caps)
         self.allocator = CUDAAllocator(self)
-        self.name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName")[0].split(b"\0")[0].decode()
+        name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName", "device")[0]
+        self.name = name.split(b"\0")[0].decode()
         self.activate()
-        self.stream: Any = _checked(driver.cuStreamCreate(0), "cuStreamCreate")[0]
+        self.stream: Any = _checked(driver.cuStreamCreate(0), "cuStreamCreate", "device")[0]
         """svod's launches go here in order. It is a blocking stream: the driver's synchronous copies (the
         legacy default stream's) wait for what it holds, so a copy out sees every launch before it."""
 
     def activate(self) -> None:
-        _checked(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        _checked(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent", "device")
 
     def synchronize(self) -> None:
         """Wait for every launch on svod's stream (a fault in one is reported here, naming the call)."""
         self.activate()
-        _checked(driver.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        _checked(driver.cuStreamSynchronize(self.stream), "cuStreamSynchronize", "execute")
 
     def begin_capture(self) -> None:
         """Record what svod's stream is given from now on into a graph, instead of running it."""
         self.activate()
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        _checked(driver.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")
+        _checked(driver.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture", "plan")
 
     def end_capture(self) -> Any:
         """The instantiated graph of what was captured since ``begin_capture``."""
-        graph = _checked(driver.cuStreamEndCapture(self.stream), "cuStreamEndCapture")[0]
+        graph = _checked(driver.cuStreamEndCapture(self.stream), "cuStreamEndCapture", "plan")[0]
         try:
-            return _checked(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")[0]
+            return _checked(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", "plan")[0]
         finally:
             driver.cuGraphDestroy(graph)
 
@@ -202,7 +205,7 @@ class CUDADevice:
             driver.cuGraphDestroy(graph)
 
     def launch_graph(self, executable: Any) -> None:
-        _checked(driver.cuGraphLaunch(executable, self.stream), "cuGraphLaunch")
+        _checked(driver.cuGraphLaunch(executable, self.stream), "cuGraphLaunch", "launch")
 
 
 class CUDARuntime:
@@ -229,7 +232,7 @@ class CUDAAllocator(Allocator):
         status, handle = driver.cuMemAlloc(max(nbytes, 1))
         if status == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
             raise MemoryError(f"cuMemAlloc: {status.name}")  # the allocator's refusal naming the byte count
-        return _checked((status, handle), "cuMemAlloc")[0]
+        return _checked((status, handle), "cuMemAlloc", "buffer")[0]
 
     def _free(self, handle: Any, nbytes: int) -> None:
         self.device.activate()
@@ -238,12 +241,12 @@ class CUDAAllocator(Allocator):
     def _copyin(self, handle: Any, src: memoryview, offset: int) -> None:
         if len(src):
             self.device.activate()
-            _checked(driver.cuMemcpyHtoD(int(handle) + offset, src, len(src)), "cuMemcpyHtoD")
+            _checked(driver.cuMemcpyHtoD(int(handle) + offset, src, len(src)), "cuMemcpyHtoD", "buffer")
 
     def _copyout(self, dst: memoryview, handle: Any, offset: int) -> None:
         if len(dst):
             self.device.activate()
-            _checked(driver.cuMemcpyDtoH(dst, int(handle) + offset, len(dst)), "cuMemcpyDtoH")
+            _checked(driver.cuMemcpyDtoH(dst, int(handle) + offset, len(dst)), "cuMemcpyDtoH", "buffer")
 
     def _address(self, handle: Any, offset: int) -> int:
         return int(handle) + offset
@@ -256,9 +259,9 @@ class CUDAProgram(ProgramBase):
         self.name = compiled.name
         self.device = device
         device.activate()
-        self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData")[0]
+        self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData", "load")[0]
         symbol = compiled.entry.encode()
-        self.function = _checked(driver.cuModuleGetFunction(self.module, symbol), "cuModuleGetFunction")[0]
+        self.function = _checked(driver.cuModuleGetFunction(self.module, symbol), "cuModuleGetFunction", "load")[0]
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
@@ -297,7 +300,7 @@ class CUDALaunch:
         block = local_size or (1, 1, 1)
         program = self.program
         _checked(driver.cuLaunchKernel(program.function, *global_size, *block, 0, program.device.stream,
-                                       ctypes.addressof(self.parameters), 0), "cuLaunchKernel")
+                                       ctypes.addressof(self.parameters), 0), "cuLaunchKernel", "launch")
 
 
 # ---- the backend (svod.backends.base) ---------------------------------------------------------------------

@@ -28,17 +28,17 @@ def load_benchmarks(directory: Path) -> ModuleType:
     if not init.is_file():
         raise SvodError("svod bench runs the benchmarks/ directory of a svod repository checkout, and this svod "
                         f"(imported from {directory.parent}) has none: clone the repository and run "
-                        "`python -m pip install -e \".[bench]\"` there", stage="bench", value=str(directory))
+                        "`python -m pip install -e \".[bench]\"` there", stage="check", value=str(directory))
     loaded = sys.modules.get("benchmarks")
     if loaded is not None:
         origin = getattr(loaded, "__file__", None)
         if origin is None or Path(origin).resolve() != init.resolve():
-            raise SvodError(f"another module named benchmarks is already imported (from {origin})", stage="bench",
+            raise SvodError(f"another module named benchmarks is already imported (from {origin})", stage="check",
                             value=str(directory))
         return loaded
     spec = importlib.util.spec_from_file_location("benchmarks", init, submodule_search_locations=[str(directory)])
     if spec is None or spec.loader is None:
-        raise SvodError(f"cannot import {init}", stage="bench", value=str(directory))
+        raise SvodError(f"cannot import {init}", stage="check", value=str(directory))
     module = importlib.util.module_from_spec(spec)
     sys.modules["benchmarks"] = module
     try:

@@ -29,10 +29,10 @@ def check_barriers(linear: tuple[UOp, ...]) -> None:
             for block in blocks:
                 if block.op is Ops.IF:
                     raise GraphError("a barrier stands inside an IF, which some work items of the group skip",
-                                     stage="linearize")
+                                     stage="lower")
                 if any(s.op is Ops.SPECIAL and str(s.arg).startswith("lidx") for s in block.src[0].toposort()):
                     raise GraphError("a barrier stands inside a loop whose trips differ between the work items "
-                                     "of the group", stage="linearize", value=block.arg)
+                                     "of the group", stage="lower", value=block.arg)
 
 
 __all__ = ["check_barriers"]

@@ -50,7 +50,7 @@ def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
         new = u if src == u.src else u.replace(src=src)
         if new.op is Ops.INDEX and new.arg == CHECKED:
             if status is None:
-                raise GraphError("a bounds-checked access needs a status buffer", stage="linearize")
+                raise GraphError("a bounds-checked access needs a status buffer", stage="lower")
             new = _recorded(new, status)
             recorded[_reported(new).arg] = None
         if new is not u:

@@ -202,7 +202,7 @@ class _Linearizer:
         for block in reversed(self.bound.get(r, [])):
             if block.depth < len(self.stack) and self.stack[block.depth] is block:
                 return block
-        raise GraphError(f"range on axis {r.arg[0]} is used where no loop over it is open", stage="linearize",
+        raise GraphError(f"range on axis {r.arg[0]} is used where no loop over it is open", stage="lower",
                          value=r.arg)
 
     def open_block(self, scope: UOp, key: UOp | None) -> _Block:
@@ -317,7 +317,7 @@ class _Linearizer:
         if version is None:
             if memory in self.held:
                 raise GraphError(f"an effect writes buffer {memory.arg} without a memory state, which its reads have",
-                                 stage="linearize", value=memory.arg)
+                                 stage="lower", value=memory.arg)
             return
         for read_version, u in self.held.get(memory, ()):
             if read_version > version:
@@ -365,7 +365,7 @@ class _Linearizer:
             return
         if any(b.scope is not None and b.scope.op is Ops.RANGE and _holds_effects(b, memories) for b in inner):
             raise GraphError("a held value is read inside a loop it does not depend on, after the loop's effects",
-                             stage="linearize")
+                             stage="lower")
         while len(self.stack) > block.depth + 1:
             self.close_block()
 
@@ -451,7 +451,7 @@ class _Linearizer:
         value read would be the memory before them."""
         if any(version < state.arg for version in self.unemitted.get(state.src[0], ())):
             raise GraphError(f"a value read from buffer {memory_of(state).arg} after an effect on it would be "
-                             "computed before that effect", stage="linearize", value=state.arg)
+                             "computed before that effect", stage="lower", value=state.arg)
 
     def carried_loop(self, load: UOp, memory: UOp) -> UOp | None:
         """The outermost loop open inside the block where ``load`` was emitted that writes ``memory`` in its
@@ -589,7 +589,7 @@ class _Linearizer:
         shared, kept = self.share(loops, held)
         if shared < len(_common_prefix(self.previous, loops)):
             raise GraphError("two effects next to each other in the kernel would run a loop they share apart",
-                             stage="linearize", value=e.op.name)
+                             stage="lower", value=e.op.name)
         self.previous = loops
         left = [c for c in conditions if c not in kept]
         keys = _with_gates(loops[shared:], left, self.scopes, self.shared_loops)
@@ -612,7 +612,7 @@ class _Linearizer:
         if gate is not None:
             opened = [b.key for b in self.stack if b.scope is not None and b.scope.op is Ops.IF]
             if any(c not in opened for c in conditions):
-                raise GraphError("an effect's gate is not open around it", stage="linearize", value=e.op.name)
+                raise GraphError("an effect's gate is not open around it", stage="lower", value=e.op.name)
             target = target.replace(src=target.src[:2])
         self.current = e
         index = self.value(target)
@@ -638,13 +638,13 @@ class _Linearizer:
         loops = self.scopes[e]
         if not loops or loops[-1] is not loop:
             raise GraphError(f"the exit of the loop on axis {loop.arg[0]} is tested in a loop inside it",
-                             stage="linearize", value=loop.arg)
+                             stage="lower", value=loop.arg)
         if self.is_bound(loop):  # in the block its effects opened, after them (an IF around the loop stays)
             while self.stack[-1] is not self.binding(loop):
                 self.close_block()
         elif loop in self.looped:
             raise GraphError(f"the exit of the loop on axis {loop.arg[0]} is stated apart from the loop's effects",
-                             stage="linearize", value=loop.arg)
+                             stage="lower", value=loop.arg)
         else:
             shared, _ = self.share(loops, [])
             for key in loops[shared:]:
@@ -807,14 +807,14 @@ def linearize(sink: UOp, status: UOp | None = None) -> tuple[UOp, ...]:
     """The instructions of ``sink`` in execution order (see the module docstring). ``status``: the buffer its
     checked accesses record failures in, which the exit test of a loop without a bound reads."""
     if sink.op is not Ops.SINK:
-        raise GraphError("a kernel's root must be a SINK", stage="linearize", value=sink.op)
+        raise GraphError("a kernel's root must be a SINK", stage="lower", value=sink.op)
     try:
         return _Linearizer(sink, status).run()
     except RecursionError as err:
         raise GraphError("the kernel nests too deeply to linearize", kernel=kernel_label(sink),
-                         stage="linearize") from err
+                         stage="lower") from err
     except GraphError as err:
         if err.kernel is not None:
             raise
-        raise GraphError(err.detail, kernel=kernel_label(sink), stage=err.stage or "linearize",
+        raise GraphError(err.detail, kernel=kernel_label(sink), stage=err.stage or "lower",
                          value=err.value) from err

@@ -434,7 +434,7 @@ def linearize(sink: UOp, status: UOp | None = None, target: Target | None = None
     except GraphError as err:
         if err.kernel is not None:
             raise
-        raise GraphError(err.detail, kernel=state.kernel, stage=err.stage or "linearize", value=err.value) from err
+        raise GraphError(err.detail, kernel=state.kernel, stage=err.stage or "lower", value=err.value) from err
     return state.linear
 
 

@@ -31,7 +31,7 @@ from svod.codegen.checks import CHECKED, rows_of
 from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.ranges import live_ranges, range_order
 from svod.dtype import dtypes
-from svod.errors import GraphError
+from svod.errors import GraphError, RaceError
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import (
@@ -598,9 +598,9 @@ def _outermost_loop(sink: UOp) -> UOp | None:
     return loop if inside and all(loop in live[u] for u in reductions) else None
 
 
-def _race(kernel: str, buffer: UOp, what: str) -> GraphError:
-    return GraphError(f"buffer {buffer.arg} {what}", kernel=kernel, stage="races", value=buffer.arg,
-                      buffers=(buffer.arg,))
+def _race(kernel: str, buffer: UOp, what: str) -> RaceError:
+    return RaceError(f"buffer {buffer.arg} {what}", kernel=kernel, stage="lower", value=buffer.arg,
+                     buffers=(buffer.arg,))
 
 
 def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
@@ -619,16 +619,16 @@ def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict
     missing = parallel[store] - parallel[target.src[1]]
     slot = memory_of(target.src[0]).arg
     if missing:
-        raise GraphError(f"the store to buffer {slot} takes its value from work items of a parallel loop its index "
-                         "does not depend on, so several of them write one element; combine them with an atomic "
-                         "update, or make that loop sequential", kernel=kernel, stage="races", value=slot,
-                         buffers=(slot,))
+        raise RaceError(f"the store to buffer {slot} takes its value from work items of a parallel loop its index "
+                        "does not depend on, so several of them write one element; combine them with an atomic "
+                        "update, or make that loop sequential", kernel=kernel, stage="lower", value=slot,
+                        buffers=(slot,))
     if _data_dependent(target.src[1]):
         return  # a scatter: each element gets the value of one of the work items that write it
     if not _same_item(target, None, parallel[store], store, parallel, order):
-        raise GraphError(f"the store to buffer {slot} may write one element from two work items (its index "
-                         "does not tell the work items of its parallel loops apart); use an atomic update, or a "
-                         "sequential loop", kernel=kernel, stage="races", value=slot, buffers=(slot,))
+        raise RaceError(f"the store to buffer {slot} may write one element from two work items (its index "
+                        "does not tell the work items of its parallel loops apart); use an atomic update, or a "
+                        "sequential loop", kernel=kernel, stage="lower", value=slot, buffers=(slot,))
 
 
 def _data_dependent(index: UOp) -> bool:

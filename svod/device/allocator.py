@@ -29,11 +29,11 @@ class Allocator(ABC):
     def allocate(self, nbytes: int) -> Any:
         if not isinstance(nbytes, int) or isinstance(nbytes, bool) or not 0 <= nbytes <= MAX_BYTES:
             raise SvodError("allocation size must be a non-negative integer of at most 2**63 - 1 bytes",
-                            stage="allocate", value=nbytes)
+                            stage="buffer", value=nbytes)
         try:
             return self._alloc(nbytes)
         except MemoryError as err:
-            raise SvodError(f"out of memory allocating {nbytes} bytes", stage="allocate", value=nbytes) from err
+            raise SvodError(f"out of memory allocating {nbytes} bytes", stage="buffer", value=nbytes) from err
 
     def free(self, handle: Any, nbytes: int) -> None:
         self._free(handle, nbytes)

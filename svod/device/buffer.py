@@ -160,7 +160,7 @@ class Buffer:
         kind, device_id = self.__dlpack_device__()
         if kind != dlpack.KDL_CUDA:
             raise SvodError(f"a buffer on {self.device} cannot be exported through DLPack; copy it out with "
-                            "numpy()", stage="dlpack", value=self.device)
+                            "numpy()", stage="buffer", value=self.device)
         self._device.synchronize()
         return dlpack.capsule(int(self.address), kind, device_id, self.dtype, self.size, keepalive=self)
 
@@ -176,7 +176,7 @@ class Buffer:
         try:
             array = np.from_dlpack(obj)
         except (BufferError, RuntimeError, TypeError, ValueError) as err:
-            raise SvodError(f"cannot import it through DLPack to the host: {err}", stage="dlpack",
+            raise SvodError(f"cannot import it through DLPack to the host: {err}", stage="buffer",
                             value=type(obj).__name__) from err
         target = "CPU" if device is None else device
         buf = Buffer.from_numpy(array, target) if copy else Buffer.from_numpy(array, target, copy=False)
@@ -188,12 +188,12 @@ class Buffer:
         home = dlpack.device_name(dlpack.KDL_CUDA, device_id)
         target = resolver.resolve(home if device is None else device)
         if target.caps.dlpack_device_type != dlpack.KDL_CUDA or (target.device.device_id or 0) != device_id:
-            raise BufferMismatchError(f"the tensor is on {home}, not on {target.name}", stage="dlpack",
+            raise BufferMismatchError(f"the tensor is on {home}, not on {target.name}", stage="buffer",
                                       value=target.name)
         imported = dlpack.take(obj.__dlpack__())
         if not imported.c_contiguous:
             raise BufferMismatchError(f"a DLPack tensor with strides {imported.strides} for shape {imported.shape} "
-                                      "is not compact in C order (.contiguous() makes one)", stage="dlpack",
+                                      "is not compact in C order (.contiguous() makes one)", stage="buffer",
                                       value=imported.strides)
         buf = Buffer(target, imported.dtype, math.prod(imported.shape))
         buf._handle = imported.address
@@ -206,10 +206,10 @@ class Buffer:
         array = np.asarray(array)
         if array.dtype != self.dtype.numpy:
             raise BufferMismatchError(f"copyin of {array.dtype} into a buffer of {self.dtype.name}",
-                                      stage="copyin", value=str(array.dtype))
+                                      stage="buffer", value=str(array.dtype))
         if array.size != self.size:
             raise BufferMismatchError(f"copyin of {array.size} elements into a buffer of {self.size}",
-                                      stage="copyin", value=array.size)
+                                      stage="buffer", value=array.size)
         if self.size:
             data = np.ascontiguousarray(array).reshape(-1)
             self._device.allocator.copyin(self.handle, data.data, self.byte_offset)
@@ -220,7 +220,7 @@ class Buffer:
         try:
             out = np.empty(self.size, dtype=self.dtype.numpy)
         except MemoryError as err:
-            raise SvodError(f"out of memory for a host copy of {self.nbytes} bytes", stage="copyout",
+            raise SvodError(f"out of memory for a host copy of {self.nbytes} bytes", stage="buffer",
                             value=self.nbytes) from err
         if self.size:
             self._device.allocator.copyout(out.data, self.handle, self.byte_offset)

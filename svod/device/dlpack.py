@@ -75,7 +75,7 @@ def capsule(address: int, device_type: int, device_id: int, dtype: DType, count:
     """A DLPack capsule for ``count`` elements of ``dtype`` at ``address``: 1-D, compact, read and written
     by the consumer in place while ``keepalive`` is held for it."""
     if dtype.kind not in _CODES:
-        raise SvodError(f"{dtype.name} has no DLPack type", stage="dlpack", value=dtype.name)
+        raise SvodError(f"{dtype.name} has no DLPack type", stage="buffer", value=dtype.name)
     shape = (ctypes.c_int64 * 1)(count)
     managed = _DLManagedTensor()
     managed.dl_tensor = _DLTensor(address, _DLDevice(device_type, device_id), 1,
@@ -104,7 +104,7 @@ def device_name(device_type: int, device_id: int) -> str:
     if device_type == KDL_CUDA:
         return f"CUDA:{device_id}"
     raise SvodError(f"svod imports DLPack memory of the host and of CUDA devices, not of device type {device_type}",
-                    stage="dlpack", value=device_type)
+                    stage="buffer", value=device_type)
 
 
 _capsule_valid = _pythonapi("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
@@ -152,14 +152,14 @@ def _imported_dtype(dtype: _DLDataType) -> DType:
     name = "bool" if kind == "bool" else f"{kind}{dtype.bits}"
     if kind is None or dtype.lanes != 1 or name not in {d.name for d in dtypes.all()}:
         raise SvodError(f"svod has no dtype for DLPack's type code {dtype.code} of {dtype.bits} bits x {dtype.lanes}",
-                        stage="dlpack", value=(dtype.code, dtype.bits, dtype.lanes))
+                        stage="buffer", value=(dtype.code, dtype.bits, dtype.lanes))
     return dtypes.from_name(name)
 
 
 def take(capsule: Any) -> Imported:
     """The tensor of an unconsumed ``dltensor`` capsule, which is marked used (its deleter is ours to run)."""
     if not _capsule_valid(capsule, b"dltensor"):
-        raise SvodError("the producer's __dlpack__ gave no unconsumed DLPack capsule", stage="dlpack",
+        raise SvodError("the producer's __dlpack__ gave no unconsumed DLPack capsule", stage="buffer",
                         value=type(capsule).__name__)
     imported = Imported(_capsule_pointer(capsule, b"dltensor"))
     _capsule_rename(capsule, b"used_dltensor")

@@ -24,7 +24,7 @@ import numpy as np
 from svod.device.caps import CORE_ID, parse_launch_index
 from svod.device.launch import ONE, ONES, ConcreteLaunchDims, LaunchShape, LaunchSize
 from svod.dtype import DeviceSpec, DType, dtypes
-from svod.errors import GraphError, VariableError
+from svod.errors import GraphError, Stage, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.ops import STAGES
 from svod.ir.uop import check_var_value, memory_of
@@ -43,7 +43,7 @@ class Variable:
     max: int
     scalar: DType | None = None
 
-    def checked(self, value: object, *, kernel: str | None = None, stage: str | None = None) -> int:
+    def checked(self, value: object, *, kernel: str | None = None, stage: Stage | None = None) -> int:
         """The integer the kernel receives for ``value``, checked: a scalar's bits, or the value itself."""
         if self.scalar is not None:
             value = scalar_bits(self.name, value, self.scalar, kernel=kernel, stage=stage)
@@ -54,7 +54,7 @@ _SIGNED_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 
 def scalar_bits(name: str, value: object, dtype: DType, *, kernel: str | None = None,
-                stage: str | None = None) -> int:
+                stage: Stage | None = None) -> int:
     """The bits of ``value`` as a ``dtype``, read as a signed integer of its size: how a runtime scalar
     travels in a kernel's integer variables."""
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
@@ -369,25 +369,25 @@ def _merged(derived: KernelMetadata, given: KernelMetadata, sink: UOp) -> Kernel
 def _stages_of(program: UOp) -> tuple[UOp, UOp, UOp]:
     """A PROGRAM's SINK, DEVICE and SOURCE, once its stages are checked."""
     if not isinstance(program, UOp) or program.op is not Ops.PROGRAM:
-        raise GraphError("expected PROGRAM", stage="PROGRAM", value=program.op if isinstance(program, UOp) else program)
+        raise GraphError("expected PROGRAM", stage="build", value=program.op if isinstance(program, UOp) else program)
     stages = program.src
     for position, (want, required) in enumerate(zip(STAGES, (True, True, True, True, False), strict=True)):
         if position >= len(stages):
             if required:
-                raise GraphError(f"PROGRAM is missing its {want.name} stage", stage=want.name)
+                raise GraphError(f"PROGRAM is missing its {want.name} stage", stage="build")
             continue
         if stages[position].op is not want:
-            raise GraphError(f"PROGRAM stage {position} must be {want.name}", stage=want.name,
+            raise GraphError(f"PROGRAM stage {position} must be {want.name}", stage="build",
                              value=stages[position].op)
     if len(stages) > len(STAGES):
-        raise GraphError("PROGRAM has more stages than SINK, DEVICE, LINEAR, SOURCE, BINARY", stage="BINARY",
+        raise GraphError("PROGRAM has more stages than SINK, DEVICE, LINEAR, SOURCE, BINARY", stage="build",
                          value=len(stages))
     return stages[0], stages[1], stages[3]
 
 
 def _metadata_of(program: UOp) -> KernelMetadata:
     if not isinstance(program.arg, KernelMetadata):
-        raise GraphError("PROGRAM metadata must be KernelMetadata", stage="PROGRAM", value=program.arg)
+        raise GraphError("PROGRAM metadata must be KernelMetadata", stage="build", value=program.arg)
     return program.arg
 
 
@@ -403,7 +403,7 @@ class CompiledSpec:
         _stages_of(self.program)
         _metadata_of(self.program)
         if len(self.program.src) < len(STAGES):
-            raise GraphError("a compiled PROGRAM has its BINARY stage", stage="BINARY", value=len(self.program.src))
+            raise GraphError("a compiled PROGRAM has its BINARY stage", stage="build", value=len(self.program.src))
 
     @staticmethod
     def from_source(name: str, src: str, ast: UOp, buf_count: int) -> CompiledSpec:
@@ -491,7 +491,7 @@ def _by_hand(name: str, src: str, data: builtins.bytes, ast: UOp, global_size: L
     meta = derive_metadata(ast)
     if buf_count is not None and buf_count != len(meta.globals):
         raise GraphError(f"kernel {name} takes {len(meta.globals)} buffers, not {buf_count}", kernel=name,
-                         stage="compile", value=buf_count)
+                         stage="build", value=buf_count)
     meta = dataclasses.replace(meta, name=name, entry=entry_symbol(name, ast), global_size=global_size,
                                local_size=local_size)
     return UOp.program(ast, UOp(Ops.DEVICE, dtypes.void, (), ""), UOp.linear(), UOp.source(src), UOp.binary(data),

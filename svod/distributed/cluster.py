@@ -86,7 +86,7 @@ class PlanWorker:
             wanted = list(self.outputs if outputs is None else outputs)
             for name in wanted:
                 if name not in plan.buffer_names:
-                    raise SvodError(f"the plan has no buffer named {name} to return", stage="map_plan", value=name)
+                    raise SvodError(f"the plan has no buffer named {name} to return", stage="bind", value=name)
             for name in dict.fromkeys([*self.outputs, *wanted]):  # every shard starts from zeroed outputs
                 if name in arrays:  # read and written: a copy of its own (object store arrays are read-only)
                     arrays[name] = np.array(arrays[name], copy=True)
@@ -131,7 +131,7 @@ class Cluster:
             import ray
         except ImportError as err:
             raise SvodError("svod.distributed needs Ray: python -m pip install 'svod[ray]' (or ray)",
-                            stage="distributed") from err
+                            stage="plan") from err
         self.ray = ray
         self.started = False
         if not ray.is_initialized():
@@ -191,7 +191,7 @@ class Cluster:
                     results.append(self._result(pool.actors[slot].run.remote(i, shards[i], var_vals, outputs)))
                 except ray.exceptions.RayActorError as err:
                     raise SvodError(f"shard {i}: its worker was lost twice ({type(err).__name__})",
-                                    stage="map_plan", value=i) from err
+                                    stage="execute", value=i) from err
         return results
 
     def _result(self, ref: Any) -> dict[str, np.ndarray]:
@@ -202,13 +202,13 @@ class Cluster:
             cause = getattr(err, "cause", None)
             if isinstance(cause, SvodError):
                 raise cause from None
-            raise SvodError(f"a worker failed: {err}", stage="map_plan") from err
+            raise SvodError(f"a worker failed: {err}", stage="execute") from err
 
     def _pool(self, bundle: bytes, device: str, workers: int | None, num_gpus: float) -> _Pool:
         if workers is None:
             workers = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         if workers < 1:
-            raise SvodError("map_plan needs at least one worker", stage="map_plan", value=workers)
+            raise SvodError("map_plan needs at least one worker", stage="plan", value=workers)
         key = (hashlib.sha256(bundle).hexdigest(), device, workers, num_gpus)
         pool = self._pools.pop(key, None)
         if pool is None:
@@ -247,7 +247,7 @@ def bundle_bytes(bundle: str | os.PathLike[str] | bytes | ExecutionPlan) -> byte
     try:
         return Path(bundle).read_bytes()
     except OSError as err:
-        raise SvodError(f"cannot read plan bundle {bundle}: {err}", stage="map_plan", value=str(bundle)) from err
+        raise SvodError(f"cannot read plan bundle {bundle}: {err}", stage="plan", value=str(bundle)) from err
 
 
 _default: Cluster | None = None

@@ -27,12 +27,12 @@ class Arithmetic(TranslationContext):
             try:
                 return _python_binary(op, a, b)
             except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
-                raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="translate",
+                raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="build",
                                         value=(a, b)) from None
         av, bv = self.operands(a, b, node)
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
             raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
-                                    stage="translate", value=op)
+                                    stage="build", value=op)
         if op == "/" and not av.dtype.is_float:
             av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
         if op in ("//", "%"):
@@ -41,7 +41,7 @@ class Arithmetic(TranslationContext):
             if bv.vmin < 0:
                 raise KernelSyntaxError(f"{describe(av)} ** an exponent that may be negative ({bv.vmin} at least): "
                                         "numpy refuses an integer to a negative power; make the base a float",
-                                        kernel=self.name, stage="translate", value=op)
+                                        kernel=self.name, stage="build", value=op)
             return _integer_power(av, bv)
         return _UOP_BINARY[op](av, bv)
 
@@ -51,7 +51,7 @@ class Arithmetic(TranslationContext):
         platform's defaults; a weak value (``weak``) meeting a typed one is a number (``meets``)."""
         for v in (a, b):
             if not (isinstance(v, UOp) or is_number(v)):
-                raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="translate",
+                raise KernelSyntaxError(f"{describe(v)} in arithmetic", kernel=self.name, stage="build",
                                         value=describe(v))
         if isinstance(a, UOp) and isinstance(b, UOp):
             if self.weak(a) == self.weak(b):
@@ -110,7 +110,7 @@ class Arithmetic(TranslationContext):
             return UOp.const(dtype, convert(value, dtype))
         if not isinstance(value, UOp):
             raise KernelSyntaxError(f"cannot convert {describe(value)} to {dtype.name}", kernel=self.name,
-                                    stage="translate", value=describe(value))
+                                    stage="build", value=describe(value))
         return value.cast(dtype)
 
     def truth(self, value: Any, node: ast.AST) -> UOp:

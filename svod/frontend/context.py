@@ -108,7 +108,7 @@ class TranslationContext(ABC):
         user's code that svod wrote it for, if svod wrote it, ``nodes.shown``; an operator node alone has none)."""
         written = code(node, 60)
         shown = what if not written or written in what else f"{what}: `{written}`"
-        return KernelSyntaxError(f"{self.where(node)}: {shown}", kernel=self.name, stage="translate", value=written)
+        return KernelSyntaxError(f"{self.where(node)}: {shown}", kernel=self.name, stage="build", value=written)
 
     def unsupported(self, node: ast.AST, extra: str = "") -> KernelSyntaxError:
         return self.refuse(node, f"{_construct(node)} is not supported in a kernel{extra}")

@@ -304,7 +304,7 @@ def jit(fn: Callable[..., Any] | str | Sequence[Any] | None = None, *, name: str
     unknown = sorted(set(numba_options) - NUMBA_OPTIONS)
     if unknown or numba_options.get("forceobj") or numba_options.get("looplift"):
         raise KernelSyntaxError(f"svod.jit takes name= and numba's options {', '.join(sorted(NUMBA_OPTIONS))} "
-                                f"(object mode aside), not {', '.join(unknown) or 'object mode'}", stage="translate",
+                                f"(object mode aside), not {', '.join(unknown) or 'object mode'}", stage="parse",
                                 value=", ".join(unknown))
     if fn is None or not callable(fn):  # @svod.jit(...) or @svod.jit("signature")
         return lambda f: Jit(f, name=name)

@@ -223,7 +223,7 @@ class Builder:
             if length is not None and (name not in self.arrays or not self.arrays[name][1]):
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}[:...], and {name} is not an array", kernel=self.jit.name,
-                                        stage="translate", value=name)
+                                        stage="build", value=name)
             if name in self.cells:
                 returns.append((name, self.cells[name], (), None))
                 continue
@@ -233,7 +233,7 @@ class Builder:
             if name not in self.arrays:
                 raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
                                         f"{name}, which is not an array or a scalar it computes",
-                                        kernel=self.jit.name, stage="translate", value=name)
+                                        kernel=self.jit.name, stage="build", value=name)
             slot, shape, _ = self.arrays[name]
             returns.append((name, None if name in self.args else slot, shape,
                             None if length is None else self.cell(length)))

@@ -410,7 +410,7 @@ class Loops(Expressions):
         for v in values:
             if not (isinstance(v, UOp) or is_number(v)):
                 raise KernelSyntaxError(f"local {name} changes in a loop and holds {describe(v)}",
-                                        kernel=self.name, stage="translate", value=name)
+                                        kernel=self.name, stage="build", value=name)
         typed = [v.dtype for v in values if isinstance(v, UOp) and not self.weak(v)]
         if not typed:
             numbers = [v.dtype if isinstance(v, UOp) else self.platform.alone(v) for v in values]

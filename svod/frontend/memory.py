@@ -64,7 +64,7 @@ class Memory(Arithmetic):
                 continue
             if isinstance(dim, int) and at.op is Ops.CONST and not 0 <= int(at.arg) < dim:
                 raise KernelSyntaxError(f"index {at.arg} is outside dimension {axis} of {array.name}, of size {dim}",
-                                        kernel=self.name, stage="translate", value=int(at.arg))
+                                        kernel=self.name, stage="build", value=int(at.arg))
             if isinstance(dim, UOp) and dim.op is Ops.DEFINE_VAR and at.vmin >= 0 and \
                     not any(u.op is Ops.DEFINE_VAR for u in at.toposort()):
                 self.least_sizes.setdefault(dim, []).append((int(at.vmax) + 1, array.name, axis))

@@ -608,7 +608,7 @@ def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntax
     code (the user's that svod wrote it for, if svod wrote it: ``nodes.shown``)."""
     cut = code(node, 80)
     return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
-                             kernel=name, stage="translate", value=cut)
+                             kernel=name, stage="build", value=cut)
 
 def _nodes(item: Item) -> list[ast.AST]:
     if isinstance(item, Phase):

@@ -444,13 +444,13 @@ class Shaped:
         unknown = sorted(set(scalars) - set(self.kernel.parameters))
         if unknown:
             raise BufferMismatchError(f"{name} has no argument {unknown[0]}; its arguments are "
-                                      f"{', '.join(self.kernel.parameters)}", kernel=name, stage="plan",
+                                      f"{', '.join(self.kernel.parameters)}", kernel=name, stage="bind",
                                       value=unknown[0])
         arrays = [p for p in self.kernel.parameters if p not in scalars]
         if len(buffers) != len(arrays) or len(self.shapes) != len(buffers):
             raise BufferMismatchError(f"{name} takes {len(arrays)} arrays ({', '.join(arrays)}) besides the scalars "
                                       f"given; the plan gives {len(buffers)} buffers and {len(self.shapes)} shapes",
-                                      kernel=name, stage="plan", value=len(buffers))
+                                      kernel=name, stage="bind", value=len(buffers))
         examples = iter(self._examples(buffers))
         args = [(0 if isinstance(scalars[p], str) else scalars[p]) if p in scalars else next(examples)
                 for p in self.kernel.parameters]
@@ -466,7 +466,7 @@ class Shaped:
         for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
             if int(np.prod(shape)) != buffer.size:
                 raise BufferMismatchError(f"argument {position} of {self.kernel.name} has shape {shape}, and plan "
-                                          f"buffer of {buffer.size} elements", kernel=self.kernel.name, stage="plan",
+                                          f"buffer of {buffer.size} elements", kernel=self.kernel.name, stage="bind",
                                           value=shape)
             examples.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))
         return examples

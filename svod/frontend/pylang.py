@@ -169,13 +169,13 @@ class Array:
     def __class_getitem__(cls, item: tuple[Any, int]) -> ArrayType:
         if not isinstance(item, tuple) or len(item) != 2:
             raise KernelSyntaxError("svod.Array takes a dtype and a number of dimensions: svod.Array[svod.float32, 2]",
-                                    stage="annotation", value=item)
+                                    stage="parse", value=item)
         dtype, ndim = item
         if isinstance(dtype, Cast):
             dtype = dtype.dtype
         if not isinstance(dtype, DType) or isinstance(ndim, bool) or not isinstance(ndim, int) or ndim < 1:
             raise KernelSyntaxError("svod.Array takes a dtype and a number of dimensions: svod.Array[svod.float32, 2]",
-                                    stage="annotation", value=item)
+                                    stage="parse", value=item)
         return ArrayType(dtype, ndim)
 
 
@@ -191,7 +191,7 @@ class Const(Generic[T]):
 
     def __class_getitem__(cls, item: Any) -> Any:
         if item not in (int, float, bool):
-            raise KernelSyntaxError("svod.Const takes int, float or bool", stage="annotation", value=item)
+            raise KernelSyntaxError("svod.Const takes int, float or bool", stage="parse", value=item)
         return ConstType(item)
 
 
@@ -220,7 +220,7 @@ class Int:
                 or not all(isinstance(b, int) and not isinstance(b, bool) for b in item)
                 or not -INT_BOUND <= item[0] <= item[1] <= INT_BOUND):
             raise KernelSyntaxError("svod.Int takes two ints lo <= hi within +-2**62: svod.Int[0, 4096]",
-                                    stage="annotation", value=item)
+                                    stage="parse", value=item)
         return IntType(*item)
 
 

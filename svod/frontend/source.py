@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svod.dtype import DType, dtypes
-from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
@@ -58,7 +58,7 @@ class Located:
         if err.stage == "render" and "32 bits" in err.detail:  # the first index the source computes that may not fit
             return next((where for u, where in self.nodes.items()
                          if u.dtype == dtypes.index and not -(1 << 31) <= u.vmin <= u.vmax < 1 << 31), None)
-        if isinstance(err, IndexOutOfBoundsError) or (err.stage == "races" and isinstance(value, int)):
+        if isinstance(err, IndexOutOfBoundsError) or (isinstance(err, RaceError) and isinstance(value, int)):
             slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
             lines = self.slots.get(slot, [])
             return ", ".join(lines) if lines else None

@@ -63,7 +63,7 @@ class Translator(Loops):
         self.block(body, top=True)
         if not self.k.effects:
             raise KernelSyntaxError(f"{self.where(self.source.node)}: kernel {self.name} stores nothing; a kernel "
-                                    "writes its results into array arguments", kernel=self.name, stage="translate",
+                                    "writes its results into array arguments", kernel=self.name, stage="build",
                                     value=self.name)
         return self._sized(self._renumbered(unstated(self.k.build(), self.stated)))
 
@@ -90,7 +90,7 @@ class Translator(Loops):
                     raise KernelSyntaxError(
                         f"{self.where(stmt)}: {what} is not supported in a kernel: a kernel writes its results into "
                         "array arguments",
-                        kernel=self.name, stage="translate", value="return")
+                        kernel=self.name, stage="build", value="return")
                 continue
             turn = self.turns[-1] if self.turns else None
             mark = 0 if turn is None else len(turn.leaves)

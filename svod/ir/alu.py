@@ -65,7 +65,7 @@ def convert(value: Value, dtype: DType) -> Value:
         if isinstance(value, float):
             return saturate_float(value, dtype)
         return wrap_int(int(value), dtype)
-    raise SvodError(f"cannot convert a value to {dtype!r}", stage="evaluate", value=value)
+    raise SvodError(f"cannot convert a value to {dtype!r}", stage="build", value=value)
 
 
 def saturate_float(value: float, dtype: DType) -> int:
@@ -80,7 +80,7 @@ def saturate_float(value: float, dtype: DType) -> int:
 def bitcast(value: Value, src: DType, dst: DType) -> Value:
     """Reinterpret the bytes of ``value`` (of ``src``) as ``dst``; both must have one size."""
     if src.itemsize != dst.itemsize:
-        raise SvodError(f"bitcast from {src!r} to {dst!r} changes the size", stage="evaluate", value=value)
+        raise SvodError(f"bitcast from {src!r} to {dst!r} changes the size", stage="build", value=value)
     data = struct.pack(_struct_code(src), value)
     return convert(struct.unpack(_struct_code(dst), data)[0], dst)
 
@@ -244,5 +244,5 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Value]) -> Value:
         return shift(op, ints[0], ints[1], dtype)
     fn = _INT_OPS.get(op)
     if fn is None:
-        raise SvodError(f"{op!r} is not defined on {dtype!r}", stage="evaluate", value=op)
+        raise SvodError(f"{op!r} is not defined on {dtype!r}", stage="build", value=op)
     return wrap_int(fn(*ints), dtype)

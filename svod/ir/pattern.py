@@ -141,7 +141,7 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
     while stack:
         steps += 1
         if steps > max_steps:
-            raise GraphError(f"pass {name} did not reach a fixed point in {max_steps} steps", stage=name)
+            raise GraphError(f"pass {name} did not reach a fixed point in {max_steps} steps", stage="lower")
         node, state, target = stack.pop()
         if state == 2:
             done[node] = done[target]

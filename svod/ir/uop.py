@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeAlias, cast
 import numpy as np
 
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
-from svod.errors import GraphError, VariableError
+from svod.errors import GraphError, Stage, VariableError
 from svod.ir.alu import convert, round_float
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
@@ -71,7 +71,7 @@ def _stable_repr(arg: Any) -> str:
 
 
 def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str | None = None,
-                    stage: str | None = None) -> int:
+                    stage: Stage | None = None) -> int:
     """``value`` as an int, if it is an integer (a Python or numpy integer, not a bool) within ``[lo, hi]``.
     The one check every variable value passes, wherever it is given."""
     if type(value) is int and lo <= value <= hi:  # the common case, before the abstract checks (a call makes dozens)
@@ -253,7 +253,7 @@ class UOp:
         if self.op is not Ops.DEFINE_VAR:
             raise GraphError("only a DEFINE_VAR can be bound", stage="build", value=self.op)
         name, lo, hi = self.arg
-        checked = check_var_value(name, value, lo, hi, stage="bind")
+        checked = check_var_value(name, value, lo, hi, stage="build")
         return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, checked)))
 
     @staticmethod
@@ -336,7 +336,7 @@ class UOp:
             if stage is None:
                 given = [n for n, s in later[position + 1:] if s is not None]
                 if given:
-                    raise GraphError(f"PROGRAM stage {given[0]} needs its {name} stage first", stage=name)
+                    raise GraphError(f"PROGRAM stage {given[0]} needs its {name} stage first", stage="build")
                 break
             stages.append(stage)
         return UOp(Ops.PROGRAM, dtypes.void, tuple(stages), metadata)

@@ -56,12 +56,12 @@ class _Checker:
         self.variables: dict[str, UOp] = {}
 
     def fail(self, node: UOp, expected: str) -> GraphError:
-        return GraphError(f"{node.op.name} node: {expected}", kernel=self.kernel, stage="validate",
+        return GraphError(f"{node.op.name} node: {expected}", kernel=self.kernel, stage="build",
                           value=_describe(node))
 
     def run(self) -> None:
         if not isinstance(self.sink, UOp) or self.sink.op is not Ops.SINK:
-            raise GraphError("a kernel AST must be a SINK of stores", stage="validate",
+            raise GraphError("a kernel AST must be a SINK of stores", stage="build",
                              value=getattr(self.sink, "op", self.sink))
         topo = self.sink.toposort()
         for node in topo:

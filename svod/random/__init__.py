@@ -135,7 +135,7 @@ class ProcessGenerator:
         if key is None:
             key = secrets.randbits(32)
         if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < LIMIT:
-            raise SvodError("a random seed is an int in [0, 2**32)", stage="random", value=key)
+            raise SvodError("a random seed is an int in [0, 2**32)", stage="device", value=key)
         with self._lock:
             self.key, self.launches = key, 0
 

@@ -118,7 +118,7 @@ class GraphWriter:
             return {"t": type(arg).__name__,
                     "v": {f.name: self._arg(getattr(arg, f.name)) for f in dataclasses.fields(arg)}}
         raise SvodError(f"a UOp arg of type {type(arg).__name__} cannot be written to a plan bundle",
-                        stage="save", value=arg)
+                        stage="plan", value=arg)
 
 
 class GraphReader:
@@ -230,7 +230,7 @@ def write_bundle(path: str | os.PathLike[str], manifest: dict[str, Any], writer:
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as err:
-        raise SvodError(f"cannot write plan bundle {target}: {err}", stage="save", value=str(target)) from err
+        raise SvodError(f"cannot write plan bundle {target}: {err}", stage="plan", value=str(target)) from err
     try:
         with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w") as archive:
             archive.writestr(_entry(MANIFEST), text, zipfile.ZIP_DEFLATED)
@@ -242,7 +242,7 @@ def write_bundle(path: str | os.PathLike[str], manifest: dict[str, Any], writer:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         if isinstance(err, OSError):
-            raise SvodError(f"cannot write plan bundle {target}: {err}", stage="save", value=str(target)) from err
+            raise SvodError(f"cannot write plan bundle {target}: {err}", stage="plan", value=str(target)) from err
         raise
 
 

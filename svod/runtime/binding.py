@@ -77,10 +77,10 @@ class ArrayBinding:
         if isinstance(key, str):
             if key not in self.names:
                 raise BufferMismatchError(f"no plan buffer named {key}; the plan has "
-                                          f"{sorted(self.names) or 'no names'}", stage="execute", value=key)
+                                          f"{sorted(self.names) or 'no names'}", stage="bind", value=key)
             return self.names[key]
         if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.buffers):
-            raise BufferMismatchError(f"no plan buffer {key}; the plan has {len(self.buffers)}", stage="execute",
+            raise BufferMismatchError(f"no plan buffer {key}; the plan has {len(self.buffers)}", stage="bind",
                                       value=key)
         return key
 
@@ -95,7 +95,7 @@ class ArrayBinding:
             storage = target.storage
             if storage in seen:
                 raise BufferMismatchError(f"plan buffers {seen[storage]} and {key} are one buffer; bind it once",
-                                          kernel=target.user, stage="execute", value=key)
+                                          kernel=target.user, stage="bind", value=key)
             seen[storage] = key
             array = obj if type(obj) is np.ndarray else _host_array(obj, key, target.user)
             if array.dtype != target.dtype or array.size != target.size:
@@ -103,18 +103,18 @@ class ArrayBinding:
             writeable = array.flags.writeable
             if target.written and not writeable:
                 raise BufferMismatchError(f"plan buffer {key} is written by the plan; the array bound to it is "
-                                          "read-only", kernel=self.written[storage], stage="execute",
+                                          "read-only", kernel=self.written[storage], stage="bind",
                                           value=key)
             address = 0
             if target.host:
                 if not array.flags.c_contiguous:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not C-contiguous; kernels "
                                               "use its memory as it is (np.ascontiguousarray copies one)",
-                                              kernel=target.user, stage="execute", value=array.strides)
+                                              kernel=target.user, stage="bind", value=array.strides)
                 address = array_address(array, writeable)
                 if address % target.dtype.itemsize:
                     raise BufferMismatchError(f"the array bound to plan buffer {key} is not aligned to its itemsize "
-                                              f"({target.dtype.itemsize})", kernel=target.user, stage="execute",
+                                              f"({target.dtype.itemsize})", kernel=target.user, stage="bind",
                                               value=address % target.dtype.itemsize)
             bindings.append(Binding(target.slot, storage, array, address, target.patch, target.written))
         self._check_unshared(bindings)
@@ -128,7 +128,7 @@ class ArrayBinding:
         user = self.users.get(storage)
         if buf.is_view:
             raise BufferMismatchError(f"plan buffer {key} is a view at offset {buf.offset} of another; bind an "
-                                      "array to the buffer it views", kernel=user, stage="execute", value=key)
+                                      "array to the buffer it views", kernel=user, stage="bind", value=key)
         host = buf.device_object.caps.host_memory
         target = _Target(slot, storage, np.dtype(buf.dtype.numpy), buf.size, buf.dtype.name, storage in self.written,
                          host, host and storage not in self._copied, user)
@@ -147,7 +147,7 @@ class ArrayBinding:
             if start < reach_end and (written or reach_written) and (storage in rebound or reach_storage in rebound):
                 raise BufferMismatchError("an array bound for this run shares memory with another buffer of the "
                                           "plan, and one of them is written", kernel=self.users.get(storage),
-                                          stage="execute", value=start)
+                                          stage="bind", value=start)
             if end > reach_end:
                 reach_end, reach_written, reach_storage = end, written, storage
             elif written:
@@ -194,9 +194,9 @@ class ArrayBinding:
 def _refuse_shape(array: np.ndarray, target: _Target, key: int | str) -> None:
     if array.dtype != target.dtype:
         raise BufferMismatchError(f"plan buffer {key} holds {target.dtype_name}; the array bound to it is "
-                                  f"{array.dtype}", kernel=target.user, stage="execute", value=str(array.dtype))
+                                  f"{array.dtype}", kernel=target.user, stage="bind", value=str(array.dtype))
     raise BufferMismatchError(f"plan buffer {key} has {target.size} elements; the array bound to it has "
-                              f"{array.size}", kernel=target.user, stage="execute", value=array.size)
+                              f"{array.size}", kernel=target.user, stage="bind", value=array.size)
 
 
 def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
@@ -206,15 +206,15 @@ def _host_array(obj: Any, key: int | str, user: str | None) -> np.ndarray:
     if isinstance(obj, Buffer):
         if not obj.device_object.caps.host_memory:
             raise BufferMismatchError(f"the buffer bound to plan buffer {key} is on {obj.device}, not in host "
-                                      "memory", kernel=user, stage="execute", value=obj.device)
+                                      "memory", kernel=user, stage="bind", value=obj.device)
         return obj.host_view()
     if hasattr(obj, "__dlpack__"):
         try:
             return np.from_dlpack(obj)
         except (BufferError, RuntimeError, TypeError, ValueError) as err:
             raise BufferMismatchError(f"the array bound to plan buffer {key} cannot be read through DLPack on the "
-                                      f"host: {err}", kernel=user, stage="execute", value=type(obj).__name__) from err
+                                      f"host: {err}", kernel=user, stage="bind", value=type(obj).__name__) from err
     raise BufferMismatchError(f"plan buffer {key} can be bound to a numpy array, a DLPack producer or a host "
-                              "Buffer", kernel=user, stage="execute", value=type(obj).__name__)
+                              "Buffer", kernel=user, stage="bind", value=type(obj).__name__)
 
 

@@ -179,7 +179,7 @@ class KernelCache:
     @staticmethod
     def _key(ast: UOp, device: Device) -> CacheKey:
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
-            raise SvodError("a kernel AST must be a SINK", stage="compile", value=getattr(ast, "op", ast))
+            raise SvodError("a kernel AST must be a SINK", stage="build", value=getattr(ast, "op", ast))
         return (ast.key, device.renderer.cache_key, device.compiler.cache_key, device.name)
 
     def _build(self, asts: list[UOp], device: Device) -> dict[UOp, CachedKernel | BaseException]:

@@ -401,17 +401,17 @@ class ExecutionPlan:
         for name in var_vals:
             if name in self._fixed_names and name not in self._runtime_bounds:
                 raise VariableError(f"variable {name} is fixed in this plan and cannot be passed again",
-                                    stage="execute", value=name)
+                                    stage="bind", value=name)
             if name not in self._runtime_bounds:
                 raise VariableError(f"unknown variable {name}; the plan takes {sorted(self._runtime_bounds) or 'none'}",
-                                    stage="execute", value=name)
+                                    stage="bind", value=name)
         values = {}
         for name, uses in self._runtime_bounds.items():
             if name not in var_vals:
                 raise VariableError(f"missing runtime value for variable {name}", kernel=uses[0][1],
-                                    stage="execute", value=name)
+                                    stage="bind", value=name)
             for var, kernel in uses:
-                values[name] = var.checked(var_vals[name], kernel=kernel, stage="execute")
+                values[name] = var.checked(var_vals[name], kernel=kernel, stage="bind")
         return values
 
     def _check_loops(self, values: Mapping[str, int]) -> None:
@@ -428,7 +428,7 @@ class ExecutionPlan:
                 if lo < var.min or hi > var.max:
                     shown = f"{lo}" if lo == hi else f"[{lo}, {hi}]"
                     raise VariableError(f"loop variable {var.name} may take {shown}, outside bounds "
-                                        f"[{var.min}, {var.max}]", kernel=kernel, stage="execute", value=(lo, hi))
+                                        f"[{var.min}, {var.max}]", kernel=kernel, stage="bind", value=(lo, hi))
 
     def _parallel(self, level: Sequence[Step]) -> bool:
         return sum(1 for s in level if s.parallel_safe and s.work >= PARALLEL_MIN_COST) >= 2 and \
@@ -606,7 +606,7 @@ def _loop_values(loop: LoopStep, known: Mapping[str, Bounds | None]) -> Bounds |
     start, stop, step = (_interval(e, known) for e in (loop.start, loop.stop, loop.step))
     if step[0] <= 0 <= step[1]:
         raise VariableError(f"the step of the loop over {loop.var} may be {0 if step[0] == step[1] else step}; "
-                            "it must stay positive or negative", stage="execute", value=step)
+                            "it must stay positive or negative", stage="bind", value=step)
     if step[0] > 0:
         lo, hi = start[0], stop[1] - 1
         if start[0] == start[1] and step[0] == step[1] and hi >= lo:  # the last value a fixed stride reaches

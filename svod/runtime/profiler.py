@@ -78,7 +78,7 @@ def estimate_cost(ast: UOp, var_vals: Mapping[str, int]) -> tuple[int, int]:
 def write_chrome_trace(path: str | os.PathLike[str], steps: Sequence[StepProfile]) -> None:
     """A Chrome trace-event JSON file of ``steps``; chrome://tracing and Perfetto open it."""
     if not steps:
-        raise SvodError("no profiled run to export; execute the plan with profile=True first", stage="profile")
+        raise SvodError("no profiled run to export; execute the plan with profile=True first", stage="plan")
     events = [{"name": s.name, "cat": s.kind, "ph": "X", "ts": s.start * 1e6, "dur": s.seconds * 1e6,
                "pid": os.getpid(), "tid": s.thread, "args": {k: v for k, v in asdict(s).items()
                                                             if k in ("id", "bytes", "flops")}}
