@@ -13,7 +13,7 @@ from svod.codegen.checks import CHECKED
 from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.safety import parallel_loops
 from svod.device import DeviceCaps
-from svod.errors import GraphError, IndexOutOfBoundsError, SvodError
+from svod.errors import GraphError, IndexOutOfBoundsError, RaceError, SvodError
 from svod.frontend.oracle import run_as_python
 from svod.frontend.pykernel import Kernel
 from svod.ir import Ops
@@ -283,9 +283,9 @@ def _racy(kind: str):
                                   "diagonal_collision", "read_a_neighbour", "halving", "read_the_next",
                                   "read_transposed", "write_the_next", "stride_of_a_loop"])
 def test_kernels_whose_work_items_may_race_are_refused(device, kind):
-    with pytest.raises(GraphError, match="work item") as info:
+    with pytest.raises(RaceError, match="work item") as info:
         svod.compile(_racy(kind), device)
-    assert info.value.kernel == kind and info.value.stage == "races"
+    assert info.value.kernel == kind and info.value.stage == "lower"
 
 
 def test_race_free_patterns_are_accepted(device):

@@ -148,7 +148,7 @@ def test_a_size_no_memory_holds_fails_at_allocation_naming_size_and_device(devic
     buf = svod.Buffer(device, dtype, size)
     with pytest.raises(SvodError, match=f"{size} x {dtype.name} on {device.name}.*{size * dtype.itemsize}") as info:
         _ = buf.handle
-    assert info.value.stage == "allocate" and info.value.value == size * dtype.itemsize
+    assert info.value.stage == "buffer" and info.value.value == size * dtype.itemsize
 
 
 @pytest.mark.parametrize("size", [-1, 2.5, 8.0, True, np.bool_(True), "8", None, np.float64(8)])

@@ -47,7 +47,7 @@ import numpy as np
 
 import svod
 from svod.device import Device
-from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, SvodError
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError
 from svod.frontend.oracle import run_as_python
 
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -414,11 +414,11 @@ def outcome(kernel: Kernel, compiled: Any, device: Device, args: Sequence[np.nda
         return "refused: out of bounds" if raised is not None else f"WRONG: {err} where Python computed"
     except KernelSyntaxError:
         return "refused: construct"
+    except RaceError:
+        return "refused: race" if kernel.racy else "race-free refused"
     except SvodError as err:
-        if "internal error" in err.detail or err.stage == "linearize":
+        if "internal error" in err.detail or err.stage == "lower":
             return f"WRONG: {err}"
-        if err.stage == "races":
-            return "refused: race" if kernel.racy else "race-free refused"
         return "refused: out of bounds" if raised is not None else "refused: device limit"
     if raised is not None:
         return f"WRONG: computed where Python raised {type(raised).__name__}"

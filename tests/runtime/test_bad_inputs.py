@@ -41,8 +41,8 @@ def test_a_buffer_the_machine_cannot_hold_is_a_svod_error_naming_its_size():
         huge.numpy()
     with pytest.raises(SvodError, match=str(4 << 40)) as info:
         svod.run(_double(), [huge, huge], n=8)
-    assert (info.value.kernel, info.value.stage) == ("double", "allocate")
-    assert str(info.value).startswith("[kernel 'double', stage allocate]")
+    assert (info.value.kernel, info.value.stage) == ("double", "buffer")
+    assert str(info.value).startswith("[kernel 'double', stage buffer]")
 
 
 @pytest.mark.parametrize(("arguments", "message", "value"), [
@@ -93,7 +93,7 @@ def _raw_kernel(*effects: UOp) -> UOp:
 def test_malformed_graphs_are_graph_errors_naming_the_node(device, build, message):
     with pytest.raises(GraphError, match=message) as info:
         svod.compile(build(UOp.param(0, dtypes.float32, 4)), device)
-    assert info.value.kernel == "raw" and info.value.stage == "validate"
+    assert info.value.kernel == "raw" and info.value.stage == "build"
 
 
 @pytest.mark.parametrize(("size", "elements"), [(lambda n: n - n + 8, 8), (lambda n: n * 8 * 8, 64)])
