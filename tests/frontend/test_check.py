@@ -14,7 +14,7 @@ from svod.backends import default_registry
 from svod.cli import main
 from svod.codegen.render.c import CRenderer
 from svod.device import Device
-from svod.errors import DeviceError, GraphError
+from svod.errors import DeviceError, RaceError
 from svod.ir import UOp
 from tests.helpers import open_device, webgpu_devices
 
@@ -45,11 +45,11 @@ def _miscompiling_device() -> Device:
 
 
 class _RefusingRenderer(CRenderer):
-    """Refuses every kernel with a ``GraphError`` of its own: the class the reference raises for a racy
+    """Refuses every kernel with a ``RaceError`` of its own: the class the reference raises for a racy
     store, for another reason."""
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
-        raise GraphError("this renderer refuses every kernel", stage="render")
+        raise RaceError("this renderer refuses every kernel", stage="render")
 
 
 def _refusing_device() -> Device:
@@ -132,9 +132,9 @@ def test_a_refusal_the_reference_makes_agrees_only_for_the_same_reason():
     assert report.reference_error is not None and "two work items" in report.reference_error
     assert report.ok
     assert all(str(r) == f"{r.device}: equal" for r in report.results if r.skipped is None)
-    other = svod.check(*_racy(), devices=[_refusing_device()])  # a GraphError too, for another reason
+    other = svod.check(*_racy(), devices=[_refusing_device()])  # a RaceError too, for another reason
     assert not other.ok
-    assert "refuses every kernel where the reference raised GraphError: the store to buffer 0" in str(other)
+    assert "refuses every kernel where the reference raised RaceError: the store to buffer 0" in str(other)
 
 
 def test_a_miscompiled_backend_is_reported_at_its_first_difference():
