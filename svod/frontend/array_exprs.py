@@ -223,16 +223,44 @@ class Reshaped(Expr):
     base: Expr = field(default=None)  # type: ignore[assignment]
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        flat: ast.expr = constant(0)
-        for i, size in zip(index, numbers(self.shape), strict=True):
-            flat = i if _is_zero(flat) else ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(size)), ast.Add(), i)
-        at: list[ast.expr] = []
-        stride = int(np.prod(numbers(self.base.shape)))
-        for size in numbers(self.base.shape):
-            stride //= max(size, 1)
-            quotient = ast.BinOp(flat, ast.FloorDiv(), constant(stride)) if stride > 1 else flat
-            at.append(ast.BinOp(quotient, ast.Mod(), constant(size)))
+        """The base's element at ``index`` read in C order, run by run (``reshape_runs``): an axis that keeps
+        its size reads the base's axis directly, and only axes merged or split are flattened and divided."""
+        shape, base = numbers(self.shape), numbers(self.base.shape)
+        at: list[ast.expr] = [constant(0)] * len(base)
+        for new, old in reshape_runs(shape, base):
+            flat: ast.expr = constant(0)
+            for k in new:
+                flat = index[k] if _is_zero(flat) else \
+                    ast.BinOp(ast.BinOp(flat, ast.Mult(), constant(shape[k])), ast.Add(), index[k])
+            stride = int(np.prod([base[k] for k in old]))
+            for position, k in enumerate(old):
+                stride //= max(base[k], 1)
+                quotient = ast.BinOp(flat, ast.FloorDiv(), constant(stride)) if stride > 1 else flat
+                at[k] = quotient if position == 0 else ast.BinOp(quotient, ast.Mod(), constant(base[k]))
         return self.base.element(at, out)
+
+
+def reshape_runs(shape: Sequence[int], base: Sequence[int]) -> list[tuple[list[int], list[int]]]:
+    """The axes of ``shape`` and of ``base`` (a reshape's result and its operand) in runs whose sizes multiply
+    to the same number, each run's axes in order: an index of the run's result axes, flattened in C order, is
+    the flattened index of its base axes. Axes of size 1 are in no run (their index is 0); where a size is 0
+    (no element), every axis is in one run."""
+    if 0 in shape or 0 in base:
+        return [(list(range(len(shape))), list(range(len(base))))]
+    new = [k for k, size in enumerate(shape) if size != 1]
+    old = [k for k, size in enumerate(base) if size != 1]
+    runs: list[tuple[list[int], list[int]]] = []
+    n = o = 0
+    while n < len(new):  # the sizes' products agree, so both lists end together
+        n_end, o_end, n_size, o_size = n + 1, o + 1, shape[new[n]], base[old[o]]
+        while n_size != o_size:
+            if n_size < o_size:
+                n_size, n_end = n_size * shape[new[n_end]], n_end + 1
+            else:
+                o_size, o_end = o_size * base[old[o_end]], o_end + 1
+        runs.append((new[n:n_end], old[o:o_end]))
+        n, o = n_end, o_end
+    return runs
 
 
 @dataclass(eq=False)

@@ -470,6 +470,52 @@ def test_llvm_prefers_512_bit_vectors_where_the_cpu_has_them():
     assert function_attributes("", "") == ""
 
 
+@svod.kernel
+def crc_bits(out, data, poly):
+    """CRC-16 a bit at a time: an ``if`` on data in a sequential loop, if-converted to a select."""
+    crc = 0xFFFF
+    for i in range(data.shape[0]):
+        byte = 0xFF & data[i]
+        for _ in range(8):
+            if (crc & 1) ^ (byte & 1):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            byte >>= 1
+    out[0] = crc
+
+
+@svod.kernel
+def odd_zeroed(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] if i % 2 else 0.0
+
+
+def test_llvm_marks_a_select_on_data_unpredictable_and_a_select_on_indices_not():
+    """A select whose condition is read from memory carries ``!unpredictable``, so that x86's code generator
+    keeps it a conditional move rather than a branch mispredicted on half the data; one on indices alone does
+    not. The CRC is Python's for every length (none, one byte, a prime count) and for a negative polynomial."""
+    data = np.random.default_rng(7).integers(0, 256, 1000).astype(np.uint8)
+    src = LLVMRenderer("CPU").render(crc_bits.bind(np.zeros(1, np.int64), data, 0x8408).ast).src
+    node = re.search(r"^(!\d+) = !\{\}$", src, re.M)
+    assert node is not None
+    assert re.search(rf"= select i1 %\S+, i64 %\S+, i64 %\S+, !unpredictable {node.group(1)}$", src, re.M)
+    zeroed = LLVMRenderer("CPU").render(odd_zeroed.bind(np.zeros(9, np.float32), np.ones(9, np.float32)).ast).src
+    assert "select" in zeroed and "!unpredictable" not in zeroed
+    device = open_device("llvm")
+    for length, poly in [(0, 0x8408), (1, 0x8408), (13, 0x8408), (1000, 0x8408), (13, -0x1021)]:
+        out = np.zeros(1, np.int64)
+        want = run_as_python(crc_bits, out.copy(), data[:length], poly)[0]
+        crc_bits(out, data[:length], poly, device=device)
+        assert out[0] == want[0]
+        python = 0xFFFF
+        for byte in data[:length].tolist():
+            for _ in range(8):
+                python = (python >> 1) ^ poly if (python ^ byte) & 1 else python >> 1
+                byte >>= 1
+        assert out[0] == python
+
+
 
 
 def test_reductions_over_one_range_share_a_loop():

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import svod
+from svod import Ops
 from svod.errors import KernelSyntaxError
+from svod.frontend.array_exprs import reshape_runs
 from tests.frontend.test_array_math import agrees_or_refused
 
 SHAPES = [(1, 1), (5, 7), (0, 3)]
@@ -129,6 +131,43 @@ def test_a_view_is_numpys_view_and_a_copy_numpys_copy(device):
     agrees_or_refused(view_shows_a_later_store, device, matrix(3, 4), rtol=0)
     agrees_or_refused(copy_hides_a_later_store, device, matrix(3, 4), rtol=0)
     agrees_or_refused(split_transpose_is_a_view, device, matrix(3, 4), rtol=0)
+
+
+@svod.jit
+def reshaped_in_runs(a, w):
+    """Reshapes that keep axes, add or drop axes of one, merge and split them, of a view and of a copy; and a
+    convolution's window, summed as npbench's conv2d sums it (an axis of one added to read it as a product)."""
+    n, k, _, c = a.shape
+    window = np.reshape(a, (n, k, k, c, 1)) * np.reshape(w, (1, k, k, c, w.shape[3]))
+    return (np.reshape(a, (n, k, k, c, 1)) * 2.0, a.reshape(1, n, k * k, c), a.reshape(n * k, k, c) + 1.0,
+            a.reshape(n, k, 1, k * c), np.reshape(a.transpose(3, 0, 1, 2), (c, n, k * k)),
+            np.reshape(a[:, ::-1], (1, n, k, k, c, 1)), np.sum(np.sum(np.sum(window, axis=1), axis=1), axis=1))
+
+
+@pytest.mark.parametrize(("n", "k", "c"), [(1, 1, 1), (5, 3, 2), (2, 7, 1), (0, 3, 2), (3, 2, 0)])
+def test_a_reshape_reads_each_run_of_axes_as_numpy_does(device, n, k, c):
+    """Each reshape of ``reshaped_in_runs`` is NumPy's, at sizes of one, primes and zero."""
+    a = np.arange(float(n * k * k * c)).reshape(n, k, k, c) * 0.5 - 3.0
+    w = np.linspace(-1.0, 1.0, k * k * c * 3).reshape(k, k, c, 3)
+    agrees_or_refused(reshaped_in_runs, device, a, w, rtol=1e-12)
+
+
+def test_a_reshape_that_keeps_or_adds_axes_of_one_divides_nothing():
+    """Only axes a reshape merges or splits are flattened and divided (``reshape_runs``): a convolution's
+    window read through an added axis of one indexes its input and weights with products and sums alone."""
+    assert reshape_runs((8, 5, 5, 3, 1), (8, 5, 5, 3)) == [([0], [0]), ([1], [1]), ([2], [2]), ([3], [3])]
+    assert reshape_runs((1, 5, 5, 3, 8), (5, 5, 3, 8)) == [([1], [0]), ([2], [1]), ([3], [2]), ([4], [3])]
+    assert reshape_runs((6, 4), (2, 3, 4)) == [([0], [0, 1]), ([1], [2])]
+    assert reshape_runs((2, 2, 3), (4, 3)) == [([0, 1], [0]), ([2], [1])]
+    assert reshape_runs((4, 3), (3, 4)) == [([0, 1], [0, 1])]
+    assert reshape_runs((1, 1), (1,)) == []
+    assert reshape_runs((0, 3), (3, 0)) == [([0, 1], [0, 1])]
+    a, w = np.ones((2, 3, 3, 2)), np.ones((3, 3, 2, 4))
+    plan = reshaped_in_runs.plan(a, w, device="CPU")
+    plan.prepare()
+    windows = [kernel.ast for kernel in plan.prepared_kernels if any(
+        u.op is Ops.REDUCE for u in kernel.ast.toposort())]
+    assert windows and not any(u.op in (Ops.IDIV, Ops.MOD) for ast in windows for u in ast.toposort())
 
 
 @svod.jit

@@ -12,9 +12,10 @@ out as compares and a select. LLVM's intrinsics are not usable: LLVM 22 vectoris
 reductions wrongly, dropping elements, and its x86 backend lowers ``llvm.maximumnum(a, b)`` wrongly when
 it knows ``b`` is never NaN (a NaN ``a`` comes out; the random-kernel property test found it). Float to
 integer conversions saturate, NaN to 0 (``llvm.fptosi.sat``'s meaning, spelled as a plain conversion and
-selects, which x86 vectorises). A gated access is a
-branch around the load (joined by a phi with 0) or the store; atomics are ``atomicrmw`` for integers and
-float adds, and a compare-exchange loop on the bit pattern for float MAX/MIN.
+selects, which x86 vectorises). A select whose condition is read from memory (an ``if`` on data) is
+``!unpredictable``: x86 keeps it a conditional move. A gated access is a branch around the load (joined by
+a phi with 0) or the store; atomics are ``atomicrmw`` for integers and float adds, and a compare-exchange
+loop on the bit pattern for float MAX/MIN.
 
 A value that depends on a ``LANE`` of width ``W`` (a register tile's row, ``svod.ir.ops.Ops.LANE``) is an
 LLVM vector of ``W`` elements (``lane_widths``); a scalar it meets is broadcast. Its loads are one vector load
@@ -139,6 +140,9 @@ class _FunctionWriter:
         ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
         self.accumulators = accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
         self.scopes, self.metadata = _alias_scopes(linear)
+        self.loaded = _loaded_values(linear)
+        self.unpredictable = ""
+        """The ``!unpredictable`` metadata of a select whose condition depends on memory, once defined."""
         self._current: UOp = linear[0] if linear else UOp.sink()
         self.copy = ""
         """The prefix of the names of the copy of the kernel being rendered."""
@@ -225,6 +229,16 @@ class _FunctionWriter:
         node = len(self.metadata)
         self.metadata.append(f"!{node} = !{{i64 {lo}, i64 {end}}}")
         return f", !range !{node}"
+
+    def _unpredictable(self) -> str:
+        """``!unpredictable`` for a select on a value read from memory (an ``if`` on data, if-converted): x86's
+        code generator otherwise turns a select in a loop whose condition is late and whose values are early
+        into a branch, to take the condition off the loop's critical path, and on data that branch is
+        mispredicted half the time (a CRC's bit loop ran several times slower)."""
+        if not self.unpredictable:
+            self.unpredictable = f", !unpredictable !{len(self.metadata)}"
+            self.metadata.append(f"!{len(self.metadata)} = !{{}}")
+        return self.unpredictable
 
     def _bind_variable(self, var: UOp, value: str) -> None:
         """Name ``var``, whose 64-bit value is ``value``, in its own type."""
@@ -679,7 +693,8 @@ class _FunctionWriter:
         operand_dtype = node.src[-1].dtype
         ty = self.ty(operand_dtype)
         if op is Ops.WHERE:
-            self.emit(f"{out} = select {self.ty(dtypes.bool)} {args[0]}, {ty} {args[1]}, {ty} {args[2]}")
+            hint = self._unpredictable() if node.src[0] in self.loaded else ""
+            self.emit(f"{out} = select {self.ty(dtypes.bool)} {args[0]}, {ty} {args[1]}, {ty} {args[2]}{hint}")
         elif operand_dtype.is_float:
             self._float_alu(node, out, args, ty)
         else:
@@ -812,6 +827,16 @@ class _FunctionWriter:
 
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+
+
+def _loaded_values(linear: tuple[UOp, ...]) -> frozenset[UOp]:
+    """The values of ``linear`` computed from a LOAD (of a buffer or of an accumulator): what depends on data,
+    not on indices and variables alone."""
+    loaded: set[UOp] = set()
+    for u in linear:
+        if u.op is Ops.LOAD or any(s in loaded for s in u.src):
+            loaded.add(u)
+    return frozenset(loaded)
 
 
 def _alias_scopes(linear: tuple[UOp, ...]) -> tuple[dict[UOp, str], list[str]]:
