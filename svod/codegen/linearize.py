@@ -42,7 +42,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from svod.codegen.ranges import live_ranges, nested
+from svod.codegen.ranges import nested
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
@@ -94,23 +94,18 @@ class _Block:
 
 
 class Scopes:
-    """For every node, the ranges it depends on that no REDUCE between them has closed, in loop order;
-    computed on first use, so nodes made while linearizing have theirs too."""
+    """For every node, the ranges it depends on that no REDUCE between them has closed (``UOp.live_ranges``),
+    in loop order: ordered once per set of ranges, which the nodes of one loop nest share."""
 
     def __init__(self) -> None:
-        self._live: dict[UOp, frozenset[UOp]] = {}
-        self._ordered: dict[UOp, tuple[UOp, ...]] = {}
+        self._ordered: dict[frozenset[UOp], tuple[UOp, ...]] = {}
 
     def __getitem__(self, node: UOp) -> tuple[UOp, ...]:
-        ordered = self._ordered.get(node)
+        live = node.live_ranges
+        ordered = self._ordered.get(live)
         if ordered is None:
-            ordered = self._ordered[node] = nested(self.live(node))
+            ordered = self._ordered[live] = nested(live)
         return ordered
-
-    def live(self, node: UOp) -> frozenset[UOp]:
-        if node not in self._live:
-            live_ranges(node, self._live)
-        return self._live[node]
 
 
 class _Linearizer:
@@ -282,9 +277,9 @@ class _Linearizer:
             state = u.src[0].src[0]
             return {state.src[0]: state.arg} if is_state(state) and state.src[0] in self.written else {}
         found: dict[UOp, int] = {}
-        outside = self.scopes.live(u)
+        outside = u.live_ranges
         for load in u.src[0].toposort():
-            if load.op is Ops.LOAD and not self.scopes.live(load) <= outside:
+            if load.op is Ops.LOAD and not load.live_ranges <= outside:
                 for memory, version in self.own_reads(load).items():
                     found[memory] = max(version, found.get(memory, version))
         return found
@@ -592,7 +587,7 @@ class _Linearizer:
                              stage="linearize", value=e.op.name)
         self.previous = loops
         left = [c for c in conditions if c not in kept]
-        keys = _with_gates(loops[shared:], left, self.scopes, self.shared_loops)
+        keys = _with_gates(loops[shared:], left, self.shared_loops)
         last_loop = max((i for i, key in enumerate(keys) if key not in left), default=-1)
         for position, key in enumerate(keys):
             if key in left:
@@ -728,13 +723,13 @@ class _Linearizer:
         return (*self.leaves, *body)
 
 
-def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], scopes: Scopes, shared: frozenset[UOp]) -> list[UOp]:
+def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], shared: frozenset[UOp]) -> list[UOp]:
     """The blocks an effect opens, outermost first: its ``loops``, with an IF for each of ``conditions`` (its
     gate's conjuncts no IF open holds) right inside the last loop the condition depends on. A row's gate
     stands outside the loop over the row's columns, and with it the row's reductions, which are placed inside
     the IF. An IF stays inside the sequential loops in ``shared`` (other effects run in them too), so that
     those effects can share their turns."""
-    places = [max((i + 1 for i, r in enumerate(loops) if r in scopes.live(c) or r in shared), default=0)
+    places = [max((i + 1 for i, r in enumerate(loops) if r in c.live_ranges or r in shared), default=0)
               for c in conditions]
     keys: list[UOp] = []
     for position in range(len(loops) + 1):

@@ -88,7 +88,7 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
-    __slots__ = ("__weakref__", "_bounds", "_key", "_loads", "_topo", "arg", "dtype", "op", "src")
+    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_topo", "arg", "dtype", "op", "src")
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -101,6 +101,7 @@ class UOp:
     _topo: tuple[UOp, ...] | None
     _bounds: Bounds | None
     _loads: bool | None
+    _live: frozenset[UOp] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         identity = (op, dtype, src, _arg_identity(arg))
@@ -109,7 +110,8 @@ class UOp:
             if node is None:
                 node = object.__new__(cls)
                 for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
-                                    ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None)):
+                                    ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None),
+                                    ("_live", None)):
                     object.__setattr__(node, name, value)
                 cls._table[identity] = node
         return node
@@ -207,6 +209,26 @@ class UOp:
                 object.__setattr__(node, "_loads", node.op is Ops.LOAD or any(s._loads for s in node.src))
                 stack.pop()
         return bool(self._loads)
+
+    @property
+    def live_ranges(self) -> frozenset[UOp]:
+        """The ranges this node depends on that no REDUCE between them has closed: a RANGE's own, and its
+        sources' but the ranges a REDUCE folds. Cached per node like ``bounds``; nodes whose ranges are their
+        sources' share one set."""
+        if self._live is None:
+            stack = [self]
+            while stack:
+                node = stack[-1]
+                if node._live is not None:
+                    stack.pop()
+                    continue
+                missing = [s for s in node.src if s._live is None]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                object.__setattr__(node, "_live", _live_of(node))
+                stack.pop()
+        return cast(frozenset[UOp], self._live)
 
     @property
     def vmin(self) -> int | float:
@@ -691,6 +713,23 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
             stack.append((node, True))
             stack.extend((s, False) for s in reversed(node.src) if s not in visited)
     return order
+
+
+_NO_RANGES: frozenset[UOp] = frozenset()
+
+
+def _live_of(node: UOp) -> frozenset[UOp]:
+    """``node.live_ranges`` from its sources' (known: they come first)."""
+    ranges = _NO_RANGES
+    for s in node.src:
+        more = cast(frozenset[UOp], s._live)
+        if not more <= ranges:
+            ranges = ranges | more if ranges else more
+    if node.op is Ops.RANGE:
+        return ranges | {node}
+    if node.op is Ops.REDUCE and not ranges.isdisjoint(node.src[1:]):
+        return ranges.difference(node.src[1:])
+    return ranges
 
 
 def _known_bounds(u: UOp) -> Bounds:

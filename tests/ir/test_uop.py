@@ -132,6 +132,25 @@ def test_reduce_and_ranges():
         buf[r].reduce(r, op=Ops.SUB)
 
 
+def test_live_ranges_are_a_nodes_ranges_less_those_a_reduce_folds():
+    buf = UOp.param(0, dtypes.float32, 64)
+    i, j = UOp.range(8, 0), UOp.range(8, 1, AxisKind.REDUCE)
+    element = buf[i * 8 + j].load()
+    row = element.reduce(j)
+    assert i.live_ranges == {i} and element.live_ranges == {i, j}
+    assert row.live_ranges == {i} and (row + 1.0).live_ranges == {i}
+    assert buf.live_ranges == frozenset() and UOp.range(i + 1, 2).live_ranges == {i, UOp.range(i + 1, 2)}
+    assert (element * 2.0).live_ranges is element.live_ranges  # nothing new: one set, shared
+
+
+def test_live_ranges_of_a_deep_chain_are_found_without_recursion():
+    i = UOp.range(4, 0)
+    node = i
+    for _ in range(100_000):
+        node = node * 3 + i
+    assert node.live_ranges == {i}
+
+
 def test_toposort_orders_sources_first():
     sink = saxpy_graph()
     order = sink.toposort()
