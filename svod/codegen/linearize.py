@@ -381,11 +381,21 @@ class _Linearizer:
         return None
 
     def value(self, node: UOp) -> UOp:
-        """The emitted form of AST value ``node`` in the current context, emitting what is missing."""
+        """The emitted form of AST value ``node`` in the current context, emitting what is missing. The open
+        blocks are the same on every turn of the walk (what opens blocks closes them again before it returns),
+        so each node is placed once."""
+        placed: dict[UOp, _Block] = {}
+
+        def place(u: UOp) -> _Block:
+            block = placed.get(u)
+            if block is None:
+                block = placed[u] = self.place(u)
+            return block
+
         todo = [node]
         while todo:
             u = todo[-1]
-            block = self.place(u)
+            block = place(u)
             if (u, block) in self.memo:
                 todo.pop()
                 continue
@@ -406,21 +416,23 @@ class _Linearizer:
                 continue
             if u.op is Ops.ADD and u.arg == CONTINUED:  # the reduction's register started from u.src[0]
                 reduction = u.src[1]
-                if (reduction, self.place(reduction)) not in self.memo:
+                if (reduction, place(reduction)) not in self.memo:
                     todo.append(reduction)
                     continue
                 todo.pop()
-                self.remember((u, block), self.memo[(reduction, self.place(reduction))])
+                self.remember((u, block), self.memo[(reduction, place(reduction))])
                 continue
-            missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
+            sources = _computed(u)
+            missing = [s for s in sources if (s, place(s)) not in self.memo]
             if missing:
                 todo.extend(reversed(missing))
                 continue
             todo.pop()
-            self.remember((u, block), self.build(u, block))
-        return self.memo[(node, self.place(node))]
+            self.remember((u, block), self.build(u, block, tuple(self.memo[(s, place(s))] for s in sources)))
+        return self.memo[(node, place(node))]
 
-    def build(self, u: UOp, block: _Block) -> UOp:
+    def build(self, u: UOp, block: _Block, src: tuple[UOp, ...]) -> UOp:
+        """The emitted form of ``u`` in ``block`` over ``src``, the emitted forms of its sources."""
         if u.op is Ops.DEFINE_REG:  # a work item's register: declared once, before the body, whichever uses it
             self.leaves.setdefault(u, None)
             return u
@@ -428,7 +440,6 @@ class _Linearizer:
             if u not in self.leaves:
                 self.leaves[u] = None
             return u
-        src = tuple(self.memo[(s, self.place(s))] for s in _computed(u))
         if _record(u) is not None:
             return self.recorded_index(u, src, block)
         if u.op is Ops.LOAD and is_state(u.src[0].src[0]):
