@@ -19,7 +19,7 @@ import math
 import numbers
 import threading
 import weakref
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -88,7 +88,7 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
-    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_topo", "arg", "dtype", "op", "src")
+    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_ops", "_topo", "arg", "dtype", "op", "src")
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -102,6 +102,7 @@ class UOp:
     _bounds: Bounds | None
     _loads: bool | None
     _live: frozenset[UOp] | None
+    _ops: int | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         identity = (op, dtype, src, _arg_identity(arg))
@@ -111,7 +112,7 @@ class UOp:
                 node = object.__new__(cls)
                 for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
                                     ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None),
-                                    ("_live", None)):
+                                    ("_live", None), ("_ops", None)):
                     object.__setattr__(node, name, value)
                 cls._table[identity] = node
         return node
@@ -178,36 +179,14 @@ class UOp:
         so building a graph node by node costs time linear in its size.
         """
         if self._bounds is None:
-            stack = [self]
-            while stack:
-                node = stack[-1]
-                if node._bounds is not None:
-                    stack.pop()
-                    continue
-                missing = [s for s in node.src if s._bounds is None]
-                if missing:
-                    stack.extend(missing)
-                    continue
-                object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
-                stack.pop()
+            _fill(self, "_bounds", _bounds_of)
         return cast(Bounds, self._bounds)
 
     @property
     def reads_memory(self) -> bool:
         """Whether a LOAD is below this node (cached per node, so asking along a deep graph is linear)."""
         if self._loads is None:
-            stack = [self]
-            while stack:
-                node = stack[-1]
-                if node._loads is not None:
-                    stack.pop()
-                    continue
-                missing = [s for s in node.src if s._loads is None]
-                if missing:
-                    stack.extend(missing)
-                    continue
-                object.__setattr__(node, "_loads", node.op is Ops.LOAD or any(s._loads for s in node.src))
-                stack.pop()
+            _fill(self, "_loads", _loads_of)
         return bool(self._loads)
 
     @property
@@ -216,19 +195,16 @@ class UOp:
         sources' but the ranges a REDUCE folds. Cached per node like ``bounds``; nodes whose ranges are their
         sources' share one set."""
         if self._live is None:
-            stack = [self]
-            while stack:
-                node = stack[-1]
-                if node._live is not None:
-                    stack.pop()
-                    continue
-                missing = [s for s in node.src if s._live is None]
-                if missing:
-                    stack.extend(missing)
-                    continue
-                object.__setattr__(node, "_live", _live_of(node))
-                stack.pop()
+            _fill(self, "_live", _live_of)
         return cast(frozenset[UOp], self._live)
+
+    @property
+    def ops_below(self) -> int:
+        """The ops of this node and every node below it, one bit each (``OP_BITS``): a rewrite whose rules
+        match none of them leaves the graph as it is. Cached per node like ``bounds``."""
+        if self._ops is None:
+            _fill(self, "_ops", _ops_of)
+        return cast(int, self._ops)
 
     @property
     def vmin(self) -> int | float:
@@ -713,6 +689,42 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
             stack.append((node, True))
             stack.extend((s, False) for s in reversed(node.src) if s not in visited)
     return order
+
+
+def _fill(root: UOp, slot: str, compute: Callable[[UOp], Any]) -> None:
+    """Set the fact ``slot`` of ``root`` and of every node below it that lacks it, sources first: ``compute``
+    finds a node's from its sources'. The walk stops at nodes that know theirs and does not recurse."""
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if getattr(node, slot) is not None:
+            stack.pop()
+            continue
+        missing = [s for s in node.src if getattr(s, slot) is None]
+        if missing:
+            stack.extend(missing)
+            continue
+        object.__setattr__(node, slot, compute(node))
+        stack.pop()
+
+
+def _bounds_of(node: UOp) -> Bounds:
+    return compute_bounds(node, _known_bounds)
+
+
+def _loads_of(node: UOp) -> bool:
+    return node.op is Ops.LOAD or any(s._loads for s in node.src)
+
+
+OP_BITS: dict[Ops, int] = {op: 1 << number for number, op in enumerate(Ops)}
+"""Each op's bit in ``UOp.ops_below``."""
+
+
+def _ops_of(node: UOp) -> int:
+    bits = OP_BITS[node.op]
+    for s in node.src:
+        bits |= cast(int, s._ops)
+    return bits
 
 
 _NO_RANGES: frozenset[UOp] = frozenset()

@@ -227,3 +227,12 @@ def test_infinities_nan_and_values_that_only_round_are_constants(dtype, value):
     assert const.op is Ops.CONST and const.dtype == dtype and type(const.arg) is type(rounded)
     assert const.arg == rounded or (math.isnan(rounded) and math.isnan(const.arg))
 
+
+
+def test_ops_below_holds_a_bit_for_each_op_at_or_below_a_node():
+    from svod.ir.uop import OP_BITS
+    x = UOp.define_var("x", 0, 9)
+    node = (x * 2).cast(dtypes.float32).exp2()
+    assert node.ops_below == OP_BITS[Ops.EXP2] | OP_BITS[Ops.CAST] | OP_BITS[Ops.MUL] | OP_BITS[Ops.DEFINE_VAR] | \
+        OP_BITS[Ops.CONST]
+    assert not x.ops_below & OP_BITS[Ops.MUL]
