@@ -19,7 +19,7 @@ import math
 import numbers
 import threading
 import weakref
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Iterator
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -678,16 +678,18 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
     if root in known:  # the common question, asked once per use of a node
         return []
     order: list[UOp] = []
-    visited: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(root, False)]
+    visited = {root}
+    stack: list[tuple[UOp, Iterator[UOp]]] = [(root, iter(root.src))]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node, sources = stack[-1]
+        for s in sources:  # the next source not yet visited, depth first
+            if s not in visited and s not in known:
+                visited.add(s)
+                stack.append((s, iter(s.src)))
+                break
+        else:
+            stack.pop()
             order.append(node)
-        elif node not in visited and node not in known:
-            visited.add(node)
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src) if s not in visited)
     return order
 
 

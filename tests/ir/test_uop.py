@@ -162,6 +162,16 @@ def test_toposort_orders_sources_first():
     assert len(order) == len(set(order))
 
 
+def test_toposort_walks_sources_depth_first_in_order():
+    """The order every pass and the linearizer follow: each source's nodes before the next source's."""
+    x, y = UOp.define_var("x", 0, 9), UOp.define_var("y", 0, 9)
+    a = x + 1
+    b = a * y
+    c = b - a
+    assert c.toposort() == (x, UOp.const(dtypes.index, 1), a, y, b, c)
+    assert (y * a).toposort() == (y, x, UOp.const(dtypes.index, 1), a, y * a)
+
+
 def test_deep_chain_is_iterative_and_fast():
     x = UOp.define_var("x", 0, 10)
     node = x
