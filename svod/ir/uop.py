@@ -20,6 +20,7 @@ import numbers
 import threading
 import weakref
 from collections.abc import Callable, Container, Iterable, Iterator
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -105,7 +106,7 @@ class UOp:
     _ops: int | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        identity = (op, dtype, src, _arg_identity(arg))
+        identity = (op, dtype, src, arg if arg is None else _arg_identity(arg))
         with cls._lock:
             node = cls._table.get(identity)
             if node is None:
@@ -219,6 +220,8 @@ class UOp:
     @staticmethod
     def const(dtype: DType, value: Number) -> UOp:
         """A constant of ``dtype``: a number the dtype holds (see ``_check_fits``), never a wrapped one."""
+        if type(value) is bool and dtype.kind == "bool":  # a condition's negation (``c.ne(True)``): no checks
+            return UOp(Ops.CONST, dtype, (), value)
         if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
             value = value.item()
         if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
@@ -454,7 +457,7 @@ class UOp:
     def alu(self, op: Ops, *others: Operand) -> UOp:
         """``op`` applied to this value and ``others`` (numbers become constants of this dtype)."""
         me = _value(self)
-        return alu(op, me, *(_lift(o, me.dtype) for o in others))
+        return alu(op, me, *[_lift(o, me.dtype) for o in others])
 
     def _reflected(self, op: Ops, other: Operand) -> UOp:
         """``other op self``, for Python's reflected operators."""
@@ -752,7 +755,7 @@ def _known_bounds(u: UOp) -> Bounds:
 
 def _value(u: UOp) -> UOp:
     """A value operand: an INDEX used in arithmetic means the element it points at."""
-    if u.op is Ops.INDEX and isinstance(u.dtype, PtrDType) and not u.dtype.local:
+    if isinstance(u.dtype, PtrDType) and u.op is Ops.INDEX and not u.dtype.local:
         return u.load()
     return u
 
@@ -802,24 +805,45 @@ FUSED_DTYPES = (dtypes.float32, dtypes.float64)
 """The types a MULACC (one rounding of ``a * b + c``) is defined on, and so the sums of products that fuse."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Signature:
+    """What an ALU op asks of its operands, and whether its result is a bool (``alu``)."""
+
+    condition: bool
+    """Its first source is a bool condition, not an operand (``WHERE``)."""
+    floats: bool
+    ints: bool
+    bools: bool
+    """Defined on bools."""
+    fused: bool
+    """Defined on ``FUSED_DTYPES`` only."""
+    compares: bool
+
+
+_SIGNATURES = {op: _Signature(op is Ops.WHERE, op in FLOAT_ONLY, op in INT_ONLY, op in BOOL_OPS, op is Ops.MULACC,
+                              op in COMPARISON) for op in ALU}
+"""Each ALU op's signature, looked up once per node built: ``alu`` runs for every operator applied to a UOp."""
+
+
 def alu(op: Ops, *srcs: UOp) -> UOp:
     """Build an ALU node, checking that its operands fit the op."""
-    if op not in ALU:
+    signature = _SIGNATURES.get(op)
+    if signature is None:
         raise GraphError("not an ALU op", stage="build", value=op)
-    operands = srcs[1:] if op is Ops.WHERE else srcs
+    operands = srcs[1:] if signature.condition else srcs
     dtype = operands[0].dtype
-    if any(s.dtype != dtype for s in operands):
+    if any(s.dtype is not dtype and s.dtype != dtype for s in operands):
         raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
                          stage="build", value=tuple(s.dtype for s in operands))
-    if op in FLOAT_ONLY and not dtype.is_float:
+    if signature.floats and not dtype.is_float:
         raise GraphError(f"{op.name} needs a float operand; use // for integer division", stage="build", value=dtype)
-    if op in INT_ONLY and dtype.is_float:
+    if signature.ints and dtype.is_float:
         raise GraphError(f"{op.name} needs an integer operand", stage="build", value=dtype)
-    if dtype.kind == "bool" and op not in BOOL_OPS:
+    if not signature.bools and dtype.kind == "bool":
         raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", stage="build", value=dtype)
-    if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
+    if signature.condition and srcs[0].dtype != dtypes.bool:
         raise GraphError("WHERE needs a bool condition", stage="build", value=srcs[0].dtype)
-    if op is Ops.MULACC and dtype not in FUSED_DTYPES:
+    if signature.fused and dtype not in FUSED_DTYPES:
         raise GraphError("MULACC is defined on float32 and float64", stage="build", value=dtype)
-    return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
+    return UOp(op, dtypes.bool if signature.compares else dtype, srcs)
 
