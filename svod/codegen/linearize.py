@@ -51,7 +51,6 @@ from svod.ir.uop import (
     is_state,
     is_unstated_read,
     memory_of,
-    reads_unstated,
     state_version,
     stated_reads,
     unknown_below,
@@ -154,7 +153,6 @@ class _Linearizer:
         """The effect being emitted, whose reductions (``reductions``) may be computed together."""
         self.emitted: dict[UOp, _Block] = {}
         """Where each emitted value was last placed; one still in scope is not emitted again."""
-        self.volatile: dict[UOp, bool] = {}
         self.states: dict[UOp, frozenset[UOp]] = {}
         """The written memory each value was read from (``state``)."""
         self.inner: dict[UOp, frozenset[UOp]] = {}
@@ -260,7 +258,7 @@ class _Linearizer:
     def reads_written(self, node: UOp) -> bool:
         """Whether ``node`` depends on a load of memory this kernel writes, read without a memory state: such
         values are computed where they are used (innermost), after the stores before them, never hoisted."""
-        return reads_unstated(node, self.written, self.volatile)
+        return bool(self.state(node))
 
     # ---- held values ----------------------------------------------------------------------------------
 
@@ -682,12 +680,9 @@ class _Linearizer:
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
         known = self.states.get(node)
-        if known is not None:  # asked of every memoised value after each effect: the common case
-            return known
-        for u in unknown_below(node, self.states):
-            own = {u.src[0].src[0]} if is_unstated_read(u, self.written) else set()
-            self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
-        return self.states[node]
+        if known is None:
+            known = self.states[node] = node.unstated_memory & self.written
+        return known
 
     def reductions(self, e: UOp) -> list[UOp]:
         """The reductions ``e`` needs, then those of later effects that may be computed early, in a loop shared

@@ -89,7 +89,8 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
-    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_ops", "_topo", "arg", "dtype", "op", "src")
+    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_ops", "_topo", "_unstated", "arg", "dtype",
+                 "op", "src")
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -104,6 +105,7 @@ class UOp:
     _loads: bool | None
     _live: frozenset[UOp] | None
     _ops: int | None
+    _unstated: frozenset[UOp] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         identity = (op, dtype, src, arg if arg is None else _arg_identity(arg))
@@ -113,7 +115,7 @@ class UOp:
                 node = object.__new__(cls)
                 for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
                                     ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None),
-                                    ("_live", None), ("_ops", None)):
+                                    ("_live", None), ("_ops", None), ("_unstated", None)):
                     object.__setattr__(node, name, value)
                 cls._table[identity] = node
         return node
@@ -198,6 +200,14 @@ class UOp:
         if self._live is None:
             _fill(self, "_live", _live_of)
         return cast(frozenset[UOp], self._live)
+
+    @property
+    def unstated_memory(self) -> frozenset[UOp]:
+        """The memory this node's value reads without a memory state: each LOAD's at or below it whose INDEX is
+        not through a state (as the INDEX names it; ``is_unstated_read``). Cached per node like ``bounds``."""
+        if self._unstated is None:
+            _fill(self, "_unstated", _unstated_of)
+        return cast(frozenset[UOp], self._unstated)
 
     @property
     def ops_below(self) -> int:
@@ -624,9 +634,10 @@ def is_unstated_read(u: UOp, written: Container[UOp]) -> bool:
 def reads_unstated(root: UOp, written: Container[UOp], known: dict[UOp, bool]) -> bool:
     """Whether ``root`` depends on a read of memory in ``written`` without a memory state (``is_unstated_read``):
     its value is the memory's where it is used. ``known`` holds what is found, node by node, for the next call."""
-    for u in unknown_below(root, known):
-        known[u] = is_unstated_read(u, written) or any(known[s] for s in u.src)
-    return known[root]
+    found = known.get(root)
+    if found is None:
+        found = known[root] = any(memory in written for memory in root.unstated_memory)
+    return found
 
 
 def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
@@ -732,16 +743,30 @@ def _ops_of(node: UOp) -> int:
     return bits
 
 
-_NO_RANGES: frozenset[UOp] = frozenset()
+_NOTHING: frozenset[UOp] = frozenset()
+
+
+def _unstated_of(node: UOp) -> frozenset[UOp]:
+    """``node.unstated_memory`` from its sources' (known: they come first)."""
+    memory = _union(node, "_unstated")
+    if node.op is Ops.LOAD and not is_state(node.src[0].src[0]) and node.src[0].src[0] not in memory:
+        return memory | {node.src[0].src[0]}
+    return memory
+
+
+def _union(node: UOp, slot: str) -> frozenset[UOp]:
+    """The union of the sets ``slot`` of ``node``'s sources, one of theirs where it holds the others."""
+    found = _NOTHING
+    for s in node.src:
+        more = getattr(s, slot)
+        if not more <= found:
+            found = found | more if found else more
+    return found
 
 
 def _live_of(node: UOp) -> frozenset[UOp]:
     """``node.live_ranges`` from its sources' (known: they come first)."""
-    ranges = _NO_RANGES
-    for s in node.src:
-        more = cast(frozenset[UOp], s._live)
-        if not more <= ranges:
-            ranges = ranges | more if ranges else more
+    ranges = _union(node, "_live")
     if node.op is Ops.RANGE:
         return ranges | {node}
     if node.op is Ops.REDUCE and not ranges.isdisjoint(node.src[1:]):

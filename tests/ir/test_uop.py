@@ -239,6 +239,15 @@ def test_infinities_nan_and_values_that_only_round_are_constants(dtype, value):
 
 
 
+def test_unstated_memory_is_the_buffers_a_value_loads_without_a_memory_state():
+    out, x, y = (UOp.param(slot, dtypes.float32, 8) for slot in range(3))
+    i = UOp.range(8, 0)
+    plain, held = x[i].load(), y.state(1)[i].load()
+    assert plain.unstated_memory == {x} and held.unstated_memory == frozenset()
+    assert (plain + held * 2.0).unstated_memory is plain.unstated_memory
+    assert (plain + out[i].load()).unstated_memory == {x, out}
+
+
 def test_ops_below_holds_a_bit_for_each_op_at_or_below_a_node():
     from svod.ir.uop import OP_BITS
     x = UOp.define_var("x", 0, 9)
