@@ -857,9 +857,10 @@ def alu(op: Ops, *srcs: UOp) -> UOp:
         raise GraphError("not an ALU op", stage="build", value=op)
     operands = srcs[1:] if signature.condition else srcs
     dtype = operands[0].dtype
-    if any(s.dtype is not dtype and s.dtype != dtype for s in operands):
-        raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
-                         stage="build", value=tuple(s.dtype for s in operands))
+    for s in operands:
+        if s.dtype is not dtype and s.dtype != dtype:
+            raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
+                             stage="build", value=tuple(s.dtype for s in operands))
     if signature.floats and not dtype.is_float:
         raise GraphError(f"{op.name} needs a float operand; use // for integer division", stage="build", value=dtype)
     if signature.ints and dtype.is_float:
