@@ -86,6 +86,12 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
     return value
 
 
+_set = object.__setattr__
+"""How a UOp's slots are set (its own ``__setattr__`` refuses)."""
+_FACTS = ("_key", "_topo", "_bounds", "_loads", "_live", "_ops", "_unstated")
+"""The slots that hold what is found about a node, once, when first asked (None until then)."""
+
+
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
@@ -113,10 +119,12 @@ class UOp:
             node = cls._table.get(identity)
             if node is None:
                 node = object.__new__(cls)
-                for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
-                                    ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None),
-                                    ("_live", None), ("_ops", None), ("_unstated", None)):
-                    object.__setattr__(node, name, value)
+                _set(node, "op", op)
+                _set(node, "dtype", dtype)
+                _set(node, "src", src)
+                _set(node, "arg", arg)
+                for fact in _FACTS:
+                    _set(node, fact, None)
                 cls._table[identity] = node
         return node
 

@@ -255,3 +255,10 @@ def test_ops_below_holds_a_bit_for_each_op_at_or_below_a_node():
     assert node.ops_below == OP_BITS[Ops.EXP2] | OP_BITS[Ops.CAST] | OP_BITS[Ops.MUL] | OP_BITS[Ops.DEFINE_VAR] | \
         OP_BITS[Ops.CONST]
     assert not x.ops_below & OP_BITS[Ops.MUL]
+
+
+def test_every_fact_slot_starts_unknown():
+    from svod.ir.uop import _FACTS
+    assert set(UOp.__slots__) == {"__weakref__", "op", "dtype", "src", "arg", *_FACTS}
+    fresh = UOp.define_var("fresh_fact_slots", 0, 3) * 7
+    assert all(getattr(fresh, fact) is None for fact in _FACTS)
