@@ -13,8 +13,9 @@ from typing import Any
 
 from svod.dtype import DType
 from svod.errors import GraphError
+from svod.ir.facts import OP_BITS
 from svod.ir.ops import COMMUTATIVE, Ops
-from svod.ir.uop import OP_BITS, UOp
+from svod.ir.uop import UOp
 
 _ANY: Any = object()
 

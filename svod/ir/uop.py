@@ -19,7 +19,7 @@ import math
 import numbers
 import threading
 import weakref
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
@@ -29,7 +29,8 @@ import numpy as np
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, VariableError
 from svod.ir.alu import convert, round_float
-from svod.ir.bounds import Bounds, compute_bounds
+from svod.ir.bounds import Bounds
+from svod.ir.facts import bounds_of, fill, live_of, loads_of, ops_of, union_of
 from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
 Number = bool | int | float
@@ -190,14 +191,14 @@ class UOp:
         so building a graph node by node costs time linear in its size.
         """
         if self._bounds is None:
-            _fill(self, "_bounds", _bounds_of)
+            fill(self, "_bounds", bounds_of)
         return cast(Bounds, self._bounds)
 
     @property
     def reads_memory(self) -> bool:
         """Whether a LOAD is below this node (cached per node, so asking along a deep graph is linear)."""
         if self._loads is None:
-            _fill(self, "_loads", _loads_of)
+            fill(self, "_loads", loads_of)
         return bool(self._loads)
 
     @property
@@ -206,7 +207,7 @@ class UOp:
         sources' but the ranges a REDUCE folds. Cached per node like ``bounds``; nodes whose ranges are their
         sources' share one set."""
         if self._live is None:
-            _fill(self, "_live", _live_of)
+            fill(self, "_live", live_of)
         return cast(frozenset[UOp], self._live)
 
     @property
@@ -214,7 +215,7 @@ class UOp:
         """The memory this node's value reads without a memory state: each LOAD's at or below it whose INDEX is
         not through a state (as the INDEX names it; ``is_unstated_read``). Cached per node like ``bounds``."""
         if self._unstated is None:
-            _fill(self, "_unstated", _unstated_of)
+            fill(self, "_unstated", _unstated_of)
         return cast(frozenset[UOp], self._unstated)
 
     @property
@@ -222,7 +223,7 @@ class UOp:
         """The ops of this node and every node below it, one bit each (``OP_BITS``): a rewrite whose rules
         match none of them leaves the graph as it is. Cached per node like ``bounds``."""
         if self._ops is None:
-            _fill(self, "_ops", _ops_of)
+            fill(self, "_ops", ops_of)
         return cast(int, self._ops)
 
     @property
@@ -715,75 +716,12 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
     return order
 
 
-def _fill(root: UOp, slot: str, compute: Callable[[UOp], Any]) -> None:
-    """Set the fact ``slot`` of ``root`` and of every node below it that lacks it, sources first: ``compute``
-    finds a node's from its sources'. The walk stops at nodes that know theirs and does not recurse."""
-    stack = [root]
-    while stack:
-        node = stack[-1]
-        if getattr(node, slot) is not None:
-            stack.pop()
-            continue
-        missing = [s for s in node.src if getattr(s, slot) is None]
-        if missing:
-            stack.extend(missing)
-            continue
-        object.__setattr__(node, slot, compute(node))
-        stack.pop()
-
-
-def _bounds_of(node: UOp) -> Bounds:
-    return compute_bounds(node, _known_bounds)
-
-
-def _loads_of(node: UOp) -> bool:
-    return node.op is Ops.LOAD or any(s._loads for s in node.src)
-
-
-OP_BITS: dict[Ops, int] = {op: 1 << number for number, op in enumerate(Ops)}
-"""Each op's bit in ``UOp.ops_below``."""
-
-
-def _ops_of(node: UOp) -> int:
-    bits = OP_BITS[node.op]
-    for s in node.src:
-        bits |= cast(int, s._ops)
-    return bits
-
-
-_NOTHING: frozenset[UOp] = frozenset()
-
-
 def _unstated_of(node: UOp) -> frozenset[UOp]:
     """``node.unstated_memory`` from its sources' (known: they come first)."""
-    memory = _union(node, "_unstated")
+    memory = union_of(node, "_unstated")
     if node.op is Ops.LOAD and not is_state(node.src[0].src[0]) and node.src[0].src[0] not in memory:
         return memory | {node.src[0].src[0]}
     return memory
-
-
-def _union(node: UOp, slot: str) -> frozenset[UOp]:
-    """The union of the sets ``slot`` of ``node``'s sources, one of theirs where it holds the others."""
-    found = _NOTHING
-    for s in node.src:
-        more = getattr(s, slot)
-        if not more <= found:
-            found = found | more if found else more
-    return found
-
-
-def _live_of(node: UOp) -> frozenset[UOp]:
-    """``node.live_ranges`` from its sources' (known: they come first)."""
-    ranges = _union(node, "_live")
-    if node.op is Ops.RANGE:
-        return ranges | {node}
-    if node.op is Ops.REDUCE and not ranges.isdisjoint(node.src[1:]):
-        return ranges.difference(node.src[1:])
-    return ranges
-
-
-def _known_bounds(u: UOp) -> Bounds:
-    return cast(Bounds, u._bounds)  # sources come first in a toposort, so theirs are known
 
 
 def _value(u: UOp) -> UOp:

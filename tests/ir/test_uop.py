@@ -249,7 +249,7 @@ def test_unstated_memory_is_the_buffers_a_value_loads_without_a_memory_state():
 
 
 def test_ops_below_holds_a_bit_for_each_op_at_or_below_a_node():
-    from svod.ir.uop import OP_BITS
+    from svod.ir.facts import OP_BITS
     x = UOp.define_var("x", 0, 9)
     node = (x * 2).cast(dtypes.float32).exp2()
     assert node.ops_below == OP_BITS[Ops.EXP2] | OP_BITS[Ops.CAST] | OP_BITS[Ops.MUL] | OP_BITS[Ops.DEFINE_VAR] | \
