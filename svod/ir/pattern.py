@@ -13,7 +13,7 @@ from typing import Any
 
 from svod.dtype import DType
 from svod.errors import GraphError
-from svod.ir.facts import OP_BITS
+from svod.ir.facts import ALL_OPS, OP_BITS
 from svod.ir.ops import COMMUTATIVE, Ops
 from svod.ir.uop import UOp
 
@@ -143,6 +143,7 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
     node this rewrite leaves in place is added.
     """
     done: dict[UOp, UOp] = {}
+    partial = matcher.ops != ALL_OPS  # some op no rule matches: a subgraph of such ops is left unwalked
     # frames: (node, state, target); state 0 = visit, 1 = sources done, 2 = take the result of ``target``
     stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
     steps = 0
@@ -160,7 +161,7 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
             done[node] = node
             continue
         if state == 0:
-            if not node.ops_below & matcher.ops or (fixed_points is not None and node in fixed_points):
+            if (partial and not node.ops_below & matcher.ops) or (fixed_points is not None and node in fixed_points):
                 done[node] = node
                 continue
             stack.append((node, 1, node))
