@@ -22,6 +22,7 @@ bounds lie well inside 64 bits); past that a node is an atom known by its interv
 
 from __future__ import annotations
 
+import weakref
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from svod.dtype import DType, dtypes
 from svod.ir import Ops, UOp, substitute
 from svod.ir.bounds import Bounds
+from svod.ir.uop import unknown_below
 
 Monomial = tuple[UOp, ...]
 """Atoms multiplied together, sorted by their structural key (so one product has one spelling)."""
@@ -146,9 +148,31 @@ def _expandable(node: UOp) -> bool:
 def to_poly(node: UOp, atoms: Iterable[UOp] = ()) -> Poly:
     """``node`` as a polynomial; nodes in ``atoms`` (expressions a guard constrains) stay whole."""
     keep = set(atoms)
+    if keep.isdisjoint(node.toposort()):
+        return _normal_form(node)
     done: dict[UOp, Poly] = {}
     for u in node.toposort():
         done[u] = _poly_of(u, done, keep)
+    return done[node]
+
+
+_NORMAL_FORMS: weakref.WeakKeyDictionary[UOp, Poly] = weakref.WeakKeyDictionary()
+"""The polynomial of each node expanded so far with no atom kept whole, as long as the node lives: a function
+of the node alone, asked again by every proof and pass that reads the same index (an atom's own, which would
+keep the node alive, is made again each time: it is one term)."""
+
+
+def _normal_form(node: UOp) -> Poly:
+    """``to_poly(node)``, found once per node (``_NORMAL_FORMS``)."""
+    known = _NORMAL_FORMS.get(node)
+    if known is not None:
+        return known
+    done: dict[UOp, Poly] = {}
+    polys = ChainMap(done, _NORMAL_FORMS)
+    for u in unknown_below(node, _NORMAL_FORMS):
+        poly = done[u] = _poly_of(u, polys, set())
+        if poly.terms.keys() != {(u,)}:
+            _NORMAL_FORMS[u] = poly
     return done[node]
 
 
@@ -162,7 +186,7 @@ def _widening(u: UOp) -> bool:
     return u.dtype.min <= source.min and source.max <= u.dtype.max
 
 
-def _poly_of(u: UOp, done: dict[UOp, Poly], keep: set[UOp]) -> Poly:
+def _poly_of(u: UOp, done: Mapping[UOp, Poly], keep: set[UOp]) -> Poly:
     if u.op is Ops.CONST and u.dtype.is_int:
         return Poly.const(int(u.arg))
     if u not in keep and _widening(u):

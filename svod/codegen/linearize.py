@@ -42,7 +42,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from svod.codegen.ranges import live_ranges, nested
+from svod.codegen.ranges import nested
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, UOp
@@ -51,7 +51,6 @@ from svod.ir.uop import (
     is_state,
     is_unstated_read,
     memory_of,
-    reads_unstated,
     state_version,
     stated_reads,
     unknown_below,
@@ -94,23 +93,18 @@ class _Block:
 
 
 class Scopes:
-    """For every node, the ranges it depends on that no REDUCE between them has closed, in loop order;
-    computed on first use, so nodes made while linearizing have theirs too."""
+    """For every node, the ranges it depends on that no REDUCE between them has closed (``UOp.live_ranges``),
+    in loop order: ordered once per set of ranges, which the nodes of one loop nest share."""
 
     def __init__(self) -> None:
-        self._live: dict[UOp, frozenset[UOp]] = {}
-        self._ordered: dict[UOp, tuple[UOp, ...]] = {}
+        self._ordered: dict[frozenset[UOp], tuple[UOp, ...]] = {}
 
     def __getitem__(self, node: UOp) -> tuple[UOp, ...]:
-        ordered = self._ordered.get(node)
+        live = node.live_ranges
+        ordered = self._ordered.get(live)
         if ordered is None:
-            ordered = self._ordered[node] = nested(self.live(node))
+            ordered = self._ordered[live] = nested(live)
         return ordered
-
-    def live(self, node: UOp) -> frozenset[UOp]:
-        if node not in self._live:
-            live_ranges(node, self._live)
-        return self._live[node]
 
 
 class _Linearizer:
@@ -159,7 +153,6 @@ class _Linearizer:
         """The effect being emitted, whose reductions (``reductions``) may be computed together."""
         self.emitted: dict[UOp, _Block] = {}
         """Where each emitted value was last placed; one still in scope is not emitted again."""
-        self.volatile: dict[UOp, bool] = {}
         self.states: dict[UOp, frozenset[UOp]] = {}
         """The written memory each value was read from (``state``)."""
         self.inner: dict[UOp, frozenset[UOp]] = {}
@@ -265,7 +258,7 @@ class _Linearizer:
     def reads_written(self, node: UOp) -> bool:
         """Whether ``node`` depends on a load of memory this kernel writes, read without a memory state: such
         values are computed where they are used (innermost), after the stores before them, never hoisted."""
-        return reads_unstated(node, self.written, self.volatile)
+        return bool(self.state(node))
 
     # ---- held values ----------------------------------------------------------------------------------
 
@@ -282,9 +275,9 @@ class _Linearizer:
             state = u.src[0].src[0]
             return {state.src[0]: state.arg} if is_state(state) and state.src[0] in self.written else {}
         found: dict[UOp, int] = {}
-        outside = self.scopes.live(u)
+        outside = u.live_ranges
         for load in u.src[0].toposort():
-            if load.op is Ops.LOAD and not self.scopes.live(load) <= outside:
+            if load.op is Ops.LOAD and not load.live_ranges <= outside:
                 for memory, version in self.own_reads(load).items():
                     found[memory] = max(version, found.get(memory, version))
         return found
@@ -386,11 +379,21 @@ class _Linearizer:
         return None
 
     def value(self, node: UOp) -> UOp:
-        """The emitted form of AST value ``node`` in the current context, emitting what is missing."""
+        """The emitted form of AST value ``node`` in the current context, emitting what is missing. The open
+        blocks are the same on every turn of the walk (what opens blocks closes them again before it returns),
+        so each node is placed once."""
+        placed: dict[UOp, _Block] = {}
+
+        def place(u: UOp) -> _Block:
+            block = placed.get(u)
+            if block is None:
+                block = placed[u] = self.place(u)
+            return block
+
         todo = [node]
         while todo:
             u = todo[-1]
-            block = self.place(u)
+            block = place(u)
             if (u, block) in self.memo:
                 todo.pop()
                 continue
@@ -411,21 +414,23 @@ class _Linearizer:
                 continue
             if u.op is Ops.ADD and u.arg == CONTINUED:  # the reduction's register started from u.src[0]
                 reduction = u.src[1]
-                if (reduction, self.place(reduction)) not in self.memo:
+                if (reduction, place(reduction)) not in self.memo:
                     todo.append(reduction)
                     continue
                 todo.pop()
-                self.remember((u, block), self.memo[(reduction, self.place(reduction))])
+                self.remember((u, block), self.memo[(reduction, place(reduction))])
                 continue
-            missing = [s for s in _computed(u) if (s, self.place(s)) not in self.memo]
+            sources = _computed(u)
+            missing = [s for s in sources if (s, place(s)) not in self.memo]
             if missing:
                 todo.extend(reversed(missing))
                 continue
             todo.pop()
-            self.remember((u, block), self.build(u, block))
-        return self.memo[(node, self.place(node))]
+            self.remember((u, block), self.build(u, block, tuple(self.memo[(s, place(s))] for s in sources)))
+        return self.memo[(node, place(node))]
 
-    def build(self, u: UOp, block: _Block) -> UOp:
+    def build(self, u: UOp, block: _Block, src: tuple[UOp, ...]) -> UOp:
+        """The emitted form of ``u`` in ``block`` over ``src``, the emitted forms of its sources."""
         if u.op is Ops.DEFINE_REG:  # a work item's register: declared once, before the body, whichever uses it
             self.leaves.setdefault(u, None)
             return u
@@ -433,7 +438,6 @@ class _Linearizer:
             if u not in self.leaves:
                 self.leaves[u] = None
             return u
-        src = tuple(self.memo[(s, self.place(s))] for s in _computed(u))
         if _record(u) is not None:
             return self.recorded_index(u, src, block)
         if u.op is Ops.LOAD and is_state(u.src[0].src[0]):
@@ -592,7 +596,7 @@ class _Linearizer:
                              stage="lower", value=e.op.name)
         self.previous = loops
         left = [c for c in conditions if c not in kept]
-        keys = _with_gates(loops[shared:], left, self.scopes, self.shared_loops)
+        keys = _with_gates(loops[shared:], left, self.shared_loops)
         last_loop = max((i for i, key in enumerate(keys) if key not in left), default=-1)
         for position, key in enumerate(keys):
             if key in left:
@@ -676,12 +680,9 @@ class _Linearizer:
     def state(self, node: UOp) -> frozenset[UOp]:
         """The written memory whose contents ``node`` depends on: the buffers loaded below it."""
         known = self.states.get(node)
-        if known is not None:  # asked of every memoised value after each effect: the common case
-            return known
-        for u in unknown_below(node, self.states):
-            own = {u.src[0].src[0]} if is_unstated_read(u, self.written) else set()
-            self.states[u] = frozenset().union(own, *(self.states[s] for s in u.src))
-        return self.states[node]
+        if known is None:
+            known = self.states[node] = node.unstated_memory & self.written
+        return known
 
     def reductions(self, e: UOp) -> list[UOp]:
         """The reductions ``e`` needs, then those of later effects that may be computed early, in a loop shared
@@ -728,13 +729,13 @@ class _Linearizer:
         return (*self.leaves, *body)
 
 
-def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], scopes: Scopes, shared: frozenset[UOp]) -> list[UOp]:
+def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], shared: frozenset[UOp]) -> list[UOp]:
     """The blocks an effect opens, outermost first: its ``loops``, with an IF for each of ``conditions`` (its
     gate's conjuncts no IF open holds) right inside the last loop the condition depends on. A row's gate
     stands outside the loop over the row's columns, and with it the row's reductions, which are placed inside
     the IF. An IF stays inside the sequential loops in ``shared`` (other effects run in them too), so that
     those effects can share their turns."""
-    places = [max((i + 1 for i, r in enumerate(loops) if r in scopes.live(c) or r in shared), default=0)
+    places = [max((i + 1 for i, r in enumerate(loops) if r in c.live_ranges or r in shared), default=0)
               for c in conditions]
     keys: list[UOp] = []
     for position in range(len(loops) + 1):

@@ -47,6 +47,7 @@ from typing import Protocol, TextIO
 from svod.codegen.accumulators import lower_accumulators
 from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
+from svod.codegen.collector import collector_paused
 from svod.codegen.linearize import linearize as order
 from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
 from svod.codegen.lower import (
@@ -462,7 +463,13 @@ def kernel_name(ast: UOp, name: str | None) -> str:
 def program(ast: UOp, target: Target, name: str | None = None, trace: TextIO | None = None) -> UOp:
     """The PROGRAM of one kernel ``ast`` runs as (one of ``parts``) on ``target``: SINK (lowered), DEVICE,
     LINEAR (its instruction list), SOURCE (written by ``target.writer``), and the kernel's metadata, derived
-    here once for every later station (a compiler adds BINARY; a runtime reads what it launches)."""
+    here once for every later station (a compiler adds BINARY; a runtime reads what it launches). The cyclic
+    garbage collector waits meanwhile (``svod.codegen.collector``)."""
+    with collector_paused():
+        return _program(ast, target, name, trace)
+
+
+def _program(ast: UOp, target: Target, name: str | None, trace: TextIO | None) -> UOp:
     if target.writer is None:
         raise GraphError("a PROGRAM needs its target's language writer", kernel=kernel_label(ast), stage="render",
                          value=str(target.device))

@@ -1,28 +1,40 @@
-"""Ranges: which ranges a value depends on, and the order loops over ranges nest in. One definition for
-the lowering passes, the linearizer and the profiler's cost estimate. The PYTHON reference device keeps
-its own (``svod.backends.python``), on purpose: it checks where the linearizer puts loops, so it may not
-share the rule. The race check asks another question (every range below a node, closed by a REDUCE or
-not) and has its own walk (``safety._ranges``)."""
+"""Ranges: which ranges a value depends on (``UOp.live_ranges``, kept on each node), and the order loops over
+ranges nest in. One definition for the lowering passes, the linearizer and the profiler's cost estimate.
+The PYTHON reference device keeps its own (``svod.backends.python``), on purpose: it checks where the
+linearizer puts loops, so it may not share the rule. The race check asks another question (every range
+below a node, closed by a REDUCE or not) and has its own walk (``safety._ranges``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from svod.ir import AxisKind, Ops, UOp
-from svod.ir.uop import unknown_below
 
 
-def live_ranges(root: UOp, known: dict[UOp, frozenset[UOp]] | None = None) -> dict[UOp, frozenset[UOp]]:
-    """For every node below ``root``, the ranges it depends on that no REDUCE between them has closed.
-    ``known`` (filled in and returned) holds what an earlier call found, so nodes made later add theirs
-    without walking what is known again."""
-    live = {} if known is None else known
-    for node in unknown_below(root, live):
-        ranges = frozenset().union(*(live[s] for s in node.src)) if node.src else frozenset()
-        if node.op is Ops.RANGE:
-            ranges |= {node}
-        elif node.op is Ops.REDUCE:
-            ranges -= set(node.src[1:])
-        live[node] = ranges
-    return live
+class LiveRanges(Mapping[UOp, frozenset[UOp]]):
+    """For every node below ``root``, the ranges it depends on that no REDUCE between them has closed
+    (``UOp.live_ranges``, which each node keeps: passes that ask of one graph again and again walk it once).
+    A node made later has its own too."""
+
+    def __init__(self, root: UOp) -> None:
+        self.root = root
+
+    def __getitem__(self, node: UOp) -> frozenset[UOp]:
+        return node.live_ranges
+
+    def __iter__(self) -> Iterator[UOp]:
+        return iter(self.root.toposort())
+
+    def __len__(self) -> int:
+        return len(self.root.toposort())
+
+    def __contains__(self, node: object) -> bool:
+        return isinstance(node, UOp) and node in self.root.toposort()
+
+
+def live_ranges(root: UOp) -> LiveRanges:
+    """For every node below ``root``, the ranges it depends on that no REDUCE between them has closed."""
+    return LiveRanges(root)
 
 
 def free_axis(root: UOp) -> int:

@@ -10,6 +10,8 @@ items' chains side by side on a CPU, each in its own order, so their turns overl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from svod.codegen.indexing import decided, facts_from_guard, to_poly
 from svod.codegen.ranges import live_ranges, nested
 from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vectors, _split, _unit_stride
@@ -43,7 +45,7 @@ def forward_stored(sink: UOp) -> UOp | None:
     return None if len(statements) == len(sink.src) else sink.replace(src=tuple(statements))
 
 
-def _read_back(store: UOp, sink: UOp, number: int, live: dict[UOp, frozenset[UOp]],
+def _read_back(store: UOp, sink: UOp, number: int, live: Mapping[UOp, frozenset[UOp]],
                order: dict[UOp, int]) -> list[UOp]:
     """The loads of ``store``'s value (statement ``number`` of ``sink``) that read, on every turn of its
     innermost loop but the first, the element the store wrote on the turn before: their index at the loop's

@@ -8,7 +8,7 @@ loads, a range read at unit stride) lives here too."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from svod.codegen.lower import _gated
 from svod.codegen.ranges import free_axis, live_ranges, range_order
@@ -349,7 +349,7 @@ def _reassociable(store: UOp) -> UOp:
     return substitute(store, {reduce: reduce.replace(arg=(Ops.ADD, REASSOCIABLE))})
 
 
-def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, dict[UOp, frozenset[UOp]]], UOp | None],
+def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, Mapping[UOp, frozenset[UOp]]], UOp | None],
                    prepare: Callable[[UOp], UOp] | None = None) -> UOp:
     """``sink`` with each store that ``row_of`` gives a range split into ``rows`` copies along it (``_split``:
     tiles, and an edge store over the rows they leave), ``prepare``d first; as it is where no store is, or
@@ -372,7 +372,7 @@ def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, dict[UOp, frozen
     return sink.replace(src=tuple(out))
 
 
-def _streamed_row(store: UOp, live: dict[UOp, frozenset[UOp]], rows: int) -> UOp | None:
+def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> UOp | None:
     """The output range ``stream_rows`` takes ``rows`` of per pass for ``store``, if it takes any: its value
     has one sum (ADD, of a float ``STREAMED_DTYPES``, over one range, with no reduction inside), on which every
     output range of the store depends, none read at unit stride by its loads; a load reads the sum's range at
@@ -411,7 +411,7 @@ def share_rows(sink: UOp, rows: int = SHARED_ROWS) -> UOp:
     return _rows_per_pass(sink, rows, lambda store, live: _shared_row(store, live, rows))
 
 
-def _shared_row(store: UOp, live: dict[UOp, frozenset[UOp]], rows: int) -> UOp | None:
+def _shared_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> UOp | None:
     """The range ``share_rows`` takes ``rows`` of per pass for ``store``, if any: the store runs in parallel
     ranges only and reduces nothing, and the outer range next to its innermost leaves at least
     ``COLUMN_WORK`` of its value's operations on the innermost alone, and takes tiles of ``rows``
@@ -445,14 +445,14 @@ def _reduction_loads(store: UOp) -> list[UOp]:
             if u.op is Ops.LOAD]
 
 
-def _upcastable(store: UOp, live: dict[UOp, frozenset[UOp]], exclude: UOp | None = None,
+def _upcastable(store: UOp, live: Mapping[UOp, frozenset[UOp]], exclude: UOp | None = None,
                 edges: bool = False) -> list[UOp]:
     """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
     return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and (edges or r.src[0].op is Ops.CONST)
                    and r is not exclude), key=range_order, reverse=True)
 
 
-def _upcast_range(store: UOp, live: dict[UOp, frozenset[UOp]], widths: tuple[int, ...],
+def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[int, ...],
                   edges: bool = False, masked: bool = False) -> tuple[UOp, int] | None:
     """An output range the reduction's loads read at unit stride, and the widest ``W`` of ``widths`` that
     divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest
@@ -486,7 +486,7 @@ def _room(end: UOp, width: int, masked: bool) -> bool:
     return int(end.vmax) >= 2 * width
 
 
-def _row_range(store: UOp, live: dict[UOp, frozenset[UOp]], upcast: UOp, rows: int,
+def _row_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], upcast: UOp, rows: int,
                edges: bool = False, masked: bool = False) -> UOp | None:
     """Another output range, whose end ``rows`` divides (or, with ``edges``, one ``_room`` gives such tiles),
     that some load of the reduction depends on and its vector loads (unit stride along ``upcast``) do not:

@@ -13,6 +13,7 @@ from typing import Any
 
 from svod.dtype import DType
 from svod.errors import GraphError
+from svod.ir.facts import ALL_OPS, OP_BITS
 from svod.ir.ops import COMMUTATIVE, Ops
 from svod.ir.uop import UOp
 
@@ -90,6 +91,11 @@ class PatternMatcher:
             wants_ctx = "ctx" in inspect.signature(fn).parameters
             for op in pat.ops if pat.ops is not None else Ops:
                 self._by_op[op].append((pat, fn, wants_ctx))
+        self.ops = 0
+        """The ops some rule matches, one bit each (``OP_BITS``): a graph with none of them is left as it is."""
+        for op, found in self._by_op.items():
+            if found:
+                self.ops |= OP_BITS[op]
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
         return PatternMatcher(self.rules + other.rules)
@@ -129,12 +135,15 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
                   max_steps: int = 1_000_000, fixed_points: MutableSet[UOp] | None = None) -> UOp:
     """Rewrite ``root`` bottom up to a fixed point of ``matcher``. Iterative: deep graphs do not recurse.
 
-    A PARAM is left as it is: its size is part of what the kernel declares, not an expression to rewrite.
+    A PARAM is left as it is: its size is part of what the kernel declares, not an expression to rewrite;
+    so is a node with no op below it that a rule matches (``UOp.ops_below``), without a walk.
     ``max_steps`` bounds the work so that rules that undo each other fail loudly instead of hanging.
     ``fixed_points``, for a matcher without ``ctx``, holds nodes no rule changes: they are not matched
-    again, and every node this rewrite leaves in place is added.
+    again, nor is anything below them (each is a rewrite's result, rewritten from its sources up), and every
+    node this rewrite leaves in place is added.
     """
     done: dict[UOp, UOp] = {}
+    partial = matcher.ops != ALL_OPS  # some op no rule matches: a subgraph of such ops is left unwalked
     # frames: (node, state, target); state 0 = visit, 1 = sources done, 2 = take the result of ``target``
     stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
     steps = 0
@@ -152,6 +161,9 @@ def graph_rewrite(root: UOp, matcher: PatternMatcher, ctx: Any = None, *, name: 
             done[node] = node
             continue
         if state == 0:
+            if (partial and not node.ops_below & matcher.ops) or (fixed_points is not None and node in fixed_points):
+                done[node] = node
+                continue
             stack.append((node, 1, node))
             stack.extend((s, 0, s) for s in reversed(node.src) if s not in done)
             continue

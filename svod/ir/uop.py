@@ -19,7 +19,8 @@ import math
 import numbers
 import threading
 import weakref
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -28,7 +29,8 @@ import numpy as np
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError, Stage, VariableError
 from svod.ir.alu import convert, round_float
-from svod.ir.bounds import Bounds, compute_bounds
+from svod.ir.bounds import Bounds
+from svod.ir.facts import bounds_of, fill, live_of, loads_of, ops_of, union_of
 from svod.ir.ops import ALU, ATOMIC_OPS, BOOL_OPS, COMPARISON, FLOAT_ONLY, INT_ONLY, REDUCE_OPS, AxisKind, Ops
 
 Number = bool | int | float
@@ -85,10 +87,17 @@ def check_var_value(name: str, value: object, lo: int, hi: int, *, kernel: str |
     return value
 
 
+_set = object.__setattr__
+"""How a UOp's slots are set (its own ``__setattr__`` refuses)."""
+_FACTS = ("_key", "_topo", "_bounds", "_loads", "_live", "_ops", "_unstated")
+"""The slots that hold what is found about a node, once, when first asked (None until then)."""
+
+
 class UOp:
     """An immutable IR node: ``op``, ``dtype``, sources ``src`` and an op-specific ``arg``."""
 
-    __slots__ = ("__weakref__", "_bounds", "_key", "_loads", "_topo", "arg", "dtype", "op", "src")
+    __slots__ = ("__weakref__", "_bounds", "_key", "_live", "_loads", "_ops", "_topo", "_unstated", "arg", "dtype",
+                 "op", "src")
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -101,16 +110,22 @@ class UOp:
     _topo: tuple[UOp, ...] | None
     _bounds: Bounds | None
     _loads: bool | None
+    _live: frozenset[UOp] | None
+    _ops: int | None
+    _unstated: frozenset[UOp] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        identity = (op, dtype, src, _arg_identity(arg))
+        identity = (op, dtype, src, arg if arg is None else _arg_identity(arg))
         with cls._lock:
             node = cls._table.get(identity)
             if node is None:
                 node = object.__new__(cls)
-                for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg),
-                                    ("_key", None), ("_topo", None), ("_bounds", None), ("_loads", None)):
-                    object.__setattr__(node, name, value)
+                _set(node, "op", op)
+                _set(node, "dtype", dtype)
+                _set(node, "src", src)
+                _set(node, "arg", arg)
+                for fact in _FACTS:
+                    _set(node, fact, None)
                 cls._table[identity] = node
         return node
 
@@ -176,37 +191,40 @@ class UOp:
         so building a graph node by node costs time linear in its size.
         """
         if self._bounds is None:
-            stack = [self]
-            while stack:
-                node = stack[-1]
-                if node._bounds is not None:
-                    stack.pop()
-                    continue
-                missing = [s for s in node.src if s._bounds is None]
-                if missing:
-                    stack.extend(missing)
-                    continue
-                object.__setattr__(node, "_bounds", compute_bounds(node, _known_bounds))
-                stack.pop()
+            fill(self, "_bounds", bounds_of)
         return cast(Bounds, self._bounds)
 
     @property
     def reads_memory(self) -> bool:
         """Whether a LOAD is below this node (cached per node, so asking along a deep graph is linear)."""
         if self._loads is None:
-            stack = [self]
-            while stack:
-                node = stack[-1]
-                if node._loads is not None:
-                    stack.pop()
-                    continue
-                missing = [s for s in node.src if s._loads is None]
-                if missing:
-                    stack.extend(missing)
-                    continue
-                object.__setattr__(node, "_loads", node.op is Ops.LOAD or any(s._loads for s in node.src))
-                stack.pop()
+            fill(self, "_loads", loads_of)
         return bool(self._loads)
+
+    @property
+    def live_ranges(self) -> frozenset[UOp]:
+        """The ranges this node depends on that no REDUCE between them has closed: a RANGE's own, and its
+        sources' but the ranges a REDUCE folds. Cached per node like ``bounds``; nodes whose ranges are their
+        sources' share one set."""
+        if self._live is None:
+            fill(self, "_live", live_of)
+        return cast(frozenset[UOp], self._live)
+
+    @property
+    def unstated_memory(self) -> frozenset[UOp]:
+        """The memory this node's value reads without a memory state: each LOAD's at or below it whose INDEX is
+        not through a state (as the INDEX names it; ``is_unstated_read``). Cached per node like ``bounds``."""
+        if self._unstated is None:
+            fill(self, "_unstated", _unstated_of)
+        return cast(frozenset[UOp], self._unstated)
+
+    @property
+    def ops_below(self) -> int:
+        """The ops of this node and every node below it, one bit each (``OP_BITS``): a rewrite whose rules
+        match none of them leaves the graph as it is. Cached per node like ``bounds``."""
+        if self._ops is None:
+            fill(self, "_ops", ops_of)
+        return cast(int, self._ops)
 
     @property
     def vmin(self) -> int | float:
@@ -221,6 +239,8 @@ class UOp:
     @staticmethod
     def const(dtype: DType, value: Number) -> UOp:
         """A constant of ``dtype``: a number the dtype holds (see ``_check_fits``), never a wrapped one."""
+        if type(value) is bool and dtype.kind == "bool":  # a condition's negation (``c.ne(True)``): no checks
+            return UOp(Ops.CONST, dtype, (), value)
         if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
             value = value.item()
         if isinstance(value, UOp) or not isinstance(value, (bool, int, float)):
@@ -456,7 +476,7 @@ class UOp:
     def alu(self, op: Ops, *others: Operand) -> UOp:
         """``op`` applied to this value and ``others`` (numbers become constants of this dtype)."""
         me = _value(self)
-        return alu(op, me, *(_lift(o, me.dtype) for o in others))
+        return alu(op, me, *[_lift(o, me.dtype) for o in others])
 
     def _reflected(self, op: Ops, other: Operand) -> UOp:
         """``other op self``, for Python's reflected operators."""
@@ -623,9 +643,10 @@ def is_unstated_read(u: UOp, written: Container[UOp]) -> bool:
 def reads_unstated(root: UOp, written: Container[UOp], known: dict[UOp, bool]) -> bool:
     """Whether ``root`` depends on a read of memory in ``written`` without a memory state (``is_unstated_read``):
     its value is the memory's where it is used. ``known`` holds what is found, node by node, for the next call."""
-    for u in unknown_below(root, known):
-        known[u] = is_unstated_read(u, written) or any(known[s] for s in u.src)
-    return known[root]
+    found = known.get(root)
+    if found is None:
+        found = known[root] = any(memory in written for memory in root.unstated_memory)
+    return found
 
 
 def written_memory(nodes: Iterable[UOp]) -> set[UOp]:
@@ -680,26 +701,32 @@ def unknown_below(root: UOp, known: Container[UOp]) -> list[UOp]:
     if root in known:  # the common question, asked once per use of a node
         return []
     order: list[UOp] = []
-    visited: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(root, False)]
+    visited = {root}
+    stack: list[tuple[UOp, Iterator[UOp]]] = [(root, iter(root.src))]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node, sources = stack[-1]
+        for s in sources:  # the next source not yet visited, depth first
+            if s not in visited and s not in known:
+                visited.add(s)
+                stack.append((s, iter(s.src)))
+                break
+        else:
+            stack.pop()
             order.append(node)
-        elif node not in visited and node not in known:
-            visited.add(node)
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src) if s not in visited)
     return order
 
 
-def _known_bounds(u: UOp) -> Bounds:
-    return cast(Bounds, u._bounds)  # sources come first in a toposort, so theirs are known
+def _unstated_of(node: UOp) -> frozenset[UOp]:
+    """``node.unstated_memory`` from its sources' (known: they come first)."""
+    memory = union_of(node, "_unstated")
+    if node.op is Ops.LOAD and not is_state(node.src[0].src[0]) and node.src[0].src[0] not in memory:
+        return memory | {node.src[0].src[0]}
+    return memory
 
 
 def _value(u: UOp) -> UOp:
     """A value operand: an INDEX used in arithmetic means the element it points at."""
-    if u.op is Ops.INDEX and isinstance(u.dtype, PtrDType) and not u.dtype.local:
+    if isinstance(u.dtype, PtrDType) and u.op is Ops.INDEX and not u.dtype.local:
         return u.load()
     return u
 
@@ -749,24 +776,46 @@ FUSED_DTYPES = (dtypes.float32, dtypes.float64)
 """The types a MULACC (one rounding of ``a * b + c``) is defined on, and so the sums of products that fuse."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Signature:
+    """What an ALU op asks of its operands, and whether its result is a bool (``alu``)."""
+
+    condition: bool
+    """Its first source is a bool condition, not an operand (``WHERE``)."""
+    floats: bool
+    ints: bool
+    bools: bool
+    """Defined on bools."""
+    fused: bool
+    """Defined on ``FUSED_DTYPES`` only."""
+    compares: bool
+
+
+_SIGNATURES = {op: _Signature(op is Ops.WHERE, op in FLOAT_ONLY, op in INT_ONLY, op in BOOL_OPS, op is Ops.MULACC,
+                              op in COMPARISON) for op in ALU}
+"""Each ALU op's signature, looked up once per node built: ``alu`` runs for every operator applied to a UOp."""
+
+
 def alu(op: Ops, *srcs: UOp) -> UOp:
     """Build an ALU node, checking that its operands fit the op."""
-    if op not in ALU:
+    signature = _SIGNATURES.get(op)
+    if signature is None:
         raise GraphError("not an ALU op", stage="build", value=op)
-    operands = srcs[1:] if op is Ops.WHERE else srcs
+    operands = srcs[1:] if signature.condition else srcs
     dtype = operands[0].dtype
-    if any(s.dtype != dtype for s in operands):
-        raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
-                         stage="build", value=tuple(s.dtype for s in operands))
-    if op in FLOAT_ONLY and not dtype.is_float:
+    for s in operands:
+        if s.dtype is not dtype and s.dtype != dtype:
+            raise GraphError(f"{op.name} of mixed dtypes {', '.join(repr(s.dtype) for s in operands)}; cast first",
+                             stage="build", value=tuple(s.dtype for s in operands))
+    if signature.floats and not dtype.is_float:
         raise GraphError(f"{op.name} needs a float operand; use // for integer division", stage="build", value=dtype)
-    if op in INT_ONLY and dtype.is_float:
+    if signature.ints and dtype.is_float:
         raise GraphError(f"{op.name} needs an integer operand", stage="build", value=dtype)
-    if dtype.kind == "bool" and op not in BOOL_OPS:
+    if not signature.bools and dtype.kind == "bool":
         raise GraphError(f"{op.name} is not defined on bool; cast to an integer first", stage="build", value=dtype)
-    if op is Ops.WHERE and srcs[0].dtype != dtypes.bool:
+    if signature.condition and srcs[0].dtype != dtypes.bool:
         raise GraphError("WHERE needs a bool condition", stage="build", value=srcs[0].dtype)
-    if op is Ops.MULACC and dtype not in FUSED_DTYPES:
+    if signature.fused and dtype not in FUSED_DTYPES:
         raise GraphError("MULACC is defined on float32 and float64", stage="build", value=dtype)
-    return UOp(op, dtypes.bool if op in COMPARISON else dtype, tuple(srcs))
+    return UOp(op, dtypes.bool if signature.compares else dtype, srcs)
 

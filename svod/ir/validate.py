@@ -37,7 +37,7 @@ from svod.ir.ops import (
     AxisKind,
     Ops,
 )
-from svod.ir.uop import FUSED_DTYPES, UOp, is_state, is_unbounded, kernel_label, memory_of, unknown_below
+from svod.ir.uop import FUSED_DTYPES, UOp, is_state, is_unbounded, kernel_label, memory_of
 
 ATOMIC_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
 """The element types an atomic update may target on every backend."""
@@ -254,39 +254,24 @@ class _Checker:
     # ---- structure --------------------------------------------------------------------------------------
 
     def scopes(self, topo: tuple[UOp, ...]) -> None:
-        """REDUCE ranges stay inside their REDUCEs: each node's open REDUCE ranges are those its sources
-        have open, less the ones a REDUCE closes; an effect must have none left."""
-        open_ranges: dict[UOp, frozenset[UOp]] = {}
+        """REDUCE ranges stay inside their REDUCEs: an effect depends on no REDUCE range that no REDUCE between
+        them closes (``UOp.live_ranges``)."""
         for node in topo:
-            ranges = frozenset().union(*(open_ranges[s] for s in node.src)) if node.src else frozenset()
-            if node.op is Ops.RANGE and node.arg[1] is AxisKind.REDUCE:
-                ranges |= {node}
-            elif node.op is Ops.REDUCE:
-                ranges -= set(node.src[1:])
-            if (node.op in EFFECTS or node.op is Ops.EXIT) and ranges:
-                axes = sorted(r.arg[0] for r in ranges)
-                raise self.fail(node, f"REDUCE range(s) on axis {axes} used outside a REDUCE over them; "
-                                      "reduce them, or make them LOOP ranges")
-            open_ranges[node] = ranges
-
+            if node.op in EFFECTS or node.op is Ops.EXIT:
+                axes = sorted(r.arg[0] for r in node.live_ranges if r.arg[1] is AxisKind.REDUCE)
+                if axes:
+                    raise self.fail(node, f"REDUCE range(s) on axis {axes} used outside a REDUCE over them; "
+                                          "reduce them, or make them LOOP ranges")
 
     def exits(self) -> None:
         """Each loop exits early at most once, after every effect in it, testing a condition of its own turn: the
         loop is the innermost of the ranges the EXIT runs in (the others number before it: they nest outside)."""
-        live: dict[UOp, frozenset[UOp]] = {}
         seen: dict[UOp, UOp] = {}
         for statement in self.sink.src:
             if statement.op is Ops.PARAM:
                 continue
-            for u in unknown_below(statement, live):
-                found = frozenset().union(*(live[s] for s in u.src)) if u.src else frozenset()
-                if u.op is Ops.RANGE:
-                    found |= {u}
-                elif u.op is Ops.REDUCE:
-                    found -= set(u.src[1:])
-                live[u] = found
             if statement.op in EFFECTS:
-                ended = next((r for r in live[statement] if r in seen), None)
+                ended = next((r for r in statement.live_ranges if r in seen), None)
                 if ended is not None:
                     raise self.fail(statement, f"an effect in the loop on axis {ended.arg[0]} is stated after the "
                                                "loop's EXIT; state the EXIT after every effect of its loop")
@@ -295,11 +280,12 @@ class _Checker:
             if loop in seen:
                 raise self.fail(statement, f"the loop on axis {loop.arg[0]} has two EXITs; join their conditions")
             seen[loop] = statement
-            inner = sorted(r.arg[0] for r in live[statement] if r is not loop and r.arg[0] >= loop.arg[0])
+            inner = sorted(r.arg[0] for r in statement.live_ranges if r is not loop and r.arg[0] >= loop.arg[0])
             if inner:
                 raise self.fail(statement, f"the condition of the EXIT of the loop on axis {loop.arg[0]} runs in "
                                            f"loops on axes {inner}, inside it; an exit tests its own loop's turn")
-        endless = next((u for u in live if u.op is Ops.RANGE and is_unbounded(u) and u not in seen), None)
+        endless = next((u for u in self.sink.toposort() if u.op is Ops.RANGE and is_unbounded(u) and u not in seen),
+                       None)
         if endless is not None:
             raise self.fail(endless, f"the loop on axis {endless.arg[0]} has no bound and no EXIT: it would never end")
 

@@ -53,3 +53,35 @@ def test_rules_that_undo_each_other_fail_loudly():
     ])
     with pytest.raises(GraphError, match="fixed point"):
         graph_rewrite(UOp.define_var("x", 0, 3) + 1, pm, name="loopy", max_steps=10_000)
+
+
+def _chain(length: int) -> UOp:
+    node = UOp.define_var("x", 0, 9)
+    for step in range(length):
+        node = node * 3 + step
+    return node
+
+
+def test_a_graph_without_an_op_a_rule_matches_is_left_without_a_walk():
+    """``max_steps`` counts the nodes visited: a walk of the chain would take thousands."""
+    pm = PatternMatcher([(UPat(Ops.EXP2, name="e"), lambda e: e.src[0])])
+    chain = _chain(1_000)
+    assert graph_rewrite(chain, pm, max_steps=2) is chain
+    as_float = chain.cast(dtypes.float32)
+    assert graph_rewrite(as_float.exp2() + 1.0, pm, max_steps=10) is as_float + 1.0  # the chain is not walked
+    x = UOp.define_var("x", 0, 9).cast(dtypes.float32)
+    over_exp, over_x = x.exp2(), x
+    for _ in range(1_000):
+        over_exp, over_x = over_exp * 3.0, over_x * 3.0
+    assert graph_rewrite(over_exp, pm) is over_x
+    with pytest.raises(GraphError, match="fixed point"):
+        graph_rewrite(over_exp, pm, max_steps=100)  # an EXP2 at the bottom: the chain above it is walked
+
+
+def test_nothing_below_a_fixed_point_is_walked_again():
+    pm = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("x"), UPat.const(1))), lambda x: x)])
+    chain = _chain(1_000)
+    fixed: set[UOp] = set()
+    assert graph_rewrite(chain * 1, pm, fixed_points=fixed) is chain
+    assert chain in fixed and graph_rewrite(chain, pm, max_steps=2, fixed_points=fixed) is chain
+    assert graph_rewrite(chain + 1, pm, max_steps=5, fixed_points=fixed) is chain + 1

@@ -132,6 +132,25 @@ def test_reduce_and_ranges():
         buf[r].reduce(r, op=Ops.SUB)
 
 
+def test_live_ranges_are_a_nodes_ranges_less_those_a_reduce_folds():
+    buf = UOp.param(0, dtypes.float32, 64)
+    i, j = UOp.range(8, 0), UOp.range(8, 1, AxisKind.REDUCE)
+    element = buf[i * 8 + j].load()
+    row = element.reduce(j)
+    assert i.live_ranges == {i} and element.live_ranges == {i, j}
+    assert row.live_ranges == {i} and (row + 1.0).live_ranges == {i}
+    assert buf.live_ranges == frozenset() and UOp.range(i + 1, 2).live_ranges == {i, UOp.range(i + 1, 2)}
+    assert (element * 2.0).live_ranges is element.live_ranges  # nothing new: one set, shared
+
+
+def test_live_ranges_of_a_deep_chain_are_found_without_recursion():
+    i = UOp.range(4, 0)
+    node = i
+    for _ in range(10_000):
+        node = node * 3 + i
+    assert node.live_ranges == {i}
+
+
 def test_toposort_orders_sources_first():
     sink = saxpy_graph()
     order = sink.toposort()
@@ -141,6 +160,16 @@ def test_toposort_orders_sources_first():
         assert all(s in seen for s in node.src)
         seen.add(node)
     assert len(order) == len(set(order))
+
+
+def test_toposort_walks_sources_depth_first_in_order():
+    """The order every pass and the linearizer follow: each source's nodes before the next source's."""
+    x, y = UOp.define_var("x", 0, 9), UOp.define_var("y", 0, 9)
+    a = x + 1
+    b = a * y
+    c = b - a
+    assert c.toposort() == (x, UOp.const(dtypes.index, 1), a, y, b, c)
+    assert (y * a).toposort() == (y, x, UOp.const(dtypes.index, 1), a, y * a)
 
 
 def test_deep_chain_is_iterative_and_fast():
@@ -208,3 +237,28 @@ def test_infinities_nan_and_values_that_only_round_are_constants(dtype, value):
     assert const.op is Ops.CONST and const.dtype == dtype and type(const.arg) is type(rounded)
     assert const.arg == rounded or (math.isnan(rounded) and math.isnan(const.arg))
 
+
+
+def test_unstated_memory_is_the_buffers_a_value_loads_without_a_memory_state():
+    out, x, y = (UOp.param(slot, dtypes.float32, 8) for slot in range(3))
+    i = UOp.range(8, 0)
+    plain, held = x[i].load(), y.state(1)[i].load()
+    assert plain.unstated_memory == {x} and held.unstated_memory == frozenset()
+    assert (plain + held * 2.0).unstated_memory is plain.unstated_memory
+    assert (plain + out[i].load()).unstated_memory == {x, out}
+
+
+def test_ops_below_holds_a_bit_for_each_op_at_or_below_a_node():
+    from svod.ir.facts import OP_BITS
+    x = UOp.define_var("x", 0, 9)
+    node = (x * 2).cast(dtypes.float32).exp2()
+    assert node.ops_below == OP_BITS[Ops.EXP2] | OP_BITS[Ops.CAST] | OP_BITS[Ops.MUL] | OP_BITS[Ops.DEFINE_VAR] | \
+        OP_BITS[Ops.CONST]
+    assert not x.ops_below & OP_BITS[Ops.MUL]
+
+
+def test_every_fact_slot_starts_unknown():
+    from svod.ir.uop import _FACTS
+    assert set(UOp.__slots__) == {"__weakref__", "op", "dtype", "src", "arg", *_FACTS}
+    fresh = UOp.define_var("fresh_fact_slots", 0, 3) * 7
+    assert all(getattr(fresh, fact) is None for fact in _FACTS)
