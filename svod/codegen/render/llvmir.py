@@ -44,6 +44,7 @@ from svod.codegen.render.base import (
     launch_gates,
     reassociable_accumulators,
 )
+from svod.codegen.render.llvm_metadata import alias_scopes, loaded_values
 from svod.codegen.render.llvm_prefetch import poly_constant, row_operands, strided_operands
 from svod.codegen.render.llvm_types import INTRINSIC_SUFFIX, llvm_literal, llvm_type, memory_type
 from svod.codegen.render.llvm_unroll import SYMBOLIC_UNROLL_LANES, TILE_UNROLL, TILE_UPDATES, accumulators_per_loop
@@ -53,7 +54,7 @@ from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp
 from svod.ir.ops import LANE_OPS
-from svod.ir.uop import is_unbounded, memory_of, pointee, written_memory
+from svod.ir.uop import is_unbounded, memory_of, pointee
 
 
 def function_attributes(cpu: str, features: str) -> str:
@@ -139,8 +140,8 @@ class _FunctionWriter:
         """Per tile loop, the steps of the tile loops nested in it per step of its own (a convolution's
         ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
         self.accumulators = accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
-        self.scopes, self.metadata = _alias_scopes(linear)
-        self.loaded = _loaded_values(linear)
+        self.scopes, self.metadata = alias_scopes(linear)
+        self.loaded = loaded_values(linear)
         self.unpredictable = ""
         """The ``!unpredictable`` metadata of a select whose condition depends on memory, once defined."""
         self._current: UOp = linear[0] if linear else UOp.sink()
@@ -827,33 +828,3 @@ class _FunctionWriter:
 
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPLE: "ole", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPLE: "le", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
-
-
-def _loaded_values(linear: tuple[UOp, ...]) -> frozenset[UOp]:
-    """The values of ``linear`` computed from a LOAD (of a buffer or of an accumulator): what depends on data,
-    not on indices and variables alone."""
-    loaded: set[UOp] = set()
-    for u in linear:
-        if u.op is Ops.LOAD or any(s in loaded for s in u.src):
-            loaded.add(u)
-    return frozenset(loaded)
-
-
-def _alias_scopes(linear: tuple[UOp, ...]) -> tuple[dict[UOp, str], list[str]]:
-    """Per buffer, the metadata its loads and stores carry, and the metadata lines that define it: each buffer
-    is its own alias scope, and its accesses alias no buffer where one of the two is written. The runtime
-    guarantees that (``CachedKernel.check_buffers`` refuses a written buffer sharing memory with another
-    argument); knowing it, LLVM vectorises a copy from one buffer into another without checking overlap."""
-    params = sorted((u for u in linear if u.op is Ops.PARAM), key=lambda u: u.arg)
-    written = written_memory(linear)
-    lines = ['!0 = distinct !{!0, !"svod buffers"}']
-    lines += [f"!{1 + k} = distinct !{{!{1 + k}, !0}}" for k in range(len(params))]
-    suffixes: dict[UOp, str] = {}
-    for k, p in enumerate(params):
-        lines.append(f"!{len(lines)} = !{{!{1 + k}}}")
-        suffixes[p] = f", !alias.scope !{len(lines) - 1}"
-        apart = [f"!{1 + j}" for j, q in enumerate(params) if q is not p and (p in written or q in written)]
-        if apart:
-            lines.append(f"!{len(lines)} = !{{{', '.join(apart)}}}")
-            suffixes[p] += f", !noalias !{len(lines) - 1}"
-    return suffixes, lines
