@@ -235,6 +235,16 @@ def array_address(array: np.ndarray, writeable: bool) -> int:
     return int(array.__array_interface__["data"][0])
 
 
+def shared_address(array: np.ndarray, itemsize: int, written: bool) -> int | None:
+    """The address a kernel may use ``array`` at in place: C-contiguous, aligned to ``itemsize``, writeable where
+    ``written``; None where it may not (a general path copies it, or says what is wrong)."""
+    flags = array.flags
+    if not flags.c_contiguous or (written and not flags.writeable):
+        return None
+    start = array_address(array, flags.writeable)
+    return None if start % itemsize else start
+
+
 def _element_count(size: object, dtype: DType, device: str) -> int:
     """``size`` as an int: a non-negative integer (Python or numpy, not a bool) whose bytes one allocation
     can hold. Checked when the buffer is made, so a size no device can have fails here and not as

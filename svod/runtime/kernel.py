@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from svod.device import Buffer, Device, KernelMetadata, LaunchShape, Program, Variable, derive_metadata
-from svod.device.buffer import array_address
+from svod.device.buffer import shared_address
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, SvodError, VariableError
@@ -253,7 +253,7 @@ class CachedKernel:
             if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
                     array.size < (static_size if static_size is not None else evaluate(size, sizes)):
                 return False
-            start = _shared_start(array, dtype.itemsize, written)
+            start = shared_address(array, dtype.itemsize, written)
             if start is None:
                 return False
             starts.append(start)
@@ -317,7 +317,7 @@ class ArrayLaunch:
         starts, counts = [], []
         for position, itemsize, written in self.checks:
             array = arguments[position]
-            start = _shared_start(array, itemsize, written)
+            start = shared_address(array, itemsize, written)
             if start is None:
                 return False
             starts.append(start)
@@ -334,16 +334,6 @@ class ArrayLaunch:
                 return False
         self.kernel.program.execute(starts, vals, self.dims.global_size, self.dims.local_size)
         return True
-
-
-def _shared_start(array: np.ndarray, itemsize: int, written: bool) -> int | None:
-    """The address a kernel may use ``array`` at in place: C-contiguous, aligned to ``itemsize``, writeable where
-    ``written``; None where it may not (the general path copies it)."""
-    flags = array.flags
-    if not flags.c_contiguous or (written and not flags.writeable):
-        return None
-    start = array_address(array, flags.writeable)
-    return None if start % itemsize else start
 
 
 def _reads(size: UOp, names: set[str]) -> bool:
