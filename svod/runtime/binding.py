@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -238,7 +239,7 @@ class ArrayBinding:
         rebound = {b.storage for b in bindings if b.patch}
         ranges = [r for r in self._host_ranges if r[2] not in rebound]
         ranges += [(b.address, b.address + b.array.nbytes, b.storage, b.written) for b in bindings if b.patch]
-        ranges.sort()
+        ranges.sort(key=itemgetter(0, 1))  # ranges alike in the order bound, not by storage id
         reach_end, reach_written, reach_storage = -1, False, 0
         for start, end, storage, written in ranges:
             if start < reach_end and (written or reach_written) and (storage in rebound or reach_storage in rebound):
