@@ -11,6 +11,8 @@ import ctypes
 import math
 import numbers
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -233,6 +235,43 @@ def array_address(array: np.ndarray, writeable: bool) -> int:
     if writeable and array.size:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
     return int(array.__array_interface__["data"][0])
+
+
+@dataclass(frozen=True, slots=True)
+class InPlace:
+    """Numpy arrays among a call's arguments that a kernel or a plan uses in place, each of a dtype and size the
+    caller vouches for (a call key fixes them): what a call checks of them, which is what such an array may
+    change from call to call (C-contiguous, aligned, writeable where written, and no two sharing memory where
+    one is written), and their addresses."""
+
+    checks: tuple[tuple[int, int, bool], ...]
+    """Per array: its position among a call's arguments, its itemsize, whether it is written."""
+    nbytes: tuple[int, ...]
+    pairs: tuple[tuple[int, int], ...]
+    """The arrays that must not share memory: one of each pair written, neither empty (indices into ``checks``)."""
+
+    @classmethod
+    def of(cls, arrays: Sequence[tuple[int, int, int, bool]]) -> InPlace:
+        """For arrays given as (position among a call's arguments, itemsize, element count, written)."""
+        pairs = tuple((first, second) for first in range(len(arrays)) for second in range(first + 1, len(arrays))
+                      if (arrays[first][3] or arrays[second][3]) and arrays[first][2] and arrays[second][2])
+        return cls(tuple((position, itemsize, written) for position, itemsize, _, written in arrays),
+                   tuple(itemsize * size for _, itemsize, size, _ in arrays), pairs)
+
+    def addresses(self, arguments: Sequence[Any]) -> list[int] | None:
+        """The address of each array among ``arguments``, where each may be used in place; None where one may
+        not, having checked no more (a general path then copies it, or says what is wrong)."""
+        found = []
+        for position, itemsize, written in self.checks:
+            address = shared_address(arguments[position], itemsize, written)
+            if address is None:
+                return None
+            found.append(address)
+        nbytes = self.nbytes
+        for first, second in self.pairs:
+            if found[first] < found[second] + nbytes[second] and found[second] < found[first] + nbytes[first]:
+                return None
+        return found
 
 
 def shared_address(array: np.ndarray, itemsize: int, written: bool) -> int | None:

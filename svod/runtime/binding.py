@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer
-from svod.device.buffer import array_address, shared_address
+from svod.device.buffer import InPlace, array_address
 from svod.device.protocols import Site
 from svod.errors import BufferMismatchError
 from svod.runtime.steps import Step
@@ -64,11 +64,8 @@ class Binder:
     storages: tuple[int, ...]
     own: tuple[int, ...]
     """The address of each bound storage in the plan's own memory."""
-    checks: tuple[tuple[int, int, bool], ...]
-    """Per bound buffer: the position of its array among a run's arguments, its itemsize, whether it is written."""
-    nbytes: tuple[int, ...]
-    pairs: tuple[tuple[int, int], ...]
-    """The bound buffers that must not share memory, one of each pair written (indices into ``checks``)."""
+    arrays: InPlace
+    """The arrays bound to the storages, in their order."""
     others: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
     """The host memory of the plan's other storages, as sorted disjoint (starts, ends): all of it (which a
     written array must not meet), and that of the written ones (which no array may meet)."""
@@ -76,18 +73,10 @@ class Binder:
     def addresses(self, arguments: Sequence[Any]) -> list[int] | None:
         """The address of each bound array among ``arguments``, where each may be used in place; None where one
         may not, having checked no more: the general path then copies it or refuses it, as on any run."""
-        found = []
-        for position, itemsize, written in self.checks:
-            address = shared_address(arguments[position], itemsize, written)
-            if address is None:
-                return None
-            found.append(address)
-        nbytes = self.nbytes
-        for first, second in self.pairs:
-            if found[first] < found[second] + nbytes[second] and found[second] < found[first] + nbytes[first]:
-                return None
-        if self.others[0][0]:
-            for index, (_, _, written) in enumerate(self.checks):
+        found = self.arrays.addresses(arguments)
+        if found is not None and self.others[0][0]:
+            nbytes = self.arrays.nbytes
+            for index, (_, _, written) in enumerate(self.arrays.checks):
                 starts, ends = self.others[0 if written else 1]
                 at = bisect_right(ends, found[index])
                 if at < len(starts) and starts[at] < found[index] + nbytes[index]:
@@ -180,12 +169,9 @@ class ArrayBinding:
         if len(set(storages)) < len(storages) or not all(target.patch and target.size for target in targets):
             return None
         rest = [r for r in self._host_ranges if r[2] not in storages]
-        pairs = tuple((i, j) for i in range(len(targets)) for j in range(i + 1, len(targets))
-                      if targets[i].written or targets[j].written)
-        checks = tuple((position, target.dtype.itemsize, target.written)
-                       for (_, position), target in zip(bound, targets, strict=True))
-        return Binder(storages, tuple(int(self.buffers[target.slot].address) for target in targets), checks,
-                      tuple(target.size * target.dtype.itemsize for target in targets), pairs,
+        arrays = InPlace.of([(position, target.dtype.itemsize, target.size, target.written)
+                             for (_, position), target in zip(bound, targets, strict=True)])
+        return Binder(storages, tuple(int(self.buffers[target.slot].address) for target in targets), arrays,
                       (_merged([(start, end) for start, end, _, _ in rest]),
                        _merged([(start, end) for start, end, _, written in rest if written])))
 

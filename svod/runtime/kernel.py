@@ -8,14 +8,25 @@ addresses to the program. Nothing runs when a check fails.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from svod.device import Buffer, Device, KernelMetadata, LaunchShape, Program, Variable, derive_metadata
-from svod.device.buffer import shared_address
+from svod.device import (
+    Buffer,
+    Device,
+    HostArguments,
+    KernelMetadata,
+    Launch,
+    LaunchShape,
+    Program,
+    Variable,
+    derive_metadata,
+)
+from svod.device.buffer import InPlace, shared_address
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, SvodError, VariableError
@@ -264,12 +275,13 @@ class CachedKernel:
         self.program.execute(starts, self.vals(values), dims.global_size, dims.local_size)
         return True
 
-    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[int],
+    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[tuple[int, int]],
                      varying: Mapping[str, int]) -> ArrayLaunch | None:
         """This kernel's launch on calls like one that ran with ``var_vals``: numpy arrays of the same dtypes
-        and shapes at positions ``arrays`` of the call's arguments (in kernel argument order), and variables
-        that change call to call, each with the position of the argument that gives its value (``varying``).
-        None where what a launch checks or computes reads a varying variable (the general path does it then)."""
+        and shapes, each given as (its position among the call's arguments, its element count) in kernel argument
+        order, and variables that change call to call, each with the position of the argument that gives its
+        value (``varying``). None where what a launch checks or computes reads a varying variable (the general
+        path does it then)."""
         if not self.device.caps.host_memory:
             return None
         values = self.check_vars(var_vals)
@@ -279,8 +291,13 @@ class CachedKernel:
                 names & set(self.launch.reads):
             return None
         order = self.var_names
-        return ArrayLaunch(self, tuple(arrays), self.vals(values), self.launch_dims(values),
-                           tuple((order.index(v.name), v, varying[v.name]) for v in changing))
+        in_place = InPlace.of([(position, layout.dtype.itemsize, size, layout.written)
+                               for (position, size), layout in zip(arrays, self.layout, strict=True)])
+        bound = self.program.bind([0] * len(arrays))
+        addresses = bound.buffer_addresses if isinstance(bound, HostArguments) else None
+        return ArrayLaunch(self, in_place, self.vals(values), self.launch_dims(values),
+                           tuple((order.index(v.name), v, varying[v.name]) for v in changing),
+                           None if addresses is None else bound, addresses)
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
@@ -292,37 +309,30 @@ class CachedKernel:
 
 @dataclass(frozen=True, eq=False)
 class ArrayLaunch:
-    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of
-    one dtype and shape each, so that a call checks only what those do not fix (each array C-contiguous,
+    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of one
+    dtype and shape each, so that a call checks only what those do not fix (``InPlace``: each array C-contiguous,
     aligned, writeable where written, no written one overlapping another) and the variables that change."""
 
     kernel: CachedKernel
-    arrays: tuple[int, ...]
-    """The position of each kernel argument among the call's arguments."""
+    arrays: InPlace
     vals: list[int]
     """The variables' values in program order, the varying ones as when prepared."""
     dims: ConcreteLaunchDims
     varying: tuple[tuple[int, Variable, int], ...]
     """Each variable that changes call to call: its slot in ``vals``, itself, the argument that gives it."""
-
-    @functools.cached_property
-    def checks(self) -> tuple[tuple[int, int, bool], ...]:
-        """Per kernel argument: the call's argument that gives it, its itemsize, whether the kernel writes it."""
-        return tuple((position, layout.dtype.itemsize, layout.written)
-                     for position, layout in zip(self.arrays, self.kernel.layout, strict=True))
+    bound: Launch | None
+    """The program bound once, whose buffer addresses a call writes (one call at a time: another thread's
+    call at once launches as ``Program.execute`` does); None where the launch keeps no arguments of its own
+    (``svod.device.HostArguments``)."""
+    addresses: Any
+    """The bound launch's ``buffer_addresses``."""
+    _bound_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, arguments: Sequence[Any]) -> bool:
         """Run on a call's ``arguments``, or return False, having run nothing, where anything is not plainly
         right: the general path then copies what cannot be shared, or says what is wrong."""
-        starts, counts = [], []
-        for position, itemsize, written in self.checks:
-            array = arguments[position]
-            start = shared_address(array, itemsize, written)
-            if start is None:
-                return False
-            starts.append(start)
-            counts.append(array.size)
-        if len(starts) > 1 and _written_overlap(starts, counts, self.kernel.itemsizes, self.kernel.written_positions):
+        starts = self.arrays.addresses(arguments)
+        if starts is None:
             return False
         vals = self.vals
         if self.varying:
@@ -332,7 +342,16 @@ class ArrayLaunch:
                     vals[slot] = variable.checked(arguments[position])
             except SvodError:
                 return False
-        self.kernel.program.execute(starts, vals, self.dims.global_size, self.dims.local_size)
+        dims = self.dims
+        bound = self.bound
+        if bound is not None and self._bound_lock.acquire(blocking=False):
+            try:
+                self.addresses[:len(starts)] = starts
+                bound(vals, dims.global_size, dims.local_size)
+            finally:
+                self._bound_lock.release()
+        else:
+            self.kernel.program.execute(starts, vals, dims.global_size, dims.local_size)
         return True
 
 
