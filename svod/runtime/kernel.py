@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +27,7 @@ from svod.device import (
     derive_metadata,
 )
 from svod.device.buffer import InPlace, shared_address
-from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
+from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate, evaluator
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import Ops, UOp
@@ -121,6 +121,11 @@ class CachedKernel:
         return tuple(found[name] for name in sorted(found))
 
     @functools.cached_property
+    def variable_names(self) -> frozenset[str]:
+        """The names of ``variables``: what a call passes, exactly, on the short way of ``check_vars``."""
+        return frozenset(v.name for v in self.variables)
+
+    @functools.cached_property
     def var_names(self) -> tuple[str, ...]:
         """The order of the program's ``vals``: the one part's, or those of a ``PartsProgram``."""
         return self.program.var_names if isinstance(self.program, PartsProgram) else self._metadata[0].var_names
@@ -161,7 +166,10 @@ class CachedKernel:
         """Every variable present, known and within bounds; returns the values by name."""
         if not var_vals and not self.variables:
             return {}
-        known = {v.name for v in self.variables}
+        known = self.variable_names
+        if var_vals.keys() == known:  # neither fixed, unknown nor missing: each checked
+            return {var.name: var.checked(var_vals[var.name], kernel=self.name, stage="bind")
+                    for var in self.variables}
         bound = sorted(name for name in var_vals if name in self.fixed)
         if bound:
             raise VariableError(f"variable {bound[0]} is fixed in this kernel (BIND) and cannot be passed",
@@ -183,6 +191,12 @@ class CachedKernel:
         """Per argument, derived once: what a call checks it against."""
         return tuple(Argument(pointee(p), pointee(p).numpy, int(size.arg) if (size := param_size(p)).op is Ops.CONST
                               else None, size, p.arg in self.outs, p.arg in self.ins) for p in self.params)
+
+    @functools.cached_property
+    def sizes(self) -> tuple[int | Callable[[Mapping[str, int]], int], ...]:
+        """Per argument, the element count it needs: a number, or a function of the variable values."""
+        return tuple(layout.static_size if layout.static_size is not None else evaluator(layout.size)
+                     for layout in self.layout)
 
     def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> list[Any]:
         """Check every argument for these variable values; what the program receives for each."""
@@ -260,9 +274,9 @@ class CachedKernel:
         values = self.check_vars(var_vals)
         sizes = {**values, **self.fixed} if self.fixed else values
         starts, counts = [], []
-        for array, (dtype, numpy_dtype, static_size, size, written, _) in zip(arrays, layout, strict=True):
+        for array, (dtype, numpy_dtype, _, _, written, _), needed in zip(arrays, layout, self.sizes, strict=True):
             if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
-                    array.size < (static_size if static_size is not None else evaluate(size, sizes)):
+                    array.size < (needed if isinstance(needed, int) else needed(sizes)):
                 return False
             start = shared_address(array, dtype.itemsize, written)
             if start is None:
@@ -271,9 +285,30 @@ class CachedKernel:
             counts.append(array.size)
         if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
             return False
-        dims = self.launch_dims(values)
-        self.program.execute(starts, self.vals(values), dims.global_size, dims.local_size)
+        self.launch_at(starts, self.vals(values), self.launch_dims(values))
         return True
+
+    @functools.cached_property
+    def _reused(self) -> _Reused | None:
+        bound = self.program.bind([0] * len(self.params))
+        addresses = bound.buffer_addresses if isinstance(bound, HostArguments) else None
+        return None if addresses is None else _Reused(bound, addresses)
+
+    def launch_at(self, addresses: Sequence[int], vals: Sequence[int], dims: ConcreteLaunchDims) -> None:
+        """Run on the buffers at host ``addresses`` (one per argument), as ``program.execute`` does: through a
+        launch bound once, whose argument arrays one call at a time fills (another thread's call meanwhile, as
+        a program without such a launch, launches with arrays of its own)."""
+        reused = self._reused
+        if reused is not None and reused.lock.acquire(blocking=False):
+            try:
+                if reused.last != addresses:
+                    reused.addresses[:len(addresses)] = addresses
+                    reused.last = addresses
+                reused.launch(vals, dims.global_size, dims.local_size)
+            finally:
+                reused.lock.release()
+        else:
+            self.program.execute(addresses, vals, dims.global_size, dims.local_size)
 
     def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[tuple[int, int]],
                      varying: Mapping[str, int]) -> ArrayLaunch | None:
@@ -293,11 +328,8 @@ class CachedKernel:
         order = self.var_names
         in_place = InPlace.of([(position, layout.dtype.itemsize, size, layout.written)
                                for (position, size), layout in zip(arrays, self.layout, strict=True)])
-        bound = self.program.bind([0] * len(arrays))
-        addresses = bound.buffer_addresses if isinstance(bound, HostArguments) else None
         return ArrayLaunch(self, in_place, self.vals(values), self.launch_dims(values),
-                           tuple((order.index(v.name), v, varying[v.name]) for v in changing),
-                           None if addresses is None else bound, addresses)
+                           tuple((order.index(v.name), v, varying[v.name]) for v in changing))
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
@@ -320,13 +352,6 @@ class ArrayLaunch:
     dims: ConcreteLaunchDims
     varying: tuple[tuple[int, Variable, int], ...]
     """Each variable that changes call to call: its slot in ``vals``, itself, the argument that gives it."""
-    bound: Launch | None
-    """The program bound once, whose buffer addresses a call writes (one call at a time: another thread's
-    call at once launches as ``Program.execute`` does); None where the launch keeps no arguments of its own
-    (``svod.device.HostArguments``)."""
-    addresses: Any
-    """The bound launch's ``buffer_addresses``."""
-    _bound_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, arguments: Sequence[Any]) -> bool:
         """Run on a call's ``arguments``, or return False, having run nothing, where anything is not plainly
@@ -342,17 +367,21 @@ class ArrayLaunch:
                     vals[slot] = variable.checked(arguments[position])
             except SvodError:
                 return False
-        dims = self.dims
-        bound = self.bound
-        if bound is not None and self._bound_lock.acquire(blocking=False):
-            try:
-                self.addresses[:len(starts)] = starts
-                bound(vals, dims.global_size, dims.local_size)
-            finally:
-                self._bound_lock.release()
-        else:
-            self.kernel.program.execute(starts, vals, dims.global_size, dims.local_size)
+        self.kernel.launch_at(starts, vals, self.dims)
         return True
+
+
+class _Reused:
+    """A kernel's program bound once (``CachedKernel.launch_at``): the launch, its buffer addresses
+    (``svod.device.HostArguments``), the lock of the call that fills them, and what it filled them with last."""
+
+    __slots__ = ("addresses", "last", "launch", "lock")
+
+    def __init__(self, launch: Launch, addresses: Any) -> None:
+        self.launch = launch
+        self.addresses = addresses
+        self.lock = threading.Lock()
+        self.last: Sequence[int] = ()
 
 
 def _reads(size: UOp, names: set[str]) -> bool:
