@@ -125,11 +125,11 @@ class CpuLaunch(HostArguments):
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
-        if len(vals) > len(self.variables):
-            self._hold(len(vals))
+        count = len(vals)
+        if count > len(self.variables):
+            self._hold(count)
         variables = self.variables
-        for i, value in enumerate(vals):
-            variables[i] = value
+        variables[:count] = vals  # type: ignore[call-overload]  # one call for them all; any sequence of ints
         workers = global_size[0]
         if workers == 1:
             self.program.function(self.bufs_address, self.vars_address, 0)

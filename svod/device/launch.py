@@ -55,6 +55,11 @@ def evaluate(expr: UOp, var_vals: Mapping[str, int]) -> int:
     return _program(expr)(var_vals)
 
 
+def evaluator(expr: UOp) -> Callable[[Mapping[str, int]], int]:
+    """``evaluate`` of ``expr`` as a function of the variable values, for a caller that keeps it."""
+    return _program(expr)
+
+
 _PROGRAMS: weakref.WeakKeyDictionary[UOp, Callable[[Mapping[str, int]], int]] = weakref.WeakKeyDictionary()
 
 

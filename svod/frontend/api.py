@@ -61,6 +61,8 @@ def run_compiled(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], v
 def _device_array(array: Any) -> Any:
     """A DLPack producer in a device's memory (a torch or cupy CUDA tensor) as a Buffer sharing it; anything
     else as it is."""
+    if type(array) is np.ndarray:
+        return array
     return Buffer.from_dlpack(array) if not isinstance(array, Buffer) and dlpack.in_device_memory(array) else array
 
 

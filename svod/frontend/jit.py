@@ -96,10 +96,10 @@ class Jit:
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
         found = self._calls.get(key) if key is not None else None
         if found is not None:
-            return found.run(dict(zip(self.parameters, args, strict=True)))
+            return found.call(args)
         arguments = self._arguments(args, keywords)  # checked and converted once a call
         prepared = self.prepared(arguments, api.get_device(device))
-        if key is not None:
+        if key is not None and prepared.parameters == self.parameters:  # no parameter bound to a constant
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
             self._calls[key] = prepared

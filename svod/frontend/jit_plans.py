@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,6 +43,7 @@ from svod.frontend.pykernel import Kernel, refuse_draws_in_plan
 from svod.frontend.rebinding import HostShape
 from svod.frontend.source import Source
 from svod.ir import UOp
+from svod.runtime.binding import Binder
 from svod.runtime.plan import ExecutionPlan
 
 RANDOM_VARIABLES = frozenset({random.KEY_VARIABLE, random.LAUNCH_VARIABLE})
@@ -81,6 +83,45 @@ class Prepared:
     parameters: list[str]
     """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
+    arrays: dict[int, int] = field(init=False)
+    """The plan buffer of each array argument, by its position among ``parameters``."""
+    scalars: tuple[tuple[str, int], ...] = field(init=False)
+    """The plan variables the run's arguments give, with each argument's position among ``parameters``."""
+    draws: bool = field(init=False)
+    """Whether the plan draws: each run takes a launch of svod's generator (``svod.random``)."""
+
+    def __post_init__(self) -> None:
+        self.arrays = {position: slot for position, slot in enumerate(self.slots) if slot is not None}
+        self.scalars = tuple((name, self.parameters.index(name)) for name in self.variables
+                             if name not in RANDOM_VARIABLES)
+        self.draws = bool(RANDOM_VARIABLES & set(self.variables))
+
+    @functools.cached_property
+    def binder(self) -> Binder | None:
+        """The plan's runs on arrays like those of the signature it was prepared for (``call``)."""
+        return self.plan.binder([(slot, position) for position, slot in self.arrays.items()])
+
+    def call(self, args: Sequence[Any]) -> Any:
+        """``run`` on ``args``, every parameter's by position, each a numpy array of the dtype and shape or a
+        number of the kind the plan was prepared for (the call key of ``svod.frontend.jit``): arrays that may be
+        used in place as they are run without the general binding's checks of what the signature fixes."""
+        binder = self.binder
+        if binder is None:
+            return self.run(dict(zip(self.parameters, args, strict=True)))
+        scalars = {name: args[position] for name, position in self.scalars}
+        launch = random.generator.next_launch() if self.draws else None
+        if launch is not None:
+            scalars |= launch.variables()
+        for turn in self.turns:
+            turn.check(scalars)
+        try:
+            ran = self.plan.execute_bound(binder, args, scalars)
+        except SvodError as err:
+            self.locate(err)
+            raise
+        if not ran:  # an array the general binding copies or refuses
+            return self.run(dict(zip(self.parameters, args, strict=True)), launch)
+        return self.results(args)
 
     def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
         """Run the plan on a call's ``arguments`` (every parameter's, by name): its draws take ``launch`` (the
@@ -88,16 +129,15 @@ class Prepared:
         args = [arguments[name] for name in self.parameters]
         bound: dict[int | str, Any] = {}
         written_back: list[tuple[np.ndarray, np.ndarray]] = []
-        for value, slot in zip(args, self.slots, strict=True):
-            if slot is None:
-                continue
+        for position, slot in self.arrays.items():
+            value = args[position]
             if value.flags.c_contiguous:
                 bound[slot] = value
             else:  # the plan's kernels use a bound array's memory as it is
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
-        scalars = {name: args[self.parameters.index(name)] for name in self.variables if name not in RANDOM_VARIABLES}
-        if RANDOM_VARIABLES & set(self.variables):  # each call is a launch of its own (svod.random)
+        scalars = {name: args[position] for name, position in self.scalars}
+        if self.draws:  # each call is a launch of its own (svod.random)
             scalars |= (launch or random.generator.next_launch()).variables()
         for turn in self.turns:
             turn.check(scalars)
@@ -108,6 +148,10 @@ class Prepared:
             raise
         for original, contiguous in written_back:
             original[...] = contiguous
+        return self.results(args)
+
+    def results(self, args: Sequence[Any]) -> Any:
+        """What the function returns, after a run on ``args``."""
         results = [self.result(args, name, slot, shape, length) for name, slot, shape, length in self.returns]
         if self.returns_tuple:
             return tuple(results)

@@ -194,7 +194,7 @@ class Kernel:
 
     def _prepare_launch(self, key: tuple[Any, ...], kernel: CachedKernel, bound: BoundCall) -> None:
         """Keep the launch of a call that just ran for the calls of the same ``key`` after it."""
-        arrays = tuple(position for position, value in enumerate(bound.arguments) if _is_array(value))
+        arrays = [(position, value.size) for position, value in enumerate(bound.arguments) if _is_array(value)]
         launch = kernel.array_launch(bound.var_vals, arrays, bound.varying)
         if launch is None:
             return

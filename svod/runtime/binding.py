@@ -1,18 +1,25 @@
 """Arrays bound to a prepared plan's buffers for one run (``ExecutionPlan.execute(buffers=...)``): each is
 checked before anything runs, then either the steps are repointed at its memory (where they keep the
 buffer's address in host memory) or it is copied in before the run and out after it.
+
+Runs of one signature (``ExecutionPlan.binder``: arrays of fixed dtypes and sizes at fixed buffers) check only
+what such an array may change from run to run (``Binder``), and leave the steps pointed at the arrays: the next
+run that binds the same addresses writes none. Whatever runs the plan otherwise points them back at the plan's
+own memory first (``ArrayBinding.restore``), so that no run reads an array the caller may have freed.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from svod.device import Buffer
-from svod.device.buffer import array_address
+from svod.device.buffer import InPlace, array_address
 from svod.device.protocols import Site
 from svod.errors import BufferMismatchError
 from svod.runtime.steps import Step
@@ -47,6 +54,36 @@ class _Target:
     """The first step that uses the buffer, which errors name."""
 
 
+@dataclass(frozen=True, slots=True)
+class Binder:
+    """Arrays bound to some of a plan's buffers on runs of one signature (``ArrayBinding.binder``): each of its
+    buffer's dtype and size, as the caller vouches (a jitted function's call key fixes them), so that a run
+    checks only what such an array may change: C-contiguous, aligned, writeable where written, and sharing no
+    memory with another storage of the plan where either is written."""
+
+    storages: tuple[int, ...]
+    own: tuple[int, ...]
+    """The address of each bound storage in the plan's own memory."""
+    arrays: InPlace
+    """The arrays bound to the storages, in their order."""
+    others: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+    """The host memory of the plan's other storages, as sorted disjoint (starts, ends): all of it (which a
+    written array must not meet), and that of the written ones (which no array may meet)."""
+
+    def addresses(self, arguments: Sequence[Any]) -> list[int] | None:
+        """The address of each bound array among ``arguments``, where each may be used in place; None where one
+        may not, having checked no more: the general path then copies it or refuses it, as on any run."""
+        found = self.arrays.addresses(arguments)
+        if found is not None and self.others[0][0]:
+            nbytes = self.arrays.nbytes
+            for index, (_, _, written) in enumerate(self.arrays.checks):
+                starts, ends = self.others[0 if written else 1]
+                at = bisect_right(ends, found[index])
+                if at < len(starts) and starts[at] < found[index] + nbytes[index]:
+                    return None
+        return found
+
+
 class ArrayBinding:
     """Per storage of a prepared plan: where its steps keep its address, which step writes it first, which
     uses it first, and its host range; and, from that, the arrays of one run bound and unbound."""
@@ -66,6 +103,9 @@ class ArrayBinding:
         arrays."""
         self._targets: dict[int | str, _Target] = {}
         """What each key bound so far names (``_target``)."""
+        self.pointed: tuple[Binder, list[int]] | None = None
+        """The binder whose run left the steps pointed at its arrays, and their addresses; None where the steps
+        point at the plan's own memory."""
         self._index(steps)
 
     def add_sites(self, sites: Mapping[int, Sequence[Site]]) -> None:
@@ -120,6 +160,50 @@ class ArrayBinding:
         self._check_unshared(bindings)
         return bindings
 
+    def binder(self, bound: Sequence[tuple[int | str, int]]) -> Binder | None:
+        """A ``Binder`` of arrays to the buffers ``bound`` names, each (key, position of its array among a run's
+        arguments); None where runs must take the general path: a buffer copied in and out, one bound twice,
+        an empty one."""
+        targets = [self._targets.get(key) or self._target(key) for key, _ in bound]
+        storages = tuple(target.storage for target in targets)
+        if len(set(storages)) < len(storages) or not all(target.patch and target.size for target in targets):
+            return None
+        rest = [r for r in self._host_ranges if r[2] not in storages]
+        arrays = InPlace.of([(position, target.dtype.itemsize, target.size, target.written)
+                             for (_, position), target in zip(bound, targets, strict=True)])
+        return Binder(storages, tuple(int(self.buffers[target.slot].address) for target in targets), arrays,
+                      (_merged([(start, end) for start, end, _, _ in rest]),
+                       _merged([(start, end) for start, end, _, written in rest if written])))
+
+    def point(self, binder: Binder, addresses: list[int]) -> None:
+        """Point the steps at ``addresses`` for the binder's storages, writing only what changed since the run
+        before where it was the binder's too."""
+        pointed = self.pointed
+        if pointed is not None and pointed[0] is binder:
+            if pointed[1] == addresses:
+                return
+            for storage, address, before in zip(binder.storages, addresses, pointed[1], strict=True):
+                if address != before:
+                    self._repoint(storage, address)
+        else:
+            if pointed is not None:
+                self.restore()
+            for storage, address in zip(binder.storages, addresses, strict=True):
+                self._repoint(storage, address)
+        self.pointed = (binder, addresses)
+
+    def restore(self) -> None:
+        """Point the steps back at the plan's own memory where a ``Binder``'s run left them at its arrays."""
+        if self.pointed is not None:
+            binder = self.pointed[0]
+            for storage, address in zip(binder.storages, binder.own, strict=True):
+                self._repoint(storage, address)
+            self.pointed = None
+
+    def _repoint(self, storage: int, address: int) -> None:
+        for array, index, offset in self.sites.get(storage, ()):
+            array[index] = address + offset
+
     def _target(self, key: int | str) -> _Target:
         """What binding to ``key`` means, the same every run: checked and kept on first use."""
         slot = self.slot(key)
@@ -141,7 +225,7 @@ class ArrayBinding:
         rebound = {b.storage for b in bindings if b.patch}
         ranges = [r for r in self._host_ranges if r[2] not in rebound]
         ranges += [(b.address, b.address + b.array.nbytes, b.storage, b.written) for b in bindings if b.patch]
-        ranges.sort()
+        ranges.sort(key=itemgetter(0, 1))  # ranges alike in the order bound, not by storage id
         reach_end, reach_written, reach_storage = -1, False, 0
         for start, end, storage, written in ranges:
             if start < reach_end and (written or reach_written) and (storage in rebound or reach_storage in rebound):
@@ -154,10 +238,11 @@ class ArrayBinding:
                 reach_written = True
 
     def bind(self, bindings: Sequence[Binding]) -> None:
+        if self.pointed is not None:
+            self.restore()
         for binding in bindings:
             if binding.patch:
-                for array, index, offset in self.sites.get(binding.storage, ()):
-                    array[index] = binding.address + offset
+                self._repoint(binding.storage, binding.address)
             else:
                 self.buffers[binding.slot].copyin(binding.array)
 
@@ -169,9 +254,7 @@ class ArrayBinding:
     def unbind(self, bindings: Sequence[Binding]) -> None:
         for binding in bindings:
             if binding.patch:
-                base = int(self.buffers[binding.slot].address)
-                for array, index, offset in self.sites.get(binding.storage, ()):
-                    array[index] = base + offset
+                self._repoint(binding.storage, int(self.buffers[binding.slot].address))
 
     def _index(self, steps: Sequence[Step]) -> None:
         """Per storage: where steps keep its address, who writes it, who uses it first, and its host range."""
@@ -189,6 +272,19 @@ class ArrayBinding:
         self._host_ranges = sorted((int(base.address), int(base.address) + base.nbytes, key, key in self.written)
                                    for key, base in bases.items()
                                    if base.device_object.caps.host_memory and base.nbytes and key in self.users)
+
+
+def _merged(ranges: Sequence[tuple[int, int]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The union of byte ranges, as the starts and ends of sorted disjoint ranges."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(ranges):
+        if ends and start < ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return tuple(starts), tuple(ends)
 
 
 def _refuse_shape(array: np.ndarray, target: _Target, key: int | str) -> None:

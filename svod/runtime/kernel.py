@@ -8,15 +8,26 @@ addresses to the program. Nothing runs when a check fails.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from svod.device import Buffer, Device, KernelMetadata, LaunchShape, Program, Variable, derive_metadata
-from svod.device.buffer import array_address
-from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate
+from svod.device import (
+    Buffer,
+    Device,
+    HostArguments,
+    KernelMetadata,
+    Launch,
+    LaunchShape,
+    Program,
+    Variable,
+    derive_metadata,
+)
+from svod.device.buffer import InPlace, shared_address
+from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate, evaluator
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, SvodError, VariableError
 from svod.ir import Ops, UOp
@@ -110,6 +121,11 @@ class CachedKernel:
         return tuple(found[name] for name in sorted(found))
 
     @functools.cached_property
+    def variable_names(self) -> frozenset[str]:
+        """The names of ``variables``: what a call passes, exactly, on the short way of ``check_vars``."""
+        return frozenset(v.name for v in self.variables)
+
+    @functools.cached_property
     def var_names(self) -> tuple[str, ...]:
         """The order of the program's ``vals``: the one part's, or those of a ``PartsProgram``."""
         return self.program.var_names if isinstance(self.program, PartsProgram) else self._metadata[0].var_names
@@ -150,7 +166,10 @@ class CachedKernel:
         """Every variable present, known and within bounds; returns the values by name."""
         if not var_vals and not self.variables:
             return {}
-        known = {v.name for v in self.variables}
+        known = self.variable_names
+        if var_vals.keys() == known:  # neither fixed, unknown nor missing: each checked
+            return {var.name: var.checked(var_vals[var.name], kernel=self.name, stage="bind")
+                    for var in self.variables}
         bound = sorted(name for name in var_vals if name in self.fixed)
         if bound:
             raise VariableError(f"variable {bound[0]} is fixed in this kernel (BIND) and cannot be passed",
@@ -172,6 +191,12 @@ class CachedKernel:
         """Per argument, derived once: what a call checks it against."""
         return tuple(Argument(pointee(p), pointee(p).numpy, int(size.arg) if (size := param_size(p)).op is Ops.CONST
                               else None, size, p.arg in self.outs, p.arg in self.ins) for p in self.params)
+
+    @functools.cached_property
+    def sizes(self) -> tuple[int | Callable[[Mapping[str, int]], int], ...]:
+        """Per argument, the element count it needs: a number, or a function of the variable values."""
+        return tuple(layout.static_size if layout.static_size is not None else evaluator(layout.size)
+                     for layout in self.layout)
 
     def check_buffers(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int]) -> list[Any]:
         """Check every argument for these variable values; what the program receives for each."""
@@ -249,27 +274,49 @@ class CachedKernel:
         values = self.check_vars(var_vals)
         sizes = {**values, **self.fixed} if self.fixed else values
         starts, counts = [], []
-        for array, (dtype, numpy_dtype, static_size, size, written, _) in zip(arrays, layout, strict=True):
+        for array, (dtype, numpy_dtype, _, _, written, _), needed in zip(arrays, layout, self.sizes, strict=True):
             if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
-                    array.size < (static_size if static_size is not None else evaluate(size, sizes)):
+                    array.size < (needed if isinstance(needed, int) else needed(sizes)):
                 return False
-            start = _shared_start(array, dtype.itemsize, written)
+            start = shared_address(array, dtype.itemsize, written)
             if start is None:
                 return False
             starts.append(start)
             counts.append(array.size)
         if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
             return False
-        dims = self.launch_dims(values)
-        self.program.execute(starts, self.vals(values), dims.global_size, dims.local_size)
+        self.launch_at(starts, self.vals(values), self.launch_dims(values))
         return True
 
-    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[int],
+    @functools.cached_property
+    def _reused(self) -> _Reused | None:
+        bound = self.program.bind([0] * len(self.params))
+        addresses = bound.buffer_addresses if isinstance(bound, HostArguments) else None
+        return None if addresses is None else _Reused(bound, addresses)
+
+    def launch_at(self, addresses: Sequence[int], vals: Sequence[int], dims: ConcreteLaunchDims) -> None:
+        """Run on the buffers at host ``addresses`` (one per argument), as ``program.execute`` does: through a
+        launch bound once, whose argument arrays one call at a time fills (another thread's call meanwhile, as
+        a program without such a launch, launches with arrays of its own)."""
+        reused = self._reused
+        if reused is not None and reused.lock.acquire(blocking=False):
+            try:
+                if reused.last != addresses:
+                    reused.addresses[:len(addresses)] = addresses
+                    reused.last = addresses
+                reused.launch(vals, dims.global_size, dims.local_size)
+            finally:
+                reused.lock.release()
+        else:
+            self.program.execute(addresses, vals, dims.global_size, dims.local_size)
+
+    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[tuple[int, int]],
                      varying: Mapping[str, int]) -> ArrayLaunch | None:
         """This kernel's launch on calls like one that ran with ``var_vals``: numpy arrays of the same dtypes
-        and shapes at positions ``arrays`` of the call's arguments (in kernel argument order), and variables
-        that change call to call, each with the position of the argument that gives its value (``varying``).
-        None where what a launch checks or computes reads a varying variable (the general path does it then)."""
+        and shapes, each given as (its position among the call's arguments, its element count) in kernel argument
+        order, and variables that change call to call, each with the position of the argument that gives its
+        value (``varying``). None where what a launch checks or computes reads a varying variable (the general
+        path does it then)."""
         if not self.device.caps.host_memory:
             return None
         values = self.check_vars(var_vals)
@@ -279,7 +326,9 @@ class CachedKernel:
                 names & set(self.launch.reads):
             return None
         order = self.var_names
-        return ArrayLaunch(self, tuple(arrays), self.vals(values), self.launch_dims(values),
+        in_place = InPlace.of([(position, layout.dtype.itemsize, size, layout.written)
+                               for (position, size), layout in zip(arrays, self.layout, strict=True)])
+        return ArrayLaunch(self, in_place, self.vals(values), self.launch_dims(values),
                            tuple((order.index(v.name), v, varying[v.name]) for v in changing))
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
@@ -292,37 +341,23 @@ class CachedKernel:
 
 @dataclass(frozen=True, eq=False)
 class ArrayLaunch:
-    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of
-    one dtype and shape each, so that a call checks only what those do not fix (each array C-contiguous,
+    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of one
+    dtype and shape each, so that a call checks only what those do not fix (``InPlace``: each array C-contiguous,
     aligned, writeable where written, no written one overlapping another) and the variables that change."""
 
     kernel: CachedKernel
-    arrays: tuple[int, ...]
-    """The position of each kernel argument among the call's arguments."""
+    arrays: InPlace
     vals: list[int]
     """The variables' values in program order, the varying ones as when prepared."""
     dims: ConcreteLaunchDims
     varying: tuple[tuple[int, Variable, int], ...]
     """Each variable that changes call to call: its slot in ``vals``, itself, the argument that gives it."""
 
-    @functools.cached_property
-    def checks(self) -> tuple[tuple[int, int, bool], ...]:
-        """Per kernel argument: the call's argument that gives it, its itemsize, whether the kernel writes it."""
-        return tuple((position, layout.dtype.itemsize, layout.written)
-                     for position, layout in zip(self.arrays, self.kernel.layout, strict=True))
-
     def run(self, arguments: Sequence[Any]) -> bool:
         """Run on a call's ``arguments``, or return False, having run nothing, where anything is not plainly
         right: the general path then copies what cannot be shared, or says what is wrong."""
-        starts, counts = [], []
-        for position, itemsize, written in self.checks:
-            array = arguments[position]
-            start = _shared_start(array, itemsize, written)
-            if start is None:
-                return False
-            starts.append(start)
-            counts.append(array.size)
-        if len(starts) > 1 and _written_overlap(starts, counts, self.kernel.itemsizes, self.kernel.written_positions):
+        starts = self.arrays.addresses(arguments)
+        if starts is None:
             return False
         vals = self.vals
         if self.varying:
@@ -332,18 +367,21 @@ class ArrayLaunch:
                     vals[slot] = variable.checked(arguments[position])
             except SvodError:
                 return False
-        self.kernel.program.execute(starts, vals, self.dims.global_size, self.dims.local_size)
+        self.kernel.launch_at(starts, vals, self.dims)
         return True
 
 
-def _shared_start(array: np.ndarray, itemsize: int, written: bool) -> int | None:
-    """The address a kernel may use ``array`` at in place: C-contiguous, aligned to ``itemsize``, writeable where
-    ``written``; None where it may not (the general path copies it)."""
-    flags = array.flags
-    if not flags.c_contiguous or (written and not flags.writeable):
-        return None
-    start = array_address(array, flags.writeable)
-    return None if start % itemsize else start
+class _Reused:
+    """A kernel's program bound once (``CachedKernel.launch_at``): the launch, its buffer addresses
+    (``svod.device.HostArguments``), the lock of the call that fills them, and what it filled them with last."""
+
+    __slots__ = ("addresses", "last", "launch", "lock")
+
+    def __init__(self, launch: Launch, addresses: Any) -> None:
+        self.launch = launch
+        self.addresses = addresses
+        self.lock = threading.Lock()
+        self.last: Sequence[int] = ()
 
 
 def _reads(size: UOp, names: set[str]) -> bool:

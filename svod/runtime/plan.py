@@ -12,6 +12,9 @@
     plan.execute(n=..., buffers={slot: array})
                          check every variable, loop and rebound array, then run the schedule; nothing
                          runs if a check fails
+    plan.binder([(slot, position), ...]); plan.execute_bound(binder, arguments, {var: value})
+                         runs on arrays of fixed dtypes and sizes: check only what such an array may
+                         change from run to run (``svod.runtime.binding.Binder``)
 
 Dependencies come from the bytes each step touches on each storage (a view conflicts with its base where
 they overlap): read-after-write, write-after-read and write-after-write order two steps, reads never do.
@@ -53,7 +56,7 @@ from svod.dtype import dtypes
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
 from svod.ir import Ops, UOp, rename_variables
 from svod.ir.bounds import Bounds, compute_bounds
-from svod.runtime.binding import ArrayBinding
+from svod.runtime.binding import ArrayBinding, Binder
 from svod.runtime.bundle import read_plan, save_plan
 from svod.runtime.cache import KernelCache, default_cache
 from svod.runtime.kernel import CachedKernel
@@ -327,6 +330,8 @@ class ExecutionPlan:
         if self._loops:
             self._check_loops(values)
         with self._executing:  # the short way of execute_with_vars: what a replay of a CPU plan does
+            if self._arrays.pointed is not None:
+                self._arrays.restore()
             native.run(values)
             if self._checked_steps:
                 self._check_native()
@@ -369,6 +374,38 @@ class ExecutionPlan:
                 self._last_profile = records
                 return records
         return None
+
+    def binder(self, bound: Sequence[tuple[int | str, int]]) -> Binder | None:
+        """Runs of one signature (``execute_bound``): an array bound to each plan buffer ``bound`` names, each
+        (index or name, the position of its array among a run's arguments), every run's array a numpy array of
+        its buffer's dtype and size, as the caller vouches (a jitted function's call key fixes them). None
+        where every run must take the general path (``execute(buffers=...)``): a buffer copied in and out
+        (a device's own memory, a step whose addresses are not kept), a buffer named twice, an empty one."""
+        self.prepare()
+        return self._arrays.binder(bound)
+
+    def execute_bound(self, binder: Binder, arguments: Sequence[Any], var_vals: Mapping[str, int]) -> bool:
+        """Run as ``execute(buffers=..., **var_vals)`` does with the arrays ``binder`` (this plan's) takes from
+        ``arguments``, checking of them only what a run of its signature may change; or return False, having
+        run nothing, where an array may not be used in place as it is: ``execute(buffers=...)`` then copies
+        it or refuses it as it does any array. The steps stay pointed at the arrays after the run."""
+        addresses = binder.addresses(arguments)
+        if addresses is None:
+            return False
+        values = self._check_vars(var_vals) if var_vals or self._runtime_bounds else {}
+        if self._loops:
+            self._check_loops(values)
+        with self._executing:
+            self._arrays.point(binder, addresses)
+            if self._native is not None:
+                self._native.run(values)
+                if self._checked_steps:
+                    self._check_native()
+            else:
+                self._run_levels(self._levels, values)
+                self.device.synchronize()
+                self._check_steps()
+        return True
 
     def _run_levels(self, levels: Sequence[Sequence[Step]], values: Values) -> None:
         for level in levels:

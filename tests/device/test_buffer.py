@@ -7,6 +7,7 @@ import pytest
 
 import svod
 from svod.device import Buffer, HostAllocator, ReusePool
+from svod.device import buffer as buffer_module
 from svod.dtype import dtypes
 from svod.errors import BufferMismatchError, SvodError
 
@@ -161,3 +162,47 @@ def test_a_size_that_is_not_a_non_negative_integer_is_refused(size):
 def test_a_numpy_integer_is_a_size():
     buf = svod.Buffer("CPU", dtypes.int32, np.int64(8))
     assert buf.size == 8 and type(buf.size) is int and buf.numpy().shape == (8,)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+IN_PLACE_ARRAYS = {  # (array, written), and whether a kernel may use it where it is
+    "contiguous": (np.arange(8.0), True, True),
+    "strided": (np.arange(16.0)[::2], False, False),
+    "transposed": (np.arange(8.0).reshape(2, 4).T, False, False),
+    "offset": (np.arange(9.0)[1:], True, True),
+    "misaligned": (np.zeros(8 * 8 + 1, np.uint8)[1:].view(np.float64), False, False),
+    "read-only, read": (_frozen(np.arange(8.0)), False, True),
+    "read-only, written": (_frozen(np.arange(8.0)), True, False),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE_ARRAYS))
+@pytest.mark.parametrize("heads", [True, False])
+def test_arrays_used_in_place_are_checked_as_numpy_says(monkeypatch, name, heads):
+    """``InPlace`` reads an array's address and flags from the array object where it can (``_ArrayHead``), else
+    asks NumPy: both say what NumPy says of it."""
+    array, written, usable = IN_PLACE_ARRAYS[name]
+    if not heads:
+        monkeypatch.setattr(buffer_module, "_HEAD_AT", None)
+    else:
+        assert buffer_module._HEAD_AT is not None  # CPython and NumPy's layout, as here
+    in_place = buffer_module.InPlace.of([(1, 8, array.size, written)])
+    want = [array.__array_interface__["data"][0]] if usable else None
+    assert in_place.addresses(["other", array]) == want
+    assert (buffer_module.shared_address(array, 8, written) is not None) == usable
+
+
+def test_arrays_used_in_place_share_memory_only_where_neither_is_written():
+    both = np.arange(12.0)
+    reads = buffer_module.InPlace.of([(0, 8, 8, False), (1, 8, 8, False)])
+    assert reads.addresses([both[:8], both[4:]]) is not None
+    writes = buffer_module.InPlace.of([(0, 8, 8, True), (1, 8, 8, False)])
+    assert writes.addresses([both[:8], both[4:]]) is None
+    assert writes.addresses([both[:8], np.arange(8.0)]) is not None
+    assert writes.addresses([both[4:], both[:4].repeat(2)]) is not None  # apart
+    empty = buffer_module.InPlace.of([(0, 8, 0, True), (1, 8, 0, False)])
+    assert empty.addresses([both[:0], both[:0]]) is not None  # an empty array meets nothing

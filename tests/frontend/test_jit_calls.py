@@ -1,8 +1,8 @@
 """Calls as Python makes them in ``@svod.jit`` functions: arguments bound by position, by keyword and by default
 (``svod.frontend.binding``), in the jitted function and in the functions it calls; a called function's early
-returns (``svod.frontend.returns``), in host code, in a ``prange`` loop's body and in a kernel's ``@svod.func``.
-Each is compared with the same function run as plain Python, on every device; a refusal is asserted with its
-message and line."""
+returns (``svod.frontend.returns``), in host code, in a ``prange`` loop's body and in a kernel's ``@svod.func``;
+a call like one before with arrays laid out otherwise (``Prepared.call``). Each is compared with the same
+function run as plain Python, on every device; a refusal is asserted with its message and line."""
 
 from __future__ import annotations
 
@@ -418,3 +418,96 @@ def test_work_items_that_each_write_a_whole_column_are_refused_at_the_store():
         classifies(np.random.default_rng(0).standard_normal((3, 5)))
     assert isinstance(raised.value, RaceError) and raised.value.stage == "lower"
     assert f"test_jit_calls.py:{line_in(softmax, 'tmp_max[:, 0] = np.max')})" in str(raised.value)
+
+
+# ---- a call like one before: arrays of the same dtypes and shapes, laid out otherwise -----------------------
+
+def blend(out, a, b, w):
+    tmp = np.zeros(a.shape[0], a.dtype)
+    for i in prange(a.shape[0]):
+        tmp[i] = a[i] * w
+    for i in prange(a.shape[0]):
+        out[i] = tmp[i] + b[i]
+
+
+N = 6
+
+
+def _zeros(n: int = N) -> np.ndarray:
+    return np.zeros(n, np.float32)
+
+
+def _values(array: np.ndarray, start: float = 0.0) -> np.ndarray:
+    array[...] = np.arange(start, start + array.size)
+    return array
+
+
+def _row(start: float = 0.0) -> np.ndarray:
+    return _values(_zeros(), start)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _overlapping() -> tuple[np.ndarray, np.ndarray]:
+    both = _values(_zeros(N + 3))
+    return both[:N], both[3:]
+
+
+def _twice(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return array, array
+
+
+LAYOUTS = {  # each call's arguments (out, a, b, w), made afresh (w as before: a number's value is in the call key)
+    "strided input": lambda: (_zeros(), _values(_zeros(2 * N))[::2], _row(5.0), 2.0),
+    "strided output": lambda: (_zeros(2 * N)[::2], _row(), _row(5.0), 2.0),
+    "read-only input": lambda: (_zeros(), _frozen(_row()), _row(5.0), 2.0),
+    "read-only output": lambda: (_frozen(_zeros()), _row(), _row(5.0), 2.0),
+    "misaligned input": lambda: (_zeros(), _values(np.zeros(N * 4 + 1, np.uint8)[1:].view(np.float32)), _row(), 2.0),
+    "one array read twice": lambda: (_zeros(), *_twice(_row(1.0)), 2.0),
+    "output overlapping an input": lambda: (*_overlapping(), _row(), 2.0),
+    "output that is an input": lambda: (*_twice(_row()), _row(), 2.0),
+}
+
+
+def _outcome(fn: svod.frontend.jit.Jit, args: tuple[object, ...], device: object) -> tuple[object, ...] | None:
+    """None where the call ran; the error it raised, as what tells one from another."""
+    try:
+        fn(*args, device=device)
+    except svod.errors.SvodError as err:
+        return type(err), str(err), err.stage, err.kernel, err.value
+    return None
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_call_like_one_before_takes_an_array_as_a_first_call_does(device, layout):
+    """A call whose arrays have the dtypes and shapes of one before binds through what that call prepared, which
+    checks only what such arrays may change: an array that is not contiguous, aligned, writeable where written
+    or apart from a written one is still copied, or refused with the words of a first call with it."""
+    warmed = svod.jit(blend)
+    for start in (1.0, 2.0):  # the second is a call like the first
+        out, a, b = _zeros(), _row(start), _row(-start)
+        warmed(out, a, b, 2.0, device=device)
+        np.testing.assert_array_equal(out, a * 2.0 + b)
+    if device.name == "CPU":  # there, arrays are used in place: the call key keeps a binder
+        assert [prepared.binder is not None for prepared in warmed._calls.values()] == [True]
+    args = LAYOUTS[layout]()
+    before = [np.copy(a) for a in args if isinstance(a, np.ndarray)]
+    got = _outcome(warmed, args, device)
+    assert len(warmed._calls) == 1  # the first calls' key: the call took what they prepared
+    first_args = args if got is not None else LAYOUTS[layout]()
+    assert got == _outcome(svod.jit(blend), first_args, device)
+    if got is None:  # both ran, as plain Python does
+        python_args = LAYOUTS[layout]()
+        blend(*python_args)
+        for arrays in (args, first_args):
+            for value, want in zip(arrays, python_args, strict=True):
+                np.testing.assert_array_equal(value, want)
+    else:  # refused before anything ran
+        for value, was in zip([a for a in args if isinstance(a, np.ndarray)], before, strict=True):
+            np.testing.assert_array_equal(value, was)
+    out, a, b = _zeros(), _row(3.0), _row()
+    warmed(out, a, b, 2.0, device=device)  # and a call like the first ones after it
+    np.testing.assert_array_equal(out, a * 2.0 + b)

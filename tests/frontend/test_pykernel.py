@@ -8,6 +8,7 @@ import inspect
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -662,6 +663,100 @@ def test_a_repeated_call_checks_what_changes():
     np.testing.assert_array_equal(strided, np.arange(5.0) * 3.0)
     scaled(out, x, 1, 1)  # an int where a float was: another signature
     np.testing.assert_array_equal(out, x)
+
+
+@svod.kernel
+def times(out, x, factor):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * factor
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _misaligned(values: np.ndarray) -> np.ndarray:
+    shifted = np.zeros(values.nbytes + 1, np.uint8)[1:].view(values.dtype)
+    shifted[...] = values
+    return shifted
+
+
+def _overlapping() -> tuple[np.ndarray, np.ndarray]:
+    both = np.arange(7.0)
+    return both[:5], both[2:]
+
+
+def _twice(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return array, array
+
+
+REPEATED_LAYOUTS = {  # (out, x) of five elements each, made afresh
+    "strided input": lambda: (np.zeros(5), np.arange(10.0)[::2]),
+    "strided output": lambda: (np.zeros(10)[::2], np.arange(5.0)),
+    "read-only input": lambda: (np.zeros(5), _frozen(np.arange(5.0))),
+    "read-only output": lambda: (_frozen(np.zeros(5)), np.arange(5.0)),
+    "misaligned input": lambda: (np.zeros(5), _misaligned(np.arange(5.0))),
+    "misaligned output": lambda: (_misaligned(np.zeros(5)), np.arange(5.0)),
+    "overlapping": _overlapping,
+    "one array": lambda: _twice(np.arange(5.0)),
+}
+
+
+def _outcome(kernel: svod.frontend.pykernel.Kernel, args: tuple[object, ...]) -> tuple[object, ...] | None:
+    """None where the call ran; the error it raised, as what tells one from another."""
+    try:
+        kernel(*args)
+    except svod.errors.SvodError as err:
+        return type(err), str(err), err.stage, err.kernel, err.value
+    return None
+
+
+@pytest.mark.parametrize("layout", list(REPEATED_LAYOUTS))
+def test_a_repeated_call_takes_an_array_as_a_first_call_does(layout):
+    """An array of a kept launch's dtype and shape that is not contiguous, aligned, writeable where written or apart
+    from a written one is copied, or refused with the words of a first call with it."""
+    warmed = svod.kernel(times.fn)
+    for start in (1.0, 2.0):  # the second is a call like the first
+        out, x = np.zeros(5), np.arange(start, start + 5)
+        warmed(out, x, 2.0)
+        np.testing.assert_array_equal(out, x * 2.0)
+    args = REPEATED_LAYOUTS[layout]()
+    before = [np.copy(a) for a in args]
+    got = _outcome(warmed, (*args, 2.0))
+    assert len(warmed._launches) == 1  # the first calls' key: the call took their launch
+    first_args = args if got is not None else REPEATED_LAYOUTS[layout]()
+    assert got == _outcome(svod.kernel(times.fn), (*first_args, 2.0))
+    if got is None:  # both ran, as NumPy computes it
+        for out, _ in (args, first_args):
+            np.testing.assert_array_equal(out, before[1] * 2.0)
+    else:  # refused before anything ran
+        for value, was in zip(args, before, strict=True):
+            np.testing.assert_array_equal(value, was)
+    out, x = np.zeros(5), np.arange(3.0, 8.0)
+    warmed(out, x, 2.0)  # and a call like the first ones after it
+    np.testing.assert_array_equal(out, x * 2.0)
+
+
+def test_repeated_calls_from_threads_at_once_each_take_their_own_arrays():
+    """A kept launch fills argument arrays of its own for one call at a time; a call from another thread meanwhile
+    (the kernel runs without the GIL) launches with arrays of its own."""
+    failures: list[str] = []
+
+    def calls(factor: float) -> None:
+        x, out = np.arange(50_000, dtype=np.float64), np.zeros(50_000)
+        for turn in range(400):
+            x[0] = turn
+            times(out, x, factor)
+            if not np.array_equal(out, x * factor):
+                failures.append(f"factor {factor}, turn {turn}")
+
+    threads = [threading.Thread(target=calls, args=(factor,)) for factor in (2.0, 3.0, -1.0, 0.5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
 
 
 def test_a_repeated_call_out_of_bounds_names_the_statement():

@@ -361,6 +361,46 @@ def test_a_bound_array_may_not_share_memory_with_a_written_one():
         viewing.execute(buffers={view: np.zeros(32, np.float32)})
 
 
+def test_a_binder_checks_what_its_arrays_may_change_and_leaves_no_array_bound_to_other_runs():
+    plan, x_index, out_index = _scale_plan()
+    binder = plan.binder([("x", 1), (out_index, 0)])
+    assert binder is not None
+    x, out, other = np.arange(32, dtype=np.float32), np.zeros(32, np.float32), np.zeros(32, np.float32)
+    for source, target in ((x, out), (x + 1, out), (x, other)):  # the same arrays, or others: repointed
+        assert plan.execute_bound(binder, [target, source], {})
+        np.testing.assert_array_equal(target, source * 2 + 1)
+    readonly = np.arange(32, dtype=np.float32)
+    readonly.flags.writeable = False
+    assert plan.execute_bound(binder, [out, readonly], {})  # a read-only array may be read
+    np.testing.assert_array_equal(out, readonly * 2 + 1)
+    both = np.zeros(48, np.float32)
+    for target, source in ((np.zeros(64, np.float32)[::2], x), (readonly, x), (both[16:], both[:32]),
+                           (np.zeros(33, np.float32).view(np.uint8)[2:130].view(np.float32), x), (x, x)):
+        before = target.copy()
+        assert not plan.execute_bound(binder, [target, source], {})  # nothing ran: execute(buffers=) says why
+        np.testing.assert_array_equal(target, before)
+    own = plan.binder([("out", 0)])  # an array over the plan's own buffer x, which the kernel reads
+    assert own is not None and not plan.execute_bound(own, [plan.buffers[x_index].host_view()], {})
+    plan.buffers[x_index].copyin(np.full(32, 4, np.float32))
+    out[:] = -1
+    plan.execute()  # binds nothing: the plan's own buffers, not the arrays the last run left bound
+    np.testing.assert_array_equal(plan.buffers[out_index].numpy(), np.full(32, 9, np.float32))
+    np.testing.assert_array_equal(out, np.full(32, -1, np.float32))
+    assert plan.execute_bound(binder, [out, x], {})
+    plan.execute(buffers={"out": other})  # binds out only: x is the plan's own again
+    np.testing.assert_array_equal(other, np.full(32, 9, np.float32))
+    np.testing.assert_array_equal(out, x * 2 + 1)
+
+
+def test_a_binder_is_for_buffers_bound_in_place_once_each():
+    plan, x_index, _ = _scale_plan()
+    assert plan.binder([("x", 0), (x_index, 1)]) is None  # one buffer twice: execute(buffers=) refuses it
+    python, _, _ = _scale_plan("PYTHON")
+    assert python.binder([("x", 0)]) is None  # copied in and out
+    with pytest.raises(BufferMismatchError, match="no plan buffer named nope"):
+        plan.binder([("nope", 0)])
+
+
 def test_binding_inside_loops_and_views_follow_their_base():
     n = 16
     k = KernelBuilder("inc_half")
