@@ -10,9 +10,8 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
-import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,64 +262,16 @@ class InPlace:
         """The address of each array among ``arguments``, where each may be used in place; None where one may
         not, having checked no more (a general path then copies it, or says what is wrong)."""
         found = []
-        if _HEAD_AT is None:
-            for position, itemsize, written in self.checks:
-                address = shared_address(arguments[position], itemsize, written)
-                if address is None:
-                    return None
-                found.append(address)
-        else:  # shared_address's checks, on what the array object holds (_ArrayHead)
-            for position, itemsize, written in self.checks:
-                head = _HEAD_AT(id(arguments[position]) + _HEADER)
-                flags = head.flags
-                if not flags & C_CONTIGUOUS or (written and not flags & WRITEABLE):
-                    return None
-                address = head.data or 0
-                if address % itemsize:
-                    return None
-                found.append(address)
+        for position, itemsize, written in self.checks:
+            address = shared_address(arguments[position], itemsize, written)
+            if address is None:
+                return None
+            found.append(address)
         nbytes = self.nbytes
         for first, second in self.pairs:
             if found[first] < found[second] + nbytes[second] and found[second] < found[first] + nbytes[first]:
                 return None
         return found
-
-
-class _ArrayHead(ctypes.Structure):
-    """A numpy array object's fields after Python's object header, up to its flags: NumPy's
-    ``PyArrayObject_fields``, part of its ABI (what its C API's ``PyArray_DATA`` and ``PyArray_FLAGS`` read).
-    Read where CPython's ``id`` is (an object's address), they give an array's address and flags at a
-    fraction of the cost of asking NumPy (a buffer export, a flags object): most of a small call's checks."""
-
-    _fields_ = [("data", ctypes.c_void_p), ("nd", ctypes.c_int), ("dimensions", ctypes.c_void_p),
-                ("strides", ctypes.c_void_p), ("base", ctypes.c_void_p), ("descr", ctypes.c_void_p),
-                ("flags", ctypes.c_int)]
-
-
-C_CONTIGUOUS, WRITEABLE = 0x0001, 0x0400
-"""NumPy's ``NPY_ARRAY_C_CONTIGUOUS`` and ``NPY_ARRAY_WRITEABLE`` flags."""
-_HEADER = object.__basicsize__
-"""The size of Python's object header, which the array's fields follow."""
-
-
-def _head_reader() -> Callable[[int], _ArrayHead] | None:
-    """``_ArrayHead.from_address`` where it reads what NumPy says of arrays of every layout (CPython, NumPy's
-    layout); None elsewhere, where ``InPlace`` asks NumPy."""
-    if sys.implementation.name != "cpython":
-        return None
-    base = np.arange(24.0)
-    frozen = np.arange(3)
-    frozen.flags.writeable = False
-    for probe in (base, base[::2], base[1:], base.reshape(4, 6).T, frozen, np.zeros(0), base[1:].view(np.int16)):
-        head = _ArrayHead.from_address(id(probe) + _HEADER)
-        if (head.data or 0) != probe.__array_interface__["data"][0] or \
-                bool(head.flags & C_CONTIGUOUS) != probe.flags.c_contiguous or \
-                bool(head.flags & WRITEABLE) != probe.flags.writeable:
-            return None
-    return _ArrayHead.from_address
-
-
-_HEAD_AT = _head_reader()
 
 
 def shared_address(array: np.ndarray, itemsize: int, written: bool) -> int | None:
