@@ -177,11 +177,11 @@ def test_deep_chain_is_iterative_and_fast():
     node = x
     for _ in range(100_000):
         node = node + 0
-    start = time.perf_counter()
+    start = time.process_time()  # the CPU this process spent: a busy machine does not count
     assert len(node.toposort()) == 100_002
     assert simplify(node) is x
     _ = node.key
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
 
 
 def test_pickle_round_trip_keeps_identity():
