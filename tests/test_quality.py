@@ -59,7 +59,8 @@ def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is
 
 
 ISSUE_NUMBER = re.compile(r"\bissues? #?\d+|\(#\d+\)", re.IGNORECASE)
-"""An issue named by its number ("issue 45", "(#71)"): a reader of the code has no tracker to look it up in."""
+"""An issue named by its number (the word and a number, or a hash and a number in brackets): a reader of the code
+has no tracker to look it up in."""
 
 
 def _prose(source: str) -> list[tuple[int, str]]:
@@ -72,13 +73,15 @@ def _prose(source: str) -> list[tuple[int, str]]:
 
 
 def test_no_docstring_or_comment_names_an_issue_number():
-    """The why of the code is said in words where it is, not by an issue number."""
-    sample = '"""Fixes issue 12."""\nx = 1  # see (#3); llvm-project#63602 is upstream\n'
+    """The why of the code is said in words where it is, not by an issue number: in the package, in its tests
+    and in the benchmarks beside it."""
+    sample = '"""Fixes issue 12."""\nx = 1  # see (#3); llvm-project#63602 is upstream\ny = "issue 4"\n'
     assert [match.group(0) for _, text in _prose(sample) for match in ISSUE_NUMBER.finditer(text)] == [
         "(#3)", "issue 12"]
+    paths = sorted(path for folder in ("svod", "tests", "benchmarks") for path in (ROOT / folder).rglob("*.py"))
+    assert ROOT / "tests" / "test_quality.py" in paths and ROOT / "benchmarks" / "harness.py" in paths
     named = [f"{path.relative_to(ROOT)}:{line}: {match.group(0)}"
-             for path in sorted((ROOT / "svod").rglob("*.py")) for line, text in _prose(path.read_text())
-             for match in ISSUE_NUMBER.finditer(text)]
+             for path in paths for line, text in _prose(path.read_text()) for match in ISSUE_NUMBER.finditer(text)]
     assert named == []
 
 

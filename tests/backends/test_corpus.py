@@ -285,9 +285,9 @@ def test_compiler_errors_carry_the_log_and_the_source(compiler):
 
 
 def _attention_in_one_kernel() -> svod.UOp:
-    """Attention with three reductions over the keys inside a loop over the output's columns, sizes symbolic
-    (as round 2's tests wrote it): CL:0 and WebGPU refused it (a reduction nested in another, computed
-    before the masked tile's gates, outside the loop it depends on)."""
+    """Attention with three reductions over the keys inside a loop over the output's columns, sizes symbolic,
+    built by hand in one kernel: CL:0 and WebGPU refused it (a reduction nested in another, computed before the
+    masked tile's gates, outside the loop it depends on)."""
     k = KernelBuilder("attention_one_kernel")
     rows, keys, width = k.var("L", 1, 1024), k.var("S", 1, 1024), k.var("D", 1, 256)
     out, q = k.buffer(dtypes.float32, (rows, width)), k.buffer(dtypes.float32, (rows, width))

@@ -139,7 +139,7 @@ def test_a_program_that_disagrees_with_numpy_fails_the_bench(monkeypatch):
 
 @pytest.mark.parametrize("name", [p.name for p in ARRAY_PROGRAMS])
 def test_an_array_program_is_numpy_code_that_svod_runs_as_numpy_does(name):
-    """The NumPy programs (issue 45): the svod text is the numba text but for imports and decorator, loops
+    """The NumPy array programs: the svod text is the numba text but for imports and decorator, loops
     nothing by hand, and gives numpy's answer (its own function run as plain Python) at its small size."""
     found = program(name)
     changed = [line for line in difflib.ndiff(found.text("numba").splitlines(), found.text("svod").splitlines())

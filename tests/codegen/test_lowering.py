@@ -1461,8 +1461,8 @@ def test_a_reduction_of_memory_the_kernel_writes_is_not_split_into_partials(devi
 
 def test_loops_around_a_short_register_tile_are_not_vectorised_along_themselves():
     """A tiled matmul whose reduction has 2, 4 or 8 steps: LLVM unrolls the tile's loop whole, and its loop
-    vectoriser then took 5-6 s on the loop around it (issue 31); the renderer asks it not to. A reduction of
-    9 steps keeps its loop, so nothing around it is marked."""
+    vectoriser then spent long on the loop around it, for nothing to gain; the renderer asks it not to. A
+    reduction of 9 steps keeps its loop, so nothing around it is marked."""
     def matmul(steps: int) -> str:
         k = KernelBuilder("short_matmul")
         a, b = k.buffer(dtypes.float32, (64, steps)), k.buffer(dtypes.float32, (steps, 64))

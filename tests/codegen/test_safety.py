@@ -539,7 +539,7 @@ def test_a_gate_that_reads_memory_reads_it_checked(device):
     agrees_with_python(_gathered_where_a_table_says, device, out, e, f, np.array([5, 7, 1], np.int64))
 
 
-# ---- race-free kernels the prover must accept (issue 28) ------------------------------------------------
+# ---- race-free kernels the prover must accept ---------------------------------------------------------
 
 LU = 6
 """The side of the matrices of the LU and wavefront kernels."""
@@ -707,7 +707,7 @@ def _checks():
 
 @pytest.mark.parametrize("case", list(_checks()))
 def test_kernels_whose_reads_and_writes_provably_never_meet_are_accepted(device, case):
-    """Issue 28: each kernel was refused as a race though no two work items meet; each computes what
+    """Each kernel was once refused as a race though no two work items meet; each computes what
     numpy does, on every device."""
     run, data, expected = _checks()[case]
     run(device, data)

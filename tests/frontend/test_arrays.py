@@ -1,4 +1,4 @@
-"""NumPy array expressions inside ``@svod.jit`` (issue 45): views, broadcasting, ufuncs, reductions, ``@`` and
+"""NumPy array expressions inside ``@svod.jit``: views, broadcasting, ufuncs, reductions, ``@`` and
 assignments, each compared on every device with the same function run as plain NumPy."""
 
 from __future__ import annotations

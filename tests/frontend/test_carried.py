@@ -1,4 +1,4 @@
-"""Locals a loop carries from turn to turn (issue 44): each is a register of its work item, and an ``if`` that
+"""Locals a loop carries from turn to turn: each is a register of its work item, and an ``if`` that
 assigns one stores it only where the ``if`` holds. Every device is compared with the kernel's own function
 run as plain Python."""
 

@@ -1,4 +1,4 @@
-"""A value read at a statement is that value, whatever the kernel writes afterwards (issue 42, section 1):
+"""A value read at a statement is that value, whatever the kernel writes afterwards:
 each kernel here gave a wrong answer on some device, the reference included, before memory states. Every
 device is compared with the kernel's own function run as plain Python (``svod.frontend.oracle``)."""
 
@@ -188,7 +188,7 @@ def test_one_kernel_doitgen(device, size):
     agrees_with_python(doitgen, device, a, c4, np.zeros_like(a), rtol=1e-5)
 
 
-# ---- refusals that were not to be (issue 42, section 3) -------------------------------------------------------
+# ---- kernels once refused that hold no race: each runs and agrees with Python -----------------------------
 
 @svod.kernel
 def accelerations(acc, pos):

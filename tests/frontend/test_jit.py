@@ -1,4 +1,4 @@
-"""``@svod.jit``: whole functions as plans (issue 44). Every device is compared with the same function run as
+"""``@svod.jit``: whole functions as plans. Every device is compared with the same function run as
 plain Python (``svod.prange`` as ``range``): its arguments after the run, and what it returns."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sorting and order statistics in ``@svod.jit`` functions (issue 71): ``np.sort``, ``x.sort()``, ``np.argsort``,
+"""Sorting and order statistics in ``@svod.jit`` functions: ``np.sort``, ``x.sort()``, ``np.argsort``,
 along an axis of an n-d array too, ``np.partition``, ``np.argpartition``, ``x.partition(k)``, ``np.median``,
 ``np.percentile`` and ``np.quantile`` against NumPy on every device, on sizes 0, 1, 2, a prime and sizes that
 are no multiple of the blocks a pass splits the keys into; NaNs of both signs (last, and a median's NaN), zeros

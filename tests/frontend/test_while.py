@@ -1,4 +1,4 @@
-"""``while``, ``break`` and ``continue`` in Python kernels (issue 44): loops whose turns depend on the data, on
+"""``while``, ``break`` and ``continue`` in Python kernels: loops whose turns depend on the data, on
 every device against the same function run as plain Python (``svod.frontend.oracle``). A device whose loops
 have a turn limit (WebGPU on llvmpipe) refuses a ``while`` (nothing bounds its turns) and runs the bounded
 ``for ... break`` form."""

@@ -469,7 +469,7 @@ def _shifted_add(u, v, t, alpha):
 @pytest.mark.parametrize("name", ["CPU", "PYTHON", "CL:0", "CUDA:0"])
 def test_a_python_kernels_scalars_are_bound_by_name_a_loop_variable_among_them(name):
     """``add_kernel(kernel, buffers, t="t", alpha=0.5)``: a number fixes a scalar argument, a name makes it the
-    plan's variable (here the loop's): what issue 44 asks of plans of Python kernels."""
+    plan's variable (here the loop's), so a Python kernel takes a turn's number as a plan of ops does."""
     device = open_device(name)
     n = 7
     u0, v = np.zeros(n), np.arange(n, dtype=np.float64)
