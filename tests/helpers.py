@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import math
 import shutil
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -82,6 +84,16 @@ FLOAT_DIVISORS = [2.0, -2.0, 3.0, -3.0, 7.0, 100.0, 0.1, -0.7, 1e-30, -1e-40, 5e
                   np.nan]
 """Operands of float ``%``, ``//`` and ``fmod`` (as float64; narrower dtypes round or overflow them): quotients
 past the float's precision, zeros of both signs, subnormals, infinities and NaN."""
+
+
+@contextlib.contextmanager
+def numpy_quietly() -> Iterator[None]:
+    """Around an oracle's NumPy arithmetic that is meant to overflow, divide by zero or make NaNs (as the kernel
+    does): NumPy's warnings of those off (``np.errstate``), and its own ``RuntimeWarning``s of the same (a median
+    of nothing, a ``ddof`` past the count) ignored."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def ieee_inputs(device: Device, values: np.ndarray) -> np.ndarray:

@@ -5,8 +5,6 @@ subnormal, arguments near 0 and 1 where a naive formula loses its digits) and an
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -32,9 +30,7 @@ def agrees_or_refused(fn: svod.frontend.jit.Jit, device, *args: object, needs: s
         with pytest.raises(GraphError, match=f"cannot hold {needs.name}"):
             fn(*args, device=device)
         return
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's own, of a NaN or of ddof past the count
-        agrees_with_python(fn, device, *args, rtol=rtol, atol=atol, typed=True)
+    agrees_with_python(fn, device, *args, rtol=rtol, atol=atol, typed=True, numpy_warns=True)
 
 
 @svod.jit

@@ -6,8 +6,6 @@ any other use of such an array refused at its line."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -16,6 +14,7 @@ from svod.device import Device
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend.oracle import as_python, python_arguments
+from tests.helpers import numpy_quietly
 
 SIZES = (0, 1, 7, 13)
 
@@ -27,8 +26,7 @@ def held(device: Device, dtype: str) -> bool:
 def same(fn: svod.frontend.jit.Jit, device: Device, *args: object) -> None:
     """``fn`` on ``device`` returns what plain Python returns: arrays of the same length, dtype and numbers
     (NaN where NumPy's is; -0.0 and 0.0 alike, which NumPy's own sort may order either way)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # NumPy's warnings of overflow
+    with numpy_quietly():  # NaNs and overflows, as the device makes them
         want = as_python(fn)(*python_arguments(args))
     got = fn(*args, device=device)
     wanted, results = (want, got) if isinstance(want, tuple) else ((want,), (got,))

@@ -6,8 +6,6 @@ order), an index out of bounds an ``IndexOutOfBoundsError``."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -16,6 +14,7 @@ from svod.device import Device
 from svod.dtype import dtypes
 from svod.errors import GraphError, IndexOutOfBoundsError, KernelSyntaxError
 from svod.frontend.oracle import as_python, python_arguments
+from tests.helpers import numpy_quietly
 
 SIZES = (0, 1, 7, 13)
 
@@ -32,8 +31,7 @@ def exactly(fn: svod.frontend.jit.Jit, device: Device, *args: object) -> None:
     """``fn`` on ``device`` gives what plain Python gives, bit for bit: its arrays after the run, and what
     it returns (NaN where NumPy's is)."""
     want_args = python_arguments(args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # NumPy's warnings of NaN and overflow
+    with numpy_quietly():  # NaNs and overflows, as the device makes them
         want = as_python(fn)(*want_args)
     got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     got = fn(*got_args, device=device)

@@ -3,6 +3,8 @@ plain Python (``svod.prange`` as ``range``): its arguments after the run, and wh
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -11,16 +13,19 @@ from svod import prange
 from svod.device import Device
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend.oracle import as_python, python_arguments
-from tests.helpers import refuses
+from tests.helpers import numpy_quietly, refuses
 
 SIZES = (0, 1, 2, 3, 7, 13)
 
 
 def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object, rtol: float = 1e-6,
-                       atol: float = 1e-12, keywords: dict[str, object] | None = None, typed: bool = False) -> None:
+                       atol: float = 1e-12, keywords: dict[str, object] | None = None, typed: bool = False,
+                       numpy_warns: bool = False) -> None:
     """Run ``fn`` on ``device`` on copies of ``args`` (and ``keywords``, passed by keyword) and compare its arrays
     and what it returns with plain Python's; where ``typed``, each returned array is also of NumPy's dtype and, on
-    a device with IEEE floats (WGSL's may lose a -0.0), each zero of NumPy's sign."""
+    a device with IEEE floats (WGSL's may lose a -0.0), each zero of NumPy's sign. Where ``numpy_warns``, the
+    function is meant to overflow, divide by zero or make NaNs, and plain Python runs it with NumPy's warnings of
+    those off (the device's run keeps them)."""
     narrower = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
     if any(isinstance(a, np.ndarray) and refuses(device, svod.dtypes.from_numpy(a.dtype)) for a in args):
         args = tuple(a.astype(narrower.get(a.dtype, a.dtype)) if isinstance(a, np.ndarray) else a for a in args)
@@ -28,7 +33,8 @@ def agrees_with_python(fn: svod.frontend.jit.Jit, device: Device, *args: object,
         atol = max(atol, 1e-5)  # (of values near 1: a sum that cancels keeps float32's absolute error)
     want_args = python_arguments(args)
     keywords = keywords or {}
-    want = as_python(fn)(*want_args, **dict(zip(keywords, python_arguments(list(keywords.values())), strict=True)))
+    with numpy_quietly() if numpy_warns else contextlib.nullcontext():
+        want = as_python(fn)(*want_args, **dict(zip(keywords, python_arguments(list(keywords.values())), strict=True)))
     got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     got = fn(*got_args, device=device, **dict(zip(keywords, python_arguments(list(keywords.values())), strict=True)))
     for expected, actual in zip(want_args, got_args, strict=True):

@@ -6,8 +6,6 @@ of both signs (one key for a stable argsort), infinities, ties and integer extre
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -16,6 +14,7 @@ from svod.device import Buffer, Device
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import sorting
+from tests.helpers import numpy_quietly
 
 SIZES = (0, 1, 2, 7, 97, 1000, 5003)
 """The last is no multiple of the blocks of a pass on any device (a CPU's threads' blocks, a GPU's)."""
@@ -102,8 +101,7 @@ def test_sort_argsort_and_median_agree_with_numpy(device):
                 np.testing.assert_array_equal(y, np.sort(x))  # NaN last (as positive NaNs), -0.0 with 0.0
                 np.testing.assert_array_equal(i, np.argsort(x, kind="stable"))
                 assert i.dtype == sorting.index_dtype(device)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # NumPy warns of an empty array's median
+                with numpy_quietly():  # NumPy warns of an empty array's median (NaN)
                     want = np.median(x)
                 scale = float(np.abs(x[np.isfinite(x)]).max(initial=0))
                 if device.caps.ieee_floats or np.isnan(want):
@@ -125,9 +123,13 @@ def test_percentile_and_quantile_agree_with_numpy(device):
             scale = float(np.abs(x).max())
             for q in fractions:
                 low, quarter, top = ranks(x, q, device=device)
-                same(low, np.percentile(x, q), device, scale)
-                same(quarter, np.quantile(x, 0.25), device, scale)
-                assert top == np.quantile(x, 1) and type(top) is type(np.quantile(x, 1).item())  # taken as it is
+                # NumPy interpolates from an infinity to NaN (inf - inf, inf * 0), and takes the difference of two
+                # integers in their dtype, which wraps between the extremes: svod gives the same numbers
+                with np.errstate(invalid="ignore", over="ignore"):
+                    want_low, want_quarter, want_top = np.percentile(x, q), np.quantile(x, 0.25), np.quantile(x, 1)
+                same(low, want_low, device, scale)
+                same(quarter, want_quarter, device, scale)
+                assert top == want_top and type(top) is type(want_top.item())  # taken as it is
 
 
 def test_a_nan_makes_the_median_and_quantiles_nan(device):
@@ -198,7 +200,9 @@ def test_sorted_arrays_and_order_statistics_feed_later_phases(device):
 
     a = numbers(14, dtype, 2)
     evens, order = sorted_expression(a, device=device)
-    np.testing.assert_array_equal(evens, np.sort(a[::2] * 2.0))
+    with np.errstate(over="ignore"):  # twice the largest float is an infinity, as the kernel computes it
+        doubled = a[::2] * 2.0
+    np.testing.assert_array_equal(evens, np.sort(doubled))
     np.testing.assert_array_equal(order, np.argsort(a, kind="stable"))
 
 
