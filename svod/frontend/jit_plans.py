@@ -108,12 +108,8 @@ class Prepared:
         binder = self.binder
         if binder is None:
             return self.run(dict(zip(self.parameters, args, strict=True)))
-        scalars = {name: args[position] for name, position in self.scalars}
         launch = random.generator.next_launch() if self.draws else None
-        if launch is not None:
-            scalars |= launch.variables()
-        for turn in self.turns:
-            turn.check(scalars)
+        scalars = self.variables_of(args, launch)
         try:
             ran = self.plan.execute_bound(binder, args, scalars)
         except SvodError as err:
@@ -136,11 +132,7 @@ class Prepared:
             else:  # the plan's kernels use a bound array's memory as it is
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
-        scalars = {name: args[position] for name, position in self.scalars}
-        if self.draws:  # each call is a launch of its own (svod.random)
-            scalars |= (launch or random.generator.next_launch()).variables()
-        for turn in self.turns:
-            turn.check(scalars)
+        scalars = self.variables_of(args, launch)
         try:
             self.plan.execute(buffers=bound, **scalars)
         except SvodError as err:
@@ -149,6 +141,16 @@ class Prepared:
         for original, contiguous in written_back:
             original[...] = contiguous
         return self.results(args)
+
+    def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
+        """The plan variables a run on ``args`` passes, its draws taking ``launch`` (the process generator's next,
+        by default) where it draws; each loop that must make a turn checked."""
+        scalars = {name: args[position] for name, position in self.scalars}
+        if self.draws:  # each call is a launch of its own (svod.random)
+            scalars |= (launch or random.generator.next_launch()).variables()
+        for turn in self.turns:
+            turn.check(scalars)
+        return scalars
 
     def results(self, args: Sequence[Any]) -> Any:
         """What the function returns, after a run on ``args``."""

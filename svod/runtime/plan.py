@@ -358,21 +358,16 @@ class ExecutionPlan:
             try:
                 if profile:
                     records = self._run_profiled(values)
-                elif self._native is not None:
-                    self._native.run(values)
                 else:
-                    self._run_levels(self._levels, values)
-                    self.device.synchronize()
+                    self._run_all(values)
                 self._arrays.copy_out(bindings)
             finally:
                 self._arrays.unbind(bindings)
-            if self._native is not None and not profile:
-                self._check_native()
-            else:
-                self._check_steps()
             if profile:
+                self._check_steps()
                 self._last_profile = records
                 return records
+            self._check_run()
         return None
 
     def binder(self, bound: Sequence[tuple[int | str, int]]) -> Binder | None:
@@ -397,15 +392,24 @@ class ExecutionPlan:
             self._check_loops(values)
         with self._executing:
             self._arrays.point(binder, addresses)
-            if self._native is not None:
-                self._native.run(values)
-                if self._checked_steps:
-                    self._check_native()
-            else:
-                self._run_levels(self._levels, values)
-                self.device.synchronize()
-                self._check_steps()
+            self._run_all(values)
+            self._check_run()
         return True
+
+    def _run_all(self, values: Values) -> None:
+        """Every step once: the native replay, or the schedule's levels and the device's synchronize."""
+        if self._native is not None:
+            self._native.run(values)
+        else:
+            self._run_levels(self._levels, values)
+            self.device.synchronize()
+
+    def _check_run(self) -> None:
+        """Raise what a run's checked steps recorded (``_run_all``'s run)."""
+        if self._native is not None:
+            self._check_native()
+        else:
+            self._check_steps()
 
     def _run_levels(self, levels: Sequence[Sequence[Step]], values: Values) -> None:
         for level in levels:

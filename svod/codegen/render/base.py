@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TextIO
 
 from svod.codegen import pipeline
@@ -52,6 +52,19 @@ class ScopedNames(dict[UOp, str]):
         if self._before and node not in self._before[-1]:
             self._before[-1][node] = self.get(node)
         super().__setitem__(node, name)
+
+
+def inside_loops(linear: tuple[UOp, ...]) -> Iterator[tuple[UOp, list[UOp]]]:
+    """Each node of a linear kernel but its loops' ends, with the loops open around it, outermost first (the
+    walk's own list: copy it to keep it)."""
+    open_loops: list[UOp] = []
+    for u in linear:
+        if u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
+            open_loops.pop()
+            continue
+        yield u, open_loops
+        if u.op is Ops.RANGE:
+            open_loops.append(u)
 
 
 def reassociable_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, tuple[UOp, ...]]:

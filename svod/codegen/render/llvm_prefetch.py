@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from svod.codegen.indexing import Monomial, Poly, to_poly
+from svod.codegen.render.base import inside_loops
 from svod.device.caps import CACHE_LINE
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of, pointee
@@ -55,14 +56,8 @@ def strided_operands(linear: tuple[UOp, ...], tile_loops: set[UOp]) -> dict[UOp,
 def _buffer_loads(linear: tuple[UOp, ...]) -> Iterator[tuple[UOp, tuple[UOp, ...]]]:
     """The INDEX of each load of a buffer (a PARAM, ungated) inside a loop, with the loops open around it,
     outermost first."""
-    open_loops: list[UOp] = []
-    for u in linear:
-        if u.op is Ops.RANGE:
-            open_loops.append(u)
-        elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
-            open_loops.pop()
-        elif u.op is Ops.LOAD and open_loops and len(u.src[0].src) == 2 \
-                and memory_of(u.src[0].src[0]).op is Ops.PARAM:
+    for u, open_loops in inside_loops(linear):
+        if u.op is Ops.LOAD and open_loops and len(u.src[0].src) == 2 and memory_of(u.src[0].src[0]).op is Ops.PARAM:
             yield u.src[0], tuple(open_loops)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from svod.codegen.render.base import inside_loops
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
 
@@ -31,13 +32,8 @@ def accumulators_per_loop(linear: tuple[UOp, ...], tile_loops: set[UOp],
     divides ``TILE_UPDATES`` by. Those of the loops beside it do not count (a symbolic matmul's edge tiles,
     counted with its 8x32 tile, left that tile's loop unrolled once, and much slower)."""
     updated: dict[UOp, dict[UOp, None]] = {}
-    open_loops: list[UOp] = []
-    for u in linear:
-        if u.op is Ops.RANGE:
-            open_loops.append(u)
-        elif u.op is Ops.END and open_loops and u.src[0] is open_loops[-1]:
-            open_loops.pop()
-        elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
+    for u, open_loops in inside_loops(linear):
+        if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and memory_of(u.src[0].src[0]).op is Ops.DEFINE_REG:
             for loop in open_loops:
                 if loop in tile_loops:
                     updated.setdefault(loop, {})[memory_of(u.src[0].src[0])] = None
