@@ -539,7 +539,11 @@ def parallel_loops(sink: UOp) -> UOp | None:
     before a sequential loop, and would be computed once per work item of a parallel one. A kernel that is
     one work item (no ``prange``) with reductions keeps its loops: each reduction is split over every
     thread, where a parallel loop of a few turns (k-means' clusters) would keep threads idle. None
-    where no loop is made parallel."""
+    where no loop is made parallel. A kernel that stores through an index it reads from memory (a scatter,
+    whose repeated indices keep the last turn's value) or updates atomically (a float sum rounds in the turns'
+    order) keeps its loops: ``check_races`` lets parallel work items do both, in no order."""
+    if any(_ordered(e) for e in sink.src if e.op in EFFECTS and memory_of(e.src[0].src[0]).op is not Ops.DEFINE_REG):
+        return None
     made = sink
     while (loop := _outermost_loop(made)) is not None:
         registers = [u for u in made.toposort() if u.op is Ops.DEFINE_REG]
@@ -554,6 +558,12 @@ def parallel_loops(sink: UOp) -> UOp | None:
             break
         made = parallel
     return None if made is sink else made
+
+
+def _ordered(effect: UOp) -> bool:
+    """Whether turns of a loop around ``effect`` give another result in another order: an atomic update, or a
+    store through an index read from memory."""
+    return effect.op is not Ops.STORE or _data_dependent(effect.src[0].src[1])
 
 
 def _set_first(sink: UOp, register: UOp) -> bool:

@@ -985,6 +985,28 @@ def test_a_loop_whose_end_reads_memory_stays_sequential(device):
     np.testing.assert_array_equal(out, [1.0] * 4 + [0.0] * 5)
 
 
+@svod.kernel
+def _scattered_in_order(out, index, values):
+    for i in range(index.shape[0]):
+        out[index[i]] = values[i]
+
+
+def test_a_loop_that_scatters_keeps_its_order(device):
+    """A store through indices read from memory may hit one element from several turns, and Python keeps the
+    last turn's value; made parallel, the turns raced and any one of them won (a jit function's ``a[idx] = v``,
+    on WebGPU's one-item work groups, now and then)."""
+    n = 4099
+    index = np.tile(np.array([1, 3, 1, 0], np.int32), n)[:n]
+    values = np.arange(1, n + 1, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    assert parallel_loops(_scattered_in_order.bind(out, index, values).ast) is None
+    _scattered_in_order(out, index, values, device=device)
+    want = np.zeros(4, np.float32)
+    for i, k in enumerate(index):
+        want[k] = values[i]
+    np.testing.assert_array_equal(out, want)
+
+
 def _register_across_turns() -> UOp:
     """A running sum along each row in a register that turn ``j`` sets only at ``j == 0`` and otherwise adds
     to: every statement runs inside the loop, and no race check sees a register, but each turn reads what the
