@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import TextIO
 
 os.environ["SVOD_CACHE_DIR"] = tempfile.mkdtemp(prefix="svod-test-cache-")  # before svod reads its settings
 if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller: its workers, started later, inherit the folder
@@ -49,7 +50,16 @@ def pytest_configure(config: pytest.Config) -> None:
         faulthandler.enable(file=log, all_threads=True)
 
 
-_FAULT_LOG = pytest.StashKey[object]()
+_FAULT_LOG = pytest.StashKey[TextIO]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Arm the crash log again before each test: a test that starts Ray in this process (a ``Cluster``) has its
+    native library put its own fatal-signal handlers in faulthandler's place, and those leave no trace here."""
+    log = item.config.stash.get(_FAULT_LOG, None)
+    if log is not None:
+        faulthandler.disable()
+        faulthandler.enable(file=log, all_threads=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -527,6 +527,9 @@ class NativeProgram:
         self.errors: dict[int, str] = {}
         """Position of a word -> the step it belongs to, for error messages."""
         self.callbacks: list[Any] = []
+        self.held: list[Any] = []
+        """What the words' addresses point into (each launch's argument arrays, job block and code): alive as long
+        as the words are, whatever the plan or a launch later drops or replaces."""
         self.code_sites: list[tuple[int, int, int]] = []
         """(word position, storage, byte offset) of every address in the words."""
         self.sites: dict[int, list[Site]] = {}
@@ -828,6 +831,7 @@ def _emit_kernel(program: NativeProgram, kernel: ReplayKernel) -> None:
     for launch, names, workers in calls:
         team = not isinstance(workers, int) or workers > 1
         address, bufs, variables, job = launch.native(max(len(names), 1), team=team)
+        program.held.append((launch, launch.bufs, launch.variables, launch.job))
         pairs = []
         for index, name in enumerate(names):
             if name in kernel.fixed:
