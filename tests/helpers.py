@@ -19,7 +19,7 @@ import pytest
 import svod
 from svod import KernelBuilder
 from svod.backends import DeviceRegistry, default_registry
-from svod.backends.cpu_replay import NativeProgram
+from svod.backends.cpu_replay import NativeReplay
 from svod.config import settings
 from svod.device import Device, ReplayBranch, ReplayHost, ReplayItem, ReplayLoop, ReplayWhile
 from svod.dtype import DType
@@ -165,7 +165,7 @@ def assert_replayed_natively(plan: svod.ExecutionPlan, kinds: set[type]) -> None
     call back into Python for nothing."""
     work = list(replay_pieces(plan._replay_work(plan._levels)))
     assert kinds <= {type(item) for item in work} and not any(isinstance(item, ReplayHost) for item in work)
-    assert isinstance(plan._native, NativeProgram) and plan._native.callbacks == []
+    assert isinstance(plan._native, NativeReplay) and plan._native.callbacks == []
 
 
 def ks_statistic(values: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray]) -> float:

@@ -515,7 +515,7 @@ def dispatcher() -> _Dispatcher:
     return _Dispatcher()
 
 
-class NativeProgram:
+class NativeReplay:
     """Words for the dispatcher, built step by step at prepare; ``finish`` fixes them for replays."""
 
     def __init__(self) -> None:
@@ -700,7 +700,7 @@ class NativeReplayer:
     def replay(self, work: Sequence[ReplayItem], inputs: Sequence[str]) -> PlanReplay | None:
         """The words of ``work``, whose runs supply ``inputs``; None where a launch size or loop bound has
         no native form."""
-        program = NativeProgram()
+        program = NativeReplay()
         for name in inputs:
             program.input(name)
         try:
@@ -711,7 +711,7 @@ class NativeReplayer:
         return program
 
 
-def _emit(program: NativeProgram, work: Sequence[ReplayItem]) -> None:
+def _emit(program: NativeReplay, work: Sequence[ReplayItem]) -> None:
     for item in work:
         if isinstance(item, ReplayLoop):
             _emit_loop(program, item)
@@ -728,16 +728,16 @@ def _emit(program: NativeProgram, work: Sequence[ReplayItem]) -> None:
             _emit_python(program, item.run, item.owner)
 
 
-def _emit_python(program: NativeProgram, run: Runner, owner: str) -> None:
+def _emit_python(program: NativeReplay, run: Runner, owner: str) -> None:
     """A call back into Python that runs ``run`` with the variables' values at that point."""
     program.python(functools.partial(_run_with_values, run, program), owner)
 
 
-def _run_with_values(run: Runner, program: NativeProgram) -> None:
+def _run_with_values(run: Runner, program: NativeReplay) -> None:
     run(program.values())
 
 
-def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
+def _emit_loop(program: NativeReplay, loop: ReplayLoop) -> None:
     """LOOP, the body and NEXT; with ``until``, a TEST after the body that leaves the loop where it holds."""
     if loop.until is not None and loop.until.size not in TESTED_SIZES:
         _emit_python(program, loop.run, loop.owner)
@@ -756,7 +756,7 @@ def _emit_loop(program: NativeProgram, loop: ReplayLoop) -> None:
     program.land(leave)
 
 
-def _emit_branch(program: NativeProgram, branch: ReplayBranch) -> None:
+def _emit_branch(program: NativeReplay, branch: ReplayBranch) -> None:
     """A TEST that jumps past ``then`` to ``otherwise`` where the condition does not hold."""
     if branch.condition.size not in TESTED_SIZES:
         _emit_python(program, branch.run, branch.owner)
@@ -772,7 +772,7 @@ def _emit_branch(program: NativeProgram, branch: ReplayBranch) -> None:
     program.land(past)
 
 
-def _emit_while(program: NativeProgram, loop: ReplayWhile) -> None:
+def _emit_while(program: NativeReplay, loop: ReplayWhile) -> None:
     """A TEST that leaves the loop where the condition does not hold, the body, and a JUMP back to it."""
     if loop.condition.size not in TESTED_SIZES:
         _emit_python(program, loop.run, loop.owner)
@@ -784,7 +784,7 @@ def _emit_while(program: NativeProgram, loop: ReplayWhile) -> None:
     program.land(leave)
 
 
-def _emit_test(program: NativeProgram, condition: HostCondition, owner: str) -> int:
+def _emit_test(program: NativeReplay, condition: HostCondition, owner: str) -> int:
     """A TEST of ``condition``: the bits that make it hold are all of an integer's or a bool's, and all but a
     float's sign (zero of either sign is false, NaN true, as Python's ``bool`` says)."""
     mask = (1 << (8 * condition.size - 1)) - 1 if condition.floating else -1
@@ -820,7 +820,7 @@ def _workers(call: KernelCall) -> UOp | int:
     return int(workers.arg) if workers.op is Ops.CONST else workers
 
 
-def _emit_kernel(program: NativeProgram, kernel: ReplayKernel) -> None:
+def _emit_kernel(program: NativeReplay, kernel: ReplayKernel) -> None:
     """A CALL per launch, with its argument arrays, the slots that fill its variables (the fixed ones are
     written into its array once, here) and its worker count; a call back into Python where the step has no
     native form."""

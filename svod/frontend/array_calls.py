@@ -5,7 +5,7 @@ class and logical functions, ``np.sign``, ``np.clip``, ``np.diff``, ``np.roll``,
 ``np.stack``, ``np.linalg.norm``, ``len``.
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
-method of the ``ArrayCalls`` part of the statements' ``Lowering``.
+method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def reads_masked(value: Value) -> bool:
 
 
 class ArrayCalls:
-    """The statements' ``Lowering``, as the functions here use it."""
+    """The statements' ``ArrayRewriter``, as the functions here use it."""
 
     @abstractmethod
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...

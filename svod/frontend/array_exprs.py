@@ -57,7 +57,7 @@ class Emitter:
 
 
 class RepeatedWorkError(Exception):
-    """Raised where a fused array is read in a way that would repeat its work; ``Lowering`` then makes it."""
+    """Raised where a fused array is read in a way that would repeat its work; ``ArrayRewriter`` then makes it."""
 
     def __init__(self, fused: Fused) -> None:
         super().__init__(fused.name)
@@ -265,14 +265,14 @@ def reshape_runs(shape: Sequence[int], base: Sequence[int]) -> list[tuple[list[i
 
 @dataclass(eq=False)
 class Fused(Expr):
-    """An array read only by the next statement (``Lowering.fused_into_next``): its expression, computed
+    """An array read only by the next statement (``ArrayRewriter.fused_into_next``): its expression, computed
     where that statement reads it; made after all where that would repeat a reduction's work."""
 
     name: str = ""
     value: Expr = field(default=None)  # type: ignore[assignment]
     statement: ast.stmt = field(default=None)  # type: ignore[assignment]
     made: Expr | None = None
-    """The array it is, once made after all (or a view of it at its length: ``Lowering.made``)."""
+    """The array it is, once made after all (or a view of it at its length: ``ArrayRewriter.made``)."""
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         if self.made is not None:

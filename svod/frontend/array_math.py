@@ -229,7 +229,7 @@ UFUNCS: dict[str, int] = {
 
 
 class ArrayMath(ArrayCalls):
-    """The ufuncs of this module, as the statements' ``Lowering`` calls them."""
+    """The ufuncs of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     @abstractmethod
     def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value: ...

@@ -96,7 +96,7 @@ def viewed_by(node: ast.expr) -> list[ast.expr]:
 
 
 class ArrayShapes(ArrayMath):
-    """The functions of this module, as the statements' ``Lowering`` calls them."""
+    """The functions of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     source: Source
     host: dict[str, Any]

@@ -25,7 +25,7 @@ _STATISTICS = ("var", "std", "average", "count_nonzero")
 
 
 class ArrayStatistics(ArrayShapes):
-    """The functions of this module, as the statements' ``Lowering`` calls them."""
+    """The functions of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     @abstractmethod
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr: ...

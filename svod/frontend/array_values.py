@@ -57,8 +57,8 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 
 class ArrayValues(SliceBounds):
-    """The expressions of this module, as the statements' ``Lowering`` reads them. ``histogram_part`` and
-    ``bincount`` are ``Histograms``' (``svod.frontend.histograms``), a base of ``Lowering`` after this one: they
+    """The expressions of this module, as the statements' ``ArrayRewriter`` reads them. ``histogram_part`` and
+    ``bincount`` are ``Histograms``' (``svod.frontend.histograms``), a base of ``ArrayRewriter`` after this one: they
     are declared, not stubbed, so that no stub of this class hides them."""
 
     described: dict[str, str]

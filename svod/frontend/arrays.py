@@ -86,7 +86,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class Lowering(ArrayValues, Histograms, Compactions):
+class ArrayRewriter(ArrayValues, Histograms, Compactions):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
@@ -481,12 +481,12 @@ class Lowering(ArrayValues, Histograms, Compactions):
         the view's array (``x[k - 1]``): the kernel language has no slices."""
         if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not self.viewing(stmt):
             return stmt
-        lowering = self
+        rewriter = self
 
         class Elements(ast.NodeTransformer):
             def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and lowering.viewing(node):
-                    value = lowering.value(node)
+                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and rewriter.viewing(node):
+                    value = rewriter.value(node)
                     if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
                         return ast.copy_location(value.node, node)
                 return self.generic_visit(node)
@@ -747,12 +747,12 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
     docstring), and the scalar arguments whose values that read; None when it has none."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
-    lowering = Lowering(source, name, args)
+    rewriter = ArrayRewriter(source, name, args)
     node = stands_for(copy.copy(source.node), source.node)
-    node.body = lowering.body(source.node.body, False)
+    node.body = rewriter.body(source.node.body, False)
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
-    if not lowering.changed and not draws.changed:
+    if not rewriter.changed and not draws.changed:
         return None
-    return Source(node, source.file, names, {**lowering.described, **draws.described}), lowering.read
+    return Source(node, source.file, names, {**rewriter.described, **draws.described}), rewriter.read
 

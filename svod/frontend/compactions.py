@@ -40,7 +40,7 @@ from svod.frontend.source import Source
 
 
 class Compactions:
-    """The statements' ``Lowering``, as the functions here use it."""
+    """The statements' ``ArrayRewriter``, as the functions here use it."""
 
     source: Source
     reader: Reader

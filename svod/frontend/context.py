@@ -45,7 +45,9 @@ def _construct(node: ast.AST) -> str:
 
 
 @dataclass
-class Loop:
+class KernelLoop:
+    """A loop of the kernel being translated, open around the statements read now."""
+
     range: UOp
     kind: AxisKind
 
@@ -56,7 +58,7 @@ class Turn:
     loop, and a ``while``'s test), and the gate of each ``break`` and ``continue`` stated in it so far (None
     for one the turn always reaches): the statements after one run only where it did not leave."""
 
-    loop: Loop
+    loop: KernelLoop
     base: UOp | None
     endless: bool = False
     """A ``while`` whose test is always true: only a ``break`` ends it."""
@@ -80,7 +82,7 @@ class TranslationContext(ABC):
         self.name = name
         self.k = builder
         self.env: dict[str, Any] = dict(arguments)
-        self.loops: list[Loop] = []
+        self.loops: list[KernelLoop] = []
         self.turns: list[Turn] = []
         """The turns of the sequential loops around the statement being translated, innermost last."""
         self.gate: UOp | None = None
@@ -119,4 +121,4 @@ class TranslationContext(ABC):
         below it call for a loop's body and an inlined function."""
 
 
-__all__ = ["REFUSED", "Loop", "TranslationContext", "Turn"]
+__all__ = ["REFUSED", "KernelLoop", "TranslationContext", "Turn"]

@@ -245,7 +245,7 @@ def is_static(shape: Sequence[Dim]) -> bool:
 
 
 def numbers(shape: Sequence[Dim]) -> tuple[int, ...]:
-    """A shape the host knows (the caller refused one it does not: ``Lowering.static``)."""
+    """A shape the host knows (the caller refused one it does not: ``ArrayRewriter.static``)."""
     found = tuple(d for d in shape if isinstance(d, int))
     if len(found) != len(shape):
         raise ValueError(f"internal: the shape {shown(shape)} has a length known only at run time")

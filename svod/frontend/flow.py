@@ -41,7 +41,7 @@ class FlowReader(Protocol):
 
 @dataclass
 class _Exits:
-    """The flags of one loop around phases: set by a ``break`` (which ends it, ``Loop.until``) and by a
+    """The flags of one loop around phases: set by a ``break`` (which ends it, ``PlanLoop.until``) and by a
     ``continue`` (which skips the rest of a turn)."""
 
     broken: str
@@ -53,7 +53,7 @@ class _Exits:
 class Flow:
     """``break``, ``continue`` and an early ``return`` around phases, as flags the plan tests: each sets a
     scalar, the statements after it in its block run under ``if not flag`` (a branch of the plan where they
-    hold phases), a loop ends on its ``break`` flag (``Loop.until``), and ``while test`` becomes a loop on a
+    hold phases), a loop ends on its ``break`` flag (``PlanLoop.until``), and ``while test`` becomes a loop on a
     scalar its body computes again last. The result is Python's: what ran runs, what was skipped is."""
 
     RETURNED = "_svod_returned_flag"

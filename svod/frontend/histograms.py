@@ -67,7 +67,7 @@ _NUMBERS = (int, float, np.generic)
 
 
 class Histograms:
-    """The statements' ``Lowering``, as the functions here use it."""
+    """The statements' ``ArrayRewriter``, as the functions here use it."""
 
     reader: Reader
     arrays: dict[str, Expr]

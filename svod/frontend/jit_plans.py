@@ -29,8 +29,8 @@ from svod.frontend.phases import (
     Branch,
     Definition,
     Item,
-    Loop,
     Ordering,
+    PlanLoop,
     Reader,
     Repeat,
     Structure,
@@ -306,7 +306,7 @@ class Builder:
                 self.define(item, loops)
             elif isinstance(item, Temporary):
                 ids += self.temporary(item, loops)
-            elif isinstance(item, Loop):
+            elif isinstance(item, PlanLoop):
                 ids.append(self.loop(item, loops))
             elif isinstance(item, Branch):
                 then, otherwise = self.items(item.then, loops), self.items(item.otherwise, loops)
@@ -436,7 +436,7 @@ class Builder:
             self.cell_dtypes.setdefault(name, self.held(dtype))
         return self.cell(name)
 
-    def loop(self, item: Loop, loops: list[str]) -> int:
+    def loop(self, item: PlanLoop, loops: list[str]) -> int:
         if item.var in self.arrays or item.var in self.args:
             raise self.refuse(item.statement, f"the loop variable {item.var} names an argument or array")
         bounds = [self.bound(expr, loops, item.statement) for expr in item.bounds]

@@ -20,7 +20,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.arithmetic import builtin_extreme
-from svod.frontend.context import Loop, Turn
+from svod.frontend.context import KernelLoop, Turn
 from svod.frontend.expressions import Expressions
 from svod.frontend.nodes import placed, stands_for
 from svod.frontend.randoms import ORDINAL
@@ -187,7 +187,7 @@ class Loops(Expressions):
         name = stmt.target.id if isinstance(stmt, ast.For) else None  # type: ignore[attr-defined]
         before = dict(self.env)
         start = Statement(len(self.k.effects), dict(self.versions))
-        self.loops.append(Loop(r, kind))
+        self.loops.append(KernelLoop(r, kind))
         assigned = _assigned(stmt.body)
         changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
         exits = isinstance(stmt, ast.While) or _breaks(stmt.body)

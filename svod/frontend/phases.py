@@ -73,7 +73,7 @@ class Temporary:
 
 
 @dataclass
-class Loop:
+class PlanLoop:
     """``for var in range(...)`` around phases: a plan loop; ``until`` names the scalar a ``break`` (or an
     early ``return``) sets to end it."""
 
@@ -125,7 +125,7 @@ class Ordering:
     """A partition's ``kth`` (a full sort puts every rank in its place)."""
 
 
-Item = Phase | Definition | Temporary | Loop | Branch | Repeat | Ordering
+Item = Phase | Definition | Temporary | PlanLoop | Branch | Repeat | Ordering
 
 @dataclass
 class Structure:
@@ -270,7 +270,7 @@ class Reader:
             if stmt.orelse:
                 raise self.refuse(stmt, "a loop's else is not supported in a jitted function")
             until = getattr(stmt, "svod_until", None)
-            return [Loop(stmt.target.id, list(stmt.iter.args), self.items(stmt.body), stmt, until)]  # type: ignore[attr-defined]
+            return [PlanLoop(stmt.target.id, list(stmt.iter.args), self.items(stmt.body), stmt, until)]  # type: ignore[attr-defined]
         if isinstance(stmt, ast.If) and self.holds_phases([stmt]):
             condition, decided = self.decided(stmt, stmt.test)
             return [decided, Branch(condition, self.items(stmt.body), self.items(stmt.orelse), stmt)]
@@ -626,7 +626,7 @@ def _nodes(item: Item) -> list[ast.AST]:
 
 def inner_items(item: Item) -> list[Item]:
     """The items a loop or a branch holds."""
-    if isinstance(item, (Loop, Repeat)):
+    if isinstance(item, (PlanLoop, Repeat)):
         return item.body
     if isinstance(item, Branch):
         return [*item.then, *item.otherwise]

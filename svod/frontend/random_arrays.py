@@ -501,8 +501,8 @@ class Drawn(Expr):
                     *(copy.deepcopy(a) for a in self.arguments))
 
 
-class Lowering(Protocol):
-    """``svod.frontend.arrays.Lowering``, as the arrays of draws use it."""
+class Rewriter(Protocol):
+    """``svod.frontend.arrays.ArrayRewriter``, as the arrays of draws use it."""
 
     reader: Reader
     outer: dict[str, Any]
@@ -522,145 +522,145 @@ class Lowering(Protocol):
     def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]: ...
 
 
-def array_value(lowering: Lowering, node: ast.Call, callee: Any) -> Value | None:
+def array_value(rewriter: Rewriter, node: ast.Call, callee: Any) -> Value | None:
     """The array expression of a call of ``callee`` where it is an array of draws (``ArrayDraw``); None for
     another callee. Its nest opens where the statement stands."""
     if not isinstance(callee, ArrayDraw):
         return None
     if callee.name == "permutation":
-        return _permutation(lowering, node, callee)
+        return _permutation(rewriter, node, callee)
     name = ALIASES.get(callee.name, callee.name)
-    arguments, shape = _arguments(lowering, node, callee)
+    arguments, shape = _arguments(rewriter, node, callee)
     dtype = np.dtype(np.int64) if name == "randint" else np.dtype(np.float64)
-    return Drawn(shape, dtype, name, arguments, _opened(lowering))
+    return Drawn(shape, dtype, name, arguments, _opened(rewriter))
 
 
-def _opened(lowering: Lowering) -> str:
+def _opened(rewriter: Rewriter) -> str:
     """A nest opens where the statement stands: the name of its stream."""
-    stream = f"_svod_rs{next(lowering.counter)}"
-    lowering.described[stream] = f"the random stream of `{code(lowering.at, 40)}`"
-    lowering.pending += _next_nest(stream, lowering.at)
-    lowering.changed = True
+    stream = f"_svod_rs{next(rewriter.counter)}"
+    rewriter.described[stream] = f"the random stream of `{code(rewriter.at, 40)}`"
+    rewriter.pending += _next_nest(stream, rewriter.at)
+    rewriter.changed = True
     return stream
 
 
-def _arguments(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> tuple[tuple[ast.expr, ...], tuple[int, ...]]:
+def _arguments(rewriter: Rewriter, node: ast.Call, callee: ArrayDraw) -> tuple[tuple[ast.expr, ...], tuple[int, ...]]:
     """A sized draw's arguments (numbers, NumPy's defaults filled in: ``randint(high)`` from 0) and shape."""
     name = callee.name
     if name in DIMENSIONS:
         if node.keywords:
-            raise lowering.refuse(node, f"np.random.{name} takes the array's dimensions, one by one")
+            raise rewriter.refuse(node, f"np.random.{name} takes the array's dimensions, one by one")
         dimensions = ast.copy_location(ast.Tuple(list(node.args), ast.Load()), node)
-        return (), _shape(lowering, node, ast.fix_missing_locations(dimensions), callee)
+        return (), _shape(rewriter, node, ast.fix_missing_locations(dimensions), callee)
     signature = FUNCTIONS[name]
     parameters = (*signature.names, "size")
     usage = Signature((*signature.parameters, ("size", None)), signature.required).describe(name)
     if len(node.args) > len(parameters):
-        raise lowering.refuse(node, f"{usage} takes {len(parameters)} arguments")
+        raise rewriter.refuse(node, f"{usage} takes {len(parameters)} arguments")
     given = dict(zip(parameters, node.args, strict=False))
     for keyword in node.keywords:
         if keyword.arg not in parameters or keyword.arg in given:
-            raise lowering.refuse(node, f"{usage} has no argument {keyword.arg} left to pass")
+            raise rewriter.refuse(node, f"{usage} has no argument {keyword.arg} left to pass")
         given[str(keyword.arg)] = keyword.value
     missing = [p for p in parameters[:signature.required] if p not in given]
     if missing:
-        raise lowering.refuse(node, f"{usage}: {missing[0]} is missing")
+        raise rewriter.refuse(node, f"{usage}: {missing[0]} is missing")
     values: list[ast.expr] = []
     for parameter, default in signature.parameters:
         if parameter not in given:
             values.append(constant(default) if default is not None else constant(None))
             continue
-        value = lowering.value(given[parameter])
+        value = rewriter.value(given[parameter])
         if not isinstance(value, Scalar):
-            raise lowering.refuse(node, f"{usage} takes a number as {parameter} in a jitted function, not an array")
+            raise rewriter.refuse(node, f"{usage} takes a number as {parameter} in a jitted function, not an array")
         values.append(copy.deepcopy(value.node))
     if name == "randint":  # randint(high): from 0
         low, high = values
         values = [constant(0), low] if isinstance(high, ast.Constant) and high.value is None else [low, high]
         bounds = [v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, int)]
         if len(bounds) == 2 and not 1 <= bounds[1] - bounds[0] <= 1 << 32:
-            raise lowering.refuse(node, f"np.random.randint({bounds[0]}, {bounds[1]}) draws from an empty range or one "
+            raise rewriter.refuse(node, f"np.random.randint({bounds[0]}, {bounds[1]}) draws from an empty range or one "
                                         "wider than svod draws from (2**32 integers)")
-    return tuple(values), _shape(lowering, node, given["size"], callee)
+    return tuple(values), _shape(rewriter, node, given["size"], callee)
 
 
-def _before_the_run(lowering: Lowering, node: ast.Call, value: ast.expr, callee: ArrayDraw, what: str) -> None:
+def _before_the_run(rewriter: Rewriter, node: ast.Call, value: ast.expr, callee: ArrayDraw, what: str) -> None:
     """Refuse ``value`` (an array of draws' size, a permutation's count) where the host cannot know it before
     the run: it reads an array's element, or a name the function computes as it runs (from an element, a loop's
     variable)."""
-    bound = {n.id for n in ast.walk(lowering.reader.source.node) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Store)} | {a.arg for a in lowering.reader.source.node.args.args}
+    bound = {n.id for n in ast.walk(rewriter.reader.source.node) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)} | {a.arg for a in rewriter.reader.source.node.args.args}
     unknown = sorted(n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in bound
-                     and n.id not in callee.known and n.id not in lowering.arrays)  # (an array's shape is known)
-    if unknown or not lowering.reader.pure(value):
+                     and n.id not in callee.known and n.id not in rewriter.arrays)  # (an array's shape is known)
+    if unknown or not rewriter.reader.pure(value):
         why = f"{unknown[0]} is computed as the function runs" if unknown else "it reads an array's element"
-        raise lowering.refuse(node, f"{what} is a number the host knows before the run (of the arguments' shapes "
+        raise rewriter.refuse(node, f"{what} is a number the host knows before the run (of the arguments' shapes "
                                     f"and scalars); {why}")
 
 
-def _on_host(lowering: Lowering, node: ast.expr) -> Any:
+def _on_host(rewriter: Rewriter, node: ast.expr) -> Any:
     """``node`` computed on the host as the rewriting computes a size, every array the function has standing
     for itself with its shape (a temporary's too)."""
     arrays = {name: np.broadcast_to(np.zeros((), e.dtype), extents.numbers(e.shape))
-              for name, e in lowering.arrays.items() if extents.is_static(e.shape)}
+              for name, e in rewriter.arrays.items() if extents.is_static(e.shape)}
     expression = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
-    return eval(compile(expression, lowering.reader.source.file, "eval"), lowering.outer,  # the user's code
-                {**arrays, **lowering.host})
+    return eval(compile(expression, rewriter.reader.source.file, "eval"), rewriter.outer,  # the user's code
+                {**arrays, **rewriter.host})
 
 
-def _shape(lowering: Lowering, node: ast.Call, size: ast.expr, callee: ArrayDraw) -> tuple[int, ...]:
+def _shape(rewriter: Rewriter, node: ast.Call, size: ast.expr, callee: ArrayDraw) -> tuple[int, ...]:
     """An array's shape as NumPy takes ``size``: an int or a tuple of ints, which the host knows before the
     run."""
-    _before_the_run(lowering, node, size, callee, "the size of an array of draws")
+    _before_the_run(rewriter, node, size, callee, "the size of an array of draws")
     try:
-        value = _on_host(lowering, size)
+        value = _on_host(rewriter, size)
     except Exception as err:
-        raise lowering.refuse(node, f"the size of an array of draws is known before the run ({err})") from err
+        raise rewriter.refuse(node, f"the size of an array of draws is known before the run ({err})") from err
     shape = value if isinstance(value, tuple) else (value,)
     if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
-        raise lowering.refuse(node, f"an array of draws has a shape of non-negative ints, not {value!r}")
-    lowering.read |= {n.id for n in ast.walk(size) if isinstance(n, ast.Name)} & set(lowering.host)
+        raise rewriter.refuse(node, f"an array of draws has a shape of non-negative ints, not {value!r}")
+    rewriter.read |= {n.id for n in ast.walk(size) if isinstance(n, ast.Name)} & set(rewriter.host)
     return tuple(int(d) for d in shape)
 
 
-def _permutation(lowering: Lowering, node: ast.Call, callee: ArrayDraw) -> Value:
+def _permutation(rewriter: Rewriter, node: ast.Call, callee: ArrayDraw) -> Value:
     """``np.random.permutation(n)``: the stable order of ``n`` sort keys drawn as an array of draws (one nest),
     which a sort of the plan finds; ``permutation(x)``: ``x``'s elements (rows) in that order."""
     if len(node.args) != 1 or node.keywords:
-        raise lowering.refuse(node, "np.random.permutation takes one argument, x (an int or an array)")
+        raise rewriter.refuse(node, "np.random.permutation takes one argument, x (an int or an array)")
     operand = node.args[0]
-    value = lowering.value(operand)
+    value = rewriter.value(operand)
     if isinstance(value, Expr):
         if not value.shape:
-            raise lowering.refuse(node, "np.random.permutation takes an integer or an array of at least one "
+            raise rewriter.refuse(node, "np.random.permutation takes an integer or an array of at least one "
                                         "dimension (NumPy raises IndexError)")
         if not isinstance(value.shape[0], int):
-            raise lowering.refuse(node, f"np.random.permutation of an array of shape {extents.shown(value.shape)}, "
+            raise rewriter.refuse(node, f"np.random.permutation of an array of shape {extents.shown(value.shape)}, "
                                         "whose length is known only as the function runs, is not one svod has")
         count = value.shape[0]
     else:
-        _before_the_run(lowering, node, operand, callee, "np.random.permutation's n")
+        _before_the_run(rewriter, node, operand, callee, "np.random.permutation's n")
         try:
-            known = _on_host(lowering, operand)
+            known = _on_host(rewriter, operand)
         except Exception as err:
-            raise lowering.refuse(node, f"np.random.permutation's n is known before the run ({err})") from err
+            raise rewriter.refuse(node, f"np.random.permutation's n is known before the run ({err})") from err
         if isinstance(known, (bool, np.bool_)) or not isinstance(known, (int, np.integer)):
-            raise lowering.refuse(node, f"np.random.permutation takes an int or an array, not {known!r}")
+            raise rewriter.refuse(node, f"np.random.permutation takes an int or an array, not {known!r}")
         if known < 0:
-            raise lowering.refuse(node, "np.random.permutation of a negative number (NumPy raises ValueError)")
+            raise rewriter.refuse(node, "np.random.permutation of a negative number (NumPy raises ValueError)")
         count = int(known)
-    keys = Drawn((count,), KEYS_DTYPE, "keys", (), _opened(lowering))
-    made = lowering.fresh_temporary((count,), KEYS_DTYPE, node)
+    keys = Drawn((count,), KEYS_DTYPE, "keys", (), _opened(rewriter))
+    made = rewriter.fresh_temporary((count,), KEYS_DTYPE, node)
     assert isinstance(made, Named)  # (of a length the host knows)
-    lowering.described[made.name] = f"the sort keys of `{code(node, 40)}`"
-    order = f"_svod_ro{next(lowering.counter)}"
-    lowering.described[order] = f"the order `{code(node, 40)}` draws"
-    lowering.pending += [*lowering.allocation(lowering.at, made), *lowering.loops(lowering.at, made, keys),
-                         *placed([assign(order, call(numpy("argsort"), load(made.name)))], lowering.at)]
-    lowering.arrays[order] = Named((count,), np.dtype(np.intp), order)
+    rewriter.described[made.name] = f"the sort keys of `{code(node, 40)}`"
+    order = f"_svod_ro{next(rewriter.counter)}"
+    rewriter.described[order] = f"the order `{code(node, 40)}` draws"
+    rewriter.pending += [*rewriter.allocation(rewriter.at, made), *rewriter.loops(rewriter.at, made, keys),
+                         *placed([assign(order, call(numpy("argsort"), load(made.name)))], rewriter.at)]
+    rewriter.arrays[order] = Named((count,), np.dtype(np.intp), order)
     if not isinstance(value, Expr):
-        return lowering.arrays[order]
-    return lowering.value(ast.copy_location(ast.Subscript(copy.deepcopy(operand), load(order), ast.Load()), node))
+        return rewriter.arrays[order]
+    return rewriter.value(ast.copy_location(ast.Subscript(copy.deepcopy(operand), load(order), ast.Load()), node))
 
 
 __all__ = ["ARRAY", "ArrayDraw", "DRAW", "Drawn", "Draws", "ONE", "STATE", "array_value", "is_numpy_random", "names"]

@@ -39,7 +39,7 @@ class Bindings:
     def __init__(self, arrays: dict[str, Any], described: dict[str, str], viewed: set[str],
                  counter: Iterator[int]) -> None:
         self.arrays = arrays
-        """The rewriting's arrays by name (``Lowering.arrays``)."""
+        """The rewriting's arrays by name (``ArrayRewriter.arrays``)."""
         self.described = described
         self.viewed = viewed
         """The names another name may view (``arrays._viewed``): a new name of one is one too."""

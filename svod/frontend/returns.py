@@ -55,9 +55,9 @@ def without_returns(body: Sequence[ast.stmt], target: ast.expr | None, flag: str
     """``body`` with each ``return value`` made ``target = value`` (where ``target`` is None, the values are
     dropped: a caller whose values have effects passes a target), and what follows a return skipped as Python
     skips it (``flag`` names the flag where one is needed)."""
-    lowering = _Lowering(target, flag)
-    made = lowering.block(body, 0)
-    if not lowering.flagged:
+    rewriter = _ReturnRewriter(target, flag)
+    made = rewriter.block(body, 0)
+    if not rewriter.flagged:
         return _unflagged(made, flag)
     start = body[0] if body else None
     first = [_flag(flag, 0, start)] if start is not None else []
@@ -66,7 +66,7 @@ def without_returns(body: Sequence[ast.stmt], target: ast.expr | None, flag: str
     return [*first, *made]
 
 
-class _Lowering:
+class _ReturnRewriter:
     def __init__(self, target: ast.expr | None, flag: str) -> None:
         self.target = target
         self.flag = flag

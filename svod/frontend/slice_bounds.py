@@ -26,7 +26,7 @@ from svod.frontend.phases import Reader
 
 
 class SliceBounds(ArrayStatistics):
-    """The functions of this module, as the statements' ``Lowering`` calls them."""
+    """The functions of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     reader: Reader
     counter: itertools.count[int]

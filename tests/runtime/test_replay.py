@@ -12,7 +12,7 @@ import pytest
 
 import svod
 from svod import ExecutionPlan, KernelBuilder, UOp, dtypes
-from svod.backends.cpu_replay import STUBS, NativeProgram, NativeReplayer
+from svod.backends.cpu_replay import STUBS, NativeReplay, NativeReplayer
 from svod.device import (
     BufferAddress,
     Device,
@@ -55,7 +55,7 @@ def test_the_dispatcher_evaluates_like_launch_sizes_do(seed):
             want: int | None = evaluate(expr, values)
         except LaunchError:
             want = None
-        program = NativeProgram()
+        program = NativeReplay()
         for k in range(3):
             program.input(f"v{k}")
         slot = program.value(expr, "expression")
@@ -70,7 +70,7 @@ def test_the_dispatcher_evaluates_like_launch_sizes_do(seed):
 
 def test_nested_words_visit_a_triangle_and_carry_python_errors():
     seen: list[tuple[int, int]] = []
-    program = NativeProgram()
+    program = NativeReplay()
     n, one = program.input("n"), program.constant(1)
     t, i = program.variable("t"), program.variable("i")
     outer = program.loop_begin(t, program.constant(0), n, one)
@@ -88,7 +88,7 @@ def test_nested_words_visit_a_triangle_and_carry_python_errors():
     def fail() -> None:
         raise KeyError("from a step")
 
-    failing = NativeProgram()
+    failing = NativeReplay()
     failing.python(fail, "failing")
     failing.finish()
     with pytest.raises(KeyError, match="from a step"):
