@@ -25,9 +25,11 @@ from __future__ import annotations
 import functools
 
 from svod.codegen.indexing import conjuncts, index_in_bounds
+from svod.codegen.ranges import range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
+from svod.ir.ops import STATEMENTS
 from svod.ir.uop import is_unbounded, memory_of, param_size, pointee
 
 CHECKED = "checked"
@@ -45,13 +47,14 @@ def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
     (the module docstring), or None when it has none. Afterwards no INDEX has arg ``CHECKED``."""
     rebuilt: dict[UOp, UOp] = {}
     recorded: dict[int, None] = {}
+    around = _loops_around(sink)
     for u in sink.toposort():
         src = tuple(rebuilt.get(s, s) for s in u.src)
         new = u if src == u.src else u.replace(src=src)
         if new.op is Ops.INDEX and new.arg == CHECKED:
             if status is None:
                 raise GraphError("a bounds-checked access needs a status buffer", stage="lower")
-            new = _recorded(new, status)
+            new = _recorded(new, status, around.get(u, ()))
             recorded[_reported(new).arg] = None
         if new is not u:
             rebuilt[u] = new
@@ -70,12 +73,36 @@ def _reported(index: UOp) -> UOp:
     return buffer.src[0] if buffer.op is Ops.DEFINE_LOCAL else buffer
 
 
-def _recorded(u: UOp, status: UOp) -> UOp:
-    """``buf[idx]`` that may leave its buffer: gated by an in-range test, with the record of a failure."""
+def _loops_around(sink: UOp) -> dict[UOp, tuple[UOp, ...]]:
+    """For every node, the loops each statement that uses it runs in (those all of them run in, in range
+    order): a loop a statement depends on runs around it, and a reduction's ranges around its body."""
+    topo = sink.toposort()
+    seen: dict[UOp, frozenset[UOp]] = {}
+    for u in reversed(topo):  # each user before what it uses
+        if u is sink:
+            continue
+        mine = seen.get(u, u.live_ranges) if u.op not in STATEMENTS else u.live_ranges
+        seen[u] = mine
+        inner = mine | frozenset(u.src[1:]) if u.op is Ops.REDUCE else mine
+        for position, s in enumerate(u.src):
+            loops = inner if position == 0 else mine
+            seen[s] = seen[s] & loops if s in seen else loops
+    return {u: tuple(sorted(loops, key=range_order)) for u, loops in seen.items()
+            if u.op is Ops.INDEX and u.arg == CHECKED and loops}
+
+
+def _recorded(u: UOp, status: UOp, around: tuple[UOp, ...]) -> UOp:
+    """``buf[idx]`` that may leave its buffer: gated by an in-range test, with the record of a failure. The
+    record fires only where the access is made: ``around`` are the loops its users run in, and one of them
+    that its index does not name (the record is placed outside it) must turn at least once."""
     buffer, index = _reported(u), u.src[1]  # through a memory state, the buffer
     in_range, reported = _range_test(index, param_size(buffer))
     gate = u.src[2] if len(u.src) == 3 else None
     failed = in_range.ne(True) if gate is None else gate & in_range.ne(True)
+    named = {r for r in index.toposort() if r.op is Ops.RANGE}
+    for loop in around:
+        if loop not in named and loop.src[0].vmin < 1:
+            failed = failed & UOp.index_const(0).lt(loop.src[0])
     allowed = in_range if gate is None else gate & in_range
     recorded = pointee(status)
     stores = []
