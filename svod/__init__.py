@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         prange,
     )
     from svod.frontend.pylang import Cast as _Cast
+    from svod.frontend.tape import Tape, grad, vjp
     from svod.ir import AxisKind, Ops, UOp
     from svod.runtime import ExecutionPlan, load_plan
 
@@ -59,6 +60,7 @@ _HOMES = {
     **dict.fromkeys(("KernelBuilder", "available_devices", "check", "compile", "compiler_pair", "get_device",
                      "kernel", "run"), "svod.frontend"),
     "jit": "svod.frontend.jit",
+    **dict.fromkeys(("Tape", "grad", "vjp"), "svod.frontend.tape"),
     **dict.fromkeys(("Array", "Const", "Int", "atomic_add", "atomic_max", "atomic_min", "func", "inf", "math", "nan",
                      "prange"), "svod.frontend.pylang"),
     **dict.fromkeys(("AxisKind", "Ops", "UOp"), "svod.ir"),
@@ -95,7 +97,7 @@ resolver.install(_install_registry)
 
 __version__ = VERSION
 __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "DeviceSpec", "ExecutionPlan",
-           "Int", "KernelBuilder", "Ops", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices", "bool",
-           "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32", "float64",
-           "func", "get_device", "inf", "jit", "int8", "int16", "int32", "int64", "kernel", "load_plan", "math", "nan",
-           "prange", "random", "run", "uint8", "uint16", "uint32", "uint64"]
+           "Int", "KernelBuilder", "Ops", "Tape", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices",
+           "bool", "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32",
+           "float64", "func", "get_device", "grad", "inf", "jit", "int8", "int16", "int32", "int64", "kernel",
+           "load_plan", "math", "nan", "prange", "random", "run", "uint8", "uint16", "uint32", "uint64", "vjp"]

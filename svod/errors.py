@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 Stage = Literal["parse", "build", "lower", "render", "compile", "load", "plan", "bind", "launch", "execute",
-                "buffer", "device", "check"]
+                "buffer", "device", "check", "gradient"]
 """Where in a kernel's life an error arose: one of ``STAGES``, in the order a kernel meets them."""
 
 STAGES: dict[Stage, str] = {
@@ -35,6 +35,8 @@ STAGES: dict[Stage, str] = {
               "(environment variables, the random seed)",
     "check": "svod's tools that compare kernels with a reference (svod check, svod bench, the workloads): their "
              "inputs, and a result that disagrees",
+    "gradient": "differentiating: making a kernel's adjoint (what svod differentiates and what it refuses), a "
+                "tape's records, and the arrays they need unchanged until the backward pass",
 }
 """Each stage and what it covers, in the order of ``Stage``."""
 
@@ -152,6 +154,12 @@ class KernelSyntaxError(SvodError):
     """A construct an ``@svod.kernel`` function may not use (``while``, ``try``, a list, a call of a function
     that is neither svod's nor ``@svod.func`` ...), or a name or value it cannot translate. The message names
     the file, the line and the construct."""
+
+
+class GradientError(SvodError):
+    """A gradient svod will not compute rather than compute wrong: a construct whose derivative svod does not
+    take, or an array a tape recorded that changed before ``backward``. The message names the kernel, the
+    line or array, and what to change."""
 
 
 class DeviceError(SvodError):

@@ -86,7 +86,7 @@ def test_the_stages_are_one_set_the_errors_take_and_the_docs_list_with_their_mea
     each error class that takes a stage takes a ``Stage``; the table of docs/kernels.md gives each stage the
     meaning ``STAGES`` does."""
     assert typing.get_args(Stage) == tuple(STAGES)
-    assert len(STAGES) == 13 and "build" in STAGES and "races" not in STAGES
+    assert len(STAGES) == 14 and "build" in STAGES and "races" not in STAGES
     for name in sorted(ERROR_CLASSES):
         hint = typing.get_type_hints(getattr(svod.errors, name).__init__).get("stage")
         assert hint in (Stage, Stage | None), (name, hint)

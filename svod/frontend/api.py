@@ -14,6 +14,7 @@ from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError
 from svod.ir import UOp
 from svod.runtime.cache import default_cache
 from svod.runtime.kernel import CachedKernel
+from svod.runtime.taping import refuse_on_tape
 
 DeviceLike = str | Device
 
@@ -51,6 +52,7 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
 
 def run_compiled(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, Any]) -> None:
     """``run`` of a kernel compiled already."""
+    refuse_on_tape(f"kernel {kernel.name!r} (svod.run)")
     try:
         _run(kernel, [_device_array(b) for b in buffers], var_vals)
     except SvodError as err:

@@ -49,6 +49,7 @@ from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal
 from svod.frontend.source import Source
 from svod.runtime.plan import ExecutionPlan
+from svod.runtime.taping import refuse_on_tape
 
 CALLS_KEPT = 64
 """The signatures of calls a jitted function keeps plans at hand for (``Jit._calls``)."""
@@ -93,6 +94,7 @@ class Jit:
         """Run the function on ``args`` and ``keywords`` (bound as Python binds them, defaults too) on
         ``device``: numpy arrays are worked on in place, scalars passed by value; returns what the function
         returns (a temporary comes back as a new array)."""
+        refuse_on_tape(f"@svod.jit function {self.name!r}")
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
         found = self._calls.get(key) if key is not None else None
         if found is not None:

@@ -44,6 +44,7 @@ from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
 from svod.runtime.kernel import ArrayLaunch, CachedKernel
+from svod.runtime.taping import RECORDING
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
@@ -150,7 +151,11 @@ class Kernel:
         """Run once on ``args`` on ``device``: numpy arrays are worked on in place (on the CPU without a copy),
         svod Buffers and DLPack arrays too (a torch or cupy CUDA tensor in its own memory); scalars are passed by
         value. The device is by default the first argument's that lives on one (a Buffer, a CUDA tensor), else
-        the CPU."""
+        the CPU. Inside a ``svod.Tape`` block the tape runs the call, keeping what its gradient needs."""
+        recorder = RECORDING.get()
+        if recorder is not None:
+            recorder.record(self, args, device)
+            return
         key = self._call_key(args, device)
         prepared = self._launches.get(key) if key is not None else None
         if prepared is not None:

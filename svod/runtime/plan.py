@@ -76,6 +76,7 @@ from svod.runtime.steps import (
     Values,
     WhileRequest,
 )
+from svod.runtime.taping import refuse_on_tape
 
 PARALLEL_MIN_COST = 1 << 20
 """Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
@@ -321,6 +322,7 @@ class ExecutionPlan:
 
     def execute(self, *, profile: bool = False, buffers: Mapping[int | str, Any] | None = None,
                 **var_vals: int) -> list[StepProfile] | None:
+        refuse_on_tape("a plan")
         if not self._prepared:
             self.prepare()
         native = self._native
@@ -348,6 +350,7 @@ class ExecutionPlan:
         A plan may be executed from several threads: executions take turns (the steps' argument arrays
         and buffers are the plan's own, so two at once would mix their variables and their data).
         """
+        refuse_on_tape("a plan")
         self.prepare()
         values = self._check_vars(var_vals)
         if self._loops:

@@ -1,0 +1,445 @@
+"""The adjoint of an ``@svod.kernel``: a second Python kernel, made from the first's source, that takes the
+adjoints of the arrays the first wrote and gives those of the arrays it read (``svod.vjp``, ``svod.Tape``).
+
+::
+
+    @svod.kernel                                    def f_adjoint(y, x, y_grad, x_grad):
+    def f(y, x):                                        for i in svod.prange(x.shape[0]):
+        for i in svod.prange(x.shape[0]):                   _svod_a0 = x[i]                   the forward, each
+            y[i] = svod.math.sin(x[i]) * 2.0   ──▶           _svod_a1 = _svod_math.sin(_svod_a0)  value a local
+                                                            _svod_a2 = _svod_a1 * 2.0
+                                                            _svod_b3 = y_grad[i]              y's adjoint read,
+                                                            y_grad[i] = 0.0                   then what y held
+                                                            _svod_d2 = _svod_b3               each value's adjoint,
+                                                            _svod_d1 = _svod_d2 * 2.0         in reverse, by the
+                                                            _svod_d0 = _svod_d1 * _svod_math.cos(_svod_a0)
+                                                            x_grad[i] += _svod_d0             rules of derivatives
+
+The adjoint is a kernel like any: svod translates, proves and compiles it on every device. A work item's
+adjoint updates the adjoints of what it read and wrote in place, so the kernel maps the adjoints after the
+forward to those before it: an overwritten element's adjoint becomes zero, one updated with ``+=`` keeps its
+adjoint, and a read adds into its array's adjoint (``+=`` where every read of the array is the work item's own
+element, ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add).
+
+What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body is straight-line code, with
+loads, stores, ``+=``/``-=`` updates, ``svod.atomic_add``, arithmetic, the math functions, conditional
+expressions and ``min``/``max``/``abs``; statements before the loop that read no array. A work item reads an
+array only before it writes it there, so its reads see the array as the kernel found it: an array the kernel
+reads and writes is copied before the forward runs (``Adjoint.saved``). Anything else is refused with a
+``GradientError`` naming the line and what to change, never differentiated wrong.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import itertools
+import math as pymath
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from svod.errors import GradientError
+from svod.frontend import pylang
+from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, MATH, UNARY, Rule, float_cast
+from svod.frontend.pykernel import Kernel
+from svod.frontend.source import Source
+from svod.frontend.values import NUMPY_MATH
+
+ATOMIC_ADD = "_svod_atomic_add"
+"""What the adjoint kernel's source calls ``svod.atomic_add``."""
+
+
+@dataclass(frozen=True)
+class Adjoint:
+    """A kernel's adjoint for one set of float array arguments.
+
+    The adjoint kernel takes the kernel's arguments, then one adjoint array per name of ``grads`` (in order).
+    """
+
+    kernel: Kernel
+    grads: tuple[tuple[str, str], ...]
+    """Each float array argument the kernel reads or writes, with the name of its adjoint's parameter."""
+    written: tuple[str, ...]
+    """The array arguments the kernel writes, in argument order: a call's results."""
+    reads: frozenset[str]
+    """The array arguments whose values the adjoint reads: a tape keeps them as the call saw them."""
+    saved: frozenset[str]
+    """The arrays the kernel reads and writes: copied before the forward, and the copy passed to the adjoint."""
+
+
+_ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
+
+
+def adjoint(kernel: Kernel, floats: frozenset[str]) -> Adjoint:
+    """The adjoint of ``kernel`` for a call whose float array arguments are ``floats`` (made once, then kept)."""
+    made = _ADJOINTS.setdefault(kernel, {})
+    if floats not in made:
+        made[floats] = _Differentiator(kernel, floats).adjoint()
+    return made[floats]
+
+
+@dataclass
+class _Value:
+    """One value of the forward a work item computes, in the order it computes them: an operation's result
+    (``rule``), a load (``array``), or a store (``stored``)."""
+
+    result: str
+    operands: tuple[str, ...]
+    guard: str | None
+    line: int
+    rule: Rule | None = None
+    array: str | None = None
+    index: str = ""
+    own: bool = False
+    """For a load: whether it reads the work item's own element (its index is the parallel loops' variables)."""
+    stored: str | None = None
+    """For a store: ``"="``, ``"+="`` or ``"-="``."""
+
+
+@dataclass
+class _Lines:
+    """Source lines of the adjoint kernel, each with the line of the kernel's source it comes from."""
+
+    text: list[str] = field(default_factory=list)
+    origin: list[int] = field(default_factory=list)
+
+    def add(self, text: str, line: int, depth: int) -> None:
+        for part in text.split("\n"):
+            self.text.append("    " * depth + part)
+            self.origin.append(line)
+
+
+class _Differentiator:
+    """Reads a kernel's source and writes its adjoint's (the module's docstring)."""
+
+    def __init__(self, kernel: Kernel, floats: frozenset[str]) -> None:
+        self.kernel = kernel
+        self.source = Source.of(kernel.fn)
+        self.floats = floats
+        self.parameters = kernel.parameters
+        self.env: dict[str, str] = {}
+        self.values: list[_Value] = []
+        self.forward: list[tuple[str, int]] = []
+        self.written: list[str] = []
+        self.reads: set[str] = set()
+        self.loops: list[str] = []
+        self.counter = itertools.count()
+        self.line = self.source.node.lineno
+
+    # ---- refusing ---------------------------------------------------------------------------------------
+
+    def refuse(self, node: ast.AST, what: str, change: str) -> GradientError:
+        line = getattr(node, "lineno", self.line)
+        return GradientError(f"{self.source.file}:{line}: {what}: svod does not differentiate it; {change}",
+                             kernel=self.kernel.name, stage="gradient", value=ast.unparse(node).split("\n")[0])
+
+    # ---- the kernel's shape -----------------------------------------------------------------------------
+
+    def adjoint(self) -> Adjoint:
+        lines = _Lines()
+        body = self.source.node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        loops = [stmt for stmt in body if isinstance(stmt, ast.For)]
+        for stmt in body:
+            if isinstance(stmt, ast.For):
+                continue
+            if (loops and stmt.lineno > loops[0].lineno) or not (
+                    isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and not self.array_reads(stmt.value)):
+                raise self.refuse(stmt, "a statement outside the kernel's svod.prange loop",
+                                  "compute it inside the loop, or in a kernel of its own")
+            lines.add(ast.unparse(stmt), stmt.lineno, 1)
+        if len(loops) != 1 or not self.is_prange(loops[0]):
+            raise self.refuse(loops[1] if len(loops) > 1 else self.source.node,
+                              "a kernel that is not one svod.prange loop (or nest of them)",
+                              "write one kernel per parallel loop")
+        nest = self.nest(loops[0])
+        for depth, loop in enumerate(nest, start=1):
+            lines.add(f"for {ast.unparse(loop.target)} in {ast.unparse(loop.iter)}:", loop.lineno, depth)
+        for stmt in nest[-1].body:
+            self.line = stmt.lineno
+            self.statement(stmt)
+        for text, line in self.forward:
+            lines.add(text, line, len(nest) + 1)
+        grads = self.grad_names()
+        for text, line in self.backward(dict(grads)):
+            lines.add(text, line, len(nest) + 1)
+        return self.kernel_of(lines, grads)
+
+    def is_prange(self, loop: ast.For) -> bool:
+        return isinstance(loop.iter, ast.Call) and self.resolve(loop.iter.func) is pylang.prange
+
+    def nest(self, loop: ast.For) -> list[ast.For]:
+        """The parallel loops around the body, outermost first."""
+        nest = [loop]
+        while True:
+            current = nest[-1]
+            if not isinstance(current.target, ast.Name) or current.orelse:
+                raise self.refuse(current, "a parallel loop over a tuple of variables, or with an else",
+                                  "write for i in svod.prange(n) with one variable")
+            self.loops.append(current.target.id)
+            inner = current.body
+            if len(inner) == 1 and isinstance(inner[0], ast.For) and self.is_prange(inner[0]):
+                nest.append(inner[0])
+                continue
+            return nest
+
+    def resolve(self, node: ast.expr) -> object:
+        """The object a name or attribute of the source names, if the function's globals say."""
+        if isinstance(node, ast.Name):
+            return self.source.names.get(node.id, vars(builtins).get(node.id))
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return getattr(base, node.attr, None) if base is not None else None
+        return None
+
+    # ---- the forward, one statement at a time -----------------------------------------------------------
+
+    def statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            return
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            self.assign(stmt.targets[0], stmt.value, stmt)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            self.assign(stmt.target, ast.BinOp(ast.Name(stmt.target.id, ast.Load()), stmt.op, stmt.value), stmt)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Subscript):
+            if not isinstance(stmt.op, (ast.Add, ast.Sub)):
+                raise self.refuse(stmt, "an update other than += and -= of an array element",
+                                  "write y[i] = y[i] * e, which reads y[i] before writing it")
+            self.store(stmt.target, stmt.value, "+=" if isinstance(stmt.op, ast.Add) else "-=", stmt)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                and self.resolve(stmt.value.func) is pylang.atomic_add and len(stmt.value.args) == 3:
+            array, index, value = stmt.value.args
+            self.store(ast.Subscript(array, index, ast.Store()), value, "+=", stmt)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            raise self.refuse(stmt, "a loop inside svod.prange (its turns would run in reverse, keeping each turn's "
+                              "values)", "write the loop out, or make each turn a kernel call of its own")
+        elif isinstance(stmt, ast.If):
+            raise self.refuse(stmt, "an if statement", "write the branch as a conditional expression "
+                              "(y[i] = a if c else b)")
+        else:
+            raise self.refuse(stmt, f"the statement {type(stmt).__name__}",
+                              "write the work item as assignments, stores, += updates and svod.atomic_add")
+
+    def assign(self, target: ast.expr, value: ast.expr, stmt: ast.stmt) -> None:
+        if isinstance(target, ast.Subscript):
+            self.store(target, value, "=", stmt)
+            return
+        if not isinstance(target, ast.Name) or target.id in self.parameters or target.id in self.loops:
+            raise self.refuse(stmt, "an assignment to a tuple, an argument or a loop variable",
+                              "assign each value to a local name of its own")
+        self.env[target.id] = self.value(value, None)
+
+    def store(self, target: ast.Subscript, value: ast.expr, how: str, stmt: ast.stmt) -> None:
+        if not (isinstance(target.value, ast.Name) and target.value.id in self.parameters):
+            raise self.refuse(stmt, "a store into what is not an array argument", "store into an argument")
+        stored = self.value(value, None)
+        array = target.value.id
+        self.values.append(_Value("", (stored,), None, stmt.lineno, array=array, index=self.opaque(target.slice),
+                                  stored=how))
+        if array not in self.written:
+            self.written.append(array)
+
+    def value(self, node: ast.expr, guard: str | None) -> str:
+        """``node`` computed as the forward computes it, one local per operation: the local's name, or the
+        constant or name ``node`` is."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+            return repr(node.value)
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, node.id)
+        if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
+            operands = (self.value(node.left, guard), self.value(node.right, guard))
+            text = ast.unparse(ast.BinOp(_name(operands[0]), node.op, _name(operands[1])))
+            return self.operation(text, BINARY[type(node.op)], operands, guard)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY:
+            operand = self.value(node.operand, guard)
+            return self.operation(ast.unparse(ast.UnaryOp(node.op, _name(operand))), UNARY[type(node.op)],
+                                  (operand,), guard)
+        if isinstance(node, ast.Call):
+            return self.call(node, guard)
+        if isinstance(node, ast.IfExp):
+            test = self.local(self.opaque(node.test), guard)
+            body = self.value(node.body, _both(guard, test))
+            other = self.value(node.orelse, _both(guard, f"not {test}"))
+            return self.operation(f"({body} if {test} else {other})", _select(test), (body, other), guard)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in self.parameters:
+            array = node.value.id
+            if array in self.written:
+                raise self.refuse(node, f"a read of {array} after the work item wrote it",
+                                  "read every array before writing it, or write it in a kernel of its own")
+            self.reads.add(array)
+            index = self.opaque(node.slice)
+            result = self.local(f"{array}[{index}]", guard)
+            self.values.append(_Value(result, (), guard, self.line, array=array, index=index, own=self.own(node.slice)))
+            return result
+        if isinstance(node, (ast.Compare, ast.BoolOp, ast.Attribute, ast.Subscript)) or \
+                (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert))):
+            return self.local(self.opaque(node), guard)  # no derivative: a condition, a size, an integer
+        raise self.refuse(node, f"the expression {ast.unparse(node)}",
+                          "write it with arithmetic, svod.math functions, min, max, abs and conditional expressions")
+
+    def call(self, node: ast.Call, guard: str | None) -> str:
+        callee = self.resolve(node.func)
+        name = self.math_name(node.func)
+        if node.keywords:
+            raise self.refuse(node, "a call with keywords", "pass its arguments by position")
+        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in (int, bool):
+            return self.local(self.opaque(node), guard)
+        operands = tuple(self.value(a, guard) for a in node.args)
+        text = f"{ast.unparse(node.func)}({', '.join(operands)})"
+        if isinstance(callee, pylang.Cast) or callee is float:
+            rule = float_cast
+        elif name is not None and name in FUNCTIONS:
+            rule = FUNCTIONS[name]
+        elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max) \
+                and len(operands) == (1 if callee is abs else 2):
+            rule = FUNCTIONS[BUILTINS[node.func.id]]
+        else:
+            raise self.refuse(node, f"a call of {ast.unparse(node.func)}",
+                              "call svod.math functions, min, max, abs or float casts, or write the helper's "
+                              "arithmetic in the kernel")
+        return self.operation(text, rule, operands, guard)
+
+    def math_name(self, func: ast.expr) -> str | None:
+        """The name of the math function ``func`` is (``svod.math.exp``, ``math.exp``, ``np.exp``), if it is one."""
+        if not isinstance(func, ast.Attribute):
+            return None
+        base = self.resolve(func.value)
+        if base is np:
+            return NUMPY_MATH.get(func.attr)
+        return func.attr if base in (pylang.math, pymath) and func.attr in pylang.MATH_FUNCTIONS else None
+
+    def operation(self, text: str, rule: Rule, operands: tuple[str, ...], guard: str | None) -> str:
+        result = self.local(text, guard)
+        self.values.append(_Value(result, operands, guard, self.line, rule=rule))
+        return result
+
+    def local(self, text: str, guard: str | None) -> str:
+        """A new local of the forward holding ``text``'s value (0 where ``guard`` does not hold: a branch not
+        taken reads nothing)."""
+        name = f"_svod_a{next(self.counter)}"
+        self.forward.append((f"{name} = {text}" if guard is None else f"{name} = ({text} if {guard} else 0)",
+                             self.line))
+        return name
+
+    def opaque(self, node: ast.expr) -> str:
+        """``node``'s source with the locals it names replaced by the forward's names for them: an index, a
+        condition or another value without a derivative. Its reads count as the array's reads."""
+        renamed = _Renamer(self.env).visit(ast.parse(ast.unparse(node), mode="eval"))
+        for read in ast.walk(renamed):
+            if isinstance(read, ast.Subscript) and isinstance(read.value, ast.Name) \
+                    and read.value.id in self.parameters:
+                if read.value.id in self.written:
+                    raise self.refuse(node, f"a read of {read.value.id} after the work item wrote it",
+                                      "read every array before writing it, or write it in a kernel of its own")
+                self.reads.add(read.value.id)
+        return ast.unparse(renamed.body)
+
+    def own(self, index: ast.expr) -> bool:
+        """Whether ``index`` is the work item's own element: the parallel loops' variables, each once."""
+        names = index.elts if isinstance(index, ast.Tuple) else [index]
+        ids = [n.id for n in names if isinstance(n, ast.Name)]
+        return len(ids) == len(names) and sorted(ids) == sorted(self.loops)
+
+    def array_reads(self, node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.parameters
+                   for n in ast.walk(node))
+
+    # ---- the backward -----------------------------------------------------------------------------------
+
+    def grad_names(self) -> tuple[tuple[str, str], ...]:
+        taken = set(self.parameters) | {n.id for n in ast.walk(self.source.node) if isinstance(n, ast.Name)}
+        grads = []
+        for array in self.parameters:
+            if array in self.floats and (array in self.reads or array in self.written):
+                name = f"{array}_grad"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                grads.append((array, name))
+        return tuple(grads)
+
+    def backward(self, grads: dict[str, str]) -> list[tuple[str, int]]:
+        """The work item's adjoint: each value's, from the last to the first."""
+        shares: dict[str, list[str]] = {}
+        indices: dict[str, set[str]] = {}
+        for v in self.values:
+            if v.array is not None and v.stored is None:
+                indices.setdefault(v.array, set()).add(v.index if v.own else "")
+        plain = {array for array, found in indices.items() if len(found) == 1 and "" not in found}
+        lines: list[tuple[str, int]] = []
+        for v in reversed(self.values):
+            if v.stored is not None:
+                if v.array not in grads:
+                    continue
+                held = f"_svod_b{next(self.counter)}"
+                lines.append((f"{held} = {grads[v.array]}[{v.index}]", v.line))
+                if v.stored == "=":
+                    lines.append((f"{grads[v.array]}[{v.index}] = 0.0", v.line))
+                shares.setdefault(v.operands[0], []).append(f"-{held}" if v.stored == "-=" else held)
+                continue
+            found = shares.get(v.result)
+            if not found or (v.array is not None and v.array not in grads):
+                continue
+            adjoint = v.result.replace("_svod_a", "_svod_d")
+            lines.append((f"{adjoint} = {' + '.join(found)}", v.line))
+            if v.array is not None:
+                target = grads[v.array]
+                add = f"{target}[{v.index}] += {adjoint}" if v.array in plain \
+                    else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
+                lines.append((add if v.guard is None else f"if {v.guard}:\n    {add}", v.line))
+                continue
+            assert v.rule is not None
+            for operand, share in zip(v.operands, v.rule(v.operands, v.result, adjoint), strict=True):
+                if share is not None and operand.startswith("_svod_a"):
+                    shares.setdefault(operand, []).append(share if v.guard is None
+                                                          else f"({share} if {v.guard} else 0.0)")
+        return lines
+
+    def kernel_of(self, lines: _Lines, grads: tuple[tuple[str, str], ...]) -> Adjoint:
+        name = f"{self.kernel.name}_adjoint"
+        parameters = [*self.parameters, *(g for _, g in grads)]
+        text = "\n".join([f"def {name}({', '.join(parameters)}):", *lines.text])
+        origin = [self.source.node.lineno, *lines.origin]
+        node = ast.parse(text).body[0]
+        for part in ast.walk(node):
+            if isinstance(part, (ast.stmt, ast.expr)):
+                part.lineno = origin[part.lineno - 1]
+                part.end_lineno = part.lineno
+        assert isinstance(node, ast.FunctionDef)
+        names = {**self.source.names, MATH: pylang.math, ATOMIC_ADD: pylang.atomic_add}
+        kernel = Kernel(self.kernel.fn, name=name, source=Source(node, self.source.file, names),
+                        parameters=parameters, static_shapes=self.kernel.static_shapes)
+        written = tuple(p for p in self.parameters if p in self.written)
+        return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written))
+
+
+class _Renamer(ast.NodeTransformer):
+    """Replaces each local's name with the forward's name for its value."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.env:
+            return ast.parse(self.env[node.id], mode="eval").body
+        return node
+
+
+def _select(test: str) -> Rule:
+    """The rule of ``a if test else b``: the branch taken takes the adjoint."""
+    return lambda o, r, g: (f"({g} if {test} else 0.0)", f"(0.0 if {test} else {g})")
+
+
+def _both(guard: str | None, test: str) -> str:
+    return test if guard is None else f"({guard}) and ({test})"
+
+
+def _name(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+__all__ = ["Adjoint", "adjoint"]

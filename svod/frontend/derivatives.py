@@ -1,0 +1,106 @@
+"""Each operation's derivative, in one place: the rules ``svod.vjp`` and ``svod.Tape`` build a kernel's adjoint
+from (``svod.frontend.adjoint``).
+
+A rule takes the operands, the result and the result's adjoint (each a name or a constant of the adjoint
+kernel's source) and gives each operand's share of that adjoint, as the source of an expression; None where
+the share is zero. Comparisons, ``floor``, ``ceil``, ``trunc``, ``round``, integer ``//`` and ``%`` and casts to
+an integer have zero derivative, as in JAX; where two operands of ``max``/``min`` tie, each takes half.
+The math functions are called through ``svod.math`` as ``MATH`` names it in the adjoint's source.
+"""
+
+from __future__ import annotations
+
+import ast
+import math as pymath
+from collections.abc import Callable, Sequence
+
+MATH = "_svod_math"
+"""What the adjoint kernel's source calls ``svod.math``."""
+
+Shares = tuple[str | None, ...]
+Rule = Callable[[Sequence[str], str, str], Shares]
+"""``(operands, result, adjoint)`` → each operand's share of the adjoint."""
+
+
+def _call(name: str, *args: str) -> str:
+    return f"{MATH}.{name}({', '.join(args)})"
+
+
+def _larger(a: str, b: str, g: str) -> str:
+    """The share of ``a`` in ``max(a, b)``: all of the adjoint where ``a`` is larger, half where they tie."""
+    return f"({g} if {a} > {b} else {g} * 0.5 if {a} == {b} else 0.0)"
+
+
+def _smaller(a: str, b: str, g: str) -> str:
+    return f"({g} if {a} < {b} else {g} * 0.5 if {a} == {b} else 0.0)"
+
+
+def _power(o: Sequence[str], r: str, g: str) -> Shares:
+    a, b = o
+    return (f"{g} * {b} * {a} ** ({b} - 1)", f"({g} * {r} * {_call('log', a)} if {a} > 0 else 0.0)")
+
+
+def _clamp(o: Sequence[str], r: str, g: str) -> Shares:
+    x, lo, hi = o
+    inside = f"({g} if {lo} < {x} < {hi} else {g} * 0.5 if {x} == {lo} or {x} == {hi} else 0.0)"
+    return inside, _larger(lo, x, g), _smaller(hi, x, g)
+
+
+def _zero(o: Sequence[str], r: str, g: str) -> Shares:
+    return (None,) * len(o)
+
+
+BINARY: dict[type[ast.operator], Rule] = {
+    ast.Add: lambda o, r, g: (g, g),
+    ast.Sub: lambda o, r, g: (g, f"-{g}"),
+    ast.Mult: lambda o, r, g: (f"{g} * {o[1]}", f"{g} * {o[0]}"),
+    ast.Div: lambda o, r, g: (f"{g} / {o[1]}", f"-{g} * {r} / {o[1]}"),
+    ast.Pow: _power,
+    ast.FloorDiv: _zero,
+    ast.Mod: _zero,
+}
+"""The arithmetic operators of a kernel's expressions (``//`` and ``%`` take integers only)."""
+
+UNARY: dict[type[ast.unaryop], Rule] = {
+    ast.USub: lambda o, r, g: (f"-{g}",),
+    ast.UAdd: lambda o, r, g: (g,),
+}
+
+FUNCTIONS: dict[str, Rule] = {
+    "exp": lambda o, r, g: (f"{g} * {r}",),
+    "exp2": lambda o, r, g: (f"{g} * {r} * {pymath.log(2)!r}",),
+    "log": lambda o, r, g: (f"{g} / {o[0]}",),
+    "log2": lambda o, r, g: (f"{g} / ({o[0]} * {pymath.log(2)!r})",),
+    "sin": lambda o, r, g: (f"{g} * {_call('cos', o[0])}",),
+    "cos": lambda o, r, g: (f"-{g} * {_call('sin', o[0])}",),
+    "tan": lambda o, r, g: (f"{g} * (1.0 + {r} * {r})",),
+    "tanh": lambda o, r, g: (f"{g} * (1.0 - {r} * {r})",),
+    "erf": lambda o, r, g: (f"{g} * {2 / pymath.sqrt(pymath.pi)!r} * {_call('exp', f'-{o[0]} * {o[0]}')}",),
+    "sqrt": lambda o, r, g: (f"{g} * 0.5 / {r}",),
+    "rsqrt": lambda o, r, g: (f"{g} * -0.5 * {r} / {o[0]}",),
+    "sigmoid": lambda o, r, g: (f"{g} * {r} * (1.0 - {r})",),
+    "abs": lambda o, r, g: (f"({g} if {o[0]} > 0 else -{g} if {o[0]} < 0 else 0.0)",),
+    "pow": _power,
+    "fmod": lambda o, r, g: (g, f"-{g} * {_call('trunc', f'{o[0]} / {o[1]}')}"),
+    "maximum": lambda o, r, g: (_larger(o[0], o[1], g), _larger(o[1], o[0], g)),
+    "minimum": lambda o, r, g: (_smaller(o[0], o[1], g), _smaller(o[1], o[0], g)),
+    "clamp": _clamp,
+    "floor": _zero,
+    "ceil": _zero,
+    "trunc": _zero,
+    "round": _zero,
+}
+"""The math functions of kernels (``svod.math``, ``pylang.MATH_FUNCTIONS``) by the name they have there."""
+FUNCTIONS["fabs"] = FUNCTIONS["abs"]
+
+BUILTINS: dict[str, str] = {"abs": "abs", "max": "maximum", "min": "minimum"}
+"""Python's built-in functions of two operands (one for ``abs``) a kernel calls, as the math function whose rule
+they take."""
+
+
+def float_cast(o: Sequence[str], r: str, g: str) -> Shares:
+    """A conversion to a float type (``float(x)``, ``svod.float32(x)``): the adjoint passes through."""
+    return (g,)
+
+
+__all__ = ["BINARY", "BUILTINS", "FUNCTIONS", "MATH", "UNARY", "Rule", "float_cast"]

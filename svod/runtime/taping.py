@@ -1,0 +1,29 @@
+"""The tape that records kernel calls for a gradient (``svod.Tape``), as the layers below the front end see it:
+which one is recording, and the refusal of a run a tape cannot record."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+from svod.errors import GradientError
+
+
+class Recorder(Protocol):
+    """A tape recording: it runs each ``@svod.kernel`` call of its block itself, keeping what the backward pass
+    needs."""
+
+    def record(self, kernel: Any, args: tuple[Any, ...], device: Any) -> None: ...
+
+
+RECORDING: ContextVar[Recorder | None] = ContextVar("svod_recording", default=None)
+"""The tape whose ``with`` block this thread is in, if any."""
+
+
+def refuse_on_tape(what: str) -> None:
+    """Refuse to run ``what`` (a jit function, a plan, a kernel AST) inside a tape's block: the tape cannot
+    record it, and a gradient that missed it would be wrong."""
+    if RECORDING.get() is not None:
+        raise GradientError(f"{what} runs inside a svod.Tape block, and a tape records @svod.kernel calls only; "
+                            "call it outside the block, or write the step as an @svod.kernel", stage="gradient",
+                            value=what)
