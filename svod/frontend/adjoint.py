@@ -221,7 +221,9 @@ class _Differentiator:
             raise self.refuse(stmt, "an if statement", "write the branch as a conditional expression "
                               "(y[i] = a if c else b)")
         else:
-            raise self.refuse(stmt, f"the statement {type(stmt).__name__}",
+            what = "a call other than svod.atomic_add as a statement" if isinstance(stmt, ast.Expr) \
+                else f"the statement {type(stmt).__name__}"
+            raise self.refuse(stmt, what,
                               "write the work item as assignments, stores, += updates and svod.atomic_add")
 
     def assign(self, target: ast.expr, value: ast.expr, stmt: ast.stmt) -> None:
@@ -290,6 +292,7 @@ class _Differentiator:
             return self.local(self.opaque(node), guard)
         operands = tuple(self.value(a, guard) for a in node.args)
         text = f"{ast.unparse(node.func)}({', '.join(operands)})"
+        rule: Rule
         if isinstance(callee, pylang.Cast) or callee is float:
             rule = float_cast
         elif name is not None and name in FUNCTIONS:

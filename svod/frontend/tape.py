@@ -75,17 +75,15 @@ class _Record:
     """Why the record cannot be differentiated: an array it needs changed before the tape could copy it."""
 
     def check(self) -> None:
-        if self.changed is None:
-            for position, digest in self.live.items():
-                if _digest(self.args[position]) != digest:
-                    self.changed = self.kernel.parameters[position]
-                    break
-        if self.changed is not None:
-            raise GradientError(f"{self.changed} changed after the tape recorded {self.kernel.name} at {self.where} "
+        """Refuse if an array the adjoint reads is no longer as the call saw it."""
+        changed = self.changed or next((self.kernel.parameters[position] for position, digest in self.live.items()
+                                        if _digest(self.args[position]) != digest), None)
+        if changed is not None:
+            raise GradientError(f"{changed} changed after the tape recorded {self.kernel.name} at {self.where} "
                                 f"and before backward (numpy wrote it, or a call outside the tape's block): its "
                                 "gradient would be taken at values the forward never read; change a copy, or "
                                 "record the change in the block as a kernel call", kernel=self.kernel.name,
-                                stage="gradient", value=self.changed)
+                                stage="gradient", value=changed)
 
     def keep(self, written: Sequence[np.ndarray]) -> None:
         """Copy each array the record still shares with the caller that ``written`` (the next call's) may
@@ -93,9 +91,10 @@ class _Record:
         for position in list(self.live):
             array = self.args[position]
             if any(np.may_share_memory(array, w) for w in written):
-                self.check()
-                self.args[position] = array.copy()
-                del self.live[position]
+                if _digest(array) == self.live.pop(position):
+                    self.args[position] = array.copy()
+                elif self.changed is None:
+                    self.changed = self.kernel.parameters[position]
 
 
 class Tape:

@@ -1,0 +1,242 @@
+"""``svod.vjp`` of kernels on every device against central finite differences of the kernel's own function run
+as plain Python (float64), on random directions: elementwise math, gathers, scatters, reductions by atomics,
+``+=`` updates and a kernel that reads and writes one array; and each construct the adjoint refuses."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import svod
+from svod.dtype import dtypes
+
+
+@svod.kernel
+def elementwise(y, x, z):
+    for i in svod.prange(y.shape[0]):
+        a = svod.math.sin(x[i]) * z[i] + svod.math.exp(-x[i] * x[i])
+        b = svod.math.tanh(a) / (1.0 + z[i] * z[i]) + svod.math.sqrt(z[i] * z[i] + 1.0) ** 1.5
+        y[i] = (b if x[i] > 0.0 else -a) + max(x[i], z[i]) + abs(z[i]) + svod.math.log(1.0 + x[i] * x[i])
+
+
+@svod.kernel
+def gather(y, x, idx):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[idx[i]] * x[i] + (x[i - 1] * 0.5 if i > 0 else 0.0)
+
+
+@svod.kernel
+def scatter(y, x, idx):
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(y, idx[i], x[i] * x[i])
+
+
+@svod.kernel
+def row_sums(total, x):
+    for r in svod.prange(x.shape[0]):
+        for c in svod.prange(x.shape[1]):
+            svod.atomic_add(total, r, x[r, c] * svod.math.cos(x[r, c]))
+
+
+@svod.kernel
+def in_place(x, w):
+    for i in svod.prange(x.shape[0]):
+        x[i] = x[i] * w[i] + svod.math.sigmoid(x[i])
+
+
+@svod.kernel
+def updates(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] += x[i] * 3.0
+        y[i] -= x[i] * x[i]
+
+
+def _float(device) -> type:
+    return np.float64 if dtypes.float64 in device.caps.element_dtypes else np.float32
+
+
+def _loss(kernel, args, weights) -> float:
+    """sum(w * y) over the arrays ``kernel`` writes, its function run as plain Python on float64 copies."""
+    copies = [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+    kernel.fn(*copies)
+    return sum(float(np.sum(copies[position] * w)) for position, w in weights.items())
+
+
+def agrees_with_differences(kernel, device, *args):
+    """The pullback of ``kernel`` on ``device`` against central differences of plain Python, in a random
+    direction of every float array argument."""
+    rng = np.random.default_rng(7)
+    call = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    result, pullback = svod.vjp(kernel, *call, device=device)
+    written = [p for p, a in enumerate(call) if any(a is r for r in result)]
+    weights = {p: rng.standard_normal(args[p].shape).astype(args[p].dtype) for p in written}
+    grads = pullback(tuple(weights[p] for p in written))
+    floats = [p for p, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    assert [p for p, g in enumerate(grads) if g is not None] == floats
+    directions = {p: rng.standard_normal(args[p].shape) for p in floats}
+    h = 1e-6
+
+    def moved(sign: float) -> list:
+        return [a.astype(np.float64) + sign * h * directions[p] if p in floats else a for p, a in enumerate(args)]
+    expected = (_loss(kernel, moved(1.0), weights) - _loss(kernel, moved(-1.0), weights)) / (2 * h)
+    got = sum(float(np.sum(grads[p].astype(np.float64) * directions[p])) for p in floats)
+    scale = sum(float(np.linalg.norm(grads[p]) * np.linalg.norm(directions[p])) for p in floats)
+    tolerance = 1e-4 * abs(expected) + 1e-9 if args[floats[0]].dtype == np.float64 else 2e-3 * scale
+    assert abs(got - expected) <= tolerance, (kernel.name, got, expected)
+    for p in floats:
+        assert grads[p].shape == args[p].shape and grads[p].dtype == args[p].dtype
+
+
+
+@pytest.mark.parametrize("n", [1, 37])
+def test_elementwise_math_and_branches(device, n):
+    rng = np.random.default_rng(n)
+    f = _float(device)
+    agrees_with_differences(elementwise, device, np.zeros(n, f), rng.standard_normal(n).astype(f),
+                            rng.standard_normal(n).astype(f))
+
+
+def test_a_gather_adds_into_every_element_it_read(device):
+    rng = np.random.default_rng(1)
+    f = _float(device)
+    idx = rng.integers(0, 40, 40).astype(np.int32)
+    idx[:5] = 3  # one element read by several work items
+    agrees_with_differences(gather, device, np.zeros(40, f), rng.standard_normal(40).astype(f), idx)
+
+
+def test_a_scatter_add_reads_the_adjoint_of_each_element_it_added_into(device):
+    rng = np.random.default_rng(2)
+    f = _float(device)
+    agrees_with_differences(scatter, device, rng.standard_normal(5).astype(f), rng.standard_normal(50).astype(f),
+                            rng.integers(0, 5, 50).astype(np.int32))
+
+
+def test_a_reduction_by_atomics_over_a_nest_of_parallel_loops(device):
+    rng = np.random.default_rng(3)
+    f = _float(device)
+    agrees_with_differences(row_sums, device, np.zeros(6, f), rng.standard_normal((6, 9)).astype(f))
+
+
+def test_a_kernel_that_reads_and_writes_one_array_differentiates_the_values_it_read(device):
+    rng = np.random.default_rng(4)
+    f = _float(device)
+    agrees_with_differences(in_place, device, rng.standard_normal(33).astype(f), rng.standard_normal(33).astype(f))
+
+
+def test_updates_keep_the_adjoint_of_what_they_add_to(device):
+    rng = np.random.default_rng(5)
+    f = _float(device)
+    agrees_with_differences(updates, device, rng.standard_normal(20).astype(f), rng.standard_normal(20).astype(f))
+
+
+def test_the_pullback_takes_cotangents_by_name_and_gives_none_for_integers():
+    x = np.arange(4.0)
+    (y,), pullback = svod.vjp(gather, np.zeros(4), x, np.array([3, 2, 1, 0], np.int32))
+    assert np.array_equal(y, x[::-1] * x + np.r_[0.0, x[:-1] * 0.5])
+    by_name = pullback({"y": np.ones(4)})
+    by_tuple = pullback((np.ones(4),))
+    alone = pullback(np.ones(4))
+    for grads in (by_tuple, alone):
+        assert all(np.array_equal(a, b) for a, b in zip(grads[:2], by_name[:2], strict=True))
+    assert by_name[2] is None and np.array_equal(by_name[0], np.zeros(4))
+    assert np.array_equal(by_name[1], x[::-1] + x[::-1] + np.r_[0.5, 0.5, 0.5, 0.0])
+    with pytest.raises(svod.errors.GradientError, match="writes y, not z"):
+        pullback({"z": np.ones(4)})
+    with pytest.raises(svod.errors.GradientError, match="was given 2 cotangents"):
+        pullback((np.ones(4), np.ones(4)))
+
+
+@svod.func
+def _twice(v):
+    return v * 2.0
+
+
+@svod.kernel
+def sequential_loop(y, x):
+    for i in svod.prange(y.shape[0]):
+        for j in range(x.shape[0]):
+            y[i] += x[j]
+
+
+@svod.kernel
+def if_statement(y, x):
+    for i in svod.prange(y.shape[0]):
+        if x[i] > 0.0:
+            y[i] = x[i]
+
+
+@svod.kernel
+def scaled_in_place(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] *= x[i]
+
+
+@svod.kernel
+def read_after_write(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[i]
+        x[i] = y[i] * 2.0
+
+
+@svod.kernel
+def read_outside(y, x):
+    s = x[0]
+    for i in svod.prange(y.shape[0]):
+        y[i] = s
+
+
+@svod.kernel
+def two_loops(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[i]
+    for i in svod.prange(y.shape[0]):
+        x[i] = 1.0
+
+
+@svod.kernel
+def helper_call(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] = _twice(x[i])
+
+
+@svod.kernel
+def tuple_assignment(y, x):
+    for i in svod.prange(y.shape[0]):
+        a, b = x[i], 1.0
+        y[i] = a + b
+
+
+@svod.kernel
+def atomic_max(y, x):
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_max(y, 0, x[i])
+
+
+REFUSED = [
+    (sequential_loop, "for j", "a loop inside svod.prange", "write the loop out"),
+    (if_statement, "if x[i]", "an if statement", "conditional expression"),
+    (scaled_in_place, "*=", "an update other than += and -=", "y[i] = y[i] * e"),
+    (read_after_write, "x[i] = y[i]", "a read of y after the work item wrote it", "read every array before"),
+    (read_outside, "s = x[0]", "a statement outside the kernel's svod.prange loop", "compute it inside the loop"),
+    (two_loops, "x[i] = 1.0", "a kernel that is not one svod.prange loop", "one kernel per parallel loop"),
+    (helper_call, "_twice", "a call of _twice", "svod.math functions"),
+    (tuple_assignment, "a, b", "an assignment to a tuple", "a local name of its own"),
+    (atomic_max, "svod.atomic_max", "a call other than svod.atomic_add as a statement", "svod.atomic_add"),
+]
+
+
+@pytest.mark.parametrize("kernel, line_text, what, change", REFUSED, ids=[r[0].name for r in REFUSED])
+def test_each_construct_outside_the_slice_is_refused_at_its_line(kernel, line_text, what, change):
+    lines, first = inspect.getsourcelines(kernel.fn)
+    line = first + next(k for k, text in enumerate(lines) if line_text in text)
+    if kernel is two_loops:
+        line -= 1  # the second loop's own line
+    args = (np.zeros(4), np.ones(4))
+    with pytest.raises(svod.errors.GradientError) as raised:
+        svod.vjp(kernel, *args)
+    error = raised.value
+    assert error.kernel == kernel.name and error.stage == "gradient"
+    assert f"{__file__}:{line}: {what}" in error.detail and change in error.detail
+    assert np.array_equal(args[0], np.zeros(4)), "a refused kernel does not run"

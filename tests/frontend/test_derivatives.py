@@ -1,0 +1,70 @@
+"""The rules of derivatives: one for each math function a kernel has, each agreeing with central finite
+differences of the function as plain Python computes it (``svod.math`` outside a kernel)."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+
+import svod
+from svod.frontend import pylang
+from svod.frontend.derivatives import BINARY, FUNCTIONS, MATH, UNARY
+
+POINTS = {
+    "log": [(0.3,), (2.5,)], "log2": [(0.3,), (2.5,)], "sqrt": [(0.3,), (4.0,)], "rsqrt": [(0.3,), (4.0,)],
+    "pow": [(1.3, 2.5), (0.7, -1.5)], "fmod": [(5.3, 1.7), (-4.1, 1.5)], "maximum": [(0.3, -1.0), (-2.0, 0.5)],
+    "minimum": [(0.3, -1.0), (-2.0, 0.5)], "clamp": [(0.3, -1.0, 1.0), (-2.0, -1.0, 1.0), (3.0, -1.0, 1.0)],
+    "tan": [(0.4,), (-1.1,)],
+}
+"""Points away from where a function's derivative jumps; every other function of one operand is tried at
+``DEFAULT``."""
+DEFAULT = [(0.37,), (-1.3,), (2.1,)]
+ZERO = {"floor", "ceil", "trunc", "round"}
+
+
+def _shares(rule, operands: tuple[float, ...], result: float, adjoint: float) -> list[float]:
+    """A rule's shares, evaluated as Python evaluates the adjoint kernel's source."""
+    names = {f"o{k}": v for k, v in enumerate(operands)} | {"r": result, "g": adjoint, MATH: svod.math}
+    shares = rule([f"o{k}" for k in range(len(operands))], "r", "g")
+    return [0.0 if share is None else float(eval(share, names)) for share in shares]
+
+
+def test_every_math_function_of_a_kernel_has_one_rule():
+    assert set(FUNCTIONS) == set(pylang.MATH_FUNCTIONS)
+    assert set(UNARY) == {ast.USub, ast.UAdd}
+    assert {ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow} <= set(BINARY)
+
+
+@pytest.mark.parametrize("name", sorted(pylang.MATH_FUNCTIONS))
+def test_each_rule_agrees_with_central_differences(name):
+    fn = getattr(svod.math, name)
+    for point in POINTS.get(name, DEFAULT):
+        shares = _shares(FUNCTIONS[name], point, float(fn(*point)), 0.75)
+        for k in range(len(point)):
+            h = 1e-6
+            up, down = list(point), list(point)
+            up[k] += h
+            down[k] -= h
+            expected = 0.0 if name in ZERO else 0.75 * (float(fn(*up)) - float(fn(*down))) / (2 * h)
+            assert shares[k] == pytest.approx(expected, rel=1e-6, abs=1e-8), (name, point, k)
+
+
+@pytest.mark.parametrize("op, fn", [(ast.Add, np.add), (ast.Sub, np.subtract), (ast.Mult, np.multiply),
+                                    (ast.Div, np.divide), (ast.Pow, np.power)])
+def test_each_operator_agrees_with_central_differences(op, fn):
+    point = (1.7, -0.6) if op is not ast.Pow else (1.7, 2.6)
+    shares = _shares(BINARY[op], point, float(fn(*point)), -1.25)
+    for k in range(2):
+        up, down = list(point), list(point)
+        up[k] += 1e-6
+        down[k] -= 1e-6
+        assert shares[k] == pytest.approx(-1.25 * (fn(*up) - fn(*down)) / 2e-6, rel=1e-6), (op, k)
+
+
+def test_ties_of_max_and_min_share_the_adjoint_equally():
+    assert _shares(FUNCTIONS["maximum"], (2.0, 2.0), 2.0, 1.0) == [0.5, 0.5]
+    assert _shares(FUNCTIONS["minimum"], (2.0, 2.0), 2.0, 1.0) == [0.5, 0.5]
+    assert _shares(FUNCTIONS["abs"], (0.0,), 0.0, 1.0) == [0.0]
+    assert _shares(BINARY[ast.FloorDiv], (7.0, 2.0), 3.0, 1.0) == [0.0, 0.0]
