@@ -262,6 +262,7 @@ def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, .
     if not isinstance(fn, Kernel):
         raise GradientError(f"svod.vjp takes an @svod.kernel, not {type(fn).__name__}; svod.grad takes a "
                             "function of kernel calls", stage="gradient", value=type(fn).__name__)
+    args = _apart(fn, args)
     tape = Tape()
     with tape:
         fn(*args, device=device)
@@ -287,6 +288,21 @@ def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, .
         return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
 
     return result, pullback
+
+
+def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with a copy in place of each array the kernel only reads that shares memory with another it only
+    reads, before it: the tape keys gradients by memory, and a pullback gives one gradient per argument. (An array
+    sharing memory with one the kernel writes stays, for the call to refuse.)"""
+    floats = frozenset(name for name, value in zip(fn.parameters, args, strict=False)
+                       if isinstance(value, np.ndarray) and value.dtype.kind == "f")
+    written = adjoint(fn, floats).written
+    read = [(name, value) for name, value in zip(fn.parameters, args, strict=False)
+            if isinstance(value, np.ndarray) and name not in written]
+    copied = {name for k, (name, value) in enumerate(read)
+              if any(np.may_share_memory(value, other) for _, other in read[:k])}
+    return tuple(value.copy() if name in copied else value
+                 for name, value in zip(fn.parameters, args, strict=False))
 
 
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:

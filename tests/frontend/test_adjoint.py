@@ -240,3 +240,21 @@ def test_each_construct_outside_the_slice_is_refused_at_its_line(kernel, line_te
     assert error.kernel == kernel.name and error.stage == "gradient"
     assert f"{__file__}:{line}: {what}" in error.detail and change in error.detail
     assert np.array_equal(args[0], np.zeros(4)), "a refused kernel does not run"
+
+
+@svod.kernel
+def product(y, a, b):
+    for i in svod.prange(y.shape[0]):
+        y[i] = a[i] * b[i] + b[i]
+
+
+def test_one_array_passed_twice_gets_one_gradient_per_argument_from_vjp_and_their_sum_from_a_tape():
+    x = np.arange(1.0, 4.0)
+    _, pullback = svod.vjp(product, np.zeros(3), x, x)
+    _, da, db = pullback(np.ones(3))
+    assert np.array_equal(da, x) and np.array_equal(db, x + 1.0)
+    y = np.zeros(3)
+    with svod.Tape() as tape:
+        product(y, x, x)
+    tape.backward(grads=[(y, np.ones(3))])
+    assert np.array_equal(tape.grad(x), 2 * x + 1.0)

@@ -166,6 +166,11 @@ def test_what_a_tape_cannot_record_is_refused():
     with pytest.raises(svod.errors.GradientError, match=r"@svod\.jit function 'doubled' runs inside a svod\.Tape"), \
             svod.Tape():
         doubled(out, x)
+    plan = doubled.plan(out, x)
+    with pytest.raises(svod.errors.GradientError, match="a plan runs inside"), svod.Tape():
+        plan.execute()
+    with pytest.raises(svod.errors.GradientError, match=r"kernel 'scaled' \(svod\.run\) runs inside"), svod.Tape():
+        svod.run(scaled.build(out, x, 1.0), [out, x], a=1.0)
     with pytest.raises(svod.errors.GradientError, match="inside another's"), svod.Tape(), svod.Tape():
         pass
     with pytest.raises(svod.errors.GradientError, match="argument x is a Buffer"), svod.Tape():
