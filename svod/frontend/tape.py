@@ -71,13 +71,11 @@ class _Record:
     where: str
     live: dict[int, bytes] = field(default_factory=dict)
     """The positions whose argument is still the caller's array, with its digest at the call."""
-    changed: str | None = None
-    """Why the record cannot be differentiated: an array it needs changed before the tape could copy it."""
 
     def check(self) -> None:
         """Refuse if an array the adjoint reads is no longer as the call saw it."""
-        changed = self.changed or next((self.kernel.parameters[position] for position, digest in self.live.items()
-                                        if _digest(self.args[position]) != digest), None)
+        changed = next((self.kernel.parameters[position] for position, digest in self.live.items()
+                        if _digest(self.args[position]) != digest), None)
         if changed is not None:
             raise GradientError(f"{changed} changed after the tape recorded {self.kernel.name} at {self.where} "
                                 f"and before backward (numpy wrote it, or a call outside the tape's block): its "
@@ -91,16 +89,14 @@ class _Record:
         for position in list(self.live):
             array = self.args[position]
             if any(np.may_share_memory(array, w) for w in written):
-                if _digest(array) == self.live.pop(position):
-                    self.args[position] = array.copy()
-                elif self.changed is None:
-                    self.changed = self.kernel.parameters[position]
+                self.args[position] = array.copy()  # as the call saw it, or the tape refuses (Tape._outside)
+                del self.live[position]
 
 
 class Tape:
     """``with svod.Tape() as tape:`` records the ``@svod.kernel`` calls of its block (on numpy arrays, in this
     thread); ``tape.backward(loss)`` (a one-element array a recorded call wrote) or
-    ``tape.backward(grads={y: dy})`` computes the gradients, which ``tape.grad(x)`` gives, shaped as ``x``, with
+    ``tape.backward(grads=[(y, dy)])`` computes the gradients, which ``tape.grad(x)`` gives, shaped as ``x``, with
     respect to ``x`` as the block found it. A second ``backward`` adds to them; ``zero`` clears them and
     ``reset`` the records too."""
 
@@ -108,6 +104,11 @@ class Tape:
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
+        self._states: dict[Key, bytes] = {}
+        """Each array's digest as the last recorded call left it: a call finding it otherwise finds a change the
+        tape did not record."""
+        self._outside: str | None = None
+        """The first array a call found changed since the call before it, if any: ``backward`` refuses."""
         self._token: Any = None
 
     def __enter__(self) -> Tape:
@@ -138,17 +139,23 @@ class Tape:
         for position, (name, value) in enumerate(zip(kernel.parameters, args, strict=False)):
             if not isinstance(value, np.ndarray):
                 continue
-            record.keys[position] = self._key(value, kernel)
+            key = record.keys[position] = self._key(value, kernel)
+            state = _digest(value)
+            if self._states.setdefault(key, state) != state and self._outside is None:
+                self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
             if name in made.saved:
                 record.args[position] = value.copy()
             elif name in made.reads:
-                record.live[position] = _digest(value)
+                record.live[position] = state
         token = RECORDING.set(None)
         try:
             kernel(*args, device=device)
         finally:
             RECORDING.reset(token)
         self._records.append(record)
+        for name in made.written:
+            value = args[kernel.parameters.index(name)]
+            self._states[key_of(value)] = _digest(value)
 
     def _key(self, array: np.ndarray, kernel: Kernel) -> Key:
         key = key_of(array)
@@ -167,6 +174,11 @@ class Tape:
         adjoint is 1), or of ``sum(y * dy)`` for ``grads=[(y, dy)]`` (pairs, as a numpy array is no dict key;
         a mapping of arrays that hash is taken too)."""
         seeds = self._seeds(loss, grads)
+        if self._outside is not None:
+            raise GradientError(f"{self._outside} changed since the call before it that the tape recorded (numpy "
+                                "wrote it, or a call outside the block): the tape cannot differentiate that change; "
+                                "make it a kernel call in the block, or change a copy", stage="gradient",
+                                value=self._outside.split(",")[0])
         for record in self._records:
             record.check()
         running = {key: value.copy() for key, value in seeds.items()}
@@ -252,6 +264,8 @@ class Tape:
         self._records.clear()
         self._arrays.clear()
         self._grads.clear()
+        self._states.clear()
+        self._outside = None
 
 
 def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
@@ -325,6 +339,11 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[.
         with tape:
             result = fn(*args, **keywords)
         tape.backward(result)
+        for number in numbers:
+            if key_of(args[number]) not in tape._arrays:
+                raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} was passed to no kernel "
+                                    "call: svod.grad differentiates kernel calls, and NumPy's operations on it are "
+                                    "not recorded; write them as a kernel", stage="gradient", value=number)
         found = tuple(tape.grad(args[number]) for number in numbers)
         return found if many else found[0]
 

@@ -133,8 +133,31 @@ def test_an_array_changed_by_numpy_and_then_overwritten_in_the_tape_is_refused()
         x += 1.0
         overwrite(x, 0.0)
         sum_of_squares(loss, y)
-    with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded scaled"):
+    with pytest.raises(svod.errors.GradientError, match=r"x, an argument of overwrite at .* changed since the call"):
         tape.backward(loss)
+
+
+def test_an_array_changed_by_numpy_between_recorded_calls_is_refused():
+    """y's change by numpy cuts x out of the loss, which a tape replaying the calls would not know."""
+    x, y, loss = np.arange(4.0), np.zeros(4), np.zeros(1)
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        y[:] = 1.0
+        sum_of_squares(loss, y)
+    with pytest.raises(svod.errors.GradientError, match=r"y, an argument of sum_of_squares at .*test_tape\.py:\d+, "
+                                                        "changed since the call before it"):
+        tape.backward(loss)
+    tape.reset()
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        sum_of_squares(loss, y)
+    tape.backward(loss)
+    assert np.allclose(tape.grad(x), 2 * y * 2.0 * np.cos(x))
+
+
+def test_grad_refuses_an_argument_no_kernel_call_took():
+    with pytest.raises(svod.errors.GradientError, match="argument 0 of <lambda> was passed to no kernel call"):
+        svod.grad(lambda x, w: program(x * 1.0, w))(np.ones(3), np.zeros(3))
 
 
 def test_nested_loops_of_dynamic_range_are_refused_not_differentiated_twice():
