@@ -18,8 +18,9 @@ adjoints of the arrays the first wrote and gives those of the arrays it read (``
 The adjoint is a kernel like any: svod translates, proves and compiles it on every device. A work item's
 adjoint updates the adjoints of what it read and wrote in place, so the kernel maps the adjoints after the
 forward to those before it: an overwritten element's adjoint becomes zero, one updated with ``+=`` keeps its
-adjoint, and a read adds into its array's adjoint (``+=`` where every read of the array is the work item's own
-element, ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add).
+adjoint, and a read adds into its array's adjoint: with ``+=`` where every read of the array is the work item's
+own element (its index holds each parallel loop's variable as a component, in one place), with
+``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add.
 
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body is straight-line code, with
 loads, stores, ``+=``/``-=`` updates, ``svod.atomic_add``, arithmetic, the math functions, conditional
@@ -58,7 +59,8 @@ class Adjoint:
     The adjoint kernel takes the kernel's arguments, then one adjoint array per name of ``grads`` (in order).
     """
 
-    kernel: Kernel
+    kernel: Kernel | None
+    """None where the adjoint changes no adjoint (no float value reaches a float array)."""
     grads: tuple[tuple[str, str], ...]
     """Each float array argument the kernel reads or writes, with the name of its adjoint's parameter."""
     written: tuple[str, ...]
@@ -92,8 +94,9 @@ class _Value:
     rule: Rule | None = None
     array: str | None = None
     index: str = ""
-    own: bool = False
-    """For a load: whether it reads the work item's own element (its index is the parallel loops' variables)."""
+    own: tuple[int, ...] | None = None
+    """For a load: where in its index each parallel loop's variable stands as a component of its own, if each
+    does (no two work items read one element through indices alike)."""
     stored: str | None = None
     """For a store: ``"="``, ``"+="`` or ``"-="``."""
 
@@ -127,6 +130,8 @@ class _Differentiator:
         self.loops: list[str] = []
         self.counter = itertools.count()
         self.line = self.source.node.lineno
+        self.writes = False
+        """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
 
     # ---- refusing ---------------------------------------------------------------------------------------
 
@@ -165,7 +170,8 @@ class _Differentiator:
         for text, line in self.forward:
             lines.add(text, line, len(nest) + 1)
         grads = self.grad_names()
-        for text, line in self.backward(dict(grads)):
+        backward = self.backward(dict(grads))
+        for text, line in backward:
             lines.add(text, line, len(nest) + 1)
         return self.kernel_of(lines, grads)
 
@@ -341,11 +347,14 @@ class _Differentiator:
                 self.reads.add(read.value.id)
         return ast.unparse(renamed.body)
 
-    def own(self, index: ast.expr) -> bool:
-        """Whether ``index`` is the work item's own element: the parallel loops' variables, each once."""
-        names = index.elts if isinstance(index, ast.Tuple) else [index]
-        ids = [n.id for n in names if isinstance(n, ast.Name)]
-        return len(ids) == len(names) and sorted(ids) == sorted(self.loops)
+    def own(self, index: ast.expr) -> tuple[int, ...] | None:
+        """Where in ``index`` each parallel loop's variable stands as a component of its own (``x[i, 0]``:
+        ``(0,)``), or None if one does not: reads whose variables stand alike are each work item's own."""
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        names = [p.id if isinstance(p, ast.Name) else None for p in parts]
+        if any(names.count(loop) != 1 for loop in self.loops):
+            return None
+        return tuple(names.index(loop) for loop in self.loops)
 
     def array_reads(self, node: ast.expr) -> bool:
         return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.parameters
@@ -368,11 +377,11 @@ class _Differentiator:
     def backward(self, grads: dict[str, str]) -> list[tuple[str, int]]:
         """The work item's adjoint: each value's, from the last to the first."""
         shares: dict[str, list[str]] = {}
-        indices: dict[str, set[str]] = {}
+        places: dict[str, set[tuple[int, ...] | None]] = {}
         for v in self.values:
             if v.array is not None and v.stored is None:
-                indices.setdefault(v.array, set()).add(v.index if v.own else "")
-        plain = {array for array, found in indices.items() if len(found) == 1 and "" not in found}
+                places.setdefault(v.array, set()).add(v.own)
+        plain = {array for array, found in places.items() if len(found) == 1 and None not in found}
         lines: list[tuple[str, int]] = []
         for v in reversed(self.values):
             if v.stored is not None:
@@ -382,6 +391,7 @@ class _Differentiator:
                 lines.append((f"{held} = {grads[v.array]}[{v.index}]", v.line))
                 if v.stored == "=":
                     lines.append((f"{grads[v.array]}[{v.index}] = 0.0", v.line))
+                    self.writes = True
                 shares.setdefault(v.operands[0], []).append(f"-{held}" if v.stored == "-=" else held)
                 continue
             found = shares.get(v.result)
@@ -394,6 +404,7 @@ class _Differentiator:
                 add = f"{target}[{v.index}] += {adjoint}" if v.array in plain \
                     else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
                 lines.append((add if v.guard is None else f"if {v.guard}:\n    {add}", v.line))
+                self.writes = True
                 continue
             assert v.rule is not None
             for operand, share in zip(v.operands, v.rule(v.operands, v.result, adjoint), strict=True):
@@ -415,7 +426,7 @@ class _Differentiator:
         assert isinstance(node, ast.FunctionDef)
         names = {**self.source.names, MATH: pylang.math, ATOMIC_ADD: pylang.atomic_add}
         kernel = Kernel(self.kernel.fn, name=name, source=Source(node, self.source.file, names),
-                        parameters=parameters, static_shapes=self.kernel.static_shapes)
+                        parameters=parameters, static_shapes=self.kernel.static_shapes) if self.writes else None
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written))
 

@@ -240,7 +240,8 @@ class Tape:
                 adjoints.append(repeated[-1][1])
             else:
                 adjoints.append(running[key])
-        record.adjoint.kernel(*record.args, *adjoints, device=record.device)
+        if record.adjoint.kernel is not None:
+            record.adjoint.kernel(*record.args, *adjoints, device=record.device)
         for key, value in repeated:
             running[key] += value
 
@@ -271,7 +272,8 @@ class Tape:
 def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
     """Run ``fn`` (an ``@svod.kernel``) on ``args``; return ``(result, pullback)``: ``result`` the arrays it
     wrote, in argument order, and ``pullback(cotangent)`` (one array per result: a tuple, a dict by argument
-    name, or the array itself for one result) one gradient per argument, with respect to its value before the
+    name, or the array itself for one result; that of an integer result is not read) one gradient per argument,
+    with respect to its value before the
     call (None for an integer array or a number)."""
     if not isinstance(fn, Kernel):
         raise GradientError(f"svod.vjp takes an @svod.kernel, not {type(fn).__name__}; svod.grad takes a "
@@ -298,7 +300,7 @@ def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, .
                                     value=len(values))
             given = list(zip(result, values, strict=True))
         tape.zero()
-        tape.backward(grads=given)
+        tape.backward(grads=[(array, value) for array, value in given if array.dtype.kind == "f"])
         return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
 
     return result, pullback
