@@ -22,8 +22,8 @@ adjoint, and a read adds into its array's adjoint: with ``+=`` where every read 
 own element (its index holds each parallel loop's variable as a component, in one place), with
 ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add.
 
-What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body is straight-line code, with
-loads, stores, ``+=``/``-=`` updates, ``svod.atomic_add``, arithmetic, the math functions, conditional
+What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body has no loop: loads, stores,
+``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, arithmetic, the math functions, conditional
 expressions and ``min``/``max``/``abs``; statements before the loop that read no array. A work item reads an
 array only before it writes it there, so its reads see the array as the kernel found it: an array the kernel
 reads and writes is copied before the forward runs (``Adjoint.saved``). Anything else is refused with a
@@ -130,6 +130,8 @@ class _Differentiator:
         self.loops: list[str] = []
         self.counter = itertools.count()
         self.line = self.source.node.lineno
+        self.guard: str | None = None
+        """What must hold for the statement being read to run (the conditions of the ifs around it)."""
         self.writes = False
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
 
@@ -224,13 +226,33 @@ class _Differentiator:
             raise self.refuse(stmt, "a loop inside svod.prange (its turns would run in reverse, keeping each turn's "
                               "values)", "write the loop out, or make each turn a kernel call of its own")
         elif isinstance(stmt, ast.If):
-            raise self.refuse(stmt, "an if statement", "write the branch as a conditional expression "
-                              "(y[i] = a if c else b)")
+            self.branch(stmt)
         else:
             what = "a call other than svod.atomic_add as a statement" if isinstance(stmt, ast.Expr) \
                 else f"the statement {type(stmt).__name__}"
             raise self.refuse(stmt, what,
                               "write the work item as assignments, stores, += updates and svod.atomic_add")
+
+    def branch(self, stmt: ast.If) -> None:
+        """Both sides of an ``if``, each under its condition (a side not taken reads and stores nothing); a local
+        either side assigns is a select after it."""
+        outer, before = self.guard, dict(self.env)
+        test = self.local(self.opaque(stmt.test), outer)
+        sides = []
+        for body, holds in ((stmt.body, test), (stmt.orelse, f"not {test}")):
+            self.env, self.guard = dict(before), _both(outer, holds)
+            for inner in body:
+                self.line = inner.lineno
+                self.statement(inner)
+            sides.append(self.env)
+        self.env, self.guard = dict(before), outer
+        for name in dict.fromkeys([*sides[0], *sides[1]]):
+            taken, other = sides[0].get(name), sides[1].get(name)
+            if not taken or not other:
+                self.env[name] = ""  # one side's own: refused where read after the if (``known``)
+            else:
+                self.env[name] = taken if taken == other else \
+                    self.operation(f"({taken} if {test} else {other})", _select(test), (taken, other), outer)
 
     def assign(self, target: ast.expr, value: ast.expr, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Subscript):
@@ -239,15 +261,15 @@ class _Differentiator:
         if not isinstance(target, ast.Name) or target.id in self.parameters or target.id in self.loops:
             raise self.refuse(stmt, "an assignment to a tuple, an argument or a loop variable",
                               "assign each value to a local name of its own")
-        self.env[target.id] = self.value(value, None)
+        self.env[target.id] = self.value(value, self.guard)
 
     def store(self, target: ast.Subscript, value: ast.expr, how: str, stmt: ast.stmt) -> None:
         if not (isinstance(target.value, ast.Name) and target.value.id in self.parameters):
             raise self.refuse(stmt, "a store into what is not an array argument", "store into an argument")
-        stored = self.value(value, None)
+        stored = self.value(value, self.guard)
         array = target.value.id
-        self.values.append(_Value("", (stored,), None, stmt.lineno, array=array, index=self.opaque(target.slice),
-                                  stored=how))
+        self.values.append(_Value("", (stored,), self.guard, stmt.lineno, array=array,
+                                  index=self.opaque(target.slice), stored=how))
         if array not in self.written:
             self.written.append(array)
 
@@ -257,6 +279,7 @@ class _Differentiator:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
             return repr(node.value)
         if isinstance(node, ast.Name):
+            self.known(node)
             return self.env.get(node.id, node.id)
         if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
             operands = (self.value(node.left, guard), self.value(node.right, guard))
@@ -337,6 +360,9 @@ class _Differentiator:
     def opaque(self, node: ast.expr) -> str:
         """``node``'s source with the locals it names replaced by the forward's names for them: an index, a
         condition or another value without a derivative. Its reads count as the array's reads."""
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name):
+                self.known(name)
         renamed = _Renamer(self.env).visit(ast.parse(ast.unparse(node), mode="eval"))
         for read in ast.walk(renamed):
             if isinstance(read, ast.Subscript) and isinstance(read.value, ast.Name) \
@@ -346,6 +372,12 @@ class _Differentiator:
                                       "read every array before writing it, or write it in a kernel of its own")
                 self.reads.add(read.value.id)
         return ast.unparse(renamed.body)
+
+    def known(self, name: ast.Name) -> None:
+        """Refuse a local one side of an ``if`` assigned, read after it."""
+        if self.env.get(name.id) == "":
+            raise self.refuse(name, f"a read of {name.id}, which one side of the if before assigns and the other "
+                              "does not", f"assign {name.id} before the if")
 
     def own(self, index: ast.expr) -> tuple[int, ...] | None:
         """Where in ``index`` each parallel loop's variable stands as a component of its own (``x[i, 0]``:
@@ -388,9 +420,12 @@ class _Differentiator:
                 if v.array not in grads:
                     continue
                 held = f"_svod_b{next(self.counter)}"
-                lines.append((f"{held} = {grads[v.array]}[{v.index}]", v.line))
+                element = f"{grads[v.array]}[{v.index}]"
+                read = element if v.guard is None else f"({element} if {v.guard} else 0.0)"
+                lines.append((f"{held} = {read}", v.line))
                 if v.stored == "=":
-                    lines.append((f"{grads[v.array]}[{v.index}] = 0.0", v.line))
+                    lines.append((f"{element} = 0.0" if v.guard is None else f"if {v.guard}:\n    {element} = 0.0",
+                                  v.line))
                     self.writes = True
                 shares.setdefault(v.operands[0], []).append(f"-{held}" if v.stored == "-=" else held)
                 continue

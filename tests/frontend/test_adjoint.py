@@ -22,6 +22,33 @@ def elementwise(y, x, z):
 
 
 @svod.kernel
+def branches(y, h, x, idx):
+    for i in svod.prange(y.shape[0]):
+        t = x[i] * 2.0
+        if x[i] > 0.5:
+            t = svod.math.log(x[i]) * t
+            y[i] = t * x[idx[i]]
+        elif i > 0:
+            u = x[idx[i]] * 3.0
+            t = t + u * x[idx[i]]
+            if t < 0.0:
+                svod.atomic_add(h, idx[i], t * u)
+            y[i] = t
+        else:
+            y[i] = svod.math.sqrt(x[i] + 4.0)
+        svod.atomic_add(h, idx[i], t * 0.5)
+
+
+@svod.kernel
+def guarded_neighbour(y, x):
+    for i in svod.prange(y.shape[0]):
+        t = x[i]
+        if i > 0:
+            t = x[i - 1] * x[i]
+        y[i] = t * t
+
+
+@svod.kernel
 def gather(y, x, idx):
     for i in svod.prange(y.shape[0]):
         y[i] = x[idx[i]] * x[i] + (x[i - 1] * 0.5 if i > 0 else 0.0)
@@ -98,6 +125,22 @@ def test_elementwise_math_and_branches(device, n):
                             rng.standard_normal(n).astype(f))
 
 
+def test_if_statements_take_the_adjoint_through_the_side_taken_only(device):
+    """log and sqrt on a side not taken would make NaNs of what they never computed."""
+    rng = np.random.default_rng(6)
+    f = _float(device)
+    x = rng.standard_normal(40).astype(f) * 2
+    agrees_with_differences(branches, device, rng.standard_normal(40).astype(f), rng.standard_normal(7).astype(f), x,
+                            rng.integers(0, 7, 40).astype(np.int32))
+
+
+def test_a_read_a_branch_not_taken_guards_is_made_by_no_adjoint(device):
+    """x[i - 1] where i > 0 only: the adjoint reads and adds into x_grad[-1] nowhere."""
+    f = _float(device)
+    x = np.random.default_rng(8).standard_normal(9).astype(f)
+    agrees_with_differences(guarded_neighbour, device, np.zeros(9, f), x)
+
+
 def test_a_gather_adds_into_every_element_it_read(device):
     rng = np.random.default_rng(1)
     f = _float(device)
@@ -161,10 +204,11 @@ def sequential_loop(y, x):
 
 
 @svod.kernel
-def if_statement(y, x):
+def one_sided_local(y, x):
     for i in svod.prange(y.shape[0]):
         if x[i] > 0.0:
-            y[i] = x[i]
+            t = x[i]
+        y[i] = t
 
 
 @svod.kernel
@@ -216,7 +260,7 @@ def atomic_max(y, x):
 
 REFUSED = [
     (sequential_loop, "for j", "a loop inside svod.prange", "write the loop out"),
-    (if_statement, "if x[i]", "an if statement", "conditional expression"),
+    (one_sided_local, "y[i] = t", "a read of t, which one side of the if before assigns", "assign t before the if"),
     (scaled_in_place, "*=", "an update other than += and -=", "y[i] = y[i] * e"),
     (read_after_write, "x[i] = y[i]", "a read of y after the work item wrote it", "read every array before"),
     (read_outside, "s = x[0]", "a statement outside the kernel's svod.prange loop", "compute it inside the loop"),
