@@ -25,8 +25,9 @@ own element (its index holds each parallel loop's variable as a component, in on
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body has no loop: loads, stores,
 ``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, arithmetic, the math functions, conditional
 expressions and ``min``/``max``/``abs``; statements before the loop that read no array. A work item reads an
-array only before it writes it there, so its reads see the array as the kernel found it: an array the kernel
-reads and writes is copied before the forward runs (``Adjoint.saved``). Anything else is refused with a
+array before it writes it, or reads back the one element it stored (the value stored stands for the read), so
+its reads see the array as the kernel found it: an array the kernel reads and writes is copied before the
+forward runs (``Adjoint.saved``). Anything else is refused with a
 ``GradientError`` naming the line and what to change, never differentiated wrong.
 """
 
@@ -130,6 +131,9 @@ class _Differentiator:
         self.loops: list[str] = []
         self.counter = itertools.count()
         self.line = self.source.node.lineno
+        self.held: dict[str, tuple[str, str | None] | None] = {}
+        """Per array the work item stored to: the index of the one element it stored and what that holds now
+        (None: what the kernel found there, before a ``+=``), or None where a read of the array is refused."""
         self.guard: str | None = None
         """What must hold for the statement being read to run (the conditions of the ifs around it)."""
         self.writes = False
@@ -221,7 +225,7 @@ class _Differentiator:
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
                 and self.resolve(stmt.value.func) is pylang.atomic_add and len(stmt.value.args) == 3:
             array, index, value = stmt.value.args
-            self.store(ast.Subscript(array, index, ast.Store()), value, "+=", stmt)
+            self.store(ast.Subscript(array, index, ast.Store()), value, "+=", stmt, atomic=True)
         elif isinstance(stmt, (ast.For, ast.While)):
             raise self.refuse(stmt, "a loop inside svod.prange (its turns would run in reverse, keeping each turn's "
                               "values)", "write the loop out, or make each turn a kernel call of its own")
@@ -263,15 +267,29 @@ class _Differentiator:
                               "assign each value to a local name of its own")
         self.env[target.id] = self.value(value, self.guard)
 
-    def store(self, target: ast.Subscript, value: ast.expr, how: str, stmt: ast.stmt) -> None:
+    def store(self, target: ast.Subscript, value: ast.expr, how: str, stmt: ast.stmt, atomic: bool = False) -> None:
         if not (isinstance(target.value, ast.Name) and target.value.id in self.parameters):
             raise self.refuse(stmt, "a store into what is not an array argument", "store into an argument")
         stored = self.value(value, self.guard)
         array = target.value.id
-        self.values.append(_Value("", (stored,), self.guard, stmt.lineno, array=array,
-                                  index=self.opaque(target.slice), stored=how))
+        index = self.opaque(target.slice)
+        self.hold(array, index, target.slice, stored, how, plain=self.guard is None and not atomic)
+        self.values.append(_Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
         if array not in self.written:
             self.written.append(array)
+
+    def hold(self, array: str, index: str, node: ast.expr, stored: str, how: str, plain: bool) -> None:
+        """Keep what the element ``array[index]`` holds after a store, for a read of it after (``held``): a store
+        under a condition, an atomic one, or one to another index makes the array's reads refused."""
+        before = self.held.get(array, (index, None))
+        if before is None or before[0] != index or not plain:
+            self.held[array] = None
+        elif how == "=":
+            self.held[array] = (index, stored)
+        else:
+            current = before[1] if before[1] is not None else self.load(array, index, node, None)
+            rule = BINARY[ast.Add] if how == "+=" else BINARY[ast.Sub]
+            self.held[array] = (index, self.operation(f"{current} {how[0]} {stored}", rule, (current, stored), None))
 
     def value(self, node: ast.expr, guard: str | None) -> str:
         """``node`` computed as the forward computes it, one local per operation: the local's name, or the
@@ -298,19 +316,27 @@ class _Differentiator:
             return self.operation(f"({body} if {test} else {other})", _select(test), (body, other), guard)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in self.parameters:
             array = node.value.id
-            if array in self.written:
-                raise self.refuse(node, f"a read of {array} after the work item wrote it",
-                                  "read every array before writing it, or write it in a kernel of its own")
-            self.reads.add(array)
             index = self.opaque(node.slice)
-            result = self.local(f"{array}[{index}]", guard)
-            self.values.append(_Value(result, (), guard, self.line, array=array, index=index, own=self.own(node.slice)))
-            return result
+            if array in self.written:
+                held = self.held.get(array)
+                if held is None or held[0] != index or held[1] is None:
+                    raise self.refuse(node, f"a read of {array} after the work item wrote it elsewhere, under a "
+                                      "condition or atomically", "read every array before writing it, or read "
+                                      "back only the element the work item stored, with the same index")
+                return held[1]
+            return self.load(array, index, node.slice, guard)
         if isinstance(node, (ast.Compare, ast.BoolOp, ast.Attribute, ast.Subscript)) or \
                 (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert))):
             return self.local(self.opaque(node), guard)  # no derivative: a condition, a size, an integer
         raise self.refuse(node, f"the expression {ast.unparse(node)}",
                           "write it with arithmetic, svod.math functions, min, max, abs and conditional expressions")
+
+    def load(self, array: str, index: str, node: ast.expr, guard: str | None) -> str:
+        """A read of ``array[index]`` as the kernel found the array."""
+        self.reads.add(array)
+        result = self.local(f"{array}[{index}]", guard)
+        self.values.append(_Value(result, (), guard, self.line, array=array, index=index, own=self.own(node)))
+        return result
 
     def call(self, node: ast.Call, guard: str | None) -> str:
         callee = self.resolve(node.func)

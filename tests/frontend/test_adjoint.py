@@ -49,6 +49,16 @@ def guarded_neighbour(y, x):
 
 
 @svod.kernel
+def read_back(y, z, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] += x[i] * x[i]
+        z[i] = y[i] * 2.0
+        y[i] = svod.math.sin(y[i]) + z[i]
+        y[i] -= x[i]
+        z[i] += y[i] * y[i]
+
+
+@svod.kernel
 def gather(y, x, idx):
     for i in svod.prange(y.shape[0]):
         y[i] = x[idx[i]] * x[i] + (x[i - 1] * 0.5 if i > 0 else 0.0)
@@ -168,6 +178,12 @@ def test_a_kernel_that_reads_and_writes_one_array_differentiates_the_values_it_r
     agrees_with_differences(in_place, device, rng.standard_normal(33).astype(f), rng.standard_normal(33).astype(f))
 
 
+def test_reading_back_the_element_a_work_item_stored_reads_the_value_it_stored(device):
+    rng = np.random.default_rng(9)
+    f = _float(device)
+    agrees_with_differences(read_back, device, *(rng.standard_normal(17).astype(f) for _ in range(3)))
+
+
 def test_updates_keep_the_adjoint_of_what_they_add_to(device):
     rng = np.random.default_rng(5)
     f = _float(device)
@@ -220,7 +236,8 @@ def scaled_in_place(y, x):
 @svod.kernel
 def read_after_write(y, x):
     for i in svod.prange(y.shape[0]):
-        y[i] = x[i]
+        if x[i] > 0.0:
+            y[i] = x[i]
         x[i] = y[i] * 2.0
 
 
@@ -262,7 +279,8 @@ REFUSED = [
     (sequential_loop, "for j", "a loop inside svod.prange", "write the loop out"),
     (one_sided_local, "y[i] = t", "a read of t, which one side of the if before assigns", "assign t before the if"),
     (scaled_in_place, "*=", "an update other than += and -=", "y[i] = y[i] * e"),
-    (read_after_write, "x[i] = y[i]", "a read of y after the work item wrote it", "read every array before"),
+    (read_after_write, "x[i] = y[i]", "a read of y after the work item wrote it elsewhere, under a condition",
+     "read back only the element the work item stored"),
     (read_outside, "s = x[0]", "a statement outside the kernel's svod.prange loop", "compute it inside the loop"),
     (two_loops, "x[i] = 1.0", "a kernel that is not one svod.prange loop", "one kernel per parallel loop"),
     (helper_call, "_twice", "a call of _twice", "svod.math functions"),
