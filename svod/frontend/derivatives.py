@@ -3,8 +3,8 @@ from (``svod.frontend.adjoint``).
 
 A rule takes the operands, the result and the result's adjoint (each a name or a constant of the adjoint
 kernel's source) and gives each operand's share of that adjoint, as the source of an expression; None where
-the share is zero. Comparisons, ``floor``, ``ceil``, ``trunc``, ``round``, integer ``//`` and ``%`` and casts to
-an integer have zero derivative, as in JAX; where two operands of ``max``/``min`` tie, each takes half.
+the share is zero. Comparisons, ``floor``, ``ceil``, ``trunc``, ``round``, ``//`` and casts to an integer have
+zero derivative, as in JAX; where two operands of ``max``/``min`` tie, each takes half.
 The math functions are called through ``svod.math`` as ``MATH`` names it in the adjoint's source.
 """
 
@@ -57,9 +57,10 @@ BINARY: dict[type[ast.operator], Rule] = {
     ast.Div: lambda o, r, g: (f"{g} / {o[1]}", f"-{g} * {r} / {o[1]}"),
     ast.Pow: _power,
     ast.FloorDiv: _zero,
-    ast.Mod: _zero,
+    ast.Mod: lambda o, r, g: (g, f"-{g} * ({o[0]} // {o[1]})"),
 }
-"""The arithmetic operators of a kernel's expressions (``//`` and ``%`` take integers only)."""
+"""The arithmetic operators of a kernel's expressions: ``a % b`` is ``a - b * (a // b)``, Python's floored
+remainder (of floats too)."""
 
 UNARY: dict[type[ast.unaryop], Rule] = {
     ast.USub: lambda o, r, g: (f"-{g}",),

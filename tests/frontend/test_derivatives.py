@@ -52,9 +52,9 @@ def test_each_rule_agrees_with_central_differences(name):
 
 
 @pytest.mark.parametrize("op, fn", [(ast.Add, np.add), (ast.Sub, np.subtract), (ast.Mult, np.multiply),
-                                    (ast.Div, np.divide), (ast.Pow, np.power)])
+                                    (ast.Div, np.divide), (ast.Pow, np.power), (ast.Mod, np.mod)])
 def test_each_operator_agrees_with_central_differences(op, fn):
-    point = (1.7, -0.6) if op is not ast.Pow else (1.7, 2.6)
+    point = {ast.Pow: (1.7, 2.6), ast.Mod: (-5.3, 1.7)}.get(op, (1.7, -0.6))
     shares = _shares(BINARY[op], point, float(fn(*point)), -1.25)
     for k in range(2):
         up, down = list(point), list(point)
