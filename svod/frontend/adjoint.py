@@ -440,6 +440,12 @@ class _Differentiator:
             if v.array is not None and v.stored is None:
                 places.setdefault(v.array, set()).add(v.own)
         plain = {array for array, found in places.items() if len(found) == 1 and None not in found}
+        for v in self.values:
+            if v.stored == "=" and v.array in places and v.array not in plain and v.array in grads:
+                self.line = next(r.line for r in self.values if r.array == v.array and r.stored is None)
+                raise self.refuse(ast.Name(v.array), f"a read of {v.array} at elements of other work items, and a "
+                                  f"store into {v.array}: its adjoint would add into what another work item's sets "
+                                  f"to zero", f"write {v.array}'s new values into another array")
         lines: list[tuple[str, int]] = []
         for v in reversed(self.values):
             if v.stored is not None:

@@ -275,6 +275,13 @@ def atomic_max(y, x):
         svod.atomic_max(y, 0, x[i])
 
 
+@svod.kernel
+def gather_and_store(y, x, idx):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[idx[i]]
+        x[i] = 0.0
+
+
 REFUSED = [
     (sequential_loop, "for j", "a loop inside svod.prange", "write the loop out"),
     (one_sided_local, "y[i] = t", "a read of t, which one side of the if before assigns", "assign t before the if"),
@@ -285,6 +292,8 @@ REFUSED = [
     (two_loops, "x[i] = 1.0", "a kernel that is not one svod.prange loop", "one kernel per parallel loop"),
     (helper_call, "_twice", "a call of _twice", "svod.math functions"),
     (tuple_assignment, "a, b", "an assignment to a tuple", "a local name of its own"),
+    (gather_and_store, "y[i] = x[idx[i]]", "a read of x at elements of other work items, and a store into x",
+     "write x's new values into another array"),
     (atomic_max, "svod.atomic_max", "a call other than svod.atomic_add as a statement", "svod.atomic_add"),
 ]
 
@@ -295,7 +304,7 @@ def test_each_construct_outside_the_slice_is_refused_at_its_line(kernel, line_te
     line = first + next(k for k, text in enumerate(lines) if line_text in text)
     if kernel is two_loops:
         line -= 1  # the second loop's own line
-    args = (np.zeros(4), np.ones(4))
+    args = (np.zeros(4), np.ones(4), np.zeros(4, np.int32))[:len(kernel.parameters)]
     with pytest.raises(svod.errors.GradientError) as raised:
         svod.vjp(kernel, *args)
     error = raised.value
