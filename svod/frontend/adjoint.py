@@ -389,13 +389,14 @@ class _Differentiator:
         for name in ast.walk(node):
             if isinstance(name, ast.Name):
                 self.known(name)
-        renamed = _Renamer(self.env).visit(ast.parse(ast.unparse(node), mode="eval"))
+        renamed = _Renamer(self.env, self.held).visit(ast.parse(ast.unparse(node), mode="eval"))
         for read in ast.walk(renamed):
             if isinstance(read, ast.Subscript) and isinstance(read.value, ast.Name) \
                     and read.value.id in self.parameters:
                 if read.value.id in self.written:
-                    raise self.refuse(node, f"a read of {read.value.id} after the work item wrote it",
-                                      "read every array before writing it, or write it in a kernel of its own")
+                    raise self.refuse(node, f"a read of {read.value.id} after the work item wrote it elsewhere, under "
+                                      "a condition or atomically", "read every array before writing it, or read "
+                                      "back only the element the work item stored, with the same index")
                 self.reads.add(read.value.id)
         return ast.unparse(renamed.body)
 
@@ -499,14 +500,23 @@ class _Differentiator:
 
 
 class _Renamer(ast.NodeTransformer):
-    """Replaces each local's name with the forward's name for its value."""
+    """Replaces each local's name with the forward's name for its value, and a read of the element a work item
+    stored with what it stored (``_Differentiator.held``)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], held: dict[str, tuple[str, str | None] | None]) -> None:
         self.env = env
+        self.held = held
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if isinstance(node.ctx, ast.Load) and node.id in self.env:
             return ast.parse(self.env[node.id], mode="eval").body
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        held = self.held.get(node.value.id) if isinstance(node.value, ast.Name) else None
+        if held is not None and held[1] is not None and held[0] == ast.unparse(node.slice):
+            return ast.parse(held[1], mode="eval").body
         return node
 
 

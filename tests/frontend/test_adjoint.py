@@ -96,7 +96,8 @@ def _float(device) -> type:
 
 def _loss(kernel, args, weights) -> float:
     """sum(w * y) over the arrays ``kernel`` writes, its function run as plain Python on float64 copies."""
-    copies = [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+    copies = [(a.astype(np.float64) if a.dtype.kind == "f" else a.copy()) if isinstance(a, np.ndarray) else a
+              for a in args]
     kernel.fn(*copies)
     return sum(float(np.sum(copies[position] * w)) for position, w in weights.items())
 
@@ -329,3 +330,17 @@ def test_one_array_passed_twice_gets_one_gradient_per_argument_from_vjp_and_thei
         product(y, x, x)
     tape.backward(grads=[(y, np.ones(3))])
     assert np.array_equal(tape.grad(x), 2 * x + 1.0)
+
+
+@svod.kernel
+def read_back_in_a_condition(y, z, x, idx):
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i] * 2.0
+        idx[i] = idx[i] * 2
+        z[i] = svod.math.exp(x[idx[i] // 2]) if y[i] > 1.0 else y[i] * y[i]
+
+
+def test_a_condition_and_an_index_read_back_what_the_work_item_stored():
+    rng = np.random.default_rng(10)
+    agrees_with_differences(read_back_in_a_condition, svod.get_device("CPU"), np.zeros(12), np.zeros(12),
+                            rng.standard_normal(12), rng.integers(0, 12, 12).astype(np.int32))

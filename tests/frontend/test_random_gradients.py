@@ -21,7 +21,8 @@ _FOLDER = Path(tempfile.mkdtemp(prefix="svod-random-gradients-"))
 
 
 def gradient_outcome(seed: int) -> str:
-    """``agree``, ``refused: <what>``, ``no float array``, ``forward refused`` or ``wrong: <values>``."""
+    """``agree``, ``refused: <what>``, ``no float array``, ``forward refused``, ``adjoint refused: <error>`` or
+    ``wrong: <values>``."""
     drawn = generate(seed)
     kernel = replace(drawn, source=drawn.source.replace("float32", "float64"),
                      out=drawn.out.replace("float32", "float64"), x=drawn.x.replace("float32", "float64"))
@@ -44,7 +45,10 @@ def gradient_outcome(seed: int) -> str:
         return "forward refused"
     written = [p for p, a in enumerate(call) if any(a is r for r in result)]
     weights = {p: rng.standard_normal(shape) for p in written}
-    grads = pullback(tuple(weights[p] for p in written))
+    try:
+        grads = pullback(tuple(weights[p] for p in written))
+    except SvodError as err:  # the adjoint kernel refused by svod itself: a refusal the adjoint should have said
+        return f"adjoint refused: {type(err).__name__}: {err.detail[:80]}"
     floats = [p for p, a in enumerate(args) if a.dtype.kind == "f"]
     directions = {p: rng.standard_normal(args[p].shape) for p in floats}
 
@@ -60,7 +64,7 @@ def gradient_outcome(seed: int) -> str:
 
 def test_random_kernels_differentiate_right_or_are_refused():
     outcomes = {seed: gradient_outcome(seed) for seed in range(60)}
-    assert not [(seed, o) for seed, o in outcomes.items() if o.startswith("wrong")]
+    assert not [(seed, o) for seed, o in outcomes.items() if o.startswith(("wrong", "adjoint refused"))]
     counted = Counter(o for o in outcomes.values())
     assert counted["agree"] >= 5, counted
     assert sum(n for o, n in counted.items() if o.startswith("refused")) >= 5, counted
