@@ -338,8 +338,8 @@ def block_transposes(sink: UOp) -> UOp | None:
     item_axes = (first + 3, first + 2) if symbolic else (first + 2, first + 3)  # the one walked along nests inside
     stored_item, loaded_item = (UOp.range(_in_block(r.src[0], b, block), axis, AxisKind.GLOBAL) for r, b, axis
                                 in zip(pair, (stored_block, loaded_block), item_axes, strict=True))
-    return substitute(anchored_in_order(sink, nest), {**outer, nest.stored: stored_block * block + stored_item,
-                             nest.loaded: loaded_block * block + loaded_item})
+    blocked = {nest.stored: stored_block * block + stored_item, nest.loaded: loaded_block * block + loaded_item}
+    return substitute(anchored_in_order(sink, nest), {**outer, **blocked})
 
 
 def _blocks(end: UOp, block: int) -> int | UOp:
