@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import re
 import statistics
@@ -37,6 +38,7 @@ from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
+from benchmarks.spellings import WRITTEN, transpose_spellings
 from benchmarks.suite import suite, tinygrad_spelling
 from benchmarks.timing import median_seconds, sample_seconds
 from svod import ExecutionPlan, dtypes
@@ -178,7 +180,8 @@ class Bench:
                 ("threads", self.thread_scaling), ("host parallel", self.host_parallel),
                 ("plan prepare", self.plan_prepare), ("long plans", self.long_plans), ("bundles", self.bundles),
                 ("distributed", lambda: shard_overhead(self.device.name)),
-                ("plan algorithms", self.plan_algorithms), ("jit programs", self.jit_programs),
+                ("spellings", self.spellings), ("plan algorithms", self.plan_algorithms),
+                ("jit programs", self.jit_programs),
                 ("array programs", self.array_programs), ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
@@ -529,6 +532,26 @@ class Bench:
                 raise SvodError(f"{version}'s {program.name} disagrees with numpy", stage="check",
                                 value=program.describe(size))
         return lambda: function(*work)
+
+    def spellings(self) -> list[Metric]:
+        """Each spelling of a transpose (``benchmarks.spellings``) as large as the triad's arrays, checked against
+        numpy, then timed in ``SUITE_ROUNDS`` rounds beside numpy's copy of ``x.T``, each round in another order
+        (``_contestant_order``): one ``spelling.transpose.<form>_ms`` per form, numpy's figure beside each."""
+        side = math.isqrt(self.sizes.elements)
+        spelled = transpose_spellings(side)
+        for workload in spelled.values():
+            check(workload, self.device)
+        numpy = next(iter(spelled.values())).numpy
+        runners: dict[str, Callable[[], object]] = {form: load(w, self.device) for form, w in spelled.items()}
+        runners["numpy"] = numpy
+        samples: dict[str, list[float]] = {name: [] for name in runners}
+        per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
+        for number in range(SUITE_ROUNDS):
+            for name in _contestant_order(list(runners), number):
+                samples[name].extend(sample_seconds(runners[name], per_round, warmup=1))
+        numpy_ms = statistics.median(samples["numpy"]) * 1e3
+        return [Metric(f"spelling.transpose.{form}_ms", "ms", "lower", statistics.median(samples[form]) * 1e3,
+                       numpy=numpy_ms, note=f"{side}x{side} float32, {WRITTEN[form]}") for form in spelled]
 
     def triad(self) -> list[Metric]:
         n = self.sizes.elements

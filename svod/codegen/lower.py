@@ -8,6 +8,7 @@ target, is ``svod.codegen.pipeline``'s.
                 (the parts of one long reduction); gate_effects; describe (what lowering did)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
+    nest_order  a nest of parallel ranges ordered by what it accesses: parallel_nest, order_parallel_nest
         <- lower_cpu      a CPU: split_for_threads, privatize_atomics, tile_for_cpu, block_transposes
         <- matmul_blocks  a CPU matmul whose b outgrows L2: block_matmul
         <- lower_gpu      a GPU: to_gpu_indices, share_reductions, reduce_per_item, tile_matmul

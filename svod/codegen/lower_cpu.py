@@ -1,7 +1,7 @@
 """Lowering for a CPU: GLOBAL ranges spread over threads (``split_for_threads``), atomic adds into a small
 buffer made into a private copy per thread (``privatize_atomics``), register tiles sized for the vector
-registers (``tile_for_cpu``), and transposes walked in blocks (``block_transposes``). A matmul whose ``b``
-outgrows L2 runs over blocks of it (``svod.codegen.matmul_blocks``)."""
+registers (``tile_for_cpu``), and transposes, however their loops were written, walked in blocks
+(``block_transposes``). A matmul whose ``b`` outgrows L2 runs over blocks of it (``svod.codegen.matmul_blocks``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, gate_effects, private_statements
+from svod.codegen.nest_order import anchored_in_order, parallel_nest
 from svod.codegen.ranges import free_axis, live_ranges, nested, range_order
 from svod.codegen.stored_terms import store_terms_first
 from svod.codegen.upcast import (
     EXTREMA,
     SPLIT_WIDTH,
     TAIL_SPLIT_WIDTH,
-    _unit_stride,
     share_rows,
     split_reductions,
     stream_rows,
@@ -313,35 +313,33 @@ walked along its reads: over a constant stride, LLVM turns such a block into tra
 
 
 def block_transposes(sink: UOp) -> UOp | None:
-    """A kernel that reads along one GLOBAL range and writes along the other (a transpose:
-    ``out[c, r] = x[r, c]``) walked in square blocks, so that the lines it writes are filled while they are in
-    cache: row by row, each store touches a line of its own and a page of its own every block. The blocks are
-    ``TRANSPOSE_BLOCK`` on a side, walked along the rows read, or where a size is a variable
-    ``SYMBOLIC_TRANSPOSE_BLOCK``, walked along the rows written; an end a block may not divide leaves a last block
-    cut short (its ranges end at ``min(block, end - start)``). None for any other kernel: one with reductions,
-    sequential loops or more or fewer than two GLOBAL ranges, ends that may not hold two blocks, or no such pair
-    of accesses."""
-    topo = sink.toposort()
-    ranges = sorted((u for u in topo if u.op is Ops.RANGE), key=range_order)
-    if len(ranges) != 2 or any(r.arg[1] is not AxisKind.GLOBAL for r in ranges) or \
-            any(u.op in (Ops.REDUCE, Ops.EXIT) for u in topo):
+    """A nest of parallel ranges that writes along one range and reads along another (a transpose:
+    ``out[c, r] = x[r, c]``, however its loops are nested; ``nest_order.parallel_nest``) with those two ranges
+    walked in square blocks, so that the lines it writes are filled while they are in cache: row by row, each
+    store touches a line of its own and a page of its own every block. Its other ranges (a permute's) nest
+    outside the blocks, in the order ``parallel_nest`` gives them. The blocks are ``TRANSPOSE_BLOCK`` on a
+    side, walked along the rows read, or where either of the two sizes is a variable
+    ``SYMBOLIC_TRANSPOSE_BLOCK``, walked along the rows written; an end a block may not divide leaves a last
+    block cut short (its ranges end at ``min(block, end - start)``). None for any other kernel: no such nest,
+    no such pair of accesses, or one of the two ends may not hold two blocks."""
+    nest = parallel_nest(sink)
+    if nest is None or nest.loaded is None:
         return None
-    outer, inner = ranges
-    symbolic = any(r.src[0].op is not Ops.CONST for r in ranges)
+    pair = (nest.stored, nest.loaded)
+    symbolic = any(r.src[0].op is not Ops.CONST for r in pair)
     block = SYMBOLIC_TRANSPOSE_BLOCK if symbolic else TRANSPOSE_BLOCK
-    if any(r.src[0].vmax < 2 * block for r in ranges):
-        return None
-    stores = [e.src[0].src[1] for e in sink.src if e.op is Ops.STORE and e.src[0].op is Ops.INDEX]
-    loads = [u.src[0].src[1] for u in topo if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
-    if not any(_unit_stride(s, outer) for s in stores) or not any(_unit_stride(a, inner) for a in loads):
+    if any(r.src[0].vmax < 2 * block for r in pair):
         return None
     first = free_axis(sink)
-    outer_block, inner_block = (UOp.range(_blocks(r.src[0], block), first + n, AxisKind.GLOBAL)
-                                for n, r in enumerate(ranges))
-    item_axes = (first + 3, first + 2) if symbolic else (first + 2, first + 3)  # the larger axis nests inside
-    outer_item, inner_item = (UOp.range(_in_block(r.src[0], b, block), axis, AxisKind.GLOBAL) for r, b, axis
-                              in ((outer, outer_block, item_axes[0]), (inner, inner_block, item_axes[1])))
-    return substitute(sink, {outer: outer_block * block + outer_item, inner: inner_block * block + inner_item})
+    outer = {r: UOp.range(r.src[0], first + n, AxisKind.GLOBAL) for n, r in enumerate(nest.outer)}
+    first += len(outer)
+    stored_block, loaded_block = (UOp.range(_blocks(r.src[0], block), first + n, AxisKind.GLOBAL)
+                                  for n, r in enumerate(pair))
+    item_axes = (first + 3, first + 2) if symbolic else (first + 2, first + 3)  # the one walked along nests inside
+    stored_item, loaded_item = (UOp.range(_in_block(r.src[0], b, block), axis, AxisKind.GLOBAL) for r, b, axis
+                                in zip(pair, (stored_block, loaded_block), item_axes, strict=True))
+    blocked = {nest.stored: stored_block * block + stored_item, nest.loaded: loaded_block * block + loaded_item}
+    return substitute(anchored_in_order(sink, nest), {**outer, **blocked})
 
 
 def _blocks(end: UOp, block: int) -> int | UOp:

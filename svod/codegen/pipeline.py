@@ -13,7 +13,10 @@ its metadata derived here once).
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
     LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
 
-    CPU: block_transposes ─ tile_for_cpu ─ carry_rows ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
+    CPU: one of
+         block_transposes                           (a transpose, however its loops were written)
+         order_parallel_nest                        (a nest of parallel ranges, its stores' range innermost)
+         ─ tile_for_cpu ─ carry_rows ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -67,6 +70,7 @@ from svod.codegen.lower_cpu import (
 )
 from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
 from svod.codegen.matmul_blocks import block_matmul
+from svod.codegen.nest_order import order_parallel_nest
 from svod.codegen.recurrences import carry_rows, forward_stored
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
@@ -246,7 +250,11 @@ FRONT: tuple[LoweringStep, ...] = (
 """What every target does first: refuse what it cannot run, and prove or guard every access."""
 
 CPU: tuple[LoweringStep, ...] = (
-    Pass("block_transposes", _rewrite(lambda sink, t: None if runs_as_written(sink) else block_transposes(sink))),
+    FirstOf("order_nest", (
+        Pass("block_transposes", _rewrite(lambda sink, t: None if runs_as_written(sink) else block_transposes(sink))),
+        Pass("order_parallel_nest", _rewrite(lambda sink, t: None if runs_as_written(sink) else
+                                             order_parallel_nest(sink))),
+    )),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers, vector_bytes(
@@ -255,10 +263,11 @@ CPU: tuple[LoweringStep, ...] = (
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
-"""A CPU: a transpose walked in blocks that stay in cache, tiles for its vector registers, work items that
-carry registers through a loop run together (in vector lanes where they store neighbours), GLOBAL ranges spread
-over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
-branch-free where that is safe."""
+"""A CPU: a nest of parallel ranges ordered by what it accesses, not as its loops were written (a transpose
+walked in blocks that stay in cache; else the range its stores are contiguous in innermost), tiles for its vector
+registers, work items that carry registers through a loop run together (in vector lanes where they store
+neighbours), GLOBAL ranges spread over threads, each adding into a private copy of a small buffer of atomic
+adds, and gated loads made branch-free where that is safe."""
 
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (

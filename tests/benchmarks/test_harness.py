@@ -24,6 +24,7 @@ TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, com
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False)
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS}
+SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms"}
 UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
          "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
          "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
@@ -32,12 +33,13 @@ UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_d
          "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
          "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
          "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", "bundle_load_ms.32": "ms",
-         "distributed.shard_overhead_ms": "ms", **dict.fromkeys(PLANS, "ms"), **dict.fromkeys(JIT, "ms")}
+         "distributed.shard_overhead_ms": "ms", **dict.fromkeys(PLANS, "ms"), **dict.fromkeys(JIT, "ms"),
+         **dict.fromkeys(SPELLINGS, "ms")}
 if importlib.util.find_spec("ray") is None:  # no figure without the ray extra
     del UNITS["distributed.shard_overhead_ms"]
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
              "matmul_anchor.float32_gflops", "matmul_anchor.float64_gflops",
-             "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS}
+             "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS, *SPELLINGS}
 
 
 def _tiny_suite() -> list[workloads.Workload]:
