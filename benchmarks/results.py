@@ -100,19 +100,31 @@ def plot(metrics: list[Metric], path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError as err:
         raise SvodError("--plot needs matplotlib (pip install 'svod[bench]')", stage="check") from err
-    named = [(m.name, m.ratio(m.numpy), m.ratio(m.tinygrad)) for m in metrics]
-    named = [n for n in named if n[1] is not None or n[2] is not None]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(named) + 1.5))
+    peers = [p for p in _PLOTTED if any(_figure(m, p) is not None for m in metrics)]
+    named = [(m.name, [m.ratio(_figure(m, p)) for p in peers]) for m in metrics]
+    named = [(name, ratios) for name, ratios in named if any(r is not None for r in ratios)]
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(named) * max(len(peers), 1) + 1.5))
     positions = np.arange(len(named))
-    ax.barh(positions - 0.2, [n[1] or 0 for n in named], height=0.4, label="svod / numpy")
-    ax.barh(positions + 0.2, [n[2] or 0 for n in named], height=0.4, label="svod / tinygrad")
+    height = 0.8 / max(len(peers), 1)
+    for k, peer in enumerate(peers):
+        ax.barh(positions + (k - (len(peers) - 1) / 2) * height, [ratios[k] or 0 for _, ratios in named],
+                height=height, label=f"svod / {peer}")
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(positions, [n[0] for n in named])
+    ax.set_yticks(positions, [name for name, _ in named])
     ax.set_xscale("log")
     ax.set_xlabel("ratio (> 1: svod better)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+_PLOTTED = ("numpy", "numba", "tinygrad", "torch", "torch.compile", "jax", "warp", "taichi")
+"""The peers a chart shows, each where the run has its figures."""
+
+
+def _figure(metric: Metric, peer: str) -> float | None:
+    column = getattr(metric, peer, None) if peer in ("numpy", "numba", "tinygrad") else metric.others.get(peer)
+    return column if isinstance(column, float | int) else None
 
 
 @contextmanager

@@ -193,8 +193,17 @@ def test_plot_writes_a_png(tmp_path):
     from benchmarks.results import plot
 
     path = tmp_path / "ratios.png"
-    plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0)], str(path))
+    plot([Metric("x_gbps", "GB/s", "higher", 20.0, numpy=10.0, tinygrad=5.0),
+          Metric("y_ms", "ms", "lower", 2.0, numba=3.0, others={"torch": 4.0, "svod static": 1.0})], str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_chart_shows_each_peer_with_figures():
+    from benchmarks.results import _PLOTTED, _figure
+
+    metric = Metric("y_ms", "ms", "lower", 2.0, numba=3.0, others={"torch": 4.0, "svod static": 1.0})
+    assert [(peer, metric.ratio(_figure(metric, peer))) for peer in _PLOTTED if _figure(metric, peer)] == \
+        [("numba", 1.5), ("torch", 2.0)]
 
 
 def test_sample_seconds_times_each_call_after_the_warmup(monkeypatch):
