@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import faulthandler
+import io
 import os
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -48,6 +50,24 @@ def pytest_configure(config: pytest.Config) -> None:
         log = (Path(os.environ["SVOD_TEST_FAULTS"]) / f"{worker}.log").open("w")
         config.stash[_FAULT_LOG] = log
         faulthandler.enable(file=log, all_threads=True)
+        _keep_captured_stderr(config, Path(os.environ["SVOD_TEST_FAULTS"]) / f"{worker}.stderr")
+
+
+def _keep_captured_stderr(config: pytest.Config, path: Path) -> None:
+    """Capture each test's standard error into ``path`` rather than an unnamed file, so that what native code
+    wrote there before it ended the process (LLVM's or the C library's last words) outlives it. This reaches
+    into pytest's capture of file descriptors; where that is not what is running, nothing changes."""
+    capturing = getattr(config.pluginmanager.getplugin("capturemanager"), "_global_capturing", None)
+    err = getattr(capturing, "err", None)
+    syscapture = getattr(err, "syscapture", None)
+    if type(err).__name__ != "FDCapture" or getattr(syscapture, "tmpfile", None) is not err.tmpfile:
+        return
+    named = io.TextIOWrapper(path.open("w+b", buffering=0), encoding="utf-8", errors="replace", newline="",
+                             write_through=True)
+    err.tmpfile = syscapture.tmpfile = named
+    if err._state == "started":
+        os.dup2(named.fileno(), 2)
+        sys.stderr = named
 
 
 _FAULT_LOG = pytest.StashKey[TextIO]()
@@ -70,6 +90,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             if text := log.read_text(errors="replace").strip():
                 terminalreporter.write_line(f"test worker {log.stem} crashed; its threads, innermost call first:")
                 terminalreporter.write_line(text)
+                written = log.with_suffix(".stderr")
+                if written.exists() and (last := written.read_text(errors="replace").strip().splitlines()[-30:]):
+                    terminalreporter.write_line("what its last test wrote to standard error, last lines:")
+                    terminalreporter.write_line("\n".join(last))
     reasons = Counter(_skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
     if reasons:
         terminalreporter.write_line("skipped: " + "; ".join(f"{count} x {reason}" for reason, count in
