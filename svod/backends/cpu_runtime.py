@@ -33,11 +33,15 @@ def _initialize_llvm() -> None:
 
 
 def host_target_machine(opt: int = 3) -> Any:
-    """An LLVM target machine for this CPU, with all of its features (AVX2, AVX-512 where present)."""
+    """An LLVM target machine for this CPU, with all of its features (AVX2, AVX-512 where present), for code the
+    process's JIT loads: the large code model, whose references are 64-bit absolute addresses. The JIT's
+    sections of one object come from separate mappings, which in a process that has loaded and unloaded
+    thousands of kernels may lie more than 2 GB apart: a small model's 32-bit PC-relative reference (to a
+    constant pool) then does not reach, and LLVM's loader aborted the process (``isInt<32>(RealOffset)``)."""
     _initialize_llvm()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                        opt=opt, reloc="pic", codemodel="default")
+                                        opt=opt, reloc="static", codemodel="large")
 
 
 @functools.cache

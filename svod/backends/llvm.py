@@ -54,7 +54,7 @@ class LLVMCompiler(CompilerBase):
         self._runtime: LLVMRuntime | None = None
         target = hashlib.sha256(f"{self.cpu}|{self.features}".encode()).hexdigest()[:12]
         version = ".".join(map(str, llvm.llvm_version_info))
-        self.cache_key = f"llvm-{version}-llvmlite{llvmlite.__version__}-{self.cpu}-{target}-O{OPT_LEVEL}"
+        self.cache_key = f"llvm-{version}-llvmlite{llvmlite.__version__}-{self.cpu}-{target}-O{OPT_LEVEL}-large"
 
     def renderer(self, caps: DeviceCaps) -> LLVMRenderer:
         return LLVMRenderer("CPU", caps, cpu=self.cpu, features=self.features)
