@@ -45,10 +45,13 @@ def status_slots(slot: int) -> tuple[int, int]:
 def check_accesses(sink: UOp, status: UOp | None) -> UOp | None:
     """``sink`` with every ``CHECKED`` access gated by its in-range test and recording where it fails
     (the module docstring), or None when it has none. Afterwards no INDEX has arg ``CHECKED``."""
+    topo = sink.toposort()
+    if not any(u.op is Ops.INDEX and u.arg == CHECKED for u in topo):
+        return None
     rebuilt: dict[UOp, UOp] = {}
     recorded: dict[int, None] = {}
     around = _loops_around(sink)
-    for u in sink.toposort():
+    for u in topo:
         src = tuple(rebuilt.get(s, s) for s in u.src)
         new = u if src == u.src else u.replace(src=src)
         if new.op is Ops.INDEX and new.arg == CHECKED:

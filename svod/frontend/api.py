@@ -52,7 +52,7 @@ def run(ast: UOp, buffers: Sequence[Buffer | np.ndarray], device: DeviceLike = "
 
 def run_compiled(kernel: CachedKernel, buffers: Sequence[Buffer | np.ndarray], var_vals: dict[str, Any]) -> None:
     """``run`` of a kernel compiled already."""
-    refuse_on_tape(f"kernel {kernel.name!r} (svod.run)")
+    refuse_on_tape("kernel {!r} (svod.run)", kernel.name)
     try:
         _run(kernel, [_device_array(b) for b in buffers], var_vals)
     except SvodError as err:

@@ -94,7 +94,7 @@ class Jit:
         """Run the function on ``args`` and ``keywords`` (bound as Python binds them, defaults too) on
         ``device``: numpy arrays are worked on in place, scalars passed by value; returns what the function
         returns (a temporary comes back as a new array)."""
-        refuse_on_tape(f"@svod.jit function {self.name!r}")
+        refuse_on_tape("@svod.jit function {!r}", self.name)
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
         found = self._calls.get(key) if key is not None else None
         if found is not None:

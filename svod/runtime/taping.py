@@ -20,10 +20,12 @@ RECORDING: ContextVar[Recorder | None] = ContextVar("svod_recording", default=No
 """The tape whose ``with`` block this thread is in, if any."""
 
 
-def refuse_on_tape(what: str) -> None:
-    """Refuse to run ``what`` (a jit function, a plan, a kernel AST) inside a tape's block: the tape cannot
-    record it, and a gradient that missed it would be wrong."""
+def refuse_on_tape(what: str, *names: str) -> None:
+    """Refuse to run ``what`` (a jit function, a plan, a kernel AST; a format string of ``names``) inside a tape's
+    block: the tape cannot record it, and a gradient that missed it would be wrong. (The words are put together
+    only for the refusal: every call of a jit function and of ``svod.run`` asks.)"""
     if RECORDING.get() is not None:
-        raise GradientError(f"{what} runs inside a svod.Tape block, and a tape records @svod.kernel calls only; "
+        called = what.format(*names)
+        raise GradientError(f"{called} runs inside a svod.Tape block, and a tape records @svod.kernel calls only; "
                             "call it outside the block, or write the step as an @svod.kernel", stage="gradient",
-                            value=what)
+                            value=called)
