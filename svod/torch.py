@@ -10,8 +10,9 @@ whose forward runs the kernel on the tensors' own memory and whose backward runs
                                           x.grad is the gradient with respect to x before the call
 
 The tensors the kernel writes are changed in place, as torch's own in-place operations change them
-(``ctx.mark_dirty``): torch refuses a leaf that requires grad there, and an earlier operation that saved one
-sees its version change. An integer tensor takes no gradient, and a number none.
+(``ctx.mark_dirty``): while torch records gradients a leaf that requires grad is refused before the kernel
+runs, as torch refuses it, and an earlier operation that saved a written tensor sees its version change. An
+integer tensor takes no gradient, and a number none.
 
 Torch is an optional dependency: ``import svod`` never imports it, and ``svod.torch.function`` imports it when
 called, raising ``SvodError`` saying how to install it where it is missing. svod's gradients record kernel calls
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from svod.errors import BufferMismatchError, GradientError, SvodError
+from svod.frontend.adjoint import adjoint
 from svod.frontend.pykernel import Kernel
 from svod.frontend.tape import vjp
 
@@ -53,7 +55,8 @@ def function(fn: Any, device: Any = None) -> Any:
     namespace = {"forward": staticmethod(forward), "backward": staticmethod(backward), "kernel": fn,
                  "__doc__": f"svod.torch.function of the kernel {fn.name}", "__module__": fn.fn.__module__,
                  "__qualname__": f"{fn.fn.__qualname__}_function"}
-    return _callable_function(torch)(f"{fn.name}_function", (torch.autograd.Function,), namespace)
+    base = _kernel_function(torch)
+    return type(base)(f"{fn.name}_function", (base,), namespace)
 
 
 def _torch() -> Any:
@@ -65,21 +68,48 @@ def _torch() -> Any:
 
 
 @functools.cache
-def _callable_function(torch: Any) -> Any:
-    """The metaclass of torch's ``Function`` whose classes, called, are applied: ``f(x)`` is ``f.apply(x)``."""
+def _kernel_function(torch: Any) -> Any:
+    """The base of the classes ``function`` makes: a ``torch.autograd.Function`` whose classes, called, are
+    applied (``f(x)`` is ``f.apply(x)``), and whose ``apply`` checks the call before the kernel runs."""
 
     class CallableFunction(type(torch.autograd.Function)):  # type: ignore[misc]
         def __call__(cls, *args: Any) -> Any:
             return cls.apply(*args)
 
-    return CallableFunction
+    class KernelFunction(torch.autograd.Function, metaclass=CallableFunction):
+        kernel: Kernel
+
+        @classmethod
+        def apply(cls, *args: Any) -> Any:
+            _check_call(cls.kernel, args, torch.is_grad_enabled())
+            return super().apply(*args)
+
+    return KernelFunction
+
+
+def _check_call(fn: Kernel, args: tuple[Any, ...], recording: bool) -> None:
+    """Refuse, before the kernel runs, a call of the wrong arity, and while torch records gradients
+    (``recording``) a written tensor torch would refuse to see changed in place after the kernel changed it: a
+    leaf that requires grad, or a view of one."""
+    if len(args) != len(fn.parameters):
+        raise BufferMismatchError(f"{fn.name} takes {len(fn.parameters)} arguments ({', '.join(fn.parameters)}), "
+                                  f"got {len(args)}", kernel=fn.name, stage="bind", value=len(args))
+    if not recording:
+        return
+    floats = frozenset(name for name, value in zip(fn.parameters, args, strict=True)
+                       if hasattr(value, "is_floating_point") and value.is_floating_point())
+    for name in adjoint(fn, floats).written:
+        tensor = args[fn.parameters.index(name)]
+        base = getattr(tensor, "_base", None)
+        if getattr(tensor, "requires_grad", False) and (tensor.is_leaf or (base is not None and base.is_leaf)):
+            raise GradientError(f"{fn.name} writes {name}, a leaf tensor that requires grad (or a view of one), "
+                                "which torch does not let an operation change in place while it records "
+                                f"gradients: pass {name}.clone(), or call under torch.no_grad()", kernel=fn.name,
+                                stage="gradient", value=name)
 
 
 def _forward(ctx: Any, fn: Kernel, args: tuple[Any, ...], device: Any) -> tuple[Any, ...]:
     """Run ``fn`` on host views of ``args``' tensors through ``svod.vjp``, keeping its pullback on ``ctx``."""
-    if len(args) != len(fn.parameters):
-        raise BufferMismatchError(f"{fn.name} takes {len(fn.parameters)} arguments ({', '.join(fn.parameters)}), "
-                                  f"got {len(args)}", kernel=fn.name, stage="bind", value=len(args))
     views = [_host_view(fn, name, value) for name, value in zip(fn.parameters, args, strict=True)]
     result, pullback = vjp(fn, *views, device=device)
     written = [args[position] for position, view in enumerate(views)

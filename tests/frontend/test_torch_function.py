@@ -196,6 +196,21 @@ def test_non_contiguous_tensors_are_read_and_written_through_their_strides():
                                     (x,))
 
 
+def test_a_leaf_that_requires_grad_is_refused_before_the_kernel_writes_it_and_written_under_no_grad():
+    f = svod.torch.function(square_in_place)
+    leaf = _tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for target in (leaf, leaf[1:]):
+        with pytest.raises(GradientError, match=r"pass x\.clone\(\)") as err:
+            f(target)
+        assert err.value.value == "x" and leaf.tolist() == [1.0, 2.0, 3.0]
+    (y,) = f((leaf * 2.0)[1:])  # a view of a tensor that is no leaf: torch's in-place rules take it
+    y.sum().backward()
+    assert leaf.grad.tolist() == [0.0, 16.0, 24.0]  # d((2x)^2 + 0.5)/dx = 8x
+    with torch.no_grad():
+        f(leaf)
+    assert leaf.tolist() == [1.5, 4.5, 9.5]
+
+
 def test_a_read_tensor_changed_before_backward_is_refused():
     f = svod.torch.function(elementwise)
     x, w = _random(4, 13), _random(4, 14, requires_grad=False)
