@@ -19,7 +19,8 @@ from svod.dtype import DeviceSpec, DType, dtypes
 from svod.errors import BundleWarning
 
 if TYPE_CHECKING:
-    from svod import distributed, random, torch
+    from svod import distributed, random
+    from svod import torch as torch  # not in __all__: a star import would shadow the caller's torch
     from svod.device import Buffer
     from svod.frontend import KernelBuilder, available_devices, compile, compiler_pair, get_device, kernel, run
     from svod.frontend.check import check
@@ -100,5 +101,4 @@ __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "De
            "Int", "KernelBuilder", "Ops", "Tape", "UOp", "atomic_add", "atomic_max", "atomic_min", "available_devices",
            "bool", "check", "compile", "compiler_pair", "distributed", "dtypes", "errors", "float16", "float32",
            "float64", "func", "get_device", "grad", "inf", "jit", "int8", "int16", "int32", "int64", "kernel",
-           "load_plan", "math", "nan", "prange", "random", "run", "torch", "uint8", "uint16", "uint32", "uint64",
-           "vjp"]
+           "load_plan", "math", "nan", "prange", "random", "run", "uint8", "uint16", "uint32", "uint64", "vjp"]
