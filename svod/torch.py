@@ -129,6 +129,11 @@ def _host_view(fn: Kernel, name: str, value: Any) -> Any:
         raise BufferMismatchError(f"argument {name} of svod.torch.function({fn.name}) is a {type(value).__name__}: "
                                   "it takes torch tensors and numbers", kernel=fn.name, stage="bind",
                                   value=type(value).__name__)
+    if value.dim() == 0:
+        raise BufferMismatchError(f"argument {name} is a 0-d tensor: a kernel takes arrays of one dimension or more, "
+                                  f"and numbers, which take no gradient; for {name}'s gradient pass "
+                                  f"{name}.reshape(1) and read {name}[0] in the kernel", kernel=fn.name,
+                                  stage="bind", value=name)
     if value.device.type != "cpu":
         raise GradientError(f"argument {name} is a tensor on {value.device}: svod.torch.function runs on CPU "
                             "tensors (svod's gradients record kernel calls on host memory); move it with .cpu()",

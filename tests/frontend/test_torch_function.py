@@ -46,6 +46,12 @@ def matrix_scale(y, x, w):
 
 
 @svod.kernel
+def scaled_by(y, x, a):
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i] * a[0]
+
+
+@svod.kernel
 def split(y, signs, x):
     for i in svod.prange(x.shape[0]):
         y[i] = abs(x[i])
@@ -154,6 +160,15 @@ def test_the_forward_writes_the_callers_tensors_in_place_and_returns_them():
     assert issubclass(f, torch.autograd.Function) and f.kernel is gather_scale
 
 
+def test_a_one_element_tensor_is_a_scalar_parameter_with_a_gradient():
+    f = svod.torch.function(scaled_by)
+    x, a = _random(31, 18), _tensor([1.5], requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, a: f(torch.zeros_like(x), x, a), (x, a))
+    (y,) = f(torch.zeros_like(x), x, a)
+    y.sum().backward()
+    torch.testing.assert_close(a.grad, x.detach().sum().reshape(1))
+
+
 def test_an_integer_result_is_not_differentiable():
     f = svod.torch.function(split)
     x = _tensor([-1.5, 0.0, 2.0], requires_grad=True)
@@ -253,6 +268,8 @@ def test_what_is_refused():
         f(np.zeros(3), x, torch.tensor([0, 1, 2]), 1.0)
     with pytest.raises(BufferMismatchError, match="cannot be read through DLPack"):
         f(torch.zeros(3, dtype=torch.bfloat16), x, torch.tensor([0, 1, 2]), 1.0)
+    with pytest.raises(BufferMismatchError, match=r"0-d tensor.*a\.reshape\(1\)"):
+        f(torch.zeros(3, dtype=torch.float64), x, torch.tensor([0, 1, 2]), torch.tensor(2.0, requires_grad=True))
     with pytest.raises(BufferMismatchError, match="takes 4 arguments"):
         f(torch.zeros(3, dtype=torch.float64), x)
     with pytest.raises(GradientError, match=r"a loop inside svod\.prange"):
