@@ -215,6 +215,75 @@ class ArrayValues(SliceBounds):
             raise self.refuse(node, "this comparison is not one svod's array expressions have")
         return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), left, right)
 
+    def choice(self, node: ast.IfExp) -> Value:
+        """``a if c else b``. Where the host knows ``c`` before the run, the value is the operand it picks (only
+        that one is read, as in Python). Otherwise a scalar choice stays a scalar; a choice between arrays
+        is ``np.where(c, a, b)``'s elements, which are the picked array's where both have one shape and
+        dtype (else the result's shape or dtype would depend on the run). A test that is an array of any
+        shape but ``()`` is refused, as NumPy refuses its truth value."""
+        test = self.value(node.test)
+        if isinstance(test, Expr) and test.shape:
+            raise self.refuse(node.test, f"the truth value of an array of shape {extents.shown(test.shape)} is "
+                                         "ambiguous (as in NumPy); use np.where(c, a, b) for a choice per element")
+        if isinstance(test, Scalar):
+            known = self.host_truth(node.test)
+            if known is not None and self.reads_array(node):
+                return self.value(node.body if known else node.orelse)
+        body, orelse = self.value(node.body), self.value(node.orelse)
+        if isinstance(test, Scalar) and isinstance(body, Scalar) and isinstance(orelse, Scalar):
+            return Scalar(ast.IfExp(test.node, body.node, orelse.node), body.sample if test.sample else orelse.sample)
+        if not (isinstance(body, Expr) and isinstance(orelse, Expr) and body.shape == orelse.shape
+                and body.dtype == orelse.dtype):
+            raise self.refuse(node, f"`a if c else b` with a test known only at run time picks {_described(body)} "
+                                    f"or {_described(orelse)}: svod takes a choice between arrays of one shape and "
+                                    "dtype (np.where(c, a, b) broadcasts and promotes)")
+        if self.binds_view(node, body, orelse):
+            raise self.refuse(node, "a name bound to `a if c else b` with a test known only at run time is one of "
+                                    "the two arrays itself (writes through it change that array), which svod does "
+                                    "not have; copy it (`np.where(c, a, b)`) or branch with an if statement")
+        return self.elementwise(node, lambda c: ast.IfExp(c[0], c[1], c[2]), body.dtype, test, body, orelse)
+
+    def host_truth(self, node: ast.expr) -> bool | None:
+        """The truth of test ``node`` where the host computes it now (numbers, shapes, scalar arguments, which
+        the plan is then made for), else None."""
+        try:
+            value = self.on_host(node)
+        except Exception:
+            return None
+        if not isinstance(value, (bool, int, float, np.bool_, np.number)):
+            return None
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
+        return bool(value)
+
+    def reads_array(self, node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node))
+
+    def binds_view(self, node: ast.IfExp, *operands: Expr) -> bool:
+        """Whether the statement binds a name to ``node`` itself while an operand is a view of memory: Python's
+        name is then that array, not a copy."""
+        stmt = self.at
+        bound = isinstance(stmt, ast.Assign) and stmt.value is node and isinstance(stmt.targets[0], ast.Name)
+        return bound and any(not computes(o) for o in operands)
+
+    def either(self, node: ast.BoolOp) -> Value:
+        """``a and b``, ``a or b``: of scalars, a scalar (Python's: one of the operands). Of an array, NumPy's truth
+        value, which svod takes for arrays of no axes of one dtype only (the result is one of them)."""
+        values = [self.value(v) for v in node.values]
+        if all(isinstance(v, Scalar) for v in values):
+            samples = [v.sample for v in values if isinstance(v, Scalar)]
+            sample = _apply(lambda *s: _python_bool(type(node.op), s), *samples)
+            return Scalar(ast.BoolOp(type(node.op)(), [v.node for v in values if isinstance(v, Scalar)]), sample)
+        spelled = "and" if isinstance(node.op, ast.And) else "or"
+        arrays = [v for v in values if isinstance(v, Expr)]
+        if any(a.shape for a in arrays):
+            raise self.refuse(node, f"`{spelled}` of an array is ambiguous (as in NumPy); use "
+                                    f"{'&' if spelled == 'and' else '|'} for an elementwise {spelled}")
+        if len(arrays) != len(values) or len({a.dtype for a in arrays}) != 1:
+            raise self.refuse(node, f"`{spelled}` with an array operand picks one of its operands, here of "
+                                    "different kinds, by a test known only at run time; cast them to one dtype")
+        op = type(node.op)
+        return self.elementwise(node, lambda c: ast.BoolOp(op(), c), arrays[0].dtype, *arrays)
+
     def call_value(self, node: ast.Call) -> Value:
         func = node.func
         if isinstance(func, ast.Attribute) and not isinstance(self.reader.resolve(func.value), type(np)):
@@ -397,6 +466,20 @@ def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], 
             raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
 
 
+def _described(value: Value) -> str:
+    if isinstance(value, Expr):
+        return f"an array of shape {extents.shown(value.shape)} and dtype {value.dtype}"
+    return f"a scalar ({type(value.sample).__name__})"
+
+
+def _python_bool(op: type[ast.boolop], samples: Sequence[Any]) -> Any:
+    """What Python's ``and`` (``or``) of ``samples`` gives: the first false (true) operand, else the last."""
+    for sample in samples[:-1]:
+        if bool(sample) is (op is ast.Or):
+            return sample
+    return samples[-1]
+
+
 def _kinds(operands: Sequence[Value]) -> str:
     return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
 
@@ -428,5 +511,6 @@ _VALUES: dict[type, Callable[[ArrayValues, Any], Value]] = {
     ast.Constant: ArrayValues.literal, ast.Name: ArrayValues.name_value, ast.Attribute: ArrayValues.attribute,
     ast.Subscript: ArrayValues.subscript, ast.BinOp: ArrayValues.binop, ast.UnaryOp: ArrayValues.unary,
     ast.Compare: ArrayValues.compare, ast.Call: ArrayValues.call_value, ast.Tuple: ArrayValues.numbers_value,
+    ast.IfExp: ArrayValues.choice, ast.BoolOp: ArrayValues.either,
 }
 """The array expression each kind of AST node makes (``ArrayValues.value``)."""
