@@ -239,6 +239,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
+            stmt = self.over_rows(stmt)
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = stands_for(copy.copy(stmt), stmt)
                 with self.loop_variable(stmt):
@@ -285,6 +286,34 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             return self.returned(stmt, stmt.value)
         return [stmt]
+
+    def over_rows(self, stmt: ast.For) -> ast.For:
+        """``for v in x`` over an array of several axes, or around array statements, as Python iterates it: a
+        loop over ``x``'s first axis whose turn starts ``v = x[i]`` (a view of the row, or an element of a 1-D
+        array, as it stands then). Any other loop as it is."""
+        iterated = stmt.iter.id if isinstance(stmt.iter, ast.Name) else ""
+        array = self.arrays.get(iterated)
+        if array is None or not isinstance(stmt.target, ast.Name):
+            return stmt
+        if len(array.shape) < 2 and not any(self.is_array_statement(s) for inner in stmt.body for s in ast.walk(inner)
+                                    if isinstance(s, ast.stmt)):
+            return stmt  # elements of a 1-D array: the kernel's own loop
+        if not array.shape:
+            raise self.refuse(stmt.iter, f"iteration over a 0-d array ({iterated}): NumPy raises TypeError")
+        if stmt.orelse:
+            raise self.refuse(stmt, "for ... else around array statements is not one svod has")
+        if any(isinstance(n, ast.Name) and n.id == iterated and isinstance(n.ctx, ast.Store)
+               for inner in stmt.body for n in ast.walk(inner)):
+            raise self.refuse(stmt.iter, f"the loop's body binds {iterated} anew, while the loop iterates the array "
+                                         f"{iterated} named before it: loop over range(len({iterated})) and give the "
+                                         "new array a name of its own")
+        index = f"_svod_row{next(self.counter)}"
+        self.described[index] = f"the index of the row `for {stmt.target.id} in {iterated}` is at"
+        row = ast.Subscript(load(iterated), load(index), ast.Load())
+        turns = call("range", node_of(array.shape[0]))
+        loop = for_loop(index, turns, [*placed([ast.Assign([stmt.target], row)], stmt), *stmt.body])
+        self.changed = True
+        return stands_for(ast.fix_missing_locations(ast.copy_location(loop, stmt)), stmt)
 
     def parallel_nest(self, stmt: ast.For, looped: bool) -> list[ast.stmt]:
         """A ``prange`` nest whose work item runs array statements: each rewritten into loops of the work item's
@@ -461,7 +490,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             self.remember_unpacked(target, node)
         stored = self.target(target)
         if stored is None:
-            return [stmt]
+            return [self.elements_read(stmt)]  # a scalar's update (s += v[0])
         value = self.value(node)
         changed = self.bindings.unwritable(target.id, stored, value) if isinstance(target, ast.Name) and \
             op is None else None

@@ -37,6 +37,7 @@ class SliceBounds(ArrayStatistics):
     held_bounds: tuple[dict[Dim, Dim], int]
     variables: dict[str, Dim | LoopTurns]
     stale: dict[str, str]
+    described: dict[str, str]
 
     def held(self, value: Dim) -> Dim:
         """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
@@ -115,7 +116,8 @@ class SliceBounds(ArrayStatistics):
             for array, value in self.arrays.items():
                 if before.get(array) is not value and _reads_name(value, name):
                     self.stale[array] = f"{array} is made in the loop at line {stmt.lineno}, and its shape or " \
-                                        f"place depends on that loop's variable {name}: read it inside the loop"
+                                        f"place depends on that loop's variable {_variable(self.described, name)}: " \
+                                        "read it inside the loop"
 
     def variable(self, name: str, whole: ast.expr) -> Dim:
         """Loop variable ``name`` as an extent: the values its ``range`` gives it, found where a slice first
@@ -244,6 +246,11 @@ class LoopTurns:
 
     loop: ast.For
     outer: dict[str, Dim | LoopTurns]
+
+
+def _variable(described: dict[str, str], name: str) -> str:
+    """A loop variable as an error shows it: the user's name, or what svod's own name stands for."""
+    return f"({described[name]})" if name in described else name
 
 
 def _assigns(body: Sequence[ast.stmt], name: str) -> bool:

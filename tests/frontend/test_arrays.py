@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import svod
+from svod import prange
 from svod.errors import GraphError, KernelSyntaxError
 from tests.frontend.test_jit import agrees_with_python
 from tests.helpers import refuses
@@ -455,3 +456,83 @@ def test_a_view_of_a_computed_value_is_a_new_array_and_its_element_a_value(devic
     """``(a * 2.0)[1:]`` is a new array, computed where it stands (a later store into ``a`` leaves it), and an
     element of a computed value (``a.sum(axis=0)[1]``) is computed where it is read."""
     agrees_with_python(views_of_computed_values, device, np.zeros((2, 3)), data(3, 3))
+
+
+# ---- for v in x -------------------------------------------------------------------------------------------
+
+@svod.jit
+def over_rows(x, out):
+    first = 0.0
+    for v in x:
+        out[:] = out * 0.5 + v * 2.0
+        first += v[0]
+    return out, first
+
+
+@svod.jit
+def rows_scaled_in_place(x):
+    for v in x:
+        v[...] = v * 2.0 + v[0]  # a view: the row of x itself
+    return x
+
+
+@svod.jit
+def over_elements(x, out):
+    for v in x:
+        out[:] = out * v - 1.0
+    return out
+
+
+@svod.jit
+def columns_by_rows(x, out):
+    for i in prange(x.shape[-1]):
+        total = 0.0
+        for v in x:
+            total += v[i] * v[-1]
+        out[i] = total
+    return out
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (3, 2), (7, 5)])
+def test_for_over_an_array_iterates_its_rows_as_views(device, shape):
+    """``for v in x`` around array statements, as Python iterates it: ``v`` is ``x[i]``, a view of the row
+    (writing it writes ``x``), or an element of a 1-D array."""
+    x = data(*shape)
+    agrees_with_python(over_rows, device, x, np.full(shape[1], 1.5))
+    agrees_with_python(rows_scaled_in_place, device, x)
+    agrees_with_python(columns_by_rows, device, x, np.zeros(shape[1]))
+    agrees_with_python(rows_scaled_in_place, device, data(*shape, 2))
+    agrees_with_python(over_elements, device, x[:, 0].copy() if shape[1] else np.zeros(0), np.full(3, 2.0))
+
+
+@svod.jit
+def iterated_rebound(x, out):
+    for v in x:
+        out[:] = out + v
+        x = out * 2.0
+    return out
+
+
+@svod.jit
+def row_after_the_loop(x, out):
+    for v in x:
+        out[:] = out + v
+    return v
+
+
+@svod.jit
+def over_no_axes(x, out):
+    for v in x:
+        out[:] = out + v
+
+
+@pytest.mark.parametrize(("fn", "args", "message"), [
+    (iterated_rebound, (np.zeros((2, 3)), np.zeros(3)), r"the loop's body binds x anew, while the loop iterates"),
+    (row_after_the_loop, (np.zeros((2, 3)), np.zeros(3)), r"v is made in the loop at line \d+, and its shape or "
+                                                           r"place depends on that loop's variable \(the index of the "
+                                                           r"row `for v in x` is at\)"),
+    (over_no_axes, (np.zeros(()), np.zeros(3)), r"iteration over a 0-d array \(x\)"),
+])
+def test_for_over_an_array_refuses_what_it_cannot_mean_alike(fn, args, message):
+    with pytest.raises(KernelSyntaxError, match=rf"test_arrays.py:\d+: {message}"):
+        fn(*args)
