@@ -541,7 +541,17 @@ class _AccessEquation:
             if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
                 return True
             if not (self.match() or self.split()):
-                return False
+                return self.combined_apart()
+        return False
+
+    def combined_apart(self) -> bool:
+        """Whether two of the equations, which must all hold, cannot hold together: their sum or difference has
+        sides that never meet. Row ``i`` below the diagonal and column ``i`` right of it (``corr[i + 1 + a, i]``
+        and ``corr[i', i' + 1 + b]``) meet only where ``i' - i >= 1`` and ``i - i' >= 1``."""
+        for k, (a, b) in enumerate(self.equations):
+            for c, d in self.equations[k + 1:]:
+                if self.apart(a + c, b + d) or self.apart(a + d, b + c):
+                    return True
         return False
 
     def prove(self, poly: Poly) -> bool:
