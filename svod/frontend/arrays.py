@@ -246,6 +246,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                     new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1 and self.is_array_statement(stmt):
+            return [made for part in self.chained(stmt) for made in self.statement(part, looped)]
         if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple):
             parts = self.reader.unpacked(stmt)  # h, w = a.shape: a size each
             if parts != [stmt]:
@@ -286,6 +288,15 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             return self.returned(stmt, stmt.value)
         return [stmt]
+
+    def chained(self, stmt: ast.Assign) -> list[ast.stmt]:
+        """``a = b = e`` as Python runs it: ``e`` computed once (into a name of its own), then stored into each
+        target from left to right."""
+        name = f"_svod_chained{next(self.counter)}"
+        self.described[name] = f"the value of `{code(stmt.value, 40)}`"
+        self.changed = True
+        return placed([assign(name, stmt.value), *(ast.Assign([target], load(name)) for target in stmt.targets)],
+                      stmt)
 
     def over_rows(self, stmt: ast.For) -> ast.For:
         """``for v in x`` over an array of several axes, or around array statements, as Python iterates it: a

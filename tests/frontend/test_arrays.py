@@ -536,3 +536,29 @@ def over_no_axes(x, out):
 def test_for_over_an_array_refuses_what_it_cannot_mean_alike(fn, args, message):
     with pytest.raises(KernelSyntaxError, match=rf"test_arrays.py:\d+: {message}"):
         fn(*args)
+
+
+# ---- chained assignments ----------------------------------------------------------------------------------
+
+@svod.jit
+def mirrored_products(data, corr):
+    m = data.shape[1]
+    for i in prange(m - 1):
+        corr[i + 1:m, i] = corr[i, i + 1:m] = data[:, i] @ data[:, i + 1:m]
+    return corr
+
+
+@svod.jit
+def chained_stores(x, a, b):
+    a[1:] = b[:-1] = x[:-1] * 2.0 + x[1:]
+    s = t = x.sum()
+    return a, b, s + t
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (5, 4), (2, 9)])
+def test_a_chained_assignment_computes_its_value_once_and_stores_it_into_each_target(device, shape):
+    """npbench's correlation: ``corr[i + 1:m, i] = corr[i, i + 1:m] = data[:, i] @ data[:, i + 1:m]``, each work
+    item's column below the diagonal and row right of it."""
+    agrees_with_python(mirrored_products, device, data(*shape), np.zeros((shape[1], shape[1])), rtol=1e-12)
+    n = shape[0] * shape[1]
+    agrees_with_python(chained_stores, device, data(n), np.zeros(n), np.zeros(n), rtol=1e-12)
