@@ -65,6 +65,10 @@ def test_validation_is_npbenchs_rule_with_counts_and_shapes():
     assert not valid(want, [np.arange(1.0, 5.0)[:, None]], {})  # broadcasts, but not numpy's shape
     assert not valid(want, [], {})
     assert valid([3.0, np.float64(2.0)], [np.float64(3.0), 2.0], {})
+    named = {"output_args": ["u"]}
+    assert valid([np.ones(3), np.arange(3.0)], [np.arange(3.0)], named)  # numpy returns u too; numba does not
+    assert not valid([np.ones(3), np.arange(3.0)], [np.ones(3)], named)
+    assert not valid([np.ones(3), np.arange(3.0)], [np.arange(3.0)], {})
 
 
 def _write(root: Path, name: str, files: dict[str, str], function: str = "scale") -> None:
