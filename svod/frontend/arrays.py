@@ -246,7 +246,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                     new.body = self.body(stmt.body, True)
                 return [new]
             return [stmt]
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1 and self.is_array_statement(stmt):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
             return [made for part in self.chained(stmt) for made in self.statement(part, looped)]
         if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple):
             parts = self.reader.unpacked(stmt)  # h, w = a.shape: a size each

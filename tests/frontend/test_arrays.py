@@ -552,13 +552,18 @@ def mirrored_products(data, corr):
 def chained_stores(x, a, b):
     a[1:] = b[:-1] = x[:-1] * 2.0 + x[1:]
     s = t = x.sum()
+    k = h = np.exp(-s) * 0.5  # deriche's scalars, read by the array statements after them
+    b[:1] = a[:1] * k + h
+    for i in prange(x.shape[0]):
+        u = v = x[i] * k
+        a[i] += u - v * 0.5
     return a, b, s + t
 
 
 @pytest.mark.parametrize("shape", [(3, 1), (5, 4), (2, 9)])
 def test_a_chained_assignment_computes_its_value_once_and_stores_it_into_each_target(device, shape):
     """npbench's correlation: ``corr[i + 1:m, i] = corr[i, i + 1:m] = data[:, i] @ data[:, i + 1:m]``, each work
-    item's column below the diagonal and row right of it."""
+    item's column below the diagonal and row right of it; and scalars, on the host and in a work item."""
     agrees_with_python(mirrored_products, device, data(*shape), np.zeros((shape[1], shape[1])), rtol=1e-12)
     n = shape[0] * shape[1]
     agrees_with_python(chained_stores, device, data(n), np.zeros(n), np.zeros(n), rtol=1e-12)
