@@ -540,9 +540,38 @@ class _AccessEquation:
         for _ in range(MAX_EQUATION_STEPS):
             if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
                 return True
-            if not (self.match() or self.split()):
+            if not (self.match() or self.split() or self.squeezed()):
                 return self.combined_apart()
         return False
+
+    def squeezed(self) -> bool:
+        """Show one range the same in both items where one equation bounds it above by its copy and another
+        below: ``r + a == r'`` and ``r == r' + b`` with ``a, b >= 0`` hold only if ``r == r'`` (a work item's
+        column from the diagonal down and row from it rightwards, npbench's covariance, meet at its own
+        diagonal element alone)."""
+        for r in [r for r in self.copies if r not in self.matched]:
+            below = above = False
+            for a, b in self.equations:
+                side = self._side(a - b, r)
+                below, above = below or side == -1, above or side == 1
+            if below and above:
+                self._same(r)
+                return True
+        return False
+
+    def _side(self, difference: Poly, r: UOp) -> int:
+        """For ``difference == 0`` of the form ``c*(r - r') + rest`` with ``c`` a number: -1 where it proves
+        ``r <= r'``, 1 where it proves ``r >= r'``, else 0."""
+        parts = difference.split(r)
+        rest = parts and parts[1].split(self.copies[r])
+        if not parts or not rest or (parts[0] + rest[0]).terms or set(parts[0].terms) != {()}:
+            return 0
+        c = parts[0].terms[()]
+        if self.prove(rest[1]):  # c*(r - r') == -rest <= 0
+            return -1 if c > 0 else 1
+        if self.prove(rest[1].scale(-1)):
+            return 1 if c > 0 else -1
+        return 0
 
     def combined_apart(self) -> bool:
         """Whether two of the equations, which must all hold, cannot hold together: their sum or difference has

@@ -276,6 +276,10 @@ def _racy(kind: str):
     elif kind == "stride_of_a_loop":  # item 1 at l = 1 and item 2 at l = 0 both write element 2
         loop = k.range(8, AxisKind.LOOP)
         k.store(out[i * (loop + 1)], x[i])
+    elif kind == "column_down_and_row":  # item i's row left of the diagonal is other items' columns
+        down, across = k.range(8 - i, AxisKind.LOOP), k.range(8, AxisKind.LOOP)
+        k.store(out[(i + down) * 8 + i], x[i])
+        k.store(out[i * 8 + across], x[i])
     elif kind == "row_and_column":  # item i writes row i and column i: item 2's row meets item 0's column
         loop = k.range(8, AxisKind.LOOP)
         k.store(out[i * 8 + loop], x[i])
@@ -285,7 +289,8 @@ def _racy(kind: str):
 
 @pytest.mark.parametrize("kind", ["read_modify_write_through_data", "accumulate_into_one", "index_misses_a_range",
                                   "diagonal_collision", "read_a_neighbour", "halving", "read_the_next",
-                                  "read_transposed", "write_the_next", "stride_of_a_loop", "row_and_column"])
+                                  "read_transposed", "write_the_next", "stride_of_a_loop", "row_and_column",
+                                  "column_down_and_row"])
 def test_kernels_whose_work_items_may_race_are_refused(device, kind):
     with pytest.raises(RaceError, match="work item") as info:
         svod.compile(_racy(kind), device)
@@ -293,21 +298,26 @@ def test_kernels_whose_work_items_may_race_are_refused(device, kind):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7])
-def test_a_work_item_s_column_below_the_diagonal_and_row_right_of_it_never_meet_another_s(device, n):
+@pytest.mark.parametrize("diagonal", [False, True], ids=["correlation", "covariance"])
+def test_a_work_item_s_column_down_and_row_across_never_meet_another_s(device, n, diagonal):
     """npbench's correlation: item ``i`` writes ``out[i + 1 + a, i]`` and ``out[i, i + 1 + a]``. The rows and
     columns alone do not tell items apart (``i + 1 + a == i'`` and ``i == i' + 1 + b`` each may hold); both at
-    once would need ``i' - i >= 1`` and ``i - i' >= 1``."""
+    once would need ``i' - i >= 1`` and ``i - i' >= 1``. Its covariance starts both at the diagonal, which the
+    item writes twice: ``i' >= i`` and ``i >= i'`` there, so only an item meets itself."""
+    start = 0 if diagonal else 1
     k = KernelBuilder("triangles")
     out, x = k.buffer(dtypes.float32, n * n), k.buffer(dtypes.float32, n)
-    i = k.range(n - 1) if n > 1 else k.range(1)
-    a = k.range((n - 1 - i) if n > 1 else 0, AxisKind.LOOP)
-    k.store(out[(i + 1 + a) * n + i], x[i])
-    k.store(out[i * n + i + 1 + a], x[i] * 2)
+    i = k.range(n - start) if n > start else k.range(1)
+    a = k.range((n - start - i) if n > start else 0, AxisKind.LOOP)
+    k.store(out[(i + start + a) * n + i], x[i])
+    k.store(out[i * n + i + start + a], x[i] * 2)
     values = np.arange(1, n + 1, dtype=np.float32)
     got = np.full(n * n, -1, np.float32)
     svod.run(k.build(), [got, values], device=device)
     rows, columns = np.indices((n, n))
     want = np.where(rows > columns, values[columns], np.where(rows < columns, values[rows] * 2, -1))
+    if diagonal:
+        np.fill_diagonal(want, values * 2)
     np.testing.assert_array_equal(got.reshape(n, n), want)
 
 
