@@ -15,7 +15,6 @@ through a launch bound once, whose argument arrays it rewrites only where an add
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from svod.device import Launch, Variable
-from svod.device.buffer import InPlace, array_address
+from svod.device.buffer import InPlace, address_of, array_address, exported
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
 from svod.frontend.source import Located
@@ -35,9 +34,6 @@ that one calling with ever new shapes holds little."""
 ANY_VALUE = object()
 """What a number's guard holds where any value of its type will do (an ``int`` or ``float`` argument)."""
 
-_address_of = ctypes.addressof
-_exported: Callable[[np.ndarray], ctypes.c_char] = ctypes.c_char.from_buffer  # type: ignore[assignment]
-"""An array's memory as ctypes sees it (``svod.device.buffer.array_address``'s fast way)."""
 
 
 def call_key(args: Sequence[Any], device: Any, constants: frozenset[int]) -> tuple[Hashable, ...] | None:
@@ -124,7 +120,7 @@ class PreparedCall:
             writeable = flags.writeable
             if not flags.c_contiguous or (written and not writeable):
                 return False
-            address = _address_of(_exported(array)) if writeable and array.size \
+            address = address_of(exported(array)) if writeable and array.size \
                 else array_address(array, writeable)
             if address % itemsize:
                 return False

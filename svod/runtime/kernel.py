@@ -271,12 +271,10 @@ class CachedKernel:
         layout = self.layout
         if len(arrays) != len(layout):
             return False
-        values = self.check_vars(var_vals)
-        sizes = {**values, **self.fixed} if self.fixed else values
+        needed, vals, dims = self._dispatch_values(var_vals)
         starts, counts = [], []
-        for array, (dtype, numpy_dtype, _, _, written, _), needed in zip(arrays, layout, self.sizes, strict=True):
-            if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
-                    array.size < (needed if isinstance(needed, int) else needed(sizes)):
+        for array, (dtype, numpy_dtype, _, _, written, _), least in zip(arrays, layout, needed, strict=True):
+            if type(array) is not np.ndarray or array.dtype != numpy_dtype or array.size < least:
                 return False
             start = shared_address(array, dtype.itemsize, written)
             if start is None:
@@ -285,8 +283,30 @@ class CachedKernel:
             counts.append(array.size)
         if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
             return False
-        self.launch_at(starts, self.vals(values), self.launch_dims(values))
+        self.launch_at(starts, vals, dims)
         return True
+
+    def _dispatch_values(self, var_vals: Mapping[str, int]) -> _Dispatch:
+        """For the variable values ``var_vals``: the element count each argument needs, the program's values and
+        the launch sizes; checked and computed, or those of the call before where it passed the same ints (a
+        repeated call: an int equal to an int is the same value, where a float or a bool equal to it is not)."""
+        last = self._last_dispatch.last
+        if last is not None and last[0] == var_vals:
+            for value in var_vals.values():
+                if type(value) is not int:
+                    break
+            else:
+                return last[1]
+        values = self.check_vars(var_vals)
+        sizes = {**values, **self.fixed} if self.fixed else values
+        found = _Dispatch(tuple(size if isinstance(size, int) else size(sizes) for size in self.sizes),
+                          self.vals(values), self.launch_dims(values))
+        self._last_dispatch.last = (dict(var_vals), found)
+        return found
+
+    @functools.cached_property
+    def _last_dispatch(self) -> _LastDispatch:
+        return _LastDispatch()
 
     @functools.cached_property
     def _reused(self) -> _Reused | None:
@@ -338,6 +358,25 @@ class CachedKernel:
         addresses = self.check_buffers(buffers, {**values, **self.fixed} if self.fixed else values)
         dims = self.launch_dims(values)
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
+
+
+class _Dispatch(NamedTuple):
+    """What a dispatch computes from its variable values (``CachedKernel._dispatch_values``)."""
+
+    needed: tuple[int, ...]
+    """The element count each argument needs."""
+    vals: list[int]
+    dims: ConcreteLaunchDims
+
+
+class _LastDispatch:
+    """The variable values of the last dispatch ``CachedKernel._dispatch_values`` computed, with what it computed
+    (replaced whole: a thread reads one pair or the other)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: tuple[dict[str, Any], _Dispatch] | None = None
 
 
 class ArrayLaunch(NamedTuple):
