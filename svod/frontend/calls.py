@@ -1,7 +1,7 @@
 """Calls of an ``@svod.kernel`` on numpy arrays and numbers, prepared once per signature, so that a call like one
 before runs without binding, translating, looking up or checking again what its signature fixes::
 
-    kernel(out, x) ──▶ Calls.run: the last call's PreparedCall, else the one of call_key(args)
+    kernel(out, x) ──▶ the last call's PreparedCall (Calls.last), else the one of call_key(args) (Calls.run)
                               │ none, or an argument it may not use as it is
                               ▼
                        the general path (Kernel.bind, svod.run), which prepares one for the calls after it
@@ -61,8 +61,8 @@ class PreparedCall:
     """A kernel's launch for calls of one signature (``call_key``): the checks a call makes, the variables' values
     (those a scalar argument gives, checked per call), the launch sizes, and a launch bound once."""
 
-    __slots__ = ("_addresses", "_fixed", "_last", "_launch", "_lock", "arrays", "count", "device", "dims", "kernel",
-                 "located", "nbytes", "numbers", "pairs", "vals", "varying")
+    __slots__ = ("_addresses", "_fixed", "_launch", "_lock", "_pointed_at", "arrays", "count", "device", "dims",
+                 "kernel", "located", "nbytes", "numbers", "pairs", "vals", "varying")
 
     def __init__(self, kernel: CachedKernel, located: Located, device: Any, args: Sequence[Any],
                  constants: frozenset[int], vals: list[int], dims: ConcreteLaunchDims,
@@ -97,7 +97,8 @@ class PreparedCall:
             self._addresses = host.buffer_addresses
             if not varying:
                 self._fixed = host.with_values(vals, dims.global_size, dims.local_size)
-        self._last: list[int] = []
+        self._pointed_at: list[int] = []
+        """The addresses the bound launch points at, checked apart when they were written."""
         self._lock = threading.Lock()
 
     def run(self, args: tuple[Any, ...], device: Any) -> bool:
@@ -132,11 +133,11 @@ class PreparedCall:
         try:
             if self._launch is not None and self._lock.acquire(False):
                 try:  # a call from another thread meanwhile launches with arrays of its own (below)
-                    if found != self._last:  # apart as they were, unless an address changed
+                    if found != self._pointed_at:  # apart as they were, unless an address changed
                         if self._meets(found):
                             return False
                         self._addresses[:len(found)] = found
-                        self._last = found
+                        self._pointed_at = found
                     if self._fixed is not None:
                         self._fixed()
                     else:
@@ -175,27 +176,31 @@ class PreparedCall:
 
 class Calls:
     """A kernel's prepared calls, by ``call_key``, and the last one that ran (a call like the one before it, the
-    common case, is checked against it without computing its key)."""
+    common case, is checked against it without computing its key)::
+
+        prepared = calls.last
+        if (prepared is not None and prepared.run(args, device)) or calls.run(args, device):
+            return  # ran
+    """
 
     def __init__(self, constants: frozenset[int]) -> None:
         """``constants``: the positions of the ``svod.Const`` arguments, whose values are part of a key."""
         self.constants = constants
         self._by_key: dict[tuple[Hashable, ...], PreparedCall] = {}
-        self._last: PreparedCall | None = None
+        self.last: PreparedCall | None = None
+        """The prepared call that ran last: a call like the one before it, the common case, tries it first."""
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     def run(self, args: tuple[Any, ...], device: Any) -> bool:
-        """Run a call prepared for calls like this one; False, having run nothing, where none may run it."""
-        last = self._last
-        if last is not None and last.run(args, device):
-            return True
+        """Run a call prepared for calls like this one, other than ``last`` (which the caller tried first); False,
+        having run nothing, where none may run it."""
         key = call_key(args, device, self.constants)
         found = self._by_key.get(key) if key is not None else None
-        if found is None or found is last or not found.run(args, device):
+        if found is None or found is self.last or not found.run(args, device):
             return False
-        self._last = found
+        self.last = found
         return True
 
     def key(self, args: Sequence[Any], device: Any) -> tuple[Hashable, ...] | None:
@@ -206,7 +211,7 @@ class Calls:
         """Keep ``prepared`` for the calls of ``key`` after it."""
         if len(self._by_key) >= CALLS_KEPT:
             self._by_key.clear()
-        self._by_key[key] = self._last = prepared
+        self._by_key[key] = self.last = prepared
 
 
 __all__ = ["CALLS_KEPT", "Calls", "PreparedCall", "call_key"]

@@ -153,9 +153,11 @@ class Kernel:
         if recorder is not None:
             recorder.record(self, args, device)
             return
-        if self._calls.run(args, device):
+        calls = self._calls
+        prepared = calls.last
+        if (prepared is not None and prepared.run(args, device)) or calls.run(args, device):
             return
-        key = self._calls.key(args, device)
+        key = calls.key(args, device)
         opened = api.get_device(_device_of(args) if device is None else device)
         bound = self.bind(*args, device=opened)
         try:
