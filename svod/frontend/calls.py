@@ -35,7 +35,6 @@ ANY_VALUE = object()
 """What a number's guard holds where any value of its type will do (an ``int`` or ``float`` argument)."""
 
 
-
 def call_key(args: Sequence[Any], device: Any, constants: frozenset[int]) -> tuple[Hashable, ...] | None:
     """What decides a call's kernel and checks when its arguments are numpy arrays and Python numbers: the device
     asked for, each array's dtype and shape, each number's type (a bool's value, and the value of an argument at
@@ -76,8 +75,8 @@ class PreparedCall:
         self.count = len(args)
         arrays = [(position, value) for position, value in enumerate(args) if type(value) is np.ndarray]
         layout = kernel.layout
-        self.arrays = tuple((position, value.dtype, value.shape, argument.dtype.itemsize, argument.written)
-                            for (position, value), argument in zip(arrays, layout, strict=True))
+        self.arrays = tuple((position, value.dtype, value.shape, argument.dtype.itemsize, argument.written,
+                             value.size > 0) for (position, value), argument in zip(arrays, layout, strict=True))
         self.numbers = tuple((position, type(value), value if position in constants or type(value) is bool
                               else ANY_VALUE) for position, value in enumerate(args) if type(value) is not np.ndarray)
         in_place = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
@@ -112,7 +111,7 @@ class PreparedCall:
             if type(number) is not kind or (value is not ANY_VALUE and number != value):
                 return False
         found = []
-        for position, dtype, shape, itemsize, written in self.arrays:  # shared_address's checks, written out
+        for position, dtype, shape, itemsize, written, filled in self.arrays:  # shared_address's, written out
             array = args[position]
             if type(array) is not np.ndarray or array.shape != shape or (array.dtype is not dtype
                                                                          and array.dtype != dtype):
@@ -121,8 +120,7 @@ class PreparedCall:
             writeable = flags.writeable
             if not flags.c_contiguous or (written and not writeable):
                 return False
-            address = address_of(exported(array)) if writeable and array.size \
-                else array_address(array, writeable)
+            address = address_of(exported(array)) if writeable and filled else array_address(array, writeable)
             if address % itemsize:
                 return False
             found.append(address)
