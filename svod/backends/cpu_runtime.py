@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Iterator, MutableSequence, Sequence
+from collections.abc import Callable, Iterator, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,13 @@ class CpuLaunch(HostArguments):
         if self.job is None:
             self.job = self.program.team_job(self.bufs, variables)
         self.program.run_job(self.job, self.bufs, variables, workers)
+
+    def with_values(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                    local_size: tuple[int, int, int] | None) -> Callable[[], None]:
+        self.variable_values(vals)
+        if global_size[0] == 1:
+            return functools.partial(self.program.function, self.bufs_address, self.vars_address, 0)
+        return functools.partial(self, list(vals), global_size, local_size)
 
     @property
     def buffer_addresses(self) -> ctypes.Array[Any]:

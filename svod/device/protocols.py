@@ -167,6 +167,13 @@ class HostArguments(ABC):
     @abstractmethod
     def variable_values(self, initial: Sequence[int]) -> MutableSequence[int]: ...
 
+    @abstractmethod
+    def with_values(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                    local_size: tuple[int, int, int] | None) -> Callable[[], None]:
+        """This launch with ``vals`` set now, as a call of no arguments that runs it with them at these sizes:
+        for a caller that alone runs it, with the same values every time (the values a call sets are written
+        once, not per run)."""
+
 
 @dataclass(slots=True)
 class BufferAddress:

@@ -145,6 +145,8 @@ class Prepared:
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
         """The plan variables a run on ``args`` passes, its draws taking ``launch`` (the process generator's next,
         by default) where it draws; each loop that must make a turn checked."""
+        if not self.scalars and not self.draws and not self.turns:
+            return {}
         scalars = {name: args[position] for name, position in self.scalars}
         if self.draws:  # each call is a launch of its own (svod.random)
             scalars |= (launch or random.generator.next_launch()).variables()
@@ -154,6 +156,8 @@ class Prepared:
 
     def results(self, args: Sequence[Any]) -> Any:
         """What the function returns, after a run on ``args``."""
+        if not self.returns and not self.returns_tuple:
+            return None
         results = [self.result(args, name, slot, shape, length) for name, slot, shape, length in self.returns]
         if self.returns_tuple:
             return tuple(results)

@@ -37,21 +37,19 @@ from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
+from svod.frontend.calls import Calls, PreparedCall
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Located, Source
 from svod.frontend.translate import Translator
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
-from svod.runtime.kernel import ArrayLaunch, CachedKernel
+from svod.runtime.kernel import CachedKernel
 from svod.runtime.taping import RECORDING
 
 INT_LIMIT = (1 << 31) - 1
 """An ``int`` argument is a variable in ``[-INT_LIMIT, INT_LIMIT]`` (on a device of 32-bit indices, within the
 sizes' limit, ``_size_limit``)."""
-LAUNCHES_KEPT = 64
-"""The signatures of calls on numpy arrays a kernel keeps launches for (``Kernel._launches``): enough for
-the shapes a program cycles through, few enough that one calling with ever new shapes holds little."""
 
 
 @dataclass(frozen=True)
@@ -135,11 +133,10 @@ class Kernel:
         """Arguments hinted ``int`` or ``float``: a hint Python ignores, so a Python number there stays weak."""
         self._source: Source | None = source
         self._built: dict[tuple[Any, ...], Built] = {}
-        self._launches: dict[tuple[Any, ...], tuple[ArrayLaunch, Located]] = {}
-        """The launches of calls on numpy arrays and numbers, by ``_call_key``: a call like one before runs
-        without translating, looking up or checking again what its key fixes."""
-        self._constants = frozenset(position for position, name in enumerate(self.parameters)
-                                    if isinstance(self.annotations.get(name), pylang.ConstType))
+        self._calls = Calls(frozenset(position for position, name in enumerate(self.parameters)
+                                      if isinstance(self.annotations.get(name), pylang.ConstType)))
+        """The calls on numpy arrays and numbers prepared so far: a call like one before runs without
+        translating, looking up or checking again what its signature fixes."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -156,17 +153,11 @@ class Kernel:
         if recorder is not None:
             recorder.record(self, args, device)
             return
-        key = self._call_key(args, device)
-        prepared = self._launches.get(key) if key is not None else None
-        if prepared is not None:
-            launch, located = prepared
-            try:
-                if launch.run(args):
-                    return
-            except SvodError as err:
-                err.name_kernel(launch.kernel.name)
-                located.locate(err)
-                raise
+        calls = self._calls
+        prepared = calls.last
+        if (prepared is not None and prepared.run(args, device)) or calls.run(args, device):
+            return
+        key = calls.key(args, device)
         opened = api.get_device(_device_of(args) if device is None else device)
         bound = self.bind(*args, device=opened)
         try:
@@ -176,36 +167,14 @@ class Kernel:
             bound.located.locate(err)
             raise
         if key is not None and not bound.draws:
-            self._prepare_launch(key, kernel, bound)
+            self._prepare_call(key, args, device, kernel, bound)
 
-    def _call_key(self, args: tuple[Any, ...], device: str | Device | None) -> tuple[Any, ...] | None:
-        """What decides a call's kernel and checks when its arguments are numpy arrays and Python numbers: the
-        device asked for, each array's dtype and shape, each number's type (a bool's and a ``svod.Const``'s
-        value). None for other arguments, which the general path takes every time."""
-        key: list[Any] = [device]
-        for position, value in enumerate(args):
-            kind = type(value)
-            if kind is np.ndarray:
-                key.append((value.dtype, value.shape))
-            elif position in self._constants:
-                key.append((kind, value))
-            elif kind is float or kind is int:
-                key.append(kind)
-            elif kind is bool:
-                key.append(value)
-            else:
-                return None
-        return tuple(key)
-
-    def _prepare_launch(self, key: tuple[Any, ...], kernel: CachedKernel, bound: BoundCall) -> None:
+    def _prepare_call(self, key: tuple[Any, ...], args: tuple[Any, ...], device: str | Device | None,
+                      kernel: CachedKernel, bound: BoundCall) -> None:
         """Keep the launch of a call that just ran for the calls of the same ``key`` after it."""
-        arrays = [(position, value.size) for position, value in enumerate(bound.arguments) if _is_array(value)]
-        launch = kernel.array_launch(bound.var_vals, arrays, bound.varying)
-        if launch is None:
-            return
-        if len(self._launches) >= LAUNCHES_KEPT:
-            self._launches.clear()
-        self._launches[key] = (launch, bound.located)
+        shared = kernel.array_launch(bound.var_vals, bound.varying)
+        if shared is not None:
+            self._calls.keep(key, PreparedCall(kernel, bound.located, device, args, self._calls.constants, *shared))
 
     def build(self, *args: Any) -> UOp:
         """The kernel SINK for arguments like ``args`` (their dtypes, ndims and kinds; not their values,

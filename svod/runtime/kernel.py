@@ -26,10 +26,10 @@ from svod.device import (
     Variable,
     derive_metadata,
 )
-from svod.device.buffer import InPlace, shared_address
+from svod.device.buffer import shared_address
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate, evaluator
 from svod.dtype import DType
-from svod.errors import BufferMismatchError, SvodError, VariableError
+from svod.errors import BufferMismatchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
 from svod.runtime.parts import PartsProgram
@@ -271,12 +271,10 @@ class CachedKernel:
         layout = self.layout
         if len(arrays) != len(layout):
             return False
-        values = self.check_vars(var_vals)
-        sizes = {**values, **self.fixed} if self.fixed else values
+        needed, vals, dims = self._dispatch_values(var_vals)
         starts, counts = [], []
-        for array, (dtype, numpy_dtype, _, _, written, _), needed in zip(arrays, layout, self.sizes, strict=True):
-            if type(array) is not np.ndarray or array.dtype != numpy_dtype or \
-                    array.size < (needed if isinstance(needed, int) else needed(sizes)):
+        for array, (dtype, numpy_dtype, _, _, written, _), least in zip(arrays, layout, needed, strict=True):
+            if type(array) is not np.ndarray or array.dtype != numpy_dtype or array.size < least:
                 return False
             start = shared_address(array, dtype.itemsize, written)
             if start is None:
@@ -285,14 +283,35 @@ class CachedKernel:
             counts.append(array.size)
         if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
             return False
-        self.launch_at(starts, self.vals(values), self.launch_dims(values))
+        self.launch_at(starts, vals, dims)
         return True
+
+    def _dispatch_values(self, var_vals: Mapping[str, int]) -> _Dispatch:
+        """For the variable values ``var_vals``: the element count each argument needs, the program's values and
+        the launch sizes; checked and computed, or those of the call before where it passed the same ints (a
+        repeated call: an int equal to an int is the same value, where a float or a bool equal to it is not)."""
+        last = self._last_dispatch.last
+        if last is not None and last[0] == var_vals:
+            for value in var_vals.values():
+                if type(value) is not int:
+                    break
+            else:
+                return last[1]
+        values = self.check_vars(var_vals)
+        sizes = {**values, **self.fixed} if self.fixed else values
+        found = _Dispatch(tuple(size if isinstance(size, int) else size(sizes) for size in self.sizes),
+                          self.vals(values), self.launch_dims(values))
+        self._last_dispatch.last = (dict(var_vals), found)
+        return found
+
+    @functools.cached_property
+    def _last_dispatch(self) -> _LastDispatch:
+        return _LastDispatch()
 
     @functools.cached_property
     def _reused(self) -> _Reused | None:
-        bound = self.program.bind([0] * len(self.params))
-        addresses = bound.buffer_addresses if isinstance(bound, HostArguments) else None
-        return None if addresses is None else _Reused(bound, addresses)
+        bound = self.bind_host()
+        return None if bound is None else _Reused(bound[0], bound[1].buffer_addresses)
 
     def launch_at(self, addresses: Sequence[int], vals: Sequence[int], dims: ConcreteLaunchDims) -> None:
         """Run on the buffers at host ``addresses`` (one per argument), as ``program.execute`` does: through a
@@ -310,13 +329,11 @@ class CachedKernel:
         else:
             self.program.execute(addresses, vals, dims.global_size, dims.local_size)
 
-    def array_launch(self, var_vals: Mapping[str, int], arrays: Sequence[tuple[int, int]],
-                     varying: Mapping[str, int]) -> ArrayLaunch | None:
-        """This kernel's launch on calls like one that ran with ``var_vals``: numpy arrays of the same dtypes
-        and shapes, each given as (its position among the call's arguments, its element count) in kernel argument
-        order, and variables that change call to call, each with the position of the argument that gives its
-        value (``varying``). None where what a launch checks or computes reads a varying variable (the general
-        path does it then)."""
+    def array_launch(self, var_vals: Mapping[str, int], varying: Mapping[str, int]) -> ArrayLaunch | None:
+        """What this kernel's launches on calls like one that ran with ``var_vals`` share (host-memory arrays of the
+        same dtypes and sizes), where variables that change call to call each come from the call's argument at
+        the position ``varying`` gives. None where a buffer's size or a launch size reads a varying variable, or
+        the device's memory is not the host's (the general path checks and computes them then)."""
         if not self.device.caps.host_memory:
             return None
         values = self.check_vars(var_vals)
@@ -326,10 +343,14 @@ class CachedKernel:
                 names & set(self.launch.reads):
             return None
         order = self.var_names
-        in_place = InPlace.of([(position, layout.dtype.itemsize, size, layout.written)
-                               for (position, size), layout in zip(arrays, self.layout, strict=True)])
-        return ArrayLaunch(self, in_place, self.vals(values), self.launch_dims(values),
+        return ArrayLaunch(self.vals(values), self.launch_dims(values),
                            tuple((order.index(v.name), v, varying[v.name]) for v in changing))
+
+    def bind_host(self) -> tuple[Launch, HostArguments] | None:
+        """A launch of this kernel bound once, twice: as a launch, and as the host arguments whose addresses
+        point it at its buffers (``svod.device.HostArguments``); None where its program has no such launch."""
+        bound = self.program.bind([0] * len(self.params))
+        return (bound, bound) if isinstance(bound, HostArguments) else None
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
@@ -339,36 +360,33 @@ class CachedKernel:
         self.program.execute(addresses, self.vals(values), dims.global_size, dims.local_size)
 
 
-@dataclass(frozen=True, eq=False)
-class ArrayLaunch:
-    """A kernel's launch prepared for calls of one signature (``CachedKernel.array_launch``): numpy arrays of one
-    dtype and shape each, so that a call checks only what those do not fix (``InPlace``: each array C-contiguous,
-    aligned, writeable where written, no written one overlapping another) and the variables that change."""
+class _Dispatch(NamedTuple):
+    """What a dispatch computes from its variable values (``CachedKernel._dispatch_values``)."""
 
-    kernel: CachedKernel
-    arrays: InPlace
+    needed: tuple[int, ...]
+    """The element count each argument needs."""
+    vals: list[int]
+    dims: ConcreteLaunchDims
+
+
+class _LastDispatch:
+    """The variable values of the last dispatch ``CachedKernel._dispatch_values`` computed, with what it computed
+    (replaced whole: a thread reads one pair or the other)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: tuple[dict[str, Any], _Dispatch] | None = None
+
+
+class ArrayLaunch(NamedTuple):
+    """What a kernel's launches share on calls of one signature (``CachedKernel.array_launch``)."""
+
     vals: list[int]
     """The variables' values in program order, the varying ones as when prepared."""
     dims: ConcreteLaunchDims
     varying: tuple[tuple[int, Variable, int], ...]
     """Each variable that changes call to call: its slot in ``vals``, itself, the argument that gives it."""
-
-    def run(self, arguments: Sequence[Any]) -> bool:
-        """Run on a call's ``arguments``, or return False, having run nothing, where anything is not plainly
-        right: the general path then copies what cannot be shared, or says what is wrong."""
-        starts = self.arrays.addresses(arguments)
-        if starts is None:
-            return False
-        vals = self.vals
-        if self.varying:
-            vals = list(vals)
-            try:
-                for slot, variable, position in self.varying:
-                    vals[slot] = variable.checked(arguments[position])
-            except SvodError:
-                return False
-        self.kernel.launch_at(starts, vals, self.dims)
-        return True
 
 
 class _Reused:

@@ -724,7 +724,7 @@ def test_a_repeated_call_takes_an_array_as_a_first_call_does(layout):
     args = REPEATED_LAYOUTS[layout]()
     before = [np.copy(a) for a in args]
     got = _outcome(warmed, (*args, 2.0))
-    assert len(warmed._launches) == 1  # the first calls' key: the call took their launch
+    assert len(warmed._calls) == 1  # the first calls' key: the call took their launch
     first_args = args if got is not None else REPEATED_LAYOUTS[layout]()
     assert got == _outcome(svod.kernel(times.fn), (*first_args, 2.0))
     if got is None:  # both ran, as NumPy computes it

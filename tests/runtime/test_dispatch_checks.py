@@ -178,3 +178,28 @@ def test_a_variable_that_lowering_folds_away_is_still_the_kernels(device):
         svod.run(k.build(), [got], device=device, n=9)
     with pytest.raises(VariableError, match="missing runtime value for variable n"):
         svod.run(k.build(), [got], device=device)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"n": 8.0}, VariableError, "must be integer"),
+    ({"n": 99}, VariableError, r"n=99 is outside bounds \[1, 64\]"),
+    ({"n": 8, "m": 2}, VariableError, "unknown variable m"),
+    ({}, VariableError, "missing runtime value for variable n"),
+    ({"n": 16}, BufferMismatchError, "has 8 elements, the kernel needs 16"),
+])
+def test_a_run_after_runs_with_other_values_checks_its_own(device, kwargs, error, message):
+    """A run repeated with the same variable values reuses what they gave; one whose values differ, or are equal
+    but not ints, is checked and computed as a first run is, and refused before anything runs."""
+    ast = _saxpy()
+    out, x = _arrays(8)
+    for n in (8, 8, 3, 8):
+        out[:] = -1.0
+        svod.run(ast, [out, x], device=device, n=n)
+        np.testing.assert_array_equal(out[:n], x[:n] * 2.0)
+        np.testing.assert_array_equal(out[n:], -1.0)
+    out[:] = -1.0
+    with pytest.raises(error, match=message):
+        svod.run(ast, [out, x], device=device, **kwargs)
+    np.testing.assert_array_equal(out, -1.0)
+    svod.run(ast, [out, x], device=device, n=8)  # and the first values again
+    np.testing.assert_array_equal(out, x * 2.0)
