@@ -106,7 +106,7 @@ class Prepared:
             if slot is None or not shape or length is not None:
                 continue
             buffer = self.plan.buffers[slot]
-            if buffer.size == int(np.prod(shape)):
+            if buffer.size == int(np.prod(shape)) > 0:  # (an empty buffer binds no array)
                 found.setdefault(slot, (slot, shape, buffer.dtype.numpy))
         return tuple(found.values())
 

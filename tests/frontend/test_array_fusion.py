@@ -45,7 +45,7 @@ def softmax_rows(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 1), (2, 7), (5, 17), (13, 31), (6, 129)])
+@pytest.mark.parametrize("rows,cols", [(0, 5), (1, 1), (2, 7), (5, 17), (13, 31), (6, 129)])
 def test_rows_normalised_in_one_kernel_agree_with_numpy(device, rows, cols):
     x = with_specials(rows, cols)
     agrees_with_python(layernorm_rows, device, x, rtol=1e-4, atol=1e-5, numpy_warns=True)
