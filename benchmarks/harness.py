@@ -38,8 +38,8 @@ from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
-from benchmarks.spellings import WRITTEN, transpose_spellings
-from benchmarks.suite import suite, tinygrad_spelling
+from benchmarks.spellings import ARRAY_WRITTEN, WRITTEN, row_spellings, transpose_spellings
+from benchmarks.suite import row_kernels, suite, tinygrad_spelling
 from benchmarks.timing import median_seconds, sample_seconds
 from svod import ExecutionPlan, dtypes
 from svod.backends import DeviceRegistry, default_registry
@@ -81,6 +81,9 @@ class Sizes:
     default the issue's, or quick ones."""
     jit_first_calls: bool = True
     """Whether each jit program's first call is measured (two fresh processes per program)."""
+    spelling_rows: int | None = None
+    """The rows (the mlp's batch) of the row kernels' spellings (``Bench.row_spellings``); by default the
+    suite's."""
 
 
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
@@ -534,9 +537,14 @@ class Bench:
         return lambda: function(*work)
 
     def spellings(self) -> list[Metric]:
-        """Each spelling of a transpose (``benchmarks.spellings``) as large as the triad's arrays, checked against
-        numpy, then timed in ``SUITE_ROUNDS`` rounds beside numpy's copy of ``x.T``, each round in another order
-        (``_contestant_order``): one ``spelling.transpose.<form>_ms`` per form, numpy's figure beside each."""
+        """Each spelling of a transpose, then of the suite's row kernels (``benchmarks.spellings``):
+        ``spelling.<kernel>.<form>_ms``."""
+        return self.transpose_spellings() + self.row_spellings()
+
+    def transpose_spellings(self) -> list[Metric]:
+        """Each spelling of a transpose as large as the triad's arrays, checked against numpy, then timed beside
+        numpy's copy of ``x.T`` (``_rounds``): one ``spelling.transpose.<form>_ms`` per form, numpy's figure
+        beside each."""
         side = math.isqrt(self.sizes.elements)
         spelled = transpose_spellings(side)
         for workload in spelled.values():
@@ -544,14 +552,39 @@ class Bench:
         numpy = next(iter(spelled.values())).numpy
         runners: dict[str, Callable[[], object]] = {form: load(w, self.device) for form, w in spelled.items()}
         runners["numpy"] = numpy
+        milliseconds = self._rounds(runners)
+        return [Metric(f"spelling.transpose.{form}_ms", "ms", "lower", milliseconds[form], numpy=milliseconds["numpy"],
+                       note=f"{side}x{side} float32, {WRITTEN[form]}") for form in spelled]
+
+    def row_spellings(self) -> list[Metric]:
+        """The suite's softmax, layernorm and mlp at its sizes (``Sizes.spelling_rows`` rows where set) in the
+        suite's ``@svod.kernel`` form and as NumPy in ``@svod.jit``, each checked against numpy, then timed
+        beside numpy (``_rounds``): ``spelling.<kernel>.kernel_ms`` and ``spelling.<kernel>.jit_ms``. The jit
+        form returns a new array each call, as NumPy's function does; the kernel form writes the workload's."""
+        metrics = []
+        for name, spelled in row_spellings(row_kernels(self.sizes.quick, self.sizes.spelling_rows)).items():
+            check(spelled.workload, self.device)
+            spelled.check_jit(self.device)
+            runners: dict[str, Callable[[], object]] = {"kernel": load(spelled.workload, self.device),
+                                                         "jit": spelled.run_jit(self.device),
+                                                         "numpy": spelled.workload.numpy}
+            milliseconds = self._rounds(runners)
+            rows, cols = spelled.workload.inputs[0].shape
+            metrics += [Metric(f"spelling.{name}.{form}_ms", "ms", "lower", milliseconds[form],
+                               numpy=milliseconds["numpy"],
+                               note=f"{name}, {rows}x{cols} float32 input, {ARRAY_WRITTEN[form]}")
+                        for form in ("kernel", "jit")]
+        return metrics
+
+    def _rounds(self, runners: dict[str, Callable[[], object]]) -> dict[str, float]:
+        """Each runner's median time in milliseconds, timed in ``SUITE_ROUNDS`` rounds, each round in another
+        order (``_contestant_order``)."""
         samples: dict[str, list[float]] = {name: [] for name in runners}
         per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
         for number in range(SUITE_ROUNDS):
             for name in _contestant_order(list(runners), number):
                 samples[name].extend(sample_seconds(runners[name], per_round, warmup=1))
-        numpy_ms = statistics.median(samples["numpy"]) * 1e3
-        return [Metric(f"spelling.transpose.{form}_ms", "ms", "lower", statistics.median(samples[form]) * 1e3,
-                       numpy=numpy_ms, note=f"{side}x{side} float32, {WRITTEN[form]}") for form in spelled]
+        return {name: statistics.median(kept) * 1e3 for name, kept in samples.items()}
 
     def triad(self) -> list[Metric]:
         n = self.sizes.elements

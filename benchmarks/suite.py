@@ -66,16 +66,25 @@ def tinygrad_spelling(workload: Workload) -> Callable[..., Any] | str:
     return TINYGRAD[workload.family]
 
 
+def row_kernels(quick: bool, rows: int | None = None) -> dict[str, Workload]:
+    """The suite's softmax, layernorm and mlp (builder kernels) at its sizes, by name; with ``rows``, at that
+    many rows (the mlp's batch) instead."""
+    rows_of_1024 = rows or 4096 // (4 if quick else 1)
+    return {"softmax": softmax(rows_of_1024, 1024), "layernorm": layernorm(rows_of_1024, 1024),
+            "mlp": mlp(rows or 256, (1024, 512, 256, 10))}
+
+
 def suite(quick: bool, static_shapes: bool = False) -> list[Workload]:
     """The suite's kernels as ``@svod.kernel`` builds them by default (sizes variables of each kernel), or
     with ``static_shapes=True`` (sizes constants: a compile per shape, the column beside it)."""
     scale = 4 if quick else 1
-    kernels = [softmax(4096 // scale, 1024), layernorm(4096 // scale, 1024), conv2d(16, 128 // (2 if quick else 1)),
+    rows = row_kernels(quick)
+    kernels = [rows["softmax"], rows["layernorm"], conv2d(16, 128 // (2 if quick else 1)),
                gather((1 << 20) // scale, 50_000), histogram((1 << 22) // scale, 256), cumsum(4096 // scale, 1024),
                transpose(4096 // (2 if quick else 1)), attention(1024 // (2 if quick else 1), 64), matmul(1024),
                matmul(1024 // scale, dtype=np.float64, name="matmul_f64"),
                matmul(1000 // scale, 1001 // scale, 999 // scale, name="matmul_odd"),
                batched_matmul(64 // scale, 128), matvec(4096 // (2 if quick else 1), 4096),
-               mlp(256, (1024, 512, 256, 10)), nbody(4096 // scale), resize(1024 // (2 if quick else 1)),
+               rows["mlp"], nbody(4096 // scale), resize(1024 // (2 if quick else 1)),
                black_scholes((1 << 22) // scale), mandelbrot(1000 // (2 if quick else 1), 1000 // (2 if quick else 1))]
     return [written_in_python(k, static_shapes) for k in (kernels if quick else [*kernels, matmul(2048)])]

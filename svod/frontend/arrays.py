@@ -66,6 +66,7 @@ from svod.frontend.array_exprs import (
     reads_apart,
     typed,
 )
+from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only, viewed_by
 from svod.frontend.array_values import ArrayValues, broadcast_shape
@@ -175,13 +176,19 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             self.level -= 1
         return out
 
-    def fused_into_next(self, name: str) -> bool:
-        """Whether array ``name``, about to be made, is read by the next statement alone, which stores into no
-        array of that name: then that statement computes its expression where it reads it, and it is never
-        made (softmax's ``e = np.exp(...)`` then ``e / e.sum(...)``: one kernel). Nothing runs between the
-        two, so what it reads is what it would have read."""
+    def fused_into_next(self, name: str, stmt: ast.stmt) -> bool:
+        """Whether array ``name``, about to be made by ``stmt``, is read by the next statement alone, which stores
+        into no array of that name: then that statement computes its expression where it reads it, and it is
+        never made (softmax's ``e = np.exp(...)`` then ``e / e.sum(...)``: one kernel). Nothing runs between
+        the two, so what it reads is what it would have read. Or it is cheap, and read by a few statements
+        that write no array (``array_fusion.recomputable``): each computes it where it reads it."""
         if not self.following:
             return False
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            reads = names_read(stmt.value, self.fused_value)
+            reads |= {user for read in reads for user in self.bindings.spelled(read)}
+            if recomputable(stmt.value, reads, self.bindings.spelled(name), self.following):
+                return True
         spelled = self.bindings.spelled(name)  # (the statements after it still read the user's names)
         later = [bool(spelled & {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
         nxt = self.following[0]
@@ -191,6 +198,13 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
             isinstance(n, (ast.For, ast.While)) for n in ast.walk(nxt))
         return later[0] and not any(later[1:]) and not spelled & stored and simple
+
+    def fused_value(self, name: str) -> ast.expr | None:
+        """The value array ``name`` is computed from where it is fused (``Fused``) and not made; else None."""
+        array = self.arrays.get(name)
+        if isinstance(array, Fused) and array.made is None and isinstance(array.statement, ast.Assign):
+            return array.statement.value
+        return None
 
     def statement(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
@@ -587,7 +601,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
                                     f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
                                     f"assign into it (`{name}[...] = ...`)")
-        if self.fused_into_next(name):
+        if self.fused_into_next(name, stmt):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []
         made = self.made_array(name, value.shape, value.dtype, stmt)

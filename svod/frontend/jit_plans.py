@@ -97,27 +97,46 @@ class Prepared:
         self.draws = bool(RANDOM_VARIABLES & set(self.variables))
 
     @functools.cached_property
+    def returned_in_place(self) -> tuple[tuple[int, tuple[int, ...], np.dtype], ...]:
+        """The plan buffer, shape and dtype of each temporary returned whole (its buffer exactly its shape), once
+        each: a run that binds arrays (``call``) computes it into a new array of its own, which it returns, as
+        NumPy's function returns the array it made, where a copy of the plan's buffer would read it all again."""
+        found: dict[int, tuple[int, tuple[int, ...], np.dtype]] = {}
+        for _, slot, shape, length in self.returns:
+            if slot is None or not shape or length is not None:
+                continue
+            buffer = self.plan.buffers[slot]
+            if buffer.size == int(np.prod(shape)) > 0:  # (an empty buffer binds no array)
+                found.setdefault(slot, (slot, shape, buffer.dtype.numpy))
+        return tuple(found.values())
+
+    @functools.cached_property
     def binder(self) -> Binder | None:
-        """The plan's runs on arrays like those of the signature it was prepared for (``call``)."""
-        return self.plan.binder([(slot, position) for position, slot in self.arrays.items()])
+        """The plan's runs on arrays like those of the signature it was prepared for (``call``): the arguments',
+        then a new array for each temporary returned whole (``returned_in_place``)."""
+        bound: list[tuple[int | str, int]] = [(slot, position) for position, slot in self.arrays.items()]
+        bound += [(slot, len(self.parameters) + k) for k, (slot, _, _) in enumerate(self.returned_in_place)]
+        return self.plan.binder(bound)
 
     def call(self, args: Sequence[Any]) -> Any:
         """``run`` on ``args``, every parameter's by position, each a numpy array of the dtype and shape or a
         number of the kind the plan was prepared for (the call key of ``svod.frontend.jit``): arrays that may be
-        used in place as they are run without the general binding's checks of what the signature fixes."""
+        used in place as they are run without the general binding's checks of what the signature fixes, each
+        temporary returned whole computed into the new array returned."""
         binder = self.binder
         if binder is None:
             return self.run(dict(zip(self.parameters, args, strict=True)))
         launch = random.generator.next_launch() if self.draws else None
         scalars = self.variables_of(args, launch)
+        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place}
         try:
-            ran = self.plan.execute_bound(binder, args, scalars)
+            ran = self.plan.execute_bound(binder, [*args, *made.values()], scalars)
         except SvodError as err:
             self.locate(err)
             raise
         if not ran:  # an array the general binding copies or refuses
             return self.run(dict(zip(self.parameters, args, strict=True)), launch)
-        return self.results(args)
+        return self.results(args, made)
 
     def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
         """Run the plan on a call's ``arguments`` (every parameter's, by name): its draws take ``launch`` (the
@@ -154,21 +173,26 @@ class Prepared:
             turn.check(scalars)
         return scalars
 
-    def results(self, args: Sequence[Any]) -> Any:
-        """What the function returns, after a run on ``args``."""
+    def results(self, args: Sequence[Any], made: Mapping[int, np.ndarray] | None = None) -> Any:
+        """What the function returns, after a run on ``args`` that computed the temporaries of ``made`` (by plan
+        buffer) into its arrays."""
         if not self.returns and not self.returns_tuple:
             return None
-        results = [self.result(args, name, slot, shape, length) for name, slot, shape, length in self.returns]
+        results = [self.result(args, name, slot, shape, length, made or {})
+                   for name, slot, shape, length in self.returns]
         if self.returns_tuple:
             return tuple(results)
         return results[0] if results else None
 
     def result(self, args: Sequence[Any], name: str, slot: int | None, shape: tuple[int, ...],
-               length: int | None) -> Any:
-        """A returned argument itself; a temporary's copy, shaped; a carried scalar's value; of an array
-        returned as its first elements, those (a view of an argument, as NumPy's slice is)."""
+               length: int | None, made: Mapping[int, np.ndarray]) -> Any:
+        """A returned argument itself; a temporary's array the run computed it into (``made``), else its copy,
+        shaped; a carried scalar's value; of an array returned as its first elements, those (a view of an
+        argument, as NumPy's slice is)."""
         if slot is None:
             found = args[self.parameters.index(name)]
+        elif slot in made:
+            found = made[slot]
         else:
             values = self.plan.buffers[slot].numpy()
             found = values.reshape(shape) if shape else values[0].item()

@@ -21,10 +21,13 @@ from svod import Ops, workloads
 from svod.errors import SvodError
 
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
-             algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False)
+             algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False,
+             spelling_rows=3)
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS}
-SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms"}
+SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+             *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
+               for form in ("kernel", "jit"))}
 UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
          "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
          "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",

@@ -1,0 +1,124 @@
+"""An array that a few statements read, computed again in each of them (``svod.frontend.array_fusion``), and
+a returned temporary computed into the array returned (``Prepared.call``): each compared on every device with
+the same function run as plain NumPy, on rows holding NaN and infinities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from tests.frontend.test_arrays import kernels_of
+from tests.frontend.test_jit import agrees_with_python
+
+RNG = np.random.default_rng(73)
+
+
+def data(*shape: int, dtype: type = np.float64) -> np.ndarray:
+    return RNG.normal(size=shape).astype(dtype)
+
+
+def with_specials(rows: int, cols: int) -> np.ndarray:
+    """float32 rows of normal values, the second holding a NaN, the third +inf, the fourth -inf, the fifth
+    only -0.0 (where there are so many rows)."""
+    x = data(rows, cols, dtype=np.float32)
+    specials = {1: (cols // 2, np.nan), 2: (0, np.inf), 3: (cols - 1, -np.inf)}
+    for row, (col, value) in specials.items():
+        if row < rows:
+            x[row, col] = value
+    if rows > 4:
+        x[4] = -0.0
+    return x
+
+
+@svod.jit
+def layernorm_rows(x):
+    mean = x.mean(axis=1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=1, keepdims=True)
+    return centred / np.sqrt(var + 1e-5)
+
+
+@svod.jit
+def softmax_rows(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("rows,cols", [(0, 5), (1, 1), (2, 7), (5, 17), (13, 31), (6, 129)])
+def test_rows_normalised_in_one_kernel_agree_with_numpy(device, rows, cols):
+    x = with_specials(rows, cols)
+    agrees_with_python(layernorm_rows, device, x, rtol=1e-4, atol=1e-5, numpy_warns=True)
+    agrees_with_python(softmax_rows, device, x, rtol=1e-5, atol=1e-6, numpy_warns=True)
+
+
+def test_a_cheap_array_read_by_the_next_statements_is_not_made():
+    assert kernels_of(layernorm_rows, data(5, 17, dtype=np.float32)) == 1
+
+
+@svod.jit
+def read_by_three(x):
+    c = x - x.mean()
+    a = c * 2.0
+    b = c * c
+    return a + b - c
+
+
+@svod.jit
+def read_after_three(x):
+    c = x * 0.5
+    a = c + 1.0
+    b = a * 2.0
+    d = b - 3.0
+    return d + c
+
+
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_an_array_read_by_a_few_statements_or_past_them(device, n):
+    agrees_with_python(read_by_three, device, data(n, 5), rtol=1e-9)
+    agrees_with_python(read_after_three, device, data(n, 5), rtol=1e-9)
+
+
+@svod.jit
+def rebinds_what_it_reads(x, s):
+    c = x * s
+    s = s + 1.0
+    y = c + s
+    return y, c * 2.0
+
+
+@svod.jit
+def stores_into_what_it_reads(x):
+    c = x + 1.0
+    x[0] = 5.0
+    return c * 2.0, c + x
+
+
+@svod.jit
+def stores_through_a_view(x):
+    c = x + 1.0
+    v = x[1:]
+    v[0] = 7.0
+    return c * 2.0, c - x
+
+
+@pytest.mark.parametrize("n", [1, 2, 11])
+def test_an_array_is_made_before_a_statement_changes_what_it_reads(device, n):
+    """Computed again after a statement that binds a name its value reads, or writes an array it reads, it
+    would read the new value: it is made where it stands."""
+    agrees_with_python(rebinds_what_it_reads, device, data(n, 3), 1.5, rtol=1e-9)
+    agrees_with_python(stores_into_what_it_reads, device, data(n, 3), rtol=1e-9)
+    if n > 1:
+        agrees_with_python(stores_through_a_view, device, data(n, 3), rtol=1e-9)
+
+
+def test_a_returned_temporary_is_a_new_array_at_each_call(device):
+    first_input, second_input = with_specials(7, 13), data(7, 13, dtype=np.float32)
+    first = softmax_rows(first_input, device=device)
+    kept = first.copy()
+    second = softmax_rows(second_input, device=device)
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, kept)
+    first[...] = 0.0
+    np.testing.assert_array_equal(softmax_rows(first_input, device=device), kept)
+    np.testing.assert_array_equal(softmax_rows(second_input, device=device), second)
