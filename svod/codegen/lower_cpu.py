@@ -122,9 +122,17 @@ def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_TH
 
 def _pieces(longest: int, align: int, threads: int, chunks_per_thread: int) -> int:
     """How many chunks a range of at most ``longest`` indices is cut into for ``threads`` threads: a multiple
-    of ``threads``, ``chunks_per_thread`` of them a thread where the range holds that many chunks of ``align``
-    indices, ``threads`` at least."""
-    return threads * max(1, min(chunks_per_thread, longest // (align * threads)))
+    of ``threads``, at most ``chunks_per_thread`` of them a thread and as many chunks of ``align`` indices as
+    the range holds, ``threads`` at least; and no more than reach as far past ``longest`` as one chunk a thread
+    does (chunks of ``ceil(longest / pieces)`` rounded up to ``align`` reach ``pieces`` times that). An index's
+    bounds are the chunks' reach: a symbolic batched matmul's 1664510 rows in 8 chunks reach 1664512, and the
+    product of its offset's bounds passed what a proof expands, where 2 chunks' 1664510 did not."""
+    def reach(pieces: int) -> int:
+        chunk = -(-longest // pieces)
+        return pieces * -(-chunk // align) * align
+
+    most = max(1, min(chunks_per_thread, longest // (align * threads)))
+    return threads * next(k for k in range(most, 0, -1) if reach(threads * k) <= reach(threads))
 
 
 def _ids(wanted: UOp, threads: int, pieces: int) -> UOp:

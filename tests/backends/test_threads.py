@@ -22,8 +22,9 @@ def _devices(compiler: str):
     return cpu_device(1, compiler), cpu_device(3, compiler)
 
 
-CHUNKS = 3 * CHUNKS_PER_THREAD
-"""How many ids (chunks) a launch with work for many makes on the 3-thread device."""
+CHUNKS = 3 * (CHUNKS_PER_THREAD - 1)
+"""How many ids (chunks) a launch with work for many makes on the 3-thread device over 2**20 elements (or 256
+partials): four chunks a thread, each rounded up to 16, would reach further past the end than one does."""
 
 
 def _kernels():
@@ -75,10 +76,10 @@ def test_threaded_kernels_launch_chunks_for_every_thread():
     assert threaded.var_names == ("n",)  # core_id: the CPU ABI's argument
     assert threaded.launch.static is None  # how many workers a launch wakes depends on n
     assert threaded.launch.dims({"n": 1 << 20}).global_size == (CHUNKS, 1, 1)
-    # 999 x 1031, rows streamed four a pass: 250 passes of 1031 columns (as counted) make 8 ids' worth of work,
-    # 6 of them (two a thread: a multiple of the threads)
+    # 999 x 1031, rows streamed four a pass: 249 passes, 3 chunks of 83 exactly; 6, 9 or 12 chunks would reach
+    # past the 249th (an index's bounds are the chunks' reach), so one a thread
     fixed = KernelCache().get(row_sums, many)
-    assert fixed.launch.static is not None and fixed.launch.static.global_size == (6, 1, 1)
+    assert fixed.launch.static is not None and fixed.launch.static.global_size == (3, 1, 1)
     single = KernelCache().get(elementwise, one)
     assert single.var_names == ("n",) and single.global_size[0].arg == 1
 

@@ -119,11 +119,12 @@ def test_loop_invariant_values_are_hoisted():
 
 @pytest.mark.parametrize(("chunks_per_thread", "pieces", "counts"), [
     (1, 3, (1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3)),
-    (CHUNKS_PER_THREAD, 3 * CHUNKS_PER_THREAD, (1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 6, 3 * CHUNKS_PER_THREAD))])
+    (CHUNKS_PER_THREAD, 9, (1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 6, 9))])
 def test_thread_split_covers_the_range_exactly(chunks_per_thread, pieces, counts):
     """The ids a launch runs (as many as have ``THREAD_MIN_WORK`` iterations each, up to 3 threads, then a
     multiple of 3, ``chunks_per_thread`` a thread at most) cover the range between them, each index once, and
-    the ids it does not run have nothing to do."""
+    the ids it does not run have nothing to do. (Four chunks a thread would reach further past 2**20 than one
+    does: three a thread.)"""
     k = KernelBuilder("fill")
     n = k.var("n", 1, 1 << 20)
     out = k.buffer(dtypes.int32, n)
@@ -153,6 +154,21 @@ def test_thread_split_covers_the_range_exactly(chunks_per_thread, pieces, counts
                 covered.extend(range(at, at + max(length, 0)))
         assert covered == list(range(size))
     assert woken == dict(zip(sizes, counts, strict=True))
+
+
+@pytest.mark.parametrize(("longest", "pieces"), [(1 << 20, 8), (1_000_000, 4), (1_000_016, 6)])
+def test_chunks_reach_no_further_past_the_range_than_one_chunk_a_thread(longest, pieces):
+    """An index's bounds are the chunks' reach: 8 chunks of up to 1000000 elements, each rounded up to 16, reach
+    1000064, past the 1000000 of two, so the range is cut in 4 (a symbolic batched matmul's offset passed what
+    a proof expands, by 2 of a reach of 1664512); 1000016 reaches 1000032 in 2 and in 6, 1000064 in 8."""
+    k = KernelBuilder("fill")
+    n = k.var("n", 1, longest)
+    out = k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.store(out[i], i.cast(dtypes.int32))
+    split, _ = thread_split(k.build(), 2)
+    core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
+    assert core.arg == ("core_id", 0, pieces - 1)
 
 
 def test_a_launch_counts_the_work_of_each_index_of_the_split_range():
