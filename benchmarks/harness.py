@@ -31,6 +31,7 @@ import numpy as np
 import svod
 from benchmarks.algorithms import FULL_SIZES, QUICK_SIZES, agree, algorithms, numba_runner
 from benchmarks.blas_anchor import openblas_core, openblas_gflops, torch_gflops, widest_core
+from benchmarks.busy import busy_metrics, competing_process
 from benchmarks.distributed import shard_overhead
 from benchmarks.fma_peak import fma_peak_gflops
 from benchmarks.framework_peers import FrameworkPeers
@@ -174,6 +175,15 @@ class Bench:
             if self.tg.error or isinstance(spelling, str):
                 missing["tinygrad"] = self.tg.error or str(spelling)
         return suite_metrics([kernel.name for kernel in kernels], samples, why_missing)
+
+    def busy_suite(self) -> list[Metric]:
+        """The kernel suite and the thread speedup on the machine as it is, then again while another process
+        spins on a core, and how much each contestant slowed down (``benchmarks.busy``)."""
+        quiet = [*self.kernel_suite(), *self.thread_scaling()]
+        self.progress("kernel suite beside a busy process")
+        with competing_process():
+            busy = [*self.kernel_suite(), *self.thread_scaling()]
+        return busy_metrics(quiet, busy)
 
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
         return [("memory bandwidth", self.membw), ("cold compile", self.compile_cold),
@@ -786,7 +796,9 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
-              plot_path: str | None = None, only_suite: bool = False) -> int:
+              plot_path: str | None = None, only_suite: bool = False, busy: bool = False) -> int:
+    """The whole bench, or only its kernel suite (``only_suite``), or with ``busy`` the kernel suite and the
+    thread speedup twice: quiet, then beside a process that keeps a core busy."""
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
@@ -796,8 +808,9 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     bench = Bench(device, sizes, tinygrad, lambda title: None)
     with progress_reporter(len(bench.steps())) as progress:
         bench.progress = progress
-        metrics = bench.kernel_suite() if only_suite else bench.run()
-    print(f"svod bench on {device.name} ({device.compiler.cache_key}){' --quick' if quick else ''}")
+        metrics = bench.busy_suite() if busy else bench.kernel_suite() if only_suite else bench.run()
+    flags = (" --quick" if quick else "") + (" --busy" if busy else "")
+    print(f"svod bench on {device.name} ({device.compiler.cache_key}){flags}")
     print(report(metrics, tinygrad.error, bench.failed))
     if json_path:
         Path(json_path).write_text(json.dumps(to_json(metrics, bench.failed), indent=2))

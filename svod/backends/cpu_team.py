@@ -339,8 +339,8 @@ class ThreadTeam:
         return (ctypes.c_void_p * 3)(kernel, ctypes.addressof(bufs), ctypes.addressof(vals))
 
     def run(self, job: ctypes.Array[Any], workers: int) -> None:
-        if workers - 1 > self._threads:
-            self.grow(workers - 1)
+        """Run the ``workers`` ids of ``job`` on the team as it is: a launch has several ids (chunks) for each
+        thread (``grow``, as the device's thread count says), and more ids do not start more threads."""
         self._run(self._entry, ctypes.addressof(job), workers)
 
     def addresses(self) -> tuple[int, int]:

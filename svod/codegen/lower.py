@@ -234,8 +234,8 @@ def _params(sink: UOp) -> tuple[UOp, ...]:
 # ---- what lowering did -----------------------------------------------------------------------------------
 
 def describe(sink: UOp) -> str:
-    """One line on how a lowered kernel uses the device (``SVOD_DEBUG``): CPU threads or the launch shape,
-    buffers of atomic adds each thread keeps a private copy of, reductions a work group shares in local
+    """One line on how a lowered kernel uses the device (``SVOD_DEBUG``): the chunks CPU threads share or the
+    launch shape, buffers of atomic adds each chunk keeps a private copy of, reductions a work group shares in local
     memory, and how many reductions share one loop (the output
     tile of an upcast reduction, or the partials of a split MAX/MIN)."""
     topo = sink.toposort()
@@ -243,7 +243,7 @@ def describe(sink: UOp) -> str:
     cores = next((u.arg[2] + 1 for u in topo if u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID), None)
     specials = {u.arg: u.src[0] for u in topo if u.op is Ops.SPECIAL}
     if cores is not None:
-        parts.append(f"{cores} threads over the outermost parallel range")
+        parts.append(f"{cores} chunks of the outermost parallel range, which the threads share")
     elif specials:
         def size(end: UOp) -> str:
             return str(end.arg) if end.op is Ops.CONST else f"up to {int(end.vmax)}"
@@ -255,7 +255,7 @@ def describe(sink: UOp) -> str:
     copies = [u.dtype for u in locals_ if u.src and isinstance(u.dtype, PtrDType)]
     temps = [u.dtype for u in locals_ if not u.src and isinstance(u.dtype, PtrDType)]
     if copies:
-        parts.append(f"atomic adds into a private copy per thread of {len(copies)} buffer(s) "
+        parts.append(f"atomic adds into a private copy per chunk of {len(copies)} buffer(s) "
                      f"({' + '.join(f'{t.size} {t.base.name}' for t in copies)})")
     barriers = [u for u in sink.src if u.op is Ops.BARRIER]
     sizes = ' + '.join(f'{t.size} {t.base.name}' for t in temps)

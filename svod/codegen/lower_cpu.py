@@ -27,8 +27,8 @@ from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import memory_of, param_size
 
-__all__ = ["PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "privatize_atomics", "split_for_threads", "thread_split",
-           "tile_for_cpu", "tile_row_bytes", "tile_rows", "vector_bytes"]
+__all__ = ["CHUNKS_PER_THREAD", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "privatize_atomics", "split_for_threads",
+           "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows", "vector_bytes"]
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------
@@ -37,33 +37,43 @@ THREAD_CHUNK_ALIGN = 16
 """Each thread's chunk of the split range starts on a multiple of this, so vector loops stay aligned."""
 
 
-def split_for_threads(sink: UOp, threads: int) -> UOp:
+CHUNKS_PER_THREAD = 4
+"""How many chunks of the split range a launch makes for each thread, where the range is long enough: the
+threads take chunks one at a time (``cpu_team``), so a thread that loses its core to another process delays
+only the chunk it holds, and the others run the rest. With one chunk a thread, two threads on a machine whose
+other core ran another process took longer than one thread."""
+
+
+def split_for_threads(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_THREAD) -> UOp:
     """``sink`` split across ``threads`` workers (``thread_split``), without the launch's worker count."""
-    return thread_split(sink, threads)[0]
+    return thread_split(sink, threads, chunks_per_thread)[0]
 
 
-def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
+def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_THREAD) -> tuple[UOp, UOp | None]:
     """Split the outermost GLOBAL range that has a chunk for each of ``threads`` workers (named by
     ``core_id``), else the outermost that has two, across the workers (a register tile may leave few
     chunks on the outermost range: 16 channels in tiles of 8 rows are two); and how many workers a launch
     wakes, where the kernel's variables decide it (None: ``core_id``'s count).
 
-    The range is cut into ``threads`` chunks of ``end/threads`` indices, rounded up to a multiple of
-    ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are neighbouring elements), of 1 for
-    another, or for any where no range is long enough for aligned chunks (a sort's 8 blocks of keys ran on
-    one thread); chunk ``q`` is indices ``[q*chunk, min((q+1)*chunk, end))``. A worker is worth waking for
-    ``THREAD_MIN_WORK`` iterations or more: a kernel with no more than that (at the largest sizes its
-    variables allow) stays on one thread, and one with more takes ``w = ceil(end / least)`` workers,
-    ``threads`` at most, where ``least`` is the number of indices that hold ``THREAD_MIN_WORK`` iterations
-    (by an upper bound of one index's work, ``_work_per_index``). Where the sizes are constants, ``w`` is a
-    number: the kernel has ``w`` workers of a chunk each. Where they are variables, the kernel computes ``w``
-    as the launch does, and worker ``c`` runs chunks ``c*m .. c*m + m - 1`` (``m = ceil(threads / w)``, a loop
-    that comes round once when every worker is woken): a launch with little work runs on the calling thread
-    alone (the tiny wavefronts of a DP sweep). The chunks stay ``end/threads`` long, so an index's bounds are
-    what they were (a chunk as long as ``end``, for one worker, would double them and leave neighbouring
-    lanes unproven). Other GLOBAL ranges become sequential loops inside the split one. An effect that does
-    not use the split range runs on worker 0 only (and a loop's exit that does not ends its loop on the
-    others).
+    The range is cut into ``pieces`` chunks: ``chunks_per_thread`` for each thread, fewer where the range
+    holds fewer aligned chunks, ``threads`` at least (``_pieces``). A chunk is ``end/pieces`` indices, rounded
+    up to a multiple of ``THREAD_CHUNK_ALIGN`` for the innermost range (whose neighbours are neighbouring
+    elements), of 1 for another, or for any where no range is long enough for aligned chunks (a sort's 8
+    blocks of keys ran on one thread); chunk ``q`` is indices ``[q*chunk, min((q+1)*chunk, end))``. A
+    ``core_id`` is a chunk, or a run of them, that the team's threads claim one at a time. A worker is worth
+    waking for ``THREAD_MIN_WORK`` iterations or more: a kernel with no more than that (at the largest sizes
+    its variables allow) stays on one thread, and one with more takes ``w`` ids (``_ids``): as many as hold
+    that much work each, up to ``threads``, and past ``threads`` a multiple of it, ``pieces`` at most, so the
+    threads share the ids evenly (by an upper bound of one index's work, ``_work_per_index``). Where the sizes
+    are constants, ``w`` is a number: the kernel has ``w`` ids of a chunk each. Where they are variables, the
+    kernel computes ``w`` as the launch does, and id ``c`` runs chunks ``c*m .. c*m + m - 1`` (``m =
+    ceil(pieces / w)``, a loop that comes round once when every id is launched): a launch with little work
+    runs on the calling thread alone (the tiny wavefronts of a DP sweep). The chunks stay ``end/pieces`` long,
+    so an index's bounds are what they were (a chunk as long as ``end``, for one worker, would double them and
+    leave neighbouring lanes unproven). Other GLOBAL ranges become sequential loops inside the split one. An
+    effect that does not use the split range runs on worker 0 only (and a loop's exit that does not ends its
+    loop on the others). A chunk's code is the same whichever thread runs it, and no reduction crosses a
+    chunk, so results do not depend on the split.
     """
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
     global_ranges = sorted((r for r in ranges if r.arg[1] is AxisKind.GLOBAL), key=range_order)
@@ -83,23 +93,24 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
     if work <= THREAD_MIN_WORK or outer is None:
         return sink, None
     end = outer.src[0]
+    pieces = _pieces(int(end.vmax), aligns[outer], threads, chunks_per_thread)
     effects = [e for e in sink.src if e.op in STATEMENTS]
     live = live_ranges(sink)
     least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, effects, live).maximum(1))
-    workers = simplify(_ceil_div(end, least).minimum(threads).maximum(1))
+    workers = _ids(_ceil_div(end, least), threads, pieces)
     if workers.op is Ops.CONST:
-        threads = int(workers.arg)
-        if threads <= 1:
+        pieces = int(workers.arg)
+        if pieces <= 1:
             return sink, None
-    core_id = UOp.define_var(CORE_ID, 0, threads - 1)
-    chunk = _aligned(_ceil_div(end, threads), aligns[outer])
+    core_id = UOp.define_var(CORE_ID, 0, pieces - 1)
+    chunk = _aligned(_ceil_div(end, pieces), aligns[outer])
     if workers.op is Ops.CONST:
         piece = core_id
     else:  # chunks core_id*each .. core_id*each + each - 1, the last chunk at most (for the bounds)
-        each = _ceil_div(UOp.index_const(threads), workers)
+        each = _ceil_div(UOp.index_const(pieces), workers)
         # on the split range's axis, so it nests just outside it (whose end reads it) and inside what did before
-        turn = UOp.range(each.minimum(threads - core_id * each), outer.arg[0], AxisKind.LOOP)
-        piece = (core_id * each + turn).minimum(threads - 1)
+        turn = UOp.range(each.minimum(pieces - core_id * each), outer.arg[0], AxisKind.LOOP)
+        piece = (core_id * each + turn).minimum(pieces - 1)
     start = piece * chunk
     inner = UOp.range((end - start).minimum(chunk), outer.arg[0], AxisKind.GLOBAL)  # still parallel work
     private = private_statements(sink)
@@ -107,6 +118,29 @@ def thread_split(sink: UOp, threads: int) -> tuple[UOp, UOp | None]:
                   if e.op in STATEMENTS and outer not in live[e] and e not in private}
     return (substitute(gate_effects(sink, first_only), {outer: start + inner}),
             None if workers.op is Ops.CONST else workers)
+
+
+def _pieces(longest: int, align: int, threads: int, chunks_per_thread: int) -> int:
+    """How many chunks a range of at most ``longest`` indices is cut into for ``threads`` threads: a multiple
+    of ``threads``, at most ``chunks_per_thread`` of them a thread and as many chunks of ``align`` indices as
+    the range holds, ``threads`` at least; and no more than reach as far past ``longest`` as one chunk a thread
+    does (chunks of ``ceil(longest / pieces)`` rounded up to ``align`` reach ``pieces`` times that). An index's
+    bounds are the chunks' reach: a symbolic batched matmul's 1664510 rows in 8 chunks reach 1664512, and the
+    product of its offset's bounds passed what a proof expands, where 2 chunks' 1664510 did not."""
+    def reach(pieces: int) -> int:
+        chunk = -(-longest // pieces)
+        return pieces * -(-chunk // align) * align
+
+    most = max(1, min(chunks_per_thread, longest // (align * threads)))
+    return threads * next(k for k in range(most, 0, -1) if reach(threads * k) <= reach(threads))
+
+
+def _ids(wanted: UOp, threads: int, pieces: int) -> UOp:
+    """How many ids a launch runs where ``wanted`` hold ``THREAD_MIN_WORK`` each: ``wanted`` up to ``threads``,
+    then the largest multiple of ``threads`` not past ``wanted`` or ``pieces`` (three ids on two threads would
+    leave one thread a third of the work alone to finish)."""
+    shared = (wanted // threads).minimum(pieces // threads) * threads
+    return simplify(wanted.minimum(threads).maximum(shared).maximum(1))
 
 
 def _heaviest_ranges(sink: UOp) -> frozenset[UOp]:

@@ -12,6 +12,7 @@ import svod
 from svod import AxisKind, KernelBuilder, dtypes
 from svod.backends.cpu_team import thread_team
 from svod.codegen.lower import THREAD_MIN_WORK
+from svod.codegen.lower_cpu import CHUNKS_PER_THREAD
 from svod.config import settings
 from svod.runtime import KernelCache
 from tests.helpers import cpu_device
@@ -19,6 +20,11 @@ from tests.helpers import cpu_device
 
 def _devices(compiler: str):
     return cpu_device(1, compiler), cpu_device(3, compiler)
+
+
+CHUNKS = 3 * (CHUNKS_PER_THREAD - 1)
+"""How many ids (chunks) a launch with work for many makes on the 3-thread device over 2**20 elements (or 256
+partials): four chunks a thread, each rounded up to 16, would reach further past the end than one does."""
 
 
 def _kernels():
@@ -61,14 +67,18 @@ def test_threaded_results_equal_single_threaded(compiler):
     np.testing.assert_array_equal(sums[0], sums[1])
 
 
-def test_threaded_kernels_launch_one_worker_per_thread():
+def test_threaded_kernels_launch_chunks_for_every_thread():
+    """A launch with work enough makes ``CHUNKS_PER_THREAD`` chunks for each of the 3 threads, which they take
+    one at a time: a thread that loses its core delays only the chunk it holds."""
     one, many = _devices("llvm")
     elementwise, row_sums = _kernels()
     threaded = KernelCache().get(elementwise, many)
     assert threaded.var_names == ("n",)  # core_id: the CPU ABI's argument
     assert threaded.launch.static is None  # how many workers a launch wakes depends on n
-    assert threaded.launch.dims({"n": 1 << 20}).global_size == (3, 1, 1)
-    fixed = KernelCache().get(row_sums, many)  # 999 x 1031 (rows streamed four a pass): work for every worker
+    assert threaded.launch.dims({"n": 1 << 20}).global_size == (CHUNKS, 1, 1)
+    # 999 x 1031, rows streamed four a pass: 249 passes, 3 chunks of 83 exactly; 6, 9 or 12 chunks would reach
+    # past the 249th (an index's bounds are the chunks' reach), so one a thread
+    fixed = KernelCache().get(row_sums, many)
     assert fixed.launch.static is not None and fixed.launch.static.global_size == (3, 1, 1)
     single = KernelCache().get(elementwise, one)
     assert single.var_names == ("n",) and single.global_size[0].arg == 1
@@ -90,16 +100,16 @@ class _TeamRuns:
 
 
 def test_a_launch_too_small_to_repay_waking_the_team_runs_on_the_calling_thread(monkeypatch):
-    """A kernel split over 3 workers for up to 2**20 elements: a launch of a few elements wakes no worker (it
-    runs on the thread that launched it), one of 2**20 wakes all three, and every result is the one-thread
-    result."""
+    """A kernel split over 3 threads for up to 2**20 elements: a launch of a few elements wakes no worker (it
+    runs on the thread that launched it), one of twice ``THREAD_MIN_WORK`` two, one of 2**20 every thread, with
+    ``CHUNKS_PER_THREAD`` chunks each, and every result is the one-thread result."""
     one, many = _devices("llvm")
     elementwise, _ = _kernels()
     kernel = KernelCache().get(elementwise, many)
     reference = KernelCache().get(elementwise, one)
     team = _TeamRuns(monkeypatch)
     x = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)
-    for size, woken in ((1, []), (100, []), (THREAD_MIN_WORK, []), (THREAD_MIN_WORK + 1, [2]), (1 << 20, [3])):
+    for size, woken in ((1, []), (100, []), (THREAD_MIN_WORK, []), (THREAD_MIN_WORK + 1, [2]), (1 << 20, [CHUNKS])):
         team.workers.clear()
         out, want = svod.Buffer("CPU", dtypes.float32, 1 << 20), svod.Buffer("CPU", dtypes.float32, 1 << 20)
         for buffer in (out, want):
@@ -171,8 +181,8 @@ def test_a_large_reduction_is_split_across_threads(compiler):
     _, many = _devices(compiler)
     kernel = KernelCache().get(_stats(), many)
     assert type(kernel.program).__name__ == "PartsProgram" and kernel.var_names == ("n",)
-    # the first part runs on every worker
-    assert kernel.program.parts[0].launch.dims({"n": 1 << 20}).global_size == (3, 1, 1)
+    # the first part runs on every thread, in chunks
+    assert kernel.program.parts[0].launch.dims({"n": 1 << 20}).global_size == (CHUNKS, 1, 1)
     assert kernel.outs == (1, 2, 3) and kernel.ins == (0,) and [v.name for v in kernel.variables] == ["n"]
     x = np.random.default_rng(5).standard_normal(1 << 20).astype(np.float32)
     for n in (1, 2, 47, 100_003, 1 << 20):
@@ -216,5 +226,5 @@ def test_without_a_thread_team_workers_run_in_turn():
     out, src = svod.Buffer("CPU", dtypes.float32, 1 << 20), svod.Buffer.from_numpy(x)
     bufs = (ctypes.c_void_p * 2)(out.address, src.address)
     variables = (ctypes.c_int64 * 2)(*kernel.vals({"n": 1 << 20}))
-    kernel.program.run_job(None, bufs, variables, 3)
+    kernel.program.run_job(None, bufs, variables, kernel.launch.dims({"n": 1 << 20}).global_size[0])
     np.testing.assert_array_equal(out.numpy(), expected)

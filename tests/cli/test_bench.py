@@ -1,5 +1,6 @@
 """``svod bench`` runs the benchmarks beside the package, and where there are none says how to get them."""
 
+import contextlib
 import json
 import sys
 import types
@@ -9,6 +10,7 @@ import pytest
 
 import benchmarks.harness
 import svod
+from benchmarks.busy import competing_process
 from benchmarks.results import Metric
 from svod import workloads
 from svod.cli import bench, main
@@ -36,6 +38,42 @@ def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, cap
     assert document["machine"]["svod"] == svod.__version__
     out = capsys.readouterr().out
     assert "svod bench on CPU (" in out and "kernel.histogram_ms" in out
+
+
+def test_busy_runs_the_suite_quiet_and_beside_a_busy_process(tmp_path, monkeypatch, capsys):
+    """``--busy`` on a suite of two small kernels: each kernel's figures and the thread speedup quiet and busy,
+    and each contestant's busy/quiet ratio, all positive; the competing process is gone after the run."""
+    monkeypatch.setattr(benchmarks.harness, "suite",
+                        lambda quick, static_shapes=False: [workloads.softmax(5, 7), workloads.histogram(100, 7)])
+    children = []
+
+    @contextlib.contextmanager
+    def recorded():
+        with competing_process() as child:
+            assert child.poll() is None  # spinning while the suite runs
+            children.append(child)
+            yield child
+
+    monkeypatch.setattr(benchmarks.harness, "competing_process", recorded)
+    path = tmp_path / "out.json"
+    assert main(["bench", "--quick", "--busy", "--json", str(path)]) == 0
+    assert len(children) == 1 and children[0].poll() is not None
+    metrics = json.loads(path.read_text())["metrics"]
+    for kernel in ("softmax", "histogram"):
+        for name in (f"kernel.{kernel}_ms", f"busy.kernel.{kernel}_ms", f"busy_ratio.{kernel}"):
+            assert metrics[name]["svod"] > 0 and metrics[name]["numpy"] > 0, name
+        (best,) = [name for name in metrics[f"busy_ratio.{kernel}"]["others"] if name.startswith("best peer (")]
+        assert metrics[f"busy_ratio.{kernel}"]["others"][best] > 0
+    assert metrics["thread_speedup"]["svod"] > 0 and metrics["busy.thread_speedup"]["svod"] > 0
+    out = capsys.readouterr().out
+    assert "--busy" in out and "busy_ratio.histogram" in out
+
+
+def test_the_competing_process_is_killed_when_the_block_raises():
+    with pytest.raises(RuntimeError), competing_process() as child:
+        assert child.poll() is None
+        raise RuntimeError("a step failed")
+    assert child.poll() is not None
 
 
 def test_a_step_that_fails_leaves_the_others_in_the_report_and_the_json(tmp_path, monkeypatch, capsys):
@@ -78,5 +116,5 @@ def test_a_checkout_elsewhere_is_imported_as_the_benchmarks_package(tmp_path, mo
     monkeypatch.delitem(sys.modules, "benchmarks")
     monkeypatch.delitem(sys.modules, "benchmarks.harness", raising=False)
     monkeypatch.setattr(bench, "BENCHMARKS", package)
-    assert bench.run_bench("CPU", True) == 5
+    assert bench.run_bench("CPU", True) == 6
     assert sys.modules["benchmarks.harness"].__file__ == str(package / "harness.py")

@@ -22,6 +22,7 @@ from svod.codegen.lower import (
     split_reduction,
 )
 from svod.codegen.lower_cpu import (
+    CHUNKS_PER_THREAD,
     PRIVATE_BYTES,
     block_transposes,
     privatize_atomics,
@@ -116,37 +117,58 @@ def test_loop_invariant_values_are_hoisted():
     assert linear.index(sqrt) < linear.index(inner)
 
 
-def test_thread_split_covers_the_range_exactly():
-    """The workers a launch wakes (as many as have ``THREAD_MIN_WORK`` iterations each, 3 at most) cover the
-    range between them, each index once, and the workers it does not wake have nothing to do."""
+@pytest.mark.parametrize(("chunks_per_thread", "pieces", "counts"), [
+    (1, 3, (1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3)),
+    (CHUNKS_PER_THREAD, 9, (1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 6, 9))])
+def test_thread_split_covers_the_range_exactly(chunks_per_thread, pieces, counts):
+    """The ids a launch runs (as many as have ``THREAD_MIN_WORK`` iterations each, up to 3 threads, then a
+    multiple of 3, ``chunks_per_thread`` a thread at most) cover the range between them, each index once, and
+    the ids it does not run have nothing to do. (Four chunks a thread would reach further past 2**20 than one
+    does: three a thread.)"""
     k = KernelBuilder("fill")
     n = k.var("n", 1, 1 << 20)
     out = k.buffer(dtypes.int32, n)
     i = k.range(n)
     k.store(out[i], i.cast(dtypes.int32))
-    split, workers = thread_split(k.build(), 3)
+    split, workers = thread_split(k.build(), 3, chunks_per_thread)
     assert workers is not None
     core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
-    assert core.arg == ("core_id", 0, 2)
-    turn = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)  # a worker's chunks
+    assert core.arg == ("core_id", 0, pieces - 1)
+    turn = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)  # an id's chunks
     loop = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
     store = next(e for e in split.src if e.op is Ops.STORE)
-    named = {turn: UOp.define_var("turn", 0, 3), loop: UOp.define_var("i", 0, 1 << 20)}
+    named = {turn: UOp.define_var("turn", 0, pieces), loop: UOp.define_var("i", 0, 1 << 20)}
     first, count = substitute(store.src[0].src[1], named), substitute(loop.src[0], named)
 
+    sizes = (1, 2, 47, 48, 49, 1000, THREAD_MIN_WORK, THREAD_MIN_WORK + 1, 2 * THREAD_MIN_WORK + 1,
+             4 * THREAD_MIN_WORK + 1, 6 * THREAD_MIN_WORK + 1, 1 << 20)
     woken = {}
-    for size in (1, 2, 47, 48, 49, 1000, THREAD_MIN_WORK, THREAD_MIN_WORK + 1, 2 * THREAD_MIN_WORK + 1, 1 << 20):
+    for size in sizes:
         woken[size] = evaluate_expression(workers, {"n": size})
         covered = []
-        for c in range(3):
+        for c in range(pieces):
             for t in range(evaluate_expression(turn.src[0], {"n": size, "core_id": c})):
                 env = {"n": size, "core_id": c, "turn": t, "i": 0}
                 at, length = evaluate_expression(first, env), evaluate_expression(count, env)
                 assert c < woken[size] or length <= 0, (size, c)
                 covered.extend(range(at, at + max(length, 0)))
         assert covered == list(range(size))
-    assert woken == {1: 1, 2: 1, 47: 1, 48: 1, 49: 1, 1000: 1, THREAD_MIN_WORK: 1, THREAD_MIN_WORK + 1: 2,
-                     2 * THREAD_MIN_WORK + 1: 3, 1 << 20: 3}
+    assert woken == dict(zip(sizes, counts, strict=True))
+
+
+@pytest.mark.parametrize(("longest", "pieces"), [(1 << 20, 8), (1_000_000, 4), (1_000_016, 6)])
+def test_chunks_reach_no_further_past_the_range_than_one_chunk_a_thread(longest, pieces):
+    """An index's bounds are the chunks' reach: 8 chunks of up to 1000000 elements, each rounded up to 16, reach
+    1000064, past the 1000000 of two, so the range is cut in 4 (a symbolic batched matmul's offset passed what
+    a proof expands, by 2 of a reach of 1664512); 1000016 reaches 1000032 in 2 and in 6, 1000064 in 8."""
+    k = KernelBuilder("fill")
+    n = k.var("n", 1, longest)
+    out = k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.store(out[i], i.cast(dtypes.int32))
+    split, _ = thread_split(k.build(), 2)
+    core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
+    assert core.arg == ("core_id", 0, pieces - 1)
 
 
 def test_a_launch_counts_the_work_of_each_index_of_the_split_range():
@@ -159,7 +181,7 @@ def test_a_launch_counts_the_work_of_each_index_of_the_split_range():
     i = k.range(n - d)
     r = k.range(d - 1, AxisKind.REDUCE)
     k.store(table[i, i + d], (table[i, i + 1 + r] + table[i + 2 + r, i + d]).reduce(r, op=Ops.MAX))
-    _, workers = thread_split(k.build(), 2)
+    _, workers = thread_split(k.build(), 2, chunks_per_thread=1)
     assert workers is not None
     counts = {diagonal: evaluate_expression(workers, {"d": diagonal}) for diagonal in (1, 2, 30, 40, 500, 960, 999)}
     assert counts == {1: 1, 2: 1, 30: 1, 40: 2, 500: 2, 960: 2, 999: 1}  # (n - d) * (d - 1) > 32768 from d = 35
@@ -174,7 +196,7 @@ def test_a_launch_adds_the_work_of_effects_that_share_the_split_range():
     i, j, e = k.range(n), k.range(16), k.range(m)
     k.store(out[i, j], j.cast(dtypes.int32))
     k.store(edge[i, e], e.cast(dtypes.int32))
-    _, workers = thread_split(k.build(), 2)
+    _, workers = thread_split(k.build(), 2, chunks_per_thread=1)
     assert workers is not None
     counts = {(rows, left): evaluate_expression(workers, {"n": rows, "m": left})
               for rows, left in ((2048, 0), (2049, 0), (410, 64), (411, 64))}
@@ -193,12 +215,16 @@ def test_a_launch_counts_effects_in_the_same_ranges_as_one_loop_nest():
     i, j = k.range(n), k.range(256)
     for row in range(4):
         k.store(out[i, row, j], j.cast(dtypes.int32))
-    _, workers = thread_split(k.build(), 2)
+    _, workers = thread_split(k.build(), 2, chunks_per_thread=1)
     assert workers is not None
     assert {size: evaluate_expression(workers, {"n": size}) for size in (64, 128, 129)} == {64: 1, 128: 1, 129: 2}
 
 
-def test_constant_sizes_get_as_many_workers_as_have_work():
+@pytest.mark.parametrize(("chunks_per_thread", "most"), [(1, 8), (CHUNKS_PER_THREAD, 8 * CHUNKS_PER_THREAD)])
+def test_constant_sizes_get_as_many_workers_as_have_work(chunks_per_thread, most):
+    """Up to 8 threads, an id for each ``THREAD_MIN_WORK`` iterations; past 8, a multiple of 8 (20 of them
+    make 16 ids), ``chunks_per_thread`` a thread at most; a range too short for that many aligned chunks
+    (``8 * 16 * 2`` indices) makes as many as it holds."""
     def fill(size: int) -> UOp:
         k = KernelBuilder("fill")
         out = k.buffer(dtypes.int32, size)
@@ -206,8 +232,10 @@ def test_constant_sizes_get_as_many_workers_as_have_work():
         k.store(out[i], i.cast(dtypes.int32))
         return k.build()
 
-    for size, threads in ((THREAD_MIN_WORK, None), (THREAD_MIN_WORK + 16, 2), (1 << 20, 8)):
-        split, workers = thread_split(fill(size), 8)
+    multiple = min(most, 16)
+    for size, threads in ((THREAD_MIN_WORK, None), (THREAD_MIN_WORK + 16, 2), (20 * THREAD_MIN_WORK, multiple),
+                          (1 << 20, most)):
+        split, workers = thread_split(fill(size), 8, chunks_per_thread)
         assert workers is None  # a number: the kernel's core_id says it
         cores = [u.arg for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id"]
         assert cores == ([] if threads is None else [("core_id", 0, threads - 1)])
@@ -1225,9 +1253,9 @@ def test_users_cannot_write_barriers():
 def test_a_convolution_is_upcast_along_its_shifted_columns_and_threaded_over_channels():
     """``x[ci, y + ky - 1, xx + kx - 1]`` steps one element per ``xx`` (the index is a sum and a difference);
     after the upcast no range is 32 long, and the 16 channels are split over the threads instead."""
-    sink = split_for_threads(upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast))), 2)
-    assert describe(sink) == "2 threads over the outermost parallel range; 1 reduction loop(s), the widest " \
-                             "updating 64 accumulator(s)"
+    sink = split_for_threads(upcast_reductions(simplify(anchor_ranges(conv2d(16, 64).steps[0].ast))), 2, 1)
+    assert describe(sink) == "2 chunks of the outermost parallel range, which the threads share; 1 reduction " \
+                             "loop(s), the widest updating 64 accumulator(s)"
 
 
 def test_describe_names_the_launch_and_local_memory():
@@ -1324,8 +1352,8 @@ def test_a_thread_adds_into_a_private_copy_of_a_small_buffer():
     (copy,) = [u for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL]
     assert copy.src[0].op is Ops.PARAM and copy.src[0].arg == 0 and copy.dtype.size == 256
     assert [e.op for e in sink.src if e.op in (Ops.STORE, Ops.ATOMIC)] == [Ops.STORE, Ops.ATOMIC, Ops.ATOMIC]
-    assert describe(sink).startswith("2 threads over the outermost parallel range; atomic adds into a private "
-                                     "copy per thread of 1 buffer(s) (256 float32)")
+    assert describe(sink).startswith("2 chunks of the outermost parallel range, which the threads share; atomic "
+                                     "adds into a private copy per chunk of 1 buffer(s) (256 float32)")
 
 
 def test_a_buffer_of_symbolic_size_gets_a_copy_used_where_it_fits():
@@ -1926,10 +1954,11 @@ def test_the_thread_split_is_a_range_of_the_effect_with_the_most_work():
     *_, blocked = pipeline.parts(svod.kernel(matmul_py.fn, static_shapes=True).build(out, a, b), target)
     split = pipeline.lower(blocked, target).sink
 
-    def work(effect):
-        return np.prod([int(r.src[0].vmax) for r in effect.toposort() if r.op is Ops.RANGE], dtype=object)
+    def nesting(effect):
+        return len([r for r in effect.toposort() if r.op is Ops.RANGE])
 
-    heaviest = max((e for e in split.src if e.op is Ops.STORE), key=work)  # a store of a tile in the blocks
+    # a store of a tile in the blocks: in the blocks' loop too (the split cut its rows into several chunks)
+    heaviest = max((e for e in split.src if e.op is Ops.STORE), key=nesting)
     core_id = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
     assert core_id.eq(0) not in heaviest.toposort()
     assert core_id in heaviest.src[0].toposort()

@@ -1,0 +1,72 @@
+"""``svod bench --busy``: the kernel suite and the thread speedup on a quiet machine, then again while another
+process keeps a core busy (``competing_process``), and how much each contestant slows down.
+
+A launch's chunks are claimed by whichever thread is free (``svod.backends.cpu_team``), so a thread that the
+other process takes the core from delays only the chunk it holds; a contestant that splits its work into one
+piece a thread waits for the descheduled one. The report has the busy run's figures (``busy.<metric>``) beside
+the quiet run's, and for each suite kernel the busy/quiet ratio (``busy_ratio.<kernel>``) of svod, of each
+peer, and of the peer fastest on the quiet machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from benchmarks.results import Metric
+
+BUSY_LOOP = "while True: pass"
+"""What the competing process runs: a CPU-bound loop on one core, pinned nowhere (the scheduler places it)."""
+
+PEERS = ("numpy", "numba", "tinygrad")
+"""The peers with a column of their own in a ``Metric``; the others are in its ``others``."""
+
+
+@contextmanager
+def competing_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A Python process spinning on one core for as long as the block runs; killed (and reaped) when it ends,
+    however it ends."""
+    child = subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+def busy_metrics(quiet: list[Metric], busy: list[Metric]) -> list[Metric]:
+    """The quiet run's figures, the busy run's (each renamed ``busy.<name>``), and for each suite kernel
+    (``kernel.<name>_ms``) in both runs the busy/quiet ratio of every contestant (``busy_ratio.<name>``)."""
+    quiet_by_name = {m.name: m for m in quiet}
+    renamed = [dataclasses.replace(m, name=f"busy.{m.name}", note=f"{m.note}, another process busy".lstrip(", "))
+               for m in busy]
+    ratios = [_slowdown(quiet_by_name[m.name], m) for m in busy
+              if m.name.startswith("kernel.") and m.name in quiet_by_name]
+    return [*quiet, *renamed, *ratios]
+
+
+def _slowdown(quiet: Metric, busy: Metric) -> Metric:
+    """Each contestant's busy time over its quiet time for one suite kernel (lower is better: 1.0 means the
+    busy core did not slow it down), and the same for the peer fastest on the quiet machine."""
+    kernel = quiet.name.removeprefix("kernel.").removesuffix("_ms")
+    peers = {peer: (getattr(quiet, peer), getattr(busy, peer)) for peer in PEERS}
+    peers.update({name: (figure, busy.others.get(name)) for name, figure in quiet.others.items()})
+    ratios = {peer: _ratio(before, after) for peer, (before, after) in peers.items()}
+    others = {name: ratios[name] for name in quiet.others}
+    timed = {peer: before for peer, (before, _) in peers.items() if before is not None and not peer.startswith("svod")}
+    if timed:
+        best = min(timed, key=lambda peer: timed[peer])
+        others[f"best peer ({best})"] = ratios[best]
+    return Metric(f"busy_ratio.{kernel}", "x", "lower", _ratio(quiet.svod, busy.svod),
+                  numpy=ratios["numpy"], numba=ratios["numba"], tinygrad=ratios["tinygrad"],
+                  note=f"{kernel}: busy / quiet time", others=others)
+
+
+def _ratio(quiet: float | None, busy: float | None) -> float | None:
+    if quiet is None or busy is None or quiet <= 0:
+        return None
+    return busy / quiet

@@ -1,0 +1,31 @@
+"""``svod bench --busy``'s figures: the busy run beside the quiet one, and each contestant's slowdown."""
+
+from benchmarks.busy import busy_metrics
+from benchmarks.results import Metric
+
+
+def _suite(svod: float, numpy: float, numba: float | None, static: float, torch: float) -> list[Metric]:
+    return [Metric("kernel.softmax_ms", "ms", "lower", svod, numpy=numpy, numba=numba,
+                   others={"svod static": static, "torch": torch}),
+            Metric("thread_speedup", "x", "higher", 1.8)]
+
+
+def test_each_contestant_slows_down_by_its_busy_over_its_quiet_time():
+    quiet = _suite(svod=1.0, numpy=4.0, numba=2.0, static=0.5, torch=3.0)
+    busy = _suite(svod=1.5, numpy=10.0, numba=5.0, static=0.6, torch=3.3)
+    metrics = {m.name: m for m in busy_metrics(quiet, busy)}
+    assert list(metrics) == ["kernel.softmax_ms", "thread_speedup", "busy.kernel.softmax_ms", "busy.thread_speedup",
+                             "busy_ratio.softmax"]
+    assert metrics["busy.kernel.softmax_ms"].svod == 1.5 and metrics["busy.thread_speedup"].svod == 1.8
+    ratio = metrics["busy_ratio.softmax"]
+    assert (ratio.svod, ratio.numpy, ratio.numba, ratio.tinygrad) == (1.5, 2.5, 2.5, None)
+    assert ratio.better == "lower" and ratio.ratio(ratio.numba) == 2.5 / 1.5  # svod slowed down less
+    # the fastest peer when quiet is numba (2.0 ms; svod compiled another way is no peer)
+    assert ratio.others == {"svod static": 0.6 / 0.5, "torch": 3.3 / 3.0, "best peer (numba)": 2.5}
+
+
+def test_a_contestant_without_a_figure_in_either_run_has_no_ratio():
+    quiet = _suite(svod=1.0, numpy=4.0, numba=None, static=0.5, torch=3.0)
+    busy = _suite(svod=1.2, numpy=6.0, numba=2.0, static=0.5, torch=3.0)
+    ratio = {m.name: m for m in busy_metrics(quiet, busy)}["busy_ratio.softmax"]
+    assert ratio.numba is None and ratio.others["best peer (torch)"] == 1.0
