@@ -22,9 +22,13 @@ adjoint, and a read adds into its array's adjoint: with ``+=`` where every read 
 own element (its index holds each parallel loop's variable as a component, in one place), with
 ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add.
 
-What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body has no loop: loads, stores,
-``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, arithmetic, the math functions, conditional
-expressions and ``min``/``max``/``abs``; statements before the loop that read no array. A work item reads an
+What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
+``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
+arithmetic, the math functions, conditional expressions and ``min``/``max``/``abs``; statements before the loop
+that read no array. A sequential loop's adjoint runs its turns last first (``backward_loop``): a local its turns
+carry passes its adjoint from a turn's end to its start; a turn's forward values are computed again from the
+loop's variable where they do not depend on a carried local (a sum), and otherwise by running the turns before it
+again. A work item reads an
 array before it writes it, or reads back the one element it stored (the value stored stands for the read), so
 its reads see the array as the kernel found it: an array the kernel reads and writes is copied before the
 forward runs (``Adjoint.saved``). Anything else is refused with a
