@@ -18,7 +18,8 @@ def _loss(kernel, args, weights) -> float:
     """sum(w * y) over the arrays ``kernel`` writes, its function run as plain Python on float64 copies."""
     copies = [(a.astype(np.float64) if a.dtype.kind == "f" else a.copy()) if isinstance(a, np.ndarray) else a
               for a in args]
-    kernel.fn(*copies)
+    with np.errstate(all="ignore"):  # an overflow is a value of plain Python's, as the kernel's
+        kernel.fn(*copies)
     return sum(float(np.sum(copies[position] * w)) for position, w in weights.items())
 
 

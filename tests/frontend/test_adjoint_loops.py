@@ -115,6 +115,16 @@ def triangular(out, x):
         out[i] = s
 
 
+@svod.kernel
+def overflowing(out, x):
+    for i in svod.prange(out.shape[0]):
+        s = x[i, 0] * 1e30
+        for k in range(x.shape[1]):
+            s = s * s
+            out[i, k] = x[i, k] * 2.0
+        out[i, 0] += 1.0 if s > 0.0 else 0.0
+
+
 def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
@@ -182,6 +192,15 @@ def test_loops_of_as_many_turns_as_the_work_item_and_one_under_a_condition(devic
     """Work item 0's first loop has no turn; the second runs where x[i] > 0 only."""
     f = float_of(device)
     agrees_with_differences(triangular, device, np.zeros(13, f), _rng(8).standard_normal(13).astype(f))
+
+
+@pytest.mark.parametrize("turns", TURNS[1:])
+def test_a_carried_local_no_result_depends_on_adds_no_nan_where_it_overflows(device, turns):
+    """s reaches out only through a comparison: its adjoint is zero, and 0 * inf, a NaN, is never computed."""
+    f = float_of(device)
+    x = _rng(turns + 10).standard_normal((3, turns)).astype(f)
+    x[:, 0] = 1.0
+    agrees_with_differences(overflowing, device, np.zeros((3, turns), f), x)
 
 
 def test_the_pullback_of_a_matrix_vector_product_is_both_products_by_the_adjoint():
