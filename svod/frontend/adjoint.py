@@ -300,20 +300,24 @@ class _Differentiator:
             self.statement(inner)
         self.line = stmt.lineno
         self.sequential.pop()
-        phis = {c.phi for c in carried}
-        for n, c in zip(names, carried, strict=True):
-            end = self.env[n]
-            if end in (_TURN_OWN, _ONE_SIDED):
-                raise self.refuse(stmt, f"a loop whose turn leaves {n} without a value of its own",
-                                  f"give {n} a value at each turn's end, or a loop variable of another name")
-            # a copy, so that setting the carried locals one after another reads each turn's end, not the next's
-            c.end = self.operation(end, UNARY[ast.UAdd], (end,), self.guard) if end in phis and end != c.phi else end
+        self.turn_ends(stmt, dict(zip(names, carried, strict=True)))
         self.forward, self.values = outer
         self.forward.append(loop)
         self.values.append(loop)
         self.env = before
         self.env.update({n: _TURN_OWN for n in [*assigned, name]})
         self.env.update({n: c.phi for n, c in zip(names, carried, strict=True)})
+
+    def turn_ends(self, stmt: ast.For, carried: dict[str, Carried]) -> None:
+        """Set each carried local's value at a turn's end: a copy where it is another carried local's value at the
+        turn's start, so that setting them one after another reads each turn's end, not the next turn's."""
+        phis = {c.phi for c in carried.values()}
+        for name, c in carried.items():
+            end = self.env[name]
+            if end in (_TURN_OWN, _ONE_SIDED):
+                raise self.refuse(stmt, f"a loop whose turn leaves {name} without a value of its own",
+                                  f"give {name} a value at each turn's end, or a loop variable of another name")
+            c.end = self.operation(end, UNARY[ast.UAdd], (end,), self.guard) if end in phis and end != c.phi else end
 
     def range_of(self, stmt: ast.For) -> tuple[str, str, int]:
         """The start, the stop and the step of a sequential loop's ``range``, the first two as the adjoint's

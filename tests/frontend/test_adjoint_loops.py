@@ -269,6 +269,23 @@ def leaves_early(y, x):
             y[i] += x[k]
 
 
+@svod.kernel
+def inner_variable_carried(y, x):
+    for i in svod.prange(y.shape[0]):
+        j = 0
+        for _turn in range(3):
+            for j in range(2):
+                y[i] += x[j]
+        y[i] += x[j]
+
+
+@svod.kernel
+def argument_as_variable(y, x):
+    for i in svod.prange(y.shape[0]):
+        for x in range(3):  # noqa: PLR1704 (the construct refused)
+            y[i] += x * 0.5
+
+
 LOOPS_REFUSED = [
     (loop_own_read_after, "y[i] = t", "a read of t where it holds no value of its own", "assign t before the loop"),
     (variable_read_after, "s * k", "a read of k where it holds no value of its own", "assign k before the loop"),
@@ -276,6 +293,9 @@ LOOPS_REFUSED = [
     (reads_what_it_stores, "y[i] * x[i]", "a read of y after the work item wrote it", "read every array before"),
     (dynamic_step, "for k", "a range whose step is not an integer constant", "write the step as a number"),
     (over_an_array, "for v", "a loop over what is not range(...) inside svod.prange", "loop over range("),
+    (inner_variable_carried, "for _turn", "a loop whose turn leaves j without a value of its own",
+     "give j a value"),
+    (argument_as_variable, "for x", "a loop whose variable x is an argument", "a variable of its own"),
     (leaves_early, "break", "the statement Break", "assignments, stores"),
 ]
 
