@@ -22,9 +22,13 @@ adjoint, and a read adds into its array's adjoint: with ``+=`` where every read 
 own element (its index holds each parallel loop's variable as a component, in one place), with
 ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add.
 
-What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body has no loop: loads, stores,
-``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, arithmetic, the math functions, conditional
-expressions and ``min``/``max``/``abs``; statements before the loop that read no array. A work item reads an
+What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
+``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
+arithmetic, the math functions, conditional expressions and ``min``/``max``/``abs``; statements before the loop
+that read no array. A sequential loop's adjoint runs its turns last first (``backward_loop``): a local its turns
+carry passes its adjoint from a turn's end to its start; a turn's forward values are computed again from the
+loop's variable where they do not depend on a carried local (a sum), and otherwise by running the turns before it
+again. A work item reads an
 array before it writes it, or reads back the one element it stored (the value stored stands for the read), so
 its reads see the array as the kernel found it: an array the kernel reads and writes is copied before the
 forward runs (``Adjoint.saved``). Anything else is refused with a
@@ -44,6 +48,20 @@ import numpy as np
 
 from svod.errors import GradientError
 from svod.frontend import pylang
+from svod.frontend.adjoint_text import (
+    Carried,
+    Forward,
+    Lines,
+    Loop,
+    Value,
+    assigned_names,
+    flat,
+    indented,
+    integer,
+    names_in,
+    renamed,
+    total,
+)
 from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, MATH, UNARY, Rule, float_cast
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
@@ -84,25 +102,6 @@ def adjoint(kernel: Kernel, floats: frozenset[str]) -> Adjoint:
 
 
 @dataclass
-class _Value:
-    """One value of the forward a work item computes, in the order it computes them: an operation's result
-    (``rule``), a load (``array``), or a store (``stored``)."""
-
-    result: str
-    operands: tuple[str, ...]
-    guard: str | None
-    line: int
-    rule: Rule | None = None
-    array: str | None = None
-    index: str = ""
-    own: tuple[int, ...] | None = None
-    """For a load: where in its index each parallel loop's variable stands as a component of its own, if each
-    does (no two work items read one element through indices alike)."""
-    stored: str | None = None
-    """For a store: ``"="``, ``"+="`` or ``"-="``."""
-
-
-@dataclass
 class _Lines:
     """Source lines of the adjoint kernel, each with the line of the kernel's source it comes from."""
 
@@ -124,11 +123,14 @@ class _Differentiator:
         self.floats = floats
         self.parameters = kernel.parameters
         self.env: dict[str, str] = {}
-        self.values: list[_Value] = []
-        self.forward: list[tuple[str, int]] = []
+        self.values: list[Value | Loop] = []
+        """The values of the block being read (the work item's, or a sequential loop's turn)."""
+        self.forward: Forward = []
         self.written: list[str] = []
         self.reads: set[str] = set()
         self.loops: list[str] = []
+        self.sequential: list[str] = []
+        """The variables of the sequential loops around the statement being read."""
         self.counter = itertools.count()
         self.line = self.source.node.lineno
         self.held: dict[str, tuple[str, str | None] | None] = {}
@@ -138,6 +140,10 @@ class _Differentiator:
         """What must hold for the statement being read to run (the conditions of the ifs around it)."""
         self.writes = False
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
+        self.grads: dict[str, str] = {}
+        """Each float array's adjoint's parameter (``grad_names``), for the backward."""
+        self.plain: set[str] = set()
+        """The arrays every read of which is the work item's own element: their adjoints add with ``+=``."""
 
     # ---- refusing ---------------------------------------------------------------------------------------
 
@@ -173,7 +179,7 @@ class _Differentiator:
         for stmt in nest[-1].body:
             self.line = stmt.lineno
             self.statement(stmt)
-        for text, line in self.forward:
+        for text, line in indented(self.render(self.forward), 0):
             lines.add(text, line, len(nest) + 1)
         grads = self.grad_names()
         backward = self.backward(dict(grads))
@@ -226,9 +232,11 @@ class _Differentiator:
                 and self.resolve(stmt.value.func) is pylang.atomic_add and len(stmt.value.args) == 3:
             array, index, value = stmt.value.args
             self.store(ast.Subscript(array, index, ast.Store()), value, "+=", stmt, atomic=True)
-        elif isinstance(stmt, (ast.For, ast.While)):
-            raise self.refuse(stmt, "a loop inside svod.prange (its turns would run in reverse, keeping each turn's "
-                              "values)", "write the loop out, or make each turn a kernel call of its own")
+        elif isinstance(stmt, ast.For):
+            self.loop(stmt)
+        elif isinstance(stmt, ast.While):
+            raise self.refuse(stmt, "a while loop inside svod.prange (its number of turns is known only by running "
+                              "it)", "write it as a for loop over range(...), or make each turn a kernel call")
         elif isinstance(stmt, ast.If):
             self.branch(stmt)
         else:
@@ -252,17 +260,107 @@ class _Differentiator:
         self.env, self.guard = dict(before), outer
         for name in dict.fromkeys([*sides[0], *sides[1]]):
             taken, other = sides[0].get(name), sides[1].get(name)
-            if not taken or not other:
-                self.env[name] = ""  # one side's own: refused where read after the if (``known``)
+            if taken == other:
+                self.env[name] = taken or _ONE_SIDED
+            elif taken in (None, _ONE_SIDED, _TURN_OWN) or other in (None, _ONE_SIDED, _TURN_OWN):
+                self.env[name] = _ONE_SIDED  # refused where read after the if (``known``)
             else:
-                self.env[name] = taken if taken == other else \
-                    self.operation(f"({taken} if {test} else {other})", _select(test), (taken, other), outer)
+                self.env[name] = self.operation(f"({taken} if {test} else {other})", _select(test), (taken, other),
+                                                outer)
+
+    def loop(self, stmt: ast.For) -> None:
+        """A sequential loop: its body read once as a turn's, in a block of its own. A local assigned before the
+        loop and in its body is carried from turn to turn (``Carried``); one only its body assigns, and its
+        variable, hold no value after it. An array the body writes is written for every read in the body (a turn
+        would read what an earlier turn stored), so such reads are refused."""
+        bounds = self.range_of(stmt)
+        name = stmt.target.id if isinstance(stmt.target, ast.Name) else ""
+        if name in self.parameters or name in self.loops or name in self.sequential:
+            raise self.refuse(stmt, f"a loop whose variable {name} is an argument or another loop's variable",
+                              "give the loop a variable of its own")
+        first, stop, step = bounds
+        for array in self.arrays_stored(stmt.body):
+            self.held[array] = None
+            if array not in self.written:
+                self.written.append(array)
+        assigned = assigned_names(stmt.body)
+        before = dict(self.env)
+        carried = [Carried(f"_svod_a{next(self.counter)}", before[n]) for n in assigned
+                   if before.get(n, _TURN_OWN) not in (_TURN_OWN, _ONE_SIDED)]
+        names = [n for n in assigned if before.get(n, _TURN_OWN) not in (_TURN_OWN, _ONE_SIDED)]
+        loop = Loop(f"_svod_k{next(self.counter)}", first, stop, step, carried, [], [], stmt.lineno)
+        self.env.update({n: _TURN_OWN for n in assigned})
+        self.env.update({n: c.phi for n, c in zip(names, carried, strict=True)})
+        self.env[name] = loop.variable
+        outer = self.forward, self.values
+        self.forward, self.values = loop.forward, loop.values
+        self.sequential.append(name)
+        for inner in stmt.body:
+            self.line = inner.lineno
+            self.statement(inner)
+        self.line = stmt.lineno
+        self.sequential.pop()
+        self.turn_ends(stmt, dict(zip(names, carried, strict=True)))
+        self.forward, self.values = outer
+        self.forward.append(loop)
+        self.values.append(loop)
+        self.env = before
+        self.env.update({n: _TURN_OWN for n in [*assigned, name]})
+        self.env.update({n: c.phi for n, c in zip(names, carried, strict=True)})
+
+    def turn_ends(self, stmt: ast.For, carried: dict[str, Carried]) -> None:
+        """Set each carried local's value at a turn's end: a copy where it is another carried local's value at the
+        turn's start, so that setting them one after another reads each turn's end, not the next turn's."""
+        phis = {c.phi for c in carried.values()}
+        for name, c in carried.items():
+            end = self.env[name]
+            if end in (_TURN_OWN, _ONE_SIDED):
+                raise self.refuse(stmt, f"a loop whose turn leaves {name} without a value of its own",
+                                  f"give {name} a value at each turn's end, or a loop variable of another name")
+            c.end = self.operation(end, UNARY[ast.UAdd], (end,), self.guard) if end in phis and end != c.phi else end
+
+    def range_of(self, stmt: ast.For) -> tuple[str, str, int]:
+        """The start, the stop and the step of a sequential loop's ``range``, the first two as the adjoint's
+        locals or constants."""
+        call = stmt.iter
+        if not (isinstance(call, ast.Call) and self.resolve(call.func) is range and not call.keywords
+                and 1 <= len(call.args) <= 3):
+            what = "a svod.prange loop that is not the body of the one around it" \
+                if isinstance(stmt.iter, ast.Call) and self.is_prange(stmt) else "a loop over what is not range(...)"
+            raise self.refuse(stmt, f"{what} inside svod.prange",
+                              "loop over range(start, stop, step), or make the loop a kernel of its own")
+        if not isinstance(stmt.target, ast.Name) or stmt.orelse:
+            raise self.refuse(stmt, "a loop over a tuple of variables, or with an else",
+                              "write for j in range(...) with one variable")
+        args = call.args
+        step = 1 if len(args) < 3 else integer(args[2])
+        if not step:
+            raise self.refuse(stmt, "a range whose step is not an integer constant other than 0",
+                              "write the step as a number, such as range(n - 1, -1, -1)")
+        first = "0" if len(args) == 1 else self.bound(args[0])
+        return first, self.bound(args[1] if len(args) > 1 else args[0]), step
+
+    def bound(self, node: ast.expr) -> str:
+        value = integer(node)
+        return repr(value) if value is not None else self.local(self.opaque(node), self.guard)
+
+    def arrays_stored(self, body: list[ast.stmt]) -> list[str]:
+        """The arrays statements store into, atomically too."""
+        arrays: list[str] = []
+        for node in (n for stmt in body for n in ast.walk(stmt)):
+            target = node.value if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) else \
+                node.args[0] if isinstance(node, ast.Call) and node.args and self.resolve(node.func) is \
+                pylang.atomic_add else None
+            if isinstance(target, ast.Name) and target.id in self.parameters and target.id not in arrays:
+                arrays.append(target.id)
+        return arrays
 
     def assign(self, target: ast.expr, value: ast.expr, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Subscript):
             self.store(target, value, "=", stmt)
             return
-        if not isinstance(target, ast.Name) or target.id in self.parameters or target.id in self.loops:
+        if not isinstance(target, ast.Name) or target.id in self.parameters or target.id in self.loops \
+                or target.id in self.sequential:
             raise self.refuse(stmt, "an assignment to a tuple, an argument or a loop variable",
                               "assign each value to a local name of its own")
         self.env[target.id] = self.value(value, self.guard)
@@ -274,7 +372,7 @@ class _Differentiator:
         array = target.value.id
         index = self.opaque(target.slice)
         self.hold(array, index, target.slice, stored, how, plain=self.guard is None and not atomic)
-        self.values.append(_Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
+        self.values.append(Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
         if array not in self.written:
             self.written.append(array)
 
@@ -335,7 +433,7 @@ class _Differentiator:
         """A read of ``array[index]`` as the kernel found the array."""
         self.reads.add(array)
         result = self.local(f"{array}[{index}]", guard)
-        self.values.append(_Value(result, (), guard, self.line, array=array, index=index, own=self.own(node)))
+        self.values.append(Value(result, (), guard, self.line, array=array, index=index, own=self.own(node)))
         return result
 
     def call(self, node: ast.Call, guard: str | None) -> str:
@@ -372,7 +470,7 @@ class _Differentiator:
 
     def operation(self, text: str, rule: Rule, operands: tuple[str, ...], guard: str | None) -> str:
         result = self.local(text, guard)
-        self.values.append(_Value(result, operands, guard, self.line, rule=rule))
+        self.values.append(Value(result, operands, guard, self.line, rule=rule))
         return result
 
     def local(self, text: str, guard: str | None) -> str:
@@ -401,10 +499,15 @@ class _Differentiator:
         return ast.unparse(renamed.body)
 
     def known(self, name: ast.Name) -> None:
-        """Refuse a local one side of an ``if`` assigned, read after it."""
-        if self.env.get(name.id) == "":
+        """Refuse a local one side of an ``if`` assigned, read after it, and one a loop's turn assigns (or its
+        variable), read after the loop or before the turn assigns it."""
+        if self.env.get(name.id) == _ONE_SIDED:
             raise self.refuse(name, f"a read of {name.id}, which one side of the if before assigns and the other "
                               "does not", f"assign {name.id} before the if")
+        if self.env.get(name.id) == _TURN_OWN:
+            raise self.refuse(name, f"a read of {name.id} where it holds no value of its own: a loop's variable, "
+                              "or a local its turns assign, read after the loop or before the turn assigns it",
+                              f"assign {name.id} before the loop")
 
     def own(self, index: ast.expr) -> tuple[int, ...] | None:
         """Where in ``index`` each parallel loop's variable stands as a component of its own (``x[i, 0]``:
@@ -433,22 +536,32 @@ class _Differentiator:
                 grads.append((array, name))
         return tuple(grads)
 
-    def backward(self, grads: dict[str, str]) -> list[tuple[str, int]]:
+    def backward(self, grads: dict[str, str]) -> Lines:
         """The work item's adjoint: each value's, from the last to the first."""
-        shares: dict[str, list[str]] = {}
+        every = list(flat(self.values))
         places: dict[str, set[tuple[int, ...] | None]] = {}
-        for v in self.values:
+        for v in every:
             if v.array is not None and v.stored is None:
                 places.setdefault(v.array, set()).add(v.own)
         plain = {array for array, found in places.items() if len(found) == 1 and None not in found}
-        for v in self.values:
+        for v in every:
             if v.stored == "=" and v.array in places and v.array not in plain and v.array in grads:
-                self.line = next(r.line for r in self.values if r.array == v.array and r.stored is None)
+                self.line = next(r.line for r in every if r.array == v.array and r.stored is None)
                 raise self.refuse(ast.Name(v.array), f"a read of {v.array} at elements of other work items, and a "
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
-        lines: list[tuple[str, int]] = []
-        for v in reversed(self.values):
+        self.grads, self.plain = grads, plain
+        return self.backward_block(self.values, {})
+
+    def backward_block(self, values: list[Value | Loop], shares: dict[str, list[str]]) -> Lines:
+        """The adjoint of a block's values, from the last to the first; ``shares`` holds, per value, the shares of
+        its adjoint its users gave."""
+        grads = self.grads
+        lines: Lines = []
+        for v in reversed(values):
+            if isinstance(v, Loop):
+                lines += self.backward_loop(v, shares)
+                continue
             if v.stored is not None:
                 if v.array not in grads:
                     continue
@@ -469,7 +582,7 @@ class _Differentiator:
             lines.append((f"{adjoint} = {' + '.join(found)}", v.line))
             if v.array is not None:
                 target = grads[v.array]
-                add = f"{target}[{v.index}] += {adjoint}" if v.array in plain \
+                add = f"{target}[{v.index}] += {adjoint}" if v.array in self.plain \
                     else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
                 lines.append((add if v.guard is None else f"if {v.guard}:\n    {add}", v.line))
                 self.writes = True
@@ -480,6 +593,84 @@ class _Differentiator:
                     shares.setdefault(operand, []).append(share if v.guard is None
                                                           else f"({share} if {v.guard} else 0.0)")
         return lines
+
+    def backward_loop(self, loop: Loop, shares: dict[str, list[str]]) -> Lines:
+        """A sequential loop's adjoint: its turns' adjoints, the last turn's first. A carried local's adjoint
+        passes from a turn's end to its start (``_svod_c``), where a value after the loop, or a carried local
+        that does, depends on it; a value from before the loop adds the shares each turn gives it into a sum of
+        its own (``_svod_e``). A turn's adjoint needs its forward values: those that do not depend on the carried
+        locals are computed again from the loop's variable alone (a sum's turns need no more); where the adjoint
+        needs one that does, the forward's turns before it run again first, to the carried locals' values at its
+        start."""
+        live = {c.phi for c in loop.carried if shares.get(c.phi)}
+        while True:  # a carried local whose adjoint is zero takes no part: 0 * inf would make NaNs of nothing
+            carried = [c for c in loop.carried if c.phi in live]
+            exits = [f"_svod_c{next(self.counter)}" for _ in carried]
+            inner: dict[str, list[str]] = {}
+            for c, e in zip(carried, exits, strict=True):
+                inner.setdefault(c.end, []).append(e)
+            body = self.backward_block(loop.values, inner)
+            grown = {c.phi for c in loop.carried if inner.get(c.phi)} - live
+            if not grown:
+                break
+            live |= grown
+        lines: Lines = [(f"{e} = {total(shares.pop(c.phi, []))}", loop.line)
+                        for c, e in zip(carried, exits, strict=True)]
+        if not body and not carried:
+            return lines
+        phis = {c.phi for c in loop.carried}
+        tainted, kept = set(phis), []
+        assigned: set[str] = set()
+        for entry in loop.forward:
+            loads, stores = names_in(self.render([entry]))
+            assigned |= stores
+            if loads & tainted:
+                tainted |= stores
+            else:
+                kept.append(entry)
+        before = [n for n in inner if n.startswith("_svod_a") and n not in assigned and n not in phis]
+        sums = {n: f"_svod_e{next(self.counter)}" for n in before}
+        tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)]
+        tail += [(f"{sums[n]} += {' + '.join(inner[n])}", loop.line) for n in before]
+        header, clamp = loop.reversed()
+        inside: Lines = [] if clamp is None else [(clamp, loop.line)]
+        if names_in([*body, *tail])[0] & tainted:
+            earlier = f"_svod_u{loop.variable.removeprefix('_svod_k')}"
+            inside += [(f"{c.phi} = {c.start}", loop.line) for c in loop.carried]
+            inside.append((f"for {earlier} in range({loop.first}, {loop.variable}, {loop.step}):", loop.line))
+            inside += renamed(indented(self.turn(loop, loop.forward, carry=True), 1), loop.variable, earlier)
+            kept = loop.forward
+        inside += [*self.render(kept), *body, *tail]
+        lines += [(f"{sums[n]} = 0.0", loop.line) for n in before]
+        lines.append((header, loop.line))
+        lines += indented(inside, 1)
+        for c, e in zip(carried, exits, strict=True):
+            shares.setdefault(c.start, []).append(e)
+        for n in before:
+            shares.setdefault(n, []).append(sums[n])
+        return lines
+
+    # ---- the forward's source ---------------------------------------------------------------------------
+
+    def render(self, forward: Forward) -> Lines:
+        """A block's forward as the adjoint kernel's statements, its loops written out."""
+        lines: Lines = []
+        for entry in forward:
+            if isinstance(entry, Loop):
+                lines += [(f"{c.phi} = {c.start}", entry.line) for c in entry.carried]
+                lines.append((f"for {entry.variable} in {entry.range()}:", entry.line))
+                lines += indented(self.turn(entry, entry.forward, carry=True), 1)
+            else:
+                lines.append(entry)
+        return lines
+
+    def turn(self, loop: Loop, forward: Forward, carry: bool) -> Lines:
+        """``forward`` of one of ``loop``'s turns (what of it is needed), and where ``carry`` says, the carried
+        locals set to the turn's end."""
+        lines = self.render(forward)
+        if carry:
+            lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
+        return lines or [("pass", loop.line)]
 
     def kernel_of(self, lines: _Lines, grads: tuple[tuple[str, str], ...]) -> Adjoint:
         name = f"{self.kernel.name}_adjoint"
@@ -518,6 +709,13 @@ class _Renamer(ast.NodeTransformer):
         if held is not None and held[1] is not None and held[0] == ast.unparse(node.slice):
             return ast.parse(held[1], mode="eval").body
         return node
+
+
+_ONE_SIDED = ""
+"""What the forward's name of a local is where one side of an ``if`` assigned it and the other did not."""
+_TURN_OWN = "!"
+"""What it is where a loop's turns assigned it (or it is the loop's variable), after the loop, and in a turn before
+the turn assigns it."""
 
 
 def _select(test: str) -> Rule:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.dtype import dtypes
+from tests.frontend.differences import agrees_with_differences, float_of
 
 
 @svod.kernel
@@ -90,48 +90,10 @@ def updates(y, x):
         y[i] -= x[i] * x[i]
 
 
-def _float(device) -> type:
-    return np.float64 if dtypes.float64 in device.caps.element_dtypes else np.float32
-
-
-def _loss(kernel, args, weights) -> float:
-    """sum(w * y) over the arrays ``kernel`` writes, its function run as plain Python on float64 copies."""
-    copies = [(a.astype(np.float64) if a.dtype.kind == "f" else a.copy()) if isinstance(a, np.ndarray) else a
-              for a in args]
-    kernel.fn(*copies)
-    return sum(float(np.sum(copies[position] * w)) for position, w in weights.items())
-
-
-def agrees_with_differences(kernel, device, *args):
-    """The pullback of ``kernel`` on ``device`` against central differences of plain Python, in a random
-    direction of every float array argument."""
-    rng = np.random.default_rng(7)
-    call = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    result, pullback = svod.vjp(kernel, *call, device=device)
-    written = [p for p, a in enumerate(call) if any(a is r for r in result)]
-    weights = {p: rng.standard_normal(args[p].shape).astype(args[p].dtype) for p in written}
-    grads = pullback(tuple(weights[p] for p in written))
-    floats = [p for p, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
-    assert [p for p, g in enumerate(grads) if g is not None] == floats
-    directions = {p: rng.standard_normal(args[p].shape) for p in floats}
-    h = 1e-6
-
-    def moved(sign: float) -> list:
-        return [a.astype(np.float64) + sign * h * directions[p] if p in floats else a for p, a in enumerate(args)]
-    expected = (_loss(kernel, moved(1.0), weights) - _loss(kernel, moved(-1.0), weights)) / (2 * h)
-    got = sum(float(np.sum(grads[p].astype(np.float64) * directions[p])) for p in floats)
-    scale = sum(float(np.linalg.norm(grads[p]) * np.linalg.norm(directions[p])) for p in floats)
-    tolerance = 1e-4 * abs(expected) + 1e-9 if args[floats[0]].dtype == np.float64 else 2e-3 * scale
-    assert abs(got - expected) <= tolerance, (kernel.name, got, expected)
-    for p in floats:
-        assert grads[p].shape == args[p].shape and grads[p].dtype == args[p].dtype
-
-
-
 @pytest.mark.parametrize("n", [1, 37])
 def test_elementwise_math_and_branches(device, n):
     rng = np.random.default_rng(n)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(elementwise, device, np.zeros(n, f), rng.standard_normal(n).astype(f),
                             rng.standard_normal(n).astype(f))
 
@@ -139,7 +101,7 @@ def test_elementwise_math_and_branches(device, n):
 def test_if_statements_take_the_adjoint_through_the_side_taken_only(device):
     """log and sqrt on a side not taken would make NaNs of what they never computed."""
     rng = np.random.default_rng(6)
-    f = _float(device)
+    f = float_of(device)
     x = rng.standard_normal(40).astype(f) * 2
     agrees_with_differences(branches, device, rng.standard_normal(40).astype(f), rng.standard_normal(7).astype(f), x,
                             rng.integers(0, 7, 40).astype(np.int32))
@@ -147,14 +109,14 @@ def test_if_statements_take_the_adjoint_through_the_side_taken_only(device):
 
 def test_a_read_a_branch_not_taken_guards_is_made_by_no_adjoint(device):
     """x[i - 1] where i > 0 only: the adjoint reads and adds into x_grad[-1] nowhere."""
-    f = _float(device)
+    f = float_of(device)
     x = np.random.default_rng(8).standard_normal(9).astype(f)
     agrees_with_differences(guarded_neighbour, device, np.zeros(9, f), x)
 
 
 def test_a_gather_adds_into_every_element_it_read(device):
     rng = np.random.default_rng(1)
-    f = _float(device)
+    f = float_of(device)
     idx = rng.integers(0, 40, 40).astype(np.int32)
     idx[:5] = 3  # one element read by several work items
     agrees_with_differences(gather, device, np.zeros(40, f), rng.standard_normal(40).astype(f), idx)
@@ -162,32 +124,32 @@ def test_a_gather_adds_into_every_element_it_read(device):
 
 def test_a_scatter_add_reads_the_adjoint_of_each_element_it_added_into(device):
     rng = np.random.default_rng(2)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(scatter, device, rng.standard_normal(5).astype(f), rng.standard_normal(50).astype(f),
                             rng.integers(0, 5, 50).astype(np.int32))
 
 
 def test_a_reduction_by_atomics_over_a_nest_of_parallel_loops(device):
     rng = np.random.default_rng(3)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(row_sums, device, np.zeros(6, f), rng.standard_normal((6, 9)).astype(f))
 
 
 def test_a_kernel_that_reads_and_writes_one_array_differentiates_the_values_it_read(device):
     rng = np.random.default_rng(4)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(in_place, device, rng.standard_normal(33).astype(f), rng.standard_normal(33).astype(f))
 
 
 def test_reading_back_the_element_a_work_item_stored_reads_the_value_it_stored(device):
     rng = np.random.default_rng(9)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(read_back, device, *(rng.standard_normal(17).astype(f) for _ in range(3)))
 
 
 def test_updates_keep_the_adjoint_of_what_they_add_to(device):
     rng = np.random.default_rng(5)
-    f = _float(device)
+    f = float_of(device)
     agrees_with_differences(updates, device, rng.standard_normal(20).astype(f), rng.standard_normal(20).astype(f))
 
 
@@ -214,10 +176,12 @@ def _twice(v):
 
 
 @svod.kernel
-def sequential_loop(y, x):
+def while_loop(y, x):
     for i in svod.prange(y.shape[0]):
-        for j in range(x.shape[0]):
-            y[i] += x[j]
+        t = x[i]
+        while t < 10.0:
+            t = t * 2.0
+        y[i] = t
 
 
 @svod.kernel
@@ -284,7 +248,7 @@ def gather_and_store(y, x, idx):
 
 
 REFUSED = [
-    (sequential_loop, "for j", "a loop inside svod.prange", "write the loop out"),
+    (while_loop, "while t", "a while loop inside svod.prange", "write it as a for loop over range(...)"),
     (one_sided_local, "y[i] = t", "a read of t, which one side of the if before assigns", "assign t before the if"),
     (scaled_in_place, "*=", "an update other than += and -=", "y[i] = y[i] * e"),
     (read_after_write, "x[i] = y[i]", "a read of y after the work item wrote it elsewhere, under a condition",

@@ -65,6 +65,15 @@ def cumulative(y, x):
             y[i] += x[j]
 
 
+@svod.kernel
+def doubling(y, x):
+    for i in svod.prange(y.shape[0]):
+        t = x[i]
+        while t < 10.0:
+            t = t * 2.0
+        y[i] = t
+
+
 @svod.jit
 def doubled(out, x):
     out[:] = x * 2.0
@@ -255,6 +264,17 @@ def test_a_second_derivative_is_refused_rather_than_zero():
         gradient.sum().backward()
 
 
+def test_a_sequential_loop_adds_each_turns_read_into_the_gradient():
+    """y[i] sums x[:i + 1]: x[j]'s gradient is how many of the y after it are."""
+    x = torch.arange(1.0, 6.0, dtype=torch.float64, requires_grad=True)
+    (y,) = svod.torch.function(cumulative)(torch.zeros(5, dtype=torch.float64), x)
+    torch.testing.assert_close(y, torch.cumsum(x.detach(), 0))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.arange(5.0, 0.0, -1.0, dtype=torch.float64))
+    assert torch.autograd.gradcheck(lambda x: svod.torch.function(cumulative)(torch.zeros(5, dtype=torch.float64),
+                                                                            x)[0], (x.detach().requires_grad_(),))
+
+
 def test_what_is_refused():
     with pytest.raises(GradientError, match="takes an @svod\\.kernel") as err:
         svod.torch.function(doubled)
@@ -272,5 +292,5 @@ def test_what_is_refused():
         f(torch.zeros(3, dtype=torch.float64), x, torch.tensor([0, 1, 2]), torch.tensor(2.0, requires_grad=True))
     with pytest.raises(BufferMismatchError, match="takes 4 arguments"):
         f(torch.zeros(3, dtype=torch.float64), x)
-    with pytest.raises(GradientError, match=r"a loop inside svod\.prange"):
-        svod.torch.function(cumulative)(torch.zeros(3, dtype=torch.float64), x)
+    with pytest.raises(GradientError, match=r"a while loop inside svod\.prange"):
+        svod.torch.function(doubling)(torch.zeros(3, dtype=torch.float64), x)

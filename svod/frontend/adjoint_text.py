@@ -1,0 +1,147 @@
+"""The pieces an adjoint kernel's source is made of (``svod.frontend.adjoint``): the values a work item computes,
+its sequential loops as blocks of their own, and the text of statements: lines, names, ranges.
+
+A statement is a pair of its source and the line of the kernel's source it comes from; a statement of several
+lines is indented relative to its first. A block's forward (``Forward``) is a list of statements and of the loops
+among them, written out when the adjoint's source is put together.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from svod.frontend.derivatives import Rule
+
+
+@dataclass
+class Value:
+    """One value of the forward a work item computes, in the order it computes them: an operation's result
+    (``rule``), a load (``array``), or a store (``stored``)."""
+
+    result: str
+    operands: tuple[str, ...]
+    guard: str | None
+    line: int
+    rule: Rule | None = None
+    array: str | None = None
+    index: str = ""
+    own: tuple[int, ...] | None = None
+    """For a load: where in its index each parallel loop's variable stands as a component of its own, if each
+    does (no two work items read one element through indices alike)."""
+    stored: str | None = None
+    """For a store: ``"="``, ``"+="`` or ``"-="``."""
+
+
+@dataclass
+class Carried:
+    """A local a sequential loop's turns carry: assigned before the loop and in its body."""
+
+    phi: str
+    """The adjoint kernel's local that holds it at each turn's start, and after the loop."""
+    start: str
+    """Its value before the loop."""
+    end: str = ""
+    """Its value at a turn's end."""
+
+
+@dataclass
+class Loop:
+    """A sequential ``for ... in range(...)`` loop of a work item: its turns' forward and values, as a block of
+    their own (``svod.frontend.adjoint``)."""
+
+    variable: str
+    """The adjoint kernel's name for the loop's variable."""
+    first: str
+    stop: str
+    step: int
+    carried: list[Carried]
+    forward: list[tuple[str, int] | Loop]
+    values: list[Value | Loop]
+    line: int
+
+    def range(self) -> str:
+        return f"range({self.first}, {self.stop}{'' if self.step == 1 else f', {self.step}'})"
+
+    def reversed(self) -> tuple[str, str | None]:
+        """The header of a loop over the turns, the last first (empty where ``range(a, b, s)`` is), and the line
+        that sets the loop's variable at each turn, if the header's does not: a strided range's is clamped to
+        the range's bounds, which a proof that the accesses stay in bounds and apart can read."""
+        first, stop, step = self.first, self.stop, self.step
+        if step == 1:
+            return f"for {self.variable} in range({offset(stop, -1)}, {offset(first, -1)}, -1):", None
+        if step == -1:
+            return f"for {self.variable} in range({offset(stop, 1)}, {offset(first, 1)}):", None
+        turn = f"_svod_w{self.variable.removeprefix('_svod_k')}"
+        span = minus(stop, first) if step > 0 else minus(first, stop)
+        last = f"({span} + {abs(step) - 1}) // {abs(step)} - 1"
+        low, high = (first, offset(stop, -1)) if step > 0 else (offset(stop, 1), first)
+        return (f"for {turn} in range({first} + ({last}) * {step}, {offset(first, -step)}, {-step}):",
+                f"{self.variable} = min(max({turn}, {low}), {high})")
+
+
+Forward = list[tuple[str, int] | Loop]
+"""A block's forward: lines (each one statement) and the loops among them."""
+Lines = list[tuple[str, int]]
+"""Statements of the adjoint kernel's source, each with the line of the kernel's source it comes from; a statement
+of several lines is indented relative to its first."""
+
+
+def flat(values: list[Value | Loop]) -> list[Value]:
+    """The values of a block and of the loops in it."""
+    return [w for v in values for w in (flat(v.values) if isinstance(v, Loop) else [v])]
+
+
+def assigned_names(body: list[ast.stmt]) -> list[str]:
+    """The names statements assign, loops' variables too, in the order they come."""
+    names = [n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    return list(dict.fromkeys(names))
+
+
+def names_in(lines: Lines) -> tuple[set[str], set[str]]:
+    """The names statements read, and those they assign."""
+    tree = ast.parse("\n".join(text for text, _ in indented(lines, 0)))
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    return {n.id for n in found if isinstance(n.ctx, ast.Load)}, {n.id for n in found if isinstance(n.ctx, ast.Store)}
+
+
+def indented(lines: Lines, depth: int) -> Lines:
+    """Statements as lines of source, each indented ``depth`` levels more."""
+    return [("    " * depth + part, line) for text, line in lines for part in text.split("\n")]
+
+
+def integer(node: ast.expr) -> int | None:
+    """The integer a constant such as ``3`` or ``-1`` is, if ``node`` is one."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return sign * node.value
+    return None
+
+
+def minus(a: str, b: str) -> str:
+    """The source of ``a - b``, ``b`` a name or an integer."""
+    value = integer(ast.parse(b, mode="eval").body)
+    return a if value == 0 else f"{a} + {-value}" if value is not None and value < 0 else f"{a} - {b}"
+
+
+def offset(a: str, k: int) -> str:
+    """The source of ``a + k``, ``a`` a name or an integer."""
+    value = integer(ast.parse(a, mode="eval").body)
+    return repr(value + k) if value is not None else a if k == 0 else f"{a} + {k}" if k > 0 else f"{a} - {-k}"
+
+
+def renamed(lines: Lines, name: str, new: str) -> Lines:
+    """``lines`` with the name ``name`` (one of svod's own) spelled ``new``."""
+    found = re.compile(rf"\b{re.escape(name)}\b")
+    return [(found.sub(new, text), line) for text, line in lines]
+
+
+def total(shares: list[str]) -> str:
+    return " + ".join(shares) or "0.0"
+
+
+__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "flat", "indented", "integer", "minus",
+           "names_in", "offset", "renamed", "total"]
