@@ -206,7 +206,7 @@ def programs(sizes: Sizes) -> list[GradientProgram]:
 
 
 MOST_REPEATS = 5
-"""The most samples of a figure: the full run's logistic regression takes seconds a gradient."""
+"""The most samples of a figure: each sample of the full run's logistic regression runs over 256 MB of features."""
 
 
 def gradient_step(quick: bool, repeats: int, progress: Callable[[str], None]) -> list[Metric]:
