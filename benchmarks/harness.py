@@ -35,6 +35,7 @@ from benchmarks.busy import busy_metrics, competing_process
 from benchmarks.distributed import shard_overhead
 from benchmarks.fma_peak import fma_peak_gflops
 from benchmarks.framework_peers import FrameworkPeers
+from benchmarks.gradients import gradient_step
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
@@ -195,7 +196,9 @@ class Bench:
                 ("distributed", lambda: shard_overhead(self.device.name)),
                 ("spellings", self.spellings), ("plan algorithms", self.plan_algorithms),
                 ("jit programs", self.jit_programs),
-                ("array programs", self.array_programs), ("kernel suite", self.kernel_suite)]
+                ("array programs", self.array_programs),
+                ("gradients", lambda: gradient_step(self.sizes.quick, self.sizes.repeats, self.progress)),
+                ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
         """Every step's figures. A step that raises loses its own figures only: why is kept in ``failed``

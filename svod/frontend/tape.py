@@ -19,9 +19,9 @@ that are not the same view are refused, as their adjoints could not be kept apar
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sys
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +46,11 @@ def key_of(array: np.ndarray) -> Key:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
-def _digest(array: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).digest()
+def _digest(array: np.ndarray) -> int:
+    """A checksum of the array's bytes (CRC-32: any change of up to 32 adjacent bits, or of an odd number of bits,
+    changes it; another change leaves it as it was once in 2**32), at several times a cryptographic hash's speed:
+    the tape takes one of each array it records at each call."""
+    return zlib.crc32(np.ascontiguousarray(array).data)
 
 
 def _caller() -> str:
@@ -69,13 +72,21 @@ class _Record:
     keys: list[Key | None]
     device: Any
     where: str
-    live: dict[int, bytes] = field(default_factory=dict)
+    live: dict[int, int] = field(default_factory=dict)
     """The positions whose argument is still the caller's array, with its digest at the call."""
 
-    def check(self) -> None:
-        """Refuse if an array the adjoint reads is no longer as the call saw it."""
-        changed = next((self.kernel.parameters[position] for position, digest in self.live.items()
-                        if _digest(self.args[position]) != digest), None)
+    def check(self, digests: dict[Key, int]) -> None:
+        """Refuse if an array the adjoint reads is no longer as the call saw it. ``digests`` holds each array's
+        digest now, taken once for all the records that read it."""
+        changed = None
+        for position, digest in self.live.items():
+            key = self.keys[position]
+            assert key is not None
+            if key not in digests:
+                digests[key] = _digest(self.args[position])
+            if digests[key] != digest:
+                changed = self.kernel.parameters[position]
+                break
         if changed is not None:
             raise GradientError(f"{changed} changed after the tape recorded {self.kernel.name} at {self.where} "
                                 f"and before backward (numpy wrote it, or a call outside the tape's block): its "
@@ -104,7 +115,7 @@ class Tape:
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
-        self._states: dict[Key, bytes] = {}
+        self._states: dict[Key, int] = {}
         """Each array's digest as the last recorded call left it: a call finding it otherwise finds a change the
         tape did not record."""
         self._outside: str | None = None
@@ -140,6 +151,8 @@ class Tape:
             if not isinstance(value, np.ndarray):
                 continue
             key = record.keys[position] = self._key(value, kernel)
+            if key not in self._states and name in made.written and name not in made.reads:
+                continue  # an output no earlier call took: its state is taken after the call, its values unread
             state = _digest(value)
             if self._states.setdefault(key, state) != state and self._outside is None:
                 self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
@@ -179,8 +192,9 @@ class Tape:
                                 "wrote it, or a call outside the block): the tape cannot differentiate that change; "
                                 "make it a kernel call in the block, or change a copy", stage="gradient",
                                 value=self._outside.split(",")[0])
+        digests: dict[Key, int] = {}
         for record in self._records:
-            record.check()
+            record.check(digests)
         running = {key: value.copy() for key, value in seeds.items()}
         token = RECORDING.set(None)
         try:

@@ -25,6 +25,8 @@ TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, com
              spelling_rows=3)
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS}
+GRADIENTS = {f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energy", "logistic_regression", "softmax")
+             for suffix in ("_ms", ".forward_ms", ".ratio")}
 SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
              *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
                for form in ("kernel", "jit"))}
@@ -61,7 +63,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
     for name, metric in document["metrics"].items():
         assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing", "others"}, name
         assert metric["better"] == ("lower" if metric["unit"] in ("ms", "us") or name == "gather_guard_cost"
-                                    else "higher"), name
+                                    or name.startswith("grad.") else "higher"), name
         # the yardstick is numpy's alone; a jit program svod refuses says why
         assert (metric["svod"] is None) == (name == "membw_copy_gbps" or "svod" in metric["why_missing"]), name
         assert (metric["numpy"] is not None) == (name in NUMPY_TOO | JIT), name
@@ -70,6 +72,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
         if name.startswith(("kernel.", "plan.", "jit.", "array.")):  # every peer has a figure, or why it has none
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
+    assert {name for name in document["metrics"] if name.startswith("grad.")} == GRADIENTS
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
     assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
 

@@ -126,6 +126,45 @@ def test_an_array_changed_by_numpy_before_backward_is_refused():
     assert np.allclose(tape.grad(x), 2 * y * 2.0 * np.cos(np.arange(4.0)))
 
 
+def _next_float(x: np.ndarray) -> None:
+    x[2] = np.nextafter(x[2], np.inf)
+
+
+def _negative_zero(x: np.ndarray) -> None:
+    x[0] = -0.0
+
+
+def _swap(x: np.ndarray) -> None:
+    x[[1, 3]] = x[[3, 1]]
+
+
+def _other_nan(x: np.ndarray) -> None:
+    x.view(np.uint64)[3] = np.float64(np.nan).view(np.uint64) | 1
+
+
+SMALLEST_CHANGES = [_next_float, _negative_zero, _swap, _other_nan]
+"""Changes by numpy the tape tells apart from no change, on ``x = [0, 1, 2, nan]``: one bit, or two elements
+swapped."""
+
+
+@pytest.mark.parametrize("change", SMALLEST_CHANGES, ids=lambda change: change.__name__.strip("_"))
+def test_the_smallest_change_by_numpy_is_refused(change):
+    x, y, loss = np.array([0.0, 1.0, 2.0, np.nan]), np.zeros(4), np.zeros(1)
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        sum_of_squares(loss, y)
+    change(x)
+    with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded scaled"):
+        tape.backward(loss)
+    x = np.array([0.0, 1.0, 2.0, np.nan])
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        change(y)
+        sum_of_squares(loss, y)
+    with pytest.raises(svod.errors.GradientError, match=r"y, an argument of sum_of_squares .* changed since"):
+        tape.backward(loss)
+
+
 def test_an_array_changed_by_numpy_and_then_overwritten_in_the_tape_is_refused():
     x, y, loss = np.arange(4.0), np.zeros(4), np.zeros(1)
     with svod.Tape() as tape:
