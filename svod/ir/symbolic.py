@@ -107,6 +107,12 @@ def _reduce_without_single_ranges(node: UOp) -> UOp | None:
     return node.src[0] if not ranges else node.replace(src=(node.src[0], *ranges))
 
 
+def _state_without_single_ranges(node: UOp) -> UOp | None:
+    """A memory state (``AFTER``) over ranges simplified to a constant no longer follows their turns."""
+    kept = tuple(s for s in node.src[1:] if s.op is not Ops.CONST)
+    return None if len(kept) == len(node.src) - 1 else node.replace(src=(node.src[0], *kept))
+
+
 def _const_last(node: UOp) -> UOp | None:
     """Commutative ops keep a constant on the right, so the other rules need one spelling each."""
     a, b = node.src
@@ -116,6 +122,7 @@ def _const_last(node: UOp) -> UOp | None:
 symbolic = PatternMatcher([
     (UPat(Ops.RANGE, name="r"), _single_iteration),
     (UPat(Ops.REDUCE, name="node"), _reduce_without_single_ranges),
+    (UPat(Ops.AFTER, name="node"), _state_without_single_ranges),
     (UPat(tuple(ALU), name="node"), _fold_constants),
     (UPat(Ops.CAST, src=(UPat.cvar("x"),), name="node"), _fold_cast),
     (UPat(Ops.BITCAST, src=(UPat.cvar("x"),), name="node"), _fold_bitcast),
