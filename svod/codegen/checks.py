@@ -78,7 +78,8 @@ def _reported(index: UOp) -> UOp:
 
 def _loops_around(sink: UOp) -> dict[UOp, tuple[UOp, ...]]:
     """For every node, the loops each statement that uses it runs in (those all of them run in, in range
-    order): a loop a statement depends on runs around it, and a reduction's ranges around its body."""
+    order): a loop a statement depends on runs around it, but not around its own end, and a reduction's ranges
+    around its body."""
     topo = sink.toposort()
     seen: dict[UOp, frozenset[UOp]] = {}
     for u in reversed(topo):  # each user before what it uses
@@ -87,8 +88,9 @@ def _loops_around(sink: UOp) -> dict[UOp, tuple[UOp, ...]]:
         mine = seen.get(u, u.live_ranges) if u.op not in STATEMENTS else u.live_ranges
         seen[u] = mine
         inner = mine | frozenset(u.src[1:]) if u.op is Ops.REDUCE else mine
+        outer = mine - {u}  # a loop's end is computed before the loop
         for position, s in enumerate(u.src):
-            loops = inner if position == 0 else mine
+            loops = outer if u.op is Ops.RANGE else inner if position == 0 else mine
             seen[s] = seen[s] & loops if s in seen else loops
     return {u: tuple(sorted(loops, key=range_order)) for u, loops in seen.items()
             if u.op is Ops.INDEX and u.arg == CHECKED and loops}

@@ -74,13 +74,14 @@ def guard_accesses(sink: UOp, kernel: str, index_bits: int = 64) -> tuple[UOp, U
     effects = []
     for e in sink.src:
         if e.op is Ops.EXIT:  # a loop's exit test reads memory as a value does
-            effects.append(e.replace(src=(e.src[0], guarded.rewrite(e.src[1]), *e.src[2:])))
+            loop, *around = (guarded.rewrite(r) for r in (e.src[0], *e.src[2:]))
+            effects.append(e.replace(src=(loop, guarded.rewrite(e.src[1]), *around)))
             continue
         if e.op not in EFFECTS:
             effects.append(e)
             continue
         target = guarded.target(e.src[0])
-        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1]), *e.src[2:])))
+        effects.append(e.replace(src=(target, guarded.rewrite(e.src[1]), *(guarded.rewrite(r) for r in e.src[2:]))))
     new_sink = sink.replace(src=tuple(effects))
     if not guarded.checked:
         return new_sink, None
@@ -96,7 +97,15 @@ def _statement_roots(statement: UOp) -> list[tuple[UOp, UOp | None]]:
     idx[j[i]]]``) is proven or checked as one in a value is."""
     gates = [(g, None) for g in statement.src[0].src[2:]] if statement.op in EFFECTS else []
     position = [statement.src[0].src[1]] if statement.op in EFFECTS else []
-    return [*gates, *((root, _value_guard(statement)) for root in [*position, statement.src[1]])]
+    return [*gates, *((r, None) for r in _statement_ranges(statement)),
+            *((root, _value_guard(statement)) for root in [*position, statement.src[1]])]
+
+
+def _statement_ranges(statement: UOp) -> tuple[UOp, ...]:
+    """The ranges ``statement`` runs over (its sources past the value, ``anchor_ranges``; a loop exit's own
+    loop too). Each range's end is computed where its loop starts, under no condition: a load in it (``range(
+    counts[j])``) is made safe there, and rebuilt once, so that every use of the loop is one RANGE."""
+    return (statement.src[0], *statement.src[2:]) if statement.op is Ops.EXIT else statement.src[2:]
 
 
 def _gate_of(index: UOp) -> UOp | None:
@@ -109,8 +118,7 @@ def _value_guard(effect: UOp) -> UOp | None:
     depends on none of them may be placed outside their loops; gated by this, it is not made (nor
     reported out of bounds) when the effect runs zero times. A loop's exit (``Ops.EXIT``): its condition's,
     in the turns of its loop and those around it."""
-    ranges = (effect.src[0], *effect.src[2:]) if effect.op is Ops.EXIT else effect.src[2:]
-    runs = [r.src[0].gt(0) for r in ranges if r.op is Ops.RANGE and r.src[0].vmin < 1]
+    runs = [r.src[0].gt(0) for r in _statement_ranges(effect) if r.op is Ops.RANGE and r.src[0].vmin < 1]
     guard = None if effect.op is Ops.EXIT else _gate_of(effect.src[0])
     for clause in runs:
         guard = _and(clause, guard)
@@ -216,13 +224,13 @@ class _Guarder:
     def target(self, index: UOp) -> UOp:
         """An effect's target with the loads in its position and its gate made safe, and itself proven or
         checked."""
-        rewritten = (index.src[0], self.rewrite(index.src[1]), *(self.rewrite(g) for g in index.src[2:]))
+        rewritten = tuple(self.rewrite(s) for s in index.src)  # the buffer too: a state over loops (``AFTER``)
         return self.access(index.replace(src=rewritten), [None])
 
     def rewrite(self, root: UOp) -> UOp:
         """``root`` with each load made safe under the guards its uses are read under (``_guards``). The gate
         a guard makes is rewritten too, its own loads (``where(e[j] > 0, f[k], 0)``'s ``e[j]``) made safe as
-        they are where the guard is stated; a load no root reaches (in a range's end) is safe everywhere."""
+        they are where the guard is stated."""
         for node in root.toposort():
             if node in self.memo:
                 continue

@@ -199,9 +199,7 @@ def test_grad_refuses_an_argument_no_kernel_call_took():
         svod.grad(lambda x, w: program(x * 1.0, w))(np.ones(3), np.zeros(3))
 
 
-@pytest.mark.parametrize("device", ["PYTHON", pytest.param("CPU", marks=pytest.mark.xfail(
-    strict=True, reason="the CPU lowering miscompiles a loop whose range reads memory at an enclosing sequential "
-    "loop's variable: the forward kernel alone gives y[1] == 17"))])
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
 def test_nested_loops_of_dynamic_range_add_each_turn_once(device):
     """x[k]'s gradient counts the turns that read it: those of j < counts[i] with k < counts[j], once each."""
     counts = np.array([1, 3, 0, 2], np.int32)
