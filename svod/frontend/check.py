@@ -219,7 +219,8 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     refuses the kernel for that before compiling: a limit svod states, not a difference); or, unless it
     was named, it does not keep IEEE 754 floats (``caps.ieee_floats``) and the kernel computes floats,
     which the comparison needs bit for bit; or it stops a work item's loops after a number of turns
-    (``caps.max_loop_turns``) and the kernel has a loop without a bound (a ``while``), which it refuses."""
+    (``caps.max_loop_turns``) and the kernel has a loop without a bound (a ``while``) or one bounded by memory,
+    which it refuses."""
     try:
         check_dtypes(ast, device.caps, device.device, name)
     except GraphError as err:
@@ -227,6 +228,9 @@ def _uncompared(ast: UOp, name: str, device: Device, named: bool) -> str | None:
     if device.caps.max_loop_turns is not None and _endless(ast):
         return (f"{device.device} stops a work item's loops after {device.caps.max_loop_turns} turns, and the kernel "
                 "has a while loop, whose turns nothing bounds")
+    if device.caps.max_loop_turns is not None and _bounded_by_memory(ast):
+        return (f"{device.device} stops a work item's loops after {device.caps.max_loop_turns} turns, and the kernel "
+                "has a loop whose bound is read from memory, which it refuses")
     if not named and not device.caps.ieee_floats and any(
             (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).is_float for u in ast.toposort()):
         return (f"{device.device} does not keep IEEE 754 floats (caps.ieee_floats) and the kernel computes "
@@ -368,6 +372,11 @@ def _report(ast: UOp, inputs: list[np.ndarray], reference: _Outcome, label: str,
 def _endless(ast: UOp) -> bool:
     """Whether ``ast`` has a loop without a bound (a ``while``)."""
     return any(u.op is Ops.RANGE and is_unbounded(u) for u in ast.toposort())
+
+
+def _bounded_by_memory(ast: UOp) -> bool:
+    """Whether ``ast`` has a loop whose end reads memory (``range(counts[j])``)."""
+    return any(u.op is Ops.RANGE and any(s.op is Ops.LOAD for s in u.src[0].toposort()) for u in ast.toposort())
 
 
 def _check_plan(plan: ExecutionPlan, bound: dict[int | str, Any], devices: Sequence[str | Device] | None,

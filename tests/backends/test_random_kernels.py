@@ -2,7 +2,8 @@
 
 A kernel is one of four shapes over rows ``i`` and a symbolic number of columns ``n``: elementwise, a
 reduction per row (possibly with a reduction nested in its body, which may depend on the outer one), a
-LOOP that carries a running value, or an atomic scatter-add; or a fifth over 9 rows of 64 columns, a sum
+LOOP that carries a running value (or, per its turn, a LOOP of a count read from the index buffer), or an
+atomic scatter-add; or a fifth over 9 rows of 64 columns, a sum
 per output of ``x[i, j]`` times an expression over the sum's range, which CPUs and GPUs compute in
 register tiles (in lanes where the renderer spells vectors). Values come from expressions over the
 columns, reversed and padded neighbours, gathers through an index buffer (sometimes out of range),
@@ -120,6 +121,10 @@ class _Kernel:
         elif self.kind == "loop":
             j = k.range(n, AxisKind.LOOP)
             k.store(self.out[i * n], self.out[i * n] + self.value(tree, j, j))
+        elif self.kind == "counted":  # per turn j, a loop of a count read through the index the turn reads,
+            j = k.range(n, AxisKind.LOOP)  # checked at run time (the column: that loop's)
+            c = k.range(self.idx[i * n + self.idx[i * n + j].cast(dtypes.index)].cast(dtypes.index), AxisKind.LOOP)
+            k.store(self.out[i * n], self.out[i * n] + self.value(tree, c, j))
         else:
             j = k.range(n)
             atomic_dtype = self.dtype if self.dtype.itemsize >= 4 else None
@@ -143,9 +148,9 @@ def _inputs(dtype: DType, n: int, seed: int, out_of_range: bool, rows: int = ROW
     return [out, x, y, idx]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["elementwise", "reduce", "loop", "scatter"]), st.sampled_from(DTYPES), _expressions(),
-       st.sampled_from(REDUCE), st.integers(1, MAX_COLS), st.integers(0, 2**16), st.booleans())
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["elementwise", "reduce", "loop", "counted", "scatter"]), st.sampled_from(DTYPES),
+       _expressions(), st.sampled_from(REDUCE), st.integers(1, MAX_COLS), st.integers(0, 2**16), st.booleans())
 def test_random_kernels_agree_with_the_reference_bit_for_bit(kind, dtype, tree, reduce_op, n, seed, out_of_range):
     ast = _Kernel(kind, dtype).build(tree, reduce_op)
     report = svod.check(ast, _inputs(dtype, n, seed, out_of_range), ulps=0, n=n)
