@@ -34,8 +34,8 @@ IN_PLACE_METHODS = frozenset({"sort", "fill", "partition", "put", "at", "resize"
 
 
 def cheap(value: ast.expr) -> bool:
-    """Whether ``value`` is names and numbers under arithmetic operators."""
-    return all(isinstance(node, CHEAP) for node in ast.walk(value))
+    """Whether ``value`` is names and numbers under elementwise arithmetic (not ``@``, a product of its own)."""
+    return all(isinstance(node, CHEAP) and not isinstance(node, ast.MatMult) for node in ast.walk(value))
 
 
 def names_read(value: ast.expr, definition: Callable[[str], ast.expr | None]) -> set[str]:
