@@ -13,6 +13,7 @@ import pytest
 
 import svod
 from svod import AxisKind, Ops, UOp, dtypes
+from svod.codegen.lower_cpu import CHUNKS_PER_THREAD
 from svod.device import CompiledSpec, ConcreteLaunchDims, Device, ProgramSpec, Variable
 from svod.ir import PatternMatcher
 from svod.runtime import CachedKernel, PreparedKernel
@@ -169,8 +170,9 @@ def test_builder_run_and_compile():
     threads = svod.get_device("CPU").caps.threads  # one launch; the kernel splits itself over the threads
     assert kernel.host_parallel_safe is True and "core_id" not in kernel.var_names  # an argument, not a variable
     assert [g.arg for g in kernel.global_size[1:]] == [1, 1]
-    # as many workers as the sizes give work to: every thread for 2**24 elements, the caller's alone for 100
-    assert kernel.launch.dims({"n": 1 << 24}).global_size == (threads, 1, 1)
+    # as many chunks as the sizes give work to: CHUNKS_PER_THREAD a thread for 2**24 elements, which the threads
+    # claim one at a time; one, the caller's alone, for 100
+    assert kernel.launch.dims({"n": 1 << 24}).global_size == (threads * CHUNKS_PER_THREAD, 1, 1)
     assert kernel.launch.dims({"n": 100}).global_size == (1, 1, 1)
     assert kernel.local_size is not None and [g.arg for g in kernel.local_size] == [1, 1, 1]
     assert kernel.program.name == "saxpy"
