@@ -343,6 +343,8 @@ class CachedKernel:
                 names & set(self.launch.reads):
             return None
         order = self.var_names
+        if any(v.name not in order for v in changing):  # bounded to one value, folded into the program
+            return None
         return ArrayLaunch(self.vals(values), self.launch_dims(values),
                            tuple((order.index(v.name), v, varying[v.name]) for v in changing))
 

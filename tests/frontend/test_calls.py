@@ -184,6 +184,24 @@ def test_a_scalar_out_of_bounds_after_prepared_calls_is_refused_in_the_sources_w
     np.testing.assert_array_equal(out, x + 6)
 
 
+def one_value_fn(out, t: svod.Int[2, 2]):
+    for i in svod.prange(out.shape[0]):
+        out[i] += t + 1
+
+
+def test_an_int_bounded_to_one_value_is_checked_at_every_call():
+    """Its variable is folded into the program, which then has no value of it to set: each call takes the general
+    path, which checks the value (it crashed in preparing the call before)."""
+    kernel = svod.kernel(one_value_fn)
+    out = np.zeros(3, dtype=np.int64)
+    kernel(out, 2)
+    kernel(out, 2)
+    np.testing.assert_array_equal(out, np.full(3, 6))
+    with pytest.raises(svod.errors.VariableError, match=r"t=3 is outside its annotation svod\.Int\[2, 2\]"):
+        kernel(out, 3)
+    np.testing.assert_array_equal(out, np.full(3, 6))
+
+
 def test_the_device_asked_for_is_part_of_what_a_call_is_prepared_for(general_calls):
     kernel = svod.kernel(add_one_fn)
     out, x = np.zeros(4, np.float32), np.arange(4, dtype=np.float32)
