@@ -119,7 +119,7 @@ class _Differentiator:
 
     def __init__(self, kernel: Kernel, floats: frozenset[str]) -> None:
         self.kernel = kernel
-        self.source = Source.of(kernel.fn)
+        self.source = kernel.source
         self.floats = floats
         self.parameters = kernel.parameters
         self.env: dict[str, str] = {}

@@ -142,6 +142,13 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<svod.kernel {self.fn.__qualname__}>"
 
+    @property
+    def source(self) -> Source:
+        """The statements the kernel runs: its function's, or the part of one given (a jit function's phase)."""
+        if self._source is None:
+            self._source = Source.of(self.fn)
+        return self._source
+
     # ---- public -------------------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, device: str | Device | None = None) -> None:
@@ -336,8 +343,7 @@ class Kernel:
 
     def _translate(self, values: list[Any], platform: Platform) -> Built:
         index_bits = platform.index_bits
-        if self._source is None:
-            self._source = Source.of(self.fn)
+        source = self.source
         k = KernelBuilder(self.name)
         ndim = max((len(_dims(v)) for v in values if _is_array(v)), default=1) or 1  # a 0-d array: one element
         limit = _size_limit(ndim, index_bits)
@@ -388,7 +394,7 @@ class Kernel:
                 scalars.append((name, position))
                 if self._weak(name, value):
                     numbers.append(env[name])
-        translator = Translator(self._source, self.name, k, env, platform, frozenset(numbers))
+        translator = Translator(source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
