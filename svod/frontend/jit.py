@@ -44,12 +44,14 @@ from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
+from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded
 from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal
+from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 from svod.runtime.plan import ExecutionPlan
-from svod.runtime.taping import refuse_on_tape
+from svod.runtime.taping import RECORDING, Recorder
 
 CALLS_KEPT = 64
 """The signatures of calls a jitted function keeps plans at hand for (``Jit._calls``)."""
@@ -83,6 +85,8 @@ class Jit:
         runs its plan without binding, checking and reading its arguments again."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._lock = threading.Lock()
+        self._taped: dict[str, Kernel] = {}
+        """The kernels of the phases of calls made inside a ``svod.Tape`` block, by their source."""
         self.translations: dict[tuple[Any, ...], Any] = {}
         """Each phase's kernel as translated for the arguments it was built for: a round that settles the
         dtypes of carried scalars, or another signature's plan, translates only what changed."""
@@ -94,7 +98,9 @@ class Jit:
         """Run the function on ``args`` and ``keywords`` (bound as Python binds them, defaults too) on
         ``device``: numpy arrays are worked on in place, scalars passed by value; returns what the function
         returns (a temporary comes back as a new array)."""
-        refuse_on_tape("@svod.jit function {!r}", self.name)
+        recorder = RECORDING.get()
+        if recorder is not None:
+            return self.taped(recorder, args, keywords, device)
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
         found = self._calls.get(key) if key is not None else None
         if found is not None:
@@ -106,6 +112,16 @@ class Jit:
                 self._calls.clear()
             self._calls[key] = prepared
         return prepared.run(arguments)
+
+    def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
+              device: str | Device) -> Any:
+        """The call run inside a ``svod.Tape`` block: each ``prange`` phase a kernel call the tape records
+        (``svod.frontend.jit_tape``), on the caller's arrays."""
+        arguments = self._arguments(args, keywords)
+        variant = self.variant(arguments)
+        with self._lock:
+            call = TapedCall(self.name, self.fn, self.source, variant, arguments, self._taped)
+        return call.run(recorder, device)
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
         """The call ``fn(*args, device=device)`` whose draws take ``launch`` of svod's generator, not the

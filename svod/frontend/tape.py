@@ -1,6 +1,7 @@
 """Gradients of programs of ``@svod.kernel`` calls: ``svod.Tape``, ``svod.vjp`` and ``svod.grad``.
 
-A tape records each kernel call of its ``with`` block (``Kernel.__call__`` hands it the call) and runs it. The
+A tape records each kernel call of its ``with`` block (``Kernel.__call__`` hands it the call) and runs it; an
+``@svod.jit`` call is recorded as the kernel calls of its ``prange`` phases (``svod.frontend.jit_tape``). The
 backward pass runs the calls' adjoint kernels (``svod.frontend.adjoint``) from the last to the first, each
 turning the adjoints of its arrays after the call into their adjoints before it, in place; what is left is
 each array's adjoint as the block found it.
@@ -283,15 +284,17 @@ class Tape:
         self._outside = None
 
 
-def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
-    """Run ``fn`` (an ``@svod.kernel``) on ``args``; return ``(result, pullback)``: ``result`` the arrays it
-    wrote, in argument order, and ``pullback(cotangent)`` (one array per result: a tuple, a dict by argument
-    name, or the array itself for one result; that of an integer result is not read) one gradient per argument,
-    with respect to its value before the
-    call (None for an integer array or a number)."""
+def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
+    """Run ``fn`` (an ``@svod.kernel``, or an ``@svod.jit`` function: ``_jit_vjp``) on ``args``; return
+    ``(result, pullback)``: ``result`` the arrays it wrote, in argument order, and ``pullback(cotangent)`` (one
+    array per result: a tuple, a dict by argument name, or the array itself for one result; that of an integer
+    result is not read) one gradient per argument, with respect to its value before the call (None for an
+    integer array or a number)."""
+    if getattr(fn, "svod_jit", False):
+        return _jit_vjp(fn, args, device)
     if not isinstance(fn, Kernel):
-        raise GradientError(f"svod.vjp takes an @svod.kernel, not {type(fn).__name__}; svod.grad takes a "
-                            "function of kernel calls", stage="gradient", value=type(fn).__name__)
+        raise GradientError(f"svod.vjp takes an @svod.kernel or an @svod.jit function, not {type(fn).__name__}; "
+                            "svod.grad takes a function of kernel calls", stage="gradient", value=type(fn).__name__)
     args = _apart(fn, args)
     tape = Tape()
     with tape:
@@ -320,6 +323,37 @@ def vjp(fn: Kernel, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, .
     return result, pullback
 
 
+def _jit_vjp(fn: Any, args: tuple[Any, ...], device: Any) -> tuple[tuple[np.ndarray, ...],
+                                                                    Callable[..., tuple[Any, ...]]]:
+    """``vjp`` of an ``@svod.jit`` function, run on a tape: its results are the arguments its kernels wrote, in
+    argument order, then the arrays it returns that are none of its arguments."""
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    for k, array in enumerate(arrays):
+        if any(np.may_share_memory(array, other) for other in arrays[:k]):
+            raise GradientError(f"two array arguments of {fn.name} share memory: a pullback gives one gradient per "
+                                "argument; pass copies", kernel=fn.name, stage="gradient", value=array.shape)
+    tape = Tape()
+    with tape:
+        returned = fn(*args) if device is None else fn(*args, device=device)
+    written = {record.keys[record.kernel.parameters.index(name)] for record in tape._records
+               for name in record.adjoint.written}
+    made = returned if isinstance(returned, tuple) else (returned,)
+    result = tuple([a for a in arrays if key_of(a) in written] +
+                   [r for r in made if isinstance(r, np.ndarray) and not any(r is a for a in arrays)])
+
+    def pullback(cotangent: Any) -> tuple[Any, ...]:
+        values = (cotangent,) if len(result) == 1 and not isinstance(cotangent, tuple) else tuple(cotangent)
+        if len(values) != len(result):
+            raise GradientError(f"{fn.name} gives {len(result)} arrays; the pullback was given {len(values)} "
+                                "cotangents", kernel=fn.name, stage="gradient", value=len(values))
+        tape.zero()
+        tape.backward(grads=[(array, value) for array, value in zip(result, values, strict=True)
+                             if array.dtype.kind == "f" and key_of(array) in written])
+        return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
+
+    return result, pullback
+
+
 def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``args`` with a copy in place of each array the kernel only reads that shares memory with another it only
     reads, before it: the tape keys gradients by memory, and a pullback gives one gradient per argument. (An array
@@ -338,7 +372,8 @@ def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
     """The function that returns the gradient of ``fn``'s result (a one-element array an ``@svod.kernel`` call
     wrote) with respect to its array arguments ``argnums`` (an int: one gradient; a tuple: a tuple of them),
-    as ``jax.grad``. ``fn`` runs on a tape (``Tape``): it may call kernels in any order, in place too."""
+    as ``jax.grad``. ``fn`` runs on a tape (``Tape``): it may call kernels in any order, in place too; it may
+    be an ``@svod.jit`` function."""
     if isinstance(fn, Kernel):
         raise GradientError(f"svod.grad takes a function returning a one-element array; {fn.name} is a kernel, "
                             "which returns nothing: use svod.vjp", kernel=fn.name, stage="gradient", value=fn.name)

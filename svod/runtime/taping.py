@@ -1,5 +1,6 @@
 """The tape that records kernel calls for a gradient (``svod.Tape``), as the layers below the front end see it:
-which one is recording, and the refusal of a run a tape cannot record."""
+which one is recording, and the refusal of a run a tape cannot record (a plan, ``svod.run``; an ``@svod.jit``
+call it records as its phases' kernel calls)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from svod.errors import GradientError
 
 
 class Recorder(Protocol):
-    """A tape recording: it runs each ``@svod.kernel`` call of its block itself, keeping what the backward pass
-    needs."""
+    """A tape recording: it runs each ``@svod.kernel`` call of its block itself (an ``@svod.jit`` call's phases
+    too), keeping what the backward pass needs."""
 
     def record(self, kernel: Any, args: tuple[Any, ...], device: Any) -> None: ...
 
@@ -21,11 +22,11 @@ RECORDING: ContextVar[Recorder | None] = ContextVar("svod_recording", default=No
 
 
 def refuse_on_tape(what: str, *names: str) -> None:
-    """Refuse to run ``what`` (a jit function, a plan, a kernel AST; a format string of ``names``) inside a tape's
+    """Refuse to run ``what`` (a plan, a kernel AST; a format string of ``names``) inside a tape's
     block: the tape cannot record it, and a gradient that missed it would be wrong. (The words are put together
     only for the refusal: every call of a jit function and of ``svod.run`` asks.)"""
     if RECORDING.get() is not None:
         called = what.format(*names)
-        raise GradientError(f"{called} runs inside a svod.Tape block, and a tape records @svod.kernel calls only; "
-                            "call it outside the block, or write the step as an @svod.kernel", stage="gradient",
-                            value=called)
+        raise GradientError(f"{called} runs inside a svod.Tape block, and a tape records @svod.kernel and "
+                            "@svod.jit calls only; call it outside the block, or write the step as either",
+                            stage="gradient", value=called)

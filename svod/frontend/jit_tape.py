@@ -1,0 +1,250 @@
+"""An ``@svod.jit`` call inside a ``svod.Tape`` block: the function run as the kernel calls its phases are, each
+recorded on the tape and so differentiated by its kernel's adjoint (``svod.frontend.adjoint``).
+
+::
+
+    @svod.jit                                      on a tape, one call of f(x, w, steps=2):
+    def f(x, w, steps):
+        y = np.zeros_like(x)                       y made by NumPy on the host (a constant to the tape)
+        for t in range(steps):                     the loop run on the host, turn by turn:
+            for i in svod.prange(x.shape[0]):          f_5(y, x, w, t)      a recorded kernel call
+                y[i] += w[i] * x[i]
+        loss = np.zeros(1)                         loss made on the host
+        for i in svod.prange(y.shape[0]):          f_9(loss, y)             a recorded kernel call
+            svod.atomic_add(loss, 0, y[i] * y[i])
+        return loss                                the host's array, which f_9 wrote
+
+A phase's kernel is the plan's (its statements and the definitions they read, as ``jit_plans.Builder`` makes
+it), called on the caller's arrays; the values are those of the plan's run. What the host cannot run as such
+calls, or the adjoint would not see, is refused with ``GradientError`` at the line before anything runs: an
+array statement (``y = x * 2.0``; NumPy's meaning is kept by svod rewriting it into loops of its own), a
+reduction into a local across a ``prange``'s work items, sequential code that stores into an array or computes
+a scalar another phase reads, an ``if``, ``while``, ``break`` or early ``return`` around phases (their outcome
+is the data's), a sort, and a returned prefix or scalar it computes.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from svod.errors import GradientError
+from svod.frontend import pylang
+from svod.frontend.jit_plans import Variant
+from svod.frontend.names import loaded, stored
+from svod.frontend.nodes import code
+from svod.frontend.phases import (
+    Branch,
+    Definition,
+    Item,
+    Ordering,
+    Phase,
+    PlanLoop,
+    Repeat,
+    Temporary,
+    carried,
+    inner_items,
+)
+from svod.frontend.pykernel import Kernel
+from svod.frontend.source import Source
+from svod.runtime.taping import Recorder
+
+_UNTAPED: dict[type, tuple[str, str]] = {
+    Branch: ("an if around svod.prange loops (the loops it runs depend on the data)",
+             "compute both sides into arrays in one svod.prange loop and choose element by element "
+             "(a if c else b), or call the function's parts outside the jit function"),
+    Repeat: ("a while loop around svod.prange loops (its number of turns depends on the data)",
+             "a for loop over range(...) of integer arguments"),
+    Ordering: ("a sort, a median or a quantile", "compute it outside the tape's block"),
+}
+"""The items of a plan a tape does not record: what each is, and what to change."""
+
+
+def refusal(source: Source, name: str, node: ast.AST, what: str, change: str) -> GradientError:
+    """``GradientError`` for ``node`` of jit function ``name``: its file and line, the construct, what to change."""
+    line = getattr(node, "lineno", source.node.lineno)
+    return GradientError(f"{source.file}:{line}: {what} in the @svod.jit function {name}: a tape records a jit "
+                         f"function's svod.prange loops as kernel calls and differentiates nothing else; {change}",
+                         kernel=name, stage="gradient", value=code(node, 80))
+
+
+class TapedCall:
+    """One call of a jit function run on a tape: the host runs its definitions, temporaries and loops over
+    ``range``; the tape records each ``prange`` phase as the call of its kernel (kept across calls in
+    ``kernels``, so that its adjoint is made once)."""
+
+    def __init__(self, name: str, fn: Any, original: Source, variant: Variant, arguments: Mapping[str, Any],
+                 kernels: dict[str, Kernel]) -> None:
+        self.name = name
+        self.fn = fn
+        self.variant = variant
+        self.source = variant.source
+        self.kernels = kernels
+        self.args = {parameter: arguments[parameter] for parameter in variant.parameters}
+        self.host: dict[str, Any] = dict(self.args)
+        """What the host knows: the arguments, the temporaries, the definitions and the loops' variables."""
+        self.arrays: dict[str, np.ndarray] = {n: a for n, a in self.args.items() if isinstance(a, np.ndarray)}
+        self.outer = self.source.outer_names()
+        self.definitions: list[Definition] = []
+        self.ranges: dict[str, tuple[int, int]] = {}
+        """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
+        self.check_written(original)
+        self.check(variant.structure.items, carried(variant.structure, variant.reader))
+        for turn in variant.structure.turns.values():
+            raise self.refuse(turn.loop, f"{turn.name}, assigned only inside a loop and read after it (line "
+                              f"{turn.line})", "assign it before the loop")
+        lengths = variant.structure.lengths
+        if lengths:
+            raise self.refuse(self.source.node, f"a return of {next(iter(lengths))}[:k]",
+                              "return the whole array, and its length as an array a kernel writes")
+
+    # ---- what a tape records ----------------------------------------------------------------------------
+
+    def refuse(self, node: ast.AST, what: str, change: str) -> GradientError:
+        return refusal(self.source, self.name, node, what, change)
+
+    def check_written(self, original: Source) -> None:
+        """Refuse an array statement: the function as the plan reads it (``variant``) differs from the source
+        there (svod rewrote the statement as loops of its own, which the user did not write)."""
+        kept = {ast.dump(stmt) for stmt in ast.walk(self.source.node) if isinstance(stmt, ast.stmt)}
+        for stmt in _statements(original.node.body):
+            if ast.dump(stmt) not in kept and all(ast.dump(inner) in kept for inner in _statements(_body(stmt))):
+                raise self.refuse(stmt, "an array statement (NumPy's arithmetic, slices or calls on whole arrays)",
+                                  "write it as a svod.prange loop over the elements")
+
+    def check(self, items: Sequence[Item], scalars: set[str]) -> None:
+        """Refuse, before anything runs, what the tape would not record: first the control flow (the phases
+        that compute its tests and flags would be refused in other words), then the phases."""
+        for item in _flat(items):
+            if isinstance(item, (Branch, Repeat, Ordering)):
+                raise self.refuse(item.statement, *_UNTAPED[type(item)])
+            if isinstance(item, PlanLoop) and item.until is not None:
+                raise self.refuse(item.statement, "a break or return inside a loop around svod.prange loops (its "
+                                  "number of turns depends on the data)", "a loop of a number of turns the "
+                                  "arguments give")
+        reader = self.variant.reader
+        for item in _flat(items):
+            for stmt in item.statements if isinstance(item, Phase) else []:
+                if not reader.is_prange(stmt):
+                    raise self.refuse(stmt, "sequential code outside svod.prange that reads an array's element "
+                                      "or stores into one", "write it as a svod.prange loop (one work item: "
+                                      "svod.prange(1))")
+                reduced = reader.reductions(stmt)
+                if reduced:
+                    raise self.refuse(stmt, f"a reduction into {sorted(reduced)[0]} across the svod.prange's work "
+                                      "items", "add into a one-element array with svod.atomic_add(total, 0, value)")
+        for item in _flat(items):
+            if isinstance(item, Definition) and item.name in scalars:
+                raise self.refuse(item.statement, f"{item.name}, a scalar a phase computes or the function returns",
+                                  "keep the value in a one-element array a svod.prange loop writes")
+
+    # ---- running ----------------------------------------------------------------------------------------
+
+    def run(self, recorder: Recorder, device: Any) -> Any:
+        self.items(self.variant.structure.items, [], recorder, device)
+        structure = self.variant.structure
+        results = [self.arrays[name] if name in self.arrays else self.host[name] for name in structure.returns]
+        if structure.returns_tuple:
+            return tuple(results)
+        return results[0] if results else None
+
+    def items(self, items: Iterable[Item], loops: list[str], recorder: Recorder, device: Any) -> None:
+        for item in items:
+            if isinstance(item, Definition):
+                self.definitions.append(item)
+                try:
+                    self.host[item.name] = self.evaluate(item.statement.value)
+                except Exception:  # known only in kernels (it reads an element): its kernels compute it
+                    self.host.pop(item.name, None)
+            elif isinstance(item, Temporary):
+                made = self.evaluate(item.call)
+                self.arrays[item.name] = self.host[item.name] = made
+            elif isinstance(item, PlanLoop):
+                self.loop(item, loops, recorder, device)
+            elif isinstance(item, Phase):
+                self.phase(item.statements, loops, recorder, device)
+
+    def loop(self, item: PlanLoop, loops: list[str], recorder: Recorder, device: Any) -> None:
+        try:
+            bounds = [self.evaluate(bound) for bound in item.bounds]
+        except Exception as err:
+            raise self.refuse(item.statement, f"a loop whose bounds the host cannot compute ({err})",
+                              "bound it by integer arguments and shapes") from err
+        if not all(isinstance(b, (int, np.integer)) and not isinstance(b, bool) for b in bounds):
+            raise self.refuse(item.statement, "a loop whose bounds are not integers", "bound it by integers")
+        turns = range(*(int(b) for b in bounds))
+        if turns:
+            self.ranges[item.var] = (min(turns[0], turns[-1]), max(turns[0], turns[-1]))
+        for value in turns:
+            self.host[item.var] = value
+            self.items(item.body, [*loops, item.var], recorder, device)
+
+    def phase(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any) -> None:
+        """Record the call of the phase's kernel (as ``jit_plans.Builder.phase`` makes it) on the host's arrays."""
+        body = [*self.preamble(statements), *statements]
+        used = set(loaded(body)) - stored(statements)
+        parameters = [name for name in self.args if name in used]
+        parameters += [name for name in self.arrays if name in used and name not in parameters]
+        parameters += [name for name in loops if name in used]
+        kernel = self.kernel(body, parameters, statements[0])
+        recorder.record(kernel, tuple(self.host[name] if name in loops else self.arrays.get(name, self.args.get(name))
+                                      for name in parameters), device)
+
+    def kernel(self, body: list[ast.stmt], parameters: list[str], first: ast.stmt) -> Kernel:
+        name = f"{self.name}_{first.lineno}"
+        node = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in parameters],
+                                                               kwonlyargs=[], kw_defaults=[], defaults=[]),
+                               body=body, decorator_list=[], returns=None)
+        ast.copy_location(node, first)
+        ast.fix_missing_locations(node)
+        bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
+        key = repr((ast.dump(node, include_attributes=True), sorted(bounds.items())))
+        found = self.kernels.get(key)
+        if found is None:
+            names = {**self.source.names, "_svod_prange": pylang.prange}
+            found = self.kernels[key] = Kernel(self.fn, name=name, source=Source(node, self.source.file, names),
+                                               parameters=parameters, bounds=bounds, static_shapes=True)
+        return found
+
+    def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        """The definitions a phase reads (and those they read), in the order they stand."""
+        needed = set(loaded(statements)) - stored(statements)
+        chosen: list[Definition] = []
+        for definition in reversed(self.definitions):
+            if definition.name in needed and all(d.name != definition.name for d in chosen):
+                chosen.append(definition)
+                needed |= set(loaded([definition.statement.value]))
+        return [d.statement for d in reversed(chosen)]
+
+    def evaluate(self, node: ast.expr) -> Any:
+        compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
+        return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _flat(items: Iterable[Item]) -> list[Item]:
+    """``items`` and those their loops and branches hold, in the order they stand."""
+    found: list[Item] = []
+    for item in items:
+        found.append(item)
+        found += _flat(inner_items(item))
+    return found
+
+
+def _body(stmt: ast.stmt) -> list[ast.stmt]:
+    return [*getattr(stmt, "body", []), *getattr(stmt, "orelse", [])] if isinstance(
+        stmt, (ast.For, ast.While, ast.If, ast.With)) else []
+
+
+def _statements(body: Iterable[ast.stmt]) -> list[ast.stmt]:
+    """Every statement of ``body``, nested ones after the statement holding them."""
+    found: list[ast.stmt] = []
+    for stmt in body:
+        found.append(stmt)
+        found += _statements(_body(stmt))
+    return found
+
+
+__all__ = ["TapedCall", "refusal"]
