@@ -684,8 +684,10 @@ class _Differentiator:
                 part.end_lineno = part.lineno
         assert isinstance(node, ast.FunctionDef)
         names = {**self.source.names, MATH: pylang.math, ATOMIC_ADD: pylang.atomic_add}
+        bounds = {p: (a.lo, a.hi) for p, a in self.kernel.annotations.items() if isinstance(a, pylang.IntType)}
         kernel = Kernel(self.kernel.fn, name=name, source=Source(node, self.source.file, names),
-                        parameters=parameters, static_shapes=self.kernel.static_shapes) if self.writes else None
+                        parameters=parameters, static_shapes=self.kernel.static_shapes,
+                        bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written))
 

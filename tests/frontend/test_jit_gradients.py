@@ -212,6 +212,61 @@ def test_a_jit_function_called_twice_on_a_tape_is_differentiated_through_both_ca
                                                                     rel=1e-6)
 
 
+@svod.jit
+def banded(a, x):
+    """A loop's variable in its kernels' bounds and indices: row k from column k on."""
+    n = a.shape[0]
+    c = np.zeros_like(a)
+    for k in range(n):
+        for i in svod.prange(k, n):
+            c[k, i] = a[k, i] * svod.math.exp(x[i - k]) + c[k, i]
+    loss = np.zeros(1)
+    for k in range(n):
+        for i in svod.prange(n):
+            svod.atomic_add(loss, 0, c[k, i] * c[i, k] * x[k])
+    return loss
+
+
+@svod.kernel
+def band(c, a, x, k: svod.Int[0, 4096]):
+    for i in svod.prange(k, c.shape[0]):
+        c[k, i] = a[k, i] * svod.math.exp(x[i - k]) + c[k, i]
+
+
+@svod.kernel
+def band_loss(loss, c, x, k: svod.Int[0, 4096]):
+    for i in svod.prange(c.shape[0]):
+        svod.atomic_add(loss, 0, c[k, i] * c[i, k] * x[k])
+
+
+def banded_by_kernels(a, x):
+    c, loss = np.zeros_like(a), np.zeros(1)
+    for k in range(a.shape[0]):
+        band(c, a, x, k)
+    for k in range(a.shape[0]):
+        band_loss(loss, c, x, k)
+    return loss
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 7])
+def test_a_loop_variable_in_kernel_bounds_and_indices_is_differentiated(n):
+    """The phases' adjoints keep the bounds the loop gives its variable (without them the race prover could not
+    tell row k's work items apart)."""
+    rng = np.random.default_rng(n)
+    a, x = rng.standard_normal((n, n)), rng.standard_normal(n)
+    da, dx = svod.grad(banded, argnums=(0, 1))(a, x)
+    ka, kx = svod.grad(banded_by_kernels, argnums=(0, 1))(a, x)
+    np.testing.assert_allclose(da, ka, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dx, kx, rtol=1e-12, atol=1e-14)
+
+    def plain(a, x):
+        return float(banded.fn(a, x)[0])
+    for position, grad in ((0, da), (1, dx)):
+        direction = rng.standard_normal(grad.shape)
+        expected = _differences(plain, [a, x], position, direction)
+        assert float(np.sum(grad * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
 # ---- what a tape does not record -------------------------------------------------------------------------
 
 @svod.jit
