@@ -118,9 +118,8 @@ class Jit:
         """The call run inside a ``svod.Tape`` block: each ``prange`` phase a kernel call the tape records
         (``svod.frontend.jit_tape``), on the caller's arrays."""
         arguments = self._arguments(args, keywords)
-        variant = self.variant(arguments)
         with self._lock:
-            call = TapedCall(self.name, self.fn, self.source, variant, arguments, self._taped)
+            call = TapedCall(self.name, self.fn, self.source, self.variant(arguments), arguments, self._taped)
         return call.run(recorder, device)
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
