@@ -92,14 +92,15 @@ class TapedCall:
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
         self.check_written(original)
-        self.check(variant.structure.items, carried(variant.structure, variant.reader))
-        for turn in variant.structure.turns.values():
-            raise self.refuse(turn.loop, f"{turn.name}, assigned only inside a loop and read after it (line "
-                              f"{turn.line})", "assign it before the loop")
         lengths = variant.structure.lengths
         if lengths:
-            raise self.refuse(self.source.node, f"a return of {next(iter(lengths))}[:k]",
+            raise self.refuse(self.source.node.body[-1], f"a return of {next(iter(lengths))}[:k]",
                               "return the whole array, and its length as an array a kernel writes")
+        self.check(variant.structure.items, carried(variant.structure, variant.reader))
+        turn = next(iter(variant.structure.turns.values()), None)
+        if turn is not None:
+            raise self.refuse(turn.loop, f"{turn.name}, assigned only inside a loop and read after it (line "
+                              f"{turn.line})", "assign it before the loop")
 
     # ---- what a tape records ----------------------------------------------------------------------------
 

@@ -335,6 +335,23 @@ def product_update(y, x):
         y[i] *= x[i]  # refused: product_update
 
 
+@svod.jit
+def last_turn(y, x):
+    for t in range(3):  # refused: last_turn
+        c = t * 1.0
+        for i in svod.prange(x.shape[0]):
+            y[i] += x[i]
+    for i in svod.prange(x.shape[0]):
+        y[i] += c * x[i]
+
+
+@svod.jit
+def prefix(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i] * 2.0
+    return y[:2]  # refused: prefix
+
+
 REFUSED = [
     (array_statement, "an array statement"),
     (reduction, "a reduction into s across the svod.prange's work items"),
@@ -345,6 +362,8 @@ REFUSED = [
     (early_end, "a break or return inside a loop around svod.prange loops"),
     (row_expression, "an array statement"),
     (product_update, r"an update other than|\*="),
+    (last_turn, "c, assigned only inside a loop and read after it"),
+    (prefix, r"a return of y\[:k\]"),
 ]
 
 
