@@ -17,6 +17,15 @@ a virtual machine whose idle cores halt costs many times an empty kernel's launc
 workers either spin without yielding (its default, for a while after every launch, which cost a kernel
 launched after numpy's BLAS call its cores in turn) or sleep.
 
+A launch the team made slower than its launching thread would have been alone (a worker that claimed a
+chunk lost its core to another process, and the launch waited for that chunk) pauses the team: for
+``TEAM_FIRST_PAUSE_SECONDS``, doubled by each such launch after a pause up to ``TEAM_MOST_PAUSE_SECONDS``,
+launches run every id on the launching thread, and the workers, given no ticket, sleep and leave their cores to
+whoever wants them. The launch after a pause tries the team again. So the team's size follows the cores that
+are free: on a machine where another process keeps a core busy, two threads cost no more than one, and on a
+quiet one a pause is rare and short. The launching thread judges by its own ids' time, per id, times the
+launch's ids: a launch whose ids the team shared evenly is never judged slower.
+
 Two launches at once (plans overlapping kernels on host threads, or a user's threads): one gets the team,
 the other runs its ids one after another on its own thread, with the same results. A child made by ``fork``
 starts threads of its own.
@@ -47,21 +56,33 @@ sleeper woken by the futex is run ahead of threads that have been running; a spi
 for its turn (a small saxpy launched after numpy's matmul, whose OpenBLAS threads spin, waited several times
 longer where the team spun on than where it slept)."""
 
+TEAM_FIRST_PAUSE_SECONDS = 1e-3
+"""How long launches run on the launching thread alone after a launch on the team that took longer than that
+thread would have taken by itself (a worker that claimed a chunk lost its core to another process, and the
+launch waited for it): long enough for a few launches to skip the team, short enough that a machine that
+only looked busy costs little. Each such launch after a pause doubles it."""
+
+TEAM_MOST_PAUSE_SECONDS = 64e-3
+"""The longest pause: on a machine that stays busy, one launch in so long tries the team again, and one whose
+team was not slower than its launching thread alone ends the pause."""
+
 FUTEX_CALLS = {"x86_64": 202, "aarch64": 98}
 """Linux's ``futex`` system call number on each machine the team runs threads on."""
 
 RUN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)
 WORKER_TYPE = ctypes.CFUNCTYPE(None)
 
-STATE_WORDS = 64
+STATE_WORDS = 72
 """The team's state, in 64-bit words, each field that threads contend for on a cache line of its own:"""
-TICKET, GENERATION, CLAIM, DONE, JOB, SLEEPERS, BUSY, SPIN = 0, 8, 16, 24, 32, 40, 48, 56
+TICKET, GENERATION, CLAIM, DONE, JOB, SLEEPERS, BUSY, SPIN, SOLO_UNTIL, PAUSE = 0, 8, 16, 24, 32, 40, 48, 56, 64, 65
 """``TICKET``: the last launch's generation (low 32 bits) and its worker count (high 32); ``GENERATION``:
 its generation again, the futex word threads sleep on, stored after the ticket; ``CLAIM``: the generation
 (high 32 bits) and the next id no one has claimed (low 32); ``DONE``: how many ids have run (the futex word
 the launcher sleeps on); ``JOB``: the entry and its argument; ``SLEEPERS``: how many threads sleep on the
 generation (low 32 bits) and whether the launcher sleeps on ``DONE`` (high); ``BUSY``: whether a launch holds
-the team; ``SPIN``: ``TEAM_SPIN_SECONDS`` in nanoseconds."""
+the team; ``SPIN``: ``TEAM_SPIN_SECONDS`` in nanoseconds; ``SOLO_UNTIL``: until when (``CLOCK_MONOTONIC``
+nanoseconds) launches run on the launching thread alone, and ``PAUSE``: that pause's length (both only read
+and written by the launch that holds the team)."""
 
 _WAIT_IR = """
 declare i64 @syscall(i64, ...)
@@ -139,9 +160,9 @@ define void @svod_team_entry(ptr %job, i64 %id) nounwind {
   ret void
 }
 
-; Claim ids of launch %gen, run each, count it done; return when no id of %gen is left to claim. The last to
-; finish wakes the launcher if it sleeps.
-define internal void @take_ids(ptr %state, i32 %gen, i32 %workers) {
+; Claim ids of launch %gen, run each, count it done; return when no id of %gen is left to claim, with how many
+; this thread ran. The last to finish wakes the launcher if it sleeps.
+define internal i32 @take_ids(ptr %state, i32 %gen, i32 %workers) {
 entry:
   %claim.p = getelementptr i64, ptr %state, i64 $CLAIM
   %done.p = getelementptr i64, ptr %state, i64 $DONE
@@ -153,6 +174,7 @@ entry:
   br label %claim
 claim:
   %word = phi i64 [ %first, %entry ], [ %seen, %lost ], [ %again, %finished ]
+  %ran = phi i32 [ 0, %entry ], [ %ran, %lost ], [ %ran.next, %finished ]
   %word.gen.64 = lshr i64 %word, 32
   %word.gen = trunc i64 %word.gen.64 to i32
   %ours = icmp eq i32 %word.gen, %gen
@@ -185,10 +207,11 @@ wake:
   call void @wake(ptr %done.p, i64 1)
   br label %finished
 finished:
+  %ran.next = add i32 %ran, 1
   %again = load atomic i64, ptr %claim.p acquire, align 8
   br label %claim
 done:
-  ret void
+  ret i32 %ran
 }
 
 define void @svod_team_worker() {
@@ -214,8 +237,37 @@ read:
 got:
   %workers.64 = lshr i64 %ticket, 32
   %workers = trunc i64 %workers.64 to i32
-  call void @take_ids(ptr %state, i32 %gen, i32 %workers)
+  %ran = call i32 @take_ids(ptr %state, i32 %gen, i32 %workers)
   br label %wait
+}
+
+; After a launch on the team that took %took ns where the launching thread alone would have taken %alone (its
+; own ids' time, per id, times the launch's): slower, and the next launches run on the launching thread alone
+; for twice the last such pause (at least $FIRST_PAUSE ns, at most $MOST_PAUSE); not slower, and the pause a
+; next slow launch starts from halves.
+define void @svod_team_verdict(ptr %state, i64 %now, i64 %took, i64 %alone) {
+entry:
+  %until.p = getelementptr i64, ptr %state, i64 $SOLO_UNTIL
+  %pause.p = getelementptr i64, ptr %state, i64 $PAUSE
+  %pause = load i64, ptr %pause.p, align 8
+  %slower = icmp sgt i64 %took, %alone
+  br i1 %slower, label %slow, label %fast
+slow:
+  %twice = shl i64 %pause, 1
+  %short = icmp slt i64 %twice, $FIRST_PAUSE
+  %least = select i1 %short, i64 $FIRST_PAUSE, i64 %twice
+  %long = icmp sgt i64 %least, $MOST_PAUSE
+  %next = select i1 %long, i64 $MOST_PAUSE, i64 %least
+  store i64 %next, ptr %pause.p, align 8
+  %until = add i64 %now, %next
+  store i64 %until, ptr %until.p, align 8
+  ret void
+fast:
+  %half = lshr i64 %pause, 1
+  %small = icmp slt i64 %half, $FIRST_PAUSE
+  %kept = select i1 %small, i64 0, i64 %half
+  store i64 %kept, ptr %pause.p, align 8
+  ret void
 }
 
 define void @svod_team_run(ptr %fn, ptr %data, i32 %workers) {
@@ -231,16 +283,25 @@ entry:
   %launcher.p = getelementptr i32, ptr %sleepers.p, i64 1
   %busy.p = getelementptr i64, ptr %state, i64 $BUSY
   %spin.p = getelementptr i64, ptr %state, i64 $SPIN
+  %until.p = getelementptr i64, ptr %state, i64 $SOLO_UNTIL
   %held = cmpxchg ptr %busy.p, i64 0, i64 1 acquire monotonic
   %won = extractvalue { i64, i1 } %held, 1
-  br i1 %won, label %publish, label %alone
+  br i1 %won, label %gate, label %alone
+gate:
+  %start = call i64 @now()
+  %until = load i64, ptr %until.p, align 8
+  %paused = icmp slt i64 %start, %until
+  br i1 %paused, label %alone, label %publish
 alone:
-  %id = phi i64 [ 0, %entry ], [ %id.next, %alone ]
+  %id = phi i64 [ 0, %entry ], [ 0, %gate ], [ %id.next, %alone ]
+  %holding = phi i1 [ false, %entry ], [ true, %gate ], [ %holding, %alone ]
   call void %fn(ptr %data, i64 %id)
   %id.next = add i64 %id, 1
   %all = zext i32 %workers to i64
   %more = icmp ult i64 %id.next, %all
-  br i1 %more, label %alone, label %done
+  br i1 %more, label %alone, label %alone.end
+alone.end:
+  br i1 %holding, label %release, label %done
 publish:
   store ptr %fn, ptr %fn.p, align 8
   store ptr %data, ptr %data.p, align 8
@@ -264,16 +325,30 @@ wake:
   call void @wake(ptr %gen.p, i64 %others)
   br label %own
 own:
-  call void @take_ids(ptr %state, i32 %gen, i32 %workers)
+  %own.start = call i64 @now()
+  %ran = call i32 @take_ids(ptr %state, i32 %gen, i32 %workers)
+  %own.end = call i64 @now()
   br label %join
 join:
   %finished = load atomic i32, ptr %done.p acquire, align 4
   %over = icmp eq i32 %finished, %workers
-  br i1 %over, label %release, label %join.wait
+  br i1 %over, label %judge, label %join.wait
 join.wait:
   %spin = load atomic i64, ptr %spin.p monotonic, align 8
   call void @wait_while(ptr %done.p, i32 %finished, i64 %spin, ptr %launcher.p)
   br label %join
+judge:
+  %end = call i64 @now()
+  %took = sub i64 %end, %start
+  %own.ns = sub i64 %own.end, %own.start
+  %ran.64 = zext i32 %ran to i64
+  %none = icmp eq i32 %ran, 0
+  %per.by = select i1 %none, i64 1, i64 %ran.64
+  %per = udiv i64 %own.ns, %per.by
+  %estimate = mul i64 %per, %workers.64
+  %alone.ns = select i1 %none, i64 9223372036854775807, i64 %estimate
+  call void @svod_team_verdict(ptr %state, i64 %end, i64 %took, i64 %alone.ns)
+  br label %release
 release:
   store atomic i64 0, ptr %busy.p release, align 8
   br label %done
@@ -288,7 +363,8 @@ def _team_ir(futex: int) -> str:
     return string.Template(_WAIT_IR + _TEAM_IR).substitute(
         TICKET=TICKET, GENERATION=GENERATION, CLAIM=CLAIM, DONE=DONE, JOB=JOB, JOB_DATA=JOB + 1,
         SLEEPERS=SLEEPERS, BUSY=BUSY, SPIN=SPIN, WORDS=STATE_WORDS, FUTEX=futex,
-        GIVEN_AWAY=round(TEAM_GIVEN_AWAY_SECONDS * 1e9))
+        SOLO_UNTIL=SOLO_UNTIL, PAUSE=PAUSE, GIVEN_AWAY=round(TEAM_GIVEN_AWAY_SECONDS * 1e9),
+        FIRST_PAUSE=round(TEAM_FIRST_PAUSE_SECONDS * 1e9), MOST_PAUSE=round(TEAM_MOST_PAUSE_SECONDS * 1e9))
 
 
 def _target_machine() -> Any:
@@ -364,7 +440,7 @@ class ThreadTeam:
         """In a child made by ``fork``: the parent's threads are not here, nor any launch it was running."""
         self._lock = threading.Lock()
         self._threads = 0
-        for word in (BUSY, SLEEPERS):
+        for word in (BUSY, SLEEPERS, SOLO_UNTIL, PAUSE):
             self._state[word] = 0
 
 

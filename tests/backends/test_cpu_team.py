@@ -1,19 +1,34 @@
 """svod's CPU thread team: every id of a launch runs once, whoever claims it; launches from several threads at
-once, more workers than threads, a child made by fork; and an idle team sleeps."""
+once, more workers than threads, a child made by fork, a team whose threads never start, a team paused after a
+launch that was slower on it than on the launching thread alone; and an idle team sleeps."""
 
 from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import platform
 import threading
 import time
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
 import svod
 from svod import workloads
-from svod.backends.cpu_team import RUN_TYPE, thread_team
+from svod.backends.cpu_team import (
+    FUTEX_CALLS,
+    PAUSE,
+    RUN_TYPE,
+    SOLO_UNTIL,
+    STATE_WORDS,
+    TEAM_FIRST_PAUSE_SECONDS,
+    TEAM_MOST_PAUSE_SECONDS,
+    ThreadTeam,
+    _target_machine,
+    _team_ir,
+    thread_team,
+)
 from tests.helpers import cpu_device
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
@@ -25,13 +40,13 @@ class _Recorder:
     """An entry written in Python: each call records (the launch's argument, the id) and, for ``slow`` ids,
     sleeps a little so that other threads claim ids meanwhile."""
 
-    def __init__(self, slow: frozenset[int] = frozenset()) -> None:
+    def __init__(self, slow: frozenset[int] = frozenset(), team: ThreadTeam | None = None) -> None:
         self.calls: list[tuple[int, int]] = []
         self.threads: set[str] = set()
         self._lock = threading.Lock()
         self._slow = slow
         self.entry = ENTRY(self._call)
-        self.run = RUN_TYPE(thread_team().addresses()[0])
+        self.run = RUN_TYPE((team or thread_team()).addresses()[0])
 
     def _call(self, data: int | None, ident: int) -> None:
         if ident in self._slow:
@@ -50,6 +65,7 @@ def test_every_id_of_a_launch_runs_once():
     must not claim ids of the next past that one's size); slow ids keep their thread busy, so others claim the
     rest."""
     thread_team().grow(3)
+    _end_pause(thread_team())
     recorder = _Recorder(slow=frozenset({0, 1}))
     sizes = [(tag, (2, 7, 3, 64, 2, 5)[tag % 6]) for tag in range(1, 61)]
     for tag, workers in sizes:
@@ -117,3 +133,88 @@ def test_an_idle_team_sleeps():
     start = time.process_time()
     time.sleep(0.5)
     assert time.process_time() - start < 0.05
+
+
+def _end_pause(team: ThreadTeam) -> None:
+    """Let the next launch run on the team whatever the launches before it found."""
+    team._state[SOLO_UNTIL] = 0
+    team._state[PAUSE] = 0
+
+
+def test_a_team_whose_threads_never_start_runs_every_id_on_the_launching_thread():
+    """A team of its own that starts no thread: a launch does not wait for one, and its launching thread runs
+    every id, once."""
+    team = ThreadTeam()
+    recorder = _Recorder(team=team)
+    for tag, workers in ((1, 8), (2, 3), (3, 1)):
+        recorder.launch(tag, workers)
+    assert sorted(recorder.calls) == [(tag, i) for tag, workers in ((1, 8), (2, 3), (3, 1)) for i in range(workers)]
+    assert recorder.threads == {threading.current_thread().name}
+
+
+def test_a_paused_team_leaves_every_id_to_the_launching_thread():
+    """While the team is paused its threads claim nothing: the launching thread runs every id, once, and so
+    does a kernel launched on three threads, with the one-thread result; once the pause ends they take part
+    again."""
+    team = thread_team()
+    team.grow(2)
+    team._state[SOLO_UNTIL] = 1 << 62
+    try:
+        recorder = _Recorder(slow=frozenset({0}))
+        for tag in range(1, 11):
+            recorder.launch(tag, 8)
+        assert sorted(recorder.calls) == [(tag, i) for tag in range(1, 11) for i in range(8)]
+        assert recorder.threads == {threading.current_thread().name}
+        x = np.random.default_rng(2).standard_normal((1 << 20) + 3).astype(np.float32)
+        out = np.zeros_like(x)
+        svod.run(SAXPY, [out, x, x], device=cpu_device(3, "llvm"), n=x.size)
+        np.testing.assert_array_equal(out, x * np.float32(2.5) + x)
+    finally:
+        _end_pause(team)
+    helped = threading.Event()
+    launcher = threading.current_thread().name
+
+    def wait_for_help(_: int | None, ident: int) -> None:
+        """The launching thread's ids wait (a minute at most) until a team thread has run one."""
+        if threading.current_thread().name == launcher:
+            helped.wait(timeout=60)
+        else:
+            helped.set()
+
+    entry = ENTRY(wait_for_help)
+    RUN_TYPE(team.addresses()[0])(ctypes.cast(entry, ctypes.c_void_p), 0, 8)
+    assert helped.is_set()
+
+
+VERDICT_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+MS = 1_000_000
+
+
+def test_a_launch_slower_on_the_team_than_alone_pauses_it_for_longer_each_time():
+    """The team's verdict on a launch, given its times (a state of its own, no clock): slower on the team than
+    on the launching thread alone, and launches skip the team for a pause that doubles with each such
+    launch, to a most; one not slower halves the pause the next slow launch starts from, and a short one ends
+    it."""
+    module = llvm.parse_assembly(_team_ir(FUTEX_CALLS[platform.machine().lower()]))
+    engine = llvm.create_mcjit_compiler(module, _target_machine())
+    engine.finalize_object()
+    verdict = VERDICT_TYPE(engine.get_function_address("svod_team_verdict"))
+    state = (ctypes.c_int64 * STATE_WORDS)()
+    first, most = round(TEAM_FIRST_PAUSE_SECONDS * 1e9), round(TEAM_MOST_PAUSE_SECONDS * 1e9)
+    pauses = []
+    for now in range(100 * MS, 100 * MS + 12, 1):  # each launch twice as long on the team as alone
+        verdict(ctypes.addressof(state), now, 2 * MS, MS)
+        pauses.append(state[PAUSE])
+        assert state[SOLO_UNTIL] == now + state[PAUSE]
+    assert pauses[:3] == [first, 2 * first, 4 * first] and pauses[-1] == most and max(pauses) == most
+    until = state[SOLO_UNTIL]
+    verdict(ctypes.addressof(state), 200 * MS, MS, MS)  # as fast as alone: not slower
+    assert (state[PAUSE], state[SOLO_UNTIL]) == (most // 2, until)
+    verdict(ctypes.addressof(state), 300 * MS, 3 * MS, 2 * MS)
+    assert (state[PAUSE], state[SOLO_UNTIL]) == (most, 300 * MS + most)
+    while state[PAUSE]:
+        verdict(ctypes.addressof(state), 400 * MS, MS, 5 * MS)
+    verdict(ctypes.addressof(state), 500 * MS, 2, 1)
+    assert (state[PAUSE], state[SOLO_UNTIL]) == (first, 500 * MS + first)
+    verdict(ctypes.addressof(state), 600 * MS, 1, 2)
+    assert state[PAUSE] == 0
