@@ -22,9 +22,10 @@ chunk lost its core to another process, and the launch waited for that chunk) pa
 ``TEAM_FIRST_PAUSE_SECONDS``, doubled by each such launch after a pause up to ``TEAM_MOST_PAUSE_SECONDS``,
 launches run every id on the launching thread, and the workers, given no ticket, sleep and leave their cores to
 whoever wants them. The launch after a pause tries the team again. So the team's size follows the cores that
-are free: on a machine where another process keeps a core busy, two threads cost no more than one, and on a
-quiet one a pause is rare and short. The launching thread judges by its own ids' time, per id, times the
-launch's ids: a launch whose ids the team shared evenly is never judged slower.
+are free: beside a process that keeps a core busy, launches stop waiting for a worker that lost its core, and
+on a quiet machine a pause is rare and short. The launching thread judges by its own ids' time, per id, times
+the launch's ids: a launch whose ids the team shared evenly is judged slower only where waking the team cost
+more than the launching thread's whole share.
 
 Two launches at once (plans overlapping kernels on host threads, or a user's threads): one gets the team,
 the other runs its ids one after another on its own thread, with the same results. A child made by ``fork``
