@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend import extents, random_arrays
+from svod.frontend.array_calls import reads_masked
 from svod.frontend.array_exprs import (
     Elementwise,
     Emitter,
@@ -59,11 +60,13 @@ _COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 class ArrayValues(SliceBounds):
     """The expressions of this module, as the statements' ``ArrayRewriter`` reads them. ``histogram_part`` and
     ``bincount`` are ``Histograms``' (``svod.frontend.histograms``), a base of ``ArrayRewriter`` after this one: they
-    are declared, not stubbed, so that no stub of this class hides them."""
+    are declared, not stubbed, so that no stub of this class hides them; so is ``masked_reduction``,
+    ``Compactions``' (``svod.frontend.compactions``)."""
 
     described: dict[str, str]
     histogram_part: Callable[[ast.Subscript], Named | None]
     bincount: Callable[[ast.Call], Named]
+    masked_reduction: Callable[[ast.Call, Expr, str, list[ast.keyword], list[ast.expr]], Value]
 
     @abstractmethod
     def operand(self, node: ast.AST, x: Expr) -> Expr: ...
@@ -112,6 +115,8 @@ class ArrayValues(SliceBounds):
             if node.attr == "T":
                 order = tuple(reversed(range(len(owner.shape))))
                 return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
+            if node.attr in ("shape", "size", "ndim") and reads_masked(owner):
+                raise self.refuse(node, _MASKED_LENGTH.format(f"x[mask].{node.attr}"))
             if node.attr in ("shape", "size", "ndim"):
                 known = _attribute(owner, node.attr)
                 if (node.attr == "shape" and not extents.is_static(known)) or isinstance(known, extents.Extent):
@@ -297,6 +302,8 @@ class ArrayValues(SliceBounds):
         if callee in JOINS and len(node.args) == 1:
             return self.joined(node, callee.__name__)
         args = [self.value(a) for a in node.args]
+        if callee is len and len(args) == 1 and isinstance(args[0], Expr) and reads_masked(args[0]):
+            raise self.refuse(node, _MASKED_LENGTH.format("len(x[mask])"))
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
             length = args[0].shape[0]
             return Scalar(node_of(length), length if isinstance(length, int) else 0)
@@ -383,6 +390,8 @@ class ArrayValues(SliceBounds):
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value:
         positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
+        if reads_masked(operand):
+            return self.masked_reduction(node, operand, name, keywords, positional)
         axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
         if isinstance(axis_node, ast.Constant) and axis_node.value is None:
             axis_node = None  # axis=None: every axis
@@ -449,6 +458,11 @@ def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
     named = sum(1 for item in items if not (isinstance(item, ast.Constant) and item.value in (None, Ellipsis)))
     full = [ast.Slice() for _ in range(max(ndim - named, 0))]
     return [*items[:spots[0]], *full, *items[spots[0] + 1:]]
+
+
+_MASKED_LENGTH = ("{} is of the mask's count, a number NumPy gives as a Python int, which svod knows only after "
+                  "the run: count the mask into an array of a dtype of yours (`n[0] = np.count_nonzero(m)`)")
+"""Why the length of an ``x[mask]`` is refused (``svod.frontend.compactions``)."""
 
 
 def _attribute(owner: Expr, attr: str) -> Any:

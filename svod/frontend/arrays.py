@@ -594,6 +594,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
                 return placed([renamed(s, {element.id: name}) for s in out.statements], stmt)
             return placed([*out.statements, assign(name, element)], stmt)
+        if self.reduced_next(stmt, name, value):  # x[mask] that the next statement only reduces: reduced there
+            self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
+            return []
         compacted = self.compacted(stmt, name, value)
         if compacted is not None:
             return compacted

@@ -18,6 +18,16 @@ largest length they may have and a count.
 
 The function returns such an array as its first elements (``return y[:count]``: ``Reader.prefixes``), and
 nothing else may read it: every other use of its name is refused, saying so.
+
+A reduction of ``x[mask]`` (``x[m].mean()``; ``y = x[m]`` read by the next statement only so:
+``MASKED_REDUCTIONS``) needs no compacted array: it reduces every element of ``x`` where the mask holds, as
+the mask's count is its length::
+
+    s = x[m].sum()        s = sum(x[i] if m[i] else 0 for each i)
+    a = x[m].mean()       a = s / count(m)                     NaN where the mask holds nowhere, as NumPy's
+
+A max or a min of it, which NumPy refuses where the mask holds nowhere, is refused; so is its length, a Python
+int in NumPy (weak in arithmetic), which a count the run computes is not.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ import ast
 import inspect
 import itertools
 from abc import abstractmethod
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -33,9 +45,23 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents
 from svod.frontend.array_calls import Masked, masked_by
-from svod.frontend.array_exprs import Emitter, Expr, Named, Value, computes, numpy, typed
+from svod.frontend.array_exprs import (
+    Elementwise,
+    Emitter,
+    Expr,
+    Fused,
+    Named,
+    Reduced,
+    Scalar,
+    Value,
+    Whole,
+    computes,
+    numpy,
+    typed,
+)
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed
 from svod.frontend.phases import Reader
+from svod.frontend.rebinding import Bindings
 from svod.frontend.source import Source
 
 
@@ -50,6 +76,8 @@ class Compactions:
     changed: bool
     sized: dict[str, str]
     """Each array of a length the data decides: the scalar that holds the length."""
+    following: list[ast.stmt]
+    bindings: Bindings
 
     @abstractmethod
     def static(self, node: ast.AST, x: Expr, what: str) -> None: ...
@@ -65,6 +93,13 @@ class Compactions:
 
     @abstractmethod
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]: ...
+
+    @abstractmethod
+    def fused_into_next(self, name: str, stmt: ast.stmt) -> bool: ...
+
+    @abstractmethod
+    def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
+                    *operands: Value) -> Expr: ...
 
     def returned_prefix(self, value: ast.expr) -> bool:
         """Whether ``value`` is ``y[:k]`` of an array ``y`` of its own name (or an argument): returned as its
@@ -112,6 +147,64 @@ class Compactions:
             body = [for_loop(variable, call("range", constant(length)), body)]
         self.changed = True
         return [*self.allocation(stmt, made), *placed([assign(count, constant(0)), *body], stmt)]
+
+    # ---- reductions of x[mask] ---------------------------------------------------------------------------
+
+    def reduced_next(self, stmt: ast.stmt, name: str, value: Expr) -> bool:
+        """Whether ``name = value``, an ``x[mask]``, is read by the next statement alone (``fused_into_next``),
+        and there only whole, by a reduction or ``len`` (``reduced_only``): then it is computed where it is
+        reduced (``Fused``), never compacted."""
+        if masked_in(value) is None or not isinstance(stmt, ast.Assign) or not self.fused_into_next(name, stmt):
+            return False
+        return reduced_only(self.following[0], self.bindings.spelled(name), self.reader.resolve)
+
+    def masked_reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
+                         positional: list[ast.expr]) -> Value:
+        """``name`` (a reduction) of ``operand``, which reads ``x[mask]``: of each element where the mask holds,
+        as NumPy reduces the compacted array (the module docstring)."""
+        if name not in MASKED_REDUCTIONS:
+            raise self.refuse(node, f"{name} of x[mask]: the mask may hold nowhere, where NumPy raises (no identity); "
+                                    f"svod reduces x[mask] by {', '.join(MASKED_REDUCTIONS)}")
+        axis = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
+        if not whole_axis(axis) or len(positional) > 1 or any(k.arg != "axis" for k in keywords):
+            raise self.refuse(node, f"{name} of x[mask] takes no argument but axis (None, 0 or -1): x[mask] is 1-D")
+        mask, under = self.under_mask(node, operand)
+        identity: dict[str, ast.expr] = {"sum": constant(0), "prod": constant(1), "mean": constant(0),
+                                         "any": constant(False), "all": constant(True)}
+        if name in ("any", "all"):
+            dtype = np.dtype(np.bool_)
+            kept = self.elementwise(node, lambda c: ast.IfExp(c[0], ast.Compare(c[1], [ast.NotEq()], [constant(0)]),
+                                                              identity[name]), dtype, mask, under)
+        else:
+            dtype = np.asarray(getattr(np, name)(np.ones(1, under.dtype))).dtype
+            kept = self.elementwise(node, lambda c: ast.IfExp(c[0], typed(c[1], dtype), typed(identity[name], dtype)),
+                                    dtype, mask, under)
+        axes = tuple(range(len(mask.shape)))
+        total = Whole(Reduced((), dtype, "sum" if name == "mean" else name, kept, axes))
+        if name != "mean":
+            return total
+        count = self.count(node, mask)  # NumPy divides by the count in the mean's dtype
+        return self.elementwise(node, lambda c: typed(ast.BinOp(c[0], ast.Div(), typed(c[1], dtype)), dtype),
+                                dtype, total, count)
+
+    def count(self, node: ast.AST, mask: Expr) -> Expr:
+        """How many elements of ``mask`` hold: an int32 where the mask has fewer elements than int32's greatest
+        (every device holds int32), else an intp."""
+        size = extents.high(extents.elements(mask.shape))
+        dtype = np.dtype(np.int32 if size <= np.iinfo(np.int32).max else np.intp)
+        counted = self.elementwise(node, lambda c: typed(c[0], dtype), dtype, mask)
+        return Whole(Reduced((), dtype, "sum", counted, tuple(range(len(mask.shape)))))
+
+    def under_mask(self, node: ast.AST, operand: Expr) -> tuple[Expr, Expr]:
+        """The mask ``operand`` reads its arrays under (one mask: ``x[m] * y[m]``), and ``operand`` of the
+        whole arrays, to read where the mask holds."""
+        masked = masked_in(operand)
+        assert masked is not None
+        whole = unmasked(operand, masked.key)
+        if not isinstance(whole, Expr):
+            raise self.refuse(node, "a reduction of x[mask] reads arrays under one mask only, alone or in an "
+                                    "expression of them (`(x[m] * y[m]).sum()`)")
+        return masked.mask, whole
 
     # ---- np.unique -----------------------------------------------------------------------------------------
 
@@ -223,6 +316,49 @@ class Compactions:
         if not returns:
             raise self.refuse(stmt, f"{name} = {what} has a length known only after the run: svod makes it only to "
                                     f"return it (`return {name}`)")
+
+
+MASKED_REDUCTIONS = ("sum", "prod", "mean", "any", "all")
+"""The reductions of an ``x[mask]`` svod computes: each has a value where the mask holds nowhere."""
+
+
+def reduced_only(stmt: ast.stmt, names: set[str], resolve: Callable[[ast.expr], Any]) -> bool:
+    """Whether each read of ``names`` in ``stmt`` is a whole reduction of it (``y.sum()``, ``np.mean(y)``)."""
+    whole: set[int] = set()
+    for node in ast.walk(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in MASKED_REDUCTIONS:
+            whole.add(id(node.func.value))
+        elif node.args and any(resolve(node.func) is getattr(np, name) for name in MASKED_REDUCTIONS):
+            whole.add(id(node.args[0]))
+    reads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names]
+    return bool(reads) and all(isinstance(n.ctx, ast.Load) and id(n) in whole for n in reads)
+
+
+def whole_axis(axis: ast.expr | None) -> bool:
+    """Whether a reduction's ``axis`` is every axis of a 1-D array: none, None, 0 or -1, as written."""
+    try:
+        return axis is None or ast.literal_eval(axis) in (None, 0, -1)
+    except ValueError:
+        return False
+
+
+def unmasked(value: Value, key: str) -> Value | None:
+    """``value`` of the whole arrays its ``x[mask]`` views under the mask of ``key`` (its element where the mask
+    holds is ``value``'s); None where it reads an array otherwise."""
+    if isinstance(value, Scalar):
+        return value
+    if isinstance(value, Masked):
+        return value.base if value.key == key else None
+    if isinstance(value, Fused) and value.made is None:
+        return unmasked(value.value, key)
+    if isinstance(value, Elementwise):
+        operands = [unmasked(o, key) for o in value.operands]
+        if any(o is None for o in operands):
+            return None
+        return replace(value, operands=tuple(o for o in operands if o is not None))
+    return None
 
 
 def masked_in(value: Value) -> Masked | None:

@@ -1,6 +1,6 @@
 """Arrays whose length the data decides, returned from ``@svod.jit`` functions (``svod.frontend.compactions``,
-``Reader.prefixes``): ``return y[:k]`` of a count the function computes, ``x[mask]`` as a value and
-``np.unique``, against the same function run as plain Python on every device: sizes 0, 1 and primes, masks
+``Reader.prefixes``): ``return y[:k]`` of a count the function computes, ``x[mask]`` as a value (and reduced)
+and ``np.unique``, against the same function run as plain Python on every device: sizes 0, 1 and primes, masks
 that keep nothing and everything, NaNs (one value to ``np.unique``), zeros of both signs and integer extremes;
 any other use of such an array refused at its line."""
 
@@ -12,8 +12,9 @@ import pytest
 import svod
 from svod.device import Device
 from svod.dtype import dtypes
-from svod.errors import KernelSyntaxError
+from svod.errors import GraphError, KernelSyntaxError
 from svod.frontend.oracle import as_python, python_arguments
+from tests.frontend.test_jit import agrees_with_python
 from tests.helpers import numpy_quietly
 
 SIZES = (0, 1, 7, 13)
@@ -113,6 +114,47 @@ def test_x_of_a_mask_as_a_value_is_its_kept_elements_in_order(device, n):
     same(kept, device, np.full(n, -1.0, dtypes_of(device)[0]), np.zeros(n, dtypes_of(device)[0]))  # none kept
 
 
+@svod.jit
+def masked_reductions(x, t):
+    truths = np.zeros(2, dtype=x.dtype)
+    truths[0] = x[x > t].any()
+    truths[1] = np.all(x[x != t] - t)
+    kept_by_name = x[x > t]
+    total = kept_by_name.sum()
+    return total, np.mean(x[x > t]), (x[(x > -3) & (x < 3)] * 2 + 1).prod(axis=0), truths
+
+
+@svod.jit
+def binned_means(data, radius, edges):
+    res = np.zeros(edges.shape[0] - 1, dtype=data.dtype)
+    for i in svod.prange(edges.shape[0] - 1):
+        inside = np.logical_and(edges[i] <= radius, radius < edges[i + 1])
+        values = data[inside]
+        res[i] = values.mean()
+    return res
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_reduction_of_x_of_a_mask_is_numpys_of_the_kept_elements(device, n):
+    """sum, mean, prod, any and all of ``x[mask]``, never compacted: masks that keep nothing (a mean of NaN, as
+    NumPy's), everything, or some, of 1-D and 2-D arrays; in a prange loop, a mask per work item (bins that
+    nothing falls in). An int32 array's sum is NumPy's int64, which a device without int64 refuses."""
+    for dtype in dtypes_of(device):
+        x = values(device, dtype, n, n + 3)
+        if np.dtype(dtype).kind == "i" and not held(device, "int64"):
+            with pytest.raises(GraphError, match="cannot hold int64"):
+                masked_reductions(x, 0, device=device)
+            continue
+        for t in (-10, 0, 1, 10):
+            agrees_with_python(masked_reductions, device, x, t, numpy_warns=True)
+            agrees_with_python(masked_reductions, device, np.resize(x, (2, n)), t, numpy_warns=True)
+    if n:
+        rng = np.random.default_rng(n)
+        for bins in (1, 3, 2 * n + 1):
+            edges = np.linspace(0.0, 1.0, bins + 1)  # (a device's division may round otherwise: none computed)
+            agrees_with_python(binned_means, device, rng.random(n), rng.random(n), edges, numpy_warns=True)
+
+
 # ---- np.unique -------------------------------------------------------------------------------------------------
 
 @svod.jit
@@ -163,7 +205,37 @@ def prefix_of_a_scalar(x):
     return k[:2]
 
 
+@svod.jit
+def masked_max(x):
+    return x[x > 0].max()
+
+
+@svod.jit
+def reduced_under_two_masks(x):
+    return (x[x > 0] * x[x < 3]).sum()
+
+
+@svod.jit
+def masked_sum_along_an_axis(x):
+    return x[x > 0].sum(axis=1)
+
+
+@svod.jit
+def masked_shape(x):
+    return x[x > 0].shape[0]
+
+
+@svod.jit
+def masked_length(x):
+    return len(x[x > 0]) * np.ones(3, np.float32)
+
+
 @pytest.mark.parametrize(("fn", "says"), [
+    (masked_max, r"max of x\[mask\]: the mask may hold nowhere, where NumPy raises"),
+    (reduced_under_two_masks, r"a reduction of x\[mask\] reads arrays under one mask only"),
+    (masked_sum_along_an_axis, r"sum of x\[mask\] takes no argument but axis \(None, 0 or -1\)"),
+    (masked_shape, r"x\[mask\].shape is of the mask's count, a number NumPy gives as a Python int"),
+    (masked_length, r"len\(x\[mask\]\) is of the mask's count"),
     (reads_its_kept, r"y = x\[mask\] has a length known only after the run: svod returns such an array"),
     (keeps_without_returning, "svod makes it only to return it"),
     (unique_in_an_expression, "np.unique makes an array of a length known only after the run"),
