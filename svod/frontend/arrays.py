@@ -79,6 +79,7 @@ from svod.frontend.phases import Ordering, Reader, refusal, sorting_call
 from svod.frontend.rebinding import Bindings, HostShape
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
+from svod.frontend.unrolling import unrolled
 
 TEMPORARY_LENGTH = (1 << 31) - 1
 """The longest axis of an array the rewriting makes at a length the host does not know before the run (at
@@ -164,14 +165,24 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
     def body(self, statements: Sequence[ast.stmt], looped: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
+        statements = list(statements)
         self.level += 1
         try:
             with self.bindings.block():
-                for position, stmt in enumerate(statements):
-                    self.following = list(statements[position + 1:])
-                    made = self.statement(stmt, looped)
+                position = 0
+                while position < len(statements):
+                    turns = unrolled(statements[position], self.reader, self.on_host)
+                    if turns is not None:  # a loop whose variable decides shapes: its turns in its place
+                        loop = statements[position]
+                        assert isinstance(loop, ast.For)  # (``unrolled``: a loop over a range the host knows)
+                        self.read |= {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} & set(self.host)
+                        statements[position:position + 1] = turns
+                        continue
+                    self.following = statements[position + 1:]
+                    made = self.statement(statements[position], looped)
                     out += [*self.pending, *made]
                     self.pending = []
+                    position += 1
         finally:
             self.level -= 1
         return out

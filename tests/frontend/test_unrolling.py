@@ -1,0 +1,69 @@
+"""A sequential loop whose variable decides its array statements' shapes, written out turn by turn on the host
+(``svod.frontend.unrolling``): a Stockham FFT's stride permutations, allocations of a turn's length, the
+variable read after the loop, against the same function run as plain Python on every device, over no turn,
+one, and primes; a loop that cannot be written out keeps its refusal, at its line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import KernelSyntaxError
+from svod.frontend.unrolling import UNROLLED_TURNS
+from tests.frontend.test_jit import agrees_with_python
+
+
+@svod.jit
+def stride_permutations(x, R, K):
+    y = x.copy()
+    for i in range(K):
+        yv = np.reshape(y, (R**i, R, R**(K - i - 1)))
+        y[:] = np.reshape(np.transpose(yv, axes=(1, 0, 2)).copy(), (R**K,)) * (i + 1)
+    return y
+
+
+@svod.jit
+def growing_parts(x, k):
+    total = np.zeros(2, dtype=x.dtype)
+    for i in range(1, k):
+        m = i + 1
+        part = np.empty(m, dtype=x.dtype)
+        part[:] = x[:m] * 2
+        for j in svod.prange(m):
+            part[j] += j
+        total[0] += part.sum()
+        total[1] = m
+    return total, i
+
+
+def test_a_reshape_of_a_turns_shape_is_numpys(device):
+    """One after another, so that a plan made for one count of turns is never taken for another."""
+    for R, K in [(2, 0), (2, 1), (2, 3), (3, 2), (5, 2), (7, 1), (2, 2)]:
+        agrees_with_python(stride_permutations, device, np.arange(float(R**K)) - 3.5, R, K)
+
+
+def test_an_allocation_of_a_turns_length_and_the_variable_after_the_loop(device):
+    for k in [2, 3, 7, 3]:
+        agrees_with_python(growing_parts, device, np.linspace(-1.0, 2.0, 11), k)
+
+
+@svod.jit
+def permutations_until(x, R, K):
+    y = x.copy()
+    for i in range(K):
+        if i == 2:
+            break
+        y[:] = np.reshape(np.transpose(np.reshape(y, (R**i, R, R**(K - i - 1))), axes=(1, 0, 2)).copy(), (R**K,))
+    return y
+
+
+@pytest.mark.parametrize(("fn", "args"), [(permutations_until, (np.arange(8.0), 2, 3)),
+                                          (stride_permutations, (np.arange(2.0 ** 7), 2, 7))])
+def test_a_loop_not_written_out_keeps_its_refusal_at_its_line(fn, args, monkeypatch):
+    """One that leaves a turn early (``break``), or of more turns than ``UNROLLED_TURNS``."""
+    monkeypatch.setattr("svod.frontend.unrolling.UNROLLED_TURNS", 6)
+    assert UNROLLED_TURNS > 6
+    with pytest.raises(KernelSyntaxError, match=r"test_unrolling.py:\d+: reshape's shape is a number the host knows "
+                                                r"before the run \(name 'i' is not defined\)"):
+        fn(*args)
