@@ -42,12 +42,13 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import api
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of
+from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
 from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded
 from svod.frontend.nodes import stands_for
-from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal
+from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 from svod.runtime.plan import ExecutionPlan
@@ -142,7 +143,8 @@ class Jit:
         """The function as svod reads it: the calls it makes of functions svod compiles into it inlined
         (``svod.frontend.inline``), at the first call (a function svod cannot take still imports)."""
         if self._source is None:  # read now: the globals it calls may be defined after it
-            self._source = inline_calls(Source.of(self.fn), self.name)
+            inlined = inline_calls(Source.of(self.fn), self.name)
+            self._source = closed_chains(inlined, lambda node: resolve(inlined.names, node))
         return self._source
 
     @property

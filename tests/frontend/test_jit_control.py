@@ -484,6 +484,87 @@ def test_a_scalar_every_path_assigns_or_leaves_before_is_read(device, flag):
 
 
 @svod.jit
+def differences(x):
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        if i == 0:
+            step = x[0]
+        elif 0 < i:  # noqa: SIM300 (the variable on the right: read as i > 0)
+            step = x[i] - x[i - 1]
+        out[i] = step
+    for j in range(2, x.shape[0] + 2, 3):
+        if j <= 2:
+            d = 1.0
+        elif j != 5:
+            d = 2.0
+        elif j == 5:
+            d = 3.0
+        out[(j - 2) // 3] += d
+    return out
+
+
+@svod.jit
+def scaled_turns(x, n):
+    for t in range(n):
+        if t == 0:
+            f = 2.0
+        elif t >= 1:
+            f = 0.5
+        x *= f
+    return x, f
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_an_elif_chain_that_covers_every_turn_assigns_on_every_path(device, n):
+    """``if i == 0: ... elif i > 0: ...`` without an ``else``, of a loop's variable that is never negative:
+    Python assigns on every turn, and so does svod (in a kernel, and between phases)."""
+    agrees_with_python(differences, device, np.arange(float(n)) ** 2)
+    agrees_with_python(scaled_turns, device, np.arange(float(n)), n)
+
+
+@svod.jit
+def from_minus_one(x, n):
+    for i in range(-1, n):
+        if i == 0:
+            v = 1.0
+        elif i > 0:
+            v = 2.0
+        x[0] += v
+    return x
+
+
+@svod.jit
+def reassigned_variable(x, n):
+    for i in range(n):
+        i = i - 1
+        if i == 0:
+            v = 1.0
+        elif i > 0:
+            v = 2.0
+        x[0] += v
+    return x
+
+
+@svod.jit
+def stepped_down(x, n):
+    for i in range(n, -1, -1):
+        if i == 0:
+            v = 1.0
+        elif i > 0:
+            v = 2.0
+        x[0] += v
+    return x
+
+
+@pytest.mark.parametrize("fn", [from_minus_one, reassigned_variable, stepped_down])
+def test_an_elif_chain_that_may_not_assign_stays_refused(fn):
+    """A turn the tests may all miss (a variable that may be negative, that the body changes, of a step that
+    is not positive): Python raises UnboundLocalError there, svod refuses the read."""
+    with pytest.raises(KernelSyntaxError, match="v is assigned in one branch only of the if at line"):
+        fn(np.zeros(2), 3)
+
+
+@svod.jit
 def sums_in_a_loop(x, n):
     for _t in range(n):
         s = x.sum()
