@@ -612,9 +612,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         if compacted is not None:
             return compacted
         if looped and name in self.viewed:
-            raise self.refuse(stmt, f"{name} is a new array in every turn of a loop around phases, and another name "
-                                    f"views it: make it once before the loop (`{name} = np.empty(...)`) and "
-                                    f"assign into it (`{name}[...] = ...`)")
+            holder, why = self.bindings.new_in_loop(self.source.node, name, stmt.lineno)
+            raise self.refuse(stmt if holder is None else holder, why)
         if self.fused_into_next(name, stmt):
             self.arrays[name] = Fused(value.shape, value.dtype, name, value, stmt)
             return []

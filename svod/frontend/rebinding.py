@@ -106,6 +106,24 @@ class Bindings:
                 "(a plan's arrays keep their shapes and dtypes, turn after turn); bind another name, or bind it "
                 "before the loop or if")
 
+    def new_in_loop(self, function: ast.FunctionDef, name: str, line: int) -> tuple[ast.AST | None, str]:
+        """Why array ``name``, made anew (at ``line``) in every turn of a loop around phases, cannot be while
+        another name holds it, and where to say so: where ``name`` is svod's (an inlined function's local), at
+        the user's own name bound to it (``acc = getAcc(...)``: at the call's line) if any; else at the statement
+        that makes it (None)."""
+        if not name.startswith("_svod_"):
+            return None, (f"{name} is a new array in every turn of a loop around phases, and another name views it: "
+                          f"make it once before the loop (`{name} = np.empty(...)`) and assign into it "
+                          f"(`{name}[...] = ...`)")
+        holders = [node.targets[0] for node in ast.walk(function) if isinstance(node, ast.Assign) and
+                   len(node.targets) == 1 and isinstance(node.value, ast.Name) and node.value.id == name]
+        holder = next((h for h in holders if isinstance(h, ast.Name) and not h.id.startswith("_svod_")), None)
+        what = self.described.get(name, "an array a called function makes")
+        held = f"{what} is" if not isinstance(holder, ast.Name) else f"{holder.id} is bound to {what}, which is"
+        return holder, (f"{held} a new array (made at line {line}) in every turn of a loop around phases, which svod "
+                        "makes once while another name holds it: have the function store into an array made once "
+                        "before the loop, which the call passes it (`out[...] = ...` in it)")
+
 
 class HostShape:
     """What the host knows, before a run, of an array the plan makes (a temporary, an array statement's result):

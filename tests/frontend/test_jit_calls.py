@@ -394,6 +394,54 @@ def test_an_element_past_a_returned_tuple_is_refused_at_its_line():
     assert f"test_jit_calls.py:{line_of(takes_a_third_of_two, 'third = binned')}:" in str(raised.value)
 
 
+# ---- an array a called function makes in a loop --------------------------------------------------------------
+
+def pulls(pos):
+    d = pos[:, None] - pos[None, :]
+    pulled = d.sum(axis=1)
+    return pulled
+
+
+@svod.jit
+def drifts_through_a_new_array(pos, steps):
+    acc = pulls(pos)
+    for _t in range(steps):
+        pos += acc * 0.01
+        acc = pulls(pos)
+    return pos
+
+
+def pulls_into(pos, out):
+    d = pos[:, None] - pos[None, :]
+    out[:] = d.sum(axis=1)
+
+
+@svod.jit
+def drifts_in_place(pos, steps):
+    acc = np.empty_like(pos)
+    pulls_into(pos, acc)
+    for _t in range(steps):
+        pos += acc * 0.01
+        pulls_into(pos, acc)
+    return pos
+
+
+def test_a_called_functions_new_array_in_a_loop_is_refused_at_the_callers_name():
+    """svod makes an array once, while another name holds it: the refusal names the caller's name at the call's
+    line and the function's array in the user's words, never svod's own name for it."""
+    with pytest.raises(KernelSyntaxError, match=r"acc is bound to pulled \(of pulls\), which is a new array \(made "
+                                                r"at line \d+\) in every turn of a loop around phases") as raised:
+        drifts_through_a_new_array(np.arange(5.0), 3)
+    assert f"test_jit_calls.py:{line_of(drifts_through_a_new_array, '        acc = pulls(pos)')}:" in str(raised.value)
+    assert "_svod_" not in str(raised.value)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_called_function_that_stores_into_the_callers_array_runs_in_a_loop(device, n):
+    """What the refusal above says to write: the caller's array, made once, passed to the function."""
+    agrees_with_python(drifts_in_place, device, data(n, 3), 4, numpy_warns=True)
+
+
 # ---- a race in a called function ----------------------------------------------------------------------------
 
 def softmax(x):
