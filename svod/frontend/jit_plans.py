@@ -276,7 +276,13 @@ class Builder:
         what lets svod prove a phase free of races and in bounds for every turn)."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
-                self.arrays[name] = (self.add_array(name, value.dtype, value.shape), value.shape, value.dtype)
+                try:
+                    slot = self.add_array(name, value.dtype, value.shape)
+                except SvodError as err:  # a dtype svod has none of (complex128): at the argument's function
+                    err.name_kernel(self.jit.name)
+                    err.locate(f"{self.source.file}:{self.source.node.lineno}, the argument {name}")
+                    raise
+                self.arrays[name] = (slot, value.shape, value.dtype)
 
     def add_array(self, name: str | None, dtype: np.dtype, shape: tuple[int, ...]) -> int:
         size = int(np.prod(shape))

@@ -172,6 +172,18 @@ def test_sequential_code_between_phases_runs_as_one_work_item(device, n):
     agrees_with_python(seeded, device, np.zeros(n))
 
 
+@svod.jit
+def doubled_in_place(x):
+    x[:] = x * 2
+    return x
+
+
+def test_an_argument_of_a_dtype_svod_has_none_of_is_refused_naming_it_and_its_function():
+    with pytest.raises(SvodError, match=r"\[kernel 'doubled_in_place', stage build\] numpy dtype complex128 has no "
+                                        r"svod dtype \(at .*test_jit.py:\d+, the argument x\)"):
+        doubled_in_place(np.ones(3, np.complex128))
+
+
 def test_a_phase_that_races_is_refused_naming_its_line():
     @svod.jit
     def racy(x):
