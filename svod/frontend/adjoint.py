@@ -88,6 +88,9 @@ class Adjoint:
     """The array arguments whose values the adjoint reads: a tape keeps them as the call saw them."""
     saved: frozenset[str]
     """The arrays the kernel reads and writes: copied before the forward, and the copy passed to the adjoint."""
+    updated: frozenset[str] = frozenset()
+    """The arrays the kernel updates (``+=``, ``-=``, ``svod.atomic_add``): what it leaves in them depends on what
+    they held, as it does in an array it reads; in another array it writes, only where it stores nothing."""
 
 
 _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
@@ -139,6 +142,7 @@ class _Differentiator:
         self.guard: str | None = None
         """What must hold for the statement being read to run (the conditions of the ifs around it)."""
         self.writes = False
+        self.updated: set[str] = set()
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
         self.grads: dict[str, str] = {}
         """Each float array's adjoint's parameter (``grad_names``), for the backward."""
@@ -375,6 +379,8 @@ class _Differentiator:
         self.values.append(Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
         if array not in self.written:
             self.written.append(array)
+        if how != "=" or atomic:
+            self.updated.add(array)
 
     def hold(self, array: str, index: str, node: ast.expr, stored: str, how: str, plain: bool) -> None:
         """Keep what the element ``array[index]`` holds after a store, for a read of it after (``held``): a store
@@ -689,7 +695,8 @@ class _Differentiator:
                         parameters=parameters, static_shapes=self.kernel.static_shapes,
                         bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
         written = tuple(p for p in self.parameters if p in self.written)
-        return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written))
+        return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
+                       frozenset(self.updated))
 
 
 class _Renamer(ast.NodeTransformer):
