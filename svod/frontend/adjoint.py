@@ -456,8 +456,12 @@ class _Differentiator:
             rule = float_cast
         elif name is not None and name in FUNCTIONS:
             rule = FUNCTIONS[name]
-        elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max) \
-                and len(operands) == (1 if callee is abs else 2):
+        elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max):
+            if len(operands) != (1 if callee is abs else 2):
+                raise self.refuse(node, f"{node.func.id} of {len(operands)} argument{'s' * (len(operands) != 1)}",
+                                  "abs takes one argument" if callee is abs else
+                                  f"{node.func.id} is differentiated with two arguments (where they tie, each takes "
+                                  f"half): nest them, {_nested(node.func.id, len(operands))}")
             rule = FUNCTIONS[BUILTINS[node.func.id]]
         else:
             raise self.refuse(node, f"a call of {ast.unparse(node.func)}",
@@ -725,6 +729,15 @@ _ONE_SIDED = ""
 _TURN_OWN = "!"
 """What it is where a loop's turns assigned it (or it is the loop's variable), after the loop, and in a turn before
 the turn assigns it."""
+
+
+def _nested(name: str, count: int) -> str:
+    """``max(max(a, b), c)``: ``count`` arguments (at least two) as nested calls of two."""
+    letters = [chr(ord("a") + k) for k in range(min(count, 4))] + (["..."] if count > 4 else [])
+    text = f"{name}({letters[0]}, {letters[1]})"
+    for letter in letters[2:]:
+        text = f"{name}({text}, {letter})"
+    return text if count >= 2 else f"{name}(a, b)"
 
 
 def _select(test: str) -> Rule:
