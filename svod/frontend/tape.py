@@ -36,11 +36,13 @@ import os
 import sys
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from svod.config import settings
 from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint, adjoint
 from svod.frontend.pykernel import Kernel
@@ -59,11 +61,29 @@ def key_of(array: np.ndarray) -> Key:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
-def _digest(array: np.ndarray) -> int:
-    """A checksum of the array's bytes (CRC-32: any change of up to 32 adjacent bits, or of an odd number of bits,
-    changes it; another change leaves it as it was once in 2**32), at several times a cryptographic hash's speed:
-    the tape takes one of each array it records at each call."""
-    return zlib.crc32(np.ascontiguousarray(array).data)
+Digest = tuple[int, ...]
+"""An array's CRC-32 per part of ``_PART`` bytes."""
+
+_PART = 1 << 20
+"""The bytes of one part of a digest: a larger array's parts are taken on threads at once."""
+
+
+def _digest(array: np.ndarray) -> Digest:
+    """A checksum of the array's bytes: the CRC-32 of each part (any change of up to 32 adjacent bits in a part,
+    or of an odd number of its bits, changes it; another change leaves it as it was once in 2**32), at several
+    times a cryptographic hash's speed, and on ``settings.threads`` threads at once (zlib lets go of the GIL):
+    the tape takes one of each array it records at each call, and the kernels around it run on as many."""
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    parts = [data[start:start + _PART].data for start in range(0, max(data.size, 1), _PART)]
+    if len(parts) == 1 or settings.threads < 2:
+        return tuple(zlib.crc32(part) for part in parts)
+    return tuple(_digesting().map(zlib.crc32, parts))
+
+
+@functools.cache
+def _digesting() -> ThreadPoolExecutor:
+    """The threads that take the parts of digests (made at the first large one)."""
+    return ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="svod-digest")
 
 
 def _caller() -> str:
@@ -84,7 +104,7 @@ class _Record:
     keys: list[Key | None]
     device: Any
     where: str
-    read: dict[int, int] = field(default_factory=dict)
+    read: dict[int, Digest] = field(default_factory=dict)
     """The positions of the arrays the call read (all but the outputs no earlier call took), each with its digest
     at the call: where the backward pass takes one from the caller's array, that must hold it still."""
 
@@ -192,7 +212,7 @@ class Tape:
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
-        self._states: dict[Key, int] = {}
+        self._states: dict[Key, Digest] = {}
         """Each array's digest as the last recorded call left it: a call finding it otherwise finds a change the
         tape did not record."""
         self._outside: str | None = None
@@ -205,6 +225,9 @@ class Tape:
         self._spacing = 1
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0
+        self._watch = True
+        """Whether to take a digest of what each call wrote, for the next call to find it unchanged (``vjp``'s
+        tape, which records one call, takes none)."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
@@ -264,7 +287,8 @@ class Tape:
         self._records.append(record)
         for key in sorted(record.written()):
             self._writes.setdefault(key, []).append(index)
-            self._states[key] = _digest(self._arrays[key])
+            if self._watch:
+                self._states[key] = _digest(self._arrays[key])
             if key in copies:
                 self._saved[(key, index)] = copies[key]
                 if self._stored(key, record):
@@ -349,7 +373,7 @@ class Tape:
     def _check(self) -> None:
         """Refuse if an array the backward pass takes from the caller (one no call wrote since a call read it) is
         no longer as that call saw it. Each array's digest is taken once."""
-        digests: dict[Key, int] = {}
+        digests: dict[Key, Digest] = {}
         for index, record in enumerate(self._records):
             for position, digest in record.read.items():
                 key = record.keys[position]
@@ -500,6 +524,7 @@ def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...]
                             "svod.grad takes a function of kernel calls", stage="gradient", value=type(fn).__name__)
     args = _apart(fn, args)
     tape = Tape(checkpoint=False)
+    tape._watch = False
     with tape:
         fn(*args, device=device)
     written = tape._records[0].adjoint.written

@@ -165,6 +165,22 @@ def test_the_smallest_change_by_numpy_is_refused(change):
         tape.backward(loss)
 
 
+@pytest.mark.parametrize("element", [0, (1 << 17) - 1, 1 << 17, 3 * (1 << 17) + 4])
+def test_one_bit_changed_in_any_part_of_a_large_array_is_refused(element):
+    """An array of more than one part of a digest (a MiB each, taken on threads at once): a bit changed in the
+    first, at the end of one, at the start of the next, or in the last (shorter) part."""
+    x, y, loss = np.linspace(0.0, 1.0, 3 * (1 << 17) + 5), np.zeros(3 * (1 << 17) + 5), np.zeros(1)
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        sum_of_squares(loss, y)
+    x.view(np.uint64)[element] ^= 1
+    with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded scaled"):
+        tape.backward(loss)
+    x.view(np.uint64)[element] ^= 1
+    tape.backward(loss)
+    assert np.allclose(tape.grad(x), 2 * y * 2.0 * np.cos(x))
+
+
 def test_an_array_changed_by_numpy_and_then_overwritten_in_the_tape_is_refused():
     x, y, loss = np.arange(4.0), np.zeros(4), np.zeros(1)
     with svod.Tape() as tape:
