@@ -400,11 +400,36 @@ class Tape:
             return self._saved[(key, writes[after])].array()
         return self._arrays[key], False
 
+    def _direct(self, index: int) -> list[Any] | None:
+        """The arguments of call ``index`` as it found them where the tape holds them, no call run again: the
+        caller's arrays no call wrote since, and whole copies (and any array for one the adjoint does not read);
+        None where it does not."""
+        record = self._records[index]
+        args = list(record.args)
+        for position, key in enumerate(record.keys):
+            if key is None:
+                continue
+            writes = self._writes.get(key, [])
+            after = bisect.bisect_left(writes, index)
+            copy = self._saved.get((key, writes[after])) if after < len(writes) else None
+            if copy is not None and copy.kept is None:
+                args[position] = copy.values
+            elif after < len(writes) and record.kernel.parameters[position] in record.needs:
+                return None
+            else:
+                args[position] = self._arrays[key]
+        return args
+
     def _reverse(self, start: int, end: int, running: dict[Key, np.ndarray], found: Found, held: int) -> None:
         """Run the adjoints of calls ``start`` to ``end - 1``, the last first, from the arrays' values before call
         ``start`` (``found``) while ``held`` bytes of copies are held: a few calls run again, keeping the values
         each adjoint reads; more, run again once to keep the values at about every ``sqrt`` of them, and each
         stretch between so in turn."""
+        direct = [self._direct(index) for index in range(start, end)]
+        if all(args is not None for args in direct):
+            for index in reversed(range(start, end)):
+                self._pull(self._records[index], direct[index - start] or [], running)
+            return
         replay = _Replay(found)
         if end - start > _FEW:
             step = math.isqrt(end - start - 1) + 1
