@@ -157,3 +157,50 @@ def test_calls_whose_adjoints_find_what_they_read_are_not_run_again():
     assert tape.peak_saved_bytes == tape.saved_bytes == z.nbytes + loss.nbytes, "their values before the calls"
     sigmoid = 1.0 / (1.0 + np.exp(-(features @ weights)))
     assert np.allclose(tape.grad(weights), features.T @ sigmoid, rtol=1e-12)
+
+
+@svod.kernel
+def middle_products(y, x):
+    for i in svod.prange(1, x.shape[0] - 1):
+        y[i] = svod.math.sin(x[i - 1] * x[i + 1])
+
+
+@svod.kernel
+def add_products(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] += 0.3 * svod.math.sin(x[i]) * x[i]
+
+
+@svod.kernel
+def cosines(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] = svod.math.cos(x[i])
+
+
+def _random_program(seed, checkpoint):
+    """Calls drawn at random over three arrays: in place, stores into part of an array, updates, whole stores
+    (each of bounded growth: the values stay finite)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.uniform(-0.5, 0.5, 7) for _ in range(3)]
+    found = list(arrays)
+    loss, w = np.zeros(1), rng.uniform(0.0, 1.0, 7)
+    with svod.Tape(checkpoint=checkpoint) as tape:
+        for _ in range(int(rng.integers(1, 40 if seed % 8 else 130))):
+            kind, (to, of) = int(rng.integers(0, 4)), rng.choice(3, 2, replace=False)
+            if kind == 0:
+                damp_in_place(arrays[to], -0.4)
+            else:
+                (middle_products, add_products, cosines)[kind - 1](arrays[to], arrays[of])
+        for array in arrays:
+            weighted_sum(loss, array, w)
+    tape.backward(loss)
+    return float(loss[0]), [tape.grad(array) for array in found]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs_give_the_gradient_of_the_tape_that_keeps_everything(seed):
+    loss, got = _random_program(seed, checkpoint=True)
+    same_loss, expected = _random_program(seed, checkpoint=False)
+    assert loss == same_loss
+    for array, other in zip(got, expected, strict=True):
+        assert np.all(np.isfinite(array)) and np.allclose(array, other, rtol=1e-11, atol=1e-14)
