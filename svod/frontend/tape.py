@@ -77,12 +77,13 @@ def _digest(array: np.ndarray) -> Digest:
     parts = [data[start:start + _PART].data for start in range(0, max(data.size, 1), _PART)]
     if len(parts) == 1 or settings.threads < 2:
         return tuple(zlib.crc32(part) for part in parts)
-    return tuple(_digesting().map(zlib.crc32, parts))
+    return tuple(_digesting(os.getpid()).map(zlib.crc32, parts))
 
 
 @functools.cache
-def _digesting() -> ThreadPoolExecutor:
-    """The threads that take the parts of digests (made at the first large one)."""
+def _digesting(process: int) -> ThreadPoolExecutor:
+    """The threads that take the parts of digests, made at the first large one in each ``process`` (a forked
+    child has none of its parent's threads)."""
     return ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="svod-digest")
 
 
