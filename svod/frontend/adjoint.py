@@ -88,6 +88,9 @@ class Adjoint:
     """The array arguments whose values the adjoint reads: a tape keeps them as the call saw them."""
     saved: frozenset[str]
     """The arrays the kernel reads and writes: copied before the forward, and the copy passed to the adjoint."""
+    updated: frozenset[str] = frozenset()
+    """The arrays the kernel updates (``+=``, ``-=``, ``svod.atomic_add``): what it leaves in them depends on what
+    they held, as it does in an array it reads; in another array it writes, only where it stores nothing."""
 
 
 _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
@@ -139,6 +142,7 @@ class _Differentiator:
         self.guard: str | None = None
         """What must hold for the statement being read to run (the conditions of the ifs around it)."""
         self.writes = False
+        self.updated: set[str] = set()
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
         self.grads: dict[str, str] = {}
         """Each float array's adjoint's parameter (``grad_names``), for the backward."""
@@ -375,6 +379,8 @@ class _Differentiator:
         self.values.append(Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
         if array not in self.written:
             self.written.append(array)
+        if how != "=" or atomic:
+            self.updated.add(array)
 
     def hold(self, array: str, index: str, node: ast.expr, stored: str, how: str, plain: bool) -> None:
         """Keep what the element ``array[index]`` holds after a store, for a read of it after (``held``): a store
@@ -450,8 +456,12 @@ class _Differentiator:
             rule = float_cast
         elif name is not None and name in FUNCTIONS:
             rule = FUNCTIONS[name]
-        elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max) \
-                and len(operands) == (1 if callee is abs else 2):
+        elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max):
+            if len(operands) != (1 if callee is abs else 2):
+                raise self.refuse(node, f"{node.func.id} of {len(operands)} argument{'s' * (len(operands) != 1)}",
+                                  "abs takes one argument" if callee is abs else
+                                  f"{node.func.id} is differentiated with two arguments (where they tie, each takes "
+                                  f"half): nest them, {_nested(node.func.id, len(operands))}")
             rule = FUNCTIONS[BUILTINS[node.func.id]]
         else:
             raise self.refuse(node, f"a call of {ast.unparse(node.func)}",
@@ -689,7 +699,8 @@ class _Differentiator:
                         parameters=parameters, static_shapes=self.kernel.static_shapes,
                         bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
         written = tuple(p for p in self.parameters if p in self.written)
-        return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written))
+        return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
+                       frozenset(self.updated))
 
 
 class _Renamer(ast.NodeTransformer):
@@ -718,6 +729,15 @@ _ONE_SIDED = ""
 _TURN_OWN = "!"
 """What it is where a loop's turns assigned it (or it is the loop's variable), after the loop, and in a turn before
 the turn assigns it."""
+
+
+def _nested(name: str, count: int) -> str:
+    """``max(max(a, b), c)``: ``count`` arguments (at least two) as nested calls of two."""
+    letters = [chr(ord("a") + k) for k in range(min(count, 4))] + (["..."] if count > 4 else [])
+    text = f"{name}({letters[0]}, {letters[1]})"
+    for letter in letters[2:]:
+        text = f"{name}({text}, {letter})"
+    return text if count >= 2 else f"{name}(a, b)"
 
 
 def _select(test: str) -> Rule:

@@ -6,12 +6,22 @@ backward pass runs the calls' adjoint kernels (``svod.frontend.adjoint``) from t
 turning the adjoints of its arrays after the call into their adjoints before it, in place; what is left is
 each array's adjoint as the block found it.
 
-An adjoint reads the values its call read, so the tape keeps them as the call saw them:
+An adjoint reads the values its call read. Without checkpoints (``Tape(checkpoint=False)``, and ``svod.vjp``'s
+one call) the tape keeps them as the call saw them: before a call overwrites an array, it copies the values if
+the adjoint of a call since the array was last written reads them (the call's own, where it reads and writes
+the array).
 
-- an array the call reads and writes is copied before the call runs;
-- an array a later call of the block writes is copied before that call runs;
-- any other it keeps a digest of, and ``backward`` refuses (``GradientError``) if the array changed since (numpy
-  wrote it, or a call outside the block): the gradient would be taken at values the forward never saw.
+With checkpoints (the default), a loop of ``n`` calls keeps no copy per call: call ``k * s`` is a checkpoint
+(``s`` a power of two, doubled while ``s * s < n``, the copies no checkpoint left needs dropped), and before a
+call overwrites an array it copies the values if they are those the array held at a checkpoint since. Of an array
+the call only stores into (with ``=``, reading it nowhere) and that no call took between the checkpoint and this
+one, the copy keeps only the elements the call left as they were: running the call again gives the others. The
+backward pass takes the checkpoints last first, runs the calls after each again from the values kept there (on
+copies; each more than a few calls is checkpointed in turn the same way), and runs their adjoints, last first.
+
+Either way, an array the backward pass takes from the caller (no call wrote it since) it keeps a digest of, and
+``backward`` refuses (``GradientError``) if the array changed since (numpy wrote it, or a call outside the
+block): the gradient would be taken at values the forward never saw.
 
 Arrays are told apart by their memory (address, shape, strides, dtype): two views of one array's memory
 that are not the same view are refused, as their adjoints could not be kept apart.
@@ -19,16 +29,20 @@ that are not the same view are refused, as their adjoints could not be kept apar
 
 from __future__ import annotations
 
+import bisect
 import functools
+import math
 import os
 import sys
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from svod.config import settings
 from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint, adjoint
 from svod.frontend.pykernel import Kernel
@@ -47,11 +61,30 @@ def key_of(array: np.ndarray) -> Key:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
-def _digest(array: np.ndarray) -> int:
-    """A checksum of the array's bytes (CRC-32: any change of up to 32 adjacent bits, or of an odd number of bits,
-    changes it; another change leaves it as it was once in 2**32), at several times a cryptographic hash's speed:
-    the tape takes one of each array it records at each call."""
-    return zlib.crc32(np.ascontiguousarray(array).data)
+Digest = tuple[int, ...]
+"""An array's CRC-32 per part of ``_PART`` bytes."""
+
+_PART = 1 << 20
+"""The bytes of one part of a digest: a larger array's parts are taken on threads at once."""
+
+
+def _digest(array: np.ndarray) -> Digest:
+    """A checksum of the array's bytes: the CRC-32 of each part (any change of up to 32 adjacent bits in a part,
+    or of an odd number of its bits, changes it; another change leaves it as it was once in 2**32), at several
+    times a cryptographic hash's speed, and on ``settings.threads`` threads at once (zlib lets go of the GIL):
+    the tape takes one of each array it records at each call, and the kernels around it run on as many."""
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    parts = [data[start:start + _PART].data for start in range(0, max(data.size, 1), _PART)]
+    if len(parts) == 1 or settings.threads < 2:
+        return tuple(zlib.crc32(part) for part in parts)
+    return tuple(_digesting(os.getpid()).map(zlib.crc32, parts))
+
+
+@functools.cache
+def _digesting(process: int) -> ThreadPoolExecutor:
+    """The threads that take the parts of digests, made at the first large one in each ``process`` (a forked
+    child has none of its parent's threads)."""
+    return ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="svod-digest")
 
 
 def _caller() -> str:
@@ -64,8 +97,7 @@ def _caller() -> str:
 
 @dataclass
 class _Record:
-    """One recorded call: the kernel's adjoint, the arguments it takes (the caller's arrays, or copies of them as
-    the call saw them) and where the call was made."""
+    """One recorded call: the kernel's adjoint, the caller's arguments and where the call was made."""
 
     kernel: Kernel
     adjoint: Adjoint
@@ -73,36 +105,96 @@ class _Record:
     keys: list[Key | None]
     device: Any
     where: str
-    live: dict[int, int] = field(default_factory=dict)
-    """The positions whose argument is still the caller's array, with its digest at the call."""
+    read: dict[int, Digest] = field(default_factory=dict)
+    """The positions of the arrays the call read (all but the outputs no earlier call took), each with its digest
+    at the call: where the backward pass takes one from the caller's array, that must hold it still."""
 
-    def check(self, digests: dict[Key, int]) -> None:
-        """Refuse if an array the adjoint reads is no longer as the call saw it. ``digests`` holds each array's
-        digest now, taken once for all the records that read it."""
-        changed = None
-        for position, digest in self.live.items():
-            key = self.keys[position]
-            assert key is not None
-            if key not in digests:
-                digests[key] = _digest(self.args[position])
-            if digests[key] != digest:
-                changed = self.kernel.parameters[position]
-                break
-        if changed is not None:
-            raise GradientError(f"{changed} changed after the tape recorded {self.kernel.name} at {self.where} "
-                                f"and before backward (numpy wrote it, or a call outside the tape's block): its "
-                                "gradient would be taken at values the forward never read; change a copy, or "
-                                "record the change in the block as a kernel call", kernel=self.kernel.name,
-                                stage="gradient", value=changed)
+    @property
+    def needs(self) -> frozenset[str]:
+        """The arguments whose values the adjoint reads, as the call saw them."""
+        return self.adjoint.reads | self.adjoint.saved
 
-    def keep(self, written: Sequence[np.ndarray]) -> None:
-        """Copy each array the record still shares with the caller that ``written`` (the next call's) may
-        change: the adjoint needs it as this call saw it."""
-        for position in list(self.live):
-            array = self.args[position]
-            if any(np.may_share_memory(array, w) for w in written):
-                self.args[position] = array.copy()  # as the call saw it, or the tape refuses (Tape._outside)
-                del self.live[position]
+    def written(self) -> set[Key]:
+        parameters = self.kernel.parameters
+        return {key for position, key in enumerate(self.keys)
+                if key is not None and parameters[position] in self.adjoint.written}
+
+
+@dataclass
+class _Copy:
+    """An array's values before a call overwrote them, which call ``before`` wrote (-1: the block found them so).
+    Of an array the call only stores into with ``=``, only the elements the call left as they were are kept
+    (``kept``, a mask of them packed in bits): the call gives the others again."""
+
+    before: int
+    values: np.ndarray
+    shape: tuple[int, ...]
+    kept: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + (0 if self.kept is None else self.kept.nbytes)
+
+    def thin(self, after: np.ndarray) -> None:
+        """Keep only the elements ``after`` (the array as the call left it) holds as they were, bit for bit."""
+        bits = np.dtype(f"u{self.values.itemsize}") if self.values.itemsize in (1, 2, 4, 8) else None
+        if bits is None or self.values.ndim == 0:
+            return
+        same = self.values.view(bits) == np.ascontiguousarray(after).view(bits)
+        self.kept = np.packbits(same, axis=None)
+        self.values = self.values[same]
+
+    def array(self) -> tuple[np.ndarray, bool]:
+        """The values, and whether the array is a new one (the caller's to write)."""
+        if self.kept is None:
+            return self.values, False
+        full = np.zeros(self.shape, self.values.dtype)
+        full[np.unpackbits(self.kept, count=full.size).reshape(self.shape).view(bool)] = self.values
+        return full, True
+
+
+Found = Callable[[Key], tuple[np.ndarray, bool]]
+"""An array's values at a call, and whether the array is a new one (the caller's to write)."""
+
+_FEW = 4
+"""The most calls the backward pass runs again keeping the values of each; more, it checkpoints in turn."""
+
+
+@dataclass
+class _Replay:
+    """Calls run again in the backward pass, on the arrays' values before the first (``found``): ``state``
+    holds each array's values as the calls so far left them."""
+
+    found: Found
+    state: dict[Key, np.ndarray] = field(default_factory=dict)
+    own: set[Key] = field(default_factory=set)
+    """The arrays of ``state`` the replay made that nothing else holds: a call may write them in place."""
+    made: int = 0
+    """The bytes of the arrays the replay made."""
+
+    @staticmethod
+    def within(values: dict[Key, np.ndarray], found: Found) -> Found:
+        """``values`` (kept at a call), or ``found`` for an array no call before it took."""
+        return lambda key: (values[key], False) if key in values else found(key)
+
+    def args(self, record: _Record) -> list[Any]:
+        """``record``'s arguments as its call finds them."""
+        for key in record.keys:
+            if key is not None and key not in self.state:
+                self.state[key], new = self.found(key)
+                if new:
+                    self.own.add(key)
+                    self.made += self.state[key].nbytes
+        return [arg if key is None else self.state[key] for arg, key in zip(record.args, record.keys, strict=True)]
+
+    def run(self, record: _Record) -> None:
+        """Run ``record``'s call again, on copies of the arrays it writes that something else holds."""
+        self.args(record)
+        for key in record.written() - self.own:
+            self.state[key] = self.state[key].copy()
+            self.own.add(key)
+            self.made += self.state[key].nbytes
+        record.kernel(*self.args(record), device=record.device)
 
 
 class Tape:
@@ -110,18 +202,33 @@ class Tape:
     thread); ``tape.backward(loss)`` (a one-element array a recorded call wrote) or
     ``tape.backward(grads=[(y, dy)])`` computes the gradients, which ``tape.grad(x)`` gives, shaped as ``x``, with
     respect to ``x`` as the block found it. A second ``backward`` adds to them; ``zero`` clears them and
-    ``reset`` the records too."""
+    ``reset`` the records too.
 
-    def __init__(self) -> None:
+    ``checkpoint=True`` keeps the arrays' values at one call in about every ``sqrt(n)`` of ``n`` and runs the calls
+    between again in the backward pass; ``checkpoint=False`` keeps every value an adjoint reads, and runs no call
+    again. ``saved_bytes`` and ``peak_saved_bytes`` say what the kept values take."""
+
+    def __init__(self, *, checkpoint: bool = True) -> None:
+        self._checkpoint = checkpoint
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
-        self._states: dict[Key, int] = {}
+        self._states: dict[Key, Digest] = {}
         """Each array's digest as the last recorded call left it: a call finding it otherwise finds a change the
         tape did not record."""
         self._outside: str | None = None
         """The first array a call found changed since the call before it, if any: ``backward`` refuses."""
         self._token: Any = None
+        self._writes: dict[Key, list[int]] = {}
+        """The calls that wrote each array, in order."""
+        self._saved: dict[tuple[Key, int], _Copy] = {}
+        """An array's values before a call that overwrote them, by ``(array, call)``."""
+        self._spacing = 1
+        """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
+        self._peak = 0
+        self._watch = True
+        """Whether to take a digest of what each call wrote, for the next call to find it unchanged (``vjp``'s
+        tape, which records one call, takes none)."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
@@ -131,6 +238,17 @@ class Tape:
 
     def __exit__(self, *exc: object) -> None:
         RECORDING.reset(self._token)
+
+    @property
+    def saved_bytes(self) -> int:
+        """The bytes of the copies of arrays the tape holds now for its backward pass."""
+        return sum(copy.nbytes for copy in self._saved.values())
+
+    @property
+    def peak_saved_bytes(self) -> int:
+        """The most bytes of copies the tape held at once since it was made or reset: while recording, and in
+        the backward pass with the copies it makes to run calls again."""
+        return self._peak
 
     # ---- recording --------------------------------------------------------------------------------------
 
@@ -144,9 +262,6 @@ class Tape:
         floats = frozenset(name for name, value in zip(kernel.parameters, args, strict=False)
                            if isinstance(value, np.ndarray) and value.dtype.kind == "f")
         made = adjoint(kernel, floats)
-        written = [args[kernel.parameters.index(name)] for name in made.written]
-        for earlier in self._records:
-            earlier.keep(written)
         record = _Record(kernel, made, list(args), [None] * len(args), device, _caller())
         for position, (name, value) in enumerate(zip(kernel.parameters, args, strict=False)):
             if not isinstance(value, np.ndarray):
@@ -157,19 +272,67 @@ class Tape:
             state = _digest(value)
             if self._states.setdefault(key, state) != state and self._outside is None:
                 self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
-            if name in made.saved:
-                record.args[position] = value.copy()
-            elif name in made.reads:
-                record.live[position] = state
+            record.read[position] = state
+        index = len(self._records)
+        copies: dict[Key, _Copy] = {}
+        for key in sorted(record.written()):
+            before = self._writes[key][-1] if key in self._writes else -1
+            if self._keeps(key, before, record):
+                copies[key] = _Copy(before, self._arrays[key].copy(), self._arrays[key].shape)
+        self._peak = max(self._peak, self.saved_bytes + sum(copy.nbytes for copy in copies.values()))
         token = RECORDING.set(None)
         try:
             kernel(*args, device=device)
         finally:
             RECORDING.reset(token)
         self._records.append(record)
-        for name in made.written:
-            value = args[kernel.parameters.index(name)]
-            self._states[key_of(value)] = _digest(value)
+        for key in sorted(record.written()):
+            self._writes.setdefault(key, []).append(index)
+            if self._watch:
+                self._states[key] = _digest(self._arrays[key])
+            if key in copies:
+                self._saved[(key, index)] = copies[key]
+                if self._stored(key, record):
+                    copies[key].thin(self._arrays[key])
+        if self._checkpoint:
+            self._thin()
+
+    def _keeps(self, key: Key, before: int, record: _Record) -> bool:
+        """Whether the values ``record``'s call is about to overwrite, which call ``before`` wrote, are to be
+        copied: with checkpoints, where they are those of a checkpoint since (the calls after it run again from
+        them); without, where an adjoint of a call since reads them."""
+        index = len(self._records)
+        if self._checkpoint:
+            return self._crosses(before, index)
+        return any(earlier.keys[position] == key and name in earlier.needs
+                   for earlier in [*self._records[before + 1:], record]
+                   for position, name in enumerate(earlier.kernel.parameters[:len(earlier.keys)]))
+
+    def _stored(self, key: Key, record: _Record) -> bool:
+        """Whether the values the copy before ``record``'s call keeps serve that call only, which stores into the
+        array with ``=`` and reads it nowhere: no recorded call since the first checkpoint after the call that wrote
+        them took the array (there, the calls run again start)."""
+        made = record.adjoint
+        if any(key == record.keys[position] and name in made.reads | made.updated
+               for position, name in enumerate(record.kernel.parameters[:len(record.keys)])):
+            return False
+        before = self._saved[(key, len(self._records) - 1)].before
+        first = (before // self._spacing + 1) * self._spacing if self._checkpoint else before + 1
+        return not any(key in earlier.keys for earlier in self._records[first:-1])
+
+    def _crosses(self, before: int, index: int) -> bool:
+        """Whether a checkpoint falls after call ``before`` and at or before call ``index``."""
+        return index // self._spacing * self._spacing > before
+
+    def _thin(self) -> None:
+        """Double the spacing of the checkpoints while its square is short of the number of calls, dropping the
+        copies no checkpoint left needs: at most about ``sqrt(n)`` checkpoints, and as many calls between two."""
+        count = len(self._records)
+        if count <= self._spacing ** 2:
+            return
+        while count > self._spacing ** 2:
+            self._spacing *= 2
+        self._saved = {at: kept for at, kept in self._saved.items() if self._crosses(kept.before, at[1])}
 
     def _key(self, array: np.ndarray, kernel: Kernel) -> Key:
         key = key_of(array)
@@ -193,14 +356,13 @@ class Tape:
                                 "wrote it, or a call outside the block): the tape cannot differentiate that change; "
                                 "make it a kernel call in the block, or change a copy", stage="gradient",
                                 value=self._outside.split(",")[0])
-        digests: dict[Key, int] = {}
-        for record in self._records:
-            record.check(digests)
+        self._check()
         running = {key: value.copy() for key, value in seeds.items()}
         token = RECORDING.set(None)
         try:
-            for record in reversed(self._records):
-                self._pull(record, running)
+            for start in reversed(range(0, len(self._records), self._spacing)):
+                self._reverse(start, min(start + self._spacing, len(self._records)), running,
+                              functools.partial(self._at, index=start), self.saved_bytes)
         finally:
             RECORDING.reset(token)
         for key, value in running.items():
@@ -208,6 +370,93 @@ class Tape:
                 self._grads[key] += value
             else:
                 self._grads[key] = value
+
+    def _check(self) -> None:
+        """Refuse if an array the backward pass takes from the caller (one no call wrote since a call read it) is
+        no longer as that call saw it. Each array's digest is taken once."""
+        digests: dict[Key, Digest] = {}
+        for index, record in enumerate(self._records):
+            for position, digest in record.read.items():
+                key = record.keys[position]
+                name = record.kernel.parameters[position]
+                assert key is not None
+                if self._writes.get(key, [-1])[-1] >= index or not (self._checkpoint or name in record.needs):
+                    continue
+                if key not in digests:
+                    digests[key] = _digest(self._arrays[key])
+                if digests[key] != digest:
+                    raise GradientError(f"{name} changed after the tape recorded {record.kernel.name} at "
+                                        f"{record.where} and before backward (numpy wrote it, or a call outside the "
+                                        "tape's block): its gradient would be taken at values the forward never "
+                                        "read; change a copy, or record the change in the block as a kernel call",
+                                        kernel=record.kernel.name, stage="gradient", value=name)
+
+    def _at(self, key: Key, index: int) -> tuple[np.ndarray, bool]:
+        """The array's values as call ``index`` found them (the copy taken before the first call since that
+        wrote it, or the caller's array where none did, or where no adjoint reads the values), and whether it is
+        a new array, the caller's to write."""
+        writes = self._writes.get(key, [])
+        after = bisect.bisect_left(writes, index)
+        if after < len(writes) and (key, writes[after]) in self._saved:
+            return self._saved[(key, writes[after])].array()
+        return self._arrays[key], False
+
+    def _direct(self, index: int) -> list[Any] | None:
+        """The arguments of call ``index`` as it found them where the tape holds them, no call run again: the
+        caller's arrays no call wrote since, and whole copies (and any array for one the adjoint does not read);
+        None where it does not."""
+        record = self._records[index]
+        args = list(record.args)
+        for position, key in enumerate(record.keys):
+            if key is None:
+                continue
+            writes = self._writes.get(key, [])
+            after = bisect.bisect_left(writes, index)
+            copy = self._saved.get((key, writes[after])) if after < len(writes) else None
+            if copy is not None and copy.kept is None:
+                args[position] = copy.values
+            elif after < len(writes) and record.kernel.parameters[position] in record.needs:
+                return None
+            else:
+                args[position] = self._arrays[key]
+        return args
+
+    def _reverse(self, start: int, end: int, running: dict[Key, np.ndarray], found: Found, held: int) -> None:
+        """Run the adjoints of calls ``start`` to ``end - 1``, the last first, from the arrays' values before call
+        ``start`` (``found``) while ``held`` bytes of copies are held: a few calls run again, keeping the values
+        each adjoint reads; more, run again once to keep the values at about every ``sqrt`` of them, and each
+        stretch between so in turn."""
+        direct = [self._direct(index) for index in range(start, end)]
+        if all(args is not None for args in direct):
+            for index in reversed(range(start, end)):
+                self._pull(self._records[index], direct[index - start] or [], running)
+            return
+        replay = _Replay(found)
+        if end - start > _FEW:
+            step = math.isqrt(end - start - 1) + 1
+            starts = range(start, end, step)
+            states: dict[int, dict[Key, np.ndarray]] = {}
+            for index in range(start, starts[-1] + 1):
+                if index in starts:
+                    states[index] = dict(replay.state)
+                    replay.own.clear()
+                if index < starts[-1]:
+                    replay.run(self._records[index])
+            for begin in reversed(starts):
+                self._reverse(begin, min(begin + step, end), running, _Replay.within(states[begin], found),
+                              held + replay.made)
+            return
+        pulls: list[tuple[_Record, list[Any]]] = []
+        for index in range(start, end):
+            record = self._records[index]
+            pulls.append((record, replay.args(record)))
+            replay.own -= {key for position, key in enumerate(record.keys)
+                           if record.kernel.parameters[position] in record.needs}
+            if index < end - 1:
+                replay.run(record)
+        self._peak = max(self._peak, held + replay.made)
+        for record, args in reversed(pulls):
+            self._pull(record, args, running)
 
     def _seeds(self, loss: Any, grads: Grads | None) -> dict[Key, np.ndarray]:
         if (loss is None) == (grads is None):
@@ -239,9 +488,9 @@ class Tape:
             seeds[key] = seeds[key] + seed if key in seeds else seed
         return seeds
 
-    def _pull(self, record: _Record, running: dict[Key, np.ndarray]) -> None:
-        """Run one record's adjoint on the running adjoints (an array passed twice takes its second adjoint in
-        an array of its own, added after)."""
+    def _pull(self, record: _Record, args: list[Any], running: dict[Key, np.ndarray]) -> None:
+        """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
+        array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
         adjoints: list[np.ndarray] = []
         repeated: list[tuple[Key, np.ndarray]] = []
@@ -256,7 +505,7 @@ class Tape:
             else:
                 adjoints.append(running[key])
         if record.adjoint.kernel is not None:
-            record.adjoint.kernel(*record.args, *adjoints, device=record.device)
+            record.adjoint.kernel(*args, *adjoints, device=record.device)
         for key, value in repeated:
             running[key] += value
 
@@ -282,6 +531,10 @@ class Tape:
         self._grads.clear()
         self._states.clear()
         self._outside = None
+        self._writes.clear()
+        self._saved.clear()
+        self._spacing = 1
+        self._peak = 0
 
 
 def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
@@ -296,7 +549,8 @@ def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...]
         raise GradientError(f"svod.vjp takes an @svod.kernel or an @svod.jit function, not {type(fn).__name__}; "
                             "svod.grad takes a function of kernel calls", stage="gradient", value=type(fn).__name__)
     args = _apart(fn, args)
-    tape = Tape()
+    tape = Tape(checkpoint=False)
+    tape._watch = False
     with tape:
         fn(*args, device=device)
     written = tape._records[0].adjoint.written

@@ -247,6 +247,18 @@ def gather_and_store(y, x, idx):
         x[i] = 0.0
 
 
+@svod.kernel
+def max_of_three(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] = max(x[i], 0.0, x[i] * 2.0)
+
+
+@svod.kernel
+def min_of_five(y, x):
+    for i in svod.prange(y.shape[0]):
+        y[i] = min(x[i], 1.0, 2.0, 3.0, 4.0)
+
+
 REFUSED = [
     (while_loop, "while t", "a while loop inside svod.prange", "write it as a for loop over range(...)"),
     (one_sided_local, "y[i] = t", "a read of t, which one side of the if before assigns", "assign t before the if"),
@@ -260,6 +272,9 @@ REFUSED = [
     (gather_and_store, "y[i] = x[idx[i]]", "a read of x at elements of other work items, and a store into x",
      "write x's new values into another array"),
     (atomic_max, "svod.atomic_max", "a call other than svod.atomic_add as a statement", "svod.atomic_add"),
+    (max_of_three, "max(", "max of 3 arguments", "max is differentiated with two arguments (where they tie, each "
+     "takes half): nest them, max(max(a, b), c)"),
+    (min_of_five, "min(", "min of 5 arguments", "nest them, min(min(min(min(a, b), c), d), ...)"),
 ]
 
 
