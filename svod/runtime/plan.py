@@ -362,7 +362,7 @@ class ExecutionPlan:
             self._check_loops(values)
         bindings = self._arrays.check(buffers) if buffers else []
         with self._executing:
-            self._arrays.bind(bindings)
+            self._arrays.attach(bindings)
             try:
                 if profile:
                     records = self._run_profiled(values)
@@ -370,7 +370,7 @@ class ExecutionPlan:
                     self._run_all(values)
                 self._arrays.copy_out(bindings)
             finally:
-                self._arrays.unbind(bindings)
+                self._arrays.detach(bindings)
             if profile:
                 self._check_steps()
                 self._last_profile = records
