@@ -320,7 +320,7 @@ class CachedKernel:
         launch bound once, whose argument arrays one call at a time fills (another thread's call meanwhile, as
         a program without such a launch, launches with arrays of its own)."""
         reused = self._reused
-        if reused is not None and reused.lock.acquire(blocking=False):
+        if reused is not None and reused.lock.acquire(False):  # (False: not blocking; a keyword costs a call)
             try:
                 if reused.last != addresses:
                     reused.addresses[:len(addresses)] = addresses
