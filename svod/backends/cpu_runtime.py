@@ -117,10 +117,11 @@ class CpuLaunch(HostArguments):
     """A CPU kernel bound to its buffers: it owns the argument arrays, so the addresses handed to the
     kernel stay valid as long as it lives, and a replay only writes this run's variables and calls."""
 
-    __slots__ = ("bufs", "bufs_address", "job", "program", "variables", "vars_address")
+    __slots__ = ("bufs", "bufs_address", "function", "job", "program", "variables", "vars_address")
 
     def __init__(self, program: CpuProgram, buffers: Sequence[Any]) -> None:
         self.program = program
+        self.function = program.function
         self.bufs = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
         self.variables = (ctypes.c_int64 * 16)()
         self.bufs_address = ctypes.addressof(self.bufs)
@@ -129,14 +130,16 @@ class CpuLaunch(HostArguments):
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
-        count = len(vals)
-        if count > len(self.variables):
-            self._hold(count)
         variables = self.variables
-        variables[:count] = vals  # type: ignore[call-overload]  # one call for them all; any sequence of ints
+        if vals:  # a kernel of no variables writes none
+            count = len(vals)
+            if count > len(variables):
+                self._hold(count)
+                variables = self.variables
+            variables[:count] = vals  # type: ignore[call-overload]  # one call for them all; any sequence of ints
         workers = global_size[0]
         if workers == 1:
-            self.program.function(self.bufs_address, self.vars_address, 0)
+            self.function(self.bufs_address, self.vars_address, 0)
             return
         if self.job is None:
             self.job = self.program.team_job(self.bufs, variables)
@@ -146,7 +149,7 @@ class CpuLaunch(HostArguments):
                     local_size: tuple[int, int, int] | None) -> Callable[[], None]:
         self.variable_values(vals)
         if global_size[0] == 1:
-            return functools.partial(self.program.function, self.bufs_address, self.vars_address, 0)
+            return functools.partial(self.function, self.bufs_address, self.vars_address, 0)
         return functools.partial(self, list(vals), global_size, local_size)
 
     @property

@@ -10,8 +10,9 @@ import math
 from collections.abc import Sequence
 
 from svod.codegen.lower import _gated, gate_effects, private_statements
+from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
-from svod.codegen.upcast import _nested_reductions, _unit_stride, split_reductions
+from svod.codegen.upcast import _nested_reductions, split_reductions
 from svod.device.caps import WorkGroupLimits, launch_index
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -64,7 +65,7 @@ def to_gpu_indices(sink: UOp, limits: WorkGroupLimits, direct_index: bool, exact
     budget = limits.max_work_group_size
     accesses = [u.src[1] for u in topo if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
     shape = SQUARE_GROUP_SIZE if len(dims) > 1 and any(
-        _unit_stride(a, column) and any(r in a.toposort() for r in dims[0]) for a in accesses for column in dims[1]) \
+        unit_stride(a, column) and any(r in a.toposort() for r in dims[0]) for a in accesses for column in dims[1]) \
         else PREFERRED_GROUP_SIZE
     indices: dict[UOp, UOp] = {}
     conditions: dict[UOp, list[UOp]] = {e: [] for e in effects}

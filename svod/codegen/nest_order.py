@@ -13,6 +13,7 @@ in blocks, the others outside them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from svod.codegen.indexing import MAX_TERMS, Poly
@@ -21,7 +22,10 @@ from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import STATEMENTS
 from svod.ir.uop import memory_of
 
-__all__ = ["Nest", "anchored_in_order", "expanded", "order_parallel_nest", "parallel_nest", "stride"]
+NESTS_KEPT = 8
+"""The kernels whose ``parallel_nest`` is kept: the one lowering now asks for twice, on each of a few threads."""
+
+__all__ = ["Nest", "anchored_in_order", "expanded", "order_parallel_nest", "parallel_nest", "stride", "unit_stride"]
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,24 @@ def expanded(index: UOp) -> Poly:
     return done[index]
 
 
-def _unit(index: UOp, r: UOp) -> bool:
-    """Whether neighbouring turns of ``r`` reach neighbouring elements at ``index``, in ``r``'s order."""
-    found = stride(index, r)
-    return found is not None and found.terms == {(): 1}
+def unit_stride(index: UOp, r: UOp, ascending: bool = False) -> bool:
+    """``index`` is ``r`` plus (or minus) terms without ``r``: neighbouring turns of ``r`` reach neighbouring
+    elements (with ``ascending``, ``r`` is not subtracted: they also come in ``r``'s order, as a store of lanes
+    and a nest's innermost range need). The one test of it every pass makes (``upcast``, ``recurrences``,
+    ``lower_gpu``, ``parallel_nest``)."""
+    terms = _terms(index)
+    added = [t for t, sign in terms if sign > 0]
+    return [t for t, _ in terms].count(r) == 1 and not any(r in t.toposort() for t, _ in terms if t is not r) \
+        and (not ascending or r in added)
+
+
+def _terms(index: UOp, sign: int = 1) -> list[tuple[UOp, int]]:
+    """The terms of a sum with their signs, nested ADDs and SUBs flattened."""
+    if index.op is Ops.ADD:
+        return [t for s in index.src for t in _terms(s, sign)]
+    if index.op is Ops.SUB:
+        return [*_terms(index.src[0], sign), *_terms(index.src[1], -sign)]
+    return [(index, sign)]
 
 
 def _reach(index: UOp, r: UOp) -> tuple[int, int]:
@@ -92,12 +110,14 @@ def _reach(index: UOp, r: UOp) -> tuple[int, int]:
     return (max(len(m) for m in found.terms), max(abs(c) for c in found.terms.values()))
 
 
+@functools.lru_cache(maxsize=NESTS_KEPT)
 def parallel_nest(sink: UOp) -> Nest | None:
     """The order that streams ``sink``'s memory (see the module's docs), or None where ``sink`` is not such a nest:
     a range that is not GLOBAL or whose end uses another, fewer than two ranges, a reduction or an exit, a
     statement that is not a store into a buffer over every range, or stores not all contiguous in one range.
     Any order of such a nest's turns computes the same: ``safety.check_races`` let it through, so no work item
-    reads an element another writes."""
+    reads an element another writes. Derived once per kernel (UOps are hash-consed): the CPU's two nest passes
+    both ask, ``order_parallel_nest`` of the kernel ``lower_cpu.block_transposes`` did not block."""
     topo = sink.toposort()
     ranges = sorted((u for u in topo if u.op is Ops.RANGE), key=range_order)
     if len(ranges) < 2 or any(r.arg[1] is not AxisKind.GLOBAL or
@@ -112,11 +132,12 @@ def parallel_nest(sink: UOp) -> Nest | None:
         return None
     loads = [u.src[0] for u in topo if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
     stores = [e.src[0].src[1] for e in statements]
-    stored = next((r for r in ranges if all(_unit(index, r) for index in stores)), None)
+    stored = next((r for r in ranges if all(unit_stride(index, r, ascending=True) for index in stores)), None)
     if stored is None:
         return None
     crossing = [index.src[1] for index in loads if stored in index.src[1].toposort()]  # not one broadcast along it
-    loaded = next((r for index in crossing for r in ranges if r is not stored and _unit(index, r)), None)
+    loaded = next((r for index in crossing for r in ranges
+                   if r is not stored and unit_stride(index, r, ascending=True)), None)
     others = [r for r in ranges if r is not stored and r is not loaded]
     outer = sorted(others, key=lambda r: _reach(stores[0], r), reverse=True)  # stable: ties as written
     return Nest(tuple(outer), loaded, stored)

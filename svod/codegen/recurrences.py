@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svod.codegen.indexing import decided, facts_from_guard, to_poly
+from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import live_ranges, nested
-from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vectors, _split, _unit_stride
+from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vectors, _split
 from svod.dtype import dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
@@ -120,7 +121,7 @@ def carry_rows(sink: UOp, vector_registers: int, vector_bytes: int | None = None
     if row is None:
         return None
     effects = [s for s in sink.src if s.op in EFFECTS]
-    if all(_unit_stride(e.src[0].src[1], row, ascending=True) for e in effects
+    if all(unit_stride(e.src[0].src[1], row, ascending=True) for e in effects
            if memory_of(e.src[0].src[0]).op is Ops.PARAM):
         width = _lane_width(sink, row, registers, vector_registers, vector_bytes) if vector_bytes else 0
         return _together(sink, row, registers, width, lanes=True)

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from svod.codegen.lower import _gated
+from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -212,7 +213,7 @@ def _lanes_fit(store: UOp, r: UOp) -> bool:
     (a ``CHECKED`` access records its failure under a branch of its own), and the store itself at unit
     stride along ``r``, proven, its gate (if any) the same for every lane."""
     target = store.src[0]
-    if store.op is not Ops.STORE or target.arg is not None or not _unit_stride(target.src[1], r, ascending=True) \
+    if store.op is not Ops.STORE or target.arg is not None or not unit_stride(target.src[1], r, ascending=True) \
             or (len(target.src) == 3 and r in target.src[2].toposort()):
         return False
     laned = {r}
@@ -386,9 +387,9 @@ def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> 
     if not outputs or any(r not in live[reduce] for r in live[store]):
         return None
     loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD]
-    if any(_unit_stride(load.src[0].src[1], r) for load in loads for r in outputs):
+    if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs):
         return None
-    streamed = [load for load in loads if _unit_stride(load.src[0].src[1], k)]
+    streamed = [load for load in loads if unit_stride(load.src[0].src[1], k)]
     return next((r for r in outputs if any(r in load.toposort() for load in streamed)
                  and (_divides(rows, r.src[0]) or _room(r.src[0], rows, masked=False))), None)
 
@@ -461,7 +462,7 @@ def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[
     those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
     loads = _reduction_loads(store)
     ranges = _upcastable(store, live, edges=edges) if loads else []
-    candidates = [j for j in ranges if any(_unit_stride(load.src[0].src[1], j) for load in loads)]
+    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)]
     if masked and not candidates:
         candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
     for j in candidates:
@@ -493,7 +494,7 @@ def _row_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], upcast: UOp, rows
     each vector load then serves every row of the tile, and only the loads that differ by row are repeated
     (a matmul's ``a[i, r]``, one broadcast per row)."""
     loads = _reduction_loads(store)
-    vector = [load for load in loads if _unit_stride(load.src[0].src[1], upcast)] or \
+    vector = [load for load in loads if unit_stride(load.src[0].src[1], upcast)] or \
         [load for load in loads if upcast in load.toposort()]  # a strided tile's (``_upcast_range``)
     for r in _upcastable(store, live, upcast, edges):
         end = r.src[0]
@@ -503,21 +504,3 @@ def _row_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], upcast: UOp, rows
                 and not any(r in load.toposort() for load in vector):
             return r
     return None
-
-
-def _unit_stride(index: UOp, r: UOp, ascending: bool = False) -> bool:
-    """``index`` is ``r`` plus (or minus) terms without ``r``: neighbouring ``r`` read neighbouring elements
-    (with ``ascending``, ``r`` is not subtracted: they also come in ``r``'s order, as a store of lanes needs)."""
-    terms = _terms(index)
-    added = [t for t, sign in terms if sign > 0]
-    return [t for t, _ in terms].count(r) == 1 and not any(r in t.toposort() for t, _ in terms if t is not r) \
-        and (not ascending or r in added)
-
-
-def _terms(index: UOp, sign: int = 1) -> list[tuple[UOp, int]]:
-    """The terms of a sum with their signs, nested ADDs and SUBs flattened."""
-    if index.op is Ops.ADD:
-        return [t for s in index.src for t in _terms(s, sign)]
-    if index.op is Ops.SUB:
-        return [*_terms(index.src[0], sign), *_terms(index.src[1], -sign)]
-    return [(index, sign)]

@@ -231,8 +231,11 @@ class Buffer:
 
 address_of = ctypes.addressof
 exported: Callable[[np.ndarray], ctypes.c_char] = ctypes.c_char.from_buffer  # type: ignore[assignment]
-"""An array's memory as ctypes sees it (writeable, C-contiguous, not empty): ``address_of`` it is the array's address,
-the fast way of ``array_address``."""
+"""An array's memory as ctypes sees it: ``address_of`` it is the array's address, the fast way of ``array_address``.
+ctypes takes the memory of a writeable, C-contiguous, non-empty array and refuses any other (``NOT_EXPORTED``), so a
+call that succeeds has checked those flags too, without building the array's ``flags`` object."""
+NOT_EXPORTED = (TypeError, ValueError, BufferError)
+"""What ``exported`` raises for an array that is read-only or not C-contiguous (TypeError) or empty (ValueError)."""
 
 
 def array_address(array: np.ndarray, writeable: bool) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -108,6 +107,8 @@ class CompilerBase(ABC):
     def compile_many(self, specs: Sequence[ProgramSpec]) -> list[CompiledSpec]:
         if len(specs) <= 1:
             return [self.compile(spec) for spec in specs]
+        from concurrent.futures import ThreadPoolExecutor  # here: ``import svod`` does not need the thread pools
+
         with ThreadPoolExecutor(max_workers=min(len(specs), os.cpu_count() or 1)) as pool:
             return list(pool.map(self.compile, specs))
 

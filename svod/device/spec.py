@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,12 +52,22 @@ class Variable:
 
 
 _SIGNED_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_PACKED = ((struct.Struct("=f").pack, struct.Struct("=i").unpack),
+           (struct.Struct("=d").pack, struct.Struct("=q").unpack))
+"""How a Python float becomes the bits of a float32 or float64 without numpy (a scalar argument's every call):
+packed with the C cast numpy makes, and read back as the signed integer of its size."""
 
 
 def scalar_bits(name: str, value: object, dtype: DType, *, kernel: str | None = None,
                 stage: Stage | None = None) -> int:
     """The bits of ``value`` as a ``dtype``, read as a signed integer of its size: how a runtime scalar
     travels in a kernel's integer variables."""
+    if type(value) is float and (dtype is dtypes.float32 or dtype is dtypes.float64):  # by identity: no hashing
+        pack, unpack = _PACKED[dtype is dtypes.float64]
+        try:
+            return unpack(pack(value))[0]
+        except OverflowError:  # past the dtype's largest finite value: numpy's cast below makes it an infinity
+            pass
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not number or (not dtype.is_float and not isinstance(value, (int, np.integer))):
         kind = "a number" if dtype.is_float else "an integer"

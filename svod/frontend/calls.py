@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from svod.device import Launch, Variable
-from svod.device.buffer import InPlace, address_of, array_address, exported
+from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, array_address, exported
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
 from svod.frontend.source import Located
@@ -60,8 +60,8 @@ class PreparedCall:
     """A kernel's launch for calls of one signature (``call_key``): the checks a call makes, the variables' values
     (those a scalar argument gives, checked per call), the launch sizes, and a launch bound once."""
 
-    __slots__ = ("_addresses", "_fixed", "_launch", "_lock", "_pointed_at", "arrays", "count", "device", "dims",
-                 "kernel", "located", "nbytes", "numbers", "pairs", "vals", "varying")
+    __slots__ = ("_addresses", "_exports", "_fixed", "_launch", "_lock", "_pointed_at", "arrays", "count", "device",
+                 "dims", "kernel", "located", "nbytes", "numbers", "pairs", "vals", "varying")
 
     def __init__(self, kernel: CachedKernel, located: Located, device: Any, args: Sequence[Any],
                  constants: frozenset[int], vals: list[int], dims: ConcreteLaunchDims,
@@ -75,8 +75,11 @@ class PreparedCall:
         self.count = len(args)
         arrays = [(position, value) for position, value in enumerate(args) if type(value) is np.ndarray]
         layout = kernel.layout
-        self.arrays = tuple((position, value.dtype, value.shape, argument.dtype.itemsize, argument.written,
-                             value.size > 0) for (position, value), argument in zip(arrays, layout, strict=True))
+        self.arrays = tuple((slot, position, value.dtype, value.shape, argument.dtype.itemsize, argument.written)
+                            for slot, ((position, value), argument) in enumerate(zip(arrays, layout, strict=True)))
+        self._exports = [value.size > 0 for _, value in arrays]
+        """Per array: whether the last one there was ``exported`` (writeable, C-contiguous, not empty), as the next
+        most likely is: a call tries that first, and reads the flags of one that is not."""
         self.numbers = tuple((position, type(value), value if position in constants or type(value) is bool
                               else ANY_VALUE) for position, value in enumerate(args) if type(value) is not np.ndarray)
         in_place = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
@@ -111,17 +114,21 @@ class PreparedCall:
             if type(number) is not kind or (value is not ANY_VALUE and number != value):
                 return False
         found = []
-        for position, dtype, shape, itemsize, written, filled in self.arrays:  # shared_address's, written out
+        exports = self._exports
+        for slot, position, dtype, shape, itemsize, written in self.arrays:  # shared_address's, written out
             array = args[position]
             if type(array) is not np.ndarray or array.shape != shape or (array.dtype is not dtype
                                                                          and array.dtype != dtype):
                 return False
-            flags = array.flags
-            writeable = flags.writeable
-            if not flags.c_contiguous or (written and not writeable):
-                return False
-            address = address_of(exported(array)) if writeable and filled else array_address(array, writeable)
-            if address % itemsize:
+            address = None
+            if exports[slot]:
+                try:
+                    address = address_of(exported(array))  # writeable and C-contiguous, or it raises
+                except NOT_EXPORTED:
+                    exports[slot] = False
+            if address is None:
+                address = self._flagged_address(slot, array, written)
+            if address is None or address % itemsize:
                 return False
             found.append(address)
         vals: list[int] | None = self.vals if not self.varying else self._values(args)
@@ -151,6 +158,16 @@ class PreparedCall:
             err.name_kernel(self.kernel.name)
             self.located.locate(err)
             raise
+
+    def _flagged_address(self, slot: int, array: np.ndarray, written: bool) -> int | None:
+        """The address of an array that ``exported`` may refuse, its flags checked (C-contiguous, writeable where
+        written); None where it may not be used as it is. Notes for the next call whether ctypes takes it."""
+        flags = array.flags
+        writeable = flags.writeable
+        if not flags.c_contiguous or (written and not writeable):
+            return None
+        self._exports[slot] = writeable and array.size > 0
+        return array_address(array, writeable)
 
     def _values(self, args: tuple[Any, ...]) -> list[int] | None:
         """The variables' values, those the scalar arguments give checked; None where one is out of its bounds

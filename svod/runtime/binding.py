@@ -237,7 +237,9 @@ class ArrayBinding:
             elif written:
                 reach_written = True
 
-    def bind(self, bindings: Sequence[Binding]) -> None:
+    def attach(self, bindings: Sequence[Binding]) -> None:
+        """Give one run the arrays ``bindings`` name: the steps pointed at each one used in place, each other one
+        copied into its buffer (``detach`` after the run undoes it)."""
         if self.pointed is not None:
             self.restore()
         for binding in bindings:
@@ -251,7 +253,8 @@ class ArrayBinding:
             if not binding.patch and binding.written:
                 binding.array[...] = self.buffers[binding.slot].numpy().reshape(binding.array.shape)
 
-    def unbind(self, bindings: Sequence[Binding]) -> None:
+    def detach(self, bindings: Sequence[Binding]) -> None:
+        """Point the steps back at the plan's own buffers after a run ``attach`` gave arrays."""
         for binding in bindings:
             if binding.patch:
                 self._repoint(binding.storage, int(self.buffers[binding.slot].address))

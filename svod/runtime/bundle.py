@@ -50,7 +50,7 @@ def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Bu
     for step in prepared:
         if step.ast not in kernels:
             kernels[step.ast] = {"ast": writer.add(step.ast), "key": step.ast.key, "name": step.kernel.name,
-                                 "stages": [writer.add(program) for program in step.kernel.programs]}  # its parts
+                                 "stages": [writer.add(program) for program in step.kernel.program_uops]}  # its parts
     manifest = {"svod": VERSION, "device": device.name, "renderer": device.renderer.cache_key,
                 "compiler": device.compiler.cache_key,
                 "target": {"cpu": str(getattr(device.compiler, "cpu", "")),

@@ -1,8 +1,9 @@
 """``CachedKernel``: a compiled, loaded kernel and everything a dispatch checks and needs.
 
-``bind`` is the trust boundary between a user and a kernel: it checks buffers (count, dtype, device, size
-for the given variable values) and variables (missing, unknown, out of bounds) and only then hands raw
-addresses to the program. Nothing runs when a check fails.
+The stage its errors call ``bind`` (``check_vars``, ``check_buffers``) is the trust boundary between a user and a
+kernel: it checks buffers (count, dtype, device, size for the given variable values) and variables (missing,
+unknown, out of bounds) and only then hands raw addresses to the program. Nothing runs when a check fails.
+(``Program.bind``, and ``bind_host`` here, check nothing: they make a launch that replays on given addresses.)
 """
 
 from __future__ import annotations
@@ -60,21 +61,22 @@ class CachedKernel:
 
     ast: UOp
     device: Device
-    programs: tuple[UOp, ...]
+    program_uops: tuple[UOp, ...]
     """PROGRAM(SINK, DEVICE, LINEAR, SOURCE, BINARY) of every part the kernel runs as, in order, each with
     its metadata: SINK is the part's kernel, lowered; BINARY holds the compiled bytes, empty for a backend that
     compiles the source when it loads it. What a plan bundle stores to load the kernel without compiling."""
     program: Program
-    """What runs them: the one part's program on the user's buffers, or a ``PartsProgram``."""
+    """What runs them, loaded: the one part's program on the user's buffers, or a ``PartsProgram`` (not a PROGRAM
+    UOp: those are ``program_uops``)."""
 
     @functools.cached_property
     def _metadata(self) -> tuple[KernelMetadata, ...]:
-        return tuple(p.arg for p in self.programs)
+        return tuple(p.arg for p in self.program_uops)
 
     @property
     def program_uop(self) -> UOp:
         """The PROGRAM of the last part, the one that writes the kernel's outputs."""
-        return self.programs[-1]
+        return self.program_uops[-1]
 
     @functools.cached_property
     def name(self) -> str:
@@ -88,13 +90,13 @@ class CachedKernel:
 
     @functools.cached_property
     def code(self) -> str:
-        return "\n".join(p.src[3].arg for p in self.programs)
+        return "\n".join(p.src[3].arg for p in self.program_uops)
 
     @functools.cached_property
     def code_bytes(self) -> int:
         """The size of the compiled code, which the method cache counts against its memory budget: the bytes,
         or the source of a backend that loads source."""
-        return sum(len(p.src[4].arg) or len(p.src[3].arg) for p in self.programs)
+        return sum(len(p.src[4].arg) or len(p.src[3].arg) for p in self.program_uops)
 
     @property
     def host_parallel_safe(self) -> bool:
@@ -318,7 +320,7 @@ class CachedKernel:
         launch bound once, whose argument arrays one call at a time fills (another thread's call meanwhile, as
         a program without such a launch, launches with arrays of its own)."""
         reused = self._reused
-        if reused is not None and reused.lock.acquire(blocking=False):
+        if reused is not None and reused.lock.acquire(False):  # (False: not blocking; a keyword costs a call)
             try:
                 if reused.last != addresses:
                     reused.addresses[:len(addresses)] = addresses

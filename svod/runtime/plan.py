@@ -327,7 +327,7 @@ class ExecutionPlan:
             self.prepare()
         native = self._native
         if native is None or profile or buffers:
-            return self.execute_with_vars(var_vals, profile=profile, buffers=buffers)
+            return self._execute_prepared(var_vals, profile, buffers)
         values = self._check_vars(var_vals) if var_vals or self._runtime_bounds else var_vals
         if self._loops:
             self._check_loops(values)
@@ -352,12 +352,17 @@ class ExecutionPlan:
         """
         refuse_on_tape("a plan")
         self.prepare()
+        return self._execute_prepared(var_vals, profile, buffers)
+
+    def _execute_prepared(self, var_vals: Mapping[str, int], profile: bool,
+                          buffers: Mapping[int | str, Any] | None) -> list[StepProfile] | None:
+        """``execute_with_vars`` of a plan prepared, outside a tape (both callers have made sure)."""
         values = self._check_vars(var_vals)
         if self._loops:
             self._check_loops(values)
         bindings = self._arrays.check(buffers) if buffers else []
         with self._executing:
-            self._arrays.bind(bindings)
+            self._arrays.attach(bindings)
             try:
                 if profile:
                     records = self._run_profiled(values)
@@ -365,7 +370,7 @@ class ExecutionPlan:
                     self._run_all(values)
                 self._arrays.copy_out(bindings)
             finally:
-                self._arrays.unbind(bindings)
+                self._arrays.detach(bindings)
             if profile:
                 self._check_steps()
                 self._last_profile = records
@@ -442,6 +447,18 @@ class ExecutionPlan:
             raise failures[0]
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
+        """Every runtime variable given, and only those, each within the bounds of every kernel that reads it."""
+        bounds = self._runtime_bounds
+        if var_vals.keys() != bounds.keys():  # the names compared at once: a repeated call's are the plan's
+            self._refuse_names(var_vals)
+        values = {}
+        for name, uses in bounds.items():
+            for var, kernel in uses:
+                values[name] = var.checked(var_vals[name], kernel=kernel, stage="bind")
+        return values
+
+    def _refuse_names(self, var_vals: Mapping[str, int]) -> None:
+        """Refuse variables whose names are not the plan's runtime variables': fixed, unknown or missing."""
         for name in var_vals:
             if name in self._fixed_names and name not in self._runtime_bounds:
                 raise VariableError(f"variable {name} is fixed in this plan and cannot be passed again",
@@ -449,14 +466,10 @@ class ExecutionPlan:
             if name not in self._runtime_bounds:
                 raise VariableError(f"unknown variable {name}; the plan takes {sorted(self._runtime_bounds) or 'none'}",
                                     stage="bind", value=name)
-        values = {}
         for name, uses in self._runtime_bounds.items():
             if name not in var_vals:
                 raise VariableError(f"missing runtime value for variable {name}", kernel=uses[0][1],
                                     stage="bind", value=name)
-            for var, kernel in uses:
-                values[name] = var.checked(var_vals[name], kernel=kernel, stage="bind")
-        return values
 
     def _check_loops(self, values: Mapping[str, int]) -> None:
         """Every value each loop variable may take, within the bounds of every kernel that reads it, and no

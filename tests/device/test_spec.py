@@ -1,8 +1,11 @@
+import math
+
+import numpy as np
 import pytest
 
 import svod
 from svod.device import CompiledSpec, KernelMetadata, ProgramSpec, Variable, derive_metadata
-from svod.device.spec import ONES
+from svod.device.spec import ONES, scalar_bits
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import GraphError, VariableError
 from svod.ir import Ops, UOp
@@ -257,3 +260,20 @@ def test_a_source_edited_by_hand_replaces_the_programs_source_and_drops_its_bina
     spec.src = "new"
     assert spec.src == "new" and [s.op for s in spec.program.src] == [Ops.SINK, Ops.DEVICE, Ops.LINEAR, Ops.SOURCE]
     assert spec.name == "ew" and spec.globals == [0, 1, 2]
+
+
+FLOATS = [0.0, -0.0, 1.0, -2.5, 0.1, 1 / 3, 1e-45, 1.4e-45, 5e-324, 1e-320, 3.4028234663852886e38,
+          3.4028235677973366e38, 3.4028236e38, -3.5e38, 1e300, -1e300, 1.7976931348623157e308, math.inf, -math.inf,
+          math.nan, -math.nan, 1.0000000596046448, 1.0000001788139343, 16777217.0]
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("value", FLOATS)
+def test_a_python_floats_bits_are_those_numpy_casts_it_to(dtype, value):
+    """A float scalar's bits, packed without numpy, are those of numpy's cast (rounded to nearest, infinite past
+    the largest finite value, a NaN kept a NaN), as read by a signed integer of the dtype's size."""
+    signed = np.int32 if dtype is dtypes.float32 else np.int64
+    with np.errstate(over="ignore"):
+        want = int(np.array(value, dtype=dtype.numpy).view(signed))
+    assert scalar_bits("s", value, dtype) == want
+    assert Variable("s", int(np.iinfo(signed).min), int(np.iinfo(signed).max), dtype).checked(value) == want

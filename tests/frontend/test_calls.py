@@ -141,6 +141,23 @@ def test_a_non_contiguous_or_read_only_array_after_prepared_calls(general_calls)
     assert len(general_calls) == bound
 
 
+@pytest.mark.parametrize("size", [1, 7])
+def test_read_only_inputs_between_writeable_ones_run_prepared(size, general_calls):
+    """An input read-only at one call and writeable at the next (or a view that is not C-contiguous) runs in
+    place with the values NumPy computes, each taking the prepared call but the view, which is copied."""
+    kernel = svod.kernel(add_one_fn)
+    out, x = np.zeros(size), np.arange(size, dtype=np.float64)
+    kernel(out, x)
+    frozen = x * 3 - 0.5
+    frozen.flags.writeable = False
+    bound = len(general_calls)
+    for source in (frozen, x, frozen, frozen, x * 2, np.arange(2.0 * size)[::2], x, frozen):
+        out[:] = np.nan
+        kernel(out, source)
+        np.testing.assert_array_equal(out, source + 1)
+    assert len(general_calls) == bound + (size > 1)  # the strided view alone (of one element, it is contiguous)
+
+
 def test_an_array_made_read_only_after_a_prepared_call_is_refused():
     kernel = svod.kernel(add_one_fn)
     out, x = np.zeros(3), np.arange(3.0)

@@ -326,7 +326,7 @@ def test_a_reduction_in_parts_and_a_runtime_scalar_round_trip(tmp_path: Path) ->
     i = plan.add_buffer(Buffer("CPU", dtypes.float32, size), name="x")
     plan.add_kernel(k.build(), [o, i])
     plan.prepare()
-    assert len(plan.prepared_kernels[0].kernel.programs) == 2  # a partial sum per worker, then their total
+    assert len(plan.prepared_kernels[0].kernel.program_uops) == 2  # a partial sum per worker, then their total
     data = np.random.default_rng(1).standard_normal(size).astype(np.float32)
     first = np.zeros(1, np.float32)
     plan.execute(buffers={"x": data, "out": first}, scale=0.5)
