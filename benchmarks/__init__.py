@@ -12,10 +12,11 @@ __all__ = ["run_bench"]
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
-              plot_path: str | None = None, only_suite: bool = False, busy: bool = False) -> int:
+              plot_path: str | None = None, suite: str | None = None, busy: bool = False) -> int:
     """``svod bench``: the suite and the peers on a CPU or OpenCL device (``harness``); a CUDA device's suite
-    beside torch and Triton instead (``cuda_report``: a GPU's peers are not numpy's). ``busy``: the suite quiet
-    and beside a process that keeps a core busy (``busy``)."""
-    if only_suite and svod.get_device(device_name).device.base_type == "CUDA":
+    beside torch and Triton instead (``cuda_report``: a GPU's peers are not numpy's). ``suite``
+    (``kernels`` or ``spellings``): that step alone. ``busy``: the suite quiet and beside a process that keeps
+    a core busy (``busy``)."""
+    if suite == "kernels" and svod.get_device(device_name).device.base_type == "CUDA":
         return cuda_report.report(svod.get_device(device_name).name, json_path, quick)
-    return harness.run_bench(device_name, quick, json_path, plot_path, only_suite, busy)
+    return harness.run_bench(device_name, quick, json_path, plot_path, suite, busy)

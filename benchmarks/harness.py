@@ -799,9 +799,9 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
-              plot_path: str | None = None, only_suite: bool = False, busy: bool = False) -> int:
-    """The whole bench, or only its kernel suite (``only_suite``), or with ``busy`` the kernel suite and the
-    thread speedup twice: quiet, then beside a process that keeps a core busy."""
+              plot_path: str | None = None, suite: str | None = None, busy: bool = False) -> int:
+    """The whole bench, or one step of it (``suite``: ``kernels``, the kernel suite, or ``spellings``), or with
+    ``busy`` the kernel suite and the thread speedup twice: quiet, then beside a process that keeps a core busy."""
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
@@ -811,8 +811,9 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     bench = Bench(device, sizes, tinygrad, lambda title: None)
     with progress_reporter(len(bench.steps())) as progress:
         bench.progress = progress
-        metrics = bench.busy_suite() if busy else bench.kernel_suite() if only_suite else bench.run()
-    flags = (" --quick" if quick else "") + (" --busy" if busy else "")
+        metrics = bench.busy_suite() if busy else bench.kernel_suite() if suite == "kernels" else \
+            bench.spellings() if suite == "spellings" else bench.run()
+    flags = (" --quick" if quick else "") + (f" --suite {suite}" if suite else "") + (" --busy" if busy else "")
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){flags}")
     print(report(metrics, tinygrad.error, bench.failed))
     if json_path:

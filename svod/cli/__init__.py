@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="CPU", help="device to measure (default: CPU)")
     bench.add_argument("--json", dest="json_path", help="write the metrics as JSON to this path")
     bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
-    bench.add_argument("--suite", choices=["kernels"], help="only the suite of user kernels (softmax, conv2d ...)")
+    bench.add_argument("--suite", choices=["kernels", "spellings"],
+                       help="only the suite of user kernels (softmax, conv2d ...), or only the spellings of a kernel "
+                            "(the suite's loops beside NumPy in @svod.jit)")
     bench.add_argument("--busy", action="store_true", help="the suite of user kernels and the thread speedup quiet, "
                                                            "then beside a process that keeps a core busy")
     checking = commands.add_parser("check", help="run a kernel or plan on every backend and the reference; show "
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "devices":
             return show_devices()
         if args.command == "bench":
-            return run_bench(args.device, args.quick, args.json_path, args.plot_path, args.suite == "kernels",
+            return run_bench(args.device, args.quick, args.json_path, args.plot_path, args.suite,
                              args.busy)
         if args.command == "check":
             return run_check(args.target, args.ulps, args.devices)

@@ -50,6 +50,6 @@ def load_benchmarks(directory: Path) -> ModuleType:
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
-              plot_path: str | None = None, only_suite: bool = False, busy: bool = False) -> int:
-    result: int = load_benchmarks(BENCHMARKS).run_bench(device_name, quick, json_path, plot_path, only_suite, busy)
+              plot_path: str | None = None, suite: str | None = None, busy: bool = False) -> int:
+    result: int = load_benchmarks(BENCHMARKS).run_bench(device_name, quick, json_path, plot_path, suite, busy)
     return result

@@ -40,6 +40,21 @@ def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, cap
     assert "svod bench on CPU (" in out and "kernel.histogram_ms" in out
 
 
+def test_suite_spellings_runs_the_spellings_step_alone(tmp_path, monkeypatch, capsys):
+    """``--suite spellings`` on a small transpose and row kernels of 3 rows: each spelling's figure, no other."""
+    transposes, rows = benchmarks.harness.transpose_spellings, benchmarks.harness.row_kernels
+    monkeypatch.setattr(benchmarks.harness, "transpose_spellings", lambda side: transposes(17))
+    monkeypatch.setattr(benchmarks.harness, "row_kernels", lambda quick, spelled=None: rows(quick, 3))
+    path = tmp_path / "out.json"
+    assert main(["bench", "--quick", "--suite", "spellings", "--json", str(path)]) == 0
+    document = json.loads(path.read_text())
+    assert set(document["metrics"]) == {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+                                        *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
+                                          for form in ("kernel", "jit"))}
+    assert all(metric["svod"] > 0 for metric in document["metrics"].values())
+    assert "--suite spellings" in capsys.readouterr().out
+
+
 def test_busy_runs_the_suite_quiet_and_beside_a_busy_process(tmp_path, monkeypatch, capsys):
     """``--busy`` on a suite of two small kernels: each kernel's figures and the thread speedup quiet and busy,
     and each contestant's busy/quiet ratio, all positive; the competing process is gone after the run."""
