@@ -370,8 +370,9 @@ def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops:
 def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: Dim,
                 loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """The statements that reduce ``item`` (computed after ``body``) over ``loops`` into ``result``, as
-    NumPy's reduction: a float max or min is NaN where any element is (a count of NaNs beside it), a mean
-    divides the sum."""
+    NumPy's reduction: a float max or min is NaN where any element is (beside it, the maximum of 1.0 for a NaN
+    and 0.0 for any other: a second maximum, which a CPU splits into partials in the same pass over the data,
+    where a count of NaNs ran a pass of its own), a mean divides the sum."""
     if op in ("argmax", "argmin"):
         return _arg_extreme(op, result, item, operand, loops, body)
     if op in ("any", "all"):  # a count of the elements that decide it
@@ -399,8 +400,9 @@ def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: 
     nans = f"{result}_nan"
     updates = [update]
     if nan_aware:
-        made.append(assign(nans, constant(0)))
-        updates.append(ast.AugAssign(store(nans), ast.Add(), ast.Compare(item, [ast.NotEq()], [item])))
+        flag = np.dtype(np.int32)
+        made.append(assign(nans, typed(constant(0), flag)))
+        updates.append(assign(nans, call("max", load(nans), typed(ast.Compare(item, [ast.NotEq()], [item]), flag))))
     made += _nested(loops, [*body, *updates])
     if nan_aware:
         made.append(assign(result, ast.IfExp(ast.Compare(load(nans), [ast.Eq()], [constant(0)]), load(result),

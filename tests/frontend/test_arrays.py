@@ -195,6 +195,38 @@ def test_softmax_and_layernorm(device, rows, cols):
                        data(cols, dtype=np.float32), rtol=1e-4, atol=1e-6)
 
 
+
+@svod.jit
+def row_extremes(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True), x.max(axis=1), np.min(x, axis=1, keepdims=True)
+
+
+def special_rows(cols: int) -> np.ndarray:
+    """Ordinary float32 rows of ``cols``, then one for each special value a row's max and min treat apart: a NaN
+    (first, last, beside both infinities), NaNs only, -inf only, +inf, -inf beside one number, -0.0 only."""
+    rows = data(11, cols, dtype=np.float32)
+    last = cols - 1
+    rows[2, last] = np.nan
+    rows[3, 0] = np.nan
+    rows[4, [0, last // 2, last]] = np.inf, np.nan, -np.inf
+    rows[5] = np.nan
+    rows[6] = -np.inf
+    rows[7, last] = np.inf
+    rows[8] = -np.inf
+    rows[8, last // 2] = 1.5
+    rows[9] = -0.0
+    return rows
+
+
+@pytest.mark.parametrize("cols", [1, 2, 64, 97, 1024])
+def test_a_row_with_a_nan_is_nan_in_a_softmax_and_its_extremes(device, cols):
+    """NumPy's max and min of a row are NaN where an element is (in one pass over the row beside the
+    maximum); rows of infinities, of -0.0 (the zero's sign kept), of one element; no rows at all."""
+    agrees_with_python(row_extremes, device, special_rows(cols), rtol=1e-5, atol=1e-7, typed=True,
+                       numpy_warns=True)
+    agrees_with_python(row_extremes, device, np.zeros((0, cols), np.float32), typed=True)
+
 # ---- linear algebra ------------------------------------------------------------------------------------
 
 @svod.jit
