@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.frontend import pylang
 from svod.frontend.extents import Dim, elements, node_of, numbers
 from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
 
@@ -367,12 +368,31 @@ def _arg_extreme(op: str, result: str, item: ast.expr, operand: np.dtype, loops:
     return [assign(best, typed(worst, operand)), assign(result, constant(-1)), *_nested(loops, [*body, update])]
 
 
+KEYED: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float32): np.dtype(np.int32),
+                                              np.dtype(np.float64): np.dtype(np.int64)}
+"""The floats whose max and min reduce order keys (``pylang.max_key``), and the integer of each key."""
+KEY_NAMES = {"_svod_max_key": pylang.max_key, "_svod_min_key": pylang.min_key, "_svod_from_key": pylang.from_key}
+"""The names the loops written here call the order keys by."""
+
+
+def _keyed_extreme(kind: str, result: str, item: ast.expr, bits: np.dtype, loops: list[tuple[str, Dim]],
+                   body: list[ast.stmt]) -> list[ast.stmt]:
+    """NumPy's max (``kind``) or min of floats as the integer maximum (minimum) of their order keys, a NaN's
+    beyond every number's: one reduction that a NaN wins, which a CPU splits into partials as the kernel
+    spelling's maximum, where a count of NaNs beside a float maximum took a second."""
+    key, limits = f"{result}_key", np.iinfo(bits)
+    start = typed(constant(int(limits.min if kind == "max" else limits.max)), bits)
+    update = assign(key, call(kind, load(key), call(load(f"_svod_{kind}_key"), item)))
+    return [assign(key, start), *_nested(loops, [*body, update]),
+            assign(result, call(load("_svod_from_key"), load(key)))]
+
+
 def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: np.dtype, count: Dim,
                 loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """The statements that reduce ``item`` (computed after ``body``) over ``loops`` into ``result``, as
-    NumPy's reduction: a float max or min is NaN where any element is (beside it, the maximum of 1.0 for a NaN
-    and 0.0 for any other: a second maximum, which a CPU splits into partials in the same pass over the data,
-    where a count of NaNs ran a pass of its own), a mean divides the sum."""
+    NumPy's reduction: a float max or min is NaN where any element is (of float32 and float64, one reduction of
+    order keys: ``_keyed_extreme``; of float16, beside it the maximum of 1 for a NaN and 0 for any other, which a
+    CPU splits into partials in the same pass as the other), a mean divides the sum."""
     if op in ("argmax", "argmin"):
         return _arg_extreme(op, result, item, operand, loops, body)
     if op in ("any", "all"):  # a count of the elements that decide it
@@ -384,6 +404,8 @@ def _accumulate(op: str, result: str, item: ast.expr, dtype: np.dtype, operand: 
                 assign(result, decided)]
     nan_aware = op in ("max", "min", "amax", "amin") and dtype.kind == "f"
     kind = "max" if op in ("max", "amax") else "min" if op in ("min", "amin") else op
+    if nan_aware and dtype in KEYED:
+        return _keyed_extreme(kind, result, item, KEYED[dtype], loops, body)
     update: ast.stmt
     made: list[ast.stmt]
     if kind in ("sum", "mean"):

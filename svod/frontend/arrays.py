@@ -49,6 +49,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang, random_arrays
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
+    KEY_NAMES,
     Emitter,
     Expr,
     Fused,
@@ -817,7 +818,8 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Sourc
     rewriter = ArrayRewriter(source, name, args)
     node = stands_for(copy.copy(source.node), source.node)
     node.body = rewriter.body(source.node.body, False)
-    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES}
+    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
+             **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
     if not rewriter.changed and not draws.changed:
         return None

@@ -79,7 +79,7 @@ class Expressions(Randoms):
         if is_number(value) or isinstance(value, (np.integer, np.floating)):
             return value.item() if isinstance(value, np.generic) else value
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
-                value is pylang.prange or is_atomic(value):
+                value is pylang.prange or is_atomic(value) or value in ORDER_KEYS:
             return value
         if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
             return pylang.Cast(dtypes.from_numpy(value))
@@ -298,6 +298,8 @@ class Expressions(Randoms):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
             return self.typed(self.cast(args[0], callee.dtype))
+        if callee in ORDER_KEYS:
+            return from_key(args[0]) if callee is pylang.from_key else order_key(args[0], callee is pylang.max_key)
         if isinstance(callee, MathFunction):
             return self.math(node, callee.name, args)
         if isinstance(callee, Builtin):
@@ -464,6 +466,29 @@ def _float_class(value: UOp, name: str) -> UOp:
     if name == "isnan":
         return infinity.lt(magnitude)
     return magnitude.eq(infinity) if name == "isinf" else magnitude.lt(infinity)
+
+ORDER_KEYS = (pylang.max_key, pylang.min_key, pylang.from_key)
+"""The order keys' functions, which the loops a jitted function's array statements become call
+(``svod.frontend.array_exprs``)."""
+KEY_DTYPES = {dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
+"""The floats an order key is made for (``pylang.max_key``), and the signed integer of each one's width."""
+
+
+def order_key(value: UOp, nan_high: bool) -> UOp:
+    """``pylang.max_key`` (``nan_high``) or ``min_key`` of a float: its bits, those of a negative one with all
+    but the sign flipped, so that the integers' order is the floats'; a NaN's the key past every number's."""
+    signed = KEY_DTYPES[value.dtype]
+    bits = value.bitcast(signed)
+    key = bits.lt(0).where(bits ^ int(signed.max), bits)
+    return _float_class(value, "isnan").where(UOp.const(signed, signed.max if nan_high else signed.min), key)
+
+
+def from_key(key: UOp) -> UOp:
+    """``pylang.from_key``: the float of an order key (flipping a negative one's bits back is the same xor); a
+    NaN's key, ``signed.max`` or ``signed.min``, flips to the bits of a NaN."""
+    floats = {signed: f for f, signed in KEY_DTYPES.items()}
+    return key.lt(0).where(key ^ int(key.dtype.max), key).bitcast(floats[key.dtype])
+
 
 _EXPRESSIONS: dict[type, str] = {ast.Constant: "_constant", ast.Name: "_name", ast.Attribute: "_attribute",
     ast.Subscript: "_subscript", ast.Tuple: "_tuple", ast.BinOp: "_bin_op", ast.UnaryOp: "_unary_op",

@@ -71,6 +71,38 @@ atomic_max = _update("atomic_max", np.fmax)
 atomic_min = _update("atomic_min", np.fmin)
 """``svod.atomic_min(a, index, value)``: ``a[index] = min(a[index], value)`` atomically (a NaN loses)."""
 
+_KEY_BITS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float32): np.dtype(np.int32),
+                                                  np.dtype(np.float64): np.dtype(np.int64)}
+"""The float dtypes an order key (``max_key``) is made for, and the signed integer of each one's width."""
+
+
+def _order_key(x: Any, nan_key: int) -> Any:
+    value = np.asarray(x)
+    bits = value.view(_KEY_BITS[value.dtype])
+    mask = np.iinfo(bits.dtype).max
+    return np.where(np.isnan(value), bits.dtype.type(nan_key), np.where(bits < 0, bits ^ mask, bits))[()]
+
+
+def max_key(x: Any) -> Any:
+    """The signed integer of a float32 or float64's width whose order is the float's (-0.0 below +0.0), a NaN
+    above every number: an integer maximum of keys is NumPy's max of the floats, a NaN winning, in one
+    reduction (``from_key`` gives the float back)."""
+    return _order_key(x, np.iinfo(_KEY_BITS[np.asarray(x).dtype]).max)
+
+
+def min_key(x: Any) -> Any:
+    """``max_key``, a NaN below every number: an integer minimum of keys is NumPy's min of the floats."""
+    return _order_key(x, np.iinfo(_KEY_BITS[np.asarray(x).dtype]).min)
+
+
+def from_key(key: Any) -> Any:
+    """The float whose ``max_key`` or ``min_key`` ``key`` is (a NaN's key gives a NaN)."""
+    bits = np.asarray(key)
+    mask = np.iinfo(bits.dtype).max
+    floats = {bits_dtype: float_dtype for float_dtype, bits_dtype in _KEY_BITS.items()}
+    return np.where(bits < 0, bits ^ mask, bits).view(floats[bits.dtype])[()]
+
+
 MATH_FUNCTIONS: dict[str, tuple[str, int]] = {
     "exp": ("exp", 1), "exp2": ("exp2", 1), "log": ("log", 1), "log2": ("log2", 1), "sin": ("sin", 1),
     "cos": ("cos", 1), "tan": ("tan", 1), "tanh": ("tanh", 1), "erf": ("erf", 1), "sqrt": ("sqrt", 1),

@@ -202,10 +202,10 @@ def row_extremes(x):
     return e / e.sum(axis=1, keepdims=True), x.max(axis=1), np.min(x, axis=1, keepdims=True)
 
 
-def special_rows(cols: int) -> np.ndarray:
-    """Ordinary float32 rows of ``cols``, then one for each special value a row's max and min treat apart: a NaN
-    (first, last, beside both infinities), NaNs only, -inf only, +inf, -inf beside one number, -0.0 only."""
-    rows = data(11, cols, dtype=np.float32)
+def special_rows(cols: int, dtype: type = np.float32) -> np.ndarray:
+    """Ordinary rows of ``cols``, then one for each special value a row's max and min treat apart: a NaN (first,
+    last, beside both infinities), NaNs only, -inf only, +inf, -inf beside one number, -0.0 only."""
+    rows = data(11, cols, dtype=dtype)
     last = cols - 1
     rows[2, last] = np.nan
     rows[3, 0] = np.nan
@@ -219,13 +219,30 @@ def special_rows(cols: int) -> np.ndarray:
     return rows
 
 
-@pytest.mark.parametrize("cols", [1, 2, 64, 97, 1024])
-def test_a_row_with_a_nan_is_nan_in_a_softmax_and_its_extremes(device, cols):
-    """NumPy's max and min of a row are NaN where an element is (in one pass over the row beside the
-    maximum); rows of infinities, of -0.0 (the zero's sign kept), of one element; no rows at all."""
-    agrees_with_python(row_extremes, device, special_rows(cols), rtol=1e-5, atol=1e-7, typed=True,
+@pytest.mark.parametrize("cols,dtype", [(1, np.float32), (2, np.float32), (64, np.float32), (97, np.float32),
+                                        (1024, np.float32), (1, np.float64), (67, np.float64), (128, np.float64)])
+def test_a_row_with_a_nan_is_nan_in_a_softmax_and_its_extremes(device, cols, dtype):
+    """NumPy's max and min of a row are NaN where an element is (one reduction of order keys, a NaN's beyond
+    every number's); rows of infinities, of -0.0 (the zero's sign kept), of one element; no rows at all."""
+    agrees_with_python(row_extremes, device, special_rows(cols, dtype), rtol=1e-5, atol=1e-7, typed=True,
                        numpy_warns=True)
-    agrees_with_python(row_extremes, device, np.zeros((0, cols), np.float32), typed=True)
+    agrees_with_python(row_extremes, device, np.zeros((0, cols), dtype), typed=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_order_keys_order_floats_as_numpy_and_give_them_back(dtype):
+    """In plain Python too: the keys' integer order is the floats' (-0.0 below +0.0), a NaN's key beyond every
+    number's (above for a max, below for a min), and ``from_key`` gives back each float's bits, a NaN for a
+    NaN's."""
+    floats = np.array([-np.inf, -3.5, -np.finfo(dtype).tiny, -0.0, 0.0, np.finfo(dtype).smallest_subnormal, 2.0,
+                       np.finfo(dtype).max, np.inf], dtype)
+    keys = [svod.frontend.pylang.max_key(f) for f in floats]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert [svod.frontend.pylang.from_key(k).tobytes() for k in keys] == [f.tobytes() for f in floats]
+    nan = dtype(np.nan)
+    assert svod.frontend.pylang.max_key(nan) > keys[-1] and svod.frontend.pylang.min_key(nan) < keys[0]
+    assert np.isnan(svod.frontend.pylang.from_key(svod.frontend.pylang.max_key(nan)))
+    assert np.isnan(svod.frontend.pylang.from_key(svod.frontend.pylang.min_key(-nan)))
 
 # ---- linear algebra ------------------------------------------------------------------------------------
 
