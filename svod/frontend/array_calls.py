@@ -155,6 +155,14 @@ class ArrayCalls:
     @abstractmethod
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype: ...
 
+    def bare(self, node: ast.Call, what: str, takes: Sequence[str] = ()) -> None:
+        """Refuses a keyword of ``what``'s call other than ``takes``, naming it: svod never drops an argument
+        NumPy would act on (``out=``, ``where=``, ``dtype=``)."""
+        refused = [k for k in node.keywords if k.arg not in takes]
+        if refused:
+            shown = "**" if refused[0].arg is None else f"{refused[0].arg}="
+            raise self.refuse(node, f"{what}'s {shown} is not one svod takes (it takes {', '.join(takes) or 'none'})")
+
     def advanced(self, node: ast.Subscript, base: Expr, items: list[ast.expr]) -> Expr | None:
         """``base[items]`` where an item is an array: a gather through integer arrays that lead the items, or a
         boolean mask of ``base``'s shape; None where no item is an array."""
@@ -183,6 +191,8 @@ class ArrayCalls:
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         """The NumPy functions of this module, by name; None for another."""
+        if name in (*CLASS_FUNCTIONS, *LOGICAL_FUNCTIONS, "sign", "clip", "diff", "roll", "norm"):
+            self.bare(node, f"np.{name}")
         if name in CLASS_FUNCTIONS and len(args) == 1:
             dtype = self.dtype_of(node, getattr(np, name), *args)
             return self.elementwise(node, lambda c: call(numpy(name), c[0]), dtype, *args)
@@ -230,6 +240,7 @@ class ArrayCalls:
 
     def joined(self, node: ast.Call, name: str) -> Expr:
         """``np.concatenate((a, b, ...), axis=0)`` and ``np.stack((a, b, ...), axis=0)`` of arrays."""
+        self.bare(node, f"np.{name}", ("axis",))
         axis_node = next((k.value for k in node.keywords if k.arg == "axis"), None)
         axis = 0 if axis_node is None else self.host_int(axis_node)
         assert axis is not None

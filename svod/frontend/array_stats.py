@@ -28,7 +28,21 @@ class ArrayStatistics(ArrayShapes):
     """The functions of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     @abstractmethod
-    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr: ...
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
+               dtype: np.dtype | None = None) -> Expr: ...
+
+    def accumulated(self, node: ast.Call, dtype_node: ast.expr, name: str) -> np.dtype:
+        """The ``dtype=`` of ``np.<name>``, which NumPy casts each element to and accumulates in: a bool,
+        integer or float dtype the host knows before the run (a float one for a mean, whose integer division
+        NumPy truncates)."""
+        try:
+            dtype = np.dtype(self.on_host(dtype_node))
+        except Exception as err:
+            raise self.refuse(node, f"np.{name}'s dtype= is one the host knows before the run ({err})") from None
+        if dtype.kind not in ("f" if name == "mean" else "biuf"):
+            raise self.refuse(node, f"np.{name}'s dtype={dtype.name} is not one svod takes (it takes "
+                                    f"{'a float' if name == 'mean' else 'a bool, integer or float'} dtype)")
+        return dtype
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         if name not in _STATISTICS or not args or not isinstance(args[0], Expr):
@@ -110,13 +124,15 @@ class ArrayStatistics(ArrayShapes):
 
     def scan(self, node: ast.Call, x: Expr, name: str, owner: ast.expr | None = None) -> Expr:
         """``np.cumsum``/``np.cumprod`` (the method, called on ``owner``) along ``axis``, or of the flattened
-        array."""
-        axis = self.passed(node, getattr(np, name), ("axis",), owner).get("axis")
-        if axis is not None and isinstance(axis, ast.Constant) and axis.value is None:
-            axis = None
+        array; with ``dtype``, each element cast to it and the running total kept in it."""
+        given = self.passed(node, getattr(np, name), ("axis", "dtype"), owner)
+        axis = given.get("axis")
         if axis is not None:
             self.axes(axis, len(x.shape), f"np.{name}'s axis")
-        return self.cumsum(node, x, axis, name)
+        if "dtype" not in given:
+            return self.cumsum(node, x, axis, name)
+        dtype = self.accumulated(node, given["dtype"], name)
+        return self.cumsum(node, self.elementwise(node, lambda c: typed(c[0], dtype), dtype, x), axis, name, dtype)
 
 
 def _total(x: Expr, axes: tuple[int, ...], keepdims: bool, op: str = "sum", dtype: np.dtype | None = None) -> Expr:

@@ -326,6 +326,8 @@ class ArrayValues(SliceBounds):
                                     "not a part of an expression")
         if name in ("abs", "absolute", "fabs"):
             name = "abs"
+        if name in (*UFUNCS, "maximum", "minimum", "fmax", "fmin", "where", "dot", "matmul", "outer"):
+            self.bare(node, f"np.{name}")
         if name in UFUNCS and len(args) == 1:
             (x,) = args
             fn = getattr(np, name)
@@ -368,6 +370,8 @@ class ArrayValues(SliceBounds):
         args = [self.value(a) for a in node.args]
         if name in REDUCTIONS:
             return self.reduction(node, owner, name, node.keywords, args)
+        if name in ("astype", "clip", "copy"):
+            self.bare(node, f"x.{name}")
         if name == "astype" and len(node.args) == 1:
             try:
                 dtype = np.dtype(self.on_host(node.args[0]))
@@ -389,22 +393,29 @@ class ArrayValues(SliceBounds):
 
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value:
-        positional = node.args[1:] if len(args) < len(node.args) else node.args  # a function's, a method's
+        """``np.sum`` and the other ``REDUCTIONS`` (the method, where ``args`` holds every positional argument)
+        with ``axis`` and ``keepdims``, and ``dtype`` where NumPy's function takes it (the elements cast to it
+        one by one, and reduced in it, as NumPy's); any other argument refused, naming it."""
+        method = len(args) == len(node.args)
+        positional = node.args if method else node.args[1:]
         if reads_masked(operand):
             return self.masked_reduction(node, operand, name, keywords, positional)
-        axis_node = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
-        if isinstance(axis_node, ast.Constant) and axis_node.value is None:
-            axis_node = None  # axis=None: every axis
-        keepdims = any(k.arg == "keepdims" and isinstance(k.value, ast.Constant) and k.value.value for k in keywords)
+        takes = ("axis", "dtype", "keepdims") if name in ("sum", "prod", "mean") else ("axis", "keepdims")
+        given = self.passed(node, getattr(np, name), takes, node.func if method else None)
+        axis_node = given.get("axis")
+        keepdims = bool(self.known(given["keepdims"], f"np.{name}'s keepdims")) if "keepdims" in given else False
+        if "dtype" in given:
+            within = self.accumulated(node, given["dtype"], name)
+            operand = self.elementwise(node, lambda c: typed(c[0], within), within, operand)
         ndim = len(operand.shape)
         if axis_node is None:
             axes = tuple(range(ndim))
         else:
-            given = self.on_host(axis_node)
-            given = given if isinstance(given, tuple) else (given,)
-            if any(not -ndim <= a < ndim for a in given):
-                raise self.refuse(node, f"axis {given} is out of bounds for an array of {ndim} dimension(s)")
-            axes = tuple(sorted(a % ndim for a in given))
+            picked = self.on_host(axis_node)
+            picked = picked if isinstance(picked, tuple) else (picked,)
+            if any(not -ndim <= a < ndim for a in picked):
+                raise self.refuse(node, f"axis {picked} is out of bounds for an array of {ndim} dimension(s)")
+            axes = tuple(sorted(a % ndim for a in picked))
         if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
                                                                                "argmin"):
             if all(isinstance(operand.shape[a], int) for a in axes):
@@ -413,7 +424,8 @@ class ArrayValues(SliceBounds):
                                     "run time, where it has no identity (NumPy raises)")
         if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
             raise self.refuse(node, f"{name} takes one axis, or none")
-        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None)
+        sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None,
+                                   **({"dtype": operand.dtype} if "dtype" in given else {}))
         dtype = np.asarray(sample).dtype
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
         reduced = Reduced(shape, dtype, name, operand, axes, keepdims)

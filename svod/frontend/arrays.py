@@ -709,14 +709,16 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
     # ---- arrays an expression makes first ----------------------------------------------------------------
 
-    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum") -> Expr:
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
+               dtype: np.dtype | None = None) -> Expr:
         """``np.cumsum`` (``np.cumprod``): computed into an array of its own first (a running sum, or product,
-        along the axis, in a loop of each other axis's element), which the expression then reads."""
+        along the axis, in a loop of each other axis's element), which the expression then reads; in ``dtype``
+        where the user gives one (NumPy's own for ``x``'s otherwise)."""
         if axis_node is None and len(x.shape) != 1:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
         self.static(node, x, f"np.{name}")
-        dtype = getattr(np, name)(np.ones(1, x.dtype)).dtype
+        dtype = getattr(np, name)(np.ones(1, x.dtype)).dtype if dtype is None else dtype
         made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
