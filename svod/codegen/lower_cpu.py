@@ -67,8 +67,10 @@ def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_TH
     threads share the ids evenly (by an upper bound of one index's work, ``_work_per_index``). Where the sizes
     are constants, ``w`` is a number: the kernel has ``w`` ids of a chunk each. Where they are variables, the
     kernel computes ``w`` as the launch does, and id ``c`` runs chunks ``c*m .. c*m + m - 1`` (``m =
-    ceil(pieces / w)``, a loop that comes round once when every id is launched): a launch with little work
-    runs on the calling thread alone (the tiny wavefronts of a DP sweep). The chunks stay ``end/pieces`` long,
+    ceil(pieces / w)``): a launch with little work runs on the calling thread alone (the tiny wavefronts of a
+    DP sweep). There a loop over all ``pieces`` chunks gives the others none to do, so that a chunk starts at
+    the loop's index times ``chunk``, which LLVM keeps out of the chunk's loop: a start clamped to the last
+    chunk (a ``min`` of the loop's index) it recomputed for every element. The chunks stay ``end/pieces`` long,
     so an index's bounds are what they were (a chunk as long as ``end``, for one worker, would double them and
     leave neighbouring lanes unproven). Other GLOBAL ranges become sequential loops inside the split one. An
     effect that does not use the split range runs on worker 0 only (and a loop's exit that does not ends its
@@ -104,15 +106,20 @@ def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_TH
             return sink, None
     core_id = UOp.define_var(CORE_ID, 0, pieces - 1)
     chunk = _aligned(_ceil_div(end, pieces), aligns[outer])
+    mine: UOp | None = None  # whether this id runs the chunk, where it is not the only one
     if workers.op is Ops.CONST:
         piece = core_id
-    else:  # chunks core_id*each .. core_id*each + each - 1, the last chunk at most (for the bounds)
+    else:  # every chunk, of which this id runs core_id*each .. core_id*each + each - 1 (the others run none)
         each = _ceil_div(UOp.index_const(pieces), workers)
         # on the split range's axis, so it nests just outside it (whose end reads it) and inside what did before
-        turn = UOp.range(each.minimum(pieces - core_id * each), outer.arg[0], AxisKind.LOOP)
-        piece = (core_id * each + turn).minimum(pieces - 1)
+        piece = UOp.range(pieces, outer.arg[0], AxisKind.LOOP)
+        first = core_id * each
+        mine = piece.ge(first) & piece.lt(first + each)
     start = piece * chunk
-    inner = UOp.range((end - start).minimum(chunk), outer.arg[0], AxisKind.GLOBAL)  # still parallel work
+    length = (end - start).minimum(chunk)
+    if mine is not None:
+        length = mine.where(length, 0)
+    inner = UOp.range(length, outer.arg[0], AxisKind.GLOBAL)  # still parallel work
     private = private_statements(sink)
     first_only = {e: core_id.eq(0) for e in sink.src
                   if e.op in STATEMENTS and outer not in live[e] and e not in private}

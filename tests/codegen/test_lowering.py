@@ -134,7 +134,7 @@ def test_thread_split_covers_the_range_exactly(chunks_per_thread, pieces, counts
     assert workers is not None
     core = next(u for u in split.toposort() if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id")
     assert core.arg == ("core_id", 0, pieces - 1)
-    turn = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)  # an id's chunks
+    turn = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)  # the chunks
     loop = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
     store = next(e for e in split.src if e.op is Ops.STORE)
     named = {turn: UOp.define_var("turn", 0, pieces), loop: UOp.define_var("i", 0, 1 << 20)}
@@ -154,6 +154,30 @@ def test_thread_split_covers_the_range_exactly(chunks_per_thread, pieces, counts
                 covered.extend(range(at, at + max(length, 0)))
         assert covered == list(range(size))
     assert woken == dict(zip(sizes, counts, strict=True))
+
+
+def test_a_chunk_starts_at_its_loop_index_times_the_chunk_length():
+    """Where the sizes are variables, the loop over the chunks is unclamped: a chunk starts at the loop's
+    index times the chunk length (LLVM recomputed a start clamped by a MIN of the loop's index in the loop
+    over the chunk's elements), and the chunk's length alone says whether the id runs it."""
+    k = KernelBuilder("fill")
+    n = k.var("n", 1, 1 << 20)
+    out = k.buffer(dtypes.int32, n)
+    i = k.range(n)
+    k.store(out[i], i.cast(dtypes.int32))
+    split, workers = thread_split(k.build(), 2)
+    assert workers is not None
+    split = simplify(split)
+    piece = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP)
+    inner = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL)
+    store = next(e for e in split.src if e.op is Ops.STORE)
+    start = substitute(store.src[0].src[1], {inner: UOp.index_const(0)})
+    assert piece.src[0].op is Ops.CONST
+    assert not [u for u in start.toposort() if u.op in (Ops.MIN, Ops.MAX, Ops.WHERE) and piece in u.toposort()]
+    for size in (1, 17, 100_003, 1 << 20):
+        starts = [evaluate_expression(substitute(start, {piece: UOp.index_const(q)}), {"n": size})
+                  for q in range(int(piece.src[0].arg))]
+        assert starts == [q * starts[1] for q in range(len(starts))] and starts[1] >= 16
 
 
 @pytest.mark.parametrize(("longest", "pieces"), [(1 << 20, 8), (1_000_000, 4), (1_000_016, 6)])
