@@ -15,7 +15,7 @@ import svod
 from svod import prange
 from svod.errors import KernelSyntaxError, RaceError
 from svod.frontend.oracle import run_as_python
-from tests.frontend.test_arrays import line_of
+from tests.frontend.test_arrays import kernels_of, line_of
 from tests.frontend.test_jit import agrees_with_python
 
 SIZES = (0, 1, 2, 7, 13)
@@ -574,7 +574,9 @@ def checksum(data, poly=0x8408, start=0xFFFF):
             else:
                 crc >>= 1
             byte >>= 1
-    return ~crc & 0xFFFF
+    crc = ~crc & 0xFFFF
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
 
 
 @pytest.mark.parametrize("n", (0, 1, 2, 7, 13))
@@ -585,6 +587,31 @@ def test_calls_that_leave_defaults_out_run_as_python_binds_them(device, n):
     for args in ((data,), (data,), (data, 0xA001), (data, 0xA001), (data, 0xA001, 0), (data,)):
         assert checksum(*args, device=device) == checksum.fn(*args)
     assert len(checksum._calls) >= 3  # the calls that left defaults out took keys
+
+
+def test_sequential_code_and_the_scalars_it_starts_and_finishes_are_one_kernel():
+    """``crc = start``, the loop that updates it and the lines that finish it are one launch."""
+    data = np.arange(5, dtype=np.int32)
+    assert kernels_of(checksum, data, poly=0x8408, start=0xFFFF) == 1
+
+
+@svod.jit
+def finishes_a_sum(x, out):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s += x[i]
+    t = s * 2
+    u = t + 1
+    for i in range(x.shape[0]):
+        out[i] = u + i
+        u = u - out[i] / 2
+    return u, t
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_scalars_a_parallel_sum_leaves_and_sequential_code_finishes_agree_with_python(device, n):
+    """The parallel sum is a kernel of its own; the scalars made from it and the loop after, one kernel."""
+    agrees_with_python(finishes_a_sum, device, data(n, seed=n), np.zeros(n, np.float32), rtol=1e-5)
 
 
 @svod.jit
