@@ -64,12 +64,13 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     the backend's optimiser each handle a tile's row once (matmul 1024: a 3,880-line kernel, whose 256 scalar
     updates LLVM's SLP vectoriser regrouped into vectors).
 
-    With ``own_rows``, a store that no other range gives rows takes them from its own columns where the kernel is
-    small enough to run on one thread (``_own_rows``): a vector-matrix product's row is otherwise one chain of
+    With ``own_rows``, a store that no other range gives rows takes them from its own columns where the kernel,
+    tiled, runs on one thread (its iterations, a tile's ``W`` columns one, are ``THREAD_MIN_WORK`` at most, as
+    ``lower_cpu.thread_split`` counts them; ``_own_rows``): a vector-matrix product's row is otherwise one chain of
     dependent multiply-adds, as long as the reduction, for each row of columns in turn.
     """
     live = live_ranges(sink)
-    small = own_rows and not masked and _iterations(sink) <= THREAD_MIN_WORK
+    iterations = _iterations(sink) if own_rows and not masked else None
     planned = []
     for effect in sink.src:
         target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
@@ -98,7 +99,8 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             for column in _masked(effect, *target, laned):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
-        spread = _own_rows(effect, *target, rows, laned) if small and row is None and not entangled else None
+        one_thread = iterations is not None and iterations // target[1] <= THREAD_MIN_WORK  # as thread_split finds
+        spread = _own_rows(effect, *target, rows, laned) if one_thread and row is None and not entangled else None
         if spread is not None:
             effects.extend(spread)
             continue

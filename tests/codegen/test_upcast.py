@@ -111,13 +111,13 @@ def _vector_matrix(columns: int, n: int, dtype: svod.DType = svod.dtypes.float64
 
 def test_a_small_vector_matrix_product_takes_its_tile_rows_from_its_columns():
     """128 float64 columns: 8 rows of 16 lanes that share the loop and ``x[r]``'s broadcast, where one row of 16
-    was one chain of dependent multiply-adds per pass; 80 take 5 rows, 16 two of 8. A product past one thread's
-    work keeps one row (its columns are the threads' chunks), and 13 columns theirs: a tile of 8 and one of the
-    5 left, in masked lanes."""
+    was one chain of dependent multiply-adds per pass; 256 over 256 (16 tiles, one thread's work) 8 rows twice,
+    80 take 5 rows, 16 two of 8. A product past one thread's work keeps one row (its columns are the threads'
+    chunks), and 13 columns theirs: a tile of 8 and one of the 5 left, in masked lanes."""
     def tiled(columns: int, n: int) -> UOp:
         return tile_for_cpu(simplify(anchor_ranges(_vector_matrix(columns, n))), 32, lanes=True)
 
-    for columns, n, rows in ((128, 128, 8), (80, 64, 5), (128, 1024, 1), (16, 64, 2), (13, 64, 2)):
+    for columns, n, rows in ((128, 128, 8), (256, 256, 8), (80, 64, 5), (128, 8192, 1), (16, 64, 2), (13, 64, 2)):
         sink = tiled(columns, n)
         assert len([u for u in sink.src if u.op is Ops.STORE and Ops.LANE in {s.op for s in u.toposort()}]) == rows
     assert describe(tiled(128, 128)).endswith("the widest updating 128 accumulator(s)")
@@ -125,7 +125,7 @@ def test_a_small_vector_matrix_product_takes_its_tile_rows_from_its_columns():
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize("columns", [0, 1, 13, 16, 80, 128])
+@pytest.mark.parametrize("columns", [0, 1, 13, 16, 80, 128, 256])
 @pytest.mark.parametrize("n", [0, 1, 7, 128])
 def test_a_vector_matrix_product_in_rows_of_its_columns_computes_what_numpy_does(compiler, columns, n):
     device = svod.get_device("CPU", compiler)
