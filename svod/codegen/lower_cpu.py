@@ -332,7 +332,7 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers and memory streams need."""
     rows = share_rows(stream_rows(store_terms_first(sink)))
     tiled = upcast_reductions(rows, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
-                              lanes=lanes)
+                              lanes=lanes, own_rows=True)
     return split_reductions(tiled, EXTREMA, tails=True, widths=extrema_partials(vector_registers))
 
 

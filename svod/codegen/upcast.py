@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
-from svod.codegen.lower import _gated
+from svod.codegen.lower import THREAD_MIN_WORK, _gated
 from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
@@ -33,7 +33,7 @@ columns a row's whole tiles leave."""
 
 
 def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None,
-                      masked: bool = False, lanes: bool = False) -> UOp:
+                      masked: bool = False, lanes: bool = False, own_rows: bool = False) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -63,8 +63,14 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     masked): ``rows`` stores where there were ``rows * W``, so that lowering, ordering and
     the backend's optimiser each handle a tile's row once (matmul 1024: a 3,880-line kernel, whose 256 scalar
     updates LLVM's SLP vectoriser regrouped into vectors).
+
+    With ``own_rows``, a store that no other range gives rows takes them from its own columns where the kernel,
+    tiled, runs on one thread (its iterations, a tile's ``W`` columns one, are ``THREAD_MIN_WORK`` at most, as
+    ``lower_cpu.thread_split`` counts them; ``_own_rows``): a vector-matrix product's row is otherwise one chain of
+    dependent multiply-adds, as long as the reduction, for each row of columns in turn.
     """
     live = live_ranges(sink)
+    iterations = _iterations(sink) if own_rows and not masked else None
     planned = []
     for effect in sink.src:
         target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
@@ -93,6 +99,11 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             for column in _masked(effect, *target, laned):
                 effects.extend([column] if row is None else _masked(column, row, rows))
             continue
+        one_thread = iterations is not None and iterations // target[1] <= THREAD_MIN_WORK  # as thread_split finds
+        spread = _own_rows(effect, *target, rows, laned) if one_thread and row is None and not entangled else None
+        if spread is not None:
+            effects.extend(spread)
+            continue
         columns, column_edge = _split(effect, *target, edge_axes.get(target[0]), laned, own_loop=not entangled)
         if row is None:
             effects.extend(columns)
@@ -103,6 +114,33 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             (edge_effects if copy is column_edge else effects).extend(tile)
             edge_effects.extend([row_edge] if row_edge is not None else [])
     return sink.replace(src=(*effects, *edge_effects))
+
+
+def _iterations(sink: UOp) -> int:
+    """The most innermost iterations ``sink`` may make: the product of its ranges' largest ends."""
+    found = 1
+    for u in sink.toposort():
+        if u.op is Ops.RANGE:
+            found *= max(int(u.src[0].vmax), 1)
+    return found
+
+
+def _own_rows(effect: UOp, r: UOp, width: int, rows: int, lanes: bool) -> list[UOp] | None:
+    """``effect`` over range ``r`` as ``k * width`` copies over ``ro*k*width + c`` (``k`` rows of ``width``
+    columns, ``k`` the most, up to ``rows``, that divides the tiles of a constant end): each row's reduction an
+    independent chain that shares the loop and the loads that do not depend on ``r`` (a vector-matrix
+    product's ``x[k]``); each output is still reduced in its order. None where no two rows divide the end."""
+    end = r.src[0]
+    if end.op is not Ops.CONST or int(end.arg) % width:
+        return None
+    tiles = int(end.arg) // width
+    count = next((k for k in range(min(rows, tiles), 1, -1) if tiles % k == 0), None)
+    if count is None:
+        return None
+    span = count * width
+    outer = UOp.range(int(end.arg) // span, r.arg[0], r.arg[1])
+    return [_moved(effect, r, outer * span + k * width + c if k else outer * span + c, outer)
+            for k in range(count) for c in _columns(width, lanes)]
 
 
 def _divides(width: int, end: UOp) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -73,6 +74,7 @@ class Jit:
         self.__wrapped__ = fn
         self.signature = signature_of(fn, self.name)
         self.parameters = list(self.signature.parameters)
+        self._defaults = _trailing_defaults(self.signature)
         if "device" in self.parameters:
             raise KernelSyntaxError(f"{self.name}: parameter device has the name of svod's own keyword (a call's "
                                     "device= says where it runs); name the parameter otherwise", kernel=self.name,
@@ -102,6 +104,9 @@ class Jit:
         recorder = RECORDING.get()
         if recorder is not None:
             return self.taped(recorder, args, keywords, device)
+        missing = len(self.parameters) - len(args)
+        if 0 < missing <= len(self._defaults) and not keywords:  # as Python binds them: the defaults complete
+            args = (*args, *self._defaults[len(self._defaults) - missing:])
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
         found = self._calls.get(key) if key is not None else None
         if found is not None:
@@ -242,20 +247,40 @@ class Jit:
         return found
 
 
+def _trailing_defaults(signature: inspect.Signature) -> tuple[Any, ...]:
+    """The defaults of the last parameters, which complete a call that passes the ones before by position; none
+    where a parameter is keyword-only (a call by position cannot reach past it)."""
+    parameters = list(signature.parameters.values())
+    if any(p.kind is p.KEYWORD_ONLY for p in parameters):
+        return ()
+    found: list[Any] = []
+    for parameter in reversed(parameters):
+        if parameter.default is parameter.empty:
+            break
+        found.append(parameter.default)
+    return tuple(reversed(found))
+
+
 def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | None:
-    """What decides the plan of a call whose arguments are all given by position, each a numpy array or a Python
-    number: the device, each array's dtype and shape, each number's type and value (a value a plan may be
-    prepared for). None for other arguments, which bind and check as the first call of a kind does."""
+    """What decides the plan of a call whose arguments are all given by position, each a numpy array or a number
+    (Python's or a NumPy scalar, as ``np.float64(1.5)``): the device, each array's dtype and shape, each number's
+    type and value (a value a plan may be prepared for). None for other arguments, which bind and check as the
+    first call of a kind does."""
     key: list[Any] = [device]
     for value in args:
         kind = type(value)
         if kind is np.ndarray:
             key.append((value.dtype, value.shape))
-        elif kind is int or kind is float or kind is bool:
+        elif kind is int or kind is float or kind is bool or kind in _NUMPY_NUMBERS:
             key.append((kind, value))
         else:
             return None
     return tuple(key)
+
+
+_NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                            np.float16, np.float32, np.float64))
+"""The NumPy scalar types a call passes as numbers (``_arguments`` takes them as it takes Python's)."""
 
 
 def _constant(value: Any) -> bool:

@@ -30,6 +30,7 @@ from svod.frontend.phases import (
     Definition,
     Item,
     Ordering,
+    Phase,
     PlanLoop,
     Reader,
     Repeat,
@@ -333,10 +334,16 @@ class Builder:
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
+        sequential: list[ast.stmt] = []  # statements of neighbouring items that run as one kernel
         for item in items:
-            if isinstance(item, Definition) and item.name in self.carried:
-                ids += self.phase([item.statement], loops)  # it writes the scalar's buffer where it stands
-            elif isinstance(item, Definition):
+            statements = self.sequential(item)
+            if statements is not None:
+                sequential += statements
+                continue
+            if sequential:
+                ids += self.phase(sequential, loops)
+                sequential = []
+            if isinstance(item, Definition):
                 self.define(item, loops)
             elif isinstance(item, Temporary):
                 ids += self.temporary(item, loops)
@@ -351,7 +358,20 @@ class Builder:
                 ids += self.ordering(item)
             else:
                 ids += self.phase(item.statements, loops)
+        if sequential:
+            ids += self.phase(sequential, loops)
         return ids
+
+    def sequential(self, item: Item) -> list[ast.stmt] | None:
+        """The statements of an item that is sequential code: a phase without a parallel loop, or a definition
+        of a carried scalar (it writes the scalar's buffer where it stands). Neighbouring ones run as one kernel,
+        as the reader joins neighbouring phases: ``crc = 0xFFFF``, the loop that updates it and the lines that
+        finish it are one launch, not one each. None for any other item."""
+        if isinstance(item, Definition) and item.name in self.carried:
+            return [item.statement]
+        if isinstance(item, Phase) and not self.variant.reader.parallel(item):
+            return list(item.statements)
+        return None
 
     def define(self, item: Definition, loops: list[str]) -> None:
         self.definitions.append(item)

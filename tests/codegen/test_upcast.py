@@ -12,10 +12,12 @@ import pytest
 import svod
 from svod.codegen import pipeline
 from svod.codegen.checks import CHECKED
+from svod.codegen.lower import anchor_ranges, describe
+from svod.codegen.lower_cpu import tile_for_cpu
 from svod.codegen.upcast import EXTREMA, split_reductions
 from svod.device import DeviceCaps
 from svod.errors import IndexOutOfBoundsError
-from svod.ir import Ops
+from svod.ir import Ops, UOp, simplify
 from tests.helpers import refuses
 
 
@@ -96,3 +98,45 @@ def test_reductions_that_share_a_loop_share_its_partials():
     got = np.zeros(4, np.float32)
     svod.run(split, [got, values], device=svod.get_device("CPU", "llvm"), n=1001)
     np.testing.assert_array_equal(got, values.max(axis=1))
+
+
+def _vector_matrix(columns: int, n: int, dtype: svod.DType = svod.dtypes.float64) -> UOp:
+    """``y[j] = sum(x[r] * m[r, j] for r in range(n))``: no range but ``j``'s gives the tile rows."""
+    k = svod.KernelBuilder("vector_matrix")
+    y, x, m = k.buffer(dtype, columns), k.buffer(dtype, n), k.buffer(dtype, (n, columns))
+    j, r = k.range(columns), k.range(n, svod.AxisKind.REDUCE)
+    k.store(y[j], (x[r] * m[r, j]).reduce(r))
+    return k.build()
+
+
+def test_a_small_vector_matrix_product_takes_its_tile_rows_from_its_columns():
+    """128 float64 columns: 8 rows of 16 lanes that share the loop and ``x[r]``'s broadcast, where one row of 16
+    was one chain of dependent multiply-adds per pass; 256 over 256 (16 tiles, one thread's work) 8 rows twice,
+    80 take 5 rows, 16 two of 8. A product past one thread's work keeps one row (its columns are the threads'
+    chunks), and 13 columns theirs: a tile of 8 and one of the 5 left, in masked lanes."""
+    def tiled(columns: int, n: int) -> UOp:
+        return tile_for_cpu(simplify(anchor_ranges(_vector_matrix(columns, n))), 32, lanes=True)
+
+    for columns, n, rows in ((128, 128, 8), (256, 256, 8), (80, 64, 5), (128, 8192, 1), (16, 64, 2), (13, 64, 2)):
+        sink = tiled(columns, n)
+        assert len([u for u in sink.src if u.op is Ops.STORE and Ops.LANE in {s.op for s in u.toposort()}]) == rows
+    assert describe(tiled(128, 128)).endswith("the widest updating 128 accumulator(s)")
+    assert describe(tiled(13, 64)).endswith("the widest updating 16 accumulator(s)")
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("columns", [0, 1, 13, 16, 80, 128, 256])
+@pytest.mark.parametrize("n", [0, 1, 7, 128])
+def test_a_vector_matrix_product_in_rows_of_its_columns_computes_what_numpy_does(compiler, columns, n):
+    device = svod.get_device("CPU", compiler)
+    rng = np.random.default_rng(columns * 131 + n)
+    x, m = rng.integers(-9, 10, n), rng.integers(-9, 10, (n, columns))
+    got = np.full(columns, -1, np.int64)
+    svod.run(_vector_matrix(columns, n, svod.dtypes.int64), [got, x, m], device=device)
+    np.testing.assert_array_equal(got, x @ m)  # integers: exact
+    values = [rng.standard_normal(n), rng.standard_normal((n, columns))]
+    if n:
+        values[1][0, :3] = [np.inf, -0.0, np.nan][:min(columns, 3)]
+    found = np.full(columns, -1.0)
+    svod.run(_vector_matrix(columns, n), [found, *values], device=device)
+    np.testing.assert_allclose(found, values[0] @ values[1], rtol=1e-12, atol=1e-12)

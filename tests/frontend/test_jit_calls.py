@@ -15,7 +15,7 @@ import svod
 from svod import prange
 from svod.errors import KernelSyntaxError, RaceError
 from svod.frontend.oracle import run_as_python
-from tests.frontend.test_arrays import line_of
+from tests.frontend.test_arrays import kernels_of, line_of
 from tests.frontend.test_jit import agrees_with_python
 
 SIZES = (0, 1, 2, 7, 13)
@@ -559,3 +559,93 @@ def test_a_call_like_one_before_takes_an_array_as_a_first_call_does(device, layo
     out, a, b = _zeros(), _row(3.0), _row()
     warmed(out, a, b, 2.0, device=device)  # and a call like the first ones after it
     np.testing.assert_array_equal(out, a * 2.0 + b)
+
+
+# ---- calls like one before: defaults and NumPy scalars -------------------------------------------------------
+
+@svod.jit
+def checksum(data, poly=0x8408, start=0xFFFF):
+    crc = start
+    for b in data:
+        byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            byte >>= 1
+    crc = ~crc & 0xFFFF
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
+@pytest.mark.parametrize("n", (0, 1, 2, 7, 13))
+def test_calls_that_leave_defaults_out_run_as_python_binds_them(device, n):
+    """A call that passes the first parameters by position and leaves the others to their defaults takes a
+    call key (the defaults complete it): each run, the first and those like it, returns Python's value."""
+    data = np.random.default_rng(n).integers(0, 256, n).astype(np.int32)
+    for args in ((data,), (data,), (data, 0xA001), (data, 0xA001), (data, 0xA001, 0), (data,)):
+        assert checksum(*args, device=device) == checksum.fn(*args)
+    assert len(checksum._calls) >= 3  # the calls that left defaults out took keys
+
+
+def test_sequential_code_and_the_scalars_it_starts_and_finishes_are_one_kernel():
+    """``crc = start``, the loop that updates it and the lines that finish it are one launch."""
+    data = np.arange(5, dtype=np.int32)
+    assert kernels_of(checksum, data, poly=0x8408, start=0xFFFF) == 1
+
+
+@svod.jit
+def finishes_a_sum(x, out):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s += x[i]
+    t = s * 2
+    u = t + 1
+    for i in range(x.shape[0]):
+        out[i] = u + i
+        u = u - out[i] / 2
+    return u, t
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_scalars_a_parallel_sum_leaves_and_sequential_code_finishes_agree_with_python(device, n):
+    """The parallel sum is a kernel of its own; the scalars made from it and the loop after, one kernel."""
+    agrees_with_python(finishes_a_sum, device, data(n, seed=n), np.zeros(n, np.float32), rtol=1e-5)
+
+
+@svod.jit
+def scaled(x, out, alpha, shift):
+    for i in prange(x.shape[0]):
+        out[i] = x[i] * alpha + shift
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_calls_with_numpy_scalars_take_the_call_key_and_the_scalars_value(device, n):
+    """NumPy scalars (as npbench's ``np.float64(1.5)``) key a call as Python's numbers do, each with its type and
+    value: a call like one before runs with its own values, and one of another type prepares its own."""
+    x = data(n)
+    calls = [(np.float32(1.5), np.int32(3)), (np.float32(1.5), np.int32(3)), (np.float32(-2.0), np.int32(0)),
+             (np.float32(-2.0), np.uint32(7)), (np.float32(1.5), np.int32(3)), (2.5, np.int32(-5))]
+    jitted = svod.jit(scaled.fn)
+    for alpha, shift in calls:
+        out, want = np.zeros_like(x), np.zeros_like(x)
+        jitted(x, out, alpha, shift, device=device)
+        scaled.fn(x, want, alpha, shift)
+        np.testing.assert_array_equal(out, want)
+    assert len(jitted._calls) == 4  # one key for each type and value
+
+
+@svod.jit
+def offset_by_keyword(x, out, *, shift=1.0):
+    for i in prange(x.shape[0]):
+        out[i] = x[i] + shift
+
+
+def test_a_keyword_only_default_is_bound_by_python_each_call(device):
+    x = data(7)
+    for _ in range(2):
+        out = np.zeros_like(x)
+        offset_by_keyword(x, out, device=device)
+        np.testing.assert_array_equal(out, x + 1.0)
+    assert not offset_by_keyword._calls  # no key reaches past a keyword-only parameter
