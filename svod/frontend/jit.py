@@ -87,6 +87,10 @@ class Jit:
         """The plans of calls with every argument an array or a number, by ``_call_key``: a call like one before
         runs its plan without binding, checking and reading its arguments again."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
+        self._valued: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        """Per kind of arguments (``_kind``): the scalars whose kind is only their type that the host reads in the
+        variant made for them (a float a loop's turns or an allocation's length come from), whose values a
+        variant is then made for too (its rewriting wrote their values into the array statements)."""
         self._lock = threading.Lock()
         self._taped: dict[str, Kernel] = {}
         """The kernels of the phases of calls made inside a ``svod.Tape`` block, by their source."""
@@ -178,7 +182,8 @@ class Jit:
         """The function as the plan for ``arguments`` reads it: the parameters bound to constants read as
         globals of their values (``binding``), NumPy array statements rewritten for the arrays' shapes
         (``svod.frontend.arrays``); once per kind of arguments."""
-        key = tuple(_kind(value) for value in arguments.values())
+        kinds = tuple(_kind(value) for value in arguments.values())
+        key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())))
         found = self._variants.get(key)
         if found is None:
             constants = {name: value for name, value in arguments.items() if _constant(value)}
@@ -193,7 +198,10 @@ class Jit:
                 reader = Reader(source, self.name)
                 structure = reader.structure()
                 found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
-            self._variants[key] = found
+            valued = tuple(name for name, kind in zip(arguments, kinds, strict=True)
+                           if isinstance(kind, str) and name in found.host)
+            self._valued[kinds] = valued
+            self._variants[(kinds, tuple(arguments[name] for name in valued))] = found
         return found
 
     def _build(self, variant: Variant, values: Mapping[str, Any], device: Device) -> Prepared:

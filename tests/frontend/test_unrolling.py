@@ -67,3 +67,22 @@ def test_a_loop_not_written_out_keeps_its_refusal_at_its_line(fn, args, monkeypa
     with pytest.raises(KernelSyntaxError, match=r"test_unrolling.py:\d+: reshape's shape is a number the host knows "
                                                 r"before the run \(name 'i' is not defined\)"):
         fn(*args)
+
+
+@svod.jit
+def float_counted(x, s):
+    total = np.zeros(2, dtype=x.dtype)
+    for i in range(int(s)):
+        part = np.empty(i + 1, dtype=x.dtype)
+        part[:] = x[:i + 1] * 2
+        total[0] += part.sum()
+    whole = np.empty(int(s) + 1, dtype=x.dtype)
+    whole[:] = x[:int(s) + 1]
+    total[1] = whole.sum()
+    return total
+
+
+def test_turns_and_lengths_a_float_argument_gives_follow_its_value(device):
+    """A float's variant is made for its value where the host reads it: never one count's plan for another."""
+    for s in [2.0, 5.0, 0.0, 1.0, 3.0, 2.0]:
+        agrees_with_python(float_counted, device, np.linspace(-1.0, 2.0, 11), s)
