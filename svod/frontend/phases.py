@@ -650,11 +650,30 @@ def _branch_definitions(items: Sequence[Item], inside: bool = False) -> set[str]
     return found
 
 
+def _turn_carried_definitions(items: Sequence[Item]) -> set[str]:
+    """The names a definition inside a plan loop assigns that the loop's body reads at or before the definition
+    (at any depth), and the definitions that read them so: such a read finds the last turn's value, where
+    computed where it is read it would be this turn's."""
+    found: set[str] = set()
+    for item in items:
+        if isinstance(item, PlanLoop):
+            body = _flat(item.body)
+            for position, inner in enumerate(body):
+                if not isinstance(inner, Definition):
+                    continue
+                readers = [other for other in body[:position + 1] if inner.name in needs(_nodes(other))]
+                if readers:  # the name, and each definition that reads it (else computed later, at its reads)
+                    found |= {inner.name, *(other.name for other in readers if isinstance(other, Definition))}
+        found |= _turn_carried_definitions(inner_items(item))
+    return found
+
+
 def carried(structure: Structure, reader: Reader) -> set[str]:
     """The scalars a phase computes (sequential code's locals, a parallel loop's reductions) that another
     part of the function reads or returns: each lives in a one-element plan buffer between phases. So does a
     scalar a definition inside a branch of the plan assigns: computed where it is read, it would be the value
-    of whichever definition of it came last, not of the branch the run took."""
+    of whichever definition of it came last, not of the branch the run took; and one that a loop's turn reads
+    before the definition assigns it again (``_turn_carried_definitions``)."""
     items = _flat(structure.items)
     made: dict[int, set[str]] = {}
     for position, item in enumerate(items):
@@ -673,7 +692,7 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
                                 if isinstance(items[position], (Phase, Ordering))))
-    phases_make |= _branch_definitions(structure.items)
+    phases_make |= _branch_definitions(structure.items) | _turn_carried_definitions(structure.items)
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
     return (found & phases_make) | (returned & defined)  # a returned scalar comes from its cell
 

@@ -782,3 +782,21 @@ def test_a_loop_over_an_array_s_elements_binds_each_in_turn(device, n):
 @pytest.mark.parametrize("shape", [(0, 3), (1, 1), (7, 2)])
 def test_a_loop_over_a_2d_array_binds_each_row_in_turn(device, shape):
     agrees_with_python(over_rows, device, np.random.default_rng(shape[0]).normal(size=shape))
+
+
+@svod.jit
+def last_turns_scalar(x, out, n):
+    b = 0.5
+    for t in range(n):
+        a = b + 1.0
+        b = t * 10.0
+        c = a * 2.0
+        for i in svod.prange(x.shape[0]):
+            out[i] += x[i] * a + c
+    return b
+
+
+def test_a_definition_reading_the_last_turns_value_of_a_later_one_is_pythons(device):
+    """``a = b + 1.0`` reads the b of the turn before: computed where a phase reads it, it read this turn's."""
+    for n in [0, 1, 2, 5]:
+        agrees_with_python(last_turns_scalar, device, np.linspace(-1.0, 2.0, 7), np.zeros(7), n)
