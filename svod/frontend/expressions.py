@@ -79,7 +79,7 @@ class Expressions(Randoms):
         if is_number(value) or isinstance(value, (np.integer, np.floating)):
             return value.item() if isinstance(value, np.generic) else value
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
-                value is pylang.prange or is_atomic(value) or value in ORDER_KEYS:
+                value is pylang.prange or is_atomic(value) or any(value is key for key in ORDER_KEYS):
             return value
         if isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic:
             return pylang.Cast(dtypes.from_numpy(value))
@@ -298,7 +298,7 @@ class Expressions(Randoms):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
             return self.typed(self.cast(args[0], callee.dtype))
-        if callee in ORDER_KEYS:
+        if any(callee is key for key in ORDER_KEYS):
             return from_key(args[0]) if callee is pylang.from_key else order_key(args[0], callee is pylang.max_key)
         if isinstance(callee, MathFunction):
             return self.math(node, callee.name, args)

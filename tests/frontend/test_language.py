@@ -157,3 +157,21 @@ def test_errors_while_building_name_the_kernel():
         x[i]
     with pytest.raises(GraphError, match=r"kernel 'mixed'.*a kernel needs at least one store"):
         k.build()
+
+
+GLOBAL_TABLE = np.arange(3.0)
+
+
+@svod.kernel
+def reads_a_global_array(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = GLOBAL_TABLE[i]
+
+
+def test_a_global_array_is_refused_by_name_and_line():
+    """A global that is neither a number nor svod's is refused as such, whatever its ``==`` returns (an array's
+    is elementwise)."""
+    out = np.zeros(3)
+    with pytest.raises(svod.errors.KernelSyntaxError, match=r"test_language.py:\d+: GLOBAL_TABLE is ndarray"):
+        reads_a_global_array(out)
+    assert np.array_equal(out, np.zeros(3))
