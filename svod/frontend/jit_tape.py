@@ -26,6 +26,8 @@ is the data's), a sort, and a returned prefix or scalar it computes.
 from __future__ import annotations
 
 import ast
+import bisect
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -89,6 +91,9 @@ class TapedCall:
         self.arrays: dict[str, np.ndarray] = {n: a for n, a in self.args.items() if isinstance(a, np.ndarray)}
         self.outer = self.source.outer_names()
         self.definitions: list[Definition] = []
+        """The definitions run so far, in order (a loop's turn runs its own again)."""
+        self.defined: dict[str, list[int]] = {}
+        """Each name's positions in ``definitions``."""
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
         self.check_written(original)
@@ -155,6 +160,7 @@ class TapedCall:
     def items(self, items: Iterable[Item], loops: list[str], recorder: Recorder, device: Any) -> None:
         for item in items:
             if isinstance(item, Definition):
+                self.defined.setdefault(item.name, []).append(len(self.definitions))
                 self.definitions.append(item)
                 try:
                     self.host[item.name] = self.evaluate(item.statement.value)
@@ -211,14 +217,23 @@ class TapedCall:
         return found
 
     def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
-        """The definitions a phase reads (and those they read), in the order they stand."""
-        needed = set(loaded(statements)) - stored(statements)
-        chosen: list[Definition] = []
-        for definition in reversed(self.definitions):
-            if definition.name in needed and all(d.name != definition.name for d in chosen):
-                chosen.append(definition)
-                needed |= set(loaded([definition.statement.value]))
-        return [d.statement for d in reversed(chosen)]
+        """The definitions a phase reads (and those they read), in the order they stand: of each name, the last
+        run before the latest definition chosen that reads it. The reads are taken latest first, each looked up
+        among its name's positions, so that a loop's many turns cost no scan of every definition they ran."""
+        reads = [(-len(self.definitions), name) for name in sorted(set(loaded(statements)) - stored(statements))]
+        heapq.heapify(reads)
+        chosen: dict[str, int] = {}
+        while reads:
+            bound, name = heapq.heappop(reads)
+            if name in chosen:
+                continue
+            positions = self.defined.get(name, [])
+            last = bisect.bisect_left(positions, -bound) - 1
+            chosen[name] = positions[last] if last >= 0 else -1  # (-1: no definition; the name is another's)
+            if last >= 0:
+                for read in loaded([self.definitions[positions[last]].statement.value]):
+                    heapq.heappush(reads, (-positions[last], read))
+        return [self.definitions[position].statement for position in sorted(chosen.values()) if position >= 0]
 
     def evaluate(self, node: ast.expr) -> Any:
         compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
