@@ -31,12 +31,15 @@ class ArrayStatistics(ArrayShapes):
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
                dtype: np.dtype | None = None) -> Expr: ...
 
-    def accumulated(self, node: ast.Call, dtype_node: ast.expr, name: str) -> np.dtype:
+    def accumulated(self, node: ast.Call, dtype_node: ast.expr, name: str) -> np.dtype | None:
         """The ``dtype=`` of ``np.<name>``, which NumPy casts each element to and accumulates in: a bool,
         integer or float dtype the host knows before the run (a float one for a mean, whose integer division
-        NumPy truncates)."""
+        NumPy truncates); None where it is None, NumPy's own then (``np.dtype(None)`` is float64)."""
         try:
-            dtype = np.dtype(self.on_host(dtype_node))
+            given = self.on_host(dtype_node)
+            if given is None:
+                return None
+            dtype = np.dtype(given)
         except Exception as err:
             raise self.refuse(node, f"np.{name}'s dtype= is one the host knows before the run ({err})") from None
         if dtype.kind not in ("f" if name == "mean" else "biuf"):
@@ -129,9 +132,9 @@ class ArrayStatistics(ArrayShapes):
         axis = given.get("axis")
         if axis is not None:
             self.axes(axis, len(x.shape), f"np.{name}'s axis")
-        if "dtype" not in given:
+        dtype = self.accumulated(node, given["dtype"], name) if "dtype" in given else None
+        if dtype is None:
             return self.cumsum(node, x, axis, name)
-        dtype = self.accumulated(node, given["dtype"], name)
         return self.cumsum(node, self.elementwise(node, lambda c: typed(c[0], dtype), dtype, x), axis, name, dtype)
 
 

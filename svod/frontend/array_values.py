@@ -404,8 +404,8 @@ class ArrayValues(SliceBounds):
         given = self.passed(node, getattr(np, name), takes, node.func if method else None)
         axis_node = given.get("axis")
         keepdims = bool(self.known(given["keepdims"], f"np.{name}'s keepdims")) if "keepdims" in given else False
-        if "dtype" in given:
-            within = self.accumulated(node, given["dtype"], name)
+        within = self.accumulated(node, given["dtype"], name) if "dtype" in given else None
+        if within is not None:
             operand = self.elementwise(node, lambda c: typed(c[0], within), within, operand)
         ndim = len(operand.shape)
         if axis_node is None:
@@ -425,7 +425,7 @@ class ArrayValues(SliceBounds):
         if name in ("argmax", "argmin") and axis_node is not None and len(axes) != 1:
             raise self.refuse(node, f"{name} takes one axis, or none")
         sample = getattr(np, name)(np.ones([1] * ndim, operand.dtype), axis=axes if name[:3] != "arg" else None,
-                                   **({"dtype": operand.dtype} if "dtype" in given else {}))
+                                   **({"dtype": operand.dtype} if within is not None else {}))
         dtype = np.asarray(sample).dtype
         shape = tuple(1 if a in axes else s for a, s in enumerate(operand.shape) if keepdims or a not in axes)
         reduced = Reduced(shape, dtype, name, operand, axes, keepdims)

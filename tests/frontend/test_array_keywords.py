@@ -186,3 +186,16 @@ def test_a_keyword_svod_does_not_take_is_refused_at_its_line(fn, says):
     line = inspect.getsourcelines(fn.fn)[1] + 2  # the `return` under `@svod.jit` and the `def`
     with pytest.raises(KernelSyntaxError, match=f"test_array_keywords.py:{line}: {says}"):
         fn(np.linspace(-1.0, 2.0, 6))
+
+
+@svod.jit
+def in_given(x, d):
+    return np.sum(x, dtype=d), x.prod(dtype=d), np.cumsum(x, dtype=d), np.mean(x, dtype=d)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_dtype_argument_of_none_is_numpys_own(device, n):
+    """``dtype=d`` with d None accumulates as without it (an int64 sum, not ``np.dtype(None)``'s float64, which
+    loses the digits of 2**53 + 1)."""
+    x = np.arange(n, dtype=np.int64) + 2**53
+    agrees_or_refused(in_given, device, x, None, needs=svod.dtypes.int64)
