@@ -242,9 +242,9 @@ class Jit:
             elif _constant(value):
                 found.append(("constant", constant_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
-                found.append(("value", type(value).__name__, _number_key(value)))
+                found.append(("value", _type_name(value), _number_key(value)))
             else:
-                found.append(("scalar", type(value).__name__))
+                found.append(("scalar", _type_name(value)))
         return found
 
 
@@ -277,6 +277,13 @@ def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | No
         else:
             return None
     return tuple(key)
+
+
+def _type_name(value: Any) -> str:
+    """A number's type as a plan's key: with its module, since NumPy 2 names ``np.bool_`` ``bool`` too, and NumPy
+    promotes its bool as it does not Python's (``np.True_ * 2.5`` is float64)."""
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _number_key(value: Any) -> Any:
