@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -249,9 +250,9 @@ class Jit:
             elif _constant(value):
                 found.append(("constant", constant_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
-                found.append(("value", type(value).__name__, value))
+                found.append(("value", _type_name(value), _number_key(value)))
             else:
-                found.append(("scalar", type(value).__name__))
+                found.append(("scalar", _type_name(value)))
         return found
 
 
@@ -280,11 +281,27 @@ def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | No
         if kind is np.ndarray:
             key.append((value.dtype, value.shape))
         elif kind is int or kind is float or kind is bool or kind in _NUMPY_NUMBERS:
-            key.append((kind, value))
+            key.append((kind, _number_key(value)))
         else:
             return None
     return tuple(key)
 
+
+def _type_name(value: Any) -> str:
+    """A number's type as a plan's key: with its module, since NumPy 2 names ``np.bool_`` ``bool`` too, and NumPy
+    promotes its bool as it does not Python's (``np.True_ * 2.5`` is float64)."""
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _number_key(value: Any) -> Any:
+    """A number as a key of plans and calls: itself, but a NaN as one key of its own (a NaN is never equal to
+    itself, so each call's NaN, a new object, would miss and prepare a plan again, and the plans would grow)."""
+    return _NAN if isinstance(value, (float, np.floating)) and math.isnan(value) else value
+
+
+_NAN = ("nan",)
+"""The key of every NaN (``_number_key``)."""
 
 _NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                             np.float16, np.float32, np.float64))

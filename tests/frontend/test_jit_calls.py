@@ -649,3 +649,39 @@ def test_a_keyword_only_default_is_bound_by_python_each_call(device):
         offset_by_keyword(x, out, device=device)
         np.testing.assert_array_equal(out, x + 1.0)
     assert not offset_by_keyword._calls  # no key reaches past a keyword-only parameter
+
+
+@svod.jit
+def filled(x, value):
+    return np.full(x.shape[0], value, np.float32)
+
+
+def test_calls_with_nan_take_one_plan_and_zeros_keep_their_sign():
+    """A NaN is never equal to itself, so keyed by its value each call's NaN (a new object) would prepare a plan
+    of its own; a NaN of each type keys one. A zero's sign is the run's: ``-0.0`` fills ``-0.0``. (The keys are
+    the host's, the same for every device.)"""
+    jitted = svod.jit(filled.fn)
+    x = data(5)
+    for value in (float("nan"), float("nan"), np.float64("nan"), np.float64("nan"), np.float32("nan"),
+                  0.0, -0.0, np.float64(0.0), np.float64(-0.0), np.float32(-0.0)):
+        got, want = jitted(x, value), filled.fn(x, value)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert len(jitted._plans) == 6 and len(jitted._calls) == 6  # a NaN and a zero of each of three types
+
+
+@svod.jit
+def shifted_by_product(x, a, b):
+    return x + a * b
+
+
+def test_a_numpy_bool_never_takes_the_plan_of_a_python_bool():
+    """NumPy promotes ``np.True_ * 2.5`` to float64 where Python's ``True * 2.5`` stays a weak float (float32
+    with a float32 array), and both types are named ``bool`` in NumPy 2: a plan keyed by the type's name
+    alone gave a NumPy bool the Python bool's float32. A NumPy bool is refused, first call or later."""
+    jitted = svod.jit(shifted_by_product.fn)
+    x = data(5)
+    assert jitted(x, True, 2.5).dtype == shifted_by_product.fn(x, True, 2.5).dtype == np.float32
+    for _ in range(2):
+        with pytest.raises(svod.errors.SvodError, match="argument a must be"):
+            jitted(x, np.True_, 2.5)
