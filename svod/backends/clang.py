@@ -7,6 +7,12 @@ writes); ``-fopenmp-simd`` honours the renderer's reduction pragmas, which let a
 reassociate (and vectorise) without relaxing any other float math. clang
 before 17 vectorises a group of strided accesses past a store it depends on (llvm-project#63602, a
 wrong answer on a loop that stores into a row it reads); for those the grouping is turned off.
+
+gcc gets ``GCC_FLAGS`` on top: at -O2 its vectoriser takes only loops that need no scalar remainder, and
+under its default ``-ftrapping-math`` it will not if-convert float arithmetic that a select guards (the
+renderer's expansions of exp, log and erf are such selects), so those loops stay scalar. ``-O3`` and
+``-fno-trapping-math`` lift both; the second is what clang and LLVM assume anyway (floating-point
+exceptions unobserved), and neither changes a value: no reassociation, signed zeros and NaNs as before.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
-FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd",
-         "-fexcess-precision=standard")
+FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd")
+GCC_FLAGS = ("-O3", "-fno-trapping-math", "-fexcess-precision=standard")
+"""What gcc takes besides ``FLAGS`` (its ``-O3`` overrides the ``-O2`` before it)."""
 
 
 def find_c_compiler() -> str:
@@ -54,8 +61,8 @@ def _flags(identity: str, avx512: bool) -> list[str]:
     wide = ["-mprefer-vector-width=512"] if avx512 else []
     clang = re.search(r"clang version (\d+)", identity)
     if clang is None:
-        return [*FLAGS, *wide]
-    flags = [f for f in FLAGS if f != "-fexcess-precision=standard"] + wide
+        return [*FLAGS, *GCC_FLAGS, *wide]
+    flags = [*FLAGS, *wide]
     if int(clang.group(1)) < 17:
         flags += ["-mllvm", "-enable-interleaved-mem-accesses=0"]
     return flags

@@ -39,7 +39,7 @@ class CRenderer(CStyleRenderer):
                 "#define svod_sum_fma(a, b, acc) fma(a, b, acc)\n#endif\n")
 
     def extremum_helper(self, op: Ops, t: str, name: str) -> str:
-        """gcc 12 vectorises neither spelling at -O2, and runs the one of branches faster (a row maximum of 32
+        """gcc 12 vectorises neither spelling (at -O2 or -O3), and runs the one of branches faster (a row maximum of 32
         partials), where clang vectorises the selects."""
         beats, keeps = (">", "!") if op is Ops.MAX else ("<", "")
         branches = (f"{self.helper_qualifier} {t} {name}({t} a, {t} b) {{ return (a {beats} b || b != b || "
