@@ -266,7 +266,9 @@ def down_the_columns(v, a, out):
 def test_one_row_of_a_product_or_a_sum_down_the_columns(compiled_device, rows, cols):
     """Down the columns of ``a``: on a CPU, of an ``a`` larger than half of L2, rows streamed a few a pass (one
     pass, exactly one, one and a turn, primes); none at all."""
-    agrees_with_python(down_the_columns, compiled_device, data(rows), data(rows, cols), data(cols), rtol=1e-9)
+    # atol: a device without float64 runs float32 sums of up to 263 terms, whose rounding reaches 263 ulps of 1
+    agrees_with_python(down_the_columns, compiled_device, data(rows), data(rows, cols), data(cols), rtol=1e-9,
+                       atol=1e-4 if rows > 100 else 1e-12)
 
 
 @svod.jit
