@@ -66,8 +66,8 @@ def scalar_bits(name: str, value: object, dtype: DType, *, kernel: str | None = 
         pack, unpack = _PACKED[dtype is dtypes.float64]
         try:
             return unpack(pack(value))[0]
-        except OverflowError:  # past the dtype's largest finite value: numpy's cast below makes it an infinity
-            pass
+        except OverflowError:  # past the dtype's largest finite value, where numpy's cast makes an infinity
+            return _cast_bits(value, dtype)
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not number or (not dtype.is_float and not isinstance(value, (int, np.integer))):
         kind = "a number" if dtype.is_float else "an integer"
@@ -75,6 +75,11 @@ def scalar_bits(name: str, value: object, dtype: DType, *, kernel: str | None = 
     if not dtype.is_float and not dtype.min <= int(value) <= dtype.max:  # type: ignore[call-overload]
         raise VariableError(f"scalar {name}={value} does not fit {dtype.name}", kernel=kernel, stage=stage,
                             value=value)
+    return _cast_bits(value, dtype)
+
+
+def _cast_bits(value: object, dtype: DType) -> int:
+    """The bits of numpy's C cast of a number ``scalar_bits`` checked, read as a signed integer."""
     with np.errstate(over="ignore"):
         typed = np.array(value, dtype=dtype.numpy)
     return int(typed.view(_SIGNED_OF_SIZE[dtype.itemsize]))

@@ -195,7 +195,7 @@ def _large_gradient_in_child(queue):
 def test_a_forked_child_takes_digests_of_large_arrays_on_threads_of_its_own():
     """The parent's digest threads do not exist in a child it forks: the child makes its own."""
     if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("this platform does not fork")
+        pytest.skip("multiprocessing has no fork start method on this platform")
     parent = multiprocessing.get_context("fork")
     queue = parent.Queue()
     _large_gradient_in_child(queue)
