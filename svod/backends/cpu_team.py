@@ -238,7 +238,7 @@ read:
 got:
   %workers.64 = lshr i64 %ticket, 32
   %workers = trunc i64 %workers.64 to i32
-  %ran = call i32 @take_ids(ptr %state, i32 %gen, i32 %workers)
+  call i32 @take_ids(ptr %state, i32 %gen, i32 %workers)
   br label %wait
 }
 

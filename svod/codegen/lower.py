@@ -175,6 +175,16 @@ saxpy element, a fraction of a ``sin``'s cost) take about as long as one wake, s
 ran faster on one thread, and one with twice as many on two."""
 
 
+def most_iterations(sink: UOp) -> int:
+    """The most innermost iterations ``sink`` may make, the work ``THREAD_MIN_WORK`` is weighed against: the
+    product of its ranges' largest ends."""
+    found = 1
+    for u in sink.toposort():
+        if u.op is Ops.RANGE:
+            found *= max(int(u.src[0].vmax), 1)
+    return found
+
+
 REDUCTION_PARTIALS = 256
 """How many partial results a split reduction computes: a constant, so the result is the same whatever
 the thread count or device."""

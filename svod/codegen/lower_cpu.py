@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
-from svod.codegen.lower import THREAD_MIN_WORK, _gated, gate_effects, private_statements
+from svod.codegen.lower import THREAD_MIN_WORK, _gated, gate_effects, most_iterations, private_statements
 from svod.codegen.nest_order import anchored_in_order, parallel_nest
 from svod.codegen.ranges import free_axis, live_ranges, nested, range_order
 from svod.codegen.stored_terms import store_terms_first
@@ -83,9 +83,7 @@ def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_TH
         return sink, None
     heaviest = _heaviest_ranges(sink)
     global_ranges.sort(key=lambda r: r not in heaviest)  # stable: each side stays in nesting order
-    work = 1
-    for r in ranges:
-        work *= max(int(r.src[0].vmax), 1)
+    work = most_iterations(sink)
     aligns = {r: THREAD_CHUNK_ALIGN if r is global_ranges[-1] else 1 for r in global_ranges}
     outer = next((r for r in global_ranges if r.src[0].vmax >= threads * aligns[r]),
                  next((r for r in global_ranges if r.src[0].vmax >= 2 * aligns[r]), None))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
-from svod.codegen.lower import THREAD_MIN_WORK, _gated
+from svod.codegen.lower import THREAD_MIN_WORK, _gated, most_iterations
 from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
@@ -65,12 +65,13 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     updates LLVM's SLP vectoriser regrouped into vectors).
 
     With ``own_rows``, a store that no other range gives rows takes them from its own columns where the kernel,
-    tiled, runs on one thread (its iterations, a tile's ``W`` columns one, are ``THREAD_MIN_WORK`` at most, as
-    ``lower_cpu.thread_split`` counts them; ``_own_rows``): a vector-matrix product's row is otherwise one chain of
-    dependent multiply-adds, as long as the reduction, for each row of columns in turn.
+    tiled, runs on one thread (its iterations, ``most_iterations``, a tile's ``W`` columns one, are
+    ``THREAD_MIN_WORK`` at most, as ``lower_cpu.thread_split`` weighs them; ``_own_rows``): a vector-matrix
+    product's row is otherwise one chain of dependent multiply-adds, as long as the reduction, for each row of
+    columns in turn.
     """
     live = live_ranges(sink)
-    iterations = _iterations(sink) if own_rows and not masked else None
+    iterations = most_iterations(sink) if own_rows and not masked else None
     planned = []
     for effect in sink.src:
         target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
@@ -114,15 +115,6 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
             (edge_effects if copy is column_edge else effects).extend(tile)
             edge_effects.extend([row_edge] if row_edge is not None else [])
     return sink.replace(src=(*effects, *edge_effects))
-
-
-def _iterations(sink: UOp) -> int:
-    """The most innermost iterations ``sink`` may make: the product of its ranges' largest ends."""
-    found = 1
-    for u in sink.toposort():
-        if u.op is Ops.RANGE:
-            found *= max(int(u.src[0].vmax), 1)
-    return found
 
 
 def _own_rows(effect: UOp, r: UOp, width: int, rows: int, lanes: bool) -> list[UOp] | None:
