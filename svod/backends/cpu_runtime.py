@@ -117,7 +117,7 @@ class CpuLaunch(HostArguments):
     """A CPU kernel bound to its buffers: it owns the argument arrays, so the addresses handed to the
     kernel stay valid as long as it lives, and a replay only writes this run's variables and calls."""
 
-    __slots__ = ("bufs", "bufs_address", "function", "job", "program", "variables", "vars_address")
+    __slots__ = ("arguments", "bufs", "bufs_address", "function", "job", "program", "variables", "vars_address")
 
     def __init__(self, program: CpuProgram, buffers: Sequence[Any]) -> None:
         self.program = program
@@ -126,6 +126,7 @@ class CpuLaunch(HostArguments):
         self.variables = (ctypes.c_int64 * 16)()
         self.bufs_address = ctypes.addressof(self.bufs)
         self.vars_address = ctypes.addressof(self.variables)
+        self.arguments = _one_worker(self.bufs_address, self.vars_address)
         self.job: ctypes.Array[Any] | None = None
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
@@ -139,7 +140,7 @@ class CpuLaunch(HostArguments):
             variables[:count] = vals  # type: ignore[call-overload]  # one call for them all; any sequence of ints
         workers = global_size[0]
         if workers == 1:
-            self.function(self.bufs_address, self.vars_address, 0)
+            self.function(*self.arguments)
             return
         if self.job is None:
             self.job = self.program.team_job(self.bufs, variables)
@@ -149,7 +150,7 @@ class CpuLaunch(HostArguments):
                     local_size: tuple[int, int, int] | None) -> Callable[[], None]:
         self.variable_values(vals)
         if global_size[0] == 1:
-            return functools.partial(self.function, self.bufs_address, self.vars_address, 0)
+            return functools.partial(self.function, *self.arguments)
         return functools.partial(self, list(vals), global_size, local_size)
 
     @property
@@ -172,6 +173,7 @@ class CpuLaunch(HostArguments):
         if count > len(self.variables):
             self.variables = (ctypes.c_int64 * count)()
             self.vars_address, self.job = ctypes.addressof(self.variables), None
+            self.arguments = _one_worker(self.bufs_address, self.vars_address)
 
     def native(self, var_count: int, team: bool = True) -> tuple[int, int, int, int]:
         """What native code needs to call this launch itself: the kernel's address, the addresses of the
@@ -183,6 +185,12 @@ class CpuLaunch(HostArguments):
             self.job = self.program.team_job(self.bufs, self.variables)
         job = ctypes.addressof(self.job) if self.job is not None else 0
         return self.program.address, self.bufs_address, self.vars_address, job
+
+
+def _one_worker(bufs: int, variables: int) -> tuple[ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]:
+    """The arguments of a one-worker call at the argument arrays ``bufs`` and ``variables``, as ctypes objects made
+    once, so that a call converts none of them."""
+    return ctypes.c_void_p(bufs), ctypes.c_void_p(variables), ctypes.c_int64(0)
 
 
 class _ArgumentValues(MutableSequence[int]):

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, KernelMetadata, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, KernelMetadata, Pair, Program, ProgramSpec
 from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label, simplify
@@ -102,6 +102,10 @@ class KernelCache:
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
         self.stats = CacheStats()
+        self._device_keys: dict[Device, tuple[Pair, str, str, str]] = {}
+        """Per device: its primary pair, with what that pair and the device's name put in a key (the renderer's
+        and compiler's keys, built from their settings, which a pair never changes), so that a look-up builds
+        none of them. A device whose primary pair was replaced has its parts named again."""
 
     def __len__(self) -> int:
         return len(self._kernels)
@@ -177,11 +181,14 @@ class KernelCache:
             self._kernels.put(key, kernel, len(kernel.code) + kernel.code_bytes)
         return kernel
 
-    @staticmethod
-    def _key(ast: UOp, device: Device) -> CacheKey:
+    def _key(self, ast: UOp, device: Device) -> CacheKey:
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
             raise SvodError("a kernel AST must be a SINK", stage="build", value=getattr(ast, "op", ast))
-        return (ast.key, device.renderer.cache_key, device.compiler.cache_key, device.name)
+        named = self._device_keys.get(device)
+        if named is None or named[0] is not device.primary:
+            named = self._device_keys[device] = (device.primary, device.renderer.cache_key,
+                                                 device.compiler.cache_key, device.name)
+        return (ast.key, named[1], named[2], named[3])
 
     def _build(self, asts: list[UOp], device: Device) -> dict[UOp, CachedKernel | BaseException]:
         """Compile ``asts`` together; if that fails, one by one, so each error reaches its own kernel."""

@@ -27,7 +27,7 @@ from svod.device import (
     Variable,
     derive_metadata,
 )
-from svod.device.buffer import shared_address
+from svod.device.buffer import NOT_EXPORTED, address_of, exported, shared_address
 from svod.device.launch import ConcreteLaunchDims, LaunchSize, evaluate, evaluator
 from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
@@ -273,20 +273,55 @@ class CachedKernel:
         layout = self.layout
         if len(arrays) != len(layout):
             return False
-        needed, vals, dims = self._dispatch_values(var_vals)
-        starts, counts = [], []
-        for array, (dtype, numpy_dtype, _, _, written, _), least in zip(arrays, layout, needed, strict=True):
-            if type(array) is not np.ndarray or array.dtype != numpy_dtype or array.size < least:
+        dispatch = self._dispatch_values(var_vals)
+        needed = dispatch.needed
+        exportable = self._exportable
+        starts, ends = [], []
+        for position, (numpy_dtype, itemsize, written) in enumerate(self._array_checks):  # not zip(strict=True):
+            array = arrays[position]  # the lengths are equal, and a strict zip costs more than the rest of the loop
+            if type(array) is not np.ndarray or (array.dtype is not numpy_dtype and array.dtype != numpy_dtype) \
+                    or array.size < needed[position]:
                 return False
-            start = shared_address(array, dtype.itemsize, written)
+            start = None
+            if exportable[position]:  # one call that checks the flags too, where the last array there passed
+                try:
+                    start = address_of(exported(array))
+                except NOT_EXPORTED:
+                    exportable[position] = False
             if start is None:
+                start = shared_address(array, itemsize, written)
+                if start is None:
+                    return False
+                exportable[position] = bool(array.flags.writeable and array.size)
+            elif start % itemsize:
                 return False
             starts.append(start)
-            counts.append(array.size)
-        if _written_overlap(starts, counts, self.itemsizes, self.written_positions):
-            return False
-        self.launch_at(starts, vals, dims)
+            ends.append(start + array.nbytes)
+        for first, second in self._apart:
+            if starts[first] < ends[second] and starts[second] < ends[first] and starts[first] < ends[first] \
+                    and starts[second] < ends[second]:
+                return False
+        self.launch_at(starts, dispatch)
         return True
+
+    @functools.cached_property
+    def _array_checks(self) -> tuple[tuple[np.dtype, int, bool], ...]:
+        """Per argument, what ``run_on_arrays`` checks an array against: its numpy dtype, itemsize, and whether
+        the kernel writes it."""
+        return tuple((layout.numpy_dtype, layout.dtype.itemsize, layout.written) for layout in self.layout)
+
+    @functools.cached_property
+    def _exportable(self) -> list[bool]:
+        """Per argument: whether the last array ``run_on_arrays`` had there was writeable and not empty, as the
+        next most likely is (``exported`` takes it, and refuses another only by raising, which costs more)."""
+        return [True] * len(self.layout)
+
+    @functools.cached_property
+    def _apart(self) -> tuple[tuple[int, int], ...]:
+        """The arguments that must share no memory: each pair of which one is written."""
+        written, count = self.written_positions, len(self.layout)
+        return tuple((first, second) for first in range(count) for second in range(first + 1, count)
+                     if first in written or second in written)
 
     def _dispatch_values(self, var_vals: Mapping[str, int]) -> _Dispatch:
         """For the variable values ``var_vals``: the element count each argument needs, the program's values and
@@ -313,23 +348,29 @@ class CachedKernel:
     @functools.cached_property
     def _reused(self) -> _Reused | None:
         bound = self.bind_host()
-        return None if bound is None else _Reused(bound[0], bound[1].buffer_addresses)
+        return None if bound is None else _Reused(bound[1])
 
-    def launch_at(self, addresses: Sequence[int], vals: Sequence[int], dims: ConcreteLaunchDims) -> None:
-        """Run on the buffers at host ``addresses`` (one per argument), as ``program.execute`` does: through a
-        launch bound once, whose argument arrays one call at a time fills (another thread's call meanwhile, as
-        a program without such a launch, launches with arrays of its own)."""
+    def launch_at(self, addresses: list[int], dispatch: _Dispatch) -> None:
+        """Run on the buffers at host ``addresses`` (one per argument) with what ``dispatch`` computed: through a
+        launch bound once, whose argument arrays one call at a time fills, its values set once for the
+        dispatch it ran last (another thread's call meanwhile, as a program without such a launch, launches
+        with arrays of its own)."""
         reused = self._reused
         if reused is not None and reused.lock.acquire(False):  # (False: not blocking; a keyword costs a call)
             try:
                 if reused.last != addresses:
                     reused.addresses[:len(addresses)] = addresses
                     reused.last = addresses
-                reused.launch(vals, dims.global_size, dims.local_size)
+                ran = reused.ran
+                if ran is None or ran[0] is not dispatch:
+                    ran = reused.ran = (dispatch, reused.host.with_values(dispatch.vals, dispatch.dims.global_size,
+                                                                          dispatch.dims.local_size))
+                ran[1]()
             finally:
                 reused.lock.release()
         else:
-            self.program.execute(addresses, vals, dims.global_size, dims.local_size)
+            dims = dispatch.dims
+            self.program.execute(addresses, dispatch.vals, dims.global_size, dims.local_size)
 
     def array_launch(self, var_vals: Mapping[str, int], varying: Mapping[str, int]) -> ArrayLaunch | None:
         """What this kernel's launches on calls like one that ran with ``var_vals`` share (host-memory arrays of the
@@ -394,16 +435,18 @@ class ArrayLaunch(NamedTuple):
 
 
 class _Reused:
-    """A kernel's program bound once (``CachedKernel.launch_at``): the launch, its buffer addresses
-    (``svod.device.HostArguments``), the lock of the call that fills them, and what it filled them with last."""
+    """A kernel's program bound once (``CachedKernel.launch_at``): its host arguments, their buffer
+    addresses (``svod.device.HostArguments``), the lock of the call that fills them, what it filled them with
+    last, and the dispatch whose values it set last with the call that runs with them."""
 
-    __slots__ = ("addresses", "last", "launch", "lock")
+    __slots__ = ("addresses", "host", "last", "lock", "ran")
 
-    def __init__(self, launch: Launch, addresses: Any) -> None:
-        self.launch = launch
-        self.addresses = addresses
+    def __init__(self, host: HostArguments) -> None:
+        self.host = host
+        self.addresses = host.buffer_addresses
         self.lock = threading.Lock()
         self.last: Sequence[int] = ()
+        self.ran: tuple[_Dispatch, Callable[[], None]] | None = None
 
 
 def _reads(size: UOp, names: set[str]) -> bool:
