@@ -12,7 +12,7 @@ import math
 import numbers
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -258,6 +258,10 @@ class InPlace:
     nbytes: tuple[int, ...]
     pairs: tuple[tuple[int, int], ...]
     """The arrays that must not share memory: one of each pair written, neither empty (indices into ``checks``)."""
+    exportable: list[bool] = field(compare=False)
+    """Per array: whether the last one there was ``exported`` (writeable, C-contiguous, not empty), as the next most
+    likely is: a call tries that first (one call that checks the flags too), and reads the flags of one that is
+    not (``exported`` refuses it only by raising, which costs more)."""
 
     @classmethod
     def of(cls, arrays: Sequence[tuple[int, int, int, bool]]) -> InPlace:
@@ -265,19 +269,29 @@ class InPlace:
         pairs = tuple((first, second) for first in range(len(arrays)) for second in range(first + 1, len(arrays))
                       if (arrays[first][3] or arrays[second][3]) and arrays[first][2] and arrays[second][2])
         return cls(tuple((position, itemsize, written) for position, itemsize, _, written in arrays),
-                   tuple(itemsize * size for _, itemsize, size, _ in arrays), pairs)
+                   tuple(itemsize * size for _, itemsize, size, _ in arrays), pairs,
+                   [size > 0 for _, _, size, _ in arrays])
 
     def addresses(self, arguments: Sequence[Any]) -> list[int] | None:
         """The address of each array among ``arguments``, where each may be used in place; None where one may
         not, having checked no more (a general path then copies it, or says what is wrong)."""
         found = []
-        for position, itemsize, written in self.checks:  # shared_address, written out: most of a small call
+        exportable = self.exportable
+        for index, (position, itemsize, written) in enumerate(self.checks):  # shared_address, written out
             array = arguments[position]
-            flags = array.flags
-            writeable = flags.writeable
-            if not flags.c_contiguous or (written and not writeable):
-                return None
-            address = address_of(exported(array)) if writeable and array.size else array_address(array, writeable)
+            address = None
+            if exportable[index]:
+                try:
+                    address = address_of(exported(array))  # writeable and C-contiguous, or it raises
+                except NOT_EXPORTED:
+                    exportable[index] = False
+            if address is None:
+                flags = array.flags
+                writeable = flags.writeable
+                if not flags.c_contiguous or (written and not writeable):
+                    return None
+                exportable[index] = bool(writeable and array.size)
+                address = array_address(array, writeable)
             if address % itemsize:
                 return None
             found.append(address)
