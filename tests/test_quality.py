@@ -49,9 +49,12 @@ def _loaded_after(code: str) -> set[str]:
 
 def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is_used():
     """``import svod`` costs little more than NumPy's import: the layers below load when first touched."""
-    heavy = ("svod.codegen", "svod.runtime", "svod.frontend", "svod.backends", "svod.distributed")
+    heavy = ("svod.codegen", "svod.runtime", "svod.frontend", "svod.backends", "svod.distributed", "svod.ir",
+             "svod.device.protocols", "svod.device.launch", "svod.device.spec", "svod.device.buffer",
+             "svod.device.allocator")
     loaded = _loaded_after("import svod")
     assert not {m for m in loaded if m.startswith(heavy)}
+    assert "svod.device.device" in loaded  # the resolver, which the backend registry is installed in
     assert {"svod.frontend.pykernel", "svod.backends.registry"} <= _loaded_after(
         "import svod, numpy as np; svod.kernel(lambda x: None); svod.Buffer('CPU', svod.dtypes.float32, 4)")
     assert "svod.backends.registry" in _loaded_after(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from svod.device.allocator import Allocator
 from svod.device.caps import DeviceCaps
-from svod.device.protocols import Compiler, Renderer, RuntimeFactory
 from svod.dtype import DeviceSpec
 from svod.errors import DeviceError
 
-Pair = tuple[Renderer, Compiler]
+if TYPE_CHECKING:  # named in annotations alone: ``import svod`` imports this module, and the protocols import the IR
+    from svod.device.allocator import Allocator
+    from svod.device.protocols import Compiler, Renderer, RuntimeFactory
+
+Pair = tuple["Renderer", "Compiler"]
 """A compiler pair: the renderer that writes a kernel's source and the compiler that compiles it."""
 
 
