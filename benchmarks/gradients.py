@@ -85,6 +85,13 @@ def softmax4(probs, scores):  # type: ignore[no-untyped-def]
         probs[i, 3] = e3 / total
 
 
+@svod.kernel
+def jacobi_step(new, old):  # type: ignore[no-untyped-def]
+    for i in svod.prange(1, old.shape[0] - 1):
+        for j in svod.prange(1, old.shape[1] - 1):
+            new[i, j] = 0.25 * (old[i - 1, j] + old[i + 1, j] + old[i, j - 1] + old[i, j + 1])
+
+
 @dataclass(frozen=True)
 class GradientProgram:
     """A differentiated program: ``forward(arrays)`` runs its kernels and returns their output; ``gradient(arrays)``
@@ -213,19 +220,69 @@ def softmax_program(rows: int, rng: np.random.Generator) -> GradientProgram:
                            lambda jax, t: jax.nn.softmax(t["scores"], axis=1))
 
 
-Sizes = tuple[int, int, int, int]
-"""The programs' sizes: Black-Scholes' options, the n-body's bodies, the logistic regression's samples and the
-softmax's rows."""
-FULL_SIZES: Sizes = (10**6, 2048, 10**6, 10**6)
-QUICK_SIZES: Sizes = (1 << 16, 512, 1 << 16, 1 << 16)
+JACOBI_STEPS = 200
+"""The Jacobi relaxation's steps."""
+
+
+def _jacobi(u0: np.ndarray) -> tuple[np.ndarray, svod.Tape, np.ndarray, np.ndarray]:
+    """``JACOBI_STEPS`` steps from ``u0``, between two arrays in turn (both ``u0`` at first, their borders never
+    written), on a tape: the last, the tape, and the two arrays, whose gradients add up to ``u0``'s."""
+    a, b = u0.copy(), u0.copy()
+    first, second = a, b
+    with svod.Tape() as tape:
+        for _ in range(JACOBI_STEPS):
+            jacobi_step(b, a)
+            a, b = b, a
+    return a, tape, first, second
+
+
+def jacobi_program(side: int, rng: np.random.Generator) -> GradientProgram:
+    arrays = {"u0": rng.standard_normal((side, side))}
+    cotangent = rng.standard_normal((side, side))
+
+    def forward(arrays: Arrays) -> np.ndarray:
+        a, b = arrays["u0"].copy(), arrays["u0"].copy()
+        for _ in range(JACOBI_STEPS):
+            jacobi_step(b, a)
+            a, b = b, a
+        return a
+
+    def gradient(arrays: Arrays) -> tuple[np.ndarray, ...]:
+        last, tape, first, second = _jacobi(arrays["u0"])
+        tape.backward(grads=[(last, cotangent)])
+        return (tape.grad(first) + tape.grad(second),)
+
+    def torch_forward(torch: Any, t: dict[str, Any]) -> Any:
+        u = t["u0"]
+        for _ in range(JACOBI_STEPS):
+            inner = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+            u = u.clone()
+            u[1:-1, 1:-1] = inner
+        return u
+
+    def jax_forward(jax: Any, t: dict[str, Any]) -> Any:
+        def step(_: Any, u: Any) -> Any:
+            return u.at[1:-1, 1:-1].set(0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]))
+        return jax.lax.fori_loop(0, JACOBI_STEPS, step, t["u0"])
+
+    return GradientProgram("jacobi", f"{JACOBI_STEPS} Jacobi steps on a {side}x{side} float64 grid by its start, "
+                           "two arrays in turn (the tape checkpoints)", arrays, ("u0",), cotangent, forward,
+                           gradient, torch_forward, jax_forward)
+
+
+Sizes = tuple[int, int, int, int, int]
+"""The programs' sizes: Black-Scholes' options, the n-body's bodies, the logistic regression's samples, the
+softmax's rows and the Jacobi grid's side."""
+FULL_SIZES: Sizes = (10**6, 2048, 10**6, 10**6, 512)
+QUICK_SIZES: Sizes = (1 << 16, 512, 1 << 16, 1 << 16, 128)
 
 
 def programs(sizes: Sizes) -> list[GradientProgram]:
     """The differentiated programs at ``sizes``, on random data (the same each run)."""
     rng = np.random.default_rng(7)
-    options, bodies, samples, rows = sizes
+    options, bodies, samples, rows, side = sizes
     return [black_scholes_program(options, rng), nbody_program(bodies, rng), logistic_program(samples, rng),
-            softmax_program(rows, rng)]
+            softmax_program(rows, rng), jacobi_program(side, rng)]
 
 
 MOST_REPEATS = 5

@@ -69,6 +69,19 @@ def softmax4(probs: F2, scores: F2):
     probs[i, 3] = e3 / total
 
 
+@wp.kernel
+def jacobi_step(out: F2, old: F2):  # not "new": Warp names the C++ arguments so
+    i, j = wp.tid()
+    if i == 0 or j == 0 or i == old.shape[0] - 1 or j == old.shape[1] - 1:
+        out[i, j] = old[i, j]
+    else:
+        out[i, j] = wp.float64(0.25) * (old[i - 1, j] + old[i + 1, j] + old[i, j - 1] + old[i, j + 1])
+
+
+JACOBI_STEPS = 200
+"""As ``benchmarks.gradients.JACOBI_STEPS``."""
+
+
 Launches = Callable[[dict[str, Any], Any], None]
 """A program's launches: on the Warp arrays of its inputs (by name), into its output array."""
 
@@ -84,11 +97,22 @@ def _logistic(arrays: dict[str, Any], output: Any) -> None:
     wp.launch(logistic_loss, dim=z.shape[0], inputs=[output, z, arrays["labels"]], device="cpu")
 
 
+def _jacobi(arrays: dict[str, Any], output: Any) -> None:
+    """A new array for each step but the last's (``output``): Warp's tape differentiates no array overwritten
+    after a launch read it."""
+    u = arrays["u0"]
+    for step in range(JACOBI_STEPS):
+        new = output if step == JACOBI_STEPS - 1 else wp.empty_like(u, requires_grad=True)
+        wp.launch(jacobi_step, dim=u.shape, inputs=[new, u], device="cpu")
+        u = new
+
+
 LAUNCHES: dict[str, Launches] = {
     "black_scholes": _one(black_scholes, lambda a: a["spot"].shape[0], ("spot", "strike", "years", "rate", "vol")),
     "nbody_energy": _one(nbody_energy, lambda a: (a["pos"].shape[0], a["pos"].shape[0]), ("pos",)),
     "logistic_regression": _logistic,
     "softmax": _one(softmax4, lambda a: a["scores"].shape[0], ("scores",)),
+    "jacobi": _jacobi,
 }
 """Each program's launches, by its name."""
 

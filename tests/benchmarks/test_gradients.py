@@ -10,9 +10,9 @@ import pytest
 from benchmarks import gradients
 from benchmarks.gradients import GradientProgram, Sizes, gradient_metrics, programs
 
-SMALL: list[Sizes] = [(1, 2, 1, 1), (7, 5, 11, 3), (13, 3, 2, 7)]
+SMALL: list[Sizes] = [(1, 2, 1, 1, 2), (7, 5, 11, 3, 5), (13, 3, 2, 7, 3)]
 """Sizes a test differentiates every element of: ones, primes."""
-NAMES = ("black_scholes", "nbody_energy", "logistic_regression", "softmax")
+NAMES = ("black_scholes", "nbody_energy", "logistic_regression", "softmax", "jacobi")
 
 
 def objective(program: GradientProgram, arrays: dict[str, np.ndarray]) -> float:
