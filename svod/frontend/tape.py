@@ -101,7 +101,7 @@ class _Record:
     @property
     def needs(self) -> frozenset[str]:
         """The arguments whose values the adjoint reads, as the call saw them."""
-        return self.adjoint.reads | self.adjoint.saved
+        return self.adjoint.needs
 
     def written(self) -> set[Key]:
         parameters = self.kernel.parameters
@@ -266,7 +266,7 @@ class Tape:
                 continue  # an output no earlier call took: its state is kept after the call, its values unread
             record.read.append(position)
             if key not in self._states:
-                if self._watch or name in made.reads | made.saved:
+                if self._watch or name in made.needs:
                     self._states[key] = value.copy()
             elif not _same(self._states[key], value) and self._outside is None:
                 self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
