@@ -8,15 +8,18 @@ differentiated, so the n-body energy and the logistic regression's product ``fea
 nest of two parallel loops whose work items add into their sums with ``svod.atomic_add``.
 
 ``grad.<name>_ms`` is the whole gradient (forward on the tape, then the pullback), ``grad.<name>.forward_ms`` the
-forward alone and ``grad.<name>.ratio`` the one over the other; torch's figures (``torch.autograd.grad`` after an
-eager forward, and the forward under ``torch.no_grad``) are beside them where torch is installed.
+forward alone and ``grad.<name>.ratio`` the one over the other. The peers' figures are beside them, each where its
+package is installed (or why not): torch (``torch.autograd.grad`` after an eager forward, and the forward under
+``torch.no_grad``), JAX (``jax.jit(jax.grad(...))`` of the weighed sum, and ``jax.jit`` of the forward, in
+float64) and Warp (its kernels launched on a ``wp.Tape`` on the CPU device, then ``tape.backward``;
+``benchmarks.warp_gradients``). Each peer's gradient is checked against svod's before it is timed.
 """
 
 from __future__ import annotations
 
 import functools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,11 +85,18 @@ def softmax4(probs, scores):  # type: ignore[no-untyped-def]
         probs[i, 3] = e3 / total
 
 
+@svod.kernel
+def jacobi_step(new, old):  # type: ignore[no-untyped-def]
+    for i in svod.prange(1, old.shape[0] - 1):
+        for j in svod.prange(1, old.shape[1] - 1):
+            new[i, j] = 0.25 * (old[i - 1, j] + old[i + 1, j] + old[i, j - 1] + old[i, j + 1])
+
+
 @dataclass(frozen=True)
 class GradientProgram:
     """A differentiated program: ``forward(arrays)`` runs its kernels and returns their output; ``gradient(arrays)``
     gives the gradient of ``sum(output * cotangent)`` with respect to each of ``wrt``, in order; ``torch(torch,
-    tensors)`` is the same forward in torch."""
+    tensors)`` is the same forward in torch, and ``jax(jax, arrays)`` in JAX."""
 
     name: str
     note: str
@@ -96,6 +106,7 @@ class GradientProgram:
     forward: Callable[[Arrays], np.ndarray]
     gradient: Callable[[Arrays], tuple[np.ndarray, ...]]
     torch: Callable[[Any, dict[str, Any]], Any]
+    jax: Callable[[Any, dict[str, Any]], Any]
 
 
 def _pulled(kernel: Any, output_shape: tuple[int, ...], wrt: tuple[str, ...],
@@ -129,9 +140,17 @@ def black_scholes_program(options: int, rng: np.random.Generator) -> GradientPro
         up, down = (0.5 * (1.0 + torch.erf(d * 0.7071067811865476)) for d in (d1, d1 - t["vol"] * root))
         return t["spot"] * up - t["strike"] * torch.exp(-t["rate"] * t["years"]) * down
 
+    def jax_forward(jax: Any, t: dict[str, Any]) -> Any:
+        jnp = jax.numpy
+        root = jnp.sqrt(t["years"])
+        d1 = (jnp.log(t["spot"] / t["strike"]) + (t["rate"] + 0.5 * t["vol"] * t["vol"]) * t["years"]) / (
+            t["vol"] * root)
+        up, down = (0.5 * (1.0 + jax.scipy.special.erf(d * 0.7071067811865476)) for d in (d1, d1 - t["vol"] * root))
+        return t["spot"] * up - t["strike"] * jnp.exp(-t["rate"] * t["years"]) * down
+
     return GradientProgram("black_scholes", f"{options} float64 call prices by spot, rate and vol", arrays, wrt,
                            cotangent, _called(black_scholes, (options,)),
-                           _pulled(black_scholes, (options,), wrt, cotangent), torch_forward)
+                           _pulled(black_scholes, (options,), wrt, cotangent), torch_forward, jax_forward)
 
 
 def _energy(pos: np.ndarray) -> np.ndarray:
@@ -148,10 +167,16 @@ def nbody_program(bodies: int, rng: np.random.Generator) -> GradientProgram:
         pairs = torch.triu(torch.ones(bodies, bodies, dtype=torch.bool), diagonal=1)
         return (-1.0 / torch.sqrt((d * d).sum(dim=2) + 0.01))[pairs].sum().reshape(1)
 
+    def jax_forward(jax: Any, t: dict[str, Any]) -> Any:
+        jnp, pos = jax.numpy, t["pos"]
+        d = pos[:, None, :] - pos[None, :, :]
+        pairs = jnp.triu(jnp.ones((bodies, bodies), dtype=bool), k=1)
+        return jnp.where(pairs, -1.0 / jnp.sqrt((d * d).sum(axis=2) + 0.01), 0.0).sum().reshape(1)
+
     return GradientProgram("nbody_energy", f"potential energy of {bodies} bodies by their float64 positions, "
                            "a 2-d prange nest over pairs", {"pos": rng.standard_normal((bodies, 3))}, ("pos",),
                            np.ones(1), lambda arrays: _energy(arrays["pos"]),
-                           lambda arrays: (svod.grad(_energy)(arrays["pos"]),), torch_forward)
+                           lambda arrays: (svod.grad(_energy)(arrays["pos"]),), torch_forward, jax_forward)
 
 
 def _logistic_regression(weights: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -176,9 +201,13 @@ def logistic_program(samples: int, rng: np.random.Generator) -> GradientProgram:
         z = t["features"] @ t["weights"]
         return torch.log(1.0 + torch.exp(-t["labels"] * z)).sum().reshape(1)
 
+    def jax_forward(jax: Any, t: dict[str, Any]) -> Any:
+        z = t["features"] @ t["weights"]
+        return jax.numpy.log(1.0 + jax.numpy.exp(-t["labels"] * z)).sum().reshape(1)
+
     return GradientProgram("logistic_regression", f"loss over {samples}x{width} float64 by the weights (svod's tape "
                            "computes the features' gradient too); logits a 2-d prange nest", arrays, ("weights",),
-                           np.ones(1), forward, gradient, torch_forward)
+                           np.ones(1), forward, gradient, torch_forward, jax_forward)
 
 
 def softmax_program(rows: int, rng: np.random.Generator) -> GradientProgram:
@@ -187,22 +216,73 @@ def softmax_program(rows: int, rng: np.random.Generator) -> GradientProgram:
     return GradientProgram("softmax", f"softmax of each of {rows} float64 rows of 4, written out", arrays,
                            ("scores",), cotangent, _called(softmax4, (rows, 4)),
                            _pulled(softmax4, (rows, 4), ("scores",), cotangent),
-                           lambda torch, t: torch.softmax(t["scores"], dim=1))
+                           lambda torch, t: torch.softmax(t["scores"], dim=1),
+                           lambda jax, t: jax.nn.softmax(t["scores"], axis=1))
 
 
-Sizes = tuple[int, int, int, int]
-"""The programs' sizes: Black-Scholes' options, the n-body's bodies, the logistic regression's samples and the
-softmax's rows."""
-FULL_SIZES: Sizes = (10**6, 2048, 10**6, 10**6)
-QUICK_SIZES: Sizes = (1 << 16, 512, 1 << 16, 1 << 16)
+JACOBI_STEPS = 200
+"""The Jacobi relaxation's steps."""
+
+
+def _jacobi(u0: np.ndarray) -> tuple[np.ndarray, svod.Tape, np.ndarray, np.ndarray]:
+    """``JACOBI_STEPS`` steps from ``u0``, between two arrays in turn (both ``u0`` at first, their borders never
+    written), on a tape: the last, the tape, and the two arrays, whose gradients add up to ``u0``'s."""
+    a, b = u0.copy(), u0.copy()
+    first, second = a, b
+    with svod.Tape() as tape:
+        for _ in range(JACOBI_STEPS):
+            jacobi_step(b, a)
+            a, b = b, a
+    return a, tape, first, second
+
+
+def jacobi_program(side: int, rng: np.random.Generator) -> GradientProgram:
+    arrays = {"u0": rng.standard_normal((side, side))}
+    cotangent = rng.standard_normal((side, side))
+
+    def forward(arrays: Arrays) -> np.ndarray:
+        a, b = arrays["u0"].copy(), arrays["u0"].copy()
+        for _ in range(JACOBI_STEPS):
+            jacobi_step(b, a)
+            a, b = b, a
+        return a
+
+    def gradient(arrays: Arrays) -> tuple[np.ndarray, ...]:
+        last, tape, first, second = _jacobi(arrays["u0"])
+        tape.backward(grads=[(last, cotangent)])
+        return (tape.grad(first) + tape.grad(second),)
+
+    def torch_forward(torch: Any, t: dict[str, Any]) -> Any:
+        u = t["u0"]
+        for _ in range(JACOBI_STEPS):
+            inner = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+            u = u.clone()
+            u[1:-1, 1:-1] = inner
+        return u
+
+    def jax_forward(jax: Any, t: dict[str, Any]) -> Any:
+        def step(_: Any, u: Any) -> Any:
+            return u.at[1:-1, 1:-1].set(0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]))
+        return jax.lax.fori_loop(0, JACOBI_STEPS, step, t["u0"])
+
+    return GradientProgram("jacobi", f"{JACOBI_STEPS} Jacobi steps on a {side}x{side} float64 grid by its start, "
+                           "two arrays in turn (the tape checkpoints)", arrays, ("u0",), cotangent, forward,
+                           gradient, torch_forward, jax_forward)
+
+
+Sizes = tuple[int, int, int, int, int]
+"""The programs' sizes: Black-Scholes' options, the n-body's bodies, the logistic regression's samples, the
+softmax's rows and the Jacobi grid's side."""
+FULL_SIZES: Sizes = (10**6, 2048, 10**6, 10**6, 512)
+QUICK_SIZES: Sizes = (1 << 16, 512, 1 << 16, 1 << 16, 128)
 
 
 def programs(sizes: Sizes) -> list[GradientProgram]:
     """The differentiated programs at ``sizes``, on random data (the same each run)."""
     rng = np.random.default_rng(7)
-    options, bodies, samples, rows = sizes
+    options, bodies, samples, rows, side = sizes
     return [black_scholes_program(options, rng), nbody_program(bodies, rng), logistic_program(samples, rng),
-            softmax_program(rows, rng)]
+            softmax_program(rows, rng), jacobi_program(side, rng)]
 
 
 MOST_REPEATS = 5
@@ -214,7 +294,11 @@ def gradient_step(quick: bool, repeats: int, progress: Callable[[str], None]) ->
     return gradient_metrics(programs(QUICK_SIZES if quick else FULL_SIZES), min(repeats, MOST_REPEATS), progress)
 
 
-def torch_runners(torch: Any, program: GradientProgram) -> tuple[Callable[[], Any], Callable[[], Any]]:
+Runners = tuple[Callable[[], Any], Callable[[], Sequence[Any]]]
+"""A peer's forward of a program and its gradient (one array per name of ``wrt``)."""
+
+
+def torch_runners(torch: Any, program: GradientProgram) -> Runners:
     """torch's forward (under ``no_grad``) and gradient (an eager forward, then ``torch.autograd.grad``)."""
     tensors = {name: torch.from_numpy(array).requires_grad_(name in program.wrt)
                for name, array in program.arrays.items()}
@@ -231,6 +315,40 @@ def torch_runners(torch: Any, program: GradientProgram) -> tuple[Callable[[], An
     return forward, gradient
 
 
+def jax_runners(jax: Any, program: GradientProgram) -> Runners:
+    """JAX's forward (``jax.jit``) and gradient (``jax.jit(jax.grad(...))`` of the output weighed by the
+    cotangent), on its CPU device in float64 (``jax.enable_x64`` around each call, leaving the process's
+    setting as it was)."""
+    device = jax.devices("cpu")[0]
+    with jax.enable_x64(True):
+        arrays = {name: jax.device_put(array, device) for name, array in program.arrays.items()}
+        cotangent = jax.device_put(program.cotangent, device)
+
+    def objective(leaves: tuple[Any, ...], others: dict[str, Any], weights: Any) -> Any:
+        return (program.jax(jax, {**others, **dict(zip(program.wrt, leaves, strict=True))}) * weights).sum()
+
+    forward_jit = jax.jit(functools.partial(program.jax, jax))
+    gradient_jit = jax.jit(jax.grad(objective))
+    leaves = tuple(arrays[name] for name in program.wrt)
+    others = {name: array for name, array in arrays.items() if name not in program.wrt}
+
+    def forward() -> Any:
+        with jax.enable_x64(True):
+            return forward_jit(arrays).block_until_ready()
+
+    def gradient() -> Any:
+        with jax.enable_x64(True):
+            return jax.block_until_ready(gradient_jit(leaves, others, cotangent))
+
+    return forward, gradient
+
+
+def warp_runners(warp_gradients: Any, program: GradientProgram) -> Runners:
+    """Warp's forward and gradient (``wp.Tape``) on its CPU device (``benchmarks.warp_gradients``)."""
+    return warp_gradients.runners(program.name, program.arrays, program.wrt, program.cotangent,
+                                  program.cotangent.shape)
+
+
 def _torch() -> Any:
     """torch on ``settings.threads`` threads, or None where it is not installed."""
     try:
@@ -241,45 +359,77 @@ def _torch() -> Any:
     return torch
 
 
+def _jax() -> Any:
+    try:
+        import jax
+    except ImportError:
+        return None
+    return jax
+
+
+def _warp() -> Any:
+    try:
+        from benchmarks import warp_gradients
+    except ImportError:
+        return None
+    return warp_gradients
+
+
+def peers() -> tuple[dict[str, Callable[[GradientProgram], Runners]], dict[str, str]]:
+    """Each installed peer's runners of a program, and why each other peer has none."""
+    found: dict[str, Callable[[GradientProgram], Runners]] = {}
+    missing: dict[str, str] = {}
+    for name, module, runners in (("torch", _torch(), torch_runners), ("jax", _jax(), jax_runners),
+                                  ("warp", _warp(), warp_runners)):
+        if module is None:
+            missing[name] = "not installed"
+        else:
+            found[name] = functools.partial(runners, module)
+    return found, missing
+
+
 def gradient_metrics(chosen: list[GradientProgram], repeats: int,
                      progress: Callable[[str], None] = lambda _: None) -> list[Metric]:
     """``grad.<name>_ms``, ``grad.<name>.forward_ms`` and ``grad.<name>.ratio`` for each program, each a median of
-    ``repeats`` calls after one untimed; torch's beside them, its gradients checked against svod's first."""
-    torch = _torch()
+    ``repeats`` calls after one untimed; each peer's beside them, its gradients checked against svod's first (a
+    peer that cannot run a program says why)."""
+    installed, not_installed = peers()
     metrics = []
     for program in chosen:
         progress(f"gradients: {program.name}")
-        torch_forward_ms = torch_ms = None
-        missing = {"torch": "not installed"} if torch is None else {}
-        if torch is not None:
-            torch_forward, torch_gradient = torch_runners(torch, program)
-            _agree(program, [g.numpy() for g in torch_gradient()])
-            torch_forward_ms, torch_ms = _median_ms(torch_forward, repeats), _median_ms(torch_gradient, repeats)
-        forward_ms = _median_ms(functools.partial(program.forward, program.arrays), repeats)
-        gradient_ms = _median_ms(functools.partial(program.gradient, program.arrays), repeats)
-        torch_ratio = None if torch_ms is None or torch_forward_ms is None else torch_ms / torch_forward_ms
+        missing = dict(not_installed)
+        forward_ms: dict[str, float] = {}
+        gradient_ms: dict[str, float] = {}
+        for name, make in installed.items():
+            try:
+                forward, gradient = make(program)
+                expected = [np.asarray(g) for g in gradient()]
+            except Exception as err:  # a peer that cannot run this program says why
+                missing[name] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+                continue
+            _agree(program, name, expected)
+            forward_ms[name], gradient_ms[name] = _median_ms(forward, repeats), _median_ms(gradient, repeats)
+        svod_forward_ms = _median_ms(functools.partial(program.forward, program.arrays), repeats)
+        svod_gradient_ms = _median_ms(functools.partial(program.gradient, program.arrays), repeats)
+        ratios = {name: ms / forward_ms[name] for name, ms in gradient_ms.items()}
         name = f"grad.{program.name}"
         metrics += [
-            Metric(f"{name}_ms", "ms", "lower", gradient_ms, note=f"{program.note}: forward on a tape, then the "
-                   "pullback", others=_beside(torch_ms), why_missing=missing),
-            Metric(f"{name}.forward_ms", "ms", "lower", forward_ms, note=program.note,
-                   others=_beside(torch_forward_ms), why_missing=missing),
-            Metric(f"{name}.ratio", "x", "lower", gradient_ms / forward_ms, note="gradient / forward",
-                   others=_beside(torch_ratio), why_missing=missing)]
+            Metric(f"{name}_ms", "ms", "lower", svod_gradient_ms, note=f"{program.note}: forward on a tape, then "
+                   "the pullback", others={**gradient_ms}, why_missing=missing),
+            Metric(f"{name}.forward_ms", "ms", "lower", svod_forward_ms, note=program.note, others={**forward_ms},
+                   why_missing=missing),
+            Metric(f"{name}.ratio", "x", "lower", svod_gradient_ms / svod_forward_ms, note="gradient / forward",
+                   others={**ratios}, why_missing=missing)]
     return metrics
-
-
-def _beside(torch_figure: float | None) -> dict[str, float | None]:
-    return {} if torch_figure is None else {"torch": torch_figure}
 
 
 def _median_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(sample_seconds(fn, repeats, warmup=1)) * 1e3
 
 
-def _agree(program: GradientProgram, expected: list[np.ndarray]) -> None:
-    """Refuse to time a program whose svod gradient differs from torch's."""
+def _agree(program: GradientProgram, peer: str, expected: list[np.ndarray]) -> None:
+    """Refuse to time a program whose svod gradient differs from a peer's."""
     for name, got, want in zip(program.wrt, program.gradient(program.arrays), expected, strict=True):
         if not np.allclose(got, want, rtol=1e-6, atol=1e-9 * max(1.0, float(np.abs(want).max(initial=0.0)))):
-            raise RuntimeError(f"svod's gradient of {program.name} by {name} differs from torch's "
+            raise RuntimeError(f"svod's gradient of {program.name} by {name} differs from {peer}'s "
                                f"(largest difference {np.abs(got - want).max()})")

@@ -85,12 +85,21 @@ class Adjoint:
     written: tuple[str, ...]
     """The array arguments the kernel writes, in argument order: a call's results."""
     reads: frozenset[str]
-    """The array arguments whose values the adjoint reads: a tape keeps them as the call saw them."""
+    """The array arguments whose values the kernel reads."""
     saved: frozenset[str]
     """The arrays the kernel reads and writes: copied before the forward, and the copy passed to the adjoint."""
     updated: frozenset[str] = frozenset()
     """The arrays the kernel updates (``+=``, ``-=``, ``svod.atomic_add``): what it leaves in them depends on what
     they held, as it does in an array it reads; in another array it writes, only where it stores nothing."""
+    needed: frozenset[str] | None = None
+    """The arrays whose values the adjoint reads (None: ``reads``): a tape keeps them as the call saw them. A
+    linear kernel's adjoint (a stencil's, a sum's) reads none, so a tape keeps no copy for it and runs no call
+    again."""
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """The arrays whose values the adjoint reads."""
+        return self.reads if self.needed is None else self.needed
 
 
 _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
@@ -131,6 +140,7 @@ class _Differentiator:
         self.forward: Forward = []
         self.written: list[str] = []
         self.reads: set[str] = set()
+        self.needed: set[str] = set()
         self.loops: list[str] = []
         self.sequential: list[str] = []
         """The variables of the sequential loops around the statement being read."""
@@ -183,13 +193,25 @@ class _Differentiator:
         for stmt in nest[-1].body:
             self.line = stmt.lineno
             self.statement(stmt)
-        for text, line in indented(self.render(self.forward), 0):
-            lines.add(text, line, len(nest) + 1)
         grads = self.grad_names()
         backward = self.backward(dict(grads))
-        for text, line in backward:
+        for text, line in [*indented(self.render(self.live(backward)), 0), *backward] or [("pass", nest[-1].lineno)]:
             lines.add(text, line, len(nest) + 1)
         return self.kernel_of(lines, grads)
+
+    def live(self, backward: Lines) -> Forward:
+        """The forward's statements the backward's need, directly or through others (each sequential loop
+        whole); ``needed`` the arrays they read. A value only the forward used (a linear kernel's) is left out,
+        and with it a read of the array's values that the tape would otherwise keep for the adjoint."""
+        wanted = names_in(backward)[0]
+        kept: Forward = []
+        for entry in reversed(self.forward):
+            loads, stores = names_in(self.render([entry]))
+            if isinstance(entry, Loop) or stores & wanted:
+                kept.append(entry)
+                wanted |= loads
+        self.needed = self.reads & wanted
+        return kept[::-1]
 
     def is_prange(self, loop: ast.For) -> bool:
         return isinstance(loop.iter, ast.Call) and self.resolve(loop.iter.func) is pylang.prange
@@ -700,7 +722,7 @@ class _Differentiator:
                         bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
-                       frozenset(self.updated))
+                       frozenset(self.updated), frozenset(self.needed))
 
 
 class _Renamer(ast.NodeTransformer):

@@ -19,9 +19,14 @@ one, the copy keeps only the elements the call left as they were: running the ca
 backward pass takes the checkpoints last first, runs the calls after each again from the values kept there (on
 copies; each more than a few calls is checkpointed in turn the same way), and runs their adjoints, last first.
 
-Either way, an array the backward pass takes from the caller (no call wrote it since) it keeps a digest of, and
-``backward`` refuses (``GradientError``) if the array changed since (numpy wrote it, or a call outside the
-block): the gradient would be taken at values the forward never saw.
+Either way, the tape keeps a copy of each array as a call found it (as the last call that wrote it left it, or as
+the first call to take it found it), and refuses (``GradientError``) an array that is not so, bit for bit: at the
+next call that takes it (numpy wrote it in the block: the tape cannot differentiate that change), and at
+``backward`` for an array the backward pass takes from the caller (no call wrote it since a call read it: numpy
+wrote it after the block, and the gradient would be taken at values the forward never saw). A copy and a
+comparison each read the array once, at memory speed: a fifth of the time of a checksum, and exact, for one
+copy of each array the tape took (``checked_bytes``). ``vjp``'s tape, which records one call, keeps copies of
+only the arrays its adjoint reads.
 
 Arrays are told apart by their memory (address, shape, strides, dtype): two views of one array's memory
 that are not the same view are refused, as their adjoints could not be kept apart.
@@ -34,15 +39,12 @@ import functools
 import math
 import os
 import sys
-import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from svod.config import settings
 from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint, adjoint
 from svod.frontend.pykernel import Kernel
@@ -61,30 +63,17 @@ def key_of(array: np.ndarray) -> Key:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
-Digest = tuple[int, ...]
-"""An array's CRC-32 per part of ``_PART`` bytes."""
-
-_PART = 1 << 20
-"""The bytes of one part of a digest: a larger array's parts are taken on threads at once."""
-
-
-def _digest(array: np.ndarray) -> Digest:
-    """A checksum of the array's bytes: the CRC-32 of each part (any change of up to 32 adjacent bits in a part,
-    or of an odd number of its bits, changes it; another change leaves it as it was once in 2**32), at several
-    times a cryptographic hash's speed, and on ``settings.threads`` threads at once (zlib lets go of the GIL):
-    the tape takes one of each array it records at each call, and the kernels around it run on as many."""
-    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    parts = [data[start:start + _PART].data for start in range(0, max(data.size, 1), _PART)]
-    if len(parts) == 1 or settings.threads < 2:
-        return tuple(zlib.crc32(part) for part in parts)
-    return tuple(_digesting(os.getpid()).map(zlib.crc32, parts))
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The array's elements as unsigned integers of their size (its bytes, for another size): two arrays of
+    equal bits are equal so, a NaN's payload and the sign of a zero told apart."""
+    if array.dtype.itemsize in (1, 2, 4, 8):
+        return array.view(f"u{array.dtype.itemsize}")
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-@functools.cache
-def _digesting(process: int) -> ThreadPoolExecutor:
-    """The threads that take the parts of digests, made at the first large one in each ``process`` (a forked
-    child has none of its parent's threads)."""
-    return ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="svod-digest")
+def _same(kept: np.ndarray, array: np.ndarray) -> bool:
+    """Whether ``array`` holds the values ``kept`` (a copy of it) holds, bit for bit."""
+    return bool(np.array_equal(_bits(kept), _bits(array)))
 
 
 def _caller() -> str:
@@ -105,14 +94,14 @@ class _Record:
     keys: list[Key | None]
     device: Any
     where: str
-    read: dict[int, Digest] = field(default_factory=dict)
-    """The positions of the arrays the call read (all but the outputs no earlier call took), each with its digest
-    at the call: where the backward pass takes one from the caller's array, that must hold it still."""
+    read: list[int] = field(default_factory=list)
+    """The positions of the arrays the call read (all but the outputs no earlier call took): where the backward
+    pass takes one from the caller's array, that must hold still what the tape kept of it."""
 
     @property
     def needs(self) -> frozenset[str]:
         """The arguments whose values the adjoint reads, as the call saw them."""
-        return self.adjoint.reads | self.adjoint.saved
+        return self.adjoint.needs
 
     def written(self) -> set[Key]:
         parameters = self.kernel.parameters
@@ -213,9 +202,9 @@ class Tape:
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
-        self._states: dict[Key, Digest] = {}
-        """Each array's digest as the last recorded call left it: a call finding it otherwise finds a change the
-        tape did not record."""
+        self._states: dict[Key, np.ndarray] = {}
+        """A copy of each array as the last recorded call that wrote it left it, or as the first call since found
+        it: a call finding it otherwise finds a change the tape did not record."""
         self._outside: str | None = None
         """The first array a call found changed since the call before it, if any: ``backward`` refuses."""
         self._token: Any = None
@@ -227,8 +216,8 @@ class Tape:
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0
         self._watch = True
-        """Whether to take a digest of what each call wrote, for the next call to find it unchanged (``vjp``'s
-        tape, which records one call, takes none)."""
+        """Whether to keep a copy of what each call wrote, for the next call to find it unchanged, and of each
+        array a call read (``vjp``'s tape, which records one call, keeps copies of only what its adjoint reads)."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
@@ -243,6 +232,12 @@ class Tape:
     def saved_bytes(self) -> int:
         """The bytes of the copies of arrays the tape holds now for its backward pass."""
         return sum(copy.nbytes for copy in self._saved.values())
+
+    @property
+    def checked_bytes(self) -> int:
+        """The bytes of the copies the tape holds of the arrays its calls took, as they took them, to refuse one
+        changed outside the calls (one per array, apart from ``saved_bytes``)."""
+        return sum(state.nbytes for state in self._states.values())
 
     @property
     def peak_saved_bytes(self) -> int:
@@ -268,11 +263,13 @@ class Tape:
                 continue
             key = record.keys[position] = self._key(value, kernel)
             if key not in self._states and name in made.written and name not in made.reads:
-                continue  # an output no earlier call took: its state is taken after the call, its values unread
-            state = _digest(value)
-            if self._states.setdefault(key, state) != state and self._outside is None:
+                continue  # an output no earlier call took: its state is kept after the call, its values unread
+            record.read.append(position)
+            if key not in self._states:
+                if self._watch or name in made.needs:
+                    self._states[key] = value.copy()
+            elif not _same(self._states[key], value) and self._outside is None:
                 self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
-            record.read[position] = state
         index = len(self._records)
         copies: dict[Key, _Copy] = {}
         for key in sorted(record.written()):
@@ -289,7 +286,7 @@ class Tape:
         for key in sorted(record.written()):
             self._writes.setdefault(key, []).append(index)
             if self._watch:
-                self._states[key] = _digest(self._arrays[key])
+                self._states[key] = self._arrays[key].copy()
             if key in copies:
                 self._saved[(key, index)] = copies[key]
                 if self._stored(key, record):
@@ -373,18 +370,20 @@ class Tape:
 
     def _check(self) -> None:
         """Refuse if an array the backward pass takes from the caller (one no call wrote since a call read it) is
-        no longer as that call saw it. Each array's digest is taken once."""
-        digests: dict[Key, Digest] = {}
+        no longer as that call saw it: as the tape's copy of it (each call that took it since the last write found
+        it so, or ``backward`` refused before this)."""
+        checked: set[Key] = set()
         for index, record in enumerate(self._records):
-            for position, digest in record.read.items():
+            for position in record.read:
                 key = record.keys[position]
                 name = record.kernel.parameters[position]
                 assert key is not None
                 if self._writes.get(key, [-1])[-1] >= index or not (self._checkpoint or name in record.needs):
                     continue
-                if key not in digests:
-                    digests[key] = _digest(self._arrays[key])
-                if digests[key] != digest:
+                if key in checked:
+                    continue
+                checked.add(key)
+                if not _same(self._states[key], self._arrays[key]):
                     raise GradientError(f"{name} changed after the tape recorded {record.kernel.name} at "
                                         f"{record.where} and before backward (numpy wrote it, or a call outside the "
                                         "tape's block): its gradient would be taken at values the forward never "

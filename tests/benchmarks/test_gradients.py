@@ -1,6 +1,6 @@
 """The differentiated programs of ``svod bench`` (``benchmarks.gradients``): each gradient agrees with central
-finite differences in float64, and the step reports its figures with torch's beside them, or says why not. No
-test passes or fails on how fast anything ran."""
+finite differences in float64, and the step reports its figures with each peer's (torch, JAX, Warp) beside them,
+or says why not. No test passes or fails on how fast anything ran."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from benchmarks import gradients
 from benchmarks.gradients import GradientProgram, Sizes, gradient_metrics, programs
 
-SMALL: list[Sizes] = [(1, 2, 1, 1), (7, 5, 11, 3), (13, 3, 2, 7)]
+SMALL: list[Sizes] = [(1, 2, 1, 1, 2), (7, 5, 11, 3, 5), (13, 3, 2, 7, 3)]
 """Sizes a test differentiates every element of: ones, primes."""
-NAMES = ("black_scholes", "nbody_energy", "logistic_regression", "softmax")
+NAMES = ("black_scholes", "nbody_energy", "logistic_regression", "softmax", "jacobi")
 
 
 def objective(program: GradientProgram, arrays: dict[str, np.ndarray]) -> float:
@@ -58,8 +58,9 @@ def test_a_wrong_gradient_is_caught() -> None:
         np.testing.assert_allclose(wrong, finite_differences(program, "spot"), rtol=1e-4)
 
 
-def test_the_step_reports_each_program_beside_torch() -> None:
+def test_the_step_reports_each_program_beside_each_installed_peer():
     pytest.importorskip("torch")
+    installed, _ = gradients.peers()
     metrics = {m.name: m for m in gradient_metrics(programs(SMALL[1]), repeats=1)}
     expected = {f"grad.{name}{suffix}" for name in NAMES for suffix in ("_ms", ".forward_ms", ".ratio")}
     assert set(metrics) == expected
@@ -67,15 +68,31 @@ def test_the_step_reports_each_program_beside_torch() -> None:
         gradient, forward, ratio = (metrics[f"grad.{name}{s}"] for s in ("_ms", ".forward_ms", ".ratio"))
         assert gradient.svod is not None and forward.svod is not None and forward.svod > 0
         assert ratio.svod == pytest.approx(gradient.svod / forward.svod)
-        assert set(gradient.others) == {"torch"} and not gradient.why_missing
+        assert set(gradient.others) == set(installed) >= {"torch"} and not gradient.why_missing, name
+        for peer in installed:
+            assert ratio.others[peer] == pytest.approx(gradient.others[peer] / forward.others[peer])
 
 
-def test_without_torch_the_step_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gradients, "_torch", lambda: None)
+def test_without_the_peers_the_step_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("_torch", "_jax", "_warp"):
+        monkeypatch.setattr(gradients, module, lambda: None)
     metrics = gradient_metrics(programs(SMALL[0])[:1], repeats=1)
     assert [m.name for m in metrics] == ["grad.black_scholes_ms", "grad.black_scholes.forward_ms",
                                          "grad.black_scholes.ratio"]
-    assert all(m.others == {} and m.why_missing == {"torch": "not installed"} for m in metrics)
+    assert all(m.others == {} and m.why_missing == dict.fromkeys(("torch", "jax", "warp"), "not installed")
+               for m in metrics)
+
+
+def test_a_peer_that_cannot_run_a_program_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(module: object, program: GradientProgram) -> gradients.Runners:
+        raise ValueError(f"no {program.name} here")
+
+    monkeypatch.setattr(gradients, "_torch", lambda: None)
+    monkeypatch.setattr(gradients, "_warp", lambda: None)
+    monkeypatch.setattr(gradients, "_jax", lambda: "jax")
+    monkeypatch.setattr(gradients, "jax_runners", refused)
+    (metric, *_) = gradient_metrics(programs(SMALL[0])[3:], repeats=1)
+    assert metric.others == {} and metric.why_missing["jax"] == "ValueError: no softmax here"
 
 
 def test_a_gradient_that_differs_from_torchs_is_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,6 +100,6 @@ def test_a_gradient_that_differs_from_torchs_is_not_timed(monkeypatch: pytest.Mo
     program = programs(SMALL[1])[3]
     halved = GradientProgram(program.name, program.note, program.arrays, program.wrt, program.cotangent,
                              program.forward, lambda arrays: tuple(g / 2 for g in program.gradient(arrays)),
-                             program.torch)
+                             program.torch, program.jax)
     with pytest.raises(RuntimeError, match="softmax by scores differs from torch's"):
         gradient_metrics([halved], repeats=1)
