@@ -447,14 +447,16 @@ class _Differentiator:
         name = self.math_name(node.func)
         if node.keywords:
             raise self.refuse(node, "a call with keywords", "pass its arguments by position")
-        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in (int, bool):
+        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in (int, bool) or (
+                isinstance(callee, type) and issubclass(callee, (np.integer, np.bool_))):
             return self.local(self.opaque(node), guard)
         operands = tuple(self.value(a, guard) for a in node.args)
         text = f"{ast.unparse(node.func)}({', '.join(operands)})"
         rule: Rule
-        if isinstance(callee, pylang.Cast) or callee is float:
-            rule = float_cast
-        elif name is not None and name in FUNCTIONS:
+        if isinstance(callee, pylang.Cast) or callee is float or (isinstance(callee, type)
+                                                                   and issubclass(callee, np.floating)):
+            rule = float_cast  # (np.float64(x): the NumPy scalars svod's rewriting of array statements writes)
+        elif name is not None and name in FUNCTIONS and (len(operands) == 2 or name not in ("maximum", "minimum")):
             rule = FUNCTIONS[name]
         elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max):
             if len(operands) != (1 if callee is abs else 2):
@@ -475,7 +477,7 @@ class _Differentiator:
             return None
         base = self.resolve(func.value)
         if base is np:
-            return NUMPY_MATH.get(func.attr)
+            return func.attr if func.attr in ("maximum", "minimum") else NUMPY_MATH.get(func.attr)
         return func.attr if base in (pylang.math, pymath) and func.attr in pylang.MATH_FUNCTIONS else None
 
     def operation(self, text: str, rule: Rule, operands: tuple[str, ...], guard: str | None) -> str:

@@ -130,7 +130,7 @@ class Jit:
         (``svod.frontend.jit_tape``), on the caller's arrays."""
         arguments = self._arguments(args, keywords)
         with self._lock:
-            call = TapedCall(self.name, self.fn, self.source, self.variant(arguments), arguments, self._taped)
+            call = TapedCall(self.name, self.fn, self.variant(arguments), arguments, self._taped)
         return call.run(recorder, device)
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
