@@ -202,6 +202,13 @@ class TapedCall:
         if reduced:
             statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
         parallel = any(reader.is_prange(stmt) for stmt in statements)
+        lines = _by_line(statements)
+        if not parallel and len(lines) > 1:  # one kernel a line: its adjoint reads what earlier lines stored
+            for k, line in enumerate(lines):
+                self.scalars |= stored(line) & needs([stmt for later in lines[k + 1:] for stmt in later])
+            for line in lines:
+                self.phase(line, loops, recorder, device)
+            return
         outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.scalars)
         if not parallel and not outgoing and not stores_elements(statements, reader):
             for name in stored(statements):  # (computed for none of the function's other parts)
@@ -237,8 +244,9 @@ class TapedCall:
                                           for name in parameters), device)
         except SvodError as err:
             if own:  # an array statement's loops: the error in the user's words, and what to change
-                err.call_by({}, {new: self.source.described.get(old, "a value svod computes")
-                                 for old, new in own.items()})
+                helpers = {n: f"np.{n.removeprefix('_svod_m_')}" for n in loaded(body) if n.startswith("_svod_m_")}
+                err.call_by({}, {**helpers, **{new: self.source.described.get(old, "a value svod computes")
+                                               for old, new in own.items()}})
                 err.advise("the line is an array statement, which svod rewrote as loops that a tape differentiates "
                            "as a kernel: write it as svod.prange loops of such statements, or compute it outside the "
                            "tape's block")
@@ -296,6 +304,17 @@ class TapedCall:
     def evaluate(self, node: ast.expr) -> Any:
         compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _by_line(statements: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """``statements`` in runs of one line each: an array statement's loops stand at its line."""
+    runs: list[list[ast.stmt]] = []
+    for stmt in statements:
+        if runs and runs[-1][0].lineno == stmt.lineno:
+            runs[-1].append(stmt)
+        else:
+            runs.append([stmt])
+    return runs
 
 
 def _reading(definitions: list[ast.stmt], names: set[str]) -> list[ast.stmt]:

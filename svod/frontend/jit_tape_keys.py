@@ -11,7 +11,7 @@ On a tape the same reduction keeps the float that wins, chosen by the same keys:
     m = _svod_from_key(m_key)                                          _svod_max_key(m_key) else m_key)
                                                            m = m_key
 
-The comparison of keys is NumPy's order (a NaN wins, 0.0 beats -0.0), so the value is the plan's; the
+The comparison of keys is the plan's order (a NaN wins, 0.0 beats -0.0), so the value is the plan's; the
 adjoint's rule for the conditional expression gives the element that won (the first of equal ones) the
 result's adjoint, a subgradient where several are equal.
 """
