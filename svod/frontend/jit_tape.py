@@ -42,6 +42,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from svod.device import Device
+from svod.dtype import dtypes
 from svod.errors import GradientError, SvodError
 from svod.frontend import pylang
 from svod.frontend.jit_plans import Variant
@@ -117,6 +119,9 @@ class TapedCall:
         """Each name's positions in ``definitions``."""
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
+        self.declared = _declared(self.source.node)
+        self.wide = True
+        """Whether the device holds float64 (``run``)."""
         self.scalars = carried(variant.structure, variant.reader)
         """The scalars phases compute that other parts read or the function returns (``phases.carried``): each
         lives in a one-element array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
@@ -148,7 +153,8 @@ class TapedCall:
 
     # ---- running ----------------------------------------------------------------------------------------
 
-    def run(self, recorder: Recorder, device: Any) -> Any:
+    def run(self, recorder: Recorder, device: Device) -> Any:
+        self.wide = dtypes.float64 in device.caps.element_dtypes
         self.items(self.variant.structure.items, [], recorder, device)
         structure = self.variant.structure
         results = [self.cell(name) if name in self.scalars else self.arrays[name] if name in self.arrays
@@ -255,12 +261,15 @@ class TapedCall:
             self.host[name] = self.cell(name)[0]
 
     def cell(self, name: str) -> np.ndarray:
-        """The one-element array a carried scalar lives in between kernels: of the dtype of the value the host
-        knows of it (its definition's), else float64."""
+        """The one-element array a carried scalar lives in between kernels: of the dtype svod's rewriting
+        declares it (``s = _svod_np.float32(0)``), else of the value the host knows of it (its definition's),
+        else float64; a float64 as float32 on a device without float64, as the plan holds a Python float."""
         found = self.arrays.get(f"_svod_{name}")
         if found is None:
             known = np.asarray(self.host.get(name, 0.0))
-            dtype = known.dtype if known.dtype.kind in "biuf" else np.dtype(np.float64)
+            dtype = self.declared.get(name, known.dtype if known.dtype.kind in "biuf" else np.dtype(np.float64))
+            if dtype == np.float64 and not self.wide:
+                dtype = np.dtype(np.float32)
             found = self.arrays[f"_svod_{name}"] = np.zeros(1, dtype)
             if name in self.host:
                 found[0] = known
@@ -304,6 +313,20 @@ class TapedCall:
     def evaluate(self, node: ast.expr) -> Any:
         compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _declared(function: ast.FunctionDef) -> dict[str, np.dtype]:
+    """The scalars svod's rewriting of array statements starts as a NumPy scalar (``s = _svod_np.float32(0)``),
+    with its dtype: the first such start of each."""
+    found: dict[str, np.dtype] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "_svod_np" \
+                and isinstance(getattr(np, node.value.func.attr, None), type) \
+                and issubclass(getattr(np, node.value.func.attr), np.number | np.bool_):
+            found.setdefault(node.targets[0].id, np.dtype(getattr(np, node.value.func.attr)))
+    return found
 
 
 def _by_line(statements: list[ast.stmt]) -> list[list[ast.stmt]]:

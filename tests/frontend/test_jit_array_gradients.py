@@ -257,3 +257,20 @@ def test_sequential_statements_one_after_another_are_a_kernel_each_passing_scala
     direction = np.random.default_rng(n + 1).standard_normal(n)
     assert float(np.sum(dx * direction)) == pytest.approx(_differences(scanned, [x], 0, direction), rel=1e-4,
                                                           abs=1e-8)
+
+
+def test_numpy_statements_on_a_tape_run_on_each_device(device):
+    """The recorded kernels and their adjoints on each device: float64 where it has it, else float32."""
+    f = np.float64 if svod.dtypes.float64 in device.caps.element_dtypes else np.float32
+    x, w = (np.random.default_rng(k).standard_normal((3, 13)).astype(f) for k in (5, 6))
+    with svod.Tape() as tape:
+        loss = softmax(x, w, device=device)
+    tape.backward(loss)
+    leaves = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in (x, w)]
+    expected = softmax_torch(*leaves)
+    expected.backward()
+    tolerance = 1e-9 if f == np.float64 else 1e-4
+    assert loss.dtype == f
+    np.testing.assert_allclose(loss, [float(expected)], rtol=tolerance)
+    np.testing.assert_allclose(tape.grad(x), leaves[0].grad.numpy(), rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(tape.grad(w), leaves[1].grad.numpy(), rtol=tolerance, atol=tolerance)
