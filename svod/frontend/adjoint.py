@@ -62,7 +62,8 @@ from svod.frontend.adjoint_text import (
     renamed,
     total,
 )
-from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, MATH, UNARY, Rule, float_cast
+from svod.frontend.array_math import MATH_HELPERS
+from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, HELPERS, MATH, UNARY, Rule, float_cast
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 from svod.frontend.values import NUMPY_MATH
@@ -458,6 +459,9 @@ class _Differentiator:
             rule = float_cast  # (np.float64(x): the NumPy scalars svod's rewriting of array statements writes)
         elif name is not None and name in FUNCTIONS and (len(operands) == 2 or name not in ("maximum", "minimum")):
             rule = FUNCTIONS[name]
+        elif isinstance(callee, pylang.Func) and callee.fn.__name__ in HELPERS and \
+                MATH_HELPERS.get(f"_svod_m_{callee.fn.__name__}") is callee:
+            rule = HELPERS[callee.fn.__name__]
         elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max):
             if len(operands) != (1 if callee is abs else 2):
                 raise self.refuse(node, f"{node.func.id} of {len(operands)} argument{'s' * (len(operands) != 1)}",
