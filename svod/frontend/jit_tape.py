@@ -122,9 +122,10 @@ class TapedCall:
         self.declared = _declared(self.source.node)
         self.wide = True
         """Whether the device holds float64 (``run``)."""
-        self.scalars = carried(variant.structure, variant.reader)
-        """The scalars phases compute that other parts read or the function returns (``phases.carried``): each
-        lives in a one-element array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
+        self.scalars = carried(variant.structure, variant.reader) | _crossing(variant.structure.items, variant.reader)
+        """The scalars phases compute that other parts read or the function returns (``phases.carried``), and
+        those one line of sequential code computes for another (``_crossing``): each lives in a one-element
+        array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
         lengths = variant.structure.lengths
         if lengths:
             raise self.refuse(self.source.node.body[-1], f"a return of {next(iter(lengths))}[:k]",
@@ -210,8 +211,6 @@ class TapedCall:
         parallel = any(reader.is_prange(stmt) for stmt in statements)
         lines = _by_line(statements)
         if not parallel and len(lines) > 1:  # one kernel a line: its adjoint reads what earlier lines stored
-            for k, line in enumerate(lines):
-                self.scalars |= stored(line) & needs([stmt for later in lines[k + 1:] for stmt in later])
             for line in lines:
                 self.phase(line, loops, recorder, device)
             return
@@ -222,19 +221,7 @@ class TapedCall:
             return
         definitions = self.preamble(statements)
         incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.scalars)
-        inside = _reading(definitions, set(incoming))
-        single = not (parallel and len(statements) == 1 and isinstance(statements[0], ast.For))
-        at = load("_svod_one") if single else constant(0)  # (the one work item's own element: read, then stored)
-        loads = placed([assign(name, subscript(f"_svod_{name}", [at])) for name in incoming], statements[0])
-        stores = placed([assign(subscript(f"_svod_{name}", [at], ast.Store()), load(name)) for name in outgoing],
-                        statements[-1])
-        before = [d for d in definitions if d not in inside]
-        if single:
-            work = [*loads, *inside, *statements, *stores]
-            body = [*before, *placed([for_loop("_svod_one", ast.Call(load("_svod_prange"), [constant(1)], []), work)],
-                                     statements[0])]
-        else:
-            body = [*before, _within(cast(ast.For, statements[0]), [*loads, *inside], reader)]
+        body = self.body(statements, definitions, incoming, outgoing, parallel)
         used = set(loaded(body)) - stored(body)
         parameters = [name for name in self.args if name in used]
         parameters += [name for name in self.arrays if name in used and name not in parameters]
@@ -249,16 +236,39 @@ class TapedCall:
             recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
                                           for name in parameters), device)
         except SvodError as err:
-            if own:  # an array statement's loops: the error in the user's words, and what to change
-                helpers = {n: f"np.{n.removeprefix('_svod_m_')}" for n in loaded(body) if n.startswith("_svod_m_")}
-                err.call_by({}, {**helpers, **{new: self.source.described.get(old, "a value svod computes")
-                                               for old, new in own.items()}})
-                err.advise("the line is an array statement, which svod rewrote as loops that a tape differentiates "
-                           "as a kernel: write it as svod.prange loops of such statements, or compute it outside the "
-                           "tape's block")
+            if own:  # an array statement's loops
+                self.explain(err, own, body)
             raise
         for name in outgoing:
             self.host[name] = self.cell(name)[0]
+
+    def body(self, statements: list[ast.stmt], definitions: list[ast.stmt], incoming: list[str],
+             outgoing: list[str], parallel: bool) -> list[ast.stmt]:
+        """The phase's kernel's body: the definitions it reads, then its loop, which reads the scalars
+        ``incoming`` from their cells first (and the definitions that read them after), and stores those
+        ``outgoing`` last; sequential code the body of a ``svod.prange(1)``, whose one work item reads and stores
+        a cell's element as its own."""
+        inside = _reading(definitions, set(incoming))
+        before = [d for d in definitions if d not in inside]
+        single = not (parallel and len(statements) == 1 and isinstance(statements[0], ast.For))
+        at = load("_svod_one") if single else constant(0)
+        loads = placed([assign(name, subscript(f"_svod_{name}", [at])) for name in incoming], statements[0])
+        if not single:
+            return [*before, _within(cast(ast.For, statements[0]), [*loads, *inside], self.variant.reader)]
+        stores = placed([assign(subscript(f"_svod_{name}", [at], ast.Store()), load(name)) for name in outgoing],
+                        statements[-1])
+        one = for_loop("_svod_one", ast.Call(load("_svod_prange"), [constant(1)], []),
+                       [*loads, *inside, *statements, *stores])
+        return [*before, *placed([one], statements[0])]
+
+    def explain(self, err: SvodError, own: Mapping[str, str], body: list[ast.stmt]) -> None:
+        """``err``, raised by an array statement's loops, in the user's words (``own``: the names svod's rewriting
+        gave, as the kernel calls them), and what to change."""
+        helpers = {n: f"np.{n.removeprefix('_svod_m_')}" for n in loaded(body) if n.startswith("_svod_m_")}
+        err.call_by({}, {**helpers, **{new: self.source.described.get(old, "a value svod computes")
+                                       for old, new in own.items()}})
+        err.advise("the line is an array statement, which svod rewrote as loops that a tape differentiates as a "
+                   "kernel: write it as svod.prange loops of such statements, or compute it outside the tape's block")
 
     def cell(self, name: str) -> np.ndarray:
         """The one-element array a carried scalar lives in between kernels: of the dtype svod's rewriting
@@ -326,6 +336,18 @@ def _declared(function: ast.FunctionDef) -> dict[str, np.dtype]:
                 and isinstance(getattr(np, node.value.func.attr, None), type) \
                 and issubclass(getattr(np, node.value.func.attr), np.number | np.bool_):
             found.setdefault(node.targets[0].id, np.dtype(getattr(np, node.value.func.attr)))
+    return found
+
+
+def _crossing(items: Sequence[Item], reader: Reader) -> set[str]:
+    """The scalars a line of sequential code computes that a later line of the same phase reads: a tape records
+    one kernel a line (``TapedCall.phase``), so they pass between kernels."""
+    found: set[str] = set()
+    for item in _flat(items):
+        if isinstance(item, Phase) and not reader.parallel(item):
+            lines = _by_line(item.statements)
+            for k, line in enumerate(lines):
+                found |= stored(line) & needs([stmt for later in lines[k + 1:] for stmt in later])
     return found
 
 

@@ -306,3 +306,24 @@ def test_numpy_statements_on_a_tape_run_on_each_device(device):
     np.testing.assert_allclose(loss, [float(expected)], rtol=tolerance)
     np.testing.assert_allclose(tape.grad(x), leaves[0].grad.numpy(), rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(tape.grad(w), leaves[1].grad.numpy(), rtol=tolerance, atol=tolerance)
+
+
+@svod.jit
+def turns(y, x):
+    for t in range(3):
+        s = 0.0
+        for k in range(x.shape[0]):
+            s += x[k] * (t + 1.0)
+        y[t] = s * s
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_a_scalar_one_line_computes_for_the_next_starts_again_at_each_turn(n):
+    """s, defined on the host at each turn, summed by one line's kernel and read by the next's."""
+    x, dy = np.random.default_rng(n).standard_normal(n), np.array([1.0, 0.5, -2.0])
+    (y,), pullback = svod.vjp(turns, np.zeros(3), x)
+    total = float(np.sum(x))
+    np.testing.assert_allclose(y, [(total * (t + 1)) ** 2 for t in range(3)], rtol=1e-12)
+    _, dx = pullback(dy)
+    expected = sum(dy[t] * 2.0 * total * (t + 1) ** 2 for t in range(3))
+    np.testing.assert_allclose(dx, np.full(n, expected), rtol=1e-12)
