@@ -448,7 +448,7 @@ class _Differentiator:
         name = self.math_name(node.func)
         if node.keywords:
             raise self.refuse(node, "a call with keywords", "pass its arguments by position")
-        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in (int, bool) or (
+        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in _INTEGERS or (
                 isinstance(callee, type) and issubclass(callee, (np.integer, np.bool_))):
             return self.local(self.opaque(node), guard)
         operands = tuple(self.value(a, guard) for a in node.args)
@@ -730,6 +730,8 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
+_INTEGERS = (int, bool, pylang.max_key, pylang.min_key)
+"""Calls that make an integer of a value: no derivative (a float's order key, ``pylang.max_key``, too)."""
 _ONE_SIDED = ""
 """What the forward's name of a local is where one side of an ``if`` assigned it and the other did not."""
 _TURN_OWN = "!"
