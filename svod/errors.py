@@ -109,6 +109,12 @@ class SvodError(Exception):
             self._shows_value = False
         self.args = (self._text(), *self.args[1:])
 
+    def advise(self, advice: str) -> None:
+        """Add ``advice`` to the error's words: what to change, where a caller knows more of the cause than the
+        layer that raised it."""
+        self.detail = f"{self.detail}; {advice}"
+        self.args = (self._text(), *self.args[1:])
+
     def in_shard(self, index: int) -> None:
         """Say which shard of a distributed run (``svod.distributed.map_plan``) raised this error."""
         if self.shard is None:

@@ -62,7 +62,8 @@ from svod.frontend.adjoint_text import (
     renamed,
     total,
 )
-from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, MATH, UNARY, Rule, float_cast
+from svod.frontend.array_math import MATH_HELPERS
+from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, HELPERS, MATH, UNARY, Rule, float_cast
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 from svod.frontend.values import NUMPY_MATH
@@ -469,15 +470,20 @@ class _Differentiator:
         name = self.math_name(node.func)
         if node.keywords:
             raise self.refuse(node, "a call with keywords", "pass its arguments by position")
-        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in (int, bool):
+        if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in _INTEGERS or (
+                isinstance(callee, type) and issubclass(callee, (np.integer, np.bool_))):
             return self.local(self.opaque(node), guard)
         operands = tuple(self.value(a, guard) for a in node.args)
         text = f"{ast.unparse(node.func)}({', '.join(operands)})"
         rule: Rule
-        if isinstance(callee, pylang.Cast) or callee is float:
-            rule = float_cast
-        elif name is not None and name in FUNCTIONS:
+        if isinstance(callee, pylang.Cast) or callee is float or (isinstance(callee, type)
+                                                                   and issubclass(callee, np.floating)):
+            rule = float_cast  # (np.float64(x): the NumPy scalars svod's rewriting of array statements writes)
+        elif name is not None and name in FUNCTIONS and (len(operands) == 2 or name not in ("maximum", "minimum")):
             rule = FUNCTIONS[name]
+        elif isinstance(callee, pylang.Func) and callee.fn.__name__ in HELPERS and \
+                MATH_HELPERS.get(f"_svod_m_{callee.fn.__name__}") is callee:
+            rule = HELPERS[callee.fn.__name__]
         elif isinstance(node.func, ast.Name) and node.func.id in BUILTINS and callee in (abs, min, max):
             if len(operands) != (1 if callee is abs else 2):
                 raise self.refuse(node, f"{node.func.id} of {len(operands)} argument{'s' * (len(operands) != 1)}",
@@ -497,7 +503,7 @@ class _Differentiator:
             return None
         base = self.resolve(func.value)
         if base is np:
-            return NUMPY_MATH.get(func.attr)
+            return func.attr if func.attr in ("maximum", "minimum") else NUMPY_MATH.get(func.attr)
         return func.attr if base in (pylang.math, pymath) and func.attr in pylang.MATH_FUNCTIONS else None
 
     def operation(self, text: str, rule: Rule, operands: tuple[str, ...], guard: str | None) -> str:
@@ -746,6 +752,8 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
+_INTEGERS = (int, bool, pylang.max_key, pylang.min_key)
+"""Calls that make an integer of a value: no derivative (a float's order key, ``pylang.max_key``, too)."""
 _ONE_SIDED = ""
 """What the forward's name of a local is where one side of an ``if`` assigned it and the other did not."""
 _TURN_OWN = "!"

@@ -94,6 +94,40 @@ FUNCTIONS: dict[str, Rule] = {
 """The math functions of kernels (``svod.math``, ``pylang.MATH_FUNCTIONS``) by the name they have there."""
 FUNCTIONS["fabs"] = FUNCTIONS["abs"]
 
+
+
+def _hypot(o: Sequence[str], r: str, g: str) -> Shares:
+    return f"({g} * {o[0]} / {r} if {r} != 0 else 0.0)", f"({g} * {o[1]} / {r} if {r} != 0 else 0.0)"
+
+
+def _arctan2(o: Sequence[str], r: str, g: str) -> Shares:
+    y, x = o
+    square = f"({x} * {x} + {y} * {y})"
+    return f"({g} * {x} / {square} if {square} != 0 else 0.0)", f"(-{g} * {y} / {square} if {square} != 0 else 0.0)"
+
+
+HELPERS: dict[str, Rule] = {
+    "log1p": lambda o, r, g: (f"{g} / (1.0 + {o[0]})",),
+    "expm1": lambda o, r, g: (f"{g} * ({r} + 1.0)",),
+    "sinh": lambda o, r, g: (f"{g} * 0.5 * ({_call('exp', o[0])} + {_call('exp', f'-{o[0]}')})",),
+    "cosh": lambda o, r, g: (f"{g} * 0.5 * ({_call('exp', o[0])} - {_call('exp', f'-{o[0]}')})",),
+    "arcsinh": lambda o, r, g: (f"{g} / {_call('sqrt', f'{o[0]} * {o[0]} + 1.0')}",),
+    "arccosh": lambda o, r, g: (f"{g} / {_call('sqrt', f'{o[0]} * {o[0]} - 1.0')}",),
+    "arctanh": lambda o, r, g: (f"{g} / (1.0 - {o[0]} * {o[0]})",),
+    "arctan": lambda o, r, g: (f"{g} / (1.0 + {o[0]} * {o[0]})",),
+    "arcsin": lambda o, r, g: (f"{g} / {_call('sqrt', f'1.0 - {o[0]} * {o[0]}')}",),
+    "arccos": lambda o, r, g: (f"-{g} / {_call('sqrt', f'1.0 - {o[0]} * {o[0]}')}",),
+    "arctan2": _arctan2,
+    "hypot": _hypot,
+    "logaddexp": lambda o, r, g: (f"{g} * {_call('exp', f'{o[0]} - {r}')}", f"{g} * {_call('exp', f'{o[1]} - {r}')}"),
+    "logaddexp2": lambda o, r, g: (f"{g} * {_call('exp2', f'{o[0]} - {r}')}",
+                                   f"{g} * {_call('exp2', f'{o[1]} - {r}')}"),
+    "log10": lambda o, r, g: (f"{g} / ({o[0]} * {pymath.log(10)!r})", None),
+}
+"""NumPy's float functions that svod's rewriting of array statements computes with helpers of its own
+(``svod.frontend.array_math``), by NumPy's name: the derivative of the function, not of the helper's steps
+(``log10``'s second operand is a tolerance). Where ``hypot`` and ``arctan2`` have none (both operands 0), 0.0."""
+
 BUILTINS: dict[str, str] = {"abs": "abs", "max": "maximum", "min": "minimum"}
 """Python's built-in functions of two operands (one for ``abs``) a kernel calls, as the math function whose rule
 they take."""
@@ -104,4 +138,4 @@ def float_cast(o: Sequence[str], r: str, g: str) -> Shares:
     return (g,)
 
 
-__all__ = ["BINARY", "BUILTINS", "FUNCTIONS", "MATH", "UNARY", "Rule", "float_cast"]
+__all__ = ["BINARY", "BUILTINS", "FUNCTIONS", "HELPERS", "MATH", "UNARY", "Rule", "float_cast"]

@@ -130,8 +130,8 @@ class Jit:
         (``svod.frontend.jit_tape``), on the caller's arrays."""
         arguments = self._arguments(args, keywords)
         with self._lock:
-            call = TapedCall(self.name, self.fn, self.source, self.variant(arguments), arguments, self._taped)
-        return call.run(recorder, device)
+            call = TapedCall(self.name, self.fn, self.variant(arguments), arguments, self._taped)
+        return call.run(recorder, api.get_device(device))
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
         """The call ``fn(*args, device=device)`` whose draws take ``launch`` of svod's generator, not the

@@ -15,29 +15,41 @@ recorded on the tape and so differentiated by its kernel's adjoint (``svod.front
         return loss                                the host's array, which f_9 wrote
 
 A phase's kernel is the plan's (its statements and the definitions they read, as ``jit_plans.Builder`` makes
-it), called on the caller's arrays; the values are those of the plan's run. What the host cannot run as such
-calls, or the adjoint would not see, is refused with ``GradientError`` at the line before anything runs: an
-array statement (``y = x * 2.0``; NumPy's meaning is kept by svod rewriting it into loops of its own), a
-reduction into a local across a ``prange``'s work items, sequential code that stores into an array or computes
-a scalar another phase reads, an ``if``, ``while``, ``break`` or early ``return`` around phases (their outcome
-is the data's), a sort, and a returned prefix or scalar it computes.
+it), called on the caller's arrays; the values are those of the plan's run, but for the order in which a reduction
+into a scalar adds (one work item's loop here, which the plan may split over threads). An array statement is the loops
+svod rewrites it into to keep NumPy's meaning (``svod.frontend.arrays``), recorded as the phases they are:
+``y = x * 2.0`` a ``prange`` over y's elements; ``s = np.sum(y)``, sequential code, the one work item of a
+``svod.prange(1)``; ``z = np.exp(x) / np.sum(np.exp(x))`` a ``prange`` whose work items each sum in a loop
+(``x @ w`` likewise). A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
+computes that another reads (or the function returns) passes between kernels in a one-element array of the
+host's, which a phase reads into a local inside its loop and stores at its end; a returned scalar comes back as
+that array, the loss ``svod.grad`` takes. What the host cannot run as such calls, or the adjoint would not see,
+is refused with ``GradientError`` at the line before anything runs: an ``if``, ``while``, ``break`` or early
+``return`` around phases (their outcome is the data's), a sort, and a returned prefix; what a phase's adjoint
+does not take is refused by it, an array statement's in the user's words.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
+import copy
+import dataclasses
 import heapq
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from svod.errors import GradientError
+from svod.device import Device
+from svod.dtype import dtypes
+from svod.errors import GradientError, SvodError
 from svod.frontend import pylang
 from svod.frontend.jit_plans import Variant
-from svod.frontend.names import loaded, stored
-from svod.frontend.nodes import code
+from svod.frontend.jit_tape_keys import float_reductions
+from svod.frontend.names import loaded, needs, renamed, stored
+from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -45,10 +57,12 @@ from svod.frontend.phases import (
     Ordering,
     Phase,
     PlanLoop,
+    Reader,
     Repeat,
     Temporary,
     carried,
     inner_items,
+    stores_elements,
 )
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
@@ -65,6 +79,10 @@ _UNTAPED: dict[type, tuple[str, str]] = {
 """The items of a plan a tape does not record: what each is, and what to change."""
 
 
+_OWN = re.compile(r"_svod_[a-z][0-9]")
+"""The names svod's rewriting of array statements gives values of its own, as the adjoint names its own."""
+
+
 def refusal(source: Source, name: str, node: ast.AST, what: str, change: str) -> GradientError:
     """``GradientError`` for ``node`` of jit function ``name``: its file and line, the construct, what to change."""
     line = getattr(node, "lineno", source.node.lineno)
@@ -78,10 +96,15 @@ class TapedCall:
     ``range``; the tape records each ``prange`` phase as the call of its kernel (kept across calls in
     ``kernels``, so that its adjoint is made once)."""
 
-    def __init__(self, name: str, fn: Any, original: Source, variant: Variant, arguments: Mapping[str, Any],
+    def __init__(self, name: str, fn: Any, variant: Variant, arguments: Mapping[str, Any],
                  kernels: dict[str, Kernel]) -> None:
         self.name = name
         self.fn = fn
+        rewritten = float_reductions(variant.source.node)
+        if rewritten is not None:  # (its float max and min as the adjoint sees them: jit_tape_keys)
+            source = dataclasses.replace(variant.source, node=rewritten)
+            reader = Reader(source, name)
+            variant = dataclasses.replace(variant, source=source, reader=reader, structure=reader.structure())
         self.variant = variant
         self.source = variant.source
         self.kernels = kernels
@@ -96,12 +119,18 @@ class TapedCall:
         """Each name's positions in ``definitions``."""
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
-        self.check_written(original)
+        self.declared = _declared(self.source.node)
+        self.wide = True
+        """Whether the device holds float64 (``run``)."""
+        self.scalars = carried(variant.structure, variant.reader) | _crossing(variant.structure.items, variant.reader)
+        """The scalars phases compute that other parts read or the function returns (``phases.carried``), and
+        those one line of sequential code computes for another (``_crossing``): each lives in a one-element
+        array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
         lengths = variant.structure.lengths
         if lengths:
             raise self.refuse(self.source.node.body[-1], f"a return of {next(iter(lengths))}[:k]",
                               "return the whole array, and its length as an array a kernel writes")
-        self.check(variant.structure.items, carried(variant.structure, variant.reader))
+        self.check(variant.structure.items)
         turn = next(iter(variant.structure.turns.values()), None)
         if turn is not None:
             raise self.refuse(turn.loop, f"{turn.name}, assigned only inside a loop and read after it (line "
@@ -112,18 +141,9 @@ class TapedCall:
     def refuse(self, node: ast.AST, what: str, change: str) -> GradientError:
         return refusal(self.source, self.name, node, what, change)
 
-    def check_written(self, original: Source) -> None:
-        """Refuse an array statement: the function as the plan reads it (``variant``) differs from the source
-        there (svod rewrote the statement as loops of its own, which the user did not write)."""
-        kept = {ast.dump(stmt) for stmt in ast.walk(self.source.node) if isinstance(stmt, ast.stmt)}
-        for stmt in _statements(original.node.body):
-            if ast.dump(stmt) not in kept and all(ast.dump(inner) in kept for inner in _statements(_body(stmt))):
-                raise self.refuse(stmt, "an array statement (NumPy's arithmetic, slices or calls on whole arrays)",
-                                  "write it as a svod.prange loop over the elements")
-
-    def check(self, items: Sequence[Item], scalars: set[str]) -> None:
-        """Refuse, before anything runs, what the tape would not record: first the control flow (the phases
-        that compute its tests and flags would be refused in other words), then the phases."""
+    def check(self, items: Sequence[Item]) -> None:
+        """Refuse, before anything runs, what the tape would not record: the control flow whose course is the
+        data's (the phases that compute its tests and flags would be refused in other words)."""
         for item in _flat(items):
             if isinstance(item, (Branch, Repeat, Ordering)):
                 raise self.refuse(item.statement, *_UNTAPED[type(item)])
@@ -131,28 +151,15 @@ class TapedCall:
                 raise self.refuse(item.statement, "a break or return inside a loop around svod.prange loops (its "
                                   "number of turns depends on the data)", "a loop of a number of turns the "
                                   "arguments give")
-        reader = self.variant.reader
-        for item in _flat(items):
-            for stmt in item.statements if isinstance(item, Phase) else []:
-                if not reader.is_prange(stmt):
-                    raise self.refuse(stmt, "sequential code outside svod.prange that reads an array's element "
-                                      "or stores into one", "write it as a svod.prange loop (one work item: "
-                                      "svod.prange(1))")
-                reduced = reader.reductions(stmt)
-                if reduced:
-                    raise self.refuse(stmt, f"a reduction into {sorted(reduced)[0]} across the svod.prange's work "
-                                      "items", "add into a one-element array with svod.atomic_add(total, 0, value)")
-        for item in _flat(items):
-            if isinstance(item, Definition) and item.name in scalars:
-                raise self.refuse(item.statement, f"{item.name}, a scalar a phase computes or the function returns",
-                                  "keep the value in a one-element array a svod.prange loop writes")
 
     # ---- running ----------------------------------------------------------------------------------------
 
-    def run(self, recorder: Recorder, device: Any) -> Any:
+    def run(self, recorder: Recorder, device: Device) -> Any:
+        self.wide = dtypes.float64 in device.caps.element_dtypes
         self.items(self.variant.structure.items, [], recorder, device)
         structure = self.variant.structure
-        results = [self.arrays[name] if name in self.arrays else self.host[name] for name in structure.returns]
+        results = [self.cell(name) if name in self.scalars else self.arrays[name] if name in self.arrays
+                   else self.host[name] for name in structure.returns]
         if structure.returns_tuple:
             return tuple(results)
         return results[0] if results else None
@@ -160,12 +167,15 @@ class TapedCall:
     def items(self, items: Iterable[Item], loops: list[str], recorder: Recorder, device: Any) -> None:
         for item in items:
             if isinstance(item, Definition):
-                self.defined.setdefault(item.name, []).append(len(self.definitions))
-                self.definitions.append(item)
                 try:
                     self.host[item.name] = self.evaluate(item.statement.value)
                 except Exception:  # known only in kernels (it reads an element): its kernels compute it
                     self.host.pop(item.name, None)
+                if item.name in self.scalars:  # its cell: written by a kernel, as what it reads may carry derivatives
+                    self.phase([item.statement], loops, recorder, device)
+                    continue
+                self.defined.setdefault(item.name, []).append(len(self.definitions))
+                self.definitions.append(item)
             elif isinstance(item, Temporary):
                 made = self.evaluate(item.call)
                 self.arrays[item.name] = self.host[item.name] = made
@@ -190,15 +200,90 @@ class TapedCall:
             self.items(item.body, [*loops, item.var], recorder, device)
 
     def phase(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any) -> None:
-        """Record the call of the phase's kernel (as ``jit_plans.Builder.phase`` makes it) on the host's arrays."""
-        body = [*self.preamble(statements), *statements]
-        used = set(loaded(body)) - stored(statements)
+        """Record the call of the phase's kernel (as ``jit_plans.Builder.phase`` makes it) on the host's arrays.
+        The scalars it reads and computes pass in one-element arrays (``cell``), read into locals inside its
+        loop, so that the adjoint sees them. Sequential code, and a ``prange`` that reduces into a scalar (a
+        sequential loop, as the plan runs it), is the one work item of a ``svod.prange(1)``."""
+        reader = self.variant.reader
+        reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
+        if reduced:
+            statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
+        parallel = any(reader.is_prange(stmt) for stmt in statements)
+        lines = _by_line(statements)
+        if not parallel and len(lines) > 1:  # one kernel a line: its adjoint reads what earlier lines stored
+            for line in lines:
+                self.phase(line, loops, recorder, device)
+            return
+        outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.scalars)
+        if not parallel and not outgoing and not stores_elements(statements, reader):
+            for name in stored(statements):  # (computed for none of the function's other parts)
+                self.host.pop(name, None)
+            return
+        definitions = self.preamble(statements)
+        incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.scalars)
+        body = self.body(statements, definitions, incoming, outgoing, parallel)
+        used = set(loaded(body)) - stored(body)
         parameters = [name for name in self.args if name in used]
         parameters += [name for name in self.arrays if name in used and name not in parameters]
+        parameters += [f"_svod_{name}" for name in incoming if f"_svod_{name}" not in parameters]
         parameters += [name for name in loops if name in used]
-        kernel = self.kernel(body, parameters, statements[0])
-        recorder.record(kernel, tuple(self.host[name] if name in loops else self.arrays.get(name, self.args.get(name))
-                                      for name in parameters), device)
+        own = {n: f"_svod_t_{n.removeprefix('_svod_')}" for n in [*loaded(body), *stored(body), *parameters]
+               if _OWN.match(n)}
+        kernel = self.kernel([renamed(stmt, own) for stmt in body], [own.get(p, p) for p in parameters],
+                             statements[0])
+        values = {**self.arrays, **{f"_svod_{name}": self.cell(name) for name in incoming}}
+        try:
+            recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
+                                          for name in parameters), device)
+        except SvodError as err:
+            if own:  # an array statement's loops
+                self.explain(err, own, body)
+            raise
+        for name in outgoing:
+            self.host[name] = self.cell(name)[0]
+
+    def body(self, statements: list[ast.stmt], definitions: list[ast.stmt], incoming: list[str],
+             outgoing: list[str], parallel: bool) -> list[ast.stmt]:
+        """The phase's kernel's body: the definitions it reads, then its loop, which reads the scalars
+        ``incoming`` from their cells first (and the definitions that read them after), and stores those
+        ``outgoing`` last; sequential code the body of a ``svod.prange(1)``, whose one work item reads and stores
+        a cell's element as its own."""
+        inside = _reading(definitions, set(incoming))
+        before = [d for d in definitions if d not in inside]
+        single = not (parallel and len(statements) == 1 and isinstance(statements[0], ast.For))
+        at = load("_svod_one") if single else constant(0)
+        loads = placed([assign(name, subscript(f"_svod_{name}", [at])) for name in incoming], statements[0])
+        if not single:
+            return [*before, _within(cast(ast.For, statements[0]), [*loads, *inside], self.variant.reader)]
+        stores = placed([assign(subscript(f"_svod_{name}", [at], ast.Store()), load(name)) for name in outgoing],
+                        statements[-1])
+        one = for_loop("_svod_one", ast.Call(load("_svod_prange"), [constant(1)], []),
+                       [*loads, *inside, *statements, *stores])
+        return [*before, *placed([one], statements[0])]
+
+    def explain(self, err: SvodError, own: Mapping[str, str], body: list[ast.stmt]) -> None:
+        """``err``, raised by an array statement's loops, in the user's words (``own``: the names svod's rewriting
+        gave, as the kernel calls them), and what to change."""
+        helpers = {n: f"np.{n.removeprefix('_svod_m_')}" for n in loaded(body) if n.startswith("_svod_m_")}
+        err.call_by({}, {**helpers, **{new: self.source.described.get(old, "a value svod computes")
+                                       for old, new in own.items()}})
+        err.advise("the line is an array statement, which svod rewrote as loops that a tape differentiates as a "
+                   "kernel: write it as svod.prange loops of such statements, or compute it outside the tape's block")
+
+    def cell(self, name: str) -> np.ndarray:
+        """The one-element array a carried scalar lives in between kernels: of the dtype svod's rewriting
+        declares it (``s = _svod_np.float32(0)``), else of the value the host knows of it (its definition's),
+        else float64; a float64 as float32 on a device without float64, as the plan holds a Python float."""
+        found = self.arrays.get(f"_svod_{name}")
+        if found is None:
+            known = np.asarray(self.host.get(name, 0.0))
+            dtype = self.declared.get(name, known.dtype if known.dtype.kind in "biuf" else np.dtype(np.float64))
+            if dtype == np.float64 and not self.wide:
+                dtype = np.dtype(np.float32)
+            found = self.arrays[f"_svod_{name}"] = np.zeros(1, dtype)
+            if name in self.host:
+                found[0] = known
+        return found
 
     def kernel(self, body: list[ast.stmt], parameters: list[str], first: ast.stmt) -> Kernel:
         name = f"{self.name}_{first.lineno}"
@@ -238,6 +323,64 @@ class TapedCall:
     def evaluate(self, node: ast.expr) -> Any:
         compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _declared(function: ast.FunctionDef) -> dict[str, np.dtype]:
+    """The scalars svod's rewriting of array statements starts as a NumPy scalar (``s = _svod_np.float32(0)``),
+    with its dtype: the first such start of each."""
+    found: dict[str, np.dtype] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "_svod_np" \
+                and isinstance(getattr(np, node.value.func.attr, None), type) \
+                and issubclass(getattr(np, node.value.func.attr), np.number | np.bool_):
+            found.setdefault(node.targets[0].id, np.dtype(getattr(np, node.value.func.attr)))
+    return found
+
+
+def _crossing(items: Sequence[Item], reader: Reader) -> set[str]:
+    """The scalars a line of sequential code computes that a later line of the same phase reads: a tape records
+    one kernel a line (``TapedCall.phase``), so they pass between kernels."""
+    found: set[str] = set()
+    for item in _flat(items):
+        if isinstance(item, Phase) and not reader.parallel(item):
+            lines = _by_line(item.statements)
+            for k, line in enumerate(lines):
+                found |= stored(line) & needs([stmt for later in lines[k + 1:] for stmt in later])
+    return found
+
+
+def _by_line(statements: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """``statements`` in runs of one line each: an array statement's loops stand at its line."""
+    runs: list[list[ast.stmt]] = []
+    for stmt in statements:
+        if runs and runs[-1][0].lineno == stmt.lineno:
+            runs[-1].append(stmt)
+        else:
+            runs.append([stmt])
+    return runs
+
+
+def _reading(definitions: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
+    """The definitions that read ``names``, or a definition before them that does: computed after the names are
+    read from their cells."""
+    found, reached = [], set(names)
+    for definition in definitions:
+        if needs([definition]) & reached:
+            found.append(definition)
+            reached |= stored([definition])
+    return found
+
+
+def _within(nest: ast.For, statements: list[ast.stmt], reader: Reader) -> ast.For:
+    """``nest`` (a ``prange`` loop, or a nest of them) with ``statements`` first in its innermost body."""
+    copied = copy.deepcopy(nest)
+    inner = copied
+    while len(inner.body) == 1 and reader.is_prange(inner.body[0]):
+        inner = cast(ast.For, inner.body[0])
+    inner.body = [*statements, *inner.body]
+    return copied
 
 
 def _flat(items: Iterable[Item]) -> list[Item]:

@@ -267,21 +267,57 @@ def test_a_loop_variable_in_kernel_bounds_and_indices_is_differentiated(n):
         assert float(np.sum(grad * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 
-# ---- what a tape does not record -------------------------------------------------------------------------
+# ---- array statements, reductions into scalars and sequential code --------------------------------------
 
 @svod.jit
 def array_statement(y, x):
-    y[:] = x * 2.0  # refused: array_statement
+    y[:] = x * 2.0
 
 
 @svod.jit
 def reduction(y, x):
     s = 0.0
-    for i in svod.prange(x.shape[0]):  # refused: reduction
+    for i in svod.prange(x.shape[0]):
         s += x[i]
     for i in svod.prange(x.shape[0]):
-        y[i] = s
+        y[i] = s * x[i]
 
+
+@svod.jit
+def sequential(y, x):
+    y[0] = x[0] * 2.0
+
+
+@svod.jit
+def row_expression(y, x):
+    for i in svod.prange(x.shape[0]):
+        v = x[i:i + 1] * 2.0
+        y[i] = v[0] * x[i]
+
+
+TAKEN = [
+    (array_statement, lambda x, dy: 2.0 * dy),
+    (reduction, lambda x, dy: np.sum(dy * x) + dy * np.sum(x)),
+    (sequential, lambda x, dy: np.concatenate([[2.0 * dy[0]], np.zeros(x.size - 1)])),
+    (row_expression, lambda x, dy: 4.0 * x * dy),
+]
+
+
+@pytest.mark.parametrize(("fn", "pulled"), TAKEN, ids=[fn.name for fn, _ in TAKEN])
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_array_statements_reductions_and_sequential_code_are_recorded_as_the_kernels_they_are(fn, pulled, n):
+    """A reduction into a scalar across a prange's work items, and sequential code, are the one work item of a
+    svod.prange(1) on a tape; an array statement is the loops svod rewrites it into."""
+    x, dy = _values(n, 14), _values(n, 15)
+    (y,), pullback = svod.vjp(fn, np.zeros(n), x)
+    expected = np.zeros(n)
+    fn.fn(expected, x)
+    np.testing.assert_allclose(y, expected, rtol=1e-12)
+    _, dx = pullback(dy)
+    np.testing.assert_allclose(dx, pulled(x, dy), rtol=1e-12, atol=1e-14)
+
+
+# ---- what a tape does not record -------------------------------------------------------------------------
 
 @svod.jit
 def data_branch(y, x):
@@ -300,11 +336,6 @@ def repeat(y, x):
 
 
 @svod.jit
-def sequential(y, x):
-    y[0] = x[0] * 2.0  # refused: sequential
-
-
-@svod.jit
 def sorted_first(y, x):
     x.sort()  # refused: sorted_first
     for i in svod.prange(x.shape[0]):
@@ -318,13 +349,6 @@ def early_end(y, x):
             y[i] += x[i]
         if y[0] > 2.0:
             break
-
-
-@svod.jit
-def row_expression(y, x):
-    for i in svod.prange(x.shape[0]):
-        v = x[i:i + 1] * 2.0  # refused: row_expression
-        y[i] = v[0]
 
 
 @svod.jit
@@ -353,14 +377,10 @@ def prefix(y, x):
 
 
 REFUSED = [
-    (array_statement, "an array statement"),
-    (reduction, "a reduction into s across the svod.prange's work items"),
     (data_branch, "an if around svod.prange loops"),
     (repeat, "a while loop around svod.prange loops"),
-    (sequential, "sequential code outside svod.prange"),
     (sorted_first, "a sort, a median or a quantile"),
     (early_end, "a break or return inside a loop around svod.prange loops"),
-    (row_expression, "an array statement"),
     (product_update, r"an update other than|\*="),
     (last_turn, "c, assigned only inside a loop and read after it"),
     (prefix, r"a return of y\[:k\]"),
@@ -387,7 +407,7 @@ def test_what_a_tape_does_not_record_of_a_jit_function_is_refused_at_its_line(fn
 
 def test_outside_a_tape_the_refused_functions_still_run_as_plans():
     x, y = np.array([1.0, -2.0, 3.0]), np.zeros(3)
-    array_statement(y, x)
-    np.testing.assert_array_equal(y, x * 2.0)
-    reduction(y, x)
-    np.testing.assert_array_equal(y, np.full(3, 2.0))
+    data_branch(y, x)
+    np.testing.assert_array_equal(y, 2.0 * x)
+    repeat(y, x)
+    np.testing.assert_array_equal(y, [10.0, -8.0, 22.0])

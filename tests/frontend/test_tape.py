@@ -270,9 +270,6 @@ def test_backward_adds_up_and_zero_and_reset_clear():
 
 def test_what_a_tape_cannot_record_is_refused():
     x, out = np.ones(4), np.zeros(4)
-    with pytest.raises(svod.errors.GradientError, match=r"an array statement .* in the @svod\.jit function doubled"), \
-            svod.Tape():
-        doubled(out, x)
     plan = doubled.plan(out, x)
     with pytest.raises(svod.errors.GradientError, match="a plan runs inside"), svod.Tape():
         plan.execute()
