@@ -38,6 +38,7 @@ from benchmarks.framework_peers import FrameworkPeers
 from benchmarks.gradients import gradient_step
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
+from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
 from benchmarks.spellings import ARRAY_WRITTEN, WRITTEN, row_spellings, transpose_spellings
@@ -196,7 +197,7 @@ class Bench:
                 ("distributed", lambda: shard_overhead(self.device.name)),
                 ("spellings", self.spellings), ("plan algorithms", self.plan_algorithms),
                 ("jit programs", self.jit_programs),
-                ("array programs", self.array_programs),
+                ("array programs", self.array_programs), ("numpy programs", self.numpy_programs),
                 ("gradients", lambda: gradient_step(self.sizes.quick, self.sizes.repeats, self.progress)),
                 ("kernel suite", self.kernel_suite)]
 
@@ -472,6 +473,11 @@ class Bench:
         ``jit_programs`` times whole programs: ``array.<name>_ms``. numba runs the same text where it takes it
         (it refuses ``keepdims``, and says so as the reason its figure is missing)."""
         return self._programs(ARRAY_PROGRAMS, "array")
+
+    def numpy_programs(self) -> list[Metric]:
+        """Random numbers, gathers, masks and sorts in NumPy code inside ``@svod.jit``
+        (``benchmarks.numpy_programs``), as ``jit_programs`` times whole programs: ``numpy.<name>_ms``."""
+        return self._programs(NUMPY_PROGRAMS, "numpy")
 
     def _programs(self, programs: Sequence[Program], prefix: str) -> list[Metric]:
         """Whole numba programs (``benchmarks.jit_programs``), one source text each, under ``@svod.jit`` beside
@@ -800,8 +806,9 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
               plot_path: str | None = None, suite: str | None = None, busy: bool = False) -> int:
-    """The whole bench, or one step of it (``suite``: ``kernels``, the kernel suite, or ``spellings``), or with
-    ``busy`` the kernel suite and the thread speedup twice: quiet, then beside a process that keeps a core busy."""
+    """The whole bench, or one step of it (``suite``: ``kernels``, the kernel suite, ``spellings`` or ``numpy``),
+    or with ``busy`` the kernel suite and the thread speedup twice: quiet, then beside a process that keeps a core
+    busy."""
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
@@ -812,7 +819,7 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     with progress_reporter(len(bench.steps())) as progress:
         bench.progress = progress
         metrics = bench.busy_suite() if busy else bench.kernel_suite() if suite == "kernels" else \
-            bench.spellings() if suite == "spellings" else bench.run()
+            bench.spellings() if suite == "spellings" else bench.numpy_programs() if suite == "numpy" else bench.run()
     flags = (" --quick" if quick else "") + (f" --suite {suite}" if suite else "") + (" --busy" if busy else "")
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){flags}")
     print(report(metrics, tinygrad.error, bench.failed))

@@ -61,6 +61,10 @@ class Program:
     """Relative and absolute tolerance of the comparison with numpy's answer; 0 compares exactly."""
     rewrite_of: str | None = None
     """For svod's rewrite of a program it refuses: that program's name."""
+    statistic: Callable[[Any], Any] | None = None
+    """What of an answer is compared, where not the answer itself: a program that draws random numbers gives
+    other numbers under each generator (svod's Philox, numba's and NumPy's Mersenne Twisters), so a statistic
+    of its draws is compared, within ``tolerance``."""
 
     def text(self, version: str) -> str:
         """The program's module text for ``"svod"`` or ``"numba"``."""
@@ -93,7 +97,10 @@ def _program(name: str, source: str, **fields: Any) -> Program:
 
 
 def agree(program: Program, got: Any, want: Any) -> bool:
-    """Whether ``got`` (a program's result: an array or a tuple of them) is numpy's ``want``."""
+    """Whether ``got`` (a program's result: an array or a tuple of them) is numpy's ``want`` (their
+    ``statistic`` where the program has one)."""
+    if program.statistic is not None:
+        got, want = program.statistic(got), program.statistic(want)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     if len(got) != len(want):
@@ -491,7 +498,7 @@ def _random(seed: int, *shapes: tuple[int, ...], dtype: Any = np.float64) -> tup
     return tuple(rng.random(shape).astype(dtype) for shape in shapes)
 
 
-def _array_program(name: str, source: str, make: Callable[..., tuple[Any, ...]], **fields: Any) -> Program:
+def array_program(name: str, source: str, make: Callable[..., tuple[Any, ...]], **fields: Any) -> Program:
     """A program of NumPy array code: numpy's answer is the function itself, run as plain Python."""
     text = textwrap.dedent(source).lstrip("\n")
     names: dict[str, Any] = {"np": np}
@@ -500,19 +507,19 @@ def _array_program(name: str, source: str, make: Callable[..., tuple[Any, ...]],
 
 
 ARRAY_PROGRAMS = [
-    _array_program("jacobi_slices", JACOBI_SLICES, lambda n, steps: (*_random(1, (n, n)), np.zeros((n, n)), steps),
+    array_program("jacobi_slices", JACOBI_SLICES, lambda n, steps: (*_random(1, (n, n)), np.zeros((n, n)), steps),
                    full=(1000, 100), quick=(300, 20), small=(7, 3), size_text="{0}x{0}, {1} steps", tolerance=1e-12),
-    _array_program("gemver_numpy", GEMVER_NUMPY, lambda n: (1.5, 1.2, *_random(2, (n, n), *[(n,)] * 8)),
+    array_program("gemver_numpy", GEMVER_NUMPY, lambda n: (1.5, 1.2, *_random(2, (n, n), *[(n,)] * 8)),
                    full=(2000,), quick=(500,), small=(7,), size_text="N={0}", tolerance=1e-9),
-    _array_program("k2mm", K2MM, lambda i, j, k, m: (1.5, 1.2, *_random(3, (i, k), (k, j), (j, m), (i, m))),
+    array_program("k2mm", K2MM, lambda i, j, k, m: (1.5, 1.2, *_random(3, (i, k), (k, j), (j, m), (i, m))),
                    full=(800, 900, 1100, 1200), quick=(200, 220, 240, 260), small=(5, 6, 7, 8),
                    size_text="{0}x{1}x{2}x{3}", tolerance=1e-9),
-    _array_program("softmax", SOFTMAX, lambda r, c: _random(4, (r, c), dtype=np.float32),
+    array_program("softmax", SOFTMAX, lambda r, c: _random(4, (r, c), dtype=np.float32),
                    full=(4096, 1024), quick=(1024, 512), small=(5, 17), size_text="{0}x{1} float32", tolerance=1e-5),
-    _array_program("layernorm", LAYERNORM,
+    array_program("layernorm", LAYERNORM,
                    lambda r, c: _random(5, (r, c), (c,), (c,), dtype=np.float32),
                    full=(4096, 1024), quick=(1024, 512), small=(5, 17), size_text="{0}x{1} float32", tolerance=1e-4),
-    _array_program("mlp", MLP, lambda b, i, h, o: _random(6, (b, i), (i, h), (h, h), (h, o), dtype=np.float32),
+    array_program("mlp", MLP, lambda b, i, h, o: _random(6, (b, i), (i, h), (h, h), (h, o), dtype=np.float32),
                    full=(1024, 784, 512, 10), quick=(256, 256, 128, 10), small=(5, 8, 16, 3),
                    size_text="batch {0}, {1}-{2}-{2}-{3} float32", tolerance=1e-3),
 ]
@@ -520,7 +527,8 @@ ARRAY_PROGRAMS = [
 
 
 def program(name: str) -> Program:
-    found = next((p for p in [*PROGRAMS, *ARRAY_PROGRAMS] if p.name == name), None)
+    from benchmarks.numpy_programs import NUMPY_PROGRAMS  # it builds on this module
+    found = next((p for p in [*PROGRAMS, *ARRAY_PROGRAMS, *NUMPY_PROGRAMS] if p.name == name), None)
     if found is None:
         raise KeyError(f"no jit program {name!r}; there are {', '.join(p.name for p in PROGRAMS)}")
     return found

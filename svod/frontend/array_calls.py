@@ -51,7 +51,7 @@ class Gathered(Expr):
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         taken = len(self.shape) - (len(self.base.shape) - len(self.indices))
-        at = [_from_end(broadcast_element(i, tuple(self.shape[:taken]), index[:taken], out), size)
+        at = [_from_end(broadcast_element(i, tuple(self.shape[:taken]), index[:taken], out), size, i.dtype)
               for i, size in zip(self.indices, self.base.shape, strict=False)]
         return self.base.element([*at, *index[taken:]], out)
 
@@ -106,8 +106,14 @@ class Joined(Expr):
         return value
 
 
-def _from_end(index: ast.expr, size: Dim) -> ast.expr:
-    """An index as NumPy takes it: a negative one counts from the end."""
+def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
+    """An index as NumPy takes it: a negative one counts from the end. An unsigned index is never negative (and
+    its dtype may not hold the size: ``lut[img]`` of uint8 pixels), so it is taken as it is; a narrower signed
+    one is widened to int32 first (as an int32 index, the size is added to it in its own dtype)."""
+    if dtype.kind == "u":
+        return index
+    if dtype.itemsize < 4:
+        index = typed(index, np.dtype(np.int32))
     return ast.IfExp(ast.Compare(index, [ast.Lt()], [constant(0)]), ast.BinOp(index, ast.Add(), node_of(size)),
                      index)
 

@@ -16,6 +16,11 @@ largest length they may have and a count.
                           for i in range(x.size): ...          (NaNs one run, as NumPy's ``equal_nan``)
                           return u[:count]
 
+A large ``x[mask]`` (``COMPACT_BLOCKED_FROM`` elements, two rows or more) is the same loop in blocks of rows:
+a ``prange`` of the blocks counts each block's kept elements, one work item sums the counts in order (each
+block's first place, and the count), and a second ``prange`` puts each block's elements from its first place,
+so the threads share both passes and the order is the one work item's.
+
 The function returns such an array as its first elements (``return y[:count]``: ``Reader.prefixes``), and
 nothing else may read it: every other use of its name is refused, saying so.
 
@@ -135,18 +140,61 @@ class Compactions:
         made = Named((size,), value.dtype, name)
         self.arrays[name] = made
         count = self.fresh_count(name, f"the count of `{code(stmt, 40)}`")
+        self.changed = True
+        rows = extents.numbers(masked.shape)[0] if masked.shape else 1
+        if size < COMPACT_BLOCKED_FROM or rows < 2:
+            return [*self.allocation(stmt, made),
+                    *placed([assign(count, constant(0)), *self.kept_in_order(name, value, masked, count)], stmt)]
+        return [*self.allocation(stmt, made), *self.blocked(stmt, name, value, masked, count, rows)]
+
+    def kept_in_order(self, name: str, value: Expr, masked: Masked, count: str,
+                      rows: tuple[ast.expr, ast.expr] | None = None, counting: bool = False) -> list[ast.stmt]:
+        """The loops over the mask's elements (``rows[1]`` rows from row ``rows[0]`` where given) that put each
+        element of ``value`` where the mask holds at ``name[count]``, and add 1 to ``count``; with ``counting``,
+        that only add 1."""
         variables = [f"_svod_a{next(self.counter)}" for _ in masked.shape]
-        index = [load(v) for v in variables]
+        index: list[ast.expr] = [load(v) for v in variables]
+        if rows is not None:
+            index[0] = ast.BinOp(rows[0], ast.Add(), index[0])
         out = Emitter(self.counter)
         kept = masked.mask.element(index, out)
-        element = value.element(index, out)
-        body: list[ast.stmt] = [*out.statements, ast.If(kept, [
-            assign(ast.Subscript(load(name), load(count), ast.Load()), typed(element, value.dtype)),
-            ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), constant(1))], [])]
-        for variable, length in reversed(list(zip(variables, masked.shape, strict=True))):
-            body = [for_loop(variable, call("range", constant(length)), body)]
-        self.changed = True
-        return [*self.allocation(stmt, made), *placed([assign(count, constant(0)), *body], stmt)]
+        counted = ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), constant(1))
+        if counting:
+            body: list[ast.stmt] = [*out.statements, ast.If(kept, [counted], [])]
+        else:
+            element = value.element(index, out)
+            body = [*out.statements, ast.If(kept, [
+                assign(ast.Subscript(load(name), load(count), ast.Load()), typed(element, value.dtype)), counted], [])]
+        for depth, (variable, length) in reversed(list(enumerate(zip(variables, masked.shape, strict=True)))):
+            turns = rows[1] if depth == 0 and rows is not None else constant(length)
+            body = [for_loop(variable, call("range", turns), body)]
+        return body
+
+    def blocked(self, stmt: ast.stmt, name: str, value: Expr, masked: Masked, count: str,
+                rows: int) -> list[ast.stmt]:
+        """``kept_in_order`` in ``COMPACT_BLOCKS`` blocks of rows, which work items of a ``prange`` count, then
+        (the exclusive sum of the counts, in order, each block's first place) fill in parallel: the same
+        elements in the same order as one work item puts them. A block's rows are counted as at most ``per``
+        (a device that bounds a work item's loops sees that bound)."""
+        per = -(-rows // COMPACT_BLOCKS)
+        blocks = -(-rows // per)
+        counts, block, first = (f"_svod_{stem}{next(self.counter)}" for stem in ("counts", "block", "first"))
+        at = load(block)
+        start = ast.BinOp(at, ast.Mult(), constant(per))
+        turns = call("min", constant(per), ast.BinOp(constant(rows), ast.Sub(), start))
+        in_block = ast.Subscript(load(counts), at, ast.Load())
+        held = np.dtype(np.int32 if extents.high(extents.elements(masked.shape)) <= np.iinfo(np.int32).max else np.intp)
+        made = self.allocation(stmt, Named((blocks,), held, counts))
+        counting = for_loop(block, call("_svod_prange", constant(blocks)), [
+            assign(first, constant(0)),
+            *self.kept_in_order(name, value, masked, first, (start, turns), counting=True),
+            assign(ast.Subscript(load(counts), at, ast.Load()), load(first))])
+        summed = [assign(count, constant(0)), for_loop(block, call("range", constant(blocks)), [
+            assign(first, in_block), assign(ast.Subscript(load(counts), at, ast.Load()), load(count)),
+            ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), load(first))])]
+        filling = for_loop(block, call("_svod_prange", constant(blocks)), [
+            assign(first, in_block), *self.kept_in_order(name, value, masked, first, (start, turns))])
+        return [*made, *placed([counting, *summed, filling], stmt)]
 
     # ---- reductions of x[mask] ---------------------------------------------------------------------------
 
@@ -318,6 +366,11 @@ class Compactions:
                                     f"return it (`return {name}`)")
 
 
+COMPACT_BLOCKS = 64
+"""The blocks of rows whose elements ``x[mask]`` counts, then puts in place, in parallel: enough for the
+threads of a CPU to share."""
+COMPACT_BLOCKED_FROM = 1 << 16
+"""The fewest elements ``x[mask]`` compacts in blocks; fewer are put in place by one work item, in order."""
 MASKED_REDUCTIONS = ("sum", "prod", "mean", "any", "all")
 """The reductions of an ``x[mask]`` svod computes: each has a value where the mask holds nowhere."""
 

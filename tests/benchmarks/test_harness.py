@@ -14,6 +14,7 @@ import svod
 from benchmarks import timing
 from benchmarks.harness import Bench, Sizes, _contestant_order, suite_metrics
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
+from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric, report, to_json
 from benchmarks.suite import suite
@@ -24,7 +25,8 @@ TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, com
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False,
              spelling_rows=3)
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
-JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS}
+JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS} | \
+      {f"numpy.{p.name}_ms" for p in NUMPY_PROGRAMS}
 GRADIENTS = {f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energy", "logistic_regression", "softmax")
              for suffix in ("_ms", ".forward_ms", ".ratio")}
 SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
@@ -69,7 +71,7 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
         assert (metric["numpy"] is not None) == (name in NUMPY_TOO | JIT), name
         for peer in ("svod", "numpy", "numba", "tinygrad"):
             assert metric[peer] is None or (isinstance(metric[peer], float) and metric[peer] > 0), (name, peer)
-        if name.startswith(("kernel.", "plan.", "jit.", "array.")):  # every peer has a figure, or why it has none
+        if name.startswith(("kernel.", "plan.", "jit.", "array.", "numpy.")):  # each peer: a figure, or why none
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     assert {name for name in document["metrics"] if name.startswith("grad.")} == GRADIENTS

@@ -16,6 +16,7 @@ import svod
 from benchmarks import harness
 from benchmarks.harness import Bench, first_call_ms
 from benchmarks.jit_programs import ARRAY_PROGRAMS, HEADERS, PROGRAMS, agree, copies, program
+from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import Tinygrad
 from svod.errors import SvodError
 from svod.frontend.oracle import as_python
@@ -137,7 +138,7 @@ def test_a_program_that_disagrees_with_numpy_fails_the_bench(monkeypatch):
         bench.jit_programs()
 
 
-@pytest.mark.parametrize("name", [p.name for p in ARRAY_PROGRAMS])
+@pytest.mark.parametrize("name", [p.name for p in [*ARRAY_PROGRAMS, *NUMPY_PROGRAMS]])
 def test_an_array_program_is_numpy_code_that_svod_runs_as_numpy_does(name):
     """The NumPy array programs: the svod text is the numba text but for imports and decorator, loops
     nothing by hand, and gives numpy's answer (its own function run as plain Python) at its small size."""

@@ -90,11 +90,28 @@ def test_gathers_through_integer_arrays_with_negative_indices(device, n):
     agrees_with_python(gathered, device, lut, img, a, rows, cols)
 
 
+@pytest.mark.parametrize("n", SIZES)
+def test_a_gather_through_narrow_indices_of_an_image(device, n):
+    """``lut[img]`` of 8-bit pixels: an index's dtype need not hold the table's length (256), and an int8 one
+    may count from the end."""
+    lut = (np.arange(256) * 7 % 256).astype(np.uint8)
+    pixels = (np.arange(n * 3) * 37 % 256).reshape(n, 3)
+    if svod.dtypes.uint8 not in device.caps.element_dtypes:  # WebGPU holds no 8-bit buffers
+        with pytest.raises(svod.errors.GraphError, match="cannot hold uint8"):
+            looked_up(lut, pixels.astype(np.uint8), device=device)
+        return
+    agrees_with_python(looked_up, device, lut, pixels.astype(np.uint8))
+    agrees_with_python(looked_up, device, lut, (pixels - 128).astype(np.int8))
+    agrees_with_python(looked_up, device, lut[:97].copy(), (pixels % 97 - 97).astype(np.int16))
+
+
 def test_a_gather_out_of_bounds_is_an_error_as_in_numpy():
     with pytest.raises(IndexError):
         gathered.__wrapped__(np.arange(3.0), np.array([[5, 0]]), np.ones((3, 4)), np.array([0]), np.array([0]))
     with pytest.raises(svod.errors.IndexOutOfBoundsError):
         gathered(np.arange(3.0), np.array([[5, 0]]), np.ones((3, 4)), np.array([0]), np.array([0]))
+    with pytest.raises(svod.errors.IndexOutOfBoundsError, match="accessed at index 200"):
+        looked_up(np.arange(100, dtype=np.uint8), np.array([[0, 200]], np.uint8))
 
 
 @svod.jit

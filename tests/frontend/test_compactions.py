@@ -13,6 +13,7 @@ import svod
 from svod.device import Device
 from svod.dtype import dtypes
 from svod.errors import GraphError, KernelSyntaxError
+from svod.frontend import compactions
 from svod.frontend.oracle import as_python, python_arguments
 from tests.frontend.test_jit import agrees_with_python
 from tests.helpers import numpy_quietly
@@ -112,6 +113,37 @@ def test_x_of_a_mask_as_a_value_is_its_kept_elements_in_order(device, n):
         same(kept_by_name, device, x)
         same(kept_by_name, device, np.resize(x, (2, n)))  # a 2-D mask: its elements in C order
     same(kept, device, np.full(n, -1.0, dtypes_of(device)[0]), np.zeros(n, dtypes_of(device)[0]))  # none kept
+
+
+@svod.jit
+def kept_in_blocks(x, y):
+    return x[x > 0], y[x > 0] * 2 + 1
+
+
+@svod.jit
+def rows_kept_in_blocks(x):
+    return x[np.abs(x) > 1]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_x_of_a_mask_counted_and_filled_in_blocks_is_the_same_in_order(device, n, monkeypatch):
+    """A large ``x[mask]`` is counted in blocks of rows, then filled (``Compactions.blocked``): here at every
+    size, in blocks of 3 rows (the last one shorter)."""
+    monkeypatch.setattr(compactions, "COMPACT_BLOCKED_FROM", 0)
+    monkeypatch.setattr(compactions, "COMPACT_BLOCKS", 3)
+    for dtype in dtypes_of(device):
+        x = values(device, dtype, n, n + 2)
+        same(kept_in_blocks, device, x, np.arange(n).astype(dtype))
+        same(rows_kept_in_blocks, device, np.resize(x, (5, n)))  # rows of n elements, C order
+    same(kept_in_blocks, device, np.full(n, -1.0, dtypes_of(device)[0]), np.zeros(n, dtypes_of(device)[0]))
+
+
+@pytest.mark.parametrize("n", [compactions.COMPACT_BLOCKED_FROM + 3, 100_003])
+def test_x_of_a_mask_of_many_elements_is_numpys(compiled_device, n):
+    x = values(compiled_device, "float32", n, 5)
+    got = kept(x, np.arange(n).astype(np.float32), device=compiled_device)
+    np.testing.assert_array_equal(got[0], x[x > 0])
+    np.testing.assert_array_equal(got[1], np.arange(n, dtype=np.float32)[x > 0] * 2 + 1)
 
 
 @svod.jit
