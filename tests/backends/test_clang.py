@@ -1,6 +1,16 @@
 """The C pair's flags follow the compiler it found."""
 
-from svod.backends.clang import FLAGS, GCC_FLAGS, _flags
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+from svod.backends.clang import FLAGS, GCC_FLAGS, _flags, find_c_compiler, newest_versioned_clang
+from svod.errors import DeviceError
+from svod.workloads import conv2d, matmul
+from tests.helpers import cpu_device
 
 
 def test_gcc_takes_its_own_flags_last():
@@ -23,3 +33,55 @@ def test_clang_before_17_groups_no_strided_accesses():
     assert not set(GCC_FLAGS) & set(flags)
     assert flags[-2:] == ["-mllvm", "-enable-interleaved-mem-accesses=0"]
     assert "-enable-interleaved-mem-accesses=0" not in _flags("clang version 18.1.8", avx512=False)
+
+
+def _real(name: str | None) -> str:
+    """The path of a real program on this machine's PATH, or a skip naming the one it lacks."""
+    path = shutil.which(name) if name else None
+    if path is None:
+        pytest.skip(f"no {name or 'versioned clang'} on this machine")
+    return path
+
+
+def _real_clang() -> str:
+    """clang, or the newest versioned clang, as the C pair finds it on this machine's PATH."""
+    return _real("clang" if shutil.which("clang") else newest_versioned_clang())
+
+
+def _path_of(folder: Path, links: dict[str, str]) -> str:
+    """A PATH of one folder holding ``links`` (name: the real program), the assembler and linker among them."""
+    folder.mkdir()
+    for name, target in {**links, "as": _real("as"), "ld": _real("ld")}.items():
+        (folder / name).symlink_to(target)
+    return str(folder)
+
+
+def test_the_newest_versioned_clang_is_found_before_gcc(tmp_path, monkeypatch):
+    """Debian installs clang as ``clang-15`` only: the highest version by number (15 above 9) is taken, before
+    gcc; a plain ``clang`` before them all, and without any clang, gcc."""
+    clang, gcc = _real_clang(), _real("gcc")
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "versioned", {"clang-9": clang, "clang-15": clang, "gcc": gcc}))
+    assert find_c_compiler() == str(tmp_path / "versioned" / "clang-15")
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "plain", {"clang-15": clang, "clang": clang, "gcc": gcc}))
+    assert find_c_compiler() == str(tmp_path / "plain" / "clang")
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "gcc", {"gcc": gcc}))
+    assert find_c_compiler() == str(tmp_path / "gcc" / "gcc")
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    with pytest.raises(DeviceError, match="no C compiler found"):
+        find_c_compiler()
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("make", [lambda: matmul(37, 5, 67), lambda: matmul(64), lambda: conv2d(3, 17),
+                                  lambda: matmul(9, 3, 40, dtype=np.float64, name="matmul_f64")])
+def test_tiles_in_vectors_compute_what_llvm_does(tmp_path, monkeypatch, compiler, make):
+    """Register tiles in GNU C vectors, in parts of one register each, their masked last columns and a
+    padded window loaded whole or lane by lane: bit for bit the LLVM pair's values, under gcc and clang."""
+    real = _real("gcc") if compiler == "gcc" else _real_clang()
+    workload = make()
+    want = [a.copy() for a in workload.arrays]
+    svod.run(workload.steps[0].ast, want, device=cpu_device(1, "llvm"))
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "bin", {compiler: real}))
+    got = [a.copy() for a in workload.arrays]
+    svod.run(workload.steps[0].ast, got, device=cpu_device(1, "clang"))
+    np.testing.assert_array_equal(got[0], want[0])
