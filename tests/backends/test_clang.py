@@ -8,7 +8,10 @@ import pytest
 
 import svod
 from svod.backends.clang import FLAGS, GCC_FLAGS, _flags, find_c_compiler, newest_versioned_clang
+from svod.dtype import dtypes
 from svod.errors import DeviceError
+from svod.frontend.builder import KernelBuilder
+from svod.ir import AxisKind, UOp
 from svod.workloads import conv2d, matmul
 from tests.helpers import cpu_device
 
@@ -85,3 +88,32 @@ def test_tiles_in_vectors_compute_what_llvm_does(tmp_path, monkeypatch, compiler
     got = [a.copy() for a in workload.arrays]
     svod.run(workload.steps[0].ast, got, device=cpu_device(1, "clang"))
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def _capped_matmul(op: str, rows: int, depth: int, columns: int) -> tuple[UOp, list[np.ndarray]]:
+    """``maximum`` (or ``minimum``) of a matmul tile's sums and a buffer of signed zeros and NaNs: the tile's
+    extrema in lanes, whose ties of zeros and NaNs are the ones maximumNumber decides."""
+    k = KernelBuilder(f"capped_{op}")
+    out, a = k.buffer(dtypes.float32, (rows, columns)), k.buffer(dtypes.float32, (rows, depth))
+    b, c = k.buffer(dtypes.float32, (depth, columns)), k.buffer(dtypes.float32, (rows, columns))
+    i, j, r = k.range(rows), k.range(columns), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], getattr((a[i, r] * b[r, j]).reduce(r), op)(c[i, j]))
+    rng = np.random.default_rng(rows)
+    x = rng.choice(np.array([0.0, -0.0, 1.5, -2.0], np.float32), (rows, depth))
+    y = rng.choice(np.array([1.0, -1.0, 0.0, np.nan], np.float32), (depth, columns))
+    z = rng.choice(np.array([0.0, -0.0, np.nan, 1.0, -1.0], np.float32), (rows, columns))
+    return k.build(), [np.zeros((rows, columns), np.float32), x, y, z]
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_extrema_in_vectors_keep_the_sign_of_zero_and_pass_nan_over(tmp_path, monkeypatch, compiler, op):
+    """maximumNumber and minimumNumber of lanes: the bits of the LLVM pair's values, signed zeros included."""
+    real = _real("gcc") if compiler == "gcc" else _real_clang()
+    ast, arrays = _capped_matmul(op, 11, 3, 45)
+    want = [a.copy() for a in arrays]
+    svod.run(ast, want, device=cpu_device(1, "llvm"))
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "bin", {compiler: real}))
+    got = [a.copy() for a in arrays]
+    svod.run(ast, got, device=cpu_device(1, "clang"))
+    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))

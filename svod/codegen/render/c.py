@@ -165,7 +165,7 @@ class CRenderer(CStyleRenderer):
         wins = self.select(self.compare(Ops.CMPLT, dtype, *(("svod_x", "svod_b") if op is Ops.MAX else
                                                            ("svod_b", "svod_x")), lanes), "svod_b", "svod_x", dtype,
                            lanes)
-        sign = f"(({bits})svod_x<0)" if op is Ops.MIN else f"(({bits})svod_x>=0)"
+        sign = f"(({bits})svod_x<0)" if op is Ops.MAX else f"(({bits})svod_x>=0)"  # x's sign loses the tie
         tie = f"(({self.mask_of(self.compare(Ops.CMPEQ, dtype, 'svod_x', 'svod_b', lanes), dtype.itemsize, lanes)})"
         tie += f"&{sign})"
         keep = self.select(f"__builtin_convertvector({tie}, {self.lanes_type(dtypes.bool, lanes)})", "svod_b", "svod_w",
