@@ -117,3 +117,25 @@ def test_extrema_in_vectors_keep_the_sign_of_zero_and_pass_nan_over(tmp_path, mo
     got = [a.copy() for a in arrays]
     svod.run(ast, got, device=cpu_device(1, "clang"))
     np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.uint8, dtypes.int64])
+def test_conversions_in_vectors_saturate(tmp_path, monkeypatch, compiler, dtype):
+    """A tile's sums converted to integers in lanes: out of range saturates, NaN gives 0, as one value's
+    conversion does (the LLVM pair's values)."""
+    real = _real("gcc") if compiler == "gcc" else _real_clang()
+    k = KernelBuilder("converted")
+    out, a = k.buffer(dtype, (5, 37)), k.buffer(dtypes.float32, (5, 2))
+    b = k.buffer(dtypes.float32, (2, 37))
+    i, j, r = k.range(5), k.range(37), k.range(2, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r).cast(dtype))
+    rng = np.random.default_rng(dtype.itemsize)
+    x = rng.choice(np.array([3e10, -3e10, np.nan, np.inf, 3.7, -2.5, 255.5, 0.0], np.float32), (5, 2))
+    y = rng.choice(np.array([1.0, -1.0, 0.5, 1e-3], np.float32), (2, 37))
+    want = [np.zeros((5, 37), dtype.numpy), x, y]
+    got = [w.copy() for w in want]
+    svod.run(k.build(), want, device=cpu_device(1, "llvm"))
+    monkeypatch.setenv("PATH", _path_of(tmp_path / "bin", {compiler: real}))
+    svod.run(k.build(), got, device=cpu_device(1, "clang"))
+    np.testing.assert_array_equal(got[0], want[0])
