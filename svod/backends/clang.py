@@ -1,5 +1,6 @@
-"""The C pair: C rendered for the host, compiled by clang (or gcc where clang is missing) into a shared
-object whose bytes are the compiled kernel, and loaded with ctypes.
+"""The C pair: C rendered for the host, compiled by clang (a versioned ``clang-N`` where only that is
+installed, or gcc where clang is missing) into a shared object whose bytes are the compiled kernel, and
+loaded with ctypes. Register tiles are GNU C vectors (``svod.codegen.render.c``), which both compilers take.
 
 ``-fwrapv`` gives signed integers the wraparound svod defines; ``-ffp-contract=off`` keeps ``a*b+c`` two
 roundings, as the reference computes it (a sum of products fuses through the ``fma`` calls the renderer
@@ -41,12 +42,27 @@ GCC_FLAGS = ("-O3", "-fno-trapping-math", "-fexcess-precision=standard")
 
 
 def find_c_compiler() -> str:
-    """clang when present, else gcc or cc; a ``DeviceError`` that says so when there is none."""
-    for candidate in ("clang", "gcc", "cc"):
-        path = shutil.which(candidate)
+    """clang when present, else the newest versioned clang (``clang-15``: Debian installs only those), else gcc
+    or cc; a ``DeviceError`` that says so when there is none."""
+    for candidate in ("clang", newest_versioned_clang(), "gcc", "cc"):
+        path = shutil.which(candidate) if candidate else None
         if path:
             return path
-    raise DeviceError("no C compiler found (looked for clang, gcc, cc); install clang or gcc", stage="device")
+    raise DeviceError("no C compiler found (looked for clang, clang-N, gcc, cc); install clang or gcc",
+                      stage="device")
+
+
+def newest_versioned_clang() -> str | None:
+    """The name of the ``clang-N`` on ``PATH`` of the highest ``N``, if any."""
+    versions: set[int] = set()
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        versions.update(int(name[6:]) for name in names if re.fullmatch(r"clang-\d+", name)
+                        and os.access(os.path.join(folder or ".", name), os.X_OK))
+    return f"clang-{max(versions)}" if versions else None
 
 
 def _compiler_identity(path: str) -> str:
@@ -69,8 +85,9 @@ def _flags(identity: str, avx512: bool) -> list[str]:
 
 
 class ClangCompiler(CompilerBase):
-    vector_lanes = False
-    """C has no portable vector types: a register tile's row is scalar copies, which the compiler vectorises."""
+    vector_lanes = True
+    """A register tile's row is a GNU C vector (``svod.codegen.render.c``): gcc vectorises no tile of scalar
+    copies."""
 
     def __init__(self) -> None:
         self.path = find_c_compiler()

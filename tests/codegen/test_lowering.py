@@ -36,6 +36,7 @@ from svod.codegen.lower_gpu import WorkGroupLimits, reduce_per_item, share_reduc
 from svod.codegen.matmul_blocks import STREAM_DEPTH, block_matmul
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
+from svod.codegen.render.cstyle import CStyleRenderer
 from svod.codegen.render.llvm_unroll import TILE_UNROLL
 from svod.codegen.render.llvmir import LLVMRenderer, function_attributes
 from svod.codegen.render.wgsl import _COMPARE_EXCHANGE_TURNS, WGSLRenderer
@@ -788,8 +789,19 @@ def test_a_tile_row_is_one_store_in_lanes_where_the_renderer_spells_vectors():
 def test_a_language_without_vectors_refuses_lanes_by_name():
     """Lowering lanes a tile only for a renderer that spells vectors (``DeviceCaps.vector_lanes``); one that
     does not, handed lanes anyway, refuses them with an error naming it, not with broken C."""
-    with pytest.raises(GraphError, match="CRenderer spells no vectors"):
-        CRenderer("CPU", LANES).render(_matmul(64))
+    with pytest.raises(GraphError, match="CStyleRenderer spells no vectors"):
+        CStyleRenderer("CPU", LANES).render(_matmul(64))
+
+
+def test_c_spells_a_tile_row_as_vectors_of_one_register_each():
+    """The C pair's tile rows of 32 float32 are GNU C vectors in two parts of one AVX-512 register each (gcc
+    keeps a wider vector in memory): 8 rows of two accumulators, each row's ``b`` loaded whole once a part,
+    and each accumulator stored whole; no scalar accumulator is left."""
+    src = CRenderer("CPU", LANES).render(_matmul(512)).src
+    assert "typedef float svod_float32x16 __attribute__((vector_size(64)));" in src
+    assert src.count("svod_float32x16 acc") == 16 and not re.search(r"\bfloat acc", src)
+    assert src.count("= svod_load(svod_float32x16, data") == 2 and src.count("svod_store(data0+") == 16
+    assert "svod_float32x32" not in src
 
 
 def _wide_matmul(columns, name="wide_mm"):

@@ -224,7 +224,7 @@ def test_work_items_that_store_neighbours_run_in_vector_lanes():
     ``LANE_SPANS`` that keeps them in half the vector registers (AVX-512: four of 64 bytes each, 32 lanes;
     AVX2: two of 32 bytes, 8 lanes), and where the count is a variable, one more tile masked past the end with
     registers of its own. Each register holds one value a lane (a LANE among its sources). What stores
-    non-neighbours keeps its copies, and a bool register its kernel; a CPU pair that spells no lanes (C)
+    non-neighbours keeps its copies, and a bool register its kernel; a CPU target that spells no lanes
     keeps the kernel as written."""
     def counts(n: int, static: bool = False) -> UOp:
         return (_static(escape_counts) if static else escape_counts).bind(np.zeros(n, np.int64), np.zeros((n, 2))).ast

@@ -1,16 +1,44 @@
-"""C for the CPU device: the base table of ``CStyleRenderer`` as it is."""
+"""C for the CPU device: the base table of ``CStyleRenderer`` as it is, and lanes in GNU vectors.
+
+A value of ``W`` lanes (``Ops.LANE``: a register tile's row) is a GNU C vector (``vector_size``), which gcc
+and clang both take, so neither has to find the tile's vectors itself (gcc vectorised none of a matmul tile's
+256 scalar accumulators). A value wider than one of the CPU's vector registers is rendered in parts of one
+register each (``lane_part_bytes``): gcc keeps a vector wider than any register in memory. A bool of lanes
+is a mask of 32-bit integers (-1 true, 0 false); C has no ``?:`` on vectors, so a select is bitwise. Loads and
+stores of neighbouring elements go through ``memcpy`` (the elements need not be aligned as the vector is);
+math functions and ``fma`` are a loop over the lanes, which both compilers vectorise.
+"""
 
 from svod.codegen.decompositions import CPU_MATH
-from svod.codegen.render.base import reassociable_accumulators
-from svod.codegen.render.cstyle import CStyleRenderer
+from svod.codegen.lower_cpu import vector_bytes
+from svod.codegen.render.base import lane_widths, reassociable_accumulators
+from svod.codegen.render.cstyle import CStyleRenderer, LaneAccess, lane_part_lanes
 from svod.dtype import DType, dtypes
+from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
+from svod.ir.ops import COMPARISON
+
+_MASK = dtypes.int32
+"""The integers a bool of lanes is a mask of."""
+_VECTOR_ELEMENTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
+                    dtypes.uint64, dtypes.float32, dtypes.float64)
+_SIGNED = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+_LANE_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.AND: "&",
+               Ops.OR: "|", Ops.XOR: "^"}
+_LANE_CALLS = (Ops.MULACC, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT)
+_VECTOR_MACROS = (
+    "#define svod_load(T, p) __extension__({ T svod_l; __builtin_memcpy(&svod_l, (p), sizeof svod_l); svod_l; })\n"
+    "#define svod_store(p, v) do { __typeof__(v) svod_s = (v); __builtin_memcpy((p), &svod_s, sizeof svod_s); } "
+    "while (0)\n")
 
 
 class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
     reduction_pragma = "#pragma omp simd reduction({op}:{register})"
+    branches_by_turn = True
+    """A padded convolution's window passes whole at almost every turn: a branch the CPU predicts, and a vector
+    load, where a gather of each lane's element ran several times slower."""
     float_sum = "svod_sum"
     """The reduction a float sum's pragma names: OpenMP's ``+`` starts each lane's partial sum from +0.0, which
     turns a sum of -0.0s into +0.0 (``-0.0 + +0.0``); this one starts them from -0.0, svod's identity."""
@@ -26,6 +54,9 @@ class CRenderer(CStyleRenderer):
         return f"svod_sum_fma{self.math_suffix[dtype.name]}({', '.join(args)})"
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
+        return self.vector_types(linear) + self.scalar_helpers(linear)
+
+    def scalar_helpers(self, linear: tuple[UOp, ...]) -> str:
         sums = any(self.reduction_operator(u) == self.float_sum
                    for updates in reassociable_accumulators(linear).values() for u in updates)
         declared = (f"#pragma omp declare reduction({self.float_sum} : float, double : omp_out += omp_in) "
@@ -58,3 +89,166 @@ class CRenderer(CStyleRenderer):
         """expf, logf and erff are one call per element: C compilers vectorise them only under -ffast-math."""
         halves = super().decompositor()
         return CPU_MATH if halves is None else halves + CPU_MATH
+
+    # ---- lanes in GNU vectors ------------------------------------------------------------------------
+
+    @property
+    def lane_part_bytes(self) -> int | None:
+        return vector_bytes(self.caps.vector_registers)
+
+    def vector_types(self, linear: tuple[UOp, ...]) -> str:
+        """The vector types of every number at each width the kernel's lanes take, and the load and store
+        macros, where it has lanes."""
+        lanes, registers = lane_widths(linear)
+        if not lanes:
+            return ""
+        part = lane_part_lanes(linear, lanes, registers, self.lane_part_bytes)
+        widths = sorted({min(w, part) for w in (*lanes.values(), *registers.values())})
+        return "".join(f"typedef {self.type_names[d.name]} {self.lanes_type(d, w)} "
+                       f"__attribute__((vector_size({w * d.itemsize})));\n"
+                       for w in widths for d in _VECTOR_ELEMENTS) + _VECTOR_MACROS
+
+    def lanes_type(self, dtype: DType, lanes: int) -> str:
+        element = _MASK if dtype.kind == "bool" else dtypes.int64 if dtype == dtypes.index else dtype
+        if element not in _VECTOR_ELEMENTS or lanes & (lanes - 1):
+            raise GraphError(f"C has no vector of {lanes} {dtype.name}", stage="render", value=lanes)
+        return f"svod_{element.name}x{lanes}"
+
+    def lanes_broadcast(self, value: str, dtype: DType, lanes: int) -> str:
+        element = f"-(int32_t)({value})" if dtype.kind == "bool" else value
+        return f"(({self.lanes_type(dtype, lanes)}){{{', '.join([element] * lanes)}}})"
+
+    def lanes_ramp(self, lanes: int) -> str:
+        return f"(({self.lanes_type(dtypes.index, lanes)}){{{', '.join(str(c) for c in range(lanes))}}})"
+
+    def mask_of(self, mask: str, itemsize: int, lanes: int) -> str:
+        """A mask of lanes as integers of ``itemsize`` bytes (-1 stays -1)."""
+        if itemsize == _MASK.itemsize:
+            return mask
+        return f"__builtin_convertvector({mask}, {self.lanes_type(_SIGNED[itemsize], lanes)})"
+
+    def select(self, mask: str, if_true: str, if_false: str, dtype: DType, lanes: int) -> str:
+        """Per lane ``if_true`` where ``mask`` holds, else ``if_false``: bitwise, as integers of the lanes' size."""
+        if dtype.kind == "bool":
+            return f"(({mask}&{if_true})|(~{mask}&{if_false}))"
+        bits = self.lanes_type(_SIGNED[dtype.itemsize], lanes)
+        return (f"__extension__({{ {bits} svod_m = {self.mask_of(mask, dtype.itemsize, lanes)}; "
+                f"({self.lanes_type(dtype, lanes)})((({bits})({if_true})&svod_m)|(({bits})({if_false})&~svod_m)); }})")
+
+    def compare(self, op: Ops, dtype: DType, a: str, b: str, lanes: int) -> str:
+        """A comparison of lanes of ``dtype``, as a mask: of bools, as bits of their masks."""
+        if dtype.kind == "bool":
+            return {Ops.CMPLT: f"(~{a}&{b})", Ops.CMPLE: f"(~{a}|{b})", Ops.CMPNE: f"({a}^{b})",
+                    Ops.CMPEQ: f"(~({a}^{b}))"}[op]
+        compared = f"({a}{ {Ops.CMPLT: '<', Ops.CMPLE: '<=', Ops.CMPNE: '!=', Ops.CMPEQ: '=='}[op]}{b})"
+        size = 8 if dtype == dtypes.index else dtype.itemsize
+        return compared if size == _MASK.itemsize else \
+            f"__builtin_convertvector({compared}, {self.lanes_type(dtypes.bool, lanes)})"
+
+    def per_lane(self, op: Ops, dtype: DType, args: list[str], lanes: int) -> str:
+        """A math function (or ``fma``) lane by lane: a loop the compiler vectorises."""
+        vector = self.lanes_type(dtype, lanes)
+        names = [f"svod_{chr(ord('a') + k)}" for k in range(len(args))]
+        bound = ", ".join(f"{name} = {arg}" for name, arg in zip(names, args, strict=True))
+        call = self.math_call(op, dtype, [f"{name}[svod_l]" for name in names])
+        return (f"__extension__({{ {vector} {bound}, svod_r; for (int svod_l = 0; svod_l < {lanes}; svod_l++) "
+                f"svod_r[svod_l] = {call}; svod_r; }})")
+
+    def extremum(self, op: Ops, dtype: DType, a: str, b: str, lanes: int) -> str:
+        """MAX/MIN of lanes; of floats maximumNumber/minimumNumber as ``extremum_helper`` spells them."""
+        beats = ">" if op is Ops.MAX else "<"
+        if not dtype.is_float:
+            return self.select(f"({a}{beats}{b})" if dtype.itemsize == 4 else self.compare(
+                Ops.CMPLT, dtype, *((b, a) if op is Ops.MAX else (a, b)), lanes), a, b, dtype, lanes)
+        vector, bits = self.lanes_type(dtype, lanes), self.lanes_type(_SIGNED[dtype.itemsize], lanes)
+        x = self.select(self.compare(Ops.CMPNE, dtype, "svod_a", "svod_a", lanes), "svod_b", "svod_a", dtype, lanes)
+        wins = self.select(self.compare(Ops.CMPLT, dtype, *(("svod_x", "svod_b") if op is Ops.MAX else
+                                                           ("svod_b", "svod_x")), lanes), "svod_b", "svod_x", dtype,
+                           lanes)
+        sign = f"(({bits})svod_x<0)" if op is Ops.MAX else f"(({bits})svod_x>=0)"  # x's sign loses the tie
+        tie = f"(({self.mask_of(self.compare(Ops.CMPEQ, dtype, 'svod_x', 'svod_b', lanes), dtype.itemsize, lanes)})"
+        tie += f"&{sign})"
+        keep = self.select(f"__builtin_convertvector({tie}, {self.lanes_type(dtypes.bool, lanes)})", "svod_b", "svod_w",
+                           dtype, lanes)
+        return (f"__extension__({{ {vector} svod_a = {a}, svod_b = {b}; {vector} svod_x = {x}; "
+                f"{vector} svod_w = {wins}; {keep}; }})")
+
+    def lanes_alu(self, op: Ops, dtype: DType, operand_dtype: DType, args: list[str], lanes: int) -> str:
+        a = args[0]
+        if op in COMPARISON:
+            return self.compare(op, operand_dtype, a, args[1], lanes)
+        if op is Ops.WHERE:
+            return self.select(a, args[1], args[2], dtype, lanes)
+        if op in (Ops.MAX, Ops.MIN):
+            return self.extremum(op, dtype, a, args[1], lanes)
+        if op in _LANE_CALLS:
+            return self.per_lane(op, dtype, args, lanes)
+        if op is Ops.RECIPROCAL:
+            return f"({self.lanes_broadcast(self.float_literal(1.0, dtype), dtype, lanes)}/{a})"
+        if op is Ops.NEG:
+            return f"(-{a})"
+        if op in _LANE_INFIX:
+            return f"({a}{_LANE_INFIX[op]}{args[1]})"
+        raise GraphError(f"no C vector spelling of {op.name}", stage="render", value=op)
+
+    def lanes_cast(self, value: str, src: DType, dst: DType, lanes: int) -> str:
+        """As ``cast`` converts one value: a float to an integer saturates, NaN to 0 (the conversion itself
+        sees only the lanes in range)."""
+        if dst.kind == "bool":
+            return value if src.kind == "bool" else self.compare(
+                Ops.CMPNE, src, value, self.lanes_broadcast(self.literal(0, src), src, lanes), lanes)
+        target = self.lanes_type(dst, lanes)
+        if src.kind == "bool":
+            return f"__builtin_convertvector(-({value}), {target})"
+        if not (src.is_float and dst.is_int):
+            return f"__builtin_convertvector({value}, {target})"
+        low = -(2.0 ** (dst.bits - 1)) if dst.kind == "int" else -1.0
+        high = 2.0 ** (dst.bits - (dst.kind == "int"))
+        lo, hi = (self.lanes_broadcast(self.float_literal(v, src), src, lanes) for v in (low, high))
+        nan, below, above = (self.compare(op, src, *ab, lanes) for op, ab in (
+            (Ops.CMPNE, ("svod_v", "svod_v")), (Ops.CMPLE, ("svod_v", lo)), (Ops.CMPLE, (hi, "svod_v"))))
+        mask = self.lanes_type(dtypes.bool, lanes)
+        zero = self.lanes_broadcast(self.literal(0, src), src, lanes)
+        inside = self.select("~(svod_n|svod_lo|svod_hi)", "svod_v", zero, src, lanes)
+        converted = f"__builtin_convertvector({inside}, {target})"
+        edges = self.select("svod_lo", self.lanes_broadcast(self.literal(int(dst.min), dst), dst, lanes), converted,
+                            dst, lanes)
+        edges = self.select("svod_hi", self.lanes_broadcast(self.literal(int(dst.max), dst), dst, lanes), edges, dst,
+                            lanes)
+        edges = self.select("svod_n", self.lanes_broadcast(self.literal(0, dst), dst, lanes), edges, dst, lanes)
+        return (f"__extension__({{ {self.lanes_type(src, lanes)} svod_v = {value}; {mask} svod_n = {nan}, "
+                f"svod_lo = {below}, svod_hi = {above}; {edges}; }})")
+
+    @staticmethod
+    def every_lane(mask: str, lanes: int) -> str:
+        """Whether ``mask`` (a name) holds in every lane."""
+        return "(" + "&".join(f"{mask}[{c}]" for c in range(lanes)) + ")"
+
+    def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
+        """One vector load of neighbouring elements; where a gate may fail in some lanes, the vector load where
+        every lane passes, else each lane's element (as OpenCL C, which has no masked load either)."""
+        base, offset, vector = access.base, access.offset, self.lanes_type(dtype, lanes)
+        whole = f"svod_load({vector}, {base}+({offset})[0])"
+        if access.neighbours and gate is None:
+            return whole
+        zero = self.literal(0, dtype)
+        each = [f"{base}[({offset})[{c}]]" for c in range(lanes)]
+        if gate is not None:
+            each = [f"({gate}[{c}]?{element}:{zero})" for c, element in enumerate(each)]
+        one_by_one = f"(({vector}){{{', '.join(each)}}})"
+        if access.neighbours and gate is not None:
+            return f"({self.every_lane(gate, lanes)}?{whole}:{one_by_one})"
+        if access.whole is not None:
+            start, passes = access.whole
+            return f"({self.every_lane(passes, lanes)}?svod_load({vector}, {base}+({start})[0]):{one_by_one})"
+        return one_by_one
+
+    def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
+        """One vector store; under a gate that differs by lane, where every lane passes, else each passing
+        lane's element."""
+        base, offset = access.base, access.offset
+        whole = f"svod_store({base}+({offset})[0], {value});"
+        if gate is None:
+            return whole
+        each = " ".join(f"if ({gate}[{c}]) {base}[({offset})[{c}]] = ({value})[{c}];" for c in range(lanes))
+        return f"if ({self.every_lane(gate, lanes)}) {{ {whole} }} else {{ {each} }}"

@@ -117,6 +117,18 @@ class CStyleRenderer(KernelRenderer):
     joined by commas, are filled in)."""
     global_qualifier: ClassVar[str] = ""
     """What a pointer to a kernel buffer is qualified with (``__global`` in OpenCL)."""
+    branches_by_turn: ClassVar[bool] = False
+    """Whether a load of lanes whose gate may fail in some of them tests all its lanes at every turn of its loop,
+    to load them whole where they all pass (else only where the gate is the same at every turn)."""
+    part_token: ClassVar[str] = "@"
+    """Stands for the part's number in the line of a value of lanes rendered in parts (``lane_part_bytes``);
+    no spelling of the languages has it."""
+
+    @property
+    def lane_part_bytes(self) -> int | None:
+        """The most bytes a value of lanes takes in one vector of the language, or None without a limit: wider
+        values are rendered as several vectors (parts) side by side, each of a line of its own."""
+        return None
 
     # ---- structure hooks -----------------------------------------------------------------------------
 
@@ -441,9 +453,12 @@ class CStyleRenderer(KernelRenderer):
         variables = kernel_variables(linear)
         walk = _Walk(self)
         walk.lanes, walk.register_lanes = lane_widths(linear)
+        walk.part_lanes = lane_part_lanes(linear, walk.lanes, walk.register_lanes, self.lane_part_bytes)
         lines = self.signature(symbol, params, variables, linear)
         pragma = self.reduction_pragma
-        reductions = reassociable_accumulators(linear) if pragma is not None else {}
+        reductions = {} if pragma is None else {  # a register of lanes is never reassociated
+            loop: updates for loop, updates in reassociable_accumulators(linear).items()
+            if not any(memory_of(u.src[0].src[0]) in walk.register_lanes for u in updates)}
         walk.vectorised_sums = {u.src[1] for updates in reductions.values() for u in updates
                                 if u.src[1].op is Ops.MULACC}
         for index, node in enumerate(linear):
@@ -455,7 +470,7 @@ class CStyleRenderer(KernelRenderer):
                 lines.append(pad + pragma.format(op=ops.pop(), register=registers))
             line = walk.node(node, index)
             if line is not None:
-                lines.append(("  " * walk.depth if node.op is Ops.END else pad) + line)
+                lines += [("  " * walk.depth if node.op is Ops.END else pad) + part for part in walk.parts(node, line)]
         lines.append("}")
         return self.preamble_for(linear) + self.helpers(linear) + "\n".join(lines) + "\n"
 
@@ -485,6 +500,8 @@ class _Walk:
         self.lanes: dict[UOp, int] = {}
         self.register_lanes: dict[UOp, int] = {}
         """How many lanes each value and accumulator register of more than one holds (``lane_widths``)."""
+        self.part_lanes = 0
+        """How many lanes one part of a value of lanes holds, 0 where values are not split in parts."""
         self.offsets: dict[UOp, LaneAccess] = {}
         """How each INDEX of lanes reaches its buffer."""
         self.depths: dict[UOp, int] = {}
@@ -496,12 +513,26 @@ class _Walk:
         statement = _STATEMENTS.get(node.op)
         if statement is not None:
             return statement(self, node, index)
-        self.names[node] = f"v{index}"
+        self.names[node] = f"v{index}{self.part_suffix(self.lanes.get(node, 1))}"
         self.depths[node] = self.depth
-        lanes = self.lanes.get(node, 1)
+        lanes = self.width(self.lanes.get(node, 1))
         if lanes > 1:
             return f"const {self.r.lanes_type(node.dtype, lanes)} {self.names[node]} = {self.lane_value(node, lanes)};"
         return self.r.declare(node.dtype, self.names[node], self.value(node))
+
+    def width(self, lanes: int) -> int:
+        """The lanes of one part of a value of ``lanes`` lanes."""
+        return min(lanes, self.part_lanes) if self.part_lanes else lanes
+
+    def part_suffix(self, lanes: int) -> str:
+        """What ends the name of a value of ``lanes`` lanes: its part's number where it has more than one."""
+        return f"_{self.r.part_token}" if self.width(lanes) < lanes else ""
+
+    def parts(self, node: UOp, line: str) -> list[str]:
+        """``node``'s line once per part of its lanes (the part's number for ``part_token``)."""
+        lanes = self.lanes.get(node, self.register_lanes.get(node, 1))
+        count = lanes // self.width(lanes)
+        return [line.replace(self.r.part_token, str(part)) for part in range(count)] if count > 1 else [line]
 
     def end(self, node: UOp, index: int) -> str:
         self.depth -= 1
@@ -512,13 +543,18 @@ class _Walk:
         self.names[node] = self.names[node.src[0]]
 
     def register(self, node: UOp, index: int) -> str:
-        self.names[node] = f"acc{node.arg}"
-        if node in self.register_lanes:
-            return f"{self.r.lanes_type(pointee(node), self.register_lanes[node])} {self.names[node]};"
+        lanes = self.register_lanes.get(node, 1)
+        self.names[node] = f"acc{node.arg}{self.part_suffix(lanes)}"
+        if lanes > 1:
+            return f"{self.r.lanes_type(pointee(node), self.width(lanes))} {self.names[node]};"
         return self.r.declare_register(pointee(node), self.names[node])
 
     def lane(self, node: UOp, index: int) -> None:
-        self.names[node] = self.r.lanes_ramp(node.arg)
+        lanes = self.width(int(node.arg))
+        ramp = self.r.lanes_ramp(lanes)
+        if lanes < int(node.arg):  # part p's lanes are p*lanes onwards
+            ramp = f"({ramp}+{self.r.lanes_broadcast(f'{lanes}*{self.r.part_token}', dtypes.index, lanes)})"
+        self.names[node] = ramp
 
     def local(self, node: UOp, index: int) -> str | None:
         self.names[node] = local_name(node)
@@ -542,10 +578,10 @@ class _Walk:
 
     def index(self, node: UOp, index: int) -> None:
         base, offset = self.names[node.src[0]], self.names[node.src[1]]
-        if node in self.lanes:
-            self.offsets[node] = self.lane_access(node)
-        elif _register_of(node.src[0]) is not None:
+        if _register_of(node.src[0]) is not None:  # a register's address, whatever its gate
             self.names[node] = self.r.register_element(base)
+        elif node in self.lanes:
+            self.offsets[node] = self.lane_access(node)
         elif memory_of(node.src[0]).op is Ops.DEFINE_LOCAL:
             self.names[node] = self.r.local_element(base, offset)
         else:
@@ -572,7 +608,7 @@ class _Walk:
         dtype = node.src[1].dtype
         gate = self.gates.get(node.src[0])
         if node.src[0] in self.offsets:  # lanes stored to a buffer
-            access, lanes = self.offsets[node.src[0]], self.lanes[node]
+            access, lanes = self.offsets[node.src[0]], self.width(self.lanes[node])
             if not access.neighbours or dtype.kind == "bool":
                 raise GraphError("lanes are stored to neighbouring elements of numbers only", stage="render",
                                  value=str(dtype))
@@ -583,8 +619,13 @@ class _Walk:
             local = memory_of(node.src[0].src[0]).op is Ops.DEFINE_LOCAL
             line = (r.local_atomic if local else r.atomic)(node.arg, dtype, self.names[node.src[0]],
                                                             self.names[node.src[1]])
+        elif gate is not None and self.gate_of(node.src[0]) in self.lanes:  # lanes into a register, by lane
+            lanes = self.width(self.lanes[node])
+            kept = r.lanes_alu(Ops.WHERE, dtype, dtypes.bool, [gate, self.operand(node.src[1], lanes),
+                                                               r.deref(self.names[node.src[0]])], lanes)
+            return f"{r.deref(self.names[node.src[0]])} = {kept};"
         else:  # a value, or lanes into an accumulator register
-            value = self.operand(node.src[1], self.lanes.get(node, 1))
+            value = self.operand(node.src[1], self.width(self.lanes.get(node, 1)))
             if dtype.kind == "bool" and r.bool_memory_type is not None:
                 value = r.to_memory(value)
             line = f"{r.deref(self.names[node.src[0]])} = {value};"
@@ -614,7 +655,7 @@ class _Walk:
         speculated load: ``svod.codegen.lower.speculate_gated_loads``) whose ``g`` holds across the loop it
         is read in notes ``p`` and ``g``: where every lane passes, the lanes are ``p``'s neighbouring
         elements (``outside_the_loop``)."""
-        lanes, offset = self.lanes[index], index.src[1]
+        lanes, offset = self.width(self.lanes[index]), index.src[1]
         lane = next((u for u in offset.toposort() if u.op is Ops.LANE), None)  # or only its gate has lanes
         whole = None
         if lane is not None and offset.op is Ops.WHERE and offset.src[2].op is Ops.CONST and offset.src[2].arg == 0 \
@@ -628,8 +669,14 @@ class _Walk:
         """Whether ``gate`` is computed outside the loop (or IF) the line being written is in: a test of all
         its lanes is then the same at every turn (a masked tile's last columns: one branch, which the compiler
         hoists). A gate that changes by turn made a branch there (a padded convolution's window: PoCL then
-        stops vectorising across work items, and conv2d ran slower), where each lane's element did not."""
-        return self.depths.get(gate, 0) < self.depth
+        stops vectorising across work items, and conv2d ran slower), where each lane's element did not; a
+        language whose lanes are the CPU's own vectors (``branches_by_turn``) takes the branch at every turn."""
+        return self.r.branches_by_turn or self.depths.get(gate, 0) < self.depth
+
+    @staticmethod
+    def gate_of(index: UOp) -> UOp | None:
+        """The gate of an INDEX, if it has one."""
+        return index.src[2] if len(index.src) == 3 else None
 
     def operand(self, node: UOp, lanes: int) -> str:
         """``node`` as an operand of an instruction of ``lanes`` lanes: a scalar broadcast to them."""
@@ -653,7 +700,12 @@ class _Walk:
                 zero = r.lanes_broadcast(r.literal(0, node.dtype), node.dtype, lanes)
                 return r.choose(self.names[gate], loaded, zero)
             return loaded
-        if node.op is Ops.LOAD:  # an accumulator register of lanes
+        if node.op is Ops.LOAD:  # an accumulator register of lanes, 0 in the lanes a gate of lanes fails
+            gate = self.gate_of(node.src[0])
+            if gate in self.lanes:
+                zero = r.lanes_broadcast(r.literal(0, node.dtype), node.dtype, lanes)
+                return r.lanes_alu(Ops.WHERE, node.dtype, dtypes.bool, [self.names[gate], r.deref(
+                    self.names[node.src[0]]), zero], lanes)
             return r.deref(self.names[node.src[0]])
         if node.op is Ops.CAST:
             return r.lanes_cast(self.operand(node.src[0], lanes), node.src[0].dtype, node.dtype, lanes)
@@ -670,6 +722,18 @@ _STATEMENTS: dict[Ops, Callable[[_Walk, UOp, int], str | None]] = {
     Ops.DEFINE_LOCAL: _Walk.local, Ops.BARRIER: _Walk.barrier, Ops.LANE: _Walk.lane, Ops.EXIT: _Walk.exit_,
 }
 """How each statement of LINEAR is spelled (or named, for nodes inlined where they are used)."""
+
+
+def lane_part_lanes(linear: tuple[UOp, ...], lanes: dict[UOp, int], registers: dict[UOp, int],
+                    part_bytes: int | None) -> int:
+    """How many lanes one part of a value of lanes holds where the language's vectors take at most
+    ``part_bytes`` (0: no limit): as many as fit of the widest number the lanes compute, indices left out
+    (a tile's offsets, of which only lane 0's is used where the lanes read neighbours) and bools (masks)."""
+    if part_bytes is None:
+        return 0
+    kinds = [u.dtype for u in lanes if u.dtype not in (dtypes.index, dtypes.bool) and not isinstance(u.dtype, PtrDType)]
+    widest = max((d.itemsize for d in (*kinds, *(pointee(r) for r in registers)) if d.itemsize), default=4)
+    return max(1, part_bytes // widest)
 
 
 def local_name(node: UOp) -> str:
