@@ -43,7 +43,7 @@ from svod.device import Device
 from svod.errors import KernelSyntaxError
 from svod.frontend import api
 from svod.frontend.arrays import lower_arrays
-from svod.frontend.binding import constant_key, signature_of
+from svod.frontend.binding import constant_key, signature_of, type_key
 from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
@@ -250,9 +250,9 @@ class Jit:
             elif _constant(value):
                 found.append(("constant", constant_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
-                found.append(("value", _type_name(value), _number_key(value)))
+                found.append(("value", type_key(value), _number_key(value)))
             else:
-                found.append(("scalar", _type_name(value)))
+                found.append(("scalar", type_key(value)))
         return found
 
 
@@ -287,13 +287,6 @@ def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | No
     return tuple(key)
 
 
-def _type_name(value: Any) -> str:
-    """A number's type as a plan's key: with its module, since NumPy 2 names ``np.bool_`` ``bool`` too, and NumPy
-    promotes its bool as it does not Python's (``np.True_ * 2.5`` is float64)."""
-    kind = type(value)
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
 def _number_key(value: Any) -> Any:
     """A number as a key of plans and calls: itself, but a NaN as one key of its own (a NaN is never equal to
     itself, so each call's NaN, a new object, would miss and prepare a plan again, and the plans would grow)."""
@@ -319,10 +312,10 @@ def _kind(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape)
     if isinstance(value, (int, np.integer)):
-        return (type(value).__name__, value)
+        return (type_key(value), value)
     if _constant(value):
         return ("constant", constant_key(value))
-    return type(value).__name__
+    return type_key(value)
 
 
 def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:
