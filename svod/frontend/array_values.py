@@ -195,6 +195,9 @@ class ArrayValues(SliceBounds):
 
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
+        if np.dtype(dtype).kind == "c":  # what NumPy makes of a complex operand, which svod cannot hold
+            raise self.refuse(node, f"this is an array of {np.dtype(dtype)}, and svod has no complex numbers: compute "
+                                    "on the real and imaginary parts, as arrays of their own")
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
         return Elementwise(broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
 

@@ -230,13 +230,23 @@ class Jit:
         arguments = {name: np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
                      hasattr(a, "__dlpack__") else a for name, a in bound.arguments.items()}
         for parameter, value in arguments.items():
-            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)) and \
-                    not _constant(value):
-                raise KernelSyntaxError(f"{self.name}'s argument {parameter} is {type(value).__name__}; a jitted "
-                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools, and "
-                                        "as constants of its plan None, strings, dtypes and tuples of these and "
-                                        "numbers", kernel=self.name, stage="bind", value=parameter)
+            if _complex(value) or (not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_))
+                                   and not _constant(value)):
+                raise self._refused_argument(parameter, value)
         return arguments
+
+    def _refused_argument(self, parameter: str, value: Any) -> KernelSyntaxError:
+        """The refusal of an argument the plan cannot take, located at the function's ``def``."""
+        what = f"of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
+        why = ("svod has no complex numbers: pass the real and imaginary parts as arrays of their own (x.real, "
+               "x.imag)") if _complex(value) else ("a jitted function takes NumPy arrays (np.asarray(...)), ints, "
+                                                   "floats and bools, and as constants of its plan None, strings, "
+                                                   "dtypes and tuples of these and numbers")
+        refused = KernelSyntaxError(f"{self.name}'s argument {parameter} is {what}; {why}", kernel=self.name,
+                                    stage="bind", value=parameter)
+        source = Source.of(self.fn)
+        refused.locate(f"{source.file}:{source.node.lineno}, the argument {parameter}")
+        return refused
 
     def _signature(self, arguments: Mapping[str, Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
@@ -299,6 +309,12 @@ _NAN = ("nan",)
 _NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                             np.float16, np.float32, np.float64))
 """The NumPy scalar types a call passes as numbers (``_arguments`` takes them as it takes Python's)."""
+
+
+def _complex(value: Any) -> bool:
+    """Whether an argument is a complex number or array, which svod has none of."""
+    return isinstance(value, (complex, np.complexfloating)) or \
+        (isinstance(value, np.ndarray) and value.dtype.kind == "c")
 
 
 def _constant(value: Any) -> bool:

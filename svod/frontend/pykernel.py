@@ -280,6 +280,10 @@ class Kernel:
             return annotation.kind(value)
         if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
             value = _from_dlpack(value, name, self.name)
+        if isinstance(value, (complex, np.complexfloating)) or (_is_array(value) and _kind(value) == "c"):
+            raise BufferMismatchError(f"argument {name} is {_show(value)}: svod has no complex numbers; pass the real "
+                                      "and imaginary parts as arrays of their own (x.real, x.imag)", kernel=self.name,
+                                      stage="bind", value=_show(value))
         if isinstance(annotation, pylang.ArrayType):
             if not _is_array(value) or _dtype(value) != annotation.dtype or len(_dims(value)) != annotation.ndim:
                 raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
@@ -552,6 +556,12 @@ def _device_of(args: Sequence[Any]) -> str:
         if dlpack.in_device_memory(value):
             return dlpack.device_name(*dlpack.producer_device(value))
     return "CPU"
+
+
+def _kind(value: Any) -> str:
+    """A numpy array's dtype's kind (``"c"`` complex), or a Buffer's (one of svod's, never complex)."""
+    return value.dtype.kind if isinstance(value, np.ndarray) else "b" if value.dtype == dtypes.bool else \
+        "f" if value.dtype.is_float else "i"
 
 
 def _dtype(value: Any) -> DType:
