@@ -132,6 +132,20 @@ def test_cov_is_numpys_of_rows_and_of_one_variable(device, shape):
 
 
 @svod.jit
+def correlations(x):
+    return np.corrcoef(x), np.corrcoef(x[:1]), np.corrcoef(x[0]), np.corrcoef(x.T + 1.0)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5), (7, 3), (2, 13), (3, 0)])
+def test_corrcoef_is_numpys_clipped_and_of_one_variable(device, shape):
+    """Each covariance over its row's deviation, then its column's, clipped to [-1, 1]; of one variable ``c / c``
+    (1.0, or NaN where the variance is); NaN rows where a row holds one value or a NaN."""
+    agrees_or_refused(correlations, device, data(device, *shape), needs=svod.dtypes.float64, rtol=1e-12)
+    agrees_or_refused(correlations, device, np.arange(np.prod(shape)).reshape(shape) % 3, needs=svod.dtypes.float64,
+                      rtol=1e-12)
+
+
+@svod.jit
 def cov_by_columns(x):
     return np.cov(x, rowvar=False)
 
