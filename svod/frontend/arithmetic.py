@@ -33,8 +33,6 @@ class Arithmetic(TranslationContext):
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
             raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
                                     stage="build", value=op)
-        if av.dtype == dtypes.bool and op in _LOGICAL:  # NumPy's add and multiply of bools are or and and
-            return _UOP_BINARY[_LOGICAL[op]](av, bv)
         if op == "/" and not av.dtype.is_float:
             av, bv = av.cast(self.platform.real), bv.cast(self.platform.real)
         if op in ("//", "%"):
@@ -200,8 +198,6 @@ def _python_binary(op: str, a: Any, b: Any) -> Any:
 
 
 _INTEGER_ONLY = frozenset({"<<", ">>", "&", "|", "^"})
-_LOGICAL = {"+": "|", "*": "&"}
-"""The operators NumPy computes on two bools as logical ones (``np.True_ + np.True_`` is ``True``)."""
 
 
 def _floored(op: str, a: UOp, b: UOp) -> UOp:

@@ -188,6 +188,8 @@ class ArrayValues(SliceBounds):
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
         dtype = _result_dtype(self, node, fn, left, right)
+        if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
+            op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
