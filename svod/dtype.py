@@ -128,7 +128,9 @@ class dtypes:  # noqa: N801 - the public spelling of API.md
         name = np.dtype(np_dtype).name
         found = _BY_NUMPY_NAME.get(name)
         if found is None:
-            raise SvodError(f"numpy dtype {name} has no svod dtype", stage="build", value=name)
+            why = " (svod has no complex numbers: compute on the real and imaginary parts)" \
+                if np.dtype(np_dtype).kind == "c" else ""
+            raise SvodError(f"numpy dtype {name} has no svod dtype{why}", stage="build", value=name)
         return found
 
     @staticmethod

@@ -1,10 +1,12 @@
 """NumPy's scans and statistics in ``@svod.jit``'s array statements (``svod.frontend.arrays``): ``np.cumsum`` and
 ``np.cumprod`` (and the methods) with ``axis``; ``np.var`` and ``np.std`` (and the methods) with ``axis``,
-``ddof``, ``keepdims``; ``np.average``, with or without ``weights``; ``np.count_nonzero``.
+``ddof``, ``keepdims``; ``np.average``, with or without ``weights``; ``np.count_nonzero``; ``np.cov``, ``np.corrcoef``.
 
 Each is computed as NumPy computes it, so its dtype and its values at the edges are NumPy's: a variance is
 the mean of the squared deviations from the mean (two passes, never the sum of squares less the squared
-sum), divided by ``max(n - ddof, 0)``; a weighted average is ``sum(a * w) / sum(w)`` in NumPy's result dtype.
+sum), divided by ``max(n - ddof, 0)``; a weighted average is ``sum(a * w) / sum(w)`` in NumPy's result dtype; a
+covariance is the products of the deviations from each row's mean, times ``1 / (n - 1)`` (inf where ``n <= 1``,
+NaNs then, where NumPy warns and gives the same).
 Where NumPy raises at run time (weights that sum to 0), the arithmetic gives inf or NaN instead.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend import extents
-from svod.frontend.array_exprs import Expr, Reduced, Value, Viewed, Whole, numpy, typed
+from svod.frontend.array_exprs import Expr, Product, Reduced, Reshaped, Transposed, Value, Viewed, Whole, numpy, typed
 from svod.frontend.array_shapes import ArrayShapes
 from svod.frontend.nodes import call, constant
 
@@ -47,7 +49,16 @@ class ArrayStatistics(ArrayShapes):
                                     f"{'a float' if name == 'mean' else 'a bool, integer or float'} dtype)")
         return dtype
 
+    @abstractmethod
+    def operand(self, node: ast.AST, x: Expr) -> Expr: ...
+
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
+        if name == "cov" and args and isinstance(args[0], Expr):
+            self.passed(node, np.cov, ("m",))
+            return self.covariance(node, args[0])
+        if name == "corrcoef" and args and isinstance(args[0], Expr):
+            self.passed(node, np.corrcoef, ("x",))
+            return self.correlation(node, args[0])
         if name not in _STATISTICS or not args or not isinstance(args[0], Expr):
             return super().extra_function(node, name, args)
         return self.statistic(node, args[0], name)
@@ -79,6 +90,44 @@ class ArrayStatistics(ArrayShapes):
         if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
             raise self.refuse(node, f"np.{name}'s ddof is a number")
         return self.spread(node, x, name, axes, keepdims, ddof)
+
+    def covariance(self, node: ast.Call, x: Expr, what: str = "np.cov") -> Expr:
+        """``np.cov(m)`` of NumPy's defaults (each row a variable, ``ddof`` 1): in float64 or wider, the rows'
+        deviations from their means made once, their products summed, times ``1 / (n - 1)``; of one variable (a
+        1-D array, one row) a 0-d variance, as NumPy squeezes it."""
+        if len(x.shape) not in (1, 2):
+            raise self.refuse(node, f"{what} of an array of {len(x.shape)} dimension(s) (it takes 1 or 2)")
+        self.static(node, x, what)
+        dtype = np.result_type(x.dtype, np.float64)
+        rows = x if len(x.shape) == 2 else Reshaped((1, x.shape[0]), x.dtype, x)
+        values = self.elementwise(node, lambda c: typed(c[0], dtype), dtype, rows)
+        deviations = self.operand(node, self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]), dtype,
+                                                         values, _total(values, (1,), True, "mean", dtype)))
+        variables, count = extents.numbers(rows.shape)
+        products = Product((variables, variables), dtype, deviations,
+                           Transposed((count, variables), dtype, deviations, (1, 0)))
+        scale = ast.BinOp(typed(constant(1), dtype), ast.Div(), typed(constant(count - 1), dtype)) if count > 1 \
+            else numpy("inf")  # NumPy's true_divide(1, fact), inf where fact <= 0
+        covariances = self.elementwise(node, lambda c: typed(ast.BinOp(c[0], ast.Mult(), scale), dtype), dtype,
+                                       products)
+        if variables != 1:
+            return covariances
+        return Whole(Reshaped((), dtype, covariances))  # NumPy squeezes one variable's 1 x 1 to 0-d
+
+    def correlation(self, node: ast.Call, x: Expr) -> Value:
+        """``np.corrcoef(x)``: the covariances made once, each divided by its row's standard deviation, then by
+        its column's, and clipped to [-1, 1], as NumPy computes them; of one variable ``c / c`` (1, or NaN)."""
+        covariances = self.covariance(node, x, "np.corrcoef")
+        dtype = covariances.dtype
+        if not covariances.shape:
+            return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Div(), c[0]), dtype, covariances)
+        made = self.operand(node, covariances)
+        k = extents.numbers(made.shape)[0]
+        diagonal = Viewed((k,), dtype, Reshaped((k * k,), dtype, made), ((0, 0, k + 1),), {})
+        deviations = self.elementwise(node, lambda c: call(numpy("sqrt"), c[0]), dtype, diagonal)
+        return self.elementwise(node, lambda c: call(numpy("minimum"), call(numpy("maximum"), ast.BinOp(ast.BinOp(
+            c[0], ast.Div(), c[1]), ast.Div(), c[2]), typed(constant(-1), dtype)), typed(constant(1), dtype)), dtype,
+            made, Reshaped((k, 1), dtype, deviations), Reshaped((1, k), dtype, deviations))
 
     def reduced_axes(self, node: ast.expr | None, ndim: int, what: str) -> tuple[int, ...]:
         if node is None or (isinstance(node, ast.Constant) and node.value is None):

@@ -188,6 +188,8 @@ class ArrayValues(SliceBounds):
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
         dtype = _result_dtype(self, node, fn, left, right)
+        if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
+            op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
@@ -195,6 +197,9 @@ class ArrayValues(SliceBounds):
 
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
+        if np.dtype(dtype).kind == "c":  # what NumPy makes of a complex operand, which svod cannot hold
+            raise self.refuse(node, f"this is an array of {np.dtype(dtype)}, and svod has no complex numbers: compute "
+                                    "on the real and imaginary parts, as arrays of their own")
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
         return Elementwise(broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
 

@@ -43,9 +43,17 @@ def constant_key(value: Any) -> Hashable | None:
     if isinstance(value, type) and issubclass(value, (np.generic, bool, int, float, complex)):
         return ("type", value)
     if isinstance(value, tuple):
-        parts = [constant_key(item) if not _number(item) else (type(item).__name__, item) for item in value]
+        parts = [constant_key(item) if not _number(item) else (type_key(item), item) for item in value]
         return None if any(part is None for part in parts) else ("tuple", tuple(parts))
     return None
+
+
+def type_key(value: Any) -> str:
+    """A number's type as a key of plans, kernels and calls: with its module, since NumPy 2 names ``np.bool_``
+    ``bool`` too, and NumPy's bool is typed where Python's is weak (``np.True_ + np.True_`` is ``True``,
+    ``True + True`` is 2), and ``np.True_ == True`` hashes alike."""
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def literal(value: Any) -> ast.expr | None:
@@ -63,4 +71,4 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating, np.bool_))
 
 
-__all__ = ["constant_key", "literal", "signature_of"]
+__all__ = ["constant_key", "literal", "signature_of", "type_key"]

@@ -106,6 +106,9 @@ class Compactions:
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr: ...
 
+    @abstractmethod
+    def accumulated(self, node: ast.Call, dtype_node: ast.expr, name: str) -> np.dtype | None: ...
+
     def returned_prefix(self, value: ast.expr) -> bool:
         """Whether ``value`` is ``y[:k]`` of an array ``y`` of its own name (or an argument): returned as its
         first ``k`` elements, ``k`` computed where the return stands (``Reader.prefixes``), whatever the host
@@ -213,9 +216,12 @@ class Compactions:
         if name not in MASKED_REDUCTIONS:
             raise self.refuse(node, f"{name} of x[mask]: the mask may hold nowhere, where NumPy raises (no identity); "
                                     f"svod reduces x[mask] by {', '.join(MASKED_REDUCTIONS)}")
-        axis = next((k.value for k in keywords if k.arg == "axis"), positional[0] if positional else None)
-        if not whole_axis(axis) or len(positional) > 1 or any(k.arg != "axis" for k in keywords):
-            raise self.refuse(node, f"{name} of x[mask] takes no argument but axis (None, 0 or -1): x[mask] is 1-D")
+        takes = ("axis", "dtype") if name in ("sum", "prod", "mean") else ("axis",)
+        given = dict(zip(takes, positional, strict=False)) | {k.arg: k.value for k in keywords if k.arg}
+        if not whole_axis(given.get("axis")) or len(positional) > len(takes) or set(given) - set(takes):
+            raise self.refuse(node, f"{name} of x[mask] takes no argument but axis (None, 0 or -1: x[mask] is 1-D)"
+                                    f"{' and dtype' if 'dtype' in takes else ''}")
+        within = self.accumulated(node, given["dtype"], name) if "dtype" in given else None
         mask, under = self.under_mask(node, operand)
         identity: dict[str, ast.expr] = {"sum": constant(0), "prod": constant(1), "mean": constant(0),
                                          "any": constant(False), "all": constant(True)}
@@ -224,7 +230,7 @@ class Compactions:
             kept = self.elementwise(node, lambda c: ast.IfExp(c[0], ast.Compare(c[1], [ast.NotEq()], [constant(0)]),
                                                               identity[name]), dtype, mask, under)
         else:
-            dtype = np.asarray(getattr(np, name)(np.ones(1, under.dtype))).dtype
+            dtype = np.asarray(getattr(np, name)(np.ones(1, under.dtype), dtype=within)).dtype  # NumPy's
             kept = self.elementwise(node, lambda c: ast.IfExp(c[0], typed(c[1], dtype), typed(identity[name], dtype)),
                                     dtype, mask, under)
         axes = tuple(range(len(mask.shape)))

@@ -54,7 +54,8 @@ class Expressions(Randoms):
     def _constant(self, node: ast.Constant) -> Any:
         if isinstance(node.value, (bool, int, float)):
             return node.value
-        raise self.refuse(node, f"the constant {node.value!r} is not a number")
+        why = ": svod has no complex numbers" if isinstance(node.value, complex) else ""
+        raise self.refuse(node, f"the constant {node.value!r} is not a number{why}")
 
     # ---- names ------------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from svod.device import Device
 from svod.errors import KernelSyntaxError
 from svod.frontend import api
 from svod.frontend.arrays import lower_arrays
-from svod.frontend.binding import constant_key, signature_of
+from svod.frontend.binding import constant_key, signature_of, type_key
 from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
@@ -230,13 +230,23 @@ class Jit:
         arguments = {name: np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
                      hasattr(a, "__dlpack__") else a for name, a in bound.arguments.items()}
         for parameter, value in arguments.items():
-            if not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_)) and \
-                    not _constant(value):
-                raise KernelSyntaxError(f"{self.name}'s argument {parameter} is {type(value).__name__}; a jitted "
-                                        "function takes NumPy arrays (np.asarray(...)), ints, floats and bools, and "
-                                        "as constants of its plan None, strings, dtypes and tuples of these and "
-                                        "numbers", kernel=self.name, stage="bind", value=parameter)
+            if _complex(value) or (not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_))
+                                   and not _constant(value)):
+                raise self._refused_argument(parameter, value)
         return arguments
+
+    def _refused_argument(self, parameter: str, value: Any) -> KernelSyntaxError:
+        """The refusal of an argument the plan cannot take, located at the function's ``def``."""
+        what = f"of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
+        why = ("svod has no complex numbers: pass the real and imaginary parts as arrays of their own (x.real, "
+               "x.imag)") if _complex(value) else ("a jitted function takes NumPy arrays (np.asarray(...)), ints, "
+                                                   "floats and bools, and as constants of its plan None, strings, "
+                                                   "dtypes and tuples of these and numbers")
+        refused = KernelSyntaxError(f"{self.name}'s argument {parameter} is {what}; {why}", kernel=self.name,
+                                    stage="bind", value=parameter)
+        source = Source.of(self.fn)
+        refused.locate(f"{source.file}:{source.node.lineno}, the argument {parameter}")
+        return refused
 
     def _signature(self, arguments: Mapping[str, Any], variant: Variant) -> list[Any]:
         """What a plan is prepared for: each array's dtype and shape, each scalar's kind (a bool's value, a
@@ -250,9 +260,9 @@ class Jit:
             elif _constant(value):
                 found.append(("constant", constant_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
-                found.append(("value", _type_name(value), _number_key(value)))
+                found.append(("value", type_key(value), _number_key(value)))
             else:
-                found.append(("scalar", _type_name(value)))
+                found.append(("scalar", type_key(value)))
         return found
 
 
@@ -287,13 +297,6 @@ def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | No
     return tuple(key)
 
 
-def _type_name(value: Any) -> str:
-    """A number's type as a plan's key: with its module, since NumPy 2 names ``np.bool_`` ``bool`` too, and NumPy
-    promotes its bool as it does not Python's (``np.True_ * 2.5`` is float64)."""
-    kind = type(value)
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
 def _number_key(value: Any) -> Any:
     """A number as a key of plans and calls: itself, but a NaN as one key of its own (a NaN is never equal to
     itself, so each call's NaN, a new object, would miss and prepare a plan again, and the plans would grow)."""
@@ -308,6 +311,12 @@ _NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.
 """The NumPy scalar types a call passes as numbers (``_arguments`` takes them as it takes Python's)."""
 
 
+def _complex(value: Any) -> bool:
+    """Whether an argument is a complex number or array, which svod has none of."""
+    return isinstance(value, (complex, np.complexfloating)) or \
+        (isinstance(value, np.ndarray) and value.dtype.kind == "c")
+
+
 def _constant(value: Any) -> bool:
     """Whether an argument is a constant of the plan (``binding``): neither an array nor a number."""
     return not isinstance(value, np.ndarray) and constant_key(value) is not None
@@ -319,10 +328,10 @@ def _kind(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape)
     if isinstance(value, (int, np.integer)):
-        return (type(value).__name__, value)
+        return (type_key(value), value)
     if _constant(value):
         return ("constant", constant_key(value))
-    return type(value).__name__
+    return type_key(value)
 
 
 def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:

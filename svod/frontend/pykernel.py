@@ -280,6 +280,10 @@ class Kernel:
             return annotation.kind(value)
         if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
             value = _from_dlpack(value, name, self.name)
+        if isinstance(value, (complex, np.complexfloating)) or (_is_array(value) and _kind(value) == "c"):
+            raise BufferMismatchError(f"argument {name} is {_show(value)}: svod has no complex numbers; pass the real "
+                                      "and imaginary parts as arrays of their own (x.real, x.imag)", kernel=self.name,
+                                      stage="bind", value=_show(value))
         if isinstance(annotation, pylang.ArrayType):
             if not _is_array(value) or _dtype(value) != annotation.dtype or len(_dims(value)) != annotation.ndim:
                 raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
@@ -292,7 +296,7 @@ class Kernel:
         elif isinstance(annotation, DType) and not isinstance(value, (int, float, np.number)):
             raise BufferMismatchError(f"argument {name} must be a {annotation.name} scalar, got {_show(value)}",
                                       kernel=self.name, stage="bind", value=_show(value))
-        if not (_is_array(value) or isinstance(value, (int, float, np.number))):
+        if not (_is_array(value) or isinstance(value, (int, float, np.number, np.bool_))):
             raise BufferMismatchError(f"argument {name} must be an array (numpy, svod.Buffer, DLPack) or a number, "
                                       f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
         return value
@@ -305,8 +309,8 @@ class Kernel:
                 kinds.append(("const", value))
             elif _is_array(value):
                 kinds.append(("array", _dtype(value), len(_dims(value))))
-            elif self._scalar_dtype(name, value, platform) == dtypes.bool:
-                kinds.append(("const", bool(value)))  # a bool is a constant of the kernel
+            elif self._scalar_dtype(name, value, platform) == dtypes.bool:  # a bool is a constant of the kernel,
+                kinds.append(("const", bool(value), isinstance(value, np.bool_)))  # NumPy's typed, Python's weak
             else:
                 kinds.append(("scalar", self._scalar_dtype(name, value, platform), self._weak(name, value)))
         return (tuple(kinds), self._size_classes(values), platform)
@@ -378,7 +382,7 @@ class Kernel:
             else:
                 dtype = self._scalar_dtype(name, value, platform)
                 if dtype == dtypes.bool:
-                    env[name] = bool(value)
+                    env[name] = _bool_constant(value)
                     continue
                 annotation = self.annotations.get(name)
                 if isinstance(annotation, pylang.IntType):
@@ -475,6 +479,13 @@ def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
     return [p.name for p in found]
 
 
+def _bool_constant(value: bool | np.bool_) -> bool | UOp:
+    """A bool argument as the kernel reads it: Python's a Python number (``True + True`` is 2, as in Python),
+    NumPy's a typed bool, which promotes and computes as a bool array's element does (``np.True_ + np.True_`` is
+    ``True``, ``np.True_ * 2.5`` float64, ``np.True_ - np.True_`` refused as NumPy refuses it)."""
+    return UOp.const(dtypes.bool, bool(value)) if isinstance(value, np.bool_) else bool(value)
+
+
 def _local_dtypes(env: dict[str, Any], platform: Platform) -> tuple[tuple[str, DType], ...]:
     """The dtype of each scalar local in ``env``: a value's own (an index is stored as int64), a Python
     number's as numba types it (a float the platform's real, an int int64)."""
@@ -545,6 +556,12 @@ def _device_of(args: Sequence[Any]) -> str:
         if dlpack.in_device_memory(value):
             return dlpack.device_name(*dlpack.producer_device(value))
     return "CPU"
+
+
+def _kind(value: Any) -> str:
+    """A numpy array's dtype's kind (``"c"`` complex), or a Buffer's (one of svod's, never complex)."""
+    return value.dtype.kind if isinstance(value, np.ndarray) else "b" if value.dtype == dtypes.bool else \
+        "f" if value.dtype.is_float else "i"
 
 
 def _dtype(value: Any) -> DType:

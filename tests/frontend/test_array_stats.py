@@ -117,6 +117,40 @@ def average_returned(x):
 
 
 @svod.jit
+def covariances(x):
+    return np.cov(x), np.cov(x[:1]), np.cov(x[0]), np.cov(x.T) * 2.0
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5), (7, 3), (2, 13), (3, 0)])
+def test_cov_is_numpys_of_rows_and_of_one_variable(device, shape):
+    """Each row a variable: float64 of float64 or integer data, one variable's (a row, a 1-D array) squeezed to a
+    0-d variance, and NaNs where a row has one value or none (NumPy warns, ``1 / (n - 1)`` is inf there)."""
+    agrees_or_refused(covariances, device, data(device, *shape), needs=svod.dtypes.float64, rtol=1e-12)
+    with np.errstate(invalid="ignore"):  # the NaN and inf data holds, as int32
+        integers = (data(device, *shape) * 7).astype(np.int32)
+    agrees_or_refused(covariances, device, integers, needs=svod.dtypes.float64, rtol=1e-12)
+
+
+@svod.jit
+def correlations(x):
+    return np.corrcoef(x), np.corrcoef(x[:1]), np.corrcoef(x[0]), np.corrcoef(x.T + 1.0)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5), (7, 3), (2, 13), (3, 0)])
+def test_corrcoef_is_numpys_clipped_and_of_one_variable(device, shape):
+    """Each covariance over its row's deviation, then its column's, clipped to [-1, 1]; of one variable ``c / c``
+    (1.0, or NaN where the variance is); NaN rows where a row holds one value or a NaN."""
+    agrees_or_refused(correlations, device, data(device, *shape), needs=svod.dtypes.float64, rtol=1e-12)
+    agrees_or_refused(correlations, device, np.arange(np.prod(shape)).reshape(shape) % 3, needs=svod.dtypes.float64,
+                      rtol=1e-12)
+
+
+@svod.jit
+def cov_by_columns(x):
+    return np.cov(x, rowvar=False)
+
+
+@svod.jit
 def weights_across(x, w):
     return np.average(x, weights=w)
 
@@ -135,7 +169,8 @@ def scan_past_the_axes(x):
     (var_in_float32, "np.var's dtype= is not one svod takes"), (average_returned, "np.average's returned="),
     (weights_across, r"np.average's weights of shape \(4,\) for an array of shape \(3, 4\)"),
     (cumprod_out, "np.cumprod's out= is not one svod takes"),
-    (scan_past_the_axes, r"np.cumprod's axis \(2,\) is not an axis")])
+    (scan_past_the_axes, r"np.cumprod's axis \(2,\) is not an axis"),
+    (cov_by_columns, "np.cov's rowvar= is not one svod takes")])
 def test_what_svod_does_not_take_is_refused_at_its_line(fn, says):
     x = np.ones((3, 4))
     args = (x, np.ones(4)) if fn is weights_across else (x, x.copy()) if fn is cumprod_out else (x,)

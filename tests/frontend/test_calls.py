@@ -235,3 +235,23 @@ def test_a_call_with_another_count_of_arguments_is_refused_as_at_a_first_call():
     kernel(out, x)
     assert _call(kernel, out, x, x) == _call(svod.kernel(add_one_fn), out, x, x)
     assert _call(kernel, out) == _call(svod.kernel(add_one_fn), out)
+
+
+def gated_fn(out, x, flag, by):
+    for i in svod.prange(x.shape[0]):
+        out[i] = (x[i] + (flag * 2) * by) - x[i]
+
+
+@pytest.mark.parametrize("n", (0, 1, 7))
+def test_a_numpy_bool_and_a_python_bool_are_kernels_apart(n: int) -> None:
+    """``np.True_`` is typed as NumPy's scalars are (``np.True_ * 2`` an int64, times a Python float a float64 that
+    keeps what float32 arithmetic would lose), ``True`` a Python number (``True * 2 * 1e-8`` a weak float, float32
+    with a float32 element): calls in any order, each by the first call's path or a prepared one, compute what
+    plain Python does."""
+    kernel = svod.kernel(gated_fn)
+    x = np.full(n, 1.1, np.float32)
+    for flag in (np.True_, True, np.False_, False, np.True_, True, True, np.True_):
+        out, want = np.zeros_like(x), np.zeros_like(x)
+        kernel(out, x, flag, 1e-8)
+        gated_fn(want, x, flag, 1e-8)
+        np.testing.assert_array_equal(out, want)

@@ -187,6 +187,43 @@ def test_a_reduction_of_x_of_a_mask_is_numpys_of_the_kept_elements(device, n):
             agrees_with_python(binned_means, device, rng.random(n), rng.random(n), edges, numpy_warns=True)
 
 
+@svod.jit
+def masked_reductions_in(x, t):
+    return (x[x > t].sum(dtype=np.int8), np.sum(x[x > t], dtype=np.float32), x[x > t].mean(dtype=np.float32),
+            np.prod(x[(x > t) & (x < 4)], 0, np.int64), x[x > t].sum(None, np.int16))
+
+
+@svod.jit
+def masked_float32_sum(x):
+    return np.sum(x[x > 0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_reduction_of_x_of_a_mask_takes_numpys_dtype(device, n):
+    """``dtype=`` (by keyword or position) casts each kept element to it and reduces in it, as NumPy does: an
+    int8 sum wraps, a float32 sum of 3e38s overflows to inf where float64's would not, an integer product
+    truncates each factor. (Integer-valued and order-free: NumPy's pairwise float32 sum is another order.)"""
+    if not held(device, "int64") or not held(device, "float64"):
+        with pytest.raises(GraphError, match="cannot hold"):
+            masked_reductions_in(np.arange(3.0), 0.0, device=device)
+        return
+    rng = np.random.default_rng(n)
+    x = np.trunc(rng.uniform(-100, 100, n)) + 0.5
+    for t in (-200.0, 0.0, 50.0, 200.0):
+        agrees_with_python(masked_reductions_in, device, x, t, numpy_warns=True)
+    agrees_with_python(masked_float32_sum, device, np.resize([3e38, -1.0, 3e38], n), numpy_warns=True)
+
+
+@svod.jit
+def masked_any_of_a_dtype(x):
+    return x[x > 0].any(dtype=np.int8)
+
+
+@svod.jit
+def masked_mean_of_an_integer(x):
+    return x[x > 0].mean(dtype=np.int32)
+
+
 # ---- np.unique -------------------------------------------------------------------------------------------------
 
 @svod.jit
@@ -265,7 +302,9 @@ def masked_length(x):
 @pytest.mark.parametrize(("fn", "says"), [
     (masked_max, r"max of x\[mask\]: the mask may hold nowhere, where NumPy raises"),
     (reduced_under_two_masks, r"a reduction of x\[mask\] reads arrays under one mask only"),
-    (masked_sum_along_an_axis, r"sum of x\[mask\] takes no argument but axis \(None, 0 or -1\)"),
+    (masked_sum_along_an_axis, r"sum of x\[mask\] takes no argument but axis \(None, 0 or -1: .*\) and dtype"),
+    (masked_any_of_a_dtype, r"any of x\[mask\] takes no argument but axis \(None, 0 or -1"),
+    (masked_mean_of_an_integer, r"np.mean's dtype=int32 is not one svod takes \(it takes a float dtype\)"),
     (masked_shape, r"x\[mask\].shape is of the mask's count, a number NumPy gives as a Python int"),
     (masked_length, r"len\(x\[mask\]\) is of the mask's count"),
     (reads_its_kept, r"y = x\[mask\] has a length known only after the run: svod returns such an array"),

@@ -677,11 +677,111 @@ def shifted_by_product(x, a, b):
 
 def test_a_numpy_bool_never_takes_the_plan_of_a_python_bool():
     """NumPy promotes ``np.True_ * 2.5`` to float64 where Python's ``True * 2.5`` stays a weak float (float32
-    with a float32 array), and both types are named ``bool`` in NumPy 2: a plan keyed by the type's name
-    alone gave a NumPy bool the Python bool's float32. A NumPy bool is refused, first call or later."""
-    jitted = svod.jit(shifted_by_product.fn)
-    x = data(5)
-    assert jitted(x, True, 2.5).dtype == shifted_by_product.fn(x, True, 2.5).dtype == np.float32
-    for _ in range(2):
-        with pytest.raises(svod.errors.SvodError, match="argument a must be"):
-            jitted(x, np.True_, 2.5)
+    with a float32 array), and both types are named ``bool`` in NumPy 2 (and ``np.True_ == True`` hashes alike):
+    a plan, variant or phase keyed by the type's name alone gave one the other's dtypes. Each keeps its own, in
+    either order of calls."""
+    for order in ((True, np.True_), (np.True_, True)):
+        jitted = svod.jit(shifted_by_product.fn)
+        x = data(5)
+        for flag in (*order, *order):
+            got, want = jitted(x, flag, 2.5), shifted_by_product.fn(x, flag, 2.5)
+            assert got.dtype == want.dtype == (np.float64 if isinstance(flag, np.bool_) else np.float32)
+            np.testing.assert_array_equal(got, want)
+        assert len(jitted._plans) == 2 and len(jitted._calls) == 2
+
+
+@svod.jit
+def added(a, b):
+    return a + b
+
+
+@svod.jit
+def multiplied(a, b):
+    return a * b
+
+
+@svod.jit
+def inverted(a):
+    return ~a
+
+
+@svod.jit
+def nudged(x, a, b):
+    for i in prange(x.shape[0]):
+        if a and not b:
+            x[i] = (x[i] + a * 1e-8) - x[i] + (a ^ True)
+        else:
+            x[i] = x[i] * (a * 3) + b
+    return x
+
+
+@svod.jit
+def masked_by(x, a):
+    n = 3 if a else 2
+    t = np.zeros(n, x.dtype)
+    t[:] = x[:n] * a
+    return t, np.where(a, x, -x)
+
+
+NUMPY_BOOLS = (np.True_, np.False_, True, False)
+
+
+@pytest.mark.parametrize("a", NUMPY_BOOLS, ids=repr)
+@pytest.mark.parametrize("b", (*NUMPY_BOOLS, 2, 2.5, np.float32(1.5), np.int8(3)), ids=repr)
+def test_a_numpy_bool_computes_as_numpy_computes_it(a, b):
+    """A NumPy bool argument is typed, as NumPy's scalars are: ``np.True_ * 2`` an int64, ``np.True_ * 2.5`` a
+    float64, ``np.True_ + np.float32(1.5)`` a float32, ``~np.True_`` ``False``; two Python bools compute as Python
+    (``True + True`` is 2). Every pair gives plain Python's value (a jitted scalar comes back as a Python number),
+    but ``+`` and ``*`` of two bools one of which is NumPy's, which NumPy computes as ``or`` and ``and``, and a
+    kernel, which cannot tell them from Python's bools there, refuses at the line."""
+    for fn, op in ((added, "ADD"), (multiplied, "MUL")):
+        if isinstance(b, (bool, np.bool_)) and np.bool_ in (type(a), type(b)):
+            with pytest.raises(svod.errors.SvodError, match=f"{op} is not defined on bool") as err:
+                fn(a, b)
+            assert f"{__file__}:{line_of(fn, 'return a ')}" in str(err.value)
+            continue
+        got, want = fn(a, b), fn.fn(a, b)
+        assert got == want and type(got) is type(want.item() if isinstance(want, np.generic) else want)
+    if isinstance(a, np.bool_):
+        assert inverted(a) is (not a) is inverted.fn(a).item()
+
+
+@pytest.mark.parametrize("a", NUMPY_BOOLS, ids=repr)
+@pytest.mark.parametrize("b", (np.True_, np.False_, 2.5, np.float32(2.5)), ids=repr)
+@pytest.mark.parametrize("n", (0, 1, 3, 7))
+def test_a_numpy_bool_in_phases_and_on_the_host(device, a, b, n):
+    """In a ``prange`` a NumPy bool times a Python float is a float64 (``x_f32[i] + np.True_ * 1e-8`` keeps the
+    1e-8 that float32 arithmetic loses), in a test, an ``and``, a ``^``; on the host it sizes a temporary and
+    picks a ``where``'s side as plain Python does."""
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32) + np.float32(1.1)
+    if svod.dtypes.float64 not in device.caps.element_dtypes:  # float32 arithmetic, whose `(x + c) - x` WGSL
+        x[:] = 0.0  # may fold to c: what is left to compare is the branches' and bools' arithmetic
+    agrees_with_python(nudged, device, x, a, b, typed=True)
+    if n >= 3:
+        agrees_with_python(masked_by, device, np.arange(n, dtype=np.float32), a, typed=True)
+
+
+@svod.jit
+def either_and_both(x, y):
+    return (((x > 0.5) + (y > 0.5)).astype(np.int32), ((x > 0.5) * (y > 0.5)).astype(np.int32),
+            (((x > 0.5) + True) * (y > 0.5)).astype(np.int32), np.add(x > 0.5, y > 0.5).astype(np.int32))
+
+
+@pytest.mark.parametrize("n", (0, 1, 7))
+def test_add_and_multiply_of_bool_arrays_are_or_and_and(device, n):
+    """NumPy adds bool arrays as ``or`` and multiplies them as ``and``, into bools (never 2)."""
+    rng = np.random.default_rng(n)
+    agrees_with_python(either_and_both, device, rng.random(n).astype(np.float32),
+                       rng.random(n).astype(np.float32), typed=True)
+
+
+def test_a_numpy_bool_where_numpy_refuses_is_refused_at_its_line():
+    """NumPy refuses ``np.True_ - np.True_`` (TypeError); svod refuses it where it is written."""
+    with pytest.raises(svod.errors.SvodError, match="SUB is not defined on bool") as err:
+        subtracted(np.True_, np.False_)
+    assert f"{__file__}:{line_of(subtracted, 'a - b')}" in str(err.value)
+
+
+@svod.jit
+def subtracted(a, b):
+    return a - b
