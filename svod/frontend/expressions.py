@@ -75,10 +75,13 @@ class Expressions(Randoms):
         raise self.refuse(node, f"name {name} is not defined")
 
     def static(self, value: Any, name: str, node: ast.AST) -> Any:
-        """A global the kernel names: a number (a constant of the kernel, read when it is translated), svod
+        """A global the kernel names: a number (a constant of the kernel, read when it is translated; a NumPy
+        scalar keeps its dtype, a Python number is weak), svod
         or one of its names, a math module, numpy, a ``@svod.func``."""
-        if is_number(value) or isinstance(value, (np.integer, np.floating)):
-            return value.item() if isinstance(value, np.generic) else value
+        if isinstance(value, (np.integer, np.floating, np.bool_)):
+            return UOp.const(dtypes.from_numpy(value.dtype), value.item())  # typed, as NumPy computes with it
+        if is_number(value):
+            return value
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
                 value is pylang.prange or is_atomic(value) or any(value is key for key in ORDER_KEYS):
             return value

@@ -175,3 +175,39 @@ def test_a_global_array_is_refused_by_name_and_line():
     with pytest.raises(svod.errors.KernelSyntaxError, match=r"test_language.py:\d+: GLOBAL_TABLE is ndarray"):
         reads_a_global_array(out)
     assert np.array_equal(out, np.zeros(3))
+
+
+SCALE = np.float32(100.0)
+WIDE = np.int64(2**40)
+
+
+@svod.kernel
+def scales_by_a_numpy_global(x, out):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * SCALE / SCALE
+
+
+@svod.kernel
+def offsets_by_a_numpy_global(x, out):
+    for i in svod.prange(x.shape[0]):
+        out[i] = (x[i] + WIDE) // 2**20
+
+
+def test_a_numpy_global_computes_in_its_own_dtype(device):
+    """A NumPy scalar global is typed as NumPy types it, not read as a weak Python number: float16 times a
+    float32 scalar is float32 (1000 * 100 overflows float16 but not float32), int32 plus an int64 scalar int64."""
+    x = np.array([1000.0, -0.0, 65504.0], dtype=np.float16)
+    if refuses(device, svod.dtypes.float16):
+        return
+    out = np.zeros(3, np.float16)
+    scales_by_a_numpy_global(x, out, device=device)
+    want = np.array([v * SCALE / SCALE for v in x], dtype=np.float16)
+    assert np.array_equal(out, want) and np.array_equal(np.signbit(out), np.signbit(want))
+    ints = np.array([0, -1, 2**31 - 1, -2**31], dtype=np.int32)
+    wide_out = np.zeros(4, np.int64)
+    if refuses(device, svod.dtypes.int64):
+        with pytest.raises(svod.errors.SvodError, match="int64"):
+            offsets_by_a_numpy_global(ints, wide_out, device=device)
+        return
+    offsets_by_a_numpy_global(ints, wide_out, device=device)
+    assert np.array_equal(wide_out, np.array([(int(v) + 2**40) // 2**20 for v in ints]))
