@@ -76,8 +76,8 @@ class Expressions(Randoms):
 
     def static(self, value: Any, name: str, node: ast.AST) -> Any:
         """A global the kernel names: a number (a constant of the kernel, read when it is translated; a NumPy
-        scalar keeps its dtype, a Python number is weak), svod
-        or one of its names, a math module, numpy, a ``@svod.func``."""
+        scalar keeps its dtype, a Python number is weak), svod or one of its names, a math module, numpy,
+        a ``@svod.func``."""
         if isinstance(value, (np.integer, np.floating, np.bool_)):
             return UOp.const(dtypes.from_numpy(value.dtype), value.item())  # typed, as NumPy computes with it
         if is_number(value):
