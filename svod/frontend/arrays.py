@@ -71,7 +71,7 @@ from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only, viewed_by
 from svod.frontend.array_values import ArrayValues, broadcast_shape
-from svod.frontend.compactions import Compactions
+from svod.frontend.compactions import Compactions, shrinking
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.names import renamed
@@ -533,6 +533,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             op is None else None
         if changed is not None:
             raise self.refuse(stmt, changed)
+        if isinstance(target, ast.Name) and op is None and not isinstance(stored, Masked) and reads_masked(value):
+            raise self.refuse(stmt, shrinking(target.id))
         if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
