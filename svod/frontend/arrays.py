@@ -71,13 +71,13 @@ from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only, viewed_by
 from svod.frontend.array_values import ArrayValues, broadcast_shape
-from svod.frontend.compactions import Compactions, shrinking
+from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import Ordering, Reader, refusal, sorting_call
-from svod.frontend.rebinding import Bindings, HostShape
+from svod.frontend.rebinding import Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.unrolling import unrolled
@@ -278,6 +278,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             parts = self.reader.unpacked(stmt)  # h, w = a.shape: a size each
             if parts != [stmt]:
                 return [made for part in parts for made in self.statement(part, looped)]
+            arrays = [n.id for n in stmt.targets[0].elts if isinstance(n, ast.Name) and n.id in self.arrays]
+            if arrays:
+                raise self.refuse(stmt, exchanged(arrays))
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
             branch = stands_for(copy.copy(stmt), stmt)

@@ -381,15 +381,6 @@ MASKED_REDUCTIONS = ("sum", "prod", "mean", "any", "all")
 """The reductions of an ``x[mask]`` svod computes: each has a value where the mask holds nowhere."""
 
 
-def shrinking(name: str) -> str:
-    """The refusal of ``name = name[mask]`` (or of an expression under a mask) where ``name`` is an array already,
-    at a turn of a loop: each turn would make it shorter, and a plan holds each array at one shape for the whole
-    run. Keeping it whole with a mask of the elements still live is the same computation at one shape."""
-    return (f"{name} = ...[mask] makes {name} shorter at each turn of the loop around it, and a plan holds an "
-            f"array at one shape for the whole run: keep {name} whole and a mask of its elements still live "
-            f"(`live &= ~done`), computing under it (`{name}[:] = np.where(live, ..., {name})`, `out[done] = ...`)")
-
-
 def reduced_only(stmt: ast.stmt, names: set[str], resolve: Callable[[ast.expr], Any]) -> bool:
     """Whether each read of ``names`` in ``stmt`` is a whole reduction of it (``y.sum()``, ``np.mean(y)``)."""
     whole: set[int] = set()
