@@ -77,7 +77,7 @@ from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import Ordering, Reader, refusal, sorting_call
-from svod.frontend.rebinding import Bindings, HostShape
+from svod.frontend.rebinding import Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.unrolling import unrolled
@@ -278,6 +278,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             parts = self.reader.unpacked(stmt)  # h, w = a.shape: a size each
             if parts != [stmt]:
                 return [made for part in parts for made in self.statement(part, looped)]
+            arrays = [n.id for n in stmt.targets[0].elts if isinstance(n, ast.Name) and n.id in self.arrays]
+            if arrays:
+                raise self.refuse(stmt, exchanged(arrays))
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
             branch = stands_for(copy.copy(stmt), stmt)
@@ -533,6 +536,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             op is None else None
         if changed is not None:
             raise self.refuse(stmt, changed)
+        if isinstance(target, ast.Name) and op is None and not isinstance(stored, Masked) and reads_masked(value):
+            raise self.refuse(stmt, shrinking(target.id))
         if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written

@@ -18,7 +18,9 @@ callee's own; its locals are renamed apart from the caller's, and the globals it
 A call inside an expression is made first, into a name of its own (not in a loop's bounds or test); ``f(...)[k]``
 of a function whose every return is a tuple written out (``return a, b``) is made into as many names, and reads
 the ``k``-th. Its returns,
-early ones too, assign the call's result in structured control flow (``svod.frontend.returns``).
+early ones too, assign the call's result in structured control flow (``svod.frontend.returns``); where its
+only return is its last statement and returns a local, ``name = f(...)`` makes that local under ``name`` itself
+(unless the call or the function reads ``name``), so that an array it makes in a loop is the one ``name`` holds.
 """
 
 from __future__ import annotations
@@ -152,6 +154,10 @@ class _Inliner:
                 renames[parameter] = prefix + parameter
                 binds.append(stands_for(ast.Assign([ast.Name(prefix + parameter, ast.Store())], argument), stmt))
         renames.update({local: prefix + local for local in assigned if local not in arguments})
+        into = _returned_into(body, target, call, set(arguments))
+        if into is not None:  # the returned local is the caller's name itself, its return the body's end
+            renames[into[0]] = into[1]
+            body, target = body[:-1], None
         renames.update(self.globals_of(callee, body, renames, prefix))
         self.described.update({new: f"{old} (of {fn.__name__})" for old, new in renames.items()
                                if new.startswith(prefix)})
@@ -283,6 +289,24 @@ def _tuple_length(fn: types.FunctionType) -> int | None:
     lengths = {len(r.value.elts) if isinstance(r.value, ast.Tuple) and
                not any(isinstance(e, ast.Starred) for e in r.value.elts) else None for r in returns}
     return next(iter(lengths)) if len(lengths) == 1 else None
+
+
+def _returned_into(body: list[ast.stmt], target: ast.expr | None, call: ast.Call,
+                   parameters: set[str]) -> tuple[str, str] | None:
+    """The callee's local that ``name = f(...)`` may make under the caller's ``name`` itself, and that name: the
+    one its only ``return`` (its last statement) returns, where neither the call's arguments nor the callee read
+    ``name``.
+    Made so, an array the callee makes at each turn of the caller's loop is the one the caller's name holds, as a
+    binding written in the loop is (``svod.frontend.rebinding``), not a second name of a new array each turn."""
+    if not isinstance(target, ast.Name) or not body or not isinstance(body[-1], ast.Return):
+        return None
+    value = body[-1].value
+    if not isinstance(value, ast.Name) or value.id in parameters:
+        return None
+    stored = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for node in [call, *body] for n in ast.walk(node) if isinstance(n, ast.Name)}
+    returns = sum(isinstance(n, ast.Return) for s in body for n in ast.walk(s))
+    return (value.id, target.id) if value.id in stored and target.id not in read and returns == 1 else None
 
 
 def _located(target: ast.expr, stmt: ast.stmt) -> ast.expr:

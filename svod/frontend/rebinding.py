@@ -149,4 +149,23 @@ class HostShape:
         return self.shape[0]
 
 
+def shrinking(name: str) -> str:
+    """The refusal of ``name = name[mask]`` (or of an expression under a mask) where ``name`` is an array already,
+    at a turn of a loop: each turn would make it shorter, and a plan holds each array at one shape for the whole
+    run. Keeping it whole with a mask of the elements still live is the same computation at one shape."""
+    return (f"{name} = ...[mask] makes {name} shorter at each turn of the loop around it, and a plan holds an "
+            f"array at one shape for the whole run: keep {name} whole and a mask of its elements still live "
+            f"(`live &= ~done`), computing under it (`{name}[:] = np.where(live, ..., {name})`, `out[done] = ...`)")
+
+
+def exchanged(names: list[str]) -> str:
+    """The refusal of ``x, y = f(x, y), g(x, y)`` (``x, y = y, x`` too) where ``x`` or ``y`` is an array: each
+    value reads a name another binds, and a plan holds each name's array in a buffer of its own, which binding
+    one name to another's value would share."""
+    first = names[0]
+    return (f"{', '.join(names)} {'is an array' if len(names) == 1 else 'are arrays'} this tuple assigns from "
+            f"values that read the names it assigns, which svod does not exchange: compute into a temporary "
+            f"first and assign into each array (`t = ...; {first}[:] = t`)")
+
+
 __all__ = ["Bindings", "HostShape"]

@@ -6,6 +6,8 @@ any other use of such an array refused at its line."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -316,3 +318,67 @@ def masked_length(x):
 def test_what_svod_cannot_make_of_such_arrays_is_refused_at_its_line(fn, says):
     with pytest.raises(KernelSyntaxError, match=f"test_compactions.py:\\d+: .*{says}"):
         fn(np.arange(4.0))
+
+
+# ---- arrays that shrink at each turn of a loop ----------------------------------------------------------------
+
+@svod.jit
+def escape_compacting(cr, ci, turns):
+    """An escape-time loop as NumPy users compact it: the points still running kept at each turn's front."""
+    n = np.zeros(cr.shape, np.int64)
+    where = np.arange(cr.shape[0])
+    zr = np.zeros(cr.shape)
+    zi = np.zeros(cr.shape)
+    for i in range(turns):
+        t = zr * zr - zi * zi + cr
+        zi[:] = 2.0 * zr * zi + ci
+        zr[:] = t
+        out = zr * zr + zi * zi > 4.0
+        for j in range(out.shape[0]):
+            if out[j]:
+                n[where[j]] = i + 1
+        keep = ~out
+        zr = zr[keep]  # the line refused
+        zi, cr, ci, where = zi[keep], cr[keep], ci[keep], where[keep]
+    return n
+
+
+@svod.jit
+def escape_under_a_mask(cr, ci, turns):
+    """The same loop as the refusal of ``escape_compacting`` says to write it: every array whole, a mask of the
+    points still running."""
+    n = np.zeros(cr.shape, np.int64)
+    zr = np.zeros(cr.shape)
+    zi = np.zeros(cr.shape)
+    live = np.ones(cr.shape, np.bool_)
+    for i in range(turns):
+        t = np.where(live, zr * zr - zi * zi + cr, zr)
+        zi[:] = np.where(live, 2.0 * zr * zi + ci, zi)
+        zr[:] = t
+        out = live & (zr * zr + zi * zi > 4.0)
+        n[out] = i + 1
+        live &= ~out
+    return n
+
+
+def points(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points of the plane, some escaping at once, some after a few turns, some never."""
+    return np.linspace(-2.5, 0.75, n), np.where(np.arange(n) % 3 == 0, 0.0, np.linspace(-1.25, 1.25, n))
+
+
+def test_an_array_that_shrinks_at_each_turn_is_refused_at_its_line_saying_how_to_keep_it_whole():
+    cr, ci = points(13)
+    assert as_python(escape_compacting)(cr, ci, 20).max() > 0  # (plain Python runs it)
+    lines, first = inspect.getsourcelines(escape_compacting.fn)
+    line = first + next(k for k, text in enumerate(lines) if "the line refused" in text)
+    with pytest.raises(KernelSyntaxError, match=rf"test_compactions.py:{line}: zr = \.\.\.\[mask\] makes zr "
+                                                r"shorter at each turn of the loop .* keep zr whole and a mask"):
+        escape_compacting(cr, ci, 20)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_the_whole_arrays_under_a_mask_compute_what_the_compacting_loop_computes(n):
+    cr, ci = points(n)
+    want = as_python(escape_compacting)(cr.copy(), ci.copy(), 20)
+    np.testing.assert_array_equal(escape_under_a_mask(cr, ci, 20), want)
+    same(escape_under_a_mask, svod.frontend.api.get_device("CPU"), cr, ci, 20)

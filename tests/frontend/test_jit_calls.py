@@ -426,13 +426,37 @@ def drifts_in_place(pos, steps):
     return pos
 
 
-def test_a_called_functions_new_array_in_a_loop_is_refused_at_the_callers_name():
-    """svod makes an array once, while another name holds it: the refusal names the caller's name at the call's
-    line and the function's array in the user's words, never svod's own name for it."""
-    with pytest.raises(KernelSyntaxError, match=r"acc is bound to pulled \(of pulls\), which is a new array \(made "
+def damped(pos, before):
+    d = pos[:, None] - pos[None, :]
+    pulled = d.sum(axis=1) + 0.5 * before
+    return pulled
+
+
+@svod.jit
+def drifts_through_a_damped_array(pos, steps):
+    acc = np.zeros_like(pos)
+    for _t in range(steps):
+        acc = damped(pos, acc)
+        pos += acc * 0.01
+    return pos
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_called_functions_new_array_bound_in_a_loop_is_the_callers_name_itself(device, n):
+    """``acc = pulls(pos)`` in a loop: the array ``pulls`` returns is made under the caller's name, as the binding
+    ``acc = d.sum(axis=1)`` written in the loop would be; the same before the loop."""
+    agrees_with_python(drifts_through_a_new_array, device, data(n, 3), 4, numpy_warns=True)
+
+
+def test_a_called_functions_new_array_in_a_loop_that_reads_the_callers_name_is_refused_there():
+    """Where the call reads the name it assigns (``acc = damped(pos, acc)``), the function's array is a new one
+    each turn while the caller's name holds the last: the refusal names the caller's name at the call's line and
+    the function's array in the user's words, never svod's own name for it."""
+    with pytest.raises(KernelSyntaxError, match=r"acc is bound to pulled \(of damped\), which is a new array \(made "
                                                 r"at line \d+\) in every turn of a loop around phases") as raised:
-        drifts_through_a_new_array(np.arange(5.0), 3)
-    assert f"test_jit_calls.py:{line_of(drifts_through_a_new_array, '        acc = pulls(pos)')}:" in str(raised.value)
+        drifts_through_a_damped_array(np.arange(5.0), 3)
+    assert f"test_jit_calls.py:{line_of(drifts_through_a_damped_array, '        acc = damped(pos, acc)')}:" in \
+        str(raised.value)
     assert "_svod_" not in str(raised.value)
 
 

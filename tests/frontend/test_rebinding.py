@@ -203,6 +203,40 @@ def rebinds_a_shared_array_in_a_loop(x, steps):
     return kept, t
 
 
+@svod.jit
+def exchanges_in_a_loop(a, b, steps):
+    x = a * 1.0
+    y = b * 1.0
+    for _t in range(steps):
+        x, y = x * y + a, x - y
+    return x, y
+
+
+@svod.jit
+def swaps(a, b):
+    x = a * 1.0
+    y = b * 1.0
+    x, y = y, x
+    return x - y
+
+
+@svod.jit
+def exchanges_through_a_temporary(a, b, steps):
+    """``exchanges_in_a_loop`` as its refusal says to write it."""
+    x = a * 1.0
+    y = b * 1.0
+    for _t in range(steps):
+        t = x * y + a
+        y[:] = x - y
+        x[:] = t
+    return x, y
+
+
+@pytest.mark.parametrize(("n", "steps"), [(0, 2), (1, 3), (7, 0), (13, 3)])
+def test_a_tuple_exchange_written_through_a_temporary_is_pythons(device, n, steps):
+    agrees_with_python(exchanges_through_a_temporary, device, data(n), data(n, seed=1), steps, rtol=1e-5)
+
+
 @pytest.mark.parametrize(("fn", "args", "statement", "words"), [
     (rebinds_a_viewed_array_in_a_loop, (np.zeros(4), 2), "t = t * 2.0", r"t is bound anew inside a loop or an if, "
      r"and another name holds or views the array it holds there \(`y = x`, `v = x\[1:\]`\), which keeps that array in "
@@ -215,6 +249,9 @@ def rebinds_a_shared_array_in_a_loop(x, steps):
      r"float64, and holds an array of shape \(4,\) and dtype int32"),
     (rebinds_an_argument_in_a_loop, (np.zeros(4), 2), "x = x + 1.0", "x = ... inside a loop or an if would make a "
      "new array of the name of an argument"),
+    (exchanges_in_a_loop, (np.zeros(4), np.ones(4), 2), "x, y = x * y + a, x - y", r"x, y are arrays this tuple "
+     r"assigns from values that read the names it assigns, .* \(`t = ...; x\[:\] = t`\)"),
+    (swaps, (np.zeros(4), np.ones(4)), "x, y = y, x", "x, y are arrays this tuple assigns from values that read"),
 ])
 def test_a_binding_inside_a_loop_or_if_that_changes_the_array_is_refused_at_its_line(fn, args, statement, words):
     with pytest.raises(KernelSyntaxError, match=words) as raised:
