@@ -117,11 +117,12 @@ class KernelCache:
         return self._kernels.held + self._compiled.held
 
     def clear(self) -> None:
-        """Forget every kernel held in memory (the disk cache keeps its entries); their code is released once
-        nothing else (a plan, a caller) holds them."""
+        """Forget every kernel held in memory (the disk cache keeps its entries); their code, and their devices,
+        are released once nothing else (a plan, a caller) holds them."""
         with self._lock:
             self._kernels.clear()
             self._compiled.clear()
+            self._device_keys.clear()  # each device's key parts hold the device, as its kernels did
 
     def get(self, ast: UOp, device: Device) -> CachedKernel:
         """The kernel of ``ast`` on ``device``, compiling it on first use."""

@@ -313,6 +313,21 @@ def test_clear_releases_the_compiled_code(tmp_path, compiler):
     assert code() is None and cache.bytes_held == 0 and len(cache) == 0
 
 
+def test_clear_releases_a_device_the_cache_has_keyed():
+    import gc
+    import weakref
+
+    cache = KernelCache(dataclasses.replace(settings, disk_cache=False))
+    device = cpu_device(1, "llvm")  # a device of its own, which no registry of the session holds
+    kernel = cache.get(_kernel(6.0, "device_released"), device)
+    _check(kernel, 6.0)
+    device_ref = weakref.ref(device)
+    del kernel, device
+    cache.clear()
+    gc.collect()
+    assert device_ref() is None
+
+
 def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp_path):
     device = svod.get_device("CPU")
     probe = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
