@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 from svod.codegen import describe
 from svod.config import Settings, settings
-from svod.device import CompiledSpec, Device, KernelMetadata, Pair, Program, ProgramSpec
+from svod.device import CompiledSpec, Device, DeviceCaps, KernelMetadata, Pair, Program, ProgramSpec
 from svod.dtype import dtypes
 from svod.errors import SvodError
 from svod.ir import Ops, UOp, kernel_label, simplify
@@ -102,10 +102,11 @@ class KernelCache:
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()
         self.stats = CacheStats()
-        self._device_keys: dict[Device, tuple[Pair, str, str, str]] = {}
-        """Per device: its primary pair, with what that pair and the device's name put in a key (the renderer's
-        and compiler's keys, built from their settings, which a pair never changes), so that a look-up builds
-        none of them. A device whose primary pair was replaced has its parts named again."""
+        self._device_keys: dict[Device, tuple[Pair, DeviceCaps | None, str, str]] = {}
+        """Per device: its primary pair and its renderer's caps, with the renderer's key (built from those caps,
+        so a look-up builds it once) and the device's name. A device whose pair or renderer's caps were replaced
+        (tests lower a device's kernels as for a GPU so) has its key built again; the compiler's key is an
+        attribute, read at each look-up."""
 
     def __len__(self) -> int:
         return len(self._kernels)
@@ -116,11 +117,12 @@ class KernelCache:
         return self._kernels.held + self._compiled.held
 
     def clear(self) -> None:
-        """Forget every kernel held in memory (the disk cache keeps its entries); their code is released once
-        nothing else (a plan, a caller) holds them."""
+        """Forget every kernel held in memory (the disk cache keeps its entries); their code, and their devices,
+        are released once nothing else (a plan, a caller) holds them."""
         with self._lock:
             self._kernels.clear()
             self._compiled.clear()
+            self._device_keys.clear()  # each device's key parts hold the device, as its kernels did
 
     def get(self, ast: UOp, device: Device) -> CachedKernel:
         """The kernel of ``ast`` on ``device``, compiling it on first use."""
@@ -184,11 +186,12 @@ class KernelCache:
     def _key(self, ast: UOp, device: Device) -> CacheKey:
         if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
             raise SvodError("a kernel AST must be a SINK", stage="build", value=getattr(ast, "op", ast))
+        primary = device.primary
+        caps = getattr(primary[0], "caps", None)  # a renderer's settings, where it has them (the Python one has none)
         named = self._device_keys.get(device)
-        if named is None or named[0] is not device.primary:
-            named = self._device_keys[device] = (device.primary, device.renderer.cache_key,
-                                                 device.compiler.cache_key, device.name)
-        return (ast.key, named[1], named[2], named[3])
+        if named is None or named[0] is not primary or named[1] is not caps:
+            named = self._device_keys[device] = (primary, caps, primary[0].cache_key, device.name)
+        return (ast.key, named[2], primary[1].cache_key, named[3])
 
     def _build(self, asts: list[UOp], device: Device) -> dict[UOp, CachedKernel | BaseException]:
         """Compile ``asts`` together; if that fails, one by one, so each error reaches its own kernel."""

@@ -22,7 +22,7 @@ from svod.device import ProgramSpec
 from svod.errors import SvodError
 from svod.runtime import CachedKernel, CacheWarning, DiskCache, KernelCache
 from svod.runtime.disk import DATABASE_NAME
-from tests.helpers import open_device, webgpu_devices
+from tests.helpers import cpu_device, open_device, webgpu_devices
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -313,6 +313,21 @@ def test_clear_releases_the_compiled_code(tmp_path, compiler):
     assert code() is None and cache.bytes_held == 0 and len(cache) == 0
 
 
+def test_clear_releases_a_device_the_cache_has_keyed():
+    import gc
+    import weakref
+
+    cache = KernelCache(dataclasses.replace(settings, disk_cache=False))
+    device = cpu_device(1, "llvm")  # a device of its own, which no registry of the session holds
+    kernel = cache.get(_kernel(6.0, "device_released"), device)
+    _check(kernel, 6.0)
+    device_ref = weakref.ref(device)
+    del kernel, device
+    cache.clear()
+    gc.collect()
+    assert device_ref() is None
+
+
 def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp_path):
     device = svod.get_device("CPU")
     probe = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
@@ -326,3 +341,22 @@ def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp
     assert len(cache) == 3 and cache._kernels.held <= cache.settings.cache_memory
     assert cache.get(_kernel(1.0, "budget"), device) is first
     assert cache.get(_kernel(2.0, "budget"), device) is not second  # it was dropped, and is loaded again
+
+
+def test_a_renderer_given_other_caps_keys_its_kernels_anew(tmp_path, monkeypatch):
+    """A kernel is keyed by what its renderer's caps are at the look-up, as the work-group tests rely on when
+    they lower a device's kernels as for a GPU: one thread's kernel is not the two threads' kernel, on disk
+    either, and the caps put back find the kernel of those caps again."""
+    device = cpu_device(2, "llvm")
+    cache = _cache(tmp_path)
+    split = cache.get(_kernel(5.0, "recapped"), device)
+    assert split.launch_dims({"n": 1 << 16}).global_size[0] == 2
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, threads=1))
+    single = cache.get(_kernel(5.0, "recapped"), device)
+    assert single.launch_dims({"n": 1 << 16}).global_size[0] == 1
+    assert cache.stats.compiles == 2 and cache.stats.hits == 0
+    _check(single, 5.0)
+    fresh = _cache(tmp_path)  # another process's memory: the disk holds the one-thread kernel under its own key
+    assert fresh.get(_kernel(5.0, "recapped"), device).launch_dims({"n": 1 << 16}).global_size[0] == 1
+    monkeypatch.undo()
+    assert cache.get(_kernel(5.0, "recapped"), device) is split
