@@ -26,6 +26,14 @@ def _call(name: str, *args: str) -> str:
     return f"{MATH}.{name}({', '.join(args)})"
 
 
+def _winner(a: str, b: str, r: str, g: str) -> str:
+    """The share of ``a`` in ``r``, a max or min of ``a`` and ``b``: all of the adjoint where ``a`` alone is the
+    result, half where they tie. Told by the result, not by comparing the operands, so a NaN takes the rule of
+    the function that met it: the number ``fmax`` (``svod.math.maximum``) keeps over a NaN takes the adjoint;
+    where a NaN is the result (``np.maximum``), neither operand does."""
+    return f"({g} if {a} == {r} and {b} != {r} else {g} * 0.5 if {a} == {b} else 0.0)"
+
+
 def _larger(a: str, b: str, g: str) -> str:
     """The share of ``a`` in ``max(a, b)``: all of the adjoint where ``a`` is larger, half where they tie."""
     return f"({g} if {a} > {b} else {g} * 0.5 if {a} == {b} else 0.0)"
@@ -83,8 +91,8 @@ FUNCTIONS: dict[str, Rule] = {
     "abs": lambda o, r, g: (f"({g} if {o[0]} > 0 else -{g} if {o[0]} < 0 else 0.0)",),
     "pow": _power,
     "fmod": lambda o, r, g: (g, f"-{g} * {_call('trunc', f'{o[0]} / {o[1]}')}"),
-    "maximum": lambda o, r, g: (_larger(o[0], o[1], g), _larger(o[1], o[0], g)),
-    "minimum": lambda o, r, g: (_smaller(o[0], o[1], g), _smaller(o[1], o[0], g)),
+    "maximum": lambda o, r, g: (_winner(o[0], o[1], r, g), _winner(o[1], o[0], r, g)),
+    "minimum": lambda o, r, g: (_winner(o[0], o[1], r, g), _winner(o[1], o[0], r, g)),
     "clamp": _clamp,
     "floor": _zero,
     "ceil": _zero,
@@ -101,9 +109,26 @@ def _hypot(o: Sequence[str], r: str, g: str) -> Shares:
 
 
 def _arctan2(o: Sequence[str], r: str, g: str) -> Shares:
+    """``x / (x*x + y*y)`` and ``-y / (x*x + y*y)`` with both operands first divided by the larger magnitude
+    ``s``: the square of either would leave the float's range (a square below about 1e-38 in float32 is 0, and
+    the share 0 instead of about 1/x)."""
     y, x = o
-    square = f"({x} * {x} + {y} * {y})"
-    return f"({g} * {x} / {square} if {square} != 0 else 0.0)", f"(-{g} * {y} / {square} if {square} != 0 else 0.0)"
+    s = f"{_call('maximum', _call('abs', x), _call('abs', y))}"
+    xs, ys = f"({x} / {s})", f"({y} / {s})"
+    square = f"({s} * ({xs} * {xs} + {ys} * {ys}))"
+    return f"({g} * {xs} / {square} if {s} != 0 else 0.0)", f"(-{g} * {ys} / {square} if {s} != 0 else 0.0)"
+
+
+def _logaddexp(power: str) -> Rule:
+    """``logaddexp``'s (``power`` ``exp``) or ``logaddexp2``'s (``exp2``) rule: each operand's share is the
+    logistic function of its lead over the other, ``1 / (1 + power(b - a))``, which holds where one operand is
+    infinite (``exp(a - r)`` there is ``exp(inf - inf)``, a NaN); half each where they are equal (two
+    infinities of one sign too, the limit along equal operands)."""
+    def rule(o: Sequence[str], r: str, g: str) -> Shares:
+        a, b = o
+        return (f"({g} / (1.0 + {_call(power, f'{b} - {a}')}) if {a} != {b} else {g} * 0.5)",
+                f"({g} / (1.0 + {_call(power, f'{a} - {b}')}) if {a} != {b} else {g} * 0.5)")
+    return rule
 
 
 HELPERS: dict[str, Rule] = {
@@ -119,9 +144,8 @@ HELPERS: dict[str, Rule] = {
     "arccos": lambda o, r, g: (f"-{g} / {_call('sqrt', f'1.0 - {o[0]} * {o[0]}')}",),
     "arctan2": _arctan2,
     "hypot": _hypot,
-    "logaddexp": lambda o, r, g: (f"{g} * {_call('exp', f'{o[0]} - {r}')}", f"{g} * {_call('exp', f'{o[1]} - {r}')}"),
-    "logaddexp2": lambda o, r, g: (f"{g} * {_call('exp2', f'{o[0]} - {r}')}",
-                                   f"{g} * {_call('exp2', f'{o[1]} - {r}')}"),
+    "logaddexp": _logaddexp("exp"),
+    "logaddexp2": _logaddexp("exp2"),
     "log10": lambda o, r, g: (f"{g} / ({o[0]} * {pymath.log(10)!r})", None),
 }
 """NumPy's float functions that svod's rewriting of array statements computes with helpers of its own

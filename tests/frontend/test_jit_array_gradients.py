@@ -327,3 +327,39 @@ def test_a_scalar_one_line_computes_for_the_next_starts_again_at_each_turn(n):
     _, dx = pullback(dy)
     expected = sum(dy[t] * 2.0 * total * (t + 1) ** 2 for t in range(3))
     np.testing.assert_allclose(dx, np.full(n, expected), rtol=1e-12)
+
+
+
+@svod.jit
+def fmax_fmin(x, y):
+    return np.sum(np.fmax(x, y) + 2.0 * np.fmin(x, y))
+
+
+@svod.jit
+def logaddexp_sum(x, y):
+    return np.sum(np.logaddexp(x, y))
+
+
+@svod.jit
+def arctan2_sum(x, y):
+    return np.sum(np.arctan2(x, y))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nans_infinities_and_tiny_operands_take_the_limits_of_the_derivatives(dtype):
+    """fmax and fmin keep the number over a NaN, which takes the adjoint (a tie shares it); an operand of
+    logaddexp at +inf takes all of its adjoint, at -inf none; arctan2 of operands whose squares leave the float's
+    range keeps its derivative (not 0)."""
+    x, y = np.array([np.nan, 1.0, 3.0], dtype), np.array([2.0, np.nan, 3.0], dtype)
+    dx, dy = svod.grad(fmax_fmin, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(dx, [0.0, 3.0, 1.5])
+    np.testing.assert_array_equal(dy, [3.0, 0.0, 1.5])
+    x, y = np.array([np.inf, 0.0, -np.inf, 1.0], dtype), np.array([0.0, np.inf, 2.0, 1.0], dtype)
+    dx, dy = svod.grad(logaddexp_sum, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(dx, [1.0, 0.0, 0.0, 0.5])
+    np.testing.assert_array_equal(dy, [0.0, 1.0, 1.0, 0.5])
+    tiny = 1e-170 if dtype == np.float64 else 1e-25
+    x, y = np.array([tiny, 3.0], dtype), np.array([2 * tiny, 4.0], dtype)
+    dx, dy = svod.grad(arctan2_sum, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(dx, [0.4 / tiny, 0.16], rtol=1e-5)
+    np.testing.assert_allclose(dy, [-0.2 / tiny, -0.12], rtol=1e-5)
