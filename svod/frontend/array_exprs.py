@@ -39,6 +39,10 @@ class Emitter:
         """The loop variables of the reductions around the element being written."""
         self.fused: Fused | None = None
         """The fused array whose element is being written, if any (``Fused``)."""
+        self.stores: frozenset[str] = frozenset()
+        """The loop variables of the nest that stores the element (with ``separate``)."""
+        self.separate: Callable[[Expr], Expr] | None = None
+        """On a tape: makes a reduction into an array of its own first, and gives that array (``separated``)."""
 
     def fresh(self, stem: str) -> str:
         return f"_svod_{stem}{next(self.counter)}"
@@ -47,7 +51,20 @@ class Emitter:
         """The emitter of the body of a reduction over ``loops``."""
         inner = Emitter(self.counter)
         inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
+        inner.stores, inner.separate = self.stores, self.separate
         return inner
+
+    def separated(self, x: Expr, index: Sequence[ast.expr]) -> Expr | None:
+        """On a tape, the array reduction ``x`` is made into first where its element at ``index`` would be
+        computed at every turn of a loop it does not depend on (softmax's row sum, at each element of the row);
+        else None. The plan's lowering computes such a reduction once per element it depends on, but the
+        adjoint of a kernel differentiates each element's code as written, and would redo the reduction's
+        backward pass at each element (quadratic in the row's length); made first, each recorded kernel costs
+        its adjoint as much as its own run."""
+        if self.separate is None or not x.shape:
+            return None
+        names = {n.id for i in index for n in ast.walk(i) if isinstance(n, ast.Name)}
+        return None if self.stores | self.reducing <= names else self.separate(x)
 
     def check_fused(self, index: Sequence[ast.expr]) -> None:
         """A reduction of a fused array read inside a reduction that its element depends on would run again at
@@ -157,6 +174,9 @@ class Reduced(Expr):
         key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
             return load(out.made[key])
+        made = out.separated(self, index)
+        if made is not None:
+            return made.element(index, out)
         kept = iter(index)
         loops = {axis: out.fresh("k") for axis in self.axes}
         at: list[ast.expr] = []
@@ -193,6 +213,9 @@ class Product(Expr):
         key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
             return load(out.made[key])
+        made = out.separated(self, index)
+        if made is not None:
+            return made.element(index, out)
         k = out.fresh("k")
         batch = list(index[:1]) if len(self.shape) == 3 else []
         a_at = [load(k)] if len(self.a.shape) == 1 else \

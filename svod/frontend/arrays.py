@@ -92,8 +92,11 @@ the greatest the length may be): past it, the greatest is not known either."""
 class ArrayRewriter(ArrayValues, Histograms, Compactions):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
-    def __init__(self, source: Source, name: str, args: dict[str, Any]) -> None:
+    def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
         self.source = source
+        self.taped = taped
+        """Whether the rewriting is a tape's: a reduction read at more elements than it depends on is made first
+        (``Emitter.separated``)."""
         self.name = name
         self.reader = Reader(source, name)
         self.arrays: dict[str, Expr] = {n: Named(v.shape, v.dtype, n) for n, v in args.items()
@@ -686,6 +689,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         variables = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
         index = [load(v) for v in variables]
         out = Emitter(self.counter)
+        if self.taped and not self.work:
+            out.stores, out.separate = frozenset(variables), self.separate
         element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
             element = typed(element, stored.dtype)
@@ -738,6 +743,13 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         nest = _parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
+        return made
+
+    def separate(self, x: Expr) -> Expr:
+        """Reduction ``x`` made into an array of its own, before the statement (``Emitter.separated``)."""
+        made = self.fresh_temporary(x.shape, x.dtype, self.at)
+        nest = [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
+        self.pending += nest
         return made
 
     def operand(self, node: ast.AST, x: Expr) -> Expr:
@@ -817,12 +829,14 @@ def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
     return [ast.fix_missing_locations(loop)]
 
 
-def lower_arrays(source: Source, name: str, args: dict[str, Any]) -> tuple[Source, set[str]] | None:
+def lower_arrays(source: Source, name: str, args: dict[str, Any],
+                 taped: bool = False) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
-    docstring), and the scalar arguments whose values that read; None when it has none."""
+    docstring), and the scalar arguments whose values that read; None when it has none. ``taped``: for a
+    tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``)."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
-    rewriter = ArrayRewriter(source, name, args)
+    rewriter = ArrayRewriter(source, name, args, taped)
     node = stands_for(copy.copy(source.node), source.node)
     node.body = rewriter.body(source.node.body, False)
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,

@@ -130,7 +130,7 @@ class Jit:
         (``svod.frontend.jit_tape``), on the caller's arrays."""
         arguments = self._arguments(args, keywords)
         with self._lock:
-            call = TapedCall(self.name, self.fn, self.variant(arguments), arguments, self._taped)
+            call = TapedCall(self.name, self.fn, self.variant(arguments, taped=True), arguments, self._taped)
         return call.run(recorder, api.get_device(device))
 
     def run(self, args: Sequence[Any], device: str | Device = "CPU", launch: random.Launch | None = None) -> Any:
@@ -179,18 +179,20 @@ class Jit:
                 found = self._plans[key] = self._build(variant, arguments, device)
         return found
 
-    def variant(self, arguments: Mapping[str, Any]) -> Variant:
+    def variant(self, arguments: Mapping[str, Any], taped: bool = False) -> Variant:
         """The function as the plan for ``arguments`` reads it: the parameters bound to constants read as
         globals of their values (``binding``), NumPy array statements rewritten for the arrays' shapes
-        (``svod.frontend.arrays``); once per kind of arguments."""
-        kinds = tuple(_kind(value) for value in arguments.values())
+        (``svod.frontend.arrays``); once per kind of arguments. ``taped``: as a tape records it, each reduction
+        an array statement reads at more elements than it depends on made into an array of its own first
+        (``lower_arrays``)."""
+        kinds = (taped, *(_kind(value) for value in arguments.values()))
         key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())))
         found = self._variants.get(key)
         if found is None:
             constants = {name: value for name, value in arguments.items() if _constant(value)}
             runtime = {name: value for name, value in arguments.items() if name not in constants}
             source = _with_constants(self.source, constants, self.name) if constants else self.source
-            lowered = lower_arrays(source, self.name, runtime)
+            lowered = lower_arrays(source, self.name, runtime, taped)
             if lowered is None and not constants:
                 found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
                                 tuple(runtime))
@@ -199,7 +201,7 @@ class Jit:
                 reader = Reader(source, self.name)
                 structure = reader.structure()
                 found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
-            valued = tuple(name for name, kind in zip(arguments, kinds, strict=True)
+            valued = tuple(name for name, kind in zip(arguments, kinds[1:], strict=True)
                            if isinstance(kind, str) and name in found.host)
             self._valued[kinds] = valued
             self._variants[(kinds, tuple(arguments[name] for name in valued))] = found

@@ -329,7 +329,6 @@ def test_a_scalar_one_line_computes_for_the_next_starts_again_at_each_turn(n):
     np.testing.assert_allclose(dx, np.full(n, expected), rtol=1e-12)
 
 
-
 @svod.jit
 def fmax_fmin(x, y):
     return np.sum(np.fmax(x, y) + 2.0 * np.fmin(x, y))
@@ -363,3 +362,48 @@ def test_nans_infinities_and_tiny_operands_take_the_limits_of_the_derivatives(dt
     dx, dy = svod.grad(arctan2_sum, argnums=(0, 1))(x, y)
     np.testing.assert_allclose(dx, [0.4 / tiny, 0.16], rtol=1e-5)
     np.testing.assert_allclose(dy, [-0.2 / tiny, -0.12], rtol=1e-5)
+
+
+class _Listed(svod.Tape):
+    """A tape that lists the kernels it records, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: list[str] = []
+
+    def record(self, kernel, args, device) -> None:
+        self.kernels.append(kernel.name)
+        super().record(kernel, args, device)
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (3, 13), (5, 257)])
+def test_a_tape_records_a_row_reduction_its_reader_broadcasts_as_a_kernel_of_its_own(rows, cols):
+    """Softmax's row sum, which the plan fuses into the statement that divides by it, is recorded as its own
+    kernel (the max, the sum, the division, the loss; the returned rows: the max, the exponentials, the sum, the
+    division), so each kernel's adjoint reduces a row once, not once per element of it. A row of one element
+    reduces to the element itself: no reduction to record."""
+    args = _arguments("softmax", rows, cols, rows + cols)
+    with _Listed() as tape:
+        loss = softmax(*args)
+    assert len(tape.kernels) == (4 if cols > 1 else 3)
+    tape.backward(loss)
+    leaves = [torch.tensor(a, requires_grad=True) for a in args]
+    expected = softmax_torch(*leaves)
+    expected.backward()
+    assert float(loss[0]) == pytest.approx(float(expected), rel=1e-12)
+    rng = np.random.default_rng(rows * cols)
+    for position, leaf in enumerate(leaves):
+        grad = tape.grad(args[position])
+        np.testing.assert_allclose(grad, leaf.grad.numpy(), rtol=1e-9, atol=1e-12)
+        direction = rng.standard_normal(grad.shape)
+        assert float(np.sum(grad * direction)) == pytest.approx(_differences(softmax, args, position, direction),
+                                                                rel=1e-4, abs=1e-8)
+    x, cotangent = args
+    with _Listed() as tape:
+        p = rows_softmax(x)
+    assert len(tape.kernels) == (4 if cols > 1 else 2)
+    tape.backward(grads=[(p, cotangent)])
+    leaf = torch.tensor(x, requires_grad=True)
+    torch.softmax(leaf, dim=1).backward(torch.tensor(cotangent))
+    np.testing.assert_allclose(p, torch.softmax(torch.tensor(x), dim=1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tape.grad(x), leaf.grad.numpy(), rtol=1e-9, atol=1e-12)
