@@ -20,7 +20,10 @@ adjoint updates the adjoints of what it read and wrote in place, so the kernel m
 forward to those before it: an overwritten element's adjoint becomes zero, one updated with ``+=`` keeps its
 adjoint, and a read adds into its array's adjoint: with ``+=`` where every read of the array is the work item's
 own element (its index holds each parallel loop's variable as a component, in one place), with
-``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add.
+``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add. A read at a shifted index (a stencil's
+``x[i - 1, j]``: each parallel loop's variable plus a constant) reaches one element per work item, so its
+scatter-add is a plain ``+=`` in a kernel of its own that runs before the adjoint (``Adjoint.passes``): one pass
+per index, so that two reads' additions into one element never meet in one kernel.
 
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
 ``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
@@ -96,6 +99,12 @@ class Adjoint:
     """The arrays whose values the adjoint reads (None: ``reads``): a tape keeps them as the call saw them. A
     linear kernel's adjoint (a stencil's, a sum's) reads none, so a tape keeps no copy for it and runs no call
     again."""
+    passes: tuple[Kernel, ...] = ()
+    """Kernels to run, in order, before ``kernel``: each adds the adjoints of the reads at one shifted index
+    (``x[i - 1, j]``, each parallel loop's variable plus a constant) with a plain ``+=``, where ``kernel`` would
+    add them atomically. No two work items of one pass add into one element, and the passes run one after
+    another, so no two of their additions race; ``kernel`` reads the adjoints they read before it sets them to
+    zero."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -159,6 +168,10 @@ class _Differentiator:
         """Each float array's adjoint's parameter (``grad_names``), for the backward."""
         self.plain: set[str] = set()
         """The arrays every read of which is the work item's own element: their adjoints add with ``+=``."""
+        self.shifted: list[tuple[str, str]] = []
+        """The arrays and indices of the reads whose adjoints add in a pass of their own (``Adjoint.passes``)."""
+        self.scatter: tuple[str, str] | None = None
+        """The array and index the pass being written adds into; None: the adjoint kernel's own backward."""
 
     # ---- refusing ---------------------------------------------------------------------------------------
 
@@ -195,15 +208,23 @@ class _Differentiator:
             self.line = stmt.lineno
             self.statement(stmt)
         grads = self.grad_names()
-        backward = self.backward(dict(grads))
-        for text, line in [*indented(self.render(self.live(backward)), 0), *backward] or [("pass", nest[-1].lineno)]:
-            lines.add(text, line, len(nest) + 1)
-        return self.kernel_of(lines, grads)
+        self.backward(dict(grads))
+        kernels: list[Kernel | None] = []
+        for scatter in [*self.shifted, None]:
+            self.scatter, self.writes = scatter, False
+            backward = self.backward_block(self.values, {})
+            source = _Lines(list(lines.text), list(lines.origin))
+            for text, line in [*indented(self.render(self.live(backward)), 0), *backward] or \
+                    [("pass", nest[-1].lineno)]:
+                source.add(text, line, len(nest) + 1)
+            kernels.append(self.kernel_of(source, len(kernels) if scatter is not None else None))
+        return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None))
 
     def live(self, backward: Lines) -> Forward:
         """The forward's statements the backward's need, directly or through others (each sequential loop
-        whole); ``needed`` the arrays they read. A value only the forward used (a linear kernel's) is left out,
-        and with it a read of the array's values that the tape would otherwise keep for the adjoint."""
+        whole); ``needed`` (over every pass) the arrays they read. A value only the forward used (a linear
+        kernel's) is left out, and with it a read of the array's values that the tape would otherwise keep for the
+        adjoint."""
         wanted = names_in(backward)[0]
         kept: Forward = []
         for entry in reversed(self.forward):
@@ -211,7 +232,7 @@ class _Differentiator:
             if isinstance(entry, Loop) or stores & wanted:
                 kept.append(entry)
                 wanted |= loads
-        self.needed = self.reads & wanted
+        self.needed |= self.reads & wanted
         return kept[::-1]
 
     def is_prange(self, loop: ast.For) -> bool:
@@ -574,8 +595,10 @@ class _Differentiator:
                 grads.append((array, name))
         return tuple(grads)
 
-    def backward(self, grads: dict[str, str]) -> Lines:
-        """The work item's adjoint: each value's, from the last to the first."""
+    def backward(self, grads: dict[str, str]) -> None:
+        """How the work item's adjoint adds into each array's: with ``+=`` where every read of the array is the
+        work item's own element (``plain``), in a pass of its own for a read at a shifted index (``shifted``),
+        atomically elsewhere."""
         every = list(flat(self.values))
         places: dict[str, set[tuple[int, ...] | None]] = {}
         for v in every:
@@ -589,7 +612,16 @@ class _Differentiator:
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
         self.grads, self.plain = grads, plain
-        return self.backward_block(self.values, {})
+        shifted = [(v.array, v.index) for v in every if v.array is not None and v.stored is None
+                   and v.array in grads and v.array not in plain and _shifted(v.index, self.loops)]
+        self.shifted = list(dict.fromkeys(shifted))
+
+    def adds(self, array: str, index: str) -> bool | None:
+        """How the pass being written adds the adjoint of a read of ``array[index]``: with ``+=`` (True), with
+        ``svod.atomic_add`` (False), or not at all (None: another pass adds it)."""
+        if (array, index) in self.shifted:
+            return True if self.scatter == (array, index) else None
+        return None if self.scatter is not None else array in self.plain
 
     def backward_block(self, values: list[Value | Loop], shares: dict[str, list[str]]) -> Lines:
         """The adjoint of a block's values, from the last to the first; ``shares`` holds, per value, the shares of
@@ -607,21 +639,21 @@ class _Differentiator:
                 element = f"{grads[v.array]}[{v.index}]"
                 read = element if v.guard is None else f"({element} if {v.guard} else 0.0)"
                 lines.append((f"{held} = {read}", v.line))
-                if v.stored == "=":
+                if v.stored == "=" and self.scatter is None:
                     lines.append((f"{element} = 0.0" if v.guard is None else f"if {v.guard}:\n    {element} = 0.0",
                                   v.line))
                     self.writes = True
                 shares.setdefault(v.operands[0], []).append(f"-{held}" if v.stored == "-=" else held)
                 continue
             found = shares.get(v.result)
-            if not found or (v.array is not None and v.array not in grads):
+            plain = self.adds(v.array, v.index) if v.array is not None else None
+            if not found or (v.array is not None and (v.array not in grads or plain is None)):
                 continue
             adjoint = v.result.replace("_svod_a", "_svod_d")
             lines.append((f"{adjoint} = {' + '.join(found)}", v.line))
             if v.array is not None:
                 target = grads[v.array]
-                add = f"{target}[{v.index}] += {adjoint}" if v.array in self.plain \
-                    else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
+                add = f"{target}[{v.index}] += {adjoint}" if plain else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
                 lines.append((add if v.guard is None else f"if {v.guard}:\n    {add}", v.line))
                 self.writes = True
                 continue
@@ -710,9 +742,11 @@ class _Differentiator:
             lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
         return lines or [("pass", loop.line)]
 
-    def kernel_of(self, lines: _Lines, grads: tuple[tuple[str, str], ...]) -> Adjoint:
-        name = f"{self.kernel.name}_adjoint"
-        parameters = [*self.parameters, *(g for _, g in grads)]
+    def kernel_of(self, lines: _Lines, scatter: int | None) -> Kernel | None:
+        """The adjoint kernel (``scatter`` None) or its pass of that number, from its source lines; None where it
+        writes no adjoint."""
+        name = f"{self.kernel.name}_adjoint" + ("" if scatter is None else f"_pass{scatter}")
+        parameters = [*self.parameters, *self.grads.values()]
         text = "\n".join([f"def {name}({', '.join(parameters)}):", *lines.text])
         origin = [self.source.node.lineno, *lines.origin]
         node = ast.parse(text).body[0]
@@ -723,12 +757,14 @@ class _Differentiator:
         assert isinstance(node, ast.FunctionDef)
         names = {**self.source.names, MATH: pylang.math, ATOMIC_ADD: pylang.atomic_add}
         bounds = {p: (a.lo, a.hi) for p, a in self.kernel.annotations.items() if isinstance(a, pylang.IntType)}
-        kernel = Kernel(self.kernel.fn, name=name, source=Source(node, self.source.file, names),
-                        parameters=parameters, static_shapes=self.kernel.static_shapes,
-                        bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
+        return Kernel(self.kernel.fn, name=name, source=Source(node, self.source.file, names),
+                      parameters=parameters, static_shapes=self.kernel.static_shapes,
+                      bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
+
+    def result(self, grads: tuple[tuple[str, str], ...], kernel: Kernel | None, passes: tuple[Kernel, ...]) -> Adjoint:
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
-                       frozenset(self.updated), frozenset(self.needed))
+                       frozenset(self.updated), frozenset(self.needed), passes)
 
 
 class _Renamer(ast.NodeTransformer):
@@ -773,6 +809,32 @@ def _nested(name: str, count: int) -> str:
 def _select(test: str) -> Rule:
     """The rule of ``a if test else b``: the branch taken takes the adjoint."""
     return lambda o, r, g: (f"({g} if {test} else 0.0)", f"(0.0 if {test} else {g})")
+
+
+def _shifted(index: str, loops: list[str]) -> bool:
+    """Whether ``index`` holds each parallel loop's variable plus an integer constant (``i - 1``) as a component of
+    its own, and its other components are constants or sequential loops' variables: then no two work items reach
+    one element through it, whatever the sizes (``svod.codegen.safety`` proves the pass that adds through it)."""
+    node = ast.parse(index, mode="eval").body
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    found = [_variable(part) for part in parts]
+    if sorted(v for v in found if v is not None) != sorted(loops):
+        return False
+    return all(v is not None or integer(part) is not None
+               or (isinstance(part, ast.Name) and part.id.startswith("_svod_k"))
+               for part, v in zip(parts, found, strict=True))
+
+
+def _variable(part: ast.expr) -> str | None:
+    """The variable ``part`` is, or adds or subtracts an integer constant to, if it is one such."""
+    if isinstance(part, ast.Name) and not part.id.startswith("_svod_"):
+        return part.id
+    if isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Add, ast.Sub)):
+        if integer(part.right) is not None:
+            return _variable(part.left) if isinstance(part.left, ast.Name) else None
+        if isinstance(part.op, ast.Add) and integer(part.left) is not None:
+            return _variable(part.right) if isinstance(part.right, ast.Name) else None
+    return None
 
 
 def _both(guard: str | None, test: str) -> str:

@@ -503,8 +503,9 @@ class Tape:
                 adjoints.append(repeated[-1][1])
             else:
                 adjoints.append(running[key])
-        if record.adjoint.kernel is not None:
-            record.adjoint.kernel(*args, *adjoints, device=record.device)
+        for kernel in (*record.adjoint.passes, record.adjoint.kernel):
+            if kernel is not None:
+                kernel(*args, *adjoints, device=record.device)
         for key, value in repeated:
             running[key] += value
 
