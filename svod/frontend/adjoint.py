@@ -23,7 +23,8 @@ own element (its index holds each parallel loop's variable as a component, in on
 ``svod.atomic_add`` elsewhere, as a gather's adjoint is a scatter-add. A read at a shifted index (a stencil's
 ``x[i - 1, j]``: each parallel loop's variable plus a constant) reaches one element per work item, so its
 scatter-add is a plain ``+=`` in a kernel of its own that runs before the adjoint (``Adjoint.passes``): one pass
-per index, so that two reads' additions into one element never meet in one kernel.
+per index, so that two reads' additions into one element never meet in one kernel (the last index's adds in the
+adjoint itself, where nothing else there touches that array's adjoint).
 
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
 ``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
@@ -170,6 +171,10 @@ class _Differentiator:
         """The arrays every read of which is the work item's own element: their adjoints add with ``+=``."""
         self.shifted: list[tuple[str, str]] = []
         """The arrays and indices of the reads whose adjoints add in a pass of their own (``Adjoint.passes``)."""
+        self.folded: tuple[str, str] | None = None
+        """The array and index of the shifted read whose adjoint the adjoint kernel adds itself, with no pass: the
+        last one, where the kernel touches that array's adjoint nowhere else (it writes no element of the array,
+        and reads it at no other index)."""
         self.scatter: tuple[str, str] | None = None
         """The array and index the pass being written adds into; None: the adjoint kernel's own backward."""
 
@@ -615,10 +620,16 @@ class _Differentiator:
         shifted = [(v.array, v.index) for v in every if v.array is not None and v.stored is None
                    and v.array in grads and v.array not in plain and _shifted(v.index, self.loops)]
         self.shifted = list(dict.fromkeys(shifted))
+        last = self.shifted[-1][0] if self.shifted else None
+        if last is not None and last not in self.written and all(
+                (v.array, v.index) in self.shifted for v in every if v.array == last and v.stored is None):
+            self.folded = self.shifted.pop()
 
     def adds(self, array: str, index: str) -> bool | None:
         """How the pass being written adds the adjoint of a read of ``array[index]``: with ``+=`` (True), with
         ``svod.atomic_add`` (False), or not at all (None: another pass adds it)."""
+        if (array, index) == self.folded:
+            return True if self.scatter is None else None
         if (array, index) in self.shifted:
             return True if self.scatter == (array, index) else None
         return None if self.scatter is not None else array in self.plain
