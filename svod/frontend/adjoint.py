@@ -64,6 +64,7 @@ from svod.frontend.adjoint_text import (
     integer,
     names_in,
     renamed,
+    shifted,
     total,
 )
 from svod.frontend.array_math import MATH_HELPERS
@@ -617,9 +618,9 @@ class _Differentiator:
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
         self.grads, self.plain = grads, plain
-        shifted = [(v.array, v.index) for v in every if v.array is not None and v.stored is None
-                   and v.array in grads and v.array not in plain and _shifted(v.index, self.loops)]
-        self.shifted = list(dict.fromkeys(shifted))
+        reads = [(v.array, v.index) for v in every if v.array is not None and v.stored is None
+                 and v.array in grads and v.array not in plain and shifted(v.index, self.loops)]
+        self.shifted = list(dict.fromkeys(reads))
         last = self.shifted[-1][0] if self.shifted else None
         if last is not None and last not in self.written and all(
                 (v.array, v.index) in self.shifted for v in every if v.array == last and v.stored is None):
@@ -820,32 +821,6 @@ def _nested(name: str, count: int) -> str:
 def _select(test: str) -> Rule:
     """The rule of ``a if test else b``: the branch taken takes the adjoint."""
     return lambda o, r, g: (f"({g} if {test} else 0.0)", f"(0.0 if {test} else {g})")
-
-
-def _shifted(index: str, loops: list[str]) -> bool:
-    """Whether ``index`` holds each parallel loop's variable plus an integer constant (``i - 1``) as a component of
-    its own, and its other components are constants or sequential loops' variables: then no two work items reach
-    one element through it, whatever the sizes (``svod.codegen.safety`` proves the pass that adds through it)."""
-    node = ast.parse(index, mode="eval").body
-    parts = node.elts if isinstance(node, ast.Tuple) else [node]
-    found = [_variable(part) for part in parts]
-    if sorted(v for v in found if v is not None) != sorted(loops):
-        return False
-    return all(v is not None or integer(part) is not None
-               or (isinstance(part, ast.Name) and part.id.startswith("_svod_k"))
-               for part, v in zip(parts, found, strict=True))
-
-
-def _variable(part: ast.expr) -> str | None:
-    """The variable ``part`` is, or adds or subtracts an integer constant to, if it is one such."""
-    if isinstance(part, ast.Name) and not part.id.startswith("_svod_"):
-        return part.id
-    if isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Add, ast.Sub)):
-        if integer(part.right) is not None:
-            return _variable(part.left) if isinstance(part.left, ast.Name) else None
-        if isinstance(part.op, ast.Add) and integer(part.left) is not None:
-            return _variable(part.right) if isinstance(part.right, ast.Name) else None
-    return None
 
 
 def _both(guard: str | None, test: str) -> str:

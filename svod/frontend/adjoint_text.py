@@ -139,9 +139,35 @@ def renamed(lines: Lines, name: str, new: str) -> Lines:
     return [(found.sub(new, text), line) for text, line in lines]
 
 
+def shifted(index: str, loops: list[str]) -> bool:
+    """Whether ``index`` holds each parallel loop's variable plus an integer constant (``i - 1``) as a component of
+    its own, and its other components are constants or sequential loops' variables: then no two work items reach
+    one element through it, whatever the sizes (``svod.codegen.safety`` proves the pass that adds through it)."""
+    node = ast.parse(index, mode="eval").body
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    found = [_variable(part) for part in parts]
+    if sorted(v for v in found if v is not None) != sorted(loops):
+        return False
+    return all(v is not None or integer(part) is not None
+               or (isinstance(part, ast.Name) and part.id.startswith("_svod_k"))
+               for part, v in zip(parts, found, strict=True))
+
+
+def _variable(part: ast.expr) -> str | None:
+    """The variable ``part`` is, or adds or subtracts an integer constant to, if it is one such."""
+    if isinstance(part, ast.Name) and not part.id.startswith("_svod_"):
+        return part.id
+    if isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Add, ast.Sub)):
+        if integer(part.right) is not None:
+            return _variable(part.left) if isinstance(part.left, ast.Name) else None
+        if isinstance(part.op, ast.Add) and integer(part.left) is not None:
+            return _variable(part.right) if isinstance(part.right, ast.Name) else None
+    return None
+
+
 def total(shares: list[str]) -> str:
     return " + ".join(shares) or "0.0"
 
 
 __all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "flat", "indented", "integer", "minus",
-           "names_in", "offset", "renamed", "total"]
+           "names_in", "offset", "renamed", "shifted", "total"]

@@ -53,7 +53,7 @@ def colliding(y, x):
 def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Adjoint:
     """The adjoint that adds every read's adjoint atomically, as svod made it before shifted reads had passes."""
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "_shifted", lambda index, loops: False)
+        patch.setattr(adjoints, "shifted", lambda index, loops: False)
         return _Differentiator(kernel, floats).adjoint()
 
 
