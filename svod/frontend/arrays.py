@@ -535,8 +535,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         if stored is None:
             return [self.elements_read(stmt)]  # a scalar's update (s += v[0])
         value = self.value(node)
-        changed = self.bindings.unwritable(target.id, stored, value) if isinstance(target, ast.Name) and \
-            op is None else None
+        changed = self.bindings.unwritable(self.source.node, target.id, stored, value) \
+            if isinstance(target, ast.Name) and op is None else None
         if changed is not None:
             raise self.refuse(stmt, changed)
         if isinstance(target, ast.Name) and op is None and not isinstance(stored, Masked) and reads_masked(value):

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend.array_exprs import Expr, Named, Value
+from svod.frontend.array_exprs import Expr, Named, Value, Viewed
 from svod.frontend.names import loaded, renamed
 
 
@@ -90,10 +90,17 @@ class Bindings:
         """The names the user's code reads ``name`` by: its own, and the user's name it is the latest binding of."""
         return {name, *(user for user, latest in self.renames.items() if latest == name)}
 
-    def unwritable(self, name: str, held: Expr, value: Value) -> str | None:
+    def unwritable(self, function: ast.FunctionDef, name: str, held: Expr, value: Value) -> str | None:
         """Why ``name = value``, inside a loop or an ``if``, cannot write the array ``held`` the name holds (None
         where it can): another name holds or views that array (and keeps it, in Python), or the value is of
-        another shape or dtype, or a number."""
+        another shape or dtype, or a number, or another of the user's arrays or a view of one (``acc = x``: in
+        Python the name then holds that array, and sees each later write to it; svod would write a copy)."""
+        source = _aliased(value)
+        if source is not None and not (isinstance(held, Named) and held.name == source) and \
+                _written_in_place(function, {source, *self.spelled(name)}):
+            return (f"{self.described.get(name, name)} is bound anew inside a loop or an if to another array or a "
+                    "view of one, which it holds from then on in Python (a later write to either shows in both); "
+                    "svod would write a copy into the array it holds: bind a copy (`= x.copy()`) or a new name")
         if name in self.viewed:
             return (f"{self.described.get(name, name)} is bound anew inside a loop or an if, and another name holds "
                     "or views the array it holds there (`y = x`, `v = x[1:]`), which keeps that array in Python; "
@@ -123,6 +130,30 @@ class Bindings:
         return holder, (f"{held} a new array (made at line {line}) in every turn of a loop around phases, which svod "
                         "makes once while another name holds it: have the function store into an array made once "
                         "before the loop, which the call passes it (`out[...] = ...` in it)")
+
+
+def _aliased(value: Value) -> str | None:
+    """The user's array ``value`` is or views, None where the statement computes it (an inlined function's
+    local, svod's name, is a new array of the call's)."""
+    while isinstance(value, Viewed):
+        value = value.base
+    return value.name if isinstance(value, Named) and not value.name.startswith("_svod_") else None
+
+
+def _written_in_place(function: ast.FunctionDef, names: set[str]) -> bool:
+    """Whether ``function`` writes into any of ``names``' arrays (``x[...] = ...``, ``x += ...``): where two of
+    its names hold one array, the write shows through both in Python, and a copy would not see it."""
+    for node in ast.walk(function):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AugAssign) else []
+        for written in targets:
+            into = isinstance(node, ast.AugAssign) or isinstance(written, ast.Subscript)
+            base = written
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if into and isinstance(base, ast.Name) and base.id in names:
+                return True
+    return False
 
 
 class HostShape:

@@ -257,3 +257,51 @@ def test_a_binding_inside_a_loop_or_if_that_changes_the_array_is_refused_at_its_
     with pytest.raises(KernelSyntaxError, match=words) as raised:
         fn(*args)
     assert f"test_rebinding.py:{line_of(fn, statement)}:" in str(raised.value)
+
+
+@svod.jit
+def holds_an_argument_in_a_loop(x, steps):
+    acc = np.zeros_like(x)
+    for _t in range(steps):
+        acc = x
+        x += acc * 0.5  # in Python acc is x: each turn's write shows through acc
+    return x, acc
+
+
+def returns_its_argument(v):
+    w = v[:]
+    return w
+
+
+@svod.jit
+def holds_a_helpers_view_of_an_argument_in_a_loop(x, steps):
+    acc = np.zeros_like(x)
+    for _t in range(steps):
+        acc = returns_its_argument(x)
+        x += acc * 0.5
+    return x, acc
+
+
+def test_a_name_bound_in_a_loop_to_an_array_written_in_place_is_refused_there():
+    """``acc = x`` inside a loop, where ``x`` is written into after: in Python both names hold one array, each
+    write showing through ``acc``; svod writes a copy of ``x`` into the array ``acc`` holds, which the writes do
+    not reach, so it refuses at the binding, written or made by an inlined function's return."""
+    with pytest.raises(KernelSyntaxError, match=r"acc is bound anew inside a loop or an if to another array or a "
+                                                r"view of one") as raised:
+        holds_an_argument_in_a_loop(data(5), 3)
+    assert f"test_rebinding.py:{line_of(holds_an_argument_in_a_loop, '        acc = x')}:" in str(raised.value)
+    with pytest.raises(KernelSyntaxError, match=r"another array or a view of one"):
+        holds_a_helpers_view_of_an_argument_in_a_loop(data(5), 3)
+
+
+@svod.jit
+def holds_an_unwritten_argument_in_a_loop(x, steps):
+    acc = np.zeros_like(x)
+    for _t in range(steps):
+        acc = x  # no name writes into either: a copy is Python's answer
+    return acc * 2.0
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_a_name_bound_in_a_loop_to_an_array_no_one_writes_into_agrees(device, steps):
+    agrees_with_python(holds_an_unwritten_argument_in_a_loop, device, data(7), steps)
