@@ -12,7 +12,7 @@ math functions and ``fma`` are a loop over the lanes, which both compilers vecto
 from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.lower_cpu import vector_bytes
 from svod.codegen.render.base import lane_widths, reassociable_accumulators
-from svod.codegen.render.cstyle import CStyleRenderer, LaneAccess, lane_part_lanes
+from svod.codegen.render.cstyle import CStyleRenderer, lane_part_lanes
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
@@ -219,36 +219,17 @@ class CRenderer(CStyleRenderer):
         return (f"__extension__({{ {self.lanes_type(src, lanes)} svod_v = {value}; {mask} svod_n = {nan}, "
                 f"svod_lo = {below}, svod_hi = {above}; {edges}; }})")
 
-    @staticmethod
-    def every_lane(mask: str, lanes: int) -> str:
-        """Whether ``mask`` (a name) holds in every lane."""
-        return "(" + "&".join(f"{mask}[{c}]" for c in range(lanes)) + ")"
+    def lane_of(self, vector: str, lane: int) -> str:
+        return f"({vector})[{lane}]"
 
-    def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
-        """One vector load of neighbouring elements; where a gate may fail in some lanes, the vector load where
-        every lane passes, else each lane's element (as OpenCL C, which has no masked load either)."""
-        base, offset, vector = access.base, access.offset, self.lanes_type(dtype, lanes)
-        whole = f"svod_load({vector}, {base}+({offset})[0])"
-        if access.neighbours and gate is None:
-            return whole
-        zero = self.literal(0, dtype)
-        each = [f"{base}[({offset})[{c}]]" for c in range(lanes)]
-        if gate is not None:
-            each = [f"({gate}[{c}]?{element}:{zero})" for c, element in enumerate(each)]
-        one_by_one = f"(({vector}){{{', '.join(each)}}})"
-        if access.neighbours and gate is not None:
-            return f"({self.every_lane(gate, lanes)}?{whole}:{one_by_one})"
-        if access.whole is not None:
-            start, passes = access.whole
-            return f"({self.every_lane(passes, lanes)}?svod_load({vector}, {base}+({start})[0]):{one_by_one})"
-        return one_by_one
+    def lanes_of(self, dtype: DType, elements: list[str]) -> str:
+        return f"(({self.lanes_type(dtype, len(elements))}){{{', '.join(elements)}}})"
 
-    def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
-        """One vector store; under a gate that differs by lane, where every lane passes, else each passing
-        lane's element."""
-        base, offset = access.base, access.offset
-        whole = f"svod_store({base}+({offset})[0], {value});"
-        if gate is None:
-            return whole
-        each = " ".join(f"if ({gate}[{c}]) {base}[({offset})[{c}]] = ({value})[{c}];" for c in range(lanes))
-        return f"if ({self.every_lane(gate, lanes)}) {{ {whole} }} else {{ {each} }}"
+    def every_lane(self, mask: str, lanes: int) -> str:
+        return "(" + "&".join(self.lane_of(mask, c) for c in range(lanes)) + ")"
+
+    def whole_load(self, pointer: str, dtype: DType, lanes: int) -> str:
+        return f"svod_load({self.lanes_type(dtype, lanes)}, {pointer})"  # memcpy: no alignment assumed
+
+    def whole_store(self, pointer: str, value: str, lanes: int) -> str:
+        return f"svod_store({pointer}, {value});"

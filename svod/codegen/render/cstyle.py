@@ -437,14 +437,58 @@ class CStyleRenderer(KernelRenderer):
         """A conversion of ``lanes`` values, as ``cast`` converts one."""
         raise self.no_vectors(lanes)
 
+    def lane_of(self, vector: str, lane: int) -> str:
+        """Lane ``lane`` of the expression ``vector``."""
+        raise self.no_vectors(vector)
+
+    def lanes_of(self, dtype: DType, elements: list[str]) -> str:
+        """A vector of ``elements``, one a lane."""
+        raise self.no_vectors(elements)
+
+    def every_lane(self, mask: str, lanes: int) -> str:
+        """Whether the mask ``mask`` holds in every one of its ``lanes`` lanes."""
+        raise self.no_vectors(mask)
+
+    def whole_load(self, pointer: str, dtype: DType, lanes: int) -> str:
+        """``lanes`` neighbouring elements from ``pointer`` in one vector load (no alignment assumed)."""
+        raise self.no_vectors(pointer)
+
+    def whole_store(self, pointer: str, value: str, lanes: int) -> str:
+        """A statement storing the vector ``value`` at ``pointer`` in one vector store (no alignment assumed)."""
+        raise self.no_vectors(pointer)
+
     def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
-        """``lanes`` elements of a buffer (``access``), 0 where the lanes' ``gate`` (if any) fails."""
-        raise self.no_vectors(lanes)
+        """``lanes`` elements of a buffer (``access``), 0 where the lanes' ``gate`` (if any) fails: one vector
+        load of neighbouring elements where every lane passes (or may be loaded whole, ``access.whole``), else
+        each lane's element (C and OpenCL C have no masked load)."""
+        base, offset = access.base, access.offset
+        whole = self.whole_load(f"{base}+{self.lane_of(offset, 0)}", dtype, lanes)
+        if access.neighbours and gate is None:
+            return whole
+        zero = self.literal(0, dtype)
+        each = [f"{base}[{self.lane_of(offset, c)}]" for c in range(lanes)]
+        if gate is not None:
+            each = [f"({self.lane_of(gate, c)}?{element}:{zero})" for c, element in enumerate(each)]
+        one_by_one = self.lanes_of(dtype, each)
+        if access.neighbours and gate is not None:
+            return f"({self.every_lane(gate, lanes)}?{whole}:{one_by_one})"
+        if access.whole is not None:
+            start, passes = access.whole
+            whole = self.whole_load(f"{base}+{self.lane_of(start, 0)}", dtype, lanes)
+            return f"({self.every_lane(passes, lanes)}?{whole}:{one_by_one})"
+        return one_by_one
 
     def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
         """A statement storing ``lanes`` values at neighbouring elements (``access``), only the lanes the
-        lanes' ``gate`` (if any) passes."""
-        raise self.no_vectors(lanes)
+        lanes' ``gate`` (if any) passes: one vector store where every lane passes, else each passing lane's
+        element (no masked store either)."""
+        base, offset = access.base, access.offset
+        whole = self.whole_store(f"{base}+{self.lane_of(offset, 0)}", value, lanes)
+        if gate is None:
+            return whole
+        each = " ".join(f"if ({self.lane_of(gate, c)}) {base}[{self.lane_of(offset, c)}] = "
+                        f"{self.lane_of(value, c)};" for c in range(lanes))
+        return f"if ({self.every_lane(gate, lanes)}) {{ {whole} }} else {{ {each} }}"
 
     # ---- the walk -------------------------------------------------------------------------------------
 

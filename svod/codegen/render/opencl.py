@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from svod.codegen.render.cstyle import GPURenderer, LaneAccess
+from svod.codegen.render.cstyle import GPURenderer
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, UOp
@@ -167,33 +167,17 @@ class OpenCLRenderer(GPURenderer):
         low = f"(({wide})({(1 << 8 * dst.itemsize) - 1}UL))"  # the bits an integer keeps, as C's cast keeps them
         return f"as_{target}(convert_{narrow}(as_{wide}({value})&{low}))"
 
-    def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
-        """One ``vloadW`` of neighbouring elements; where a gate may fail in some lanes (a masked tile's last
-        columns, a speculated load's offsets past the end), the vector load where every lane passes, else
-        each lane's element (OpenCL C has no masked load)."""
-        base, offset = access.base, access.offset
-        vector = f"vload{lanes}(0, {base}+({offset}).s0)"
-        if access.neighbours and gate is None:
-            return vector
-        zero = self.literal(0, dtype)
-        each = [f"{base}[({offset}).s{_COMPONENTS[c]}]" for c in range(lanes)]
-        if gate is not None:
-            each = [f"(({gate}).s{_COMPONENTS[c]}?{element}:{zero})" for c, element in enumerate(each)]
-        one_by_one = f"(({self.lanes_type(dtype, lanes)})({', '.join(each)}))"
-        if access.neighbours:
-            return f"(all({gate})?{vector}:{one_by_one})"
-        if access.whole is not None:
-            start, passes = access.whole
-            return f"(all({passes})?vload{lanes}(0, {base}+({start}).s0):{one_by_one})"
-        return one_by_one
+    def lane_of(self, vector: str, lane: int) -> str:
+        return f"({vector}).s{_COMPONENTS[lane]}"
 
-    def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
-        """One ``vstoreW``; under a gate that differs by lane, where every lane passes, else each passing
-        lane's element (OpenCL C has no masked store)."""
-        base, offset = access.base, access.offset
-        vector = f"vstore{lanes}({value}, 0, {base}+({offset}).s0);"
-        if gate is None:
-            return vector
-        each = " ".join(f"if (({gate}).s{_COMPONENTS[c]}) {base}[({offset}).s{_COMPONENTS[c]}] = "
-                        f"({value}).s{_COMPONENTS[c]};" for c in range(lanes))
-        return f"if (all({gate})) {{ {vector} }} else {{ {each} }}"
+    def lanes_of(self, dtype: DType, elements: list[str]) -> str:
+        return f"(({self.lanes_type(dtype, len(elements))})({', '.join(elements)}))"
+
+    def every_lane(self, mask: str, lanes: int) -> str:
+        return f"all({mask})"
+
+    def whole_load(self, pointer: str, dtype: DType, lanes: int) -> str:
+        return f"vload{lanes}(0, {pointer})"
+
+    def whole_store(self, pointer: str, value: str, lanes: int) -> str:
+        return f"vstore{lanes}({value}, 0, {pointer});"
