@@ -21,6 +21,7 @@ from svod.backends.clang import newest_versioned_clang
 from svod.dtype import dtypes
 from svod.frontend.builder import KernelBuilder
 from svod.ir import AxisKind, Ops, UOp
+from svod.workloads import conv2d
 from tests.helpers import cpu_device
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -125,6 +126,13 @@ def _column_extremum(dtype: np.dtype, rows: int, columns: int, op: Ops) -> Kerne
                        rng.integers(-100, 100, (rows, columns)).astype(dtype)]
 
 
+def _window(channels: int, size: int) -> Kernel:
+    """The suite's padded 3x3 convolution: its window's tests compare lanes of offsets, a whole vector loaded
+    where every lane is inside and each lane's element where some are not."""
+    workload = conv2d(channels, size)
+    return workload.steps[0].ast, [array.copy() for array in workload.arrays]
+
+
 _SIZES = [(1, 1, 1), (5, 3, 33), (13, 17, 31), (3, 2, 65)]
 _KERNELS: list[tuple[str, Callable[[], Kernel]]] = [
     *((f"{epilogue}-{np.dtype(t).name}-{'x'.join(map(str, size))}",
@@ -136,6 +144,8 @@ _KERNELS: list[tuple[str, Callable[[], Kernel]]] = [
       for epilogue in ("min", "where", "shift") for size in ((3, 2, 33),)),
     *((f"column-{op.name}-{np.dtype(t).name}", lambda t=t, op=op: _column_extremum(np.dtype(t), 7, 37, op))
       for t, op in ((np.float32, Ops.MAX), (np.float64, Ops.MIN), (np.int8, Ops.MAX), (np.uint8, Ops.MIN))),
+    *((f"window-{channels}x{size}", lambda channels=channels, size=size: _window(channels, size))
+      for channels, size in ((1, 1), (2, 5), (3, 17), (2, 33))),
 ]
 
 

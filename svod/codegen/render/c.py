@@ -13,6 +13,7 @@ from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.lower_cpu import vector_bytes
 from svod.codegen.render.base import lane_widths, reassociable_accumulators
 from svod.codegen.render.cstyle import CStyleRenderer, lane_part_lanes
+from svod.codegen.render.lane_lines import LINE_REACH, Line
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
@@ -25,6 +26,7 @@ _VECTOR_ELEMENTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtype
 _SIGNED = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 _LANE_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.AND: "&",
                Ops.OR: "|", Ops.XOR: "^"}
+_COMPARE_INFIX = {Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 _LANE_CALLS = (Ops.MULACC, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT)
 _VECTOR_MACROS = (
     "#define svod_load(T, p) __extension__({ T svod_l; __builtin_memcpy(&svod_l, (p), sizeof svod_l); svod_l; })\n"
@@ -145,6 +147,22 @@ class CRenderer(CStyleRenderer):
         return compared if size == _MASK.itemsize else \
             f"__builtin_convertvector({compared}, {self.lanes_type(dtypes.bool, lanes)})"
 
+    def lines_compare(self, op: Ops, a: Line, b: Line, lanes: int, total: int) -> str | None:
+        """``a`` against ``b`` as ``(k_a - k_b)*g`` against ``s_b - s_a`` in 32-bit lanes, one register where the
+        64-bit offsets take two: the difference (exact in 128 bits) clamped to ``LINE_REACH``, past every
+        constant, so that each lane compares as the whole difference does; None where the constants reach
+        further or ``op`` is not one of these."""
+        step, infix = a[1] - b[1], _COMPARE_INFIX.get(op)
+        if infix is None or abs(step) * total >= LINE_REACH:
+            return None
+        parted = lanes < total
+        constants = [f"{step}*({c}+{lanes}*{self.part_token})" if parted else str(step * c) for c in range(lanes)]
+        difference = (f"__extension__({{ __int128 svod_d = (__int128)({b[0]}) - (__int128)({a[0]}); "
+                      f"(int32_t)(svod_d < -{LINE_REACH} ? -{LINE_REACH} : svod_d > {LINE_REACH} ? {LINE_REACH} : "
+                      "svod_d); })")
+        return (f"({self.lanes_of(dtypes.int32, constants)}{infix}"
+                f"{self.lanes_broadcast(difference, dtypes.int32, lanes)})")
+
     def per_lane(self, op: Ops, dtype: DType, args: list[str], lanes: int) -> str:
         """A math function (or ``fma``) lane by lane: a loop the compiler vectorises."""
         vector = self.lanes_type(dtype, lanes)
@@ -226,7 +244,8 @@ class CRenderer(CStyleRenderer):
         return f"(({self.lanes_type(dtype, len(elements))}){{{', '.join(elements)}}})"
 
     def every_lane(self, mask: str, lanes: int) -> str:
-        return "(" + "&".join(self.lane_of(mask, c) for c in range(lanes)) + ")"
+        return (f"__extension__({{ {self.lanes_type(dtypes.bool, lanes)} svod_m = {mask}; int32_t svod_e = -1; "
+                f"for (int svod_l = 0; svod_l < {lanes}; svod_l++) svod_e &= svod_m[svod_l]; svod_e; }})")
 
     def whole_load(self, pointer: str, dtype: DType, lanes: int) -> str:
         return f"svod_load({self.lanes_type(dtype, lanes)}, {pointer})"  # memcpy: no alignment assumed

@@ -23,11 +23,12 @@ import numpy as np
 from svod.codegen.checks import CHECKED
 from svod.codegen.decompositions import FLOAT16_IN_FLOAT32
 from svod.codegen.render.base import KernelRenderer, ScopedNames, contiguous, lane_widths, reassociable_accumulators
+from svod.codegen.render.lane_lines import Line, lane_line
 from svod.device import DeviceCaps, WorkGroupLimits, kernel_variables
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
-from svod.ir.ops import MATH
+from svod.ir.ops import COMPARISON, MATH
 from svod.ir.uop import is_unbounded, memory_of, pointee
 
 _INFIX: dict[Ops, str] = {
@@ -433,6 +434,11 @@ class CStyleRenderer(KernelRenderer):
         """ALU ``op`` on operands of ``lanes`` lanes each."""
         raise self.no_vectors(op)
 
+    def lines_compare(self, op: Ops, a: Line, b: Line, lanes: int, total: int) -> str | None:
+        """A comparison of index lanes that are lines (``lane_lines``), as a mask of ``lanes`` lanes (a part of
+        ``total``), or None to compare them as they are."""
+        return None
+
     def lanes_cast(self, value: str, src: DType, dst: DType, lanes: int) -> str:
         """A conversion of ``lanes`` values, as ``cast`` converts one."""
         raise self.no_vectors(lanes)
@@ -706,8 +712,17 @@ class _Walk:
                 and offset.src[0] in self.lanes and self.outside_the_loop(offset.src[0]) \
                 and contiguous(offset.src[1], lane):
             whole = (self.operand(offset.src[1], lanes), self.operand(offset.src[0], lanes))
-        return LaneAccess(self.names[index.src[0]], self.operand(offset, lanes),
+        return LaneAccess(self.names[index.src[0]], self.offset_lanes(offset, lanes),
                           lane is not None and contiguous(offset, lane), whole)
+
+    def offset_lanes(self, offset: UOp, lanes: int) -> str:
+        """An INDEX's offsets: where they are a line (``lane_lines``), each lane's own sum of one scalar, which
+        the compiler takes lane by lane (a tile's lane 0, or each lane a gate passes), not 64-bit lanes."""
+        line = lane_line(offset, self.lanes, self.names.__getitem__) if offset in self.lanes else None
+        if line is None:
+            return self.operand(offset, lanes)
+        at = [f"{c}+{lanes}*{self.r.part_token}" if lanes < self.lanes[offset] else str(c) for c in range(lanes)]
+        return self.r.lanes_of(dtypes.index, [f"{line[0]}+{line[1]}*({g})" for g in at])
 
     def outside_the_loop(self, gate: UOp) -> bool:
         """Whether ``gate`` is computed outside the loop (or IF) the line being written is in: a test of all
@@ -755,6 +770,11 @@ class _Walk:
             return r.lanes_cast(self.operand(node.src[0], lanes), node.src[0].dtype, node.dtype, lanes)
         if node.op in (Ops.IDIV, Ops.MOD) and (node.src[1].op is not Ops.CONST or node.src[1].arg in (0, -1)):
             raise GraphError("lanes are divided by constants only", stage="render", value=str(node.src[1]))
+        if node.op in COMPARISON and node.src[0].dtype == dtypes.index:
+            a, b = (lane_line(s, self.lanes, self.names.__getitem__) for s in node.src)
+            spelled = None if a is None or b is None else r.lines_compare(node.op, a, b, lanes, self.lanes[node])
+            if spelled is not None:
+                return spelled
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.lanes_alu(node.op, node.dtype, operands[0].dtype, [self.operand(s, lanes) for s in node.src], lanes)
 
