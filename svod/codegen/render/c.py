@@ -31,7 +31,8 @@ _LANE_CALLS = (Ops.MULACC, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.FLOOR, Ops.CEIL, Op
 _VECTOR_MACROS = (
     "#define svod_load(T, p) __extension__({ T svod_l; __builtin_memcpy(&svod_l, (p), sizeof svod_l); svod_l; })\n"
     "#define svod_store(p, v) do { __typeof__(v) svod_s = (v); __builtin_memcpy((p), &svod_s, sizeof svod_s); } "
-    "while (0)\n")
+    "while (0)\n#if defined(__clang__)\n#define svod_every(chain, loop) (chain)\n#else\n"
+    "#define svod_every(chain, loop) (loop)\n#endif\n")
 
 
 class CRenderer(CStyleRenderer):
@@ -244,8 +245,12 @@ class CRenderer(CStyleRenderer):
         return f"(({self.lanes_type(dtype, len(elements))}){{{', '.join(elements)}}})"
 
     def every_lane(self, mask: str, lanes: int) -> str:
-        return (f"__extension__({{ {self.lanes_type(dtypes.bool, lanes)} svod_m = {mask}; int32_t svod_e = -1; "
+        """The lanes ANDed (``svod_every``: gcc takes the loop in vector registers, and the chain of lanes
+        apart; clang, which takes the chain in them, the chain)."""
+        chain = "&".join(self.lane_of(mask, c) for c in range(lanes))
+        loop = (f"__extension__({{ {self.lanes_type(dtypes.bool, lanes)} svod_m = {mask}; int32_t svod_e = -1; "
                 f"for (int svod_l = 0; svod_l < {lanes}; svod_l++) svod_e &= svod_m[svod_l]; svod_e; }})")
+        return f"svod_every(({chain}), ({loop}))"
 
     def whole_load(self, pointer: str, dtype: DType, lanes: int) -> str:
         return f"svod_load({self.lanes_type(dtype, lanes)}, {pointer})"  # memcpy: no alignment assumed
