@@ -59,6 +59,7 @@ from svod.frontend.adjoint_text import (
     Loop,
     Value,
     assigned_names,
+    canonical,
     flat,
     indented,
     integer,
@@ -424,7 +425,7 @@ class _Differentiator:
             raise self.refuse(stmt, "a store into what is not an array argument", "store into an argument")
         stored = self.value(value, self.guard)
         array = target.value.id
-        index = self.opaque(target.slice)
+        index = canonical(self.opaque(target.slice))
         self.hold(array, index, target.slice, stored, how, plain=self.guard is None and not atomic)
         self.values.append(Value("", (stored,), self.guard, stmt.lineno, array=array, index=index, stored=how))
         if array not in self.written:
@@ -470,7 +471,7 @@ class _Differentiator:
             return self.operation(f"({body} if {test} else {other})", _select(test), (body, other), guard)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in self.parameters:
             array = node.value.id
-            index = self.opaque(node.slice)
+            index = canonical(self.opaque(node.slice))
             if array in self.written:
                 held = self.held.get(array)
                 if held is None or held[0] != index or held[1] is None:
@@ -795,7 +796,7 @@ class _Renamer(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
         held = self.held.get(node.value.id) if isinstance(node.value, ast.Name) else None
-        if held is not None and held[1] is not None and held[0] == ast.unparse(node.slice):
+        if held is not None and held[1] is not None and held[0] == canonical(ast.unparse(node.slice)):
             return ast.parse(held[1], mode="eval").body
         return node
 

@@ -155,19 +155,39 @@ def shifted(index: str, loops: list[str]) -> bool:
 
 def _variable(part: ast.expr) -> str | None:
     """The variable ``part`` is, or adds or subtracts an integer constant to, if it is one such."""
-    if isinstance(part, ast.Name) and not part.id.startswith("_svod_"):
-        return part.id
+    found = _affine(part)
+    return found[0] if found is not None and not found[0].startswith("_svod_") else None
+
+
+def _affine(part: ast.expr) -> tuple[str, int] | None:
+    """The name and the integer constant ``part`` adds to it (``i``, ``i - 1``, ``1 + i``), if it is one such."""
+    if isinstance(part, ast.Name):
+        return part.id, 0
     if isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Add, ast.Sub)):
-        if integer(part.right) is not None:
-            return _variable(part.left) if isinstance(part.left, ast.Name) else None
-        if isinstance(part.op, ast.Add) and integer(part.left) is not None:
-            return _variable(part.right) if isinstance(part.right, ast.Name) else None
+        right, left = integer(part.right), integer(part.left)
+        if right is not None and isinstance(part.left, ast.Name):
+            return part.left.id, right if isinstance(part.op, ast.Add) else -right
+        if isinstance(part.op, ast.Add) and left is not None and isinstance(part.right, ast.Name):
+            return part.right.id, left
     return None
+
+
+def canonical(index: str) -> str:
+    """``index`` with each component that adds an integer constant to a name spelled one way (``1 + i`` and
+    ``i - -1`` as ``i + 1``, ``i + 0`` as ``i``): reads of one element then have one index's text, so that their
+    adjoints share a pass (``shifted``) and a read back of a stored element is recognised however it is spelled."""
+    node = ast.parse(index, mode="eval").body
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    spelled = []
+    for part in parts:
+        found = _affine(part)
+        spelled.append(ast.parse(offset(*found), mode="eval").body if found is not None else part)
+    return ast.unparse(ast.Tuple(spelled, ast.Load()) if isinstance(node, ast.Tuple) else spelled[0])
 
 
 def total(shares: list[str]) -> str:
     return " + ".join(shares) or "0.0"
 
 
-__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "flat", "indented", "integer", "minus",
-           "names_in", "offset", "renamed", "shifted", "total"]
+__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "canonical", "flat", "indented",
+           "integer", "minus", "names_in", "offset", "renamed", "shifted", "total"]

@@ -97,7 +97,7 @@ def test_a_three_point_stencil_recomputes_what_each_pass_needs(device, monkeypat
     x, w = rng.standard_normal(n).astype(f), rng.standard_normal(n).astype(f)
     agrees_with_differences(three_point, device, np.zeros(n, f), x, w)
     made = _same_as_atomic(three_point, device, monkeypatch, np.zeros(n, f), x, w)
-    assert len(made.passes) == 3  # x[i - 1], x[i], x[1 + i] and x[i + 1]: one per spelling, the last in the kernel
+    assert len(made.passes) == 2  # x[i - 1], x[i] and x[i + 1] (x[1 + i] too): the last in the kernel
     assert made.kernel is not None and "x_grad[i + 1] +=" in _source(made.kernel)
 
 
@@ -108,6 +108,44 @@ def test_a_shifted_read_in_a_sequential_loop_adds_in_its_pass(device, monkeypatc
     agrees_with_differences(next_row, device, np.zeros(shape, f), x)
     made = _same_as_atomic(next_row, device, monkeypatch, np.zeros(shape, f), x)
     assert len(made.passes) == 1 and "atomic" not in "".join(_source(k) for k in (*made.passes, made.kernel))
+
+
+@svod.kernel
+def spelled(y, x):
+    for i in svod.prange(1, x.shape[0] - 1):
+        y[i] = x[1 + i] * x[i - -1] + x[i + 0] * x[i + 1] - x[-1 + i]
+
+
+@svod.kernel
+def read_back(y, x):
+    for i in svod.prange(x.shape[0] - 1):
+        y[i + 1] = x[i] * 2.0
+        y[1 + i] += svod.math.sin(y[i + 1]) * (1.0 if y[1 + i] > 0.0 else -1.0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 11])
+def test_an_index_spelled_other_ways_shares_one_pass(device, monkeypatch, n):
+    """``x[1 + i]``, ``x[i - -1]`` and ``x[i + 1]`` are one element: one pass adds their adjoints, as ``x[i + 0]``'s
+    and ``x[i]``'s."""
+    f = float_of(device)
+    x = np.random.default_rng(n).standard_normal(n).astype(f)
+    agrees_with_differences(spelled, device, np.zeros(n, f), x)
+    made = _same_as_atomic(spelled, device, monkeypatch, np.zeros(n, f), x)
+    assert len(made.passes) == 2 and made.kernel is not None  # x[i + 1], x[i]; x[i - 1] in the kernel
+    assert "atomic" not in "".join(_source(k) for k in (*made.passes, made.kernel))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_a_read_back_of_a_stored_element_is_its_stored_value_however_its_index_is_spelled(device, n):
+    f = float_of(device)
+    x = np.random.default_rng(n).standard_normal(n).astype(f)
+    agrees_with_differences(read_back, device, np.zeros(n, f), x)
+    (y,), _ = svod.vjp(read_back, np.zeros(n, f), x, device=device)
+    untaped, plain = np.zeros(n, f), np.zeros(n)
+    read_back(untaped, x, device=device)
+    read_back.fn(plain, x.astype(np.float64))
+    np.testing.assert_array_equal(y, untaped)
+    np.testing.assert_allclose(y, plain, rtol=1e-12 if f == np.float64 else 1e-5)
 
 
 @pytest.mark.parametrize("kernel", [wrapped, colliding])
