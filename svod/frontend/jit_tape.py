@@ -19,8 +19,9 @@ it), called on the caller's arrays; the values are those of the plan's run, but 
 into a scalar adds (one work item's loop here, which the plan may split over threads). An array statement is the loops
 svod rewrites it into to keep NumPy's meaning (``svod.frontend.arrays``), recorded as the phases they are:
 ``y = x * 2.0`` a ``prange`` over y's elements; ``s = np.sum(y)``, sequential code, the one work item of a
-``svod.prange(1)``; ``z = np.exp(x) / np.sum(np.exp(x))`` a ``prange`` whose work items each sum in a loop
-(``x @ w`` likewise). A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
+``svod.prange(1)``; ``z = np.exp(x) / np.sum(np.exp(x))`` that one work item's sum, then a ``prange`` over z's
+elements that reads it (``jit_tape_hoist``), not a sum in each; ``x @ w`` a ``prange`` whose work items each sum
+a row in a loop. A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
 computes that another reads (or the function returns) passes between kernels in a one-element array of the
 host's, which a phase reads into a local inside its loop and stores at its end; a returned scalar comes back as
 that array, the loss ``svod.grad`` takes. What the host cannot run as such calls, or the adjoint would not see,
@@ -47,6 +48,7 @@ from svod.dtype import dtypes
 from svod.errors import GradientError, SvodError
 from svod.frontend import pylang
 from svod.frontend.jit_plans import Variant
+from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
 from svod.frontend.names import loaded, needs, renamed, stored
 from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
@@ -205,6 +207,13 @@ class TapedCall:
         loop, so that the adjoint sees them. Sequential code, and a ``prange`` that reduces into a scalar (a
         sequential loop, as the plan runs it), is the one work item of a ``svod.prange(1)``."""
         reader = self.variant.reader
+        split = hoisted(statements, reader, self.declared)
+        if split is not None:  # a reduction to one value inside an array statement: computed once (jit_tape_hoist)
+            run, rest, results = split
+            self.scalars |= results
+            self.phase(run, loops, recorder, device)
+            self.phase(rest, loops, recorder, device)
+            return
         reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
         if reduced:
             statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
