@@ -47,14 +47,21 @@ def hoisted(statements: list[ast.stmt], reader: Reader,
         run = _run(nest, body, reader)
         if not run:
             continue
-        rest = body[len(run):]
+        rest, earlier = body[len(run):], statements[:position]
         results = stored(run) & set(loaded(rest))
-        if not results or not results <= set(declared) or stored(run) & stored(rest):
+        if not results or not results <= set(declared) or stored(run) & stored(rest) or not _before(run, earlier):
             continue
         inner = nest[-1]
         inner.body = rest or [ast.Pass()]
         return list(run), [*statements[:position], loop, *statements[position + 1:]], results
     return None
+
+
+def _before(run: list[ast.stmt], earlier: list[ast.stmt]) -> bool:
+    """Whether ``run`` may run before the statements of its phase ahead of its loop: it reads no name they assign
+    and no array they store into, and assigns no name they read or assign."""
+    return not (needs(run) & stored(earlier) or stored(run) & (stored(earlier) | set(loaded(earlier)))
+                or set(loaded(run)) & _arrays_written(earlier))
 
 
 def _nest(loop: ast.For) -> tuple[list[ast.For], list[ast.stmt]]:
@@ -82,9 +89,13 @@ def _run(nest: list[ast.For], body: list[ast.stmt], reader: Reader) -> list[ast.
 
 
 def _arrays_written(body: list[ast.stmt]) -> set[str]:
-    """The names of the arrays ``body`` stores elements into."""
-    return {node.value.id for stmt in body for node in ast.walk(stmt)
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)}
+    """The names of the arrays ``body`` stores elements into, and of every name it passes to a call whose name
+    says atomic (``svod.atomic_add``)."""
+    nodes = [node for stmt in body for node in ast.walk(stmt)]
+    return {node.value.id for node in nodes if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)} | {
+        name for node in nodes if isinstance(node, ast.Call) and "atomic" in ast.unparse(node.func)
+        for name in loaded(node.args)}
 
 
 def _pure(stmt: ast.stmt, reader: Reader) -> bool:
