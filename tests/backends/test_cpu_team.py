@@ -304,3 +304,33 @@ def test_kernels_on_the_team_give_numpys_values_paused_or_not(threads):
     empty = np.zeros(0, np.float32)
     with pytest.raises(VariableError, match="n=0"):
         svod.run(SAXPY, [empty, empty, empty], device=device, n=0)
+
+
+def test_launches_while_pauses_come_and_go_run_every_id_once():
+    """Launches of changing sizes while another thread keeps starting short pauses: a launch may start on the
+    team, start alone and hand its ids left to the team when the pause ends, or run alone throughout; in each
+    every id runs once, with its own argument, and none hangs."""
+    team = thread_team()
+    team.grow(3)
+    recorder = _Recorder(slow=frozenset({1}))
+    sizes = [(tag, (2, 9, 3, 64, 1, 17)[tag % 6]) for tag in range(1, 121)]
+    stop = threading.Event()
+
+    def pauses() -> None:
+        while not stop.is_set():
+            team._state[SOLO_UNTIL] = time.monotonic_ns() + MS
+            time.sleep(0.0015)
+
+    def launches() -> None:
+        pauser = threading.Thread(target=pauses, daemon=True)
+        pauser.start()
+        try:
+            for tag, workers in sizes:
+                recorder.launch(tag, workers)
+        finally:
+            stop.set()
+            pauser.join(timeout=60)
+            _end_pause(team)
+
+    _finishes(launches)
+    assert sorted(recorder.calls) == [(tag, i) for tag, workers in sizes for i in range(workers)]
