@@ -5,7 +5,9 @@ A launch's chunks are claimed by whichever thread is free (``svod.backends.cpu_t
 other process takes the core from delays only the chunk it holds; a contestant that splits its work into one
 piece a thread waits for the descheduled one. The report has the busy run's figures (``busy.<metric>``) beside
 the quiet run's, and for each suite kernel the busy/quiet ratio (``busy_ratio.<kernel>``) of svod, of each
-peer, and of the peer fastest on the quiet machine.
+peer, and of the peer fastest on the quiet machine; and svod's speedup over the fastest peer in each run
+(``vs_best_peer.<kernel>``, ``busy.vs_best_peer.<kernel>``) with the share of it the busy run kept
+(``busy_kept.<kernel>``), which says whether the busy core cost svod more than the best peer.
 """
 
 from __future__ import annotations
@@ -40,21 +42,58 @@ def competing_process() -> Iterator[subprocess.Popen[bytes]]:
 
 def busy_metrics(quiet: list[Metric], busy: list[Metric]) -> list[Metric]:
     """The quiet run's figures, the busy run's (each renamed ``busy.<name>``), and for each suite kernel
-    (``kernel.<name>_ms``) in both runs the busy/quiet ratio of every contestant (``busy_ratio.<name>``)."""
+    (``kernel.<name>_ms``) in both runs the busy/quiet ratio of every contestant (``busy_ratio.<name>``); and for
+    each kernel svod's speedup over the fastest peer in each run (``vs_best_peer.<name>``, and ``busy.`` so) and
+    how much of it the busy run kept (``busy_kept.<name>``: busy over quiet speedup, 1.0 when the busy core
+    cost svod no more than the best peer)."""
+    quiet = [*quiet, *best_peer_metrics(quiet)]
+    busy = [*busy, *best_peer_metrics(busy)]
     quiet_by_name = {m.name: m for m in quiet}
     renamed = [dataclasses.replace(m, name=f"busy.{m.name}", note=f"{m.note}, another process busy".lstrip(", "))
                for m in busy]
     ratios = [_slowdown(quiet_by_name[m.name], m) for m in busy
               if m.name.startswith("kernel.") and m.name in quiet_by_name]
-    return [*quiet, *renamed, *ratios]
+    kept = [_kept(quiet_by_name[m.name], m) for m in busy
+            if m.name.startswith("vs_best_peer.") and m.name in quiet_by_name]
+    return [*quiet, *renamed, *ratios, *kept]
+
+
+def best_peer_metrics(run: list[Metric]) -> list[Metric]:
+    """For each suite kernel of one run, svod's speedup over the peer fastest in that run (its time over
+    svod's; > 1 when svod is faster), named in the note. svod compiled another way (``svod static``) is no
+    peer."""
+    speedups = []
+    for metric in run:
+        if not metric.name.startswith("kernel.") or metric.svod is None or metric.svod <= 0:
+            continue
+        timed = {name: figure for name, figure in _figures(metric).items()
+                 if figure is not None and figure > 0 and not name.startswith("svod")}
+        if timed:
+            best = min(timed, key=lambda name: timed[name])
+            kernel = metric.name.removeprefix("kernel.").removesuffix("_ms")
+            speedups.append(Metric(f"vs_best_peer.{kernel}", "x", "higher", timed[best] / metric.svod,
+                                   note=f"{kernel}: svod's speedup over the fastest peer ({best})"))
+    return speedups
+
+
+def _figures(metric: Metric) -> dict[str, float | None]:
+    """Every contestant's figure in a metric, by name, svod's aside."""
+    return {**{peer: getattr(metric, peer) for peer in PEERS}, **metric.others}
+
+
+def _kept(quiet: Metric, busy: Metric) -> Metric:
+    """How much of its quiet speedup over the best peer svod kept beside a busy process."""
+    kernel = quiet.name.removeprefix("vs_best_peer.")
+    return Metric(f"busy_kept.{kernel}", "x", "higher", _ratio(quiet.svod, busy.svod),
+                  note=f"{kernel}: svod vs best peer, busy / quiet")
 
 
 def _slowdown(quiet: Metric, busy: Metric) -> Metric:
     """Each contestant's busy time over its quiet time for one suite kernel (lower is better: 1.0 means the
     busy core did not slow it down), and the same for the peer fastest on the quiet machine."""
     kernel = quiet.name.removeprefix("kernel.").removesuffix("_ms")
-    peers = {peer: (getattr(quiet, peer), getattr(busy, peer)) for peer in PEERS}
-    peers.update({name: (figure, busy.others.get(name)) for name, figure in quiet.others.items()})
+    busy_figures = _figures(busy)
+    peers = {name: (figure, busy_figures.get(name)) for name, figure in _figures(quiet).items()}
     ratios = {peer: _ratio(before, after) for peer, (before, after) in peers.items()}
     others = {name: ratios[name] for name in quiet.others}
     timed = {peer: before for peer, (before, _) in peers.items() if before is not None and not peer.startswith("svod")}

@@ -21,7 +21,9 @@ A launch the team made slower than its launching thread would have been alone (a
 chunk lost its core to another process, and the launch waited for that chunk) pauses the team: for
 ``TEAM_FIRST_PAUSE_SECONDS``, doubled by each such launch after a pause up to ``TEAM_MOST_PAUSE_SECONDS``,
 launches run every id on the launching thread, and the workers, given no ticket, sleep and leave their cores to
-whoever wants them. The launch after a pause tries the team again. So the team's size follows the cores that
+whoever wants them. The launch after a pause tries the team again, and so does a launch still running alone
+when the pause ends: its ids not yet run go to the team, so a pause falls between launches and never keeps a
+long launch on one thread. So the team's size follows the cores that
 are free: beside a process that keeps a core busy, launches stop waiting for a worker that lost its core, and
 on a quiet machine a pause is rare and short. The launching thread judges by its own ids' time, per id, times
 the launch's ids: a launch whose ids the team shared evenly is judged slower only where waking the team cost
@@ -243,7 +245,7 @@ got:
 }
 
 ; After a launch on the team that took %took ns where the launching thread alone would have taken %alone (its
-; own ids' time, per id, times the launch's): slower, and the next launches run on the launching thread alone
+; own ids' time, per id, times the ids the team shared): slower, and the next launches run on the launching thread alone
 ; for twice the last such pause (at least $FIRST_PAUSE ns, at most $MOST_PAUSE); not slower, and the pause a
 ; next slow launch starts from halves.
 define void @svod_team_verdict(ptr %state, i64 %now, i64 %took, i64 %alone) {
@@ -271,6 +273,8 @@ fast:
   ret void
 }
 
+; Run ids 0 to %workers - 1 of %fn: on the team, or on this thread alone where another launch holds the team or
+; the team is paused; a launch that holds the paused team and outlasts the pause shares its ids left with the team.
 define void @svod_team_run(ptr %fn, ptr %data, i32 %workers) {
 entry:
   %state = getelementptr i64, ptr @svod_team_state, i64 0
@@ -294,24 +298,35 @@ gate:
   %paused = icmp slt i64 %start, %until
   br i1 %paused, label %alone, label %publish
 alone:
-  %id = phi i64 [ 0, %entry ], [ 0, %gate ], [ %id.next, %alone ]
-  %holding = phi i1 [ false, %entry ], [ true, %gate ], [ %holding, %alone ]
+  %id = phi i64 [ 0, %entry ], [ 0, %gate ], [ %id.next, %alone.more ], [ %id.next, %alone.clock ]
+  %holding = phi i1 [ false, %entry ], [ true, %gate ], [ %holding, %alone.more ], [ %holding, %alone.clock ]
+  %limit = phi i64 [ 0, %entry ], [ %until, %gate ], [ %limit, %alone.more ], [ %limit, %alone.clock ]
   call void %fn(ptr %data, i64 %id)
   %id.next = add i64 %id, 1
   %all = zext i32 %workers to i64
   %more = icmp ult i64 %id.next, %all
-  br i1 %more, label %alone, label %alone.end
+  br i1 %more, label %alone.more, label %alone.end
+alone.more:
+  br i1 %holding, label %alone.clock, label %alone
+alone.clock:
+  %now = call i64 @now()
+  %late = icmp sge i64 %now, %limit
+  br i1 %late, label %publish, label %alone
 alone.end:
   br i1 %holding, label %release, label %done
 publish:
+  %begin = phi i64 [ %start, %gate ], [ %now, %alone.clock ]
+  %from = phi i64 [ 0, %gate ], [ %id.next, %alone.clock ]
+  %from.32 = trunc i64 %from to i32
   store ptr %fn, ptr %fn.p, align 8
   store ptr %data, ptr %data.p, align 8
-  store atomic i32 0, ptr %done.p monotonic, align 4
+  store atomic i32 %from.32, ptr %done.p monotonic, align 4
   %old = load atomic i64, ptr %ticket.p monotonic, align 8
   %old.gen = trunc i64 %old to i32
   %gen = add i32 %old.gen, 1
   %gen.64 = zext i32 %gen to i64
-  %claim = shl i64 %gen.64, 32
+  %claim.gen = shl i64 %gen.64, 32
+  %claim = or i64 %claim.gen, %from
   store atomic i64 %claim, ptr %claim.p release, align 8
   %workers.64 = zext i32 %workers to i64
   %high = shl i64 %workers.64, 32
@@ -340,13 +355,14 @@ join.wait:
   br label %join
 judge:
   %end = call i64 @now()
-  %took = sub i64 %end, %start
+  %took = sub i64 %end, %begin
   %own.ns = sub i64 %own.end, %own.start
   %ran.64 = zext i32 %ran to i64
   %none = icmp eq i32 %ran, 0
   %per.by = select i1 %none, i64 1, i64 %ran.64
   %per = udiv i64 %own.ns, %per.by
-  %estimate = mul i64 %per, %workers.64
+  %shared = sub i64 %workers.64, %from
+  %estimate = mul i64 %per, %shared
   %alone.ns = select i1 %none, i64 9223372036854775807, i64 %estimate
   call void @svod_team_verdict(ptr %state, i64 %end, i64 %took, i64 %alone.ns)
   br label %release

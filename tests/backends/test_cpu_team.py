@@ -29,6 +29,7 @@ from svod.backends.cpu_team import (
     _team_ir,
     thread_team,
 )
+from svod.errors import VariableError
 from tests.helpers import cpu_device
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
@@ -218,3 +219,118 @@ def test_a_launch_slower_on_the_team_than_alone_pauses_it_for_longer_each_time()
     assert (state[PAUSE], state[SOLO_UNTIL]) == (first, 500 * MS + first)
     verdict(ctypes.addressof(state), 600 * MS, 1, 2)
     assert state[PAUSE] == 0
+
+
+def _finishes(work, seconds: float = 120.0) -> None:
+    """Run ``work`` on a thread of its own and fail, rather than hang, if it has not returned in ``seconds``."""
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            work()
+        except BaseException as err:  # the test's own assertion, raised again on the test's thread
+            failed.append(err)
+
+    runner = threading.Thread(target=body, daemon=True)
+    runner.start()
+    runner.join(timeout=seconds)
+    assert not runner.is_alive(), f"still running after {seconds} s: hung"
+    if failed:
+        raise failed[0]
+
+
+def test_a_launch_that_outlasts_the_pause_shares_its_ids_left_with_the_team():
+    """A launch that starts while the team is paused runs alone until the pause ends, then the team takes part
+    in the ids left: the launching thread's first id returns only once the pause is over, and its later ids
+    wait (a minute at most) until a team thread has run one. Every id runs once."""
+    team = thread_team()
+    team.grow(2)
+    helped = threading.Event()
+    ran: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def launch() -> None:
+        launcher = threading.current_thread().name
+        until = time.monotonic_ns() + 20 * MS
+
+        def entry(_: int | None, ident: int) -> None:
+            if threading.current_thread().name != launcher:
+                helped.set()
+            elif ident == 0:
+                while time.monotonic_ns() <= until:  # CLOCK_MONOTONIC, the team's clock
+                    time.sleep(0.005)
+            else:
+                helped.wait(timeout=60)
+            with lock:
+                ran.append((threading.current_thread().name, ident))
+
+        callback = ENTRY(entry)
+        team._state[SOLO_UNTIL] = until
+        try:
+            RUN_TYPE(team.addresses()[0])(ctypes.cast(callback, ctypes.c_void_p), 0, 16)
+        finally:
+            _end_pause(team)
+
+    _finishes(launch)
+    assert sorted(ident for _, ident in ran) == list(range(16))
+    assert helped.is_set() and ran[0][1] == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_kernels_on_the_team_give_numpys_values_paused_or_not(threads):
+    """saxpy and a sum on 1, 2 and 3 threads, over sizes whose chunks do not divide evenly (1, primes, a
+    million and three), give numpy's values: on a team awake, on one paused past the launch, and on one whose
+    pause ends at once (a launch that may start alone and share its ids left). None hangs; no elements at all
+    is refused at the bind."""
+    team = thread_team()
+    device = cpu_device(threads, "llvm")
+    rng = np.random.default_rng(threads)
+
+    def run_all() -> None:
+        for pause_ns in (0, 1 << 62, 1):
+            for size in (1, 2, 3, 97, 4099, (1 << 20) + 3):
+                x = rng.standard_normal(size).astype(np.float32)
+                out, summed = np.zeros_like(x), np.zeros(1, np.float32)
+                team._state[SOLO_UNTIL] = time.monotonic_ns() + pause_ns if pause_ns else 0
+                try:
+                    svod.run(SAXPY, [out, x, x], device=device, n=size)
+                    svod.run(workloads.total(size), [summed, x], device=device)
+                finally:
+                    _end_pause(team)
+                np.testing.assert_array_equal(out, x * np.float32(2.5) + x)
+                np.testing.assert_allclose(summed[0], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+
+    _finishes(run_all)
+    empty = np.zeros(0, np.float32)
+    with pytest.raises(VariableError, match="n=0"):
+        svod.run(SAXPY, [empty, empty, empty], device=device, n=0)
+
+
+def test_launches_while_pauses_come_and_go_run_every_id_once():
+    """Launches of changing sizes while another thread keeps starting short pauses: a launch may start on the
+    team, start alone and hand its ids left to the team when the pause ends, or run alone throughout; in each
+    every id runs once, with its own argument, and none hangs."""
+    team = thread_team()
+    team.grow(3)
+    recorder = _Recorder(slow=frozenset({1}))
+    sizes = [(tag, (2, 9, 3, 64, 1, 17)[tag % 6]) for tag in range(1, 121)]
+    stop = threading.Event()
+
+    def pauses() -> None:
+        while not stop.is_set():
+            team._state[SOLO_UNTIL] = time.monotonic_ns() + MS
+            time.sleep(0.0015)
+
+    def launches() -> None:
+        pauser = threading.Thread(target=pauses, daemon=True)
+        pauser.start()
+        try:
+            for tag, workers in sizes:
+                recorder.launch(tag, workers)
+        finally:
+            stop.set()
+            pauser.join(timeout=60)
+            _end_pause(team)
+
+    _finishes(launches)
+    assert sorted(recorder.calls) == [(tag, i) for tag, workers in sizes for i in range(workers)]

@@ -57,7 +57,8 @@ def test_suite_spellings_runs_the_spellings_step_alone(tmp_path, monkeypatch, ca
 
 def test_busy_runs_the_suite_quiet_and_beside_a_busy_process(tmp_path, monkeypatch, capsys):
     """``--busy`` on a suite of two small kernels: each kernel's figures and the thread speedup quiet and busy,
-    and each contestant's busy/quiet ratio, all positive; the competing process is gone after the run."""
+    and each contestant's busy/quiet ratio, svod's speedup over the best peer in each run and the share the busy
+    run kept, all positive; the competing process is gone after the run."""
     monkeypatch.setattr(benchmarks.harness, "suite",
                         lambda quick, static_shapes=False: [workloads.softmax(5, 7), workloads.histogram(100, 7)])
     children = []
@@ -79,6 +80,8 @@ def test_busy_runs_the_suite_quiet_and_beside_a_busy_process(tmp_path, monkeypat
             assert metrics[name]["svod"] > 0 and metrics[name]["numpy"] > 0, name
         (best,) = [name for name in metrics[f"busy_ratio.{kernel}"]["others"] if name.startswith("best peer (")]
         assert metrics[f"busy_ratio.{kernel}"]["others"][best] > 0
+        for name in (f"vs_best_peer.{kernel}", f"busy.vs_best_peer.{kernel}", f"busy_kept.{kernel}"):
+            assert metrics[name]["svod"] > 0, name
     assert metrics["thread_speedup"]["svod"] > 0 and metrics["busy.thread_speedup"]["svod"] > 0
     out = capsys.readouterr().out
     assert "--busy" in out and "busy_ratio.histogram" in out
