@@ -35,7 +35,7 @@ from benchmarks.busy import busy_metrics, competing_process
 from benchmarks.distributed import shard_overhead
 from benchmarks.fma_peak import fma_peak_gflops
 from benchmarks.framework_peers import FrameworkPeers
-from benchmarks.gradients import gradient_step
+from benchmarks.gradient_costs import gradient_step
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
@@ -198,7 +198,7 @@ class Bench:
                 ("spellings", self.spellings), ("plan algorithms", self.plan_algorithms),
                 ("jit programs", self.jit_programs),
                 ("array programs", self.array_programs), ("numpy programs", self.numpy_programs),
-                ("gradients", lambda: gradient_step(self.sizes.quick, self.sizes.repeats, self.progress)),
+                ("gradients", self.gradients),
                 ("kernel suite", self.kernel_suite)]
 
     def run(self) -> list[Metric]:
@@ -473,6 +473,10 @@ class Bench:
         ``jit_programs`` times whole programs: ``array.<name>_ms``. numba runs the same text where it takes it
         (it refuses ``keepdims``, and says so as the reason its figure is missing)."""
         return self._programs(ARRAY_PROGRAMS, "array")
+
+    def gradients(self) -> list[Metric]:
+        """The differentiated programs' figures (``benchmarks.gradient_costs``): ``grad.<name>_ms`` and more."""
+        return gradient_step(self.sizes.quick, self.sizes.repeats, self.progress)
 
     def numpy_programs(self) -> list[Metric]:
         """Random numbers, gathers, masks and sorts in NumPy code inside ``@svod.jit``
@@ -806,9 +810,9 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,
               plot_path: str | None = None, suite: str | None = None, busy: bool = False) -> int:
-    """The whole bench, or one step of it (``suite``: ``kernels``, the kernel suite, ``spellings`` or ``numpy``),
-    or with ``busy`` the kernel suite and the thread speedup twice: quiet, then beside a process that keeps a core
-    busy."""
+    """The whole bench, or one step of it (``suite``: ``kernels``, the kernel suite, ``spellings``, ``numpy`` or
+    ``gradients``), or with ``busy`` the kernel suite and the thread speedup twice: quiet, then beside a process
+    that keeps a core busy."""
     device = svod.get_device(device_name)
     if device.device.base_type == "PYTHON":
         raise SvodError("the PYTHON reference device is too slow to benchmark; pick a compiled device",
@@ -818,8 +822,9 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     bench = Bench(device, sizes, tinygrad, lambda title: None)
     with progress_reporter(len(bench.steps())) as progress:
         bench.progress = progress
-        metrics = bench.busy_suite() if busy else bench.kernel_suite() if suite == "kernels" else \
-            bench.spellings() if suite == "spellings" else bench.numpy_programs() if suite == "numpy" else bench.run()
+        alone = {"kernels": bench.kernel_suite, "spellings": bench.spellings, "numpy": bench.numpy_programs,
+                 "gradients": bench.gradients}
+        metrics = bench.busy_suite() if busy else alone[suite]() if suite else bench.run()
     flags = (" --quick" if quick else "") + (f" --suite {suite}" if suite else "") + (" --busy" if busy else "")
     print(f"svod bench on {device.name} ({device.compiler.cache_key}){flags}")
     print(report(metrics, tinygrad.error, bench.failed))

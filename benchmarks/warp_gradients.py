@@ -5,6 +5,7 @@ absorbs."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,38 @@ def jacobi_step(out: F2, old: F2):  # not "new": Warp names the C++ arguments so
         out[i, j] = wp.float64(0.25) * (old[i - 1, j] + old[i + 1, j] + old[i, j - 1] + old[i, j + 1])
 
 
+@wp.kernel
+def spring_forces(force: F1, x: F2, springs: wp.array2d(dtype=wp.int32), rest: F1, stiffness: wp.float64):
+    s = wp.tid()
+    a = springs[s, 0]
+    b = springs[s, 1]
+    dx = x[b, 0] - x[a, 0]
+    dy = x[b, 1] - x[a, 1]
+    dz = x[b, 2] - x[a, 2]
+    length = wp.sqrt(dx * dx + dy * dy + dz * dz)
+    pull = stiffness * (length - rest[s]) / length
+    wp.atomic_add(force, 3 * a, pull * dx)
+    wp.atomic_add(force, 3 * a + 1, pull * dy)
+    wp.atomic_add(force, 3 * a + 2, pull * dz)
+    wp.atomic_add(force, 3 * b, -pull * dx)
+    wp.atomic_add(force, 3 * b + 1, -pull * dy)
+    wp.atomic_add(force, 3 * b + 2, -pull * dz)
+
+
+@wp.kernel
+def integrate(x_out: F2, v_out: F2, x: F2, v: F2, force: F1, damping: wp.float64, dt: wp.float64):
+    i = wp.tid()
+    vx = damping * v[i, 0] + dt * force[3 * i]
+    vy = damping * v[i, 1] + dt * (force[3 * i + 1] - wp.float64(9.8))
+    vz = damping * v[i, 2] + dt * force[3 * i + 2]
+    v_out[i, 0] = vx
+    v_out[i, 1] = vy
+    v_out[i, 2] = vz
+    x_out[i, 0] = x[i, 0] + dt * vx
+    x_out[i, 1] = x[i, 1] + dt * vy
+    x_out[i, 2] = x[i, 2] + dt * vz
+
+
 JACOBI_STEPS = 200
 """As ``benchmarks.gradients.JACOBI_STEPS``."""
 
@@ -107,6 +140,26 @@ def _jacobi(arrays: dict[str, Any], output: Any) -> None:
         u = new
 
 
+CLOTH = {"stiffness": 50.0, "damping": 0.99, "dt": 0.01}
+"""As ``benchmarks.gradient_programs.CLOTH``."""
+
+
+def _cloth(arrays: dict[str, Any], output: Any, steps: int) -> None:
+    """``steps`` steps, new arrays for each (the last's positions ``output``): Warp's tape differentiates no
+    array overwritten after a launch read it."""
+    x, v = arrays["x0"], arrays["v0"]
+    count = x.shape[0]
+    for step in range(steps):
+        force = wp.zeros(3 * count, dtype=wp.float64, device="cpu", requires_grad=True)
+        wp.launch(spring_forces, dim=arrays["springs"].shape[0],
+                  inputs=[force, x, arrays["springs"], arrays["rest"], wp.float64(CLOTH["stiffness"])], device="cpu")
+        x_out = output if step == steps - 1 else wp.empty_like(x, requires_grad=True)
+        v_out = wp.empty_like(v, requires_grad=True)
+        wp.launch(integrate, dim=count, inputs=[x_out, v_out, x, v, force, wp.float64(CLOTH["damping"]),
+                                                wp.float64(CLOTH["dt"])], device="cpu")
+        x, v = x_out, v_out
+
+
 LAUNCHES: dict[str, Launches] = {
     "black_scholes": _one(black_scholes, lambda a: a["spot"].shape[0], ("spot", "strike", "years", "rate", "vol")),
     "nbody_energy": _one(nbody_energy, lambda a: (a["pos"].shape[0], a["pos"].shape[0]), ("pos",)),
@@ -118,12 +171,16 @@ LAUNCHES: dict[str, Launches] = {
 
 
 def runners(name: str, arrays: dict[str, np.ndarray], wrt: tuple[str, ...], cotangent: np.ndarray,
-            output_shape: tuple[int, ...]) -> tuple[Callable[[], Any], Callable[[], list[np.ndarray]]]:
+            output_shape: tuple[int, ...],
+            steps: int = 0) -> tuple[Callable[[], Any], Callable[[], list[np.ndarray]]]:
     """Warp's forward (the launches) and gradient (the launches on a ``wp.Tape``, then its backward from
-    ``cotangent``; the gradients zeroed first), of the program ``name`` on ``arrays``."""
-    launches = LAUNCHES[name]
-    inputs = {key: wp.array(value, dtype=wp.float64, device="cpu", requires_grad=key in wrt)
-              for key, value in arrays.items()}
+    ``cotangent``; the gradients zeroed first), of the program ``name`` on ``arrays`` (float64; the cloth's
+    ``steps``)."""
+    if name not in (*LAUNCHES, "cloth"):
+        raise NotImplementedError(f"no Warp spelling of {name} is written here")
+    launches = functools.partial(_cloth, steps=steps) if name == "cloth" else LAUNCHES[name]
+    inputs = {key: wp.array(value, dtype=wp.int32 if value.dtype.kind == "i" else wp.float64, device="cpu",
+                            requires_grad=key in wrt) for key, value in arrays.items()}
     seed = wp.array(cotangent, dtype=wp.float64, device="cpu")
 
     def forward() -> Any:

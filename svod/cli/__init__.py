@@ -26,10 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="CPU", help="device to measure (default: CPU)")
     bench.add_argument("--json", dest="json_path", help="write the metrics as JSON to this path")
     bench.add_argument("--plot", dest="plot_path", help="write a PNG chart of the ratios to this path")
-    bench.add_argument("--suite", choices=["kernels", "spellings", "numpy"],
+    bench.add_argument("--suite", choices=["kernels", "spellings", "numpy", "gradients"],
                        help="only the suite of user kernels (softmax, conv2d ...), or only the spellings of a kernel "
                             "(the suite's loops beside NumPy in @svod.jit), or only NumPy's random numbers, gathers, "
-                            "masks and sorts in @svod.jit")
+                            "masks and sorts in @svod.jit, or only the differentiated programs (grad.<name>_ms)")
     bench.add_argument("--busy", action="store_true", help="the suite of user kernels and the thread speedup quiet, "
                                                            "then beside a process that keeps a core busy")
     checking = commands.add_parser("check", help="run a kernel or plan on every backend and the reference; show "

@@ -231,7 +231,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             self.forget(varying)  # a loop's turns after the first see what its body assigned
         try:
             while True:
-                before = len(self.pending)
+                before, known = len(self.pending), dict(self.arrays)
                 try:
                     made = self.rewritten(stmt, looped)
                     if isinstance(stmt, ast.Assign):
@@ -240,6 +240,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                     return made
                 except RepeatedWorkError as unfuse:
                     del self.pending[before:]  # what the attempt needed, made again by the next
+                    self.arrays.clear()  # and the arrays it named: a new one is no store into it the next time
+                    self.arrays.update(known)
                     self.make(unfuse.fused)
         finally:
             self.at = outer

@@ -122,3 +122,18 @@ def test_a_returned_temporary_is_a_new_array_at_each_call(device):
     first[...] = 0.0
     np.testing.assert_array_equal(softmax_rows(first_input, device=device), kept)
     np.testing.assert_array_equal(softmax_rows(second_input, device=device), second)
+
+
+@svod.jit
+def log_softmax_of_a_product(x, w):
+    logits = x @ w
+    shifted = logits - np.max(logits, axis=1, keepdims=True)
+    total = np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    return shifted - total
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7])
+def test_a_new_array_that_makes_a_fused_one_first_is_made_too(device, rows):
+    """``shifted`` reads the fused product at each turn of its row's max, so the product is made first and the
+    statement rewritten again: the second time it still makes ``shifted``, which two statements read."""
+    agrees_with_python(log_softmax_of_a_product, device, data(rows, 5), data(5, 3), rtol=1e-9)
