@@ -10,16 +10,18 @@ Python (``svod bench --suite numpy``: ``numpy.<name>_ms``, timed as ``benchmarks
 - ``equalize``: a histogram equalisation of an 8-bit image through its table (``lut[img]``); ``masked_clip``:
   ``x[x < 0] = 0``; ``compaction``: the elements under a mask (``x[mask]``); ``sort``, ``argsort`` and
   ``median`` of float64 numbers, each compared exactly with NumPy's answer (``argsort``'s numbers are distinct:
-  NumPy's default sort is not stable, so tied numbers' order is its own).
+  NumPy's default sort is not stable, so tied numbers' order is its own); the same of float32 and of int32
+  numbers (``sort_float32``, ``argsort_int32``, ...): other widths of keys, which NumPy sorts by other code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from benchmarks.jit_programs import array_program
+from benchmarks.jit_programs import Program, array_program
 
 MONTE_CARLO_PI = """
 def monte_carlo_pi(points):
@@ -74,6 +76,32 @@ def normals(n: int) -> tuple[Any, ...]:
     return (x,)
 
 
+def typed(dtype: str, distinct: bool) -> Callable[[int], tuple[Any, ...]]:
+    """``n`` numbers of ``dtype``: for floats, normals as ``normals`` draws them; for ints, the whole range
+    (ties among them); where ``distinct``, a shuffle of ``n`` distinct numbers of either sign."""
+    def make(n: int) -> tuple[Any, ...]:
+        rng = np.random.default_rng(25)
+        if distinct:
+            return ((rng.permutation(n) - n // 2).astype(dtype),)
+        if np.dtype(dtype).kind == "f":
+            return (normals(n)[0].astype(dtype),)
+        info = np.iinfo(dtype)
+        return (rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True),)
+    return make
+
+
+def typed_programs() -> list[Program]:
+    """``sort``, ``argsort`` and ``median`` of float32 and int32 numbers, each a program of its own name."""
+    made = []
+    for dtype in ("float32", "int32"):
+        for call in ("sort", "argsort", "median"):
+            name = f"{call}_{dtype}"
+            made.append(array_program(name, f"\ndef {name}(x):\n    return np.{call}(x)\n",
+                                      typed(dtype, call == "argsort"), full=(10_000_000,), quick=(1_000_000,),
+                                      small=(101,), size_text=f"{{0}} {dtype}"))
+    return made
+
+
 def image(height: int, width: int) -> tuple[Any, ...]:
     """An 8-bit image of a dark scene and the table that equalises its histogram (its cumulative histogram
     stretched to 0..255)."""
@@ -104,5 +132,6 @@ NUMPY_PROGRAMS = [
                   full=(10_000_000,), quick=(1_000_000,), small=(101,), size_text="{0} float64"),
     array_program("median", MEDIAN, normals, full=(10_000_000,), quick=(1_000_000,), small=(101,),
                   size_text="{0} float64"),
+    *typed_programs(),
 ]
 """The programs, by the order ``svod bench --suite numpy`` reports them."""
