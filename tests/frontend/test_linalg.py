@@ -244,6 +244,13 @@ def test_refusals_name_the_line():
     with pytest.raises(KernelSyntaxError, match=r"two names \(`sign, logdet = ...`\)"):
         keyword(np.eye(2))
 
+    @svod.jit
+    def inside(a):
+        return np.linalg.det(a) * 2
+
+    with pytest.raises(KernelSyntaxError, match=r"test_linalg.py:\d+: np.linalg.det is a statement of its own"):
+        inside(np.eye(2))
+
 
 def test_a_device_without_float64_refuses_it():
     webgpu = [d for d in ("WEBGPU:0", "WEBGPU:1") if _opens(d)]
