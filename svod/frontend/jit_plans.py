@@ -487,9 +487,10 @@ class Builder:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
         factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
-        self.failures.append(linalg.Failure(factoring.info, item.call, self.jit.name,
-                                            f"{self.source.file}:{item.statement.lineno}"))
-        if item.kind in ("det", "slogdet"):  # (a singular matrix's determinant is 0: its failure raises nothing)
+        if item.kind not in ("det", "slogdet"):  # (a singular matrix's determinant is 0: no failure)
+            self.failures.append(linalg.Failure(factoring.failed, item.call, self.jit.name,
+                                                f"{self.source.file}:{item.statement.lineno}"))
+        if item.kind in ("det", "slogdet"):
             cells = [self.result_cell(name, dtype) for name in item.targets]
             if item.kind == "det":
                 return factoring.determinant(factoring.scratch(dtype, 1), factoring.scratch(dtype, 1), cells[0])

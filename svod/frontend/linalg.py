@@ -80,10 +80,15 @@ def _identity(out, rows):  # type: ignore[no-untyped-def]
             out[i, j] = 1 if rows[i] == j else 0
 
 
-def _pivot(lu, pivots, rows, info, k):  # type: ignore[no-untyped-def]
+def _clear(info):  # type: ignore[no-untyped-def]
+    info[0] = 0
+
+
+def _pivot(lu, pivots, rows, info, failed, k):  # type: ignore[no-untyped-def]
     """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax),
     swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero there) is
-    recorded in ``info`` if none was before; the column stays as it is, as getrf leaves it."""
+    recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf leaves
+    it."""
     n = lu.shape[0]
     p = k
     best = abs(lu[k, k])
@@ -104,6 +109,8 @@ def _pivot(lu, pivots, rows, info, k):  # type: ignore[no-untyped-def]
     pivot = lu[k, k]
     if pivot == 0 and info[0] == 0:
         info[0] = k + 1
+    if pivot == 0 and failed[0] == 0:
+        failed[0] = k + 1
     if pivot != 0:
         for i in range(k + 1, n):
             lu[i, k] = lu[i, k] / pivot
@@ -163,14 +170,14 @@ def _det(det, sign, logdet):  # type: ignore[no-untyped-def]
     det[0] = sign[0] * math.exp(logdet[0])
 
 
-def _cholesky_diagonal(l, info, j):  # type: ignore[no-untyped-def]  # noqa: E741
+def _cholesky_diagonal(l, failed, j):  # type: ignore[no-untyped-def]  # noqa: E741
     """``l[j, j]``: the square root of what is left of the diagonal; where that is not positive (or NaN: potrf
-    tests ``not > 0``), ``info`` records the leading minor's order if none was before."""
+    tests ``not > 0``), ``failed`` records the leading minor's order if none was before."""
     total = l[j, j]
     for k in range(j):
         total = total - l[j, k] * l[j, k]
-    if not total > 0 and info[0] == 0:
-        info[0] = j + 1
+    if not total > 0 and failed[0] == 0:
+        failed[0] = j + 1
     l[j, j] = math.sqrt(total)
 
 
@@ -224,9 +231,11 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bo
 @dataclass
 class Factoring:
     """The steps of one ``np.linalg`` function of the square matrix in plan buffer ``source`` (``n`` x ``n``).
-    Its ``info`` buffer (int32, one element; the caller clears it before each run) is non-zero after a run
-    where the factorisation failed: the column of the first zero pivot, or the order of the first leading minor
-    that is not positive, counted from 1 (LAPACK's info), at the first failure of the run."""
+    Its ``info`` buffer (int32, one element) holds LAPACK's info of the factorisation's last run: the column
+    of its first zero pivot, counted from 1, or 0 (the determinants read it); ``failed`` the first such
+    number of a run (cleared by the caller before each run, and read after it: a failure at any turn of a
+    loop around the factorisation raises), or the order of the first leading minor of a Cholesky
+    factorisation that is not positive."""
 
     plan: ExecutionPlan
     source: int
@@ -236,6 +245,7 @@ class Factoring:
 
     def __post_init__(self) -> None:
         self.info = self.scratch(np.dtype(np.int32), 1)
+        self.failed = self.scratch(np.dtype(np.int32), 1)
         self.rows = self.scratch(np.dtype(np.int32), self.n)
         """Where the pivoting moves each row: row ``i`` of the factors is row ``rows[i]`` of the matrix."""
 
@@ -250,10 +260,11 @@ class Factoring:
         """The LU factorisation: its steps, and the plan buffers of the factors and of the pivots."""
         n, square = self.n, (self.n, self.n)
         lu, pivots = self.scratch(self.dtype, n * n), self.scratch(np.dtype(np.int32), n)
+        steps = [self.add("clear", [(1,)], [self.info])]
         if n == 0:
-            return [], lu, pivots
-        steps = [self.add("start", [square, (n,), square], [lu, self.rows, self.source])]
-        pivot: list[Any] = ["pivot", [square, (n,), (n,), (1,)], [lu, pivots, self.rows, self.info]]
+            return steps, lu, pivots
+        steps.append(self.add("start", [square, (n,), square], [lu, self.rows, self.source]))
+        pivot: list[Any] = ["pivot", [square, (n,), (n,), (1,), (1,)], [lu, pivots, self.rows, self.info, self.failed]]
         if n > 1:
             body = [self.add(*pivot, k=COLUMN_VARIABLE), self.add("update", [square], [lu], k=COLUMN_VARIABLE)]
             steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
@@ -292,7 +303,7 @@ class Factoring:
         if n == 0:
             return []
         steps = [self.add("lower", [square, square], [out, self.source])]
-        diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.info]]
+        diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.failed]]
         if n > 1:
             body = [self.add(*diagonal, j=COLUMN_VARIABLE),
                     self.add("cholesky_column", [square], [out], j=COLUMN_VARIABLE)]
@@ -302,29 +313,25 @@ class Factoring:
 
 
 _CLEAR = np.zeros(1, np.int32)
-_QUIET = ("np.linalg.det", "np.linalg.slogdet")
-"""The calls of a matrix that may be singular (their results say so: 0, a sign of 0)."""
 _FAILED = {"np.linalg.cholesky": "Matrix is not positive definite"}
 """What NumPy says of a failed factorisation, where it is not ``Singular matrix``."""
 
 
 @dataclass(frozen=True)
 class Failure:
-    """The ``info`` buffer of one factorisation of jitted function ``function``'s plan, for ``call`` at
+    """The ``failed`` buffer of one factorisation of jitted function ``function``'s plan, for ``call`` at
     ``where`` (``file:line``): cleared before each run, and read after it (``LinAlgError`` where it is set)."""
 
-    info: int
+    failed: int
     call: str
     function: str
     where: str
 
     def clear(self, plan: ExecutionPlan) -> None:
-        plan.buffers[self.info].copyin(_CLEAR)
+        plan.buffers[self.failed].copyin(_CLEAR)
 
     def check(self, plan: ExecutionPlan) -> None:
-        if self.call in _QUIET:
-            return
-        info = int(plan.buffers[self.info].numpy()[0])
+        info = int(plan.buffers[self.failed].numpy()[0])
         if info:
             what = "leading minor" if self.call in _FAILED else "zero pivot in column"
             raise LinAlgError(f"{self.where}: {self.call}: {_FAILED.get(self.call, 'Singular matrix')} (the {what} "
