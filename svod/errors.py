@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import numpy as np
+
 Stage = Literal["parse", "build", "lower", "render", "compile", "load", "plan", "bind", "launch", "execute",
                 "buffer", "device", "check", "gradient"]
 """Where in a kernel's life an error arose: one of ``STAGES``, in the order a kernel meets them."""
@@ -204,6 +206,13 @@ class IndexOutOfBoundsError(SvodError):
         self.index = index
         super().__init__(f"buffer {slot} has {size} elements but was accessed at index {index}; the access was "
                          "skipped", kernel=kernel, stage=stage, value=index, buffers=(slot,))
+
+
+class LinAlgError(SvodError, np.linalg.LinAlgError):
+    """A matrix a jitted function's ``np.linalg`` call cannot factor: singular (a zero pivot), or not positive
+    definite (``cholesky``), found when the plan ran. NumPy's ``LinAlgError`` as well, so code that catches
+    NumPy's catches it; ``value`` is LAPACK's info: the column of the zero pivot, or the order of the leading
+    minor that is not positive, from 1."""
 
 
 class CompileError(SvodError):

@@ -287,7 +287,7 @@ def test_execution_plans():
 def test_errors_are_one_hierarchy():
     errors = svod.errors
     for name in ("DeviceError", "GraphError", "VariableError", "LaunchError", "BufferMismatchError",
-                 "IndexOutOfBoundsError", "CompileError", "RaceError"):
+                 "IndexOutOfBoundsError", "CompileError", "RaceError", "LinAlgError"):
         assert issubclass(getattr(errors, name), errors.SvodError), name
     with pytest.raises(errors.SvodError) as raised:
         svod.run(_saxpy(), [np.zeros(4, np.float32), np.zeros(4, np.float32)], n=99)

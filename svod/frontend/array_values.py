@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend import extents, random_arrays
+from svod.frontend import extents, linalg, random_arrays
 from svod.frontend.array_calls import reads_masked
 from svod.frontend.array_exprs import (
     Elementwise,
@@ -323,6 +323,9 @@ class ArrayValues(SliceBounds):
         name = getattr(callee, "__name__", None)
         if callee is getattr(np, str(name), None) or callee is abs:
             return self.numpy_call(node, str(name), args)
+        if any(callee is getattr(np.linalg, kind) for kind in linalg.FUNCTIONS):
+            raise self.refuse(node, f"{ast.unparse(func)} is a statement of its own in a jitted function (`x = "
+                                    f"{ast.unparse(func)}(...)`, or `return` of it), not a part of an expression")
         raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
 
     def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:

@@ -74,9 +74,10 @@ from svod.frontend.array_values import ArrayValues, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
+from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
-from svod.frontend.phases import Ordering, Reader, refusal, sorting_call
+from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
@@ -432,8 +433,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                 continue
             name = f"_svod_r{next(self.counter)}"
             assigned = placed([ast.Assign([ast.Name(name, ast.Store())], value)], stmt)[0]
-            if isinstance(value, ast.Call) and sorting_call(self.reader, assigned) is not None:
-                made += self.ordered(assigned, False) or []  # a sort's result, returned by its name
+            if sorting_call(self.reader, assigned) or linalg_call(self.reader, assigned):
+                made += self.ordered(assigned, False) or []  # a sort's or np.linalg's result, by its name
                 names.append(load(name))
                 continue
             if self.is_unique(value):
@@ -464,7 +465,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         array known by its name. None for any other statement."""
         found = sorting_call(self.reader, stmt)
         if found is None:
-            return None
+            return factored(self, stmt, looped)  # or a np.linalg statement's
         kind, call, owner = found
         operand = owner if owner is not None else call.args[0] if call.args else \
             next((k.value for k in call.keywords if k.arg == "a"), None)

@@ -21,7 +21,7 @@ from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError, VariableError
-from svod.frontend import order_statistics, pylang, sorting
+from svod.frontend import linalg, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key
 from svod.frontend.flow import Turn
 from svod.frontend.names import loaded, needs, stored
@@ -29,6 +29,7 @@ from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, 
 from svod.frontend.phases import (
     Branch,
     Definition,
+    Factoring,
     Item,
     Ordering,
     Phase,
@@ -85,6 +86,8 @@ class Prepared:
     parameters: list[str]
     """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
+    failures: list[linalg.Failure] = field(default_factory=list)
+    """The factorisations whose failure (a singular matrix) a run raises ``LinAlgError`` for, after it."""
     arrays: dict[int, int] = field(init=False)
     """The plan buffer of each array argument, by its position among ``parameters``."""
     scalars: tuple[tuple[str, int], ...] = field(init=False)
@@ -131,6 +134,8 @@ class Prepared:
         launch = random.generator.next_launch() if self.draws else None
         scalars = self.variables_of(args, launch)
         made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place}
+        for failure in self.failures:
+            failure.clear(self.plan)
         try:
             ran = self.plan.execute_bound(binder, [*args, *made.values()], scalars)
         except SvodError as err:
@@ -138,6 +143,8 @@ class Prepared:
             raise
         if not ran:  # an array the general binding copies or refuses
             return self.run(dict(zip(self.parameters, args, strict=True)), launch)
+        for failure in self.failures:
+            failure.check(self.plan)
         return self.results(args, made)
 
     def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
@@ -154,6 +161,8 @@ class Prepared:
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
         scalars = self.variables_of(args, launch)
+        for failure in self.failures:
+            failure.clear(self.plan)
         try:
             self.plan.execute(buffers=bound, **scalars)
         except SvodError as err:
@@ -161,6 +170,8 @@ class Prepared:
             raise
         for original, contiguous in written_back:
             original[...] = contiguous
+        for failure in self.failures:
+            failure.check(self.plan)
         return self.results(args)
 
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
@@ -271,6 +282,7 @@ class Builder:
         """Whether this is a round that settles carried dtypes: a phase that makes a scalar of another dtype
         than its buffer's is translated again at once, so that the phases after it read it as it is made."""
         self.turns: list[TurnCheck] = []
+        self.failures: list[linalg.Failure] = []
         self.turned: set[tuple[int, int]] = set()
         """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
         self.ranges: dict[str, tuple[int, int]] = {}
@@ -331,7 +343,7 @@ class Builder:
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        list(self.args), self.turns)
+                        list(self.args), self.turns, self.failures)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -357,6 +369,8 @@ class Builder:
                 ids.append(self.plan.while_loop(self.cell(item.condition), self.items(item.body, loops)))
             elif isinstance(item, Ordering):
                 ids += self.ordering(item)
+            elif isinstance(item, Factoring):
+                ids += self.factoring(item)
             else:
                 ids += self.phase(item.statements, loops)
         if sequential:
@@ -454,6 +468,41 @@ class Builder:
             else:
                 made = order_statistics.add_quantile(self.plan, slot, cell, at=self.cell(str(item.q)))
         return made
+
+    def factoring(self, item: Factoring) -> list[int]:
+        """A factorisation of the plan (``svod.frontend.linalg``): into a new array (``solve``, ``inv``,
+        ``cholesky``) or the carried scalars of ``det`` and ``slogdet``; what a failure raises is checked after
+        each run (``Prepared.failures``)."""
+        for name in item.operands:
+            if name not in self.arrays:
+                raise self.refuse(item.statement, f"{item.call} takes arrays the function has (an argument, a "
+                                                  f"temporary or an array statement's result); {name} is none")
+        for name in item.targets:
+            if name in self.arrays or name in self.args:
+                raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
+        (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
+        given = [dtype, *(d for _, _, d in rest)]
+        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes)
+        if reason is not None:
+            raise self.refuse(item.statement, f"{item.call}: {reason}")
+        dtype = linalg.result_dtype(*given)
+        factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
+        if item.kind not in ("det", "slogdet"):  # (a singular matrix's determinant is 0: no failure)
+            self.failures.append(linalg.Failure(factoring.failed, item.call, self.jit.name,
+                                                f"{self.source.file}:{item.statement.lineno}"))
+        if item.kind in ("det", "slogdet"):
+            cells = [self.result_cell(name, dtype) for name in item.targets]
+            if item.kind == "det":
+                return factoring.determinant(factoring.scratch(dtype, 1), factoring.scratch(dtype, 1), cells[0])
+            return factoring.determinant(*cells)
+        made_shape = rest[0][1] if rest else shape
+        out = self.add_array(item.targets[0], dtype, made_shape)
+        self.arrays[item.targets[0]] = (out, made_shape, dtype)
+        self.host[item.targets[0]] = HostShape(made_shape, dtype)
+        if item.kind == "cholesky":
+            return factoring.cholesky(out)
+        columns = int(np.prod(made_shape[1:], dtype=np.int64))
+        return factoring.solve(out, columns, rest[0][0] if rest else None)
 
     def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
         """The axis a sort runs along (None: the flattened array, as a 1-D array's one axis is), after NumPy's

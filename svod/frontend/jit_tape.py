@@ -55,6 +55,7 @@ from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, 
 from svod.frontend.phases import (
     Branch,
     Definition,
+    Factoring,
     Item,
     Ordering,
     Phase,
@@ -77,6 +78,7 @@ _UNTAPED: dict[type, tuple[str, str]] = {
     Repeat: ("a while loop around svod.prange loops (its number of turns depends on the data)",
              "a for loop over range(...) of integer arguments"),
     Ordering: ("a sort, a median or a quantile", "compute it outside the tape's block"),
+    Factoring: ("a np.linalg factorisation", "compute it outside the tape's block"),
 }
 """The items of a plan a tape does not record: what each is, and what to change."""
 
@@ -147,7 +149,7 @@ class TapedCall:
         """Refuse, before anything runs, what the tape would not record: the control flow whose course is the
         data's (the phases that compute its tests and flags would be refused in other words)."""
         for item in _flat(items):
-            if isinstance(item, (Branch, Repeat, Ordering)):
+            if isinstance(item, (Branch, Repeat, Ordering, Factoring)):
                 raise self.refuse(item.statement, *_UNTAPED[type(item)])
             if isinstance(item, PlanLoop) and item.until is not None:
                 raise self.refuse(item.statement, "a break or return inside a loop around svod.prange loops (its "

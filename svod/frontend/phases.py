@@ -20,6 +20,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
+from svod.frontend.linalg import FUNCTIONS
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import code, placed
 from svod.frontend.source import Source
@@ -125,7 +126,24 @@ class Ordering:
     """A partition's ``kth`` (a full sort puts every rank in its place)."""
 
 
-Item = Phase | Definition | Temporary | PlanLoop | Branch | Repeat | Ordering
+@dataclass
+class Factoring:
+    """``x = np.linalg.solve(a, b)``, ``np.linalg.inv(a)``, ``np.linalg.cholesky(a)``, ``d = np.linalg.det(a)``
+    or ``sign, logdet = np.linalg.slogdet(a)``: a factorisation of the plan (``svod.frontend.linalg``) of
+    array ``operands[0]`` (and the right-hand sides ``operands[1]``), into the new array or the scalars
+    ``targets``."""
+
+    kind: str
+    targets: tuple[str, ...]
+    operands: tuple[str, ...]
+    statement: ast.Assign
+
+    @property
+    def call(self) -> str:
+        return f"np.linalg.{self.kind}"
+
+
+Item = Phase | Definition | Temporary | PlanLoop | Branch | Repeat | Ordering | Factoring
 
 @dataclass
 class Structure:
@@ -255,6 +273,9 @@ class Reader:
         ordering = self.ordering(stmt)
         if ordering is not None:
             return ordering
+        factoring = self.factoring(stmt)
+        if factoring is not None:
+            return [factoring]
         if isinstance(stmt, ast.Expr):
             return self.expression_statement(stmt)
         if isinstance(stmt, ast.Return):  # (Flow made every return before the end a flag)
@@ -337,6 +358,28 @@ class Reader:
             return [Ordering(name, target, operand.id, axis, stmt, kth=kth)]
         return [*self.fraction(stmt, kind, q), Ordering(name, target, operand.id, axis, stmt,
                                                         self._fraction_of(stmt, kind, q))]
+
+    def factoring(self, stmt: ast.stmt) -> Factoring | None:
+        """The factorisation of a ``np.linalg`` statement (``linalg_call``), or None where ``stmt`` is none: its
+        operands names of arrays, its result one name (two for ``slogdet``, as NumPy's pair unpacks)."""
+        kind = linalg_call(self, stmt)
+        if kind is None or not isinstance(stmt, ast.Assign):
+            return None
+        call = stmt.value
+        if not isinstance(call, ast.Call) or call.keywords or len(call.args) != (2 if kind == "solve" else 1) \
+                or not all(isinstance(a, ast.Name) for a in call.args):
+            raise self.refuse(stmt, f"np.linalg.{kind} takes {'a and b' if kind == 'solve' else 'a'} written out, "
+                                    "names of arrays (`y = x * 2` first), in a jitted function")
+        target = stmt.targets[0]
+        names = [t.id for t in target.elts if isinstance(t, ast.Name)] if isinstance(target, ast.Tuple) \
+            else [target.id] if isinstance(target, ast.Name) else []
+        if len(names) != (2 if kind == "slogdet" else 1) or (isinstance(target, ast.Tuple) and kind != "slogdet"):
+            raise self.refuse(stmt, f"np.linalg.{kind}'s result is assigned to "
+                                    f"{'two names (`sign, logdet = ...`)' if kind == 'slogdet' else 'a name'}")
+        operands = tuple(a.id for a in call.args if isinstance(a, ast.Name))
+        if set(names) & set(operands):
+            raise self.refuse(stmt, f"np.linalg.{kind} makes a new value of a name it reads; use a new name")
+        return Factoring(kind, tuple(names), operands, stmt)
 
     def kth(self, stmt: ast.stmt, call: ast.Call, given: ast.expr | None) -> tuple[int, ...]:
         """A partition's ``kth``: an int, or a tuple or list of ints, written out."""
@@ -457,7 +500,7 @@ class Reader:
                 return True
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and self.allocation(stmt.value):
                 return True
-            if sorting_call(self, stmt) is not None:
+            if sorting_call(self, stmt) is not None or linalg_call(self, stmt) is not None:
                 return True
             if isinstance(stmt, ast.For) and self.is_range(stmt.iter) and self.holds_phases(stmt.body):
                 return True
@@ -531,6 +574,14 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
             (isinstance(stmt, ast.Assign) and not assigned):
         return None  # x.sort() and x.partition(k) return None; the others' values are assigned to a name
     return kind, value, owner
+
+
+def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
+    """The ``np.linalg`` function (``linalg.FUNCTIONS``) a statement assigns the value of, or None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        return None
+    callee = reader.resolve(stmt.value.func)
+    return next((kind for kind in FUNCTIONS if callee is getattr(np.linalg, kind)), None)
 
 
 def _literal(node: ast.expr) -> Any:
@@ -621,6 +672,8 @@ def _nodes(item: Item) -> list[ast.AST]:
         return [ast.Name(item.condition, ast.Load())]
     if isinstance(item, Ordering):
         return [ast.Name(n, ast.Load()) for n in (item.source, item.q) if isinstance(n, str)]
+    if isinstance(item, Factoring):
+        return [ast.Name(n, ast.Load()) for n in item.operands]
     return [*item.bounds, *([ast.Name(item.until, ast.Load())] if item.until else [])]
 
 
@@ -685,13 +738,15 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
             made[position] = {item.name}
         elif isinstance(item, Ordering) and item.kind in ("median", "quantile"):
             made[position] = {item.target}
+        elif isinstance(item, Factoring) and item.kind in ("det", "slogdet"):
+            made[position] = set(item.targets)
     found: set[str] = set()
     returned = set(structure.returns) | set(structure.lengths.values())
     for position, names in made.items():
         others = returned.union(*(needs(_nodes(item)) for other, item in enumerate(items) if other != position))
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
-                                if isinstance(items[position], (Phase, Ordering))))
+                                if isinstance(items[position], (Phase, Ordering, Factoring))))
     phases_make |= _branch_definitions(structure.items) | _turn_carried_definitions(structure.items)
     defined = set().union(*(names for position, names in made.items() if isinstance(items[position], Definition)))
     return (found & phases_make) | (returned & defined)  # a returned scalar comes from its cell

@@ -1,0 +1,338 @@
+"""Linear algebra as plan steps: ``np.linalg.solve``, ``inv``, ``det``, ``slogdet`` and ``cholesky`` of an
+``@svod.jit`` function (``svod.frontend.jit``), each a few Python kernels added to an ``ExecutionPlan``.
+
+::
+
+    a (n x n) ──copy──▶ lu ──┐ plan loop over the columns k:
+                             │   pivot    one work item: the row of the largest |lu[i, k]|, i >= k, swapped
+                             │            with row k (its number kept in ``pivots``), the column below the
+                             │            pivot divided by it; a zero pivot sets ``info`` (k + 1, the first)
+                             │   update   a work item per row below k: the rank-1 update of its row
+                             ▼
+    lu (L below the diagonal, unit diagonal; U on and above), pivots, info
+        │ solve / inv   a work item per right-hand column: its rows swapped as ``pivots`` say, then the
+        │               forward and back substitutions          (b, or the identity for ``inv``)
+        │ det / slogdet one work item: the sign of the swaps and of U's diagonal, the sum of the logs of
+        ▼               its magnitudes (NumPy's det is sign * exp(logdet) too; 0.0 where a pivot is zero)
+
+    a ──lower triangle──▶ l ── plan loop over the columns j: ``cholesky_diagonal`` (one work item: l[j, j], a
+                               square root; ``info`` = j + 1 where it is not positive), ``cholesky_column``
+                               (a work item per row below j)
+
+LAPACK's getrf and potrf (what NumPy calls) factor so, column by column, and report the first zero pivot or the
+first leading minor that is not positive the same way: ``info``, which the run's caller reads after the run and
+raises ``LinAlgError`` for (a matrix that is only nearly singular gives NumPy's large numbers, as LAPACK's do).
+Everything is a kernel of the plan: no step reads a value back to the host, so a factorisation inside a plan
+loop runs as the plan's other steps do, on every device.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from svod.device import Buffer
+from svod.dtype import dtypes
+from svod.errors import LinAlgError
+from svod.frontend.pykernel import Kernel
+from svod.frontend.pylang import CASTS, Const, inf, prange
+from svod.runtime.plan import ExecutionPlan
+
+COLUMN_VARIABLE = "_svod_column"
+"""The plan loop variable that numbers a factorisation's columns."""
+float32 = CASTS["float32"]
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky")
+"""The ``np.linalg`` functions svod computes."""
+
+
+# ---- the kernels ---------------------------------------------------------------------------------------------
+
+def _start(lu, rows, a):  # type: ignore[no-untyped-def]
+    """The factors' first state: ``a`` as it is, its rows in their order."""
+    for i in prange(lu.shape[0]):
+        rows[i] = i
+        for j in range(lu.shape[1]):
+            lu[i, j] = a[i, j]
+
+
+def _permuted(out, b, rows):  # type: ignore[no-untyped-def]
+    """``b``'s rows in the order the pivoting left ``a``'s (row ``i`` of ``out`` is row ``rows[i]`` of ``b``)."""
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = b[rows[i], j]
+
+
+def _lower(out, a):  # type: ignore[no-untyped-def]
+    """``a``'s lower triangle (what LAPACK's potrf reads of it), zeros above."""
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = a[i, j] if j <= i else 0
+
+
+def _identity(out, rows):  # type: ignore[no-untyped-def]
+    """The identity's rows in the order the pivoting left ``a``'s."""
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = 1 if rows[i] == j else 0
+
+
+def _clear(info):  # type: ignore[no-untyped-def]
+    info[0] = 0
+
+
+def _pivot(lu, pivots, rows, info, failed, k):  # type: ignore[no-untyped-def]
+    """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax),
+    swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero there) is
+    recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf leaves
+    it."""
+    n = lu.shape[0]
+    p = k
+    best = abs(lu[k, k])
+    for i in range(k + 1, n):
+        size = abs(lu[i, k])
+        if size > best:
+            best = size
+            p = i
+    pivots[k] = p
+    if p != k:
+        row = rows[k]
+        rows[k] = rows[p]
+        rows[p] = row
+        for j in range(n):
+            held = lu[k, j]
+            lu[k, j] = lu[p, j]
+            lu[p, j] = held
+    pivot = lu[k, k]
+    if pivot == 0 and info[0] == 0:
+        info[0] = k + 1
+    if pivot == 0 and failed[0] == 0:
+        failed[0] = k + 1
+    if pivot != 0:
+        for i in range(k + 1, n):
+            lu[i, k] = lu[i, k] / pivot
+
+
+def _update(lu, k):  # type: ignore[no-untyped-def]
+    """The rank-1 update of the rows below ``k`` by row ``k``, a work item per row."""
+    n = lu.shape[0]
+    for r in prange(n - 1 - k):
+        i = k + 1 + r
+        factor = lu[i, k]
+        for j in range(k + 1, n):
+            lu[i, j] = lu[i, j] - factor * lu[k, j]
+
+
+def _substitute(x, lu):  # type: ignore[no-untyped-def]
+    """``x``'s columns (permuted: ``_permuted``) solved for ``lu`` (getrs), each its own work item."""
+    n = lu.shape[0]
+    for c in prange(x.shape[1]):
+        for i in range(n):
+            total = x[i, c]
+            for j in range(i):
+                total = total - lu[i, j] * x[j, c]
+            x[i, c] = total
+        for t in range(n):
+            i = n - 1 - t
+            total = x[i, c]
+            for j in range(i + 1, n):
+                total = total - lu[i, j] * x[j, c]
+            x[i, c] = total / lu[i, i]
+
+
+def _logdet(sign, logdet, lu, pivots, info, n, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.linalg.slogdet`` of the factors of an ``n`` x ``n`` matrix (a 0 x 0 one's, in buffers of one
+    element, are 1 and 0), in the matrix's float type: the sign of the swaps and of U's diagonal, and the sum
+    of the logs of its magnitudes; sign 0 and logdet -inf where a pivot was zero."""
+    s = float32(1) if narrow else 1.0
+    total = float32(0) if narrow else 0.0
+    for i in range(n):
+        u = lu[i, i]
+        if pivots[i] != i:
+            s = -s
+        if u < 0:
+            s = -s
+        total = total + math.log(abs(u))
+    if n == 0:  # (the loop's sum of no terms is -0.0 as the reduction begins it: NumPy's is 0.0)
+        total = float32(0) if narrow else 0.0
+    if info[0] != 0:
+        s = float32(0) if narrow else 0.0
+        total = float32(-inf) if narrow else -inf
+    sign[0] = s
+    logdet[0] = total
+
+
+def _det(det, sign, logdet):  # type: ignore[no-untyped-def]
+    """``np.linalg.det`` as NumPy computes it: sign * exp(logdet) (0.0 of a zero pivot's sign 0)."""
+    det[0] = sign[0] * math.exp(logdet[0])
+
+
+def _cholesky_diagonal(l, failed, j):  # type: ignore[no-untyped-def]  # noqa: E741
+    """``l[j, j]``: the square root of what is left of the diagonal; where that is not positive (or NaN: potrf
+    tests ``not > 0``), ``failed`` records the leading minor's order if none was before."""
+    total = l[j, j]
+    for k in range(j):
+        total = total - l[j, k] * l[j, k]
+    if not total > 0 and failed[0] == 0:
+        failed[0] = j + 1
+    l[j, j] = math.sqrt(total)
+
+
+def _cholesky_column(l, j):  # type: ignore[no-untyped-def]  # noqa: E741
+    """Column ``j`` below the diagonal, a work item per row."""
+    n = l.shape[0]
+    for r in prange(n - 1 - j):
+        i = j + 1 + r
+        total = l[i, j]
+        for k in range(j):
+            total = total - l[i, k] * l[j, k]
+        l[i, j] = total / l[j, j]
+
+
+@functools.cache
+def _kernel(fn_name: str, n: int) -> Kernel:
+    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices: its sizes constant (each
+    size compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
+    others), its column variable bounded by the plan loop's values."""
+    fn = globals()[f"_{fn_name}"]
+    parameters = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    bounds = {name: (0, max(n - 1, 0)) for name in ("k", "j") if name in parameters}
+    return Kernel(fn, name=f"linalg_{fn_name}", static_shapes=True, bounds=bounds)
+
+
+# ---- plan steps ------------------------------------------------------------------------------------------------
+
+def result_dtype(*operands: np.dtype) -> np.dtype:
+    """The dtype NumPy's ``np.linalg`` functions compute operands of ``operands``' dtypes in: float32 where
+    all are float32, else float64 (integers and booleans become float64)."""
+    return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
+
+
+def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool) -> str | None:
+    """Why svod computes no ``np.linalg`` function of operands of ``operands``' dtypes, the first of
+    ``shape``, or None where it does."""
+    for dtype in map(np.dtype, operands):
+        if dtype.kind not in "biuf" or dtype == np.float16:
+            return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
+    dtype = result_dtype(*operands)
+    if len(shape) != 2:
+        return (f"svod computes it of one matrix (2-D), not of a {len(shape)}-D array"
+                + (" (a stack of matrices: a call per matrix)" if len(shape) > 2 else ""))
+    if shape[0] != shape[1]:
+        return f"Last 2 dimensions of the array must be square, not {shape[0]}x{shape[1]} (NumPy raises LinAlgError)"
+    if result_dtype(dtype) == np.float64 and not device_float64:
+        return "the device holds no float64, which NumPy computes these operands in (astype(np.float32) first)"
+    return None
+
+
+@dataclass
+class Factoring:
+    """The steps of one ``np.linalg`` function of the square matrix in plan buffer ``source`` (``n`` x ``n``).
+    Its ``info`` buffer (int32, one element) holds LAPACK's info of the factorisation's last run: the column
+    of its first zero pivot, counted from 1, or 0 (the determinants read it); ``failed`` the first such
+    number of a run (cleared by the caller before each run, and read after it: a failure at any turn of a
+    loop around the factorisation raises), or the order of the first leading minor of a Cholesky
+    factorisation that is not positive."""
+
+    plan: ExecutionPlan
+    source: int
+    n: int
+    dtype: np.dtype
+    """The float type it computes in (``result_dtype``)."""
+
+    def __post_init__(self) -> None:
+        self.info = self.scratch(np.dtype(np.int32), 1)
+        self.failed = self.scratch(np.dtype(np.int32), 1)
+        self.rows = self.scratch(np.dtype(np.int32), self.n)
+        """Where the pivoting moves each row: row ``i`` of the factors is row ``rows[i]`` of the matrix."""
+
+    def scratch(self, dtype: np.dtype, size: int) -> int:
+        return self.plan.add_buffer(Buffer(self.plan.device, dtypes.from_numpy(dtype), max(size, 1)))
+
+    def add(self, kernel: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
+        """Add kernel ``kernel`` over plan buffers ``slots`` of ``shapes``, its scalars ``scalars``."""
+        return self.plan.add_kernel(_kernel(kernel, self.n).shaped(*shapes), slots, **scalars)
+
+    def lu(self) -> tuple[list[int], int, int]:
+        """The LU factorisation: its steps, and the plan buffers of the factors and of the pivots."""
+        n, square = self.n, (self.n, self.n)
+        lu, pivots = self.scratch(self.dtype, n * n), self.scratch(np.dtype(np.int32), n)
+        steps = [self.add("clear", [(1,)], [self.info])]
+        if n == 0:
+            return steps, lu, pivots
+        steps.append(self.add("start", [square, (n,), square], [lu, self.rows, self.source]))
+        pivot: list[Any] = ["pivot", [square, (n,), (n,), (1,), (1,)], [lu, pivots, self.rows, self.info, self.failed]]
+        if n > 1:
+            body = [self.add(*pivot, k=COLUMN_VARIABLE), self.add("update", [square], [lu], k=COLUMN_VARIABLE)]
+            steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
+        steps.append(self.add(*pivot, k=n - 1))
+        return steps, lu, pivots
+
+    def solve(self, out: int, columns: int, b: int | None) -> list[int]:
+        """``out`` (``n`` x ``columns``) = the solution for the right-hand sides ``b`` (of its size), or for the
+        identity where ``b`` is None (``inv``)."""
+        steps, lu, _ = self.lu()
+        if self.n == 0 or columns == 0:
+            return steps
+        shape, square = (self.n, columns), (self.n, self.n)
+        if b is None:
+            steps.append(self.add("identity", [shape, (self.n,)], [out, self.rows]))
+        else:
+            steps.append(self.add("permuted", [shape, shape, (self.n,)], [out, b, self.rows]))
+        steps.append(self.add("substitute", [shape, square], [out, lu]))
+        return steps
+
+    def determinant(self, sign: int, logdet: int, det: int | None = None) -> list[int]:
+        """The steps that write ``sign`` and ``logdet`` (``np.linalg.slogdet``), and from them ``det``
+        (``np.linalg.det``) where given; each a one-element buffer of the matrix's float type."""
+        steps, lu, pivots = self.lu()
+        n = max(self.n, 1)
+        narrow = self.dtype == np.float32
+        steps.append(self.add("logdet", [(1,), (1,), (n, n), (n,), (1,)], [sign, logdet, lu, pivots, self.info],
+                              n=self.n, narrow=narrow))
+        if det is not None:
+            steps.append(self.add("det", [(1,), (1,), (1,)], [det, sign, logdet]))
+        return steps
+
+    def cholesky(self, out: int) -> list[int]:
+        """``out`` = the lower Cholesky factor (zeros above the diagonal)."""
+        n, square = self.n, (self.n, self.n)
+        if n == 0:
+            return []
+        steps = [self.add("lower", [square, square], [out, self.source])]
+        diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.failed]]
+        if n > 1:
+            body = [self.add(*diagonal, j=COLUMN_VARIABLE),
+                    self.add("cholesky_column", [square], [out], j=COLUMN_VARIABLE)]
+            steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
+        steps.append(self.add(*diagonal, j=n - 1))
+        return steps
+
+
+_CLEAR = np.zeros(1, np.int32)
+_FAILED = {"np.linalg.cholesky": "Matrix is not positive definite"}
+"""What NumPy says of a failed factorisation, where it is not ``Singular matrix``."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The ``failed`` buffer of one factorisation of jitted function ``function``'s plan, for ``call`` at
+    ``where`` (``file:line``): cleared before each run, and read after it (``LinAlgError`` where it is set)."""
+
+    failed: int
+    call: str
+    function: str
+    where: str
+
+    def clear(self, plan: ExecutionPlan) -> None:
+        plan.buffers[self.failed].copyin(_CLEAR)
+
+    def check(self, plan: ExecutionPlan) -> None:
+        info = int(plan.buffers[self.failed].numpy()[0])
+        if info:
+            what = "leading minor" if self.call in _FAILED else "zero pivot in column"
+            raise LinAlgError(f"{self.where}: {self.call}: {_FAILED.get(self.call, 'Singular matrix')} (the {what} "
+                              f"{info}, counted from 1)", kernel=self.function, stage="execute", value=info)

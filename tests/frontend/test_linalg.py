@@ -1,0 +1,272 @@
+"""``np.linalg.solve``, ``inv``, ``det``, ``slogdet`` and ``cholesky`` in ``@svod.jit`` functions against NumPy on
+every device: sizes 0, 1, 2, 3, a prime, 31 and 64 (and one past a CPU's vector width), float32 and float64 (a
+device without float64 refuses it), well and badly conditioned matrices (within a tolerance the condition number
+scales), pivoting, singular matrices (``LinAlgError``, which is NumPy's too, after the run; a determinant of 0)
+and matrices that are not positive definite; and what svod refuses at the line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Device
+from svod.dtype import dtypes
+from svod.errors import KernelSyntaxError, LinAlgError, SvodError
+
+SIZES = (0, 1, 2, 3, 7, 31, 64)
+
+
+@svod.jit
+def factored(a, b):
+    x = np.linalg.solve(a, b)
+    i = np.linalg.inv(a)
+    d = np.linalg.det(a)
+    sign, logdet = np.linalg.slogdet(a)
+    return x, i, d, sign, logdet
+
+
+@svod.jit
+def solved(a, b):
+    return np.linalg.solve(a, b)
+
+
+@svod.jit
+def inverted(a):
+    return np.linalg.inv(a)
+
+
+@svod.jit
+def determinant(a):
+    d = np.linalg.det(a)
+    return d
+
+
+@svod.jit
+def lower(a):
+    return np.linalg.cholesky(a)
+
+
+@svod.jit
+def gram_factor(x):
+    return np.linalg.cholesky(x.T @ x + np.eye(x.shape[1], dtype=x.dtype))  # an expression: an array first
+
+
+@svod.jit
+def refined(a, b, turns):
+    x = np.zeros_like(b)
+    for _ in range(turns):  # a loop around phases: the solve is a step of the plan loop
+        r = b - a @ x
+        dx = np.linalg.solve(a, r)
+        x += dx
+    return x
+
+
+def dtypes_of(device: Device) -> tuple[str, ...]:
+    return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
+
+
+def sizes_of(device: Device) -> tuple[int, ...]:
+    """Every size on the CPU; fewer where each compiles (static kernels) or is interpreted at a cost."""
+    if device.name == "CPU":
+        return SIZES
+    return (0, 1, 3, 7) if device.name == "PYTHON" else (0, 1, 3, 7, 31)
+
+
+def matrix(n: int, dtype: str, seed: int) -> np.ndarray:
+    """A random matrix whose first row is small (so that pivoting must swap rows), scaled so that its
+    determinant stays within float32's range."""
+    a = np.random.default_rng(seed).standard_normal((n, n)) / np.sqrt(max(n, 1))
+    if n:
+        a[0] *= 1e-3
+    return a.astype(dtype)
+
+
+def close(got: np.ndarray, want: np.ndarray, a: np.ndarray) -> None:
+    """Within the dtype's rounding times the condition number (of a well scaled result: backward stable
+    factorisations on both sides)."""
+    eps = float(np.finfo(a.dtype).eps)
+    condition = float(np.linalg.cond(a)) if a.size else 1.0
+    scale = float(np.abs(want).max(initial=1.0))
+    np.testing.assert_allclose(got, want, rtol=0, atol=50 * eps * condition * max(a.shape[0], 1) * scale)
+
+
+def test_solve_inv_and_determinants_agree_with_numpy(device):
+    for dtype in dtypes_of(device):
+        for n in sizes_of(device):
+            a = matrix(n, dtype, n)
+            b = np.random.default_rng(n + 100).standard_normal((n, 2)).astype(dtype)
+            x, i, d, sign, logdet = factored(a, b, device=device)
+            assert x.dtype == i.dtype == np.dtype(dtype) and x.shape == (n, 2) and i.shape == (n, n)
+            close(x, np.linalg.solve(a, b), a)
+            close(i, np.linalg.inv(a), a)
+            want_sign, want_log = np.linalg.slogdet(a)
+            assert sign == want_sign
+            np.testing.assert_allclose(logdet, want_log, rtol=0, atol=100 * np.finfo(dtype).eps * max(n, 1))
+            np.testing.assert_allclose(d, np.linalg.det(a), rtol=100 * np.finfo(dtype).eps * max(n, 1))
+
+
+def test_solve_of_one_right_hand_side_and_of_integers(device):
+    for n in (1, 5):
+        a = np.arange(n * n).reshape(n, n) % 7 + 3 * np.eye(n, dtype=int)  # integers: float64 as in NumPy
+        b = np.arange(n, dtype=np.float32)
+        if dtypes.float64 not in device.caps.element_dtypes:
+            with pytest.raises(KernelSyntaxError, match="no float64"):
+                solved(a, b, device=device)
+            continue
+        x = solved(a, b, device=device)
+        assert x.dtype == np.float64 and x.shape == (n,)
+        close(x, np.linalg.solve(a, b), a.astype(np.float64))
+
+
+def test_cholesky_agrees_with_numpy(device):
+    for dtype in dtypes_of(device):
+        for n in sizes_of(device):
+            x = np.random.default_rng(n).standard_normal((n + 2, n)).astype(dtype)
+            spd = (x.T @ x + np.eye(n, dtype=dtype)).astype(dtype)
+            spd[np.triu_indices(n, 1)] = 99.0  # NumPy reads the lower triangle only
+            got = lower(spd, device=device)
+            assert got.dtype == np.dtype(dtype) and got.shape == (n, n)
+            close(got, np.linalg.cholesky(spd), np.tril(spd) + np.tril(spd, -1).T)
+            gram = x.T @ x + np.eye(n, dtype=dtype)
+            close(gram_factor(x, device=device), np.linalg.cholesky(gram), gram)
+
+
+def test_a_singular_matrix_raises_numpys_error_and_has_determinant_zero(device):
+    dtype = dtypes_of(device)[-1]
+    singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype)
+    for call in (lambda: inverted(singular, device=device),
+                 lambda: solved(singular, np.ones(3, dtype), device=device)):
+        with pytest.raises(np.linalg.LinAlgError, match="Singular matrix") as raised:
+            call()
+        assert isinstance(raised.value, SvodError) and isinstance(raised.value, LinAlgError)
+        assert raised.value.stage == "execute" and raised.value.value == 3  # LAPACK's info: the third column
+        assert "test_linalg.py" in str(raised.value) and "np.linalg." in str(raised.value)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.inv(singular)  # NumPy raises too
+    assert determinant(singular, device=device) == 0.0 == np.linalg.det(singular)
+    assert determinant(np.zeros((2, 2), dtype), device=device) == 0.0
+    assert determinant(2 * np.eye(2, dtype=dtype), device=device) == 4.0  # each run's factorisation its own
+    np.testing.assert_allclose(inverted(np.eye(3, dtype=dtype), device=device), np.eye(3))  # then runs again
+
+
+def test_a_nearly_singular_matrix_gives_numpys_large_numbers(device):
+    dtype = dtypes_of(device)[-1]
+    eps = float(np.finfo(dtype).eps)
+    a = np.array([[1.0, 1.0], [1.0, 1.0 + 64 * eps]], dtype)
+    got, want = inverted(a, device=device), np.linalg.inv(a)
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite_raises(device):
+    dtype = dtypes_of(device)[-1]
+    for a in (-np.eye(2, dtype=dtype), np.array([[1.0, 2.0], [2.0, 1.0]], dtype), np.zeros((1, 1), dtype)):
+        with pytest.raises(np.linalg.LinAlgError, match="Matrix is not positive definite") as raised:
+            lower(a, device=device)
+        assert isinstance(raised.value, SvodError) and raised.value.value in (1, 2)
+        with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+            np.linalg.cholesky(a)
+
+
+def test_empty_matrices_follow_numpy(device):
+    dtype = dtypes_of(device)[-1]
+    a = np.zeros((0, 0), dtype)
+    assert inverted(a, device=device).shape == (0, 0)
+    assert solved(a, np.zeros(0, dtype), device=device).shape == (0,)
+    assert determinant(a, device=device) == 1.0 == np.linalg.det(a)
+    assert lower(a, device=device).shape == (0, 0)
+
+
+def test_a_solve_inside_a_plan_loop(device):
+    dtype = dtypes_of(device)[-1]
+    a = matrix(7, dtype, 1) + 4 * np.eye(7, dtype=dtype)
+    b = np.arange(7, dtype=dtype)
+    close(refined(a, b, 3, device=device), np.linalg.solve(a, b), a)
+
+
+def test_a_failure_at_any_turn_raises():
+    @svod.jit
+    def each(stack):
+        total = np.zeros((2, 2))
+        for t in range(stack.shape[0]):
+            m = stack[t] * 1.0
+            i = np.linalg.inv(m)
+            total += i
+        return total
+
+    fine = np.stack([np.eye(2), 2 * np.eye(2), np.eye(2)])
+    np.testing.assert_allclose(each(fine), 2.5 * np.eye(2))
+    broken = fine.copy()
+    broken[1] = 0.0  # the middle turn's matrix is singular, the last one is not
+    with pytest.raises(LinAlgError, match="Singular matrix"):
+        each(broken)
+
+
+def test_refusals_name_the_line():
+    @svod.jit
+    def rectangular(a):
+        return np.linalg.inv(a)
+
+    with pytest.raises(KernelSyntaxError, match=r"test_linalg.py:\d+: np.linalg.inv: Last 2 dimensions of the "
+                                                r"array must be square, not 2x3"):
+        rectangular(np.ones((2, 3)))
+
+    @svod.jit
+    def stacked(a):
+        return np.linalg.det(a)
+
+    with pytest.raises(KernelSyntaxError, match="stack of matrices"):
+        stacked(np.ones((2, 3, 3)))
+
+    @svod.jit
+    def vector(a):
+        return np.linalg.inv(a)
+
+    with pytest.raises(KernelSyntaxError, match="1-dimensional array given"):
+        vector(np.ones(3))
+
+    @svod.jit
+    def mismatched(a, b):
+        return np.linalg.solve(a, b)
+
+    with pytest.raises(KernelSyntaxError, match=r"right-hand sides of shape \(3,\) or \(3, k\), not \(4,\)"):
+        mismatched(np.eye(3), np.ones(4))
+
+    @svod.jit
+    def halves(a):
+        return np.linalg.inv(a)
+
+    with pytest.raises(KernelSyntaxError, match="float16 is unsupported in linalg"):
+        halves(np.eye(2, dtype=np.float16))
+
+    @svod.jit
+    def keyword(a):
+        d = np.linalg.slogdet(a)
+        return d
+
+    with pytest.raises(KernelSyntaxError, match=r"two names \(`sign, logdet = ...`\)"):
+        keyword(np.eye(2))
+
+    @svod.jit
+    def inside(a):
+        return np.linalg.det(a) * 2
+
+    with pytest.raises(KernelSyntaxError, match=r"test_linalg.py:\d+: np.linalg.det is a statement of its own"):
+        inside(np.eye(2))
+
+
+def test_a_device_without_float64_refuses_it():
+    webgpu = [d for d in ("WEBGPU:0", "WEBGPU:1") if _opens(d)]
+    if not webgpu:
+        return  # (the refusal is the device's: no float64 device here to refuse)
+    device = svod.get_device(webgpu[0])
+    with pytest.raises(KernelSyntaxError, match="holds no float64"):
+        inverted(np.eye(2), device=device)
+    np.testing.assert_allclose(inverted(np.eye(2, dtype=np.float32) * 2, device=device), np.eye(2) / 2)
+
+
+def _opens(name: str) -> bool:
+    try:
+        return dtypes.float64 not in svod.get_device(name).caps.element_dtypes
+    except SvodError:
+        return False
