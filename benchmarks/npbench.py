@@ -162,14 +162,22 @@ def call(fn: Callable[..., Any], bench: Benchmark, data: dict[str, Any]) -> tupl
     return returned + [fresh[name] for name in bench.info.get("output_args", [])], seconds
 
 
+FEWEST_RUNS = 3
+"""Timed calls made whatever ``--budget`` says (``--repeat`` allowing): one slow call must not be a version's
+only figure. On a virtual machine the first call that needs memory the process has not had yet (a fresh
+output of a few hundred MB) may spend seconds in the kernel zeroing pages the host backs only then; where that
+one call ate the budget, the version was timed by it alone (npbench's go_fast, whose every later call was tens
+of times faster), while another version, whose slow call came later, was timed by its fast ones."""
+
+
 def measure(fn: Callable[..., Any], bench: Benchmark, data: dict[str, Any], reference: list[Any] | None,
             repeat: int, budget: float) -> tuple[dict[str, Any], list[Any]]:
-    """A version's first call, then the best of ``repeat`` calls (fewer once they took ``budget`` seconds),
-    and whether both the first and the last call's outputs validate against ``reference``; and the first
-    call's outputs."""
+    """A version's first call, then the best of ``repeat`` calls (fewer once they took ``budget`` seconds, but
+    at least ``FEWEST_RUNS``), and whether both the first and the last call's outputs validate against
+    ``reference``; and the first call's outputs."""
     outputs, first = call(fn, bench, data)
     times: list[float] = []
-    while len(times) < repeat and sum(times) < budget:
+    while len(times) < repeat and (len(times) < FEWEST_RUNS or sum(times) < budget):
         settle()
         last, seconds = call(fn, bench, data)
         times.append(seconds)

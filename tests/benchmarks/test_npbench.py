@@ -100,3 +100,19 @@ def test_a_sweep_of_a_checkout_measures_each_version_and_survives_a_crash(tmp_pa
     assert crash["numpy"]["status"] == "crashed" and "SIGSEGV" in crash["numpy"]["message"]
     assert crash["svod"]["status"] == crash["numba"]["status"] == "not run"
     assert "scale      numba_np  valid" in capsys.readouterr().out
+
+
+def test_one_slow_call_is_never_a_versions_only_figure():
+    from benchmarks.npbench import FEWEST_RUNS, Benchmark, measure
+    bench = Benchmark("double", {"input_args": ["x"], "array_args": ["x"]}, Path("."), "n")
+    calls = []
+
+    def double(x):
+        calls.append(len(calls))
+        return x * 2.0
+
+    record, outputs = measure(double, bench, {"x": np.arange(5.0)}, [np.arange(5.0) * 2.0], repeat=10, budget=0.0)
+    assert (record["status"], record["runs"], len(calls)) == ("valid", FEWEST_RUNS, FEWEST_RUNS + 1)
+    np.testing.assert_array_equal(outputs[0], np.arange(5.0) * 2.0)
+    record, _ = measure(double, bench, {"x": np.arange(5.0)}, [np.arange(5.0) * 2.0], repeat=1, budget=0.0)
+    assert record["runs"] == 1  # --repeat is never exceeded
