@@ -424,13 +424,18 @@ class Loops(Expressions):
     def initial(self, init: Any, reduced: UOp, fold: Fold) -> Any:
         """``init`` folded with ``reduced`` as the loop's turns fold each term, or ``reduced`` alone where
         ``init`` is the op's identity: 0 for a sum, 1 for a product, NaN for a float maximumNumber, the type's
-        limit for an integer max or min. (A float sum of no terms, or of -0.0s only, is then -0.0.) Python's
-        ``max`` of floats has no identity: a NaN start stays NaN, and -inf stays where no term is above it."""
+        limit for an integer max or min. A float sum reduces from -0.0, the one exact identity of an addition
+        (which lets it be vectorised and a matmul take its own lowering), so one of no terms, or of -0.0s only,
+        is -0.0; where Python starts it from +0 (``s = 0``, ``s = 0.0``), where it is +0.0, ``+ 0.0`` once after
+        the reduction gives that (it changes no other value: NaN stays NaN). Python's ``max`` of floats has no
+        identity: a NaN start stays NaN, and -inf stays where no term is above it."""
         assert fold.op is not None
         start = self.cast(init, reduced.dtype)
         if fold.python_extreme:
             return builtin_extreme(fold.op, start, reduced)
         if is_number(init) and _same_number(init, reduce_identity(fold.op, reduced.dtype)):
+            if fold.op is Ops.ADD and reduced.dtype.is_float and pymath.copysign(1.0, init) > 0:
+                return reduced + 0.0
             return reduced
         return _combine(fold.op, start, reduced)
 
