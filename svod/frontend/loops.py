@@ -61,13 +61,16 @@ class Loops(Expressions):
         if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
             raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
                               else "range takes (stop), (start, stop) or (start, stop, step)")
-        bounds = [self.expr(a) for a in call.args]
+        bounds = [int(b) if isinstance(b, bool) else b for b in map(self.expr, call.args)]  # range(True) is range(1)
         start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
         step = bounds[2] if len(bounds) == 3 else 1
-        if not isinstance(step, int) or isinstance(step, bool) or step == 0:
+        if not isinstance(step, int) or step == 0:
             raise self.refuse(call, "a range's step is a nonzero integer constant")
-        for b, arg in zip((start, stop), call.args, strict=False):
-            if not (isinstance(b, int) and not isinstance(b, bool)) and not (isinstance(b, UOp) and b.dtype.is_int):
+        for b, arg in zip(bounds[:2], call.args, strict=False):  # each bound given: range(n)'s is its stop
+            if isinstance(b, UOp) and b.dtype == dtypes.bool:
+                raise self.refuse(arg, "a loop bound is an integer, not a bool value (Python's range refuses a NumPy "
+                                       "bool: 'numpy.bool' object cannot be interpreted as an integer); int(...) it")
+            if not isinstance(b, int) and not (isinstance(b, UOp) and b.dtype.is_int):
                 raise self.refuse(arg, f"a loop bound is an integer, not {describe(b)}")
         if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
