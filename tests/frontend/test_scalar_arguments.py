@@ -5,14 +5,20 @@ the user passed)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
+import re
 
 import numpy as np
 import pytest
 
 import svod
-from svod.errors import KernelSyntaxError
+from svod import dtypes
+from svod.device import Device
+from svod.errors import GraphError, KernelSyntaxError
 from svod.frontend.oracle import as_python, run_as_python
+from tests.helpers import webgpu_devices
 
 
 @svod.kernel
@@ -130,3 +136,46 @@ def test_a_numpy_bool_or_a_float_is_no_slice_bound_or_size(fn, b):
 @pytest.mark.parametrize("b", [0, 1, 2, np.int32(3)])
 def test_an_int_slice_bound_or_size_computes_as_numpy(fn, b):
     np.testing.assert_array_equal(fn(np.arange(3.0), b), as_python(fn)(np.arange(3.0), b))
+
+
+@svod.kernel
+def scaled(out, x, a):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * a
+
+
+@svod.jit
+def jit_scaled(x, a):
+    x *= a
+
+
+def _without_64_bits() -> Device:
+    """The CPU as a device without float64 and int64 (as WebGPU is): its renderer's lowering sees so too."""
+    cpu = svod.get_device("CPU")
+    caps = dataclasses.replace(cpu.caps, element_dtypes=cpu.caps.element_dtypes - {dtypes.float64, dtypes.int64})
+    renderer = copy.copy(cpu.renderer)
+    renderer.caps = caps
+    return Device("CPU", cpu.allocator, renderer, cpu.compiler, cpu.runtime, caps=caps)
+
+
+def _narrow_devices() -> list[Device | str]:
+    return [_without_64_bits(), *webgpu_devices()]
+
+
+@pytest.mark.parametrize("device", _narrow_devices(), ids=lambda d: str(getattr(d, "device", d)))
+@pytest.mark.parametrize("fn", [scaled, jit_scaled], ids=["kernel", "jit"])
+def test_a_float64_scalar_a_device_cannot_hold_is_refused_naming_float64(device, fn):
+    """A float scalar travels as a variable of its bits; a device that holds neither float64 nor int64 refuses
+    an ``np.float64`` argument naming float64 (and the argument), not the int64 of its bits, at the user's
+    line. An ``np.int64`` is int64; a Python float is the device's float32, as its kernels compute it."""
+    x = np.ones(3, np.float32)
+    args = (np.zeros(3, np.float32), x) if fn is scaled else (x,)
+    line = _line(fn, "* a") if fn is scaled else _line(fn, "x *= a")
+    with pytest.raises(GraphError, match=re.escape("cannot hold float64 values (scalar a, which travels as its int64 "
+                                                   "bits); its buffers and values are")) as raised:
+        fn(*args, np.float64(2.0), device=device)
+    assert f"test_scalar_arguments.py:{line}" in str(raised.value)
+    with pytest.raises(GraphError, match=r"cannot hold int64 values; its buffers"):
+        fn(*args, np.int64(2), device=device)
+    fn(*args, 2.5, device=device)
+    np.testing.assert_array_equal(args[0], np.full(3, 2.5, np.float32))
