@@ -178,18 +178,29 @@ def _rewrite(rewrite: Callable[[UOp, Target], UOp | None]) -> Apply:
 
 def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) -> None:
     """Refuse a kernel with a buffer the device cannot hold, or a value it cannot compute
-    (``caps.element_dtypes``; bools and indices are always computed)."""
-    for u in ast.toposort():
+    (``caps.element_dtypes``; bools and indices are always computed). A float scalar travels as a variable of
+    its bits (``KernelBuilder.scalar``): where the float's dtype is not held either, the refusal names it, the
+    dtype the user passed, not the integer of its bits."""
+    nodes = ast.toposort()
+    bits_of = {u.src[0]: u.dtype for u in nodes if u.op is Ops.BITCAST and u.src[0].op is Ops.DEFINE_VAR
+               and u.dtype not in caps.element_dtypes}
+    for u in nodes:
         dtype = pointee(u) if u.op is Ops.PARAM else u.dtype
-        if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index):
+        if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index) \
+                or (dtype == dtypes.bool and u.op is not Ops.PARAM):
             continue
-        if u.op is Ops.PARAM or dtype != dtypes.bool:
-            held = ", ".join(sorted(d.name for d in caps.element_dtypes))
-            what = f"{dtype.name}, the dtype of buffer {u.arg}" if u.op is Ops.PARAM else f"{dtype.name} values"
-            reason = dict(caps.unheld_reasons).get(dtype)
-            why = "" if reason is None else f" ({reason})"
-            raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
-                             stage="render", value=dtype.name, buffers=(u.arg,) if u.op is Ops.PARAM else ())
+        if u.op is Ops.PARAM:
+            what = f"{dtype.name}, the dtype of buffer {u.arg}"
+        elif u in bits_of:
+            what = f"{bits_of[u].name} values (scalar {u.arg[0]}, which travels as its {dtype.name} bits)"
+            dtype = bits_of[u]
+        else:
+            what = f"{dtype.name} values"
+        held = ", ".join(sorted(d.name for d in caps.element_dtypes))
+        reason = dict(caps.unheld_reasons).get(dtype)
+        why = "" if reason is None else f" ({reason})"
+        raise GraphError(f"{device} cannot hold {what}{why}; its buffers and values are {held}", kernel=kernel,
+                         stage="render", value=dtype.name, buffers=(u.arg,) if u.op is Ops.PARAM else ())
 
 
 def _unbind(state: Lowering, target: Target) -> Lowering:

@@ -360,6 +360,10 @@ class ArrayShapes(ArrayMath):
         self.changed = True
         if name in ("arange", "linspace"):
             return self.counted(node, name, given)
+        for key in ("N", "M", "k", "n"):  # NumPy refuses a float, and most bools (np.eye(True); np.tri takes one)
+            value = given.get(key)
+            if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
+                raise self.refuse(node, f"np.{name}'s {key} is an integer, not {value!r}")
         rows = int(given.get("N", given.get("n", 0)))
         columns = rows if given.get("M") is None else int(given["M"])
         dtype = np.dtype(given.get("dtype") or float)

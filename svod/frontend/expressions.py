@@ -184,7 +184,11 @@ class Expressions(Randoms):
                                     f"got {len(index)}")
         out = []
         for i, dim in zip(index, array.dims, strict=True):
-            if isinstance(i, bool) or not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
+            if isinstance(i, bool) or (isinstance(i, UOp) and i.dtype == dtypes.bool):
+                raise self.refuse(node, f"an index is an integer, not {describe(i)}: NumPy reads a bool index as a "
+                                        "0-d mask (x[True] is x with a new axis of 1, x[False] an empty one), "
+                                        "which an element of a kernel is not; int(...) it for an element")
+            if not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
                 raise self.refuse(node, f"an index is an integer, not {describe(i)}")
             out.append(self.binary("+", dim, i) if isinstance(i, int) and i < 0 else i)  # a[-1]: from the end
         return tuple(out)

@@ -329,6 +329,11 @@ class Builder:
                                         f"{name}, which is not an array or a scalar it computes",
                                         kernel=self.jit.name, stage="build", value=name)
             slot, shape, _ = self.arrays[name]
+            if length is not None and self.cell_dtype(length).kind not in "iu":
+                raise KernelSyntaxError(f"{self.source.file}:{self.source.node.lineno}: {self.jit.name} returns "
+                                        f"{name}[:...] with a length of {self.cell_dtype(length)}, not an integer "
+                                        "(NumPy's slice refuses a NumPy bool or a float); int(...) it",
+                                        kernel=self.jit.name, stage="build", value=name)
             returns.append((name, None if name in self.args else slot, shape,
                             None if length is None else self.cell(length)))
         for place, turn in structure.turns.items():

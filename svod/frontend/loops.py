@@ -61,13 +61,16 @@ class Loops(Expressions):
         if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
             raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
                               else "range takes (stop), (start, stop) or (start, stop, step)")
-        bounds = [self.expr(a) for a in call.args]
+        bounds = [int(b) if isinstance(b, bool) else b for b in map(self.expr, call.args)]  # range(True) is range(1)
         start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
         step = bounds[2] if len(bounds) == 3 else 1
-        if not isinstance(step, int) or isinstance(step, bool) or step == 0:
+        if not isinstance(step, int) or step == 0:
             raise self.refuse(call, "a range's step is a nonzero integer constant")
-        for b, arg in zip((start, stop), call.args, strict=False):
-            if not (isinstance(b, int) and not isinstance(b, bool)) and not (isinstance(b, UOp) and b.dtype.is_int):
+        for b, arg in zip(bounds[:2], call.args, strict=False):  # each bound given: range(n)'s is its stop
+            if isinstance(b, UOp) and b.dtype == dtypes.bool:
+                raise self.refuse(arg, "a loop bound is an integer, not a bool value (Python's range refuses a NumPy "
+                                       "bool: 'numpy.bool' object cannot be interpreted as an integer); int(...) it")
+            if not isinstance(b, int) and not (isinstance(b, UOp) and b.dtype.is_int):
                 raise self.refuse(arg, f"a loop bound is an integer, not {describe(b)}")
         if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
@@ -424,13 +427,18 @@ class Loops(Expressions):
     def initial(self, init: Any, reduced: UOp, fold: Fold) -> Any:
         """``init`` folded with ``reduced`` as the loop's turns fold each term, or ``reduced`` alone where
         ``init`` is the op's identity: 0 for a sum, 1 for a product, NaN for a float maximumNumber, the type's
-        limit for an integer max or min. (A float sum of no terms, or of -0.0s only, is then -0.0.) Python's
-        ``max`` of floats has no identity: a NaN start stays NaN, and -inf stays where no term is above it."""
+        limit for an integer max or min. A float sum reduces from -0.0, the one exact identity of an addition
+        (which lets it be vectorised and a matmul take its own lowering), so one of no terms, or of -0.0s only,
+        is -0.0; where Python starts it from +0 (``s = 0``, ``s = 0.0``), where it is +0.0, ``+ 0.0`` once after
+        the reduction gives that (it changes no other value: NaN stays NaN). Python's ``max`` of floats has no
+        identity: a NaN start stays NaN, and -inf stays where no term is above it."""
         assert fold.op is not None
         start = self.cast(init, reduced.dtype)
         if fold.python_extreme:
             return builtin_extreme(fold.op, start, reduced)
         if is_number(init) and _same_number(init, reduce_identity(fold.op, reduced.dtype)):
+            if fold.op is Ops.ADD and reduced.dtype.is_float and pymath.copysign(1.0, init) > 0:
+                return reduced + 0.0
             return reduced
         return _combine(fold.op, start, reduced)
 

@@ -20,6 +20,7 @@ this oracle cannot check: a sum's order of association, a float32 value meeting 
 
 from __future__ import annotations
 
+import operator
 import types
 import warnings
 from collections.abc import Iterator, Sequence
@@ -53,8 +54,9 @@ def python_arguments(args: Sequence[Any]) -> list[Any]:
 
 
 def _loop(*bounds: Any) -> Iterator[np.int64]:
-    """``range`` whose values are int64, as numba types a loop variable."""
-    return (np.int64(v) for v in range(*(int(b) for b in bounds)))
+    """``range`` whose values are int64, as numba types a loop variable. Its bounds are Python's (``__index__``):
+    a NumPy bool or a float is a TypeError, as in ``range``."""
+    return (np.int64(v) for v in range(*(operator.index(b) for b in bounds)))
 
 
 class _Module(types.ModuleType):

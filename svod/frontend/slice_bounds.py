@@ -231,7 +231,10 @@ class SliceBounds(ArrayStatistics):
             if not required:
                 return None
             raise self.refuse(node, f"a slice's bounds are numbers the host knows before the run ({err})") from err
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, np.bool_):  # Python's bool is an int; NumPy's has no __index__, and a slice refuses it
+            raise self.refuse(node, "an index or a slice's bound is an integer, not a NumPy bool (NumPy reads a bool "
+                                    "index as a 0-d mask, and a slice refuses it); int(...) it")
+        if not isinstance(value, (int, np.integer)):
             if not required:
                 return None
             raise self.refuse(node, "a slice's bounds are integers")

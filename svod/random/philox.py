@@ -23,6 +23,7 @@ of ``svod.random``.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -193,7 +194,7 @@ class PlainRandom:
     def prange(self, *bounds: Any) -> Iterator[np.int64]:
         """``svod.prange`` as plain Python: ``range`` of int64 values, each turn a work item with a stream of its
         own (the ordinal from 0, the key the nest opened with)."""
-        turns = range(*(int(b) for b in bounds))
+        turns = range(*(operator.index(b) for b in bounds))  # Python's bounds: no NumPy bool, no float
         saved = (self.key, self.launch, self.ordinal, self.stream)
         if not self.levels:  # a nest opens: its stream is the count of nests
             self.nests = (self.nests + 1) & MASK

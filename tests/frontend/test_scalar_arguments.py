@@ -1,0 +1,181 @@
+"""NumPy scalars where Python takes an integer, and a float scalar a device cannot hold: a kernel or an
+``@svod.jit`` function takes what plain Python takes, computing the same, and refuses at the user's line what
+Python refuses (``range(np.True_)``: a NumPy bool is no integer) or the device cannot hold (naming the dtype
+the user passed)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import svod
+from svod import dtypes
+from svod.device import Device
+from svod.errors import GraphError, KernelSyntaxError
+from svod.frontend.oracle import as_python, run_as_python
+from tests.helpers import webgpu_devices
+
+
+@svod.kernel
+def first_ones(out, b):
+    for i in range(b):
+        out[i] = 1.0
+
+
+@svod.kernel
+def first_ones_in_parallel(out, b):
+    for i in svod.prange(b):
+        out[i] = 1.0
+
+
+@svod.kernel
+def bounded_loop(out, b):
+    for i in range(0, b):
+        out[i] = 1.0
+
+
+@svod.kernel
+def converted_bound(out, b):
+    for i in range(int(b)):
+        out[i] = 1.0
+
+
+@svod.jit
+def jit_first_ones(out, b):
+    for i in range(b):
+        out[i] = 1.0
+
+
+def _line(fn: object, text: str) -> int:
+    """The line of ``fn``'s source file where ``text`` stands (in ``fn``)."""
+    lines, first = inspect.getsourcelines(fn.fn)  # type: ignore[attr-defined]
+    return first + next(n for n, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("fn", [first_ones, first_ones_in_parallel, bounded_loop, jit_first_ones],
+                         ids=["range", "prange", "range_from_zero", "jit"])
+@pytest.mark.parametrize("b", [np.True_, np.False_, np.bool_(1)])
+def test_a_numpy_bool_is_no_loop_bound(fn, b):
+    """``range(np.True_)`` raises TypeError in Python (NumPy 2's bool has no ``__index__``): refused, at the
+    loop's line, with Python's words."""
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        range(b)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        as_python(fn)(np.zeros(3), b)
+    line = _line(fn, "for i in")
+    with pytest.raises(KernelSyntaxError, match=rf"test_scalar_arguments.py:{line}: a loop bound is an integer, not "
+                                                r"a bool value .*'numpy.bool' object cannot be interpreted"):
+        fn(np.zeros(3), b)
+
+
+@pytest.mark.parametrize("b", [True, False, np.True_, 2, 0])
+def test_a_python_bool_or_an_int_is_a_loop_bound(device, b):
+    """Python's bool is an int (``range(True)`` is ``range(1)``); ``int(np.True_)`` is 1."""
+    fn = converted_bound if isinstance(b, np.bool_) else first_ones
+    out = np.zeros(3, np.float32)
+    want = run_as_python(fn, out, b)[0]
+    fn(out, b, device=device)
+    np.testing.assert_array_equal(out, want)
+
+
+@svod.kernel
+def stored_at(out, b):
+    out[b] = 3.0
+
+
+@svod.jit
+def jit_read_at(x, b):
+    return x[b]
+
+
+@pytest.mark.parametrize("fn", [stored_at, jit_read_at], ids=["kernel", "jit"])
+@pytest.mark.parametrize("b", [True, np.True_, np.False_])
+def test_a_bool_index_is_numpys_zero_d_mask_and_refused(fn, b):
+    """NumPy reads ``x[True]`` as a 0-d mask (a new axis of 1, ``x[False]`` one of 0), not as ``x[1]``: an
+    element of a kernel is not that, so it is refused, saying so."""
+    assert np.zeros(3)[b].shape == ((1, 3) if b else (0, 3))
+    with pytest.raises(KernelSyntaxError, match=r"an index.* is an integer, not .*bool.*0-d mask"):
+        fn(np.zeros(3), b)
+
+
+@svod.jit
+def jit_prefix(x, b):
+    return x[:b]
+
+
+@svod.jit
+def jit_prefix_doubled(x, b):
+    y = x[:b] * 2.0
+    return y
+
+
+@svod.jit
+def jit_identity(x, b):
+    return np.eye(b) + x[0]
+
+
+@pytest.mark.parametrize("fn", [jit_prefix, jit_prefix_doubled, jit_identity],
+                         ids=["returned_prefix", "slice", "eye"])
+@pytest.mark.parametrize("b", [np.True_, 1.5])
+def test_a_numpy_bool_or_a_float_is_no_slice_bound_or_size(fn, b):
+    """NumPy refuses ``x[:np.True_]``, ``x[:1.5]`` and ``np.eye(np.True_)`` (TypeError): so does svod, where
+    the returned prefix was cut at ``int(b)``."""
+    with pytest.raises(TypeError):
+        as_python(fn)(np.arange(3.0), b)
+    with pytest.raises(KernelSyntaxError, match=r"integer"):
+        fn(np.arange(3.0), b)
+
+
+@pytest.mark.parametrize("fn", [jit_prefix, jit_prefix_doubled, jit_identity],
+                         ids=["returned_prefix", "slice", "eye"])
+@pytest.mark.parametrize("b", [0, 1, 2, np.int32(3)])
+def test_an_int_slice_bound_or_size_computes_as_numpy(fn, b):
+    np.testing.assert_array_equal(fn(np.arange(3.0), b), as_python(fn)(np.arange(3.0), b))
+
+
+@svod.kernel
+def scaled(out, x, a):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * a
+
+
+@svod.jit
+def jit_scaled(x, a):
+    x *= a
+
+
+def _without_64_bits() -> Device:
+    """The CPU as a device without float64 and int64 (as WebGPU is): its renderer's lowering sees so too."""
+    cpu = svod.get_device("CPU")
+    caps = dataclasses.replace(cpu.caps, element_dtypes=cpu.caps.element_dtypes - {dtypes.float64, dtypes.int64})
+    renderer = copy.copy(cpu.renderer)
+    renderer.caps = caps
+    return Device("CPU", cpu.allocator, renderer, cpu.compiler, cpu.runtime, caps=caps)
+
+
+def _narrow_devices() -> list[Device | str]:
+    return [_without_64_bits(), *webgpu_devices()]
+
+
+@pytest.mark.parametrize("device", _narrow_devices(), ids=lambda d: str(getattr(d, "device", d)))
+@pytest.mark.parametrize("fn", [scaled, jit_scaled], ids=["kernel", "jit"])
+def test_a_float64_scalar_a_device_cannot_hold_is_refused_naming_float64(device, fn):
+    """A float scalar travels as a variable of its bits; a device that holds neither float64 nor int64 refuses
+    an ``np.float64`` argument naming float64 (and the argument), not the int64 of its bits, at the user's
+    line. An ``np.int64`` is int64; a Python float is the device's float32, as its kernels compute it."""
+    x = np.ones(3, np.float32)
+    args = (np.zeros(3, np.float32), x) if fn is scaled else (x,)
+    line = _line(fn, "* a") if fn is scaled else _line(fn, "x *= a")
+    with pytest.raises(GraphError, match=re.escape("cannot hold float64 values (scalar a, which travels as its int64 "
+                                                   "bits); its buffers and values are")) as raised:
+        fn(*args, np.float64(2.0), device=device)
+    assert f"test_scalar_arguments.py:{line}" in str(raised.value)
+    with pytest.raises(GraphError, match=r"cannot hold int64 values; its buffers"):
+        fn(*args, np.int64(2), device=device)
+    fn(*args, 2.5, device=device)
+    np.testing.assert_array_equal(args[0], np.full(3, 2.5, np.float32))
