@@ -35,9 +35,10 @@ def mlp_loss(w1, b1, w2, b2, w3, b3, x, onehot):  # type: ignore[no-untyped-def]
 
 
 def layernorm_program(rows: int, cols: int, dtype: type, rng: np.random.Generator) -> GradientProgram:
-    arrays = {"x": rng.standard_normal((rows, cols)).astype(dtype), "gamma": rng.uniform(0.5, 1.5, cols).astype(dtype),
-              "beta": rng.standard_normal(cols).astype(dtype)}
-    cotangent = rng.standard_normal((rows, cols)).astype(dtype)
+    arrays: Arrays = {"x": rng.standard_normal((rows, cols)).astype(dtype),
+                      "gamma": rng.uniform(0.5, 1.5, cols).astype(dtype),
+                      "beta": rng.standard_normal(cols).astype(dtype)}
+    cotangent: np.ndarray = rng.standard_normal((rows, cols)).astype(dtype)
 
     def gradient(arrays: Arrays) -> tuple[np.ndarray, ...]:
         _, pullback = svod.vjp(layernorm, arrays["x"], arrays["gamma"], arrays["beta"])

@@ -241,8 +241,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                     return made
                 except RepeatedWorkError as unfuse:
                     del self.pending[before:]  # what the attempt needed, made again by the next
-                    self.arrays.clear()  # and the arrays it named: a new one is no store into it the next time
-                    self.arrays.update(known)
+                    self.arrays = known  # and the arrays it named: a new one is no store into it the next time
                     self.make(unfuse.fused)
         finally:
             self.at = outer
