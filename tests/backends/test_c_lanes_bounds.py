@@ -163,3 +163,55 @@ def test_tiles_in_vectors_stay_inside_their_buffers(tmp_path, monkeypatch, compi
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
             np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
         np.testing.assert_array_equal(got, want)
+
+
+def _far_bias(rows: int, depth: int, columns: int, far: int, backwards: bool) -> Kernel:
+    """A tile of sums plus a bias read ``far`` elements into its buffer (``backwards``: from its end down):
+    the bias's lanes are a line whose scalar is a constant near ``far``, some lanes past ``2**31 - 1``."""
+    k = KernelBuilder("far_bias")
+    out, a = k.buffer(dtypes.float32, (rows, columns)), k.buffer(dtypes.float32, (rows, depth))
+    b, c = k.buffer(dtypes.float32, (depth, columns)), k.buffer(dtypes.float32, (far + columns,))
+    i, j, r = k.range(rows), k.range(columns), k.range(depth, AxisKind.REDUCE)
+    k.store(out[i, j], (a[i, r] * b[r, j]).reduce(r) + (c[far + columns - 1 - j] if backwards else c[j + far]))
+    rng = np.random.default_rng(far)
+    bias = np.zeros(far + columns, np.float32)  # untouched pages stay unallocated: only the last ones are written
+    bias[far:] = np.arange(1, columns + 1, dtype=np.float32) * 1000
+    return k.build(), [np.zeros((rows, columns), np.float32), rng.standard_normal((rows, depth)).astype(np.float32),
+                       rng.standard_normal((depth, columns)).astype(np.float32), bias]
+
+
+def _run_in_child(ast: UOp, arrays: list[np.ndarray]) -> np.ndarray:
+    """The first array after a run on the C pair, in a child process: a read at a wrong offset fails the test
+    rather than the test run."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        code = 1
+        try:
+            svod.run(ast, arrays, device=cpu_device(1, "clang"))
+            os.write(writer, arrays[0].tobytes())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as stream:
+        data = stream.read()
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the run was killed by signal {os.WTERMSIG(status)}: a wrong offset"
+    assert os.WEXITSTATUS(status) == 0
+    return np.frombuffer(data, arrays[0].dtype).reshape(arrays[0].shape)
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("backwards", [False, True])
+@pytest.mark.parametrize("far", [(1 << 31) - 8, (1 << 31) - 33, (1 << 31) + 5])
+def test_lanes_whose_offsets_pass_two_to_the_31_read_their_own_elements(tmp_path, monkeypatch, compiler, far,
+                                                                         backwards):
+    """Index lanes spelled as a line (a scalar plus a constant times the lane) are 64-bit sums: a bias read
+    just below, across and above ``2**31`` elements into its buffer, forwards or backwards, gives numpy's
+    values, under gcc and clang."""
+    ast, arrays = _far_bias(13, 31, 33, far, backwards)
+    monkeypatch.setenv("PATH", _only(tmp_path, compiler))
+    got = _run_in_child(ast, arrays)
+    want = arrays[1] @ arrays[2] + arrays[3][far:][::-1 if backwards else 1]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)

@@ -718,11 +718,17 @@ class _Walk:
     def offset_lanes(self, offset: UOp, lanes: int) -> str:
         """An INDEX's offsets: where they are a line (``lane_lines``), each lane's own sum of one scalar, which
         the compiler takes lane by lane (a tile's lane 0, or each lane a gate passes), not 64-bit lanes."""
-        line = lane_line(offset, self.lanes, self.names.__getitem__) if offset in self.lanes else None
+        line = self.line(offset) if offset in self.lanes else None
         if line is None:
             return self.operand(offset, lanes)
         at = [f"{c}+{lanes}*{self.r.part_token}" if lanes < self.lanes[offset] else str(c) for c in range(lanes)]
-        return self.r.lanes_of(dtypes.index, [f"{line[0]}+{line[1]}*({g})" for g in at])
+        index = self.r.type_name(dtypes.index)
+        return self.r.lanes_of(dtypes.index, [f"{line[0]}+({index}){line[1]}*({g})" for g in at])
+
+    def line(self, node: UOp) -> Line | None:
+        """``node`` as a line (``lane_line``) whose scalar and constants are summed in the index type: a lane's
+        offset may pass ``2**31`` where each constant does not."""
+        return lane_line(node, self.lanes, self.names.__getitem__, f"(({self.r.type_name(dtypes.index)})0)")
 
     def outside_the_loop(self, gate: UOp) -> bool:
         """Whether ``gate`` is computed outside the loop (or IF) the line being written is in: a test of all
@@ -771,7 +777,7 @@ class _Walk:
         if node.op in (Ops.IDIV, Ops.MOD) and (node.src[1].op is not Ops.CONST or node.src[1].arg in (0, -1)):
             raise GraphError("lanes are divided by constants only", stage="render", value=str(node.src[1]))
         if node.op in COMPARISON and node.src[0].dtype == dtypes.index:
-            a, b = (lane_line(s, self.lanes, self.names.__getitem__) for s in node.src)
+            a, b = (self.line(s) for s in node.src)
             spelled = None if a is None or b is None else r.lines_compare(node.op, a, b, lanes, self.lanes[node])
             if spelled is not None:
                 return spelled

@@ -20,18 +20,20 @@ LINE_REACH = 1 << 24
 so that a difference clamped to 32 bits compares as the whole one does."""
 
 
-def lane_line(node: UOp, lanes: dict[UOp, int], name: Callable[[UOp], str]) -> Line | None:
+def lane_line(node: UOp, lanes: dict[UOp, int], name: Callable[[UOp], str], zero: str) -> Line | None:
     """``node`` (of index lanes, or a scalar index seen in every lane) as a line, where it is a sum of the lane
     number scaled by constants and scalars: a LANE, a scalar, and sums, differences and constant multiples of
-    those; None otherwise. ``name`` spells a scalar."""
+    those; None otherwise. ``name`` spells a scalar; ``zero`` is a LANE's scalar, the index type's zero, so that
+    a scalar of constants alone (a last tile's start times a stride) is summed in the index type, not in a
+    narrower one that overflows past ``2**31``."""
     if node.dtype != dtypes.index:
         return None
     if node not in lanes:
         return name(node), 0
     if node.op is Ops.LANE:
-        return "0", 1
+        return zero, 1
     if node.op in (Ops.ADD, Ops.SUB):
-        a, b = (lane_line(s, lanes, name) for s in node.src)
+        a, b = (lane_line(s, lanes, name, zero) for s in node.src)
         if a is None or b is None:
             return None
         sign = "+" if node.op is Ops.ADD else "-"
@@ -39,6 +41,6 @@ def lane_line(node: UOp, lanes: dict[UOp, int], name: Callable[[UOp], str]) -> L
     if node.op is Ops.MUL:
         for line, scale in ((node.src[0], node.src[1]), (node.src[1], node.src[0])):
             if scale.op is Ops.CONST and scale not in lanes:
-                found = lane_line(line, lanes, name)
+                found = lane_line(line, lanes, name, zero)
                 return None if found is None else (f"({found[0]}*{int(scale.arg)})", found[1] * int(scale.arg))
     return None
