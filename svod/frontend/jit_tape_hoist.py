@@ -16,7 +16,9 @@ scalar a phase computes for another::
                                                    for i in svod.prange(n):           the loop, r read from
                                                        y[i] = x[i] / r                     its cell
 
-The sum adds in the same order as it did in each element, so the values are the same bits.
+The sum is a reduction into a scalar now, whose adds a backend may reorder (``jit_tape``): where it vectorises
+the phase's loop and the plan sums in order, the values are an ulp apart (``np.exp(x) / np.sum(np.exp(x))``
+of 64 float64 elements), not the plan's bits.
 """
 
 from __future__ import annotations
