@@ -246,6 +246,9 @@ class Variant:
     parameters: tuple[str, ...]
     """The parameters each run passes: those bound to arrays and numbers (a constant of the plan, ``binding``,
     is a global of the source)."""
+    taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
+    rest of what it depends on, so that a call like one before does no rewriting again."""
 
 
 class Builder:

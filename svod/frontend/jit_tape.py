@@ -36,9 +36,10 @@ import ast
 import bisect
 import copy
 import dataclasses
+import functools
 import heapq
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -104,32 +105,43 @@ class TapedCall:
                  kernels: dict[str, Kernel]) -> None:
         self.name = name
         self.fn = fn
-        rewritten = float_reductions(variant.source.node)
-        if rewritten is not None:  # (its float max and min as the adjoint sees them: jit_tape_keys)
-            source = dataclasses.replace(variant.source, node=rewritten)
-            reader = Reader(source, name)
-            variant = dataclasses.replace(variant, source=source, reader=reader, structure=reader.structure())
-        self.variant = variant
-        self.source = variant.source
+        self.memo = variant.taped
+        """What calls of this variant derive once (``Variant.taped``): each fact keyed by the rest of what it
+        depends on; the syntax trees it holds are the variant's own or made for it, so their identities stay."""
+        taped: tuple[Variant, dict[str, np.dtype], frozenset[str]] | None = self.memo.get("variant")
+        if taped is None:
+            taped = self.taped(variant)
+        self.variant, self.declared, scalars = taped
+        self.source = self.variant.source
         self.kernels = kernels
         self.args = {parameter: arguments[parameter] for parameter in variant.parameters}
         self.host: dict[str, Any] = dict(self.args)
         """What the host knows: the arguments, the temporaries, the definitions and the loops' variables."""
         self.arrays: dict[str, np.ndarray] = {n: a for n, a in self.args.items() if isinstance(a, np.ndarray)}
-        self.outer = self.source.outer_names()
+        self.outer = dict(self.derived(("outer",), self.source.outer_names))  # (a copy: eval adds to it)
         self.definitions: list[Definition] = []
         """The definitions run so far, in order (a loop's turn runs its own again)."""
         self.defined: dict[str, list[int]] = {}
         """Each name's positions in ``definitions``."""
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each enclosing loop gives its variable (its phases' bounds for it, as the plan's)."""
-        self.declared = _declared(self.source.node)
         self.wide = True
         """Whether the device holds float64 (``run``)."""
-        self.scalars = carried(variant.structure, variant.reader) | _crossing(variant.structure.items, variant.reader)
+        self.scalars = set(scalars)
         """The scalars phases compute that other parts read or the function returns (``phases.carried``), and
         those one line of sequential code computes for another (``_crossing``): each lives in a one-element
         array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
+
+    def taped(self, variant: Variant) -> tuple[Variant, dict[str, np.dtype], frozenset[str]]:
+        """``variant`` as a tape records it (its float max and min as the adjoint sees them: ``jit_tape_keys``),
+        the scalars svod's rewriting declares, and those carried between kernels; kept in ``memo`` once the
+        checks pass (a refused function is refused again at each call)."""
+        rewritten = float_reductions(variant.source.node)
+        if rewritten is not None:
+            source = dataclasses.replace(variant.source, node=rewritten)
+            reader = Reader(source, self.name)
+            variant = dataclasses.replace(variant, source=source, reader=reader, structure=reader.structure())
+        self.source = variant.source
         lengths = variant.structure.lengths
         if lengths:
             raise self.refuse(self.source.node.body[-1], f"a return of {next(iter(lengths))}[:k]",
@@ -139,6 +151,9 @@ class TapedCall:
         if turn is not None:
             raise self.refuse(turn.loop, f"{turn.name}, assigned only inside a loop and read after it (line "
                               f"{turn.line})", "assign it before the loop")
+        scalars = carried(variant.structure, variant.reader) | _crossing(variant.structure.items, variant.reader)
+        taped = self.memo["variant"] = (variant, _declared(variant.source.node), frozenset(scalars))
+        return taped
 
     # ---- what a tape records ----------------------------------------------------------------------------
 
@@ -208,29 +223,66 @@ class TapedCall:
         The scalars it reads and computes pass in one-element arrays (``cell``), read into locals inside its
         loop, so that the adjoint sees them. Sequential code, and a ``prange`` that reduces into a scalar (a
         sequential loop, as the plan runs it), is the one work item of a ``svod.prange(1)``."""
-        reader = self.variant.reader
-        split = hoisted(statements, reader, self.declared)
+        split = self.derived(("hoisted", *statements), lambda: hoisted(statements, self.variant.reader, self.declared))
         if split is not None:  # a reduction to one value inside an array statement: computed once (jit_tape_hoist)
             run, rest, results = split
             self.scalars |= results
             self.phase(run, loops, recorder, device)
             self.phase(rest, loops, recorder, device)
             return
-        reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
-        if reduced:
-            statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
-        parallel = any(reader.is_prange(stmt) for stmt in statements)
-        lines = _by_line(statements)
+        scalars = frozenset(self.scalars)
+        statements, parallel, lines, outgoing, writes = self.derived(("shape", scalars, *statements),
+                                                                     lambda: self.shape(statements, scalars))
         if not parallel and len(lines) > 1:  # one kernel a line: its adjoint reads what earlier lines stored
             for line in lines:
                 self.phase(line, loops, recorder, device)
             return
-        outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.scalars)
-        if not parallel and not outgoing and not stores_elements(statements, reader):
+        if not parallel and not outgoing and not writes:
             for name in stored(statements):  # (computed for none of the function's other parts)
                 self.host.pop(name, None)
             return
         definitions = self.preamble(statements)
+        key = ("kernel", scalars, tuple(definitions), tuple(self.args), tuple(self.arrays), tuple(loops),
+               tuple(sorted(self.ranges.items())), *statements)
+        kernel, parameters, incoming, own, body = self.derived(
+            key, lambda: self.made(statements, definitions, outgoing, parallel, loops))
+        values = {**self.arrays, **{f"_svod_{name}": self.cell(name) for name in incoming}}
+        try:
+            recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
+                                          for name in parameters), device)
+        except SvodError as err:
+            if own:  # an array statement's loops
+                self.explain(err, own, body)
+            raise
+        for name in outgoing:
+            self.host[name] = self.cell(name)[0]
+
+    def derived(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, once for this variant and ``key`` (``memo``): the key holds every input ``make`` reads
+        besides the variant (syntax trees compare by identity)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            found = self.memo[key] = make()
+            return found
+
+    def shape(self, statements: list[ast.stmt], scalars: frozenset[str]) -> tuple[
+            list[ast.stmt], bool, list[list[ast.stmt]], list[str], bool]:
+        """The phase's statements as its kernel runs them (a ``prange`` that reduces into a scalar a sequential
+        loop, as the plan runs it), whether it is parallel, its lines, the carried ``scalars`` it computes, and
+        whether it stores elements."""
+        reader = self.variant.reader
+        reduced = set().union(*(reader.reductions(stmt) for stmt in statements))
+        if reduced:
+            statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
+        parallel = any(reader.is_prange(stmt) for stmt in statements)
+        outgoing = sorted((reduced | (set() if parallel else stored(statements))) & scalars)
+        return statements, parallel, _by_line(statements), outgoing, stores_elements(statements, reader)
+
+    def made(self, statements: list[ast.stmt], definitions: list[ast.stmt], outgoing: list[str], parallel: bool,
+             loops: list[str]) -> tuple[Kernel, list[str], list[str], dict[str, str], list[ast.stmt]]:
+        """The phase's kernel, the names of the values it is called on, the carried scalars it reads, the names
+        svod's rewriting gave as the kernel calls them, and the kernel's body (for ``explain``)."""
         incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.scalars)
         body = self.body(statements, definitions, incoming, outgoing, parallel)
         used = set(loaded(body)) - stored(body)
@@ -242,16 +294,7 @@ class TapedCall:
                if _OWN.match(n)}
         kernel = self.kernel([renamed(stmt, own) for stmt in body], [own.get(p, p) for p in parameters],
                              statements[0])
-        values = {**self.arrays, **{f"_svod_{name}": self.cell(name) for name in incoming}}
-        try:
-            recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
-                                          for name in parameters), device)
-        except SvodError as err:
-            if own:  # an array statement's loops
-                self.explain(err, own, body)
-            raise
-        for name in outgoing:
-            self.host[name] = self.cell(name)[0]
+        return kernel, parameters, incoming, own, body
 
     def body(self, statements: list[ast.stmt], definitions: list[ast.stmt], incoming: list[str],
              outgoing: list[str], parallel: bool) -> list[ast.stmt]:
@@ -316,7 +359,8 @@ class TapedCall:
         """The definitions a phase reads (and those they read), in the order they stand: of each name, the last
         run before the latest definition chosen that reads it. The reads are taken latest first, each looked up
         among its name's positions, so that a loop's many turns cost no scan of every definition they ran."""
-        reads = [(-len(self.definitions), name) for name in sorted(set(loaded(statements)) - stored(statements))]
+        first = self.derived(("reads", *statements), lambda: sorted(set(loaded(statements)) - stored(statements)))
+        reads = [(-len(self.definitions), name) for name in first]
         heapq.heapify(reads)
         chosen: dict[str, int] = {}
         while reads:
@@ -327,12 +371,14 @@ class TapedCall:
             last = bisect.bisect_left(positions, -bound) - 1
             chosen[name] = positions[last] if last >= 0 else -1  # (-1: no definition; the name is another's)
             if last >= 0:
-                for read in loaded([self.definitions[positions[last]].statement.value]):
+                value = self.definitions[positions[last]].statement.value
+                for read in self.derived(("loaded", value), functools.partial(loaded, [value])):
                     heapq.heappush(reads, (-positions[last], read))
         return [self.definitions[position].statement for position in sorted(chosen.values()) if position >= 0]
 
     def evaluate(self, node: ast.expr) -> Any:
-        compiled = compile(ast.fix_missing_locations(ast.Expression(node)), self.source.file, "eval")
+        compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
+                                                                     self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
 
 
