@@ -20,7 +20,7 @@ from svod import random
 from svod.device import Buffer, Device
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
-from svod.errors import KernelSyntaxError, SvodError, VariableError
+from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
 from svod.frontend import linalg, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key
 from svod.frontend.flow import Turn
@@ -86,8 +86,6 @@ class Prepared:
     parameters: list[str]
     """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
-    failures: list[linalg.Failure] = field(default_factory=list)
-    """The factorisations whose failure (a singular matrix) a run raises ``LinAlgError`` for, after it."""
     arrays: dict[int, int] = field(init=False)
     """The plan buffer of each array argument, by its position among ``parameters``."""
     scalars: tuple[tuple[str, int], ...] = field(init=False)
@@ -134,8 +132,6 @@ class Prepared:
         launch = random.generator.next_launch() if self.draws else None
         scalars = self.variables_of(args, launch)
         made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place}
-        for failure in self.failures:
-            failure.clear(self.plan)
         try:
             ran = self.plan.execute_bound(binder, [*args, *made.values()], scalars)
         except SvodError as err:
@@ -143,8 +139,6 @@ class Prepared:
             raise
         if not ran:  # an array the general binding copies or refuses
             return self.run(dict(zip(self.parameters, args, strict=True)), launch)
-        for failure in self.failures:
-            failure.check(self.plan)
         return self.results(args, made)
 
     def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
@@ -161,17 +155,17 @@ class Prepared:
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
         scalars = self.variables_of(args, launch)
-        for failure in self.failures:
-            failure.clear(self.plan)
         try:
             self.plan.execute(buffers=bound, **scalars)
+        except LinAlgError:  # the run finished (as NumPy raises at its call, after the writes before it)
+            for original, contiguous in written_back:
+                original[...] = contiguous
+            raise
         except SvodError as err:
             self.locate(err)
             raise
         for original, contiguous in written_back:
             original[...] = contiguous
-        for failure in self.failures:
-            failure.check(self.plan)
         return self.results(args)
 
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
@@ -285,7 +279,6 @@ class Builder:
         """Whether this is a round that settles carried dtypes: a phase that makes a scalar of another dtype
         than its buffer's is translated again at once, so that the phases after it read it as it is made."""
         self.turns: list[TurnCheck] = []
-        self.failures: list[linalg.Failure] = []
         self.turned: set[tuple[int, int]] = set()
         """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
         self.ranges: dict[str, tuple[int, int]] = {}
@@ -351,7 +344,7 @@ class Builder:
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        list(self.args), self.turns, self.failures)
+                        list(self.args), self.turns)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -480,7 +473,7 @@ class Builder:
     def factoring(self, item: Factoring) -> list[int]:
         """A factorisation of the plan (``svod.frontend.linalg``): into a new array (``solve``, ``inv``,
         ``cholesky``) or the carried scalars of ``det`` and ``slogdet``; what a failure raises is checked after
-        each run (``Prepared.failures``)."""
+        each run (the plan's failure flag, which a plan taken out or saved keeps)."""
         for name in item.operands:
             if name not in self.arrays:
                 raise self.refuse(item.statement, f"{item.call} takes arrays the function has (an argument, a "
@@ -496,8 +489,8 @@ class Builder:
         dtype = linalg.result_dtype(*given)
         factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
         if item.kind not in ("det", "slogdet"):  # (a singular matrix's determinant is 0: no failure)
-            self.failures.append(linalg.Failure(factoring.failed, item.call, self.jit.name,
-                                                f"{self.source.file}:{item.statement.lineno}"))
+            where = f"{self.source.file}:{item.statement.lineno}"
+            self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))
         if item.kind in ("det", "slogdet"):
             cells = [self.result_cell(name, dtype) for name in item.targets]
             if item.kind == "det":

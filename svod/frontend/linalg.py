@@ -37,7 +37,6 @@ import numpy as np
 
 from svod.device import Buffer
 from svod.dtype import dtypes
-from svod.errors import LinAlgError
 from svod.frontend.pykernel import Kernel
 from svod.frontend.pylang import CASTS, Const, inf, prange
 from svod.runtime.plan import ExecutionPlan
@@ -233,7 +232,7 @@ class Factoring:
     """The steps of one ``np.linalg`` function of the square matrix in plan buffer ``source`` (``n`` x ``n``).
     Its ``info`` buffer (int32, one element) holds LAPACK's info of the factorisation's last run: the column
     of its first zero pivot, counted from 1, or 0 (the determinants read it); ``failed`` the first such
-    number of a run (cleared by the caller before each run, and read after it: a failure at any turn of a
+    number of a run (the plan's failure flag: read and cleared after each run, so a failure at any turn of a
     loop around the factorisation raises), or the order of the first leading minor of a Cholesky
     factorisation that is not positive."""
 
@@ -312,27 +311,12 @@ class Factoring:
         return steps
 
 
-_CLEAR = np.zeros(1, np.int32)
 _FAILED = {"np.linalg.cholesky": "Matrix is not positive definite"}
 """What NumPy says of a failed factorisation, where it is not ``Singular matrix``."""
 
 
-@dataclass(frozen=True)
-class Failure:
-    """The ``failed`` buffer of one factorisation of jitted function ``function``'s plan, for ``call`` at
-    ``where`` (``file:line``): cleared before each run, and read after it (``LinAlgError`` where it is set)."""
-
-    failed: int
-    call: str
-    function: str
-    where: str
-
-    def clear(self, plan: ExecutionPlan) -> None:
-        plan.buffers[self.failed].copyin(_CLEAR)
-
-    def check(self, plan: ExecutionPlan) -> None:
-        info = int(plan.buffers[self.failed].numpy()[0])
-        if info:
-            what = "leading minor" if self.call in _FAILED else "zero pivot in column"
-            raise LinAlgError(f"{self.where}: {self.call}: {_FAILED.get(self.call, 'Singular matrix')} (the {what} "
-                              f"{info}, counted from 1)", kernel=self.function, stage="execute", value=info)
+def failure_message(call: str, where: str) -> str:
+    """What a run raises ``LinAlgError`` with where ``call``'s factorisation at ``where`` (``file:line``) fails:
+    the plan's failure flag's message (``ExecutionPlan.add_failure_flag``; ``{value}``: LAPACK's info)."""
+    what = "leading minor" if call in _FAILED else "zero pivot in column"
+    return f"{where}: {call}: {_FAILED.get(call, 'Singular matrix')} (the {what} {{value}}, counted from 1)"

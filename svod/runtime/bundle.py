@@ -22,15 +22,17 @@ from svod.errors import BundleError, BundleWarning, SvodError
 from svod.ir import Ops, UOp, kernel_label
 from svod.runtime.archive import GraphWriter, is_count, read_bundle, require, write_bundle
 from svod.runtime.cache import KernelCache
+from svod.runtime.failures import FailureFlag
 from svod.runtime.steps import REQUESTS, PreparedKernel, Request
 
 
 def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Buffer], names: Mapping[str, int],
               shapes: Mapping[int, tuple[int, ...]], requests: Sequence[Request], top: Sequence[int],
-              prepared: Sequence[PreparedKernel], modes: tuple[set[int], set[int]]) -> None:
+              prepared: Sequence[PreparedKernel], modes: tuple[set[int], set[int]],
+              failures: Sequence[FailureFlag] = ()) -> None:
     """Write a prepared plan: its buffers' layout (names, ``shapes``; ``modes``: the buffers it reads, those it
     writes), its steps (``top``: the ids outside every loop), and each distinct kernel's AST and compiled
-    PROGRAMs."""
+    PROGRAMs; ``failures``: the flags a run raises for (``svod.runtime.failures``)."""
     writer = GraphWriter()
     storages: dict[int, int] = {}
     storage_list: list[dict[str, Any]] = []
@@ -56,7 +58,7 @@ def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Bu
                 "target": {"cpu": str(getattr(device.compiler, "cpu", "")),
                            "features": str(getattr(device.compiler, "features", ""))},
                 "storages": storage_list, "buffers": buffer_list, "steps": steps, "top": list(top),
-                "kernels": list(kernels.values())}
+                "kernels": list(kernels.values()), "failures": [flag.manifest() for flag in failures]}
     write_bundle(path, manifest, writer)
 
 
@@ -69,6 +71,7 @@ class SavedPlan:
     buffers: list[tuple[Buffer, str | None, tuple[int, ...] | None]]
     requests: list[Request]
     top: list[int]
+    failure_flags: list[FailureFlag]
 
 
 def read_plan(path: str | os.PathLike[str], device: str | Device | None, cache: KernelCache) -> SavedPlan:
@@ -113,7 +116,8 @@ def read_plan(path: str | os.PathLike[str], device: str | Device | None, cache: 
             except SvodError as err:
                 raise BundleError(f"plan bundle {source} holds compiled code that does not load: {err.detail}",
                                   kernel=err.kernel or kernel_label(ast), stage="load", value=str(source)) from err
-    return SavedPlan(target, buffers, requests, list(manifest["top"]))
+    flags = [FailureFlag.from_manifest(entry, len(buffers), str(source)) for entry in manifest.get("failures", [])]
+    return SavedPlan(target, buffers, requests, list(manifest["top"]), flags)
 
 
 def _stored_kernels(entries: list[Any], graph: Any, source: Path) -> dict[UOp, list[UOp]]:

@@ -59,6 +59,7 @@ from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.binding import ArrayBinding, Binder
 from svod.runtime.bundle import read_plan, save_plan
 from svod.runtime.cache import KernelCache, default_cache
+from svod.runtime.failures import FailureFlag, failure
 from svod.runtime.kernel import CachedKernel
 from svod.runtime.parts import PartsLaunch
 from svod.runtime.profiler import StepProfile, write_chrome_trace
@@ -126,6 +127,8 @@ class ExecutionPlan:
         self._native: PlanReplay | None = None
         """The plan as its device replays it natively; None where steps dispatch from Python."""
         self._parts_checks: list[PartsLaunch] = []
+        self.failure_flags: list[FailureFlag] = []
+        """The buffers a run's steps set where the data makes it fail (``add_failure_flag``)."""
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -168,6 +171,15 @@ class ExecutionPlan:
             fixedvars = {**numbers, **(fixedvars or {})}
         ast = rename_variables(ast, names)
         return self._append(KernelRequest(ast, tuple(buffer_indices), dict(fixedvars or {})))
+
+    def add_failure_flag(self, buffer: int, kernel: str, message: str) -> None:
+        """Read plan buffer ``buffer`` (int32, one element, which steps set nonzero where the run fails) after
+        every run, and raise ``LinAlgError`` of ``message`` (``{value}``: what it held) where it is set
+        (``svod.runtime.failures``); saved with the plan. Zeroed now, and after each run that set it."""
+        self._check_open()
+        self._check_indices([buffer])
+        self.buffers[buffer].copyin(np.zeros(1, np.int32))
+        self.failure_flags.append(FailureFlag(buffer, kernel, message))
 
     def add_copy(self, dst_index: int, src_index: int) -> int:
         """Add a copy of a whole buffer into another of the same dtype and size."""
@@ -335,8 +347,8 @@ class ExecutionPlan:
             if self._arrays.pointed is not None:
                 self._arrays.restore()
             native.run(values)
-            if self._checked_steps:
-                self._check_native()
+            if self.failure_flags or self._checked_steps:
+                self._check_run()
         return None
 
     def execute_with_vars(self, var_vals: Mapping[str, int], *, profile: bool = False,
@@ -372,8 +384,11 @@ class ExecutionPlan:
             finally:
                 self._arrays.detach(bindings)
             if profile:
-                self._check_steps()
                 self._last_profile = records
+                failed = failure(self.buffers, self.failure_flags)
+                self._check_steps()
+                if failed is not None:
+                    raise failed
                 return records
             self._check_run()
         return None
@@ -413,11 +428,14 @@ class ExecutionPlan:
             self.device.synchronize()
 
     def _check_run(self) -> None:
-        """Raise what a run's checked steps recorded (``_run_all``'s run)."""
+        """Raise what a run's checked steps recorded (``_run_all``'s run), then what its failure flags did."""
+        failed = failure(self.buffers, self.failure_flags)
         if self._native is not None:
             self._check_native()
         else:
             self._check_steps()
+        if failed is not None:
+            raise failed
 
     def _run_levels(self, levels: Sequence[Sequence[Step]], values: Values) -> None:
         for level in levels:
@@ -565,7 +583,7 @@ class ExecutionPlan:
         arrays are bound per run (``execute(buffers={name: array})``)."""
         self.prepare()
         save_plan(path, self.device, self.buffers, self.buffer_names, self.buffer_shapes, self._requests, self._top,
-                  self.prepared_kernels, self._buffer_modes())
+                  self.prepared_kernels, self._buffer_modes(), self.failure_flags)
 
     def written_names(self) -> list[str]:
         """The names of the named buffers some step writes (a plan's outputs), in buffer order."""
@@ -603,6 +621,7 @@ def load_plan(path: str | os.PathLike[str], device: str | Device | None = None,
         plan.add_buffer(buf, name, shape)
     plan._requests = saved.requests
     plan._top = saved.top
+    plan.failure_flags = saved.failure_flags
     plan.prepare()
     return plan
 

@@ -270,3 +270,36 @@ def _opens(name: str) -> bool:
         return dtypes.float64 not in svod.get_device(name).caps.element_dtypes
     except SvodError:
         return False
+
+
+@svod.jit
+def solved_into(a, b):
+    x = np.linalg.solve(a, b)
+    return x
+
+
+def test_a_plan_taken_out_or_saved_raises_as_the_call_does(device, tmp_path):
+    """``Jit.plan`` and its bundle keep the factorisation's failure flag: a singular matrix raises
+    ``LinAlgError`` on every replay (bound arrays, the plan's own buffers, a loaded bundle), a healthy one after
+    it gives NumPy's values (the flag cleared)."""
+    dtype = dtypes_of(device)[-1]
+    a = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], dtype)
+    b = np.array([1.0, 2.0, 3.0], dtype)
+    singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype)
+    plan = solved_into.plan(a, b, device=device)
+    plan.save(tmp_path / "solved.svodplan")
+    for replay in (plan, svod.load_plan(tmp_path / "solved.svodplan", device=device)):
+        x = replay.buffers[replay.buffer_names["x"]]
+        for _ in range(2):  # a healthy run after a failed one
+            replay.execute(buffers={"a": a, "b": b})
+            close(x.numpy(), np.linalg.solve(a, b), a)
+            with pytest.raises(LinAlgError, match="Singular matrix") as raised:
+                replay.execute(buffers={"a": singular, "b": b})
+            assert raised.value.value == 3 and "test_linalg.py" in str(raised.value)
+        replay.buffers[replay.buffer_names["a"]].copyin(singular)  # the plan's own buffers, no binding
+        replay.buffers[replay.buffer_names["b"]].copyin(b)
+        with pytest.raises(LinAlgError, match="Singular matrix"):
+            replay.execute()
+        replay.buffers[replay.buffer_names["a"]].copyin(a)
+        replay.execute()
+        close(x.numpy(), np.linalg.solve(a, b), a)
