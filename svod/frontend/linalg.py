@@ -83,46 +83,46 @@ def _clear(info):  # type: ignore[no-untyped-def]
     info[0] = 0
 
 
-def _pivot(lu, pivots, rows, info, failed, k):  # type: ignore[no-untyped-def]
+def _pivot(lu, pivots, rows, info, failed, _svod_k):  # type: ignore[no-untyped-def]
     """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax),
     swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero there) is
     recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf leaves
     it."""
     n = lu.shape[0]
-    p = k
-    best = abs(lu[k, k])
-    for i in range(k + 1, n):
-        size = abs(lu[i, k])
+    p = _svod_k
+    best = abs(lu[_svod_k, _svod_k])
+    for i in range(_svod_k + 1, n):
+        size = abs(lu[i, _svod_k])
         if size > best:
             best = size
             p = i
-    pivots[k] = p
-    if p != k:
-        row = rows[k]
-        rows[k] = rows[p]
+    pivots[_svod_k] = p
+    if p != _svod_k:
+        row = rows[_svod_k]
+        rows[_svod_k] = rows[p]
         rows[p] = row
         for j in range(n):
-            held = lu[k, j]
-            lu[k, j] = lu[p, j]
+            held = lu[_svod_k, j]
+            lu[_svod_k, j] = lu[p, j]
             lu[p, j] = held
-    pivot = lu[k, k]
+    pivot = lu[_svod_k, _svod_k]
     if pivot == 0 and info[0] == 0:
-        info[0] = k + 1
+        info[0] = _svod_k + 1
     if pivot == 0 and failed[0] == 0:
-        failed[0] = k + 1
+        failed[0] = _svod_k + 1
     if pivot != 0:
-        for i in range(k + 1, n):
-            lu[i, k] = lu[i, k] / pivot
+        for i in range(_svod_k + 1, n):
+            lu[i, _svod_k] = lu[i, _svod_k] / pivot
 
 
-def _update(lu, k):  # type: ignore[no-untyped-def]
+def _update(lu, _svod_k):  # type: ignore[no-untyped-def]
     """The rank-1 update of the rows below ``k`` by row ``k``, a work item per row."""
     n = lu.shape[0]
-    for r in prange(n - 1 - k):
-        i = k + 1 + r
-        factor = lu[i, k]
-        for j in range(k + 1, n):
-            lu[i, j] = lu[i, j] - factor * lu[k, j]
+    for r in prange(n - 1 - _svod_k):
+        i = _svod_k + 1 + r
+        factor = lu[i, _svod_k]
+        for j in range(_svod_k + 1, n):
+            lu[i, j] = lu[i, j] - factor * lu[_svod_k, j]
 
 
 def _substitute(x, lu):  # type: ignore[no-untyped-def]
@@ -142,20 +142,20 @@ def _substitute(x, lu):  # type: ignore[no-untyped-def]
             x[i, c] = total / lu[i, i]
 
 
-def _logdet(sign, logdet, lu, pivots, info, n, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+def _logdet(sign, logdet, lu, pivots, info, _svod_n, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """``np.linalg.slogdet`` of the factors of an ``n`` x ``n`` matrix (a 0 x 0 one's, in buffers of one
     element, are 1 and 0), in the matrix's float type: the sign of the swaps and of U's diagonal, and the sum
     of the logs of its magnitudes; sign 0 and logdet -inf where a pivot was zero."""
     s = float32(1) if narrow else 1.0
     total = float32(0) if narrow else 0.0
-    for i in range(n):
+    for i in range(_svod_n):
         u = lu[i, i]
         if pivots[i] != i:
             s = -s
         if u < 0:
             s = -s
         total = total + math.log(abs(u))
-    if n == 0:  # (the loop's sum of no terms is -0.0 as the reduction begins it: NumPy's is 0.0)
+    if _svod_n == 0:  # (the loop's sum of no terms is -0.0 as the reduction begins it: NumPy's is 0.0)
         total = float32(0) if narrow else 0.0
     if info[0] != 0:
         s = float32(0) if narrow else 0.0
@@ -169,36 +169,37 @@ def _det(det, sign, logdet):  # type: ignore[no-untyped-def]
     det[0] = sign[0] * math.exp(logdet[0])
 
 
-def _cholesky_diagonal(l, failed, j):  # type: ignore[no-untyped-def]  # noqa: E741
+def _cholesky_diagonal(l, failed, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
     """``l[j, j]``: the square root of what is left of the diagonal; where that is not positive (or NaN: potrf
     tests ``not > 0``), ``failed`` records the leading minor's order if none was before."""
-    total = l[j, j]
-    for k in range(j):
-        total = total - l[j, k] * l[j, k]
+    total = l[_svod_j, _svod_j]
+    for k in range(_svod_j):
+        total = total - l[_svod_j, k] * l[_svod_j, k]
     if not total > 0 and failed[0] == 0:
-        failed[0] = j + 1
-    l[j, j] = math.sqrt(total)
+        failed[0] = _svod_j + 1
+    l[_svod_j, _svod_j] = math.sqrt(total)
 
 
-def _cholesky_column(l, j):  # type: ignore[no-untyped-def]  # noqa: E741
+def _cholesky_column(l, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
     """Column ``j`` below the diagonal, a work item per row."""
     n = l.shape[0]
-    for r in prange(n - 1 - j):
-        i = j + 1 + r
-        total = l[i, j]
-        for k in range(j):
-            total = total - l[i, k] * l[j, k]
-        l[i, j] = total / l[j, j]
+    for r in prange(n - 1 - _svod_j):
+        i = _svod_j + 1 + r
+        total = l[i, _svod_j]
+        for k in range(_svod_j):
+            total = total - l[i, k] * l[_svod_j, k]
+        l[i, _svod_j] = total / l[_svod_j, _svod_j]
 
 
 @functools.cache
 def _kernel(fn_name: str, n: int) -> Kernel:
     """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices: its sizes constant (each
     size compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
-    others), its column variable bounded by the plan loop's values."""
+    others), its column variable bounded by the plan loop's values. Its scalars are named ``_svod_...``: a plan
+    binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in ...`` around the call."""
     fn = globals()[f"_{fn_name}"]
     parameters = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    bounds = {name: (0, max(n - 1, 0)) for name in ("k", "j") if name in parameters}
+    bounds = {name: (0, max(n - 1, 0)) for name in ("_svod_k", "_svod_j") if name in parameters}
     return Kernel(fn, name=f"linalg_{fn_name}", static_shapes=True, bounds=bounds)
 
 
@@ -265,9 +266,10 @@ class Factoring:
         steps.append(self.add("start", [square, (n,), square], [lu, self.rows, self.source]))
         pivot: list[Any] = ["pivot", [square, (n,), (n,), (1,), (1,)], [lu, pivots, self.rows, self.info, self.failed]]
         if n > 1:
-            body = [self.add(*pivot, k=COLUMN_VARIABLE), self.add("update", [square], [lu], k=COLUMN_VARIABLE)]
+            body = [self.add(*pivot, _svod_k=COLUMN_VARIABLE),
+                    self.add("update", [square], [lu], _svod_k=COLUMN_VARIABLE)]
             steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
-        steps.append(self.add(*pivot, k=n - 1))
+        steps.append(self.add(*pivot, _svod_k=n - 1))
         return steps, lu, pivots
 
     def solve(self, out: int, columns: int, b: int | None) -> list[int]:
@@ -291,7 +293,7 @@ class Factoring:
         n = max(self.n, 1)
         narrow = self.dtype == np.float32
         steps.append(self.add("logdet", [(1,), (1,), (n, n), (n,), (1,)], [sign, logdet, lu, pivots, self.info],
-                              n=self.n, narrow=narrow))
+                              _svod_n=self.n, narrow=narrow))
         if det is not None:
             steps.append(self.add("det", [(1,), (1,), (1,)], [det, sign, logdet]))
         return steps
@@ -304,10 +306,10 @@ class Factoring:
         steps = [self.add("lower", [square, square], [out, self.source])]
         diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.failed]]
         if n > 1:
-            body = [self.add(*diagonal, j=COLUMN_VARIABLE),
-                    self.add("cholesky_column", [square], [out], j=COLUMN_VARIABLE)]
+            body = [self.add(*diagonal, _svod_j=COLUMN_VARIABLE),
+                    self.add("cholesky_column", [square], [out], _svod_j=COLUMN_VARIABLE)]
             steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
-        steps.append(self.add(*diagonal, j=n - 1))
+        steps.append(self.add(*diagonal, _svod_j=n - 1))
         return steps
 
 

@@ -303,3 +303,32 @@ def test_a_plan_taken_out_or_saved_raises_as_the_call_does(device, tmp_path):
         replay.buffers[replay.buffer_names["a"]].copyin(a)
         replay.execute()
         close(x.numpy(), np.linalg.solve(a, b), a)
+
+
+def test_a_loop_variable_named_as_the_kernels_scalars(device):
+    """A loop's variable ``k``, ``j`` or ``n`` around a factorisation is the user's, not the column the
+    factorisation's kernels number (a plan binds variables by name)."""
+    dtype = dtypes_of(device)[-1]
+
+    @svod.jit
+    def each(a, turns):
+        total = np.zeros(a.shape, a.dtype)
+        for k in range(turns):
+            for j in range(1):
+                for n in range(1):
+                    x = np.linalg.solve(a, a[1])
+                    c = np.linalg.cholesky(a @ a.T)
+                    d = np.linalg.det(a)
+                    total += c + d
+                    total[0] += x + k + j + n
+        return total
+
+    def plain(a, turns):
+        total = np.zeros(a.shape, a.dtype)
+        for k in range(turns):
+            total += np.linalg.cholesky(a @ a.T) + np.linalg.det(a)
+            total[0] += np.linalg.solve(a, a[1]) + k
+        return total
+
+    a = matrix(3, dtype, 2) + 2 * np.eye(3, dtype=dtype)
+    close(each(a, 2, device=device), plain(a, 2), a @ a.T)
