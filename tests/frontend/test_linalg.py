@@ -332,3 +332,20 @@ def test_a_loop_variable_named_as_the_kernels_scalars(device):
 
     a = matrix(3, dtype, 2) + 2 * np.eye(3, dtype=dtype)
     close(each(a, 2, device=device), plain(a, 2), a @ a.T)
+
+
+def test_a_failed_run_keeps_the_writes_before_the_call():
+    """NumPy raises at the call, after the function's writes before it: an argument svod runs on a contiguous
+    copy of (a transposed view) is written back before ``LinAlgError`` leaves the call."""
+    @svod.jit
+    def zeroed_then_solved(a, b):
+        a[0, :] = 0.0
+        x = np.linalg.solve(a, b)
+        return x
+
+    a = np.arange(1.0, 10.0).reshape(3, 3).T  # not C-contiguous
+    want = a.copy()
+    want[0, :] = 0.0
+    with pytest.raises(LinAlgError, match="Singular matrix"):
+        zeroed_then_solved(a, np.ones(3))
+    np.testing.assert_array_equal(a, want)
