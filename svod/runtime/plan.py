@@ -260,7 +260,7 @@ class ExecutionPlan:
 
     def _adopt(self, sub: ExecutionPlan) -> tuple[int, ...]:
         """Copy a sub-plan's steps into this plan: its buffers found here by identity or added; its steps
-        outside loops become the body."""
+        outside loops become the body; its failure flags are this plan's."""
         if sub is self or sub._prepared:
             raise SvodError("a loop's body plan must be another plan, built but not prepared", stage="plan")
         if sub.device is not self.device:
@@ -277,6 +277,7 @@ class ExecutionPlan:
             index.append(mine[id(buf)])
         first = len(self._requests)
         self._requests += [request.remapped(index, first) for request in sub._requests]
+        self.failure_flags += [FailureFlag(index[flag.buffer], flag.kernel, flag.message) for flag in sub.failure_flags]
         return tuple(first + i for i in sub._top)
 
     def _check_open(self) -> None:
