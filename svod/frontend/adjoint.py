@@ -67,6 +67,7 @@ from svod.frontend.adjoint_text import (
     renamed,
     shifted,
     total,
+    zeroed_then_read,
 )
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, HELPERS, MATH, UNARY, Rule, float_cast
@@ -619,7 +620,7 @@ class _Differentiator:
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
         self.grads, self.plain = grads, plain
-        passes = not _zeroed_then_read(self.values, set(grads))
+        passes = not zeroed_then_read(self.values, set(grads))
         reads = [(v.array, v.index) for v in every if passes and v.array is not None and v.stored is None
                  and v.array in grads and v.array not in plain and shifted(v.index, self.loops)]
         self.shifted = list(dict.fromkeys(reads))
@@ -779,24 +780,6 @@ class _Differentiator:
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
                        frozenset(self.updated), frozenset(self.needed), passes)
-
-
-def _zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
-    """Whether the backward reads an element's adjoint after it set one of that array's to zero: a store with
-    ``=`` that comes after another store into its array, or one that a sequential loop repeats. A pass writes
-    no array's adjoint but the one it adds into, so it would read such an element's adjoint as it was before the
-    zero; its reads' adjoints then add atomically in the adjoint kernel, which sets and reads the zeros."""
-    stored: set[str] = set()
-    for v in values:
-        if isinstance(v, Loop):
-            if any(w.stored == "=" and w.array in grads for w in flat(v.values)):
-                return True
-            stored |= {w.array for w in flat(v.values) if w.stored is not None and w.array is not None}
-        elif v.stored is not None and v.array is not None:
-            if v.stored == "=" and v.array in stored and v.array in grads:
-                return True
-            stored.add(v.array)
-    return False
 
 
 class _Renamer(ast.NodeTransformer):

@@ -191,3 +191,21 @@ def total(shares: list[str]) -> str:
 
 __all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "canonical", "flat", "indented",
            "integer", "minus", "names_in", "offset", "renamed", "shifted", "total"]
+
+
+def zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
+    """Whether the backward reads an element's adjoint after it set one of that array's to zero: a store with
+    ``=`` that comes after another store into its array, or one that a sequential loop repeats. A pass writes
+    no array's adjoint but the one it adds into, so it would read such an element's adjoint as it was before the
+    zero; its reads' adjoints then add atomically in the adjoint kernel, which sets and reads the zeros."""
+    stored: set[str] = set()
+    for v in values:
+        if isinstance(v, Loop):
+            if any(w.stored == "=" and w.array in grads for w in flat(v.values)):
+                return True
+            stored |= {w.array for w in flat(v.values) if w.stored is not None and w.array is not None}
+        elif v.stored is not None and v.array is not None:
+            if v.stored == "=" and v.array in stored and v.array in grads:
+                return True
+            stored.add(v.array)
+    return False
