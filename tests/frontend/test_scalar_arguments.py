@@ -131,6 +131,30 @@ def test_a_numpy_bool_or_a_float_is_no_slice_bound_or_size(fn, b):
         fn(np.arange(3.0), b)
 
 
+@svod.jit
+def jit_band(x, b):
+    return np.eye(3, k=b) + np.tri(3, k=b) + x[0]
+
+
+@svod.jit
+def jit_lower(x, b):
+    return np.tri(b, 2) + np.tri(3, b) + x[0]
+
+
+@svod.jit
+def jit_rows(x, b):
+    return np.tri(b, 3) + x[0]
+
+
+@pytest.mark.parametrize(("fn", "b"), [(jit_band, True), (jit_band, False), (jit_lower, True), (jit_lower, np.True_),
+                                       (jit_rows, np.False_)])
+def test_a_bool_numpy_takes_as_a_size_or_diagonal_computes_as_numpy(fn, b):
+    """NumPy takes Python's bool as ``np.eye``'s and ``np.tri``'s diagonal, and any bool as ``np.tri``'s sizes
+    (``np.tri(np.True_)`` is ``np.tri(1)``): svod computes those as NumPy does, refusing only what NumPy
+    refuses (``np.eye(True)``, ``np.eye(3, k=np.True_)``)."""
+    np.testing.assert_array_equal(fn(np.arange(3.0), b), as_python(fn)(np.arange(3.0), b))
+
+
 @pytest.mark.parametrize("fn", [jit_prefix, jit_prefix_doubled, jit_identity],
                          ids=["returned_prefix", "slice", "eye"])
 @pytest.mark.parametrize("b", [0, 1, 2, np.int32(3)])
