@@ -84,6 +84,24 @@ def test_a_python_bool_or_an_int_is_a_loop_bound(device, b):
 
 
 @svod.kernel
+def compared_bound(out, n):
+    for i in range(out.shape[0] > 1):
+        out[i] = 1.0
+    for i in range(1, 1 + (n > 0)):
+        out[i] = 2.0
+
+
+@pytest.mark.parametrize(("size", "n"), [(1, 0), (2, 1), (3, -1), (5, 7)])
+def test_a_comparison_of_python_numbers_is_a_loop_bound(device, size, n):
+    """A comparison of sizes or int arguments is Python's bool in plain Python (``range(n > 0)`` runs once or
+    not at all), not NumPy's: the loop runs as Python runs it."""
+    out = np.zeros(size, np.float32)
+    want = run_as_python(compared_bound, out, n)[0]
+    compared_bound(out, n, device=device)
+    np.testing.assert_array_equal(out, want)
+
+
+@svod.kernel
 def stored_at(out, b):
     out[b] = 3.0
 
