@@ -360,9 +360,9 @@ class ArrayShapes(ArrayMath):
         self.changed = True
         if name in ("arange", "linspace"):
             return self.counted(node, name, given)
-        for key in ("N", "M", "k", "n"):  # NumPy refuses a float, and most bools (np.eye(True); np.tri takes one)
+        for key in ("N", "M", "k", "n"):
             value = given.get(key)
-            if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
+            if value is not None and not _takes_as_integer(name, key, value):
                 raise self.refuse(node, f"np.{name}'s {key} is an integer, not {value!r}")
         rows = int(given.get("N", given.get("n", 0)))
         columns = rows if given.get("M") is None else int(given["M"])
@@ -527,6 +527,18 @@ _TAKES: dict[str, tuple[str, ...]] = {
     "identity": ("n", "dtype"), "tri": ("N", "M", "k", "dtype"),
 }
 """The parameters of each function svod takes (another given is refused, naming it)."""
+
+
+def _takes_as_integer(name: str, key: str, value: Any) -> bool:
+    """Whether NumPy takes ``value`` as ``np.<name>``'s integer ``key`` (``np.eye``, ``np.identity``, ``np.tri``).
+    An integer, or a bool where NumPy reads it as one: Python's as a diagonal ``k`` and as any of ``np.tri``'s,
+    NumPy's as ``np.tri``'s sizes alone (``np.eye(True)`` and ``np.eye(3, k=np.True_)`` are TypeErrors). A float
+    is refused: NumPy refuses most, and ``np.tri`` compares its indices with one."""
+    if isinstance(value, bool):
+        return name == "tri" or key == "k"
+    if isinstance(value, np.bool_):
+        return name == "tri" and key in ("N", "M")
+    return isinstance(value, (int, np.integer))
 
 
 __all__ = ["JOINS", "MADE", "ArrayShapes", "Banded", "Broadcast", "read_only", "viewed_by"]

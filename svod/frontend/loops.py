@@ -61,7 +61,7 @@ class Loops(Expressions):
         if call.keywords or not 1 <= len(call.args) <= (2 if kind is AxisKind.GLOBAL else 3):
             raise self.refuse(call, "svod.prange takes (stop) or (start, stop)" if kind is AxisKind.GLOBAL
                               else "range takes (stop), (start, stop) or (start, stop, step)")
-        bounds = [int(b) if isinstance(b, bool) else b for b in map(self.expr, call.args)]  # range(True) is range(1)
+        bounds = [self.python_int(b) for b in map(self.expr, call.args)]
         start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
         step = bounds[2] if len(bounds) == 3 else 1
         if not isinstance(step, int) or step == 0:
@@ -76,6 +76,16 @@ class Loops(Expressions):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
                                     "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
         self.ranged(stmt, kind, start, stop, step)
+
+    def python_int(self, bound: Any) -> Any:
+        """``bound`` as Python's ``range`` reads it: Python's bool is an int (``range(True)`` is ``range(1)``),
+        and so is a comparison of Python numbers, sizes and int arguments (``range(n > 0)``), a bool in plain
+        Python; a typed bool (``np.True_``, a comparison of elements) stays one, for the refusal."""
+        if isinstance(bound, bool):
+            return int(bound)
+        if isinstance(bound, UOp) and bound.dtype == dtypes.bool and self.weak(bound):
+            return bound.cast(dtypes.index)
+        return bound
 
     def elements(self, stmt: ast.For, array: ArrayValue) -> None:
         """``for v in x`` over a 1-D array, as Python iterates it: a sequential loop over ``x``'s indices whose

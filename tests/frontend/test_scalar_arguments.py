@@ -84,6 +84,24 @@ def test_a_python_bool_or_an_int_is_a_loop_bound(device, b):
 
 
 @svod.kernel
+def compared_bound(out, n):
+    for i in range(out.shape[0] > 1):
+        out[i] = 1.0
+    for i in range(1, 1 + (n > 0)):
+        out[i] = 2.0
+
+
+@pytest.mark.parametrize(("size", "n"), [(1, 0), (2, 1), (3, -1), (5, 7)])
+def test_a_comparison_of_python_numbers_is_a_loop_bound(device, size, n):
+    """A comparison of sizes or int arguments is Python's bool in plain Python (``range(n > 0)`` runs once or
+    not at all), not NumPy's: the loop runs as Python runs it."""
+    out = np.zeros(size, np.float32)
+    want = run_as_python(compared_bound, out, n)[0]
+    compared_bound(out, n, device=device)
+    np.testing.assert_array_equal(out, want)
+
+
+@svod.kernel
 def stored_at(out, b):
     out[b] = 3.0
 
@@ -129,6 +147,30 @@ def test_a_numpy_bool_or_a_float_is_no_slice_bound_or_size(fn, b):
         as_python(fn)(np.arange(3.0), b)
     with pytest.raises(KernelSyntaxError, match=r"integer"):
         fn(np.arange(3.0), b)
+
+
+@svod.jit
+def jit_band(x, b):
+    return np.eye(3, k=b) + np.tri(3, k=b) + x[0]
+
+
+@svod.jit
+def jit_lower(x, b):
+    return np.tri(b, 2) + np.tri(3, b) + x[0]
+
+
+@svod.jit
+def jit_rows(x, b):
+    return np.tri(b, 3) + x[0]
+
+
+@pytest.mark.parametrize(("fn", "b"), [(jit_band, True), (jit_band, False), (jit_lower, True), (jit_lower, np.True_),
+                                       (jit_rows, np.False_)])
+def test_a_bool_numpy_takes_as_a_size_or_diagonal_computes_as_numpy(fn, b):
+    """NumPy takes Python's bool as ``np.eye``'s and ``np.tri``'s diagonal, and any bool as ``np.tri``'s sizes
+    (``np.tri(np.True_)`` is ``np.tri(1)``): svod computes those as NumPy does, refusing only what NumPy
+    refuses (``np.eye(True)``, ``np.eye(3, k=np.True_)``)."""
+    np.testing.assert_array_equal(fn(np.arange(3.0), b), as_python(fn)(np.arange(3.0), b))
 
 
 @pytest.mark.parametrize("fn", [jit_prefix, jit_prefix_doubled, jit_identity],
