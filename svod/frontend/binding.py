@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,19 @@ def constant_key(value: Any) -> Hashable | None:
     return None
 
 
+def values_key(names: Mapping[str, Any], read: Iterable[str]) -> tuple[tuple[str, Hashable], ...]:
+    """The values of the names in ``read`` that ``names`` binds to constants or numbers, each keyed by its type:
+    a kernel's source reads a parameter bound to a constant of the plan as a global (``dt(x[i])``), so kernels
+    of one source translated for other constants differ, and a cache of them keys these values too."""
+    found: list[tuple[str, Hashable]] = []
+    for name in sorted(set(read) & names.keys()):
+        value = names[name]
+        key = (type_key(value), value) if _number(value) else constant_key(value)
+        if key is not None:
+            found.append((name, key))
+    return tuple(found)
+
+
 def type_key(value: Any) -> str:
     """A number's type as a key of plans, kernels and calls: with its module, since NumPy 2 names ``np.bool_``
     ``bool`` too, and NumPy's bool is typed where Python's is weak (``np.True_ + np.True_`` is ``True``,
@@ -71,4 +84,4 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating, np.bool_))
 
 
-__all__ = ["constant_key", "literal", "signature_of", "type_key"]
+__all__ = ["constant_key", "literal", "signature_of", "type_key", "values_key"]

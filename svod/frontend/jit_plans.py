@@ -22,7 +22,7 @@ from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
 from svod.frontend import linalg, order_statistics, pylang, sorting
-from svod.frontend.binding import type_key
+from svod.frontend.binding import type_key, values_key
 from svod.frontend.flow import Turn
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
@@ -684,7 +684,8 @@ class Builder:
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
-               tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples))
+               tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples),
+               values_key(self.source.names, loaded([node])))
         bound = self.jit.translations.get(key)
         if bound is None:
             names = {**self.source.names, "_svod_prange": pylang.prange}

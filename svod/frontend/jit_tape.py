@@ -48,6 +48,7 @@ from svod.device import Device
 from svod.dtype import dtypes
 from svod.errors import GradientError, SvodError
 from svod.frontend import pylang
+from svod.frontend.binding import values_key
 from svod.frontend.jit_plans import Variant
 from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
@@ -347,7 +348,8 @@ class TapedCall:
         ast.copy_location(node, first)
         ast.fix_missing_locations(node)
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
-        key = repr((ast.dump(node, include_attributes=True), sorted(bounds.items())))
+        key = repr((ast.dump(node, include_attributes=True), sorted(bounds.items()),
+                    values_key(self.source.names, loaded([node]))))
         found = self.kernels.get(key)
         if found is None:
             names = {**self.source.names, "_svod_prange": pylang.prange}

@@ -148,3 +148,26 @@ def test_a_repeated_gradient_call_rewrites_no_syntax_tree(monkeypatch):
     x32, w32 = (a.astype(np.float32) for a in args)
     svod.grad(counted_softmax)(x32, w32)  # another variant: derived for itself
     assert counts["float_reductions"] == 1
+
+
+@svod.jit
+def narrowed(x, dt):
+    y = np.zeros_like(x)
+    for i in svod.prange(x.shape[0]):
+        y[i] = dt(x[i]) * dt(x[i])
+    return np.sum(y)
+
+
+@pytest.mark.parametrize("first", [np.float32, np.float64], ids=["float32-first", "float64-first"])
+def test_a_constant_a_kernel_reads_is_its_own_for_each_call(first):
+    """A dtype argument is a constant of the plan, read in the kernel as a global: calls of other constants, on
+    a tape or not, take kernels of their own (a kernel's source is the same for each)."""
+    x = np.linspace(0.1, 1.0, 7) + 1e-9
+    second = np.float64 if first is np.float32 else np.float32
+    for dt in (first, second, first, second):
+        expected = narrowed.fn(x, dt)
+        assert float(narrowed(x, dt)) == expected
+        (value,), pullback = svod.vjp(narrowed, x, dt)
+        assert float(value[0]) == expected
+        (grad,) = pullback(np.ones(1))[:1]
+        assert np.allclose(grad, 2 * x, rtol=1e-6 if dt is np.float32 else 1e-12)
