@@ -64,6 +64,8 @@ from svod.frontend.adjoint_text import (
     indented,
     integer,
     names_in,
+    one_turn,
+    place,
     renamed,
     shifted,
     total,
@@ -156,6 +158,8 @@ class _Differentiator:
         self.reads: set[str] = set()
         self.needed: set[str] = set()
         self.loops: list[str] = []
+        self.spread: list[str] = []
+        """``loops`` but those of a ``svod.prange(1)``, whose one turn tells no two work items apart."""
         self.sequential: list[str] = []
         """The variables of the sequential loops around the statement being read."""
         self.counter = itertools.count()
@@ -255,6 +259,8 @@ class _Differentiator:
                 raise self.refuse(current, "a parallel loop over a tuple of variables, or with an else",
                                   "write for i in svod.prange(n) with one variable")
             self.loops.append(current.target.id)
+            if not one_turn(current):
+                self.spread.append(current.target.id)
             inner = current.body
             if len(inner) == 1 and isinstance(inner[0], ast.For) and self.is_prange(inner[0]):
                 nest.append(inner[0])
@@ -491,7 +497,8 @@ class _Differentiator:
         """A read of ``array[index]`` as the kernel found the array."""
         self.reads.add(array)
         result = self.local(f"{array}[{index}]", guard)
-        self.values.append(Value(result, (), guard, self.line, array=array, index=index, own=self.own(node)))
+        self.values.append(Value(result, (), guard, self.line, array=array, index=index,
+                                 own=place(node, self.loops), alone=place(node, self.spread)))
         return result
 
     def call(self, node: ast.Call, guard: str | None) -> str:
@@ -576,15 +583,6 @@ class _Differentiator:
                               "or a local its turns assign, read after the loop or before the turn assigns it",
                               f"assign {name.id} before the loop")
 
-    def own(self, index: ast.expr) -> tuple[int, ...] | None:
-        """Where in ``index`` each parallel loop's variable stands as a component of its own (``x[i, 0]``:
-        ``(0,)``), or None if one does not: reads whose variables stand alike are each work item's own."""
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        names = [p.id if isinstance(p, ast.Name) else None for p in parts]
-        if any(names.count(loop) != 1 for loop in self.loops):
-            return None
-        return tuple(names.index(loop) for loop in self.loops)
-
     def array_reads(self, node: ast.expr) -> bool:
         return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.parameters
                    for n in ast.walk(node))
@@ -609,9 +607,11 @@ class _Differentiator:
         atomically elsewhere."""
         every = list(flat(self.values))
         places: dict[str, set[tuple[int, ...] | None]] = {}
+        alone: dict[str, set[tuple[int, ...] | None]] = {}
         for v in every:
             if v.array is not None and v.stored is None:
                 places.setdefault(v.array, set()).add(v.own)
+                alone.setdefault(v.array, set()).add(v.alone)
         plain = {array for array, found in places.items() if len(found) == 1 and None not in found}
         for v in every:
             if v.stored == "=" and v.array in places and v.array not in plain and v.array in grads:
@@ -619,10 +619,11 @@ class _Differentiator:
                 raise self.refuse(ast.Name(v.array), f"a read of {v.array} at elements of other work items, and a "
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
-        self.grads, self.plain = grads, plain
+        self.grads, self.plain = grads, {array for array, found in alone.items()
+                                             if len(found) == 1 and None not in found}
         passes = not zeroed_then_read(self.values, set(grads))
         reads = [(v.array, v.index) for v in every if passes and v.array is not None and v.stored is None
-                 and v.array in grads and v.array not in plain and shifted(v.index, self.loops)]
+                 and v.array in grads and v.array not in self.plain and shifted(v.index, self.loops)]
         self.shifted = list(dict.fromkeys(reads))
         last = self.shifted[-1][0] if self.shifted else None
         if last is not None and last not in self.written and all(

@@ -30,6 +30,8 @@ class Value:
     own: tuple[int, ...] | None = None
     """For a load: where in its index each parallel loop's variable stands as a component of its own, if each
     does (no two work items read one element through indices alike)."""
+    alone: tuple[int, ...] | None = None
+    """``own``, but of the parallel loops of more than one turn: how the read's adjoint adds (``+=`` where alike)."""
     stored: str | None = None
     """For a store: ``"="``, ``"+="`` or ``"-="``."""
 
@@ -189,8 +191,20 @@ def total(shares: list[str]) -> str:
     return " + ".join(shares) or "0.0"
 
 
-__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "canonical", "flat", "indented",
-           "integer", "minus", "names_in", "offset", "renamed", "shifted", "total"]
+def place(index: ast.expr, loops: list[str]) -> tuple[int, ...] | None:
+    """Where in ``index`` each of ``loops`` stands as a component of its own (``x[i, 0]``: ``(0,)``), or None
+    if one does not: reads whose parallel loops' variables stand alike are each work item's own."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    names = [p.id if isinstance(p, ast.Name) else None for p in parts]
+    if any(names.count(loop) != 1 for loop in loops):
+        return None
+    return tuple(names.index(loop) for loop in loops)
+
+
+def one_turn(loop: ast.For) -> bool:
+    """Whether ``loop`` is a ``svod.prange(1)``: its one work item's elements are no other's."""
+    call = loop.iter
+    return isinstance(call, ast.Call) and [ast.dump(a) for a in call.args] == [ast.dump(ast.Constant(1))]
 
 
 def zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
@@ -209,3 +223,8 @@ def zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
                 return True
             stored.add(v.array)
     return False
+
+
+__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "canonical", "flat", "indented",
+           "integer", "minus", "names_in", "offset", "one_turn", "place", "renamed", "shifted", "total",
+           "zeroed_then_read"]
