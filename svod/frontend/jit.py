@@ -170,10 +170,12 @@ class Jit:
         return self._structure
 
     def prepared(self, arguments: Mapping[str, Any], device: Device) -> Prepared:
-        """The plan for arguments like ``arguments`` (as ``_arguments`` made them)."""
+        """The plan for arguments like ``arguments`` (as ``_arguments`` made them), for the device's compiler
+        pair too: the CPU's ``llvm`` and ``clang`` pairs share its name and order a sum's adds differently."""
         with self._lock:
             variant = self.variant(arguments)
-            key = (device.name, *self._signature(arguments, variant))
+            key = (device.name, device.renderer.cache_key, device.compiler.cache_key,
+                   *self._signature(arguments, variant))
             found = self._plans.get(key)
             if found is None:
                 found = self._plans[key] = self._build(variant, arguments, device)

@@ -367,3 +367,18 @@ def test_an_anti_diagonal_sweep_is_proven_with_its_loops_bounds(device, n):
     """``table[i, i + d]`` under ``for d in range(1, n)`` is in bounds and each work item's own only for the
     values the loop gives ``d``: the plan loop bounds the phase's variable (numba's nussinov as written)."""
     agrees_with_python(sweep, device, np.zeros((n, n)))
+
+
+def test_each_compiler_pair_of_a_device_gets_its_own_plan():
+    """The CPU's llvm and clang pairs share the device's name; a plan built for one is not the other's."""
+
+    @svod.jit
+    def doubled_total(x):
+        return np.sum(x * 2.0)
+
+    x = np.arange(5.0)
+    llvm, c = svod.get_device("CPU"), svod.get_device("CPU", "clang")
+    by_llvm, by_c = doubled_total.plan(x, device=llvm), doubled_total.plan(x, device=c)
+    assert by_c.device.compiler.cache_key == c.compiler.cache_key != llvm.compiler.cache_key
+    assert by_llvm.device.compiler.cache_key == llvm.compiler.cache_key
+    assert doubled_total(x, device=c) == doubled_total(x) == 20.0
