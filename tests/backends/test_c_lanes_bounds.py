@@ -46,18 +46,15 @@ def _guarded(array: np.ndarray, at_end: bool, keep: list[mmap.mmap]) -> np.ndarr
     return placed
 
 
-def _run_guarded(ast: UOp, arrays: list[np.ndarray], compiler: str, at_end: bool) -> np.ndarray:
-    """The first array after a run on the CPU pair ``compiler`` with every array against a guard page, in a
-    child process, so that a read or write past a buffer fails the test rather than the test run."""
+def _in_child(run: Callable[[], np.ndarray], like: np.ndarray, why: str) -> np.ndarray:
+    """The array ``run`` returns (shaped as ``like``), run in a child process, so that an access outside a
+    buffer (``why``) fails the test rather than the test run."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         code = 1
         try:
-            keep: list[mmap.mmap] = []
-            placed = [_guarded(a, at_end, keep) for a in arrays]
-            svod.run(ast, placed, device=cpu_device(1, compiler))
-            os.write(writer, placed[0].tobytes())
+            os.write(writer, run().tobytes())
             code = 0
         finally:
             os._exit(code)
@@ -65,9 +62,21 @@ def _run_guarded(ast: UOp, arrays: list[np.ndarray], compiler: str, at_end: bool
     with os.fdopen(reader, "rb") as stream:
         data = stream.read()
     _, status = os.waitpid(pid, 0)
-    assert not os.WIFSIGNALED(status), f"the run was killed by signal {os.WTERMSIG(status)}: an access past a buffer"
+    assert not os.WIFSIGNALED(status), f"the run was killed by signal {os.WTERMSIG(status)}: {why}"
     assert os.WEXITSTATUS(status) == 0
-    return np.frombuffer(data, arrays[0].dtype).reshape(arrays[0].shape)
+    return np.frombuffer(data, like.dtype).reshape(like.shape)
+
+
+def _run_guarded(ast: UOp, arrays: list[np.ndarray], compiler: str, at_end: bool) -> np.ndarray:
+    """The first array after a run on the CPU pair ``compiler`` with every array against a guard page."""
+
+    def run() -> np.ndarray:
+        keep: list[mmap.mmap] = []
+        placed = [_guarded(a, at_end, keep) for a in arrays]
+        svod.run(ast, placed, device=cpu_device(1, compiler))
+        return placed[0]
+
+    return _in_child(run, arrays[0], "an access past a buffer")
 
 
 def _program(name: str | None) -> str:
@@ -181,25 +190,13 @@ def _far_bias(rows: int, depth: int, columns: int, far: int, backwards: bool) ->
 
 
 def _run_in_child(ast: UOp, arrays: list[np.ndarray]) -> np.ndarray:
-    """The first array after a run on the C pair, in a child process: a read at a wrong offset fails the test
-    rather than the test run."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        code = 1
-        try:
-            svod.run(ast, arrays, device=cpu_device(1, "clang"))
-            os.write(writer, arrays[0].tobytes())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as stream:
-        data = stream.read()
-    _, status = os.waitpid(pid, 0)
-    assert not os.WIFSIGNALED(status), f"the run was killed by signal {os.WTERMSIG(status)}: a wrong offset"
-    assert os.WEXITSTATUS(status) == 0
-    return np.frombuffer(data, arrays[0].dtype).reshape(arrays[0].shape)
+    """The first array after a run on the C pair."""
+
+    def run() -> np.ndarray:
+        svod.run(ast, arrays, device=cpu_device(1, "clang"))
+        return arrays[0]
+
+    return _in_child(run, arrays[0], "a wrong offset")
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
