@@ -27,9 +27,10 @@ TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, com
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS} | \
       {f"numpy.{p.name}_ms" for p in NUMPY_PROGRAMS}
-GRADIENTS = {f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energy", "logistic_regression", "softmax",
-                                                   "jacobi")
-             for suffix in ("_ms", ".forward_ms", ".ratio")}
+GRADIENTS = {*(f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energy", "logistic_regression", "softmax",
+                                                     "jacobi", "layernorm", "mlp", "cloth")
+               for suffix in ("_ms", ".forward_ms", ".ratio", ".first_call_ms", ".first_call_ratio")),
+             "grad.jacobi.saved_states"}
 SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
              *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
                for form in ("kernel", "jit"))}
