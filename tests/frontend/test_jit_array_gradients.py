@@ -10,30 +10,14 @@ import pytest
 import torch
 
 import svod
+from tests.frontend.test_jit_gradient_repeats import layernorm, softmax
 
 SHAPES = [(1, 1), (1, 7), (7, 1), (3, 13)]
 """Rows and columns: edge sizes 1 and primes."""
 
 
-@svod.jit
-def softmax(x, w):
-    m = np.max(x, axis=1, keepdims=True)
-    e = np.exp(x - m)
-    p = e / np.sum(e, axis=1, keepdims=True)
-    return np.sum(p * w)
-
-
 def softmax_torch(x, w):
     return torch.sum(torch.softmax(x, dim=1) * w)
-
-
-@svod.jit
-def layernorm(x, g, b, w):
-    mu = np.mean(x, axis=1, keepdims=True)
-    d = x - mu
-    var = np.mean(d * d, axis=1, keepdims=True)
-    y = d / np.sqrt(var + 1e-5) * g + b
-    return np.sum(y * w)
 
 
 def layernorm_torch(x, g, b, w):

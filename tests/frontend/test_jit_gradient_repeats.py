@@ -10,6 +10,7 @@ import pytest
 
 import svod
 from svod.frontend import jit_tape
+from tests.frontend.test_jit_gradients import weighted
 
 
 @svod.jit
@@ -27,18 +28,6 @@ def layernorm(x, g, b, w):
     var = np.mean(d * d, axis=1, keepdims=True)
     y = d / np.sqrt(var + 1e-5) * g + b
     return np.sum(y * w)
-
-
-@svod.jit
-def weighted(x, w, steps):
-    y = np.zeros_like(x)
-    for t in range(steps):
-        for i in svod.prange(x.shape[0]):
-            y[i] += w[i] * svod.math.sin(x[i]) * (t * 0.5 + 1.0)
-    loss = np.zeros(1, x.dtype)
-    for i in svod.prange(y.shape[0]):
-        svod.atomic_add(loss, 0, y[i] * y[i] + x[i] / (1.0 + w[i] * w[i]))
-    return loss
 
 
 @svod.jit
