@@ -1,15 +1,17 @@
 """How far LLVM unrolls a register tile's loop: the counts the LLVM renderer's loop metadata asks for, and
-how many accumulators each tile loop updates, which they are divided by."""
+how many accumulators each tile loop updates, which they are divided by; and which long loops over a row
+that a loop beside them also reads are kept from being unrolled whole."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from svod.codegen.render.base import inside_loops
-from svod.ir import Ops, UOp
+from svod.ir import Ops, UOp, substitute
 from svod.ir.uop import memory_of
 
-__all__ = ["SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES", "accumulators_per_loop"]
+__all__ = ["ROW_TURNS", "ROW_UNROLL", "SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES", "accumulators_per_loop",
+           "shared_row_loops"]
 
 
 TILE_UNROLL = 8
@@ -24,6 +26,42 @@ SYMBOLIC_UNROLL_LANES = 64
 """The most accumulator lanes a tile's loop over a symbolic count updates and is still unrolled, half as far
 as over a constant one: AVX2's 4x16 float32 tile, which unrolled runs almost as fast as the static kernel and
 not unrolled does not. AVX-512's 8x32 tile is not (see ``llvmir._FunctionWriter._loop_hints``)."""
+
+
+ROW_TURNS = 256
+"""The fewest constant turns of a loop over a row that ``shared_row_loops`` considers: below it, LLVM's whole
+unrolling of the row's loops keeps the row in a few registers."""
+ROW_UNROLL = 4
+"""How far LLVM unrolls a loop of ``shared_row_loops`` (after vectorising and interleaving it): far enough
+that its branch costs nothing, short of the whole loop. ``llvm.loop.unroll.disable`` (or a count of 1)
+would do too little: LLVM's vectoriser then interleaves the loop once, and a sum's one vector accumulator
+waits on its own latency every step."""
+
+
+def shared_row_loops(linear: tuple[UOp, ...]) -> frozenset[UOp]:
+    """The loops of at least ``ROW_TURNS`` constant turns that access an element of a buffer which a loop
+    beside them (inside the same loops, as many turns) accesses at the same turn: a layer norm's three
+    passes over its row, a softmax's over the row it wrote. LLVM unrolls such loops whole, then keeps the
+    row's values from one loop to the next in registers (64 of 512 bits for 1024 float32), which do not
+    hold them: it spills them to the stack and reloads them, slower than reading the row again."""
+    elements: dict[UOp, dict[tuple[UOp, UOp], None]] = {}
+    turns: dict[UOp, UOp] = {}
+    siblings: dict[tuple[tuple[UOp, ...], UOp], list[UOp]] = {}
+    for u, open_loops in inside_loops(linear):
+        if u.op is Ops.RANGE and u.src[0].op is Ops.CONST and u.src[0].arg >= ROW_TURNS:
+            elements[u], turns[u] = {}, UOp.define_var("turn", 0, int(u.src[0].arg) - 1, u.dtype)
+            siblings.setdefault((tuple(open_loops), u.src[0]), []).append(u)
+        elif u.op is Ops.INDEX and open_loops and open_loops[-1] in elements and memory_of(u.src[0]).op is Ops.PARAM:
+            loop = open_loops[-1]
+            element = substitute(u.src[1], {loop: turns[loop]})
+            if element is not u.src[1]:  # an element that moves with the loop's turn
+                elements[loop][(memory_of(u.src[0]), element)] = None
+    shared: dict[UOp, None] = {}
+    for loops in siblings.values():
+        for k, loop in enumerate(loops):
+            if any(elements[loop].keys() & elements[other].keys() for other in loops[:k] + loops[k + 1:]):
+                shared[loop] = None
+    return frozenset(shared)
 
 
 def accumulators_per_loop(linear: tuple[UOp, ...], tile_loops: set[UOp],

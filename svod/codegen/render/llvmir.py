@@ -47,7 +47,14 @@ from svod.codegen.render.base import (
 from svod.codegen.render.llvm_metadata import alias_scopes, loaded_values
 from svod.codegen.render.llvm_prefetch import poly_constant, row_operands, strided_operands
 from svod.codegen.render.llvm_types import INTRINSIC_SUFFIX, llvm_literal, llvm_type, memory_type
-from svod.codegen.render.llvm_unroll import SYMBOLIC_UNROLL_LANES, TILE_UNROLL, TILE_UPDATES, accumulators_per_loop
+from svod.codegen.render.llvm_unroll import (
+    ROW_UNROLL,
+    SYMBOLIC_UNROLL_LANES,
+    TILE_UNROLL,
+    TILE_UPDATES,
+    accumulators_per_loop,
+    shared_row_loops,
+)
 from svod.device import CORE_ID, DeviceCaps, kernel_variables
 from svod.device.caps import CACHE_LINE
 from svod.dtype import DType, PtrDType, dtypes
@@ -140,6 +147,7 @@ class _FunctionWriter:
         """Per tile loop, the steps of the tile loops nested in it per step of its own (a convolution's
         ``ky`` and ``kx`` inside its channels): its unroll count shares ``TILE_UNROLL`` with them."""
         self.accumulators = accumulators_per_loop(linear, self.tile_loops, self.register_lanes)
+        self.row_loops = shared_row_loops(linear)
         self.scopes, self.metadata = alias_scopes(linear)
         self.loaded = loaded_values(linear)
         self.unpredictable = ""
@@ -593,7 +601,8 @@ class _FunctionWriter:
         over symbolic sizes ran fastest unrolled once; a plain symbolic matmul the same either way); a loop
         around a tile's loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised
         along itself: the tile is the vector work already, and LLVM's loop vectoriser took seconds to compile
-        such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly)."""
+        such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly); a long loop over
+        a row a loop beside it reads too (``shared_row_loops``) is unrolled ``ROW_UNROLL`` times, not whole."""
         if loop in self.tile_loops:
             accumulators = max(1, self.accumulators.get(loop, 1))
             steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
@@ -603,6 +612,8 @@ class _FunctionWriter:
             hint = f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
         elif loop in self.around_short_tiles:
             hint = '!{!"llvm.loop.vectorize.enable", i1 false}'
+        elif loop in self.row_loops:
+            hint = f'!{{!"llvm.loop.unroll.count", i32 {ROW_UNROLL}}}'
         else:
             return ""
         node = len(self.metadata)  # metadata line k defines !k

@@ -1,0 +1,129 @@
+"""How far the LLVM renderer asks LLVM to unroll a loop over a row that the loops beside it read too."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import svod
+from svod import AxisKind, KernelBuilder, dtypes
+from svod.codegen.render.llvm_unroll import ROW_TURNS, ROW_UNROLL
+from svod.codegen.render.llvmir import LLVMRenderer
+from svod.workloads import layernorm, softmax
+
+
+def _unroll_counts(src: str) -> list[int]:
+    """The ``llvm.loop.unroll.count`` each loop of ``src`` asks for, in the order the loops end (none: not
+    listed)."""
+    hints = dict(re.findall(r"^(!\d+) = distinct !\{!\d+, (!\d+)\}$", src, re.M))
+    counts = dict(re.findall(r'^(!\d+) = !\{!"llvm.loop.unroll.count", i32 (\d+)\}$', src, re.M))
+    return [int(counts[hints[loop]]) for loop in re.findall(r"br label %loop\d+.head, !llvm.loop (!\d+)", src)
+            if hints[loop] in counts]
+
+
+def _render(ast: svod.UOp) -> str:
+    return LLVMRenderer("CPU").render(ast).src
+
+
+def test_a_layer_norms_three_passes_over_a_long_row_are_unrolled_a_little_not_whole():
+    """Its mean's, its variance's and its output's loops read one row: each asks for ``ROW_UNROLL``."""
+    assert _unroll_counts(_render(layernorm(3, 1024).steps[0].ast)) == [ROW_UNROLL] * 3
+    assert _unroll_counts(_render(layernorm(3, ROW_TURNS).steps[0].ast)) == [ROW_UNROLL] * 3
+    assert _unroll_counts(_render(layernorm(3, ROW_TURNS - 1).steps[0].ast)) == []  # LLVM's own choice
+
+
+def test_a_softmax_keeps_its_split_maxs_count_and_unrolls_the_passes_over_the_row_it_wrote_a_little():
+    """The split MAX is a register tile's loop (its own count, ``llvm_unroll.TILE_UNROLL``); the exponentials
+    it stores, their sum and the division read and write one row of ``out``."""
+    counts = _unroll_counts(_render(softmax(2, 1024).steps[0].ast))
+    assert len(counts) == 4 and counts[1:] == [ROW_UNROLL] * 3 and counts[0] != ROW_UNROLL
+
+
+def _two_passes(cols: int, shift: bool, other: bool) -> svod.UOp:
+    """``out[r] = sum(x[r, :]) + sum(x'[r, :] * 2)``, the second pass over ``x``'s row, over the next element of
+    it (``shift``) or over another buffer's (``other``)."""
+    k = KernelBuilder("two_passes")
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, cols + 1))
+    y = k.buffer(dtypes.float32, (4, cols))
+    r, j1, j2 = k.range(4), k.range(cols, AxisKind.REDUCE), k.range(cols, AxisKind.REDUCE)
+    second = (y[r, j2] if other else x[r, j2 + 1] if shift else x[r, j2]) * 2.0
+    k.store(out[r], x[r, j1].reduce(j1) + second.reduce(j2))
+    return k.build()
+
+
+def test_only_loops_that_share_an_element_of_a_row_are_held_back():
+    assert _unroll_counts(_render(_two_passes(1024, shift=False, other=False))) == [ROW_UNROLL] * 2
+    assert _unroll_counts(_render(_two_passes(1024, shift=True, other=False))) == []
+    assert _unroll_counts(_render(_two_passes(1024, shift=False, other=True))) == []
+    k = KernelBuilder("sums")  # one pass over each row: nothing beside it
+    out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, 1024))
+    i, j = k.range(4), k.range(1024, AxisKind.REDUCE)
+    k.store(out[i], x[i, j].reduce(j))
+    assert _unroll_counts(_render(k.build())) == []
+    k = KernelBuilder("layernorm_of_n")  # over a variable row, LLVM never unrolls whole
+    n = k.var("n", 1, 4096)
+    out, x = k.buffer(dtypes.float32, (4, n)), k.buffer(dtypes.float32, (4, n))
+    r, c, j1 = k.range(4), k.range(n), k.range(n, AxisKind.REDUCE)
+    k.store(out[r, c], x[r, c] - x[r, j1].reduce(j1))
+    assert _unroll_counts(_render(k.build())) == []
+
+
+def _rows(rows: int, cols: int) -> np.ndarray:
+    """Normal values with a signed zero, an infinity and a large value in some rows."""
+    data = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
+    data[0, cols // 2] = -0.0
+    if rows > 1:
+        data[1, cols - 1] = -np.inf
+        data[-1, 0] = 3e4
+    return data
+
+
+def _same_rows(got: np.ndarray, expected: np.ndarray) -> None:
+    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("cols", [ROW_TURNS, ROW_TURNS + 1, 1024, 1031])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_row_kernels_with_held_back_loops_compute_numpys_answer(rows, cols):
+    """Each size leaves LLVM's unrolled loop a remainder or none; the row kernels' answers are numpy's (a row
+    with -inf: a softmax with a 0 there, a layer norm of NaNs)."""
+    device = svod.get_device("CPU", "llvm")
+    for workload in (softmax(rows, cols), layernorm(rows, cols)):
+        data = _rows(rows, cols)
+        out = np.zeros_like(data)
+        svod.run(workload.steps[0].ast, [out, data], device=device)
+        with np.errstate(invalid="ignore"):  # a row with -inf: a layer norm of NaNs
+            if workload.name == "softmax":
+                e = np.exp(data - data.max(axis=1, keepdims=True))
+                expected = e / e.sum(axis=1, keepdims=True)
+            else:
+                mean = data.mean(axis=1, keepdims=True, dtype=np.float64)
+                expected = (data - mean) / np.sqrt(data.var(axis=1, keepdims=True, dtype=np.float64) + 1e-5)
+        _same_rows(out, expected)
+
+
+@svod.jit
+def _layernorm(x):  # type: ignore[no-untyped-def]
+    mean = x.mean(axis=1, keepdims=True)
+    centred = x - mean
+    return centred / np.sqrt((centred * centred).mean(axis=1, keepdims=True) + 1e-5)
+
+
+@svod.jit
+def _softmax(x):  # type: ignore[no-untyped-def]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("cols", [ROW_TURNS, ROW_TURNS + 1, 1031])
+def test_row_functions_in_jit_compute_numpys_answer(cols):
+    data = np.random.default_rng(cols).standard_normal((3, cols)).astype(np.float32)
+    data[0, 7] = -0.0
+    device = svod.get_device("CPU", "llvm")
+    mean = data.mean(axis=1, keepdims=True, dtype=np.float64)
+    expected = (data - mean) / np.sqrt(data.var(axis=1, keepdims=True, dtype=np.float64) + 1e-5)
+    _same_rows(np.asarray(_layernorm(data, device=device)), expected)
+    e = np.exp(data - data.max(axis=1, keepdims=True))
+    _same_rows(np.asarray(_softmax(data, device=device)), e / e.sum(axis=1, keepdims=True))
