@@ -8,10 +8,10 @@ from collections.abc import Mapping
 
 from svod.codegen.render.base import inside_loops
 from svod.ir import Ops, UOp, substitute
-from svod.ir.uop import memory_of
+from svod.ir.uop import is_unbounded, memory_of
 
-__all__ = ["ROW_TURNS", "ROW_UNROLL", "SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES", "accumulators_per_loop",
-           "shared_row_loops"]
+__all__ = ["ROW_INTERLEAVE", "ROW_TURNS", "ROW_UNROLL", "SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES",
+           "accumulators_per_loop", "shared_row_loops"]
 
 
 TILE_UNROLL = 8
@@ -32,24 +32,29 @@ ROW_TURNS = 256
 """The fewest constant turns of a loop over a row that ``shared_row_loops`` considers: below it, LLVM's whole
 unrolling of the row's loops keeps the row in a few registers."""
 ROW_UNROLL = 4
-"""How far LLVM unrolls a loop of ``shared_row_loops`` (after vectorising and interleaving it): far enough
-that its branch costs nothing, short of the whole loop. ``llvm.loop.unroll.disable`` (or a count of 1)
+"""How far LLVM unrolls a constant loop of ``shared_row_loops`` (after vectorising and interleaving it): far
+enough that its branch costs nothing, short of the whole loop. ``llvm.loop.unroll.disable`` (or a count of 1)
 would do too little: LLVM's vectoriser then interleaves the loop once, and a sum's one vector accumulator
 waits on its own latency every step."""
+ROW_INTERLEAVE = 4
+"""How many vectors of a row one step of a symbolic loop of ``shared_row_loops`` works on. LLVM's own choice
+for a softmax's loop of exponentials is one, as its constants and the values live across the row's loops
+leave few registers by its count: each step then waits on the previous one's polynomial."""
 
 
 def shared_row_loops(linear: tuple[UOp, ...]) -> frozenset[UOp]:
-    """The loops of at least ``ROW_TURNS`` constant turns that access an element of a buffer which a loop
-    beside them (inside the same loops, as many turns) accesses at the same turn: a layer norm's three
-    passes over its row, a softmax's over the row it wrote. LLVM unrolls such loops whole, then keeps the
-    row's values from one loop to the next in registers (64 of 512 bits for 1024 float32), which do not
-    hold them: it spills them to the stack and reloads them, slower than reading the row again."""
+    """The loops over a row (a symbolic count, or at least ``ROW_TURNS`` constant turns) that access an
+    element of a buffer which a loop beside them (inside the same loops, as many turns) accesses at the same
+    turn: a layer norm's three passes over its row, a softmax's over the row it wrote. Over a constant row,
+    LLVM unrolls such loops whole, then keeps the row's values from one loop to the next in registers (64 of
+    512 bits for 1024 float32), which do not hold them: it spills them to the stack and reloads them, slower
+    than reading the row again. Over a symbolic one, it interleaves them less than it could."""
     elements: dict[UOp, dict[tuple[UOp, UOp], None]] = {}
     turns: dict[UOp, UOp] = {}
     siblings: dict[tuple[tuple[UOp, ...], UOp], list[UOp]] = {}
     for u, open_loops in inside_loops(linear):
-        if u.op is Ops.RANGE and u.src[0].op is Ops.CONST and u.src[0].arg >= ROW_TURNS:
-            elements[u], turns[u] = {}, UOp.define_var("turn", 0, int(u.src[0].arg) - 1, u.dtype)
+        if u.op is Ops.RANGE and _row_count(u):
+            elements[u], turns[u] = {}, UOp.define_var("turn", 0, max(0, int(u.vmax)), u.dtype)
             siblings.setdefault((tuple(open_loops), u.src[0]), []).append(u)
         elif u.op is Ops.INDEX and open_loops and open_loops[-1] in elements and memory_of(u.src[0]).op is Ops.PARAM:
             loop = open_loops[-1]
@@ -62,6 +67,12 @@ def shared_row_loops(linear: tuple[UOp, ...]) -> frozenset[UOp]:
             if any(elements[loop].keys() & elements[other].keys() for other in loops[:k] + loops[k + 1:]):
                 shared[loop] = None
     return frozenset(shared)
+
+
+def _row_count(loop: UOp) -> bool:
+    """Whether ``loop`` runs over a row by its count: a symbolic one, or at least ``ROW_TURNS``."""
+    end = loop.src[0]
+    return not is_unbounded(loop) and (end.op is not Ops.CONST or end.arg >= ROW_TURNS)
 
 
 def accumulators_per_loop(linear: tuple[UOp, ...], tile_loops: set[UOp],

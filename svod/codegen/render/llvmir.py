@@ -48,6 +48,7 @@ from svod.codegen.render.llvm_metadata import alias_scopes, loaded_values
 from svod.codegen.render.llvm_prefetch import poly_constant, row_operands, strided_operands
 from svod.codegen.render.llvm_types import INTRINSIC_SUFFIX, llvm_literal, llvm_type, memory_type
 from svod.codegen.render.llvm_unroll import (
+    ROW_INTERLEAVE,
     ROW_UNROLL,
     SYMBOLIC_UNROLL_LANES,
     TILE_UNROLL,
@@ -602,7 +603,8 @@ class _FunctionWriter:
         around a tile's loop of at most ``TILE_UNROLL`` turns, which LLVM unrolls whole, is not vectorised
         along itself: the tile is the vector work already, and LLVM's loop vectoriser took seconds to compile
         such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly); a long loop over
-        a row a loop beside it reads too (``shared_row_loops``) is unrolled ``ROW_UNROLL`` times, not whole."""
+        a row a loop beside it reads too (``shared_row_loops``) is unrolled ``ROW_UNROLL`` times, not whole, and
+        over a symbolic row interleaved ``ROW_INTERLEAVE`` times."""
         if loop in self.tile_loops:
             accumulators = max(1, self.accumulators.get(loop, 1))
             steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
@@ -612,8 +614,10 @@ class _FunctionWriter:
             hint = f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
         elif loop in self.around_short_tiles:
             hint = '!{!"llvm.loop.vectorize.enable", i1 false}'
-        elif loop in self.row_loops:
+        elif loop in self.row_loops and loop.src[0].op is Ops.CONST:
             hint = f'!{{!"llvm.loop.unroll.count", i32 {ROW_UNROLL}}}'
+        elif loop in self.row_loops:
+            hint = f'!{{!"llvm.loop.interleave.count", i32 {ROW_INTERLEAVE}}}'
         else:
             return ""
         node = len(self.metadata)  # metadata line k defines !k

@@ -9,16 +9,19 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, dtypes
-from svod.codegen.render.llvm_unroll import ROW_TURNS, ROW_UNROLL
+from svod.codegen.render.llvm_unroll import ROW_INTERLEAVE, ROW_TURNS, ROW_UNROLL
 from svod.codegen.render.llvmir import LLVMRenderer
-from svod.workloads import layernorm, softmax
+from svod.frontend.pykernel import Kernel
+from svod.workloads import layernorm, layernorm_py, softmax, softmax_py
+
+_SYMBOLIC = {"softmax": Kernel(softmax_py.fn, name="softmax"), "layernorm": Kernel(layernorm_py.fn, name="layernorm")}
+"""The suite's row kernels as ``@svod.kernel`` makes them by default: their sizes variables."""
 
 
-def _unroll_counts(src: str) -> list[int]:
-    """The ``llvm.loop.unroll.count`` each loop of ``src`` asks for, in the order the loops end (none: not
-    listed)."""
+def _loop_hints(src: str, kind: str = "unroll.count") -> list[int]:
+    """The ``llvm.loop.<kind>`` each loop of ``src`` asks for, in the order the loops end (none: not listed)."""
     hints = dict(re.findall(r"^(!\d+) = distinct !\{!\d+, (!\d+)\}$", src, re.M))
-    counts = dict(re.findall(r'^(!\d+) = !\{!"llvm.loop.unroll.count", i32 (\d+)\}$', src, re.M))
+    counts = dict(re.findall(rf'^(!\d+) = !\{{!"llvm.loop.{re.escape(kind)}", i32 (\d+)\}}$', src, re.M))
     return [int(counts[hints[loop]]) for loop in re.findall(r"br label %loop\d+.head, !llvm.loop (!\d+)", src)
             if hints[loop] in counts]
 
@@ -29,15 +32,15 @@ def _render(ast: svod.UOp) -> str:
 
 def test_a_layer_norms_three_passes_over_a_long_row_are_unrolled_a_little_not_whole():
     """Its mean's, its variance's and its output's loops read one row: each asks for ``ROW_UNROLL``."""
-    assert _unroll_counts(_render(layernorm(3, 1024).steps[0].ast)) == [ROW_UNROLL] * 3
-    assert _unroll_counts(_render(layernorm(3, ROW_TURNS).steps[0].ast)) == [ROW_UNROLL] * 3
-    assert _unroll_counts(_render(layernorm(3, ROW_TURNS - 1).steps[0].ast)) == []  # LLVM's own choice
+    assert _loop_hints(_render(layernorm(3, 1024).steps[0].ast)) == [ROW_UNROLL] * 3
+    assert _loop_hints(_render(layernorm(3, ROW_TURNS).steps[0].ast)) == [ROW_UNROLL] * 3
+    assert _loop_hints(_render(layernorm(3, ROW_TURNS - 1).steps[0].ast)) == []  # LLVM's own choice
 
 
 def test_a_softmax_keeps_its_split_maxs_count_and_unrolls_the_passes_over_the_row_it_wrote_a_little():
     """The split MAX is a register tile's loop (its own count, ``llvm_unroll.TILE_UNROLL``); the exponentials
     it stores, their sum and the division read and write one row of ``out``."""
-    counts = _unroll_counts(_render(softmax(2, 1024).steps[0].ast))
+    counts = _loop_hints(_render(softmax(2, 1024).steps[0].ast))
     assert len(counts) == 4 and counts[1:] == [ROW_UNROLL] * 3 and counts[0] != ROW_UNROLL
 
 
@@ -54,20 +57,31 @@ def _two_passes(cols: int, shift: bool, other: bool) -> svod.UOp:
 
 
 def test_only_loops_that_share_an_element_of_a_row_are_held_back():
-    assert _unroll_counts(_render(_two_passes(1024, shift=False, other=False))) == [ROW_UNROLL] * 2
-    assert _unroll_counts(_render(_two_passes(1024, shift=True, other=False))) == []
-    assert _unroll_counts(_render(_two_passes(1024, shift=False, other=True))) == []
+    assert _loop_hints(_render(_two_passes(1024, shift=False, other=False))) == [ROW_UNROLL] * 2
+    assert _loop_hints(_render(_two_passes(1024, shift=True, other=False))) == []
+    assert _loop_hints(_render(_two_passes(1024, shift=False, other=True))) == []
     k = KernelBuilder("sums")  # one pass over each row: nothing beside it
     out, x = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, 1024))
     i, j = k.range(4), k.range(1024, AxisKind.REDUCE)
     k.store(out[i], x[i, j].reduce(j))
-    assert _unroll_counts(_render(k.build())) == []
-    k = KernelBuilder("layernorm_of_n")  # over a variable row, LLVM never unrolls whole
+    assert _loop_hints(_render(k.build())) == []
+    assert _loop_hints(_render(_two_passes(1024, shift=False, other=False)), "interleave.count") == []
+
+
+def test_loops_over_a_symbolic_row_they_share_are_interleaved():
+    """Over a variable row LLVM never unrolls whole; the loops that share it are interleaved
+    ``ROW_INTERLEAVE`` times, a loop over another row is left to LLVM."""
+    k = KernelBuilder("centre_of_n")
     n = k.var("n", 1, 4096)
-    out, x = k.buffer(dtypes.float32, (4, n)), k.buffer(dtypes.float32, (4, n))
-    r, c, j1 = k.range(4), k.range(n), k.range(n, AxisKind.REDUCE)
-    k.store(out[r, c], x[r, c] - x[r, j1].reduce(j1))
-    assert _unroll_counts(_render(k.build())) == []
+    out, x, y = k.buffer(dtypes.float32, (4, n)), k.buffer(dtypes.float32, (4, n)), k.buffer(dtypes.float32, (4, n))
+    r, c, j1, j2 = k.range(4), k.range(n), k.range(n, AxisKind.REDUCE), k.range(n, AxisKind.REDUCE)
+    k.store(out[r, c], x[r, c] - x[r, j1].reduce(j1) + y[r, j2].reduce(j2))
+    src = _render(k.build())
+    assert _loop_hints(src) == [] and _loop_hints(src, "interleave.count") == [ROW_INTERLEAVE] * 2
+    softmax_of_n = _SYMBOLIC["softmax"].bind(np.zeros((3, 300), np.float32), np.zeros((3, 300), np.float32))
+    assert softmax_of_n.var_vals  # its sizes are variables
+    src = _render(softmax_of_n.ast)  # the exponentials it stores, their sum, the division
+    assert _loop_hints(src, "interleave.count") == [ROW_INTERLEAVE] * 3
 
 
 def _rows(rows: int, cols: int) -> np.ndarray:
@@ -87,13 +101,16 @@ def _same_rows(got: np.ndarray, expected: np.ndarray) -> None:
 @pytest.mark.parametrize("cols", [ROW_TURNS, ROW_TURNS + 1, 1024, 1031])
 @pytest.mark.parametrize("rows", [1, 3])
 def test_row_kernels_with_held_back_loops_compute_numpys_answer(rows, cols):
-    """Each size leaves LLVM's unrolled loop a remainder or none; the row kernels' answers are numpy's (a row
-    with -inf: a softmax with a 0 there, a layer norm of NaNs)."""
+    """Each size leaves LLVM's unrolled or interleaved loop a remainder or none; the row kernels' answers, their
+    sizes constants or variables, are numpy's (a row with -inf: a softmax with a 0 there, a layer norm of
+    NaNs)."""
     device = svod.get_device("CPU", "llvm")
     for workload in (softmax(rows, cols), layernorm(rows, cols)):
         data = _rows(rows, cols)
         out = np.zeros_like(data)
         svod.run(workload.steps[0].ast, [out, data], device=device)
+        symbolic = np.zeros_like(data)
+        _SYMBOLIC[workload.name](symbolic, data, device=device)
         with np.errstate(invalid="ignore"):  # a row with -inf: a layer norm of NaNs
             if workload.name == "softmax":
                 e = np.exp(data - data.max(axis=1, keepdims=True))
@@ -102,6 +119,7 @@ def test_row_kernels_with_held_back_loops_compute_numpys_answer(rows, cols):
                 mean = data.mean(axis=1, keepdims=True, dtype=np.float64)
                 expected = (data - mean) / np.sqrt(data.var(axis=1, keepdims=True, dtype=np.float64) + 1e-5)
         _same_rows(out, expected)
+        _same_rows(symbolic, expected)
 
 
 @svod.jit
