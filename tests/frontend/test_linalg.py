@@ -202,6 +202,28 @@ def test_a_failure_at_any_turn_raises():
         each(broken)
 
 
+@svod.jit
+def log_determinant(a):
+    return np.linalg.slogdet(a)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7])
+def test_a_returned_slogdet_is_numpys_pair(device, n):
+    """``return np.linalg.slogdet(a)`` returns NumPy's pair (sign, logabsdet), as a tuple (NumPy's is a named
+    one): of a matrix whose determinant is negative, positive, and of a singular one (0, -inf)."""
+    for dtype in dtypes_of(device):
+        swapped = matrix(n, dtype, 5)[::-1].copy()  # a row swap flips the sign
+        singular = np.zeros((n, n), dtype)
+        for a in (matrix(n, dtype, 5), swapped, singular):
+            got, want = log_determinant(a, device=device), log_determinant.__wrapped__(a)
+            assert isinstance(got, tuple) and len(got) == 2
+            assert got[0] == want[0]
+            if n and not a.any():
+                assert got[1] == want[1] == -np.inf
+            else:
+                close(np.array(got[1]), np.array(want[1]), a)
+
+
 def test_refusals_name_the_line():
     @svod.jit
     def rectangular(a):
@@ -246,6 +268,14 @@ def test_refusals_name_the_line():
 
     with pytest.raises(KernelSyntaxError, match=r"two names \(`sign, logdet = ...`\)"):
         keyword(np.eye(2))
+
+    @svod.jit
+    def nested(a):
+        return np.linalg.slogdet(a), a
+
+    with pytest.raises(KernelSyntaxError, match=r"test_linalg.py:\d+: np.linalg.slogdet's result is assigned to two "
+                                                r"names"):
+        nested(np.eye(2))
 
     @svod.jit
     def inside(a):
