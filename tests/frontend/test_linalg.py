@@ -12,7 +12,7 @@ import pytest
 import svod
 from svod.device import Device
 from svod.dtype import dtypes
-from svod.errors import KernelSyntaxError, LinAlgError, SvodError
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
 
 SIZES = (0, 1, 2, 3, 7, 31, 64)
 
@@ -222,6 +222,27 @@ def test_a_returned_slogdet_is_numpys_pair(device, n):
                 assert got[1] == want[1] == -np.inf
             else:
                 close(np.array(got[1]), np.array(want[1]), a)
+
+
+def test_a_call_stopped_by_an_access_out_of_bounds_leaves_the_next_call_sound(device):
+    """A call whose solve fails and whose later gather then reads out of bounds raises; the next call, of a
+    sound matrix and indices, returns NumPy's values: the failed call's flag is not left standing (the reference
+    raised the gather's error before the call read its flags, and the next call raised a stale
+    ``LinAlgError``)."""
+    @svod.jit
+    def gathered(a, b, idx):
+        x = np.linalg.solve(a, b)
+        return x[idx]
+
+    dtype = dtypes_of(device)[-1]
+    a = np.array([[2.0, 1.0], [1.0, 3.0]], dtype)
+    b = np.array([1.0, 2.0], dtype)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]], dtype)
+    for _ in range(2):
+        with pytest.raises(IndexOutOfBoundsError):
+            gathered(singular, b, np.array([0, 5], np.int32), device=device)
+        for idx in (np.array([1, 0], np.int32), np.array([-1, 1, 1], np.int32)):
+            close(gathered(a, b, idx, device=device), np.linalg.solve(a, b)[idx], a)
 
 
 def test_refusals_name_the_line():
