@@ -347,7 +347,11 @@ class ExecutionPlan:
         with self._executing:  # the short way of execute_with_vars: what a replay of a CPU plan does
             if self._arrays.pointed is not None:
                 self._arrays.restore()
-            self._run_all(values)
+            try:
+                native.run(values)
+            except BaseException:
+                self._clear_stopped(native=True)
+                raise
             if self.failure_flags or self._checked_steps:
                 self._check_run()
         return None

@@ -95,23 +95,33 @@ class InterruptedRunError(Exception):
     """What stops a run from outside its steps (as an interrupt would)."""
 
 
-@pytest.mark.parametrize("profile", [False, True])
-def test_a_run_an_exception_interrupts_leaves_no_flag_standing(monkeypatch, profile):
-    """A run interrupted after the step that sets the flag (the CPU's native replay, and a profiled run's
-    dispatch from Python) raises the interruption; the next run, setting nothing, passes."""
+@pytest.mark.parametrize("path", ["replay", "bound", "profiled"])
+def test_a_run_an_exception_interrupts_leaves_no_flag_standing(monkeypatch, path):
+    """A run interrupted after the step that sets the flag (the CPU's native replay of the plan's own buffers
+    and of bound arrays, and a profiled run's dispatch from Python) raises the interruption; the next run,
+    setting nothing, passes, and one that sets the flag raises its own value."""
     plan, flag = flagged(into_loop=False)
     plan.prepare()
-    original = plan.device.synchronize if profile else plan._native.run
+    profile = path == "profiled"
+    owner, name = (plan.device, "synchronize") if profile else (plan._native, "run")
+    original = getattr(owner, name)
 
     def interrupted(*args: object) -> None:
         original(*args)
         raise InterruptedRunError
 
-    monkeypatch.setattr(plan.device if profile else plan._native, "synchronize" if profile else "run", interrupted)
+    def run(value: int) -> None:
+        if path == "replay":
+            plan.buffers[plan.buffer_names["source"]].copyin(np.array([value], np.int32))
+            plan.execute()
+        else:
+            plan.execute(profile=profile, buffers={"source": np.array([value], np.int32)})
+
+    monkeypatch.setattr(owner, name, interrupted)
     with pytest.raises(InterruptedRunError):
-        plan.execute(profile=profile, buffers={"source": np.array([7], np.int32)})
+        run(7)
     monkeypatch.undo()
     assert int(plan.buffers[flag].numpy()[0]) == 0
-    plan.execute(profile=profile, buffers={"source": np.array([0], np.int32)})
+    run(0)
     with pytest.raises(LinAlgError, match="failed at 5"):
-        plan.execute(profile=profile, buffers={"source": np.array([5], np.int32)})
+        run(5)
