@@ -149,7 +149,7 @@ class ArrayCalls:
     def value(self, node: ast.expr) -> Value: ...
 
     @abstractmethod
-    def host_int(self, node: ast.expr, required: bool = True) -> int | None: ...
+    def host_int(self, node: ast.expr, required: bool = True, numpy_bool: bool = False) -> int | None: ...
 
     @abstractmethod
     def static(self, node: ast.AST, x: Expr, what: str) -> None: ...
@@ -236,7 +236,7 @@ class ArrayCalls:
         if len(x.shape) != 1:
             raise self.refuse(node, "svod rolls a 1-D array (np.roll(x.ravel(), k).reshape(x.shape) for another)")
         self.static(node, x, "np.roll")
-        by = self.host_int(shift)
+        by = self.host_int(shift, numpy_bool=True)  # (NumPy shifts by a NumPy bool's 0 or 1)
         assert by is not None
         return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
 

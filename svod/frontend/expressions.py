@@ -141,6 +141,8 @@ class Expressions(Randoms):
             name = attr if base is not np else NUMPY_MATH.get(attr)
             if name is not None and name in pylang.MATH_FUNCTIONS and (base is pylang.math or hasattr(base, attr)):
                 return MathFunction(name)
+            if base is np and isinstance(getattr(np, attr, None), np.generic):
+                return self.static(getattr(np, attr), f"numpy.{attr}", node)  # np.True_: a NumPy bool constant
             if base is np and hasattr(np, attr) and isinstance(getattr(np, attr), type) and \
                     issubclass(getattr(np, attr), np.generic):
                 return pylang.Cast(dtypes.from_numpy(getattr(np, attr)))
@@ -158,7 +160,11 @@ class Expressions(Randoms):
         base = self.expr(node.value)
         if isinstance(base, tuple):
             index = self.expr(node.slice)
-            if not isinstance(index, int) or isinstance(index, bool):
+            if isinstance(index, UOp) and index.op is Ops.CONST and index.dtype == dtypes.bool:
+                raise self.refuse(node.slice, "a tuple (a shape) is indexed by an integer constant (Python refuses "
+                                              "a NumPy bool: tuple indices must be integers or slices, not "
+                                              "numpy.bool); int(...) it")
+            if not isinstance(index, int):  # (a bool is the int it is: shape[True] is shape[1])
                 raise self.refuse(node.slice, "a tuple (a shape) is indexed by an integer constant")
             try:
                 return base[index]

@@ -181,10 +181,8 @@ class Reader:
                 body += lengths.values()
                 found.lengths = {array: f"_svod_length_{array}" for array in lengths}
             if last.value is not None and not all(isinstance(v, ast.Name) for v in returned_values(last.value)):
-                name = "_svod_returned"  # an expression: a scalar of a name of its own
-                self.described[name] = "the returned value"
-                body += placed([ast.Assign([ast.Name(name, ast.Store())], last.value)], last)
-                last = placed([ast.Return(ast.Name(name, ast.Load()))], last)[0]
+                last, named = self.named(last)
+                body += named
             found.returns, found.returns_tuple = self.returned(last)
         found.turns = check_assigned(self, body, set(_parameters(self.source.node)),
                                       [*found.returns, *found.lengths.values()],
@@ -218,6 +216,34 @@ class Reader:
             return stmt, {}
         returned = ast.Tuple(kept, ast.Load()) if isinstance(stmt.value, ast.Tuple) else kept[0]
         return placed([ast.Return(returned)], stmt)[0], lengths
+
+    def named(self, stmt: ast.Return) -> tuple[ast.Return, list[ast.stmt]]:
+        """A return of expressions as a return of names, each assigned its expression where the return stands
+        (in order, as Python evaluates a tuple): an expression alone, each one of a tuple (``return s * 2.0,
+        t``), and ``np.linalg.slogdet``'s pair, returned as the tuple of its two values."""
+        assert stmt.value is not None
+        value = stmt.value
+        if isinstance(value, ast.Call) and self.resolve(value.func) is np.linalg.slogdet:
+            names = ["_svod_returned_0", "_svod_returned_1"]
+            self.described.update({names[0]: "the returned sign", names[1]: "the returned logabsdet"})
+            pair = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
+            returned = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
+            return placed([ast.Return(returned)], stmt)[0], [*placed([ast.Assign([pair], value)], stmt)]
+        if not isinstance(value, ast.Tuple):
+            self.described["_svod_returned"] = "the returned value"
+            assigned: list[ast.stmt] = [*placed([ast.Assign([ast.Name("_svod_returned", ast.Store())], value)], stmt)]
+            return placed([ast.Return(ast.Name("_svod_returned", ast.Load()))], stmt)[0], assigned
+        kept: list[ast.expr] = []
+        made: list[ast.stmt] = []
+        for position, element in enumerate(value.elts):
+            if isinstance(element, ast.Name):
+                kept.append(element)
+                continue
+            name = f"_svod_returned_{position}"
+            self.described[name] = f"the returned `{code(element, 40)}`"
+            made += placed([ast.Assign([ast.Name(name, ast.Store())], element)], stmt)
+            kept.append(ast.Name(name, ast.Load()))
+        return placed([ast.Return(ast.Tuple(kept, ast.Load()))], stmt)[0], made
 
     def returned(self, stmt: ast.Return) -> tuple[list[str], bool]:
         value = stmt.value

@@ -223,18 +223,19 @@ class SliceBounds(ArrayStatistics):
         known = self.host_int(node, required=False)
         return known if known is not None else self.symbolic(node, whole)
 
-    def host_int(self, node: ast.expr, required: bool = True) -> int | None:
-        """An index or bound the host computes now (a constant, a shape, a scalar argument)."""
+    def host_int(self, node: ast.expr, required: bool = True, numpy_bool: bool = False) -> int | None:
+        """An index or bound the host computes now (a constant, a shape, a scalar argument); ``numpy_bool``: where
+        NumPy reads a NumPy bool as the integer it is (``np.roll``'s shift), not as a mask."""
         try:
             value = self.on_host(node)
         except Exception as err:
             if not required:
                 return None
             raise self.refuse(node, f"a slice's bounds are numbers the host knows before the run ({err})") from err
-        if isinstance(value, np.bool_):  # Python's bool is an int; NumPy's has no __index__, and a slice refuses it
+        if isinstance(value, np.bool_) and not numpy_bool:  # (NumPy's bool has no __index__; Python's is an int)
             raise self.refuse(node, "an index or a slice's bound is an integer, not a NumPy bool (NumPy reads a bool "
                                     "index as a 0-d mask, and a slice refuses it); int(...) it")
-        if not isinstance(value, (int, np.integer)):
+        if not isinstance(value, (int, np.integer, np.bool_)):
             if not required:
                 return None
             raise self.refuse(node, "a slice's bounds are integers")

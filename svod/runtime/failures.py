@@ -2,7 +2,8 @@
 matrix's zero pivot found by ``np.linalg.solve`` of a jitted function, ``svod.frontend.linalg``). The plan reads
 each after every run, its own and a bundle's (``svod.load_plan``) alike, clears what is set, and raises
 ``LinAlgError``: a plan taken out of its function, replayed, raises as the function's call does, not returning
-the inf and NaN the factors hold. One read of four bytes a flag a run."""
+the inf and NaN the factors hold. A run an exception stops clears them too, raising its own exception. One
+read of four bytes a flag a run."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 import numpy as np
@@ -347,7 +347,11 @@ class ExecutionPlan:
         with self._executing:  # the short way of execute_with_vars: what a replay of a CPU plan does
             if self._arrays.pointed is not None:
                 self._arrays.restore()
-            native.run(values)
+            try:
+                native.run(values)
+            except BaseException:
+                self._clear_stopped(native=True)
+                raise
             if self.failure_flags or self._checked_steps:
                 self._check_run()
         return None
@@ -422,11 +426,26 @@ class ExecutionPlan:
 
     def _run_all(self, values: Values) -> None:
         """Every step once: the native replay, or the schedule's levels and the device's synchronize."""
-        if self._native is not None:
-            self._native.run(values)
-        else:
-            self._run_levels(self._levels, values)
-            self.device.synchronize()
+        try:
+            if self._native is not None:
+                self._native.run(values)
+            else:
+                self._run_levels(self._levels, values)
+                self.device.synchronize()
+        except BaseException:
+            self._clear_stopped(native=self._native is not None)
+            raise
+
+    def _clear_stopped(self, native: bool) -> None:
+        """Read and clear what a run that an exception stopped before its checks (a reference kernel's
+        out-of-bounds access, an interrupt) left recorded: its failure flags and its checked steps' records.
+        One left standing would fail the next run, whose data may be sound; the run raises its own exception."""
+        failure(self.buffers, self.failure_flags)
+        with contextlib.suppress(IndexOutOfBoundsError):
+            if native:
+                self._check_native()
+            else:
+                self._check_steps()
 
     def _check_run(self) -> None:
         """Raise what a run's checked steps recorded (``_run_all``'s run), then what its failure flags did."""
@@ -515,7 +534,10 @@ class ExecutionPlan:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="svod-plan")
         futures = [self._pool.submit(body, step, dict(values)) for step in level[1:]]
-        body(level[0], values)
+        try:
+            body(level[0], values)
+        finally:
+            wait(futures)  # a step that raises leaves no other running on past the run
         for future in futures:
             future.result()
 
@@ -542,7 +564,11 @@ class ExecutionPlan:
                     for step in level:
                         step.run_timed(vals, run_levels, timed)
 
-        run_levels(self._levels, values)
+        try:
+            run_levels(self._levels, values)
+        except BaseException:
+            self._clear_stopped(native=False)
+            raise
         return sorted(records, key=lambda r: r.start)
 
     # ---- native replay ---------------------------------------------------------------------------------------

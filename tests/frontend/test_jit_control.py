@@ -108,6 +108,36 @@ def expression_returned(x):
 
 
 @svod.jit
+def reduced_pair(x, y):
+    s = 0.0
+    t = 0.0
+    for i in prange(x.shape[0]):
+        s += x[i]
+        t += y[i]
+    return s * 2.0, t
+
+
+@svod.jit
+def summed_then_counted(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    t = 3
+    return s * 2.0, t, -s
+
+
+@svod.jit
+def scaled_and_itself(x, s):
+    return s * 2.0, x, x.shape[0] - 1
+
+
+@svod.jit
+def ends_and_new(x):
+    n = x.shape[0]
+    return n * 2.0, x[n - 1] + 1.5, x + 1.0, x[0]
+
+
+@svod.jit
 def leading_negatives(a):
     h = 0
     for z in range(len(a)):
@@ -180,6 +210,22 @@ def test_a_scalar_computed_in_a_loop_is_fresh_each_turn(device, n):
 def test_scalars_and_expressions_are_returned(device, n):
     agrees_with_python(mean_of, device, np.arange(float(n)))
     agrees_with_python(expression_returned, device, np.arange(float(n)))
+
+
+@pytest.mark.parametrize("values", [[], [-0.0], [2.5], [1.0, -0.0, 3e38, -3e38, 7.0], [np.inf, 1.0], [np.nan, 2.0],
+                                    list(range(13))])
+def test_a_tuple_of_expressions_and_names_is_returned(device, values):
+    """``return s * 2.0, t``: each expression of a returned tuple is a value of its own (the whole tuple was
+    once one scalar, refused with ``cannot convert a tuple of 2 to int64``), beside names of scalars and of
+    argument and new arrays, in order."""
+    x = np.array(values, np.float64)
+    if not device.caps.ieee_floats:  # WGSL's arithmetic of infinities and NaN is its compiler's (docs/devices.md)
+        x = x[np.isfinite(x)]
+    agrees_with_python(reduced_pair, device, x, x[::-1].copy())
+    agrees_with_python(summed_then_counted, device, x)
+    agrees_with_python(scaled_and_itself, device, x, -1.25)
+    if x.size:
+        agrees_with_python(ends_and_new, device, x)
 
 
 @pytest.mark.parametrize("values", [[1.0], [-5.0], [-5.0, -2.0, 3.0], [-5.0, -6.0]])

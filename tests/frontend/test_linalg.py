@@ -12,7 +12,7 @@ import pytest
 import svod
 from svod.device import Device
 from svod.dtype import dtypes
-from svod.errors import KernelSyntaxError, LinAlgError, SvodError
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
 
 SIZES = (0, 1, 2, 3, 7, 31, 64)
 
@@ -202,6 +202,49 @@ def test_a_failure_at_any_turn_raises():
         each(broken)
 
 
+@svod.jit
+def log_determinant(a):
+    return np.linalg.slogdet(a)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7])
+def test_a_returned_slogdet_is_numpys_pair(device, n):
+    """``return np.linalg.slogdet(a)`` returns NumPy's pair (sign, logabsdet), as a tuple (NumPy's is a named
+    one): of a matrix whose determinant is negative, positive, and of a singular one (0, -inf)."""
+    for dtype in dtypes_of(device):
+        swapped = matrix(n, dtype, 5)[::-1].copy()  # a row swap flips the sign
+        singular = np.zeros((n, n), dtype)
+        for a in (matrix(n, dtype, 5), swapped, singular):
+            got, want = log_determinant(a, device=device), log_determinant.__wrapped__(a)
+            assert isinstance(got, tuple) and len(got) == 2
+            assert got[0] == want[0]
+            if n and not a.any():
+                assert got[1] == want[1] == -np.inf
+            else:
+                close(np.array(got[1]), np.array(want[1]), a)
+
+
+def test_a_call_stopped_by_an_access_out_of_bounds_leaves_the_next_call_sound(device):
+    """A call whose solve fails and whose later gather then reads out of bounds raises; the next call, of a
+    sound matrix and indices, returns NumPy's values: the failed call's flag is not left standing (the reference
+    raised the gather's error before the call read its flags, and the next call raised a stale
+    ``LinAlgError``)."""
+    @svod.jit
+    def gathered(a, b, idx):
+        x = np.linalg.solve(a, b)
+        return x[idx]
+
+    dtype = dtypes_of(device)[-1]
+    a = np.array([[2.0, 1.0], [1.0, 3.0]], dtype)
+    b = np.array([1.0, 2.0], dtype)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]], dtype)
+    for _ in range(2):
+        with pytest.raises(IndexOutOfBoundsError):
+            gathered(singular, b, np.array([0, 5], np.int32), device=device)
+        for idx in (np.array([1, 0], np.int32), np.array([-1, 1, 1], np.int32)):
+            close(gathered(a, b, idx, device=device), np.linalg.solve(a, b)[idx], a)
+
+
 def test_refusals_name_the_line():
     @svod.jit
     def rectangular(a):
@@ -246,6 +289,14 @@ def test_refusals_name_the_line():
 
     with pytest.raises(KernelSyntaxError, match=r"two names \(`sign, logdet = ...`\)"):
         keyword(np.eye(2))
+
+    @svod.jit
+    def nested(a):
+        return np.linalg.slogdet(a), a
+
+    with pytest.raises(KernelSyntaxError, match=r"test_linalg.py:\d+: np.linalg.slogdet's result is assigned to two "
+                                                r"names"):
+        nested(np.eye(2))
 
     @svod.jit
     def inside(a):

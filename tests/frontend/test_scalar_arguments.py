@@ -221,3 +221,131 @@ def test_a_float64_scalar_a_device_cannot_hold_is_refused_naming_float64(device,
         fn(*args, np.int64(2), device=device)
     fn(*args, 2.5, device=device)
     np.testing.assert_array_equal(args[0], np.full(3, 2.5, np.float32))
+
+
+@svod.kernel
+def numpy_bools_written(sums, products, counts, x, n):
+    for i in svod.prange(x.shape[0]):
+        sums[i] = x[i] + np.True_ - np.False_
+        products[i] = x[i] * np.False_ + np.True_ * 2.5
+    for i in svod.prange(n.shape[0]):
+        counts[i] = n[i] + np.True_ + (3 + np.True_) * np.False_
+
+
+FLOATS = np.array([-0.0, 0.0, 1.5, -2.5, 3e38, -3e38, np.inf, -np.inf, np.nan, 1e-45, 7.0, -1.0, 2.0], np.float32)
+INTS = np.array([-2**31, 2**31 - 1, 0, -1, 1, 7, -7, 2**30, 12345, -99, 3, 2, 5], np.int32)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 13])
+def test_a_numpy_bool_written_in_a_kernel_computes_as_numpy(device, size):
+    """``np.True_`` and ``np.False_`` written in a kernel are NumPy's bools, 1 and 0 in arithmetic, typed as
+    NumPy types them (``x_f32 + np.True_`` float32, ``x_i32 + np.True_`` int32, wrapping at its top); the message
+    once said ``numpy.True_ is not a math function``."""
+    floats = FLOATS if device.caps.ieee_floats else FLOATS[np.isfinite(FLOATS)]  # (WGSL's: docs/devices.md)
+    size = min(size, floats.size)
+    args = (np.zeros(size, np.float32), np.zeros(size, np.float32), np.zeros(size, np.int32), floats[:size],
+            INTS[:size])
+    want = run_as_python(numpy_bools_written, *args)
+    got = [a.copy() for a in args]
+    numpy_bools_written(*got, device=device)
+    for actual, expected in zip(got[:3], want[:3], strict=True):
+        np.testing.assert_array_equal(actual, expected)
+        if actual.dtype.kind == "f" and device.caps.ieee_floats:
+            np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+
+
+@svod.kernel
+def bool_indexed(out, x):
+    out[0] = x[np.True_]
+
+
+@svod.kernel
+def bool_bounded(out):
+    for i in range(np.True_):
+        out[i] = 1.0
+
+
+@svod.kernel
+def bool_of_shape(out, x):
+    out[0] = x.shape[np.True_]
+
+
+@svod.kernel
+def bools_added(out):
+    out[0] = np.True_ + np.True_
+
+
+@pytest.mark.parametrize(("fn", "error", "words"), [
+    (bool_indexed, KernelSyntaxError, "an index is an integer, not a bool value: NumPy reads a bool index as a 0-d"),
+    (bool_bounded, KernelSyntaxError, "a loop bound is an integer, not a bool value (Python's range refuses a NumPy"),
+    (bool_of_shape, KernelSyntaxError, "a tuple (a shape) is indexed by an integer constant (Python refuses a NumPy"),
+    (bools_added, GraphError, "ADD is not defined on bool"),
+], ids=["index", "loop_bound", "shape", "sum"])
+def test_a_numpy_bool_written_where_an_int_is_wanted_is_refused_at_its_line(fn, error, words):
+    """Where Python or NumPy take no NumPy bool (a loop bound, a tuple's index), where NumPy reads one as a mask
+    (an index), and where a kernel's bool arithmetic would be NumPy's ``or`` or Python's ``+``: refused, naming
+    the line and what is wrong."""
+    args = (np.zeros(3, np.float32), np.zeros(3, np.float32))[:len(fn.parameters)]
+    with pytest.raises(error) as raised:
+        fn(*args)
+    assert words in str(raised.value)
+    assert f"test_scalar_arguments.py:{_line(fn, 'np.True_')}" in str(raised.value)
+
+
+@svod.kernel
+def by_shape_of_bools(out, x, b):
+    for i in svod.prange(x.shape[True]):
+        out[i] = x[x.shape[False] - 1, i] * x.shape[-True] + x.shape[b]
+
+
+@svod.jit
+def jit_by_shape_of_bools(x, b):
+    y = np.zeros(x.shape[True], x.dtype)
+    for i in svod.prange(x.shape[True]):
+        y[i] = x[0, i] * x.shape[False] + x.shape[b]
+    return y, x.shape[True] - x.shape[not b]
+
+
+@pytest.mark.parametrize("shape", [(1, 0), (1, 1), (3, 7), (2, 13)])
+@pytest.mark.parametrize("b", [True, False])
+def test_a_shape_indexed_by_a_python_bool_is_indexed_by_its_int(device, shape, b):
+    """``x.shape[True]`` is ``x.shape[1]`` in Python (a bool is an int; ``-True`` is -1), written or passed."""
+    x = np.arange(float(np.prod(shape)), dtype=np.float32).reshape(shape) - 3.5
+    out = np.zeros(shape[1], np.float32)
+    want = run_as_python(by_shape_of_bools, out, x, b)[0]
+    by_shape_of_bools(out, x, b, device=device)
+    np.testing.assert_array_equal(out, want)
+    got, wanted = jit_by_shape_of_bools(x, b, device=device), as_python(jit_by_shape_of_bools)(x, b)
+    np.testing.assert_array_equal(got[0], wanted[0])
+    assert got[1] == wanted[1] and type(got[1]) is int
+
+
+def test_a_shape_indexed_by_a_numpy_bool_argument_is_refused_as_python_refuses_it():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(TypeError, match=r"tuple indices must be integers or slices, not numpy\.bool"):
+        as_python(jit_by_shape_of_bools)(x, np.True_)
+    line = _line(jit_by_shape_of_bools, "x.shape[b]")
+    with pytest.raises(KernelSyntaxError, match=rf"test_scalar_arguments.py:{line}: .*not numpy.bool"):
+        jit_by_shape_of_bools(x, np.True_)
+
+
+@svod.jit
+def jit_rolled(x, b):
+    return np.roll(x, b)
+
+
+@svod.jit
+def jit_rolled_by_written_bools(x):
+    y = np.roll(x, np.True_) * 2.0 + np.roll(x, np.False_)
+    return y
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 5, 17])
+@pytest.mark.parametrize("b", [True, np.True_, np.False_, np.bool_(1), -1])
+def test_a_roll_by_a_bool_shifts_by_its_int(device, size, b):
+    """NumPy's ``np.roll(x, np.True_)`` (and by ``True``) shifts by 1, by ``np.False_`` not at all, as an int
+    does: svod once refused a NumPy bool shift as an index's mask."""
+    x = np.arange(size, dtype=np.float32) - 2.5
+    np.testing.assert_array_equal(jit_rolled(x, b, device=device), np.roll(x, b))
+    if b is True:
+        np.testing.assert_array_equal(jit_rolled_by_written_bools(x, device=device), np.roll(x, 1) * 2.0 + x)
