@@ -283,6 +283,7 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     first statement that uses it, or earlier (a read held from its statement), where a condition a later
     statement reads may not exist yet (``_Sites``); without ``sites`` the roots are one statement's."""
     cells: dict[tuple[UOp, _Clauses | None], _Clauses] = {}
+    spelled = _Spelled()
 
     def push(clause: UOp, outer: Guards) -> Guards:
         pushed = []
@@ -295,9 +296,16 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
     around: dict[UOp, Guards] = {}
 
     def reach(node: UOp, guards: Guards) -> None:
-        merged = _weakest(around.get(node, ()) + tuple(g for g in guards if g not in around.get(node, ())))
+        known = around.get(node)
+        if known is None:
+            merged = _weakest(guards)
+        else:
+            added = tuple(g for g in guards if g not in known)
+            if not added:
+                return  # what a node's guards were left as holds no two where one extends the other
+            merged = _weakest(known + added)
         if len(merged) > MAX_GUARDS:
-            shared, either = _merged(merged)
+            shared, either = _merged(merged, spelled)
             merged = (shared,) if either is None else push(either, (shared,))
         around[node] = merged
 
@@ -329,11 +337,11 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
                 reach(s, c)
                 used_by(s, at[node])
     sites = sites or _Sites(frozenset(), None)
-    return {node: [_condition(g, node, at[node], sites) for g in guards]
+    return {node: [_condition(g, node, at[node], sites, spelled) for g in guards]
             for node, guards in around.items() if node.op is Ops.LOAD}
 
 
-def _merged(guards: Guards) -> tuple[_Clauses | None, UOp | None]:
+def _merged(guards: Guards, spelled: _Spelled) -> tuple[_Clauses | None, UOp | None]:
     """One guard that holds wherever one of ``guards`` does: the outer part they all share, and the
     disjunction of the conditions each adds inside it (None when one adds none). The disjunction keeps a
     load that every use discards unmade, and so unreported when a run-time check guards it; each guard
@@ -341,18 +349,18 @@ def _merged(guards: Guards) -> tuple[_Clauses | None, UOp | None]:
     shared = guards[0]
     for g in guards[1:]:
         shared = _common(shared, g)
-    inner = [_inside(g, shared) for g in guards]
-    return shared, None if None in inner else _any([c for c in inner if c is not None])
+    inner = [_inside(g, shared, spelled) for g in guards]
+    return shared, None if None in inner else spelled.any([c for c in inner if c is not None])
 
 
-def _inside(clauses: _Clauses | None, outer: _Clauses | None) -> UOp | None:
+def _inside(clauses: _Clauses | None, outer: _Clauses | None, spelled: _Spelled) -> UOp | None:
     """The conjunction of the innermost ``MAX_CLAUSES`` conditions of ``clauses`` that are not in its
     outer part ``outer``, outermost first; None when there are none."""
     kept: list[UOp] = []
     while clauses is not outer and clauses is not None and len(kept) < MAX_CLAUSES:
         kept.append(clauses.clause)
         clauses = clauses.outer
-    return _all(kept)
+    return spelled.all(kept)
 
 
 def _all(innermost_first: list[UOp]) -> UOp | None:
@@ -361,6 +369,29 @@ def _all(innermost_first: list[UOp]) -> UOp | None:
     for clause in reversed(innermost_first):
         condition = _and(condition, clause)
     return condition
+
+
+class _Spelled:
+    """Conjunctions and disjunctions of conditions, each built once per list of conditions: the guards of a deep
+    chain of ``where`` ask for the same few thousands of times, and building a node, even one that exists,
+    costs a look-up of its structure. Keyed by the conditions themselves (hash-consed), so each answer is the
+    one ``_all`` or ``_any`` gives."""
+
+    def __init__(self) -> None:
+        self._conjunctions: dict[tuple[UOp, ...], UOp | None] = {}
+        self._disjunctions: dict[tuple[UOp, ...], UOp] = {}
+
+    def all(self, innermost_first: list[UOp]) -> UOp | None:
+        key = tuple(innermost_first)
+        if key not in self._conjunctions:
+            self._conjunctions[key] = _all(innermost_first)
+        return self._conjunctions[key]
+
+    def any(self, conditions: list[UOp]) -> UOp:
+        key = tuple(conditions)
+        if key not in self._disjunctions:
+            self._disjunctions[key] = _any(conditions)
+        return self._disjunctions[key]
 
 
 def _conjuncts(condition: UOp | None) -> list[UOp]:
@@ -397,12 +428,22 @@ def _weakest(guards: Guards) -> Guards:
     the same. A node used in a ``where``'s condition and in its branch is computed wherever the condition is;
     kept, the branch's guard held the condition itself, a copy of the node that no check reached (the
     reduction of ``max(s, x[i, idx[k]])``, its gathers unchecked, computed twice)."""
-    def extends(g: _Clauses | None, other: _Clauses | None) -> bool:
-        while g is not None and g.depth > (-1 if other is None else other.depth):
-            g = g.outer
-        return g is other
+    if len(guards) < 2:
+        return guards
+    depths = [-1 if g is None else g.depth for g in guards]
+    kept = []
+    for g, depth in zip(guards, depths, strict=True):
+        if not any(other_depth < depth and _outer_at(g, other_depth) is other
+                   for other, other_depth in zip(guards, depths, strict=True)):
+            kept.append(g)
+    return tuple(kept)
 
-    return tuple(g for g in guards if not any(o is not g and extends(g, o) for o in guards))
+
+def _outer_at(clauses: _Clauses | None, depth: int) -> _Clauses | None:
+    """The outer part of ``clauses`` at ``depth`` (None at -1): what another list is when it is a part of these."""
+    while clauses is not None and clauses.depth > depth:
+        clauses = clauses.outer
+    return clauses
 
 
 def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
@@ -472,7 +513,8 @@ class _Sites:
 
 
 
-def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Sites) -> UOp | None:
+def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Sites,
+               spelled: _Spelled) -> UOp | None:
     """The conjunction of the innermost ``MAX_CLAUSES`` conditions, outermost first, of those that can be
     computed where ``node``, computed at ``statement``, is (``_Sites.computable``): a use in a loop the node
     is outside of is made under conditions the loop computes, and a later statement's use under conditions
@@ -482,7 +524,7 @@ def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Site
         if sites.computable(clauses.clause, node, statement):
             kept.append(clauses.clause)
         clauses = clauses.outer
-    return _all(kept)
+    return spelled.all(kept)
 
 
 # ---- races -----------------------------------------------------------------------------------------------
