@@ -430,20 +430,19 @@ def _weakest(guards: Guards) -> Guards:
     reduction of ``max(s, x[i, idx[k]])``, its gathers unchecked, computed twice)."""
     if len(guards) < 2:
         return guards
-    depths = [-1 if g is None else g.depth for g in guards]
-    kept = []
-    for g, depth in zip(guards, depths, strict=True):
-        if not any(other_depth < depth and _outer_at(g, other_depth) is other
-                   for other, other_depth in zip(guards, depths, strict=True)):
+    members = set(guards)
+    if None in members:  # nothing known: every other guard extends it
+        return tuple(g for g in guards if g is None)
+    clauses = [g for g in guards if g is not None]  # all of them
+    shallowest = min(g.depth for g in clauses)
+    kept: list[_Clauses | None] = []
+    for g in clauses:  # one extends another where one of its outer parts, as deep as any, is another
+        outer = g.outer
+        while outer is not None and outer.depth >= shallowest and outer not in members:
+            outer = outer.outer
+        if outer is None or outer not in members:
             kept.append(g)
     return tuple(kept)
-
-
-def _outer_at(clauses: _Clauses | None, depth: int) -> _Clauses | None:
-    """The outer part of ``clauses`` at ``depth`` (None at -1): what another list is when it is a part of these."""
-    while clauses is not None and clauses.depth > depth:
-        clauses = clauses.outer
-    return clauses
 
 
 def _common(a: _Clauses | None, b: _Clauses | None) -> _Clauses | None:
@@ -550,7 +549,10 @@ def check_races(sink: UOp, kernel: str) -> None:
     for e in effects:
         if e.op is Ops.STORE:
             _check_store(e, parallel, order, kernel)
+    written = {*stores, *atomics}
     for e in [s for s in sink.src if s.op in STATEMENTS]:  # a loop's exit test reads as an effect's value does
+        if not _reads_any(e, written):
+            continue  # no read of it can meet a write: its loads' guards are not needed
         for index, guard in _loads_with_guards(e, order):
             buffer = memory_of(index.src[0])
             if buffer.op is Ops.DEFINE_REG:
@@ -693,6 +695,11 @@ def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict
 
 def _data_dependent(index: UOp) -> bool:
     return any(u.op is Ops.LOAD for u in index.toposort())
+
+
+def _reads_any(statement: UOp, memories: set[UOp]) -> bool:
+    """Whether ``statement`` loads from any of ``memories``."""
+    return any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in memories for u in statement.toposort())
 
 
 def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp, UOp | None]]:
