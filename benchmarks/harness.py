@@ -774,7 +774,7 @@ def _ms(seconds: float | None) -> float | None:
 
 FIRST_CALL = textwrap.dedent("""
     import sys, time
-    from benchmarks.jit_programs import program
+    from benchmarks.programs import program
     name, version, size, threads, device = sys.argv[1:6]
     if version == "numba":
         import numba

@@ -524,11 +524,3 @@ ARRAY_PROGRAMS = [
                    size_text="batch {0}, {1}-{2}-{2}-{3} float32", tolerance=1e-3),
 ]
 """NumPy code as numba users write it inside ``@njit``, under ``@svod.jit`` (``array.<name>_ms``)."""
-
-
-def program(name: str) -> Program:
-    from benchmarks.numpy_programs import NUMPY_PROGRAMS  # it builds on this module
-    found = next((p for p in [*PROGRAMS, *ARRAY_PROGRAMS, *NUMPY_PROGRAMS] if p.name == name), None)
-    if found is None:
-        raise KeyError(f"no jit program {name!r}; there are {', '.join(p.name for p in PROGRAMS)}")
-    return found

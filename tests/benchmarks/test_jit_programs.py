@@ -15,9 +15,10 @@ import pytest
 import svod
 from benchmarks import harness
 from benchmarks.harness import Bench, first_call_ms
-from benchmarks.jit_programs import ARRAY_PROGRAMS, HEADERS, PROGRAMS, agree, copies, program
+from benchmarks.jit_programs import ARRAY_PROGRAMS, HEADERS, PROGRAMS, agree, copies
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import Tinygrad
+from benchmarks.programs import program
 from svod.errors import SvodError
 from svod.frontend.oracle import as_python
 from tests.benchmarks.test_harness import TINY
