@@ -302,7 +302,7 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
         else:
             added = tuple(g for g in guards if g not in known)
             if not added:
-                return  # what a node's guards were left as holds no two where one extends the other
+                return  # as they were left: none extends another, and no more than MAX_GUARDS
             merged = _weakest(known + added)
         if len(merged) > MAX_GUARDS:
             shared, either = _merged(merged, spelled)
