@@ -32,20 +32,23 @@ from svod.ir import UOp
 from svod.runtime import KernelCache
 from svod.workloads import tiny
 
-IMPORT = "import time; start = time.perf_counter(); import {module}; print(time.perf_counter() - start)"
-"""A fresh process's import of one module, timed inside it (the interpreter's own start left out)."""
+IMPORT = ("import time; start, cpu = time.perf_counter(), time.process_time(); import {module}; "
+          "print(time.perf_counter() - start, time.process_time() - cpu)")
+"""A fresh process's import of one module, timed inside it (the interpreter's own start left out): the clock's
+time and the process's CPU time, which a loaded host's other processes distort less."""
 SIZE = 16
 """The elements of a tiny call's arrays: a kernel whose cost is the call around it."""
 
 
-def import_seconds(module: str, processes: int = 9) -> float:
-    """The quickest of ``processes`` fresh imports of ``module``."""
+def import_seconds(module: str, processes: int = 9) -> dict[str, float]:
+    """The quickest of ``processes`` fresh imports of ``module``: by the clock (``wall``) and in CPU time."""
     times = []
     for _ in range(processes):
         result = subprocess.run([sys.executable, "-c", IMPORT.format(module=module)], capture_output=True, text=True,
                                 check=True)
-        times.append(float(result.stdout))
-    return min(times)
+        wall, cpu = map(float, result.stdout.split())
+        times.append((wall, cpu))
+    return {"wall": min(t[0] for t in times), "cpu": min(t[1] for t in times)}
 
 
 def best_call_seconds(call: Callable[[], object], batch: int = 200, batches: int = 300) -> float:
@@ -155,8 +158,9 @@ def measure(depths: list[int]) -> dict[str, Any]:
 
 def report(figures: dict[str, Any]) -> str:
     calls = figures["call_s"]
-    lines = [f"import svod           {figures['import_s']['svod'] * 1e3:8.1f} ms   "
-             f"(numpy alone {figures['import_s']['numpy'] * 1e3:.1f} ms)"]
+    imports = figures["import_s"]
+    lines = [f"import svod           {imports['svod']['wall'] * 1e3:8.1f} ms   ({imports['svod']['cpu'] * 1e3:.1f} ms "
+             f"CPU; numpy alone {imports['numpy']['wall'] * 1e3:.1f} ms, {imports['numpy']['cpu'] * 1e3:.1f} ms CPU)"]
     for name, label in (("kernel", "@svod.kernel call"), ("jit", "@svod.jit call"), ("run", "svod.run"),
                         ("numba", "numba njit call")):
         value = calls[name]
