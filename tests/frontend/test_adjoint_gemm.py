@@ -241,3 +241,16 @@ def test_a_product_read_again_after_a_second_call_accumulates_into_its_adjoint()
     tape.backward(grads=[(c1, g1), (c2, g2)])
     np.testing.assert_allclose(tape.grad(a), (g1 + g2) @ b.T, rtol=1e-12)
     np.testing.assert_allclose(tape.grad(b), a.T @ (g1 + g2), rtol=1e-12)
+
+
+def test_a_jit_functions_products_differentiate_on_each_device(device):
+    f = np.float64 if svod.dtypes.float64 in device.caps.element_dtypes else np.float32
+    tolerance = 1e-10 if f == np.float64 else 1e-4
+    args = [a.astype(f) for a in _arguments(chain, 5, 3, 7, 9)]
+    with svod.Tape() as tape:
+        loss = chain(*args, device=device)
+    tape.backward(loss)
+    leaves = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in args]
+    _torch_of(chain)(*leaves).backward()
+    for array, leaf in zip(args, leaves, strict=True):
+        np.testing.assert_allclose(tape.grad(array), leaf.grad.numpy(), rtol=tolerance, atol=tolerance)
