@@ -21,7 +21,8 @@ svod rewrites it into to keep NumPy's meaning (``svod.frontend.arrays``), record
 ``y = x * 2.0`` a ``prange`` over y's elements; ``s = np.sum(y)``, sequential code, the one work item of a
 ``svod.prange(1)``; ``z = np.exp(x) / np.sum(np.exp(x))`` that one work item's sum, then a ``prange`` over z's
 elements that reads it (``jit_tape_hoist``), not a sum in each; ``x @ w`` a ``prange`` whose work items each sum
-a row in a loop. A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
+a row in a loop into an array of its own, a matmul whose adjoint is matmuls (``jit_tape_gemm``), then the rest.
+A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
 computes that another reads (or the function returns) passes between kernels in a one-element array of the
 host's, which a phase reads into a local inside its loop and stores at its end; a returned scalar comes back as
 that array, the loss ``svod.grad`` takes. What the host cannot run as such calls, or the adjoint would not see,
