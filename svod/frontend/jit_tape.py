@@ -21,7 +21,8 @@ svod rewrites it into to keep NumPy's meaning (``svod.frontend.arrays``), record
 ``y = x * 2.0`` a ``prange`` over y's elements; ``s = np.sum(y)``, sequential code, the one work item of a
 ``svod.prange(1)``; ``z = np.exp(x) / np.sum(np.exp(x))`` that one work item's sum, then a ``prange`` over z's
 elements that reads it (``jit_tape_hoist``), not a sum in each; ``x @ w`` a ``prange`` whose work items each sum
-a row in a loop. A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
+a row in a loop into an array of its own, a matmul whose adjoint is matmuls (``jit_tape_gemm``), then the rest.
+A float max or min keeps the float that wins (``jit_tape_keys``). A scalar a phase
 computes that another reads (or the function returns) passes between kernels in a one-element array of the
 host's, which a phase reads into a local inside its loop and stores at its end; a returned scalar comes back as
 that array, the loss ``svod.grad`` takes. What the host cannot run as such calls, or the adjoint would not see,
@@ -50,6 +51,7 @@ from svod.errors import GradientError, SvodError
 from svod.frontend import pylang
 from svod.frontend.binding import values_key
 from svod.frontend.jit_plans import Variant
+from svod.frontend.jit_tape_gemm import gemm_split
 from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
 from svod.frontend.names import loaded, needs, renamed, stored
@@ -231,6 +233,8 @@ class TapedCall:
             self.phase(run, loops, recorder, device)
             self.phase(rest, loops, recorder, device)
             return
+        if self.product(statements, loops, recorder, device):
+            return
         scalars = frozenset(self.scalars)
         statements, parallel, lines, outgoing, writes = self.derived(("shape", scalars, *statements),
                                                                      lambda: self.shape(statements, scalars))
@@ -257,6 +261,23 @@ class TapedCall:
             raise
         for name in outgoing:
             self.host[name] = self.cell(name)[0]
+
+    def product(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any) -> bool:
+        """Record the phase's first matrix product as a phase of its own, into a new temporary array, then the
+        rest (``jit_tape_gemm``); whether it has one whose lengths the host knows."""
+        split = self.derived(("gemm", *statements), lambda: gemm_split(statements, self.variant.reader.is_prange))
+        if split is None:
+            return False
+        try:
+            shape = tuple(int(self.evaluate(extent)) for extent in split.extents)
+        except Exception:  # lengths known only in kernels: the phase stays whole
+            return False
+        dtype = np.dtype(split.dtype)
+        self.arrays[split.temporary] = self.host[split.temporary] = np.empty(
+            shape, np.float32 if dtype == np.float64 and not self.wide else dtype)
+        self.phase(split.product, loops, recorder, device)
+        self.phase(split.rest, loops, recorder, device)
+        return True
 
     def derived(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """``make()``, once for this variant and ``key`` (``memo``): the key holds every input ``make`` reads

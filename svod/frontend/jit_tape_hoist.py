@@ -63,7 +63,7 @@ def _before(run: list[ast.stmt], earlier: list[ast.stmt]) -> bool:
     """Whether ``run`` may run before the statements of its phase ahead of its loop: it reads no name they assign
     and no array they store into, and assigns no name they read or assign."""
     return not (needs(run) & stored(earlier) or stored(run) & (stored(earlier) | set(loaded(earlier)))
-                or set(loaded(run)) & _arrays_written(earlier))
+                or set(loaded(run)) & arrays_written(earlier))
 
 
 def _nest(loop: ast.For) -> tuple[list[ast.For], list[ast.stmt]]:
@@ -80,7 +80,7 @@ def _run(nest: list[ast.For], body: list[ast.stmt], reader: Reader) -> list[ast.
     element and call only pure functions (no draw, no atomic). Empty where they hold no loop: what they compute
     costs a turn no more than reading it from a cell would."""
     assigned = {target for loop in nest for target in stored([loop.target])} | stored(body)
-    written = _arrays_written(body)
+    written = arrays_written(body)
     run: list[ast.stmt] = []
     for stmt in body:
         candidate = [*run, stmt]
@@ -90,7 +90,7 @@ def _run(nest: list[ast.For], body: list[ast.stmt], reader: Reader) -> list[ast.
     return run if any(isinstance(stmt, ast.For) for stmt in run) else []
 
 
-def _arrays_written(body: list[ast.stmt]) -> set[str]:
+def arrays_written(body: list[ast.stmt]) -> set[str]:
     """The names of the arrays ``body`` stores elements into, and of every name it passes to a call whose name
     says atomic (``svod.atomic_add``)."""
     nodes = [node for stmt in body for node in ast.walk(stmt)]
@@ -116,4 +116,4 @@ def _pure(stmt: ast.stmt, reader: Reader) -> bool:
     return True
 
 
-__all__ = ["hoisted"]
+__all__ = ["arrays_written", "hoisted"]

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from svod.errors import GradientError
-from svod.frontend.adjoint import Adjoint, adjoint
+from svod.frontend.adjoint import Adjoint
+from svod.frontend.adjoint_gemm import GemmAdjoint, adjoint_of
 from svod.frontend.pykernel import Kernel
 from svod.runtime.taping import RECORDING
 
@@ -97,6 +98,9 @@ class _Record:
     read: list[int] = field(default_factory=list)
     """The positions of the arrays the call read (all but the outputs no earlier call took): where the backward
     pass takes one from the caller's array, that must hold still what the tape kept of it."""
+    dead: frozenset[Key] = frozenset()
+    """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): an adjoint
+    that computes each array's part apart (``GemmAdjoint``) leaves theirs out."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -216,6 +220,8 @@ class Tape:
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0
         self._watch = True
+        self._wanted: frozenset[Key] | None = None
+        """The arrays whose gradients ``backward`` is to give (None: every array's): ``svod.grad``'s arguments."""
         """Whether to keep a copy of what each call wrote, for the next call to find it unchanged, and of each
         array a call read (``vjp``'s tape, which records one call, keeps copies of only what its adjoint reads)."""
 
@@ -256,7 +262,7 @@ class Tape:
                                     value=name)
         floats = frozenset(name for name, value in zip(kernel.parameters, args, strict=False)
                            if isinstance(value, np.ndarray) and value.dtype.kind == "f")
-        made = adjoint(kernel, floats)
+        made = adjoint_of(kernel, floats, args)
         record = _Record(kernel, made, list(args), [None] * len(args), device, _caller())
         for position, (name, value) in enumerate(zip(kernel.parameters, args, strict=False)):
             if not isinstance(value, np.ndarray):
@@ -354,6 +360,7 @@ class Tape:
                                 "make it a kernel call in the block, or change a copy", stage="gradient",
                                 value=self._outside.split(",")[0])
         self._check()
+        self._dead()
         running = {key: value.copy() for key, value in seeds.items()}
         token = RECORDING.set(None)
         try:
@@ -367,6 +374,19 @@ class Tape:
                 self._grads[key] += value
             else:
                 self._grads[key] = value
+
+    def _dead(self) -> None:
+        """Mark in each record the arrays it only reads whose values at its call depend on none of the arrays whose
+        gradients are wanted (``_wanted``): a call that reads one makes every array it writes depend on them."""
+        live = None if self._wanted is None else set(self._wanted)
+        for record in self._records:
+            if live is None:
+                record.dead = frozenset()
+                continue
+            written = record.written()
+            record.dead = frozenset(key for key in record.keys if key is not None and key not in live | written)
+            if any(record.keys[position] in live for position in record.read):
+                live |= written
 
     def _check(self) -> None:
         """Refuse if an array the backward pass takes from the caller (one no call wrote since a call read it) is
@@ -491,21 +511,34 @@ class Tape:
         """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
         array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
-        adjoints: list[np.ndarray] = []
+        parts = isinstance(record.adjoint, GemmAdjoint)
+        adjoints: list[np.ndarray | None] = []
+        fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
         for name, _ in record.adjoint.grads:
             key = record.keys[parameters.index(name)]
             assert key is not None
+            if parts and key in record.dead:
+                adjoints.append(None)
+                fresh.append(True)
+                continue
+            fresh.append(key not in running)
             if key not in running:
                 running[key] = np.zeros_like(self._arrays[key])
             if any(running[key] is given for given in adjoints):
                 repeated.append((key, np.zeros_like(running[key])))
                 adjoints.append(repeated[-1][1])
+                fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        for kernel in (*record.adjoint.passes, record.adjoint.kernel):
-            if kernel is not None:
-                kernel(*args, *adjoints, device=record.device)
+        if isinstance(record.adjoint, GemmAdjoint):
+            names = [name for name, _ in record.adjoint.grads]
+            record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
+                                dict(zip(names, fresh, strict=True)), record.device)
+        else:
+            for kernel in (*record.adjoint.passes, record.adjoint.kernel):
+                if kernel is not None:
+                    kernel(*args, *adjoints, device=record.device)
         for key, value in repeated:
             running[key] += value
 
@@ -614,7 +647,7 @@ def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
     sharing memory with one the kernel writes stays, for the call to refuse.)"""
     floats = frozenset(name for name, value in zip(fn.parameters, args, strict=False)
                        if isinstance(value, np.ndarray) and value.dtype.kind == "f")
-    written = adjoint(fn, floats).written
+    written = adjoint_of(fn, floats, args).written
     read = [(name, value) for name, value in zip(fn.parameters, args, strict=False)
             if isinstance(value, np.ndarray) and name not in written]
     copied = {name for k, (name, value) in enumerate(read)
@@ -643,6 +676,7 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[.
         tape = Tape()
         with tape:
             result = fn(*args, **keywords)
+        tape._wanted = frozenset(key_of(args[number]) for number in numbers)
         tape.backward(result)
         for number in numbers:
             if key_of(args[number]) not in tape._arrays:
