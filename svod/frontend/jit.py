@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import inspect
 import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -84,7 +86,7 @@ class Jit:
         self._source: Source | None = None
         self._structure: Structure | None = None
         self._plans: dict[tuple[Any, ...], Prepared] = {}
-        self._calls: dict[tuple[Any, ...], Prepared] = {}
+        self._calls: dict[tuple[Any, ...], _Call] = {}
         """The plans of calls with every argument an array or a number, by ``_call_key``: a call like one before
         runs its plan without binding, checking and reading its arguments again."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
@@ -109,19 +111,19 @@ class Jit:
         recorder = RECORDING.get()
         if recorder is not None:
             return self.taped(recorder, args, keywords, device)
-        missing = len(self.parameters) - len(args)
+        given, missing = args, len(self.parameters) - len(args)
         if 0 < missing <= len(self._defaults) and not keywords:  # as Python binds them: the defaults complete
             args = (*args, *self._defaults[len(self._defaults) - missing:])
-        key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device)
+        key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device, len(given))
         found = self._calls.get(key) if key is not None else None
         if found is not None:
             return found.call(args)
-        arguments = self._arguments(args, keywords)  # checked and converted once a call
-        prepared = self.prepared(arguments, api.get_device(device))
-        if key is not None and prepared.parameters == self.parameters:  # no parameter bound to a constant
+        arguments = self._arguments(given, keywords)  # checked and converted once a call
+        prepared = self.prepared(arguments, api.get_device(device), self._defaulted(given, keywords))
+        if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
-            self._calls[key] = prepared
+            self._calls[key] = _Call.of(prepared, self.parameters)
         return prepared.run(arguments)
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
@@ -137,11 +139,12 @@ class Jit:
         """The call ``fn(*args, device=device)`` whose draws take ``launch`` of svod's generator, not the
         process generator's next (``svod.check`` gives plain Python and each device one launch)."""
         arguments = self._arguments(args, {})
-        return self.prepared(arguments, api.get_device(device)).run(arguments, launch)
+        return self.prepared(arguments, api.get_device(device), self._defaulted(args, {})).run(arguments, launch)
 
     def plan(self, *args: Any, device: str | Device = "CPU", **keywords: Any) -> ExecutionPlan:
         """The prepared plan the function runs as for arguments like ``args`` and ``keywords``."""
-        return self.prepared(self._arguments(args, keywords), api.get_device(device)).plan
+        return self.prepared(self._arguments(args, keywords), api.get_device(device),
+                             self._defaulted(args, keywords)).plan
 
     def save(self, path: str | os.PathLike[str], *args: Any, device: str | Device = "CPU", **keywords: Any) -> None:
         """Save the plan for arguments like ``args`` and ``keywords`` as a plan bundle (``svod.load_plan``; its
@@ -169,11 +172,13 @@ class Jit:
             self._structure = self.reader.structure()
         return self._structure
 
-    def prepared(self, arguments: Mapping[str, Any], device: Device) -> Prepared:
-        """The plan for arguments like ``arguments`` (as ``_arguments`` made them), for the device's compiler
-        pair too: the CPU's ``llvm`` and ``clang`` pairs share its name and order a sum's adds differently."""
+    def prepared(self, arguments: Mapping[str, Any], device: Device, defaulted: frozenset[str] = frozenset()
+                 ) -> Prepared:
+        """The plan for arguments like ``arguments`` (as ``_arguments`` made them), the numbers of ``defaulted``
+        constants of it (``_defaulted``), for the device's compiler pair too: the CPU's ``llvm`` and ``clang``
+        pairs share its name and order a sum's adds differently."""
         with self._lock:
-            variant = self.variant(arguments)
+            variant = self.variant(arguments, defaulted=defaulted)
             key = (device.name, device.renderer.cache_key, device.compiler.cache_key,
                    *self._signature(arguments, variant))
             found = self._plans.get(key)
@@ -181,17 +186,20 @@ class Jit:
                 found = self._plans[key] = self._build(variant, arguments, device)
         return found
 
-    def variant(self, arguments: Mapping[str, Any], taped: bool = False) -> Variant:
-        """The function as the plan for ``arguments`` reads it: the parameters bound to constants read as
-        globals of their values (``binding``), NumPy array statements rewritten for the arrays' shapes
-        (``svod.frontend.arrays``); once per kind of arguments. ``taped``: as a tape records it, each reduction
-        an array statement reads at more elements than it depends on made into an array of its own first
-        (``lower_arrays``)."""
-        kinds = (taped, *(_kind(value) for value in arguments.values()))
+    def variant(self, arguments: Mapping[str, Any], taped: bool = False, defaulted: frozenset[str] = frozenset()
+                ) -> Variant:
+        """The function as the plan for ``arguments`` reads it: the parameters bound to constants (and the
+        numbers of ``defaulted``) read as globals of their values (``binding``), NumPy array statements
+        rewritten for the arrays' shapes (``svod.frontend.arrays``); once per kind of arguments. ``taped``: as a
+        tape records it, each reduction an array statement reads at more elements than it depends on made into
+        an array of its own first (``lower_arrays``)."""
+        kinds = (taped, *(_kind(value) if name not in defaulted else ("default", type_key(value),
+                                                                       _number_key(value))
+                          for name, value in arguments.items()))
         key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())))
         found = self._variants.get(key)
         if found is None:
-            constants = {name: value for name, value in arguments.items() if _constant(value)}
+            constants = {name: value for name, value in arguments.items() if _constant(value) or name in defaulted}
             runtime = {name: value for name, value in arguments.items() if name not in constants}
             source = _with_constants(self.source, constants, self.name) if constants else self.source
             lowered = lower_arrays(source, self.name, runtime, taped)
@@ -239,6 +247,24 @@ class Jit:
                 raise self._refused_argument(parameter, value)
         return arguments
 
+    @functools.cached_property
+    def _foldable(self) -> frozenset[str]:
+        """The parameters whose defaults are numbers the function never assigns: a call that leaves one to its
+        default runs a plan with the number a constant of its kernels, as numba compiles an omitted argument
+        (folded, a constant a loop's arithmetic shortens: a CRC's ``crc ^ poly``). The default is the one the
+        signature held when the function was decorated, so its value cannot change between calls; a call
+        that passes the parameter runs a plan with it a scalar, whatever its value."""
+        assigned = {node.id for node in ast.walk(self.source.node)
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        return frozenset(name for name, parameter in self.signature.parameters.items()
+                         if _plain_number(parameter.default) and name not in assigned)
+
+    def _defaulted(self, args: Sequence[Any], keywords: Mapping[str, Any]) -> frozenset[str]:
+        """The parameters of ``_foldable`` that a call of ``args`` and ``keywords`` leaves to their defaults."""
+        if not self._foldable:
+            return frozenset()
+        return self._foldable - set(self.parameters[:len(args)]) - keywords.keys()
+
     def _refused_argument(self, parameter: str, value: Any) -> KernelSyntaxError:
         """The refusal of an argument the plan cannot take, located at the function's ``def``."""
         what = f"of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
@@ -263,6 +289,8 @@ class Jit:
                 found.append(("array", value.dtype.str, value.shape))
             elif _constant(value):
                 found.append(("constant", constant_key(value)))
+            elif name not in variant.parameters:  # a number left to its default (``_foldable``)
+                found.append(("default", type_key(value), _number_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
                 found.append(("value", type_key(value), _number_key(value)))
             else:
@@ -284,12 +312,13 @@ def _trailing_defaults(signature: inspect.Signature) -> tuple[Any, ...]:
     return tuple(reversed(found))
 
 
-def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | None:
-    """What decides the plan of a call whose arguments are all given by position, each a numpy array or a number
-    (Python's or a NumPy scalar, as ``np.float64(1.5)``): the device, each array's dtype and shape, each number's
-    type and value (a value a plan may be prepared for). None for other arguments, which bind and check as the
-    first call of a kind does."""
-    key: list[Any] = [device]
+def _call_key(args: Sequence[Any], device: str | Device, given: int) -> tuple[Any, ...] | None:
+    """What decides the plan of a call whose arguments are all given by position (the caller's first ``given``,
+    the defaults the rest), each a numpy array or a number (Python's or a NumPy scalar, as ``np.float64(1.5)``):
+    the device, how many the caller gave (a number left to its default is a constant of the plan), each
+    array's dtype and shape, each number's type and value (a value a plan may be prepared for). None for other
+    arguments, which bind and check as the first call of a kind does."""
+    key: list[Any] = [device, given]
     for value in args:
         kind = type(value)
         if kind is np.ndarray:
@@ -299,6 +328,29 @@ def _call_key(args: Sequence[Any], device: str | Device) -> tuple[Any, ...] | No
         else:
             return None
     return tuple(key)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call key's plan (``Jit._calls``), and the positions of the arguments its run passes where some
+    parameters are constants of it (None where it passes all)."""
+
+    prepared: Prepared
+    passed: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, prepared: Prepared, parameters: Sequence[str]) -> _Call:
+        if prepared.parameters == list(parameters):
+            return cls(prepared, None)
+        return cls(prepared, tuple(parameters.index(name) for name in prepared.parameters))
+
+    def call(self, args: Sequence[Any]) -> Any:
+        return self.prepared.call(args if self.passed is None else [args[k] for k in self.passed])
+
+
+def _plain_number(value: Any) -> bool:
+    """Whether a default is a real number, Python's or NumPy's (``_foldable``)."""
+    return isinstance(value, (int, float, np.integer, np.floating, np.bool_))
 
 
 def _number_key(value: Any) -> Any:

@@ -18,6 +18,7 @@ import numpy as np
 
 from svod import random
 from svod.device import Buffer, Device
+from svod.device.allocator import serves_host_memory
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
@@ -114,6 +115,21 @@ class Prepared:
         return tuple(found.values())
 
     @functools.cached_property
+    def scalar_views(self) -> dict[int, np.ndarray]:
+        """The memory of each plan buffer of a returned scalar, by plan buffer, where it is host memory: a run
+        reads its value there rather than through a copy of the buffer (a small call's result costs as much to
+        copy out as its kernel takes to run)."""
+        found: dict[int, np.ndarray] = {}
+        for _, slot, shape, _ in self.returns:
+            if slot is None or shape:
+                continue
+            buffer = self.plan.buffers[slot]
+            if buffer.size and buffer.device_object.caps.host_memory and \
+                    serves_host_memory(buffer.device_object.allocator):
+                found[slot] = buffer.host_view()
+        return found
+
+    @functools.cached_property
     def binder(self) -> Binder | None:
         """The plan's runs on arrays like those of the signature it was prepared for (``call``): the arguments',
         then a new array for each temporary returned whole (``returned_in_place``)."""
@@ -200,6 +216,8 @@ class Prepared:
             found = args[self.parameters.index(name)]
         elif slot in made:
             found = made[slot]
+        elif not shape and slot in self.scalar_views:
+            found = self.scalar_views[slot].item(0)
         else:
             values = self.plan.buffers[slot].numpy()
             found = values.reshape(shape) if shape else values[0].item()

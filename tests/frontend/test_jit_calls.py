@@ -13,10 +13,11 @@ import pytest
 
 import svod
 from svod import prange
-from svod.errors import KernelSyntaxError, RaceError
+from svod.errors import KernelSyntaxError, RaceError, SvodError
 from svod.frontend.oracle import run_as_python
 from tests.frontend.test_arrays import kernels_of, line_of
 from tests.frontend.test_jit import agrees_with_python
+from tests.helpers import refuses
 
 SIZES = (0, 1, 2, 7, 13)
 
@@ -54,13 +55,98 @@ def test_arguments_bind_by_position_keyword_and_default(device, n):
 
 def test_a_plan_is_prepared_for_each_constant_not_for_each_number():
     x = np.ones(3, np.float32)
-    first = affine.plan(x)
-    assert affine.plan(x, 2.0) is first  # the default spelled out
-    assert affine.plan(x, scale=5.0, shift=9) is first  # numbers are the run's
+    first = affine.plan(x)  # scale and shift left to their defaults: constants of the plan
+    assert affine.plan(x, 2.0) is not first  # the default spelled out is the run's number
+    assert affine.plan(x, scale=5.0, shift=9) is affine.plan(x, 2.0, 0)  # numbers passed are the run's
+    assert affine.plan(x, -1.0) is affine.plan(x, scale=3.5)
     assert affine.plan(x, pad=(2,)) is not first  # a constant is the plan's
     assert affine.plan(x, out_dtype=np.float64) is not affine.plan(x, out_dtype=np.float32)
     assert affine(x, out_dtype=np.float64).dtype == np.float64
     np.testing.assert_array_equal(affine(x, pad=(3,)), [2, 2, 2, 0, 0, 0])
+
+
+@svod.jit
+def crc16(data, poly=0x8408):
+    """npbench's CRC (its numba version, as written): ``poly`` left to its default is folded into the loop."""
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
+@pytest.mark.parametrize("n", (*SIZES, 1000))
+def test_a_number_left_to_its_default_is_a_constant_and_one_passed_is_the_runs(device, n):
+    """An omitted number is folded into the kernels, as numba compiles an omitted argument; the same parameter
+    passed (the default's value or another) is the run's scalar: each call gets its own value's answer."""
+    byte = np.int32 if refuses(device, svod.dtypes.uint8) else np.uint8  # WebGPU's narrowest integer
+    data = np.random.default_rng(n).integers(0, 256, n).astype(byte)
+    for poly in ((), (0x8408,), (0xA001,), (0,), (0xFFFF,)):
+        agrees_with_python(crc16, device, data, *poly)
+    agrees_with_python(crc16, device, data)  # the folded plan again, after the run's
+    assert "poly" not in crc16.plan(data, device=device).variables
+    assert "poly" in crc16.plan(data, 0x8408, device=device).variables
+    assert crc16(data, device=device) == crc16(data, poly=0x8408, device=device)
+
+
+INT64_TOP, INT8_BOTTOM, FLOAT32_TENTH = np.iinfo(np.int64).max, np.int8(-128), np.float32(0.1)
+
+
+@svod.jit
+def edge_defaults(x, zero=-0.0, top=INT64_TOP, low=INT8_BOTTOM, nan=np.nan, flag=True, tenth=FLOAT32_TENTH,
+                  huge=2**64):
+    out = np.zeros((7, x.shape[0]))
+    for i in prange(x.shape[0]):
+        out[0, i] = zero * x[i]
+        out[1, i] = top // 2**40 + x[i]
+        out[2, i] = low + x[i]
+        out[3, i] = nan + x[i]
+        out[4, i] = x[i] if flag else -x[i]
+        out[5, i] = tenth * x[i]
+        out[6, i] = huge + x[i]
+    return out
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_defaults_at_the_edges_fold_to_their_exact_values(device, n):
+    """-0.0 keeps its sign, int64's top and int8's bottom their widths, a NaN stays one (and one plan: a NaN
+    default keys as itself), a float32 default its dtype, an int past 64 bits the float Python makes of it."""
+    x = data(n).astype(np.float64)
+    x[np.isnan(x)] = 1.5
+    if refuses(device, svod.dtypes.float64):  # WebGPU: the float64 array the function makes is refused
+        with pytest.raises(SvodError, match="cannot hold float64, the dtype of out"):
+            edge_defaults(x.astype(np.float32), device=device)
+        return
+    agrees_with_python(edge_defaults, device, x, typed=True, numpy_warns=True)
+    agrees_with_python(edge_defaults, device, x, keywords={"zero": 0.0, "flag": False}, typed=True,
+                       numpy_warns=True)
+    assert edge_defaults.plan(x, device=device) is edge_defaults.plan(x, device=device)
+
+
+@svod.jit
+def assigns_a_defaulted_number(x, steps=3):
+    steps = steps * 2
+    total = 0.0
+    for _ in range(steps):
+        for i in range(x.shape[0]):
+            total += x[i]
+    return total
+
+
+def test_a_defaulted_number_the_function_assigns_stays_the_runs(device):
+    """A parameter the function assigns is a local of the plan, never folded: left to its default it runs as a
+    passed one does."""
+    x = data(7)[3:]
+    agrees_with_python(assigns_a_defaulted_number, device, x)
+    agrees_with_python(assigns_a_defaulted_number, device, x, 5)
+    assert "steps" in assigns_a_defaulted_number.plan(x, device=device).variables
 
 
 SEEN = np.zeros(3, np.float32)
@@ -564,7 +650,7 @@ def test_a_call_like_one_before_takes_an_array_as_a_first_call_does(device, layo
         warmed(out, a, b, 2.0, device=device)
         np.testing.assert_array_equal(out, a * 2.0 + b)
     if device.name == "CPU":  # there, arrays are used in place: the call key keeps a binder
-        assert [prepared.binder is not None for prepared in warmed._calls.values()] == [True]
+        assert [call.prepared.binder is not None for call in warmed._calls.values()] == [True]
     args = LAYOUTS[layout]()
     before = [np.copy(a) for a in args if isinstance(a, np.ndarray)]
     got = _outcome(warmed, args, device)
