@@ -10,16 +10,22 @@ import ast
 import copy
 from typing import Any
 
+import numpy as np
+
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, Named
-from svod.frontend.linalg import result_dtype
-from svod.frontend.nodes import stands_for
+from svod.frontend.linalg import FUNCTIONS, result_dtype
+from svod.frontend.nodes import load, placed, stands_for
 from svod.frontend.phases import linalg_call
 
 
 def factored(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
     """A ``np.linalg`` statement (``phases.linalg_call``) of the array rewriting ``rewriter`` (an
-    ``arrays.ArrayRewriter``), rewritten; None for any other statement."""
+    ``arrays.ArrayRewriter``), rewritten, or a statement whose expression holds ``np.linalg`` calls
+    (``_hoisted``); None for any other statement."""
+    hoisted = _hoisted(rewriter, stmt, looped)
+    if hoisted is not None:
+        return hoisted
     kind = linalg_call(rewriter.reader, stmt)
     if kind is None or not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.Call):
         return None
@@ -69,3 +75,62 @@ def _check_shapes(rewriter: Any, stmt: ast.stmt, kind: str, operands: list[Named
         if len(rhs) not in (1, 2) or rhs[0] != shape[0]:
             raise rewriter.refuse(stmt, f"np.linalg.solve of a {shape[0]}x{shape[1]} matrix takes right-hand sides of "
                                         f"shape ({shape[0]},) or ({shape[0]}, k), not {rhs} (NumPy raises ValueError)")
+
+
+def _hoisted(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
+    """A statement whose expression holds ``np.linalg`` calls (``A[:] = np.linalg.cholesky(A) + np.triu(A)``,
+    ``return 2 * np.linalg.det(a)``), as a ``np.linalg`` statement of each call, into a name of its own, in the
+    order Python calls them, then the statement reading those names; None where it holds none. A call that
+    Python may not make (in a branch of ``a if c else b``, after an ``and``/``or``, in a lambda or a
+    comprehension) stays where it is, and the array rewriting refuses it there."""
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Expr, ast.Return)) or stmt.value is None:
+        return None
+    whole = stmt.value if linalg_call(rewriter.reader, stmt) else None
+    lifter = _Lifter(rewriter, whole)
+    value = lifter.visit(stmt.value)
+    if not lifter.lifted:
+        return None
+    rewriter.changed = True
+    made: list[ast.stmt] = []
+    for name, call in lifter.lifted:
+        assigned = placed([ast.Assign([ast.Name(name, ast.Store())], call)], stmt)[0]
+        made += rewriter.ordered(assigned, looped) or [assigned]
+    new = stands_for(copy.copy(stmt), stmt)
+    new.value = value
+    return [*made, *rewriter.statement(new, looped)]
+
+
+class _Lifter(ast.NodeTransformer):
+    """Each ``np.linalg`` call of an expression but ``whole`` replaced by a name (``lifted``: name and call),
+    the calls inside a call's arguments first; not where Python may not evaluate them."""
+
+    def __init__(self, rewriter: Any, whole: ast.expr | None) -> None:
+        self.rewriter, self.whole = rewriter, whole
+        self.lifted: list[tuple[str, ast.Call]] = []
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        is_whole = node is self.whole
+        node = self.generic_visit(node)
+        callee = self.rewriter.reader.resolve(node.func)
+        if is_whole or not any(callee is getattr(np.linalg, kind) for kind in FUNCTIONS):
+            return node
+        name = f"_svod_l{next(self.rewriter.counter)}"
+        self.lifted.append((name, node))
+        return ast.copy_location(load(name), node)
+
+    def generic_visit(self, node: Any) -> Any:
+        """A copy of ``node`` with its parts visited (the user's tree stays as it is)."""
+        node = copy.copy(node)
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                setattr(node, field, [self.visit(v) if isinstance(v, ast.AST) else v for v in value])
+            elif isinstance(value, ast.AST):
+                setattr(node, field, self.visit(value))
+        return node
+
+    def visit(self, node: ast.AST) -> Any:
+        return node if isinstance(node, _MAYBE_EVALUATED) else super().visit(node)
+
+
+_MAYBE_EVALUATED = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+"""The expressions whose parts Python may not evaluate (``_Lifter``)."""
