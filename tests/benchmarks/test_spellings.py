@@ -14,10 +14,12 @@ from svod.device import Device
 from svod.workloads import check
 
 
-@pytest.mark.parametrize("rows", [1, 2, 7])
+@pytest.mark.parametrize("rows", [1, 7])
 def test_both_forms_of_each_row_kernel_agree_with_numpy(device: Device, rows: int) -> None:
     """The jit form on every device; the suite's kernel form (its sizes variables, which a WebGPU launch cannot
-    spread over its work groups) on the CPU, where the bench times it."""
+    spread over its work groups) on the CPU, where the bench times it. One row (every thread but one idle) and
+    a prime number of rows (which no thread count or vector width divides); the rows of NaN below are five,
+    the tiny whole bench's three."""
     spelled = row_spellings(row_kernels(quick=True, rows=rows))
     assert set(spelled) == set(ARRAY_FORMS) == {"softmax", "layernorm", "mlp"}
     for form in spelled.values():
