@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 import svod
 from benchmarks.results import Metric
 from svod import ExecutionPlan, dtypes
+from svod.distributed.cluster import Cluster, bundle_bytes
 from svod.workloads import tiny
 
 SHARDS = 64
@@ -53,21 +55,20 @@ def per_shard_seconds(run: Callable[[list[dict[str, np.ndarray]]], Any], shards:
     return best / len(shards)
 
 
-def shard_overhead(device: str) -> list[Metric]:
+def shard_overhead(device: str, cluster: Cluster | None = None) -> list[Metric]:
     """Per shard: ``map_plan``'s wall time on 2 actors less the plan's own run in this process; the note
-    gives Ray's round trip of the same shard to an echo actor. No figure without Ray (the ``ray`` extra)."""
+    gives Ray's round trip of the same shard to an echo actor. On ``cluster``, or on a local one of 2 CPUs
+    started for it. No figure without Ray (the ``ray`` extra)."""
     try:
         import ray
     except ImportError:
         return []
-    from svod.distributed.cluster import Cluster, bundle_bytes
-
     rng = np.random.default_rng(0)
     shards = [{"x": rng.standard_normal(ELEMENTS).astype(np.float32)} for _ in range(SHARDS)]
     plan = tiny_plan(device)
-    with Cluster(num_cpus=2) as cluster:
+    with Cluster(num_cpus=2) if cluster is None else nullcontext(cluster) as running:
         bundle = bundle_bytes(plan)
-        mapped = per_shard_seconds(lambda some: cluster.map_plan(bundle, some, device=device, workers=2), shards)
+        mapped = per_shard_seconds(lambda some: running.map_plan(bundle, some, device=device, workers=2), shards)
         echo_actor = ray.remote(echo_class()).options(num_cpus=0)
         echoes = [echo_actor.remote() for _ in range(2)]
         echoed = per_shard_seconds(lambda some: ray.get([echoes[i % 2].run.remote(i, shard)

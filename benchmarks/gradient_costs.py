@@ -49,14 +49,16 @@ def all_programs(sizes: Sizes, more: MoreSizes) -> list[GradientProgram]:
     return [*programs(sizes), *more_programs(more)]
 
 
-def gradient_step(quick: bool, repeats: int, progress: Callable[[str], None]) -> list[Metric]:
-    """Each program's figures at the full run's sizes or --quick's, then the first calls and the Jacobi
-    relaxation's saved states."""
-    chosen = all_programs(*((QUICK_SIZES, MORE_QUICK) if quick else (FULL_SIZES, MORE_FULL)))
+def gradient_step(quick: bool, repeats: int, progress: Callable[[str], None],
+                  sizes: tuple[Sizes, MoreSizes] | None = None) -> list[Metric]:
+    """Each program's figures at ``sizes`` (by default the full run's or --quick's), then the first calls and
+    the Jacobi relaxation's saved states on a grid of the Jacobi program's side."""
+    sizes = sizes or ((QUICK_SIZES, MORE_QUICK) if quick else (FULL_SIZES, MORE_FULL))
+    chosen = all_programs(*sizes)
     metrics = gradient_metrics(chosen, min(repeats, MOST_REPEATS), progress)
     progress("gradients: first calls")
     metrics += first_call_metrics([program.name for program in chosen])
-    return [*metrics, jacobi_saved_states(QUICK_SIZES[4] if quick else FULL_SIZES[4])]
+    return [*metrics, jacobi_saved_states(sizes[0][4])]
 
 
 FIRST_CALL_SCRIPT = textwrap.dedent("""

@@ -36,6 +36,8 @@ from benchmarks.distributed import shard_overhead
 from benchmarks.fma_peak import fma_peak_gflops
 from benchmarks.framework_peers import FrameworkPeers
 from benchmarks.gradient_costs import gradient_step
+from benchmarks.gradient_programs import MoreSizes
+from benchmarks.gradients import Sizes as GradientSizes
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
@@ -87,6 +89,11 @@ class Sizes:
     spelling_rows: int | None = None
     """The rows (the mlp's batch) of the row kernels' spellings (``Bench.row_spellings``); by default the
     suite's."""
+    fresh_processes: int = 3
+    """How many fresh processes the figures taken in one (a cold start, a bundle's load) are the median of."""
+    gradients: tuple[GradientSizes, MoreSizes] | None = None
+    """The differentiated programs' sizes (``benchmarks.gradient_costs.all_programs``); by default the issue's,
+    or quick ones."""
 
 
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
@@ -303,7 +310,7 @@ class Bench:
                        note="import svod + build, compile (cold disk cache) and run a first kernel")]
 
     def _cold_start_ms(self) -> tuple[float, float]:
-        """Medians over 3 fresh processes, each with an empty disk cache."""
+        """Medians over ``fresh_processes`` fresh processes, each with an empty disk cache."""
         script = textwrap.dedent(f"""
             import time
             start = time.perf_counter()
@@ -314,7 +321,7 @@ class Bench:
             print((imported - start) * 1e3, (time.perf_counter() - start) * 1e3)
         """)
         samples = []
-        for _ in range(3):
+        for _ in range(self.sizes.fresh_processes):
             with tempfile.TemporaryDirectory() as directory:
                 result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
                                         env={**os.environ, "SVOD_CACHE_DIR": directory})
@@ -374,7 +381,8 @@ class Bench:
 
     def bundles(self) -> list[Metric]:
         """Load and first run of a saved plan of 32 distinct kernels in a fresh process (svod imported before
-        the clock starts, empty disk cache): the cost a service's new worker pays instead of compiling."""
+        the clock starts, empty disk cache; the median of ``fresh_processes``): the cost a service's new worker
+        pays instead of compiling."""
         plan = ExecutionPlan(self.device)
         indices = [plan.add_buffer(svod.Buffer.from_numpy(np.zeros(16, np.float32), self.device), name=f"b{k}")
                    for k in range(33)]
@@ -393,7 +401,7 @@ class Bench:
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory) / "plan.svodplan"
             plan.save(path)
-            for k in range(3):
+            for k in range(self.sizes.fresh_processes):
                 result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
                                         check=False, env={**os.environ, "SVOD_CACHE_DIR": f"{directory}/cache{k}"})
                 if result.returncode != 0:
@@ -476,7 +484,7 @@ class Bench:
 
     def gradients(self) -> list[Metric]:
         """The differentiated programs' figures (``benchmarks.gradient_costs``): ``grad.<name>_ms`` and more."""
-        return gradient_step(self.sizes.quick, self.sizes.repeats, self.progress)
+        return gradient_step(self.sizes.quick, self.sizes.repeats, self.progress, self.sizes.gradients)
 
     def numpy_programs(self) -> list[Metric]:
         """Random numbers, gathers, masks and sorts in NumPy code inside ``@svod.jit``

@@ -244,3 +244,16 @@ def test_a_jitted_functions_results_come_back_shaped(cluster: Cluster, tmp_path:
     [result] = cluster.map_plan(path, [{"x": x}], workers=1)
     assert result["out"].shape == (3, 2)
     np.testing.assert_array_equal(result["out"], x.T)
+
+
+def test_the_bench_takes_the_shard_overhead_on_a_running_cluster(cluster: Cluster) -> None:
+    """``svod bench``'s distributed step on this module's cluster (the tiny whole bench of
+    ``tests/benchmarks/test_harness.py`` leaves it here rather than start Ray again): one figure, with Ray's
+    own round trip in its note; the cluster still runs after it."""
+    from benchmarks.distributed import SHARDS, shard_overhead
+
+    [metric] = shard_overhead("CPU", cluster)
+    assert (metric.name, metric.unit, metric.better) == ("distributed.shard_overhead_ms", "ms", "lower")
+    assert isinstance(metric.svod, float) and metric.svod >= 0  # less the plan's own run: no less than nothing
+    assert f"map_plan of {SHARDS} shards" in metric.note and "Ray's round trip" in metric.note
+    assert ray.is_initialized()

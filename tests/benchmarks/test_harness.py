@@ -2,16 +2,17 @@
 of their samples, ratios point the better way, and the JSON is what other tools read. No test passes or
 fails on how fast anything ran."""
 
-import importlib.util
 import json
 import pickle
 import sys
+import time
 
 import numpy as np
 import pytest
 
+import benchmarks.gradient_costs
 import svod
-from benchmarks import timing
+from benchmarks import harness, timing
 from benchmarks.harness import Bench, Sizes, _contestant_order, suite_metrics
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
@@ -23,7 +24,7 @@ from svod.errors import SvodError
 
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False,
-             spelling_rows=3)
+             spelling_rows=3, fresh_processes=1, gradients=((3, 3, 5, 2, 4), (2, 3, 3, 2, 3)))
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS} | \
       {f"numpy.{p.name}_ms" for p in NUMPY_PROGRAMS}
@@ -42,10 +43,8 @@ UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_d
          "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
          "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
          "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", "bundle_load_ms.32": "ms",
-         "distributed.shard_overhead_ms": "ms", **dict.fromkeys(PLANS, "ms"), **dict.fromkeys(JIT, "ms"),
+         **dict.fromkeys(PLANS, "ms"), **dict.fromkeys(JIT, "ms"),
          **dict.fromkeys(SPELLINGS, "ms")}
-if importlib.util.find_spec("ray") is None:  # no figure without the ray extra
-    del UNITS["distributed.shard_overhead_ms"]
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
              "matmul_anchor.float32_gflops", "matmul_anchor.float64_gflops",
              "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS, *SPELLINGS}
@@ -55,11 +54,27 @@ def _tiny_suite() -> list[workloads.Workload]:
     return [workloads.softmax(5, 7), workloads.histogram(100, 7), workloads.matmul(17)]
 
 
-def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
+def _first_call_here(name: str, part: str) -> float:
+    """``gradient_costs.first_call_ms`` without its fresh process (whose own test runs one): program ``name``'s
+    ``part`` at the tiny bench's sizes, run here."""
+    program = next(p for p in benchmarks.gradient_costs.all_programs(*TINY.gradients) if p.name == name)
+    start = time.perf_counter()
+    (program.forward if part == "forward" else program.gradient)(program.arrays)
+    return (time.perf_counter() - start) * 1e3
+
+
+def test_a_tiny_whole_bench_reports_every_metric_with_a_figure(monkeypatch):
+    """Every step on the CPU at tiny sizes. Two parts run where their own tests start what they need: the
+    gradients' first calls (two fresh processes per program; ``test_gradient_programs`` runs one program's)
+    run in this process, and the distributed step's figure is taken on the Ray cluster of
+    ``tests/test_distributed.py`` (starting Ray here would cost more than all the other steps)."""
+    monkeypatch.setattr(benchmarks.gradient_costs, "first_call_ms", _first_call_here)
+    distributed: list[str] = []
+    monkeypatch.setattr(harness, "shard_overhead", lambda device: distributed.append(device) or [])
     tinygrad = Tinygrad()
     bench = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite())
     metrics = bench.run()
-    assert bench.failed == {}
+    assert bench.failed == {} and distributed == ["CPU"]
     document = json.loads(json.dumps(to_json(metrics, bench.failed)))
     assert set(document) == {"machine", "metrics", "failed_steps"} and document["machine"]["svod"] == svod.__version__
     assert document["failed_steps"] == {}
@@ -77,6 +92,11 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure():
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
     assert {name for name in document["metrics"] if name.startswith("grad.")} == GRADIENTS
+    assert [name for name in document["metrics"] if name.startswith("spelling.")] == \
+        ["spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+         *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp") for form in ("kernel", "jit"))]
+    assert all("3x" in metric.note for metric in metrics if metric.name.startswith("spelling.") and
+               "transpose" not in metric.name)  # the row kernels' spellings at the sizes' rows
     histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
     assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
 

@@ -15,7 +15,7 @@ from svod.codegen.checks import CHECKED
 from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.safety import parallel_loops
 from svod.device import DeviceCaps
-from svod.errors import CompileError, GraphError, IndexOutOfBoundsError, RaceError, SvodError
+from svod.errors import GraphError, IndexOutOfBoundsError, RaceError, SvodError
 from svod.frontend.oracle import run_as_python
 from svod.frontend.pykernel import Kernel
 from svod.ir import Ops
@@ -459,8 +459,10 @@ def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(comp
     walk of every path's guards would take 2**10000 steps (33 s at depth 20 before); each node's guard is
     what all its uses share, and the linearizer and the PYTHON reference (which evaluates each branch under
     its own mask, one per distinct selection) stay linear too. PoCL's own compiler does not finish such a
-    chain (it crashes past a few thousand), so CL:0 is not among the devices; clang 14 and 15, as the C pair's
-    compiler, crash in their parser on it, and svod reports a CompileError naming the kernel."""
+    chain (it crashes past a few thousand), so CL:0 is not among the devices. clang 14 and 15, as the C pair's
+    compiler, crash on it after a minute or more of work (a compiler's failure is a CompileError naming the
+    kernel: ``test_corpus.py::test_compiler_errors_carry_the_log_and_the_source``), so with them svod's part,
+    the chain checked and rendered as C, is what runs."""
     device = open_device(compiler)
     crashing = re.search(r"clang version 1[45]\.", getattr(device.compiler, "identity", ""))
     k = KernelBuilder("deep_where_chain")
@@ -471,9 +473,9 @@ def test_a_deep_chain_of_wheres_sharing_one_value_is_checked_in_linear_time(comp
         value = (i < j % 5).where(value + 1.0, value)
     k.store(out[i, j], value)
     got, data = np.zeros(32, np.float32), np.arange(32, dtype=np.float32)
-    if crashing:  # the compiler's crash is refused as a compile error naming the kernel, never a wrong answer
-        with pytest.raises(CompileError, match="deep_where_chain"):
-            svod.run(k.build(), [got, data], device=device)
+    if crashing:
+        source = device.renderer.render(k.build()).src
+        assert len(re.findall(r"\(v\d+\?v\d+:v\d+\)", source)) == 10_000  # one select per where, each once
         return
     svod.run(k.build(), [got, data], device=device)
     rows, cols = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
