@@ -7,7 +7,9 @@ an ``ExecutionPlan``; its keys are also those of the order statistics' selection
     source (float64 bits, viewed as uint64)
         │ encode      keys that order as NumPy orders (floats: negatives' bits flipped, positives' sign set,
         ▼             every NaN above +inf), per block the AND and OR of its keys; argsort: indices 0..n-1
-    keys K0 ──┐
+    keys K0 ──┐ runs         per block, do its keys never fall, or always fall?
+              │ presorted    are the keys in order already (no pass runs), or each below the one before (one
+              │              reversal from K0 into K1 sorts them, and no pass runs)?
               │ plan loop over the digits (8 bits each, least significant first):
               │   decide     is the digit the same in every key (AND and OR agree)? then the pass is skipped;
               │              else it runs from K0 into K1, or from K1 into K0 (the parity a cell keeps)
@@ -150,18 +152,78 @@ def _encode_indexed(keys, indices, low, high, bits, per, kind, width: Const[int]
         high[b] = ors
 
 
-def _decide(go_up, go_down, parity, low, high, digit):  # type: ignore[no-untyped-def]
-    """Whether the pass of ``digit`` runs (its digit differs between some keys), and which way: from K0 into
-    K1 (``go_up``) or back (``go_down``); ``parity`` says where the keys are after it."""
+def _runs(runs, bits, per, kind, width: Const[int]):  # type: ignore[no-untyped-def]
+    """Per block, 1 where its keys never fall, plus 2 where they always fall (what ``_presorted`` joins). Each
+    scan stops at the first key that says otherwise: in keys in no order, after two or three keys (a test
+    in the encode's loop would keep it from being vectorised)."""
+    n = bits.shape[0]
+    for b in prange(runs.shape[0]):
+        start = b * per
+        count = min(per, n - start)
+        rising = 1
+        for j in range(1, count):
+            if key_of(bits[start + j], kind, width) < key_of(bits[start + j - 1], kind, width):
+                rising = 0
+                break
+        falling = 1
+        for j in range(1, count):
+            if key_of(bits[start + j], kind, width) >= key_of(bits[start + j - 1], kind, width):
+                falling = 0
+                break
+        runs[b] = rising + 2 * falling
+
+
+def _presorted(done, reverse, parity, runs, keys, per):  # type: ignore[no-untyped-def]
+    """Whether the keys need no pass: they never fall (``done``), or they always fall (``done`` and
+    ``reverse``: one reversal sorts them, stably, as no two are equal). ``parity`` starts where the keys
+    are after it: in K1 when reversed."""
+    rising = 1
+    falling = 1
+    for b in range(runs.shape[0]):
+        shape = runs[b]
+        if shape % 2 == 0:
+            rising = 0
+        if shape < 2:
+            falling = 0
+        if b > 0:
+            after = keys[b * per]
+            before = keys[b * per - 1]
+            if after < before:
+                rising = 0
+            if after >= before:
+                falling = 0
+    flipped = falling * (1 - rising)
+    done[0] = rising + flipped
+    reverse[0] = flipped
+    parity[0] = flipped
+
+
+def _reverse(target, keys):  # type: ignore[no-untyped-def]
+    n = keys.shape[0]
+    for i in prange(n):
+        target[i] = keys[n - 1 - i]
+
+
+def _reverse_indexed(target, target_indices, keys, indices):  # type: ignore[no-untyped-def]
+    n = keys.shape[0]
+    for i in prange(n):
+        target[i] = keys[n - 1 - i]
+        target_indices[i] = indices[n - 1 - i]
+
+
+def _decide(go_up, go_down, parity, low, high, done, digit):  # type: ignore[no-untyped-def]
+    """Whether the pass of ``digit`` runs (its digit differs between some keys, which are not in order
+    already: ``done``), and which way: from K0 into K1 (``go_up``) or back (``go_down``); ``parity`` says
+    where the keys are after it."""
     ands = low[0]
     ors = high[0]
     for b in range(1, low.shape[0]):
         ands = ands & low[b]
         ors = ors | high[b]
     varying = ((ands ^ ors) >> uint32(digit * DIGIT_BITS)) & MASK
+    if done[0] != 0:
+        varying = 0
     flipped = parity[0]
-    if digit == 0:
-        flipped = 0
     go_up[0] = 0
     go_down[0] = 0
     if varying != 0:
@@ -444,6 +506,10 @@ def _bounds(kernel: SortKernel, given: dict[str, tuple[int, int]]) -> dict[str, 
 
 ENCODE = SortKernel(_encode, "sort_encode")
 ENCODE_INDEXED = SortKernel(_encode_indexed, "sort_encode_indexed")
+RUNS = SortKernel(_runs, "sort_runs")
+PRESORTED = SortKernel(_presorted, "sort_presorted")
+REVERSE = SortKernel(_reverse, "sort_reverse")
+REVERSE_INDEXED = SortKernel(_reverse_indexed, "sort_reverse_indexed")
 DECIDE = SortKernel(_decide, "sort_decide")
 CLEAR = SortKernel(_clear, "sort_clear")
 HISTOGRAM = SortKernel(_histogram, "sort_histogram")
@@ -544,7 +610,8 @@ class RadixSort:
         hist = self.scratch(dtypes.int32, blocks * RADIX)
         totals = self.scratch(dtypes.int32, RADIX)
         sums = self.scratch(dtypes.int32, RADIX // GROUP)
-        go_up, go_down, parity = (self.scratch(dtypes.int32, 1) for _ in range(3))
+        go_up, go_down, parity, done, reverse = (self.scratch(dtypes.int32, 1) for _ in range(5))
+        runs = self.scratch(dtypes.int32, blocks)
         coding: dict[str, Any] = {"kind": self.kind, "width": self.width}
         per: dict[str, Any] = {"per": self.per}
         bits = self.view(self.source, self.unsigned)
@@ -557,8 +624,11 @@ class RadixSort:
             order = [self.scratch(dtypes.int32, n), self.scratch(dtypes.int32, n)]
             steps.append(plan.add_kernel(self.kernel(ENCODE_INDEXED), [keys[0], order[0], low, high, bits], **per,
                                          **coding))
+        steps.append(plan.add_kernel(self.kernel(RUNS), [runs, bits], **per, **coding))
+        steps.append(plan.add_kernel(self.kernel(PRESORTED), [done, reverse, parity, runs, keys[0]], **per))
+        steps.append(plan.branch(reverse, [self.reversal(keys, order)]))
         digit: dict[str, Any] = {"digit": DIGIT_VARIABLE}
-        body = [plan.add_kernel(self.kernel(DECIDE), [go_up, go_down, parity, low, high], **digit)]
+        body = [plan.add_kernel(self.kernel(DECIDE), [go_up, go_down, parity, low, high, done], **digit)]
         for flag, (here, there) in ((go_up, (0, 1)), (go_down, (1, 0))):
             run = [plan.add_kernel(self.kernel(CLEAR, table), [hist]),
                    plan.add_kernel(self.kernel(HISTOGRAM, table, line), [hist, keys[here]], **per, **digit),
@@ -585,6 +655,12 @@ class RadixSort:
             finals.append(made)
         steps.append(plan.branch(parity, finals[0], finals[1]))
         return steps
+
+    def reversal(self, keys: list[int], order: list[int]) -> int:
+        """The step that sorts keys which always fall: K0 reversed into K1 (and their indices)."""
+        if self.indices is None:
+            return self.plan.add_kernel(self.kernel(REVERSE), [keys[1], keys[0]])
+        return self.plan.add_kernel(self.kernel(REVERSE_INDEXED), [keys[1], order[1], keys[0], order[0]])
 
     def kernel(self, kernel: SortKernel, *shapes: tuple[int, ...]) -> Kernel | Shaped:
         """``kernel`` for this device, over plan buffers of ``shapes`` where given (else one dimension each)."""

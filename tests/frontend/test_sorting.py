@@ -154,6 +154,54 @@ def test_argsort_is_stable_among_equal_keys(device):
         assert (np.diff(same_key) > 0).all()
 
 
+def presorted(n: int, dtype: str, per: int, seed: int) -> dict[str, np.ndarray]:
+    """Numbers already in order, or nearly: rising (ties among them; NaNs last, zeros of both signs,
+    infinities, subnormals), strictly falling (no ties: one reversal sorts them), falling with ties, each
+    block of ``per`` rising (or falling) but the blocks not, and rising but for the last number."""
+    x = numbers(n, dtype, seed)
+    kind = np.dtype(dtype)
+    if kind.kind == "f" and n >= 4:
+        x[:4] = np.array([np.finfo(kind).smallest_subnormal, -np.finfo(kind).smallest_subnormal, 0.0, -0.0], kind)
+    rising = np.sort(x)
+    zeros = rising == 0
+    rising[zeros] = np.where(np.arange(zeros.sum()) < np.signbit(x[x == 0]).sum(), -0.0, 0.0)  # -0.0 first
+    distinct = np.unique(x[~np.isnan(x)]) if kind.kind == "f" else np.unique(x)
+    blocks = np.concatenate([np.sort(x[b: b + per]) for b in range(0, n, per)]) if n else x
+    last = rising.copy()
+    if n >= 2:
+        last[-1] = rising[0]
+    return {"rising": rising, "falling": distinct[::-1].copy(), "falling with ties": rising[::-1].copy(),
+            "rising blocks": blocks, "falling blocks": blocks[::-1].copy(), "rising but the last": last}
+
+
+def test_keys_already_in_order_sort_with_no_pass_or_one_reversal(device):
+    """Sorted input runs no radix pass, strictly falling input one reversal; falling input with ties and input
+    that is in order only within each block (or but for its last number) sorts as any other: each against
+    NumPy (-0.0 before 0.0, which NumPy counts as equal), the passes it runs as the plan's profile names
+    them."""
+    kinds, sizes = cases(device)
+    for dtype in kinds:
+        for n in (*sizes, *((sorting.STATIC_FROM + 13,) if device.name == "CPU" else ())):
+            _, per = sorting.blocks(device, n)
+            for what, x in presorted(n, dtype, per, n).items():
+                y, i, _ = orders(x, device=device)
+                np.testing.assert_array_equal(y, np.sort(x), err_msg=f"{what}, {n} {dtype}")
+                zeros = np.signbit(y[y == 0])  # NumPy leaves equal zeros as its algorithm meets them
+                assert zeros.sum() == np.signbit(x[x == 0]).sum() and (np.diff(zeros.astype(int)) <= 0).all()
+                np.testing.assert_array_equal(i, np.argsort(x, kind="stable"), err_msg=f"{what}, {n} {dtype}")
+            if n >= 7:
+                names = [step.name for step in orders.plan(x, device=device).execute(profile=True, buffers={"x": x})
+                         or []]
+                assert sum(name.startswith("sort_scatter") for name in names) > 0  # rising but the last
+                cases_ran = presorted(n, dtype, per, n)
+                for what, reversals in (("rising", 0), ("falling", 2)):
+                    x = cases_ran[what]
+                    names = [step.name for step in
+                             orders.plan(x, device=device).execute(profile=True, buffers={"x": x}) or []]
+                    assert not any(name.startswith("sort_scatter") for name in names), what
+                    assert sum(name.startswith("sort_reverse") for name in names) == reversals, what
+
+
 @svod.jit
 def sort_then_compute(x, out):
     y = np.sort(x)
