@@ -416,7 +416,7 @@ def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> 
     outputs = _upcastable(store, live, edges=True)
     if not outputs or any(r not in live[reduce] for r in live[store]):
         return None
-    loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD]
+    loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD and k in u.src[0].toposort()]
     if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs):
         return None
     streamed = [load for load in loads if unit_stride(load.src[0].src[1], k)]
@@ -476,6 +476,15 @@ def _reduction_loads(store: UOp) -> list[UOp]:
             if u.op is Ops.LOAD]
 
 
+def _turned_loads(store: UOp) -> list[UOp]:
+    """The loads of ``store``'s reductions that read another element each turn (their index depends on the
+    reduction's range): a load the turns share (a row's mean in a sum over the row's columns) is read once per
+    output, so its stride along an output range gives no vector loads to the reduction's loop, and the loads that
+    turn, strided along that range, would be gathers."""
+    return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
+            if u.op is Ops.LOAD and any(r in u.src[0].toposort() for r in red.src[1:])]
+
+
 def _upcastable(store: UOp, live: Mapping[UOp, frozenset[UOp]], exclude: UOp | None = None,
                 edges: bool = False) -> list[UOp]:
     """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
@@ -492,7 +501,8 @@ def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[
     those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
     loads = _reduction_loads(store)
     ranges = _upcastable(store, live, edges=edges) if loads else []
-    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)]
+    turned = _turned_loads(store)
+    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in turned)]
     if masked and not candidates:
         candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
     for j in candidates:
