@@ -406,7 +406,8 @@ def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, Mapping[UOp, fro
 def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> UOp | None:
     """The output range ``stream_rows`` takes ``rows`` of per pass for ``store``, if it takes any: its value
     has one sum (ADD, of a float ``STREAMED_DTYPES``, over one range, with no reduction inside), on which every
-    output range of the store depends, none read at unit stride by its loads; a load reads the sum's range at
+    output range of the store depends, none read at unit stride by its loads that turn with the sum (a row's
+    mean, read once per row, is no vector load); a load reads the sum's range at
     unit stride and depends on the row (innermost first), which tiles of ``rows`` fit (``_room``)."""
     reduces = [u for u in store.src[1].toposort() if u.op is Ops.REDUCE]
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or reduces[0].dtype not in STREAMED_DTYPES \

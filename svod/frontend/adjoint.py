@@ -24,7 +24,11 @@ own element (its index holds each parallel loop's variable as a component, in on
 ``x[i - 1, j]``: each parallel loop's variable plus a constant) reaches one element per work item, so its
 scatter-add is a plain ``+=`` in a kernel of its own that runs before the adjoint (``Adjoint.passes``): one pass
 per index, so that two reads' additions into one element never meet in one kernel (the last index's adds in the
-adjoint itself, where nothing else there touches that array's adjoint).
+adjoint itself, where nothing else there touches that array's adjoint). A broadcast read, whose index holds some
+parallel loops' variables and lacks the others (a layer norm's ``gamma[j]`` in rows ``i``, its ``mean[i, 0]`` in
+columns ``j``), sums its adjoints over the loops it lacks in a pass of its own (``svod.frontend.adjoint_sums``), and
+a read in a sequential loop whose element no turn changes sums its turns' adjoints in a local: one add per element,
+in one order, where there was an atomic add per work item or turn.
 
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
 ``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
@@ -70,6 +74,7 @@ from svod.frontend.adjoint_text import (
     names_in,
     nested_call,
     one_turn,
+    passed_through,
     place,
     renamed,
     select_rule,
@@ -755,7 +760,8 @@ class _Differentiator:
                 kept.append(entry)
         before = [n for n in inner if n.startswith("_svod_a") and n not in assigned and n not in phis]
         sums = {n: f"_svod_e{next(self.counter)}" for n in before}
-        tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)]
+        tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)
+                if not passed_through(body, e, total(inner.get(c.phi, [])))]
         tail += [(f"{sums[n]} += {' + '.join(inner[n])}", loop.line) for n in before]
         header, clamp = loop.reversed()
         inside: Lines = [] if clamp is None else [(clamp, loop.line)]

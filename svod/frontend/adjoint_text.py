@@ -225,6 +225,18 @@ def zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
     return False
 
 
+def passed_through(body: Lines, exit: str, start: str) -> bool:
+    """Whether a turn's adjoint hands a carried local's adjoint from its end (``exit``) to its start (``start``)
+    unchanged, through copies the turn makes unconditionally (a sum's ``s = s + t``): then the adjoint is the same
+    in every turn, and setting it at the turn's end, which would carry it from turn to turn, is left out."""
+    copies = dict(text.split(" = ") for text, _ in body if re.fullmatch(r"\w+ = \w+", text))
+    seen = {start}
+    while start in copies and copies[start] not in seen:
+        start = copies[start]
+        seen.add(start)
+    return start == exit
+
+
 class Renamer(ast.NodeTransformer):
     """Replaces each local's name with the forward's name for its value, and a read of the element a work item
     stored with what it stored (``_Differentiator.held``)."""
@@ -270,4 +282,4 @@ def expression(text: str) -> ast.expr:
 
 __all__ = ["Carried", "Forward", "Lines", "Loop", "Renamer", "Value", "assigned_names", "both", "canonical",
            "expression", "flat", "indented", "integer", "minus", "names_in", "nested_call", "offset", "one_turn",
-           "place", "renamed", "select_rule", "shifted", "total", "zeroed_then_read"]
+           "passed_through", "place", "renamed", "select_rule", "shifted", "total", "zeroed_then_read"]
