@@ -194,7 +194,10 @@ class _Differentiator:
         last one, where the kernel touches that array's adjoint nowhere else (it writes no element of the array,
         and reads it at no other index)."""
         self.reduced: list[Reduction] = []
-        """The passes that sum broadcast reads' adjoints (``svod.frontend.adjoint_sums``)."""
+        """The passes that sum broadcast reads' adjoints (``svod.frontend.adjoint_sums``); none where the kernel adds
+        with ``svod.atomic_add`` (``atomic``): its forward's sums take an order the threads decide, and a pass per
+        group would run its body again (a pair loop's two took three times its privatised atomic adds)."""
+        self.atomic = False
         self.turns: dict[Element, str] = {}
         """The reads of the sequential loop being written whose adjoints its turns sum in a local (``turn_sums``)."""
         self.scatter: tuple[str, str] | Reduction | None = None
@@ -458,6 +461,7 @@ class _Differentiator:
             self.written.append(array)
         if how != "=" or atomic:
             self.updated.add(array)
+        self.atomic |= atomic
 
     def hold(self, array: str, index: str, node: ast.expr, stored: str, how: str, plain: bool) -> None:
         """Keep what the element ``array[index]`` holds after a store, for a read of it after (``held``): a store
@@ -639,7 +643,8 @@ class _Differentiator:
                                   f"to zero", f"write {v.array}'s new values into another array")
         passes = not zeroed_then_read(self.values, set(grads))
         loaded = list(dict.fromkeys((v.array, v.index) for v in every if v.array in grads and v.stored is None))
-        self.reduced = reductions(loaded, self.spread, self.loops, self.counter) if passes and reorderable else []
+        self.reduced = reductions(loaded, self.spread, self.loops, self.counter) \
+            if passes and reorderable and not self.atomic else []
         summed = {(array, index) for reduction in self.reduced for array, index, _ in reduction.sums}
         alone: dict[str, set[tuple[int, ...] | None]] = {}
         for v in every:

@@ -19,7 +19,8 @@ Each element is one work item's, and its sum runs in one order, so the adjoint i
 count and every run. A read whose index holds a variable twice, or a component that is neither a parallel loop's
 variable nor an integer constant, holds no loop's variable, or reads an array that another read of the group
 reaches through another arrangement of the variables (``t[i, j]`` and ``t[j, i]``), keeps its atomic add; so do
-all of them where a parallel loop's bounds read another's variable (the loops cannot be reordered).
+all of them where a parallel loop's bounds read another's variable (the loops cannot be reordered), and in a
+kernel that adds with ``svod.atomic_add`` (``svod.frontend.adjoint``).
 """
 
 from __future__ import annotations
