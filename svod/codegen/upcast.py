@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, most_iterations
-from svod.codegen.nest_order import unit_stride
+from svod.codegen.nest_order import stride, unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -417,8 +417,9 @@ def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> 
     outputs = _upcastable(store, live, edges=True)
     if not outputs or any(r not in live[reduce] for r in live[store]):
         return None
-    loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD and k in u.src[0].toposort()]
-    if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs):
+    loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD]
+    turned = [u for u in loads if k in u.src[0].toposort()]
+    if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs if not _strided_only(turned, r)):
         return None
     streamed = [load for load in loads if unit_stride(load.src[0].src[1], k)]
     return next((r for r in outputs if any(r in load.toposort() for load in streamed)
@@ -479,11 +480,19 @@ def _reduction_loads(store: UOp) -> list[UOp]:
 
 def _turned_loads(store: UOp) -> list[UOp]:
     """The loads of ``store``'s reductions that read another element each turn (their index depends on the
-    reduction's range): a load the turns share (a row's mean in a sum over the row's columns) is read once per
-    output, so its stride along an output range gives no vector loads to the reduction's loop, and the loads that
-    turn, strided along that range, would be gathers."""
+    reduction's range)."""
     return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
             if u.op is Ops.LOAD and any(r in u.src[0].toposort() for r in red.src[1:])]
+
+
+def _strided_only(loads: list[UOp], r: UOp) -> bool:
+    """Whether the loads that turn with a sum stride along output range ``r`` by a known step other than one,
+    and none at unit stride: a load the turns share (a row's mean in a sum over the row's columns) read at unit
+    stride along ``r`` gives the sum's loop no vector loads, and lanes along ``r`` would make the loads that turn
+    strided gathers."""
+    found = [stride(load.src[0].src[1], r) for load in loads if r in load.src[0].toposort()]
+    return bool(found) and not any(unit_stride(load.src[0].src[1], r) for load in loads) \
+        and all(f is not None and f.terms != {(): 1} for f in found)
 
 
 def _upcastable(store: UOp, live: Mapping[UOp, frozenset[UOp]], exclude: UOp | None = None,
@@ -503,7 +512,8 @@ def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[
     loads = _reduction_loads(store)
     ranges = _upcastable(store, live, edges=edges) if loads else []
     turned = _turned_loads(store)
-    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in turned)]
+    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)
+                  and not _strided_only(turned, j)]
     if masked and not candidates:
         candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
     for j in candidates:
