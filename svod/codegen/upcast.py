@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, most_iterations
-from svod.codegen.nest_order import unit_stride
+from svod.codegen.nest_order import stride, unit_stride
 from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError
@@ -406,7 +406,8 @@ def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, Mapping[UOp, fro
 def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> UOp | None:
     """The output range ``stream_rows`` takes ``rows`` of per pass for ``store``, if it takes any: its value
     has one sum (ADD, of a float ``STREAMED_DTYPES``, over one range, with no reduction inside), on which every
-    output range of the store depends, none read at unit stride by its loads; a load reads the sum's range at
+    output range of the store depends, none read at unit stride by its loads that turn with the sum (a row's
+    mean, read once per row, is no vector load); a load reads the sum's range at
     unit stride and depends on the row (innermost first), which tiles of ``rows`` fit (``_room``)."""
     reduces = [u for u in store.src[1].toposort() if u.op is Ops.REDUCE]
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or reduces[0].dtype not in STREAMED_DTYPES \
@@ -417,7 +418,8 @@ def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> 
     if not outputs or any(r not in live[reduce] for r in live[store]):
         return None
     loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD]
-    if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs):
+    turned = [u for u in loads if k in u.src[0].toposort()]
+    if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs if not _strided_only(turned, r)):
         return None
     streamed = [load for load in loads if unit_stride(load.src[0].src[1], k)]
     return next((r for r in outputs if any(r in load.toposort() for load in streamed)
@@ -476,6 +478,23 @@ def _reduction_loads(store: UOp) -> list[UOp]:
             if u.op is Ops.LOAD]
 
 
+def _turned_loads(store: UOp) -> list[UOp]:
+    """The loads of ``store``'s reductions that read another element each turn (their index depends on the
+    reduction's range)."""
+    return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
+            if u.op is Ops.LOAD and any(r in u.src[0].toposort() for r in red.src[1:])]
+
+
+def _strided_only(loads: list[UOp], r: UOp) -> bool:
+    """Whether the loads that turn with a sum stride along output range ``r`` by a known step other than one,
+    and none at unit stride: a load the turns share (a row's mean in a sum over the row's columns) read at unit
+    stride along ``r`` gives the sum's loop no vector loads, and lanes along ``r`` would make the loads that turn
+    strided gathers."""
+    found = [stride(load.src[0].src[1], r) for load in loads if r in load.src[0].toposort()]
+    return bool(found) and not any(unit_stride(load.src[0].src[1], r) for load in loads) \
+        and all(f is not None and f.terms != {(): 1} for f in found)
+
+
 def _upcastable(store: UOp, live: Mapping[UOp, frozenset[UOp]], exclude: UOp | None = None,
                 edges: bool = False) -> list[UOp]:
     """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
@@ -492,7 +511,9 @@ def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[
     those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
     loads = _reduction_loads(store)
     ranges = _upcastable(store, live, edges=edges) if loads else []
-    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)]
+    turned = _turned_loads(store)
+    candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)
+                  and not _strided_only(turned, j)]
     if masked and not candidates:
         candidates = [j for j in ranges if 0 < sum(j in load.toposort() for load in loads) < len(loads)]
     for j in candidates:

@@ -24,7 +24,11 @@ own element (its index holds each parallel loop's variable as a component, in on
 ``x[i - 1, j]``: each parallel loop's variable plus a constant) reaches one element per work item, so its
 scatter-add is a plain ``+=`` in a kernel of its own that runs before the adjoint (``Adjoint.passes``): one pass
 per index, so that two reads' additions into one element never meet in one kernel (the last index's adds in the
-adjoint itself, where nothing else there touches that array's adjoint).
+adjoint itself, where nothing else there touches that array's adjoint). A broadcast read, whose index holds some
+parallel loops' variables and lacks the others (a layer norm's ``gamma[j]`` in rows ``i``, its ``mean[i, 0]`` in
+columns ``j``), sums its adjoints over the loops it lacks in a pass of its own (``svod.frontend.adjoint_sums``), and
+a read in a sequential loop whose element no turn changes sums its turns' adjoints in a local: one add per element,
+in one order, where there was an atomic add per work item or turn.
 
 What it differentiates: one ``svod.prange`` loop (or a nest of them) whose body holds loads, stores,
 ``+=``/``-=`` updates, ``svod.atomic_add``, ``if``/``else``, sequential ``for ... in range(...)`` loops,
@@ -52,21 +56,28 @@ import numpy as np
 
 from svod.errors import GradientError
 from svod.frontend import pylang
+from svod.frontend.adjoint_sums import Element, Reduction, reduction_source, reductions, reorderable, turn_sums
 from svod.frontend.adjoint_text import (
     Carried,
     Forward,
     Lines,
     Loop,
+    Renamer,
     Value,
     assigned_names,
+    both,
     canonical,
+    expression,
     flat,
     indented,
     integer,
     names_in,
+    nested_call,
     one_turn,
+    passed_through,
     place,
     renamed,
+    select_rule,
     shifted,
     total,
     zeroed_then_read,
@@ -182,8 +193,16 @@ class _Differentiator:
         """The array and index of the shifted read whose adjoint the adjoint kernel adds itself, with no pass: the
         last one, where the kernel touches that array's adjoint nowhere else (it writes no element of the array,
         and reads it at no other index)."""
-        self.scatter: tuple[str, str] | None = None
-        """The array and index the pass being written adds into; None: the adjoint kernel's own backward."""
+        self.reduced: list[Reduction] = []
+        """The passes that sum broadcast reads' adjoints (``svod.frontend.adjoint_sums``); none where the kernel adds
+        with ``svod.atomic_add`` (``atomic``): its forward's sums take an order the threads decide, and a pass per
+        group would run its body again (a pair loop's two took three times its privatised atomic adds)."""
+        self.atomic = False
+        self.turns: dict[Element, str] = {}
+        """The reads of the sequential loop being written whose adjoints its turns sum in a local (``turn_sums``)."""
+        self.scatter: tuple[str, str] | Reduction | None = None
+        """The array and index the pass being written adds into, or the broadcast reads it sums; None: the adjoint
+        kernel's own backward."""
 
     # ---- refusing ---------------------------------------------------------------------------------------
 
@@ -214,21 +233,24 @@ class _Differentiator:
                               "a kernel that is not one svod.prange loop (or nest of them)",
                               "write one kernel per parallel loop")
         nest = self.nest(loops[0])
-        for depth, loop in enumerate(nest, start=1):
-            lines.add(f"for {ast.unparse(loop.target)} in {ast.unparse(loop.iter)}:", loop.lineno, depth)
         for stmt in nest[-1].body:
             self.line = stmt.lineno
             self.statement(stmt)
         grads = self.grad_names()
-        self.backward(dict(grads))
+        self.backward(dict(grads), reorderable(nest))
         kernels: list[Kernel | None] = []
-        for scatter in [*self.shifted, None]:
+        for scatter in [*self.shifted, *self.reduced, None]:
             self.scatter, self.writes = scatter, False
             backward = self.backward_block(self.values, {})
+            work = [*indented(self.render(self.live(backward)), 0), *backward] or [("pass", nest[-1].lineno)]
             source = _Lines(list(lines.text), list(lines.origin))
-            for text, line in [*indented(self.render(self.live(backward)), 0), *backward] or \
-                    [("pass", nest[-1].lineno)]:
-                source.add(text, line, len(nest) + 1)
+            if isinstance(scatter, Reduction):
+                work = reduction_source(nest, scatter, self.grads, work)
+            else:
+                work = [*[("    " * depth + f"for {ast.unparse(loop.target)} in {ast.unparse(loop.iter)}:",
+                           loop.lineno) for depth, loop in enumerate(nest)], *indented(work, len(nest))]
+            for text, line in work:
+                source.add(text, line, 1)
             kernels.append(self.kernel_of(source, len(kernels) if scatter is not None else None))
         return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None))
 
@@ -314,7 +336,7 @@ class _Differentiator:
         test = self.local(self.opaque(stmt.test), outer)
         sides = []
         for body, holds in ((stmt.body, test), (stmt.orelse, f"not {test}")):
-            self.env, self.guard = dict(before), _both(outer, holds)
+            self.env, self.guard = dict(before), both(outer, holds)
             for inner in body:
                 self.line = inner.lineno
                 self.statement(inner)
@@ -327,7 +349,7 @@ class _Differentiator:
             elif taken in (None, _ONE_SIDED, _TURN_OWN) or other in (None, _ONE_SIDED, _TURN_OWN):
                 self.env[name] = _ONE_SIDED  # refused where read after the if (``known``)
             else:
-                self.env[name] = self.operation(f"({taken} if {test} else {other})", _select(test), (taken, other),
+                self.env[name] = self.operation(f"({taken} if {test} else {other})", select_rule(test), (taken, other),
                                                 outer)
 
     def loop(self, stmt: ast.For) -> None:
@@ -439,6 +461,7 @@ class _Differentiator:
             self.written.append(array)
         if how != "=" or atomic:
             self.updated.add(array)
+        self.atomic |= atomic
 
     def hold(self, array: str, index: str, node: ast.expr, stored: str, how: str, plain: bool) -> None:
         """Keep what the element ``array[index]`` holds after a store, for a read of it after (``held``): a store
@@ -463,19 +486,19 @@ class _Differentiator:
             return self.env.get(node.id, node.id)
         if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
             operands = (self.value(node.left, guard), self.value(node.right, guard))
-            text = ast.unparse(ast.BinOp(_name(operands[0]), node.op, _name(operands[1])))
+            text = ast.unparse(ast.BinOp(expression(operands[0]), node.op, expression(operands[1])))
             return self.operation(text, BINARY[type(node.op)], operands, guard)
         if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY:
             operand = self.value(node.operand, guard)
-            return self.operation(ast.unparse(ast.UnaryOp(node.op, _name(operand))), UNARY[type(node.op)],
+            return self.operation(ast.unparse(ast.UnaryOp(node.op, expression(operand))), UNARY[type(node.op)],
                                   (operand,), guard)
         if isinstance(node, ast.Call):
             return self.call(node, guard)
         if isinstance(node, ast.IfExp):
             test = self.local(self.opaque(node.test), guard)
-            body = self.value(node.body, _both(guard, test))
-            other = self.value(node.orelse, _both(guard, f"not {test}"))
-            return self.operation(f"({body} if {test} else {other})", _select(test), (body, other), guard)
+            body = self.value(node.body, both(guard, test))
+            other = self.value(node.orelse, both(guard, f"not {test}"))
+            return self.operation(f"({body} if {test} else {other})", select_rule(test), (body, other), guard)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in self.parameters:
             array = node.value.id
             index = canonical(self.opaque(node.slice))
@@ -503,7 +526,7 @@ class _Differentiator:
 
     def call(self, node: ast.Call, guard: str | None) -> str:
         callee = self.resolve(node.func)
-        name = self.math_name(node.func)
+        name = self.mathexpression(node.func)
         if node.keywords:
             raise self.refuse(node, "a call with keywords", "pass its arguments by position")
         if (isinstance(callee, pylang.Cast) and not callee.dtype.is_float) or callee in _INTEGERS or (
@@ -525,7 +548,7 @@ class _Differentiator:
                 raise self.refuse(node, f"{node.func.id} of {len(operands)} argument{'s' * (len(operands) != 1)}",
                                   "abs takes one argument" if callee is abs else
                                   f"{node.func.id} is differentiated with two arguments (where they tie, each takes "
-                                  f"half): nest them, {_nested(node.func.id, len(operands))}")
+                                  f"half): nest them, {nested_call(node.func.id, len(operands))}")
             rule = FUNCTIONS[BUILTINS[node.func.id]]
         else:
             raise self.refuse(node, f"a call of {ast.unparse(node.func)}",
@@ -533,7 +556,7 @@ class _Differentiator:
                               "arithmetic in the kernel")
         return self.operation(text, rule, operands, guard)
 
-    def math_name(self, func: ast.expr) -> str | None:
+    def mathexpression(self, func: ast.expr) -> str | None:
         """The name of the math function ``func`` is (``svod.math.exp``, ``math.exp``, ``np.exp``), if it is one."""
         if not isinstance(func, ast.Attribute):
             return None
@@ -561,7 +584,7 @@ class _Differentiator:
         for name in ast.walk(node):
             if isinstance(name, ast.Name):
                 self.known(name)
-        renamed = _Renamer(self.env, self.held).visit(ast.parse(ast.unparse(node), mode="eval"))
+        renamed = Renamer(self.env, self.held).visit(ast.parse(ast.unparse(node), mode="eval"))
         for read in ast.walk(renamed):
             if isinstance(read, ast.Subscript) and isinstance(read.value, ast.Name) \
                     and read.value.id in self.parameters:
@@ -601,17 +624,16 @@ class _Differentiator:
                 grads.append((array, name))
         return tuple(grads)
 
-    def backward(self, grads: dict[str, str]) -> None:
+    def backward(self, grads: dict[str, str], reorderable: bool) -> None:
         """How the work item's adjoint adds into each array's: with ``+=`` where every read of the array is the
-        work item's own element (``plain``), in a pass of its own for a read at a shifted index (``shifted``),
-        atomically elsewhere."""
+        work item's own element (``plain``), in a pass of its own for a read at a shifted index (``shifted``) and
+        for a group of broadcast reads (``reduced``, where the parallel loops may be ``reorderable``), atomically
+        elsewhere."""
         every = list(flat(self.values))
         places: dict[str, set[tuple[int, ...] | None]] = {}
-        alone: dict[str, set[tuple[int, ...] | None]] = {}
         for v in every:
             if v.array is not None and v.stored is None:
                 places.setdefault(v.array, set()).add(v.own)
-                alone.setdefault(v.array, set()).add(v.alone)
         plain = {array for array, found in places.items() if len(found) == 1 and None not in found}
         for v in every:
             if v.stored == "=" and v.array in places and v.array not in plain and v.array in grads:
@@ -619,9 +641,17 @@ class _Differentiator:
                 raise self.refuse(ast.Name(v.array), f"a read of {v.array} at elements of other work items, and a "
                                   f"store into {v.array}: its adjoint would add into what another work item's sets "
                                   f"to zero", f"write {v.array}'s new values into another array")
+        passes = not zeroed_then_read(self.values, set(grads))
+        loaded = list(dict.fromkeys((v.array, v.index) for v in every if v.array in grads and v.stored is None))
+        self.reduced = reductions(loaded, self.spread, self.loops, self.counter) \
+            if passes and reorderable and not self.atomic else []
+        summed = {(array, index) for reduction in self.reduced for array, index, _ in reduction.sums}
+        alone: dict[str, set[tuple[int, ...] | None]] = {}
+        for v in every:
+            if v.array is not None and v.stored is None and (v.array, v.index) not in summed:
+                alone.setdefault(v.array, set()).add(v.alone)
         self.grads, self.plain = grads, {array for array, found in alone.items()
                                              if len(found) == 1 and None not in found}
-        passes = not zeroed_then_read(self.values, set(grads))
         reads = [(v.array, v.index) for v in every if passes and v.array is not None and v.stored is None
                  and v.array in grads and v.array not in self.plain and shifted(v.index, self.loops)]
         self.shifted = list(dict.fromkeys(reads))
@@ -630,9 +660,14 @@ class _Differentiator:
                 (v.array, v.index) in self.shifted for v in every if v.array == last and v.stored is None):
             self.folded = self.shifted.pop()
 
-    def adds(self, array: str, index: str) -> bool | None:
+    def adds(self, array: str, index: str) -> bool | str | None:
         """How the pass being written adds the adjoint of a read of ``array[index]``: with ``+=`` (True), with
-        ``svod.atomic_add`` (False), or not at all (None: another pass adds it)."""
+        ``svod.atomic_add`` (False), into a local of a broadcast read's sum (its name), or not at all (None: another
+        pass adds it)."""
+        if isinstance(self.scatter, Reduction):
+            return self.scatter.local(array, index)
+        if any(reduction.local(array, index) is not None for reduction in self.reduced):
+            return None
         if (array, index) == self.folded:
             return True if self.scatter is None else None
         if (array, index) in self.shifted:
@@ -668,8 +703,9 @@ class _Differentiator:
             adjoint = v.result.replace("_svod_a", "_svod_d")
             lines.append((f"{adjoint} = {' + '.join(found)}", v.line))
             if v.array is not None:
-                target = grads[v.array]
-                add = f"{target}[{v.index}] += {adjoint}" if plain else f"{ATOMIC_ADD}({target}, {v.index}, {adjoint})"
+                local = self.turns.get((v.array, v.index, v.guard))
+                add = f"{local} += {adjoint}" if local is not None else \
+                    self.add(v.array, v.index, adjoint, plain or False)
                 lines.append((add if v.guard is None else f"if {v.guard}:\n    {add}", v.line))
                 self.writes = True
                 continue
@@ -680,6 +716,13 @@ class _Differentiator:
                                                           else f"({share} if {v.guard} else 0.0)")
         return lines
 
+    def add(self, array: str, index: str, adjoint: str, how: bool | str) -> str:
+        """The statement that adds ``adjoint`` into ``array[index]``'s adjoint ``how`` ``adds`` says."""
+        if isinstance(how, str):
+            return f"{how} += {adjoint}"
+        target = self.grads[array]
+        return f"{target}[{index}] += {adjoint}" if how else f"{ATOMIC_ADD}({target}, {index}, {adjoint})"
+
     def backward_loop(self, loop: Loop, shares: dict[str, list[str]]) -> Lines:
         """A sequential loop's adjoint: its turns' adjoints, the last turn's first. A carried local's adjoint
         passes from a turn's end to its start (``_svod_c``), where a value after the loop, or a carried local
@@ -689,6 +732,11 @@ class _Differentiator:
         needs one that does, the forward's turns before it run again first, to the carried locals' values at its
         start."""
         live = {c.phi for c in loop.carried if shares.get(c.phi)}
+        changed = names_in(self.render(loop.forward))[1] | {loop.variable} | {c.phi for c in loop.carried}
+        outside, self.turns = self.turns, turn_sums(loop, changed, lambda v: v.array in self.grads and v.array not in
+                                                    self.written and self.adds(v.array, v.index) is not None,
+                                                    self.counter)
+        sums_of_turns = self.turns
         while True:  # a carried local whose adjoint is zero takes no part: 0 * inf would make NaNs of nothing
             carried = [c for c in loop.carried if c.phi in live]
             exits = [f"_svod_c{next(self.counter)}" for _ in carried]
@@ -700,6 +748,7 @@ class _Differentiator:
             if not grown:
                 break
             live |= grown
+        self.turns = outside
         lines: Lines = [(f"{e} = {total(shares.pop(c.phi, []))}", loop.line)
                         for c, e in zip(carried, exits, strict=True)]
         if not body and not carried:
@@ -716,7 +765,8 @@ class _Differentiator:
                 kept.append(entry)
         before = [n for n in inner if n.startswith("_svod_a") and n not in assigned and n not in phis]
         sums = {n: f"_svod_e{next(self.counter)}" for n in before}
-        tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)]
+        tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)
+                if not passed_through(body, e, total(inner.get(c.phi, [])))]
         tail += [(f"{sums[n]} += {' + '.join(inner[n])}", loop.line) for n in before]
         header, clamp = loop.reversed()
         inside: Lines = [] if clamp is None else [(clamp, loop.line)]
@@ -727,9 +777,14 @@ class _Differentiator:
             inside += renamed(indented(self.turn(loop, loop.forward, carry=True), 1), loop.variable, earlier)
             kept = loop.forward
         inside += [*self.render(kept), *body, *tail]
-        lines += [(f"{sums[n]} = 0.0", loop.line) for n in before]
+        used = set().union(*names_in(body)) if body else set()
+        summed = {element: local for element, local in sums_of_turns.items() if local in used}
+        lines += [(f"{local} = 0.0", loop.line) for local in [*(sums[n] for n in before), *summed.values()]]
         lines.append((header, loop.line))
         lines += indented(inside, 1)
+        for (array, index, guard), local in summed.items():
+            add = self.add(array, index, local, self.adds(array, index) or False)
+            lines.append((add if guard is None else f"if {guard}:\n    {add}", loop.line))
         for c, e in zip(carried, exits, strict=True):
             shares.setdefault(c.start, []).append(e)
         for n in before:
@@ -783,27 +838,6 @@ class _Differentiator:
                        frozenset(self.updated), frozenset(self.needed), passes)
 
 
-class _Renamer(ast.NodeTransformer):
-    """Replaces each local's name with the forward's name for its value, and a read of the element a work item
-    stored with what it stored (``_Differentiator.held``)."""
-
-    def __init__(self, env: dict[str, str], held: dict[str, tuple[str, str | None] | None]) -> None:
-        self.env = env
-        self.held = held
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        if isinstance(node.ctx, ast.Load) and node.id in self.env:
-            return ast.parse(self.env[node.id], mode="eval").body
-        return node
-
-    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
-        self.generic_visit(node)
-        held = self.held.get(node.value.id) if isinstance(node.value, ast.Name) else None
-        if held is not None and held[1] is not None and held[0] == canonical(ast.unparse(node.slice)):
-            return ast.parse(held[1], mode="eval").body
-        return node
-
-
 _INTEGERS = (int, bool, pylang.max_key, pylang.min_key)
 """Calls that make an integer of a value: no derivative (a float's order key, ``pylang.max_key``, too)."""
 _ONE_SIDED = ""
@@ -811,28 +845,6 @@ _ONE_SIDED = ""
 _TURN_OWN = "!"
 """What it is where a loop's turns assigned it (or it is the loop's variable), after the loop, and in a turn before
 the turn assigns it."""
-
-
-def _nested(name: str, count: int) -> str:
-    """``max(max(a, b), c)``: ``count`` arguments (at least two) as nested calls of two."""
-    letters = [chr(ord("a") + k) for k in range(min(count, 4))] + (["..."] if count > 4 else [])
-    text = f"{name}({letters[0]}, {letters[1]})"
-    for letter in letters[2:]:
-        text = f"{name}({text}, {letter})"
-    return text if count >= 2 else f"{name}(a, b)"
-
-
-def _select(test: str) -> Rule:
-    """The rule of ``a if test else b``: the branch taken takes the adjoint."""
-    return lambda o, r, g: (f"({g} if {test} else 0.0)", f"(0.0 if {test} else {g})")
-
-
-def _both(guard: str | None, test: str) -> str:
-    return test if guard is None else f"({guard}) and ({test})"
-
-
-def _name(text: str) -> ast.expr:
-    return ast.parse(text, mode="eval").body
 
 
 __all__ = ["Adjoint", "adjoint"]

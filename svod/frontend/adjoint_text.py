@@ -225,6 +225,61 @@ def zeroed_then_read(values: list[Value | Loop], grads: set[str]) -> bool:
     return False
 
 
-__all__ = ["Carried", "Forward", "Lines", "Loop", "Value", "assigned_names", "canonical", "flat", "indented",
-           "integer", "minus", "names_in", "offset", "one_turn", "place", "renamed", "shifted", "total",
-           "zeroed_then_read"]
+def passed_through(body: Lines, exit: str, start: str) -> bool:
+    """Whether a turn's adjoint hands a carried local's adjoint from its end (``exit``) to its start (``start``)
+    unchanged, through copies the turn makes unconditionally (a sum's ``s = s + t``): then the adjoint is the same
+    in every turn, and setting it at the turn's end, which would carry it from turn to turn, is left out."""
+    copies = dict(text.split(" = ") for text, _ in body if re.fullmatch(r"\w+ = \w+", text))
+    seen = {start}
+    while start in copies and copies[start] not in seen:
+        start = copies[start]
+        seen.add(start)
+    return start == exit
+
+
+class Renamer(ast.NodeTransformer):
+    """Replaces each local's name with the forward's name for its value, and a read of the element a work item
+    stored with what it stored (``_Differentiator.held``)."""
+
+    def __init__(self, env: dict[str, str], held: dict[str, tuple[str, str | None] | None]) -> None:
+        self.env = env
+        self.held = held
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.env:
+            return ast.parse(self.env[node.id], mode="eval").body
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        held = self.held.get(node.value.id) if isinstance(node.value, ast.Name) else None
+        if held is not None and held[1] is not None and held[0] == canonical(ast.unparse(node.slice)):
+            return ast.parse(held[1], mode="eval").body
+        return node
+
+
+def nested_call(name: str, count: int) -> str:
+    """``max(max(a, b), c)``: ``count`` arguments (at least two) as nested calls of two."""
+    letters = [chr(ord("a") + k) for k in range(min(count, 4))] + (["..."] if count > 4 else [])
+    text = f"{name}({letters[0]}, {letters[1]})"
+    for letter in letters[2:]:
+        text = f"{name}({text}, {letter})"
+    return text if count >= 2 else f"{name}(a, b)"
+
+
+def select_rule(test: str) -> Rule:
+    """The rule of ``a if test else b``: the branch taken takes the adjoint."""
+    return lambda o, r, g: (f"({g} if {test} else 0.0)", f"(0.0 if {test} else {g})")
+
+
+def both(guard: str | None, test: str) -> str:
+    return test if guard is None else f"({guard}) and ({test})"
+
+
+def expression(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+__all__ = ["Carried", "Forward", "Lines", "Loop", "Renamer", "Value", "assigned_names", "both", "canonical",
+           "expression", "flat", "indented", "integer", "minus", "names_in", "nested_call", "offset", "one_turn",
+           "passed_through", "place", "renamed", "select_rule", "shifted", "total", "zeroed_then_read"]

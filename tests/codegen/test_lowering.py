@@ -1107,6 +1107,31 @@ def test_a_matrix_vector_product_streams_four_rows_a_pass_its_sums_marked(rows, 
     assert len(_marked(streamed)) == STREAM_ROWS + edge
 
 
+def _rows_times_their_scale(rows: int, cols: int):
+    """``out[i] = sum_k a[i, k] * s[i]``: one scale per row, read at unit stride along the rows."""
+    k = KernelBuilder("scaled_rows")
+    out, a, s = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, rows * cols), k.buffer(dtypes.float32, rows)
+    i, r = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[i], (a[i * cols + r] * s[i]).reduce(r))
+    return k.build()
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (16, 64), (17, 33)])
+def test_a_load_the_turns_of_a_sum_share_leaves_its_rows_streamed(rows, cols):
+    """A row's own scale, read once per row, gives the sum no vector loads: the rows stream as a matrix-vector
+    product's, and no tile puts them in lanes (where each turn's ``a[i, k]`` would be a gather)."""
+    sink = simplify(_rows_times_their_scale(rows, cols))
+    laned = upcast_reductions(sink, edges=True, row_bytes=64, lanes=True)
+    assert not any(u.op is Ops.LANE for u in laned.toposort())
+    if rows >= STREAM_ROWS:
+        assert len(_marked(stream_rows(sink))) >= STREAM_ROWS
+    rng = np.random.default_rng(rows)
+    a, scale = rng.standard_normal((rows, cols)).astype(np.float32), rng.standard_normal(rows).astype(np.float32)
+    out = np.zeros(rows, np.float32)
+    svod.run(_rows_times_their_scale(rows, cols), [out, a.ravel(), scale])
+    np.testing.assert_allclose(out, (a * scale[:, None]).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_register_tiles_and_sums_of_rows_others_use_are_not_streamed():
     """A matmul's sums are a register tile's (``upcast_reductions``: their order is the reference's), and a
     softmax's row sums feed stores over a range they do not depend on: neither is a streamed row's."""
