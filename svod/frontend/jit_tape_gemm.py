@@ -53,7 +53,7 @@ def gemm_split(statements: list[ast.stmt], is_prange: Callable[[ast.stmt], bool]
     written = arrays_written(statements)
     for position, stmt in enumerate(statements):
         nest = prange_nest(stmt, is_prange)
-        if not nest:
+        if not nest or not all(_from_zero(loop) for loop in nest):
             continue
         outer = [loop.target.id for loop in nest if isinstance(loop.target, ast.Name)]
         body = nest[-1].body
@@ -91,6 +91,12 @@ def _split(statements: list[ast.stmt], position: int, depth: int, at: int, total
     extents = tuple(loop.iter.args[0] for loop in nest if isinstance(loop.iter, ast.Call))
     return Split([product], [*statements[:position], remaining, *statements[position + 1:]], temporary, extents,
                  dtype)
+
+
+def _from_zero(loop: ast.For) -> bool:
+    """Whether ``loop`` runs from 0 (``svod.prange(n)``): the temporary is as long as the loop's one bound, so a
+    loop from another start (``svod.prange(1, n)``) would index past it."""
+    return isinstance(loop.iter, ast.Call) and len(loop.iter.args) == 1 and not loop.iter.keywords
 
 
 def _stores(rest: list[ast.stmt], total: str) -> bool:
