@@ -80,12 +80,13 @@ def _check_shapes(rewriter: Any, stmt: ast.stmt, kind: str, operands: list[Named
 def _hoisted(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | None:
     """A statement whose expression holds ``np.linalg`` calls (``A[:] = np.linalg.cholesky(A) + np.triu(A)``,
     ``return 2 * np.linalg.det(a)``), as a ``np.linalg`` statement of each call, into a name of its own, in the
-    order Python calls them, then the statement reading those names; None where it holds none. A call that
+    order Python calls them, then the statement reading those names; None where it holds none. A call returned
+    whole stays (the reader names a returned value, and ``slogdet``'s pair as two). A call that
     Python may not make (in a branch of ``a if c else b``, after an ``and``/``or``, in a lambda or a
     comprehension) stays where it is, and the array rewriting refuses it there."""
     if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Expr, ast.Return)) or stmt.value is None:
         return None
-    whole = stmt.value if linalg_call(rewriter.reader, stmt) else None
+    whole = stmt.value if linalg_call(rewriter.reader, stmt) or isinstance(stmt, ast.Return) else None
     lifter = _Lifter(rewriter, whole)
     value = lifter.visit(stmt.value)
     if not lifter.lifted:
