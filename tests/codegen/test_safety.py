@@ -299,6 +299,52 @@ def test_kernels_whose_work_items_may_race_are_refused(device, kind):
     assert info.value.kernel == kind and info.value.stage == "lower"
 
 
+def _read_elsewhere(kind: str) -> UOp:
+    """A kernel whose racy read is in another statement than the write it meets, or in a part of a statement
+    other than its value: work item ``i`` reads what item ``i + 1`` (or any item) writes or updates."""
+    k = KernelBuilder(kind)
+    out, y, x = k.buffer(dtypes.float32, 9), k.buffer(dtypes.float32, 8), k.buffer(dtypes.float32, 8)
+    counts, idx = k.buffer(dtypes.int32, 8), k.buffer(dtypes.int32, 8)
+    i = k.range(8)
+    if kind == "after_the_store":
+        k.store(out[i], x[i])
+        k.store(y[i], out[i + 1])
+    elif kind == "before_the_store":
+        k.store(y[i], out[i + 1])
+        k.store(out[i], x[i])
+    elif kind == "of_an_atomic_update":
+        k.atomic_add(counts[i], 1)
+        k.store(y[i], counts[(i + 1) % 8].cast(dtypes.float32))
+    elif kind == "in_a_gate_of_an_atomic_update":
+        k.atomic_add(counts[i], 1)
+        k.store(y.index(i, gate=counts[(i + 3) % 8] > 0), 1.0)
+    elif kind == "in_a_position":
+        k.store(out[i], x[i])
+        k.store(y[out[(i + 1) % 8].cast(dtypes.int32) % 8], 1.0)
+    elif kind == "in_a_gate":
+        k.store(out[i], x[i])
+        k.store(y.index(i, gate=out[(i + 1) % 8] > 0), 1.0)
+    elif kind == "in_a_gathers_index":
+        k.store(idx[i], i.cast(dtypes.int32))
+        k.store(y[i], x[idx[(i + 1) % 8] % 8])
+    elif kind == "in_a_loop_s_exit_test":
+        loop = k.range(None, AxisKind.LOOP)
+        k.store(out[i], out[i] + 1.0)
+        k.exit(loop, out[(i + 1) % 8] > 5.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("kind", ["after_the_store", "before_the_store", "of_an_atomic_update",
+                                  "in_a_gate_of_an_atomic_update", "in_a_position", "in_a_gate",
+                                  "in_a_gathers_index", "in_a_loop_s_exit_test"])
+def test_a_read_that_meets_another_statement_s_write_is_refused(device, kind):
+    """The race check reads the guards only of statements that read memory the kernel writes or updates:
+    each of these reads one, in its value, position, gate or a loop's exit test, and is refused."""
+    with pytest.raises(RaceError, match="read") as info:
+        svod.compile(_read_elsewhere(kind), device)
+    assert info.value.kernel == kind and info.value.stage == "lower"
+
+
 @pytest.mark.parametrize("n", [1, 2, 7])
 @pytest.mark.parametrize("diagonal", [False, True], ids=["correlation", "covariance"])
 def test_a_work_item_s_column_down_and_row_across_never_meet_another_s(device, n, diagonal):

@@ -145,3 +145,56 @@ def test_row_functions_in_jit_compute_numpys_answer(cols):
     _same_rows(np.asarray(_layernorm(data, device=device)), expected)
     e = np.exp(data - data.max(axis=1, keepdims=True))
     _same_rows(np.asarray(_softmax(data, device=device)), e / e.sum(axis=1, keepdims=True))
+
+
+def _rows_to_first_large(cols: svod.UOp | int) -> svod.UOp:
+    """``out[r, j] = 2 * x[r, j]`` up to and including the row's first element over 100 (a loop with an early
+    exit), then ``out[r, j] += x[r, j]`` over the whole row: two loops over one row, one of them cut short."""
+    k = KernelBuilder("to_first_large")
+    out, x = k.buffer(dtypes.float32, (4, cols)), k.buffer(dtypes.float32, (4, cols))
+    r, j1, j2 = k.range(4), k.range(cols, AxisKind.LOOP), k.range(cols, AxisKind.LOOP)
+    k.store(out[r, j1], x[r, j1] * 2)
+    k.exit(j1, x[r, j1] > 100.0)
+    k.store(out[r, j2], out[r, j2] + x[r, j2])
+    return k.build()
+
+
+def _sums_to_length(width: int) -> svod.UOp:
+    """``out[r] = sum(x[r, :lengths[r]]) + sum(x[r, :lengths[r]] * 2)``: two loops over a row whose end is read
+    from memory."""
+    k = KernelBuilder("sums_to_length")
+    out, x, lengths = k.buffer(dtypes.float32, 4), k.buffer(dtypes.float32, (4, width)), k.buffer(dtypes.int32, 4)
+    r = k.range(4)
+    end = lengths[r].maximum(0).minimum(width)
+    j1, j2 = k.range(end, AxisKind.REDUCE), k.range(end, AxisKind.REDUCE)
+    k.store(out[r], x[r, j1].reduce(j1) + (x[r, j2] * 2.0).reduce(j2))
+    return k.build()
+
+
+@pytest.mark.parametrize("cols", [1, 7, ROW_TURNS + 1])
+def test_loops_over_a_row_cut_short_or_ended_by_memory_compute_their_answer(cols):
+    """Loop hints on loops with an early exit (a constant or a symbolic row), or with an end read from memory
+    (zero turns too), leave the answer as the loops define it."""
+    device = svod.get_device("CPU", "llvm")
+    data = np.random.default_rng(cols).standard_normal((4, cols)).astype(np.float32) * 80
+    expected = data + np.where(np.arange(cols) <= _first_over(data, 100.0)[:, None], 2 * data, -1.0)
+    of_n = _rows_to_first_large(KernelBuilder("of_n").var("n", 1, 4096))
+    assert _loop_hints(_render(of_n), "interleave.count") == [ROW_INTERLEAVE] * 2
+    assert _loop_hints(_render(_sums_to_length(cols)), "interleave.count") == [ROW_INTERLEAVE] * 2
+    if cols >= ROW_TURNS:
+        assert _loop_hints(_render(_rows_to_first_large(cols))) == [ROW_UNROLL] * 2
+    for ast, sizes in ((_rows_to_first_large(cols), {}), (of_n, {"n": cols})):
+        out = np.full_like(data, -1.0)
+        svod.run(ast, [out, data], device=device, **sizes)
+        np.testing.assert_array_equal(out, expected)
+    lengths = np.array([0, 1, cols, -5], np.int32)
+    sums = np.full(4, np.nan, np.float32)
+    svod.run(_sums_to_length(cols), [sums, data, lengths], device=device)
+    kept = np.clip(lengths, 0, cols)
+    np.testing.assert_allclose(sums, [data[r, :kept[r]].sum() * 3 for r in range(4)], rtol=1e-5, atol=1e-3)
+
+
+def _first_over(data: np.ndarray, limit: float) -> np.ndarray:
+    """Per row, the index of its first element over ``limit``, or its last index where none is."""
+    over = data > limit
+    return np.where(over.any(axis=1), over.argmax(axis=1), data.shape[1] - 1)
