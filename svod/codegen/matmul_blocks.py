@@ -114,9 +114,11 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
 def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp], written: set[UOp],
                     block_bytes: int) -> tuple[UOp, ...] | None:
     """A matmul of variable sizes in blocks (``_blocked``) where ``b`` is read at ``k * n + j`` (plus a batch's
-    offset), ``n`` the size of output range ``j`` (``b``'s rows are the output's). How big ``b`` is, no
-    compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and where it would
-    not, reading it from memory for each row of tiles takes several times as long as the blocks. The
+    offset), ``n`` the size of output range ``j``, the innermost (``b``'s rows are the output's). ``a.T``'s
+    ``a[k, i]``, at ``k * m + i``, reads an outer range so: blocked as ``b``, the rows past its last block
+    are a store at ``(m // W * W + r) * n + j`` that the race check does not prove its work items' own. How
+    big ``b`` is, no compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and
+    where it would not, reading it from memory for each row of tiles takes several times as long as the blocks. The
     blocks are shaped as for a long sum (``_block_shape``). Where rows of output pass over ``b``, each launch
     takes one of the forms of the kernel (``_launch_forms``); a kernel that stores something else of the sum
     (``sum + c``) that its blocks cannot store (``_blocks_store_value``) is blocked only where ``b`` is packed,
@@ -127,8 +129,8 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         if len(index.src) != 2 or param.op is not Ops.PARAM or param in written:
             continue
         terms = to_poly(index.src[1]).terms
-        j = next((r for r in outputs if terms.get((r,)) == 1 and r.src[0].op is Ops.DEFINE_VAR), None)
-        if j is None or any(j in m for m in terms if m != (j,)):
+        j = nested(outputs)[-1]
+        if terms.get((j,)) != 1 or j.src[0].op is not Ops.DEFINE_VAR or any(j in m for m in terms if m != (j,)):
             continue
         rows = [(m, c) for m, c in terms.items() if k in m]  # the rest: a batch's offset
         if len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:

@@ -151,3 +151,37 @@ def test_an_array_program_is_numpy_code_that_svod_runs_as_numpy_does(name):
     args = found.make(*found.small)
     want = found.numpy(*copies(args))
     assert agree(found, found.function("svod")(*copies(args)), want)
+
+
+def _floyd_warshall_steps(d: np.ndarray, rows: list[int]) -> np.ndarray:
+    """``floyd_warshall`` as numba writes it, its ``prange``'s work items run one after another in ``rows``'
+    order (any order is one a parallel run may take)."""
+    for k in range(d.shape[0]):
+        for i in rows:
+            through = d[i, k]
+            for j in range(d.shape[0]):
+                d[i, j] = min(d[i, j], through + d[k, j])
+    return d
+
+
+def test_floyd_warshalls_prange_races_so_svod_refuses_it():
+    """Work item ``k`` writes row ``k`` while the others read it: harmless only while ``d[k, k] + x >= x``. A
+    negative diagonal (a negative cycle) changes row ``k`` during step ``k``, and the answer depends on the
+    order of the work items, so the refusal is right for some values and no proof from the text accepts it."""
+    d = np.array([[-1.0, 5.0, 9.0], [3.0, 0.0, 1e9], [2.0, 4.0, 0.0]])
+    forward, backward = _floyd_warshall_steps(d.copy(), [0, 1, 2]), _floyd_warshall_steps(d.copy(), [2, 1, 0])
+    assert not np.array_equal(forward, backward)
+    with pytest.raises(SvodError, match="d is read at an element another work item may write"):
+        program("floyd_warshall").function("svod")(d.copy())
+
+
+@pytest.mark.parametrize("diagonal", [-1.0, -0.0, np.inf, np.nan], ids=["negative", "-0.0", "inf", "nan"])
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_floyd_warshall_rowcopy_agrees_with_plain_python_on_special_values(diagonal, n):
+    """svod's rewrite copies row and column ``k`` before step ``k``: every order of its work items gives the
+    plain-Python answer, even where the diagonal changes them (negative, NaN) or distances are infinite."""
+    (d,) = program("floyd_warshall_rowcopy").make(n)
+    d[np.arange(n), np.arange(n)] = diagonal
+    d[0, n - 1] = np.inf
+    got = results(program("floyd_warshall_rowcopy").function("svod")(d.copy()))
+    same(got, python("floyd_warshall_rowcopy", (d,)), 0.0)
