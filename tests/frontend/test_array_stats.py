@@ -10,7 +10,7 @@ import pytest
 import svod
 from svod.errors import GraphError, KernelSyntaxError
 from tests.frontend.test_array_math import agrees_or_refused
-from tests.helpers import refuses
+from tests.helpers import numpy_quietly, refuses
 
 SHAPES = [(1, 1), (4, 6), (7, 3)]
 
@@ -204,7 +204,7 @@ def test_covariance_of_columns_is_numpys_either_way_npbench_writes_it(device, sh
     """``data - mean``, then ``cov[i, j] = sum_k d[k, i] * d[k, j] / (n - 1)``: np.cov of the transpose, and
     npbench's loop filling the upper triangle and its mirror, each against NumPy's np.cov (NaN of one row)."""
     data = columns(*shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with numpy_quietly():
         want = np.cov(data.T)
     if refuses(device, svod.dtypes.float64):
         with pytest.raises(GraphError, match="cannot hold float64"):
