@@ -69,7 +69,10 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     ``STREAM_ROW_BYTES`` or more apart, its sum runs in passes of a few of them instead (``_streamed``).
 
     Each product is added in the same order as before, so the result is the same bits. None unless the
-    kernel is one store of a value with one float sum, reading no memory the kernel writes, and ``b`` read at
+    kernel is one store of a value with one float sum that every output range reads (a sum the same across one,
+    a column's mean subtracted from each of its elements, is computed outside that range's loop, and a block
+    could not continue it from the sum so far that each turn of the range stores), reading no memory the
+    kernel writes, and ``b`` read at
     ``k * s + j + rest`` (``rest`` a multiple of ``s``: a batch); where a size is a variable, see
     ``_block_symbolic``.
     """
@@ -85,6 +88,8 @@ def block_matmul(sink: UOp, l2_bytes: int = ASSUMED_L2_BYTES) -> tuple[UOp, ...]
     outputs = live_ranges(sink)[store]
     if not outputs or any(r.arg[1] is not AxisKind.GLOBAL for r in outputs):
         return None
+    if not outputs <= reduces[0].live_ranges:
+        return None  # a sum the same across an output range is computed outside its loop, where no block's start is
     written = written_memory(effects)
     loads = _reduction_loads(store)
     if any(memory_of(u.src[0].src[0]) in written for u in loads):

@@ -2112,3 +2112,68 @@ def test_blocked_transposes_match_numpy(compiler, n):
     out = np.full((n, n), np.nan, np.float32)
     svod.run(transpose(n).steps[0].ast, [out, data], device=device)
     np.testing.assert_array_equal(out, data.T)
+
+
+def _column_sums(m, n, depth, centered, name="column_sums"):
+    """``out[i, c]`` = column ``i``'s sum of ``b`` (``depth x m``), or ``x[c, i]`` less its mean: a sum that
+    the output's inner range ``c`` does not read, and ``b`` read at unit stride along the outer ``i``."""
+    k = KernelBuilder(name)
+    out, b, x = (k.buffer(dtypes.float64, (m, n)), k.buffer(dtypes.float64, (depth, m)),
+                 k.buffer(dtypes.float64, (n, m)))
+    i, c, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+    total = b[r, i].reduce(r)
+    k.store(out[i, c], x[c, i] - total / float(depth) if centered else total)
+    return k.build()
+
+
+def test_a_sum_the_same_across_an_output_range_is_not_blocked():
+    """Blocks continue a sum from what each element stores; a sum the same across ``c`` is computed outside
+    ``c``'s loop, where no element is: such a kernel stays as written, where a matmul of that ``b`` is blocked."""
+    assert block_matmul(_column_sums(256, 8, 300, centered=False), 64 << 10) is None
+    assert block_matmul(_column_sums(263, 600, 300, centered=True), 64 << 10) is None
+    assert block_matmul(_big_matmul(8, 256, 300, dtypes.float64), 64 << 10) is not None
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("m", "n", "depth"), [(256, 8, 300), (263, 2, 257), (384, 7, 301), (257, 1, 300)])
+@pytest.mark.parametrize("centered", [False, True])
+def test_column_sums_over_an_l2_they_outgrow_match_numpy(monkeypatch, compiler, m, n, depth, centered):
+    """Refused before: blocked, the sum was continued from each element's partial sum outside their loop."""
+    device = open_device(compiler)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=64 << 10))
+    rng = np.random.default_rng(m + n)
+    b, x = rng.standard_normal((depth, m)), rng.standard_normal((n, m))
+    out = np.full((m, n), np.nan)
+    svod.run(_column_sums(m, n, depth, centered, f"column_sums_{int(centered)}"), [out, b, x], device=device)
+    sums = np.broadcast_to(b.sum(axis=0)[:, None], (m, n))
+    np.testing.assert_allclose(out, x.T - sums / depth if centered else sums, rtol=1e-12, atol=1e-12)
+
+
+@svod.kernel
+def deviations_by_column(out, data):
+    """``out[i, n]``: ``data[n, i]`` less column ``i``'s mean, summed for each ``n`` (sizes a launch's)."""
+    for i in svod.prange(out.shape[0]):
+        for n in svod.prange(out.shape[1]):
+            total = 0.0
+            for k in range(data.shape[0]):
+                total += data[k, i]
+            out[i, n] = data[n, i] - total / data.shape[0]
+
+
+@svod.jit
+def covariance_of_columns(data):
+    return np.cov(np.transpose(data))
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize(("rows", "variables"), [(37, 263), (64, 256), (67, 300), (2, 257)])
+def test_covariance_of_columns_that_outgrow_l2_matches_numpy(monkeypatch, compiler, rows, variables):
+    """npbench's covariance2 at sizes whose deviations kernel a 64 KiB L2 would block (its mean, a sum the
+    same for every row, refused before), and a Python kernel of variable sizes doing the same."""
+    device = open_device(compiler)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=64 << 10))
+    data = np.cos(np.arange(rows * variables) * 0.3).reshape(rows, variables) * 2.0 + 0.5
+    np.testing.assert_allclose(covariance_of_columns(data, device=device), np.cov(data.T), rtol=1e-11, atol=1e-12)
+    out = np.full((variables, rows), np.nan)
+    deviations_by_column(out, data, device=device)
+    np.testing.assert_allclose(out, (data - data.mean(axis=0)).T, rtol=1e-12, atol=1e-12)

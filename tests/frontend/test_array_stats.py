@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import svod
-from svod.errors import KernelSyntaxError
+from svod.errors import GraphError, KernelSyntaxError
 from tests.frontend.test_array_math import agrees_or_refused
-from tests.helpers import refuses
+from tests.helpers import numpy_quietly, refuses
 
 SHAPES = [(1, 1), (4, 6), (7, 3)]
 
@@ -176,3 +176,40 @@ def test_what_svod_does_not_take_is_refused_at_its_line(fn, says):
     args = (x, np.ones(4)) if fn is weights_across else (x, x.copy()) if fn is cumprod_out else (x,)
     with pytest.raises(KernelSyntaxError, match=f"test_array_stats.py:\\d+: {says}"):
         fn(*args)
+
+
+@svod.jit
+def covariance_of_columns(data):
+    """npbench's covariance2: each column of ``data`` a variable."""
+    return np.cov(np.transpose(data))
+
+
+@svod.jit
+def covariance_filled(m, float_n, data):
+    """npbench's covariance: the deviations in place, then each row of the upper triangle and its mirror."""
+    mean = np.sum(data, axis=0) / float_n
+    data -= mean
+    cov = np.zeros((m, m), dtype=data.dtype)
+    for i in range(m):
+        cov[i:m, i] = cov[i, i:m] = data[:, i] @ data[:, i:m] / (float_n - 1.0)
+    return cov
+
+
+def columns(rows: int, variables: int) -> np.ndarray:
+    return np.cos(np.arange(rows * variables, dtype=np.float64) * 0.7).reshape(rows, variables) * 3.0 + 1.5
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (2, 1), (2, 2), (3, 5), (7, 3), (13, 11), (9, 17)])
+def test_covariance_of_columns_is_numpys_either_way_npbench_writes_it(device, shape):
+    """``data - mean``, then ``cov[i, j] = sum_k d[k, i] * d[k, j] / (n - 1)``: np.cov of the transpose, and
+    npbench's loop filling the upper triangle and its mirror, each against NumPy's np.cov (NaN of one row)."""
+    data = columns(*shape)
+    with numpy_quietly():
+        want = np.cov(data.T)
+    if refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match="cannot hold float64"):
+            covariance_of_columns(data, device=device)
+        return
+    np.testing.assert_allclose(covariance_of_columns(data, device=device), want, rtol=1e-12, atol=1e-13)
+    filled = covariance_filled(shape[1], float(shape[0]), data.copy(), device=device)
+    np.testing.assert_allclose(filled, want.reshape(filled.shape), rtol=1e-12, atol=1e-13)
