@@ -1,0 +1,97 @@
+"""A jitted function's number parameter that the function assigns, and one left to its default that it returns:
+each run's answer is plain Python's (the argument's value where the function first reads it, the last value it
+assigns where it returns it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod.errors import SvodError
+from tests.frontend.test_jit import agrees_with_python
+from tests.helpers import refuses
+
+SIZES = (0, 1, 2, 7, 13)
+
+
+@svod.jit
+def bumped(x, p):
+    p = p + 1
+    return p
+
+
+@svod.jit
+def toggled(x, p):
+    if x.shape[0] > 2:
+        p ^= 3
+    return p
+
+
+@svod.jit
+def counted(x, p):
+    for _ in range(x.shape[0]):
+        p += 1
+    return p
+
+
+@svod.jit
+def doubled_in_a_loop(x, p):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + p
+        p = p * 2
+    return p
+
+
+@svod.jit
+def toggled_by_default(x, p=1):
+    if x.shape[0] > 2:
+        p ^= 3
+    return p
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fn", (bumped, counted, doubled_in_a_loop))
+def test_a_number_parameter_the_function_assigns_starts_as_the_argument(device, fn, n):
+    """The function reads the argument before it assigns the parameter, and returns what it last assigned."""
+    x = np.arange(n, dtype=np.float32)
+    for p in (1, -5, 12, 2.5):
+        agrees_or_refuses_int64(fn, device, x, p)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_number_parameter_a_branch_augments_starts_as_the_argument(device, n):
+    """So too where only a branch assigns it, passed or left to its default (a Python int: int64, which a device
+    without 64-bit integers refuses)."""
+    x = np.arange(n, dtype=np.float32)
+    for p in (1, -5, 6):
+        agrees_or_refuses_int64(toggled, device, x, p)
+        agrees_or_refuses_int64(toggled_by_default, device, x, p)
+    agrees_or_refuses_int64(toggled_by_default, device, x)
+
+
+def agrees_or_refuses_int64(fn: svod.frontend.jit.Jit, device: svod.Device, *args: object) -> None:
+    """Plain Python's answer, or on a device without 64-bit integers (WebGPU) the refusal of a Python int's
+    int64 arithmetic."""
+    try:
+        agrees_with_python(fn, device, *args)
+    except SvodError as err:
+        assert refuses(device, svod.dtypes.int64) and "computes indices in 32 bits" in str(err)
+
+
+@svod.jit
+def returns_its_defaults(x, scale=3, flag=np.True_, shift=-0.0):
+    return x.shape[0] * scale, flag, shift
+
+
+@pytest.mark.parametrize("n", (0, 1, 7))
+def test_a_returned_default_comes_back_as_its_value(device, n):
+    """A number left to its default that the function returns comes back as Python returns it, as it does when
+    passed."""
+    x = np.arange(n, dtype=np.float32)
+    try:
+        got = returns_its_defaults(x, device=device)
+        assert got == (n * 3, True, 0.0) and np.signbit(got[2])
+        assert returns_its_defaults(x, 2, False, 1.5, device=device) == (n * 2, False, 1.5)
+    except SvodError as err:  # a Python int's int64 arithmetic, where a device has no 64-bit integers
+        assert refuses(device, svod.dtypes.int64) and "computes indices in 32 bits" in str(err)
