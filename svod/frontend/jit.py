@@ -202,8 +202,11 @@ class Jit:
             constants = {name: value for name, value in arguments.items() if _constant(value) or name in defaulted}
             runtime = {name: value for name, value in arguments.items() if name not in constants}
             source = _with_constants(self.source, constants, self.name) if constants else self.source
+            copied = [name for name, value in runtime.items()
+                      if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
+            source = _with_local_copies(source, copied) if copied else source
             lowered = lower_arrays(source, self.name, runtime, taped)
-            if lowered is None and not constants:
+            if lowered is None and not constants and not copied:
                 found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
                                 tuple(runtime))
             else:
@@ -248,16 +251,24 @@ class Jit:
         return arguments
 
     @functools.cached_property
+    def _assigned_numbers(self) -> frozenset[str]:
+        """The parameters the function assigns that no function or lambda inside it takes as its own: passed a
+        number, each is read as a local of its own the function's first statement sets (``_with_local_copies``)."""
+        inner = {arg.arg for node in ast.walk(self.source.node) if node is not self.source.node
+                 and isinstance(node, (ast.FunctionDef, ast.Lambda)) for arg in ast.walk(node.args)
+                 if isinstance(arg, ast.arg)}
+        return frozenset(name for name in self.parameters if name in _stored(self.source.node) and name not in inner)
+
+    @functools.cached_property
     def _foldable(self) -> frozenset[str]:
         """The parameters whose defaults are numbers the function never assigns: a call that leaves one to its
         default runs a plan with the number a constant of its kernels, as numba compiles an omitted argument
         (folded, a constant a loop's arithmetic shortens: a CRC's ``crc ^ poly``). The default is the one the
         signature held when the function was decorated, so its value cannot change between calls; a call
         that passes the parameter runs a plan with it a scalar, whatever its value."""
-        assigned = {node.id for node in ast.walk(self.source.node)
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        kept = _stored(self.source.node)
         return frozenset(name for name, parameter in self.signature.parameters.items()
-                         if _plain_number(parameter.default) and name not in assigned)
+                         if _plain_number(parameter.default) and name not in kept)
 
     def _defaulted(self, args: Sequence[Any], keywords: Mapping[str, Any]) -> frozenset[str]:
         """The parameters of ``_foldable`` that a call of ``args`` and ``keywords`` leaves to their defaults."""
@@ -404,6 +415,30 @@ def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> 
     node.args = ast.arguments(posonlyargs=[], args=kept, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                               defaults=[])
     return Source(node, source.file, {**source.names, **constants}, source.described)
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The names ``node`` assigns, augments, deletes or loops over."""
+    return {inner.id for inner in ast.walk(node)
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del))}
+
+
+def _with_local_copies(source: Source, names: Sequence[str]) -> Source:
+    """``source`` with each of ``names``, number parameters the function assigns, read as a local of its own
+    that the function's first statement sets to the argument: the plan carries the local as it carries any
+    (the parameter itself, carried, read a buffer no run had set, and returned, the argument passed)."""
+    local = {name: f"_svod_local_{name}" for name in names}
+    node = stands_for(copy.deepcopy(source.node), source.node)
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and inner.id in local:
+            inner.id = local[inner.id]
+    first = 1 if node.body and isinstance(node.body[0], ast.Expr) and \
+        isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str) else 0
+    copies = [ast.copy_location(ast.Assign(targets=[ast.Name(local[name], ast.Store())],
+                                           value=ast.Name(name, ast.Load())), node) for name in names]
+    node.body = [*node.body[:first], *copies, *node.body[first:]]
+    ast.fix_missing_locations(node)
+    return Source(node, source.file, source.names, {**source.described, **{local[n]: n for n in names}})
 
 
 def _read_on_host(structure: Structure) -> frozenset[str]:
