@@ -266,7 +266,7 @@ class Jit:
         (folded, a constant a loop's arithmetic shortens: a CRC's ``crc ^ poly``). The default is the one the
         signature held when the function was decorated, so its value cannot change between calls; a call
         that passes the parameter runs a plan with it a scalar, whatever its value."""
-        kept = _stored(self.source.node)
+        kept = _stored(self.source.node) | _returned(self.source.node)
         return frozenset(name for name, parameter in self.signature.parameters.items()
                          if _plain_number(parameter.default) and name not in kept)
 
@@ -421,6 +421,18 @@ def _stored(node: ast.AST) -> set[str]:
     """The names ``node`` assigns, augments, deletes or loops over."""
     return {inner.id for inner in ast.walk(node)
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del))}
+
+
+def _returned(node: ast.AST) -> set[str]:
+    """The names a ``return`` of ``node`` returns as they are, alone or in a tuple: a plan returns what it
+    computes or the argument passed, so a number left to its default that the function returns stays the run's
+    (``Jit._foldable``)."""
+    found: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Return) and inner.value is not None:
+            values = inner.value.elts if isinstance(inner.value, ast.Tuple) else [inner.value]
+            found |= {value.id for value in values if isinstance(value, ast.Name)}
+    return found
 
 
 def _with_local_copies(source: Source, names: Sequence[str]) -> Source:
