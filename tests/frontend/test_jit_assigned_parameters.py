@@ -95,3 +95,48 @@ def test_a_returned_default_comes_back_as_its_value(device, n):
         assert returns_its_defaults(x, 2, False, 1.5, device=device) == (n * 2, False, 1.5)
     except SvodError as err:  # a Python int's int64 arithmetic, where a device has no 64-bit integers
         assert refuses(device, svod.dtypes.int64) and "computes indices in 32 bits" in str(err)
+
+
+@svod.jit
+def sum_and_last_turn(x):
+    t = 0
+    for p in range(x.shape[0]):
+        t += p
+    return t + p
+
+
+@svod.jit
+def stores_and_keeps_the_index(x):
+    p = 0.5
+    for p in range(x.shape[0]):
+        x[p] = p
+    return p
+
+
+@svod.jit
+def reads_the_index_again(x):
+    t = 0.0
+    for i in range(x.shape[0]):
+        t += x[i]
+    for i in range(2):
+        t += i
+    return t
+
+
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason="open defect: a loop inside a kernel leaves its "
+                   "variable as it was before the loop, where Python keeps the last turn's value; a refusal at the "
+                   "source level also refused plan loops that keep it right (test_unrolling's growing_parts)")
+@pytest.mark.parametrize("n", (2, 7, 13))  # one turn or none may leave the stale value the right one
+@pytest.mark.parametrize("fn", (sum_and_last_turn, stores_and_keeps_the_index))
+def test_a_loop_variable_read_after_its_loop_is_refused(device, fn, n):
+    """Python keeps a for loop's last value in its variable; a plan does not (it read what the name held before
+    the loop, or a buffer no run had set), so a read of it after the loop is refused, naming it."""
+    x = np.arange(n, dtype=np.float32)
+    try:
+        agrees_with_python(fn, device, x)
+    except SvodError as err:
+        assert "read after" in str(err)
+
+
+def test_a_loop_variable_a_later_loop_takes_again_is_kept(device):
+    agrees_with_python(reads_the_index_again, device, np.arange(5, dtype=np.float32))
