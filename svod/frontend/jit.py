@@ -252,12 +252,21 @@ class Jit:
 
     @functools.cached_property
     def _assigned_numbers(self) -> frozenset[str]:
-        """The parameters the function assigns that no function or lambda inside it takes as its own: passed a
-        number, each is read as a local of its own the function's first statement sets (``_with_local_copies``)."""
+        """The parameters the function assigns that no function or lambda inside it takes as its own, and returns
+        or assigns other than by a plain assignment of the function's body (augmented, in a branch or a loop):
+        passed a number, each is read as a local of its own the function's first statement sets
+        (``_with_local_copies``). A plain assignment of the body keeps the parameter's name, as a plan reads it
+        right (a name the body defines twice is refused where a kernel's loop reads it)."""
         inner = {arg.arg for node in ast.walk(self.source.node) if node is not self.source.node
                  and isinstance(node, (ast.FunctionDef, ast.Lambda)) for arg in ast.walk(node.args)
                  if isinstance(arg, ast.arg)}
-        return frozenset(name for name in self.parameters if name in _stored(self.source.node) and name not in inner)
+        node = self.source.node
+        plain = {id(target) for statement in node.body if isinstance(statement, ast.Assign)
+                 for target in statement.targets if isinstance(target, ast.Name)}
+        stored_deeper = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)
+                         and isinstance(inner.ctx, (ast.Store, ast.Del)) and id(inner) not in plain}
+        kept = {name for name in _stored(node) if name in _returned(node) or name in stored_deeper}
+        return frozenset(name for name in self.parameters if name in kept and name not in inner)
 
     @functools.cached_property
     def _foldable(self) -> frozenset[str]:

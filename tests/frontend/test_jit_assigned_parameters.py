@@ -44,6 +44,17 @@ def doubled_in_a_loop(x, p):
 
 
 @svod.jit
+def plain_then_toggled(x, p):
+    p = p + 1
+    if x.shape[0] > 2:
+        p ^= 3
+    t = 0
+    for _ in range(x.shape[0]):
+        t += p
+    return t
+
+
+@svod.jit
 def toggled_by_default(x, p=1):
     if x.shape[0] > 2:
         p ^= 3
@@ -67,6 +78,7 @@ def test_a_number_parameter_a_branch_augments_starts_as_the_argument(device, n):
     for p in (1, -5, 6):
         agrees_or_refuses_int64(toggled, device, x, p)
         agrees_or_refuses_int64(toggled_by_default, device, x, p)
+        agrees_or_refuses_int64(plain_then_toggled, device, x, p)
     agrees_or_refuses_int64(toggled_by_default, device, x)
 
 
