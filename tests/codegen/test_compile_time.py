@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import svod
+from benchmarks.first_contact import where_chain
 from svod import KernelBuilder, dtypes
 from svod.ir import UOp
 from tests.helpers import open_device
@@ -30,15 +31,8 @@ def _run_compiled_within_the_bound(ast: UOp, arrays: list[np.ndarray]) -> None:
 
 def test_a_deep_chain_of_wheres_compiles_in_time_and_computes_what_numpy_does():
     depth = 2_000
-    k = KernelBuilder("where_chain")
-    out, x = k.buffer(dtypes.float32, (4, 8)), k.buffer(dtypes.float32, (4, 8))
-    i, j = k.range(4), k.range(8)
-    value = x[i, j]
-    for _ in range(depth):
-        value = (i < j % 5).where(value + 1.0, value)
-    k.store(out[i, j], value)
     got, data = np.zeros((4, 8), np.float32), np.arange(32, dtype=np.float32).reshape(4, 8)
-    _run_compiled_within_the_bound(k.build(), [got, data])
+    _run_compiled_within_the_bound(where_chain(depth), [got, data])
     rows, cols = np.meshgrid(np.arange(4), np.arange(8), indexing="ij")
     np.testing.assert_array_equal(got, data + depth * (rows < cols % 5))
 

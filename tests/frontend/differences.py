@@ -7,6 +7,7 @@ import numpy as np
 
 import svod
 from svod.dtype import dtypes
+from svod.frontend.adjoint import Adjoint
 
 
 def float_of(device) -> type:
@@ -46,3 +47,14 @@ def agrees_with_differences(kernel, device, *args):
     assert abs(got - expected) <= tolerance, (kernel.name, got, expected)
     for p in floats:
         assert grads[p].shape == args[p].shape and grads[p].dtype == args[p].dtype
+
+
+def pulled(made: Adjoint, args: list[np.ndarray], cotangents: dict[str, np.ndarray], device) -> list[np.ndarray]:
+    """The adjoints of ``args`` (as the forward found them) from those of its results ``cotangents``, by running
+    ``made``'s passes and kernel on copies."""
+    grads = [cotangents[name].copy() if name in cotangents else np.zeros_like(args[p])
+             for p, (name, _) in enumerate(made.grads)]
+    for kernel in (*made.passes, made.kernel):
+        if kernel is not None:
+            kernel(*[a.copy() for a in args], *grads, device=device)
+    return grads

@@ -13,7 +13,7 @@ import pytest
 import svod
 from svod.frontend import adjoint as adjoints
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
-from tests.frontend.differences import agrees_with_differences, float_of
+from tests.frontend.differences import agrees_with_differences, float_of, pulled
 
 
 @svod.kernel
@@ -57,24 +57,14 @@ def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.Mon
         return _Differentiator(kernel, floats).adjoint()
 
 
-def _pull(made: Adjoint, args: list[np.ndarray], cotangents: dict[str, np.ndarray], device) -> list[np.ndarray]:
-    """The adjoints of ``args`` (as the forward found them) from those of its results."""
-    grads = [cotangents[name].copy() if name in cotangents else np.zeros_like(args[p])
-             for p, (name, _) in enumerate(made.grads)]
-    for kernel in (*made.passes, made.kernel):
-        if kernel is not None:
-            kernel(*[a.copy() for a in args], *grads, device=device)
-    return grads
-
-
 def _same_as_atomic(kernel, device, monkeypatch, *args: np.ndarray) -> Adjoint:
     floats = frozenset(p for p, a in zip(kernel.parameters, args, strict=True) if a.dtype.kind == "f")
     made, atomic = adjoint(kernel, floats), _atomic(kernel, floats, monkeypatch)
     assert not atomic.passes
     rng = np.random.default_rng(3)
     cotangents = {name: rng.standard_normal(args[0].shape).astype(args[0].dtype) for name in made.written}
-    got = _pull(made, list(args), cotangents, device)
-    expected = _pull(atomic, list(args), cotangents, device)
+    got = pulled(made, list(args), cotangents, device)
+    expected = pulled(atomic, list(args), cotangents, device)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-12 if g.dtype == np.float64 else 1e-5, atol=1e-12)
     return made
