@@ -107,7 +107,7 @@ class Loops(Expressions):
 
     def ranged(self, stmt: ast.For, kind: AxisKind, start: Any, stop: Any, step: int) -> None:
         """Loop ``stmt`` over the range from ``start`` to ``stop`` by ``step``, parallel or sequential (``kind``)."""
-        count = self.count(start, stop, step)
+        count = turns = self.count(start, stop, step)
         saved_gate = self.gate
         if kind is AxisKind.GLOBAL:
             count, guard = self.rectangle(count)
@@ -123,10 +123,31 @@ class Loops(Expressions):
                 self.located.loops.append(self.where(stmt))
         self.ranges.append(r)
         variable: Any = r if _is_zero(start) and step == 1 else self.binary("+", _index(start), r * step)
+        name = stmt.target.id if isinstance(stmt.target, ast.Name) else None
+        held = self.env.get(name) if name is not None else None
         try:
             self.loop_body(stmt, r, kind, variable)
         finally:
             self.gate = saved_gate
+        if name is not None:
+            self.env[name] = self.after_loop(stmt, name, held, _last(start, turns, step), turns)
+
+    def after_loop(self, stmt: ast.For, name: str, held: Any, last: Any, turns: Any) -> Any:
+        """What the loop variable ``name`` holds after its loop, as in Python: the last turn's value where the
+        loop turned (``last``, of ``turns`` turns), what it ``held`` before elsewhere. A loop that may break, or
+        whose body assigns the variable, leaves a value no bound tells, and one that may turn no time leaves a
+        variable unbound before it unbound: the code after it does not read those."""
+        if _breaks(stmt.body) or name in _assigned(stmt.body):
+            return Undefined(name, f"it is the variable of the loop at line {stmt.lineno}, which breaks or assigns "
+                                   "it, and svod does not keep its last value; assign it to another name inside "
+                                   "the loop")
+        if is_number(turns):
+            return last if turns > 0 else held
+        if held is None or isinstance(held, Undefined):
+            return Undefined(name, f"it is the variable of the loop at line {stmt.lineno}, which may turn no time "
+                                   "and leave it unbound (Python raises UnboundLocalError); assign it before the "
+                                   "loop")
+        return self.select(turns > 0, last, held, stmt)
 
     def loop_range(self, count: Any, kind: AxisKind) -> UOp:
         """A range of ``count`` turns, its end simplified: a later ``simplify`` of an expression of its index
@@ -508,6 +529,13 @@ def _is_zero(value: Any) -> bool:
 
 def _index(value: Any) -> Any:
     return value.cast(dtypes.index) if isinstance(value, UOp) else value
+
+
+def _last(start: Any, turns: Any, step: int) -> Any:
+    """The value of the last of ``turns`` turns of a loop from ``start`` by ``step``."""
+    if is_number(start) and is_number(turns):
+        return start + (turns - 1) * step
+    return simplify(_index(start) + (_index(turns) - 1) * step)
 
 
 def _combine(op: Ops, a: UOp, b: UOp) -> UOp:

@@ -135,20 +135,65 @@ def reads_the_index_again(x):
     return t
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason="open defect: a loop inside a kernel leaves its "
-                   "variable as it was before the loop, where Python keeps the last turn's value; a refusal at the "
-                   "source level also refused plan loops that keep it right (test_unrolling's growing_parts)")
-@pytest.mark.parametrize("n", (2, 7, 13))  # one turn or none may leave the stale value the right one
+@pytest.mark.parametrize("n", (1, 2, 7, 13))
 @pytest.mark.parametrize("fn", (sum_and_last_turn, stores_and_keeps_the_index))
-def test_a_loop_variable_read_after_its_loop_is_refused(device, fn, n):
-    """Python keeps a for loop's last value in its variable; a plan does not (it read what the name held before
-    the loop, or a buffer no run had set), so a read of it after the loop is refused, naming it."""
-    x = np.arange(n, dtype=np.float32)
+def test_a_loop_variable_read_after_its_loop_keeps_the_last_turn(device, fn, n):
+    """Python keeps a for loop's last value in its variable; a loop a kernel runs left it as it was before the
+    loop (or a buffer no run had set)."""
     try:
-        agrees_with_python(fn, device, x)
-    except SvodError as err:
-        assert "read after" in str(err)
+        agrees_with_python(fn, device, np.arange(n, dtype=np.float32))
+    except SvodError as err:  # a Python int's int64 sum, where a device has no 64-bit integers
+        assert fn is sum_and_last_turn and refuses(device, svod.dtypes.int64)
+        assert "computes indices in 32 bits" in str(err)
+
+
+def test_a_loop_variable_after_no_turn(device):
+    """No turn: a variable bound before keeps its value, one unbound is refused as Python raises."""
+    agrees_with_python(stores_and_keeps_the_index, device, np.zeros(0, dtype=np.float32))
+    with pytest.raises(SvodError, match="makes no turn"):
+        sum_and_last_turn(np.zeros(0, dtype=np.float32), device=device)
 
 
 def test_a_loop_variable_a_later_loop_takes_again_is_kept(device):
     agrees_with_python(reads_the_index_again, device, np.arange(5, dtype=np.float32))
+
+
+@svod.jit
+def marks_down_to(x, k):
+    p = -1
+    for p in range(k, -1, -2):
+        x[p] = 1.0
+    return p
+
+
+@svod.jit
+def marks_then_breaks(x):
+    p = 0
+    for p in range(x.shape[0]):
+        x[p] = 1.0
+        if p > 1:
+            break
+    return p
+
+
+@svod.jit
+def marks_and_doubles(x):
+    p = 0
+    for p in range(x.shape[0]):
+        x[p] = 1.0
+        p = p * 2
+    return p
+
+
+@pytest.mark.parametrize("k", (-1, 0, 1, 4, 5))
+def test_a_loop_variable_after_a_loop_of_an_argument_s_turns(device, k):
+    """Turns an integer argument sets: the last turn's value where the loop turned, the earlier value where it
+    did not."""
+    agrees_with_python(marks_down_to, device, np.zeros(6, dtype=np.float32), k)
+
+
+@pytest.mark.parametrize("fn", (marks_then_breaks, marks_and_doubles))
+def test_a_loop_variable_a_break_or_the_body_sets_is_refused(device, fn):
+    """Its last value is not the range's last: refused where read, naming the variable."""
+    with pytest.raises(SvodError, match="assign it to another name inside the loop"):
+        fn(np.zeros(5, dtype=np.float32), device=device)
