@@ -35,6 +35,18 @@ def last_work_item(x, out):
 
 
 @svod.kernel
+def inner_last_carried(x, out, n: int):
+    p = 100
+    q = 0
+    for i in range(n):
+        for p in range(i):
+            x[p] += 1.0
+        q += p
+    out[0] = q
+    out[1] = p
+
+
+@svod.kernel
 def unbound_before(x, out, n: int):
     for p in range(n):
         x[p] = 1.0
@@ -54,6 +66,20 @@ def test_a_range_loop_leaves_its_last_value(device, n):
         x, out = np.zeros(9, np.float32), np.zeros(1, np.int32)
         kernel(x, out, n, device=device)
         assert out[0] == python_last(*bounds), kernel
+
+
+@pytest.mark.parametrize("n", (0, 1, 2, 3, 7))
+def test_an_inner_loop_s_last_value_carried_by_the_outer_loop(device, n):
+    """The outer loop carries what the inner loop leaves: its last value, or the value before where it made no
+    turn (its first turn)."""
+    p, q = 100, 0
+    for i in range(n):
+        for p in range(i):  # noqa: B007 (the value after the loop is the point)
+            pass
+        q += p
+    x, out = np.zeros(9, np.float32), np.zeros(2, np.int32)
+    inner_last_carried(x, out, n, device=device)
+    assert tuple(out) == (q, p)
 
 
 @pytest.mark.parametrize("n", (0, 1, 5, 13))
