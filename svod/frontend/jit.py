@@ -50,7 +50,7 @@ from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
 from svod.frontend.jit_tape import TapedCall
-from svod.frontend.names import loaded
+from svod.frontend.names import loaded, renamed
 from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
 from svod.frontend.pykernel import Kernel
@@ -449,10 +449,7 @@ def _with_local_copies(source: Source, names: Sequence[str]) -> Source:
     that the function's first statement sets to the argument: the plan carries the local as it carries any
     (the parameter itself, carried, read a buffer no run had set, and returned, the argument passed)."""
     local = {name: f"_svod_local_{name}" for name in names}
-    node = stands_for(copy.deepcopy(source.node), source.node)
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Name) and inner.id in local:
-            inner.id = local[inner.id]
+    node = renamed(source.node, local)
     first = 1 if node.body and isinstance(node.body[0], ast.Expr) and \
         isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str) else 0
     copies = [ast.copy_location(ast.Assign(targets=[ast.Name(local[name], ast.Store())],
