@@ -220,10 +220,10 @@ class Tape:
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0
         self._watch = True
-        self._wanted: frozenset[Key] | None = None
-        """The arrays whose gradients ``backward`` is to give (None: every array's): ``svod.grad``'s arguments."""
         """Whether to keep a copy of what each call wrote, for the next call to find it unchanged, and of each
         array a call read (``vjp``'s tape, which records one call, keeps copies of only what its adjoint reads)."""
+        self._wanted: frozenset[Key] | None = None
+        """The arrays whose gradients ``backward`` is to give (None: every array's): ``svod.grad``'s arguments."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
