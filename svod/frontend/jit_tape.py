@@ -177,11 +177,17 @@ class TapedCall:
     # ---- running ----------------------------------------------------------------------------------------
 
     def run(self, recorder: Recorder, device: Device) -> Any:
+        """Record the call's phases, one jit call's (``Recorder.begin``); return what the function returns."""
         self.wide = dtypes.float64 in device.caps.element_dtypes
-        self.items(self.variant.structure.items, [], recorder, device)
         structure = self.variant.structure
-        results = [self.cell(name) if name in self.scalars else self.arrays[name] if name in self.arrays
-                   else self.host[name] for name in structure.returns]
+        results: list[Any] = []
+        recorder.begin()
+        try:
+            self.items(structure.items, [], recorder, device)
+            results = [self.cell(name, recorder) if name in self.scalars else self.arrays[name]
+                       if name in self.arrays else self.host[name] for name in structure.returns]
+        finally:
+            recorder.end(tuple(results))
         if structure.returns_tuple:
             return tuple(results)
         return results[0] if results else None
@@ -199,12 +205,24 @@ class TapedCall:
                 self.defined.setdefault(item.name, []).append(len(self.definitions))
                 self.definitions.append(item)
             elif isinstance(item, Temporary):
-                made = self.evaluate(item.call)
-                self.arrays[item.name] = self.host[item.name] = made
+                self.arrays[item.name] = self.host[item.name] = self.temporary(item, recorder)
             elif isinstance(item, PlanLoop):
                 self.loop(item, loops, recorder, device)
             elif isinstance(item, Phase):
                 self.phase(item.statements, loops, recorder, device)
+
+    def temporary(self, item: Temporary, recorder: Recorder) -> Any:
+        """The array ``item`` makes, the tape's own (``Recorder.made``): of ``np.empty``, zeros, so that it is
+        one value throughout, as it is of ``np.zeros``, ``np.ones`` and ``np.full`` of a number."""
+        made = self.evaluate(item.call)
+        if not isinstance(made, np.ndarray):
+            return made
+        fill = item.fill
+        if fill is None:
+            made = np.zeros(made.shape, made.dtype, order="F" if _fortran(made) else "C")
+        uniform = fill is None or isinstance(fill, ast.Constant) or np.ndim(self.evaluate(fill)) == 0
+        recorder.made(made, uniform)
+        return made
 
     def loop(self, item: PlanLoop, loops: list[str], recorder: Recorder, device: Any) -> None:
         try:
@@ -251,7 +269,7 @@ class TapedCall:
                tuple(sorted(self.ranges.items())), *statements)
         kernel, parameters, incoming, own, body = self.derived(
             key, lambda: self.made(statements, definitions, outgoing, parallel, loops))
-        values = {**self.arrays, **{f"_svod_{name}": self.cell(name) for name in incoming}}
+        values = {**self.arrays, **{f"_svod_{name}": self.cell(name, recorder) for name in incoming}}
         try:
             recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
                                           for name in parameters), device)
@@ -260,7 +278,7 @@ class TapedCall:
                 self.explain(err, own, body)
             raise
         for name in outgoing:
-            self.host[name] = self.cell(name)[0]
+            self.host[name] = self.cell(name, recorder)[0]
 
     def product(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any) -> bool:
         """Record the phase's first matrix product as a phase of its own, into a new temporary array, then the
@@ -273,8 +291,9 @@ class TapedCall:
         except Exception:  # lengths known only in kernels: the phase stays whole
             return False
         dtype = np.dtype(split.dtype)
-        self.arrays[split.temporary] = self.host[split.temporary] = np.empty(
-            shape, np.float32 if dtype == np.float64 and not self.wide else dtype)
+        made = np.zeros(shape, np.float32 if dtype == np.float64 and not self.wide else dtype)
+        recorder.made(made, True)
+        self.arrays[split.temporary] = self.host[split.temporary] = made
         self.phase(split.product, loops, recorder, device)
         self.phase(split.rest, loops, recorder, device)
         return True
@@ -346,7 +365,7 @@ class TapedCall:
         err.advise("the line is an array statement, which svod rewrote as loops that a tape differentiates as a "
                    "kernel: write it as svod.prange loops of such statements, or compute it outside the tape's block")
 
-    def cell(self, name: str) -> np.ndarray:
+    def cell(self, name: str, recorder: Recorder) -> np.ndarray:
         """The one-element array a carried scalar lives in between kernels: of the dtype svod's rewriting
         declares it (``s = _svod_np.float32(0)``), else of the value the host knows of it (its definition's),
         else float64; a float64 as float32 on a device without float64, as the plan holds a Python float."""
@@ -359,6 +378,7 @@ class TapedCall:
             found = self.arrays[f"_svod_{name}"] = np.zeros(1, dtype)
             if name in self.host:
                 found[0] = known
+            recorder.made(found, True)
         return found
 
     def kernel(self, body: list[ast.stmt], parameters: list[str], first: ast.stmt) -> Kernel:
@@ -403,6 +423,11 @@ class TapedCall:
         compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
                                                                      self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _fortran(array: np.ndarray) -> bool:
+    """Whether ``array`` is laid out column first (and not also row first)."""
+    return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
 
 
 def _declared(function: ast.FunctionDef) -> dict[str, np.dtype]:

@@ -28,6 +28,12 @@ comparison each read the array once, at memory speed: a fifth of the time of a c
 copy of each array the tape took (``checked_bytes``). ``vjp``'s tape, which records one call, keeps copies of
 only the arrays its adjoint reads.
 
+An ``@svod.jit`` call's kernel calls run one after another, no code of the caller's between them: the tape copies
+what they wrote once, at the call's end, and compares an array they read at the first that reads it. The arrays
+svod makes for the call (its temporaries, which only its calls write: ``Tape.made``) it neither copies nor
+compares, but those the call returns, which are the caller's after it; and their values before the first call that
+writes them are one value throughout, kept as that value.
+
 Arrays are told apart by their memory (address, shape, strides, dtype): two views of one array's memory
 that are not the same view are refused, as their adjoints could not be kept apart.
 """
@@ -72,8 +78,23 @@ def _bits(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
+_CHUNK = 1 << 15
+"""The words ``_same`` compares at a time: their flags stay in the cache, where flags for a whole large array would
+be written to memory and read back."""
+
+
+def _words(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's bytes as one row of 8-byte words (of bytes, where their count is no multiple of 8)."""
+    flat = array.reshape(-1).view(np.uint8)
+    return flat.view(np.uint64) if flat.size % 8 == 0 else flat
+
+
 def _same(kept: np.ndarray, array: np.ndarray) -> bool:
     """Whether ``array`` holds the values ``kept`` (a copy of it) holds, bit for bit."""
+    if kept.dtype == array.dtype and kept.shape == array.shape and kept.flags.c_contiguous \
+            and array.flags.c_contiguous:
+        left, right = _words(kept), _words(array)
+        return all(np.array_equal(left[at:at + _CHUNK], right[at:at + _CHUNK]) for at in range(0, left.size, _CHUNK))
     return bool(np.array_equal(_bits(kept), _bits(array)))
 
 
@@ -123,6 +144,9 @@ class _Copy:
     values: np.ndarray
     shape: tuple[int, ...]
     kept: np.ndarray | None = None
+    uniform: bool = False
+    """Whether every element held one value, ``values`` (0-d): an array svod made (``Tape.made``), which a
+    call writes first."""
 
     @property
     def nbytes(self) -> int:
@@ -131,7 +155,7 @@ class _Copy:
     def thin(self, after: np.ndarray) -> None:
         """Keep only the elements ``after`` (the array as the call left it) holds as they were, bit for bit."""
         bits = np.dtype(f"u{self.values.itemsize}") if self.values.itemsize in (1, 2, 4, 8) else None
-        if bits is None or self.values.ndim == 0:
+        if bits is None or self.values.ndim == 0 or self.uniform:
             return
         same = self.values.view(bits) == np.ascontiguousarray(after).view(bits)
         self.kept = np.packbits(same, axis=None)
@@ -139,6 +163,8 @@ class _Copy:
 
     def array(self) -> tuple[np.ndarray, bool]:
         """The values, and whether the array is a new one (the caller's to write)."""
+        if self.uniform:
+            return np.full(self.shape, self.values), True
         if self.kept is None:
             return self.values, False
         full = np.zeros(self.shape, self.values.dtype)
@@ -224,6 +250,18 @@ class Tape:
         array a call read (``vjp``'s tape, which records one call, keeps copies of only what its adjoint reads)."""
         self._wanted: frozenset[Key] | None = None
         """The arrays whose gradients ``backward`` is to give (None: every array's): ``svod.grad``'s arguments."""
+        self._own: dict[Key, np.ndarray] = {}
+        """The arrays svod made for a jit call (``made``) that it has not handed to the caller: only recorded
+        calls write them, so the tape keeps no copy of them to compare."""
+        self._uniform: dict[Key, np.ndarray] = {}
+        """Of ``_own``, those no recorded call wrote yet, with the one value each element holds (0-d): the copy
+        of their values before the first call writes them is that value."""
+        self._batch: dict[Key, bool] | None = None
+        """Inside a jit call (``begin``): the arrays its calls took that the tape checked or that they wrote
+        (True), which it copies at ``end``: no code of the caller's runs between its calls to change them."""
+        self._one_call = False
+        """Whether the tape records one jit call and no more (``vjp``'s): of what the call returns it keeps a
+        copy to compare only where ``backward`` compares it."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
@@ -267,21 +305,18 @@ class Tape:
         for position, (name, value) in enumerate(zip(kernel.parameters, args, strict=False)):
             if not isinstance(value, np.ndarray):
                 continue
-            key = record.keys[position] = self._key(value, kernel)
-            if key not in self._states and name in made.written and name not in made.reads:
+            key, first = self._key(value, kernel)
+            record.keys[position] = key
+            if first and name in made.written and name not in made.reads:
                 continue  # an output no earlier call took: its state is kept after the call, its values unread
             record.read.append(position)
-            if key not in self._states:
-                if self._watch or name in made.needs:
-                    self._states[key] = value.copy()
-            elif not _same(self._states[key], value) and self._outside is None:
-                self._outside = f"{name}, an argument of {kernel.name} at {record.where},"
+            self._find(key, value, name, record)
         index = len(self._records)
         copies: dict[Key, _Copy] = {}
         for key in sorted(record.written()):
             before = self._writes[key][-1] if key in self._writes else -1
             if self._keeps(key, before, record):
-                copies[key] = _Copy(before, self._arrays[key].copy(), self._arrays[key].shape)
+                copies[key] = self._before(key, before)
         self._peak = max(self._peak, self.saved_bytes + sum(copy.nbytes for copy in copies.values()))
         token = RECORDING.set(None)
         try:
@@ -291,7 +326,10 @@ class Tape:
         self._records.append(record)
         for key in sorted(record.written()):
             self._writes.setdefault(key, []).append(index)
-            if self._watch:
+            self._uniform.pop(key, None)
+            if self._batch is not None:
+                self._batch[key] = True
+            elif self._watch and key not in self._own:
                 self._states[key] = self._arrays[key].copy()
             if key in copies:
                 self._saved[(key, index)] = copies[key]
@@ -299,6 +337,55 @@ class Tape:
                     copies[key].thin(self._arrays[key])
         if self._checkpoint:
             self._thin()
+
+    def _find(self, key: Key, value: np.ndarray, name: str, record: _Record) -> None:
+        """Keep a copy of an array as the first call to take it finds it; refuse one a call finds otherwise than
+        as the last call that wrote it left it (``backward`` does). Inside a jit call, an array its calls took
+        before needs neither (nothing else ran since), and one svod made for it neither."""
+        if key in self._own or (self._batch is not None and key in self._batch):
+            return
+        if self._batch is not None:
+            self._batch[key] = False
+        if key not in self._states:
+            if self._watch or name in record.needs:
+                self._states[key] = value.copy()
+        elif self._outside is None and not _same(self._states[key], value):
+            self._outside = f"{name}, an argument of {record.kernel.name} at {record.where},"
+
+    def _before(self, key: Key, before: int) -> _Copy:
+        """A copy of the array's values before the call about to write it, which call ``before`` wrote."""
+        array = self._arrays[key]
+        if key in self._uniform:
+            return _Copy(before, self._uniform[key], array.shape, uniform=True)
+        return _Copy(before, array.copy(), array.shape)
+
+    def made(self, array: np.ndarray, uniform: bool) -> None:
+        """``array`` is new, made by svod for a jit call's calls, every element one value where ``uniform``
+        (``Recorder.made``)."""
+        key = key_of(array)
+        self._own[key] = array
+        if uniform:
+            self._uniform[key] = np.array(array[(0,) * array.ndim]) if array.size else np.zeros((), array.dtype)
+
+    def begin(self) -> None:
+        """The calls recorded until ``end`` are one jit call's (``Recorder.begin``)."""
+        self._batch = {}
+
+    def end(self, returned: tuple[Any, ...]) -> None:
+        """Copy the arrays the jit call's calls wrote, for the next call to find them unchanged, and those svod
+        made that it returns, now the caller's (``Recorder.end``)."""
+        batch, self._batch = self._batch or {}, None
+        given = [key_of(array) for array in returned if isinstance(array, np.ndarray)]
+        for key in given:
+            self._uniform.pop(key, None)
+            if self._own.pop(key, None) is not None and key in self._arrays:
+                batch[key] = True
+        if not self._watch:
+            return
+        checked = self._checked() if self._one_call else None
+        for key, written in batch.items():
+            if written and key not in self._own and (checked is None or key in checked):
+                self._states[key] = self._arrays[key].copy()
 
     def _keeps(self, key: Key, before: int, record: _Record) -> bool:
         """Whether the values ``record``'s call is about to overwrite, which call ``before`` wrote, are to be
@@ -337,15 +424,17 @@ class Tape:
             self._spacing *= 2
         self._saved = {at: kept for at, kept in self._saved.items() if self._crosses(kept.before, at[1])}
 
-    def _key(self, array: np.ndarray, kernel: Kernel) -> Key:
+    def _key(self, array: np.ndarray, kernel: Kernel) -> tuple[Key, bool]:
+        """The array's key, and whether no earlier call took it."""
         key = key_of(array)
-        if key not in self._arrays:
-            if any(np.may_share_memory(array, other) for other in self._arrays.values()):
-                raise GradientError(f"an argument of {kernel.name} may share memory with another array the tape "
-                                    "recorded, as a different view of it: pass the same view, or a copy",
-                                    kernel=kernel.name, stage="gradient", value=array.shape)
-            self._arrays[key] = array
-        return key
+        if key in self._arrays:
+            return key, False
+        if any(np.may_share_memory(array, other) for other in self._arrays.values()):
+            raise GradientError(f"an argument of {kernel.name} may share memory with another array the tape "
+                                "recorded, as a different view of it: pass the same view, or a copy",
+                                kernel=kernel.name, stage="gradient", value=array.shape)
+        self._arrays[key] = array
+        return key, True
 
     # ---- the backward pass ------------------------------------------------------------------------------
 
@@ -392,23 +481,28 @@ class Tape:
         """Refuse if an array the backward pass takes from the caller (one no call wrote since a call read it) is
         no longer as that call saw it: as the tape's copy of it (each call that took it since the last write found
         it so, or ``backward`` refused before this)."""
-        checked: set[Key] = set()
+        for key, (record, name) in self._checked().items():
+            if not _same(self._states[key], self._arrays[key]):
+                raise GradientError(f"{name} changed after the tape recorded {record.kernel.name} at "
+                                    f"{record.where} and before backward (numpy wrote it, or a call outside the "
+                                    "tape's block): its gradient would be taken at values the forward never "
+                                    "read; change a copy, or record the change in the block as a kernel call",
+                                    kernel=record.kernel.name, stage="gradient", value=name)
+
+    def _checked(self) -> dict[Key, tuple[_Record, str]]:
+        """The arrays ``_check`` compares (those the backward pass takes from the caller whose values a call read,
+        but those svod made for a jit call), each with the first call that read it since it was last written."""
+        found: dict[Key, tuple[_Record, str]] = {}
         for index, record in enumerate(self._records):
             for position in record.read:
                 key = record.keys[position]
                 name = record.kernel.parameters[position]
                 assert key is not None
-                if self._writes.get(key, [-1])[-1] >= index or not (self._checkpoint or name in record.needs):
+                if key in found or key in self._own or self._writes.get(key, [-1])[-1] >= index:
                     continue
-                if key in checked:
-                    continue
-                checked.add(key)
-                if not _same(self._states[key], self._arrays[key]):
-                    raise GradientError(f"{name} changed after the tape recorded {record.kernel.name} at "
-                                        f"{record.where} and before backward (numpy wrote it, or a call outside the "
-                                        "tape's block): its gradient would be taken at values the forward never "
-                                        "read; change a copy, or record the change in the block as a kernel call",
-                                        kernel=record.kernel.name, stage="gradient", value=name)
+                if self._checkpoint or name in record.needs:
+                    found[key] = (record, name)
+        return found
 
     def _at(self, key: Key, index: int) -> tuple[np.ndarray, bool]:
         """The array's values as call ``index`` found them (the copy taken before the first call since that
@@ -432,9 +526,10 @@ class Tape:
             writes = self._writes.get(key, [])
             after = bisect.bisect_left(writes, index)
             copy = self._saved.get((key, writes[after])) if after < len(writes) else None
-            if copy is not None and copy.kept is None:
-                args[position] = copy.values
-            elif after < len(writes) and record.kernel.parameters[position] in record.needs:
+            needed = record.kernel.parameters[position] in record.needs
+            if copy is not None and copy.kept is None and (needed or not copy.uniform):
+                args[position] = copy.array()[0]
+            elif after < len(writes) and needed:
                 return None
             else:
                 args[position] = self._arrays[key]
@@ -568,6 +663,9 @@ class Tape:
         self._saved.clear()
         self._spacing = 1
         self._peak = 0
+        self._own.clear()
+        self._uniform.clear()
+        self._batch = None
 
 
 def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
@@ -620,6 +718,7 @@ def _jit_vjp(fn: Any, args: tuple[Any, ...], device: Any) -> tuple[tuple[np.ndar
             raise GradientError(f"two array arguments of {fn.name} share memory: a pullback gives one gradient per "
                                 "argument; pass copies", kernel=fn.name, stage="gradient", value=array.shape)
     tape = Tape()
+    tape._one_call = True
     with tape:
         returned = fn(*args) if device is None else fn(*args, device=device)
     written = {record.keys[record.kernel.parameters.index(name)] for record in tape._records

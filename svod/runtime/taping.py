@@ -16,6 +16,17 @@ class Recorder(Protocol):
 
     def record(self, kernel: Any, args: tuple[Any, ...], device: Any) -> None: ...
 
+    def made(self, array: Any, uniform: bool) -> None:
+        """``array`` is new, made by svod for the calls it is about to record (a jit function's temporary), every
+        element one value where ``uniform``: nothing outside svod holds it, or writes it, until ``end`` hands it
+        back."""
+
+    def begin(self) -> None:
+        """The calls recorded until ``end`` are one jit function's: no code of the caller's runs between them."""
+
+    def end(self, returned: tuple[Any, ...]) -> None:
+        """The jit function's calls are over; ``returned`` (what it returns) is the caller's now."""
+
 
 RECORDING: ContextVar[Recorder | None] = ContextVar("svod_recording", default=None)
 """The tape whose ``with`` block this thread is in, if any."""

@@ -181,6 +181,23 @@ def test_one_bit_changed_in_any_part_of_a_large_array_is_refused(element):
     assert np.allclose(tape.grad(x), 2 * y * 2.0 * np.cos(x))
 
 
+@pytest.mark.parametrize("size", [1, 3, (1 << 16) + 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_bit_changed_in_the_last_element_of_an_odd_length_array_is_refused(size, dtype):
+    """An array whose bytes are no multiple of a word's (float32 of odd length) is compared byte by byte."""
+    x, y, loss = np.linspace(-1.0, 1.0, size).astype(dtype), np.zeros(size, dtype), np.zeros(1, dtype)
+    with svod.Tape() as tape:
+        scaled(y, x, 2.0)
+        sum_of_squares(loss, y)
+    bits = x.view(np.uint32 if dtype == np.float32 else np.uint64)
+    bits[-1] ^= 1 << 31 if dtype == np.float32 else 1
+    with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded scaled"):
+        tape.backward(loss)
+    bits[-1] ^= 1 << 31 if dtype == np.float32 else 1
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.grad(x), 2 * y * 2.0 * np.cos(x), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
 def test_the_tape_keeps_one_copy_of_each_array_it_took_to_check_it():
     x, y, loss = np.arange(5.0), np.zeros(5), np.zeros(1)
     with svod.Tape() as tape:
