@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_forward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from tests.frontend.differences import agrees_with_differences, float_of
 
@@ -63,7 +63,7 @@ def _checked(kernel: svod.Kernel, device, monkeypatch: pytest.MonkeyPatch, *args
     floats = frozenset(kernel.parameters)
     made = adjoint(kernel, floats)
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "one_turn", lambda loop: False)
+        patch.setattr(adjoint_forward, "one_turn", lambda loop: False)
         atomic = _Differentiator(kernel, floats).adjoint()
     for got, expected in zip(_pulled(made, list(args), device), _pulled(atomic, list(args), device), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-12 if got.dtype == np.float64 else 1e-5, atol=1e-12)

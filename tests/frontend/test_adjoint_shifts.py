@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_backward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from tests.frontend.differences import agrees_with_differences, float_of, pulled
 
@@ -53,7 +53,7 @@ def colliding(y, x):
 def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Adjoint:
     """The adjoint that adds every read's adjoint atomically, as svod made it before shifted reads had passes."""
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "shifted", lambda index, loops: False)
+        patch.setattr(adjoint_backward, "shifted", lambda index, loops: False)
         return _Differentiator(kernel, floats).adjoint()
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_backward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from svod.frontend.adjoint_sums import pattern
 from tests.frontend.differences import agrees_with_differences, float_of, pulled
@@ -74,8 +74,8 @@ def _source(kernel: svod.Kernel) -> str:
 def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Adjoint:
     """The adjoint that adds every broadcast read's adjoint atomically, as svod made it before."""
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "reductions", lambda reads, spread, loops, names: [])
-        patch.setattr(adjoints, "turn_sums", lambda loop, assigned, summed, names: {})
+        patch.setattr(adjoint_backward, "reductions", lambda reads, spread, loops, names: [])
+        patch.setattr(adjoint_backward, "turn_sums", lambda loop, assigned, summed, names: {})
         return _Differentiator(kernel, floats).adjoint()
 
 
