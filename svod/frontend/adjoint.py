@@ -47,6 +47,9 @@ from __future__ import annotations
 import ast
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from svod.frontend import pylang
 from svod.frontend.adjoint_backward import ATOMIC_ADD, Backward
@@ -87,11 +90,33 @@ class Adjoint:
     add them atomically. No two work items of one pass add into one element, and the passes run one after
     another, so no two of their additions race; ``kernel`` reads the adjoints they read before it sets them to
     zero."""
+    floats: frozenset[str] = frozenset()
+    """The float array arguments it was made for."""
+    forward: weakref.ref[Kernel] | None = field(default=None, compare=False, repr=False)
+    """The kernel differentiated, for an adjoint that leaves some arrays' adjoints out (``pull``); weak, as the
+    kernel keys the adjoints kept of it."""
 
     @property
     def needs(self) -> frozenset[str]:
         """The arrays whose values the adjoint reads."""
         return self.reads if self.needed is None else self.needed
+
+    def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
+             device: Any) -> None:
+        """Run the adjoint on the call's arguments ``args`` (by name, in the kernel's order, as the call found
+        them): add into ``adjoints`` (by the name of each of ``grads``' arrays) those of what the call read, and
+        set those of what it overwrote to theirs before the call. An adjoint given as None is no gradient's asked
+        for: the adjoint of the kernel made without that array stores and adds nothing into it. ``fresh`` says
+        which adjoints hold zeros only; these kernels add into them all the same."""
+        unwanted = frozenset(name for name, given in adjoints.items() if given is None)
+        made = self
+        if unwanted:
+            forward = self.forward() if self.forward is not None else None
+            assert forward is not None, "an adjoint made by adjoint() keeps its kernel while a call of it is pulled"
+            made = adjoint(forward, self.floats - unwanted)
+        for kernel in (*made.passes, made.kernel):
+            if kernel is not None:
+                kernel(*args.values(), *(adjoints[name] for name, _ in made.grads), device=device)
 
 
 _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
@@ -204,7 +229,7 @@ class _Differentiator(Backward):
     def result(self, grads: tuple[tuple[str, str], ...], kernel: Kernel | None, passes: tuple[Kernel, ...]) -> Adjoint:
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
-                       frozenset(self.updated), frozenset(self.needed), passes)
+                       frozenset(self.updated), frozenset(self.needed), passes, self.floats, weakref.ref(self.kernel))
 
 
 

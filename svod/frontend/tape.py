@@ -511,14 +511,13 @@ class Tape:
         """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
         array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
-        parts = isinstance(record.adjoint, GemmAdjoint)
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
         for name, _ in record.adjoint.grads:
             key = record.keys[parameters.index(name)]
             assert key is not None
-            if parts and key in record.dead:
+            if isinstance(record.adjoint, GemmAdjoint) and key in record.dead:
                 adjoints.append(None)
                 fresh.append(True)
                 continue
@@ -531,14 +530,9 @@ class Tape:
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        if isinstance(record.adjoint, GemmAdjoint):
-            names = [name for name, _ in record.adjoint.grads]
-            record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
-                                dict(zip(names, fresh, strict=True)), record.device)
-        else:
-            for kernel in (*record.adjoint.passes, record.adjoint.kernel):
-                if kernel is not None:
-                    kernel(*args, *adjoints, device=record.device)
+        names = [name for name, _ in record.adjoint.grads]
+        record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
+                            dict(zip(names, fresh, strict=True)), record.device)
         for key, value in repeated:
             running[key] += value
 

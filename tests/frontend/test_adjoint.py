@@ -4,12 +4,15 @@ as plain Python (float64), on random directions: elementwise math, gathers, scat
 
 from __future__ import annotations
 
+import ast
 import inspect
 
 import numpy as np
 import pytest
 
 import svod
+from svod.frontend.adjoint import adjoint
+from svod.frontend.adjoint_gemm import GemmAdjoint, adjoint_of
 from tests.frontend.differences import agrees_with_differences, float_of
 
 
@@ -323,3 +326,41 @@ def test_a_condition_and_an_index_read_back_what_the_work_item_stored():
     rng = np.random.default_rng(10)
     agrees_with_differences(read_back_in_a_condition, svod.get_device("CPU"), np.zeros(12), np.zeros(12),
                             rng.standard_normal(12), rng.integers(0, 12, 12).astype(np.int32))
+
+
+@svod.kernel
+def matmul(c, a, b):
+    for i in svod.prange(a.shape[0]):
+        for j in svod.prange(b.shape[1]):
+            s = 0.0
+            for k in range(a.shape[1]):
+                s += a[i, k] * b[k, j]
+            c[i, j] = s
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (5, 7, 3)])
+def test_a_product_s_two_adjoints_pull_alike_and_leave_out_an_adjoint_given_as_none(device, m, k, n):
+    """The matrix products' adjoint and the general one, through one ``pull``: dA = dC @ B.T and dB = A.T @ dC,
+    dC set to zero (C overwritten); A's adjoint given as None is left out, by the general adjoint as one made
+    without it, whose source names no A adjoint."""
+    f = float_of(device)
+    rng = np.random.default_rng(m * k * n)
+    a, b = rng.standard_normal((m, k)).astype(f), rng.standard_normal((k, n)).astype(f)
+    args = {"c": np.zeros((m, n), f), "a": a, "b": b}
+    floats = frozenset(args)
+    kinds = [adjoint_of(matmul, floats, list(args.values())), adjoint(matmul, floats)]
+    assert isinstance(kinds[0], GemmAdjoint) and not isinstance(kinds[1], GemmAdjoint)
+    tolerance = 1e-12 if f == np.float64 else 1e-5
+    for made in kinds:
+        for wanted_a in (True, False):
+            dc = rng.standard_normal((m, n)).astype(f)
+            grads = {"c": dc.copy(), "a": np.zeros_like(a) if wanted_a else None, "b": np.zeros_like(b)}
+            made.pull(dict(args), dict(grads), {"c": False, "a": True, "b": True}, device)
+            np.testing.assert_allclose(grads["b"], a.T.astype(np.float64) @ dc, rtol=tolerance, atol=tolerance)
+            if grads["a"] is not None:
+                np.testing.assert_allclose(grads["a"], dc.astype(np.float64) @ b.T, rtol=tolerance, atol=tolerance)
+            assert not grads["c"].any()
+    without = adjoint(matmul, floats - {"a"})
+    assert [name for name, _ in without.grads] == ["c", "b"] and without.kernel is not None
+    assert "a_grad" not in ast.unparse(without.kernel.source.node)
+

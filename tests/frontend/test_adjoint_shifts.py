@@ -63,8 +63,8 @@ def _same_as_atomic(kernel, device, monkeypatch, *args: np.ndarray) -> Adjoint:
     assert not atomic.passes
     rng = np.random.default_rng(3)
     cotangents = {name: rng.standard_normal(args[0].shape).astype(args[0].dtype) for name in made.written}
-    got = pulled(made, list(args), cotangents, device)
-    expected = pulled(atomic, list(args), cotangents, device)
+    got = pulled(made, kernel, list(args), cotangents, device)
+    expected = pulled(atomic, kernel, list(args), cotangents, device)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-12 if g.dtype == np.float64 else 1e-5, atol=1e-12)
     return made

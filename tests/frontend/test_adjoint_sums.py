@@ -85,8 +85,8 @@ def _same_as_atomic(kernel, device, monkeypatch, *args: np.ndarray) -> Adjoint:
     rng = np.random.default_rng(5)
     cotangents = {name: rng.standard_normal(args[kernel.parameters.index(name)].shape).astype(args[0].dtype)
                   for name in made.written}
-    got = pulled(made, list(args), cotangents, device)
-    expected = pulled(atomic, list(args), cotangents, device)
+    got = pulled(made, kernel, list(args), cotangents, device)
+    expected = pulled(atomic, kernel, list(args), cotangents, device)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10 if g.dtype == np.float64 else 2e-4,
                                    atol=1e-10 if g.dtype == np.float64 else 1e-4)
