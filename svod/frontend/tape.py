@@ -47,7 +47,7 @@ import numpy as np
 
 from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint
-from svod.frontend.adjoint_gemm import GemmAdjoint, adjoint_of
+from svod.frontend.adjoint_gemm import adjoint_of
 from svod.frontend.pykernel import Kernel
 from svod.runtime.taping import RECORDING
 
@@ -99,8 +99,8 @@ class _Record:
     """The positions of the arrays the call read (all but the outputs no earlier call took): where the backward
     pass takes one from the caller's array, that must hold still what the tape kept of it."""
     dead: frozenset[Key] = frozenset()
-    """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): an adjoint
-    that computes each array's part apart (``GemmAdjoint``) leaves theirs out."""
+    """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): the adjoint
+    is pulled without them (``Adjoint.pull``), and stores and adds nothing into theirs."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -517,7 +517,7 @@ class Tape:
         for name, _ in record.adjoint.grads:
             key = record.keys[parameters.index(name)]
             assert key is not None
-            if isinstance(record.adjoint, GemmAdjoint) and key in record.dead:
+            if key in record.dead:
                 adjoints.append(None)
                 fresh.append(True)
                 continue

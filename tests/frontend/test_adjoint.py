@@ -13,6 +13,7 @@ import pytest
 import svod
 from svod.frontend.adjoint import adjoint
 from svod.frontend.adjoint_gemm import GemmAdjoint, adjoint_of
+from svod.frontend.pykernel import Kernel
 from tests.frontend.differences import agrees_with_differences, float_of
 
 
@@ -364,3 +365,55 @@ def test_a_product_s_two_adjoints_pull_alike_and_leave_out_an_adjoint_given_as_n
     assert [name for name, _ in without.grads] == ["c", "b"] and without.kernel is not None
     assert "a_grad" not in ast.unparse(without.kernel.source.node)
 
+
+@svod.kernel
+def squash(z, x):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(x.shape[1]):
+            z[i, j] = svod.math.tanh(x[i, j])
+
+
+@svod.kernel
+def labelled_loss(loss, z, onehot):
+    for i in svod.prange(z.shape[0]):
+        for j in svod.prange(z.shape[1]):
+            svod.atomic_add(loss, 0, -onehot[i, j] * svod.math.log(svod.math.sigmoid(z[i, j])))
+
+
+def network_loss(x, onehot):
+    z = np.empty_like(x)
+    loss = np.zeros(1, x.dtype)
+    squash(z, x)
+    labelled_loss(loss, z, onehot)
+    return loss
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (13, 5)])
+def test_svod_grad_leaves_out_the_adjoint_of_an_array_no_wanted_gradient_depends_on(monkeypatch, shape):
+    """A one-hot array's adjoint in a loss: ``svod.grad`` with respect to ``x`` runs the loss's adjoint made
+    without it (no store or atomic into it), and gives the gradient asked with respect to both: d/dx of
+    ``-onehot * log(sigmoid(tanh(x)))`` is ``-onehot * (1 - sigmoid(tanh x)) * (1 - tanh(x)**2)``."""
+    rng = np.random.default_rng(shape[0])
+    x = rng.standard_normal(shape)
+    onehot = np.eye(shape[1])[rng.integers(0, shape[1], shape[0])]
+    called: list[Kernel] = []
+    call = Kernel.__call__
+
+    def spy(self, *args, **kwargs):
+        called.append(self)
+        return call(self, *args, **kwargs)
+    monkeypatch.setattr(Kernel, "__call__", spy)
+    dx = svod.grad(network_loss)(x, onehot)
+    alone = [k for k in called if k.name == "labelled_loss_adjoint"]
+    called.clear()
+    both = svod.grad(network_loss, argnums=(0, 1))(x, onehot)
+    monkeypatch.undo()
+    full = [k for k in called if k.name == "labelled_loss_adjoint"]
+    assert len(alone) == 1 and "onehot_grad" not in alone[0].parameters
+    assert "onehot_grad" not in ast.unparse(alone[0].source.node)
+    assert len(full) == 1 and "onehot_grad[i, j] +=" in ast.unparse(full[0].source.node)
+    t = np.tanh(x)
+    s = 1.0 / (1.0 + np.exp(-t))
+    np.testing.assert_allclose(dx, -onehot * (1.0 - s) * (1.0 - t * t), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(both[0], dx)
+    np.testing.assert_allclose(both[1], -np.log(s), rtol=1e-12)
