@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.errors import GradientError
 from svod.frontend import pylang
 from svod.frontend.adjoint import Adjoint, adjoint
 from svod.frontend.pykernel import Kernel
@@ -285,7 +286,9 @@ _PRODUCTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = we
 
 def adjoint_of(kernel: Kernel, floats: frozenset[str], args: Sequence[Any]) -> Adjoint:
     """The adjoint of a call of ``kernel`` on ``args`` (its float arrays ``floats``): as matrix products where
-    the kernel is one that covers its arrays (the module's docstring), else the general one."""
+    the kernel is one that covers its arrays (the module's docstring), else the general one; refused for a
+    float16 array (``_refuse_float16``)."""
+    _refuse_float16(kernel, args)
     made = _PRODUCTS.setdefault(kernel, {})
     if floats not in made:
         product = Product.of(kernel)
@@ -295,6 +298,20 @@ def adjoint_of(kernel: Kernel, floats: frozenset[str], args: Sequence[Any]) -> A
             dict(zip(kernel.parameters, args, strict=False)))):
         return adjoint(kernel, floats)
     return found
+
+
+def _refuse_float16(kernel: Kernel, args: Sequence[Any]) -> None:
+    """Refuse a call on a float16 array, whichever adjoint its kernel would get. The general adjoint adds a
+    gather's or a reduction's adjoints with atomic adds, which no device has for float16, and the matrix
+    products' adjoint sums a whole dimension in float16, about three digits: a kernel must not be
+    differentiated at one shape and refused at another (a product falls back to the general adjoint where its
+    loops do not cover its arrays), nor give gradients rounded so far off."""
+    for name, value in zip(kernel.parameters, args, strict=False):
+        if isinstance(value, np.ndarray) and value.dtype == np.float16:
+            raise GradientError(f"{kernel.name}'s argument {name} is a float16 array: svod does not differentiate "
+                                "float16 (its adjoint's sums and atomic adds would be float16); pass "
+                                f"{name}.astype(np.float32) and cast the result back", kernel=kernel.name,
+                                stage="gradient", value="float16")
 
 
 def _gemm(product: Product, floats: frozenset[str]) -> GemmAdjoint:

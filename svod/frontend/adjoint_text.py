@@ -239,7 +239,7 @@ def passed_through(body: Lines, exit: str, start: str) -> bool:
 
 class Renamer(ast.NodeTransformer):
     """Replaces each local's name with the forward's name for its value, and a read of the element a work item
-    stored with what it stored (``_Differentiator.held``)."""
+    stored with what it stored (``WorkItem.held``, ``svod.frontend.adjoint_forward``)."""
 
     def __init__(self, env: dict[str, str], held: dict[str, tuple[str, str | None] | None]) -> None:
         self.env = env

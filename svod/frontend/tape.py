@@ -53,7 +53,7 @@ import numpy as np
 
 from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint
-from svod.frontend.adjoint_gemm import GemmAdjoint, adjoint_of
+from svod.frontend.adjoint_gemm import adjoint_of
 from svod.frontend.pykernel import Kernel
 from svod.runtime.taping import RECORDING
 
@@ -120,8 +120,8 @@ class _Record:
     """The positions of the arrays the call read (all but the outputs no earlier call took): where the backward
     pass takes one from the caller's array, that must hold still what the tape kept of it."""
     dead: frozenset[Key] = frozenset()
-    """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): an adjoint
-    that computes each array's part apart (``GemmAdjoint``) leaves theirs out."""
+    """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): the adjoint
+    is pulled without them (``Adjoint.pull``), and stores and adds nothing into theirs."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -606,14 +606,13 @@ class Tape:
         """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
         array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
-        parts = isinstance(record.adjoint, GemmAdjoint)
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
         for name, _ in record.adjoint.grads:
             key = record.keys[parameters.index(name)]
             assert key is not None
-            if parts and key in record.dead:
+            if key in record.dead:
                 adjoints.append(None)
                 fresh.append(True)
                 continue
@@ -626,14 +625,9 @@ class Tape:
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        if isinstance(record.adjoint, GemmAdjoint):
-            names = [name for name, _ in record.adjoint.grads]
-            record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
-                                dict(zip(names, fresh, strict=True)), record.device)
-        else:
-            for kernel in (*record.adjoint.passes, record.adjoint.kernel):
-                if kernel is not None:
-                    kernel(*args, *adjoints, device=record.device)
+        names = [name for name, _ in record.adjoint.grads]
+        record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
+                            dict(zip(names, fresh, strict=True)), record.device)
         for key, value in repeated:
             running[key] += value
 

@@ -49,12 +49,12 @@ def agrees_with_differences(kernel, device, *args):
         assert grads[p].shape == args[p].shape and grads[p].dtype == args[p].dtype
 
 
-def pulled(made: Adjoint, args: list[np.ndarray], cotangents: dict[str, np.ndarray], device) -> list[np.ndarray]:
-    """The adjoints of ``args`` (as the forward found them) from those of its results ``cotangents``, by running
-    ``made``'s passes and kernel on copies."""
-    grads = [cotangents[name].copy() if name in cotangents else np.zeros_like(args[p])
-             for p, (name, _) in enumerate(made.grads)]
-    for kernel in (*made.passes, made.kernel):
-        if kernel is not None:
-            kernel(*[a.copy() for a in args], *grads, device=device)
-    return grads
+def pulled(made: Adjoint, kernel, args: list[np.ndarray], cotangents: dict[str, np.ndarray],
+           device) -> list[np.ndarray]:
+    """The adjoints of ``kernel``'s ``args`` (as the forward found them) from those of its results
+    ``cotangents``, by ``made.pull`` on copies."""
+    grads = {name: cotangents[name].copy() if name in cotangents else np.zeros_like(args[kernel.parameters.index(name)])
+             for name, _ in made.grads}
+    made.pull(dict(zip(kernel.parameters, [a.copy() for a in args], strict=True)), dict(grads),
+              dict.fromkeys(grads, False), device)
+    return list(grads.values())

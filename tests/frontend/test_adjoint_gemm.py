@@ -278,3 +278,46 @@ def test_a_product_over_rows_from_one_differentiates_on_a_tape(m, k, n):
     grads = svod.grad(from_one, argnums=(0, 1, 2))(*args)
     _check_differences(from_one, kept, grads, 13)
     np.testing.assert_array_equal(grads[0][0], np.zeros(k))
+
+
+@svod.kernel
+def gathered(y, x, idx):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[idx[i]] * svod.math.sin(x[i])
+
+
+def _float16_calls(m: int, k: int, n: int) -> list[tuple[svod.Kernel, list[np.ndarray]]]:
+    """A product whose loops cover its arrays (matrix products' adjoint), one whose rows do not (the general
+    one, which would add atomically), and a gather and an elementwise kernel: each on float16 arrays, its
+    outputs holding 7 to show the forward never ran."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    x = rng.standard_normal(m).astype(np.float16)
+    return [(matmul, [np.full((m, n), 7, np.float16), a, b]), (corner, [np.full((m, n), 7, np.float16), a, b]),
+            (gathered, [np.full(m, 7, np.float16), x, rng.integers(0, m, m).astype(np.int32)]),
+            (matvec, [np.full(m, 7, np.float32), a, rng.standard_normal(k).astype(np.float32)])]
+
+
+@pytest.mark.parametrize("how", ["vjp", "grad", "tape"])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (2, 3, 1), (7, 5, 3)])
+def test_float16_is_refused_by_both_adjoints_before_the_forward_runs(m, k, n, how):
+    """Whichever adjoint the kernel would get (matrix products or the general one), and from ``svod.vjp``,
+    ``svod.grad`` and a tape alike: a ``GradientError`` naming the kernel, the stage and float16."""
+    for kernel, args in _float16_calls(m, k, n):
+        with pytest.raises(svod.errors.GradientError, match=r"is a float16 array.*astype\(np\.float32\)") as err:
+            _differentiate(how, kernel, args)
+        assert (err.value.kernel, err.value.stage, err.value.value) == (kernel.name, "gradient", "float16")
+        assert np.all(args[0] == 7)
+
+
+def _differentiate(how: str, kernel: svod.Kernel, args: list[np.ndarray]) -> None:
+    if how == "vjp":
+        svod.vjp(kernel, *args)
+    elif how == "tape":
+        with svod.Tape():
+            kernel(*args)
+    else:
+        def loss(*inputs):
+            kernel(args[0], *inputs)
+            raise AssertionError(f"{kernel.name} ran on float16 arrays on a tape")
+        svod.grad(loss)(*args[1:])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_forward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from tests.frontend.differences import agrees_with_differences, float_of
 
@@ -45,15 +45,15 @@ def two_columns(y, x):
             y[i, j] = total * (j + 1.0)
 
 
-def _pulled(made: Adjoint, args: list[np.ndarray], device) -> list[np.ndarray]:
+def _pulled(made: Adjoint, kernel: svod.Kernel, args: list[np.ndarray], device) -> list[np.ndarray]:
     """The adjoints of ``args`` from random ones of its results."""
     rng = np.random.default_rng(5)
-    grads = [rng.standard_normal(args[p].shape).astype(args[p].dtype) if name in made.written
-             else np.zeros_like(args[p]) for p, (name, _) in enumerate(made.grads)]
-    for kernel in (*made.passes, made.kernel):
-        if kernel is not None:
-            kernel(*[a.copy() for a in args], *grads, device=device)
-    return grads
+    found = {name: args[kernel.parameters.index(name)] for name, _ in made.grads}
+    grads = {name: rng.standard_normal(a.shape).astype(a.dtype) if name in made.written else np.zeros_like(a)
+             for name, a in found.items()}
+    made.pull(dict(zip(kernel.parameters, [a.copy() for a in args], strict=True)), dict(grads),
+              dict.fromkeys(grads, False), device)
+    return list(grads.values())
 
 
 def _checked(kernel: svod.Kernel, device, monkeypatch: pytest.MonkeyPatch, *args: np.ndarray) -> str:
@@ -63,9 +63,10 @@ def _checked(kernel: svod.Kernel, device, monkeypatch: pytest.MonkeyPatch, *args
     floats = frozenset(kernel.parameters)
     made = adjoint(kernel, floats)
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "one_turn", lambda loop: False)
+        patch.setattr(adjoint_forward, "one_turn", lambda loop: False)
         atomic = _Differentiator(kernel, floats).adjoint()
-    for got, expected in zip(_pulled(made, list(args), device), _pulled(atomic, list(args), device), strict=True):
+    for got, expected in zip(_pulled(made, kernel, list(args), device), _pulled(atomic, kernel, list(args), device),
+                             strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-12 if got.dtype == np.float64 else 1e-5, atol=1e-12)
     assert made.kernel is not None
     return ast.unparse(made.kernel.source.node)

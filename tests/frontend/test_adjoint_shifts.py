@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_backward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from tests.frontend.differences import agrees_with_differences, float_of, pulled
 
@@ -53,7 +53,7 @@ def colliding(y, x):
 def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Adjoint:
     """The adjoint that adds every read's adjoint atomically, as svod made it before shifted reads had passes."""
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "shifted", lambda index, loops: False)
+        patch.setattr(adjoint_backward, "shifted", lambda index, loops: False)
         return _Differentiator(kernel, floats).adjoint()
 
 
@@ -63,8 +63,8 @@ def _same_as_atomic(kernel, device, monkeypatch, *args: np.ndarray) -> Adjoint:
     assert not atomic.passes
     rng = np.random.default_rng(3)
     cotangents = {name: rng.standard_normal(args[0].shape).astype(args[0].dtype) for name in made.written}
-    got = pulled(made, list(args), cotangents, device)
-    expected = pulled(atomic, list(args), cotangents, device)
+    got = pulled(made, kernel, list(args), cotangents, device)
+    expected = pulled(atomic, kernel, list(args), cotangents, device)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-12 if g.dtype == np.float64 else 1e-5, atol=1e-12)
     return made

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.frontend import adjoint as adjoints
+from svod.frontend import adjoint_backward
 from svod.frontend.adjoint import Adjoint, _Differentiator, adjoint
 from svod.frontend.adjoint_sums import pattern
 from tests.frontend.differences import agrees_with_differences, float_of, pulled
@@ -74,8 +74,8 @@ def _source(kernel: svod.Kernel) -> str:
 def _atomic(kernel: svod.Kernel, floats: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Adjoint:
     """The adjoint that adds every broadcast read's adjoint atomically, as svod made it before."""
     with monkeypatch.context() as patch:
-        patch.setattr(adjoints, "reductions", lambda reads, spread, loops, names: [])
-        patch.setattr(adjoints, "turn_sums", lambda loop, assigned, summed, names: {})
+        patch.setattr(adjoint_backward, "reductions", lambda reads, spread, loops, names: [])
+        patch.setattr(adjoint_backward, "turn_sums", lambda loop, assigned, summed, names: {})
         return _Differentiator(kernel, floats).adjoint()
 
 
@@ -85,8 +85,8 @@ def _same_as_atomic(kernel, device, monkeypatch, *args: np.ndarray) -> Adjoint:
     rng = np.random.default_rng(5)
     cotangents = {name: rng.standard_normal(args[kernel.parameters.index(name)].shape).astype(args[0].dtype)
                   for name in made.written}
-    got = pulled(made, list(args), cotangents, device)
-    expected = pulled(atomic, list(args), cotangents, device)
+    got = pulled(made, kernel, list(args), cotangents, device)
+    expected = pulled(atomic, kernel, list(args), cotangents, device)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10 if g.dtype == np.float64 else 2e-4,
                                    atol=1e-10 if g.dtype == np.float64 else 1e-4)
