@@ -42,6 +42,9 @@ from svod.ir import UOp
 
 Parts = tuple[UOp, UOp]
 
+CARRIED_PREFIX = "_svod_"
+"""The names of the one-element arrays a jitted function's phases carry scalars in (``jit_plans.Builder.cell``)."""
+
 POWER_LIMIT = 100
 """The largest magnitude of an integer exponent a complex ``**`` takes (NumPy's ``npy_cpow`` multiplies for
 those, and calls ``cpow`` past them)."""
@@ -267,6 +270,10 @@ class Complexes(Memory):
         if len(args) != 1:
             raise self.refuse(node, f"{name} takes one value in a kernel")
         value = args[0]
+        if name in ("np.complex64", "np.complex128"):  # a NumPy complex scalar: typed
+            dtype = dtypes.float32 if name == "np.complex64" else dtypes.float64
+            re, im = self.complex_parts(value, dtype)
+            return ComplexValue(self.typed(re), self.typed(im))
         if name == "np.angle":
             raise self.refuse(node, "np.angle is not supported in a kernel yet (it needs atan2, which svod's math "
                                     "lacks)")
@@ -361,6 +368,12 @@ class Complexes(Memory):
         if isinstance(array, ComplexArray):
             self.complex_store(array, index, value)
             return
+        if isinstance(value, ComplexValue) and array.name.startswith(CARRIED_PREFIX):
+            raise KernelSyntaxError(f"a complex scalar that one part of a jitted function computes and another reads "
+                                    f"({array.name.removeprefix(CARRIED_PREFIX)}: a complex np.sum or np.mean, a "
+                                    "complex local set by one loop and read after it) is not supported yet; keep it "
+                                    "in a one-element complex array", kernel=self.name, stage="build",
+                                    value=array.name.removeprefix(CARRIED_PREFIX))
         super().store(array, index, value)
 
     def _complex_refusal(self, node: ast.AST | None, what: str) -> KernelSyntaxError:

@@ -503,6 +503,10 @@ def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
     return [p.name for p in found]
 
 
+COMPLEX_PARTS = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+"""The complex dtypes svod computes on, each with its parts' dtype."""
+
+
 def complex_view(array: np.ndarray) -> np.ndarray:
     """A complex array's float view, without a copy: one more dimension, of size 2, the real part at index 0 and
     the imaginary part at 1 (NumPy's interleaved layout)."""
@@ -643,4 +647,4 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-__all__ = ["BoundCall", "Kernel", "kernel"]
+__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel"]
