@@ -177,6 +177,17 @@ def power(a: Parts, exponent: int) -> Parts:
 _BINARY = {"+": add, "-": subtract, "*": multiply, "/": divide}
 
 
+class CarriedComplexError(KernelSyntaxError):
+    """A phase of a jitted function stores a complex value into the buffer of a scalar it carries to the phases
+    after it, a buffer of a real dtype: the rounds that settle carried dtypes make that buffer complex (``parts``
+    the dtype of its parts), and a plan that still has it real refuses."""
+
+    def __init__(self, carried: str, parts: DType, message: str, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.carried = carried
+        self.parts = parts
+
+
 # ---- the translator's part ------------------------------------------------------------------------------------
 
 class Complexes(Memory):
@@ -369,11 +380,12 @@ class Complexes(Memory):
             self.complex_store(array, index, value)
             return
         if isinstance(value, ComplexValue) and array.name.startswith(CARRIED_PREFIX):
-            raise KernelSyntaxError(f"a complex scalar that one part of a jitted function computes and another reads "
+            raise CarriedComplexError(array.name.removeprefix(CARRIED_PREFIX), self.complex_dtype(value),
+                                 f"a complex scalar that one part of a jitted function computes and another reads "
                                     f"({array.name.removeprefix(CARRIED_PREFIX)}: a complex np.sum or np.mean, a "
                                     "complex local set by one loop and read after it) is not supported yet; keep it "
                                     "in a one-element complex array", kernel=self.name, stage="build",
-                                    value=array.name.removeprefix(CARRIED_PREFIX))
+                                 value=array.name.removeprefix(CARRIED_PREFIX))
         super().store(array, index, value)
 
     def _complex_refusal(self, node: ast.AST | None, what: str) -> KernelSyntaxError:
@@ -394,4 +406,4 @@ _PYTHON_BINARY: dict[str, Callable[[complex, complex], complex]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 
 
-__all__ = ["Complexes", "POWER_LIMIT", "is_complex", "part_names", "with_parts"]
+__all__ = ["CarriedComplexError", "Complexes", "POWER_LIMIT", "is_complex", "part_names", "with_parts"]

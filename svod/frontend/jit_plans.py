@@ -24,6 +24,7 @@ from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
 from svod.frontend import linalg, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key, values_key
+from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
@@ -218,7 +219,7 @@ class Prepared:
             found = args[self.parameters.index(name)]
         elif slot in made:
             found = made[slot]
-        elif not shape and slot in self.scalar_views:
+        elif not shape and slot in self.scalar_views and slot not in self.complex_slots:
             found = self.scalar_views[slot].item(0)
         else:
             values = self.plan.buffers[slot].numpy()
@@ -710,6 +711,24 @@ class Builder:
 
     def translated(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
                    outgoing: list[str], own: dict[str, str]) -> Any:
+        """``translated_once``, again with each carried scalar the phase makes complex in a complex buffer, in a
+        round that settles carried dtypes (a buffer starts as an integer's)."""
+        for _ in outgoing:
+            try:
+                return self.translated_once(node, dump, parameters, loops, outgoing, own)
+            except CarriedComplexError as err:
+                if not self.settling or err.carried not in self.cells:
+                    raise
+                made = np.result_type(err.parts.numpy, np.complex64)
+                before = self.seen.get(err.carried)
+                self.seen[err.carried] = self.cell_dtypes[err.carried] = \
+                    made if before is None else np.promote_types(before, made)
+                del self.cells[err.carried]
+                self.cell(err.carried)
+        return self.translated_once(node, dump, parameters, loops, outgoing, own)
+
+    def translated_once(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
+                        outgoing: list[str], own: dict[str, str]) -> Any:
         """The phase ``node`` bound to examples of its parameters, translated once per kind of examples (the
         same kernel recurs across signatures and the rounds that settle carried dtypes); what it makes of the
         scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""
