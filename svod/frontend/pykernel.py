@@ -503,7 +503,8 @@ def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
     return [p.name for p in found]
 
 
-COMPLEX_PARTS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+COMPLEX_PARTS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.complex64): np.dtype(np.float32),
+                                                     np.dtype(np.complex128): np.dtype(np.float64)}
 """The complex dtypes svod computes on, each with its parts' dtype."""
 
 
