@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import cmath
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -148,6 +149,44 @@ def square_root(a: Parts) -> Parts:
             infinite_im.where(im, zero.where(im, root[1])))
 
 
+def logarithm(a: Parts) -> Parts:
+    """The principal logarithm: ``log|z| + i atan2(im, re)`` (``log(0)`` is ``-inf`` with the zero's angle, as
+    NumPy gives). Near ``|z| = 1`` the real part is exact to the float's spacing at 1, not relative to it."""
+    return magnitude(a).log(), angle(a[1], a[0])
+
+
+ATAN_TERMS = 22
+"""Terms of atan's series after reduction to ``|t| <= tan(pi/8)``: the next is below float64's resolution."""
+TAN_PI_8 = 0.41421356237309503
+
+
+def _atan_reduced(t: UOp) -> UOp:
+    """``atan(t)`` for ``0 <= t <= 1``: past ``tan(pi/8)`` as ``pi/4 + atan((t-1)/(t+1))``, then the alternating
+    series ``t (1 - t²/3 + t⁴/5 - ...)`` by Horner's rule."""
+    far = UOp.const(t.dtype, TAN_PI_8).lt(t)
+    u = far.where((t - 1.0) / (t + 1.0), t)
+    square = u * u
+    series = UOp.const(t.dtype, (-1.0) ** (ATAN_TERMS - 1) / (2 * ATAN_TERMS - 1))
+    for k in reversed(range(ATAN_TERMS - 1)):
+        series = series * square + (-1.0) ** k / (2 * k + 1)
+    return far.where(u * series + math.pi / 4, u * series)
+
+
+def angle(y: UOp, x: UOp) -> UOp:
+    """``atan2(y, x)`` as C99 has it: the ratio of the smaller magnitude to the larger reduced to ``[0, 1]``,
+    the quadrant from the magnitudes and the signs (of ``-0.0`` too: ``atan2(0.0, -0.0)`` is pi); both zero or
+    both infinite take their exact angles, a NaN stays NaN."""
+    ay, ax = abs(y), abs(x)
+    steep = ax < ay
+    ratio = steep.where(ax, ay) / steep.where(ay, ax)
+    both_zero = ay.eq(0.0) & ax.eq(0.0)
+    both_infinite = ay.eq(math.inf) & ax.eq(math.inf)
+    base = both_infinite.where(UOp.const(x.dtype, math.pi / 4), _atan_reduced(both_zero.where(0.0, ratio)))
+    turned = steep.where(math.pi / 2 - base, base)
+    turned = _sign_bit(x).where(math.pi - turned, turned)
+    return _sign_bit(y).where(-turned, turned)
+
+
 _BITS = {dtypes.float32: dtypes.uint32, dtypes.float64: dtypes.uint64}
 
 
@@ -174,6 +213,8 @@ def power(a: Parts, exponent: int) -> Parts:
     return divide(one, result) if exponent < 0 else result
 
 
+_MATH: dict[str, Callable[[Parts], Parts]] = {"exp": exponential, "log": logarithm, "sqrt": square_root}
+"""The math of a complex value a kernel has, besides ``abs`` (a real: ``magnitude``)."""
 _BINARY = {"+": add, "-": subtract, "*": multiply, "/": divide}
 
 
@@ -256,9 +297,9 @@ class Complexes(Memory):
 
     def complex_math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         """``np.exp``, ``np.sqrt``, ``np.abs`` of a complex value; other math of one is refused."""
-        if len(args) != 1 or name not in ("exp", "sqrt", "abs"):
-            raise self.refuse(node, f"{name} of a complex value is not supported in a kernel (it has exp, sqrt, abs, "
-                                    "and .real, .imag, .conjugate())")
+        if len(args) != 1 or name not in (*_MATH, "abs"):
+            raise self.refuse(node, f"{name} of a complex value is not supported in a kernel (it has exp, log, sqrt, "
+                                    "abs, np.angle, and .real, .imag, .conjugate())")
         value = args[0]
         if is_python_complex(value):
             number = python_complex(value)
@@ -266,7 +307,7 @@ class Complexes(Memory):
         parts = self.complex_parts(value, self.complex_dtype(value))
         if name == "abs":
             return magnitude(parts)
-        return ComplexValue(*(exponential(parts) if name == "exp" else square_root(parts)))
+        return ComplexValue(*_MATH[name](parts))
 
     def complex_builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         """``complex(re, im)``, ``np.real``/``imag``/``conj``/``conjugate`` of complex or real values."""
@@ -286,8 +327,10 @@ class Complexes(Memory):
             re, im = self.complex_parts(value, dtype)
             return ComplexValue(self.typed(re), self.typed(im))
         if name == "np.angle":
-            raise self.refuse(node, "np.angle is not supported in a kernel yet (it needs atan2, which svod's math "
-                                    "lacks)")
+            if is_python_complex(value):
+                return cmath.phase(python_complex(value))
+            re, im = self.complex_parts(value, self.complex_dtype(value))
+            return angle(im, re)
         if not is_complex(value):
             if not (is_number(value) or isinstance(value, UOp)):
                 raise self.refuse(node, f"{name} of {describe(value)}")
