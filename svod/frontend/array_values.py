@@ -48,8 +48,8 @@ from svod.frontend.slice_bounds import SliceBounds
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
           "fabs", "absolute", "negative")
 """The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
-COMPLEX_PARTS_OF = ("real", "imag", "conj", "conjugate")
-"""NumPy's functions of a complex array's parts (of a real array: itself, zeros, itself)."""
+COMPLEX_PARTS_OF = ("real", "imag", "conj", "conjugate", "angle")
+"""NumPy's functions of a complex array's parts (of a real array: itself, zeros, itself, 0 or pi)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {

@@ -53,7 +53,7 @@ from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
 from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
-from svod.frontend.pykernel import Kernel
+from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
 from svod.frontend.source import Source
 from svod.runtime.plan import ExecutionPlan
 from svod.runtime.taping import RECORDING, Recorder
@@ -110,6 +110,7 @@ class Jit:
         returns (a temporary comes back as a new array)."""
         recorder = RECORDING.get()
         if recorder is not None:
+            refuse_complex_on_tape(self.name, [*args, *keywords.values()])
             return self.taped(recorder, args, keywords, device)
         given, missing = args, len(self.parameters) - len(args)
         if 0 < missing <= len(self._defaults) and not keywords:  # as Python binds them: the defaults complete

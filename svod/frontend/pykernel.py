@@ -34,7 +34,7 @@ import numpy as np
 from svod import random
 from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
-from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
+from svod.errors import BufferMismatchError, GradientError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.calls import Calls, PreparedCall
@@ -160,6 +160,7 @@ class Kernel:
         the CPU. Inside a ``svod.Tape`` block the tape runs the call, keeping what its gradient needs."""
         recorder = RECORDING.get()
         if recorder is not None:
+            refuse_complex_on_tape(self.name, [*args])
             recorder.record(self, args, device)
             return
         calls = self._calls
@@ -508,6 +509,15 @@ COMPLEX_PARTS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.complex64): np.
 """The complex dtypes svod computes on, each with its parts' dtype."""
 
 
+def refuse_complex_on_tape(name: str, args: Sequence[Any]) -> None:
+    """A tape takes real gradients: a call on complex numbers is refused there rather than differentiated as if
+    its parts were independent reals."""
+    if any(_is_complex(a) for a in args):
+        raise GradientError(f"{name} is called on complex numbers inside a svod.Tape, and svod takes no gradients "
+                            "through complex numbers; call it outside the tape", kernel=name, stage="gradient",
+                            value="complex")
+
+
 def complex_view(array: np.ndarray) -> np.ndarray:
     """A complex array's float view, without a copy: one more dimension, of size 2, the real part at index 0 and
     the imaginary part at 1 (NumPy's interleaved layout)."""
@@ -648,4 +658,4 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel"]
+__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]

@@ -385,3 +385,15 @@ def test_a_jit_function_refuses_a_complex_scalar_and_complex256_at_its_def():
     assert f"{__file__}:{line_of(scaled, 'def scaled')}" in str(err.value)
     with pytest.raises(SvodError, match="complex256, and svod computes on complex64 and complex128 only"):
         scaled(np.ones(3, np.clongdouble), 2.0)
+
+
+@svod.jit
+def weighted(x, z):
+    return np.sum(x * np.abs(z))
+
+
+def test_a_gradient_through_complex_numbers_is_refused_not_taken_as_of_two_reals():
+    x, z = np.array([1.0, 2.0]), np.array([1 + 2j, 3 - 1j])
+    with pytest.raises(SvodError, match="svod takes no gradients through complex numbers"):
+        svod.grad(weighted)(x, z)
+    assert weighted(x, z) == pytest.approx(np.sum(x * np.abs(z)), rel=1e-15)
