@@ -202,9 +202,9 @@ class Kernel:
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                       stage="bind", value=len(args))
-        complexes = frozenset(position for position, a in enumerate(args)
-                              if isinstance(a, np.ndarray) and a.dtype.kind == "c")
-        values = [self._argument(position, a) for position, a in enumerate(args)]
+        viewed: set[int] = set()
+        values = [self._argument(position, a, viewed) for position, a in enumerate(args)]
+        complexes = frozenset(viewed)
         key = (*self._signature(values, platform), complexes)
         with self._lock:
             built = self._built.get(key)
@@ -276,8 +276,9 @@ class Kernel:
 
     # ---- signatures ---------------------------------------------------------------------------------------
 
-    def _argument(self, position: int, value: Any) -> Any:
-        """An argument as the kernel sees it: a numpy array, a svod Buffer, or a scalar."""
+    def _argument(self, position: int, value: Any, viewed: set[int]) -> Any:
+        """An argument as the kernel sees it: a numpy array, a svod Buffer, or a scalar; a complex array's float
+        view (``complex_view``), its position added to ``viewed``."""
         name = self.parameters[position]
         annotation = self.annotations.get(name)
         if isinstance(annotation, pylang.ConstType):
@@ -288,6 +289,7 @@ class Kernel:
         if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
             value = _from_dlpack(value, name, self.name)
         if isinstance(value, np.ndarray) and value.dtype.kind == "c" and annotation is None:
+            viewed.add(position)
             return complex_view(value)
         if isinstance(value, (complex, np.complexfloating)) and annotation is None:
             return value

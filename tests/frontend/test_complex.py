@@ -134,6 +134,21 @@ def test_functions_are_numpys_on_special_values(device, dtype):
         assert_parts_close(outs[5], z.conjugate() + np.conj(z).real + z.imag * 1j, rtol)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_angle_and_log_are_within_a_few_ulps_over_every_quadrant(dtype):
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal(4001) * 10.0 ** rng.integers(-30, 30, 4001)
+         + 1j * rng.standard_normal(4001) * 10.0 ** rng.integers(-30, 30, 4001)).astype(dtype)
+    real = np.float32 if dtype is np.complex64 else np.float64
+    outs = [np.zeros(z.shape, real), *(np.zeros_like(z) for _ in range(3)), np.zeros(z.shape, real), np.zeros_like(z)]
+    functions(*outs, z)
+    ulp = float(np.finfo(real).eps)
+    np.testing.assert_allclose(outs[4], np.angle(z), rtol=4 * ulp, atol=0)
+    np.testing.assert_allclose(outs[2].imag, np.log(z).imag, rtol=4 * ulp, atol=0)
+    np.testing.assert_allclose(outs[2].real, np.log(z).real, rtol=4 * ulp, atol=4 * ulp)
+    np.testing.assert_allclose(outs[0], np.abs(z), rtol=4 * ulp, atol=0)
+
+
 def test_abs_does_not_overflow_or_underflow():
     z = np.array([1e300 + 1e300j, 3e-300 - 4e-300j, complex(np.inf, np.nan), complex(np.nan, -np.inf),
                   complex(np.nan, 1.0), -0.0 - 0.0j, 1.7e308 + 1.7e308j])
