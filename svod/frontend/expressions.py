@@ -88,6 +88,11 @@ class Expressions(Randoms):
             return UOp.const(dtypes.from_numpy(value.dtype), value.item())  # typed, as NumPy computes with it
         if is_number(value):
             return value
+        if isinstance(value, complex):  # a Python complex: weak; a NumPy one's parts are typed
+            return ComplexValue(value.real, value.imag)
+        if isinstance(value, np.complexfloating) and value.dtype in COMPLEX_PART_DTYPES:
+            part = COMPLEX_PART_DTYPES[value.dtype]
+            return ComplexValue(*(UOp.const(part, p) for p in (float(value.real), float(value.imag))))
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
                 value is pylang.prange or is_atomic(value) or any(value is key for key in ORDER_KEYS):
             return value
@@ -488,6 +493,8 @@ RESULT = "_svod_result"
 RETURNED = "_svod_returned"
 """The local of an inlined ``@svod.func`` that says whether it returned, where a return is inside a loop."""
 
+COMPLEX_PART_DTYPES = {np.dtype(np.complex64): dtypes.float32, np.dtype(np.complex128): dtypes.float64}
+"""The dtype of a NumPy complex constant's parts."""
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
 

@@ -412,3 +412,21 @@ def test_a_gradient_through_complex_numbers_is_refused_not_taken_as_of_two_reals
     with pytest.raises(SvodError, match="svod takes no gradients through complex numbers"):
         svod.grad(weighted)(x, z)
     assert weighted(x, z) == pytest.approx(np.sum(x * np.abs(z)), rel=1e-15)
+
+
+ROTATION = 1j
+TYPED_ROTATION = np.complex64(0.5 - 0.5j)
+
+
+@svod.kernel
+def rotated(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] * ROTATION + TYPED_ROTATION
+
+
+def test_module_level_complex_constants_keep_python_and_numpy_promotion(device):
+    z = (np.arange(4) + 2j).astype(np.complex64)
+    out = np.zeros_like(z)
+    rotated(out, z, device=device)
+    np.testing.assert_allclose(out, z * ROTATION + TYPED_ROTATION, rtol=1e-6)
+    assert (z * ROTATION + TYPED_ROTATION).dtype == np.complex64
