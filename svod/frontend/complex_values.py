@@ -27,6 +27,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend.memory import Memory
@@ -121,38 +123,60 @@ def magnitude(a: Parts) -> UOp:
     ratio = small / big
     value = big * (ratio * ratio + 1.0).sqrt()
     value = big.eq(0.0).where(small, value)  # 0, or NaN where the other part is
-    infinite = x.eq(float("inf")) | y.eq(float("inf"))
-    return infinite.where(UOp.const(x.dtype, float("inf")), value)
+    return (_is_inf(x) | _is_inf(y)).where(UOp.const(x.dtype, math.inf), value)
 
 
 def exponential(a: Parts) -> Parts:
-    """``exp(z) = e**re (cos im + i sin im)``; an imaginary part of zero stays that zero (``exp(inf+0j)`` is
-    ``inf+0j``, as C99's ``cexp`` and NumPy give, not ``inf*0``)."""
-    scale = a[0].exp()
-    return scale * a[1].cos(), a[1].eq(0.0).where(a[1], scale * a[1].sin())
+    """``exp(z) = e**re (cos im + i sin im)``, with C99's ``cexp`` cases, as NumPy gives them: an imaginary part
+    of zero stays that zero (``exp(inf+0j)`` is ``inf+0j``, not ``inf*0``); of an infinite or NaN imaginary part,
+    a real part of +inf gives ``inf + nan j``, of -inf ``0 ± 0j`` (the zero signed as the imaginary part)."""
+    re, im = a
+    scale = re.exp()
+    odd_im = _is_inf(im) | _is_nan(im)
+    infinite_re, negative = _is_inf(re) & odd_im, _sign_bit(re)
+    up, down = infinite_re & negative.ne(True), infinite_re & negative
+    zero = UOp.const(re.dtype, 0.0)
+    real = up.where(UOp.const(re.dtype, math.inf), down.where(zero, scale * im.cos()))
+    signed_zero = _sign_bit(im).where(UOp.const(re.dtype, -0.0), zero)
+    imag = up.where(UOp.const(re.dtype, math.nan), down.where(signed_zero, scale * im.sin()))
+    return real, im.eq(0.0).where(im, imag)
 
 
 def square_root(a: Parts) -> Parts:
     """The principal square root, as C99's ``csqrt``: ``t = sqrt((|re| + |z|) / 2)``; for ``re >= 0`` the root is
     ``t + i im/(2t)``, else ``|im|/(2t) ± i t`` with the sign of ``im`` (of ``-0.0`` too). A zero gives
-    ``0 + i im``; an infinite imaginary part ``inf + i im``."""
+    ``0 + i im``; an infinite imaginary part ``inf + i im``. A value whose magnitude nears the float's largest is
+    scaled down by 4 first and its root up by 2 (both exact), so that ``|z|`` does not overflow on the way."""
     re, im = a
-    half = (abs(re) * 0.5 + magnitude(a) * 0.5).sqrt()  # halved first: a sum past the range would overflow
+    scaled, huge = _scaled_down(a)
+    half = (abs(scaled[0]) * 0.5 + magnitude(scaled) * 0.5).sqrt() * \
+        huge.where(UOp.const(re.dtype, 2.0), UOp.const(re.dtype, 1.0))
     signed_half = _sign_bit(im).where(-half, half)
     across = im / (half * 2.0)
     positive = (re < 0.0).ne(True)
     root = (positive.where(half, abs(across)), positive.where(across, signed_half))
     zero = re.eq(0.0) & im.eq(0.0)
-    infinite_im = abs(im).eq(float("inf"))
-    inf = UOp.const(re.dtype, float("inf"))
+    infinite_im = _is_inf(im)
+    inf = UOp.const(re.dtype, math.inf)
     return (infinite_im.where(inf, zero.where(UOp.const(re.dtype, 0.0), root[0])),
             infinite_im.where(im, zero.where(im, root[1])))
 
 
 def logarithm(a: Parts) -> Parts:
     """The principal logarithm: ``log|z| + i atan2(im, re)`` (``log(0)`` is ``-inf`` with the zero's angle, as
-    NumPy gives). Near ``|z| = 1`` the real part is exact to the float's spacing at 1, not relative to it."""
-    return magnitude(a).log(), angle(a[1], a[0])
+    NumPy gives). Near ``|z| = 1`` the real part is exact to the float's spacing at 1, not relative to it. A
+    magnitude past the float's largest is taken of the value scaled down by 4 (``log 4`` added back)."""
+    scaled, huge = _scaled_down(a)
+    added = huge.where(UOp.const(a[0].dtype, math.log(4.0)), UOp.const(a[0].dtype, 0.0))
+    return magnitude(scaled).log() + added, angle(a[1], a[0])
+
+
+def _scaled_down(a: Parts) -> tuple[Parts, UOp]:
+    """``a`` divided by 4 where a part is past an eighth of the float's largest (exactly: a power of two), and
+    where that is."""
+    limit = UOp.const(a[0].dtype, float(np.finfo(a[0].dtype.numpy).max) / 8)
+    huge = limit.lt(abs(a[0])) | limit.lt(abs(a[1]))
+    return (huge.where(a[0] * 0.25, a[0]), huge.where(a[1] * 0.25, a[1])), huge
 
 
 ATAN_TERMS = 22
@@ -180,7 +204,7 @@ def angle(y: UOp, x: UOp) -> UOp:
     steep = ax < ay
     ratio = steep.where(ax, ay) / steep.where(ay, ax)
     both_zero = ay.eq(0.0) & ax.eq(0.0)
-    both_infinite = ay.eq(math.inf) & ax.eq(math.inf)
+    both_infinite = _is_inf(y) & _is_inf(x)
     base = both_infinite.where(UOp.const(x.dtype, math.pi / 4), _atan_reduced(both_zero.where(0.0, ratio)))
     turned = steep.where(math.pi / 2 - base, base)
     turned = _sign_bit(x).where(math.pi - turned, turned)
@@ -188,6 +212,27 @@ def angle(y: UOp, x: UOp) -> UOp:
 
 
 _BITS = {dtypes.float32: dtypes.uint32, dtypes.float64: dtypes.uint64}
+
+
+_EXPONENTS = {dtypes.float32: 0x7F800000, dtypes.float64: 0x7FF0000000000000}
+
+
+def _magnitude_bits(value: UOp) -> tuple[UOp, UOp]:
+    """``value``'s bits without the sign, and the bits of infinity: tests of a float's class from its bits hold
+    where a compiler may assume floats are finite (WGSL)."""
+    unsigned = _BITS[value.dtype]
+    positive = UOp.const(unsigned, (1 << (unsigned.itemsize * 8 - 1)) - 1)
+    return value.bitcast(unsigned) & positive, UOp.const(unsigned, _EXPONENTS[value.dtype])
+
+
+def _is_inf(value: UOp) -> UOp:
+    magnitude_bits, infinity = _magnitude_bits(value)
+    return magnitude_bits.eq(infinity)
+
+
+def _is_nan(value: UOp) -> UOp:
+    magnitude_bits, infinity = _magnitude_bits(value)
+    return infinity.lt(magnitude_bits)
 
 
 def _sign_bit(value: UOp) -> UOp:
