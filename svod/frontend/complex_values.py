@@ -388,9 +388,9 @@ class Complexes(Memory):
             return value.re
         if attr == "imag":
             return value.im
-        if attr == "conjugate":
+        if attr in ("conjugate", "conj"):
             return ComplexValue(value.re, -value.im)
-        raise self.refuse(node, f"a complex number has real, imag and conjugate(), not {attr}")
+        raise self.refuse(node, f"a complex number has real, imag, conjugate() and conj(), not {attr}")
 
     # ---- array elements ------------------------------------------------------------------------------------
 

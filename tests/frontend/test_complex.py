@@ -117,7 +117,7 @@ def functions(magnitude, exp, log, sqrt, angle, conjugate, z):
         log[i] = np.log(z[i])
         sqrt[i] = np.sqrt(z[i])
         angle[i] = np.angle(z[i])
-        conjugate[i] = z[i].conjugate() + np.conj(z[i]).real + z[i].imag * 1j
+        conjugate[i] = z[i].conjugate() + np.conj(z[i]).real + z[i].imag * 1j + z[i].conj() * 0
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
@@ -142,7 +142,7 @@ def test_functions_are_numpys_on_special_values(device, dtype):
         assert np.all(error <= 4 * rtol * np.maximum(np.abs(log_real[finite]), 1))
         assert_parts_close(outs[1], np.exp(z), rtol)
     with np.errstate(all="ignore"):
-        assert_parts_close(outs[5], z.conjugate() + np.conj(z).real + z.imag * 1j, rtol)
+        assert_parts_close(outs[5], z.conjugate() + np.conj(z).real + z.imag * 1j + z.conj() * 0, rtol)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
