@@ -42,11 +42,14 @@ from svod.frontend.array_shapes import JOINS, MADE
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import call, constant, load
 from svod.frontend.phases import SORTING
+from svod.frontend.pykernel import COMPLEX_PARTS
 from svod.frontend.slice_bounds import SliceBounds
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
           "fabs", "absolute", "negative")
 """The one-argument NumPy functions an array expression may call elementwise (``np.exp(x)``)."""
+COMPLEX_PARTS_OF = ("real", "imag", "conj", "conjugate", "angle")
+"""NumPy's functions of a complex array's parts (of a real array: itself, zeros, itself, 0 or pi)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
@@ -125,6 +128,8 @@ class ArrayValues(SliceBounds):
                 return Scalar(constant(known), known)
             if node.attr == "dtype":  # what astype and the allocations read on the host
                 return Scalar(copy.deepcopy(node), owner.dtype)
+            if node.attr in ("real", "imag"):
+                return self.complex_part(node, owner, node.attr)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
         return self.scalar(node)
 
@@ -197,9 +202,9 @@ class ArrayValues(SliceBounds):
 
     def elementwise(self, node: ast.AST, combine: Callable[[list[ast.expr]], ast.expr], dtype: np.dtype,
                     *operands: Value) -> Expr:
-        if np.dtype(dtype).kind == "c":  # what NumPy makes of a complex operand, which svod cannot hold
-            raise self.refuse(node, f"this is an array of {np.dtype(dtype)}, and svod has no complex numbers: compute "
-                                    "on the real and imaginary parts, as arrays of their own")
+        if np.dtype(dtype).kind == "c" and np.dtype(dtype) not in COMPLEX_PARTS:
+            raise self.refuse(node, f"this is an array of {np.dtype(dtype)}, and svod computes on complex64 and "
+                                    "complex128 only")
         shapes = [o.shape for o in operands if isinstance(o, Expr)]
         return Elementwise(broadcast_shape(self, node, shapes), np.dtype(dtype), combine, operands)
 
@@ -336,13 +341,16 @@ class ArrayValues(SliceBounds):
             name = "abs"
         if name in (*UFUNCS, "maximum", "minimum", "fmax", "fmin", "where", "dot", "matmul", "outer"):
             self.bare(node, f"np.{name}")
+        if name in COMPLEX_PARTS_OF and len(args) == 1 and isinstance(args[0], Expr):
+            return self.complex_part(node, args[0], name)
         if name in UFUNCS and len(args) == 1:
             (x,) = args
             fn = getattr(np, name)
             dtype = _result_dtype(self, node, fn, x)
             if name == "negative":
                 return self.elementwise(node, lambda c: ast.UnaryOp(ast.USub(), c[0]), dtype, x)
-            cast = dtype if isinstance(x, Expr) and x.dtype != dtype else None
+            complex_abs = name == "abs" and isinstance(x, Expr) and x.dtype.kind == "c"  # a float of a complex
+            cast = dtype if isinstance(x, Expr) and x.dtype != dtype and not complex_abs else None
             return self.elementwise(node, lambda c: call(load("abs") if name == "abs" else numpy(name),
                                                          typed(c[0], cast) if cast else c[0]), dtype, x)
         if name in ("maximum", "minimum", "fmax", "fmin") and len(args) == 2:
@@ -374,6 +382,11 @@ class ArrayValues(SliceBounds):
                                     "np.histogram(...)`) or take one (`np.histogram(...)[0]`)")
         raise self.refuse(node, f"np.{name} is not a function svod's array expressions have")
 
+    def complex_part(self, node: ast.AST, operand: Expr, name: str) -> Value:
+        """``np.real``, ``np.imag``, ``np.conj`` (``x.real``, ``x.conj()``) of an array, elementwise."""
+        dtype = _result_dtype(self, node, getattr(np, name), operand)
+        return self.elementwise(node, lambda c: call(numpy(name), c[0]), dtype, operand)
+
     def method(self, node: ast.Call, owner: Expr, name: str) -> Value:
         args = [self.value(a) for a in node.args]
         if name in REDUCTIONS:
@@ -394,6 +407,8 @@ class ArrayValues(SliceBounds):
             return self.elementwise(node, lambda c: c[0], owner.dtype, owner)
         if name in ("cumsum", "cumprod"):
             return self.scan(node, owner, name, node.func)
+        if name in ("conj", "conjugate") and not args:
+            return self.complex_part(node, owner, name)
         found = self.extra_method(node, owner, name, args)
         if found is not None:
             return found

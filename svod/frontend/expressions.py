@@ -25,12 +25,17 @@ from svod.frontend.returns import returns_of, without_returns
 from svod.frontend.source import Source
 from svod.frontend.values import (
     BUILTINS,
+    COMPLEX_LOCAL,
     NUMPY_BUILTINS,
+    NUMPY_COMPLEX,
     NUMPY_LOGICAL,
     NUMPY_MATH,
     NUMPY_PREDICATES,
     ArrayValue,
     Builtin,
+    ComplexArray,
+    ComplexMethod,
+    ComplexValue,
     MathFunction,
     RandomFunction,
     Undefined,
@@ -54,8 +59,9 @@ class Expressions(Randoms):
     def _constant(self, node: ast.Constant) -> Any:
         if isinstance(node.value, (bool, int, float)):
             return node.value
-        why = ": svod has no complex numbers" if isinstance(node.value, complex) else ""
-        raise self.refuse(node, f"the constant {node.value!r} is not a number{why}")
+        if isinstance(node.value, complex):
+            return ComplexValue(node.value.real, node.value.imag)
+        raise self.refuse(node, f"the constant {node.value!r} is not a number")
 
     # ---- names ------------------------------------------------------------------------------------------
 
@@ -67,7 +73,7 @@ class Expressions(Randoms):
             value = self.env[name]
             if isinstance(value, Undefined):
                 raise self.refuse(node, f"{name} is not defined here: {value.why}")
-            return value
+            return self.complex_local(name, node) if value is COMPLEX_LOCAL else value
         if name in self.source.names:
             return self.static(self.source.names[name], name, node)
         if name in BUILTINS:
@@ -82,6 +88,11 @@ class Expressions(Randoms):
             return UOp.const(dtypes.from_numpy(value.dtype), value.item())  # typed, as NumPy computes with it
         if is_number(value):
             return value
+        if isinstance(value, complex):  # a Python complex: weak; a NumPy one's parts are typed
+            return ComplexValue(value.real, value.imag)
+        if isinstance(value, np.complexfloating) and value.dtype in COMPLEX_PART_DTYPES:
+            part = COMPLEX_PART_DTYPES[value.dtype]
+            return ComplexValue(*(UOp.const(part, p) for p in (float(value.real), float(value.imag))))
         if isinstance(value, (types.ModuleType, pylang.Cast, pylang.Func)) or value is pylang.math or \
                 value is pylang.prange or is_atomic(value) or any(value is key for key in ORDER_KEYS):
             return value
@@ -115,18 +126,18 @@ class Expressions(Randoms):
     def _attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
         attr = node.attr
+        if isinstance(base, ComplexValue):
+            value = self.complex_attribute(node, base, attr)
+            return ComplexMethod(base, attr) if isinstance(value, ComplexValue) else value
+        if isinstance(base, ComplexArray):
+            if attr in ("shape", "ndim", "size"):
+                return self._attribute_of_dims(base.dims, attr)
+            raise self.refuse(node, f"a complex array has shape, ndim and size in a kernel, not {attr}")
         if isinstance(base, ArrayValue):
-            if attr == "shape":
-                return base.dims
-            if attr == "ndim":
-                return len(base.dims)
+            if attr in ("shape", "ndim", "size"):
+                return self._attribute_of_dims(base.dims, attr)
             if attr == "dtype":
                 return pylang.Cast(base.dtype)
-            if attr == "size":
-                total: Any = 1
-                for d in base.dims:
-                    total = self.binary("*", total, d)
-                return total
             raise self.refuse(node, f"an array has shape, ndim, dtype and size, not {attr}")
         if base is np and attr == "random":
             return np.random
@@ -154,6 +165,17 @@ class Expressions(Randoms):
             return self.static(getattr(base, attr), f"{base.__name__}.{attr}", node)
         raise self.refuse(node, f"attribute {attr} of {describe(base)}")
 
+    def _attribute_of_dims(self, dims: tuple[Any, ...], attr: str) -> Any:
+        """An array's ``shape``, ``ndim`` or ``size``, from its dims."""
+        if attr == "shape":
+            return dims
+        if attr == "ndim":
+            return len(dims)
+        total: Any = 1
+        for d in dims:
+            total = self.binary("*", total, d)
+        return total
+
     # ---- subscripts and tuples --------------------------------------------------------------------------
 
     def _subscript(self, node: ast.Subscript) -> Any:
@@ -171,11 +193,14 @@ class Expressions(Randoms):
             except IndexError:
                 raise self.refuse(node, f"index {index} is outside a tuple of {len(base)}") from None
         array, index = self.subscript(node)
+        if isinstance(array, ComplexArray):
+            return self.complex_load(array, index)
         return self.element(array, index).load()
 
-    def subscript(self, node: ast.Subscript) -> tuple[ArrayValue, tuple[Any, ...]]:
+    def subscript(self, node: ast.Subscript) -> tuple[Any, tuple[Any, ...]]:
+        """An array's subscript: the array (an ``ArrayValue`` or a ``ComplexArray``) and its indices."""
         array = self.expr(node.value)
-        if not isinstance(array, ArrayValue):
+        if not isinstance(array, (ArrayValue, ComplexArray)):
             raise self.refuse(node.value, f"only array arguments are indexed, not {describe(array)}")
         raw = node.slice
         values = [self.expr(e) for e in raw.elts] if isinstance(raw, ast.Tuple) else [self.expr(raw)]
@@ -184,7 +209,7 @@ class Expressions(Randoms):
             flat.extend(v if isinstance(v, tuple) else (v,))
         return array, self.indices(node, array, tuple(flat))
 
-    def indices(self, node: ast.AST, array: ArrayValue, index: tuple[Any, ...]) -> tuple[Any, ...]:
+    def indices(self, node: ast.AST, array: ArrayValue | ComplexArray, index: tuple[Any, ...]) -> tuple[Any, ...]:
         if len(index) != len(array.dims):
             raise self.refuse(node, f"{array.name} has {len(array.dims)} dimension(s) and takes as many indices, "
                                     f"got {len(index)}")
@@ -212,6 +237,8 @@ class Expressions(Randoms):
 
     def _unary_op(self, node: ast.UnaryOp) -> Any:
         value = self.expr(node.operand)
+        if isinstance(value, ComplexValue):
+            return self.complex_unary(node.op, value, node)
         if is_number(value):
             ops: dict[type, Callable[[Any], Any]] = {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
                                                      ast.Not: lambda v: not v, ast.Invert: lambda v: ~v}
@@ -308,6 +335,10 @@ class Expressions(Randoms):
         if node.keywords:
             raise self.refuse(node, "keyword arguments are for @svod.func helpers only")
         args = [self.expr(a) for a in node.args]
+        if isinstance(callee, ComplexMethod):
+            if args:
+                raise self.refuse(node, f"{callee.name}() takes no arguments")
+            return self.complex_attribute(node, callee.value, callee.name)
         if isinstance(callee, pylang.Cast):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
@@ -336,6 +367,8 @@ class Expressions(Randoms):
     def builtin(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         if name == "range":
             raise self.refuse(node, "range is a loop: 'for i in range(n)'")
+        if name == "complex" or name[3:] in NUMPY_COMPLEX:
+            return self.complex_builtin(node, name, args)
         if name in ("min", "max") and len(args) >= 2:
             result = args[0]
             for a in args[1:]:
@@ -359,12 +392,14 @@ class Expressions(Randoms):
             raise self.refuse(node, f"{name} takes one argument here")
         value = args[0]
         if name == "len":
-            if isinstance(value, ArrayValue):
+            if isinstance(value, (ArrayValue, ComplexArray)):
                 return value.dims[0]
             if isinstance(value, tuple):
                 return len(value)
             raise self.refuse(node, f"len of {describe(value)}")
         if name == "abs":
+            if isinstance(value, ComplexValue):
+                return self.complex_math(node, "abs", args)
             return abs(value) if is_number(value) or isinstance(value, UOp) else self._bad(node, value)
         if name == "bool":
             return bool(value) if is_number(value) else self.truth(value, node)
@@ -397,6 +432,8 @@ class Expressions(Randoms):
 
     def math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
         method, arity = pylang.MATH_FUNCTIONS[name]
+        if any(isinstance(a, ComplexValue) for a in args):
+            return self.complex_math(node, name, args)
         if len(args) != arity:
             raise self.refuse(node, f"{name} takes {arity} argument(s)")
         if all(is_number(a) for a in args) and hasattr(pymath, name) and name not in ("floor", "ceil", "trunc"):
@@ -456,6 +493,8 @@ RESULT = "_svod_result"
 RETURNED = "_svod_returned"
 """The local of an inlined ``@svod.func`` that says whether it returned, where a return is inside a loop."""
 
+COMPLEX_PART_DTYPES = {np.dtype(np.complex64): dtypes.float32, np.dtype(np.complex128): dtypes.float64}
+"""The dtype of a NumPy complex constant's parts."""
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
 

@@ -53,7 +53,7 @@ from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
 from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
-from svod.frontend.pykernel import Kernel
+from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
 from svod.frontend.source import Source
 from svod.runtime.plan import ExecutionPlan
 from svod.runtime.taping import RECORDING, Recorder
@@ -110,6 +110,7 @@ class Jit:
         returns (a temporary comes back as a new array)."""
         recorder = RECORDING.get()
         if recorder is not None:
+            refuse_complex_on_tape(self.name, [*args, *keywords.values()])
             return self.taped(recorder, args, keywords, device)
         given, missing = args, len(self.parameters) - len(args)
         if 0 < missing <= len(self._defaults) and not keywords:  # as Python binds them: the defaults complete
@@ -245,8 +246,8 @@ class Jit:
         arguments = {name: np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
                      hasattr(a, "__dlpack__") else a for name, a in bound.arguments.items()}
         for parameter, value in arguments.items():
-            if _complex(value) or (not isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_))
-                                   and not _constant(value)):
+            if _complex_number(value) or (not isinstance(value, (np.ndarray, int, float, np.integer, np.floating,
+                                                                  np.bool_)) and not _constant(value)):
                 raise self._refused_argument(parameter, value)
         return arguments
 
@@ -288,10 +289,10 @@ class Jit:
     def _refused_argument(self, parameter: str, value: Any) -> KernelSyntaxError:
         """The refusal of an argument the plan cannot take, located at the function's ``def``."""
         what = f"of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
-        why = ("svod has no complex numbers: pass the real and imaginary parts as arrays of their own (x.real, "
-               "x.imag)") if _complex(value) else ("a jitted function takes NumPy arrays (np.asarray(...)), ints, "
-                                                   "floats and bools, and as constants of its plan None, strings, "
-                                                   "dtypes and tuples of these and numbers")
+        why = ("a jitted function takes complex arrays, not complex numbers yet: pass np.array([z])"
+               ) if _complex_number(value) else ("a jitted function takes NumPy arrays (np.asarray(...)), ints, "
+                                                 "floats and bools, and as constants of its plan None, strings, "
+                                                 "dtypes and tuples of these and numbers")
         refused = KernelSyntaxError(f"{self.name}'s argument {parameter} is {what}; {why}", kernel=self.name,
                                     stage="bind", value=parameter)
         source = Source.of(self.fn)
@@ -387,10 +388,9 @@ _NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.
 """The NumPy scalar types a call passes as numbers (``_arguments`` takes them as it takes Python's)."""
 
 
-def _complex(value: Any) -> bool:
-    """Whether an argument is a complex number or array, which svod has none of."""
-    return isinstance(value, (complex, np.complexfloating)) or \
-        (isinstance(value, np.ndarray) and value.dtype.kind == "c")
+def _complex_number(value: Any) -> bool:
+    """Whether an argument is a complex number, which a jitted function does not take (its kernels do)."""
+    return isinstance(value, (complex, np.complexfloating))
 
 
 def _constant(value: Any) -> bool:

@@ -24,6 +24,7 @@ from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
 from svod.frontend import linalg, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key, values_key
+from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
@@ -43,7 +44,7 @@ from svod.frontend.phases import (
     refusal,
     stores_elements,
 )
-from svod.frontend.pykernel import Kernel, refuse_draws_in_plan
+from svod.frontend.pykernel import COMPLEX_PARTS, Kernel, complex_view, refuse_draws_in_plan
 from svod.frontend.rebinding import HostShape
 from svod.frontend.source import Source
 from svod.ir import UOp
@@ -87,6 +88,8 @@ class Prepared:
     parameters: list[str]
     """The parameters each run passes (``Variant.parameters``), in order."""
     turns: list[TurnCheck]
+    complex_slots: frozenset[int] = frozenset()
+    """The plan buffers of complex arrays, each its float view's (``Builder.add_array``)."""
     arrays: dict[int, int] = field(init=False)
     """The plan buffer of each array argument, by its position among ``parameters``."""
     scalars: tuple[tuple[str, int], ...] = field(init=False)
@@ -142,7 +145,7 @@ class Prepared:
         number of the kind the plan was prepared for (the call key of ``svod.frontend.jit``): arrays that may be
         used in place as they are run without the general binding's checks of what the signature fixes, each
         temporary returned whole computed into the new array returned."""
-        binder = self.binder
+        binder = self.binder if not self.complex_slots else None  # a complex array binds as its float view
         if binder is None:
             return self.run(dict(zip(self.parameters, args, strict=True)))
         launch = random.generator.next_launch() if self.draws else None
@@ -164,7 +167,7 @@ class Prepared:
         bound: dict[int | str, Any] = {}
         written_back: list[tuple[np.ndarray, np.ndarray]] = []
         for position, slot in self.arrays.items():
-            value = args[position]
+            value = complex_view(args[position]) if slot in self.complex_slots else args[position]
             if value.flags.c_contiguous:
                 bound[slot] = value
             else:  # the plan's kernels use a bound array's memory as it is
@@ -216,10 +219,12 @@ class Prepared:
             found = args[self.parameters.index(name)]
         elif slot in made:
             found = made[slot]
-        elif not shape and slot in self.scalar_views:
+        elif not shape and slot in self.scalar_views and slot not in self.complex_slots:
             found = self.scalar_views[slot].item(0)
         else:
             values = self.plan.buffers[slot].numpy()
+            if slot in self.complex_slots:
+                values = values.view(np.result_type(values.dtype, np.complex64))
             found = values.reshape(shape) if shape else values[0].item()
         if length is None:
             return found
@@ -297,6 +302,8 @@ class Builder:
         """Whether this is a round that settles carried dtypes: a phase that makes a scalar of another dtype
         than its buffer's is translated again at once, so that the phases after it read it as it is made."""
         self.turns: list[TurnCheck] = []
+        self.complex_slots: set[int] = set()
+        """The plan buffers of complex arrays (``add_array``)."""
         self.turned: set[tuple[int, int]] = set()
         """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
         self.ranges: dict[str, tuple[int, int]] = {}
@@ -313,6 +320,14 @@ class Builder:
                 self.arrays[name] = (slot, value.shape, value.dtype)
 
     def add_array(self, name: str | None, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+        """A plan buffer for an array of ``dtype`` and ``shape``: a complex one's is its float view's
+        (``complex_view``), twice as long."""
+        if np.dtype(dtype).kind == "c" and np.dtype(dtype) in COMPLEX_PARTS:
+            parts = COMPLEX_PARTS[np.dtype(dtype)]
+            slot = self.plan.add_buffer(Buffer(self.device, dtypes.from_numpy(parts), 2 * int(np.prod(shape))), name,
+                                        (*shape, 2))
+            self.complex_slots.add(slot)
+            return slot
         size = int(np.prod(shape))
         return self.plan.add_buffer(Buffer(self.device, dtypes.from_numpy(dtype), size), name, shape)
 
@@ -362,7 +377,7 @@ class Builder:
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        list(self.args), self.turns)
+                        list(self.args), self.turns, frozenset(self.complex_slots))
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -696,6 +711,24 @@ class Builder:
 
     def translated(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
                    outgoing: list[str], own: dict[str, str]) -> Any:
+        """``translated_once``, again with each carried scalar the phase makes complex in a complex buffer, in a
+        round that settles carried dtypes (a buffer starts as an integer's)."""
+        for _ in outgoing:
+            try:
+                return self.translated_once(node, dump, parameters, loops, outgoing, own)
+            except CarriedComplexError as err:
+                if not self.settling or err.carried not in self.cells:
+                    raise
+                made = np.result_type(err.parts.numpy, np.complex64)
+                before = self.seen.get(err.carried)
+                self.seen[err.carried] = self.cell_dtypes[err.carried] = \
+                    made if before is None else np.promote_types(before, made)
+                del self.cells[err.carried]
+                self.cell(err.carried)
+        return self.translated_once(node, dump, parameters, loops, outgoing, own)
+
+    def translated_once(self, node: ast.FunctionDef, dump: str, parameters: list[str], loops: list[str],
+                        outgoing: list[str], own: dict[str, str]) -> Any:
         """The phase ``node`` bound to examples of its parameters, translated once per kind of examples (the
         same kernel recurs across signatures and the rounds that settle carried dtypes); what it makes of the
         scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""

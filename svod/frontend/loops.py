@@ -20,11 +20,12 @@ from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.arithmetic import builtin_extreme
+from svod.frontend.complex_values import with_parts
 from svod.frontend.context import KernelLoop, Turn
 from svod.frontend.expressions import Expressions
 from svod.frontend.nodes import placed, stands_for
 from svod.frontend.randoms import ORDINAL
-from svod.frontend.values import BUILTINS, ArrayValue, Undefined, describe, is_number
+from svod.frontend.values import BUILTINS, COMPLEX_LOCAL, ArrayValue, Undefined, describe, is_number
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.uop import memory_of, written_memory
 
@@ -222,8 +223,9 @@ class Loops(Expressions):
         before = dict(self.env)
         start = Statement(len(self.k.effects), dict(self.versions))
         self.loops.append(KernelLoop(r, kind))
-        assigned = _assigned(stmt.body)
-        changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)]
+        assigned = with_parts(_assigned(stmt.body))  # a complex local changes as its parts do
+        changed = [n for n in before if n != name and n in assigned and not isinstance(before[n], Undefined)
+                   and before[n] is not COMPLEX_LOCAL]
         exits = isinstance(stmt, ast.While) or _breaks(stmt.body)
         try:
             if kind is AxisKind.GLOBAL:  # a local a parallel loop assigns is each work item's own

@@ -34,14 +34,14 @@ import numpy as np
 from svod import random
 from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
-from svod.errors import BufferMismatchError, KernelSyntaxError, SvodError, VariableError
+from svod.errors import BufferMismatchError, GradientError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.calls import Calls, PreparedCall
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Located, Source
 from svod.frontend.translate import Translator
-from svod.frontend.values import ArrayValue
+from svod.frontend.values import ArrayValue, ComplexArray, ComplexValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
 from svod.runtime.kernel import CachedKernel
@@ -75,6 +75,8 @@ class Built:
     draws: bool = False
     """Whether the kernel draws from svod's process generator (``svod.random``): each launch then takes its
     key and the next launch number."""
+    parts: tuple[tuple[str, int, str], ...] = ()
+    """The variables of complex scalar arguments' parts: ``(name, argument position, "real" or "imag")``."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ class Kernel:
         the CPU. Inside a ``svod.Tape`` block the tape runs the call, keeping what its gradient needs."""
         recorder = RECORDING.get()
         if recorder is not None:
+            refuse_complex_on_tape(self.name, [*args])
             recorder.record(self, args, device)
             return
         calls = self._calls
@@ -173,7 +176,7 @@ class Kernel:
         except SvodError as err:
             bound.located.locate(err)
             raise
-        if key is not None and not bound.draws:
+        if key is not None and not bound.draws and not any(_is_complex(a) for a in args):
             self._prepare_call(key, args, device, kernel, bound)
 
     def _prepare_call(self, key: tuple[Any, ...], args: tuple[Any, ...], device: str | Device | None,
@@ -199,12 +202,14 @@ class Kernel:
             raise BufferMismatchError(f"{self.name} takes {len(self.parameters)} arguments "
                                       f"({', '.join(self.parameters)}), got {len(args)}", kernel=self.name,
                                       stage="bind", value=len(args))
-        values = [self._argument(position, a) for position, a in enumerate(args)]
-        key = self._signature(values, platform)
+        viewed: set[int] = set()
+        values = [self._argument(position, a, viewed) for position, a in enumerate(args)]
+        complexes = frozenset(viewed)
+        key = (*self._signature(values, platform), complexes)
         with self._lock:
             built = self._built.get(key)
             if built is None:
-                built = self._built[key] = self._translate(values, platform)
+                built = self._built[key] = self._translate(values, platform, complexes)
         self._check_apart(values, built)
         var_vals: dict[str, Any] = {name: _dims(values[position])[axis] for name, position, axis in built.sizes
                                     if name in built.variables}
@@ -214,6 +219,8 @@ class Kernel:
                                           f"dimension {axis} of {array} up to {least - 1}", kernel=self.name,
                                           stage="bind", value=var_vals[name])
         var_vals.update({name: values[position] for name, position in built.scalars if name in built.variables})
+        var_vals.update({name: getattr(values[position], part) for name, position, part in built.parts
+                         if name in built.variables})
         if not built.draws:  # the generator's variables, held by a loop that seeds and never drawn from
             var_vals.update({name: 0 for name in (random.KEY_VARIABLE, random.LAUNCH_VARIABLE)
                              if name in built.variables})
@@ -269,8 +276,9 @@ class Kernel:
 
     # ---- signatures ---------------------------------------------------------------------------------------
 
-    def _argument(self, position: int, value: Any) -> Any:
-        """An argument as the kernel sees it: a numpy array, a svod Buffer, or a scalar."""
+    def _argument(self, position: int, value: Any, viewed: set[int]) -> Any:
+        """An argument as the kernel sees it: a numpy array, a svod Buffer, or a scalar; a complex array's float
+        view (``complex_view``), its position added to ``viewed``."""
         name = self.parameters[position]
         annotation = self.annotations.get(name)
         if isinstance(annotation, pylang.ConstType):
@@ -280,10 +288,14 @@ class Kernel:
             return annotation.kind(value)
         if not isinstance(value, (np.ndarray, Buffer, np.generic, int, float)) and hasattr(value, "__dlpack__"):
             value = _from_dlpack(value, name, self.name)
+        if isinstance(value, np.ndarray) and value.dtype.kind == "c" and annotation is None:
+            viewed.add(position)
+            return complex_view(value)
+        if isinstance(value, (complex, np.complexfloating)) and annotation is None:
+            return value
         if isinstance(value, (complex, np.complexfloating)) or (_is_array(value) and _kind(value) == "c"):
-            raise BufferMismatchError(f"argument {name} is {_show(value)}: svod has no complex numbers; pass the real "
-                                      "and imaginary parts as arrays of their own (x.real, x.imag)", kernel=self.name,
-                                      stage="bind", value=_show(value))
+            raise BufferMismatchError(f"argument {name} is {_show(value)}, and its annotation says it is not complex",
+                                      kernel=self.name, stage="bind", value=_show(value))
         if isinstance(annotation, pylang.ArrayType):
             if not _is_array(value) or _dtype(value) != annotation.dtype or len(_dims(value)) != annotation.ndim:
                 raise BufferMismatchError(f"argument {name} must be a {annotation.ndim}-d array of "
@@ -296,7 +308,7 @@ class Kernel:
         elif isinstance(annotation, DType) and not isinstance(value, (int, float, np.number)):
             raise BufferMismatchError(f"argument {name} must be a {annotation.name} scalar, got {_show(value)}",
                                       kernel=self.name, stage="bind", value=_show(value))
-        if not (_is_array(value) or isinstance(value, (int, float, np.number, np.bool_))):
+        if not (_is_array(value) or isinstance(value, (int, float, complex, np.number, np.bool_))):
             raise BufferMismatchError(f"argument {name} must be an array (numpy, svod.Buffer, DLPack) or a number, "
                                       f"got {_show(value)}", kernel=self.name, stage="bind", value=_show(value))
         return value
@@ -309,6 +321,8 @@ class Kernel:
                 kinds.append(("const", value))
             elif _is_array(value):
                 kinds.append(("array", _dtype(value), len(_dims(value))))
+            elif isinstance(value, (complex, np.complexfloating)):
+                kinds.append(("complex", complex_part_dtype(value, platform), self._weak(name, value)))
             elif self._scalar_dtype(name, value, platform) == dtypes.bool:  # a bool is a constant of the kernel,
                 kinds.append(("const", bool(value), isinstance(value, np.bool_)))  # NumPy's typed, Python's weak
             else:
@@ -319,7 +333,7 @@ class Kernel:
         """Whether scalar argument ``name`` is a Python number (weak in the kernel, as NEP 50 has it), not a
         numpy scalar or one annotated with a svod dtype (typed): ``1.5`` and ``np.float64(1.5)`` are one dtype
         and two kernels. A hint of ``float`` or ``int`` changes nothing, as in Python."""
-        return isinstance(value, (int, float)) and not isinstance(value, np.generic) \
+        return isinstance(value, (int, float, complex)) and not isinstance(value, np.generic) \
             and (name in self._hinted_python or not isinstance(self.annotations.get(name), DType))
 
     def _scalar_dtype(self, name: str, value: Any, platform: Platform = HOST) -> DType:
@@ -345,7 +359,9 @@ class Kernel:
 
     # ---- translation --------------------------------------------------------------------------------------
 
-    def _translate(self, values: list[Any], platform: Platform) -> Built:
+    def _translate(self, values: list[Any], platform: Platform, complexes: frozenset[int] = frozenset()) -> Built:
+        """The kernel for arguments like ``values``; ``complexes``: the positions of complex arrays (``values``
+        holds their float views, ``complex_view``)."""
         index_bits = platform.index_bits
         source = self.source
         k = KernelBuilder(self.name)
@@ -354,6 +370,7 @@ class Kernel:
         classes: dict[int, int | UOp] = {}
         sizes: list[tuple[str, int, int]] = []
         scalars: list[tuple[str, int]] = []
+        parts: list[tuple[str, int, str]] = []  # a complex scalar's: (variable, position, "real" or "imag")
         floats: set[str] = set()  # float arguments: variables holding their bits, any value theirs
         numbers: list[UOp] = []  # what stands for a Python number: sizes, int and float arguments
         env: dict[str, Any] = {}
@@ -379,6 +396,15 @@ class Kernel:
                         dims.append(same)
                     flat += 1
                 env[name] = ArrayValue(name, k.buffer(_dtype(value), tuple(dims)), tuple(dims))
+                if position in complexes:
+                    env[name] = ComplexArray(name, env[name], tuple(dims[:-1]))
+            elif isinstance(value, (complex, np.complexfloating)):
+                dtype = complex_part_dtype(value, platform)
+                env[name] = ComplexValue(*(k.scalar(dtype, f"{name}_{part}") for part in ("real", "imag")))
+                parts.extend((f"{name}_{part}", position, part) for part in ("real", "imag"))
+                floats.update(f"{name}_{part}" for part in ("real", "imag"))
+                if self._weak(name, value):
+                    numbers.extend((env[name].re, env[name].im))
             else:
                 dtype = self._scalar_dtype(name, value, platform)
                 if dtype == dtypes.bool:
@@ -408,7 +434,8 @@ class Kernel:
         written = frozenset(int(memory_of(u.src[0].src[0]).arg) for u in topo if u.op in (Ops.STORE, Ops.ATOMIC))
         return Built(ast, translator.located, tuple(sizes), tuple(scalars), kept, least, bounds, written,
                      _local_dtypes(translator.env, platform),
-                     draws=translator.process_draws and bool({random.KEY_VARIABLE, random.LAUNCH_VARIABLE} & kept))
+                     draws=translator.process_draws and bool({random.KEY_VARIABLE, random.LAUNCH_VARIABLE} & kept),
+                     parts=tuple(parts))
 
 
 @dataclass(frozen=True)
@@ -477,6 +504,38 @@ def positional_parameters(fn: Callable[..., Any], name: str) -> list[str]:
             raise KernelSyntaxError(f"{name}: parameter {p.name} must be a plain positional parameter (no defaults, "
                                     "*args or keywords)", kernel=name, stage="parse", value=p.name)
     return [p.name for p in found]
+
+
+COMPLEX_PARTS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.complex64): np.dtype(np.float32),
+                                                     np.dtype(np.complex128): np.dtype(np.float64)}
+"""The complex dtypes svod computes on, each with its parts' dtype."""
+
+
+def refuse_complex_on_tape(name: str, args: Sequence[Any]) -> None:
+    """A tape takes real gradients: a call on complex numbers is refused there rather than differentiated as if
+    its parts were independent reals."""
+    if any(_is_complex(a) for a in args):
+        raise GradientError(f"{name} is called on complex numbers inside a svod.Tape, and svod takes no gradients "
+                            "through complex numbers; call it outside the tape", kernel=name, stage="gradient",
+                            value="complex")
+
+
+def complex_view(array: np.ndarray) -> np.ndarray:
+    """A complex array's float view, without a copy: one more dimension, of size 2, the real part at index 0 and
+    the imaginary part at 1 (NumPy's interleaved layout)."""
+    return array[..., np.newaxis].view(array.real.dtype)
+
+
+def complex_part_dtype(value: Any, platform: Platform) -> DType:
+    """The dtype of a complex scalar's parts: a NumPy complex's own, a Python complex's the platform's float."""
+    if isinstance(value, np.complexfloating):
+        return dtypes.from_numpy(value.real.dtype)
+    return platform.real
+
+
+def _is_complex(value: Any) -> bool:
+    return isinstance(value, (complex, np.complexfloating)) or \
+        (isinstance(value, np.ndarray) and value.dtype.kind == "c")
 
 
 def _bool_constant(value: bool | np.bool_) -> bool | UOp:
@@ -601,4 +660,4 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-__all__ = ["BoundCall", "Kernel", "kernel"]
+__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]

@@ -29,8 +29,8 @@ from typing import Any
 
 from svod.dtype import dtypes
 from svod.frontend.builder import KernelBuilder
+from svod.frontend.complex_values import Complexes
 from svod.frontend.draws import FUNCTIONS, Place, draw
-from svod.frontend.memory import Memory
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction, describe, is_number
@@ -43,7 +43,7 @@ HIDDEN = (KEY, LAUNCH, ORDINAL, STREAM, NESTS)
 """The hidden locals of the generator's place (not identifiers: no name of the source is one of them)."""
 
 
-class Randoms(Memory):
+class Randoms(Complexes):
     """The draws of ``np.random`` calls, and the hidden locals that say where each is made."""
 
     def __init__(self, source: Source, name: str, builder: KernelBuilder, arguments: dict[str, Any],

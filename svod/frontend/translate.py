@@ -46,7 +46,17 @@ from svod.frontend import pylang
 from svod.frontend.arithmetic import BINARY
 from svod.frontend.loops import Loops, lazy
 from svod.frontend.memory import unstated
-from svod.frontend.values import ArrayValue, Builtin, MathFunction, RandomFunction, describe, is_atomic, is_number
+from svod.frontend.values import (
+    ArrayValue,
+    Builtin,
+    ComplexArray,
+    ComplexMethod,
+    MathFunction,
+    RandomFunction,
+    describe,
+    is_atomic,
+    is_number,
+)
 from svod.ir import AxisKind, Ops, UOp, substitute
 
 
@@ -157,9 +167,9 @@ class Translator(Loops):
 
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
-            if isinstance(value, (Builtin, MathFunction, pylang.Cast)) or value is None:
+            if isinstance(value, (Builtin, MathFunction, pylang.Cast, ComplexMethod)) or value is None:
                 raise self.refuse(target, f"cannot assign {value!r} to a local")
-            self.env[target.id] = value
+            self.assign_local(target.id, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, tuple) or len(value) != len(target.elts):
                 raise self.refuse(target, f"cannot unpack {describe(value)} into {len(target.elts)} names")
@@ -177,10 +187,12 @@ class Translator(Loops):
             raise self.unsupported(stmt.op)
         value = self.expr(stmt.value)
         if isinstance(stmt.target, ast.Name):
-            self.env[stmt.target.id] = self.binary(op, self.lookup(stmt.target.id, stmt.target), value)
+            self.assign_local(stmt.target.id, self.binary(op, self.lookup(stmt.target.id, stmt.target), value))
         elif isinstance(stmt.target, ast.Subscript):
             array, index = self.subscript(stmt.target)
-            self.store(array, index, self.binary(op, self.element(array, index).load(), value))
+            held = self.complex_load(array, index) if isinstance(array, ComplexArray) else \
+                self.element(array, index).load()
+            self.store(array, index, self.binary(op, held, value))
         else:
             raise self.unsupported(stmt.target, " as an assignment target")
 

@@ -36,6 +36,51 @@ class ArrayValue:
 
 
 @dataclass(frozen=True)
+class ComplexArray:
+    """A complex array argument inside a kernel: its float view (NumPy's interleaved layout, the real part of
+    element ``i`` at ``2i`` and the imaginary part at ``2i + 1``) as an array of one more dimension, of size 2,
+    and its own dims. svod's IR has no complex dtype: the front end works on the parts
+    (``svod.frontend.complex_values``)."""
+
+    name: str
+    parts: ArrayValue
+    dims: tuple[int | UOp, ...]
+
+    @property
+    def dtype(self) -> DType:
+        """The dtype of each part (float32 of a complex64, float64 of a complex128)."""
+        return self.parts.dtype
+
+
+@dataclass(frozen=True)
+class ComplexValue:
+    """A complex number in a kernel: its real and imaginary parts, both Python floats (a Python complex, weak as
+    a Python float is) or both UOps of one float dtype."""
+
+    re: Any
+    im: Any
+
+
+class ComplexLocal:
+    """What a complex local's name holds in a kernel's locals: its parts are locals of their own
+    (``complex_values.part_names``), so that loops carry and branches merge them as they do any float."""
+
+    def __repr__(self) -> str:
+        return "a complex local"
+
+
+COMPLEX_LOCAL = ComplexLocal()
+
+
+@dataclass(frozen=True)
+class ComplexMethod:
+    """``z.conjugate`` before its call."""
+
+    value: ComplexValue
+    name: str
+
+
+@dataclass(frozen=True)
 class MathFunction:
     """A math function met in a kernel (``svod.math.exp``, ``math.exp``, ``np.exp``)."""
 
@@ -59,13 +104,16 @@ class RandomFunction:
     plan: bool = False
 
 
-BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range")}
+BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range", "complex")}
 NUMPY_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 """NumPy's tests of a number's class and sign, each a bool (of an integer: not NaN, not infinite, finite, and
 its sign)."""
 NUMPY_LOGICAL = {"logical_and": 2, "logical_or": 2, "logical_xor": 2, "logical_not": 1}
 """NumPy's logical functions, with their arities: each takes its operands' truth, as ``bool()`` does."""
-NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum", *NUMPY_PREDICATES, *NUMPY_LOGICAL)}
+NUMPY_COMPLEX = ("real", "imag", "conj", "conjugate", "angle", "complex64", "complex128")
+"""NumPy's functions of a complex number's parts (``svod.frontend.complex_values``)."""
+NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum", *NUMPY_PREDICATES, *NUMPY_LOGICAL,
+                                                          *NUMPY_COMPLEX)}
 """NumPy functions whose meaning is not one of svod's math functions: ``np.maximum`` lets a NaN win, where
 svod's ``maximum`` (``np.fmax``) ignores it; the predicates and logical functions make bools."""
 NUMPY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos", "tan": "tan",
@@ -109,6 +157,10 @@ def math_function(value: Any) -> MathFunction | Builtin | None:
 
 
 def describe(value: Any) -> str:
+    if isinstance(value, ComplexValue):
+        return "a Python complex" if is_number(value.re) else f"a complex value of {value.re.dtype.name} parts"
+    if isinstance(value, ComplexArray):
+        return f"complex array {value.name}"
     if isinstance(value, UOp):  # an int of loop variables, sizes and int arguments is numba's intp: int64
         return f"an {dtypes.int64.name} value" if value.dtype == dtypes.index else f"a {value.dtype.name} value"
     if isinstance(value, ArrayValue):
@@ -126,6 +178,7 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-__all__ = ["ArrayValue", "BUILTINS", "Builtin", "MathFunction", "NUMPY_BUILTINS", "NUMPY_LOGICAL", "NUMPY_MATH",
+__all__ = ["ArrayValue", "BUILTINS", "Builtin", "COMPLEX_LOCAL", "ComplexArray", "ComplexLocal", "ComplexMethod",
+           "ComplexValue", "MathFunction", "NUMPY_BUILTINS", "NUMPY_COMPLEX", "NUMPY_LOGICAL", "NUMPY_MATH",
            "NUMPY_PREDICATES", "Number", "RandomFunction", "Undefined", "describe", "is_atomic", "is_number",
            "math_function"]

@@ -4,12 +4,13 @@ two benchmarks of its own (no npbench needed)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks.npbench import decorates, main, svod_text, valid
+from benchmarks.npbench import benchmarks, call, decorates, inputs, load, main, svod_text, valid
 
 NUMBA_PROGRAM = """\
 import numpy as np
@@ -116,3 +117,25 @@ def test_one_slow_call_is_never_a_versions_only_figure():
     np.testing.assert_array_equal(outputs[0], np.arange(5.0) * 2.0)
     record, _ = measure(double, bench, {"x": np.arange(5.0)}, [np.arange(5.0) * 2.0], repeat=1, budget=0.0)
     assert record["runs"] == 1  # --repeat is never exceeded
+
+
+def test_validation_compares_complex_outputs_part_by_part():
+    want = [np.arange(4.0) + 1j * np.arange(4.0)]
+    assert valid(want, [want[0] * (1 + 1e-7)], {})
+    assert not valid(want, [want[0].real + 0j], {})  # a lost imaginary part fails
+    assert not valid(want, [np.conj(want[0])], {"norm_error": 1e-3})
+
+
+@pytest.mark.parametrize("name", ["mandel1"])
+def test_npbenchs_complex_programs_validate_under_svod(name, tmp_path):
+    root = os.environ.get("SVOD_NPBENCH")
+    if not root or not Path(root, "bench_info").is_dir():
+        pytest.skip("no npbench checkout: set SVOD_NPBENCH to one")
+    bench = next(b for b in benchmarks(Path(root)) if b.name == name)
+    data = inputs(bench, "S")
+    reference, _ = call(getattr(load(bench.path("numpy"), f"{name}_numpy"), bench.info["func_name"]), bench, data)
+    rewritten = tmp_path / f"{name}_svod.py"
+    rewritten.write_text(svod_text(bench.path(f"numba_{bench.variant}").read_text()))
+    outputs, _ = call(getattr(load(rewritten, f"{name}_svod"), bench.info["func_name"]), bench, data)
+    assert any(np.iscomplexobj(r) for r in reference)
+    assert valid(reference, outputs, bench.info)

@@ -1,58 +1,403 @@
-"""Complex numbers, which svod has none of: wherever one enters a ``@svod.jit`` function or a kernel (an argument,
-an allocation's ``dtype=complex``, a ``1j`` literal, a complex global, a cast), the call is refused with a
-``SvodError`` that names the line and says why, never a wrong answer or NumPy's or LLVM's own exception."""
+"""Complex numbers in ``@svod.kernel`` bodies and ``@svod.jit`` functions, computed as pairs of floats
+(``svod.frontend.complex_values``): every operation against NumPy's on the same values, on every device (complex128
+where the device holds float64, refused where it does not), over edge sizes and special values; and what svod
+does not compute on complex numbers refused at the user's line."""
 
 from __future__ import annotations
+
+import cmath
+import itertools
 
 import numpy as np
 import pytest
 
 import svod
+from svod.dtype import dtypes
 from svod.errors import SvodError
 from tests.frontend.test_arrays import line_of
 
-COMPLEX_GLOBAL = 2j
+SPECIALS = [0.0, -0.0, 1.0, -2.5, 0.3, 1e-300, -1e300, 1.5e308, np.inf, -np.inf, np.nan]
+"""Parts of the special values: zeros of both signs, tiny and huge magnitudes, infinities, NaN."""
+SPECIALS32 = [0.0, -0.0, 1.0, -2.5, 0.3, 1e-37, -1e38, 3e38, np.inf, -np.inf, np.nan]
+MODERATE = [0.0, -0.0, 1.0, -2.5, 0.3, 1e-3, -40.0]
+"""Parts on WebGPU, whose compilers may assume floats finite and normal (its real arithmetic keeps no inf, NaN or
+subnormal either: ``inf * 0.0`` is 0 there) and whose ``sin`` of a huge argument is not reduced."""
+SIZES = [0, 1, 7, 13, 31]
+
+
+def grid(dtype: type, device: svod.device.Device | None = None, parts: list[float] | None = None) -> np.ndarray:
+    """Every pair of special parts (``parts``, else those ``device`` keeps), as complex numbers of ``dtype``."""
+    if parts is None:
+        webgpu = device is not None and device.device.base_type == "WEBGPU"
+        parts = MODERATE if webgpu else SPECIALS if dtype is np.complex128 else SPECIALS32
+    return np.array([complex(a, b) for a, b in itertools.product(parts, parts)], dtype=dtype)
+
+
+def holds(device: svod.device.Device, dtype: type) -> bool:
+    """Whether ``device`` holds the parts of ``dtype`` (a device without float64 refuses complex128)."""
+    return dtype is np.complex64 or dtypes.float64 in device.caps.element_dtypes
+
+
+def assert_parts_close(got: np.ndarray, want: np.ndarray, rtol: float) -> None:
+    """Each part NaN where NumPy's is, equal where NumPy's is infinite or zero, else within ``rtol``."""
+    for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        assert np.array_equal(np.isnan(g), np.isnan(w)), (got, want)
+        exact = np.isinf(w) | (w == 0)
+        assert np.array_equal(g[exact], w[exact]), (got[exact], want[exact])
+        near = ~np.isnan(w) & ~exact
+        np.testing.assert_allclose(g[near], w[near], rtol=rtol, atol=0)
+
+
+def run_or_refused(kernel, device, dtype, *args):
+    """Run ``kernel`` on ``args`` on ``device``; where the device lacks the parts' float, assert it refuses."""
+    if holds(device, dtype):
+        kernel(*args, device=device)
+        return True
+    with pytest.raises(SvodError, match="float64"):
+        kernel(*args, device=device)
+    return False
+
+
+# ---- arithmetic in a kernel ----------------------------------------------------------------------------------
+
+@svod.kernel
+def arithmetic(total, difference, product, quotient, a, b):
+    for i in svod.prange(a.shape[0]):
+        total[i] = a[i] + b[i]
+        difference[i] = a[i] - b[i]
+        product[i] = a[i] * b[i]
+        quotient[i] = a[i] / b[i]
+
+
+ARITHMETIC = {np.complex128: [0.0, -0.0, 1.0, -2.5, 0.3, 1e-100, -1e100, np.inf, -np.inf, np.nan],
+              np.complex64: [0.0, -0.0, 1.0, -2.5, 0.3, 1e-15, -1e15, np.inf, -np.inf, np.nan]}
+"""Parts whose products stay within the float's range: where one overflows on the way, NumPy's loop (a fused
+multiply-add on this machine) may give inf where the two roundings give NaN."""
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_arithmetic_is_numpys_on_special_values(device, dtype):
+    values = grid(dtype, device, None if device.device.base_type == "WEBGPU" else ARITHMETIC[dtype])
+    a, b = np.repeat(values, len(values)), np.tile(values, len(values))
+    outs = [np.zeros_like(a) for _ in range(4)]
+    if not run_or_refused(arithmetic, device, dtype, *outs, a, b):
+        return
+    with np.errstate(all="ignore"):
+        want = [a + b, a - b, a * b, a / b]
+    np.testing.assert_array_equal(outs[0], want[0])
+    np.testing.assert_array_equal(outs[1], want[1])
+    eps = float(np.finfo(np.float32 if dtype is np.complex64 else np.float64).eps)
+    with np.errstate(all="ignore"):
+        bounds = (np.abs(a) * np.abs(b), np.abs(a) / np.abs(b))  # a product's error scales with |a||b|
+        for got, expected, bound in zip(outs[2:], want[2:], bounds, strict=True):
+            for g, w in ((got.real, expected.real), (got.imag, expected.imag)):
+                assert np.array_equal(np.isnan(g), np.isnan(w))
+                finite = np.isfinite(w) & np.isfinite(bound)
+                assert np.array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)])
+                assert np.all(np.abs(g[finite] - w[finite]) <= 4 * eps * bound[finite])
+
+
+def test_division_by_zero_gives_numpys_inf_and_nan(device):
+    a = np.array([1 + 1j, -2 + 0j, 0j, complex(np.nan, 1)])
+    b = np.zeros(4, complex)
+    outs = [np.zeros_like(a) for _ in range(4)]
+    if not run_or_refused(arithmetic, device, np.complex128, *outs, a, b):
+        return
+    with np.errstate(all="ignore"):
+        want = a / b
+    np.testing.assert_array_equal(outs[3], want)
+
+
+@svod.kernel
+def functions(magnitude, exp, log, sqrt, angle, conjugate, z):
+    for i in svod.prange(z.shape[0]):
+        magnitude[i] = abs(z[i])
+        exp[i] = np.exp(z[i])
+        log[i] = np.log(z[i])
+        sqrt[i] = np.sqrt(z[i])
+        angle[i] = np.angle(z[i])
+        conjugate[i] = z[i].conjugate() + np.conj(z[i]).real + z[i].imag * 1j + z[i].conj() * 0
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_functions_are_numpys_on_special_values(device, dtype):
+    z = grid(dtype, device)
+    real = np.float32 if dtype is np.complex64 else np.float64
+    outs = [np.zeros(z.shape, real), np.zeros_like(z), np.zeros_like(z), np.zeros_like(z), np.zeros(z.shape, real),
+            np.zeros_like(z)]
+    if not run_or_refused(functions, device, dtype, *outs, z):
+        return
+    rtol = 2e-6 if dtype is np.complex64 else 1e-14
+    with np.errstate(all="ignore"):
+        assert_parts_close(outs[0], np.abs(z), rtol)
+        assert_parts_close(outs[3], np.sqrt(z), rtol)
+        assert_parts_close(outs[4], np.angle(z), rtol)
+        assert_parts_close(outs[2].imag, np.log(z).imag, rtol)
+        log_real = np.log(z).real  # exact to the spacing at 1 near |z| = 1, else relative
+        assert np.array_equal(np.isnan(outs[2].real), np.isnan(log_real))
+        assert np.array_equal(outs[2].real[np.isinf(log_real)], log_real[np.isinf(log_real)])
+        finite = np.isfinite(log_real)
+        error = np.abs(outs[2].real[finite] - log_real[finite])
+        assert np.all(error <= 4 * rtol * np.maximum(np.abs(log_real[finite]), 1))
+        assert_parts_close(outs[1], np.exp(z), rtol)
+    with np.errstate(all="ignore"):
+        assert_parts_close(outs[5], z.conjugate() + np.conj(z).real + z.imag * 1j + z.conj() * 0, rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_angle_and_log_are_within_a_few_ulps_over_every_quadrant(dtype):
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal(4001) * 10.0 ** rng.integers(-30, 30, 4001)
+         + 1j * rng.standard_normal(4001) * 10.0 ** rng.integers(-30, 30, 4001)).astype(dtype)
+    real = np.float32 if dtype is np.complex64 else np.float64
+    outs = [np.zeros(z.shape, real), *(np.zeros_like(z) for _ in range(3)), np.zeros(z.shape, real), np.zeros_like(z)]
+    functions(*outs, z)
+    ulp = float(np.finfo(real).eps)
+    np.testing.assert_allclose(outs[4], np.angle(z), rtol=4 * ulp, atol=0)
+    np.testing.assert_allclose(outs[2].imag, np.log(z).imag, rtol=4 * ulp, atol=0)
+    np.testing.assert_allclose(outs[2].real, np.log(z).real, rtol=4 * ulp, atol=4 * ulp)
+    np.testing.assert_allclose(outs[0], np.abs(z), rtol=4 * ulp, atol=0)
+
+
+def test_abs_does_not_overflow_or_underflow():
+    z = np.array([1e300 + 1e300j, 3e-300 - 4e-300j, complex(np.inf, np.nan), complex(np.nan, -np.inf),
+                  complex(np.nan, 1.0), -0.0 - 0.0j, 1.7e308 + 1.7e308j])
+    out = np.zeros(z.shape)
+
+    @svod.kernel
+    def magnitudes(out, z):
+        for i in svod.prange(z.shape[0]):
+            out[i] = abs(z[i])
+
+    magnitudes(out, z)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(out, np.abs(z), rtol=1e-15)
+
+
+# ---- values, locals, loops ---------------------------------------------------------------------------------
+
+@svod.kernel
+def escape_counts(counts, last, c, maxiter):
+    for i in svod.prange(c.shape[0]):
+        for j in svod.prange(c.shape[1]):
+            z = 0j
+            n = 0
+            while n < maxiter and abs(z) <= 2.0:
+                z = z * z + c[i, j]
+                n += 1
+            counts[i, j] = n
+            last[i, j] = z
+
+
+def escape_counts_in_python(c: np.ndarray, maxiter: int) -> tuple[np.ndarray, np.ndarray]:
+    counts, last = np.zeros(c.shape, np.int64), np.zeros(c.shape, c.dtype)
+    for (i, j), point in np.ndenumerate(c):
+        z, n = 0j, 0
+        while n < maxiter and abs(z) <= 2.0:
+            z, n = z * z + complex(point), n + 1
+        counts[i, j], last[i, j] = n, z
+    return counts, last
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (7, 13)])
+def test_mandelbrot_kernel_carries_a_complex_local_as_plain_python_does(device, shape):
+    x, y = np.linspace(-2.0, 0.5, shape[1]), np.linspace(-1.2, 1.2, shape[0])
+    c = x[None, :] + 1j * y[:, None]
+    counts, last = np.zeros(shape, np.int64), np.zeros(shape, complex)
+    if not run_or_refused(escape_counts, device, np.complex128, counts, last, c, 40):
+        return
+    want_counts, want_last = escape_counts_in_python(c, 40)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_allclose(last, want_last, rtol=1e-12)
+
+
+@svod.kernel
+def folded(out, z, w):
+    total = 0j
+    for i in range(z.shape[0]):
+        total += z[i] * w
+        if z[i] == w or z[i] != z[i]:  # equal to w, or NaN
+            total -= 1
+    out[0] = total
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_complex_sum_with_a_scalar_argument_and_equality(device, n):
+    z = (np.arange(n) - 2.5j * np.arange(n) ** 0.5).astype(np.complex128)
+    if n > 3:
+        z[3] = complex(np.nan, 0)
+    for w in (1 - 2j, np.complex128(0.5 + 1j), 0j):
+        out = np.zeros(1, complex)
+        if not run_or_refused(folded, device, np.complex128, out, z, w):
+            return
+        want = sum(complex(v) * complex(w) for v in z) - sum(1 for v in z if v == w or v != v)
+        assert cmath.isclose(out[0], want, rel_tol=1e-12) or (cmath.isnan(out[0]) and cmath.isnan(want))
+
+
+@svod.kernel
+def in_single(out, z, w):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] * w + 1j * z[i] - np.complex64(2) + complex(1.0, 0.5)
+
+
+def test_promotion_of_complex64_follows_numpys_rules(device):
+    z = (np.arange(5) + 0.25j).astype(np.complex64)
+    out = np.zeros(5, np.complex64)
+    in_single(out, z, np.complex64(0.5 - 1j), device=device)
+    want = z * np.complex64(0.5 - 1j) + 1j * z - np.complex64(2) + complex(1.0, 0.5)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_a_complex_array_is_worked_on_in_place_without_a_copy():
+    z = np.arange(6, dtype=np.complex128) * (1 + 1j)
+
+    @svod.kernel
+    def doubled(z):
+        for i in svod.prange(z.shape[0]):
+            z[i] = z[i] * 2
+
+    original = z
+    doubled(z)
+    assert z is original
+    np.testing.assert_array_equal(z, np.arange(6) * (2 + 2j))
+    every_other = np.zeros(8, complex)
+    doubled_view = every_other[::2]
+    doubled_view[:] = 1 + 1j
+    doubled(doubled_view)
+    np.testing.assert_array_equal(every_other, [2 + 2j, 0, 2 + 2j, 0, 2 + 2j, 0, 2 + 2j, 0])
+
+
+# ---- @svod.jit -----------------------------------------------------------------------------------------------
+
+@svod.jit
+def expressions(x, y, z):
+    c = x + y * 1j
+    w = c * z + np.exp(c) - np.abs(z) / c
+    return w, np.abs(w), w.real, np.imag(w), w.conj(), np.sqrt(w), np.log(w + 1)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_jit_array_expressions_are_numpys(n):
+    x, y = np.linspace(-1, 1, n), np.linspace(0.5, 2, n)
+    z = (np.arange(n) - 3.5j).astype(np.complex128)
+    got = expressions(x, y, z)
+    c = x + y * 1j
+    w = c * z + np.exp(c) - np.abs(z) / c
+    want = (w, np.abs(w), w.real, np.imag(w), w.conj(), np.sqrt(w), np.log(w + 1))
+    for g, expected in zip(got, want, strict=True):
+        assert g.dtype == expected.dtype and g.shape == expected.shape
+        np.testing.assert_allclose(g, expected, rtol=1e-13)
 
 
 @svod.jit
-def doubled(x):
-    return x * 2
+def reductions(a, b, x):
+    s = np.sum(a)
+    return a @ b, a @ x, np.sum(a, axis=1), np.mean(a, axis=0), s, np.mean(a), x @ a[0], (a * 2).astype(np.complex64)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (7, 13)])
+def test_jit_sums_means_and_products_of_complex_arrays(shape):
+    rng = np.random.default_rng(7)
+    a = rng.random(shape) + 1j * rng.random(shape)
+    b = rng.random((shape[1], 4)) - 2j * rng.random((shape[1], 4))
+    x = rng.random(shape[1])
+    got = reductions(a, b, x)
+    want = (a @ b, a @ x, np.sum(a, axis=1), np.mean(a, axis=0), np.sum(a), np.mean(a), x @ a[0],
+            (a * 2).astype(np.complex64))
+    for g, expected in zip(got, want, strict=True):
+        assert np.asarray(g).dtype == np.asarray(expected).dtype
+        np.testing.assert_allclose(g, expected, rtol=1e-6 if np.asarray(g).dtype == np.complex64 else 1e-12)
 
 
 @svod.jit
-def made_complex(x):
-    y = np.empty(x.shape[0], dtype=complex)
-    y[:] = x
-    return y
+def escape(c, maxiter):
+    counts = np.zeros(c.shape, dtype=np.int64)
+    last = np.zeros(c.shape, dtype=np.complex128)
+    for i in svod.prange(c.shape[0]):
+        for j in svod.prange(c.shape[1]):
+            z = 0j
+            n = 0
+            while n < maxiter and abs(z) <= 2.0:
+                z = z * z + c[i, j]
+                n += 1
+            counts[i, j] = n
+            last[i, j] = z
+    return counts, last
+
+
+def test_jit_mandelbrot_returns_a_complex_temporary(device):
+    x, y = np.linspace(-2.0, 0.5, 11), np.linspace(-1.2, 1.2, 5)
+    c = x[None, :] + 1j * y[:, None]
+    want_counts, want_last = escape_counts_in_python(c, 30)
+    if not holds(device, np.complex128):
+        with pytest.raises(SvodError, match=r"cannot hold (int64|float64)"):
+            escape(c, 30, device=device)
+        return
+    counts, last = escape(c, 30, device=device)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_allclose(last, want_last, rtol=1e-12)
 
 
 @svod.jit
-def zeros_of(x, dtype):
-    return np.zeros(x.shape[0], dtype)
+def single(z):
+    return z * np.conj(z) + 1j
 
 
-@svod.jit
-def times_i(x):
-    return x * 1j
+def test_jit_complex64_runs_where_float64_is_missing(device):
+    z = (np.arange(7) + 0.5j).astype(np.complex64)
+    got = single(z, device=device)
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, z * np.conj(z) + 1j, rtol=1e-6)
 
 
-@svod.jit
-def times_i_in_a_loop(x):
-    for i in svod.prange(x.shape[0]):
-        x[i] = x[i] + (1j * 0).real
-    return x
+# ---- refusals ------------------------------------------------------------------------------------------------
+
+def ordered(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] < 1j
 
 
-@svod.jit
-def times_a_complex_global(x, out):
-    for i in svod.prange(x.shape[0]):
-        out[i] = x[i] * COMPLEX_GLOBAL
-    return out
+def floored(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] // 2
 
 
-@svod.jit
-def cast_to_complex(x):
-    return x.astype(np.complex64)
+def to_real(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i]
+
+
+def raised(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] ** 0.5
+
+
+def taken_max(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = max(z[i], 1.0)
+
+
+def tangent(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = np.tan(z[i])
+
+
+Z = np.ones(3, complex)
+
+
+@pytest.mark.parametrize(("fn", "out", "at", "says"), [
+    (ordered, np.zeros(3, bool), "z[i] < 1j", "complex numbers have no order"),
+    (floored, np.zeros(3, complex), "z[i] // 2", "// of complex numbers"),
+    (to_real, np.zeros(3), "out[i] = z[i]", "discard its imaginary part"),
+    (raised, np.zeros(3, complex), "z[i] ** 0.5", "integer constant below 100"),
+    (taken_max, np.zeros(3, complex), "max(z[i], 1.0)", "takes real numbers only"),
+    (tangent, np.zeros(3, complex), "np.tan(z[i])", "tan of a complex value is not supported"),
+])
+def test_what_a_kernel_does_not_compute_on_complex_numbers_is_refused_at_its_line(fn, out, at, says):
+    with pytest.raises(SvodError, match=says) as err:
+        svod.kernel(fn)(out, Z)
+    assert f"{__file__}:{line_of(svod.jit(fn), at)}" in str(err.value)
 
 
 @svod.jit
@@ -60,39 +405,39 @@ def scaled(x, c):
     return x * c
 
 
-X = np.arange(3.0)
+def test_a_jit_function_refuses_a_complex_scalar_and_complex256_at_its_def():
+    with pytest.raises(SvodError, match="argument c is complex; a jitted function takes complex arrays") as err:
+        scaled(np.ones(3), 1 + 2j)
+    assert f"{__file__}:{line_of(scaled, 'def scaled')}" in str(err.value)
+    with pytest.raises(SvodError, match="complex256, and svod computes on complex64 and complex128 only"):
+        scaled(np.ones(3, np.clongdouble), 2.0)
 
 
-@pytest.mark.parametrize(("fn", "args", "at", "says"), [
-    (doubled, (X + 1j,), "def doubled", "argument x is of complex128; svod has no complex numbers"),
-    (doubled, (np.zeros(0, np.complex64),), "def doubled", "argument x is of complex64; svod has no complex"),
-    (scaled, (X, 1 + 2j), "def scaled", "argument c is complex; svod has no complex numbers"),
-    (scaled, (X, np.complex64(1)), "def scaled", "argument c is complex64; svod has no complex numbers"),
-    (made_complex, (X,), "np.empty(x.shape[0], dtype=complex)", "complex128 has no svod dtype .svod has no complex"),
-    (zeros_of, (X, np.complex64), "np.zeros(x.shape[0], dtype)", "complex64 has no svod dtype .svod has no complex"),
-    (times_i, (X,), "x * 1j", "an array of complex128, and svod has no complex numbers"),
-    (times_i_in_a_loop, (X,), "(1j * 0)", "the constant 1j is not a number: svod has no complex numbers"),
-    (times_a_complex_global, (X, np.zeros(3)), "COMPLEX_GLOBAL", "COMPLEX_GLOBAL is complex 2j, which a kernel"),
-    (cast_to_complex, (X,), "astype", "an array of complex64, and svod has no complex numbers"),
-])
-def test_a_complex_number_is_refused_where_it_enters(fn, args, at, says):
-    for _ in range(2):  # a second call refuses as the first did
-        with pytest.raises(SvodError, match=says) as err:
-            fn(*args)
-        assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+@svod.jit
+def weighted(x, z):
+    return np.sum(x * np.abs(z))
 
 
-def copied(out, x):
-    for i in svod.prange(x.shape[0]):
-        out[i] = x[i]
+def test_a_gradient_through_complex_numbers_is_refused_not_taken_as_of_two_reals():
+    x, z = np.array([1.0, 2.0]), np.array([1 + 2j, 3 - 1j])
+    with pytest.raises(SvodError, match="svod takes no gradients through complex numbers"):
+        svod.grad(weighted)(x, z)
+    assert weighted(x, z) == pytest.approx(np.sum(x * np.abs(z)), rel=1e-15)
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    ((np.zeros(3, complex), X), "argument out is a 1-d numpy array of complex128: svod has no complex numbers"),
-    ((np.zeros(3), X + 1j), "argument x is a 1-d numpy array of complex128: svod has no complex numbers"),
-    ((np.zeros(3), 1j), "argument x is complex: svod has no complex numbers"),
-    ((np.zeros(3), np.complex128(1)), "argument x is complex128: svod has no complex numbers"),
-])
-def test_a_kernel_refuses_a_complex_argument_by_its_name(args, says):
-    with pytest.raises(SvodError, match=f"kernel 'copied', stage bind\\] {says}"):
-        svod.kernel(copied)(*args)
+ROTATION = 1j
+TYPED_ROTATION = np.complex64(0.5 - 0.5j)
+
+
+@svod.kernel
+def rotated(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = z[i] * ROTATION + TYPED_ROTATION
+
+
+def test_module_level_complex_constants_keep_python_and_numpy_promotion(device):
+    z = (np.arange(4) + 2j).astype(np.complex64)
+    out = np.zeros_like(z)
+    rotated(out, z, device=device)
+    np.testing.assert_allclose(out, z * ROTATION + TYPED_ROTATION, rtol=1e-6)
+    assert (z * ROTATION + TYPED_ROTATION).dtype == np.complex64
