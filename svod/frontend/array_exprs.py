@@ -5,7 +5,9 @@ dtype and its element at given indices as an ``ast`` expression, which a reducti
 An expression's dtype is NumPy's (found by applying the same operation to one-element arrays of the operands'
 dtypes, so promotion is NumPy 2's); nothing is computed into memory but what a statement stores: elementwise
 operations, broadcasts, views and reductions of one statement fuse into one loop nest, a reduction
-(``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it.
+(``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, except one that loop would run again
+at each turn of an outer loop it does not depend on (a column's mean under a row's loop), which is made into an
+array of its own first (``Emitter.separated``).
 """
 
 from __future__ import annotations
@@ -39,10 +41,14 @@ class Emitter:
         """The loop variables of the reductions around the element being written."""
         self.fused: Fused | None = None
         """The fused array whose element is being written, if any (``Fused``)."""
-        self.stores: frozenset[str] = frozenset()
-        """The loop variables of the nest that stores the element (with ``separate``)."""
+        self.stores: tuple[tuple[str, Dim], ...] = ()
+        """The loops of the nest that stores the element, outermost first: each variable and its length."""
         self.separate: Callable[[Expr], Expr] | None = None
-        """On a tape: makes a reduction into an array of its own first, and gives that array (``separated``)."""
+        """Makes a reduction into an array of its own first, and gives that array (``separated``)."""
+        self.everywhere = False
+        """On a tape: a reduction is made first wherever it is read at more elements than it depends on."""
+        self.separations: dict[int, Expr] = {}
+        """The array each reduction was made into (by ``id``), so that one read twice is made once."""
 
     def fresh(self, stem: str) -> str:
         return f"_svod_{stem}{next(self.counter)}"
@@ -51,20 +57,35 @@ class Emitter:
         """The emitter of the body of a reduction over ``loops``."""
         inner = Emitter(self.counter)
         inner.made, inner.fused, inner.reducing = self.made, self.fused, self.reducing | frozenset(loops)
-        inner.stores, inner.separate = self.stores, self.separate
+        inner.stores, inner.separate, inner.everywhere = self.stores, self.separate, self.everywhere
+        inner.separations = self.separations
         return inner
 
-    def separated(self, x: Expr, index: Sequence[ast.expr]) -> Expr | None:
-        """On a tape, the array reduction ``x`` is made into first where its element at ``index`` would be
-        computed at every turn of a loop it does not depend on (softmax's row sum, at each element of the row);
-        else None. The plan's lowering computes such a reduction once per element it depends on, but the
-        adjoint of a kernel differentiates each element's code as written, and would redo the reduction's
-        backward pass at each element (quadratic in the row's length); made first, each recorded kernel costs
-        its adjoint as much as its own run."""
+    def separated(self, x: Expr, index: Sequence[ast.expr], terms: Dim) -> Expr | None:
+        """The array reduction ``x`` (of ``terms`` terms each) is made into first where its element at ``index``
+        would be computed again at each turn of a loop it does not depend on (``recomputed``); else None.
+
+        The lowering computes a reduction once per turn of the loops around it that it depends on, and hoists
+        it out of the loops inside those that it does not: a row's sum read at each element of the row runs
+        once per row. A column's sum read at each element of a row-major nest (``x - x.mean(axis=0)``) has
+        the row's loop outside the column's, and would run once per element, N times its work; made first it
+        runs once, unless it is a few terms, fewer than a kernel of its own costs. On a tape (``everywhere``)
+        it is made first wherever it is read at more elements than it depends on: the adjoint of a kernel
+        differentiates each element's code as written, and would redo the reduction's backward pass at each
+        element (quadratic in the row's length)."""
         if self.separate is None or not x.shape:
             return None
+        if id(x) in self.separations:
+            return self.separations[id(x)]
         names = {n.id for i in index for n in ast.walk(i) if isinstance(n, ast.Name)}
-        return None if self.stores | self.reducing <= names else self.separate(x)
+        if self.everywhere:
+            repeated = not {v for v, _ in self.stores} | self.reducing <= names
+        else:
+            repeated = recomputed(self.stores, names) and not (isinstance(terms, int) and terms <= CHEAP_TERMS)
+        if not repeated:
+            return None
+        made = self.separations[id(x)] = self.separate(x)
+        return made
 
     def check_fused(self, index: Sequence[ast.expr]) -> None:
         """A reduction of a fused array read inside a reduction that its element depends on would run again at
@@ -72,6 +93,18 @@ class Emitter:
         if self.fused is not None and any(isinstance(n, ast.Name) and n.id in self.reducing
                                           for i in index for n in ast.walk(i)):
             raise RepeatedWorkError(self.fused)
+
+
+CHEAP_TERMS = 8
+"""The most terms of a reduction that is computed again where it is read rather than made first
+(``Emitter.separated``): a few adds at each element cost less than a kernel and an array of its own."""
+
+
+def recomputed(stores: Sequence[tuple[str, Dim]], names: set[str]) -> bool:
+    """Whether a value whose index reads ``names`` would be computed again at each turn of a loop of
+    ``stores`` (outermost first) of more than one turn: one it does not depend on, outside one it does."""
+    deepest = max((k + 1 for k, (v, _) in enumerate(stores) if v in names), default=0)
+    return any(v not in names and not is_one(length) for v, length in stores[:deepest])
 
 
 class RepeatedWorkError(Exception):
@@ -174,7 +207,8 @@ class Reduced(Expr):
         key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
             return load(out.made[key])
-        made = out.separated(self, index)
+        count = elements([self.operand.shape[a] for a in self.axes])
+        made = out.separated(self, index, count)
         if made is not None:
             return made.element(index, out)
         kept = iter(index)
@@ -187,7 +221,6 @@ class Reduced(Expr):
                     next(kept)
             else:
                 at.append(next(kept))
-        count = elements([self.operand.shape[a] for a in self.axes])
         out.made[key] = result = out.fresh("r")
         out.check_fused(index)
         value = out.fresh("v")
@@ -213,7 +246,7 @@ class Product(Expr):
         key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
             return load(out.made[key])
-        made = out.separated(self, index)
+        made = out.separated(self, index, self.a.shape[-1])
         if made is not None:
             return made.element(index, out)
         k = out.fresh("k")

@@ -96,8 +96,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
         self.source = source
         self.taped = taped
-        """Whether the rewriting is a tape's: a reduction read at more elements than it depends on is made first
-        (``Emitter.separated``)."""
+        """Whether the rewriting is a tape's (``Emitter.everywhere``)."""
         self.name = name
         self.reader = Reader(source, name)
         self.arrays: dict[str, Expr] = {n: Named(v.shape, v.dtype, n) for n, v in args.items()
@@ -691,8 +690,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         variables = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
         index = [load(v) for v in variables]
         out = Emitter(self.counter)
-        if self.taped and not self.work:
-            out.stores, out.separate = frozenset(variables), self.separate
+        if not self.work:  # (a work item's own loops run in order: it makes no array of its own first)
+            out.stores, out.separate = tuple(zip(variables, stored.shape, strict=True)), self.separate
+            out.everywhere = self.taped
         element = broadcast_element(value, stored.shape, index, out)
         if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
             element = typed(element, stored.dtype)

@@ -137,3 +137,52 @@ def test_a_new_array_that_makes_a_fused_one_first_is_made_too(device, rows):
     """``shifted`` reads the fused product at each turn of its row's max, so the product is made first and the
     statement rewritten again: the second time it still makes ``shifted``, which two statements read."""
     agrees_with_python(log_softmax_of_a_product, device, data(rows, 5), data(5, 3), rtol=1e-9)
+
+
+@svod.jit
+def columns_centred(x):
+    return x - x.mean(axis=0)
+
+
+@svod.jit
+def rows_centred(x):
+    return x - x.mean(axis=1, keepdims=True)
+
+
+@svod.jit
+def deviations_in_place(float_n, data):
+    mean = np.sum(data, axis=0) / float_n
+    data -= mean
+
+
+@svod.jit
+def columns_standardised(x):
+    c = x - x.mean(axis=0)
+    return c / np.sqrt((c * c).mean(axis=0)), c * c
+
+
+@svod.jit
+def product_across_rows(a, b, v):
+    return a + b @ v
+
+
+@pytest.mark.parametrize("rows,cols", [(0, 5), (1, 1), (2, 7), (8, 3), (9, 3), (13, 31), (6, 129)])
+def test_a_reduction_read_across_an_outer_loop_it_does_not_depend_on(device, rows, cols):
+    """A column's mean read at each element of a row-major nest is made first, once per column (npbench's
+    covariance centres its data so), as a product read at each row is; NaN and infinities stay in their
+    columns."""
+    x = with_specials(rows, cols).astype(np.float64)
+    agrees_with_python(columns_centred, device, x, rtol=1e-9, numpy_warns=True)
+    agrees_with_python(deviations_in_place, device, float(rows), x, rtol=1e-9, numpy_warns=True)
+    agrees_with_python(columns_standardised, device, x, rtol=1e-9, numpy_warns=True)
+    agrees_with_python(product_across_rows, device, data(rows, cols), data(cols, cols), data(cols), rtol=1e-9)
+
+
+def test_a_reduction_is_made_first_only_where_it_would_run_again_at_each_element():
+    """A column's sum under a row's loop is made first: a kernel of its own; a row's runs once per row where
+    it stands, and a column of a few terms is added again at each element, cheaper than a kernel."""
+    assert kernels_of(columns_centred, data(9, 5)) == 2
+    assert kernels_of(columns_centred, data(8, 5)) == 1
+    assert kernels_of(columns_centred, data(1, 500)) == 1
+    assert kernels_of(rows_centred, data(50, 40)) == 1
+    assert kernels_of(product_across_rows, data(12, 10), data(10, 10), data(10)) == 2
