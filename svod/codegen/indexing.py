@@ -308,6 +308,40 @@ def conjuncts(condition: UOp | None) -> list[UOp]:
     return out
 
 
+def in_some_turn(condition: UOp, r: UOp) -> UOp | None:
+    """A condition over no ``r`` that holds wherever ``condition`` holds in some turn of range ``r`` (``0 ..
+    end - 1``), or None where none is found. A guard that a loop computes guards a value hoisted out of the
+    loop this way: the value is needed where the guard holds in one of the turns. For a comparison ``a op b``
+    with ``a - b = c*r + rest`` (``c`` a constant, ``rest`` over no ``r``), and where the loop turns: ``<`` and
+    ``<=`` hold in some turn where they hold in the turn of the lowest ``a - b`` (the first for ``c >= 0``, the
+    last for ``c < 0``); ``==`` where ``a - b`` is at most 0 there and at least 0 in the other end turn (exact
+    for ``c`` of -1, 0 or 1, weaker but sound otherwise); ``!=`` where the loop turns twice or the first turn
+    differs (weaker but sound for ``c == 0``). An OR holds where one of its parts does; an AND implies each of
+    its parts, so the parts found make a weaker but sound condition."""
+    if condition.op in (Ops.AND, Ops.OR) and condition.dtype == dtypes.bool:
+        first, second = (in_some_turn(s, r) for s in condition.src)
+        if condition.op is Ops.OR:
+            return None if first is None or second is None else first | second
+        return second if first is None else first if second is None else first & second
+    comparison = _comparison(condition)
+    if comparison is None:
+        return None
+    op, a, b = comparison
+    parts = (to_poly(a) - to_poly(b)).split(r)
+    if parts is None or any(m for m in parts[0].terms) or any(r in u.toposort() for u in parts[1].atoms()):
+        return None
+    end = r.src[0]
+    ends = (UOp.index_const(0), end - 1)
+    low, high = ({r: turn} for turn in (ends if parts[0].terms.get((), 0) >= 0 else ends[::-1]))
+    if op is Ops.CMPEQ:  # the difference is lowest at ``low``, highest at ``high``
+        held = substitute(a, low).le(substitute(b, low)) & substitute(b, high).le(substitute(a, high))
+    elif op is Ops.CMPNE:
+        held = end.gt(1) | substitute(a, low).ne(substitute(b, low))
+    else:
+        held = substitute(condition, low)
+    return held if end.vmin >= 1 else end.gt(0) & held
+
+
 def _quotient_bound(atom: UOp, coefficient: Poly, lower: bool) -> Poly | None:
     """``coefficient * atom`` bounded without the division, for an atom ``x // c`` (``x >= 0``, ``c > 0``) whose
     coefficient every term of which ``c`` divides: ``c*q <= x`` (an upper bound) and ``c*q >= x - c + 1``

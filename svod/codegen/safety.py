@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from svod.codegen.checks import CHECKED, rows_of
-from svod.codegen.indexing import index_in_bounds, meet_in_one_item, to_poly
-from svod.codegen.ranges import live_ranges, range_order
+from svod.codegen.indexing import in_some_turn, index_in_bounds, meet_in_one_item, to_poly
+from svod.codegen.ranges import live_ranges, nested, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError, RaceError
 from svod.ir import AxisKind, Ops, UOp, substitute
@@ -520,10 +520,24 @@ def _condition(clauses: _Clauses | None, node: UOp, statement: int, sites: _Site
     that may read what an effect between them stores. Leaving one out only weakens the guard."""
     kept: list[UOp] = []
     while clauses is not None and len(kept) < MAX_CLAUSES:
-        if sites.computable(clauses.clause, node, statement):
-            kept.append(clauses.clause)
+        clause = _outside_loops(clauses.clause, node, sites)
+        if clause is not None and sites.computable(clause, node, statement):
+            kept.append(clause)
         clauses = clauses.outer
     return spelled.all(kept)
+
+
+def _outside_loops(clause: UOp, node: UOp, sites: _Sites) -> UOp | None:
+    """``clause`` as it guards ``node`` where the node is computed outside loops the clause is computed in
+    (a load the same in every turn of a loop, used under a condition on the loop's variable): what holds
+    where the clause holds in some turn of each of them (``in_some_turn``), innermost first; None where no
+    such condition is found."""
+    for r in reversed(nested(_ranges(clause, sites.ranges) - _ranges(node, sites.ranges))):
+        projected = in_some_turn(clause, r)
+        if projected is None:
+            return None
+        clause = projected
+    return clause
 
 
 # ---- races -----------------------------------------------------------------------------------------------

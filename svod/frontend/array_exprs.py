@@ -94,6 +94,13 @@ class Emitter:
                                           for i in index for n in ast.walk(i)):
             raise RepeatedWorkError(self.fused)
 
+    def check_product(self, product: Expr, at: tuple[str, ...]) -> None:
+        """A product of a fused array read at one element and then at another (its logits in a row's max and in
+        the row's shifted values) would be computed in each: the fused array is made after all, once
+        (``RepeatedWorkError``), and each reads it there. A product is never fused into two readers."""
+        if self.fused is not None and self.fused.products.setdefault(product, at) != at:
+            raise RepeatedWorkError(self.fused)
+
 
 CHEAP_TERMS = 8
 """The most terms of a reduction that is computed again where it is read rather than made first
@@ -246,6 +253,7 @@ class Product(Expr):
         key = (id(self), tuple(ast.dump(i) for i in index))
         if key in out.made:
             return load(out.made[key])
+        out.check_product(self, key[1])
         made = out.separated(self, index, self.a.shape[-1])
         if made is not None:
             return made.element(index, out)
@@ -330,6 +338,9 @@ class Fused(Expr):
     statement: ast.stmt = field(default=None)  # type: ignore[assignment]
     made: Expr | None = None
     """The array it is, once made after all (or a view of it at its length: ``ArrayRewriter.made``)."""
+    products: dict[Expr, tuple[str, ...]] = field(default_factory=dict)
+    """The element at which each product of its value was read, in the statement being rewritten
+    (``Emitter.check_product``)."""
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         if self.made is not None:
@@ -339,6 +350,15 @@ class Fused(Expr):
             return self.value.element(index, out)
         finally:
             out.fused = outer
+
+
+def unread(arrays: dict[str, Expr]) -> dict[str, Expr]:
+    """A copy of ``arrays``, each fused array's products forgotten (``Emitter.check_product``): a statement's
+    attempt to be rewritten reads them anew."""
+    for array in arrays.values():
+        if isinstance(array, Fused):
+            array.products.clear()
+    return dict(arrays)
 
 
 @dataclass(eq=False)

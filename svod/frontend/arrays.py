@@ -66,6 +66,7 @@ from svod.frontend.array_exprs import (
     numpy,
     reads_apart,
     typed,
+    unread,
 )
 from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_math import MATH_HELPERS
@@ -231,7 +232,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             self.forget(varying)  # a loop's turns after the first see what its body assigned
         try:
             while True:
-                before, known = len(self.pending), dict(self.arrays)
+                before, known = len(self.pending), unread(self.arrays)
                 try:
                     made = self.rewritten(stmt, looped)
                     if isinstance(stmt, ast.Assign):
@@ -632,8 +633,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
     def made_array(self, name: str, shape: tuple[Dim, ...], dtype: np.dtype, at: ast.AST) -> Expr:
         """Array ``name``, which the rewriting makes, of ``shape``: where a length is one the host does not know
-        before the run, made at the greatest (``bases``) and viewed at the length (at each turn of a loop, the
-        turn's)."""
+        before the run, made at the greatest (``bases``), viewed at the length (in a loop, at the turn's)."""
         items, positions = self.work_item(at) if self.work else ([], [])
         if extents.is_static(shape) and not items:
             self.arrays[name] = made = Named(shape, dtype, name)

@@ -4,10 +4,13 @@ the same function run as plain NumPy, on rows holding NaN and infinities."""
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import pytest
 
 import svod
+from svod.frontend.arrays import lower_arrays
 from tests.frontend.test_arrays import kernels_of
 from tests.frontend.test_jit import agrees_with_python
 
@@ -186,3 +189,62 @@ def test_a_reduction_is_made_first_only_where_it_would_run_again_at_each_element
     assert kernels_of(columns_centred, data(1, 500)) == 1
     assert kernels_of(rows_centred, data(50, 40)) == 1
     assert kernels_of(product_across_rows, data(12, 10), data(10, 10), data(10)) == 2
+
+
+@svod.jit
+def cross_entropy_of_a_product(x, w, b, onehot):
+    logits = x @ w + b
+    shifted = logits - np.max(logits, axis=1, keepdims=True)
+    log_total = np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    return -np.sum(onehot * (shifted - log_total)) / x.shape[0]
+
+
+@svod.jit
+def product_and_its_transpose(a, b):
+    y = a @ b
+    return y + y.T
+
+
+def _products_written(fn: svod.frontend.jit.Jit, args: dict[str, np.ndarray], taped: bool, operand: str) -> int:
+    """How many sums over ``operand``'s rows the rewritten function writes: one per product it computes."""
+    lowered = lower_arrays(fn.source, fn.name, args, taped)
+    assert lowered is not None
+    return sum(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == operand
+               for n in ast.walk(lowered[0].node))
+
+
+@pytest.mark.parametrize("taped", [False, True], ids=["plan", "tape"])
+def test_a_product_read_at_two_elements_is_made_once(taped):
+    """The logits read by a row's max and by the row's shifted values, and ``y`` read at ``[i, j]`` and ``[j,
+    i]``: a product is fused into one reader at most, else made (on a tape, the max made first had its own copy
+    of the product, and the shifted statement computed it again)."""
+    x, w, b = data(4, 6), data(6, 3), data(3)
+    onehot = np.eye(3)[[0, 2, 1, 1]]
+    logits = {"x": x, "w": w, "b": b, "onehot": onehot}
+    assert _products_written(cross_entropy_of_a_product, logits, taped, "w") == 1
+    assert _products_written(product_and_its_transpose, {"a": data(5, 4), "b": data(4, 5)}, taped, "b") == 1
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7])
+def test_a_product_made_once_computes_what_numpy_does(device, rows):
+    x, w, b = data(rows, 6), data(6, 3), data(3)
+    x[0, 0] = -0.0
+    onehot = np.eye(3)[np.arange(rows) % 3]
+    agrees_with_python(cross_entropy_of_a_product, device, x, w, b, onehot, rtol=1e-9)
+    agrees_with_python(product_and_its_transpose, device, data(rows, 5), data(5, rows), rtol=1e-9)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_the_gradient_of_a_product_made_once_is_the_differences(rows):
+    x, w, b = data(rows, 6), data(6, 3), data(3)
+    onehot = np.eye(3)[np.arange(rows) % 3]
+    dw, db = svod.grad(cross_entropy_of_a_product, argnums=(1, 2))(x, w, b, onehot)
+    for position, grad in ((1, dw), (2, db)):
+        direction = RNG.normal(size=grad.shape)
+
+        def moved(sign: float, position: int = position, direction: np.ndarray = direction) -> float:
+            args = [x, w, b, onehot]
+            args[position] = args[position] + sign * 1e-6 * direction
+            return float(cross_entropy_of_a_product.fn(*args))
+        expected = (moved(1.0) - moved(-1.0)) / 2e-6
+        assert float(np.sum(grad * direction)) == pytest.approx(expected, rel=1e-5, abs=1e-9)

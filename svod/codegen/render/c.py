@@ -14,11 +14,19 @@ from svod.codegen.lower_cpu import vector_bytes
 from svod.codegen.render.base import lane_widths, reassociable_accumulators
 from svod.codegen.render.cstyle import CStyleRenderer, lane_part_lanes
 from svod.codegen.render.lane_lines import LINE_REACH, Line
+from svod.codegen.render.llvm_unroll import ROW_INTERLEAVE, shared_row_loops
 from svod.dtype import DType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import COMPARISON
 
+_ROW_LOOP = "svod_row_loop"
+_ROW_LOOP_MACRO = (f'#if defined(__clang__)\n#define {_ROW_LOOP} _Pragma("clang loop unroll(disable) '
+                   f'interleave_count({ROW_INTERLEAVE})")\n#else\n#define {_ROW_LOOP}\n#endif\n')
+"""What a loop over a row that a loop beside it reads too (``shared_row_loops``) is told. clang unrolls a
+layer norm's 1024-turn passes whole, as LLVM did, and spills the row across them; kept whole, its vectoriser
+still interleaves each pass (its ``unroll_count`` is not heeded on a loop under ``omp simd``). gcc unrolls no
+such loop whole, and takes no pragma between ``omp simd`` and its loop: it gets none."""
 _MASK = dtypes.int32
 """The integers a bool of lanes is a mask of."""
 _VECTOR_ELEMENTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
@@ -57,7 +65,12 @@ class CRenderer(CStyleRenderer):
         return f"svod_sum_fma{self.math_suffix[dtype.name]}({', '.join(args)})"
 
     def helpers(self, linear: tuple[UOp, ...]) -> str:
-        return self.vector_types(linear) + self.scalar_helpers(linear)
+        rows = _ROW_LOOP_MACRO if shared_row_loops(linear) else ""
+        return self.vector_types(linear) + self.scalar_helpers(linear) + rows
+
+    def loop_hints(self, linear: tuple[UOp, ...]) -> dict[UOp, str]:
+        """The row loops (``shared_row_loops``) are told ``_ROW_LOOP``."""
+        return dict.fromkeys(sorted(shared_row_loops(linear), key=linear.index), _ROW_LOOP)
 
     def scalar_helpers(self, linear: tuple[UOp, ...]) -> str:
         sums = any(self.reduction_operator(u) == self.float_sum

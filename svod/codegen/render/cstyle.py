@@ -155,9 +155,12 @@ class CStyleRenderer(KernelRenderer):
         return self.preamble
 
     def reduction_operator(self, update: UOp) -> str | None:
-        """The operator ``reduction_pragma`` names for an accumulator's update (a STORE), or None where it
-        has none."""
+        """The operator ``reduction_pragma`` names for an accumulator's update (a STORE), or None: it has none."""
         return _PRAGMA_OPS.get(update.src[1].op)
+
+    def loop_hints(self, linear: tuple[UOp, ...]) -> dict[UOp, str]:
+        """A line to put before some loops (after any reduction pragma) on how to unroll them; none by default."""
+        return {}
 
     # ---- statement shapes (C's; a language without pointers or ``?:`` overrides them) -------------------
 
@@ -367,8 +370,7 @@ class CStyleRenderer(KernelRenderer):
         return f"({value}!={value}?{zero}:{value}<={lo}?{smallest}:{value}>={hi}?{largest}:({t})({value}))"
 
     def half_cast(self, value: str, src: DType, dst: DType) -> str:
-        """A conversion to or from an emulated float16: through float32, except a double, which narrows
-        directly."""
+        """A conversion to or from an emulated float16: through float32, except a double, narrowed directly."""
         if src == dtypes.float16:
             wide = f"svod_f16_to_f32({value})"
             return wide if dst == dtypes.float32 else self.cast(wide, dtypes.float32, dst)
@@ -505,7 +507,7 @@ class CStyleRenderer(KernelRenderer):
         walk.lanes, walk.register_lanes = lane_widths(linear)
         walk.part_lanes = lane_part_lanes(linear, walk.lanes, walk.register_lanes, self.lane_part_bytes)
         lines = self.signature(symbol, params, variables, linear)
-        pragma = self.reduction_pragma
+        pragma, hints = self.reduction_pragma, self.loop_hints(linear)
         reductions = {} if pragma is None else {  # a register of lanes is never reassociated
             loop: updates for loop, updates in reassociable_accumulators(linear).items()
             if not any(memory_of(u.src[0].src[0]) in walk.register_lanes for u in updates)}
@@ -518,6 +520,7 @@ class CStyleRenderer(KernelRenderer):
             if pragma is not None and updates and len(ops) == 1 and None not in ops:
                 registers = ", ".join(walk.names[u.src[0].src[0]] for u in updates)
                 lines.append(pad + pragma.format(op=ops.pop(), register=registers))
+            lines += [pad + hints[node]] if node in hints else []
             line = walk.node(node, index)
             if line is not None:
                 lines += [("  " * walk.depth if node.op is Ops.END else pad) + part for part in walk.parts(node, line)]
