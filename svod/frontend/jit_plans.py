@@ -150,9 +150,10 @@ class Prepared:
             return self.run(dict(zip(self.parameters, args, strict=True)))
         launch = random.generator.next_launch() if self.draws else None
         scalars = self.variables_of(args, launch)
-        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place}
+        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place} \
+            if self.returned_in_place else {}
         try:
-            ran = self.plan.execute_bound(binder, [*args, *made.values()], scalars)
+            ran = self.plan.execute_bound(binder, [*args, *made.values()] if made else args, scalars)
         except SvodError as err:
             self.locate(err)
             raise
