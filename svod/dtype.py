@@ -174,7 +174,7 @@ class DeviceSpec:
         cls._kinds[base_type.upper()] = numbered
 
     @classmethod
-    def install_discovery(cls, discover: Callable[[], None] | None) -> None:
+    def install_discovery(cls, discover: Callable[[], None]) -> None:
         """Have ``parse`` call ``discover`` (which registers every kind) on a name of no kind registered yet."""
         cls._discover = discover
 
