@@ -205,6 +205,8 @@ class Prepared:
         buffer) into its arrays."""
         if not self.returns and not self.returns_tuple:
             return None
+        if len(self.returns) == 1 and not self.returns_tuple:  # the common case, without a list
+            return self.result(args, *self.returns[0], made or {})
         results = [self.result(args, name, slot, shape, length, made or {})
                    for name, slot, shape, length in self.returns]
         if self.returns_tuple:
