@@ -120,7 +120,7 @@ class PreparedCall:
                 return False
             if exports[slot]:
                 try:
-                    address = address_of(exported(array))  # writeable and C-contiguous, or it raises
+                    address: int | None = address_of(exported(array))  # writeable and C-contiguous, or it raises
                 except NOT_EXPORTED:
                     exports[slot] = False
                     address = self._flagged_address(slot, array, written)
