@@ -4,7 +4,7 @@
 first used (``svod.kernel``, ``svod.jit``, ``svod.ExecutionPlan`` ...), so a script pays for the code
 generator, the runtime and the distributed layer only once it touches them. The first name that may need a
 device installs the backend registry, and a device named before that (``svod.device.Buffer("CPU", ...)``)
-installs it too.
+installs it too, as does a device name parsed before (``LLVMRenderer("CPU")``).
 """
 
 from __future__ import annotations
@@ -81,6 +81,14 @@ def _install_registry(device: Any) -> Any:
     return default_registry().get(device)
 
 
+def _register_kinds() -> None:
+    """A device name's first parse before any device was opened (a renderer built first): install the backend
+    registry, which registers every device kind."""
+    from svod.backends import default_registry
+
+    default_registry()
+
+
 def __getattr__(name: str) -> Any:
     if name in ("distributed", "random", "torch"):
         value: Any = importlib.import_module(f"svod.{name}")
@@ -95,6 +103,7 @@ def __getattr__(name: str) -> Any:
 
 
 resolver.install(_install_registry)
+DeviceSpec.install_discovery(_register_kinds)
 
 __version__ = VERSION
 __all__ = ["Array", "AxisKind", "Buffer", "BundleWarning", "Const", "DType", "DeviceSpec", "ExecutionPlan",

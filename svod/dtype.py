@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -163,6 +164,9 @@ class DeviceSpec:
 
     _kinds: ClassVar[dict[str, bool]] = {}
     """Each device kind the backend registry knows, and whether it is numbered (takes a device id)."""
+    _discover: ClassVar[Callable[[], None] | None] = None
+    """Registers the kinds (``install_discovery``): the registry is installed lazily, and a name parsed before
+    (a renderer built first thing in a process) must still find its kind."""
 
     @classmethod
     def register_kind(cls, base_type: str, numbered: bool) -> None:
@@ -170,8 +174,20 @@ class DeviceSpec:
         cls._kinds[base_type.upper()] = numbered
 
     @classmethod
+    def install_discovery(cls, discover: Callable[[], None]) -> None:
+        """Have ``parse`` call ``discover`` (which registers every kind) on a name of no kind registered yet."""
+        cls._discover = discover
+
+    @classmethod
     def kinds(cls) -> tuple[str, ...]:
+        cls._discovered()
         return tuple(cls._kinds)
+
+    @classmethod
+    def _discovered(cls) -> None:
+        """Register the kinds where none is yet (the first name parsed in a process)."""
+        if not cls._kinds and cls._discover is not None:
+            cls._discover()
 
     @classmethod
     def parse(cls, name: str | DeviceSpec) -> DeviceSpec:
@@ -180,6 +196,8 @@ class DeviceSpec:
         if not isinstance(name, str):
             raise DeviceError("a device name must be a string", stage="device", value=name)
         base, sep, ident = name.strip().upper().partition(":")
+        if base not in cls._kinds:
+            cls._discovered()
         if base not in cls._kinds:
             raise DeviceError(f"unknown device {name!r}; known: {', '.join(cls._kinds)}", stage="device", value=name)
         if not sep:

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -55,3 +58,29 @@ def test_device_spec_parse(name, canonical, base, ident):
 def test_device_spec_rejects(name):
     with pytest.raises(DeviceError, match="device"):
         DeviceSpec.parse(name)
+
+
+FIRST_PARSE = """
+import numpy as np
+from svod.codegen.render.llvmir import LLVMRenderer
+from svod.dtype import DeviceSpec
+from svod.errors import DeviceError
+
+assert "svod.backends.registry" not in __import__("sys").modules
+renderer = LLVMRenderer("cpu")
+print(renderer.device, DeviceSpec.parse("cl:1"), DeviceSpec.parse("webgpu"))
+try:
+    DeviceSpec.parse("TPU")
+except DeviceError as err:
+    print(err)
+"""
+
+
+def test_a_device_named_before_any_is_opened_finds_its_kind():
+    """A fresh process's first device name (a renderer built before any device is opened) registers the kinds
+    the registry knows, rather than refusing every name as unknown; an unknown one is still refused, naming the
+    known ones."""
+    result = subprocess.run([sys.executable, "-c", FIRST_PARSE], capture_output=True, text=True, check=True)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "CPU CL:1 WEBGPU:0"
+    assert lines[1] == "[stage device] unknown device 'TPU'; known: CPU, PYTHON, CL, CUDA, WEBGPU"

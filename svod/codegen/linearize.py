@@ -390,11 +390,12 @@ class _Linearizer:
                 block = placed[u] = self.place(u)
             return block
 
+        memo = self.memo
         todo = [node]
         while todo:
             u = todo[-1]
             block = place(u)
-            if (u, block) in self.memo:
+            if (u, block) in memo:
                 todo.pop()
                 continue
             if u.op is Ops.RANGE:
@@ -421,12 +422,13 @@ class _Linearizer:
                 self.remember((u, block), self.memo[(reduction, place(reduction))])
                 continue
             sources = _computed(u)
-            missing = [s for s in sources if (s, place(s)) not in self.memo]
+            keys = [(s, place(s)) for s in sources]
+            missing = [key[0] for key in keys if key not in memo]
             if missing:
                 todo.extend(reversed(missing))
                 continue
             todo.pop()
-            self.remember((u, block), self.build(u, block, tuple(self.memo[(s, place(s))] for s in sources)))
+            self.remember((u, block), self.build(u, block, tuple(memo[key] for key in keys)))
         return self.memo[(node, place(node))]
 
     def build(self, u: UOp, block: _Block, src: tuple[UOp, ...]) -> UOp:

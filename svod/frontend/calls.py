@@ -109,10 +109,8 @@ class PreparedCall:
         wrong. (One method with its loops written out: each call of a function is a part of a small call.)"""
         if len(args) != self.count or (device is not self.device and device != self.device):
             return False
-        for position, kind, value in self.numbers:
-            number = args[position]
-            if type(number) is not kind or (value is not ANY_VALUE and number != value):
-                return False
+        if self.numbers and not self._numbers_match(args):
+            return False
         found = []
         exports = self._exports
         for slot, position, dtype, shape, itemsize, written in self.arrays:  # shared_address's, written out
@@ -120,13 +118,13 @@ class PreparedCall:
             if type(array) is not np.ndarray or array.shape != shape or (array.dtype is not dtype
                                                                          and array.dtype != dtype):
                 return False
-            address = None
             if exports[slot]:
                 try:
-                    address = address_of(exported(array))  # writeable and C-contiguous, or it raises
+                    address: int | None = address_of(exported(array))  # writeable and C-contiguous, or it raises
                 except NOT_EXPORTED:
                     exports[slot] = False
-            if address is None:
+                    address = self._flagged_address(slot, array, written)
+            else:
                 address = self._flagged_address(slot, array, written)
             if address is None or address % itemsize:
                 return False
@@ -134,7 +132,6 @@ class PreparedCall:
         vals: list[int] | None = self.vals if not self.varying else self._values(args)
         if vals is None:
             return False
-        dims = self.dims
         try:
             if self._launch is not None and self._lock.acquire(False):
                 try:  # a call from another thread meanwhile launches with arrays of its own (below)
@@ -146,18 +143,26 @@ class PreparedCall:
                     if self._fixed is not None:
                         self._fixed()
                     else:
-                        self._launch(vals, dims.global_size, dims.local_size)
+                        self._launch(vals, self.dims.global_size, self.dims.local_size)
                 finally:
                     self._lock.release()
                 return True
             if self._meets(found):
                 return False
-            self.kernel.program.execute(found, vals, dims.global_size, dims.local_size)
+            self.kernel.program.execute(found, vals, self.dims.global_size, self.dims.local_size)
             return True
         except SvodError as err:
             err.name_kernel(self.kernel.name)
             self.located.locate(err)
             raise
+
+    def _numbers_match(self, args: tuple[Any, ...]) -> bool:
+        """Whether each number argument is of its type, and of its value where the signature fixes that."""
+        for position, kind, value in self.numbers:
+            number = args[position]
+            if type(number) is not kind or (value is not ANY_VALUE and number != value):
+                return False
+        return True
 
     def _flagged_address(self, slot: int, array: np.ndarray, written: bool) -> int | None:
         """The address of an array that ``exported`` may refuse, its flags checked (C-contiguous, writeable where

@@ -150,9 +150,10 @@ class Prepared:
             return self.run(dict(zip(self.parameters, args, strict=True)))
         launch = random.generator.next_launch() if self.draws else None
         scalars = self.variables_of(args, launch)
-        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place}
+        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place} \
+            if self.returned_in_place else {}
         try:
-            ran = self.plan.execute_bound(binder, [*args, *made.values()], scalars)
+            ran = self.plan.execute_bound(binder, [*args, *made.values()] if made else args, scalars)
         except SvodError as err:
             self.locate(err)
             raise
@@ -204,6 +205,8 @@ class Prepared:
         buffer) into its arrays."""
         if not self.returns and not self.returns_tuple:
             return None
+        if len(self.returns) == 1 and not self.returns_tuple:  # the common case, without a list
+            return self.result(args, *self.returns[0], made or {})
         results = [self.result(args, name, slot, shape, length, made or {})
                    for name, slot, shape, length in self.returns]
         if self.returns_tuple:

@@ -896,3 +896,27 @@ def test_a_numpy_bool_where_numpy_refuses_is_refused_at_its_line():
 @svod.jit
 def subtracted(a, b):
     return a - b
+
+
+@svod.jit
+def gathered_sum(x, idx):
+    out = np.zeros(idx.shape[0], x.dtype)
+    for i in prange(idx.shape[0]):
+        out[i] = x[idx[i]] + 1.0
+    return out
+
+
+@pytest.mark.parametrize("n", (1, 7, 13))
+def test_an_index_out_of_bounds_in_a_call_like_one_before_is_refused_each_time(n):
+    """A call of the signature of one before (its plan's prepared run, ``Prepared.call``) still reads the run's
+    record of accesses: an index past ``x`` is refused on each such call, and a call in bounds after it computes
+    NumPy's answer (the record read and cleared, not left to fail it)."""
+    x = data(n)
+    inside = (np.arange(n, dtype=np.int64) * 5) % n
+    np.testing.assert_array_equal(gathered_sum(x, inside), x[inside] + 1.0)
+    outside = inside.copy()
+    outside[-1] = n
+    for _ in range(3):
+        with pytest.raises(svod.errors.IndexOutOfBoundsError, match=f"accessed at index {n}"):
+            gathered_sum(x, outside)
+        np.testing.assert_array_equal(gathered_sum(x, inside), x[inside] + 1.0)
