@@ -44,12 +44,22 @@ MAX_STEPS = 200
 
 
 class Poly:
-    """An integer polynomial over atoms: a mapping from monomials to non-zero coefficients."""
+    """An integer polynomial over atoms: a mapping from monomials to non-zero coefficients. Never changed once
+    made, so its interval and atoms are found once (a proof asks them of one polynomial many times)."""
 
-    __slots__ = ("terms",)
+    __slots__ = ("_atoms", "_interval", "terms")
 
     def __init__(self, terms: Mapping[Monomial, int] | None = None) -> None:
         self.terms: dict[Monomial, int] = {m: c for m, c in (terms or {}).items() if c}
+        self._interval: Bounds | None = None
+        self._atoms: list[UOp] | None = None
+
+    @staticmethod
+    def _of(terms: dict[Monomial, int]) -> Poly:
+        """A polynomial that takes ``terms`` as they are: every coefficient already non-zero."""
+        poly = Poly.__new__(Poly)
+        poly.terms, poly._interval, poly._atoms = terms, None, None
+        return poly
 
     @staticmethod
     def const(value: int) -> Poly:
@@ -57,16 +67,20 @@ class Poly:
 
     @staticmethod
     def atom(node: UOp) -> Poly:
-        return Poly({(node,): 1})
+        return Poly._of({(node,): 1})
 
     def __add__(self, other: Poly) -> Poly:
         terms = dict(self.terms)
         for m, c in other.terms.items():
-            terms[m] = terms.get(m, 0) + c
-        return Poly(terms)
+            total = terms.get(m, 0) + c
+            if total:
+                terms[m] = total
+            else:
+                del terms[m]  # c is not 0, so m was there
+        return Poly._of(terms)
 
     def scale(self, k: int) -> Poly:
-        return Poly({m: c * k for m, c in self.terms.items()})
+        return Poly._of({m: c * k for m, c in self.terms.items()}) if k else Poly()
 
     def __sub__(self, other: Poly) -> Poly:
         return self + other.scale(-1)
@@ -75,32 +89,46 @@ class Poly:
         terms: dict[Monomial, int] = {}
         for m1, c1 in self.terms.items():
             for m2, c2 in other.terms.items():
-                m = tuple(sorted(m1 + m2, key=_atom_order))
+                m = m1 + m2
+                if len(m) == 2:
+                    m = m if m[0].key <= m[1].key else (m[1], m[0])
+                elif len(m) > 2:
+                    m = tuple(sorted(m, key=_atom_order))
                 terms[m] = terms.get(m, 0) + c1 * c2
         return Poly(terms)
 
     def atoms(self) -> list[UOp]:
-        found: dict[UOp, None] = {}
-        for m in self.terms:
-            found.update(dict.fromkeys(m))
-        return list(found)
+        if self._atoms is None:
+            found: dict[UOp, None] = {}
+            for m in self.terms:
+                found.update(dict.fromkeys(m))
+            self._atoms = list(found)
+        return self._atoms
 
     def split(self, atom: UOp) -> tuple[Poly, Poly] | None:
         """``(A, B)`` with ``self == A*atom + B`` and neither containing ``atom``; None if ``atom`` appears
-        squared."""
+        squared. Atoms are told apart by identity (hash-consed), which a tuple's ``count`` would ask through
+        ``UOp.__eq__``, once per atom of every monomial."""
         a_terms: dict[Monomial, int] = {}
         b_terms: dict[Monomial, int] = {}
         for m, c in self.terms.items():
-            count = m.count(atom)
+            if len(m) == 1:
+                if m[0] is atom:
+                    a_terms[()] = c
+                else:
+                    b_terms[m] = c
+                continue
+            count = 0
+            for a in m:
+                if a is atom:
+                    count += 1
             if count > 1:
                 return None
             if count == 1:
-                rest = list(m)
-                rest.remove(atom)
-                a_terms[tuple(rest)] = c
+                a_terms[tuple(a for a in m if a is not atom)] = c
             else:
                 b_terms[m] = c
-        return Poly(a_terms), Poly(b_terms)
+        return Poly._of(a_terms), Poly._of(b_terms)
 
     def substitute(self, atom: UOp, value: Poly) -> Poly | None:
         parts = self.split(atom)
@@ -109,20 +137,49 @@ class Poly:
         a, b = parts
         return a * value + b
 
-    def interval(self) -> Bounds:
-        """Sound bounds of the polynomial from its atoms' value bounds."""
-        lo: int | float = 0
-        hi: int | float = 0
-        for m, c in self.terms.items():
-            term: Bounds = (c, c)
-            for atom in m:
-                term = _mul_bounds(term, atom.bounds)
-            lo, hi = lo + term[0], hi + term[1]
-        return (lo, hi)
+    def interval(self, products: dict[Monomial, Bounds | None] | None = None) -> Bounds:
+        """Sound bounds of the polynomial from its atoms' value bounds; ``products`` keeps each monomial's
+        (``_product_bounds``) for the next polynomial that holds it."""
+        if self._interval is None:
+            lo: int | float = 0
+            hi: int | float = 0
+            for m, c in self.terms.items():
+                term = _term_bounds(m, c, products)
+                lo, hi = lo + term[0], hi + term[1]
+            self._interval = (lo, hi)
+        return self._interval
 
     def __repr__(self) -> str:
         parts = [f"{c}*{'*'.join(f'{a.op.name}{a.arg!r}' for a in m) or '1'}" for m, c in self.terms.items()]
         return " + ".join(parts) or "0"
+
+
+def _term_bounds(monomial: Monomial, c: int, products: dict[Monomial, Bounds | None] | None) -> Bounds:
+    """The bounds of ``c`` times the atoms of ``monomial``: corner products taken one atom at a time, or ``c``
+    times the monomial's own bounds where those are integers (``_product_bounds``)."""
+    if products is not None and monomial:
+        if monomial not in products:
+            products[monomial] = _product_bounds(monomial)
+        whole = products[monomial]
+        if whole is not None:
+            return (c * whole[0], c * whole[1]) if c > 0 else (c * whole[1], c * whole[0])
+    term: Bounds = (c, c)
+    for atom in monomial:
+        term = _mul_bounds(term, atom.bounds)
+    return term
+
+
+def _product_bounds(monomial: Monomial) -> Bounds | None:
+    """The bounds of the product of ``monomial``'s atoms, where each atom's are integers (else None). Integer
+    corner products are exact, and the extremes of a product over a box lie at its corners, so ``c`` times
+    these is what the corners of ``c`` and the atoms, taken one at a time, give: the same bounds."""
+    term: Bounds = (1, 1)
+    for atom in monomial:
+        bounds = atom.bounds
+        if not (isinstance(bounds[0], int) and isinstance(bounds[1], int)):
+            return None
+        term = _mul_bounds(term, bounds)
+    return term
 
 
 def _atom_order(node: UOp) -> str:
@@ -148,7 +205,7 @@ def _expandable(node: UOp) -> bool:
 def to_poly(node: UOp, atoms: Iterable[UOp] = ()) -> Poly:
     """``node`` as a polynomial; nodes in ``atoms`` (expressions a guard constrains) stay whole."""
     keep = set(atoms)
-    if keep.isdisjoint(node.toposort()):
+    if not keep or keep.isdisjoint(node.toposort()):
         return _normal_form(node)
     done: dict[UOp, Poly] = {}
     for u in node.toposort():
@@ -167,6 +224,8 @@ def _normal_form(node: UOp) -> Poly:
     known = _NORMAL_FORMS.get(node)
     if known is not None:
         return known
+    if _whole(node):
+        return Poly.atom(node)  # whatever lies below it: a walk there would find what is known already
     done: dict[UOp, Poly] = {}
     polys = ChainMap(done, _NORMAL_FORMS)
     for u in unknown_below(node, _NORMAL_FORMS):
@@ -186,12 +245,23 @@ def _widening(u: UOp) -> bool:
     return u.dtype.min <= source.min and source.max <= u.dtype.max
 
 
+def _whole(u: UOp) -> bool:
+    """Whether ``u``'s own polynomial is the atom ``u``, whatever its sources' are (``_poly_of`` with no atom
+    kept whole)."""
+    return not (u.op is Ops.CONST and u.dtype.is_int) and not _widening(u) \
+        and (u.op not in _EXPANDED or not _expandable(u))
+
+
+_EXPANDED = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)
+"""The ops a polynomial sees through."""
+
+
 def _poly_of(u: UOp, done: Mapping[UOp, Poly], keep: set[UOp]) -> Poly:
     if u.op is Ops.CONST and u.dtype.is_int:
         return Poly.const(int(u.arg))
     if u not in keep and _widening(u):
         return done[u.src[0]]
-    if u in keep or not _expandable(u) or u.op not in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG):
+    if u in keep or not _expandable(u) or u.op not in _EXPANDED:
         return Poly.atom(u)
     srcs = [done[s] for s in u.src]
     if u.op is Ops.ADD:
@@ -369,6 +439,13 @@ class Prover:
         self.order = order
         self.steps = 0
         self.settled: dict[frozenset[tuple[Monomial, int]], bool] = {}
+        self.ranks: dict[UOp, int] = {}
+        """Each atom's place in the elimination order, the largest first (``order`` may be a chain of maps)."""
+        self.bounds: dict[tuple[UOp, bool], tuple[list[Poly], list[Poly]]] = {}
+        """Each atom's candidate bounds and its MIN's or MAX's sides, lower (True) or upper: the facts do not
+        change while the prover lives."""
+        self.products: dict[Monomial, Bounds | None] = {}
+        """Each monomial's bounds (``_product_bounds``), asked again by every claim that holds it."""
 
     def nonnegative(self, poly: Poly) -> bool:
         self.steps = 0
@@ -388,18 +465,16 @@ class Prover:
         return proven
 
     def _search(self, poly: Poly) -> bool:
-        if poly.interval()[0] >= 0:
+        if poly.interval(self.products)[0] >= 0:
             return True
-        for atom in sorted(poly.atoms(), key=lambda a: -self.order.get(a, -1)):
+        for atom in sorted(poly.atoms(), key=self._rank):
             parts = poly.split(atom)
             if parts is None:
                 continue
             coefficient, rest = parts
-            lo, hi = coefficient.interval()
-            if lo >= 0:
-                candidates, every = self._lower(atom), _sides(atom, Ops.MIN)
-            elif hi <= 0:
-                candidates, every = self._upper(atom), _sides(atom, Ops.MAX)
+            lo, hi = coefficient.interval(self.products)
+            if lo >= 0 or hi <= 0:
+                candidates, every = self._bounds_of(atom, lo >= 0)
             else:
                 continue
             if any(self._prove(coefficient * c + rest) for c in candidates):
@@ -407,10 +482,26 @@ class Prover:
             quotient = _quotient_bound(atom, coefficient, lo >= 0)
             if quotient is not None and self._prove(quotient + rest):
                 return True
-            if every and all(self._prove(coefficient * to_poly(side) + rest) for side in every):
+            if every and all(self._prove(coefficient * side + rest) for side in every):
                 return True  # the claim holds for either side, so for whichever one a MIN or MAX takes
         shifted = _shifted(poly, self._least)
         return shifted is not None and self._prove(shifted)
+
+    def _rank(self, atom: UOp) -> int:
+        rank = self.ranks.get(atom)
+        if rank is None:
+            rank = self.ranks[atom] = -self.order.get(atom, -1)
+        return rank
+
+    def _bounds_of(self, atom: UOp, lower: bool) -> tuple[list[Poly], list[Poly]]:
+        """The bounds of ``atom`` a proof may put in its place, its least (``lower``) or largest, and the sides
+        of a MIN (for its least) or MAX (for its largest) of which the claim must hold for each."""
+        known = self.bounds.get((atom, lower))
+        if known is None:
+            candidates = self._lower(atom) if lower else self._upper(atom)
+            known = self.bounds[(atom, lower)] = (candidates, [to_poly(side) for side in
+                                                               _sides(atom, Ops.MIN if lower else Ops.MAX)])
+        return known
 
     def _least(self, variable: UOp) -> int:
         """The least value of a variable: its own, or a constant lower bound the facts give (``0 < n``)."""
@@ -444,8 +535,10 @@ def _shifted(poly: Poly, least: Callable[[UOp], int]) -> Poly | None:
     interval proves (a 3x3 window's ``w[o, c, ky, kx]`` over a symbolic window size; ``h*h - h`` where a
     guard says ``0 < h``). None where there is no such variable with a least value above 0."""
     for atom in poly.atoms():
-        lowest = least(atom) if atom.op is Ops.DEFINE_VAR and isinstance(atom.vmin, int) else 0
-        if lowest > 0 and any(m.count(atom) > 1 for m in poly.terms):
+        if atom.op is not Ops.DEFINE_VAR or not isinstance(atom.vmin, int) or not _squared(poly, atom):
+            continue
+        lowest = least(atom)
+        if lowest > 0:
             above = UOp.define_var(f"{atom.arg[0]}_above_{lowest}", 0, int(atom.vmax) - lowest)
             value = Poly.atom(above) + Poly.const(lowest)
             shifted = Poly()
@@ -456,6 +549,11 @@ def _shifted(poly: Poly, least: Callable[[UOp], int]) -> Poly | None:
                 shifted = shifted + term
             return shifted
     return None
+
+
+def _squared(poly: Poly, atom: UOp) -> bool:
+    """Whether a monomial of ``poly`` holds ``atom`` more than once (told by identity)."""
+    return any(sum(a is atom for a in m) > 1 for m in poly.terms if len(m) > 1)
 
 
 def _sides(atom: UOp, op: Ops) -> tuple[UOp, ...]:

@@ -560,9 +560,10 @@ def check_races(sink: UOp, kernel: str) -> None:
             raise _race(kernel, buffer, "is both stored to and updated atomically; use one or the other")
     if not any(parallel[e] for e in effects):
         return  # one work item: everything runs in order
+    asked: dict[tuple[UOp | None, ...], bool] = {}
     for e in effects:
         if e.op is Ops.STORE:
-            _check_store(e, parallel, order, kernel)
+            _check_store(e, parallel, order, kernel, asked)
     written = {*stores, *atomics}
     for e in [s for s in sink.src if s.op in STATEMENTS]:  # a loop's exit test reads as an effect's value does
         if not _reads_any(e, written):
@@ -575,14 +576,14 @@ def check_races(sink: UOp, kernel: str) -> None:
                 raise _race(kernel, buffer, "is read while work items update it atomically; read it in a later "
                                             "kernel")
             for store in stores.get(buffer, []):
-                if not _same_item(index, guard, parallel[e], store, parallel, order):
+                if not _same_item(index, guard, parallel[e], store, parallel, order, asked):
                     raise _race(kernel, buffer, "is read at an element another work item may write; use an atomic "
                                                 "update to combine into one element, read only the element each "
                                                 "work item writes, use a sequential loop, or split the kernel")
     for updates in stores.values():
         for k, first in enumerate(updates):
             for second in updates[k + 1:]:
-                if not _same_item(second.src[0], None, parallel[second], first, parallel, order):
+                if not _same_item(second.src[0], None, parallel[second], first, parallel, order, asked):
                     buffer = memory_of(first.src[0].src[0])
                     raise _race(kernel, buffer, "is written by two stores that may hit one element "
                                                              "from different work items")
@@ -690,7 +691,8 @@ def _parallel_ranges(topo: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     return found
 
 
-def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int], kernel: str) -> None:
+def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int], kernel: str,
+                 asked: dict[tuple[UOp | None, ...], bool]) -> None:
     target = store.src[0]
     missing = parallel[store] - parallel[target.src[1]]
     slot = memory_of(target.src[0]).arg
@@ -701,7 +703,7 @@ def _check_store(store: UOp, parallel: Mapping[UOp, frozenset[UOp]], order: dict
                         buffers=(slot,))
     if _data_dependent(target.src[1]):
         return  # a scatter: each element gets the value of one of the work items that write it
-    if not _same_item(target, None, parallel[store], store, parallel, order):
+    if not _same_item(target, None, parallel[store], store, parallel, order, asked):
         raise RaceError(f"the store to buffer {slot} may write one element from two work items (its index "
                         "does not tell the work items of its parallel loops apart); use an atomic update, or a "
                         "sequential loop", kernel=kernel, stage="lower", value=slot, buffers=(slot,))
@@ -730,18 +732,25 @@ def _loads_with_guards(effect: UOp, order: Mapping[UOp, int]) -> list[tuple[UOp,
 
 
 def _same_item(index: UOp, guard: UOp | None, ranges: frozenset[UOp], store: UOp,
-                parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int]) -> bool:
+               parallel: Mapping[UOp, frozenset[UOp]], order: dict[UOp, int],
+               asked: dict[tuple[UOp | None, ...], bool]) -> bool:
     """Whether each element ``index`` reaches (where ``guard`` holds) is written by ``store`` only in the
     same work item, or never (``meet_in_one_item`` over the parallel ranges of both): ``x[i]`` read where
     ``x[i]`` is written is, ``x[i + 1]`` is not, and ``x[8*i + j - 1]`` for ``j >= 1`` is where ``x[8*i +
-    j]`` is written (the same row)."""
+    j]`` is written (the same row). The answer is a function of the two accesses and the ranges, so one
+    question that two statements ask (a value read twice, a store checked against itself and a read of its
+    own element) is proven once, in ``asked``."""
     every = ranges | parallel[store]
     if not every:
         return True
     target = store.src[0]
     first, first_guard = _in_buffer(index.src[1], _and(guard, _gate_of(index)))
     second, second_guard = _in_buffer(target.src[1], _gate_of(target))
-    return meet_in_one_item(first, first_guard, second, second_guard, sorted(every, key=order.__getitem__), order)
+    ordered = sorted(every, key=order.__getitem__)
+    question = (first, first_guard, second, second_guard, *ordered)
+    if question not in asked:
+        asked[question] = meet_in_one_item(first, first_guard, second, second_guard, ordered, order)
+    return asked[question]
 
 
 def _in_buffer(position: UOp, guard: UOp | None) -> tuple[UOp, UOp | None]:

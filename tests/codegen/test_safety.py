@@ -10,7 +10,7 @@ import pytest
 
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
-from svod.codegen import indexing, pipeline
+from svod.codegen import indexing, pipeline, safety
 from svod.codegen.checks import CHECKED
 from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
 from svod.codegen.safety import parallel_loops
@@ -1180,3 +1180,38 @@ def test_a_position_checked_against_its_axis_names_an_element_only_where_the_che
             svod.run(_plane_rows("rows"), [a.copy(), x], device=device, **past)
     with pytest.raises(GraphError, match="two work items"):
         svod.compile(_plane_rows("halves"), device)
+
+
+def _read_in_two_statements(shift: int) -> UOp:
+    """``out[i] = x[i]``, then two statements that each read ``out[i + shift]``: the same question of the race
+    check twice."""
+    k = KernelBuilder(f"read_twice_{shift}")
+    out, x, y, z = (k.buffer(dtypes.float32, 9) for _ in range(4))
+    i = k.range(9)
+    k.store(out[i], x[i])
+    k.store(y[i], out[(i + shift) % 9] * 2.0)
+    k.store(z[i], out[(i + shift) % 9] + 1.0)
+    return k.build()
+
+
+def test_a_race_question_two_statements_ask_is_proven_once_and_answered_alike(monkeypatch):
+    """Both reads of the item's own element are accepted (and compute numpy's values), both of the next
+    item's are refused; each race check proves a question once."""
+    asked: list[tuple] = []
+    real = safety.meet_in_one_item
+
+    def recording(first, first_guard, second, second_guard, parallel, order):
+        asked.append((first, first_guard, second, second_guard, tuple(parallel)))
+        return real(first, first_guard, second, second_guard, parallel, order)
+    monkeypatch.setattr(safety, "meet_in_one_item", recording)
+    device = open_device("llvm")
+    x = np.arange(9, dtype=np.float32) - 4.5
+    out, y, z = (np.zeros(9, np.float32) for _ in range(3))
+    svod.run(_read_in_two_statements(0), [out, x, y, z], device=device)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(y, x * 2)
+    np.testing.assert_array_equal(z, x + 1)
+    assert asked and len(set(asked)) == len(asked)
+    with pytest.raises(RaceError, match="read") as info:
+        svod.compile(_read_in_two_statements(1), device)
+    assert info.value.kernel == "read_twice_1"
