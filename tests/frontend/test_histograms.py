@@ -224,6 +224,7 @@ def histogram_values(device: Device, dtype: str, n: int, seed: int) -> np.ndarra
 def test_histogram_agrees_with_numpy(device, n):
     """Each value's bin as NumPy finds it (the last bin closed on the right, values outside dropped), the
     edges as ``np.linspace`` computes them, in the values' dtype where NumPy keeps it."""
+    n = min(n, 101) if device.name == "PYTHON" else n  # the reference interprets each value's bin search
     for dtype in (widest_float(device), "float32", "int32", "int64"):
         if not held(device, dtype):
             continue

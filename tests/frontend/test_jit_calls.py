@@ -87,6 +87,7 @@ def test_a_number_left_to_its_default_is_a_constant_and_one_passed_is_the_runs(d
     """An omitted number is folded into the kernels, as numba compiles an omitted argument; the same parameter
     passed (the default's value or another) is the run's scalar: each call gets its own value's answer."""
     byte = np.int32 if refuses(device, svod.dtypes.uint8) else np.uint8  # WebGPU's narrowest integer
+    n = min(n, 101) if device.name == "PYTHON" else n  # the reference interprets every byte's 8 turns
     data = np.random.default_rng(n).integers(0, 256, n).astype(byte)
     for poly in ((), (0x8408,), (0xA001,), (0,), (0xFFFF,)):
         agrees_with_python(crc16, device, data, *poly)

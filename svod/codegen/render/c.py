@@ -9,10 +9,12 @@ stores of neighbouring elements go through ``memcpy`` (the elements need not be 
 math functions and ``fma`` are a loop over the lanes, which both compilers vectorise.
 """
 
+import dataclasses
+
 from svod.codegen.decompositions import CPU_MATH
 from svod.codegen.lower_cpu import vector_bytes
 from svod.codegen.render.base import lane_widths, reassociable_accumulators
-from svod.codegen.render.cstyle import CStyleRenderer, lane_part_lanes
+from svod.codegen.render.cstyle import CStyleRenderer, LaneAccess, lane_part_lanes
 from svod.codegen.render.lane_lines import LINE_REACH, Line
 from svod.codegen.render.llvm_unroll import ROW_INTERLEAVE, shared_row_loops
 from svod.dtype import DType, dtypes
@@ -131,6 +133,12 @@ class CRenderer(CStyleRenderer):
         return f"svod_{element.name}x{lanes}"
 
     def lanes_broadcast(self, value: str, dtype: DType, lanes: int) -> str:
+        """``value`` in every lane; computed once into a local where it is an expression (each lane would
+        spell it out again)."""
+        if not _spelled_once(value):
+            scalar = self.type_name(dtypes.int32 if dtype.kind == "bool" else dtype)
+            return (f"__extension__({{ {scalar} svod_x = {value}; "
+                    f"{self.lanes_broadcast('svod_x', dtype, lanes)}; }})")
         element = f"-(int32_t)({value})" if dtype.kind == "bool" else value
         return f"(({self.lanes_type(dtype, lanes)}){{{', '.join([element] * lanes)}}})"
 
@@ -270,3 +278,41 @@ class CRenderer(CStyleRenderer):
 
     def whole_store(self, pointer: str, value: str, lanes: int) -> str:
         return f"svod_store({pointer}, {value});"
+
+    def lanes_load(self, access: LaneAccess, gate: str | None, dtype: DType, lanes: int) -> str:
+        """As every C-style renderer loads lanes, with the offsets and the gate named once: each is read in
+        every lane's element and in the whole load, and a long index spelled out ``lanes + 1`` times was most
+        of a packed matmul's source, and of clang's and gcc's time on it."""
+        named, bindings = _named_once(access, gate)
+        loaded = super().lanes_load(named, _gate_named(gate, bindings), dtype, lanes)
+        if not bindings:
+            return loaded
+        return f"__extension__({{ {' '.join(bindings)} {loaded}; }})"
+
+    def lanes_store(self, access: LaneAccess, value: str, gate: str | None, dtype: DType, lanes: int) -> str:
+        named, bindings = _named_once(access, gate)
+        stored = super().lanes_store(named, value, _gate_named(gate, bindings), dtype, lanes)
+        return f"{{ {' '.join(bindings)} {stored} }}" if bindings else stored
+
+
+def _named_once(access: LaneAccess, gate: str | None) -> tuple[LaneAccess, list[str]]:
+    """``access`` with its offsets (and the positions it may be loaded whole from) read from locals, and the
+    declarations of those locals and of the gate's (``svod_g``); none where each is cheap to spell again."""
+    spelled = {"svod_o": access.offset, "svod_g": gate or ""}
+    if access.whole is not None:
+        spelled |= {"svod_w": access.whole[0], "svod_p": access.whole[1]}
+    if all(_spelled_once(text) for text in spelled.values()):
+        return access, []
+    bindings = [f"__auto_type {name} = {text};" for name, text in spelled.items() if text]
+    whole = None if access.whole is None else ("svod_w", "svod_p")
+    return dataclasses.replace(access, offset="svod_o", whole=whole), bindings
+
+
+def _spelled_once(text: str) -> bool:
+    """Whether ``text`` is cheap to spell in every lane: nothing, a name, a literal or a short sum of them."""
+    return not text or text.isidentifier() or (all(c.isalnum() or c in ".+-_()" for c in text) and len(text) <= 32)
+
+
+def _gate_named(gate: str | None, bindings: list[str]) -> str | None:
+    """The gate as ``lanes_load`` and ``lanes_store`` read it once ``_named_once`` has named it."""
+    return "svod_g" if bindings and gate else gate
