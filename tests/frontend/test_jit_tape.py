@@ -5,6 +5,8 @@ gradient is checked against central differences of the function run as plain Pyt
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -350,3 +352,64 @@ def test_vjp_of_a_jit_call_writing_its_argument_refuses_it_changed_before_the_pu
     x[0] = np.sin(before[0])
     (dx,) = pullback((np.zeros(n), np.ones(1)))
     np.testing.assert_allclose(dx, 2 * np.sin(before) * np.cos(before), rtol=1e-12, atol=1e-300)
+
+
+_DRAWS = itertools.count(1)
+
+
+@svod.jit
+def filled_from_a_draw(x):
+    drawn = np.full(x.shape[0], float(next(_DRAWS)))
+    loss = np.zeros(1)
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(loss, 0, x[i] * drawn[i])
+    return loss
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_temporarys_fill_runs_once_a_call_on_a_tape(n):
+    """The host runs a temporary's allocation, its fill with it, once a call: whether every element holds one
+    value is read from the array made, not from the fill run again (which may draw, or cost a pass)."""
+    x = np.arange(1.0, n + 1.0)
+    with svod.Tape() as tape:
+        losses = [filled_from_a_draw(x) for _ in range(3)]
+    drawn = [float(loss[0]) / float(np.sum(x)) for loss in losses]
+    assert np.diff(drawn).tolist() == [1.0, 1.0]
+    tape.backward(losses[-1])
+    np.testing.assert_array_equal(tape.grad(x), np.full(n, drawn[-1]))
+
+
+@svod.jit
+def grown_from(x, start, steps):
+    y = np.full(x.shape[0], start)
+    for _ in range(steps):
+        for i in svod.prange(x.shape[0]):
+            y[i] = y[i] * svod.math.cos(x[i]) + x[i]
+    loss = np.zeros(1)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i])
+    return loss
+
+
+def _grown_from(x, start, steps):
+    y = np.full(x.shape[0], start)
+    for _ in range(steps):
+        y = y * np.cos(x) + x
+    return float(np.sum(y * y))
+
+
+@pytest.mark.parametrize("start", ["distinct", "same", "scalar"])
+@pytest.mark.parametrize("n", [1, 2, 7])
+@pytest.mark.parametrize("steps", [1, 17])
+def test_a_temporary_filled_from_an_array_is_one_value_only_where_its_elements_are(start, n, steps):
+    """``np.full(n, start)`` of an array of distinct values is run again from a copy of them, of equal values
+    (or a number) from the one value."""
+    x = _values(n, 18)
+    given = {"distinct": np.arange(n) + 0.5, "same": np.full(n, 0.5), "scalar": 0.5}[start]
+    with svod.Tape() as tape:
+        loss = grown_from(x, given, steps)
+    tape.backward(loss)
+    assert float(loss[0]) == pytest.approx(_grown_from(x, given, steps), rel=1e-12)
+    direction = np.random.default_rng(19).standard_normal(n)
+    expected = _differences(lambda v: _grown_from(v, given, steps), x, direction)
+    assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)
