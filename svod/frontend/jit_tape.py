@@ -220,8 +220,7 @@ class TapedCall:
         fill = item.fill
         if fill is None:
             made = np.zeros(made.shape, made.dtype, order="F" if _fortran(made) else "C")
-        uniform = fill is None or isinstance(fill, ast.Constant) or np.ndim(self.evaluate(fill)) == 0
-        recorder.made(made, uniform)
+        recorder.made(made, fill is None or isinstance(fill, ast.Constant) or _one_value(made))
         return made
 
     def loop(self, item: PlanLoop, loops: list[str], recorder: Recorder, device: Any) -> None:
@@ -423,6 +422,17 @@ class TapedCall:
         compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
                                                                      self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _one_value(array: np.ndarray) -> bool:
+    """Whether every element of ``array`` holds its first's bits: read from the array made, as its fill (user
+    code, which may draw or cost a pass) is run once, with the allocation."""
+    if array.size == 0:
+        return True
+    if array.itemsize not in (1, 2, 4, 8):
+        return False
+    bits = np.ascontiguousarray(array).reshape(-1).view(f"u{array.itemsize}")
+    return bool(np.all(bits == bits[0]))
 
 
 def _fortran(array: np.ndarray) -> bool:

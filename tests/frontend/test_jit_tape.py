@@ -5,6 +5,8 @@ gradient is checked against central differences of the function run as plain Pyt
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -158,3 +160,256 @@ def test_a_made_array_updated_in_place_is_run_again_from_its_one_value(fn, n, st
     assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)
     grad = svod.grad(fn)(x, steps)
     np.testing.assert_array_equal(grad, tape.grad(x))
+
+
+@svod.jit
+def gathered_steps(x, steps):
+    y = np.zeros_like(x)
+    order = np.zeros(x.shape[0], np.int64)
+    for t in range(steps):
+        for i in svod.prange(x.shape[0]):
+            order[i] = (i * 3 + t) % x.shape[0]
+        for i in svod.prange(x.shape[0]):
+            y[i] = y[i] * 0.5 + svod.math.sin(x[order[i]]) * (t + 1)
+    loss = np.zeros(1)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i])
+    return loss
+
+
+def _gathered_steps(x, steps):
+    y = np.zeros_like(x)
+    for t in range(steps):
+        y = y * 0.5 + np.sin(x[(np.arange(x.shape[0]) * 3 + t) % x.shape[0]]) * (t + 1)
+    return float(np.sum(y * y))
+
+
+@svod.jit
+def made_each_turn(x, steps):
+    y = np.zeros_like(x)
+    for _ in range(steps):
+        half = np.full_like(x, 0.5)
+        for i in svod.prange(x.shape[0]):
+            half[i] = half[i] * y[i] + svod.math.cos(x[i])
+        for i in svod.prange(x.shape[0]):
+            y[i] = half[i] * x[i]
+    loss = np.zeros(1)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i])
+    return loss
+
+
+def _made_each_turn(x, steps):
+    y = np.zeros_like(x)
+    for _ in range(steps):
+        y = (0.5 * y + np.cos(x)) * x
+    return float(np.sum(y * y))
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoints", "all"])
+@pytest.mark.parametrize("n", [1, 7, 13])
+@pytest.mark.parametrize("steps", [1, 5, 17])
+def test_made_integer_indices_and_arrays_made_each_turn_are_run_again_right(checkpoint, n, steps):
+    """An int64 temporary (a gather's indices) rewritten each turn, and a temporary made anew each turn, both
+    the tape's own, differentiated in one tape with and without checkpoints; then again after ``reset``."""
+    x = _values(n, 11)
+    with svod.Tape(checkpoint=checkpoint) as tape:
+        first = gathered_steps(x, steps)
+        second = made_each_turn(x, steps)
+    tape.backward(first)
+    tape.backward(second)
+    direction = np.random.default_rng(12).standard_normal(n)
+    both = _differences(lambda v: _gathered_steps(v, steps) + _made_each_turn(v, steps), x, direction)
+    assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(both, rel=1e-6, abs=1e-9)
+    tape.reset()
+    with tape:
+        first = gathered_steps(x, steps)
+    tape.backward(first)
+    alone = _differences(lambda v: _gathered_steps(v, steps), x, direction)
+    assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(alone, rel=1e-6, abs=1e-9)
+
+
+@svod.jit
+def grown_in_columns(x, steps):
+    y = np.full((x.shape[0], x.shape[1]), 0.5, order="F")
+    for _ in range(steps):
+        for i in svod.prange(x.shape[0]):
+            for j in svod.prange(x.shape[1]):
+                y[i, j] = y[i, j] * svod.math.cos(x[i, j]) + x[i, j]
+    loss = np.zeros(1)
+    for _ in svod.prange(1):
+        for a in range(y.shape[0]):
+            for b in range(y.shape[1]):
+                loss[0] += y[a, b] * y[a, b] * (a + 2 * b + 1)
+    return loss
+
+
+@pytest.mark.parametrize("steps", [1, 6, 20])
+@pytest.mark.parametrize("layout", ["F", "transposed"])
+def test_a_made_column_first_array_is_run_again_from_its_one_value(steps, layout):
+    """The one value a column-first temporary held is given back as a row-first array in the backward pass's
+    runs: the kernels take it at the same values."""
+    rng = np.random.default_rng(13)
+    x = np.asfortranarray(rng.standard_normal((3, 5))) if layout == "F" else rng.standard_normal((4, 3)).T
+    with svod.Tape() as tape:
+        loss = grown_in_columns(x, steps)
+    tape.backward(loss)
+    assert float(loss[0]) == pytest.approx(float(grown_in_columns.fn(x, steps)[0]), rel=1e-12)
+    direction = rng.standard_normal(x.shape)
+    expected = _differences(lambda v: float(grown_in_columns.fn(v, steps)[0]), x, direction)
+    assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+@svod.jit
+def twice_returned(x):
+    y = np.zeros_like(x)
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i] * x[i]
+    return y, y
+
+
+@svod.jit
+def sum_of_squares_of(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * x[i]
+    return s
+
+
+@svod.kernel
+def sum_of_cubes(loss, y):
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i] * y[i])
+
+
+def test_a_made_array_returned_twice_or_as_a_scalar_is_the_callers_and_compared():
+    """What a jit call returns is the caller's, as one array twice or as a returned scalar's one-element array:
+    changed by numpy after a later kernel read it, backward refuses; unchanged, the gradient is the chain's."""
+    x, loss = _values(7, 14), np.zeros(1)
+    with svod.Tape() as tape:
+        y, again = twice_returned(x)
+        sum_of_cubes(loss, y)
+    again[0] = 9.0
+    with pytest.raises(svod.errors.GradientError, match="y changed after the tape recorded sum_of_cubes"):
+        tape.backward(loss)
+    x, loss = _values(7, 14), np.zeros(1)
+    with svod.Tape() as tape:
+        s = sum_of_squares_of(x)
+        sum_of_cubes(loss, s)
+    kept = s.copy()
+    s[0] = np.nextafter(s[0], np.inf)
+    with pytest.raises(svod.errors.GradientError, match="changed after the tape recorded sum_of_cubes"):
+        tape.backward(loss)
+    s[:] = kept
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.grad(x), 3 * np.sum(x * x) ** 2 * 2 * x, rtol=1e-12, atol=1e-300)
+
+
+@svod.jit
+def sines_in_place(y):
+    for i in svod.prange(y.shape[0]):
+        y[i] = svod.math.sin(y[i])
+    loss = np.zeros(1, y.dtype)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i])
+    return loss
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_returned_array_then_written_in_place_by_another_jit_call_keeps_its_values_for_the_first(n):
+    """squares' y is read by a kernel, then a second jit call overwrites it in place: the first reads' adjoint
+    takes y as it was; and y changed by numpy after the second call is refused."""
+    x, loss = _values(n, 15), np.zeros(1)
+    with svod.Tape() as tape:
+        y = squares(x)
+        sum_of_cubes(loss, y)
+        sines = sines_in_place(y)
+        sum_of_cubes(loss, y)
+    tape.backward(loss)
+    tape.backward(sines)
+    expected = 6 * x ** 5 + (3 * np.sin(x * x) ** 2 + 2 * np.sin(x * x)) * np.cos(x * x) * 2 * x
+    np.testing.assert_allclose(tape.grad(x), expected, rtol=1e-12, atol=1e-300)
+    x = _values(n, 15)
+    with svod.Tape() as tape:
+        y = squares(x)
+        sines = sines_in_place(y)
+    y[:] = 7.0
+    with pytest.raises(svod.errors.GradientError, match="y changed after the tape recorded"):
+        tape.backward(sines)
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_vjp_of_a_jit_call_writing_its_argument_refuses_it_changed_before_the_pullback(n):
+    """The argument is the call's result; its adjoint reads it after the write, so a change is refused."""
+    x = _values(n, 16)
+    before = x.copy()
+    (written, loss), pullback = svod.vjp(sines_in_place, x)
+    assert written is x
+    np.testing.assert_allclose(loss, [np.sum(np.sin(before) ** 2)], rtol=1e-12)
+    x[0] = np.nextafter(x[0], np.inf)
+    with pytest.raises(svod.errors.GradientError, match="changed after the tape recorded"):
+        pullback((np.zeros(n), np.ones(1)))
+    x[0] = np.sin(before[0])
+    (dx,) = pullback((np.zeros(n), np.ones(1)))
+    np.testing.assert_allclose(dx, 2 * np.sin(before) * np.cos(before), rtol=1e-12, atol=1e-300)
+
+
+_DRAWS = itertools.count(1)
+
+
+@svod.jit
+def filled_from_a_draw(x):
+    drawn = np.full(x.shape[0], float(next(_DRAWS)))
+    loss = np.zeros(1)
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(loss, 0, x[i] * drawn[i])
+    return loss
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_temporarys_fill_runs_once_a_call_on_a_tape(n):
+    """The host runs a temporary's allocation, its fill with it, once a call: whether every element holds one
+    value is read from the array made, not from the fill run again (which may draw, or cost a pass)."""
+    x = np.arange(1.0, n + 1.0)
+    with svod.Tape() as tape:
+        losses = [filled_from_a_draw(x) for _ in range(3)]
+    drawn = [float(loss[0]) / float(np.sum(x)) for loss in losses]
+    assert np.diff(drawn).tolist() == [1.0, 1.0]
+    tape.backward(losses[-1])
+    np.testing.assert_array_equal(tape.grad(x), np.full(n, drawn[-1]))
+
+
+@svod.jit
+def grown_from(x, start, steps):
+    y = np.full(x.shape[0], start)
+    for _ in range(steps):
+        for i in svod.prange(x.shape[0]):
+            y[i] = y[i] * svod.math.cos(x[i]) + x[i]
+    loss = np.zeros(1)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i] * y[i])
+    return loss
+
+
+def _grown_from(x, start, steps):
+    y = np.full(x.shape[0], start)
+    for _ in range(steps):
+        y = y * np.cos(x) + x
+    return float(np.sum(y * y))
+
+
+@pytest.mark.parametrize("start", ["distinct", "same", "scalar"])
+@pytest.mark.parametrize("n", [1, 2, 7])
+@pytest.mark.parametrize("steps", [1, 17])
+def test_a_temporary_filled_from_an_array_is_one_value_only_where_its_elements_are(start, n, steps):
+    """``np.full(n, start)`` of an array of distinct values is run again from a copy of them, of equal values
+    (or a number) from the one value."""
+    x = _values(n, 18)
+    given = {"distinct": np.arange(n) + 0.5, "same": np.full(n, 0.5), "scalar": 0.5}[start]
+    with svod.Tape() as tape:
+        loss = grown_from(x, given, steps)
+    tape.backward(loss)
+    assert float(loss[0]) == pytest.approx(_grown_from(x, given, steps), rel=1e-12)
+    direction = np.random.default_rng(19).standard_normal(n)
+    expected = _differences(lambda v: _grown_from(v, given, steps), x, direction)
+    assert float(np.sum(tape.grad(x) * direction)) == pytest.approx(expected, rel=1e-6, abs=1e-9)

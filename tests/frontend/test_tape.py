@@ -335,3 +335,45 @@ def test_a_linear_kernels_adjoint_reads_no_values_so_the_tape_keeps_none(size):
         step[i, i - 1] = step[i, i + 1] = 0.5
     expected = np.linalg.matrix_power(step, 7).T @ weights
     np.testing.assert_allclose(tape.grad(first) + tape.grad(second), expected, rtol=1e-12, atol=1e-12)
+
+
+@svod.kernel
+def weighted_sines(y, x, w):
+    for i in svod.prange(x.shape[0]):
+        y[i] = svod.math.sin(x[i]) * w[i]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.bool_])
+@pytest.mark.parametrize("size", [3, 8, (1 << 15) + 5, 1 << 18])
+def test_a_bit_changed_in_an_integer_or_bool_array_a_kernel_read_is_refused(dtype, size):
+    """Integer and bool arguments, of byte counts that are and are not a multiple of a word's, across the
+    compared chunks: the first, a middle and the last element."""
+    x, y, loss = np.linspace(-1.0, 1.0, size), np.zeros(size), np.zeros(1)
+    w = (np.arange(size) % 3 + 1).astype(dtype)
+    with svod.Tape() as tape:
+        weighted_sines(y, x, w)
+        sum_of_squares(loss, y)
+    for at in (0, size // 2, size - 1):
+        w.view(np.uint8)[at * w.itemsize] ^= 1
+        with pytest.raises(svod.errors.GradientError, match="w changed after the tape recorded weighted_sines"):
+            tape.backward(loss)
+        w.view(np.uint8)[at * w.itemsize] ^= 1
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.grad(x), 2 * np.sin(x) * np.cos(x) * w.astype(np.float64) ** 2, rtol=1e-12,
+                               atol=1e-300)
+
+
+@pytest.mark.parametrize("size", [1, 7, 40001])
+def test_a_change_to_a_strided_view_a_kernel_read_is_refused(size):
+    """A view of every other element is compared as the elements it holds, not its base's memory."""
+    base = np.linspace(-1.0, 1.0, 2 * size)
+    x, y, loss = base[::2], np.zeros(size), np.zeros(1)
+    with svod.Tape() as tape:
+        weighted_sines(y, x, np.ones(size))
+        sum_of_squares(loss, y)
+    base[1] = 5.0  # outside the view: no change to x
+    tape.backward(loss)
+    np.testing.assert_allclose(tape.grad(x), 2 * np.sin(x) * np.cos(x), rtol=1e-12, atol=1e-300)
+    x[-1] = np.nextafter(x[-1], np.inf)
+    with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded weighted_sines"):
+        tape.backward(loss)
