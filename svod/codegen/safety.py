@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from svod.codegen.access_meeting import meet_in_one_item
 from svod.codegen.checks import CHECKED, rows_of
-from svod.codegen.indexing import in_some_turn, index_in_bounds, meet_in_one_item, to_poly
+from svod.codegen.indexing import in_some_turn, index_in_bounds, to_poly
 from svod.codegen.ranges import live_ranges, nested, range_order
 from svod.dtype import dtypes
 from svod.errors import GraphError, RaceError

@@ -11,8 +11,9 @@ import pytest
 import svod
 from svod import AxisKind, KernelBuilder, UOp, dtypes
 from svod.codegen import indexing, pipeline, safety
+from svod.codegen.access_meeting import meet_in_one_item
 from svod.codegen.checks import CHECKED
-from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, meet_in_one_item, to_poly
+from svod.codegen.indexing import MAX_STEPS, Facts, Poly, Prover, index_in_bounds, to_poly
 from svod.codegen.safety import parallel_loops
 from svod.device import DeviceCaps
 from svod.errors import GraphError, IndexOutOfBoundsError, RaceError, SvodError
