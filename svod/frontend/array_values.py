@@ -52,6 +52,8 @@ COMPLEX_PARTS_OF = ("real", "imag", "conj", "conjugate", "angle")
 """NumPy's functions of a complex array's parts (of a real array: itself, zeros, itself, 0 or pi)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
+ORDERED = ("max", "min", "amax", "amin", "argmax", "argmin")
+"""The reductions that order their operand's elements."""
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
@@ -342,6 +344,7 @@ class ArrayValues(SliceBounds):
         if name in (*UFUNCS, "maximum", "minimum", "fmax", "fmin", "where", "dot", "matmul", "outer"):
             self.bare(node, f"np.{name}")
         if name in COMPLEX_PARTS_OF and len(args) == 1 and isinstance(args[0], Expr):
+            self.bare(node, f"np.{name}")
             return self.complex_part(node, args[0], name)
         if name in UFUNCS and len(args) == 1:
             (x,) = args
@@ -408,6 +411,7 @@ class ArrayValues(SliceBounds):
         if name in ("cumsum", "cumprod"):
             return self.scan(node, owner, name, node.func)
         if name in ("conj", "conjugate") and not args:
+            self.bare(node, f"x.{name}")
             return self.complex_part(node, owner, name)
         found = self.extra_method(node, owner, name, args)
         if found is not None:
@@ -421,6 +425,9 @@ class ArrayValues(SliceBounds):
         one by one, and reduced in it, as NumPy's); any other argument refused, naming it."""
         method = len(args) == len(node.args)
         positional = node.args if method else node.args[1:]
+        if operand.dtype.kind == "c" and name in ORDERED:
+            raise self.refuse(node, f"{name} of a complex array: NumPy orders complex numbers by real part, then "
+                                    "imaginary, and svod orders none (as Python); reduce np.abs(x), x.real or x.imag")
         if reads_masked(operand):
             return self.masked_reduction(node, operand, name, keywords, positional)
         takes = ("axis", "dtype", "keepdims") if name in ("sum", "prod", "mean") else ("axis", "keepdims")
@@ -439,8 +446,7 @@ class ArrayValues(SliceBounds):
             if any(not -ndim <= a < ndim for a in picked):
                 raise self.refuse(node, f"axis {picked} is out of bounds for an array of {ndim} dimension(s)")
             axes = tuple(sorted(a % ndim for a in picked))
-        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
-                                                                               "argmin"):
+        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ORDERED:
             if all(isinstance(operand.shape[a], int) for a in axes):
                 raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
             raise self.refuse(node, f"{name} of an axis whose length (`{extents.shown(operand.shape)}`) may be 0 at "

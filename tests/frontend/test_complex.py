@@ -441,3 +441,51 @@ def test_module_level_complex_constants_keep_python_and_numpy_promotion(device):
     rotated(out, z, device=device)
     np.testing.assert_allclose(out, z * ROTATION + TYPED_ROTATION, rtol=1e-6)
     assert (z * ROTATION + TYPED_ROTATION).dtype == np.complex64
+
+
+@svod.jit
+def largest(z):
+    return np.max(z)
+
+
+@svod.jit
+def smallest_by_column(z):
+    return z.min(axis=0)
+
+
+@svod.jit
+def where_largest(z):
+    return np.argmax(z)
+
+
+@pytest.mark.parametrize(("fn", "at"), [(largest, "np.max(z)"), (smallest_by_column, "z.min(axis=0)"),
+                                        (where_largest, "np.argmax(z)")])
+def test_ordering_reductions_of_complex_arrays_are_refused_at_their_line(fn, at):
+    """NumPy orders complex numbers lexicographically and svod orders none: a refusal, not a crash in the
+    reduction's identity; the same reduction of the real part still computes NumPy's value."""
+    z = np.array([[1 + 5j, 2 - 1j], [2 + 0j, -3 + 9j], [np.nan, 1j]])
+    with pytest.raises(SvodError, match="of a complex array: NumPy orders complex numbers") as err:
+        fn(z)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+    assert largest(z.real[:2].copy()) == np.max(z.real[:2])
+
+
+@svod.jit
+def angle_in_degrees(z):
+    return np.angle(z, deg=True)
+
+
+@svod.jit
+def conjugated_into(z, out):
+    return z.conj(out=out)
+
+
+def test_a_keyword_of_a_complex_part_function_is_refused_not_dropped():
+    """``np.angle(z, deg=True)`` once gave radians: a keyword svod does not act on is refused at its line."""
+    z = np.array([1j, -1 + 0j, 1 + 1j])
+    with pytest.raises(SvodError, match=r"np\.angle's deg= is not one svod takes") as err:
+        angle_in_degrees(z)
+    assert f"{__file__}:{line_of(angle_in_degrees, 'deg=True')}" in str(err.value)
+    with pytest.raises(SvodError, match=r"x\.conj's out= is not one svod takes"):
+        conjugated_into(z, np.zeros(3, complex))
+
