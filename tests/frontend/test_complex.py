@@ -489,3 +489,26 @@ def test_a_keyword_of_a_complex_part_function_is_refused_not_dropped():
     with pytest.raises(SvodError, match=r"x\.conj's out= is not one svod takes"):
         conjugated_into(z, np.zeros(3, complex))
 
+
+@svod.jit
+def real_parts_set(z, v):
+    for i in range(z.shape[0]):
+        z[i].real = v[i]
+    return z
+
+
+@svod.jit
+def first_imaginary_part_set(z):
+    z[0].imag = 5.0
+
+
+@pytest.mark.parametrize(("fn", "args", "at"), [
+    (real_parts_set, (np.arange(4.0),), "z[i].real = v[i]"),
+    (first_imaginary_part_set, (), "z[0].imag = 5.0")])
+def test_assigning_an_elements_part_is_refused_not_dropped(fn, args, at):
+    """NumPy raises on ``a[i].real = v`` (a scalar's parts are read-only); svod dropped the statement, which
+    stores no element and no name, and returned the array unchanged."""
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j])
+    with pytest.raises(SvodError, match=r"assigning to an attribute \((real|imag)\)") as err:
+        fn(z, *args)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
