@@ -512,3 +512,48 @@ def test_assigning_an_elements_part_is_refused_not_dropped(fn, args, at):
     with pytest.raises(SvodError, match=r"assigning to an attribute \((real|imag)\)") as err:
         fn(z, *args)
     assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+
+
+@svod.jit
+def real_part_bound_and_written(z):
+    parts = z.real
+    parts[0] = 7.0
+    return z
+
+
+@svod.jit
+def imaginary_part_bound_and_added_to(z, v):
+    parts = np.imag(z)
+    for i in range(z.shape[0]):
+        parts[i] += v[i]
+    return z
+
+
+@svod.jit
+def real_part_copied_and_written(z):
+    parts = z.real.copy()
+    parts[0] = 7.0
+    return parts, z
+
+
+@pytest.mark.parametrize(("fn", "args", "at"), [
+    (real_part_bound_and_written, (), "parts = z.real"),
+    (imaginary_part_bound_and_added_to, (np.ones(4),), "parts = np.imag(z)")])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float64])
+def test_a_part_bound_to_a_name_and_written_is_refused_not_copied(fn, args, at, dtype):
+    """NumPy's ``z.real`` is a view: a write into a name bound to it changes ``z``. svod made it a new array
+    and returned ``z`` unchanged; it refuses at the binding."""
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j]).astype(dtype) if dtype != np.float64 else \
+        np.array([1.0, -0.0, np.nan, 3.0])
+    with pytest.raises(SvodError, match=r"binds an array's .real or .imag, which NumPy gives as a view") as err:
+        fn(z, *args)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+
+
+def test_a_copy_of_a_part_written_leaves_the_array_as_numpy_does():
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j, 5j])
+    parts, same = real_part_copied_and_written(z.copy())
+    want = z.real.copy()
+    want[0] = 7.0
+    np.testing.assert_array_equal(parts, want)
+    np.testing.assert_array_equal(same, z)
