@@ -557,3 +557,24 @@ def test_a_copy_of_a_part_written_leaves_the_array_as_numpy_does():
     want[0] = 7.0
     np.testing.assert_array_equal(parts, want)
     np.testing.assert_array_equal(same, z)
+
+
+@svod.jit
+def shifted(z):
+    return z + 1
+
+
+@svod.kernel
+def copied(z, out):
+    for i in range(z.shape[0]):
+        out[i] = z[i]
+
+
+def test_a_byte_swapped_complex_array_is_refused_saying_what_svod_takes():
+    """The refusal once said svod had no complex numbers; it names the byte order and the conversion."""
+    swapped = np.array([1 + 2j, complex(np.nan, -0.0)]).astype(">c16")
+    with pytest.raises(SvodError, match=r"complex64 and complex128 in the machine's byte order.*this is >c16"):
+        shifted(swapped)
+    with pytest.raises(SvodError, match=">f8"):
+        copied(swapped, np.zeros(2, complex))
+    np.testing.assert_array_equal(shifted(swapped.astype(np.complex128)), swapped.astype(np.complex128) + 1)
