@@ -197,6 +197,8 @@ class ArrayValues(SliceBounds):
         dtype = _result_dtype(self, node, fn, left, right)
         if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
+        if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_two(right.node):
+            return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, left)  # np.square
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
@@ -508,6 +510,12 @@ _MASKED_LENGTH = ("{} is of the mask's count, a number NumPy gives as a Python i
 
 def _attribute(owner: Expr, attr: str) -> Any:
     return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
+
+
+def _is_two(node: ast.expr) -> bool:
+    """Whether ``node`` is the constant 2: a complex array's ``** 2`` is NumPy's ``np.square`` (its operator's
+    shortcut), whose zero keeps its signs, where an element's is the power loop's (``0+0j``)."""
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 2
 
 
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:

@@ -578,3 +578,61 @@ def test_a_byte_swapped_complex_array_is_refused_saying_what_svod_takes():
     with pytest.raises(SvodError, match=">f8"):
         copied(swapped, np.zeros(2, complex))
     np.testing.assert_array_equal(shifted(swapped.astype(np.complex128)), swapped.astype(np.complex128) + 1)
+
+
+EXPONENTS = (-3, -2, -1, 0, 1, 2, 3, 4, 5, 7)
+
+
+@svod.kernel
+def powers(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[0, i] = z[i] ** -3
+        out[1, i] = z[i] ** -2
+        out[2, i] = z[i] ** -1
+        out[3, i] = z[i] ** 0
+        out[4, i] = z[i] ** 1
+        out[5, i] = z[i] ** 2
+        out[6, i] = z[i] ** 3
+        out[7, i] = z[i] ** 4
+        out[8, i] = z[i] ** 5
+        out[9, i] = z[i] ** 7
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_elements_integer_power_is_numpys_on_special_values(device, dtype):
+    """NumPy's power loop: a zero of either sign is ``0+0j`` to a positive power and NaN parts to a negative
+    one, powers past 3 start from ``1+0j`` (an infinite part makes its neighbour NaN), and a negative power is
+    one over them. svod gave ``inf+nanj`` for ``0j ** -1`` and kept ``-0.0`` signs NumPy does not."""
+    z = grid(dtype, device, None if device.device.base_type == "WEBGPU" else ARITHMETIC[dtype])
+    if device.device.base_type == "WEBGPU":
+        z = z[z != 0]  # its compilers may fold the NaN a zero's negative power is
+    out = np.zeros((len(EXPONENTS), len(z)), dtype)
+    if not run_or_refused(powers, device, dtype, out, z):
+        return
+    eps = float(np.finfo(np.float32 if dtype is np.complex64 else np.float64).eps)
+    with np.errstate(all="ignore"):
+        for row, n in zip(out, EXPONENTS, strict=True):
+            want = np.array([x ** n for x in z], dtype)
+            assert_parts_close(row, want, rtol=64 * eps)
+            if device.device.base_type == "WEBGPU":
+                continue  # its compilers may not keep a zero's sign (MODERATE)
+            for g, w in ((row.real, want.real), (row.imag, want.imag)):
+                zero = w == 0
+                assert np.array_equal(np.signbit(g[zero]), np.signbit(w[zero])), (n, z[zero], row[zero], want[zero])
+
+
+@svod.jit
+def squared_and_fourth(z):
+    return z ** 2, z ** 4
+
+
+def test_an_arrays_square_is_numpys_operator_shortcut_and_other_powers_its_loop():
+    """NumPy's ``array ** 2`` is ``np.square`` (a zero keeps its signs), its ``** 4`` the power loop. Parts whose
+    products are exact: NumPy's loops may fuse a multiply and an add where svod rounds twice."""
+    z = grid(np.complex128, parts=[0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan])
+    square, fourth = squared_and_fourth(z)
+    with np.errstate(all="ignore"):
+        for got, want in ((square, z ** 2), (fourth, z ** 4)):
+            assert_parts_close(got, want, rtol=0)
+            for g, w in ((got.real, want.real), (got.imag, want.imag)):
+                assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
