@@ -129,8 +129,9 @@ class dtypes:  # noqa: N801 - the public spelling of API.md
         name = np.dtype(np_dtype).name
         found = _BY_NUMPY_NAME.get(name)
         if found is None:
-            why = " (svod has no complex numbers: compute on the real and imaginary parts)" \
-                if np.dtype(np_dtype).kind == "c" else ""
+            kind = np.dtype(np_dtype)
+            why = (" (svod computes on complex64 and complex128 in the machine's byte order, as pairs of floats; this "
+                   f"is {kind.str}: x.astype(np.complex128) it)") if kind.kind == "c" else ""
             raise SvodError(f"numpy dtype {name} has no svod dtype{why}", stage="build", value=name)
         return found
 

@@ -52,6 +52,8 @@ COMPLEX_PARTS_OF = ("real", "imag", "conj", "conjugate", "angle")
 """NumPy's functions of a complex array's parts (of a real array: itself, zeros, itself, 0 or pi)."""
 REDUCTIONS = ("sum", "prod", "max", "min", "mean", "amax", "amin", "argmax", "argmin", "any", "all")
 """The reductions an array expression may call, as a method or a NumPy function, over all axes or ``axis``."""
+ORDERED = ("max", "min", "amax", "amin", "argmax", "argmin")
+"""The reductions that order their operand's elements."""
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
@@ -195,6 +197,8 @@ class ArrayValues(SliceBounds):
         dtype = _result_dtype(self, node, fn, left, right)
         if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
+        if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_two(right.node):
+            return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, left)  # np.square
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
@@ -342,6 +346,7 @@ class ArrayValues(SliceBounds):
         if name in (*UFUNCS, "maximum", "minimum", "fmax", "fmin", "where", "dot", "matmul", "outer"):
             self.bare(node, f"np.{name}")
         if name in COMPLEX_PARTS_OF and len(args) == 1 and isinstance(args[0], Expr):
+            self.bare(node, f"np.{name}")
             return self.complex_part(node, args[0], name)
         if name in UFUNCS and len(args) == 1:
             (x,) = args
@@ -408,6 +413,7 @@ class ArrayValues(SliceBounds):
         if name in ("cumsum", "cumprod"):
             return self.scan(node, owner, name, node.func)
         if name in ("conj", "conjugate") and not args:
+            self.bare(node, f"x.{name}")
             return self.complex_part(node, owner, name)
         found = self.extra_method(node, owner, name, args)
         if found is not None:
@@ -421,6 +427,9 @@ class ArrayValues(SliceBounds):
         one by one, and reduced in it, as NumPy's); any other argument refused, naming it."""
         method = len(args) == len(node.args)
         positional = node.args if method else node.args[1:]
+        if operand.dtype.kind == "c" and name in ORDERED:
+            raise self.refuse(node, f"{name} of a complex array: NumPy orders complex numbers by real part, then "
+                                    "imaginary, and svod orders none (as Python); reduce np.abs(x), x.real or x.imag")
         if reads_masked(operand):
             return self.masked_reduction(node, operand, name, keywords, positional)
         takes = ("axis", "dtype", "keepdims") if name in ("sum", "prod", "mean") else ("axis", "keepdims")
@@ -439,8 +448,7 @@ class ArrayValues(SliceBounds):
             if any(not -ndim <= a < ndim for a in picked):
                 raise self.refuse(node, f"axis {picked} is out of bounds for an array of {ndim} dimension(s)")
             axes = tuple(sorted(a % ndim for a in picked))
-        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ("max", "min", "amax", "amin", "argmax",
-                                                                               "argmin"):
+        if any(extents.low(operand.shape[a]) <= 0 for a in axes) and name in ORDERED:
             if all(isinstance(operand.shape[a], int) for a in axes):
                 raise self.refuse(node, f"{name} of an empty axis has no identity (NumPy raises too)")
             raise self.refuse(node, f"{name} of an axis whose length (`{extents.shown(operand.shape)}`) may be 0 at "
@@ -502,6 +510,12 @@ _MASKED_LENGTH = ("{} is of the mask's count, a number NumPy gives as a Python i
 
 def _attribute(owner: Expr, attr: str) -> Any:
     return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
+
+
+def _is_two(node: ast.expr) -> bool:
+    """Whether ``node`` is the constant 2: a complex array's ``** 2`` is NumPy's ``np.square`` (its operator's
+    shortcut), whose zero keeps its signs, where an element's is the power loop's (``0+0j``)."""
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 2
 
 
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:

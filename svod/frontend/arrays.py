@@ -79,7 +79,7 @@ from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
-from svod.frontend.rebinding import Bindings, HostShape, exchanged, shrinking
+from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.unrolling import unrolled
@@ -259,8 +259,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             before = len(self.pending)
             made = self.made_array(fused.name, fused.shape, fused.dtype, fused.statement)
             try:
-                self.pending += self.allocation(fused.statement, made) + self.loops(fused.statement, made,
-                                                                                       fused.value)
+                self.pending += self.allocation(fused.statement, made) + self.loops(fused.statement, made, fused.value)
             except RepeatedWorkError as unfuse:
                 del self.pending[before:]
                 self.make(unfuse.fused)
@@ -329,8 +328,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         name = f"_svod_chained{next(self.counter)}"
         self.described[name] = f"the value of `{code(stmt.value, 40)}`"
         self.changed = True
-        return placed([assign(name, stmt.value), *(ast.Assign([target], load(name)) for target in stmt.targets)],
-                      stmt)
+        return placed([assign(name, stmt.value), *(ast.Assign([target], load(name)) for target in stmt.targets)], stmt)
 
     def over_rows(self, stmt: ast.For) -> ast.For:
         """``for v in x`` over an array of several axes, or around array statements, as Python iterates it: a
@@ -526,6 +524,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                 self.arrays[target.id] = value
                 self.aliases.add(target.id)
                 return []
+            if self.bindings.part_written(self.source.node, target.id, node):
+                raise self.refuse(stmt, PART_WRITTEN)
             return self.new_array(stmt, target.id, value, looped)
         if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
             raise self.refuse(stmt, f"{target.id} = ... inside a loop or an if would make a new array of the name of "

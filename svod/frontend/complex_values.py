@@ -13,7 +13,7 @@ kernel as it refuses any float64).
 The arithmetic is NumPy's on its complex types, operation by operation: a real operand is first made complex
 (``x + 0j``, as NumPy converts it), ``*`` is ``(ac - bd) + (ad + bc)j``, ``/`` is Smith's method as NumPy's
 loops compute it (a zero divisor gives NumPy's inf and NaN parts, no error), ``abs`` a hypot that neither
-overflows nor underflows, ``**`` of an integer constant binary powers as NumPy's ``npy_cpow`` takes them. Two
+overflows nor underflows, ``**`` of an integer constant NumPy's power loop (``power``). Two
 Python complex numbers compute in Python (``1j / 0`` is refused as Python raises). What NumPy orders (``<`` on
 complex arrays, lexicographically) Python refuses, and so does a kernel.
 """
@@ -49,7 +49,7 @@ CARRIED_PREFIX = "_svod_"
 """The names of the one-element arrays a jitted function's phases carry scalars in (``jit_plans.Builder.cell``)."""
 
 POWER_LIMIT = 100
-"""The largest magnitude of an integer exponent a complex ``**`` takes (NumPy's ``npy_cpow`` multiplies for
+"""The largest magnitude of an integer exponent a complex ``**`` takes (NumPy's power loop multiplies for
 those, and calls ``cpow`` past them)."""
 
 
@@ -242,20 +242,37 @@ def _sign_bit(value: UOp) -> UOp:
 
 
 def power(a: Parts, exponent: int) -> Parts:
-    """``z ** n`` for an integer constant ``n``, by binary powers (NumPy's ``npy_cpow`` for ``|n| < 100``); a
-    negative ``n`` is one over the positive power."""
-    one = UOp.const(a[0].dtype, 1.0), UOp.const(a[0].dtype, 0.0)
-    result: Parts | None = None
-    base, n = a, abs(exponent)
-    while n:
-        if n & 1:
-            result = base if result is None else multiply(result, base)
-        n >>= 1
-        if n:
-            base = multiply(base, base)
-    if result is None:
+    """``z ** n`` for an integer constant ``n``, as NumPy's complex power loop computes it (``nc_pow``): a zero
+    ``z`` (either zero's sign) is ``0+0j`` for ``n > 0`` and NaN parts for ``n < 0``; ``n`` of 1, 2 and 3 are
+    unrolled products; other ``n`` binary powers starting from ``1+0j`` (whose product with an infinite part
+    makes its neighbour NaN there too), and a negative ``n`` one over them by the plain quotient, not Smith's."""
+    dtype = a[0].dtype
+    one = UOp.const(dtype, 1.0), UOp.const(dtype, 0.0)
+    if exponent == 0:
         return one
-    return divide(one, result) if exponent < 0 else result
+    if 1 <= exponent <= 3:
+        result = a if exponent == 1 else multiply(a, a) if exponent == 2 else multiply(a, multiply(a, a))
+    else:
+        result, square, n, mask = one, a, abs(exponent), 1
+        while True:
+            if n & mask:
+                result = multiply(result, square)
+            mask <<= 1
+            if n < mask:
+                break
+            square = multiply(square, square)
+        if exponent < 0:
+            result = divide(one, result)
+    zero = a[0].eq(0.0) & a[1].eq(0.0)
+    at_zero = UOp.const(dtype, 0.0 if exponent > 0 else math.nan)
+    return zero.where(at_zero, result[0]), zero.where(at_zero, result[1])
+
+
+def _plain_quotient(a: Parts, b: Parts) -> Parts:
+    """``a / b`` as ``(ar br + ai bi) / d + i (ai br - ar bi) / d`` with ``d = br² + bi²``: NumPy's quotient in
+    its complex power loop."""
+    denominator = b[0] * b[0] + b[1] * b[1]
+    return (a[0] * b[0] + a[1] * b[1]) / denominator, (a[1] * b[0] - a[0] * b[1]) / denominator
 
 
 _MATH: dict[str, Callable[[Parts], Parts]] = {"exp": exponential, "log": logarithm, "sqrt": square_root}

@@ -294,6 +294,12 @@ class Reader:
         refused = _REFUSED.get(type(stmt))
         if refused is not None:
             raise self.refuse(stmt, refused)
+        attribute = next((n for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)),
+                         None)
+        if attribute is not None:  # its phase would store no element and no name, and be dropped
+            raise self.refuse(attribute, f"assigning to an attribute ({attribute.attr}) is not supported in a jitted "
+                                         "function: an array element's .real and .imag are read-only in NumPy; "
+                                         "store a whole value (a[i] = complex(v, a[i].imag))")
         if isinstance(stmt, (ast.Pass, ast.Break, ast.Continue)):
             return []  # (break and continue around phases are flags by now: Flow)
         ordering = self.ordering(stmt)

@@ -86,6 +86,12 @@ class Bindings:
             self.viewed.add(fresh)
         return made, True
 
+    def part_written(self, function: ast.FunctionDef, name: str, value: ast.expr) -> bool:
+        """Whether ``name = value`` binds an array's ``.real`` or ``.imag`` (``np.real(x)``, ``np.imag(x)``) to a
+        name the function writes into: NumPy's is a view of ``x`` (``x`` itself of a real ``x``, read-only zeros
+        for its ``imag``), where svod's would be a new array that the write never reaches ``x`` through."""
+        return _part_of(value) and _written_in_place(function, self.spelled(name))
+
     def spelled(self, name: str) -> set[str]:
         """The names the user's code reads ``name`` by: its own, and the user's name it is the latest binding of."""
         return {name, *(user for user, latest in self.renames.items() if latest == name)}
@@ -138,6 +144,20 @@ def _aliased(value: Value) -> str | None:
     while isinstance(value, Viewed):
         value = value.base
     return value.name if isinstance(value, Named) and not value.name.startswith("_svod_") else None
+
+
+PART_WRITTEN = ("this binds an array's .real or .imag, which NumPy gives as a view of the array, and a later "
+                "statement writes into it: svod would write a copy and leave the array as it is; write the whole "
+                "value (`z[...] = new + 1j * z.imag`), or bind a copy (`= z.real.copy()`)")
+"""The refusal of a name bound to a part and written (``Bindings.part_written``)."""
+
+
+def _part_of(value: ast.expr) -> bool:
+    """Whether ``value`` reads as an array's part: ``x.real``, ``x.imag``, ``np.real(x)``, ``np.imag(x)``."""
+    if isinstance(value, ast.Attribute):
+        return value.attr in ("real", "imag")
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+        value.func.attr in ("real", "imag") and len(value.args) == 1
 
 
 def _written_in_place(function: ast.FunctionDef, names: set[str]) -> bool:

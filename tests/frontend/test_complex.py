@@ -441,3 +441,198 @@ def test_module_level_complex_constants_keep_python_and_numpy_promotion(device):
     rotated(out, z, device=device)
     np.testing.assert_allclose(out, z * ROTATION + TYPED_ROTATION, rtol=1e-6)
     assert (z * ROTATION + TYPED_ROTATION).dtype == np.complex64
+
+
+@svod.jit
+def largest(z):
+    return np.max(z)
+
+
+@svod.jit
+def smallest_by_column(z):
+    return z.min(axis=0)
+
+
+@svod.jit
+def where_largest(z):
+    return np.argmax(z)
+
+
+@pytest.mark.parametrize(("fn", "at"), [(largest, "np.max(z)"), (smallest_by_column, "z.min(axis=0)"),
+                                        (where_largest, "np.argmax(z)")])
+def test_ordering_reductions_of_complex_arrays_are_refused_at_their_line(fn, at):
+    """NumPy orders complex numbers lexicographically and svod orders none: a refusal, not a crash in the
+    reduction's identity; the same reduction of the real part still computes NumPy's value."""
+    z = np.array([[1 + 5j, 2 - 1j], [2 + 0j, -3 + 9j], [np.nan, 1j]])
+    with pytest.raises(SvodError, match="of a complex array: NumPy orders complex numbers") as err:
+        fn(z)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+    assert largest(z.real[:2].copy()) == np.max(z.real[:2])
+
+
+@svod.jit
+def angle_in_degrees(z):
+    return np.angle(z, deg=True)
+
+
+@svod.jit
+def conjugated_into(z, out):
+    return z.conj(out=out)
+
+
+def test_a_keyword_of_a_complex_part_function_is_refused_not_dropped():
+    """``np.angle(z, deg=True)`` once gave radians: a keyword svod does not act on is refused at its line."""
+    z = np.array([1j, -1 + 0j, 1 + 1j])
+    with pytest.raises(SvodError, match=r"np\.angle's deg= is not one svod takes") as err:
+        angle_in_degrees(z)
+    assert f"{__file__}:{line_of(angle_in_degrees, 'deg=True')}" in str(err.value)
+    with pytest.raises(SvodError, match=r"x\.conj's out= is not one svod takes"):
+        conjugated_into(z, np.zeros(3, complex))
+
+
+@svod.jit
+def real_parts_set(z, v):
+    for i in range(z.shape[0]):
+        z[i].real = v[i]
+    return z
+
+
+@svod.jit
+def first_imaginary_part_set(z):
+    z[0].imag = 5.0
+
+
+@pytest.mark.parametrize(("fn", "args", "at"), [
+    (real_parts_set, (np.arange(4.0),), "z[i].real = v[i]"),
+    (first_imaginary_part_set, (), "z[0].imag = 5.0")])
+def test_assigning_an_elements_part_is_refused_not_dropped(fn, args, at):
+    """NumPy raises on ``a[i].real = v`` (a scalar's parts are read-only); svod dropped the statement, which
+    stores no element and no name, and returned the array unchanged."""
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j])
+    with pytest.raises(SvodError, match=r"assigning to an attribute \((real|imag)\)") as err:
+        fn(z, *args)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+
+
+@svod.jit
+def real_part_bound_and_written(z):
+    parts = z.real
+    parts[0] = 7.0
+    return z
+
+
+@svod.jit
+def imaginary_part_bound_and_added_to(z, v):
+    parts = np.imag(z)
+    for i in range(z.shape[0]):
+        parts[i] += v[i]
+    return z
+
+
+@svod.jit
+def real_part_copied_and_written(z):
+    parts = z.real.copy()
+    parts[0] = 7.0
+    return parts, z
+
+
+@pytest.mark.parametrize(("fn", "args", "at"), [
+    (real_part_bound_and_written, (), "parts = z.real"),
+    (imaginary_part_bound_and_added_to, (np.ones(4),), "parts = np.imag(z)")])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float64])
+def test_a_part_bound_to_a_name_and_written_is_refused_not_copied(fn, args, at, dtype):
+    """NumPy's ``z.real`` is a view: a write into a name bound to it changes ``z``. svod made it a new array
+    and returned ``z`` unchanged; it refuses at the binding."""
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j]).astype(dtype) if dtype != np.float64 else \
+        np.array([1.0, -0.0, np.nan, 3.0])
+    with pytest.raises(SvodError, match=r"binds an array's .real or .imag, which NumPy gives as a view") as err:
+        fn(z, *args)
+    assert f"{__file__}:{line_of(fn, at)}" in str(err.value)
+
+
+def test_a_copy_of_a_part_written_leaves_the_array_as_numpy_does():
+    z = np.array([1 + 2j, -0.0 + 0j, complex(np.inf, np.nan), 3 - 4j, 5j])
+    parts, same = real_part_copied_and_written(z.copy())
+    want = z.real.copy()
+    want[0] = 7.0
+    np.testing.assert_array_equal(parts, want)
+    np.testing.assert_array_equal(same, z)
+
+
+@svod.jit
+def shifted(z):
+    return z + 1
+
+
+@svod.kernel
+def copied(z, out):
+    for i in range(z.shape[0]):
+        out[i] = z[i]
+
+
+def test_a_byte_swapped_complex_array_is_refused_saying_what_svod_takes():
+    """The refusal once said svod had no complex numbers; it names the byte order and the conversion."""
+    swapped = np.array([1 + 2j, complex(np.nan, -0.0)]).astype(">c16")
+    with pytest.raises(SvodError, match=r"complex64 and complex128 in the machine's byte order.*this is >c16"):
+        shifted(swapped)
+    with pytest.raises(SvodError, match=">f8"):
+        copied(swapped, np.zeros(2, complex))
+    np.testing.assert_array_equal(shifted(swapped.astype(np.complex128)), swapped.astype(np.complex128) + 1)
+
+
+EXPONENTS = (-3, -2, -1, 0, 1, 2, 3, 4, 5, 7)
+
+
+@svod.kernel
+def powers(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[0, i] = z[i] ** -3
+        out[1, i] = z[i] ** -2
+        out[2, i] = z[i] ** -1
+        out[3, i] = z[i] ** 0
+        out[4, i] = z[i] ** 1
+        out[5, i] = z[i] ** 2
+        out[6, i] = z[i] ** 3
+        out[7, i] = z[i] ** 4
+        out[8, i] = z[i] ** 5
+        out[9, i] = z[i] ** 7
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_elements_integer_power_is_numpys_on_special_values(device, dtype):
+    """NumPy's power loop: a zero of either sign is ``0+0j`` to a positive power and NaN parts to a negative
+    one, powers past 3 start from ``1+0j`` (an infinite part makes its neighbour NaN), and a negative power is
+    one over them. svod gave ``inf+nanj`` for ``0j ** -1`` and kept ``-0.0`` signs NumPy does not."""
+    z = grid(dtype, device, None if device.device.base_type == "WEBGPU" else ARITHMETIC[dtype])
+    if device.device.base_type == "WEBGPU":
+        z = z[z != 0]  # its compilers may fold the NaN a zero's negative power is
+    out = np.zeros((len(EXPONENTS), len(z)), dtype)
+    if not run_or_refused(powers, device, dtype, out, z):
+        return
+    eps = float(np.finfo(np.float32 if dtype is np.complex64 else np.float64).eps)
+    with np.errstate(all="ignore"):
+        for row, n in zip(out, EXPONENTS, strict=True):
+            want = np.array([x ** n for x in z], dtype)
+            assert_parts_close(row, want, rtol=64 * eps)
+            if device.device.base_type == "WEBGPU":
+                continue  # its compilers may not keep a zero's sign (MODERATE)
+            for g, w in ((row.real, want.real), (row.imag, want.imag)):
+                zero = w == 0
+                assert np.array_equal(np.signbit(g[zero]), np.signbit(w[zero])), (n, z[zero], row[zero], want[zero])
+
+
+@svod.jit
+def squared_and_fourth(z):
+    return z ** 2, z ** 4
+
+
+def test_an_arrays_square_is_numpys_operator_shortcut_and_other_powers_its_loop():
+    """NumPy's ``array ** 2`` is ``np.square`` (a zero keeps its signs), its ``** 4`` the power loop. Parts whose
+    products are exact: NumPy's loops may fuse a multiply and an add where svod rounds twice."""
+    z = grid(np.complex128, parts=[0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan])
+    square, fourth = squared_and_fourth(z)
+    with np.errstate(all="ignore"):
+        for got, want in ((square, z ** 2), (fourth, z ** 4)):
+            assert_parts_close(got, want, rtol=0)
+            for g, w in ((got.real, want.real), (got.imag, want.imag)):
+                assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
