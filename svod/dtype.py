@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -168,6 +169,8 @@ class DeviceSpec:
     _discover: ClassVar[Callable[[], None] | None] = None
     """Registers the kinds (``install_discovery``): the registry is installed lazily, and a name parsed before
     (a renderer built first thing in a process) must still find its kind."""
+    _discovering: ClassVar[threading.RLock] = threading.RLock()
+    """Held while the kinds are registered (reentrant: the registry may parse a name as it registers)."""
 
     @classmethod
     def register_kind(cls, base_type: str, numbered: bool) -> None:
@@ -186,9 +189,12 @@ class DeviceSpec:
 
     @classmethod
     def _discovered(cls) -> None:
-        """Register the kinds where none is yet (the first name parsed in a process)."""
-        if not cls._kinds and cls._discover is not None:
-            cls._discover()
+        """Register every kind (the registry is built once, then this costs a cached call). Where any kind is
+        known another thread may be registering the rest just now: the lock waits for it rather than taking
+        a name of those for unknown."""
+        if cls._discover is not None:
+            with cls._discovering:
+                cls._discover()
 
     @classmethod
     def parse(cls, name: str | DeviceSpec) -> DeviceSpec:

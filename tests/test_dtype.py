@@ -84,3 +84,52 @@ def test_a_device_named_before_any_is_opened_finds_its_kind():
     lines = result.stdout.splitlines()
     assert lines[0] == "CPU CL:1 WEBGPU:0"
     assert lines[1] == "[stage device] unknown device 'TPU'; known: CPU, PYTHON, CL, CUDA, WEBGPU"
+
+
+TWO_THREADS = """
+import threading
+
+import svod
+from svod.dtype import DeviceSpec
+
+register = DeviceSpec.register_kind.__func__
+midway, parsed = threading.Event(), threading.Event()
+
+
+def held(cls, base_type, numbered):
+    register(cls, base_type, numbered)
+    if threading.current_thread().name == "first" and not midway.is_set():
+        midway.set()  # one kind registered: the other thread names another now
+        parsed.wait(1)
+
+
+DeviceSpec.register_kind = classmethod(held)
+found = {}
+
+
+def name(device, later):
+    if later:
+        midway.wait(10)
+    try:
+        found[device] = str(DeviceSpec.parse(device))
+    except svod.errors.SvodError as err:
+        found[device] = str(err)
+    finally:
+        parsed.set()
+
+
+threads = [threading.Thread(target=name, args=("CPU", False), name="first"),
+           threading.Thread(target=name, args=("WEBGPU", True), name="second")]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(found["CPU"], found["WEBGPU"])
+"""
+
+
+def test_a_device_named_while_another_thread_registers_the_kinds_finds_its_kind():
+    """Two threads name their first devices at once: the second, finding some kinds registered but not its own,
+    waits for the registration under way rather than refusing its device as unknown."""
+    result = subprocess.run([sys.executable, "-c", TWO_THREADS], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["CPU", "WEBGPU:0"]

@@ -371,7 +371,7 @@ class Kernel:
         sizes: list[tuple[str, int, int]] = []
         scalars: list[tuple[str, int]] = []
         parts: list[tuple[str, int, str]] = []  # a complex scalar's: (variable, position, "real" or "imag")
-        floats: set[str] = set()  # float arguments: variables holding their bits, any value theirs
+        floats: set[str] = set()  # float and uint64 arguments: variables holding their bits, any value theirs
         numbers: list[UOp] = []  # what stands for a Python number: sizes, int and float arguments
         env: dict[str, Any] = {}
         flat = 0
@@ -416,7 +416,7 @@ class Kernel:
                 elif dtype == dtypes.index:
                     bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
                     env[name] = k.var(name, -bound, bound)
-                elif dtype.is_float:
+                elif dtype.is_float or dtype == dtypes.uint64:  # (a uint64's values run past a variable's int64)
                     env[name] = k.scalar(dtype, name)
                     floats.add(name)
                 else:

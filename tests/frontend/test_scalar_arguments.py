@@ -349,3 +349,35 @@ def test_a_roll_by_a_bool_shifts_by_its_int(device, size, b):
     np.testing.assert_array_equal(jit_rolled(x, b, device=device), np.roll(x, b))
     if b is True:
         np.testing.assert_array_equal(jit_rolled_by_written_bools(x, device=device), np.roll(x, 1) * 2.0 + x)
+
+
+@svod.kernel
+def offset_by(as_float, as_int, x, n, by):
+    for i in svod.prange(x.shape[0]):
+        as_float[i] = x[i] + by
+        as_int[i] = n[i] + by
+
+
+UINT64_SCALARS = [5, 2**63, 2**64 - 1, 0, 2**63 - 1, 2**63 + 7]
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 13])
+def test_a_uint64_scalar_past_int64s_range_computes_as_numpy(device, size):
+    """A ``np.uint64`` argument of 2**63 or more travels as int64 bits that read negative: the kernel takes it
+    as the unsigned value it is (LLVM was told its load lay below 2**63, and converted it to float as signed),
+    on a first call and on each prepared call after one of another value. A device that holds no uint64 or
+    float64 refuses it."""
+    x = np.array([-0.0, 1.5, np.inf, np.nan, -2.0, 1e300, 3.0, 0.0, 7.0, -1.0, 2.0, 5.0, 1.0][:size])
+    n = np.array([0, 1, 2**64 - 1, 2**63, 2**63 - 1, 12345, 7, 3, 2, 5, 6, 4, 9][:size], np.uint64)
+    holds = {dtypes.uint64, dtypes.float64} <= device.caps.element_dtypes
+    for value in UINT64_SCALARS:
+        by = np.uint64(value)
+        as_float, as_int = np.full(size, -1.0), np.zeros(size, np.uint64)
+        if not holds:
+            with pytest.raises(GraphError, match="cannot hold"):
+                offset_by(as_float, as_int, x, n, by, device=device)
+            continue
+        offset_by(as_float, as_int, x, n, by, device=device)
+        np.testing.assert_array_equal(as_float, x + by)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(as_int, n + by)
