@@ -142,8 +142,9 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     reduction over ``j`` becomes, in order:
 
     - every item reduces ``j = l, l + G ...`` and stores the partial result to local memory slot ``l``;
-    - ``BARRIER``; item 0 reduces the ``G`` partials in order into slot ``G``; ``BARRIER``;
-    - the kernel reads slot ``G`` where it read the reduction.
+    - ``BARRIER``; the ``G`` partials combined as a tree (``_combine_in_tree``), ``log2(G)`` steps of a
+      ``BARRIER`` each;
+    - the kernel reads slot 0 where it read the reduction.
 
     A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
     barriers. A kernel of one sum per output (a matrix-vector product) is all rows: the group's items share
@@ -161,7 +162,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     live = live_ranges(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
     size = _power_of_two_at_most(min(GROUP_SIZE, limits.max_work_group_size, limits.max_item_sizes[0]))
-    while size > 1 and sum((size + 1) * u.dtype.itemsize for u in shared) > local_memory:
+    while size > 1 and sum(size * u.dtype.itemsize for u in shared) > local_memory:
         size //= 2
     most = limits.max_groups
     if size < 2 or (most is not None and any(r.src[0].vmax > most[len(rows) - d] for d, r in enumerate(rows))):
@@ -188,17 +189,16 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     for u in shared:  # in toposort order: a reduction comes after those it uses
         levels[u] = 1 + max((levels[v] for v in u.src[0].toposort() if v in levels), default=-1)
     for level in range(max(levels.values()) + 1):
-        partials, combines = [], []
+        partials, temps = [], []
         for u in (u for u in shared if levels[u] == level):
-            temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size + 1, local=True), (), shared.index(u))
+            temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size, local=True), (), shared.index(u))
             k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
             body = gated(substitute(substitute(u.src[0], replaced), {u.src[1]: j}), below, target=False)
             partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
                                   [inside[r] for r in rows if r in live[u] and r in inside]))
-            m = UOp.range(size, next(axes), AxisKind.REDUCE)
-            combines.append(temp.index(size, gate=item.eq(0)).store(temp.index(m).load().reduce(m, op=u.arg)))
-            replaced[u] = temp.index(size).load()
-        staged += [*partials, UOp(Ops.BARRIER), *combines, UOp(Ops.BARRIER)]
+            temps.append((temp, u.arg))
+            replaced[u] = temp.index(0).load()
+        staged += [*partials, UOp(Ops.BARRIER), *_combine_in_tree(temps, item, size)]
     for e in effects:
         conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
                       *(groups[r].eq(0) for r in rows if r not in live[e])]
@@ -210,6 +210,28 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
             staged.append(gated(body, [*conditions, item.eq(0)]))
     rest = [u for u in sink.src if u.op not in EFFECTS]
     return substitute(sink.replace(src=(*staged, *rest)), groups)
+
+
+def _combine_in_tree(temps: Sequence[tuple[UOp, Ops]], item: UOp, size: int) -> list[UOp]:
+    """Each array of ``temps`` (local memory of ``size`` partials, a power of two, and the op that combines
+    them) reduced into its slot 0: at each step, with ``half`` the slots still live halved, work item
+    ``l < half`` combines slot ``l + half`` into slot ``l``; a ``BARRIER`` follows each step, one for all
+    the arrays. ``log2(size)`` steps of one statement per array, where one work item combining the partials
+    in order took ``size`` dependent steps, and as many unrolled statements per array in a GPU's compiler.
+
+    Each partial enters once, in an order fixed by ``size`` alone: the same bits on every run and launch. A
+    float sum's rounding differs from the one in order (MAX and MIN, on NaN as on -0.0, do not: they are
+    maximumNumber and minimumNumber, which the order does not change; integer sums wrap alike)."""
+    steps: list[UOp] = []
+    half = size // 2
+    while half >= 1:
+        live = item.lt(half)
+        for temp, op in temps:
+            mine = temp.index(item, gate=live)
+            steps.append(mine.store(mine.load().alu(op, temp.index(item + half, gate=live).load())))
+        steps.append(UOp(Ops.BARRIER))
+        half //= 2
+    return steps
 
 
 def _row_reductions(sink: UOp) -> tuple[UOp | None, list[UOp], list[UOp]] | None:

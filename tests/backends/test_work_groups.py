@@ -19,7 +19,7 @@ from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Device, DeviceCaps, WorkGroupLimits
 from svod.workloads import conv2d, dense_layer, layernorm, softmax
 from tests.backends.test_cuda import requires_nvrtc
-from tests.helpers import cpu_device, open_device, refuses
+from tests.helpers import cpu_device, open_device, refuses, webgpu_devices
 
 SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000), (5, 1024)]
 
@@ -196,13 +196,16 @@ _CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=WorkGr
 
 
 @pytest.mark.parametrize(("renderer", "declared", "barrier"), [
-    (OpenCLRenderer("CL:0", _CAPS), "__local float shared0[129];", "barrier(CLK_LOCAL_MEM_FENCE);"),
-    (CUDARenderer(), "__shared__ float shared0[129];", "__syncthreads();"),
-    (WGSLRenderer("WEBGPU:0", _CAPS), "var<workgroup> shared0: array<f32, 129>;", "workgroupBarrier();"),
+    (OpenCLRenderer("CL:0", _CAPS), "__local float shared0[128];", "barrier(CLK_LOCAL_MEM_FENCE);"),
+    (CUDARenderer(), "__shared__ float shared0[128];", "__syncthreads();"),
+    (WGSLRenderer("WEBGPU:0", _CAPS), "var<workgroup> shared0: array<f32, 128>;", "workgroupBarrier();"),
 ], ids=["opencl", "cuda", "wgsl"])
 def test_each_language_declares_local_memory_and_barriers(renderer, declared, barrier):
+    """softmax's two reductions, one after the other: each a barrier after its partials and 7 steps of a tree
+    over 128 of them, a barrier each; no loop over the partials."""
     src = renderer.render(softmax(64, 1024).steps[0].ast).src
-    assert declared in src and src.count(barrier) == 4
+    assert declared in src and src.count(barrier) == 16
+    assert "< 128;" not in src.replace(" ", "")
 
 
 @requires_nvrtc
@@ -210,6 +213,157 @@ def test_shared_reductions_compile_to_ptx_with_barriers():
     renderer, compiler = svod.compiler_pair("CUDA")
     ptx = compiler.compile(renderer.render(layernorm(8, 300).steps[0].ast)).bytes.decode()
     assert ".shared" in ptx and "bar.sync" in ptx
+
+
+# ---- a work group's partials combined as a tree -------------------------------------------------------
+
+@pytest.fixture(params=["CL:0", "CUDA:0", *webgpu_devices()])
+def gpu_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _as_gpu_of_group(monkeypatch: pytest.MonkeyPatch, name: str, limit: int) -> Device:
+    """``name`` lowering as a GPU with local memory of its own whose work groups hold at most ``limit`` items:
+    rows are shared by the largest power of two of items up to ``limit`` (and to ``GROUP_SIZE``)."""
+    device = open_device(name)
+    caps = device.caps
+    assert caps.work_groups is not None
+    limits = WorkGroupLimits(min(limit, caps.work_groups.max_work_group_size),
+                             tuple(min(limit, n) for n in caps.work_groups.max_item_sizes), caps.work_groups.max_groups)
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(caps, dedicated_local_memory=True,
+                                                                     work_groups=limits))
+    return device
+
+
+def _row_reductions_kernel(rows: int, cols: int, limit: int):
+    """Per row: an int32 sum (wrapping), maximum and minimum, and a float32 sum, each stored once per row. The
+    name holds the group's ``limit``: a compiled kernel is cached by its name and device, not the caps patched."""
+    k = KernelBuilder(f"row_reductions_{rows}_{cols}_{limit}")
+    total, top, bottom = (k.buffer(dtypes.int32, rows) for _ in range(3))
+    fsum, xi, xf = k.buffer(dtypes.float32, rows), k.buffer(dtypes.int32, (rows, cols)), k.buffer(dtypes.float32,
+                                                                                                    (rows, cols))
+    r = k.range(rows)
+    j1, j2, j3, j4 = (k.range(cols, AxisKind.REDUCE) for _ in range(4))
+    k.store(total[r], xi[r, j1].reduce(j1))
+    k.store(top[r], xi[r, j2].reduce(j2, op=Ops.MAX))
+    k.store(bottom[r], xi[r, j3].reduce(j3, op=Ops.MIN))
+    k.store(fsum[r], xf[r, j4].reduce(j4))
+    return k.build()
+
+
+def _barriers(device: Device, ast) -> int:
+    code = svod.compile(ast, device).code
+    return sum(code.count(b) for b in ("barrier(CLK_LOCAL_MEM_FENCE)", "__syncthreads()", "workgroupBarrier()"))
+
+
+@pytest.mark.parametrize("limit", [2, 3, 4, 7, 100, 128, 256])
+@pytest.mark.parametrize("cols", [1, 2, 7, 127, 129, 1031])
+def test_rows_are_combined_in_log2_steps_at_every_group_size(monkeypatch, gpu_name, limit, cols):
+    """Groups of 2 to 128 items (a limit that is no power of two takes the one below it), over rows shorter
+    than the group, of a prime length and longer: integer sums, maxima and minima exact, at int32's extremes."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, limit)
+    rows = 5
+    ast = _row_reductions_kernel(rows, cols, limit)
+    group = 1 << (min(limit, 128).bit_length() - 1)
+    assert _barriers(device, ast) == (1 + group.bit_length() - 1 if cols > 1 else 0)  # one range of one turn folds
+    rng = np.random.default_rng(cols * 1000 + limit)
+    info = np.iinfo(np.int32)
+    xi = rng.integers(info.min, info.max, (rows, cols), dtype=np.int32, endpoint=True)
+    xi[1, -1], xi[2, 0], xi[3, cols // 2] = info.max, info.min, info.max
+    xf = rng.standard_normal((rows, cols)).astype(np.float32)
+    total, top, bottom = (np.full(rows, 7, np.int32) for _ in range(3))
+    fsum = np.full(rows, np.nan, np.float32)
+    svod.run(ast, [total, top, bottom, fsum, xi, xf], device=device)
+    np.testing.assert_array_equal(total, xi.sum(axis=1, dtype=np.int32))  # wraps as svod's does
+    np.testing.assert_array_equal(top, xi.max(axis=1))
+    np.testing.assert_array_equal(bottom, xi.min(axis=1))
+    np.testing.assert_allclose(fsum, xf.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5 * np.sqrt(cols))
+
+
+def _tree_sum(row: np.ndarray, group: int) -> np.float32:
+    """The float32 sum a group of ``group`` items makes of ``row``: item ``l`` adds ``l, l + group ...`` in
+    order from -0.0, then slot ``l + half`` is added into slot ``l`` for each halving ``half``."""
+    slots = [np.float32(-0.0)] * group
+    for i, value in enumerate(row):
+        slots[i % group] = np.float32(slots[i % group] + value)
+    while group > 1:
+        group //= 2
+        slots = [np.float32(slots[i] + slots[i + group]) for i in range(group)]
+    return slots[0]
+
+
+def _row_sums_of_any_count(cols: int, limit: int):
+    k = KernelBuilder(f"row_sums_n_{cols}_{limit}")
+    rows = k.var("rows", 0, 9)
+    out, x = k.buffer(dtypes.float32, rows), k.buffer(dtypes.float32, rows * cols)
+    r, j = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r * cols + j].reduce(j))
+    return k.build()
+
+
+@pytest.mark.parametrize("limit", [2, 8, 128])
+def test_a_float_sum_has_the_same_bits_at_every_launch(monkeypatch, gpu_name, limit):
+    """A float sum's order is fixed by the group's size alone: a row's sum is the same bits whichever row of
+    a launch of 1 or 9 rows it is, on every run, and is the tree's order, exactly."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, limit)
+    cols = 1031
+    rng = np.random.default_rng(limit)
+    row = (rng.standard_normal(cols) * 10.0 ** rng.integers(-3, 4, cols)).astype(np.float32)
+    results = []
+    for rows, at in ((1, 0), (9, 5), (9, 5)):
+        x = rng.standard_normal((9, cols)).astype(np.float32)
+        x[at] = row
+        out = np.zeros(9, np.float32)
+        svod.run(_row_sums_of_any_count(cols, limit), [out, x.reshape(-1)], device=device, rows=rows)
+        results.append(out[at])
+    want = _tree_sum(row, 1 << (min(limit, 128).bit_length() - 1))
+    assert np.array(results, np.float32).view(np.uint32).tolist() == [int(want.view(np.uint32))] * 3
+
+
+@pytest.mark.parametrize("limit", [2, 128])
+def test_special_values_reach_the_row_as_the_serial_sum_gives_them(monkeypatch, gpu_name, limit):
+    """A row of -0.0 sums to -0.0 (every partial starts from -0.0), inf stays inf, inf and -inf or a NaN make
+    NaN, wherever in the row and whichever item's partial they are in."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, limit)
+    if not device.caps.ieee_floats:
+        return  # WGSL may assume finite floats
+    rows, cols = 6, 131
+    xf = np.ones((rows, cols), np.float32)
+    xf[0] = -0.0
+    xf[1, 130] = np.inf
+    xf[2, 3], xf[2, 100] = np.inf, -np.inf
+    xf[3, 64] = np.nan
+    xf[4, :] = 0.0
+    xf[4, 0] = -0.0
+    fsum = np.full(rows, 7.0, np.float32)
+    svod.run(_row_reductions_kernel(rows, cols, limit), [*(np.zeros(rows, np.int32) for _ in range(3)), fsum,
+                                                  np.zeros((rows, cols), np.int32), xf], device=device)
+    assert fsum[0] == 0 and np.signbit(fsum[0])
+    assert fsum[1] == np.inf and np.isnan(fsum[2]) and np.isnan(fsum[3])
+    assert fsum[4] == 0 and not np.signbit(fsum[4]) and fsum[5] == cols
+
+
+@pytest.mark.parametrize("limit", [4, 128])
+def test_more_accumulators_than_items_share_each_step(monkeypatch, gpu_name, limit):
+    """40 sums per row, each in local memory of its own, over a group of 4 items or 128: one barrier per step
+    serves them all."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, limit)
+    rows, cols, sums = 3, 37, 40
+    k = KernelBuilder(f"forty_sums_{limit}")
+    out, x = k.buffer(dtypes.float32, (rows, sums)), k.buffer(dtypes.float32, (rows, cols))
+    r = k.range(rows)
+    for m in range(sums):
+        j = k.range(cols, AxisKind.REDUCE)
+        k.store(out[r, m], (x[r, j] * float(m + 1) + float(m)).reduce(j))
+    ast = k.build()
+    group = 1 << (min(limit, 128).bit_length() - 1)
+    assert _barriers(device, ast) == 1 + group.bit_length() - 1
+    x_np = np.random.default_rng(limit).standard_normal((rows, cols)).astype(np.float32)
+    out_np = np.full((rows, sums), np.nan, np.float32)
+    svod.run(ast, [out_np, x_np], device=device)
+    scale = np.arange(1, sums + 1, dtype=np.float64)
+    want = x_np.astype(np.float64).sum(axis=1)[:, None] * scale + cols * (scale - 1)
+    np.testing.assert_allclose(out_np, want, rtol=1e-5, atol=1e-4)
 
 
 # ---- a matmul staged in local memory ------------------------------------------------------------------

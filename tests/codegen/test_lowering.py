@@ -1193,14 +1193,14 @@ def _shared(ast, local_memory=32 << 10):
 
 
 def test_reductions_that_skip_the_column_are_shared_by_a_work_group():
-    """softmax: the row maximum, then the row sum that uses it, each in local memory between barriers; the
-    columns become each work item's strided loop."""
+    """softmax: the row maximum, then the row sum that uses it, each in local memory between barriers, its 128
+    partials combined in 7 steps of a barrier each; the columns become each work item's strided loop."""
     shared = _shared(softmax(64, 1024).steps[0].ast)
     assert shared is not None
     topo = shared.toposort()
     temps = {u for u in topo if u.op is Ops.DEFINE_LOCAL}
-    assert [u.dtype.size for u in sorted(temps, key=lambda u: u.arg)] == [129, 129]
-    assert [u.op for u in shared.src[:8]] == [Ops.STORE, Ops.BARRIER, Ops.STORE, Ops.BARRIER] * 2
+    assert [u.dtype.size for u in sorted(temps, key=lambda u: u.arg)] == [128, 128]
+    assert [u.op for u in shared.src[:32]] == [Ops.STORE, Ops.BARRIER] * 16
     assert not any(u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL for u in topo)
     assert {u.arg for u in topo if u.op is Ops.SPECIAL} == {"lidx0", "gidx1"}
     depth = 0
@@ -1216,9 +1216,9 @@ def test_reductions_that_use_the_column_stay_with_each_work_item():
 
 def test_local_memory_bounds_the_group():
     ast = softmax(64, 1024).steps[0].ast
-    small = _shared(ast, local_memory=2 * 33 * 4)
+    small = _shared(ast, local_memory=2 * 32 * 4)
     assert small is not None
-    assert {u.dtype.size for u in small.toposort() if u.op is Ops.DEFINE_LOCAL} == {33}
+    assert {u.dtype.size for u in small.toposort() if u.op is Ops.DEFINE_LOCAL} == {32}
     assert _shared(ast, local_memory=8) is None
 
 
@@ -1322,7 +1322,7 @@ def test_a_convolution_is_upcast_along_its_shifted_columns_and_threaded_over_cha
 def test_describe_names_the_launch_and_local_memory():
     shared = _shared(softmax(64, 1024).steps[0].ast)
     assert describe(shared).startswith("launch gidx1 < 64, lidx0 < 128; 2 reduction(s) shared by each work group "
-                                       "in local memory (129 float32 + 129 float32), 4 barriers")
+                                       "in local memory (128 float32 + 128 float32), 16 barriers")
 
 
 def _tiled(ast, limits=_LIMITS, local_memory=32 << 10):
@@ -1508,15 +1508,15 @@ def test_a_float_atomic_counts_its_compare_exchange_loop():
 
 
 def test_long_rows_are_shared_by_a_group_or_split_into_partials():
-    """A row of 100000: on a GPU, shared by a work group of 128 items (782 turns each, then 128 for the item that
-    adds their partials); where a work group runs as a loop on a CPU core, the row is one item's, split into 8
-    partials that vectorise (12500 turns), limit or none."""
+    """A row of 100000: on a GPU, shared by a work group of 128 items (782 turns each, their partials then
+    combined in 7 steps, none a loop); where a work group runs as a loop on a CPU core, the row is one item's,
+    split into 8 partials that vectorise (12500 turns), limit or none."""
     k = KernelBuilder("rows")
     out, x = k.buffer(dtypes.float32, 64), k.buffer(dtypes.float32, (64, 100000))
     r, j = k.range(64), k.range(100000, AxisKind.REDUCE)
     k.store(out[r], x[r, j].reduce(j))
     assert "workgroupBarrier" in _limited(None, dedicated=True).render(k.build()).src
-    assert _turns(_limited(65535, dedicated=True), k.build()).vmax == (782 + 1) + (128 + 1)
+    assert _turns(_limited(65535, dedicated=True), k.build()).vmax == 782 + 1
     assert _turns(_limited(65535), k.build()).arg == 12500 + 1
     assert _turns(_limited(None), k.build()).arg == 12500 + 1
 
