@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +45,11 @@ from svod.runtime.plan import ExecutionPlan
 COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
-FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky")
-"""The ``np.linalg`` functions svod computes."""
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh")
+"""The ``np.linalg`` functions svod computes (``qr``'s steps are ``svod.frontend.linalg_qr``'s, ``eigh``'s and
+``eigvalsh``'s ``svod.frontend.linalg_eigen``'s)."""
+PAIRS = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v")}
+"""The functions whose result is a pair, which a statement unpacks into two names (and what they hold)."""
 
 
 # ---- the kernels ---------------------------------------------------------------------------------------------
@@ -192,15 +196,20 @@ def _cholesky_column(l, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
 
 
 @functools.cache
-def _kernel(fn_name: str, n: int) -> Kernel:
-    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices: its sizes constant (each
-    size compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
-    others), its column variable bounded by the plan loop's values. Its scalars are named ``_svod_...``: a plan
-    binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in ...`` around the call."""
-    fn = globals()[f"_{fn_name}"]
+def kernel_of(fn: Callable[..., None], name: str, last: int) -> Kernel:
+    """The kernel of ``fn`` for matrices of the sizes its ``shaped`` copies give: its sizes constant (each size
+    compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
+    others), its column variable bounded by the plan loop's values, 0 to ``last``. Its scalars are named
+    ``_svod_...``: a plan binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in
+    ...`` around the call."""
     parameters = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    bounds = {name: (0, max(n - 1, 0)) for name in ("_svod_k", "_svod_j") if name in parameters}
-    return Kernel(fn, name=f"linalg_{fn_name}", static_shapes=True, bounds=bounds)
+    bounds: dict[str, tuple[int, int]] = {v: (0, max(last, 0)) for v in ("_svod_k", "_svod_j") if v in parameters}
+    return Kernel(fn, name=name, static_shapes=True, bounds=bounds)
+
+
+def _kernel(fn_name: str, n: int) -> Kernel:
+    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices (``kernel_of``)."""
+    return kernel_of(globals()[f"_{fn_name}"], f"linalg_{fn_name}", n - 1)
 
 
 # ---- plan steps ------------------------------------------------------------------------------------------------
@@ -211,9 +220,9 @@ def result_dtype(*operands: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
 
 
-def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool) -> str | None:
+def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool, square: bool = True) -> str | None:
     """Why svod computes no ``np.linalg`` function of operands of ``operands``' dtypes, the first of
-    ``shape``, or None where it does."""
+    ``shape`` (which must be ``square`` but for a QR factorisation), or None where it does."""
     for dtype in map(np.dtype, operands):
         if dtype.kind not in "biuf" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
@@ -221,7 +230,7 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bo
     if len(shape) != 2:
         return (f"svod computes it of one matrix (2-D), not of a {len(shape)}-D array"
                 + (" (a stack of matrices: a call per matrix)" if len(shape) > 2 else ""))
-    if shape[0] != shape[1]:
+    if square and shape[0] != shape[1]:
         return f"Last 2 dimensions of the array must be square, not {shape[0]}x{shape[1]} (NumPy raises LinAlgError)"
     if result_dtype(dtype) == np.float64 and not device_float64:
         return "the device holds no float64, which NumPy computes these operands in (astype(np.float32) first)"
@@ -313,12 +322,14 @@ class Factoring:
         return steps
 
 
-_FAILED = {"np.linalg.cholesky": "Matrix is not positive definite"}
-"""What NumPy says of a failed factorisation, where it is not ``Singular matrix``."""
+_FAILED = {"np.linalg.cholesky": ("Matrix is not positive definite", "the leading minor {value}, counted from 1"),
+           "np.linalg.eigh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
+           "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle")}
+"""What NumPy says of a failed factorisation, where it is not ``Singular matrix``, and what failed."""
 
 
 def failure_message(call: str, where: str) -> str:
     """What a run raises ``LinAlgError`` with where ``call``'s factorisation at ``where`` (``file:line``) fails:
     the plan's failure flag's message (``ExecutionPlan.add_failure_flag``; ``{value}``: LAPACK's info)."""
-    what = "leading minor" if call in _FAILED else "zero pivot in column"
-    return f"{where}: {call}: {_FAILED.get(call, 'Singular matrix')} (the {what} {{value}}, counted from 1)"
+    said, what = _FAILED.get(call, ("Singular matrix", "the zero pivot in column {value}, counted from 1"))
+    return f"{where}: {call}: {said} ({what})"

@@ -20,7 +20,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
-from svod.frontend.linalg import FUNCTIONS
+from svod.frontend.linalg import FUNCTIONS, PAIRS
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import code, placed
 from svod.frontend.source import Source
@@ -220,15 +220,17 @@ class Reader:
     def named(self, stmt: ast.Return) -> tuple[ast.Return, list[ast.stmt]]:
         """A return of expressions as a return of names, each assigned its expression where the return stands
         (in order, as Python evaluates a tuple): an expression alone, each one of a tuple (``return s * 2.0,
-        t``), and ``np.linalg.slogdet``'s pair, returned as the tuple of its two values."""
+        t``), and the pair of ``np.linalg.slogdet``, ``qr`` or ``eigh``, returned as the tuple of its two values."""
         assert stmt.value is not None
         value = stmt.value
-        if isinstance(value, ast.Call) and self.resolve(value.func) is np.linalg.slogdet:
+        pair = next((p for kind, p in PAIRS.items() if self.resolve(value.func) is getattr(np.linalg, kind)), None) \
+            if isinstance(value, ast.Call) else None
+        if pair is not None:
             names = ["_svod_returned_0", "_svod_returned_1"]
-            self.described.update({names[0]: "the returned sign", names[1]: "the returned logabsdet"})
-            pair = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
+            self.described.update({names[0]: f"the returned {pair[0]}", names[1]: f"the returned {pair[1]}"})
+            unpacked = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
             returned = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
-            return placed([ast.Return(returned)], stmt)[0], [*placed([ast.Assign([pair], value)], stmt)]
+            return placed([ast.Return(returned)], stmt)[0], [*placed([ast.Assign([unpacked], value)], stmt)]
         if not isinstance(value, ast.Tuple):
             self.described["_svod_returned"] = "the returned value"
             assigned: list[ast.stmt] = [*placed([ast.Assign([ast.Name("_svod_returned", ast.Store())], value)], stmt)]
@@ -393,21 +395,27 @@ class Reader:
 
     def factoring(self, stmt: ast.stmt) -> Factoring | None:
         """The factorisation of a ``np.linalg`` statement (``linalg_call``), or None where ``stmt`` is none: its
-        operands names of arrays, its result one name (two for ``slogdet``, as NumPy's pair unpacks)."""
+        operands names of arrays, its result one name (two for a pair, ``linalg.PAIRS``, as NumPy's unpacks)."""
         kind = linalg_call(self, stmt)
         if kind is None or not isinstance(stmt, ast.Assign):
             return None
         call = stmt.value
-        if not isinstance(call, ast.Call) or call.keywords or len(call.args) != (2 if kind == "solve" else 1) \
-                or not all(isinstance(a, ast.Name) for a in call.args):
+        default = _LINALG_DEFAULTS.get(kind)
+        if isinstance(call, ast.Call) and default and any((k.arg, getattr(k.value, "value", None)) != default
+                                                          for k in call.keywords):
+            raise self.refuse(stmt, f"np.linalg.{kind} computes NumPy's default {default[0]}={default[1]!r} in a "
+                                    "jitted function, no other value and no other keyword")
+        if not isinstance(call, ast.Call) or (call.keywords and not default) or \
+                len(call.args) != (2 if kind == "solve" else 1) or not all(isinstance(a, ast.Name) for a in call.args):
             raise self.refuse(stmt, f"np.linalg.{kind} takes {'a and b' if kind == 'solve' else 'a'} written out, "
                                     "names of arrays (`y = x * 2` first), in a jitted function")
         target = stmt.targets[0]
         names = [t.id for t in target.elts if isinstance(t, ast.Name)] if isinstance(target, ast.Tuple) \
             else [target.id] if isinstance(target, ast.Name) else []
-        if len(names) != (2 if kind == "slogdet" else 1) or (isinstance(target, ast.Tuple) and kind != "slogdet"):
+        pair = PAIRS.get(kind)
+        if len(names) != (1 if pair is None else 2) or (isinstance(target, ast.Tuple) and pair is None):
             raise self.refuse(stmt, f"np.linalg.{kind}'s result is assigned to "
-                                    f"{'two names (`sign, logdet = ...`)' if kind == 'slogdet' else 'a name'}")
+                                    f"{'a name' if pair is None else f'two names (`{pair[0]}, {pair[1]} = ...`)'}")
         operands = tuple(a.id for a in call.args if isinstance(a, ast.Name))
         if set(names) & set(operands):
             raise self.refuse(stmt, f"np.linalg.{kind} makes a new value of a name it reads; use a new name")
@@ -606,6 +614,10 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
             (isinstance(stmt, ast.Assign) and not assigned):
         return None  # x.sort() and x.partition(k) return None; the others' values are assigned to a name
     return kind, value, owner
+
+
+_LINALG_DEFAULTS = {"qr": ("mode", "reduced"), "eigh": ("UPLO", "L"), "eigvalsh": ("UPLO", "L")}
+"""The keyword a ``np.linalg`` function takes in a jitted function, written out as its default value."""
 
 
 def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
