@@ -22,7 +22,7 @@ from svod.device.allocator import serves_host_memory
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
-from svod.frontend import linalg, linalg_eigen, linalg_qr, order_statistics, pylang, sorting
+from svod.frontend import linalg, linalg_eigen, linalg_qr, linalg_svd, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key, values_key
 from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
@@ -519,7 +519,8 @@ class Builder:
                 raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
-        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes, item.kind != "qr")
+        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes,
+                                item.kind not in ("qr", "svd"))
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
@@ -528,6 +529,14 @@ class Builder:
             made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
                     zip(item.targets, linalg_qr.qr_shapes(shape), strict=True)]
             return linalg_qr.add_qr(factoring, (shape[0], shape[1]), *made)
+        if item.kind == "svd":
+            assert isinstance(item.statement.value, ast.Call)  # (the reader's Factoring is of a call)
+            full = linalg.keywords(item.statement.value).get("full_matrices", True) is True
+            u, s, vh = linalg_svd.svd_shapes((shape[0], shape[1]), full)
+            made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
+                    zip(item.targets, (u, s, vh) if len(item.targets) == 3 else (s,), strict=True)]
+            return linalg_svd.add_svd(factoring, (shape[0], shape[1]), made[len(made) // 2],
+                                      (made[0], made[2]) if len(made) == 3 else None, full)
         if item.kind in ("eigh", "eigvalsh"):
             made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
                     zip(item.targets, (shape[:1], shape), strict=False)]

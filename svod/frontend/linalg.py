@@ -28,6 +28,7 @@ loop runs as the plan's other steps do, on every device.
 
 from __future__ import annotations
 
+import ast
 import functools
 import math
 from collections.abc import Callable
@@ -45,12 +46,28 @@ from svod.runtime.plan import ExecutionPlan
 COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
-FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh")
-"""The ``np.linalg`` functions svod computes (``qr``'s steps are ``svod.frontend.linalg_qr``'s, ``eigh``'s and
-``eigvalsh``'s ``svod.frontend.linalg_eigen``'s)."""
-PAIRS = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v")}
-"""The functions whose result is a pair, which a statement unpacks into two names (and what they hold)."""
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd")
+"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
+are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
+"""The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
+KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
+    "qr": {"mode": ("reduced",)}, "eigh": {"UPLO": ("L",)}, "eigvalsh": {"UPLO": ("L",)},
+    "svd": {"full_matrices": (True, False), "compute_uv": (True, False), "hermitian": (False,)}}
+"""The keywords a function takes in a jitted function, and the values (written out) svod computes."""
 
+
+def keywords(call: ast.Call) -> dict[str, object]:
+    """The keywords of a ``np.linalg`` call, each a constant written out (``KEYWORDS``; others are refused)."""
+    return {k.arg: k.value.value for k in call.keywords if k.arg is not None and isinstance(k.value, ast.Constant)}
+
+
+def unpacked(kind: str, call: ast.Call) -> tuple[str, ...] | None:
+    """What the result of ``call`` (of function ``kind``) unpacks into, or None where it is one value (``svd``'s
+    with ``compute_uv=False``: the singular values)."""
+    if kind == "svd" and keywords(call).get("compute_uv", True) is False:
+        return None
+    return UNPACKED.get(kind)
 
 # ---- the kernels ---------------------------------------------------------------------------------------------
 
@@ -324,7 +341,8 @@ class Factoring:
 
 _FAILED = {"np.linalg.cholesky": ("Matrix is not positive definite", "the leading minor {value}, counted from 1"),
            "np.linalg.eigh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
-           "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle")}
+           "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
+           "np.linalg.svd": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle")}
 """What NumPy says of a failed factorisation, where it is not ``Singular matrix``, and what failed."""
 
 

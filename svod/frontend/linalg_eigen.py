@@ -138,13 +138,14 @@ def _columns(s, rows, rotations, _svod_k, last):  # type: ignore[no-untyped-def]
 
 
 def _vectors(out, v, rotations, _svod_k, last):  # type: ignore[no-untyped-def]
-    """``out`` = ``v`` J, a work item per column: the eigenvectors so far."""
-    n = v.shape[0]
+    """``out`` = ``v`` J, a work item per column: the eigenvectors so far (and the columns of a one-sided
+    Jacobi SVD, ``svod.frontend.linalg_svd``, which has as many rows or more)."""
+    n = v.shape[1]
     for x in prange(n):
         y = partner(x, _svod_k, last)
         c = rotations[x, 0]
         sine = rotations[x, 1]
-        for i in range(n):
+        for i in range(v.shape[0]):
             if y >= n:
                 out[i, x] = v[i, x]
             elif x < y:
