@@ -520,7 +520,7 @@ class Builder:
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
         reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes,
-                                item.kind not in ("qr", "svd"))
+                                item.kind not in linalg.RECTANGULAR)
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
@@ -537,6 +537,9 @@ class Builder:
                     zip(item.targets, (u, s, vh) if len(item.targets) == 3 else (s,), strict=True)]
             return linalg_svd.add_svd(factoring, (shape[0], shape[1]), made[len(made) // 2],
                                       (made[0], made[2]) if len(made) == 3 else None, full)
+        if item.kind == "pinv":
+            out = self.factored_array(item.targets[0], (shape[1], shape[0]), dtype)
+            return linalg_svd.add_pinv(factoring, (shape[0], shape[1]), out)
         if item.kind in ("eigh", "eigvalsh"):
             made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
                     zip(item.targets, (shape[:1], shape), strict=False)]

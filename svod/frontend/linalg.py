@@ -46,9 +46,11 @@ from svod.runtime.plan import ExecutionPlan
 COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
-FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd")
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv")
 """The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
-are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+RECTANGULAR = ("qr", "svd", "pinv")
+"""The functions of a matrix of any shape (the others' is square)."""
 UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
 """The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
 KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
@@ -342,7 +344,8 @@ class Factoring:
 _FAILED = {"np.linalg.cholesky": ("Matrix is not positive definite", "the leading minor {value}, counted from 1"),
            "np.linalg.eigh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
            "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
-           "np.linalg.svd": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle")}
+           "np.linalg.svd": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle"),
+           "np.linalg.pinv": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle")}
 """What NumPy says of a failed factorisation, where it is not ``Singular matrix``, and what failed."""
 
 

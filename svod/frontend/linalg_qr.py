@@ -41,14 +41,14 @@ def _copy(f, a):  # type: ignore[no-untyped-def]
 
 def _householder(f, tau, _svod_k, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """The reflection of column ``k`` (dlarfg): ``tau[k]``, ``v`` into the column below the diagonal and
-    ``beta`` onto it. The largest magnitude of the part below the diagonal is NaN where one is (a comparison
-    with NaN is false), so that a NaN is not passed over as a zero column."""
+    ``beta`` onto it. The largest magnitude of the part below the diagonal is NaN where one is, so that a NaN
+    is not passed over as a zero column."""
     m = f.shape[0]
     alpha = f[_svod_k, _svod_k]
     below = float32(0) if narrow else 0.0
     for i in range(_svod_k + 1, m):
         size = abs(f[i, _svod_k])
-        if not size <= below:
+        if size > below or math.isnan(size):
             below = size
     if below == 0:
         tau[_svod_k] = float32(0) if narrow else 0.0

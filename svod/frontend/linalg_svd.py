@@ -223,6 +223,34 @@ def _transposed(out, x):  # type: ignore[no-untyped-def]
             out[i, j] = x[j, i]
 
 
+def _pseudo_inverse(out, u, s, vh, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """``np.linalg.pinv``: vh^T diag(1 / s) u^T, a work item per row, over the singular values above NumPy's
+    cutoff (1e-15 times the largest: ``rcond``'s default, whatever the dtype)."""
+    cutoff = (float32(1e-15) if narrow else 1e-15) * s[0]
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            total = float32(0) if narrow else 0.0
+            for k in range(s.shape[0]):
+                if s[k] > cutoff:
+                    total = total + vh[k, i] / s[k] * u[j, k]
+            out[i, j] = total
+
+
+def add_pinv(factoring: Factoring, shape: tuple[int, int], out: int) -> list[int]:
+    """The steps that write ``np.linalg.pinv`` of the matrix in ``factoring.source`` (``shape``, m x n) into
+    plan buffer ``out`` (n x m): its reduced SVD, then ``_pseudo_inverse``."""
+    m, n = shape
+    if min(m, n) == 0:
+        return []
+    u_shape, s_shape, vh_shape = svd_shapes(shape, False)
+    dtype = factoring.dtype
+    u, s, vh = (factoring.scratch(dtype, int(np.prod(part))) for part in (u_shape, s_shape, vh_shape))
+    steps = add_svd(factoring, shape, s, (u, vh), False)
+    kernel = kernel_of(_pseudo_inverse, "linalg_pinv", 0).shaped((n, m), u_shape, s_shape, vh_shape)
+    steps.append(factoring.plan.add_kernel(kernel, [out, u, s, vh], narrow=dtype == np.float32))
+    return steps
+
+
 def svd_shapes(shape: tuple[int, int], full_matrices: bool) -> tuple[tuple[int, ...], ...]:
     """The shapes of NumPy's u, s and vh of an ``m`` x ``n`` matrix."""
     m, n = shape
