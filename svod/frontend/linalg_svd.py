@@ -11,7 +11,7 @@ the matrix until every two are orthogonal; its rounds are the round-robin tourna
                                                  orthogonal (``moved`` where one turned)
                                        columns   g = g J and v = v J (linalg_eigen's ``vectors``)
             settled   one work item: ``done`` where no column moved in the sweep
-        norms (each column's length), rank (descending), then
+        norms (each column's length), places (descending) and order, then
         s = the lengths in that order times big;  with ``compute_uv``: the columns of g divided by their
         lengths (U) and of v (V), a column of U whose length is 0 (and, with ``full_matrices``, each column
         past N) made a unit vector orthogonal to those before it (``complete``); u and vh from them
@@ -124,19 +124,16 @@ def _norms(norms, g):  # type: ignore[no-untyped-def]
         norms[x] = math.sqrt(total)
 
 
-def _rank(order, norms):  # type: ignore[no-untyped-def]
-    """``order[r]``: the column of the r-th largest length (ties in column order), by each column's place."""
+def _places(places, norms):  # type: ignore[no-untyped-def]
+    """Each column's place, its length descending (ties in column order); ``linalg_eigen``'s ``order`` then
+    finds the column of each place."""
     n = norms.shape[0]
-    for r in prange(n):
-        found = 0
-        for i in range(n):
-            place = 0
-            for j in range(n):
-                if norms[j] > norms[i] or (norms[j] == norms[i] and j < i):
-                    place += 1
-            if place == r:
-                found = i
-        order[r] = found
+    for i in prange(n):
+        place = 0
+        for j in range(n):
+            if norms[j] > norms[i] or (norms[j] == norms[i] and j < i):
+                place += 1
+        places[i] = place
 
 
 def _values(s, norms, big, order):  # type: ignore[no-untyped-def]
@@ -275,10 +272,11 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
     v, moved_v = factoring.scratch(dtype, columns * columns), factoring.scratch(dtype, columns * columns)
     rotations, big = factoring.scratch(dtype, 3 * columns), factoring.scratch(dtype, 1)
     norms = factoring.scratch(dtype, columns)
-    moved, done, order = (factoring.scratch(np.dtype(np.int32), size) for size in (columns, 1, columns))
+    moved, done, places, order = (factoring.scratch(np.dtype(np.int32), size)
+                                  for size in (columns, 1, columns, columns))
 
     def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
-        fn = getattr(linalg_eigen, f"_{name}") if name in ("vectors", "verdict") else globals()[f"_{name}"]
+        fn = getattr(linalg_eigen, f"_{name}") if name in ("vectors", "verdict", "order") else globals()[f"_{name}"]
         kernel = kernel_of(fn, f"linalg_svd_{name}", players - 2)
         return plan.add_kernel(kernel.shaped(*shapes), slots, **scalars)
 
@@ -295,7 +293,8 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
              add("settled", [(1,), (columns,)], [done, moved])]
     steps += [plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done),
               add("verdict", [(1,), (1,)], [factoring.failed, done]),
-              add("norms", [(columns,), tall], [norms, g]), add("rank", [(columns,), (columns,)], [order, norms]),
+              add("norms", [(columns,), tall], [norms, g]), add("places", [(columns,), (columns,)], [places, norms]),
+              add("order", [(columns,), (columns,)], [order, places]),
               add("values", [(columns,), (columns,), (1,), (columns,)], [s, norms, big, order])]
     if uv is None:
         return steps
