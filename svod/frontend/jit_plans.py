@@ -525,6 +525,10 @@ class Builder:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
         factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
+        if item.kind not in ("det", "slogdet", "qr"):  # (a singular matrix's determinant is 0: no failure; a
+            # QR factorisation always exists)
+            where = f"{self.source.file}:{item.statement.lineno}"
+            self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))
         if item.kind == "qr":
             made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
                     zip(item.targets, linalg_qr.qr_shapes(shape), strict=True)]
@@ -544,9 +548,6 @@ class Builder:
             made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
                     zip(item.targets, (shape[:1], shape), strict=False)]
             return linalg_eigen.add_eigh(factoring, made[0], made[1] if len(made) > 1 else None)
-        if item.kind not in ("det", "slogdet", "qr"):  # (a singular matrix's determinant is 0: no failure)
-            where = f"{self.source.file}:{item.statement.lineno}"
-            self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))
         if item.kind in ("det", "slogdet"):
             cells = [self.result_cell(name, dtype) for name in item.targets]
             if item.kind == "det":

@@ -164,7 +164,7 @@ def _settled(done, s):  # type: ignore[no-untyped-def]
         for j in range(n):
             if i != j and s[i, j] != 0:
                 moving = 1
-            if not abs(s[i, j]) < inf:
+            if math.isnan(s[i, j]) or abs(s[i, j]) == inf:
                 broken = 1
     if moving == 0 or broken == 1:
         done[0] = 1

@@ -48,7 +48,7 @@ def _largest(big, failed, a):  # type: ignore[no-untyped-def]
         for j in range(a.shape[1]):
             size = abs(a[i, j])
             largest = max(largest, size)
-            if not size < inf:
+            if math.isnan(size) or size == inf:
                 broken = 1
     big[0] = largest if largest > 0 and largest < inf else 1
     if broken == 1 and failed[0] == 0:
