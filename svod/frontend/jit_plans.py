@@ -22,7 +22,7 @@ from svod.device.allocator import serves_host_memory
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
-from svod.frontend import linalg, linalg_eigen, linalg_qr, linalg_svd, order_statistics, pylang, sorting
+from svod.frontend import linalg, linalg_steps, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key, values_key
 from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
@@ -519,52 +519,29 @@ class Builder:
                 raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
-        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes,
-                                item.kind not in linalg.RECTANGULAR)
+        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes, item.kind)
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
         factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
-        if item.kind not in ("det", "slogdet", "qr"):  # (a singular matrix's determinant is 0: no failure; a
-            # QR factorisation always exists)
+        if item.kind not in linalg.INFALLIBLE:
             where = f"{self.source.file}:{item.statement.lineno}"
             self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))
-        if item.kind == "qr":
-            made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
-                    zip(item.targets, linalg_qr.qr_shapes(shape), strict=True)]
-            return linalg_qr.add_qr(factoring, (shape[0], shape[1]), *made)
-        if item.kind == "svd":
-            assert isinstance(item.statement.value, ast.Call)  # (the reader's Factoring is of a call)
-            full = linalg.keywords(item.statement.value).get("full_matrices", True) is True
-            u, s, vh = linalg_svd.svd_shapes((shape[0], shape[1]), full)
-            made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
-                    zip(item.targets, (u, s, vh) if len(item.targets) == 3 else (s,), strict=True)]
-            return linalg_svd.add_svd(factoring, (shape[0], shape[1]), made[len(made) // 2],
-                                      (made[0], made[2]) if len(made) == 3 else None, full)
-        if item.kind == "pinv":
-            out = self.factored_array(item.targets[0], (shape[1], shape[0]), dtype)
-            return linalg_svd.add_pinv(factoring, (shape[0], shape[1]), out)
-        if item.kind in ("eigh", "eigvalsh"):
-            made = [self.factored_array(name, made_shape, dtype) for name, made_shape in
-                    zip(item.targets, (shape[:1], shape), strict=False)]
-            return linalg_eigen.add_eigh(factoring, made[0], made[1] if len(made) > 1 else None)
+        if item.kind in linalg_steps.KINDS:
+            return linalg_steps.add(self, item, factoring, (shape[0], shape[1]))
         if item.kind in ("det", "slogdet"):
             cells = [self.result_cell(name, dtype) for name in item.targets]
             if item.kind == "det":
                 return factoring.determinant(factoring.scratch(dtype, 1), factoring.scratch(dtype, 1), cells[0])
             return factoring.determinant(*cells)
-        out = self.factored_array(item.targets[0], rest[0][1] if rest else shape, dtype)
+        made_shape = rest[0][1] if rest else shape
+        out = self.add_array(item.targets[0], dtype, made_shape)
+        self.arrays[item.targets[0]] = (out, made_shape, dtype)
+        self.host[item.targets[0]] = HostShape(made_shape, dtype)
         if item.kind == "cholesky":
             return factoring.cholesky(out)
-        columns = int(np.prod((rest[0][1] if rest else shape)[1:], dtype=np.int64))
+        columns = int(np.prod(made_shape[1:], dtype=np.int64))
         return factoring.solve(out, columns, rest[0][0] if rest else None)
-
-    def factored_array(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
-        """The plan buffer of array ``name``, which a factorisation makes."""
-        out = self.add_array(name, dtype, shape)
-        self.arrays[name] = (out, shape, dtype)
-        self.host[name] = HostShape(shape, dtype)
-        return out
 
     def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
         """The axis a sort runs along (None: the flattened array, as a 1-D array's one axis is), after NumPy's

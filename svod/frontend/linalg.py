@@ -51,6 +51,9 @@ FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigval
 and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
 RECTANGULAR = ("qr", "svd", "pinv")
 """The functions of a matrix of any shape (the others' is square)."""
+INFALLIBLE = ("det", "slogdet", "qr")
+"""The functions whose factorisation never fails (a singular matrix's determinant is 0; every matrix has a QR
+factorisation): no failure flag."""
 UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
 """The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
 KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
@@ -239,9 +242,10 @@ def result_dtype(*operands: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
 
 
-def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool, square: bool = True) -> str | None:
-    """Why svod computes no ``np.linalg`` function of operands of ``operands``' dtypes, the first of
-    ``shape`` (which must be ``square`` but for a QR factorisation), or None where it does."""
+def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool, kind: str = "") -> str | None:
+    """Why svod computes no ``np.linalg`` function ``kind`` of operands of ``operands``' dtypes, the first of
+    ``shape`` (which must be square but for ``RECTANGULAR``'s), or None where it does."""
+    square = kind not in RECTANGULAR
     for dtype in map(np.dtype, operands):
         if dtype.kind not in "biuf" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
