@@ -18,7 +18,8 @@ the matrix until every two are orthogonal; its rounds are the round-robin tourna
         (transposed back where m < n)
 
 Scaling by the largest magnitude keeps the columns' squared lengths within range. A pair turns while its
-product exceeds the precision's epsilon times the product of its lengths, so a sweep without a turn leaves
+product exceeds m times the precision's epsilon times the product of its lengths (the rounding of m-term sums:
+a smaller threshold may never be met), so a sweep without a turn leaves
 every column orthogonal to the others to working precision, and the singular values accurate relative to the
 largest (as LAPACK's gesdd, which NumPy calls). The sign of a pair of singular vectors is a choice: svod makes
 the element of largest magnitude (the first such) of each column of ``v`` positive (a right singular vector, or
@@ -89,7 +90,7 @@ def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ign
                 alpha = alpha + g[i, p] * g[i, p]
                 beta = beta + g[i, q] * g[i, q]
                 gamma = gamma + g[i, p] * g[i, q]
-            if abs(gamma) > eps * math.sqrt(alpha * beta):
+            if abs(gamma) > eps * g.shape[0] * math.sqrt(alpha * beta):  # (the sums' own rounding: m eps)
                 zeta = (beta - alpha) / (2 * gamma)
                 size = abs(zeta)
                 if size > 1:
