@@ -64,7 +64,8 @@ def _start(g, a, big, transposed: Const[bool]):  # type: ignore[no-untyped-def]
 
 
 def _begin(v, moved, done):  # type: ignore[no-untyped-def]
-    done[0] = 0
+    done[0] = 0  # (done[1]: the previous sweep was calm, ``_settled``)
+    done[1] = 0
     for i in prange(v.shape[0]):
         moved[i] = 0
         for j in range(v.shape[1]):
@@ -73,7 +74,8 @@ def _begin(v, moved, done):  # type: ignore[no-untyped-def]
 
 def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """The rotation of column ``x``'s pair (p, q) in round ``k`` (both columns of a pair compute the same
-    one): ``rotations[x]`` = (c, s); ``moved[x]`` set where it turns."""
+    one): ``rotations[x]`` = (c, s); ``moved[x]`` 2 where it turns by more than the rounding floor's
+    32 times, else 1 where it turns."""
     n = g.shape[1]
     eps = float32(1.1920929e-07) if narrow else 2.220446049250313e-16
     for x in prange(n):
@@ -101,20 +103,26 @@ def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ign
                     t = -t
                 c = 1 / math.sqrt(1 + t * t)
                 sine = t * c
-                moved[x] = 1
+                if abs(gamma) > 32 * eps * g.shape[0] * math.sqrt(alpha * beta):
+                    moved[x] = 2
+                elif moved[x] == 0:
+                    moved[x] = 1
         rotations[x, 0] = c
         rotations[x, 1] = sine
 
 
 def _settled(done, moved):  # type: ignore[no-untyped-def]
-    """``done`` where no column turned in the sweep; the marks cleared for the next sweep."""
+    """``done`` where no column turned in the sweep, or where two sweeps running turned none by more than
+    32 times the rounding floor: a pair's product, recomputed from columns rounded as they turn, may stay
+    just above the threshold sweep after sweep, and the second calm sweep's rotations leave every pair at
+    that floor. The marks cleared for the next sweep."""
     turned = 0
     for x in range(moved.shape[0]):
-        if moved[x] == 1:
-            turned = 1
+        turned = max(turned, moved[x])
         moved[x] = 0
-    if turned == 0:
+    if turned == 0 or (turned == 1 and done[1] == 1):
         done[0] = 1
+    done[1] = 1 if turned == 1 else 0
 
 
 def _norms(norms, g):  # type: ignore[no-untyped-def]
@@ -274,7 +282,7 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
     rotations, big = factoring.scratch(dtype, 3 * columns), factoring.scratch(dtype, 1)
     norms = factoring.scratch(dtype, columns)
     moved, done, places, order = (factoring.scratch(np.dtype(np.int32), size)
-                                  for size in (columns, 1, columns, columns))
+                                  for size in (columns, 2, columns, columns))
 
     def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
         fn = getattr(linalg_eigen, f"_{name}") if name in ("vectors", "verdict", "order") else globals()[f"_{name}"]
@@ -283,7 +291,7 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
 
     steps = [add("largest", [(1,), (1,), shape], [big, factoring.failed, factoring.source]),
              add("start", [tall, shape, (1,)], [g, factoring.source, big], transposed=m < n),
-             add("begin", [square, (columns,), (1,)], [v, moved, done])]
+             add("begin", [square, (columns,), (2,)], [v, moved, done])]
     turn = {"_svod_k": COLUMN_VARIABLE, "last": players - 1}
     round_steps = [add("turn", [(columns, 3), (columns,), tall], [rotations, moved, g], **turn, narrow=narrow),
                    add("vectors", [tall, tall, (columns, 3)], [turned, g, rotations], **turn), plan.add_copy(g, turned)]
@@ -291,9 +299,9 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
         round_steps += [add("vectors", [square, square, (columns, 3)], [moved_v, v, rotations], **turn),
                         plan.add_copy(v, moved_v)]
     sweep = [plan.loop(COLUMN_VARIABLE, 0, players - 1, body=round_steps),
-             add("settled", [(1,), (columns,)], [done, moved])]
+             add("settled", [(2,), (columns,)], [done, moved])]
     steps += [plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done),
-              add("verdict", [(1,), (1,)], [factoring.failed, done]),
+              add("verdict", [(1,), (2,)], [factoring.failed, done]),
               add("norms", [(columns,), tall], [norms, g]), add("places", [(columns,), (columns,)], [places, norms]),
               add("order", [(columns,), (columns,)], [order, places]),
               add("values", [(columns,), (columns,), (1,), (columns,)], [s, norms, big, order])]
