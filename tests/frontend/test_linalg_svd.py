@@ -122,8 +122,9 @@ def test_nan_and_infinity_raise_numpys_error(device):
                 call(a, device=device)
             assert isinstance(raised.value, SvodError) and isinstance(raised.value, LinAlgError)
             assert "test_linalg_svd.py" in str(raised.value)
-        with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
-            np.linalg.svd(a)
+        if np.isnan(bad):  # (NumPy's gesdd, OpenBLAS's here, never returns on an infinity: not called on one)
+            with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+                np.linalg.svd(a)
     np.testing.assert_allclose(singular_values(2 * np.eye(2, dtype=dtype), device=device), [2.0, 2.0])  # again
 
 
