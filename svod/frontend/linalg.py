@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from svod.device import Buffer
+from svod.device.caps import DeviceCaps
 from svod.dtype import dtypes
 from svod.frontend.pykernel import Kernel
 from svod.frontend.pylang import CASTS, Const, inf, prange
@@ -54,6 +55,8 @@ RECTANGULAR = ("qr", "svd", "pinv")
 INFALLIBLE = ("det", "slogdet", "qr")
 """The functions whose factorisation never fails (a singular matrix's determinant is 0; every matrix has a QR
 factorisation): no failure flag."""
+JACOBI = ("eigh", "eigvalsh", "svd", "pinv")
+"""The functions computed by Jacobi sweeps (refused where a device stops a work item's loops)."""
 UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
 """The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
 KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
@@ -221,11 +224,14 @@ def _cholesky_column(l, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
 def kernel_of(fn: Callable[..., None], name: str, last: int) -> Kernel:
     """The kernel of ``fn`` for matrices of the sizes its ``shaped`` copies give: its sizes constant (each size
     compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
-    others), its column variable bounded by the plan loop's values, 0 to ``last``. Its scalars are named
+    others), its column variable bounded by the plan loop's values, 0 to ``last`` (and a tournament's ``last``
+    index by 1 to ``last + 1``). Its scalars are named
     ``_svod_...``: a plan binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in
     ...`` around the call."""
     parameters = fn.__code__.co_varnames[:fn.__code__.co_argcount]
     bounds: dict[str, tuple[int, int]] = {v: (0, max(last, 0)) for v in ("_svod_k", "_svod_j") if v in parameters}
+    if "last" in parameters:  # a tournament's last index (linalg_eigen's ``partner``), one past the rounds
+        bounds["last"] = (1, max(last, 0) + 1)
     return Kernel(fn, name=name, static_shapes=True, bounds=bounds)
 
 
@@ -242,9 +248,14 @@ def result_dtype(*operands: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
 
 
-def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool, kind: str = "") -> str | None:
+def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, kind: str = "") -> str | None:
     """Why svod computes no ``np.linalg`` function ``kind`` of operands of ``operands``' dtypes, the first of
-    ``shape`` (which must be square but for ``RECTANGULAR``'s), or None where it does."""
+    ``shape`` (which must be square but for ``RECTANGULAR``'s), on a device of ``caps``, or None where it
+    does. The Jacobi sweeps' kernels read indices from memory and loop over whole columns in one work item:
+    a device that stops a work item's loops (WebGPU's, which also index in 32 bits) refuses them."""
+    if kind in JACOBI and caps.max_loop_turns is not None:
+        return (f"svod's Jacobi sweeps (eigh, eigvalsh, svd, pinv) need a device that lets a work item's loops "
+                f"run their course, and this one stops them after {caps.max_loop_turns} turns")
     square = kind not in RECTANGULAR
     for dtype in map(np.dtype, operands):
         if dtype.kind not in "biuf" or dtype == np.float16:
@@ -255,7 +266,7 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bo
                 + (" (a stack of matrices: a call per matrix)" if len(shape) > 2 else ""))
     if square and shape[0] != shape[1]:
         return f"Last 2 dimensions of the array must be square, not {shape[0]}x{shape[1]} (NumPy raises LinAlgError)"
-    if result_dtype(dtype) == np.float64 and not device_float64:
+    if result_dtype(dtype) == np.float64 and dtypes.float64 not in caps.element_dtypes:
         return "the device holds no float64, which NumPy computes these operands in (astype(np.float32) first)"
     return None
 
