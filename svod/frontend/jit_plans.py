@@ -519,7 +519,7 @@ class Builder:
                 raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
-        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes, item.kind)
+        reason = linalg.refusal(given, shape, self.device.caps, item.kind)
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
