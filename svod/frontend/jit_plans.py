@@ -22,7 +22,7 @@ from svod.device.allocator import serves_host_memory
 from svod.device.launch import evaluate
 from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError, VariableError
-from svod.frontend import linalg, order_statistics, pylang, sorting
+from svod.frontend import linalg, linalg_steps, order_statistics, pylang, sorting
 from svod.frontend.binding import type_key, values_key
 from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
@@ -519,14 +519,16 @@ class Builder:
                 raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
-        reason = linalg.refusal(given, shape, dtypes.float64 in self.device.caps.element_dtypes)
+        reason = linalg.refusal(given, shape, self.device.caps, item.kind)
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
         factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
-        if item.kind not in ("det", "slogdet"):  # (a singular matrix's determinant is 0: no failure)
+        if item.kind not in linalg.INFALLIBLE:
             where = f"{self.source.file}:{item.statement.lineno}"
             self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))
+        if item.kind in linalg_steps.KINDS:
+            return linalg_steps.add(self, item, factoring, (shape[0], shape[1]))
         if item.kind in ("det", "slogdet"):
             cells = [self.result_cell(name, dtype) for name in item.targets]
             if item.kind == "det":

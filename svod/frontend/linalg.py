@@ -28,14 +28,17 @@ loop runs as the plan's other steps do, on every device.
 
 from __future__ import annotations
 
+import ast
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from svod.device import Buffer
+from svod.device.caps import DeviceCaps
 from svod.dtype import dtypes
 from svod.frontend.pykernel import Kernel
 from svod.frontend.pylang import CASTS, Const, inf, prange
@@ -44,9 +47,35 @@ from svod.runtime.plan import ExecutionPlan
 COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
-FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky")
-"""The ``np.linalg`` functions svod computes."""
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv")
+"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
+and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+RECTANGULAR = ("qr", "svd", "pinv")
+"""The functions of a matrix of any shape (the others' is square)."""
+INFALLIBLE = ("det", "slogdet", "qr")
+"""The functions whose factorisation never fails (a singular matrix's determinant is 0; every matrix has a QR
+factorisation): no failure flag."""
+JACOBI = ("eigh", "eigvalsh", "svd", "pinv")
+"""The functions computed by Jacobi sweeps (refused where a device stops a work item's loops)."""
+UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
+"""The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
+KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
+    "qr": {"mode": ("reduced",)}, "eigh": {"UPLO": ("L",)}, "eigvalsh": {"UPLO": ("L",)},
+    "svd": {"full_matrices": (True, False), "compute_uv": (True, False), "hermitian": (False,)}}
+"""The keywords a function takes in a jitted function, and the values (written out) svod computes."""
 
+
+def keywords(call: ast.Call) -> dict[str, object]:
+    """The keywords of a ``np.linalg`` call, each a constant written out (``KEYWORDS``; others are refused)."""
+    return {k.arg: k.value.value for k in call.keywords if k.arg is not None and isinstance(k.value, ast.Constant)}
+
+
+def unpacked(kind: str, call: ast.Call) -> tuple[str, ...] | None:
+    """What the result of ``call`` (of function ``kind``) unpacks into, or None where it is one value (``svd``'s
+    with ``compute_uv=False``: the singular values)."""
+    if kind == "svd" and keywords(call).get("compute_uv", True) is False:
+        return None
+    return UNPACKED.get(kind)
 
 # ---- the kernels ---------------------------------------------------------------------------------------------
 
@@ -192,15 +221,23 @@ def _cholesky_column(l, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
 
 
 @functools.cache
-def _kernel(fn_name: str, n: int) -> Kernel:
-    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices: its sizes constant (each
-    size compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
-    others), its column variable bounded by the plan loop's values. Its scalars are named ``_svod_...``: a plan
-    binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in ...`` around the call."""
-    fn = globals()[f"_{fn_name}"]
+def kernel_of(fn: Callable[..., None], name: str, last: int) -> Kernel:
+    """The kernel of ``fn`` for matrices of the sizes its ``shaped`` copies give: its sizes constant (each size
+    compiles once, and its accesses are proven in bounds, within 32-bit indices where a device has no
+    others), its column variable bounded by the plan loop's values, 0 to ``last`` (and a tournament's ``last``
+    index by 1 to ``last + 1``). Its scalars are named
+    ``_svod_...``: a plan binds a kernel's variables by name, so a ``k`` would be the user's loop ``for k in
+    ...`` around the call."""
     parameters = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    bounds = {name: (0, max(n - 1, 0)) for name in ("_svod_k", "_svod_j") if name in parameters}
-    return Kernel(fn, name=f"linalg_{fn_name}", static_shapes=True, bounds=bounds)
+    bounds: dict[str, tuple[int, int]] = {v: (0, max(last, 0)) for v in ("_svod_k", "_svod_j") if v in parameters}
+    if "last" in parameters:  # a tournament's last index (linalg_eigen's ``partner``), one past the rounds
+        bounds["last"] = (1, max(last, 0) + 1)
+    return Kernel(fn, name=name, static_shapes=True, bounds=bounds)
+
+
+def _kernel(fn_name: str, n: int) -> Kernel:
+    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices (``kernel_of``)."""
+    return kernel_of(globals()[f"_{fn_name}"], f"linalg_{fn_name}", n - 1)
 
 
 # ---- plan steps ------------------------------------------------------------------------------------------------
@@ -211,9 +248,15 @@ def result_dtype(*operands: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
 
 
-def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bool) -> str | None:
-    """Why svod computes no ``np.linalg`` function of operands of ``operands``' dtypes, the first of
-    ``shape``, or None where it does."""
+def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, kind: str = "") -> str | None:
+    """Why svod computes no ``np.linalg`` function ``kind`` of operands of ``operands``' dtypes, the first of
+    ``shape`` (which must be square but for ``RECTANGULAR``'s), on a device of ``caps``, or None where it
+    does. The Jacobi sweeps' kernels read indices from memory and loop over whole columns in one work item:
+    a device that stops a work item's loops (WebGPU's, which also index in 32 bits) refuses them."""
+    if kind in JACOBI and caps.max_loop_turns is not None:
+        return (f"svod's Jacobi sweeps (eigh, eigvalsh, svd, pinv) need a device that lets a work item's loops "
+                f"run their course, and this one stops them after {caps.max_loop_turns} turns")
+    square = kind not in RECTANGULAR
     for dtype in map(np.dtype, operands):
         if dtype.kind not in "biuf" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
@@ -221,9 +264,9 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], device_float64: bo
     if len(shape) != 2:
         return (f"svod computes it of one matrix (2-D), not of a {len(shape)}-D array"
                 + (" (a stack of matrices: a call per matrix)" if len(shape) > 2 else ""))
-    if shape[0] != shape[1]:
+    if square and shape[0] != shape[1]:
         return f"Last 2 dimensions of the array must be square, not {shape[0]}x{shape[1]} (NumPy raises LinAlgError)"
-    if result_dtype(dtype) == np.float64 and not device_float64:
+    if result_dtype(dtype) == np.float64 and dtypes.float64 not in caps.element_dtypes:
         return "the device holds no float64, which NumPy computes these operands in (astype(np.float32) first)"
     return None
 
@@ -313,12 +356,16 @@ class Factoring:
         return steps
 
 
-_FAILED = {"np.linalg.cholesky": "Matrix is not positive definite"}
-"""What NumPy says of a failed factorisation, where it is not ``Singular matrix``."""
+_FAILED = {"np.linalg.cholesky": ("Matrix is not positive definite", "the leading minor {value}, counted from 1"),
+           "np.linalg.eigh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
+           "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
+           "np.linalg.svd": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle"),
+           "np.linalg.pinv": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle")}
+"""What NumPy says of a failed factorisation, where it is not ``Singular matrix``, and what failed."""
 
 
 def failure_message(call: str, where: str) -> str:
     """What a run raises ``LinAlgError`` with where ``call``'s factorisation at ``where`` (``file:line``) fails:
     the plan's failure flag's message (``ExecutionPlan.add_failure_flag``; ``{value}``: LAPACK's info)."""
-    what = "leading minor" if call in _FAILED else "zero pivot in column"
-    return f"{where}: {call}: {_FAILED.get(call, 'Singular matrix')} (the {what} {{value}}, counted from 1)"
+    said, what = _FAILED.get(call, ("Singular matrix", "the zero pivot in column {value}, counted from 1"))
+    return f"{where}: {call}: {said} ({what})"

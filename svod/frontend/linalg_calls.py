@@ -14,7 +14,9 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, Named
-from svod.frontend.linalg import FUNCTIONS, result_dtype
+from svod.frontend.linalg import FUNCTIONS, RECTANGULAR, keywords, result_dtype, unpacked
+from svod.frontend.linalg_qr import qr_shapes
+from svod.frontend.linalg_svd import svd_shapes
 from svod.frontend.nodes import load, placed, stands_for
 from svod.frontend.phases import linalg_call
 
@@ -52,14 +54,25 @@ def factored(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | No
     if made:
         stmt = stands_for(ast.copy_location(ast.Assign(stmt.targets, call), stmt), stmt)
     target = stmt.targets[0]
+    dtype = result_dtype(*(o.dtype for o in operands))
     if kind in ("solve", "inv", "cholesky") and isinstance(target, ast.Name):
-        rewriter.arrays[target.id] = Named(operands[-1].shape, result_dtype(*(o.dtype for o in operands)), target.id)
+        rewriter.arrays[target.id] = Named(operands[-1].shape, dtype, target.id)
+    shape = extents.numbers(operands[0].shape)
+    made_shapes = {"qr": qr_shapes(shape), "eigh": (shape[:1], shape), "eigvalsh": (shape[:1],),
+                   "pinv": (shape[::-1],)}.get(kind, ())
+    if kind == "svd":
+        u, s, vh = svd_shapes((shape[0], shape[1]), keywords(call).get("full_matrices", True) is True)
+        made_shapes = (s,) if unpacked(kind, call) is None else (u, s, vh)
+    names = target.elts if isinstance(target, ast.Tuple) else [target]
+    for made_name, made_shape in zip(names, made_shapes, strict=False):
+        if isinstance(made_name, ast.Name):
+            rewriter.arrays[made_name.id] = Named(made_shape, dtype, made_name.id)
     return [*made, stmt]
 
 
 def _check_shapes(rewriter: Any, stmt: ast.stmt, kind: str, operands: list[Named]) -> None:
-    """Refuse, at the line, what NumPy raises for: a matrix that is not square, right-hand sides of another
-    length; and a stack of matrices (which svod does not compute)."""
+    """Refuse, at the line, what NumPy raises for: a matrix that is not square (but for ``RECTANGULAR``'s), right-hand
+    sides of another length; and a stack of matrices (which svod does not compute)."""
     shape = extents.numbers(operands[0].shape)
     if len(shape) < 2:
         raise rewriter.refuse(stmt, f"np.linalg.{kind}: {len(shape)}-dimensional array given. Array must be at "
@@ -67,7 +80,7 @@ def _check_shapes(rewriter: Any, stmt: ast.stmt, kind: str, operands: list[Named
     if len(shape) > 2:
         raise rewriter.refuse(stmt, f"np.linalg.{kind} of a stack of matrices (shape {shape}) is not one svod has; "
                                     "a statement per matrix")
-    if shape[0] != shape[1]:
+    if shape[0] != shape[1] and kind not in RECTANGULAR:
         raise rewriter.refuse(stmt, f"np.linalg.{kind}: Last 2 dimensions of the array must be square, not "
                                     f"{shape[0]}x{shape[1]} (NumPy raises LinAlgError)")
     if kind == "solve":

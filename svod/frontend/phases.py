@@ -20,7 +20,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
-from svod.frontend.linalg import FUNCTIONS
+from svod.frontend.linalg import FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import code, placed
 from svod.frontend.source import Source
@@ -220,15 +220,19 @@ class Reader:
     def named(self, stmt: ast.Return) -> tuple[ast.Return, list[ast.stmt]]:
         """A return of expressions as a return of names, each assigned its expression where the return stands
         (in order, as Python evaluates a tuple): an expression alone, each one of a tuple (``return s * 2.0,
-        t``), and ``np.linalg.slogdet``'s pair, returned as the tuple of its two values."""
+        t``), and the tuple of ``np.linalg.slogdet``, ``qr``, ``eigh`` or ``svd``, returned as the tuple of its
+        values."""
         assert stmt.value is not None
         value = stmt.value
-        if isinstance(value, ast.Call) and self.resolve(value.func) is np.linalg.slogdet:
-            names = ["_svod_returned_0", "_svod_returned_1"]
-            self.described.update({names[0]: "the returned sign", names[1]: "the returned logabsdet"})
-            pair = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
+        kind = next((k for k in FUNCTIONS if self.resolve(value.func) is getattr(np.linalg, k)), None) \
+            if isinstance(value, ast.Call) else None
+        parts = unpacked(kind, value) if kind is not None and isinstance(value, ast.Call) else None
+        if parts is not None:
+            names = [f"_svod_returned_{position}" for position in range(len(parts))]
+            self.described.update({name: f"the returned {part}" for name, part in zip(names, parts, strict=True)})
+            stored = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
             returned = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
-            return placed([ast.Return(returned)], stmt)[0], [*placed([ast.Assign([pair], value)], stmt)]
+            return placed([ast.Return(returned)], stmt)[0], [*placed([ast.Assign([stored], value)], stmt)]
         if not isinstance(value, ast.Tuple):
             self.described["_svod_returned"] = "the returned value"
             assigned: list[ast.stmt] = [*placed([ast.Assign([ast.Name("_svod_returned", ast.Store())], value)], stmt)]
@@ -393,21 +397,32 @@ class Reader:
 
     def factoring(self, stmt: ast.stmt) -> Factoring | None:
         """The factorisation of a ``np.linalg`` statement (``linalg_call``), or None where ``stmt`` is none: its
-        operands names of arrays, its result one name (two for ``slogdet``, as NumPy's pair unpacks)."""
+        operands names of arrays, its result one name (a name per part of a tuple, ``linalg.unpacked``, as
+        NumPy's unpacks)."""
         kind = linalg_call(self, stmt)
         if kind is None or not isinstance(stmt, ast.Assign):
             return None
         call = stmt.value
-        if not isinstance(call, ast.Call) or call.keywords or len(call.args) != (2 if kind == "solve" else 1) \
-                or not all(isinstance(a, ast.Name) for a in call.args):
+        allowed = KEYWORDS.get(kind, {})
+        if isinstance(call, ast.Call) and allowed and any(
+                k.arg not in allowed or not isinstance(k.value, ast.Constant)
+                or not any(k.value.value is v or (k.value.value == v and type(v) is str) for v in allowed[k.arg])
+                for k in call.keywords):
+            taken = ", ".join(f"{k}={' or '.join(map(repr, values))}" for k, values in allowed.items())
+            raise self.refuse(stmt, f"np.linalg.{kind} takes {taken} in a jitted function, written out; no other "
+                                    "value and no other keyword")
+        if not isinstance(call, ast.Call) or (call.keywords and not allowed) or \
+                len(call.args) != (2 if kind == "solve" else 1) or not all(isinstance(a, ast.Name) for a in call.args):
             raise self.refuse(stmt, f"np.linalg.{kind} takes {'a and b' if kind == 'solve' else 'a'} written out, "
                                     "names of arrays (`y = x * 2` first), in a jitted function")
         target = stmt.targets[0]
         names = [t.id for t in target.elts if isinstance(t, ast.Name)] if isinstance(target, ast.Tuple) \
             else [target.id] if isinstance(target, ast.Name) else []
-        if len(names) != (2 if kind == "slogdet" else 1) or (isinstance(target, ast.Tuple) and kind != "slogdet"):
-            raise self.refuse(stmt, f"np.linalg.{kind}'s result is assigned to "
-                                    f"{'two names (`sign, logdet = ...`)' if kind == 'slogdet' else 'a name'}")
+        parts = unpacked(kind, call)
+        if len(names) != (1 if parts is None else len(parts)) or (isinstance(target, ast.Tuple) and parts is None):
+            count = "a name" if parts is None else f"{('two', 'three')[len(parts) - 2]} names"
+            raise self.refuse(stmt, f"np.linalg.{kind}'s result is assigned to {count}" +
+                              ("" if parts is None else f" (`{', '.join(parts)} = ...`)"))
         operands = tuple(a.id for a in call.args if isinstance(a, ast.Name))
         if set(names) & set(operands):
             raise self.refuse(stmt, f"np.linalg.{kind} makes a new value of a name it reads; use a new name")
