@@ -800,7 +800,7 @@ def test_c_spells_a_tile_row_as_vectors_of_one_register_each():
     src = CRenderer("CPU", LANES).render(_matmul(512)).src
     assert "typedef float svod_float32x16 __attribute__((vector_size(64)));" in src
     assert src.count("svod_float32x16 acc") == 16 and not re.search(r"\bfloat acc", src)
-    assert src.count("= svod_load(svod_float32x16, data") == 2 and src.count("svod_store(data0+") == 16
+    assert src.count("svod_load(svod_float32x16, data") == 2 and src.count("svod_store(data0+") == 16
     assert "svod_float32x32" not in src
 
 
