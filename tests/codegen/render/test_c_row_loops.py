@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import svod
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.llvm_unroll import ROW_TURNS
 from svod.workloads import layernorm, softmax
-from tests.codegen.render.test_llvm_unroll import (
-    _SYMBOLIC,
-    _first_over,
-    _rows,
-    _rows_to_first_large,
-    _same_rows,
-    _sums_to_length,
-    _two_passes,
-)
+from tests.codegen.render.row_loops import check_loops_cut_short, check_row_kernels, two_passes
 from tests.helpers import open_device
 
 
@@ -37,46 +28,22 @@ def test_the_passes_over_a_shared_row_are_hinted_and_no_other_loop():
     softmax's split max, a tile's loop); nothing for one pass over each row, another buffer's, or a short row."""
     assert _hinted(layernorm(3, 1024).steps[0].ast) == [False, True, True, True]
     assert _hinted(softmax(2, 1024).steps[0].ast).count(True) == 3
-    assert _hinted(_two_passes(1024, shift=False, other=False)) == [False, True, True]
-    assert not any(_hinted(_two_passes(1024, shift=True, other=False)))
-    assert not any(_hinted(_two_passes(1024, shift=False, other=True)))
+    assert _hinted(two_passes(1024, shift=False, other=False)) == [False, True, True]
+    assert not any(_hinted(two_passes(1024, shift=True, other=False)))
+    assert not any(_hinted(two_passes(1024, shift=False, other=True)))
     assert not any(_hinted(layernorm(3, ROW_TURNS - 1).steps[0].ast))
     source = CRenderer("CPU").render(layernorm(3, 1024).steps[0].ast).src
     assert '#define svod_row_loop _Pragma("clang loop unroll(disable) interleave_count(4)")' in source
     assert "#define svod_row_loop\n" in source  # gcc: nothing
-    assert "svod_row_loop" not in CRenderer("CPU").render(_two_passes(1024, True, False)).src
+    assert "svod_row_loop" not in CRenderer("CPU").render(two_passes(1024, True, False)).src
 
 
 @pytest.mark.parametrize("cols", [ROW_TURNS, ROW_TURNS + 1, 1024, 1031])
 @pytest.mark.parametrize("rows", [1, 3])
 def test_hinted_row_kernels_compute_numpys_answer_on_the_c_pair(rows, cols):
-    device = open_device("clang")
-    for workload in (softmax(rows, cols), layernorm(rows, cols)):
-        data = _rows(rows, cols)
-        out, symbolic = np.zeros_like(data), np.zeros_like(data)
-        svod.run(workload.steps[0].ast, [out, data], device=device)
-        _SYMBOLIC[workload.name](symbolic, data, device=device)
-        with np.errstate(invalid="ignore"):  # a row with -inf: a layer norm of NaNs
-            if workload.name == "softmax":
-                e = np.exp(data - data.max(axis=1, keepdims=True))
-                expected = e / e.sum(axis=1, keepdims=True)
-            else:
-                mean = data.mean(axis=1, keepdims=True, dtype=np.float64)
-                expected = (data - mean) / np.sqrt(data.var(axis=1, keepdims=True, dtype=np.float64) + 1e-5)
-        _same_rows(out, expected)
-        _same_rows(symbolic, expected)
+    check_row_kernels(open_device("clang"), rows, cols)
 
 
 @pytest.mark.parametrize("cols", [1, 7, ROW_TURNS + 1])
 def test_hinted_loops_cut_short_or_ended_by_memory_compute_their_answer_on_the_c_pair(cols):
-    device = open_device("clang")
-    data = np.random.default_rng(cols).standard_normal((4, cols)).astype(np.float32) * 80
-    expected = data + np.where(np.arange(cols) <= _first_over(data, 100.0)[:, None], 2 * data, -1.0)
-    out = np.full_like(data, -1.0)
-    svod.run(_rows_to_first_large(cols), [out, data], device=device)
-    np.testing.assert_array_equal(out, expected)
-    lengths = np.array([0, 1, cols, -5], np.int32)
-    sums = np.full(4, np.nan, np.float32)
-    svod.run(_sums_to_length(cols), [sums, data, lengths], device=device)
-    kept = np.clip(lengths, 0, cols)
-    np.testing.assert_allclose(sums, [data[r, :kept[r]].sum() * 3 for r in range(4)], rtol=1e-5, atol=1e-3)
+    check_loops_cut_short(open_device("clang"), cols)
