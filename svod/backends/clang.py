@@ -14,6 +14,11 @@ under its default ``-ftrapping-math`` it will not if-convert float arithmetic th
 renderer's expansions of exp, log and erf are such selects), so those loops stay scalar. ``-O3`` and
 ``-fno-trapping-math`` lift both; the second is what clang and LLVM assume anyway (floating-point
 exceptions unobserved), and neither changes a value: no reassociation, signed zeros and NaNs as before.
+
+The compiler makes an object file and the toolchain's own linker (``-print-prog-name=ld``) makes it a shared
+object: the driver's link step starts a second driver, which for a small kernel cost clang as much as the
+compile itself. The object needs only libm, libc and the compiler's runtime (``libgcc.a``: half-precision
+and 128-bit helpers), the three it is linked with; it has no constructors, so no start files.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec
 from svod.errors import CompileError, DeviceError, SvodError
 
-FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd")
+FLAGS = ("-O2", "-march=native", "-fPIC", "-c", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd")
 GCC_FLAGS = ("-O3", "-fno-trapping-math", "-fexcess-precision=standard")
 """What gcc takes besides ``FLAGS`` (its ``-O3`` overrides the ``-O2`` before it)."""
 
@@ -117,19 +122,37 @@ class ClangCompiler(CompilerBase):
                                     capture_output=True, text=True, check=False)
         return result.returncode == 0
 
+    @functools.cached_property
+    def link_command(self) -> list[str]:
+        """The linker and the libraries every kernel's shared object is linked with, asked of the compiler
+        once: the ``ld`` and ``libgcc.a`` its own driver would use."""
+        linker, runtime = (self._ask(flag) for flag in ("-print-prog-name=ld", "-print-libgcc-file-name"))
+        return [shutil.which(linker) or linker, "-shared", "-lm", "-lc", runtime]
+
+    def _ask(self, flag: str) -> str:
+        result = subprocess.run([self.path, flag], capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not result.stdout.strip():
+            raise DeviceError(f"{os.path.basename(self.path)} {flag} answered nothing (exit code "
+                              f"{result.returncode}): {result.stderr.strip()}", stage="device")
+        return result.stdout.strip()
+
     def compile(self, spec: ProgramSpec) -> CompiledSpec:
         with tempfile.TemporaryDirectory(prefix="svod-cc-") as work:
-            source = os.path.join(work, f"{spec.name}.c")
-            output = os.path.join(work, f"{spec.name}.so")
+            source, obj, output = (os.path.join(work, f"{spec.name}.{ext}") for ext in ("c", "o", "so"))
             with open(source, "w") as f:
                 f.write(spec.src)
-            result = subprocess.run([self.path, *self.flags, source, "-o", output, "-lm"],
-                                    capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                raise CompileError(f"{os.path.basename(self.path)} failed with exit code {result.returncode}",
-                                   source=spec.src, log=result.stderr, kernel=spec.name)
+            self._run([self.path, *self.flags, source, "-o", obj], spec)
+            linker, *libraries = self.link_command
+            self._run([linker, obj, "-o", output, *libraries], spec)
             with open(output, "rb") as f:
                 return CompiledSpec.from_spec(spec, data=f.read())
+
+    @staticmethod
+    def _run(command: list[str], spec: ProgramSpec) -> None:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise CompileError(f"{os.path.basename(command[0])} failed with exit code {result.returncode}",
+                               source=spec.src, log=result.stderr, kernel=spec.name)
 
 
 class SharedObject:
