@@ -215,6 +215,13 @@ class LinAlgError(SvodError, np.linalg.LinAlgError):
     minor that is not positive, from 1."""
 
 
+class RequirementError(SvodError, ValueError):
+    """A value a running kernel computed where NumPy raises ``ValueError`` at the call (``np.random.randint`` of
+    bounds that span no integer: ``low >= high``), or one wider than svod computes for (a randint range of more
+    than 2**32 integers), found when the kernel ran. ``ValueError`` as well, so code that catches NumPy's
+    catches it; the message names the call's line and code."""
+
+
 class CompileError(SvodError):
     """The backend's compiler rejected the rendered source. Carries the source and the compiler's log."""
 

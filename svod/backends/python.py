@@ -44,6 +44,7 @@ import numpy as np
 
 from svod.backends.base import Host, Opened, Pair
 from svod.codegen.lower import anchor_ranges, drop_empty_ranges
+from svod.codegen.requirements import record_requirements
 from svod.codegen.safety import check_races, unbind
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramBase, ProgramSpec, derive_metadata, entry_symbol
 from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
@@ -82,8 +83,9 @@ class PythonRenderer:
         return (ast,)
 
     def program(self, ast: UOp, name: str | None = None) -> UOp:
-        validate(ast)
         label = kernel_label(ast)
+        ast, requirements = record_requirements(ast)  # the interpreter runs their atomic updates
+        validate(ast)
         check_races(_as_checked(ast), label)
         fixed = unbind(ast, label)[1]
         topo = ast.toposort()
@@ -94,6 +96,9 @@ class PythonRenderer:
         name = name or label
         metadata = dataclasses.replace(derive_metadata(ast), name=name, fixed=tuple(sorted(fixed.items())),
                                        entry=entry_symbol(name, ast))
+        if requirements is not None:
+            metadata = dataclasses.replace(metadata, requirement_slot=int(requirements.buffer.arg),
+                                           requirements=requirements.messages)
         return UOp.program(ast, UOp.device("PYTHON"), UOp.linear(), UOp.source("\n".join(listing) + "\n"),
                            metadata=metadata)
 

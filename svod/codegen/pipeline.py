@@ -72,6 +72,7 @@ from svod.codegen.lower_gpu import reduce_per_item, share_reductions, tile_matmu
 from svod.codegen.matmul_blocks import block_matmul
 from svod.codegen.nest_order import order_parallel_nest
 from svod.codegen.recurrences import carry_rows, forward_stored
+from svod.codegen.requirements import Requirements, record_requirements, stated
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
 from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
@@ -128,6 +129,8 @@ class Lowering:
     workers: UOp | None = None
     """How many CPU workers a launch wakes, where the kernel's variables decide it (``thread_split``); None:
     what the lowered kernel says (``core_id``'s count, or one)."""
+    requirements: Requirements | None = None
+    """Where the kernel records its requirements, and their messages (``svod.codegen.requirements``)."""
 
 
 Apply = Callable[[Lowering, Target], Lowering | None]
@@ -322,7 +325,10 @@ def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, .
     (two parts where it packs ``b``), or the two parts of a split reduction where the device has parallelism
     to spread the first over. Parts take the kernel's buffers and, after them, one scratch buffer (the last
     PARAM of the first part). Sequential loops whose turns are independent are parallel in every part
-    (``parallel_loops``)."""
+    (``parallel_loops``). A kernel that states requirements runs as written, in one part: its records are made
+    by the first lowering pass, which the analyses here do not know."""
+    if stated(ast):
+        return (ast,)
     parallel = parallel_loops(ast)
     if trace is not None:
         _report(trace, "parallel_loops", f"{kernel_label(ast)} for {target.device}",
@@ -342,7 +348,8 @@ def parts(ast: UOp, target: Target, trace: TextIO | None = None) -> tuple[UOp, .
 
 def lower(ast: UOp, target: Target, trace: TextIO | None = None) -> Lowering:
     """``ast`` through ``passes(target)``; ``trace`` receives each pass's name and the kernel after it."""
-    state = Lowering(ast, kernel_label(ast), ast)
+    recorded, requirements = record_requirements(ast)
+    state = Lowering(recorded, kernel_label(ast), recorded, requirements=requirements)
     for step in passes(target):
         state = _run(step, state, target, trace) or state
     return state
@@ -508,8 +515,11 @@ def _program(ast: UOp, target: Target, name: str | None, trace: TextIO | None) -
             raise
         raise GraphError(err.detail, kernel=label, stage=err.stage or "render", value=err.value) from err
     status = None if lowered.status is None else int(lowered.status.arg)
+    required = lowered.requirements
     metadata = dataclasses.replace(derived, name=name, status_slot=status, fixed=lowered.fixed, entry=entry,
-                                   loop_turns=turns)
+                                   loop_turns=turns, requirement_slot=None if required is None else
+                                   int(required.buffer.arg), requirements=() if required is None else
+                                   required.messages)
     if lowered.workers is not None:
         metadata = dataclasses.replace(metadata, global_size=(lowered.workers, *derived.global_size[1:]))
     return UOp.program(lowered.sink, UOp.device(target.device), UOp.linear(*linear), UOp.source(source),

@@ -106,6 +106,11 @@ class KernelMetadata:
     local_size: LaunchSize | None = ONES
     status_slot: int | None = None
     """The buffer slot of the status buffer bounds-checked accesses report to, if the kernel has one."""
+    requirement_slot: int | None = None
+    """The buffer slot of the buffer the kernel's requirements are recorded in, if it states any
+    (``svod.codegen.requirements``): int32, one element a requirement, set where it fails."""
+    requirements: tuple[str, ...] = ()
+    """The message of each requirement, in the order of its element."""
     fixed: tuple[tuple[str, int], ...] = ()
     """Variables the kernel fixes (``BIND``), with their values."""
     entry: str = ""
@@ -379,6 +384,7 @@ def _merged(derived: KernelMetadata, given: KernelMetadata, sink: UOp) -> Kernel
     return KernelMetadata(name=name, vars=given.vars or derived.vars, globals=given.globals or derived.globals,
                           outs=given.outs or derived.outs, ins=given.ins or derived.ins,
                           global_size=sizes.global_size, local_size=sizes.local_size, status_slot=given.status_slot,
+                          requirement_slot=given.requirement_slot, requirements=given.requirements,
                           fixed=given.fixed, entry=given.entry or entry_symbol(name, sink), loop_turns=given.loop_turns)
 
 

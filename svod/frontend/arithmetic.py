@@ -66,7 +66,7 @@ class Arithmetic(TranslationContext):
             bv, av = self.operands(b, a, node)
             return av, bv
         dtype = self.meets(b, a.dtype)
-        return a.cast(dtype), UOp.const(dtype, b)
+        return a.cast(dtype), UOp.const(dtype, self.fitting(b, dtype))
 
     def meets(self, value: Number | UOp, other: DType) -> DType:
         """The dtype a Python number or a weak value (``weak``) takes meeting a typed value of ``other``: the
@@ -96,6 +96,18 @@ class Arithmetic(TranslationContext):
                     all(s.op is Ops.CONST or self.weak(s) for s in operands)
             self._weak[value] = known
         return known
+
+    def fitting(self, value: Any, dtype: DType) -> Any:
+        """``value`` as it is, unless it is a Python int that the integer ``dtype`` does not hold: NumPy 2 then
+        raises ``OverflowError`` (``a_i8[i] = 300``, ``a_i8[i] + 300``, ``np.int8(300)``, ``a_u8[i] = -1``)
+        where a cast would wrap it, so the kernel is refused (the statement names the line). A comparison
+        with such a number is no refusal: NumPy 2 answers it exactly (``compare``)."""
+        if isinstance(value, int) and not isinstance(value, bool) and dtype.is_int and dtype != dtypes.index \
+                and not dtype.min <= value <= dtype.max:
+            raise KernelSyntaxError(f"Python integer {value} out of bounds for {dtype.name} (NumPy 2 raises "
+                                    "OverflowError rather than wrap it)", kernel=self.name, stage="build",
+                                    value=value)
+        return value
 
     def typed(self, value: Any) -> Any:
         """``value`` as what a conversion the kernel writes makes (``np.float64(alpha)``, ``svod.int32(n)``):

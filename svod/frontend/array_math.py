@@ -266,6 +266,8 @@ class ArrayMath(ArrayCalls):
             return self.elementwise(node, lambda c: c[0] if dtype == np.bool_ else typed(
                 ast.BinOp(c[0], ast.Mult(), c[0]), dtype), dtype, x)
         if name == "reciprocal":
+            if dtype.kind == "c":
+                return self.elementwise(node, lambda c: call(numpy("reciprocal"), c[0]), dtype, x)
             if dtype.kind != "f":
                 raise self.refuse(node, f"np.reciprocal of {dtype} (NumPy's truncates to 0 but of 1 and -1, and "
                                         "of 0 gives the minimum): divide 1.0 by it")

@@ -199,6 +199,8 @@ class ArrayValues(SliceBounds):
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
         if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_two(right.node):
             return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, left)  # np.square
+        if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_minus_one(right.node):
+            return self.elementwise(node, lambda c: call(numpy("reciprocal"), c[0]), dtype, left)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
@@ -516,6 +518,18 @@ def _is_two(node: ast.expr) -> bool:
     """Whether ``node`` is the constant 2: a complex array's ``** 2`` is NumPy's ``np.square`` (its operator's
     shortcut), whose zero keeps its signs, where an element's is the power loop's (``0+0j``)."""
     return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 2
+
+
+def _is_minus_one(node: ast.expr) -> bool:
+    """Whether ``node`` is the constant -1: a complex array's ``** -1`` is NumPy's ``np.reciprocal`` (its
+    operator's shortcut), which keeps signed zeros and infinities the power loop makes NaN."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _is_one(node.operand)
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == -1
+
+
+def _is_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 1
 
 
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:

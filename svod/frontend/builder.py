@@ -164,6 +164,17 @@ class KernelBuilder:
         """``target = min(target, value)`` atomically (floats: minimumNumber, as ``minimum``)."""
         return self._atomic(target, value, Ops.MIN, ranges)
 
+    def require(self, failed: UOp, message: str, *ranges: UOp) -> UOp:
+        """The run fails with ``message`` (``RequirementError``) where ``failed`` holds, stated here as an effect
+        (``Ops.REQUIRE``): where NumPy raises at a call from data the kernel computes. ``ranges`` as for
+        ``store``."""
+        if failed.dtype != dtypes.bool:
+            raise GraphError("a requirement's condition is a bool", kernel=self.name, stage="build",
+                             value=failed.dtype)
+        requirement = UOp(Ops.REQUIRE, dtypes.void, (failed, *dict.fromkeys(ranges)), message)
+        self._stores.append(requirement)
+        return requirement
+
     def _atomic(self, target: UOp, value: Operand, op: Ops, ranges: tuple[UOp, ...] = ()) -> UOp:
         if target.op is not Ops.INDEX:
             raise GraphError("an atomic update needs an indexed buffer such as counts[b]", kernel=self.name,

@@ -36,7 +36,7 @@ from svod.backends.registry import default_registry
 from svod.codegen import check_dtypes
 from svod.device import Buffer, Device
 from svod.dtype import PtrDType, dtypes
-from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, SvodError
+from svod.errors import BundleWarning, GraphError, IndexOutOfBoundsError, RequirementError, SvodError
 from svod.frontend.api import run
 from svod.frontend.jit import Jit
 from svod.frontend.oracle import as_python, python_arguments, run_as_python
@@ -163,6 +163,8 @@ def _same_failure(expected: Exception, got: SvodError) -> bool:
     may meet another bad index first)."""
     if isinstance(expected, IndexError):  # plain Python's: an access outside an array
         return isinstance(got, IndexOutOfBoundsError)
+    if isinstance(expected, ValueError) and not isinstance(expected, SvodError):  # a draw's bounds: NumPy's
+        return isinstance(got, RequirementError)
     if not isinstance(expected, SvodError) or type(expected) is not type(got):
         return False
     if isinstance(expected, IndexOutOfBoundsError):

@@ -268,6 +268,19 @@ def power(a: Parts, exponent: int) -> Parts:
     return zero.where(at_zero, result[0]), zero.where(at_zero, result[1])
 
 
+def reciprocal(a: Parts) -> Parts:
+    """``np.reciprocal(z)``, which NumPy's operator computes for an array's ``** -1``, as its loop does: by the
+    ratio of the smaller part to the larger, ``r = im / re``, ``d = re + im r``, ``1/d - i r/d`` where ``|im| <=
+    |re|``, else ``r = re / im``, ``d = re r + im``, ``r/d - i/d`` (a NaN part takes the second way). It keeps
+    signed zeros and infinities where the power loop (``power``) gives NaN parts: ``1/(inf+0j)`` is ``0-0j``."""
+    re, im = a
+    first = abs(im) <= abs(re)
+    r = first.where(im / re, re / im)
+    d = first.where(re + im * r, re * r + im)
+    one = UOp.const(re.dtype, 1.0)
+    return first.where(one / d, r / d), first.where(-(r / d), -(one / d))
+
+
 def _plain_quotient(a: Parts, b: Parts) -> Parts:
     """``a / b`` as ``(ar br + ai bi) / d + i (ai br - ar bi) / d`` with ``d = br² + bi²``: NumPy's quotient in
     its complex power loop."""
@@ -388,6 +401,12 @@ class Complexes(Memory):
             dtype = dtypes.float32 if name == "np.complex64" else dtypes.float64
             re, im = self.complex_parts(value, dtype)
             return ComplexValue(self.typed(re), self.typed(im))
+        if name == "np.reciprocal":
+            if is_python_complex(value):
+                return of_python(complex(np.reciprocal(np.complex128(python_complex(value)))))
+            if not is_complex(value):
+                raise self.refuse(node, "np.reciprocal of a real value is not supported in a kernel; divide 1.0 by it")
+            return ComplexValue(*reciprocal(self.complex_parts(value, self.complex_dtype(value))))
         if name == "np.angle":
             if is_python_complex(value):
                 return cmath.phase(python_complex(value))

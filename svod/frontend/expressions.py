@@ -342,7 +342,7 @@ class Expressions(Randoms):
         if isinstance(callee, pylang.Cast):
             if len(args) != 1:
                 raise self.refuse(node, f"{callee!r} converts one value")
-            return self.typed(self.cast(args[0], callee.dtype))
+            return self.typed(self.cast(self.fitting(args[0], callee.dtype), callee.dtype))
         if any(callee is key for key in ORDER_KEYS):
             return from_key(args[0]) if callee is pylang.from_key else order_key(args[0], callee is pylang.max_key)
         if isinstance(callee, MathFunction):

@@ -7,7 +7,6 @@ the plan on a call's arguments.
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +26,7 @@ from svod.frontend.binding import type_key, values_key
 from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, constant, load, placed, subscript
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -449,16 +448,9 @@ class Builder:
             raise
         self.arrays[item.name] = (slot, array.shape, array.dtype)
         self.host[item.name] = HostShape(array.shape, array.dtype)  # the shapes of later temporaries read it
-        fill = item.fill
-        if fill is None:
+        if item.fill is None:
             return []
-        indices = [f"_svod_i{axis}" for axis in range(array.ndim)]
-        target = subscript(item.name, [load(index) for index in indices] or [constant(0)])
-        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
-        for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
-            size = ast.Subscript(ast.Attribute(load(item.name), "shape", ast.Load()), constant(axis), ast.Load())
-            nest = [for_loop(index, call("_svod_prange", size), nest)]
-        return self.phase(placed(nest, item.statement), loops)
+        return self.phase(item.filling(array.ndim), loops)
 
     def ordering(self, item: Ordering) -> list[int]:
         """A sort of the plan (``svod.frontend.sorting``): into a new array (``np.sort``, ``np.argsort``), the

@@ -205,23 +205,29 @@ class TapedCall:
                 self.defined.setdefault(item.name, []).append(len(self.definitions))
                 self.definitions.append(item)
             elif isinstance(item, Temporary):
-                self.arrays[item.name] = self.host[item.name] = self.temporary(item, recorder)
+                self.temporary(item, loops, recorder, device)
             elif isinstance(item, PlanLoop):
                 self.loop(item, loops, recorder, device)
             elif isinstance(item, Phase):
                 self.phase(item.statements, loops, recorder, device)
 
-    def temporary(self, item: Temporary, recorder: Recorder) -> Any:
-        """The array ``item`` makes, the tape's own (``Recorder.made``): of ``np.empty``, zeros, so that it is
-        one value throughout, as it is of ``np.zeros``, ``np.ones`` and ``np.full`` of a number."""
+    def temporary(self, item: Temporary, loops: list[str], recorder: Recorder, device: Any) -> None:
+        """Make the array ``item`` makes, the tape's own (``Recorder.made``), one value throughout as it is made:
+        of ``np.empty``, zeros; of ``np.zeros``, ``np.ones`` and ``np.full`` of a number, that number. Any other
+        fill is computed where the statement stands by a kernel (``Temporary.filling``) as the plan without a
+        tape computes it: a fill that build refuses is refused here at the same line, and one it computes
+        (reading an element, a scalar the kernels compute) is recorded, its derivative taken."""
         made = self.evaluate(item.call)
+        self.arrays[item.name] = self.host[item.name] = made
         if not isinstance(made, np.ndarray):
-            return made
+            return
         fill = item.fill
-        if fill is None:
+        if not isinstance(fill, ast.Constant):
             made = np.zeros(made.shape, made.dtype, order="F" if _fortran(made) else "C")
-        recorder.made(made, fill is None or isinstance(fill, ast.Constant) or _one_value(made))
-        return made
+            self.arrays[item.name] = self.host[item.name] = made
+        recorder.made(made, True)
+        if fill is not None and not isinstance(fill, ast.Constant):
+            self.phase(item.filling(made.ndim), loops, recorder, device, filling=True)
 
     def loop(self, item: PlanLoop, loops: list[str], recorder: Recorder, device: Any) -> None:
         try:
@@ -238,11 +244,14 @@ class TapedCall:
             self.host[item.var] = value
             self.items(item.body, [*loops, item.var], recorder, device)
 
-    def phase(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any) -> None:
+    def phase(self, statements: list[ast.stmt], loops: list[str], recorder: Recorder, device: Any,
+              filling: bool = False) -> None:
         """Record the call of the phase's kernel (as ``jit_plans.Builder.phase`` makes it) on the host's arrays.
         The scalars it reads and computes pass in one-element arrays (``cell``), read into locals inside its
         loop, so that the adjoint sees them. Sequential code, and a ``prange`` that reduces into a scalar (a
-        sequential loop, as the plan runs it), is the one work item of a ``svod.prange(1)``."""
+        sequential loop, as the plan runs it), is the one work item of a ``svod.prange(1)``. ``filling``: the
+        phase fills a temporary (``temporary``); where its kernel cannot be made at all, it is refused as the
+        plan refuses it, not as a derivative svod does not take."""
         split = self.derived(("hoisted", *statements), lambda: hoisted(statements, self.variant.reader, self.declared))
         if split is not None:  # a reduction to one value inside an array statement: computed once (jit_tape_hoist)
             run, rest, results = split
@@ -269,10 +278,15 @@ class TapedCall:
         kernel, parameters, incoming, own, body = self.derived(
             key, lambda: self.made(statements, definitions, outgoing, parallel, loops))
         values = {**self.arrays, **{f"_svod_{name}": self.cell(name, recorder) for name in incoming}}
+        arguments = tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
+                          for name in parameters)
         try:
-            recorder.record(kernel, tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
-                                          for name in parameters), device)
+            recorder.record(kernel, arguments, device)
         except SvodError as err:
+            if filling:  # the plan's refusal, in its words, where it refuses the fill too
+                if isinstance(err, GradientError):
+                    kernel.build(*arguments)
+                raise
             if own:  # an array statement's loops
                 self.explain(err, own, body)
             raise
@@ -422,17 +436,6 @@ class TapedCall:
         compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
                                                                      self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
-
-
-def _one_value(array: np.ndarray) -> bool:
-    """Whether every element of ``array`` holds its first's bits: read from the array made, as its fill (user
-    code, which may draw or cost a pass) is run once, with the allocation."""
-    if array.size == 0:
-        return True
-    if array.itemsize not in (1, 2, 4, 8):
-        return False
-    bits = np.ascontiguousarray(array).reshape(-1).view(f"u{array.itemsize}")
-    return bool(np.all(bits == bits[0]))
 
 
 def _fortran(array: np.ndarray) -> bool:

@@ -22,7 +22,7 @@ from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
 from svod.frontend.linalg import FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import code, placed
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, subscript
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction
 
@@ -71,6 +71,20 @@ class Temporary:
         if kind in ("full", "full_like"):
             return self.call.args[1] if len(self.call.args) > 1 else _keyword(self.call, "fill_value")
         return None
+
+    def filling(self, ndim: int) -> list[ast.stmt]:
+        """The statements that fill the array where the statement stands (``fill``, which must be set): ``name[i0,
+        ...] = fill`` in a ``prange`` nest over its ``ndim`` axes, placed at the statement, so that a fill a kernel
+        cannot compute is refused at the user's line, and one it can is computed as the kernel computes it."""
+        fill = self.fill
+        assert fill is not None
+        indices = [f"_svod_i{axis}" for axis in range(ndim)]
+        target = subscript(self.name, [load(index) for index in indices] or [constant(0)])
+        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
+        for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
+            size = ast.Subscript(ast.Attribute(load(self.name), "shape", ast.Load()), constant(axis), ast.Load())
+            nest = [for_loop(index, call("_svod_prange", size), nest)]
+        return placed(nest, self.statement)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from svod.dtype import dtypes
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.complex_values import Complexes
 from svod.frontend.draws import FUNCTIONS, Place, draw
+from svod.frontend.nodes import code
 from svod.frontend.promotion import HOST, Platform
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction, describe, is_number
@@ -104,11 +105,28 @@ class Randoms(Complexes):
             return [self._real(node, name, v) for v in values]
         low, high = (0, values[0]) if values[1] is None else values
         arguments = [self._integer(node, name, v) for v in (low, high)]
-        if is_number(low) and is_number(high) and not 1 <= high - low <= (
-                LIMIT if self.platform.index_bits > 32 else LIMIT >> 1):
-            raise self.refuse(node, f"np.random.randint({low}, {high}) draws from an empty range or one wider "
-                                    "than a kernel draws from (2**32 integers; 2**31 - 1 with 32-bit integers)")
+        if is_number(low) and is_number(high):
+            if not 1 <= high - low <= (LIMIT if self.platform.index_bits > 32 else LIMIT >> 1):
+                raise self.refuse(node, f"np.random.randint({low}, {high}) draws from an empty range or one wider "
+                                        "than a kernel draws from (2**32 integers; 2**31 - 1 with 32-bit integers)")
+        else:
+            self._require_span(node, *arguments)
         return arguments
+
+    def _require_span(self, node: ast.AST, low: UOp, high: UOp) -> None:
+        """Make the run fail where bounds the kernel computes span no integer, as NumPy raises ``ValueError: low >=
+        high``, or more than a kernel draws from (``draws.bounded`` would give ``low``): requirements
+        (``KernelBuilder.require``) that hold where the call is made. Both tests are free of overflow."""
+        widest = LIMIT if self.platform.index_bits > 32 else (LIMIT >> 1) - 1
+        call = f"{self.where(node)}: `{code(node, 60)}`"
+        tests = ((high <= low, f"{call} draws from an empty range: low >= high (NumPy raises ValueError)"),
+                 ((low <= low.dtype.max - widest) & (high > low + widest),
+                  f"{call} draws from more than {widest} integers, more than a kernel draws from"))
+        for failed, message in tests:
+            if failed.op is Ops.CONST and not failed.arg:
+                continue
+            reached = failed if self.gate is None else self.gate & failed
+            self.k.require(reached, message, *self.running(reached))
 
     # ---- the calls a jitted function's phases make ----------------------------------------------------------
 

@@ -147,7 +147,7 @@ class Translator(Loops):
             if stmt.value is None or not isinstance(stmt.target, ast.Name):
                 raise self.unsupported(stmt, ": annotate a local as it is assigned, 'x: svod.float32 = 0.0'")
             dtype = self.static_dtype(stmt.annotation)
-            self.assign(stmt.target, self.cast(self.expr(stmt.value), dtype))
+            self.assign(stmt.target, self.cast(self.fitting(self.expr(stmt.value), dtype), dtype))
         elif isinstance(stmt, ast.AugAssign):
             self.augmented(stmt)
         elif isinstance(stmt, ast.For):
@@ -222,7 +222,7 @@ class Translator(Loops):
             raise self.refuse(node.args[0], f"svod.{callee.__name__} updates an array argument")
         index = self.expr(node.args[1])
         index = index if isinstance(index, tuple) else (index,)
-        value = self.cast(self.expr(node.args[2]), array.dtype)
+        value = self.cast(self.fitting(self.expr(node.args[2]), array.dtype), array.dtype)
         target = self.element(array, self.indices(node, array, index))
         op = {"atomic_add": self.k.atomic_add, "atomic_max": self.k.atomic_max, "atomic_min": self.k.atomic_min}
         self.wrote(array.buffer.param, op[callee.__name__](target, value, *self.running(target, value)))

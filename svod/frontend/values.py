@@ -110,7 +110,7 @@ NUMPY_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 its sign)."""
 NUMPY_LOGICAL = {"logical_and": 2, "logical_or": 2, "logical_xor": 2, "logical_not": 1}
 """NumPy's logical functions, with their arities: each takes its operands' truth, as ``bool()`` does."""
-NUMPY_COMPLEX = ("real", "imag", "conj", "conjugate", "angle", "complex64", "complex128")
+NUMPY_COMPLEX = ("real", "imag", "conj", "conjugate", "angle", "reciprocal", "complex64", "complex128")
 """NumPy's functions of a complex number's parts (``svod.frontend.complex_values``)."""
 NUMPY_BUILTINS = {name: Builtin(f"np.{name}") for name in ("maximum", "minimum", *NUMPY_PREDICATES, *NUMPY_LOGICAL,
                                                           *NUMPY_COMPLEX)}

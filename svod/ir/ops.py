@@ -35,6 +35,11 @@ class Ops(Enum):
     effects have happened, the loop ends if ``condition`` holds (a ``break``, or a ``while`` whose test fails),
     and no later turn runs. A turn always runs whole; what a ``break`` in the middle of it skips, the
     frontend gates. In a LINEAR, ``EXIT(loop, condition)`` is the last instruction of its loop's block."""
+    REQUIRE = auto()
+    """``REQUIRE(failed, *ranges)``, arg the message: a SINK source stated as an effect is, where the run fails
+    if ``failed`` holds in a work item that reaches it (NumPy raises there: ``np.random.randint`` of bounds that
+    span no integer). Made by the frontend; lowering records it in a buffer of the kernel's own, which svod
+    reads after the run (``svod.codegen.requirements``)."""
     INDEX = auto()
     LOAD = auto()
     STORE = auto()

@@ -77,8 +77,10 @@ scalar runs as a sequential loop, whose draws would be serial code's: draws in i
   series after an exact reduction, within a few ulps of the true functions), and the square root IEEE 754's;
 - ``randint(low, high)``: ``low + (w * span) >> 32`` with span = high - low, by Lemire's multiply-shift on the
   first of w0..w3 whose low product is at least ``2**32 mod span`` (unbiased), else on w3: biased with a
-  probability below ``(span / 2**32) ** 4``. A span must be in 1 .. 2**32: constants outside are refused, a
-  run-time span outside gives ``low``. int64 (int32 on a device without 64-bit integers).
+  probability below ``(span / 2**32) ** 4``. A span must be in 1 .. 2**32 (2**31 - 1 with 32-bit integers):
+  constants outside are refused; bounds the kernel computes are tested where the call is made, and the run
+  fails after the kernel with ``svod.errors.RequirementError`` (a ``ValueError``, as NumPy's ``low >= high``)
+  where they span no integer or more than that. int64 (int32 on a device without 64-bit integers).
 
 So every draw is the same bits on every device that rounds ``+ - * /`` and ``sqrt`` as IEEE 754 does (the
 CPU, the PYTHON reference, OpenCL, CUDA), whatever its threads, tiles and vector width; a device without

@@ -292,12 +292,17 @@ class PlainRandom:
         return kind(kind(scale) * e)
 
     def randint(self, low: Any, high: Any = None, size: Any = None) -> Any:
-        """``np.random.randint(low, high)`` (or ``randint(high)``: from 0): an integer in [low, high), ``low``
-        where the range is empty or wider than 2**32."""
+        """``np.random.randint(low, high)`` (or ``randint(high)``: from 0): an integer in [low, high). An empty
+        range raises NumPy's ``ValueError``, and so does one wider than a kernel draws from (2**32 integers;
+        2**31 - 1 with 32-bit integers), as a kernel's run fails (``svod.errors.RequirementError``)."""
         if size is not None:
             return self.array(size, lambda: self.randint(low, high), integers=True)
         low, high = (0, low) if high is None else (low, high)
         start, stop = int(low), int(high)
+        if stop <= start:
+            raise ValueError("low >= high")
+        if stop - start > (1 << 32 if self.wide else (1 << 31) - 1):
+            raise ValueError(f"randint({start}, {stop}) draws from more integers than a kernel draws from")
         kind = np.int64 if self.wide else np.int32
         return kind(start + bounded(self.block(), stop - start))
 

@@ -302,7 +302,10 @@ def make_kernel(ast: UOp, programs: Sequence[UOp], loaded: Sequence[Program], de
                                                                                                strict=True)]
     var_names = tuple(sorted({name for meta in metadata for name in meta.var_names}))
     sizes = {slot: simplify(param_size(p) * pointee(p).itemsize) for slot, p in sorted(own.items())}
-    buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]))
+    required = next((meta for meta in metadata if meta.requirement_slot is not None), None)
+    buffers = OwnBuffers(sizes, status, dtypes.int64 if status is None else pointee(own[status]),
+                         None if required is None else required.requirement_slot,
+                         () if required is None else required.requirements)
     composite = PartsProgram(kernel_name(ast, metadata[0]), parts, var_names, tuple(sorted(user)), buffers,
                              device.allocator, {slot: param_size(p) for slot, p in user.items()})
     return CachedKernel(ast, device, tuple(programs), composite)

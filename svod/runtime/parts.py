@@ -1,11 +1,12 @@
 """A kernel that needs more than one program launch on the user's buffers: it runs as parts
 (``svod.codegen.pipeline.parts``: a large reduction split in two, or a CPU matmul in blocks that packs
 ``b`` or sums into scratch first), or it has buffers of its own (the scratch those parts share, the status
-buffer its bounds-checked accesses report to), or both.
+buffer its bounds-checked accesses report to, the buffer its requirements are recorded in), or both.
 
 Each launch allocates its own buffers from the device, so the composite stays stateless and reentrant like
 any program; a bound launch (a plan's step) allocates them once. After the parts, the status buffer is
-read: a recorded failure raises ``IndexOutOfBoundsError`` naming the buffer, its size and the index.
+read: a recorded failure raises ``IndexOutOfBoundsError`` naming the buffer, its size and the index; then the
+requirements: one recorded failed raises ``RequirementError`` with its message.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from svod.codegen import status_slots
 from svod.device import Allocator, HostArguments, LaunchShape, Program, ProgramBase
 from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
-from svod.errors import IndexOutOfBoundsError
+from svod.errors import IndexOutOfBoundsError, RequirementError
 from svod.ir import Ops, UOp
 
 
@@ -42,6 +43,15 @@ class OwnBuffers:
     sizes: Mapping[int, UOp]
     status: int | None
     status_dtype: DType = dtypes.int64
+    requirements: int | None = None
+    """The slot of the buffer the kernel's requirements are recorded in (int32, ``svod.codegen.requirements``)."""
+    messages: tuple[str, ...] = ()
+    """Each requirement's message, in the order of its element."""
+
+    @property
+    def records(self) -> tuple[int, ...]:
+        """The slots of the buffers a run records failures in, zeroed when allocated and read after each run."""
+        return tuple(slot for slot in (self.status, self.requirements) if slot is not None)
 
     @property
     def sized(self) -> bool:
@@ -53,8 +63,9 @@ class OwnBuffers:
 
     def allocate(self, allocator: Allocator, nbytes: Mapping[int, int]) -> dict[int, Any]:
         handles = {slot: allocator.allocate(size) for slot, size in nbytes.items()}
-        if self.status is not None and self.status in handles:
-            allocator.copyin(handles[self.status], memoryview(bytes(nbytes[self.status])))
+        for slot in self.records:
+            if slot in handles:
+                allocator.copyin(handles[slot], memoryview(bytes(nbytes[slot])))
         return handles
 
     @staticmethod
@@ -98,19 +109,40 @@ class PartsProgram(ProgramBase):
         return table
 
     def check(self, handles: Mapping[int, Any], values: Mapping[str, int]) -> None:
-        """Raise ``IndexOutOfBoundsError`` for the first buffer the status records a failure for, and clear
-        the record."""
+        """Raise ``IndexOutOfBoundsError`` for the first buffer the status records a failure for, else
+        ``RequirementError`` for the first requirement recorded failed; every record is cleared first, so none
+        is left standing to fail the next run."""
+        failures = [self._out_of_bounds(handles, values), self._required(handles)]
+        failure = next((f for f in failures if f is not None), None)
+        if failure is not None:
+            raise failure
+
+    def _out_of_bounds(self, handles: Mapping[int, Any], values: Mapping[str, int]) -> IndexOutOfBoundsError | None:
         if self.own.status is None:
-            return
-        nbytes = evaluate(self.own.sizes[self.own.status], values)
-        record = np.zeros(nbytes // self.own.status_dtype.itemsize, self.own.status_dtype.numpy)
-        self.allocator.copyout(record.data, handles[self.own.status])
+            return None
+        record = self._read(handles[self.own.status], self.own.status, self.own.status_dtype, values)
         for slot in self.user_slots:
             flag, where = status_slots(slot)
             if record[flag]:
-                self.allocator.copyin(handles[self.own.status], memoryview(bytes(nbytes)))
-                raise IndexOutOfBoundsError(kernel=self.name, slot=slot, size=evaluate(self.sizes[slot], values),
-                                            index=int(record[where]))
+                return IndexOutOfBoundsError(kernel=self.name, slot=slot, size=evaluate(self.sizes[slot], values),
+                                             index=int(record[where]))
+        return None
+
+    def _required(self, handles: Mapping[int, Any]) -> RequirementError | None:
+        if self.own.requirements is None:
+            return None
+        record = self._read(handles[self.own.requirements], self.own.requirements, dtypes.int32, {})
+        failed = [message for message, flag in zip(self.own.messages, record, strict=True) if flag]
+        return RequirementError(failed[0], kernel=self.name, stage="execute") if failed else None
+
+    def _read(self, handle: Any, slot: int, dtype: DType, values: Mapping[str, int]) -> np.ndarray:
+        """The record buffer ``slot`` holds, which is then zeroed where it records a failure."""
+        nbytes = evaluate(self.own.sizes[slot], values)
+        record = np.zeros(nbytes // dtype.itemsize, dtype.numpy)
+        self.allocator.copyout(record.data, handle)
+        if record.any():
+            self.allocator.copyin(handle, memoryview(bytes(nbytes)))
+        return record
 
     def bind(self, buffers: Sequence[Any]) -> PartsLaunch:
         return PartsLaunch(self, buffers)
@@ -168,7 +200,7 @@ class PartsLaunch:
 
     @property
     def checks(self) -> bool:
-        return self.program.own.status is not None
+        return bool(self.program.own.records)
 
     def check(self) -> None:
         self.program.check(self.handles, self.values)

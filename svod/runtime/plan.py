@@ -53,7 +53,7 @@ import numpy as np
 from svod.device import Buffer, Device, PlanReplay, PlanReplayer, ReplayHost, ReplayItem, Variable, resolver
 from svod.device.launch import INT64_MAX, INT64_MIN
 from svod.dtype import dtypes
-from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError, RequirementError, SvodError, VariableError
 from svod.ir import Ops, UOp, rename_variables
 from svod.ir.bounds import Bounds, compute_bounds
 from svod.runtime.binding import ArrayBinding, Binder
@@ -442,7 +442,7 @@ class ExecutionPlan:
         out-of-bounds access, an interrupt) left recorded: its failure flags and its checked steps' records.
         One left standing would fail the next run, whose data may be sound; the run raises its own exception."""
         failure(self.buffers, self.failure_flags)
-        with contextlib.suppress(IndexOutOfBoundsError):
+        with contextlib.suppress(IndexOutOfBoundsError, RequirementError):
             if native:
                 self._check_native()
             else:
@@ -480,7 +480,7 @@ class ExecutionPlan:
         for step in self._checked_steps:
             try:
                 step.check()  # type: ignore[misc]
-            except IndexOutOfBoundsError as err:
+            except (IndexOutOfBoundsError, RequirementError) as err:
                 failures.append(err)
         if failures:
             raise failures[0]

@@ -636,3 +636,45 @@ def test_an_arrays_square_is_numpys_operator_shortcut_and_other_powers_its_loop(
             assert_parts_close(got, want, rtol=0)
             for g, w in ((got.real, want.real), (got.imag, want.imag)):
                 assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@svod.kernel
+def reciprocals(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = np.reciprocal(z[i])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_elements_reciprocal_is_numpys_loop_on_special_values(device, dtype):
+    """``np.reciprocal``: by the ratio of the smaller part to the larger, keeping the signed zeros and infinities
+    the power loop makes NaN (``1/(inf+0j)`` is ``0-0j``)."""
+    z = grid(dtype, device)
+    out = np.zeros_like(z)
+    if not run_or_refused(reciprocals, device, dtype, out, z):
+        return
+    with np.errstate(all="ignore"):
+        want = np.reciprocal(z)
+    assert_parts_close(out, want, rtol=4 * float(np.finfo(np.float32 if dtype is np.complex64 else np.float64).eps))
+    if device.device.base_type != "WEBGPU":  # its compilers may not keep a zero's sign (MODERATE)
+        for g, w in ((out.real, want.real), (out.imag, want.imag)):
+            assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@svod.jit
+def inverted(z):
+    return z ** -1, np.reciprocal(z), z ** -2
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_arrays_inverse_is_numpys_operator_shortcut_bit_for_bit(dtype):
+    """NumPy's ``array ** -1`` is ``np.reciprocal`` (its scalar's ``** -1`` the power loop, which differs at
+    infinite and zero parts); ``** -2`` is the power loop for both."""
+    z = grid(dtype)
+    with np.errstate(all="ignore"):
+        wants = (z ** -1, np.reciprocal(z), z ** -2)
+        scalar = np.array([x ** -1 for x in z], dtype)
+    assert not np.array_equal(wants[0], scalar, equal_nan=True)  # NumPy's two paths differ: svod's array is the array's
+    for got, want in zip(inverted(z), wants, strict=True):
+        assert got.dtype == want.dtype
+        for g, w in ((got.real, want.real), (got.imag, want.imag)):
+            assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))

@@ -366,17 +366,47 @@ def filled_from_a_draw(x):
     return loss
 
 
-@pytest.mark.parametrize("n", [1, 7])
-def test_a_temporarys_fill_runs_once_a_call_on_a_tape(n):
-    """The host runs a temporary's allocation, its fill with it, once a call: whether every element holds one
-    value is read from the array made, not from the fill run again (which may draw, or cost a pass)."""
-    x = np.arange(1.0, n + 1.0)
+def test_a_fill_the_plan_refuses_is_refused_on_a_tape_at_its_line_in_the_same_words():
+    """A fill a kernel cannot compute (``float(next(counter))``: user code the host alone runs) is refused by the
+    plan at its line; the tape, which computed it on the host at every call, now refuses it as the plan does,
+    the host running it as often as the plan's build does (for the array's dtype and shape)."""
+    x = np.arange(1.0, 4.0)
+    before = next(_DRAWS)
+    with pytest.raises(svod.errors.SvodError) as untaped:
+        filled_from_a_draw(x)
+    after_plan = next(_DRAWS)
+    with pytest.raises(svod.errors.SvodError) as taped, svod.Tape():
+        filled_from_a_draw(x)
+    after_tape = next(_DRAWS)
+    assert "test_jit_tape.py:362" in str(untaped.value)
+    assert untaped.value.detail == taped.value.detail
+    assert after_tape - after_plan == after_plan - before <= 3
+
+
+@svod.jit
+def filled_from_an_element(x):
+    first = np.full(x.shape[0], x[0] * 2.0)
+    loss = np.zeros(1)
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(loss, 0, x[i] * first[i] * first[i])
+    return loss
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_a_fill_read_from_an_element_is_computed_by_a_kernel_and_differentiated(n):
+    """``np.full(n, 2 * x[0])`` on a tape is the plan's: the value, and its derivative through ``x[0]``, which
+    a fill the host computed would have dropped. loss = sum(x) * (2 x0)**2: d/dx_i = 4 x0**2, plus 8 x0 sum(x)
+    for x0."""
+    x = np.linspace(-1.5, 2.0, n) + 0.25
     with svod.Tape() as tape:
-        losses = [filled_from_a_draw(x) for _ in range(3)]
-    drawn = [float(loss[0]) / float(np.sum(x)) for loss in losses]
-    assert np.diff(drawn).tolist() == [1.0, 1.0]
-    tape.backward(losses[-1])
-    np.testing.assert_array_equal(tape.grad(x), np.full(n, drawn[-1]))
+        loss = filled_from_an_element(x)
+    plain = float(np.sum(x) * (2 * x[0]) ** 2)
+    np.testing.assert_allclose(loss, [plain], rtol=1e-12)
+    np.testing.assert_allclose(filled_from_an_element(x), [plain], rtol=1e-12)
+    tape.backward(loss)
+    want = np.full(n, 4 * x[0] ** 2)
+    want[0] += 8 * x[0] * np.sum(x)
+    np.testing.assert_allclose(tape.grad(x), want, rtol=1e-12)
 
 
 @svod.jit
@@ -398,14 +428,28 @@ def _grown_from(x, start, steps):
     return float(np.sum(y * y))
 
 
-@pytest.mark.parametrize("start", ["distinct", "same", "scalar"])
+@pytest.mark.parametrize("start", ["distinct", "same"])
+def test_a_temporary_filled_from_an_array_is_refused_on_a_tape_as_without_one(start):
+    """``np.full(n, start)`` of an array ``start``: the plan refuses it at the line, and so does the tape, in the
+    same words (it ran such a fill on the host)."""
+    x = _values(3, 18)
+    given = {"distinct": np.arange(3) + 0.5, "same": np.full(3, 0.5)}[start]
+    with pytest.raises(svod.errors.KernelSyntaxError, match="cannot convert array start") as untaped:
+        grown_from(x, given, 1)
+    with pytest.raises(svod.errors.KernelSyntaxError) as taped, svod.Tape():
+        grown_from(x, given, 1)
+    assert "test_jit_tape.py:414" in str(untaped.value)
+    assert taped.value.detail == untaped.value.detail
+
+
+@pytest.mark.parametrize("start", [0.5, np.float64(-1.25)])
 @pytest.mark.parametrize("n", [1, 2, 7])
 @pytest.mark.parametrize("steps", [1, 17])
-def test_a_temporary_filled_from_an_array_is_one_value_only_where_its_elements_are(start, n, steps):
-    """``np.full(n, start)`` of an array of distinct values is run again from a copy of them, of equal values
-    (or a number) from the one value."""
+def test_a_temporary_filled_from_a_number_argument_is_differentiated(start, n, steps):
+    """``np.full(n, start)`` of a number argument: filled by a kernel where the statement stands, as without a
+    tape; the gradient through the loop that grows it is central differences'."""
     x = _values(n, 18)
-    given = {"distinct": np.arange(n) + 0.5, "same": np.full(n, 0.5), "scalar": 0.5}[start]
+    given = start
     with svod.Tape() as tape:
         loss = grown_from(x, given, steps)
     tape.backward(loss)

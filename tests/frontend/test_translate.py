@@ -621,10 +621,12 @@ def test_a_narrow_integer_compared_with_a_size_is_compared_exactly(device):
 def stored_converted(ints, small):
     for i in svod.prange(ints.shape[0]):
         ints[i] = 2.5
-        small[i] = -1
+        small[i] = ints[i] - 3
 
 
 def test_a_stored_value_is_converted_to_the_arrays_dtype(device):
+    """A value the kernel computes is converted as a cast converts it (a Python int the dtype does not hold is
+    refused instead: ``test_arithmetic``)."""
     if refuses(device, dtypes.uint8):
         return
     ints, small = np.zeros(3, np.int32), np.zeros(3, np.uint8)
