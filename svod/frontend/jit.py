@@ -132,14 +132,23 @@ class Jit:
                 self._last = found.dispatch
                 return result
         arguments = self._arguments(given, keywords)  # checked and converted once a call
-        prepared = self.prepared(arguments, api.get_device(device), self._defaulted(given, keywords))
+        defaulted = self._defaulted(given, keywords)
+        prepared = self.prepared(arguments, api.get_device(device), defaulted)
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
-            call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device,
-                                                                 self.parameters))
+            call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
+                                                                 self._free_numbers(arguments, defaulted)))
             self._last = call.dispatch
         return prepared.run(arguments)
+
+    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
+        """The positions of the numbers whose values the plan for ``arguments`` is not prepared for (a scalar of
+        its kernels, ``_signature``'s "scalar"): any value of the type runs that plan, so a dispatcher checks
+        their types only (a loop that calls with a new step size each turn takes it)."""
+        with self._lock:
+            kinds = self._signature(arguments, self.variant(arguments, defaulted=defaulted))
+        return frozenset(position for position, kind in enumerate(kinds) if kind[0] == "scalar")
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:

@@ -8,7 +8,8 @@
                   call's path (which makes one)            or refuses it as at a first call
 
 A dispatcher checks, in order: the count of arguments and the device asked for; each array's type, shape and
-dtype; each number's type and value (``svod.frontend.jit._call_key``'s, written out); then, of each array the
+dtype; each number's type, and its value where the plan is prepared for it (a bool's, one the host reads: a
+temporary's length); then, of each array the
 plan uses in place, what an array of its signature may still change: C-contiguous, writeable where the plan
 writes it, aligned, sharing no memory with another argument or with the plan's own storages where one is
 written (``Binder``). The plan's bound run checks the variables the scalars give against their bounds, its
@@ -39,14 +40,15 @@ MISS = object()
 Dispatcher = Callable[[tuple[Any, ...], Any], Any]
 
 
-def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any, parameters: Sequence[str]
-               ) -> Dispatcher:
+def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any, parameters: Sequence[str],
+               free: frozenset[int] = frozenset()) -> Dispatcher:
     """The dispatcher of calls like ``f(*args[:given], device=device)``: ``args`` every parameter's argument by
-    position (the defaults complete what the caller gave), ``parameters`` the function's."""
+    position (the defaults complete what the caller gave), ``parameters`` the function's; ``free``: the
+    positions of numbers whose values the plan is not prepared for, whose types alone are checked."""
     namespace: dict[str, Any] = {"MISS": MISS, "ndarray": np.ndarray, "DEVICE": device, "PREPARED": prepared}
     body = [f"if len(args) != {given} or (device is not DEVICE and device != DEVICE):", "    return MISS"]
     positions = [parameters.index(name) for name in prepared.parameters]
-    body += _guards(args, given, positions, namespace)
+    body += _guards(args, given, positions, free, namespace)
     passed = [f"a{position}" for position in positions]
     namespace["PARAMETERS"] = prepared.parameters
     general = f"return PREPARED.run(dict(zip(PARAMETERS, {_tuple(passed)})))"
@@ -73,19 +75,27 @@ def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passe
                        [values[position] if position < len(passed) else None for position, _, _ in checks],
                        general, namespace)
     valued = bool(prepared.scalars or prepared.draws or prepared.turns)
-    body.append(f"scalars = VARIABLES_OF({_tuple(passed)}, None)" if valued else "scalars = EMPTY")
+    if prepared.draws or prepared.turns:
+        body.append(f"scalars = VARIABLES_OF({_tuple(passed)}, None)")
+    else:  # ``variables_of``'s common case, written out
+        entries = []
+        for k, (name, position) in enumerate(prepared.scalars):
+            namespace[f"SCALAR{k}"] = name
+            entries.append(f"SCALAR{k}: {passed[position]}")
+        body.append(f"scalars = {{{', '.join(entries)}}}")
     addresses = ", ".join(f"p{index}" for index in range(len(checks)))
     body += ["try:", f"    RUN([{addresses}], scalars)", "except SvodError as err:", "    LOCATE(err)", "    raise",
              _returned(prepared, passed, made, namespace)]
-    namespace.update({"VARIABLES_OF": prepared.variables_of, "EMPTY": {}, "empty": np.empty, "SvodError": SvodError,
+    namespace.update({"VARIABLES_OF": prepared.variables_of, "empty": np.empty, "SvodError": SvodError,
                       "LOCATE": prepared.locate, "RUN": prepared.plan.bound_run(binder, valued)})
     return body
 
 
-def _guards(args: Sequence[Any], given: int, passed: Sequence[int], namespace: dict[str, Any]) -> list[str]:
+def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: frozenset[int], namespace: dict[str, Any]
+            ) -> list[str]:
     """Each given argument's check against the call key's (its type, an array's shape and dtype, a number's
-    value), then the name of each default the run passes (``aK`` for the argument at position K, of those
-    ``passed``)."""
+    value unless it is ``free``), then the name of each default the run passes (``aK`` for the argument at
+    position K, of those ``passed``)."""
     body: list[str] = []
     for position, value in enumerate(args[:given]):
         name = f"a{position}"
@@ -97,8 +107,8 @@ def _guards(args: Sequence[Any], given: int, passed: Sequence[int], namespace: d
         else:
             namespace[f"K{position}"], namespace[f"V{position}"] = type(value), value
             nan = isinstance(value, (float, np.floating)) and math.isnan(value)
-            body.append(f"if type({name}) is not K{position} or " +
-                        (f"{name} == {name}:" if nan else f"{name} != V{position}:"))
+            valued = "" if position in free else f" or {name} == {name}" if nan else f" or {name} != V{position}"
+            body.append(f"if type({name}) is not K{position}{valued}:")
         body.append("    return MISS")
     for position in (p for p in passed if p >= given):
         namespace[f"D{position}"] = args[position]

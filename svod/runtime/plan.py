@@ -434,7 +434,8 @@ class ExecutionPlan:
 
     def _generated_run(self, binder: Binder, valued: bool) -> Callable[[list[int], Mapping[str, int]], None]:
         """``bound_run``'s function, made."""
-        body = ["values = CHECK_VARS(var_vals)" if valued or self._runtime_bounds else "values = var_vals"]
+        namespace: dict[str, Any] = {}
+        body = self._vars_checked(namespace) if valued or self._runtime_bounds else ["values = var_vals"]
         if self._loops:
             body.append("CHECK_LOOPS(values)")
         body += ["with LOCK:", "    pointed = ARRAYS.pointed",  # ``ArrayBinding.point``'s own test, first
@@ -448,7 +449,7 @@ class ExecutionPlan:
         if self.failure_flags or self._checked_steps:
             body.append("    CHECK_RUN()")
         return generated.function("run", ("addresses", "var_vals"), body, {
-            "CHECK_VARS": self._check_vars, "CHECK_LOOPS": self._check_loops, "LOCK": self._executing,
+            **namespace, "CHECK_LOOPS": self._check_loops, "LOCK": self._executing,
             "ARRAYS": self._arrays, "POINT": self._arrays.point, "BINDER": binder,
             "NATIVE": getattr(self._native, "run", None), "RUN_ALL": self._run_all,
             "CLEAR_STOPPED": self._clear_stopped, "CHECK_RUN": self._check_run})
@@ -512,6 +513,19 @@ class ExecutionPlan:
                 failures.append(err)
         if failures:
             raise failures[0]
+
+    def _vars_checked(self, namespace: dict[str, Any]) -> list[str]:
+        """``_check_vars`` written out for this plan's variables (``_generated_run``): ``values`` from
+        ``var_vals``, each value checked by each of its uses in turn."""
+        namespace.update({"NAMES": frozenset(self._runtime_bounds), "REFUSE_NAMES": self._refuse_names})
+        body = ["if var_vals.keys() != NAMES:", "    REFUSE_NAMES(var_vals)", "values = {}"]
+        for k, (name, uses) in enumerate(self._runtime_bounds.items()):
+            namespace[f"NAME{k}"] = name
+            body.append(f"value = var_vals[NAME{k}]")
+            for u, (var, kernel) in enumerate(uses):
+                namespace[f"CHECKED{k}_{u}"], namespace[f"KERNEL{k}_{u}"] = var.checked, kernel
+                body.append(f"values[NAME{k}] = CHECKED{k}_{u}(value, kernel=KERNEL{k}_{u}, stage='bind')")
+        return body
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
         """Every runtime variable given, and only those, each within the bounds of every kernel that reads it."""

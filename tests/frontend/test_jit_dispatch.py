@@ -33,6 +33,14 @@ def total(x):
 
 
 @svod.jit
+def first_ones(x, n, scale):
+    out = np.zeros(n, x.dtype)
+    for i in prange(n):
+        out[i] = x[i] * scale
+    return out
+
+
+@svod.jit
 def solved(a, b):
     return np.linalg.solve(a, b)
 
@@ -149,3 +157,24 @@ def test_a_numbers_value_and_type_choose_the_dispatcher(device, k):
         offset.fn(want, x, by)
         np.testing.assert_array_equal(out, want)
     assert len(fn._calls) == 2
+
+
+def test_a_scalars_new_value_takes_the_dispatcher_and_a_value_the_host_reads_a_plan_of_its_own(device,
+                                                                                              general_runs):
+    """A number the plan passes to its kernels runs the same plan whatever its value: calls with a new one each
+    time run through the last call's dispatcher. A number the host reads (a temporary's length) makes a plan
+    for its value: a call with another is not the dispatcher's, and returns an array of its own length."""
+    fn = svod.jit(offset.fn)
+    x = values(13)
+    for k in (0.5, -0.0, np.inf, np.nan, 1e30, -7.25):
+        out, want = np.zeros(13, np.float32), np.zeros(13, np.float32)
+        fn(out, x, k, device=device)
+        offset.fn(want, x, k)
+        np.testing.assert_array_equal(out, want)
+    if device.caps.host_memory:
+        assert len(general_runs) == 1
+    made = svod.jit(first_ones.fn)
+    for n, scale in ((3, 2.0), (3, -1.5), (5, 2.0), (0, 2.0), (5, 0.25), (13, 2.0)):
+        got = made(x, n, scale, device=device)
+        np.testing.assert_array_equal(got, first_ones.fn(x, n, scale))
+        assert got.shape == (n,)
