@@ -129,9 +129,9 @@ class ExecutionPlan:
         """The plan as its device replays it natively; None where steps dispatch from Python."""
         self._parts_checks: list[PartsLaunch] = []
         self.failure_flags: list[FailureFlag] = []
+        """The buffers a run's steps set where the data makes it fail (``add_failure_flag``)."""
         self._bound_runs: dict[tuple[Binder, bool], Callable[[list[int], Mapping[str, int]], None]] = {}
         """``execute_bound``'s runs, generated once per binder (``bound_run``)."""
-        """The buffers a run's steps set where the data makes it fail (``add_failure_flag``)."""
 
     # ---- building ----------------------------------------------------------------------------------------
 
