@@ -134,13 +134,14 @@ class Jit:
         arguments = self._arguments(given, keywords)  # checked and converted once a call
         defaulted = self._defaulted(given, keywords)
         prepared = self.prepared(arguments, api.get_device(device), defaulted)
+        result = prepared.run(arguments)  # (which prepares the plan, its errors located in the source)
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
             call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
                                                                  self._free_numbers(arguments, defaulted)))
             self._last = call.dispatch
-        return prepared.run(arguments)
+        return result
 
     def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
         """The positions of the numbers whose values the plan for ``arguments`` is not prepared for (a scalar of
