@@ -144,12 +144,15 @@ class Jit:
         return result
 
     def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
-        """The positions of the numbers whose values the plan for ``arguments`` is not prepared for (a scalar of
-        its kernels, ``_signature``'s "scalar"): any value of the type runs that plan, so a dispatcher checks
-        their types only (a loop that calls with a new step size each turn takes it)."""
+        """The positions of the floats whose values neither the plan for ``arguments`` nor its translation is
+        made for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``): any
+        value of the type runs that plan, so a dispatcher checks their types only (a loop that calls with a new
+        step size each turn takes it). An int's variant is its value's: a translation with it refuses one out of
+        its parameter's range in the source's words, which a plan's check of its variables has not."""
         with self._lock:
             kinds = self._signature(arguments, self.variant(arguments, defaulted=defaulted))
-        return frozenset(position for position, kind in enumerate(kinds) if kind[0] == "scalar")
+        return frozenset(position for position, (kind, value) in enumerate(zip(kinds, arguments.values(), strict=True))
+                         if kind[0] == "scalar" and not isinstance(value, (int, np.integer)))
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
