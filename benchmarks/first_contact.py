@@ -1,6 +1,6 @@
 """What a new user meets first, measured: ``import svod``, a call of a tiny ``@svod.kernel`` and ``@svod.jit``
-function on numpy arrays (numba's dispatch of the same function beside them), ``svod.run`` of a tiny builder
-kernel, the cold compile of the suite's kernels and of deep ``where`` chains.
+function on numpy arrays and of npbench's crc16 on 16 bytes (numba's dispatch of the same functions beside
+them), ``svod.run`` of a tiny builder kernel, the cold compile of the suite's kernels and of deep ``where`` chains.
 
 ``python -m benchmarks.first_contact [--json OUT.json] [--depths 1000,4000,10000]``
 
@@ -64,6 +64,23 @@ def _add_one(out, x):  # type: ignore[no-untyped-def]
         out[i] = x[i] + 1.0
 
 
+def _crc16(data, poly=0x8408):  # type: ignore[no-untyped-def]
+    """npbench's crc16 as its numba version is written (a loop over bytes of scalar work, a number left to its
+    default, a scalar returned): each decorator takes it as it is."""
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = ~crc & 0xFFFF
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
 def _add_one_numba() -> Any:
     import numba
 
@@ -77,8 +94,9 @@ def _add_one_numba() -> Any:
 
 def call_seconds() -> dict[str, float | None]:
     """A call of a 16-element ``out = x + 1``: as an ``@svod.kernel``, an ``@svod.jit`` function, through
-    ``svod.run`` (a builder kernel), and numba's ``njit`` of the same loop (None without numba). Each is checked
-    against numpy first."""
+    ``svod.run`` (a builder kernel), and numba's ``njit`` of the same loop; of crc16 on 16 bytes as an
+    ``@svod.jit`` function and numba's (numba's None without numba). Each is checked against numpy or plain
+    Python first."""
     out, x = np.zeros(SIZE, np.float32), np.arange(SIZE, dtype=np.float32)
     calls: dict[str, Callable[[], object] | None] = {}
     kernel, function = svod.kernel(_add_one), svod.jit(_add_one)
@@ -86,19 +104,28 @@ def call_seconds() -> dict[str, float | None]:
     calls["jit"] = lambda: function(out, x)
     ast = tiny(1)
     calls["run"] = lambda: svod.run(ast, [out, x])
+    data = np.random.default_rng(42).integers(0, 256, SIZE, dtype=np.uint8)
+    crc16 = svod.jit(_crc16)
+    calls["crc16"] = lambda: crc16(data)
     try:
-        numba_fn = _add_one_numba()
+        import numba
+
+        numba_fn, numba_crc16 = _add_one_numba(), numba.njit(_crc16)
         calls["numba"] = lambda: numba_fn(out, x)
+        calls["numba crc16"] = lambda: numba_crc16(data)
     except ImportError:
-        calls["numba"] = None
+        calls["numba"] = calls["numba crc16"] = None
     seconds: dict[str, float | None] = {}
     for name, call in calls.items():
         if call is None:
             seconds[name] = None
             continue
         out[:] = 0
-        call()
-        np.testing.assert_array_equal(out, x + 1)
+        if "crc16" in name:
+            assert call() == _crc16(data)
+        else:
+            call()
+            np.testing.assert_array_equal(out, x + 1)
         seconds[name] = best_call_seconds(call)
     return seconds
 
@@ -150,7 +177,7 @@ def report(figures: dict[str, Any]) -> str:
     lines = [f"import svod           {imports['svod']['wall'] * 1e3:8.1f} ms   ({imports['svod']['cpu'] * 1e3:.1f} ms "
              f"CPU; numpy alone {imports['numpy']['wall'] * 1e3:.1f} ms, {imports['numpy']['cpu'] * 1e3:.1f} ms CPU)"]
     for name, label in (("kernel", "@svod.kernel call"), ("jit", "@svod.jit call"), ("run", "svod.run"),
-                        ("numba", "numba njit call")):
+                        ("crc16", "@svod.jit crc16"), ("numba", "numba njit call"), ("numba crc16", "numba crc16")):
         value = calls[name]
         lines.append(f"{label:21s} {'   n/a' if value is None else f'{value * 1e6:8.2f} us'}")
     for depth, seconds in figures["where_chain_s"].items():

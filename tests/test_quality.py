@@ -51,7 +51,7 @@ def test_import_svod_loads_no_code_generator_runtime_or_frontend_until_a_name_is
     """``import svod`` costs little more than NumPy's import: the layers below load when first touched."""
     heavy = ("svod.codegen", "svod.runtime", "svod.frontend", "svod.backends", "svod.distributed", "svod.ir",
              "svod.device.protocols", "svod.device.launch", "svod.device.spec", "svod.device.buffer",
-             "svod.device.allocator")
+             "svod.device.allocator", "svod.device.dlpack")
     loaded = _loaded_after("import svod")
     assert not {m for m in loaded if m.startswith(heavy)}
     assert "svod.device.device" in loaded  # the resolver, which the backend registry is installed in

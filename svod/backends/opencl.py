@@ -28,7 +28,7 @@ from svod.device import (
     ReusePool,
     WorkGroupLimits,
 )
-from svod.device.dlpack import KDL_OPENCL
+from svod.device.caps import KDL_OPENCL
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, SvodError
 

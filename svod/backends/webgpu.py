@@ -43,7 +43,7 @@ from svod.device import (
     ReusePool,
     WorkGroupLimits,
 )
-from svod.device.dlpack import KDL_WEBGPU
+from svod.device.caps import KDL_WEBGPU
 from svod.device.launch import most
 from svod.dtype import DeviceSpec, dtypes
 from svod.errors import CompileError, DeviceError, LaunchError

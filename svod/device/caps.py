@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from svod.device.dlpack import KDL_CPU, KDL_CUDA
 from svod.dtype import DType, dtypes
 
 CORE_ID = "core_id"
@@ -20,6 +19,9 @@ CORE_ID = "core_id"
 
 LaunchIndexKind = Literal["group", "local", "global"]
 _PREFIX: dict[LaunchIndexKind, str] = {"group": "gidx", "local": "lidx", "global": "idx"}
+KDL_CPU, KDL_CUDA, KDL_OPENCL, KDL_WEBGPU = 1, 2, 4, 15
+"""DLPack's device types (``DLDeviceType``) of the devices svod has (here, so that naming one imports no ctypes:
+``svod.device.dlpack`` builds its capsules)."""
 _LAUNCH_INDEX = re.compile(r"^(gidx|lidx|idx)([0-9]+)$")
 
 

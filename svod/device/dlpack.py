@@ -11,11 +11,10 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from svod.device.caps import KDL_CPU, KDL_CUDA
 from svod.dtype import DType
 from svod.errors import SvodError
 
-KDL_CPU, KDL_CUDA, KDL_OPENCL, KDL_WEBGPU = 1, 2, 4, 15
-"""DLPack's device types (``DLDeviceType``) of the devices svod has."""
 _CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
 
 

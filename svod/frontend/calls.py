@@ -6,11 +6,13 @@ before runs without binding, translating, looking up or checking again what its 
                               ▼
                        the general path (Kernel.bind, svod.run), which prepares one for the calls after it
 
-A ``PreparedCall`` checks, of each argument, what the signature fixes (an array's type, dtype and shape, a
-number's type; a bool's and a ``svod.Const``'s value) and what an array of that signature may still change from
-call to call: C-contiguous, aligned, writeable where the kernel writes it, and no written one sharing memory
-with another argument (checked again only where an address changed since the last call). It then launches
-through a launch bound once, whose argument arrays it rewrites only where an address changed.
+A ``PreparedCall``'s ``run`` is a function generated for its signature (``svod.runtime.generated``), which
+checks in order, as straight-line code, of each argument what the signature fixes (an array's type, dtype and
+shape, a number's type; a bool's and a ``svod.Const``'s value) and what an array of that signature may still
+change from call to call: C-contiguous, aligned, writeable where the kernel writes it, and no written one
+sharing memory with another argument (checked again only where an address changed since the last call); then
+each scalar's variable against its bounds. It then launches through a launch bound once, whose argument
+arrays it rewrites only where an address changed.
 """
 
 from __future__ import annotations
@@ -21,18 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from svod.device import Launch, Variable
-from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, array_address, exported
+from svod.device import Variable
+from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, exported, shared_address
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
 from svod.frontend.source import Located
+from svod.runtime import generated
 from svod.runtime.kernel import CachedKernel
 
 CALLS_KEPT = 64
 """The signatures a kernel keeps prepared calls for: enough for the shapes a program cycles through, few enough
 that one calling with ever new shapes holds little."""
-ANY_VALUE = object()
-"""What a number's guard holds where any value of its type will do (an ``int`` or ``float`` argument)."""
 
 
 def call_key(args: Sequence[Any], device: Any, constants: frozenset[int]) -> tuple[Hashable, ...] | None:
@@ -57,11 +58,10 @@ def call_key(args: Sequence[Any], device: Any, constants: frozenset[int]) -> tup
 
 
 class PreparedCall:
-    """A kernel's launch for calls of one signature (``call_key``): the checks a call makes, the variables' values
-    (those a scalar argument gives, checked per call), the launch sizes, and a launch bound once."""
+    """A kernel's launch for calls of one signature (``call_key``): ``run``, generated for it once
+    (``svod.runtime.generated``), makes the checks a call of that signature needs, in order, then launches."""
 
-    __slots__ = ("_addresses", "_exports", "_fixed", "_launch", "_lock", "_pointed_at", "arrays", "count", "device",
-                 "dims", "kernel", "located", "nbytes", "numbers", "pairs", "vals", "varying")
+    __slots__ = ("kernel", "located", "run")
 
     def __init__(self, kernel: CachedKernel, located: Located, device: Any, args: Sequence[Any],
                  constants: frozenset[int], vals: list[int], dims: ConcreteLaunchDims,
@@ -71,127 +71,113 @@ class PreparedCall:
         position)."""
         self.kernel = kernel
         self.located = located
-        self.device = device
-        self.count = len(args)
+        namespace: dict[str, Any] = {"DEVICE": device, "ndarray": np.ndarray, "VALS": vals,
+                                     "GLOBAL": dims.global_size, "LOCAL": dims.local_size, "SvodError": SvodError,
+                                     "NAME": kernel.name, "LOCATE": located.locate,
+                                     "EXECUTE": kernel.program.execute}
+        body = [f"if len(args) != {len(args)} or (device is not DEVICE and device != DEVICE):", "    return False"]
+        body += _number_guards(args, constants, namespace)
         arrays = [(position, value) for position, value in enumerate(args) if type(value) is np.ndarray]
-        layout = kernel.layout
-        self.arrays = tuple((slot, position, value.dtype, value.shape, argument.dtype.itemsize, argument.written)
-                            for slot, ((position, value), argument) in enumerate(zip(arrays, layout, strict=True)))
-        self._exports = [value.size > 0 for _, value in arrays]
-        """Per array: whether the last one there was ``exported`` (writeable, C-contiguous, not empty), as the next
-        most likely is: a call tries that first, and reads the flags of one that is not."""
-        self.numbers = tuple((position, type(value), value if position in constants or type(value) is bool
-                              else ANY_VALUE) for position, value in enumerate(args) if type(value) is not np.ndarray)
-        in_place = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
-                               for (position, value), argument in zip(arrays, layout, strict=True)])
-        self.nbytes = in_place.nbytes
-        self.pairs = in_place.pairs
-        self.varying = tuple(varying)
-        self.vals = vals
-        self.dims = dims
-        bound = kernel.bind_host()
-        self._launch: Launch | None = None
-        self._addresses: Any = None
-        self._fixed: Callable[[], None] | None = None
-        """Where no variable varies: the launch with its values set once."""
-        if bound is not None:
-            self._launch, host = bound
-            self._addresses = host.buffer_addresses
-            if not varying:
-                self._fixed = host.with_values(vals, dims.global_size, dims.local_size)
-        self._pointed_at: list[int] = []
-        """The addresses the bound launch points at, checked apart when they were written."""
-        self._lock = threading.Lock()
+        body += _array_guards(arrays, kernel, namespace)
+        body += _values(varying, vals, namespace)
+        body += ["try:", *(f"    {line}" for line in _launch(kernel, arrays, vals, dims, varying, namespace)),
+                 "except SvodError as err:", "    err.name_kernel(NAME)", "    LOCATE(err)", "    raise"]
+        self.run: Callable[[tuple[Any, ...], Any], bool] = generated.function("run", ("args", "device"), body,
+                                                                                namespace)
+        """Run on a call's ``args``, or return False, having run nothing, where they are not of this signature
+        or one may not be used as it is: the general path then copies what cannot be shared, or says what is
+        wrong."""
 
-    def run(self, args: tuple[Any, ...], device: Any) -> bool:
-        """Run on a call's ``args``, or return False, having run nothing, where they are not of this signature or
-        one may not be used as it is: the general path then copies what cannot be shared, or says what is
-        wrong. (One method with its loops written out: each call of a function is a part of a small call.)"""
-        if len(args) != self.count or (device is not self.device and device != self.device):
-            return False
-        if self.numbers and not self._numbers_match(args):
-            return False
-        found = []
-        exports = self._exports
-        for slot, position, dtype, shape, itemsize, written in self.arrays:  # shared_address's, written out
-            array = args[position]
-            if type(array) is not np.ndarray or array.shape != shape or (array.dtype is not dtype
-                                                                         and array.dtype != dtype):
-                return False
-            if exports[slot]:
-                try:
-                    address: int | None = address_of(exported(array))  # writeable and C-contiguous, or it raises
-                except NOT_EXPORTED:
-                    exports[slot] = False
-                    address = self._flagged_address(slot, array, written)
-            else:
-                address = self._flagged_address(slot, array, written)
-            if address is None or address % itemsize:
-                return False
-            found.append(address)
-        vals: list[int] | None = self.vals if not self.varying else self._values(args)
-        if vals is None:
-            return False
-        try:
-            if self._launch is not None and self._lock.acquire(False):
-                try:  # a call from another thread meanwhile launches with arrays of its own (below)
-                    if found != self._pointed_at:  # apart as they were, unless an address changed
-                        if self._meets(found):
-                            return False
-                        self._addresses[:len(found)] = found
-                        self._pointed_at = found
-                    if self._fixed is not None:
-                        self._fixed()
-                    else:
-                        self._launch(vals, self.dims.global_size, self.dims.local_size)
-                finally:
-                    self._lock.release()
-                return True
-            if self._meets(found):
-                return False
-            self.kernel.program.execute(found, vals, self.dims.global_size, self.dims.local_size)
-            return True
-        except SvodError as err:
-            err.name_kernel(self.kernel.name)
-            self.located.locate(err)
-            raise
 
-    def _numbers_match(self, args: tuple[Any, ...]) -> bool:
-        """Whether each number argument is of its type, and of its value where the signature fixes that."""
-        for position, kind, value in self.numbers:
-            number = args[position]
-            if type(number) is not kind or (value is not ANY_VALUE and number != value):
-                return False
-        return True
+def _number_guards(args: Sequence[Any], constants: frozenset[int], namespace: dict[str, Any]) -> list[str]:
+    """Each number argument's check: of its type, and of its value where the signature fixes that (a bool's, a
+    ``svod.Const``'s)."""
+    body: list[str] = []
+    for position, value in enumerate(args):
+        if type(value) is np.ndarray:
+            continue
+        namespace[f"K{position}"], namespace[f"V{position}"] = type(value), value
+        fixed = position in constants or type(value) is bool
+        body += [f"a{position} = args[{position}]",
+                 f"if type(a{position}) is not K{position}" + (f" or a{position} != V{position}:" if fixed else ":"),
+                 "    return False"]
+    return body
 
-    def _flagged_address(self, slot: int, array: np.ndarray, written: bool) -> int | None:
-        """The address of an array that ``exported`` may refuse, its flags checked (C-contiguous, writeable where
-        written); None where it may not be used as it is. Notes for the next call whether ctypes takes it."""
-        flags = array.flags
-        writeable = flags.writeable
-        if not flags.c_contiguous or (written and not writeable):
-            return None
-        self._exports[slot] = writeable and array.size > 0
-        return array_address(array, writeable)
 
-    def _values(self, args: tuple[Any, ...]) -> list[int] | None:
-        """The variables' values, those the scalar arguments give checked; None where one is out of its bounds
-        (the general path says so, in the source's words)."""
-        vals = list(self.vals)
-        try:
-            for slot, variable, position in self.varying:
-                vals[slot] = variable.checked(args[position])
-        except SvodError:
-            return None
-        return vals
+def _array_guards(arrays: Sequence[tuple[int, np.ndarray]], kernel: CachedKernel, namespace: dict[str, Any]
+                  ) -> list[str]:
+    """Each array's check (its type, shape and dtype), then its address ``pK`` where it may be used in place:
+    C-contiguous, writeable where the kernel writes it, aligned; the way of reading it tried first is the one
+    the array of the call it is made for took (``exported`` for a writeable one)."""
+    body: list[str] = []
+    namespace.update({"address_of": address_of, "exported": exported, "NOT_EXPORTED": NOT_EXPORTED,
+                      "SHARED": shared_address})
+    for slot, ((position, value), argument) in enumerate(zip(arrays, kernel.layout, strict=True)):
+        name, itemsize = f"a{position}", argument.dtype.itemsize
+        namespace[f"S{position}"], namespace[f"T{position}"] = value.shape, value.dtype
+        body += [f"{name} = args[{position}]",
+                 f"if type({name}) is not ndarray or {name}.shape != S{position} or "
+                 f"({name}.dtype is not T{position} and {name}.dtype != T{position}):", "    return False"]
+        flagged = [f"p{slot} = SHARED({name}, {itemsize}, {argument.written})", f"if p{slot} is None:",
+                   "    return False"]
+        if value.size and value.flags.writeable and value.flags.c_contiguous:
+            body += ["try:", f"    p{slot} = address_of(exported({name}))", "except NOT_EXPORTED:",
+                     *(f"    {line}" for line in flagged)]
+            if itemsize > 1:
+                body += [f"if p{slot} % {itemsize}:", "    return False"]
+        else:  # read-only or empty, as the last one there was: its flags read, not an exception raised
+            body += flagged
+    return body
 
-    def _meets(self, found: list[int]) -> bool:
-        """Whether a written array shares memory with another argument (neither empty)."""
-        nbytes = self.nbytes
-        for first, second in self.pairs:
-            if found[first] < found[second] + nbytes[second] and found[second] < found[first] + nbytes[first]:
-                return True
-        return False
+
+def _values(varying: Sequence[tuple[int, Variable, int]], vals: list[int], namespace: dict[str, Any]) -> list[str]:
+    """The variables' values ``vals``, those the scalar arguments give checked; the general path (which says
+    why, in the source's words) where one is out of its bounds."""
+    if not varying:
+        return ["vals = VALS"]
+    body = ["vals = list(VALS)", "try:"]
+    for slot, variable, position in varying:
+        namespace[f"VARIABLE{slot}"] = variable.checked
+        body.append(f"    vals[{slot}] = VARIABLE{slot}(a{position})")
+    return [*body, "except SvodError:", "    return False"]
+
+
+def _launch(kernel: CachedKernel, arrays: Sequence[tuple[int, np.ndarray]], vals: list[int],
+            dims: ConcreteLaunchDims, varying: Sequence[tuple[int, Variable, int]], namespace: dict[str, Any]
+            ) -> list[str]:
+    """The launch: through the launch bound once where the kernel has one and no other thread is using it (its
+    argument array rewritten only where an address changed, and then checked apart), else the program's own
+    ``execute``; false, having run nothing, where a written array shares memory with another."""
+    found = f"[{', '.join(f'p{slot}' for slot in range(len(arrays)))}]"
+    nbytes = [argument.dtype.itemsize * value.size for (_, value), argument in zip(arrays, kernel.layout,
+                                                                                    strict=True)]
+    pairs = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
+                        for (position, value), argument in zip(arrays, kernel.layout, strict=True)]).pairs
+    meets = [f"if p{a} < p{b} + {nbytes[b]} and p{b} < p{a} + {nbytes[a]}:" for a, b in pairs]
+    general = [*(line for check in meets for line in (check, "    return False")),
+               f"EXECUTE({found}, vals, GLOBAL, LOCAL)", "return True"]
+    bound = kernel.bind_host()
+    if bound is None:
+        return general
+    launch, host = bound
+    namespace.update({"LOCK": threading.Lock(), "ADDRESSES": host.buffer_addresses, "POINTED": [[]],
+                      "LAUNCH": launch})
+    run = "LAUNCH(vals, GLOBAL, LOCAL)"
+    if not varying:
+        namespace["FIXED"] = host.with_values(vals, dims.global_size, dims.local_size)
+        run = "FIXED()"
+    return ["if LOCK.acquire(False):",  # a call from another thread meanwhile launches with arrays of its own
+            "    try:",
+            f"        found = {found}",
+            "        if found != POINTED[0]:",  # apart as they were, unless an address changed
+            *(f"            {line}" for check in meets for line in (check, "    return False")),
+            f"            ADDRESSES[:{len(arrays)}] = found",
+            "            POINTED[0] = found",
+            f"        {run}",
+            "    finally:",
+            "        LOCK.release()",
+            "    return True",
+            *general]
 
 
 class Calls:

@@ -48,6 +48,7 @@ from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of, type_key
 from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
+from svod.frontend.jit_dispatch import MISS, Dispatcher, dispatcher
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
 from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
@@ -87,8 +88,11 @@ class Jit:
         self._structure: Structure | None = None
         self._plans: dict[tuple[Any, ...], Prepared] = {}
         self._calls: dict[tuple[Any, ...], _Call] = {}
-        """The plans of calls with every argument an array or a number, by ``_call_key``: a call like one before
-        runs its plan without binding, checking and reading its arguments again."""
+        """The plans of calls with every argument an array or a number, by ``_call_key``, each with its generated
+        dispatcher (``svod.frontend.jit_dispatch``): a call like one before runs its plan without binding,
+        checking and reading its arguments again."""
+        self._last: Dispatcher | None = None
+        """The dispatcher of the last call that took one, which a call tries first (its own key uncomputed)."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._valued: dict[tuple[Any, ...], tuple[str, ...]] = {}
         """Per kind of arguments (``_kind``): the scalars whose kind is only their type that the host reads in the
@@ -112,20 +116,43 @@ class Jit:
         if recorder is not None:
             refuse_complex_on_tape(self.name, [*args, *keywords.values()])
             return self.taped(recorder, args, keywords, device)
+        last = self._last
+        if last is not None and not keywords:  # a call like the one before, the common case
+            result = last(args, device)
+            if result is not MISS:
+                return result
         given, missing = args, len(self.parameters) - len(args)
         if 0 < missing <= len(self._defaults) and not keywords:  # as Python binds them: the defaults complete
             args = (*args, *self._defaults[len(self._defaults) - missing:])
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device, len(given))
         found = self._calls.get(key) if key is not None else None
         if found is not None:
-            return found.call(args)
+            result = found.dispatch(given, device)
+            if result is not MISS:
+                self._last = found.dispatch
+                return result
         arguments = self._arguments(given, keywords)  # checked and converted once a call
-        prepared = self.prepared(arguments, api.get_device(device), self._defaulted(given, keywords))
+        defaulted = self._defaulted(given, keywords)
+        prepared = self.prepared(arguments, api.get_device(device), defaulted)
+        result = prepared.run(arguments)  # (which prepares the plan, its errors located in the source)
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
-            self._calls[key] = _Call.of(prepared, self.parameters)
-        return prepared.run(arguments)
+            call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
+                                                                 self._free_numbers(arguments, defaulted)))
+            self._last = call.dispatch
+        return result
+
+    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
+        """The positions of the floats whose values neither the plan for ``arguments`` nor its translation is
+        made for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``): any
+        value of the type runs that plan, so a dispatcher checks their types only (a loop that calls with a new
+        step size each turn takes it). An int's variant is its value's: a translation with it refuses one out of
+        its parameter's range in the source's words, which a plan's check of its variables has not."""
+        with self._lock:
+            kinds = self._signature(arguments, self.variant(arguments, defaulted=defaulted))
+        return frozenset(position for position, (kind, value) in enumerate(zip(kinds, arguments.values(), strict=True))
+                         if kind[0] == "scalar" and not isinstance(value, (int, np.integer)))
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
@@ -353,20 +380,10 @@ def _call_key(args: Sequence[Any], device: str | Device, given: int) -> tuple[An
 
 @dataclass(frozen=True)
 class _Call:
-    """A call key's plan (``Jit._calls``), and the positions of the arguments its run passes where some
-    parameters are constants of it (None where it passes all)."""
+    """A call key's plan (``Jit._calls``) and the dispatcher generated for calls of that key."""
 
     prepared: Prepared
-    passed: tuple[int, ...] | None
-
-    @classmethod
-    def of(cls, prepared: Prepared, parameters: Sequence[str]) -> _Call:
-        if prepared.parameters == list(parameters):
-            return cls(prepared, None)
-        return cls(prepared, tuple(parameters.index(name) for name in prepared.parameters))
-
-    def call(self, args: Sequence[Any]) -> Any:
-        return self.prepared.call(args if self.passed is None else [args[k] for k in self.passed])
+    dispatch: Dispatcher
 
 
 def _plain_number(value: Any) -> bool:

@@ -105,8 +105,9 @@ class Prepared:
     @functools.cached_property
     def returned_in_place(self) -> tuple[tuple[int, tuple[int, ...], np.dtype], ...]:
         """The plan buffer, shape and dtype of each temporary returned whole (its buffer exactly its shape), once
-        each: a run that binds arrays (``call``) computes it into a new array of its own, which it returns, as
-        NumPy's function returns the array it made, where a copy of the plan's buffer would read it all again."""
+        each: a run that binds arrays (a call's dispatcher, ``svod.frontend.jit_dispatch``) computes it into a new
+        array of its own, which it returns, as NumPy's function returns the array it made, where a copy of the
+        plan's buffer would read it all again."""
         found: dict[int, tuple[int, tuple[int, ...], np.dtype]] = {}
         for _, slot, shape, length in self.returns:
             if slot is None or not shape or length is not None:
@@ -133,32 +134,12 @@ class Prepared:
 
     @functools.cached_property
     def binder(self) -> Binder | None:
-        """The plan's runs on arrays like those of the signature it was prepared for (``call``): the arguments',
+        """The plan's runs on arrays like those of the signature it was prepared for (a call's generated dispatcher,
+        ``svod.frontend.jit_dispatch``): the arguments',
         then a new array for each temporary returned whole (``returned_in_place``)."""
         bound: list[tuple[int | str, int]] = [(slot, position) for position, slot in self.arrays.items()]
         bound += [(slot, len(self.parameters) + k) for k, (slot, _, _) in enumerate(self.returned_in_place)]
         return self.plan.binder(bound)
-
-    def call(self, args: Sequence[Any]) -> Any:
-        """``run`` on ``args``, every parameter's by position, each a numpy array of the dtype and shape or a
-        number of the kind the plan was prepared for (the call key of ``svod.frontend.jit``): arrays that may be
-        used in place as they are run without the general binding's checks of what the signature fixes, each
-        temporary returned whole computed into the new array returned."""
-        binder = self.binder if not self.complex_slots else None  # a complex array binds as its float view
-        if binder is None:
-            return self.run(dict(zip(self.parameters, args, strict=True)))
-        launch = random.generator.next_launch() if self.draws else None
-        scalars = self.variables_of(args, launch)
-        made = {slot: np.empty(shape, dtype) for slot, shape, dtype in self.returned_in_place} \
-            if self.returned_in_place else {}
-        try:
-            ran = self.plan.execute_bound(binder, [*args, *made.values()] if made else args, scalars)
-        except SvodError as err:
-            self.locate(err)
-            raise
-        if not ran:  # an array the general binding copies or refuses
-            return self.run(dict(zip(self.parameters, args, strict=True)), launch)
-        return self.results(args, made)
 
     def run(self, arguments: Mapping[str, Any], launch: random.Launch | None = None) -> Any:
         """Run the plan on a call's ``arguments`` (every parameter's, by name): its draws take ``launch`` (the

@@ -74,14 +74,20 @@ class Binder:
         """The address of each bound array among ``arguments``, where each may be used in place; None where one
         may not, having checked no more: the general path then copies it or refuses it, as on any run."""
         found = self.arrays.addresses(arguments)
-        if found is not None and self.others[0][0]:
-            nbytes = self.arrays.nbytes
-            for index, (_, _, written) in enumerate(self.arrays.checks):
-                starts, ends = self.others[0 if written else 1]
-                at = bisect_right(ends, found[index])
-                if at < len(starts) and starts[at] < found[index] + nbytes[index]:
-                    return None
+        if found is not None and self.others[0][0] and self.meets_others(found):
+            return None
         return found
+
+    def meets_others(self, found: Sequence[int]) -> bool:
+        """Whether an array at ``found`` (its addresses, in the order of ``arrays``) meets the plan's other
+        storages where either is written."""
+        nbytes = self.arrays.nbytes
+        for index, (_, _, written) in enumerate(self.arrays.checks):
+            starts, ends = self.others[0 if written else 1]
+            at = bisect_right(ends, found[index])
+            if at < len(starts) and starts[at] < found[index] + nbytes[index]:
+                return True
+        return False
 
 
 class ArrayBinding:

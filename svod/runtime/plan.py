@@ -56,6 +56,7 @@ from svod.dtype import dtypes
 from svod.errors import BufferMismatchError, IndexOutOfBoundsError, RequirementError, SvodError, VariableError
 from svod.ir import Ops, UOp, rename_variables
 from svod.ir.bounds import Bounds, compute_bounds
+from svod.runtime import generated
 from svod.runtime.binding import ArrayBinding, Binder
 from svod.runtime.bundle import read_plan, save_plan
 from svod.runtime.cache import KernelCache, default_cache
@@ -129,6 +130,8 @@ class ExecutionPlan:
         self._parts_checks: list[PartsLaunch] = []
         self.failure_flags: list[FailureFlag] = []
         """The buffers a run's steps set where the data makes it fail (``add_failure_flag``)."""
+        self._bound_runs: dict[tuple[Binder, bool], Callable[[list[int], Mapping[str, int]], None]] = {}
+        """``execute_bound``'s runs, generated once per binder (``bound_run``)."""
 
     # ---- building ----------------------------------------------------------------------------------------
 
@@ -415,15 +418,41 @@ class ExecutionPlan:
         addresses = binder.addresses(arguments)
         if addresses is None:
             return False
-        values = self._check_vars(var_vals) if var_vals or self._runtime_bounds else {}
-        if self._loops:
-            self._check_loops(values)
-        with self._executing:
-            self._arrays.point(binder, addresses)
-            self._run_all(values)
-            if self.failure_flags or self._checked_steps:  # a run of neither records nothing to read
-                self._check_run()
+        self.bound_run(binder, bool(var_vals))(addresses, var_vals)
         return True
+
+    def bound_run(self, binder: Binder, valued: bool) -> Callable[[list[int], Mapping[str, int]], None]:
+        """``execute_bound`` past its addresses, for a caller that computed them as ``binder`` would (a jitted
+        function's generated call): ``run(addresses, var_vals)``, generated for this plan, with only the checks
+        it needs (its variables' bounds where it has some or ``valued`` runs pass values, its loops', its
+        failure flags and checked steps'), in ``execute_bound``'s order; generated once per binder."""
+        key = (binder, valued)
+        found = self._bound_runs.get(key)
+        if found is None:
+            found = self._bound_runs[key] = self._generated_run(binder, valued)
+        return found
+
+    def _generated_run(self, binder: Binder, valued: bool) -> Callable[[list[int], Mapping[str, int]], None]:
+        """``bound_run``'s function, made."""
+        namespace: dict[str, Any] = {}
+        body = self._vars_checked(namespace) if valued or self._runtime_bounds else ["values = var_vals"]
+        if self._loops:
+            body.append("CHECK_LOOPS(values)")
+        body += ["with LOCK:", "    pointed = ARRAYS.pointed",  # ``ArrayBinding.point``'s own test, first
+                 "    if pointed is None or pointed[0] is not BINDER or pointed[1] != addresses:",
+                 "        POINT(BINDER, addresses)"]
+        if self._native is not None:  # ``_run_all``'s native way, written out
+            body += ["    try:", "        NATIVE(values)", "    except BaseException:", "        CLEAR_STOPPED(True)",
+                     "        raise"]
+        else:
+            body.append("    RUN_ALL(values)")
+        if self.failure_flags or self._checked_steps:
+            body.append("    CHECK_RUN()")
+        return generated.function("run", ("addresses", "var_vals"), body, {
+            **namespace, "CHECK_LOOPS": self._check_loops, "LOCK": self._executing,
+            "ARRAYS": self._arrays, "POINT": self._arrays.point, "BINDER": binder,
+            "NATIVE": getattr(self._native, "run", None), "RUN_ALL": self._run_all,
+            "CLEAR_STOPPED": self._clear_stopped, "CHECK_RUN": self._check_run})
 
     def _run_all(self, values: Values) -> None:
         """Every step once: the native replay, or the schedule's levels and the device's synchronize."""
@@ -484,6 +513,19 @@ class ExecutionPlan:
                 failures.append(err)
         if failures:
             raise failures[0]
+
+    def _vars_checked(self, namespace: dict[str, Any]) -> list[str]:
+        """``_check_vars`` written out for this plan's variables (``_generated_run``): ``values`` from
+        ``var_vals``, each value checked by each of its uses in turn."""
+        namespace.update({"NAMES": frozenset(self._runtime_bounds), "REFUSE_NAMES": self._refuse_names})
+        body = ["if var_vals.keys() != NAMES:", "    REFUSE_NAMES(var_vals)", "values = {}"]
+        for k, (name, uses) in enumerate(self._runtime_bounds.items()):
+            namespace[f"NAME{k}"] = name
+            body.append(f"value = var_vals[NAME{k}]")
+            for u, (var, kernel) in enumerate(uses):
+                namespace[f"CHECKED{k}_{u}"], namespace[f"KERNEL{k}_{u}"] = var.checked, kernel
+                body.append(f"values[NAME{k}] = CHECKED{k}_{u}(value, kernel=KERNEL{k}_{u}, stage='bind')")
+        return body
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
         """Every runtime variable given, and only those, each within the bounds of every kernel that reads it."""

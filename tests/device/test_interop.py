@@ -10,7 +10,7 @@ import pytest
 
 import svod
 from svod import KernelBuilder, dtypes
-from svod.device import dlpack
+from svod.device import caps, dlpack
 from svod.errors import BufferMismatchError, SvodError
 from tests.helpers import open_device
 
@@ -111,7 +111,7 @@ def test_a_device_with_its_own_memory_refuses_zero_copy():
         svod.Buffer.from_numpy(np.zeros(4, np.float32), "CL:0").__dlpack__()
 
 
-@pytest.mark.parametrize(("name", "kind"), [("CL:0", dlpack.KDL_OPENCL), ("WEBGPU:0", dlpack.KDL_WEBGPU)])
+@pytest.mark.parametrize(("name", "kind"), [("CL:0", caps.KDL_OPENCL), ("WEBGPU:0", caps.KDL_WEBGPU)])
 def test_a_device_buffer_names_its_dlpack_device_type(name, kind):
     device = open_device(name)
     assert svod.Buffer(device, dtypes.float32, 4).__dlpack_device__() == (kind, 0)

@@ -1,8 +1,9 @@
 """Calls as Python makes them in ``@svod.jit`` functions: arguments bound by position, by keyword and by default
 (``svod.frontend.binding``), in the jitted function and in the functions it calls; a called function's early
 returns (``svod.frontend.returns``), in host code, in a ``prange`` loop's body and in a kernel's ``@svod.func``;
-a call like one before with arrays laid out otherwise (``Prepared.call``). Each is compared with the same
-function run as plain Python, on every device; a refusal is asserted with its message and line."""
+a call like one before with arrays laid out otherwise (its generated dispatcher, ``svod.frontend.jit_dispatch``).
+Each is compared with the same function run as plain Python, on every device; a refusal is asserted with its
+message and line."""
 
 from __future__ import annotations
 
@@ -909,7 +910,7 @@ def gathered_sum(x, idx):
 
 @pytest.mark.parametrize("n", (1, 7, 13))
 def test_an_index_out_of_bounds_in_a_call_like_one_before_is_refused_each_time(n):
-    """A call of the signature of one before (its plan's prepared run, ``Prepared.call``) still reads the run's
+    """A call of the signature of one before (its dispatcher, ``svod.frontend.jit_dispatch``) still reads the run's
     record of accesses: an index past ``x`` is refused on each such call, and a call in bounds after it computes
     NumPy's answer (the record read and cleared, not left to fail it)."""
     x = data(n)
