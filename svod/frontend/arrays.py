@@ -47,6 +47,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang, random_arrays
+from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     KEY_NAMES,
@@ -91,7 +92,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class ArrayRewriter(ArrayValues, Histograms, Compactions):
+class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
@@ -511,8 +512,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
     def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
                looped: bool) -> list[ast.stmt]:
         if isinstance(node, ast.Call) and self.reader.allocation(node) is not None and isinstance(target, ast.Name):
-            self.allocated(stmt, target.id, node)
-            return [stmt]
+            return self.allocated(stmt, target.id, node)
         if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or target.id in self.aliases
                                                              or isinstance(self.arrays[target.id], Fused)):
             value = self.value(node)
@@ -571,6 +571,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
         made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
         if isinstance(made, ast.AugAssign):
             made.target = cast(ast.Name, Elements().visit(copy.deepcopy(made.target)))
+        elif isinstance(made, ast.Assign):  # an element of a work item's own array stored (``t[k] = v``)
+            made.targets = [cast(ast.expr, Elements().visit(copy.deepcopy(t))) for t in made.targets]
         self.changed = True
         return stands_for(ast.fix_missing_locations(made), stmt)
 
@@ -585,17 +587,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                 if not (isinstance(known, Named) and known.name == inner.id):
                     return True
         return False
-
-    def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
-        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.arrays
-               for n in ast.walk(call)):
-            return  # (a shape or fill an array's element gives) the plan says what it makes of it, where it is made
-        try:
-            made = self.on_host(call, prototypes=True)
-        except Exception:
-            return  # the plan says what is wrong with it, where it is made
-        self.arrays[name] = Named(made.shape, made.dtype, name)
-        self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
 
     def remember_scalar(self, name: str, node: ast.expr) -> None:
         try:
