@@ -92,8 +92,7 @@ class Allocations:
         and the statements that fill it where ``stmt`` stands (none for ``np.empty``)."""
         if name in self.viewed:
             raise self.refuse(stmt, f"{name} is made anew by every work item of the prange around it, and another "
-                                    f"name views it: give the view a statement of its own after it is filled, or "
-                                    f"make {name} before the loop")
+                                    f"name is bound to it, which svod does not follow there: use the name {name}")
         fill = Temporary(name, call, stmt).fill  # type: ignore[arg-type]  # (an Assign: arrays.assign's)
         filled = self.value(fill) if fill is not None else None
         if isinstance(filled, Expr):
@@ -122,7 +121,13 @@ class Allocations:
                                         f"before the run ({err})") from err
         written = probe.args[0]
         parts = list(written.elts) if isinstance(written, (ast.Tuple, ast.List)) else [written]
-        shape = tuple(self.bound(part) for part in parts)
+        try:
+            shape = tuple(self.bound(part) for part in parts)
+        except KernelSyntaxError:
+            raise self.refuse(stmt, f"the shape `{ast.unparse(written)}` of an array made in a prange's body is of "
+                                    "numbers the host knows before the run and the loops' variables (+, -, * and // "
+                                    "by a number, min, max), not of values the run computes: make the array before "
+                                    "the loop, at the greatest length") from None
         negative = next((p for p, d in zip(parts, shape, strict=True) if extents.low(d) < 0), None)
         if negative is not None:
             raise self.refuse(stmt, f"the length `{ast.unparse(negative)}` of an array made in a prange's body may "

@@ -634,7 +634,10 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             raise self.refuse(at, f"an array of shape {extents.shown(shape)} is made here, and the host does not know "
                                   f"how long `{largest}` may be before the run, which it makes the array at" +
                                   (" (one for each work item of the prange loops around it)" if items else ""))
-        base = self.bases[name] = Named(extents.greatest([*items, *shape]), dtype, name)
+        greatest = extents.greatest([*items, *shape])  # a work item's part at least one element long: the parts
+        if items:  # stand apart when they are empty (else a store would be one element of every work item's)
+            greatest = (*greatest[:len(items)], *(max(g, 1) for g in greatest[len(items):]))
+        base = self.bases[name] = Named(greatest, dtype, name)
         axes = tuple((len(items) + k, 0, 1) for k in range(len(shape)))
         self.arrays[name] = view = Viewed(shape, dtype, base, axes, dict(enumerate(positions)))
         return view
