@@ -83,6 +83,7 @@ from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
+from svod.frontend.ufunc_outs import ufunc_out
 from svod.frontend.unrolling import unrolled
 
 TEMPORARY_LENGTH = (1 << 31) - 1
@@ -409,7 +410,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             if owner is not None:
                 everything = ast.copy_location(ast.Subscript(func.value, ast.Constant(...), ast.Store()), stmt)
                 return self.assign(stmt, everything, call.args[0], None, looped)
-        return [stmt]
+        written = ufunc_out(self, stmt, call)  # np.add(z, c, z): into its out
+        return [stmt] if written is None else self.assign(stmt, written[0], written[1], None, looped)
 
     def returned(self, stmt: ast.Return, node: ast.expr) -> list[ast.stmt]:
         """``return <array expressions>``: each a new array (or value) of a name of its own, returned by name."""
