@@ -85,7 +85,23 @@ class Allocations:
             return [stmt]  # the plan says what is wrong with it, where it is made
         self.arrays[name] = Named(made.shape, made.dtype, name)
         self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
-        return [stmt]
+        return [self.shape_written(stmt, call, made.shape)]
+
+    def shape_written(self, stmt: ast.stmt, call: ast.Call, shape: tuple[int, ...]) -> ast.stmt:
+        """``stmt`` with its allocation's shape written out where it reads a view's name (``np.zeros(C.shape)``
+        after ``C = np.reshape(C, n)``): the plan makes the array on the host, which holds the arrays it makes,
+        not the views the rewriting names (the shape is the plan's: one is made per shape of the arguments)."""
+        views = {n for n, v in self.arrays.items() if not (isinstance(v, Named) and v.name == n)}
+        if self.reader.allocation(call) in _LIKE or not call.args or \
+                not any(isinstance(n, ast.Name) and n.id in views for n in ast.walk(call.args[0])):
+            return stmt
+        written = copy.copy(call)
+        written.args = [ast.copy_location(ast.Tuple([ast.Constant(s) for s in shape], ast.Load()), call.args[0]),
+                        *call.args[1:]]
+        made = copy.copy(stmt)
+        assert isinstance(made, ast.Assign)  # (arrays.assign's)
+        made.value = ast.fix_missing_locations(written)
+        return made
 
     def per_work_item(self, stmt: ast.stmt, name: str, call: ast.Call) -> list[ast.stmt]:
         """An allocation in a ``prange`` nest's body: the array of each work item's own, made before the nest,

@@ -83,7 +83,7 @@ from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
-from svod.frontend.ufunc_outs import ufunc_out
+from svod.frontend.ufunc_outs import ufunc_out, writes_out
 from svod.frontend.unrolling import unrolled
 
 TEMPORARY_LENGTH = (1 << 31) - 1
@@ -505,6 +505,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if self.is_counting_statement(stmt):
             return True
+        if isinstance(stmt, ast.Expr):  # x.fill(v), np.add(x, y, out=x)
+            return writes_out(self.reader, stmt)
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(

@@ -50,3 +50,12 @@ def ufunc_out(rewriter: Any, stmt: ast.Expr, call: ast.Call) -> tuple[ast.expr, 
                                     "UFuncTypeError)")
     everything = ast.copy_location(ast.Subscript(out, ast.Constant(...), ast.Store()), stmt)
     return everything, value
+
+
+def writes_out(reader: Any, stmt: ast.Expr) -> bool:
+    """Whether ``stmt`` is a call made for its effect on an array that the array rewriting writes as a store:
+    ``x.fill(v)``, or a ufunc's (its out: ``ufunc_out``); a loop around it is then rewritten too."""
+    if not isinstance(stmt.value, ast.Call):
+        return False
+    func = stmt.value.func
+    return (isinstance(func, ast.Attribute) and func.attr == "fill") or isinstance(reader.resolve(func), np.ufunc)
