@@ -78,7 +78,7 @@ from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
@@ -573,10 +573,10 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
 
         made = copy.copy(stmt)
         made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
-        if isinstance(made, ast.AugAssign):
-            made.target = cast(ast.Name, Elements().visit(copy.deepcopy(made.target)))
-        elif isinstance(made, ast.Assign):  # an element of a work item's own array stored (``t[k] = v``)
-            made.targets = [cast(ast.expr, Elements().visit(copy.deepcopy(t))) for t in made.targets]
+        if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
+            made.target = cast(ast.Name, stored(Elements().visit(copy.deepcopy(made.target))))
+        elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
+            made.targets = [stored(Elements().visit(copy.deepcopy(t))) for t in made.targets]
         self.changed = True
         return stands_for(ast.fix_missing_locations(made), stmt)
 
