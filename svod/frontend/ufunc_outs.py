@@ -35,6 +35,8 @@ def ufunc_out(rewriter: Any, stmt: ast.Expr, call: ast.Call) -> tuple[ast.expr, 
     out = given[0]
     if isinstance(out, ast.Tuple) and len(out.elts) == 1:
         out = out.elts[0]
+    if isinstance(out, ast.Constant) and out.value is None:
+        return None  # no out: a value unused, which the function's reader refuses
     stored = rewriter.target(out)
     if not isinstance(stored, Expr):
         raise rewriter.refuse(stmt, f"np.{ufunc.__name__}'s out is an array (NumPy raises TypeError)")

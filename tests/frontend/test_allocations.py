@@ -5,6 +5,8 @@ make each work item's refused at its line."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -174,7 +176,6 @@ def test_what_cannot_be_each_work_items_is_refused_at_its_line(fn: svod.frontend
     args = (a,) if fn is read_after_the_loop else (a, np.zeros(7))
     with pytest.raises(KernelSyntaxError) as raised:
         fn(*args)
-    lines, first = fn.fn.__code__.co_filename, fn.fn.__code__.co_firstlineno
-    text = open(lines).read().splitlines()
-    number = next(k for k in range(first, first + 10) if text[k - 1].strip() == line)
+    text, first = inspect.getsourcelines(fn.fn)
+    number = first + next(k for k, written in enumerate(text) if written.strip() == line)
     assert f"test_allocations.py:{number}:" in str(raised.value) and says in str(raised.value)

@@ -629,7 +629,7 @@ def _scattered_through_a_reshaped_view(xn, yn, vals, steps):
         rows[i, :] = i
     rows = np.reshape(rows, (xn * yn))
     out = np.zeros((xn, yn))
-    for t in range(steps):
+    for _turn in range(steps):
         vals[:] = vals * 2
         for j in range(xn * yn):
             out[rows[j], j % yn] = vals[j]

@@ -114,9 +114,9 @@ def _prange_of_an_element(bounds, out):
 def test_a_prange_over_a_value_the_run_computes_is_refused_at_its_line():
     """A prange's length is its kernel's launch size; one read from memory (a count an earlier phase made, an
     element) is refused at the user's line, where the graph's checker used to refuse the launch size alone."""
-    with pytest.raises(KernelSyntaxError, match=r"test_loops.py:\d+: svod.prange's bounds are numbers known before "
+    with pytest.raises(KernelSyntaxError, match=r"test_loops\.py:\d+: svod\.prange's bounds are numbers known before "
                                                 r"its kernel runs") as raised:
         _prange_of_a_count(np.array([1.0, -1.0, 2.0]), np.zeros(3))
     assert "prange(k)" in str(raised.value) or "'k'" in str(raised.value)
-    with pytest.raises(KernelSyntaxError, match="svod.prange's bounds are numbers known before its kernel runs"):
+    with pytest.raises(KernelSyntaxError, match=r"svod\.prange's bounds are numbers known before its kernel runs"):
         _prange_of_an_element(np.array([2], dtype=np.int32), np.zeros(3))

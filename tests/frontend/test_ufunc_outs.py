@@ -20,7 +20,7 @@ SIZES = (0, 1, 7, 13)
 @svod.jit
 def iterated(c, steps):
     z = np.zeros(c.shape, np.complex128)
-    for i in range(steps):
+    for _turn in range(steps):
         np.multiply(z, z, z)
         np.add(z, c, out=z)
     return z
@@ -38,7 +38,7 @@ def real_steps(x, c, steps):
 
 @svod.jit
 def negated(m, steps):
-    for i in range(steps):
+    for _turn in range(steps):
         np.logical_not(m, m)
     return m
 
@@ -64,8 +64,8 @@ def floats(n: int) -> np.ndarray:
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("steps", [0, 1, 4])
 def test_ufuncs_into_their_out_in_a_loop(device: Device, n: int, steps: int) -> None:
-    agrees_with_python(real_steps, device, ieee_inputs(device, floats(n)), ieee_inputs(device, floats(n)[::-1].copy()),
-                       steps, numpy_warns=True)
+    x, c = ieee_inputs(device, floats(n)), ieee_inputs(device, floats(n)[::-1].copy())
+    agrees_with_python(real_steps, device, x, c, steps, numpy_warns=True)
     agrees_with_python(negated, device, np.arange(n) % 3 == 0, steps)
     agrees_with_python(filled, device, floats(n), steps)
 
@@ -81,8 +81,8 @@ def test_a_complex_iteration_in_place(device: Device, n: int) -> None:
 
 
 def test_a_cast_numpy_refuses_is_refused_at_the_line() -> None:
-    with pytest.raises(KernelSyntaxError, match=r"test_ufunc_outs.py:\d+: Cannot cast ufunc 'add' output from "
-                                                r"dtype\('float64'\) to dtype\('int64'\) with casting rule 'same_kind'"):
+    says = r"test_ufunc_outs\.py:\d+: Cannot cast ufunc 'add' output from dtype\('float64'\) to dtype\('int64'\)"
+    with pytest.raises(KernelSyntaxError, match=says + " with casting rule 'same_kind'"):
         unsafe_cast(np.zeros(3), np.zeros(3, np.int64))
     with pytest.raises(np.exceptions.UFuncTypeError):  # as NumPy
         unsafe_cast.__wrapped__(np.zeros(3), np.zeros(3, np.int64))
@@ -90,7 +90,7 @@ def test_a_cast_numpy_refuses_is_refused_at_the_line() -> None:
 
 @svod.jit
 def norm_unused(x, steps):
-    for i in range(steps):
+    for _turn in range(steps):
         np.linalg.norm(x)
     return x
 
