@@ -565,7 +565,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
 
         class Elements(ast.NodeTransformer):
             def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and rewriter.viewing(node):
+                if isinstance(node, ast.Subscript) and rewriter.viewing(node):  # an element (as a whole: its value)
                     value = rewriter.value(node)
                     if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
                         return ast.copy_location(value.node, node)
