@@ -574,9 +574,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         made = copy.copy(stmt)
         made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
         if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
-            made.target = cast(ast.Name, stored(Elements().visit(copy.deepcopy(made.target))))
+            made.target = cast(ast.Name, stored(cast(ast.expr, Elements().visit(copy.deepcopy(made.target)))))
         elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
-            made.targets = [stored(Elements().visit(copy.deepcopy(t))) for t in made.targets]
+            made.targets = [stored(cast(ast.expr, Elements().visit(copy.deepcopy(t)))) for t in made.targets]
         self.changed = True
         return stands_for(ast.fix_missing_locations(made), stmt)
 
