@@ -47,6 +47,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang, random_arrays
+from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     KEY_NAMES,
@@ -77,11 +78,12 @@ from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
+from svod.frontend.ufunc_outs import ufunc_out, writes_out
 from svod.frontend.unrolling import unrolled
 
 TEMPORARY_LENGTH = (1 << 31) - 1
@@ -91,7 +93,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class ArrayRewriter(ArrayValues, Histograms, Compactions):
+class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
@@ -408,7 +410,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             if owner is not None:
                 everything = ast.copy_location(ast.Subscript(func.value, ast.Constant(...), ast.Store()), stmt)
                 return self.assign(stmt, everything, call.args[0], None, looped)
-        return [stmt]
+        written = ufunc_out(self, stmt, call)  # np.add(z, c, z): into its out
+        return [stmt] if written is None else self.assign(stmt, written[0], written[1], None, looped)
 
     def returned(self, stmt: ast.Return, node: ast.expr) -> list[ast.stmt]:
         """``return <array expressions>``: each a new array (or value) of a name of its own, returned by name."""
@@ -502,6 +505,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if self.is_counting_statement(stmt):
             return True
+        if isinstance(stmt, ast.Expr):  # x.fill(v), np.add(x, y, out=x)
+            return writes_out(self.reader, stmt)
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(
@@ -511,8 +516,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
     def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
                looped: bool) -> list[ast.stmt]:
         if isinstance(node, ast.Call) and self.reader.allocation(node) is not None and isinstance(target, ast.Name):
-            self.allocated(stmt, target.id, node)
-            return [stmt]
+            return self.allocated(stmt, target.id, node)
         if isinstance(target, ast.Name) and op is None and (target.id not in self.arrays or target.id in self.aliases
                                                              or isinstance(self.arrays[target.id], Fused)):
             value = self.value(node)
@@ -561,7 +565,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
         class Elements(ast.NodeTransformer):
             def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, ast.expr) and not isinstance(node, ast.Slice) and rewriter.viewing(node):
+                if isinstance(node, ast.Subscript) and rewriter.viewing(node):  # an element (as a whole: its value)
                     value = rewriter.value(node)
                     if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
                         return ast.copy_location(value.node, node)
@@ -569,8 +573,10 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
 
         made = copy.copy(stmt)
         made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
-        if isinstance(made, ast.AugAssign):
-            made.target = cast(ast.Name, Elements().visit(copy.deepcopy(made.target)))
+        if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
+            made.target = cast(ast.Name, stored(cast(ast.expr, Elements().visit(copy.deepcopy(made.target)))))
+        elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
+            made.targets = [stored(cast(ast.expr, Elements().visit(copy.deepcopy(t)))) for t in made.targets]
         self.changed = True
         return stands_for(ast.fix_missing_locations(made), stmt)
 
@@ -585,17 +591,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
                 if not (isinstance(known, Named) and known.name == inner.id):
                     return True
         return False
-
-    def allocated(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
-        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.arrays
-               for n in ast.walk(call)):
-            return  # (a shape or fill an array's element gives) the plan says what it makes of it, where it is made
-        try:
-            made = self.on_host(call, prototypes=True)
-        except Exception:
-            return  # the plan says what is wrong with it, where it is made
-        self.arrays[name] = Named(made.shape, made.dtype, name)
-        self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
 
     def remember_scalar(self, name: str, node: ast.expr) -> None:
         try:
@@ -643,7 +638,10 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions):
             raise self.refuse(at, f"an array of shape {extents.shown(shape)} is made here, and the host does not know "
                                   f"how long `{largest}` may be before the run, which it makes the array at" +
                                   (" (one for each work item of the prange loops around it)" if items else ""))
-        base = self.bases[name] = Named(extents.greatest([*items, *shape]), dtype, name)
+        greatest = extents.greatest([*items, *shape])  # a work item's part at least one element long: the parts
+        if items:  # stand apart when they are empty (else a store would be one element of every work item's)
+            greatest = (*greatest[:len(items)], *(max(g, 1) for g in greatest[len(items):]))
+        base = self.bases[name] = Named(greatest, dtype, name)
         axes = tuple((len(items) + k, 0, 1) for k in range(len(shape)))
         self.arrays[name] = view = Viewed(shape, dtype, base, axes, dict(enumerate(positions)))
         return view

@@ -73,6 +73,13 @@ class Loops(Expressions):
                                        "bool: 'numpy.bool' object cannot be interpreted as an integer); int(...) it")
             if not isinstance(b, int) and not (isinstance(b, UOp) and b.dtype.is_int):
                 raise self.refuse(arg, f"a loop bound is an integer, not {describe(b)}")
+        read = next((arg for b, arg in zip(bounds[:2], call.args, strict=False) if kind is AxisKind.GLOBAL and
+                     isinstance(b, UOp) and any(u.op is Ops.LOAD for u in b.toposort())), None)
+        if read is not None:  # a launch size: known before the kernel runs
+            raise self.refuse(read, "svod.prange's bounds are numbers known before its kernel runs (sizes, scalar "
+                                    "arguments, enclosing pranges' variables), not values read from memory or "
+                                    "computed by the run: use range, or a prange over the greatest length with an "
+                                    "if inside")
         if kind is AxisKind.GLOBAL and any(loop.kind is AxisKind.LOOP for loop in self.loops):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
                                     "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")

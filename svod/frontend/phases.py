@@ -814,8 +814,11 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
 
 
 def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:
-    """Whether ``nodes`` store into an array's element (or call an atomic on one)."""
+    """Whether ``nodes`` store into an array's element (or call an atomic on one), or make a call for its effect
+    (a statement of a call alone): their kernel runs then, and its translation refuses a call it cannot make,
+    which would otherwise be dropped unread with the code that stores nothing."""
     atomics = (pylang.atomic_add, pylang.atomic_max, pylang.atomic_min)
     return any((isinstance(inner, ast.Subscript) and isinstance(inner.ctx, ast.Store))
                or (isinstance(inner, ast.Call) and reader.resolve(inner.func) in atomics)
+               or (isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call))
                for node in nodes for inner in ast.walk(node))

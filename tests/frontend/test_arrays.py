@@ -620,3 +620,45 @@ def test_a_chained_assignment_computes_its_value_once_and_stores_it_into_each_ta
     agrees_with_python(mirrored_products, device, data(*shape), np.zeros((shape[1], shape[1])), rtol=1e-12)
     n = shape[0] * shape[1]
     agrees_with_python(chained_stores, device, data(n), np.zeros(n), np.zeros(n), rtol=1e-12)
+
+
+@svod.jit
+def _scattered_through_a_reshaped_view(xn, yn, vals, steps):
+    rows = np.empty((xn, yn), dtype=np.int64)
+    for i in range(xn):
+        rows[i, :] = i
+    rows = np.reshape(rows, (xn * yn))
+    out = np.zeros((xn, yn))
+    for _turn in range(steps):
+        vals[:] = vals * 2
+        for j in range(xn * yn):
+            out[rows[j], j % yn] = vals[j]
+    return out
+
+
+@pytest.mark.parametrize(("xn", "yn"), [(0, 3), (1, 1), (2, 3), (5, 7)])
+def test_an_element_stored_at_indices_a_view_holds(device, xn, yn):
+    """A store whose index reads a view (``out[rows[j], ...]`` after ``rows = np.reshape(rows, n)``) is written as
+    a store: its statement's loop was read as storing nothing, and dropped, returning zeros."""
+    if refuses(device, svod.dtypes.float64):  # rows is int64 and out float64, which the device has not
+        with pytest.raises(svod.errors.SvodError, match="int64|float64"):
+            _scattered_through_a_reshaped_view(xn, yn, np.arange(xn * yn, dtype=np.float32), 2, device=device)
+        return
+    agrees_with_python(_scattered_through_a_reshaped_view, device, xn, yn, np.arange(xn * yn) - 2.5, 2)
+
+
+@svod.jit
+def _updated_through_a_view(a):
+    v = a[1:]
+    for j in range(a.shape[0] - 1):
+        v[j] += 1.0
+        v[j] *= -2.0
+    return a
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 13])
+def test_an_element_of_a_view_updated_in_sequential_code(device, n):
+    """``v[j] += 1.0`` through a view: its loop was read as storing nothing, and dropped, leaving ``a`` as it was."""
+    a = np.linspace(-1.0, 1.0, n)
+    a[:min(n, 2)] = np.array([np.inf, -0.0])[:n]
+    agrees_with_python(_updated_through_a_view, device, a)

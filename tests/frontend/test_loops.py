@@ -92,3 +92,31 @@ def test_a_parallel_loop_leaves_its_last_value(device, n):
 def test_a_loop_that_may_not_turn_leaves_an_unbound_variable_refused(device):
     with pytest.raises(KernelSyntaxError, match="p is not defined here: it is the variable of the loop at line"):
         unbound_before(np.zeros(3, np.float32), np.zeros(1, np.int32), 3, device=device)
+
+
+@svod.jit
+def _prange_of_a_count(a, out):
+    k = 0
+    for j in range(a.shape[0]):
+        if a[j] > 0:
+            k += 1
+    for i in svod.prange(k):
+        out[i] = a[i] * 2
+    return k
+
+
+@svod.kernel
+def _prange_of_an_element(bounds, out):
+    for i in svod.prange(bounds[0]):
+        out[i] = 1.0
+
+
+def test_a_prange_over_a_value_the_run_computes_is_refused_at_its_line():
+    """A prange's length is its kernel's launch size; one read from memory (a count an earlier phase made, an
+    element) is refused at the user's line, where the graph's checker used to refuse the launch size alone."""
+    with pytest.raises(KernelSyntaxError, match=r"test_loops\.py:\d+: svod\.prange's bounds are numbers known before "
+                                                r"its kernel runs") as raised:
+        _prange_of_a_count(np.array([1.0, -1.0, 2.0]), np.zeros(3))
+    assert "prange(k)" in str(raised.value) or "'k'" in str(raised.value)
+    with pytest.raises(KernelSyntaxError, match=r"svod\.prange's bounds are numbers known before its kernel runs"):
+        _prange_of_an_element(np.array([2], dtype=np.int32), np.zeros(3))
