@@ -39,6 +39,15 @@ def doubled_twice(x):
     return a, b
 
 
+@svod.jit
+def mean_before_and_after(x):
+    a = x - np.mean(x, axis=1, keepdims=True)
+    for i in svod.prange(x.shape[0]):
+        x[i, 0] = x[i, 0] * 2.0
+    b = x - np.mean(x, axis=1, keepdims=True)
+    return a * b
+
+
 def _layernorm64(x, gamma, beta):
     centred = x - x.mean(axis=1, keepdims=True)
     return centred / np.sqrt((centred * centred).mean(axis=1, keepdims=True) + 1e-5) * gamma + beta
@@ -141,3 +150,14 @@ def test_the_users_arrays_stay_apart(recorded):
     np.testing.assert_array_equal(b, x * 2)
     tape.backward(grads=[(a, np.ones(4)), (b, np.full(4, 3.0))])
     np.testing.assert_array_equal(tape.grad(x), np.full(4, 8.0))
+
+
+@pytest.mark.parametrize("rows", [1, 7])
+def test_a_mean_after_a_write_to_its_input_is_computed_again(rows):
+    x = np.random.default_rng(rows).standard_normal((rows, 5))
+    before, after = x.copy(), x.copy()
+    after[:, 0] *= 2
+    with svod.Tape():
+        y = mean_before_and_after(x)
+    want = (before - before.mean(axis=1, keepdims=True)) * (after - after.mean(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
