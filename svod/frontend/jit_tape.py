@@ -54,7 +54,7 @@ from svod.frontend.jit_plans import Variant
 from svod.frontend.jit_tape_gemm import gemm_split
 from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
-from svod.frontend.jit_tape_reuse import Reuse, form, written
+from svod.frontend.jit_tape_reuse import Reuse, form, written, written_once
 from svod.frontend.names import loaded, needs, renamed, stored
 from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
@@ -135,7 +135,7 @@ class TapedCall:
         """The scalars phases compute that other parts read or the function returns (``phases.carried``), and
         those one line of sequential code computes for another (``_crossing``): each lives in a one-element
         array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
-        self.reuse = Reuse()
+        self.reuse = Reuse(self.derived(("once",), lambda: written_once(self.variant.structure.items)))
         """The phases of this call whose arrays a later phase of the same form and inputs reads instead."""
 
     def taped(self, variant: Variant) -> tuple[Variant, dict[str, np.dtype], frozenset[str]]:

@@ -7,21 +7,26 @@ gradient of what it reads once per copy. A phase whose kernel body (svod's own n
 starting values of what it writes are those of a phase recorded before in the call, with nothing written since to
 any array either reads or writes, leaves the arrays it writes equal to that phase's: the call reads those instead.
 
-Only phases that write svod's own temporaries, each untouched before (one value throughout), take part, so a
-user's array never becomes another's. Any other write (to an argument, to a temporary written before, to a
-scalar's cell) forgets every phase recorded so far.
+Only phases that write svod's own temporaries, each untouched before (one value throughout) and written by no
+other statement of the function (``written_once``: none in a loop, as a loop's next turn would write again), take
+part, so a user's array never becomes another's and no later write reaches an array two names share. Any other
+write (to an argument, to a temporary written before, to a scalar's cell) forgets every phase recorded so far; a
+write into an array an earlier phase read forgets that phase.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from svod.frontend.names import renamed
+from svod.frontend.phases import Definition, Item, Phase, Temporary
 
 _OWN = re.compile(r"_svod_[a-z][0-9]")
 """The names svod's rewriting of array statements gives values of its own."""
@@ -30,7 +35,9 @@ _OWN = re.compile(r"_svod_[a-z][0-9]")
 class Reuse:
     """What one taped call computed so far in phases that only wrote untouched temporaries of svod's own."""
 
-    def __init__(self) -> None:
+    def __init__(self, once: Collection[str] = frozenset()) -> None:
+        self.once = frozenset(once)
+        """svod's own temporaries written by one statement of the function, outside any loop (``written_once``)."""
         self.fresh: dict[str, bytes] = {}
         """Each temporary of svod's own that no phase wrote yet, by name, with the bytes of its one value."""
         self.done: dict[tuple[Any, ...], tuple[list[np.ndarray], dict[int, np.ndarray]]] = {}
@@ -40,7 +47,7 @@ class Reuse:
     def made(self, name: str, array: Any, uniform: bool) -> None:
         """``name`` now holds a new temporary; one value throughout where ``uniform``."""
         self.fresh.pop(name, None)
-        if uniform and isinstance(array, np.ndarray) and _OWN.match(name):
+        if uniform and isinstance(array, np.ndarray) and _OWN.match(name) and name in self.once:
             self.fresh[name] = array.reshape(-1)[:1].tobytes()
 
     def key(self, form: str, parameters: Sequence[str], args: Sequence[Any],
@@ -79,6 +86,10 @@ class Reuse:
         """A phase of ``key`` (None: one not taking part) ran, writing ``written``."""
         for name in written:
             self.fresh.pop(name, None)
+        changed = [value for name, value in zip(parameters, args, strict=True) if name in written]
+        for done, (inputs, _) in list(self.done.items()):
+            if any(a is b for a in inputs for b in changed):
+                del self.done[done]
         if key is None:
             self.done.clear()
             return
@@ -99,7 +110,7 @@ def form(body: Sequence[ast.stmt]) -> str:
     return "\n".join(ast.dump(renamed(stmt, order)) for stmt in body)
 
 
-def written(body: Sequence[ast.stmt], names: Collection[str]) -> frozenset[str]:
+def written(body: Sequence[ast.AST], names: Collection[str]) -> frozenset[str]:
     """The ``names`` (a kernel's parameters) that ``body`` may write: stored into by subscript, or passed whole
     to a call (which may write it)."""
     found: set[str] = set()
@@ -119,4 +130,35 @@ def written(body: Sequence[ast.stmt], names: Collection[str]) -> frozenset[str]:
     return frozenset(found.intersection(names))
 
 
-__all__ = ["Reuse", "form", "written"]
+def written_once(items: Sequence[Item]) -> frozenset[str]:
+    """The names one statement of a function's top-level phases writes and no other statement does: one inside
+    a loop (or any other item) counts twice, as it may run more than once; a temporary's allocation writes
+    nothing."""
+    counts: Counter[str] = Counter()
+    for item in items:
+        if isinstance(item, (Temporary, Definition)):
+            continue
+        weight = 1 if isinstance(item, Phase) else 2
+        for stmt in item.statements if isinstance(item, Phase) else _trees(item):
+            for name in written([stmt], _names(stmt)):
+                counts[name] += weight
+    return frozenset(name for name, count in counts.items() if count == 1)
+
+
+def _trees(item: Any) -> Iterator[ast.AST]:
+    """Every syntax tree an item holds, in field order."""
+    if isinstance(item, ast.AST):
+        yield item
+    elif isinstance(item, (list, tuple)):
+        for part in item:
+            yield from _trees(part)
+    elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+        for field in dataclasses.fields(item):
+            yield from _trees(getattr(item, field.name))
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)}
+
+
+__all__ = ["Reuse", "form", "written", "written_once"]

@@ -161,3 +161,39 @@ def test_a_mean_after_a_write_to_its_input_is_computed_again(rows):
         y = mean_before_and_after(x)
     want = (before - before.mean(axis=1, keepdims=True)) * (after - after.mean(axis=1, keepdims=True))
     np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+@svod.jit
+def normalised_steps(x, steps):
+    for _ in range(steps):
+        mean = np.mean(x, axis=1, keepdims=True)
+        centred = x - mean
+        x[:, :] = centred / np.sqrt(np.mean(centred * centred, axis=1, keepdims=True) + 1.0)
+    return x
+
+
+def _normalised_steps64(x, steps):
+    for _ in range(steps):
+        centred = x - x.mean(axis=1, keepdims=True)
+        x = centred / np.sqrt((centred * centred).mean(axis=1, keepdims=True) + 1.0)
+    return x
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 3), (2, 1), (7, 257)])
+@pytest.mark.parametrize("steps", [1, 3])
+def test_a_phase_in_a_loop_is_recorded_each_turn(rows, cols, steps, recorded):
+    """A loop's turn writes its temporaries again: no phase in it takes part (``written_once``), so each turn's
+    mean reads that turn's x, and the gradient is that of central differences."""
+    x, _, _, seed = _inputs(rows, cols, rows * 31 + cols)
+    given = x.copy()
+    with svod.Tape() as tape:
+        y = normalised_steps(x, steps)
+    np.testing.assert_allclose(y, _normalised_steps64(given, steps), rtol=1e-12, atol=1e-12)
+    per_turn = len(recorded) // steps
+    assert len(recorded) == per_turn * steps and per_turn >= (3 if cols > 1 else 2)
+    tape.backward(grads=[(y, seed)])
+    direction = np.random.default_rng(3).standard_normal(given.shape)
+    h = 1e-6
+    along = np.sum(seed * (_normalised_steps64(given + h * direction, steps)
+                           - _normalised_steps64(given - h * direction, steps))) / (2 * h)
+    assert abs(np.sum(tape.grad(x) * direction) - along) <= 1e-4 * max(1.0, abs(along))
