@@ -184,7 +184,8 @@ class TapedCall:
         self.wide = dtypes.float64 in device.caps.element_dtypes
         structure = self.variant.structure
         results: list[Any] = []
-        recorder.begin()
+        recorder.begin(not self.derived(("user code",), lambda: _user_code(structure.items,
+                                                                          self.variant.reader.resolve)))
         try:
             self.items(structure.items, [], recorder, device)
             results = [self.cell(name, recorder) if name in self.scalars else self.arrays[name]
@@ -449,6 +450,33 @@ class TapedCall:
         compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
                                                                      self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _user_code(items: Iterable[Item], resolve: Callable[[ast.expr], Any]) -> bool:
+    """Whether the host may run code of the caller's as it runs the call: a temporary's shape or fill, or a
+    loop's bounds, calling anything but the few functions a definition may call and NumPy's scalar types; or
+    an item holding others that this does not read."""
+    for item in items:
+        if isinstance(item, PlanLoop):
+            nodes: list[ast.expr] = list(item.bounds)
+            if _user_code(item.body, resolve):
+                return True
+        elif isinstance(item, Temporary):
+            nodes = [*item.call.args, *(keyword.value for keyword in item.call.keywords)]
+        elif isinstance(item, (Phase, Definition)):  # (a definition calls those functions only: phases.pure)
+            continue
+        else:
+            return True
+        for node in nodes:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call) and not _host_call(resolve(inner.func)):
+                    return True
+    return False
+
+
+def _host_call(function: Any) -> bool:
+    return function in (len, min, max, abs, int, float, round, np.dtype) or (
+        isinstance(function, type) and issubclass(function, np.generic))
 
 
 def _fortran(array: np.ndarray) -> bool:
