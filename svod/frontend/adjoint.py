@@ -166,7 +166,7 @@ class _Differentiator(Backward):
     """Puts the adjoint kernel and its passes together from a kernel's forward and backward (the module's
     docstring)."""
 
-    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str]) -> None:
+    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> None:
         super().__init__(kernel, floats, stored)
         self.needed: set[str] = set()
 
