@@ -625,9 +625,9 @@ class Tape:
                 continue
             fresh.append(key not in running)
             if key not in running:
-                running[key] = np.zeros_like(self._arrays[key])
+                running[key] = _zeros(self._arrays[key])
             if any(running[key] is given for given in adjoints):
-                repeated.append((key, np.zeros_like(running[key])))
+                repeated.append((key, _zeros(running[key])))
                 adjoints.append(repeated[-1][1])
                 fresh[-1] = True
             else:
@@ -667,6 +667,14 @@ class Tape:
         self._own.clear()
         self._uniform.clear()
         self._batch = None
+
+
+def _zeros(like: np.ndarray) -> np.ndarray:
+    """A new gradient for ``like``, laid out as it is: of ``np.zeros``, whose large arrays take pages the system
+    zeroes as they are first written (``np.zeros_like`` writes every element itself first, a pass over memory
+    the adjoint's first add or store then makes again)."""
+    order = "F" if like.flags.f_contiguous and not like.flags.c_contiguous else "C"
+    return np.zeros(like.shape, like.dtype, order=order)
 
 
 def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
