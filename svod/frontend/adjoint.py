@@ -201,13 +201,14 @@ class _Differentiator(Backward):
             self.scatter, self.writes = scatter, False
             backward = self.backward_block(self.values, {})
             work = [*indented(self.render(self.live(backward)), 0), *backward] or [("pass", nest[-1].lineno)]
-            works.append(work)
+            item = work
             source = _Lines(list(lines.text), list(lines.origin))
             if isinstance(scatter, Reduction):
                 work = reduction_source(nest, scatter, self.grads, work)
             else:
                 work = [*[("    " * depth + f"for {ast.unparse(loop.target)} in {ast.unparse(loop.iter)}:",
                            loop.lineno) for depth, loop in enumerate(nest)], *indented(work, len(nest))]
+            works.append(item if scatter is None else work)  # (a pass whole: its sums' loads and stores too)
             for text, line in work:
                 source.add(text, line, 1)
             kernels.append(self.kernel_of(source, len(kernels) if scatter is not None else None))

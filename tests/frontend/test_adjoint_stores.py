@@ -165,3 +165,21 @@ def test_two_calls_reading_x_add_both_their_adjoints(device, rows, cols):
     want = (dy * gamma + dz * beta) / np.sqrt(var.astype(np.float64) + 1e-5)
     tolerance = 1e-12 if f == np.float64 else 1e-5
     np.testing.assert_allclose(tape.grad(x), want, rtol=tolerance, atol=tolerance)
+
+
+@svod.kernel
+def row_scaled_plus_first(y, x, s):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(x.shape[1]):
+            y[i, j] = x[i, j] * s[i] + x[i, 0]
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (2, 3), (7, 257)])
+def test_no_store_where_a_pass_adds_into_the_same_gradient(device, rows, cols):
+    """x[i, 0]'s adjoints sum over the columns in a pass that adds into x's gradient before the adjoint kernel
+    runs: the kernel's one add per element into it stays an add."""
+    assert adjoint(row_scaled_plus_first, _floats(row_scaled_plus_first)).storable == frozenset()
+    f = float_of(device)
+    rng = np.random.default_rng(rows + cols)
+    agrees_with_differences(row_scaled_plus_first, device, np.zeros((rows, cols), f),
+                            rng.standard_normal((rows, cols)).astype(f), rng.standard_normal(rows).astype(f))
