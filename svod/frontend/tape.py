@@ -673,8 +673,9 @@ def _zeros(like: np.ndarray) -> np.ndarray:
     """A new gradient for ``like``, laid out as it is: of ``np.zeros``, whose large arrays take pages the system
     zeroes as they are first written (``np.zeros_like`` writes every element itself first, a pass over memory
     the adjoint's first add or store then makes again)."""
-    order = "F" if like.flags.f_contiguous and not like.flags.c_contiguous else "C"
-    return np.zeros(like.shape, like.dtype, order=order)
+    if like.flags.f_contiguous and not like.flags.c_contiguous:
+        return np.zeros(like.shape, like.dtype, order="F")
+    return np.zeros(like.shape, like.dtype)
 
 
 def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
