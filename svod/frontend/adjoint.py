@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from svod.errors import GradientError
 from svod.frontend import pylang
 from svod.frontend.adjoint_backward import ATOMIC_ADD, Backward
 from svod.frontend.adjoint_sums import Reduction, reduction_source, reorderable
@@ -92,6 +93,12 @@ class Adjoint:
     zero."""
     floats: frozenset[str] = frozenset()
     """The float array arguments it was made for."""
+    storable: frozenset[str] = frozenset()
+    """The arrays whose adjoints ``kernel`` adds into with one plain add per element, where a store gives the
+    same where the adjoint is new: ``pull`` runs the adjoint made to store into those ``fresh`` says are, which
+    writes them without reading them (``Backward.storable``)."""
+    stored: frozenset[str] = frozenset()
+    """Of ``storable``, those this adjoint stores into: its ``pull`` takes them new (all zeros)."""
     forward: weakref.ref[Kernel] | None = field(default=None, compare=False, repr=False)
     """The kernel differentiated, for an adjoint that leaves some arrays' adjoints out (``pull``); weak, as the
     kernel keys the adjoints kept of it."""
@@ -107,27 +114,39 @@ class Adjoint:
         them): add into ``adjoints`` (by the name of each of ``grads``' arrays) those of what the call read, and
         set those of what it overwrote to theirs before the call. An adjoint given as None is no gradient's asked
         for: the adjoint of the kernel made without that array stores and adds nothing into it. ``fresh`` says
-        which adjoints hold zeros only; these kernels add into them all the same."""
+        which adjoints hold zeros only: one the adjoint adds into once per element (``storable``) it stores
+        into, unread."""
         unwanted = frozenset(name for name, given in adjoints.items() if given is None)
-        made = self
-        if unwanted:
-            forward = self.forward() if self.forward is not None else None
-            assert forward is not None, "an adjoint made by adjoint() keeps its kernel while a call of it is pulled"
-            made = adjoint(forward, self.floats - unwanted)
+        base = self if not unwanted and not self.stored else adjoint(self.differentiated(), self.floats - unwanted)
+        stored = frozenset(name for name in base.storable if fresh.get(name) and adjoints.get(name) is not None)
+        made = adjoint(self.differentiated(), base.floats, stored) if stored else base
         for kernel in (*made.passes, made.kernel):
             if kernel is not None:
                 kernel(*args.values(), *(adjoints[name] for name, _ in made.grads), device=device)
 
+    def differentiated(self) -> Kernel:
+        """The kernel this adjoint is of: a tape's record holds it while it pulls; a caller that let it go
+        is told so."""
+        kernel = self.forward() if self.forward is not None else None
+        if kernel is None:
+            raise GradientError("an adjoint was pulled after the kernel it was made of was freed: keep the kernel "
+                                "(a tape keeps those it recorded) while pulling its adjoint", stage="gradient")
+        return kernel
 
-_ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[frozenset[str], Adjoint]] = weakref.WeakKeyDictionary()
+
+_ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[tuple[frozenset[str], frozenset[str]], Adjoint]] = \
+    weakref.WeakKeyDictionary()
 
 
-def adjoint(kernel: Kernel, floats: frozenset[str]) -> Adjoint:
-    """The adjoint of ``kernel`` for a call whose float array arguments are ``floats`` (made once, then kept)."""
+def adjoint(kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> Adjoint:
+    """The adjoint of ``kernel`` for a call whose float array arguments are ``floats`` (made once, then kept);
+    ``stored`` of its ``storable`` arrays taken new, stored into."""
     made = _ADJOINTS.setdefault(kernel, {})
-    if floats not in made:
-        made[floats] = _Differentiator(kernel, floats).adjoint()
-    return made[floats]
+    if stored:  # (a store where an add would be needed would lose what the adjoint held: only ``storable``)
+        stored &= adjoint(kernel, floats).storable
+    if (floats, stored) not in made:
+        made[(floats, stored)] = _Differentiator(kernel, floats, stored).adjoint()
+    return made[(floats, stored)]
 
 
 @dataclass
@@ -147,8 +166,8 @@ class _Differentiator(Backward):
     """Puts the adjoint kernel and its passes together from a kernel's forward and backward (the module's
     docstring)."""
 
-    def __init__(self, kernel: Kernel, floats: frozenset[str]) -> None:
-        super().__init__(kernel, floats)
+    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> None:
+        super().__init__(kernel, floats, stored)
         self.needed: set[str] = set()
 
     def adjoint(self) -> Adjoint:
@@ -177,20 +196,24 @@ class _Differentiator(Backward):
         grads = self.grad_names()
         self.backward(dict(grads), reorderable(nest))
         kernels: list[Kernel | None] = []
+        works: list[Lines] = []
         for scatter in [*self.shifted, *self.reduced, None]:
             self.scatter, self.writes = scatter, False
             backward = self.backward_block(self.values, {})
             work = [*indented(self.render(self.live(backward)), 0), *backward] or [("pass", nest[-1].lineno)]
+            item = work
             source = _Lines(list(lines.text), list(lines.origin))
             if isinstance(scatter, Reduction):
                 work = reduction_source(nest, scatter, self.grads, work)
             else:
                 work = [*[("    " * depth + f"for {ast.unparse(loop.target)} in {ast.unparse(loop.iter)}:",
                            loop.lineno) for depth, loop in enumerate(nest)], *indented(work, len(nest))]
+            works.append(item if scatter is None else work)  # (a pass whole: its sums' loads and stores too)
             for text, line in work:
                 source.add(text, line, 1)
             kernels.append(self.kernel_of(source, len(kernels) if scatter is not None else None))
-        return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None))
+        storable = self.stored or self.storable(works[-1], works[:-1])
+        return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None), storable)
 
     def live(self, backward: Lines) -> Forward:
         """The forward's statements the backward's need, directly or through others (each sequential loop
@@ -226,10 +249,12 @@ class _Differentiator(Backward):
                       parameters=parameters, static_shapes=self.kernel.static_shapes,
                       bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
 
-    def result(self, grads: tuple[tuple[str, str], ...], kernel: Kernel | None, passes: tuple[Kernel, ...]) -> Adjoint:
+    def result(self, grads: tuple[tuple[str, str], ...], kernel: Kernel | None, passes: tuple[Kernel, ...],
+               storable: frozenset[str]) -> Adjoint:
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
-                       frozenset(self.updated), frozenset(self.needed), passes, self.floats, weakref.ref(self.kernel))
+                       frozenset(self.updated), frozenset(self.needed), passes, self.floats, storable, self.stored,
+                       weakref.ref(self.kernel))
 
 
 

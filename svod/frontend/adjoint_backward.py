@@ -7,6 +7,7 @@ item's own element, in a pass of its own for a shifted or a broadcast read, with
 from __future__ import annotations
 
 import ast
+import re
 
 from svod.frontend.adjoint_forward import WorkItem
 from svod.frontend.adjoint_sums import Element, Reduction, reductions, turn_sums
@@ -33,9 +34,12 @@ ATOMIC_ADD = "_svod_atomic_add"
 class Backward(WorkItem):
     """Writes the backward of a work item read by ``WorkItem`` (the module's docstring)."""
 
-    def __init__(self, kernel: Kernel, floats: frozenset[str]) -> None:
+    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> None:
         super().__init__(kernel)
         self.floats = floats
+        self.stored = stored
+        """The arrays whose adjoints are new (zeros) and take one plain add per element: stored, not added
+        (``storable``)."""
         self.writes = False
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
         self.grads: dict[str, str] = {}
@@ -167,7 +171,9 @@ class Backward(WorkItem):
         if isinstance(how, str):
             return f"{how} += {adjoint}"
         target = self.grads[array]
-        return f"{target}[{index}] += {adjoint}" if how else f"{ATOMIC_ADD}({target}, {index}, {adjoint})"
+        if not how:
+            return f"{ATOMIC_ADD}({target}, {index}, {adjoint})"
+        return f"{target}[{index}] {'=' if array in self.stored else '+='} {adjoint}"
 
     def backward_loop(self, loop: Loop, shares: dict[str, list[str]]) -> Lines:
         """A sequential loop's adjoint: its turns' adjoints, the last turn's first. A carried local's adjoint
@@ -237,6 +243,25 @@ class Backward(WorkItem):
             shares.setdefault(n, []).append(sums[n])
         return lines
 
+    def storable(self, kernel: Lines, passes: list[Lines]) -> frozenset[str]:
+        """The arrays whose adjoint a store could set where it is new (all zeros) for the same result: the
+        kernel only reads the array, its passes name the adjoint nowhere, and the adjoint kernel names it in
+        one plain add, run at most once per work item (under conditions, in no sequential loop) into the work
+        item's own element (``plain``), which no other work item's reaches."""
+        found = []
+        for array, grad in self.grads.items():
+            if array in self.written or array in self.updated or array not in self.plain:
+                continue
+            named = re.compile(rf"\b{re.escape(grad)}\b")
+            if any(named.search(text) for lines in passes for text, _ in lines):
+                continue
+            texts = [part for text, _ in kernel for part in text.split("\n")]
+            places = [k for k, text in enumerate(texts) if named.search(text)]
+            if len(places) == 1 and texts[places[0]].lstrip().startswith(f"{grad}[") \
+                    and "] += " in texts[places[0]] and _conditional(texts, places[0]):
+                found.append(array)
+        return frozenset(found)
+
     def render(self, forward: Forward) -> Lines:
         """A block's forward as the adjoint kernel's statements, its loops written out."""
         lines: Lines = []
@@ -256,6 +281,19 @@ class Backward(WorkItem):
         if carry:
             lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
         return lines or [("pass", loop.line)]
+
+
+def _conditional(texts: list[str], place: int) -> bool:
+    """Whether every statement around line ``place`` of ``texts`` (each line holding one) is an ``if``, an
+    ``elif`` or an ``else``: the line runs at most once."""
+    depth = len(texts[place]) - len(texts[place].lstrip())
+    for text in reversed(texts[:place]):
+        indent = len(text) - len(text.lstrip())
+        if indent < depth:
+            if not text.lstrip().startswith(("if ", "elif ", "else:")):
+                return False
+            depth = indent
+    return True
 
 
 __all__ = ["ATOMIC_ADD", "Backward"]

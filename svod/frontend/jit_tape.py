@@ -54,6 +54,7 @@ from svod.frontend.jit_plans import Variant
 from svod.frontend.jit_tape_gemm import gemm_split
 from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
+from svod.frontend.jit_tape_reuse import Reuse, form, written, written_once
 from svod.frontend.names import loaded, needs, renamed, stored
 from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
@@ -134,6 +135,8 @@ class TapedCall:
         """The scalars phases compute that other parts read or the function returns (``phases.carried``), and
         those one line of sequential code computes for another (``_crossing``): each lives in a one-element
         array of the host's between kernels, ``_svod_<name>`` (``cell``)."""
+        self.reuse = Reuse(self.derived(("once",), lambda: written_once(self.variant.structure.items)))
+        """The phases of this call whose arrays a later phase of the same form and inputs reads instead."""
 
     def taped(self, variant: Variant) -> tuple[Variant, dict[str, np.dtype], frozenset[str]]:
         """``variant`` as a tape records it (its float max and min as the adjoint sees them: ``jit_tape_keys``),
@@ -181,7 +184,8 @@ class TapedCall:
         self.wide = dtypes.float64 in device.caps.element_dtypes
         structure = self.variant.structure
         results: list[Any] = []
-        recorder.begin()
+        recorder.begin(not self.derived(("user code",), lambda: _user_code(structure.items,
+                                                                          self.variant.reader.resolve)))
         try:
             self.items(structure.items, [], recorder, device)
             results = [self.cell(name, recorder) if name in self.scalars else self.arrays[name]
@@ -226,6 +230,7 @@ class TapedCall:
             made = np.zeros(made.shape, made.dtype, order="F" if _fortran(made) else "C")
             self.arrays[item.name] = self.host[item.name] = made
         recorder.made(made, True)
+        self.reuse.made(item.name, made, fill is None or isinstance(fill, ast.Constant))
         if fill is not None and not isinstance(fill, ast.Constant):
             self.phase(item.filling(made.ndim), loops, recorder, device, filling=True)
 
@@ -280,6 +285,13 @@ class TapedCall:
         values = {**self.arrays, **{f"_svod_{name}": self.cell(name, recorder) for name in incoming}}
         arguments = tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
                           for name in parameters)
+        changes = self.derived(("written", *key), lambda: written(body, parameters))
+        reused = self.reuse.key(self.derived(("form", *key), lambda: form(body)), parameters, arguments, changes)
+        found = self.reuse.found(reused, parameters, arguments)
+        if found is not None:  # computed by an earlier phase on the same arrays: read its arrays
+            self.arrays.update(found)
+            self.host.update(found)
+            return
         try:
             recorder.record(kernel, arguments, device)
         except SvodError as err:
@@ -290,6 +302,7 @@ class TapedCall:
             if own:  # an array statement's loops
                 self.explain(err, own, body)
             raise
+        self.reuse.wrote(reused, parameters, arguments, changes)
         for name in outgoing:
             self.host[name] = self.cell(name, recorder)[0]
 
@@ -306,6 +319,7 @@ class TapedCall:
         dtype = np.dtype(split.dtype)
         made = np.zeros(shape, np.float32 if dtype == np.float64 and not self.wide else dtype)
         recorder.made(made, True)
+        self.reuse.made(split.temporary, made, True)
         self.arrays[split.temporary] = self.host[split.temporary] = made
         self.phase(split.product, loops, recorder, device)
         self.phase(split.rest, loops, recorder, device)
@@ -436,6 +450,33 @@ class TapedCall:
         compiled = self.derived(("compiled", node), lambda: compile(ast.fix_missing_locations(ast.Expression(node)),
                                                                      self.source.file, "eval"))
         return eval(compiled, self.outer, dict(self.host))  # the user's code
+
+
+def _user_code(items: Iterable[Item], resolve: Callable[[ast.expr], Any]) -> bool:
+    """Whether the host may run code of the caller's as it runs the call: a temporary's shape or fill, or a
+    loop's bounds, calling anything but the few functions a definition may call and NumPy's scalar types; or
+    an item holding others that this does not read."""
+    for item in items:
+        if isinstance(item, PlanLoop):
+            nodes: list[ast.expr] = list(item.bounds)
+            if _user_code(item.body, resolve):
+                return True
+        elif isinstance(item, Temporary):
+            nodes = [*item.call.args, *(keyword.value for keyword in item.call.keywords)]
+        elif isinstance(item, (Phase, Definition)):  # (a definition calls those functions only: phases.pure)
+            continue
+        else:
+            return True
+        for node in nodes:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call) and not _host_call(resolve(inner.func)):
+                    return True
+    return False
+
+
+def _host_call(function: Any) -> bool:
+    return function in (len, min, max, abs, int, float, round, np.dtype) or (
+        isinstance(function, type) and issubclass(function, np.generic))
 
 
 def _fortran(array: np.ndarray) -> bool:

@@ -262,6 +262,10 @@ class Tape:
         self._one_call = False
         """Whether the tape records one jit call and no more (``vjp``'s): of what the call returns it keeps a
         copy to compare only where ``backward`` compares it."""
+        self._sealed = False
+        """Whether the backward runs right after one jit call, as ``svod.grad`` of a jit function runs it: no
+        code of the caller's runs from the call's start to the backward's end, so no array can change outside
+        the recorded calls, and the tape keeps no copy of one to compare."""
 
     def __enter__(self) -> Tape:
         if RECORDING.get() is not None:
@@ -329,7 +333,7 @@ class Tape:
             self._uniform.pop(key, None)
             if self._batch is not None:
                 self._batch[key] = True
-            elif self._watch and key not in self._own:
+            elif self._watch and not self._sealed and key not in self._own:
                 self._states[key] = self._arrays[key].copy()
             if key in copies:
                 self._saved[(key, index)] = copies[key]
@@ -342,7 +346,7 @@ class Tape:
         """Keep a copy of an array as the first call to take it finds it; refuse one a call finds otherwise than
         as the last call that wrote it left it (``backward`` does). Inside a jit call, an array its calls took
         before needs neither (nothing else ran since), and one svod made for it neither."""
-        if key in self._own or (self._batch is not None and key in self._batch):
+        if self._sealed or key in self._own or (self._batch is not None and key in self._batch):
             return
         if self._batch is not None:
             self._batch[key] = False
@@ -367,9 +371,11 @@ class Tape:
         if uniform:
             self._uniform[key] = np.array(array[(0,) * array.ndim]) if array.size else np.zeros((), array.dtype)
 
-    def begin(self) -> None:
-        """The calls recorded until ``end`` are one jit call's (``Recorder.begin``)."""
+    def begin(self, pure: bool = True) -> None:
+        """The calls recorded until ``end`` are one jit call's (``Recorder.begin``); one that may run the
+        caller's code between them is compared as any at the backward, even by ``svod.grad``."""
         self._batch = {}
+        self._sealed &= pure
 
     def end(self, returned: tuple[Any, ...]) -> None:
         """Copy the arrays the jit call's calls wrote, for the next call to find them unchanged, and those svod
@@ -380,7 +386,7 @@ class Tape:
             self._uniform.pop(key, None)
             if self._own.pop(key, None) is not None and key in self._arrays:
                 batch[key] = True
-        if not self._watch:
+        if not self._watch or self._sealed:
             return
         checked = self._checked() if self._one_call else None
         for key, written in batch.items():
@@ -448,7 +454,8 @@ class Tape:
                                 "wrote it, or a call outside the block): the tape cannot differentiate that change; "
                                 "make it a kernel call in the block, or change a copy", stage="gradient",
                                 value=self._outside.split(",")[0])
-        self._check()
+        if not self._sealed:
+            self._check()
         self._dead()
         running = {key: value.copy() for key, value in seeds.items()}
         token = RECORDING.set(None)
@@ -618,9 +625,9 @@ class Tape:
                 continue
             fresh.append(key not in running)
             if key not in running:
-                running[key] = np.zeros_like(self._arrays[key])
+                running[key] = _zeros(self._arrays[key])
             if any(running[key] is given for given in adjoints):
-                repeated.append((key, np.zeros_like(running[key])))
+                repeated.append((key, _zeros(running[key])))
                 adjoints.append(repeated[-1][1])
                 fresh[-1] = True
             else:
@@ -660,6 +667,15 @@ class Tape:
         self._own.clear()
         self._uniform.clear()
         self._batch = None
+
+
+def _zeros(like: np.ndarray) -> np.ndarray:
+    """A new gradient for ``like``, laid out as it is: of ``np.zeros``, whose large arrays take pages the system
+    zeroes as they are first written (``np.zeros_like`` writes every element itself first, a pass over memory
+    the adjoint's first add or store then makes again)."""
+    if like.flags.f_contiguous and not like.flags.c_contiguous:
+        return np.zeros(like.shape, like.dtype, order="F")
+    return np.zeros(like.shape, like.dtype)
 
 
 def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
@@ -767,6 +783,7 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[.
                 raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} is no float numpy array "
                                     "to take a gradient with respect to", stage="gradient", value=number)
         tape = Tape()
+        tape._sealed = bool(getattr(fn, "svod_jit", False))
         with tape:
             result = fn(*args, **keywords)
         tape._wanted = frozenset(key_of(args[number]) for number in numbers)

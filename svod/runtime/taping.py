@@ -21,8 +21,9 @@ class Recorder(Protocol):
         element one value where ``uniform``: nothing outside svod holds it, or writes it, until ``end`` hands it
         back."""
 
-    def begin(self) -> None:
-        """The calls recorded until ``end`` are one jit function's: no code of the caller's runs between them."""
+    def begin(self, pure: bool = True) -> None:
+        """The calls recorded until ``end`` are one jit function's: no code of the caller's runs between them
+        where ``pure`` (else a temporary's fill or a loop's bounds may call the caller's functions)."""
 
     def end(self, returned: tuple[Any, ...]) -> None:
         """The jit function's calls are over; ``returned`` (what it returns) is the caller's now."""

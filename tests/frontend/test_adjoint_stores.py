@@ -1,0 +1,185 @@
+"""An adjoint stores into a new adjoint array, rather than adding into its zeros, only where one plain add per
+work item reaches each element (``Adjoint.storable``): the layer norm's x. Two reads of one element, a read in
+a sequential loop, a gather, an array the kernel writes, a pull into an adjoint holding values, and a second
+call adding into the same gradient each keep the add; every gradient agrees with central differences of plain
+Python (float64) on every device, and with the closed form."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+
+import svod
+from svod.frontend.adjoint import adjoint
+from tests.frontend.differences import agrees_with_differences, float_of
+
+
+@svod.kernel
+def normalised(y, x, mean, var, gamma, beta):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(x.shape[1]):
+            y[i, j] = (x[i, j] - mean[i, 0]) / svod.math.sqrt(var[i, 0] + 1e-5) * gamma[j] + beta[j]
+
+
+@svod.kernel
+def read_twice(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i] * x[i] + x[i]
+
+
+@svod.kernel
+def columns_in_turn(y, x):
+    for i in svod.prange(x.shape[0]):
+        s = 0.0
+        for k in range(x.shape[1]):
+            s += x[i, k] * (k + 1.0)
+        y[i] = s
+
+
+@svod.kernel
+def summed_in_turn(y, x):
+    for i in svod.prange(x.shape[0]):
+        s = 0.0
+        for k in range(3):
+            s += x[i] * k
+        y[i] = s
+
+
+@svod.kernel
+def gathered(y, x, idx):
+    for i in svod.prange(y.shape[0]):
+        y[i] = x[idx[i]] * 2.0
+
+
+@svod.kernel
+def in_place(x):
+    for i in svod.prange(x.shape[0]):
+        x[i] = svod.math.sin(x[i])
+
+
+@svod.kernel
+def even_sines(y, x):
+    for i in svod.prange(x.shape[0]):
+        if i % 2 == 0:
+            y[i] = svod.math.sin(x[i])
+        else:
+            y[i] = 0.0
+
+
+def _floats(kernel) -> frozenset[str]:
+    return frozenset(p for p in kernel.parameters if p != "idx")
+
+
+def _adds(kernel, stored=frozenset()) -> str:
+    made = adjoint(kernel, _floats(kernel), stored)
+    return ast.unparse(made.kernel.source.node)
+
+
+def test_the_layer_norms_x_is_stored_into_and_nothing_else():
+    made = adjoint(normalised, _floats(normalised))
+    assert made.storable == {"x"}
+    assert "x_grad[i, j] += " in _adds(normalised)
+    stored = _adds(normalised, frozenset({"x"}))
+    assert "x_grad[i, j] = _svod_d" in stored and "x_grad[i, j] +=" not in stored
+    assert adjoint(normalised, _floats(normalised), frozenset({"x", "gamma", "y"})).stored == {"x"}
+
+
+@pytest.mark.parametrize("kernel", [read_twice, columns_in_turn, gathered, in_place])
+def test_no_store_where_an_element_takes_more_than_one_add_or_its_array_is_written(kernel):
+    assert adjoint(kernel, _floats(kernel)).storable == frozenset()
+
+
+def test_a_sum_of_turns_added_once_after_the_loop_and_a_guarded_read_are_stored():
+    assert adjoint(summed_in_turn, _floats(summed_in_turn)).storable == {"x"}
+    assert adjoint(even_sines, _floats(even_sines)).storable == {"x"}
+
+
+def _layer_norm_inputs(rows, cols, dtype):
+    rng = np.random.default_rng(rows * 100 + cols)
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    if x.size > 2:
+        x.flat[1], x.flat[2] = -0.0, 0.0
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True) + 0.5  # (differences at var + 1e-5 near 0 are not its slope)
+    return (np.zeros_like(x), x, mean, var, rng.uniform(0.5, 1.5, cols).astype(dtype),
+            rng.standard_normal(cols).astype(dtype))
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (2, 3), (7, 257)])
+def test_the_stored_layer_norm_agrees_with_differences(device, rows, cols):
+    agrees_with_differences(normalised, device, *_layer_norm_inputs(rows, cols, float_of(device)))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_the_adjoints_that_keep_their_adds_agree_with_differences(device, n):
+    f = float_of(device)
+    x = np.random.default_rng(n).standard_normal(n).astype(f)
+    if n > 2:
+        x[1], x[2] = -0.0, 0.0
+    for kernel, args in ((read_twice, (np.zeros(n, f), x)), (summed_in_turn, (np.zeros(n, f), x)),
+                         (even_sines, (np.zeros(n, f), x)), (in_place, (x.copy(),)),
+                         (columns_in_turn, (np.zeros(n, f), np.outer(x, np.arange(1.0, 4.0)).astype(f)))):
+        agrees_with_differences(kernel, device, *args)
+    if n:
+        agrees_with_differences(gathered, device, np.zeros(n, f), x, ((np.arange(n) * 3) % n).astype(np.int32))
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (2, 3), (7, 257)])
+def test_a_pull_into_an_adjoint_holding_values_adds(device, rows, cols):
+    """``fresh`` False: the adjoint adds into what x's adjoint held, as a later call's pull does."""
+    f = float_of(device)
+    y, x, _, var, gamma, _ = args = _layer_norm_inputs(rows, cols, f)
+    seed = np.random.default_rng(3).standard_normal(y.shape).astype(f)
+    made = adjoint(normalised, _floats(normalised))
+    grads = {name: np.zeros_like(a) for name, a in zip(normalised.parameters, args, strict=True)}
+    grads["y"] = seed.copy()
+    held = np.linspace(-1.0, 1.0, x.size).reshape(x.shape).astype(f)
+    grads["x"] = held.copy()
+    made.pull(dict(zip(normalised.parameters, args, strict=True)), dict(grads),
+              {name: name not in {"x", "y"} for name in grads}, device)
+    want = seed * gamma / np.sqrt(var + 1e-5)
+    tolerance = 1e-12 if f == np.float64 else 1e-5
+    np.testing.assert_allclose(grads["x"], held + want, rtol=tolerance, atol=tolerance)
+    fresh = {name: np.zeros_like(a) for name, a in grads.items()}
+    fresh["y"] = seed.copy()
+    made.pull(dict(zip(normalised.parameters, args, strict=True)), dict(fresh),
+              {name: name != "y" for name in grads}, device)
+    np.testing.assert_allclose(fresh["x"], want, rtol=tolerance, atol=tolerance)
+    np.testing.assert_array_equal(fresh["gamma"], grads["gamma"])
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (2, 3), (7, 257)])
+def test_two_calls_reading_x_add_both_their_adjoints(device, rows, cols):
+    """The last call's adjoint finds x's gradient new and stores; the first's adds into what it stored."""
+    f = float_of(device)
+    y, x, mean, var, gamma, beta = _layer_norm_inputs(rows, cols, f)
+    z = np.zeros_like(y)
+    with svod.Tape() as tape:
+        normalised(y, x, mean, var, gamma, beta, device=device)
+        normalised(z, x, mean, var, beta, gamma, device=device)
+    dy = np.random.default_rng(4).standard_normal(y.shape).astype(f)
+    dz = np.random.default_rng(5).standard_normal(y.shape).astype(f)
+    tape.backward(grads=[(y, dy), (z, dz)])
+    want = (dy * gamma + dz * beta) / np.sqrt(var.astype(np.float64) + 1e-5)
+    tolerance = 1e-12 if f == np.float64 else 1e-5
+    np.testing.assert_allclose(tape.grad(x), want, rtol=tolerance, atol=tolerance)
+
+
+@svod.kernel
+def row_scaled_plus_first(y, x, s):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(x.shape[1]):
+            y[i, j] = x[i, j] * s[i] + x[i, 0]
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(1, 1), (2, 3), (7, 257)])
+def test_no_store_where_a_pass_adds_into_the_same_gradient(device, rows, cols):
+    """x[i, 0]'s adjoints sum over the columns in a pass that adds into x's gradient before the adjoint kernel
+    runs: the kernel's one add per element into it stays an add."""
+    assert adjoint(row_scaled_plus_first, _floats(row_scaled_plus_first)).storable == frozenset()
+    f = float_of(device)
+    rng = np.random.default_rng(rows + cols)
+    agrees_with_differences(row_scaled_plus_first, device, np.zeros((rows, cols), f),
+                            rng.standard_normal((rows, cols)).astype(f), rng.standard_normal(rows).astype(f))
