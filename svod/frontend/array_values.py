@@ -521,15 +521,12 @@ def _is_two(node: ast.expr) -> bool:
 
 
 def _is_minus_one(node: ast.expr) -> bool:
-    """Whether ``node`` is the constant -1: a complex array's ``** -1`` is NumPy's ``np.reciprocal`` (its
-    operator's shortcut), which keeps signed zeros and infinities the power loop makes NaN."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _is_one(node.operand)
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == -1
-
-
-def _is_one(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 1
+    """Whether ``node`` is the int constant -1: a complex array's ``** -1`` is NumPy's ``np.reciprocal`` (its
+    operator's shortcut), which keeps signed zeros and infinities the power loop makes NaN. The shortcut is a
+    Python int's alone: ``** -1.0`` is the power loop's, as NumPy computes it."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return isinstance(node.operand.value, int) and node.operand.value == 1  # -True is the int -1 too
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == -1
 
 
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:

@@ -374,6 +374,8 @@ class Expressions(Randoms):
             for a in args[1:]:
                 if is_number(result) and is_number(a):
                     result = min(result, a) if name == "min" else max(result, a)
+                elif (decided := _beyond_dtype(name, result, a)) is not None:
+                    result = decided
                 else:
                     result = builtin_extreme(_EXTREME_OPS[name], *self.operands(result, a, node))
             return result
@@ -497,6 +499,17 @@ COMPLEX_PART_DTYPES = {np.dtype(np.complex64): dtypes.float32, np.dtype(np.compl
 """The dtype of a NumPy complex constant's parts."""
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
+
+
+def _beyond_dtype(name: str, first: Any, second: Any) -> Any:
+    """Python's ``max``/``min`` of an integer value and a Python int its dtype does not hold (``max(a_i8[i],
+    300)``), which compares them exactly: the int where it wins, else the value; None for any other pair. The
+    int is never converted to the dtype, which NumPy 2 refuses (``Arithmetic.fitting``)."""
+    for value, number in ((first, second), (second, first)):
+        if isinstance(value, UOp) and isinstance(number, int) and not isinstance(number, bool) and \
+                value.dtype.is_int and value.dtype != dtypes.index and not value.dtype.min <= number <= value.dtype.max:
+            return number if (number > value.dtype.max) == (name == "max") else value
+    return None
 
 
 _FLOAT_BITS = {dtypes.float32: (dtypes.uint32, 0x7F800000), dtypes.float64: (dtypes.uint64, 0x7FF0000000000000)}

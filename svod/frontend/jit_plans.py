@@ -419,8 +419,7 @@ class Builder:
         try:
             array = self.evaluate(item.call)
         except Exception as err:  # NumPy's own complaint, in the source's words
-            raise self.refuse(item.statement, f"the host cannot make this temporary before the run ({err}); its "
-                              "shape must follow from the arguments' shapes and values") from err
+            raise item.unmade(self.source, self.jit.name, err) from err
         try:
             slot = self.add_array(item.name, array.dtype, array.shape)
         except SvodError as err:  # a dtype svod has none of: at the line that makes it

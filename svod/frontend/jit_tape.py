@@ -221,7 +221,10 @@ class TapedCall:
         fill is computed where the statement stands by a kernel (``Temporary.filling``) as the plan without a
         tape computes it: a fill that build refuses is refused here at the same line, and one it computes
         (reading an element, a scalar the kernels compute) is recorded, its derivative taken."""
-        made = self.evaluate(item.call)
+        try:
+            made = self.evaluate(item.call)
+        except Exception as err:  # as the plan without a tape refuses it: an SvodError at the line
+            raise item.unmade(self.source, self.name, err) from err
         self.arrays[item.name] = self.host[item.name] = made
         if not isinstance(made, np.ndarray):
             return

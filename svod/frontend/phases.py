@@ -86,6 +86,12 @@ class Temporary:
             nest = [for_loop(index, call("_svod_prange", size), nest)]
         return placed(nest, self.statement)
 
+    def unmade(self, source: Source, name: str, err: Exception) -> KernelSyntaxError:
+        """The refusal of the array where the host cannot make it (``err``, NumPy's own complaint, or a name
+        only kernels know), the same with a tape and without one."""
+        return refusal(source, name, self.statement, f"the host cannot make this temporary before the run ({err}); "
+                       "its shape must follow from the arguments' shapes and values")
+
 
 @dataclass
 class PlanLoop:

@@ -106,18 +106,23 @@ class Randoms(Complexes):
         low, high = (0, values[0]) if values[1] is None else values
         arguments = [self._integer(node, name, v) for v in (low, high)]
         if is_number(low) and is_number(high):
-            if not 1 <= high - low <= (LIMIT if self.platform.index_bits > 32 else LIMIT >> 1):
+            if not 1 <= high - low <= self._widest():
                 raise self.refuse(node, f"np.random.randint({low}, {high}) draws from an empty range or one wider "
                                         "than a kernel draws from (2**32 integers; 2**31 - 1 with 32-bit integers)")
         else:
             self._require_span(node, *arguments)
         return arguments
 
+    def _widest(self) -> int:
+        """The most integers a draw spans: 2**32, or 2**31 - 1 where integers are 32 bits, whose ``high - low``
+        would wrap at 2**31 and draw ``low`` every time."""
+        return LIMIT if self.platform.index_bits > 32 else (LIMIT >> 1) - 1
+
     def _require_span(self, node: ast.AST, low: UOp, high: UOp) -> None:
         """Make the run fail where bounds the kernel computes span no integer, as NumPy raises ``ValueError: low >=
         high``, or more than a kernel draws from (``draws.bounded`` would give ``low``): requirements
         (``KernelBuilder.require``) that hold where the call is made. Both tests are free of overflow."""
-        widest = LIMIT if self.platform.index_bits > 32 else (LIMIT >> 1) - 1
+        widest = self._widest()
         call = f"{self.where(node)}: `{code(node, 60)}`"
         tests = ((high <= low, f"{call} draws from an empty range: low >= high (NumPy raises ValueError)"),
                  ((low <= low.dtype.max - widest) & (high > low + widest),

@@ -121,3 +121,27 @@ def test_a_jitted_array_statement_is_refused_at_its_line(function):
     assert f"{_FILE}:{line}" in str(raised.value)
     with pytest.raises(OverflowError):
         function.__wrapped__(a.copy())
+
+
+@svod.kernel
+def extremes(a, out):
+    for i in svod.prange(a.shape[0]):
+        out[i, 0], out[i, 1], out[i, 2] = max(a[i], 300), min(a[i], 300), max(-300, a[i])
+        out[i, 3], out[i, 4], out[i, 5] = min(-300, a[i]), max(a[i], -1, 2**40), min(a[i], 2**40, -(2**40))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16])
+@pytest.mark.parametrize("n", [1, 5, 131])
+def test_max_and_min_with_numbers_beyond_the_dtype_are_pythons(device, dtype, n):
+    """Python's ``max(a_i8, 300)`` compares exactly and gives 300, a number NumPy 2 never converts to int8:
+    neither a refusal nor a wrapped 44."""
+    if refuses(device, dtypes.int64):
+        return
+    info = np.iinfo(dtype)
+    a = np.resize(np.array([info.min, info.max, 0, 1, info.max - 1], dtype), n)
+    out = np.zeros((n, 6), np.int64)
+    extremes(a, out, device=device)
+    want = [[max(v, 300), min(v, 300), max(-300, v), min(-300, v), max(v, -1, 2**40), min(v, 2**40, -(2**40))]
+            for v in a.tolist()]
+    assert out.tolist() == want
+    assert out.tolist() == run_as_python(extremes, a, np.zeros((n, 6), np.int64))[1].tolist()

@@ -678,3 +678,22 @@ def test_an_arrays_inverse_is_numpys_operator_shortcut_bit_for_bit(dtype):
         assert got.dtype == want.dtype
         for g, w in ((got.real, want.real), (got.imag, want.imag)):
             assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@svod.jit
+def inverted_by_float(z):
+    return z ** -1.0, z ** -(1.0), z ** -True  # the last is the int -1: the shortcut
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_arrays_power_of_minus_one_as_a_float_is_numpys_loop_not_its_shortcut(dtype):
+    """NumPy takes the reciprocal's shortcut for the Python int -1 alone (``-True`` is one): ``** -1.0`` is its
+    power loop, NaN parts where the reciprocal keeps zeros and infinities."""
+    z = grid(dtype)
+    with np.errstate(all="ignore"):
+        wants = (z ** -1.0, z ** -(1.0), z ** -True)
+        assert not np.array_equal(wants[0], np.reciprocal(z), equal_nan=True)
+    for got, want in zip(inverted_by_float(z), wants, strict=True):
+        assert got.dtype == want.dtype
+        for g, w in ((got.real, want.real), (got.imag, want.imag)):
+            assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))

@@ -527,3 +527,37 @@ def test_grad_of_a_jit_function_whose_fill_runs_the_callers_code_is_refused():
     x = _values(5, 23)
     with pytest.raises(svod.errors.SvodError, match="_bumped"):
         svod.grad(squares_then_bumped)(x)
+
+
+@svod.jit
+def filled_beyond_uint8(x):
+    k = np.full(x.shape[0], 300, np.uint8)
+    loss = np.zeros(1)
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(loss, 0, x[i] * k[i])
+    return loss
+
+
+@svod.jit
+def filled_from_the_first(x):
+    first = np.full(x.shape[0], x[0])
+    loss = np.zeros(1)
+    for i in svod.prange(x.shape[0]):
+        svod.atomic_add(loss, 0, x[i] * first[i])
+    return loss
+
+
+@pytest.mark.parametrize(("function", "x", "complaint"), [
+    (filled_beyond_uint8, np.arange(3.0), "Python integer 300 out of bounds for uint8"),
+    (filled_from_the_first, np.zeros(0), "index 0 is out of bounds for axis 0 with size 0")])
+def test_a_temporary_the_host_cannot_make_is_refused_on_a_tape_as_without_one(function, x, complaint):
+    """NumPy's own complaint making the array (the fill beyond its dtype, an element of an empty array) is the
+    plan's refusal at the line, on a tape too: an SvodError, not NumPy's exception escaping the call."""
+    with pytest.raises(svod.errors.KernelSyntaxError, match=complaint) as untaped:
+        function(x)
+    with pytest.raises(svod.errors.KernelSyntaxError, match=complaint) as taped, svod.Tape():
+        function(x)
+    assert taped.value.detail == untaped.value.detail
+    assert f"test_jit_tape.py:{function.__wrapped__.__code__.co_firstlineno + 2}" in str(taped.value)
+    with pytest.raises((OverflowError, IndexError), match=complaint):
+        function.__wrapped__(x)

@@ -153,3 +153,30 @@ def test_check_finds_the_kernel_failing_where_plain_python_raises(device):
 def test_plain_python_raises_as_numpy():
     with pytest.raises(ValueError, match="low >= high"):
         run_as_python(serial, np.zeros(1, np.int64), 0, launch=Launch(7, 0))
+
+
+@svod.kernel
+def widest_constant(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = np.random.randint(-(2**31), 0)
+
+
+@svod.kernel
+def widest_constant_of_32_bits(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = np.random.randint(-(2**31) + 1, 0)
+
+
+def test_constant_bounds_wider_than_32_bit_integers_draw_from_are_refused(device):
+    """2**31 integers wrap a 32-bit span to its minimum, which drew ``low`` every time: refused there, as
+    computed bounds are; 2**31 - 1 draw across the range; 64-bit integers draw from both."""
+    ints = _ints(device)
+    out = np.zeros(1000, ints)
+    widest_constant_of_32_bits(out, device=device)
+    assert ((out > -(2**31)) & (out < 0)).all() and len(set(out.tolist())) > 990
+    if device.caps.index_bits > 32:
+        widest_constant(out, device=device)
+        assert ((out >= -(2**31)) & (out < 0)).all() and len(set(out.tolist())) > 990
+    else:
+        with pytest.raises(svod.errors.KernelSyntaxError, match=r"randint\(-2147483648, 0\) draws from"):
+            widest_constant(out, device=device)
