@@ -641,7 +641,7 @@ def test_an_element_stored_at_indices_a_view_holds(device, xn, yn):
     """A store whose index reads a view (``out[rows[j], ...]`` after ``rows = np.reshape(rows, n)``) is written as
     a store: its statement's loop was read as storing nothing, and dropped, returning zeros."""
     if refuses(device, svod.dtypes.float64):  # rows is int64 and out float64, which the device has not
-        with pytest.raises(svod.errors.SvodError, match="int64|float64"):
+        with pytest.raises(svod.errors.SvodError, match=r"int64|float64"):
             _scattered_through_a_reshaped_view(xn, yn, np.arange(xn * yn, dtype=np.float32), 2, device=device)
         return
     agrees_with_python(_scattered_through_a_reshaped_view, device, xn, yn, np.arange(xn * yn) - 2.5, 2)
