@@ -19,6 +19,7 @@ from svod.codegen.upcast import (
     share_rows,
     split_reductions,
     stream_rows,
+    upcast_loops,
     upcast_reductions,
 )
 from svod.device.caps import CORE_ID
@@ -325,12 +326,14 @@ def tile_for_cpu(sink: UOp, vector_registers: int, lanes: bool = False) -> UOp:
     """A term a store computes again after summing it kept in the output (``store_terms_first``: softmax's
     ``exp``), rows of a sum no output reads at unit stride streamed several a pass (``stream_rows``), rows of an
     elementwise store sharing what they compute from the column alone (``share_rows``), register
-    tiles of outputs per pass over a reduction (``upcast_reductions``, sized for ``vector_registers``, rows in
-    ``lanes`` where the renderer spells vectors), and MAX/MIN reductions split into independent partials
+    tiles of outputs per pass over a reduction (along a work item's own loop, ``upcast_loops``, else along a
+    parallel range, ``upcast_reductions``; sized for ``vector_registers``, rows in ``lanes`` where the renderer
+    spells vectors), and MAX/MIN reductions split into independent partials
     (``split_reductions`` of ``EXTREMA``): what a CPU's vector registers and memory streams need."""
-    rows = share_rows(stream_rows(store_terms_first(sink)))
+    rows, looped = upcast_loops(share_rows(stream_rows(store_terms_first(sink))), tile_row_bytes(vector_registers),
+                                lanes=lanes)
     tiled = upcast_reductions(rows, tile_rows(vector_registers), edges=True, row_bytes=tile_row_bytes(vector_registers),
-                              lanes=lanes, own_rows=True)
+                              lanes=lanes, own_rows=True, tiled=looped)
     return split_reductions(tiled, EXTREMA, tails=True, widths=extrema_partials(vector_registers))
 
 

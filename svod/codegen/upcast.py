@@ -8,7 +8,7 @@ loads, a range read at unit stride) lives here too."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from svod.codegen.lower import THREAD_MIN_WORK, _gated, most_iterations
 from svod.codegen.nest_order import stride, unit_stride
@@ -20,7 +20,8 @@ from svod.ir.ops import ALU, EFFECTS, LANE_OPS, REASSOCIABLE
 from svod.ir.uop import memory_of
 
 __all__ = ["EXTREMA", "LANE_WIDTHS", "ROW_WIDTHS", "SPLIT_WIDTH", "TAIL_SPLIT_WIDTH", "UPCAST_WIDTHS", "share_rows",
-           "split_reductions", "stream_rows", "upcast_reductions"]
+           "split_reductions", "stream_rows", "upcast_loops",
+           "upcast_reductions"]
 
 
 UPCAST_WIDTHS = (16, 8, 4)
@@ -33,7 +34,8 @@ columns a row's whole tiles leave."""
 
 
 def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: int | None = None,
-                      masked: bool = False, lanes: bool = False, own_rows: bool = False) -> UOp:
+                      masked: bool = False, lanes: bool = False, own_rows: bool = False,
+                      tiled: Collection[UOp] = ()) -> UOp:
     """Compute a tile of ``rows`` x ``W`` outputs of a reduction in one pass over its REDUCE range.
 
     When a store's reduction reads memory at unit stride along an output range ``j`` with a constant
@@ -75,7 +77,7 @@ def upcast_reductions(sink: UOp, rows: int = 4, edges: bool = False, row_bytes: 
     planned = []
     for effect in sink.src:
         target = _upcast_range(effect, live, _widths(effect, row_bytes), edges or masked, masked=masked) \
-            if effect.op is Ops.STORE else None
+            if effect.op is Ops.STORE and effect not in tiled else None
         planned.append(None if target is None else
                        (target, _row_range(effect, live, target[0], rows, edges or masked, masked)))
     entangled = _entangled(sink)
@@ -133,6 +135,61 @@ def _own_rows(effect: UOp, r: UOp, width: int, rows: int, lanes: bool) -> list[U
     outer = UOp.range(int(end.arg) // span, r.arg[0], r.arg[1])
     return [_moved(effect, r, outer * span + k * width + c if k else outer * span + c, outer)
             for k in range(count) for c in _columns(width, lanes)]
+
+
+def upcast_loops(sink: UOp, row_bytes: int | None = None, lanes: bool = False) -> tuple[UOp, frozenset[UOp]]:
+    """A tile of ``W`` outputs of a reduction per pass over it along a work item's own sequential loop, as
+    ``upcast_reductions`` tiles a parallel range on a CPU (``row_bytes`` and ``lanes`` as there; an end no ``W``
+    divides always takes an edge). A ``prange`` whose work item runs a vector-matrix product
+    (covariance's ``data[:, i] @ data[:, i:M]``) otherwise sums each output down a strided column, one output
+    after another; tiled, each turn of the sum reads ``W`` neighbours in one row. Taken only where the loop's
+    turns may run in any order (``_independent_loop``); the tiles, and the store over the outputs they leave,
+    stand where the loop stood, among the work item's other effects in their order, so no rows of another
+    range are added (they would split the work item's effects apart). Returns the kernel and the effects that
+    are its tiles."""
+    live = live_ranges(sink)
+    effects = [e for e in sink.src if e.op in EFFECTS]
+    found: dict[UOp, tuple[UOp, int]] = {}
+    for effect in effects:
+        target = _upcast_range(effect, live, _widths(effect, row_bytes), edges=True, kind=AxisKind.LOOP) \
+            if effect.op is Ops.STORE else None
+        if target is not None and _independent_loop(effect, target[0], effects, live):
+            found[effect] = target
+    if not found:
+        return sink, frozenset()
+    split = [r for r, width in found.values() if not _divides(width, r.src[0])]
+    before = sink.src
+    sink, moved, edge_axes = _room_after(sink, split)
+    out: list[UOp] = []
+    made: list[UOp] = []
+    for old, effect in zip(before, sink.src, strict=True):
+        if old not in found:
+            out.append(effect)
+            continue
+        r, width = moved[found[old][0]], found[old][1]
+        tiles, edge = _split(effect, r, width, edge_axes.get(r), lanes and _lanes_fit(effect, r), own_loop=True)
+        pieces = [*tiles, *([edge] if edge is not None else [])]
+        out += pieces
+        made += pieces
+    return sink.replace(src=tuple(out)), frozenset(made)
+
+
+def _independent_loop(store: UOp, r: UOp, effects: Sequence[UOp], live: Mapping[UOp, frozenset[UOp]]) -> bool:
+    """Whether the turns of sequential loop ``r`` around ``store`` may run in any order, or several at once:
+    ``r`` is the innermost loop of the store and of no other effect, no state the store reads through names it
+    (it is the store's turn, not a position), the store writes a buffer, a distinct element each turn (at unit
+    stride along ``r``), and reads nothing of that buffer (no turn sees another's store)."""
+    target = store.src[0]
+    memory = memory_of(target.src[0])
+    if memory.op is not Ops.PARAM or not unit_stride(target.src[1], r, ascending=True):
+        return False
+    if any(r in live[e] for e in effects if e is not store):
+        return False
+    if any(o is not r and (range_order(o) > range_order(r) or r in o.src[0].toposort()) for o in live[store]):
+        return False
+    nodes = store.toposort()
+    return not any(u.op is Ops.AFTER and r in u.src for u in nodes) and \
+        not any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory for u in nodes)
 
 
 def _divides(width: int, end: UOp) -> bool:
@@ -496,21 +553,22 @@ def _strided_only(loads: list[UOp], r: UOp) -> bool:
 
 
 def _upcastable(store: UOp, live: Mapping[UOp, frozenset[UOp]], exclude: UOp | None = None,
-                edges: bool = False) -> list[UOp]:
-    """Output ranges of ``store`` with a constant end (any end, with ``edges``), innermost first."""
-    return sorted((r for r in live[store] if r.arg[1] is AxisKind.GLOBAL and (edges or r.src[0].op is Ops.CONST)
+                edges: bool = False, kind: AxisKind = AxisKind.GLOBAL) -> list[UOp]:
+    """Output ranges of ``store`` of ``kind`` with a constant end (any end, with ``edges``), innermost first."""
+    return sorted((r for r in live[store] if r.arg[1] is kind and (edges or r.src[0].op is Ops.CONST)
                    and r is not exclude), key=range_order, reverse=True)
 
 
 def _upcast_range(store: UOp, live: Mapping[UOp, frozenset[UOp]], widths: tuple[int, ...],
-                  edges: bool = False, masked: bool = False) -> tuple[UOp, int] | None:
+                  edges: bool = False, masked: bool = False,
+                  kind: AxisKind = AxisKind.GLOBAL) -> tuple[UOp, int] | None:
     """An output range the reduction's loads read at unit stride, and the widest ``W`` of ``widths`` that
     divides its end and is smaller; with ``edges``, failing that, the widest smaller than its end (its largest
     value, if symbolic: ``_room``), the rest left to an edge store (``_split``). With ``masked`` (a GPU's
     tiles, ``_masked``), failing a range read at unit stride, one that some loads do not depend on: each of
     those then serves ``W`` outputs (attention's scores, ``q[i, d] * k[j, d]``)."""
     loads = _reduction_loads(store)
-    ranges = _upcastable(store, live, edges=edges) if loads else []
+    ranges = _upcastable(store, live, edges=edges, kind=kind) if loads else []
     turned = _turned_loads(store)
     candidates = [j for j in ranges if any(unit_stride(load.src[0].src[1], j) for load in loads)
                   and not _strided_only(turned, j)]
