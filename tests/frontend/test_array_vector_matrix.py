@@ -12,9 +12,9 @@ import pytest
 import svod
 from tests.frontend.test_jit import agrees_with_python
 
-SHAPES = [(1, 1), (2, 64), (7, 3), (33, 1), (33, 64), (257, 3)]
-"""Columns and rows: each column count of 1, 2, 7, 33 and 257 (either side of a tile's 8 or 16 columns, and
-of its masked edge) and each row count of 1, 3 and 64."""
+SHAPES = [(1, 1), (2, 64), (7, 3), (33, 1), (33, 64), (67, 3)]
+"""Columns and rows: each column count of 1, 2, 7, 33 and 67 (either side of a tile's 16 float64 or 32 float32
+columns, two or four whole tiles and a masked edge) and each row count of 1, 3 and 64."""
 DTYPES = [np.float32, np.float64, np.int32]
 
 
