@@ -101,6 +101,8 @@ class UOp:
 
     _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     _lock: ClassVar[threading.Lock] = threading.Lock()
+    _refs: ClassVar[dict[tuple[Any, ...], weakref.ref[UOp]]] = _table.data  # type: ignore[attr-defined]
+    """``_table``'s own dict of weak references (untyped in typeshed): a lookup there skips ``get``'s Python frame."""
 
     op: Ops
     dtype: DType
@@ -116,6 +118,10 @@ class UOp:
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         identity = (op, dtype, src, arg if arg is None else _arg_identity(arg))
+        found = cls._refs.get(identity)  # most nodes asked for exist: found without the lock
+        node = None if found is None else found()
+        if node is not None:
+            return node
         with cls._lock:
             node = cls._table.get(identity)
             if node is None:

@@ -1,3 +1,4 @@
+import gc
 import math
 import pathlib
 import pickle
@@ -6,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -58,6 +60,20 @@ def test_entries_are_freed_when_unused():
     for v in range(1000):
         UOp.const(dtypes.int32, 10_000_000 + v)
     assert len(UOp._table) < before + 100
+
+
+def test_a_node_built_again_after_it_was_freed_is_one_object_again():
+    """The lock-free lookup meets a dead reference (or none) for a freed node: the node is built afresh, with
+    its own fields, and later lookups find that one."""
+    gone = weakref.ref(UOp.const(dtypes.int64, 987_654_321_123))
+    gc.collect()
+    assert gone() is None
+    again = UOp.const(dtypes.int64, 987_654_321_123)
+    assert again.op is Ops.CONST and again.dtype == dtypes.int64 and again.arg == 987_654_321_123
+    assert UOp.const(dtypes.int64, 987_654_321_123) is again
+    assert UOp.const(dtypes.int64, -987_654_321_123) is not again
+    negative_zero = UOp.const(dtypes.float64, -0.0)
+    assert math.copysign(1.0, negative_zero.arg) == -1.0 and UOp.const(dtypes.float64, 0.0) is not negative_zero
 
 
 def test_hash_consing_is_thread_safe():
