@@ -38,6 +38,9 @@ def ufunc_out(rewriter: Any, stmt: ast.Expr, call: ast.Call) -> tuple[ast.expr, 
     if isinstance(out, ast.Constant) and out.value is None:
         return None  # no out: a value unused, which the function's reader refuses
     stored = rewriter.target(out)
+    if not isinstance(stored, Expr) and not isinstance(out, (ast.Name, ast.Subscript)):
+        raise rewriter.refuse(stmt, f"np.{ufunc.__name__}'s out is stored into only where it is an array's name or "
+                                    "a slice of one (such as b[1:], not b.T)")  # NumPy accepts any array there
     if not isinstance(stored, Expr):
         raise rewriter.refuse(stmt, f"np.{ufunc.__name__}'s out is an array (NumPy raises TypeError)")
     value = ast.copy_location(ast.Call(call.func, call.args[:ufunc.nin], []), call)
