@@ -765,6 +765,17 @@ def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
                  for name, value in zip(fn.parameters, args, strict=False))
 
 
+def _refuse_shared_arguments(fn: Any, args: tuple[Any, ...], numbers: tuple[int, ...]) -> None:
+    """The tape keeps one gradient per buffer, so an argument differentiated that shares memory with another
+    array argument would be given the sum over both (the derivative along the buffer, not the argument's)."""
+    for number in numbers:
+        others = (a for k, a in enumerate(args) if k != number and isinstance(a, np.ndarray))
+        if any(np.may_share_memory(args[number], other) for other in others):
+            raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} shares memory with another "
+                                "array argument: svod.grad gives one gradient per argument; pass copies",
+                                stage="gradient", value=number)
+
+
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
     """The function that returns the gradient of ``fn``'s result (a one-element array an ``@svod.kernel`` call
     wrote) with respect to its array arguments ``argnums`` (an int: one gradient; a tuple: a tuple of them),
@@ -782,6 +793,7 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[.
             if number >= len(args) or not isinstance(args[number], np.ndarray) or args[number].dtype.kind != "f":
                 raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} is no float numpy array "
                                     "to take a gradient with respect to", stage="gradient", value=number)
+        _refuse_shared_arguments(fn, args, numbers)
         tape = Tape()
         tape._sealed = bool(getattr(fn, "svod_jit", False))
         with tape:
