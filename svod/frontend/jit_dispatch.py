@@ -84,11 +84,14 @@ def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passe
             entries.append(f"SCALAR{k}: {passed[position]}")
         body.append(f"scalars = {{{', '.join(entries)}}}")
     addresses = ", ".join(f"p{index}" for index in range(len(checks)))
-    body += ["try:", f"    RUN([{addresses}], scalars)", "except SvodError as err:", "    LOCATE(err)", "    raise",
-             _returned(prepared, passed, made, namespace)]
+    run = ["try:", f"    RUN([{addresses}], scalars)", "except SvodError as err:", "    LOCATE(err)", "    raise",
+           returned := _returned(prepared, passed, made, namespace)]
+    if "VIEW" in returned or "RESULTS" in returned:  # read in the plan's memory: no other run may come between
+        run = ["with EXECUTING:", *(f"    {line}" for line in run)]
     namespace.update({"VARIABLES_OF": prepared.variables_of, "empty": np.empty, "SvodError": SvodError,
-                      "LOCATE": prepared.locate, "RUN": prepared.plan.bound_run(binder, valued)})
-    return body
+                      "LOCATE": prepared.locate, "RUN": prepared.plan.bound_run(binder, valued),
+                      "EXECUTING": prepared.plan.executing})
+    return [*body, *run]
 
 
 def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: frozenset[int], namespace: dict[str, Any]

@@ -155,18 +155,19 @@ class Prepared:
                 bound[slot] = np.ascontiguousarray(value)
                 written_back.append((value, bound[slot]))
         scalars = self.variables_of(args, launch)
-        try:
-            self.plan.execute(buffers=bound, **scalars)
-        except LinAlgError:  # the run finished (as NumPy raises at its call, after the writes before it)
+        with self.plan.executing:  # the results read in the plan's memory are this run's, not another thread's
+            try:
+                self.plan.execute(buffers=bound, **scalars)
+            except LinAlgError:  # the run finished (as NumPy raises at its call, after the writes before it)
+                for original, contiguous in written_back:
+                    original[...] = contiguous
+                raise
+            except SvodError as err:
+                self.locate(err)
+                raise
             for original, contiguous in written_back:
                 original[...] = contiguous
-            raise
-        except SvodError as err:
-            self.locate(err)
-            raise
-        for original, contiguous in written_back:
-            original[...] = contiguous
-        return self.results(args)
+            return self.results(args)
 
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
         """The plan variables a run on ``args`` passes, its draws taking ``launch`` (the process generator's next,

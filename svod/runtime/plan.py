@@ -121,7 +121,7 @@ class ExecutionPlan:
         self._checked_steps: list[Step] = []
         self._arrays = ArrayBinding(self.buffers, self.buffer_names, ())
         """Where the prepared steps keep each storage's address, for arrays bound per run."""
-        self._executing = threading.Lock()
+        self._executing = threading.RLock()
         self._preparing = threading.Lock()
         self._last_profile: list[StepProfile] = []
         self._prepared = False
@@ -327,6 +327,12 @@ class ExecutionPlan:
         """Every distinct kernel, compiled together: the compiler overlaps or batches the work."""
         distinct = list(dict.fromkeys(ast for request in self._requests for ast in request.kernels()))
         return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
+
+    @property
+    def executing(self) -> threading.RLock:
+        """The lock a run holds (re-entrant): a caller that reads a result the run left in the plan's own memory
+        holds it around the run and the read, so that another thread's run of the plan cannot come between."""
+        return self._executing
 
     @property
     def variables(self) -> tuple[str, ...]:

@@ -7,6 +7,10 @@ index out of bounds is its ``test_an_index_out_of_bounds_in_a_call_like_one_befo
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -190,3 +194,61 @@ def test_a_scalars_new_value_takes_the_dispatcher_and_a_value_the_host_reads_a_p
         got = made(x, n, scale, device=device)
         np.testing.assert_array_equal(got, first_ones.fn(x, n, scale))
         assert got.shape == (n,)
+
+
+class _Interleaved:
+    """Stands for a plan memory a call reads its result from (a scalar's view): before the read, another
+    thread's call of the same function runs, given half a second, as a thread switch there would run it."""
+
+    def __init__(self, view: np.ndarray, other: Callable[[], object]) -> None:
+        self.view, self.other = view, other
+
+    def item(self, index: int) -> object:
+        thread = threading.Thread(target=self.other)
+        thread.start()
+        thread.join(0.5)  # blocked where the first call still holds the plan, as it must
+        return self.view.item(index)
+
+
+def _interleaved_totals(device: svod.device.Device, through_dispatcher: bool) -> tuple[float, float]:
+    """The sums two calls of ``total`` return when the second, of another array of the same signature, runs
+    between the first's run and its read of its result: through the generated dispatcher's read, or the general
+    binding's (``Prepared.results``)."""
+    fn = svod.jit(total.fn)
+    wide = np.float64 if svod.dtypes.float64 in device.caps.element_dtypes else np.float32
+    first, second = np.full(1000, 1.0, wide), np.full(1000, 2.0, wide)
+    got: list[float] = []
+    fn(first, device=device)
+    (call,) = fn._calls.values()
+    if through_dispatcher:
+        scope = call.dispatch.__globals__
+        if "VIEW" not in scope:  # the result is not read in the plan's memory: no read to interleave
+            return fn(first, device=device), fn(second, device=device)
+        scope["VIEW"] = _Interleaved(scope["VIEW"], lambda: got.append(fn(second, device=device)))
+        mine = fn(first, device=device)
+    else:
+        results = call.prepared.results
+        once: list[int] = []
+
+        def interleaved(args, made=None):  # type: ignore[no-untyped-def]
+            if not once:
+                once.append(1)
+                thread = threading.Thread(target=lambda: got.append(call.prepared.run({"x": second})))
+                thread.start()
+                thread.join(0.5)
+            return results(args, made)
+
+        call.prepared.results = interleaved  # type: ignore[method-assign]
+        mine = call.prepared.run({"x": first})
+    deadline = time.monotonic() + 60
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return mine, got[0]
+
+
+@pytest.mark.parametrize("through_dispatcher", (True, False))
+def test_a_call_reads_its_own_result_while_another_thread_runs_the_same_plan(device, through_dispatcher):
+    """Two threads calling one function of one signature take turns at its plan: a call's scalar result, read in
+    the plan's memory after its run, is its own, not that of another thread's call that ran in between."""
+    mine, other = _interleaved_totals(device, through_dispatcher)
+    assert (mine, other) == (1000.0, 2000.0)
