@@ -533,7 +533,7 @@ def too_big(out):
 
 
 def test_an_error_without_a_construct_names_its_statement_too():
-    with pytest.raises(SvodError, match=r"constant 3000000000 does not fit int32") as caught:
+    with pytest.raises(SvodError, match=r"Python integer 3000000000 out of bounds for int32") as caught:
         too_big.build(np.zeros(2, np.int32))
     assert _line(too_big) in str(caught.value)
 
