@@ -565,7 +565,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
 
         class Elements(ast.NodeTransformer):
             def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, (ast.Subscript, ast.Call)) and rewriter.viewing(node):  # x[k], len(x[k:]), x[k:].sum()
+                if isinstance(node, (ast.Subscript, ast.Call)) and rewriter.viewing(node):  # x[k], len(x[k:])
                     value = rewriter.value(node)
                     if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
                         return ast.copy_location(value.node, node)
