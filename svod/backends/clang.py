@@ -127,7 +127,11 @@ class ClangCompiler(CompilerBase):
         """The linker and the libraries every kernel's shared object is linked with, asked of the compiler
         once: the ``ld`` and ``libgcc.a`` its own driver would use."""
         linker, runtime = (self._ask(flag) for flag in ("-print-prog-name=ld", "-print-libgcc-file-name"))
-        return [shutil.which(linker) or linker, "-shared", "-lm", "-lc", runtime]
+        found = shutil.which(linker)
+        if found is None:  # (a bare name is the compiler's answer where it has none of its own)
+            raise DeviceError(f"{os.path.basename(self.path)} links with {linker}, which is not on PATH: install "
+                              "the linker (binutils) it was built with", stage="device")
+        return [found, "-shared", "-lm", "-lc", runtime]
 
     def _ask(self, flag: str) -> str:
         result = subprocess.run([self.path, flag], capture_output=True, text=True, check=False)

@@ -54,7 +54,7 @@ from svod.frontend.jit_plans import Variant
 from svod.frontend.jit_tape_gemm import gemm_split
 from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
-from svod.frontend.jit_tape_reuse import Reuse, form, written, written_once
+from svod.frontend.jit_tape_reuse import Reuse, changed_by, form, written_once
 from svod.frontend.names import loaded, needs, renamed, stored
 from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
 from svod.frontend.phases import (
@@ -288,7 +288,7 @@ class TapedCall:
         values = {**self.arrays, **{f"_svod_{name}": self.cell(name, recorder) for name in incoming}}
         arguments = tuple(self.host[name] if name in loops else values.get(name, self.args.get(name))
                           for name in parameters)
-        changes = self.derived(("written", *key), lambda: written(body, parameters))
+        changes = self.derived(("written", *key), lambda: changed_by(body, parameters))
         reused = self.reuse.key(self.derived(("form", *key), lambda: form(body)), parameters, arguments, changes)
         found = self.reuse.found(reused, parameters, arguments)
         if found is not None:  # computed by an earlier phase on the same arrays: read its arrays

@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from svod.frontend.adjoint_gemm import contraction, prange_nest
-from svod.frontend.jit_tape_hoist import arrays_written
-from svod.frontend.names import loaded, stored
+from svod.frontend.names import loaded, stored, written
 from svod.frontend.nodes import assign, load, placed, subscript
 
 
@@ -50,7 +49,7 @@ class Split:
 def gemm_split(statements: list[ast.stmt], is_prange: Callable[[ast.stmt], bool]) -> Split | None:
     """The first matrix product of ``statements`` that may run before them as a phase of its own (the module's
     docstring), or None."""
-    written = arrays_written(statements)
+    changed = written(statements)
     for position, stmt in enumerate(statements):
         nest = prange_nest(stmt, is_prange)
         if not nest or not all(_from_zero(loop) for loop in nest):
@@ -59,7 +58,7 @@ def gemm_split(statements: list[ast.stmt], is_prange: Callable[[ast.stmt], bool]
         body = nest[-1].body
         for at in range(len(body) - 1):
             found = contraction(body[at], body[at + 1], outer)
-            if found is None or {found.left.array, found.right.array} & (written | stored(body[:at])):
+            if found is None or {found.left.array, found.right.array} & (changed | stored(body[:at])):
                 continue
             start = body[at]
             assert isinstance(start, ast.Assign)

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import ast
 import copy
+import types
 from collections.abc import Mapping
 
 import numpy as np
 
 from svod.frontend import pylang
 from svod.frontend.array_math import MATH_HELPERS
-from svod.frontend.names import loaded, needs, stored
+from svod.frontend.names import loaded, needs, stored, written
 from svod.frontend.phases import Reader
 
 
@@ -46,12 +47,13 @@ def hoisted(statements: list[ast.stmt], reader: Reader,
             continue
         loop = copy.deepcopy(found)  # (the function's own statements stay as they are, for its next calls)
         nest, body = _nest(loop)
-        run = _run(nest, body, reader)
+        run = _run(nest, body, reader, declared)
         if not run:
             continue
         rest, earlier = body[len(run):], statements[:position]
         results = stored(run) & set(loaded(rest))
-        if not results or not results <= set(declared) or stored(run) & stored(rest) or not _before(run, earlier):
+        if not results or not results <= set(declared) or stored(run) & stored(rest) \
+                or not _before(run, earlier, reader, declared):
             continue
         inner = nest[-1]
         inner.body = rest or [ast.Pass()]
@@ -59,11 +61,11 @@ def hoisted(statements: list[ast.stmt], reader: Reader,
     return None
 
 
-def _before(run: list[ast.stmt], earlier: list[ast.stmt]) -> bool:
+def _before(run: list[ast.stmt], earlier: list[ast.stmt], reader: Reader, declared: Mapping[str, np.dtype]) -> bool:
     """Whether ``run`` may run before the statements of its phase ahead of its loop: it reads no name they assign
-    and no array they store into, and assigns no name they read or assign."""
+    and no array they may write, and assigns no name they read or assign."""
     return not (needs(run) & stored(earlier) or stored(run) & (stored(earlier) | set(loaded(earlier)))
-                or set(loaded(run)) & arrays_written(earlier))
+                or set(loaded(run)) & _arrays_written(earlier, reader, declared))
 
 
 def _nest(loop: ast.For) -> tuple[list[ast.For], list[ast.stmt]]:
@@ -74,30 +76,27 @@ def _nest(loop: ast.For) -> tuple[list[ast.For], list[ast.stmt]]:
     return nest, nest[-1].body
 
 
-def _run(nest: list[ast.For], body: list[ast.stmt], reader: Reader) -> list[ast.stmt]:
+def _run(nest: list[ast.For], body: list[ast.stmt], reader: Reader, declared: Mapping[str, np.dtype]) -> list[ast.stmt]:
     """The statements ``body`` starts with that compute the same in every turn: they read none of the nest's
     variables, no name the nest assigns before they assign it, and no array it stores into; they store no array
     element and call only pure functions (no draw, no atomic). Empty where they hold no loop: what they compute
     costs a turn no more than reading it from a cell would."""
     assigned = {target for loop in nest for target in stored([loop.target])} | stored(body)
-    written = arrays_written(body)
+    changed = _arrays_written(body, reader, declared)
     run: list[ast.stmt] = []
     for stmt in body:
         candidate = [*run, stmt]
-        if needs(candidate) & assigned or set(loaded([stmt])) & written or not _pure(stmt, reader):
+        if needs(candidate) & assigned or set(loaded([stmt])) & changed or not _pure(stmt, reader):
             break
         run = candidate
     return run if any(isinstance(stmt, ast.For) for stmt in run) else []
 
 
-def arrays_written(body: list[ast.stmt]) -> set[str]:
-    """The names of the arrays ``body`` stores elements into, and of every name it passes to a call whose name
-    says atomic (``svod.atomic_add``)."""
-    nodes = [node for stmt in body for node in ast.walk(stmt)]
-    return {node.value.id for node in nodes if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name)} | {
-        name for node in nodes if isinstance(node, ast.Call) and "atomic" in ast.unparse(node.func)
-        for name in loaded(node.args)}
+def _arrays_written(body: list[ast.stmt], reader: Reader, declared: Mapping[str, np.dtype]) -> set[str]:
+    """The names of the arrays ``body`` may write (``names.written``), less the modules whose functions it calls
+    and svod's scalars (``declared``), which no call writes."""
+    return {name for name in written(body) - set(declared)
+            if not isinstance(reader.resolve(ast.Name(name, ast.Load())), types.ModuleType)}
 
 
 def _pure(stmt: ast.stmt, reader: Reader) -> bool:
@@ -116,4 +115,4 @@ def _pure(stmt: ast.stmt, reader: Reader) -> bool:
     return True
 
 
-__all__ = ["arrays_written", "hoisted"]
+__all__ = ["hoisted"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend.names import renamed
+from svod.frontend.names import renamed, stored, written
 from svod.frontend.phases import Definition, Item, Phase, Temporary
 
 _OWN = re.compile(r"_svod_[a-z][0-9]")
@@ -110,24 +110,9 @@ def form(body: Sequence[ast.stmt]) -> str:
     return "\n".join(ast.dump(renamed(stmt, order)) for stmt in body)
 
 
-def written(body: Sequence[ast.AST], names: Collection[str]) -> frozenset[str]:
-    """The ``names`` (a kernel's parameters) that ``body`` may write: stored into by subscript, or passed whole
-    to a call (which may write it)."""
-    found: set[str] = set()
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-                base = node.value
-                while isinstance(base, ast.Subscript):
-                    base = base.value
-                if isinstance(base, ast.Name):
-                    found.add(base.id)
-            elif isinstance(node, ast.Call):
-                found |= {arg.id for arg in [*node.args, *(k.value for k in node.keywords)]
-                          if isinstance(arg, ast.Name)}
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                found.add(node.id)
-    return frozenset(found.intersection(names))
+def changed_by(body: Sequence[ast.AST], names: Collection[str]) -> frozenset[str]:
+    """The ``names`` (a kernel's parameters) that ``body`` may write (``names.written``) or bind anew."""
+    return frozenset((written(body) | stored(body)).intersection(names))
 
 
 def written_once(items: Sequence[Item]) -> frozenset[str]:
@@ -140,7 +125,7 @@ def written_once(items: Sequence[Item]) -> frozenset[str]:
             continue
         weight = 1 if isinstance(item, Phase) else 2
         for stmt in item.statements if isinstance(item, Phase) else _trees(item):
-            for name in written([stmt], _names(stmt)):
+            for name in written([stmt]) | stored([stmt]):
                 counts[name] += weight
     return frozenset(name for name, count in counts.items() if count == 1)
 
@@ -157,8 +142,4 @@ def _trees(item: Any) -> Iterator[ast.AST]:
             yield from _trees(getattr(item, field.name))
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)}
-
-
-__all__ = ["Reuse", "form", "written", "written_once"]
+__all__ = ["Reuse", "changed_by", "form", "written_once"]

@@ -80,6 +80,57 @@ def needs(nodes: Sequence[ast.AST]) -> set[str]:
     return found
 
 
+def written(nodes: Iterable[ast.AST]) -> set[str]:
+    """The names whose contents ``nodes`` may change, read from the syntax alone and so on the safe side: the
+    root name of each element or attribute store (``a[i] = v``, ``a[i][j] = v``, ``a.real[i] = v``), of each
+    argument a call is given whole or as a view, by position, keyword or star, and of whatever its ``out`` is (a
+    call may write an array it is given: ``np.add(b, c, out=a[1:])``, ``svod.atomic_add(a, 0, v)``), and of each
+    called method's owner (``a.fill(0)``, ``a.T.sort()``). Rebinding a name is ``stored``'s; the modules and
+    scalars among the result are the caller's to set aside, as only it knows them."""
+    found: set[str] = set()
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.Subscript, ast.Attribute)) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+                found |= _root(inner.value)
+            elif isinstance(inner, ast.Call):
+                given = [*inner.args, *(keyword.value for keyword in inner.keywords if keyword.arg != "out")]
+                outs = [keyword.value for keyword in inner.keywords if keyword.arg == "out"]
+                found |= {name for arg in _items(given) if _whole(arg) for name in _root(arg)}
+                found |= {name for arg in _items(outs) for name in _root(arg)}  # (``out=a[i]``: a row of a)
+                if isinstance(inner.func, ast.Attribute):
+                    found |= _root(inner.func.value)
+    return found
+
+
+def _items(given: list[ast.expr]) -> list[ast.expr]:
+    """A call's arguments, each tuple or list of them (``out=(a,)``) by its items."""
+    return [item for arg in given
+            for item in (_items(list(arg.elts)) if isinstance(arg, (ast.Tuple, ast.List)) else [arg])]
+
+
+def _whole(arg: ast.expr) -> bool:
+    """Whether a call's argument may be an array, by its spelling: a name, a star, a view (``a.T``, ``a.real``)
+    or a part with a slice in it (``a[1:]``); an indexed element (``a[i]``) or a shape (``a.shape[0]``) is a
+    value the call reads."""
+    if isinstance(arg, (ast.Name, ast.Starred)):
+        return True
+    if isinstance(arg, ast.Attribute):
+        return arg.attr in _VIEWS
+    return isinstance(arg, ast.Subscript) and (any(isinstance(n, ast.Slice) for n in ast.walk(arg.slice))
+                                                or _whole(arg.value))
+
+
+_VIEWS = frozenset({"T", "mT", "real", "imag", "flat"})
+"""The attributes of an array that are views of it, which a call may write through."""
+
+
+def _root(node: ast.expr) -> set[str]:
+    """The name an element or attribute chain starts from (``a`` of ``a.T[0]``), if a name."""
+    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+        node = node.value
+    return {node.id} if isinstance(node, ast.Name) else set()
+
+
 def stored(nodes: Iterable[ast.AST]) -> set[str]:
     return {inner.id for node in nodes for inner in ast.walk(node)
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}

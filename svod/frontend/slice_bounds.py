@@ -21,6 +21,7 @@ from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Scalar
 from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.extents import Dim, node_of
+from svod.frontend.names import written
 from svod.frontend.nodes import assign, constant, load, placed
 from svod.frontend.phases import Reader
 
@@ -212,7 +213,7 @@ class SliceBounds(ArrayStatistics):
         if dtype.kind not in "iu":
             raise self.refuse(node, f"a slice's bound is an integer; {ast.unparse(node)} is an element of a {dtype} "
                                     "array")
-        if array in _written(self.work[0]):
+        if array in written([self.work[0]]):
             raise self.refuse(node, f"a slice's bound reads {array}, which the prange loop around it writes: svod "
                                     "reads such a bound from an array the loop leaves as it is")
         limits = np.iinfo(dtype)
@@ -262,23 +263,6 @@ def _assigns(body: Sequence[ast.stmt], name: str) -> bool:
     value)."""
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
                for stmt in body for n in ast.walk(stmt))
-
-
-def _written(loop: ast.For) -> set[str]:
-    """The arrays ``loop`` may write: stored into by element, or passed whole to a call (an atomic update,
-    ``x.fill``)."""
-    found: set[str] = set()
-    for node in ast.walk(loop):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            root = node.value
-            while isinstance(root, ast.Subscript):
-                root = root.value
-            if isinstance(root, ast.Name):
-                found.add(root.id)
-        elif isinstance(node, ast.Call):
-            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
-            found |= {a.id for a in [*node.args, *([owner] if owner is not None else [])] if isinstance(a, ast.Name)}
-    return found
 
 
 def _reads_name(value: Expr, name: str) -> bool:

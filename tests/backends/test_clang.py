@@ -75,6 +75,24 @@ def test_the_newest_versioned_clang_is_found_before_gcc(tmp_path, monkeypatch):
         find_c_compiler()
 
 
+def test_a_compiler_without_its_linker_is_refused_saying_so(tmp_path, monkeypatch):
+    """The C pair links with the linker its compiler names (``-print-prog-name=ld``); where that is nowhere on
+    PATH (gcc answers a bare ``ld`` then), a compile says so, as a ``DeviceError``, not as an internal error
+    about a missing file."""
+    folder = tmp_path / "nold"
+    folder.mkdir()
+    for name, target in {"gcc": _real("gcc"), "as": _real("as")}.items():
+        (folder / name).symlink_to(target)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setenv("SVOD_CACHE", "0")
+    k = KernelBuilder("doubled")
+    out, a = k.buffer(dtypes.float32, (5,)), k.buffer(dtypes.float32, (5,))
+    i = k.range(5)
+    k.store(out[i], a[i] * 2.0)
+    with pytest.raises(DeviceError, match=r"gcc links with ld, which is not on PATH"):
+        svod.run(k.build(), [np.zeros(5, np.float32), np.ones(5, np.float32)], device=cpu_device(1, "clang"))
+
+
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("make", [lambda: matmul(37, 5, 67), lambda: matmul(64), lambda: conv2d(3, 17),
                                   lambda: matmul(9, 3, 40, dtype=np.float64, name="matmul_f64")])

@@ -83,10 +83,11 @@ def specials(dtype: type) -> list[float | None]:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("columns", "rows"), SHAPES)
-def test_a_row_of_column_products_in_a_prange_agrees_with_numpy(device, columns, rows, dtype):
+@pytest.mark.parametrize("fn", [columns_in_a_prange, columns_in_a_host_loop], ids=["prange", "host_loop"])
+def test_a_row_of_column_products_agrees_with_numpy(device, fn, columns, rows, dtype):
     for special in specials(dtype):
         a = matrix(rows, columns, dtype, special)
-        agrees_with_python(columns_in_a_prange, device, a, numpy_warns=True, **tolerances(dtype, rows))
+        agrees_with_python(fn, device, a, numpy_warns=True, **tolerances(dtype, rows))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -96,14 +97,6 @@ def test_covariance_in_a_prange_agrees_with_numpy(device, columns, rows, dtype):
         a = matrix(rows, columns, dtype, special)
         agrees_with_python(covariance_in_a_prange, device, columns, float(rows), a, numpy_warns=True,
                            **tolerances(dtype, rows))
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("columns", "rows"), SHAPES)
-def test_a_row_of_column_products_in_a_host_loop_agrees_with_numpy(device, columns, rows, dtype):
-    for special in specials(dtype):
-        a = matrix(rows, columns, dtype, special)
-        agrees_with_python(columns_in_a_host_loop, device, a, numpy_warns=True, **tolerances(dtype, rows))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

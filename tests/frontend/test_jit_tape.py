@@ -16,15 +16,20 @@ import svod
 SIZES = (0, 1, 2, 7, 13)
 
 
+def summed_squares(y):
+    """The loss both scaled sums take (a plain function: the jit functions calling it take its statements)."""
+    total = np.zeros(1, y.dtype)
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(total, 0, y[i] * y[i])
+    return total
+
+
 @svod.jit
 def scaled_sum(x, w):
     y = np.zeros_like(x)
     for i in svod.prange(x.shape[0]):
         y[i] = svod.math.sin(x[i]) * w[i]
-    total = np.zeros(1, x.dtype)
-    for i in svod.prange(y.shape[0]):
-        svod.atomic_add(total, 0, y[i] * y[i])
-    return total
+    return summed_squares(y)
 
 
 @svod.jit
@@ -461,10 +466,7 @@ def test_a_temporary_filled_from_a_number_argument_is_differentiated(start, n, s
 def scaled_sines_in_place(x, w):
     for i in svod.prange(x.shape[0]):
         x[i] = svod.math.sin(x[i]) * w[i]
-    loss = np.zeros(1, x.dtype)
-    for i in svod.prange(x.shape[0]):
-        svod.atomic_add(loss, 0, x[i] * x[i])
-    return loss
+    return summed_squares(x)
 
 
 @pytest.mark.parametrize("n", SIZES)
