@@ -6,6 +6,7 @@ import json
 import pickle
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -35,16 +36,33 @@ GRADIENTS = {*(f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energ
 SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
              *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
                for form in ("kernel", "jit"))}
-UNITS = {"compile_cold_ms.llvm": "ms", "cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms",
-         "replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us", "triad_gbps": "GB/s", "sum_gbps": "GB/s",
-         "matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s", "thread_speedup": "x",
-         "matmul_anchor.float32_gflops": "GFLOP/s", "matmul_anchor.float64_gflops": "GFLOP/s",
-         "host_parallel_speedup": "x", "plan_prepare_speedup": "x", "membw_copy_gbps": "GB/s", "gather_gbps": "GB/s",
-         "gather_guard_cost": "x", "direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
-         "first_kernel_ms": "ms", "kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms", "kernel.matmul17_ms": "ms",
-         "prepare_ms.50": "ms", "replay_us_per_kernel.50": "us", "bundle_load_ms.32": "ms",
-         **dict.fromkeys(PLANS, "ms"), **dict.fromkeys(JIT, "ms"),
-         **dict.fromkeys(SPELLINGS, "ms")}
+UNITS_BY_STEP = {
+    "memory bandwidth": {"membw_copy_gbps": "GB/s"}, "cold compile": {"compile_cold_ms.llvm": "ms"},
+    "cache hits": {"cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms"},
+    "call path": {"direct_call_us.buffers": "us", "direct_call_us.numpy": "us", "import_ms": "ms",
+                  "first_kernel_ms": "ms"},
+    "plan replay": {"replay_us_per_kernel.1": "us", "replay_us_per_kernel.32": "us"},
+    "triad": {"triad_gbps": "GB/s"}, "sum": {"sum_gbps": "GB/s"},
+    "gather": {"gather_gbps": "GB/s", "gather_guard_cost": "x"},
+    "matmul": {"matmul256_gflops": "GFLOP/s", "matmul1024_gflops": "GFLOP/s"},
+    "blas anchor": {"matmul_anchor.float32_gflops": "GFLOP/s", "matmul_anchor.float64_gflops": "GFLOP/s"},
+    "threads": {"thread_speedup": "x"}, "host parallel": {"host_parallel_speedup": "x"},
+    "plan prepare": {"plan_prepare_speedup": "x"},
+    "long plans": {"prepare_ms.50": "ms", "replay_us_per_kernel.50": "us"}, "bundles": {"bundle_load_ms.32": "ms"},
+    "distributed": {}, "spellings": dict.fromkeys(SPELLINGS, "ms"), "plan algorithms": dict.fromkeys(PLANS, "ms"),
+    **{step: {name: "ms" for name in JIT if name.startswith(f"{prefix}.")}
+       for step, prefix in (("jit programs", "jit"), ("array programs", "array"), ("numpy programs", "numpy"))},
+    "gradients": {}, "kernel suite": {"kernel.softmax_ms": "ms", "kernel.histogram_ms": "ms",
+                                      "kernel.matmul17_ms": "ms"}}
+"""Each step of the bench and the unit of each metric it must report (besides those not named here)."""
+UNITS = {name: unit for units in UNITS_BY_STEP.values() for name, unit in units.items()}
+PARTS = {"machine and kernel suite": ("memory bandwidth", "cold compile", "cache hits", "call path", "plan replay",
+                                      "triad", "sum", "gather", "matmul", "blas anchor", "threads", "host parallel",
+                                      "plan prepare", "long plans", "bundles", "distributed", "kernel suite"),
+         "gradients": ("gradients",), "jit programs": ("plan algorithms", "jit programs"),
+         "array programs": ("spellings", "array programs"), "numpy programs": ("numpy programs",)}
+"""The tiny whole bench's steps in parts of about equal work, each a test of its own that xdist's workers can
+take side by side (numba compiling its versions of the jit, array and NumPy programs is most of the work)."""
 NUMPY_TOO = {"triad_gbps", "sum_gbps", "matmul256_gflops", "matmul1024_gflops", "membw_copy_gbps", "gather_gbps",
              "matmul_anchor.float32_gflops", "matmul_anchor.float64_gflops",
              "kernel.softmax_ms", "kernel.histogram_ms", "kernel.matmul17_ms", *PLANS, *SPELLINGS}
@@ -63,22 +81,44 @@ def _first_call_here(name: str, part: str) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def test_a_tiny_whole_bench_reports_every_metric_with_a_figure(monkeypatch):
-    """Every step on the CPU at tiny sizes. Two parts run where their own tests start what they need: the
-    gradients' first calls (two fresh processes per program; ``test_gradient_programs`` runs one program's)
-    run in this process, and the distributed step's figure is taken on the Ray cluster of
-    ``tests/test_distributed.py`` (starting Ray here would cost more than all the other steps)."""
+def test_the_parts_of_the_tiny_whole_bench_are_its_steps_each_once():
+    """A step added to the bench is in a part (so the tiny whole bench runs it) and has its units listed."""
+    steps = [title for title, _ in Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None).steps()]
+    assert sorted(title for part in PARTS.values() for title in part) == sorted(steps) == sorted(UNITS_BY_STEP)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_tiny_whole_bench_reports_every_metric_with_a_figure(monkeypatch, part):
+    """Every step on the CPU at tiny sizes, a part of the steps per test (``PARTS``). Two parts run where their
+    own tests start what they need: the gradients' first calls (two fresh processes per program;
+    ``test_gradient_programs`` runs one program's) run in this process, and the distributed step's figure is
+    taken on the Ray cluster of ``tests/test_distributed.py`` (starting Ray here would cost more than all the
+    other steps)."""
     monkeypatch.setattr(benchmarks.gradient_costs, "first_call_ms", _first_call_here)
     distributed: list[str] = []
     monkeypatch.setattr(harness, "shard_overhead", lambda device: distributed.append(device) or [])
     tinygrad = Tinygrad()
     bench = Bench(svod.get_device("CPU"), TINY, tinygrad, lambda title: None, _tiny_suite())
+    by_step: dict[str, list[str]] = {}
+
+    def recorded(title: str, step: Callable[[], list[Metric]]) -> Callable[[], list[Metric]]:
+        def run() -> list[Metric]:
+            metrics = step()
+            by_step[title] = [metric.name for metric in metrics]
+            return metrics
+        return run
+
+    steps = [(title, recorded(title, step)) for title, step in bench.steps() if title in PARTS[part]]
+    assert [title for title, _ in steps] == list(PARTS[part])
+    monkeypatch.setattr(bench, "steps", lambda: steps)
     metrics = bench.run()
-    assert bench.failed == {} and distributed == ["CPU"]
+    assert bench.failed == {} and distributed == (["CPU"] if "distributed" in PARTS[part] else [])
     document = json.loads(json.dumps(to_json(metrics, bench.failed)))
     assert set(document) == {"machine", "metrics", "failed_steps"} and document["machine"]["svod"] == svod.__version__
     assert document["failed_steps"] == {}
-    assert {name: m["unit"] for name, m in document["metrics"].items() if name in UNITS} == UNITS
+    for title in PARTS[part]:
+        assert {name: document["metrics"][name]["unit"] for name in by_step[title] if name in UNITS} == \
+            UNITS_BY_STEP[title], title
     for name, metric in document["metrics"].items():
         assert set(metric) == {"unit", "better", "svod", "numpy", "numba", "tinygrad", "why_missing", "others"}, name
         assert metric["better"] == ("lower" if metric["unit"] in ("ms", "us") or name == "gather_guard_cost"
@@ -91,14 +131,17 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure(monkeypatch):
         if name.startswith(("kernel.", "plan.", "jit.", "array.", "numpy.")):  # each peer: a figure, or why none
             for peer in ("numpy", "numba", "tinygrad"):
                 assert (metric[peer] is None) == (peer in metric["why_missing"]), (name, peer)
-    assert {name for name in document["metrics"] if name.startswith("grad.")} == GRADIENTS
+    assert {name for name in document["metrics"] if name.startswith("grad.")} == \
+        (GRADIENTS if "gradients" in PARTS[part] else set())
     assert [name for name in document["metrics"] if name.startswith("spelling.")] == \
-        ["spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
-         *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp") for form in ("kernel", "jit"))]
+        (["spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+          *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp") for form in ("kernel", "jit"))]
+         if "spellings" in PARTS[part] else [])
     assert all("3x" in metric.note for metric in metrics if metric.name.startswith("spelling.") and
                "transpose" not in metric.name)  # the row kernels' spellings at the sizes' rows
-    histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
-    assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
+    if "kernel suite" in PARTS[part]:
+        histogram = document["metrics"]["kernel.histogram_ms"]["why_missing"]["tinygrad"]
+        assert histogram == (tinygrad.error or "tinygrad has no scatter-add; a one-hot sum is a different algorithm")
 
 
 def test_a_step_that_fails_says_why_and_the_steps_after_it_still_report(capsys):
