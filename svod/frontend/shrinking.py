@@ -172,7 +172,8 @@ class Shrinking:
             out += self.in_place(stmt, name, kept, count, length)
         if not waiting:
             out += placed([assign(length, load(count))], stmt)
-            self.shortened(length, f"it was made at the length the arrays had before `{ast.unparse(stmt)}`")
+            self.shortened(length, f"it was made at the length the arrays had before line {stmt.lineno} shortened "
+                                   "them, and svod reads it only before")
             for name in group:
                 self.stale.pop(name, None)  # (of the new length)
         self.changed = True
