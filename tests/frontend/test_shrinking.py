@@ -96,6 +96,22 @@ def halving(x, turns, limit):
     return left, sums
 
 
+@svod.jit
+def mask_read_once(x, turns):
+    """A mask computed from the arrays the compactions shorten, one compaction a statement: each shortened by
+    the mask as it stood before the first of them."""
+    y = x * 1.0
+    w = x * 2.0
+    total = np.zeros(turns, x.dtype)
+    for t in range(turns):
+        keep = y + w < 9.0
+        y = y[keep]
+        w = w[keep]
+        y[:] = y + 1.0
+        total[t] = w.sum()
+    return total
+
+
 def refused_there(device: Device, fn: svod.frontend.jit.Jit, *args: object) -> bool:
     """Whether ``device`` cannot hold a bool array (a mask: WebGPU's cannot), and then refuses ``fn``, saying so."""
     if svod.dtypes.bool in device.caps.element_dtypes:
@@ -147,6 +163,13 @@ def test_a_length_and_a_sum_read_at_each_turn(device, n):
     agrees_with_python(halving, device, x, 6, 10.0)
     agrees_with_python(halving, device, x, 3, 100.0)  # (none dropped)
     agrees_with_python(halving, device, x, 3, -1.0)  # (all dropped at the first turn)
+
+
+@pytest.mark.parametrize("n", [0, 1, 9])
+def test_a_mask_read_only_by_the_compactions(device, n):
+    x = np.linspace(-3.0, 5.0, n)
+    if not refused_there(device, mask_read_once, x, 5):
+        agrees_with_python(mask_read_once, device, x, 5)
 
 
 def test_the_loop_breaks_once_nothing_is_left():
