@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend import pylang
+from svod.frontend.array_loops import guarded
 from svod.frontend.extents import Dim, elements, node_of, numbers
 from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
 
@@ -411,7 +412,8 @@ def broadcast_element(value: Value, shape: tuple[Dim, ...], index: Sequence[ast.
 def _nested(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` inside ``for`` loops over ``loops`` (sequential ones), outermost first."""
     for name, length in reversed(loops):
-        body = [for_loop(name, call("range", node_of(length)), body)]
+        bound, inside = guarded(name, length, body)  # (a length the run carries: under an if)
+        body = [for_loop(name, call("range", bound), inside)]
     return body
 
 

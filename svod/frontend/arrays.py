@@ -70,6 +70,7 @@ from svod.frontend.array_exprs import (
     unread,
 )
 from svod.frontend.array_fusion import names_read, recomputable
+from svod.frontend.array_loops import parallel, sequential, widened
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only, viewed_by
 from svod.frontend.array_values import ArrayValues, broadcast_shape
@@ -81,6 +82,7 @@ from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
+from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.ufunc_outs import ufunc_out, writes_out
@@ -93,7 +95,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
+class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations, Shrinking):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
@@ -147,6 +149,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         greatest length, which it views."""
         self.bindings = Bindings(self.arrays, self.described, self.viewed, self.counter)
         """A name bound anew in straight-line code is a new array of a name of its own (``rebinding``)."""
+        self.shrinking_state()
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError:
         return refusal(self.source, self.name, node, what)
@@ -228,6 +231,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         """``stmt`` rewritten; a fused array it would read at a cost is made first (``RepeatedWorkError``)."""
         stmt, rebound = self.bindings.current(stmt, self.following)
         self.changed |= rebound
+        stmt = self.lengths_read(stmt)  # of the arrays a loop shrinks
         outer, self.at = self.at, stmt
         varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
         if not isinstance(stmt, ast.If):
@@ -274,10 +278,13 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             stmt = self.over_rows(stmt)
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = stands_for(copy.copy(stmt), stmt)
-                with self.loop_variable(stmt):
+                with self.loop_variable(stmt), self.counting(stmt), self.shrinking(stmt) as before:
                     new.body = self.body(stmt.body, True)
-                return [new]
+                return [*before, new]
             return [stmt]
+        compacted = self.compacted_in_place(stmt)
+        if compacted is not None:
+            return compacted
         if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
             return [made for part in self.chained(stmt) for made in self.statement(part, looped)]
         if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple):
@@ -383,7 +390,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             return [stmt]
         for loop in reversed(nest):
             copied = stands_for(copy.copy(loop), loop)
-            copied.body = _widened(body)
+            copied.body = widened(body)
             body = [copied]
         return [*made, *body]
 
@@ -703,10 +710,10 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
                                 ast.If(kept, [assign(target, element)], [])]
         loops = list(zip(variables, stored.shape, strict=True))
         if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
-            return placed(_sequential(loops, body), stmt)
+            return placed(sequential(loops, body), stmt)
         if self.work:  # a work item's own loops (``parallel_nest`` widens a nest's only statement's)
-            return placed(_sequential(loops, body, elementwise=True), stmt)
-        return placed(_parallel(loops, body), stmt)
+            return placed(sequential(loops, body, elementwise=True), stmt)
+        return placed(parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
         """What a store's target names: an array or a view of one (None: not an array's)."""
@@ -740,7 +747,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         step = ast.Mult() if name == "cumprod" else ast.Add()
         running = [*out.statements, ast.AugAssign(store(total), step, element),
                    assign(made.element(index, out), load(total))]
-        nest = _parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
+        nest = parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made
@@ -794,39 +801,6 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
                 if isinstance(base, ast.Name) and base.id != itself:
                     found.add(base.id)
     return found
-
-
-def _parallel(loops: list[tuple[str, Dim]], body: list[ast.stmt]) -> list[ast.stmt]:
-    """``body`` inside a ``prange`` nest over ``loops``, outermost first."""
-    for name, size in reversed(loops):
-        body = [for_loop(name, call("_svod_prange", node_of(size)), body)]
-    return body
-
-
-def _sequential(loops: list[tuple[str, Dim]], body: list[ast.stmt], elementwise: bool = False) -> list[ast.stmt]:
-    """``body`` inside a ``for`` nest over ``loops``, outermost first, in order; ``elementwise``: loops whose
-    turns are independent (an elementwise store's), which a ``prange`` nest may take into its grid."""
-    for name, size in reversed(loops):
-        loop = for_loop(name, call("range", node_of(size)), body)
-        setattr(loop, ELEMENTWISE, elementwise)
-        body = [loop]
-    return body
-
-
-ELEMENTWISE = "svod_elementwise"
-"""The attribute of a loop ``_sequential`` made whose turns are independent."""
-
-
-def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
-    """A ``prange`` nest's body, its one statement's elementwise loops (``_sequential``) made ``prange`` loops
-    of the nest: more work items, each storing one element."""
-    if len(body) != 1 or not getattr(body[0], ELEMENTWISE, False):
-        return body
-    loop = copy.copy(body[0])
-    assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)  # (``_sequential`` made it)
-    loop.iter = ast.copy_location(ast.Call(load("_svod_prange"), loop.iter.args, []), loop.iter)
-    loop.body = _widened(loop.body)
-    return [ast.fix_missing_locations(loop)]
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any],

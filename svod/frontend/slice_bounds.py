@@ -19,6 +19,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Scalar
+from svod.frontend.array_loops import RUN_LENGTH
 from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.names import written
@@ -39,6 +40,8 @@ class SliceBounds(ArrayStatistics):
     variables: dict[str, Dim | LoopTurns]
     stale: dict[str, str]
     described: dict[str, str]
+    counting_loops: dict[str, str]
+    """The loop variables that count up to a length the run carries (``svod.frontend.shrinking``)."""
 
     def held(self, value: Dim) -> Dim:
         """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
@@ -82,6 +85,8 @@ class SliceBounds(ArrayStatistics):
             if known is not None and not -size <= known < size:
                 raise self.refuse(node, f"index {known} is out of bounds for axis {axis} of size {size}")
             return constant(known % size) if known is not None else index.node
+        if isinstance(item, ast.Name) and size == _run_length(self.counting_loops.get(item.id), size):
+            return index.node  # (a variable of a loop over this length, which the run carries)
         at: Dim | None = known
         if at is None:
             try:
@@ -251,6 +256,14 @@ class LoopTurns:
 
     loop: ast.For
     outer: dict[str, Dim | LoopTurns]
+
+
+def _run_length(name: str | None, size: Dim) -> Dim | None:
+    """``size`` where it is the length of that ``name`` the run carries (``svod.frontend.shrinking``)."""
+    if name is None or isinstance(size, int) or size.constant or len(size.terms) != 1:
+        return None
+    atom, coefficient = size.terms[0]
+    return size if coefficient == 1 and atom.key == RUN_LENGTH + name else None
 
 
 def _variable(described: dict[str, str], name: str) -> str:

@@ -1,0 +1,358 @@
+"""Arrays a loop around phases rebinds, each turn, to the elements of themselves where a mask holds: the escape-time
+loop NumPy users compact (npbench's ``mandelbrot2``), in ``@svod.jit``'s array statements
+(``svod.frontend.arrays``)::
+
+    for i in range(turns):                 _svod_Z1 = np.empty(n); _svod_Z1[...] = Z     each a buffer of its
+        Z = Z * Z + C                      _svod_C2 = np.empty(n); _svod_C2[...] = C     own, at the length it
+        out = np.abs(Z) > 2                _svod_len3 = n                                has before the loop
+        ...                                for i in range(turns):
+        keep = ~out                            ...                                       every length in the
+        Z = Z[keep]                            _svod_count4 = 0                          turn: _svod_len3
+        C = C[keep]                            for a in range(n):
+                                                   if a < _svod_len3 and keep[a]:
+                                                       _svod_Z1[_svod_count4] = _svod_Z1[a]; _svod_count4 += 1
+                                               ... (C the same)
+                                               _svod_len3 = _svod_count5
+
+Each array of the group (the names the loop's body rebinds to ``x[mask]`` of themselves, by one mask, in
+statements that stand together) is copied before the loop into a buffer of the length it has there (so no
+other name's array is written: in Python each ``Z[keep]`` is a new array), and is compacted in place, which a
+single work item may do in order (each element moves to a place at or before its own). The length all of them
+have is one scalar the run carries (``_svod_len3``): the length of each of them and of each array made at that
+length, which the phases read as their bound (a ``prange`` over the longest with an ``if`` inside: a launch's
+size is known before its kernel runs), and which ``len(Z)``, ``Z.shape[0]`` and ``Z.size`` read.
+
+The code written by hand reads an element of such an array as ``Z[j]`` in a loop ``for j in range(len(Z))`` (or
+of another array of that length): any other index, which NumPy would check against the length or count from
+its end, is refused, as is iterating it (``for z in Z``) and any read of one after the loop, or of an array made
+at the length before the mask shortened it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from svod.errors import KernelSyntaxError
+from svod.frontend import extents
+from svod.frontend.array_exprs import Emitter, Expr, Fused, Named, Value, Viewed, base_name, computes
+from svod.frontend.array_loops import RUN_LENGTH, carries_length
+from svod.frontend.extents import Dim, node_of
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
+from svod.frontend.rebinding import Bindings
+
+
+class Shrinking:
+    """The array rewriter's loops whose arrays shrink (``ArrayRewriter``, which this is a part of)."""
+
+    arrays: dict[str, Expr]
+    bases: dict[str, Named]
+    stale: dict[str, str]
+    described: dict[str, str]
+    bindings: Bindings
+    counter: Any
+    changed: bool
+    level: int
+    work: list[ast.For]
+
+    def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...  # type: ignore[empty-body]
+
+    def value(self, node: ast.expr) -> Value: ...  # type: ignore[empty-body]
+
+    def allocation(self, stmt: ast.stmt, made: Expr) -> list[ast.stmt]: ...  # type: ignore[empty-body]
+
+    def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]: ...  # type: ignore[empty-body]
+
+    def make(self, fused: Fused) -> None: ...
+
+    def shrinking_state(self) -> None:
+        self.shrinks: dict[str, tuple[list[str], list[str], set[tuple[int, int]]]] = {}
+        """Per length the run carries, of the loops being rewritten whose arrays shrink: the arrays of the group,
+        those its compactions are still to shorten in the turn (as the rewriting has come), and where the
+        statements that shorten them stand."""
+        self.run_lengths: set[str] = set()
+        """The lengths the run carries, made so far."""
+        self.counting_loops: dict[str, str] = {}
+        """Each loop variable of a loop ``for j in range(<a length the run carries>)``: that length's name."""
+
+    # ---- the loop -----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def shrinking(self, loop: ast.For | ast.While) -> Iterator[list[ast.stmt]]:
+        """Rewrite ``loop``'s body with the arrays it shrinks (the module docstring) in buffers of their own and
+        of a length the run carries; the statements that make them, before the loop, are what it yields."""
+        group, mask, run = _group(loop.body)
+        made: list[ast.stmt] = []
+        at = run[0] if run else None
+        if not group or at is None:
+            yield made
+            return
+        if self.level != 1 or self.work:
+            raise self.refuse(at, f"{', '.join(group)} shrink at each turn of this loop: svod shrinks the arrays of a "
+                                  "loop that stands in the function's own statements, not in another loop or an if")
+        arrays = [self.arrays.get(name) for name in group]
+        shapes = {a.shape for a in arrays if isinstance(a, Expr)}
+        shape = next(iter(shapes), ())
+        if None in arrays or len(shapes) != 1 or len(shape) != 1 or not isinstance(shape[0], int):
+            raise self.refuse(at, f"{', '.join(group)} shrink to their elements where {mask} holds at each turn: svod "
+                                  "does so for 1-D arrays of one length the host knows where the loop starts")
+        size = shape[0]
+        length = f"_svod_len{next(self.counter)}"
+        self.described[length] = f"the length of {', '.join(group)}, which `{mask}` shortens each turn"
+        turn_length = extents.dim({extents.Atom(RUN_LENGTH + length, load(length), 0, size, frozenset({length})): 1}, 0)
+        fresh: list[str] = []
+        for name, array in zip(group, arrays, strict=True):
+            assert isinstance(array, Expr)  # (checked)
+            own = f"_svod_{name.removeprefix('_svod_')}{next(self.counter)}"
+            self.described[own] = self.described.get(name, name)
+            base = Named((size,), array.dtype, own)
+            made += [*self.allocation(loop, base), *self.loops(loop, base, array)]
+            self.bases[own] = base
+            self.arrays[own] = Viewed((turn_length,), array.dtype, base, ((0, 0, 1),), {})
+            for user, latest in [(name, name), *self.bindings.renames.items()]:
+                if latest == name:
+                    self.bindings.renames[user] = own
+            fresh.append(own)
+        made += placed([assign(length, constant(size))], loop)
+        self.run_lengths.add(length)
+        self.shrinks[length] = (fresh, list(fresh), {(s.lineno, s.col_offset) for s in run})
+        self.changed = True
+        try:
+            yield made
+        finally:
+            for own in fresh:
+                self.stale[own] = f"{self.described[own]} is shortened at each turn of the loop at line " \
+                                  f"{loop.lineno} (by `{mask}`), and svod reads it only inside the loop"
+            self.shortened(length, f"its length is one of a turn of the loop at line {loop.lineno} (`{mask}` "
+                                   f"shortens {', '.join(group)}): svod reads it only inside the loop")
+            del self.shrinks[length]
+
+    def shortened(self, length: str, why: str) -> None:
+        """Every array whose shape reads the run's ``length``, or that views an array of the loop's group, is stale:
+        of a turn gone, or moved by a compaction (``why``)."""
+        group = self.shrinks[length][0] if length in self.shrinks else []
+        for name, array in self.arrays.items():
+            reads = any(isinstance(d, extents.Extent) and any(a.key == RUN_LENGTH + length for a, _ in d.terms)
+                        for d in array.shape)
+            if reads or (base_name(array) in group and name not in group):
+                self.stale.setdefault(name, f"{self.described.get(name, name)}: {why}")
+
+    def compacted_in_place(self, stmt: ast.stmt) -> list[ast.stmt] | None:
+        """``Z = Z[keep]`` (``Z, C = Z[keep], C[keep]``) of arrays a loop shrinks: each compacted in place, the
+        loop's length the count of the last of the group. None for any other statement."""
+        pairs = _compactions(stmt)
+        length = _length_of(self.arrays.get(pairs[0][0])) if pairs else None
+        if pairs is None or length not in self.shrinks:
+            return None
+        assert length is not None  # (a key)
+        group, waiting, places = self.shrinks[length]
+        if (stmt.lineno, stmt.col_offset) not in places:
+            raise self.refuse(stmt, f"{ast.unparse(stmt)} shortens an array the loop shrinks, which svod does only in "
+                                    f"the statements at line {min(places)[0]} that shorten them all together")
+        out: list[ast.stmt] = []
+        count = ""
+        for name, mask in pairs:
+            array, kept = self.arrays.get(name), self.value(load(mask))
+            if isinstance(kept, Fused):  # (a fused mask's elements would be computed from what a compaction moved)
+                self.make(kept)
+                kept = self.value(load(mask))
+            made = isinstance(kept, (Named, Viewed)) and not computes(kept)
+            if name not in waiting or not made or not isinstance(kept, Expr) or kept.dtype != np.bool_ or \
+                    not isinstance(array, Expr) or kept.shape != array.shape:
+                raise self.refuse(stmt, f"{self.described.get(name, name)} = ...[{mask}] shortens an array the loop "
+                                        "shrinks: svod shortens each of them once a turn, in statements that stand "
+                                        "together, by one boolean mask of their length")
+            waiting.remove(name)
+            count = f"_svod_count{next(self.counter)}"
+            out += self.in_place(stmt, name, kept, count, length)
+        if not waiting:
+            out += placed([assign(length, load(count))], stmt)
+            self.shortened(length, f"it was made at the length the arrays had before line {stmt.lineno} shortened "
+                                   "them, and svod reads it only before")
+            for name in group:
+                self.stale.pop(name, None)  # (of the new length)
+        self.changed = True
+        return out
+
+    def in_place(self, stmt: ast.stmt, name: str, mask: Expr, count: str, length: str) -> list[ast.stmt]:
+        """The elements of ``name`` where ``mask`` holds, in order, at its front, and their ``count``: one work
+        item's loop over the longest the array may be, which stops being one at ``length``."""
+        at = f"_svod_a{next(self.counter)}"
+        out = Emitter(self.counter)
+        kept = mask.element([load(at)], out)
+        size = self.bases[name].shape[0]
+        moved = assign(subscript(name, [load(count)]), subscript(name, [load(at)]))
+        counted = ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(), constant(1))
+        body: list[ast.stmt] = [ast.If(ast.Compare(load(at), [ast.Lt()], [load(length)]),
+                                       [*out.statements, ast.If(kept, [moved, counted], [])], [])]
+        return placed([assign(count, constant(0)), for_loop(at, call("range", constant(size)), body)], stmt)
+
+    # ---- what the code written by hand reads ---------------------------------------------------------------
+
+    def lengths_read(self, stmt: ast.stmt) -> ast.stmt:
+        """``stmt`` with ``len(Z)``, ``Z.shape[0]``, ``Z.size`` and ``Z.shape`` of a 1-D array whose length reads
+        one the run carries read as that length; an element of one read only at the variable of a loop over
+        its length."""
+        if not self.run_lengths:
+            return stmt
+        rewriter = self
+
+        class Lengths(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                if isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1:
+                    found = rewriter.carried(node.args[0])
+                    if found is not None:
+                        return ast.copy_location(node_of(found), node)
+                return self.generic_visit(node)
+
+            def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+                if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and \
+                        isinstance(node.slice, ast.Constant) and node.slice.value in (0, -1):
+                    found = rewriter.carried(node.value.value)
+                    if found is not None:
+                        return ast.copy_location(node_of(found), node)
+                return self.generic_visit(node)
+
+            def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+                found = rewriter.carried(node.value) if node.attr in ("size", "shape") else None
+                if found is not None:
+                    made = node_of(found) if node.attr == "size" else ast.Tuple([node_of(found)], ast.Load())
+                    return ast.copy_location(made, node)
+                return self.generic_visit(node)
+
+        made = Lengths().visit(copy.deepcopy(stmt))
+        assert isinstance(made, ast.stmt)  # (a statement's replacement is one)
+        made = ast.fix_missing_locations(made)
+        self.elements_checked(made, dict(self.counting_loops))
+        return made
+
+    def carried(self, node: ast.expr) -> Dim | None:
+        """The length of 1-D array ``node`` (a name) where it reads a length the run carries; such an array stale
+        (``stale``) is refused."""
+        array = self.arrays.get(node.id) if isinstance(node, ast.Name) else None
+        if not isinstance(array, Expr) or not any(carries_length(d) for d in array.shape):
+            return None
+        assert isinstance(node, ast.Name)  # (an array's name)
+        if node.id in self.stale:
+            raise self.refuse(node, self.stale[node.id])
+        return array.shape[0] if len(array.shape) == 1 else None
+
+    def elements_checked(self, node: ast.AST, counted: dict[str, str]) -> None:
+        """Refuse an element of an array whose length reads one the run carries, read at other than a variable of
+        a loop over that length (``counted``, with the loops inside ``node``), and iterating such an array."""
+        if isinstance(node, ast.For):
+            if self.carried(node.iter) is not None:
+                raise self.refuse(node.iter, f"iterating {ast.unparse(node.iter)}, whose length changes each turn, is "
+                                             "not one svod has: loop over range(len(...)) and read its elements")
+            bound = _counting(node)
+            if bound is not None:
+                counted = {**counted, node.target.id: bound}  # type: ignore[attr-defined]  # (_counting: a Name)
+        for child in ast.iter_child_nodes(node):
+            self.elements_checked(child, counted)
+        if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
+            return
+        name = node.value.id
+        array = self.arrays.get(name)
+        if not isinstance(array, Expr) or not any(carries_length(d) for d in array.shape):
+            return
+        if name in self.stale:
+            raise self.refuse(node, self.stale[name])
+        if isinstance(node.slice, ast.Slice) or self.array_index(node.slice):
+            return
+        length = _length_of(array)
+        if not (length is not None and isinstance(node.slice, ast.Name) and counted.get(node.slice.id) == length):
+            raise self.refuse(node, f"{self.described.get(name, name)}'s length changes each turn of the loop around "
+                                    f"it: svod reads its elements as x[j] in a loop `for j in range(len(x))`, not "
+                                    f"at `{ast.unparse(node.slice)}`")
+
+    def array_index(self, index: ast.expr) -> bool:
+        """Whether ``index`` is an array (a mask or indices), not one element's place."""
+        try:
+            value = self.value(index)
+        except KernelSyntaxError:
+            return False
+        return isinstance(value, Expr) and bool(value.shape)
+
+    @contextmanager
+    def counting(self, loop: ast.For) -> Iterator[None]:
+        """Rewrite ``loop``'s body knowing its variable counts up to a length the run carries, if it does."""
+        bound = _counting(loop) if self.shrinks else None
+        if bound is None:
+            yield
+            return
+        variable = loop.target.id  # type: ignore[attr-defined]  # (_counting: a Name)
+        before = self.counting_loops.get(variable)
+        self.counting_loops[variable] = bound
+        try:
+            yield
+        finally:
+            self.counting_loops.pop(variable)
+            if before is not None:
+                self.counting_loops[variable] = before
+
+
+def _length_of(array: Expr | None) -> str | None:
+    """The name of the length the run carries that 1-D ``array`` has, if it is one (its only term)."""
+    if array is None or len(array.shape) != 1 or not isinstance(array.shape[0], extents.Extent):
+        return None
+    terms = array.shape[0].terms
+    if array.shape[0].constant or len(terms) != 1 or terms[0][1] != 1 or not terms[0][0].key.startswith(RUN_LENGTH):
+        return None
+    return terms[0][0].key.removeprefix(RUN_LENGTH)
+
+
+def _counting(loop: ast.For) -> str | None:
+    """The length the run carries that ``loop`` (``for j in range(<its name>)``) counts up to, where its body
+    leaves its variable as the loop gives it."""
+    it, target = loop.iter, loop.target
+    if not (isinstance(target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and
+            it.func.id in ("range", "prange") and len(it.args) == 1 and isinstance(it.args[0], ast.Name) and
+            it.args[0].id.startswith("_svod_len") and not it.keywords):
+        return None
+    if any(isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Store)
+           for stmt in loop.body for n in ast.walk(stmt)):
+        return None
+    return it.args[0].id
+
+
+def _compactions(stmt: ast.stmt) -> list[tuple[str, str]] | None:
+    """``[(Z, keep), ...]`` of ``Z = Z[keep]`` or ``Z, C = Z[keep], C[keep]``; None for any other statement."""
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+        return None
+    target, value = stmt.targets[0], stmt.value
+    targets = target.elts if isinstance(target, ast.Tuple) else [target]
+    values = value.elts if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) else [value]
+    if len(targets) != len(values):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for t, v in zip(targets, values, strict=True):
+        if not (isinstance(t, ast.Name) and isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and
+                v.value.id == t.id and isinstance(v.slice, ast.Name) and v.slice.id != t.id):
+            return None
+        pairs.append((t.id, v.slice.id))
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names) or {mask for _, mask in pairs} & set(names):
+        return None
+    return pairs
+
+
+def _group(body: Sequence[ast.stmt]) -> tuple[list[str], str, list[ast.stmt]]:
+    """The arrays ``body`` (a loop's) shrinks, by the first run of statements that stand together, each of them
+    ``Z = Z[keep]`` of one mask; that mask; those statements."""
+    group: list[str] = []
+    mask, run = "", []
+    for stmt in body:
+        pairs = _compactions(stmt)
+        if pairs is None or (mask and {m for _, m in pairs} != {mask}) or len({m for _, m in pairs}) != 1:
+            if group:
+                break
+            continue
+        mask = pairs[0][1]
+        run.append(stmt)
+        group += [name for name, _ in pairs if name not in group]
+    return group, mask, run
