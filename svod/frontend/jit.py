@@ -96,8 +96,9 @@ class Jit:
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._valued: dict[tuple[Any, ...], tuple[str, ...]] = {}
         """Per kind of arguments (``_kind``): the scalars whose kind is only their type that the host reads in the
-        variant made for them (a float a loop's turns or an allocation's length come from), whose values a
-        variant is then made for too (its rewriting wrote their values into the array statements)."""
+        variant made for them (a float a loop's turns or an allocation's length come from), and the ints its
+        rewriting computed anything with (``_sampled_int``), whose values a variant is then made for too (its
+        rewriting wrote their values into the array statements, or decided by them)."""
         self._lock = threading.Lock()
         self._taped: dict[str, Kernel] = {}
         """The kernels of the phases of calls made inside a ``svod.Tape`` block, by their source."""
@@ -144,15 +145,17 @@ class Jit:
         return result
 
     def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
-        """The positions of the floats whose values neither the plan for ``arguments`` nor its translation is
-        made for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``): any
-        value of the type runs that plan, so a dispatcher checks their types only (a loop that calls with a new
-        step size each turn takes it). An int's variant is its value's: a translation with it refuses one out of
-        its parameter's range in the source's words, which a plan's check of its variables has not."""
+        """The positions of the numbers whose values neither the plan for ``arguments`` nor its variant is made
+        for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``; an int
+        the rewriting computed nothing with, ``_sampled_int``): any value of the type runs that plan, so a
+        dispatcher checks their types only (a loop that calls with a new step size or count each turn takes
+        it). The plan's run checks each variable's value against its bounds, as a first call's does."""
         with self._lock:
-            kinds = self._signature(arguments, self.variant(arguments, defaulted=defaulted))
-        return frozenset(position for position, (kind, value) in enumerate(zip(kinds, arguments.values(), strict=True))
-                         if kind[0] == "scalar" and not isinstance(value, (int, np.integer)))
+            variant = self.variant(arguments, defaulted=defaulted)
+            kinds = self._signature(arguments, variant)
+        return frozenset(position for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds,
+                                                                                       strict=True))
+                         if kind[0] == "scalar" and not _sampled_int(variant, name, value))
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
@@ -233,17 +236,19 @@ class Jit:
             copied = [name for name, value in runtime.items()
                       if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
             source = _with_local_copies(source, copied) if copied else source
-            lowered = lower_arrays(source, self.name, runtime, taped)
+            sampled: set[str] = set()
+            lowered = lower_arrays(source, self.name, runtime, taped, sampled)
             if lowered is None and not constants and not copied:
                 found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
-                                tuple(runtime))
+                                tuple(runtime), frozenset(sampled))
             else:
                 source, read = lowered if lowered is not None else (source, set())
                 reader = Reader(source, self.name)
                 structure = reader.structure()
-                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
-            valued = tuple(name for name, kind in zip(arguments, kinds[1:], strict=True)
-                           if isinstance(kind, str) and name in found.host)
+                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
+                                frozenset(sampled))
+            valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
+                           if isinstance(kind, str) and (name in found.host or _sampled_int(found, name, value)))
             self._valued[kinds] = valued
             self._variants[(kinds, tuple(arguments[name] for name in valued))] = found
         return found
@@ -416,15 +421,29 @@ def _constant(value: Any) -> bool:
 
 
 def _kind(value: Any) -> Any:
-    """What a variant is read for, of one argument: an array's dtype and shape, an int's value (a slice's
-    bound), a constant's value, another scalar's type."""
+    """What a variant is read for, of one argument: an array's dtype and shape, a Python bool's value, a
+    constant's value, another number's type (a variant is then read for the values of the numbers the host
+    reads, ``Jit._valued``)."""
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, bool):
         return (type_key(value), value)
     if _constant(value):
         return ("constant", constant_key(value))
     return type_key(value)
+
+
+def _integer(value: Any) -> bool:
+    """Whether a number is an integer, Python's or NumPy's, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _sampled_int(variant: Variant, name: str, value: Any) -> bool:
+    """Whether ``name`` is an int whose value the rewriting of ``variant`` decided something by
+    (``Variant.sampled``): a slice's bound, an operand NumPy refuses by its value (``a_i8 + n`` past int8's
+    range). Such an int reads a variant of its value, and its calls are not a dispatcher's whatever their value
+    (``Jit._free_numbers``)."""
+    return _integer(value) and name in variant.sampled
 
 
 def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:
