@@ -91,6 +91,9 @@ class Jit:
         """The plans of calls with every argument an array or a number, by ``_call_key``, each with its generated
         dispatcher (``svod.frontend.jit_dispatch``): a call like one before runs its plan without binding,
         checking and reading its arguments again."""
+        self._typed: dict[tuple[Any, ...], _Call] = {}
+        """The last of ``_calls`` made for each call key read with its numbers' types alone (``_typed_key``): a call
+        of a number new to ``_calls`` tries its dispatcher, which checks the values its plan is made for."""
         self._last: Dispatcher | None = None
         """The dispatcher of the last call that took one, which a call tries first (its own key uncomputed)."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
@@ -127,6 +130,8 @@ class Jit:
             args = (*args, *self._defaults[len(self._defaults) - missing:])
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device, len(given))
         found = self._calls.get(key) if key is not None else None
+        if found is None and key is not None:
+            found = self._typed.get(_typed_key(key))
         if found is not None:
             result = found.dispatch(given, device)
             if result is not MISS:
@@ -139,8 +144,10 @@ class Jit:
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
-            call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
-                                                                 self._free_numbers(arguments, defaulted)))
+                self._typed.clear()
+            call = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
+                                              self._free_numbers(arguments, defaulted)))
+            self._calls[key] = self._typed[_typed_key(key)] = call
             self._last = call.dispatch
         return result
 
@@ -381,6 +388,12 @@ def _call_key(args: Sequence[Any], device: str | Device, given: int) -> tuple[An
         else:
             return None
     return tuple(key)
+
+
+def _typed_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A call key (``_call_key``) with each number but a bool read as its type alone."""
+    return tuple((part[0],) if type(part) is tuple and isinstance(part[0], type) and part[0] is not bool and
+                 part[0] is not np.bool_ else part for part in key)
 
 
 @dataclass(frozen=True)
