@@ -51,7 +51,6 @@ from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     KEY_NAMES,
-    SAMPLED,
     Emitter,
     Expr,
     Fused,
@@ -77,11 +76,12 @@ from svod.frontend.array_values import ArrayValues, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
+from svod.frontend.host_values import HostValues, decisions_recorded
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
-from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
+from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.ufunc_outs import ufunc_out, writes_out
@@ -94,7 +94,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
+class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocations):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
@@ -114,13 +114,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         self.read: set[str] = set()
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.sampled: set[str] = set()
-        """The names of the scalars whose values the rewriting decided something by (a slice's bound, a shape, an
-        operand whose value NumPy's promotion or its refusal of an out-of-range int reads, ``Scalar.sample``), and
-        of those the host computed them from (``origins``): a variant read with one value of an int is read for
-        another only where the int is none of these."""
         self.origins: dict[str, set[str]] = {}
-        """The host's scalars each scalar the host remembers (``remember_scalar``) was computed from, over every
-        assignment of its name."""
         self.counter = itertools.count()
         self.changed = False
         self.following: list[ast.stmt] = []
@@ -165,31 +159,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         if not extents.is_static(x.shape):
             raise self.refuse(node, f"{what} of an array of shape {extents.shown(x.shape)}, a length of which is known "
                                     "only at run time, is not one svod has; slice it to lengths the host knows")
-
-    def on_host(self, node: ast.expr, prototypes: bool = False) -> Any:
-        """``node`` computed now, on the host: the function's globals, the scalar arguments, the scalars so far,
-        and the shapes and dtypes of the arrays (arguments and those made so far) — never their elements, which
-        only the run knows (each array stands for itself by its shape; with ``prototypes``, as an array of its
-        shape and dtype that the ``_like`` allocations take, reading zeros). The scalars it reads, and those
-        they were computed from, are recorded (``sampled``): the rewriting reads their values."""
-        self.sampled |= self.origins_of(_names(node))
-        return self.computed(node, prototypes)
-
-    def computed(self, node: ast.expr, prototypes: bool = False) -> Any:
-        """``on_host``'s value, the scalars it reads not recorded: a scalar's sample, recorded where a decision
-        reads it (``Scalar.sample``), or a scalar the host remembers (``remember_scalar``)."""
-        static = {name: value for name, value in self.arrays.items()
-                  if name not in self.host and extents.is_static(value.shape)}
-        made = {name: np.broadcast_to(np.zeros((), value.dtype), extents.numbers(value.shape)) if prototypes else
-                HostShape(extents.numbers(value.shape), value.dtype) for name, value in static.items()}
-        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, {**made, **self.host})
-
-    def origins_of(self, names: set[str]) -> set[str]:
-        """``names`` and the names of the host's scalars each was computed from (``origins``)."""
-        found = set(names)
-        for name in names:
-            found |= self.origins.get(name, set())
-        return found
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -615,13 +584,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
                     return True
         return False
 
-    def remember_scalar(self, name: str, node: ast.expr) -> None:
-        self.origins.setdefault(name, set()).update(self.origins_of(_names(node)))
-        try:
-            self.host[name] = self.computed(node)
-        except Exception:
-            self.host.pop(name, None)
-
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
         """``name = <array expression>``: a new array, which the plan makes once (a statement of its own); one
         value (a reduction to a scalar) is a scalar the phase computes, in a loop too."""
@@ -853,30 +815,21 @@ def _widened(body: list[ast.stmt]) -> list[ast.stmt]:
     return [ast.fix_missing_locations(loop)]
 
 
-def _names(node: ast.AST) -> set[str]:
-    """The names ``node`` reads or binds."""
-    return {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)}
-
-
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,
                  sampled: set[str] | None = None) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none. ``taped``: for a
     tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``).
     ``sampled`` is given the names of the scalars whose values the rewriting decided something by, and of those
-    they were computed from (``ArrayRewriter.sampled``), whether or not it rewrote anything."""
+    they were computed from (``HostValues.sampled``), whether or not it rewrote anything."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
     rewriter = ArrayRewriter(source, name, args, taped)
     node = stands_for(copy.copy(source.node), source.node)
-    decided: set[str] = set()
-    token = SAMPLED.set(decided)
-    try:
+    with decisions_recorded(rewriter):
         node.body = rewriter.body(source.node.body, False)
-    finally:
-        SAMPLED.reset(token)
     if sampled is not None:
-        sampled |= rewriter.sampled | rewriter.origins_of(decided)
+        sampled |= rewriter.sampled
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
              **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
