@@ -1,6 +1,7 @@
 """What a new user meets first, measured: ``import svod``, a call of a tiny ``@svod.kernel`` and ``@svod.jit``
-function on numpy arrays and of npbench's crc16 on 16 bytes (numba's dispatch of the same functions beside
-them), ``svod.run`` of a tiny builder kernel, the cold compile of the suite's kernels and of deep ``where`` chains.
+function on numpy arrays, of one given an int that changes every call, and of npbench's crc16 on 16 bytes
+(numba's dispatch of the same functions beside them), ``svod.run`` of a tiny builder kernel, the cold compile
+of the suite's kernels and of deep ``where`` chains.
 
 ``python -m benchmarks.first_contact [--json OUT.json] [--depths 1000,4000,10000]``
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -64,6 +66,13 @@ def _add_one(out, x):  # type: ignore[no-untyped-def]
         out[i] = x[i] + 1.0
 
 
+def _add_count(out, x, n):  # type: ignore[no-untyped-def]
+    """The tiny function given an int that changes every call (a step count, an offset), which its kernel reads
+    as a run-time value."""
+    for i in svod.prange(out.shape[0]):
+        out[i] = x[i] + n
+
+
 def _crc16(data, poly=0x8408):  # type: ignore[no-untyped-def]
     """npbench's crc16 as its numba version is written (a loop over bytes of scalar work, a number left to its
     default, a scalar returned): each decorator takes it as it is."""
@@ -92,9 +101,21 @@ def _add_one_numba() -> Any:
     return add_one
 
 
+def _add_count_numba() -> Any:
+    import numba
+
+    @numba.njit
+    def add_count(out, x, n):  # type: ignore[no-untyped-def]
+        for i in range(out.shape[0]):
+            out[i] = x[i] + n
+
+    return add_count
+
+
 def call_seconds() -> dict[str, float | None]:
     """A call of a 16-element ``out = x + 1``: as an ``@svod.kernel``, an ``@svod.jit`` function, through
-    ``svod.run`` (a builder kernel), and numba's ``njit`` of the same loop; of crc16 on 16 bytes as an
+    ``svod.run`` (a builder kernel), and numba's ``njit`` of the same loop; of ``out = x + n`` with ``n`` new
+    at each call (1 to 999 in turn) as an ``@svod.jit`` function and numba's; of crc16 on 16 bytes as an
     ``@svod.jit`` function and numba's (numba's None without numba). Each is checked against numpy or plain
     Python first."""
     out, x = np.zeros(SIZE, np.float32), np.arange(SIZE, dtype=np.float32)
@@ -107,14 +128,19 @@ def call_seconds() -> dict[str, float | None]:
     data = np.random.default_rng(42).integers(0, 256, SIZE, dtype=np.uint8)
     crc16 = svod.jit(_crc16)
     calls["crc16"] = lambda: crc16(data)
+    counts = itertools.cycle(range(1, 1000))
+    counted: dict[str, Callable[..., object]] = {"jit int": svod.jit(_add_count)}
+    calls["jit int"] = lambda: counted["jit int"](out, x, next(counts))
     try:
         import numba
 
         numba_fn, numba_crc16 = _add_one_numba(), numba.njit(_crc16)
+        counted["numba int"] = _add_count_numba()
         calls["numba"] = lambda: numba_fn(out, x)
         calls["numba crc16"] = lambda: numba_crc16(data)
+        calls["numba int"] = lambda: counted["numba int"](out, x, next(counts))
     except ImportError:
-        calls["numba"] = calls["numba crc16"] = None
+        calls["numba"] = calls["numba crc16"] = calls["numba int"] = None
     seconds: dict[str, float | None] = {}
     for name, call in calls.items():
         if call is None:
@@ -123,6 +149,10 @@ def call_seconds() -> dict[str, float | None]:
         out[:] = 0
         if "crc16" in name:
             assert call() == _crc16(data)
+        elif name in counted:
+            for n in (3, -2, 0):
+                counted[name](out, x, n)
+                np.testing.assert_array_equal(out, x + n)
         else:
             call()
             np.testing.assert_array_equal(out, x + 1)
@@ -177,7 +207,8 @@ def report(figures: dict[str, Any]) -> str:
     lines = [f"import svod           {imports['svod']['wall'] * 1e3:8.1f} ms   ({imports['svod']['cpu'] * 1e3:.1f} ms "
              f"CPU; numpy alone {imports['numpy']['wall'] * 1e3:.1f} ms, {imports['numpy']['cpu'] * 1e3:.1f} ms CPU)"]
     for name, label in (("kernel", "@svod.kernel call"), ("jit", "@svod.jit call"), ("run", "svod.run"),
-                        ("crc16", "@svod.jit crc16"), ("numba", "numba njit call"), ("numba crc16", "numba crc16")):
+                        ("crc16", "@svod.jit crc16"), ("jit int", "@svod.jit, new int"), ("numba", "numba njit call"),
+                        ("numba crc16", "numba crc16"), ("numba int", "numba, new int")):
         value = calls[name]
         lines.append(f"{label:21s} {'   n/a' if value is None else f'{value * 1e6:8.2f} us'}")
     for depth, seconds in figures["where_chain_s"].items():

@@ -17,6 +17,7 @@ import copy
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,13 +142,28 @@ class Expr(ABC):
         ``out.statements`` first."""
 
 
+SAMPLED: ContextVar[set[str] | None] = ContextVar("svod_sampled", default=None)
+"""Where a rewriting records the names whose values it decided something by (``Scalar.sample``), while one does
+(``svod.frontend.arrays.lower_arrays``)."""
+
+
 @dataclass(eq=False)
 class Scalar:
     """A scalar among array expressions: its expression (the user's, or svod's for a value it knows) and a
-    value of its kind (a Python number stays weak, as in NumPy 2)."""
+    value of its kind, ``held`` (a Python number stays weak, as in NumPy 2), computed from the call's values.
+    A decision read from it (a dtype NumPy promotes to, a refusal, a length) reads ``sample``, which records the
+    names its expression reads (``SAMPLED``): a variant decided by an argument's value is read again for another
+    value. A scalar's value computed from others' reads their ``held``: it decides nothing itself."""
 
     node: ast.expr
-    sample: Any
+    held: Any
+
+    @property
+    def sample(self) -> Any:
+        recorded = SAMPLED.get()
+        if recorded is not None:
+            recorded.update(n.id for n in ast.walk(self.node) if isinstance(n, ast.Name))
+        return self.held
 
 
 Value = Expr | Scalar

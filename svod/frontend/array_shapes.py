@@ -103,10 +103,17 @@ class ArrayShapes(ArrayMath):
     outer: dict[str, Any]
     arrays: dict[str, Expr]
     read: set[str]
+    sampled: set[str]
     changed: bool
 
     @abstractmethod
     def on_host(self, node: ast.expr) -> Any: ...
+
+    @abstractmethod
+    def computed(self, node: ast.expr) -> Any: ...
+
+    @abstractmethod
+    def origins_of(self, names: set[str]) -> set[str]: ...
 
     # ---- the user's arguments ----------------------------------------------------------------------------
 
@@ -137,6 +144,7 @@ class ArrayShapes(ArrayMath):
         arguments it reads, recorded."""
         stand_ins = {name: _Shaped(extents.numbers(a.shape), a.dtype) for name, a in self.arrays.items()
                      if extents.is_static(a.shape)}
+        self.sampled |= self.origins_of({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
         try:
             value = eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer,
                          {**self.host, **stand_ins})
@@ -174,7 +182,7 @@ class ArrayShapes(ArrayMath):
         parts = [self.value(e) for e in node.elts]
         if any(isinstance(p, Expr) for p in parts):
             raise self.refuse(node, "a tuple of arrays is not an array expression svod has")
-        return Scalar(copy.deepcopy(node), tuple(p.sample for p in parts if isinstance(p, Scalar)))
+        return Scalar(copy.deepcopy(node), tuple(p.held for p in parts if isinstance(p, Scalar)))
 
     def axes(self, node: ast.expr | Sequence[ast.expr], ndim: int, what: str) -> tuple[int, ...]:
         """An axis or a tuple of axes the host knows, each counted from the end where negative, in order."""

@@ -94,9 +94,10 @@ class ArrayValues(SliceBounds):
         return method(self, node)
 
     def scalar(self, node: ast.expr) -> Scalar:
-        """A scalar of the user's: its node, as written."""
+        """A scalar of the user's: its node, as written, and its value where the host knows it (recorded where a
+        decision reads it, ``Scalar.sample``)."""
         try:
-            sample = self.on_host(node)
+            sample = self.computed(node)
         except Exception:
             sample = 0
         if isinstance(sample, np.ndarray):
@@ -193,7 +194,7 @@ class ArrayValues(SliceBounds):
         if fn is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.sample, right.sample))
+            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.held, right.held))
         dtype = _result_dtype(self, node, fn, left, right)
         if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
@@ -252,7 +253,7 @@ class ArrayValues(SliceBounds):
                 return self.value(node.body if known else node.orelse)
         body, orelse = self.value(node.body), self.value(node.orelse)
         if isinstance(test, Scalar) and isinstance(body, Scalar) and isinstance(orelse, Scalar):
-            return Scalar(ast.IfExp(test.node, body.node, orelse.node), body.sample if test.sample else orelse.sample)
+            return Scalar(ast.IfExp(test.node, body.node, orelse.node), body.held if test.held else orelse.held)
         if not (isinstance(body, Expr) and isinstance(orelse, Expr) and body.shape == orelse.shape
                 and body.dtype == orelse.dtype):
             raise self.refuse(node, f"`a if c else b` with a test known only at run time picks {_described(body)} "
@@ -291,7 +292,7 @@ class ArrayValues(SliceBounds):
         value, which svod takes for arrays of no axes of one dtype only (the result is one of them)."""
         values = [self.value(v) for v in node.values]
         if all(isinstance(v, Scalar) for v in values):
-            samples = [v.sample for v in values if isinstance(v, Scalar)]
+            samples = [v.held for v in values if isinstance(v, Scalar)]
             sample = _apply(lambda *s: _python_bool(type(node.op), s), *samples)
             return Scalar(ast.BoolOp(type(node.op)(), [v.node for v in values if isinstance(v, Scalar)]), sample)
         spelled = "and" if isinstance(node.op, ast.And) else "or"

@@ -77,11 +77,12 @@ from svod.frontend.array_values import ArrayValues, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
+from svod.frontend.host_values import HostValues, decisions_recorded
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
-from svod.frontend.rebinding import PART_WRITTEN, Bindings, HostShape, exchanged, shrinking
+from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
 from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
@@ -95,7 +96,7 @@ the greatest the length may be): past it, the greatest is not known either."""
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
-class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations, Shrinking):
+class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocations, Shrinking):
     """Rewrites the array statements of one function for one call's arguments (``lower_arrays``)."""
 
     def __init__(self, source: Source, name: str, args: dict[str, Any], taped: bool = False) -> None:
@@ -114,6 +115,8 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations, Shrinking
         self.host: dict[str, Any] = {n: v for n, v in args.items() if not isinstance(v, np.ndarray)}
         self.read: set[str] = set()
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
+        self.sampled: set[str] = set()
+        self.origins: dict[str, set[str]] = {}
         self.counter = itertools.count()
         self.changed = False
         self.following: list[ast.stmt] = []
@@ -159,17 +162,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations, Shrinking
         if not extents.is_static(x.shape):
             raise self.refuse(node, f"{what} of an array of shape {extents.shown(x.shape)}, a length of which is known "
                                     "only at run time, is not one svod has; slice it to lengths the host knows")
-
-    def on_host(self, node: ast.expr, prototypes: bool = False) -> Any:
-        """``node`` computed now, on the host: the function's globals, the scalar arguments, the scalars so far,
-        and the shapes and dtypes of the arrays (arguments and those made so far) — never their elements, which
-        only the run knows (each array stands for itself by its shape; with ``prototypes``, as an array of its
-        shape and dtype that the ``_like`` allocations take, reading zeros)."""
-        static = {name: value for name, value in self.arrays.items()
-                  if name not in self.host and extents.is_static(value.shape)}
-        made = {name: np.broadcast_to(np.zeros((), value.dtype), extents.numbers(value.shape)) if prototypes else
-                HostShape(extents.numbers(value.shape), value.dtype) for name, value in static.items()}
-        return eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer, {**made, **self.host})
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -599,12 +591,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations, Shrinking
                     return True
         return False
 
-    def remember_scalar(self, name: str, node: ast.expr) -> None:
-        try:
-            self.host[name] = self.on_host(node)
-        except Exception:
-            self.host.pop(name, None)
-
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
         """``name = <array expression>``: a new array, which the plan makes once (a statement of its own); one
         value (a reduction to a scalar) is a scalar the phase computes, in a loop too."""
@@ -803,16 +789,21 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
     return found
 
 
-def lower_arrays(source: Source, name: str, args: dict[str, Any],
-                 taped: bool = False) -> tuple[Source, set[str]] | None:
+def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,
+                 sampled: set[str] | None = None) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none. ``taped``: for a
-    tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``)."""
+    tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``).
+    ``sampled`` is given the names of the scalars whose values the rewriting decided something by, and of those
+    they were computed from (``HostValues.sampled``), whether or not it rewrote anything."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
     rewriter = ArrayRewriter(source, name, args, taped)
     node = stands_for(copy.copy(source.node), source.node)
-    node.body = rewriter.body(source.node.body, False)
+    with decisions_recorded(rewriter):
+        node.body = rewriter.body(source.node.body, False)
+    if sampled is not None:
+        sampled |= rewriter.sampled
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
              **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries

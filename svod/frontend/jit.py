@@ -91,13 +91,17 @@ class Jit:
         """The plans of calls with every argument an array or a number, by ``_call_key``, each with its generated
         dispatcher (``svod.frontend.jit_dispatch``): a call like one before runs its plan without binding,
         checking and reading its arguments again."""
+        self._typed: dict[tuple[Any, ...], _Call] = {}
+        """The last of ``_calls`` made for each call key read with its numbers' types alone (``_typed_key``): a call
+        of a number new to ``_calls`` tries its dispatcher, which checks the values its plan is made for."""
         self._last: Dispatcher | None = None
         """The dispatcher of the last call that took one, which a call tries first (its own key uncomputed)."""
         self._variants: dict[tuple[Any, ...], Variant] = {}
         self._valued: dict[tuple[Any, ...], tuple[str, ...]] = {}
         """Per kind of arguments (``_kind``): the scalars whose kind is only their type that the host reads in the
-        variant made for them (a float a loop's turns or an allocation's length come from), whose values a
-        variant is then made for too (its rewriting wrote their values into the array statements)."""
+        variant made for them (a float a loop's turns or an allocation's length come from), and the ints its
+        rewriting computed anything with (``_sampled_int``), whose values a variant is then made for too (its
+        rewriting wrote their values into the array statements, or decided by them)."""
         self._lock = threading.Lock()
         self._taped: dict[str, Kernel] = {}
         """The kernels of the phases of calls made inside a ``svod.Tape`` block, by their source."""
@@ -126,6 +130,8 @@ class Jit:
             args = (*args, *self._defaults[len(self._defaults) - missing:])
         key = None if keywords or len(args) != len(self.parameters) else _call_key(args, device, len(given))
         found = self._calls.get(key) if key is not None else None
+        if found is None and key is not None:
+            found = self._typed.get(_typed_key(key))
         if found is not None:
             result = found.dispatch(given, device)
             if result is not MISS:
@@ -138,21 +144,25 @@ class Jit:
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
-            call = self._calls[key] = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
-                                                                 self._free_numbers(arguments, defaulted)))
+                self._typed.clear()
+            call = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
+                                              self._free_numbers(arguments, defaulted)))
+            self._calls[key] = self._typed[_typed_key(key)] = call
             self._last = call.dispatch
         return result
 
     def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
-        """The positions of the floats whose values neither the plan for ``arguments`` nor its translation is
-        made for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``): any
-        value of the type runs that plan, so a dispatcher checks their types only (a loop that calls with a new
-        step size each turn takes it). An int's variant is its value's: a translation with it refuses one out of
-        its parameter's range in the source's words, which a plan's check of its variables has not."""
+        """The positions of the numbers whose values neither the plan for ``arguments`` nor its variant is made
+        for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``; an int
+        the rewriting computed nothing with, ``_sampled_int``): any value of the type runs that plan, so a
+        dispatcher checks their types only (a loop that calls with a new step size or count each turn takes
+        it). The plan's run checks each variable's value against its bounds, as a first call's does."""
         with self._lock:
-            kinds = self._signature(arguments, self.variant(arguments, defaulted=defaulted))
-        return frozenset(position for position, (kind, value) in enumerate(zip(kinds, arguments.values(), strict=True))
-                         if kind[0] == "scalar" and not isinstance(value, (int, np.integer)))
+            variant = self.variant(arguments, defaulted=defaulted)
+            kinds = self._signature(arguments, variant)
+        return frozenset(position for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds,
+                                                                                       strict=True))
+                         if kind[0] == "scalar" and not _sampled_int(variant, name, value))
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
@@ -233,17 +243,19 @@ class Jit:
             copied = [name for name, value in runtime.items()
                       if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
             source = _with_local_copies(source, copied) if copied else source
-            lowered = lower_arrays(source, self.name, runtime, taped)
+            sampled: set[str] = set()
+            lowered = lower_arrays(source, self.name, runtime, taped, sampled)
             if lowered is None and not constants and not copied:
                 found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
-                                tuple(runtime))
+                                tuple(runtime), frozenset(sampled))
             else:
                 source, read = lowered if lowered is not None else (source, set())
                 reader = Reader(source, self.name)
                 structure = reader.structure()
-                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
-            valued = tuple(name for name, kind in zip(arguments, kinds[1:], strict=True)
-                           if isinstance(kind, str) and name in found.host)
+                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
+                                frozenset(sampled))
+            valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
+                           if isinstance(kind, str) and (name in found.host or _sampled_int(found, name, value)))
             self._valued[kinds] = valued
             self._variants[(kinds, tuple(arguments[name] for name in valued))] = found
         return found
@@ -378,6 +390,12 @@ def _call_key(args: Sequence[Any], device: str | Device, given: int) -> tuple[An
     return tuple(key)
 
 
+def _typed_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A call key (``_call_key``) with each number but a bool read as its type alone."""
+    return tuple((part[0],) if type(part) is tuple and isinstance(part[0], type) and part[0] is not bool and
+                 part[0] is not np.bool_ else part for part in key)
+
+
 @dataclass(frozen=True)
 class _Call:
     """A call key's plan (``Jit._calls``) and the dispatcher generated for calls of that key."""
@@ -416,15 +434,29 @@ def _constant(value: Any) -> bool:
 
 
 def _kind(value: Any) -> Any:
-    """What a variant is read for, of one argument: an array's dtype and shape, an int's value (a slice's
-    bound), a constant's value, another scalar's type."""
+    """What a variant is read for, of one argument: an array's dtype and shape, a Python bool's value, a
+    constant's value, another number's type (a variant is then read for the values of the numbers the host
+    reads, ``Jit._valued``)."""
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, bool):
         return (type_key(value), value)
     if _constant(value):
         return ("constant", constant_key(value))
     return type_key(value)
+
+
+def _integer(value: Any) -> bool:
+    """Whether a number is an integer, Python's or NumPy's, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _sampled_int(variant: Variant, name: str, value: Any) -> bool:
+    """Whether ``name`` is an int whose value the rewriting of ``variant`` decided something by
+    (``Variant.sampled``): a slice's bound, an operand NumPy refuses by its value (``a_i8 + n`` past int8's
+    range). Such an int reads a variant of its value, and its calls are not a dispatcher's whatever their value
+    (``Jit._free_numbers``)."""
+    return _integer(value) and name in variant.sampled
 
 
 def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:

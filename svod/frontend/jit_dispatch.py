@@ -1,15 +1,16 @@
 """A jitted function's calls like one before, each signature's as a function generated once
 (``svod.runtime.generated``): the checks that signature needs, in order, then the plan's run::
 
-    f(out, x) ──▶ Jit._last (the last signature's dispatcher), else the one of the call key (Jit._calls)
+    f(out, x) ──▶ Jit._last (the last signature's dispatcher), else the one of the call key (Jit._calls),
+                  else the last one of the key's number types (Jit._typed)
                      │ MISS: not its signature              │ an array the plan may not use as it is
                      ▼                                      ▼
                   the next dispatcher, else the first      Prepared.run: the general binding, which copies
                   call's path (which makes one)            or refuses it as at a first call
 
 A dispatcher checks, in order: the count of arguments and the device asked for; each array's type, shape and
-dtype; each number's type, and its value where the plan is prepared for it (a bool's, one the host reads: a
-temporary's length); then, of each array the
+dtype; each number's type, and its value where the plan or its variant is prepared for it (a bool's, one the
+host reads: a temporary's length; an int the rewriting decides by, ``Jit._free_numbers``); then, of each array the
 plan uses in place, what an array of its signature may still change: C-contiguous, writeable where the plan
 writes it, aligned, sharing no memory with another argument or with the plan's own storages where one is
 written (``Binder``). The plan's bound run checks the variables the scalars give against their bounds, its

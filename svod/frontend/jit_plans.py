@@ -247,6 +247,9 @@ class Variant:
     parameters: tuple[str, ...]
     """The parameters each run passes: those bound to arrays and numbers (a constant of the plan, ``binding``,
     is a global of the source)."""
+    sampled: frozenset[str] = frozenset()
+    """The scalars any computation of the rewriting read (``ArrayRewriter.sampled``): an int among them reads
+    this variant for its value alone; one not among them (nor in ``host``) is a run-time value of the plan."""
     taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
     rest of what it depends on, so that a call like one before does no rewriting again."""

@@ -509,11 +509,14 @@ class Rewriter(Protocol):
     arrays: dict[str, Expr]
     pending: list[ast.stmt]
     read: set[str]
+    sampled: set[str]
     host: dict[str, Any]
     described: dict[str, str]
     counter: itertools.count[int]
     at: ast.stmt
     changed: bool
+
+    def origins_of(self, names: set[str]) -> set[str]: ...
 
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...
     def value(self, node: ast.expr) -> Value: ...
@@ -604,6 +607,7 @@ def _on_host(rewriter: Rewriter, node: ast.expr) -> Any:
     arrays = {name: np.broadcast_to(np.zeros((), e.dtype), extents.numbers(e.shape))
               for name, e in rewriter.arrays.items() if extents.is_static(e.shape)}
     expression = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
+    rewriter.sampled |= rewriter.origins_of({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
     return eval(compile(expression, rewriter.reader.source.file, "eval"), rewriter.outer,  # the user's code
                 {**arrays, **rewriter.host})
 

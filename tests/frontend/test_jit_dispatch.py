@@ -129,8 +129,8 @@ def test_a_uint64_past_int64s_range_on_dispatched_calls_computes_as_numpy(device
 
 def test_an_int_past_its_parameters_range_is_refused_on_each_call_between_dispatched_ones(device):
     """An int outside the values its parameter takes is refused before anything runs, on each call, between
-    calls in range that run through their dispatcher (an int's value is part of its signature), each computing
-    Python's answer."""
+    calls in range that run through their dispatcher (one the plan passes to its kernels alone, whatever its
+    value), each computing Python's answer."""
     fn = svod.jit(offset.fn)
     x = values(5)
     for big in (2**63 + 7, 2**31, -(2**31), 2**63 + 7):

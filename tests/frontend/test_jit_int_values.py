@@ -1,0 +1,266 @@
+"""An int argument whose value changes at each call of a jitted function: where the plan reads it only as a
+run-time value (a kernel's scalar, a loop's bound around phases or inside a kernel, a branch's test a kernel
+computes), every value runs the one plan through the first call's dispatcher, each call computing what plain
+Python computes; where the host reads it before the run (a slice's bound, a temporary's length, an operand
+NumPy promotes or refuses by its value), each value has a variant and a plan of its own. A value outside its
+variable's bounds is refused on each call, as before, between values that run."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import svod
+from svod import prange
+from svod.errors import KernelSyntaxError, SvodError, VariableError
+from svod.frontend.jit_plans import Prepared
+
+
+@svod.jit
+def stepped(out, x, steps, shift):
+    for t in range(steps):
+        for i in prange(x.shape[0]):
+            total = x[i]
+            turns = shift - 1
+            for _ in range(turns + 1):
+                total += 1.0
+            if shift > 2:
+                total = -total
+            out[i] = out[i] + total + t - shift
+    if shift < 0:
+        for i in prange(x.shape[0]):
+            out[i] = -out[i]
+
+
+@svod.jit
+def offset(out, x, k):
+    for i in prange(x.shape[0]):
+        out[i] = x[i] + k
+
+
+@svod.jit
+def widened(a, n):
+    return a + n
+
+
+@svod.jit
+def shifted(a, n):
+    return a + (n - 200)
+
+
+@svod.jit
+def shifted_in_turns(a, n):
+    for _ in range(2):
+        m = n - 200
+        a[:] = a + m
+    return a
+
+
+@svod.jit
+def head_sum(x, n):
+    return x[:n].sum()
+
+
+@svod.jit
+def first_ones(x, n):
+    out = np.zeros(n, x.dtype)
+    for i in prange(n):
+        out[i] = x[i] * 2.0
+    return out
+
+
+STEPS = ((1, 2), (3, 0), (0, 5), (2, -3), (1, 3), (4, 1), (-2, 4), (2, 7), (1, 1), (5, -1))
+"""(steps, shift) of successive calls: no turns (0, negative), a kernel loop of none, a branch each way."""
+
+
+@pytest.fixture
+def general_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each run of a plan through the general binding (``Prepared.run``), which a dispatched call skips."""
+    runs: list[int] = []
+    general = Prepared.run
+
+    def counted(self, *args, **keywords):  # type: ignore[no-untyped-def]
+        runs.append(1)
+        return general(self, *args, **keywords)
+
+    monkeypatch.setattr(Prepared, "run", counted)
+    return runs
+
+
+def _float(device: svod.device.Device) -> type:
+    return np.float64 if svod.dtypes.float64 in device.caps.element_dtypes else np.float32
+
+
+def _refuses_int8(device: svod.device.Device) -> bool:
+    """Whether ``device`` holds no int8 (WebGPU): an int8 array's function is then refused, whatever the int."""
+    if svod.dtypes.int8 in device.caps.element_dtypes:
+        return False
+    with pytest.raises(SvodError, match="cannot hold int8"):
+        svod.jit(widened.fn)(np.zeros(3, np.int8), 1, device=device)
+    return True
+
+
+def _in_place(fn: svod.frontend.jit.Jit) -> bool:
+    """Whether each plan of ``fn``'s calls runs on the caller's arrays in place (the PYTHON reference's does
+    not): its dispatched calls then skip the general binding."""
+    return all(call.prepared.binder is not None for call in fn._calls.values())
+
+
+@pytest.mark.parametrize("n", (0, 1, 7, 13))
+def test_ints_that_change_every_call_run_one_plan_as_python_computes(device, n, general_runs):
+    """A loop count, a kernel's loop bound (through a scalar computed from the int) and scalar, a branch's test,
+    new at each call: one plan, one variant, one dispatcher, its first call alone through the general binding;
+    each call Python's answer."""
+    fn, dtype = svod.jit(stepped.fn), _float(device)
+    x = (np.arange(n, dtype=dtype) - 3.0) * 0.25  # exact sums in any float: the ints' effect alone compared
+    for steps, shift in STEPS:
+        out, want = np.full(n, 0.5, dtype), np.full(n, 0.5, dtype)
+        fn(out, x, steps, shift, device=device)
+        stepped.fn(want, x, steps, shift)
+        np.testing.assert_array_equal(out, want)
+    assert len(fn._plans) == 1 and len(fn._variants) == 1 and len(fn._calls) == 1
+    if _in_place(fn):
+        assert len(general_runs) == 1
+
+
+def test_new_ints_between_two_signatures_in_turn_take_each_signatures_dispatcher(device, general_runs):
+    """Calls on arrays of two shapes in turn, each with a new int: the last call's dispatcher is the other
+    shape's, and the call finds its own shape's by the types of its numbers; each computes Python's answer."""
+    fn, dtype = svod.jit(offset.fn), _float(device)
+    for k in range(-6, 6):
+        for n in (7, 0):
+            x = np.arange(n, dtype=dtype) * 0.5
+            out, want = np.zeros(n, dtype), np.zeros(n, dtype)
+            fn(out, x, k * 3, device=device)
+            offset.fn(want, x, k * 3)
+            np.testing.assert_array_equal(out, want)
+    assert len(fn._plans) == 2 and len(fn._calls) == 2
+    if _in_place(fn):
+        assert len(general_runs) == 2
+
+
+@pytest.mark.parametrize("k", (int, np.int64, np.int32))
+def test_an_int_past_its_variables_bounds_is_refused_between_new_values_that_run(device, k):
+    """A new value at each call, its type's extremes among them, through the first call's dispatcher; a Python
+    int outside what its variable takes is refused before anything runs, on each call, with the plan's words,
+    between them. (A NumPy int's variable takes its dtype's every value.)"""
+    fn, dtype = svod.jit(offset.fn), _float(device)
+    x = np.arange(5, dtype=dtype) - 2.0
+    if k is np.int64 and svod.dtypes.int64 not in device.caps.element_dtypes:
+        with pytest.raises(SvodError):
+            fn(np.zeros(5, dtype), x, k(3), device=device)
+        return
+    extreme = int(np.iinfo(k).max) if k is not int else (2**31 - 1) if device.caps.index_bits > 32 else 2**29
+    goods = (-3, 0, 4, 1, -extreme - (k is not int), extreme)
+    bads = (2**31, -(2**31), 2**62) if k is int else ()
+    for good, bad in zip(goods, (*bads, *[None] * len(goods)), strict=False):
+        out = np.full(5, -1.0, dtype)
+        fn(out, x, k(good), device=device)
+        want = np.full(5, -1.0, dtype)
+        offset.fn(want, x, k(good))
+        np.testing.assert_array_equal(out, want)
+        if bad is None:
+            continue
+        out = np.full(5, -1.0, dtype)
+        with pytest.raises(VariableError, match=f"k={bad} is outside") as raised:
+            fn(out, x, k(bad), device=device)
+        assert raised.value.stage == "bind"
+        np.testing.assert_array_equal(out, np.full(5, -1.0, dtype))
+    assert len(fn._plans) == 1 and len(fn._calls) == 1
+
+
+def test_an_int_numpy_promotes_or_refuses_by_value_reads_a_variant_of_its_value(device):
+    """``a_i8 + n``: NumPy 2 refuses a Python int past int8's range (OverflowError) and adds one within it, so
+    the rewriting read ``n``'s value: each value has its variant, a refused one is refused on each call, between
+    values that compute NumPy's answer."""
+    fn = svod.jit(widened.fn)
+    a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
+    if _refuses_int8(device):
+        return
+    for n in (5, 300, -128, -129, 127, 300, 0, 5):
+        try:
+            want = widened.fn(a, n)
+        except OverflowError:
+            with pytest.raises(KernelSyntaxError, match=f"Python integer {n} out of bounds for int8"):
+                fn(a, n, device=device)
+            continue
+        got = fn(a, n, device=device)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert len(fn._variants) == 4  # one per value that runs; a refused one keeps none, refused at each call
+    assert len(fn._plans) == 1  # the values that run share the plan, whose kernels read n at run time
+
+
+@pytest.mark.parametrize("function", (shifted, shifted_in_turns))
+def test_an_int_numpy_refuses_through_a_scalar_computed_from_it_reads_a_variant_of_its_value(device, function):
+    """``a_i8 + (n - 200)``, and ``m = n - 200`` then ``a_i8 + m`` in a loop: the value NumPy refuses or adds
+    is computed from ``n``, so ``n``'s value decides the rewriting (values of one range of int8's refused and
+    taken in turn), each call NumPy's answer or its refusal."""
+    fn = svod.jit(function.fn)
+    if _refuses_int8(device):
+        return
+    for n in (100, 5, 250, 400, 200, 72, 73):
+        a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
+        try:
+            want = function.fn(a.copy(), n)
+        except OverflowError:
+            with pytest.raises(KernelSyntaxError, match="out of bounds for int8"):
+                fn(a.copy(), n, device=device)
+            continue
+        got = fn(a.copy(), n, device=device)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", (0, 1, 6, 13))
+def test_an_int_the_host_reads_makes_a_plan_of_its_value(device, n):
+    """A slice's bound and a temporary's length are the host's, read before the run: each value its plan, each
+    computing NumPy's answer (an empty slice, a negative bound from the end, one past the end)."""
+    dtype = _float(device)
+    x = (np.arange(n, dtype=dtype) - 2.5) * 0.5
+    summed, made = svod.jit(head_sum.fn), svod.jit(first_ones.fn)
+    bounds = (0, 3, -2, 100, 3, -2, n)
+    for bound in bounds:
+        np.testing.assert_allclose(summed(x, bound, device=device), head_sum.fn(x, bound), rtol=1e-6)
+    assert len(summed._plans) == len(set(bounds))
+    for length in (m for m in (0, 1, n, 1) if m <= n):
+        got = made(x, length, device=device)
+        assert got.shape == (length,)
+        np.testing.assert_array_equal(got, first_ones.fn(x, length))
+
+
+def test_threads_calling_with_their_own_ints_at_once_each_get_their_answer(device):
+    """Four threads call the same function at once, each with its own array and a new int at each call: each
+    call's result is its own value's (the one plan, its variables bound per call)."""
+    fn, dtype = svod.jit(offset.fn), _float(device)
+    x = np.arange(9, dtype=dtype) - 4.0
+    fn(np.zeros(9, dtype), x, 1, device=device)
+    failures: list[str] = []
+
+    def calls(thread: int) -> None:
+        out = np.zeros(9, dtype)
+        for turn in range(60):
+            k = thread * 1000 - turn * (thread + 1)
+            fn(out, x, k, device=device)
+            if not np.array_equal(out, x + dtype(k)):
+                failures.append(f"thread {thread}, k={k}: {out}")
+
+    threads = [threading.Thread(target=calls, args=(thread,)) for thread in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert len(fn._plans) == 1
+
+
+def test_an_int_error_names_the_kernel_and_stage():
+    """The refusal of an int past its bounds is an ``SvodError`` that names the kernel and the stage."""
+    fn = svod.jit(offset.fn)
+    x = np.zeros(3, np.float32)
+    fn(np.zeros(3, np.float32), x, 2)
+    with pytest.raises(SvodError) as raised:
+        fn(np.zeros(3, np.float32), x, 2**40)
+    assert raised.value.kernel and raised.value.stage == "bind"
