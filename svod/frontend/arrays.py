@@ -272,6 +272,9 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             stmt = self.over_rows(stmt)
+            if self.viewing(stmt.iter):  # range(len(v)) of a view v: its turns, of the view's length
+                stmt = stands_for(copy.copy(stmt), stmt)
+                stmt.iter = self.element_values(stmt.iter)
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = stands_for(copy.copy(stmt), stmt)
                 with self.loop_variable(stmt):
@@ -298,7 +301,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         if isinstance(stmt, ast.While):
             before, test = self.condition(stmt, stmt.test)
             loop = copy.copy(stmt)
-            loop.body = self.body(stmt.body, True)
+            loop.test, loop.body = test, self.body(stmt.body, True)
             if before:  # the test computes on arrays: it is computed again at the top of each turn
                 stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
                 loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
@@ -379,11 +382,14 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             rewritten, made = self.changed, self.hoisted
         finally:
             self.changed, self.hoisted, self.work, self.held_bounds = changed or self.changed, hoisted, work, held
-        if not rewritten:
+        turns = [self.element_values(loop.iter) for loop in nest]  # prange(len(v)) of a view v: its length
+        if not rewritten and all(t is loop.iter for t, loop in zip(turns, nest, strict=True)):
             return [stmt]
-        for loop in reversed(nest):
+        if not rewritten:
+            body = nest[-1].body
+        for loop, iterated in zip(reversed(nest), reversed(turns), strict=True):
             copied = stands_for(copy.copy(loop), loop)
-            copied.body = _widened(body)
+            copied.body, copied.iter = _widened(body) if rewritten else body, iterated
             body = [copied]
         return [*made, *body]
 
@@ -392,7 +398,7 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         that compute its one value into a name of its own, and that name."""
         value = self.value(test)
         if not isinstance(value, Expr):
-            return [], test
+            return [], self.element_values(test)
         if value.shape:
             raise self.refuse(test, f"the truth value of an array of shape {value.shape} is ambiguous (as in NumPy); "
                                     "use .any() or .all()")
@@ -561,24 +567,32 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         the view's array (``x[k - 1]``): the kernel language has no slices."""
         if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not self.viewing(stmt):
             return stmt
+        made = copy.copy(stmt)
+        made.value = self.element_values(stmt.value)
+        if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
+            made.target = cast(ast.Name, stored(self.element_values(made.target)))
+        elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
+            made.targets = [stored(self.element_values(t)) for t in made.targets]
+        return stands_for(ast.fix_missing_locations(made), stmt)
+
+    def element_values(self, node: ast.expr) -> ast.expr:
+        """A copy of scalar expression ``node`` with each element of a view it reads (``v[k]``), and each number
+        it computes of one (``len(v)``, ``v.shape[0]``, ``v.size``), read from the view's array or written as its
+        value: the kernel language has no views. ``node`` itself where it reads none."""
+        if not self.viewing(node):
+            return node
         rewriter = self
 
         class Elements(ast.NodeTransformer):
-            def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, (ast.Subscript, ast.Call)) and rewriter.viewing(node):  # x[k], len(x[k:])
-                    value = rewriter.value(node)
-                    if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
-                        return ast.copy_location(value.node, node)
-                return self.generic_visit(node)
+            def visit(self, inner: ast.AST) -> ast.AST:
+                if isinstance(inner, (ast.Subscript, ast.Call, ast.Attribute)) and rewriter.viewing(inner):
+                    value = rewriter.value(inner)
+                    if isinstance(value, Scalar) and not rewriter.viewing(value.node):  # (of its base's name)
+                        return ast.copy_location(value.node, inner)
+                return self.generic_visit(inner)
 
-        made = copy.copy(stmt)
-        made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
-        if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
-            made.target = cast(ast.Name, stored(cast(ast.expr, Elements().visit(copy.deepcopy(made.target)))))
-        elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
-            made.targets = [stored(cast(ast.expr, Elements().visit(copy.deepcopy(t)))) for t in made.targets]
         self.changed = True
-        return stands_for(ast.fix_missing_locations(made), stmt)
+        return cast(ast.expr, Elements().visit(copy.deepcopy(node)))  # (an expression's replacement is one)
 
     def viewing(self, node: ast.AST) -> bool:
         """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
@@ -765,10 +779,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
         made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
-
-
-def _slices(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Slice) for n in ast.walk(node))
 
 
 def _stored_names(stmt: ast.stmt) -> set[str]:
