@@ -293,6 +293,12 @@ class Builder:
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
         what lets svod prove a phase free of races and in bounds for every turn)."""
+        self.valued = {name: value for name, value in self.args.items() if type(value) is int and name in variant.host}
+        """The int arguments whose values the plan is made for (the host read them: a slice's bound, a
+        temporary's length; a call of another value takes another plan): its kernels take each bounded to its
+        value, so what they prove holds of the code the rewriting wrote for it (``covariance``'s ``prange(M)``
+        around ``cov[i:M, i]``, written for ``M == 1`` as one work item's store, is one work item there), and
+        the plan checks each run's value against it."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 try:
@@ -712,6 +718,7 @@ class Builder:
         scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
+        bounds |= {p: (self.valued[p], self.valued[p]) for p in parameters if p in self.valued}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples),
                values_key(self.source.names, loaded([node])))
