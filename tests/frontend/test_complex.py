@@ -697,3 +697,108 @@ def test_an_arrays_power_of_minus_one_as_a_float_is_numpys_loop_not_its_shortcut
         assert got.dtype == want.dtype
         for g, w in ((got.real, want.real), (got.imag, want.imag)):
             assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@svod.jit
+def raised_to_a_name(z, p):
+    q = p
+    return z ** p, z ** q, np.power(z, p)
+
+
+@svod.jit
+def raised_in_place(z, p):
+    z **= p
+    return z
+
+
+def assert_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal part for part, NaN where NumPy's is, each zero of NumPy's sign."""
+    assert got.dtype == want.dtype
+    for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+        assert np.array_equal(g, w, equal_nan=True), (got, want)
+        assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0])), (got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float32, np.float64])
+def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
+    """``z ** p`` with ``p`` an argument or a name holding -2..3: NumPy's operator takes its shortcuts by the
+    value (``** -1`` of a complex array is ``np.reciprocal``, ``** 2`` ``np.square``), ``np.power`` its loop;
+    svod took the power loop for a name holding -1 (``(inf+0j) ** p`` gave NaN parts where NumPy gives
+    ``0-0j``), and refused a complex array's power of an argument."""
+    complex_ = np.dtype(dtype).kind == "c"
+    webgpu = device.device.base_type == "WEBGPU"
+    if complex_:  # parts whose products are exact: NumPy's loops may fuse a multiply and an add
+        z = grid(dtype, device, [0.0, 1.0, -2.5, 0.5] if webgpu else [0.0, -0.0, 1.0, -2.5, 0.5, np.inf, -np.inf, np.nan])
+    else:
+        z = np.array(MODERATE if webgpu else SPECIALS if dtype is np.float64 else SPECIALS32, dtype)
+    if webgpu:
+        z = z[z != 0]  # its compilers may fold the NaN or inf a zero's negative power is
+    for p in range(-2, 4):
+        with np.errstate(all="ignore"):
+            wants = (z ** p, z ** p, np.power(z, p))
+            in_place = z.copy()
+            in_place **= p
+        if not holds(device, np.complex128) and dtype in (np.complex128, np.float64):
+            with pytest.raises(SvodError, match="float64"):
+                raised_to_a_name(z, p, device=device)
+            return
+        gots = (*raised_to_a_name(z, p, device=device), raised_in_place(z.copy(), p, device=device))
+        for got, want in zip(gots, (*wants, in_place), strict=True):
+            assert got.dtype == want.dtype
+            assert_parts_close(got, want, rtol=64 * float(np.finfo(got.real.dtype).eps))
+            if not webgpu:  # its compilers may not keep a zero's sign (MODERATE)
+                for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+                    assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0])), (p, z, got, want)
+
+
+@svod.jit
+def halves(x, h):
+    return x ** 0.5, np.power(x, 0.5), x ** h, x ** x[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_real_arrays_power_of_one_half_is_numpys_square_root(device, dtype):
+    """NumPy's real power loop takes ``np.sqrt`` for a scalar exponent of 0.5 (a literal, an argument of any
+    float type, an element read at run time): ``(-0.0) ** 0.5`` is -0.0 and ``(-inf) ** 0.5`` NaN there, where
+    the power function gives 0.0 and inf. svod gave the power function's."""
+    if not holds(device, np.complex128) and dtype is np.float64:
+        return
+    x = np.array([0.5, -0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 2.0, 1e-30], dtype)
+    webgpu = device.device.base_type == "WEBGPU"
+    if webgpu:
+        x = x[np.isfinite(x)]
+    for h in (0.5, dtype(0.5), 0.25, *(() if webgpu else (np.nan,))):  # (its NaN arithmetic is its own)
+        got = halves(x, h, device=device)
+        with np.errstate(all="ignore"):
+            wants = (x ** 0.5, np.power(x, 0.5), x ** h, x ** x[0])
+        for g, w in zip(got, wants, strict=True):
+            if webgpu:
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+            else:
+                assert_bits(g, w)
+
+
+@svod.jit
+def complex_square_root(z):
+    return z ** 0.5
+
+
+@svod.jit
+def raised_to_a_power_read_at_run_time(z, n):
+    p = int(n[0])
+    return z ** p
+
+
+def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_power_is_refused():
+    """The operator's ``** 0.5`` of a complex array is ``np.sqrt``; a power only the run knows (read from an
+    array) is refused at its line: a complex power loop takes a constant."""
+    z = grid(np.complex128)
+    with np.errstate(all="ignore"):
+        want = z ** 0.5
+    got = complex_square_root(z)
+    assert_parts_close(got, want, rtol=4 * float(np.finfo(np.float64).eps))
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+    with pytest.raises(SvodError, match="integer constant below 100") as err:
+        raised_to_a_power_read_at_run_time(z, np.array([-1]))
+    assert f"{__file__}:{line_of(raised_to_a_power_read_at_run_time, 'return z ** p')}" in str(err.value)
