@@ -728,7 +728,8 @@ def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
     complex_ = np.dtype(dtype).kind == "c"
     webgpu = device.device.base_type == "WEBGPU"
     if complex_:  # parts whose products are exact: NumPy's loops may fuse a multiply and an add
-        z = grid(dtype, device, [0.0, 1.0, -2.5, 0.5] if webgpu else [0.0, -0.0, 1.0, -2.5, 0.5, np.inf, -np.inf, np.nan])
+        z = grid(dtype, device, [0.0, 1.0, -2.5, 0.5] if webgpu else
+                 [0.0, -0.0, 1.0, -2.5, 0.5, np.inf, -np.inf, np.nan])
     else:
         z = np.array(MODERATE if webgpu else SPECIALS if dtype is np.float64 else SPECIALS32, dtype)
     if webgpu:
