@@ -575,37 +575,6 @@ class ArrayRewriter(ArrayValues, Histograms, Compactions, Allocations):
             made.targets = [stored(self.element_values(t)) for t in made.targets]
         return stands_for(ast.fix_missing_locations(made), stmt)
 
-    def element_values(self, node: ast.expr) -> ast.expr:
-        """A copy of scalar expression ``node`` with each element of a view it reads (``v[k]``), and each number
-        it computes of one (``len(v)``, ``v.shape[0]``, ``v.size``), read from the view's array or written as its
-        value: the kernel language has no views. ``node`` itself where it reads none."""
-        if not self.viewing(node):
-            return node
-        rewriter = self
-
-        class Elements(ast.NodeTransformer):
-            def visit(self, inner: ast.AST) -> ast.AST:
-                if isinstance(inner, (ast.Subscript, ast.Call, ast.Attribute)) and rewriter.viewing(inner):
-                    value = rewriter.value(inner)
-                    if isinstance(value, Scalar) and not rewriter.viewing(value.node):  # (of its base's name)
-                        return ast.copy_location(value.node, inner)
-                return self.generic_visit(inner)
-
-        self.changed = True
-        return cast(ast.expr, Elements().visit(copy.deepcopy(node)))  # (an expression's replacement is one)
-
-    def viewing(self, node: ast.AST) -> bool:
-        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
-        each work item), which the kernel language has not."""
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Slice):
-                return True
-            if isinstance(inner, ast.Name) and inner.id in self.arrays:
-                known = self.arrays[inner.id]
-                if not (isinstance(known, Named) and known.name == inner.id):
-                    return True
-        return False
-
     def remember_scalar(self, name: str, node: ast.expr) -> None:
         try:
             self.host[name] = self.on_host(node)

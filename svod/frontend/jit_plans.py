@@ -50,6 +50,8 @@ from svod.ir import UOp
 from svod.runtime.binding import Binder
 from svod.runtime.plan import ExecutionPlan
 
+COMPLEX_PART_NAMES = ("real", "imag")
+"""The parts of a complex number, as the names of its plan variables end (``Prepared.parts``)."""
 RANDOM_VARIABLES = frozenset({random.KEY_VARIABLE, random.LAUNCH_VARIABLE})
 """The plan variables that take each call's launch of svod's generator (``svod.frontend.random_arrays``)."""
 TURN_BOUND = (1 << 31) - 1
@@ -89,17 +91,25 @@ class Prepared:
     turns: list[TurnCheck]
     complex_slots: frozenset[int] = frozenset()
     """The plan buffers of complex arrays, each its float view's (``Builder.add_array``)."""
+    complex_numbers: frozenset[str] = frozenset()
+    """The parameters passed complex numbers: each is two plan variables, ``<name>_real`` and ``<name>_imag``, as
+    a kernel takes one (``svod.frontend.pykernel``)."""
     arrays: dict[int, int] = field(init=False)
     """The plan buffer of each array argument, by its position among ``parameters``."""
     scalars: tuple[tuple[str, int], ...] = field(init=False)
     """The plan variables the run's arguments give, with each argument's position among ``parameters``."""
+    parts: tuple[tuple[str, int, str], ...] = field(init=False)
+    """The plan variables of the parts of complex numbers: ``(variable, argument position, "real" or "imag")``."""
     draws: bool = field(init=False)
     """Whether the plan draws: each run takes a launch of svod's generator (``svod.random``)."""
 
     def __post_init__(self) -> None:
         self.arrays = {position: slot for position, slot in enumerate(self.slots) if slot is not None}
+        parts = {f"{name}_{part}": (self.parameters.index(name), part) for name in self.complex_numbers
+                 for part in COMPLEX_PART_NAMES}
         self.scalars = tuple((name, self.parameters.index(name)) for name in self.variables
-                             if name not in RANDOM_VARIABLES)
+                             if name not in RANDOM_VARIABLES and name not in parts)
+        self.parts = tuple((name, *parts[name]) for name in self.variables if name in parts)
         self.draws = bool(RANDOM_VARIABLES & set(self.variables))
 
     @functools.cached_property
@@ -172,9 +182,10 @@ class Prepared:
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
         """The plan variables a run on ``args`` passes, its draws taking ``launch`` (the process generator's next,
         by default) where it draws; each loop that must make a turn checked."""
-        if not self.scalars and not self.draws and not self.turns:
+        if not self.scalars and not self.parts and not self.draws and not self.turns:
             return {}
         scalars = {name: args[position] for name, position in self.scalars}
+        scalars |= {name: getattr(args[position], part) for name, position, part in self.parts}
         if self.draws:  # each call is a launch of its own (svod.random)
             scalars |= (launch or random.generator.next_launch()).variables()
         for turn in self.turns:
@@ -366,8 +377,10 @@ class Builder:
                 located.locate(err)
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
+        numbers = frozenset(name for name, value in self.args.items()
+                            if isinstance(value, (complex, np.complexfloating)))
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        list(self.args), self.turns, frozenset(self.complex_slots))
+                        list(self.args), self.turns, frozenset(self.complex_slots), numbers)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -684,6 +697,8 @@ class Builder:
                 self.cell(carried_name)
             bound = self.translated(node, dump, parameters, loops, outgoing, own)
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
+        runs |= {f"{p}_{part}" for p in runs & self.args.keys()  # a complex number's parts (``Prepared.parts``)
+                 if isinstance(self.args[p], (complex, np.complexfloating)) for part in COMPLEX_PART_NAMES}
         runs |= RANDOM_VARIABLES  # each run's launch (Prepared.run)
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
