@@ -105,8 +105,9 @@ class ArrayValues(SliceBounds):
             def visit(self, inner: ast.AST) -> ast.AST:
                 if isinstance(inner, (ast.Subscript, ast.Call, ast.Attribute)) and rewriter.viewing(inner):
                     value = rewriter.value(inner)
-                    if isinstance(value, Scalar) and not rewriter.viewing(value.node):  # (of its base's name)
-                        return ast.copy_location(value.node, inner)
+                    if isinstance(value, Scalar) and not any(isinstance(n, ast.Slice) for n in ast.walk(value.node)) \
+                            and ast.dump(value.node) != ast.dump(inner):  # (an element, of its base's name; a call
+                        return ast.copy_location(value.node, inner)    # as written, range(len(v)), looked into)
                 return self.generic_visit(inner)
 
         self.changed = True
