@@ -240,22 +240,24 @@ class ArrayValues(SliceBounds):
 
     def power(self, node: ast.AST, base: Expr, exponent: Scalar, dtype: np.dtype, operator: bool) -> Expr:
         """An array to a scalar power, as NumPy computes it. Its operator takes shortcuts by the exponent's value
-        and type: of an inexact array, ``** 2`` is ``np.square``, the Python int ``-1`` ``np.reciprocal`` and the
-        Python float ``0.5`` ``np.sqrt`` (each keeps signed zeros and infinities the power loop does not); and
-        its real power loop takes ``np.sqrt`` for a scalar exponent of 0.5, of any float type. An exponent that
+        and type: of an inexact array, the Python int ``2`` is ``np.square``, ``-1`` ``np.reciprocal`` and the
+        Python float ``0.5`` ``np.sqrt`` (each keeps signed zeros and infinities the power loop does not; ``2.0``
+        and ``np.int64(2)`` take the loop); and its real power loop takes ``np.sqrt`` for a scalar exponent of
+        0.5, of any float type. An exponent that
         is a name (``z ** p``) takes them by the value it holds: where the host knows it, the plan is made for
         it (a complex power loop wants it a constant); where only the run does, a real power chooses there."""
         value = _literal(exponent.node)
         if value is None and dtype.kind in "ciu":  # (a real power runs with any exponent: the run's, below)
             value = self.host_number(exponent.node)
-        written = type(value) is int or type(value) is float or (dtype.kind == "c" and isinstance(value, np.integer))
-        known = ast.copy_location(constant(value.item() if isinstance(value, np.generic) else value),
-                                  exponent.node) if written else None
+        written: Any = value if type(value) in (int, float) else None  # Python's number: weak, as a literal is
+        if dtype.kind == "c" and _whole(value):  # NumPy's complex loop powers by a whole exponent of any type alike
+            written = int(value)
+        known = ast.copy_location(constant(written), exponent.node) if written is not None else None
         sqrt = lambda c: call(numpy("sqrt"), _as(c[0], base, dtype))  # noqa: E731
         if dtype.kind == "c" and value is not None:
             if operator and type(value) is int and value == -1:
                 return self.elementwise(node, lambda c: call(numpy("reciprocal"), c[0]), dtype, base)
-            if operator and not isinstance(value, (bool, np.bool_)) and value == 2:
+            if operator and type(value) is int and value == 2:
                 return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, base)
             if operator and type(value) is float and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
@@ -603,6 +605,13 @@ def _literal(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return node.value
     return None
+
+
+def _whole(value: Any) -> bool:
+    """Whether an exponent is a whole number (not a bool) that a complex power loop takes as a constant."""
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+        return False
+    return bool(np.isfinite(value)) and float(value).is_integer() and abs(float(value)) < 2.0 ** 62
 
 
 def _inexact(sample: Any) -> bool:

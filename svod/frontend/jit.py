@@ -241,7 +241,8 @@ class Jit:
                 source, read = lowered if lowered is not None else (source, set())
                 reader = Reader(source, self.name)
                 structure = reader.structure()
-                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime))
+                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
+                                frozenset(read))
             valued = tuple(name for name, kind in zip(arguments, kinds[1:], strict=True)
                            if isinstance(kind, str) and name in found.host)
             self._valued[kinds] = valued

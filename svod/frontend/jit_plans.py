@@ -258,6 +258,9 @@ class Variant:
     parameters: tuple[str, ...]
     """The parameters each run passes: those bound to arrays and numbers (a constant of the plan, ``binding``,
     is a global of the source)."""
+    written_for: frozenset[str] = frozenset()
+    """The scalars whose values the rewriting of array statements read, and wrote its loops for (a slice's bound:
+    ``cov[i:M, i]`` written for ``M == 1`` as one element's store)."""
     taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
     rest of what it depends on, so that a call like one before does no rewriting again."""
@@ -304,12 +307,13 @@ class Builder:
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
         what lets svod prove a phase free of races and in bounds for every turn)."""
-        self.valued = {name: value for name, value in self.args.items() if type(value) is int and name in variant.host}
-        """The int arguments whose values the plan is made for (the host read them: a slice's bound, a
-        temporary's length; a call of another value takes another plan): its kernels take each bounded to its
-        value, so what they prove holds of the code the rewriting wrote for it (``covariance``'s ``prange(M)``
-        around ``cov[i:M, i]``, written for ``M == 1`` as one work item's store, is one work item there), and
-        the plan checks each run's value against it."""
+        self.valued = {name: value for name, value in self.args.items()
+                       if type(value) is int and name in variant.written_for}
+        """The int arguments the rewriting wrote array statements for (``Variant.written_for``; a call of another
+        value takes another plan): its kernels take each bounded to its value, so what they prove holds of the
+        code written for it (``covariance``'s ``prange(M)`` around ``cov[i:M, i]``, written for ``M == 1`` as one
+        work item's store, is one work item there), and the plan checks each run's value against it where a
+        kernel keeps it."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 try:
