@@ -232,7 +232,8 @@ class ArrayMath(ArrayCalls):
     """The ufuncs of this module, as the statements' ``ArrayRewriter`` calls them."""
 
     @abstractmethod
-    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value: ...
+    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator], operator: bool = True
+               ) -> Value: ...
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         if name in ("round", "around") and args and isinstance(args[0], Expr):
@@ -245,7 +246,7 @@ class ArrayMath(ArrayCalls):
         if node.keywords:
             raise self.refuse(node, f"np.{name} takes its operands alone here (no out=, where=, dtype=)")
         if name in OPERATORS:
-            return self.binary(node, args[0], args[1], OPERATORS[name])
+            return self.binary(node, args[0], args[1], OPERATORS[name], operator=False)
         if name in COMPARISONS:
             op = COMPARISONS[name]
             return self.elementwise(node, lambda c: ast.Compare(c[0], [op()], [c[1]]), np.dtype(bool), *args)

@@ -93,6 +93,40 @@ class ArrayValues(SliceBounds):
             return self.scalar(node)
         return method(self, node)
 
+    def element_values(self, node: ast.expr) -> ast.expr:
+        """A copy of scalar expression ``node`` with each element of a view it reads (``v[k]``), and each number
+        it computes of one (``len(v)``, ``v.shape[0]``, ``v.size``), read from the view's array or written as its
+        value: the kernel language has no views. ``node`` itself where it reads none."""
+        if not self.viewing(node):
+            return node
+        rewriter = self
+
+        class Elements(ast.NodeTransformer):
+            def visit(self, inner: ast.AST) -> ast.AST:
+                if isinstance(inner, (ast.Subscript, ast.Call, ast.Attribute)) and rewriter.viewing(inner):
+                    value = rewriter.value(inner)
+                    if isinstance(value, Scalar) and not any(isinstance(n, ast.Slice) for n in ast.walk(value.node)) \
+                            and ast.dump(value.node) != ast.dump(inner):  # (an element, of its base's name; a call
+                        return ast.copy_location(value.node, inner)    # as written, range(len(v)), looked into)
+                return self.generic_visit(inner)
+
+        self.changed = True
+        made = Elements().visit(copy.deepcopy(node))
+        assert isinstance(made, ast.expr)  # (an expression's replacement is one)
+        return made
+
+    def viewing(self, node: ast.AST) -> bool:
+        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
+        each work item), which the kernel language has not."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Slice):
+                return True
+            if isinstance(inner, ast.Name) and inner.id in self.arrays:
+                known = self.arrays[inner.id]
+                if not (isinstance(known, Named) and known.name == inner.id):
+                    return True
+        return False
+
     def scalar(self, node: ast.expr) -> Scalar:
         """A scalar of the user's: its node, as written, and its value where the host knows it (recorded where a
         decision reads it, ``Scalar.sample``)."""
@@ -189,7 +223,10 @@ class ArrayValues(SliceBounds):
             return self.matmul(node, left, right)
         return self.binary(node, left, right, type(node.op))
 
-    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator]) -> Value:
+    def binary(self, node: ast.AST, left: Value, right: Value, op: type[ast.operator], operator: bool = True
+               ) -> Value:
+        """``left op right``; ``operator``: written as Python's operator (``a ** b``), not as the ufunc
+        (``np.power(a, b)``), whose power has none of the operator's shortcuts."""
         fn = _OPERATORS.get(op)
         if fn is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
@@ -198,11 +235,56 @@ class ArrayValues(SliceBounds):
         dtype = _result_dtype(self, node, fn, left, right)
         if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
-        if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_two(right.node):
-            return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, left)  # np.square
-        if dtype.kind == "c" and op is ast.Pow and isinstance(right, Scalar) and _is_minus_one(right.node):
-            return self.elementwise(node, lambda c: call(numpy("reciprocal"), c[0]), dtype, left)
+        if op is ast.Pow and isinstance(left, Expr) and isinstance(right, Scalar):
+            return self.power(node, left, right, dtype, operator)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], op(), c[1]), dtype, left, right)
+
+    def power(self, node: ast.AST, base: Expr, exponent: Scalar, dtype: np.dtype, operator: bool) -> Expr:
+        """An array to a scalar power, as NumPy computes it. Its operator takes shortcuts by the exponent's value
+        and type: of an inexact array, the Python int ``2`` is ``np.square``, ``-1`` ``np.reciprocal`` and the
+        Python float ``0.5`` ``np.sqrt`` (each keeps signed zeros and infinities the power loop does not; ``2.0``
+        and ``np.int64(2)`` take the loop); and its real power loop takes ``np.sqrt`` for a scalar exponent of
+        0.5, of any float type. An exponent that
+        is a name (``z ** p``) takes them by the value it holds: where the host knows it, the plan is made for
+        it (a complex power loop wants it a constant); where only the run does, a real power chooses there."""
+        value = _literal(exponent.node)
+        if value is None and dtype.kind in "ciu":  # (a real power runs with any exponent: the run's, below)
+            value = self.host_number(exponent.node)
+        written: Any = value if type(value) in (int, float) else None  # Python's number: weak, as a literal is
+        if dtype.kind == "c" and _whole(value):  # NumPy's complex loop powers by a whole exponent of any type alike
+            written = int(value)
+        known = ast.copy_location(constant(written), exponent.node) if written is not None else None
+        sqrt = lambda c: call(numpy("sqrt"), _as(c[0], base, dtype))  # noqa: E731
+        if dtype.kind == "c" and value is not None:
+            if operator and type(value) is int and value == -1:
+                return self.elementwise(node, lambda c: call(numpy("reciprocal"), c[0]), dtype, base)
+            if operator and type(value) is int and value == 2:
+                return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, base)
+            if operator and type(value) is float and value == 0.5:
+                return self.elementwise(node, sqrt, dtype, base)
+        if dtype.kind == "f" and _inexact(exponent.sample):
+            if value is not None and value == 0.5:
+                return self.elementwise(node, sqrt, dtype, base)
+            if value is None:  # NumPy's loop chooses by the value it runs with: so does the element
+                return self.elementwise(node, lambda c: ast.IfExp(ast.Compare(c[1], [ast.Eq()], [constant(0.5)]),
+                                                                  sqrt(c), ast.BinOp(c[0], ast.Pow(), c[1])),
+                                        dtype, base, exponent)
+        if known is not None:  # its value written, as a literal's: the power loop a kernel has, of the result's dtype
+            return self.elementwise(node, lambda c: ast.BinOp(_as(c[0], base, dtype), ast.Pow(), known), dtype, base)
+        return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Pow(), c[1]), dtype, base, exponent)
+
+    def host_number(self, node: ast.expr) -> Any:
+        """The number scalar ``node`` computes where the host knows it before the run (an argument of a value
+        the plan is made for, a name it computes of those), the names it read recorded (``read``: the plan is
+        made for their values); None where only the run knows it."""
+        try:
+            value = self.on_host(node)
+        except Exception:
+            return None
+        if not isinstance(value, (int, float, np.integer, np.floating)):
+            return None
+        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
+        return value
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
         return _result_dtype(self, node, fn, *operands)
@@ -515,19 +597,32 @@ def _attribute(owner: Expr, attr: str) -> Any:
     return {"shape": owner.shape, "size": extents.elements(owner.shape), "ndim": len(owner.shape)}[attr]
 
 
-def _is_two(node: ast.expr) -> bool:
-    """Whether ``node`` is the constant 2: a complex array's ``** 2`` is NumPy's ``np.square`` (its operator's
-    shortcut), whose zero keeps its signs, where an element's is the power loop's (``0+0j``)."""
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 2
+def _literal(node: ast.expr) -> Any:
+    """The number a literal exponent is (``2``, ``-1``, ``0.5``, ``-True``: the int -1, as Python negates a
+    bool), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and \
+            isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float)):
+        return -node.operand.value if isinstance(node.op, ast.USub) else +node.operand.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    return None
 
 
-def _is_minus_one(node: ast.expr) -> bool:
-    """Whether ``node`` is the int constant -1: a complex array's ``** -1`` is NumPy's ``np.reciprocal`` (its
-    operator's shortcut), which keeps signed zeros and infinities the power loop makes NaN. The shortcut is a
-    Python int's alone: ``** -1.0`` is the power loop's, as NumPy computes it."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return isinstance(node.operand.value, int) and node.operand.value == 1  # -True is the int -1 too
-    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == -1
+def _whole(value: Any) -> bool:
+    """Whether an exponent is a whole number (not a bool) that a complex power loop takes as a constant."""
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+        return False
+    return bool(np.isfinite(value)) and float(value).is_integer() and abs(float(value)) < 2.0 ** 62
+
+
+def _inexact(sample: Any) -> bool:
+    """Whether an exponent is a float (Python's or NumPy's): NumPy's real power loop takes its shortcut for one."""
+    return isinstance(sample, (float, np.floating))
+
+
+def _as(element: ast.expr, operand: Value, dtype: np.dtype) -> ast.expr:
+    """An operand's element as ``dtype`` (a conversion only where it is of another)."""
+    return element if isinstance(operand, Expr) and operand.dtype == dtype else typed(element, dtype)
 
 
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:

@@ -268,6 +268,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             stmt = self.over_rows(stmt)
+            if self.viewing(stmt.iter):  # range(len(v)) of a view v: its turns, of the view's length
+                stmt = stands_for(copy.copy(stmt), stmt)
+                stmt.iter = self.element_values(stmt.iter)
             if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
                 new = stands_for(copy.copy(stmt), stmt)
                 with self.loop_variable(stmt), self.counting(stmt), self.shrinking(stmt) as before:
@@ -297,7 +300,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(stmt, ast.While):
             before, test = self.condition(stmt, stmt.test)
             loop = copy.copy(stmt)
-            loop.body = self.body(stmt.body, True)
+            loop.test, loop.body = test, self.body(stmt.body, True)
             if before:  # the test computes on arrays: it is computed again at the top of each turn
                 stop = placed([ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])], stmt)[0]
                 loop.test, loop.body = placed([constant(True)], stmt)[0], [*before, stop, *loop.body]
@@ -378,11 +381,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             rewritten, made = self.changed, self.hoisted
         finally:
             self.changed, self.hoisted, self.work, self.held_bounds = changed or self.changed, hoisted, work, held
-        if not rewritten:
+        turns = [self.element_values(loop.iter) for loop in nest]  # prange(len(v)) of a view v: its length
+        if not rewritten and all(t is loop.iter for t, loop in zip(turns, nest, strict=True)):
             return [stmt]
-        for loop in reversed(nest):
+        if not rewritten:
+            body = nest[-1].body
+        for loop, iterated in zip(reversed(nest), reversed(turns), strict=True):
             copied = stands_for(copy.copy(loop), loop)
-            copied.body = widened(body)
+            copied.body, copied.iter = widened(body) if rewritten else body, iterated
             body = [copied]
         return [*made, *body]
 
@@ -391,7 +397,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         that compute its one value into a name of its own, and that name."""
         value = self.value(test)
         if not isinstance(value, Expr):
-            return [], test
+            return [], self.element_values(test)
         if value.shape:
             raise self.refuse(test, f"the truth value of an array of shape {value.shape} is ambiguous (as in NumPy); "
                                     "use .any() or .all()")
@@ -560,36 +566,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         the view's array (``x[k - 1]``): the kernel language has no slices."""
         if not isinstance(stmt, (ast.Assign, ast.AugAssign)) or not self.viewing(stmt):
             return stmt
-        rewriter = self
-
-        class Elements(ast.NodeTransformer):
-            def visit(self, node: ast.AST) -> ast.AST:
-                if isinstance(node, (ast.Subscript, ast.Call)) and rewriter.viewing(node):  # x[k], len(x[k:])
-                    value = rewriter.value(node)
-                    if isinstance(value, Scalar) and not _slices(value.node):  # (an element: of its base's name)
-                        return ast.copy_location(value.node, node)
-                return self.generic_visit(node)
-
         made = copy.copy(stmt)
-        made.value = cast(ast.expr, Elements().visit(copy.deepcopy(stmt.value)))  # (an expression's replacement is one)
+        made.value = self.element_values(stmt.value)
         if isinstance(made, ast.AugAssign):  # (a store's target, ``stored``: the phase is then one that stores)
-            made.target = cast(ast.Name, stored(cast(ast.expr, Elements().visit(copy.deepcopy(made.target)))))
+            made.target = cast(ast.Name, stored(self.element_values(made.target)))
         elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
-            made.targets = [stored(cast(ast.expr, Elements().visit(copy.deepcopy(t)))) for t in made.targets]
-        self.changed = True
+            made.targets = [stored(self.element_values(t)) for t in made.targets]
         return stands_for(ast.fix_missing_locations(made), stmt)
 
-    def viewing(self, node: ast.AST) -> bool:
-        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
-        each work item), which the kernel language has not."""
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Slice):
-                return True
-            if isinstance(inner, ast.Name) and inner.id in self.arrays:
-                known = self.arrays[inner.id]
-                if not (isinstance(known, Named) and known.name == inner.id):
-                    return True
-        return False
 
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
         """``name = <array expression>``: a new array, which the plan makes once (a statement of its own); one
@@ -758,10 +742,6 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
-
-
-def _slices(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Slice) for n in ast.walk(node))
 
 
 def _stored_names(stmt: ast.stmt) -> set[str]:

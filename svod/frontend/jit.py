@@ -253,7 +253,7 @@ class Jit:
                 reader = Reader(source, self.name)
                 structure = reader.structure()
                 found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
-                                frozenset(sampled))
+                                frozenset(sampled), frozenset(read))
             valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
                            if isinstance(kind, str) and (name in found.host or _sampled_int(found, name, value)))
             self._valued[kinds] = valued
@@ -285,9 +285,12 @@ class Jit:
         arguments = {name: np.from_dlpack(a) if not isinstance(a, (np.ndarray, np.generic, int, float)) and
                      hasattr(a, "__dlpack__") else a for name, a in bound.arguments.items()}
         for parameter, value in arguments.items():
-            if _complex_number(value) or (not isinstance(value, (np.ndarray, int, float, np.integer, np.floating,
-                                                                  np.bool_)) and not _constant(value)):
+            number = isinstance(value, (np.ndarray, int, float, np.integer, np.floating, np.bool_))
+            if type(value) not in _COMPLEX_NUMBERS and (_complex_number(value) or not (number or _constant(value))):
                 raise self._refused_argument(parameter, value)
+            if type(value) in _COMPLEX_NUMBERS and {f"{parameter}_real", f"{parameter}_imag"} & set(arguments):
+                raise self._refused_argument(parameter, value, f"its parts are carried as {parameter}_real and "
+                                                               f"{parameter}_imag, names of other parameters")
         return arguments
 
     @functools.cached_property
@@ -325,13 +328,14 @@ class Jit:
             return frozenset()
         return self._foldable - set(self.parameters[:len(args)]) - keywords.keys()
 
-    def _refused_argument(self, parameter: str, value: Any) -> KernelSyntaxError:
+    def _refused_argument(self, parameter: str, value: Any, why: str | None = None) -> KernelSyntaxError:
         """The refusal of an argument the plan cannot take, located at the function's ``def``."""
-        what = f"of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
-        why = ("a jitted function takes complex arrays, not complex numbers yet: pass np.array([z])"
-               ) if _complex_number(value) else ("a jitted function takes NumPy arrays (np.asarray(...)), ints, "
-                                                 "floats and bools, and as constants of its plan None, strings, "
-                                                 "dtypes and tuples of these and numbers")
+        what = f"of {value.dtype}" if isinstance(value, np.ndarray) else value.dtype.name \
+            if isinstance(value, np.complexfloating) else type(value).__name__
+        if why is None:
+            why = "svod computes on complex64 and complex128 only" if _complex_number(value) else (
+                "a jitted function takes NumPy arrays (np.asarray(...)), ints, floats, complex numbers and bools, "
+                "and as constants of its plan None, strings, dtypes and tuples of these and numbers")
         refused = KernelSyntaxError(f"{self.name}'s argument {parameter} is {what}; {why}", kernel=self.name,
                                     stage="bind", value=parameter)
         source = Source.of(self.fn)
@@ -383,7 +387,7 @@ def _call_key(args: Sequence[Any], device: str | Device, given: int) -> tuple[An
         kind = type(value)
         if kind is np.ndarray:
             key.append((value.dtype, value.shape))
-        elif kind is int or kind is float or kind is bool or kind in _NUMPY_NUMBERS:
+        elif kind is int or kind is float or kind is bool or kind in _NUMPY_NUMBERS or kind in _COMPLEX_NUMBERS:
             key.append((kind, _number_key(value)))
         else:
             return None
@@ -412,6 +416,8 @@ def _plain_number(value: Any) -> bool:
 def _number_key(value: Any) -> Any:
     """A number as a key of plans and calls: itself, but a NaN as one key of its own (a NaN is never equal to
     itself, so each call's NaN, a new object, would miss and prepare a plan again, and the plans would grow)."""
+    if isinstance(value, (complex, np.complexfloating)):  # each part as a float is
+        return ("complex", _number_key(value.real), _number_key(value.imag))
     return _NAN if isinstance(value, (float, np.floating)) and math.isnan(value) else value
 
 
@@ -423,8 +429,12 @@ _NUMPY_NUMBERS = frozenset((np.bool_, np.int8, np.int16, np.int32, np.int64, np.
 """The NumPy scalar types a call passes as numbers (``_arguments`` takes them as it takes Python's)."""
 
 
+_COMPLEX_NUMBERS = frozenset((complex, np.complex64, np.complex128))
+"""The complex numbers a call passes: each a pair of plan variables, its parts (``Prepared.parts``)."""
+
+
 def _complex_number(value: Any) -> bool:
-    """Whether an argument is a complex number, which a jitted function does not take (its kernels do)."""
+    """Whether an argument is a complex number (one of ``_COMPLEX_NUMBERS``, or complex256, which svod refuses)."""
     return isinstance(value, (complex, np.complexfloating))
 
 

@@ -75,8 +75,8 @@ def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passe
     body += _addresses(binder, [bound[position] for position, _, _ in checks],
                        [values[position] if position < len(passed) else None for position, _, _ in checks],
                        general, namespace)
-    valued = bool(prepared.scalars or prepared.draws or prepared.turns)
-    if prepared.draws or prepared.turns:
+    valued = bool(prepared.scalars or prepared.parts or prepared.draws or prepared.turns)
+    if prepared.draws or prepared.turns or prepared.parts:
         body.append(f"scalars = VARIABLES_OF({_tuple(passed)}, None)")
     else:  # ``variables_of``'s common case, written out
         entries = []

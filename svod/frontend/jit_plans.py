@@ -50,6 +50,8 @@ from svod.ir import UOp
 from svod.runtime.binding import Binder
 from svod.runtime.plan import ExecutionPlan
 
+COMPLEX_PART_NAMES = ("real", "imag")
+"""The parts of a complex number, as the names of its plan variables end (``Prepared.parts``)."""
 RANDOM_VARIABLES = frozenset({random.KEY_VARIABLE, random.LAUNCH_VARIABLE})
 """The plan variables that take each call's launch of svod's generator (``svod.frontend.random_arrays``)."""
 TURN_BOUND = (1 << 31) - 1
@@ -89,17 +91,25 @@ class Prepared:
     turns: list[TurnCheck]
     complex_slots: frozenset[int] = frozenset()
     """The plan buffers of complex arrays, each its float view's (``Builder.add_array``)."""
+    complex_numbers: frozenset[str] = frozenset()
+    """The parameters passed complex numbers: each is two plan variables, ``<name>_real`` and ``<name>_imag``, as
+    a kernel takes one (``svod.frontend.pykernel``)."""
     arrays: dict[int, int] = field(init=False)
     """The plan buffer of each array argument, by its position among ``parameters``."""
     scalars: tuple[tuple[str, int], ...] = field(init=False)
     """The plan variables the run's arguments give, with each argument's position among ``parameters``."""
+    parts: tuple[tuple[str, int, str], ...] = field(init=False)
+    """The plan variables of the parts of complex numbers: ``(variable, argument position, "real" or "imag")``."""
     draws: bool = field(init=False)
     """Whether the plan draws: each run takes a launch of svod's generator (``svod.random``)."""
 
     def __post_init__(self) -> None:
         self.arrays = {position: slot for position, slot in enumerate(self.slots) if slot is not None}
+        parts = {f"{name}_{part}": (self.parameters.index(name), part) for name in self.complex_numbers
+                 for part in COMPLEX_PART_NAMES}
         self.scalars = tuple((name, self.parameters.index(name)) for name in self.variables
-                             if name not in RANDOM_VARIABLES)
+                             if name not in RANDOM_VARIABLES and name not in parts)
+        self.parts = tuple((name, *parts[name]) for name in self.variables if name in parts)
         self.draws = bool(RANDOM_VARIABLES & set(self.variables))
 
     @functools.cached_property
@@ -172,9 +182,10 @@ class Prepared:
     def variables_of(self, args: Sequence[Any], launch: random.Launch | None) -> dict[str, Any]:
         """The plan variables a run on ``args`` passes, its draws taking ``launch`` (the process generator's next,
         by default) where it draws; each loop that must make a turn checked."""
-        if not self.scalars and not self.draws and not self.turns:
+        if not self.scalars and not self.parts and not self.draws and not self.turns:
             return {}
         scalars = {name: args[position] for name, position in self.scalars}
+        scalars |= {name: getattr(args[position], part) for name, position, part in self.parts}
         if self.draws:  # each call is a launch of its own (svod.random)
             scalars |= (launch or random.generator.next_launch()).variables()
         for turn in self.turns:
@@ -250,6 +261,8 @@ class Variant:
     sampled: frozenset[str] = frozenset()
     """The scalars any computation of the rewriting read (``ArrayRewriter.sampled``): an int among them reads
     this variant for its value alone; one not among them (nor in ``host``) is a run-time value of the plan."""
+    written_for: frozenset[str] = frozenset()
+    """The scalars whose values array statements were written for (``cov[i:M, i]`` for ``M == 1``: one store)."""
     taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
     rest of what it depends on, so that a call like one before does no rewriting again."""
@@ -296,6 +309,12 @@ class Builder:
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
         what lets svod prove a phase free of races and in bounds for every turn)."""
+        self.valued = {name: value for name, value in self.args.items()
+                       if type(value) is int and name in variant.written_for}
+        """The int arguments array statements were written for (``Variant.written_for``; another value takes another
+        plan): its kernels take each bounded to its value, so what they prove holds of the code written for it
+        (``prange(M)`` around ``cov[i:M, i]``, written for ``M == 1``, is one work item), and each run's value is
+        checked against it where a kernel keeps it."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 try:
@@ -363,8 +382,10 @@ class Builder:
                 located.locate(err)
             raise
         slots = [self.arrays[name][0] if isinstance(value, np.ndarray) else None for name, value in self.args.items()]
+        numbers = frozenset(name for name, value in self.args.items()
+                            if isinstance(value, (complex, np.complexfloating)))
         return Prepared(self.plan, slots, self.plan.variables, returns, structure.returns_tuple, self.located,
-                        list(self.args), self.turns, frozenset(self.complex_slots))
+                        list(self.args), self.turns, frozenset(self.complex_slots), numbers)
 
     def items(self, items: Sequence[Item], loops: list[str]) -> list[int]:
         ids: list[int] = []
@@ -681,6 +702,8 @@ class Builder:
                 self.cell(carried_name)
             bound = self.translated(node, dump, parameters, loops, outgoing, own)
         runs = {p for p in parameters if p in loops or (p in self.args and not isinstance(self.args[p], np.ndarray))}
+        runs |= {f"{p}_{part}" for p in runs & self.args.keys()  # a complex number's parts (``Prepared.parts``)
+                 if isinstance(self.args[p], (complex, np.complexfloating)) for part in COMPLEX_PART_NAMES}
         runs |= RANDOM_VARIABLES  # each run's launch (Prepared.run)
         fixed = {key: int(value) for key, value in bound.var_vals.items() if key not in runs}
         slots = [self.arrays[p][0] for p in parameters if p in self.arrays]
@@ -715,6 +738,7 @@ class Builder:
         scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
+        bounds |= {p: (self.valued[p], self.valued[p]) for p in parameters if p in self.valued}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples),
                values_key(self.source.names, loaded([node])))

@@ -99,6 +99,25 @@ def test_covariance_in_a_prange_agrees_with_numpy(device, columns, rows, dtype):
                            **tolerances(dtype, rows))
 
 
+@pytest.mark.parametrize(("columns", "rows"), [(1, 1), (1, 4), (2, 3), (3, 1), (4, 5), (5, 2)])
+def test_covariance_of_few_columns_in_a_prange_agrees_with_numpy(device, columns, rows):
+    """One column (``M == 1``) was refused as a race: the rewriting wrote ``cov[i:M, i]`` for ``M == 1`` (one work
+    item's store), and the kernel, proven for every ``M``, saw two work items meet. The kernel now takes ``M`` at
+    the value its plan is made for."""
+    for special in specials(np.float64):
+        a = matrix(rows, columns, np.float64, special)
+        agrees_with_python(covariance_in_a_prange, device, columns, float(rows), a, numpy_warns=True,
+                           **tolerances(np.float64, rows))
+
+
+def test_a_plan_made_for_one_column_count_refuses_another():
+    """The plan for ``M == 1`` runs one work item: run with another ``M``, it raises rather than compute."""
+    plan = covariance_in_a_prange.plan(1, 4.0, matrix(4, 1, np.float64))
+    plan.execute(M=1, float_n=4.0)
+    with pytest.raises(svod.errors.VariableError, match=r"M=2 is outside bounds \[1, 1\]"):
+        plan.execute(M=2, float_n=4.0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("columns", "rows"), SHAPES)
 def test_a_vector_times_a_matrix_agrees_with_numpy(device, columns, rows, dtype):

@@ -662,3 +662,72 @@ def test_an_element_of_a_view_updated_in_sequential_code(device, n):
     a = np.linspace(-1.0, 1.0, n)
     a[:min(n, 2)] = np.array([np.inf, -0.0])[:n]
     agrees_with_python(_updated_through_a_view, device, a)
+
+
+@svod.jit
+def _turns_of_a_views_length(a, out):
+    v = a[1:]
+    for k in range(v.shape[0]):  # the view's length, read by the host loop that stores into the view
+        v[k] += k
+    w = v[::2]  # a view of a view
+    for k in range(len(w)):
+        w[k] = w[k] * -2.0
+    for k in range(1, v.size):  # the loop reading the view, writing the base
+        a[k] = v[k - 1] + a[k]
+    for k in svod.prange(len(v)):  # a parallel loop over the view's length, writing another array
+        out[k] = v[k] * 0.5
+    if v.shape[0] > 2:
+        out[:1] = -out[:1]
+    return a, out
+
+
+@svod.jit
+def _while_within_a_views_length(a, out):
+    w = a[1:][::2]
+    k = 0
+    while k < len(w):  # a while loop's test
+        out[k] += w[k]
+        k += 1
+    return out
+
+
+@svod.jit
+def _turns_of_a_views_rows(a):
+    v = a[1:, ::2]
+    for i in range(v.shape[0]):
+        for j in range(v.shape[1]):
+            v[i, j] += i * j
+    return a
+
+
+@svod.jit
+def _turns_of_a_length_each_turn_gives(a):
+    for t in range(a.shape[0]):
+        r = a[t, t:]
+        for k in range(len(r)):
+            r[k] *= 2.0
+    return a
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 13])
+def test_a_host_loop_over_a_views_length_runs_as_python_does(device, n):
+    """``for k in range(v.shape[0]): v[k] += k`` over a view ``v``, and ``len(v)``, ``v.size``, a view of a view,
+    a ``prange``'s and a ``while``'s bound, an ``if``'s test: the view's length was left unread, and the loop
+    refused ("name v is not defined")."""
+    a = np.linspace(-1.0, 1.0, n)
+    a[:min(n, 3)] = np.array([np.inf, -0.0, np.nan])[:n]
+    agrees_with_python(_turns_of_a_views_length, device, a, np.zeros(max(n - 1, 0)))
+    if device.device.base_type == "WEBGPU" and n > 1:  # a work item's loops stop there after 65535 turns
+        with pytest.raises(GraphError, match="a while loop has no bound on its turns"):
+            _while_within_a_views_length(a.astype(np.float32), np.zeros(n, np.float32), device=device)
+    else:
+        agrees_with_python(_while_within_a_views_length, device, a, np.zeros(n))
+    agrees_with_python(_turns_of_a_views_rows, device, np.arange(n * 5, dtype=np.float64).reshape(n, 5) - 3.5)
+
+
+def test_a_host_loop_over_the_length_of_a_view_each_turn_slices_is_refused_at_its_index():
+    """A view whose length a loop around it decides (``a[t, t:]``): svod does not prove ``k`` within it, and says
+    so at the index, as it does where the bound is written out."""
+    with pytest.raises(KernelSyntaxError, match=r"index `k` may be out of bounds for axis 0.*`r\[k\]`") as err:
+        _turns_of_a_length_each_turn_gives(np.zeros((3, 5)))
+    assert f"{__file__}:{line_of(_turns_of_a_length_each_turn_gives, 'r[k] *= 2.0')}" in str(err.value)

@@ -405,12 +405,108 @@ def scaled(x, c):
     return x * c
 
 
-def test_a_jit_function_refuses_a_complex_scalar_and_complex256_at_its_def():
-    with pytest.raises(SvodError, match="argument c is complex; a jitted function takes complex arrays") as err:
-        scaled(np.ones(3), 1 + 2j)
-    assert f"{__file__}:{line_of(scaled, 'def scaled')}" in str(err.value)
+@svod.jit
+def scaled_into(out, x, c):
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * c + c.conjugate()
+    return out
+
+
+@svod.jit
+def accumulated(x, c):
+    s = c
+    for i in range(x.shape[0]):
+        s += x[i] * c
+    return s
+
+
+@svod.jit
+def kept(c, z):
+    return c, np.full(3, z), abs(c) + z.real
+
+
+COMPLEX_ARGUMENTS = [1 + 2j, np.complex128(0.5 - 1j), np.complex64(2 + 0.25j), complex(-0.0, -0.0), 3 - 1j]
+"""Complex numbers a call passes: Python's and NumPy's of both widths, a zero of negative parts."""
+
+
+def _complex_arguments(device: svod.device.Device) -> list[complex]:
+    """``COMPLEX_ARGUMENTS``, with infinite and NaN parts but on WebGPU (``MODERATE``)."""
+    special = [] if device.device.base_type == "WEBGPU" else [complex(np.inf, 1.0), complex(np.nan, -0.0)]
+    return [*COMPLEX_ARGUMENTS, *special]
+
+
+def agrees_with_python(fn: svod.frontend.jit.Jit, device: svod.device.Device, *args: object) -> None:
+    """Run ``fn`` on ``device`` and as plain Python on copies of ``args``; compare the arrays and what it returns,
+    part for part (``assert_parts_close``), each zero of Python's sign but on WebGPU (``MODERATE``)."""
+    want_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with np.errstate(all="ignore"):
+        want = fn.fn(*want_args)
+    got = fn(*got_args, device=device)
+    wanted, results = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    eps = 64 * float(np.finfo(np.float32).eps)
+    for g, w in zip([*got_args, *results], [*want_args, *wanted], strict=True):
+        assert np.ndim(g) == np.ndim(w) and np.iscomplexobj(g) == np.iscomplexobj(w), (g, w)
+        g, w = np.atleast_1d(np.asarray(g, np.complex128)), np.atleast_1d(np.asarray(w, np.complex128))
+        assert_parts_close(g, w, rtol=eps)
+        if device.device.base_type != "WEBGPU":
+            for gp, wp in ((g.real, w.real), (g.imag, w.imag)):
+                assert np.array_equal(np.signbit(gp[wp == 0]), np.signbit(wp[wp == 0])), (g, w)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_a_jit_function_takes_complex_numbers_as_plain_python_does(device, n):
+    """A complex number passed to ``@svod.jit`` (Python's, ``np.complex128``, ``np.complex64``) is two plan
+    variables, its parts: in an array expression, a ``prange`` body, a sum carried in one phase, returned, a
+    fill. It was refused ("a jitted function takes complex arrays, not complex numbers yet")."""
+    x = np.linspace(-1.0, 2.0, n)
+    for c in _complex_arguments(device):
+        if not holds(device, np.complex128) and not isinstance(c, np.complex64):
+            x = x.astype(np.float32)
+            if type(c) is not complex:
+                with pytest.raises(SvodError, match="float64"):
+                    scaled(x, c, device=device)
+                continue
+        agrees_with_python(scaled, device, x, c)
+        agrees_with_python(scaled_into, device, np.zeros(n, np.result_type(x, c)), x, c)
+        agrees_with_python(accumulated, device, x, c)
+        if holds(device, np.complex128) or isinstance(c, np.complex64):
+            agrees_with_python(kept, device, c, np.complex64(c) if isinstance(c, np.complex64) else c * 2)
+        else:  # np.full of a Python complex is complex128
+            with pytest.raises(SvodError, match="float64"):
+                kept(c, c * 2, device=device)
+
+
+def test_a_complex_argument_is_keyed_by_its_type_as_a_float_is():
+    """Calls that pass other complex numbers of one type run the plan made for the first (its parts are plan
+    variables); another type (np.complex64) takes a plan of its own; a NaN part makes no plan per call."""
+    x = np.arange(5.0)
+    fresh = svod.jit(scaled.fn)  # (no other test's calls)
+    for c in (1 + 2j, -3.5 + 0.25j, complex(np.inf, -0.0), complex(np.nan, 1.0), 0j):
+        with np.errstate(all="ignore"):
+            assert_parts_close(fresh(x, c), x * c, rtol=0)
+    assert len(fresh._plans) == 1
+    for _ in range(3):
+        fresh(x, complex(np.nan, np.nan))
+    assert len(fresh._plans) == 1 and len(fresh._calls) == 1  # one dispatcher, checking the type alone
+    got = fresh(x, np.complex64(1 - 1j))
+    assert got.dtype == np.complex128 and len(fresh._plans) == 2
+    np.testing.assert_array_equal(got, x * np.complex64(1 - 1j))
+
+
+@svod.jit
+def clashing(c, c_real):
+    return c * c_real
+
+
+def test_a_jit_function_refuses_complex256_and_a_complex_number_whose_parts_name_other_parameters():
     with pytest.raises(SvodError, match="complex256, and svod computes on complex64 and complex128 only"):
         scaled(np.ones(3, np.clongdouble), 2.0)
+    with pytest.raises(SvodError, match="argument c is complex256; svod computes on complex64 and complex128") as err:
+        scaled(np.ones(3), np.clongdouble(1 + 2j))
+    assert f"{__file__}:{line_of(scaled, 'def scaled')}" in str(err.value)
+    with pytest.raises(SvodError, match="its parts are carried as c_real and c_imag, names of other parameters"):
+        clashing(1j, 2.0)
 
 
 @svod.jit
@@ -697,3 +793,113 @@ def test_an_arrays_power_of_minus_one_as_a_float_is_numpys_loop_not_its_shortcut
         assert got.dtype == want.dtype
         for g, w in ((got.real, want.real), (got.imag, want.imag)):
             assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@svod.jit
+def raised_to_a_name(z, p):
+    q = p
+    return z ** p, z ** q, np.power(z, p)
+
+
+@svod.jit
+def raised_in_place(z, p):
+    z **= p
+    return z
+
+
+def assert_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal part for part, NaN where NumPy's is, each zero of NumPy's sign."""
+    assert got.dtype == want.dtype
+    for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+        assert np.array_equal(g, w, equal_nan=True), (got, want)
+        assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0])), (got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float32, np.float64])
+def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
+    """``z ** p`` with ``p`` an argument or a name holding -2..3: NumPy's operator takes its shortcuts by the
+    value and type (``** -1`` of a complex array is ``np.reciprocal``, ``** 2`` ``np.square``, of Python ints
+    only: ``** 2.0`` is the power loop, whose ``(0-0j) ** 2`` is ``0+0j``), ``np.power`` its loop;
+    svod took the power loop for a name holding -1 (``(inf+0j) ** p`` gave NaN parts where NumPy gives
+    ``0-0j``), and refused a complex array's power of an argument."""
+    complex_ = np.dtype(dtype).kind == "c"
+    webgpu = device.device.base_type == "WEBGPU"
+    if complex_:  # parts whose products are exact: NumPy's loops may fuse a multiply and an add
+        z = grid(dtype, device, [0.0, 1.0, -2.5, 0.5] if webgpu else
+                 [0.0, -0.0, 1.0, -2.5, 0.5, np.inf, -np.inf, np.nan])
+    else:
+        z = np.array(MODERATE if webgpu else SPECIALS if dtype is np.float64 else SPECIALS32, dtype)
+    if webgpu:
+        z = z[z != 0]  # its compilers may fold the NaN or inf a zero's negative power is
+    strong = [] if webgpu else [np.int64(2), np.int64(-1)]  # (an int64 widens the array: 64-bit parts)
+    for p in [*range(-2, 4), 2.0, -1.0, *strong]:  # (those of other types take the loop)
+        with np.errstate(all="ignore"):
+            wants = (z ** p, z ** p, np.power(z, p))
+            in_place = z.copy()
+            in_place **= p
+        if not holds(device, np.complex128) and dtype in (np.complex128, np.float64):
+            with pytest.raises(SvodError, match="float64"):
+                raised_to_a_name(z, p, device=device)
+            return
+        gots = (*raised_to_a_name(z, p, device=device), raised_in_place(z.copy(), p, device=device))
+        for got, want in zip(gots, (*wants, in_place), strict=True):
+            assert got.dtype == want.dtype
+            assert_parts_close(got, want, rtol=64 * float(np.finfo(got.real.dtype).eps))
+            if not webgpu:  # its compilers may not keep a zero's sign (MODERATE)
+                for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+                    assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0])), (p, z, got, want)
+
+
+@svod.jit
+def halves(x, h):
+    return x ** 0.5, np.power(x, 0.5), x ** h, x ** x[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_real_arrays_power_of_one_half_is_numpys_square_root(device, dtype):
+    """NumPy's real power loop takes ``np.sqrt`` for a scalar exponent of 0.5 (a literal, an argument of any
+    float type, an element read at run time): ``(-0.0) ** 0.5`` is -0.0 and ``(-inf) ** 0.5`` NaN there, where
+    the power function gives 0.0 and inf. svod gave the power function's."""
+    if not holds(device, np.complex128) and dtype is np.float64:
+        with pytest.raises(SvodError, match="float64"):
+            halves(np.zeros(3), 0.5, device=device)
+        return
+    x = np.array([0.5, -0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 2.0, 1e-30], dtype)
+    webgpu = device.device.base_type == "WEBGPU"
+    if webgpu:
+        x = x[np.isfinite(x)]
+    for h in (0.5, dtype(0.5), 0.25, *(() if webgpu else (np.nan,))):  # (its NaN arithmetic is its own)
+        got = halves(x, h, device=device)
+        with np.errstate(all="ignore"):
+            wants = (x ** 0.5, np.power(x, 0.5), x ** h, x ** x[0])
+        for g, w in zip(got, wants, strict=True):
+            if webgpu:
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+            else:
+                assert_bits(g, w)
+
+
+@svod.jit
+def complex_square_root(z):
+    return z ** 0.5
+
+
+@svod.jit
+def raised_to_a_power_read_at_run_time(z, n):
+    p = int(n[0])
+    return z ** p
+
+
+def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_power_is_refused():
+    """The operator's ``** 0.5`` of a complex array is ``np.sqrt``; a power only the run knows (read from an
+    array) is refused at its line: a complex power loop takes a constant."""
+    z = grid(np.complex128)
+    with np.errstate(all="ignore"):
+        want = z ** 0.5
+    got = complex_square_root(z)
+    assert_parts_close(got, want, rtol=4 * float(np.finfo(np.float64).eps))
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+    with pytest.raises(SvodError, match="integer constant below 100") as err:
+        raised_to_a_power_read_at_run_time(z, np.array([-1]))
+    assert f"{__file__}:{line_of(raised_to_a_power_read_at_run_time, 'return z ** p')}" in str(err.value)
