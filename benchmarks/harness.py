@@ -621,11 +621,15 @@ class Bench:
         """svod's ``forms`` of ``kernel`` and numba's spelling run by svod (``spellings.numba_form``), timed in
         rounds (``_rounds``) beside numpy's ``workload`` and each peer's, every one checked against numpy
         first; one metric per form (``spellings.spelling_metrics``)."""
-        forms = {**forms, "numba": numba_form(workload, self.device)}
+        refused = {}
+        try:
+            forms = {**forms, "numba": numba_form(workload, self.device)}
+        except SvodError as err:  # a refusal (WebGPU's limit on a work item's loops) is the figure's reason
+            refused["numba"] = str(err)
         runners, why = peer_runners(workload, peers) if peers is not None else ({}, {})
         milliseconds = self._rounds({**forms, "numpy": workload.numpy, **runners})
-        return spelling_metrics(kernel, {form: milliseconds[form] for form in forms},
-                                {peer: milliseconds[peer] for peer in ["numpy", *runners]}, why, notes)
+        return spelling_metrics(kernel, {form: milliseconds.get(form) for form in [*forms, *refused]},
+                                {peer: milliseconds[peer] for peer in ["numpy", *runners]}, why, notes, refused)
 
     def _rounds(self, runners: dict[str, Callable[[], object]]) -> dict[str, float]:
         """Each runner's median time in milliseconds, timed in ``SUITE_ROUNDS`` rounds, each round in another

@@ -192,15 +192,17 @@ COLUMNS = ("numpy", "numba", "tinygrad")
 """The peers a metric has a column for; the others go in its ``others``."""
 
 
-def spelling_metrics(kernel: str, forms: dict[str, float], peers: dict[str, float], why: dict[str, str],
-                     notes: dict[str, str]) -> list[Metric]:
+def spelling_metrics(kernel: str, forms: dict[str, float | None], peers: dict[str, float], why: dict[str, str],
+                     notes: dict[str, str], refused: dict[str, str] | None = None) -> list[Metric]:
     """One ``spelling.<kernel>.<form>_ms`` per form of svod's (milliseconds), beside every peer's figure and
     why a peer has none; each with the fastest peer's figure again as ``best peer (<name>)``, so every row
-    gives svod's ratio to it."""
+    gives svod's ratio to it. A form svod refused (``refused``: form to svod's message) has no figure, and
+    the refusal as why."""
     metrics = []
     for form, milliseconds in forms.items():
+        reasons = {**why, "svod": (refused or {})[form]} if form in (refused or {}) else dict(why)
         metric = Metric(f"spelling.{kernel}.{form}_ms", "ms", "lower", milliseconds, note=notes[form],
-                        why_missing=dict(why), others={p: v for p, v in peers.items() if p not in COLUMNS},
+                        why_missing=reasons, others={p: v for p, v in peers.items() if p not in COLUMNS},
                         **{p: peers.get(p) for p in COLUMNS})
         best = fastest_peer(metric)
         if best is not None:

@@ -25,7 +25,7 @@ from benchmarks.spellings import (
 from benchmarks.suite import row_kernels
 from svod.device import Device
 from svod.errors import GraphError, SvodError
-from svod.workloads import Workload, check
+from svod.workloads import Workload, check, layernorm, mlp, softmax
 
 
 @pytest.mark.parametrize("rows", [1, 7])
@@ -59,14 +59,18 @@ def test_the_jit_forms_agree_with_numpy_on_rows_of_nan_and_infinities(device: De
 def test_numbas_spelling_run_by_svod_agrees_with_numpy(device: Device, rows: int) -> None:
     """numba's own text of each row kernel (``benchmarks/numba_kernels.py``) under ``@svod.jit`` writes numpy's
     answer (``numba_form`` compares it, raising where it differs); the output it writes starts as zeros, so a
-    form that wrote nothing fails. WebGPU stops a work item's loops after 65535 turns, and the mlp's one work
-    item per row loops over every weight: refused there, naming the limit."""
-    for name, spelled in row_spellings(row_kernels(quick=True, rows=rows)).items():
-        if name == "mlp" and device.device.base_type == "WEBGPU":
-            with pytest.raises(GraphError, match="stops them after 65535"):
-                numba_form(spelled.workload, device)
-            continue
-        numba_form(spelled.workload, device)()
+    form that wrote nothing fails. Widths no vector divides, small enough for the PYTHON device."""
+    for workload in (softmax(rows, 37), layernorm(rows, 37), mlp(rows, (37, 19, 11, 3))):
+        numba_form(workload, device)()
+
+
+def test_a_spelling_svod_refuses_has_the_refusal_as_the_reason_for_its_missing_figure() -> None:
+    """WebGPU stops a work item's loops after 65535 turns; numba's mlp loops over every weight in one."""
+    refused = GraphError("a work item's loops come round too often", stage="render")
+    metrics = spelling_metrics("mlp", {"kernel": 3.0, "numba": None}, {"numpy": 2.0}, {}, {"kernel": "k", "numba": "n"},
+                               refused={"numba": str(refused)})
+    assert metrics[1].svod is None and metrics[1].why_missing == {"svod": str(refused)}
+    assert metrics[0].why_missing == {} and metrics[0].svod == 3.0
 
 
 @pytest.mark.parametrize("side", [1, 13])
