@@ -66,14 +66,23 @@ def best_peer_metrics(run: list[Metric]) -> list[Metric]:
     for metric in run:
         if not metric.name.startswith("kernel.") or metric.svod is None or metric.svod <= 0:
             continue
-        timed = {name: figure for name, figure in _figures(metric).items()
-                 if figure is not None and figure > 0 and not name.startswith("svod")}
-        if timed:
-            best = min(timed, key=lambda name: timed[name])
+        best = fastest_peer(metric)
+        if best is not None:
             kernel = metric.name.removeprefix("kernel.").removesuffix("_ms")
-            speedups.append(Metric(f"vs_best_peer.{kernel}", "x", "higher", timed[best] / metric.svod,
-                                   note=f"{kernel}: svod's speedup over the fastest peer ({best})"))
+            speedups.append(Metric(f"vs_best_peer.{kernel}", "x", "higher", best[1] / metric.svod,
+                                   note=f"{kernel}: svod's speedup over the fastest peer ({best[0]})"))
     return speedups
+
+
+def fastest_peer(metric: Metric) -> tuple[str, float] | None:
+    """The peer with the least figure in a metric of time, and that figure; None where no peer has one. svod
+    compiled another way (``svod static``) is no peer, nor a figure repeated as the best peer's."""
+    timed = {name: figure for name, figure in _figures(metric).items()
+             if figure is not None and figure > 0 and not name.startswith(("svod", "best peer"))}
+    if not timed:
+        return None
+    best = min(timed, key=lambda name: timed[name])
+    return best, timed[best]
 
 
 def _figures(metric: Metric) -> dict[str, float | None]:

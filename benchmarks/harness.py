@@ -43,7 +43,17 @@ from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, plot, progress_reporter, report, to_json
-from benchmarks.spellings import ARRAY_WRITTEN, WRITTEN, row_spellings, transpose_spellings
+from benchmarks.spellings import (
+    ARRAY_WRITTEN,
+    NUMBA_WRITTEN,
+    WRITTEN,
+    Peers,
+    numba_form,
+    peer_runners,
+    row_spellings,
+    spelling_metrics,
+    transpose_spellings,
+)
 from benchmarks.suite import row_kernels, suite, tinygrad_spelling
 from benchmarks.timing import median_seconds, sample_seconds
 from svod import ExecutionPlan, dtypes
@@ -89,6 +99,9 @@ class Sizes:
     spelling_rows: int | None = None
     """The rows (the mlp's batch) of the row kernels' spellings (``Bench.row_spellings``); by default the
     suite's."""
+    spelling_peers: bool = True
+    """Whether the spellings are timed beside the suite's peers too (``torch.compile`` compiles each kernel for
+    seconds), or beside numpy alone."""
     fresh_processes: int = 3
     """How many fresh processes the figures taken in one (a cold start, a bundle's load) are the median of."""
     gradients: tuple[GradientSizes, MoreSizes] | None = None
@@ -568,44 +581,55 @@ class Bench:
         return lambda: function(*work)
 
     def spellings(self) -> list[Metric]:
-        """Each spelling of a transpose, then of the suite's row kernels (``benchmarks.spellings``):
+        """Each spelling of a transpose, then of the suite's row kernels (``benchmarks.spellings``), with
+        numba's spelling of each run by svod, beside numpy and (``Sizes.spelling_peers``) the suite's peers:
         ``spelling.<kernel>.<form>_ms``."""
-        return self.transpose_spellings() + self.row_spellings()
+        peers = Peers(Numba(settings.threads), FrameworkPeers(), KernelLanguages(), self.tg) \
+            if self.sizes.spelling_peers else None
+        return self.transpose_spellings(peers) + self.row_spellings(peers)
 
-    def transpose_spellings(self) -> list[Metric]:
-        """Each spelling of a transpose as large as the triad's arrays, checked against numpy, then timed beside
-        numpy's copy of ``x.T`` (``_rounds``): one ``spelling.transpose.<form>_ms`` per form, numpy's figure
-        beside each."""
+    def transpose_spellings(self, peers: Peers | None) -> list[Metric]:
+        """Each spelling of a transpose as large as the triad's arrays, checked against numpy, then timed
+        (``_spelled``) beside numpy's copy of ``x.T``."""
         side = math.isqrt(self.sizes.elements)
         spelled = transpose_spellings(side)
         for workload in spelled.values():
             check(workload, self.device)
-        numpy = next(iter(spelled.values())).numpy
-        runners: dict[str, Callable[[], object]] = {form: load(w, self.device) for form, w in spelled.items()}
-        runners["numpy"] = numpy
-        milliseconds = self._rounds(runners)
-        return [Metric(f"spelling.transpose.{form}_ms", "ms", "lower", milliseconds[form], numpy=milliseconds["numpy"],
-                       note=f"{side}x{side} float32, {WRITTEN[form]}") for form in spelled]
+        forms: dict[str, Callable[[], object]] = {form: load(w, self.device) for form, w in spelled.items()}
+        notes = {form: f"{side}x{side} float32, {WRITTEN.get(form, NUMBA_WRITTEN)}" for form in [*forms, "numba"]}
+        return self._spelled("transpose", spelled["by_input"], forms, notes, peers)
 
-    def row_spellings(self) -> list[Metric]:
+    def row_spellings(self, peers: Peers | None) -> list[Metric]:
         """The suite's softmax, layernorm and mlp at its sizes (``Sizes.spelling_rows`` rows where set) in the
         suite's ``@svod.kernel`` form and as NumPy in ``@svod.jit``, each checked against numpy, then timed
-        beside numpy (``_rounds``): ``spelling.<kernel>.kernel_ms`` and ``spelling.<kernel>.jit_ms``. The jit
-        form returns a new array each call, as NumPy's function does; the kernel form writes the workload's."""
+        (``_spelled``): ``spelling.<kernel>.kernel_ms``, ``.jit_ms`` and ``.numba_ms``. The jit form returns a
+        new array each call, as NumPy's function does; the kernel form writes the workload's."""
         metrics = []
         for name, spelled in row_spellings(row_kernels(self.sizes.quick, self.sizes.spelling_rows)).items():
             check(spelled.workload, self.device)
             spelled.check_jit(self.device)
-            runners: dict[str, Callable[[], object]] = {"kernel": load(spelled.workload, self.device),
-                                                         "jit": spelled.run_jit(self.device),
-                                                         "numpy": spelled.workload.numpy}
-            milliseconds = self._rounds(runners)
+            forms: dict[str, Callable[[], object]] = {"kernel": load(spelled.workload, self.device),
+                                                       "jit": spelled.run_jit(self.device)}
             rows, cols = spelled.workload.inputs[0].shape
-            metrics += [Metric(f"spelling.{name}.{form}_ms", "ms", "lower", milliseconds[form],
-                               numpy=milliseconds["numpy"],
-                               note=f"{name}, {rows}x{cols} float32 input, {ARRAY_WRITTEN[form]}")
-                        for form in ("kernel", "jit")]
+            notes = {form: f"{name}, {rows}x{cols} float32 input, {ARRAY_WRITTEN.get(form, NUMBA_WRITTEN)}"
+                     for form in [*forms, "numba"]}
+            metrics += self._spelled(name, spelled.workload, forms, notes, peers)
         return metrics
+
+    def _spelled(self, kernel: str, workload: Workload, forms: dict[str, Callable[[], object]],
+                 notes: dict[str, str], peers: Peers | None) -> list[Metric]:
+        """svod's ``forms`` of ``kernel`` and numba's spelling run by svod (``spellings.numba_form``), timed in
+        rounds (``_rounds``) beside numpy's ``workload`` and each peer's, every one checked against numpy
+        first; one metric per form (``spellings.spelling_metrics``)."""
+        refused = {}
+        try:
+            forms = {**forms, "numba": numba_form(workload, self.device)}
+        except SvodError as err:  # a refusal (WebGPU's limit on a work item's loops) is the figure's reason
+            refused["numba"] = str(err)
+        runners, why = peer_runners(workload, peers) if peers is not None else ({}, {})
+        milliseconds = self._rounds({**forms, "numpy": workload.numpy, **runners})
+        return spelling_metrics(kernel, {form: milliseconds.get(form) for form in [*forms, *refused]},
+                                {peer: milliseconds[peer] for peer in ["numpy", *runners]}, why, notes, refused)
 
     def _rounds(self, runners: dict[str, Callable[[], object]]) -> dict[str, float]:
         """Each runner's median time in milliseconds, timed in ``SUITE_ROUNDS`` rounds, each round in another

@@ -7,17 +7,31 @@ A transpose, ``@svod.kernel`` with its sizes variables, as its loops run over th
 The suite's softmax, layernorm and mlp (``benchmarks.suite.row_kernels``) as the suite writes them
 (``kernel``: ``@svod.kernel`` loops, ``workloads.written_in_python``) and as NumPy inside ``@svod.jit``
 (``jit``: the spelling numba users bring), the same computation on the same arrays.
+
+Each kernel also as numba's own spelling (``numba``: ``benchmarks.numba_kernels``' ``prange`` loops, that file's
+text under ``@svod.jit``), and beside every form the peers of the kernel suite (``peer_runners``: numba running
+that same text, torch, ``torch.compile``, JAX, Warp, Taichi, tinygrad), each row with the fastest of them
+(``spelling_metrics``).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import svod
+from benchmarks.busy import fastest_peer
+from benchmarks.framework_peers import FrameworkPeers
+from benchmarks.peers import KernelLanguages, Numba, Tinygrad
+from benchmarks.results import Metric
+from benchmarks.suite import tinygrad_spelling
 from svod.device import Device
 from svod.frontend.jit import Jit
 from svod.frontend.pykernel import Kernel
@@ -112,3 +126,86 @@ def row_spellings(workloads: dict[str, Workload]) -> dict[str, RowSpelling]:
     suite builds them (``@svod.kernel``, sizes variables) and ``ARRAY_FORMS``."""
     return {name: RowSpelling(written_in_python(workload, static_shapes=False), ARRAY_FORMS[name])
             for name, workload in workloads.items()}
+
+
+NUMBA_KERNELS = Path(__file__).with_name("numba_kernels.py")
+"""numba's spelling of each suite kernel, which numba runs as a peer and svod as the ``numba`` form."""
+NUMBA_WRITTEN = "numba's prange loops (benchmarks/numba_kernels.py) under @svod.jit"
+"""How the ``numba`` form is written, for its metric's note."""
+
+
+@functools.cache
+def numba_text() -> dict[str, Jit]:
+    """Each function of ``NUMBA_KERNELS`` as its own text under ``@svod.jit`` (numba's ``prange`` is svod's),
+    by name: the file is read, not imported, so the form needs no numba, and numba's dispatchers (``_dense``,
+    which the mlp calls) are svod's jit functions too. The text is registered with ``linecache`` under its
+    own name, since svod translates a function from its source."""
+    source = NUMBA_KERNELS.read_text()
+    functions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+    lines = ["from typing import Any", "import math", "import numpy as np", "import svod", "from svod import prange"]
+    for node in functions:
+        lines += ["", "", "@svod.jit", str(ast.get_source_segment(source, node))]
+    text = "\n".join(lines) + "\n"
+    filename = f"<{NUMBA_KERNELS.name} under svod>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    names: dict[str, Any] = {"__name__": "numba_kernels_under_svod"}
+    exec(compile(text, filename, "exec"), names)  # numba's spellings, as that file writes them
+    return {node.name: names[node.name] for node in functions}
+
+
+def numba_form(workload: Workload, device: Device) -> Callable[[], object]:
+    """A call of numba's spelling of ``workload``'s family (``numba_text``) on ``device``, writing a fresh
+    output as numba's does, checked against numpy first (a wrong answer is an error)."""
+    function = numba_text()[workload.family]
+    output = np.zeros_like(workload.output)
+    function(output, *workload.inputs, device=device)
+    agrees(workload, output, f"svod's run of numba's {workload.family}")
+    return lambda: function(output, *workload.inputs, device=device)
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The kernel suite's peers, as installed here (``benchmarks.peers``, ``benchmarks.framework_peers``)."""
+
+    numba: Numba
+    frameworks: FrameworkPeers
+    languages: KernelLanguages
+    tinygrad: Tinygrad
+
+
+def peer_runners(workload: Workload, peers: Peers) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:
+    """Each peer's runner of ``workload`` as the kernel suite spells it, checked against numpy, by name, and
+    why each other peer has none."""
+    found: dict[str, Callable[[], object] | str] = {**peers.frameworks.runners(workload),
+                                                    **peers.languages.runners(workload)}
+    found["numba"] = peers.numba.runner(workload) or peers.numba.error or "not installed"
+    spelling = tinygrad_spelling(workload)
+    if peers.tinygrad.error or isinstance(spelling, str):
+        found["tinygrad"] = peers.tinygrad.error or str(spelling)
+    else:
+        found["tinygrad"] = peers.tinygrad.suite_runner(workload, spelling)
+    runners = {name: run for name, run in found.items() if callable(run)}
+    return runners, {name: why for name, why in found.items() if isinstance(why, str)}
+
+
+COLUMNS = ("numpy", "numba", "tinygrad")
+"""The peers a metric has a column for; the others go in its ``others``."""
+
+
+def spelling_metrics(kernel: str, forms: dict[str, float | None], peers: dict[str, float], why: dict[str, str],
+                     notes: dict[str, str], refused: dict[str, str] | None = None) -> list[Metric]:
+    """One ``spelling.<kernel>.<form>_ms`` per form of svod's (milliseconds), beside every peer's figure and
+    why a peer has none; each with the fastest peer's figure again as ``best peer (<name>)``, so every row
+    gives svod's ratio to it. A form svod refused (``refused``: form to svod's message) has no figure, and
+    the refusal as why."""
+    metrics = []
+    for form, milliseconds in forms.items():
+        reasons = {**why, "svod": (refused or {})[form]} if form in (refused or {}) else dict(why)
+        metric = Metric(f"spelling.{kernel}.{form}_ms", "ms", "lower", milliseconds, note=notes[form],
+                        why_missing=reasons, others={p: v for p, v in peers.items() if p not in COLUMNS},
+                        **{p: peers.get(p) for p in COLUMNS})
+        best = fastest_peer(metric)
+        if best is not None:
+            metric.others[f"best peer ({best[0]})"] = best[1]
+        metrics.append(metric)
+    return metrics

@@ -25,7 +25,7 @@ from svod.errors import SvodError
 
 TINY = Sizes(elements=1 << 12, copy_bytes=1 << 20, repeats=2, big_matmul=64, compiles=1, quick=True,
              algorithms=(16, 32, 12, 2, 8), long_plans=(50,), jit_scale="small", jit_first_calls=False,
-             spelling_rows=3, fresh_processes=1, gradients=((3, 3, 5, 2, 4), (2, 3, 3, 2, 3)))
+             spelling_rows=3, spelling_peers=False, fresh_processes=1, gradients=((3, 3, 5, 2, 4), (2, 3, 3, 2, 3)))
 PLANS = {"plan.dp_sweep_ms", "plan.levinson_ms", "plan.jacobi2d_ms", "plan.floyd_warshall_ms"}
 JIT = {f"jit.{program.name}_ms" for program in PROGRAMS} | {f"array.{p.name}_ms" for p in ARRAY_PROGRAMS} | \
       {f"numpy.{p.name}_ms" for p in NUMPY_PROGRAMS}
@@ -33,9 +33,9 @@ GRADIENTS = {*(f"grad.{name}{suffix}" for name in ("black_scholes", "nbody_energ
                                                      "jacobi", "layernorm", "mlp", "cloth")
                for suffix in ("_ms", ".forward_ms", ".ratio", ".first_call_ms", ".first_call_ratio")),
              "grad.jacobi.saved_states"}
-SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+SPELLINGS = {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms", "spelling.transpose.numba_ms",
              *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
-               for form in ("kernel", "jit"))}
+               for form in ("kernel", "jit", "numba"))}
 UNITS_BY_STEP = {
     "memory bandwidth": {"membw_copy_gbps": "GB/s"}, "cold compile": {"compile_cold_ms.llvm": "ms"},
     "cache hits": {"cache_hit_memory_us": "us", "cache_hit_disk_ms": "ms"},
@@ -134,8 +134,9 @@ def test_a_tiny_whole_bench_reports_every_metric_with_a_figure(monkeypatch, part
     assert {name for name in document["metrics"] if name.startswith("grad.")} == \
         (GRADIENTS if "gradients" in PARTS[part] else set())
     assert [name for name in document["metrics"] if name.startswith("spelling.")] == \
-        (["spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
-          *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp") for form in ("kernel", "jit"))]
+        (["spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms", "spelling.transpose.numba_ms",
+          *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
+            for form in ("kernel", "jit", "numba"))]
          if "spellings" in PARTS[part] else [])
     assert all("3x" in metric.note for metric in metrics if metric.name.startswith("spelling.") and
                "transpose" not in metric.name)  # the row kernels' spellings at the sizes' rows
