@@ -211,3 +211,24 @@ def test_a_loop_variable_svod_cannot_keep_is_refused_at_its_line(fn, line, what)
     with pytest.raises(KernelSyntaxError, match=what) as raised:
         fn(*_arrays(7), 7)
     assert line in str(raised.value)
+
+
+@svod.jit
+def scaled_per_turn(x, n):
+    j = n - 1
+    for j in range(3):
+        for i in prange(x.shape[0]):
+            x[i] = x[i] * 1.5 + j
+    return x
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_loop_variable_on_a_tape_is_the_turns_not_a_definition_of_its_name(n):
+    """On a tape the host runs the loop: each turn's kernel reads that turn's value, not ``j = n - 1``."""
+    x = np.arange(float(n))
+    want = scaled_per_turn.__wrapped__(x.copy(), n)
+    with svod.Tape():
+        got = scaled_per_turn(x, n)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    start = np.arange(float(n))
+    np.testing.assert_allclose(want, ((start * 1.5) * 1.5 + 1.0) * 1.5 + 2.0, rtol=1e-12)
