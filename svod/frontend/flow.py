@@ -68,6 +68,9 @@ class Flow:
         """The statements after the one being read, in its block."""
         self.variables: list[str] = []
         """The variables of the loops around phases that enclose the one being read."""
+        self.enclosing: list[list[ast.stmt]] = []
+        """Per block around the one being read (outermost first), what may run after it ends: the rest of its
+        block, and of a loop's body its next turn (its variable bound anew first) before what follows the loop."""
 
     def function(self, body: list[ast.stmt]) -> list[ast.stmt]:
         made, _ = self.block(body)
@@ -106,8 +109,10 @@ class Flow:
         if isinstance(stmt, ast.Return):
             return self.early_return(stmt)
         if isinstance(stmt, ast.If) and (_exits([stmt]) or self.reader.holds_phases([stmt])):
+            self.enclosing.append(list(self.following))
             body, flags = self.block(stmt.body)
             orelse, other = self.block(stmt.orelse)
+            self.enclosing.pop()
             branch = stands_for(ast.copy_location(ast.If(stmt.test, body or [ast.Pass()], orelse), stmt), stmt)
             return [ast.fix_missing_locations(branch)], flags | other
         planned = self.reader.holds_phases([stmt])
@@ -150,16 +155,31 @@ class Flow:
 
         return [ast.fix_missing_locations(loop(stmt))], flags
 
+    def later(self) -> list[ast.stmt]:
+        """What may run after the statement being read, in order: the rest of its block, then of each block
+        around it (``enclosing``)."""
+        return [*self.following, *(stmt for after in reversed(self.enclosing) for stmt in after)]
+
     def own_variable(self, stmt: ast.For, name: str) -> ast.For:
         """An inner loop over the variable of a loop around it (``for _ in ...`` twice), over a name of its own:
         a plan loop has one variable. After it, the name holds its last value in Python: a read there is
         refused."""
-        if name in loaded(self.following):
+        if _read_before_bound(name, self.later()):
             raise self.reader.refuse(stmt, f"this loop reuses the variable {name} of a loop around it, which is read "
                                            "after it; name it differently")
         own = f"_svod_{name}{stmt.lineno}_{stmt.col_offset}"
         self.reader.described[own] = f"{name} (of the loop at line {stmt.lineno})"
         return renamed(stmt, {name: own})
+
+    def keeps_variable(self, stmt: ast.For, name: str) -> None:
+        """Refuse an assignment to a loop around phases' variable inside its body (a kernel's own loop over the
+        name, ``name = ...``): the plan gives each phase of the body the turn's value as a kernel argument, so a
+        phase cannot see another value of the name there. A loop around phases inside it over the same name is
+        its own (``own_variable``)."""
+        for node in _binding_nodes(stmt.body, name, self.reader):
+            raise self.reader.refuse(node, f"{name} is the variable of the loop around phases at line {stmt.lineno}, "
+                                           "and is assigned again inside it, which svod does not support; use "
+                                           "another name here")
 
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
         names = [v.id for v in returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
@@ -177,16 +197,21 @@ class Flow:
         return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
-        if isinstance(stmt.target, ast.Name) and (_read_before_bound(stmt.target.id, self.following) or
+        if isinstance(stmt.target, ast.Name) and (_read_before_bound(stmt.target.id, self.later()) or
                                                   stmt.target.id in (self.returns or ())):
             raise self.reader.refuse(stmt, f"the variable {stmt.target.id} of a loop around phases is read after "
                                            "the loop, which svod does not keep: count the turns in a name of your "
                                            f"own (`k = 0` before the loop, `k += 1` in it)")
         if isinstance(stmt.target, ast.Name) and stmt.target.id in self.variables:
             stmt = self.own_variable(stmt, stmt.target.id)
+        if isinstance(stmt.target, ast.Name):
+            self.keeps_variable(stmt, stmt.target.id)
         exits = self.enter(stmt)
         self.variables.append(stmt.target.id if isinstance(stmt.target, ast.Name) else "")
+        rebound = ast.Assign([copy.deepcopy(stmt.target)], ast.Constant(0))  # the next turn's value
+        self.enclosing.append([rebound, *stmt.body, *self.following])
         body, flags = self.block(stmt.body)
+        self.enclosing.pop()
         self.variables.pop()
         self.loops.pop()
         loop = stands_for(ast.copy_location(ast.For(stmt.target, stmt.iter, self.turn(exits, body, stmt),
@@ -200,7 +225,9 @@ class Flow:
     def repeat(self, stmt: ast.While) -> tuple[list[ast.stmt], set[str]]:
         """``while test: body`` as ``go = test; while go: body; go = test`` (``go`` 0 once a break is taken)."""
         exits = self.enter(stmt)
+        self.enclosing.append([ast.Expr(stmt.test), *stmt.body, *self.following])
         body, flags = self.block(stmt.body)
+        self.enclosing.pop()
         self.loops.pop()
         go = f"_svod_while{stmt.lineno}_{stmt.col_offset}"
         self.reader.described[go] = f"the test of the while at line {stmt.lineno}"
@@ -226,6 +253,31 @@ class Flow:
     def turn(exits: _Exits, body: list[ast.stmt], at: ast.stmt) -> list[ast.stmt]:
         """A turn's statements: its ``continue`` flag cleared first where one is taken."""
         return [_assign(exits.skipped, 0, at), *body] if exits.continues else body or [ast.Pass()]
+
+
+def _binding_nodes(body: Sequence[ast.stmt], name: str, reader: FlowReader) -> list[ast.AST]:
+    """The statements of ``body`` (at any depth, outside a loop around phases over ``name`` itself and a
+    comprehension's own variables) that assign ``name``."""
+    found: list[ast.AST] = []
+
+    def visit(node: ast.AST, at: ast.AST) -> None:
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id == name and \
+                reader.is_range(node.iter) and reader.holds_phases(node.body):
+            return  # its own variable (own_variable), its body checked when it is read
+        if isinstance(node, ast.comprehension):
+            for part in node.ifs:
+                visit(part, at)
+            visit(node.iter, at)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            found.append(at)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, child if isinstance(child, ast.stmt) else at)
+
+    for stmt in body:
+        visit(stmt, stmt)
+    return found
 
 
 def _read_before_bound(name: str, statements: Sequence[ast.stmt]) -> bool:

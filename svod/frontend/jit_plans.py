@@ -663,9 +663,10 @@ class Builder:
             statements = [reader.sequential(stmt) if reader.is_prange(stmt) else stmt for stmt in statements]
         parallel = any(reader.is_prange(stmt) for stmt in statements)
         outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.carried)
-        definitions = self.preamble(statements)
-        # what it may store on some paths only keeps its value on the others
-        incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.carried)
+        definitions = self.preamble(statements, loops)
+        # what it may store on some paths only keeps its value on the others; a loop's variable is the turn's
+        # value, never a scalar of the same name carried elsewhere (its body cannot assign it: Flow)
+        incoming = sorted(((needs([*definitions, *statements]) | set(outgoing)) & self.carried) - set(loops))
         for name in needs(statements):
             if name in self.computed:
                 raise self.refuse(statements[0], f"{name} is computed by sequential code at line {self.computed[name]} "
@@ -787,14 +788,15 @@ class Builder:
             self.arrays[f"_svod_{name}"] = (self.cells[name], (1,), dtype)
         return self.cells[name]
 
-    def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
-        """The definitions a phase reads (and those they read), in the order they stand."""
-        needed = set(loaded(statements)) - stored(statements)
+    def preamble(self, statements: list[ast.stmt], loops: list[str]) -> list[ast.stmt]:
+        """The definitions a phase reads (and those they read), in the order they stand; none of a name a loop
+        around the phase binds (a definition of it before the loop is not its value there)."""
+        needed = set(loaded(statements)) - stored(statements) - set(loops)
         chosen: list[Definition] = []
         for definition in reversed(self.definitions):
             if definition.name in needed and all(d.name != definition.name for d in chosen):
                 chosen.append(definition)
-                needed |= set(loaded([definition.statement.value]))
+                needed |= set(loaded([definition.statement.value])) - set(loops)
         return [d.statement for d in reversed(chosen)]
 
     def example(self, name: str, loops: list[str]) -> Any:

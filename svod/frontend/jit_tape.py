@@ -280,7 +280,7 @@ class TapedCall:
             for name in stored(statements):  # (computed for none of the function's other parts)
                 self.host.pop(name, None)
             return
-        definitions = self.preamble(statements)
+        definitions = self.preamble(statements, loops)
         key = ("kernel", scalars, tuple(definitions), tuple(self.args), tuple(self.arrays), tuple(loops),
                tuple(sorted(self.ranges.items())), *statements)
         kernel, parameters, incoming, own, body = self.derived(
@@ -354,7 +354,7 @@ class TapedCall:
              loops: list[str]) -> tuple[Kernel, list[str], list[str], dict[str, str], list[ast.stmt]]:
         """The phase's kernel, the names of the values it is called on, the carried scalars it reads, the names
         svod's rewriting gave as the kernel calls them, and the kernel's body (for ``explain``)."""
-        incoming = sorted((needs([*definitions, *statements]) | set(outgoing)) & self.scalars)
+        incoming = sorted(((needs([*definitions, *statements]) | set(outgoing)) & self.scalars) - set(loops))
         body = self.body(statements, definitions, incoming, outgoing, parallel)
         used = set(loaded(body)) - stored(body)
         parameters = [name for name in self.args if name in used]
@@ -428,12 +428,12 @@ class TapedCall:
                                                parameters=parameters, bounds=bounds, static_shapes=True)
         return found
 
-    def preamble(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+    def preamble(self, statements: list[ast.stmt], loops: list[str]) -> list[ast.stmt]:
         """The definitions a phase reads (and those they read), in the order they stand: of each name, the last
         run before the latest definition chosen that reads it. The reads are taken latest first, each looked up
         among its name's positions, so that a loop's many turns cost no scan of every definition they ran."""
         first = self.derived(("reads", *statements), lambda: sorted(set(loaded(statements)) - stored(statements)))
-        reads = [(-len(self.definitions), name) for name in first]
+        reads = [(-len(self.definitions), name) for name in first if name not in loops]  # (the turn's value)
         heapq.heapify(reads)
         chosen: dict[str, int] = {}
         while reads:
@@ -446,7 +446,8 @@ class TapedCall:
             if last >= 0:
                 value = self.definitions[positions[last]].statement.value
                 for read in self.derived(("loaded", value), functools.partial(loaded, [value])):
-                    heapq.heappush(reads, (-positions[last], read))
+                    if read not in loops:
+                        heapq.heappush(reads, (-positions[last], read))
         return [self.definitions[position].statement for position in sorted(chosen.values()) if position >= 0]
 
     def evaluate(self, node: ast.expr) -> Any:
