@@ -307,7 +307,7 @@ def the_callers(x, turns):
                                                 r"views its array"),
     (viewed, (np.arange(5.0), 3), "y = y[keep]", r"y shrinks at each turn of this loop, and another name holds or "
                                                 r"views its array"),
-    (the_callers, (np.arange(5.0), 3), "x = x[keep]", r"x is an argument, which this loop shrinks"),
+    (the_callers, (np.arange(5.0), 3), "x = x[keep]", r"x is an argument this loop writes into and shrinks"),
 ])
 def test_every_other_use_is_refused_at_its_line(fn, args, where, says):
     lines, first = inspect.getsourcelines(fn.fn)
