@@ -52,6 +52,7 @@ class Shrinking:
 
     arrays: dict[str, Expr]
     bases: dict[str, Named]
+    arguments: set[str]
     stale: dict[str, str]
     described: dict[str, str]
     bindings: Bindings
@@ -95,6 +96,7 @@ class Shrinking:
         if self.level != 1 or self.work:
             raise self.refuse(at, f"{', '.join(group)} shrink at each turn of this loop: svod shrinks the arrays of a "
                                   "loop that stands in the function's own statements, not in another loop or an if")
+        self.unshared(loop.body, at, group)
         arrays = [self.arrays.get(name) for name in group]
         shapes = {a.shape for a in arrays if isinstance(a, Expr)}
         shape = next(iter(shapes), ())
@@ -131,6 +133,24 @@ class Shrinking:
             self.shortened(length, f"its length is one of a turn of the loop at line {loop.lineno} (`{mask}` "
                                    f"shortens {', '.join(group)}): svod reads it only inside the loop")
             del self.shrinks[length]
+
+    def unshared(self, body: list[ast.stmt], at: ast.stmt, group: list[str]) -> None:
+        """Refuse a group whose array is an argument the loop's ``body`` may write before its compactions (``at``),
+        or one another name holds or views (``z = y``, ``v = y[1:]``): in Python the caller or that name keeps the
+        array and shares it with ``y`` until the first compaction, while svod's ``y`` is a copy of its own from the
+        loop's start, which they neither see nor write."""
+        for name in group:
+            if name in self.arguments and _written_before(body, at, name):
+                raise self.refuse(at, f"{name} is an argument this loop writes into and shrinks: in Python the first "
+                                      "turn writes the caller's array, before it is shortened, and svod shrinks a "
+                                      f"copy of its own: shrink a copy (`{name}_left = {name}.copy()` before the loop)")
+            held = [user for user, latest in self.bindings.renames.items() if latest == name and user != name]
+            views = [other for other, array in self.arrays.items() if other != name and base_name(array) == name]
+            if views or len(held) > 1 or (held and not name.startswith("_svod_")):
+                raise self.refuse(at, f"{self.described.get(name, name)} shrinks at each turn of this loop, and "
+                                      "another name holds or views its array (`z = y`, `v = y[1:]`), which shares "
+                                      "its elements in Python until it is shortened: svod shrinks a copy of its "
+                                      "own; bind a copy to the other name (`z = y.copy()`)")
 
     def shortened(self, length: str, why: str) -> None:
         """Every array whose shape reads the run's ``length``, or that views an array of the loop's group, is stale:
@@ -339,6 +359,39 @@ def _compactions(stmt: ast.stmt) -> list[tuple[str, str]] | None:
     if len(set(names)) != len(names) or {mask for _, mask in pairs} & set(names):
         return None
     return pairs
+
+
+_READERS = frozenset({"sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "copy", "astype",
+                      "conj", "conjugate", "dot", "std", "var"})
+"""The methods of an array that read it only."""
+
+
+def _written_before(body: Sequence[ast.stmt], at: ast.stmt, name: str) -> bool:
+    """Whether the statements of ``body`` before ``at`` may write into ``name``'s array: a store into it, a call
+    made for its effect that reads it, it as a call's output (a positional argument after the first, ``out=``),
+    a method of it but those that read it only. Conservative: a call reading it there may be refused too."""
+    for stmt in body[:body.index(at)]:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Expr) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)):
+                return True
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+                return True
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store) and \
+                    _base(node) == name:
+                return True
+            if isinstance(node, ast.Call) and (any(_base(a) == name for a in node.args[1:]) or any(
+                    k.arg == "out" and name in {_base(v) for v in ast.walk(k.value)} for k in node.keywords) or
+                    (isinstance(node.func, ast.Attribute) and _base(node.func.value) == name and
+                     node.func.attr not in _READERS)):
+                return True
+    return False
+
+
+def _base(node: ast.AST) -> str | None:
+    """The name ``node`` (``x``, ``x[1:]``, ``x.real``) reads an array through, if any."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _group(body: Sequence[ast.stmt]) -> tuple[list[str], str, list[ast.stmt]]:

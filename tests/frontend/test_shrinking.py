@@ -252,6 +252,43 @@ def two_dimensional(x, turns):
     return x
 
 
+@svod.jit
+def shared(x, turns):
+    y = x * 1.0
+    z = y
+    out = np.zeros(turns)
+    for t in range(turns):
+        keep = y < 3.0
+        y = y[keep]  # refused: z keeps the array y held, unshortened, in Python
+        y[:] = y + 1.0
+        out[t] = y.sum() + z.sum()
+    return out
+
+
+@svod.jit
+def viewed(x, turns):
+    y = x * 1.0
+    v = y[1:]
+    out = np.zeros(turns)
+    for t in range(turns):
+        v[0] = 100.0 + t  # (y's element in Python at the first turn)
+        keep = y < 300.0
+        y = y[keep]  # refused: v views the array y holds before it
+        out[t] = y.sum()
+    return out
+
+
+@svod.jit
+def the_callers(x, turns):
+    out = np.zeros(turns)
+    for t in range(turns):
+        x[:] = x + 1.0  # (the caller's array in Python at the first turn)
+        keep = x < 4.0
+        x = x[keep]  # refused: x is an argument
+        out[t] = x.sum()
+    return out
+
+
 @pytest.mark.parametrize(("fn", "args", "where", "says"), [
     (read_after, (np.arange(5.0), 3), "return y.sum()", r"shortened at each turn of the loop at line \d+ "
                                                         r"\(by `keep`\), and svod reads it only inside the loop"),
@@ -266,6 +303,11 @@ def two_dimensional(x, turns):
     (in_a_branch, (np.arange(5.0), 3), "y = y[keep]", r"y shrink at each turn of this loop: svod shrinks the arrays "
                                                       r"of a loop that stands in the function's own statements"),
     (two_dimensional, (np.ones((2, 3)), 3), "y = y[keep]", r"1-D arrays of one length the host knows"),
+    (shared, (np.arange(5.0), 3), "y = y[keep]", r"y shrinks at each turn of this loop, and another name holds or "
+                                                r"views its array"),
+    (viewed, (np.arange(5.0), 3), "y = y[keep]", r"y shrinks at each turn of this loop, and another name holds or "
+                                                r"views its array"),
+    (the_callers, (np.arange(5.0), 3), "x = x[keep]", r"x is an argument this loop writes into and shrinks"),
 ])
 def test_every_other_use_is_refused_at_its_line(fn, args, where, says):
     lines, first = inspect.getsourcelines(fn.fn)
