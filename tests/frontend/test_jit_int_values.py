@@ -59,6 +59,11 @@ def shifted_in_turns(a, n):
 
 
 @svod.jit
+def truncated(a, f):
+    return a + int(f)
+
+
+@svod.jit
 def head_sum(x, n):
     return x[:n].sum()
 
@@ -210,6 +215,27 @@ def test_an_int_numpy_refuses_through_a_scalar_computed_from_it_reads_a_variant_
                 fn(a.copy(), n, device=device)
             continue
         got = fn(a.copy(), n, device=device)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_int_numpy_refuses_computed_from_a_float_reads_a_variant_of_the_floats_value(device):
+    """``a_i8 + int(f)``: the int NumPy refuses or adds is computed from the float ``f``, so ``f``'s value
+    decides the rewriting as an int's would: a value past int8's range after one within it is refused, not run
+    by the variant made for the first (which wrapped it)."""
+    fn = svod.jit(truncated.fn)
+    if _refuses_int8(device):
+        return
+    for f in (1.0, 300.0, 2.5, -500.0, 127.9, np.float64(-129.0), np.float32(3.0)):
+        a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
+        try:
+            with np.errstate(over="ignore"):
+                want = truncated.fn(a, f)
+        except OverflowError:
+            with pytest.raises(KernelSyntaxError, match="out of bounds for int8"):
+                fn(a, f, device=device)
+            continue
+        got = fn(a, f, device=device)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
 
