@@ -153,7 +153,10 @@ class Scalar:
     value of its kind, ``held`` (a Python number stays weak, as in NumPy 2), computed from the call's values.
     A decision read from it (a dtype NumPy promotes to, a refusal, a length) reads ``sample``, which records the
     names its expression reads (``SAMPLED``): a variant decided by an argument's value is read again for another
-    value. A scalar's value computed from others' reads their ``held``: it decides nothing itself."""
+    value. A scalar's value computed from others' reads their ``held``: it decides nothing itself. Only an
+    integer's value decides (NumPy refuses an int past a dtype's range, a length is one); a float or complex one
+    decides by its type alone, which keys a variant anyway, so its names are not recorded and a new float runs
+    the plan made for the last (``a_f32 * (n * 0.5)``, ``x ** p``)."""
 
     node: ast.expr
     held: Any
@@ -161,7 +164,7 @@ class Scalar:
     @property
     def sample(self) -> Any:
         recorded = SAMPLED.get()
-        if recorded is not None:
+        if recorded is not None and isinstance(self.held, (int, np.integer, np.bool_)):
             recorded.update(n.id for n in ast.walk(self.node) if isinstance(n, ast.Name))
         return self.held
 

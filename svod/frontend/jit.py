@@ -100,7 +100,7 @@ class Jit:
         self._valued: dict[tuple[Any, ...], tuple[str, ...]] = {}
         """Per kind of arguments (``_kind``): the scalars whose kind is only their type that the host reads in the
         variant made for them (a float a loop's turns or an allocation's length come from), and the ints its
-        rewriting computed anything with (``_sampled_int``), whose values a variant is then made for too (its
+        rewriting computed anything with (``_sampled_number``), whose values a variant is then made for too (its
         rewriting wrote their values into the array statements, or decided by them)."""
         self._lock = threading.Lock()
         self._taped: dict[str, Kernel] = {}
@@ -154,7 +154,7 @@ class Jit:
     def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
         """The positions of the numbers whose values neither the plan for ``arguments`` nor its variant is made
         for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``; an int
-        the rewriting computed nothing with, ``_sampled_int``): any value of the type runs that plan, so a
+        the rewriting computed nothing with, ``_sampled_number``): any value of the type runs that plan, so a
         dispatcher checks their types only (a loop that calls with a new step size or count each turn takes
         it). The plan's run checks each variable's value against its bounds, as a first call's does."""
         with self._lock:
@@ -162,7 +162,7 @@ class Jit:
             kinds = self._signature(arguments, variant)
         return frozenset(position for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds,
                                                                                        strict=True))
-                         if kind[0] == "scalar" and not _sampled_int(variant, name, value))
+                         if kind[0] == "scalar" and not _sampled_number(variant, name, value))
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
@@ -255,7 +255,7 @@ class Jit:
                 found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
                                 frozenset(sampled), frozenset(read))
             valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
-                           if isinstance(kind, str) and (name in found.host or _sampled_int(found, name, value)))
+                           if isinstance(kind, str) and (name in found.host or _sampled_number(found, name, value)))
             self._valued[kinds] = valued
             self._variants[(kinds, tuple(arguments[name] for name in valued))] = found
         return found
@@ -456,17 +456,12 @@ def _kind(value: Any) -> Any:
     return type_key(value)
 
 
-def _integer(value: Any) -> bool:
-    """Whether a number is an integer, Python's or NumPy's, not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _sampled_int(variant: Variant, name: str, value: Any) -> bool:
-    """Whether ``name`` is an int whose value the rewriting of ``variant`` decided something by
+def _sampled_number(variant: Variant, name: str, value: Any) -> bool:
+    """Whether ``name`` is a number whose value the rewriting of ``variant`` decided something by
     (``Variant.sampled``): a slice's bound, an operand NumPy refuses by its value (``a_i8 + n`` past int8's
-    range). Such an int reads a variant of its value, and its calls are not a dispatcher's whatever their value
-    (``Jit._free_numbers``)."""
-    return _integer(value) and name in variant.sampled
+    range), an int computed from a float (``a_i8 + int(f)``). Such a number reads a variant of its value, and
+    its calls are not a dispatcher's whatever their value (``Jit._free_numbers``)."""
+    return isinstance(value, (int, float, complex, np.number, np.bool_)) and name in variant.sampled
 
 
 def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> Source:

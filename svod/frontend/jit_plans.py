@@ -309,8 +309,8 @@ class Builder:
         self.ranges: dict[str, tuple[int, int]] = {}
         """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
         what lets svod prove a phase free of races and in bounds for every turn)."""
-        self.valued = {name: value for name, value in self.args.items()
-                       if type(value) is int and name in variant.written_for}
+        self.valued = {name: int(value) for name, value in self.args.items()  # a NumPy int's as a Python int's
+                       if name in variant.written_for and np.issubdtype(type(value), np.integer)}
         """The int arguments array statements were written for (``Variant.written_for``; another value takes another
         plan): its kernels take each bounded to its value, so what they prove holds of the code written for it
         (``prange(M)`` around ``cov[i:M, i]``, written for ``M == 1``, is one work item), and each run's value is

@@ -110,6 +110,17 @@ def test_covariance_of_few_columns_in_a_prange_agrees_with_numpy(device, columns
                            **tolerances(np.float64, rows))
 
 
+@pytest.mark.parametrize("count", [np.int32, np.int64])
+@pytest.mark.parametrize(("columns", "rows"), [(1, 4), (2, 3), (5, 2), (1, 1)])
+def test_covariance_of_few_columns_counted_by_a_numpy_int_agrees_with_numpy(device, count, columns, rows):
+    """``M`` a NumPy int, as npbench's sizes often are: its plan's kernels take ``M`` at its value as a Python
+    int's do (at ``M == 1`` and ``2`` the kernel proven for every ``M`` was refused as a race, and WGSL's for an
+    index past 32 bits, and WebGPU's for a variable of int64, which it has not)."""
+    a = matrix(rows, columns, np.float64)
+    agrees_with_python(covariance_in_a_prange, device, count(columns), float(rows), a, numpy_warns=True,
+                       **tolerances(np.float64, rows))
+
+
 def test_a_plan_made_for_one_column_count_refuses_another():
     """The plan for ``M == 1`` runs one work item: run with another ``M``, it raises rather than compute."""
     plan = covariance_in_a_prange.plan(1, 4.0, matrix(4, 1, np.float64))

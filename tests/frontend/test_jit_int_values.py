@@ -59,6 +59,11 @@ def shifted_in_turns(a, n):
 
 
 @svod.jit
+def truncated(a, f):
+    return a + int(f)
+
+
+@svod.jit
 def head_sum(x, n):
     return x[:n].sum()
 
@@ -214,6 +219,27 @@ def test_an_int_numpy_refuses_through_a_scalar_computed_from_it_reads_a_variant_
         np.testing.assert_array_equal(got, want)
 
 
+def test_an_int_numpy_refuses_computed_from_a_float_reads_a_variant_of_the_floats_value(device):
+    """``a_i8 + int(f)``: the int NumPy refuses or adds is computed from the float ``f``, so ``f``'s value
+    decides the rewriting as an int's would: a value past int8's range after one within it is refused, not run
+    by the variant made for the first (which wrapped it)."""
+    fn = svod.jit(truncated.fn)
+    if _refuses_int8(device):
+        return
+    for f in (1.0, 300.0, 2.5, -500.0, 127.9, np.float64(-129.0), np.float32(3.0)):
+        a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
+        try:
+            with np.errstate(over="ignore"):
+                want = truncated.fn(a, f)
+        except OverflowError:
+            with pytest.raises(KernelSyntaxError, match="out of bounds for int8"):
+                fn(a, f, device=device)
+            continue
+        got = fn(a, f, device=device)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("n", (0, 1, 6, 13))
 def test_an_int_the_host_reads_makes_a_plan_of_its_value(device, n):
     """A slice's bound and a temporary's length are the host's, read before the run: each value its plan, each
@@ -264,3 +290,42 @@ def test_an_int_error_names_the_kernel_and_stage():
     with pytest.raises(SvodError) as raised:
         fn(np.zeros(3, np.float32), x, 2**40)
     assert raised.value.kernel and raised.value.stage == "bind"
+
+
+@svod.jit
+def stored(a, n):
+    for i in prange(a.shape[0]):
+        a[i] = n
+    return a
+
+
+@svod.jit
+def added(out, a, n):
+    for i in prange(a.shape[0]):
+        out[i] = a[i] + n
+    return out
+
+
+@pytest.mark.parametrize("function", (stored, added))
+def test_a_kernels_int_argument_numpy_refuses_by_value_is_refused(device, function, request):
+    """``a_i8[i] = n`` and ``a_i8[i] + n`` in a prange: NumPy 2 raises OverflowError for a Python int past
+    int8's range, so svod must refuse the call (an SvodError), not store it wrapped."""
+    if _refuses_int8(device):
+        return
+    request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "a Python int argument a kernel stores into or adds to an int8 element is wrapped at run time where "
+        "NumPy 2 raises OverflowError by its value (a literal is refused)")))
+    fn = svod.jit(function.fn)
+    for n in (3, 200, -1, -300):
+        a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
+        args = (a,) if function is stored else (np.zeros(6, np.int8), a)
+        try:
+            with np.errstate(over="ignore"):
+                want = function.fn(*(x.copy() for x in args), n)
+        except OverflowError:
+            try:
+                got = fn(*args, n, device=device)
+            except SvodError:
+                continue
+            raise AssertionError(f"n={n}: NumPy refuses it, svod computed {got}") from None
+        np.testing.assert_array_equal(fn(*args, n, device=device), want)
