@@ -311,10 +311,8 @@ class Builder:
         what lets svod prove a phase free of races and in bounds for every turn)."""
         self.valued = {name: int(value) for name, value in self.args.items()  # a NumPy int's as a Python int's
                        if name in variant.written_for and np.issubdtype(type(value), np.integer)}
-        """The int arguments array statements were written for (``Variant.written_for``; another value takes another
-        plan): its kernels take each bounded to its value, so what they prove holds of the code written for it
-        (``prange(M)`` around ``cov[i:M, i]``, written for ``M == 1``, is one work item), and each run's value is
-        checked against it where a kernel keeps it."""
+        """The ints array statements were written for (``Variant.written_for``), bounding its kernels at their
+        values: what they prove holds of the code written (``cov[i:M, i]`` for ``M == 1`` in ``prange(M)``)."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 try:
@@ -664,8 +662,7 @@ class Builder:
         parallel = any(reader.is_prange(stmt) for stmt in statements)
         outgoing = sorted((reduced | (set() if parallel else stored(statements))) & self.carried)
         definitions = self.preamble(statements, loops)
-        # what it may store on some paths only keeps its value on the others; a loop's variable is the turn's
-        # value, never a scalar of the same name carried elsewhere (its body cannot assign it: Flow)
+        # what it may store on some paths keeps its value on the others; a loop's variable is its turn's (Flow)
         incoming = sorted(((needs([*definitions, *statements]) | set(outgoing)) & self.carried) - set(loops))
         for name in needs(statements):
             if name in self.computed:
