@@ -36,7 +36,7 @@ import numpy as np
 
 from svod.frontend import linalg_eigen, linalg_qr
 from svod.frontend.linalg import COLUMN_VARIABLE, Factoring, float32, kernel_of
-from svod.frontend.linalg_eigen import SWEEP_VARIABLE, SWEEPS, partner
+from svod.frontend.linalg_eigen import leading, partner, sweeping
 from svod.frontend.pylang import Const, inf, prange
 
 
@@ -152,38 +152,17 @@ def _values(s, norms, big, order):  # type: ignore[no-untyped-def]
 
 def _left(u, g, norms, v, order):  # type: ignore[no-untyped-def]
     """U's columns: ``g``'s in the singular values' order divided by their lengths, signed as ``v``'s
-    (``_right``); 0 where the length is 0 and past ``g``'s columns (``_complete`` makes those)."""
+    (``linalg_eigen.leading``); 0 where the length is 0 and past ``g``'s columns (``_complete`` makes those)."""
     n = g.shape[1]
     for r in prange(u.shape[1]):
         column = order[r] if r < n else 0
-        largest = abs(v[0, column])
-        sign = v[0, column]
-        for i in range(1, n):
-            if abs(v[i, column]) > largest:
-                largest = abs(v[i, column])
-                sign = v[i, column]
+        sign = leading(v, column)
         length = norms[column]
         for i in range(u.shape[0]):
             value = g[i, column] / length if length != 0 else 0 * length
             if r >= n:
                 value = 0 * length
             u[i, r] = -value if sign < 0 else value
-
-
-def _right(out, v, order):  # type: ignore[no-untyped-def]
-    """V's columns in the singular values' order, each signed so that its element of largest magnitude (the
-    first such) is positive."""
-    n = v.shape[0]
-    for r in prange(n):
-        column = order[r]
-        largest = abs(v[0, column])
-        sign = v[0, column]
-        for i in range(1, n):
-            if abs(v[i, column]) > largest:
-                largest = abs(v[i, column])
-                sign = v[i, column]
-        for i in range(n):
-            out[i, r] = -v[i, column] if sign < 0 else v[i, column]
 
 
 def _complete(u, norms, order, narrow: Const[bool]):  # type: ignore[no-untyped-def]
@@ -285,7 +264,8 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
                                   for size in (columns, 2, columns, columns))
 
     def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
-        fn = getattr(linalg_eigen, f"_{name}") if name in ("vectors", "verdict", "order") else globals()[f"_{name}"]
+        shared = ("vectors", "verdict", "order", "sorted_vectors")
+        fn = getattr(linalg_eigen, f"_{name}") if name in shared else globals()[f"_{name}"]
         kernel = kernel_of(fn, f"linalg_svd_{name}", players - 2)
         return plan.add_kernel(kernel.shaped(*shapes), slots, **scalars)
 
@@ -298,9 +278,7 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
     if uv is not None:
         round_steps += [add("vectors", [square, square, (columns, 3)], [moved_v, v, rotations], **turn),
                         plan.add_copy(v, moved_v)]
-    sweep = [plan.loop(COLUMN_VARIABLE, 0, players - 1, body=round_steps),
-             add("settled", [(2,), (columns,)], [done, moved])]
-    steps += [plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done),
+    steps += [sweeping(plan, players, round_steps, lambda: add("settled", [(2,), (columns,)], [done, moved]), done),
               add("verdict", [(1,), (2,)], [factoring.failed, done]),
               add("norms", [(columns,), tall], [norms, g]), add("places", [(columns,), (columns,)], [places, norms]),
               add("order", [(columns,), (columns,)], [order, places]),
@@ -315,6 +293,6 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
         right, vh_of, vh_from = uv[0], left_shape, left
     steps += [add("left", [left_shape, tall, (columns,), square, (columns,)], [left, g, norms, v, order]),
               add("complete", [left_shape, (columns,), (columns,)], [left, norms, order], narrow=narrow),
-              add("right", [square, square, (columns,)], [right, v, order]),
+              add("sorted_vectors", [square, square, (columns,)], [right, v, order]),
               add("transposed", [svd_shapes(shape, full_matrices)[2], vh_of], [uv[1], vh_from])]
     return steps
