@@ -338,9 +338,9 @@ def _lstsq(c: _Composer) -> list[ast.stmt]:
     x, values = (value if dtype == wide else call(ast.Attribute(value, "astype", ast.Load()), _numpy(dtype.name))
                  for value in (x, values))
     c.assign(ast.Name(names[0], ast.Store()), x)
-    _residuals(c, names[1], (a, b, load(names[0])), dtype, (m, n, len(rhs), columns), rank)
     c.assign(ast.Name(names[2], ast.Store()), rank)
-    c.assign(ast.Name(names[3], ast.Store()), values)  # (in Python's order: a name twice holds the last)
+    c.assign(ast.Name(names[3], ast.Store()), values)
+    _residuals(c, names[1], (a, b, load(names[0])), dtype, (m, n, len(rhs), columns), load(names[2]))
     return c.made
 
 
