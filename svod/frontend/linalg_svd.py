@@ -21,7 +21,9 @@ Scaling by the largest magnitude keeps the columns' squared lengths within range
 product exceeds m times the precision's epsilon times the product of its lengths (the rounding of m-term sums:
 a smaller threshold may never be met), so a sweep without a turn leaves
 every column orthogonal to the others to working precision, and the singular values accurate relative to the
-largest (as LAPACK's gesdd, which NumPy calls). The sign of a pair of singular vectors is a choice: svod makes
+largest (as LAPACK's gesdd, which NumPy calls). A column whose squared length falls below the smallest normal
+number counts as 0 and turns no more: the rounding left of a column the others span shrinks each sweep but
+is never orthogonal to them. The sign of a pair of singular vectors is a choice: svod makes
 the element of largest magnitude (the first such) of each column of ``v`` positive (a right singular vector, or
 a left one where m < n). A NaN or an infinity in the matrix fails the run, as NumPy's "SVD did not converge"
 does.
@@ -75,9 +77,13 @@ def _begin(v, moved, done):  # type: ignore[no-untyped-def]
 def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """The rotation of column ``x``'s pair (p, q) in round ``k`` (both columns of a pair compute the same
     one): ``rotations[x]`` = (c, s); ``moved[x]`` 2 where it turns by more than the rounding floor's
-    32 times, else 1 where it turns."""
+    32 times, else 1 where it turns. A column whose squared length is below the smallest normal number
+    (``_norms`` makes its length 0) turns with no other: where the columns span fewer dimensions than they
+    number (a wide matrix's repeated or zero columns), the rounding left of the one that is not needed lies
+    in the others' span, never orthogonal to them, and shrinks by the precision's epsilon each sweep."""
     n = g.shape[1]
     eps = float32(1.1920929e-07) if narrow else 2.220446049250313e-16
+    tiny = float32(1.1754944e-38) if narrow else 2.2250738585072014e-308
     for x in prange(n):
         y = partner(x, _svod_k, last)
         c = float32(1) if narrow else 1.0
@@ -92,7 +98,8 @@ def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ign
                 alpha = alpha + g[i, p] * g[i, p]
                 beta = beta + g[i, q] * g[i, q]
                 gamma = gamma + g[i, p] * g[i, q]
-            if abs(gamma) > eps * g.shape[0] * math.sqrt(alpha * beta):  # (the sums' own rounding: m eps)
+            measured = alpha >= tiny and beta >= tiny
+            if measured and abs(gamma) > eps * g.shape[0] * math.sqrt(alpha * beta):  # (the sums' rounding: m eps)
                 zeta = (beta - alpha) / (2 * gamma)
                 size = abs(zeta)
                 if size > 1:
@@ -125,12 +132,15 @@ def _settled(done, moved):  # type: ignore[no-untyped-def]
     done[1] = 1 if turned == 1 else 0
 
 
-def _norms(norms, g):  # type: ignore[no-untyped-def]
+def _norms(norms, g, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """Each column's length; 0 where its squared length is below the smallest normal number, a column
+    ``_turn`` leaves unturned (so not orthogonal to the others: ``_complete`` makes U's column)."""
+    tiny = float32(1.1754944e-38) if narrow else 2.2250738585072014e-308
     for x in prange(g.shape[1]):
         total = g[0, x] * g[0, x]
         for i in range(1, g.shape[0]):
             total = total + g[i, x] * g[i, x]
-        norms[x] = math.sqrt(total)
+        norms[x] = math.sqrt(total) if total >= tiny else 0 * total
 
 
 def _places(places, norms):  # type: ignore[no-untyped-def]
@@ -280,7 +290,8 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
                         plan.add_copy(v, moved_v)]
     steps += [sweeping(plan, players, round_steps, lambda: add("settled", [(2,), (columns,)], [done, moved]), done),
               add("verdict", [(1,), (2,)], [factoring.failed, done]),
-              add("norms", [(columns,), tall], [norms, g]), add("places", [(columns,), (columns,)], [places, norms]),
+              add("norms", [(columns,), tall], [norms, g], narrow=narrow),
+              add("places", [(columns,), (columns,)], [places, norms]),
               add("order", [(columns,), (columns,)], [order, places]),
               add("values", [(columns,), (columns,), (1,), (columns,)], [s, norms, big, order])]
     if uv is None:

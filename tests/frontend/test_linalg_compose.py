@@ -119,10 +119,7 @@ def test_matrix_power_of_a_singular_matrix_raises_and_in_expressions(device):
 
 
 def deficient(m: int, n: int, r: int, dtype: str, seed: int) -> np.ndarray:
-    """An m x n matrix of rank r: r random columns, the others copies of them or zero (of a wide one, rows:
-    svod's svd of a wide matrix with repeated columns does not settle, a failure left open)."""
-    if m < n:
-        return deficient(n, m, r, dtype, seed).T.copy()
+    """An m x n matrix of rank r (r <= min(m, n)): r random columns, the others copies of them or zero."""
     rng = np.random.default_rng(seed)
     a = np.zeros((m, n))
     a[:, :r] = rng.standard_normal((m, r))

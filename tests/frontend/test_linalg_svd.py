@@ -87,7 +87,8 @@ def test_svd_agrees_with_numpy(device):
 
 def test_rank_deficient_and_graded_matrices(device):
     """A zero singular value's left vector (and full_matrices' extra columns) completes an orthonormal u, as
-    NumPy's does; a graded matrix's singular values are NumPy's within the rounding of the largest."""
+    NumPy's does, of tall and wide matrices with repeated and zero columns; a graded matrix's singular values
+    are NumPy's within the rounding of the largest."""
     if jacobi_refused(device, full):
         return
     dtype = dtypes_of(device)[-1]
@@ -95,9 +96,11 @@ def test_rank_deficient_and_graded_matrices(device):
     repeated = rng.standard_normal((5, 4))
     repeated[:, 2] = repeated[:, 0]
     repeated[:, 3] = 0.0
+    wide = rng.standard_normal((3, 5))  # (its transpose's columns span two dimensions: one is rounding left)
+    wide[:, 3], wide[:, 4], wide[:, 2] = wide[:, 1], wide[:, 1], 0.0
     u, _ = np.linalg.qr(rng.standard_normal((6, 6)))
     graded = (u * np.logspace(0, -12 if dtype == "float64" else -6, 6)) @ u.T
-    for a in (repeated, repeated.T, graded, np.zeros((3, 2)), np.ones((4, 4)), 1e150 * np.eye(2) if
+    for a in (repeated, repeated.T, wide, graded, np.zeros((3, 2)), np.ones((4, 4)), 1e150 * np.eye(2) if
               dtype == "float64" else 1e30 * np.eye(2)):
         a = a.astype(dtype)
         check(a, *full(a, device=device), True)
