@@ -334,21 +334,23 @@ def _lstsq(c: _Composer) -> list[ast.stmt]:
             weights = call(ast.Attribute(weights, "reshape", ast.Load()), constant(min(m, n)), constant(1))
         along = c.temporary(ast.BinOp(along, ast.Mult(), weights))
     rank = c.temporary(ast.Call(_numpy("sum"), [kept], [ast.keyword("dtype", _numpy("int32"))]))
-    x = c.temporary(ast.BinOp(ast.Attribute(vh, "T", ast.Load()), ast.MatMult(), along))
+    solution = c.temporary(ast.BinOp(ast.Attribute(vh, "T", ast.Load()), ast.MatMult(), along))
     x, values = (value if dtype == wide else call(ast.Attribute(value, "astype", ast.Load()), _numpy(dtype.name))
-                 for value in (x, values))
+                 for value in (solution, values))
     c.assign(ast.Name(names[0], ast.Store()), x)
     c.assign(ast.Name(names[2], ast.Store()), rank)
     c.assign(ast.Name(names[3], ast.Store()), values)
-    _residuals(c, names[1], (a, b, load(names[0])), dtype, (m, n, len(rhs), columns), load(names[2]))
+    _residuals(c, names[1], (a, b, solution), dtype, (m, n, len(rhs), columns), load(names[2]))
     return c.made
 
 
 def _residuals(c: _Composer, name: str, system: tuple[ast.expr, ...], dtype: np.dtype, sizes: tuple[int, ...],
                rank: ast.expr) -> None:
     """``lstsq``'s residuals, into ``name``: of ``m <= n``, empty; else, where a statement reads them, the
-    squared lengths of the columns of ``b - a @ x`` (float64 operands, and ``x`` in ``dtype``, as NumPy's
-    are), an array returned at the length the run decides: ``columns`` where ``rank`` is ``n``, else 0."""
+    squared lengths of the columns of ``b - a @ x`` in float64 (NumPy's gufunc computes them in double from
+    its double solution, ``x`` here before its cast to ``dtype``; the user's name of ``x``, read here, would
+    be made before the statements that compute it), then in ``dtype``, an array returned at the length the run
+    decides: ``columns`` where ``rank`` is ``n``, else 0."""
     a, b, x = system
     m, n, dimensions, columns = sizes
     if m <= n:
