@@ -77,7 +77,8 @@ class _Composer:
     def known(self, node: ast.expr | None, what: str, default: object = None) -> Any:
         if node is None or (isinstance(node, ast.Constant) and node.value is None):
             return default
-        return self.rewriter.known(node, what)
+        value = self.rewriter.known(node, what)
+        return default if value is None else value  # (an argument of None: NumPy's default all the same)
 
     def optional(self, node: ast.expr | None) -> ast.expr | None:
         """An optional argument's node, or None where it is not given or is None (written out, or a value the
