@@ -61,6 +61,20 @@ def singular_norm(a, order, keepdims):
 
 
 @svod.jit
+def singular_norms(a):
+    return (np.linalg.norm(a, 2), np.linalg.norm(a, 2, keepdims=True), np.linalg.norm(a, -2),
+            np.linalg.norm(a, -2, keepdims=True), np.linalg.norm(a, "nuc"), np.linalg.norm(a, "nuc", keepdims=True))
+
+
+SINGULAR_ORDERS = ((2, False), (2, True), (-2, False), (-2, True), ("nuc", False), ("nuc", True))
+
+
+@svod.jit
+def largest_and_sum(a):
+    return np.linalg.norm(a, 2), np.linalg.norm(a, "nuc", keepdims=True)
+
+
+@svod.jit
 def norms_in_expression(a):
     return 3 * np.linalg.norm(a, 2) + np.linalg.norm(a.T, "nuc", axis=(1, 0)), np.linalg.norm(a[0], 2)
 
@@ -202,20 +216,20 @@ def test_norms_of_the_singular_values_agree_with_numpy(device):
         return
     for dtype in dtypes_of(device):
         eps = float(np.finfo(dtype).eps)
-        for shape in ((0, 3), (3, 0), (1, 1), (2, 5), (5, 2), (17, 17)):
+        for shape in ((1, 1), (2, 5), (5, 2), (7, 7)):
             a = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
-            for order in (2, -2, "nuc"):
-                if 0 in shape and order == -2:
-                    with pytest.raises(KernelSyntaxError, match="smallest of no singular values"):
-                        singular_norm(a, order, False, device=device)
-                    continue
-                for keepdims in (False, True):
-                    got, want = singular_norm(a, order, keepdims, device=device), np.linalg.norm(a, order,
-                                                                                                 keepdims=keepdims)
-                    assert np.asarray(got).shape == want.shape and want.dtype == np.dtype(dtype)
-                    assert np.asarray(got).dtype == want.dtype if keepdims else isinstance(got, float)
-                    scale = float(np.linalg.norm(a, 2)) if a.size else 1.0
-                    np.testing.assert_allclose(got, want, rtol=0, atol=100 * eps * max(shape) * scale)
+            scale = float(np.linalg.norm(a, 2))
+            for (order, keepdims), got in zip(SINGULAR_ORDERS, singular_norms(a, device=device), strict=True):
+                want = np.linalg.norm(a, order, keepdims=keepdims)
+                assert np.asarray(got).shape == want.shape and want.dtype == np.dtype(dtype)
+                assert np.asarray(got).dtype == want.dtype if keepdims else isinstance(got, float)
+                np.testing.assert_allclose(got, want, rtol=0, atol=100 * eps * max(shape) * scale)
+        for shape in ((0, 3), (3, 0)):
+            a = np.zeros(shape, dtype)
+            largest, total = largest_and_sum(a, device=device)
+            assert largest == 0.0 and isinstance(largest, float)
+            np.testing.assert_array_equal(total, np.linalg.norm(a, "nuc", keepdims=True))
+            assert total.dtype == np.dtype(dtype) and np.linalg.norm(a, 2) == 0.0
         a = np.random.default_rng(1).standard_normal((4, 3)).astype(dtype)
         whole, row = norms_in_expression(a, device=device)
         np.testing.assert_allclose(whole, 3 * np.linalg.norm(a, 2) + np.linalg.norm(a, "nuc"), rtol=1000 * eps)
@@ -240,10 +254,12 @@ def test_refusals_name_the_line():
             np.linalg.cond(empty)
     with pytest.raises(KernelSyntaxError, match="Last 2 dimensions of the array must be square, not 2x3"):
         rank_with(np.ones((2, 3)), None, None, True)
-    with pytest.raises(KernelSyntaxError, match="iteration over a 0-d array"):
+    with pytest.raises(KernelSyntaxError, match=r"np\.linalg\.matrix_rank takes an array"):
         rank(np.float64(1.0) * np.ones(()))
-    with pytest.raises(KernelSyntaxError, match="a stack of matrices"):
+    with pytest.raises(KernelSyntaxError, match="Improper number of dimensions to norm"):
         singular_norm(np.ones((2, 2, 2)), "nuc", False)
+    with pytest.raises(KernelSyntaxError, match="smallest of no singular values"):
+        singular_norm(np.ones((0, 3)), -2, False)
 
 
 @svod.jit
@@ -269,8 +285,8 @@ def test_lstsq_agrees_with_numpy(device):
     rng = np.random.default_rng(12)
     for dtype in dtypes_of(device):
         eps = float(np.finfo(dtype).eps)
-        for (m, n), columns in (((5, 3), None), ((5, 3), 2), ((3, 5), None), ((4, 4), 3), ((17, 5), 1),
-                                ((1, 1), None), ((0, 3), None), ((3, 0), 2), ((6, 2), 0), ((2, 2), None)):
+        for (m, n), columns in (((5, 3), 2), ((3, 5), None), ((7, 2), None), ((1, 1), None), ((0, 3), None),
+                                ((3, 0), 2), ((6, 2), 0)):
             a = rng.standard_normal((m, n)).astype(dtype)
             b = rng.standard_normal((m,) if columns is None else (m, columns)).astype(dtype)
             got, want = least_squares(a, b, device=device), np.linalg.lstsq(a, b)
@@ -309,12 +325,12 @@ def test_lstsq_of_rank_deficient_and_ill_conditioned_systems(device):
 
 
 def test_lstsq_of_nan_raises_and_its_refusals():
+    """NaN raises NumPy's LinAlgError (NumPy's own lstsq is not called with it: its LAPACK gelsd may never
+    return on NaN)."""
     a = np.eye(3)
     a[0, 1] = np.nan
     with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
         least_squares(a, np.ones(3))
-    with pytest.raises(np.linalg.LinAlgError):
-        np.linalg.lstsq(a, np.ones(3))
     with pytest.raises(KernelSyntaxError, match=r"test_linalg_compose.py:\d+: np.linalg.lstsq: Incompatible dim"):
         least_squares(np.ones((3, 2)), np.ones(4))
     with pytest.raises(KernelSyntaxError, match="1-dimensional array given"):
