@@ -2,7 +2,7 @@
 (``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
 class and logical functions, ``np.sign``, ``np.clip``, ``np.diff``, ``np.roll``, ``np.concatenate``,
-``np.stack``, ``np.linalg.norm``, ``len``.
+``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -23,11 +23,9 @@ from svod.frontend.array_exprs import (
     Elementwise,
     Emitter,
     Expr,
-    Reduced,
     Scalar,
     Value,
     Viewed,
-    Whole,
     broadcast_element,
     numpy,
     typed,
@@ -197,7 +195,7 @@ class ArrayCalls:
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         """The NumPy functions of this module, by name; None for another."""
-        if name in (*CLASS_FUNCTIONS, *LOGICAL_FUNCTIONS, "sign", "clip", "diff", "roll", "norm"):
+        if name in (*CLASS_FUNCTIONS, *LOGICAL_FUNCTIONS, "sign", "clip", "diff", "roll"):
             self.bare(node, f"np.{name}")
         if name in CLASS_FUNCTIONS and len(args) == 1:
             dtype = self.dtype_of(node, getattr(np, name), *args)
@@ -216,8 +214,6 @@ class ArrayCalls:
             return self.difference(node, args[0])
         if name == "roll" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
             return self.rolled(node, args[0], node.args[1])
-        if name == "norm" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
-            return self.norm(node, args[0])
         return None
 
     def difference(self, node: ast.Call, x: Expr) -> Expr:
@@ -286,13 +282,6 @@ class ArrayCalls:
         shape = (*arrays[0].shape[:axis], length, *arrays[0].shape[axis + 1:])
         return Joined(shape, dtype, tuple(arrays), axis)
 
-    def norm(self, node: ast.Call, x: Expr) -> Value:
-        """``np.linalg.norm(x)``: the square root of the sum of squares (a vector's 2-norm, a matrix's
-        Frobenius norm)."""
-        dtype = self.dtype_of(node, np.linalg.norm, x)
-        squares = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, x)
-        total = Whole(Reduced((), dtype, "sum", squares, tuple(range(len(x.shape)))))
-        return self.elementwise(node, lambda c: call(numpy("sqrt"), c[0]), dtype, total)
 
 
 def _sign(x: ast.expr, dtype: np.dtype) -> ast.expr:

@@ -79,12 +79,12 @@ class ArrayStatistics(ArrayShapes):
         if name == "count_nonzero":
             counted = self.elementwise(node, lambda c: typed(ast.Compare(c[0], [ast.NotEq()], [constant(0)]),
                                                              np.dtype(np.intp)), np.dtype(np.intp), x)
-            return _total(counted, axes, keepdims)
+            return reduced_over(counted, axes, keepdims)
         if name == "average":
             weights = given.get("weights")
             if weights is None or (isinstance(weights, ast.Constant) and weights.value is None):
                 dtype = np.mean(np.ones(1, x.dtype)).dtype
-                return _total(x, axes, keepdims, "mean", dtype)
+                return reduced_over(x, axes, keepdims, "mean", dtype)
             return self.weighted(node, x, weights, axes, keepdims)
         ddof = self.known(given["ddof"], f"np.{name}'s ddof") if "ddof" in given else 0
         if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
@@ -102,7 +102,7 @@ class ArrayStatistics(ArrayShapes):
         rows = x if len(x.shape) == 2 else Reshaped((1, x.shape[0]), x.dtype, x)
         values = self.elementwise(node, lambda c: typed(c[0], dtype), dtype, rows)
         deviations = self.operand(node, self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]), dtype,
-                                                         values, _total(values, (1,), True, "mean", dtype)))
+                                                         values, reduced_over(values, (1,), True, "mean", dtype)))
         variables, count = extents.numbers(rows.shape)
         products = Product((variables, variables), dtype, deviations,
                            Transposed((count, variables), dtype, deviations, (1, 0)))
@@ -137,7 +137,7 @@ class ArrayStatistics(ArrayShapes):
     def spread(self, node: ast.Call, x: Expr, name: str, axes: tuple[int, ...], keepdims: bool, ddof: Any) -> Value:
         """``np.var`` (``np.std``, its square root): the mean, the deviations from it, the mean of their
         squares over ``max(n - ddof, 0)``."""
-        mean = _total(x, axes, True, "mean", np.mean(np.ones(1, x.dtype)).dtype)
+        mean = reduced_over(x, axes, True, "mean", np.mean(np.ones(1, x.dtype)).dtype)
         deviation = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]),
                                      self.dtype_of(node, np.subtract, x, mean), x, mean)
         squares = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), deviation.dtype, deviation)
@@ -146,7 +146,7 @@ class ArrayStatistics(ArrayShapes):
         count = int(np.prod([extents.numbers(x.shape)[a] for a in axes]))
         divisor = max(count - ddof, 0)
         variance = self.elementwise(node, lambda c: typed(ast.BinOp(c[0], ast.Div(), constant(divisor)), dtype), dtype,
-                                    _total(squares, axes, keepdims, "sum", deviation.dtype))
+                                    reduced_over(squares, axes, keepdims, "sum", deviation.dtype))
         if name == "var":
             return variance
         return self.elementwise(node, lambda c: call(numpy("sqrt"), c[0]), dtype, variance)
@@ -171,8 +171,8 @@ class ArrayStatistics(ArrayShapes):
                                     dtype, x, weights)
         scale = self.elementwise(node, lambda c: typed(c[0], dtype), dtype, weights)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Div(), c[1]), dtype,
-                                _total(products, axes, keepdims, "sum", dtype), _total(scale, axes, keepdims, "sum",
-                                                                                     dtype))
+                                reduced_over(products, axes, keepdims, "sum", dtype),
+                                reduced_over(scale, axes, keepdims, "sum", dtype))
 
     def scan(self, node: ast.Call, x: Expr, name: str, owner: ast.expr | None = None) -> Expr:
         """``np.cumsum``/``np.cumprod`` (the method, called on ``owner``) along ``axis``, or of the flattened
@@ -187,11 +187,13 @@ class ArrayStatistics(ArrayShapes):
         return self.cumsum(node, self.elementwise(node, lambda c: typed(c[0], dtype), dtype, x), axis, name, dtype)
 
 
-def _total(x: Expr, axes: tuple[int, ...], keepdims: bool, op: str = "sum", dtype: np.dtype | None = None) -> Expr:
-    """``op`` (a sum or a mean) of ``x`` over ``axes``, in ``dtype`` (``x``'s); one value a ``Whole``."""
+def reduced_over(x: Expr, axes: tuple[int, ...], keepdims: bool, op: str = "sum",
+                 dtype: np.dtype | None = None) -> Expr:
+    """``op`` (a sum, a mean, a max or a min) of ``x`` over ``axes``, in ``dtype`` (``x``'s); one value a
+    ``Whole``."""
     shape = tuple(1 if a in axes else s for a, s in enumerate(x.shape) if keepdims or a not in axes)
     made = Reduced(shape, x.dtype if dtype is None else dtype, op, x, axes, keepdims)
     return Whole(made) if not shape and not keepdims else made
 
 
-__all__ = ["ArrayStatistics"]
+__all__ = ["ArrayStatistics", "reduced_over"]

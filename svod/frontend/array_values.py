@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend import extents, linalg, random_arrays
+from svod.frontend import array_norms, extents, linalg, random_arrays
 from svod.frontend.array_calls import reads_masked
 from svod.frontend.array_exprs import (
     Elementwise,
@@ -400,16 +400,14 @@ class ArrayValues(SliceBounds):
             return drawn
         if callee in JOINS and len(node.args) == 1:
             return self.joined(node, callee.__name__)
+        if callee is np.linalg.norm:
+            return array_norms.norm(self, node)
         args = [self.value(a) for a in node.args]
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and reads_masked(args[0]):
             raise self.refuse(node, _MASKED_LENGTH.format("len(x[mask])"))
         if callee is len and len(args) == 1 and isinstance(args[0], Expr) and args[0].shape:
             length = args[0].shape[0]
             return Scalar(node_of(length), length if isinstance(length, int) else 0)
-        if callee is np.linalg.norm:
-            found = self.extra_function(node, "norm", args)
-            if found is not None:
-                return found
         if callee in MADE:
             return self.made(node, callee.__name__)
         if not any(isinstance(a, Expr) for a in args):
@@ -417,7 +415,7 @@ class ArrayValues(SliceBounds):
         name = getattr(callee, "__name__", None)
         if callee is getattr(np, str(name), None) or callee is abs:
             return self.numpy_call(node, str(name), args)
-        if any(callee is getattr(np.linalg, kind) for kind in linalg.FUNCTIONS):
+        if any(callee is getattr(np.linalg, kind) for kind in (*linalg.FUNCTIONS, *linalg.COMPOSED)):
             raise self.refuse(node, f"{ast.unparse(func)} is a statement of its own in a jitted function (`x = "
                                     f"{ast.unparse(func)}(...)`, or `return` of it), not a part of an expression")
         raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")

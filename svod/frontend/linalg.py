@@ -50,6 +50,9 @@ float32 = CASTS["float32"]
 FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv")
 """The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
 and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+COMPOSED = ("matrix_power", "matrix_rank", "cond", "lstsq")
+"""The ``np.linalg`` functions svod computes as statements of the others and of array expressions
+(``svod.frontend.linalg_compose``), rewritten before the plan is built."""
 RECTANGULAR = ("qr", "svd", "pinv")
 """The functions of a matrix of any shape (the others' is square)."""
 INFALLIBLE = ("det", "slogdet", "qr")

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend import extents
+from svod.frontend import extents, linalg_compose
 from svod.frontend.array_exprs import Expr, Named
-from svod.frontend.linalg import FUNCTIONS, RECTANGULAR, keywords, result_dtype, unpacked
+from svod.frontend.linalg import COMPOSED, FUNCTIONS, RECTANGULAR, keywords, result_dtype, unpacked
 from svod.frontend.linalg_qr import qr_shapes
 from svod.frontend.linalg_svd import svd_shapes
 from svod.frontend.nodes import load, placed, stands_for
@@ -25,12 +25,17 @@ def factored(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | No
     """A ``np.linalg`` statement (``phases.linalg_call``) of the array rewriting ``rewriter`` (an
     ``arrays.ArrayRewriter``), rewritten, or a statement whose expression holds ``np.linalg`` calls
     (``_hoisted``); None for any other statement."""
+    if linalg_compose.singular_norm(rewriter, stmt):
+        assert isinstance(stmt, ast.Assign)
+        return linalg_compose.norm(rewriter, stmt, looped)
     hoisted = _hoisted(rewriter, stmt, looped)
     if hoisted is not None:
         return hoisted
     kind = linalg_call(rewriter.reader, stmt)
     if kind is None or not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.Call):
         return None
+    if kind in COMPOSED:
+        return linalg_compose.composed(rewriter, stmt, kind, looped)
     call = copy.copy(stmt.value)
     made: list[ast.stmt] = []
     operands: list[Named] = []
@@ -126,7 +131,9 @@ class _Lifter(ast.NodeTransformer):
         is_whole = node is self.whole
         node = self.generic_visit(node)
         callee = self.rewriter.reader.resolve(node.func)
-        if is_whole or not any(callee is getattr(np.linalg, kind) for kind in FUNCTIONS):
+        if linalg_compose.is_singular_norm(self.rewriter, node):
+            is_whole = False  # (a statement of its own, returned too: the reader's returned value is an expression)
+        elif is_whole or not any(callee is getattr(np.linalg, kind) for kind in (*FUNCTIONS, *COMPOSED)):
             return node
         name = f"_svod_l{next(self.rewriter.counter)}"
         self.lifted.append((name, node))

@@ -32,6 +32,7 @@ whose sweeps did not settle (``LinAlgError``: NumPy's "Eigenvalues did not conve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -205,20 +206,38 @@ def _values(w, s, order):  # type: ignore[no-untyped-def]
         w[r] = s[order[r], order[r]]
 
 
+@func
+def leading(v, column):  # type: ignore[no-untyped-def]
+    """The element of largest magnitude (the first such) of ``v``'s column ``column``: its sign is the one
+    svod gives an eigenvector or a singular vector (LAPACK's signs are a choice, which its versions differ
+    in), so both factorisations sign their vectors by this one rule."""
+    largest = abs(v[0, column])
+    found = v[0, column]
+    for i in range(1, v.shape[0]):
+        if abs(v[i, column]) > largest:
+            largest = abs(v[i, column])
+            found = v[i, column]
+    return found
+
+
 def _sorted_vectors(out, v, order):  # type: ignore[no-untyped-def]
-    """The eigenvectors in the eigenvalues' order, each signed so that its element of largest magnitude (the
-    first such) is positive."""
-    n = v.shape[0]
-    for r in prange(n):
+    """``v``'s columns in the order ``order`` gives (the eigenvalues', or the singular values' for
+    ``svod.frontend.linalg_svd``), each signed so that its element of largest magnitude is positive
+    (``leading``)."""
+    for r in prange(v.shape[1]):
         column = order[r]
-        largest = abs(v[0, column])
-        sign = v[0, column]
-        for i in range(1, n):
-            if abs(v[i, column]) > largest:
-                largest = abs(v[i, column])
-                sign = v[i, column]
-        for i in range(n):
+        sign = leading(v, column)
+        for i in range(v.shape[0]):
             out[i, r] = -v[i, column] if sign < 0 else v[i, column]
+
+
+def sweeping(plan: Any, players: int, rounds: list[int], settled: Callable[[], int], done: int) -> int:
+    """The plan loop of the Jacobi sweeps (of ``eigh`` and of ``svd``): each the rounds of a tournament of
+    ``players`` (``rounds``, a plan loop over ``COLUMN_VARIABLE``), then the step ``settled`` adds (after that
+    loop: a plan loop's body is the steps added last); at most ``SWEEPS`` of them, until ``done``."""
+    sweep = [plan.loop(COLUMN_VARIABLE, 0, players - 1, body=rounds)]
+    sweep.append(settled())
+    return int(plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done))
 
 
 def add_eigh(factoring: Factoring, w: int, v: int | None) -> list[int]:
@@ -245,9 +264,7 @@ def add_eigh(factoring: Factoring, w: int, v: int | None) -> list[int]:
     if v is not None:
         round_steps += [add("vectors", [square, square, (n, 3)], [moved, vectors, rotations], **turn),
                         plan.add_copy(vectors, moved)]
-    sweep = [plan.loop(COLUMN_VARIABLE, 0, players - 1, body=round_steps),
-             add("settled", [(1,), square], [done, s])]
-    steps.append(plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done))
+    steps.append(sweeping(plan, players, round_steps, lambda: add("settled", [(1,), square], [done, s]), done))
     steps.append(add("verdict", [(1,), (1,)], [factoring.failed, done]))
     rank, order = factoring.scratch(np.dtype(np.int32), n), factoring.scratch(np.dtype(np.int32), n)
     steps += [add("rank", [(n,), square], [rank, s]), add("order", [(n,), (n,)], [order, rank]),

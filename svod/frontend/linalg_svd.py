@@ -21,7 +21,9 @@ Scaling by the largest magnitude keeps the columns' squared lengths within range
 product exceeds m times the precision's epsilon times the product of its lengths (the rounding of m-term sums:
 a smaller threshold may never be met), so a sweep without a turn leaves
 every column orthogonal to the others to working precision, and the singular values accurate relative to the
-largest (as LAPACK's gesdd, which NumPy calls). The sign of a pair of singular vectors is a choice: svod makes
+largest (as LAPACK's gesdd, which NumPy calls). A column whose squared length falls below the smallest normal
+number counts as 0 and turns no more: the rounding left of a column the others span shrinks each sweep but
+is never orthogonal to them. The sign of a pair of singular vectors is a choice: svod makes
 the element of largest magnitude (the first such) of each column of ``v`` positive (a right singular vector, or
 a left one where m < n). A NaN or an infinity in the matrix fails the run, as NumPy's "SVD did not converge"
 does.
@@ -36,7 +38,7 @@ import numpy as np
 
 from svod.frontend import linalg_eigen, linalg_qr
 from svod.frontend.linalg import COLUMN_VARIABLE, Factoring, float32, kernel_of
-from svod.frontend.linalg_eigen import SWEEP_VARIABLE, SWEEPS, partner
+from svod.frontend.linalg_eigen import leading, partner, sweeping
 from svod.frontend.pylang import Const, inf, prange
 
 
@@ -75,9 +77,13 @@ def _begin(v, moved, done):  # type: ignore[no-untyped-def]
 def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """The rotation of column ``x``'s pair (p, q) in round ``k`` (both columns of a pair compute the same
     one): ``rotations[x]`` = (c, s); ``moved[x]`` 2 where it turns by more than the rounding floor's
-    32 times, else 1 where it turns."""
+    32 times, else 1 where it turns. A column whose squared length is below the smallest normal number
+    (``_norms`` makes its length 0) turns with no other: where the columns span fewer dimensions than they
+    number (a wide matrix's repeated or zero columns), the rounding left of the one that is not needed lies
+    in the others' span, never orthogonal to them, and shrinks by the precision's epsilon each sweep."""
     n = g.shape[1]
     eps = float32(1.1920929e-07) if narrow else 2.220446049250313e-16
+    tiny = float32(1.1754944e-38) if narrow else 2.2250738585072014e-308
     for x in prange(n):
         y = partner(x, _svod_k, last)
         c = float32(1) if narrow else 1.0
@@ -92,7 +98,8 @@ def _turn(rotations, moved, g, _svod_k, last, narrow: Const[bool]):  # type: ign
                 alpha = alpha + g[i, p] * g[i, p]
                 beta = beta + g[i, q] * g[i, q]
                 gamma = gamma + g[i, p] * g[i, q]
-            if abs(gamma) > eps * g.shape[0] * math.sqrt(alpha * beta):  # (the sums' own rounding: m eps)
+            measured = alpha >= tiny and beta >= tiny
+            if measured and abs(gamma) > eps * g.shape[0] * math.sqrt(alpha * beta):  # (the sums' rounding: m eps)
                 zeta = (beta - alpha) / (2 * gamma)
                 size = abs(zeta)
                 if size > 1:
@@ -125,12 +132,15 @@ def _settled(done, moved):  # type: ignore[no-untyped-def]
     done[1] = 1 if turned == 1 else 0
 
 
-def _norms(norms, g):  # type: ignore[no-untyped-def]
+def _norms(norms, g, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """Each column's length; 0 where its squared length is below the smallest normal number, a column
+    ``_turn`` leaves unturned (so not orthogonal to the others: ``_complete`` makes U's column)."""
+    tiny = float32(1.1754944e-38) if narrow else 2.2250738585072014e-308
     for x in prange(g.shape[1]):
         total = g[0, x] * g[0, x]
         for i in range(1, g.shape[0]):
             total = total + g[i, x] * g[i, x]
-        norms[x] = math.sqrt(total)
+        norms[x] = math.sqrt(total) if total >= tiny else 0 * total
 
 
 def _places(places, norms):  # type: ignore[no-untyped-def]
@@ -152,38 +162,17 @@ def _values(s, norms, big, order):  # type: ignore[no-untyped-def]
 
 def _left(u, g, norms, v, order):  # type: ignore[no-untyped-def]
     """U's columns: ``g``'s in the singular values' order divided by their lengths, signed as ``v``'s
-    (``_right``); 0 where the length is 0 and past ``g``'s columns (``_complete`` makes those)."""
+    (``linalg_eigen.leading``); 0 where the length is 0 and past ``g``'s columns (``_complete`` makes those)."""
     n = g.shape[1]
     for r in prange(u.shape[1]):
         column = order[r] if r < n else 0
-        largest = abs(v[0, column])
-        sign = v[0, column]
-        for i in range(1, n):
-            if abs(v[i, column]) > largest:
-                largest = abs(v[i, column])
-                sign = v[i, column]
+        sign = leading(v, column)
         length = norms[column]
         for i in range(u.shape[0]):
             value = g[i, column] / length if length != 0 else 0 * length
             if r >= n:
                 value = 0 * length
             u[i, r] = -value if sign < 0 else value
-
-
-def _right(out, v, order):  # type: ignore[no-untyped-def]
-    """V's columns in the singular values' order, each signed so that its element of largest magnitude (the
-    first such) is positive."""
-    n = v.shape[0]
-    for r in prange(n):
-        column = order[r]
-        largest = abs(v[0, column])
-        sign = v[0, column]
-        for i in range(1, n):
-            if abs(v[i, column]) > largest:
-                largest = abs(v[i, column])
-                sign = v[i, column]
-        for i in range(n):
-            out[i, r] = -v[i, column] if sign < 0 else v[i, column]
 
 
 def _complete(u, norms, order, narrow: Const[bool]):  # type: ignore[no-untyped-def]
@@ -285,7 +274,8 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
                                   for size in (columns, 2, columns, columns))
 
     def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
-        fn = getattr(linalg_eigen, f"_{name}") if name in ("vectors", "verdict", "order") else globals()[f"_{name}"]
+        shared = ("vectors", "verdict", "order", "sorted_vectors")
+        fn = getattr(linalg_eigen, f"_{name}") if name in shared else globals()[f"_{name}"]
         kernel = kernel_of(fn, f"linalg_svd_{name}", players - 2)
         return plan.add_kernel(kernel.shaped(*shapes), slots, **scalars)
 
@@ -298,11 +288,10 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
     if uv is not None:
         round_steps += [add("vectors", [square, square, (columns, 3)], [moved_v, v, rotations], **turn),
                         plan.add_copy(v, moved_v)]
-    sweep = [plan.loop(COLUMN_VARIABLE, 0, players - 1, body=round_steps),
-             add("settled", [(2,), (columns,)], [done, moved])]
-    steps += [plan.loop(SWEEP_VARIABLE, 0, SWEEPS, body=sweep, until=done),
+    steps += [sweeping(plan, players, round_steps, lambda: add("settled", [(2,), (columns,)], [done, moved]), done),
               add("verdict", [(1,), (2,)], [factoring.failed, done]),
-              add("norms", [(columns,), tall], [norms, g]), add("places", [(columns,), (columns,)], [places, norms]),
+              add("norms", [(columns,), tall], [norms, g], narrow=narrow),
+              add("places", [(columns,), (columns,)], [places, norms]),
               add("order", [(columns,), (columns,)], [order, places]),
               add("values", [(columns,), (columns,), (1,), (columns,)], [s, norms, big, order])]
     if uv is None:
@@ -315,6 +304,6 @@ def add_svd(factoring: Factoring, shape: tuple[int, int], s: int, uv: tuple[int,
         right, vh_of, vh_from = uv[0], left_shape, left
     steps += [add("left", [left_shape, tall, (columns,), square, (columns,)], [left, g, norms, v, order]),
               add("complete", [left_shape, (columns,), (columns,)], [left, norms, order], narrow=narrow),
-              add("right", [square, square, (columns,)], [right, v, order]),
+              add("sorted_vectors", [square, square, (columns,)], [right, v, order]),
               add("transposed", [svd_shapes(shape, full_matrices)[2], vh_of], [uv[1], vh_from])]
     return steps

@@ -20,7 +20,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
-from svod.frontend.linalg import FUNCTIONS, KEYWORDS, unpacked
+from svod.frontend.linalg import COMPOSED, FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, subscript
 from svod.frontend.source import Source
@@ -644,11 +644,12 @@ def sorting_call(reader: Reader, stmt: ast.stmt) -> tuple[str, ast.Call, ast.Nam
 
 
 def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
-    """The ``np.linalg`` function (``linalg.FUNCTIONS``) a statement assigns the value of, or None."""
+    """The ``np.linalg`` function (``linalg.FUNCTIONS``, or one of ``linalg.COMPOSED``) a statement assigns the
+    value of, or None."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
         return None
     callee = reader.resolve(stmt.value.func)
-    return next((kind for kind in FUNCTIONS if callee is getattr(np.linalg, kind)), None)
+    return next((kind for kind in (*FUNCTIONS, *COMPOSED) if callee is getattr(np.linalg, kind)), None)
 
 
 def _literal(node: ast.expr) -> Any:

@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 
 import svod
-from svod.device import Device
 from svod.dtype import dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
-
-SIZES = (0, 1, 2, 3, 7, 31, 64)
+from tests.frontend.linalg_cases import dtypes_of, sizes_of
 
 
 @svod.jit
@@ -60,17 +58,6 @@ def refined(a, b, turns):
         dx = np.linalg.solve(a, r)
         x += dx
     return x
-
-
-def dtypes_of(device: Device) -> tuple[str, ...]:
-    return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
-
-
-def sizes_of(device: Device) -> tuple[int, ...]:
-    """Every size on the CPU; fewer where each compiles (static kernels) or is interpreted at a cost."""
-    if device.name == "CPU":
-        return SIZES
-    return (0, 1, 3, 7) if device.name == "PYTHON" else (0, 1, 3, 7, 31)
 
 
 def matrix(n: int, dtype: str, seed: int) -> np.ndarray:

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.device import Device
-from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError
+from tests.frontend.linalg_cases import dtypes_of, jacobi_refused, sizes_of
 
 
 @svod.jit
@@ -39,26 +38,6 @@ def shifted(a, turns):
         w = np.linalg.eigvalsh(b)
         total += w
     return total
-
-
-def refused(device: Device) -> bool:
-    """Whether ``device`` stops a work item's loops (WebGPU), and so refuses the Jacobi sweeps at the line."""
-    if device.caps.max_loop_turns is None:
-        return False
-    with pytest.raises(KernelSyntaxError, match=r"Jacobi sweeps .* stops them after \d+ turns"):
-        decomposed(np.eye(3, dtype="float32"), device=device)
-    return True
-
-
-def dtypes_of(device: Device) -> tuple[str, ...]:
-    return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
-
-
-def sizes_of(device: Device) -> tuple[int, ...]:
-    """Every size on the CPU; fewer where each compiles (static kernels) or is interpreted at a cost."""
-    if device.name == "CPU":
-        return (0, 1, 2, 3, 7, 31, 64)
-    return (0, 1, 2, 3, 7) if device.name == "PYTHON" else (0, 1, 2, 3, 7, 31)
 
 
 def symmetric(n: int, dtype: str, seed: int) -> np.ndarray:
@@ -88,7 +67,7 @@ def check(a: np.ndarray, w: np.ndarray, v: np.ndarray) -> None:
 
 
 def test_eigenvalues_and_eigenvectors_agree_with_numpy(device):
-    if refused(device):
+    if jacobi_refused(device, decomposed):
         with pytest.raises(KernelSyntaxError, match="Jacobi sweeps"):
             values(np.eye(2, dtype=np.float32), device=device)
         return
@@ -104,7 +83,7 @@ def test_eigenvalues_and_eigenvectors_agree_with_numpy(device):
 
 
 def test_only_the_lower_triangle_is_read(device):
-    if refused(device):
+    if jacobi_refused(device, decomposed):
         return
     dtype = dtypes_of(device)[-1]
     a = symmetric(5, dtype, 9)
@@ -114,7 +93,7 @@ def test_only_the_lower_triangle_is_read(device):
 
 
 def test_repeated_graded_and_zero_eigenvalues(device):
-    if refused(device):
+    if jacobi_refused(device, decomposed):
         return
     dtype = dtypes_of(device)[-1]
     rng = np.random.default_rng(4)
@@ -144,7 +123,7 @@ def test_integers_and_a_returned_pair():
 
 
 def test_nan_gives_nan_as_numpys_does(device):
-    if refused(device):
+    if jacobi_refused(device, decomposed):
         return
     dtype = dtypes_of(device)[-1]
     for bad in (np.nan, np.inf):
@@ -157,7 +136,7 @@ def test_nan_gives_nan_as_numpys_does(device):
 
 
 def test_a_factorisation_inside_a_plan_loop(device):
-    if refused(device):
+    if jacobi_refused(device, decomposed):
         return
     dtype = dtypes_of(device)[-1]
     a = symmetric(5, dtype, 1)

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.device import Device
-from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError
+from tests.frontend.linalg_cases import dtypes_of, shapes_of
 
 
 @svod.jit
@@ -33,18 +32,6 @@ def qr_iteration(a, turns):
         q, r = np.linalg.qr(x)
         x[:] = r @ q
     return x
-
-
-def dtypes_of(device: Device) -> tuple[str, ...]:
-    return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
-
-
-def shapes_of(device: Device) -> tuple[tuple[int, int], ...]:
-    """Every shape on the CPU; fewer where each compiles (static kernels) or is interpreted at a cost."""
-    small = ((0, 0), (0, 3), (3, 0), (1, 1), (2, 2), (1, 4), (4, 1), (7, 3), (3, 7))
-    if device.name == "PYTHON":
-        return small
-    return (*small, (13, 13), (31, 5), (5, 31)) if device.name != "CPU" else (*small, (13, 13), (31, 5), (64, 64))
 
 
 def tolerance(a: np.ndarray) -> float:

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.device import Device
-from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, LinAlgError, SvodError
+from tests.frontend.linalg_cases import dtypes_of, jacobi_refused, shapes_of
 
 
 @svod.jit
@@ -48,26 +47,6 @@ def pseudo_inverse(a):
     return np.linalg.pinv(a)
 
 
-def refused(device: Device) -> bool:
-    """Whether ``device`` stops a work item's loops (WebGPU), and so refuses the Jacobi sweeps at the line."""
-    if device.caps.max_loop_turns is None:
-        return False
-    with pytest.raises(KernelSyntaxError, match=r"Jacobi sweeps .* stops them after \d+ turns"):
-        full(np.eye(3, dtype="float32"), device=device)
-    return True
-
-
-def dtypes_of(device: Device) -> tuple[str, ...]:
-    return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
-
-
-def shapes_of(device: Device) -> tuple[tuple[int, int], ...]:
-    small = ((0, 0), (0, 3), (3, 0), (1, 1), (2, 2), (1, 4), (4, 1), (7, 3), (3, 7))
-    if device.name == "PYTHON":
-        return small
-    return (*small, (13, 13), (31, 5), (5, 31)) if device.name != "CPU" else (*small, (13, 13), (31, 5), (64, 64))
-
-
 def check(a: np.ndarray, u: np.ndarray, s: np.ndarray, vh: np.ndarray, full_matrices: bool) -> None:
     m, n = a.shape
     eps = float(np.finfo(a.dtype).eps)
@@ -94,7 +73,7 @@ def check(a: np.ndarray, u: np.ndarray, s: np.ndarray, vh: np.ndarray, full_matr
 
 
 def test_svd_agrees_with_numpy(device):
-    if refused(device):
+    if jacobi_refused(device, full):
         return
     for dtype in dtypes_of(device):
         for m, n in shapes_of(device):
@@ -108,17 +87,20 @@ def test_svd_agrees_with_numpy(device):
 
 def test_rank_deficient_and_graded_matrices(device):
     """A zero singular value's left vector (and full_matrices' extra columns) completes an orthonormal u, as
-    NumPy's does; a graded matrix's singular values are NumPy's within the rounding of the largest."""
-    if refused(device):
+    NumPy's does, of tall and wide matrices with repeated and zero columns; a graded matrix's singular values
+    are NumPy's within the rounding of the largest."""
+    if jacobi_refused(device, full):
         return
     dtype = dtypes_of(device)[-1]
     rng = np.random.default_rng(6)
     repeated = rng.standard_normal((5, 4))
     repeated[:, 2] = repeated[:, 0]
     repeated[:, 3] = 0.0
+    wide = rng.standard_normal((3, 5))  # (its transpose's columns span two dimensions: one is rounding left)
+    wide[:, 3], wide[:, 4], wide[:, 2] = wide[:, 1], wide[:, 1], 0.0
     u, _ = np.linalg.qr(rng.standard_normal((6, 6)))
     graded = (u * np.logspace(0, -12 if dtype == "float64" else -6, 6)) @ u.T
-    for a in (repeated, repeated.T, graded, np.zeros((3, 2)), np.ones((4, 4)), 1e150 * np.eye(2) if
+    for a in (repeated, repeated.T, wide, graded, np.zeros((3, 2)), np.ones((4, 4)), 1e150 * np.eye(2) if
               dtype == "float64" else 1e30 * np.eye(2)):
         a = a.astype(dtype)
         check(a, *full(a, device=device), True)
@@ -126,7 +108,7 @@ def test_rank_deficient_and_graded_matrices(device):
 
 
 def test_nan_and_infinity_raise_numpys_error(device):
-    if refused(device):
+    if jacobi_refused(device, full):
         return
     dtype = dtypes_of(device)[-1]
     for bad in (np.nan, np.inf, -np.inf):
@@ -144,7 +126,7 @@ def test_nan_and_infinity_raise_numpys_error(device):
 
 
 def test_a_factorisation_inside_a_plan_loop(device):
-    if refused(device):
+    if jacobi_refused(device, full):
         return
     dtype = dtypes_of(device)[-1]
     a = np.random.default_rng(8).standard_normal((4, 3)).astype(dtype)
@@ -155,7 +137,7 @@ def test_a_factorisation_inside_a_plan_loop(device):
 def test_pinv_agrees_with_numpy(device):
     """Of full-rank, rank-deficient (a zero column: its singular value 0, under NumPy's cutoff, 1e-15 of the
     largest, dropped) and empty matrices, tall and wide."""
-    if refused(device):
+    if jacobi_refused(device, full):
         with pytest.raises(KernelSyntaxError, match="Jacobi sweeps"):
             pseudo_inverse(np.ones((2, 3), np.float32), device=device)
         return
