@@ -1,6 +1,7 @@
 """``svod bench`` runs the benchmarks beside the package, and where there are none says how to get them."""
 
 import contextlib
+import dataclasses
 import json
 import sys
 import types
@@ -41,16 +42,20 @@ def test_the_command_writes_the_json_other_tools_read(tmp_path, monkeypatch, cap
 
 
 def test_suite_spellings_runs_the_spellings_step_alone(tmp_path, monkeypatch, capsys):
-    """``--suite spellings`` on a small transpose and row kernels of 3 rows: each spelling's figure, no other."""
+    """``--suite spellings`` on a small transpose and row kernels of 3 rows, without the peers (their path is
+    ``tests/benchmarks/test_spellings.py``'s): each spelling's figure, no other."""
     transposes, rows = benchmarks.harness.transpose_spellings, benchmarks.harness.row_kernels
+    monkeypatch.setattr(benchmarks.harness, "QUICK", dataclasses.replace(benchmarks.harness.QUICK,
+                                                                         spelling_peers=False))
     monkeypatch.setattr(benchmarks.harness, "transpose_spellings", lambda side: transposes(17))
     monkeypatch.setattr(benchmarks.harness, "row_kernels", lambda quick, spelled=None: rows(quick, 3))
     path = tmp_path / "out.json"
     assert main(["bench", "--quick", "--suite", "spellings", "--json", str(path)]) == 0
     document = json.loads(path.read_text())
     assert set(document["metrics"]) == {"spelling.transpose.by_input_ms", "spelling.transpose.by_output_ms",
+                                        "spelling.transpose.numba_ms",
                                         *(f"spelling.{kernel}.{form}_ms" for kernel in ("softmax", "layernorm", "mlp")
-                                          for form in ("kernel", "jit"))}
+                                          for form in ("kernel", "jit", "numba"))}
     assert all(metric["svod"] > 0 for metric in document["metrics"].values())
     assert "--suite spellings" in capsys.readouterr().out
 
