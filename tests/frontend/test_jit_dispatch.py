@@ -17,7 +17,6 @@ import pytest
 import svod
 from svod import prange
 from svod.errors import GraphError, LinAlgError, VariableError
-from svod.frontend.jit_plans import Prepared
 
 SIZES = (0, 1, 2, 7, 13)
 
@@ -61,20 +60,6 @@ def in_place(fn: svod.frontend.jit.Jit) -> bool:
     the host's and its steps keep their addresses; the PYTHON reference's do not): its calls then skip the
     general binding."""
     return all(call.prepared.binder is not None for call in fn._calls.values())
-
-
-@pytest.fixture
-def general_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each run of a plan through the general binding (``Prepared.run``), which a dispatched call skips."""
-    runs: list[int] = []
-    general = Prepared.run
-
-    def counted(self, *args, **keywords):  # type: ignore[no-untyped-def]
-        runs.append(1)
-        return general(self, *args, **keywords)
-
-    monkeypatch.setattr(Prepared, "run", counted)
-    return runs
 
 
 @pytest.mark.parametrize("n", SIZES)

@@ -15,7 +15,6 @@ import pytest
 import svod
 from svod import prange
 from svod.errors import KernelSyntaxError, SvodError, VariableError
-from svod.frontend.jit_plans import Prepared
 
 
 @svod.jit
@@ -78,20 +77,6 @@ def first_ones(x, n):
 
 STEPS = ((1, 2), (3, 0), (0, 5), (2, -3), (1, 3), (4, 1), (-2, 4), (2, 7), (1, 1), (5, -1))
 """(steps, shift) of successive calls: no turns (0, negative), a kernel loop of none, a branch each way."""
-
-
-@pytest.fixture
-def general_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each run of a plan through the general binding (``Prepared.run``), which a dispatched call skips."""
-    runs: list[int] = []
-    general = Prepared.run
-
-    def counted(self, *args, **keywords):  # type: ignore[no-untyped-def]
-        runs.append(1)
-        return general(self, *args, **keywords)
-
-    monkeypatch.setattr(Prepared, "run", counted)
-    return runs
 
 
 def _float(device: svod.device.Device) -> type:
