@@ -16,6 +16,7 @@ from svod.errors import GraphError, KernelSyntaxError
 from svod.frontend import compactions
 from svod.frontend.oracle import as_python, python_arguments
 from tests.frontend.test_jit import agrees_with_python
+from tests.frontend.test_shrinking import escape
 from tests.helpers import numpy_quietly
 
 SIZES = (0, 1, 7, 13)
@@ -321,29 +322,8 @@ def test_what_svod_cannot_make_of_such_arrays_is_refused_at_its_line(fn, says):
 # ---- arrays that shrink at each turn of a loop ----------------------------------------------------------------
 
 @svod.jit
-def escape_compacting(cr, ci, turns):
-    """An escape-time loop as NumPy users compact it: the points still running kept at each turn's front."""
-    n = np.zeros(cr.shape, np.int64)
-    where = np.arange(cr.shape[0])
-    zr = np.zeros(cr.shape)
-    zi = np.zeros(cr.shape)
-    for i in range(turns):
-        t = zr * zr - zi * zi + cr
-        zi[:] = 2.0 * zr * zi + ci
-        zr[:] = t
-        out = zr * zr + zi * zi > 4.0
-        for j in range(out.shape[0]):
-            if out[j]:
-                n[where[j]] = i + 1
-        keep = ~out
-        zr = zr[keep]
-        zi, cr, ci, where = zi[keep], cr[keep], ci[keep], where[keep]
-    return n
-
-
-@svod.jit
 def escape_under_a_mask(cr, ci, turns):
-    """The same loop as the refusal of ``escape_compacting`` says to write it: every array whole, a mask of the
+    """The loop of ``test_shrinking.escape`` as a refusal of it once said to write it: every array whole, a mask of the
     points still running."""
     n = np.zeros(cr.shape, np.int64)
     zr = np.zeros(cr.shape)
@@ -368,12 +348,12 @@ def points(n: int) -> tuple[np.ndarray, np.ndarray]:
 def test_an_array_that_shrinks_at_each_turn_computes_what_keeping_it_whole_computes(n):
     """(``svod.frontend.shrinking``; ``tests/frontend/test_shrinking.py`` on every device.)"""
     cr, ci = points(n)
-    np.testing.assert_array_equal(escape_compacting(cr, ci, 20), escape_under_a_mask(cr, ci, 20))
+    np.testing.assert_array_equal(escape(cr, ci, 20), escape_under_a_mask(cr, ci, 20))
 
 
 @pytest.mark.parametrize("n", SIZES)
 def test_the_whole_arrays_under_a_mask_compute_what_the_compacting_loop_computes(n):
     cr, ci = points(n)
-    want = as_python(escape_compacting)(cr.copy(), ci.copy(), 20)
+    want = as_python(escape)(cr.copy(), ci.copy(), 20)
     np.testing.assert_array_equal(escape_under_a_mask(cr, ci, 20), want)
     same(escape_under_a_mask, svod.frontend.api.get_device("CPU"), cr, ci, 20)
