@@ -335,3 +335,36 @@ def test_every_contestant_is_timed_on_settled_cores(monkeypatch):
     timing.sample_seconds(lambda: events.append("call"), repeats=2, warmup=1)
     timing.median_seconds(lambda: events.append("other"), repeats=1, warmup=0)
     assert events == ["settle", "call", "call", "call", "settle", "other"]
+
+
+def test_svods_run_of_numbas_spelling_is_timed_apart_from_numba(monkeypatch) -> None:
+    """svod's ``numba`` form and the numba peer share a name; each is timed and each figure is its own, not
+    one contestant's time given to both. Each runner returns who it is; a sample is that contestant's time."""
+    from benchmarks.spellings import Peers
+
+    seconds = {"svod's numba": 0.003, "numba": 0.005, "kernel": 0.001}
+
+    class Numba:
+        error = None
+
+        def runner(self, workload):  # type: ignore[no-untyped-def]
+            return lambda: "numba"
+
+    class Nothing:
+        error = "not here"
+
+        def runners(self, workload):  # type: ignore[no-untyped-def]
+            return {}
+
+    def sample(run, count, warmup):  # type: ignore[no-untyped-def]
+        who = run()
+        return [seconds[who] if isinstance(who, str) else 0.002]
+
+    monkeypatch.setattr(harness, "numba_form", lambda workload, device: lambda: "svod's numba")
+    monkeypatch.setattr(harness, "sample_seconds", sample)
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None)
+    metrics = bench._spelled("softmax", workloads.softmax(2, 37), {"kernel": lambda: "kernel"},
+                             {"kernel": "k", "numba": "n"}, Peers(Numba(), Nothing(), Nothing(), Nothing()))  # type: ignore[arg-type]
+    figures = {metric.name: (metric.svod, metric.numba, metric.numpy) for metric in metrics}
+    assert figures == {"spelling.softmax.kernel_ms": (pytest.approx(1.0), pytest.approx(5.0), pytest.approx(2.0)),
+                       "spelling.softmax.numba_ms": (pytest.approx(3.0), pytest.approx(5.0), pytest.approx(2.0))}
