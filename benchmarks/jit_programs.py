@@ -26,6 +26,7 @@ test. Importing this module needs neither numba nor a device: a version is made 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import textwrap
 from collections.abc import Callable
@@ -76,20 +77,31 @@ class Program:
         return sum(1 for line in self.text(version).splitlines() if line.strip())
 
     def function(self, version: str) -> Any:
-        """A fresh ``@svod.jit`` function or numba dispatcher of the program (nothing compiled yet): its text
-        executed as a module whose source ``inspect`` can read (svod translates from the source)."""
-        text = self.text(version)
-        filename = f"<jit program {self.name} ({version})>"
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        names: dict[str, Any] = {"__name__": f"jit_programs_{self.name}_{version}"}
-        exec(compile(text, filename, "exec"), names)  # the program's own text
-        return names[self.name]
+        """A fresh ``@svod.jit`` function of the program (nothing compiled yet), or this process's numba
+        dispatcher of its text: numba compiles a dispatcher once per argument types, so the bench and the tests
+        that run the same text share one compile rather than each taking seconds for it (a first call is timed
+        in a fresh process, where nothing is shared)."""
+        made = _numba_dispatcher if version == "numba" else _executed
+        return made(self.name, self.text(version), version)
 
     def size(self, scale: str) -> tuple[int, ...]:
         return {"full": self.full, "quick": self.quick, "small": self.small}[scale]
 
     def describe(self, size: tuple[int, ...]) -> str:
         return self.size_text.format(*size)
+
+
+def _executed(name: str, text: str, version: str) -> Any:
+    """Program ``name``'s ``text`` executed as a module whose source ``inspect`` can read (svod translates from
+    the source): its function."""
+    filename = f"<jit program {name} ({version})>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    names: dict[str, Any] = {"__name__": f"jit_programs_{name}_{version}"}
+    exec(compile(text, filename, "exec"), names)  # the program's own text
+    return names[name]
+
+
+_numba_dispatcher = functools.cache(_executed)
 
 
 def _program(name: str, source: str, **fields: Any) -> Program:
