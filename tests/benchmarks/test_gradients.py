@@ -59,7 +59,7 @@ def test_a_wrong_gradient_is_caught() -> None:
 
 
 def test_the_step_reports_each_program_beside_each_installed_peer():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="torch is a gradient peer of the bench extra, not installed here")
     installed, _ = gradients.peers()
     metrics = {m.name: m for m in gradient_metrics(programs(SMALL[1]), repeats=1)}
     expected = {f"grad.{name}{suffix}" for name in NAMES for suffix in ("_ms", ".forward_ms", ".ratio")}
@@ -96,7 +96,7 @@ def test_a_peer_that_cannot_run_a_program_says_why(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_gradient_that_differs_from_torchs_is_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="torch is a gradient peer of the bench extra, not installed here")
     program = programs(SMALL[1])[3]
     halved = GradientProgram(program.name, program.note, program.arrays, program.wrt, program.cotangent,
                              program.forward, lambda arrays: tuple(g / 2 for g in program.gradient(arrays)),
