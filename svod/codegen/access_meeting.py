@@ -90,9 +90,13 @@ class _AccessEquation:
         if impossible(self.facts, self.rank):
             return True  # one of the accesses is never made
         for _ in range(MAX_EQUATION_STEPS):
-            if parallel <= self.matched.keys() or any(self.apart(a, b) for a, b in self.equations):
+            if parallel <= self.matched.keys():
                 return True
-            if not (self.match() or self.split() or self.squeezed()):
+            if self.match():
+                continue  # cheap where it applies; a failed ``apart`` runs its proofs to their step budget
+            if any(self.apart(a, b) for a, b in self.equations):
+                return True
+            if not (self.split() or self.squeezed()):
                 return self.combined_apart()
         return False
 
