@@ -262,6 +262,8 @@ class ArrayValues(SliceBounds):
                 return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, base)
             if operator and type(value) is float and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
+        if dtype.kind == "c" and value is None and operator:
+            return self.elementwise(node, _run_time_shortcuts(exponent.sample, sqrt), dtype, base, exponent)
         if dtype.kind == "f" and _inexact(exponent.sample):
             if value is not None and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
@@ -604,6 +606,25 @@ def _literal(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return node.value
     return None
+
+
+def _run_time_shortcuts(sample: Any, sqrt: Callable[[list[ast.expr]], ast.expr]
+                        ) -> Callable[[list[ast.expr]], ast.expr]:
+    """A complex array's ``** p`` where only the run knows ``p``: the operator's shortcuts chosen by the value the
+    element computes with, for the type whose value takes each (a Python int's -1 and 2, a Python float's 0.5),
+    else the power loop."""
+    shortcuts: list[tuple[Any, Callable[[list[ast.expr]], ast.expr]]] = []
+    if type(sample) is int:
+        shortcuts = [(-1, lambda c: call(numpy("reciprocal"), c[0])), (2, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]))]
+    elif type(sample) is float:
+        shortcuts = [(0.5, sqrt)]
+
+    def combine(c: list[ast.expr]) -> ast.expr:
+        chosen: ast.expr = ast.BinOp(c[0], ast.Pow(), c[1])
+        for held, shortcut in shortcuts:
+            chosen = ast.IfExp(ast.Compare(c[1], [ast.Eq()], [constant(held)]), shortcut(c), chosen)
+        return chosen
+    return combine
 
 
 def _whole(value: Any) -> bool:

@@ -368,9 +368,9 @@ def to_real(out, z):
         out[i] = z[i]
 
 
-def raised(out, z):
+def inverted(out, z):
     for i in svod.prange(z.shape[0]):
-        out[i] = z[i] ** 0.5
+        out[i] = np.linalg.norm(z)
 
 
 def taken_max(out, z):
@@ -390,7 +390,7 @@ Z = np.ones(3, complex)
     (ordered, np.zeros(3, bool), "z[i] < 1j", "complex numbers have no order"),
     (floored, np.zeros(3, complex), "z[i] // 2", "// of complex numbers"),
     (to_real, np.zeros(3), "out[i] = z[i]", "discard its imaginary part"),
-    (raised, np.zeros(3, complex), "z[i] ** 0.5", "integer constant below 100"),
+    (inverted, np.zeros(3, complex), "np.linalg.norm(z)", "np.linalg inside a kernel or a prange body"),
     (taken_max, np.zeros(3, complex), "max(z[i], 1.0)", "takes real numbers only"),
     (tangent, np.zeros(3, complex), "np.tan(z[i])", "tan of a complex value is not supported"),
 ])
@@ -890,9 +890,10 @@ def raised_to_a_power_read_at_run_time(z, n):
     return z ** p
 
 
-def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_power_is_refused():
-    """The operator's ``** 0.5`` of a complex array is ``np.sqrt``; a power only the run knows (read from an
-    array) is refused at its line: a complex power loop takes a constant."""
+def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_power_takes_the_operators_shortcuts():
+    """The operator's ``** 0.5`` of a complex array is ``np.sqrt``; a Python int power only the run knows (read
+    from an array; once refused) takes the operator's shortcuts by its value: ``** -1`` is ``np.reciprocal``
+    (``(inf+0j) ** -1`` is ``0-0j``, where the power loop gives NaN parts), ``** 2`` the square."""
     z = grid(np.complex128)
     with np.errstate(all="ignore"):
         want = z ** 0.5
@@ -900,6 +901,151 @@ def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_po
     assert_parts_close(got, want, rtol=4 * float(np.finfo(np.float64).eps))
     for g, w in ((got.real, want.real), (got.imag, want.imag)):
         assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
-    with pytest.raises(SvodError, match="integer constant below 100") as err:
-        raised_to_a_power_read_at_run_time(z, np.array([-1]))
-    assert f"{__file__}:{line_of(raised_to_a_power_read_at_run_time, 'return z ** p')}" in str(err.value)
+    for n in (-1, 2, -2, 3, 0, 5, 150):
+        with np.errstate(all="ignore"):
+            want = z ** n
+        got = raised_to_a_power_read_at_run_time(z, np.array([n]))
+        if n == 2:  # NumPy's square may fuse a multiply and an add (and so overflow otherwise: ARITHMETIC)
+            exact = np.isin(z, grid(np.complex128, parts=[0.0, -0.0, 1.0, -2.5, 0.5, np.inf, -np.inf, np.nan]))
+            assert_bits(got[exact], want[exact])
+        elif n == -1:  # the reciprocal's shortcut: the power loop's NaN parts differ here
+            assert_bits(got, want)
+        else:
+            assert_power_close(z, np.full(len(z), n, np.complex128), got, want, ulps=8)
+
+
+@svod.kernel
+def raised_to_elements(out, z, p):
+    for i in svod.prange(z.shape[0]):
+        out[i] = np.power(z[i], p[i])
+
+
+RUN_TIME_EXPONENTS = [0.0, -0.0, 1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 4.0, 7.0, -5.0, 99.0, -99.0, 100.0, 0.5, -0.5,
+                      1.5, 2.7, -3.3, 1e-300, np.nan, np.inf, -np.inf, 1j, 0.5 + 0.5j, -1j, complex(0.0, np.nan),
+                      complex(np.inf, 1.0)]
+"""Exponents NumPy's power loop treats each its own way: zero (of either sign), whole below 100 in magnitude
+(1, 2 and 3 unrolled, others a binary power, a negative one over it), whole at 100, fractions, complex, and
+the special values."""
+
+
+def exact_exponent(p: np.ndarray) -> np.ndarray:
+    """Where NumPy's power loop multiplies (a real whole exponent below 100 in magnitude) or gives a constant
+    (a zero exponent): there svod's parts equal NumPy's bit for bit."""
+    with np.errstate(invalid="ignore"):
+        return (p.imag == 0) & (np.abs(p.real) < 100) & (np.trunc(p.real) == p.real)
+
+
+def assert_power_close(z: np.ndarray, p: np.ndarray, got: np.ndarray, want: np.ndarray, ulps: float) -> None:
+    """Where NumPy multiplies, equal bits; elsewhere (``exp(p log z)``) NaN, infinite and zero parts where NumPy
+    has them, and the rest within ``ulps`` of ``|want|`` times ``1 + |p log z|``: an exponent's product with the
+    logarithm rounds to the float's spacing at that product, which the exponential turns into a relative error
+    of that size, in NumPy's ``cpow`` as in svod's."""
+    exact = exact_exponent(p)
+    assert_bits(got[exact], want[exact])
+    got, want, z, p = got[~exact], want[~exact], z[~exact], p[~exact]
+    for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+        assert np.array_equal(np.isnan(g), np.isnan(w)), (z, p, got, want)
+        special = np.isinf(w) | (w == 0)
+        assert np.array_equal(g[special], w[special]), (z[special], p[special], got[special], want[special])
+    finite = np.isfinite(want) & (want != 0)
+    eps = float(np.finfo(got.real.dtype).eps)
+    with np.errstate(all="ignore"):
+        scale = 1 + np.abs(p[finite].astype(np.complex128) * np.log(z[finite].astype(np.complex128)))
+        error = np.abs(got[finite].astype(np.complex128) - want[finite]) / np.abs(want[finite])
+    assert np.all(error <= ulps * eps * scale), (z[finite], p[finite], got[finite], want[finite], error / eps)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_elements_power_of_a_run_time_exponent_is_numpys(device, dtype):
+    """``np.power(z, p)`` with ``p`` an element only the run holds, over every pair of special bases and the
+    exponents NumPy's ``npy_cpow`` chooses among (``RUN_TIME_EXPONENTS``): ``0 ** 0`` is ``1+0j``, a zero base to
+    a power of negative (or zero) real part NaN parts, whole powers NumPy's products bit for bit, the rest
+    ``exp(p log z)`` with C's product (infinite parts where a plain product gives NaN ones). It was refused."""
+    webgpu = device.device.base_type == "WEBGPU"
+    bases = grid(dtype, device, None if webgpu else ARITHMETIC[dtype])
+    exponents = [p for p in RUN_TIME_EXPONENTS if (not webgpu or (np.isfinite(p) and abs(p) < 10))
+                 and (dtype is np.complex128 or p != 100)]  # (complex64's (-2.5-1e15j) ** 100: its angle is 50 pi
+    # within float32's rounding, so its infinite imaginary part may take either sign)
+    if webgpu:
+        bases = bases[bases != 0]  # its compilers may fold the NaN a zero's negative power is
+    z, p = (a.ravel() for a in np.meshgrid(bases, np.array(exponents, dtype)))
+    out = np.zeros_like(z)
+    if not run_or_refused(raised_to_elements, device, dtype, out, z, p):
+        return
+    with np.errstate(all="ignore"):
+        want = np.power(z, p)
+    if webgpu:  # its compilers may not keep a zero's sign nor NumPy's order of products, nor log's precision
+        assert np.array_equal(np.isnan(out), np.isnan(want))  # (MODERATE's bases: finite results)
+        error = np.abs(out.astype(np.complex128) - want) / np.abs(want)
+        assert np.all(error < 1024 * float(np.finfo(np.float32).eps)), (z, p, out, want)
+        return
+    assert_power_close(z, p, out, want, ulps=8)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_power_of_random_values_is_within_numpys_rounding(dtype):
+    """Random bases over six decades and exponents (real, complex, small, whole): NumPy's bits where it
+    multiplies, within 8 ulp times ``1 + |p log z|`` of it elsewhere."""
+    rng = np.random.default_rng(7)
+    n = 20011
+    z = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)
+         + 1j * rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(dtype)
+    kinds = [rng.standard_normal(n) * 3, rng.standard_normal(n) + 1j * rng.standard_normal(n),
+             rng.uniform(-0.5, 0.5, n), rng.integers(-99, 100, n).astype(np.float64)]
+    for exponent in kinds:
+        p = exponent.astype(dtype)
+        out = np.zeros_like(z)
+        raised_to_elements(out, z, p)
+        with np.errstate(all="ignore"):
+            want = np.power(z, p)
+        assert_power_close(z, p, out, want, ulps=8)
+
+
+@svod.kernel
+def raised_to_constants(out, z, p, q):
+    for i in svod.prange(z.shape[0]):
+        out[0, i] = z[i] ** 0.5
+        out[1, i] = z[i] ** p
+        out[2, i] = np.power(z[i], q)
+        out[3, i] = z[i] ** 150
+        out[4, i] = z[i] ** (1 + 2j)
+
+
+def test_an_elements_power_of_a_fraction_a_scalar_argument_or_a_large_whole_number_is_numpys():
+    """Constants NumPy's loop does not multiply for (``0.5``, ``150``, ``1+2j``) and scalar arguments, float and
+    complex (each once refused): as NumPy's scalar power of each element."""
+    z = grid(np.complex128, parts=ARITHMETIC[np.complex128])
+    out = np.zeros((5, len(z)), np.complex128)
+    p, q = 2.7, -0.5 + 1.5j
+    raised_to_constants(out, z, p, q)
+    for row, exponent in zip(out, (0.5, p, q, 150, 1 + 2j), strict=True):
+        with np.errstate(all="ignore"):
+            want = np.array([np.power(x, np.complex128(exponent)) for x in z])
+        assert_power_close(z, np.full(len(z), exponent, np.complex128), row, want, ulps=8)
+
+
+@svod.jit
+def contour_powers(int_pts, slab_per_bc):
+    out = np.zeros((len(int_pts), slab_per_bc + 1), dtype=np.complex128)
+    for i in svod.prange(len(int_pts)):
+        z = int_pts[i]
+        for n in range(slab_per_bc + 1):
+            out[i, n] = np.power(z, slab_per_bc / 2 - n)
+    return out
+
+
+@pytest.mark.parametrize("slab", [0, 1, 2, 5])
+def test_a_jitted_prange_raises_its_elements_to_exponents_it_computes(device, slab):
+    """npbench contour_integral's powers: ``np.power(z, slab_per_bc / 2 - n)`` with ``n`` a loop's variable, whole
+    and half exponents by the value of ``slab_per_bc``, every device that holds complex128."""
+    pts = grid(np.complex128, device, ARITHMETIC[np.complex128])
+    if device.device.base_type == "WEBGPU" or not holds(device, np.complex128):
+        with pytest.raises(SvodError, match="float64"):
+            contour_powers(pts, slab, device=device)
+        return
+    got = contour_powers(pts, slab, device=device)
+    exponents = np.array([slab / 2 - n for n in range(slab + 1)], np.complex128)
+    with np.errstate(all="ignore"):
+        want = np.power(pts[:, None], exponents[None, :])
+    z, p = np.broadcast_arrays(pts[:, None], exponents[None, :])
+    assert_power_close(z.ravel(), p.ravel(), got.ravel(), want.ravel(), ulps=8)
