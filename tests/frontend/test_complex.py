@@ -817,7 +817,8 @@ def assert_bits(got: np.ndarray, want: np.ndarray) -> None:
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float32, np.float64])
 def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
-    """``z ** p`` with ``p`` an argument or a name holding -2..3: NumPy's operator takes its shortcuts by the
+    """``z ** p`` with ``p`` an argument or a name holding -2..3 or a fraction (``0.5`` the operator's
+    ``np.sqrt``, others the power loop; a complex one was refused): NumPy's operator takes its shortcuts by the
     value and type (``** -1`` of a complex array is ``np.reciprocal``, ``** 2`` ``np.square``, of Python ints
     only: ``** 2.0`` is the power loop, whose ``(0-0j) ** 2`` is ``0+0j``), ``np.power`` its loop;
     svod took the power loop for a name holding -1 (``(inf+0j) ** p`` gave NaN parts where NumPy gives
@@ -832,7 +833,7 @@ def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
     if webgpu:
         z = z[z != 0]  # its compilers may fold the NaN or inf a zero's negative power is
     strong = [] if webgpu else [np.int64(2), np.int64(-1)]  # (an int64 widens the array: 64-bit parts)
-    for p in [*range(-2, 4), 2.0, -1.0, *strong]:  # (those of other types take the loop)
+    for p in [*range(-2, 4), 2.0, -1.0, 0.5, 0.7, -1.5, *strong]:  # (those of other types take the loop)
         with np.errstate(all="ignore"):
             wants = (z ** p, z ** p, np.power(z, p))
             in_place = z.copy()
