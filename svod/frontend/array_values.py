@@ -263,6 +263,11 @@ class ArrayValues(SliceBounds):
             if operator and type(value) is float and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
         if dtype.kind == "c" and value is None and operator:
+            if not self.typed_on_host(exponent.node):
+                raise self.refuse(node, "a complex array's ** of a name only the run knows: NumPy's operator takes "
+                                        "its shortcuts by the exponent's type (a Python int's -1 and 2, a Python "
+                                        "float's 0.5, a NumPy scalar's none), which the host does not know here; "
+                                        "np.power(z, p) takes none")
             return self.elementwise(node, _run_time_shortcuts(exponent.sample, sqrt), dtype, base, exponent)
         if dtype.kind == "f" and _inexact(exponent.sample):
             if value is not None and value == 0.5:
@@ -274,6 +279,15 @@ class ArrayValues(SliceBounds):
         if known is not None:  # its value written, as a literal's: the power loop a kernel has, of the result's dtype
             return self.elementwise(node, lambda c: ast.BinOp(_as(c[0], base, dtype), ast.Pow(), known), dtype, base)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Pow(), c[1]), dtype, base, exponent)
+
+    def typed_on_host(self, node: ast.expr) -> bool:
+        """Whether the host computes scalar ``node``, and so knows its type (``Scalar.sample``'s stand-in where
+        it does not is an int, whatever the run's value is)."""
+        try:
+            self.computed(node)
+        except Exception:
+            return False
+        return True
 
     def host_number(self, node: ast.expr) -> Any:
         """The number scalar ``node`` computes where the host knows it before the run (an argument of a value
