@@ -270,7 +270,8 @@ def power(a: Parts, exponent: int) -> Parts:
     """``z ** n`` for an integer constant ``n``, as NumPy's complex power loop computes it (``nc_pow``): a zero
     ``z`` (either zero's sign) is ``0+0j`` for ``n > 0`` and NaN parts for ``n < 0``; ``n`` of 1, 2 and 3 are
     unrolled products; other ``n`` binary powers starting from ``1+0j`` (whose product with an infinite part
-    makes its neighbour NaN there too), and a negative ``n`` one over them by the plain quotient, not Smith's."""
+    makes its neighbour NaN there too), and a negative ``n`` one over them by Smith's quotient (``divide``), as
+    NumPy's ``cdiv`` divides there."""
     dtype = a[0].dtype
     one = UOp.const(dtype, 1.0), UOp.const(dtype, 0.0)
     if exponent == 0:
@@ -373,13 +374,6 @@ def reciprocal(a: Parts) -> Parts:
     d = first.where(re + im * r, re * r + im)
     one = UOp.const(re.dtype, 1.0)
     return first.where(one / d, r / d), first.where(-(r / d), -(one / d))
-
-
-def _plain_quotient(a: Parts, b: Parts) -> Parts:
-    """``a / b`` as ``(ar br + ai bi) / d + i (ai br - ar bi) / d`` with ``d = br² + bi²``: NumPy's quotient in
-    its complex power loop."""
-    denominator = b[0] * b[0] + b[1] * b[1]
-    return (a[0] * b[0] + a[1] * b[1]) / denominator, (a[1] * b[0] - a[0] * b[1]) / denominator
 
 
 _MATH: dict[str, Callable[[Parts], Parts]] = {"exp": exponential, "log": logarithm, "sqrt": square_root}
