@@ -174,8 +174,8 @@ def square_root(a: Parts) -> Parts:
 def logarithm(a: Parts) -> Parts:
     """The principal logarithm: ``log|z| + i atan2(im, re)`` (``log(0)`` is ``-inf`` with the zero's angle, as
     NumPy gives). Where ``|z|`` is near 1 (0.71 to 1.73, as the C library's ``clog`` bounds it) the real part is
-    ``log1p(x) / 2`` of ``x = (big - 1)(big + 1) + small²`` (the larger and smaller part), so that it keeps its
-    precision relative to itself: a power's ``exp(p log z)`` of a large ``p`` reads it. A magnitude past the
+    ``log1p(x) / 2`` of ``x = re² + im² - 1`` computed from exact squares, so that it keeps its precision
+    relative to itself at every angle: a power's ``exp(p log z)`` of a large ``p`` reads it. A magnitude past the
     float's largest is taken of the value scaled down by 4 (``log 4`` added back)."""
     scaled, huge = _scaled_down(a)
     dtype = a[0].dtype
@@ -185,8 +185,39 @@ def logarithm(a: Parts) -> Parts:
     swap = x < y
     big, small = swap.where(y, x), swap.where(x, y)
     near = (length < 0.71).ne(True) & (length <= 1.73)
-    near_one = _log1p((big - 1.0) * (big + 1.0) + small * small) * 0.5
+    near_one = _log1p(_squares_less_one(big, small)) * 0.5
     return near.where(near_one, length.log() + added), angle(a[1], a[0])
+
+
+_SPLITTERS = {dtypes.float32: 4097.0, dtypes.float64: 134217729.0}
+"""``2^s + 1`` for half a float's significand bits ``s``: Veltkamp's split of a value into two halves whose products
+are exact."""
+
+
+def _exact_square(x: UOp) -> tuple[UOp, UOp]:
+    """``x²`` as a rounded square and the error of its rounding (Dekker's product of Veltkamp's halves)."""
+    c = x * _SPLITTERS[x.dtype]
+    high = c - (c - x)
+    low = x - high
+    square = x * x
+    return square, ((high * high - square) + high * low * 2.0) + low * low
+
+
+def _squares_less_one(big: UOp, small: UOp) -> UOp:
+    """``big² + small² - 1`` for a magnitude near 1, where the terms cancel: each square exact as two floats, the
+    two sums of the larger terms with their rounding errors kept (Knuth's two-sum), the small terms added last."""
+    big_square, big_error = _exact_square(big)
+    small_square, small_error = _exact_square(small)
+    first, first_error = _two_sum(big_square, UOp.const(big.dtype, -1.0))
+    total, total_error = _two_sum(first, small_square)
+    return total + (((first_error + total_error) + big_error) + small_error)
+
+
+def _two_sum(a: UOp, b: UOp) -> tuple[UOp, UOp]:
+    """``a + b`` rounded and the error of its rounding, of any order of magnitudes (Knuth)."""
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
 
 
 def _log1p(x: UOp) -> UOp:
