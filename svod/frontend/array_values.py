@@ -262,12 +262,18 @@ class ArrayValues(SliceBounds):
                 return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, base)
             if operator and type(value) is float and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
-        if dtype.kind == "c" and value is None and operator:
-            if not self.typed_on_host(exponent.node):
+        if dtype.kind == "c" and value is None and not self.typed_on_host(exponent.node):
+            if operator:
                 raise self.refuse(node, "a complex array's ** of a name only the run knows: NumPy's operator takes "
                                         "its shortcuts by the exponent's type (a Python int's -1 and 2, a Python "
                                         "float's 0.5, a NumPy scalar's none), which the host does not know here; "
                                         "np.power(z, p) takes none")
+            if dtype == np.complex64:
+                raise self.refuse(node, "np.power of a complex64 array and a name only the run knows: NumPy's "
+                                        "result is complex128 for a NumPy float64 or int64 scalar and complex64 "
+                                        "for a Python float, and the host does not know its type here (a complex128 "
+                                        "array's power runs)")
+        if dtype.kind == "c" and value is None and operator:
             return self.elementwise(node, _run_time_shortcuts(exponent.sample, sqrt), dtype, base, exponent)
         if dtype.kind == "f" and _inexact(exponent.sample):
             if value is not None and value == 0.5:
