@@ -262,6 +262,19 @@ class ArrayValues(SliceBounds):
                 return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]), dtype, base)
             if operator and type(value) is float and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
+        if dtype.kind == "c" and value is None and not self.typed_on_host(exponent.node):
+            if operator:
+                raise self.refuse(node, "a complex array's ** of a name only the run knows: NumPy's operator takes "
+                                        "its shortcuts by the exponent's type (a Python int's -1 and 2, a Python "
+                                        "float's 0.5, a NumPy scalar's none), which the host does not know here; "
+                                        "np.power(z, p) takes none")
+            if dtype == np.complex64:
+                raise self.refuse(node, "np.power of a complex64 array and a name only the run knows: NumPy's "
+                                        "result is complex128 for a NumPy float64 or int64 scalar and complex64 "
+                                        "for a Python float, and the host does not know its type here (a complex128 "
+                                        "array's power runs)")
+        if dtype.kind == "c" and value is None and operator:
+            return self.elementwise(node, _run_time_shortcuts(exponent.sample, sqrt), dtype, base, exponent)
         if dtype.kind == "f" and _inexact(exponent.sample):
             if value is not None and value == 0.5:
                 return self.elementwise(node, sqrt, dtype, base)
@@ -272,6 +285,15 @@ class ArrayValues(SliceBounds):
         if known is not None:  # its value written, as a literal's: the power loop a kernel has, of the result's dtype
             return self.elementwise(node, lambda c: ast.BinOp(_as(c[0], base, dtype), ast.Pow(), known), dtype, base)
         return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Pow(), c[1]), dtype, base, exponent)
+
+    def typed_on_host(self, node: ast.expr) -> bool:
+        """Whether the host computes scalar ``node``, and so knows its type (``Scalar.sample``'s stand-in where
+        it does not is an int, whatever the run's value is)."""
+        try:
+            self.computed(node)
+        except Exception:
+            return False
+        return True
 
     def host_number(self, node: ast.expr) -> Any:
         """The number scalar ``node`` computes where the host knows it before the run (an argument of a value
@@ -604,6 +626,25 @@ def _literal(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return node.value
     return None
+
+
+def _run_time_shortcuts(sample: Any, sqrt: Callable[[list[ast.expr]], ast.expr]
+                        ) -> Callable[[list[ast.expr]], ast.expr]:
+    """A complex array's ``** p`` where only the run knows ``p``: the operator's shortcuts chosen by the value the
+    element computes with, for the type whose value takes each (a Python int's -1 and 2, a Python float's 0.5),
+    else the power loop."""
+    shortcuts: list[tuple[Any, Callable[[list[ast.expr]], ast.expr]]] = []
+    if type(sample) is int:
+        shortcuts = [(-1, lambda c: call(numpy("reciprocal"), c[0])), (2, lambda c: ast.BinOp(c[0], ast.Mult(), c[0]))]
+    elif type(sample) is float:
+        shortcuts = [(0.5, sqrt)]
+
+    def combine(c: list[ast.expr]) -> ast.expr:
+        chosen: ast.expr = ast.BinOp(c[0], ast.Pow(), c[1])
+        for held, shortcut in shortcuts:
+            chosen = ast.IfExp(ast.Compare(c[1], [ast.Eq()], [constant(held)]), shortcut(c), chosen)
+        return chosen
+    return combine
 
 
 def _whole(value: Any) -> bool:

@@ -13,7 +13,8 @@ kernel as it refuses any float64).
 The arithmetic is NumPy's on its complex types, operation by operation: a real operand is first made complex
 (``x + 0j``, as NumPy converts it), ``*`` is ``(ac - bd) + (ad + bc)j``, ``/`` is Smith's method as NumPy's
 loops compute it (a zero divisor gives NumPy's inf and NaN parts, no error), ``abs`` a hypot that neither
-overflows nor underflows, ``**`` of an integer constant NumPy's power loop (``power``). Two
+overflows nor underflows, ``**`` NumPy's power loop (``power`` for an integer constant, ``any_power`` choosing by
+the value the run holds). Two
 Python complex numbers compute in Python (``1j / 0`` is refused as Python raises). What NumPy orders (``<`` on
 complex arrays, lexicographically) Python refuses, and so does a kernel.
 """
@@ -136,10 +137,18 @@ def exponential(a: Parts) -> Parts:
     infinite_re, negative = _is_inf(re) & odd_im, _sign_bit(re)
     up, down = infinite_re & negative.ne(True), infinite_re & negative
     zero = UOp.const(re.dtype, 0.0)
-    real = up.where(UOp.const(re.dtype, math.inf), down.where(zero, scale * im.cos()))
+    real = up.where(UOp.const(re.dtype, math.inf), down.where(zero, _scaled(re, scale, im.cos())))
     signed_zero = _sign_bit(im).where(UOp.const(re.dtype, -0.0), zero)
-    imag = up.where(UOp.const(re.dtype, math.nan), down.where(signed_zero, scale * im.sin()))
+    imag = up.where(UOp.const(re.dtype, math.nan), down.where(signed_zero, _scaled(re, scale, im.sin())))
     return real, im.eq(0.0).where(im, imag)
+
+
+def _scaled(re: UOp, scale: UOp, factor: UOp) -> UOp:
+    """``exp(re) * factor``; where ``exp(re)`` overflows but the product need not (a power's part near a zero
+    of its cosine or sine), ``exp(re / 2)`` twice, as the C library's ``cexp`` scales it."""
+    limit = UOp.const(re.dtype, math.log(float(np.finfo(re.dtype.numpy).max)))
+    half = (re * 0.5).exp()
+    return limit.lt(re).where(half * factor * half, scale * factor)
 
 
 def square_root(a: Parts) -> Parts:
@@ -164,11 +173,58 @@ def square_root(a: Parts) -> Parts:
 
 def logarithm(a: Parts) -> Parts:
     """The principal logarithm: ``log|z| + i atan2(im, re)`` (``log(0)`` is ``-inf`` with the zero's angle, as
-    NumPy gives). Near ``|z| = 1`` the real part is exact to the float's spacing at 1, not relative to it. A
-    magnitude past the float's largest is taken of the value scaled down by 4 (``log 4`` added back)."""
+    NumPy gives). Where ``|z|`` is near 1 (0.71 to 1.73, as the C library's ``clog`` bounds it) the real part is
+    ``log1p(x) / 2`` of ``x = re² + im² - 1`` computed from exact squares, so that it keeps its precision
+    relative to itself at every angle: a power's ``exp(p log z)`` of a large ``p`` reads it. A magnitude past the
+    float's largest is taken of the value scaled down by 4 (``log 4`` added back)."""
     scaled, huge = _scaled_down(a)
-    added = huge.where(UOp.const(a[0].dtype, math.log(4.0)), UOp.const(a[0].dtype, 0.0))
-    return magnitude(scaled).log() + added, angle(a[1], a[0])
+    dtype = a[0].dtype
+    added = huge.where(UOp.const(dtype, math.log(4.0)), UOp.const(dtype, 0.0))
+    length = magnitude(scaled)
+    x, y = abs(a[0]), abs(a[1])
+    swap = x < y
+    big, small = swap.where(y, x), swap.where(x, y)
+    near = (length < 0.71).ne(True) & (length <= 1.73)
+    near_one = _log1p(_squares_less_one(big, small)) * 0.5
+    return near.where(near_one, length.log() + added), angle(a[1], a[0])
+
+
+_SPLITTERS = {dtypes.float32: 4097.0, dtypes.float64: 134217729.0}
+"""``2^s + 1`` for half a float's significand bits ``s``: Veltkamp's split of a value into two halves whose products
+are exact."""
+
+
+def _exact_square(x: UOp) -> tuple[UOp, UOp]:
+    """``x²`` as a rounded square and the error of its rounding (Dekker's product of Veltkamp's halves)."""
+    c = x * _SPLITTERS[x.dtype]
+    high = c - (c - x)
+    low = x - high
+    square = x * x
+    return square, ((high * high - square) + high * low * 2.0) + low * low
+
+
+def _squares_less_one(big: UOp, small: UOp) -> UOp:
+    """``big² + small² - 1`` for a magnitude near 1, where the terms cancel: each square exact as two floats, the
+    two sums of the larger terms with their rounding errors kept (Knuth's two-sum), the small terms added last."""
+    big_square, big_error = _exact_square(big)
+    small_square, small_error = _exact_square(small)
+    first, first_error = _two_sum(big_square, UOp.const(big.dtype, -1.0))
+    total, total_error = _two_sum(first, small_square)
+    return total + (((first_error + total_error) + big_error) + small_error)
+
+
+def _two_sum(a: UOp, b: UOp) -> tuple[UOp, UOp]:
+    """``a + b`` rounded and the error of its rounding, of any order of magnitudes (Knuth)."""
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
+
+
+def _log1p(x: UOp) -> UOp:
+    """``log(1 + x)`` without the rounding of ``1 + x``: ``log(u) * x / (u - 1)`` of ``u = 1 + x`` (whose ratio
+    corrects it), ``x`` itself where ``u`` rounds to 1."""
+    u = x + 1.0
+    return u.eq(1.0).where(x, u.log() * (x / (u - 1.0)))
 
 
 def _scaled_down(a: Parts) -> tuple[Parts, UOp]:
@@ -245,7 +301,8 @@ def power(a: Parts, exponent: int) -> Parts:
     """``z ** n`` for an integer constant ``n``, as NumPy's complex power loop computes it (``nc_pow``): a zero
     ``z`` (either zero's sign) is ``0+0j`` for ``n > 0`` and NaN parts for ``n < 0``; ``n`` of 1, 2 and 3 are
     unrolled products; other ``n`` binary powers starting from ``1+0j`` (whose product with an infinite part
-    makes its neighbour NaN there too), and a negative ``n`` one over them by the plain quotient, not Smith's."""
+    makes its neighbour NaN there too), and a negative ``n`` one over them by Smith's quotient (``divide``), as
+    NumPy's ``cdiv`` divides there."""
     dtype = a[0].dtype
     one = UOp.const(dtype, 1.0), UOp.const(dtype, 0.0)
     if exponent == 0:
@@ -268,6 +325,75 @@ def power(a: Parts, exponent: int) -> Parts:
     return zero.where(at_zero, result[0]), zero.where(at_zero, result[1])
 
 
+BINARY_POWER_BITS = 7
+"""The bits of a whole exponent's magnitude below ``POWER_LIMIT``: the steps of the binary power a run-time
+exponent takes, each chosen by its bit."""
+
+
+def any_power(a: Parts, b: Parts) -> Parts:
+    """``a ** b`` for any exponent, as NumPy's ``npy_cpow`` chooses by the values the run holds: an exponent of
+    zero gives ``1+0j`` (of any base, NaN too); a zero base ``0+0j`` where the exponent's real part is positive
+    and NaN parts otherwise; a real whole exponent below ``POWER_LIMIT`` in magnitude ``power``'s products (the
+    binary power's steps each taken where the exponent's bit is set, which multiplies as the loop does); any
+    other ``exp(b log a)`` with C's product, as the C library's ``cpow`` computes it."""
+    (ar, ai), (br, bi) = a, b
+    dtype = ar.dtype
+    small = abs(br) < float(POWER_LIMIT)
+    clamped = small.where(br, UOp.const(dtype, 0.0))
+    whole = bi.eq(0.0) & small & clamped.trunc().eq(clamped)
+    count = clamped.cast(dtypes.int32)
+    magnitude_n = (count < 0).where(-count, count)
+    one = UOp.const(dtype, 1.0), UOp.const(dtype, 0.0)
+    result, square = one, a
+    for bit in range(BINARY_POWER_BITS):
+        taken = (magnitude_n & (1 << bit)).ne(0)
+        product = multiply(result, square)
+        result = (taken.where(product[0], result[0]), taken.where(product[1], result[1]))
+        square = multiply(square, square)
+    inverse = divide(one, result)
+    negative = count < 0
+    binary = (negative.where(inverse[0], result[0]), negative.where(inverse[1], result[1]))
+    squared = multiply(a, a)
+    cubed = multiply(a, squared)
+    general = exponential(_c_product(b, logarithm(a)))
+    choices = [(count.eq(1), a), (count.eq(2), squared), (count.eq(3), cubed)]
+    chosen = binary
+    for test, value in choices:
+        chosen = (test.where(value[0], chosen[0]), test.where(value[1], chosen[1]))
+    chosen = (whole.where(chosen[0], general[0]), whole.where(chosen[1], general[1]))
+    at_zero = (UOp.const(dtype, 0.0) < br).where(UOp.const(dtype, 0.0), UOp.const(dtype, math.nan))
+    zero_base = ar.eq(0.0) & ai.eq(0.0)
+    zero_exponent = br.eq(0.0) & bi.eq(0.0)
+    return tuple(zero_exponent.where(unit, zero_base.where(at_zero, part))  # type: ignore[return-value]
+                 for unit, part in zip(one, chosen, strict=True))
+
+
+def _c_product(a: Parts, b: Parts) -> Parts:
+    """``a * b`` as C's complex product (Annex G): where both parts of the plain product are NaN and an operand
+    is infinite, the infinite operand's parts become 1 or 0 with their signs, NaNs 0, and the product is taken
+    again times infinity, so an infinite factor keeps an infinite result."""
+    plain = multiply(a, b)
+    both_nan = _is_nan(plain[0]) & _is_nan(plain[1])
+    a_inf = _is_inf(a[0]) | _is_inf(a[1])
+    b_inf = _is_inf(b[0]) | _is_inf(b[1])
+    dtype = a[0].dtype
+    boxed_a = tuple(_boxed(part, a_inf) for part in a)
+    boxed_b = tuple(_boxed(part, b_inf) for part in b)
+    recovered = multiply(boxed_a, boxed_b)  # type: ignore[arg-type]
+    inf = UOp.const(dtype, math.inf)
+    again = both_nan & (a_inf | b_inf)
+    return again.where(recovered[0] * inf, plain[0]), again.where(recovered[1] * inf, plain[1])
+
+
+def _boxed(part: UOp, infinite: UOp) -> UOp:
+    """An operand's part as Annex G's recovery takes it: of an infinite operand, 1 with the sign of an infinite
+    part and 0 with the sign of a finite one; of a finite one, 0 with its sign for a NaN part."""
+    dtype = part.dtype
+    signed = lambda value: _sign_bit(part).where(UOp.const(dtype, -value), UOp.const(dtype, value))  # noqa: E731
+    return infinite.where(_is_inf(part).where(signed(1.0), signed(0.0)),
+                          _is_nan(part).where(signed(0.0), part))
+
+
 def reciprocal(a: Parts) -> Parts:
     """``np.reciprocal(z)``, which NumPy's operator computes for an array's ``** -1``, as its loop does: by the
     ratio of the smaller part to the larger, ``r = im / re``, ``d = re + im r``, ``1/d - i r/d`` where ``|im| <=
@@ -279,13 +405,6 @@ def reciprocal(a: Parts) -> Parts:
     d = first.where(re + im * r, re * r + im)
     one = UOp.const(re.dtype, 1.0)
     return first.where(one / d, r / d), first.where(-(r / d), -(one / d))
-
-
-def _plain_quotient(a: Parts, b: Parts) -> Parts:
-    """``a / b`` as ``(ar br + ai bi) / d + i (ai br - ar bi) / d`` with ``d = br² + bi²``: NumPy's quotient in
-    its complex power loop."""
-    denominator = b[0] * b[0] + b[1] * b[1]
-    return (a[0] * b[0] + a[1] * b[1]) / denominator, (a[1] * b[0] - a[0] * b[1]) / denominator
 
 
 _MATH: dict[str, Callable[[Parts], Parts]] = {"exp": exponential, "log": logarithm, "sqrt": square_root}
@@ -343,13 +462,18 @@ class Complexes(Memory):
         return ComplexValue(*_BINARY[op](self.complex_parts(a, dtype), self.complex_parts(b, dtype)))
 
     def complex_power(self, a: Any, b: Any, node: ast.AST | None) -> ComplexValue:
+        """``a ** b``: of a whole real constant below ``POWER_LIMIT`` NumPy's products, written out; of any other
+        exponent (a value only the run holds, a fraction, a complex number) ``any_power``, which chooses as NumPy
+        does by the value."""
+        if not (is_complex(b) or is_number(b) or isinstance(b, UOp)):
+            raise self._complex_refusal(node, f"a complex ** {describe(b)}: the exponent is not a number")
         exponent = python_complex(b) if is_python_complex(b) else None
-        if exponent is None or exponent.imag != 0 or exponent.real != int(exponent.real) or \
-                abs(exponent.real) >= POWER_LIMIT:
-            raise self._complex_refusal(node, f"a complex ** {describe(b)}: a kernel raises a complex number to an "
-                                              f"integer constant below {POWER_LIMIT} in magnitude only")
-        dtype = self.complex_dtype(a)
-        return ComplexValue(*power(self.complex_parts(a, dtype), int(exponent.real)))
+        if exponent is not None and exponent.imag == 0 and math.isfinite(exponent.real) and \
+                exponent.real == int(exponent.real) and abs(exponent.real) < POWER_LIMIT:
+            dtype = self.complex_dtype(a)
+            return ComplexValue(*power(self.complex_parts(a, dtype), int(exponent.real)))
+        dtype = self.complex_dtype(a, b)
+        return ComplexValue(*any_power(self.complex_parts(a, dtype), self.complex_parts(b, dtype)))
 
     def complex_compare(self, name: str, a: Any, b: Any, node: ast.AST) -> Any:
         if name not in ("==", "!="):
@@ -371,10 +495,13 @@ class Complexes(Memory):
         raise self.refuse(node, "~ of a complex number (Python and NumPy refuse it)")
 
     def complex_math(self, node: ast.Call, name: str, args: list[Any]) -> Any:
-        """``np.exp``, ``np.sqrt``, ``np.abs`` of a complex value; other math of one is refused."""
+        """``np.exp``, ``np.sqrt``, ``np.abs`` of a complex value, ``np.power`` of complex values (NumPy's power
+        loop, as ``**``); other math of one is refused."""
+        if name == "pow" and len(args) == 2:
+            return self.complex_binary("**", args[0], args[1], node)
         if len(args) != 1 or name not in (*_MATH, "abs"):
             raise self.refuse(node, f"{name} of a complex value is not supported in a kernel (it has exp, log, sqrt, "
-                                    "abs, np.angle, and .real, .imag, .conjugate())")
+                                    "abs, np.power, np.angle, and .real, .imag, .conjugate())")
         value = args[0]
         if is_python_complex(value):
             number = python_complex(value)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks.npbench import benchmarks, call, decorates, inputs, load, main, svod_text, valid
+from svod.errors import SvodError
 
 NUMBA_PROGRAM = """\
 import numpy as np
@@ -139,3 +140,20 @@ def test_npbenchs_complex_programs_validate_under_svod(name, tmp_path):
     outputs, _ = call(getattr(load(rewritten, f"{name}_svod"), bench.info["func_name"]), bench, data)
     assert any(np.iscomplexobj(r) for r in reference)
     assert valid(reference, outputs, bench.info)
+
+
+def test_npbenchs_contour_integral_is_refused_at_its_linalg_inside_a_prange(tmp_path):
+    """contour_integral's complex powers (``np.power(z, slab_per_bc / 2 - n)``, an exponent only the run holds)
+    now build; its ``np.linalg.inv``/``solve`` inside the ``prange`` is refused at its line, saying so (its
+    ``prange`` accumulations into ``Tz``, ``P0`` and ``P1`` are races svod refuses after that)."""
+    root = os.environ.get("SVOD_NPBENCH")
+    if not root or not Path(root, "bench_info").is_dir():
+        pytest.skip("no npbench checkout: set SVOD_NPBENCH to one")
+    bench = next(b for b in benchmarks(Path(root)) if b.name == "coninteg")
+    text = svod_text(bench.path(f"numba_{bench.variant}").read_text())
+    rewritten = tmp_path / "contour_integral_svod.py"
+    rewritten.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "np.linalg.inv" in row)
+    with pytest.raises(SvodError, match=r"np\.linalg inside a kernel or a prange body is not supported") as err:
+        call(getattr(load(rewritten, "contour_integral_svod"), bench.info["func_name"]), bench, inputs(bench, "S"))
+    assert f"{rewritten}:{line}:" in str(err.value)

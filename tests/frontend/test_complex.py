@@ -160,6 +160,34 @@ def test_angle_and_log_are_within_a_few_ulps_over_every_quadrant(dtype):
     np.testing.assert_allclose(outs[0], np.abs(z), rtol=4 * ulp, atol=0)
 
 
+
+@svod.kernel
+def logarithms(out, z):
+    for i in svod.prange(z.shape[0]):
+        out[i] = np.log(z[i])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_log_near_the_unit_circle_keeps_its_real_parts_precision_at_every_angle(device, dtype):
+    """``log|z|`` of ``|z|`` within a millionth of 1 is that small itself: NumPy's ``clog`` computes ``x² + y² - 1``
+    exactly enough that it keeps its relative precision. Near an axis svod's ``(big - 1)(big + 1) + small²`` did;
+    at angles away from them ``big² - 1`` and ``small²`` cancel and kept only the float's spacing at 1 (up to 1e9
+    ulp of the real part at 45 degrees). Within 64 ulp on the CPU devices; a WebGPU compiler may fuse or reorder
+    the exact products, so there within the spacing at 1 as before."""
+    rng = np.random.default_rng(5)
+    angles = np.concatenate([rng.uniform(-np.pi, np.pi, 2000), np.pi / 4 * np.arange(-3, 5)])
+    z = ((1 + rng.normal(0, 1e-6, angles.size)) * np.exp(1j * angles)).astype(dtype)
+    out = np.zeros_like(z)
+    if not run_or_refused(logarithms, device, dtype, out, z):
+        return
+    want = np.log(z)
+    eps = float(np.finfo(out.real.dtype).eps)
+    np.testing.assert_allclose(out.imag, want.imag, rtol=4 * eps, atol=0)
+    if device.device.base_type == "WEBGPU":
+        np.testing.assert_allclose(out.real, want.real, rtol=0, atol=4 * eps)
+        return
+    np.testing.assert_allclose(out.real, want.real, rtol=64 * eps, atol=0)
+
 def test_abs_does_not_overflow_or_underflow():
     z = np.array([1e300 + 1e300j, 3e-300 - 4e-300j, complex(np.inf, np.nan), complex(np.nan, -np.inf),
                   complex(np.nan, 1.0), -0.0 - 0.0j, 1.7e308 + 1.7e308j])
@@ -368,9 +396,9 @@ def to_real(out, z):
         out[i] = z[i]
 
 
-def raised(out, z):
+def inverted(out, z):
     for i in svod.prange(z.shape[0]):
-        out[i] = z[i] ** 0.5
+        out[i] = np.linalg.norm(z)
 
 
 def taken_max(out, z):
@@ -390,7 +418,7 @@ Z = np.ones(3, complex)
     (ordered, np.zeros(3, bool), "z[i] < 1j", "complex numbers have no order"),
     (floored, np.zeros(3, complex), "z[i] // 2", "// of complex numbers"),
     (to_real, np.zeros(3), "out[i] = z[i]", "discard its imaginary part"),
-    (raised, np.zeros(3, complex), "z[i] ** 0.5", "integer constant below 100"),
+    (inverted, np.zeros(3, complex), "np.linalg.norm(z)", "np.linalg inside a kernel or a prange body"),
     (taken_max, np.zeros(3, complex), "max(z[i], 1.0)", "takes real numbers only"),
     (tangent, np.zeros(3, complex), "np.tan(z[i])", "tan of a complex value is not supported"),
 ])
@@ -817,7 +845,8 @@ def assert_bits(got: np.ndarray, want: np.ndarray) -> None:
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float32, np.float64])
 def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
-    """``z ** p`` with ``p`` an argument or a name holding -2..3: NumPy's operator takes its shortcuts by the
+    """``z ** p`` with ``p`` an argument or a name holding -2..3 or a fraction (``0.5`` the operator's
+    ``np.sqrt``, others the power loop; a complex one was refused): NumPy's operator takes its shortcuts by the
     value and type (``** -1`` of a complex array is ``np.reciprocal``, ``** 2`` ``np.square``, of Python ints
     only: ``** 2.0`` is the power loop, whose ``(0-0j) ** 2`` is ``0+0j``), ``np.power`` its loop;
     svod took the power loop for a name holding -1 (``(inf+0j) ** p`` gave NaN parts where NumPy gives
@@ -832,7 +861,7 @@ def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
     if webgpu:
         z = z[z != 0]  # its compilers may fold the NaN or inf a zero's negative power is
     strong = [] if webgpu else [np.int64(2), np.int64(-1)]  # (an int64 widens the array: 64-bit parts)
-    for p in [*range(-2, 4), 2.0, -1.0, *strong]:  # (those of other types take the loop)
+    for p in [*range(-2, 4), 2.0, -1.0, 0.5, 0.7, -1.5, *strong]:  # (those of other types take the loop)
         with np.errstate(all="ignore"):
             wants = (z ** p, z ** p, np.power(z, p))
             in_place = z.copy()
@@ -890,9 +919,8 @@ def raised_to_a_power_read_at_run_time(z, n):
     return z ** p
 
 
-def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_power_is_refused():
-    """The operator's ``** 0.5`` of a complex array is ``np.sqrt``; a power only the run knows (read from an
-    array) is refused at its line: a complex power loop takes a constant."""
+def test_a_complex_arrays_power_of_one_half_is_its_square_root():
+    """The operator's ``** 0.5`` of a complex array is ``np.sqrt`` (``(-0.0+0j) ** 0.5`` keeps its signed zero)."""
     z = grid(np.complex128)
     with np.errstate(all="ignore"):
         want = z ** 0.5
@@ -900,6 +928,192 @@ def test_a_complex_arrays_power_of_one_half_is_its_square_root_and_a_run_time_po
     assert_parts_close(got, want, rtol=4 * float(np.finfo(np.float64).eps))
     for g, w in ((got.real, want.real), (got.imag, want.imag)):
         assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
-    with pytest.raises(SvodError, match="integer constant below 100") as err:
-        raised_to_a_power_read_at_run_time(z, np.array([-1]))
-    assert f"{__file__}:{line_of(raised_to_a_power_read_at_run_time, 'return z ** p')}" in str(err.value)
+
+
+@svod.jit
+def raised_to_an_element_read_at_run_time(z, n):
+    p = n[0]
+    return z ** p
+
+
+@svod.jit
+def raised_to_a_float_read_at_run_time(z, n):
+    p = float(n[0])
+    return z ** p
+
+
+@pytest.mark.parametrize("jitted", [raised_to_an_element_read_at_run_time, raised_to_a_float_read_at_run_time,
+                                    raised_to_a_power_read_at_run_time])
+@pytest.mark.parametrize("value", [-1.0, 0.5, 2.0])
+def test_a_complex_arrays_power_of_a_name_of_a_type_only_the_run_knows_is_refused(jitted, value):
+    """NumPy's operator takes its shortcuts by the exponent's Python type as well as its value: ``z ** n[0]`` (a
+    NumPy scalar) takes none, ``z ** float(n[0])`` only ``0.5``'s square root, ``z ** int(n[0])`` ``-1``'s
+    reciprocal and ``2``'s square. Where the host does not know the name's value it does not know its type either;
+    svod took the Python int's shortcuts for all three (``(inf+0j) ** np.float64(-1)`` gave ``0-0j`` for NumPy's
+    NaN parts, ``(1j*inf) ** 0.5`` ``inf+nanj`` for ``inf+infj``): refused at the line, naming ``np.power``."""
+    z = np.array([1 - 2.5j, complex(np.inf, 0.0), complex(0.0, np.inf), 1j], complex)
+    with pytest.raises(SvodError, match="only the run knows") as err:
+        jitted(z, np.array([value]))
+    assert "np.power" in str(err.value)
+    assert f"{__file__}:{line_of(jitted, 'return z ** p')}" in str(err.value)
+
+
+@svod.jit
+def raised_by_np_power_to_an_element_read_at_run_time(z, n):
+    p = n[0]
+    return np.power(z, p)
+
+
+def test_np_power_of_a_complex64_array_and_a_name_of_a_type_only_the_run_knows_is_refused():
+    """``np.power(z64, p)`` is complex128 where ``p`` is a NumPy float64 or int64 scalar (``n[0]``) and complex64
+    where it is a Python float: where the host does not know the name's value it does not know which, and svod
+    gave complex64 for ``n[0]`` of a float64 array (its parts rounded to float32). Refused at the line; a
+    complex128 array's power, whose dtype no exponent changes, runs."""
+    z = np.array([1 - 2.5j, 0.5 + 3j, complex(np.inf, 0.0)], np.complex64)
+    with pytest.raises(SvodError, match="only the run knows") as err:
+        raised_by_np_power_to_an_element_read_at_run_time(z, np.array([0.3]))
+    line = line_of(raised_by_np_power_to_an_element_read_at_run_time, "np.power(z, p)")
+    assert f"{__file__}:{line}" in str(err.value)
+    wide = z.astype(np.complex128)
+    for n in (np.array([0.3]), np.array([-1.0]), np.array([-1]), np.array([0.5])):
+        with np.errstate(all="ignore"):
+            want = np.power(wide, n[0])
+        got = raised_by_np_power_to_an_element_read_at_run_time(wide, n)
+        assert got.dtype == want.dtype
+        assert_power_close(wide, np.full(len(wide), n[0], np.complex128), got, want, ulps=8)
+
+@svod.kernel
+def raised_to_elements(out, z, p):
+    for i in svod.prange(z.shape[0]):
+        out[i] = np.power(z[i], p[i])
+
+
+RUN_TIME_EXPONENTS = [0.0, -0.0, 1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 4.0, 7.0, -5.0, 99.0, -99.0, 100.0, 0.5, -0.5,
+                      1.5, 2.7, -3.3, 1e-300, np.nan, np.inf, -np.inf, 1j, 0.5 + 0.5j, -1j, complex(0.0, np.nan),
+                      complex(np.inf, 1.0)]
+"""Exponents NumPy's power loop treats each its own way: zero (of either sign), whole below 100 in magnitude
+(1, 2 and 3 unrolled, others a binary power, a negative one over it), whole at 100, fractions, complex, and
+the special values."""
+
+
+def exact_exponent(p: np.ndarray) -> np.ndarray:
+    """Where NumPy's power loop multiplies (a real whole exponent below 100 in magnitude) or gives a constant
+    (a zero exponent): there svod's parts equal NumPy's bit for bit."""
+    with np.errstate(invalid="ignore"):
+        return (p.imag == 0) & (np.abs(p.real) < 100) & (np.trunc(p.real) == p.real)
+
+
+def assert_power_close(z: np.ndarray, p: np.ndarray, got: np.ndarray, want: np.ndarray, ulps: float) -> None:
+    """Where NumPy multiplies, equal bits; elsewhere (``exp(p log z)``) NaN, infinite and zero parts where NumPy
+    has them, and the rest within ``ulps`` of ``|want|`` times ``1 + |p log z|``: an exponent's product with the
+    logarithm rounds to the float's spacing at that product, which the exponential turns into a relative error
+    of that size, in NumPy's ``cpow`` as in svod's."""
+    exact = exact_exponent(p)
+    assert_bits(got[exact], want[exact])
+    got, want, z, p = got[~exact], want[~exact], z[~exact], p[~exact]
+    for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
+        assert np.array_equal(np.isnan(g), np.isnan(w)), (z, p, got, want)
+        special = np.isinf(w) | (w == 0)
+        assert np.array_equal(g[special], w[special]), (z[special], p[special], got[special], want[special])
+    finite = np.isfinite(want) & (want != 0)
+    eps = float(np.finfo(got.real.dtype).eps)
+    with np.errstate(all="ignore"):
+        scale = 1 + np.abs(p[finite].astype(np.complex128) * np.log(z[finite].astype(np.complex128)))
+        error = np.abs(got[finite].astype(np.complex128) - want[finite]) / np.abs(want[finite])
+    assert np.all(error <= ulps * eps * scale), (z[finite], p[finite], got[finite], want[finite], error / eps)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_an_elements_power_of_a_run_time_exponent_is_numpys(device, dtype):
+    """``np.power(z, p)`` with ``p`` an element only the run holds, over every pair of special bases and the
+    exponents NumPy's ``npy_cpow`` chooses among (``RUN_TIME_EXPONENTS``): ``0 ** 0`` is ``1+0j``, a zero base to
+    a power of negative (or zero) real part NaN parts, whole powers NumPy's products bit for bit, the rest
+    ``exp(p log z)`` with C's product (infinite parts where a plain product gives NaN ones). It was refused."""
+    webgpu = device.device.base_type == "WEBGPU"
+    bases = grid(dtype, device, None if webgpu else ARITHMETIC[dtype])
+    exponents = [p for p in RUN_TIME_EXPONENTS if (not webgpu or (np.isfinite(p) and abs(p) < 10))
+                 and (dtype is np.complex128 or p != 100)]  # (complex64's (-2.5-1e15j) ** 100: its angle is 50 pi
+    # within float32's rounding, so its infinite imaginary part may take either sign)
+    if webgpu:
+        bases = bases[bases != 0]  # its compilers may fold the NaN a zero's negative power is
+    z, p = (a.ravel() for a in np.meshgrid(bases, np.array(exponents, dtype)))
+    out = np.zeros_like(z)
+    if not run_or_refused(raised_to_elements, device, dtype, out, z, p):
+        return
+    with np.errstate(all="ignore"):
+        want = np.power(z, p)
+    if webgpu:  # its compilers may not keep a zero's sign nor NumPy's order of products, nor log's precision
+        assert np.array_equal(np.isnan(out), np.isnan(want))  # (MODERATE's bases: finite results)
+        error = np.abs(out.astype(np.complex128) - want) / np.abs(want)
+        assert np.all(error < 1024 * float(np.finfo(np.float32).eps)), (z, p, out, want)
+        return
+    assert_power_close(z, p, out, want, ulps=8)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_power_of_random_values_is_within_numpys_rounding(dtype):
+    """Random bases over six decades and exponents (real, complex, small, whole): NumPy's bits where it
+    multiplies, within 8 ulp times ``1 + |p log z|`` of it elsewhere."""
+    rng = np.random.default_rng(7)
+    n = 20011
+    z = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)
+         + 1j * rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(dtype)
+    kinds = [rng.standard_normal(n) * 3, rng.standard_normal(n) + 1j * rng.standard_normal(n),
+             rng.uniform(-0.5, 0.5, n), rng.integers(-99, 100, n).astype(np.float64)]
+    for exponent in kinds:
+        p = exponent.astype(dtype)
+        out = np.zeros_like(z)
+        raised_to_elements(out, z, p)
+        with np.errstate(all="ignore"):
+            want = np.power(z, p)
+        assert_power_close(z, p, out, want, ulps=8)
+
+
+@svod.kernel
+def raised_to_constants(out, z, p, q):
+    for i in svod.prange(z.shape[0]):
+        out[0, i] = z[i] ** 0.5
+        out[1, i] = z[i] ** p
+        out[2, i] = np.power(z[i], q)
+        out[3, i] = z[i] ** 150
+        out[4, i] = z[i] ** (1 + 2j)
+
+
+def test_an_elements_power_of_a_fraction_a_scalar_argument_or_a_large_whole_number_is_numpys():
+    """Constants NumPy's loop does not multiply for (``0.5``, ``150``, ``1+2j``) and scalar arguments, float and
+    complex (each once refused): as NumPy's scalar power of each element."""
+    z = grid(np.complex128, parts=ARITHMETIC[np.complex128])
+    out = np.zeros((5, len(z)), np.complex128)
+    p, q = 2.7, -0.5 + 1.5j
+    raised_to_constants(out, z, p, q)
+    for row, exponent in zip(out, (0.5, p, q, 150, 1 + 2j), strict=True):
+        with np.errstate(all="ignore"):
+            want = np.array([np.power(x, np.complex128(exponent)) for x in z])
+        assert_power_close(z, np.full(len(z), exponent, np.complex128), row, want, ulps=8)
+
+
+@svod.jit
+def contour_powers(int_pts, slab_per_bc):
+    out = np.zeros((len(int_pts), slab_per_bc + 1), dtype=np.complex128)
+    for i in svod.prange(len(int_pts)):
+        z = int_pts[i]
+        for n in range(slab_per_bc + 1):
+            out[i, n] = np.power(z, slab_per_bc / 2 - n)
+    return out
+
+
+@pytest.mark.parametrize("slab", [0, 1, 2, 5])
+def test_a_jitted_prange_raises_its_elements_to_exponents_it_computes(device, slab):
+    """npbench contour_integral's powers: ``np.power(z, slab_per_bc / 2 - n)`` with ``n`` a loop's variable, whole
+    and half exponents by the value of ``slab_per_bc``, every device that holds complex128."""
+    pts = grid(np.complex128, device, ARITHMETIC[np.complex128])
+    if device.device.base_type == "WEBGPU" or not holds(device, np.complex128):
+        with pytest.raises(SvodError, match="float64"):
+            contour_powers(pts, slab, device=device)
+        return
+    got = contour_powers(pts, slab, device=device)
+    exponents = np.array([slab / 2 - n for n in range(slab + 1)], np.complex128)
+    with np.errstate(all="ignore"):
+        want = np.power(pts[:, None], exponents[None, :])
+    z, p = np.broadcast_arrays(pts[:, None], exponents[None, :])
+    assert_power_close(z.ravel(), p.ravel(), got.ravel(), want.ravel(), ulps=8)
