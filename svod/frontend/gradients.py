@@ -70,6 +70,7 @@ def _jit_vjp(fn: Any, args: tuple[Any, ...], device: Any) -> tuple[tuple[np.ndar
     tape = Tape()
     tape._one_call = True
     tape._lend(fn.gradient_pool, args)
+    tape._wanted = frozenset(key_of(a) for a in arrays if a.dtype.kind == "f")
     with tape:
         returned = fn(*args) if device is None else fn(*args, device=device)
     written = {record.keys[record.kernel.parameters.index(name)] for record in tape._records

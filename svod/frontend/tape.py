@@ -124,6 +124,9 @@ class _Record:
     dead: frozenset[Key] = frozenset()
     """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): the adjoint
     is pulled without them (``Adjoint.pull``), and stores and adds nothing into theirs."""
+    spent: frozenset[Key] = frozenset()
+    """The arrays the call wrote whose adjoints before the call nothing reads (``Tape._dead``): the adjoint
+    reads theirs and leaves them as they were (``Adjoint.pull``)."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -273,6 +276,9 @@ class Tape:
         self._one_call = False
         """Whether the tape records one jit call and no more (``vjp``'s): of what the call returns it keeps a
         copy to compare only where ``backward`` compares it."""
+        self._borrowed: set[Key] = set()
+        """The running adjoints that are still the cotangents given ``backward``, uncopied: copied before the
+        first adjoint that writes into them (``_pull``)."""
         self._sealed = False
         """Whether the backward runs right after one jit call, as ``svod.grad`` of a jit function runs it: no
         code of the caller's runs from the call's start to the backward's end, so no array can change outside
@@ -482,9 +488,12 @@ class Tape:
             self._check()
         self._dead()
         mark = self._lease.mark()
+        self._borrowed = {key for key, value in seeds.items() if (value.flags.c_contiguous or value.flags.f_contiguous)
+                          and value.flags.aligned and value.flags.writeable  # (as the adjoints the tape makes)
+                          and not any(np.may_share_memory(value, seeds[k]) for k in seeds if k != key)}
         token = RECORDING.set(None)
         try:
-            running = {key: value.copy() if self._gives(key) else self._lease.copy(value)
+            running = {key: value if key in self._borrowed else self._copy(value, self._gives(key))
                        for key, value in seeds.items()}
             for start in reversed(range(0, len(self._records), self._spacing)):
                 self._reverse(start, min(start + self._spacing, len(self._records)), running,
@@ -498,7 +507,8 @@ class Tape:
             if key in self._grads:
                 self._grads[key] += value
             else:
-                self._grads[key] = value
+                self._grads[key] = value.copy() if key in self._borrowed else value
+        self._borrowed = set()
 
     def _lend(self, pool: Pool, given: Sequence[Any]) -> None:
         """Take the tape's buffers from ``pool`` (before it records), and give the caller the gradients of the
@@ -512,14 +522,20 @@ class Tape:
 
     def _dead(self) -> None:
         """Mark in each record the arrays it only reads whose values at its call depend on none of the arrays whose
-        gradients are wanted (``_wanted``): a call that reads one makes every array it writes depend on them."""
-        live = None if self._wanted is None else set(self._wanted)
+        gradients are wanted (``_wanted``): a call that reads one makes every array it writes depend on them. And
+        those it writes that no earlier call took and no gradient asked for is (``spent``): the backward pass
+        reads their adjoints before the call nowhere."""
+        wanted = self._wanted
+        live = None if wanted is None else set(wanted)
+        taken: set[Key] = set()
         for record in self._records:
-            if live is None:
-                record.dead = frozenset()
+            if live is None or wanted is None:
+                record.dead = record.spent = frozenset()
                 continue
             written = record.written()
             record.dead = frozenset(key for key in record.keys if key is not None and key not in live | written)
+            record.spent = frozenset(key for key in written if key not in taken and key not in wanted)
+            taken |= {key for key in record.keys if key is not None}
             if any(record.keys[position] in live for position in record.read):
                 live |= written
 
@@ -652,11 +668,32 @@ class Tape:
         """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
         array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
+        names = [name for name, _ in record.adjoint.grads]
+        keys = [record.keys[parameters.index(name)] for name in names]
+        spent = frozenset(name for name, key in zip(names, keys, strict=True) if key in record.spent)
+        adjoints, fresh, repeated = self._adjoints(record, keys, running)
+        given = dict(zip(names, adjoints, strict=True))
+        news = dict(zip(names, fresh, strict=True))
+        writes = record.adjoint.writes(given, news, spent)
+        copied = {key for name, key in zip(names, keys, strict=True) if key in self._borrowed
+                  and given[name] is not None and name in writes} | ({k for k, _ in repeated} & self._borrowed)
+        for key in sorted(copied):
+            borrowed, running[key] = running[key], self._copy(running[key], self._gives(key))
+            self._borrowed.discard(key)
+            given = {name: running[key] if value is borrowed else value for name, value in given.items()}
+        record.adjoint.pull(dict(zip(parameters, args, strict=False)), given, news, record.device, spent)
+        for key, value in repeated:
+            running[key] += value
+
+    def _adjoints(self, record: _Record, keys: list[Key | None], running: dict[Key, np.ndarray]) \
+            -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]]]:
+        """Per array of the record's adjoint: its running adjoint (None where dead; new zeros for one not
+        taken yet), whether that holds zeros only, and the arrays of the second adjoints of arrays passed
+        twice."""
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
-        for name, _ in record.adjoint.grads:
-            key = record.keys[parameters.index(name)]
+        for key in keys:
             assert key is not None
             if key in record.dead:
                 adjoints.append(None)
@@ -671,11 +708,7 @@ class Tape:
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        names = [name for name, _ in record.adjoint.grads]
-        record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
-                            dict(zip(names, fresh, strict=True)), record.device)
-        for key, value in repeated:
-            running[key] += value
+        return adjoints, fresh, repeated
 
     def _zeros(self, like: np.ndarray, given: bool) -> np.ndarray:
         """A new adjoint for ``like``, laid out as it is: the caller's where ``given`` (of ``np.zeros``, whose
@@ -684,6 +717,10 @@ class Tape:
         if given:
             return np.zeros(like.shape, like.dtype, order=order)
         return self._lease.zeros(like.shape, like.dtype, order)
+
+    def _copy(self, array: np.ndarray, given: bool) -> np.ndarray:
+        """A copy of ``array``: the caller's where ``given``, else the lease's."""
+        return array.copy() if given else self._lease.copy(array)
 
     # ---- gradients --------------------------------------------------------------------------------------
 
