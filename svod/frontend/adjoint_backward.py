@@ -224,9 +224,12 @@ class Backward(WorkItem):
         tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)
                 if not passed_through(body, e, total(inner.get(c.phi, [])))]
         tail += [(f"{sums[n]} += {' + '.join(inner[n])}", loop.line) for n in before]
-        header, clamp = loop.reversed()
+        rerun = bool(names_in([*body, *tail])[0] & tainted)
+        alike = all(passed_through(body, e, total(inner.get(c.phi, []))) for c, e in zip(carried, exits, strict=True))
+        header, clamp = loop.reversed() if rerun or not alike or any(v.stored for v in flat(loop.values)) \
+            else (f"for {loop.variable} in {loop.range()}:", None)
         inside: Lines = [] if clamp is None else [(clamp, loop.line)]
-        if names_in([*body, *tail])[0] & tainted:
+        if rerun:
             earlier = f"_svod_u{loop.variable.removeprefix('_svod_k')}"
             inside += [(f"{c.phi} = {c.start}", loop.line) for c in loop.carried]
             inside.append((f"for {earlier} in range({loop.first}, {loop.variable}, {loop.step}):", loop.line))
