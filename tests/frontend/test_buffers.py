@@ -320,3 +320,33 @@ def test_gradients_of_one_function_in_threads_at_once_take_buffers_apart():
     for k in range(4):
         for grads in got[k]:
             assert all(_bits_equal(a, b) for a, b in zip(grads, expected[k], strict=True))
+
+
+@pytest.mark.parametrize("pulled", ["jit", "kernel"])
+def test_one_pullback_called_from_threads_at_once_gives_each_the_gradients_alone(pulled):
+    """A pullback's tape holds the running gradients and the lease of one backward pass: two passes of it at
+    once would add into each other's gradients and give back each other's buffers."""
+    rng = np.random.default_rng(4)
+    if pulled == "jit":
+        fn, args = layernorm, _rows(48, np.float64, 9)
+        cotangent = rng.standard_normal((48, 50))
+    else:
+        fn, args = scaled, (np.zeros(4099), rng.standard_normal(4099), 1.5)
+        cotangent = rng.standard_normal(4099)
+    expected = svod.vjp(fn, *args)[1](cotangent)
+    got: list[tuple] = []
+    for _ in range(8):
+        pullback = svod.vjp(fn, *args)[1]
+
+        def run(pull=pullback) -> None:
+            for _ in range(4):
+                got.append(pull(cotangent))
+
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(got) == 8 * 3 * 4
+    for grads in got:
+        assert all(a is None and b is None or _bits_equal(a, b) for a, b in zip(grads, expected, strict=True))
