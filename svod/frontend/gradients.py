@@ -5,6 +5,7 @@ differentiated (``gradient_pool``, ``svod.frontend.buffers``), and gives the cal
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...]
     ``(result, pullback)``: ``result`` the arrays it wrote, in argument order, and ``pullback(cotangent)`` (one
     array per result: a tuple, a dict by argument name, or the array itself for one result; that of an integer
     result is not read) one gradient per argument, with respect to its value before the call (None for an
-    integer array or a number)."""
+    integer array or a number). Threads may call one pullback at once: its backward passes run one at a time."""
     if getattr(fn, "svod_jit", False):
         return _jit_vjp(fn, args, device)
     if not isinstance(fn, Kernel):
@@ -36,6 +37,7 @@ def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...]
         fn(*args, device=device)
     written = tape._records[0].adjoint.written
     result = tuple(args[fn.parameters.index(name)] for name in written)
+    lock = threading.Lock()  # (the tape holds one pass's gradients and buffers: threads pull one at a time)
 
     def pullback(cotangent: Any) -> tuple[Any, ...]:
         if isinstance(cotangent, Mapping):
@@ -51,9 +53,10 @@ def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...]
                                     f"was given {len(values)} cotangents", kernel=fn.name, stage="gradient",
                                     value=len(values))
             given = list(zip(result, values, strict=True))
-        tape.zero()
-        tape.backward(grads=[(array, value) for array, value in given if array.dtype.kind == "f"])
-        return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
+        with lock:
+            tape.zero()
+            tape.backward(grads=[(array, value) for array, value in given if array.dtype.kind == "f"])
+            return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
 
     return result, pullback
 
@@ -78,16 +81,18 @@ def _jit_vjp(fn: Any, args: tuple[Any, ...], device: Any) -> tuple[tuple[np.ndar
     made = returned if isinstance(returned, tuple) else (returned,)
     result = tuple([a for a in arrays if key_of(a) in written] +
                    [r for r in made if isinstance(r, np.ndarray) and not any(r is a for a in arrays)])
+    lock = threading.Lock()  # (the tape holds one pass's gradients and buffers: threads pull one at a time)
 
     def pullback(cotangent: Any) -> tuple[Any, ...]:
         values = (cotangent,) if len(result) == 1 and not isinstance(cotangent, tuple) else tuple(cotangent)
         if len(values) != len(result):
             raise GradientError(f"{fn.name} gives {len(result)} arrays; the pullback was given {len(values)} "
                                 "cotangents", kernel=fn.name, stage="gradient", value=len(values))
-        tape.zero()
-        tape.backward(grads=[(array, value) for array, value in zip(result, values, strict=True)
-                             if array.dtype.kind == "f" and key_of(array) in written])
-        return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
+        with lock:
+            tape.zero()
+            tape.backward(grads=[(array, value) for array, value in zip(result, values, strict=True)
+                                 if array.dtype.kind == "f" and key_of(array) in written])
+            return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
 
     return result, pullback
 

@@ -349,4 +349,4 @@ def test_one_pullback_called_from_threads_at_once_gives_each_the_gradients_alone
             thread.join()
     assert len(got) == 8 * 3 * 4
     for grads in got:
-        assert all(a is None and b is None or _bits_equal(a, b) for a, b in zip(grads, expected, strict=True))
+        assert all((a is None and b is None) or _bits_equal(a, b) for a, b in zip(grads, expected, strict=True))
