@@ -192,6 +192,23 @@ def test_a_cotangent_no_adjoint_writes_is_copied_into_the_tapes_gradient(n):
     np.testing.assert_array_equal(tape.grad(x), 2.0 * kept)
 
 
+@pytest.mark.parametrize("n", [1, 8])
+def test_a_tapes_own_gradient_as_a_cotangent_of_a_second_pass_is_read_before_the_pass_adds_into_it(n):
+    """A second backward pass adds into the gradients the first gave; one of them given as another array's
+    cotangent is read as it was before that add, whichever array's gradient the pass adds first."""
+    first, second, x = np.zeros(n), np.zeros(n), np.linspace(-1.0, 2.0, n)
+    with svod.Tape() as tape:
+        accumulate(first, x)
+        accumulate(second, x)
+    tape.backward(grads=[(first, np.full(n, 0.5)), (second, np.full(n, 2.0))])
+    cotangent = tape.grad(second)
+    kept = cotangent.copy()
+    tape.backward(grads=[(second, np.full(n, 10.0)), (first, cotangent)])
+    np.testing.assert_array_equal(tape.grad(first), 0.5 + kept)
+    np.testing.assert_array_equal(tape.grad(second), np.full(n, 12.0))
+    np.testing.assert_array_equal(tape.grad(x), 2.0 * (0.5 + 2.0) + 2.0 * (kept + 10.0))
+
+
 def test_an_mlps_gradient_agrees_with_differences():
     """The matrix products' adjoints leave their results' adjoints unzeroed where nothing reads them."""
     rng = np.random.default_rng(9)
