@@ -488,9 +488,7 @@ class Tape:
             self._check()
         self._dead()
         mark = self._lease.mark()
-        self._borrowed = {key for key, value in seeds.items() if (value.flags.c_contiguous or value.flags.f_contiguous)
-                          and value.flags.aligned and value.flags.writeable  # (as the adjoints the tape makes)
-                          and not any(np.may_share_memory(value, seeds[k]) for k in seeds if k != key)}
+        self._borrowed = self._borrowable(seeds)
         token = RECORDING.set(None)
         try:
             running = {key: value if key in self._borrowed else self._copy(value, self._gives(key))
@@ -509,6 +507,16 @@ class Tape:
             else:
                 self._grads[key] = value.copy() if key in self._borrowed else value
         self._borrowed = set()
+
+    def _borrowable(self, seeds: dict[Key, np.ndarray]) -> set[Key]:
+        """The cotangents the pass may read where the caller gave them: laid out as the adjoints the tape makes,
+        sharing memory with no other, and with no gradient the tape holds, which the pass adds into at its end
+        (a second pass given one of the first's gradients reads it as the first left it)."""
+        held = list(self._grads.values())
+        return {key for key, value in seeds.items() if (value.flags.c_contiguous or value.flags.f_contiguous)
+                and value.flags.aligned and value.flags.writeable
+                and not any(np.may_share_memory(value, other) for other in
+                            [*(seeds[k] for k in seeds if k != key), *held])}
 
     def _lend(self, pool: Pool, given: Sequence[Any]) -> None:
         """Take the tape's buffers from ``pool`` (before it records), and give the caller the gradients of the
