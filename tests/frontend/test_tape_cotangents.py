@@ -209,6 +209,45 @@ def test_a_tapes_own_gradient_as_a_cotangent_of_a_second_pass_is_read_before_the
     np.testing.assert_array_equal(tape.grad(x), 2.0 * (0.5 + 2.0) + 2.0 * (kept + 10.0))
 
 
+@svod.kernel
+def stored_twice(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] = svod.math.sin(x[i])
+        y[i] = x[i] * 3.0
+
+
+@svod.kernel
+def stored_in_turns(y, x):
+    for i in svod.prange(x.shape[0]):
+        for j in range(3):
+            y[i] = x[i] * (j + 1.0)
+
+
+@svod.kernel
+def summed(loss, y):
+    for i in svod.prange(y.shape[0]):
+        svod.atomic_add(loss, 0, y[i])
+
+
+@pytest.mark.parametrize(("kernel", "slope"), [(stored_twice, 3.0), (stored_in_turns, 3.0)])
+@pytest.mark.parametrize("n", [1, 7])
+def test_an_array_a_call_stores_more_than_once_per_element_has_the_last_stores_gradient_alone(device, kernel,
+                                                                                               slope, n):
+    """y is svod.grad's temporary, which no earlier call takes: its adjoint is left unzeroed where a store
+    overwrites it only if no earlier store of the same call reads it after (the first store's adjoint would
+    take the cotangent again)."""
+    dtype = float_of(device)
+
+    def loss_of(x):
+        y, loss = np.zeros_like(x), np.zeros(1, x.dtype)
+        kernel(y, x, device=device)
+        summed(loss, y, device=device)
+        return loss
+
+    x = np.linspace(-1.0, 1.0, n).astype(dtype)
+    np.testing.assert_array_equal(svod.grad(loss_of)(x), np.full(n, slope, dtype))
+
+
 def test_an_mlps_gradient_agrees_with_differences():
     """The matrix products' adjoints leave their results' adjoints unzeroed where nothing reads them."""
     rng = np.random.default_rng(9)
