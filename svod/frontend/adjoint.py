@@ -284,6 +284,42 @@ class _Differentiator(Backward):
                        self.spent, weakref.ref(self.kernel))
 
 
+_ONCE: weakref.WeakKeyDictionary[Kernel, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def stored_once(kernel: Kernel) -> frozenset[str]:
+    """The arrays ``kernel`` overwrites (``=``) in one statement outside every sequential loop: each element at
+    most once per call. Only such an array's adjoint may be left unzeroed where it is stored (``spent``): a
+    second store of an element would take the adjoint the later one read again."""
+    if kernel not in _ONCE:
+        counts: dict[str, int] = {}
+        _count_stores(kernel.source.node, counts, False)
+        _ONCE[kernel] = frozenset(name for name, count in counts.items() if count == 1)
+    return _ONCE[kernel]
+
+
+def _count_stores(node: ast.AST, counts: dict[str, int], repeated: bool) -> None:
+    """Count into ``counts`` the statements storing into each array (twice for one a sequential loop or a
+    ``while`` repeats)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name):
+                        counts[part.value.id] = counts.get(part.value.id, 0) + (2 if repeated else 1)
+        _count_stores(child, counts, repeated or isinstance(child, ast.While)
+                      or (isinstance(child, ast.For) and not _parallel(child)))
+
+
+def _parallel(loop: ast.For) -> bool:
+    """Whether the loop is a ``prange`` one, whose turns store elements apart."""
+    call = loop.iter
+    func = call.func if isinstance(call, ast.Call) else None
+    return (isinstance(func, ast.Attribute) and func.attr == "prange") or (
+        isinstance(func, ast.Name) and func.id in ("prange", "_svod_prange"))  # (a jit function's kernels')
+
+
 def _stored(node: ast.AST) -> set[str]:
     """The arrays a kernel's source stores or adds into (atomically too)."""
     found = set()
@@ -296,4 +332,4 @@ def _stored(node: ast.AST) -> set[str]:
     return found
 
 
-__all__ = ["Adjoint", "adjoint"]
+__all__ = ["Adjoint", "adjoint", "stored_once"]

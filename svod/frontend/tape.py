@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from svod.errors import GradientError
-from svod.frontend.adjoint import Adjoint
+from svod.frontend.adjoint import Adjoint, stored_once
 from svod.frontend.adjoint_gemm import adjoint_of
 from svod.frontend.buffers import Lease, Order, Pool
 from svod.frontend.pykernel import Kernel
@@ -678,7 +678,8 @@ class Tape:
         parameters = record.kernel.parameters
         names = [name for name, _ in record.adjoint.grads]
         keys = [record.keys[parameters.index(name)] for name in names]
-        spent = frozenset(name for name, key in zip(names, keys, strict=True) if key in record.spent)
+        spent = frozenset(name for name, key in zip(names, keys, strict=True)
+                          if key in record.spent) & stored_once(record.kernel)
         adjoints, fresh, repeated = self._adjoints(record, keys, running)
         given = dict(zip(names, adjoints, strict=True))
         news = dict(zip(names, fresh, strict=True))
