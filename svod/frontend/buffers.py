@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -40,6 +40,8 @@ class Pool:
     def __init__(self, limit: int | None = None) -> None:
         self._free: OrderedDict[Slot, list[np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
+        self._returned: deque[tuple[list[np.ndarray], int]] = deque()
+        """Buffers given back by a freed tape's finalizer (``give_later``), kept on the next ``take`` or ``give``."""
         self._limit = limit
         self._largest = 0
         """The most bytes one lease has held at once."""
@@ -51,6 +53,7 @@ class Pool:
         """A one-dimensional buffer of ``count`` elements of ``dtype``, a free one where the pool has one."""
         slot = (count * dtype.itemsize, dtype.str)
         with self._lock:
+            self._keep_returned()
             free = self._free.get(slot)
             if free:
                 self.free_bytes -= slot[0]
@@ -66,19 +69,32 @@ class Pool:
         """Keep ``buffers`` (taken from this pool, no longer used) for the next lease; ``held``: the most bytes
         their lease held at once."""
         with self._lock:
-            self._largest = max(self._largest, held)
-            for buffer in buffers:
-                slot = (buffer.nbytes, buffer.dtype.str)
-                self._free.setdefault(slot, []).append(buffer)
-                self._free.move_to_end(slot)
-                self.free_bytes += buffer.nbytes
-            limit = self._largest if self._limit is None else self._limit
-            while self.free_bytes > limit and self._free:
-                slot, free = next(iter(self._free.items()))
-                free.pop(0)
-                self.free_bytes -= slot[0]
-                if not free:
-                    del self._free[slot]
+            self._keep_returned()
+            self._keep(buffers, held)
+
+    def give_later(self, buffers: list[np.ndarray], held: int) -> None:
+        """``give`` without taking the lock, for a finalizer: the cycle collector may run it in a thread that holds
+        the lock already (inside ``give``), where taking it again would wait forever."""
+        self._returned.append((buffers, held))
+
+    def _keep_returned(self) -> None:
+        while self._returned:
+            self._keep(*self._returned.popleft())
+
+    def _keep(self, buffers: Iterable[np.ndarray], held: int) -> None:
+        self._largest = max(self._largest, held)
+        for buffer in buffers:
+            slot = (buffer.nbytes, buffer.dtype.str)
+            self._free.setdefault(slot, []).append(buffer)
+            self._free.move_to_end(slot)
+            self.free_bytes += buffer.nbytes
+        limit = self._largest if self._limit is None else self._limit
+        while self.free_bytes > limit and self._free:
+            slot, free = next(iter(self._free.items()))
+            free.pop(0)
+            self.free_bytes -= slot[0]
+            if not free:
+                del self._free[slot]
 
     def clear(self) -> None:
         """Let every free buffer go."""
@@ -140,15 +156,23 @@ class Lease:
 
     def release(self, since: int = 0) -> None:
         """Give back to the pool every buffer taken since ``mark`` gave ``since`` (by default, every one)."""
+        self.pool.give(self._untaken(since), self._peak)
+
+    def _untaken(self, since: int) -> list[np.ndarray]:
+        """The buffers taken since ``since``, no longer this lease's."""
         kept = [(number, buffer) for number, buffer in self._taken if number < since]
         given = [buffer for number, buffer in self._taken if number >= since]
         self._taken = kept
         self._held -= sum(buffer.nbytes for buffer in given)
-        self.pool.give(given, self._peak)
+        return given
+
+    def _release_when_freed(self) -> None:
+        self.pool.give_later(self._untaken(0), self._peak)
 
     def on_free(self, owner: object) -> None:
-        """Give every buffer back when ``owner`` (the tape) is freed."""
-        weakref.finalize(owner, Lease.release, self)
+        """Give every buffer back when ``owner`` (the tape) is freed (``Pool.give_later``: a finalizer may run
+        inside the pool's lock)."""
+        weakref.finalize(owner, Lease._release_when_freed, self)
 
 
 __all__ = ["Lease", "Order", "Pool"]

@@ -102,20 +102,38 @@ def test_the_pool_keeps_at_most_the_most_one_lease_held_oldest_size_first():
     assert bounded.free_bytes == 0 and not _free(bounded)
 
 
+class _Owner:
+    """Stands for a tape: a lease gives its buffers back when its owner is freed."""
+
+
 def test_a_lease_gives_its_buffers_back_when_its_tape_is_freed():
-    pool = Pool()
-
-    class Owner:
-        pass
-
-    owner = Owner()
+    pool, owner = Pool(), _Owner()
     lease = Lease(pool)
     lease.on_free(owner)
-    lease.empty((8,), np.float32)
-    assert pool.free_bytes == 0
+    buffer = lease.empty((8,), np.float32).base
     del owner
     gc.collect()
-    assert pool.free_bytes == 32
+    assert pool.take(8, np.dtype(np.float32)) is buffer and pool.made == 1
+
+
+def test_a_tape_freed_while_its_pool_is_locked_gives_its_buffers_back_without_waiting():
+    """The cycle collector runs a freed tape's finalizer wherever it starts, also inside the pool's lock (an
+    allocation in ``give``): the finalizer must not wait for the lock its own thread holds."""
+    pool, owners = Pool(), [_Owner()]
+    lease = Lease(pool)
+    lease.on_free(owners[0])
+    buffer = lease.empty((8,), np.float32).base
+
+    def free_inside_the_lock() -> None:
+        with pool._lock:
+            owners.clear()
+            gc.collect()
+
+    thread = threading.Thread(target=free_inside_the_lock, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the finalizer waited for the pool's lock its own thread held"
+    assert pool.take(8, np.dtype(np.float32)) is buffer
 
 
 # ---- gradients reuse them --------------------------------------------------------------------------------------
