@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from svod.device import Buffer
     from svod.frontend import KernelBuilder, available_devices, compile, compiler_pair, get_device, kernel, run
     from svod.frontend.check import check
+    from svod.frontend.gradients import grad, vjp
     from svod.frontend.jit import jit
     from svod.frontend.pylang import (
         Array,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
         prange,
     )
     from svod.frontend.pylang import Cast as _Cast
-    from svod.frontend.tape import Tape, grad, vjp
+    from svod.frontend.tape import Tape
     from svod.ir import AxisKind, Ops, UOp
     from svod.runtime import ExecutionPlan, load_plan
 
@@ -61,7 +62,8 @@ _HOMES = {
     **dict.fromkeys(("KernelBuilder", "available_devices", "check", "compile", "compiler_pair", "get_device",
                      "kernel", "run"), "svod.frontend"),
     "jit": "svod.frontend.jit",
-    **dict.fromkeys(("Tape", "grad", "vjp"), "svod.frontend.tape"),
+    "Tape": "svod.frontend.tape",
+    **dict.fromkeys(("grad", "vjp"), "svod.frontend.gradients"),
     **dict.fromkeys(("Array", "Const", "Int", "atomic_add", "atomic_max", "atomic_min", "func", "inf", "math", "nan",
                      "prange"), "svod.frontend.pylang"),
     **dict.fromkeys(("AxisKind", "Ops", "UOp"), "svod.ir"),

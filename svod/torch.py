@@ -29,8 +29,8 @@ import numpy as np
 
 from svod.errors import BufferMismatchError, GradientError, SvodError
 from svod.frontend.adjoint import adjoint
+from svod.frontend.gradients import vjp
 from svod.frontend.pykernel import Kernel
-from svod.frontend.tape import vjp
 
 
 def function(fn: Any, device: Any = None) -> Any:

@@ -45,6 +45,7 @@ reads and writes is copied before the forward runs (``Adjoint.saved``). Anything
 from __future__ import annotations
 
 import ast
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,9 @@ class Adjoint:
     writes them without reading them (``Backward.storable``)."""
     stored: frozenset[str] = frozenset()
     """Of ``storable``, those this adjoint stores into: its ``pull`` takes them new (all zeros)."""
+    spent: frozenset[str] = frozenset()
+    """Of ``written``, those whose adjoints this adjoint reads and leaves as they were: nothing reads them
+    after it (``pull``)."""
     forward: weakref.ref[Kernel] | None = field(default=None, compare=False, repr=False)
     """The kernel differentiated, for an adjoint that leaves some arrays' adjoints out (``pull``); weak, as the
     kernel keys the adjoints kept of it."""
@@ -109,20 +113,40 @@ class Adjoint:
         return self.reads if self.needed is None else self.needed
 
     def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
-             device: Any) -> None:
+             device: Any, spent: frozenset[str] = frozenset()) -> None:
         """Run the adjoint on the call's arguments ``args`` (by name, in the kernel's order, as the call found
         them): add into ``adjoints`` (by the name of each of ``grads``' arrays) those of what the call read, and
         set those of what it overwrote to theirs before the call. An adjoint given as None is no gradient's asked
         for: the adjoint of the kernel made without that array stores and adds nothing into it. ``fresh`` says
         which adjoints hold zeros only: one the adjoint adds into once per element (``storable``) it stores
-        into, unread."""
-        unwanted = frozenset(name for name, given in adjoints.items() if given is None)
-        base = self if not unwanted and not self.stored else adjoint(self.differentiated(), self.floats - unwanted)
-        stored = frozenset(name for name in base.storable if fresh.get(name) and adjoints.get(name) is not None)
-        made = adjoint(self.differentiated(), base.floats, stored) if stored else base
+        into, unread. Of the arrays the call wrote, the adjoints of those ``spent`` names nothing reads after:
+        they are read, and left as they were where the call overwrote them."""
+        made = self.made(adjoints, fresh, spent)
         for kernel in (*made.passes, made.kernel):
             if kernel is not None:
                 kernel(*args.values(), *(adjoints[name] for name, _ in made.grads), device=device)
+
+    def made(self, adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
+             spent: frozenset[str]) -> Adjoint:
+        """The adjoint ``pull`` runs for those arguments."""
+        unwanted = frozenset(name for name, given in adjoints.items() if given is None)
+        spent &= frozenset(self.written)
+        base = self if not unwanted and not self.stored and spent == self.spent else \
+            adjoint(self.differentiated(), self.floats - unwanted, spent=spent)
+        stored = frozenset(name for name in base.storable if fresh.get(name) and adjoints.get(name) is not None)
+        return adjoint(self.differentiated(), base.floats, stored, spent) if stored else base
+
+    def writes(self, adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
+               spent: frozenset[str]) -> frozenset[str]:
+        """The arrays whose adjoints ``pull`` on those arguments writes into."""
+        return self.made(adjoints, fresh, spent).stores
+
+    @functools.cached_property
+    def stores(self) -> frozenset[str]:
+        """The arrays whose adjoints its kernels write into."""
+        arrays = {grad: array for array, grad in self.grads}
+        return frozenset(arrays[name] for kernel in (*self.passes, self.kernel) if kernel is not None
+                         for name in _stored(kernel.source.node) if name in arrays)
 
     def differentiated(self) -> Kernel:
         """The kernel this adjoint is of: a tape's record holds it while it pulls; a caller that let it go
@@ -134,19 +158,21 @@ class Adjoint:
         return kernel
 
 
-_ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[tuple[frozenset[str], frozenset[str]], Adjoint]] = \
-    weakref.WeakKeyDictionary()
+_ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[tuple[frozenset[str], frozenset[str], frozenset[str]], Adjoint]] \
+    = weakref.WeakKeyDictionary()
 
 
-def adjoint(kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> Adjoint:
+def adjoint(kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset(),
+            spent: frozenset[str] = frozenset()) -> Adjoint:
     """The adjoint of ``kernel`` for a call whose float array arguments are ``floats`` (made once, then kept);
-    ``stored`` of its ``storable`` arrays taken new, stored into."""
+    ``stored`` of its ``storable`` arrays taken new, stored into; the adjoints of the arrays ``spent`` names,
+    which nothing reads after it, left as they were."""
     made = _ADJOINTS.setdefault(kernel, {})
     if stored:  # (a store where an add would be needed would lose what the adjoint held: only ``storable``)
         stored &= adjoint(kernel, floats).storable
-    if (floats, stored) not in made:
-        made[(floats, stored)] = _Differentiator(kernel, floats, stored).adjoint()
-    return made[(floats, stored)]
+    if (floats, stored, spent) not in made:
+        made[(floats, stored, spent)] = _Differentiator(kernel, floats, stored, spent).adjoint()
+    return made[(floats, stored, spent)]
 
 
 @dataclass
@@ -166,8 +192,9 @@ class _Differentiator(Backward):
     """Puts the adjoint kernel and its passes together from a kernel's forward and backward (the module's
     docstring)."""
 
-    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> None:
-        super().__init__(kernel, floats, stored)
+    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset(),
+                 spent: frozenset[str] = frozenset()) -> None:
+        super().__init__(kernel, floats, stored, spent)
         self.needed: set[str] = set()
 
     def adjoint(self) -> Adjoint:
@@ -254,9 +281,55 @@ class _Differentiator(Backward):
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
                        frozenset(self.updated), frozenset(self.needed), passes, self.floats, storable, self.stored,
-                       weakref.ref(self.kernel))
+                       self.spent, weakref.ref(self.kernel))
 
 
+_ONCE: weakref.WeakKeyDictionary[Kernel, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
-__all__ = ["Adjoint", "adjoint"]
+def stored_once(kernel: Kernel) -> frozenset[str]:
+    """The arrays ``kernel`` overwrites (``=``) in one statement outside every sequential loop: each element at
+    most once per call. Only such an array's adjoint may be left unzeroed where it is stored (``spent``): a
+    second store of an element would take the adjoint the later one read again."""
+    if kernel not in _ONCE:
+        counts: dict[str, int] = {}
+        _count_stores(kernel.source.node, counts, False)
+        _ONCE[kernel] = frozenset(name for name, count in counts.items() if count == 1)
+    return _ONCE[kernel]
+
+
+def _count_stores(node: ast.AST, counts: dict[str, int], repeated: bool) -> None:
+    """Count into ``counts`` the statements storing into each array (twice for one a sequential loop or a
+    ``while`` repeats)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name):
+                        counts[part.value.id] = counts.get(part.value.id, 0) + (2 if repeated else 1)
+        _count_stores(child, counts, repeated or isinstance(child, ast.While)
+                      or (isinstance(child, ast.For) and not _parallel(child)))
+
+
+def _parallel(loop: ast.For) -> bool:
+    """Whether the loop is a ``prange`` one, whose turns store elements apart."""
+    call = loop.iter
+    func = call.func if isinstance(call, ast.Call) else None
+    return (isinstance(func, ast.Attribute) and func.attr == "prange") or (
+        isinstance(func, ast.Name) and func.id in ("prange", "_svod_prange"))  # (a jit function's kernels')
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The arrays a kernel's source stores or adds into (atomically too)."""
+    found = set()
+    for part in ast.walk(node):
+        target = part.value if isinstance(part, ast.Subscript) and isinstance(part.ctx, ast.Store) else \
+            part.args[0] if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) \
+            and part.func.id == ATOMIC_ADD and part.args else None
+        if isinstance(target, ast.Name):
+            found.add(target.id)
+    return found
+
+
+__all__ = ["Adjoint", "adjoint", "stored_once"]

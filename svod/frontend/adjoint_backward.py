@@ -34,12 +34,16 @@ ATOMIC_ADD = "_svod_atomic_add"
 class Backward(WorkItem):
     """Writes the backward of a work item read by ``WorkItem`` (the module's docstring)."""
 
-    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset()) -> None:
+    def __init__(self, kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset(),
+                 spent: frozenset[str] = frozenset()) -> None:
         super().__init__(kernel)
         self.floats = floats
         self.stored = stored
         """The arrays whose adjoints are new (zeros) and take one plain add per element: stored, not added
         (``storable``)."""
+        self.spent = spent
+        """The arrays the kernel writes whose adjoints before the call nothing reads after the adjoint: their
+        adjoints are read, not set to zero where the kernel overwrote them (a store nothing would read)."""
         self.writes = False
         """Whether the backward writes an adjoint: one that does not is no kernel (it would store nothing)."""
         self.grads: dict[str, str] = {}
@@ -140,7 +144,7 @@ class Backward(WorkItem):
                 element = f"{grads[v.array]}[{v.index}]"
                 read = element if v.guard is None else f"({element} if {v.guard} else 0.0)"
                 lines.append((f"{held} = {read}", v.line))
-                if v.stored == "=" and self.scatter is None:
+                if v.stored == "=" and self.scatter is None and v.array not in self.spent:
                     lines.append((f"{element} = 0.0" if v.guard is None else f"if {v.guard}:\n    {element} = 0.0",
                                   v.line))
                     self.writes = True
@@ -220,9 +224,12 @@ class Backward(WorkItem):
         tail = [(f"{e} = {total(inner.get(c.phi, []))}", loop.line) for c, e in zip(carried, exits, strict=True)
                 if not passed_through(body, e, total(inner.get(c.phi, [])))]
         tail += [(f"{sums[n]} += {' + '.join(inner[n])}", loop.line) for n in before]
-        header, clamp = loop.reversed()
+        rerun = bool(names_in([*body, *tail])[0] & tainted)
+        alike = all(passed_through(body, e, total(inner.get(c.phi, []))) for c, e in zip(carried, exits, strict=True))
+        header, clamp = loop.reversed() if rerun or not alike or any(v.stored for v in flat(loop.values)) \
+            else (f"for {loop.variable} in {loop.range()}:", None)
         inside: Lines = [] if clamp is None else [(clamp, loop.line)]
-        if names_in([*body, *tail])[0] & tainted:
+        if rerun:
             earlier = f"_svod_u{loop.variable.removeprefix('_svod_k')}"
             inside += [(f"{c.phi} = {c.start}", loop.line) for c in loop.carried]
             inside.append((f"for {earlier} in range({loop.first}, {loop.variable}, {loop.step}):", loop.line))

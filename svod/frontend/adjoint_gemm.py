@@ -207,9 +207,10 @@ class GemmAdjoint(Adjoint):
     product: Product | None = None
 
     def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
-             device: Any) -> None:
+             device: Any, spent: frozenset[str] = frozenset()) -> None:
         """Add to the adjoints ``adjoints`` gives (None: not wanted) of the factors those of the product, and
-        zero the product's: ``fresh`` says which adjoints hold zeros only, to store into rather than add."""
+        zero the product's, but where ``spent`` names it (nothing reads it after): ``fresh`` says which
+        adjoints hold zeros only, to store into rather than add."""
         assert self.product is not None
         result, total = self.product.result, self.product.sum
         given = adjoints.get(result.array)
@@ -221,7 +222,18 @@ class GemmAdjoint(Adjoint):
                 if target is not None:
                     self.contract(Factor(factor.array, factor.index), target, not fresh[factor.array],
                                   (Factor(result.array, result.index), given), (other, args[other.array]), device)
-        given.fill(0)
+        if result.array not in spent:
+            given.fill(0)
+
+    def writes(self, adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
+               spent: frozenset[str]) -> frozenset[str]:
+        assert self.product is not None
+        result, total = self.product.result.array, self.product.sum
+        if adjoints.get(result) is None:
+            return frozenset()
+        factors = {total.left.array, total.right.array} if not fresh[result] else set()
+        return frozenset({name for name in factors if adjoints.get(name) is not None}
+                         | ({result} if result not in spent else set()))
 
     def contract(self, out: Factor, target: np.ndarray, add: bool, first: tuple[Factor, np.ndarray],
                  second: tuple[Factor, np.ndarray], device: Any) -> None:

@@ -46,6 +46,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import api
 from svod.frontend.arrays import lower_arrays
 from svod.frontend.binding import constant_key, signature_of, type_key
+from svod.frontend.buffers import Pool
 from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_dispatch import MISS, Dispatcher, dispatcher
@@ -108,6 +109,8 @@ class Jit:
         self.translations: dict[tuple[Any, ...], Any] = {}
         """Each phase's kernel as translated for the arguments it was built for: a round that settles the
         dtypes of carried scalars, or another signature's plan, translates only what changed."""
+        self.gradient_pool = Pool()
+        """The host buffers its gradients' tapes take for their own work and give back (``svod.vjp``, ``svod.grad``)."""
 
     def __repr__(self) -> str:
         return f"<svod.jit {self.fn.__qualname__}>"

@@ -36,6 +36,7 @@ from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, GradientError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
+from svod.frontend.buffers import Pool
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.calls import Calls, PreparedCall
 from svod.frontend.promotion import HOST, Platform
@@ -140,6 +141,8 @@ class Kernel:
         """The calls on numpy arrays and numbers prepared so far: a call like one before runs without
         translating, looking up or checking again what its signature fixes."""
         self._lock = threading.Lock()
+        self.gradient_pool = Pool()
+        """The host buffers the tapes of its ``svod.vjp`` take for their own work and give back."""
 
     def __repr__(self) -> str:
         return f"<svod.kernel {self.fn.__qualname__}>"

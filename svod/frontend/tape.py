@@ -1,4 +1,5 @@
-"""Gradients of programs of ``@svod.kernel`` calls: ``svod.Tape``, ``svod.vjp`` and ``svod.grad``.
+"""Gradients of programs of ``@svod.kernel`` calls: ``svod.Tape``, which ``svod.vjp`` and ``svod.grad`` run
+(``svod.frontend.gradients``).
 
 A tape records each kernel call of its ``with`` block (``Kernel.__call__`` hands it the call) and runs it; an
 ``@svod.jit`` call is recorded as the kernel calls of its ``prange`` phases (``svod.frontend.jit_tape``). The
@@ -52,8 +53,9 @@ from typing import Any
 import numpy as np
 
 from svod.errors import GradientError
-from svod.frontend.adjoint import Adjoint
+from svod.frontend.adjoint import Adjoint, stored_once
 from svod.frontend.adjoint_gemm import adjoint_of
+from svod.frontend.buffers import Lease, Order, Pool
 from svod.frontend.pykernel import Kernel
 from svod.runtime.taping import RECORDING
 
@@ -122,6 +124,9 @@ class _Record:
     dead: frozenset[Key] = frozenset()
     """The arrays whose adjoints before the call no gradient asked for depends on (``Tape._dead``): the adjoint
     is pulled without them (``Adjoint.pull``), and stores and adds nothing into theirs."""
+    spent: frozenset[Key] = frozenset()
+    """The arrays the call wrote whose adjoints before the call nothing reads (``Tape._dead``): the adjoint
+    reads theirs and leaves them as they were (``Adjoint.pull``)."""
 
     @property
     def needs(self) -> frozenset[str]:
@@ -161,13 +166,15 @@ class _Copy:
         self.kept = np.packbits(same, axis=None)
         self.values = self.values[same]
 
-    def array(self) -> tuple[np.ndarray, bool]:
-        """The values, and whether the array is a new one (the caller's to write)."""
+    def array(self, lease: Lease) -> tuple[np.ndarray, bool]:
+        """The values, and whether the array is a new one (the caller's to write, of ``lease``)."""
         if self.uniform:
-            return np.full(self.shape, self.values), True
+            full = lease.empty(self.shape, self.values.dtype)
+            full.fill(self.values)
+            return full, True
         if self.kept is None:
             return self.values, False
-        full = np.zeros(self.shape, self.values.dtype)
+        full = lease.zeros(self.shape, self.values.dtype)
         full[np.unpackbits(self.kept, count=full.size).reshape(self.shape).view(bool)] = self.values
         return full, True
 
@@ -185,6 +192,8 @@ class _Replay:
     holds each array's values as the calls so far left them."""
 
     found: Found
+    lease: Lease
+    """Where its copies come from (given back at the backward pass's end)."""
     state: dict[Key, np.ndarray] = field(default_factory=dict)
     own: set[Key] = field(default_factory=set)
     """The arrays of ``state`` the replay made that nothing else holds: a call may write them in place."""
@@ -210,7 +219,7 @@ class _Replay:
         """Run ``record``'s call again, on copies of the arrays it writes that something else holds."""
         self.args(record)
         for key in record.written() - self.own:
-            self.state[key] = self.state[key].copy()
+            self.state[key] = self.lease.copy(self.state[key])
             self.own.add(key)
             self.made += self.state[key].nbytes
         record.kernel(*self.args(record), device=record.device)
@@ -250,6 +259,11 @@ class Tape:
         array a call read (``vjp``'s tape, which records one call, keeps copies of only what its adjoint reads)."""
         self._wanted: frozenset[Key] | None = None
         """The arrays whose gradients ``backward`` is to give (None: every array's): ``svod.grad``'s arguments."""
+        self._given: frozenset[Key] | None = None
+        """The arrays whose gradients ``grad`` may give the caller (None: any but svod's own, ``_own``): made new,
+        the caller's; the other adjoints, and the tape's copies, are the lease's (``svod.frontend.buffers``)."""
+        self._lease = Lease(Pool())
+        self._lease.on_free(self)
         self._own: dict[Key, np.ndarray] = {}
         """The arrays svod made for a jit call (``made``) that it has not handed to the caller: only recorded
         calls write them, so the tape keeps no copy of them to compare."""
@@ -262,6 +276,9 @@ class Tape:
         self._one_call = False
         """Whether the tape records one jit call and no more (``vjp``'s): of what the call returns it keeps a
         copy to compare only where ``backward`` compares it."""
+        self._borrowed: set[Key] = set()
+        """The running adjoints that are still the cotangents given ``backward``, uncopied: copied before the
+        first adjoint that writes into them (``_pull``)."""
         self._sealed = False
         """Whether the backward runs right after one jit call, as ``svod.grad`` of a jit function runs it: no
         code of the caller's runs from the call's start to the backward's end, so no array can change outside
@@ -334,11 +351,14 @@ class Tape:
             if self._batch is not None:
                 self._batch[key] = True
             elif self._watch and not self._sealed and key not in self._own:
-                self._states[key] = self._arrays[key].copy()
+                self._keep(key, self._arrays[key])
             if key in copies:
                 self._saved[(key, index)] = copies[key]
                 if self._stored(key, record):
+                    whole = copies[key].values
                     copies[key].thin(self._arrays[key])
+                    if copies[key].values is not whole:
+                        self._lease.give(whole)
         if self._checkpoint:
             self._thin()
 
@@ -352,7 +372,7 @@ class Tape:
             self._batch[key] = False
         if key not in self._states:
             if self._watch or name in record.needs:
-                self._states[key] = value.copy()
+                self._keep(key, value)
         elif self._outside is None and not _same(self._states[key], value):
             self._outside = f"{name}, an argument of {record.kernel.name} at {record.where},"
 
@@ -361,7 +381,14 @@ class Tape:
         array = self._arrays[key]
         if key in self._uniform:
             return _Copy(before, self._uniform[key], array.shape, uniform=True)
-        return _Copy(before, array.copy(), array.shape)
+        return _Copy(before, self._lease.copy(array), array.shape)
+
+    def _keep(self, key: Key, array: np.ndarray) -> None:
+        """Keep a copy of ``array`` as ``key``'s state (``_states``), the one it replaces given back."""
+        old = self._states.get(key)
+        self._states[key] = self._lease.copy(array)
+        if old is not None:
+            self._lease.give(old)
 
     def made(self, array: np.ndarray, uniform: bool) -> None:
         """``array`` is new, made by svod for a jit call's calls, every element one value where ``uniform``
@@ -391,7 +418,7 @@ class Tape:
         checked = self._checked() if self._one_call else None
         for key, written in batch.items():
             if written and key not in self._own and (checked is None or key in checked):
-                self._states[key] = self._arrays[key].copy()
+                self._keep(key, self._arrays[key])
 
     def _keeps(self, key: Key, before: int, record: _Record) -> bool:
         """Whether the values ``record``'s call is about to overwrite, which call ``before`` wrote, are to be
@@ -428,7 +455,10 @@ class Tape:
             return
         while count > self._spacing ** 2:
             self._spacing *= 2
-        self._saved = {at: kept for at, kept in self._saved.items() if self._crosses(kept.before, at[1])}
+        for at, kept in list(self._saved.items()):
+            if not self._crosses(kept.before, at[1]):
+                del self._saved[at]
+                self._lease.give(kept.values)
 
     def _key(self, array: np.ndarray, kernel: Kernel) -> tuple[Key, bool]:
         """The array's key, and whether no earlier call took it."""
@@ -457,30 +487,63 @@ class Tape:
         if not self._sealed:
             self._check()
         self._dead()
-        running = {key: value.copy() for key, value in seeds.items()}
+        mark = self._lease.mark()
+        self._borrowed = self._borrowable(seeds)
         token = RECORDING.set(None)
         try:
+            running = {key: value if key in self._borrowed else self._copy(value, self._gives(key))
+                       for key, value in seeds.items()}
             for start in reversed(range(0, len(self._records), self._spacing)):
                 self._reverse(start, min(start + self._spacing, len(self._records)), running,
                               functools.partial(self._at, index=start), self.saved_bytes)
         finally:
             RECORDING.reset(token)
+            self._lease.release(mark)  # (what the pass took: its adjoints that are not given, its replays' copies)
         for key, value in running.items():
+            if not self._gives(key):
+                continue
             if key in self._grads:
                 self._grads[key] += value
             else:
-                self._grads[key] = value
+                self._grads[key] = value.copy() if key in self._borrowed else value
+        self._borrowed = set()
+
+    def _borrowable(self, seeds: dict[Key, np.ndarray]) -> set[Key]:
+        """The cotangents the pass may read where the caller gave them: laid out as the adjoints the tape makes,
+        sharing memory with no other, and with no gradient the tape holds, which the pass adds into at its end
+        (a second pass given one of the first's gradients reads it as the first left it)."""
+        held = list(self._grads.values())
+        return {key for key, value in seeds.items() if (value.flags.c_contiguous or value.flags.f_contiguous)
+                and value.flags.aligned and value.flags.writeable
+                and not any(np.may_share_memory(value, other) for other in
+                            [*(seeds[k] for k in seeds if k != key), *held])}
+
+    def _lend(self, pool: Pool, given: Sequence[Any]) -> None:
+        """Take the tape's buffers from ``pool`` (before it records), and give the caller the gradients of the
+        arrays of ``given`` alone (``_given``)."""
+        self._lease.pool = pool
+        self._given = frozenset(key_of(array) for array in given if isinstance(array, np.ndarray))
+
+    def _gives(self, key: Key) -> bool:
+        """Whether ``grad`` may give the caller ``key``'s gradient (``_given``)."""
+        return key not in self._own if self._given is None else key in self._given
 
     def _dead(self) -> None:
         """Mark in each record the arrays it only reads whose values at its call depend on none of the arrays whose
-        gradients are wanted (``_wanted``): a call that reads one makes every array it writes depend on them."""
-        live = None if self._wanted is None else set(self._wanted)
+        gradients are wanted (``_wanted``): a call that reads one makes every array it writes depend on them. And
+        those it writes that no earlier call took and no gradient asked for is (``spent``): the backward pass
+        reads their adjoints before the call nowhere."""
+        wanted = self._wanted
+        live = None if wanted is None else set(wanted)
+        taken: set[Key] = set()
         for record in self._records:
-            if live is None:
-                record.dead = frozenset()
+            if live is None or wanted is None:
+                record.dead = record.spent = frozenset()
                 continue
             written = record.written()
             record.dead = frozenset(key for key in record.keys if key is not None and key not in live | written)
+            record.spent = frozenset(key for key in written if key not in taken and key not in wanted)
+            taken |= {key for key in record.keys if key is not None}
             if any(record.keys[position] in live for position in record.read):
                 live |= written
 
@@ -518,7 +581,7 @@ class Tape:
         writes = self._writes.get(key, [])
         after = bisect.bisect_left(writes, index)
         if after < len(writes) and (key, writes[after]) in self._saved:
-            return self._saved[(key, writes[after])].array()
+            return self._saved[(key, writes[after])].array(self._lease)
         return self._arrays[key], False
 
     def _direct(self, index: int) -> list[Any] | None:
@@ -535,7 +598,7 @@ class Tape:
             copy = self._saved.get((key, writes[after])) if after < len(writes) else None
             needed = record.kernel.parameters[position] in record.needs
             if copy is not None and copy.kept is None and (needed or not copy.uniform):
-                args[position] = copy.array()[0]
+                args[position] = copy.array(self._lease)[0]
             elif after < len(writes) and needed:
                 return None
             else:
@@ -552,7 +615,7 @@ class Tape:
             for index in reversed(range(start, end)):
                 self._pull(self._records[index], direct[index - start] or [], running)
             return
-        replay = _Replay(found)
+        replay = _Replay(found, self._lease)
         if end - start > _FEW:
             step = math.isqrt(end - start - 1) + 1
             starts = range(start, end, step)
@@ -613,11 +676,33 @@ class Tape:
         """Run one record's adjoint on ``args`` (its arguments as the call saw them) and the running adjoints (an
         array passed twice takes its second adjoint in an array of its own, added after)."""
         parameters = record.kernel.parameters
+        names = [name for name, _ in record.adjoint.grads]
+        keys = [record.keys[parameters.index(name)] for name in names]
+        spent = frozenset(name for name, key in zip(names, keys, strict=True)
+                          if key in record.spent) & stored_once(record.kernel)
+        adjoints, fresh, repeated = self._adjoints(record, keys, running)
+        given = dict(zip(names, adjoints, strict=True))
+        news = dict(zip(names, fresh, strict=True))
+        writes = record.adjoint.writes(given, news, spent)
+        copied = {key for name, key in zip(names, keys, strict=True) if key in self._borrowed
+                  and given[name] is not None and name in writes} | ({k for k, _ in repeated} & self._borrowed)
+        for key in sorted(copied):
+            borrowed, running[key] = running[key], self._copy(running[key], self._gives(key))
+            self._borrowed.discard(key)
+            given = {name: running[key] if value is borrowed else value for name, value in given.items()}
+        record.adjoint.pull(dict(zip(parameters, args, strict=False)), given, news, record.device, spent)
+        for key, value in repeated:
+            running[key] += value
+
+    def _adjoints(self, record: _Record, keys: list[Key | None], running: dict[Key, np.ndarray]) \
+            -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]]]:
+        """Per array of the record's adjoint: its running adjoint (None where dead; new zeros for one not
+        taken yet), whether that holds zeros only, and the arrays of the second adjoints of arrays passed
+        twice."""
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
-        for name, _ in record.adjoint.grads:
-            key = record.keys[parameters.index(name)]
+        for key in keys:
             assert key is not None
             if key in record.dead:
                 adjoints.append(None)
@@ -625,18 +710,26 @@ class Tape:
                 continue
             fresh.append(key not in running)
             if key not in running:
-                running[key] = _zeros(self._arrays[key])
+                running[key] = self._zeros(self._arrays[key], self._gives(key))
             if any(running[key] is given for given in adjoints):
-                repeated.append((key, _zeros(running[key])))
+                repeated.append((key, self._zeros(running[key], False)))
                 adjoints.append(repeated[-1][1])
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        names = [name for name, _ in record.adjoint.grads]
-        record.adjoint.pull(dict(zip(parameters, args, strict=False)), dict(zip(names, adjoints, strict=True)),
-                            dict(zip(names, fresh, strict=True)), record.device)
-        for key, value in repeated:
-            running[key] += value
+        return adjoints, fresh, repeated
+
+    def _zeros(self, like: np.ndarray, given: bool) -> np.ndarray:
+        """A new adjoint for ``like``, laid out as it is: the caller's where ``given`` (of ``np.zeros``, whose
+        large arrays take pages the system zeroes as they are first written), else the lease's."""
+        order: Order = "F" if like.flags.f_contiguous and not like.flags.c_contiguous else "C"
+        if given:
+            return np.zeros(like.shape, like.dtype, order=order)
+        return self._lease.zeros(like.shape, like.dtype, order)
+
+    def _copy(self, array: np.ndarray, given: bool) -> np.ndarray:
+        """A copy of ``array``: the caller's where ``given``, else the lease's."""
+        return array.copy() if given else self._lease.copy(array)
 
     # ---- gradients --------------------------------------------------------------------------------------
 
@@ -667,148 +760,7 @@ class Tape:
         self._own.clear()
         self._uniform.clear()
         self._batch = None
+        self._lease.release()
 
 
-def _zeros(like: np.ndarray) -> np.ndarray:
-    """A new gradient for ``like``, laid out as it is: of ``np.zeros``, whose large arrays take pages the system
-    zeroes as they are first written (``np.zeros_like`` writes every element itself first, a pass over memory
-    the adjoint's first add or store then makes again)."""
-    if like.flags.f_contiguous and not like.flags.c_contiguous:
-        return np.zeros(like.shape, like.dtype, order="F")
-    return np.zeros(like.shape, like.dtype)
-
-
-def vjp(fn: Any, *args: Any, device: Any = None) -> tuple[tuple[np.ndarray, ...], Callable[..., tuple[Any, ...]]]:
-    """Run ``fn`` (an ``@svod.kernel``, or an ``@svod.jit`` function: ``_jit_vjp``) on ``args``; return
-    ``(result, pullback)``: ``result`` the arrays it wrote, in argument order, and ``pullback(cotangent)`` (one
-    array per result: a tuple, a dict by argument name, or the array itself for one result; that of an integer
-    result is not read) one gradient per argument, with respect to its value before the call (None for an
-    integer array or a number)."""
-    if getattr(fn, "svod_jit", False):
-        return _jit_vjp(fn, args, device)
-    if not isinstance(fn, Kernel):
-        raise GradientError(f"svod.vjp takes an @svod.kernel or an @svod.jit function, not {type(fn).__name__}; "
-                            "svod.grad takes a function of kernel calls", stage="gradient", value=type(fn).__name__)
-    args = _apart(fn, args)
-    tape = Tape(checkpoint=False)
-    tape._watch = False
-    with tape:
-        fn(*args, device=device)
-    written = tape._records[0].adjoint.written
-    result = tuple(args[fn.parameters.index(name)] for name in written)
-
-    def pullback(cotangent: Any) -> tuple[Any, ...]:
-        if isinstance(cotangent, Mapping):
-            unknown = sorted(set(cotangent) - set(written))
-            if unknown:
-                raise GradientError(f"{fn.name} writes {', '.join(written)}, not {unknown[0]}", kernel=fn.name,
-                                    stage="gradient", value=unknown[0])
-            given = [(result[written.index(name)], value) for name, value in cotangent.items()]
-        else:
-            values = (cotangent,) if len(result) == 1 and not isinstance(cotangent, tuple) else tuple(cotangent)
-            if len(values) != len(result):
-                raise GradientError(f"{fn.name} writes {len(result)} arrays ({', '.join(written)}); the pullback "
-                                    f"was given {len(values)} cotangents", kernel=fn.name, stage="gradient",
-                                    value=len(values))
-            given = list(zip(result, values, strict=True))
-        tape.zero()
-        tape.backward(grads=[(array, value) for array, value in given if array.dtype.kind == "f"])
-        return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
-
-    return result, pullback
-
-
-def _jit_vjp(fn: Any, args: tuple[Any, ...], device: Any) -> tuple[tuple[np.ndarray, ...],
-                                                                    Callable[..., tuple[Any, ...]]]:
-    """``vjp`` of an ``@svod.jit`` function, run on a tape: its results are the arguments its kernels wrote, in
-    argument order, then the arrays it returns that are none of its arguments."""
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    for k, array in enumerate(arrays):
-        if any(np.may_share_memory(array, other) for other in arrays[:k]):
-            raise GradientError(f"two array arguments of {fn.name} share memory: a pullback gives one gradient per "
-                                "argument; pass copies", kernel=fn.name, stage="gradient", value=array.shape)
-    tape = Tape()
-    tape._one_call = True
-    with tape:
-        returned = fn(*args) if device is None else fn(*args, device=device)
-    written = {record.keys[record.kernel.parameters.index(name)] for record in tape._records
-               for name in record.adjoint.written}
-    made = returned if isinstance(returned, tuple) else (returned,)
-    result = tuple([a for a in arrays if key_of(a) in written] +
-                   [r for r in made if isinstance(r, np.ndarray) and not any(r is a for a in arrays)])
-
-    def pullback(cotangent: Any) -> tuple[Any, ...]:
-        values = (cotangent,) if len(result) == 1 and not isinstance(cotangent, tuple) else tuple(cotangent)
-        if len(values) != len(result):
-            raise GradientError(f"{fn.name} gives {len(result)} arrays; the pullback was given {len(values)} "
-                                "cotangents", kernel=fn.name, stage="gradient", value=len(values))
-        tape.zero()
-        tape.backward(grads=[(array, value) for array, value in zip(result, values, strict=True)
-                             if array.dtype.kind == "f" and key_of(array) in written])
-        return tuple(tape.grad(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
-
-    return result, pullback
-
-
-def _apart(fn: Kernel, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``args`` with a copy in place of each array the kernel only reads that shares memory with another it only
-    reads, before it: the tape keys gradients by memory, and a pullback gives one gradient per argument. (An array
-    sharing memory with one the kernel writes stays, for the call to refuse.)"""
-    floats = frozenset(name for name, value in zip(fn.parameters, args, strict=False)
-                       if isinstance(value, np.ndarray) and value.dtype.kind == "f")
-    written = adjoint_of(fn, floats, args).written
-    read = [(name, value) for name, value in zip(fn.parameters, args, strict=False)
-            if isinstance(value, np.ndarray) and name not in written]
-    copied = {name for k, (name, value) in enumerate(read)
-              if any(np.may_share_memory(value, other) for _, other in read[:k])}
-    return tuple(value.copy() if name in copied else value
-                 for name, value in zip(fn.parameters, args, strict=False))
-
-
-def _refuse_shared_arguments(fn: Any, args: tuple[Any, ...], numbers: tuple[int, ...]) -> None:
-    """The tape keeps one gradient per buffer, so an argument differentiated that shares memory with another
-    array argument would be given the sum over both (the derivative along the buffer, not the argument's)."""
-    for number in numbers:
-        others = (a for k, a in enumerate(args) if k != number and isinstance(a, np.ndarray))
-        if any(np.may_share_memory(args[number], other) for other in others):
-            raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} shares memory with another "
-                                "array argument: svod.grad gives one gradient per argument; pass copies",
-                                stage="gradient", value=number)
-
-
-def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
-    """The function that returns the gradient of ``fn``'s result (a one-element array an ``@svod.kernel`` call
-    wrote) with respect to its array arguments ``argnums`` (an int: one gradient; a tuple: a tuple of them),
-    as ``jax.grad``. ``fn`` runs on a tape (``Tape``): it may call kernels in any order, in place too; it may
-    be an ``@svod.jit`` function."""
-    if isinstance(fn, Kernel):
-        raise GradientError(f"svod.grad takes a function returning a one-element array; {fn.name} is a kernel, "
-                            "which returns nothing: use svod.vjp", kernel=fn.name, stage="gradient", value=fn.name)
-    many = not isinstance(argnums, int)
-    numbers = tuple(argnums) if not isinstance(argnums, int) else (argnums,)
-
-    @functools.wraps(fn)
-    def gradient(*args: Any, **keywords: Any) -> Any:
-        for number in numbers:
-            if number >= len(args) or not isinstance(args[number], np.ndarray) or args[number].dtype.kind != "f":
-                raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} is no float numpy array "
-                                    "to take a gradient with respect to", stage="gradient", value=number)
-        _refuse_shared_arguments(fn, args, numbers)
-        tape = Tape()
-        tape._sealed = bool(getattr(fn, "svod_jit", False))
-        with tape:
-            result = fn(*args, **keywords)
-        tape._wanted = frozenset(key_of(args[number]) for number in numbers)
-        tape.backward(result)
-        for number in numbers:
-            if key_of(args[number]) not in tape._arrays:
-                raise GradientError(f"argument {number} of {getattr(fn, '__name__', fn)} was passed to no kernel "
-                                    "call: svod.grad differentiates kernel calls, and NumPy's operations on it are "
-                                    "not recorded; write them as a kernel", stage="gradient", value=number)
-        found = tuple(tape.grad(args[number]) for number in numbers)
-        return found if many else found[0]
-
-    return gradient
-
-
-__all__ = ["Tape", "grad", "vjp"]
+__all__ = ["Tape", "key_of"]
