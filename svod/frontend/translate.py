@@ -28,7 +28,8 @@ through ``KernelBuilder``. Nothing of the function's body runs in Python.
 The translator is built in parts, one module each, each on the one before: ``context`` (what a translation holds,
 how it refuses) <- ``arithmetic`` (values combined and converted) <- ``memory`` (buffer accesses, stores, carried
 locals' cells) <- ``randoms`` (``np.random`` draws and where each is made) <- ``expressions`` <- ``loops`` <-
-``accumulating`` (a sum into an array's element as a local's) <- this module (statements, ``if``, the final kernel). ``values`` says what a name can stand for, ``source`` what a
+``accumulating`` (a sum into an array's element as a local's) <- this module (statements, ``if``, the final
+kernel). ``values`` says what a name can stand for, ``source`` what a
 kernel's source is and where its parts come from.
 
 Every walk here follows the source's order and the UOps' toposorts; no set of UOps is iterated.
