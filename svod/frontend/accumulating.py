@@ -74,7 +74,7 @@ class Accumulating(Loops):
         array = self.env.get(name)
         if not isinstance(array, ArrayValue) or not self._apart(region, [name]):
             return None
-        return held(region, name, array.dtype)
+        return held(region, name, array.dtype, len(array.dims))
 
     def _interchanged(self, stmt: ast.stmt) -> ast.stmt:
         swapped = interchanged(stmt)

@@ -75,8 +75,10 @@ def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for target in targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                    found.setdefault(target.value.id)
+                while isinstance(target, ast.Subscript):  # a[i][j] = v writes a
+                    target = target.value
+                    if isinstance(target, ast.Name):
+                        found.setdefault(target.id)
     return list(found)
 
 
@@ -97,8 +99,9 @@ def _element_uses(region: Sequence[ast.stmt], name: str) -> list[ast.Subscript] 
 def _one_index(region: Sequence[ast.stmt], name: str) -> ast.expr | None:
     """The one index every use of ``name`` in ``region`` reads or writes, where that index is names and numbers
     that ``region`` does not bind; None otherwise, or where ``region`` leaves its path or never uses ``name``."""
-    if any(isinstance(node, LEAVING) for stmt in region for node in ast.walk(stmt)):
-        return None
+    if any(isinstance(node, LEAVING) or (isinstance(node, ast.For) and not _is_range(node))
+           for stmt in region for node in ast.walk(stmt)):
+        return None  # a prange's work items would each hold the element
     uses = _element_uses(region, name)
     if not uses or len({ast.dump(use.slice) for use in uses}) != 1:
         return None
@@ -130,15 +133,17 @@ def in_range_loop(region: Sequence[ast.stmt], name: str) -> bool:
                for stmt in region for node in ast.walk(stmt))
 
 
-def held(region: Sequence[ast.stmt], name: str, dtype: DType) -> list[ast.stmt] | None:
-    """``region`` with the one element of array ``name`` it uses held in a local (see the module), or None
-    where it does not qualify by its syntax. The local is named as the element (``out[i, j]``), so a message
-    about it reads as the source."""
+def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list[ast.stmt] | None:
+    """``region`` with the one element of array ``name`` (of ``ndim`` dimensions) it uses held in a local (see
+    the module), or None where it does not qualify by its syntax (a row, ``out[i]`` of a matrix, is not an
+    element). The local is named as the element (``out[i, j]``), so a message about it reads as the source."""
     index = _one_index(region, name)
     if index is None or _conditional(region, name) or not _stores_only(region, name) \
             or name not in stored_arrays(region):
         return None
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    if len(parts) != ndim:
+        return None
     local = f"{name}[{', '.join(ast.unparse(part) for part in parts)}]"
     holding = _Holding(name, local, dtype)
     body: list[ast.stmt] = [holding.visit(copy.deepcopy(stmt)) for stmt in region]

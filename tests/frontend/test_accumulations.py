@@ -231,6 +231,29 @@ def test_the_dense_layer_is_one_store_of_a_sum():
     assert any(u.op is Ops.REDUCE for u in sink.toposort())
 
 
+@svod.kernel
+def read_after(out, y, b):
+    for i in svod.prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = b[j] * (i + 1)
+        for j in range(out.shape[1]):
+            y[i, j] = out[i, out.shape[1] - 1 - j]
+        for j in range(out.shape[1]):
+            for r in range(3):
+                out[i, j] += y[i, j]
+
+
+def test_loops_reading_elements_other_turns_write_are_not_fused(device):
+    """A second loop reading the element another turn of the first loop writes: the loops stay apart (a
+    kernel's later sum, after those stores, is left as written)."""
+    b = np.array([1.0, -2.0, 3.5, 0.25, -0.0], np.float32)
+    out, y = np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32)
+    want = run_as_python(read_after, out.copy(), y.copy(), b)
+    read_after(out, y, b, device=device)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(y, want[1])
+
+
 # ---- the rewritings' syntax -------------------------------------------------------------------------------
 
 def _statements(text: str) -> list[ast.stmt]:
@@ -238,12 +261,14 @@ def _statements(text: str) -> list[ast.stmt]:
 
 
 def test_an_element_used_at_two_indices_or_under_an_if_is_not_held():
-    assert held(_statements("for r in range(k):\n    out[i] += out[r]"), "out", svod.dtypes.float32) is None
-    assert held(_statements("for r in range(k):\n    if c:\n        out[i] += x[r]"), "out", svod.dtypes.float32) \
+    assert held(_statements("for r in range(k):\n    out[i] += out[r]"), "out", svod.dtypes.float32, 1) is None
+    assert held(_statements("for r in range(k):\n    if c:\n        out[i] += x[r]"), "out", svod.dtypes.float32, 1) \
         is None
-    assert held(_statements("for r in range(k):\n    out[i] += x[r]\n    f(out)"), "out", svod.dtypes.float32) is None
-    assert held(_statements("for r in range(k):\n    i = r\n    out[i] += x[r]"), "out", svod.dtypes.float32) is None
-    kept = held(_statements("for r in range(k):\n    out[i, j] += x[r]"), "out", svod.dtypes.float32)
+    assert held(_statements("for r in range(k):\n    out[i] += x[r]\n    f(out)"), "out", svod.dtypes.float32, 1) is None
+    assert held(_statements("for r in range(k):\n    i = r\n    out[i] += x[r]"), "out", svod.dtypes.float32, 1) is None
+    assert held(_statements("for r in range(k):\n    out[i, j] += x[r]"), "out", svod.dtypes.float32, 3) is None
+    assert held(_statements("for r in prange(k):\n    out[i] += x[r]"), "out", svod.dtypes.float32, 1) is None
+    kept = held(_statements("for r in range(k):\n    out[i, j] += x[r]"), "out", svod.dtypes.float32, 2)
     assert kept is not None and [type(s).__name__ for s in kept] == ["Assign", "For", "Assign"]
 
 
@@ -264,6 +289,7 @@ def test_loops_are_fused_only_where_each_turn_reads_what_its_own_turn_wrote():
     assert joined("for j in range(m):\n    out[i, j] = b[j]", "for j in range(m):\n    out[i, j] += out[i, 0]") is None
     assert joined("for j in range(m):\n    out[i, j] = b[j]", "for j in range(n):\n    out[i, j] += 1.0") is None
     assert joined("for j in range(m):\n    s = b[j]", "for j in range(m):\n    out[i, j] = s") is None
+    assert joined("for j in range(m):\n    out[i][j] = b[j]", "for j in range(m):\n    y[i, j] = out[i][m - 1]") is None
 
 
 # ---- in @svod.jit ------------------------------------------------------------------------------------------
