@@ -75,10 +75,11 @@ def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for target in targets:
-                while isinstance(target, ast.Subscript):  # a[i][j] = v writes a
-                    target = target.value
-                    if isinstance(target, ast.Name):
-                        found.setdefault(target.id)
+                written = target
+                while isinstance(written, ast.Subscript):  # a[i][j] = v writes a
+                    written = written.value
+                    if isinstance(written, ast.Name):
+                        found.setdefault(written.id)
     return list(found)
 
 

@@ -239,7 +239,7 @@ def read_after(out, y, b):
         for j in range(out.shape[1]):
             y[i, j] = out[i, out.shape[1] - 1 - j]
         for j in range(out.shape[1]):
-            for r in range(3):
+            for _ in range(3):
                 out[i, j] += y[i, j]
 
 
