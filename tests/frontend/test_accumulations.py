@@ -260,15 +260,18 @@ def _statements(text: str) -> list[ast.stmt]:
     return ast.parse(text).body
 
 
+def _held(text: str, ndim: int = 1) -> list[ast.stmt] | None:
+    return held(_statements(text), "out", svod.dtypes.float32, ndim)
+
+
 def test_an_element_used_at_two_indices_or_under_an_if_is_not_held():
-    assert held(_statements("for r in range(k):\n    out[i] += out[r]"), "out", svod.dtypes.float32, 1) is None
-    assert held(_statements("for r in range(k):\n    if c:\n        out[i] += x[r]"), "out", svod.dtypes.float32, 1) \
-        is None
-    assert held(_statements("for r in range(k):\n    out[i] += x[r]\n    f(out)"), "out", svod.dtypes.float32, 1) is None
-    assert held(_statements("for r in range(k):\n    i = r\n    out[i] += x[r]"), "out", svod.dtypes.float32, 1) is None
-    assert held(_statements("for r in range(k):\n    out[i, j] += x[r]"), "out", svod.dtypes.float32, 3) is None
-    assert held(_statements("for r in prange(k):\n    out[i] += x[r]"), "out", svod.dtypes.float32, 1) is None
-    kept = held(_statements("for r in range(k):\n    out[i, j] += x[r]"), "out", svod.dtypes.float32, 2)
+    assert _held("for r in range(k):\n    out[i] += out[r]") is None
+    assert _held("for r in range(k):\n    if c:\n        out[i] += x[r]") is None
+    assert _held("for r in range(k):\n    out[i] += x[r]\n    f(out)") is None
+    assert _held("for r in range(k):\n    i = r\n    out[i] += x[r]") is None
+    assert _held("for r in range(k):\n    out[i, j] += x[r]", 3) is None
+    assert _held("for r in prange(k):\n    out[i] += x[r]") is None
+    kept = _held("for r in range(k):\n    out[i, j] += x[r]", 2)
     assert kept is not None and [type(s).__name__ for s in kept] == ["Assign", "For", "Assign"]
 
 
