@@ -348,3 +348,90 @@ def test_jit_arguments_sharing_memory_are_refused():
     a = np.ones((4, 4), np.float32)
     with pytest.raises(SvodError, match="shares memory"):
         jit_dense(a, a, np.ones((4, 4), np.float32), np.ones(4, np.float32), True)
+
+
+@svod.kernel
+def longer_rows(out, x):
+    for i in svod.prange(x.shape[0]):
+        for r in range(x.shape[1]):
+            out[i] += x[i, r]
+
+
+@pytest.mark.parametrize("columns", [0, 3])
+def test_a_sum_of_no_terms_never_touches_its_element(device, columns):
+    """With no columns Python never reads ``out[i]``, so an ``out`` shorter than ``x``'s rows is no error; with
+    columns the element is read, and past its end that is refused."""
+    x = np.arange(5 * columns, dtype=np.float32).reshape(5, columns)
+    out = np.full(2, 0.5, np.float32)
+    if columns:
+        with pytest.raises(svod.errors.IndexOutOfBoundsError):
+            longer_rows(out, x, device=device)
+        return
+    longer_rows(out, x, device=device)
+    np.testing.assert_array_equal(out, [0.5, 0.5])
+
+
+@svod.kernel
+def marked_first(out, seen, x):
+    for i in svod.prange(x.shape[0]):
+        seen[i] = 1.0
+        for r in range(x.shape[1]):
+            out[i] += x[i, r]
+
+
+def test_a_store_into_another_array_first_still_reads_the_element(device):
+    """The block's first statement stores into ``seen``, not ``out``: ``out[i]`` is still read before the sum."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out, seen = np.array([5.0, -1.0, 0.25], np.float32), np.zeros(3, np.float32)
+    want = run_as_python(marked_first, out.copy(), seen.copy(), x)
+    marked_first(out, seen, x, device=device)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(seen, want[1])
+
+
+@svod.kernel
+def renamed_after(out, last, bias):
+    for i in svod.prange(out.shape[0]):
+        j = -1
+        for c in range(out.shape[1]):
+            out[i, c] = bias[c]
+        for j in range(out.shape[1]):
+            out[i, j] = max(out[i, j], 0.0)
+        last[i] = j
+
+
+@pytest.mark.parametrize("columns", [0, 1, 3])
+def test_a_fused_loops_variable_keeps_its_last_value(device, columns):
+    """Fusing renames the ReLU loop's ``j`` as the bias loop's ``c``; ``j`` read after the loops is still the
+    last turn's (or, with no turns, its value before)."""
+    bias = np.array([1.0, -2.0, 3.0], np.float32)[:columns]
+    out, last = np.full((2, columns), 7.0, np.float32), np.zeros(2, np.float32)
+    want = run_as_python(renamed_after, out.copy(), last.copy(), bias)
+    renamed_after(out, last, bias, device=device)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(last, want[1])
+
+
+@svod.kernel
+def swapped_after(out, x, w, last):
+    for i in svod.prange(x.shape[0]):
+        r, j = -1, -1
+        for r in range(x.shape[1]):
+            left = x[i, r]
+            for j in range(w.shape[1]):
+                out[i, j] += left * w[r, j]
+        last[i, 0] = r
+        last[i, 1] = j
+
+
+@pytest.mark.parametrize("sizes", [(2, 0, 3), (2, 3, 0), (2, 3, 2)], ids=str)
+def test_an_interchanged_nests_variables_keep_their_last_values(device, sizes):
+    """Python's ``r`` after the nest is the last row's however many columns there are, and ``j`` is unchanged
+    when there are no rows: the interchange (``j`` outside) must not change either."""
+    n, k, m = sizes
+    x, w = np.ones((n, k), np.float32), np.ones((k, m), np.float32)
+    out, last = np.zeros((n, m), np.float32), np.zeros((n, 2), np.float32)
+    want = run_as_python(swapped_after, out.copy(), x, w, last.copy())
+    swapped_after(out, x, w, last, device=device)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(last, want[3])
