@@ -150,7 +150,8 @@ def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list
     body: list[ast.stmt] = [holding.visit(copy.deepcopy(stmt)) for stmt in region]
     first = region[0]
     written_first = isinstance(first, ast.Assign) and len(first.targets) == 1 \
-        and isinstance(first.targets[0], ast.Subscript) and name not in names(first.value)
+        and isinstance(first.targets[0], ast.Subscript) and isinstance(first.targets[0].value, ast.Name) \
+        and first.targets[0].value.id == name and name not in names(first.value)
     element = ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Load())
     before = [] if written_first else [_at(ast.Assign([ast.Name(local, ast.Store())], element), first)]
     after = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Store())],
