@@ -11,7 +11,17 @@ from collections.abc import Sequence
 
 from svod.errors import SvodError
 from svod.frontend import pylang
-from svod.frontend.accumulations import assigned, fused, held, in_range_loop, interchanged, names, stored_arrays
+from svod.frontend.accumulations import (
+    assigned,
+    fused,
+    held,
+    in_range_loop,
+    interchanged,
+    mentions,
+    names,
+    rebinds_only,
+    stored_arrays,
+)
 from svod.frontend.loops import Loops
 from svod.frontend.values import BUILTINS, ArrayValue, ComplexArray, MathFunction, Undefined, is_number
 from svod.ir import UOp
@@ -43,7 +53,7 @@ class Accumulating(Loops):
         element that the loop holds held in a local; None where nothing is rewritten."""
         if not self._first_effects():
             return None
-        loop = self._interchanged(body[position])
+        loop = self._interchanged(body, position, position + 1)
         consumed = 1
         while position + consumed < len(body):
             following = self._constant_branch(body[position + consumed], body[position:position + consumed])
@@ -52,9 +62,14 @@ class Accumulating(Loops):
                 continue
             if following is None or len(following) != 1:
                 break
-            joined = fused(loop, self._interchanged(following[0]), self._pure)
+            end = position + consumed + 1
+            second = self._interchanged(body, position, end, following[0])
+            joined = fused(loop, second, self._pure)
             if joined is None or not self._apart([joined], stored_arrays([joined])):
                 break
+            assert isinstance(loop, ast.For) and isinstance(second, ast.For) and isinstance(second.target, ast.Name)
+            if second.target != loop.target and not self._unread_after({second.target.id}, body, position, end):
+                break  # fused, the second loop's variable would not keep its last turn's value
             loop, consumed = joined, consumed + 1
         if isinstance(loop, ast.For):
             for name in stored_arrays([loop]):
@@ -76,15 +91,29 @@ class Accumulating(Loops):
             return None
         return held(region, name, array.dtype, len(array.dims))
 
-    def _interchanged(self, stmt: ast.stmt) -> ast.stmt:
+    def _interchanged(self, body: Sequence[ast.stmt], start: int, end: int, stmt: ast.stmt | None = None) -> ast.stmt:
+        """``stmt`` (by default ``body[start]``, the last of ``body[start:end]``) as ``interchanged`` swaps it, where
+        nothing reads the values the nest leaves in its variables and locals: with no turns of one loop, the
+        swap leaves them otherwise (``r`` is the last row's in Python even with no columns)."""
+        stmt = body[start] if stmt is None else stmt
         swapped = interchanged(stmt)
-        if swapped is None or not self._apart([swapped], stored_arrays([swapped])):
+        if swapped is None or not self._apart([swapped], stored_arrays([swapped])) \
+                or not self._unread_after(assigned([stmt]), body, start, end):
             return stmt
-        inner = swapped.body[0]
-        assert isinstance(inner, ast.For)
-        if any(not isinstance(self.env.get(n, Undefined(n, "")), Undefined) for n in sorted(assigned(inner.body[:-1]))):
-            return stmt  # a local defined before the nest keeps its last value after it, which the swap changes
         return swapped
+
+    def _unread_after(self, variables: set[str], body: Sequence[ast.stmt], start: int, end: int) -> bool:
+        """Whether no statement reads a value ``body[start:end]`` leaves in one of ``variables``: none held one
+        before, none is named in the function outside ``body[start:]``, and after ``end`` each is named only in
+        loops that rebind it (``rebinds_only``)."""
+        for name in sorted(variables):
+            if not isinstance(self.env.get(name, Undefined(name, "")), Undefined):
+                return False
+            if mentions(name, self.source.node) != mentions(name, *body[start:]):
+                return False
+            if not all(rebinds_only(stmt, name) for stmt in body[end:] if name in names(stmt)):
+                return False
+        return True
 
     def _apart(self, region: Sequence[ast.stmt], written: Sequence[str]) -> bool:
         """Whether no name ``region`` uses, other than each of the ``written`` arrays itself, reaches its memory."""

@@ -33,7 +33,7 @@ from typing import TypeVar
 
 from svod.dtype import DType
 
-__all__ = ["Held", "fused", "held", "interchanged", "names", "stored_arrays"]
+__all__ = ["Held", "fused", "held", "interchanged", "mentions", "names", "rebinds_only", "stored_arrays"]
 
 LEAVING = (ast.Break, ast.Continue, ast.Return, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
            ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.ClassDef, ast.comprehension,
@@ -65,6 +65,23 @@ def names(*nodes: ast.AST) -> set[str]:
 def assigned(region: Sequence[ast.stmt]) -> set[str]:
     """The names ``region`` binds: assignments' and loops' targets."""
     return {n.id for stmt in region for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def mentions(name: str, *nodes: ast.AST) -> int:
+    """How many times ``nodes`` name ``name``."""
+    return sum(isinstance(n, ast.Name) and n.id == name for node in nodes for n in ast.walk(node))
+
+
+def rebinds_only(stmt: ast.stmt, name: str) -> bool:
+    """Whether ``stmt`` names ``name`` only as a loop's variable, rebound before each turn reads it (``for name in
+    range(...)``, also as a branch of an ``if``): no value ``name`` held before ``stmt`` is read by it or, where
+    every later use is such a loop, after it."""
+    if isinstance(stmt, ast.For):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == name and name not in names(stmt.iter)
+    if isinstance(stmt, ast.If):
+        return name not in names(stmt.test) and \
+            all(rebinds_only(each, name) for each in [*stmt.body, *stmt.orelse] if name in names(each))
+    return False
 
 
 def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
