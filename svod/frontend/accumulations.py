@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -42,6 +43,10 @@ LEAVING = (ast.Break, ast.Continue, ast.Return, ast.While, ast.FunctionDef, ast.
 rewritten."""
 CONDITIONAL = (ast.If, ast.IfExp, ast.BoolOp)
 """Where a use of an element may run only under a condition."""
+BOUND_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.expr_context,
+               ast.operator, ast.unaryop)
+"""The syntax of a loop bound that may be compared before the loop: names, numbers, arithmetic and
+``x.shape[k]`` (no call, which may draw, and no read of an element, which the region may write first)."""
 INDEX_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.expr_context, ast.operator,
                ast.unaryop)
 """The syntax an element's index may use to be held: names, numbers and arithmetic (no call, no read)."""
@@ -145,6 +150,42 @@ def _stores_only(region: Sequence[ast.stmt], name: str) -> bool:
     return True
 
 
+def _touched_when(region: Sequence[ast.stmt], name: str, bound: set[str]) -> list[ast.expr] | None:
+    """The conditions, all of which hold where ``region`` reads or writes ``name`` (none: always), on names
+    ``region`` does not bind (in ``bound``): each loop's turning at least once, down to a statement of its own
+    that uses ``name``; None where they are not that (the element used in two loops, a bound assigned)."""
+    users = [stmt for stmt in region if name in names(stmt)]
+    if any(not isinstance(stmt, ast.For) for stmt in users):
+        return []
+    if len(users) != 1 or not _is_range(users[0]):
+        return None
+    loop = users[0]
+    assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+    turns = _turns(loop.iter.args)
+    inner = _touched_when(loop.body, name, bound)
+    if turns is None or names(turns) & bound or inner is None:
+        return None
+    return [turns, *inner]
+
+
+def _turns(bounds: Sequence[ast.expr]) -> ast.expr | None:
+    """``range(*bounds)`` turns at least once, as a comparison of the bounds; None where a bound calls or reads
+    an element (its value may differ before the loop) or the step is not a constant."""
+    if not 1 <= len(bounds) <= 3 or not all(isinstance(node, BOUND_NODES) and not (
+            isinstance(node, ast.Subscript) and not isinstance(node.value, ast.Attribute))
+            for bound in bounds for node in ast.walk(bound)):
+        return None
+    start, stop = (ast.Constant(0), bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+    try:
+        step = ast.literal_eval(bounds[2]) if len(bounds) == 3 else 1
+    except ValueError:
+        return None
+    if type(step) is not int or step == 0:
+        return None
+    low, high = (start, stop) if step > 0 else (stop, start)
+    return ast.Compare(copy.deepcopy(high), [ast.Gt()], [copy.deepcopy(low)])
+
+
 def in_range_loop(region: Sequence[ast.stmt], name: str) -> bool:
     """Whether ``name`` is used inside a ``for ... in range(...)`` of ``region``."""
     return any(isinstance(node, ast.For) and _is_range(node) and name in names(*node.body)
@@ -156,7 +197,8 @@ def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list
     the module), or None where it does not qualify by its syntax (a row, ``out[i]`` of a matrix, is not an
     element). The local is named as the element (``out[i, j]``), so a message about it reads as the source."""
     index = _one_index(region, name)
-    if index is None or _conditional(region, name) or not _stores_only(region, name) \
+    touched = _touched_when(region, name, assigned(region))
+    if index is None or touched is None or _conditional(region, name) or not _stores_only(region, name) \
             or name not in stored_arrays(region):
         return None
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -169,10 +211,13 @@ def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list
     written_first = isinstance(first, ast.Assign) and len(first.targets) == 1 \
         and isinstance(first.targets[0], ast.Subscript) and isinstance(first.targets[0].value, ast.Name) \
         and first.targets[0].value.id == name and name not in names(first.value)
-    element = ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Load())
+    element: ast.expr = ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Load())
+    after: ast.stmt = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Store())],
+                                 ast.Name(local, ast.Load()))
+    if touched:  # Python touches the element only where its loops turn: a sum of no terms does not
+        when = functools.reduce(lambda a, b: ast.BinOp(a, ast.BitAnd(), b), touched)
+        element, after = ast.IfExp(when, element, ast.Constant(0)), ast.If(copy.deepcopy(when), [after], [])
     before = [] if written_first else [_at(ast.Assign([ast.Name(local, ast.Store())], element), first)]
-    after = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Store())],
-                       ast.Name(local, ast.Load()))
     return [*before, *body, _at(after, region[-1])]
 
 

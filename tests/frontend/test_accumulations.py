@@ -272,7 +272,10 @@ def test_an_element_used_at_two_indices_or_under_an_if_is_not_held():
     assert _held("for r in range(k):\n    out[i, j] += x[r]", 3) is None
     assert _held("for r in prange(k):\n    out[i] += x[r]") is None
     kept = _held("for r in range(k):\n    out[i, j] += x[r]", 2)
-    assert kept is not None and [type(s).__name__ for s in kept] == ["Assign", "For", "Assign"]
+    assert kept is not None and [type(s).__name__ for s in kept] == ["Assign", "For", "If"]
+    assert ast.unparse(kept[0]) == "out[i, j] = out[i, j] if k > 0 else 0"  # read and stored only where k turns
+    written = _held("out[i, j] = 0.0\nfor r in range(k):\n    out[i, j] += x[r]", 2)
+    assert written is not None and [type(s).__name__ for s in written] == ["Held", "For", "Assign"]
 
 
 def test_a_nest_is_interchanged_only_where_each_turn_has_its_own_element():
@@ -357,18 +360,29 @@ def longer_rows(out, x):
             out[i] += x[i, r]
 
 
-@pytest.mark.parametrize("columns", [0, 3])
-def test_a_sum_of_no_terms_never_touches_its_element(device, columns):
-    """With no columns Python never reads ``out[i]``, so an ``out`` shorter than ``x``'s rows is no error; with
-    columns the element is read, and past its end that is refused."""
+@svod.kernel
+def longer_rows_backwards(out, x):
+    for i in svod.prange(x.shape[0]):
+        for r in range(x.shape[1] - 1, 0, -1):
+            out[i] += x[i, r]
+
+
+@pytest.mark.parametrize("kernel", [longer_rows, longer_rows_backwards], ids=lambda k: k.name)
+@pytest.mark.parametrize("columns", [0, 1, 3])
+def test_a_sum_of_no_terms_never_touches_its_element(device, kernel, columns):
+    """With no terms Python never reads ``out[i]``, so an ``out`` shorter than ``x``'s rows is no error; with
+    terms the element is read, and past its end that is refused."""
     x = np.arange(5 * columns, dtype=np.float32).reshape(5, columns)
     out = np.full(2, 0.5, np.float32)
-    if columns:
+    if len(range(columns) if kernel is longer_rows else range(columns - 1, 0, -1)):
         with pytest.raises(svod.errors.IndexOutOfBoundsError):
-            longer_rows(out, x, device=device)
+            kernel(out, x, device=device)
         return
-    longer_rows(out, x, device=device)
+    kernel(out, x, device=device)
     np.testing.assert_array_equal(out, [0.5, 0.5])
+    fits = np.full(5, 0.5, np.float32)
+    kernel(fits, x, device=device)
+    np.testing.assert_array_equal(fits, run_as_python(kernel, np.full(5, 0.5, np.float32), x)[0])
 
 
 @svod.kernel
