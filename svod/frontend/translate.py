@@ -27,8 +27,9 @@ through ``KernelBuilder``. Nothing of the function's body runs in Python.
 
 The translator is built in parts, one module each, each on the one before: ``context`` (what a translation holds,
 how it refuses) <- ``arithmetic`` (values combined and converted) <- ``memory`` (buffer accesses, stores, carried
-locals' cells) <- ``randoms`` (``np.random`` draws and where each is made) <- ``expressions`` <- ``loops`` <- this
-module (statements, ``if``, the final kernel). ``values`` says what a name can stand for, ``source`` what a
+locals' cells) <- ``randoms`` (``np.random`` draws and where each is made) <- ``expressions`` <- ``loops`` <-
+``accumulating`` (a sum into an array's element as a local's) <- this module (statements, ``if``, the final
+kernel). ``values`` says what a name can stand for, ``source`` what a
 kernel's source is and where its parts come from.
 
 Every walk here follows the source's order and the UOps' toposorts; no set of UOps is iterated.
@@ -43,8 +44,10 @@ from typing import Any
 
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import pylang
+from svod.frontend.accumulating import Accumulating
+from svod.frontend.accumulations import Held
 from svod.frontend.arithmetic import BINARY
-from svod.frontend.loops import Loops, lazy
+from svod.frontend.loops import lazy
 from svod.frontend.memory import unstated
 from svod.frontend.values import (
     ArrayValue,
@@ -60,7 +63,7 @@ from svod.frontend.values import (
 from svod.ir import AxisKind, Ops, UOp, substitute
 
 
-class Translator(Loops):
+class Translator(Accumulating):
     """Builds one kernel from a function's source and its arguments' values (arrays, scalars, constants)."""
 
     # ---- driving ----------------------------------------------------------------------------------------
@@ -92,7 +95,10 @@ class Translator(Loops):
         return sized
 
     def block(self, body: Sequence[ast.stmt], top: bool = False) -> None:
-        for position, stmt in enumerate(body):
+        body = self.held_elements(body)
+        position = 0
+        while position < len(body):
+            stmt = body[position]
             if isinstance(stmt, ast.Return):
                 last = position == len(body) - 1 and top
                 if stmt.value is not None or not last:
@@ -101,15 +107,24 @@ class Translator(Loops):
                         f"{self.where(stmt)}: {what} is not supported in a kernel: a kernel writes its results into "
                         "array arguments",
                         kernel=self.name, stage="build", value="return")
+                position += 1
+                continue
+            rewritten = self.rewritten(body, position)
+            if rewritten is not None:  # a region that neither breaks nor continues
+                statements, consumed = rewritten
+                for each in statements:
+                    self.statement(each)
+                position += consumed
                 continue
             turn = self.turns[-1] if self.turns else None
             mark = 0 if turn is None else len(turn.leaves)
             self.statement(stmt)
+            position += 1
             if turn is None or len(turn.leaves) == mark:
                 continue
             left = [c for c in turn.leaves[mark:] if c is not None]  # the statement may leave: a break or continue
-            if len(left) == len(turn.leaves) - mark and position + 1 < len(body):
-                self.unless_left(body[position + 1:], functools.reduce(lambda a, b: a | b, map(lazy, left)), stmt)
+            if len(left) == len(turn.leaves) - mark and position < len(body):
+                self.unless_left(body[position:], functools.reduce(lambda a, b: a | b, map(lazy, left)), stmt)
             return  # the rest ran where the turn was not left, or never (after a break or continue it always takes)
 
     def unless_left(self, rest: Sequence[ast.stmt], left: UOp, stmt: ast.stmt) -> None:
@@ -139,7 +154,9 @@ class Translator(Loops):
         self.located.record(where, [*self.k.effects[mark:], *(v for v in self.env.values() if isinstance(v, UOp))])
 
     def _statement(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, ast.Assign):
+        if isinstance(stmt, Held):  # a store into an element held in a local: the store's conversion
+            self.assign(stmt.targets[0], self.cast(self.fitting(self.expr(stmt.value), stmt.dtype), stmt.dtype))
+        elif isinstance(stmt, ast.Assign):
             value = self.expr(stmt.value)
             for target in stmt.targets:
                 self.assign(target, value)
