@@ -63,7 +63,8 @@ JACOBI = ("eigh", "eigvalsh", "svd", "pinv")
 SCHUR = ("eig", "eigvals")
 """The functions computed by QR steps in one work item (``svod.frontend.linalg_general``; refused where a device
 stops a work item's loops)."""
-UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "eig": ("w", "v"), "svd": ("u", "s", "vh")}
+UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "eig": ("w", "v"),
+            "svd": ("u", "s", "vh")}
 """The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
 KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
     "qr": {"mode": ("reduced",)}, "eigh": {"UPLO": ("L",)}, "eigvalsh": {"UPLO": ("L",)},

@@ -31,6 +31,7 @@ its back-substitution's (x_k[k] = 1), a choice as LAPACK's is.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def _finite(failed, h):  # type: ignore[no-untyped-def]
             if math.isnan(h[i, j]) or abs(h[i, j]) == inf:
                 broken = 1
     if broken == 1:
-        failed[0] = 1
+        failed[0] = BROKEN
 
 
 def _hessenberg(h, z, u, failed):  # type: ignore[no-untyped-def]
@@ -139,7 +140,7 @@ def _schur(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
             half = (h[p, p] - h[high, high]) / 2
             discriminant = half * half + h[p, high] * h[high, p]
             if discriminant < 0:
-                failed[0] = 2
+                failed[0] = COMPLEX
             else:
                 root = math.sqrt(discriminant)
                 if half < 0:
@@ -164,14 +165,14 @@ def _schur(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
                 h[high, p] = 0
                 high -= 2
                 steps = 0
-        elif steps == 30:
-            failed[0] = 3
+        elif steps == STEPS:
+            failed[0] = UNSETTLED
         else:
             steps += 1
             x = h[high, high]
             y = h[high - 1, high - 1]
             w = h[high, high - 1] * h[high - 1, high]
-            if steps == 10 or steps == 20:  # a shift out of a cycle (EISPACK's exceptional shift)
+            if steps % 10 == 0:  # (the 10th and 20th) a shift out of a cycle (EISPACK's exceptional shift)
                 e = abs(h[high, high - 1]) + abs(h[high - 1, high - 2])
                 x = 0.75 * e + h[high, high]
                 y = x
@@ -298,7 +299,7 @@ def add_eig(factoring: Factoring, w: int, v: int | None) -> list[int]:
     h, z, u = factoring.scratch(dtype, n * n), factoring.scratch(dtype, n * n), factoring.scratch(dtype, n)
     failed = factoring.failed
 
-    def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: object) -> int:
+    def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
         kernel = kernel_of(globals()[f"_{name}"], f"linalg_eig_{name}", n - 1)
         return plan.add_kernel(kernel.shaped(*shapes), slots, **scalars)
 
