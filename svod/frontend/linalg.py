@@ -48,8 +48,9 @@ COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
 FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv", "eig", "eigvals")
-"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
-and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, of ``svd`` and
+``pinv``, and of ``eig`` and ``eigvals`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s, ``linalg_svd``'s
+and ``linalg_general``'s)."""
 COMPOSED = ("matrix_power", "matrix_rank", "cond", "lstsq")
 """The ``np.linalg`` functions svod computes as statements of the others and of array expressions
 (``svod.frontend.linalg_compose``), rewritten before the plan is built."""
