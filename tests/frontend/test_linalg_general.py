@@ -194,3 +194,39 @@ def test_refusals_name_the_line():
 
     with pytest.raises(KernelSyntaxError, match=r"two names \(`w, v = ...`\)"):
         one_name(np.eye(2))
+
+
+def test_huge_and_tiny_magnitudes_are_scaled_not_refused(device):
+    if refused(device):
+        return
+    for dtype in dtypes_of(device):
+        info = np.finfo(dtype)
+        spectrum = real_spectrum(6, "float64", 5)
+        # the largest element near the overflow threshold, near the smallest normal, and subnormal: squares of
+        # such elements overflow or vanish, which NumPy's geev avoids by scaling the matrix first
+        for factor in (float(info.max) / 16, float(info.tiny) * 4, float(info.smallest_subnormal) * 2 ** 20):
+            a = (spectrum / np.abs(spectrum).max() * factor).astype(dtype)
+            w, v = decomposed(a, device=device)
+            assert np.isfinite(w).all() and np.isfinite(v).all()
+            want = np.sort(np.linalg.eigvals(a).astype(np.float64))
+            np.testing.assert_allclose(np.sort(w.astype(np.float64)) / factor, want / factor, rtol=0,
+                                       atol=1e3 * float(info.eps))
+            residual = (a.astype(np.float64) / factor) @ v - v * (w.astype(np.float64) / factor)
+            assert np.abs(residual).max() < 1e3 * float(info.eps)
+
+
+def test_a_nearly_repeated_complex_pair_raises_as_numpys_is_complex(device):
+    if refused(device):
+        return
+    for dtype in dtypes_of(device):
+        eps = float(np.finfo(dtype).eps)
+        # eigenvalues 1 ± sqrt(delta) i: the subdiagonal delta is below eps beside the diagonal, yet the pair is
+        # complex (LAPACK's deflation test weighs it against its neighbour above the diagonal, as svod's must)
+        for a in (np.array([[1.0, 1.0], [-eps / 100, 1.0]], dtype), np.array([[1.0, -1e-20], [1e-20, 1.0]], dtype),
+                  np.array([[5.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, -eps / 100, 1.0]], dtype)):
+            assert np.linalg.eigvals(a).dtype.kind == "c"
+            with pytest.raises(LinAlgError, match=r"complex eigenvalues .*\(failure 2\)"):
+                values(a, device=device)
+        a = np.array([[1.0, 1.0], [eps / 100, 1.0]], dtype)  # 1 ± sqrt(delta): real, as NumPy's
+        w = values(a, device=device)
+        np.testing.assert_allclose(np.sort(w), np.sort(np.linalg.eigvals(a)), rtol=0, atol=10 * eps)
