@@ -206,13 +206,13 @@ def test_huge_and_tiny_magnitudes_are_scaled_not_refused(device):
         # such elements overflow or vanish, which NumPy's geev avoids by scaling the matrix first
         for factor in (float(info.max) / 16, float(info.tiny) * 4, float(info.smallest_subnormal) * 2 ** 20):
             a = (spectrum / np.abs(spectrum).max() * factor).astype(dtype)
+            tol = 1e3 * max(float(info.eps), float(info.smallest_subnormal) / factor)  # subnormal w: 20 bits
             w, v = decomposed(a, device=device)
             assert np.isfinite(w).all() and np.isfinite(v).all()
             want = np.sort(np.linalg.eigvals(a).astype(np.float64))
-            np.testing.assert_allclose(np.sort(w.astype(np.float64)) / factor, want / factor, rtol=0,
-                                       atol=1e3 * float(info.eps))
+            np.testing.assert_allclose(np.sort(w.astype(np.float64)) / factor, want / factor, rtol=0, atol=tol)
             residual = (a.astype(np.float64) / factor) @ v - v * (w.astype(np.float64) / factor)
-            assert np.abs(residual).max() < 1e3 * float(info.eps)
+            assert np.abs(residual).max() < tol
 
 
 def test_a_nearly_repeated_complex_pair_raises_as_numpys_is_complex(device):
