@@ -5,6 +5,8 @@ eigenvectors of T by back-substitution, taken back by Z.
 ::
 
     a ──copy──▶ h, z = I ── finite     one work item: ``broken`` where an element is NaN or infinite
+                            scale      one work item: h times the power of two that brings its largest
+                                       magnitude near 1 (the eigenvalues are divided by it)
                             hessenberg one work item: h = P^T h P for the reflections P of columns 0..n-3,
                                        z = z P (the reductions' rows and columns are serial steps)
                             schur      one work item: double-shift QR steps on h's unreduced block, the
@@ -64,6 +66,29 @@ def _finite(failed, h):  # type: ignore[no-untyped-def]
                 broken = 1
     if broken == 1:
         failed[0] = BROKEN
+
+
+def _scale(factor, h, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """``h`` times ``factor``, the power of two that brings its largest magnitude to between 1 and 2: the QR
+    steps square elements, which near the overflow threshold overflow and near the smallest normal vanish
+    (LAPACK's geev scales too). A power of two changes no digit, and the eigenvalues are divided by it; it stops
+    at 2^126 (2^1022), finite, so a subnormal matrix is brought up as far as its eigenvalues can come back."""
+    n = h.shape[0]
+    top = float32(8.507059e37) if narrow else 4.49423283715579e307
+    largest = abs(h[0, 0]) * 0
+    for i in range(n):
+        for j in range(n):
+            largest = max(largest, abs(h[i, j]))
+    scale = largest * 0 + 1
+    if failed[0] == 0 and largest != 0:
+        while largest * scale >= 2:
+            scale = scale * 0.5
+        while largest * scale < 1 and scale < top:
+            scale = scale * 2
+        for i in range(n):
+            for j in range(n):
+                h[i, j] = h[i, j] * scale
+    factor[0] = scale
 
 
 def _hessenberg(h, z, u, failed):  # type: ignore[no-untyped-def]
@@ -234,9 +259,10 @@ def _schur(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
                             z[i, k + 2] = z[i, k + 2] - f * a2
 
 
-def _values(w, h):  # type: ignore[no-untyped-def]
+def _values(w, h, factor):  # type: ignore[no-untyped-def]
+    """``w`` = T's diagonal, the scaling of ``_scale`` undone."""
     for k in prange(w.shape[0]):
-        w[k] = h[k, k]
+        w[k] = h[k, k] / factor[0]
 
 
 def _backsolve(x, h, narrow: Const[bool]):  # type: ignore[no-untyped-def]
@@ -297,6 +323,7 @@ def add_eig(factoring: Factoring, w: int, v: int | None) -> list[int]:
     plan, dtype, narrow = factoring.plan, factoring.dtype, factoring.dtype == np.float32
     square = (n, n)
     h, z, u = factoring.scratch(dtype, n * n), factoring.scratch(dtype, n * n), factoring.scratch(dtype, n)
+    factor = factoring.scratch(dtype, 1)
     failed = factoring.failed
 
     def add(name: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
@@ -305,9 +332,10 @@ def add_eig(factoring: Factoring, w: int, v: int | None) -> list[int]:
 
     steps = [add("start", [square, square, square], [h, z, factoring.source]),
              add("finite", [(1,), square], [failed, h]),
+             add("scale", [(1,), square, (1,)], [factor, h, failed], narrow=narrow),
              add("hessenberg", [square, square, (n,), (1,)], [h, z, u, failed]),
              add("schur", [square, square, (1,)], [h, z, failed], narrow=narrow),
-             add("values", [(n,), square], [w, h])]
+             add("values", [(n,), square, (1,)], [w, h, factor])]
     if v is not None:
         x = factoring.scratch(dtype, n * n)
         steps += [add("backsolve", [square, square], [x, h], narrow=narrow),
