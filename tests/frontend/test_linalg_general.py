@@ -219,10 +219,10 @@ def test_a_nearly_repeated_complex_pair_raises_as_numpys_is_complex(device):
     if refused(device):
         return
     for dtype in dtypes_of(device):
-        eps = float(np.finfo(dtype).eps)
+        eps, off = float(np.finfo(dtype).eps), float(np.finfo(dtype).tiny) ** 0.25  # off * off still normal
         # eigenvalues 1 ± sqrt(delta) i: the subdiagonal delta is below eps beside the diagonal, yet the pair is
         # complex (LAPACK's deflation test weighs it against its neighbour above the diagonal, as svod's must)
-        for a in (np.array([[1.0, 1.0], [-eps / 100, 1.0]], dtype), np.array([[1.0, -1e-20], [1e-20, 1.0]], dtype),
+        for a in (np.array([[1.0, 1.0], [-eps / 100, 1.0]], dtype), np.array([[1.0, -off], [off, 1.0]], dtype),
                   np.array([[5.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, -eps / 100, 1.0]], dtype)):
             assert np.linalg.eigvals(a).dtype.kind == "c"
             with pytest.raises(LinAlgError, match=r"complex eigenvalues .*\(failure 2\)"):
