@@ -138,9 +138,12 @@ def _schur(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
     """``h`` = T, the real Schur form, upper triangular (its 2 x 2 blocks of real eigenvalues rotated), ``z``
     = ``z`` Q; ``failed`` = ``COMPLEX`` at a block of complex eigenvalues, ``UNSETTLED`` after ``STEPS`` steps
     without a split. The active block is rows and columns ``low``..``high``; an element below the diagonal is
-    negligible beside its two diagonal neighbours (eps of their sum), as in LAPACK's lahqr."""
+    negligible beside its two diagonal neighbours (eps of their sum) and, weighed against the element above the
+    diagonal and the diagonal's difference, beside its block (LAPACK lahqr's test: a subdiagonal under eps of the
+    diagonal may still make a complex pair of a repeated eigenvalue)."""
     n = h.shape[0]
     eps = float32(1.1920929e-07) if narrow else 2.220446049250313e-16
+    tiny = float32(1.1754944e-38) if narrow else 2.2250738585072014e-308
     norm = abs(h[0, 0]) * 0
     for i in range(n):
         for j in range(n):
@@ -153,9 +156,14 @@ def _schur(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
             s = abs(h[low - 1, low - 1]) + abs(h[low, low])
             if s == 0:
                 s = norm
-            if abs(h[low, low - 1]) <= eps * s:
-                h[low, low - 1] = 0
-                break
+            if abs(h[low, low - 1]) <= eps * s:  # and small beside its 2 x 2 block's other parts (lahqr's test)
+                ab = max(abs(h[low, low - 1]), abs(h[low - 1, low]))
+                ba = min(abs(h[low, low - 1]), abs(h[low - 1, low]))
+                aa = max(abs(h[low, low]), abs(h[low - 1, low - 1] - h[low, low]))
+                bb = min(abs(h[low, low]), abs(h[low - 1, low - 1] - h[low, low]))
+                if ab == 0 or ba * (ab / (aa + ab)) <= max(tiny, eps * (bb * (aa / (aa + ab)))):
+                    h[low, low - 1] = 0
+                    break
             low -= 1
         if low == high:
             high -= 1
