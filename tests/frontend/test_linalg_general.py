@@ -230,3 +230,20 @@ def test_a_nearly_repeated_complex_pair_raises_as_numpys_is_complex(device):
         a = np.array([[1.0, 1.0], [eps / 100, 1.0]], dtype)  # 1 ± sqrt(delta): real, as NumPy's
         w = values(a, device=device)
         np.testing.assert_allclose(np.sort(w), np.sort(np.linalg.eigvals(a)), rtol=0, atol=10 * eps)
+
+
+def test_a_badly_scaled_matrix_is_balanced_as_numpys_is(device):
+    if refused(device):
+        return
+    for dtype in dtypes_of(device):
+        rng = np.random.default_rng(11)
+        q, _ = np.linalg.qr(rng.standard_normal((9, 9)))
+        grading = np.diag(10.0 ** np.linspace(-4, 4, 9))  # a similarity: the eigenvalues stay 1..9
+        a = (grading @ (q * np.arange(1.0, 10.0)) @ q.T @ np.linalg.inv(grading)).astype(dtype)
+        want = np.sort(np.linalg.eigvals(a))
+        assert want.dtype.kind == "f"
+        w, v = decomposed(a, device=device)  # unbalanced, its QR steps err by eps times ||a|| (1e8): 1e-5, or raise
+        eps = float(np.finfo(dtype).eps)
+        np.testing.assert_allclose(np.sort(w), want, rtol=0, atol=1e3 * eps)
+        np.testing.assert_allclose(np.sort(w), np.arange(1.0, 10.0), rtol=0, atol=1e3 * eps)
+        np.testing.assert_allclose(np.linalg.norm(v.astype(np.float64), axis=0), np.ones(9), rtol=0, atol=100 * eps)
