@@ -7,6 +7,7 @@ eigenvectors of T by back-substitution, taken back by Z.
     a ──copy──▶ h, z = I ── finite     one work item: ``broken`` where an element is NaN or infinite
                             scale      one work item: h times the power of two that brings its largest
                                        magnitude near 1 (the eigenvalues are divided by it)
+                            balance    one work item: h = D^-1 h D, z = D, D diagonal powers of two
                             hessenberg one work item: h = P^T h P for the reflections P of columns 0..n-3,
                                        z = z P (the reductions' rows and columns are serial steps)
                             schur      one work item: double-shift QR steps on h's unreduced block, the
@@ -89,6 +90,39 @@ def _scale(factor, h, failed, narrow: Const[bool]):  # type: ignore[no-untyped-d
             for j in range(n):
                 h[i, j] = h[i, j] * scale
     factor[0] = scale
+
+
+def _balance(h, z, failed, narrow: Const[bool]):  # type: ignore[no-untyped-def]
+    """``h`` = D^-1 ``h`` D and ``z`` = D, D diagonal of powers of two that bring each row's and column's sums of
+    off-diagonal magnitudes within a factor of two of each other (LAPACK gebal's scaling, which NumPy's geev
+    does): the QR steps err by eps times the matrix's norm, which a graded matrix's grading makes large where
+    its eigenvalues are not. Powers of two change no digit; an eigenvector of ``h`` taken back by D is
+    ``a``'s. A factor stops within 2 / eps of the smallest normal number (gebal's bounds)."""
+    n = h.shape[0]
+    low = float32(1.9721523e-31) if narrow else 2.004168360008973e-292
+    again = 1 if failed[0] == 0 else 0
+    while again == 1:
+        again = 0
+        for i in range(n):
+            c = abs(h[0, 0]) * 0
+            r = c
+            for j in range(n):
+                if j != i:
+                    c += abs(h[j, i])
+                    r += abs(h[i, j])
+            if c != 0 and r != 0:
+                total = c + r
+                f = c * 0 + 1
+                while c < r / 2 and f < 1 / low and r / 2 > low:
+                    f, c, r = f * 2, c * 2, r / 2
+                while c / 2 >= r and f > low and c / 2 > low:
+                    f, c, r = f / 2, c / 2, r * 2
+                if c + r < 0.95 * total:
+                    again = 1
+                    z[i, i] = z[i, i] * f
+                    for j in range(n):
+                        h[i, j] = h[i, j] / f
+                        h[j, i] = h[j, i] * f
 
 
 def _hessenberg(h, z, u, failed):  # type: ignore[no-untyped-def]
@@ -341,6 +375,7 @@ def add_eig(factoring: Factoring, w: int, v: int | None) -> list[int]:
     steps = [add("start", [square, square, square], [h, z, factoring.source]),
              add("finite", [(1,), square], [failed, h]),
              add("scale", [(1,), square, (1,)], [factor, h, failed], narrow=narrow),
+             add("balance", [square, square, (1,)], [h, z, failed], narrow=narrow),
              add("hessenberg", [square, square, (n,), (1,)], [h, z, u, failed]),
              add("schur", [square, square, (1,)], [h, z, failed], narrow=narrow),
              add("values", [(n,), square, (1,)], [w, h, factor])]
