@@ -47,9 +47,10 @@ from svod.runtime.plan import ExecutionPlan
 COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
-FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv")
-"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, and of ``svd``
-and ``pinv`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s and ``linalg_svd``'s)."""
+FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv", "eig", "eigvals")
+"""The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, of ``svd`` and
+``pinv``, and of ``eig`` and ``eigvals`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s, ``linalg_svd``'s
+and ``linalg_general``'s)."""
 COMPOSED = ("matrix_power", "matrix_rank", "cond", "lstsq")
 """The ``np.linalg`` functions svod computes as statements of the others and of array expressions
 (``svod.frontend.linalg_compose``), rewritten before the plan is built."""
@@ -60,7 +61,11 @@ INFALLIBLE = ("det", "slogdet", "qr")
 factorisation): no failure flag."""
 JACOBI = ("eigh", "eigvalsh", "svd", "pinv")
 """The functions computed by Jacobi sweeps (refused where a device stops a work item's loops)."""
-UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "svd": ("u", "s", "vh")}
+SCHUR = ("eig", "eigvals")
+"""The functions computed by QR steps in one work item (``svod.frontend.linalg_general``; refused where a device
+stops a work item's loops)."""
+UNPACKED = {"slogdet": ("sign", "logdet"), "qr": ("q", "r"), "eigh": ("w", "v"), "eig": ("w", "v"),
+            "svd": ("u", "s", "vh")}
 """The functions whose result is a tuple, which a statement unpacks into names (and what they hold)."""
 KEYWORDS: dict[str, dict[str, tuple[object, ...]]] = {
     "qr": {"mode": ("reduced",)}, "eigh": {"UPLO": ("L",)}, "eigvalsh": {"UPLO": ("L",)},
@@ -260,7 +265,13 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, 
         return (f"svod's Jacobi sweeps (eigh, eigvalsh, svd, pinv) need a device that lets a work item's loops "
                 f"run their course, and this one stops them after {caps.max_loop_turns} turns")
     square = kind not in RECTANGULAR
+    if kind in SCHUR and caps.max_loop_turns is not None:
+        return (f"svod's QR steps (eig, eigvals) run in one work item and need a device that lets its loops run "
+                f"their course, and this one stops them after {caps.max_loop_turns} turns")
     for dtype in map(np.dtype, operands):
+        if kind in SCHUR and dtype.kind == "c":
+            return (f"svod computes {kind} of real matrices only (their real eigensystems), not of {dtype.name} "
+                    "ones")
         if dtype.kind not in "biuf" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
     dtype = result_dtype(*operands)
@@ -359,11 +370,15 @@ class Factoring:
         return steps
 
 
+_GENERAL = ("Array must not contain infs or NaNs (1), complex eigenvalues (2: svod computes real eigensystems "
+            "only, where NumPy returns complex arrays) or Eigenvalues did not converge (3)")
+_GENERAL_WHY = "failure {value}"
 _FAILED = {"np.linalg.cholesky": ("Matrix is not positive definite", "the leading minor {value}, counted from 1"),
            "np.linalg.eigh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
            "np.linalg.eigvalsh": ("Eigenvalues did not converge", "the Jacobi sweeps did not settle"),
            "np.linalg.svd": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle"),
-           "np.linalg.pinv": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle")}
+           "np.linalg.pinv": ("SVD did not converge", "an element is NaN or infinite, or the sweeps did not settle"),
+           "np.linalg.eig": (_GENERAL, _GENERAL_WHY), "np.linalg.eigvals": (_GENERAL, _GENERAL_WHY)}
 """What NumPy says of a failed factorisation, where it is not ``Singular matrix``, and what failed."""
 
 

@@ -64,6 +64,7 @@ def factored(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | No
         rewriter.arrays[target.id] = Named(operands[-1].shape, dtype, target.id)
     shape = extents.numbers(operands[0].shape)
     made_shapes = {"qr": qr_shapes(shape), "eigh": (shape[:1], shape), "eigvalsh": (shape[:1],),
+                   "eig": (shape[:1], shape), "eigvals": (shape[:1],),
                    "pinv": (shape[::-1],)}.get(kind, ())
     if kind == "svd":
         u, s, vh = svd_shapes((shape[0], shape[1]), keywords(call).get("full_matrices", True) is True)

@@ -1,6 +1,7 @@
 """The plan steps of the ``np.linalg`` factorisations of a matrix of any shape and of the symmetric
-eigenproblem (``qr``, ``svd``, ``pinv``, ``eigh``, ``eigvalsh``): each result a new array the plan makes, then
-the steps of ``svod.frontend.linalg_qr``, ``linalg_svd`` or ``linalg_eigen``."""
+eigenproblem, symmetric and general (``qr``, ``svd``, ``pinv``, ``eigh``, ``eigvalsh``, ``eig``, ``eigvals``): each
+result a new array the plan makes, then the steps of ``svod.frontend.linalg_qr``, ``linalg_svd``, ``linalg_eigen``
+or ``linalg_general``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend import linalg, linalg_eigen, linalg_qr, linalg_svd
+from svod.frontend import linalg, linalg_eigen, linalg_general, linalg_qr, linalg_svd
 from svod.frontend.phases import Factoring as Statement
 from svod.frontend.rebinding import HostShape
 
-KINDS = ("qr", "svd", "pinv", "eigh", "eigvalsh")
+KINDS = ("qr", "svd", "pinv", "eigh", "eigvalsh", "eig", "eigvals")
 """The functions whose steps ``add`` adds."""
 
 
@@ -43,4 +44,7 @@ def add(builder: Any, item: Statement, factoring: linalg.Factoring, shape: tuple
         return linalg_svd.add_svd(factoring, shape, buffers[len(buffers) // 2],
                                   (buffers[0], buffers[2]) if len(buffers) == 3 else None, full)
     buffers = [made(name, part, dtype) for name, part in zip(item.targets, (shape[:1], shape), strict=False)]
-    return linalg_eigen.add_eigh(factoring, buffers[0], buffers[1] if len(buffers) > 1 else None)
+    vectors = buffers[1] if len(buffers) > 1 else None
+    if item.kind in ("eig", "eigvals"):
+        return linalg_general.add_eig(factoring, buffers[0], vectors)
+    return linalg_eigen.add_eigh(factoring, buffers[0], vectors)
