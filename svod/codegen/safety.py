@@ -277,7 +277,9 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
             sites: _Sites | None = None) -> dict[UOp, list[UOp | None]]:
     """For every load below ``roots``, conditions one of which holds wherever it is computed (``None``:
     nothing is known): the conditions of the ``where`` branches around each use of it and of each node
-    above it, from each root's own (a store's gate). A node used under more than ``MAX_GUARDS`` different
+    above it, and of the other side of each boolean ``&`` (an inner ``if``'s test joined to an outer one's in
+    a store's gate: the test's load is needed only where the outer holds), from each root's own (a store's
+    gate). A node used under more than ``MAX_GUARDS`` different
     ones keeps one: the outer part they all share under the disjunction of the rest. One walk from users
     to sources, so a value shared by both branches of every ``where`` in a deep chain costs what one use
     does. A root is a statement's value or gate, with the statement's position: a node is computed by the
@@ -331,6 +333,8 @@ def _guards(roots: Iterable[tuple[UOp, UOp | None, int]], order: Mapping[UOp, in
         if node.op is Ops.WHERE:
             choice = node.src[0]
             contexts = [guards, push(choice, guards), push(choice.ne(True), guards)]
+        elif node.op is Ops.AND and node.dtype == dtypes.bool:  # each side decides only where the other holds
+            contexts = [push(node.src[1], guards), push(node.src[0], guards)]
         else:
             contexts = [guards] * len(node.src)
         for s, c in zip(node.src, contexts, strict=True):

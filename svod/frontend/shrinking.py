@@ -17,10 +17,16 @@ loop NumPy users compact (npbench's ``mandelbrot2``), in ``@svod.jit``'s array s
 Each array of the group (the names the loop's body rebinds to ``x[mask]`` of themselves, by one mask, in
 statements that stand together) is copied before the loop into a buffer of the length it has there (so no
 other name's array is written: in Python each ``Z[keep]`` is a new array), and is compacted in place, which a
-single work item may do in order (each element moves to a place at or before its own). The length all of them
-have is one scalar the run carries (``_svod_len3``): the length of each of them and of each array made at that
-length, which the phases read as their bound (a ``prange`` over the longest with an ``if`` inside: a launch's
-size is known before its kernel runs), and which ``len(Z)``, ``Z.shape[0]`` and ``Z.size`` read.
+single work item may do in order (each element moves to a place at or before its own). A group of
+``SHRINK_BLOCKED_FROM`` elements or more is compacted in ``SHRINK_BLOCKS`` blocks of its length, in parallel:
+the blocks' counts of kept elements (once a turn, for every array of the group), each block's first place (their
+sum before it, in order), then each array's kept elements moved from there into a second buffer and copied
+back. Moved in place, a block's elements could land where an earlier block has not yet read its own.
+
+The length all of them have is one scalar the run carries (``_svod_len3``): the length of each of them and of
+each array made at that length, which the phases read as their bound (a ``prange`` over the longest with an
+``if`` inside: a launch's size is known before its kernel runs), and which ``len(Z)``, ``Z.shape[0]`` and
+``Z.size`` read.
 
 The code written by hand reads an element of such an array as ``Z[j]`` in a loop ``for j in range(len(Z))`` (or
 of another array of that length): any other index, which NumPy would check against the length or count from
@@ -34,6 +40,7 @@ import ast
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,6 +87,8 @@ class Shrinking:
         """The lengths the run carries, made so far."""
         self.counting_loops: dict[str, str] = {}
         """Each loop variable of a loop ``for j in range(<a length the run carries>)``: that length's name."""
+        self.blocks: dict[str, Blocks] = {}
+        """Per length the run carries, of a group compacted in blocks (``moved_in_blocks``): its buffers."""
 
     # ---- the loop -----------------------------------------------------------------------------------------
 
@@ -120,6 +129,8 @@ class Shrinking:
                 if latest == name:
                     self.bindings.renames[user] = own
             fresh.append(own)
+        if size >= SHRINK_BLOCKED_FROM:
+            made += self.block_buffers(loop, length, size, fresh)
         made += placed([assign(length, constant(size))], loop)
         self.run_lengths.add(length)
         self.shrinks[length] = (fresh, list(fresh), {(s.lineno, s.col_offset) for s in run})
@@ -133,6 +144,7 @@ class Shrinking:
             self.shortened(length, f"its length is one of a turn of the loop at line {loop.lineno} (`{mask}` "
                                    f"shortens {', '.join(group)}): svod reads it only inside the loop")
             del self.shrinks[length]
+            self.blocks.pop(length, None)
 
     def unshared(self, body: list[ast.stmt], at: ast.stmt, group: list[str]) -> None:
         """Refuse a group whose array is an argument the loop's ``body`` may write before its compactions (``at``),
@@ -188,9 +200,15 @@ class Shrinking:
                                         "shrinks: svod shortens each of them once a turn, in statements that stand "
                                         "together, by one boolean mask of their length")
             waiting.remove(name)
-            count = f"_svod_count{next(self.counter)}"
-            out += self.in_place(stmt, name, kept, count, length)
+            if length in self.blocks:
+                counted, count = self.block_offsets(stmt, kept, length)
+                out += [*counted, *self.moved_in_blocks(stmt, name, kept, length)]
+            else:
+                count = f"_svod_count{next(self.counter)}"
+                out += self.in_place(stmt, name, kept, count, length)
         if not waiting:
+            if length in self.blocks:
+                self.blocks[length].offsets = None  # (the next turn's mask is another)
             out += placed([assign(length, load(count))], stmt)
             self.shortened(length, f"it was made at the length the arrays had before line {stmt.lineno} shortened "
                                    "them, and svod reads it only before")
@@ -211,6 +229,91 @@ class Shrinking:
         body: list[ast.stmt] = [ast.If(ast.Compare(load(at), [ast.Lt()], [load(length)]),
                                        [*out.statements, ast.If(kept, [moved, counted], [])], [])]
         return placed([assign(count, constant(0)), for_loop(at, call("range", constant(size)), body)], stmt)
+
+    def block_buffers(self, loop: ast.stmt, length: str, size: int, group: list[str]) -> list[ast.stmt]:
+        """The buffers, made once before ``loop``, that a ``group`` of ``size`` elements at most is compacted
+        through in blocks: each block's count (then its first place), and an array for each of the group's
+        that its kept elements are moved into before they are copied back (one each: the stores of one
+        statement into one array from two loops of work items would be a race to svod). A complex array's
+        parts are moved into two float arrays: its two stores of an element at a place the data decides would
+        be one to svod, which cannot tell two work items' places apart."""
+        per = max(-(-size // SHRINK_BLOCKS), 1)
+        found = Blocks(f"_svod_counts{next(self.counter)}", per, max(-(-size // per), 1), {})
+        held = np.dtype(np.int32 if size <= np.iinfo(np.int32).max else np.intp)
+        self.described[found.counts] = f"the counts of the blocks of {self.described.get(length, length)}"
+        made = self.allocation(loop, Named((found.count,), held, found.counts))
+        for name in group:
+            dtype = self.bases[name].dtype
+            parts = [dtype] if dtype.kind != "c" else [np.dtype(f"f{dtype.itemsize // 2}")] * 2
+            found.moved[name] = tuple(f"_svod_moved{next(self.counter)}" for _ in parts)
+            for moved, part in zip(found.moved[name], parts, strict=True):
+                self.described[moved] = f"the kept elements of {self.described[name]}"
+                made += self.allocation(loop, Named((size,), part, moved))
+        self.blocks[length] = found
+        return made
+
+    def block_offsets(self, stmt: ast.stmt, mask: Expr, length: str) -> tuple[list[ast.stmt], str]:
+        """The statements that count the elements where ``mask`` holds in each block of the first ``length``
+        (in parallel), then make each count the block's first place (in order), and the total's name: none and
+        the same name again for the group's next array, which the same mask shortens."""
+        blocks = self.blocks[length]
+        if blocks.offsets is not None:
+            return [], blocks.offsets[1]
+        per, count, first, block = (f"_svod_{stem}{next(self.counter)}" for stem in ("per", "count", "first", "block"))
+        blocks.offsets = (per, count)
+        at = ast.Subscript(load(blocks.counts), load(block), ast.Load())
+        counting = self.in_blocks(mask, length, f"_svod_first{next(self.counter)}", None)
+        summed = for_loop(block, call("range", constant(blocks.count)), [
+            assign(first, at), assign(at, load(count)), ast.AugAssign(ast.Name(count, ast.Store()), ast.Add(),
+                                                                      load(first))])
+        spread = ast.BinOp(ast.BinOp(load(length), ast.Add(), constant(blocks.count - 1)), ast.FloorDiv(),
+                           constant(blocks.count))
+        return placed([assign(per, spread), counting, assign(count, constant(0)), summed], stmt), count
+
+    def moved_in_blocks(self, stmt: ast.stmt, name: str, mask: Expr, length: str) -> list[ast.stmt]:
+        """``name``'s elements where ``mask`` holds moved, each block from its first place, into the group's
+        array of its dtype, then copied back to its front, both in parallel: moved in place, a block's elements
+        would land where an earlier block may not have read its own yet."""
+        blocks = self.blocks[length]
+        assert blocks.offsets is not None  # (``block_offsets`` came first)
+        moved, count = blocks.moved[name], blocks.offsets[1]
+        filling = self.in_blocks(mask, length, f"_svod_first{next(self.counter)}", (name, moved))
+        at = f"_svod_a{next(self.counter)}"
+        parts = [subscript(part, [load(at)]) for part in moved]
+        back = assign(subscript(name, [load(at)]), parts[0] if len(parts) == 1 else call("complex", *parts))
+        size = self.bases[name].shape[0]
+        copied = for_loop(at, call("_svod_prange", constant(size)),
+                          [ast.If(ast.Compare(load(at), [ast.Lt()], [load(count)]), [back], [])])
+        return placed([filling, copied], stmt)
+
+    def in_blocks(self, mask: Expr, length: str, first: str, move: tuple[str, tuple[str, ...]] | None) -> ast.stmt:
+        """A ``prange`` of the blocks that each walk their elements of the first ``length`` in order: with
+        ``move`` (from, to: one array, or a complex one's parts), putting each element where ``mask`` holds at
+        ``to[first]`` from the block's first place; without, counting them into the block's count. A block's
+        turns are bounded by the most it may have and by the run's share of them, whichever is fewer, so no
+        element past ``length`` is read (a compiler may read an element before the ``if`` that guards it)."""
+        blocks = self.blocks[length]
+        assert blocks.offsets is not None
+        block, turn, at = (f"_svod_{stem}{next(self.counter)}" for stem in ("block", "k", "a"))
+        per = blocks.offsets[0]
+        out = Emitter(self.counter)
+        kept = mask.element([load(at)], out)
+        counted = ast.AugAssign(ast.Name(first, ast.Store()), ast.Add(), constant(1))
+        placed_at = ast.Subscript(load(blocks.counts), load(block), ast.Load())
+        taken: list[ast.stmt] = [counted]
+        if move is not None:
+            element = subscript(move[0], [load(at)])
+            values = [element] if len(move[1]) == 1 else \
+                [ast.Attribute(element, part, ast.Load()) for part in ("real", "imag")]
+            stores = [assign(subscript(to, [load(first)]), v) for to, v in zip(move[1], values, strict=True)]
+            taken = [*stores, counted]
+        start = ast.BinOp(load(block), ast.Mult(), load(per))
+        turns = call("min", constant(blocks.per), call("min", load(per), ast.BinOp(load(length), ast.Sub(), start)))
+        walk = for_loop(turn, call("range", turns), [
+            assign(at, ast.BinOp(start, ast.Add(), load(turn))), *out.statements, ast.If(kept, taken, [])])
+        begun = assign(first, placed_at if move is not None else constant(0))
+        end = [] if move is not None else [assign(placed_at, load(first))]
+        return for_loop(block, call("_svod_prange", constant(blocks.count)), [begun, walk, *end])
 
     # ---- what the code written by hand reads ---------------------------------------------------------------
 
@@ -314,6 +417,30 @@ class Shrinking:
             self.counting_loops.pop(variable)
             if before is not None:
                 self.counting_loops[variable] = before
+
+
+@dataclass
+class Blocks:
+    """The buffers a group of arrays a loop shrinks is compacted through in blocks (``Shrinking.in_blocks``)."""
+
+    counts: str
+    """Each block's count of kept elements, then its first place."""
+    per: int
+    """The most elements a block walks."""
+    count: int
+    """How many blocks there are."""
+    moved: dict[str, tuple[str, ...]]
+    """Per array of the group, the array its kept elements are moved into (a complex one's: two, its parts')."""
+    offsets: tuple[str, str] | None = None
+    """Where the blocks of this turn are counted: the scalars of a block's share of the length and of the
+    total count."""
+
+
+SHRINK_BLOCKED_FROM = 1 << 12
+"""The fewest elements (before the loop) of a group the loop compacts in blocks, in parallel; a smaller group is
+compacted in place by one work item, in order."""
+SHRINK_BLOCKS = 64
+"""The blocks a group is compacted in: enough for the threads of a CPU to share."""
 
 
 def _length_of(array: Expr | None) -> str | None:

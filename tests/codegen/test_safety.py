@@ -1216,3 +1216,32 @@ def test_a_race_question_two_statements_ask_is_proven_once_and_answered_alike(mo
     with pytest.raises(RaceError, match="read") as info:
         svod.compile(_read_in_two_statements(1), device)
     assert info.value.kernel == "read_twice_1"
+
+
+@svod.jit
+def _kept_under_a_bound(x, keep, length, out):
+    """Each kept element of the first ``length`` moved to the front of ``out``, by one work item, the turns past
+    ``length`` (``x`` and ``keep`` have that length) stopped by an ``if`` around the ``if`` of the mask: the
+    compaction in blocks of ``svod.frontend.shrinking`` as first written."""
+    for _ in svod.prange(1):
+        placed = 0
+        for k in range(8):
+            if k < length:  # noqa: SIM102 (the two ifs are the case)
+                if keep[k] != 0:
+                    out[placed] = x[k]
+                    placed += 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8])
+def test_a_load_under_nested_ifs_is_checked_only_where_both_hold(device, n):
+    """``keep[k]`` is read where ``k < length`` holds: it is used by the inner ``if``'s store (gated by both
+    tests, ``&``) and by the count it updates (a ``where`` under the outer test). Its run-time check fired for
+    ``k >= length`` on compiled devices: the ``&`` of the store's gate did not carry the outer test to it."""
+    x = np.linspace(-1.0, 1.0, n).astype(np.float32)
+    x[:min(n, 2)] = np.array([-0.0, np.nan], np.float32)[:min(n, 2)]
+    keep = (np.arange(n) % 3 != 1).astype(np.int32)
+    out = np.full(8, 7.0, np.float32)
+    _kept_under_a_bound(x, keep, n, out, device=device)
+    want = np.full(8, 7.0, np.float32)
+    want[:int(keep.sum())] = x[keep != 0]
+    np.testing.assert_array_equal(out, want)

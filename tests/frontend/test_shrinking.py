@@ -13,6 +13,7 @@ import pytest
 import svod
 from svod.device import Device
 from svod.errors import GraphError, KernelSyntaxError
+from svod.frontend import shrinking
 from svod.frontend.oracle import as_python
 from tests.frontend.test_jit import agrees_with_python
 
@@ -181,6 +182,73 @@ def test_the_loop_breaks_once_nothing_is_left():
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert (want[1] > 0).all() and (escaped is None or (want[1] == escaped).all())
+
+
+
+@svod.jit
+def kept_in_blocks(x, tags, turns, limit):
+    """Each turn records what is left of a float, an int and a complex array, then keeps the elements within
+    ``limit`` (a NaN is: ``abs(NaN) > limit`` is false) and doubles the floats: run with the group compacted in
+    blocks."""
+    floats = np.zeros((turns, x.shape[0]), x.dtype)
+    ints = np.zeros((turns, x.shape[0]), tags.dtype)
+    pairs = np.zeros((turns, x.shape[0]), np.complex128)
+    left = np.zeros(turns, np.int64)
+    y = x * 1.0
+    v = tags + 0
+    w = x * (1.0 - 2.0j)
+    for t in range(turns):
+        left[t] = len(y)
+        for j in range(len(y)):
+            floats[t, j] = y[j]
+            ints[t, j] = v[j]
+            pairs[t, j] = w[j]
+        keep = ~(np.abs(y) > limit)
+        y, v = y[keep], v[keep]
+        w = w[keep]
+        y[:] = y * 2.0
+    return left, floats, ints, pairs
+
+
+def blocked_data(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` floats that leave at different turns (alternating near and far, then growing), with -0.0, ±inf and
+    NaNs among them, and int64 tags at its extremes."""
+    x = np.where(np.arange(n) % 2 == 0, np.linspace(0.0, 3.0, n), np.linspace(40.0, 90.0, n))
+    tags = np.arange(n, dtype=np.int64) * 1_000_003
+    for at, value in ((1, np.nan), (2, -0.0), (4, np.inf), (5, -np.inf), (n - 1, np.nan)):
+        if 0 <= at < n:
+            x[at] = value
+    for at, value in ((0, np.iinfo(np.int64).max), (n - 1, np.iinfo(np.int64).min)):
+        if 0 <= at < n:
+            tags[at] = value
+    return x, tags
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 13, 64, 97])
+@pytest.mark.parametrize("blocks", [3, 4])
+def test_a_group_compacted_in_blocks_keeps_pythons_order(device, n, blocks, monkeypatch):
+    """The group moved through a second array in blocks (``Shrinking.moved_in_blocks``), here at every size, in
+    3 or 4 blocks (a count dividing none of the lengths but 0 and 64): all kept, none kept, every other one
+    leaving, then more each turn as they double."""
+    monkeypatch.setattr(shrinking, "SHRINK_BLOCKED_FROM", 0)
+    monkeypatch.setattr(shrinking, "SHRINK_BLOCKS", blocks)
+    x, tags = blocked_data(n)
+    if refused_there(device, kept_in_blocks, x, tags, 6, 50.0):
+        return
+    for limit in (50.0, np.inf, -1.0):
+        agrees_with_python(kept_in_blocks, device, x, tags, 6, limit)
+    got = kept_in_blocks(x, tags, 6, 50.0, device=device)
+    if n > 6:  # (the data shrinks, keeping its NaNs and its extremes in order)
+        left = int(got[0][1])
+        assert got[0][0] == n and 3 <= left < n and got[0][5] <= left and np.isnan(got[1][1, 1])
+        assert got[2][1, 0] == np.iinfo(np.int64).max and got[2][1, left - 1] == np.iinfo(np.int64).min
+
+
+def test_a_group_of_many_points_is_compacted_in_blocks(device):
+    """npbench's ``mandelbrot2`` over more points than ``SHRINK_BLOCKED_FROM``, in its blocks as they are."""
+    assert shrinking.SHRINK_BLOCKED_FROM <= 64 * 67
+    if not refused_there(device, mandelbrot, 64, 67, 12, 2.0, -2.0):
+        agrees_with_python(mandelbrot, device, 64, 67, 12, 2.0, -2.0)
 
 
 # ---- what is refused ----------------------------------------------------------------------------------------
