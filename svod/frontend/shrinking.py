@@ -291,7 +291,7 @@ class Shrinking:
         ``move`` (from, to: one array, or a complex one's parts), putting each element where ``mask`` holds at
         ``to[first]`` from the block's first place; without, counting them into the block's count. A block's
         turns are bounded by the most it may have and by the run's share of them, whichever is fewer, so no
-        element past ``length`` is read (a compiler may read an element before the ``if`` that guards it)."""
+        element past ``length`` is read and no turn is spent past it."""
         blocks = self.blocks[length]
         assert blocks.offsets is not None
         block, turn, at = (f"_svod_{stem}{next(self.counter)}" for stem in ("block", "k", "a"))
