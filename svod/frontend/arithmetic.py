@@ -29,6 +29,8 @@ class Arithmetic(TranslationContext):
             except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
                 raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="build",
                                         value=(a, b)) from None
+        if isinstance(a, UOp) and isinstance(b, UOp) and self.weak(a) != self.weak(b):
+            a, b = (self.held_by(a, b.dtype), b) if self.weak(a) else (a, self.held_by(b, a.dtype))
         av, bv = self.operands(a, b, node)
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
             raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
@@ -101,12 +103,33 @@ class Arithmetic(TranslationContext):
         """``value`` as it is, unless it is a Python int that the integer ``dtype`` does not hold: NumPy 2 then
         raises ``OverflowError`` (``a_i8[i] = 300``, ``a_i8[i] + 300``, ``np.int8(300)``, ``a_u8[i] = -1``)
         where a cast would wrap it, so the kernel is refused (the statement names the line). A comparison
-        with such a number is no refusal: NumPy 2 answers it exactly (``compare``)."""
+        with such a number is no refusal: NumPy 2 answers it exactly (``compare``). An int argument stored
+        into such an element is held to its values (``held_by``)."""
+        if isinstance(value, UOp) and self.weak(value):
+            self.held_by(value, dtype)
         if isinstance(value, int) and not isinstance(value, bool) and dtype.is_int and dtype != dtypes.index \
                 and not dtype.min <= value <= dtype.max:
             raise KernelSyntaxError(f"Python integer {value} out of bounds for {dtype.name} (NumPy 2 raises "
                                     "OverflowError rather than wrap it)", kernel=self.name, stage="build",
                                     value=value)
+        return value
+
+    def held_by(self, value: UOp, dtype: DType) -> UOp:
+        """A weak integer ``value`` meeting a narrow integer ``dtype`` (``a_i8[i] + n``, ``a_i8[i] = n``), as
+        ``dtype``'s, where its values all fit it: NumPy 2 computes in ``dtype`` and raises ``OverflowError`` for
+        a Python int past it, where a cast would wrap. An int argument whose bounds are wider is held to
+        ``dtype``'s range (``NarrowedIntError``: the kernel is translated again with those bounds, and a run's value
+        past them is refused as NumPy refuses it). Any other value (a sum of a size and a loop's index) is
+        left as it is, computed as wide as it may be."""
+        if not (value.dtype.is_int and dtype.is_int and dtype != dtypes.index and dtype.itemsize < 8):
+            return value
+        lo, hi = int(dtype.min), int(dtype.max)
+        if lo <= value.vmin and value.vmax <= hi:
+            return value.cast(dtype)
+        if value.op is Ops.DEFINE_VAR:
+            name = value.arg[0]
+            raise NarrowedIntError(name, dtype, f"the int {name} meets {dtype.name} values: it is held to [{lo}, {hi}]",
+                                   kernel=self.name, stage="build", value=name)
         return value
 
     def typed(self, value: Any) -> Any:
@@ -156,6 +179,16 @@ class Arithmetic(TranslationContext):
             if beyond is not None:
                 return beyond
         return _UOP_COMPARE[name](*self.operands(a, b, node))
+
+
+class NarrowedIntError(KernelSyntaxError):
+    """An int argument's variable meets a narrow integer dtype in arithmetic or a store (``Arithmetic.held_by``):
+    the kernel is translated again with the variable bounded to ``dtype``'s range (``svod.frontend.pykernel``)."""
+
+    def __init__(self, variable: str, dtype: DType, message: str, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.variable = variable
+        self.dtype = dtype
 
 
 # ---- helpers --------------------------------------------------------------------------------------------

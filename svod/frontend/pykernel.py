@@ -36,11 +36,12 @@ from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, GradientError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
+from svod.frontend.arithmetic import NarrowedIntError
 from svod.frontend.buffers import Pool
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.calls import Calls, PreparedCall
 from svod.frontend.promotion import HOST, Platform
-from svod.frontend.source import Located, Source
+from svod.frontend.source import Located, Source, fitting_refusal
 from svod.frontend.translate import Translator
 from svod.frontend.values import ArrayValue, ComplexArray, ComplexValue
 from svod.ir import Ops, UOp
@@ -78,6 +79,9 @@ class Built:
     key and the next launch number."""
     parts: tuple[tuple[str, int, str], ...] = ()
     """The variables of complex scalar arguments' parts: ``(name, argument position, "real" or "imag")``."""
+    held: Mapping[str, str] = field(default_factory=dict)
+    """The int arguments held to a narrow integer dtype's range, with its name (``Kernel._translate``): a value
+    past it is refused in NumPy 2's words."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +272,8 @@ class Kernel:
             if size is not None:
                 what = (f"{size[0]}.shape[{size[1]}] is {value}, more than the {hi} a dimension of the kernel's "
                         f"arrays may have{device} (their flat indices must fit)")
+            elif name in built.located.held:
+                what = fitting_refusal(name, value, built.located.held[name])
             elif isinstance(annotation := self.annotations.get(name), pylang.IntType):
                 what = f"argument {name}={value} is outside its annotation {annotation}"
             elif isinstance(annotation, DType):
@@ -364,7 +370,21 @@ class Kernel:
 
     def _translate(self, values: list[Any], platform: Platform, complexes: frozenset[int] = frozenset()) -> Built:
         """The kernel for arguments like ``values``; ``complexes``: the positions of complex arrays (``values``
-        holds their float views, ``complex_view``)."""
+        holds their float views, ``complex_view``). An int argument that meets a narrow integer dtype
+        (``NarrowedIntError``) is held to that dtype's range, and the kernel translated again: each round holds one
+        more, so there are at most as many rounds as arguments."""
+        held: dict[str, DType] = {}
+        while True:
+            try:
+                return self._translated(values, platform, complexes, held)
+            except NarrowedIntError as err:
+                if err.variable in held and held[err.variable] == err.dtype:
+                    raise  # (its bounds already are the dtype's: the value given is past them, ``_held``)
+                held[err.variable] = err.dtype
+
+    def _translated(self, values: list[Any], platform: Platform, complexes: frozenset[int],
+                    held: Mapping[str, DType]) -> Built:
+        """``_translate``'s round, the int arguments of ``held`` bounded to their dtypes' ranges."""
         index_bits = platform.index_bits
         source = self.source
         k = KernelBuilder(self.name)
@@ -415,10 +435,10 @@ class Kernel:
                     continue
                 annotation = self.annotations.get(name)
                 if isinstance(annotation, pylang.IntType):
-                    env[name] = k.var(name, annotation.lo, annotation.hi)
+                    env[name] = k.var(name, *_held(self.name, name, annotation.lo, annotation.hi, held))
                 elif dtype == dtypes.index:
                     bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
-                    env[name] = k.var(name, -bound, bound)
+                    env[name] = k.var(name, *_held(self.name, name, -bound, bound, held))
                 elif dtype.is_float or dtype == dtypes.uint64:  # (a uint64's values run past a variable's int64)
                     env[name] = k.scalar(dtype, name)
                     floats.add(name)
@@ -430,6 +450,7 @@ class Kernel:
         translator = Translator(source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
+        translator.located.held = {name: dtype.name for name, dtype in held.items() if name in kept}
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
@@ -664,3 +685,17 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
 
 
 __all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]
+
+
+def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, DType]) -> tuple[int, int]:
+    """The bounds ``lo``, ``hi`` of int argument ``name``, within its dtype's where it is ``held``. Where none are
+    left (a plan's value known before the run, past the dtype), the argument is refused as NumPy 2 refuses it."""
+    if name not in held:
+        return lo, hi
+    dtype = held[name]
+    narrowed = max(lo, int(dtype.min)), min(hi, int(dtype.max))
+    if narrowed[0] > narrowed[1]:
+        value = lo if lo == hi else f"in [{lo}, {hi}]"
+        raise KernelSyntaxError(fitting_refusal(name, value, dtype.name), kernel=kernel, stage="build", value=lo)
+    return narrowed
+

@@ -292,14 +292,11 @@ def added(out, a, n):
 
 
 @pytest.mark.parametrize("function", (stored, added))
-def test_a_kernels_int_argument_numpy_refuses_by_value_is_refused(device, function, request):
+def test_a_kernels_int_argument_numpy_refuses_by_value_is_refused(device, function):
     """``a_i8[i] = n`` and ``a_i8[i] + n`` in a prange: NumPy 2 raises OverflowError for a Python int past
     int8's range, so svod must refuse the call (an SvodError), not store it wrapped."""
     if _refuses_int8(device):
         return
-    request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "a Python int argument a kernel stores into or adds to an int8 element is wrapped at run time where "
-        "NumPy 2 raises OverflowError by its value (a literal is refused)")))
     fn = svod.jit(function.fn)
     for n in (3, 200, -1, -300):
         a = np.array([-128, -1, 0, 1, 5, 127], np.int8)
@@ -314,3 +311,74 @@ def test_a_kernels_int_argument_numpy_refuses_by_value_is_refused(device, functi
                 continue
             raise AssertionError(f"n={n}: NumPy refuses it, svod computed {got}") from None
         np.testing.assert_array_equal(fn(*args, n, device=device), want)
+
+
+@svod.jit
+def mixed(out, a, x, n, m):
+    for i in prange(a.shape[0]):
+        out[i] = a[i] - m + x[n] + (a[i] < n)
+    return out
+
+
+def _outcome(function, args):
+    """What ``function`` computes of copies of ``args``, or ``OverflowError`` where it raises one (an
+    ``SvodError`` that reads as NumPy's refusal, for a jitted function)."""
+    try:
+        with np.errstate(over="ignore"):
+            return function(*(x.copy() if isinstance(x, np.ndarray) else x for x in args))
+    except OverflowError:
+        return OverflowError
+    except SvodError as err:
+        assert "out of bounds for" in str(err) and "Python integer" in str(err), str(err)
+        assert err.kernel and err.kernel.startswith("mixed") and err.stage in ("bind", "build"), str(err)
+        return OverflowError
+
+
+@pytest.mark.parametrize("dtype", ("uint8", "int8", "int16", "uint16"))
+def test_an_int_meeting_a_narrow_element_is_numpys_by_value(device, dtype):
+    """``a[i] - m`` of a narrow element and a Python int runs in the element's dtype, as NumPy 2 computes it,
+    and a value past the dtype is refused (each call, between values that run); the same int indexing an
+    array and compared with an element is read as wide as it is (a comparison is exact in NumPy)."""
+    fn = svod.jit(mixed.fn)
+    info = np.iinfo(dtype)
+    a = np.array([info.min, 0, 1, 5, info.max], dtype)
+    x = np.arange(7, dtype=dtype)
+    if getattr(svod.dtypes, dtype) not in device.caps.element_dtypes:  # WebGPU: 32-bit integers only
+        with pytest.raises(SvodError, match=f"cannot hold {dtype}"):
+            fn(np.zeros(5, np.int32), a, x, 3, 1, device=device)
+        return
+    for n, m in ((3, 1), (6, -1), (0, info.max), (2, info.max + 1), (4, info.min - 1), (1, 40000), (5, 2)):
+        args = (np.zeros(5, np.int32), a, x, n, m)
+        want, got = _outcome(mixed.fn, args), _outcome(lambda *v: fn(*v, device=device), args)
+        if want is OverflowError or got is OverflowError:
+            assert got is want, f"n={n}, m={m}: {got} where Python gives {want}"
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"n={n}, m={m}")
+
+
+def test_threads_storing_their_own_ints_into_int8_each_get_their_answer_or_refusal():
+    """Threads call at once with values inside and outside int8: each in-range call stores its value, each
+    other is refused."""
+    fn = svod.jit(stored.fn)
+    fn(np.zeros(5, np.int8), 1)
+    failures: list[str] = []
+
+    def calls(thread: int) -> None:
+        for turn in range(40):
+            n = (thread * 37 + turn * 11) % 400 - 200
+            a = np.zeros(5, np.int8)
+            try:
+                fn(a, n)
+            except SvodError:
+                if -128 <= n <= 127:
+                    failures.append(f"n={n} refused")
+                continue
+            if not (-128 <= n <= 127 and (a == n).all()):
+                failures.append(f"n={n}: {a}")
+
+    threads = [threading.Thread(target=calls, args=(thread,)) for thread in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
