@@ -382,3 +382,63 @@ def test_threads_storing_their_own_ints_into_int8_each_get_their_answer_or_refus
     for thread in threads:
         thread.join()
     assert not failures
+
+
+@svod.jit
+def read_at(out, x, n):
+    for i in prange(out.shape[0]):
+        out[i] = x[n] + i
+    return out
+
+
+@svod.jit
+def rows_at(out, x, n):
+    for i in prange(out.shape[0]):
+        out[i] = x[i, n] + x[n, i] * 10.0
+    return out
+
+
+@svod.jit
+def written_at(x, n):
+    x[n] = -1.0
+    return x
+
+
+@svod.jit
+def picked(x, n):
+    y = x * 2.0
+    return y[n]
+
+
+def _indexed(function, device, args):
+    """What ``function`` gives of copies of ``args``, or ``IndexError`` where it refuses the index."""
+    try:
+        return function(*(x.copy() if isinstance(x, np.ndarray) else x for x in args), device=device)
+    except IndexError:
+        return IndexError
+    except SvodError as err:
+        assert "out of bounds" in str(err) or "accessed at index" in str(err), str(err)
+        return IndexError
+
+
+@pytest.mark.parametrize("order", (1, -1))
+def test_a_run_time_index_is_pythons_from_the_end(device, order):
+    """``x[n]`` with a run-time ``n`` in a kernel and in host code: a negative ``n`` counts from the end, once,
+    and one past either end is refused, as Python's ``IndexError``; in either order of calls (the first call's
+    value makes the plan)."""
+    dtype = _float(device)
+    length = 7
+    x, x2 = np.arange(length, dtype=dtype) * 1.5 - 2.0, (np.arange(length * length, dtype=dtype) - 9.0).reshape(
+        length, length)
+    functions = [(svod.jit(read_at.fn), read_at.fn, lambda n: (np.zeros(3, dtype), x, n)),
+                 (svod.jit(rows_at.fn), rows_at.fn, lambda n: (np.zeros(length, dtype), x2, n)),
+                 (svod.jit(written_at.fn), written_at.fn, lambda n: (x, n)),
+                 (svod.jit(picked.fn), picked.fn, lambda n: (x, n))]
+    for n in (-length, -1, 0, length - 1, length, -length - 1, -3, 2)[::order]:
+        for fn, plain, args in functions:
+            want = _indexed(lambda *v, device: plain(*v), device, args(n))
+            got = _indexed(fn, device, args(n))
+            if want is IndexError or got is IndexError:
+                assert got is want, f"{plain.__name__}, n={n}: {got} where Python gives {want}"
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"{plain.__name__}, n={n}")
