@@ -73,7 +73,7 @@ class Arithmetic(TranslationContext):
     def meets(self, value: Number | UOp, other: DType) -> DType:
         """The dtype a Python number or a weak value (``weak``) takes meeting a typed value of ``other``: the
         other's where either is a float, as NEP 50 has it (a float meeting an integer, the platform's float);
-        two integers unify, so a size is never narrowed into a dtype it may not fit (``uint8``)."""
+        two integers unify (a weak integer meeting a narrow one in arithmetic is that one's first, ``held_by``)."""
         if not isinstance(value, UOp):
             return self.platform.weak(value, other)
         if value.dtype.is_float or other.is_float:
@@ -117,10 +117,10 @@ class Arithmetic(TranslationContext):
     def held_by(self, value: UOp, dtype: DType) -> UOp:
         """A weak integer ``value`` meeting a narrow integer ``dtype`` (``a_i8[i] + n``, ``a_i8[i] = n``), as
         ``dtype``'s, where its values all fit it: NumPy 2 computes in ``dtype`` and raises ``OverflowError`` for
-        a Python int past it, where a cast would wrap. An int argument whose bounds are wider is held to
-        ``dtype``'s range (``NarrowedIntError``: the kernel is translated again with those bounds, and a run's value
-        past them is refused as NumPy refuses it). Any other value (a sum of a size and a loop's index) is
-        left as it is, computed as wide as it may be."""
+        a Python int past it, where a cast would wrap. An int argument or a size whose bounds are wider is held
+        to ``dtype``'s range (``NarrowedIntError``: the kernel is translated again with those bounds, and a
+        run's value past them is refused as NumPy refuses it). Any other value (a sum of a size and a loop's
+        index) is left as it is, computed as wide as it may be."""
         if not (value.dtype.is_int and dtype.is_int and dtype != dtypes.index and dtype.itemsize < 8):
             return value
         lo, hi = int(dtype.min), int(dtype.max)

@@ -269,11 +269,12 @@ class Kernel:
             if value is None or lo <= value <= hi:
                 continue
             size = next(((self.parameters[p], axis) for n, p, axis in built.sizes if n == name), None)
-            if size is not None:
+            if name in built.located.held:
+                what = fitting_refusal(f"{size[0]}.shape[{size[1]}]" if size else f"argument {name}", value,
+                                       built.located.held[name])
+            elif size is not None:
                 what = (f"{size[0]}.shape[{size[1]}] is {value}, more than the {hi} a dimension of the kernel's "
                         f"arrays may have{device} (their flat indices must fit)")
-            elif name in built.located.held:
-                what = fitting_refusal(name, value, built.located.held[name])
             elif isinstance(annotation := self.annotations.get(name), pylang.IntType):
                 what = f"argument {name}={value} is outside its annotation {annotation}"
             elif isinstance(annotation, DType):
@@ -412,7 +413,8 @@ class Kernel:
                         if same is None:  # bounded so that the flat index of every array it is a dim of fits
                             var_name = f"{name}_shape{axis}"
                             widest = max(len(_dims(v)) for v in values if _is_array(v) and size in _dims(v))
-                            same = k.var(var_name, 0, _size_limit(widest, index_bits))
+                            limit_of = _size_limit(widest, index_bits)
+                            same = k.var(var_name, *_held(self.name, var_name, 0, limit_of, held))
                             sizes.append((var_name, position, axis))
                             numbers.append(same)
                         classes[flat] = same
@@ -684,18 +686,19 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]
-
-
 def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, DType]) -> tuple[int, int]:
-    """The bounds ``lo``, ``hi`` of int argument ``name``, within its dtype's where it is ``held``. Where none are
-    left (a plan's value known before the run, past the dtype), the argument is refused as NumPy 2 refuses it."""
+    """The bounds ``lo``, ``hi`` of int argument or size ``name``, within its dtype's where it is ``held``. Where
+    none are left (a plan's value known before the run, past the dtype), it is refused as NumPy 2 refuses it."""
     if name not in held:
         return lo, hi
     dtype = held[name]
     narrowed = max(lo, int(dtype.min)), min(hi, int(dtype.max))
     if narrowed[0] > narrowed[1]:
         value = lo if lo == hi else f"in [{lo}, {hi}]"
-        raise KernelSyntaxError(fitting_refusal(name, value, dtype.name), kernel=kernel, stage="build", value=lo)
+        raise KernelSyntaxError(fitting_refusal(f"argument {name}", value, dtype.name), kernel=kernel, stage="build",
+                                value=lo)
     return narrowed
+
+
+__all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]
 

@@ -77,7 +77,7 @@ class Located:
         """Say in ``err`` where in the source its cause is, calling the buffers it names as the source does."""
         held = next((name for name in self.held if err.detail.startswith(f"variable {name}=")), None)
         if isinstance(err, VariableError) and held is not None:
-            err.restate(fitting_refusal(held, err.value, self.held[held]))
+            err.restate(fitting_refusal(f"argument {held}", err.value, self.held[held]))
         err.call_by(self.names, self.variables)
         where = self.where(err)
         if where is not None:
@@ -85,8 +85,8 @@ class Located:
 
 
 def fitting_refusal(name: str, value: Any, dtype: str) -> str:
-    """The words a refusal of int argument ``name`` past a narrow ``dtype`` it meets takes: NumPy 2's."""
-    return (f"argument {name}: Python integer {value} out of bounds for {dtype} (it meets {dtype} values, and "
+    """The words a refusal of int argument (or size) ``name`` past a narrow ``dtype`` it meets takes: NumPy 2's."""
+    return (f"{name}: Python integer {value} out of bounds for {dtype} (it meets {dtype} values, and "
             "NumPy 2 raises OverflowError rather than wrap it)")
 
 

@@ -410,6 +410,13 @@ def picked(x, n):
     return y[n]
 
 
+def _plainly(function):
+    """``function`` called as a jitted one is, its ``device`` ignored: plain Python."""
+    def called(*args, device):
+        return function(*args)
+    return called
+
+
 def _indexed(function, device, args):
     """What ``function`` gives of copies of ``args``, or ``IndexError`` where it refuses the index."""
     try:
@@ -436,7 +443,7 @@ def test_a_run_time_index_is_pythons_from_the_end(device, order):
                  (svod.jit(picked.fn), picked.fn, lambda n: (x, n))]
     for n in (-length, -1, 0, length - 1, length, -length - 1, -3, 2)[::order]:
         for fn, plain, args in functions:
-            want = _indexed(lambda *v, device: plain(*v), device, args(n))
+            want = _indexed(_plainly(plain), device, args(n))
             got = _indexed(fn, device, args(n))
             if want is IndexError or got is IndexError:
                 assert got is want, f"{plain.__name__}, n={n}: {got} where Python gives {want}"
