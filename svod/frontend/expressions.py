@@ -518,7 +518,7 @@ def _from_the_end(index: UOp, dim: int | UOp) -> UOp:
     check."""
     at = index.cast(dtypes.index)
     size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
-    return (at < 0).where(at + size, at)
+    return (at < 0).where(at.minimum(-1) + size, at)  # (the same where it is taken, its bounds below ``size``)
 
 def _beyond_dtype(name: str, first: Any, second: Any) -> Any:
     """Python's ``max``/``min`` of an integer value and a Python int its dtype does not hold (``max(a_i8[i],
