@@ -449,3 +449,79 @@ def test_a_run_time_index_is_pythons_from_the_end(device, order):
                 assert got is want, f"{plain.__name__}, n={n}: {got} where Python gives {want}"
             else:
                 np.testing.assert_array_equal(got, want, err_msg=f"{plain.__name__}, n={n}")
+
+
+@svod.jit
+def shifted(out, a, n):
+    for i in prange(a.shape[0]):
+        out[i] = a[i] + (n - 200)
+    return out
+
+
+@svod.jit
+def indexed_sum(out, a):
+    for i in prange(a.shape[0]):
+        out[i] = a[i] + i
+    return out
+
+
+def _narrow_outcome(function, args, device):
+    """What ``function`` gives of copies of ``args`` on ``device`` (plain Python where it has no ``jit``'s
+    ``fn``), or ``OverflowError`` where it raises one or refuses the call as NumPy 2 does (an ``SvodError``)."""
+    copies = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+    try:
+        with np.errstate(over="ignore"):
+            return function(*copies, device=device) if hasattr(function, "fn") else function(*copies)
+    except OverflowError:
+        return OverflowError
+    except SvodError as err:
+        assert "out of bounds for int8" in str(err), str(err)
+        return OverflowError
+
+
+def _as_numpy_does(fn, plain, cases, device):
+    """Each case's answer from jitted ``fn`` is plain ``plain``'s: its values, or a refusal where it raises."""
+    for args in cases:
+        want, got = _narrow_outcome(plain, args, device), _narrow_outcome(fn, args, device)
+        if want is OverflowError or got is OverflowError:
+            assert got is want, f"{args[1:]!r}: {got} where Python gives {want}"
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=repr(args[1:]))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a compound Python-int expression (n - 200) meeting an int8 element is computed wide (NumPy 2: in int8, "
+    "wrapping, and OverflowError where n - 200 is past int8); open"))
+def test_a_compound_int_expression_meeting_int8_is_numpys(device):
+    """``a_i8[i] + (n - 200)`` into an int64 array: NumPy 2 computes the sum in int8 (wrapping: 100 + 100 is
+    -56) and raises OverflowError where ``n - 200`` itself is past int8 (n = 500, n = 10)."""
+    if _refuses_int8(device):
+        return
+    a = np.array([100, -1, 127, -128, 0], np.int8)
+    cases = [(np.zeros(5, np.int64), a, n) for n in (300, 250, 200, 327, 328, 72, 71, 500, 10)]
+    _as_numpy_does(svod.jit(shifted.fn), shifted.fn, cases, device)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a loop's index meeting an int8 element is computed wide (NumPy 2: in int8, wrapping, and OverflowError "
+    "once the index passes 127); open"))
+def test_a_loop_index_meeting_int8_is_numpys(device):
+    """``a_i8[i] + i`` into an int64 array: in plain Python ``i`` is a Python int, so the sum is int8's
+    (120 + 8 wraps to -128) and ``i = 128`` raises OverflowError; lengths around both edges."""
+    if _refuses_int8(device):
+        return
+    cases = [(np.zeros(size, np.int64), np.full(size, 120, np.int8)) for size in (0, 1, 7, 8, 9, 128, 129, 131)]
+    _as_numpy_does(svod.jit(indexed_sum.fn), indexed_sum.fn, cases, device)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a NumPy integer scalar argument stored into an int8 element is wrapped, where NumPy 2 raises "
+    "OverflowError for a value past int8 whatever the scalar's type; open"))
+def test_a_numpy_integer_argument_stored_into_int8_is_numpys(device):
+    """``a_i8[i] = n`` with ``n`` an ``np.int64``/``np.uint8``/``np.int16``: NumPy 2's setitem refuses a value
+    int8 does not hold (``np.int64(300)``, ``np.uint8(200)``) and stores one it holds."""
+    if _refuses_int8(device):
+        return
+    values = (np.int64(5), np.int16(-3), np.int64(-128), np.uint8(127), np.int64(300), np.uint8(200),
+              np.int16(-129))
+    _as_numpy_does(svod.jit(stored.fn), stored.fn, [(np.zeros(3, np.int8), n) for n in values], device)
