@@ -114,6 +114,14 @@ class Arithmetic(TranslationContext):
                                     value=value)
         return value
 
+    def settable(self, value: Any, dtype: DType) -> Any:
+        """``value`` as an element of ``dtype`` is set to it: NumPy 2's setitem refuses an integer scalar of any
+        type that ``dtype`` does not hold (``a_i8[i] = np.int64(300)``), where a conversion (``np.int8(...)``)
+        wraps it, so an int argument stored is held to ``dtype``'s range whatever its own type (``held_by``)."""
+        if isinstance(value, UOp) and value.op is Ops.DEFINE_VAR and not self.weak(value):
+            return self.held_by(value, dtype)
+        return value
+
     def held_by(self, value: UOp, dtype: DType) -> UOp:
         """A weak integer ``value`` meeting a narrow integer ``dtype`` (``a_i8[i] + n``, ``a_i8[i] = n``), as
         ``dtype``'s, where its values all fit it: NumPy 2 computes in ``dtype`` and raises ``OverflowError`` for

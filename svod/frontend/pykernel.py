@@ -445,7 +445,7 @@ class Kernel:
                     env[name] = k.scalar(dtype, name)
                     floats.add(name)
                 else:
-                    env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
+                    env[name] = k.var(name, *_held(self.name, name, int(dtype.min), int(dtype.max), held), dtype)
                 scalars.append((name, position))
                 if self._weak(name, value):
                     numbers.append(env[name])

@@ -514,9 +514,6 @@ def test_a_loop_index_meeting_int8_is_numpys(device):
     _as_numpy_does(svod.jit(indexed_sum.fn), indexed_sum.fn, cases, device)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a NumPy integer scalar argument stored into an int8 element is wrapped, where NumPy 2 raises "
-    "OverflowError for a value past int8 whatever the scalar's type; open"))
 def test_a_numpy_integer_argument_stored_into_int8_is_numpys(device):
     """``a_i8[i] = n`` with ``n`` an ``np.int64``/``np.uint8``/``np.int16``: NumPy 2's setitem refuses a value
     int8 does not hold (``np.int64(300)``, ``np.uint8(200)``) and stores one it holds."""
