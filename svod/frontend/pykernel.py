@@ -374,17 +374,21 @@ class Kernel:
         holds their float views, ``complex_view``). An int argument that meets a narrow integer dtype
         (``NarrowedIntError``) is held to that dtype's range, and the kernel translated again: each round holds one
         more, so there are at most as many rounds as arguments."""
-        held: dict[str, DType] = {}
+        held: dict[str, tuple[DType, int, int]] = {}
         while True:
             try:
                 return self._translated(values, platform, complexes, held)
             except NarrowedIntError as err:
-                if err.variable in held and held[err.variable] == err.dtype:
-                    raise  # (its bounds already are the dtype's: the value given is past them, ``_held``)
-                held[err.variable] = err.dtype
+                lo, hi = err.bounds
+                if err.variable in held:
+                    _, was_lo, was_hi = held[err.variable]
+                    if was_lo <= lo and hi <= was_hi:
+                        raise  # (its bounds already are these: the value given is past them, ``_held``)
+                    lo, hi = max(lo, was_lo), min(hi, was_hi)
+                held[err.variable] = (err.dtype, lo, hi)
 
     def _translated(self, values: list[Any], platform: Platform, complexes: frozenset[int],
-                    held: Mapping[str, DType]) -> Built:
+                    held: Mapping[str, tuple[DType, int, int]]) -> Built:
         """``_translate``'s round, the int arguments of ``held`` bounded to their dtypes' ranges."""
         index_bits = platform.index_bits
         source = self.source
@@ -452,7 +456,7 @@ class Kernel:
         translator = Translator(source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
-        translator.located.held = {name: dtype.name for name, dtype in held.items() if name in kept}
+        translator.located.held = {name: dtype.name for name, (dtype, _, _) in held.items() if name in kept}
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
@@ -686,13 +690,14 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
-def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, DType]) -> tuple[int, int]:
-    """The bounds ``lo``, ``hi`` of int argument or size ``name``, within its dtype's where it is ``held``. Where
-    none are left (a plan's value known before the run, past the dtype), it is refused as NumPy 2 refuses it."""
+def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, tuple[DType, int, int]]) -> tuple[int, int]:
+    """The bounds ``lo``, ``hi`` of int argument or size ``name``, within those that keep what it makes within the
+    narrow dtype it meets where it is ``held``. Where none are left (a plan's value known before the run, past
+    them), it is refused as NumPy 2 refuses it."""
     if name not in held:
         return lo, hi
-    dtype = held[name]
-    narrowed = max(lo, int(dtype.min)), min(hi, int(dtype.max))
+    dtype, least, most = held[name]
+    narrowed = max(lo, least), min(hi, most)
     if narrowed[0] > narrowed[1]:
         value = lo if lo == hi else f"in [{lo}, {hi}]"
         raise KernelSyntaxError(fitting_refusal(f"argument {name}", value, dtype.name), kernel=kernel, stage="build",

@@ -489,9 +489,6 @@ def _as_numpy_does(fn, plain, cases, device):
             np.testing.assert_array_equal(got, want, err_msg=repr(args[1:]))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a compound Python-int expression (n - 200) meeting an int8 element is computed wide (NumPy 2: in int8, "
-    "wrapping, and OverflowError where n - 200 is past int8); open"))
 def test_a_compound_int_expression_meeting_int8_is_numpys(device):
     """``a_i8[i] + (n - 200)`` into an int64 array: NumPy 2 computes the sum in int8 (wrapping: 100 + 100 is
     -56) and raises OverflowError where ``n - 200`` itself is past int8 (n = 500, n = 10)."""
@@ -502,9 +499,6 @@ def test_a_compound_int_expression_meeting_int8_is_numpys(device):
     _as_numpy_does(svod.jit(shifted.fn), shifted.fn, cases, device)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a loop's index meeting an int8 element is computed wide (NumPy 2: in int8, wrapping, and OverflowError "
-    "once the index passes 127); open"))
 def test_a_loop_index_meeting_int8_is_numpys(device):
     """``a_i8[i] + i`` into an int64 array: in plain Python ``i`` is a Python int, so the sum is int8's
     (120 + 8 wraps to -128) and ``i = 128`` raises OverflowError; lengths around both edges."""
