@@ -29,8 +29,8 @@ class Arithmetic(TranslationContext):
             except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
                 raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="build",
                                         value=(a, b)) from None
-        if isinstance(a, UOp) and isinstance(b, UOp) and self.counts_as_int(a) != self.counts_as_int(b):
-            a, b = (self.held_by(a, b.dtype), b) if self.counts_as_int(a) else (a, self.held_by(b, a.dtype))
+        if isinstance(a, UOp) and isinstance(b, UOp) and self.weak(a) != self.weak(b):
+            a, b = (self.held_by(a, b.dtype), b) if self.weak(a) else (a, self.held_by(b, a.dtype))
         av, bv = self.operands(a, b, node)
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
             raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
@@ -99,24 +99,13 @@ class Arithmetic(TranslationContext):
             self._weak[value] = known
         return known
 
-    def counts_as_int(self, value: UOp) -> bool:
-        """Whether ``value`` is a Python int in plain Python where it meets an integer: a weak one, or what a
-        loop's index makes with weak values (``a_i8[i] + i`` is int8's in NumPy 2). A loop's index meeting a
-        float is not weak (``weak``): its product with a float32 is float64, as numba computes it."""
-        if not value.dtype.is_int:
-            return False
-        if value.op is Ops.RANGE or self.weak(value):
-            return True
-        return value.op in ALU and all(s.op is Ops.CONST or self.counts_as_int(s) for s in value.src) and \
-            any(s.op is not Ops.CONST for s in value.src)
-
     def fitting(self, value: Any, dtype: DType) -> Any:
         """``value`` as it is, unless it is a Python int that the integer ``dtype`` does not hold: NumPy 2 then
         raises ``OverflowError`` (``a_i8[i] = 300``, ``a_i8[i] + 300``, ``np.int8(300)``, ``a_u8[i] = -1``)
         where a cast would wrap it, so the kernel is refused (the statement names the line). A comparison
         with such a number is no refusal: NumPy 2 answers it exactly (``compare``). An int argument stored
         into such an element is held to its values (``held_by``)."""
-        if isinstance(value, UOp) and self.counts_as_int(value):
+        if isinstance(value, UOp) and self.weak(value):
             self.held_by(value, dtype)
         if isinstance(value, int) and not isinstance(value, bool) and dtype.is_int and dtype != dtypes.index \
                 and not dtype.min <= value <= dtype.max:
@@ -150,11 +139,6 @@ class Arithmetic(TranslationContext):
         if held is None:
             return value
         var, bounds = held
-        if var.op is Ops.CONST:  # (a loop's end known when translating: ``range(130)``)
-            past = hi + 1 if value.vmax > hi else lo - 1
-            raise KernelSyntaxError(f"Python integer {past} out of bounds for {dtype.name} (it meets {dtype.name} "
-                                    "values, and NumPy 2 raises OverflowError rather than wrap it)",
-                                    kernel=self.name, stage="build", value=past)
         name = var.arg[0]
         raise NarrowedIntError(name, dtype, bounds, f"the int {name} meets {dtype.name} values: it is held to "
                                f"{list(bounds)}", kernel=self.name, stage="build", value=name)
@@ -222,20 +206,15 @@ class NarrowedIntError(KernelSyntaxError):
 # ---- helpers --------------------------------------------------------------------------------------------
 
 def _holding(value: UOp, lo: int, hi: int) -> tuple[UOp, tuple[int, int]] | None:
-    """The one variable weak int ``value`` is made of (an argument, or the size a loop's index runs to) and the
-    bounds on it that keep ``value`` within ``[lo, hi]``, undoing the sums and products with constants (and a
-    loop's range: its index stays below ``hi`` while its end is at most ``hi + 1``); a constant there (a loop's
-    known end) where it is past those bounds; None where ``value`` is another expression."""
+    """The one variable weak int ``value`` is made of (an argument or a size) and the bounds on it that keep
+    ``value`` within ``[lo, hi]``, undoing the sums and products with constants; None where ``value`` is
+    another expression."""
     while value.op is not Ops.DEFINE_VAR:
-        if value.op is Ops.CONST:
-            return (value, (lo, hi)) if not lo <= value.arg <= hi else None
         if lo > hi:
             return None
         constants = [s for s in value.src if s.op is Ops.CONST]
         others = [s for s in value.src if s.op is not Ops.CONST]
-        if value.op is Ops.RANGE and lo <= 0:
-            value, lo, hi = value.src[0], int(value.src[0].vmin), hi + 1
-        elif value.op is Ops.CAST and value.src[0].dtype.is_int and value.src[0].dtype.itemsize <= value.dtype.itemsize:
+        if value.op is Ops.CAST and value.src[0].dtype.is_int and value.src[0].dtype.itemsize <= value.dtype.itemsize:
             value = value.src[0]
         elif value.op is Ops.NEG:
             value, lo, hi = value.src[0], -hi, -lo

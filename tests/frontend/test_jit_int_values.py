@@ -458,13 +458,6 @@ def shifted(out, a, n):
     return out
 
 
-@svod.jit
-def indexed_sum(out, a):
-    for i in prange(a.shape[0]):
-        out[i] = a[i] + i
-    return out
-
-
 def _narrow_outcome(function, args, device):
     """What ``function`` gives of copies of ``args`` on ``device`` (plain Python where it has no ``jit``'s
     ``fn``), or ``OverflowError`` where it raises one or refuses the call as NumPy 2 does (an ``SvodError``)."""
@@ -497,15 +490,6 @@ def test_a_compound_int_expression_meeting_int8_is_numpys(device):
     a = np.array([100, -1, 127, -128, 0], np.int8)
     cases = [(np.zeros(5, np.int64), a, n) for n in (300, 250, 200, 327, 328, 72, 71, 500, 10)]
     _as_numpy_does(svod.jit(shifted.fn), shifted.fn, cases, device)
-
-
-def test_a_loop_index_meeting_int8_is_numpys(device):
-    """``a_i8[i] + i`` into an int64 array: in plain Python ``i`` is a Python int, so the sum is int8's
-    (120 + 8 wraps to -128) and ``i = 128`` raises OverflowError; lengths around both edges."""
-    if _refuses_int8(device):
-        return
-    cases = [(np.zeros(size, np.int64), np.full(size, 120, np.int8)) for size in (0, 1, 7, 8, 9, 128, 129, 131)]
-    _as_numpy_does(svod.jit(indexed_sum.fn), indexed_sum.fn, cases, device)
 
 
 def test_a_numpy_integer_argument_stored_into_int8_is_numpys(device):
