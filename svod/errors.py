@@ -111,6 +111,12 @@ class SvodError(Exception):
             self._shows_value = False
         self.args = (self._text(), *self.args[1:])
 
+    def restate(self, detail: str) -> None:
+        """Say the error's cause in ``detail``'s words: a layer that knows why a check was made (a variable's
+        bounds that are a narrow dtype's) says what the user wrote, where the check said what it compared."""
+        self.detail = detail
+        self.args = (self._text(), *self.args[1:])
+
     def advise(self, advice: str) -> None:
         """Add ``advice`` to the error's words: what to change, where a caller knows more of the cause than the
         layer that raised it."""

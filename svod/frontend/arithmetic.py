@@ -29,6 +29,8 @@ class Arithmetic(TranslationContext):
             except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
                 raise KernelSyntaxError(f"{a!r} {op} {b!r}: {err}", kernel=self.name, stage="build",
                                         value=(a, b)) from None
+        if isinstance(a, UOp) and isinstance(b, UOp) and self.weak(a) != self.weak(b):
+            a, b = (self.held_by(a, b.dtype), b) if self.weak(a) else (a, self.held_by(b, a.dtype))
         av, bv = self.operands(a, b, node)
         if op in _INTEGER_ONLY and not av.dtype.is_int and av.dtype != dtypes.bool:
             raise KernelSyntaxError(f"{op} takes integers (or bools), not {describe(av)}", kernel=self.name,
@@ -71,7 +73,7 @@ class Arithmetic(TranslationContext):
     def meets(self, value: Number | UOp, other: DType) -> DType:
         """The dtype a Python number or a weak value (``weak``) takes meeting a typed value of ``other``: the
         other's where either is a float, as NEP 50 has it (a float meeting an integer, the platform's float);
-        two integers unify, so a size is never narrowed into a dtype it may not fit (``uint8``)."""
+        two integers unify (a weak integer meeting a narrow one in arithmetic is that one's first, ``held_by``)."""
         if not isinstance(value, UOp):
             return self.platform.weak(value, other)
         if value.dtype.is_float or other.is_float:
@@ -101,13 +103,45 @@ class Arithmetic(TranslationContext):
         """``value`` as it is, unless it is a Python int that the integer ``dtype`` does not hold: NumPy 2 then
         raises ``OverflowError`` (``a_i8[i] = 300``, ``a_i8[i] + 300``, ``np.int8(300)``, ``a_u8[i] = -1``)
         where a cast would wrap it, so the kernel is refused (the statement names the line). A comparison
-        with such a number is no refusal: NumPy 2 answers it exactly (``compare``)."""
+        with such a number is no refusal: NumPy 2 answers it exactly (``compare``). An int argument stored
+        into such an element is held to its values (``held_by``)."""
+        if isinstance(value, UOp) and self.weak(value):
+            self.held_by(value, dtype)
         if isinstance(value, int) and not isinstance(value, bool) and dtype.is_int and dtype != dtypes.index \
                 and not dtype.min <= value <= dtype.max:
             raise KernelSyntaxError(f"Python integer {value} out of bounds for {dtype.name} (NumPy 2 raises "
                                     "OverflowError rather than wrap it)", kernel=self.name, stage="build",
                                     value=value)
         return value
+
+    def settable(self, value: Any, dtype: DType) -> Any:
+        """``value`` as an element of ``dtype`` is set to it: NumPy 2's setitem refuses an integer scalar of any
+        type that ``dtype`` does not hold (``a_i8[i] = np.int64(300)``), where a conversion (``np.int8(...)``)
+        wraps it, so an int argument stored is held to ``dtype``'s range whatever its own type (``held_by``)."""
+        if isinstance(value, UOp) and value.op is Ops.DEFINE_VAR and not self.weak(value):
+            return self.held_by(value, dtype)
+        return value
+
+    def held_by(self, value: UOp, dtype: DType) -> UOp:
+        """A weak integer ``value`` meeting a narrow integer ``dtype`` (``a_i8[i] + n``, ``a_i8[i] = n``), as
+        ``dtype``'s, where its values all fit it: NumPy 2 computes in ``dtype`` and raises ``OverflowError`` for
+        a Python int past it, where a cast would wrap. An int argument or a size whose bounds are wider is held
+        to ``dtype``'s range (``NarrowedIntError``: the kernel is translated again with those bounds, and a
+        run's value past them is refused as NumPy refuses it); so is one that a sum or product of such an int
+        and constants makes (``n - 200``: ``n`` is held to [72, 327]). Any other value (a sum of two ints,
+        ``int(f)``) is left as it is, computed as wide as it may be."""
+        if not (value.dtype.is_int and dtype.is_int and dtype != dtypes.index and dtype.itemsize < 8):
+            return value
+        lo, hi = int(dtype.min), int(dtype.max)
+        if lo <= value.vmin and value.vmax <= hi:
+            return value.cast(dtype)
+        held = _holding(value, lo, hi)
+        if held is None:
+            return value
+        var, bounds = held
+        name = var.arg[0]
+        raise NarrowedIntError(name, dtype, bounds, f"the int {name} meets {dtype.name} values: it is held to "
+                               f"{list(bounds)}", kernel=self.name, stage="build", value=name)
 
     def typed(self, value: Any) -> Any:
         """``value`` as what a conversion the kernel writes makes (``np.float64(alpha)``, ``svod.int32(n)``):
@@ -158,7 +192,47 @@ class Arithmetic(TranslationContext):
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
+class NarrowedIntError(KernelSyntaxError):
+    """An int argument's variable meets a narrow integer dtype in arithmetic or a store (``Arithmetic.held_by``):
+    the kernel is translated again with the variable bounded to ``dtype``'s range (``svod.frontend.pykernel``)."""
+
+    def __init__(self, variable: str, dtype: DType, bounds: tuple[int, int], message: str, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.variable = variable
+        self.dtype = dtype
+        self.bounds = bounds
+
+
 # ---- helpers --------------------------------------------------------------------------------------------
+
+def _holding(value: UOp, lo: int, hi: int) -> tuple[UOp, tuple[int, int]] | None:
+    """The one variable weak int ``value`` is made of (an argument or a size) and the bounds on it that keep
+    ``value`` within ``[lo, hi]``, undoing the sums and products with constants; None where ``value`` is
+    another expression."""
+    while value.op is not Ops.DEFINE_VAR:
+        if lo > hi:
+            return None
+        constants = [s for s in value.src if s.op is Ops.CONST]
+        others = [s for s in value.src if s.op is not Ops.CONST]
+        if value.op is Ops.CAST and value.src[0].dtype.is_int and value.src[0].dtype.itemsize <= value.dtype.itemsize:
+            value = value.src[0]
+        elif value.op is Ops.NEG:
+            value, lo, hi = value.src[0], -hi, -lo
+        elif value.op in (Ops.ADD, Ops.SUB) and len(constants) == 1 and len(others) == 1:
+            c = int(constants[0].arg) if value.op is Ops.ADD or value.src[1] is constants[0] else None
+            if c is None:  # c - x
+                value, lo, hi = others[0], int(constants[0].arg) - hi, int(constants[0].arg) - lo
+            else:
+                c = c if value.op is Ops.ADD else -c
+                value, lo, hi = others[0], lo - c, hi - c
+        elif value.op is Ops.MUL and len(constants) == 1 and len(others) == 1 and int(constants[0].arg) != 0:
+            c = int(constants[0].arg)
+            lo, hi = (lo, hi) if c > 0 else (-hi, -lo)
+            value, lo, hi = others[0], -(-lo // abs(c)), hi // abs(c)
+        else:
+            return None
+    return value, (lo, hi)
+
 
 _NUMBER_OPS = ALU | {Ops.CAST, Ops.BITCAST}
 """What a Python number's value is computed by: arithmetic and conversions, no memory and no loop."""

@@ -224,7 +224,12 @@ class Expressions(Randoms):
                                         "which an element of a kernel is not; int(...) it for an element")
             if not (isinstance(i, int) or (isinstance(i, UOp) and i.dtype.is_int)):
                 raise self.refuse(node, f"an index is an integer, not {describe(i)}")
-            out.append(self.binary("+", dim, i) if isinstance(i, int) and i < 0 else i)  # a[-1]: from the end
+            if isinstance(i, int) and i < 0:  # a[-1]: from the end
+                out.append(self.binary("+", dim, i))
+            elif isinstance(i, UOp) and i.vmin < 0 and not any(u.op is Ops.RANGE for u in i.toposort()):
+                out.append(_from_the_end(i, dim))
+            else:
+                out.append(i)
         return tuple(out)
 
     def _tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
@@ -503,6 +508,17 @@ COMPLEX_PART_DTYPES = {np.dtype(np.complex64): dtypes.float32, np.dtype(np.compl
 _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": Ops.MIN}
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
 
+
+
+def _from_the_end(index: UOp, dim: int | UOp) -> UOp:
+    """A run-time scalar index that may be negative (``x[n]``, ``n = -2``) as Python reads it: from the end,
+    once; the access checks the index it makes (one still outside, ``n = -6`` of 5 elements, is refused at run
+    time). An index a loop makes (``x[i - 1]``) is checked as it is: a loop's index past the start is a stencil's
+    mistake more often than a read from the end, and wrapping it would hide the store's pattern from the race
+    check."""
+    at = index.cast(dtypes.index)
+    size = dim if isinstance(dim, UOp) else UOp.index_const(dim)
+    return (at < 0).where(at.minimum(-1) + size, at)  # (the same where it is taken, its bounds below ``size``)
 
 def _beyond_dtype(name: str, first: Any, second: Any) -> Any:
     """Python's ``max``/``min`` of an integer value and a Python int its dtype does not hold (``max(a_i8[i],

@@ -112,7 +112,7 @@ class Memory(Arithmetic):
         return [loop.range for loop in self.loops if loop.range not in used]
 
     def store(self, array: ArrayValue, index: tuple[Any, ...], value: Any) -> None:
-        value = self.cast(self.fitting(value, array.dtype), array.dtype)
+        value = self.cast(self.fitting(self.settable(value, array.dtype), array.dtype), array.dtype)
         target = self.element(array, index)
         self.wrote(array.buffer.param, self.k.store(target, value, *self.running(target, value)))
 

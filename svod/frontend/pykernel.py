@@ -36,11 +36,12 @@ from svod.device import Buffer, Device, dlpack
 from svod.dtype import DType, PtrDType, dtypes
 from svod.errors import BufferMismatchError, GradientError, KernelSyntaxError, SvodError, VariableError
 from svod.frontend import api, pylang
+from svod.frontend.arithmetic import NarrowedIntError
 from svod.frontend.buffers import Pool
 from svod.frontend.builder import KernelBuilder
 from svod.frontend.calls import Calls, PreparedCall
 from svod.frontend.promotion import HOST, Platform
-from svod.frontend.source import Located, Source
+from svod.frontend.source import Located, Source, fitting_refusal
 from svod.frontend.translate import Translator
 from svod.frontend.values import ArrayValue, ComplexArray, ComplexValue
 from svod.ir import Ops, UOp
@@ -78,6 +79,9 @@ class Built:
     key and the next launch number."""
     parts: tuple[tuple[str, int, str], ...] = ()
     """The variables of complex scalar arguments' parts: ``(name, argument position, "real" or "imag")``."""
+    held: Mapping[str, str] = field(default_factory=dict)
+    """The int arguments held to a narrow integer dtype's range, with its name (``Kernel._translate``): a value
+    past it is refused in NumPy 2's words."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +269,10 @@ class Kernel:
             if value is None or lo <= value <= hi:
                 continue
             size = next(((self.parameters[p], axis) for n, p, axis in built.sizes if n == name), None)
-            if size is not None:
+            if name in built.located.held:
+                what = fitting_refusal(f"{size[0]}.shape[{size[1]}]" if size else f"argument {name}", value,
+                                       built.located.held[name])
+            elif size is not None:
                 what = (f"{size[0]}.shape[{size[1]}] is {value}, more than the {hi} a dimension of the kernel's "
                         f"arrays may have{device} (their flat indices must fit)")
             elif isinstance(annotation := self.annotations.get(name), pylang.IntType):
@@ -364,7 +371,25 @@ class Kernel:
 
     def _translate(self, values: list[Any], platform: Platform, complexes: frozenset[int] = frozenset()) -> Built:
         """The kernel for arguments like ``values``; ``complexes``: the positions of complex arrays (``values``
-        holds their float views, ``complex_view``)."""
+        holds their float views, ``complex_view``). An int argument that meets a narrow integer dtype
+        (``NarrowedIntError``) is held to that dtype's range, and the kernel translated again: each round holds one
+        more, so there are at most as many rounds as arguments."""
+        held: dict[str, tuple[DType, int, int]] = {}
+        while True:
+            try:
+                return self._translated(values, platform, complexes, held)
+            except NarrowedIntError as err:
+                lo, hi = err.bounds
+                if err.variable in held:
+                    _, was_lo, was_hi = held[err.variable]
+                    if was_lo <= lo and hi <= was_hi:
+                        raise  # (its bounds already are these: the value given is past them, ``_held``)
+                    lo, hi = max(lo, was_lo), min(hi, was_hi)
+                held[err.variable] = (err.dtype, lo, hi)
+
+    def _translated(self, values: list[Any], platform: Platform, complexes: frozenset[int],
+                    held: Mapping[str, tuple[DType, int, int]]) -> Built:
+        """``_translate``'s round, the int arguments of ``held`` bounded to their dtypes' ranges."""
         index_bits = platform.index_bits
         source = self.source
         k = KernelBuilder(self.name)
@@ -392,7 +417,8 @@ class Kernel:
                         if same is None:  # bounded so that the flat index of every array it is a dim of fits
                             var_name = f"{name}_shape{axis}"
                             widest = max(len(_dims(v)) for v in values if _is_array(v) and size in _dims(v))
-                            same = k.var(var_name, 0, _size_limit(widest, index_bits))
+                            limit_of = _size_limit(widest, index_bits)
+                            same = k.var(var_name, *_held(self.name, var_name, 0, limit_of, held))
                             sizes.append((var_name, position, axis))
                             numbers.append(same)
                         classes[flat] = same
@@ -415,21 +441,22 @@ class Kernel:
                     continue
                 annotation = self.annotations.get(name)
                 if isinstance(annotation, pylang.IntType):
-                    env[name] = k.var(name, annotation.lo, annotation.hi)
+                    env[name] = k.var(name, *_held(self.name, name, annotation.lo, annotation.hi, held))
                 elif dtype == dtypes.index:
                     bound = INT_LIMIT if index_bits > 32 else limit  # a 32-bit index has room for sums of them
-                    env[name] = k.var(name, -bound, bound)
+                    env[name] = k.var(name, *_held(self.name, name, -bound, bound, held))
                 elif dtype.is_float or dtype == dtypes.uint64:  # (a uint64's values run past a variable's int64)
                     env[name] = k.scalar(dtype, name)
                     floats.add(name)
                 else:
-                    env[name] = k.var(name, int(dtype.min), int(dtype.max), dtype)
+                    env[name] = k.var(name, *_held(self.name, name, int(dtype.min), int(dtype.max), held), dtype)
                 scalars.append((name, position))
                 if self._weak(name, value):
                     numbers.append(env[name])
         translator = Translator(source, self.name, k, env, platform, frozenset(numbers))
         ast = translator.translate()
         kept = frozenset(u.arg[0] for u in ast.toposort() if u.op is Ops.DEFINE_VAR)
+        translator.located.held = {name: dtype.name for name, (dtype, _, _) in held.items() if name in kept}
         least = tuple((var.arg[0], size, array, axis) for var, needs in translator.least_sizes.items()
                       for size, array, axis in needs)
         topo = ast.toposort()
@@ -663,4 +690,20 @@ def kernel(fn: Callable[..., Any] | None = None, *, static_shapes: bool = False,
     return Kernel(fn, static_shapes=static_shapes, name=name)
 
 
+def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, tuple[DType, int, int]]) -> tuple[int, int]:
+    """The bounds ``lo``, ``hi`` of int argument or size ``name``, within those that keep what it makes within the
+    narrow dtype it meets where it is ``held``. Where none are left (a plan's value known before the run, past
+    them), it is refused as NumPy 2 refuses it."""
+    if name not in held:
+        return lo, hi
+    dtype, least, most = held[name]
+    narrowed = max(lo, least), min(hi, most)
+    if narrowed[0] > narrowed[1]:
+        value = lo if lo == hi else f"in [{lo}, {hi}]"
+        raise KernelSyntaxError(fitting_refusal(f"argument {name}", value, dtype.name), kernel=kernel, stage="build",
+                                value=lo)
+    return narrowed
+
+
 __all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]
+

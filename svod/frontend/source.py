@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svod.dtype import DType, dtypes
-from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError
+from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError, VariableError
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
@@ -36,6 +36,9 @@ class Located:
     """Per buffer slot, what the source calls it: an array argument's name, a carried local's cell."""
     variables: dict[str, str] = field(default_factory=dict)
     """Per size variable, what the source calls it: ``x.shape[0]`` for ``x_shape0``."""
+    held: dict[str, str] = field(default_factory=dict)
+    """The int arguments held to a narrow integer dtype's range, with its name (``Arithmetic.held_by``): a run's
+    value past it is refused in NumPy 2's words."""
 
     def record(self, where: str, roots: Sequence[UOp]) -> None:
         for root in roots:
@@ -72,10 +75,19 @@ class Located:
 
     def locate(self, err: SvodError) -> None:
         """Say in ``err`` where in the source its cause is, calling the buffers it names as the source does."""
+        held = next((name for name in self.held if err.detail.startswith(f"variable {name}=")), None)
+        if isinstance(err, VariableError) and held is not None:
+            err.restate(fitting_refusal(f"argument {held}", err.value, self.held[held]))
         err.call_by(self.names, self.variables)
         where = self.where(err)
         if where is not None:
             err.locate(where)
+
+
+def fitting_refusal(name: str, value: Any, dtype: str) -> str:
+    """The words a refusal of int argument (or size) ``name`` past a narrow ``dtype`` it meets takes: NumPy 2's."""
+    return (f"{name}: Python integer {value} out of bounds for {dtype} (it meets {dtype} values, and "
+            "NumPy 2 raises OverflowError rather than wrap it)")
 
 
 def size_names(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -130,4 +142,4 @@ class Source:
         return {name: value for name, value in self.names.items() if name not in bound}
 
 
-__all__ = ["Located", "Source", "size_names"]
+__all__ = ["Located", "Source", "fitting_refusal", "size_names"]

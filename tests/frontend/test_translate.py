@@ -537,9 +537,9 @@ def python_numbers_meet_arrays(out, x, counts, alpha, k):
 def test_sizes_and_python_number_arguments_are_weak_as_in_python(device, static):
     """A size is a Python int and a number argument a Python int or float, in plain Python as with
     ``static_shapes``: each takes the dtype of the float it meets (NEP 50), and ``x_f32[i] * (1.0 / n)`` is a
-    float32 product whether the size is a variable of the kernel or one of its constants. Meeting an integer,
-    either unifies as a loop variable does: ``counts_i32[i] * k + n`` is int64 with either kind of size (plain
-    Python wraps in int32; a variable is never narrowed into a dtype it may not fit)."""
+    float32 product whether the size is a variable of the kernel or one of its constants. Meeting an int32, either
+    is NumPy 2's int32 (the argument held to int32's values): ``counts_i32[i] * k + n`` wraps in int32, as plain
+    Python does."""
     kernel = svod.kernel(python_numbers_meet_arrays, static_shapes=static)
     x = np.array([1.0, 3.0, 0.1], np.float32)
     counts = np.array([2**30, 7, -(2**30)], np.int32)
@@ -549,8 +549,8 @@ def test_sizes_and_python_number_arguments_are_weak_as_in_python(device, static)
     want = run_as_python(kernel, out, x, counts, 1 / 3, 4)[0]
     assert want[0, 0] == np.float32(1 / 3)
     kernel(out, x, counts, 1 / 3, 4, device=device)
-    np.testing.assert_array_equal(out[:2], want[:2])
-    np.testing.assert_array_equal(out[2], counts.astype(np.int64) * 4 + 3)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(out[2], (counts * np.int32(4)).astype(np.int64) + 3)
 
 
 def test_a_python_float_and_a_numpy_float64_argument_are_two_kernels(device):
