@@ -120,3 +120,19 @@ def test_special_values_reach_their_columns(device):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, equal_nan=True)
     assert np.isnan(got[[1, 3]]).all() and got[4] == np.inf and got[6] == -np.inf and got[9] == 0.0
     assert np.isfinite(np.delete(got, [1, 3, 4, 6])).all()
+
+
+@pytest.mark.parametrize("sizes", [(9, 5), (17, 13), (1031, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_streamed_passes_keep_each_columns_row_order(device, sizes):
+    """The passes continue the stored sum, so every column adds its rows in the kernel's order: the bits are
+    those of a float32 sum taken row by row, over magnitudes far enough apart that another order rounds
+    differently."""
+    rows, cols = sizes
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((rows, cols)) * 10.0 ** rng.uniform(-4, 4, (rows, cols))).astype(np.float32)
+    want = np.zeros(cols, np.float32)
+    for row in x:
+        want = want + row
+    got = np.full(cols, np.nan, np.float32)
+    column_sums(got, x, device=device)
+    assert got.tobytes() == want.tobytes()
