@@ -124,10 +124,12 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
     are a store at ``(m // W * W + r) * n + j`` that the race check does not prove its work items' own. How
     big ``b`` is, no compile knows; where it would stay in L2 as it is, its blocks cost a few loop turns, and
     where it would not, reading it from memory for each row of tiles takes several times as long as the blocks. The
-    blocks are shaped as for a long sum (``_block_shape``). Where rows of output pass over ``b``, each launch
-    takes one of the forms of the kernel (``_launch_forms``); a kernel that stores something else of the sum
-    (``sum + c``) that its blocks cannot store (``_blocks_store_value``) is blocked only where ``b`` is packed,
-    its sums stored first."""
+    blocks are shaped as for a long sum (``_block_shape``). One row of output (a column sum, ``v @ A``, however
+    its value uses the sum) reads each block once, so it is streamed instead (``_streamed``): blocks of 256
+    columns walked 512 rows down a tile at a time read rows a page apart, a few cache lines each. Where rows
+    of output pass over ``b``, each launch takes one of the forms of the kernel (``_launch_forms``); a kernel
+    that stores something else of the sum (``sum + c``) that its blocks cannot store (``_blocks_store_value``)
+    is blocked only where ``b`` is packed, its sums stored first."""
     plain = _blocks_store_value(_the_store(sink))
     for load in loads:
         index, param = load.src[0], load.src[0].src[0]
@@ -140,14 +142,14 @@ def _block_symbolic(sink: UOp, k: UOp, outputs: frozenset[UOp], loads: list[UOp]
         rows = [(m, c) for m, c in terms.items() if k in m]  # the rest: a batch's offset
         if len(rows) != 1 or rows[0][1] != 1 or len(rows[0][0]) != 2 or set(rows[0][0]) != {k, j.src[0]}:
             continue
+        if len(outputs) < 2:
+            return _streamed(sink, k, outputs)
         shape = _block_shape(pointee(param).itemsize, block_bytes)
         if shape is None:
             return None
-        packable = len(outputs) > 1 and len(terms) == 2 and _holds(param_size(param), k.src[0] * j.src[0])
+        packable = len(terms) == 2 and _holds(param_size(param), k.src[0] * j.src[0])
         if not plain and not packable:
             return None
-        if len(outputs) < 2:
-            return _blocked(sink, load, k, j, None, *shape)
         return _launch_forms(sink, load, k, j, outputs, shape, block_bytes, packable, plain)
     return None
 
