@@ -136,8 +136,8 @@ class Arithmetic(TranslationContext):
         if lo <= value.vmin and value.vmax <= hi:
             return value.cast(dtype)
         held = _holding(value, lo, hi)
-        if held is None:
-            return value
+        if held is None or held[0].arg[0].startswith(INTERNAL_PREFIXES):
+            return value  # (svod's own ints, such as the random key, are not Python's: they wrap as written)
         var, bounds = held
         name = var.arg[0]
         raise NarrowedIntError(name, dtype, bounds, f"the int {name} meets {dtype.name} values: it is held to "
@@ -190,6 +190,10 @@ class Arithmetic(TranslationContext):
             if beyond is not None:
                 return beyond
         return _UOP_COMPARE[name](*self.operands(a, b, node))
+
+
+INTERNAL_PREFIXES = ("svod_", "_svod_")
+"""The names of the ints svod's own rewritings pass to a kernel (``svod_random_key``), not the user's."""
 
 
 class NarrowedIntError(KernelSyntaxError):
