@@ -74,6 +74,9 @@ class ArrayValues(SliceBounds):
     masked_reduction: Callable[[ast.Call, Expr, str, list[ast.keyword], list[ast.expr]], Value]
 
     @abstractmethod
+    def stand_in(self, node: ast.expr) -> Any: ...
+
+    @abstractmethod
     def operand(self, node: ast.AST, x: Expr) -> Expr: ...
 
     @abstractmethod
@@ -132,8 +135,9 @@ class ArrayValues(SliceBounds):
         decision reads it, ``Scalar.sample``)."""
         try:
             sample = self.computed(node)
-        except Exception:
-            sample = 0
+        except Exception:  # only the run knows it: a zero of its type, which NumPy's promotion reads (NEP 50)
+            stand_in = self.stand_in(node)
+            sample = 0 if stand_in is None else stand_in
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)

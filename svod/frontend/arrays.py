@@ -117,6 +117,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.sampled: set[str] = set()
         self.origins: dict[str, set[str]] = {}
+        self.stand_ins: dict[str, Any] = {}
         self.counter = itertools.count()
         self.changed = False
         self.following: list[ast.stmt] = []
@@ -583,6 +584,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             if reads_masked(value):
                 raise self.refuse(stmt, "a reduction of x[mask] is not one svod has: reduce np.where(m, x, 0) "
                                         "(a sum), or count the mask")
+            self.host.pop(name, None)
+            self.remember_stand_in(name, value.dtype.type(0))  # NumPy's reduction gives a scalar of its dtype
             out = Emitter(self.counter)
             element = value.element([], out)
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator

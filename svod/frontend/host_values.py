@@ -32,6 +32,9 @@ class HostValues:
     origins: dict[str, set[str]]
     """The host's scalars each scalar the host remembers (``remember_scalar``) was computed from, over every
     assignment of its name."""
+    stand_ins: dict[str, Any]
+    """For a scalar whose value only the run knows (``p = n[0]``), a zero of the type every assignment of its name
+    gives (a NumPy scalar is strong under NEP 50, a Python number weak); ``None`` where they differ."""
 
     def on_host(self, node: ast.expr, prototypes: bool = False) -> Any:
         """``node`` computed now, on the host: the function's globals, the scalar arguments, the scalars so far,
@@ -66,6 +69,31 @@ class HostValues:
             self.host[name] = self.computed(node)
         except Exception:
             self.host.pop(name, None)
+        self.remember_stand_in(name, self.stand_in(node))
+
+    def remember_stand_in(self, name: str, stand_in: Any) -> None:
+        """``stand_in`` (``stand_ins``) for scalar ``name``, or ``None`` where an earlier assignment gave another
+        type: the host then does not know which the run reads."""
+        if name in self.stand_ins and type(self.stand_ins[name]) is not type(stand_in):
+            stand_in = None
+        self.stand_ins[name] = stand_in
+
+    def stand_in(self, node: ast.expr) -> Any:
+        """A zero of the type scalar ``node`` computes at run time, the arrays' elements read as zeros of their
+        dtypes: what NumPy's promotion reads of an operand whose value only the run knows. ``None`` where the host
+        cannot tell (a name of no one type, a name it does not know)."""
+        made = {name: np.zeros([n if isinstance(n, int) else 1 for n in value.shape], value.dtype)
+                for name, value in self.arrays.items() if name not in self.host}
+        known = {name: value for name, value in self.stand_ins.items() if value is not None}
+        try:
+            with np.errstate(all="ignore"):
+                value = eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer,
+                             {**known, **made, **self.host})
+        except Exception:
+            return None
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        return type(value)(0) if isinstance(value, (bool, int, float, complex, np.generic)) else None
 
 
 @contextmanager
