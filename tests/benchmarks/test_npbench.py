@@ -127,12 +127,18 @@ def test_validation_compares_complex_outputs_part_by_part():
     assert not valid(want, [np.conj(want[0])], {"norm_error": 1e-3})
 
 
-@pytest.mark.parametrize("name", ["mandel1"])
-def test_npbenchs_complex_programs_validate_under_svod(name, tmp_path):
+@pytest.fixture
+def npbench() -> Path:
+    """The npbench checkout ``SVOD_NPBENCH`` names (its programs are not part of svod)."""
     root = os.environ.get("SVOD_NPBENCH")
     if not root or not Path(root, "bench_info").is_dir():
         pytest.skip("no npbench checkout: set SVOD_NPBENCH to one")
-    bench = next(b for b in benchmarks(Path(root)) if b.name == name)
+    return Path(root)
+
+
+@pytest.mark.parametrize("name", ["mandel1"])
+def test_npbenchs_complex_programs_validate_under_svod(name, npbench, tmp_path):
+    bench = next(b for b in benchmarks(npbench) if b.name == name)
     data = inputs(bench, "S")
     reference, _ = call(getattr(load(bench.path("numpy"), f"{name}_numpy"), bench.info["func_name"]), bench, data)
     rewritten = tmp_path / f"{name}_svod.py"
@@ -142,14 +148,11 @@ def test_npbenchs_complex_programs_validate_under_svod(name, tmp_path):
     assert valid(reference, outputs, bench.info)
 
 
-def test_npbenchs_contour_integral_is_refused_at_its_linalg_inside_a_prange(tmp_path):
+def test_npbenchs_contour_integral_is_refused_at_its_linalg_inside_a_prange(npbench, tmp_path):
     """contour_integral's complex powers (``np.power(z, slab_per_bc / 2 - n)``, an exponent only the run holds)
     now build; its ``np.linalg.inv``/``solve`` inside the ``prange`` is refused at its line, saying so (its
     ``prange`` accumulations into ``Tz``, ``P0`` and ``P1`` are races svod refuses after that)."""
-    root = os.environ.get("SVOD_NPBENCH")
-    if not root or not Path(root, "bench_info").is_dir():
-        pytest.skip("no npbench checkout: set SVOD_NPBENCH to one")
-    bench = next(b for b in benchmarks(Path(root)) if b.name == "coninteg")
+    bench = next(b for b in benchmarks(npbench) if b.name == "coninteg")
     text = svod_text(bench.path(f"numba_{bench.variant}").read_text())
     rewritten = tmp_path / "contour_integral_svod.py"
     rewritten.write_text(text)
