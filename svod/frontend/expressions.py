@@ -509,7 +509,6 @@ _EXTREME_OPS = {"max": Ops.MAX, "min": Ops.MIN, "maximum": Ops.MAX, "minimum": O
 """The op of Python's ``max``/``min`` and of NumPy's ``maximum``/``minimum``."""
 
 
-
 def _from_the_end(index: UOp, dim: int | UOp) -> UOp:
     """A run-time scalar index that may be negative (``x[n]``, ``n = -2``) as Python reads it: from the end,
     once; the access checks the index it makes (one still outside, ``n = -6`` of 5 elements, is refused at run

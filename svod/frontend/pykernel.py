@@ -706,4 +706,3 @@ def _held(kernel: str, name: str, lo: int, hi: int, held: Mapping[str, tuple[DTy
 
 
 __all__ = ["COMPLEX_PARTS", "BoundCall", "Kernel", "complex_view", "kernel", "refuse_complex_on_tape"]
-
