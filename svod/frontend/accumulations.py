@@ -3,7 +3,7 @@
 ``for r in range(k): out[i, j] += x[i, r] * w[r, j]`` writes memory every turn: the loop is carried, a load and
 a store a turn, and never reaches the product's lowering that ``acc += ...; out[i, j] = acc`` reaches (a REDUCE
 of the products, added to what ``out[i, j]`` held). The rewritings here turn the first into the second, on the
-statements' syntax; the translator checks the names' values (``Translator.apart``) before using them:
+statements' syntax; the translator checks the names' values (``Accumulating._apart``) before using them:
 
 - **held elements** (``held``): where every use of an array in some statements is one element, whose index
   those statements do not change, the element is a local of those statements: read before them where they may
