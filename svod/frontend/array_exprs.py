@@ -160,13 +160,44 @@ class Scalar:
 
     node: ast.expr
     held: Any
+    alternatives: tuple[Any, ...] = ()
+    """Where the paths to it give the scalar values of other types than ``held``'s (``s = 0.0`` before a loop,
+    ``s += x[i]`` in it: a Python float, then a NumPy float64), a zero of each other type. A decision must come out
+    the same for each (``samples``); ``sample`` refuses to decide by one of them (``AmbiguousScalarError``)."""
+    run_only: bool = False
+    """Whether only the run knows its value (``held`` and ``alternatives`` are zeros of its types)."""
 
     @property
     def sample(self) -> Any:
+        if self.alternatives:
+            raise AmbiguousScalarError(self)
+        return self.samples[0]
+
+    @property
+    def samples(self) -> tuple[Any, ...]:
+        """``held`` and ``alternatives``: a value of each type the scalar may have, its names recorded as
+        ``sample``'s are."""
         recorded = SAMPLED.get()
         if recorded is not None and isinstance(self.held, (int, np.integer, np.bool_)):
             recorded.update(n.id for n in ast.walk(self.node) if isinstance(n, ast.Name))
-        return self.held
+        return (self.held, *self.alternatives)
+
+
+def types_once(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values``, the first of each type only (``Scalar.alternatives``)."""
+    seen: dict[type, Any] = {}
+    for value in values:
+        seen.setdefault(type(value), value)
+    return tuple(seen.values())
+
+
+class AmbiguousScalarError(Exception):
+    """Raised where a decision reads one type of a scalar the paths to which give it several
+    (``Scalar.alternatives``); the statement being rewritten is then refused at its line."""
+
+    def __init__(self, scalar: Scalar) -> None:
+        super().__init__(ast.unparse(scalar.node))
+        self.scalar = scalar
 
 
 Value = Expr | Scalar

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 import operator
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from svod.frontend.array_exprs import (
     computes,
     numpy,
     typed,
+    types_once,
 )
 from svod.frontend.array_shapes import JOINS, MADE
 from svod.frontend.extents import Dim, node_of
@@ -135,9 +137,9 @@ class ArrayValues(SliceBounds):
         decision reads it, ``Scalar.sample``)."""
         try:
             sample = self.computed(node)
-        except Exception:  # only the run knows it: a zero of its type, which NumPy's promotion reads (NEP 50)
-            stand_in = self.stand_in(node)
-            sample = 0 if stand_in is None else stand_in
+        except Exception:  # only the run knows it: a zero of each type it may have, which NumPy's promotion reads
+            types = self.stand_in(node) or (0,)
+            return Scalar(copy.deepcopy(node), types[0], types[1:], run_only=True)
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)
@@ -235,7 +237,7 @@ class ArrayValues(SliceBounds):
         if fn is None:
             raise self.refuse(node, "this operator is not one svod's array expressions have")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
-            return Scalar(ast.BinOp(left.node, op(), right.node), _apply(fn, left.held, right.held))
+            return _combined(ast.BinOp(left.node, op(), right.node), fn, left, right)
         dtype = _result_dtype(self, node, fn, left, right)
         if dtype == np.bool_:  # NumPy's add and multiply of bools are or and and (a kernel's are Python's)
             op = {ast.Add: ast.BitOr, ast.Mult: ast.BitAnd}.get(op, op)
@@ -361,7 +363,11 @@ class ArrayValues(SliceBounds):
                 return self.value(node.body if known else node.orelse)
         body, orelse = self.value(node.body), self.value(node.orelse)
         if isinstance(test, Scalar) and isinstance(body, Scalar) and isinstance(orelse, Scalar):
-            return Scalar(ast.IfExp(test.node, body.node, orelse.node), body.held if test.held else orelse.held)
+            chosen = ast.IfExp(test.node, body.node, orelse.node)
+            if test.run_only:  # either, of its own type
+                types = types_once((*body.samples, *orelse.samples))
+                return Scalar(chosen, types[0], types[1:], run_only=True)
+            return Scalar(chosen, body.held if test.held else orelse.held, run_only=body.run_only or orelse.run_only)
         if not (isinstance(body, Expr) and isinstance(orelse, Expr) and body.shape == orelse.shape
                 and body.dtype == orelse.dtype):
             raise self.refuse(node, f"`a if c else b` with a test known only at run time picks {_described(body)} "
@@ -671,12 +677,85 @@ def _as(element: ast.expr, operand: Value, dtype: np.dtype) -> ast.expr:
 def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], *operands: Value) -> np.dtype:
     """The dtype NumPy gives ``fn`` of the operands: ``fn`` applied to one-element arrays of their dtypes (a
     Python number as itself: weak, as NEP 50 has it); where NumPy refuses them, a refusal at ``node``."""
-    samples = [o.sample for o in operands]
-    with np.errstate(all="ignore"):
-        try:
-            return np.asarray(fn(*samples)).dtype
-        except Exception as err:  # NumPy's own complaint, at the user's line
-            raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands)} ({err})") from err
+    found: dict[np.dtype, tuple[Any, ...]] = {}
+    for samples in itertools.product(*(o.samples if isinstance(o, Scalar) else (o.sample,) for o in operands)):
+        with np.errstate(all="ignore"):
+            try:
+                found.setdefault(np.asarray(fn(*samples)).dtype, samples)
+            except Exception as err:  # NumPy's own complaint, at the user's line
+                raise lowering.refuse(node, f"NumPy refuses this for operands of {_kinds(operands, samples)} "
+                                            f"({err})") from err
+    if len(found) > 1:
+        raise lowering.refuse(node, _of_types(operands, found))
+    unknown = _value_decides(fn, operands)
+    if unknown is not None:
+        dtypes = " and ".join(sorted({str(o.dtype) for o in operands if isinstance(o, Expr)}))
+        raise lowering.refuse(node, f"`{ast.unparse(unknown.node)}` is a Python int only the run knows, and NumPy "
+                                    f"raises OverflowError here for a value that does not fit {dtypes}, which the "
+                                    f"host cannot check; make it a NumPy integer of the dtype you mean "
+                                    f"(np.int64(...)) or compute it from the call's arguments")
+    return next(iter(found))
+
+
+def _value_decides(fn: Callable[..., Any], operands: Sequence[Value]) -> Scalar | None:
+    """A Python int among ``operands`` that only the run knows, where NumPy's ``fn`` of them refuses some of its
+    values (one out of the range of an integer array's dtype: ``a_i8 + k``), which the host cannot check."""
+    for position, operand in enumerate(operands):
+        if not (isinstance(operand, Scalar) and operand.run_only and type(operand.held) is int):
+            continue
+        for probe in _OUT_OF_EVERY_RANGE:
+            samples = [probe if k == position else o.samples[0] if isinstance(o, Scalar) else o.sample
+                       for k, o in enumerate(operands)]
+            with np.errstate(all="ignore"):
+                try:
+                    fn(*samples)
+                except OverflowError:
+                    return operand
+                except Exception:
+                    pass
+    return None
+
+
+_OUT_OF_EVERY_RANGE = (2**62, -1)
+"""Python ints that an integer array of every dtype but int64 refuses one of (the first no dtype narrower than 64
+bits holds, the second no unsigned one): a Python int the run holds is an int64, which int64 takes whole."""
+
+
+def _combined(node: ast.expr, fn: Callable[..., Any], *operands: Scalar) -> Scalar:
+    """The scalar ``fn`` of scalars ``operands`` computes: its value where the host knows theirs, and a value of
+    each type it may have."""
+    held = _apply(fn, *(o.held for o in operands))
+    run_only = any(o.run_only for o in operands)
+    if not any(o.alternatives for o in operands):
+        return Scalar(node, held, run_only=run_only)
+    types = types_once(tuple(_apply(fn, *chosen) for chosen in itertools.product(*(o.samples for o in operands))))
+    return Scalar(node, types[0], types[1:], run_only=run_only)
+
+
+def _of_types(operands: Sequence[Value], found: dict[np.dtype, tuple[Any, ...]]) -> str:
+    """Why the dtype of a result is not one the host knows: a scalar of several types (``Scalar.alternatives``)."""
+    several = next(o for o in operands if isinstance(o, Scalar) and o.alternatives)
+    results = "; ".join(f"{dtype} where it is {_type_name(samples[operands.index(several)])}"
+                        for dtype, samples in found.items())
+    return (f"`{ast.unparse(several.node)}` is {ambiguous_types(several)} on different paths to here, and NumPy's "
+            f"result is of another dtype for each ({results}); give it one type on every path (np.float64(0.0) "
+            f"where a Python 0.0 starts what becomes a NumPy float64)")
+
+
+def ambiguous_type(scalar: Scalar) -> str:
+    """Why svod refuses a decision by ``scalar``'s type (``AmbiguousScalarError``)."""
+    return (f"`{ast.unparse(scalar.node)}` is {ambiguous_types(scalar)} on different paths to here, and what this "
+            f"statement computes depends on which; give it one type on every path")
+
+
+def ambiguous_types(scalar: Scalar) -> str:
+    names = [_type_name(sample) for sample in (scalar.held, *scalar.alternatives)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _type_name(sample: Any) -> str:
+    kind = type(sample)
+    return f"a Python {kind.__name__}" if kind in (bool, int, float, complex) else f"a NumPy {kind.__name__}"
 
 
 def _described(value: Value) -> str:
@@ -693,8 +772,11 @@ def _python_bool(op: type[ast.boolop], samples: Sequence[Any]) -> Any:
     return samples[-1]
 
 
-def _kinds(operands: Sequence[Value]) -> str:
-    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(o.sample).__name__ for o in operands)
+def _kinds(operands: Sequence[Value], samples: Sequence[Any] | None = None) -> str:
+    if samples is None:
+        samples = [o.samples[0] if isinstance(o, Scalar) else o.sample for o in operands]
+    return " and ".join(str(o.dtype) if isinstance(o, Expr) else type(sample).__name__
+                        for o, sample in zip(operands, samples, strict=True))
 
 
 def _apply(fn: Callable[..., Any], *samples: Any) -> Any:

@@ -51,6 +51,7 @@ from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
     KEY_NAMES,
+    AmbiguousScalarError,
     Emitter,
     Expr,
     Fused,
@@ -73,11 +74,11 @@ from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_loops import parallel, sequential, widened
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only, viewed_by
-from svod.frontend.array_values import ArrayValues, broadcast_shape
+from svod.frontend.array_values import ArrayValues, ambiguous_type, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
-from svod.frontend.host_values import HostValues, decisions_recorded
+from svod.frontend.host_values import HostValues, decisions_recorded, updated
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
@@ -117,7 +118,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.sampled: set[str] = set()
         self.origins: dict[str, set[str]] = {}
-        self.stand_ins: dict[str, Any] = {}
+        self.stand_ins: dict[str, tuple[Any, ...]] = {}
         self.counter = itertools.count()
         self.changed = False
         self.following: list[ast.stmt] = []
@@ -227,6 +228,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         stmt = self.lengths_read(stmt)  # of the arrays a loop shrinks
         outer, self.at = self.at, stmt
         varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
+        if varying:
+            self.remember_stand_ins_within(stmt)
         if not isinstance(stmt, ast.If):
             self.forget(varying)  # a loop's turns after the first see what its body assigned
         try:
@@ -238,6 +241,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                         for name in _stored_names(stmt):
                             self.stale.pop(name, None)  # bound anew
                     return made
+                except AmbiguousScalarError as ambiguous:
+                    raise self.refuse(stmt, ambiguous_type(ambiguous.scalar)) from None
                 except RepeatedWorkError as unfuse:
                     del self.pending[before:]  # what the attempt needed, made again by the next
                     self.arrays = known  # and the arrays it named: a new one is no store into it the next time
@@ -527,7 +532,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                                                              or isinstance(self.arrays[target.id], Fused)):
             value = self.value(node)
             if isinstance(value, Scalar):
-                self.remember_scalar(target.id, node)
+                self.remember_scalar(target.id, node, straight=self.level == 1)
                 return [self.elements_read(stmt)]
             # a view: another name of the memory (a view of a computed value is a new array, computed here)
             if isinstance(value, (Named, Viewed, Transposed, Reshaped)) and not computes(value):
@@ -544,8 +549,10 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(target, ast.Tuple) and op is None:
             self.remember_unpacked(target, node)
         stored = self.target(target)
-        if stored is None:
-            return [self.elements_read(stmt)]  # a scalar's update (s += v[0])
+        if stored is None:  # a scalar's update (s += v[0])
+            if isinstance(target, ast.Name) and op is not None:
+                self.remember_scalar(target.id, updated(target.id, op, node), straight=self.level == 1)
+            return [self.elements_read(stmt)]
         value = self.value(node)
         changed = self.bindings.unwritable(self.source.node, target.id, stored, value) \
             if isinstance(target, ast.Name) and op is None else None
@@ -585,7 +592,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 raise self.refuse(stmt, "a reduction of x[mask] is not one svod has: reduce np.where(m, x, 0) "
                                         "(a sum), or count the mask")
             self.host.pop(name, None)
-            self.remember_stand_in(name, value.dtype.type(0))  # NumPy's reduction gives a scalar of its dtype
+            if self.level == 1:
+                self.stand_ins.pop(name, None)
+            self.remember_stand_in(name, (value.dtype.type(0),))  # NumPy's reduction gives a scalar of its dtype
             out = Emitter(self.counter)
             element = value.element([], out)
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator
