@@ -45,7 +45,7 @@ from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import call, constant, load
 from svod.frontend.phases import SORTING
 from svod.frontend.pykernel import COMPLEX_PARTS
-from svod.frontend.slice_bounds import SliceBounds
+from svod.frontend.slice_bounds import LoopTurns, SliceBounds
 
 UFUNCS = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh", "sqrt", "floor", "ceil", "trunc", "abs",
           "fabs", "absolute", "negative")
@@ -143,6 +143,20 @@ class ArrayValues(SliceBounds):
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
         return Scalar(copy.deepcopy(node), sample)
+
+    def span(self, node: ast.expr) -> tuple[int, int] | None:
+        """The least and greatest value of ``node`` where it is a loop's variable whose range's bounds the host
+        knows bounds of (``SliceBounds.turns``); else None."""
+        if not isinstance(node, ast.Name) or node.id not in self.variables:
+            return None
+        known = self.variables[node.id]
+        if isinstance(known, LoopTurns):
+            outer, self.variables = self.variables, known.outer
+            try:
+                return self.turns(known.loop)
+            finally:
+                self.variables = outer
+        return extents.low(known), extents.high(known)
 
     def literal(self, node: ast.Constant) -> Value:
         return Scalar(copy.deepcopy(node), node.value)
@@ -687,7 +701,7 @@ def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], 
                                             f"({err})") from err
     if len(found) > 1:
         raise lowering.refuse(node, _of_types(operands, found))
-    unknown = _value_decides(fn, operands)
+    unknown = _value_decides(lowering, fn, operands)
     if unknown is not None:
         dtypes = " and ".join(sorted({str(o.dtype) for o in operands if isinstance(o, Expr)}))
         raise lowering.refuse(node, f"`{ast.unparse(unknown.node)}` is a Python int only the run knows, and NumPy "
@@ -697,22 +711,32 @@ def _result_dtype(lowering: ArrayValues, node: ast.AST, fn: Callable[..., Any], 
     return next(iter(found))
 
 
-def _value_decides(fn: Callable[..., Any], operands: Sequence[Value]) -> Scalar | None:
+def _value_decides(lowering: ArrayValues, fn: Callable[..., Any], operands: Sequence[Value]) -> Scalar | None:
     """A Python int among ``operands`` that only the run knows, where NumPy's ``fn`` of them refuses some of its
-    values (one out of the range of an integer array's dtype: ``a_i8 + k``), which the host cannot check."""
+    values (one out of the range of an integer array's dtype: ``a_i8 + k``), which the host cannot check: one it
+    may hold (any, or a loop variable's, where the host knows their bounds: ``SliceBounds.turns``, which makes
+    the plan for the values of the scalars they read)."""
     for position, operand in enumerate(operands):
         if not (isinstance(operand, Scalar) and operand.run_only and type(operand.held) is int):
             continue
-        for probe in _OUT_OF_EVERY_RANGE:
-            samples = [probe if k == position else o.samples[0] if isinstance(o, Scalar) else o.sample
-                       for k, o in enumerate(operands)]
-            with np.errstate(all="ignore"):
-                try:
-                    fn(*samples)
-                except OverflowError:
-                    return operand
-                except Exception:
-                    pass
+
+        def refused(values: Sequence[int], at: int = position) -> bool:
+            for value in values:
+                samples = [value if k == at else o.samples[0] if isinstance(o, Scalar) else o.sample
+                           for k, o in enumerate(operands)]
+                with np.errstate(all="ignore"):
+                    try:
+                        fn(*samples)
+                    except OverflowError:
+                        return True
+                    except Exception:
+                        pass
+            return False
+
+        if refused(_OUT_OF_EVERY_RANGE):
+            span = lowering.span(operand.node)
+            if span is None or refused(span):
+                return operand
     return None
 
 

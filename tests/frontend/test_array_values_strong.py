@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.errors import SvodError
+from svod.errors import KernelSyntaxError, SvodError
 from tests.frontend.test_jit import agrees_with_python as compared
 
 SPECIAL = [0.1, -0.0, np.nan, np.inf, -np.inf, 1e300]
@@ -86,9 +86,16 @@ def test_a_python_float_of_an_element_is_weak(device, value):
 
 @pytest.mark.parametrize("value", [3.0, -7.0, 100.0])
 def test_a_python_int_of_an_element_is_weak(device, value):
-    """``int(n[0])`` is a Python int, weak: ``x8 + int(n[0])`` stays int8."""
-    agrees_with_python(plus_an_int_of_an_element, device, np.array([1, -3, 20], np.int8), np.array([value]),
+    """``int(n[0])`` is a Python int, weak: ``x64 + int(n[0])`` is int64, ``x32f + int(n[0])`` float32. Against
+    an int8 array NumPy raises OverflowError for a value past int8's range, which only the run knows: refused."""
+    agrees_with_python(plus_an_int_of_an_element, device, np.array([1, -3, 20], np.int64), np.array([value]),
                        typed=True)
+    agrees_with_python(plus_an_int_of_an_element, device, np.array([1.5, -3.0], np.float32), np.array([value]),
+                       typed=True)
+    with pytest.raises(OverflowError):
+        plus_an_int_of_an_element.__wrapped__(np.array([1], np.int8), np.array([300.0]))
+    with pytest.raises(KernelSyntaxError, match=r"`p` is a Python int only the run knows.*does not fit int8"):
+        plus_an_int_of_an_element(np.array([1, -3, 20], np.int8), np.array([value]), device=device)
 
 
 @pytest.mark.parametrize("kind", [np.bool_, np.uint8, np.int16])
