@@ -160,3 +160,17 @@ def test_npbenchs_contour_integral_is_refused_at_its_linalg_inside_a_prange(npbe
     with pytest.raises(SvodError, match=r"np\.linalg inside a kernel or a prange body is not supported") as err:
         call(getattr(load(rewritten, "contour_integral_svod"), bench.info["func_name"]), bench, inputs(bench, "S"))
     assert f"{rewritten}:{line}:" in str(err.value)
+
+
+def test_npbenchs_serial_contour_integral_is_refused_at_its_complex_linalg(npbench, tmp_path):
+    """contour_integral's serial variant (``for z in int_pts``, a host loop) builds up to its ``np.linalg.inv``
+    of a complex128 matrix, which svod refuses at its line, saying that svod (not NumPy) lacks complex linalg."""
+    bench = next(b for b in benchmarks(npbench) if b.name == "coninteg")
+    text = svod_text(bench.path("numba_n").read_text())
+    rewritten = tmp_path / "contour_integral_n_svod.py"
+    rewritten.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "np.linalg.inv" in row)
+    with pytest.raises(SvodError, match=r"inv of real matrices only, not of complex128 ones") as err:
+        call(getattr(load(rewritten, "contour_integral_n_svod"), bench.info["func_name"]), bench, inputs(bench, "S"))
+    assert f"{rewritten}:{line}:" in str(err.value)
+    assert "TypeError" not in str(err.value)  # NumPy computes complex inverses
