@@ -269,9 +269,9 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, 
         return (f"svod's QR steps (eig, eigvals) run in one work item and need a device that lets its loops run "
                 f"their course, and this one stops them after {caps.max_loop_turns} turns")
     for dtype in map(np.dtype, operands):
-        if kind in SCHUR and dtype.kind == "c":
-            return (f"svod computes {kind} of real matrices only (their real eigensystems), not of {dtype.name} "
-                    "ones")
+        if dtype.kind == "c":  # NumPy computes them; svod's factorisations' buffers hold no complex type yet
+            eigensystems = " (their real eigensystems)" if kind in SCHUR else ""
+            return f"svod computes {kind or 'np.linalg'} of real matrices only{eigensystems}, not of {dtype.name} ones"
         if dtype.kind not in "biuf" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
     dtype = result_dtype(*operands)

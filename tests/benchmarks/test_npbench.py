@@ -148,15 +148,29 @@ def test_npbenchs_complex_programs_validate_under_svod(name, npbench, tmp_path):
     assert valid(reference, outputs, bench.info)
 
 
+def contour_integrals_refusal(npbench: Path, tmp_path: Path, variant: str, reason: str) -> str:
+    """The refusal of contour_integral's numba ``variant``, rewritten for svod, run at preset S: it must name
+    its ``np.linalg.inv`` line and match ``reason``."""
+    bench = next(b for b in benchmarks(npbench) if b.name == "coninteg")
+    text = svod_text(bench.path(f"numba_{variant}").read_text())
+    rewritten = tmp_path / f"contour_integral_{variant}_svod.py"
+    rewritten.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "np.linalg.inv" in row)
+    with pytest.raises(SvodError, match=reason) as err:
+        call(getattr(load(rewritten, rewritten.stem), bench.info["func_name"]), bench, inputs(bench, "S"))
+    assert f"{rewritten}:{line}:" in str(err.value)
+    return str(err.value)
+
+
 def test_npbenchs_contour_integral_is_refused_at_its_linalg_inside_a_prange(npbench, tmp_path):
     """contour_integral's complex powers (``np.power(z, slab_per_bc / 2 - n)``, an exponent only the run holds)
     now build; its ``np.linalg.inv``/``solve`` inside the ``prange`` is refused at its line, saying so (its
     ``prange`` accumulations into ``Tz``, ``P0`` and ``P1`` are races svod refuses after that)."""
-    bench = next(b for b in benchmarks(npbench) if b.name == "coninteg")
-    text = svod_text(bench.path(f"numba_{bench.variant}").read_text())
-    rewritten = tmp_path / "contour_integral_svod.py"
-    rewritten.write_text(text)
-    line = next(n for n, row in enumerate(text.splitlines(), 1) if "np.linalg.inv" in row)
-    with pytest.raises(SvodError, match=r"np\.linalg inside a kernel or a prange body is not supported") as err:
-        call(getattr(load(rewritten, "contour_integral_svod"), bench.info["func_name"]), bench, inputs(bench, "S"))
-    assert f"{rewritten}:{line}:" in str(err.value)
+    contour_integrals_refusal(npbench, tmp_path, "npr", r"np\.linalg inside a kernel or a prange body is not supported")
+
+
+def test_npbenchs_serial_contour_integral_is_refused_at_its_complex_linalg(npbench, tmp_path):
+    """contour_integral's serial variant (``for z in int_pts``, a host loop) builds up to its ``np.linalg.inv``
+    of a complex128 matrix, which svod refuses at its line, saying that svod (not NumPy) lacks complex linalg."""
+    message = contour_integrals_refusal(npbench, tmp_path, "n", r"inv of real matrices only, not of complex128 ones")
+    assert "TypeError" not in message  # NumPy computes complex inverses
