@@ -17,6 +17,7 @@ from svod.frontend.values import describe, is_number
 from svod.ir import Ops, UOp
 from svod.ir.alu import convert
 from svod.ir.ops import ALU
+from svod.random import KEY_VARIABLE, LAUNCH_VARIABLE
 
 
 class Arithmetic(TranslationContext):
@@ -136,7 +137,7 @@ class Arithmetic(TranslationContext):
         if lo <= value.vmin and value.vmax <= hi:
             return value.cast(dtype)
         held = _holding(value, lo, hi)
-        if held is None or held[0].arg[0].startswith(INTERNAL_PREFIXES):
+        if held is None or is_internal(held[0].arg[0]):
             return value  # (svod's own ints, such as the random key, are not Python's: they wrap as written)
         var, bounds = held
         name = var.arg[0]
@@ -192,8 +193,13 @@ class Arithmetic(TranslationContext):
         return _UOP_COMPARE[name](*self.operands(a, b, node))
 
 
-INTERNAL_PREFIXES = ("svod_", "_svod_")
-"""The names of the ints svod's own rewritings pass to a kernel (``svod_random_key``), not the user's."""
+INTERNAL_INTS = frozenset({KEY_VARIABLE, LAUNCH_VARIABLE})
+"""The ``svod_`` names of ints svod's rewritings pass to a kernel; a user's other ``svod_...`` name is the user's."""
+
+
+def is_internal(name: str) -> bool:
+    """Whether svod, not the user, named the int ``name`` (its wrapping ints are not Python's)."""
+    return name.startswith("_svod_") or name in INTERNAL_INTS
 
 
 class NarrowedIntError(KernelSyntaxError):

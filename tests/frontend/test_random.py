@@ -537,3 +537,14 @@ def test_a_loop_that_seeds_before_each_draw_does_not_draw_from_the_process_gener
     assert plan.buffers[slot].numpy().tolist() == called.tolist()
     assert called[0] == uniform_double(*philox4x32((0, 0, 0, 0), (0, 0))[:2])
     assert svod.check(seeding_loop, [np.zeros(6)], devices=["PYTHON", "CPU"], ulps=0).ok
+
+
+def test_a_users_svod_named_int_is_held_as_numpy_holds_it() -> None:
+    """A user's ``svod_n`` is the user's: 300 meeting int8 is refused as NumPy refuses it, not wrapped."""
+    def add(a, svod_n):
+        for i in range(a.shape[0]):
+            a[i] = a[i] + svod_n
+    a = np.zeros(3, np.int8)
+    with pytest.raises(SvodError, match="svod_n"):
+        svod.jit(add)(a, 300)
+    assert (a == 0).all()
