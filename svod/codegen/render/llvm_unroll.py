@@ -8,10 +8,12 @@ from collections.abc import Mapping
 
 from svod.codegen.render.base import inside_loops
 from svod.ir import Ops, UOp, substitute
+from svod.ir.ops import ALU, MATH
 from svod.ir.uop import is_unbounded, memory_of
 
-__all__ = ["ROW_INTERLEAVE", "ROW_TURNS", "ROW_UNROLL", "SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES",
-           "accumulators_per_loop", "shared_row_loops"]
+__all__ = ["PLAIN_ROW_INTERLEAVE", "POLYNOMIAL_CHAIN", "ROW_INTERLEAVE", "ROW_TURNS", "ROW_UNROLL",
+           "SYMBOLIC_UNROLL_LANES", "TILE_UNROLL", "TILE_UPDATES", "accumulators_per_loop", "shared_row_loops",
+           "transcendental_loops"]
 
 
 TILE_UNROLL = 8
@@ -40,6 +42,17 @@ ROW_INTERLEAVE = 4
 """How many vectors of a row one step of a symbolic loop of ``shared_row_loops`` works on. LLVM's own choice
 for a softmax's loop of exponentials is one, as its constants and the values live across the row's loops
 leave few registers by its count: each step then waits on the previous one's polynomial."""
+PLAIN_ROW_INTERLEAVE = 2
+"""How many vectors of a row one step of such a loop works on where the loop computes no transcendental
+(``transcendental_loops``): a layer norm's loads, adds, multiplies and stores."""
+POLYNOMIAL_CHAIN = 8
+"""The fewest dependent operations in one turn of a loop that ``transcendental_loops`` takes for a
+transcendental evaluated inline (``decompositions.CPU_MATH``'s polynomials: float32 ``exp``'s chain is 19
+long, float64's 25); a layer norm's longest is 2."""
+_CALLED_TRANSCENDENTALS = MATH - {Ops.SQRT, Ops.FLOOR, Ops.CEIL, Ops.TRUNC, Ops.RINT, Ops.FMOD}
+"""The math a renderer calls for that is a series, not one instruction."""
+_CONVERSIONS = frozenset({Ops.CAST, Ops.BITCAST})
+"""What a chain of operations passes through without a step of its own (``exp``'s power of two)."""
 
 
 def shared_row_loops(linear: tuple[UOp, ...]) -> frozenset[UOp]:
@@ -67,6 +80,22 @@ def shared_row_loops(linear: tuple[UOp, ...]) -> frozenset[UOp]:
             if any(elements[loop].keys() & elements[other].keys() for other in loops[:k] + loops[k + 1:]):
                 shared[loop] = None
     return frozenset(shared)
+
+
+def transcendental_loops(linear: tuple[UOp, ...], loops: frozenset[UOp]) -> frozenset[UOp]:
+    """The loops of ``loops`` whose turn computes a transcendental: calls one (``exp2``, ``sin`` ...) or
+    evaluates one inline, a chain of at least ``POLYNOMIAL_CHAIN`` dependent operations (a CPU's ``exp``,
+    ``log`` and ``erf`` are polynomials by the time a renderer sees them)."""
+    chain: dict[UOp, int] = {}
+    found: dict[UOp, None] = {}
+    for u, open_loops in inside_loops(linear):
+        inside = [loop for loop in open_loops if loop in loops]
+        if not inside or u.op not in ALU | _CONVERSIONS:
+            continue
+        chain[u] = (u.op in ALU) + max((chain.get(s, 0) for s in u.src), default=0)
+        if u.op in _CALLED_TRANSCENDENTALS or chain[u] >= POLYNOMIAL_CHAIN:
+            found.update(dict.fromkeys(inside))
+    return frozenset(found)
 
 
 def _row_count(loop: UOp) -> bool:
