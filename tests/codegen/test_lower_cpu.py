@@ -144,6 +144,12 @@ def test_a_value_that_reads_what_the_kernel_writes_keeps_its_adds():
     assert _summed(sink) == [1]
 
 
+def test_a_range_outside_the_element_s_is_not_summed():
+    """``z[j] += y[i, j]``: summed over ``i``, each element would walk every row."""
+    sink = _lowered(_two_adds("columns", lambda z, i, j: z[j], lambda y, i, j: y[i, j]))
+    assert _summed(sink) == [1]
+
+
 def test_fewer_elements_than_threads_keep_their_parallel_adds():
     """One element on two threads: summed, it would run on one."""
     assert _summed(_lowered(_row_sums(2, 1 << 16), threads=4)) == []
