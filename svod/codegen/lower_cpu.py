@@ -26,10 +26,10 @@ from svod.device.caps import CORE_ID
 from svod.dtype import PtrDType, dtypes
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
-from svod.ir.uop import memory_of, param_size
+from svod.ir.uop import memory_of, param_size, written_memory
 
-__all__ = ["CHUNKS_PER_THREAD", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "privatize_atomics", "split_for_threads",
-           "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows", "vector_bytes"]
+__all__ = ["CHUNKS_PER_THREAD", "PRIVATE_BYTES", "THREAD_CHUNK_ALIGN", "privatize_atomics", "reduce_atomic_adds",
+           "split_for_threads", "thread_split", "tile_for_cpu", "tile_row_bytes", "tile_rows", "vector_bytes"]
 
 
 # ---- CPU threads -----------------------------------------------------------------------------------------
@@ -213,6 +213,63 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, froze
                 product = (product * turns(r.src[0]).maximum(least).minimum(most)).minimum(most)
         total = (total + product).minimum(most)
     return simplify(total)
+
+
+def reduce_atomic_adds(sink: UOp, threads: int) -> UOp | None:
+    """Atomic adds whose value depends on parallel ranges their element does not (``z[i] += f[i, k] * w[k]``
+    over ``i`` and ``k``), made one per element: the value summed over copies of those ranges (REDUCE ranges
+    on free axes), then added once. A buffer too large for a private copy (``privatize_atomics``) took a locked
+    compare-exchange loop per work item: a logistic regression's ``features @ weights`` into 10^6 float64 ran
+    13.7 times slower than a sum per row. None where no add qualifies (``_summed_ranges``).
+
+    Only the atomic add's use of the ranges changes: the kernel's other effects keep running in them. So the
+    add's value may not read memory the kernel writes (its work item's own store, made in a range the sum
+    now walks apart from it), nor may the kernel do anything to the added buffer but atomic adds. Integer sums
+    are exact; a float sum's order was never fixed for atomics, and the sum starts from -0.0, so an empty range
+    adds nothing that changes an element (``reduce_identity``)."""
+    topo = sink.toposort()
+    written = written_memory(e for e in sink.src if e.op in EFFECTS)
+    others = {memory_of(u.src[0].src[0]) for u in topo if u.op in (Ops.LOAD, Ops.STORE)
+              or (u.op is Ops.ATOMIC and u.arg is not Ops.ADD)}
+    ranges = [u for u in topo if u.op is Ops.RANGE]
+    axes = iter(range(free_axis(sink), 1 << 30))
+    effects: list[UOp] = []
+    for e in sink.src:
+        summed = _summed_ranges(e, ranges, written, others, threads)
+        if not summed:
+            effects.append(e)
+            continue
+        copies = {r: UOp.range(r.src[0], next(axes), AxisKind.REDUCE) for r in summed}
+        total = substitute(e.src[1], copies).reduce(*copies.values())
+        effects.append(e.replace(src=(e.src[0], total, *(r for r in e.src[2:] if r not in copies))))
+    return None if effects == list(sink.src) else sink.replace(src=tuple(effects))
+
+
+def _summed_ranges(effect: UOp, ranges: Sequence[UOp], written: set[UOp], others: set[UOp],
+                   threads: int) -> tuple[UOp, ...]:
+    """The GLOBAL ranges an atomic add (``effect``) may sum its value over (``reduce_atomic_adds``), in nesting
+    order; none for any other effect. A range qualifies where the value uses it and the element (index and
+    gate) does not, it nests inside the parallel ranges the element uses (summed over an outer range, a
+    gradient's ``dw[k] += x[i, k] * dz[i]`` walked every row once per column, where its private copy walked
+    the rows once: a logistic regression's gradient took 1.3 to 2 times as long), its end uses no range (the
+    sum's loop needs no other), and no other range the add runs in ends at a value that depends on it. The add
+    qualifies where its buffer takes atomic adds alone, its value reads no memory the kernel writes, and the
+    ranges it keeps are parallel and hold ``threads`` work items at their largest: an add into one element (an
+    energy) keeps its parallel atomic adds, which ``privatize_atomics`` makes private."""
+    if effect.op is not Ops.ATOMIC or effect.arg is not Ops.ADD or memory_of(effect.src[0].src[0]) in others:
+        return ()
+    element, value = effect.src[0], effect.src[1]
+    if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in value.toposort()):
+        return ()
+    kept = [r for r in element.live_ranges if r.arg[1] is AxisKind.GLOBAL]
+    if not kept or math.prod(int(r.src[0].vmax) for r in kept) < threads:
+        return ()
+    running, innermost_kept = effect.live_ranges, max(range_order(r) for r in kept)
+    return tuple(sorted((r for r in value.live_ranges - element.live_ranges if r.arg[1] is AxisKind.GLOBAL
+                         and range_order(r) > innermost_kept
+                         and not any(u.op is Ops.RANGE for u in r.src[0].toposort())
+                         and not any(o is not r and o in running and r in o.src[0].toposort() for o in ranges)),
+                        key=range_order))
 
 
 PRIVATE_BYTES = 32 * 1024

@@ -16,7 +16,8 @@ its metadata derived here once).
     CPU: one of
          block_transposes                           (a transpose, however its loops were written)
          order_parallel_nest                        (a nest of parallel ranges, its stores' range innermost)
-         ─ tile_for_cpu ─ carry_rows ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
+         ─ tile_for_cpu ─ carry_rows ─ reduce_atomic_adds ─ split_for_threads ─ privatize_atomics
+         ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -64,6 +65,7 @@ from svod.codegen.lower import (
 from svod.codegen.lower_cpu import (
     block_transposes,
     privatize_atomics,
+    reduce_atomic_adds,
     thread_split,
     tile_for_cpu,
     vector_bytes,
@@ -273,6 +275,8 @@ CPU: tuple[LoweringStep, ...] = (
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers, vector_bytes(
         t.caps.vector_registers) if t.caps.vector_lanes else None))),
+    Pass("reduce_atomic_adds", _rewrite(lambda sink, t: None if runs_as_written(sink) else
+                                        reduce_atomic_adds(sink, t.caps.threads))),
     Pass("split_for_threads", _split_for_threads),
     Pass("privatize_atomics", _rewrite(lambda sink, t: None if runs_as_written(sink) else privatize_atomics(sink))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
@@ -280,8 +284,9 @@ CPU: tuple[LoweringStep, ...] = (
 """A CPU: a nest of parallel ranges ordered by what it accesses, not as its loops were written (a transpose
 walked in blocks that stay in cache; else the range its stores are contiguous in innermost), tiles for its vector
 registers, work items that carry registers through a loop run together (in vector lanes where they store
-neighbours), GLOBAL ranges spread over threads, each adding into a private copy of a small buffer of atomic
-adds, and gated loads made branch-free where that is safe."""
+neighbours), an atomic add's value summed over the parallel ranges its element does not use, GLOBAL ranges
+spread over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
+branch-free where that is safe."""
 
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (
