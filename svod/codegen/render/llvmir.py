@@ -608,10 +608,7 @@ class _FunctionWriter:
         such a loop (around one of 9 turns, which it does not unroll whole, it compiles quickly); a long loop over
         a row a loop beside it reads too (``shared_row_loops``) is unrolled ``ROW_UNROLL`` times, not whole, and
         over a symbolic row interleaved ``ROW_INTERLEAVE`` times where it computes a transcendental
-        (``transcendental_loops``) and ``PLAIN_ROW_INTERLEAVE`` times where it does not. Measured under load, best
-        of 100, on the suite's variable-size kernels: a layer norm's three plain passes took 1.02 ms interleaved
-        twice, 1.25-1.41 four times, 1.20-1.33 eight times; a softmax, whose loop of exponentials waits on its
-        polynomial, 1.78 ms with every pass interleaved four times and 3.07 twice."""
+        (``transcendental_loops``) and ``PLAIN_ROW_INTERLEAVE`` times where it does not."""
         if loop in self.tile_loops:
             accumulators = max(1, self.accumulators.get(loop, 1))
             steps = min(TILE_UNROLL, TILE_UPDATES // accumulators)
