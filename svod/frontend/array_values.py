@@ -716,28 +716,29 @@ def _value_decides(lowering: ArrayValues, fn: Callable[..., Any], operands: Sequ
     values (one out of the range of an integer array's dtype: ``a_i8 + k``), which the host cannot check: one it
     may hold (any, or a loop variable's, where the host knows their bounds: ``SliceBounds.turns``, which makes
     the plan for the values of the scalars they read)."""
+    samples = [o.samples[0] if isinstance(o, Scalar) else o.sample for o in operands]
     for position, operand in enumerate(operands):
         if not (isinstance(operand, Scalar) and operand.run_only and type(operand.held) is int):
             continue
-
-        def refused(values: Sequence[int], at: int = position) -> bool:
-            for value in values:
-                samples = [value if k == at else o.samples[0] if isinstance(o, Scalar) else o.sample
-                           for k, o in enumerate(operands)]
-                with np.errstate(all="ignore"):
-                    try:
-                        fn(*samples)
-                    except OverflowError:
-                        return True
-                    except Exception:
-                        pass
-            return False
-
-        if refused(_OUT_OF_EVERY_RANGE):
+        if any(_overflows(fn, samples, position, value) for value in _OUT_OF_EVERY_RANGE):
             span = lowering.span(operand.node)
-            if span is None or refused(span):
+            if span is None or any(_overflows(fn, samples, position, value) for value in span):
                 return operand
     return None
+
+
+def _overflows(fn: Callable[..., Any], samples: Sequence[Any], position: int, value: int) -> bool:
+    """Whether NumPy's ``fn`` of ``samples``, ``value`` in place of the one at ``position``, raises
+    ``OverflowError`` (an int out of an array dtype's range). Any other complaint is not the value's:
+    ``_result_dtype`` has already refused what NumPy refuses for the types."""
+    with np.errstate(all="ignore"):
+        try:
+            fn(*samples[:position], value, *samples[position + 1:])
+        except OverflowError:
+            return True
+        except Exception:  # (reported by _result_dtype, for the operands' types)
+            return False
+    return False
 
 
 _OUT_OF_EVERY_RANGE = (2**62, -1)
