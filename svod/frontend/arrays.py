@@ -592,9 +592,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 raise self.refuse(stmt, "a reduction of x[mask] is not one svod has: reduce np.where(m, x, 0) "
                                         "(a sum), or count the mask")
             self.host.pop(name, None)
-            if self.level == 1:
-                self.stand_ins.pop(name, None)
-            self.remember_stand_in(name, (value.dtype.type(0),))  # NumPy's reduction gives a scalar of its dtype
+            # NumPy's reduction gives a scalar of its dtype
+            self.remember_stand_in(name, (value.dtype.type(0),), straight=self.level == 1)
             out = Emitter(self.counter)
             element = value.element([], out)
             if isinstance(element, ast.Name) and element.id in out.made.values():  # a reduction's accumulator

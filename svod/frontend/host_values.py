@@ -74,14 +74,14 @@ class HostValues:
             self.host[name] = self.computed(node)
         except Exception:
             self.host.pop(name, None)
-        types = self.stand_in(node)
+        self.remember_stand_in(name, self.stand_in(node), straight)
+
+    def remember_stand_in(self, name: str, stand_ins: tuple[Any, ...], straight: bool = False) -> None:
+        """``stand_ins`` (``stand_ins``) for scalar ``name``, joining those of its earlier assignments: where they
+        differ in type the host does not know which the run reads. Unknown (none) where one assignment's is. An
+        assignment ``straight`` in the function's body replaces the earlier ones' (``remember_scalar``)."""
         if straight:
             self.stand_ins.pop(name, None)
-        self.remember_stand_in(name, types)
-
-    def remember_stand_in(self, name: str, stand_ins: tuple[Any, ...]) -> None:
-        """``stand_ins`` (``stand_ins``) for scalar ``name``, joining those of its earlier assignments: where they
-        differ in type the host does not know which the run reads. Unknown (none) where one assignment's is."""
         known = self.stand_ins.get(name, stand_ins) if stand_ins else ()
         self.stand_ins[name] = types_once((*known, *stand_ins)) if known else ()
 
