@@ -303,13 +303,16 @@ GPU: tuple[LoweringStep, ...] = (
             )),
         )),
     )),
+    Pass("decompose_lowered", _rewrite(lambda sink, t: decompose(sink, t.decompositor))),
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
 """A GPU: a matmul's operands staged in local memory where that is storage of its own; else several
 outputs of a reduction per work item and, where that applies, a row's reductions shared by a work group,
 or computed once by each work item where local memory is ordinary memory and the device lets one work
 item's loops come round that often; each GLOBAL range left a launch dimension, its reductions split into
-partials that share a loop where that keeps a work item's loops within the device's limit; and gated loads
+partials that share a loop where that keeps a work item's loops within the device's limit; the ops those
+steps made (a work group's tree of partials) decomposed as the kernel's were (a half's sum in float32 where
+the device has no half arithmetic); and gated loads
 made branch-free, as on a CPU (a masked tile's loads, which branches left slower on CL:0)."""
 
 BACK: tuple[LoweringStep, ...] = (

@@ -343,6 +343,31 @@ def test_special_values_reach_the_row_as_the_serial_sum_gives_them(monkeypatch, 
     assert fsum[4] == 0 and not np.signbit(fsum[4]) and fsum[5] == cols
 
 
+@pytest.mark.parametrize(("op", "ref"), [(Ops.ADD, np.sum), (Ops.MAX, np.max), (Ops.MIN, np.min)])
+@pytest.mark.parametrize("gpu_name", ["CL:0", "CUDA:0"])  # (WGSL's halves are its own f16, or none)
+def test_a_half_rows_tree_computes_in_float32_where_halves_are_emulated(monkeypatch, gpu_name, op, ref):
+    """A device without half arithmetic (CUDA's svod stores a half as its 16 bits) combines a group's float16
+    partials in float32 as it updates them: the tree's steps are made after the kernel's ops were decomposed,
+    and once added the halves' bits as integers (a sum of -35 gave 0.0068) and called a float16 maximum no
+    helper defines (nvrtc refused). Small integers keep every order exact; -0.0 against 0.0 picks MAX's +0."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, 128)
+    if refuses(device, dtypes.float16):
+        return
+    monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, native_float16=False))
+    rows, cols = 5, 67
+    k = KernelBuilder(f"emulated_half_{op.name.lower()}_rows")
+    out, x = k.buffer(dtypes.float16, rows), k.buffer(dtypes.float16, (rows, cols))
+    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c, op=op))
+    x_np = np.random.default_rng(3).integers(-8, 9, (rows, cols)).astype(np.float16)
+    x_np[0] = np.where(np.arange(cols) % 2 == 0, -0.0, 0.0) if op is Ops.MAX else x_np[0]
+    out_np = np.full(rows, np.nan, np.float16)
+    svod.run(k.build(), [out_np, x_np], device=device)
+    np.testing.assert_array_equal(out_np, ref(x_np, axis=1))
+    if op is Ops.MAX:
+        assert not np.signbit(out_np[0])
+
+
 @pytest.mark.parametrize("limit", [4, 128])
 def test_more_accumulators_than_items_share_each_step(monkeypatch, gpu_name, limit):
     """40 sums per row, each in local memory of its own, over a group of 4 items or 128: one barrier per step
