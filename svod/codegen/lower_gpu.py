@@ -422,10 +422,14 @@ def _groups_over_two_dimensions(count: UOp, d: int, spare: int, limits: WorkGrou
     """A group number along dimension ``d`` that may exceed the device's groups per dimension, spread over
     ``d`` and the unused dimension ``spare``: ``row * limit + column``, with as many columns as there are
     groups up to the limit; the next spare dimension. (Constant strides keep the bounds of the group
-    number tight, which a device with 32-bit indices needs.)"""
+    number tight, which a device with 32-bit indices needs.) Where no dimension is spare, or the spare one
+    too would overflow, the count stays ``d``'s own and the launch checks it for the variables' values
+    (``WorkGroupLimits.check_groups``): a 3-D kernel's bounds may allow more than any run asks for."""
     assert limits.max_groups is not None
     most = limits.max_groups[d]
     if spare > 2 or math.ceil(count.vmax / most) > limits.max_groups[spare]:
+        if count.vmin <= most:
+            return UOp.special(count, launch_index("group", d)), spare
         raise GraphError(f"the launch needs up to {int(count.vmax)} work groups along dimension {d}, and the "
                          f"device allows {most}, with no dimension left to spread them over", stage="lower",
                          value=int(count.vmax))

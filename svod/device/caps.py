@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from svod.dtype import DType, dtypes
+from svod.errors import LaunchError
 
 CORE_ID = "core_id"
 """The variable that numbers the CPU worker running a kernel; the runtime sets it, a caller never does."""
@@ -48,6 +49,19 @@ class WorkGroupLimits:
     max_groups: tuple[int, int, int] | None = None
     """How many work groups a launch may have along each dimension, where that is limited (WebGPU's
     maxComputeWorkgroupsPerDimension)."""
+
+    def check_groups(self, groups: tuple[int, int, int], kernel: str) -> None:
+        """Refuse a launch of more work groups along a dimension than the device allows. Lowering spreads a
+        dimension over a spare one where its bounds may pass the limit; where every dimension is in use it
+        leaves the count to the launch, which knows the variables' values, checks it here and names it,
+        rather than letting a driver refuse it with a code or run part of it."""
+        if self.max_groups is None:
+            return
+        for axis, (count, most) in enumerate(zip(groups, self.max_groups, strict=True)):
+            if count > most:
+                raise LaunchError(f"the launch needs {count} work groups along dimension {axis}, and the device "
+                                  f"allows {most}: the kernel's three launch dimensions are all in use, so none "
+                                  "is left to spread them over", kernel=kernel, stage="launch", value=count)
 
 
 ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
@@ -114,8 +128,10 @@ class DeviceCaps:
     (``KernelMetadata.loop_turns``)."""
 
 
+CUDA_GROUPS = WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1, 65535, 65535))
+"""What a CUDA launch allows: 1024 threads a block, and 2**31 - 1 blocks along x, 65535 along y and z."""
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False,
-                       work_groups=WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1, 65535, 65535)),
+                       work_groups=CUDA_GROUPS,
                        local_memory=48 << 10, dedicated_local_memory=True, native_float16=False,
                        dlpack_device_type=KDL_CUDA)
 """What every CUDA architecture since sm_30 allows (grids of up to 2**31 - 1 blocks along x, 65535 along y and z;

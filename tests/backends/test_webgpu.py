@@ -290,14 +290,21 @@ def test_indices_that_may_pass_32_bits_are_refused(gpu):
 
 
 def test_launches_that_need_too_many_groups_are_refused_by_name(gpu):
-    """Three launch dimensions in use leave none to spread 2**26 groups over."""
+    """Three launch dimensions in use leave none to spread up to 2**26 groups over: the kernel compiles, a run
+    within the limit computes, and one past it is refused at its launch, by the kernel's name and the count
+    (lowering once refused the kernel, for sizes no run had asked for)."""
     k = KernelBuilder("wide")
     planes = k.var("planes", 1, 1 << 26)
     out = k.buffer(dtypes.float32, (planes, 4))
     p, r, c = k.range(planes), k.range(2), k.range(2)
-    k.store(out[p, r * 2 + c], 1.0)
-    with pytest.raises(GraphError, match="work groups") as raised:
-        svod.compile(k.build(), device=gpu)
+    k.store(out[p, r * 2 + c], p.cast(dtypes.float32))
+    ast = k.build()
+    for count in (3, 65_535):
+        got = np.full((count, 4), -1.0, np.float32)
+        svod.run(ast, [got], device=gpu, planes=count)
+        np.testing.assert_array_equal(got, np.repeat(np.arange(count, dtype=np.float32)[:, None], 4, axis=1))
+    with pytest.raises(LaunchError, match="needs 65536 work groups along dimension 2") as raised:
+        svod.run(ast, [np.zeros((65_536, 4), np.float32)], device=gpu, planes=65_536)
     assert raised.value.kernel == "wide"
 
 

@@ -470,3 +470,34 @@ def test_staged_matmul_compiles_to_ptx_with_shared_memory():
     assert "__shared__ float shared2[4096];" in src and src.count("for (") == 2  # the 16 sums share one loop
     ptx = compiler.compile(renderer.render(_staged_matmul(100, 70, 33))).bytes.decode()
     assert ".shared" in ptx and "bar.sync" in ptx
+
+
+# ---- a launch's work groups past the device's limit ---------------------------------------------------
+
+def _numbered(out):
+    a, b, c = out.shape
+    for i in svod.prange(a):
+        for j in svod.prange(b):
+            for k in svod.prange(c):
+                out[i, j, k] = i * 1000000 + j * 10 + k
+
+
+def test_three_dimensions_launch_what_a_run_asks_for_or_refuse_it_named(device):
+    """A kernel of three launch dimensions has no spare one to spread a long dimension over: a GPU's limit on
+    work groups per dimension (65535 along CUDA's y and z, and WebGPU's each) is checked for the sizes of each
+    run. Sizes of any bound (CUDA refused the kernel at lowering, for sizes no run had asked for) run; a run
+    that needs more groups than the device allows is refused with the count, never run in part (CUDA: 75000
+    groups of 4 along y)."""
+    kernel = svod.kernel(_numbered)
+    limits = device.caps.work_groups
+    for rows in (1, 7, 300_000):
+        out = np.full((2, rows, 3), -1, np.int32)
+        want = np.arange(2)[:, None, None] * 1000000 + np.arange(rows)[None, :, None] * 10 + np.arange(3)
+        if rows > 70_000 and limits is not None and limits.max_groups is not None:
+            # (a device of 32-bit indices refuses the shape first: its flat indices would not fit)
+            with pytest.raises((svod.errors.LaunchError, svod.errors.VariableError),
+                               match=r"work groups along dimension 1, and the device allows|32-bit indices"):
+                kernel(out, device=device)
+            continue
+        kernel(out, device=device)
+        np.testing.assert_array_equal(out, want)
