@@ -874,9 +874,13 @@ def test_an_arrays_power_of_a_name_holding_a_small_int_is_numpys(device, dtype):
         for got, want in zip(gots, (*wants, in_place), strict=True):
             assert got.dtype == want.dtype
             assert_parts_close(got, want, rtol=64 * float(np.finfo(got.real.dtype).eps))
+            # C leaves the zeros' signs of cexp(-inf + NaN i) unspecified, which is exp(p log z) of an infinite z
+            # (log z times a real p makes 0 * inf): x86's NaN of 0 * inf is negative, a GPU's positive
+            signed = np.ones(z.shape, bool) if float(p) == int(p) else ~np.isinf(z)
             if not webgpu:  # its compilers may not keep a zero's sign (MODERATE)
                 for g, w in ((np.real(got), np.real(want)), (np.imag(got), np.imag(want))):
-                    assert np.array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0])), (p, z, got, want)
+                    kept = signed & (w == 0)
+                    assert np.array_equal(np.signbit(g[kept]), np.signbit(w[kept])), (p, z, got, want)
 
 
 @svod.jit
