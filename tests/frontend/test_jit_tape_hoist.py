@@ -128,7 +128,10 @@ def test_a_reduction_computed_once_runs_on_each_device(device):
     untaped = centre(x, device=device)
     with svod.Tape() as tape:
         taped = centre(x, device=device)
-    np.testing.assert_array_equal(taped, untaped)  # the same bits
+    if device.caps.dedicated_local_memory:  # a GPU's work group sums the untaped mean as a tree, the taped
+        np.testing.assert_allclose(taped, untaped, rtol=4 * np.finfo(f).eps)  # kernel of the sum alone in order
+    else:
+        np.testing.assert_array_equal(taped, untaped)  # the same bits
     tape.backward(grads=[(taped, cotangent)])
     np.testing.assert_allclose(tape.grad(x), cotangent - np.mean(cotangent.astype(np.float64)),
                                rtol=1e-12 if f == np.float64 else 1e-5, atol=1e-12 if f == np.float64 else 1e-5)
