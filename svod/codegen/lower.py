@@ -118,10 +118,12 @@ def _gated_exit(exit_: UOp, cond: UOp) -> UOp:
     return exit_.replace(src=(exit_.src[0], cond.ne(True) | tested, *exit_.src[2:]))
 
 
-def _gated(effect: UOp, cond: UOp, target: bool = True, depending_on: UOp | None = None) -> UOp:
+def _gated(effect: UOp, cond: UOp, target: bool = True, depending_on: UOp | None = None,
+           ahead: frozenset[UOp] = frozenset()) -> UOp:
     """``effect`` with ``cond`` added to the gate of each load below it (of those whose index depends on
     ``depending_on``, if given), and of its target unless ``target`` is False (then ``effect`` may be any
-    value)."""
+    value). Nodes ``ahead`` are computed before ``cond`` can be (a loop's end, which ``cond`` reads through
+    the loop's index) and stay as they are."""
     def gate(index: UOp) -> UOp:
         return index.replace(src=(*index.src[:2], cond if len(index.src) == 2 else index.src[2] & cond))
 
@@ -131,7 +133,7 @@ def _gated(effect: UOp, cond: UOp, target: bool = True, depending_on: UOp | None
         src = tuple(rebuilt[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
         depends[u] = depending_on is None or u is depending_on or any(depends[s] for s in u.src)
-        if (u.op is Ops.LOAD and depends[u.src[0]]) or (target and u is effect):
+        if u not in ahead and ((u.op is Ops.LOAD and depends[u.src[0]]) or (target and u is effect)):
             node = node.replace(src=(gate(node.src[0]), *node.src[1:]))
         rebuilt[u] = node
     return rebuilt[effect]

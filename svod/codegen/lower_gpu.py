@@ -193,7 +193,9 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
         for u in (u for u in shared if levels[u] == level):
             temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size, local=True), (), shared.index(u))
             k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
-            body = gated(substitute(substitute(u.src[0], replaced), {u.src[1]: j}), below, target=False)
+            body = substitute(substitute(u.src[0], replaced), {u.src[1]: j})
+            if below:  # (not the loads that count the loop's turns: a row's slice bounds, which it reads)
+                body = _gated(body, _all(below), target=False, ahead=frozenset(k.src[0].toposort()))
             partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
                                   [inside[r] for r in rows if r in live[u] and r in inside]))
             temps.append((temp, u.arg))

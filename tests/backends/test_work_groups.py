@@ -19,6 +19,7 @@ from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Device, DeviceCaps, WorkGroupLimits
 from svod.workloads import conv2d, dense_layer, layernorm, softmax
 from tests.backends.test_cuda import requires_nvrtc
+from tests.frontend.test_extents import agrees_with_python, spmv
 from tests.helpers import cpu_device, open_device, refuses, webgpu_devices
 
 SHAPES = [(1, 1), (17, 255), (3, 1031), (1000, 17), (2, 1000), (5, 1024)]
@@ -501,3 +502,15 @@ def test_three_dimensions_launch_what_a_run_asks_for_or_refuse_it_named(device):
             continue
         kernel(out, device=device)
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("rows_pointers", [[0, 2, 2, 5, 6], [3, 1, -2, 7, -9, 6]])
+def test_a_row_sum_over_a_slice_each_row_reads_shares_its_group(monkeypatch, gpu_name, rows_pointers):
+    """npbench's spmv on a GPU whose groups share a row's sum: the loop over a row's slice counts its turns from
+    two loads of the row's bounds, which the test that a work item's one turn is inside the slice must not gate
+    (gated, they read the loop they count: lowering refused the kernel on CUDA, "range on axis 2 is used where
+    no loop over it is open")."""
+    device = _as_gpu_of_group(monkeypatch, gpu_name, 128)
+    values, columns = np.arange(1.0, 7.0), np.array([0, 3, 1, -1, 2, 4])
+    x = np.array([0.5, -2.0, 4.0, 8.0, -16.0])
+    agrees_with_python(spmv, device, np.array(rows_pointers), columns, values, x)
