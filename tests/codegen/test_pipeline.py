@@ -48,7 +48,7 @@ def test_each_target_has_one_ordered_list_of_passes():
         "split_for_threads", "privatize_atomics", "speculate_gated_loads", "simplify", "keep_params"]
     assert _names(pipeline.passes(_target(gpu=True))) == [
         *FRONT, "tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions", "to_gpu_indices",
-        "speculate_gated_loads", "simplify", "keep_params"]
+        "decompose_lowered", "speculate_gated_loads", "simplify", "keep_params"]
 
 
 def _matmul(n: int = 32):
@@ -97,7 +97,7 @@ def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
     gpu = device != "CPU"
     assert passes == ["parallel_loops", *([] if gpu else ["block_matmul"]), "split_reduction", *FRONT,
                       *(["tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions",
-                         "to_gpu_indices", "speculate_gated_loads"] if gpu else
+                         "to_gpu_indices", "decompose_lowered", "speculate_gated_loads"] if gpu else
                         ["block_transposes", "order_parallel_nest", "tile_for_cpu", "carry_rows",
                          "reduce_atomic_adds", "split_for_threads", "privatize_atomics", "speculate_gated_loads"]),
                       "simplify", "keep_params", *LINEAR]
