@@ -46,6 +46,9 @@ def peers(workload: Workload, compiled: dict[tuple[str, str], Any]) -> dict[str,
     if workload.family == "attention":
         return {"torch": "torch's attention fuses the three kernels into one (flash attention): not the same work"}
     spelling = torch_spellings(torch)[workload.family]
+    if workload.family == "mandelbrot":  # its sizes, not arrays: torch's spelling makes its arrays, on the GPU
+        inputs = list(workload.output.shape)
+        spelling = _made_on_the_gpu(torch, spelling)
     found: dict[str, Callable[[], object] | str] = {}
     candidates: dict[str, Callable[..., Any]] = {"torch": spelling}
     if workload.family in COMPILED_FAMILIES:
@@ -64,6 +67,14 @@ def peers(workload: Workload, compiled: dict[tuple[str, str], Any]) -> dict[str,
         except Exception as err:  # a peer that cannot run says why
             found[name] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
     return found
+
+
+def _made_on_the_gpu(torch: Any, spelling: Callable[..., Any]) -> Callable[..., Any]:
+    """``spelling`` with the arrays it makes (``arange``, ``zeros``) on the GPU, as a torch user sets it."""
+    def made_there(*sizes: int) -> Any:
+        with torch.device("cuda"):
+            return spelling(*sizes)
+    return made_there
 
 
 def measure(workloads: list[Workload], device: str, repeats: int) -> list[Row]:
