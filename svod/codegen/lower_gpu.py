@@ -132,7 +132,7 @@ GROUP_SIZE = 128
 """Work items that share one work group's reductions, where the device allows that many."""
 
 
-def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> UOp | None:
+def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int, warp: int | None = None) -> UOp | None:
     """A kernel whose reductions do not depend on its innermost GLOBAL range (a softmax's row maximum and
     sum, a layernorm's mean and variance), launched so that each reduction is computed once per work group,
     by all its work items together, instead of once per work item.
@@ -143,7 +143,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
 
     - every item reduces ``j = l, l + G ...`` and stores the partial result to local memory slot ``l``;
     - ``BARRIER``; the ``G`` partials combined as a tree (``_combine_in_tree``), ``log2(G)`` steps of a
-      ``BARRIER`` each;
+      ``BARRIER`` each (on a device with warps, the last ``log2(warp)`` of them one step in the first warp);
     - the kernel reads slot 0 where it read the reduction.
 
     A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
@@ -200,7 +200,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
                                   [inside[r] for r in rows if r in live[u] and r in inside]))
             temps.append((temp, u.arg))
             replaced[u] = temp.index(0).load()
-        staged += [*partials, UOp(Ops.BARRIER), *_combine_in_tree(temps, item, size)]
+        staged += [*partials, UOp(Ops.BARRIER), *_combine_in_tree(temps, item, size, warp)]
     for e in effects:
         conditions = [*(inside[r] for r in rows if r in live[e] and r in inside),
                       *(groups[r].eq(0) for r in rows if r not in live[e])]
@@ -214,7 +214,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int) -> U
     return substitute(sink.replace(src=(*staged, *rest)), groups)
 
 
-def _combine_in_tree(temps: Sequence[tuple[UOp, Ops]], item: UOp, size: int) -> list[UOp]:
+def _combine_in_tree(temps: Sequence[tuple[UOp, Ops]], item: UOp, size: int, warp: int | None) -> list[UOp]:
     """Each array of ``temps`` (local memory of ``size`` partials, a power of two, and the op that combines
     them) reduced into its slot 0: at each step, with ``half`` the slots still live halved, work item
     ``l < half`` combines slot ``l + half`` into slot ``l``; a ``BARRIER`` follows each step, one for all
@@ -223,16 +223,36 @@ def _combine_in_tree(temps: Sequence[tuple[UOp, Ops]], item: UOp, size: int) -> 
 
     Each partial enters once, in an order fixed by ``size`` alone: the same bits on every run and launch. A
     float sum's rounding differs from the one in order (MAX and MIN, on NaN as on -0.0, do not: they are
-    maximumNumber and minimumNumber, which the order does not change; integer sums wrap alike)."""
+    maximumNumber and minimumNumber, which the order does not change; integer sums wrap alike).
+
+    On a device with warps (``warp``, a power of two up to ``size``), once at most ``2 * warp`` partials are
+    left the first warp combines them in registers: item ``l`` takes slot ``l`` (combined with slot
+    ``l + warp`` where that holds one) and, for each halving ``half``, combines the value ``half`` items along
+    (``Ops.SHUFFLE_DOWN``): the same pairs in the same order as the tree's. Its item 0 then holds the result,
+    which it stores to slot 0 (its neighbours store theirs, which nothing reads). One barrier where the tree
+    had ``log2(2 * warp)``; the whole warp runs the step, the gate being the warp's."""
     steps: list[UOp] = []
+    lanes = warp if warp is not None and warp <= size else 0  # the warp that ends the tree in registers
     half = size // 2
-    while half >= 1:
+    while half >= 1 and half > lanes:
         live = item.lt(half)
         for temp, op in temps:
             mine = temp.index(item, gate=live)
             steps.append(mine.store(mine.load().alu(op, temp.index(item + half, gate=live).load())))
         steps.append(UOp(Ops.BARRIER))
         half //= 2
+    if lanes:
+        in_warp = item.lt(lanes)
+        for temp, op in temps:
+            mine = temp.index(item, gate=in_warp)
+            value, distance = mine.load(), lanes // 2
+            if half == lanes:  # the tree's step of this half, in registers too
+                value = value.alu(op, temp.index(item + half, gate=in_warp).load())
+            while distance >= 1:
+                value = value.alu(op, UOp(Ops.SHUFFLE_DOWN, value.dtype, (value,), distance))
+                distance //= 2
+            steps.append(mine.store(value))
+        steps.append(UOp(Ops.BARRIER))
     return steps
 
 

@@ -298,7 +298,8 @@ GPU: tuple[LoweringStep, ...] = (
             FirstOf("launch", (
                 Pass("reduce_per_item", _rewrite(_per_item)),
                 Pass("share_reductions", _rewrite(lambda sink, t: None if runs_as_written(sink) else
-                                                  share_reductions(sink, _limits(t), t.caps.local_memory))),
+                                                  share_reductions(sink, _limits(t), t.caps.local_memory,
+                                                                   t.caps.warp_size))),
                 Pass("to_gpu_indices", _rewrite(_launch)),
             )),
         )),

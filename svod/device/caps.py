@@ -99,6 +99,9 @@ class DeviceCaps:
     keeps it in ordinary memory and runs the barriers around it as loops over the work items."""
     element_dtypes: frozenset[DType] = field(default_factory=lambda: ALL_DTYPES)
     """The dtypes a buffer on this device may hold."""
+    warp_size: int | None = None
+    """The work items that run in lockstep and read each other's values without local memory (CUDA's warp
+    of 32 and ``__shfl_down_sync``), where the language has that exchange (``Ops.SHUFFLE_DOWN``)."""
     native_float16: bool = True
     """Whether float16 arithmetic is native; if not, it is computed in float32 and rounded per op."""
     index_bits: int = 64
@@ -132,7 +135,7 @@ CUDA_GROUPS = WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1,
 """What a CUDA launch allows: 1024 threads a block, and 2**31 - 1 blocks along x, 65535 along y and z."""
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False,
                        work_groups=CUDA_GROUPS,
-                       local_memory=48 << 10, dedicated_local_memory=True, native_float16=False,
+                       local_memory=48 << 10, dedicated_local_memory=True, warp_size=32, native_float16=False,
                        dlpack_device_type=KDL_CUDA)
 """What every CUDA architecture since sm_30 allows (grids of up to 2**31 - 1 blocks along x, 65535 along y and z;
 float16 is not native here: the nvrtc wheel ships no cuda_fp16.h); what CUDA code is rendered for where no GPU

@@ -29,6 +29,11 @@ class Ops(Enum):
     BARRIER = auto()
     """A SINK source, between effects: every work item of a group waits here until all have arrived, and
     then sees what the others stored to local memory before it. Made by GPU lowering, not by users."""
+    SHUFFLE_DOWN = auto()
+    """``SHUFFLE_DOWN(value)``, arg ``d``: ``value`` as the work item ``d`` places further along the same warp
+    computed it (its own where that is past the warp's end). Every item of the warp reaches it together, so
+    lowering makes it only where a whole warp runs the same code (``DeviceCaps.warp_size``): a work group's
+    last partials combined without local memory or barriers. Made by GPU lowering, not by users."""
     EXIT = auto()
     """``EXIT(range, condition)``: an early exit of the sequential loop over ``range`` (a ``LOOP`` range, see
     ``UOp.exit``). A SINK source stated after every effect that runs in that loop: after each turn, once its

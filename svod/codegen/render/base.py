@@ -17,7 +17,8 @@ from svod.codegen import pipeline
 from svod.codegen.indexing import to_poly
 from svod.config import settings
 from svod.device import CORE_ID, DeviceCaps, ProgramSpec
-from svod.dtype import DeviceSpec
+from svod.dtype import DeviceSpec, DType
+from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp
 from svod.ir.ops import ALU, REASSOCIABLE
 from svod.ir.uop import memory_of
@@ -195,6 +196,11 @@ class KernelRenderer(ABC):
     def render(self, ast: UOp, name: str | None = None) -> ProgramSpec:
         """The spec of ``ast``'s PROGRAM (``program``), read from the metadata the pipeline derived."""
         return ProgramSpec.of(self.program(ast, name))
+
+    def shuffle_down(self, dtype: DType, value: str, distance: int) -> str:
+        """The expression of ``Ops.SHUFFLE_DOWN``, in a language with warps (``DeviceCaps.warp_size``)."""
+        raise GraphError(f"{type(self).__name__} has no warps to exchange values in", stage="render",
+                         value=distance)
 
     @abstractmethod
     def render_linear(self, symbol: str, linear: tuple[UOp, ...]) -> str:

@@ -33,8 +33,7 @@ from svod.ir.uop import is_unbounded, memory_of, pointee
 
 _INFIX: dict[Ops, str] = {
     Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPNE: "!=",
-    Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",
-}
+    Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 _WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL)
 _PRAGMA_OPS = {Ops.ADD: "+", Ops.MUL: "*", Ops.MULACC: "+"}
 def _half_helpers(qualifier: str, u16: str, u32: str, u64: str, bitcast: Callable[[str, str, str], str],
@@ -96,8 +95,7 @@ class CStyleRenderer(KernelRenderer):
     math_functions: ClassVar[dict[Ops, str]] = {
         Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.ABS: "fabs", Ops.EXP: "exp",
         Ops.LOG: "log", Ops.COS: "cos", Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ERF: "erf", Ops.FLOOR: "floor",
-        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow", Ops.FMOD: "fmod",
-        Ops.MULACC: "fma",
+        Ops.CEIL: "ceil", Ops.TRUNC: "trunc", Ops.RINT: "rint", Ops.POW: "pow", Ops.FMOD: "fmod", Ops.MULACC: "fma",
     }
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
     """Appended to a math function's name per float type (``sinf``); float16 computes in float32."""
@@ -700,6 +698,8 @@ class _Walk:
                                              value=src[0])
         if node in self.vectorised_sums:
             return r.vectorised_sum_of_products(node.dtype, src)
+        if node.op is Ops.SHUFFLE_DOWN:
+            return r.shuffle_down(node.dtype, src[0], node.arg)
         operands = node.src[1:] if node.op is Ops.WHERE else node.src
         return r.alu(node.op, node.dtype, operands[0].dtype, src, node.src[-1])
 

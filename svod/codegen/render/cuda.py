@@ -58,6 +58,13 @@ class CUDARenderer(GPURenderer):
                   for v in variables]
         return lines
 
+    def shuffle_down(self, dtype: DType, value: str, distance: int) -> str:
+        """``__shfl_down_sync`` over the whole warp, which moves 4 and 8 bytes: a narrower value (a bool, a
+        half's bits) as an int and back."""
+        if dtype.itemsize >= 4:
+            return f"__shfl_down_sync(0xffffffffu, {value}, {distance})"
+        return f"({self.type_name(dtype)})__shfl_down_sync(0xffffffffu, (int){value}, {distance})"
+
     def declare_local(self, dtype: DType, name: str, size: int) -> str:
         return f"__shared__ {self.memory_type_name(dtype)} {name}[{size}];"
 
