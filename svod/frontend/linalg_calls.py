@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.frontend import extents, linalg_compose
+from svod.frontend import extents, linalg_compose, linalg_general
 from svod.frontend.array_exprs import Expr, Named
 from svod.frontend.linalg import COMPOSED, FUNCTIONS, RECTANGULAR, keywords, result_dtype, unpacked
 from svod.frontend.linalg_qr import qr_shapes
@@ -69,6 +69,8 @@ def factored(rewriter: Any, stmt: ast.stmt, looped: bool) -> list[ast.stmt] | No
     if kind == "svd":
         u, s, vh = svd_shapes((shape[0], shape[1]), keywords(call).get("full_matrices", True) is True)
         made_shapes = (s,) if unpacked(kind, call) is None else (u, s, vh)
+    if kind in ("eig", "eigvals"):
+        dtype = linalg_general.result_dtype(dtype)
     names = target.elts if isinstance(target, ast.Tuple) else [target]
     for made_name, made_shape in zip(names, made_shapes, strict=False):
         if isinstance(made_name, ast.Name):

@@ -19,11 +19,16 @@ eigenvectors of T by back-substitution, taken back by Z.
                                    backsolve   a work item per eigenvalue k: x_k solving (T - t_kk) x_k = 0
                                                with x_k[k] = 1, back-substituted from row k - 1 up
                                    vectors     a work item per eigenvalue: v_k = Z x_k / ||Z x_k||_2
+    w, v (real) ── complexed   (NumPy >= 2.5) a work item per element: the complex result, real part as
+                               computed (its sign kept), imaginary part +0.0
 
-The result's dtype is the matrix's float type, as NumPy's is where every eigenvalue is real. NumPy's dtype
-depends on the values (complex where any eigenvalue is), which a plan, built before it runs, cannot know: svod
-computes real eigensystems only, and a run whose matrix has complex eigenvalues raises ``LinAlgError`` (as
-numba's ``eig`` of a real matrix raises), never a real array in place of NumPy's complex one. A non-finite
+The results' dtype is NumPy's (``result_dtype``, decided once from the running NumPy's version): before NumPy 2.5,
+the matrix's float type, as NumPy's is where every eigenvalue is real (NumPy's is complex where any eigenvalue
+is, a dtype that depends on the values, which a plan, built before it runs, cannot know); from NumPy 2.5, which
+always returns complex arrays, the complex type of the matrix's float type (complex64 of float32, complex128 of
+float64), each imaginary part +0.0 as NumPy's (and numba's) are. Either way svod computes real eigensystems
+only, and a run whose matrix has complex eigenvalues raises ``LinAlgError`` (as numba's ``eig`` of a real matrix
+raises), never a real array in place of NumPy's complex values. A non-finite
 element raises as NumPy's does ("Array must not contain infs or NaNs"); steps that do not settle raise
 "Eigenvalues did not converge". Where T's diagonal repeats (a defective matrix), a zero divisor of the
 back-substitution is taken as eps times the matrix's norm and a growing vector is scaled down, as LAPACK's
@@ -44,9 +49,18 @@ from svod.frontend.pylang import Const, inf, prange
 STEPS = 30
 """The most QR steps an eigenvalue (a split of the active block) takes before the factorisation fails (LAPACK's
 and EISPACK's limit; a shift out of a cycle is taken at the 10th and 20th)."""
+COMPLEX_RESULTS = np.lib.NumpyVersion(np.__version__) >= "2.5.0"
+"""Whether ``eig``'s and ``eigvals``' results are complex: NumPy 2.5's always are (imaginary parts +0.0 where the
+eigenvalues are real, as numba's), NumPy 2.4's are real where every eigenvalue is. Decided once, here."""
 BROKEN, COMPLEX, UNSETTLED = 1, 2, 3
 """What ``failed`` of an ``eig`` holds: an element is NaN or infinite; an eigenvalue is complex; the QR steps did
 not settle (the first that happens)."""
+
+
+def result_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of ``eig``'s and ``eigvals``' results of a matrix computed in float type ``dtype``: NumPy's,
+    the complex type of ``dtype``'s parts where ``COMPLEX_RESULTS``, else ``dtype``."""
+    return np.result_type(dtype, np.complex64) if COMPLEX_RESULTS else np.dtype(dtype)
 
 
 def _start(h, z, a):  # type: ignore[no-untyped-def]
@@ -356,12 +370,36 @@ def _vectors(v, z, x):  # type: ignore[no-untyped-def]
             v[i, k] = v[i, k] / length
 
 
+def _complexed(out, real):  # type: ignore[no-untyped-def]
+    """``out``, a complex array's float view (a plan holds it so: ``jit_plans.Builder.add_array``), = ``real``
+    made complex as NumPy casts it: each real part as computed, its sign kept, the imaginary part +0.0."""
+    for i in prange(real.shape[0]):
+        out[i, 0] = real[i]
+        out[i, 1] = 0
+
+
 def add_eig(factoring: Factoring, w: int, v: int | None) -> list[int]:
     """The steps that write the eigenvalues of the general real matrix in ``factoring.source`` into plan buffer
-    ``w`` and, where given, its eigenvectors into the columns of ``v``."""
+    ``w`` and, where given, its eigenvectors into the columns of ``v`` (both of ``result_dtype``: where it is
+    complex, the real results are computed into scratch buffers and converted last)."""
     n = factoring.n
     if n == 0:
         return []
+    if not COMPLEX_RESULTS:
+        return _add_real(factoring, w, v)
+    real_w = factoring.scratch(factoring.dtype, n)
+    real_v = None if v is None else factoring.scratch(factoring.dtype, n * n)
+    steps = _add_real(factoring, real_w, real_v)
+    complexed = kernel_of(_complexed, "linalg_eig_complexed", n - 1)
+    for out, real, size in ((w, real_w, n), (v, real_v, n * n)):
+        if out is not None and real is not None:
+            steps.append(factoring.plan.add_kernel(complexed.shaped((size, 2), (size,)), [out, real]))
+    return steps
+
+
+def _add_real(factoring: Factoring, w: int, v: int | None) -> list[int]:
+    """The steps of ``add_eig`` of a non-empty matrix, into ``w`` and ``v`` of the matrix's float type."""
+    n = factoring.n
     plan, dtype, narrow = factoring.plan, factoring.dtype, factoring.dtype == np.float32
     square = (n, n)
     h, z, u = factoring.scratch(dtype, n * n), factoring.scratch(dtype, n * n), factoring.scratch(dtype, n)

@@ -43,8 +43,10 @@ def add(builder: Any, item: Statement, factoring: linalg.Factoring, shape: tuple
                    zip(item.targets, (u, s, vh) if len(item.targets) == 3 else (s,), strict=True)]
         return linalg_svd.add_svd(factoring, shape, buffers[len(buffers) // 2],
                                   (buffers[0], buffers[2]) if len(buffers) == 3 else None, full)
-    buffers = [made(name, part, dtype) for name, part in zip(item.targets, (shape[:1], shape), strict=False)]
+    general = item.kind in ("eig", "eigvals")
+    out_dtype = linalg_general.result_dtype(dtype) if general else dtype
+    buffers = [made(name, part, out_dtype) for name, part in zip(item.targets, (shape[:1], shape), strict=False)]
     vectors = buffers[1] if len(buffers) > 1 else None
-    if item.kind in ("eig", "eigvals"):
+    if general:
         return linalg_general.add_eig(factoring, buffers[0], vectors)
     return linalg_eigen.add_eigh(factoring, buffers[0], vectors)

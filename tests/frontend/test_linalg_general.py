@@ -3,7 +3,8 @@ device: sizes 0, 1, 2, 7, 13 and 64, float32 and float64 (a device without float
 (float64); eigenvalues as NumPy's up to order (NumPy promises none), eigenpairs checked by ``a v = v w`` and
 unit norms, vectors as NumPy's up to sign where the eigenvalues are apart; repeated eigenvalues and defective
 (Jordan) blocks; complex eigenvalues, NaN and infinities raising ``LinAlgError``; a factorisation inside a plan
-loop; and what svod refuses at the line."""
+loop; and what svod refuses at the line. The results' dtype is the running NumPy's: real before NumPy 2.5,
+complex from it (each imaginary part +0.0, each real part's sign kept)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,39 @@ def shifted(a, turns):
     total = np.zeros(a.shape[0], a.dtype)
     for t in range(turns):  # a loop around phases: the factorisation is a step of the plan loop
         b = a + t * np.eye(a.shape[0], dtype=a.dtype)
-        w = np.linalg.eigvals(b)
+        w = np.linalg.eigvals(b).real  # (complex from NumPy 2.5, which a float total does not take)
         ordered = np.sort(w)
         total += ordered
     return total
+
+
+def eig_dtype(dtype: np.dtype | str) -> np.dtype:
+    """The dtype of NumPy's ``eig`` and ``eigvals`` of a real matrix of float type ``dtype`` whose eigenvalues are
+    real: ``dtype`` before NumPy 2.5, its complex type from 2.5 (always complex)."""
+    return np.linalg.eigvals(np.eye(1, dtype=dtype)).dtype
+
+
+def real_parts(got: np.ndarray) -> np.ndarray:
+    """``got``'s values as reals: itself where real; where complex, its real parts, each imaginary part checked
+    to be +0.0 (NumPy 2.5's cast of a real result)."""
+    if got.dtype.kind != "c":
+        return got
+    assert np.array_equal(got.imag, np.zeros_like(got.imag)) and not np.signbit(got.imag).any(), got
+    return got.real
+
+
+def eig(a: np.ndarray, device: Device | str = "CPU") -> tuple[np.ndarray, np.ndarray]:
+    """svod's ``eig`` of ``a``, of NumPy's dtype, as reals (``real_parts``)."""
+    w, v = decomposed(a, device=device)
+    assert w.dtype == v.dtype == eig_dtype(np.float32 if a.dtype == np.float32 else np.float64)  # ints: float64
+    return real_parts(w), real_parts(v)
+
+
+def eigvals(a: np.ndarray, device: Device | str = "CPU") -> np.ndarray:
+    """svod's ``eigvals`` of ``a`` (a float matrix), of NumPy's dtype, as reals (``real_parts``)."""
+    w = values(a, device=device)
+    assert w.dtype == eig_dtype(a.dtype)
+    return real_parts(w)
 
 
 def refused(device: Device) -> bool:
@@ -68,8 +98,7 @@ def check(a: np.ndarray, w: np.ndarray, v: np.ndarray, apart: bool = True) -> No
     eigenvalues are) each column NumPy's up to sign."""
     n = a.shape[0]
     eps = float(np.finfo(a.dtype).eps)
-    want_w, want_v = np.linalg.eig(a)
-    assert want_w.dtype.kind == "f"  # NumPy's too is real: every eigenvalue is
+    want_w, want_v = (real_parts(part) for part in np.linalg.eig(a))  # every eigenvalue is real, NumPy's too
     scale = max(float(np.abs(a).max(initial=0.0)), 1e-30)
     tol = 100 * eps * max(n, 1) * scale
     np.testing.assert_allclose(np.sort(w), np.sort(want_w), rtol=0, atol=tol)
@@ -87,10 +116,10 @@ def test_eigenvalues_and_eigenvectors_agree_with_numpy(device):
     for dtype in dtypes_of(device):
         for n in sizes_of(device):
             a = real_spectrum(n, dtype, n)
-            w, v = decomposed(a, device=device)
-            assert w.dtype == v.dtype == np.dtype(dtype) and w.shape == (n,) and v.shape == (n, n)
+            w, v = eig(a, device)
+            assert w.shape == (n,) and v.shape == (n, n)
             check(a, w, v)
-            np.testing.assert_array_equal(values(a, device=device), w)  # the same steps, without the vectors
+            np.testing.assert_array_equal(eigvals(a, device), w)  # the same steps, without the vectors
 
 
 def test_a_triangular_matrix_keeps_its_diagonal_order(device):
@@ -98,9 +127,9 @@ def test_a_triangular_matrix_keeps_its_diagonal_order(device):
         return
     dtype = dtypes_of(device)[-1]
     a = np.triu(np.arange(1.0, 26.0).reshape(5, 5)).astype(dtype) * np.array([1, -1, 1, -1, 1], dtype)
-    w, v = decomposed(a, device=device)
+    w, v = eig(a, device)
     np.testing.assert_array_equal(w, np.diag(a))  # as NumPy's (its Schur form is the matrix itself)
-    np.testing.assert_array_equal(w, np.linalg.eigvals(a))
+    np.testing.assert_array_equal(w, real_parts(np.linalg.eigvals(a)))
     check(a, w, v)
 
 
@@ -111,19 +140,20 @@ def test_repeated_eigenvalues_and_defective_blocks(device):
     rng = np.random.default_rng(3)
     q, _ = np.linalg.qr(rng.standard_normal((6, 6)))
     a = ((q * np.array([2.0, 2.0, 2.0, -1.0, -1.0, 5.0])) @ q.T).astype(dtype)
-    w, v = decomposed(a, device=device)
+    w, v = eig(a, device)
     check(a, w, v, apart=False)
     assert np.linalg.matrix_rank(v.astype(np.float64), tol=1e-3) == 6  # a diagonalisable matrix: a basis
     for n in (2, 13) if device.name != "PYTHON" else (2, 5):
         jordan = (np.eye(n, k=1) + 3 * np.eye(n)).astype(dtype)  # one eigenvector, e_0
-        w, v = decomposed(jordan, device=device)
+        w, v = eig(jordan, device)
         np.testing.assert_array_equal(w, np.full(n, 3.0))
         assert np.isfinite(v).all()
         np.testing.assert_allclose(np.abs(v[0]), np.ones(n), rtol=0, atol=1e-3)  # each nearly e_0, as NumPy's
         np.testing.assert_allclose(jordan.astype(np.float64) @ v, 3 * v, rtol=0, atol=1e-3)
     for a in (np.zeros((3, 3), dtype), np.full((3, 3), -0.0, dtype), np.eye(4, dtype=dtype)):
-        w, v = decomposed(a, device=device)  # nothing to reduce: the diagonal, the identity's columns
+        w, v = eig(a, device)  # nothing to reduce: the diagonal, the identity's columns
         np.testing.assert_array_equal(w, np.diag(a))
+        assert np.array_equal(np.signbit(w), np.signbit(np.diag(a)))  # -0.0 kept, in a complex result too
         np.testing.assert_array_equal(v, np.eye(a.shape[0]))
 
 
@@ -138,7 +168,7 @@ def test_complex_eigenvalues_raise(device):
         for call in (decomposed, values):
             with pytest.raises(LinAlgError, match=r"np.linalg.eig(vals)?: .*complex eigenvalues .*\(failure 2\)"):
                 call(a, device=device)
-    w = values(np.diag(np.array([1.0, 2.0], dtype)), device=device)  # the flag cleared: the next run returns
+    w = eigvals(np.diag(np.array([1.0, 2.0], dtype)), device)  # the flag cleared: the next run returns
     np.testing.assert_array_equal(w, [1.0, 2.0])
 
 
@@ -158,10 +188,9 @@ def test_non_finite_elements_raise_as_numpys_do(device):
 
 def test_integers_and_a_single_element():
     a = np.array([[2, 1, 0], [1, 3, 1], [0, 0, 4]])  # eigenvalues 4 and (5 ± sqrt 5) / 2
-    w, v = decomposed(a)
-    assert w.dtype == v.dtype == np.float64
+    w, v = eig(a)  # of float64's dtype
     check(a.astype(np.float64), w, v)
-    w, v = decomposed(np.array([[-0.5]]))
+    w, v = eig(np.array([[-0.5]]))
     np.testing.assert_array_equal(w, [-0.5])
     np.testing.assert_array_equal(v, [[1.0]])
 
@@ -207,9 +236,9 @@ def test_huge_and_tiny_magnitudes_are_scaled_not_refused(device):
         for factor in (float(info.max) / 16, float(info.tiny) * 4, float(info.smallest_subnormal) * 2 ** 20):
             a = (spectrum / np.abs(spectrum).max() * factor).astype(dtype)
             tol = 1e3 * max(float(info.eps), float(info.smallest_subnormal) / factor)  # subnormal w: 20 bits
-            w, v = decomposed(a, device=device)
+            w, v = eig(a, device)
             assert np.isfinite(w).all() and np.isfinite(v).all()
-            want = np.sort(np.linalg.eigvals(a).astype(np.float64))
+            want = np.sort(real_parts(np.linalg.eigvals(a)).astype(np.float64))
             np.testing.assert_allclose(np.sort(w.astype(np.float64)) / factor, want / factor, rtol=0, atol=tol)
             residual = (a.astype(np.float64) / factor) @ v - v * (w.astype(np.float64) / factor)
             assert np.abs(residual).max() < tol
@@ -228,8 +257,8 @@ def test_a_nearly_repeated_complex_pair_raises_as_numpys_is_complex(device):
             with pytest.raises(LinAlgError, match=r"complex eigenvalues .*\(failure 2\)"):
                 values(a, device=device)
         a = np.array([[1.0, 1.0], [eps / 100, 1.0]], dtype)  # 1 ± sqrt(delta): real, as NumPy's
-        w = values(a, device=device)
-        np.testing.assert_allclose(np.sort(w), np.sort(np.linalg.eigvals(a)), rtol=0, atol=10 * eps)
+        w = eigvals(a, device)
+        np.testing.assert_allclose(np.sort(w), np.sort(real_parts(np.linalg.eigvals(a))), rtol=0, atol=10 * eps)
 
 
 def test_a_badly_scaled_matrix_is_balanced_as_numpys_is(device):
@@ -240,9 +269,8 @@ def test_a_badly_scaled_matrix_is_balanced_as_numpys_is(device):
         q, _ = np.linalg.qr(rng.standard_normal((9, 9)))
         grading = np.diag(10.0 ** np.linspace(-4, 4, 9))  # a similarity: the eigenvalues stay 1..9
         a = (grading @ (q * np.arange(1.0, 10.0)) @ q.T @ np.linalg.inv(grading)).astype(dtype)
-        want = np.sort(np.linalg.eigvals(a))
-        assert want.dtype.kind == "f"
-        w, v = decomposed(a, device=device)  # unbalanced, its QR steps err by eps times ||a|| (1e8): 1e-5, or raise
+        want = np.sort(real_parts(np.linalg.eigvals(a)))
+        w, v = eig(a, device)  # unbalanced, its QR steps err by eps times ||a|| (1e8): 1e-5, or raise
         eps = float(np.finfo(dtype).eps)
         np.testing.assert_allclose(np.sort(w), want, rtol=0, atol=1e3 * eps)
         np.testing.assert_allclose(np.sort(w), np.arange(1.0, 10.0), rtol=0, atol=1e3 * eps)
