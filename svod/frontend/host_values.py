@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -141,26 +141,36 @@ _MOST_COMBINATIONS = 64
 
 
 def _each_way(node: ast.expr, known: set[str]) -> list[ast.expr]:
-    """``node`` with each ``a if c else b`` in it replaced by ``a`` or by ``b``, and each ``a or b`` (``and``) by
-    one of its operands, every way: the value's type may be either's, whichever the run chooses. A choice by
-    values the host knows (``known``: the plan is made for them) is the host's."""
+    """``node`` with each ``a if c else b`` in it replaced by ``a`` or by ``b``, each ``a or b`` (``and``) by one
+    of its operands, and each ``max(a, b)`` (``min``) by one of its arguments, every way: the value's type may be
+    either's, whichever the run chooses (Python's ``max(np.int64(5), 2.5)`` is the int64, ``max(np.int64(1),
+    2.5)`` the float). A choice by values the host knows (``known``: the plan is made for them) is the host's."""
     walked = list(ast.walk(node))
-    position = next((k for k, inner in enumerate(walked) if isinstance(inner, (ast.IfExp, ast.BoolOp))
-                     and not names(inner.test if isinstance(inner, ast.IfExp) else inner) <= known), None)
+    position = next((k for k, inner in enumerate(walked) if _options(inner) and not names(
+        inner.test if isinstance(inner, ast.IfExp) else inner) <= known), None)
     if position is None:
         return [node]
-    choice = walked[position]
-    count = 2 if isinstance(choice, ast.IfExp) else len(cast(ast.BoolOp, choice).values)
     ways: list[ast.expr] = []
-    for option in range(count):
+    for option in range(len(_options(walked[position]))):
         made = copy.deepcopy(node)
         chosen = list(ast.walk(made))[position]  # (the walk's order is the copy's too)
-        picked = [chosen.body, chosen.orelse][option] if isinstance(chosen, ast.IfExp) else \
-            cast(ast.BoolOp, chosen).values[option]
+        picked = _options(chosen)[option]
         ways += _each_way(picked if chosen is made else _replaced(made, chosen, picked), known)
         if len(ways) > _MOST_COMBINATIONS:
             break
     return ways
+
+
+def _options(node: ast.AST) -> list[ast.expr]:
+    """The values ``node`` chooses its own from, where it is such a choice (``_each_way``); else none."""
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and \
+            len(node.args) >= 2 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+        return list(node.args)
+    return []
 
 
 def _replaced(node: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:

@@ -144,3 +144,37 @@ def test_a_python_int_only_the_run_knows_runs_where_numpy_takes_any_value(device
     if dtype == np.int64:
         same(svod.jit(small_or_large)(a, flag, device=device), small_or_large(a, flag))
 
+
+
+def largest(a, n):
+    return a + max(n[0], 2.5)  # Python's max returns an argument: the int64 where it is larger, else the float
+
+
+def smallest(a, n):
+    return a + min(n[0], 3)  # the int64, or the Python int 3 (weak: int8 stays int8)
+
+
+def bounded(a, x):
+    return a * max(x[0], 0.5) + min(x[1], 2.0)
+
+
+@pytest.mark.parametrize(("function", "types"), [(largest, "a NumPy int64 or a Python float"),
+                                                 (smallest, "a NumPy int64 or a Python int")])
+def test_a_max_or_min_of_two_types_is_either_argument_s_type_as_python_returns_one(function, types):
+    """``max(n[0], 2.5)`` is ``n[0]`` itself where it is larger: NumPy's result then is int64 (``[6 7 8]`` here),
+    and float64 where 2.5 wins; svod took the types' promotion, float64, on both paths. Meeting int8, each type
+    gives another dtype: refused at the line, as a choice by a value only the run knows is."""
+    a = np.array([1, 2, 3], np.int8)
+    assert {function(a, np.array([k])).dtype for k in (1, 5)} == {np.dtype(np.int64), np.dtype(np.float64)
+                                                                  if function is largest else np.dtype(np.int8)}
+    for k in (1, 5):
+        with pytest.raises(KernelSyntaxError, match=f"is {types} on different paths to here"):
+            svod.jit(function)(a, np.array([k]))
+
+
+@pytest.mark.parametrize("x", [[0.25, 7.0], [3.0, -1.5], [np.nan, np.inf]])
+def test_a_max_or_min_whose_arguments_give_one_dtype_computes_what_python_does(device, x):
+    a = np.array([1.0, -2.0, 0.5])  # (of float32, a NumPy float64 and a Python float give two dtypes: refused)
+    if refuses(device, dtypes.float64):
+        return
+    same(svod.jit(bounded)(a, np.array(x), device=device), bounded(a, np.array(x)))
