@@ -82,6 +82,7 @@ from svod.frontend.host_values import HostValues, decisions_recorded, updated
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
+from svod.frontend.nodes import stored as stored_target  # (``stored`` is also what a method calls its target)
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
 from svod.frontend.shrinking import Shrinking
@@ -564,7 +565,11 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
         if op is not None:
-            value = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
+            combined = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
+            if self.added_in_place(stmt, stored, value, combined, op):
+                self.changed = True
+                return self.loops(stmt, stored, value, update=op)
+            value = combined
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]
         return self.store(stmt, stored, value, node if op is None else stmt)
@@ -664,6 +669,20 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                     *self.loops(stmt, stored, temporary)]
         return self.loops(stmt, stored, value)
 
+    def added_in_place(self, stmt: ast.stmt, stored: Expr, value: Value, combined: Value, op: ast.operator) -> bool:
+        """Whether ``stored += value`` (``-=``) is stored as each element's own ``+=``: where the sum is in the
+        stored array's dtype and ``value`` reads none of its elements elsewhere. The kernel then adds into
+        an element the work items of a ``prange`` share (``acc += a[i, :]``, numba's array reduction) as an
+        atomic update (``Translator.summed_by_work_items``), where ``acc[j] = acc[j] + a[i, j]`` would race."""
+        if not (isinstance(op, (ast.Add, ast.Sub)) and isinstance(combined, Expr) and stored.shape and
+                combined.dtype == stored.dtype and type(stored) is not Masked and type(stored) is not Gathered
+                and not read_only(stored)):
+            return False
+        if isinstance(value, Expr):
+            broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
+        base = base_name(stored)
+        return base is None or not isinstance(value, Expr) or not reads_apart(value, stored, base)
+
     def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr:
         """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
         name = f"_svod_t{next(self.counter)}"
@@ -671,8 +690,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         self.described[name] = f"the temporary array of `{code(node, 40)}`"
         return made
 
-    def loops(self, stmt: ast.stmt, stored: Expr, value: Value) -> list[ast.stmt]:
-        """The ``prange`` nest that stores ``value`` into each element of ``stored``."""
+    def loops(self, stmt: ast.stmt, stored: Expr, value: Value, update: ast.operator | None = None) -> list[ast.stmt]:
+        """The ``prange`` nest that stores ``value`` into each element of ``stored`` (with ``update``, adds it:
+        ``stored[...] += value``)."""
         variables = [f"_svod_a{next(self.counter)}" for _ in stored.shape]
         index = [load(v) for v in variables]
         out = Emitter(self.counter)
@@ -680,15 +700,16 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             out.stores, out.separate = tuple(zip(variables, stored.shape, strict=True)), self.separate
             out.everywhere = self.taped
         element = broadcast_element(value, stored.shape, index, out)
-        if stored.dtype != (value.dtype if isinstance(value, Expr) else None):
+        if update is None and stored.dtype != (value.dtype if isinstance(value, Expr) else None):
             element = typed(element, stored.dtype)
         if not isinstance(stored, Masked) and reads_masked(value):
             raise self.refuse(stmt, "x[mask] makes an array of the elements where the mask holds, which svod does "
                                     "not compact; store under the mask (`x[m] = ...`) or use np.where(m, x, ...)")
         target = stored.element(index, out)
         kept = stored.mask.element(index, out) if isinstance(stored, Masked) else None
-        body: list[ast.stmt] = [*out.statements, assign(target, element) if kept is None else
-                                ast.If(kept, [assign(target, element)], [])]
+        written = assign(target, element) if update is None else \
+            ast.AugAssign(cast(ast.Name, stored_target(target)), update, element)
+        body: list[ast.stmt] = [*out.statements, written if kept is None else ast.If(kept, [written], [])]
         loops = list(zip(variables, stored.shape, strict=True))
         if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins
             return placed(sequential(loops, body), stmt)

@@ -42,6 +42,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import pylang
 from svod.frontend.accumulating import Accumulating
@@ -61,6 +62,9 @@ from svod.frontend.values import (
     is_number,
 )
 from svod.ir import AxisKind, Ops, UOp, substitute
+
+_ATOMIC_SUMS = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
+"""The dtypes an atomic add updates (``KernelBuilder.atomic_add``)."""
 
 
 class Translator(Accumulating):
@@ -207,11 +211,31 @@ class Translator(Accumulating):
             self.assign_local(stmt.target.id, self.binary(op, self.lookup(stmt.target.id, stmt.target), value))
         elif isinstance(stmt.target, ast.Subscript):
             array, index = self.subscript(stmt.target)
-            held = self.complex_load(array, index) if isinstance(array, ComplexArray) else \
-                self.element(array, index).load()
-            self.store(array, index, self.binary(op, held, value))
+            target = None if isinstance(array, ComplexArray) else self.element(array, index)
+            summed = self.binary(op, self.complex_load(array, index) if target is None else target.load(), value)
+            if target is None or not self.summed_by_work_items(op, array, target, value, summed):
+                self.store(array, index, summed)
+                return
+            added = self.cast(value, array.dtype)
+            added = added if op == "+" else -added  # (x - v is x + -v: exactly, for floats and wrapping ints)
+            self.wrote(array.buffer.param, self.k.atomic_add(target, added, *self.running(target, added)))
         else:
             raise self.unsupported(stmt.target, " as an assignment target")
+
+    def summed_by_work_items(self, op: str, array: ArrayValue, target: UOp, value: Any, summed: Any) -> bool:
+        """Whether ``array[i] += v`` (``-=``) adds into an element the work items of a parallel loop share (its index
+        does not use the loop's variable, and ``v`` does), as an array reduction over a numba ``prange``: then
+        each adds its ``v`` as an atomic update, which gives the sum Python's turns make, in some order (a float
+        sum's rounding is the order's). Only where the sum is computed in the array's own dtype (a sum cast back
+        to it, as ``int32 += 0.5``, truncates each turn's) and the dtype is one atomics add (32- and 64-bit). (A
+        ``v`` that does not use the loop either, the same in every work item, stays a store: the race check
+        takes it or refuses it, as it did.)"""
+        if not (op in ("+", "-") and isinstance(summed, UOp) and summed.dtype == array.dtype and
+                array.dtype in _ATOMIC_SUMS and isinstance(value, UOp)):
+            return False
+        indexed, added = target.toposort(), value.toposort()
+        return any(loop.kind is AxisKind.GLOBAL and loop.range.src[0].vmax > 1 and loop.range not in indexed and
+                   loop.range in added for loop in self.loops)
 
     def expression_statement(self, stmt: ast.Expr) -> None:
         node = stmt.value

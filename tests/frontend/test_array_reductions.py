@@ -1,0 +1,106 @@
+"""numba's array reductions over a ``prange``: ``acc[j] += v`` (``-=``), or ``acc += row`` in a jitted function,
+where the work items of the parallel loop share the element (its index does not use the loop's variable) and
+each adds a value of its own. Each adds as an atomic update, which gives Python's sum in some order; where
+the sum would be cast back to the array's dtype, or every item adds the same value, the store is refused as
+a race, as it was."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import prange
+from svod.dtype import dtypes
+from svod.errors import RaceError
+from tests.helpers import refuses
+
+
+@svod.kernel
+def column_sums(out, a):
+    for i in prange(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[j] += a[i, j]
+
+
+@svod.kernel
+def column_differences(out, a):
+    for i in prange(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[j] -= a[i, j]
+
+
+@svod.jit
+def rows_summed(a, start):
+    acc = np.full(a.shape[1], start, a.dtype)
+    for i in prange(a.shape[0]):
+        acc += a[i, :]
+    return acc
+
+
+@svod.jit
+def rows_taken_away(a):
+    acc = np.zeros(a.shape[1], a.dtype)
+    for i in prange(a.shape[0]):
+        acc -= a[i, :] * 2
+    return acc
+
+
+@svod.kernel
+def counted_once_each(out, a):
+    for _i in prange(a.shape[0]):
+        out[0] += 1.0  # every item the same value: NumPy's sum is the count, which a store would lose
+
+
+@svod.kernel
+def truncated_each_turn(out, a):
+    for i in prange(a.shape[0]):
+        out[0] += a[i] * 0.5  # int32 + float64 is cast back each turn: not a sum of the halves
+
+
+def _floats(device) -> list[type]:
+    return [f for f in (np.float32, np.float64) if not refuses(device, dtypes.from_numpy(np.dtype(f)))]
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 997])
+def test_a_prange_adds_into_shared_elements_as_python_does(device, rows):
+    rng = np.random.default_rng(rows)
+    for f in _floats(device):
+        a = rng.standard_normal((rows, 5)).astype(f)
+        start = np.array([1.5, -0.0, np.inf, 2.0, -3.0], f)
+        got, taken = start.copy(), start.copy()
+        column_sums(got, a, device=device)
+        column_differences(taken, a, device=device)
+        want = start.astype(np.float64) + a.astype(np.float64).sum(axis=0)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if f == np.float32 else 1e-12, atol=1e-5)
+        np.testing.assert_allclose(taken, start.astype(np.float64) - a.astype(np.float64).sum(axis=0),
+                                   rtol=1e-5 if f == np.float32 else 1e-12, atol=1e-5)
+        if rows == 0:
+            assert np.signbit(got[1]) and np.array_equal(got, start)  # nothing added: -0.0 stays
+
+
+def test_an_int32_sum_into_shared_elements_wraps_exactly(device):
+    info = np.iinfo(np.int32)
+    a = np.array([[info.max, info.min, 7], [1, -1, -8], [info.max, info.min, 3]], np.int32)
+    got = np.array([5, 0, -2], np.int32)
+    want = got + a.sum(axis=0, dtype=np.int32)  # (wraps, as NumPy's int32 elements do)
+    column_sums(got, a, device=device)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("rows", [1, 13, 1000])
+def test_a_jitted_array_reduction_over_a_prange_is_the_rows_sum(device, rows):
+    f = _floats(device)[-1]
+    a = np.random.default_rng(rows).standard_normal((rows, 3)).astype(f)
+    got = rows_summed(a, f(0.25), device=device)
+    np.testing.assert_allclose(got, rows_summed.fn(a, f(0.25)), rtol=1e-5 if f == np.float32 else 1e-12)
+    assert got.dtype == f
+    np.testing.assert_allclose(rows_taken_away(a, device=device), rows_taken_away.fn(a),
+                               rtol=1e-5 if f == np.float32 else 1e-12)
+
+
+def test_a_shared_element_every_item_sets_alike_or_casts_back_stays_a_race():
+    with pytest.raises(RaceError, match="the store to out"):
+        counted_once_each(np.zeros(1), np.zeros(4))
+    with pytest.raises(RaceError, match="the store to out"):
+        truncated_each_turn(np.zeros(1, np.int32), np.arange(4, dtype=np.int32))
