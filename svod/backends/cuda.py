@@ -32,7 +32,7 @@ from svod.device import (
     ReplayItem,
     ReusePool,
 )
-from svod.device.caps import CUDA_CAPS, CUDA_GROUPS
+from svod.device.caps import CUDA_CAPS
 from svod.dtype import DeviceSpec
 from svod.errors import CompileError, DeviceError, Stage, SvodError
 
@@ -167,7 +167,6 @@ class CUDADevice:
             "device")[0]
         self.compiler = NVRTCCompiler(f"sm_{major}{minor}")
         self.caps = CUDA_CAPS
-        self.groups = CUDA_GROUPS
         self.renderer = CUDARenderer(spec, self.caps)
         self.allocator = CUDAAllocator(self)
         name = _checked(driver.cuDeviceGetName(64, self.device), "cuDeviceGetName", "device")[0]
@@ -300,7 +299,7 @@ class CUDALaunch:
             self.values[position] = value
         block = local_size or (1, 1, 1)
         program = self.program
-        program.device.groups.check_groups(global_size, program.name)
+        program.device.caps.check_groups(global_size, program.name)
         _checked(driver.cuLaunchKernel(program.function, *global_size, *block, 0, program.device.stream,
                                        ctypes.addressof(self.parameters), 0), "cuLaunchKernel", "launch")
 

@@ -154,8 +154,9 @@ class WebGPUDevice:
                  limits["max-compute-workgroup-size-z"])
         held = {dtypes.int32, dtypes.uint32, dtypes.float32} | ({dtypes.float16} if features else set())
         unheld = () if features else ((dtypes.float16, _NO_SHADER_F16),)
-        self.groups = WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes, (groups, groups, groups))
-        self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False, work_groups=self.groups,
+        self.caps = DeviceCaps(host_memory=False, overlaps_on_host=False,
+                               work_groups=WorkGroupLimits(limits["max-compute-invocations-per-workgroup"], sizes,
+                                                           (groups, groups, groups)),
                                local_memory=limits["max-compute-workgroup-storage-size"],
                                dedicated_local_memory=self.adapter.info["adapter_type"] != "CPU",
                                element_dtypes=frozenset(held), index_bits=32, ieee_floats=False,
@@ -333,7 +334,7 @@ class WebGPULaunch:
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         self.program.check_loop_turns(vals)
-        self.program.device.groups.check_groups(global_size, self.program.name)
+        self.program.device.caps.check_groups(global_size, self.program.name)
         _wgpu_thread().run(self._submit, vals, global_size)
 
     def _submit(self, vals: Sequence[int], global_size: tuple[int, int, int]) -> None:

@@ -143,7 +143,8 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int, warp
 
     - every item reduces ``j = l, l + G ...`` and stores the partial result to local memory slot ``l``;
     - ``BARRIER``; the ``G`` partials combined as a tree (``_combine_in_tree``), ``log2(G)`` steps of a
-      ``BARRIER`` each (on a device with warps, the last ``log2(warp)`` of them one step in the first warp);
+      ``BARRIER`` each (on a device with warps, those over the last ``2 * warp`` partials one step in the first
+      warp's registers);
     - the kernel reads slot 0 where it read the reduction.
 
     A reduction that uses another (a sum of ``exp(x - max)``) comes after it; independent ones share the
@@ -194,7 +195,7 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int, warp
             temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size, local=True), (), shared.index(u))
             k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
             body = substitute(substitute(u.src[0], replaced), {u.src[1]: j})
-            if below:  # (not the loads that count the loop's turns: a row's slice bounds, which it reads)
+            if below:  # (not the loads that count the loop's turns, a row's slice bounds: the test reads them)
                 body = _gated(body, _all(below), target=False, ahead=frozenset(k.src[0].toposort()))
             partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
                                   [inside[r] for r in rows if r in live[u] and r in inside]))

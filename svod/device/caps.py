@@ -60,8 +60,8 @@ class WorkGroupLimits:
         for axis, (count, most) in enumerate(zip(groups, self.max_groups, strict=True)):
             if count > most:
                 raise LaunchError(f"the launch needs {count} work groups along dimension {axis}, and the device "
-                                  f"allows {most}: the kernel's three launch dimensions are all in use, so none "
-                                  "is left to spread them over", kernel=kernel, stage="launch", value=count)
+                                  f"allows {most}, with no spare dimension that could hold the rest",
+                                  kernel=kernel, stage="launch", value=count)
 
 
 ALL_DTYPES = frozenset(d for d in dtypes.all() if d != dtypes.index)
@@ -130,11 +130,14 @@ class DeviceCaps:
     against 65535 per batch of work items. Lowering proves a kernel within it or has each launch check it
     (``KernelMetadata.loop_turns``)."""
 
+    def check_groups(self, groups: tuple[int, int, int], kernel: str) -> None:
+        """``WorkGroupLimits.check_groups`` of a launch, where the device has work groups."""
+        if self.work_groups is not None:
+            self.work_groups.check_groups(groups, kernel)
 
-CUDA_GROUPS = WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1, 65535, 65535))
-"""What a CUDA launch allows: 1024 threads a block, and 2**31 - 1 blocks along x, 65535 along y and z."""
+
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False,
-                       work_groups=CUDA_GROUPS,
+                       work_groups=WorkGroupLimits(1024, (1024, 1024, 64), max_groups=((1 << 31) - 1, 65535, 65535)),
                        local_memory=48 << 10, dedicated_local_memory=True, warp_size=32, native_float16=False,
                        dlpack_device_type=KDL_CUDA)
 """What every CUDA architecture since sm_30 allows (grids of up to 2**31 - 1 blocks along x, 65535 along y and z;

@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from svod.errors import KernelSyntaxError
-from svod.frontend import extents, pylang, random_arrays
+from svod.frontend import extents, nodes, pylang, random_arrays
 from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
@@ -82,7 +82,6 @@ from svod.frontend.host_values import HostValues, decisions_recorded, updated
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
-from svod.frontend.nodes import stored as stored_target  # (``stored`` is also what a method calls its target)
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
 from svod.frontend.shrinking import Shrinking
@@ -675,7 +674,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         an element the work items of a ``prange`` share (``acc += a[i, :]``, numba's array reduction) as an
         atomic update (``Translator.summed_by_work_items``), where ``acc[j] = acc[j] + a[i, j]`` would race."""
         if not (isinstance(op, (ast.Add, ast.Sub)) and isinstance(combined, Expr) and stored.shape and
-                combined.dtype == stored.dtype and type(stored) is not Masked and type(stored) is not Gathered
+                combined.dtype == stored.dtype and not isinstance(stored, (Masked, Gathered))
                 and not read_only(stored)):
             return False
         if isinstance(value, Expr):
@@ -708,7 +707,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         target = stored.element(index, out)
         kept = stored.mask.element(index, out) if isinstance(stored, Masked) else None
         written = assign(target, element) if update is None else \
-            ast.AugAssign(cast(ast.Name, stored_target(target)), update, element)
+            ast.AugAssign(cast(ast.Subscript, nodes.stored(target)), update, element)
         body: list[ast.stmt] = [*out.statements, written if kept is None else ast.If(kept, [written], [])]
         loops = list(zip(variables, stored.shape, strict=True))
         if isinstance(stored, Gathered):  # through indices that may repeat: in order, NumPy's last write wins

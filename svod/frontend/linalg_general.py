@@ -49,9 +49,10 @@ from svod.frontend.pylang import Const, inf, prange
 STEPS = 30
 """The most QR steps an eigenvalue (a split of the active block) takes before the factorisation fails (LAPACK's
 and EISPACK's limit; a shift out of a cycle is taken at the 10th and 20th)."""
-COMPLEX_RESULTS = np.lib.NumpyVersion(np.__version__) >= "2.5.0"
+COMPLEX_RESULTS = np.linalg.eigvals(np.eye(1)).dtype.kind == "c"
 """Whether ``eig``'s and ``eigvals``' results are complex: NumPy 2.5's always are (imaginary parts +0.0 where the
-eigenvalues are real, as numba's), NumPy 2.4's are real where every eigenvalue is. Decided once, here."""
+eigenvalues are real, as numba's), NumPy 2.4's are real where every eigenvalue is. Decided once, here, by what
+the running NumPy does (a version number would misread its release candidates)."""
 BROKEN, COMPLEX, UNSETTLED = 1, 2, 3
 """What ``failed`` of an ``eig`` holds: an element is NaN or infinite; an eigenvalue is complex; the QR steps did
 not settle (the first that happens)."""

@@ -42,7 +42,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from svod.dtype import dtypes
 from svod.errors import KernelSyntaxError, SvodError
 from svod.frontend import pylang
 from svod.frontend.accumulating import Accumulating
@@ -62,9 +61,7 @@ from svod.frontend.values import (
     is_number,
 )
 from svod.ir import AxisKind, Ops, UOp, substitute
-
-_ATOMIC_SUMS = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64})
-"""The dtypes an atomic add updates (``KernelBuilder.atomic_add``)."""
+from svod.ir.validate import ATOMIC_DTYPES
 
 
 class Translator(Accumulating):
@@ -231,9 +228,9 @@ class Translator(Accumulating):
         ``v`` that does not use the loop either, the same in every work item, stays a store: the race check
         takes it or refuses it, as it did.)"""
         if not (op in ("+", "-") and isinstance(summed, UOp) and summed.dtype == array.dtype and
-                array.dtype in _ATOMIC_SUMS and isinstance(value, UOp)):
+                array.dtype in ATOMIC_DTYPES and isinstance(value, UOp)):
             return False
-        indexed, added = target.toposort(), value.toposort()
+        indexed, added = target.src[1].toposort(), value.toposort()  # (the index: an if's gate may read the loop)
         return any(loop.kind is AxisKind.GLOBAL and loop.range.src[0].vmax > 1 and loop.range not in indexed and
                    loop.range in added for loop in self.loops)
 

@@ -47,6 +47,23 @@ def rows_taken_away(a):
 
 
 @svod.kernel
+def positive_rows_summed(out, a):
+    for i in prange(a.shape[0]):
+        if a[i, 0] > 0:  # (a gate that reads the loop's variable: the element is still shared)
+            for j in range(a.shape[1]):
+                out[j] += a[i, j]
+
+
+@svod.jit
+def positive_rows(a):
+    acc = np.zeros(a.shape[1], a.dtype)
+    for i in prange(a.shape[0]):
+        if a[i, 0] > 0:
+            acc += a[i, :]
+    return acc
+
+
+@svod.kernel
 def counted_once_each(out, a):
     for _i in prange(a.shape[0]):
         out[0] += 1.0  # every item the same value: NumPy's sum is the count, which a store would lose
@@ -97,6 +114,16 @@ def test_a_jitted_array_reduction_over_a_prange_is_the_rows_sum(device, rows):
     assert got.dtype == f
     np.testing.assert_allclose(rows_taken_away(a, device=device), rows_taken_away.fn(a),
                                rtol=1e-5 if f == np.float32 else 1e-12)
+
+
+def test_an_array_reduction_under_an_if_adds_the_rows_it_takes(device):
+    f = _floats(device)[-1]
+    a = np.random.default_rng(4).standard_normal((101, 4)).astype(f)
+    got = np.zeros(4, f)
+    positive_rows_summed(got, a, device=device)
+    tolerance = 1e-5 if f == np.float32 else 1e-12
+    np.testing.assert_allclose(got, a[a[:, 0] > 0].astype(np.float64).sum(axis=0), rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(positive_rows(a, device=device), positive_rows.fn(a), rtol=tolerance, atol=tolerance)
 
 
 def test_a_shared_element_every_item_sets_alike_or_casts_back_stays_a_race():

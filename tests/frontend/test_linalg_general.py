@@ -14,6 +14,7 @@ import pytest
 import svod
 from svod.device import Device
 from svod.errors import KernelSyntaxError, LinAlgError
+from svod.frontend import linalg_general
 from tests.frontend.linalg_cases import dtypes_of
 
 
@@ -275,3 +276,28 @@ def test_a_badly_scaled_matrix_is_balanced_as_numpys_is(device):
         np.testing.assert_allclose(np.sort(w), want, rtol=0, atol=1e3 * eps)
         np.testing.assert_allclose(np.sort(w), np.arange(1.0, 10.0), rtol=0, atol=1e3 * eps)
         np.testing.assert_allclose(np.linalg.norm(v.astype(np.float64), axis=0), np.ones(9), rtol=0, atol=100 * eps)
+
+
+@svod.jit
+def decomposed_as_numpy_25(a):
+    w, v = np.linalg.eig(a)
+    return w, v, np.linalg.eigvals(a)
+
+
+def test_numpy_25s_complex_results_are_the_real_ones_with_positive_zero_imaginary_parts(device, monkeypatch):
+    """Where the running NumPy makes ``eig``'s results complex (2.5, whichever NumPy runs here), svod's are the
+    real ones converted, each real part as computed (a -0.0 too) and each imaginary part +0.0."""
+    if refused(device):
+        return
+    dtype = dtypes_of(device)[-1]
+    a = real_spectrum(5, dtype, 5)
+    a[:, 2] = 0.0  # a zero eigenvalue
+    real_w, real_v = decomposed(a, device=device)
+    monkeypatch.setattr(linalg_general, "COMPLEX_RESULTS", True)
+    w, v, only = decomposed_as_numpy_25(a, device=device)
+    complex_ = np.result_type(dtype, np.complex64)
+    assert w.dtype == v.dtype == only.dtype == complex_
+    for got, real in ((w, np.real(real_w)), (v, np.real(real_v)), (only, np.real(real_w))):
+        np.testing.assert_array_equal(got.real, real)
+        assert np.array_equal(np.signbit(got.real), np.signbit(real)) and not np.signbit(got.imag).any()
+        assert not got.imag.any()
