@@ -598,7 +598,8 @@ class _Linearizer:
                              stage="lower", value=e.op.name)
         self.previous = loops
         left = [c for c in conditions if c not in kept]
-        keys = _with_gates(loops[shared:], left, self.shared_loops)
+        written = None if target is None else memory_of(target.src[0])
+        keys = _with_gates(loops[shared:], left, self.shared_loops, written)
         last_loop = max((i for i, key in enumerate(keys) if key not in left), default=-1)
         for position, key in enumerate(keys):
             if key in left:
@@ -731,19 +732,28 @@ class _Linearizer:
         return (*self.leaves, *body)
 
 
-def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], shared: frozenset[UOp]) -> list[UOp]:
+def _with_gates(loops: tuple[UOp, ...], conditions: list[UOp], shared: frozenset[UOp],
+                written: UOp | None = None) -> list[UOp]:
     """The blocks an effect opens, outermost first: its ``loops``, with an IF for each of ``conditions`` (its
     gate's conjuncts no IF open holds) right inside the last loop the condition depends on. A row's gate
     stands outside the loop over the row's columns, and with it the row's reductions, which are placed inside
     the IF. An IF stays inside the sequential loops in ``shared`` (other effects run in them too), so that
-    those effects can share their turns."""
-    places = [max((i + 1 for i, r in enumerate(loops) if r in c.live_ranges or r in shared), default=0)
+    those effects can share their turns. A condition that reads the memory the effect writes (``written``:
+    ``v = min(v, -v)``, a local stored where ``-v < v``) is tested inside all its loops: each turn's store
+    changes what the next turn's test reads (tested once before the loop, it stored ``-v`` at every turn)."""
+    places = [len(loops) if written is not None and _reads(c, written) else
+              max((i + 1 for i, r in enumerate(loops) if r in c.live_ranges or r in shared), default=0)
               for c in conditions]
     keys: list[UOp] = []
     for position in range(len(loops) + 1):
         keys += [c for c, at in zip(conditions, places, strict=True) if at == position]
         keys += list(loops[position:position + 1])
     return keys
+
+
+def _reads(condition: UOp, memory: UOp) -> bool:
+    """Whether ``condition`` loads from ``memory``."""
+    return any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) is memory for u in condition.toposort())
 
 
 def _conjuncts(gate: UOp | None) -> list[UOp]:
