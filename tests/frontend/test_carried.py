@@ -159,7 +159,7 @@ def folded_to_its_negative(out, x):
             v = min(v, -v)  # stored where -v < v: a test of the local the loop stores
         w = x[i, 0] + 1.0
         for _ in range(out.shape[1]):
-            if -w < w:
+            if -w < w:  # noqa: PLR1730 (the if form is the point)
                 w = -w
         out[i, 0] = v + w * 1000.0
 
