@@ -258,6 +258,7 @@ class CUDAProgram(ProgramBase):
             raise SvodError("a CUDA kernel loads from PTX, and this one has none", kernel=compiled.name, stage="load")
         self.name = compiled.name
         self.device = device
+        self.group_limits = device.caps.groups_to_check(compiled.metadata.global_size)
         device.activate()
         self.module = _checked(driver.cuModuleLoadData(compiled.bytes + b"\0"), "cuModuleLoadData", "load")[0]
         symbol = compiled.entry.encode()
@@ -299,7 +300,8 @@ class CUDALaunch:
             self.values[position] = value
         block = local_size or (1, 1, 1)
         program = self.program
-        program.device.caps.check_groups(global_size, program.name)
+        if program.group_limits is not None:
+            program.group_limits.check_groups(global_size, program.name)
         _checked(driver.cuLaunchKernel(program.function, *global_size, *block, 0, program.device.stream,
                                        ctypes.addressof(self.parameters), 0), "cuLaunchKernel", "launch")
 

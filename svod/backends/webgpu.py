@@ -269,6 +269,7 @@ class WebGPUProgram(ProgramBase):
         gpu = device.device
         self.metadata = compiled.metadata
         """The PROGRAM's: its buffers, its variables in ``vals`` order, the turns of its loops."""
+        self.group_limits = device.caps.groups_to_check(compiled.metadata.global_size)
         stage = wgpu.ShaderStage.COMPUTE
         count = compiled.buf_count
         entries = [{"binding": k, "visibility": stage, "buffer": {"type": "storage"}} for k in range(count)]
@@ -334,7 +335,8 @@ class WebGPULaunch:
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         self.program.check_loop_turns(vals)
-        self.program.device.caps.check_groups(global_size, self.program.name)
+        if self.program.group_limits is not None:
+            self.program.group_limits.check_groups(global_size, self.program.name)
         _wgpu_thread().run(self._submit, vals, global_size)
 
     def _submit(self, vals: Sequence[int], global_size: tuple[int, int, int]) -> None:

@@ -181,8 +181,8 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int, warp
         k = UOp.range((end - item + (size - 1)) // size, next(axes), kind)
         return k, item + k * size, [(item + k * size).lt(end)] if k.src[0].vmax <= 1 else []
 
-    def gated(node: UOp, conditions: list[UOp], target: bool = True) -> UOp:
-        return _gated(node, _all(conditions), target) if conditions else node
+    def gated(node: UOp, conditions: list[UOp], target: bool = True, ahead: frozenset[UOp] = frozenset()) -> UOp:
+        return _gated(node, _all(conditions), target, ahead=ahead) if conditions else node
 
     replaced: dict[UOp, UOp] = {}
     levels: dict[UOp, int] = {}
@@ -194,9 +194,8 @@ def share_reductions(sink: UOp, limits: WorkGroupLimits, local_memory: int, warp
         for u in (u for u in shared if levels[u] == level):
             temp = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(size, local=True), (), shared.index(u))
             k, j, below = strided(u.src[1].src[0], AxisKind.REDUCE)
-            body = substitute(substitute(u.src[0], replaced), {u.src[1]: j})
-            if below:  # (not the loads that count the loop's turns, a row's slice bounds: the test reads them)
-                body = _gated(body, _all(below), target=False, ahead=frozenset(k.src[0].toposort()))
+            body = gated(substitute(substitute(u.src[0], replaced), {u.src[1]: j}), below, target=False,
+                         ahead=frozenset(k.src[0].toposort()))  # (the loads counting the turns: the test reads them)
             partials.append(gated(temp.index(item).store(body.reduce(k, op=u.arg)),
                                   [inside[r] for r in rows if r in live[u] and r in inside]))
             temps.append((temp, u.arg))

@@ -9,11 +9,15 @@ kernel reads its position from ``SPECIAL`` nodes named by kind and axis: ``gidxN
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from svod.dtype import DType, dtypes
 from svod.errors import LaunchError
+
+if TYPE_CHECKING:
+    from svod.ir import UOp
 
 CORE_ID = "core_id"
 """The variable that numbers the CPU worker running a kernel; the runtime sets it, a caller never does."""
@@ -49,6 +53,12 @@ class WorkGroupLimits:
     max_groups: tuple[int, int, int] | None = None
     """How many work groups a launch may have along each dimension, where that is limited (WebGPU's
     maxComputeWorkgroupsPerDimension)."""
+
+    def may_exceed(self, counts: Sequence[UOp]) -> bool:
+        """Whether a kernel's group counts (expressions of its variables) may pass the limit for some values:
+        only such a kernel's launches check theirs (``check_groups``), off every other's dispatch path."""
+        return self.max_groups is not None and any(c.vmax > most for c, most in zip(counts, self.max_groups,
+                                                                                   strict=True))
 
     def check_groups(self, groups: tuple[int, int, int], kernel: str) -> None:
         """Refuse a launch of more work groups along a dimension than the device allows. Lowering spreads a
@@ -130,10 +140,11 @@ class DeviceCaps:
     against 65535 per batch of work items. Lowering proves a kernel within it or has each launch check it
     (``KernelMetadata.loop_turns``)."""
 
-    def check_groups(self, groups: tuple[int, int, int], kernel: str) -> None:
-        """``WorkGroupLimits.check_groups`` of a launch, where the device has work groups."""
-        if self.work_groups is not None:
-            self.work_groups.check_groups(groups, kernel)
+    def groups_to_check(self, counts: Sequence[UOp]) -> WorkGroupLimits | None:
+        """The limits a kernel's launches check their group counts against (``WorkGroupLimits.check_groups``):
+        the device's, where the counts may pass them (``may_exceed``); else None, and they check nothing."""
+        limits = self.work_groups
+        return limits if limits is not None and limits.may_exceed(counts) else None
 
 
 CUDA_CAPS = DeviceCaps(host_memory=False, overlaps_on_host=False,

@@ -563,15 +563,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
+        update = None
         if op is not None:
             combined = self.binary(stmt, stored, value, type(op))  # cast to stored's dtype at the store
-            if self.added_in_place(stmt, stored, value, combined, op):
-                self.changed = True
-                return self.loops(stmt, stored, value, update=op)
+            update = (op, value) if _added_in_place(op, stored, combined) else None
             value = combined
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]
-        return self.store(stmt, stored, value, node if op is None else stmt)
+        return self.store(stmt, stored, value, node if op is None else stmt, update)
 
     def elements_read(self, stmt: ast.Assign | ast.AugAssign | ast.stmt) -> ast.stmt:
         """A scalar statement as written, but for an element of a view in it (``x[:k][-1]``), which it reads from
@@ -650,9 +649,11 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return []
         return made_here
 
-    def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST) -> list[ast.stmt]:
+    def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST,
+              update: tuple[ast.operator, Value] | None = None) -> list[ast.stmt]:
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
-        array elsewhere."""
+        array elsewhere; else, with ``update`` (``stored += v``: the operator and ``v``, ``_added_in_place``),
+        as each element's own ``+=``."""
         self.changed = True
         if read_only(stored):
             raise self.refuse(stmt, "np.broadcast_to's view is read-only (as NumPy's): store into the array it views")
@@ -666,21 +667,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             temporary = self.fresh_temporary(value.shape, value.dtype, node)
             return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
                     *self.loops(stmt, stored, temporary)]
+        if update is not None:
+            return self.loops(stmt, stored, update[1], update=update[0])
         return self.loops(stmt, stored, value)
-
-    def added_in_place(self, stmt: ast.stmt, stored: Expr, value: Value, combined: Value, op: ast.operator) -> bool:
-        """Whether ``stored += value`` (``-=``) is stored as each element's own ``+=``: where the sum is in the
-        stored array's dtype and ``value`` reads none of its elements elsewhere. The kernel then adds into
-        an element the work items of a ``prange`` share (``acc += a[i, :]``, numba's array reduction) as an
-        atomic update (``Translator.summed_by_work_items``), where ``acc[j] = acc[j] + a[i, j]`` would race."""
-        if not (isinstance(op, (ast.Add, ast.Sub)) and isinstance(combined, Expr) and stored.shape and
-                combined.dtype == stored.dtype and not isinstance(stored, (Masked, Gathered))
-                and not read_only(stored)):
-            return False
-        if isinstance(value, Expr):
-            broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
-        base = base_name(stored)
-        return base is None or not isinstance(value, Expr) or not reads_apart(value, stored, base)
 
     def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr:
         """A new array of ``shape`` and ``dtype``, which the plan makes, of the user's ``node``."""
@@ -773,6 +762,15 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
+
+
+def _added_in_place(op: ast.operator, stored: Expr, combined: Value) -> bool:
+    """Whether ``stored += v`` (``-=``), whose sum is ``combined``, is stored as each element's own ``+=``: where
+    the sum is in the stored array's dtype. The kernel then adds into an element the work items of a ``prange``
+    share (``acc += a[i, :]``, numba's array reduction) as an atomic update (``Translator.summed_by_work_items``),
+    where ``acc[j] = acc[j] + a[i, j]`` would race."""
+    return isinstance(op, (ast.Add, ast.Sub)) and isinstance(combined, Expr) and bool(stored.shape) and \
+        combined.dtype == stored.dtype and not isinstance(stored, (Masked, Gathered))
 
 
 def _stored_names(stmt: ast.stmt) -> set[str]:

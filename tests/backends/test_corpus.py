@@ -202,6 +202,15 @@ def test_float16_elementwise(device):
     np.testing.assert_array_equal(out_np, x_np * x_np + np.float16(0.5))
 
 
+def half_row_reductions(name: str, op: Ops, rows: int, cols: int) -> svod.UOp:
+    """``out[r] = op over c of x[r, c]``, both float16, as a kernel called ``name``."""
+    k = KernelBuilder(name)
+    out, x = k.buffer(dtypes.float16, rows), k.buffer(dtypes.float16, (rows, cols))
+    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
+    k.store(out[r], x[r, c].reduce(c, op=op))
+    return k.build()
+
+
 @pytest.mark.parametrize(("op", "ref"), [(Ops.ADD, np.sum), (Ops.MAX, np.max), (Ops.MIN, np.min)])
 def test_float16_reductions(device, op, ref):
     """A half accumulator is updated like any half op (in float32 where the device emulates halves).
@@ -209,14 +218,10 @@ def test_float16_reductions(device, op, ref):
     if refuses(device, dtypes.float16):
         return
     rows, cols = 5, 67
-    k = KernelBuilder(f"half_{op.name.lower()}")
-    out, x = k.buffer(dtypes.float16, rows), k.buffer(dtypes.float16, (rows, cols))
-    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
-    k.store(out[r], x[r, c].reduce(c, op=op))
     x_np = np.random.default_rng(3).integers(-8, 9, (rows, cols)).astype(np.float16)
     x_np[0, 3] = -0.0 if op is Ops.MAX else x_np[0, 3]
     out_np = np.zeros(rows, np.float16)
-    svod.run(k.build(), [out_np, x_np], device=device)
+    svod.run(half_row_reductions(f"half_{op.name.lower()}", op, rows, cols), [out_np, x_np], device=device)
     np.testing.assert_array_equal(out_np, ref(x_np, axis=1))
 
 

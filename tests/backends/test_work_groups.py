@@ -18,6 +18,7 @@ from svod.codegen.render.opencl import OpenCLRenderer
 from svod.codegen.render.wgsl import WGSLRenderer
 from svod.device import Device, DeviceCaps, WorkGroupLimits
 from svod.workloads import conv2d, dense_layer, layernorm, softmax
+from tests.backends.test_corpus import half_row_reductions
 from tests.backends.test_cuda import requires_nvrtc
 from tests.frontend.test_extents import agrees_with_python, spmv
 from tests.helpers import cpu_device, open_device, refuses, webgpu_devices
@@ -366,14 +367,11 @@ def test_a_half_rows_tree_computes_in_float32_where_halves_are_emulated(monkeypa
         return
     monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, native_float16=False))
     rows, cols = 5, 67
-    k = KernelBuilder(f"emulated_half_{op.name.lower()}_rows")
-    out, x = k.buffer(dtypes.float16, rows), k.buffer(dtypes.float16, (rows, cols))
-    r, c = k.range(rows), k.range(cols, AxisKind.REDUCE)
-    k.store(out[r], x[r, c].reduce(c, op=op))
     x_np = np.random.default_rng(3).integers(-8, 9, (rows, cols)).astype(np.float16)
     x_np[0] = np.where(np.arange(cols) % 2 == 0, -0.0, 0.0) if op is Ops.MAX else x_np[0]
     out_np = np.full(rows, np.nan, np.float16)
-    svod.run(k.build(), [out_np, x_np], device=device)
+    svod.run(half_row_reductions(f"emulated_half_{op.name.lower()}_rows", op, rows, cols), [out_np, x_np],
+             device=device)
     np.testing.assert_array_equal(out_np, ref(x_np, axis=1))
     if op is Ops.MAX:
         assert not np.signbit(out_np[0])
