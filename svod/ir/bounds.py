@@ -101,11 +101,28 @@ def _cmpeq(a: Bounds, b: Bounds) -> Bounds:
     return (1 - ne[1], 1 - ne[0])
 
 
+def _bits(a: Bounds, b: Bounds) -> Bounds:
+    """``|`` and ``^`` of integers within ``[-2**k, 2**k - 1]`` stay within it (two's complement sets no bit
+    above ``k`` that is not the sign's); of non-negative ones, within ``[0, 2**k - 1]``."""
+    k = max(int(n).bit_length() if n >= 0 else (~int(n)).bit_length() for n in (*a, *b))
+    return (0 if a[0] >= 0 and b[0] >= 0 else -(1 << k), (1 << k) - 1)
+
+
+def _shr(a: Bounds, amount: Bounds) -> Bounds | None:
+    """``>>`` by a non-negative amount moves a value towards 0 (or -1), the further the larger the amount (svod's
+    shift by the dtype's width or more gives 0 or -1, as Python's does)."""
+    if amount[0] < 0:
+        return None
+    lo, hi, least, most = int(a[0]), int(a[1]), int(amount[0]), int(amount[1])
+    return (lo >> least if lo < 0 else lo >> most, hi >> least if hi >= 0 else hi >> most)
+
+
 _BINARY: dict[Ops, Callable[[Bounds, Bounds], Bounds | None]] = {
     Ops.ADD: _add, Ops.SUB: _sub, Ops.MUL: _mul, Ops.IDIV: _idiv, Ops.MOD: _mod,
     Ops.MAX: lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
     Ops.MIN: lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
     Ops.CMPLT: _cmplt, Ops.CMPLE: _cmple, Ops.CMPNE: _cmpne, Ops.CMPEQ: _cmpeq,
+    Ops.OR: _bits, Ops.XOR: _bits, Ops.SHR: _shr,
 }
 
 
