@@ -7,8 +7,9 @@ its metadata derived here once).
 ::
 
     ast ─> parts (parallel_loops, then block_matmul on a CPU, else split_reduction) ─> for each part:
-           validate ─ check_dtypes ─ unbind ─ drop_empty_ranges ─ fuse_products ─ anchor_ranges ─ simplify
-           ─ check_races ─ forward_stored ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify ─ keep_params
+           validate ─ narrow_integers ─ check_dtypes ─ unbind ─ drop_empty_ranges ─ fuse_products ─ anchor_ranges
+           ─ simplify ─ check_races ─ forward_stored ─ guard_accesses ─ decompose ─ <the target's passes> ─ simplify
+           ─ keep_params
            ─> lowered SINK (``lower``)
     lowered SINK ─> check_accesses ─ linearize ─ lower_accumulators ─ check_barriers ─> LINEAR (``linearize``)
     LINEAR ─> loop turns checked ─ target.writer.render_linear ─> PROGRAM(SINK, DEVICE, LINEAR, SOURCE) (``program``)
@@ -52,6 +53,7 @@ from svod.codegen.accumulators import lower_accumulators
 from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
 from svod.codegen.collector import collector_paused
+from svod.codegen.integer_width import NARROWED, narrow_integers, narrowable
 from svod.codegen.linearize import linearize as order
 from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
 from svod.codegen.lower import (
@@ -78,7 +80,7 @@ from svod.codegen.requirements import Requirements, record_requirements, stated
 from svod.codegen.safety import check_races, guard_accesses, parallel_loops, unbind
 from svod.codegen.upcast import split_reductions, upcast_reductions
 from svod.device import DeviceCaps, WorkGroupLimits, derive_metadata, entry_symbol
-from svod.dtype import DeviceSpec, PtrDType, dtypes
+from svod.dtype import DeviceSpec, DType, PtrDType, dtypes
 from svod.errors import GraphError
 from svod.ir import Ops, PatternMatcher, UOp, simplify
 from svod.ir.uop import exits, pointee, runs_as_written
@@ -181,18 +183,21 @@ def _rewrite(rewrite: Callable[[UOp, Target], UOp | None]) -> Apply:
     return apply
 
 
-def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) -> None:
+def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str,
+                 computed: frozenset[DType] = frozenset()) -> None:
     """Refuse a kernel with a buffer the device cannot hold, or a value it cannot compute
-    (``caps.element_dtypes``; bools and indices are always computed). A float scalar travels as a variable of
-    its bits (``KernelBuilder.scalar``): where the float's dtype is not held either, the refusal names it, the
-    dtype the user passed, not the integer of its bits."""
+    (``caps.element_dtypes``; bools and indices are always computed, and values of ``computed``: those
+    ``narrow_integers`` decides). A float scalar travels as a variable of its bits (``KernelBuilder.scalar``):
+    where the float's dtype is not held either, the refusal names it, the dtype the user passed, not the
+    integer of its bits."""
     nodes = ast.toposort()
     bits_of = {u.src[0]: u.dtype for u in nodes if u.op is Ops.BITCAST and u.src[0].op is Ops.DEFINE_VAR
                and u.dtype not in caps.element_dtypes}
     for u in nodes:
         dtype = pointee(u) if u.op is Ops.PARAM else u.dtype
         if isinstance(dtype, PtrDType) or dtype in caps.element_dtypes or dtype in (dtypes.void, dtypes.index) \
-                or (dtype == dtypes.bool and u.op is not Ops.PARAM):
+                or (dtype == dtypes.bool and u.op is not Ops.PARAM) \
+                or (dtype in computed and u.op is not Ops.PARAM and u not in bits_of):
             continue
         if u.op is Ops.PARAM:
             what = f"{dtype.name}, the dtype of buffer {u.arg}"
@@ -211,6 +216,14 @@ def check_dtypes(ast: UOp, caps: DeviceCaps, device: DeviceSpec, kernel: str) ->
 def _unbind(state: Lowering, target: Target) -> Lowering:
     sink, fixed = unbind(state.sink, state.kernel)
     return dataclasses.replace(state, sink=sink, fixed=tuple(sorted(fixed.items())))
+
+
+def _narrow_integers(state: Lowering, target: Target) -> Lowering | None:
+    if dtypes.int64 in target.caps.element_dtypes or not narrowable(state.sink):
+        return None
+    check_dtypes(state.sink, target.caps, target.device, state.kernel, computed=frozenset(NARROWED))  # others first
+    sink = narrow_integers(state.sink, state.kernel, str(target.device))
+    return None if sink is None else dataclasses.replace(state, sink=sink)
 
 
 def _guard_accesses(state: Lowering, target: Target) -> Lowering:
@@ -252,7 +265,8 @@ def _launch(sink: UOp, target: Target) -> UOp:
 
 FRONT: tuple[LoweringStep, ...] = (
     Check("validate", lambda s, t: validate(s.ast)),
-    Check("check_dtypes", lambda s, t: check_dtypes(s.ast, t.caps, t.device, s.kernel)),
+    Pass("narrow_integers", _narrow_integers),
+    Check("check_dtypes", lambda s, t: check_dtypes(s.sink, t.caps, t.device, s.kernel)),
     Pass("unbind", _unbind),
     Pass("drop_empty_ranges", _rewrite(lambda sink, t: drop_empty_ranges(sink))),
     Pass("fuse_products", _rewrite(lambda sink, t: fuse_products(sink))),

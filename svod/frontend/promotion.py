@@ -61,13 +61,11 @@ class Platform:
         return self.storage(dtype).numpy
 
     def _svod(self, dtype: np.dtype) -> DType:
-        """A numpy dtype as the platform computes it: without 64-bit numbers, their 32-bit kin."""
+        """A numpy dtype as the platform computes it: float64 as float32 where the device has no float64. A
+        64-bit integer stays one (``svod.int64(x)``, ``int32 + uint32``): a device without them computes it in
+        32 bits only where that gives the same value (``narrow_integers``)."""
         found = dtypes.from_numpy(dtype)
-        if found == dtypes.float64 and not self.float64:
-            return dtypes.float32
-        if found.is_int and found.itemsize == 8 and self.index_bits <= 32:
-            return dtypes.int32 if found.kind == "int" else dtypes.uint32
-        return found
+        return dtypes.float32 if found == dtypes.float64 and not self.float64 else found
 
     def unify(self, a: DType, b: DType) -> DType:
         """The dtype arithmetic between values of ``a`` and ``b`` computes in, and a local takes that holds

@@ -58,6 +58,8 @@ class Located:
             return ", ".join(self.endless)
         if err.stage in ("render", "launch") and isinstance(value, int) and "loop" in err.detail:
             return ", ".join(self.loops) or None
+        if isinstance(value, UOp):  # the node, or one alike (the kernel may be bound again for the device)
+            return self.nodes.get(value) or next((where for u, where in self.nodes.items() if _alike(u, value)), None)
         if err.stage == "render" and "32 bits" in err.detail:  # the first index the source computes that may not fit
             return next((where for u, where in self.nodes.items()
                          if u.dtype == dtypes.index and not -(1 << 31) <= u.vmin <= u.vmax < 1 << 31), None)
@@ -65,8 +67,6 @@ class Located:
             slot = err.slot if isinstance(err, IndexOutOfBoundsError) else int(value)  # type: ignore[arg-type]
             lines = self.slots.get(slot, [])
             return ", ".join(lines) if lines else None
-        if isinstance(value, UOp):
-            return self.nodes.get(value)
         if isinstance(value, str):  # a dtype by name ("cannot hold float64")
             value = next((d for d in self.dtypes if d.name == value), None)
         if isinstance(value, DType):
@@ -82,6 +82,12 @@ class Located:
         where = self.where(err)
         if where is not None:
             err.locate(where)
+
+
+def _alike(a: UOp, b: UOp) -> bool:
+    """Whether ``a`` and ``b`` are the same op on sources of the same ops and dtypes."""
+    return (a.op, a.dtype, a.arg, len(a.src)) == (b.op, b.dtype, b.arg, len(b.src)) and \
+        all((s.op, s.dtype) == (t.op, t.dtype) for s, t in zip(a.src, b.src, strict=True))
 
 
 def fitting_refusal(name: str, value: Any, dtype: str) -> str:

@@ -15,8 +15,8 @@ from svod.codegen.pipeline import Check, FirstOf, LoweringStep, Pass, Then
 from svod.device import DeviceCaps, WorkGroupLimits
 from tests.helpers import open_device
 
-FRONT = ["validate", "check_dtypes", "unbind", "drop_empty_ranges", "fuse_products", "anchor_ranges", "simplify",
-         "check_races", "forward_stored", "guard_accesses", "decompose"]
+FRONT = ["validate", "narrow_integers", "check_dtypes", "unbind", "drop_empty_ranges", "fuse_products", "anchor_ranges",
+         "simplify", "check_races", "forward_stored", "guard_accesses", "decompose"]
 
 LINEAR = ["check_accesses", "linearize", "lower_accumulators", "check_barriers"]
 

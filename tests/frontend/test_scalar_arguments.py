@@ -16,7 +16,7 @@ import pytest
 import svod
 from svod import dtypes
 from svod.device import Device
-from svod.errors import GraphError, KernelSyntaxError
+from svod.errors import GraphError, KernelSyntaxError, VariableError
 from svod.frontend.oracle import as_python, run_as_python
 from tests.helpers import webgpu_devices
 
@@ -209,7 +209,9 @@ def _narrow_devices() -> list[Device | str]:
 def test_a_float64_scalar_a_device_cannot_hold_is_refused_naming_float64(device, fn):
     """A float scalar travels as a variable of its bits; a device that holds neither float64 nor int64 refuses
     an ``np.float64`` argument naming float64 (and the argument), not the int64 of its bits, at the user's
-    line. An ``np.int64`` is int64; a Python float is the device's float32, as its kernels compute it."""
+    line. An ``np.int64`` is int64, which such a device computes in 32 bits where that is exact
+    (``narrow_integers``: here it only meets a float), its value held to int32's range; a Python float is the
+    device's float32, as its kernels compute it."""
     x = np.ones(3, np.float32)
     args = (np.zeros(3, np.float32), x) if fn is scaled else (x,)
     line = _line(fn, "* a") if fn is scaled else _line(fn, "x *= a")
@@ -217,8 +219,11 @@ def test_a_float64_scalar_a_device_cannot_hold_is_refused_naming_float64(device,
                                                    "bits); its buffers and values are")) as raised:
         fn(*args, np.float64(2.0), device=device)
     assert f"test_scalar_arguments.py:{line}" in str(raised.value)
-    with pytest.raises(GraphError, match=r"cannot hold int64 values; its buffers"):
-        fn(*args, np.int64(2), device=device)
+    doubled = tuple(a.copy() for a in args)
+    fn(*doubled, np.int64(2), device=device)
+    np.testing.assert_array_equal(doubled[0], [2.0, 2.0, 2.0])
+    with pytest.raises(VariableError, match=r"a=2147483648 is outside bounds \[-2147483648, 2147483647\]"):
+        fn(*doubled, np.int64(2**31), device=device)
     fn(*args, 2.5, device=device)
     np.testing.assert_array_equal(args[0], np.full(3, 2.5, np.float32))
 
