@@ -398,7 +398,8 @@ def load(kernel: Kernel, folder: Path, seed: int) -> Any:
 def outcome(kernel: Kernel, compiled: Any, device: Device, args: Sequence[np.ndarray]) -> str:
     """What ``device`` did with the kernel, against plain Python: ``agree``, ``refused: ...`` (a refusal that is
     right, or a limit svod states), ``race-free refused`` (a refusal of a kernel that does not race),
-    ``float64 computed as float32`` (a device without float64: a difference the README states), or
+    ``float64 computed as float32`` (a device without float64: a difference the README states), ``loop
+    variables computed as int32`` (a device of 32-bit indices: one docs/devices.md states), or
     ``WRONG: ...``."""
     try:
         want: list[Any] | None = run_as_python(compiled, *args)
@@ -432,6 +433,8 @@ def outcome(kernel: Kernel, compiled: Any, device: Device, args: Sequence[np.nda
         if not np.all(same):
             if _narrows_float64(compiled, args, device):
                 return "float64 computed as float32"  # the device has no float64 (README); Python's is exact
+            if _narrows_indices(compiled, args, device):
+                return "loop variables computed as int32"  # its indices' integer (docs/devices.md)
             k = int(np.flatnonzero(~same)[0])
             return f"WRONG: element {k} is {actual.reshape(-1)[k]!r}, Python {expected.reshape(-1)[k]!r}"
     return "agree"
@@ -444,6 +447,20 @@ def _narrows_float64(compiled: Any, args: Sequence[np.ndarray], device: Device) 
     if svod.dtypes.float64 in device.caps.element_dtypes:
         return False
     return any(u.dtype == svod.dtypes.float64 for u in compiled.build(*args).toposort())
+
+
+def _narrows_indices(compiled: Any, args: Sequence[np.ndarray], device: Device) -> bool:
+    """Whether ``device``'s indices are 32 bits and the kernel computes int64 values from its loop variables or
+    sizes on a host of 64-bit ones: the device computes those in int32, its indices' integer, as docs/devices.md
+    says, where they may wrap. (An int64 the kernel asks for, ``svod.int64(x)``, is int64 on every device: the
+    device computes it exactly or refuses it.)"""
+    if device.caps.index_bits > 32:
+        return False
+    return _int64_values(compiled.bind(*args, device=device).ast) < _int64_values(compiled.build(*args))
+
+
+def _int64_values(ast: Any) -> int:
+    return sum(u.dtype == svod.dtypes.int64 for u in ast.toposort())
 
 
 def sweep(count: int, devices: Sequence[Device], first: int = 0, exits: bool = False,
