@@ -220,19 +220,24 @@ class Translator(Accumulating):
             raise self.unsupported(stmt.target, " as an assignment target")
 
     def summed_by_work_items(self, op: str, array: ArrayValue, target: UOp, value: Any, summed: Any) -> bool:
-        """Whether ``array[i] += v`` (``-=``) adds into an element the work items of a parallel loop share (its index
-        does not use the loop's variable, and ``v`` does), as an array reduction over a numba ``prange``: then
-        each adds its ``v`` as an atomic update, which gives the sum Python's turns make, in some order (a float
-        sum's rounding is the order's). Only where the sum is computed in the array's own dtype (a sum cast back
-        to it, as ``int32 += 0.5``, truncates each turn's) and the dtype is one atomics add (32- and 64-bit). (A
-        ``v`` that does not use the loop either, the same in every work item, stays a store: the race check
-        takes it or refuses it, as it did.)"""
+        """Whether ``array[i] += v`` (``-=``) adds into an element the work items of a parallel loop may share, as
+        an array reduction or a histogram over a numba ``prange``: where its index does not use the loop's
+        variable and ``v`` does (``acc[j] += x[i, j]``), or where the index uses it only through memory it reads
+        (``counts[v[i]] += 1``: the data picks the element, and two work items may pick one). Then each adds its
+        ``v`` as an atomic update, which gives the sum Python's turns make, in some order (a float sum's rounding
+        is the order's). Only where the sum is computed in the array's own dtype (a sum cast back to it, as
+        ``int32 += 0.5``, truncates each turn's) and the dtype is one atomics add (32- and 64-bit). (A ``v`` the
+        same in every work item into an element they share stays a store: the race check takes it or refuses
+        it, as it did.)"""
         if not (op in ("+", "-") and isinstance(summed, UOp) and summed.dtype == array.dtype and
-                array.dtype in ATOMIC_DTYPES and isinstance(value, UOp)):
+                array.dtype in ATOMIC_DTYPES):
             return False
-        indexed, added = target.src[1].toposort(), value.toposort()  # (the index: an if's gate may read the loop)
-        return any(loop.kind is AxisKind.GLOBAL and loop.range.src[0].vmax > 1 and loop.range not in indexed and
-                   loop.range in added for loop in self.loops)
+        index = target.src[1]  # (the position alone: an if's gate may read the loop)
+        indexed, direct = index.toposort(), _outside_loads(index)
+        added = value.toposort() if isinstance(value, UOp) else ()
+        return any(loop.kind is AxisKind.GLOBAL and loop.range.src[0].vmax > 1 and (
+                   (loop.range not in indexed and loop.range in added) or
+                   (loop.range in indexed and loop.range not in direct)) for loop in self.loops)
 
     def expression_statement(self, stmt: ast.Expr) -> None:
         node = stmt.value
@@ -307,6 +312,19 @@ class Translator(Accumulating):
         renamed = substitute(sink, mapping)
         self.located.record(self.where(self.source.node), [renamed])
         return renamed
+
+
+def _outside_loads(root: UOp) -> set[UOp]:
+    """The nodes of ``root`` that are not below a LOAD: what it computes from values it has, not from memory."""
+    seen, stack = {root}, [root]
+    while stack:
+        node = stack.pop()
+        if node.op is not Ops.LOAD:
+            for s in node.src:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+    return seen
 
 
 __all__ = ["Translator"]

@@ -12,7 +12,7 @@ import pytest
 import svod
 from svod import prange
 from svod.dtype import dtypes
-from svod.errors import RaceError
+from svod.errors import IndexOutOfBoundsError, RaceError
 from tests.helpers import refuses
 
 
@@ -131,3 +131,51 @@ def test_a_shared_element_every_item_sets_alike_or_casts_back_stays_a_race():
         counted_once_each(np.zeros(1), np.zeros(4))
     with pytest.raises(RaceError, match="the store to out"):
         truncated_each_turn(np.zeros(1, np.int32), np.arange(4, dtype=np.int32))
+
+
+@svod.kernel
+def histogram(counts, v):
+    for i in prange(v.shape[0]):
+        counts[v[i]] += 1
+
+
+@svod.kernel
+def weighted_scatter(out, v, w):
+    for i in prange(v.shape[0]):
+        out[v[i]] -= w[i]
+
+
+@svod.jit
+def bincounts(v, bins):
+    counts = np.zeros(bins, np.int32)
+    for i in prange(v.shape[0]):
+        counts[v[i]] += 1
+    return counts
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 997])
+def test_a_prange_adds_into_the_element_its_data_picks_as_python_does(device, n):
+    """``counts[v[i]] += 1``: the index uses the loop's variable only through memory, so two work items may pick
+    one element (numba's histogram races there); each adds atomically."""
+    rng = np.random.default_rng(n)
+    v = rng.integers(0, 6, n).astype(np.int32)
+    counts = np.full(6, 5, np.int32)
+    histogram(counts, v, device=device)
+    want = np.full(6, 5, np.int32)
+    np.add.at(want, v, 1)
+    np.testing.assert_array_equal(counts, want)
+    np.testing.assert_array_equal(bincounts(v % 6, 6, device=device), np.bincount(v % 6, minlength=6))
+    for f in _floats(device):
+        w = rng.standard_normal(n).astype(f)
+        got, expected = np.zeros(6, f), np.zeros(6, np.float64)
+        weighted_scatter(got, v, w, device=device)
+        np.subtract.at(expected, v, w.astype(np.float64))
+        np.testing.assert_allclose(got, expected, rtol=1e-5 if f == np.float32 else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("picked", [4, -1])
+def test_an_element_the_data_picks_outside_the_array_is_refused_by_bounds(device, picked):
+    """A kernel's index read from memory is checked as every access is (a negative one too: docs/semantics.md)."""
+    counts = np.zeros(4, np.int32)
+    with pytest.raises(IndexOutOfBoundsError, match=f"counts has 4 elements but was accessed at index {picked}"):
+        histogram(counts, np.array([0, 1, picked, 2], np.int32), device=device)
