@@ -54,6 +54,7 @@ from svod.frontend.values import (
     Builtin,
     ComplexArray,
     ComplexMethod,
+    ComplexValue,
     MathFunction,
     RandomFunction,
     describe,
@@ -208,16 +209,38 @@ class Translator(Accumulating):
             self.assign_local(stmt.target.id, self.binary(op, self.lookup(stmt.target.id, stmt.target), value))
         elif isinstance(stmt.target, ast.Subscript):
             array, index = self.subscript(stmt.target)
-            target = None if isinstance(array, ComplexArray) else self.element(array, index)
-            summed = self.binary(op, self.complex_load(array, index) if target is None else target.load(), value)
-            if target is None or not self.summed_by_work_items(op, array, target, value, summed):
+            if isinstance(array, ComplexArray):
+                self.complex_augmented(op, array, index, value)
+                return
+            target = self.element(array, index)
+            summed = self.binary(op, target.load(), value)
+            if not self.summed_by_work_items(op, array, target, value, summed):
                 self.store(array, index, summed)
                 return
-            added = self.cast(value, array.dtype)
-            added = added if op == "+" else -added  # (x - v is x + -v: exactly, for floats and wrapping ints)
-            self.wrote(array.buffer.param, self.k.atomic_add(target, added, *self.running(target, added)))
+            self.add_atomically(op, array, target, self.cast(value, array.dtype))
         else:
             raise self.unsupported(stmt.target, " as an assignment target")
+
+    def complex_augmented(self, op: str, array: ComplexArray, index: tuple[Any, ...], value: Any) -> None:
+        """``array[i] += v`` (``-=``) of a complex array: where work items share the element (``summed_by_work_items``
+        of a part: the index decides, the real part's value usually), each part is added atomically, a part the
+        same in every work item too (adding it in any order gives one sum); else the sum is stored."""
+        summed = self.binary(op, self.complex_load(array, index), value)
+        if op in ("+", "-") and isinstance(summed, ComplexValue):
+            parts = [(self.element(array.parts, (*index, p)), v, s) for p, v, s in
+                     zip((0, 1), self.complex_parts(value, array.dtype), self.complex_parts(summed, array.dtype),
+                         strict=True)]
+            if any(self.summed_by_work_items(op, array.parts, t, v, s) for t, v, s in parts):
+                for t, v, _ in parts:
+                    self.add_atomically(op, array.parts, t, v)
+                return
+        self.complex_store(array, index, summed)
+
+    def add_atomically(self, op: str, array: ArrayValue, target: UOp, value: UOp) -> None:
+        """``array[i] += value`` (``-=``) as an atomic update (``x - v`` is ``x + -v``: exactly, for floats and
+        wrapping ints)."""
+        added = value if op == "+" else -value
+        self.wrote(array.buffer.param, self.k.atomic_add(target, added, *self.running(target, added)))
 
     def summed_by_work_items(self, op: str, array: ArrayValue, target: UOp, value: Any, summed: Any) -> bool:
         """Whether ``array[i] += v`` (``-=``) adds into an element the work items of a parallel loop may share, as
