@@ -40,7 +40,7 @@ import ast
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -202,13 +202,14 @@ class Shrinking:
             waiting.remove(name)
             if length in self.blocks:
                 counted, count = self.block_offsets(stmt, kept, length)
-                out += [*counted, *self.moved_in_blocks(stmt, name, kept, length)]
+                out += counted
+                self.blocks[length].pending.append(name)
             else:
                 count = f"_svod_count{next(self.counter)}"
                 out += self.in_place(stmt, name, kept, count, length)
         if not waiting:
             if length in self.blocks:
-                self.blocks[length].offsets = None  # (the next turn's mask is another)
+                out += self.moved_in_blocks(stmt, kept, length)
             out += placed([assign(length, load(count))], stmt)
             self.shortened(length, f"it was made at the length the arrays had before line {stmt.lineno} shortened "
                                    "them, and svod reads it only before")
@@ -270,26 +271,33 @@ class Shrinking:
                            constant(blocks.count))
         return placed([assign(per, spread), counting, assign(count, constant(0)), summed], stmt), count
 
-    def moved_in_blocks(self, stmt: ast.stmt, name: str, mask: Expr, length: str) -> list[ast.stmt]:
-        """``name``'s elements where ``mask`` holds moved, each block from its first place, into the group's
-        array of its dtype, then copied back to its front, both in parallel: moved in place, a block's elements
-        would land where an earlier block may not have read its own yet."""
+    def moved_in_blocks(self, stmt: ast.stmt, mask: Expr, length: str) -> list[ast.stmt]:
+        """The group's arrays (``Blocks.pending``, which the statements before this one and it shortened by
+        ``mask``) moved together: each one's elements where ``mask`` holds, each block from its first place, into
+        the group's array of its dtype, then copied back to its front, both in parallel, one pass over the mask
+        for all of them (moved in place, a block's elements would land where an earlier block may not have read
+        its own yet). The moves wait for the group's last statement: nothing between reads what they move."""
         blocks = self.blocks[length]
         assert blocks.offsets is not None  # (``block_offsets`` came first)
-        moved, count = blocks.moved[name], blocks.offsets[1]
-        filling = self.in_blocks(mask, length, f"_svod_first{next(self.counter)}", (name, moved))
+        count, names = blocks.offsets[1], blocks.pending
+        moves = [(name, blocks.moved[name]) for name in names]
+        filling = self.in_blocks(mask, length, f"_svod_first{next(self.counter)}", moves)
         at = f"_svod_a{next(self.counter)}"
-        parts = [subscript(part, [load(at)]) for part in moved]
-        back = assign(subscript(name, [load(at)]), parts[0] if len(parts) == 1 else call("complex", *parts))
-        size = self.bases[name].shape[0]
+        backs: list[ast.stmt] = []
+        for name, moved in moves:
+            parts = [subscript(part, [load(at)]) for part in moved]
+            backs.append(assign(subscript(name, [load(at)]), parts[0] if len(parts) == 1 else call("complex", *parts)))
+        size = self.bases[names[0]].shape[0]  # (the group's length: one)
         copied = for_loop(at, call("_svod_prange", constant(size)),
-                          [ast.If(ast.Compare(load(at), [ast.Lt()], [load(count)]), [back], [])])
+                          [ast.If(ast.Compare(load(at), [ast.Lt()], [load(count)]), backs, [])])
+        blocks.offsets, blocks.pending = None, []  # (the next turn's mask is another)
         return placed([filling, copied], stmt)
 
-    def in_blocks(self, mask: Expr, length: str, first: str, move: tuple[str, tuple[str, ...]] | None) -> ast.stmt:
+    def in_blocks(self, mask: Expr, length: str, first: str, moves: list[tuple[str, tuple[str, ...]]] | None
+                  ) -> ast.stmt:
         """A ``prange`` of the blocks that each walk their elements of the first ``length`` in order: with
-        ``move`` (from, to: one array, or a complex one's parts), putting each element where ``mask`` holds at
-        ``to[first]`` from the block's first place; without, counting them into the block's count. A block's
+        ``moves`` (each from, to: one array, or a complex one's parts), putting each element where ``mask`` holds
+        at ``to[first]`` from the block's first place; without, counting them into the block's count. A block's
         turns are bounded by the most it may have and by the run's share of them, whichever is fewer, so no
         element past ``length`` is read and no turn is spent past it."""
         blocks = self.blocks[length]
@@ -301,18 +309,20 @@ class Shrinking:
         counted = ast.AugAssign(ast.Name(first, ast.Store()), ast.Add(), constant(1))
         placed_at = ast.Subscript(load(blocks.counts), load(block), ast.Load())
         taken: list[ast.stmt] = [counted]
-        if move is not None:
-            element = subscript(move[0], [load(at)])
-            values = [element] if len(move[1]) == 1 else \
-                [ast.Attribute(element, part, ast.Load()) for part in ("real", "imag")]
-            stores = [assign(subscript(to, [load(first)]), v) for to, v in zip(move[1], values, strict=True)]
+        if moves is not None:
+            stores = []
+            for source, targets in moves:
+                element = subscript(source, [load(at)])
+                values = [element] if len(targets) == 1 else \
+                    [ast.Attribute(element, part, ast.Load()) for part in ("real", "imag")]
+                stores += [assign(subscript(to, [load(first)]), v) for to, v in zip(targets, values, strict=True)]
             taken = [*stores, counted]
         start = ast.BinOp(load(block), ast.Mult(), load(per))
         turns = call("min", constant(blocks.per), call("min", load(per), ast.BinOp(load(length), ast.Sub(), start)))
         walk = for_loop(turn, call("range", turns), [
             assign(at, ast.BinOp(start, ast.Add(), load(turn))), *out.statements, ast.If(kept, taken, [])])
-        begun = assign(first, placed_at if move is not None else constant(0))
-        end = [] if move is not None else [assign(placed_at, load(first))]
+        begun = assign(first, placed_at if moves is not None else constant(0))
+        end = [] if moves is not None else [assign(placed_at, load(first))]
         return for_loop(block, call("_svod_prange", constant(blocks.count)), [begun, walk, *end])
 
     # ---- what the code written by hand reads ---------------------------------------------------------------
@@ -434,6 +444,8 @@ class Blocks:
     offsets: tuple[str, str] | None = None
     """Where the blocks of this turn are counted: the scalars of a block's share of the length and of the
     total count."""
+    pending: list[str] = field(default_factory=list)
+    """The arrays of the group this turn's statements shortened so far, moved together after the last."""
 
 
 SHRINK_BLOCKED_FROM = 1 << 12
