@@ -204,12 +204,13 @@ class Shrinking:
                 counted, count = self.block_offsets(stmt, kept, length)
                 out += counted
                 self.blocks[length].pending.append(name)
+                self.blocks[length].mask = kept
             else:
                 count = f"_svod_count{next(self.counter)}"
                 out += self.in_place(stmt, name, kept, count, length)
         if not waiting:
             if length in self.blocks:
-                out += self.moved_in_blocks(stmt, kept, length)
+                out += self.moved_in_blocks(stmt, length)
             out += placed([assign(length, load(count))], stmt)
             self.shortened(length, f"it was made at the length the arrays had before line {stmt.lineno} shortened "
                                    "them, and svod reads it only before")
@@ -271,15 +272,16 @@ class Shrinking:
                            constant(blocks.count))
         return placed([assign(per, spread), counting, assign(count, constant(0)), summed], stmt), count
 
-    def moved_in_blocks(self, stmt: ast.stmt, mask: Expr, length: str) -> list[ast.stmt]:
+    def moved_in_blocks(self, stmt: ast.stmt, length: str) -> list[ast.stmt]:
         """The group's arrays (``Blocks.pending``, which the statements before this one and it shortened by
-        ``mask``) moved together: each one's elements where ``mask`` holds, each block from its first place, into
+        ``Blocks.mask``) moved together: each one's elements where ``mask`` holds, each block from its first place, into
         the group's array of its dtype, then copied back to its front, both in parallel, one pass over the mask
         for all of them (moved in place, a block's elements would land where an earlier block may not have read
         its own yet). The moves wait for the group's last statement: nothing between reads what they move."""
         blocks = self.blocks[length]
         assert blocks.offsets is not None  # (``block_offsets`` came first)
-        count, names = blocks.offsets[1], blocks.pending
+        count, names, mask = blocks.offsets[1], blocks.pending, blocks.mask
+        assert mask is not None  # (with the first of them)
         moves = [(name, blocks.moved[name]) for name in names]
         filling = self.in_blocks(mask, length, f"_svod_first{next(self.counter)}", moves)
         at = f"_svod_a{next(self.counter)}"
@@ -290,7 +292,7 @@ class Shrinking:
         size = self.bases[names[0]].shape[0]  # (the group's length: one)
         copied = for_loop(at, call("_svod_prange", constant(size)),
                           [ast.If(ast.Compare(load(at), [ast.Lt()], [load(count)]), backs, [])])
-        blocks.offsets, blocks.pending = None, []  # (the next turn's mask is another)
+        blocks.offsets, blocks.pending, blocks.mask = None, [], None  # (the next turn's mask is another)
         return placed([filling, copied], stmt)
 
     def in_blocks(self, mask: Expr, length: str, first: str, moves: list[tuple[str, tuple[str, ...]]] | None
@@ -446,6 +448,8 @@ class Blocks:
     total count."""
     pending: list[str] = field(default_factory=list)
     """The arrays of the group this turn's statements shortened so far, moved together after the last."""
+    mask: Expr | None = None
+    """The mask they were shortened by (one for the group)."""
 
 
 SHRINK_BLOCKED_FROM = 1 << 12
