@@ -97,8 +97,8 @@ def _bounds(topo: tuple[UOp, ...]) -> dict[UOp, Bounds]:
     """Each node's bounds (``UOp.bounds``'s rules) where a read of a register is bounded by what is stored into it:
     the hull of its stores, grown from the stores that read no register until the stores fall inside it
     (``found = -1``, then ``found = k`` in a loop over ``k``), else its dtype's range after ``_WIDENINGS``
-    rounds (a counter's grows in each). Each store then stores inside the hull where each read reads inside it,
-    so every read does."""
+    rounds (a counter's grows in each). A hull is kept only where every store into the register, with every
+    read bounded so, stores inside it: then every read reads inside it."""
     registers: dict[UOp, UOp] = {}
     for u in topo:
         if u.op is Ops.STORE and (register := _register(u)) is not None:
@@ -119,8 +119,17 @@ def _bounds(topo: tuple[UOp, ...]) -> dict[UOp, Bounds]:
         held = grown
     else:
         held = {}
-    unknown = {r: (pointee(r).min, pointee(r).max) for r in registers.values() if r not in held}
-    return _evaluated(topo, held | unknown)
+    while True:  # a store that read a register left out above must fall inside its hull too, or the hull goes
+        whole = {r: (pointee(r).min, pointee(r).max) for r in registers.values()}
+        known = _evaluated(topo, whole | held)
+        outside = [r for store, r in registers.items() if r in held and not _inside(known[store.src[1]], held[r])]
+        if not outside:
+            return known
+        held = {r: b for r, b in held.items() if r not in outside}
+
+
+def _inside(inner: Bounds, outer: Bounds) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
 def _widened(grown: Bounds, before: Bounds | None, dtype: DType) -> Bounds:
