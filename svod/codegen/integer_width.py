@@ -81,16 +81,20 @@ def _narrowed_dtype(dtype: DType) -> DType:
     return NARROWED.get(dtype, dtype)
 
 
+def _narrow_range(dtype: DType) -> Bounds:
+    """The values of the 32-bit dtype a 64-bit one is computed in."""
+    return NARROWED[dtype].min, NARROWED[dtype].max
+
+
 def _fits(bounds: Bounds, dtype: DType) -> bool:
-    narrow = NARROWED[dtype]
-    return narrow.min <= bounds[0] and bounds[1] <= narrow.max
+    return _inside(bounds, _narrow_range(dtype))
 
 
 def _held(var: UOp) -> Bounds:
     """A 64-bit variable's bounds where it travels in 32 bits: those of the narrow dtype, so that a run with a value
     past them is refused when its variables are checked."""
-    narrow = NARROWED[var.dtype]
-    return max(var.arg[1], narrow.min), min(var.arg[2], narrow.max)
+    least, most = _narrow_range(var.dtype)
+    return max(var.arg[1], least), min(var.arg[2], most)
 
 
 def _bounds(topo: tuple[UOp, ...]) -> dict[UOp, Bounds]:
@@ -134,10 +138,9 @@ def _inside(inner: Bounds, outer: Bounds) -> bool:
 
 def _widened(grown: Bounds, before: Bounds | None, dtype: DType) -> Bounds:
     """A register's bounds that grew in a round made the narrow dtype's range, where they fit it."""
-    narrow = NARROWED.get(dtype)
-    if grown == before or narrow is None or not _fits(grown, dtype):
+    if grown == before or dtype not in NARROWED or not _fits(grown, dtype):
         return grown
-    return (narrow.min, narrow.max)
+    return _narrow_range(dtype)
 
 
 def _evaluated(topo: tuple[UOp, ...], held: dict[UOp, Bounds]) -> dict[UOp, Bounds]:
