@@ -98,7 +98,7 @@ def thread_split(sink: UOp, threads: int, chunks_per_thread: int = CHUNKS_PER_TH
     effects = [e for e in sink.src if e.op in STATEMENTS]
     live = live_ranges(sink)
     least = _ceil_div(UOp.index_const(THREAD_MIN_WORK), _work_per_index(outer, effects, live).maximum(1))
-    workers = _ids(_ceil_div(end, least), threads, pieces)
+    workers = _ids(_ceil_div(_launch_bound(end), least), threads, pieces)
     if workers.op is Ops.CONST:
         pieces = int(workers.arg)
         if pieces <= 1:
@@ -177,6 +177,18 @@ _LAUNCH_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.ADD, Ops.SUB, Ops.MUL, O
 """What a launch size may be made of (``svod.device.launch``, and the CPU's native replay)."""
 
 
+def _launch_bound(end: UOp) -> UOp:
+    """An upper bound of ``end`` a launch evaluates from the kernel's variables: ``end`` where it reads only
+    them, the smaller bound of the two sides of a MIN, else its largest value (a range that ends where a value
+    the kernel loads says, ``guarded_ranges``)."""
+    if all(u.op in _LAUNCH_OPS and u.dtype.is_int and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
+           for u in end.toposort()):
+        return end if end.dtype == dtypes.index else end.cast(dtypes.index)
+    if end.op is Ops.MIN:
+        return _launch_bound(end.src[0]).minimum(_launch_bound(end.src[1]))
+    return UOp.index_const(max(int(end.vmax), 0))
+
+
 def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, frozenset[UOp]]) -> UOp:
     """An upper bound of the iterations one index of ``outer`` runs, at most ``THREAD_MIN_WORK`` (all a
     launch asks of it), that a launch evaluates from the kernel's variables: over the effects that run in
@@ -189,14 +201,6 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, froze
     nested one). (One product over every range of the kernel took an edge tile's range for a factor of every
     effect: a symbolic 256^2 matmul woke one worker of two; a split maximum's tail, empty over 1024 columns,
     kept a softmax on one.)"""
-    def turns(end: UOp) -> UOp:
-        if all(u.op in _LAUNCH_OPS and u.dtype.is_int and not (u.op is Ops.DEFINE_VAR and u.arg[0] == CORE_ID)
-               for u in end.toposort()):
-            return end if end.dtype == dtypes.index else end.cast(dtypes.index)
-        if end.op is Ops.MIN:
-            return turns(end.src[0]).minimum(turns(end.src[1]))
-        return UOp.index_const(max(int(end.vmax), 0))
-
     most = UOp.index_const(THREAD_MIN_WORK)
     total = UOp.index_const(0)
     nests: set[frozenset[UOp]] = set()
@@ -210,7 +214,7 @@ def _work_per_index(outer: UOp, effects: Sequence[UOp], live: Mapping[UOp, froze
         for r in ranges:
             if r is not outer:
                 least = 0 if r in live[effect] else 1
-                product = (product * turns(r.src[0]).maximum(least).minimum(most)).minimum(most)
+                product = (product * _launch_bound(r.src[0]).maximum(least).minimum(most)).minimum(most)
         total = (total + product).minimum(most)
     return simplify(total)
 

@@ -17,8 +17,8 @@ its metadata derived here once).
     CPU: one of
          block_transposes                           (a transpose, however its loops were written)
          order_parallel_nest                        (a nest of parallel ranges, its stores' range innermost)
-         ─ tile_for_cpu ─ carry_rows ─ reduce_atomic_adds ─ split_for_threads ─ privatize_atomics
-         ─ speculate_gated_loads
+         ─ clamp_guarded_ranges ─ tile_for_cpu ─ carry_rows ─ reduce_atomic_adds ─ split_for_threads
+         ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -53,6 +53,7 @@ from svod.codegen.accumulators import lower_accumulators
 from svod.codegen.barriers import check_barriers
 from svod.codegen.checks import check_accesses
 from svod.codegen.collector import collector_paused
+from svod.codegen.guarded_ranges import clamp_guarded_ranges
 from svod.codegen.integer_width import NARROWED, narrow_integers, narrowable
 from svod.codegen.linearize import linearize as order
 from svod.codegen.loop_turns import checked_loop_turns, unproven_loop_turns
@@ -285,6 +286,7 @@ CPU: tuple[LoweringStep, ...] = (
         Pass("order_parallel_nest", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                              order_parallel_nest(sink))),
     )),
+    Pass("clamp_guarded_ranges", _rewrite(lambda sink, t: clamp_guarded_ranges(sink))),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
     Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers, vector_bytes(
@@ -296,7 +298,8 @@ CPU: tuple[LoweringStep, ...] = (
     Pass("speculate_gated_loads", _rewrite(lambda sink, t: speculate_gated_loads(sink))),
 )
 """A CPU: a nest of parallel ranges ordered by what it accesses, not as its loops were written (a transpose
-walked in blocks that stay in cache; else the range its stores are contiguous in innermost), tiles for its vector
+walked in blocks that stay in cache; else the range its stores are contiguous in innermost), a parallel range
+whose effects all test its index against a bound read before it ending at that bound, tiles for its vector
 registers, work items that carry registers through a loop run together (in vector lanes where they store
 neighbours), an atomic add's value summed over the parallel ranges its element does not use, GLOBAL ranges
 spread over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
