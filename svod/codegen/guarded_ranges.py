@@ -11,6 +11,8 @@ range that stops at the bound, with the test dropped, computes what the tested o
 
 from __future__ import annotations
 
+from svod.codegen.checks import CHECKED
+from svod.codegen.lower import _gated
 from svod.codegen.ranges import range_order
 from svod.dtype import DType, dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
@@ -23,7 +25,9 @@ __all__ = ["clamp_guarded_ranges"]
 def clamp_guarded_ranges(sink: UOp) -> UOp | None:
     """``sink`` with each GLOBAL range ``i`` whose every effect is gated by ``i < b`` (one condition, an
     operand of each gate's conjunction), ``b`` an integer that reads no range and only memory the kernel does
-    not write, ending at ``min(end, max(b, 0))`` and the condition taken for true; None where none is.
+    not write, ending at ``min(end, max(b, 0))`` and the condition taken for true; None where none is. A read
+    of ``b`` whose bounds are tested at run time (``n`` of a symbolic length) is made only where the range has
+    a turn: a range that makes none read nothing before.
 
     A kernel with a loop's exit is left as written (its turns depend on its data)."""
     statements = [e for e in sink.src if e.op in STATEMENTS]
@@ -41,9 +45,12 @@ def clamp_guarded_ranges(sink: UOp) -> UOp | None:
             shared = [c for c in shared if c in _bounding(effect, r, written)]
         if not shared:
             continue
-        condition = shared[0]
-        bound = condition.src[1] if condition.src[1].dtype == dtypes.index else condition.src[1].cast(dtypes.index)
-        replaced[r] = UOp.range(r.src[0].minimum(bound.maximum(0)), r.arg[0], r.arg[1])
+        condition, end = shared[0], r.src[0]
+        bound = condition.src[1]
+        if end.vmin < 1 and any(u.op is Ops.INDEX and u.arg == CHECKED for u in bound.toposort()):
+            bound = _gated(bound, end.gt(0), target=False)  # (an empty range read nothing, and failed nowhere)
+        bound = bound if bound.dtype == dtypes.index else bound.cast(dtypes.index)
+        replaced[r] = UOp.range(end.minimum(bound.maximum(0)), r.arg[0], r.arg[1])
         replaced[condition] = UOp.const(dtypes.bool, True)
     return substitute(sink, replaced) if replaced else None
 
@@ -66,7 +73,7 @@ def _bounds(condition: UOp, r: UOp, written: set[UOp]) -> bool:
         return False
     nodes = bound.toposort()
     return not any(u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.LANE) or
-                   (u.op is Ops.INDEX and (len(u.src) != 2 or u.arg is not None)) or
+                   (u.op is Ops.INDEX and (len(u.src) != 2 or u.arg not in (None, CHECKED))) or
                    (u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written) for u in nodes)
 
 

@@ -11,12 +11,22 @@ import pytest
 import svod
 from svod.codegen import pipeline
 from svod.device import Device, DeviceCaps
+from svod.frontend.jit import Jit
+from svod.frontend.pykernel import Kernel
 from svod.ir import Ops, UOp
 
 
 @svod.jit
 def doubled_below(out, x, n):
     """The idiom for a length the run computes: a ``prange`` over the longest, under ``if i < n[0]``."""
+    for i in svod.prange(out.shape[0]):
+        if i < n[0]:
+            out[i] = x[i] * 2.0
+
+
+@svod.kernel
+def doubled_below_kernel(out, x, n):
+    """The same in a kernel of symbolic sizes: ``n[0]``'s read is tested at run time (``n`` may be empty)."""
     for i in svod.prange(out.shape[0]):
         if i < n[0]:
             out[i] = x[i] * 2.0
@@ -65,10 +75,18 @@ def test_a_range_guarded_by_a_loaded_bound_runs_to_it(device: Device, size: int,
     for count in _counts(size, dtype):
         kept = min(max(count, 0), size)
         for kernel, expected in ((doubled_below, np.where(np.arange(size) < kept, x * 2, -7.0)),
+                                 (doubled_below_kernel, np.where(np.arange(size) < kept, x * 2, -7.0)),
                                  (positive_below, np.where((np.arange(size) < kept) & (x > 0), x * 2, -7.0))):
             out = np.full(size, -7.0, np.float32)
             kernel(out, x, np.array([count], dtype), device=device)
             np.testing.assert_array_equal(out, expected.astype(np.float32), err_msg=f"{kernel} n={count}")
+
+
+def test_a_bound_tested_at_run_time_is_read_only_where_the_range_has_a_turn(device: Device):
+    """An empty range reads nothing, so an empty ``n`` is no error there, as in Python; past it, it is one."""
+    doubled_below_kernel(np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32), device=device)
+    with pytest.raises(svod.errors.SvodError, match="accessed at index 0"):
+        doubled_below_kernel(np.zeros(3, np.float32), np.ones(3, np.float32), np.zeros(0, np.int32), device=device)
 
 
 @pytest.mark.parametrize("size", [1, 97, 100003])
@@ -89,11 +107,11 @@ def test_a_bound_read_at_another_range_is_tested_at_each_index(device: Device):
     np.testing.assert_array_equal(out, np.where(np.arange(37) < lengths[:, None], x + 1, 0.0))
 
 
-def _lowered(fn: svod.Jit, *args: object) -> UOp:
-    """The one kernel of ``fn``'s plan for ``args``, lowered for a CPU of two threads."""
+def _lowered(fn: Jit | Kernel, *args: object) -> UOp:
+    """The one kernel of ``fn`` (of its plan, for a jit function) for ``args``, lowered for a CPU of two threads."""
     caps = DeviceCaps(host_memory=True, overlaps_on_host=True, threads=2, vector_registers=16)
-    (step,) = fn.plan(*args).prepared_kernels
-    return pipeline.lower(step.ast, pipeline.Target(svod.DeviceSpec.parse("CPU"), caps, None)).sink
+    ast = fn.build(*args) if isinstance(fn, Kernel) else fn.plan(*args).prepared_kernels[0].ast
+    return pipeline.lower(ast, pipeline.Target(svod.DeviceSpec.parse("CPU"), caps, None)).sink
 
 
 def _ends_at_a_load(sink: UOp) -> bool:
@@ -104,4 +122,5 @@ def test_the_cpu_range_ends_at_the_bound_only_where_every_effect_is_tested():
     x, n = np.zeros(100003, np.float32), np.array([5], np.int32)
     assert _ends_at_a_load(_lowered(doubled_below, np.zeros_like(x), x, n))
     assert _ends_at_a_load(_lowered(positive_below, np.zeros_like(x), x, n))
+    assert _ends_at_a_load(_lowered(doubled_below_kernel, np.zeros_like(x), x, n))
     assert not _ends_at_a_load(_lowered(partly_below, np.zeros_like(x), np.zeros(100003, np.int32), x, n))
