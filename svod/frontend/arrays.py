@@ -81,6 +81,7 @@ from svod.frontend.histograms import KERNEL_NAMES, Histograms
 from svod.frontend.host_values import HostValues, decisions_recorded, updated
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
+from svod.frontend.names import stored as stored_names
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
@@ -117,6 +118,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         self.read: set[str] = set()
         """The scalar arguments whose values the rewriting read (a slice's bound): the plan is for them."""
         self.sampled: set[str] = set()
+        self.ranged: dict[str, tuple[int, int]] = {}
+        self.rebound = frozenset(stored_names([source.node]))
         self.origins: dict[str, set[str]] = {}
         self.stand_ins: dict[str, tuple[Any, ...]] = {}
         self.counter = itertools.count()
@@ -799,12 +802,14 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,
-                 sampled: set[str] | None = None) -> tuple[Source, set[str]] | None:
+                 sampled: set[str] | None = None, ranged: dict[str, tuple[int, int]] | None = None
+                 ) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none. ``taped``: for a
     tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``).
     ``sampled`` is given the names of the scalars whose values the rewriting decided something by, and of those
-    they were computed from (``HostValues.sampled``), whether or not it rewrote anything."""
+    they were computed from (``HostValues.sampled``), whether or not it rewrote anything; ``ranged`` the int
+    arguments read at run time as indices, with the values the rewriting holds for them (``passed_index``)."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
     rewriter = ArrayRewriter(source, name, args, taped)
@@ -813,6 +818,8 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = 
         node.body = rewriter.body(source.node.body, False)
     if sampled is not None:
         sampled |= rewriter.sampled
+    if ranged is not None:
+        ranged.update((k, v) for k, v in rewriter.ranged.items() if k not in rewriter.sampled | rewriter.read)
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
              **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries

@@ -103,6 +103,10 @@ class Jit:
         variant made for them (a float a loop's turns or an allocation's length come from), and the ints its
         rewriting computed anything with (``_sampled_number``), whose values a variant is then made for too (its
         rewriting wrote their values into the array statements, or decided by them)."""
+        self._ranges: dict[tuple[Any, ...], dict[str, list[tuple[int, int]]]] = {}
+        """Per kind of arguments: the ints its variants read at run time as indices, each with the ranges of
+        values the variants made so far hold it to (``Variant.ranged``): a variant is read for the range a
+        value is in."""
         self._lock = threading.Lock()
         self._taped: dict[str, Kernel] = {}
         """The kernels of the phases of calls made inside a ``svod.Tape`` block, by their source."""
@@ -154,18 +158,25 @@ class Jit:
             self._last = call.dispatch
         return result
 
-    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]) -> frozenset[int]:
+    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]
+                      ) -> dict[int, tuple[int, int] | None]:
         """The positions of the numbers whose values neither the plan for ``arguments`` nor its variant is made
         for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``; an int
         the rewriting computed nothing with, ``_sampled_number``): any value of the type runs that plan, so a
         dispatcher checks their types only (a loop that calls with a new step size or count each turn takes
-        it). The plan's run checks each variable's value against its bounds, as a first call's does."""
+        it); and of those any value of a range runs (``_signature``'s "ranged": an index read at run time), with
+        the range, which a dispatcher checks. The plan's run checks each variable's value against its bounds, as
+        a first call's does."""
         with self._lock:
             variant = self.variant(arguments, defaulted=defaulted)
             kinds = self._signature(arguments, variant)
-        return frozenset(position for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds,
-                                                                                       strict=True))
-                         if kind[0] == "scalar" and not _sampled_number(variant, name, value))
+        free: dict[int, tuple[int, int] | None] = {}
+        for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds, strict=True)):
+            if kind[0] == "scalar" and not _sampled_number(variant, name, value):
+                free[position] = None
+            elif kind[0] == "ranged":
+                free[position] = (kind[2], kind[3])
+        return free
 
     def taped(self, recorder: Recorder, args: Sequence[Any], keywords: Mapping[str, Any],
               device: str | Device) -> Any:
@@ -237,7 +248,9 @@ class Jit:
         kinds = (taped, *(_kind(value) if name not in defaulted else ("default", type_key(value),
                                                                        _number_key(value))
                           for name, value in arguments.items()))
-        key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())))
+        ranges = self._ranges.get(kinds, {})
+        key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())),
+               tuple(_range_of(arguments[name], seen) for name, seen in ranges.items()))
         found = self._variants.get(key)
         if found is None:
             constants = {name: value for name, value in arguments.items() if _constant(value) or name in defaulted}
@@ -247,20 +260,27 @@ class Jit:
                       if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
             source = _with_local_copies(source, copied) if copied else source
             sampled: set[str] = set()
-            lowered = lower_arrays(source, self.name, runtime, taped, sampled)
+            indices: dict[str, tuple[int, int]] = {}
+            lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices)
             if lowered is None and not constants and not copied:
-                found = Variant(self.source, self.reader, self.structure, _read_on_host(self.structure),
-                                tuple(runtime), frozenset(sampled))
+                host = _read_on_host(self.structure)
+                found = Variant(self.source, self.reader, self.structure, host, tuple(runtime), frozenset(sampled),
+                                ranged=_ranged(indices, host))
             else:
                 source, read = lowered if lowered is not None else (source, set())
                 reader = Reader(source, self.name)
                 structure = reader.structure()
-                found = Variant(source, reader, structure, _read_on_host(structure) | read, tuple(runtime),
-                                frozenset(sampled), frozenset(read))
+                host = _read_on_host(structure) | read
+                found = Variant(source, reader, structure, host, tuple(runtime), frozenset(sampled),
+                                frozenset(read), _ranged(indices, host))
             valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
                            if isinstance(kind, str) and (name in found.host or _sampled_number(found, name, value)))
             self._valued[kinds] = valued
-            self._variants[(kinds, tuple(arguments[name] for name in valued))] = found
+            for name, low, high in found.ranged:
+                ranges.setdefault(name, []).append((low, high))
+            self._ranges[kinds] = ranges
+            self._variants[(kinds, tuple(arguments[name] for name in valued),
+                            tuple(_range_of(arguments[name], seen) for name, seen in ranges.items()))] = found
         return found
 
     def _build(self, variant: Variant, values: Mapping[str, Any], device: Device) -> Prepared:
@@ -350,6 +370,7 @@ class Jit:
         kernel constant), each constant's value (``binding``), and the values of the scalars the host reads to
         make temporaries and definitions, and to rewrite array statements."""
         host = variant.host
+        ranged = {name: (low, high) for name, low, high in variant.ranged}
         found: list[Any] = []
         for name, value in arguments.items():
             if isinstance(value, np.ndarray):
@@ -360,6 +381,8 @@ class Jit:
                 found.append(("default", type_key(value), _number_key(value)))
             elif isinstance(value, (bool, np.bool_)) or name in host:
                 found.append(("value", type_key(value), _number_key(value)))
+            elif name in ranged:
+                found.append(("ranged", type_key(value), *ranged[name]))
             else:
                 found.append(("scalar", type_key(value)))
         return found
@@ -457,6 +480,17 @@ def _kind(value: Any) -> Any:
     if _constant(value):
         return ("constant", constant_key(value))
     return type_key(value)
+
+
+def _ranged(indices: Mapping[str, tuple[int, int]], host: frozenset[str]) -> tuple[tuple[str, int, int], ...]:
+    """``Variant.ranged`` of the indices the rewriting read at run time, but those the host reads anyway."""
+    return tuple((name, *indices[name]) for name in sorted(indices) if name not in host)
+
+
+def _range_of(value: Any, ranges: Sequence[tuple[int, int]]) -> Any:
+    """The first of ``ranges`` that holds ``value`` (an int the variants read at run time as an index), else the
+    value itself: a key no variant has yet."""
+    return next(((low, high) for low, high in ranges if low <= value <= high), ("outside", value))
 
 
 def _sampled_number(variant: Variant, name: str, value: Any) -> bool:

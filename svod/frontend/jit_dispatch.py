@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,14 +42,15 @@ Dispatcher = Callable[[tuple[Any, ...], Any], Any]
 
 
 def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any, parameters: Sequence[str],
-               free: frozenset[int] = frozenset()) -> Dispatcher:
+               free: Mapping[int, tuple[int, int] | None] | None = None) -> Dispatcher:
     """The dispatcher of calls like ``f(*args[:given], device=device)``: ``args`` every parameter's argument by
     position (the defaults complete what the caller gave), ``parameters`` the function's; ``free``: the
-    positions of numbers whose values the plan is not prepared for, whose types alone are checked."""
+    positions of numbers whose values the plan is not prepared for, whose types alone are checked, or with
+    their types the range of values the plan runs (an index it reads at run time)."""
     namespace: dict[str, Any] = {"MISS": MISS, "ndarray": np.ndarray, "DEVICE": device, "PREPARED": prepared}
     body = [f"if len(args) != {given} or (device is not DEVICE and device != DEVICE):", "    return MISS"]
     positions = [parameters.index(name) for name in prepared.parameters]
-    body += _guards(args, given, positions, free, namespace)
+    body += _guards(args, given, positions, free or {}, namespace)
     passed = [f"a{position}" for position in positions]
     namespace["PARAMETERS"] = prepared.parameters
     general = f"return PREPARED.run(dict(zip(PARAMETERS, {_tuple(passed)})))"
@@ -95,11 +96,11 @@ def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passe
     return [*body, *run]
 
 
-def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: frozenset[int], namespace: dict[str, Any]
-            ) -> list[str]:
+def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: Mapping[int, tuple[int, int] | None],
+            namespace: dict[str, Any]) -> list[str]:
     """Each given argument's check against the call key's (its type, an array's shape and dtype, a number's
-    value unless it is ``free``), then the name of each default the run passes (``aK`` for the argument at
-    position K, of those ``passed``)."""
+    value unless it is ``free``, or its range where ``free`` gives one), then the name of each default the run
+    passes (``aK`` for the argument at position K, of those ``passed``)."""
     body: list[str] = []
     for position, value in enumerate(args[:given]):
         name = f"a{position}"
@@ -111,7 +112,12 @@ def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: frozen
         else:
             namespace[f"K{position}"], namespace[f"V{position}"] = type(value), value
             nan = isinstance(value, (float, np.floating)) and math.isnan(value)
-            valued = "" if position in free else f" or {name} == {name}" if nan else f" or {name} != V{position}"
+            valued = f" or {name} != V{position}"
+            if position in free:
+                span = free[position]
+                valued = "" if span is None else f" or not {span[0]} <= {name} <= {span[1]}"
+            elif nan:
+                valued = f" or {name} == {name}"
             body.append(f"if type({name}) is not K{position}{valued}:")
         body.append("    return MISS")
     for position in (p for p in passed if p >= given):

@@ -263,6 +263,9 @@ class Variant:
     this variant for its value alone; one not among them (nor in ``host``) is a run-time value of the plan."""
     written_for: frozenset[str] = frozenset()
     """The scalars whose values array statements were written for (``cov[i:M, i]`` for ``M == 1``: one store)."""
+    ranged: tuple[tuple[str, int, int], ...] = ()
+    """The int arguments its array statements read at run time as indices (``u[:, t]``), each with the least and
+    greatest value they are written for (``SliceBounds.passed_index``): a value outside reads another variant."""
     taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
     rest of what it depends on, so that a call like one before does no rewriting again."""

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,13 @@ class SliceBounds(ArrayStatistics):
     described: dict[str, str]
     counting_loops: dict[str, str]
     """The loop variables that count up to a length the run carries (``svod.frontend.shrinking``)."""
+    host: dict[str, Any]
+    origins: dict[str, set[str]]
+    rebound: frozenset[str]
+    """The names the function assigns anywhere (``stored``)."""
+    ranged: dict[str, tuple[int, int]]
+    """The int arguments that index an axis as they are (``passed_index``): the least and greatest value the
+    plan runs with."""
 
     def held(self, value: Dim) -> Dim:
         """Inside a ``prange``, a slice's start or length that reads memory (``A_row[i]``), computed once into a
@@ -80,6 +88,9 @@ class SliceBounds(ArrayStatistics):
         index = self.value(item)
         if isinstance(index, Expr):
             raise self.refuse(node, "indexing with an array (a gather) is a prange loop's work; write one")
+        passed = self.passed_index(item, size)
+        if passed is not None:
+            return passed
         known = self.host_int(item, required=False)
         if isinstance(size, int):
             if known is not None and not -size <= known < size:
@@ -100,6 +111,25 @@ class SliceBounds(ArrayStatistics):
                                     f"`{size}` is known only at run time (NumPy raises there); svod takes an index it "
                                     "can prove within such an axis")
         return node_of(at)
+
+    def passed_index(self, item: ast.expr, size: Dim) -> ast.expr | None:
+        """An int argument of the call the function never rebinds, indexing an axis of a length the host knows
+        (``u[:, t]``, ``x[i, k]``), within it: read at run time, as ``t``, or ``t + size`` where it counts from
+        the end, so one plan runs every value on its side of zero that is within every axis it indexes
+        (``ranged``, which the call's dispatcher checks) and a loop that calls with ``t`` of each turn makes
+        one plan, not one a turn. None for any other index."""
+        if not (isinstance(item, ast.Name) and isinstance(size, int) and item.id in self.host and
+                item.id not in self.origins and item.id not in self.rebound):
+            return None
+        value = self.host[item.id]
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or \
+                not -size <= value < size:
+            return None
+        low, high = (0, size - 1) if value >= 0 else (-size, -1)
+        known = self.ranged.get(item.id, (low, high))
+        self.ranged[item.id] = (max(low, known[0]), min(high, known[1]))
+        name = ast.copy_location(load(item.id), item)
+        return name if value >= 0 else ast.BinOp(name, ast.Add(), constant(size))
 
     @contextmanager
     def loop_variable(self, stmt: ast.For) -> Iterator[None]:

@@ -2,8 +2,9 @@
 run-time value (a kernel's scalar, a loop's bound around phases or inside a kernel, a branch's test a kernel
 computes), every value runs the one plan through the first call's dispatcher, each call computing what plain
 Python computes; where the host reads it before the run (a slice's bound, a temporary's length, an operand
-NumPy promotes or refuses by its value), each value has a variant and a plan of its own. A value outside its
-variable's bounds is refused on each call, as before, between values that run."""
+NumPy promotes or refuses by its value), each value has a variant and a plan of its own; an index of an axis
+(``u[:, t]``) has one for each side of zero. A value outside its variable's bounds is refused on each call, as
+before, between values that run."""
 
 from __future__ import annotations
 
@@ -73,6 +74,24 @@ def first_ones(x, n):
     for i in prange(n):
         out[i] = x[i] * 2.0
     return out
+
+
+@svod.jit
+def column_step(out, a, b, k):
+    out[:, :, k] = a[:, :, k] * 2.0 + b[:, :, k]
+
+
+@svod.jit
+def view_column(out, x, k):
+    """An index of a view whose columns start past its base's first: a negative one counts from the view's end."""
+    v = x[:, 1:]
+    out[:] = v[:, k] - x[:, k]
+
+
+@svod.jit
+def column_in_prange(out, x, k):
+    for i in prange(x.shape[0]):
+        out[i] = x[i, k] * 3.0
 
 
 STEPS = ((1, 2), (3, 0), (0, 5), (2, -3), (1, 3), (4, 1), (-2, 4), (2, 7), (1, 1), (5, -1))
@@ -498,3 +517,28 @@ def test_a_numpy_integer_argument_stored_into_int8_is_numpys(device):
     values = (np.int64(5), np.int16(-3), np.int64(-128), np.uint8(127), np.int64(300), np.uint8(200),
               np.int16(-129))
     _as_numpy_does(svod.jit(stored.fn), stored.fn, [(np.zeros(3, np.int8), n) for n in values], device)
+
+
+@pytest.mark.parametrize("function", (column_step, view_column, column_in_prange))
+def test_an_int_indexing_an_axis_reads_one_plan_for_each_side_of_zero(device, function):
+    """``out[:, :, k] = a[:, :, k] ...``, an index of a view that starts at column 1, an element ``x[i, k]`` in a
+    ``prange``, with a new ``k`` at each call: read at run time, one variant and one plan for every value within
+    the axis on its side of zero, each call plain Python's answer; a value past the axis is refused as NumPy
+    raises, on each call, between values that run."""
+    fn, dtype = svod.jit(function.fn), _float(device)
+    shape = (3, 5, 4) if function is column_step else (3, 5)
+    a = np.arange(np.prod(shape), dtype=dtype).reshape(shape) * 0.5
+    b = a[::-1].copy()
+    arrays = (a, b) if function is column_step else (a,)
+    for k in (0, 3, 1, -1, -4, 4, 2, -2, -5, 3, -3, 7):
+        out, want = (np.zeros(shape, dtype), np.zeros(shape, dtype)) if function is column_step else \
+            (np.zeros(3, dtype), np.zeros(3, dtype))
+        try:
+            function.fn(want, *arrays, k)
+        except IndexError:
+            with pytest.raises(KernelSyntaxError, match="out of bounds"):
+                fn(out, *arrays, k, device=device)
+            continue
+        fn(out, *arrays, k, device=device)
+        np.testing.assert_array_equal(out, want, err_msg=f"k={k}")
+    assert len(fn._variants) == 2 and len(fn._plans) == 2
