@@ -585,8 +585,50 @@ def reads_apart(value: Expr, stored: Expr, base: str) -> bool:
     store's."""
     index = [load(f"_svod_p{k}") for k in range(len(stored.shape))]
     out = Emitter(itertools.count())
-    target = ast.dump(stored.element(index, out))
+    target = stored.element(index, out)
     element = broadcast_element(value, stored.shape, index, out)
-    reads = [ast.dump(n) for node in [element, *out.statements] for n in ast.walk(node)
+    reads = [n for node in [element, *out.statements] for n in ast.walk(node)
              if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == base]
-    return any(read != target for read in reads)
+    return any(ast.dump(read) != ast.dump(target) and not _apart(read, target) for read in reads)
+
+
+def _apart(read: ast.expr, target: ast.expr) -> bool:
+    """Whether element ``read`` of an array is never one ``target`` names, at any index of the store: on some
+    axis both are one sum of the same names, the store's indices (``_svod_p*``) not among them, that differ by a
+    number (``y[:, j - 1]`` read where ``y[:, j]`` is stored): an index is within its axis, so they differ."""
+    if not (isinstance(read, ast.Subscript) and isinstance(target, ast.Subscript)):
+        return False
+    axes = [_axes(read), _axes(target)]
+    if len(axes[0]) != len(axes[1]):
+        return False
+    for one, other in zip(*axes, strict=True):
+        a, b = _linear(one), _linear(other)
+        if a is not None and b is not None and a[0] == b[0] and a[1] != b[1] and \
+                not any(name.startswith("_svod_p") for name, _ in a[0]):
+            return True
+    return False
+
+
+def _axes(node: ast.Subscript) -> list[ast.expr]:
+    return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+
+
+def _linear(node: ast.expr) -> tuple[frozenset[tuple[str, int]], int] | None:
+    """``node`` as a sum of names times numbers plus a number, if it is one (``j - 1``, ``2 * k + n``)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return frozenset(), node.value
+    if isinstance(node, ast.Name):
+        return frozenset({(node.id, 1)}), 0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _linear(node.operand)
+        return None if inner is None else (frozenset((n, -c) for n, c in inner[0]), -inner[1])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        left, right = _linear(node.left), _linear(node.right)
+        if left is None or right is None:
+            return None
+        sign = 1 if isinstance(node.op, ast.Add) else -1
+        terms = dict(left[0])
+        for name, coefficient in right[0]:
+            terms[name] = terms.get(name, 0) + sign * coefficient
+        return frozenset((n, c) for n, c in terms.items() if c), left[1] + sign * right[1]
+    return None

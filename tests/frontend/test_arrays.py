@@ -76,6 +76,35 @@ def test_a_statement_that_reads_what_it_stores_reads_it_as_before(device, n):
 
 
 @svod.jit
+def column_recurrence(y, x):
+    """deriche's sweeps: each column (row) from the two before it, stored into the array it reads."""
+    for j in range(2, y.shape[1]):
+        y[:, j] = 0.5 * x[:, j] + 0.25 * y[:, j - 1] - 0.125 * y[:, j - 2]
+    for i in range(y.shape[0] - 3, -1, -1):
+        y[i, :] = y[i + 1, :] * 0.5 + y[i + 2, :] * 0.25 + x[i, :]
+    y[:, -1] = y[:, -2] + 1.0
+
+
+@svod.jit
+def column_from_itself(y, j):
+    """Reads of the stored column itself, reversed or shifted, and of a column a number away on another axis'
+    overlap: each computed before the store, as NumPy does."""
+    y[:, j] = y[::-1, j] + 1.0
+    y[1:, j] = y[:-1, j] * 2.0
+    y[1:, j + 1] = y[:-1, j] - 1.0
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (2, 5), (7, 4), (17, 9)])
+def test_a_store_that_reads_other_columns_of_its_array_runs_in_place(device, shape):
+    """``y[:, j] = f(y[:, j - 1], ...)``: the columns read are never the one stored, so no temporary is made; a
+    read that may meet the stored elements still goes through one."""
+    agrees_with_python(column_recurrence, device, data(*shape), data(*shape))
+    agrees_with_python(column_from_itself, device, data(*shape), shape[1] - 2)
+    turns = max(shape[1] - 2, 0) + max(shape[0] - 2, 0) + 1  # each statement's kernel, once a turn
+    assert kernels_of(column_recurrence, data(*shape), data(*shape)) == turns
+
+
+@svod.jit
 def in_place_updates(x, y, k):
     x += 2.5 * y
     x[1:] *= y[:-1]
