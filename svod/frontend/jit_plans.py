@@ -740,6 +740,7 @@ class Builder:
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
         bounds |= {p: (self.valued[p], self.valued[p]) for p in parameters if p in self.valued}
+        bounds |= {p: (low, high) for p, low, high in self.variant.ranged if p in parameters}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples),
                values_key(self.source.names, loaded([node])))

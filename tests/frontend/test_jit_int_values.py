@@ -542,3 +542,13 @@ def test_an_int_indexing_an_axis_reads_one_plan_for_each_side_of_zero(device, fu
         fn(out, *arrays, k, device=device)
         np.testing.assert_array_equal(out, want, err_msg=f"k={k}")
     assert len(fn._variants) == 2 and len(fn._plans) == 2
+
+
+def test_a_plan_made_for_an_index_refuses_a_value_past_its_range_when_run_alone():
+    """The plan of ``v[:, k]`` (``v = x[:, 1:]``) for ``k = 2`` holds ``k`` to 0..3 in its kernels: run on its own
+    (as a saved plan is), ``k = -1``, which would count from the base's end, not the view's, is refused."""
+    fn = svod.jit(view_column.fn)
+    x, out = np.arange(15.0).reshape(3, 5), np.zeros(3)
+    plan = fn.plan(out, x, 2)
+    with pytest.raises(VariableError, match=r"k=-1 is outside bounds \[0, 3\]"):
+        plan.execute(k=-1)
