@@ -19,7 +19,7 @@ from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vector
 from svod.dtype import dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
-from svod.ir.uop import exits, memory_of, pointee
+from svod.ir.uop import exits, is_state, memory_of, pointee
 
 __all__ = ["CARRIED_ROWS", "LANE_SPANS", "carried_rows", "carry_rows", "forward_stored"]
 
@@ -149,7 +149,22 @@ def _together(sink: UOp, row: UOp, registers: list[UOp], width: int, lanes: bool
         tiles, edge = _split(statement, row, width, axis, lanes)
         tiled += [own(tile, copy, stride) for copy, tile in enumerate(tiles)]
         edges += [] if edge is None else [own(edge, len(tiles), stride)]
+    edges = _after_the_tiles(edges, [s for s in sink.src if s.op in EFFECTS])
     return sink.replace(src=(*tiled, *edges, *(s for s in sink.src if s.op not in EFFECTS)))
+
+
+def _after_the_tiles(edges: list[UOp], statements: list[UOp]) -> list[UOp]:
+    """The edge's statements, which run after every tile's, reading and writing each buffer through memory
+    states numbered past the ``statements``' effects on it (a state counts the effects before it). Sharing the
+    tiles' states, an edge's read of what its own first store wrote was to be made before a tile's last store
+    on that buffer, which runs before that first store: no order has both."""
+    writes: dict[UOp, int] = {}
+    for statement in statements:
+        memory = memory_of(statement.src[0].src[0])
+        writes[memory] = writes.get(memory, 0) + 1
+    states = {u: u.replace(arg=u.arg + writes[u.src[0]]) for edge in edges for u in edge.toposort()
+              if is_state(u) and u.src[0] in writes}
+    return [substitute(edge, states) for edge in edges] if states else edges
 
 
 def _carrying_row(sink: UOp, registers: list[UOp]) -> UOp | None:

@@ -273,6 +273,30 @@ def test_work_items_in_lanes_compute_what_python_does(device, kernel):
             np.testing.assert_array_equal(out, want, err_msg=f"{kernel.fn.__name__} {count}")
 
 
+@svod.kernel
+def halved_sums(out, x):
+    """A column's element stored, read in a loop that carries a register, then stored again from its own value:
+    the columns past the tiles of lanes run after all of them, reading what their own first store wrote (the
+    oracle's seed 15101 was refused: "a held value is read inside a loop it does not depend on")."""
+    for i in prange(out.shape[0]):
+        for c in range(out.shape[1]):
+            v = x[i, c]
+            out[i, c] = x[i, 0]
+            for _ in range(out.shape[1]):
+                v = v // 2 + out[i, c]
+            out[i, c] = out[i, c] + v * 3
+
+
+@pytest.mark.parametrize("cols", [1, 3, 32, 33, 40, 67])
+def test_the_edge_of_lanes_reads_its_own_stores(device, cols):
+    x = ((np.arange(5 * cols).reshape(5, cols) * 7919) % 1000 - 500).astype(np.int32)
+    for compiled in (halved_sums, _static(halved_sums)):
+        out = np.zeros_like(x)
+        compiled(out, x, device=device)
+        (want, _) = run_as_python(compiled, np.zeros_like(x), x)
+        np.testing.assert_array_equal(out, want, err_msg=f"{cols}")
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_lanes_split_over_threads_compute_what_python_does(threads):
     """Tiles of lanes shared by three workers, and the masked tile after them: Python's counts."""
