@@ -264,8 +264,7 @@ class Variant:
     written_for: frozenset[str] = frozenset()
     """The scalars whose values array statements were written for (``cov[i:M, i]`` for ``M == 1``: one store)."""
     ranged: tuple[tuple[str, int, int], ...] = ()
-    """The int arguments its array statements read at run time as indices (``u[:, t]``), each with the least and
-    greatest value they are written for (``SliceBounds.passed_index``): a value outside reads another variant."""
+    """The ints read at run time as indices (``u[:, t]``), with the least and greatest value they are written for."""
     taped: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a tape's calls derive of this variant's syntax trees (``jit_tape``), once: each fact keyed by the
     rest of what it depends on, so that a call like one before does no rewriting again."""
@@ -310,12 +309,11 @@ class Builder:
         self.turned: set[tuple[int, int]] = set()
         """The loops of ``Structure.turns`` that are plan loops, whose trip counts the plan checks."""
         self.ranges: dict[str, tuple[int, int]] = {}
-        """The values each loop around phases gives its variable, where bounds say (its kernels' bounds for it:
-        what lets svod prove a phase free of races and in bounds for every turn)."""
-        self.valued = {name: int(value) for name, value in self.args.items()  # a NumPy int's as a Python int's
+        """The values each loop around phases gives its variable: its kernels' bounds for it, which prove them."""
+        self.valued = {name: (int(value), int(value)) for name, value in self.args.items()  # (NumPy int's too)
                        if name in variant.written_for and np.issubdtype(type(value), np.integer)}
-        """The ints array statements were written for (``Variant.written_for``), bounding its kernels at their
-        values: what they prove holds of the code written (``cov[i:M, i]`` for ``M == 1`` in ``prange(M)``)."""
+        self.valued |= {name: (low, high) for name, low, high in variant.ranged}
+        """Ints that bound its kernels: to the values array statements were written for, or to their ranges."""
         for name, value in self.args.items():
             if isinstance(value, np.ndarray):
                 try:
@@ -739,8 +737,7 @@ class Builder:
         scalars it carries out joins ``seen``. An error calls the names svod gave by ``own``."""
         examples = [self.example(p, loops) for p in parameters]
         bounds = {p: self.ranges[p] for p in parameters if p in self.ranges}
-        bounds |= {p: (self.valued[p], self.valued[p]) for p in parameters if p in self.valued}
-        bounds |= {p: (low, high) for p, low, high in self.variant.ranged if p in parameters}
+        bounds |= {p: self.valued[p] for p in parameters if p in self.valued}
         key = (dump, self.device.name, tuple(sorted(bounds.items())),
                tuple((e.dtype.str, e.shape) if isinstance(e, np.ndarray) else (type_key(e), e) for e in examples),
                values_key(self.source.names, loaded([node])))
