@@ -12,8 +12,9 @@ range that stops at the bound, with the test dropped, computes what the tested o
 from __future__ import annotations
 
 from svod.codegen.checks import CHECKED
+from svod.codegen.indexing import conjuncts
 from svod.codegen.lower import _gated
-from svod.codegen.ranges import range_order
+from svod.codegen.ranges import live_ranges, range_order
 from svod.dtype import DType, dtypes
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
@@ -35,11 +36,10 @@ def clamp_guarded_ranges(sink: UOp) -> UOp | None:
         return None
     written = written_memory(statements)
     replaced: dict[UOp, UOp] = {}
-    within = {e: e.toposort() for e in statements}
-    ranges = sorted({u for e in statements for u in within[e] if u.op is Ops.RANGE and u.arg[1] is AxisKind.GLOBAL},
-                    key=range_order)
+    live = live_ranges(sink)
+    ranges = sorted({r for e in statements for r in live[e] if r.arg[1] is AxisKind.GLOBAL}, key=range_order)
     for r in ranges:
-        inside = [e for e in statements if r in within[e]]
+        inside = [e for e in statements if r in live[e]]
         shared = _bounding(inside[0], r, written)
         for effect in inside[1:]:
             shared = [c for c in shared if c in _bounding(effect, r, written)]
@@ -56,11 +56,11 @@ def clamp_guarded_ranges(sink: UOp) -> UOp | None:
 
 
 def _bounding(effect: UOp, r: UOp, written: set[UOp]) -> list[UOp]:
-    """The conditions ``r < b`` of ``effect``'s gate (a conjunction's operands, in order) with ``b`` as the
+    """The conditions ``r < b`` among the operands of ``effect``'s gate's conjunction, ``b`` as the
     module says: read before ``r``'s loop, and the same in every one of its turns."""
     if effect.op not in EFFECTS or len(effect.src[0].src) != 3:
         return []
-    return [c for c in _conjuncts(effect.src[0].src[2]) if _bounds(c, r, written)]
+    return [c for c in conjuncts(effect.src[0].src[2]) if _bounds(c, r, written)]
 
 
 def _bounds(condition: UOp, r: UOp, written: set[UOp]) -> bool:
@@ -79,13 +79,3 @@ def _bounds(condition: UOp, r: UOp, written: set[UOp]) -> bool:
 
 def _signed(dtype: DType) -> bool:
     return dtype.kind == "int" and dtype.count == 1 and dtype.itemsize <= 8
-
-
-def _conjuncts(gate: UOp) -> list[UOp]:
-    """The conditions whose conjunction ``gate`` is, in order: the operands of an AND of bools, and of a ``where``
-    that is false where its condition is (Python's ``a and b``)."""
-    if gate.op is Ops.AND and gate.dtype == dtypes.bool:
-        return [c for s in gate.src for c in _conjuncts(s)]
-    if gate.op is Ops.WHERE and gate.dtype == dtypes.bool and gate.src[2].op is Ops.CONST and gate.src[2].arg is False:
-        return [c for s in gate.src[:2] for c in _conjuncts(s)]
-    return [gate]

@@ -365,7 +365,8 @@ def _exact_as_index(dtype: DType) -> bool:
 
 
 def conjuncts(condition: UOp | None) -> list[UOp]:
-    """The conditions ``condition`` is the AND of (none for no condition)."""
+    """The conditions ``condition`` is the AND of (none for no condition): of bools' ANDs, and of ``where``s false
+    where their condition is (Python's ``a and b``)."""
     if condition is None:
         return []
     out, stack = [], [condition]
@@ -373,6 +374,8 @@ def conjuncts(condition: UOp | None) -> list[UOp]:
         c = stack.pop()
         if c.op is Ops.AND and c.dtype == dtypes.bool:
             stack.extend(c.src)
+        elif c.op is Ops.WHERE and c.dtype == dtypes.bool and c.src[2].op is Ops.CONST and c.src[2].arg is False:
+            stack.extend(c.src[:2])
         else:
             out.append(c)
     return out

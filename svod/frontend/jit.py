@@ -248,10 +248,7 @@ class Jit:
         kinds = (taped, *(_kind(value) if name not in defaulted else ("default", type_key(value),
                                                                        _number_key(value))
                           for name, value in arguments.items()))
-        ranges = self._ranges.get(kinds, {})
-        key = (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())),
-               tuple(_range_of(arguments[name], seen) for name, seen in ranges.items()))
-        found = self._variants.get(key)
+        found = self._variants.get(self._variant_key(kinds, arguments))
         if found is None:
             constants = {name: value for name, value in arguments.items() if _constant(value) or name in defaulted}
             runtime = {name: value for name, value in arguments.items() if name not in constants}
@@ -276,12 +273,17 @@ class Jit:
             valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
                            if isinstance(kind, str) and (name in found.host or _sampled_number(found, name, value)))
             self._valued[kinds] = valued
+            ranges = self._ranges.setdefault(kinds, {})
             for name, low, high in found.ranged:
                 ranges.setdefault(name, []).append((low, high))
-            self._ranges[kinds] = ranges
-            self._variants[(kinds, tuple(arguments[name] for name in valued),
-                            tuple(_range_of(arguments[name], seen) for name, seen in ranges.items()))] = found
+            self._variants[self._variant_key(kinds, arguments)] = found
         return found
+
+    def _variant_key(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What ``variant`` keys a variant by: the kinds of the arguments, the values of the numbers its variants
+        are read for (``_valued``), and the range each index read at run time is in (``_ranges``)."""
+        return (kinds, tuple(arguments[name] for name in self._valued.get(kinds, ())),
+                tuple(_range_of(arguments[name], seen) for name, seen in self._ranges.get(kinds, {}).items()))
 
     def _build(self, variant: Variant, values: Mapping[str, Any], device: Device) -> Prepared:
         """The plan for ``values``. Where phases carry scalars, they are first translated until the dtypes of
