@@ -107,6 +107,8 @@ def _reach(index: UOp, r: UOp) -> tuple[int, int]:
     found = stride(index, r)
     if found is None:
         return (1 << 30, 0)
+    if not found.terms:
+        return (0, 0)  # the index does not move with r: it reaches nowhere
     return (max(len(m) for m in found.terms), max(abs(c) for c in found.terms.values()))
 
 

@@ -241,3 +241,19 @@ def test_both_spellings_of_a_copy_match_numpy(device, fn):
         out = np.full(shape, np.nan, np.float32)
         kernel(out, data, device=device)
         np.testing.assert_array_equal(out, data * np.float32(2.0), err_msg=str(shape))
+
+
+@svod.kernel(static_shapes=True)
+def rows_of_one(out: svod.Array[svod.float32, 2], n: svod.Int[1, 1]):
+    for a in svod.prange(out.shape[1]):
+        for p in range(n):  # one turn: made a parallel range whose index does not move
+            out[p, a] = p + a
+
+
+@pytest.mark.parametrize("columns", [1, 4, 37])
+def test_a_range_the_store_does_not_move_with_orders_as_the_outermost(device, columns):
+    """A range of one turn the store's index does not move with reaches nowhere: it is ordered outermost, and
+    the nest lowers (it raised an internal error)."""
+    out = np.zeros((1, columns), np.float32)
+    rows_of_one(out, 1, device=device)
+    np.testing.assert_array_equal(out, np.arange(columns, dtype=np.float32)[None, :])
