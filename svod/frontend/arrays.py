@@ -82,6 +82,7 @@ from svod.frontend.host_values import HostValues, decisions_recorded, updated
 from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
+from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
@@ -802,14 +803,16 @@ def _viewed(function: ast.FunctionDef) -> set[str]:
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,
-                 sampled: set[str] | None = None, ranged: dict[str, tuple[int, int]] | None = None
-                 ) -> tuple[Source, set[str]] | None:
+                 sampled: set[str] | None = None, ranged: dict[str, tuple[int, int]] | None = None,
+                 limits: Limits | None = None) -> tuple[Source, set[str]] | None:
     """``source`` with its array statements rewritten as loops for arguments like ``args`` (the module
     docstring), and the scalar arguments whose values that read; None when it has none. ``taped``: for a
     tape, a reduction read at more elements than it depends on made into an array first (``Emitter.separated``).
     ``sampled`` is given the names of the scalars whose values the rewriting decided something by, and of those
     they were computed from (``HostValues.sampled``), whether or not it rewrote anything; ``ranged`` the int
-    arguments read at run time as indices, with the values the rewriting holds for them (``passed_index``)."""
+    arguments read at run time as indices, with the values the rewriting holds for them (``passed_index``).
+    Consecutive nests are fused (``nest_fusion``) within the device's ``limits``, where given (not for a tape,
+    which records each nest as a kernel call of its own)."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
     rewriter = ArrayRewriter(source, name, args, taped)
@@ -823,6 +826,8 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = 
     names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
              **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
+    if limits is not None and not taped:
+        node.body = fused_nests(node, names, limits)
     if not rewriter.changed and not draws.changed:
         return None
     return Source(node, source.file, names, {**rewriter.described, **draws.described}), rewriter.read

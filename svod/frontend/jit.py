@@ -53,6 +53,7 @@ from svod.frontend.jit_dispatch import MISS, Dispatcher, dispatcher
 from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
 from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
+from svod.frontend.nest_fusion import Limits
 from svod.frontend.nodes import stands_for
 from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
 from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
@@ -153,12 +154,12 @@ class Jit:
                 self._calls.clear()
                 self._typed.clear()
             call = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
-                                              self._free_numbers(arguments, defaulted)))
+                                              self._free_numbers(arguments, defaulted, api.get_device(device))))
             self._calls[key] = self._typed[_typed_key(key)] = call
             self._last = call.dispatch
         return result
 
-    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str]
+    def _free_numbers(self, arguments: Mapping[str, Any], defaulted: frozenset[str], device: Device
                       ) -> dict[int, tuple[int, int] | None]:
         """The positions of the numbers whose values neither the plan for ``arguments`` nor its variant is made
         for (a scalar of its kernels, ``_signature``'s "scalar", whose variant is its type's, ``_kind``; an int
@@ -168,7 +169,7 @@ class Jit:
         the range, which a dispatcher checks. The plan's run checks each variable's value against its bounds, as
         a first call's does."""
         with self._lock:
-            variant = self.variant(arguments, defaulted=defaulted)
+            variant = self.variant(arguments, defaulted=defaulted, limits=Limits.of(device.caps))
             kinds = self._signature(arguments, variant)
         free: dict[int, tuple[int, int] | None] = {}
         for position, ((name, value), kind) in enumerate(zip(arguments.items(), kinds, strict=True)):
@@ -230,7 +231,7 @@ class Jit:
         constants of it (``_defaulted``), for the device's compiler pair too: the CPU's ``llvm`` and ``clang``
         pairs share its name and order a sum's adds differently."""
         with self._lock:
-            variant = self.variant(arguments, defaulted=defaulted)
+            variant = self.variant(arguments, defaulted=defaulted, limits=Limits.of(device.caps))
             key = (device.name, device.renderer.cache_key, device.compiler.cache_key,
                    *self._signature(arguments, variant))
             found = self._plans.get(key)
@@ -238,14 +239,15 @@ class Jit:
                 found = self._plans[key] = self._build(variant, arguments, device)
         return found
 
-    def variant(self, arguments: Mapping[str, Any], taped: bool = False, defaulted: frozenset[str] = frozenset()
-                ) -> Variant:
+    def variant(self, arguments: Mapping[str, Any], taped: bool = False, defaulted: frozenset[str] = frozenset(),
+                limits: Limits | None = None) -> Variant:
         """The function as the plan for ``arguments`` reads it: the parameters bound to constants (and the
         numbers of ``defaulted``) read as globals of their values (``binding``), NumPy array statements
         rewritten for the arrays' shapes (``svod.frontend.arrays``); once per kind of arguments. ``taped``: as a
         tape records it, each reduction an array statement reads at more elements than it depends on made into
-        an array of its own first (``lower_arrays``)."""
-        kinds = (taped, *(_kind(value) if name not in defaulted else ("default", type_key(value),
+        an array of its own first (``lower_arrays``). ``limits``: the device's, which nests fused into one kernel
+        keep to (``svod.frontend.nest_fusion``; None: no nests fused)."""
+        kinds = (taped, limits, *(_kind(value) if name not in defaulted else ("default", type_key(value),
                                                                        _number_key(value))
                           for name, value in arguments.items()))
         found = self._variants.get(self._variant_key(kinds, arguments))
@@ -258,7 +260,7 @@ class Jit:
             source = _with_local_copies(source, copied) if copied else source
             sampled: set[str] = set()
             indices: dict[str, tuple[int, int]] = {}
-            lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices)
+            lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices, limits)
             if lowered is None and not constants and not copied:
                 host = _read_on_host(self.structure)
                 found = Variant(self.source, self.reader, self.structure, host, tuple(runtime), frozenset(sampled),
@@ -270,7 +272,7 @@ class Jit:
                 host = _read_on_host(structure) | read
                 found = Variant(source, reader, structure, host, tuple(runtime), frozenset(sampled),
                                 frozenset(read), _ranged(indices, host))
-            valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[1:], strict=True)
+            valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[2:], strict=True)
                            if isinstance(kind, str) and (name in found.host or _sampled_number(found, name, value)))
             self._valued[kinds] = valued
             ranges = self._ranges.setdefault(kinds, {})
