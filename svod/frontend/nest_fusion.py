@@ -1,5 +1,6 @@
-"""Consecutive ``prange`` nests of an ``@svod.jit`` function run as one kernel where that keeps the Python's
-meaning (``fused_nests``, after ``svod.frontend.arrays`` has written the array statements as nests).
+"""Consecutive ``prange`` nests of an ``@svod.jit`` function run as one kernel, and a host loop around one nest
+inside it, where that keeps the Python's meaning (``fused_nests``, after ``svod.frontend.arrays`` has written
+the array statements as nests).
 
 Each array statement becomes a nest of its own, and a loop's turn of a stencil written as NumPy (npbench's
 vadv: ``gav = -0.25 * (...)``, ``acol = gav * BET_P``, ``bcol = dtr - acol - ccol[:, :, k]``, ...) is a dozen
@@ -40,16 +41,17 @@ import numpy as np
 
 from svod.device.caps import DeviceCaps
 from svod.frontend import pylang
+from svod.frontend.accumulating import PURE_BUILTINS
 from svod.frontend.accumulations import LEAVING, assigned, names, stored_arrays
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import renamed
 from svod.frontend.phases import ALLOCATIONS
 
-__all__ = ["fused_nests"]
+__all__ = ["Limits", "fused_nests"]
 
-_PURE_BUILTINS = (abs, min, max, float, int, bool)
-_PURE_HELPERS = (*MATH_HELPERS.values(), *KEY_NAMES.values())
+_PURE = (*(getattr(builtins, name) for name in PURE_BUILTINS), *MATH_HELPERS.values(), *KEY_NAMES.values())
+"""The builtins and svod's helpers that fused statements may call: each computes from its arguments alone."""
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ def _pure(call: ast.Call, values: Mapping[str, Any]) -> bool:
     callee = _value(call.func, values)
     if callee is None:
         return False
-    if isinstance(callee, (np.ufunc, pylang.Cast)) or any(callee is f for f in (*_PURE_BUILTINS, *_PURE_HELPERS)):
+    if isinstance(callee, (np.ufunc, pylang.Cast)) or any(callee is f for f in _PURE):
         return True
     if isinstance(callee, type) and issubclass(callee, np.generic):
         return True
