@@ -32,8 +32,10 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,10 +131,13 @@ class _Fusion:
         range(..): <the nest's statements>``: each work item runs every turn of its own elements in order, which
         is what the turns did where the nest's items are apart across turns too (every array it writes used at
         the nest's variables alone, as for fusion); its allocations (``np.empty``) made once; None where that
-        is not so, or where the loop's variable is read after the loop (``_dead_after``)."""
+        is not so, where the loop's variable is read after the loop (``dead_after``), or where its bounds are not
+        sizes (``sized``): a loop whose count the run passes or computes (``range(n[0])``) stays the plan's,
+        which checks the values its variable takes before the turns; a kernel's loop would take any count."""
         if self.limits.loop_turns is not None or not isinstance(loop.target, ast.Name) or loop.orelse \
                 or not isinstance(loop.iter, ast.Call) or loop.iter.keywords \
-                or _value(loop.iter.func, self.values) is not range:
+                or _value(loop.iter.func, self.values) is not range \
+                or not all(self.sized(bound, self.sizes) for bound in loop.iter.args):
             return None
         statements = [s for s in loop.body if not isinstance(s, ast.Pass)]
         if not statements:
@@ -145,13 +150,57 @@ class _Fusion:
         allocated = {s.targets[0].id for s in made if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
         writes = set(stored_arrays(nest.body)) | assigned(nest.body) | allocated
         if j in assigned(nest.body) | set(nest.variables) or _values_read(*nest.ranges) & (writes | {j}) \
-                or _values_read(loop.iter) & writes or any(names(s.value) & (writes | {j}) for s in made
+                or any(names(s.value) & (writes | {j}) for s in made
                                                    if isinstance(s, ast.Assign)):
             return None
         if not self.independent(nest.body, nest.variables) or not self.dead_after(written, j):
             return None
         turns = ast.copy_location(ast.For(loop.target, loop.iter, nest.body, [], None), loop)
         return [*made, _nested(nest, [turns])]
+
+    @functools.cached_property
+    def bindings(self) -> Counter[str]:
+        """How many times the function binds each name, a parameter's binding by the call counted."""
+        stored = (n.id for n in ast.walk(self.function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        return Counter([*stored, *(a.arg for a in ast.walk(self.function.args) if isinstance(a, ast.arg))])
+
+    @functools.cached_property
+    def sizes(self) -> frozenset[str]:
+        """The names the function binds once, at its top level, to a size (``sized``: ``n = a.shape[0] - 1``)."""
+        found: set[str] = set()
+        for stmt in self.function.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and self.bindings[stmt.targets[0].id] == 1 and self.sized(stmt.value, found):
+                found.add(stmt.targets[0].id)
+        return frozenset(found)
+
+    def sized(self, expr: ast.expr, sizes: Collection[str]) -> bool:
+        """Whether ``expr`` is a size: int constants, names of ``sizes``, and the shapes, lengths and sizes of
+        arrays the function binds once at most, under ``+ - * //``, ``min`` and ``max``; a number the arrays'
+        memory bounds, which no value the run passes or computes sets."""
+        if isinstance(expr, ast.Constant):
+            return type(expr.value) is int
+        if isinstance(expr, ast.Name):
+            return expr.id in sizes
+        if isinstance(expr, ast.Subscript):
+            return self.sized(expr.value, sizes) and isinstance(expr.slice, ast.Constant)
+        if isinstance(expr, ast.Attribute):
+            return expr.attr in ("shape", "size", "ndim") and self.fixed(expr.value)
+        if isinstance(expr, ast.BinOp):
+            return isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)) \
+                and self.sized(expr.left, sizes) and self.sized(expr.right, sizes)
+        if isinstance(expr, ast.UnaryOp):
+            return isinstance(expr.op, ast.USub) and self.sized(expr.operand, sizes)
+        if isinstance(expr, ast.Call) and not expr.keywords:
+            callee = _value(expr.func, self.values)
+            if callee is len:
+                return len(expr.args) == 1 and self.fixed(expr.args[0])
+            return (callee is min or callee is max) and all(self.sized(a, sizes) for a in expr.args)
+        return False
+
+    def fixed(self, expr: ast.expr) -> bool:
+        """Whether ``expr`` names an array the function binds once (a parameter, a temporary): of one shape."""
+        return isinstance(expr, ast.Name) and self.bindings[expr.id] == 1
 
     def joined(self, first: _Nest, second: _Nest) -> _Nest | None:
         """``first`` and ``second`` as one nest (see the module), or None where that would change what they do."""

@@ -122,6 +122,13 @@ def variable_read_after(y, z):
 
 
 @svod.jit
+def steps_the_run_counts(y, n, x):
+    """A loop the run bounds stays the plan's, which checks the count before the turns."""
+    for t in range(n):
+        y[:] = y * 0.5 + x[t]
+
+
+@svod.jit
 def zeroed_each_turn(y, x):
     for j in range(x.shape[1]):
         t = np.zeros(x.shape[0], x.dtype)
@@ -150,6 +157,7 @@ def test_loops_around_one_nest_agree_with_python(device, shape):
     agrees_with_python(diagonal, device, data(m, n), data(m, n), rtol=1e-12)
     agrees_with_python(zeroed_each_turn, device, data(m, n), data(m, n), rtol=1e-12)
     agrees_with_python(leaving_early, device, data(m, n), data(m, n), rtol=1e-12)
+    agrees_with_python(steps_the_run_counts, device, data(m), n, data(n), rtol=1e-12)
 
 
 def test_which_loops_are_sunk():
@@ -157,3 +165,5 @@ def test_which_loops_are_sunk():
     assert kernels_of(recurrences, data(m, n), data(m, n), 0.5, -0.75, a=0.5, b=-0.75) == 2
     assert kernels_of(diagonal, data(m, n), data(m, n)) == n - 1
     assert kernels_of(zeroed_each_turn, data(m, n), data(m, n)) >= n  # np.zeros fills it at each turn
+    assert kernels_of(steps_the_run_counts, data(m), 3, data(4), n=3) == 3
+
