@@ -93,6 +93,7 @@ class _Fusion:
         self.function, self.values, self.limits = function, values, limits
 
     def body(self, body: Sequence[ast.stmt]) -> list[ast.stmt]:
+        """``body`` with its consecutive nests fused, and its loops' bodies in turn."""
         out: list[ast.stmt] = []
         last: tuple[int, _Nest] | None = None  # the latest nest in ``out``, its place, while only movable follow
         for written in body:
@@ -142,21 +143,22 @@ class _Fusion:
         statements = [s for s in loop.body if not isinstance(s, ast.Pass)]
         if not statements:
             return None
-        *made, last = statements
+        *allocations, last = statements
         nest = _nest(last, self.values)
-        j = loop.target.id
-        if nest is None or not all(_allocation(s, self.values, ("empty", "empty_like")) for s in made):
+        if nest is None or not all(_allocation(s, self.values, ("empty", "empty_like")) for s in allocations):
             return None
-        allocated = {s.targets[0].id for s in made if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
-        writes = set(stored_arrays(nest.body)) | assigned(nest.body) | allocated
+        allocated = {s.targets[0].id for s in allocations if isinstance(s, ast.Assign)
+                     and isinstance(s.targets[0], ast.Name)}
+        if any(self.bindings[name] != 1 for name in allocated):
+            return None  # made once before the loop, it would replace another array where the loop never turns
+        j, writes = loop.target.id, set(stored_arrays(nest.body)) | assigned(nest.body) | allocated
         if j in assigned(nest.body) | set(nest.variables) or _values_read(*nest.ranges) & (writes | {j}) \
-                or any(names(s.value) & (writes | {j}) for s in made
-                                                   if isinstance(s, ast.Assign)):
+                or any(names(s) & (writes - allocated | {j}) for s in allocations):
             return None
         if not self.independent(nest.body, nest.variables) or not self.dead_after(written, j):
             return None
         turns = ast.copy_location(ast.For(loop.target, loop.iter, nest.body, [], None), loop)
-        return [*made, _nested(nest, [turns])]
+        return [*allocations, _nested(nest, [turns])]
 
     @functools.cached_property
     def bindings(self) -> Counter[str]:
