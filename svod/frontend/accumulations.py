@@ -34,7 +34,8 @@ from typing import TypeVar
 
 from svod.dtype import DType
 
-__all__ = ["Held", "fused", "held", "interchanged", "mentions", "names", "rebinds_only", "stored_arrays"]
+__all__ = ["Held", "element_uses", "fused", "held", "interchanged", "mentions", "names", "rebinds_only",
+           "stored_arrays"]
 
 LEAVING = (ast.Break, ast.Continue, ast.Return, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
            ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.ClassDef, ast.comprehension,
@@ -105,7 +106,7 @@ def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
     return list(found)
 
 
-def _element_uses(region: Sequence[ast.stmt], name: str) -> list[ast.Subscript] | None:
+def element_uses(region: Sequence[ast.stmt], name: str) -> list[ast.Subscript] | None:
     """Every ``name[index]`` in ``region``; None where ``name`` is used otherwise (bare, an attribute, bound)."""
     parents = {child: node for stmt in region for node in ast.walk(stmt) for child in ast.iter_child_nodes(node)}
     uses = []
@@ -125,7 +126,7 @@ def _one_index(region: Sequence[ast.stmt], name: str) -> ast.expr | None:
     if any(isinstance(node, LEAVING) or (isinstance(node, ast.For) and not _is_range(node))
            for stmt in region for node in ast.walk(stmt)):
         return None  # a prange's work items would each hold the element
-    uses = _element_uses(region, name)
+    uses = element_uses(region, name)
     if not uses or len({ast.dump(use.slice) for use in uses}) != 1:
         return None
     index = uses[0].slice

@@ -147,14 +147,15 @@ class Jit:
                 return result
         arguments = self._arguments(given, keywords)  # checked and converted once a call
         defaulted = self._defaulted(given, keywords)
-        prepared = self.prepared(arguments, api.get_device(device), defaulted)
+        resolved = api.get_device(device)
+        prepared = self.prepared(arguments, resolved, defaulted)
         result = prepared.run(arguments)  # (which prepares the plan, its errors located in the source)
         if key is not None:
             if len(self._calls) >= CALLS_KEPT:
                 self._calls.clear()
                 self._typed.clear()
             call = _Call(prepared, dispatcher(prepared, args, len(given), device, self.parameters,
-                                              self._free_numbers(arguments, defaulted, api.get_device(device))))
+                                              self._free_numbers(arguments, defaulted, resolved)))
             self._calls[key] = self._typed[_typed_key(key)] = call
             self._last = call.dispatch
         return result

@@ -44,11 +44,11 @@ import numpy as np
 from svod.device.caps import DeviceCaps
 from svod.frontend import pylang
 from svod.frontend.accumulating import PURE_BUILTINS
-from svod.frontend.accumulations import LEAVING, assigned, names, stored_arrays
+from svod.frontend.accumulations import LEAVING, assigned, element_uses, names, stored_arrays
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import renamed
-from svod.frontend.phases import ALLOCATIONS
+from svod.frontend.phases import ALLOCATIONS, resolve
 
 __all__ = ["Limits", "fused_nests"]
 
@@ -137,7 +137,7 @@ class _Fusion:
         which checks the values its variable takes before the turns; a kernel's loop would take any count."""
         if self.limits.loop_turns is not None or not isinstance(loop.target, ast.Name) or loop.orelse \
                 or not isinstance(loop.iter, ast.Call) or loop.iter.keywords \
-                or _value(loop.iter.func, self.values) is not range \
+                or resolve(self.values, loop.iter.func) is not range \
                 or not all(self.sized(bound, self.sizes) for bound in loop.iter.args):
             return None
         statements = [s for s in loop.body if not isinstance(s, ast.Pass)]
@@ -194,7 +194,7 @@ class _Fusion:
         if isinstance(expr, ast.UnaryOp):
             return isinstance(expr.op, ast.USub) and self.sized(expr.operand, sizes)
         if isinstance(expr, ast.Call) and not expr.keywords:
-            callee = _value(expr.func, self.values)
+            callee = resolve(self.values, expr.func)
             if callee is len:
                 return len(expr.args) == 1 and self.fixed(expr.args[0])
             return (callee is min or callee is max) and all(self.sized(a, sizes) for a in expr.args)
@@ -284,7 +284,7 @@ def _nest(stmt: ast.stmt | list[ast.stmt], values: Mapping[str, Any]) -> _Nest |
 def _is_prange(node: ast.stmt, values: Mapping[str, Any]) -> bool:
     return isinstance(node, ast.For) and isinstance(node.target, ast.Name) and not node.orelse \
         and isinstance(node.iter, ast.Call) and not node.iter.keywords \
-        and _value(node.iter.func, values) is pylang.prange
+        and resolve(values, node.iter.func) is pylang.prange
 
 
 def _loops(nest: _Nest) -> list[ast.For]:
@@ -308,22 +308,15 @@ def _nested(first: _Nest, body: list[ast.stmt]) -> ast.For:
 def _apart(region: Sequence[ast.stmt], array: str, variables: Sequence[str]) -> bool:
     """Whether every use of ``array`` in ``region`` is an element whose index has each variable alone as one
     of its parts, at the same place in every use (distinct work items, distinct elements)."""
-    parents = {child: node for stmt in region for node in ast.walk(stmt) for child in ast.iter_child_nodes(node)}
-    places: set[tuple[int, ...]] = set()
-    for stmt in region:
-        for node in ast.walk(stmt):
-            if not (isinstance(node, ast.Name) and node.id == array):
-                continue
-            parent = parents.get(node)
-            if not (isinstance(parent, ast.Subscript) and parent.value is node):
-                return False
-            parts = parent.slice.elts if isinstance(parent.slice, ast.Tuple) else [parent.slice]
-            where = tuple(next((p for p, part in enumerate(parts) if isinstance(part, ast.Name) and part.id == v), -1)
-                          for v in variables)
-            if -1 in where:
-                return False
-            places.add(where)
-    return len(places) == 1
+    uses = element_uses(region, array)
+    if uses is None:
+        return False
+    places = set()
+    for use in uses:
+        parts = use.slice.elts if isinstance(use.slice, ast.Tuple) else [use.slice]
+        places.add(tuple(next((p for p, part in enumerate(parts) if isinstance(part, ast.Name) and part.id == v), -1)
+                         for v in variables))
+    return len(places) == 1 and -1 not in next(iter(places))
 
 
 def _movable(stmt: ast.stmt, before: _Nest | None, values: Mapping[str, Any]) -> bool:
@@ -341,13 +334,13 @@ def _movable(stmt: ast.stmt, before: _Nest | None, values: Mapping[str, Any]) ->
 def _allocation(stmt: ast.stmt, values: Mapping[str, Any], kinds: Sequence[str]) -> bool:
     """Whether ``stmt`` is ``name = np.<kind>(...)`` of one of ``kinds``."""
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-        and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
-        and stmt.value.func.attr in kinds and _value(stmt.value.func.value, values) is np
+        and isinstance(stmt.value, ast.Call) and any(resolve(values, stmt.value.func) is getattr(np, kind)
+                                                     for kind in kinds)
 
 
 def _pure(call: ast.Call, values: Mapping[str, Any]) -> bool:
     """Whether ``call`` computes a value from its arguments alone (a math function, a conversion)."""
-    callee = _value(call.func, values)
+    callee = resolve(values, call.func)
     if callee is None:
         return False
     if isinstance(callee, (np.ufunc, pylang.Cast)) or any(callee is f for f in _PURE):
@@ -355,13 +348,3 @@ def _pure(call: ast.Call, values: Mapping[str, Any]) -> bool:
     if isinstance(callee, type) and issubclass(callee, np.generic):
         return True
     return getattr(math, getattr(callee, "__name__", ""), None) is callee
-
-
-def _value(node: ast.expr, values: Mapping[str, Any]) -> Any:
-    """What a name or a dotted name stands for, or None where it is not one ``values`` knows."""
-    if isinstance(node, ast.Name):
-        return values[node.id] if node.id in values else getattr(builtins, node.id, None)
-    if isinstance(node, ast.Attribute):
-        owner = _value(node.value, values)
-        return getattr(owner, node.attr, None) if owner is not None else None
-    return None
