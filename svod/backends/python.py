@@ -37,7 +37,6 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -131,13 +130,15 @@ class _Frame:
     """Values of the ranges bound by one loop iteration, the work items it runs for (its mask), and the
     values computed in it."""
 
-    __slots__ = ("cache", "mask", "parent", "values")
+    __slots__ = ("cache", "homes", "mask", "parent", "values")
 
     def __init__(self, parent: _Frame | None, values: dict[UOp, Array], mask: int) -> None:
         self.parent = parent
         self.values = values
         self.mask = mask
         self.cache: dict[tuple[UOp, int, tuple[int, ...]], Array] = {}
+        self.homes: dict[UOp, _Frame] = {}
+        """``_Run.home`` of each node asked from this frame."""
 
 
 class _Run:
@@ -351,7 +352,8 @@ class _Run:
                 pending.extend(missing)
                 continue
             pending.pop()
-            home.cache[self.key(u, m)] = self.compute(u, frame, m)
+            value = self.compute(u, frame, m)
+            home.cache[self.key(u, m)] = value
         return self.home(node, frame).cache[self.key(node, mask)]
 
     def sources(self, node: UOp, frame: _Frame, mask: int) -> list[tuple[UOp, int]]:
@@ -379,14 +381,19 @@ class _Run:
         once an effect has written that memory; a held value once per frame, for all its work items."""
         if node in self.last_use:
             return node, -1, ()
-        return node, mask, tuple(self.writes[slot] for slot in self.reads[node])
+        reads = self.reads[node]
+        return node, mask, tuple(map(self.writes.__getitem__, reads)) if reads else ()
 
     def home(self, node: UOp, frame: _Frame) -> _Frame:
         """The innermost frame among those binding the ranges ``node`` depends on (its value is the same in
         every inner iteration)."""
-        home = frame
-        while home.parent is not None and not any(r in home.values for r in self.deps[node]):
-            home = home.parent
+        home = frame.homes.get(node)
+        if home is None:
+            home = frame
+            deps = self.deps[node]
+            while home.parent is not None and deps.isdisjoint(home.values):
+                home = home.parent
+            frame.homes[node] = home
         return home
 
     def compute(self, node: UOp, frame: _Frame, mask: int) -> Array:
@@ -693,18 +700,20 @@ def _fma_float32(a: Array, b: Array, c: Array) -> Array:
 
 
 def _fma_float64(a: float, b: float, c: float) -> float:
-    """``a * b + c`` rounded once, on float64: the exact value as a fraction, which Python rounds correctly."""
+    """``a * b + c`` rounded once, on float64: the exact value as a ratio of integers (each float's
+    denominator a power of two), which Python's integer division rounds correctly."""
     if not (math.isfinite(a) and math.isfinite(b)):
         return a * b + c
     if not math.isfinite(c):
         return c
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    if exact == 0:
+    (an, ad), (bn, bd), (cn, cd) = a.as_integer_ratio(), b.as_integer_ratio(), c.as_integer_ratio()
+    numerator = an * bn * cd + cn * ad * bd
+    if numerator == 0:
         return a * b + c  # a zero's sign as IEEE gives it: the product is exact here
     try:
-        return float(exact)
+        return numerator / (ad * bd * cd)
     except OverflowError:
-        return math.inf if exact > 0 else -math.inf
+        return math.inf if numerator > 0 else -math.inf
 
 
 def _shift(op: Ops, a: Array, amount: Array, out: np.dtype) -> Array:
