@@ -23,7 +23,7 @@ from svod.ir import Ops, UOp, kernel_label
 from svod.runtime.archive import GraphWriter, is_count, read_bundle, require, write_bundle
 from svod.runtime.cache import KernelCache
 from svod.runtime.failures import FailureFlag
-from svod.runtime.steps import REQUESTS, PreparedKernel, Request
+from svod.runtime.steps import REQUESTS, PreparedKernel, Request, reached_steps
 
 
 def save_plan(path: str | os.PathLike[str], device: Device, buffers: Sequence[Buffer], names: Mapping[str, int],
@@ -95,7 +95,8 @@ def read_plan(path: str | os.PathLike[str], device: str | Device | None, cache: 
     placed = list(manifest["top"]) + [i for r in requests for i in r.body()]
     require(sorted(placed) == list(range(count)), source, "its steps are not each placed once, in the plan or a loop")
     stored = _stored_kernels(manifest["kernels"], graph, source)
-    kernels = {ast for request in requests for ast in request.kernels()}
+    reached = reached_steps(requests, manifest["top"])
+    kernels = {ast for op_id, request in enumerate(requests) if op_id in reached for ast in request.kernels()}
     require(kernels <= set(stored), source, "a kernel step has no compiled kernel")
     reasons = [why for differs, why in (
         (manifest["svod"] != VERSION, f"svod {manifest['svod']}, this is {VERSION}"),

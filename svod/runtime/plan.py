@@ -77,6 +77,7 @@ from svod.runtime.steps import (
     Step,
     Values,
     WhileRequest,
+    reached_steps,
 )
 from svod.runtime.taping import refuse_on_tape
 
@@ -324,8 +325,10 @@ class ExecutionPlan:
         self._prepared = True
 
     def _compile_all(self) -> dict[UOp, CachedKernel]:
-        """Every distinct kernel, compiled together: the compiler overlaps or batches the work."""
-        distinct = list(dict.fromkeys(ast for request in self._requests for ast in request.kernels()))
+        """Every distinct kernel a run may reach, compiled together: the compiler overlaps or batches the work."""
+        reached = reached_steps(self._requests, self._top)
+        distinct = list(dict.fromkeys(ast for op_id, request in enumerate(self._requests) if op_id in reached
+                                      for ast in request.kernels()))
         return dict(zip(distinct, self.cache.get_many(distinct, self.device), strict=True))
 
     @property

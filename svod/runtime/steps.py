@@ -353,6 +353,12 @@ class LoopRequest(Request):
     def body(self) -> tuple[int, ...]:
         return self.steps
 
+    def never_turns(self) -> bool:
+        """Whether the loop's bounds are numbers of an empty range: its body never runs, so it is neither compiled
+        nor prepared (an error only compiling it could find is one no run meets, as in Python)."""
+        bounds = (self.start, self.stop, self.step)
+        return all(b.op is Ops.CONST for b in bounds) and not range(*(int(b.arg) for b in bounds))
+
     def remapped(self, buffers: Sequence[int], first: int) -> Request:
         return LoopRequest(self.var, self.start, self.stop, self.step, tuple(first + i for i in self.steps),
                            None if self.until is None else buffers[self.until])
@@ -436,6 +442,18 @@ class WhileRequest(Request):
         return WhileRequest(entry["condition"], tuple(entry["body"]))
 
 
+def reached_steps(requests: Sequence[Request], top: Sequence[int]) -> set[int]:
+    """The ids of the steps a run may reach from ``top``: all but those inside a loop that never turns."""
+    reached, pending = set(), list(top)
+    while pending:
+        op_id = pending.pop()
+        reached.add(op_id)
+        request = requests[op_id]
+        if not (isinstance(request, LoopRequest) and request.never_turns()):
+            pending += request.body()
+    return reached
+
+
 REQUESTS: dict[str, type[Request]] = {kind.kind: kind for kind in (KernelRequest, CopyRequest, LoopRequest,
                                                                    BranchRequest, WhileRequest)}
 """Each step kind by the name a bundle's manifest gives it."""
@@ -485,7 +503,7 @@ class Preparing:
                         parallel_safe=False, work=0, cost_of=_no_cost, var=request.var, start=request.start,
                         stop=request.stop, step=request.step, body=[], levels=[], uses=[])
         self.loops.append(loop)
-        loop.body = self.steps(request.steps, {**scope, request.var: loop})
+        loop.body = [] if request.never_turns() else self.steps(request.steps, {**scope, request.var: loop})
         loop.levels = schedule(loop.body)
         loop.accesses = _merged(a for step in loop.body for a in step.accesses)
         if request.until is not None:

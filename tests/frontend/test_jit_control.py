@@ -846,3 +846,19 @@ def test_a_definition_reading_the_last_turns_value_of_a_later_one_is_pythons(dev
     """``a = b + 1.0`` reads the b of the turn before: computed where a phase reads it, it read this turn's."""
     for n in [0, 1, 2, 5]:
         agrees_with_python(last_turns_scalar, device, np.linspace(-1.0, 2.0, 7), np.zeros(7), n)
+
+
+@svod.jit
+def column_recurrence(c, a):
+    for k in range(1, c.shape[2]):
+        c[:, :, k] = c[:, :, k - 1] * 0.5 + a[:, :, k]
+    return c
+
+
+@pytest.mark.parametrize("depth", [1, 2, 5])
+def test_a_loop_that_never_turns_for_these_shapes_runs_nothing(device, depth):
+    """At depth 1 the loop makes no turn: its statements' kernels, built for ``k = 1`` (past the axis, where two
+    work items' flattened indices meet), are never compiled; WebGPU refused them as a race before."""
+    rng = np.random.default_rng(depth)
+    agrees_with_python(column_recurrence, device, rng.standard_normal((3, 4, depth)),
+                       rng.standard_normal((3, 4, depth)))

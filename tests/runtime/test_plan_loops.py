@@ -9,7 +9,7 @@ import pytest
 
 import svod
 from svod import ExecutionPlan, KernelBuilder, dtypes
-from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError, VariableError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError, RaceError, SvodError, VariableError
 from tests.helpers import cpu_device, open_device
 
 DEVICES = ["llvm", "clang", "PYTHON", "CL:0", "CUDA:0", "WEBGPU:0"]
@@ -493,3 +493,53 @@ def test_a_scalar_the_plan_is_given_for_no_argument_is_refused():
         plan.add_kernel(_shifted_add, [u, v], t="t", beta=1.0)
     with pytest.raises(svod.errors.BufferMismatchError, match=r"takes 2 arrays \(u, v\) besides the scalars"):
         plan.add_kernel(_shifted_add, [u], t="t", alpha=1.0)
+
+
+def _racing_kernel(n: int):
+    """Every work item stores into one element: refused (``RaceError``) wherever it is lowered."""
+    k = KernelBuilder("racing")
+    dst, src = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    k.store(dst[0], src[k.range(n)])
+    return k.build()
+
+
+def _doubling_kernel(n: int):
+    k = KernelBuilder("doubling")
+    dst, src = k.buffer(dtypes.float32, n), k.buffer(dtypes.float32, n)
+    i = k.range(n)
+    k.store(dst[i], src[i] * 2.0)
+    return k.build()
+
+
+@pytest.mark.parametrize("bounds", [(0, 0, 1), (5, 3, 1), (3, 5, -1)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_loop_whose_numbers_never_turn_is_neither_compiled_nor_run(device, bounds, tmp_path):
+    """Its body runs for no value, as Python's ``for`` over an empty range: a kernel there that no device could
+    lower is not an error, and the plan and its bundle hold only the kernels a run reaches."""
+    device = open_device(device)
+    n = 7
+    x = np.arange(n, dtype=np.float32)
+    plan = ExecutionPlan(device)
+    src, dst, out = (plan.add_buffer(svod.Buffer.from_numpy(start, device=device), name) for start, name in
+                     ((x, "src"), (np.full(n, -1, np.float32), "dst"), (np.zeros(n, np.float32), "out")))
+    plan.loop("t", *bounds, [plan.add_kernel(_racing_kernel(n), [dst, src])])
+    plan.add_kernel(_doubling_kernel(n), [out, src])
+    plan.execute()
+    np.testing.assert_array_equal(plan.buffers[out].numpy(), 2 * x)
+    np.testing.assert_array_equal(plan.buffers[dst].numpy(), np.full(n, -1, np.float32))
+    assert [p.kernel.name for p in plan.prepared_kernels] == ["doubling"]
+    plan.save(tmp_path / "plan.svod")
+    loaded = svod.load_plan(tmp_path / "plan.svod", device=device)
+    arrays = {"src": x, "dst": np.full(n, -1, np.float32), "out": np.zeros(n, np.float32)}
+    loaded.execute(buffers=arrays)
+    np.testing.assert_array_equal(arrays["out"], 2 * x)
+    np.testing.assert_array_equal(arrays["dst"], np.full(n, -1, np.float32))
+
+
+def test_the_same_loop_turning_once_refuses_the_kernel():
+    """The contrast: the kernel of the test above is refused where a run reaches it."""
+    plan = ExecutionPlan("CPU")
+    a, b = (plan.add_buffer(svod.Buffer.from_numpy(np.zeros(7, np.float32))) for _ in range(2))
+    plan.loop("t", 0, 1, [plan.add_kernel(_racing_kernel(7), [a, b])])
+    with pytest.raises(RaceError):
+        plan.execute()
