@@ -86,6 +86,7 @@ from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
+from svod.frontend.shared_products import shared_products
 from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
@@ -811,7 +812,8 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = 
     ``sampled`` is given the names of the scalars whose values the rewriting decided something by, and of those
     they were computed from (``HostValues.sampled``), whether or not it rewrote anything; ``ranged`` the int
     arguments read at run time as indices, with the values the rewriting holds for them (``passed_index``).
-    Consecutive nests are fused (``nest_fusion``) within the device's ``limits``, where given (not for a tape,
+    Consecutive nests are fused (``nest_fusion``), and a matrix's two products with vectors read it once
+    (``shared_products``), within the device's ``limits``, where given (not for a tape,
     which records each nest as a kernel call of its own)."""
     draws = random_arrays.Draws(source, name)
     source = draws.prepared()
@@ -827,7 +829,7 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = 
              **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
     if limits is not None and not taped:
-        node.body = fused_nests(node, names, limits)
+        node.body = shared_products(fused_nests(node, names, limits), names, limits)
     if not rewriter.changed and not draws.changed:
         return None
     return Source(node, source.file, names, {**rewriter.described, **draws.described}), rewriter.read

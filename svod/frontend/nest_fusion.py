@@ -66,10 +66,13 @@ class Limits:
     loop_turns: int | None = None
     """The turns after which the device ends a work item's loops (``DeviceCaps.max_loop_turns``): where it has
     such a limit, no host loop is sunk into a kernel."""
+    threads: int | None = None
+    """The host threads that run a kernel's work items, where the device is the host's CPU (``DeviceCaps.threads``);
+    None for a device of many work items (``svod.frontend.shared_products`` is for the first)."""
 
     @staticmethod
     def of(caps: DeviceCaps) -> Limits:
-        return Limits(caps.max_buffers, caps.max_loop_turns)
+        return Limits(caps.max_buffers, caps.max_loop_turns, caps.threads if caps.host_memory else None)
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ class _Fusion:
             return None
         *allocations, last = statements
         nest = _nest(last, self.values)
-        if nest is None or not all(_allocation(s, self.values, ("empty", "empty_like")) for s in allocations):
+        if nest is None or not all(allocation(s, self.values, ("empty", "empty_like")) for s in allocations):
             return None
         allocated = {s.targets[0].id for s in allocations if isinstance(s, ast.Assign)
                      and isinstance(s.targets[0], ast.Name)}
@@ -265,11 +268,11 @@ def _nest(stmt: ast.stmt | list[ast.stmt], values: Mapping[str, Any]) -> _Nest |
     variables: list[str] = []
     ranges: list[ast.expr] = []
     node: ast.stmt = stmt
-    while _is_prange(node, values):
+    while is_prange(node, values):
         assert isinstance(node, ast.For) and isinstance(node.target, ast.Name)
         variables.append(node.target.id)
         ranges.append(node.iter)
-        if len(node.body) != 1 or not _is_prange(node.body[0], values):
+        if len(node.body) != 1 or not is_prange(node.body[0], values):
             break
         node = node.body[0]
     if not variables:
@@ -281,7 +284,7 @@ def _nest(stmt: ast.stmt | list[ast.stmt], values: Mapping[str, Any]) -> _Nest |
     return _Nest(stmt, tuple(variables), tuple(ranges), node.body)
 
 
-def _is_prange(node: ast.stmt, values: Mapping[str, Any]) -> bool:
+def is_prange(node: ast.stmt, values: Mapping[str, Any]) -> bool:
     return isinstance(node, ast.For) and isinstance(node.target, ast.Name) and not node.orelse \
         and isinstance(node.iter, ast.Call) and not node.iter.keywords \
         and resolve(values, node.iter.func) is pylang.prange
@@ -324,14 +327,14 @@ def _movable(stmt: ast.stmt, before: _Nest | None, values: Mapping[str, Any]) ->
     it: ``before`` neither uses the name it binds nor stores into what its arguments read."""
     if isinstance(stmt, ast.Pass):
         return True
-    if not _allocation(stmt, values, ALLOCATIONS):
+    if not allocation(stmt, values):
         return False
     assert isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)
     return before is None or (stmt.targets[0].id not in names(before.statement)
                               and not names(stmt.value) & set(stored_arrays([before.statement])))
 
 
-def _allocation(stmt: ast.stmt, values: Mapping[str, Any], kinds: Sequence[str]) -> bool:
+def allocation(stmt: ast.stmt, values: Mapping[str, Any], kinds: Sequence[str] = ALLOCATIONS) -> bool:
     """Whether ``stmt`` is ``name = np.<kind>(...)`` of one of ``kinds``."""
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
         and isinstance(stmt.value, ast.Call) and any(resolve(values, stmt.value.func) is getattr(np, kind)
