@@ -86,7 +86,8 @@ def test_products_that_are_not_siblings_agree_with_python(device, shape):
     written."""
     rows, columns = shape
     agrees_with_python(changed_between, device, data(rows, columns), data(columns), data(rows), rtol=1e-9)
-    agrees_with_python(chained, device, data(rows, columns), data(rows), rtol=1e-9)
+    narrow = svod.dtypes.float64 not in device.caps.element_dtypes  # float32: q's sums of s's cancel to ~1e-4
+    agrees_with_python(chained, device, data(rows, columns), data(rows), rtol=1e-9, atol=1e-3 if narrow else 1e-12)
     agrees_with_python(two_matrices, device, data(rows, columns), data(rows, columns), data(columns), data(rows),
                        rtol=1e-9)
     assert kernels_of(two_matrices, data(rows, columns), data(rows, columns), data(columns), data(rows)) == 2
