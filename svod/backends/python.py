@@ -352,8 +352,7 @@ class _Run:
                 pending.extend(missing)
                 continue
             pending.pop()
-            value = self.compute(u, frame, m)
-            home.cache[self.key(u, m)] = value
+            home.cache[self.key(u, m)] = self.compute(u, frame, m)
         return self.home(node, frame).cache[self.key(node, mask)]
 
     def sources(self, node: UOp, frame: _Frame, mask: int) -> list[tuple[UOp, int]]:

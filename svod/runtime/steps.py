@@ -357,7 +357,10 @@ class LoopRequest(Request):
         """Whether the loop's bounds are numbers of an empty range: its body never runs, so it is neither compiled
         nor prepared (an error only compiling it could find is one no run meets, as in Python)."""
         bounds = (self.start, self.stop, self.step)
-        return all(b.op is Ops.CONST for b in bounds) and not range(*(int(b.arg) for b in bounds))
+        if not all(b.op is Ops.CONST for b in bounds):
+            return False
+        start, stop, step = (int(b.arg) for b in bounds)
+        return not range(start, stop, step)  # (a step of 0 is refused where the loop is made or read)
 
     def remapped(self, buffers: Sequence[int], first: int) -> Request:
         return LoopRequest(self.var, self.start, self.stop, self.step, tuple(first + i for i in self.steps),
@@ -380,6 +383,7 @@ class LoopRequest(Request):
         until = entry.get("until")
         require(until is None or indices([until], buffers), source, f"loop step {position} ends on no buffer")
         start, stop, step = (graph.get(entry.get(k), f"loop step {position}") for k in ("start", "stop", "step"))
+        require(not (step.op is Ops.CONST and step.arg == 0), source, f"loop step {position} has a step of 0")
         return LoopRequest(entry["var"], start, stop, step, tuple(entry["body"]), until)
 
 

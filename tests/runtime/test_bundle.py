@@ -4,6 +4,7 @@ process, recompiling (with one warning) where the code does not fit, and damaged
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import subprocess
 import sys
@@ -299,6 +300,19 @@ def test_a_manifest_with_steps_out_of_range(saved: Path, tmp_path: Path) -> None
     steps[0]["buffers"] = [0, 99]
     assert "buffers" in load_error(rewrite(saved, tmp_path / "a.zip", {"steps": steps}), tmp_path)
     assert "placed once" in load_error(rewrite(saved, tmp_path / "b.zip", {"top": [0]}), tmp_path)
+
+
+def test_a_loop_with_a_step_of_zero(saved: Path, tmp_path: Path) -> None:
+    """Refused where the bundle is read, as ``plan.loop`` refuses it (a run would raise Python's ValueError)."""
+    with zipfile.ZipFile(saved) as archive:
+        graph = json.loads(archive.read("graph.json"))
+        manifest = json.loads(archive.read("manifest.json"))
+    loop = next(step for step in manifest["steps"] if step["kind"] == "loop")
+    graph["nodes"][loop["step"]][3] = 0
+    text = json.dumps(graph).encode()
+    bad = rewrite(saved, tmp_path / "zero.svodplan", {"graph_sha256": hashlib.sha256(text).hexdigest()},
+                  replace={"graph.json": text})
+    assert "a step of 0" in load_error(bad, tmp_path)
 
 
 def test_saving_to_a_directory_that_does_not_exist(tmp_path: Path) -> None:
