@@ -70,6 +70,7 @@ from svod.frontend.phases import (
     Temporary,
     carried,
     inner_items,
+    scalar_type,
     stores_elements,
 )
 from svod.frontend.pykernel import Kernel
@@ -479,8 +480,7 @@ def _user_code(items: Iterable[Item], resolve: Callable[[ast.expr], Any]) -> boo
 
 
 def _host_call(function: Any) -> bool:
-    return function in (len, min, max, abs, int, float, round, np.dtype) or (
-        isinstance(function, type) and issubclass(function, np.generic))
+    return function in (len, min, max, abs, int, float, round, np.dtype) or scalar_type(function)
 
 
 def _fortran(array: np.ndarray) -> bool:

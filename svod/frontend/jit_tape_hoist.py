@@ -33,7 +33,7 @@ import numpy as np
 from svod.frontend import pylang
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import loaded, needs, stored, written
-from svod.frontend.phases import Reader
+from svod.frontend.phases import Reader, scalar_type
 
 
 def hoisted(statements: list[ast.stmt], reader: Reader,
@@ -108,7 +108,7 @@ def _pure(stmt: ast.stmt, reader: Reader) -> bool:
         if isinstance(node, ast.Call):
             callee = reader.resolve(node.func)
             if not (callee in (range, abs, min, max) or isinstance(callee, np.ufunc)
-                    or (isinstance(callee, type) and issubclass(callee, np.generic))
+                    or scalar_type(callee)
                     or any(callee is f for f in MATH_HELPERS.values())
                     or (isinstance(node.func, ast.Attribute) and reader.resolve(node.func.value) is pylang.math)):
                 return False

@@ -35,7 +35,7 @@ import copy
 import functools
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from svod.frontend.accumulations import LEAVING, assigned, element_uses, names, 
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import renamed
-from svod.frontend.phases import ALLOCATIONS, resolve
+from svod.frontend.phases import ALLOCATIONS, resolve, scalar_type
 
 __all__ = ["Limits", "fused_nests"]
 
@@ -123,9 +123,7 @@ class _Fusion:
         host loop around one nest sunk into it (``sunk``)."""
         if not isinstance(stmt, (ast.For, ast.While, ast.If)) or _nest(stmt, self.values) is not None:
             return stmt
-        made = copy.copy(stmt)
-        made.body = self.body(stmt.body)
-        made.orelse = self.body(stmt.orelse)
+        made = with_blocks(stmt, self.body)
         if isinstance(stmt, ast.For) and isinstance(made, ast.For):
             return self.sunk(stmt, made) or made
         return made
@@ -261,6 +259,13 @@ def _values_read(*nodes: ast.expr) -> set[str]:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in shapes}
 
 
+def with_blocks(stmt: ast.For | ast.While | ast.If, rewrite: Callable[[list[ast.stmt]], list[ast.stmt]]) -> ast.stmt:
+    """A copy of ``stmt`` whose body and ``else`` are ``rewrite``'s of its own."""
+    made = copy.copy(stmt)
+    made.body, made.orelse = rewrite(stmt.body), rewrite(stmt.orelse)
+    return made
+
+
 def _nest(stmt: ast.stmt | list[ast.stmt], values: Mapping[str, Any]) -> _Nest | None:
     """``stmt`` read as a nest of ``prange`` loops around straight-line statements; None where it is not."""
     if isinstance(stmt, list):
@@ -348,6 +353,6 @@ def _pure(call: ast.Call, values: Mapping[str, Any]) -> bool:
         return False
     if isinstance(callee, (np.ufunc, pylang.Cast)) or any(callee is f for f in _PURE):
         return True
-    if isinstance(callee, type) and issubclass(callee, np.generic):
+    if scalar_type(callee):
         return True
     return getattr(math, getattr(callee, "__name__", ""), None) is callee

@@ -676,6 +676,11 @@ def resolve(names: Mapping[str, Any], node: ast.expr) -> Any:
         return getattr(owner, node.attr, None) if owner is not None else None
     return None
 
+
+def scalar_type(value: Any) -> bool:
+    """Whether ``value`` is one of NumPy's scalar types (``np.float64``: a conversion, and a dtype)."""
+    return isinstance(value, type) and issubclass(value, np.generic)
+
 _REFUSED: dict[type, str] = {
     kind: what for kind, what in (
         (ast.FunctionDef, "a function defined inside a jitted function is not supported; define it at module level"),

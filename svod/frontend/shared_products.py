@@ -34,13 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from svod.frontend.accumulations import names, stored_arrays
 from svod.frontend.array_exprs import numpy
-from svod.frontend.nest_fusion import Limits, allocation, is_prange
+from svod.frontend.names import renamed
+from svod.frontend.nest_fusion import Limits, allocation, is_prange, with_blocks
 from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
-from svod.frontend.phases import resolve
+from svod.frontend.phases import resolve, scalar_type
 
 ROWS_PER_BLOCK = 64
 """The fewest rows a block sums (fewer blocks for a short matrix: each block's partial row is a pass of its own)."""
@@ -67,7 +66,9 @@ class _Product:
     inner: str
     extent: int
     length: int
-    start: ast.stmt
+    acc: str
+    zero: ast.Call
+    """What the sum starts at: ``dtype(0)``, whose ``dtype`` the partial sums are made of."""
     term: ast.expr
     out: str
     added: bool
@@ -84,12 +85,12 @@ class _Sharing:
 
     def block(self, body: Sequence[ast.stmt]) -> list[ast.stmt]:
         out = [self.inside(stmt) for stmt in body]
-        for first, stmt in enumerate(out):
-            product = _product(stmt, self.values)
+        products = [_product(stmt, self.values) for stmt in out]
+        for first, product in enumerate(products):
             if product is None:
                 continue
             for second in range(first + 1, len(out)):
-                other = _product(out[second], self.values)
+                other = products[second]
                 if other is not None:
                     if _siblings(product, other, out[first + 1:second]):
                         column, row = (product, other) if other.row else (other, product)
@@ -103,9 +104,7 @@ class _Sharing:
     def inside(self, stmt: ast.stmt) -> ast.stmt:
         if not isinstance(stmt, (ast.For, ast.While, ast.If)) or is_prange(stmt, self.values):
             return stmt
-        made = copy.copy(stmt)
-        made.body, made.orelse = self.block(stmt.body), self.block(stmt.orelse)
-        return made
+        return with_blocks(stmt, self.block)
 
     def fresh(self, stem: str) -> str:
         k = 0
@@ -116,25 +115,25 @@ class _Sharing:
 
     def one_pass(self, column: _Product, row: _Product) -> list[ast.stmt]:
         """The two nests of ``column`` (``r @ A``) and ``row`` (``A @ p``) as one pass over the rows."""
-        assert isinstance(column.start, ast.Assign) and isinstance(column.start.value, ast.Call)
         rows, columns = row.extent, column.extent
         per = max(ROWS_PER_BLOCK, -(-rows // (BLOCKS_PER_THREAD * self.threads)))
         blocks = -(-rows // per)
         part, b, i, j, acc = (self.fresh(stem) for stem in ("part", "b", "i", "j", "acc"))
-        allocated = call(numpy("empty"), constant((blocks, columns)), copy.deepcopy(column.start.value.func))
+        allocated = call(numpy("empty"), constant((blocks, columns)), copy.deepcopy(column.zero.func))
         first = ast.BinOp(load(b), ast.Mult(), constant(per))
         span = call("range", first, call("min", ast.BinOp(copy.deepcopy(first), ast.Add(), constant(per)),
                                          constant(rows)))
         partial = subscript(part, [load(b), load(j)], ast.Store())
         sweep = for_loop(j, call("range", constant(columns)), [
-            ast.AugAssign(store(_target(row.start)), ast.Add(), _renamed(row.term, {row.inner: j, row.variable: i})),
-            ast.AugAssign(partial, ast.Add(), _renamed(column.term, {column.inner: i, column.variable: j}))])
-        block_rows = for_loop(i, span, [copy.deepcopy(row.start), sweep,
-                                        _stored(row, i, load(_target(row.start)))])
-        cleared = for_loop(j, call("range", constant(columns)), [assign(copy.deepcopy(partial), _value(column.start))])
+            ast.AugAssign(store(row.acc), ast.Add(), renamed(row.term, {row.inner: j, row.variable: i})),
+            ast.AugAssign(partial, ast.Add(), renamed(column.term, {column.inner: i, column.variable: j}))])
+        block_rows = for_loop(i, span, [assign(row.acc, copy.deepcopy(row.zero)), sweep,
+                                        _stored(row, i, load(row.acc))])
+        cleared = for_loop(j, call("range", constant(columns)), [assign(copy.deepcopy(partial),
+                                                                        copy.deepcopy(column.zero))])
         passing = for_loop(b, _prange(row, blocks), [cleared, block_rows])
         summing = for_loop(j, _prange(column, columns), [
-            assign(acc, _value(column.start)),
+            assign(acc, copy.deepcopy(column.zero)),
             for_loop(b, call("range", constant(blocks)),
                      [ast.AugAssign(store(acc), ast.Add(), subscript(part, [load(b), load(j)]))]),
             _stored(column, j, load(acc))])
@@ -150,12 +149,13 @@ def _product(stmt: ast.stmt, values: Mapping[str, Any]) -> _Product | None:
     start, inner, stored = stmt.body
     extent = _number(stmt.iter.args)
     if extent is None or not (isinstance(start, ast.Assign) and len(start.targets) == 1
-                              and isinstance(start.targets[0], ast.Name)):
+                              and isinstance(start.targets[0], ast.Name) and isinstance(start.value, ast.Call)
+                              and scalar_type(resolve(values, start.value.func))):
         return None
     acc, v = start.targets[0].id, stmt.target.id
     if not (isinstance(inner, ast.For) and isinstance(inner.target, ast.Name) and not inner.orelse
-            and isinstance(inner.iter, ast.Call) and isinstance(inner.iter.func, ast.Name)
-            and inner.iter.func.id == "range" and not inner.iter.keywords and len(inner.body) == 1):
+            and isinstance(inner.iter, ast.Call) and resolve(values, inner.iter.func) is range
+            and not inner.iter.keywords and len(inner.body) == 1):
         return None
     length, k, added = _number(inner.iter.args), inner.target.id, inner.body[0]
     if length is None or not (isinstance(added, ast.AugAssign) and isinstance(added.op, ast.Add)
@@ -169,8 +169,7 @@ def _product(stmt: ast.stmt, values: Mapping[str, Any]) -> _Product | None:
     else:
         return None
     out = _element(target, (v,))
-    if out is None or not (isinstance(stored.value, ast.Name) and stored.value.id == acc) or \
-            not (isinstance(start.value, ast.Call) and _scalar_type(resolve(values, start.value.func))):
+    if out is None or not (isinstance(stored.value, ast.Name) and stored.value.id == acc):
         return None
     factors = (added.value.left, added.value.right)
     vector = [f for f in factors if _element(f, (k,)) is not None]
@@ -180,7 +179,7 @@ def _product(stmt: ast.stmt, values: Mapping[str, Any]) -> _Product | None:
     row = _element(matrix[0], (v, k)) is not None
     name = _element(matrix[0], (v, k) if row else (k, v))
     assert name is not None
-    return _Product(stmt, v, k, extent, length, start, added.value, out, added_to, name, row)
+    return _Product(stmt, v, k, extent, length, acc, start.value, added.value, out, added_to, name, row)
 
 
 def _siblings(column: _Product, row: _Product, between: Sequence[ast.stmt]) -> bool:
@@ -205,10 +204,8 @@ def _element(node: ast.expr, index: tuple[str, ...]) -> str | None:
     if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
         return None
     given = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    if len(given) != len(index) or not all(isinstance(g, ast.Name) and g.id == n for g, n in zip(given, index,
-                                                                                                   strict=True)):
-        return None
-    return node.value.id
+    named = [g.id if isinstance(g, ast.Name) else None for g in given]
+    return node.value.id if named == list(index) else None
 
 
 def _number(args: Sequence[ast.expr]) -> int | None:
@@ -228,27 +225,3 @@ def _stored(product: _Product, at: str, total: ast.expr) -> ast.stmt:
     """``out[at] = total``, or ``out[at] += total`` where the product adds its sum to its output."""
     element = subscript(product.out, [load(at)], ast.Store())
     return ast.AugAssign(element, ast.Add(), total) if product.added else ast.Assign([element], total)
-
-
-def _scalar_type(value: Any) -> bool:
-    """Whether ``value`` is one of NumPy's scalar types (``np.float64``: what a sum starts at, ``np.float64(0)``)."""
-    return isinstance(value, type) and issubclass(value, np.generic)
-
-
-def _value(start: ast.stmt) -> ast.expr:
-    """A copy of what ``acc = value`` starts the sum at."""
-    assert isinstance(start, ast.Assign)
-    return copy.deepcopy(start.value)
-
-
-def _target(start: ast.stmt) -> str:
-    assert isinstance(start, ast.Assign) and isinstance(start.targets[0], ast.Name)
-    return start.targets[0].id
-
-
-def _renamed(node: ast.expr, renames: Mapping[str, str]) -> ast.expr:
-    made = copy.deepcopy(node)
-    for n in ast.walk(made):
-        if isinstance(n, ast.Name) and n.id in renames:
-            n.id = renames[n.id]
-    return made
