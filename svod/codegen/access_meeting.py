@@ -219,11 +219,13 @@ class _AccessEquation:
         return sorted(ranges, key=size)
 
     def _strides(self, a: Poly, b: Poly) -> list[Poly]:
-        """Each single-term coefficient of a range in ``a`` or ``b``, as a positive stride, largest first."""
+        """Each single-term coefficient of a range or a variable in ``a`` or ``b``, as a positive stride, largest
+        first (``3*i + j' == j`` of a plan loop's ``i``: row ``i`` and row 0 meet only where ``i`` is 0, and there
+        in one column)."""
         found: dict[tuple[Monomial, int], None] = {}
         for poly in (a, b):
             for atom in poly.atoms():
-                parts = poly.split(atom) if atom.op is Ops.RANGE else None
+                parts = poly.split(atom) if atom.op in (Ops.RANGE, Ops.DEFINE_VAR) else None
                 if parts is not None and len(parts[0].terms) == 1:
                     ((monomial, c),) = parts[0].terms.items()
                     if abs(c) > 1 or monomial:

@@ -574,7 +574,8 @@ def computes(x: Expr) -> bool:
 
 
 def base_name(stored: Expr) -> str | None:
-    while isinstance(stored, (Viewed, Transposed)):
+    """The name of the array whose memory ``stored`` is, through its views; None where it is no array's."""
+    while isinstance(stored, (Viewed, Transposed, Reshaped)):
         stored = stored.base
     return stored.name if isinstance(stored, Named) else None
 

@@ -84,6 +84,21 @@ def _split_by_multiple(x: UOp, c: UOp, d: UOp | None, c2: UOp, node: UOp) -> UOp
     return x if node.op is Ops.IDIV else UOp.const(x.dtype, offset)
 
 
+def _whole_again(x: UOp, a: UOp, c: UOp, y: UOp) -> UOp | None:
+    """``(x // a) * c + y % c`` is ``y`` where ``y`` is ``x`` and ``a`` is ``c``, or ``y`` is ``x // d`` and
+    ``a`` is ``d * c`` (C's quotient and remainder, as Python's, put back together give the number, whatever its
+    sign): an index split into a view's digits, joined again (a store through a reshape that merges axes, which
+    the race check must see as the one index it is)."""
+    if c.arg <= 0:
+        return None
+    if y is x and a.arg == c.arg:
+        return x
+    if y.op is Ops.IDIV and y.src[0] is x and y.src[1].op is Ops.CONST and y.src[1].arg > 0 \
+            and a.arg == y.src[1].arg * c.arg:
+        return y
+    return None
+
+
 def _reassociate_add(x: UOp, c1: UOp, c2: UOp) -> UOp:
     return x + exec_alu(Ops.ADD, x.dtype, [c1.arg, c2.arg])
 
@@ -147,6 +162,8 @@ symbolic = PatternMatcher([
     (UPat(Ops.SUB, dtype=_INTS, src=(_x, _x)), lambda x: _dropped(x, UOp.const(x.dtype, 0))),
     (UPat(Ops.IDIV, dtype=_INTS, src=(_x, UPat.cvar("c"))), _div_by_bounds),
     (UPat(Ops.MOD, dtype=_INTS, src=(_x, UPat.cvar("c"))), _mod_by_bounds),
+    (UPat(Ops.ADD, dtype=_INTS, src=(UPat(Ops.MUL, src=(UPat(Ops.IDIV, src=(_x, UPat.cvar("a"))), UPat.cvar("c"))),
+                                     UPat(Ops.MOD, src=(UPat.var("y"), UPat.cvar("c"))))), _whole_again),
     (UPat(Ops.ADD, dtype=_INTS, src=(UPat(Ops.ADD, src=(_x, UPat.cvar("c1"))), UPat.cvar("c2"))),
      _reassociate_add),
     (UPat(Ops.MUL, dtype=_INTS, src=(UPat(Ops.MUL, src=(_x, UPat.cvar("c1"))), UPat.cvar("c2"))),

@@ -79,6 +79,20 @@ def test_division_of_multiples():
     assert simplify((r * 4) // 4) is r
 
 
+def test_an_index_split_into_digits_is_joined_again():
+    """A store through ``a.reshape(-1, 4)`` of an (n, 3, 4) array indexes it at ``(r // 3, r % 3, j)``, and a
+    flat view at ``(r // 12, (r // 4) % 3, r % 4)``: the race check must see the one index, ``4 * r + j``."""
+    r = UOp.range(60, 0)
+    assert simplify((r // 3) * 3 + r % 3) is r
+    assert simplify(((r // 12) * 3 + (r // 4) % 3) * 4 + r % 4) is r
+    x = UOp.define_var("x", -10, 10, dtypes.int32)
+    joined = (x // 5) * 5 + x % 5
+    assert simplify(joined) is x  # C's quotient and remainder join for negative numbers too
+    assert all(evaluate_expression(joined, {"x": v}) == v for v in range(-10, 11))
+    assert simplify((r // 3) * 4 + r % 3).op is Ops.ADD
+    assert simplify((r // 12) * 3 + (r // 5) % 3).op is Ops.ADD
+
+
 def test_bounds_widen_to_the_dtype_on_possible_overflow():
     x = UOp.define_var("x", 0, 2**31 - 1, dtypes.int32)
     assert (x + 1).vmax == 2**31 - 1 and (x + 1).vmin == -(2**31)
