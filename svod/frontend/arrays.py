@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from svod.errors import KernelSyntaxError
-from svod.frontend import extents, nodes, pylang, random_arrays
+from svod.frontend import extents, loop_widening, nodes, pylang, random_arrays
 from svod.frontend.allocations import Allocations
 from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
 from svod.frontend.array_exprs import (
@@ -187,6 +187,12 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                         self.read |= {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} & set(self.host)
                         statements[position:position + 1] = turns
                         continue
+                    wide = None if self.work else self.widened_loop(statements[position])
+                    if wide is not None:  # a loop of independent turns: its statements over every turn
+                        self.read |= {n.id for loop in ast.walk(statements[position]) if isinstance(loop, ast.For)
+                                      for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} & set(self.host)
+                        statements[position:position + 1], self.changed = wide, True
+                        continue
                     self.following = statements[position + 1:]
                     made = self.statement(statements[position], looped)
                     out += [*self.pending, *made]
@@ -195,6 +201,12 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         finally:
             self.level -= 1
         return out
+
+    def widened_loop(self, stmt: ast.stmt) -> list[ast.stmt] | None:
+        if not isinstance(stmt, ast.For) or not isinstance(self.source.node, ast.FunctionDef):
+            return None
+        loop = renamed(stmt, self.bindings.renames) if self.bindings.renames else stmt
+        return loop_widening.widened(loop, self.source.node, self.arrays, self.source.names, self.on_host)
 
     def fused_into_next(self, name: str, stmt: ast.stmt) -> bool:
         """Whether array ``name``, about to be made by ``stmt``, is read by the next statement alone, which stores

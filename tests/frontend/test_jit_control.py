@@ -740,13 +740,21 @@ def rows_up_to(n, a):
     return a
 
 
+@svod.jit
+def numbered_rows_up_to(n, a):
+    for r in range(n):
+        a[r, :] += r  # (a variable read as a number: the loop runs turn by turn)
+    return a
+
+
 @pytest.mark.parametrize("n", [0, 1, 4])
 def test_a_loop_bounded_by_an_int_argument_indexes_rows_free_of_races(device, n):
+    agrees_with_python(rows_up_to, device, n, np.zeros((4, 3)))  # one statement of its turns' rows
     if device.caps.index_bits == 32:  # a variable of up to 2**31 values times a row's length: refused
         with pytest.raises(svod.errors.GraphError, match="computes indices in 32 bits"):
-            rows_up_to(n, np.zeros((4, 3), np.float32), device=device)
+            numbered_rows_up_to(n, np.zeros((4, 3), np.float32), device=device)
         return
-    agrees_with_python(rows_up_to, device, n, np.zeros((4, 3)))
+    agrees_with_python(numbered_rows_up_to, device, n, np.zeros((4, 3)))
 
 
 def test_a_loop_bounded_by_an_int_argument_past_32_bits_is_refused_before_it_runs():
@@ -763,22 +771,34 @@ def planes_up_to(nr, nq, a, c):
     return a
 
 
+@svod.jit
+def shifted_planes_up_to(nr, nq, a, c):
+    for r in range(nr):
+        for q in range(nq):
+            row = a[r, q, :] @ c
+            a[r, q, :] = row + q  # (a variable read as a number: the loop runs turn by turn)
+    return a
+
+
 @pytest.mark.parametrize(("nr", "nq", "np_"), [(0, 2, 3), (1, 1, 1), (2, 3, 7), (3, 4, 13)])
 def test_loops_bounded_by_int_arguments_index_planes_free_of_races(device, nr, nq, np_):
     """Each row ``a[r, q, :]`` of a plane is one phase's: its work items write apart for every ``r`` and ``q`` the
     int arguments allow (a ``q`` past ``a``'s planes is an index error, checked as it runs, and the next run is
-    not the worse for it)."""
+    not the worse for it). Where the turns are independent and within the arrays, they run as one batched
+    product (``loop_widening``), whose slices' bounds are the host's, on every device."""
     rng = np.random.default_rng(np_)
     a = rng.standard_normal((max(nr, 1), nq, np_)).astype(np.float32)
     c = rng.standard_normal((np_, np_)).astype(np.float32)
-    if device.caps.index_bits == 32 and nq * np_ > 1:  # a variable of up to 2**31 values times a plane: refused
-        with pytest.raises(svod.errors.GraphError, match="computes indices in 32 bits"):
-            planes_up_to(nr, nq, a, c, device=device)
-        return
     agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
+    narrow = device.caps.index_bits == 32 and nq * np_ > 1  # a variable of up to 2**31 values times a plane
+    if narrow:
+        with pytest.raises(svod.errors.GraphError, match="computes indices in 32 bits"):
+            shifted_planes_up_to(nr, nq, a, c, device=device)
+    else:
+        agrees_with_python(shifted_planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
     if nr:
-        with pytest.raises(svod.errors.IndexOutOfBoundsError):
-            planes_up_to(nr, nq + 1, a.copy(), c, device=device)
+        with pytest.raises(svod.errors.GraphError if narrow else svod.errors.IndexOutOfBoundsError):
+            planes_up_to(nr, nq + 1, a.copy(), c, device=device)  # (past the planes: turn by turn)
         agrees_with_python(planes_up_to, device, nr, nq, a, c, rtol=1e-4, atol=1e-5)
 
 
