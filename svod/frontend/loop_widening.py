@@ -79,6 +79,8 @@ class _Nest:
     """The arrays the loop reads whole (not a turn's block)."""
     blocks: set[str] = field(default_factory=set)
     """The arrays the loop reads or writes a turn's block of."""
+    views: set[str] = field(default_factory=set)
+    """The temporaries that are another array's memory (``t = A[r, :]``): updated in place, they would write it."""
     sizes: list[int] = field(default_factory=list)
     """The number of elements each temporary holds, widened."""
 
@@ -127,6 +129,9 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
         raise _NotWidenedError
     numpy_names = {name for name, value in names.items() if value is np}
     bound = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if any(isinstance(n, ast.Name) and n.id in bound for pair in bounds for b in pair if b is not None
+           for n in ast.walk(b)):
+        raise _NotWidenedError  # a bound the body changes: Python's range read it once, a slice reads it again
     return _Nest(variables, bounds, [], arrays, numpy_names, bound), body
 
 
@@ -142,12 +147,14 @@ def _statement(stmt: ast.stmt, nest: _Nest) -> None:
     if isinstance(target, ast.Name):
         if isinstance(stmt, ast.AugAssign):
             held = nest.temporaries.get(target.id)
-            if held is None or _elementwise([held, value]).axes != held.axes:
+            if held is None or target.id in nest.views or _elementwise([held, value]).axes != held.axes:
                 raise _NotWidenedError
             return
         if target.id in nest.variables or target.id in nest.arrays or not value.varies:
             raise _NotWidenedError
         nest.temporaries[target.id] = value
+        if isinstance(stmt.value, (ast.Subscript, ast.Name)):
+            nest.views.add(target.id)  # (a view of a block, or another name's array: no update may write through)
         nest.sizes.append(int(np.prod(value.axes, dtype=np.int64)))
         return
     stored = _block(target, nest)

@@ -109,6 +109,15 @@ def reads_the_array_whole(A, B):
         B[i, :] = A[i, :] + B.sum()
 
 
+@svod.jit
+def updates_through_a_temporary_view(A, B):
+    last = A[-1]
+    for i in range(A.shape[0]):
+        t = A[i, :]
+        t += 1.0  # (writes A's row i: the later turns' `last` is the row before its turn)
+        B[i, :] = t + last
+
+
 KEPT = [reads_another_turns_row, reads_through_a_view, variable_as_number]
 
 
@@ -125,6 +134,7 @@ def test_a_temporary_carried_or_read_after_the_loop_is_not_widened(device):
         temporary_read_after(data(4, 3), np.zeros((4, 3)), device=device)
     agrees_with_python(carried_temporary, device, data(4, 3), np.zeros((4, 3)))
     agrees_with_python(reads_the_array_whole, device, data(4, 3), data(4, 3), rtol=1e-9)
+    agrees_with_python(updates_through_a_temporary_view, device, data(4, 3), np.zeros((4, 3)))
 
 
 @svod.jit
