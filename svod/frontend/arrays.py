@@ -189,8 +189,6 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                         continue
                     wide = None if self.work else self.widened_loop(statements[position])
                     if wide is not None:  # a loop of independent turns: its statements over every turn
-                        self.read |= {n.id for loop in ast.walk(statements[position]) if isinstance(loop, ast.For)
-                                      for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} & set(self.host)
                         statements[position:position + 1], self.changed = wide, True
                         continue
                     self.following = statements[position + 1:]
@@ -203,10 +201,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         return out
 
     def widened_loop(self, stmt: ast.stmt) -> list[ast.stmt] | None:
+        """A loop of independent turns as its statements over all turns (``loop_widening``); its bounds read."""
         if not isinstance(stmt, ast.For) or not isinstance(self.source.node, ast.FunctionDef):
             return None
         loop = renamed(stmt, self.bindings.renames) if self.bindings.renames else stmt
-        return loop_widening.widened(loop, self.source.node, self.arrays, self.source.names, self.on_host)
+        wide = loop_widening.widened(loop, self.source.node, self.arrays, self.source.names, self.on_host)
+        if wide is not None:
+            self.read |= loop_widening.bound_names(loop) & set(self.host)
+        return wide
 
     def fused_into_next(self, name: str, stmt: ast.stmt) -> bool:
         """Whether array ``name``, about to be made by ``stmt``, is read by the next statement alone, which stores

@@ -106,6 +106,12 @@ def widened(loop: ast.stmt, function: ast.FunctionDef, arrays: dict[str, Expr], 
     return [_wide(stmt, nest) for stmt in body]
 
 
+def bound_names(loop: ast.For) -> set[str]:
+    """The names a nest's bounds read, which the host reads before the run: another value is another plan,
+    even where the loop has no turn (rewritten to no statement, which reads none)."""
+    return {n.id for f in ast.walk(loop) if isinstance(f, ast.For) for n in ast.walk(f.iter) if isinstance(n, ast.Name)}
+
+
 def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tuple[_Nest, list[ast.stmt]]:
     """The perfect nest of ``range`` loops ``loop`` starts, and the innermost body."""
     variables: list[str] = []
