@@ -68,6 +68,8 @@ class _Nest:
     """Each loop's ``range`` arguments as written: (start or None, stop)."""
     stops: list[int]
     arrays: dict[str, Expr]
+    globals: dict[str, Any]
+    """The function's globals (and ``numpy_names``, those that name NumPy)."""
     numpy_names: set[str]
     bound: set[str]
     """Every name the body binds."""
@@ -138,7 +140,7 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
     if any(isinstance(n, ast.Name) and n.id in bound for pair in bounds for b in pair if b is not None
            for n in ast.walk(b)):
         raise _NotWidenedError  # a bound the body changes: Python's range read it once, a slice reads it again
-    return _Nest(variables, bounds, [], arrays, numpy_names, bound), body
+    return _Nest(variables, bounds, [], arrays, names, numpy_names, bound), body
 
 
 def _statement(stmt: ast.stmt, nest: _Nest) -> None:
@@ -187,7 +189,9 @@ def _shape(node: ast.expr, nest: _Nest) -> _Shape:
             raise _NotWidenedError  # read before the turn binds it: the turn before's value
         array = nest.arrays.get(node.id)
         if array is None:
-            return _Shape((), False)  # a scalar the loop does not bind
+            if not isinstance(nest.globals.get(node.id, 0), (int, float, np.number)):
+                raise _NotWidenedError  # a module's array, say: of a shape the rewriting does not hold
+            return _Shape((), False)  # a number the loop does not bind
         nest.read.add(node.id)
         return _Shape(_static(array.shape), False)
     if isinstance(node, ast.Subscript):
@@ -306,9 +310,9 @@ def _host_int(node: ast.expr, on_host: Callable[[ast.expr], Any]) -> int:
 
 
 def _read_after(function: ast.FunctionDef, loop: ast.For) -> bool:
-    """Whether ``function`` reads a name ``loop`` binds outside it but as the variable of another ``for`` loop
-    that binds it, in that loop's body. ``loop`` may be a renamed copy of the function's statement: the
-    statement is found by its place, and its own names are asked for."""
+    """Whether ``function`` reads a name ``loop`` binds anywhere outside it, but in the body of another ``for``
+    loop that binds the name as its own variable. ``loop`` may be a renamed copy of the function's statement:
+    the statement is found by its place, and its own names are asked for."""
     place = (loop.lineno, loop.col_offset)
     found = [n for n in ast.walk(function) if isinstance(n, ast.For) and (n.lineno, n.col_offset) == place]
     if len(found) != 1:
