@@ -42,6 +42,7 @@ import numpy as np
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, base_name
 from svod.frontend.nodes import stands_for
+from svod.frontend.phases import resolve
 
 BATCH_AXES = 3
 """The most axes a product's widened operand may have (``@`` of a batch of matrices)."""
@@ -66,11 +67,9 @@ class _Nest:
     variables: list[str]
     bounds: list[tuple[ast.expr | None, ast.expr]]
     """Each loop's ``range`` arguments as written: (start or None, stop)."""
-    stops: list[int]
     arrays: dict[str, Expr]
     globals: dict[str, Any]
-    """The function's globals (and ``numpy_names``, those that name NumPy)."""
-    numpy_names: set[str]
+    """The function's globals."""
     bound: set[str]
     """Every name the body binds."""
     temporaries: dict[str, _Shape] = field(default_factory=dict)
@@ -79,8 +78,9 @@ class _Nest:
     """The arrays the loop stores into."""
     read: set[str] = field(default_factory=set)
     """The arrays the loop reads whole (not a turn's block)."""
-    blocks: set[str] = field(default_factory=set)
-    """The arrays the loop reads or writes a turn's block of."""
+    blocks: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """The arrays the loop reads or writes a turn's block of, with their shapes (the bounds are checked
+    against their leading axes)."""
     views: set[str] = field(default_factory=set)
     """The temporaries that are another array's memory (``t = A[r, :]``): updated in place, they would write it."""
     sizes: list[int] = field(default_factory=list)
@@ -101,7 +101,7 @@ def widened(loop: ast.stmt, function: ast.FunctionDef, arrays: dict[str, Expr], 
         _independent(nest)
         if _read_after(function, loop):
             raise _NotWidenedError
-        if not _bounded(nest, body, on_host):
+        if not _bounded(nest, on_host):
             return []  # no turn: nothing runs
     except _NotWidenedError:
         return None
@@ -121,9 +121,9 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
     node: ast.stmt = loop
     while isinstance(node, ast.For):
         call = node.iter
-        if not (isinstance(node.target, ast.Name) and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                and names.get(call.func.id, range) is range and call.func.id == "range" and 1 <= len(call.args) <= 2
-                and not call.keywords and not node.orelse and node.target.id not in variables):
+        if not (isinstance(node.target, ast.Name) and isinstance(call, ast.Call) and resolve(names, call.func) is range
+                and 1 <= len(call.args) <= 2 and not call.keywords and not node.orelse
+                and node.target.id not in variables):
             raise _NotWidenedError
         if any(isinstance(n, ast.Name) and n.id in variables for a in call.args for n in ast.walk(a)):
             raise _NotWidenedError  # a triangular nest
@@ -135,12 +135,11 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
     body = node.body  # type: ignore[attr-defined]
     if len(variables) > BATCH_AXES or any(not isinstance(s, (ast.Assign, ast.AugAssign)) for s in body):
         raise _NotWidenedError
-    numpy_names = {name for name, value in names.items() if value is np}
     bound = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     if any(isinstance(n, ast.Name) and n.id in bound for pair in bounds for b in pair if b is not None
            for n in ast.walk(b)):
         raise _NotWidenedError  # a bound the body changes: Python's range read it once, a slice reads it again
-    return _Nest(variables, bounds, [], arrays, names, numpy_names, bound), body
+    return _Nest(variables, bounds, arrays, names, bound), body
 
 
 def _statement(stmt: ast.stmt, nest: _Nest) -> None:
@@ -205,9 +204,8 @@ def _shape(node: ast.expr, nest: _Nest) -> _Shape:
         return _product(_shape(node.left, nest), _shape(node.right, nest), len(nest.variables))
     if isinstance(node, ast.BinOp):
         return _elementwise([_shape(node.left, nest), _shape(node.right, nest)])
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
-            and node.func.value.id in nest.numpy_names and not node.keywords:
-        ufunc = getattr(np, node.func.attr, None)
+    if isinstance(node, ast.Call) and not node.keywords:
+        ufunc = resolve(nest.globals, node.func)
         if isinstance(ufunc, np.ufunc) and ufunc.nin == len(node.args) and ufunc.nout == 1:
             return _elementwise([_shape(a, nest) for a in node.args])
     raise _NotWidenedError
@@ -215,7 +213,7 @@ def _shape(node: ast.expr, nest: _Nest) -> _Shape:
 
 def _block(node: ast.expr, nest: _Nest) -> _Shape | None:
     """The shape of a turn's block where ``node`` is ``x[v1, ..., vk, :, ...]`` of an array ``x`` with the
-    nest's variables in order; ``_NotWidenedError`` where it reads them otherwise; None where it reads none of them."""
+    nest's variables in order; ``_NotWidenedError`` where it is a subscript of another kind; None where it is none."""
     if not isinstance(node, ast.Subscript):
         return None
     index = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -230,10 +228,7 @@ def _block(node: ast.expr, nest: _Nest) -> _Shape | None:
     assert isinstance(node.value, ast.Name)
     if node.value.id in nest.temporaries:
         raise _NotWidenedError
-    nest.blocks.add(node.value.id)
-    shape = _static(array.shape)
-    if any(stop > size for stop, size in zip(nest.stops or [0] * k, shape, strict=False)):
-        raise _NotWidenedError
+    shape = nest.blocks[node.value.id] = _static(array.shape)
     return _Shape(shape[k:], True)
 
 
@@ -276,10 +271,11 @@ def _independent(nest: _Nest) -> None:
         raise _NotWidenedError
 
 
-def _bounded(nest: _Nest, body: list[ast.stmt], on_host: Callable[[ast.expr], Any]) -> bool:
+def _bounded(nest: _Nest, on_host: Callable[[ast.expr], Any]) -> bool:
     """Whether the nest turns at all, from its bounds computed on the host: each an int, a start not negative
     (Python counts a negative index from the end), and every stop within the axes the variable indexes; a
     widened temporary no larger than the largest array the loop writes."""
+    stops: list[int] = []
     for start, stop in nest.bounds:
         lo = 0 if start is None else _host_int(start, on_host)
         hi = _host_int(stop, on_host)
@@ -287,12 +283,10 @@ def _bounded(nest: _Nest, body: list[ast.stmt], on_host: Callable[[ast.expr], An
             return False
         if lo < 0:
             raise _NotWidenedError
-        nest.stops.append(hi)
-    for stmt in body:  # check each block again, now that the stops are known
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in nest.arrays:
-                _block(node, nest)
-    turns = int(np.prod(nest.stops, dtype=np.int64))
+        stops.append(hi)
+    if any(stop > size for shape in nest.blocks.values() for stop, size in zip(stops, shape, strict=False)):
+        raise _NotWidenedError
+    turns = int(np.prod(stops, dtype=np.int64))
     largest = max(int(np.prod(_static(nest.arrays[name].shape), dtype=np.int64)) for name in nest.written)
     if any(size * turns > largest for size in nest.sizes):
         raise _NotWidenedError
