@@ -73,7 +73,7 @@ from svod.frontend.array_exprs import (
 from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_loops import parallel, sequential, widened
 from svod.frontend.array_math import MATH_HELPERS
-from svod.frontend.array_shapes import read_only, viewed_by
+from svod.frontend.array_shapes import read_only
 from svod.frontend.array_values import ArrayValues, ambiguous_type, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
@@ -84,14 +84,14 @@ from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
-from svod.frontend.phases import Ordering, Reader, linalg_call, refusal, sorting_call
-from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking
+from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, refusal, sorting_call
+from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
 from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source
 from svod.frontend.ufunc_outs import ufunc_out, writes_out
-from svod.frontend.unrolling import unrolled
+from svod.frontend.unrolling import decided, unrolled
 
 TEMPORARY_LENGTH = (1 << 31) - 1
 """The longest axis of an array the rewriting makes at a length the host does not know before the run (at
@@ -136,7 +136,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         """The user's statement being rewritten: what svod writes for it stands at its line."""
         self.sized: dict[str, str] = {}
         """Each array of a length the data decides (``svod.frontend.compactions``): the scalar of its length."""
-        self.viewed = _viewed(source.node)
+        self.viewed = viewed_names(source.node)
         """The names another name may view: an array made in a loop is made once, in one buffer each turn
         writes anew, only where no other name can still hold an earlier turn's array."""
         self.variables: dict[str, Dim | LoopTurns] = {}
@@ -180,12 +180,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             with self.bindings.block():
                 position = 0
                 while position < len(statements):
-                    turns = unrolled(statements[position], self.reader, self.on_host)
-                    if turns is not None:  # a loop whose variable decides shapes: its turns in its place
-                        loop = statements[position]
-                        assert isinstance(loop, ast.For)  # (``unrolled``: a loop over a range the host knows)
-                        self.read |= {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} & set(self.host)
-                        statements[position:position + 1] = turns
+                    taken = unrolled(stmt := statements[position], self.reader, self.on_host)  # (its shapes')
+                    if taken is None and self.holds_array_work(stmt):  # (the plan's: shapes, numbers read)
+                        known = (self.sampled | self.read) & set(self.host) | set(self.arrays)
+                        taken = decided(stmt, known, self.source.node, self.on_host)
+                    elif isinstance(stmt, ast.For):  # (whose turns the host counted)
+                        self.read |= {n.id for n in ast.walk(stmt.iter) if isinstance(n, ast.Name)} & set(self.host)
+                    if taken is not None:  # written out on the host: a loop's turns, the branch an if takes
+                        statements[position:position + 1], self.changed = taken, True
                         continue
                     wide = None if self.work else self.widened_loop(statements[position])
                     if wide is not None:  # a loop of independent turns: its statements over every turn
@@ -291,6 +293,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return
 
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
+        if isinstance(stmt, ast.For) and not self.work:  # (a prange loop of plan steps runs as a range)
+            stmt = in_order(self.reader, stmt)
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             stmt = self.over_rows(stmt)
             if self.viewing(stmt.iter):  # range(len(v)) of a view v: its turns, of the view's length
@@ -532,6 +536,11 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             self.arrays[stmt.targets[0].id] = Named(shape, dtype, stmt.targets[0].id)
         return [*made, stmt]
 
+    def holds_array_work(self, stmt: ast.stmt) -> bool:
+        """Whether a statement inside ``stmt`` is an array statement, or a plan step of its own (``holds_phases``)."""
+        inner = [s for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt]
+        return any(self.is_array_statement(s) for s in inner) or self.reader.holds_phases(inner)
+
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if self.is_counting_statement(stmt):
             return True
@@ -603,7 +612,6 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         elif isinstance(made, ast.Assign):  # an element of a view, or of a work item's own array, stored
             made.targets = [stored(self.element_values(t)) for t in made.targets]
         return stands_for(ast.fix_missing_locations(made), stmt)
-
 
     def new_array(self, stmt: ast.stmt, name: str, value: Expr, looped: bool) -> list[ast.stmt]:
         """``name = <array expression>``: a new array, which the plan makes once (a statement of its own); one
@@ -795,26 +803,6 @@ def _added_in_place(op: ast.operator, stored: Expr, combined: Value) -> bool:
 def _stored_names(stmt: ast.stmt) -> set[str]:
     """The names ``stmt`` assigns anywhere in it."""
     return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _viewed(function: ast.FunctionDef) -> set[str]:
-    """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
-    ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
-    found: set[str] = set()
-    for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
-            itself = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
-            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            for value in [v for written in values for v in viewed_by(written)]:
-                if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
-                        value.value.attr == "shape":
-                    continue  # a size, not a view
-                base = value
-                while isinstance(base, (ast.Subscript, ast.Attribute)):
-                    base = base.value
-                if isinstance(base, ast.Name) and base.id != itself:
-                    found.add(base.id)
-    return found
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,

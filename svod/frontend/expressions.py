@@ -158,8 +158,9 @@ class Expressions(Randoms):
                     issubclass(getattr(np, attr), np.generic):
                 return pylang.Cast(dtypes.from_numpy(getattr(np, attr)))
             if base is np and attr == "linalg":
-                raise self.refuse(node, "np.linalg inside a kernel or a prange body is not supported: a jitted "
-                                        "function's np.linalg runs on whole real arrays, outside prange loops")
+                raise self.refuse(node, "np.linalg inside a kernel or a work item is not supported: a jitted "
+                                        "function's np.linalg is a statement of its own, on whole arrays (a prange "
+                                        "loop holding one runs its turns in order)")
             raise self.refuse(node, f"{'svod.math' if base is pylang.math else base.__name__}.{attr} is not a math "
                                     f"function a kernel has ({', '.join(sorted(pylang.MATH_FUNCTIONS))})")
         if isinstance(base, types.ModuleType):

@@ -519,7 +519,7 @@ class Builder:
         if reason is not None:
             raise self.refuse(item.statement, f"{item.call}: {reason}")
         dtype = linalg.result_dtype(*given)
-        factoring = linalg.Factoring(self.plan, slot, shape[0], dtype)
+        factoring = linalg.Factoring(self.plan, slot, shape[0], dtype, self.complex_slots)
         if item.kind not in linalg.INFALLIBLE:
             where = f"{self.source.file}:{item.statement.lineno}"
             self.plan.add_failure_flag(factoring.failed, self.jit.name, linalg.failure_message(item.call, where))

@@ -32,7 +32,7 @@ import ast
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,9 @@ and ``linalg_general``'s)."""
 COMPOSED = ("matrix_power", "matrix_rank", "cond", "lstsq")
 """The ``np.linalg`` functions svod computes as statements of the others and of array expressions
 (``svod.frontend.linalg_compose``), rewritten before the plan is built."""
+COMPLEX = ("solve", "inv")
+"""The functions svod computes of complex matrices too (the LU factorisation's kernels compute on complex
+elements as on real ones: ``svod.frontend.complex_values``)."""
 RECTANGULAR = ("qr", "svd", "pinv")
 """The functions of a matrix of any shape (the others' is square)."""
 INFALLIBLE = ("det", "slogdet", "qr")
@@ -121,15 +124,15 @@ def _clear(info):  # type: ignore[no-untyped-def]
 
 
 def _pivot(lu, pivots, rows, info, failed, _svod_k):  # type: ignore[no-untyped-def]
-    """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax),
-    swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero there) is
-    recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf leaves
-    it."""
+    """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax; a
+    complex number's |re| + |im|, as izamax measures it), swapped into row ``k``, and the column below it
+    divided by it. A zero pivot (the column is zero there) is recorded in ``info`` (and in ``failed``) if none
+    was before; the column stays as it is, as getrf leaves it."""
     n = lu.shape[0]
     p = _svod_k
-    best = abs(lu[_svod_k, _svod_k])
+    best = abs(np.real(lu[_svod_k, _svod_k])) + abs(np.imag(lu[_svod_k, _svod_k]))
     for i in range(_svod_k + 1, n):
-        size = abs(lu[i, _svod_k])
+        size = abs(np.real(lu[i, _svod_k])) + abs(np.imag(lu[i, _svod_k]))
         if size > best:
             best = size
             p = i
@@ -251,9 +254,13 @@ def _kernel(fn_name: str, n: int) -> Kernel:
 # ---- plan steps ------------------------------------------------------------------------------------------------
 
 def result_dtype(*operands: np.dtype) -> np.dtype:
-    """The dtype NumPy's ``np.linalg`` functions compute operands of ``operands``' dtypes in: float32 where
-    all are float32, else float64 (integers and booleans become float64)."""
-    return np.dtype(np.float32) if all(np.dtype(d) == np.float32 for d in operands) else np.dtype(np.float64)
+    """The dtype NumPy's ``np.linalg`` functions compute operands of ``operands``' dtypes in: single precision
+    where all are float32 or complex64, else double (integers and booleans become float64); complex where one
+    is."""
+    single = all(np.dtype(d) in (np.float32, np.complex64) for d in operands)
+    if any(np.dtype(d).kind == "c" for d in operands):
+        return np.dtype(np.complex64 if single else np.complex128)
+    return np.dtype(np.float32 if single else np.float64)
 
 
 def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, kind: str = "") -> str | None:
@@ -269,10 +276,10 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, 
         return (f"svod's QR steps (eig, eigvals) run in one work item and need a device that lets its loops run "
                 f"their course, and this one stops them after {caps.max_loop_turns} turns")
     for dtype in map(np.dtype, operands):
-        if dtype.kind == "c":  # NumPy computes them; svod's factorisations' buffers hold no complex type yet
+        if dtype.kind == "c" and kind not in COMPLEX:
             eigensystems = " (their real eigensystems)" if kind in SCHUR else ""
             return f"svod computes {kind or 'np.linalg'} of real matrices only{eigensystems}, not of {dtype.name} ones"
-        if dtype.kind not in "biuf" or dtype == np.float16:
+        if dtype.kind not in "biufc" or dtype == np.float16:
             return f"array type {dtype.name} is unsupported in linalg (NumPy raises TypeError)"
     dtype = result_dtype(*operands)
     if len(shape) != 2:
@@ -280,7 +287,7 @@ def refusal(operands: list[np.dtype], shape: tuple[int, ...], caps: DeviceCaps, 
                 + (" (a stack of matrices: a call per matrix)" if len(shape) > 2 else ""))
     if square and shape[0] != shape[1]:
         return f"Last 2 dimensions of the array must be square, not {shape[0]}x{shape[1]} (NumPy raises LinAlgError)"
-    if result_dtype(dtype) == np.float64 and dtypes.float64 not in caps.element_dtypes:
+    if dtype in (np.float64, np.complex128) and dtypes.float64 not in caps.element_dtypes:
         return "the device holds no float64, which NumPy computes these operands in (astype(np.float32) first)"
     return None
 
@@ -298,7 +305,9 @@ class Factoring:
     source: int
     n: int
     dtype: np.dtype
-    """The float type it computes in (``result_dtype``)."""
+    """The float or complex type it computes in (``result_dtype``)."""
+    complexes: set[int] = field(default_factory=set)
+    """The plan's buffers of complex arrays (each its float view's, twice as long); its own are added."""
 
     def __post_init__(self) -> None:
         self.info = self.scratch(np.dtype(np.int32), 1)
@@ -307,11 +316,18 @@ class Factoring:
         """Where the pivoting moves each row: row ``i`` of the factors is row ``rows[i]`` of the matrix."""
 
     def scratch(self, dtype: np.dtype, size: int) -> int:
-        return self.plan.add_buffer(Buffer(self.plan.device, dtypes.from_numpy(dtype), max(size, 1)))
+        """A new plan buffer of ``size`` elements of ``dtype`` (a complex type's: of its parts, twice as many)."""
+        parts = 2 if dtype.kind == "c" else 1
+        element = dtypes.from_numpy(np.empty(0, dtype).real.dtype)
+        slot = self.plan.add_buffer(Buffer(self.plan.device, element, max(size, 1) * parts))
+        if parts == 2:
+            self.complexes.add(slot)
+        return slot
 
     def add(self, kernel: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
         """Add kernel ``kernel`` over plan buffers ``slots`` of ``shapes``, its scalars ``scalars``."""
-        return self.plan.add_kernel(_kernel(kernel, self.n).shaped(*shapes), slots, **scalars)
+        complexes = frozenset(p for p, slot in enumerate(slots) if slot in self.complexes)
+        return self.plan.add_kernel(_kernel(kernel, self.n).shaped(*shapes, complexes=complexes), slots, **scalars)
 
     def lu(self) -> tuple[list[int], int, int]:
         """The LU factorisation: its steps, and the plan buffers of the factors and of the pivots."""

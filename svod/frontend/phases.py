@@ -22,7 +22,7 @@ from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
 from svod.frontend.linalg import COMPOSED, FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, subscript
 from svod.frontend.source import Source
 from svod.frontend.values import RandomFunction
 
@@ -650,6 +650,20 @@ def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
         return None
     callee = reader.resolve(stmt.value.func)
     return next((kind for kind in (*FUNCTIONS, *COMPOSED) if callee is getattr(np.linalg, kind)), None)
+
+
+def in_order(reader: Reader, stmt: ast.For) -> ast.For:
+    """``stmt``; or, where it is a ``prange`` loop whose body holds a plan step no work item runs (``linalg_call``,
+    ``sorting_call``), the ``range`` loop Python runs it as: its turns in order, each step over every thread
+    (numba runs such turns at once, an array ``+=`` in them a reduction; in order, the sums are Python's)."""
+    inner = [s for s in ast.walk(stmt) if isinstance(s, ast.stmt)]
+    if not reader.is_prange(stmt) or not any(linalg_call(reader, s) or sorting_call(reader, s) for s in inner):
+        return stmt
+    turns = stmt.iter
+    assert isinstance(turns, ast.Call)  # (``is_prange``)
+    ranged = stands_for(copy.copy(stmt), stmt)
+    ranged.iter = ast.copy_location(call("range", *turns.args), turns)
+    return ranged
 
 
 def _literal(node: ast.expr) -> Any:

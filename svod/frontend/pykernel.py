@@ -244,10 +244,11 @@ class Kernel:
         values the plan fixes: its sizes', and its numeric scalars'. ``shaped`` gives the buffers shapes."""
         return self.shaped(*[(b.size,) for b in buffers]).plan_kernel(buffers, scalars)
 
-    def shaped(self, *shapes: tuple[int, ...]) -> Shaped:
+    def shaped(self, *shapes: tuple[int, ...], complexes: frozenset[int] = frozenset()) -> Shaped:
         """This kernel over plan buffers seen as arrays of ``shapes`` (one per argument, in order):
-        ``plan.add_kernel(softmax.shaped((rows, cols), (rows, cols)), [dst, src])``."""
-        return Shaped(self, tuple(tuple(int(d) for d in shape) for shape in shapes))
+        ``plan.add_kernel(softmax.shaped((rows, cols), (rows, cols)), [dst, src])``. The arrays at positions
+        ``complexes`` are complex, each plan buffer its float view's (``complex_view``: twice as long)."""
+        return Shaped(self, tuple(tuple(int(d) for d in shape) for shape in shapes), complexes)
 
     def _check_apart(self, values: list[Any], built: Built) -> None:
         """Refuse a written array that shares memory with another argument. Plain Python reads each element as
@@ -474,6 +475,7 @@ class Shaped:
 
     kernel: Kernel
     shapes: tuple[tuple[int, ...], ...]
+    complexes: frozenset[int] = frozenset()
 
     def plan_kernel(self, buffers: Sequence[Buffer],
                     scalars: Mapping[str, int | float | str] | None = None) -> tuple[UOp, dict[str, int | float]]:
@@ -502,14 +504,17 @@ class Shaped:
                            if k not in named}
 
     def _examples(self, buffers: Sequence[Buffer]) -> list[np.ndarray]:
-        """Arrays of the buffers' dtypes and the given shapes (their values never read)."""
+        """Arrays of the buffers' dtypes (the complex type of a complex one's parts) and the given shapes (their
+        values never read)."""
         examples = []
         for position, (buffer, shape) in enumerate(zip(buffers, self.shapes, strict=True)):
-            if int(np.prod(shape)) != buffer.size:
+            parts = 2 if position in self.complexes else 1
+            if int(np.prod(shape)) * parts != buffer.size:
                 raise BufferMismatchError(f"argument {position} of {self.kernel.name} has shape {shape}, and plan "
                                           f"buffer of {buffer.size} elements", kernel=self.kernel.name, stage="bind",
                                           value=shape)
-            examples.append(np.broadcast_to(np.zeros((), buffer.dtype.numpy), shape))
+            dtype = np.result_type(buffer.dtype.numpy, np.complex64) if parts == 2 else buffer.dtype.numpy
+            examples.append(np.broadcast_to(np.zeros((), dtype), shape))
         return examples
 
 

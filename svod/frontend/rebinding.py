@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend.array_exprs import Expr, Named, Value, Viewed
+from svod.frontend.array_shapes import viewed_by
 from svod.frontend.names import loaded, renamed
 
 
@@ -42,7 +43,7 @@ class Bindings:
         """The rewriting's arrays by name (``ArrayRewriter.arrays``)."""
         self.described = described
         self.viewed = viewed
-        """The names another name may view (``arrays._viewed``): a new name of one is one too."""
+        """The names another name may view (``viewed_names``): a new name of one is one too."""
         self.counter = counter
         self.renames: dict[str, str] = {}
         """Each name of the user's bound anew -> the name of its latest binding."""
@@ -219,4 +220,24 @@ def exchanged(names: list[str]) -> str:
             f"first and assign into each array (`t = ...; {first}[:] = t`)")
 
 
-__all__ = ["Bindings", "HostShape"]
+def viewed_names(function: ast.FunctionDef) -> set[str]:
+    """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
+    ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
+            itself = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for value in [v for written in values for v in viewed_by(written)]:
+                if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
+                        value.value.attr == "shape":
+                    continue  # a size, not a view
+                base = value
+                while isinstance(base, (ast.Subscript, ast.Attribute)):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id != itself:
+                    found.add(base.id)
+    return found
+
+
+__all__ = ["Bindings", "HostShape", "viewed_names"]

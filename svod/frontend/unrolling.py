@@ -1,5 +1,6 @@
-"""A sequential loop of ``@svod.jit``'s array statements whose variable decides their shapes, written out turn by
-turn on the host.
+"""Statements of ``@svod.jit``'s array statements that the host writes out from what it knows: a sequential loop
+whose variable decides their shapes, turn by turn (``unrolled``), and an ``if`` whose test it knows, as the
+branch taken (``decided``).
 
 A plan is sized per shape: a loop whose turns make arrays of other shapes (a Stockham FFT's
 ``for i in range(K): yv = np.reshape(y, (R**i, R, R**(K - i - 1)))``) has no one plan to loop over. Where the
@@ -17,6 +18,12 @@ variable::
 which is what Python runs: the variable holds the last turn's value after the loop (is not bound where there is
 none), each statement stands at the user's line. A body that leaves a turn early (``break``, ``continue``,
 ``return``) or assigns the variable is not written out.
+
+An ``if`` whose test reads only what the plan is already made for — the arrays' shapes and dtypes, the numbers
+the host has read before (a shape's ``NR``, ``NM``: ``decidable``) and constants — is its branch the test takes,
+as Python runs it: the other is never built, so a statement there that could not run for these shapes (an
+inverse of a matrix that is not square, a product of mismatched arrays) refuses nothing, and no flag is
+computed at run time to choose between two plans' worth of steps.
 """
 
 from __future__ import annotations
@@ -65,6 +72,27 @@ class _Substituted(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         return ast.copy_location(constant(self.turn), node) if node.id == self.name else node
+
+
+def decided(stmt: ast.stmt, decidable: set[str], function: ast.AST, host: Callable[[ast.expr], Any]
+            ) -> list[ast.stmt] | None:
+    """The statements of the branch ``stmt`` takes, where it is an ``if`` whose test reads no name but those of
+    ``decidable`` and the function's globals (no call, which could have an effect), and computes a bool or a
+    number on the ``host``; else None."""
+    if not isinstance(stmt, ast.If) or any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda, ast.comprehension))
+                                           for n in ast.walk(stmt.test)):
+        return None
+    local = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | \
+        {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
+    if {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} & local - decidable:
+        return None
+    try:
+        value = host(stmt.test)
+    except Exception:
+        return None  # (the run computes it)
+    if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return None
+    return list(stmt.body if value else stmt.orelse)
 
 
 def _shapes_read(body: Sequence[ast.stmt], name: str, reader: Reader) -> bool:

@@ -418,7 +418,7 @@ Z = np.ones(3, complex)
     (ordered, np.zeros(3, bool), "z[i] < 1j", "complex numbers have no order"),
     (floored, np.zeros(3, complex), "z[i] // 2", "// of complex numbers"),
     (to_real, np.zeros(3), "out[i] = z[i]", "discard its imaginary part"),
-    (inverted, np.zeros(3, complex), "np.linalg.norm(z)", "np.linalg inside a kernel or a prange body"),
+    (inverted, np.zeros(3, complex), "np.linalg.norm(z)", "np.linalg inside a kernel or a work item"),
     (taken_max, np.zeros(3, complex), "max(z[i], 1.0)", "takes real numbers only"),
     (tangent, np.zeros(3, complex), "np.tan(z[i])", "tan of a complex value is not supported"),
 ])

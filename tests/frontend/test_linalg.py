@@ -12,6 +12,7 @@ import pytest
 import svod
 from svod.dtype import dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
+from svod.frontend.oracle import as_python
 from tests.frontend.linalg_cases import dtypes_of, sizes_of
 
 
@@ -417,3 +418,79 @@ def test_a_failed_run_keeps_the_writes_before_the_call():
     with pytest.raises(LinAlgError, match="Singular matrix"):
         zeroed_then_solved(a, np.ones(3))
     np.testing.assert_array_equal(a, want)
+
+
+def complex_types_of(device: svod.Device) -> tuple[str, ...]:
+    """complex64, and complex128 where the device holds float64 (a complex array's parts)."""
+    return ("complex64", "complex128") if dtypes.float64 in device.caps.element_dtypes else ("complex64",)
+
+
+def test_complex_solve_and_inv_agree_with_numpy(device):
+    """Complex matrices factor as real ones do, the pivot the largest |re| + |im| (LAPACK's izamax); a real
+    matrix with complex right-hand sides, or the other way, computes in NumPy's complex type."""
+    for dtype in complex_types_of(device):
+        for n in sizes_of(device):
+            a = (matrix(n, "float64", n) + 1j * matrix(n, "float64", n + 50)).astype(dtype)
+            b = (np.random.default_rng(n).standard_normal((n, 3)) * (1 - 2j)).astype(dtype)
+            x, i = solved(a, b, device=device), inverted(a, device=device)
+            assert x.dtype == i.dtype == np.dtype(dtype) and x.shape == (n, 3) and i.shape == (n, n)
+            close(x, np.linalg.solve(a, b), a)
+            close(i, np.linalg.inv(a), a)
+            real = a.real.copy()
+            mixed = solved(real, b, device=device)
+            assert mixed.dtype == np.linalg.solve(real, b).dtype
+            close(mixed, np.linalg.solve(real, b), real)
+            close(solved(a, b.real.copy(), device=device), np.linalg.solve(a, b.real), a)
+
+
+def test_a_singular_complex_matrix_raises_numpys_error(device):
+    singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]) * (1 + 1j)
+    singular = singular.astype(complex_types_of(device)[-1])
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix") as raised:
+        inverted(singular, device=device)
+    assert raised.value.value == 3  # LAPACK's info: the third column
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.inv(singular)  # NumPy raises too
+    with pytest.raises(KernelSyntaxError, match="det of real matrices only, not of complex"):
+        determinant(singular, device=device)
+
+
+@svod.jit
+def shifted_solutions(a, b, shifts):
+    total = np.zeros(b.shape, dtype=b.dtype)
+    for i in svod.prange(len(shifts)):  # its body holds a solve: its turns run in order, as range's
+        z = shifts[i]
+        m = np.zeros(a.shape, dtype=b.dtype)
+        for j in svod.prange(a.shape[0]):
+            m[j, :] = a[j, :]
+            m[j, j] += z
+        x = np.linalg.solve(m, b)
+        if abs(z) < 1.0:
+            x = -x
+        total += z * x
+    return total
+
+
+@svod.jit
+def sorted_rows(a):
+    out = np.zeros_like(a)
+    for i in svod.prange(a.shape[0]):  # a sort is a plan step too: the rows are sorted one after another
+        s = np.sort(a[i])
+        out[i] = s
+    return out
+
+
+def test_a_prange_loop_holding_plan_steps_runs_its_turns_in_order(device):
+    """numba runs such a loop's turns at once, its array ``+=`` a reduction; svod runs them as Python's
+    ``range`` does (each step over every thread), so the sums are Python's."""
+    dtype = complex_types_of(device)[-1]
+    for n, turns in [(1, 1), (3, 4), (7, 5), (4, 0)]:
+        rng = np.random.default_rng(n + turns)
+        a = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n)) + 4 * np.eye(n)).astype(dtype)
+        b = (rng.standard_normal((n, 2)) + 1j).astype(dtype)
+        shifts = (rng.standard_normal(turns) + 0.5j * rng.standard_normal(turns)).astype(dtype)
+        want = as_python(shifted_solutions)(a, b, shifts)
+        np.testing.assert_allclose(shifted_solutions(a, b, shifts, device=device), want, rtol=1e-4, atol=1e-4)
+    for shape in [(1, 1), (5, 7), (3, 0)]:
+        a = np.random.default_rng(shape[1]).standard_normal(shape).astype(dtypes_of(device)[-1])
+        np.testing.assert_array_equal(sorted_rows(a, device=device), np.sort(a, axis=1))

@@ -86,3 +86,59 @@ def test_turns_and_lengths_a_float_argument_gives_follow_its_value(device):
     """A float's variant is made for its value where the host reads it: never one count's plan for another."""
     for s in [2.0, 5.0, 0.0, 1.0, 3.0, 2.0]:
         agrees_with_python(float_counted, device, np.linspace(-1.0, 2.0, 11), s)
+
+
+@svod.jit
+def by_dimensions(x):
+    if x.ndim == 1:  # noqa: SIM108 (statements: the host decides, and the branch not taken is never built)
+        y = x * 2.0
+    else:
+        y = x.sum(axis=1) * 2.0
+    return y
+
+
+@svod.jit
+def inverse_or_transpose(a):
+    if a.shape[0] == a.shape[1]:  # noqa: SIM108 (np.linalg is a statement of its own; inv of a rectangular
+        # matrix is refused where it is built)
+        x = np.linalg.inv(a)
+    else:
+        x = a.T * 2.0
+    return x
+
+
+@svod.jit
+def chosen_by_sizes(x, n, m):
+    out = np.zeros(n + m, dtype=x.dtype)  # (the plan is made for n and m: the if reads nothing new)
+    if n == m:
+        out[:] = 1.0
+    elif n < m:
+        out[:] = x[:n + m]
+    return out
+
+
+def test_an_if_the_host_decides_builds_the_branch_it_takes(device):
+    """Its other branch, which could not run for these shapes, refuses nothing (Python never runs it); an
+    ``elif`` chain is decided link by link, and each decision is the plan's: sizes that make arrays of one
+    shape but take another way take another plan."""
+    agrees_with_python(by_dimensions, device, np.linspace(-1.0, 2.0, 7))
+    agrees_with_python(by_dimensions, device, np.linspace(-1.0, 2.0, 15).reshape(5, 3))
+    for shape in [(3, 3), (4, 2), (1, 1), (2, 5)]:
+        a = np.random.default_rng(sum(shape)).standard_normal(shape) + 3 * np.eye(*shape)
+        agrees_with_python(inverse_or_transpose, device, a, rtol=1e-4, atol=1e-5)
+    for n, m in [(2, 2), (1, 3), (3, 1), (2, 2), (0, 0)]:
+        agrees_with_python(chosen_by_sizes, device, np.arange(7.0) - 2.5, n, m)
+
+
+@svod.jit
+def scaled_when(x, k):
+    if k > 2:  # k is read by nothing before it: the run tests it, and one plan serves every k
+        x *= 2.0
+    return x
+
+
+def test_an_if_on_a_number_the_plan_is_not_made_for_is_tested_by_the_run(device):
+    for k in [3, 1, 5, 2]:
+        agrees_with_python(scaled_when, device, np.arange(5.0), k)
+    x = np.arange(5, dtype=np.float32)
+    assert scaled_when.plan(x, 3, device=device) is scaled_when.plan(x, 1, device=device)
