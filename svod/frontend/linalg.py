@@ -48,8 +48,9 @@ COLUMN_VARIABLE = "_svod_column"
 """The plan loop variable that numbers a factorisation's columns."""
 float32 = CASTS["float32"]
 BLOCK_COLUMNS = 4
-"""How many right-hand columns a work item of the substitutions solves together: 200 x 200 systems of 400
-columns solved fastest at 4 (real 2.8 ms, complex 6.5; 8: 3.5 and 9.1; one: 8.5 and 35)."""
+"""How many right-hand columns a work item of the substitutions solves together, a constant its loops are
+unrolled by: 200 x 200 systems of 400 columns solved fastest at 4 (real 1.6 ms, complex 6.1; 8: 2.8 and 6.1 to
+10; one column each: 8.5 and 35)."""
 FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv", "eig", "eigvals")
 """The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, of ``svd`` and
 ``pinv``, and of ``eig`` and ``eigvals`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s, ``linalg_svd``'s
@@ -170,28 +171,46 @@ def _update(lu, _svod_k):  # type: ignore[no-untyped-def]
 
 def _substitute(x, lu):  # type: ignore[no-untyped-def]
     """``x``'s columns (permuted: ``_permuted``) solved for ``lu`` (getrs), a work item per block of
-    ``BLOCK_COLUMNS``: each element of ``lu`` read once per block, and the block's part of a row updated by it
-    in one pass along the row (a work item per column read ``lu`` whole for each, down a column of ``x``). Each
-    element's operations are a column's, in its order."""
+    ``BLOCK_COLUMNS`` (the columns after the last whole block: ``_substitute_rest``): each element of ``lu``
+    read once per block, and the block's part of a row updated by it in one pass along the row (a work item
+    per column read ``lu`` whole for each, down a column of ``x``). Each element's operations are a column's,
+    in its order."""
     n = lu.shape[0]
-    m = x.shape[1]
-    for block in prange((m + BLOCK_COLUMNS - 1) // BLOCK_COLUMNS):
+    for block in prange(x.shape[1] // BLOCK_COLUMNS):
         first = block * BLOCK_COLUMNS
-        width = min(BLOCK_COLUMNS, m - first)
         for i in range(n):
             for j in range(i):
                 factor = lu[i, j]
-                for c in range(width):
+                for c in range(BLOCK_COLUMNS):
                     x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
         for t in range(n):
             i = n - 1 - t
             for j in range(i + 1, n):
                 factor = lu[i, j]
-                for c in range(width):
+                for c in range(BLOCK_COLUMNS):
                     x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
             pivot = lu[i, i]
-            for c in range(width):
+            for c in range(BLOCK_COLUMNS):
                 x[i, first + c] = x[i, first + c] / pivot
+
+
+def _substitute_rest(x, lu):  # type: ignore[no-untyped-def]
+    """The columns of ``x`` after its last whole block of ``BLOCK_COLUMNS``, a work item each."""
+    n = lu.shape[0]
+    rest = x.shape[1] % BLOCK_COLUMNS
+    for r in prange(rest):
+        c = x.shape[1] - rest + r
+        for i in range(n):
+            total = x[i, c]
+            for j in range(i):
+                total = total - lu[i, j] * x[j, c]
+            x[i, c] = total
+        for t in range(n):
+            i = n - 1 - t
+            total = x[i, c]
+            for j in range(i + 1, n):
+                total = total - lu[i, j] * x[j, c]
+            x[i, c] = total / lu[i, i]
 
 
 def _logdet(sign, logdet, lu, pivots, info, _svod_n, narrow: Const[bool]):  # type: ignore[no-untyped-def]
@@ -368,7 +387,10 @@ class Factoring:
             steps.append(self.add("identity", [shape, (self.n,)], [out, self.rows]))
         else:
             steps.append(self.add("permuted", [shape, shape, (self.n,)], [out, b, self.rows]))
-        steps.append(self.add("substitute", [shape, square], [out, lu]))
+        if columns >= BLOCK_COLUMNS:
+            steps.append(self.add("substitute", [shape, square], [out, lu]))
+        if columns % BLOCK_COLUMNS:
+            steps.append(self.add("substitute_rest", [shape, square], [out, lu]))
         return steps
 
     def determinant(self, sign: int, logdet: int, det: int | None = None) -> list[int]:
