@@ -85,7 +85,7 @@ from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
 from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, refusal, sorting_call
-from svod.frontend.rebinding import PART_WRITTEN, Bindings, exchanged, shrinking, viewed_names
+from svod.frontend.rebinding import PART_WRITTEN, Bindings, argument_bound_anew, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
 from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
@@ -321,10 +321,13 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(stmt, ast.If):
             before, test = self.condition(stmt, stmt.test)
             branch = stands_for(copy.copy(stmt), stmt)
-            known = dict(self.host)
+            known, held = dict(self.host), dict(self.arrays)
             branch.test, branch.body = test, self.body(stmt.body, looped)
-            self.host = known  # the other branch sees what the host knew before the if
+            self.host, made = known, dict(self.arrays)  # the other branch sees what was known before the if:
+            self.arrays.clear()  # an array the first makes is none of its (each way makes its own, which the
+            self.arrays.update(held)  # plan holds in one buffer: ``Builder.remade``)
             branch.orelse = self.body(stmt.orelse, looped)
+            self.arrays.update({name: array for name, array in made.items() if name not in self.arrays})
             return [*before, branch]
         if isinstance(stmt, ast.While):
             before, test = self.condition(stmt, stmt.test)
@@ -571,9 +574,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 raise self.refuse(stmt, PART_WRITTEN)
             return self.new_array(stmt, target.id, value, looped)
         if isinstance(target, ast.Name) and op is None and target.id in self.arguments:
-            raise self.refuse(stmt, f"{target.id} = ... inside a loop or an if would make a new array of the name of "
-                                    f"an argument, whose caller's array stays as it is; bind it before the loop or if, "
-                                    f"assign into it (`{target.id}[...] = ...`) or use a new name")
+            raise self.refuse(stmt, argument_bound_anew(target.id))
         if isinstance(target, ast.Tuple) and op is None:
             self.remember_unpacked(target, node)
         stored = self.target(target)

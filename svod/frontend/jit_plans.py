@@ -44,7 +44,7 @@ from svod.frontend.phases import (
     stores_elements,
 )
 from svod.frontend.pykernel import COMPLEX_PARTS, Kernel, complex_view, refuse_draws_in_plan
-from svod.frontend.rebinding import HostShape
+from svod.frontend.rebinding import HostShape, remade, viewed_names
 from svod.frontend.source import Source
 from svod.ir import UOp
 from svod.runtime.binding import Binder
@@ -70,6 +70,9 @@ class Jitted(Protocol):
     name: str
     translations: dict[tuple[Any, ...], Any]
     """Each phase's kernel as translated for the arguments it was built for (``Builder.translated``)."""
+
+    @property
+    def source(self) -> Source: ...
 
 
 @dataclass
@@ -286,6 +289,8 @@ class Builder:
         """What the host knows before the run: the arguments, the definitions computed from them."""
         self.outer = self.source.outer_names()
         """The globals the host reads: those the function does not bind itself."""
+        self.viewed = viewed_names(jit.source.node)
+        """The names another name may hold the array of, in the user's function (``array_made``)."""
         self.arrays: dict[str, tuple[int, tuple[int, ...], Any]] = {}
         """Each array a phase may take (an argument or a temporary): its plan buffer, shape and dtype."""
         self.definitions: list[Definition] = []
@@ -323,6 +328,18 @@ class Builder:
                     err.locate(f"{self.source.file}:{self.source.node.lineno}, the argument {name}")
                     raise
                 self.arrays[name] = (slot, value.shape, value.dtype)
+
+    def array_made(self, name: str, statement: ast.stmt, shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """The plan buffer of the new array of ``shape`` and ``dtype`` that ``statement`` binds ``name`` to: the
+        one ``name`` holds where it is made again (``rebinding.remade``), else a new one; the host knows its
+        shape (later temporaries' shapes read it)."""
+        held = self.arrays.get(name)
+        slot = remade(name, held, shape, dtype, held is not None and name in self.args, self.viewed)
+        if isinstance(slot, str):
+            raise self.refuse(statement, slot)
+        slot = self.add_array(name, dtype, shape) if slot is None else slot
+        self.arrays[name], self.host[name] = (slot, shape, dtype), HostShape(shape, dtype)
+        return slot
 
     def add_array(self, name: str | None, dtype: np.dtype, shape: tuple[int, ...]) -> int:
         """A plan buffer for an array of ``dtype`` and ``shape``: a complex one's is its float view's
@@ -438,20 +455,18 @@ class Builder:
                 self.host.pop(item.name, None)
 
     def temporary(self, item: Temporary, loops: list[str]) -> list[int]:
-        if item.name in self.arrays:
-            raise self.refuse(item.statement, f"{item.name} is made twice; a temporary is made once")
         try:
             array = self.evaluate(item.call)
         except Exception as err:  # NumPy's own complaint, in the source's words
             raise item.unmade(self.source, self.jit.name, err) from err
         try:
-            slot = self.add_array(item.name, array.dtype, array.shape)
+            self.array_made(item.name, item.statement, array.shape, array.dtype)
+        except KernelSyntaxError:
+            raise  # (at its line already)
         except SvodError as err:  # a dtype svod has none of: at the line that makes it
             err.name_kernel(self.jit.name)
             err.locate(f"{self.source.file}:{item.statement.lineno}")
             raise
-        self.arrays[item.name] = (slot, array.shape, array.dtype)
-        self.host[item.name] = HostShape(array.shape, array.dtype)  # the shapes of later temporaries read it
         if item.fill is None:
             return []
         return self.phase(item.filling(array.ndim), loops)
@@ -470,21 +485,21 @@ class Builder:
             raise self.refuse(item.statement, reason)
         values = item.kind in ("sort", "partition")
         in_place = values and item.target == item.source
-        along = self.sorted_axis(item, call, shape)
+        try:
+            along = sorting.sorted_axis(call, item.axis, item.kth, shape, item.target == item.source)
+        except ValueError as err:  # (NumPy's complaint)
+            raise self.refuse(item.statement, str(err)) from None
         size = int(np.prod(shape))
         made: list[int]
         if in_place:
             made = self.sorted(slot, shape, along, values=slot)
         elif item.kind in ("sort", "argsort", "partition", "argpartition"):
-            if item.target in self.arrays or item.target in self.args:
+            if item.target == item.source:
                 raise self.refuse(item.statement, f"{item.target} is made twice; a sort's result is a new array, "
                                                   "made once")
             result = dtype if values else sorting.index_dtype(self.device)
-            made_shape = (size,) if along is None else shape
-            out = self.add_array(item.target, result, made_shape)
-            self.arrays[item.target] = (out, made_shape, result)
+            out = self.array_made(item.target, item.statement, (size,) if along is None else shape, result)
             made = self.sorted(slot, shape, along, **{"values" if values else "indices": out})
-            self.host[item.target] = HostShape(made_shape, result)
         else:
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{call} computes a scalar; {item.target} names an array or an "
@@ -510,7 +525,7 @@ class Builder:
             if name not in self.arrays:
                 raise self.refuse(item.statement, f"{item.call} takes arrays the function has (an argument, a "
                                                   f"temporary or an array statement's result); {name} is none")
-        for name in item.targets:
+        for name in item.targets if item.kind not in ("solve", "inv", "cholesky") else ():  # (``array_made``)
             if name in self.arrays or name in self.args:
                 raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
@@ -531,29 +546,11 @@ class Builder:
                 return factoring.determinant(factoring.scratch(dtype, 1), factoring.scratch(dtype, 1), cells[0])
             return factoring.determinant(*cells)
         made_shape = rest[0][1] if rest else shape
-        out = self.add_array(item.targets[0], dtype, made_shape)
-        self.arrays[item.targets[0]] = (out, made_shape, dtype)
-        self.host[item.targets[0]] = HostShape(made_shape, dtype)
+        out = self.array_made(item.targets[0], item.statement, made_shape, dtype)
         if item.kind == "cholesky":
             return factoring.cholesky(out)
         columns = int(np.prod(made_shape[1:], dtype=np.int64))
         return factoring.solve(out, columns, rest[0][0] if rest else None)
-
-    def sorted_axis(self, item: Ordering, call: str, shape: tuple[int, ...]) -> int | None:
-        """The axis a sort runs along (None: the flattened array, as a 1-D array's one axis is), after NumPy's
-        checks of it and of a partition's ``kth``."""
-        along = item.axis
-        if along is not None and not -max(len(shape), 1) <= along < max(len(shape), 1):
-            raise self.refuse(item.statement, f"{call}'s axis {along} is out of bounds for an array of dimension "
-                                              f"{len(shape)} (NumPy raises AxisError)")
-        if along is None and item.target == item.source:
-            raise self.refuse(item.statement, f"{call} sorts the array itself along an axis, not axis=None")
-        length = int(np.prod(shape)) if along is None or not shape else shape[along]
-        for k in item.kth:
-            if not -length <= k < length:
-                raise self.refuse(item.statement, f"{call}: kth(={k}) out of bounds ({length}) (NumPy raises "
-                                                  "ValueError)")
-        return None if len(shape) <= 1 else along
 
     def sorted(self, slot: int, shape: tuple[int, ...], axis: int | None, values: int | None = None,
                indices: int | None = None) -> list[int]:

@@ -109,9 +109,7 @@ class Bindings:
                     "view of one, which it holds from then on in Python (a later write to either shows in both); "
                     "svod would write a copy into the array it holds: bind a copy (`= x.copy()`) or a new name")
         if name in self.viewed:
-            return (f"{self.described.get(name, name)} is bound anew inside a loop or an if, and another name holds "
-                    "or views the array it holds there (`y = x`, `v = x[1:]`), which keeps that array in Python; "
-                    "svod would write it: bind a new name, or copy the other (`y = x.copy()`)")
+            return kept_elsewhere(self.described.get(name, name))
         if isinstance(value, Expr) and value.shape == held.shape and np.dtype(value.dtype) == np.dtype(held.dtype):
             return None
         what = f"an array of shape {value.shape} and dtype {value.dtype}" if isinstance(value, Expr) else "a number"
@@ -220,6 +218,42 @@ def exchanged(names: list[str]) -> str:
             f"first and assign into each array (`t = ...; {first}[:] = t`)")
 
 
+def remade(name: str, held: tuple[int, tuple[int, ...], Any] | None, shape: tuple[int, ...], dtype: np.dtype,
+           argument: bool, viewed: set[str]) -> int | str | None:
+    """The plan buffer of the array ``name`` holds (``held``: its buffer, shape and dtype; ``argument``: the
+    caller's) where ``name`` is bound
+    to a new array of ``shape`` and ``dtype`` again (each way through an ``if`` makes its own, a statement in a
+    loop makes one each turn): the plan holds both in that one, as no other name can hold the old array; or
+    why it cannot (a str). None where ``name`` holds no array yet."""
+    if held is None:
+        return None
+    if argument:
+        return argument_bound_anew(name)
+    slot, shape_held, dtype_held = held
+    if (tuple(shape_held), np.dtype(dtype_held)) != (tuple(shape), np.dtype(dtype)):
+        return (f"{name} is made as an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}, and as one of "
+                f"{tuple(shape_held)} and {np.dtype(dtype_held).name} before, or on another way through an if: a "
+                "plan holds the arrays of one name in one buffer; use a name for each")
+    if name in viewed:
+        return kept_elsewhere(name)
+    return int(slot)
+
+
+def kept_elsewhere(name: str) -> str:
+    """Why ``name``, bound anew inside a loop or an ``if``, cannot be written where it holds an array another name
+    holds or views."""
+    return (f"{name} is bound anew inside a loop or an if, and another name holds or views the array it holds there "
+            "(`y = x`, `v = x[1:]`), which keeps that array in Python; svod would write it: bind a new name, or copy "
+            "the other (`y = x.copy()`)")
+
+
+def argument_bound_anew(name: str) -> str:
+    """Why ``name``, an argument's, cannot be bound to a new array inside a loop or an ``if``."""
+    return (f"{name} = ... inside a loop or an if would make a new array of the name of an argument, whose caller's "
+            f"array stays as it is; bind it before the loop or if, assign into it (`{name}[...] = ...`) or use a new "
+            "name")
+
+
 def viewed_names(function: ast.FunctionDef) -> set[str]:
     """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
     ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
@@ -240,4 +274,4 @@ def viewed_names(function: ast.FunctionDef) -> set[str]:
     return found
 
 
-__all__ = ["Bindings", "HostShape", "viewed_names"]
+__all__ = ["Bindings", "HostShape", "argument_bound_anew", "kept_elsewhere", "remade", "viewed_names"]

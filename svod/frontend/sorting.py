@@ -751,3 +751,19 @@ def add_axis_sort(plan: ExecutionPlan, source: int, shape: tuple[int, ...], axis
     ``values`` (its dtype and shape; ``source`` itself sorts it in place) and/or write its stable argsort along
     the axis into ``indices`` (int64 or int32, its shape); returns the ids of the steps added, in order."""
     return AxisSort(plan, source, shape, axis, values, indices).add()
+
+
+def sorted_axis(call: str, axis: int | None, kth: tuple[int, ...], shape: tuple[int, ...], itself: bool) -> int | None:
+    """The axis ``call`` sorts an array of ``shape`` along (None: the flattened array, as a 1-D array's one axis
+    is), after NumPy's checks of it and of a partition's ``kth`` (ValueError, saying what NumPy raises);
+    ``itself``: the call sorts the array in place."""
+    if axis is not None and not -max(len(shape), 1) <= axis < max(len(shape), 1):
+        raise ValueError(f"{call}'s axis {axis} is out of bounds for an array of dimension {len(shape)} (NumPy "
+                         "raises AxisError)")
+    if axis is None and itself:
+        raise ValueError(f"{call} sorts the array itself along an axis, not axis=None")
+    length = int(np.prod(shape)) if axis is None or not shape else shape[axis]
+    for k in kth:
+        if not -length <= k < length:
+            raise ValueError(f"{call}: kth(={k}) out of bounds ({length}) (NumPy raises ValueError)")
+    return None if len(shape) <= 1 else axis

@@ -305,3 +305,75 @@ def holds_an_unwritten_argument_in_a_loop(x, steps):
 @pytest.mark.parametrize("steps", [0, 1, 3])
 def test_a_name_bound_in_a_loop_to_an_array_no_one_writes_into_agrees(device, steps):
     agrees_with_python(holds_an_unwritten_argument_in_a_loop, device, data(7), steps)
+
+
+@svod.jit
+def made_either_way(a, s):
+    if s > 0:
+        x = a @ a  # each way makes x: the plan holds both in one buffer (``rebinding.remade``)
+        z = np.zeros(a.shape[0], dtype=a.dtype)
+    else:
+        x = a * 2.0
+        z = np.full(a.shape[0], 3.0, dtype=a.dtype)
+    return x, z
+
+
+@svod.jit
+def inverted_or_sorted(a, s):
+    if s > 0:
+        x = np.linalg.inv(a)
+    else:
+        x = np.sort(a, axis=1)
+    return x
+
+
+@svod.jit
+def made_before_and_in_a_branch(a, s):
+    x = a + 1.0
+    if s > 0:
+        x = np.linalg.inv(a)
+    y = np.zeros_like(a)
+    if s < 0:
+        y = np.ones_like(a)
+    return x, y
+
+
+@pytest.mark.parametrize("n", [1, 3, 6])
+def test_an_array_each_way_through_an_if_makes_is_pythons(device, n):
+    """A name no array held before the ``if``, made on both ways (an expression, a product, a temporary, an
+    inverse, a sort), or held before and made again on one: the way the run takes is the name's array."""
+    a = (data(n, n) + 3 * np.eye(n)).astype(np.float32)
+    for s in (1.0, -1.0):
+        agrees_with_python(made_either_way, device, a, s, rtol=1e-5, atol=1e-5)
+        agrees_with_python(inverted_or_sorted, device, a, s, rtol=1e-4, atol=1e-5)
+        agrees_with_python(made_before_and_in_a_branch, device, a, s, rtol=1e-4, atol=1e-5)
+
+
+@svod.jit
+def remade_while_viewed(a, s):
+    x = a + 1.0
+    y = x[1:]
+    if s > 0:
+        x = np.zeros(3)
+    return x, y
+
+
+@svod.jit
+def made_of_two_shapes(a, s):
+    if s > 0:
+        x = np.zeros(3)
+    else:
+        x = np.zeros(4)
+    return x
+
+
+@pytest.mark.parametrize(("fn", "statement", "words"), [
+    (remade_while_viewed, "x = np.zeros(3)", r"x is bound anew inside a loop or an if, and another name holds or "
+     r"views the array it holds there"),
+    (made_of_two_shapes, "x = np.zeros(4)", r"x is made as an array of shape \(4,\) and dtype float64, and as one of "
+     r"\(3,\) and float64 before, or on another way through an if"),
+])
+def test_an_array_made_again_that_a_plan_cannot_hold_in_one_buffer_is_refused_at_its_line(fn, statement, words):
+    with pytest.raises(KernelSyntaxError, match=words) as raised:
+        fn(np.ones(3), 1.0)
+    assert f"test_rebinding.py:{line_of(fn, statement)}:" in str(raised.value)
