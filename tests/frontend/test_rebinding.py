@@ -320,7 +320,7 @@ def made_either_way(a, s):
 
 @svod.jit
 def inverted_or_sorted(a, s):
-    if s > 0:
+    if s > 0:  # noqa: SIM108 (np.linalg and np.sort are statements of their own)
         x = np.linalg.inv(a)
     else:
         x = np.sort(a, axis=1)
@@ -360,7 +360,7 @@ def remade_while_viewed(a, s):
 
 @svod.jit
 def made_of_two_shapes(a, s):
-    if s > 0:
+    if s > 0:  # noqa: SIM108 (the temporaries are statements of their own, each made at its line)
         x = np.zeros(3)
     else:
         x = np.zeros(4)
