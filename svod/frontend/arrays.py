@@ -180,12 +180,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             with self.bindings.block():
                 position = 0
                 while position < len(statements):
-                    taken = unrolled(stmt := statements[position], self.reader, self.on_host)  # (its shapes')
-                    if taken is None and self.holds_array_work(stmt):  # (the plan's: shapes, numbers read)
-                        known = (self.sampled | self.read) & set(self.host) | set(self.arrays)
-                        taken = decided(stmt, known, self.source.node, self.on_host)
-                    elif isinstance(stmt, ast.For):  # (whose turns the host counted)
+                    stmt = statements[position]
+                    taken = unrolled(stmt, self.reader, self.on_host)  # (a loop whose variable decides shapes)
+                    if taken is not None and isinstance(stmt, ast.For):  # its turns, counted on the host
                         self.read |= {n.id for n in ast.walk(stmt.iter) if isinstance(n, ast.Name)} & set(self.host)
+                    elif isinstance(stmt, ast.If) and (self.holds_array_statement(stmt) or
+                                                       self.reader.holds_phases([stmt])):
+                        made_for = (self.sampled | self.read) & set(self.host) | set(self.arrays)
+                        taken = decided(stmt, made_for, self.outer, self.on_host)  # (by what the plan is made for)
                     if taken is not None:  # written out on the host: a loop's turns, the branch an if takes
                         statements[position:position + 1], self.changed = taken, True
                         continue
@@ -300,7 +302,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             if self.viewing(stmt.iter):  # range(len(v)) of a view v: its turns, of the view's length
                 stmt = stands_for(copy.copy(stmt), stmt)
                 stmt.iter = self.element_values(stmt.iter)
-            if any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt):
+            if self.holds_array_statement(stmt):
                 new = stands_for(copy.copy(stmt), stmt)
                 with self.loop_variable(stmt), self.counting(stmt), self.shrinking(stmt) as before:
                     new.body = self.body(stmt.body, True)
@@ -323,11 +325,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             branch = stands_for(copy.copy(stmt), stmt)
             known, held = dict(self.host), dict(self.arrays)
             branch.test, branch.body = test, self.body(stmt.body, looped)
-            self.host, made = known, dict(self.arrays)  # the other branch sees what was known before the if:
-            self.arrays.clear()  # an array the first makes is none of its (each way makes its own, which the
-            self.arrays.update(held)  # plan holds in one buffer: ``Builder.remade``)
+            first = dict(self.arrays)
+            # The other way sees what the host knew and the arrays held before the if: an array the first way
+            # made is none of its (each way makes its own, which the plan holds in one buffer: ``remade``).
+            self.host = known
+            self.arrays.clear()
+            self.arrays.update(held)
             branch.orelse = self.body(stmt.orelse, looped)
-            self.arrays.update({name: array for name, array in made.items() if name not in self.arrays})
+            self.arrays.update({name: array for name, array in first.items() if name not in self.arrays})
             return [*before, branch]
         if isinstance(stmt, ast.While):
             before, test = self.condition(stmt, stmt.test)
@@ -539,10 +544,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             self.arrays[stmt.targets[0].id] = Named(shape, dtype, stmt.targets[0].id)
         return [*made, stmt]
 
-    def holds_array_work(self, stmt: ast.stmt) -> bool:
-        """Whether a statement inside ``stmt`` is an array statement, or a plan step of its own (``holds_phases``)."""
-        inner = [s for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt]
-        return any(self.is_array_statement(s) for s in inner) or self.reader.holds_phases(inner)
+    def holds_array_statement(self, stmt: ast.stmt) -> bool:
+        """Whether a statement inside ``stmt`` is an array statement."""
+        return any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt)
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if self.is_counting_statement(stmt):

@@ -331,13 +331,20 @@ class Builder:
 
     def array_made(self, name: str, statement: ast.stmt, shape: tuple[int, ...], dtype: np.dtype) -> int:
         """The plan buffer of the new array of ``shape`` and ``dtype`` that ``statement`` binds ``name`` to: the
-        one ``name`` holds where it is made again (``rebinding.remade``), else a new one; the host knows its
-        shape (later temporaries' shapes read it)."""
+        one ``name`` holds where it is made again (``rebinding.remade``), else a new one (a dtype svod has none of
+        refused at ``statement``); the host knows its shape (later temporaries' shapes read it)."""
         held = self.arrays.get(name)
-        slot = remade(name, held, shape, dtype, held is not None and name in self.args, self.viewed)
-        if isinstance(slot, str):
-            raise self.refuse(statement, slot)
-        slot = self.add_array(name, dtype, shape) if slot is None else slot
+        try:
+            slot = remade(name, held, shape, dtype, held is not None and name in self.args, self.viewed)
+        except ValueError as err:
+            raise self.refuse(statement, str(err)) from None
+        if slot is None:
+            try:
+                slot = self.add_array(name, dtype, shape)
+            except SvodError as err:  # a dtype svod has none of: at the line that makes it
+                err.name_kernel(self.jit.name)
+                err.locate(f"{self.source.file}:{statement.lineno}")
+                raise
         self.arrays[name], self.host[name] = (slot, shape, dtype), HostShape(shape, dtype)
         return slot
 
@@ -459,14 +466,7 @@ class Builder:
             array = self.evaluate(item.call)
         except Exception as err:  # NumPy's own complaint, in the source's words
             raise item.unmade(self.source, self.jit.name, err) from err
-        try:
-            self.array_made(item.name, item.statement, array.shape, array.dtype)
-        except KernelSyntaxError:
-            raise  # (at its line already)
-        except SvodError as err:  # a dtype svod has none of: at the line that makes it
-            err.name_kernel(self.jit.name)
-            err.locate(f"{self.source.file}:{item.statement.lineno}")
-            raise
+        self.array_made(item.name, item.statement, array.shape, array.dtype)
         if item.fill is None:
             return []
         return self.phase(item.filling(array.ndim), loops)
@@ -525,9 +525,10 @@ class Builder:
             if name not in self.arrays:
                 raise self.refuse(item.statement, f"{item.call} takes arrays the function has (an argument, a "
                                                   f"temporary or an array statement's result); {name} is none")
-        for name in item.targets if item.kind not in ("solve", "inv", "cholesky") else ():  # (``array_made``)
+        for name in item.targets if item.kind in ("det", "slogdet") else ():  # (arrays: ``array_made``)
             if name in self.arrays or name in self.args:
-                raise self.refuse(item.statement, f"{name} is made twice; {item.call}'s result is new, made once")
+                raise self.refuse(item.statement, f"{item.call} computes a scalar; {name} names an array or an "
+                                                  "argument")
         (slot, shape, dtype), *rest = (self.arrays[name] for name in item.operands)
         given = [dtype, *(d for _, _, d in rest)]
         reason = linalg.refusal(given, shape, self.device.caps, item.kind)

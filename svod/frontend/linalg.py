@@ -40,8 +40,8 @@ import numpy as np
 from svod.device import Buffer
 from svod.device.caps import DeviceCaps
 from svod.dtype import dtypes
-from svod.frontend.pykernel import Kernel
-from svod.frontend.pylang import CASTS, Const, inf, prange
+from svod.frontend.pykernel import COMPLEX_PARTS, Kernel
+from svod.frontend.pylang import CASTS, Const, func, inf, prange
 from svod.runtime.plan import ExecutionPlan
 
 COLUMN_VARIABLE = "_svod_column"
@@ -128,15 +128,15 @@ def _clear(info):  # type: ignore[no-untyped-def]
 
 
 def _pivot(lu, pivots, rows, info, failed, _svod_k):  # type: ignore[no-untyped-def]
-    """Column ``k``'s pivot: the first row of the largest magnitude at or below ``k`` (as LAPACK's idamax; a
-    complex number's |re| + |im|, as izamax measures it), swapped into row ``k``, and the column below it
-    divided by it. A zero pivot (the column is zero there) is recorded in ``info`` (and in ``failed``) if none
-    was before; the column stays as it is, as getrf leaves it."""
+    """Column ``k``'s pivot: the first row of the largest ``_magnitude`` at or below ``k`` (as LAPACK's idamax
+    and izamax), swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero
+    there) is recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf
+    leaves it."""
     n = lu.shape[0]
     p = _svod_k
-    best = abs(np.real(lu[_svod_k, _svod_k])) + abs(np.imag(lu[_svod_k, _svod_k]))
+    best = _magnitude(lu[_svod_k, _svod_k])
     for i in range(_svod_k + 1, n):
-        size = abs(np.real(lu[i, _svod_k])) + abs(np.imag(lu[i, _svod_k]))
+        size = _magnitude(lu[i, _svod_k])
         if size > best:
             best = size
             p = i
@@ -159,6 +159,12 @@ def _pivot(lu, pivots, rows, info, failed, _svod_k):  # type: ignore[no-untyped-
             lu[i, _svod_k] = lu[i, _svod_k] / pivot
 
 
+@func
+def _magnitude(z):  # type: ignore[no-untyped-def]
+    """What LAPACK's pivot search compares: |z| of a real number, |re| + |im| of a complex one (izamax's)."""
+    return abs(np.real(z)) + abs(np.imag(z))
+
+
 def _update(lu, _svod_k):  # type: ignore[no-untyped-def]
     """The rank-1 update of the rows below ``k`` by row ``k``, a work item per row."""
     n = lu.shape[0]
@@ -171,46 +177,39 @@ def _update(lu, _svod_k):  # type: ignore[no-untyped-def]
 
 def _substitute(x, lu):  # type: ignore[no-untyped-def]
     """``x``'s columns (permuted: ``_permuted``) solved for ``lu`` (getrs), a work item per block of
-    ``BLOCK_COLUMNS`` (the columns after the last whole block: ``_substitute_rest``): each element of ``lu``
-    read once per block, and the block's part of a row updated by it in one pass along the row (a work item
-    per column read ``lu`` whole for each, down a column of ``x``). Each element's operations are a column's,
-    in its order."""
-    n = lu.shape[0]
+    ``BLOCK_COLUMNS`` (the columns after the last whole block: ``_substitute_rest``)."""
     for block in prange(x.shape[1] // BLOCK_COLUMNS):
-        first = block * BLOCK_COLUMNS
-        for i in range(n):
-            for j in range(i):
-                factor = lu[i, j]
-                for c in range(BLOCK_COLUMNS):
-                    x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
-        for t in range(n):
-            i = n - 1 - t
-            for j in range(i + 1, n):
-                factor = lu[i, j]
-                for c in range(BLOCK_COLUMNS):
-                    x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
-            pivot = lu[i, i]
-            for c in range(BLOCK_COLUMNS):
-                x[i, first + c] = x[i, first + c] / pivot
+        _solved(x, lu, block * BLOCK_COLUMNS, BLOCK_COLUMNS)
 
 
 def _substitute_rest(x, lu):  # type: ignore[no-untyped-def]
     """The columns of ``x`` after its last whole block of ``BLOCK_COLUMNS``, a work item each."""
+    whole = x.shape[1] - x.shape[1] % BLOCK_COLUMNS
+    for c in prange(x.shape[1] - whole):
+        _solved(x, lu, whole + c, 1)
+
+
+@func
+def _solved(x, lu, first, width):  # type: ignore[no-untyped-def]
+    """Columns ``first`` to ``first + width`` of ``x`` solved for ``lu``, ``width`` a constant their loops unroll
+    by: each element of ``lu`` read once for them all, and their part of a row updated by it in one pass along
+    the row (a work item per column read ``lu`` whole for each, down a column of ``x``). Each element's
+    operations are a column's, in its order."""
     n = lu.shape[0]
-    rest = x.shape[1] % BLOCK_COLUMNS
-    for r in prange(rest):
-        c = x.shape[1] - rest + r
-        for i in range(n):
-            total = x[i, c]
-            for j in range(i):
-                total = total - lu[i, j] * x[j, c]
-            x[i, c] = total
-        for t in range(n):
-            i = n - 1 - t
-            total = x[i, c]
-            for j in range(i + 1, n):
-                total = total - lu[i, j] * x[j, c]
-            x[i, c] = total / lu[i, i]
+    for i in range(n):
+        for j in range(i):
+            factor = lu[i, j]
+            for c in range(width):
+                x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
+    for t in range(n):
+        i = n - 1 - t
+        for j in range(i + 1, n):
+            factor = lu[i, j]
+            for c in range(width):
+                x[i, first + c] = x[i, first + c] - factor * x[j, first + c]
+        pivot = lu[i, i]
+        for c in range(width):
+            x[i, first + c] = x[i, first + c] / pivot
 
 
 def _logdet(sign, logdet, lu, pivots, info, _svod_n, narrow: Const[bool]):  # type: ignore[no-untyped-def]
@@ -348,9 +347,9 @@ class Factoring:
 
     def scratch(self, dtype: np.dtype, size: int) -> int:
         """A new plan buffer of ``size`` elements of ``dtype`` (a complex type's: of its parts, twice as many)."""
-        parts = 2 if dtype.kind == "c" else 1
-        element = dtypes.from_numpy(np.empty(0, dtype).real.dtype)
-        slot = self.plan.add_buffer(Buffer(self.plan.device, element, max(size, 1) * parts))
+        element = COMPLEX_PARTS.get(np.dtype(dtype), np.dtype(dtype))
+        parts = 1 if element == dtype else 2
+        slot = self.plan.add_buffer(Buffer(self.plan.device, dtypes.from_numpy(element), max(size, 1) * parts))
         if parts == 2:
             self.complexes.add(slot)
         return slot

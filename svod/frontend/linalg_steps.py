@@ -12,11 +12,9 @@ import numpy as np
 
 from svod.frontend import linalg, linalg_eigen, linalg_general, linalg_qr, linalg_svd
 from svod.frontend.phases import Factoring as Statement
-from svod.frontend.rebinding import HostShape
 
 KINDS = ("qr", "svd", "pinv", "eigh", "eigvalsh", "eig", "eigvals")
 """The functions whose steps ``add`` adds."""
-
 
 
 def add(builder: Any, item: Statement, factoring: linalg.Factoring, shape: tuple[int, int]) -> list[int]:
@@ -25,10 +23,7 @@ def add(builder: Any, item: Statement, factoring: linalg.Factoring, shape: tuple
     dtype = factoring.dtype
 
     def made(name: str, part: tuple[int, ...], dtype: np.dtype) -> int:
-        out = builder.add_array(name, dtype, part)
-        builder.arrays[name] = (out, part, dtype)
-        builder.host[name] = HostShape(part, dtype)
-        return int(out)
+        return int(builder.array_made(name, item.statement, part, dtype))
 
     if item.kind == "qr":
         return linalg_qr.add_qr(factoring, shape, *(made(name, part, dtype) for name, part in

@@ -219,23 +219,23 @@ def exchanged(names: list[str]) -> str:
 
 
 def remade(name: str, held: tuple[int, tuple[int, ...], Any] | None, shape: tuple[int, ...], dtype: np.dtype,
-           argument: bool, viewed: set[str]) -> int | str | None:
+           argument: bool, viewed: set[str]) -> int | None:
     """The plan buffer of the array ``name`` holds (``held``: its buffer, shape and dtype; ``argument``: the
-    caller's) where ``name`` is bound
-    to a new array of ``shape`` and ``dtype`` again (each way through an ``if`` makes its own, a statement in a
-    loop makes one each turn): the plan holds both in that one, as no other name can hold the old array; or
-    why it cannot (a str). None where ``name`` holds no array yet."""
+    caller's) where ``name`` is bound to a new array of ``shape`` and ``dtype`` again (each way through an ``if``
+    makes its own, a statement in a loop makes one each turn): the plan holds both in that one, as no other name
+    can hold the old array. None where ``name`` holds no array yet; ValueError, saying why, where the plan
+    cannot hold both in one."""
     if held is None:
         return None
     if argument:
-        return argument_bound_anew(name)
+        raise ValueError(argument_bound_anew(name))
     slot, shape_held, dtype_held = held
     if (tuple(shape_held), np.dtype(dtype_held)) != (tuple(shape), np.dtype(dtype)):
-        return (f"{name} is made as an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}, and as one of "
-                f"{tuple(shape_held)} and {np.dtype(dtype_held).name} before, or on another way through an if: a "
-                "plan holds the arrays of one name in one buffer; use a name for each")
+        raise ValueError(f"{name} is made as an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}, and "
+                         f"as one of {tuple(shape_held)} and {np.dtype(dtype_held).name} before, or on another way "
+                         "through an if: a plan holds the arrays of one name in one buffer; use a name for each")
     if name in viewed:
-        return kept_elsewhere(name)
+        raise ValueError(kept_elsewhere(name))
     return int(slot)
 
 

@@ -20,10 +20,11 @@ none), each statement stands at the user's line. A body that leaves a turn early
 ``return``) or assigns the variable is not written out.
 
 An ``if`` whose test reads only what the plan is already made for — the arrays' shapes and dtypes, the numbers
-the host has read before (a shape's ``NR``, ``NM``: ``decidable``) and constants — is its branch the test takes,
+the host has read before (a shape's ``NR``, ``NM``), the globals and constants — is its branch the test takes,
 as Python runs it: the other is never built, so a statement there that could not run for these shapes (an
 inverse of a matrix that is not square, a product of mismatched arrays) refuses nothing, and no flag is
-computed at run time to choose between two plans' worth of steps.
+computed at run time to choose between two plans' worth of steps. (An ``if`` around scalar code alone stays the
+run's: the array rewriting asks only of one around array statements or plan steps.)
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from __future__ import annotations
 import ast
 import copy
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import numpy as np
 
+from svod.frontend.host_values import names
 from svod.frontend.nodes import assign, constant, placed
 from svod.frontend.phases import Reader
 
@@ -74,17 +76,14 @@ class _Substituted(ast.NodeTransformer):
         return ast.copy_location(constant(self.turn), node) if node.id == self.name else node
 
 
-def decided(stmt: ast.stmt, decidable: set[str], function: ast.AST, host: Callable[[ast.expr], Any]
+def decided(stmt: ast.If, made_for: set[str], outer: Container[str], host: Callable[[ast.expr], Any]
             ) -> list[ast.stmt] | None:
-    """The statements of the branch ``stmt`` takes, where it is an ``if`` whose test reads no name but those of
-    ``decidable`` and the function's globals (no call, which could have an effect), and computes a bool or a
-    number on the ``host``; else None."""
-    if not isinstance(stmt, ast.If) or any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda, ast.comprehension))
-                                           for n in ast.walk(stmt.test)):
-        return None
-    local = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | \
-        {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
-    if {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} & local - decidable:
+    """The statements of the branch ``stmt`` takes, where its test reads no name but those the plan is made for
+    (``made_for``: the arrays, the numbers the host has read) and the function's globals (``outer``), calls
+    nothing (a call could have an effect), and computes a number on the ``host``; else None."""
+    unknown = any(name not in made_for and name not in outer for name in names(stmt.test))
+    if unknown or any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda, ast.comprehension))
+                      for n in ast.walk(stmt.test)):
         return None
     try:
         value = host(stmt.test)

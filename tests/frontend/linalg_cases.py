@@ -23,6 +23,11 @@ def dtypes_of(device: Device) -> tuple[str, ...]:
     return ("float32", "float64") if dtypes.float64 in device.caps.element_dtypes else ("float32",)
 
 
+def complex_types_of(device: Device) -> tuple[str, ...]:
+    """complex64, and complex128 where the device holds float64 (a complex array's parts)."""
+    return ("complex64", "complex128") if dtypes.float64 in device.caps.element_dtypes else ("complex64",)
+
+
 def sizes_of(device: Device) -> tuple[int, ...]:
     """The orders of the square matrices tried on ``device``."""
     if device.name == "CPU":

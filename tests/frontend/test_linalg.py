@@ -13,7 +13,7 @@ import svod
 from svod.dtype import dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
 from svod.frontend.oracle import as_python
-from tests.frontend.linalg_cases import dtypes_of, sizes_of
+from tests.frontend.linalg_cases import complex_types_of, dtypes_of, sizes_of
 
 
 @svod.jit
@@ -418,11 +418,6 @@ def test_a_failed_run_keeps_the_writes_before_the_call():
     with pytest.raises(LinAlgError, match="Singular matrix"):
         zeroed_then_solved(a, np.ones(3))
     np.testing.assert_array_equal(a, want)
-
-
-def complex_types_of(device: svod.Device) -> tuple[str, ...]:
-    """complex64, and complex128 where the device holds float64 (a complex array's parts)."""
-    return ("complex64", "complex128") if dtypes.float64 in device.caps.element_dtypes else ("complex64",)
 
 
 def test_complex_solve_and_inv_agree_with_numpy(device):

@@ -142,3 +142,20 @@ def test_an_if_on_a_number_the_plan_is_not_made_for_is_tested_by_the_run(device)
         agrees_with_python(scaled_when, device, np.arange(5.0), k)
     x = np.arange(5, dtype=np.float32)
     assert scaled_when.plan(x, 3, device=device) is scaled_when.plan(x, 1, device=device)
+
+
+@svod.jit
+def counted_beside_arrays(x, n):
+    s = 0.0
+    for i in range(n):  # no array statement in it: not written out, and n is read by nothing on the host
+        s += i
+    y = x * 2.0
+    y[0] = s
+    return y
+
+
+def test_a_loop_the_host_does_not_write_out_takes_one_plan_for_every_count(device):
+    x = np.arange(5, dtype=np.float32)
+    for n in (3, 4, 0):
+        agrees_with_python(counted_beside_arrays, device, x, n)
+    assert counted_beside_arrays.plan(x, 3, device=device) is counted_beside_arrays.plan(x, 4, device=device)
