@@ -161,6 +161,7 @@ def test_random_kernels_agree_with_the_reference_bit_for_bit(kind, dtype, tree, 
 @given(st.sampled_from(DTYPES), _expressions(), st.sampled_from(REDUCE), st.integers(0, 2**16), st.booleans())
 @example(dtypes.int8, ("where", ("reduce", Ops.ADD, "x"), ("const", -1), "gathered"), Ops.ADD, 0, True)  # a row's
 # sum chose the branch without the gather: its out-of-range index was reported (the guard lost the condition)
+@example(dtypes.int64, ("binary", 11, ("const", 1), "column"), Ops.ADD, 0, False)  # C's 1 >> 40: an int's shift
 def test_random_tiles_agree_with_the_reference_bit_for_bit(dtype, tree, reduce_op, seed, out_of_range):
     """Register tiles, in lanes on the LLVM pair and OpenCL, of every op the expressions reach (those no
     vector spells keep scalar copies), against the reference."""

@@ -329,13 +329,15 @@ class CStyleRenderer(KernelRenderer):
 
     def shift(self, op: Ops, dtype: DType, a: str, b: str) -> str:
         """svod's shifts (``svod.ir.alu.shift``): an amount outside the bits shifts everything out; a left
-        shift is done unsigned (C leaves it undefined on negative numbers)."""
+        shift is done unsigned (C leaves it undefined on negative numbers). The value shifted is cast to its
+        type first: C shifts in the left operand's own type, and a literal of an int64 that fits 32 bits is an
+        int (``1 >> 40`` would shift an int)."""
         t, u = self.type_name(dtype), self.type_name(_unsigned_of(dtype))
         inside = f"({u}){b}<{dtype.bits}"
         if op is Ops.SHL:
             return f"({inside}?({t})(({u}){a}<<{b}):({t})0)"
         outside = f"({a}<0?({t})-1:({t})0)" if dtype.kind == "int" else f"({t})0"
-        return f"({inside}?({t})({a}>>{b}):{outside})"
+        return f"({inside}?({t})(({t}){a}>>{b}):{outside})"
 
     def wraps_in_unsigned(self, dtype: DType) -> bool:
         return not self.signed_overflow_wraps and dtype.kind == "int" and dtype != dtypes.index
