@@ -328,10 +328,8 @@ class CStyleRenderer(KernelRenderer):
         return f"({a}{_INFIX[op]}{args[1]})"
 
     def shift(self, op: Ops, dtype: DType, a: str, b: str) -> str:
-        """svod's shifts (``svod.ir.alu.shift``): an amount outside the bits shifts everything out; a left
-        shift is done unsigned (C leaves it undefined on negative numbers). The value shifted is cast to its
-        type first: C shifts in the left operand's own type, and a literal of an int64 that fits 32 bits is an
-        int (``1 >> 40`` would shift an int)."""
+        """svod's shifts (``svod.ir.alu.shift``): an amount outside the bits shifts everything out; a left shift
+        is unsigned (C leaves it undefined on negative numbers); the value is cast first (C shifts in its type)."""
         t, u = self.type_name(dtype), self.type_name(_unsigned_of(dtype))
         inside = f"({u}){b}<{dtype.bits}"
         if op is Ops.SHL:
