@@ -504,8 +504,9 @@ class Builder:
             if item.target in self.arrays or item.target in self.args:
                 raise self.refuse(item.statement, f"{call} computes a scalar; {item.target} names an array or an "
                                                   "argument")
-            if item.kind == "quantile" and size == 0:
-                raise self.refuse(item.statement, f"{call} of an empty array (NumPy raises IndexError)")
+            if along is not None or (item.kind == "quantile" and size == 0):
+                raise self.refuse(item.statement, f"{call} of an empty array (NumPy raises IndexError)" if along is
+                                  None else f"{call} along an axis: svod takes axis=None (the whole array), as numba")
             whole = isinstance(item.q, int)
             result = dtype if whole else order_statistics.quantile_dtype(dtype, self.device)
             cell = self.result_cell(item.target, np.dtype(result))

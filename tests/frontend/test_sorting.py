@@ -465,7 +465,28 @@ def empty_percentile(x):
     return p
 
 
+@svod.jit
+def row_medians(x):
+    m = np.median(x, axis=1)
+    return m
+
+
+@svod.jit
+def column_quartiles(x):
+    q = np.quantile(x, 0.25, axis=0)
+    return q
+
+
+@svod.jit
+def last_axis_percentile(x):
+    p = np.percentile(x, 30, axis=-1)
+    return p
+
+
 @pytest.mark.parametrize("fn, x, words", [
+    (row_medians, np.zeros((3, 4)), r"np.median along an axis: svod takes axis=None \(the whole array\)"),
+    (column_quartiles, np.zeros((3, 4)), "np.quantile along an axis"),
+    (last_axis_percentile, np.zeros((2, 5)), "np.percentile along an axis"),
     (sorts_on_a_missing_axis, np.zeros((3, 4)), r"axis 2 is out of bounds for an array of dimension 2"),
     (partitions_past_the_end, np.zeros(4), r"kth\(=4\) out of bounds \(4\)"),
     (partitions, np.zeros((3, 2)), r"kth\(=2\) out of bounds \(2\)"),
@@ -505,3 +526,9 @@ def test_a_sorting_plan_is_saved_and_loaded_as_a_bundle(tmp_path):
     plan.execute(buffers={"x": x})
     np.testing.assert_array_equal(plan.buffers[plan.buffer_names["y"]].numpy(), np.sort(x))
     np.testing.assert_array_equal(plan.buffers[plan.buffer_names["i"]].numpy(), np.argsort(x, kind="stable"))
+
+
+def test_the_axis_of_a_vector_is_the_whole_array():
+    """A 1-D array's one axis, given, is what ``axis=None`` computes (the refusal above is of n-d arrays only)."""
+    x = np.array([0.5, -2.0, 7.25, 3.0, 1.0])
+    assert last_axis_percentile(x) == np.percentile(x, 30, axis=-1)
