@@ -182,11 +182,26 @@ class Flow:
                                            "another name here")
 
     def early_return(self, stmt: ast.Return) -> tuple[list[ast.stmt], set[str]]:
-        names = [v.id for v in returned_values(stmt.value) if isinstance(v, ast.Name)] if stmt.value else []
-        simple = stmt.value is None or len(names) == len(returned_values(stmt.value))
+        """The flags an early return sets, after the values it returns are given to the names the last return
+        returns where those are the plan's own (the last return returns expressions: ``return i`` in a loop,
+        ``return -1`` last)."""
+        values = returned_values(stmt.value) if stmt.value else []
+        names = [v.id for v in values if isinstance(v, ast.Name)]
+        given: list[ast.stmt] = []
+        if self.returns and len(values) == len(self.returns) and names != self.returns and \
+                all(name.startswith("_svod_returned") for name in self.returns):
+            stored = [ast.Name(name, ast.Store()) for name in self.returns]
+            target, value = (stored[0], values[0]) if len(values) == 1 else \
+                (ast.Tuple(stored, ast.Store()), ast.Tuple(values, ast.Load()))  # (evaluated before any is given)
+            given, names = placed([ast.Assign([target], value)], stmt), list(self.returns)
+        simple = stmt.value is None or len(names) == len(values)
         if not simple or (self.returns is None and stmt.value is not None) or \
                 (self.returns is not None and names != self.returns):
             wanted = "nothing" if self.returns is None else ", ".join(self.returns) or "nothing"
+            if "_svod_" in wanted:  # (names of the plan's own: the last return's are expressions of arrays)
+                raise self.reader.refuse(stmt, "an early return of a jitted function whose last return returns an "
+                                               "array's expression, or names beside expressions: give each value a "
+                                               "name before both returns (`r = ...`, `return r`)")
             raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
                                            "a jitted function; assign the result to those names and return")
         self.early = True
@@ -194,7 +209,7 @@ class Flow:
         flags = {self.RETURNED, *(loop.broken for loop in self.loops)}
         for loop in self.loops:
             loop.breaks = True
-        return [_assign(flag, 1, stmt) for flag in sorted(flags)], flags
+        return [*given, *(_assign(flag, 1, stmt) for flag in sorted(flags))], flags
 
     def loop(self, stmt: ast.For) -> tuple[list[ast.stmt], set[str]]:
         if isinstance(stmt.target, ast.Name) and (_read_before_bound(stmt.target.id, self.later()) or

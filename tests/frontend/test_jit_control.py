@@ -313,11 +313,47 @@ def returns_two_things(x, y):
     return x
 
 
+@svod.jit
+def index_past(x, limit):
+    for i in range(x.shape[0]):
+        if x[i] > limit:
+            return i
+    return -1
+
+
+@svod.jit
+def first_pair_past(x):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[0]):
+            if i * j > x[0]:
+                return i * 0.5, j
+    return -1.0, -x.shape[0]
+
+
+@pytest.mark.parametrize("limit", [-1.0, 0.0, 3.5, 5.0, 100.0])
+def test_an_early_return_of_an_expression_beside_a_last_one(device, limit):
+    """numba's search, ``return i`` inside the loop and ``return -1`` after it: the early return gives its value to
+    the name the last return's expression is given (once refused, naming that internal name)."""
+    agrees_with_python(index_past, device, np.arange(6.0), limit)
+    agrees_with_python(first_pair_past, device, np.full(4, limit))
+
+
+@svod.jit
+def returns_an_array_expression(x):
+    for _t in range(3):
+        if x[0] > 1.0:
+            return x
+        x += 1.0
+    return x * 2.0
+
+
 @pytest.mark.parametrize("fn, words", [
     (resizes, "x.resize is not a function svod knows"),
     (with_block, "a with block is not supported"),
     (asserts, "assert is not supported"),
     (returns_two_things, "an early return returns what the last statement does"),
+    (returns_an_array_expression, r"whose last return returns an array's expression, or names beside expressions: "
+                                  r"give each value a name before both returns \(`r = ...`, `return r`\)"),
 ])
 def test_what_a_jitted_function_cannot_run_is_refused_at_its_line(fn, words):
     with pytest.raises(KernelSyntaxError, match=words) as err:
@@ -496,7 +532,7 @@ def first_above(x, limit):
 
 @pytest.mark.parametrize("limit", [-10.0, 3.5, 100.0])
 def test_a_return_inside_a_loop_that_is_one_kernel_leaves_the_function(device, limit):
-    agrees_with_python(first_above, device, np.arange(6.0), limit)
+    agrees_with_python(index_past, device, np.arange(6.0), limit)
 
 
 @svod.jit
