@@ -190,7 +190,7 @@ class Flow:
         given: list[ast.stmt] = []
         if self.returns and len(values) == len(self.returns) and names != self.returns and \
                 all(name.startswith("_svod_returned") for name in self.returns):
-            stored = [ast.Name(name, ast.Store()) for name in self.returns]
+            stored: list[ast.expr] = [ast.Name(name, ast.Store()) for name in self.returns]
             target, value = (stored[0], values[0]) if len(values) == 1 else \
                 (ast.Tuple(stored, ast.Store()), ast.Tuple(values, ast.Load()))  # (evaluated before any is given)
             given, names = placed([ast.Assign([target], value)], stmt), list(self.returns)
