@@ -416,8 +416,8 @@ class WorkItem:
                    for n in ast.walk(node))
 
 
-_INTEGERS = (int, bool, pylang.max_key, pylang.min_key)
-"""Calls that make an integer of a value: no derivative (a float's order key, ``pylang.max_key``, too)."""
+_INTEGERS = (int, bool, round, pylang.max_key, pylang.min_key)
+"""Calls that make an integer of a value: no derivative (``round(x)``, and a float's order key, ``pylang.max_key``)."""
 _ONE_SIDED = ""
 """What the forward's name of a local is where one side of an ``if`` assigned it and the other did not."""
 _TURN_OWN = "!"

@@ -399,9 +399,15 @@ class Expressions(Randoms):
         if name in ("min", "max"):
             raise self.refuse(node, f"{name} takes two or more values in a kernel (a sequence, or one value, it "
                                     "cannot take)")
+        if name == "round" and len(args) != 1:
+            raise self.refuse(node, "round(x, ndigits) is not supported in a kernel (Python rounds the decimal the "
+                                    "float is); round(x) and svod.math.round(x * 100.0) / 100.0 are")
         if len(args) != 1:
             raise self.refuse(node, f"{name} takes one argument here")
         value = args[0]
+        if name == "round":  # Python's: to the nearest int, a half to the even one (a float's, as int() casts it)
+            whole = value.round() if isinstance(value, UOp) and value.dtype.is_float else value
+            return round(value) if is_number(value) else self.cast(whole, self.platform.integer)
         if name == "len":
             if isinstance(value, (ArrayValue, ComplexArray)):
                 return value.dims[0]

@@ -104,7 +104,8 @@ class RandomFunction:
     plan: bool = False
 
 
-BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range", "complex")}
+BUILTINS = {name: Builtin(name) for name in ("abs", "min", "max", "int", "float", "bool", "len", "range", "complex",
+                                             "round")}
 NUMPY_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 """NumPy's tests of a number's class and sign, each a bool (of an integer: not NaN, not infinite, finite, and
 its sign)."""

@@ -411,3 +411,19 @@ def test_outside_a_tape_the_refused_functions_still_run_as_plans():
     np.testing.assert_array_equal(y, 2.0 * x)
     repeat(y, x)
     np.testing.assert_array_equal(y, [10.0, -8.0, 22.0])
+
+
+@svod.jit
+def weighted_by_rounds(x):
+    s = 0.0
+    for i in svod.prange(x.shape[0]):
+        s += x[i] * round(x[i] * 2.0)
+    return s
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_round_has_no_derivative_as_int_has_none(n):
+    """``round(x)`` is an int of ``x``: its derivative is zero (as JAX's of ``round``), so the sum's gradient is
+    each weight ``round(2x)``; the points lie away from the halves where it jumps."""
+    x = np.linspace(-2.1, 3.3, n) + 0.01
+    np.testing.assert_allclose(svod.grad(weighted_by_rounds)(x), np.round(2.0 * x), rtol=0, atol=0)

@@ -674,6 +674,38 @@ def test_math_functions_helpers_and_casts(device):
 
 
 @svod.kernel
+def rounded(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[0, i] = round(x[i])
+        out[1, i] = round(x[i] * 2.0) - round(i + 0.5) + round(-2.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_round_is_pythons_an_int_of_a_half_to_even(device, dtype):
+    """``round(x)``: the nearest int, a half to the even one (Python's and ``np.rint``'s), an int that a float
+    output stores; once refused as an unknown name."""
+    if refuses(device, dtypes.from_numpy(np.dtype(dtype))):
+        pytest.skip(f"{device.name} holds no {np.dtype(dtype).name}")
+    values = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999, -2.6, 7.0, -0.0, 1e6 + 0.5, 3.25]
+    x = np.array(values).astype(dtype)
+    out = np.zeros((2, x.size), np.float32 if refuses(device, dtypes.float64) else np.float64)
+    rounded(out, x, device=device)
+    np.testing.assert_array_equal(out, run_as_python(rounded, np.zeros_like(out), x)[0])
+    assert out[0, :6].tolist() == [0, 2, 2, 0, -2, -2] or np.dtype(dtype).kind == "i"
+
+
+@svod.kernel
+def rounded_to_places(out, x):
+    for i in svod.prange(x.shape[0]):
+        out[i] = round(x[i], 2)
+
+
+def test_round_to_decimal_places_is_refused_with_what_to_write():
+    with pytest.raises(svod.errors.KernelSyntaxError, match=r"round\(x, ndigits\) is not supported in a kernel"):
+        rounded_to_places(np.zeros(3), np.ones(3))
+
+
+@svod.kernel
 def remainders(out, x):
     for i in svod.prange(x.shape[0]):
         v = x[i]
