@@ -1,6 +1,7 @@
 """NumPy's scans and statistics in ``@svod.jit``'s array statements (``svod.frontend.arrays``): ``np.cumsum`` and
 ``np.cumprod`` (and the methods) with ``axis``; ``np.var`` and ``np.std`` (and the methods) with ``axis``,
-``ddof``, ``keepdims``; ``np.average``, with or without ``weights``; ``np.count_nonzero``; ``np.cov``, ``np.corrcoef``.
+``ddof``, ``keepdims``; ``np.average``, with or without ``weights``; ``np.count_nonzero``; ``np.cov``, ``np.corrcoef``;
+the reductions that skip NaNs (``np.nansum``, ``nanprod``, ``nanmean``, ``nanmax``, ``nanmin``).
 
 Each is computed as NumPy computes it, so its dtype and its values at the edges are NumPy's: a variance is
 the mean of the squared deviations from the mean (two passes, never the sum of squares less the squared
@@ -24,6 +25,8 @@ from svod.frontend.array_shapes import ArrayShapes
 from svod.frontend.nodes import call, constant
 
 _STATISTICS = ("var", "std", "average", "count_nonzero")
+NAN_REDUCTIONS = {"nansum": "sum", "nanprod": "prod", "nanmean": "mean", "nanmax": "max", "nanmin": "min"}
+"""NumPy's reductions that skip NaNs, each as the reduction it is of the other elements."""
 
 
 class ArrayStatistics(ArrayShapes):
@@ -59,6 +62,8 @@ class ArrayStatistics(ArrayShapes):
         if name == "corrcoef" and args and isinstance(args[0], Expr):
             self.passed(node, np.corrcoef, ("x",))
             return self.correlation(node, args[0])
+        if name in NAN_REDUCTIONS and args and isinstance(args[0], Expr):
+            return self.skipping_nans(node, args[0], name)
         if name not in _STATISTICS or not args or not isinstance(args[0], Expr):
             return super().extra_function(node, name, args)
         return self.statistic(node, args[0], name)
@@ -90,6 +95,51 @@ class ArrayStatistics(ArrayShapes):
         if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
             raise self.refuse(node, f"np.{name}'s ddof is a number")
         return self.spread(node, x, name, axes, keepdims, ddof)
+
+    def skipping_nans(self, node: ast.Call, x: Expr, name: str) -> Value:
+        """``np.nansum`` and the other ``NAN_REDUCTIONS`` as NumPy computes them: a NaN replaced by the sum's 0 or
+        the product's 1; a mean the sum of the others over their count, in the sum's dtype; a max or min of the
+        others, NaN where every element is one (where NumPy warns). Of an array that holds no NaN (integers),
+        the reduction itself."""
+        plain = NAN_REDUCTIONS[name]
+        takes = ("axis", "dtype", "keepdims") if plain in ("sum", "prod", "mean") else ("axis", "keepdims")
+        given = self.passed(node, getattr(np, name), takes)
+        axes = self.reduced_axes(given.get("axis"), len(x.shape), f"np.{name}'s axis")
+        keepdims = bool(self.known(given["keepdims"], f"np.{name}'s keepdims")) if "keepdims" in given else False
+        within = self.accumulated(node, given["dtype"], plain) if "dtype" in given else None
+        if x.dtype.kind not in "fc":
+            values = x if within is None else self.elementwise(node, lambda c: typed(c[0], within), within, x)
+            dtype = np.asarray(getattr(np, name)(np.ones([1] * len(x.shape), x.dtype), dtype=within) if within
+                               else getattr(np, name)(np.ones([1] * len(x.shape), x.dtype))).dtype
+            if plain in ("max", "min"):
+                self.static(node, x, f"np.{name}")
+                if any(extents.numbers(x.shape)[a] == 0 for a in axes):
+                    raise self.refuse(node, f"np.{name} of an empty axis has no identity (NumPy raises too)")
+            return reduced_over(values if plain != "mean" else x, axes, keepdims, plain, dtype)
+        if plain in ("max", "min"):
+            self.static(node, x, f"np.{name}")
+            if any(extents.numbers(x.shape)[a] == 0 for a in axes):
+                raise self.refuse(node, f"np.{name} of an empty axis has no identity (NumPy raises too)")
+        counted = np.dtype(np.int32 if extents.high(extents.elements(x.shape)) <= np.iinfo(np.int32).max else np.intp)
+        kept = self.elementwise(node, lambda c: typed(ast.UnaryOp(ast.Not(), call(numpy("isnan"), c[0])), counted),
+                                counted, x)
+        count = reduced_over(kept, axes, keepdims)
+        if plain in ("max", "min"):
+            skipped = numpy("inf") if plain == "min" else ast.UnaryOp(ast.USub(), numpy("inf"))
+            others = self.elementwise(node, lambda c: ast.IfExp(call(numpy("isnan"), c[0]), typed(skipped, x.dtype),
+                                                                c[0]), x.dtype, x)
+            extreme = reduced_over(others, axes, keepdims, plain, x.dtype)
+            return self.elementwise(node, lambda c: ast.IfExp(ast.Compare(c[0], [ast.Eq()], [constant(0)]),
+                                                              typed(numpy("nan"), x.dtype), c[1]), x.dtype, count,
+                                    extreme)
+        dtype = np.asarray(getattr(np, "sum" if plain == "mean" else plain)(np.ones(1, x.dtype), dtype=within)).dtype
+        identity = constant(1 if plain == "prod" else 0)
+        replaced = self.elementwise(node, lambda c: typed(ast.IfExp(call(numpy("isnan"), c[0]), identity, c[0]),
+                                                          dtype), dtype, x)
+        total = reduced_over(replaced, axes, keepdims, "sum" if plain == "mean" else plain, dtype)
+        if plain != "mean":
+            return total
+        return self.elementwise(node, lambda c: typed(ast.BinOp(c[0], ast.Div(), c[1]), dtype), dtype, total, count)
 
     def covariance(self, node: ast.Call, x: Expr, what: str = "np.cov") -> Expr:
         """``np.cov(m)`` of NumPy's defaults (each row a variable, ``ddof`` 1): in float64 or wider, the rows'

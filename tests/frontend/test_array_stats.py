@@ -213,3 +213,41 @@ def test_covariance_of_columns_is_numpys_either_way_npbench_writes_it(device, sh
     np.testing.assert_allclose(covariance_of_columns(data, device=device), want, rtol=1e-12, atol=1e-13)
     filled = covariance_filled(shape[1], float(shape[0]), data.copy(), device=device)
     np.testing.assert_allclose(filled, want.reshape(filled.shape), rtol=1e-12, atol=1e-13)
+
+
+@svod.jit
+def skipping_nans(x):
+    return (np.nansum(x), np.nansum(x, axis=1), np.nanprod(x, axis=0, keepdims=True), np.nanmean(x),
+            np.nanmean(x, axis=1), np.nanmax(x, axis=1), np.nanmin(x), np.nanmax(x, axis=(0, 1), keepdims=True),
+            np.nanmean(x, axis=0, dtype=np.float32))
+
+
+def nans_in(device, *shape: int) -> np.ndarray:
+    """``data``, where the device computes with NaN a row of NaNs too (its max, min and mean are NaN)."""
+    x = data(device, *shape)
+    if device.caps.ieee_floats and shape[0] > 1:
+        x[-1, :] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_nan_reductions_skip_nans_as_numpys_do(device, shape):
+    """``np.nansum``, ``nanprod``, ``nanmean``, ``nanmax``, ``nanmin``: the reduction of the other elements (a
+    line of NaNs only: 0, 1, or NaN where NumPy warns); once refused as functions svod's array expressions lack."""
+    x = nans_in(device, *shape)
+    agrees_or_refused(skipping_nans, device, x, needs=svod.dtypes.float64, rtol=2e-6)  # (a float32 mean's sum)
+    agrees_or_refused(skipping_nans, device, x.astype(np.float32), rtol=2e-6)
+
+
+def test_the_nan_reductions_of_integers_are_the_reductions(device):
+    agrees_or_refused(skipping_nans, device, np.array([[3, -1, 7], [2, 0, -5]], np.int32), needs=svod.dtypes.int64)
+
+
+@svod.jit
+def nan_max_of_nothing(x):
+    return np.nanmax(x, axis=1)
+
+
+def test_a_nan_max_of_an_empty_axis_is_refused_as_numpy_raises():
+    with pytest.raises(KernelSyntaxError, match=r"np\.nanmax of an empty axis has no identity"):
+        nan_max_of_nothing(np.zeros((3, 0)))
