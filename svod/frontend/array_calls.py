@@ -11,6 +11,7 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
+import functools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -207,14 +208,24 @@ class ArrayCalls:
             dtype = self.dtype_of(node, np.sign, *args)
             return self.elementwise(node, lambda c: _sign(c[0], dtype), dtype, *args)
         if name == "clip" and len(args) == 3:
-            dtype = self.dtype_of(node, np.clip, *args)
-            return self.elementwise(node, lambda c: call(numpy("minimum"), call(numpy("maximum"), c[0], c[1]), c[2]),
-                                    dtype, *args)
+            return self.clipped(node, args)
         if name == "diff" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
             return self.difference(node, args[0])
         if name == "roll" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
             return self.rolled(node, args[0], node.args[1])
         return None
+
+    def clipped(self, node: ast.Call, args: list[Value]) -> Value:
+        """``np.clip(x, lo, hi)`` (``x.clip(lo, hi)``: ``args`` holds ``x`` first either way), either bound None
+        where that side is not clipped, as NumPy's; of both None, ``x`` itself."""
+        written = node.args[len(node.args) - 2:]  # (the bounds as the call writes them)
+        kept = [k for k, bound in enumerate(written) if not (isinstance(bound, ast.Constant) and bound.value is None)]
+        operands = [args[0], *(args[1 + k] for k in kept)]
+        dtype = self.dtype_of(node, lambda x, *b: np.clip(x, *(b[kept.index(k)] if k in kept else None
+                                                                for k in range(2))), *operands)
+        sides = [numpy("maximum"), numpy("minimum")]
+        return self.elementwise(node, lambda c: functools.reduce(lambda v, k: call(sides[k], v, c[1 + kept.index(k)]),
+                                                                 kept, c[0]), dtype, *operands)
 
     def difference(self, node: ast.Call, x: Expr) -> Expr:
         """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""

@@ -135,6 +135,19 @@ def test_sign_clip_diff_and_roll(device, n):
 
 
 @svod.jit
+def clipped_on_one_side(x, i):
+    return np.clip(x, None, 0.4), np.clip(x, -0.1, None), x.clip(None, 1.0), np.clip(x, None, None), \
+        np.clip(i, 2, None), i.clip(None, 4)
+
+
+@pytest.mark.parametrize("n", [1, 7, 13])
+def test_clip_with_a_bound_of_none_clips_the_other_side(device, n):
+    """A bound of None leaves that side as it is, as NumPy's (both None: a copy); once refused as "the constant
+    None is not a number"."""
+    agrees_with_python(clipped_on_one_side, device, _values(device, n), np.arange(n, dtype=np.int32) - 2)
+
+
+@svod.jit
 def joined(a, b, m):
     return np.concatenate((a, b)), np.stack((a, a), axis=1), np.concatenate((m, m), axis=1), \
         np.linalg.norm(b), len(a), a.astype(m.dtype)
