@@ -43,7 +43,8 @@ class Loops(Expressions):
 
     def loop(self, stmt: ast.For) -> None:
         if stmt.orelse:
-            raise self.refuse(stmt, "for ... else is not supported in a kernel")
+            self.block(self.without_else(stmt))
+            return
         if not isinstance(stmt.target, ast.Name):
             raise self.refuse(stmt.target, "a loop variable is one name")
         call = stmt.iter
@@ -84,6 +85,21 @@ class Loops(Expressions):
             raise self.refuse(stmt, "svod.prange inside a sequential loop: every turn of the loop would need the "
                                     "whole grid of the turn before; run one kernel per turn in an ExecutionPlan")
         self.ranged(stmt, kind, start, stop, step)
+
+    def without_else(self, stmt: ast.For | ast.While) -> list[ast.stmt]:
+        """A sequential loop's ``else`` as Python runs it, after the loop unless a ``break`` of the loop ended it:
+        a flag set before the loop, cleared by each of its own breaks, tested after it. (A ``svod.prange``'s turns
+        are work items, which have no after.)"""
+        if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \
+                self.expr(stmt.iter.func) is pylang.prange:
+            raise self.refuse(stmt, "a svod.prange's else is not supported: its turns are work items, and none "
+                                    "runs after the others")
+        flag = f"_svod_unbroken{next(self._placeholders)}"
+        loop = stands_for(copy.copy(stmt), stmt)
+        loop.body, loop.orelse = _flagging_breaks(stmt.body, flag), []
+        after = ast.If(ast.Name(flag, ast.Load()), stmt.orelse, [])
+        return [*placed([ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(True))], stmt), loop,
+                *placed([after], stmt.orelse[0])]
 
     def python_int(self, bound: Any) -> Any:
         """``bound`` as Python's ``range`` reads it: Python's bool is an int (``range(True)`` is ``range(1)``),
@@ -195,7 +211,8 @@ class Loops(Expressions):
         body where the test holds, and whose exit (``Ops.EXIT``) ends it after the first turn where the test
         fails (or a ``break`` is taken). A test that fails before the first turn states nothing."""
         if stmt.orelse:
-            raise self.refuse(stmt, "while ... else is not supported in a kernel")
+            self.block(self.without_else(stmt))
+            return
         mark, versions, env = len(self.k.effects), dict(self.versions), dict(self.env)
         test = self.expr(stmt.test)
         self.k.discard_effects(mark)  # what the test states (in an inlined @svod.func) is stated in each turn
@@ -647,3 +664,17 @@ def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
 
 
 __all__ = ["Loops", "Statement"]
+
+
+def _flagging_breaks(body: list[ast.stmt], flag: str) -> list[ast.stmt]:
+    """``body`` with each ``break`` of its loop (not of a loop inside it) clearing ``flag`` first."""
+    made: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Break):
+            made += [*placed([ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False))], stmt), stmt]
+        elif isinstance(stmt, ast.If):
+            made.append(stands_for(ast.copy_location(ast.If(stmt.test, _flagging_breaks(stmt.body, flag),
+                                                            _flagging_breaks(stmt.orelse, flag)), stmt), stmt))
+        else:  # (a loop's own breaks are its own; a with or try a kernel refuses)
+            made.append(stmt)
+    return made

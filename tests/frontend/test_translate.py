@@ -674,6 +674,54 @@ def test_math_functions_helpers_and_casts(device):
 
 
 @svod.kernel
+def searched_with_else(out, x, limit):
+    for i in svod.prange(out.shape[0]):
+        found = -1.0
+        for j in range(i + 1):
+            if x[j] > limit:
+                found = j * 1.0
+                break
+            if x[j] < -limit:
+                continue
+        else:
+            found = found - 100.0
+        k = 0
+        for v in x:
+            if v > limit * 2.0:
+                break
+        else:
+            k += 1000
+        out[i] = found + k
+
+
+@pytest.mark.parametrize("limit", [-1.0, 0.5, 2.0, 100.0])
+def test_a_loops_else_runs_where_no_break_of_its_own_ended_it(device, limit):
+    """``for ... else`` as Python runs it (numba's too): the else after the loop, unless a ``break`` of that loop
+    ended it (a ``continue`` does not, nor a break of a loop inside it); once refused in every kernel. (``while
+    ... else``: ``test_while``.)"""
+    x = np.array([0.25, -3.0, 0.5, 1.5, 2.5, -0.75, 4.5], np.float32)
+    out = np.zeros(x.size, np.float32)
+    searched_with_else(out, x, limit, device=device)
+    np.testing.assert_array_equal(out, run_as_python(searched_with_else, np.zeros_like(out), x, limit)[0])
+
+
+@svod.kernel
+def prange_with_else(out):
+    for i in svod.prange(out.shape[0]):
+        out[i] = 1.0
+        if i > 5:
+            break
+    else:
+        out[0] = 2.0
+
+
+def test_a_pranges_else_is_refused_at_its_line():
+    with pytest.raises(svod.errors.KernelSyntaxError, match=r"a svod\.prange's else is not supported") as err:
+        prange_with_else(np.zeros(3))
+    assert f"{__file__}:" in str(err.value)
+
+
+@svod.kernel
 def rounded(out, x):
     for i in svod.prange(x.shape[0]):
         out[0, i] = round(x[i])

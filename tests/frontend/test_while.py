@@ -489,3 +489,27 @@ def test_svod_check_agrees_on_a_while_that_runs_past_its_array():
     x[::2, 2] = 0
     report = svod.check(find_zero, [np.zeros(6, np.int32), x])
     assert report.ok, report
+
+
+@svod.kernel
+def counted_with_else(out, x, limit):
+    for i in svod.prange(out.shape[0]):
+        k = 0
+        while k < i:
+            k += 1
+            if x[k] == limit:
+                break
+            for j in range(3):
+                if j == k:
+                    break
+        else:
+            k = -k
+        out[i] = k
+
+
+@pytest.mark.parametrize("limit", [0.5, 2.5, 7.0])
+def test_a_whiles_else_runs_where_no_break_of_its_own_ended_it(device, limit):
+    """``while ... else``: the else where the test failed, not where the loop's ``break`` (nor where a break of the
+    loop inside it) was taken; once refused."""
+    x = np.array([0.25, -3.0, 0.5, 1.5, 2.5, -0.75, 4.5], np.float32)
+    agrees(counted_with_else, device, np.zeros(x.size, np.int32), x, limit, endless=True)
