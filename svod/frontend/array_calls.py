@@ -119,8 +119,8 @@ def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
 
 def masked_by(value: Value, key: str) -> bool:
     """Whether ``value`` reads arrays only under the mask of ``key`` (``y[m] * 2`` for a store into ``x[m]``)."""
-    if isinstance(value, Scalar):
-        return True
+    if isinstance(value, Scalar) or (isinstance(value, Expr) and not value.shape and not reads_masked(value)):
+        return True  # (a number, or one computed of arrays: ``x[m] = x.max()``, which every element takes)
     if isinstance(value, Masked):
         return value.key == key
     if isinstance(value, Elementwise):

@@ -593,6 +593,10 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             raise self.refuse(stmt, changed)
         if isinstance(target, ast.Name) and op is None and not isinstance(stored, Masked) and reads_masked(value):
             raise self.refuse(stmt, shrinking(target.id))
+        held: list[ast.stmt] = []
+        if isinstance(stored, Masked) and isinstance(value, Expr) and not value.shape and not reads_masked(value):
+            one = self.fresh_temporary((1,), value.dtype, node)  # ``x[m] = x.max()``: the number first, as NumPy's
+            held, value = [*self.allocation(stmt, one), *self.loops(stmt, one, value)], Reshaped((), value.dtype, one)
         if isinstance(target, ast.Subscript) and isinstance(value, Scalar) and not stored.shape and \
                 isinstance(stored, Viewed) and not stored.axes:
             return [self.elements_read(stmt)]  # an element's store of a scalar: a phase as written
@@ -603,7 +607,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             value = combined
         if not stored.shape and isinstance(value, Scalar):
             return [stmt]
-        return self.store(stmt, stored, value, node if op is None else stmt, update)
+        return [*held, *self.store(stmt, stored, value, node if op is None else stmt, update)]
 
     def elements_read(self, stmt: ast.Assign | ast.AugAssign | ast.stmt) -> ast.stmt:
         """A scalar statement as written, but for an element of a view in it (``x[:k][-1]``), which it reads from

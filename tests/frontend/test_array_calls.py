@@ -160,6 +160,23 @@ def test_concatenate_stack_norm_len_and_a_dtype_read_from_an_array(device, n):
 
 
 @svod.jit
+def masked_stores_of_reductions(x, y):
+    x[x > 1.0] = x.max()
+    x[x < 0.0] += x.sum() * 0.5
+    y[x > 100.0] = y.mean()
+    x[y > 0.0] = np.sum(x[x > 0.5])
+    return x, y
+
+
+@pytest.mark.parametrize("n", [1, 7, 13])
+def test_a_masked_store_of_a_reduction_of_the_array_itself(device, n):
+    """``x[m] = x.max()``: the number computed first, of the array as it stands, then stored where the mask holds
+    (a mask that holds nowhere stores nothing); once refused as another array's elements."""
+    x = np.cos(np.arange(float(n))) * 3.0
+    agrees_with_python(masked_stores_of_reductions, device, x, np.sin(np.arange(float(n))))
+
+
+@svod.jit
 def compacted_with_another_array(x):
     return x[x > 0] + x
 
