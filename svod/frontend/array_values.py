@@ -456,6 +456,9 @@ class ArrayValues(SliceBounds):
             return Scalar(node_of(length), length if isinstance(length, int) else 0)
         if callee in MADE:
             return self.made(node, callee.__name__)
+        if callee in (float, int) and len(args) == 1 and isinstance(x := args[0], Expr) and not x.shape and \
+                x.dtype.kind != "c":  # ``float(x.sum())``: Python's number of the one value
+            return self.elementwise(node, lambda c: typed(c[0], np.dtype(callee)), np.dtype(callee), x)
         if not any(isinstance(a, Expr) for a in args):
             return self.scalar(node)
         name = getattr(callee, "__name__", None)

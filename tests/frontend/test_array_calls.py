@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import svod
-from svod.errors import KernelSyntaxError
+from svod.errors import GraphError, KernelSyntaxError
 from tests.frontend.test_jit import agrees_with_python
+from tests.helpers import refuses
 
 SIZES = [0, 1, 7, 13]
 
@@ -174,6 +175,28 @@ def test_a_masked_store_of_a_reduction_of_the_array_itself(device, n):
     (a mask that holds nowhere stores nothing); once refused as another array's elements."""
     x = np.cos(np.arange(float(n))) * 3.0
     agrees_with_python(masked_stores_of_reductions, device, x, np.sin(np.arange(float(n))))
+
+
+@svod.jit
+def copies_and_numbers(x):
+    c = np.copy(x)
+    c[0] = 100.0
+    d = np.array(x) * 2.0
+    return c, d, x, float(x.sum()), int(x.max()), int(x.min()) // 3, float(x.max() > 1.0)
+
+
+@pytest.mark.parametrize("n", [1, 7, 13])
+def test_a_copy_is_its_own_array_and_a_reduction_a_python_number(device, n):
+    """``np.copy(x)`` and ``np.array(x)`` are new arrays (a store into one leaves ``x``); ``float(x.sum())`` and
+    ``int(x.max())`` Python's numbers of the one value (``int`` truncating); once refused as functions array
+    expressions lack. (``np.asarray(x)``, which is ``x`` itself, stays refused.) A Python float is a float64: a
+    device without it refuses the function, saying so."""
+    x = np.cos(np.arange(float(n))) * 3.0
+    if refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match="cannot hold float64"):
+            copies_and_numbers(x.astype(np.float32), device=device)
+        return
+    agrees_with_python(copies_and_numbers, device, x)
 
 
 @svod.jit
