@@ -199,9 +199,9 @@ class Flow:
                 (self.returns is not None and names != self.returns):
             wanted = "nothing" if self.returns is None else ", ".join(self.returns) or "nothing"
             if "_svod_" in wanted:  # (names of the plan's own: the last return's are expressions of arrays)
-                raise self.reader.refuse(stmt, "an early return of a jitted function whose last return returns an "
-                                               "array's expression, or names beside expressions: give each value a "
-                                               "name before both returns (`r = ...`, `return r`)")
+                raise self.reader.refuse(stmt, "an early return returns the names the last return does, and that one "
+                                               "returns expressions here: name each value before both returns (`r = "
+                                               "...`, then `return r`)")
             raise self.reader.refuse(stmt, f"an early return returns what the last statement does ({wanted}) in "
                                            "a jitted function; assign the result to those names and return")
         self.early = True

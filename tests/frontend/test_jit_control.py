@@ -352,8 +352,9 @@ def returns_an_array_expression(x):
     (with_block, "a with block is not supported"),
     (asserts, "assert is not supported"),
     (returns_two_things, "an early return returns what the last statement does"),
-    (returns_an_array_expression, r"whose last return returns an array's expression, or names beside expressions: "
-                                  r"give each value a name before both returns \(`r = ...`, `return r`\)"),
+    (returns_an_array_expression, r"an early return returns the names the last return does, and that one returns "
+                                  r"expressions here: name each value before both returns \(`r = ...`, then "
+                                  r"`return r`\)"),
 ])
 def test_what_a_jitted_function_cannot_run_is_refused_at_its_line(fn, words):
     with pytest.raises(KernelSyntaxError, match=words) as err:
