@@ -16,10 +16,9 @@ operations, broadcasts, views and reductions of one statement fuse into one loop
 (``x.max(axis=1)``, a matmul's sum) being a loop of its own inside it, which svod's lowering computes once per
 output it depends on (a row's max once per row, not once per element).
 
-The loops are ``ast`` nodes built where they are needed (``svod.frontend.nodes``), never text parsed again:
-each stands at the line of the user's statement it is written for, and an error about it shows that
-statement; each array or value svod names (``_svod_t0``) is recorded in the user's words
-(``Source.described``: ``the temporary array of `A[:-1] + 1```) for the errors that name it.
+The loops are ``ast`` nodes built where they are needed (``svod.frontend.nodes``), never text parsed again,
+each at the line of the user's statement it is written for; each array or value svod names (``_svod_t0``) is
+recorded in the user's words (``Source.described``) for the errors that name it.
 
 A slice's bounds may read the variables of the loops around the statement (``C[i, :i + 1]``), and inside a
 ``prange`` elements the work item reads (``A_val[A_row[i]:A_row[i + 1]]``): a length is then an extent
@@ -28,10 +27,9 @@ broadcast where they are provably equal, and an array made at such a length is m
 viewed at the turn's. A ``prange`` nest's array statements become loops of its work item's own
 (``parallel_nest``), arrays they make one per work item.
 
-What a statement means is NumPy's: its right side is computed as if into a new array before the store, so
-``A[1:] = A[:-1] + 1`` computes into a temporary first, where the right side reads the stored array at
-another element than the one stored (``reads_apart``); a name bound to an array expression is a new array
-(a temporary the plan makes); ``x += e`` updates ``x`` in place, in its dtype.
+What a statement means is NumPy's: its right side is computed as if into a new array before the store (``A[1:]
+= A[:-1] + 1`` into a temporary first: ``reads_apart``); a name bound to an array expression is a new array (a
+temporary the plan makes); ``x += e`` updates ``x`` in place, in its dtype.
 """
 
 from __future__ import annotations
@@ -326,8 +324,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             known, held = dict(self.host), dict(self.arrays)
             branch.test, branch.body = test, self.body(stmt.body, looped)
             first = dict(self.arrays)
-            # The other way sees what the host knew and the arrays held before the if: an array the first way
-            # made is none of its (each way makes its own, which the plan holds in one buffer: ``remade``).
+            # The other way starts from what was known before the if (each way makes its own arrays: ``remade``).
             self.host = known
             self.arrays.clear()
             self.arrays.update(held)
@@ -487,10 +484,12 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             if isinstance(computed, Expr):
                 self.static(value, computed, "returning")
             self.described[name] = f"the returned `{code(value, 40)}`"
-            if isinstance(computed, Scalar):  # a number the function computes: a name of its own
+            if isinstance(computed, Scalar):  # a number: a name of its own, an early return's too (Flow)
                 if isinstance(value, ast.Name):
                     names.append(value)
                     continue
+                name = name.replace("_svod_r", "_svod_returned_r", 1)
+                self.described[name] = f"the returned `{code(value, 40)}`"
                 made += placed([assign(name, value)], stmt)
                 names.append(load(name))
                 continue
@@ -582,6 +581,10 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(target, ast.Tuple) and op is None:
             self.remember_unpacked(target, node)
         stored = self.target(target)
+        if stored is None and isinstance(target, ast.Name) and op is not None and \
+                isinstance(value := self.value(node), Expr) and computes(value):
+            whole = updated(target.id, op, node)  # s += x.sum(): s = s + x.sum()
+            return self.assign(placed([ast.Assign([target], whole)], stmt)[0], target, whole, None, looped)
         if stored is None:  # a scalar's update (s += v[0])
             if isinstance(target, ast.Name) and op is not None:
                 self.remember_scalar(target.id, updated(target.id, op, node), straight=self.level == 1)

@@ -339,6 +339,25 @@ def test_an_early_return_of_an_expression_beside_a_last_one(device, limit):
 
 
 @svod.jit
+def turns_until_large(x, n):
+    s = 0.0
+    for t in range(n):
+        x *= 2.0
+        s += x.sum()
+        if x.max() > 100.0:
+            return t, s
+    return -1, -s
+
+
+@pytest.mark.parametrize("scale", [0.001, 1.0, 30.0, 500.0])
+def test_a_loop_around_phases_returns_its_count_early_and_adds_reductions(device, scale):
+    """numba's convergence loop: ``s += x.sum()`` in a loop around phases (once refused as "an array has shape,
+    ndim, dtype and size, not sum"; ``s = s + x.sum()`` was taken), and ``return t, s`` from inside it beside a
+    last ``return -1, -s``."""
+    agrees_with_python(turns_until_large, device, np.full(3, scale), 9)
+
+
+@svod.jit
 def returns_an_array_expression(x):
     for _t in range(3):
         if x[0] > 1.0:
