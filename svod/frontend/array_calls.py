@@ -209,9 +209,9 @@ class ArrayCalls:
             return self.elementwise(node, lambda c: _sign(c[0], dtype), dtype, *args)
         if name == "clip" and len(args) == 3:
             return self.clipped(node, args)
-        if name in ("copy", "array") and len(node.args) == 1 and isinstance(args[0], Expr):
-            self.bare(node, f"np.{name}")  # (np.asarray would be the array itself where it is one: refused)
-            return self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
+        if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
+            self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
+            return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
         if name == "diff" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
             return self.difference(node, args[0])
         if name == "roll" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:

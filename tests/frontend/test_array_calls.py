@@ -182,15 +182,17 @@ def copies_and_numbers(x):
     c = np.copy(x)
     c[0] = 100.0
     d = np.array(x) * 2.0
+    v = np.asarray(x)
+    v[-1] = -9.0
     return c, d, x, float(x.sum()), int(x.max()), int(x.min()) // 3, float(x.max() > 1.0)
 
 
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_a_copy_is_its_own_array_and_a_reduction_a_python_number(device, n):
-    """``np.copy(x)`` and ``np.array(x)`` are new arrays (a store into one leaves ``x``); ``float(x.sum())`` and
-    ``int(x.max())`` Python's numbers of the one value (``int`` truncating); once refused as functions array
-    expressions lack. (``np.asarray(x)``, which is ``x`` itself, stays refused.) A Python float is a float64: a
-    device without it refuses the function, saying so."""
+    """``np.copy(x)`` and ``np.array(x)`` are new arrays (a store into one leaves ``x``), ``np.asarray(x)`` is
+    ``x`` itself (a store into it is one into ``x``); ``float(x.sum())`` and ``int(x.max())`` Python's numbers of
+    the one value (``int`` truncating); once refused as functions array expressions lack. A Python float is a
+    float64: a device without it refuses the function, saying so."""
     x = np.cos(np.arange(float(n))) * 3.0
     if refuses(device, svod.dtypes.float64):
         with pytest.raises(GraphError, match="cannot hold float64"):
