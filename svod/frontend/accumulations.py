@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from svod.dtype import DType
+from svod.frontend.nodes import holds_call
 
 __all__ = ["Held", "element_uses", "fused", "held", "interchanged", "mentions", "names", "rebinds_only",
            "stored_arrays"]
@@ -273,10 +274,6 @@ def _is_range(node: ast.AST) -> bool:
         and not node.iter.keywords
 
 
-def _calls(*nodes: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) for node in nodes for n in ast.walk(node))
-
-
 def _accumulated(stmt: ast.stmt) -> tuple[str, ast.expr, ast.expr] | None:
     """``(array, index, term)`` of ``a[index] += term`` / ``-=``, or ``a[index] = a[index] + term``; else None."""
     target: ast.expr
@@ -328,7 +325,7 @@ def interchanged(loop: ast.stmt) -> ast.For | None:
         return None
     array, index, term = found
     values = [s.value for s in pre]  # type: ignore[attr-defined]
-    if _calls(term, *values) or array in names(term, *values) | locals_ or j in names(*values) | locals_ \
+    if holds_call(term, *values) or array in names(term, *values) | locals_ or j in names(*values) | locals_ \
             or names(index) & (locals_ | {r}) or names(inner.iter) & (locals_ | {r, array}) \
             or j in names(loop.iter) or not _names_part(index, j):
         return None

@@ -11,10 +11,10 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
-import functools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -219,16 +219,25 @@ class ArrayCalls:
         return None
 
     def clipped(self, node: ast.Call, args: list[Value]) -> Value:
-        """``np.clip(x, lo, hi)`` (``x.clip(lo, hi)``: ``args`` holds ``x`` first either way), either bound None
-        where that side is not clipped, as NumPy's; of both None, ``x`` itself."""
+        """``np.clip(x, lo, hi)`` (``x.clip(lo, hi)``: ``args`` holds ``x`` first either way): ``np.maximum`` by
+        ``lo``, then ``np.minimum`` by ``hi``, a bound of None leaving its side as it is (both None: a copy)."""
         written = node.args[len(node.args) - 2:]  # (the bounds as the call writes them)
-        kept = [k for k, bound in enumerate(written) if not (isinstance(bound, ast.Constant) and bound.value is None)]
-        operands = [args[0], *(args[1 + k] for k in kept)]
-        dtype = self.dtype_of(node, lambda x, *b: np.clip(x, *(b[kept.index(k)] if k in kept else None
-                                                                for k in range(2))), *operands)
-        sides = [numpy("maximum"), numpy("minimum")]
-        return self.elementwise(node, lambda c: functools.reduce(lambda v, k: call(sides[k], v, c[1 + kept.index(k)]),
-                                                                 kept, c[0]), dtype, *operands)
+        bounds = [None if isinstance(w, ast.Constant) and w.value is None else a
+                  for a, w in zip(args[1:], written, strict=True)]
+        sides = [side for side, bound in zip(("maximum", "minimum"), bounds, strict=True) if bound is not None]
+        given = [bound for bound in bounds if bound is not None]
+
+        def clip(x: Any, *values: Any) -> Any:  # NumPy's own clip, for the result's dtype
+            rest = iter(values)
+            return np.clip(x, *(None if bound is None else next(rest) for bound in bounds))
+
+        def combine(c: list[ast.expr]) -> ast.expr:
+            value = c[0]
+            for k, side in enumerate(sides):
+                value = call(numpy(side), value, c[1 + k])
+            return value
+
+        return self.elementwise(node, combine, self.dtype_of(node, clip, args[0], *given), args[0], *given)
 
     def difference(self, node: ast.Call, x: Expr) -> Expr:
         """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""

@@ -55,6 +55,10 @@ class ArrayStatistics(ArrayShapes):
     @abstractmethod
     def operand(self, node: ast.AST, x: Expr) -> Expr: ...
 
+    @abstractmethod
+    def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
+                  args: list[Value]) -> Value: ...
+
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         if name == "cov" and args and isinstance(args[0], Expr):
             self.passed(node, np.cov, ("m",))
@@ -63,6 +67,8 @@ class ArrayStatistics(ArrayShapes):
             self.passed(node, np.corrcoef, ("x",))
             return self.correlation(node, args[0])
         if name in NAN_REDUCTIONS and args and isinstance(args[0], Expr):
+            if args[0].dtype.kind not in "fc":  # no NaN to skip: the reduction itself, of NumPy's arguments
+                return self.reduction(node, args[0], NAN_REDUCTIONS[name], node.keywords, args[1:])
             return self.skipping_nans(node, args[0], name)
         if name not in _STATISTICS or not args or not isinstance(args[0], Expr):
             return super().extra_function(node, name, args)
@@ -99,23 +105,13 @@ class ArrayStatistics(ArrayShapes):
     def skipping_nans(self, node: ast.Call, x: Expr, name: str) -> Value:
         """``np.nansum`` and the other ``NAN_REDUCTIONS`` as NumPy computes them: a NaN replaced by the sum's 0 or
         the product's 1; a mean the sum of the others over their count, in the sum's dtype; a max or min of the
-        others, NaN where every element is one (where NumPy warns). Of an array that holds no NaN (integers),
-        the reduction itself."""
+        others, NaN where every element is one (where NumPy warns)."""
         plain = NAN_REDUCTIONS[name]
         takes = ("axis", "dtype", "keepdims") if plain in ("sum", "prod", "mean") else ("axis", "keepdims")
         given = self.passed(node, getattr(np, name), takes)
         axes = self.reduced_axes(given.get("axis"), len(x.shape), f"np.{name}'s axis")
         keepdims = bool(self.known(given["keepdims"], f"np.{name}'s keepdims")) if "keepdims" in given else False
         within = self.accumulated(node, given["dtype"], plain) if "dtype" in given else None
-        if x.dtype.kind not in "fc":
-            values = x if within is None else self.elementwise(node, lambda c: typed(c[0], within), within, x)
-            dtype = np.asarray(getattr(np, name)(np.ones([1] * len(x.shape), x.dtype), dtype=within) if within
-                               else getattr(np, name)(np.ones([1] * len(x.shape), x.dtype))).dtype
-            if plain in ("max", "min"):
-                self.static(node, x, f"np.{name}")
-                if any(extents.numbers(x.shape)[a] == 0 for a in axes):
-                    raise self.refuse(node, f"np.{name} of an empty axis has no identity (NumPy raises too)")
-            return reduced_over(values if plain != "mean" else x, axes, keepdims, plain, dtype)
         if plain in ("max", "min"):
             self.static(node, x, f"np.{name}")
             if any(extents.numbers(x.shape)[a] == 0 for a in axes):

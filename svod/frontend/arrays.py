@@ -581,7 +581,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(target, ast.Tuple) and op is None:
             self.remember_unpacked(target, node)
         stored = self.target(target)
-        if stored is None and isinstance(target, ast.Name) and op is not None and \
+        if stored is None and isinstance(target, ast.Name) and op is not None and nodes.holds_call(node) and \
                 isinstance(value := self.value(node), Expr) and computes(value):
             whole = updated(target.id, op, node)  # s += x.sum(): s = s + x.sum()
             return self.assign(placed([ast.Assign([target], whole)], stmt)[0], target, whole, None, looped)

@@ -663,9 +663,6 @@ def _merged_reduce(term: UOp, r: UOp, op: Ops) -> UOp:
     return term.reduce(r, op=op)
 
 
-__all__ = ["Loops", "Statement"]
-
-
 def _flagging_breaks(body: list[ast.stmt], flag: str) -> list[ast.stmt]:
     """``body`` with each ``break`` of its loop (not of a loop inside it) clearing ``flag`` first."""
     made: list[ast.stmt] = []
@@ -678,3 +675,7 @@ def _flagging_breaks(body: list[ast.stmt], flag: str) -> list[ast.stmt]:
         else:  # (a loop's own breaks are its own; a with or try a kernel refuses)
             made.append(stmt)
     return made
+
+
+__all__ = ["Loops", "Statement"]
+

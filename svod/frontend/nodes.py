@@ -109,11 +109,16 @@ def code(node: ast.AST, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def holds_call(*nodes: ast.AST) -> bool:
+    """Whether a call is anywhere in ``nodes``."""
+    return any(isinstance(n, ast.Call) for node in nodes for n in ast.walk(node))
+
+
 def _owned(value: object) -> bool:
     """Whether ``value`` is a node of its own in a tree (an operator or a context is one shared object)."""
     return isinstance(value, ast.AST) and not isinstance(value, (ast.expr_context, ast.operator, ast.unaryop,
                                                                   ast.boolop, ast.cmpop))
 
 
-__all__ = ["SHOWN", "assign", "call", "code", "constant", "for_loop", "load", "placed", "shown", "stands_for", "store",
-           "stored", "subscript"]
+__all__ = ["SHOWN", "assign", "call", "code", "constant", "for_loop", "holds_call", "load", "placed", "shown",
+           "stands_for", "store", "stored", "subscript"]
