@@ -227,14 +227,11 @@ def continues_a_prange(out):
 
 
 @svod.kernel
-def uses_while_else(out):
-    i = 0
-    while i < 3:  # refused
-        i += 1
-        if i > 5:
-            break
-    else:
-        out[0, 0] = i
+def uses_prange_else(out):
+    for i in svod.prange(out.shape[0]):  # refused
+        out[i, 0] = 1
+    else:  # noqa: PLW0120 - the construct refused
+        out[0, 1] = 2
 
 
 @svod.kernel
@@ -356,7 +353,8 @@ def stores_nothing(out):
 
 REFUSALS = {
     breaks_a_prange: "break in a svod.prange loop", continues_a_prange: "continue in a svod.prange loop",
-    uses_while_else: "while ... else", never_ends: "never ends", prange_inside_while: "prange inside a sequential loop",
+    uses_prange_else: "svod.prange's else", never_ends: "never ends",
+    prange_inside_while: "prange inside a sequential loop",
     uses_try: "try", uses_with: "with", uses_lambda: "lambda",
     uses_comprehension: "a list comprehension", uses_list: "a list", uses_dict: "a dict",
     returns_a_value: "returning a value", calls_a_plain_function: "neither svod's nor",
