@@ -1,8 +1,8 @@
 """NumPy's indexing and functions beyond elementwise arithmetic in ``@svod.jit``'s array statements
 (``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
-class and logical functions, ``np.sign``, ``np.clip``, ``np.diff``, ``np.roll``, ``np.concatenate``,
-``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
+class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff``,
+``np.roll``, ``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -11,6 +11,7 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
+import inspect
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from svod.frontend.array_exprs import (
     typed,
 )
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import call, constant
+from svod.frontend.nodes import call, constant, load
 
 CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
@@ -160,6 +161,13 @@ class ArrayCalls:
     @abstractmethod
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype: ...
 
+    @abstractmethod
+    def known(self, node: ast.expr, what: str) -> Any: ...
+
+    @abstractmethod
+    def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
+                  args: list[Value]) -> Value: ...
+
     def bare(self, node: ast.Call, what: str, takes: Sequence[str] = ()) -> None:
         """Refuses a keyword of ``what``'s call other than ``takes``, naming it: svod never drops an argument
         NumPy would act on (``out=``, ``where=``, ``dtype=``)."""
@@ -209,6 +217,10 @@ class ArrayCalls:
             return self.elementwise(node, lambda c: _sign(c[0], dtype), dtype, *args)
         if name == "clip" and len(args) == 3:
             return self.clipped(node, args)
+        if name in ("isclose", "allclose"):
+            close = self.closeness(node, getattr(np, name))
+            everywhere = ast.copy_location(ast.Call(numpy("all"), [node], []), node)
+            return close if name == "isclose" else self.reduction(everywhere, close, "all", [], [])
         if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
             self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
@@ -238,6 +250,43 @@ class ArrayCalls:
             return value
 
         return self.elementwise(node, combine, self.dtype_of(node, clip, args[0], *given), args[0], *given)
+
+    def closeness(self, node: ast.Call, fn: Callable[..., Any]) -> Expr:
+        """``np.isclose(a, b, rtol, atol, equal_nan)`` as NumPy computes it: ``|a - b| <= atol + rtol * |b|``
+        where ``b`` is finite, or ``a == b`` (an infinity is close to itself alone); NaN close to NaN only with
+        ``equal_nan``. ``b`` is a float at least, as NumPy makes it, and the arithmetic in the dtype NumPy's
+        gives; the tolerances may be arrays too."""
+        try:
+            bound = inspect.signature(fn).bind(*node.args, **{str(k.arg): k.value for k in node.keywords})
+        except TypeError as err:
+            raise self.refuse(node, f"np.{fn.__name__}: {err}") from None
+        bound.apply_defaults()
+        given = {name: self.value(v) if isinstance(v, ast.expr) else Scalar(constant(v), v)
+                 for name, v in bound.arguments.items() if name != "equal_nan"}
+        a, b, rtol, atol = given["a"], given["b"], given["rtol"], given["atol"]
+        equal_nan = bound.arguments["equal_nan"]
+        equal_nan = bool(self.known(equal_nan, f"np.{fn.__name__}'s equal_nan")) if isinstance(
+            equal_nan, ast.expr) else equal_nan
+        if not any(isinstance(v, Expr) for v in given.values()):
+            raise self.refuse(node, f"np.{fn.__name__} of numbers alone: svod's compares arrays (math.isclose "
+                                    "compares two numbers)")
+        if any(isinstance(v, Expr) and v.dtype.kind not in "biuf" for v in given.values()):
+            raise self.refuse(node, f"np.{fn.__name__} of complex arrays is not one svod has")
+
+        def difference(x: Any, y: Any, r: Any, t: Any) -> Any:  # NumPy's arithmetic, for its dtype
+            y = np.asarray(y, np.result_type(y, 1.0))
+            return abs(x - y) - (t + r * abs(y))
+        dtype = self.dtype_of(node, difference, a, b, rtol, atol)
+
+        def element(c: list[ast.expr]) -> ast.expr:
+            x, y, r, t = (typed(e, dtype) for e in c)
+            near = ast.Compare(call(load("abs"), ast.BinOp(x, ast.Sub(), y)), [ast.LtE()],
+                               [ast.BinOp(t, ast.Add(), ast.BinOp(r, ast.Mult(), call(load("abs"), y)))])
+            close = ast.BinOp(ast.BinOp(near, ast.BitAnd(), call(numpy("isfinite"), y)), ast.BitOr(),
+                              ast.Compare(x, [ast.Eq()], [y]))
+            both_nan = ast.BinOp(call(numpy("isnan"), x), ast.BitAnd(), call(numpy("isnan"), y))
+            return ast.BinOp(close, ast.BitOr(), both_nan) if equal_nan else close
+        return self.elementwise(node, element, np.dtype(bool), a, b, rtol, atol)
 
     def difference(self, node: ast.Call, x: Expr) -> Expr:
         """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""

@@ -1,7 +1,7 @@
 """NumPy's ufuncs beyond the kernel's own math in ``@svod.jit``'s array statements (``svod.frontend.arrays``):
-``np.log1p``, ``np.expm1``, the hyperbolic and inverse trigonometric functions, ``np.arctan2``, ``np.hypot``,
-``np.copysign``, ``np.logaddexp``, ``np.fmod`` of integers, ``np.round`` to decimals, and the ufunc spellings of
-the operators (``np.add``, ``np.power``, ``np.greater`` ...).
+``np.log1p``, ``np.expm1``, the hyperbolic and inverse trigonometric functions, ``np.cbrt``, ``np.sinc``,
+``np.arctan2``, ``np.hypot``, ``np.copysign``, ``np.logaddexp``, ``np.fmod`` of integers, ``np.round`` to decimals,
+and the ufunc spellings of the operators (``np.add``, ``np.power``, ``np.greater`` ...).
 
 Each function the kernel's math lacks is written here in the kernel language, from its math (``exp``, ``log``,
 ``sqrt``) and ``np.signbit``, as an ``@svod.func`` helper the element's code calls (``_svod_m_log1p(x)``) and
@@ -171,6 +171,14 @@ def copysign(x: Any, y: Any) -> Any:
 
 
 @pylang.func
+def cbrt(x: Any) -> Any:
+    a = abs(x)
+    y = a ** (1.0 / 3.0)  # within a few ulp (a third is rounded); one Newton step, written so that no
+    y = y - (y - a / (y * y)) * (1.0 / 3.0)  # square or cube of it leaves the range: a subnormal's is right too
+    return x if a == 0.0 or np.isinf(a) or np.isnan(a) else (-y if x < 0.0 else y)
+
+
+@pylang.func
 def logaddexp(x: Any, y: Any) -> Any:
     d = x - y
     r = x + log1p(np.exp(-d)) if d > 0.0 else (y + log1p(np.exp(d)) if d <= 0.0 else d)
@@ -204,7 +212,7 @@ def _helper(fn: pylang.Func) -> str:
 FLOAT_HELPERS: dict[str, pylang.Func] = {
     "log1p": log1p, "expm1": expm1, "sinh": sinh, "cosh": cosh, "arcsinh": arcsinh, "arccosh": arccosh,
     "arctanh": arctanh, "arctan": arctan, "arcsin": arcsin, "arccos": arccos, "arctan2": arctan2, "hypot": hypot,
-    "copysign": copysign, "logaddexp": logaddexp, "logaddexp2": logaddexp2}
+    "copysign": copysign, "cbrt": cbrt, "logaddexp": logaddexp, "logaddexp2": logaddexp2}
 """NumPy's float ufuncs written here, by NumPy's name."""
 MATH_HELPERS: dict[str, pylang.Func] = {_helper(fn): fn for fn in [*FLOAT_HELPERS.values(), log10, integer_fmod]}
 """The names the rewritten function calls the helpers by (``lower_arrays`` adds them to its names)."""
@@ -224,7 +232,7 @@ COMPARISONS: dict[str, type[ast.cmpop]] = {
 UFUNCS: dict[str, int] = {
     **{name: 2 for name in [*OPERATORS, *COMPARISONS, "fmod", "float_power"]},
     **{name: fn.fn.__code__.co_argcount for name, fn in FLOAT_HELPERS.items()},
-    **{name: 1 for name in ["square", "reciprocal", "rint", "log10", *SCALED]}}
+    **{name: 1 for name in ["square", "reciprocal", "rint", "log10", "sinc", *SCALED]}}
 """Every ufunc of this module, and how many operands it takes."""
 
 
@@ -261,7 +269,7 @@ class ArrayMath(ArrayCalls):
         return self.one_argument(node, name, args[0])
 
     def one_argument(self, node: ast.Call, name: str, x: Value) -> Expr:
-        """``np.square``, ``np.reciprocal``, ``np.rint``, ``np.log10`` and the angle conversions."""
+        """``np.square``, ``np.reciprocal``, ``np.rint``, ``np.log10``, ``np.sinc`` and the angle conversions."""
         dtype = self.dtype_of(node, getattr(np, name), x)
         if name == "square":
             return self.elementwise(node, lambda c: c[0] if dtype == np.bool_ else typed(
@@ -276,6 +284,8 @@ class ArrayMath(ArrayCalls):
                                     dtype, x)
         if name == "rint":
             return self.elementwise(node, lambda c: call(numpy("rint"), _as(c[0], x, dtype)), dtype, x)
+        if name == "sinc":
+            return self.elementwise(node, lambda c: _sinc(_as(c[0], x, dtype), dtype), dtype, x)
         if name == "log10":  # a result within 8 ulp of an integer is that integer (the log's own error: 4)
             return self.helped(node, name, [x], 8.0 * float(np.finfo(np.float32 if dtype == np.float16 else dtype).eps))
         return self.elementwise(node, lambda c: ast.BinOp(_as(c[0], x, dtype), ast.Mult(), constant(SCALED[name])),
@@ -321,6 +331,14 @@ class ArrayMath(ArrayCalls):
                 return call(numpy("rint"), c[0])
             return ast.BinOp(call(numpy("rint"), ast.BinOp(c[0], grow(), constant(scale))), shrink(), constant(scale))
         return self.elementwise(node, element, dtype, x)
+
+
+def _sinc(x: ast.expr, dtype: np.dtype) -> ast.expr:
+    """NumPy's ``sinc``, step by step in ``dtype``: ``y = pi * x``, the dtype's epsilon where that is 0 (so 1
+    there), then ``sin(y) / y``."""
+    y = typed(ast.BinOp(typed(constant(PI), dtype), ast.Mult(), x), dtype)
+    y = ast.IfExp(ast.Compare(y, [ast.NotEq()], [constant(0)]), y, typed(constant(float(np.finfo(dtype).eps)), dtype))
+    return ast.BinOp(typed(call(numpy("sin"), y), dtype), ast.Div(), y)
 
 
 def _as(element: ast.expr, operand: Value, dtype: np.dtype) -> ast.expr:

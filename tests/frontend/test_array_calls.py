@@ -1,8 +1,8 @@
 """NumPy's indexing and functions beyond elementwise arithmetic in ``@svod.jit`` array statements
 (``svod.frontend.array_calls``): gathers, masked stores, scatters, bool and bit operators, the class and
-logical functions, sign, clip, diff, roll, concatenate, stack, norm, len. Each function is compared with
-itself run as plain Python (NumPy), on every device, over empty, one-element and prime sizes and special
-values."""
+logical functions, isclose and allclose, sign, clip, diff, roll, concatenate, stack, norm, len. Each function
+is compared with itself run as plain Python (NumPy), on every device, over empty, one-element and prime sizes
+and special values."""
 
 from __future__ import annotations
 
@@ -199,6 +199,32 @@ def test_a_copy_is_its_own_array_and_a_reduction_a_python_number(device, n):
             copies_and_numbers(x.astype(np.float32), device=device)
         return
     agrees_with_python(copies_and_numbers, device, x)
+
+
+@svod.jit
+def closeness(x, y, tolerance):
+    near = np.isclose(x, y).astype(np.int32) + 2 * np.isclose(x, y, equal_nan=True).astype(np.int32)
+    loose = np.isclose(1.0, x, rtol=0.1, atol=0.0) + 2 * np.isclose(x, y, 1e-3, tolerance).astype(np.int32)
+    return near, loose, int(np.allclose(x, y)) + 2 * int(np.allclose(y, y, equal_nan=True)) + 4 * int(np.allclose(
+        x, x + 1e-9))
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_isclose_and_allclose_as_numpy_computes_them(device, n, dtype):
+    """An infinity is close to itself alone, NaN to NaN only with ``equal_nan``, ``|x - y| <= atol + rtol * |y|``
+    in the dtype NumPy computes it in (an integer array's as float64), the tolerance an array too."""
+    with np.errstate(invalid="ignore"):
+        x = _values(device, n).astype(dtype)
+        y = np.resize(np.array([*([np.nan, np.inf, np.inf, 1e-8, -0.0, 0.0] if device.caps.ieee_floats else
+                                  [1e-8, 0.0]), *np.linspace(-3.0, 3.0, 11) * 1.0001]), n).astype(dtype)
+    tolerance = np.resize(np.array([0.0, 1e-2, 0.5], dtype if dtype != np.int32 else np.float32), n)
+    wide = dtype == np.int32 or np.dtype(dtype).itemsize == 8  # (the tests' float64 and NumPy's of integers)
+    if wide and refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match=r"cannot hold float64|computes float64 values in 32 bits"):
+            closeness(x, y, tolerance, device=device)
+        return
+    agrees_with_python(closeness, device, x, y, tolerance)
 
 
 @svod.jit

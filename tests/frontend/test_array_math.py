@@ -37,7 +37,8 @@ def agrees_or_refused(fn: svod.frontend.jit.Jit, device, *args: object, needs: s
 def one_argument(x):
     return (np.log1p(x), np.expm1(x), np.sinh(x), np.cosh(x), np.arcsinh(x), np.arccosh(x), np.arctanh(x),
             np.arctan(x), np.arcsin(x), np.arccos(x), np.log10(x), np.square(x), np.reciprocal(x), np.rint(x),
-            np.degrees(x), np.radians(x), np.rad2deg(x), np.deg2rad(x), np.signbit(x).astype(x.dtype))
+            np.degrees(x), np.radians(x), np.rad2deg(x), np.deg2rad(x), np.signbit(x).astype(x.dtype), np.cbrt(x),
+            np.sinc(x))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
@@ -54,7 +55,7 @@ def test_one_argument_ufuncs_keep_their_special_values_and_digits(device, dtype)
 @svod.jit
 def of_integers(i):
     return np.log1p(i), np.arcsinh(i), np.arctan(i), np.log10(i), np.degrees(i), np.rint(i), np.square(i), \
-        np.expm1(i), np.cosh(i)
+        np.expm1(i), np.cosh(i), np.cbrt(i), np.sinc(i)
 
 
 def test_ufuncs_of_integers_are_float64_as_numpys_and_square_stays_an_integer(device):
