@@ -2,10 +2,11 @@
 (``svod.frontend.arrays``): ``np.transpose`` and ``x.transpose``, ``np.swapaxes``, ``np.reshape`` and
 ``x.reshape``/``ravel``/``flatten``, ``np.flip``/``fliplr``/``flipud``, ``np.expand_dims``, ``np.squeeze``,
 ``np.broadcast_to``, ``np.hstack``/``vstack``/``column_stack``/``dstack``, ``np.tril``/``triu``, ``np.trace``,
-and ``np.arange``, ``np.linspace``, ``np.eye``, ``np.identity``, ``np.tri``.
+``np.diagonal``/``np.diag``, and ``np.arange``, ``np.linspace``, ``np.eye``, ``np.identity``, ``np.tri``.
 
 A view is a view here too: ``v = np.flip(x)`` names ``x``'s memory, as NumPy's does. ``np.broadcast_to``'s view
-repeats elements, so it is read-only, as NumPy's: a store into it is refused (``read_only``). The numbers these
+repeats elements, so it is read-only, as NumPy's, and so is ``np.diagonal``'s: a store into either is refused
+(``read_only``). The numbers these
 take (a shape, an axis, ``k``) are the host's, known before the run, as a slice's bounds are.
 """
 
@@ -16,8 +17,8 @@ import copy
 import inspect
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -48,16 +49,53 @@ JOINS = (np.concatenate, np.stack, np.hstack, np.vstack, np.column_stack, np.dst
 MADE = (np.arange, np.linspace, np.eye, np.identity, np.tri)
 """The functions that make an array of numbers the host knows (``np.eye(n)``): an expression of its indices."""
 VIEWS = ("transpose", "swapaxes", "reshape", "ravel", "flip", "fliplr", "flipud", "expand_dims", "squeeze",
-         "broadcast_to")
+         "broadcast_to", "diagonal", "diag")
 """The functions and methods whose array is a view of their operand's memory."""
 _STACKS = {"hstack": 1, "vstack": 2, "column_stack": 2, "dstack": 3}
 """The joins that first give each part at least these dimensions."""
 
 
 @dataclass(eq=False)
-class Broadcast(Viewed):
+class ReadOnly(Viewed):
+    """A view NumPy makes read-only: a store into it is refused, as NumPy raises."""
+
+    maker: ClassVar[str] = ""
+    """The function whose view it is, as the refusal names it."""
+
+
+@dataclass(eq=False)
+class Broadcast(ReadOnly):
     """``np.broadcast_to(base, shape)``: a view that reads an element of ``base`` at many indices (a step of 0
     along a stretched axis), so it is read-only."""
+
+    maker = "np.broadcast_to"
+
+
+@dataclass(eq=False)
+class Diagonal(ReadOnly):
+    """``np.diagonal(base, k)`` (``np.diag`` of a matrix): a step of a row and a column along the raveled
+    matrix, read-only as NumPy's."""
+
+    maker = "np.diagonal"
+
+
+@dataclass(eq=False)
+class DiagonalMatrix(Expr):
+    """``np.diag(base, k)`` of a 1-D array: a square matrix with ``base`` on its diagonal ``j - i == k``, 0
+    elsewhere (an element off it reads ``base`` at an index kept in bounds, and drops it)."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    k: int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        size = extents.numbers(self.base.shape)[0]
+        if not size:
+            return typed(constant(0), self.dtype)
+        along = index[0] if self.k >= 0 else index[1]  # the index into base where the element is on the diagonal
+        last = constant(size - 1)
+        at = ast.IfExp(ast.Compare(along, [ast.Lt()], [last]), along, copy.deepcopy(last))
+        on = ast.Compare(ast.BinOp(index[1], ast.Sub(), index[0]), [ast.Eq()], [constant(self.k)])
+        return ast.IfExp(on, self.base.element([at], out), typed(constant(0), self.dtype))
 
 
 @dataclass(eq=False)
@@ -74,13 +112,14 @@ class Banded(Expr):
         return test if self.dtype == np.bool_ else typed(test, self.dtype)
 
 
-def read_only(x: Expr) -> bool:
-    """Whether ``x`` views a ``np.broadcast_to`` (a store into it would write one element many times)."""
+def read_only(x: Expr) -> str | None:
+    """The function whose read-only view ``x`` views (``np.broadcast_to``, whose one element a store would write
+    many times; ``np.diagonal``), as NumPy has them; None where it views none."""
     while isinstance(x, (Viewed, Transposed, Reshaped)):
-        if isinstance(x, Broadcast):
-            return True
+        if isinstance(x, ReadOnly):
+            return x.maker
         x = x.base
-    return False
+    return None
 
 
 def viewed_by(node: ast.expr) -> list[ast.expr]:
@@ -218,7 +257,7 @@ class ArrayShapes(ArrayMath):
             if any(k.arg != "order" for k in node.keywords):
                 raise self.refuse(node, "x.reshape takes a shape, and order= alone")
             return self.reshaped_to(node, owner, {"shape": node.args, **{str(k.arg): k.value for k in node.keywords}})
-        if name in ("ravel", "flatten", "swapaxes", "squeeze", "trace"):
+        if name in ("ravel", "flatten", "swapaxes", "squeeze", "trace", "diagonal"):
             fn = np.ravel if name == "flatten" else getattr(np, name)
             made = _SHAPING[fn.__name__](self, node, owner, self.passed(node, fn, _TAKES[fn.__name__], node.func))
             return made if name != "flatten" else self.elementwise(node, lambda c: c[0], owner.dtype, made)  # a copy
@@ -350,13 +389,29 @@ class ArrayShapes(ArrayMath):
         if len(x.shape) != 2:
             raise self.refuse(node, f"np.trace of an array of {len(x.shape)} dimension(s) (svod's takes a matrix)")
         self.static(node, x, "np.trace")
-        k = _integer(self, given.get("offset"), "offset")
+        diagonal = self.diagonal_of(x, _integer(self, given.get("offset"), "offset"))
+        dtype = np.trace(np.ones((1, 1), x.dtype)).dtype
+        return Whole(Reduced((), dtype, "sum", diagonal, (0,)))
+
+    def diagonal_of(self, x: Expr, k: int) -> Diagonal:
+        """The diagonal ``k`` places right (left) of a matrix of static shape."""
         rows, columns = extents.numbers(x.shape)
         length = max(0, min(rows - max(-k, 0), columns - max(k, 0)))
         start = max(-k, 0) * columns + max(k, 0) if length else 0
-        diagonal = Viewed((length,), x.dtype, Reshaped((rows * columns,), x.dtype, x), ((0, start, columns + 1),), {})
-        dtype = np.trace(np.ones((1, 1), x.dtype)).dtype
-        return Whole(Reduced((), dtype, "sum", diagonal, (0,)))
+        return Diagonal((length,), x.dtype, Reshaped((rows * columns,), x.dtype, x), ((0, start, columns + 1),), {})
+
+    def diagonal(self, node: ast.Call, x: Expr, given: dict[str, ast.expr], name: str) -> Expr:
+        """``np.diagonal(x, offset)`` of a matrix, and ``np.diag(x, k)``: of a matrix its diagonal, of a 1-D
+        array the square matrix with it on the diagonal ``k``."""
+        if len(x.shape) not in ((1, 2) if name == "diag" else (2,)):
+            raise self.refuse(node, f"np.{name} of an array of {len(x.shape)} dimension(s) (svod's takes a matrix"
+                                    f"{', or a 1-D array' if name == 'diag' else ''})")
+        self.static(node, x, f"np.{name}")
+        k = _integer(self, given.get("k", given.get("offset")), "the diagonal's offset")
+        if len(x.shape) == 2:
+            return self.diagonal_of(x, k)
+        size = extents.numbers(x.shape)[0] + abs(k)
+        return DiagonalMatrix((size, size), x.dtype, x, k)
 
     # ---- arrays made of numbers --------------------------------------------------------------------------
 
@@ -525,12 +580,15 @@ _SHAPING: dict[str, Callable[[ArrayShapes, ast.Call, Expr, dict[str, Any]], Valu
     "expand_dims": ArrayShapes.new_axes, "squeeze": ArrayShapes.squeezed, "broadcast_to": ArrayShapes.broadcast,
     "tril": lambda self, node, x, given: self.triangle(node, x, given, True),
     "triu": lambda self, node, x, given: self.triangle(node, x, given, False), "trace": ArrayShapes.traced,
+    "diagonal": lambda self, node, x, given: self.diagonal(node, x, given, "diagonal"),
+    "diag": lambda self, node, x, given: self.diagonal(node, x, given, "diag"),
 }
 """The shaping functions of an array, by NumPy's name, each given the user's argument nodes by parameter."""
 _TAKES: dict[str, tuple[str, ...]] = {
     "transpose": ("axes",), "swapaxes": ("axis1", "axis2"), "reshape": ("shape", "order"), "ravel": ("order",),
     "flip": ("axis",), "expand_dims": ("axis",), "squeeze": ("axis",), "broadcast_to": ("shape",), "tril": ("k",),
-    "triu": ("k",), "trace": ("offset",), "arange": ("start_or_stop", "stop", "step", "dtype"),
+    "triu": ("k",), "trace": ("offset",), "diagonal": ("offset",), "diag": ("k",),
+    "arange": ("start_or_stop", "stop", "step", "dtype"),
     "linspace": ("start", "stop", "num", "endpoint", "dtype"), "eye": ("N", "M", "k", "dtype"),
     "identity": ("n", "dtype"), "tri": ("N", "M", "k", "dtype"),
 }

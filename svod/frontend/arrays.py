@@ -694,8 +694,6 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         array elsewhere; else, with ``update`` (``stored += v``: the operator and ``v``, ``_added_in_place``),
         as each element's own ``+=``."""
         self.changed = True
-        if read_only(stored):
-            raise self.refuse(stmt, "np.broadcast_to's view is read-only (as NumPy's): store into the array it views")
         if isinstance(stored, Masked) and not masked_by(value, stored.key):
             raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
@@ -745,13 +743,13 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         return placed(parallel(loops, body), stmt)
 
     def target(self, node: ast.expr) -> Expr | None:
-        """What a store's target names: an array or a view of one (None: not an array's)."""
-        if isinstance(node, ast.Name):
-            return self.arrays.get(node.id)
-        if isinstance(node, ast.Subscript):
-            value = self.subscript(node, element=True)  # an element is stored as a view of no axes
-            return value if isinstance(value, Expr) else None
-        return None
+        """What a store's target names: an array or a view of one (None: not an array's); a view NumPy makes
+        read-only (``np.broadcast_to``'s, ``np.diagonal``'s) refused."""
+        value = self.arrays.get(node.id) if isinstance(node, ast.Name) else \
+            self.subscript(node, element=True) if isinstance(node, ast.Subscript) else None  # (an element: no axes)
+        if isinstance(value, Expr) and (maker := read_only(value)) is not None:
+            raise self.refuse(node, f"{maker}'s view is read-only (as NumPy's): store into the array it views")
+        return value if isinstance(value, Expr) else None
 
     # ---- arrays an expression makes first ----------------------------------------------------------------
 

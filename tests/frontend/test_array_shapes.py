@@ -61,6 +61,30 @@ def test_triangles_and_traces_at_every_offset(device, shape):
     agrees_or_refused(triangles, device, matrix(*shape), np.ones((2, *shape)), 2, rtol=0)
 
 
+@svod.jit
+def diagonals(a, v, k):
+    d = np.diagonal(a)
+    seen = d * 1.0  # the view's elements before the store into a, and after it
+    a[0, 0] = -5.0
+    square = np.diag(v) + np.diag(v, 2)[2:, 2:] + np.diag(v, k=-1)[1:, 1:]
+    return seen, d + 1.0, a.diagonal(1) * 2.0, np.diagonal(a, offset=-k), np.diag(a, -1), np.diag(a.T), \
+        square, np.diag(v, k).sum(), np.diag(v[:0], k)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (3, 5), (6, 2)])
+def test_diagonals_of_a_matrix_are_numpys_read_only_views_and_diag_makes_one(device, shape):
+    """``np.diagonal(a)`` views ``a`` (a store into ``a`` shows in it), read-only as NumPy's; ``np.diag`` of a
+    1-D array is a matrix with it on a diagonal, zeros elsewhere (of an empty one, a matrix of zeros)."""
+    v = np.arange(1.0, min(shape) + 1.0) * -1.5
+    agrees_or_refused(diagonals, device, matrix(*shape), v, 1, rtol=0)
+
+
+@svod.jit
+def stored_into_a_diagonal(a):
+    np.diagonal(a)[0] = 1.0
+    return a
+
+
 def test_the_trace_of_integers_is_numpys_int64(device):
     agrees_or_refused(triangles, device, np.arange(12, dtype=np.int32).reshape(3, 4),
                       np.ones((2, 3, 4), np.int32), 1, needs=svod.dtypes.int64)
@@ -215,8 +239,8 @@ def fortran_order(a):
 
 
 @svod.jit
-def diagonal(a):
-    return np.diagonal(a)
+def diagonal_of_a_cube(a):
+    return np.diagonal(a.reshape(1, 3, 4))
 
 
 @svod.jit
@@ -235,10 +259,11 @@ def views_made_in_a_loop(a, steps):
 
 @pytest.mark.parametrize(("fn", "says"), [
     (stored_into_a_broadcast, "np.broadcast_to's view is read-only"),
+    (stored_into_a_diagonal, "np.diagonal's view is read-only"),
     (wrong_axes, r"np.transpose's axes \(0, 0\) is not an axis, or distinct axes"),
     (wrong_size, "cannot reshape an array of size 12 into shape"), (squeezed_wide_axis, "np.squeeze of an axis"),
     (not_broadcast, r"an array of shape \(3, 4\) does not broadcast to shape \(2, 5\)"),
-    (fortran_order, "svod reshapes in C order"), (diagonal, "np.diagonal is not a function svod's array"),
+    (fortran_order, "svod reshapes in C order"), (diagonal_of_a_cube, r"np.diagonal of an array of 3 dimension"),
     (eye_of_an_element, "np.eye's N is a number the host knows before the run"),
     (views_made_in_a_loop, "b is a new array in every turn of a loop around phases, and another name views it")])
 def test_what_numpy_refuses_or_svod_does_not_have_is_refused_at_its_line(fn, says):
