@@ -1,8 +1,9 @@
 """NumPy's indexing and functions beyond elementwise arithmetic in ``@svod.jit``'s array statements
 (``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
-class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff``,
-``np.roll``, ``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
+class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff`` (of any
+order, along any axis), ``np.roll`` (along axes or raveled), ``np.concatenate``, ``np.stack``, ``len``
+(``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -72,16 +73,16 @@ class Masked(Expr):
 
 @dataclass(eq=False)
 class Rolled(Expr):
-    """``np.roll(base, shift)`` of a 1-D array: the element ``shift`` places before, around the end."""
+    """``np.roll(base, shifts, axes)``: along each axis, the element its shift places before, around the end."""
 
     base: Expr = field(default=None)  # type: ignore[assignment]
-    shift: int = 0
+    shifts: tuple[int, ...] = ()
+    """Each axis's shift, in ``[0, size)``."""
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        size = extents.numbers(self.shape)[0]
-        moved = ast.BinOp(ast.BinOp(index[0], ast.Add(), constant(size - self.shift % size)), ast.Mod(),
-                          constant(size))
-        return self.base.element([moved], out)
+        at = [i if not shift else ast.BinOp(ast.BinOp(i, ast.Add(), constant(size - shift)), ast.Mod(), constant(size))
+              for i, size, shift in zip(index, extents.numbers(self.shape), self.shifts, strict=True)]
+        return self.base.element(at, out)
 
 
 @dataclass(eq=False)
@@ -165,6 +166,19 @@ class ArrayCalls:
     def known(self, node: ast.expr, what: str) -> Any: ...
 
     @abstractmethod
+    def passed(self, node: ast.Call, fn: Callable[..., Any], takes: Sequence[str],
+               owner: ast.expr | None = None) -> dict[str, ast.expr]: ...
+
+    @abstractmethod
+    def axes(self, node: ast.expr | Sequence[ast.expr], ndim: int, what: str) -> tuple[int, ...]: ...
+
+    @abstractmethod
+    def numbers(self, node: ast.expr | Sequence[ast.expr], what: str) -> tuple[Any, ...]: ...
+
+    @abstractmethod
+    def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...], views: bool = False) -> Expr: ...
+
+    @abstractmethod
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value: ...
 
@@ -204,7 +218,7 @@ class ArrayCalls:
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         """The NumPy functions of this module, by name; None for another."""
-        if name in (*CLASS_FUNCTIONS, *LOGICAL_FUNCTIONS, "sign", "clip", "diff", "roll"):
+        if name in (*CLASS_FUNCTIONS, *LOGICAL_FUNCTIONS, "sign", "clip"):
             self.bare(node, f"np.{name}")
         if name in CLASS_FUNCTIONS and len(args) == 1:
             dtype = self.dtype_of(node, getattr(np, name), *args)
@@ -224,10 +238,10 @@ class ArrayCalls:
         if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
             self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
-        if name == "diff" and len(args) == 1 and isinstance(args[0], Expr) and not node.keywords:
-            return self.difference(node, args[0])
-        if name == "roll" and len(node.args) == 2 and isinstance(args[0], Expr) and not node.keywords:
-            return self.rolled(node, args[0], node.args[1])
+        if name == "diff" and args and isinstance(args[0], Expr):
+            return self.difference(node, args[0], self.passed(node, np.diff, ("n", "axis")))
+        if name == "roll" and args and isinstance(args[0], Expr):
+            return self.rolled(node, args[0], self.passed(node, np.roll, ("shift", "axis")))
         return None
 
     def clipped(self, node: ast.Call, args: list[Value]) -> Value:
@@ -288,25 +302,50 @@ class ArrayCalls:
             return ast.BinOp(close, ast.BitOr(), both_nan) if equal_nan else close
         return self.elementwise(node, element, np.dtype(bool), a, b, rtol, atol)
 
-    def difference(self, node: ast.Call, x: Expr) -> Expr:
-        """``np.diff(x)``: ``x[..., 1:] - x[..., :-1]``."""
-        if not x.shape or extents.low(x.shape[-1]) <= 0:
-            raise self.refuse(node, "np.diff of an array with no elements along its last axis" + (
-                "" if not x.shape or isinstance(x.shape[-1], int) else f" at some turns (`{x.shape[-1]}`)"))
-        axes: tuple[tuple[int, Dim, int], ...] = tuple((k, 0, 1) for k in range(len(x.shape)))
-        shape = (*x.shape[:-1], extents.sub(x.shape[-1], 1))
-        later = Viewed(shape, x.dtype, x, (*axes[:-1], (len(x.shape) - 1, 1, 1)), {})
-        earlier = Viewed(shape, x.dtype, x, axes, {})
-        dtype = self.dtype_of(node, np.subtract, later, earlier)
-        return self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]), dtype, later, earlier)
+    def difference(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.diff(x, n, axis)``: ``x[1:] - x[:-1]`` along the axis (``!=`` of bools, as NumPy's), ``n``
+        times (``x`` itself for 0)."""
+        times = self.host_int(given["n"]) if "n" in given else 1
+        assert times is not None
+        if times < 0:
+            raise self.refuse(node, f"np.diff's order n={times} is negative (NumPy raises)")
+        if not x.shape:
+            raise self.refuse(node, "np.diff of a 0-d array (NumPy raises)")
+        axis = self.axes(given["axis"], len(x.shape), "np.diff's axis")[0] if "axis" in given else len(x.shape) - 1
+        for _ in range(times):
+            if extents.low(x.shape[axis]) <= 0:
+                raise self.refuse(node, "np.diff of an array with no elements along its axis" + (
+                    "" if isinstance(x.shape[axis], int) else f" at some turns (`{x.shape[axis]}`)"))
+            axes: list[tuple[int, Dim, int]] = [(k, 0, 1) for k in range(len(x.shape))]
+            shape = tuple(extents.sub(size, 1) if k == axis else size for k, size in enumerate(x.shape))
+            earlier = Viewed(shape, x.dtype, x, tuple(axes), {})
+            axes[axis] = (axis, 1, 1)
+            later = Viewed(shape, x.dtype, x, tuple(axes), {})
+            if x.dtype == np.bool_:
+                x = self.elementwise(node, lambda c: ast.Compare(c[0], [ast.NotEq()], [c[1]]), x.dtype, later, earlier)
+            else:
+                x = self.elementwise(node, lambda c: ast.BinOp(c[0], ast.Sub(), c[1]),
+                                     self.dtype_of(node, np.subtract, later, earlier), later, earlier)
+        return x
 
-    def rolled(self, node: ast.Call, x: Expr, shift: ast.expr) -> Expr:
-        if len(x.shape) != 1:
-            raise self.refuse(node, "svod rolls a 1-D array (np.roll(x.ravel(), k).reshape(x.shape) for another)")
+    def rolled(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.roll(x, shift, axis)``: by shifts the host knows, one per axis named (one shift for all of them),
+        or of ``x`` raveled where no axis is named, as NumPy's."""
         self.static(node, x, "np.roll")
-        by = self.host_int(shift, numpy_bool=True)  # (NumPy shifts by a NumPy bool's 0 or 1)
-        assert by is not None
-        return Rolled(x.shape, x.dtype, x, by) if x.shape[0] else x
+        if "axis" not in given:
+            along = {**given, "axis": ast.copy_location(constant(0), node)}
+            flat = self.rolled(node, self.reshaped(node, x, (-1,)), along)
+            return self.reshaped(node, flat, extents.numbers(x.shape)) if len(x.shape) != 1 else flat
+        named = self.axes(given["axis"], len(x.shape), "np.roll's axis")
+        by = self.numbers(given["shift"], "np.roll's shift")  # (NumPy shifts by a bool's 0 or 1)
+        if any(not isinstance(s, (int, np.integer)) for s in by) or len(by) not in (1, len(named)):
+            raise self.refuse(node, f"np.roll's shift {by} is an integer, or one for each axis named")
+        shifts = [0] * len(x.shape)
+        for axis, shift in zip(named, by * len(named) if len(by) == 1 else by, strict=True):
+            shifts[axis] = int(shift)
+        sizes = extents.numbers(x.shape)
+        shifts = [shift % size if size else 0 for shift, size in zip(shifts, sizes, strict=True)]
+        return Rolled(x.shape, x.dtype, x, tuple(shifts)) if any(shifts) else x
 
     def extra_method(self, node: ast.Call, owner: Expr, name: str, args: list[Value]) -> Value | None:
         """The array methods of the modules beyond this one, by name; None for another."""

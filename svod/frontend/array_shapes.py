@@ -2,7 +2,8 @@
 (``svod.frontend.arrays``): ``np.transpose`` and ``x.transpose``, ``np.swapaxes``, ``np.reshape`` and
 ``x.reshape``/``ravel``/``flatten``, ``np.flip``/``fliplr``/``flipud``, ``np.expand_dims``, ``np.squeeze``,
 ``np.broadcast_to``, ``np.hstack``/``vstack``/``column_stack``/``dstack``, ``np.tril``/``triu``, ``np.trace``,
-``np.diagonal``/``np.diag``, and ``np.arange``, ``np.linspace``, ``np.eye``, ``np.identity``, ``np.tri``.
+``np.diagonal``/``np.diag``, ``np.moveaxis``, ``np.ascontiguousarray``, ``np.repeat``, ``np.tile``, and
+``np.arange``, ``np.linspace``, ``np.eye``, ``np.identity``, ``np.tri``.
 
 A view is a view here too: ``v = np.flip(x)`` names ``x``'s memory, as NumPy's does. ``np.broadcast_to``'s view
 repeats elements, so it is read-only, as NumPy's, and so is ``np.diagonal``'s: a store into either is refused
@@ -49,7 +50,7 @@ JOINS = (np.concatenate, np.stack, np.hstack, np.vstack, np.column_stack, np.dst
 MADE = (np.arange, np.linspace, np.eye, np.identity, np.tri)
 """The functions that make an array of numbers the host knows (``np.eye(n)``): an expression of its indices."""
 VIEWS = ("transpose", "swapaxes", "reshape", "ravel", "flip", "fliplr", "flipud", "expand_dims", "squeeze",
-         "broadcast_to", "diagonal", "diag")
+         "broadcast_to", "diagonal", "diag", "moveaxis", "ascontiguousarray")
 """The functions and methods whose array is a view of their operand's memory."""
 _STACKS = {"hstack": 1, "vstack": 2, "column_stack": 2, "dstack": 3}
 """The joins that first give each part at least these dimensions."""
@@ -110,6 +111,33 @@ class Banded(Expr):
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         test = ast.Compare(ast.BinOp(index[-1], ast.Sub(), index[-2]), [self.op()], [constant(self.k)])
         return test if self.dtype == np.bool_ else typed(test, self.dtype)
+
+
+@dataclass(eq=False)
+class Repeated(Expr):
+    """``np.repeat(base, times, axis)``: each element of ``base`` along ``axis`` ``times`` times in a row."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+    axis: int = 0
+    times: int = 1
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        at = list(index)
+        at[self.axis] = ast.BinOp(index[self.axis], ast.FloorDiv(), constant(self.times))
+        return self.base.element(at, out)
+
+
+@dataclass(eq=False)
+class Tiled(Expr):
+    """``np.tile(base, reps)``: ``base`` repeated whole along each of its axes (the last ones of this shape)."""
+
+    base: Expr = field(default=None)  # type: ignore[assignment]
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        sizes = extents.numbers(self.base.shape)
+        lead = len(self.shape) - len(sizes)
+        return self.base.element([ast.BinOp(i, ast.Mod(), constant(size)) if size != reps else i for i, size, reps in
+                                  zip(index[lead:], sizes, extents.numbers(self.shape)[lead:], strict=True)], out)
 
 
 def read_only(x: Expr) -> str | None:
@@ -257,7 +285,7 @@ class ArrayShapes(ArrayMath):
             if any(k.arg != "order" for k in node.keywords):
                 raise self.refuse(node, "x.reshape takes a shape, and order= alone")
             return self.reshaped_to(node, owner, {"shape": node.args, **{str(k.arg): k.value for k in node.keywords}})
-        if name in ("ravel", "flatten", "swapaxes", "squeeze", "trace", "diagonal"):
+        if name in ("ravel", "flatten", "swapaxes", "squeeze", "trace", "diagonal", "repeat"):
             fn = np.ravel if name == "flatten" else getattr(np, name)
             made = _SHAPING[fn.__name__](self, node, owner, self.passed(node, fn, _TAKES[fn.__name__], node.func))
             return made if name != "flatten" else self.elementwise(node, lambda c: c[0], owner.dtype, made)  # a copy
@@ -285,6 +313,57 @@ class ArrayShapes(ArrayMath):
         order = list(range(ndim))
         order[first], order[second] = second, first
         return Transposed(tuple(x.shape[a] for a in order), x.dtype, x, tuple(order))
+
+    def moved(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.moveaxis(x, source, destination)``: the transpose that puts each source axis at its destination,
+        the others in their order."""
+        ndim = len(x.shape)
+        source = self.axes(given["source"], ndim, "np.moveaxis's source")
+        destination = self.axes(given["destination"], ndim, "np.moveaxis's destination")
+        if len(source) != len(destination):
+            raise self.refuse(node, "np.moveaxis's source and destination name as many axes each")
+        order = [k for k in range(ndim) if k not in source]
+        for to, axis in sorted(zip(destination, source, strict=True)):
+            order.insert(to, axis)
+        return Transposed(tuple(x.shape[a] for a in order), x.dtype, x, tuple(order))
+
+    def contiguous(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.ascontiguousarray(x)``: ``x`` itself where its memory is in C order (at least 1-D), else a copy."""
+        if not x.shape:
+            return self.reshaped(node, x, (1,))
+        strides = _strides(x)
+        if strides is not None and _contiguous(extents.numbers(x.shape), strides) is not None:
+            return x
+        return self.elementwise(node, lambda c: c[0], x.dtype, x)
+
+    def repeated(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.repeat(x, times, axis)`` by a count the host knows (of ``x`` raveled where no axis is given)."""
+        times = _integer(self, given["repeats"], "np.repeat's count (one the host knows: svod repeats each element "
+                                                 "as often)")
+        if times < 0:
+            raise self.refuse(node, f"np.repeat's count {times} is negative (NumPy raises)")
+        axis_node = given.get("axis")
+        if axis_node is None:
+            x, axis = self.reshaped(node, x, (-1,)), 0
+        else:
+            axis = self.axes(axis_node, len(x.shape), "np.repeat's axis")[0]
+        self.static(node, x, "np.repeat")
+        shape = list(extents.numbers(x.shape))
+        shape[axis] *= times
+        return Repeated(tuple(shape), x.dtype, x, axis, times)
+
+    def tiled(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
+        """``np.tile(x, reps)`` of counts the host knows: ``x`` given leading axes of 1 up to ``len(reps)``, and
+        ``reps`` leading ones up to ``x``'s dimensions, as NumPy's."""
+        reps = self.numbers(given["reps"], "np.tile's reps")
+        if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0 for r in reps):
+            raise self.refuse(node, f"np.tile's reps {reps} are counts")
+        self.static(node, x, "np.tile")
+        if len(reps) > len(x.shape):
+            x = _expanded(x, tuple(range(len(reps) - len(x.shape))))
+        counts = (1,) * (len(x.shape) - len(reps)) + tuple(int(r) for r in reps)
+        shape = tuple(size * r for size, r in zip(extents.numbers(x.shape), counts, strict=True))
+        return Tiled(shape, x.dtype, x) if shape != x.shape else self.elementwise(node, lambda c: c[0], x.dtype, x)
 
     def reshaped_to(self, node: ast.Call, x: Expr, given: dict[str, Any]) -> Expr:
         if "order" in given and self.known(given["order"], "the order") != "C":
@@ -582,12 +661,15 @@ _SHAPING: dict[str, Callable[[ArrayShapes, ast.Call, Expr, dict[str, Any]], Valu
     "triu": lambda self, node, x, given: self.triangle(node, x, given, False), "trace": ArrayShapes.traced,
     "diagonal": lambda self, node, x, given: self.diagonal(node, x, given, "diagonal"),
     "diag": lambda self, node, x, given: self.diagonal(node, x, given, "diag"),
+    "moveaxis": ArrayShapes.moved, "ascontiguousarray": ArrayShapes.contiguous, "repeat": ArrayShapes.repeated,
+    "tile": ArrayShapes.tiled,
 }
 """The shaping functions of an array, by NumPy's name, each given the user's argument nodes by parameter."""
 _TAKES: dict[str, tuple[str, ...]] = {
     "transpose": ("axes",), "swapaxes": ("axis1", "axis2"), "reshape": ("shape", "order"), "ravel": ("order",),
     "flip": ("axis",), "expand_dims": ("axis",), "squeeze": ("axis",), "broadcast_to": ("shape",), "tril": ("k",),
     "triu": ("k",), "trace": ("offset",), "diagonal": ("offset",), "diag": ("k",),
+    "moveaxis": ("source", "destination"), "repeat": ("repeats", "axis"), "tile": ("reps",),
     "arange": ("start_or_stop", "stop", "step", "dtype"),
     "linspace": ("start", "stop", "num", "endpoint", "dtype"), "eye": ("N", "M", "k", "dtype"),
     "identity": ("n", "dtype"), "tri": ("N", "M", "k", "dtype"),

@@ -130,6 +130,22 @@ def shaped_functions(x):
     return np.sign(x), np.clip(x, -1.0, 2.5), x.clip(0.0, 1.0), np.diff(x), np.roll(x, 3), np.roll(x, -1)
 
 
+@svod.jit
+def differences_and_rolls(a, v):
+    return (np.diff(v, 2), np.diff(a, axis=0), np.diff(a, n=2, axis=-1), np.diff(v, n=0),
+            np.diff(v > 0.5).astype(v.dtype),
+            np.roll(a, 1), np.roll(a, -1, axis=0), np.roll(a, (1, 2), axis=(0, 1)), np.roll(a, 5, axis=1),
+            np.roll(a, np.int64(3)))
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 7), (2, 5)])
+def test_diff_of_any_order_along_an_axis_and_roll_along_axes(device, shape):
+    """``np.diff`` ``n`` times along an axis (of bools ``!=``), ``np.roll`` along axes or raveled, as NumPy's."""
+    a = np.cos(np.arange(float(np.prod(shape)))).reshape(shape) * 3.0
+    v = a[0] ** 3
+    agrees_with_python(differences_and_rolls, device, a, v)
+
+
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_sign_clip_diff_and_roll(device, n):
     agrees_with_python(shaped_functions, device, _values(device, n))

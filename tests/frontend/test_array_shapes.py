@@ -80,6 +80,22 @@ def test_diagonals_of_a_matrix_are_numpys_read_only_views_and_diag_makes_one(dev
 
 
 @svod.jit
+def moved_repeated_and_tiled(a, v):
+    c = np.ascontiguousarray(a)  # a itself: the store below is one into a
+    t = np.ascontiguousarray(a.T)  # a copy: the store into it leaves a as it is
+    c[0, -1] = 9.0
+    t[-1, 0] = -9.0
+    return (np.moveaxis(a, 0, -1) * 1.0, np.moveaxis(a[np.newaxis], [0, 2], [2, 0]) + t.sum(), a,
+            np.repeat(v, 3), np.repeat(a, 2, axis=1), a.repeat(2, axis=0), np.repeat(a, 2), np.repeat(v, 0),
+            np.tile(v, 2), np.tile(a, (2, 1)), np.tile(v, (2, 1, 2)), np.tile(a, 3), np.tile(a, 1) + 1.0)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
+def test_moveaxis_ascontiguousarray_repeat_and_tile_as_numpys(device, shape):
+    agrees_or_refused(moved_repeated_and_tiled, device, matrix(*shape), np.arange(1.0, shape[1] + 1.0), rtol=0)
+
+
+@svod.jit
 def stored_into_a_diagonal(a):
     np.diagonal(a)[0] = 1.0
     return a
