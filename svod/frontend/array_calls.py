@@ -2,8 +2,8 @@
 (``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
 class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff`` (of any
-order, along any axis), ``np.roll`` (along axes or raveled), ``np.concatenate``, ``np.stack``, ``len``
-(``np.linalg.norm``: ``svod.frontend.array_norms``).
+order, along any axis), ``np.roll`` (along axes or raveled), ``np.vdot``, ``np.inner``, ``np.concatenate``,
+``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -27,6 +27,7 @@ from svod.frontend.array_exprs import (
     Emitter,
     Expr,
     Scalar,
+    Transposed,
     Value,
     Viewed,
     broadcast_element,
@@ -179,6 +180,9 @@ class ArrayCalls:
     def reshaped(self, node: ast.AST, x: Expr, shape: tuple[int, ...], views: bool = False) -> Expr: ...
 
     @abstractmethod
+    def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value: ...
+
+    @abstractmethod
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
                   args: list[Value]) -> Value: ...
 
@@ -238,6 +242,9 @@ class ArrayCalls:
         if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
             self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
+        if name in ("vdot", "inner") and len(args) == 2 and all(isinstance(a, Expr) for a in args):
+            self.bare(node, f"np.{name}")
+            return self.inner_product(node, name, *args)  # type: ignore[arg-type]
         if name == "diff" and args and isinstance(args[0], Expr):
             return self.difference(node, args[0], self.passed(node, np.diff, ("n", "axis")))
         if name == "roll" and args and isinstance(args[0], Expr):
@@ -301,6 +308,21 @@ class ArrayCalls:
             both_nan = ast.BinOp(call(numpy("isnan"), x), ast.BitAnd(), call(numpy("isnan"), y))
             return ast.BinOp(close, ast.BitOr(), both_nan) if equal_nan else close
         return self.elementwise(node, element, np.dtype(bool), a, b, rtol, atol)
+
+    def inner_product(self, node: ast.Call, name: str, a: Expr, b: Expr) -> Value:
+        """``np.vdot(a, b)``: the arrays raveled, ``a`` conjugated, as one number; ``np.inner(a, b)`` of arrays of
+        1 or 2 dimensions: the sums of products along the last axes (``a @ b.T``)."""
+        if name == "vdot":
+            a, b = (self.reshaped(node, x, (-1,)) for x in (a, b))
+            if a.dtype.kind == "c":
+                a = self.elementwise(node, lambda c: call(numpy("conj"), c[0]), a.dtype, a)
+            return self.matmul(node, a, b)
+        if not (1 <= len(a.shape) <= 2 and 1 <= len(b.shape) <= 2):
+            raise self.refuse(node, "np.inner of arrays of 1 or 2 dimensions is the one svod has")
+        if len(b.shape) == 1:
+            return self.matmul(node, a, b)
+        turned = Transposed((b.shape[1], b.shape[0]), b.dtype, b, (1, 0))
+        return self.matmul(node, a, turned) if len(a.shape) == 2 else self.matmul(node, b, a)
 
     def difference(self, node: ast.Call, x: Expr, given: dict[str, ast.expr]) -> Expr:
         """``np.diff(x, n, axis)``: ``x[1:] - x[:-1]`` along the axis (``!=`` of bools, as NumPy's), ``n``

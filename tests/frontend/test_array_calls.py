@@ -146,6 +146,30 @@ def test_diff_of_any_order_along_an_axis_and_roll_along_axes(device, shape):
     agrees_with_python(differences_and_rolls, device, a, v)
 
 
+@svod.jit
+def inner_products(a, v, w, b):
+    return np.vdot(v, w), np.vdot(a, a), np.inner(v, w), np.inner(a, v), np.inner(v, b), np.inner(a, b)
+
+
+@svod.jit
+def conjugated(z, y):
+    return np.vdot(z, y), np.inner(z, y)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
+def test_vdot_and_inner_as_numpys(device, shape):
+    """``np.vdot`` ravels and conjugates its first array; ``np.inner`` sums along both arrays' last axes."""
+    a = np.cos(np.arange(float(np.prod(shape)))).reshape(shape)
+    v = np.arange(1.0, shape[1] + 1.0)
+    args = (a, v, v[::-1] * 0.5, a[::-1] + 1.0)
+    if refuses(device, svod.dtypes.float64):
+        args = tuple(x.astype(np.float32) for x in args)
+    agrees_with_python(inner_products, device, *args, rtol=1e-5)
+    if not refuses(device, svod.dtypes.float64):  # (agrees_with_python takes no complex arrays)
+        z, y = v + 1j * v[::-1], v * 0.5 - 2j * v
+        np.testing.assert_allclose(conjugated(z, y, device=device), conjugated.fn(z, y), rtol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_sign_clip_diff_and_roll(device, n):
     agrees_with_python(shaped_functions, device, _values(device, n))
