@@ -2,8 +2,8 @@
 (``svod.frontend.arrays``): gathers through integer arrays (``lut[img]``, ``a[rows, cols]``), stores under a
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
 class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff`` (of any
-order, along any axis), ``np.roll`` (along axes or raveled), ``np.vdot``, ``np.inner``, ``np.concatenate``,
-``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
+order, along any axis), ``np.roll`` (along axes or raveled), ``np.vdot``, ``np.inner``, ``np.interp``,
+``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -12,6 +12,7 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from svod.frontend.array_exprs import (
     typed,
 )
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import call, constant, load
+from svod.frontend.nodes import call, constant, load, store
 
 CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
@@ -106,6 +107,88 @@ class Joined(Expr):
                 ast.Compare(index[self.axis], [ast.Lt()], [constant(int(end))]), element, value)
         assert value is not None
         return value
+
+
+@dataclass(eq=False)
+class Interpolated(Expr):
+    """``np.interp(x, xp, fp, left, right)``: each element of ``x`` found among the increasing ``xp`` by a binary
+    search, then NumPy's own arithmetic in float64 (``INTERPOLATION``)."""
+
+    x: Value = field(default=None)  # type: ignore[assignment]
+    xp: Expr = field(default=None)  # type: ignore[assignment]
+    fp: Expr = field(default=None)  # type: ignore[assignment]
+    left: Value | None = None
+    right: Value | None = None
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        size = extents.numbers(self.xp.shape)[0]
+        names = {name: out.fresh(f"interp_{name}") for name in ("x", "lo", "hi", "mid", "k", "slope", "r")}
+        wide = np.dtype(np.float64)
+
+        def side(value: Value | None, at: int) -> ast.expr:
+            given = None if value is None else broadcast_element(value, self.shape, index, out)
+            return typed(self.fp.element([constant(at)], out) if given is None else given, wide)
+
+        ends = {"LEFT": side(self.left, 0), "RIGHT": side(self.right, size - 1)}
+        filling = _Filling(names, {"n": constant(size), **ends},
+                           {"XP": lambda i: typed(self.xp.element([i], out), wide),
+                            "FP": lambda i: typed(self.fp.element([i], out), wide)})
+        template = [SEARCH, SEGMENT if size > 1 else "r = FP(0)", ENDS]  # (one point alone has no segment)
+        body = [filling.visit(s) for part in template for s in ast.parse(part).body]
+        x = typed(broadcast_element(self.x, self.shape, index, out), wide)
+        out.statements += [ast.Assign([store(names["x"])], x), *body[:-1]]
+        return body[-1].value
+
+
+class _Filling(ast.NodeTransformer):
+    """A template's names made fresh (``names``), its other names ``values``, and its calls of ``reads`` the
+    elements they read; what it puts in is not visited again (an array may be named as a template's name is)."""
+
+    def __init__(self, names: dict[str, str], values: dict[str, ast.expr],
+                 reads: dict[str, Callable[[ast.expr], ast.expr]]) -> None:
+        self.names, self.values, self.reads = names, values, reads
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.names:
+            return ast.Name(self.names[node.id], node.ctx)
+        return copy.deepcopy(self.values[node.id]) if node.id in self.values else node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        if isinstance(node.func, ast.Name) and node.func.id in self.reads:
+            return self.reads[node.func.id](self.visit(node.args[0]))
+        return self.generic_visit(node)  # type: ignore[return-value]
+
+
+SEARCH = """
+lo = 0
+hi = n
+while lo < hi:
+    mid = (lo + hi) // 2
+    if x >= XP(mid):
+        lo = mid + 1
+    else:
+        hi = mid
+"""
+"""NumPy's ``interp`` of one element ``x`` (``numpy/_core/src/multiarray/compiled_base.c``'s steps), first:
+``lo``, the count of ``xp`` at most ``x``, by a binary search. ``n`` is ``len(xp)``; ``XP``, ``FP``, ``LEFT`` and
+``RIGHT`` the elements read."""
+SEGMENT = """
+k = min(max(lo - 1, 0), n - 2)
+slope = (FP(k + 1) - FP(k)) / (XP(k + 1) - XP(k))
+r = slope * (x - XP(k)) + FP(k)
+r = slope * (x - XP(k + 1)) + FP(k + 1) if r != r else r
+r = FP(k) if r != r and FP(k) == FP(k + 1) else r
+r = FP(k) if XP(k) == x else r
+"""
+"""Then the segment ``k`` it falls in (of two points or more), and the value along it: from its right end where
+that is NaN, the segment's one value where both ends hold it, ``fp`` itself at a sample point."""
+ENDS = """
+r = FP(n - 1) if lo >= n else r
+r = RIGHT if x > XP(n - 1) else r
+r = LEFT if lo == 0 else r
+x if x != x else r
+"""
+"""Last, ``fp``'s last at the last point, ``right`` past it, ``left`` before the first, NaN of NaN."""
 
 
 def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
@@ -242,6 +325,8 @@ class ArrayCalls:
         if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
             self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
+        if name == "interp":
+            return self.interpolated(node)
         if name in ("vdot", "inner") and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             self.bare(node, f"np.{name}")
             return self.inner_product(node, name, *args)  # type: ignore[arg-type]
@@ -308,6 +393,25 @@ class ArrayCalls:
             both_nan = ast.BinOp(call(numpy("isnan"), x), ast.BitAnd(), call(numpy("isnan"), y))
             return ast.BinOp(close, ast.BitOr(), both_nan) if equal_nan else close
         return self.elementwise(node, element, np.dtype(bool), a, b, rtol, atol)
+
+    def interpolated(self, node: ast.Call) -> Expr:
+        """``np.interp(x, xp, fp, left, right)`` of real 1-D samples of one static length, as NumPy computes it
+        (float64 values; ``xp`` increasing, as NumPy requires)."""
+        given = {name: self.value(v) for name, v in self.passed(node, np.interp, ("xp", "fp", "left", "right")).items()}
+        x = self.value(node.args[0]) if node.args else None
+        xp, fp = given.get("xp"), given.get("fp")
+        if x is None or not isinstance(xp, Expr) or not isinstance(fp, Expr) or len(xp.shape) != 1 or xp.shape != \
+                fp.shape or any(isinstance(v, Expr) and v.dtype.kind not in "biuf" for v in (x, xp, fp)):
+            raise self.refuse(node, "np.interp takes x and two real 1-D arrays of sample points and values of one "
+                                    "length (svod's takes no period=, nor complex values)")
+        self.static(node, xp, "np.interp")
+        if not extents.numbers(xp.shape)[0]:
+            raise self.refuse(node, "np.interp of no sample points (NumPy raises)")
+        bounds = [given.get(k) for k in ("left", "right")]
+        if any(isinstance(b, Expr) and b.shape for b in bounds):
+            raise self.refuse(node, "np.interp's left and right are numbers")
+        shape = x.shape if isinstance(x, Expr) else ()
+        return Interpolated(shape, np.dtype(np.float64), x, xp, fp, *bounds)
 
     def inner_product(self, node: ast.Call, name: str, a: Expr, b: Expr) -> Value:
         """``np.vdot(a, b)``: the arrays raveled, ``a`` conjugated, as one number; ``np.inner(a, b)`` of arrays of

@@ -170,6 +170,37 @@ def test_vdot_and_inner_as_numpys(device, shape):
         np.testing.assert_allclose(conjugated(z, y, device=device), conjugated.fn(z, y), rtol=1e-12)
 
 
+@svod.jit
+def interpolated(x, xp, fp):
+    return np.interp(x, xp, fp), np.interp(x, xp, fp, left=-1.0, right=99.0), np.interp(x[0] + 0.5, xp, fp)
+
+
+INTERPOLATIONS = {
+    "points": ([-1.0, 0, 0.5, 1, 1.5, 2, 2.5, 3, 10, np.nan, np.inf, -np.inf], [0.0, 1, 2, 3], [0.0, 10, -5, 7]),
+    "one point": ([-1.0, 0, 0.5, 1, 2], [1.0], [5.0]),
+    "infinite values": ([0.5, 1.5, 2.0, 0.0], [0.0, 1, 2], [np.inf, np.inf, 1]),
+    "random": (np.linspace(-2.0, 12.0, 101), np.sort(np.random.default_rng(0).uniform(0.0, 10.0, 17)),
+               np.random.default_rng(1).normal(size=17)),
+}
+
+
+@pytest.mark.parametrize("case", list(INTERPOLATIONS))
+def test_interp_as_numpy_computes_it(device, case):
+    """The binary search and NumPy's float64 arithmetic: ``fp`` itself at a sample point, ``left``/``right`` (by
+    default ``fp``'s ends) outside, NaN of NaN, a segment between infinities from its other end, float32 samples
+    and integer ``x`` computed in float64 as NumPy's."""
+    x, xp, fp = (np.array(v, np.float64) for v in INTERPOLATIONS[case])
+    if refuses(device, svod.dtypes.float64):
+        with pytest.raises(GraphError, match="cannot hold float64"):
+            interpolated(x.astype(np.float32), xp.astype(np.float32), fp.astype(np.float32), device=device)
+        return
+    if not device.caps.ieee_floats:
+        x, fp = np.nan_to_num(x, posinf=20.0, neginf=-20.0), np.nan_to_num(fp, posinf=5.0)
+    agrees_with_python(interpolated, device, x, xp, fp, rtol=0, atol=0)
+    agrees_with_python(interpolated, device, np.arange(-1, 4, dtype=np.int32), xp.astype(np.float32),
+                       fp.astype(np.float32), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_sign_clip_diff_and_roll(device, n):
     agrees_with_python(shaped_functions, device, _values(device, n))
