@@ -3,7 +3,7 @@
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
 class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff`` (of any
 order, along any axis), ``np.roll`` (along axes or raveled), ``np.vdot``, ``np.inner``, ``np.interp``,
-``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
+``np.searchsorted``, ``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -112,7 +112,7 @@ class Joined(Expr):
 @dataclass(eq=False)
 class Interpolated(Expr):
     """``np.interp(x, xp, fp, left, right)``: each element of ``x`` found among the increasing ``xp`` by a binary
-    search, then NumPy's own arithmetic in float64 (``INTERPOLATION``)."""
+    search, then NumPy's own arithmetic in float64 (``SEARCH``, ``SEGMENT``, ``ENDS``)."""
 
     x: Value = field(default=None)  # type: ignore[assignment]
     xp: Expr = field(default=None)  # type: ignore[assignment]
@@ -122,22 +122,52 @@ class Interpolated(Expr):
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         size = extents.numbers(self.xp.shape)[0]
-        names = {name: out.fresh(f"interp_{name}") for name in ("x", "lo", "hi", "mid", "k", "slope", "r")}
         wide = np.dtype(np.float64)
 
         def side(value: Value | None, at: int) -> ast.expr:
             given = None if value is None else broadcast_element(value, self.shape, index, out)
             return typed(self.fp.element([constant(at)], out) if given is None else given, wide)
 
-        ends = {"LEFT": side(self.left, 0), "RIGHT": side(self.right, size - 1)}
-        filling = _Filling(names, {"n": constant(size), **ends},
-                           {"XP": lambda i: typed(self.xp.element([i], out), wide),
-                            "FP": lambda i: typed(self.fp.element([i], out), wide)})
-        template = [SEARCH, SEGMENT if size > 1 else "r = FP(0)", ENDS]  # (one point alone has no segment)
-        body = [filling.visit(s) for part in template for s in ast.parse(part).body]
-        x = typed(broadcast_element(self.x, self.shape, index, out), wide)
-        out.statements += [ast.Assign([store(names["x"])], x), *body[:-1]]
-        return body[-1].value
+        template = [SEARCH.replace("AFTER", "x >= XP(mid)"), SEGMENT if size > 1 else "r = FP(0)", ENDS]
+        return _written(template, out, typed(broadcast_element(self.x, self.shape, index, out), wide),
+                        {"n": constant(size), "LEFT": side(self.left, 0), "RIGHT": side(self.right, size - 1)},
+                        {"XP": lambda i: typed(self.xp.element([i], out), wide),
+                         "FP": lambda i: typed(self.fp.element([i], out), wide)})
+
+
+@dataclass(eq=False)
+class Searched(Expr):
+    """``np.searchsorted(a, v, side)``: where each element of ``v`` would go among the sorted ``a`` to keep it
+    sorted (before equal ones, or after them), by a binary search in NumPy's order (NaN after every number)."""
+
+    v: Value = field(default=None)  # type: ignore[assignment]
+    a: Expr = field(default=None)  # type: ignore[assignment]
+    right: bool = False
+    compared: np.dtype = field(default=np.dtype(np.float64))
+    """The dtype both are compared in (NumPy's common one)."""
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        after = "not (x < XP(mid) or (XP(mid) != XP(mid) and x == x))" if self.right else \
+            "XP(mid) < x or (x != x and XP(mid) == XP(mid))"
+        return _written([SEARCH.replace("AFTER", after), "lo"], out,
+                        typed(broadcast_element(self.v, self.shape, index, out), self.compared),
+                        {"n": constant(extents.numbers(self.a.shape)[0])},
+                        {"XP": lambda i: typed(self.a.element([i], out), self.compared)})
+
+
+def _written(template: list[str], out: Emitter, x: ast.expr, values: dict[str, ast.expr],
+             reads: dict[str, Callable[[ast.expr], ast.expr]]) -> ast.expr:
+    """The parts of ``template`` (statements, the last an expression: the element) written into ``out``, ``x``
+    the element searched for: the names it assigns made fresh, ``values`` put in for names, ``reads`` for calls."""
+    body = [s for part in template for s in ast.parse(part).body]
+    assigned = sorted({n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and
+                       isinstance(n.ctx, ast.Store)} | {"x"})
+    filling = _Filling({name: out.fresh(f"search_{name}") for name in assigned}, values, reads)
+    body = [filling.visit(s) for s in body]
+    out.statements += [ast.Assign([store(filling.names["x"])], x), *body[:-1]]
+    found = body[-1]
+    assert isinstance(found, ast.Expr)
+    return found.value
 
 
 class _Filling(ast.NodeTransformer):
@@ -164,14 +194,15 @@ lo = 0
 hi = n
 while lo < hi:
     mid = (lo + hi) // 2
-    if x >= XP(mid):
+    if AFTER:
         lo = mid + 1
     else:
         hi = mid
 """
-"""NumPy's ``interp`` of one element ``x`` (``numpy/_core/src/multiarray/compiled_base.c``'s steps), first:
-``lo``, the count of ``xp`` at most ``x``, by a binary search. ``n`` is ``len(xp)``; ``XP``, ``FP``, ``LEFT`` and
-``RIGHT`` the elements read."""
+"""A binary search for ``x`` among the ``n`` sorted elements ``XP``: ``lo`` is the count of them ``AFTER`` which
+it goes. ``np.searchsorted``'s, and the first step of NumPy's ``interp`` of one element (``numpy/_core/src/
+multiarray/compiled_base.c``'s steps), there ``lo`` the count of ``xp`` at most ``x``; ``FP``, ``LEFT`` and
+``RIGHT`` the other elements interp reads."""
 SEGMENT = """
 k = min(max(lo - 1, 0), n - 2)
 slope = (FP(k + 1) - FP(k)) / (XP(k + 1) - XP(k))
@@ -327,6 +358,8 @@ class ArrayCalls:
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
         if name == "interp":
             return self.interpolated(node)
+        if name == "searchsorted":
+            return self.searched(node)
         if name in ("vdot", "inner") and len(args) == 2 and all(isinstance(a, Expr) for a in args):
             self.bare(node, f"np.{name}")
             return self.inner_product(node, name, *args)  # type: ignore[arg-type]
@@ -412,6 +445,20 @@ class ArrayCalls:
             raise self.refuse(node, "np.interp's left and right are numbers")
         shape = x.shape if isinstance(x, Expr) else ()
         return Interpolated(shape, np.dtype(np.float64), x, xp, fp, *bounds)
+
+    def searched(self, node: ast.Call) -> Expr:
+        """``np.searchsorted(a, v, side)`` of a sorted 1-D array of a static length (no ``sorter=``)."""
+        given = self.passed(node, np.searchsorted, ("v", "side"))
+        a = self.value(node.args[0]) if node.args else None
+        v = self.value(given["v"]) if "v" in given else None
+        side = self.known(given["side"], "np.searchsorted's side") if "side" in given else "left"
+        if not isinstance(a, Expr) or len(a.shape) != 1 or v is None or side not in ("left", "right") or any(
+                isinstance(x, Expr) and x.dtype.kind not in "biuf" for x in (a, v)):
+            raise self.refuse(node, "np.searchsorted takes a real 1-D array, the values to place and side='left' or "
+                                    "'right' (svod's takes no sorter=)")
+        self.static(node, a, "np.searchsorted")
+        compared = self.dtype_of(node, np.add, a, v) if a.dtype != np.bool_ else np.dtype(np.int64)
+        return Searched(v.shape if isinstance(v, Expr) else (), np.dtype(np.intp), v, a, side == "right", compared)
 
     def inner_product(self, node: ast.Call, name: str, a: Expr, b: Expr) -> Value:
         """``np.vdot(a, b)``: the arrays raveled, ``a`` conjugated, as one number; ``np.inner(a, b)`` of arrays of

@@ -201,6 +201,31 @@ def test_interp_as_numpy_computes_it(device, case):
                        fp.astype(np.float32), rtol=0, atol=0)
 
 
+@svod.jit
+def placed_in_order(a, v):
+    return (np.searchsorted(a, v), np.searchsorted(a, v, side="right"), np.searchsorted(a, 2.0),
+            np.searchsorted(a, v[0], "right"))
+
+
+@pytest.mark.parametrize("a", [[0.0, 1, 1, 1, 2, 3, np.nan, np.nan], [1.0], [-np.inf, 0, 2, 2, np.inf],
+                               np.sort(np.random.default_rng(0).integers(0, 5, 17)).astype(float)])
+def test_searchsorted_places_before_or_after_equal_elements_and_nan_last(device, a):
+    """The binary search in NumPy's order (NaN after every number, as NumPy sorts it), on both sides; integer
+    arrays compared as integers."""
+    a, v = np.array(a), np.array([np.nan, -1, 0, 1, 1.5, 2, 3, 4, np.inf, -np.inf, -0.0])
+    if not device.caps.ieee_floats:
+        a, v = a[np.isfinite(a)], v[np.isfinite(v)]
+    if refuses(device, svod.dtypes.float64):
+        a, v = a.astype(np.float32), v.astype(np.float32)
+    if refuses(device, svod.dtypes.int64):  # (NumPy's indices are int64)
+        with pytest.raises(GraphError, match="cannot hold int64"):
+            placed_in_order(a, v, device=device)
+        return
+    agrees_with_python(placed_in_order, device, a, v, rtol=0, atol=0, typed=True)
+    integers = np.array([1, 3, 3, 7], np.int32)
+    agrees_with_python(placed_in_order, device, integers, np.arange(-1, 9, dtype=np.int32), typed=True)
+
+
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_sign_clip_diff_and_roll(device, n):
     agrees_with_python(shaped_functions, device, _values(device, n))
