@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import math
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,13 @@ CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
 LOGICAL_FUNCTIONS = ("logical_and", "logical_or", "logical_xor")
 """Two-argument NumPy functions that make a bool of each pair of elements' truth."""
+UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "logical_and": "all",
+                    "logical_or": "any"}
+"""The ufuncs whose ``reduce`` svod has, each as the reduction it is."""
+UFUNC_SCANS = {"add": "cumsum", "multiply": "cumprod", "maximum": "maximum", "minimum": "minimum"}
+"""The ufuncs whose ``accumulate`` svod has, each as the running scan it is."""
+RUNNING = ("maximum", "minimum")
+"""The running scans that are a ufunc of the total so far and each element (``np.maximum.accumulate``)."""
 
 
 @dataclass(eq=False)
@@ -222,6 +230,19 @@ x if x != x else r
 """Last, ``fp``'s last at the last point, ``right`` past it, ``left`` before the first, NaN of NaN."""
 
 
+def scan_start(name: str, dtype: np.dtype) -> Any:
+    """What a running scan of ``dtype`` starts from: ``np.cumsum``'s 0, ``np.cumprod``'s 1, a running maximum's
+    lowest value of the dtype (-inf, an integer's minimum, False), a running minimum's highest."""
+    if name not in RUNNING:
+        return int(name == "cumprod")
+    lowest = name == "maximum"
+    if dtype.kind == "b":
+        return not lowest
+    if dtype.kind == "f":
+        return -math.inf if lowest else math.inf
+    return int(np.iinfo(dtype).min if lowest else np.iinfo(dtype).max)
+
+
 def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
     """An index as NumPy takes it: a negative one counts from the end. An unsigned index is never negative (and
     its dtype may not hold the size: ``lut[img]`` of uint8 pixels), so it is taken as it is; a narrower signed
@@ -295,6 +316,16 @@ class ArrayCalls:
 
     @abstractmethod
     def matmul(self, node: ast.BinOp | ast.Call, a: Value, b: Value) -> Value: ...
+
+    @abstractmethod
+    def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value: ...
+
+    @abstractmethod
+    def scan(self, node: ast.Call, x: Expr, name: str, owner: ast.expr | None = None) -> Expr: ...
+
+    @abstractmethod
+    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
+               dtype: np.dtype | None = None) -> Expr: ...
 
     @abstractmethod
     def reduction(self, node: ast.Call, operand: Expr, name: str, keywords: list[ast.keyword],
@@ -459,6 +490,35 @@ class ArrayCalls:
         self.static(node, a, "np.searchsorted")
         compared = self.dtype_of(node, np.add, a, v) if a.dtype != np.bool_ else np.dtype(np.int64)
         return Searched(v.shape if isinstance(v, Expr) else (), np.dtype(np.intp), v, a, side == "right", compared)
+
+    def ufunc_method(self, node: ast.Call, ufunc: np.ufunc, method: str, args: list[Value]) -> Value:
+        """``np.add.reduce``, ``np.maximum.accumulate``, ``np.multiply.outer`` and the like: the reduction or the
+        running scan the ufunc's method is, along axis 0 unless told (NumPy's methods' default, where ``np.sum``
+        and ``np.cumsum`` take the whole array), or the ufunc of every pair of the two arrays' elements."""
+        name, x = ufunc.__name__, args[0] if args else None
+        if method == "outer" and len(args) == 2 and isinstance(x, Expr) and isinstance(args[1], Expr):
+            b = args[1]
+            spread = Viewed((*x.shape, *(1 for _ in b.shape)), x.dtype, x,
+                            (*((k, 0, 1) for k in range(len(x.shape))), *(None for _ in b.shape)), {})
+            return self.numpy_call(node, name, [spread, b])
+        known = UFUNC_REDUCTIONS if method == "reduce" else UFUNC_SCANS if method == "accumulate" else {}
+        if not isinstance(x, Expr) or name not in known or len(node.args) > 2:
+            raise self.refuse(node, f"np.{name}.{method} of an array is not one svod has: it has the reduce of "
+                                    f"{', '.join(UFUNC_REDUCTIONS)}, the accumulate of {', '.join(UFUNC_SCANS)} (each "
+                                    "with the array and its axis, the rest by keyword), and outer of two arrays")
+        along = node.args[1:] or [k.value for k in node.keywords if k.arg == "axis"] or \
+            [ast.copy_location(constant(0), node)]
+        same = ast.copy_location(ast.Call(node.func, node.args[:1], [
+            *(k for k in node.keywords if k.arg != "axis"), ast.keyword("axis", along[0])]), node)
+        if method == "reduce":
+            return self.reduction(same, x, known[name], same.keywords, [])
+        if name in ("add", "multiply"):
+            return self.scan(same, x, known[name])
+        self.bare(node, f"np.{name}.accumulate", ("axis",))
+        if not x.shape or x.dtype.kind not in "biuf":
+            raise self.refuse(node, f"np.{name}.accumulate of a 0-d or complex array is not one svod has")
+        axis = self.axes(along[0], len(x.shape), f"np.{name}.accumulate's axis")[0]
+        return self.cumsum(node, x, ast.copy_location(constant(axis), node), known[name])
 
     def inner_product(self, node: ast.Call, name: str, a: Expr, b: Expr) -> Value:
         """``np.vdot(a, b)``: the arrays raveled, ``a`` conjugated, as one number; ``np.inner(a, b)`` of arrays of

@@ -467,6 +467,8 @@ class ArrayValues(SliceBounds):
         if any(callee is getattr(np.linalg, kind) for kind in (*linalg.FUNCTIONS, *linalg.COMPOSED)):
             raise self.refuse(node, f"{ast.unparse(func)} is a statement of its own in a jitted function (`x = "
                                     f"{ast.unparse(func)}(...)`, or `return` of it), not a part of an expression")
+        if isinstance(ufunc := getattr(callee, "__self__", None), np.ufunc):  # np.add.reduce, np.maximum.accumulate
+            return self.ufunc_method(node, ufunc, str(name), args)
         raise self.refuse(node, f"{ast.unparse(func)} of an array is not a function svod's array expressions have")
 
     def numpy_call(self, node: ast.Call, name: str, args: list[Value]) -> Value:

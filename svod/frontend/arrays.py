@@ -46,7 +46,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, loop_widening, nodes, pylang, random_arrays
 from svod.frontend.allocations import Allocations
-from svod.frontend.array_calls import Gathered, Masked, masked_by, reads_masked
+from svod.frontend.array_calls import RUNNING, Gathered, Masked, masked_by, reads_masked, scan_start
 from svod.frontend.array_exprs import (
     KEY_NAMES,
     AmbiguousScalarError,
@@ -755,14 +755,15 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
 
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
                dtype: np.dtype | None = None) -> Expr:
-        """``np.cumsum`` (``np.cumprod``): computed into an array of its own first (a running sum, or product,
-        along the axis, in a loop of each other axis's element), which the expression then reads; in ``dtype``
-        where the user gives one (NumPy's own for ``x``'s otherwise)."""
+        """``np.cumsum`` (``np.cumprod``, ``np.maximum.accumulate``: ``name`` ``maximum``): computed into an array
+        of its own first (a running sum, product, maximum, along the axis, in a loop of each other axis's element),
+        which the expression then reads; in ``dtype`` where the user gives one (NumPy's own otherwise)."""
         if axis_node is None and len(x.shape) != 1:
             x = self.reshaped(node, x, (-1,))
         axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
         self.static(node, x, f"np.{name}")
-        dtype = getattr(np, name)(np.ones(1, x.dtype)).dtype if dtype is None else dtype
+        if dtype is None:
+            dtype = x.dtype if name in RUNNING else getattr(np, name)(np.ones(1, x.dtype)).dtype
         made = self.fresh_temporary(x.shape, dtype, node)
         outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
         along = f"_svod_a{next(self.counter)}"
@@ -771,10 +772,10 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         out = Emitter(self.counter)
         element = x.element(index, out)
         total = out.fresh("s")
-        step = ast.Mult() if name == "cumprod" else ast.Add()
-        running = [*out.statements, ast.AugAssign(store(total), step, element),
-                   assign(made.element(index, out), load(total))]
-        nest = parallel(outer, [assign(total, typed(constant(int(name == "cumprod")), dtype)),
+        step = assign(total, call(numpy(name), load(total), element)) if name in RUNNING else \
+            ast.AugAssign(store(total), ast.Mult() if name == "cumprod" else ast.Add(), element)
+        running = [*out.statements, step, assign(made.element(index, out), load(total))]
+        nest = parallel(outer, [assign(total, typed(constant(scan_start(name, dtype)), dtype)),
                                  for_loop(along, call("range", constant(x.shape[axis])), running)])
         self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
         return made

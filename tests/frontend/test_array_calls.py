@@ -226,6 +226,44 @@ def test_searchsorted_places_before_or_after_equal_elements_and_nan_last(device,
     agrees_with_python(placed_in_order, device, integers, np.arange(-1, 9, dtype=np.int32), typed=True)
 
 
+@svod.jit
+def ufunc_methods(a, v):
+    return (np.add.reduce(a), np.add.reduce(a, axis=1), np.multiply.reduce(v), np.maximum.reduce(a, axis=None),
+            np.minimum.reduce(a, 1), np.logical_or.reduce(a > 5).astype(a.dtype), np.add.reduce(a, keepdims=True),
+            np.add.accumulate(a), np.multiply.accumulate(v), np.maximum.accumulate(v), np.minimum.accumulate(a, axis=1),
+            np.add.accumulate(a, axis=1), np.add.outer(v, v), np.multiply.outer(a, v), np.maximum.outer(v, v[::-1]),
+            np.greater.outer(v, v).astype(a.dtype))
+
+
+@svod.jit
+def running_extremes(i):
+    return np.maximum.accumulate(i), np.minimum.accumulate(i)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
+def test_ufunc_reduce_accumulate_and_outer_as_numpys(device, shape):
+    """A ufunc's reduce and accumulate go along axis 0 unless told (where np.sum and np.cumsum take the whole
+    array); a running maximum keeps NaN from where it meets one, and an integer's extremes; outer is the ufunc of
+    every pair."""
+    a = np.cos(np.arange(float(np.prod(shape)))).reshape(shape) * 10.0
+    v = np.sin(np.arange(1.0, shape[1] + 1.0)) * 3.0
+    if device.caps.ieee_floats and shape[1] > 1:
+        v[1] = np.nan
+    agrees_with_python(ufunc_methods, device, a, v)
+    agrees_with_python(running_extremes, device, np.array([3, -2**31, 5, 2**31 - 1, 0], np.int32), typed=True)
+
+
+@svod.jit
+def subtracted_running(v):
+    return np.subtract.accumulate(v)
+
+
+def test_a_ufunc_method_svod_does_not_have_is_refused_naming_those_it_has():
+    with pytest.raises(KernelSyntaxError, match=r"test_array_calls.py:\d+: np.subtract.accumulate of an array is not "
+                                                r"one svod has: it has the reduce of add"):
+        subtracted_running(np.ones(3))
+
+
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_sign_clip_diff_and_roll(device, n):
     agrees_with_python(shaped_functions, device, _values(device, n))
