@@ -266,6 +266,12 @@ def masked_by(value: Value, key: str) -> bool:
     return False
 
 
+def under_mask_of(stored: Expr, made: Expr) -> Expr:
+    """``made`` (a temporary of a store's value) under the mask of the store into ``stored``, where it has one:
+    ``x[m] = x[m] * x.min()`` computes the value where the mask holds, then stores it there."""
+    return Masked(made.shape, made.dtype, made, stored.mask, stored.key) if isinstance(stored, Masked) else made
+
+
 def reads_masked(value: Value) -> bool:
     """Whether ``value`` reads an ``x[mask]`` anywhere in it."""
     if isinstance(value, Masked):

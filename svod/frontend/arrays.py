@@ -46,7 +46,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, loop_widening, nodes, pylang, random_arrays
 from svod.frontend.allocations import Allocations
-from svod.frontend.array_calls import RUNNING, Gathered, Masked, masked_by, reads_masked, scan_start
+from svod.frontend.array_calls import RUNNING, Gathered, Masked, masked_by, reads_masked, scan_start, under_mask_of
 from svod.frontend.array_exprs import (
     KEY_NAMES,
     AmbiguousScalarError,
@@ -699,10 +699,11 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
         if isinstance(value, Expr):
             broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
-        base = base_name(stored)
+        base = base_name(stored.base if isinstance(stored, Masked) else stored)
         if base is not None and isinstance(value, Expr) and stored.shape and reads_apart(value, stored, base):
-            temporary = self.fresh_temporary(value.shape, value.dtype, node)
-            return [*self.allocation(stmt, temporary), *self.loops(stmt, temporary, value),
+            made = self.fresh_temporary(value.shape, value.dtype, node)
+            temporary = under_mask_of(stored, made)
+            return [*self.allocation(stmt, made), *self.loops(stmt, temporary, value),
                     *self.loops(stmt, stored, temporary)]
         if update is not None:
             return self.loops(stmt, stored, update[1], update=update[0])

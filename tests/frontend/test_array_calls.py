@@ -312,6 +312,23 @@ def test_a_masked_store_of_a_reduction_of_the_array_itself(device, n):
 
 
 @svod.jit
+def masked_values_with_reductions(x, y):
+    m = x > 0
+    x[m] = x[m] * x.min()
+    x[x < -1.0] = y[x < -1.0] + x.sum()
+    y[y > 0] = y.max() - y[y > 0]
+    return x, y
+
+
+@pytest.mark.parametrize("n", [1, 7, 13])
+def test_a_masked_store_of_the_masked_array_with_a_reduction_of_it(device, n):
+    """``x[m] = x[m] * x.min()``: the value computed where the mask holds, of the array as it stands, then stored
+    there; once refused as a race (the reduction read elements the store wrote)."""
+    agrees_with_python(masked_values_with_reductions, device, np.cos(np.arange(float(n))) * 3.0,
+                       np.sin(np.arange(float(n)) + 0.5))
+
+
+@svod.jit
 def copies_and_numbers(x):
     c = np.copy(x)
     c[0] = 100.0
