@@ -25,6 +25,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents
 from svod.frontend.array_exprs import (
+    Counted,
     Elementwise,
     Emitter,
     Expr,
@@ -285,6 +286,9 @@ def reads_masked(value: Value) -> bool:
 class ArrayCalls:
     """The statements' ``ArrayRewriter``, as the functions here use it."""
 
+    reader: Any
+    """The function's ``phases.Reader``, which resolves the names a call reads."""
+
     @abstractmethod
     def refuse(self, node: ast.AST, what: str) -> KernelSyntaxError: ...
 
@@ -393,6 +397,9 @@ class ArrayCalls:
         if name in ("copy", "array", "asarray") and len(node.args) == 1 and isinstance(args[0], Expr):
             self.bare(node, f"np.{name}")  # a new array, or (asarray) the array itself: a view of its memory
             return args[0] if name == "asarray" else self.elementwise(node, lambda c: c[0], args[0].dtype, args[0])
+        if name == "flatnonzero" and len(args) == 1:
+            self.bare(node, "np.flatnonzero")
+            return self.nonzero_indices(node, args[0])
         if name == "interp":
             return self.interpolated(node)
         if name == "searchsorted":
@@ -463,6 +470,33 @@ class ArrayCalls:
             both_nan = ast.BinOp(call(numpy("isnan"), x), ast.BitAnd(), call(numpy("isnan"), y))
             return ast.BinOp(close, ast.BitOr(), both_nan) if equal_nan else close
         return self.elementwise(node, element, np.dtype(bool), a, b, rtol, atol)
+
+    def indices_part(self, node: ast.Subscript) -> Expr | None:
+        """``np.nonzero(m)[0]`` and ``np.where(m)[0]`` of a 1-D ``m``: ``np.flatnonzero(m)``; None for another
+        subscript."""
+        call_ = node.value
+        if not (isinstance(call_, ast.Call) and len(call_.args) == 1 and not call_.keywords and
+                self.reader.resolve(call_.func) in (np.nonzero, np.where)):
+            return None
+        mask = self.value(call_.args[0])
+        if not (isinstance(node.slice, ast.Constant) and node.slice.value in (0, -1) and isinstance(mask, Expr) and
+                len(mask.shape) == 1):
+            raise self.refuse(node, "np.nonzero(m) makes a tuple of index arrays, one per axis: svod takes [0] of it "
+                                    "for a 1-D m, and np.flatnonzero(m) of any")
+        return self.nonzero_indices(node, mask)
+
+    def nonzero_indices(self, node: ast.expr, mask: Value) -> Expr:
+        """``np.flatnonzero(m)``: the indices of the raveled ``m`` where it is not zero, in order, as
+        ``np.arange(m.size)[m.ravel() != 0]`` (a length the data decides: a compaction, or a masked reduction)."""
+        if not isinstance(mask, Expr) or mask.dtype.kind == "c":
+            raise self.refuse(node, "np.flatnonzero of a number or of a complex array is not one svod has")
+        flat = self.reshaped(node, mask, (-1,)) if len(mask.shape) != 1 else mask
+        if flat.dtype != np.bool_:
+            flat = self.elementwise(node, lambda c: ast.Compare(c[0], [ast.NotEq()], [constant(0)]), np.dtype(bool),
+                                    flat)
+        wide = np.dtype(np.intp)
+        counted = Counted(flat.shape, wide, lambda i: typed(i, wide))
+        return Masked(flat.shape, wide, counted, flat, ast.dump(node))
 
     def interpolated(self, node: ast.Call) -> Expr:
         """``np.interp(x, xp, fp, left, right)`` of real 1-D samples of one static length, as NumPy computes it

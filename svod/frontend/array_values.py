@@ -193,7 +193,7 @@ class ArrayValues(SliceBounds):
     def subscript(self, node: ast.Subscript, element: bool = False) -> Value:
         """``base[items]``: a view, a gather, or one element (a scalar; with ``element``, as a view of no axes,
         which a statement stores into)."""
-        part = self.histogram_part(node)
+        part = self.histogram_part(node) or self.indices_part(node)
         if part is not None:
             return part
         base = self.value(node.value)

@@ -329,6 +329,42 @@ def test_a_masked_store_of_the_masked_array_with_a_reduction_of_it(device, n):
 
 
 @svod.jit
+def flat_indices(x):
+    return np.flatnonzero(x > 0)
+
+
+@svod.jit
+def nonzero_indices(x):
+    found = np.nonzero(x)[0]
+    return found
+
+
+@svod.jit
+def where_indices(a):
+    return np.where(a > 1)[0]
+
+
+@svod.jit
+def indices_summed(a):
+    return np.flatnonzero(a).sum()
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_nonzero_indices_are_a_compaction_of_the_indices(device, n):
+    """``np.flatnonzero(m)``, ``np.nonzero(m)[0]`` and ``np.where(m)[0]`` of a 1-D ``m``: the indices where it
+    holds, in order (NumPy's int64), an array of the length the data decides; a reduction of them needs none."""
+    x = _values(device, n)
+    matrix = (np.arange(n * 3) % 4).reshape(n, 3).astype(np.int32)
+    if refuses(device, svod.dtypes.int64):
+        with pytest.raises(GraphError, match="int64"):
+            flat_indices(x.astype(np.float32), device=device)
+        return
+    for fn, arg in ((flat_indices, x), (nonzero_indices, x), (where_indices, matrix[:, 0]),
+                    (indices_summed, matrix)):
+        agrees_with_python(fn, device, arg, typed=True)
+
+
+@svod.jit
 def copies_and_numbers(x):
     c = np.copy(x)
     c[0] = 100.0
@@ -389,6 +425,11 @@ def masked_min(x):
 
 
 @svod.jit
+def nonzero_of_a_matrix(x):
+    return np.nonzero(x.reshape(2, -1))[0]
+
+
+@svod.jit
 def stored_unmasked(x, y):
     x[x > 0] = y
     return x
@@ -396,7 +437,8 @@ def stored_unmasked(x, y):
 
 @pytest.mark.parametrize(("fn", "says"), [(compacted_with_another_array, "under the same mask"),
                                           (masked_min, "min of x\\[mask\\]: the mask may hold nowhere"),
-                                          (stored_unmasked, "takes a scalar, or an expression of arrays under")])
+                                          (stored_unmasked, "takes a scalar, or an expression of arrays under"),
+                                          (nonzero_of_a_matrix, r"np.nonzero\(m\) makes a tuple of index arrays")])
 def test_what_masks_svod_does_not_have_is_refused_at_its_line(fn, says):
     with pytest.raises(KernelSyntaxError, match=f"test_array_calls.py:\\d+: .*{says}"):
         fn(np.arange(4.0), np.ones(4)) if fn is stored_unmasked else fn(np.arange(4.0))
