@@ -30,9 +30,10 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, Named, Value
 from svod.frontend.extents import Dim
-from svod.frontend.phases import Reader, Temporary
+from svod.frontend.phases import Reader
 from svod.frontend.rebinding import Bindings
 from svod.frontend.source import Source
+from svod.frontend.temporaries import LITERAL_LIMIT, LITERALS, Temporary
 
 _LIKE = ("empty_like", "zeros_like", "ones_like", "full_like")
 
@@ -83,6 +84,9 @@ class Allocations:
             made = self.on_host(call, prototypes=True)
         except Exception:
             return [stmt]  # the plan says what is wrong with it, where it is made
+        if self.reader.allocation(call) in LITERALS and made.size > LITERAL_LIMIT:
+            raise self.refuse(stmt, f"an array of {made.size} numbers written out: svod fills one of at most "
+                                    f"{LITERAL_LIMIT} where it stands; pass a larger one as an argument")
         self.arrays[name] = Named(made.shape, made.dtype, name)
         self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
         return [self.shape_written(stmt, call, made.shape)]
@@ -109,6 +113,9 @@ class Allocations:
         if name in self.viewed:
             raise self.refuse(stmt, f"{name} is made anew by every work item of the prange around it, and another "
                                     f"name is bound to it, which svod does not follow there: use the name {name}")
+        if self.reader.allocation(call) in LITERALS:
+            raise self.refuse(stmt, "an array of numbers written out in a prange's body (one per work item): make it "
+                                    "once, before the loop")
         fill = Temporary(name, call, stmt).fill  # type: ignore[arg-type]  # (an Assign: arrays.assign's)
         filled = self.value(fill) if fill is not None else None
         if isinstance(filled, Expr):

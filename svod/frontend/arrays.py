@@ -82,12 +82,12 @@ from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
-from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, refusal, sorting_call
+from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, argument_bound_anew, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
 from svod.frontend.shrinking import Shrinking
 from svod.frontend.slice_bounds import LoopTurns
-from svod.frontend.source import Source
+from svod.frontend.source import Source, refusal
 from svod.frontend.ufunc_outs import ufunc_out, writes_out
 from svod.frontend.unrolling import decided, unrolled
 

@@ -38,9 +38,9 @@ from svod.errors import KernelSyntaxError
 from svod.frontend.binding import literal, signature_of
 from svod.frontend.names import renamed
 from svod.frontend.nodes import code, stands_for
-from svod.frontend.phases import refusal, resolve
+from svod.frontend.phases import resolve
 from svod.frontend.returns import returns_of, without_returns
-from svod.frontend.source import Source
+from svod.frontend.source import Source, refusal
 
 MAX_DEPTH = 16
 """Calls inside inlined calls, at most this deep (a recursive function is refused)."""

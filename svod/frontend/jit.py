@@ -55,9 +55,10 @@ from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
 from svod.frontend.nest_fusion import Limits
 from svod.frontend.nodes import stands_for
-from svod.frontend.phases import Definition, Item, Reader, Structure, Temporary, inner_items, refusal, resolve
+from svod.frontend.phases import Definition, Item, Reader, Structure, inner_items, resolve
 from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
-from svod.frontend.source import Source
+from svod.frontend.source import Source, refusal
+from svod.frontend.temporaries import Temporary
 from svod.runtime.plan import ExecutionPlan
 from svod.runtime.taping import RECORDING, Recorder
 

@@ -38,7 +38,6 @@ from svod.frontend.phases import (
     Reader,
     Repeat,
     Structure,
-    Temporary,
     carried,
     refusal,
     stores_elements,
@@ -46,6 +45,7 @@ from svod.frontend.phases import (
 from svod.frontend.pykernel import COMPLEX_PARTS, Kernel, complex_view, refuse_draws_in_plan
 from svod.frontend.rebinding import HostShape, remade, viewed_names
 from svod.frontend.source import Source
+from svod.frontend.temporaries import Temporary
 from svod.ir import UOp
 from svod.runtime.binding import Binder
 from svod.runtime.plan import ExecutionPlan

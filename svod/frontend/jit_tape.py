@@ -67,7 +67,6 @@ from svod.frontend.phases import (
     PlanLoop,
     Reader,
     Repeat,
-    Temporary,
     carried,
     inner_items,
     scalar_type,
@@ -75,6 +74,7 @@ from svod.frontend.phases import (
 )
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
+from svod.frontend.temporaries import Temporary
 from svod.runtime.taping import Recorder
 
 _UNTAPED: dict[type, tuple[str, str]] = {

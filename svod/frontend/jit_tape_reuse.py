@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from svod.frontend.names import renamed, stored, written
-from svod.frontend.phases import Definition, Item, Phase, Temporary
+from svod.frontend.phases import Definition, Item, Phase
+from svod.frontend.temporaries import Temporary
 
 _OWN = re.compile(r"_svod_[a-z][0-9]")
 """The names svod's rewriting of array statements gives values of its own."""

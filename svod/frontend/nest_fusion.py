@@ -48,7 +48,8 @@ from svod.frontend.accumulations import LEAVING, assigned, element_uses, names, 
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import renamed
-from svod.frontend.phases import ALLOCATIONS, resolve, scalar_type
+from svod.frontend.phases import resolve, scalar_type
+from svod.frontend.temporaries import ALLOCATIONS
 
 __all__ = ["Limits", "fused_nests"]
 

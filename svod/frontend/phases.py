@@ -22,12 +22,11 @@ from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
 from svod.frontend.linalg import COMPOSED, FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, subscript
-from svod.frontend.source import Source
+from svod.frontend.nodes import call, code, placed, stands_for
+from svod.frontend.source import Source, refusal
+from svod.frontend.temporaries import Temporary, allocation_kind
 from svod.frontend.values import RandomFunction
 
-ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
-"""The NumPy calls that make a temporary array."""
 _HOST_CALLS = (len, min, max, abs, int, float, round)
 """What a definition (``n = a.shape[0] - 1``) may call: it is computed on the host as well as in kernels."""
 
@@ -49,48 +48,6 @@ class Definition:
 
     name: str
     statement: ast.Assign
-
-
-@dataclass
-class Temporary:
-    """``name = np.zeros(...)`` (or another allocation): a plan buffer, filled where the statement stands."""
-
-    name: str
-    call: ast.Call
-    statement: ast.Assign
-
-    @property
-    def fill(self) -> ast.expr | None:
-        """The value every element takes where the statement stands, or None (``np.empty``, or ``np.full``
-        without one, which NumPy refuses when the host makes the array)."""
-        kind = _allocation(self.call)
-        if kind in ("zeros", "zeros_like"):
-            return ast.Constant(0)
-        if kind in ("ones", "ones_like"):
-            return ast.Constant(1)
-        if kind in ("full", "full_like"):
-            return self.call.args[1] if len(self.call.args) > 1 else _keyword(self.call, "fill_value")
-        return None
-
-    def filling(self, ndim: int) -> list[ast.stmt]:
-        """The statements that fill the array where the statement stands (``fill``, which must be set): ``name[i0,
-        ...] = fill`` in a ``prange`` nest over its ``ndim`` axes, placed at the statement, so that a fill a kernel
-        cannot compute is refused at the user's line, and one it can is computed as the kernel computes it."""
-        fill = self.fill
-        assert fill is not None
-        indices = [f"_svod_i{axis}" for axis in range(ndim)]
-        target = subscript(self.name, [load(index) for index in indices] or [constant(0)])
-        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
-        for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
-            size = ast.Subscript(ast.Attribute(load(self.name), "shape", ast.Load()), constant(axis), ast.Load())
-            nest = [for_loop(index, call("_svod_prange", size), nest)]
-        return placed(nest, self.statement)
-
-    def unmade(self, source: Source, name: str, err: Exception) -> KernelSyntaxError:
-        """The refusal of the array where the host cannot make it (``err``, NumPy's own complaint, or a name
-        only kernels know), the same with a tape and without one."""
-        return refusal(source, name, self.statement, f"the host cannot make this temporary before the run ({err}); "
-                       "its shape must follow from the arguments' shapes and values")
 
 
 @dataclass
@@ -585,7 +542,7 @@ class Reader:
         return isinstance(node, ast.Call) and self.resolve(node.func) is range and not node.keywords
 
     def allocation(self, call: ast.Call) -> str | None:
-        kind = _allocation(call)
+        kind = allocation_kind(call)
         return kind if kind is not None and self.resolve(call.func) is getattr(np, kind) else None
 
     def pure(self, node: ast.expr) -> bool:
@@ -730,23 +687,6 @@ def _parameters(function: ast.FunctionDef) -> list[str]:
 def _copy(node: ast.stmt) -> ast.stmt:
     return copy.deepcopy(node)
 
-
-def _allocation(call: ast.Call) -> str | None:
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    return name if name in ALLOCATIONS else None
-
-
-def _keyword(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
-def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntaxError:
-    """``what`` is wrong with ``node`` of a jitted function: the error names its file and line and shows the
-    code (the user's that svod wrote it for, if svod wrote it: ``nodes.shown``)."""
-    cut = code(node, 80)
-    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
-                             kernel=name, stage="build", value=cut)
 
 def _nodes(item: Item) -> list[ast.AST]:
     if isinstance(item, Phase):

@@ -57,8 +57,8 @@ from svod.frontend.draws import FUNCTIONS, Signature
 from svod.frontend.extents import Dim
 from svod.frontend.names import stored
 from svod.frontend.nodes import assign, call, code, constant, load, placed, stands_for, store
-from svod.frontend.phases import Reader, refusal
-from svod.frontend.source import Source
+from svod.frontend.phases import Reader
+from svod.frontend.source import Source, refusal
 from svod.frontend.values import RandomFunction
 
 KEY, LAUNCH, NESTS, ORDINAL = "_svod_random_key", "_svod_random_launch", "_svod_random_nests", "_svod_random_ordinal"

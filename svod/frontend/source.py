@@ -13,6 +13,7 @@ from typing import Any
 
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError, VariableError
+from svod.frontend.nodes import code
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
@@ -148,4 +149,12 @@ class Source:
         return {name: value for name, value in self.names.items() if name not in bound}
 
 
-__all__ = ["Located", "Source", "fitting_refusal", "size_names"]
+def refusal(source: Source, name: str, node: ast.AST, what: str) -> KernelSyntaxError:
+    """``what`` is wrong with ``node`` of a jitted function: the error names its file and line and shows the
+    code (the user's that svod wrote it for, if svod wrote it: ``nodes.shown``)."""
+    cut = code(node, 80)
+    return KernelSyntaxError(f"{source.file}:{getattr(node, 'lineno', source.node.lineno)}: {what}: `{cut}`",
+                             kernel=name, stage="build", value=cut)
+
+
+__all__ = ["Located", "Source", "fitting_refusal", "refusal", "size_names"]
