@@ -47,8 +47,10 @@ from svod.frontend.source import Source
 
 JOINS = (np.concatenate, np.stack, np.hstack, np.vstack, np.column_stack, np.dstack)
 """The functions that join a sequence of arrays written out (``np.hstack((a, b))``)."""
-MADE = (np.arange, np.linspace, np.eye, np.identity, np.tri)
+MADE = (np.arange, np.linspace, np.eye, np.identity, np.tri, np.zeros, np.ones, np.full, np.empty)
 """The functions that make an array of numbers the host knows (``np.eye(n)``): an expression of its indices."""
+FILLED_LIKE = (np.zeros_like, np.ones_like, np.full_like, np.empty_like)
+"""The functions that make an array of another's shape, each element one number."""
 VIEWS = ("transpose", "swapaxes", "reshape", "ravel", "flip", "fliplr", "flipud", "expand_dims", "squeeze",
          "broadcast_to", "diagonal", "diag", "moveaxis", "ascontiguousarray")
 """The functions and methods whose array is a view of their operand's memory."""
@@ -111,6 +113,18 @@ class Banded(Expr):
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         test = ast.Compare(ast.BinOp(index[-1], ast.Sub(), index[-2]), [self.op()], [constant(self.k)])
         return test if self.dtype == np.bool_ else typed(test, self.dtype)
+
+
+@dataclass(eq=False)
+class Filled(Expr):
+    """``np.zeros(shape)``, ``np.full_like(x, v)`` and the like inside an expression: each element ``fill``, as the
+    dtype (``np.empty``'s, whose elements NumPy leaves unset, 0)."""
+
+    fill: Value | int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        given = copy.deepcopy(self.fill.node) if isinstance(self.fill, Scalar) else constant(self.fill)
+        return typed(given, self.dtype)
 
 
 @dataclass(eq=False)
@@ -271,6 +285,8 @@ class ArrayShapes(ArrayMath):
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         x = args[0] if args and isinstance(args[0], Expr) else None
+        if x is not None and getattr(np, name) in FILLED_LIKE:
+            return self.filled(node, getattr(np, name), x)
         if x is None or name not in _SHAPING:
             return super().extra_function(node, name, args)
         fn = getattr(np, name)
@@ -498,6 +514,8 @@ class ArrayShapes(ArrayMath):
         """``np.arange``, ``np.linspace``, ``np.eye``, ``np.identity``, ``np.tri`` of numbers the host knows: an
         expression of the indices, computed as NumPy computes each element."""
         fn = getattr(np, name)
+        if name in ("zeros", "ones", "full", "empty"):
+            return self.filled(node, fn, None)
         given = {k: self.known(v, f"np.{name}'s {k}") for k, v in self.passed(node, fn, _TAKES[name]).items()}
         self.changed = True
         if name in ("arange", "linspace"):
@@ -510,6 +528,31 @@ class ArrayShapes(ArrayMath):
         columns = rows if given.get("M") is None else int(given["M"])
         dtype = np.dtype(given.get("dtype") or float)
         return Banded((rows, columns), dtype, int(given.get("k", 0)), ast.LtE if name == "tri" else ast.Eq)
+
+    def filled(self, node: ast.Call, fn: Any, like: Expr | None) -> Expr:
+        """``np.zeros(shape, dtype)``, ``np.full(shape, v)``, ``np.ones_like(x)`` ... inside an expression (as a
+        statement of its own, it is a temporary the plan makes): each element the one number, of NumPy's dtype."""
+        name = fn.__name__
+        given = self.passed(node, fn, ("shape", "fill_value", "dtype") if like is None else ("fill_value", "dtype"))
+        if "shape" not in given and like is None:
+            raise self.refuse(node, f"np.{name} takes a shape")
+        shape = self.numbers(given["shape"], f"np.{name}'s shape") if like is None else like.shape
+        if not extents.is_static(shape) or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0
+                                               for d in extents.numbers(shape)):
+            raise self.refuse(node, f"np.{name}'s shape {shape} is not one of lengths the host knows")
+        fill: Value | int = {"zeros": 0, "ones": 1, "empty": 0}.get(name.removesuffix("_like"), 0)
+        if name.startswith("full"):
+            if "fill_value" not in given:
+                raise self.refuse(node, f"np.{name} takes a fill_value")
+            fill = self.value(given["fill_value"])
+            if not isinstance(fill, Scalar):
+                raise self.refuse(node, f"np.{name}'s fill_value is a number here (np.broadcast_to for an array)")
+        sample = fill.sample if isinstance(fill, Scalar) else fill
+        dtype_given = self.known(given["dtype"], f"np.{name}'s dtype") if "dtype" in given else None
+        dtype = np.dtype(dtype_given) if dtype_given is not None else like.dtype if like is not None else \
+            np.full((), sample).dtype if name == "full" else np.dtype(float)
+        self.changed = True
+        return Filled(tuple(int(d) for d in extents.numbers(shape)), dtype, fill)
 
     def counted(self, node: ast.Call, name: str, given: dict[str, Any]) -> Expr:
         """``np.arange``: ``start + i * delta`` in its dtype, ``delta`` its second element less its first (as

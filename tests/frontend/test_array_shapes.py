@@ -10,9 +10,10 @@ import pytest
 
 import svod
 from svod import Ops
-from svod.errors import KernelSyntaxError
+from svod.errors import GraphError, KernelSyntaxError
 from svod.frontend.array_exprs import reshape_runs
 from tests.frontend.test_array_math import agrees_or_refused
+from tests.helpers import refuses
 
 SHAPES = [(1, 1), (5, 7), (0, 3)]
 
@@ -93,6 +94,25 @@ def moved_repeated_and_tiled(a, v):
 @pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
 def test_moveaxis_ascontiguousarray_repeat_and_tile_as_numpys(device, shape):
     agrees_or_refused(moved_repeated_and_tiled, device, matrix(*shape), np.arange(1.0, shape[1] + 1.0), rtol=0)
+
+
+@svod.jit
+def filled_in_expressions(a, v, k):
+    return (np.zeros_like(a) + a, np.ones(a.shape) * 2.0, np.full(a.shape, 3.0) - a, np.full_like(a, k) * a,
+            np.ones_like(v, dtype=np.int32) + 1, np.zeros((2, 3)) + 1.0, np.full(4, 7) + 1,
+            a + np.empty_like(a) * 0.0, np.full_like(a, 2.7, dtype=np.int32), a * np.ones(a.shape[1]))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4)])
+def test_arrays_of_one_number_inside_expressions(device, shape):
+    """``np.zeros_like(a) + a``, ``np.full(a.shape, 3.0) - a``: each element the number in NumPy's dtype (a
+    fill cast to the dtype given, as NumPy casts it); once refused as functions expressions lack."""
+    v = np.arange(5.0)
+    if refuses(device, svod.dtypes.float64) or refuses(device, svod.dtypes.int64):
+        with pytest.raises(GraphError, match=r"float64|int64"):
+            filled_in_expressions(matrix(*shape).astype(np.float32), v.astype(np.float32), 2.5, device=device)
+        return
+    agrees_or_refused(filled_in_expressions, device, matrix(*shape), v, 2.5, rtol=0)
 
 
 @svod.jit
