@@ -3,7 +3,9 @@
 boolean mask (``x[x < 0] = 0``) and through integer arrays (``a[idx] = v``, NumPy's last write winning), the
 class and logical functions, ``np.isclose`` and ``np.allclose``, ``np.sign``, ``np.clip``, ``np.diff`` (of any
 order, along any axis), ``np.roll`` (along axes or raveled), ``np.vdot``, ``np.inner``, ``np.interp``,
-``np.searchsorted``, ``np.concatenate``, ``np.stack``, ``len`` (``np.linalg.norm``: ``svod.frontend.array_norms``).
+``np.searchsorted``, ``np.convolve``, ``np.correlate``, ``np.flatnonzero``, the methods of ufuncs
+(``np.add.reduce``, ``np.maximum.accumulate``, ``np.multiply.outer``), ``np.concatenate``, ``np.stack``, ``len``
+(``np.linalg.norm``: ``svod.frontend.array_norms``).
 
 Each is a lazy ``Expr`` like the others, its element an ``ast`` expression of the operands' elements, or a
 method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
@@ -162,6 +164,33 @@ class Searched(Expr):
                         typed(broadcast_element(self.v, self.shape, index, out), self.compared),
                         {"n": constant(extents.numbers(self.a.shape)[0])},
                         {"XP": lambda i: typed(self.a.element([i], out), self.compared)})
+
+
+@dataclass(eq=False)
+class Convolved(Expr):
+    """``np.convolve(a, v, mode)`` of 1-D arrays: each element of the full convolution from ``start`` on, the
+    sum of ``a[j] * v[k - j]`` over the ``j`` where both are (``CONVOLUTION``)."""
+
+    a: Expr = field(default=None)  # type: ignore[assignment]
+    v: Expr = field(default=None)  # type: ignore[assignment]
+    start: int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        n, m = (extents.numbers(x.shape)[0] for x in (self.a, self.v))
+        at = ast.BinOp(index[0], ast.Add(), constant(self.start)) if self.start else index[0]
+        return _written([CONVOLUTION], out, at, {"n": constant(n), "m": constant(m),
+                                                 "ZERO": typed(constant(0), self.dtype)},
+                        {"A": lambda j: typed(self.a.element([j], out), self.dtype),
+                         "V": lambda j: typed(self.v.element([j], out), self.dtype)})
+
+
+CONVOLUTION = """
+s = ZERO
+for j in range(max(0, x - (m - 1)), min(x, n - 1) + 1):
+    s += A(j) * V(x - j)
+s
+"""
+"""Element ``x`` of the full convolution of ``A`` (``n`` long) and ``V`` (``m``), in order of ``j``."""
 
 
 def _written(template: list[str], out: Emitter, x: ast.expr, values: dict[str, ast.expr],
@@ -400,6 +429,8 @@ class ArrayCalls:
         if name == "flatnonzero" and len(args) == 1:
             self.bare(node, "np.flatnonzero")
             return self.nonzero_indices(node, args[0])
+        if name in ("convolve", "correlate") and len(args) >= 2:
+            return self.convolved(node, getattr(np, name))
         if name == "interp":
             return self.interpolated(node)
         if name == "searchsorted":
@@ -497,6 +528,32 @@ class ArrayCalls:
         wide = np.dtype(np.intp)
         counted = Counted(flat.shape, wide, lambda i: typed(i, wide))
         return Masked(flat.shape, wide, counted, flat, ast.dump(node))
+
+    def convolved(self, node: ast.Call, fn: Callable[..., Any]) -> Expr:
+        """``np.convolve(a, v, mode)`` and ``np.correlate(a, v, mode)`` (the convolution with ``v`` reversed, and
+        conjugated) of 1-D arrays of static lengths: the full convolution's elements, of those ``mode`` keeps."""
+        given = self.passed(node, fn, ("v", "mode"))
+        a, v = self.value(node.args[0]), self.value(given["v"])
+        mode = self.known(given["mode"], f"np.{fn.__name__}'s mode") if "mode" in given else \
+            ("full" if fn is np.convolve else "valid")
+        if not (isinstance(a, Expr) and isinstance(v, Expr) and len(a.shape) == len(v.shape) == 1) or \
+                mode not in ("full", "same", "valid"):
+            raise self.refuse(node, f"np.{fn.__name__} takes two 1-D arrays and a mode of 'full', 'same' or 'valid'")
+        for x in (a, v):
+            self.static(node, x, f"np.{fn.__name__}")
+        n, m = (extents.numbers(x.shape)[0] for x in (a, v))
+        if not n or not m:
+            raise self.refuse(node, f"np.{fn.__name__} of an empty array (NumPy raises)")
+        if fn is np.correlate:
+            v = Viewed(v.shape, v.dtype, v, ((0, m - 1, -1),), {})
+            if v.dtype.kind == "c":
+                v = self.elementwise(node, lambda c: call(numpy("conj"), c[0]), v.dtype, v)
+        short, long = min(n, m), max(n, m)
+        start, length = {"full": (0, n + m - 1), "same": ((short - 1) // 2, long),
+                         "valid": (short - 1, long - short + 1)}[mode]
+        if fn is np.correlate and n < m:  # NumPy's correlates the longer with the shorter, then reverses that
+            start = n + m - 1 - start - length
+        return Convolved((length,), self.dtype_of(node, np.multiply, a, v), a, v, start)
 
     def interpolated(self, node: ast.Call) -> Expr:
         """``np.interp(x, xp, fp, left, right)`` of real 1-D samples of one static length, as NumPy computes it

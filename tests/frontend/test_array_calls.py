@@ -171,6 +171,23 @@ def test_vdot_and_inner_as_numpys(device, shape):
 
 
 @svod.jit
+def convolutions(a, v):
+    return (np.convolve(a, v), np.convolve(a, v, "same"), np.convolve(a, v, mode="valid"), np.correlate(a, v),
+            np.correlate(a, v, "same"), np.correlate(a, v, "full"))
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (1, 2), (5, 3), (3, 4), (8, 7), (2, 9)])
+def test_convolve_and_correlate_in_every_mode(device, n, m):
+    """The full convolution's elements each mode keeps, the shorter array's start as NumPy's (and NumPy's
+    correlation of a shorter first array: the other way, reversed)."""
+    rng = np.random.default_rng(n * 10 + m)
+    a, v = rng.normal(size=n), rng.normal(size=m)
+    if refuses(device, svod.dtypes.float64):
+        a, v = a.astype(np.float32), v.astype(np.float32)
+    agrees_with_python(convolutions, device, a, v, rtol=1e-5 if a.dtype == np.float32 else 1e-12)
+
+
+@svod.jit
 def interpolated(x, xp, fp):
     return np.interp(x, xp, fp), np.interp(x, xp, fp, left=-1.0, right=99.0), np.interp(x[0] + 0.5, xp, fp)
 
