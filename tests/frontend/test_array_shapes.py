@@ -116,6 +116,13 @@ def test_arrays_of_one_number_inside_expressions(device, shape):
 
 
 @svod.jit
+def stored_into_a_broadcasts_element(v):
+    b = np.broadcast_to(v, (3, v.shape[0]))
+    b[0, 1] = 7.0  # (a store of one number: it was written into v, where NumPy raises)
+    return v
+
+
+@svod.jit
 def stored_into_a_diagonal(a):
     np.diagonal(a)[0] = 1.0
     return a
@@ -295,6 +302,7 @@ def views_made_in_a_loop(a, steps):
 
 @pytest.mark.parametrize(("fn", "says"), [
     (stored_into_a_broadcast, "np.broadcast_to's view is read-only"),
+    (stored_into_a_broadcasts_element, "np.broadcast_to's view is read-only"),
     (stored_into_a_diagonal, "np.diagonal's view is read-only"),
     (wrong_axes, r"np.transpose's axes \(0, 0\) is not an axis, or distinct axes"),
     (wrong_size, "cannot reshape an array of size 12 into shape"), (squeezed_wide_axis, "np.squeeze of an axis"),
@@ -303,6 +311,7 @@ def views_made_in_a_loop(a, steps):
     (eye_of_an_element, "np.eye's N is a number the host knows before the run"),
     (views_made_in_a_loop, "b is a new array in every turn of a loop around phases, and another name views it")])
 def test_what_numpy_refuses_or_svod_does_not_have_is_refused_at_its_line(fn, says):
-    args = (np.arange(3.0),) if fn is stored_into_a_broadcast else (matrix(3, 4), 2)[:1 + (fn is views_made_in_a_loop)]
+    vectors = (stored_into_a_broadcast, stored_into_a_broadcasts_element)
+    args = (np.arange(3.0),) if fn in vectors else (matrix(3, 4), 2)[:1 + (fn is views_made_in_a_loop)]
     with pytest.raises(KernelSyntaxError, match=f"test_array_shapes.py:\\d+: {says}"):
         fn(*args)
