@@ -14,6 +14,7 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import math
 from abc import abstractmethod
@@ -34,6 +35,7 @@ from svod.frontend.array_exprs import (
     Transposed,
     Value,
     Viewed,
+    base_name,
     broadcast_element,
     numpy,
     typed,
@@ -57,17 +59,20 @@ RUNNING = ("maximum", "minimum")
 
 @dataclass(eq=False)
 class Gathered(Expr):
-    """``base[i0, i1, ...]`` with integer arrays as its leading indices: an element of ``base`` at the
-    indices' elements (a negative one counted from the end, as NumPy counts), then the remaining axes."""
+    """``base[..., i0, i1, ..., ...]`` with integer arrays as adjacent indices from axis ``first`` on, the other
+    axes whole: the whole axes before them, an element of ``base`` at the indices' elements (a negative one
+    counted from the end, as NumPy counts) in their broadcast shape's place, then the remaining axes."""
 
     base: Expr = field(default=None)  # type: ignore[assignment]
     indices: tuple[Expr, ...] = ()
+    first: int = 0
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         taken = len(self.shape) - (len(self.base.shape) - len(self.indices))
-        at = [_from_end(broadcast_element(i, tuple(self.shape[:taken]), index[:taken], out), size, i.dtype)
-              for i, size in zip(self.indices, self.base.shape, strict=False)]
-        return self.base.element([*at, *index[taken:]], out)
+        inner = index[self.first:self.first + taken]
+        at = [_from_end(broadcast_element(i, tuple(self.shape[self.first:self.first + taken]), inner, out), size,
+                        i.dtype) for i, size in zip(self.indices, self.base.shape[self.first:], strict=False)]
+        return self.base.element([*index[:self.first], *at, *index[self.first + taken:]], out)
 
 
 @dataclass(eq=False)
@@ -133,6 +138,32 @@ def scan_start(name: str, dtype: np.dtype) -> Any:
     return int(np.iinfo(dtype).min if lowest else np.iinfo(dtype).max)
 
 
+LISTED_LIMIT = 256
+"""The most integers a list written out as an index holds (``a[[0, 2, 5]]``): each is a branch of its element."""
+
+
+def _listed(node: ast.expr) -> Expr | None:
+    """A list of integers written out as an index (``a[[0, 2]]``), as the int64 array NumPy makes of it; None
+    for another node."""
+    if not isinstance(node, ast.List) or not node.elts or len(node.elts) > LISTED_LIMIT:
+        return None
+    try:
+        numbers = [ast.literal_eval(e) for e in node.elts]
+    except (ValueError, TypeError, SyntaxError):
+        return None
+    if not all(type(n) is int for n in numbers):
+        return None
+    wide = np.dtype(np.int64)
+
+    def element(i: ast.expr) -> ast.expr:
+        chosen: ast.expr = typed(constant(numbers[-1]), wide)
+        for k in reversed(range(len(numbers) - 1)):
+            chosen = ast.IfExp(ast.Compare(copy.deepcopy(i), [ast.Eq()], [constant(k)]),
+                               typed(constant(numbers[k]), wide), chosen)
+        return chosen
+    return Counted((len(numbers),), wide, element)
+
+
 def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
     """An index as NumPy takes it: a negative one counts from the end. An unsigned index is never negative (and
     its dtype may not hold the size: ``lut[img]`` of uint8 pixels), so it is taken as it is; a narrower signed
@@ -154,6 +185,11 @@ def masked_by(value: Value, key: str) -> bool:
     if isinstance(value, Elementwise):
         return all(masked_by(o, key) for o in value.operands)
     return False
+
+
+def stored_array(target: Expr) -> str | None:
+    """The name of the array whose elements ``target`` names (through indices or a mask, or a view)."""
+    return base_name(target.base if isinstance(target, (Gathered, Masked)) else target)
 
 
 def under_mask_of(stored: Expr, made: Expr) -> Expr:
@@ -239,9 +275,10 @@ class ArrayCalls:
             raise self.refuse(node, f"{what}'s {shown} is not one svod takes (it takes {', '.join(takes) or 'none'})")
 
     def advanced(self, node: ast.Subscript, base: Expr, items: list[ast.expr]) -> Expr | None:
-        """``base[items]`` where an item is an array: a gather through integer arrays that lead the items, or a
-        boolean mask of ``base``'s shape; None where no item is an array."""
-        values = [None if isinstance(i, ast.Slice) else self.value(i) for i in items]
+        """``base[items]`` where an item is an array (or a list of integers written out): a gather through
+        adjacent integer arrays, the other axes whole, or a boolean mask of ``base``'s shape; None where no item
+        is an array."""
+        values = [None if isinstance(i, ast.Slice) else _listed(i) or self.value(i) for i in items]
         arrays = [v for v in values if isinstance(v, Expr)]
         if not arrays:
             return None
@@ -251,18 +288,20 @@ class ArrayCalls:
                 raise self.refuse(node, f"a boolean mask of shape {extents.shown(mask.shape)} for an array of shape "
                                         f"{extents.shown(base.shape)}: svod's masks have the array's shape")
             return Masked(base.shape, base.dtype, base, mask, ast.dump(items[0]))
-        leading = len(arrays)
-        if any(not isinstance(v, Expr) for v in values[:leading]) or \
-                any(not (isinstance(i, ast.Slice) and i.lower is i.upper is i.step is None) for i in items[leading:]):
-            raise self.refuse(node, "svod gathers through integer arrays that come first among the indices, the "
-                                    "other axes whole (`a[idx]`, `a[rows, cols]`, `a[idx, :]`)")
-        if leading > len(base.shape) or any(a.dtype.kind not in "iu" for a in arrays):
+        first = next(k for k, v in enumerate(values) if isinstance(v, Expr))
+        end = first + len(arrays)
+        if any(not isinstance(v, Expr) for v in values[first:end]) or \
+                any(not (isinstance(i, ast.Slice) and i.lower is i.upper is i.step is None)
+                    for i in [*items[:first], *items[end:]]):
+            raise self.refuse(node, "svod gathers through adjacent integer arrays, the other axes whole (`a[idx]`, "
+                                    "`a[rows, cols]`, `a[:, idx]`)")
+        if end > len(base.shape) or any(a.dtype.kind not in "iu" for a in arrays):
             raise self.refuse(node, "a gather's index arrays are integers, at most one per axis")
         shape = extents.broadcast([a.shape for a in arrays])
         if shape is None:
             raise self.refuse(node, f"index arrays of shapes {', '.join(extents.shown(a.shape) for a in arrays)} do "
                                     "not broadcast")
-        return Gathered((*shape, *base.shape[leading:]), base.dtype, base, tuple(arrays))
+        return Gathered((*base.shape[:first], *shape, *base.shape[end:]), base.dtype, base, tuple(arrays), first)
 
     def extra_function(self, node: ast.Call, name: str, args: list[Value]) -> Value | None:
         """The NumPy functions of this module, by name; None for another."""

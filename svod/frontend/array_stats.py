@@ -14,15 +14,31 @@ Where NumPy raises at run time (weights that sum to 0), the arithmetic gives inf
 from __future__ import annotations
 
 import ast
+import itertools
 from abc import abstractmethod
 from typing import Any
 
 import numpy as np
 
 from svod.frontend import extents
-from svod.frontend.array_exprs import Expr, Product, Reduced, Reshaped, Transposed, Value, Viewed, Whole, numpy, typed
+from svod.frontend.array_calls import RUNNING, scan_start
+from svod.frontend.array_exprs import (
+    Emitter,
+    Expr,
+    Product,
+    Reduced,
+    Reshaped,
+    Transposed,
+    Value,
+    Viewed,
+    Whole,
+    numpy,
+    typed,
+)
+from svod.frontend.array_loops import parallel
 from svod.frontend.array_shapes import ArrayShapes
-from svod.frontend.nodes import call, constant
+from svod.frontend.extents import Dim
+from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, store
 
 _STATISTICS = ("var", "std", "average", "count_nonzero")
 NAN_REDUCTIONS = {"nansum": "sum", "nanprod": "prod", "nanmean": "mean", "nanmax": "max", "nanmin": "min"}
@@ -32,9 +48,44 @@ NAN_REDUCTIONS = {"nansum": "sum", "nanprod": "prod", "nanmean": "mean", "nanmax
 class ArrayStatistics(ArrayShapes):
     """The functions of this module, as the statements' ``ArrayRewriter`` calls them."""
 
+    pending: list[ast.stmt]
+    """The statements the statement being rewritten needs before it (``ArrayRewriter.pending``)."""
+    at: ast.stmt
+    """The statement being rewritten."""
+    counter: itertools.count[int]
+
     @abstractmethod
+    def fresh_temporary(self, shape: tuple[Dim, ...], dtype: np.dtype, node: ast.AST) -> Expr: ...
+
+    @abstractmethod
+    def allocation(self, stmt: ast.stmt, made: Expr) -> list[ast.stmt]: ...
+
     def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
-               dtype: np.dtype | None = None) -> Expr: ...
+               dtype: np.dtype | None = None) -> Expr:
+        """``np.cumsum`` (``np.cumprod``, ``np.maximum.accumulate``: ``name`` ``maximum``): computed into an array
+        of its own first (a running sum, product, maximum, along the axis, in a loop of each other axis's element),
+        which the expression then reads; in ``dtype`` where the user gives one (NumPy's own otherwise)."""
+        if axis_node is None and len(x.shape) != 1:
+            x = self.reshaped(node, x, (-1,))
+        axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
+        self.static(node, x, f"np.{name}")
+        if dtype is None:
+            dtype = x.dtype if name in RUNNING else getattr(np, name)(np.ones(1, x.dtype)).dtype
+        made = self.fresh_temporary(x.shape, dtype, node)
+        outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
+        along = f"_svod_a{next(self.counter)}"
+        names = iter(name for name, _ in outer)
+        index = [load(along if k == axis else next(names)) for k in range(len(x.shape))]
+        out = Emitter(self.counter)
+        element = x.element(index, out)
+        total = out.fresh("s")
+        step = assign(total, call(numpy(name), load(total), element)) if name in RUNNING else \
+            ast.AugAssign(store(total), ast.Mult() if name == "cumprod" else ast.Add(), element)
+        running = [*out.statements, step, assign(made.element(index, out), load(total))]
+        nest = parallel(outer, [assign(total, typed(constant(scan_start(name, dtype)), dtype)),
+                                 for_loop(along, call("range", constant(x.shape[axis])), running)])
+        self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
+        return made
 
     def accumulated(self, node: ast.Call, dtype_node: ast.expr, name: str) -> np.dtype | None:
         """The ``dtype=`` of ``np.<name>``, which NumPy casts each element to and accumulates in: a bool,

@@ -46,7 +46,14 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, loop_widening, nodes, pylang, random_arrays
 from svod.frontend.allocations import Allocations
-from svod.frontend.array_calls import RUNNING, Gathered, Masked, masked_by, reads_masked, scan_start, under_mask_of
+from svod.frontend.array_calls import (
+    Gathered,
+    Masked,
+    masked_by,
+    reads_masked,
+    stored_array,
+    under_mask_of,
+)
 from svod.frontend.array_exprs import (
     KEY_NAMES,
     AmbiguousScalarError,
@@ -81,7 +88,7 @@ from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, store, stored
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, stored
 from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, argument_bound_anew, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
@@ -699,7 +706,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                                     "(`x[m] = y[m] * 2`): NumPy assigns another array's first elements in order")
         if isinstance(value, Expr):
             broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
-        base = base_name(stored.base if isinstance(stored, Masked) else stored)
+        base = stored_array(stored)  # (a value reading it elsewhere is computed whole first, as NumPy's)
         if base is not None and isinstance(value, Expr) and stored.shape and reads_apart(value, stored, base):
             made = self.fresh_temporary(value.shape, value.dtype, node)
             temporary = under_mask_of(stored, made)
@@ -753,33 +760,6 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         return value if isinstance(value, Expr) else None
 
     # ---- arrays an expression makes first ----------------------------------------------------------------
-
-    def cumsum(self, node: ast.AST, x: Expr, axis_node: ast.expr | None, name: str = "cumsum",
-               dtype: np.dtype | None = None) -> Expr:
-        """``np.cumsum`` (``np.cumprod``, ``np.maximum.accumulate``: ``name`` ``maximum``): computed into an array
-        of its own first (a running sum, product, maximum, along the axis, in a loop of each other axis's element),
-        which the expression then reads; in ``dtype`` where the user gives one (NumPy's own otherwise)."""
-        if axis_node is None and len(x.shape) != 1:
-            x = self.reshaped(node, x, (-1,))
-        axis = 0 if axis_node is None else self.host_int(axis_node) % len(x.shape)  # type: ignore[operator]
-        self.static(node, x, f"np.{name}")
-        if dtype is None:
-            dtype = x.dtype if name in RUNNING else getattr(np, name)(np.ones(1, x.dtype)).dtype
-        made = self.fresh_temporary(x.shape, dtype, node)
-        outer = [(f"_svod_a{next(self.counter)}", size) for k, size in enumerate(x.shape) if k != axis]
-        along = f"_svod_a{next(self.counter)}"
-        names = iter(name for name, _ in outer)
-        index = [load(along if k == axis else next(names)) for k in range(len(x.shape))]
-        out = Emitter(self.counter)
-        element = x.element(index, out)
-        total = out.fresh("s")
-        step = assign(total, call(numpy(name), load(total), element)) if name in RUNNING else \
-            ast.AugAssign(store(total), ast.Mult() if name == "cumprod" else ast.Add(), element)
-        running = [*out.statements, step, assign(made.element(index, out), load(total))]
-        nest = parallel(outer, [assign(total, typed(constant(scan_start(name, dtype)), dtype)),
-                                 for_loop(along, call("range", constant(x.shape[axis])), running)])
-        self.pending += [*self.allocation(self.at, made), *placed(nest, self.at)]
-        return made
 
     def separate(self, x: Expr) -> Expr:
         """Reduction ``x`` made into an array of its own, before the statement (``Emitter.separated``)."""

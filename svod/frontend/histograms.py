@@ -33,7 +33,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend import extents, pylang
-from svod.frontend.array_calls import Gathered, Masked
+from svod.frontend.array_calls import Gathered, stored_array
 from svod.frontend.array_exprs import (
     Emitter,
     Expr,
@@ -41,7 +41,6 @@ from svod.frontend.array_exprs import (
     Reduced,
     Scalar,
     Value,
-    base_name,
     broadcast_element,
     numpy,
     typed,
@@ -180,7 +179,7 @@ class Histograms:
         for operand in (target, self.value(values)):
             if isinstance(operand, Expr):
                 self.static(node, operand, f"np.{name}.at")
-        if not element and (not isinstance(target, Expr) or _updated(target) is None):
+        if not element and (not isinstance(target, Expr) or stored_array(target) is None):
             raise self.refuse(node, f"np.{name}.at updates an array of the function's (an argument or a temporary)")
         value = self.value(values)
         if isinstance(target, Scalar):  # one element, at an int index: its update as kernel code
@@ -574,14 +573,9 @@ def _literal(number: Any) -> ast.expr:
     return constant(number)
 
 
-def _updated(target: Expr) -> str | None:
-    """The name of the array whose elements ``target`` names (through indices or a mask, or a view)."""
-    return base_name(target.base if isinstance(target, (Gathered, Masked)) else target)
-
-
 def _reads(value: Value, target: Expr) -> bool:
     """Whether ``value`` reads the array ``target`` updates."""
-    base = _updated(target)
+    base = stored_array(target)
     if not isinstance(value, Expr) or base is None:
         return False
     out = Emitter(itertools.count())

@@ -106,6 +106,35 @@ def test_a_gather_through_narrow_indices_of_an_image(device, n):
     agrees_with_python(looked_up, device, lut[:97].copy(), (pixels % 97 - 97).astype(np.int16))
 
 
+@svod.jit
+def gathered_anywhere(a, idx, v):
+    return (a[[0, 2]], a[:, [1, 0, 3]], a[:, idx], a[[2, -1], [0, 1]], v[[3, 3, 0]], a[idx][:, 1],
+            a[:, idx] * 2.0)
+
+
+@svod.jit
+def scattered_from_itself(a, i, j, v):
+    a[i] = a[j] * 0.5
+    a[:, [1, 0]] = a[:, [0, 1]] + 1.0
+    v[i] = v[::-1][i] + 1.0
+    return a, v
+
+
+@pytest.mark.parametrize("rows", [3, 5])
+def test_gathers_through_lists_and_indices_after_whole_axes(device, rows):
+    """``a[[0, 2]]``, ``a[:, idx]``: a list of integers written out is NumPy's int64 array; adjacent index
+    arrays after whole axes put their shape in their place, as NumPy's."""
+    a = np.arange(rows * 4.0).reshape(rows, 4)
+    agrees_with_python(gathered_anywhere, device, a, np.array([2, 0, 2], np.int32), np.arange(5.0))
+
+
+def test_a_scatter_whose_values_read_the_array_computes_them_first(device):
+    """``a[i] = a[j] * 0.5`` swaps rows as NumPy does, every value computed of the array as it stands before
+    any is stored; svod stored each as computed, so a row read after its store was the new one."""
+    i, j = np.array([0, 1], np.int32), np.array([1, 0], np.int32)
+    agrees_with_python(scattered_from_itself, device, np.arange(12.0).reshape(3, 4), i, j, np.arange(5.0))
+
+
 def test_a_gather_out_of_bounds_is_an_error_as_in_numpy():
     with pytest.raises(IndexError):
         gathered.__wrapped__(np.arange(3.0), np.array([[5, 0]]), np.ones((3, 4)), np.array([0]), np.array([0]))
