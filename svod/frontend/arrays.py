@@ -757,6 +757,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             self.subscript(node, element=True) if isinstance(node, ast.Subscript) else None  # (an element: no axes)
         if isinstance(value, Expr) and (maker := read_only(value)) is not None:
             raise self.refuse(node, f"{maker}'s view is read-only (as NumPy's): store into the array it views")
+        if isinstance(value, Expr) and not _memory(value):
+            raise self.refuse(node, "a store into an array NumPy computes anew (np.repeat(x, 1), np.roll(x, 1)) "
+                                    "changes no array the function has: name it first (`y = np.roll(x, 1)`)")
         return value if isinstance(value, Expr) else None
 
     # ---- arrays an expression makes first ----------------------------------------------------------------
@@ -781,6 +784,14 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         made = self.fresh_temporary(x.shape, x.dtype, node)
         self.pending += [*self.allocation(self.at, made), *self.loops(self.at, made, x)]
         return made
+
+
+def _memory(x: Expr) -> bool:
+    """Whether ``x`` is memory a store may write: an array's (a temporary's too), or a view, a gather or a mask
+    of one; not a value computed of arrays (``np.repeat(x, 1)``, whose elements NumPy makes anew)."""
+    while isinstance(x, (Viewed, Transposed, Reshaped, Gathered, Masked)):
+        x = x.base
+    return isinstance(x, (Named, Fused))
 
 
 def _added_in_place(op: ast.operator, stored: Expr, combined: Value) -> bool:

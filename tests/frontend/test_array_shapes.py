@@ -123,6 +123,12 @@ def stored_into_a_broadcasts_element(v):
 
 
 @svod.jit
+def stored_into_a_repeat(a):
+    np.repeat(a, 1)[:] = 5.0  # (a copy in NumPy: it was written into a)
+    return a
+
+
+@svod.jit
 def stored_into_a_diagonal(a):
     np.diagonal(a)[0] = 1.0
     return a
@@ -304,6 +310,7 @@ def views_made_in_a_loop(a, steps):
     (stored_into_a_broadcast, "np.broadcast_to's view is read-only"),
     (stored_into_a_broadcasts_element, "np.broadcast_to's view is read-only"),
     (stored_into_a_diagonal, "np.diagonal's view is read-only"),
+    (stored_into_a_repeat, "a store into an array NumPy computes anew"),
     (wrong_axes, r"np.transpose's axes \(0, 0\) is not an axis, or distinct axes"),
     (wrong_size, "cannot reshape an array of size 12 into shape"), (squeezed_wide_axis, "np.squeeze of an axis"),
     (not_broadcast, r"an array of shape \(3, 4\) does not broadcast to shape \(2, 5\)"),
