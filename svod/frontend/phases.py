@@ -122,6 +122,7 @@ class Factoring:
 
 Item = Phase | Definition | Temporary | PlanLoop | Branch | Repeat | Ordering | Factoring
 
+
 @dataclass
 class Structure:
     """A jitted function's top level: its items in order and the names it returns."""
@@ -679,6 +680,7 @@ HOST_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While,
                    ast.Pass, ast.Break, ast.Continue, *_REFUSED)
 """Every kind of statement the reader of a jitted function takes or refuses (tests hold it to ``ast.stmt``'s
 subclasses)."""
+
 
 def _parameters(function: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]

@@ -202,6 +202,7 @@ def test_small_integers_sum_in_int64_as_numpy_does(device):
     x[1, 1] = -7
     agrees_or_needs_int64(integer_sums, device, x)
 
+
 @svod.jit
 def softmax(x):
     e = np.exp(x - x.max(axis=1, keepdims=True))
