@@ -460,7 +460,12 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         return [stmt] if written is None else self.assign(stmt, written[0], written[1], None, looped)
 
     def returned(self, stmt: ast.Return, node: ast.expr) -> list[ast.stmt]:
-        """``return <array expressions>``: each a new array (or value) of a name of its own, returned by name."""
+        """``return <array expressions>``: each a new array (or value) of a name of its own, returned by name;
+        ``return a.shape`` the tuple of the numbers the host knows (the plan is made for them)."""
+        shape = self.value(node) if isinstance(node, ast.Attribute) and node.attr == "shape" else None
+        if isinstance(shape, Scalar) and isinstance(shape.held, tuple) and all(type(d) is int for d in shape.held):
+            node = ast.copy_location(ast.Tuple([constant(d) for d in shape.held], ast.Load()), node)
+            stmt, self.changed = placed([ast.Return(node)], stmt)[0], True
         values = list(node.elts) if isinstance(node, ast.Tuple) else [node]
         made: list[ast.stmt] = []
         names: list[ast.expr] = []
@@ -492,6 +497,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 self.static(value, computed, "returning")
             self.described[name] = f"the returned `{code(value, 40)}`"
             if isinstance(computed, Scalar):  # a number: a name of its own, an early return's too (Flow)
+                if isinstance(computed.held, tuple):
+                    raise self.refuse(value, "a tuple among returned values: return its numbers one by one")
                 if isinstance(value, ast.Name):
                     names.append(value)
                     continue
@@ -559,6 +566,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return True
         if isinstance(stmt, ast.Expr):  # x.fill(v), np.add(x, y, out=x)
             return writes_out(self.reader, stmt)
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Attribute) and stmt.value.attr == "shape":
+            return bool({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & set(self.arrays))
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(

@@ -123,6 +123,32 @@ def stored_into_a_broadcasts_element(v):
 
 
 @svod.jit
+def shape_returned(a):
+    return a.shape
+
+
+@svod.jit
+def view_shape_returned(a):
+    b = a.T
+    return b.shape
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5,)])
+def test_a_returned_shape_is_the_tuple_of_python_ints(shape):
+    """``return a.shape`` (of a view too): NumPy's tuple of Python ints; once refused as "cannot convert a tuple
+    of 2 to int64" without the line."""
+    a = np.zeros(shape)
+    for fn in (shape_returned, view_shape_returned):
+        got, want = fn(a), fn.fn(a)
+        assert got == want and all(type(d) is int for d in got)
+
+
+@svod.jit
+def shape_among_returns(a):
+    return a.sum(), a.shape
+
+
+@svod.jit
 def stored_into_a_repeat(a):
     np.repeat(a, 1)[:] = 5.0  # (a copy in NumPy: it was written into a)
     return a
@@ -311,6 +337,7 @@ def views_made_in_a_loop(a, steps):
     (stored_into_a_broadcasts_element, "np.broadcast_to's view is read-only"),
     (stored_into_a_diagonal, "np.diagonal's view is read-only"),
     (stored_into_a_repeat, "a store into an array NumPy computes anew"),
+    (shape_among_returns, "a tuple among returned values: return its numbers one by one"),
     (wrong_axes, r"np.transpose's axes \(0, 0\) is not an axis, or distinct axes"),
     (wrong_size, "cannot reshape an array of size 12 into shape"), (squeezed_wide_axis, "np.squeeze of an axis"),
     (not_broadcast, r"an array of shape \(3, 4\) does not broadcast to shape \(2, 5\)"),
