@@ -139,29 +139,37 @@ def scan_start(name: str, dtype: np.dtype) -> Any:
 
 
 LISTED_LIMIT = 256
-"""The most integers a list written out as an index holds (``a[[0, 2, 5]]``): each is a branch of its element."""
+"""The most numbers a list written out inside an expression holds (``a[[0, 2, 5]]``, ``np.array([0.25, 0.5])``):
+each is a branch of its element."""
 
 
-def _listed(node: ast.expr) -> Expr | None:
-    """A list of integers written out as an index (``a[[0, 2]]``), as the int64 array NumPy makes of it; None
-    for another node."""
-    if not isinstance(node, ast.List) or not node.elts or len(node.elts) > LISTED_LIMIT:
+def _listed(node: ast.expr, kinds: tuple[type, ...] = (int,)) -> Expr | None:
+    """A list of numbers written out inside an expression, of the Python ``kinds`` (an index's integers:
+    ``a[[0, 2]]``; ``np.array([0.25, 0.5, 0.25])``'s numbers), as the 1-D array NumPy makes of it; None for
+    another node."""
+    if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts or len(node.elts) > LISTED_LIMIT:
         return None
     try:
         numbers = [ast.literal_eval(e) for e in node.elts]
     except (ValueError, TypeError, SyntaxError):
         return None
-    if not all(type(n) is int for n in numbers):
+    if not all(type(n) in kinds for n in numbers):
         return None
-    wide = np.dtype(np.int64)
+    made = np.array(numbers).dtype
 
     def element(i: ast.expr) -> ast.expr:
-        chosen: ast.expr = typed(constant(numbers[-1]), wide)
+        chosen: ast.expr = typed(constant(numbers[-1]), made)
         for k in reversed(range(len(numbers) - 1)):
             chosen = ast.IfExp(ast.Compare(copy.deepcopy(i), [ast.Eq()], [constant(k)]),
-                               typed(constant(numbers[k]), wide), chosen)
+                               typed(constant(numbers[k]), made), chosen)
         return chosen
-    return Counted((len(numbers),), wide, element)
+    return Counted((len(numbers),), made, element)
+
+
+def written_out(node: ast.Call) -> Expr | None:
+    """``np.array([0.25, 0.5, 0.25])`` (``np.asarray``) of numbers written out inside an expression, as the array
+    NumPy makes; None for another call."""
+    return _listed(node.args[0], (bool, int, float)) if len(node.args) == 1 and not node.keywords else None
 
 
 def _from_end(index: ast.expr, size: Dim, dtype: np.dtype) -> ast.expr:
@@ -278,7 +286,7 @@ class ArrayCalls:
         """``base[items]`` where an item is an array (or a list of integers written out): a gather through
         adjacent integer arrays, the other axes whole, or a boolean mask of ``base``'s shape; None where no item
         is an array."""
-        values = [None if isinstance(i, ast.Slice) else _listed(i) or self.value(i) for i in items]
+        values = [None if isinstance(i, (ast.Slice, ast.Tuple)) else _listed(i) or self.value(i) for i in items]
         arrays = [v for v in values if isinstance(v, Expr)]
         if not arrays:
             return None

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend import array_norms, extents, linalg, random_arrays
-from svod.frontend.array_calls import reads_masked
+from svod.frontend.array_calls import reads_masked, written_out
 from svod.frontend.array_exprs import (
     Elementwise,
     Emitter,
@@ -456,6 +456,8 @@ class ArrayValues(SliceBounds):
             return Scalar(node_of(length), length if isinstance(length, int) else 0)
         if callee in MADE:
             return self.made(node, callee.__name__)
+        if callee in (np.array, np.asarray) and (written := written_out(node)) is not None:
+            return written  # (numbers written out: np.array([0.25, 0.5, 0.25]) * x)
         if callee in (float, int) and len(args) == 1 and isinstance(x := args[0], Expr) and not x.shape and \
                 x.dtype.kind != "c":  # ``float(x.sum())``: Python's number of the one value
             return self.elementwise(node, lambda c: typed(c[0], np.dtype(callee)), np.dtype(callee), x)

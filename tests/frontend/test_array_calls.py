@@ -128,6 +128,23 @@ def test_gathers_through_lists_and_indices_after_whole_axes(device, rows):
     agrees_with_python(gathered_anywhere, device, a, np.array([2, 0, 2], np.int32), np.arange(5.0))
 
 
+@svod.jit
+def numbers_written_out(x):
+    w = np.array([0.25, 0.5, 0.25]) * x[:3]
+    return w, np.asarray((1, -2, 3)) + x[3:6].astype(np.int64), np.array([True, False, True]) & (x[:3] > 0)
+
+
+def test_numbers_written_out_inside_an_expression(device):
+    """``np.array([0.25, 0.5, 0.25]) * x``: NumPy's array of the numbers (float64, int64, bool), inside an
+    expression; once refused (a list is not an array expression)."""
+    x = np.cos(np.arange(7.0))
+    if refuses(device, svod.dtypes.float64) or refuses(device, svod.dtypes.int64):
+        with pytest.raises(GraphError, match=r"float64|int64|bool"):
+            numbers_written_out(x.astype(np.float32), device=device)
+        return
+    agrees_with_python(numbers_written_out, device, x, typed=True)
+
+
 def test_a_scatter_whose_values_read_the_array_computes_them_first(device):
     """``a[i] = a[j] * 0.5`` swaps rows as NumPy does, every value computed of the array as it stands before
     any is stored; svod stored each as computed, so a row read after its store was the new one."""
