@@ -142,6 +142,7 @@ HELPERS: dict[str, Rule] = {
     "arctan": lambda o, r, g: (f"{g} / (1.0 + {o[0]} * {o[0]})",),
     "arcsin": lambda o, r, g: (f"{g} / {_call('sqrt', f'1.0 - {o[0]} * {o[0]}')}",),
     "arccos": lambda o, r, g: (f"-{g} / {_call('sqrt', f'1.0 - {o[0]} * {o[0]}')}",),
+    "cbrt": lambda o, r, g: (f"{g} / (3.0 * {r} * {r})",),
     "arctan2": _arctan2,
     "hypot": _hypot,
     "logaddexp": _logaddexp("exp"),

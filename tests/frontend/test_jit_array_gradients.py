@@ -184,21 +184,22 @@ def test_elementwise_statements_and_reductions_have_the_derivatives_numpy_means(
 def helped(x, y):
     a = np.log1p(x) + np.expm1(x) + np.sinh(x) + np.cosh(x) + np.arcsinh(x) + np.arctanh(x)
     b = np.arctan(x) + np.arcsin(x) + np.arccos(x) + np.arccosh(y) + np.log10(y)
-    c = np.arctan2(x, y) + np.hypot(x, y) + np.logaddexp(x, y) + np.logaddexp2(y, x)
+    c = np.arctan2(x, y) + np.hypot(x, y) + np.logaddexp(x, y) + np.logaddexp2(y, x) + np.cbrt(y) + np.sinc(x)
     return np.sum(a * b + c)
 
 
 def helped_torch(x, y):
     a = torch.log1p(x) + torch.expm1(x) + torch.sinh(x) + torch.cosh(x) + torch.asinh(x) + torch.atanh(x)
     b = torch.atan(x) + torch.asin(x) + torch.acos(x) + torch.acosh(y) + torch.log10(y)
-    c = torch.atan2(x, y) + torch.hypot(x, y) + torch.logaddexp(x, y) + torch.logaddexp2(y, x)
+    c = torch.atan2(x, y) + torch.hypot(x, y) + torch.logaddexp(x, y) + torch.logaddexp2(y, x) + y ** (1.0 / 3.0) + \
+        torch.sinc(x)
     return torch.sum(a * b + c)
 
 
 @pytest.mark.parametrize("n", [1, 13])
 def test_numpys_functions_svod_computes_with_helpers_take_their_derivatives(n):
-    """log1p, arctan2 and the others are helpers of svod's own on a device; the adjoint takes the function's
-    derivative, not the helper's steps."""
+    """log1p, arctan2, cbrt and the others are helpers of svod's own on a device; the adjoint takes the
+    function's derivative, not the helper's steps (sinc's are the kernel's own arithmetic)."""
     rng = np.random.default_rng(n)
     x, y = rng.uniform(-0.9, 0.9, n), rng.uniform(1.1, 3.0, n)
     dx, dy = svod.grad(helped, argnums=(0, 1))(x, y)
