@@ -575,7 +575,7 @@ class ArrayCalls:
             return self.reshaped(node, flat, extents.numbers(x.shape)) if len(x.shape) != 1 else flat
         named = self.axes(given["axis"], len(x.shape), "np.roll's axis")
         by = self.numbers(given["shift"], "np.roll's shift")  # (NumPy shifts by a bool's 0 or 1)
-        if any(not isinstance(s, (int, np.integer)) for s in by) or len(by) not in (1, len(named)):
+        if any(not isinstance(s, (int, np.integer, np.bool_)) for s in by) or len(by) not in (1, len(named)):
             raise self.refuse(node, f"np.roll's shift {by} is an integer, or one for each axis named")
         shifts = [0] * len(x.shape)
         for axis, shift in zip(named, by * len(named) if len(by) == 1 else by, strict=True):

@@ -135,8 +135,8 @@ def isnan_where(x):
 
 
 @svod.jit
-def diff_n(x):
-    return np.diff(x, n=2)
+def diff_prepended(x):
+    return np.diff(x, prepend=0.0)
 
 
 @svod.jit
@@ -178,7 +178,7 @@ def sum_past_its_arguments(x):
     (cumsum_out, "np.cumsum's out= is not one svod takes"), (exp_out, "np.exp's out= is not one svod takes"),
     (maximum_in_float32, "np.maximum's dtype= is not one"), (where_unknown, "np.where's fill= is not one"),
     (clip_out, "np.clip's out= is not one"), (isnan_where, "np.isnan's where= is not one"),
-    (diff_n, "np.diff's n= is not one"), (concatenate_in_float32, "np.concatenate's dtype= is not one"),
+    (diff_prepended, "np.diff's prepend= is not one"), (concatenate_in_float32, "np.concatenate's dtype= is not one"),
     (astype_casting, "x.astype's casting= is not one"), (copy_order, "x.copy's order= is not one"),
     (dot_out, "np.dot's out= is not one"), (sum_unknown, "np.sum: got an unexpected keyword argument 'bogus'"),
     (sum_past_its_arguments, "np.sum: too many positional arguments")])

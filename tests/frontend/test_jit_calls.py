@@ -767,7 +767,8 @@ def test_a_keyword_only_default_is_bound_by_python_each_call(device):
 
 @svod.jit
 def filled(x, value):
-    return np.full(x.shape[0], value, np.float32)
+    made = np.full(x.shape[0], value, np.float32)  # (a temporary the host makes: its fill keys the plan)
+    return made
 
 
 def test_calls_with_nan_take_one_plan_and_zeros_keep_their_sign():
