@@ -11,7 +11,7 @@ import pytest
 import svod
 from svod import prange
 from svod.device import Device
-from svod.errors import KernelSyntaxError, SvodError
+from svod.errors import SvodError
 from svod.frontend.oracle import as_python, python_arguments
 from tests.helpers import numpy_quietly, refuses
 
