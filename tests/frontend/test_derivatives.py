@@ -80,7 +80,7 @@ HELPER_POINTS = {
     "hypot": [(3.0, 4.0), (-1e-200, 1e-200), (0.0, 2.0), (1e200, -1e200)],
     "logaddexp": [(0.0, 0.0), (-3.0, 700.0), (3.0, -3.0), (1e-3, 2e-3)],
     "logaddexp2": [(0.0, 0.0), (-3.0, 1000.0), (4.0, -4.0), (1e-3, 2e-3)],
-    "log10": [(1e-300,), (0.5,), (1e5,)],
+    "log10": [(1e-300,), (0.5,), (1e5,)], "cbrt": [(-8.0,), (1e-30,), (27.0,), (1e200,)],
 }
 """Points for each helper's rule: ordinary ones, near a domain's edge, at tiny and huge magnitudes."""
 
