@@ -43,6 +43,7 @@ from svod.frontend.array_exprs import (
 from svod.frontend.array_lookups import Convolved, Interpolated, Searched
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.nodes import call, constant, load
+from svod.frontend.temporaries import written_numbers
 
 CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
 """One-argument NumPy functions that make a bool of each element."""
@@ -147,14 +148,10 @@ def _listed(node: ast.expr, kinds: tuple[type, ...] = (int,)) -> Expr | None:
     """A list of numbers written out inside an expression, of the Python ``kinds`` (an index's integers:
     ``a[[0, 2]]``; ``np.array([0.25, 0.5, 0.25])``'s numbers), as the 1-D array NumPy makes of it; None for
     another node."""
-    if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts or len(node.elts) > LISTED_LIMIT:
-        return None
-    try:
-        numbers = [ast.literal_eval(e) for e in node.elts]
-    except (ValueError, TypeError, SyntaxError):
-        return None
-    if not all(type(n) in kinds for n in numbers):
-        return None
+    numbers = written_numbers(node, kinds)
+    if not numbers or len(numbers) > LISTED_LIMIT or any(isinstance(e, (ast.List, ast.Tuple)) for e in ast.walk(node)
+                                                         if e is not node):
+        return None  # (of one dimension: a nest of lists is a temporary of its own, ``temporaries``)
     made = np.array(numbers).dtype
 
     def element(i: ast.expr) -> ast.expr:
@@ -377,17 +374,15 @@ class ArrayCalls:
         where ``b`` is finite, or ``a == b`` (an infinity is close to itself alone); NaN close to NaN only with
         ``equal_nan``. ``b`` is a float at least, as NumPy makes it, and the arithmetic in the dtype NumPy's
         gives; the tolerances may be arrays too."""
-        try:
-            bound = inspect.signature(fn).bind(*node.args, **{str(k.arg): k.value for k in node.keywords})
-        except TypeError as err:
-            raise self.refuse(node, f"np.{fn.__name__}: {err}") from None
-        bound.apply_defaults()
-        given = {name: self.value(v) if isinstance(v, ast.expr) else Scalar(constant(v), v)
-                 for name, v in bound.arguments.items() if name != "equal_nan"}
+        passed = self.passed(node, fn, ("b", "rtol", "atol", "equal_nan"))
+        if not node.args or "b" not in passed:
+            raise self.refuse(node, f"np.{fn.__name__} takes two arrays (or an array and a number)")
+        defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items()}
+        given = {"a": self.value(node.args[0]), **{name: self.value(passed[name]) if name in passed else
+                                                   Scalar(constant(defaults[name]), defaults[name])
+                                                   for name in ("b", "rtol", "atol")}}
         a, b, rtol, atol = given["a"], given["b"], given["rtol"], given["atol"]
-        equal_nan = bound.arguments["equal_nan"]
-        equal_nan = bool(self.known(equal_nan, f"np.{fn.__name__}'s equal_nan")) if isinstance(
-            equal_nan, ast.expr) else equal_nan
+        equal_nan = "equal_nan" in passed and bool(self.known(passed["equal_nan"], f"np.{fn.__name__}'s equal_nan"))
         if not any(isinstance(v, Expr) for v in given.values()):
             raise self.refuse(node, f"np.{fn.__name__} of numbers alone: svod's compares arrays (math.isclose "
                                     "compares two numbers)")

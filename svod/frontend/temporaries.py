@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass
+from typing import Any
 
 from svod.errors import KernelSyntaxError
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
@@ -72,13 +73,21 @@ def allocation_kind(call: ast.Call) -> str | None:
     """Which of ``ALLOCATIONS`` or ``LITERALS`` ``call`` is, by the name it calls (None: neither)."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    if name in LITERALS and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)):
-        try:  # (not numbers written out: np.array((a, b)) of arrays, a list of strings)
-            numbers = [ast.literal_eval(number) for _, number in literal_numbers(call.args[0])]
-        except (ValueError, TypeError, SyntaxError):
-            return None
-        return name if all(type(n) in (bool, int, float) for n in numbers) else None
+    if name in LITERALS and call.args:  # (not numbers written out: np.array((a, b)) of arrays, strings)
+        return name if written_numbers(call.args[0]) is not None else None
     return name if name in ALLOCATIONS else None
+
+
+def written_numbers(node: ast.expr, kinds: tuple[type, ...] = (bool, int, float)) -> list[Any] | None:
+    """The numbers of a list or tuple (or a nest of them) written out, in C order, where each is of the Python
+    ``kinds``; None for another node."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    try:
+        numbers = [ast.literal_eval(number) for _, number in literal_numbers(node)]
+    except (ValueError, TypeError, SyntaxError):
+        return None
+    return numbers if all(type(n) in kinds for n in numbers) else None
 
 
 def literal_numbers(node: ast.expr, at: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], ast.expr]]:
@@ -92,4 +101,5 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-__all__ = ["ALLOCATIONS", "LITERALS", "LITERAL_LIMIT", "Temporary", "allocation_kind", "literal_numbers"]
+__all__ = ["ALLOCATIONS", "LITERALS", "LITERAL_LIMIT", "Temporary", "allocation_kind", "literal_numbers",
+           "written_numbers"]
