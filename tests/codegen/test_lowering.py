@@ -33,7 +33,7 @@ from svod.codegen.lower_cpu import (
     tile_rows,
 )
 from svod.codegen.lower_gpu import WorkGroupLimits, reduce_per_item, share_reductions, tile_matmul, to_gpu_indices
-from svod.codegen.matmul_blocks import STREAM_DEPTH, block_matmul
+from svod.codegen.matmul_blocks import BLOCK_MIN_ROWS, STREAM_DEPTH, block_matmul
 from svod.codegen.pipeline import linearize
 from svod.codegen.render.c import CRenderer
 from svod.codegen.render.cstyle import CStyleRenderer
@@ -1814,12 +1814,16 @@ def test_a_blocked_matmul_of_variable_sizes_computes_a_at_b(compiler, batch, m, 
     np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
-def test_rows_that_do_not_alias_are_blocked_where_they_are():
-    """Rows of 4160 bytes start cache lines and map to every set of the cache: the blocks read ``b`` itself.
-    Rows of 4000 bytes do not start cache lines: the copy's rows are 4032 bytes. 1000 columns are 3 blocks
-    of 256 and a store over the 232 left, which each thread runs over its rows too."""
-    (blocked,) = block_matmul(_big_matmul(512, 1024, 1024, pitch=1040))
+def test_rows_that_do_not_alias_are_blocked_where_they_are_below_the_rows_that_repay_a_copy():
+    """Rows of 4160 bytes start cache lines and map to every set of the cache: fewer than ``BLOCK_MIN_ROWS``
+    rows of output read ``b`` itself in blocks; that many read a copy at the same pitch (the array a caller
+    passes need not start a cache line). Rows of 4000 bytes do not start cache lines: the copy's rows are
+    4032 bytes. 1000 columns are 3 blocks of 256 and a store over the 232 left, which each thread runs over
+    its rows too."""
+    (blocked,) = block_matmul(_big_matmul(BLOCK_MIN_ROWS - 1, 1024, 1024, pitch=1040))
     assert {u.src[0].src[0].arg for u in blocked.toposort() if u.op is Ops.LOAD} == {0, 1, 2}
+    pack, _ = block_matmul(_big_matmul(BLOCK_MIN_ROWS, 1024, 1024, pitch=1040))
+    assert max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg).dtype.size == 1024 * 1040
     pack, odd = block_matmul(_big_matmul(512, 1000, 1024))
     scratch = max((u for u in pack.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
     assert scratch.dtype.size == 1024 * 1008
@@ -1842,17 +1846,17 @@ def test_a_sum_too_deep_for_a_block_of_columns_is_blocked_and_continued():
     """float64 over 1536 turns: blocks of 256 columns by 512 turns, the turns a loop inside the columns'
     loop; each block's sum starts from what the one before stored. Blocks of a prime length are as even
     as they can be, the last one shorter."""
-    (blocked,) = block_matmul(_big_matmul(512, 520, 1536, dtypes.float64))
+    (blocked,) = block_matmul(_big_matmul(BLOCK_MIN_ROWS - 1, 520, 1536, dtypes.float64))  # in place
     stores = [e for e in blocked.src if e.op is Ops.STORE]
     assert len(stores) == 2  # 2 blocks of 256 columns and the 8 past them
     ranges = sorted((u for u in stores[0].toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
     assert [(int(r.src[0].vmax), r.arg[1]) for r in ranges] == [
-        (2, AxisKind.LOOP), (3, AxisKind.LOOP), (1, AxisKind.GLOBAL), (512, AxisKind.GLOBAL),
+        (2, AxisKind.LOOP), (3, AxisKind.LOOP), (1, AxisKind.GLOBAL), (BLOCK_MIN_ROWS - 1, AxisKind.GLOBAL),
         (256, AxisKind.GLOBAL), (512, AxisKind.REDUCE)]
     for store in stores:
         continued = store.src[1]
         assert continued.op is Ops.ADD and continued.arg == CONTINUED and continued.src[1].op is Ops.REDUCE
-    (prime,) = block_matmul(_big_matmul(512, 520, 1531, dtypes.float64))  # 1531 turns: 511, 511 and 509
+    (prime,) = block_matmul(_big_matmul(BLOCK_MIN_ROWS - 1, 520, 1531, dtypes.float64))  # 1531: 511, 511, 509
     turns = next(u for u in prime.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE)
     assert (turns.src[0].vmin, turns.src[0].vmax) == (509, 511)
 
@@ -1890,12 +1894,14 @@ def _gemm(m, n, depth, name="gemm"):
 @pytest.mark.parametrize("rows", [512, 37])
 def test_a_deep_sum_the_kernel_scales_is_summed_blocked_first_and_stored_after(monkeypatch, compiler, rows):
     """The sums of a gemm go to a scratch buffer, continued block by block, and a last part computes
-    ``1.5 * sum + 1.2 * c`` from them: the bits of the kernel unblocked, and numpy's answer."""
+    ``1.5 * sum + 1.2 * c`` from them: the bits of the kernel unblocked, and numpy's answer. ``BLOCK_MIN_ROWS``
+    rows sum over a copy of ``b``, fewer over ``b`` itself."""
     device = open_device(compiler)
     ast = _gemm(rows, 520, 1536)
-    summed, stored = device.renderer.parts(ast)
-    scratch = max((u for u in summed.toposort() if u.op is Ops.PARAM), key=lambda u: u.arg)
-    assert scratch.arg == 3 and scratch.dtype.size == rows * 520
+    *packs, summed, stored = device.renderer.parts(ast)
+    assert len(packs) == (rows >= BLOCK_MIN_ROWS)
+    scratch = next(u for u in summed.toposort() if u.op is Ops.PARAM and u.arg == 3)
+    assert scratch.dtype.size == rows * 520
     assert not any(u.op is Ops.REDUCE for u in stored.toposort())
     rng = np.random.default_rng(5)
     a, b, c = rng.standard_normal((rows, 1536)), rng.standard_normal((1536, 520)), rng.standard_normal((rows, 520))
@@ -2031,7 +2037,7 @@ def test_the_thread_split_is_a_range_of_the_effect_with_the_most_work():
 def test_a_matmul_is_not_blocked_where_it_would_not_pay():
     assert block_matmul(_big_matmul(512, 512, 512)) is None  # b of 1 MiB stays in L2
     assert block_matmul(_big_matmul(1, 1000, 1024)) is None  # one row over rows less than a page apart
-    copy, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
+    copy, *_, blocked = block_matmul(_big_matmul(512, 1024, 1024, transposed=True))  # b's rows are its columns
     assert copy.arg == "big_mm_transpose" and any(u.op is Ops.RANGE and u.arg[1] is AxisKind.LOOP
                                                   for u in blocked.toposort())  # copied as b.T, then blocked
     for rows, columns in ((511, 1000), (15, 1024)):  # too few rows to repay a copy of b: rows 4000 bytes apart
@@ -2044,27 +2050,29 @@ def test_a_matmul_is_not_blocked_where_it_would_not_pay():
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize("l2_bytes", [None, 512 << 10], ids=["host_l2", "zen3_l2"])
-@pytest.mark.parametrize(("dtype", "batch", "columns", "pitch", "depth"), [
-    (dtypes.float32, 1, 1024, 1024, 1024), (dtypes.float64, 2, 1024, 1024, 512), (dtypes.float32, 1, 1024, 1040, 1024),
-    (dtypes.float32, 1, 1000, 1000, 1024), (dtypes.float64, 1, 520, 520, 1531), (dtypes.float32, 1, 1031, 1031, 2100)])
+@pytest.mark.parametrize(("dtype", "batch", "columns", "pitch", "depth", "rows"), [
+    (dtypes.float32, 1, 1024, 1024, 1024, 512), (dtypes.float64, 2, 1024, 1024, 512, 512),
+    (dtypes.float32, 1, 1024, 1040, 1024, 512), (dtypes.float32, 1, 1000, 1000, 1024, 512),
+    (dtypes.float64, 1, 520, 520, 1531, 512), (dtypes.float32, 1, 1031, 1031, 2100, 512),
+    (dtypes.float64, 1, 520, 520, 1531, 511), (dtypes.float32, 1, 1000, 1000, 1024, 97)])
 def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compiler, l2_bytes, dtype, batch, columns,
-                                                              pitch, depth):
+                                                              pitch, depth, rows):
     """Blocks and the packed copy move ``b``, and blocks of the sum continue it, not change its order: the
-    same bits as the kernel as it was, with blocks sized for this host's L2 or for Zen 3's."""
+    same bits as the kernel as it was, with blocks sized for this host's L2 or for Zen 3's. ``BLOCK_MIN_ROWS``
+    rows of output and more read a copy; fewer read ``b`` in place, where its rows are not 4 KiB apart."""
     device = open_device(compiler)
     if l2_bytes is not None:
         monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=l2_bytes))
-    ast = _big_matmul(512, columns, depth, dtype, batch, pitch=pitch)
-    row_bytes = pitch * dtype.itemsize
-    assert len(device.renderer.parts(ast)) == (2 if row_bytes % 64 or row_bytes % 4096 == 0 else 1)  # a copy
+    ast = _big_matmul(rows, columns, depth, dtype, batch, pitch=pitch)
+    assert len(device.renderer.parts(ast)) == (2 if rows >= BLOCK_MIN_ROWS else 1)  # a copy, then the blocks
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((batch, 512, depth)).astype(dtype.numpy)
+    a = rng.standard_normal((batch, rows, depth)).astype(dtype.numpy)
     b = rng.standard_normal((batch, depth, pitch)).astype(dtype.numpy)
-    blocked = np.full((batch, 512, columns), np.nan, dtype.numpy)  # a continued sum's first block reads none of it
+    blocked = np.full((batch, rows, columns), np.nan, dtype.numpy)  # a continued sum's first block reads none of it
     svod.run(ast, [blocked, a, b], device=device)
     np.testing.assert_allclose(blocked, a @ b[:, :, :columns], rtol=1e-4, atol=1e-3)
     monkeypatch.setattr(device.renderer, "caps", dataclasses.replace(device.renderer.caps, l2_bytes=1 << 62))  # b fits
-    plain = _big_matmul(512, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
+    plain = _big_matmul(rows, columns, depth, dtype, batch, name="big_mm_unblocked", pitch=pitch)  # another compile
     assert device.renderer.parts(plain) == (plain,)
     unblocked = np.zeros_like(blocked)
     svod.run(plain, [unblocked, a, b], device=device)
