@@ -19,7 +19,8 @@
 Dependencies come from the bytes each step touches on each storage (a view conflicts with its base where
 they overlap): read-after-write, write-after-read and write-after-write order two steps, reads never do.
 Steps are grouped into levels by their longest dependency chain; the steps of one level are independent,
-and when several are host-parallel-safe and large enough to pay for it they run on host threads at once.
+and when several are host-parallel-safe and large enough to pay for it they run on host threads at once (a
+kernel spread over the CPU's thread team is not: it already has every core, and runs after them).
 A loop is one step of the level structure around it; its body has levels of its own, computed for one
 turn, and turns run one after another (everything of a turn finishes before the next begins).
 
@@ -84,6 +85,17 @@ from svod.runtime.taping import refuse_on_tape
 PARALLEL_MIN_COST = 1 << 20
 """Steps estimated below this many bytes plus FLOPs run one after another: waking a host thread costs
 tens of microseconds, more than such a step takes."""
+
+
+def _overlapped(level: Sequence[Step]) -> tuple[list[Step], list[Step]]:
+    """A level's steps (independent of each other) as those run on host threads at once, where two or more
+    of them that may are large enough to pay for it (``PARALLEL_MIN_COST``), and those run one after another
+    (after them)."""
+    together = [s for s in level if s.parallel_safe]
+    if sum(1 for s in together if s.work >= PARALLEL_MIN_COST) < 2:
+        return [], list(level)
+    return together, [s for s in level if not s.parallel_safe]
+
 
 class PlanKernel(Protocol):
     """A kernel made for the plan's buffers when it is added (``@svod.kernel``): its AST over ``buffers``
@@ -498,11 +510,11 @@ class ExecutionPlan:
 
     def _run_levels(self, levels: Sequence[Sequence[Step]], values: Values) -> None:
         for level in levels:
-            if len(level) == 1 or not self._parallel(level):
-                for step in level:
-                    step.run(values)
-            else:
-                self._run_parallel(level, values, lambda step, vals: step.run(vals))
+            together, alone = _overlapped(level)
+            if together:
+                self._run_parallel(together, values, lambda step, vals: step.run(vals))
+            for step in alone:
+                step.run(values)
 
     def _check_native(self) -> None:
         if self._parts_checks and self._native is not None:
@@ -577,10 +589,6 @@ class ExecutionPlan:
                     raise VariableError(f"loop variable {var.name} may take {shown}, outside bounds "
                                         f"[{var.min}, {var.max}]", kernel=kernel, stage="bind", value=(lo, hi))
 
-    def _parallel(self, level: Sequence[Step]) -> bool:
-        return sum(1 for s in level if s.parallel_safe and s.work >= PARALLEL_MIN_COST) >= 2 and \
-            all(s.parallel_safe for s in level)
-
     def _run_parallel(self, level: Sequence[Step], values: Values,
                       body: Callable[[Step, Values], object]) -> None:
         if self._pool is None:
@@ -610,11 +618,11 @@ class ExecutionPlan:
 
         def run_levels(levels: Sequence[Sequence[Step]], vals: Values) -> None:
             for level in levels:
-                if len(level) > 1 and self._parallel(level):
-                    self._run_parallel(level, vals, lambda step, v: step.run_timed(v, run_levels, timed))
-                else:
-                    for step in level:
-                        step.run_timed(vals, run_levels, timed)
+                together, alone = _overlapped(level)
+                if together:
+                    self._run_parallel(together, vals, lambda step, v: step.run_timed(v, run_levels, timed))
+                for step in alone:
+                    step.run_timed(vals, run_levels, timed)
 
         try:
             run_levels(self._levels, values)
@@ -641,10 +649,10 @@ class ExecutionPlan:
         is Python's work."""
         work: list[ReplayItem] = []
         for level in levels:
-            if len(level) > 1 and self._parallel(level):
-                work.append(ReplayHost(functools.partial(self._run_levels, [level]), "host-parallel steps"))
-                continue
-            work += [step.replay_item(self._replay_work) for step in level]
+            together, alone = _overlapped(level)
+            if together:
+                work.append(ReplayHost(functools.partial(self._run_levels, [together]), "host-parallel steps"))
+            work += [step.replay_item(self._replay_work) for step in alone]
         return work
 
     # ---- arrays bound per run ------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ class Step:
     """The byte ranges the step reads and writes: its dependencies are derived from them."""
     run: Callable[[Values], None]
     parallel_safe: bool
-    """Whether it may run on a host thread beside other steps."""
+    """Whether it may run on a host thread beside other steps, and gains by it (a kernel spread over the
+    device's threads does not)."""
     work: int
     """Estimated flops plus bytes moved at the largest variable values (small steps never overlap)."""
     cost_of: Callable[[Mapping[str, int]], tuple[int, int]]
@@ -616,7 +617,8 @@ class Preparing:
 
         prepared = PreparedKernel(
             id=op_id, name=kernel.name, accesses=accesses, run=run,
-            parallel_safe=kernel.host_parallel_safe, work=shape.work, cost_of=cost_of, check=check, sites=sites,
+            parallel_safe=kernel.host_parallel_safe and not _spread(kernel, launch), work=shape.work,
+            cost_of=cost_of, check=check, sites=sites,
             native=emit, launch=launch, ast=ast, kernel=kernel, device=kernel.device,
             buffer_indices=request.buffer_indices, output_indices=outputs, vals=vals, fixedvars=fixed,
             buffer_ids=tuple(id(b.base) for b in buffers), runtime_vars=shape.runtime)
@@ -777,6 +779,15 @@ def _kernel_launcher(kernel: CachedKernel, buffers: Sequence[Buffer], initial: l
         launch(vals, dims.global_size, dims.local_size)
 
     return launch, run, check, sites, _replayed(kernel, launch, fixed, run), vals
+
+
+def _spread(kernel: CachedKernel, launch: Any) -> bool:
+    """Whether a kernel's launches spread over several workers (the CPU's thread team: every core), or may (a
+    launch size the run decides). Such a kernel gains nothing from a host thread of its own beside other steps,
+    and two at once take turns at the same cores: beside each other, npbench's azimint_hist's histogram and
+    its scatter of 4e6 values took 33 ms, one after the other 24."""
+    launches = [part.launch for part, _ in launch.launches] if isinstance(launch, PartsLaunch) else [kernel.launch]
+    return any(each.static is None or each.static.global_size[0] > 1 for each in launches)
 
 
 def _replayed(kernel: CachedKernel, launch: Any, fixed: Mapping[str, int],

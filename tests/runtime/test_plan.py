@@ -11,6 +11,7 @@ import pytest
 import svod
 from svod import AxisKind, ExecutionPlan, KernelBuilder, dtypes
 from svod.errors import BufferMismatchError, SvodError, VariableError
+from svod.runtime.plan import _overlapped
 from tests.helpers import cpu_device
 
 
@@ -222,9 +223,10 @@ def _heavy_numpy(x: np.ndarray, seed: float) -> np.ndarray:
 
 
 def test_sixteen_independent_kernels_equal_sequential_execution():
+    """One CPU thread a kernel: the sixteen run on host threads at once."""
     size = 1 << 16
     rng = np.random.default_rng(0)
-    plan = ExecutionPlan("CPU")
+    plan = ExecutionPlan(cpu_device(1, "llvm"))
     inputs = [plan.add_buffer(svod.Buffer.from_numpy(rng.standard_normal(size).astype(np.float32)))
               for _ in range(16)]
     outputs = [plan.add_buffer(svod.Buffer("CPU", dtypes.float32, size)) for _ in range(16)]
@@ -233,7 +235,7 @@ def test_sixteen_independent_kernels_equal_sequential_execution():
         plan.add_kernel(kernels[j], [outputs[j], inputs[j]])
     plan.prepare()
     assert all(p.dependencies == () for p in plan.prepared_kernels)
-    assert plan._parallel(plan._levels[0])
+    assert _overlapped(plan._levels[0]) == (plan._levels[0], [])
     expected = [_heavy_numpy(plan.buffers[inputs[j]].numpy(), float(j)) for j in range(16)]
     for _ in range(3):
         plan.execute()
@@ -241,8 +243,10 @@ def test_sixteen_independent_kernels_equal_sequential_execution():
             np.testing.assert_allclose(plan.buffers[outputs[j]].numpy(), expected[j], rtol=1e-5, atol=1e-6)
 
 
-def test_threaded_and_host_parallel_kernels_in_one_plan():
-    """Four CPU threads whatever this machine has (a one-core host would otherwise split no kernel)."""
+def test_threaded_kernels_of_one_level_take_the_team_in_turn():
+    """Four CPU threads whatever this machine has (a one-core host would otherwise split no kernel): two
+    independent kernels, each split over the threads, run one after the other, not on host threads at once
+    (where each would take the cores from the other)."""
     size = 1 << 18
     plan = ExecutionPlan(cpu_device(4, "llvm"))
     x = plan.add_buffer(svod.Buffer.from_numpy(np.linspace(-1, 1, size, dtype=np.float32)))
@@ -258,7 +262,7 @@ def test_threaded_and_host_parallel_kernels_in_one_plan():
     plan.add_kernel(_axpb("combine", 1.0, 0.0, size), [c, a], fixedvars={"n": size})
     plan.add_kernel(k.build(), [sums, c])
     plan.prepare()
-    assert plan._parallel(plan._levels[0])  # left and right, each split over threads, at once
+    assert _overlapped(plan._levels[0]) == ([], plan._levels[0])  # left and right, one after the other
     plan.execute()
     expected_a = _heavy_numpy(plan.buffers[x].numpy(), 1.0)
     np.testing.assert_allclose(plan.buffers[a].numpy(), expected_a, rtol=1e-5, atol=1e-6)
