@@ -28,8 +28,8 @@ from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, ker
 from svod.ir.ops import EFFECTS, FUSED, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, written_memory
 
-__all__ = ["THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_empty_ranges", "fuse_products",
-           "gate_effects", "private_statements", "speculate_gated_loads", "split_reduction"]
+__all__ = ["CHUNK_ALIGNMENT", "THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_empty_ranges",
+           "fuse_products", "gate_effects", "private_statements", "speculate_gated_loads", "split_reduction"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -193,16 +193,18 @@ the thread count or device."""
 
 
 def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp, UOp] | None:
-    """A kernel that is one large reduction (no GLOBAL range to share out) as two kernels that share
-    every buffer and one more, a scratch buffer of partial results:
+    """A kernel that is large reductions (no GLOBAL range to share out) as two kernels that share every
+    buffer and one more per reduction, a scratch buffer of its partial results:
 
-    - ``partial``: a GLOBAL range over ``partials`` chunks of the reduction, each reduced into
-      ``scratch``; the device spreads that range as it spreads any (CPU threads, GPU work items);
+    - ``partial``: a GLOBAL range over ``partials`` chunks of each reduction's range, each reduced into its
+      scratch; the device spreads that range as it spreads any (CPU threads, GPU work items);
     - ``combine``: one pass reduces the partials in order and finishes the stores.
 
-    Chunks and combine order are fixed, so results do not depend on timing, threads or device. None
-    when the kernel is not a reduction of that shape: several reductions must share one range, dtype
-    and scope, and read no memory the kernel writes (its stores would all come after every partial).
+    The reductions may run over ranges of their own and be of different dtypes (``x.min()`` and ``x.max()``
+    of one statement; a histogram's least, greatest and count of NaNs). Chunks and combine order are fixed, so
+    results do not depend on timing, threads or device. None when the kernel is not a reduction of that
+    shape: no reduction inside another or inside a range the store runs over, none of memory the kernel
+    writes (its stores would all come after every partial), and one range at least long enough to share.
     """
     topo = sink.toposort()
     reduces = [u for u in topo if u.op is Ops.REDUCE]
@@ -213,28 +215,39 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
     if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for red in reduces
            for u in red.src[0].toposort()):
         return None  # the partials would all be summed before the kernel's first store, not after those before
-    r = reduces[0].src[1]
     nested = any(inner.op is Ops.REDUCE for red in reduces for inner in red.src[0].toposort())
     live = live_ranges(sink)
-    if nested or any(red.src[1:] != (r,) or red.dtype != reduces[0].dtype for red in reduces) \
-            or r.src[0].vmax < THREAD_MIN_WORK or any(live[red] for red in reduces):
+    ranges = list(dict.fromkeys(red.src[1] for red in reduces if len(red.src) == 2))
+    if nested or any(len(red.src) != 2 or live[red] for red in reduces) or \
+            max(int(r.src[0].vmax) for r in ranges) < THREAD_MIN_WORK:
         return None
     params = _params(sink)
-    scratch = UOp.param(params[-1].arg + 1, reduces[0].dtype, len(reduces) * partials)
-    end = r.src[0]
+    scratches = [UOp.param(params[-1].arg + 1 + k, red.dtype, partials) for k, red in enumerate(reduces)]
     worker = UOp.range(partials, free_axis(sink), AxisKind.GLOBAL)
-    chunk = (end + (partials - 1)) // partials
-    start = worker * chunk
-    inner = UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.REDUCE)
-    chunked = {r: start + inner}
-    stores = [scratch[k * partials + worker].store(substitute(red.src[0], chunked).reduce(inner, op=red.arg))
-              for k, red in enumerate(reduces)]
-    each = UOp.range(partials, r.arg[0], AxisKind.REDUCE)
-    combined = {red: scratch[k * partials + each].reduce(each, op=red.arg) for k, red in enumerate(reduces)}
+    chunks = {r: _chunk(r, worker, partials) for r in ranges}
+    stores = [scratch[worker].store(substitute(red.src[0], {red.src[1]: start + inner}).reduce(inner, op=red.arg))
+              for scratch, red in zip(scratches, reduces, strict=True) for start, inner in [chunks[red.src[1]]]]
+    each = UOp.range(partials, ranges[0].arg[0], AxisKind.REDUCE)
+    combined = {red: scratch[each].reduce(each, op=red.arg) for scratch, red in zip(scratches, reduces, strict=True)}
     name = kernel_label(sink)
     partial = UOp.sink(*stores, *params, name=f"{name}_partial")
-    combine = UOp.sink(*substitute(sink, combined).src, *params, scratch, name=f"{name}_combine")
+    combine = UOp.sink(*substitute(sink, combined).src, *params, *scratches, name=f"{name}_combine")
     return partial, combine
+
+
+CHUNK_ALIGNMENT = 64
+"""A split reduction's chunks are a multiple of this many turns: each starts a cache line whatever the
+dtype, and holds whole vectors of independent partials (``upcast.split_reductions``), which a chunk of an
+odd length did not (4e6 float64 in 256 chunks of 15625: one chain of dependent compares each)."""
+
+
+def _chunk(r: UOp, worker: UOp, partials: int) -> tuple[UOp, UOp]:
+    """The start of ``worker``'s chunk of ``r``'s turns, of ``partials`` chunks, and a range over it (the same
+    axis as ``r``'s; the last chunks shorter or empty)."""
+    end = r.src[0]
+    chunk = ((end + (partials - 1)) // partials + (CHUNK_ALIGNMENT - 1)) // CHUNK_ALIGNMENT * CHUNK_ALIGNMENT
+    start = worker * chunk
+    return start, UOp.range((end - start).minimum(chunk), r.arg[0], AxisKind.REDUCE)
 
 
 def _params(sink: UOp) -> tuple[UOp, ...]:

@@ -14,6 +14,7 @@ from svod import AxisKind, KernelBuilder, Ops, UOp, dtypes
 from svod.codegen import pipeline
 from svod.codegen.loop_turns import loop_turns
 from svod.codegen.lower import (
+    CHUNK_ALIGNMENT,
     THREAD_MIN_WORK,
     anchor_ranges,
     describe,
@@ -1528,6 +1529,36 @@ def test_per_item_rows_give_way_to_shared_ones_past_the_limit():
     assert "workgroupBarrier" not in _limited(65535).render(short).src
     assert "workgroupBarrier" not in _limited(None).render(long).src
     assert "workgroupBarrier" in _limited(65535).render(long).src
+
+
+@pytest.mark.parametrize("n", [(1 << 15) + 1, 4_000_003])
+def test_reductions_over_ranges_and_dtypes_of_their_own_are_split_into_partials(device, n):
+    """A histogram's least, greatest and count of NaNs of one array, each over a range of its own, two
+    dtypes: split into chunks of a multiple of ``CHUNK_ALIGNMENT`` (one scratch buffer a reduction), and
+    combined in order; the answers are numpy's, NaN counted, the extremes ignoring it as svod's do."""
+    def extremes(size: int) -> UOp:
+        k = KernelBuilder("extremes")
+        lo, hi, nans, x = (k.buffer(dtypes.float32, 1), k.buffer(dtypes.float32, 1), k.buffer(dtypes.int32, 1),
+                           k.buffer(dtypes.float32, size))
+        a, b, c = (k.range(size, AxisKind.REDUCE) for _ in range(3))
+        k.store(lo[0], x[a].reduce(a, op=Ops.MIN))
+        k.store(hi[0], x[b].reduce(b, op=Ops.MAX))
+        k.store(nans[0], x[c].ne(x[c]).cast(dtypes.int32).reduce(c))
+        return k.build()
+
+    split = split_reduction(extremes(n))
+    assert split is not None
+    partial, _ = split
+    assert len([u for u in partial.toposort() if u.op is Ops.STORE]) == 3
+    chunks = {int(u.src[0].vmax) for u in partial.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisKind.REDUCE}
+    assert len(chunks) == 1 and chunks.pop() % CHUNK_ALIGNMENT == 0
+    if device.name == "PYTHON":
+        n = (1 << 15) + 1  # the reference interprets every turn
+    x = np.random.default_rng(7).standard_normal(n).astype(np.float32)
+    x[[3, n // 2, n - 1]] = np.nan, -7.5, 9.25
+    lo, hi, nans = np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(1, np.int32)
+    svod.run(extremes(n), [lo, hi, nans, x], device=device)
+    assert (lo[0], hi[0], nans[0]) == (np.nanmin(x), np.nanmax(x), 1)
 
 
 def test_a_reduction_of_memory_the_kernel_writes_is_not_split_into_partials(device):
