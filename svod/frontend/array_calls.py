@@ -20,7 +20,7 @@ import math
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from svod.frontend.array_exprs import (
     Elementwise,
     Emitter,
     Expr,
+    Filled,
     Scalar,
     Transposed,
     Value,
@@ -142,6 +143,12 @@ def scan_start(name: str, dtype: np.dtype) -> Any:
 LISTED_LIMIT = 256
 """The most numbers a list written out inside an expression holds (``a[[0, 2, 5]]``, ``np.array([0.25, 0.5])``):
 each is a branch of its element."""
+
+
+def _integer(value: Value | None) -> TypeGuard[Scalar]:
+    """Whether ``value`` is an integer scalar (not a bool): beside an index array, NumPy's 0-d index array."""
+    return isinstance(value, Scalar) and isinstance(value.held, (int, np.integer)) and \
+        not isinstance(value.held, (bool, np.bool_))
 
 
 def _listed(node: ast.expr, kinds: tuple[type, ...] = (int,)) -> Expr | None:
@@ -281,12 +288,13 @@ class ArrayCalls:
 
     def advanced(self, node: ast.Subscript, base: Expr, items: list[ast.expr]) -> Expr | None:
         """``base[items]`` where an item is an array (or a list of integers written out): a gather through
-        adjacent integer arrays, the other axes whole, or a boolean mask of ``base``'s shape; None where no item
-        is an array."""
+        adjacent integer arrays (and integers, each as NumPy takes it beside them: a 0-d index array), the other
+        axes whole, or a boolean mask of ``base``'s shape; None where no item is an array."""
         values = [None if isinstance(i, (ast.Slice, ast.Tuple)) else _listed(i) or self.value(i) for i in items]
-        arrays = [v for v in values if isinstance(v, Expr)]
-        if not arrays:
+        if not any(isinstance(v, Expr) for v in values):
             return None
+        values = [Filled((), np.asarray(v.held).dtype, v) if _integer(v) else v for v in values]
+        arrays = [v for v in values if isinstance(v, Expr)]
         if len(items) == 1 and arrays[0].dtype == np.bool_:
             mask = arrays[0]
             if mask.shape != base.shape:
@@ -298,8 +306,8 @@ class ArrayCalls:
         if any(not isinstance(v, Expr) for v in values[first:end]) or \
                 any(not (isinstance(i, ast.Slice) and i.lower is i.upper is i.step is None)
                     for i in [*items[:first], *items[end:]]):
-            raise self.refuse(node, "svod gathers through adjacent integer arrays, the other axes whole (`a[idx]`, "
-                                    "`a[rows, cols]`, `a[:, idx]`)")
+            raise self.refuse(node, "svod gathers through adjacent integer arrays and integers, the other axes whole "
+                                    "(`a[idx]`, `a[rows, cols]`, `a[:, idx]`, `a[idx, 1]`)")
         if end > len(base.shape) or any(a.dtype.kind not in "iu" for a in arrays):
             raise self.refuse(node, "a gather's index arrays are integers, at most one per axis")
         shape = extents.broadcast([a.shape for a in arrays])

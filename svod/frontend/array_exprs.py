@@ -212,6 +212,19 @@ class Named(Expr):
 
 
 @dataclass(eq=False)
+class Filled(Expr):
+    """``np.zeros(shape)``, ``np.full_like(x, v)`` and the like inside an expression: each element ``fill``, as the
+    dtype (``np.empty``'s, whose elements NumPy leaves unset, 0); an integer among a gather's index arrays, as
+    a 0-d one (``a[idx, 1]``)."""
+
+    fill: Value | int = 0
+
+    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
+        given = copy.deepcopy(self.fill.node) if isinstance(self.fill, Scalar) else constant(self.fill)
+        return typed(given, self.dtype)
+
+
+@dataclass(eq=False)
 class Viewed(Expr):
     """A view of ``base``: each of its axes a base axis at ``start + step * i`` (``start`` an int or an extent)
     or a new axis of size 1; the base axes an integer index took stand at that index."""
@@ -580,17 +593,18 @@ def base_name(stored: Expr) -> str | None:
     return stored.name if isinstance(stored, Named) else None
 
 
-def reads_apart(value: Expr, stored: Expr, base: str) -> bool:
+def reads_apart(value: Expr, stored: Expr, base: str, repeats: bool = False) -> bool:
     """Whether ``value`` may read ``base`` at another element than the one ``stored`` names at each index
     (then it is computed into a temporary first, as NumPy's meaning is): the reads' nodes compared with the
-    store's."""
+    store's. Where ``stored``'s indices may name one element ``repeats``-ly (a store through index arrays), any
+    read of ``base`` may: the element's store at one index comes before its read at another."""
     index = [load(f"_svod_p{k}") for k in range(len(stored.shape))]
     out = Emitter(itertools.count())
     target = stored.element(index, out)
     element = broadcast_element(value, stored.shape, index, out)
     reads = [n for node in [element, *out.statements] for n in ast.walk(node)
              if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == base]
-    return any(ast.dump(read) != ast.dump(target) and not _apart(read, target) for read in reads)
+    return any(repeats or (ast.dump(read) != ast.dump(target) and not _apart(read, target)) for read in reads)
 
 
 def _apart(read: ast.expr, target: ast.expr) -> bool:

@@ -29,6 +29,7 @@ from svod.frontend.array_exprs import (
     Counted,
     Emitter,
     Expr,
+    Filled,
     Named,
     Reduced,
     Reshaped,
@@ -113,18 +114,6 @@ class Banded(Expr):
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
         test = ast.Compare(ast.BinOp(index[-1], ast.Sub(), index[-2]), [self.op()], [constant(self.k)])
         return test if self.dtype == np.bool_ else typed(test, self.dtype)
-
-
-@dataclass(eq=False)
-class Filled(Expr):
-    """``np.zeros(shape)``, ``np.full_like(x, v)`` and the like inside an expression: each element ``fill``, as the
-    dtype (``np.empty``'s, whose elements NumPy leaves unset, 0)."""
-
-    fill: Value | int = 0
-
-    def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        given = copy.deepcopy(self.fill.node) if isinstance(self.fill, Scalar) else constant(self.fill)
-        return typed(given, self.dtype)
 
 
 @dataclass(eq=False)

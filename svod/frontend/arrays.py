@@ -570,8 +570,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return bool({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & set(self.arrays))
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-            return bool(names & set(self.arrays)) and not any(
-                isinstance(n, ast.For) for n in ast.walk(stmt))
+            return bool(names & set(self.arrays)) and not any(isinstance(n, ast.For) for n in ast.walk(stmt))
         return False
 
     def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
@@ -707,8 +706,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
     def store(self, stmt: ast.stmt, stored: Expr, value: Value, node: ast.AST,
               update: tuple[ast.operator, Value] | None = None) -> list[ast.stmt]:
         """``stored[...] = value`` (the user's ``node``), through a temporary where the value reads ``stored``'s
-        array elsewhere; else, with ``update`` (``stored += v``: the operator and ``v``, ``_added_in_place``),
-        as each element's own ``+=``."""
+        array elsewhere (anywhere, through indices that may repeat); else, with ``update`` (``stored += v``: the
+        operator and ``v``, ``_added_in_place``), as each element's own ``+=``."""
         self.changed = True
         if isinstance(stored, Masked) and not masked_by(value, stored.key):
             raise self.refuse(stmt, "x[mask] = value takes a scalar, or an expression of arrays under the same mask "
@@ -716,7 +715,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if isinstance(value, Expr):
             broadcast_shape(self, stmt, (stored.shape, value.shape), to=stored.shape)
         base = stored_array(stored)  # (a value reading it elsewhere is computed whole first, as NumPy's)
-        if base is not None and isinstance(value, Expr) and stored.shape and reads_apart(value, stored, base):
+        if base is not None and isinstance(value, Expr) and stored.shape and \
+                reads_apart(value, stored, base, repeats=isinstance(stored, Gathered)):
             made = self.fresh_temporary(value.shape, value.dtype, node)
             temporary = under_mask_of(stored, made)
             return [*self.allocation(stmt, made), *self.loops(stmt, temporary, value),

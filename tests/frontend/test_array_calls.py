@@ -172,6 +172,59 @@ def test_a_scatter_through_repeated_indices_keeps_numpys_last_write(device):
 
 
 @svod.jit
+def updated_through_repeats(a, idx, m, rows, j):
+    a[idx] += 1.0
+    a[idx] = a[idx] * 2.0
+    m[rows, j] -= 3.0
+    return a, m
+
+
+def test_an_update_through_repeated_indices_reads_every_element_first(device):
+    """``a[idx] += 1`` with ``idx`` repeating an index adds once, as NumPy's (``a[idx] = a[idx] + 1``, every
+    value read before any is stored; ``np.add.at`` is the unbuffered one): svod added once per repeat."""
+    idx, rows = np.array([1, 3, 1, 4, 1], np.int32), np.array([0, 2, 0, 0], np.int32)
+    if device.caps.index_bits == 32:  # an int argument's index times a row's length may pass 32 bits: refused
+        with pytest.raises(GraphError, match="computes indices in 32 bits"):
+            updated_through_repeats(np.arange(5.0, dtype=np.float32), idx, np.ones((4, 3), np.float32), rows, 1,
+                                    device=device)
+        return
+    agrees_with_python(updated_through_repeats, device, np.arange(5.0), idx, np.arange(12.0).reshape(4, 3), rows, 1)
+
+
+@svod.jit
+def gathered_with_integers(a, b, idx, j):
+    return a[idx, 1], a[-1, idx[:2]], a[idx, j], b[1, idx, :], b[:, 2, idx], b[idx, -1, :] * 2.0
+
+
+@svod.jit
+def scattered_with_an_integer(a, idx, j, v):
+    a[idx, 0] = 5.0
+    a[idx, j] = v
+    return a
+
+
+@pytest.mark.parametrize("j", [0, 2, -3])
+def test_integers_beside_index_arrays_are_0d_index_arrays(device, j):
+    """``a[idx, 1]``: an integer beside an index array is a 0-d index array, broadcast with it (the result's
+    shape is the arrays', in their place), and so is an int argument; a negative one counts from the end, and a
+    store through them writes those elements. Refused before, with the refusal of indices that are not
+    adjacent."""
+    a, b = np.arange(12.0).reshape(4, 3), np.arange(60.0).reshape(3, 4, 5)
+    idx = np.array([2, 0, -1], np.int32)
+    if device.caps.index_bits == 32:  # an int argument's index times a row's length may pass 32 bits: refused
+        with pytest.raises(GraphError, match="computes indices in 32 bits"):
+            gathered_with_integers(a.astype(np.float32), b.astype(np.float32), idx, j, device=device)
+        return
+    agrees_with_python(gathered_with_integers, device, a, b, idx, j)
+    agrees_with_python(scattered_with_an_integer, device, a, idx, j, np.array([7.0, 8.0, 9.0]))
+
+
+def test_an_integer_beside_index_arrays_is_checked_against_its_axis():
+    with pytest.raises(svod.errors.IndexOutOfBoundsError):
+        gathered_with_integers(np.ones((4, 3)), np.ones((3, 4, 5)), np.array([0]), 3)
+
+
+@svod.jit
 def shaped_functions(x):
     return np.sign(x), np.clip(x, -1.0, 2.5), x.clip(0.0, 1.0), np.diff(x), np.roll(x, 3), np.roll(x, -1)
 

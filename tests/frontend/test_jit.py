@@ -271,7 +271,7 @@ def test_a_scalar_computed_by_sequential_code_is_carried_to_later_phases(device,
 
 def test_an_array_made_inside_an_expression_is_its_numbers():
     """``np.zeros(3)[0]`` inside a prange's body: NumPy's 0.0 (once refused as a temporary made inside a
-    statement; now an array of one number, ``array_shapes.Filled``)."""
+    statement; now an array of one number, ``array_exprs.Filled``)."""
     @svod.jit
     def inner(x):
         for i in prange(x.shape[0]):
