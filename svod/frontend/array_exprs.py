@@ -200,6 +200,23 @@ class AmbiguousScalarError(Exception):
         self.scalar = scalar
 
 
+def ambiguous_type(scalar: Scalar) -> str:
+    """Why svod refuses a decision by ``scalar``'s type (``AmbiguousScalarError``)."""
+    return (f"`{ast.unparse(scalar.node)}` is {ambiguous_types(scalar)} on different paths to here, and what this "
+            f"statement computes depends on which; give it one type on every path")
+
+
+def ambiguous_types(scalar: Scalar) -> str:
+    names = [type_name(sample) for sample in (scalar.held, *scalar.alternatives)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def type_name(sample: Any) -> str:
+    """How a refusal names ``sample``'s type: a Python number's, or a NumPy scalar's."""
+    kind = type(sample)
+    return f"a Python {kind.__name__}" if kind in (bool, int, float, complex) else f"a NumPy {kind.__name__}"
+
+
 Value = Expr | Scalar
 
 

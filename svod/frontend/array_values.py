@@ -35,8 +35,10 @@ from svod.frontend.array_exprs import (
     Value,
     Viewed,
     Whole,
+    ambiguous_types,
     computes,
     numpy,
+    type_name,
     typed,
     types_once,
 )
@@ -121,10 +123,14 @@ class ArrayValues(SliceBounds):
         return made
 
     def viewing(self, node: ast.AST) -> bool:
-        """Whether ``node`` reads a slice, or a name of a view (of an array of another name, or of one made for
-        each work item), which the kernel language has not."""
+        """Whether ``node`` reads a slice, a name of a view (of an array of another name, or of one made for
+        each work item), or a number of an array expression (``(a * 2).shape[0]``), which the kernel language
+        has not."""
         for inner in ast.walk(node):
             if isinstance(inner, ast.Slice):
+                return True
+            if isinstance(inner, ast.Attribute) and not isinstance(inner.value, ast.Name) and any(
+                    isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(inner.value)):
                 return True
             if isinstance(inner, ast.Name) and inner.id in self.arrays:
                 known = self.arrays[inner.id]
@@ -169,8 +175,8 @@ class ArrayValues(SliceBounds):
         return self.scalar(node)
 
     def attribute(self, node: ast.Attribute) -> Value:
-        owner = self.value(node.value) if isinstance(node.value, (ast.Name, ast.Subscript, ast.Attribute)) and \
-            any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node.value)) else None
+        owner = self.value(node.value) if any(isinstance(n, ast.Name) and n.id in self.arrays
+                                              for n in ast.walk(node.value)) else None
         if isinstance(owner, Expr):
             if node.attr == "T":
                 order = tuple(reversed(range(len(owner.shape))))
@@ -197,6 +203,10 @@ class ArrayValues(SliceBounds):
         if part is not None:
             return part
         base = self.value(node.value)
+        if isinstance(base, Scalar) and isinstance(base.held, tuple) and not isinstance(node.slice, ast.Slice):
+            known = _shape_number(base.held, self.scalar(node.slice))
+            if known is not None:  # a number of a shape the host knows (b.shape[0] of a made b: 4)
+                return Scalar(constant(known), known)
         if not isinstance(base, Expr):
             return self.scalar(node)
         items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -629,6 +639,14 @@ class ArrayValues(SliceBounds):
         return Whole(product) if not shape else product
 
 
+def _shape_number(shape: tuple[Any, ...], at: Scalar) -> int | None:
+    """``shape[at]``, where ``shape`` is numbers and ``at`` an index into it that the host knows; else None."""
+    if at.run_only or not all(type(d) is int for d in shape) or not isinstance(at.held, (int, np.integer)) or \
+            not -len(shape) <= at.held < len(shape):
+        return None
+    return int(shape[at.held])
+
+
 def _without_ellipsis(items: list[ast.expr], ndim: int) -> list[ast.expr]:
     """``items`` with an ``...`` spelled as the full slices it stands for."""
     spots = [k for k, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
@@ -767,27 +785,11 @@ def _combined(node: ast.expr, fn: Callable[..., Any], *operands: Scalar) -> Scal
 def _of_types(operands: Sequence[Value], found: dict[np.dtype, tuple[Any, ...]]) -> str:
     """Why the dtype of a result is not one the host knows: a scalar of several types (``Scalar.alternatives``)."""
     several = next(o for o in operands if isinstance(o, Scalar) and o.alternatives)
-    results = "; ".join(f"{dtype} where it is {_type_name(samples[operands.index(several)])}"
+    results = "; ".join(f"{dtype} where it is {type_name(samples[operands.index(several)])}"
                         for dtype, samples in found.items())
     return (f"`{ast.unparse(several.node)}` is {ambiguous_types(several)} on different paths to here, and NumPy's "
             f"result is of another dtype for each ({results}); give it one type on every path (np.float64(0.0) "
             f"where a Python 0.0 starts what becomes a NumPy float64)")
-
-
-def ambiguous_type(scalar: Scalar) -> str:
-    """Why svod refuses a decision by ``scalar``'s type (``AmbiguousScalarError``)."""
-    return (f"`{ast.unparse(scalar.node)}` is {ambiguous_types(scalar)} on different paths to here, and what this "
-            f"statement computes depends on which; give it one type on every path")
-
-
-def ambiguous_types(scalar: Scalar) -> str:
-    names = [_type_name(sample) for sample in (scalar.held, *scalar.alternatives)]
-    return ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def _type_name(sample: Any) -> str:
-    kind = type(sample)
-    return f"a Python {kind.__name__}" if kind in (bool, int, float, complex) else f"a NumPy {kind.__name__}"
 
 
 def _described(value: Value) -> str:

@@ -67,6 +67,7 @@ from svod.frontend.array_exprs import (
     Transposed,
     Value,
     Viewed,
+    ambiguous_type,
     base_name,
     broadcast_element,
     computes,
@@ -79,7 +80,7 @@ from svod.frontend.array_fusion import names_read, recomputable
 from svod.frontend.array_loops import parallel, sequential, widened
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.array_shapes import read_only
-from svod.frontend.array_values import ArrayValues, ambiguous_type, broadcast_shape
+from svod.frontend.array_values import ArrayValues, broadcast_shape
 from svod.frontend.compactions import Compactions
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.histograms import KERNEL_NAMES, Histograms
@@ -504,7 +505,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                     continue
                 name = name.replace("_svod_r", "_svod_returned_r", 1)
                 self.described[name] = f"the returned `{code(value, 40)}`"
-                made += placed([assign(name, value)], stmt)
+                made += placed([assign(name, computed.node)], stmt)  # (as understood: b.shape[0] of a made b, 4)
                 names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
@@ -839,8 +840,7 @@ def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = 
         sampled |= rewriter.sampled
     if ranged is not None:
         ranged.update((k, v) for k, v in rewriter.ranged.items() if k not in rewriter.sampled | rewriter.read)
-    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES,
-             **KEY_NAMES}
+    names = {**source.names, **MATH_HELPERS, "_svod_np": np, "_svod_prange": pylang.prange, **KERNEL_NAMES, **KEY_NAMES}
     node.body = draws.placed(Source(node, source.file, names))  # the random state the plan carries
     if limits is not None and not taped:
         node.body = shared_products(fused_nests(node, names, limits), names, limits)

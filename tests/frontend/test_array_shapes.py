@@ -144,6 +144,22 @@ def test_a_returned_shape_is_the_tuple_of_python_ints(shape):
 
 
 @svod.jit
+def numbers_of_made_shapes(a):
+    b = a * 2.0
+    n = (a + 1.0).shape[0]
+    return b.shape[0], b.sum() + b.shape[-1], n + 1, (a + 1.0).T * 2.0
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
+def test_the_numbers_of_a_made_arrays_shape_are_the_hosts(device, shape):
+    """``b.shape[0]`` of an array made by an expression (``b = a * 2``) and not stored, ``(a + 1).shape[0]``, and
+    ``(a + 1).T``: numbers (and a view) the host knows. Refused before with "name b is not defined" or "array a in
+    arithmetic", the rewritten statement reading a name the kernel has not."""
+    agrees_or_refused(numbers_of_made_shapes, device, np.arange(float(np.prod(shape))).reshape(shape),
+                      needs=svod.dtypes.float64)
+
+
+@svod.jit
 def shape_among_returns(a):
     return a.sum(), a.shape
 
