@@ -293,6 +293,8 @@ class ArrayCalls:
         values = [None if isinstance(i, (ast.Slice, ast.Tuple)) else _listed(i) or self.value(i) for i in items]
         if not any(isinstance(v, Expr) for v in values):
             return None
+        if any(_integer(v) and not -(1 << 63) <= int(v.held) < 1 << 63 for v in values):
+            raise self.refuse(node, "an index past int64's range (NumPy raises IndexError)")
         values = [Filled((), np.asarray(v.held).dtype, v) if _integer(v) else v for v in values]
         arrays = [v for v in values if isinstance(v, Expr)]
         if len(items) == 1 and arrays[0].dtype == np.bool_:

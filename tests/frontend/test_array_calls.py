@@ -219,9 +219,16 @@ def test_integers_beside_index_arrays_are_0d_index_arrays(device, j):
     agrees_with_python(scattered_with_an_integer, device, a, idx, j, np.array([7.0, 8.0, 9.0]))
 
 
+@svod.jit
+def gathered_past_int64(a, idx):
+    return a[idx, 1 << 70]
+
+
 def test_an_integer_beside_index_arrays_is_checked_against_its_axis():
     with pytest.raises(svod.errors.IndexOutOfBoundsError):
         gathered_with_integers(np.ones((4, 3)), np.ones((3, 4, 5)), np.array([0]), 3)
+    with pytest.raises(KernelSyntaxError, match="past int64's range"):
+        gathered_past_int64(np.ones((4, 3)), np.array([0]))
 
 
 @svod.jit
