@@ -217,9 +217,10 @@ def split_reduction(sink: UOp, partials: int = REDUCTION_PARTIALS) -> tuple[UOp,
         return None  # the partials would all be summed before the kernel's first store, not after those before
     nested = any(inner.op is Ops.REDUCE for red in reduces for inner in red.src[0].toposort())
     live = live_ranges(sink)
-    ranges = list(dict.fromkeys(red.src[1] for red in reduces if len(red.src) == 2))
-    if nested or any(len(red.src) != 2 or live[red] for red in reduces) or \
-            max(int(r.src[0].vmax) for r in ranges) < THREAD_MIN_WORK:
+    if nested or any(len(red.src) != 2 or live[red] for red in reduces):
+        return None
+    ranges = list(dict.fromkeys(red.src[1] for red in reduces))
+    if max(int(r.src[0].vmax) for r in ranges) < THREAD_MIN_WORK:
         return None
     params = _params(sink)
     scratches = [UOp.param(params[-1].arg + 1 + k, red.dtype, partials) for k, red in enumerate(reduces)]

@@ -95,7 +95,7 @@ class ArrayValues(SliceBounds):
     def value(self, node: ast.expr) -> Value:
         method = _VALUES.get(type(node))
         if method is None:
-            if any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node)):
+            if self.reads_array(node):
                 raise self.refuse(node, f"{type(node).__name__} of arrays is not an array expression svod has")
             return self.scalar(node)
         return method(self, node)
@@ -129,8 +129,8 @@ class ArrayValues(SliceBounds):
         for inner in ast.walk(node):
             if isinstance(inner, ast.Slice):
                 return True
-            if isinstance(inner, ast.Attribute) and not isinstance(inner.value, ast.Name) and any(
-                    isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(inner.value)):
+            if isinstance(inner, ast.Attribute) and not isinstance(inner.value, ast.Name) and \
+                    self.reads_array(inner.value):
                 return True
             if isinstance(inner, ast.Name) and inner.id in self.arrays:
                 known = self.arrays[inner.id]
@@ -175,8 +175,7 @@ class ArrayValues(SliceBounds):
         return self.scalar(node)
 
     def attribute(self, node: ast.Attribute) -> Value:
-        owner = self.value(node.value) if any(isinstance(n, ast.Name) and n.id in self.arrays
-                                              for n in ast.walk(node.value)) else None
+        owner = self.value(node.value) if self.reads_array(node.value) else None
         if isinstance(owner, Expr):
             if node.attr == "T":
                 order = tuple(reversed(range(len(owner.shape))))
@@ -416,6 +415,7 @@ class ArrayValues(SliceBounds):
         return bool(value)
 
     def reads_array(self, node: ast.expr) -> bool:
+        """Whether ``node`` names an array anywhere in it."""
         return any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node))
 
     def binds_view(self, node: ast.IfExp, *operands: Expr) -> bool:

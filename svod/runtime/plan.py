@@ -87,14 +87,13 @@ PARALLEL_MIN_COST = 1 << 20
 tens of microseconds, more than such a step takes."""
 
 
-def _overlapped(level: Sequence[Step]) -> tuple[list[Step], list[Step]]:
+def _overlapped(level: Sequence[Step]) -> tuple[Sequence[Step], Sequence[Step]]:
     """A level's steps (independent of each other) as those run on host threads at once, where two or more
     of them that may are large enough to pay for it (``PARALLEL_MIN_COST``), and those run one after another
-    (after them)."""
-    together = [s for s in level if s.parallel_safe]
-    if sum(1 for s in together if s.work >= PARALLEL_MIN_COST) < 2:
-        return [], list(level)
-    return together, [s for s in level if not s.parallel_safe]
+    (after them). A run without native replay asks this of every level it runs: one step is answered at once."""
+    if len(level) < 2 or sum(1 for s in level if s.parallel_safe and s.work >= PARALLEL_MIN_COST) < 2:
+        return [], level
+    return [s for s in level if s.parallel_safe], [s for s in level if not s.parallel_safe]
 
 
 class PlanKernel(Protocol):
