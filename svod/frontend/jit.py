@@ -254,35 +254,65 @@ class Jit:
                           for name, value in arguments.items()))
         found = self._variants.get(self._variant_key(kinds, arguments))
         if found is None:
-            constants = {name: value for name, value in arguments.items() if _constant(value) or name in defaulted}
-            runtime = {name: value for name, value in arguments.items() if name not in constants}
-            source = _with_constants(self.source, constants, self.name) if constants else self.source
-            copied = [name for name, value in runtime.items()
-                      if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
-            source = _with_local_copies(source, copied) if copied else source
-            sampled: set[str] = set()
-            indices: dict[str, tuple[int, int]] = {}
-            lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices, limits)
-            if lowered is None and not constants and not copied:
-                host = _read_on_host(self.structure)
-                found = Variant(self.source, self.reader, self.structure, host, tuple(runtime), frozenset(sampled),
-                                ranged=_ranged(indices, host))
-            else:
-                source, read = lowered if lowered is not None else (source, set())
-                reader = Reader(source, self.name)
-                structure = reader.structure()
-                host = _read_on_host(structure) | read
-                found = Variant(source, reader, structure, host, tuple(runtime), frozenset(sampled),
-                                frozenset(read), _ranged(indices, host))
-            valued = tuple(name for (name, value), kind in zip(arguments.items(), kinds[2:], strict=True)
-                           if isinstance(kind, str) and (name in found.host or _sampled_number(found, name, value)))
-            self._valued[kinds] = valued
-            ranges = self._ranges.setdefault(kinds, {})
-            for name, low, high in found.ranged:
-                ranges.setdefault(name, []).append((low, high))
+            found = self._read_variant(kinds, arguments, taped, defaulted, limits)
             self._variants[self._variant_key(kinds, arguments)] = found
         return found
 
+    def _read_variant(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any], taped: bool,
+                      defaulted: frozenset[str], limits: Limits | None) -> Variant:
+        """``variant``'s variant, read: the parameters bound to constants and the numbers of ``defaulted`` read
+        as globals of their values. Where the host reads an int argument's value (``_valued``: the variant is then
+        made for that value alone), the variant is read again with it a constant too (``_foldable_value``):
+        the kernels see the number, so a loop's bounds and a temporary's shape are known alike and the proofs
+        of their accesses need no check at run time (nussinov's ``N``)."""
+        known = self._valued.get(kinds)
+        folded = frozenset(name for name in known or () if self._foldable_value(name, arguments[name]))
+        found = self._read(arguments, taped, defaulted | folded, limits)
+        valued = folded | self._valued_of(found, kinds, arguments)
+        if known is None and (fold := frozenset(n for n in valued if self._foldable_value(n, arguments[n]))):
+            found = self._read(arguments, taped, defaulted | fold, limits)
+        self._valued[kinds] = tuple(name for name in arguments if name in valued)
+        ranges = self._ranges.setdefault(kinds, {})
+        for name, low, high in found.ranged:
+            ranges.setdefault(name, []).append((low, high))
+        return found
+
+    def _read(self, arguments: Mapping[str, Any], taped: bool, folded: frozenset[str], limits: Limits | None
+              ) -> Variant:
+        """The variant of ``arguments`` with the parameters bound to constants and the numbers of ``folded`` read
+        as globals of their values (``_read_variant``)."""
+        constants = {name: value for name, value in arguments.items() if _constant(value) or name in folded}
+        runtime = {name: value for name, value in arguments.items() if name not in constants}
+        source = _with_constants(self.source, constants, self.name) if constants else self.source
+        copied = [name for name, value in runtime.items()
+                  if not isinstance(value, np.ndarray) and name in self._assigned_numbers]
+        source = _with_local_copies(source, copied) if copied else source
+        sampled: set[str] = set()
+        indices: dict[str, tuple[int, int]] = {}
+        lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices, limits)
+        if lowered is None and not constants and not copied:
+            host = _read_on_host(self.structure)
+            return Variant(self.source, self.reader, self.structure, host, tuple(runtime), frozenset(sampled),
+                           ranged=_ranged(indices, host))
+        source, read = lowered if lowered is not None else (source, set())
+        reader = Reader(source, self.name)
+        structure = reader.structure()
+        host = _read_on_host(structure) | read
+        return Variant(source, reader, structure, host, tuple(runtime), frozenset(sampled), frozenset(read),
+                       _ranged(indices, host))
+
+    @staticmethod
+    def _valued_of(variant: Variant, kinds: tuple[Any, ...], arguments: Mapping[str, Any]) -> frozenset[str]:
+        """The numbers of ``arguments`` whose kind is their type alone that ``variant`` is read for the values
+        of (``_valued``): those the host reads, and those the rewriting decided something by."""
+        return frozenset(name for (name, value), kind in zip(arguments.items(), kinds[2:], strict=True)
+                         if isinstance(kind, str) and (name in variant.host or _sampled_number(variant, name, value)))
+
+    def _foldable_value(self, name: str, value: Any) -> bool:
+        """Whether an argument the variant is read for the value of may be a constant of its kernels
+        (``_read_variant``): a Python int (weakly typed, as its literal is) that the function never assigns nor
+        returns as it is."""
+        return type(value) is int and name not in self._kept and name not in self._assigned_numbers
     def _variant_key(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any]) -> tuple[Any, ...]:
         """What ``variant`` keys a variant by: the kinds of the arguments, the values of the numbers its variants
         are read for (``_valued``), and the range each index read at run time is in (``_ranges``)."""
@@ -347,9 +377,14 @@ class Jit:
         (folded, a constant a loop's arithmetic shortens: a CRC's ``crc ^ poly``). The default is the one the
         signature held when the function was decorated, so its value cannot change between calls; a call
         that passes the parameter runs a plan with it a scalar, whatever its value."""
-        kept = _stored(self.source.node) | _returned(self.source.node)
         return frozenset(name for name, parameter in self.signature.parameters.items()
-                         if _plain_number(parameter.default) and name not in kept)
+                         if _plain_number(parameter.default) and name not in self._kept)
+
+    @functools.cached_property
+    def _kept(self) -> frozenset[str]:
+        """The names the function assigns, augments, deletes, loops over, or returns as they are: a parameter
+        among them stays the run's, never a constant of its kernels (``_foldable``, ``_foldable_value``)."""
+        return frozenset(_stored(self.source.node) | _returned(self.source.node))
 
     def _defaulted(self, args: Sequence[Any], keywords: Mapping[str, Any]) -> frozenset[str]:
         """The parameters of ``_foldable`` that a call of ``args`` and ``keywords`` leaves to their defaults."""

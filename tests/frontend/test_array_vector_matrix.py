@@ -122,8 +122,15 @@ def test_covariance_of_few_columns_counted_by_a_numpy_int_agrees_with_numpy(devi
 
 
 def test_a_plan_made_for_one_column_count_refuses_another():
-    """The plan for ``M == 1`` runs one work item: run with another ``M``, it raises rather than compute."""
+    """The plan for ``M == 1`` runs one work item: its kernels take ``M`` as the constant 1 (a Python int the host
+    reads), so a run that passes another ``M`` raises rather than compute; a NumPy int's plan bounds its ``M``
+    variable to the value."""
     plan = covariance_in_a_prange.plan(1, 4.0, matrix(4, 1, np.float64))
+    assert "M" not in plan.variables
+    plan.execute(float_n=4.0)
+    with pytest.raises(svod.errors.VariableError, match="unknown variable M"):
+        plan.execute(M=2, float_n=4.0)
+    plan = covariance_in_a_prange.plan(np.int64(1), 4.0, matrix(4, 1, np.float64))
     plan.execute(M=1, float_n=4.0)
     with pytest.raises(svod.errors.VariableError, match=r"M=2 is outside bounds \[1, 1\]"):
         plan.execute(M=2, float_n=4.0)

@@ -98,6 +98,44 @@ def test_a_number_left_to_its_default_is_a_constant_and_one_passed_is_the_runs(d
     assert crc16(data, device=device) == crc16(data, poly=0x8408, device=device)
 
 
+@svod.jit
+def upper_products(n, x):
+    """nussinov's shape: a table of the size the host reads, filled by loops whose bounds are that size."""
+    table = np.zeros((n, n), x.dtype)
+    for i in range(n - 1, -1, -1):
+        for j in range(i + 1, n):
+            table[i, j] = max(table[i, j - 1], x[i] * x[j])
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return table
+
+
+@svod.jit
+def grown(n, x):
+    """The same size, assigned: the run's, never a constant."""
+    head = np.zeros(n, x.dtype)
+    n = n + 1
+    tail = np.full(n, x[0])
+    for i in prange(head.shape[0]):
+        head[i] = x[i] * n
+    return head, tail
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_an_int_the_host_reads_is_a_constant_of_the_kernels(device, n):
+    """The plan is made for the value of a number that sizes a temporary, so its kernels see that value: their
+    loops' bounds and the table's shape are then one number, which proves the accesses inside the table. Another value
+    is another plan; a number the function assigns stays the run's."""
+    x = np.random.default_rng(n).uniform(-1, 1, 13).astype(np.float32)
+    for m in (n, 13, n):
+        agrees_with_python(upper_products, device, m, x)
+        agrees_with_python(grown, device, m, x)
+    plan = upper_products.plan(n, x, device=device)
+    assert "n" not in plan.variables
+    assert upper_products.plan(n + 1, x, device=device) is not plan
+    assert "n" in grown.plan(n, x, device=device).variables
+
+
 INT64_TOP, INT8_BOTTOM, FLOAT32_TENTH = np.iinfo(np.int64).max, np.int8(-128), np.float32(0.1)
 
 
