@@ -50,7 +50,8 @@ from svod.frontend.buffers import Pool
 from svod.frontend.chains import closed_chains
 from svod.frontend.inline import inline_calls
 from svod.frontend.jit_dispatch import MISS, Dispatcher, dispatcher
-from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Prepared, Variant
+from svod.frontend.jit_plans import WIDENING_ROUNDS, Builder, Variant
+from svod.frontend.jit_prepared import Prepared
 from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
 from svod.frontend.nest_fusion import Limits

@@ -31,7 +31,7 @@ from svod.errors import SvodError
 from svod.runtime import generated
 
 if TYPE_CHECKING:
-    from svod.frontend.jit_plans import Prepared
+    from svod.frontend.jit_prepared import Prepared
     from svod.runtime.binding import Binder
 
 OTHERS_WRITTEN_OUT = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from svod.frontend.jit_plans import Prepared
+from svod.frontend.jit_prepared import Prepared
 
 
 @pytest.fixture
