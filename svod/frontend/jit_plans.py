@@ -7,6 +7,7 @@ is a ``Prepared`` (``svod.frontend.jit_prepared``), which runs it on a call's ar
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -233,6 +234,7 @@ class Builder:
         ids: list[int] = []
         sequential: list[ast.stmt] = []  # statements of neighbouring items that run as one kernel
         for item in items:
+            self.known_carried(item, loops)
             statements = self.sequential(item)
             if statements is not None:
                 sequential += statements
@@ -271,6 +273,20 @@ class Builder:
         if isinstance(item, Phase) and not self.variant.reader.parallel(item):
             return list(item.statements)
         return None
+
+    def known_carried(self, item: Item, loops: list[str]) -> None:
+        """What the host knows of the carried scalars as ``item`` comes: a definition of one outside every loop
+        that the host can compute is known to the items after it until one that may change it (anything but a
+        temporary and a definition: a phase, a loop, a branch). A temporary's shape may read it: ``n`` a number
+        argument the function assigns later, copied into a local of its own (``jit._with_local_copies``)."""
+        if isinstance(item, Definition) and item.name in self.carried:
+            self.host.pop(item.name, None)
+            if not loops:
+                with contextlib.suppress(Exception):  # (it reads what only the run knows)
+                    self.host[item.name] = self.evaluate(item.statement.value)
+        elif not isinstance(item, (Definition, Temporary)):
+            for name in self.carried:
+                self.host.pop(name, None)
 
     def define(self, item: Definition, loops: list[str]) -> None:
         self.definitions.append(item)

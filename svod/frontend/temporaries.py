@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from svod.errors import KernelSyntaxError
+from svod.frontend.names import stored
 from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
 from svod.frontend.source import Source, refusal
 
@@ -65,6 +66,10 @@ class Temporary:
     def unmade(self, source: Source, name: str, err: Exception) -> KernelSyntaxError:
         """The refusal of the array where the host cannot make it (``err``, NumPy's own complaint, or a name
         only kernels know), the same with a tape and without one."""
+        missing = err.name if isinstance(err, NameError) else None
+        if missing is not None and (missing in source.described or missing in stored([source.node])):
+            shown = source.described.get(missing, missing)  # (a name svod gave a value of the user's)
+            err = NameError(f"`{shown}` is a value the run computes, which the host knows only after it")
         return refusal(source, name, self.statement, f"the host cannot make this temporary before the run ({err}); "
                        "its shape must follow from the arguments' shapes and values")
 

@@ -259,6 +259,39 @@ def test_an_int_the_host_reads_makes_a_plan_of_its_value(device, n):
         np.testing.assert_array_equal(got, first_ones.fn(x, length))
 
 
+@svod.jit
+def counted_down(n, x):
+    out = np.zeros(n, x.dtype)
+    for _ in range(out.shape[0]):
+        n -= 1
+        out[n] = x[n] * n
+    return out, n
+
+
+@svod.jit
+def counted_up(n, x):
+    head = np.zeros(n, x.dtype)
+    n = n + 1
+    tail = np.full(n, x[0])
+    return head, tail, n
+
+
+@pytest.mark.parametrize("n", (0, 1, 6, 13))
+def test_an_int_that_sizes_a_temporary_and_is_assigned_after_is_its_argument_there(device, n):
+    """``out = np.zeros(n)`` before ``n -= 1`` in a loop: the host makes the array of the argument's value (the function's
+    copy of ``n`` holds it until a phase may change it). Refused before as "name '_svod_local_n' is not defined";
+    ``n = n + 1`` before a second array, which a kernel computes, is refused in the user's name."""
+    x = (np.arange(13, dtype=_float(device)) - 2.5) * 0.5
+    for m in (n, 13, n):
+        got, left = counted_down(m, x, device=device)
+        want, kept = counted_down.fn(m, x)
+        np.testing.assert_array_equal(got, want)
+        assert left == kept == 0
+    with pytest.raises(KernelSyntaxError, match=r"`n` is a value the run computes, which the host knows only after "
+                                                r"it\); .*`tail = np.full\(n, x\[0\]\)`"):
+        counted_up(n, x, device=device)
+
+
 def test_threads_calling_with_their_own_ints_at_once_each_get_their_answer(device):
     """Four threads call the same function at once, each with its own array and a new int at each call: each
     call's result is its own value's (the one plan, its variables bound per call)."""
