@@ -167,6 +167,12 @@ class Scalar:
     run_only: bool = False
     """Whether only the run knows its value (``held`` and ``alternatives`` are zeros of its types)."""
 
+    def spells_otherwise(self, node: ast.expr) -> bool:
+        """Whether ``node``, an expression read as this scalar, is a Python int svod knows (a number of a shape
+        the host knows: ``(a * 2).shape[0]``) spelled otherwise than as that number, which a statement is then
+        better written as: no kernel must compute the array whose shape it reads."""
+        return type(self.held) is int and isinstance(self.node, ast.Constant) and not isinstance(node, ast.Constant)
+
     @property
     def sample(self) -> Any:
         if self.alternatives:
@@ -189,6 +195,10 @@ def types_once(values: tuple[Any, ...]) -> tuple[Any, ...]:
     for value in values:
         seen.setdefault(type(value), value)
     return tuple(seen.values())
+
+
+SIZE_ATTRIBUTES = ("shape", "size", "ndim")
+"""The attributes of an array that are numbers of its shape, which the host knows."""
 
 
 class AmbiguousScalarError(Exception):

@@ -24,6 +24,7 @@ import numpy as np
 from svod.frontend import array_norms, extents, linalg, random_arrays
 from svod.frontend.array_calls import reads_masked, written_out
 from svod.frontend.array_exprs import (
+    SIZE_ATTRIBUTES,
     Elementwise,
     Emitter,
     Expr,
@@ -180,9 +181,9 @@ class ArrayValues(SliceBounds):
             if node.attr == "T":
                 order = tuple(reversed(range(len(owner.shape))))
                 return Transposed(tuple(owner.shape[a] for a in order), owner.dtype, owner, order)
-            if node.attr in ("shape", "size", "ndim") and reads_masked(owner):
+            if node.attr in SIZE_ATTRIBUTES and reads_masked(owner):
                 raise self.refuse(node, _MASKED_LENGTH.format(f"x[mask].{node.attr}"))
-            if node.attr in ("shape", "size", "ndim"):
+            if node.attr in SIZE_ATTRIBUTES:
                 known = _attribute(owner, node.attr)
                 if (node.attr == "shape" and not extents.is_static(known)) or isinstance(known, extents.Extent):
                     raise self.refuse(node, f"{ast.unparse(node)} is a length the host does not know before the run "

@@ -56,6 +56,7 @@ from svod.frontend.array_calls import (
 )
 from svod.frontend.array_exprs import (
     KEY_NAMES,
+    SIZE_ATTRIBUTES,
     AmbiguousScalarError,
     Emitter,
     Expr,
@@ -98,11 +99,6 @@ from svod.frontend.slice_bounds import LoopTurns
 from svod.frontend.source import Source, refusal
 from svod.frontend.ufunc_outs import ufunc_out, writes_out
 from svod.frontend.unrolling import decided, unrolled
-
-TEMPORARY_LENGTH = (1 << 31) - 1
-"""The longest axis of an array the rewriting makes at a length the host does not know before the run (at
-the greatest the length may be): past it, the greatest is not known either."""
-
 
 # ---- reading a function's array statements -----------------------------------------------------------------
 
@@ -506,6 +502,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 name = name.replace("_svod_r", "_svod_returned_r", 1)
                 self.described[name] = f"the returned `{code(value, 40)}`"
                 made += placed([assign(name, computed.node)], stmt)  # (as understood: b.shape[0] of a made b, 4)
+                self.changed |= computed.spells_otherwise(value)
                 names.append(load(name))
                 continue
             made += self.new_array(stmt, name, computed, False)
@@ -527,8 +524,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             next((k.value for k in call.keywords if k.arg == "a"), None)
         if operand is None:
             return [stmt]  # the reader says what is missing
-        known = self.arrays.get(operand.id) if isinstance(operand, ast.Name) else None
-        made: list[ast.stmt] = []
+        known, made = self.arrays.get(operand.id) if isinstance(operand, ast.Name) else None, []
         if not (isinstance(known, Named) and isinstance(operand, ast.Name) and known.name == operand.id):
             if owner is not None and kind in ("sort", "partition"):
                 raise self.refuse(stmt, f"{ast.unparse(owner)}.{kind}() sorts a view in place, which svod does not; "
@@ -567,8 +563,9 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return True
         if isinstance(stmt, ast.Expr):  # x.fill(v), np.add(x, y, out=x)
             return writes_out(self.reader, stmt)
-        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Attribute) and stmt.value.attr == "shape":
-            return bool({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & set(self.arrays))
+        if isinstance(stmt, ast.Return) and stmt.value is not None:  # return x.shape, return (a * 2).shape[0]
+            return any(isinstance(n, ast.Attribute) and n.attr in SIZE_ATTRIBUTES and self.reads_array(n.value)
+                       for n in ast.walk(stmt.value))
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
             names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
             return bool(names & set(self.arrays)) and not any(isinstance(n, ast.For) for n in ast.walk(stmt))
@@ -582,6 +579,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                                                              or isinstance(self.arrays[target.id], Fused)):
             value = self.value(node)
             if isinstance(value, Scalar):
+                if value.spells_otherwise(node):  # n = (a * 2).shape[0]: n = 5
+                    stmt, node, self.changed = placed([assign(target.id, value.node)], stmt)[0], value.node, True
                 self.remember_scalar(target.id, node, straight=self.level == 1)
                 return [self.elements_read(stmt)]
             # a view: another name of the memory (a view of a computed value is a new array, computed here)
@@ -679,7 +678,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if extents.is_static(shape) and not items:
             self.arrays[name] = made = Named(shape, dtype, name)
             return made
-        largest = next((d for d in (*items, *shape) if extents.high(d) > TEMPORARY_LENGTH), None)
+        largest = next((d for d in (*items, *shape) if extents.high(d) > extents.TEMPORARY_LENGTH), None)
         if largest is not None:
             raise self.refuse(at, f"an array of shape {extents.shown(shape)} is made here, and the host does not know "
                                   f"how long `{largest}` may be before the run, which it makes the array at" +

@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 
 from svod.frontend.nodes import call, constant, load
 
+TEMPORARY_LENGTH = (1 << 31) - 1
+"""The longest axis of an array the rewriting makes at a length the host does not know before the run (at
+the greatest the length may be): past it, the greatest is not known either."""
+
 
 @dataclass(frozen=True, eq=False)
 class Atom:

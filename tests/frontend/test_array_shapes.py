@@ -160,6 +160,27 @@ def test_the_numbers_of_a_made_arrays_shape_are_the_hosts(device, shape):
 
 
 @svod.jit
+def shape_of_an_expression_returned(a):
+    return (a * 2).shape[0]
+
+
+@svod.jit
+def shape_of_an_expression_as_a_bound(a):
+    n = (a * 2).shape[-1]
+    return a[..., :n - 1].sum(), (a + 1.0).size, (a + 1.0).ndim
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 2)])
+def test_a_number_of_an_expressions_shape_is_the_hosts_where_a_return_or_a_bound_reads_it(device, shape):
+    """``return (a * 2).shape[0]`` and ``n = (a * 2).shape[-1]`` read as a slice's bound: refused before, as "array
+    a in arithmetic" (the return was an array statement only as ``return x.shape``) and as a bound the host does
+    not know (the statement kept as written)."""
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    agrees_or_refused(shape_of_an_expression_returned, device, a.astype(np.float32))
+    agrees_or_refused(shape_of_an_expression_as_a_bound, device, a, needs=svod.dtypes.float64)
+
+
+@svod.jit
 def shape_among_returns(a):
     return a.sum(), a.shape
 
