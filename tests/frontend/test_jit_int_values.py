@@ -278,9 +278,9 @@ def counted_up(n, x):
 
 @pytest.mark.parametrize("n", (0, 1, 6, 13))
 def test_an_int_that_sizes_a_temporary_and_is_assigned_after_is_its_argument_there(device, n):
-    """``out = np.zeros(n)`` before ``n -= 1`` in a loop: the host makes the array of the argument's value (the function's
-    copy of ``n`` holds it until a phase may change it). Refused before as "name '_svod_local_n' is not defined";
-    ``n = n + 1`` before a second array, which a kernel computes, is refused in the user's name."""
+    """``out = np.zeros(n)`` before ``n -= 1`` in a loop: the host makes the array of the argument's value (the
+    function's copy of ``n`` holds it until a phase may change it). Refused before as "name '_svod_local_n' is not
+    defined"; ``n = n + 1`` before a second array, which a kernel computes, is refused in the user's name."""
     x = (np.arange(13, dtype=_float(device)) - 2.5) * 0.5
     for m in (n, 13, n):
         got, left = counted_down(m, x, device=device)
