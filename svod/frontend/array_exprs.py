@@ -168,10 +168,12 @@ class Scalar:
     """Whether only the run knows its value (``held`` and ``alternatives`` are zeros of its types)."""
 
     def spells_otherwise(self, node: ast.expr) -> bool:
-        """Whether ``node``, an expression read as this scalar, is a Python int svod knows (a number of a shape
-        the host knows: ``(a * 2).shape[0]``) spelled otherwise than as that number, which a statement is then
-        better written as: no kernel must compute the array whose shape it reads."""
-        return type(self.held) is int and isinstance(self.node, ast.Constant) and not isinstance(node, ast.Constant)
+        """Whether ``node``, an expression read as this scalar, is a Python int svod knows that it reads of the
+        shape of an array expression (``(a * 2).shape[0]``), which a statement is then better written as the
+        number: no kernel must compute the array whose shape it reads."""
+        return type(self.held) is int and isinstance(self.node, ast.Constant) and any(
+            isinstance(n, ast.Attribute) and n.attr in SIZE_ATTRIBUTES and not isinstance(n.value, ast.Name)
+            for n in ast.walk(node))
 
     @property
     def sample(self) -> Any:

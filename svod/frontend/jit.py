@@ -106,6 +106,9 @@ class Jit:
         variant made for them (a float a loop's turns or an allocation's length come from), and the ints its
         rewriting computed anything with (``_sampled_number``), whose values a variant is then made for too (its
         rewriting wrote their values into the array statements, or decided by them)."""
+        self._folded: dict[tuple[Any, ...], frozenset[str]] = {}
+        """Per kind of arguments: the ints the host reads that its variants read as constants of their values
+        (``_read_variant``)."""
         self._ranges: dict[tuple[Any, ...], dict[str, list[tuple[int, int]]]] = {}
         """Per kind of arguments: the ints its variants read at run time as indices, each with the ranges of
         values the variants made so far hold it to (``Variant.ranged``): a variant is read for the range a
@@ -262,27 +265,32 @@ class Jit:
     def _read_variant(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any], taped: bool,
                       defaulted: frozenset[str], limits: Limits | None) -> Variant:
         """``variant``'s variant, read: the parameters bound to constants and the numbers of ``defaulted`` read
-        as globals of their values. Where the host reads an int argument's value (``_valued``: the variant is then
-        made for that value alone), the variant is read again with it a constant too (``_foldable_value``):
-        the kernels see the number, so a loop's bounds and a temporary's shape are known alike and the proofs
-        of their accesses need no check at run time (nussinov's ``N``)."""
-        known = self._valued.get(kinds)
-        folded = frozenset(name for name in known or () if self._foldable_value(name, arguments[name]))
-        found = self._read(arguments, taped, defaulted | folded, limits)
+        as globals of their values. An int argument the host reads (a temporary's length, a slice's bound: the
+        plan is made for its value alone, ``_signature``'s "value") is read so too, where it may be
+        (``_foldable_value``; ``_folded``, found at the first variant of its kind): the kernels see the number,
+        so a loop's bounds and a temporary's shape are known alike and the proofs of their accesses need no
+        check at run time (nussinov's ``N``)."""
+        folded = self._folded.get(kinds)
+        found = self._read(arguments, taped, defaulted, folded or frozenset(), limits)
+        if folded is None:
+            folded = self._folded[kinds] = frozenset(name for name, value in arguments.items()
+                                                     if name in found.host and self._foldable_value(name, value))
+            if folded:
+                found = self._read(arguments, taped, defaulted, folded, limits)
         valued = folded | self._valued_of(found, kinds, arguments)
-        if known is None and (fold := frozenset(n for n in valued if self._foldable_value(n, arguments[n]))):
-            found = self._read(arguments, taped, defaulted | fold, limits)
         self._valued[kinds] = tuple(name for name in arguments if name in valued)
         ranges = self._ranges.setdefault(kinds, {})
         for name, low, high in found.ranged:
             ranges.setdefault(name, []).append((low, high))
         return found
 
-    def _read(self, arguments: Mapping[str, Any], taped: bool, folded: frozenset[str], limits: Limits | None
-              ) -> Variant:
-        """The variant of ``arguments`` with the parameters bound to constants and the numbers of ``folded`` read
-        as globals of their values (``_read_variant``)."""
-        constants = {name: value for name, value in arguments.items() if _constant(value) or name in folded}
+    def _read(self, arguments: Mapping[str, Any], taped: bool, defaulted: frozenset[str], folded: frozenset[str],
+              limits: Limits | None) -> Variant:
+        """The variant of ``arguments`` with the parameters bound to constants and the numbers of ``defaulted``
+        and ``folded`` read as globals of their values (``_read_variant``). The rewriting of its array statements
+        reads ``folded``'s values as the call's, as it reads the numbers the runs pass."""
+        constants = {name: value for name, value in arguments.items()
+                     if _constant(value) or name in defaulted or name in folded}
         runtime = {name: value for name, value in arguments.items() if name not in constants}
         source = _with_constants(self.source, constants, self.name) if constants else self.source
         copied = [name for name, value in runtime.items()
@@ -290,7 +298,8 @@ class Jit:
         source = _with_local_copies(source, copied) if copied else source
         sampled: set[str] = set()
         indices: dict[str, tuple[int, int]] = {}
-        lowered = lower_arrays(source, self.name, runtime, taped, sampled, indices, limits)
+        known = {**runtime, **{name: arguments[name] for name in folded}}
+        lowered = lower_arrays(source, self.name, known, taped, sampled, indices, limits)
         if lowered is None and not constants and not copied:
             host = _read_on_host(self.structure)
             return Variant(self.source, self.reader, self.structure, host, tuple(runtime), frozenset(sampled),
