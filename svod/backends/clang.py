@@ -44,6 +44,10 @@ from svod.errors import CompileError, DeviceError, SvodError
 FLAGS = ("-O2", "-march=native", "-fPIC", "-c", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd")
 GCC_FLAGS = ("-O3", "-fno-trapping-math", "-fexcess-precision=standard")
 """What gcc takes besides ``FLAGS`` (its ``-O3`` overrides the ``-O2`` before it)."""
+LINK_FLAGS = ("-shared", "-z", "noseparate-code", "-z", "norelro")
+"""A kernel's shared object in two segments, its code and its data: the dynamic loader maps each segment, and a
+process holds at most ``vm.max_map_count`` mappings (65530 by default), which a few thousand kernels of the
+linker's default layout (four segments and a read-only part of the data: five mappings) used up."""
 
 
 def find_c_compiler() -> str:
@@ -99,7 +103,7 @@ class ClangCompiler(CompilerBase):
         self.identity = _compiler_identity(self.path)
         """The compiler's own ``--version`` line."""
         self.flags = _flags(self.identity, avx512=host_vector_registers() >= 32)
-        digest = hashlib.sha256(f"{self.identity}|{' '.join(self.flags)}".encode()).hexdigest()[:12]
+        digest = hashlib.sha256(f"{self.identity}|{' '.join((*self.flags, *LINK_FLAGS))}".encode()).hexdigest()[:12]
         self.cache_key = f"c-{os.path.basename(self.path)}-{digest}"
 
     def renderer(self, caps: DeviceCaps) -> CRenderer:
@@ -131,7 +135,7 @@ class ClangCompiler(CompilerBase):
         if found is None:  # (a bare name is the compiler's answer where it has none of its own)
             raise DeviceError(f"{os.path.basename(self.path)} links with {linker}, which is not on PATH: install "
                               "the linker (binutils) it was built with", stage="device")
-        return [found, "-shared", "-lm", "-lc", runtime]
+        return [found, *LINK_FLAGS, "-lm", "-lc", runtime]
 
     def _ask(self, flag: str) -> str:
         result = subprocess.run([self.path, flag], capture_output=True, text=True, check=False)

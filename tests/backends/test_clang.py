@@ -1,13 +1,15 @@
 """The C pair's flags follow the compiler it found."""
 
 import shutil
+import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import svod
-from svod.backends.clang import FLAGS, GCC_FLAGS, _flags, find_c_compiler, newest_versioned_clang
+from svod.backends.clang import FLAGS, GCC_FLAGS, ClangCompiler, _flags, find_c_compiler, newest_versioned_clang
 from svod.dtype import dtypes
 from svod.errors import DeviceError
 from svod.frontend.builder import KernelBuilder
@@ -36,6 +38,32 @@ def test_clang_before_17_groups_no_strided_accesses():
     assert not set(GCC_FLAGS) & set(flags)
     assert flags[-2:] == ["-mllvm", "-enable-interleaved-mem-accesses=0"]
     assert "-enable-interleaved-mem-accesses=0" not in _flags("clang version 18.1.8", avx512=False)
+
+
+PT_LOAD, PT_GNU_RELRO = 1, 0x6474E552
+"""The program header types of a segment the dynamic loader maps, and of a part of one it maps again read-only."""
+
+
+def _segment_types(elf: bytes) -> list[int]:
+    """The type of each program header of a 64-bit little-endian ELF file, read here from its header."""
+    offset, = struct.unpack_from("<Q", elf, 0x20)
+    size, count = struct.unpack_from("<HH", elf, 0x36)
+    return [struct.unpack_from("<I", elf, offset + k * size)[0] for k in range(count)]
+
+
+def test_a_kernels_shared_object_is_mapped_in_two_segments(tmp_path):
+    """A process holds at most ``vm.max_map_count`` mappings (65530 by default), and the dynamic loader maps each
+    segment of each kernel's shared object: linked as the linker lays out by default (four segments and a
+    read-only part of the data), a few thousand kernels of one process used them up, and the next failed to load
+    ("failed to map segment from shared object"). Its code and its data: two."""
+    compiler = ClangCompiler()
+    source, obj, shared = tmp_path / "k.c", tmp_path / "k.o", tmp_path / "k.so"
+    source.write_text("double twice(const double *a) { return a[0] * 2.0; }\n")
+    subprocess.run([compiler.path, *compiler.flags, str(source), "-o", str(obj)], check=True)
+    linker, *libraries = compiler.link_command
+    subprocess.run([linker, str(obj), "-o", str(shared), *libraries], check=True)
+    types = _segment_types(shared.read_bytes())
+    assert types.count(PT_LOAD) == 2 and PT_GNU_RELRO not in types
 
 
 def _real(name: str | None) -> str:
