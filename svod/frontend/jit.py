@@ -321,8 +321,9 @@ class Jit:
     def _foldable_value(self, name: str, value: Any) -> bool:
         """Whether an argument the variant is read for the value of may be a constant of its kernels
         (``_read_variant``): a Python int (weakly typed, as its literal is) that the function never assigns nor
-        returns as it is."""
-        return type(value) is int and name not in self._kept and name not in self._assigned_numbers
+        returns as it is: ``_kept``, which holds every name ``_with_local_copies`` copies)."""
+        return type(value) is int and name not in self._kept
+
     def _variant_key(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any]) -> tuple[Any, ...]:
         """What ``variant`` keys a variant by: the kinds of the arguments, the values of the numbers its variants
         are read for (``_valued``), and the range each index read at run time is in (``_ranges``)."""
