@@ -7,7 +7,6 @@ is a ``Prepared`` (``svod.frontend.jit_prepared``), which runs it on a call's ar
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -278,12 +277,12 @@ class Builder:
         """What the host knows of the carried scalars as ``item`` comes: a definition of one outside every loop
         that the host can compute is known to the items after it until one that may change it (anything but a
         temporary and a definition: a phase, a loop, a branch). A temporary's shape may read it: ``n`` a number
-        argument the function assigns later, copied into a local of its own (``jit._with_local_copies``)."""
+        argument the function assigns later, copied into a local of its own (``jit._with_local_copies``). One that
+        reads the name it defines (``n = n + 1``, whose cell may wrap where Python's int grows) stays the run's."""
         if isinstance(item, Definition) and item.name in self.carried:
             self.host.pop(item.name, None)
             if not loops:
-                with contextlib.suppress(Exception):  # (it reads what only the run knows)
-                    self.host[item.name] = self.evaluate(item.statement.value)
+                self.learn(item)
         elif not isinstance(item, (Definition, Temporary)):
             for name in self.carried:
                 self.host.pop(name, None)
@@ -291,10 +290,14 @@ class Builder:
     def define(self, item: Definition, loops: list[str]) -> None:
         self.definitions.append(item)
         if not set(loaded([item.statement.value])) & set(loops):
-            try:
-                self.host[item.name] = self.evaluate(item.statement.value)
-            except Exception:  # known only in kernels (it reads a scalar the host lacks)
-                self.host.pop(item.name, None)
+            self.learn(item)
+
+    def learn(self, item: Definition) -> None:
+        """The host's value of what ``item`` defines, computed now; forgotten where the host cannot compute it."""
+        try:
+            self.host[item.name] = self.evaluate(item.statement.value)
+        except Exception:  # known only in kernels (it reads a scalar the host lacks)
+            self.host.pop(item.name, None)
 
     def temporary(self, item: Temporary, loops: list[str]) -> list[int]:
         try:
