@@ -27,7 +27,9 @@ long launch on one thread. So the team's size follows the cores that
 are free: beside a process that keeps a core busy, launches stop waiting for a worker that lost its core, and
 on a quiet machine a pause is rare and short. The launching thread judges by its own ids' time, per id, times
 the launch's ids: a launch whose ids the team shared evenly is judged slower only where waking the team cost
-more than the launching thread's whole share.
+more than the launching thread's whole share. A launch whose every id the launching thread ran itself is not
+judged: no worker was waited for, only one asleep not yet awake (a launch of a few microseconds after an idle
+moment), and a pause it started would leave the next launches, however long, on one thread.
 
 Two launches at once (plans overlapping kernels on host threads, or a user's threads): one gets the team,
 the other runs its ids one after another on its own thread, with the same results. A child made by ``fork``
@@ -364,6 +366,9 @@ judge:
   %shared = sub i64 %workers.64, %from
   %estimate = mul i64 %per, %shared
   %alone.ns = select i1 %none, i64 9223372036854775807, i64 %estimate
+  %all.mine = icmp eq i64 %ran.64, %shared
+  br i1 %all.mine, label %release, label %verdict
+verdict:
   call void @svod_team_verdict(ptr %state, i64 %end, i64 %took, i64 %alone.ns)
   br label %release
 release:

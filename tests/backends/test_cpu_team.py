@@ -153,6 +153,18 @@ def test_a_team_whose_threads_never_start_runs_every_id_on_the_launching_thread(
     assert recorder.threads == {threading.current_thread().name}
 
 
+def test_a_launch_whose_every_id_the_launching_thread_ran_pauses_nothing():
+    """No worker took an id (here none has started; on a quiet machine one asleep wakes too late for a launch
+    of a few microseconds): the launch waited for no one, so it is not judged, and the next launch, however
+    long, gets the team. A pause it started made every launch in it run on one thread."""
+    team = ThreadTeam()
+    recorder = _Recorder(slow=frozenset({1}), team=team)
+    for tag in range(1, 6):
+        recorder.launch(tag, 4)
+    assert (team._state[PAUSE], team._state[SOLO_UNTIL]) == (0, 0)
+    assert len(recorder.calls) == 20
+
+
 def test_a_paused_team_leaves_every_id_to_the_launching_thread():
     """While the team is paused its threads claim nothing: the launching thread runs every id, once, and so
     does a kernel launched on three threads, with the one-thread result; once the pause ends they take part
