@@ -37,6 +37,11 @@ from svod.runtime.kernel import CachedKernel, kernel_name
 from svod.runtime.parts import OwnBuffers, Part, PartsProgram
 
 CacheKey = tuple[str, str, str, str]
+KERNELS_LOADED = 2048
+"""The most kernels the memory cache keeps loaded, whatever their bytes: a loaded kernel holds a few of the
+process's memory mappings (its shared object's segments, PoCL's for an OpenCL program, JIT-compiled code's), of
+which a process holds at most ``vm.max_map_count`` (65530 by default), and a long session of small kernels
+(the test suite's) reached that first, the next kernel failing to load. A kernel a plan holds stays loaded."""
 
 
 @dataclass
@@ -55,11 +60,13 @@ base type loads."""
 
 
 class LeastRecentlyUsed(Generic[V]):
-    """Entries with a size in bytes; adding past ``budget`` drops the least recently used ones. What an
-    entry held (loaded code, through its programs) is released once nothing else uses it."""
+    """Entries with a size in bytes; adding past ``budget`` bytes, or past ``most`` entries, drops the least
+    recently used ones. What an entry held (loaded code, through its programs) is released once nothing else
+    uses it."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, most: int | None = None) -> None:
         self.budget = budget
+        self.most = most
         self.held = 0
         self._entries: OrderedDict[CacheKey, tuple[V, int]] = OrderedDict()
 
@@ -81,7 +88,8 @@ class LeastRecentlyUsed(Generic[V]):
         old = self._entries.pop(key, None)
         self.held += nbytes - (0 if old is None else old[1])
         self._entries[key] = (value, nbytes)
-        while self.held > self.budget and len(self._entries) > 1:
+        while (self.held > self.budget or (self.most is not None and len(self._entries) > self.most)) and \
+                len(self._entries) > 1:
             _, (_, dropped) = self._entries.popitem(last=False)
             self.held -= dropped
 
@@ -92,12 +100,13 @@ class LeastRecentlyUsed(Generic[V]):
 
 class KernelCache:
     """Kernels by (AST, renderer, compiler, device), and compiled code by base device type, each bounded
-    by ``settings.cache_memory`` bytes of compiled code and dropped least recently used first."""
+    by ``settings.cache_memory`` bytes of compiled code (the kernels also by ``KERNELS_LOADED``) and dropped
+    least recently used first."""
 
     def __init__(self, config: Settings = settings, disk: DiskCache | None = None) -> None:
         self.settings = config
         self.disk = disk if disk is not None else (DiskCache(config.cache_dir) if config.disk_cache else None)
-        self._kernels: LeastRecentlyUsed[CachedKernel] = LeastRecentlyUsed(config.cache_memory)
+        self._kernels: LeastRecentlyUsed[CachedKernel] = LeastRecentlyUsed(config.cache_memory, KERNELS_LOADED)
         self._compiled: LeastRecentlyUsed[Compiled] = LeastRecentlyUsed(config.cache_memory)
         self._pending: dict[CacheKey, Future[CachedKernel]] = {}
         self._lock = threading.Lock()

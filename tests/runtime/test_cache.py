@@ -21,6 +21,7 @@ from svod.config import settings
 from svod.device import ProgramSpec
 from svod.errors import SvodError
 from svod.runtime import CachedKernel, CacheWarning, DiskCache, KernelCache
+from svod.runtime import cache as cache_module
 from svod.runtime.disk import DATABASE_NAME
 from tests.helpers import cpu_device, open_device, webgpu_devices
 
@@ -343,6 +344,21 @@ def test_the_memory_cache_keeps_its_budget_and_drops_the_least_recently_used(tmp
     assert len(cache) == 3 and cache._kernels.held <= cache.settings.cache_memory
     assert cache.get(_kernel(1.0, "budget"), device) is first
     assert cache.get(_kernel(2.0, "budget"), device) is not second  # it was dropped, and is loaded again
+
+
+def test_the_memory_cache_keeps_so_many_kernels_loaded_whatever_their_bytes(tmp_path, monkeypatch):
+    """Each loaded kernel holds some of the process's memory mappings, of which it has a bounded number: past
+    ``KERNELS_LOADED`` the least recently used kernel goes, however few bytes they hold."""
+    monkeypatch.setattr(cache_module, "KERNELS_LOADED", 2)
+    device = svod.get_device("CPU")
+    cache = KernelCache(dataclasses.replace(settings, cache_dir=tmp_path, disk_cache=False))
+    first, second = (cache.get(_kernel(scale, "counted"), device) for scale in (1.0, 2.0))
+    cache.get(_kernel(1.0, "counted"), device)  # used again: now the most recent
+    cache.get(_kernel(3.0, "counted"), device)  # one too many: the least recently used (2.0) goes
+    assert len(cache) == 2 and cache.bytes_held < cache.settings.cache_memory
+    assert cache.get(_kernel(1.0, "counted"), device) is first
+    assert cache.get(_kernel(2.0, "counted"), device) is not second
+    _check(cache.get(_kernel(2.0, "counted"), device), 2.0)
 
 
 def test_a_renderer_given_other_caps_keys_its_kernels_anew(tmp_path, monkeypatch):
