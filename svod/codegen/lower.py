@@ -4,7 +4,8 @@ target, is ``svod.codegen.pipeline``'s.
 
 ::
 
-    lower       every target: anchor_ranges, fuse_products, decompose, speculate_gated_loads, split_reduction
+    lower       every target: anchor_ranges, fuse_products, decompose, speculate_gated_loads, split_reduction,
+                share_reduction_loops
                 (the parts of one long reduction); gate_effects; describe (what lowering did)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
@@ -18,6 +19,7 @@ Each module imports only from those above it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from svod.codegen.accumulators import reduce_identity
@@ -25,11 +27,12 @@ from svod.codegen.ranges import free_axis, live_ranges, range_order
 from svod.device.caps import CORE_ID
 from svod.dtype import PtrDType
 from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, kernel_label, substitute
-from svod.ir.ops import EFFECTS, FUSED, STATEMENTS
+from svod.ir.ops import EFFECTS, FUSED, REASSOCIABLE, STATEMENTS
 from svod.ir.uop import FUSED_DTYPES, memory_of, written_memory
 
 __all__ = ["CHUNK_ALIGNMENT", "THREAD_MIN_WORK", "anchor_ranges", "decompose", "describe", "drop_empty_ranges",
-           "fuse_products", "gate_effects", "private_statements", "speculate_gated_loads", "split_reduction"]
+           "fuse_products", "gate_effects", "private_statements", "share_reduction_loops", "speculate_gated_loads",
+           "split_reduction"]
 
 
 def anchor_ranges(sink: UOp) -> UOp:
@@ -69,6 +72,42 @@ def fuse_products(sink: UOp) -> UOp:
             return None
         return node.replace(src=(value.replace(arg=FUSED), *node.src[1:]))
     return graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="node"), fused)]), name="fuse_products")
+
+
+def share_reduction_loops(sink: UOp) -> UOp | None:
+    """Sums over ranges of one length, each in a loop of its own, that run in the same loops and neither
+    uses the other (a masked mean's sum and count, a dot product beside a norm), summed in one loop: memory
+    both read (the mask) is read once a turn instead of once a loop. Each sum adds the same terms; a float sum
+    is marked ``REASSOCIABLE``, as a loop's only sum may be reassociated (vectorised) by the backend, so
+    sharing a loop costs it nothing. A sum the same across an outer range is not moved into that range's loop
+    (it would be computed once a turn of it), nor one that uses the other (a variance's uses the mean). None
+    where no two share."""
+    reductions = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    own = Counter(r for u in reductions for r in u.src[1:])
+    loops: dict[tuple[UOp, frozenset[UOp]], list[UOp]] = {}
+    for u in reductions:  # in toposort order: a later sum may use an earlier one, never the reverse
+        r = u.src[-1]
+        if u.arg is Ops.ADD and len(u.src) == 2 and r.op is Ops.RANGE and r.arg[1] is AxisKind.REDUCE and own[r] == 1 \
+                and (u.dtype.is_float or u.dtype.is_int):
+            loops.setdefault((r.src[0], u.live_ranges), []).append(u)
+    renamed: dict[UOp, UOp] = {}
+    for first, *others in loops.values():
+        joined = [first]
+        for u in others:
+            below = frozenset(u.toposort())
+            if not any(j in below for j in joined):
+                joined.append(u)
+        renamed |= {u.src[1]: first.src[1] for u in joined[1:]}
+    if not renamed:
+        return None
+    shared = frozenset(renamed.values())
+
+    def reassociable(node: UOp) -> UOp | None:
+        if node.arg is not Ops.ADD or not node.dtype.is_float or node.src[-1] not in shared:
+            return None
+        return node.replace(arg=(Ops.ADD, REASSOCIABLE))
+    return graph_rewrite(substitute(sink, renamed), PatternMatcher([(UPat(Ops.REDUCE, name="node"), reassociable)]),
+                         name="share_reduction_loops")
 
 
 def decompose(root: UOp, decompositor: PatternMatcher | None) -> UOp:

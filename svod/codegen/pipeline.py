@@ -17,8 +17,8 @@ its metadata derived here once).
     CPU: one of
          block_transposes                           (a transpose, however its loops were written)
          order_parallel_nest                        (a nest of parallel ranges, its stores' range innermost)
-         ─ clamp_guarded_ranges ─ tile_for_cpu ─ carry_rows ─ reduce_atomic_adds ─ split_for_threads
-         ─ privatize_atomics ─ speculate_gated_loads
+         ─ clamp_guarded_ranges ─ tile_for_cpu ─ share_reduction_loops ─ carry_rows ─ reduce_atomic_adds
+         ─ split_for_threads ─ privatize_atomics ─ speculate_gated_loads
     GPU: one of
          tile_matmul                                (local memory is storage of its own)
          upcast_reductions, then one of
@@ -62,6 +62,7 @@ from svod.codegen.lower import (
     decompose,
     drop_empty_ranges,
     fuse_products,
+    share_reduction_loops,
     speculate_gated_loads,
     split_reduction,
 )
@@ -289,6 +290,8 @@ CPU: tuple[LoweringStep, ...] = (
     Pass("clamp_guarded_ranges", _rewrite(lambda sink, t: clamp_guarded_ranges(sink))),
     Pass("tile_for_cpu", _rewrite(lambda sink, t: None if runs_as_written(sink) else
                                   tile_for_cpu(sink, t.caps.vector_registers, t.caps.vector_lanes))),
+    Pass("share_reduction_loops", _rewrite(lambda sink, t: None if runs_as_written(sink) else
+                                           share_reduction_loops(sink))),
     Pass("carry_rows", _rewrite(lambda sink, t: carry_rows(sink, t.caps.vector_registers, vector_bytes(
         t.caps.vector_registers) if t.caps.vector_lanes else None))),
     Pass("reduce_atomic_adds", _rewrite(lambda sink, t: None if runs_as_written(sink) else
@@ -300,10 +303,10 @@ CPU: tuple[LoweringStep, ...] = (
 """A CPU: a nest of parallel ranges ordered by what it accesses, not as its loops were written (a transpose
 walked in blocks that stay in cache; else the range its stores are contiguous in innermost), a parallel range
 whose effects all test its index against a bound read before it ending at that bound, tiles for its vector
-registers, work items that carry registers through a loop run together (in vector lanes where they store
-neighbours), an atomic add's value summed over the parallel ranges its element does not use, GLOBAL ranges
-spread over threads, each adding into a private copy of a small buffer of atomic adds, and gated loads made
-branch-free where that is safe."""
+registers, independent sums over one length in one loop, work items that carry registers through a loop run
+together (in vector lanes where they store neighbours), an atomic add's value summed over the parallel ranges
+its element does not use, GLOBAL ranges spread over threads, each adding into a private copy of a small buffer
+of atomic adds, and gated loads made branch-free where that is safe."""
 
 GPU: tuple[LoweringStep, ...] = (
     FirstOf("work_groups", (

@@ -44,9 +44,9 @@ def _target(gpu: bool, dedicated: bool = False) -> pipeline.Target:
 
 def test_each_target_has_one_ordered_list_of_passes():
     assert _names(pipeline.passes(_target(gpu=False))) == [
-        *FRONT, "block_transposes", "order_parallel_nest", "clamp_guarded_ranges", "tile_for_cpu", "carry_rows",
-        "reduce_atomic_adds", "split_for_threads", "privatize_atomics", "speculate_gated_loads", "simplify",
-        "keep_params"]
+        *FRONT, "block_transposes", "order_parallel_nest", "clamp_guarded_ranges", "tile_for_cpu",
+        "share_reduction_loops", "carry_rows", "reduce_atomic_adds", "split_for_threads", "privatize_atomics",
+        "speculate_gated_loads", "simplify", "keep_params"]
     assert _names(pipeline.passes(_target(gpu=True))) == [
         *FRONT, "tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions", "to_gpu_indices",
         "decompose_lowered", "speculate_gated_loads", "simplify", "keep_params"]
@@ -100,8 +100,8 @@ def test_svod_debug_passes_prints_each_pass_and_the_kernel_after_it(device):
                       *(["tile_matmul", "upcast_reductions", "reduce_per_item", "share_reductions",
                          "to_gpu_indices", "decompose_lowered", "speculate_gated_loads"] if gpu else
                         ["block_transposes", "order_parallel_nest", "clamp_guarded_ranges", "tile_for_cpu",
-                         "carry_rows", "reduce_atomic_adds", "split_for_threads", "privatize_atomics",
-                         "speculate_gated_loads"]),
+                         "share_reduction_loops", "carry_rows", "reduce_atomic_adds", "split_for_threads",
+                         "privatize_atomics", "speculate_gated_loads"]),
                       "simplify", "keep_params", *LINEAR]
     assert f"svod: pass guard_accesses on twice for {device}" in done.stderr
     assert f"svod: pass linearize on twice for {device}" in done.stderr

@@ -70,16 +70,23 @@ def inside_loops(linear: tuple[UOp, ...]) -> Iterator[tuple[UOp, list[UOp]]]:
 
 def reassociable_accumulators(linear: tuple[UOp, ...]) -> dict[UOp, tuple[UOp, ...]]:
     """Each loop whose sums a backend may vectorise along it by reassociating them, with their updates (STOREs
-    to accumulator registers): a loop that updates exactly one accumulator (a plain reduction), or whose every
-    update lowering marked ``REASSOCIABLE`` (``svod.codegen.upcast.stream_rows``). Any other loop with
-    accumulators is a register tile's, whose sums keep their order."""
+    to accumulator registers): a loop that updates exactly one accumulator (a plain reduction), or whose
+    updates lowering marked ``REASSOCIABLE`` (``svod.codegen.upcast.stream_rows``,
+    ``svod.codegen.lower.share_reduction_loops``), with any integer sums beside them (exact in any order). Any
+    other loop with accumulators is a register tile's, whose sums keep their order."""
     found = {}
     for end in linear:
         if end.op is Ops.END:
             updates = tuple(s for s in end.src[1:] if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_REG)
-            if len(updates) == 1 or (updates and all(u.src[1].arg == REASSOCIABLE for u in updates)):
+            marked = [u.src[1].arg == REASSOCIABLE for u in updates]
+            if len(updates) == 1 or (any(marked) and all(m or _integer_sum(u) for m, u in zip(marked, updates,
+                                                                                                strict=True))):
                 found[end.src[0]] = updates
     return found
+
+
+def _integer_sum(update: UOp) -> bool:
+    return update.src[1].op is Ops.ADD and update.src[1].dtype.is_int
 
 
 def lane_widths(linear: tuple[UOp, ...]) -> tuple[dict[UOp, int], dict[UOp, int]]:

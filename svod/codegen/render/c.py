@@ -48,7 +48,7 @@ _VECTOR_MACROS = (
 class CRenderer(CStyleRenderer):
     """C99 with GNU builtins, for clang or gcc. Kernels take ``(bufs, vars, core_id)``."""
 
-    reduction_pragma = "#pragma omp simd reduction({op}:{register})"
+    reduction_pragma = "#pragma omp simd {reductions}"
     branches_by_turn = True
     """A padded convolution's window passes whole at almost every turn: a branch the CPU predicts, and a vector
     load, where a gather of each lane's element ran several times slower."""

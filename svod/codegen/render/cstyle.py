@@ -112,8 +112,11 @@ class CStyleRenderer(KernelRenderer):
     """Whether signed arithmetic wraps (C compiled with -fwrapv); if not, it is rendered in unsigned."""
     reduction_pragma: ClassVar[str | None] = None
     """Put before a loop that sums (or multiplies) into accumulators it may reassociate
-    (``reassociable_accumulators``), to let the compiler do so (``{op}`` and ``{register}``, their names
-    joined by commas, are filled in)."""
+    (``reassociable_accumulators``), to let the compiler do so: ``{reductions}`` is filled in with a
+    ``reduction_clause`` for each operator the loop's accumulators are updated by."""
+    reduction_clause: ClassVar[str] = "reduction({op}:{register})"
+    """One operator's clause of ``reduction_pragma``: ``{op}``, and ``{register}``, the names of the
+    accumulators it updates joined by commas."""
     global_qualifier: ClassVar[str] = ""
     """What a pointer to a kernel buffer is qualified with (``__global`` in OpenCL)."""
     branches_by_turn: ClassVar[bool] = False
@@ -514,10 +517,12 @@ class CStyleRenderer(KernelRenderer):
         for index, node in enumerate(linear):
             pad = "  " * walk.depth
             updates = reductions.get(node, ())
-            ops = {self.reduction_operator(u) for u in updates}
-            if pragma is not None and updates and len(ops) == 1 and None not in ops:
-                registers = ", ".join(walk.names[u.src[0].src[0]] for u in updates)
-                lines.append(pad + pragma.format(op=ops.pop(), register=registers))
+            registers: dict[str | None, list[str]] = {}
+            for u in updates:
+                registers.setdefault(self.reduction_operator(u), []).append(walk.names[u.src[0].src[0]])
+            if pragma is not None and registers and None not in registers:
+                lines.append(pad + pragma.format(reductions=" ".join(
+                    self.reduction_clause.format(op=op, register=", ".join(names)) for op, names in registers.items())))
             lines += [pad + hints[node]] if node in hints else []
             line = walk.node(node, index)
             if line is not None:
