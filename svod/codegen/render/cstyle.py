@@ -86,8 +86,7 @@ class CStyleRenderer(KernelRenderer):
     type_names: ClassVar[dict[str, str]] = {
         "bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
         "index": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
-        "uint64": "uint64_t", "float16": "_Float16", "float32": "float", "float64": "double",
-    }
+        "uint64": "uint64_t", "float16": "_Float16", "float32": "float", "float64": "double"}
     infinity: ClassVar[str] = "__builtin_inf()"
     nan: ClassVar[str] = "__builtin_nan(\"\")"
     float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": ""}
@@ -111,12 +110,8 @@ class CStyleRenderer(KernelRenderer):
     signed_overflow_wraps: ClassVar[bool] = True
     """Whether signed arithmetic wraps (C compiled with -fwrapv); if not, it is rendered in unsigned."""
     reduction_pragma: ClassVar[str | None] = None
-    """Put before a loop that sums (or multiplies) into accumulators it may reassociate
-    (``reassociable_accumulators``), to let the compiler do so: ``{reductions}`` is filled in with a
-    ``reduction_clause`` for each operator the loop's accumulators are updated by."""
-    reduction_clause: ClassVar[str] = "reduction({op}:{register})"
-    """One operator's clause of ``reduction_pragma``: ``{op}``, and ``{register}``, the names of the
-    accumulators it updates joined by commas."""
+    """Put before a loop whose accumulators it may reassociate (``reassociable_accumulators``), to let the
+    compiler do so: ``{reductions}`` is filled in with a ``reduction(op:names)`` clause for each operator."""
     global_qualifier: ClassVar[str] = ""
     """What a pointer to a kernel buffer is qualified with (``__global`` in OpenCL)."""
     branches_by_turn: ClassVar[bool] = False
@@ -522,7 +517,7 @@ class CStyleRenderer(KernelRenderer):
                 registers.setdefault(self.reduction_operator(u), []).append(walk.names[u.src[0].src[0]])
             if pragma is not None and registers and None not in registers:
                 lines.append(pad + pragma.format(reductions=" ".join(
-                    self.reduction_clause.format(op=op, register=", ".join(names)) for op, names in registers.items())))
+                    f"reduction({op}:{', '.join(names)})" for op, names in registers.items())))
             lines += [pad + hints[node]] if node in hints else []
             line = walk.node(node, index)
             if line is not None:
