@@ -4,9 +4,9 @@ target, is ``svod.codegen.pipeline``'s.
 
 ::
 
-    lower       every target: anchor_ranges, fuse_products, decompose, speculate_gated_loads, split_reduction,
-                share_reduction_loops
-                (the parts of one long reduction); gate_effects; describe (what lowering did)
+    lower       every target: anchor_ranges, fuse_products, decompose, speculate_gated_loads, split_reduction
+                (the parts of one long reduction); gate_effects; describe (what lowering did); a CPU's
+                share_reduction_loops (independent sums over one length in one loop)
       <- upcast     a reduction's loop doing more per turn: upcast_reductions (tiles of outputs),
                     split_reductions (independent partials)
     nest_order  a nest of parallel ranges ordered by what it accesses: parallel_nest, order_parallel_nest

@@ -321,7 +321,7 @@ class Jit:
     def _foldable_value(self, name: str, value: Any) -> bool:
         """Whether an argument the variant is read for the value of may be a constant of its kernels
         (``_read_variant``): a Python int (weakly typed, as its literal is) that the function never assigns nor
-        returns as it is: ``_kept``, which holds every name ``_with_local_copies`` copies)."""
+        returns as it is (``_kept``, which holds every name ``_with_local_copies`` copies)."""
         return type(value) is int and name not in self._kept
 
     def _variant_key(self, kinds: tuple[Any, ...], arguments: Mapping[str, Any]) -> tuple[Any, ...]:
