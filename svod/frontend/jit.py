@@ -60,11 +60,16 @@ from svod.frontend.phases import Definition, Item, Reader, Structure, inner_item
 from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
 from svod.frontend.source import Source, refusal
 from svod.frontend.temporaries import Temporary
+from svod.runtime.cache import LeastRecentlyUsed
 from svod.runtime.plan import ExecutionPlan
 from svod.runtime.taping import RECORDING, Recorder
 
 CALLS_KEPT = 64
 """The signatures of calls a jitted function keeps plans at hand for (``Jit._calls``)."""
+PLANS_KEPT = 64
+"""The plans a jitted function keeps (``Jit._plans``), the least recently used dropped first: each holds its
+temporaries' buffers, so a program that calls with ever new shapes holds these at most (and those ``_calls``
+still runs)."""
 
 
 # ---- the decorator -------------------------------------------------------------------------------------------
@@ -90,7 +95,7 @@ class Jit:
         Source.of(fn)  # a function whose source cannot be read is refused where it is decorated
         self._source: Source | None = None
         self._structure: Structure | None = None
-        self._plans: dict[tuple[Any, ...], Prepared] = {}
+        self._plans: LeastRecentlyUsed[Prepared] = LeastRecentlyUsed(budget=0, most=PLANS_KEPT)  # counted, not weighed
         self._calls: dict[tuple[Any, ...], _Call] = {}
         """The plans of calls with every argument an array or a number, by ``_call_key``, each with its generated
         dispatcher (``svod.frontend.jit_dispatch``): a call like one before runs its plan without binding,
@@ -242,7 +247,8 @@ class Jit:
                    *self._signature(arguments, variant))
             found = self._plans.get(key)
             if found is None:
-                found = self._plans[key] = self._build(variant, arguments, device)
+                found = self._build(variant, arguments, device)
+                self._plans.put(key, found, 0)
         return found
 
     def variant(self, arguments: Mapping[str, Any], taped: bool = False, defaulted: frozenset[str] = frozenset(),

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -68,12 +68,12 @@ class LeastRecentlyUsed(Generic[V]):
         self.budget = budget
         self.most = most
         self.held = 0
-        self._entries: OrderedDict[CacheKey, tuple[V, int]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: CacheKey) -> V | None:
+    def get(self, key: Hashable) -> V | None:
         """The entry, marked as just used. Safe without a lock: each step is one atomic dict operation."""
         found = self._entries.get(key)
         if found is None:
@@ -84,7 +84,7 @@ class LeastRecentlyUsed(Generic[V]):
             return found[0]
         return found[0]
 
-    def put(self, key: CacheKey, value: V, nbytes: int) -> None:
+    def put(self, key: Hashable, value: V, nbytes: int) -> None:
         old = self._entries.pop(key, None)
         self.held += nbytes - (0 if old is None else old[1])
         self._entries[key] = (value, nbytes)

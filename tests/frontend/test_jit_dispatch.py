@@ -17,6 +17,7 @@ import pytest
 import svod
 from svod import prange
 from svod.errors import GraphError, LinAlgError, VariableError
+from svod.frontend import jit as jit_module
 
 SIZES = (0, 1, 2, 7, 13)
 
@@ -237,3 +238,15 @@ def test_a_call_reads_its_own_result_while_another_thread_runs_the_same_plan(dev
     the plan's memory after its run, is its own, not that of another thread's call that ran in between."""
     mine, other = _interleaved_totals(device, through_dispatcher)
     assert (mine, other) == (1000.0, 2000.0)
+
+
+def test_a_function_called_with_ever_new_shapes_keeps_so_many_plans_and_computes_each_again(monkeypatch):
+    """A plan holds its temporaries' buffers: a function called with a new shape each time keeps ``PLANS_KEPT``
+    plans at most, and a shape whose plan was dropped gets a new one that computes what Python does."""
+    monkeypatch.setattr(jit_module, "PLANS_KEPT", 3)
+    fresh = svod.jit(total.fn)
+    arrays = [np.arange(n, dtype=np.float64) for n in (1, 2, 3, 5, 8, 13)]
+    for x in [*arrays, *arrays[:2]]:
+        assert fresh(x) == sum(x.tolist())
+        assert len(fresh._plans) <= 3
+    assert len(fresh._plans) == 3
