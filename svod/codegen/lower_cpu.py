@@ -276,8 +276,10 @@ def _summed_ranges(effect: UOp, ranges: Sequence[UOp], written: set[UOp], others
                         key=range_order))
 
 
-PRIVATE_BYTES = 32 * 1024
-"""The largest buffer of atomic adds a CPU thread keeps a private copy of: on its stack, in its L1 cache."""
+PRIVATE_BYTES = 64 * 1024
+"""The largest buffer of atomic adds a CPU thread keeps a private copy of: on its stack (a thread's is 8 MiB by
+default, 128 KiB with musl), in its L1 or L2 cache: a gradient's adds into the adjoint of a few thousand 3-D
+positions (an n-body energy's) are plain adds there, locked ones past it."""
 
 
 def privatize_atomics(sink: UOp) -> UOp:
@@ -286,11 +288,12 @@ def privatize_atomics(sink: UOp) -> UOp:
 
     Threads that add into one small buffer contend for its cache lines, and each add is a locked
     instruction even without contention; a private copy takes plain adds. A buffer qualifies when it may hold
-    at most ``PRIVATE_BYTES``, the kernel only adds into it (no load, store, MAX or MIN), and it makes at least
+    at most its share of ``PRIVATE_BYTES`` (which the copies of the buffers a kernel adds into hold together),
+    the kernel only adds into it (no load, store, MAX or MIN), and it makes at least
     as many adds per thread as the buffer may have elements (else the copy costs more than it saves). The
     kernel becomes: the copy set to 0 (``-0.0`` for floats, which any sum keeps), the kernel with its adds into
     the copy, then each thread's copy added into the buffer (integer zeros skipped). A buffer of symbolic size
-    gets a copy of ``PRIVATE_BYTES``, used where the buffer fits it, its adds made atomically into the buffer
+    gets a copy of its share, used where the buffer fits it, its adds made atomically into the buffer
     where it does not (a histogram of a symbolic bin count, all locked adds, ran many times slower), in a
     loop nest of their own after the kernel's (a gate that no loop computes opens its IF around the loops). So
     only in a kernel that makes these adds and nothing else: an effect beside them would share the loop the IF
@@ -310,10 +313,11 @@ def privatize_atomics(sink: UOp) -> UOp:
     setup: list[UOp] = []
     flush: list[UOp] = []
     private: dict[UOp, tuple[UOp, UOp | None]] = {}  # the copy, and where the buffer fits it (None: always)
+    share = PRIVATE_BYTES // max(len(adds), 1)  # the copies hold PRIVATE_BYTES together, on each thread's stack
     for buffer, found in adds.items():
         assert isinstance(buffer.dtype, PtrDType)
         base, size = buffer.dtype.base, param_size(buffer)
-        held = PRIVATE_BYTES // base.itemsize
+        held = share // base.itemsize
         work = sum(math.prod(int(r.src[0].vmax) for r in live[e]) for e in found)
         if buffer in others or size.vmax <= 0 or size.vmin > held \
                 or work < min(held, int(size.vmax)):

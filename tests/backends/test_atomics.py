@@ -70,7 +70,7 @@ def _histogram_of_n(dtype=dtypes.int32):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize(("n", "bins"), [(0, 1), (1, 1), (1009, 7), (100_003, 251), (70_001, 8192), (70_001, 8193),
-                                         (5, 100_000)])
+                                         (70_001, 16_384), (70_001, 16_385), (5, 100_000)])
 def test_counts_of_a_symbolic_bin_count_are_kept_per_thread_where_they_fit(threads, compiler, n, bins):
     """Over a variable bin count the private copy holds ``PRIVATE_BYTES``: a histogram whose counts fit it adds
     into copies, one whose counts do not adds atomically into the buffer; both keep what it held."""
@@ -79,6 +79,31 @@ def test_counts_of_a_symbolic_bin_count_are_kept_per_thread_where_they_fit(threa
     counts = start.copy()
     svod.run(_histogram_of_n(), [counts, values], device=cpu_device(threads, compiler), bins=bins, n=n)
     np.testing.assert_array_equal(counts, start + np.bincount(values, minlength=bins).astype(np.int32))
+
+
+@svod.kernel
+def pair_differences(g, p):
+    """Over the pairs ``i < j``: what a gradient of a pair potential by positions scatters, each pair's term
+    added into both bodies' rows."""
+    n = p.shape[0]
+    for i in svod.prange(n):
+        for j in svod.prange(n):
+            if j > i:
+                for d in range(3):
+                    svod.atomic_add(g, (i, d), p[i, d] - p[j, d])
+                    svod.atomic_add(g, (j, d), p[j, d] - p[i, d])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("n", [1, 2, 31, 1500, 2048, 2731])
+def test_adds_into_a_pair_potentials_gradient_sum_over_every_pair(threads, compiler, n):
+    """The gradient of 2,048 positions in 3-D (48 KiB of float64) is kept per thread; 2,731 (64 KiB and one row
+    past it) is added into atomically: both sum ``p[i] - p[j]`` over every other body, ``n p[i] - sum(p)``."""
+    p = np.random.default_rng(n).integers(-8, 8, (n, 3)).astype(np.float64)  # small integers: every sum exact
+    g = np.full((n, 3), -0.0)
+    pair_differences(g, p, device=cpu_device(threads, compiler))
+    np.testing.assert_array_equal(g, n * p - p.sum(axis=0))
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -1435,6 +1435,23 @@ def test_a_buffer_of_symbolic_size_gets_a_copy_used_where_it_fits():
     assert own and not set(own) & {r for r in adds[0].toposort() if r.op is Ops.RANGE}
 
 
+def _positions_gradients(count: int):
+    """Adds into ``count`` float64 buffers of 48 KiB each (the gradient of 2,048 positions in 3-D)."""
+    k = KernelBuilder("positions")
+    idx = k.buffer(dtypes.int32, 1 << 16)
+    i = k.range(1 << 16)
+    for _ in range(count):
+        k.atomic_add(k.buffer(dtypes.float64, 2048 * 3)[idx[i]], 1.0)
+    return k.build()
+
+
+def test_the_buffers_a_kernel_adds_into_share_the_private_bytes():
+    """A thread's copies are on its stack together: one float64 buffer of 48 KiB is copied whole, two are not
+    (each past its half of ``PRIVATE_BYTES``)."""
+    assert [c.dtype.size for c in _private_copies(_lowered(_positions_gradients(1), threads=2))] == [2048 * 3]
+    assert _private_copies(_lowered(_positions_gradients(2), threads=2)) == []
+
+
 def test_a_buffer_of_symbolic_size_is_not_copied_in_a_kernel_that_does_more_than_add():
     """The adds into the buffer itself would run in loops of their own, apart from the kernel's other effects."""
     k = KernelBuilder("histogram_and_store")
