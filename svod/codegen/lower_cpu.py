@@ -277,9 +277,9 @@ def _summed_ranges(effect: UOp, ranges: Sequence[UOp], written: set[UOp], others
 
 
 PRIVATE_BYTES = 64 * 1024
-"""The largest buffer of atomic adds a CPU thread keeps a private copy of: on its stack (a thread's is 8 MiB by
-default, 128 KiB with musl), in its L1 or L2 cache: a gradient's adds into the adjoint of a few thousand 3-D
-positions (an n-body energy's) are plain adds there, locked ones past it."""
+"""The most bytes of private copies of buffers of atomic adds a CPU thread keeps for a kernel: on its stack, in
+its L1 or L2 cache. A gradient's adds into the adjoint of a few thousand 3-D positions (an n-body energy's) are
+plain adds there, locked ones past it."""
 
 
 def privatize_atomics(sink: UOp) -> UOp:
