@@ -7,6 +7,7 @@ item's own element, in a pass of its own for a shifted or a broadcast read, with
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 
 from svod.frontend.adjoint_forward import WorkItem
@@ -18,6 +19,7 @@ from svod.frontend.adjoint_text import (
     Value,
     flat,
     indented,
+    integer,
     names_in,
     passed_through,
     renamed,
@@ -253,8 +255,9 @@ class Backward(WorkItem):
     def storable(self, kernel: Lines, passes: list[Lines]) -> frozenset[str]:
         """The arrays whose adjoint a store could set where it is new (all zeros) for the same result: the
         kernel only reads the array, its passes name the adjoint nowhere, and the adjoint kernel names it in
-        one plain add, run at most once per work item (under conditions, in no sequential loop) into the work
-        item's own element (``plain``), which no other work item's reaches."""
+        plain adds only, each run at most once per work item (under conditions, in no sequential loop) into the
+        work item's own elements (``plain``), which no other work item's reaches, no two into one element
+        (``_apart``: a row's columns, ``x[i, 0]`` and ``x[i, 1]``)."""
         found = []
         for array, grad in self.grads.items():
             if array in self.written or array in self.updated or array not in self.plain:
@@ -264,8 +267,10 @@ class Backward(WorkItem):
                 continue
             texts = [part for text, _ in kernel for part in text.split("\n")]
             places = [k for k, text in enumerate(texts) if named.search(text)]
-            if len(places) == 1 and texts[places[0]].lstrip().startswith(f"{grad}[") \
-                    and "] += " in texts[places[0]] and _conditional(texts, places[0]):
+            adds = [texts[k].lstrip() for k in places]
+            if places and all(text.startswith(f"{grad}[") and "] += " in text for text in adds) \
+                    and all(_conditional(texts, k) for k in places) \
+                    and _apart([text[len(grad) + 1:text.index("] += ")] for text in adds]):
                 found.append(array)
         return frozenset(found)
 
@@ -288,6 +293,17 @@ class Backward(WorkItem):
         if carry:
             lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
         return lines or [("pass", loop.line)]
+
+
+def _apart(indices: list[str]) -> bool:
+    """Whether the indices reach one element each: every two differ in a component that is an integer constant
+    in both."""
+    parts = []
+    for index in indices:
+        node = ast.parse(index, mode="eval").body
+        parts.append([integer(p) for p in (node.elts if isinstance(node, ast.Tuple) else [node])])
+    return all(len(a) == len(b) and any(x is not None and y is not None and x != y for x, y in zip(a, b, strict=True))
+               for a, b in itertools.combinations(parts, 2))
 
 
 def _conditional(texts: list[str], place: int) -> bool:

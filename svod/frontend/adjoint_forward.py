@@ -68,6 +68,9 @@ class WorkItem:
         """The arrays the work item updates (``+=``, ``-=``, ``svod.atomic_add``)."""
         self.atomic = False
         """Whether the work item adds with ``svod.atomic_add``."""
+        self.loaded: dict[tuple[str, str], tuple[str, str | None]] = {}
+        """The block's reads so far, by array and index, each with its guard: a read of an element again is the
+        first read's value where that one was made whenever this one is (``load``)."""
 
     def refuse(self, node: ast.AST, what: str, change: str) -> GradientError:
         line = getattr(node, "lineno", self.line)
@@ -181,8 +184,8 @@ class WorkItem:
         self.env.update({n: _TURN_OWN for n in assigned})
         self.env.update({n: c.phi for n, c in zip(names, carried, strict=True)})
         self.env[name] = loop.variable
-        outer = self.forward, self.values
-        self.forward, self.values = loop.forward, loop.values
+        outer = self.forward, self.values, self.loaded
+        self.forward, self.values, self.loaded = loop.forward, loop.values, {}
         self.sequential.append(name)
         for inner in stmt.body:
             self.line = inner.lineno
@@ -190,7 +193,7 @@ class WorkItem:
         self.line = stmt.lineno
         self.sequential.pop()
         self.turn_ends(stmt, dict(zip(names, carried, strict=True)))
-        self.forward, self.values = outer
+        self.forward, self.values, self.loaded = outer
         self.forward.append(loop)
         self.values.append(loop)
         self.env = before
@@ -322,11 +325,18 @@ class WorkItem:
                           "write it with arithmetic, svod.math functions, min, max, abs and conditional expressions")
 
     def load(self, array: str, index: str, node: ast.expr, guard: str | None) -> str:
-        """A read of ``array[index]`` as the kernel found the array."""
+        """A read of ``array[index]`` as the kernel found the array: the value of an earlier read of the element
+        in this block (or this turn) made under no guard or under this one (the array is unwritten so far: a read
+        after a write is the held value), so that its adjoint adds into the element once, where each read's
+        would add (``x[i] * x[i]``)."""
         self.reads.add(array)
+        earlier = self.loaded.get((array, index))
+        if earlier is not None and earlier[1] in (None, guard):
+            return earlier[0]
         result = self.local(f"{array}[{index}]", guard)
         self.values.append(Value(result, (), guard, self.line, array=array, index=index,
                                  own=place(node, self.loops), alone=place(node, self.spread)))
+        self.loaded[(array, index)] = (result, guard)
         return result
 
     def call(self, node: ast.Call, guard: str | None) -> str:

@@ -1,6 +1,7 @@
 """An adjoint stores into a new adjoint array, rather than adding into its zeros, only where one plain add per
-work item reaches each element (``Adjoint.storable``): the layer norm's x. Two reads of one element, a read in
-a sequential loop, a gather, an array the kernel writes, a pull into an adjoint holding values, and a second
+work item reaches each element (``Adjoint.storable``): the layer norm's x, a row's columns each read once, an
+element read twice (its reads are one value). Reads of one element under two conditions, a read in a
+sequential loop, a gather, an array the kernel writes, a pull into an adjoint holding values, and a second
 call adding into the same gradient each keep the add; every gradient agrees with central differences of plain
 Python (float64) on every device, and with the closed form."""
 
@@ -27,6 +28,21 @@ def normalised(y, x, mean, var, gamma, beta):
 def read_twice(y, x):
     for i in svod.prange(x.shape[0]):
         y[i] = x[i] * x[i] + x[i]
+
+
+@svod.kernel
+def row_product(y, x):
+    for i in svod.prange(x.shape[0]):
+        y[i] = x[i, 0] * x[i, 1] + x[i, 0]
+
+
+@svod.kernel
+def either_branch(y, x):
+    for i in svod.prange(x.shape[0]):
+        if i % 2 == 0:
+            y[i] = x[i] * 2.0
+        else:
+            y[i] = svod.math.sin(x[i])
 
 
 @svod.kernel
@@ -86,14 +102,18 @@ def test_the_layer_norms_x_is_stored_into_and_nothing_else():
     assert adjoint(normalised, _floats(normalised), frozenset({"x", "gamma", "y"})).stored == {"x"}
 
 
-@pytest.mark.parametrize("kernel", [read_twice, columns_in_turn, gathered, in_place])
+@pytest.mark.parametrize("kernel", [either_branch, columns_in_turn, gathered, in_place])
 def test_no_store_where_an_element_takes_more_than_one_add_or_its_array_is_written(kernel):
     assert adjoint(kernel, _floats(kernel)).storable == frozenset()
 
 
-def test_a_sum_of_turns_added_once_after_the_loop_and_a_guarded_read_are_stored():
-    assert adjoint(summed_in_turn, _floats(summed_in_turn)).storable == {"x"}
-    assert adjoint(even_sines, _floats(even_sines)).storable == {"x"}
+@pytest.mark.parametrize("kernel", [summed_in_turn, even_sines, read_twice, row_product])
+def test_a_sum_of_turns_added_once_after_the_loop_a_guarded_read_and_reads_of_distinct_elements_are_stored(kernel):
+    assert adjoint(kernel, _floats(kernel)).storable == {"x"}
+
+
+def test_an_element_read_twice_is_one_read_whose_adjoint_is_added_once():
+    assert _adds(read_twice).count("x_grad[i]") == 1
 
 
 def _layer_norm_inputs(rows, cols, dtype):
@@ -113,13 +133,15 @@ def test_the_stored_layer_norm_agrees_with_differences(device, rows, cols):
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 13])
-def test_the_adjoints_that_keep_their_adds_agree_with_differences(device, n):
+def test_each_kernels_adjoint_agrees_with_differences(device, n):
     f = float_of(device)
     x = np.random.default_rng(n).standard_normal(n).astype(f)
     if n > 2:
         x[1], x[2] = -0.0, 0.0
     for kernel, args in ((read_twice, (np.zeros(n, f), x)), (summed_in_turn, (np.zeros(n, f), x)),
                          (even_sines, (np.zeros(n, f), x)), (in_place, (x.copy(),)),
+                         (either_branch, (np.zeros(n, f), x)),
+                         (row_product, (np.zeros(n, f), np.stack([x, x[::-1]], axis=1))),
                          (columns_in_turn, (np.zeros(n, f), np.outer(x, np.arange(1.0, 4.0)).astype(f)))):
         agrees_with_differences(kernel, device, *args)
     if n:
