@@ -17,6 +17,7 @@ from svod.frontend.adjoint_text import (
     Lines,
     Loop,
     Value,
+    components,
     flat,
     indented,
     integer,
@@ -298,10 +299,7 @@ class Backward(WorkItem):
 def _apart(indices: list[str]) -> bool:
     """Whether the indices reach one element each: every two differ in a component that is an integer constant
     in both."""
-    parts = []
-    for index in indices:
-        node = ast.parse(index, mode="eval").body
-        parts.append([integer(p) for p in (node.elts if isinstance(node, ast.Tuple) else [node])])
+    parts = [[integer(p) for p in components(ast.parse(index, mode="eval").body)] for index in indices]
     return all(len(a) == len(b) and any(x is not None and y is not None and x != y for x, y in zip(a, b, strict=True))
                for a, b in itertools.combinations(parts, 2))
 

@@ -36,6 +36,7 @@ import numpy as np
 from svod.errors import GradientError
 from svod.frontend import pylang
 from svod.frontend.adjoint import Adjoint, adjoint
+from svod.frontend.adjoint_text import components
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 
@@ -63,7 +64,7 @@ def _factor(node: ast.expr, variables: set[str]) -> Factor | None:
     """``x[a, b]`` (``x[a]``) of distinct ``variables`` as a Factor; None for another read."""
     if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
         return None
-    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    parts = components(node.slice)
     names = tuple(part.id for part in parts if isinstance(part, ast.Name))
     if len(names) != len(parts) or not 1 <= len(names) <= 2 or len(set(names)) != len(names) \
             or not set(names) <= variables:

@@ -30,7 +30,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from svod.frontend.adjoint_text import Lines, Loop, Value, indented, integer, names_in
+from svod.frontend.adjoint_text import Lines, Loop, Value, components, indented, integer, names_in
 
 Pattern = tuple[str | None, ...]
 """Per component of a read's index: the parallel loop's variable it is, or None for an integer constant."""
@@ -54,8 +54,7 @@ def pattern(index: str, spread: list[str], loops: list[str]) -> Pattern | None:
     """``index``'s arrangement of parallel loops' variables (``spread``, of ``loops``) where it is a broadcast
     read's: each component a variable (none twice), an integer constant or the variable of a loop of one turn,
     some variables held and some lacked."""
-    node = ast.parse(index, mode="eval").body
-    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    parts = components(ast.parse(index, mode="eval").body)
     found: list[str | None] = []
     for part in parts:
         if isinstance(part, ast.Name) and part.id in spread:

@@ -141,12 +141,16 @@ def renamed(lines: Lines, name: str, new: str) -> Lines:
     return [(found.sub(new, text), line) for text, line in lines]
 
 
+def components(index: ast.expr) -> list[ast.expr]:
+    """An index's components: a tuple's elements, or the one expression it is."""
+    return index.elts if isinstance(index, ast.Tuple) else [index]
+
+
 def shifted(index: str, loops: list[str]) -> bool:
     """Whether ``index`` holds each parallel loop's variable plus an integer constant (``i - 1``) as a component of
     its own, and its other components are constants or sequential loops' variables: then no two work items reach
     one element through it, whatever the sizes (``svod.codegen.safety`` proves the pass that adds through it)."""
-    node = ast.parse(index, mode="eval").body
-    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    parts = components(ast.parse(index, mode="eval").body)
     found = [_variable(part) for part in parts]
     if sorted(v for v in found if v is not None) != sorted(loops):
         return False
@@ -179,9 +183,8 @@ def canonical(index: str) -> str:
     ``i - -1`` as ``i + 1``, ``i + 0`` as ``i``): reads of one element then have one index's text, so that their
     adjoints share a pass (``shifted``) and a read back of a stored element is recognised however it is spelled."""
     node = ast.parse(index, mode="eval").body
-    parts = node.elts if isinstance(node, ast.Tuple) else [node]
     spelled = []
-    for part in parts:
+    for part in components(node):
         found = _affine(part)
         spelled.append(ast.parse(offset(*found), mode="eval").body if found is not None else part)
     return ast.unparse(ast.Tuple(spelled, ast.Load()) if isinstance(node, ast.Tuple) else spelled[0])
@@ -194,7 +197,7 @@ def total(shares: list[str]) -> str:
 def place(index: ast.expr, loops: list[str]) -> tuple[int, ...] | None:
     """Where in ``index`` each of ``loops`` stands as a component of its own (``x[i, 0]``: ``(0,)``), or None
     if one does not: reads whose parallel loops' variables stand alike are each work item's own."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    parts = components(index)
     names = [p.id if isinstance(p, ast.Name) else None for p in parts]
     if any(names.count(loop) != 1 for loop in loops):
         return None
