@@ -440,11 +440,12 @@ def _reassociable(store: UOp) -> UOp:
 def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, Mapping[UOp, frozenset[UOp]]], UOp | None],
                    prepare: Callable[[UOp], UOp] | None = None) -> UOp:
     """``sink`` with each store that ``row_of`` gives a range split into ``rows`` copies along it (``_split``:
-    tiles, and an edge store over the rows they leave), ``prepare``d first; as it is where no store is, or
-    where its effects must run in each work item's order (``_entangled``)."""
+    tiles, and an edge store over the rows they leave), ``prepare``d first; as it is where no store is, where
+    its effects must run in each work item's order (``_entangled``), or where a split would leave another
+    effect of the rows' work items behind (``_left_behind``)."""
     live = live_ranges(sink)
     found = {e: row for e in sink.src if e.op is Ops.STORE and (row := row_of(e, live)) is not None}
-    if not found or _entangled(sink):
+    if not found or _entangled(sink) or _left_behind(sink, found, live):
         return sink
     split = [r for r in dict.fromkeys(found.values()) if not _divides(rows, r.src[0])]
     before = sink.src
@@ -458,6 +459,16 @@ def _rows_per_pass(sink: UOp, rows: int, row_of: Callable[[UOp, Mapping[UOp, fro
         tiles, edge = _split(effect if prepare is None else prepare(effect), row, rows, edge_axes.get(row))
         out += [*tiles, *([edge] if edge is not None else [])]
     return sink.replace(src=tuple(out))
+
+
+def _left_behind(sink: UOp, found: Mapping[UOp, UOp], live: Mapping[UOp, frozenset[UOp]]) -> bool:
+    """Whether an effect runs over a range that ``found`` splits some store along (by store) without being split
+    along it too: the split stores' rows become a range of their own, and the effect stays on the old one, no
+    longer in their work items. ``lower_cpu.thread_split`` spreads one of the two ranges over the threads and
+    runs the other on one thread (a layer norm's adjoint, whose elementwise store and row sum ran in one pass
+    over each row, ran every row's sum on one thread)."""
+    return any(row in live[effect] and found.get(effect) is not row
+               for row in dict.fromkeys(found.values()) for effect in sink.src if effect.op in EFFECTS)
 
 
 def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> UOp | None:
@@ -475,7 +486,7 @@ def _streamed_row(store: UOp, live: Mapping[UOp, frozenset[UOp]], rows: int) -> 
     if not outputs or any(r not in live[reduce] for r in live[store]):
         return None
     loads = [u for u in reduce.src[0].toposort() if u.op is Ops.LOAD]
-    turned = [u for u in loads if k in u.src[0].toposort()]
+    turned = [u for u in loads if _turns(u, k)]
     if any(unit_stride(load.src[0].src[1], r) for load in loads for r in outputs if not _strided_only(turned, r)):
         return None
     streamed = [load for load in loads if unit_stride(load.src[0].src[1], k)]
@@ -536,10 +547,15 @@ def _reduction_loads(store: UOp) -> list[UOp]:
 
 
 def _turned_loads(store: UOp) -> list[UOp]:
-    """The loads of ``store``'s reductions that read another element each turn (their index depends on the
-    reduction's range)."""
+    """The loads of ``store``'s reductions that read another element each turn (``_turns``)."""
     return [u for red in store.src[1].toposort() if red.op is Ops.REDUCE for u in red.src[0].toposort()
-            if u.op is Ops.LOAD and any(r in u.src[0].toposort() for r in red.src[1:])]
+            if u.op is Ops.LOAD and any(_turns(u, r) for r in red.src[1:])]
+
+
+def _turns(load: UOp, r: UOp) -> bool:
+    """Whether ``load``'s index depends on range ``r``: which element it reads, not the memory state it reads it
+    in (a load after a store in ``r``'s loop reads the state that turn's store left, one element every turn)."""
+    return any(r in part.toposort() for part in load.src[0].src[1:])
 
 
 def _strided_only(loads: list[UOp], r: UOp) -> bool:

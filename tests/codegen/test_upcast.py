@@ -16,6 +16,7 @@ from svod.codegen.lower import anchor_ranges, describe
 from svod.codegen.lower_cpu import tile_for_cpu
 from svod.codegen.upcast import EXTREMA, split_reductions
 from svod.device import DeviceCaps
+from svod.device.caps import CORE_ID
 from svod.errors import IndexOutOfBoundsError
 from svod.ir import Ops, UOp, simplify
 from tests.helpers import refuses
@@ -140,3 +141,51 @@ def test_a_vector_matrix_product_in_rows_of_its_columns_computes_what_numpy_does
     found = np.full(columns, -1.0)
     svod.run(_vector_matrix(columns, n), [found, *values], device=device)
     np.testing.assert_allclose(found, values[0] @ values[1], rtol=1e-12, atol=1e-12)
+
+
+@svod.kernel
+def scaled_rows_and_their_sums(x, scale, out, sums):
+    for i in svod.prange(x.shape[0]):
+        total = 0.0
+        for k in range(x.shape[1]):
+            v = x[i, k] * scale[i]
+            total += v
+            out[i, k] += v
+        sums[i] += total
+
+
+def _scaled_rows(n: int, m: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(n * 31 + m)
+    return [rng.integers(-9, 10, (n, m)).astype(np.float64), rng.integers(-3, 4, n).astype(np.float64),
+            rng.integers(-9, 10, (n, m)).astype(np.float64), rng.integers(-9, 10, n).astype(np.float64)]
+
+
+def test_a_row_sum_beside_an_elementwise_store_runs_on_every_thread():
+    """A layer norm's adjoint stores each row's elements and adds up the row in one pass. Two ways split the sum
+    off to loops of its own, which the threads' split left to one thread (ten times the pass's time): streamed
+    rows (``stream_rows``: the store stayed behind on the row range), and a tile of 16 rows per pass whose
+    loads of ``x`` were gathers down a column (``upcast_reductions``, which took ``scale[i]``, read after each
+    turn's store to ``out``, for a load that turns with the sum). Every store runs in the threads' chunks."""
+    caps = DeviceCaps(host_memory=True, overlaps_on_host=True, threads=2, vector_registers=16, vector_lanes=True)
+    target = pipeline.Target(svod.DeviceSpec.parse("CPU"), caps, None)
+    sink = pipeline.lower(scaled_rows_and_their_sums.build(*_scaled_rows(512, 256)), target).sink
+
+    def in_chunks(store: UOp) -> bool:
+        return any(r.op is Ops.RANGE and any(v.op is Ops.DEFINE_VAR and v.arg[0] == CORE_ID
+                                             for v in r.src[0].toposort()) for r in store.toposort())
+
+    stores = [e for e in sink.src if e.op is Ops.STORE]
+    assert len(stores) == 2
+    assert all(in_chunks(store) for store in stores)
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (1, 256), (7, 3), (17, 33), (512, 256)])
+def test_a_row_sum_beside_an_elementwise_store_computes_what_numpy_does(compiled_device, n, m):
+    if refuses(compiled_device, svod.dtypes.float64):
+        return
+    x, scale, out, sums = _scaled_rows(n, m)
+    scaled = x * scale[:, None]
+    expected_out, expected_sums = out + scaled, sums + scaled.sum(axis=1)
+    scaled_rows_and_their_sums(x, scale, out, sums, device=compiled_device)
+    np.testing.assert_array_equal(out, expected_out)
+    np.testing.assert_array_equal(sums, expected_sums)
