@@ -25,9 +25,11 @@ the first call to take it found it), and refuses (``GradientError``) an array th
 next call that takes it (numpy wrote it in the block: the tape cannot differentiate that change), and at
 ``backward`` for an array the backward pass takes from the caller (no call wrote it since a call read it: numpy
 wrote it after the block, and the gradient would be taken at values the forward never saw). A copy and a
-comparison each read the array once, at memory speed: a fifth of the time of a checksum, and exact, for one
-copy of each array the tape took (``checked_bytes``). ``vjp``'s tape, which records one call, keeps copies of
-only the arrays its adjoint reads.
+comparison each read the array once, at memory speed, and are exact, for one copy of each array the tape took
+(``checked_bytes``). Of an array of ``DIGESTED_BYTES`` or more the tape keeps a digest instead
+(``svod.frontend.digests``), which reading the array once computes, on the CPU's threads, where the copy and
+the comparison move it three times between them and the copy doubles its memory; a change escapes a digest about
+once in 2**64. ``vjp``'s tape, which records one call, keeps copies of only the arrays its adjoint reads.
 
 An ``@svod.jit`` call's kernel calls run one after another, no code of the caller's between them: the tape copies
 what they wrote once, at the call's end, and compares an array they read at the first that reads it. The arrays
@@ -56,6 +58,7 @@ from svod.errors import GradientError
 from svod.frontend.adjoint import Adjoint, stored_once
 from svod.frontend.adjoint_gemm import adjoint_of
 from svod.frontend.buffers import Lease, Order, Pool
+from svod.frontend.digests import Digest, digest
 from svod.frontend.pykernel import Kernel
 from svod.runtime.taping import RECORDING
 
@@ -91,8 +94,15 @@ def _words(array: np.ndarray) -> np.ndarray:
     return flat.view(np.uint64) if flat.size % 8 == 0 else flat
 
 
-def _same(kept: np.ndarray, array: np.ndarray) -> bool:
-    """Whether ``array`` holds the values ``kept`` (a copy of it) holds, bit for bit."""
+DIGESTED_BYTES = 1 << 22
+"""The size from which the tape keeps an array's digest to compare, not a copy: below it, a copy and a comparison
+in the cache take less time than computing the digest twice."""
+
+
+def _same(kept: np.ndarray | Digest, array: np.ndarray) -> bool:
+    """Whether ``array`` holds the values ``kept`` (a copy of it, or its digest) holds, bit for bit."""
+    if isinstance(kept, Digest):
+        return digest(array) == kept
     if kept.dtype == array.dtype and kept.shape == array.shape and kept.flags.c_contiguous \
             and array.flags.c_contiguous:
         left, right = _words(kept), _words(array)
@@ -241,9 +251,9 @@ class Tape:
         self._records: list[_Record] = []
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
-        self._states: dict[Key, np.ndarray] = {}
-        """A copy of each array as the last recorded call that wrote it left it, or as the first call since found
-        it: a call finding it otherwise finds a change the tape did not record."""
+        self._states: dict[Key, np.ndarray | Digest] = {}
+        """A copy of each array (its digest, from ``DIGESTED_BYTES``) as the last recorded call that wrote it left it,
+        or as the first call since found it: a call finding it otherwise finds a change the tape did not record."""
         self._outside: str | None = None
         """The first array a call found changed since the call before it, if any: ``backward`` refuses."""
         self._token: Any = None
@@ -301,8 +311,8 @@ class Tape:
     @property
     def checked_bytes(self) -> int:
         """The bytes of the copies the tape holds of the arrays its calls took, as they took them, to refuse one
-        changed outside the calls (one per array, apart from ``saved_bytes``)."""
-        return sum(state.nbytes for state in self._states.values())
+        changed outside the calls (one per array smaller than ``DIGESTED_BYTES``, apart from ``saved_bytes``)."""
+        return sum(state.nbytes for state in self._states.values() if isinstance(state, np.ndarray))
 
     @property
     def peak_saved_bytes(self) -> int:
@@ -384,10 +394,11 @@ class Tape:
         return _Copy(before, self._lease.copy(array), array.shape)
 
     def _keep(self, key: Key, array: np.ndarray) -> None:
-        """Keep a copy of ``array`` as ``key``'s state (``_states``), the one it replaces given back."""
+        """Keep a copy of ``array`` as ``key``'s state (``_states``; its digest, from ``DIGESTED_BYTES``), the copy
+        it replaces given back."""
         old = self._states.get(key)
-        self._states[key] = self._lease.copy(array)
-        if old is not None:
+        self._states[key] = digest(array) if array.nbytes >= DIGESTED_BYTES else self._lease.copy(array)
+        if isinstance(old, np.ndarray):
             self._lease.give(old)
 
     def made(self, array: np.ndarray, uniform: bool) -> None:

@@ -1,0 +1,82 @@
+"""The digest of an array's bits, which a tape keeps of a large array in place of a copy (``svod.frontend.tape``)
+to find it changed outside its calls: computing one reads the array once, where a copy and a comparison move it
+three times and hold a second array as large.
+
+A digest is two sums, modulo 2**32, over the array's 32-bit words (its bytes past the last whole word are kept as
+they are). Each sum adds every word mixed with its position by a bijective finalizer of its own (an xor-shift and
+multiply chain; the first's constants are MurmurHash3's, the second's a published alternative's), so changing one
+word always changes both sums, moving one word to another position changes them, and changes of several words
+leave both as they were about once in 2**64. A svod kernel computes them, the words in blocks the CPU's threads
+share, at the speed of memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from svod.frontend.pykernel import Kernel
+from svod.frontend.pylang import prange
+from svod.runtime.taping import RECORDING
+
+BLOCK_WORDS = 1 << 14
+"""The words each work item of the digest adds up: ``DIGEST_SUMS``' blocks."""
+
+
+def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
+    """``sums[b, 0]`` and ``sums[b, 1]``: block ``b``'s two sums of its mixed words."""
+    for b in prange(sums.shape[0]):
+        first = np.uint32(0)
+        second = np.uint32(0)
+        for k in range(b * BLOCK_WORDS, min(b * BLOCK_WORDS + BLOCK_WORDS, words.shape[0])):
+            at = np.uint32(k)
+            h = words[k] ^ (at * np.uint32(0x9E3779B9))
+            h ^= h >> np.uint32(16)
+            h *= np.uint32(0x85EBCA6B)
+            h ^= h >> np.uint32(13)
+            h *= np.uint32(0xC2B2AE35)
+            h ^= h >> np.uint32(16)
+            first += h
+            g = (words[k] + at * np.uint32(0x7FEB352D)) ^ np.uint32(0x68E31DA4)
+            g ^= g >> np.uint32(15)
+            g *= np.uint32(0x2C1B3C6D)
+            g ^= g >> np.uint32(12)
+            g *= np.uint32(0x297A2D39)
+            g ^= g >> np.uint32(15)
+            second += g
+        sums[b, 0] = first
+        sums[b, 1] = second
+
+
+DIGEST_SUMS = Kernel(_digest_sums, name="digest_sums")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What ``digest`` keeps of an array: its shape, dtype, the two sums of its words and its bytes past them."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    sums: tuple[int, int]
+    tail: bytes
+
+
+def digest(array: np.ndarray) -> Digest:
+    """The digest of ``array``'s elements in C order (of a copy, where it is not C-contiguous), computed on the CPU
+    outside any tape's recording."""
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    whole = flat.size // 4 * 4
+    words = flat[:whole].view(np.uint32)
+    sums = (0, 0)
+    if words.size:
+        blocks = np.empty((-(-words.size // BLOCK_WORDS), 2), np.uint32)
+        token = RECORDING.set(None)
+        try:
+            DIGEST_SUMS(words, blocks, device="CPU")
+        finally:
+            RECORDING.reset(token)
+        sums = (int(blocks[:, 0].sum(dtype=np.uint32)), int(blocks[:, 1].sum(dtype=np.uint32)))
+    return Digest(array.shape, array.dtype.str, sums, flat[whole:].tobytes())
+
+
+__all__ = ["BLOCK_WORDS", "Digest", "digest"]
