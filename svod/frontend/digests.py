@@ -16,11 +16,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from svod.frontend.pykernel import Kernel
-from svod.frontend.pylang import prange
+from svod.frontend.pylang import func, prange
 from svod.runtime.taping import RECORDING
 
 BLOCK_WORDS = 1 << 14
 """The words each work item of the digest adds up: ``DIGEST_SUMS``' blocks."""
+
+
+@func
+def _finalized(h, shifts, multipliers):  # type: ignore[no-untyped-def]
+    """A 32-bit word through an xor-shift-multiply finalizer: ``shifts`` three, ``multipliers`` two (odd), so that
+    each step, and the whole, is a bijection."""
+    h ^= h >> np.uint32(shifts[0])
+    h *= np.uint32(multipliers[0])
+    h ^= h >> np.uint32(shifts[1])
+    h *= np.uint32(multipliers[1])
+    return h ^ (h >> np.uint32(shifts[2]))
 
 
 def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
@@ -30,20 +41,9 @@ def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
         second = np.uint32(0)
         for k in range(b * BLOCK_WORDS, min(b * BLOCK_WORDS + BLOCK_WORDS, words.shape[0])):
             at = np.uint32(k)
-            h = words[k] ^ (at * np.uint32(0x9E3779B9))
-            h ^= h >> np.uint32(16)
-            h *= np.uint32(0x85EBCA6B)
-            h ^= h >> np.uint32(13)
-            h *= np.uint32(0xC2B2AE35)
-            h ^= h >> np.uint32(16)
-            first += h
-            g = (words[k] + at * np.uint32(0x7FEB352D)) ^ np.uint32(0x68E31DA4)
-            g ^= g >> np.uint32(15)
-            g *= np.uint32(0x2C1B3C6D)
-            g ^= g >> np.uint32(12)
-            g *= np.uint32(0x297A2D39)
-            g ^= g >> np.uint32(15)
-            second += g
+            first += _finalized(words[k] ^ (at * np.uint32(0x9E3779B9)), (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
+            second += _finalized((words[k] + at * np.uint32(0x7FEB352D)) ^ np.uint32(0x68E31DA4), (15, 12, 15),
+                                 (0x2C1B3C6D, 0x297A2D39))
         sums[b, 0] = first
         sums[b, 1] = second
 
