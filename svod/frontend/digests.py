@@ -3,11 +3,11 @@ to find it changed outside its calls: computing one reads the array once, where 
 three times and hold a second array as large.
 
 A digest is two sums, modulo 2**32, over the array's 32-bit words (its bytes past the last whole word are kept as
-they are). Each sum adds every word mixed with its position by a bijective finalizer of its own (an xor-shift and
-multiply chain; the first's constants are MurmurHash3's, the second's a published alternative's), so changing one
-word always changes both sums, moving one word to another position changes them, and changes of several words
-leave both as they were about once in 2**64. A svod kernel computes them, the words in blocks the CPU's threads
-share, at the speed of memory."""
+they are). Each sum adds every word, its position xored in (the first) or added (the second), through a bijective
+finalizer of its own (an xor-shift and multiply chain; the first's constants are MurmurHash3's, the second's a
+published alternative's), so changing one word always changes both sums, moving one word to another position
+changes them, and changes of several words leave both as they were about once in 2**64. A svod kernel computes
+them, the words in blocks the CPU's threads share, at about the speed of memory."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
         second = np.uint32(0)
         for k in range(b * BLOCK_WORDS, min(b * BLOCK_WORDS + BLOCK_WORDS, words.shape[0])):
             at = np.uint32(k)
-            first += _finalized(words[k] ^ (at * np.uint32(0x9E3779B9)), (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
-            second += _finalized((words[k] + at * np.uint32(0x7FEB352D)) ^ np.uint32(0x68E31DA4), (15, 12, 15),
-                                 (0x2C1B3C6D, 0x297A2D39))
+            first += _finalized(words[k] ^ at, (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
+            second += _finalized((words[k] + at) ^ np.uint32(0x68E31DA4), (15, 12, 15), (0x2C1B3C6D, 0x297A2D39))
         sums[b, 0] = first
         sums[b, 1] = second
 

@@ -26,8 +26,8 @@ def _sums(data: bytes) -> tuple[int, int]:
     first = second = 0
     for position in range(len(data) // 4):
         word = int.from_bytes(data[4 * position:4 * position + 4], "little")
-        first += _fmix(word ^ ((position * 0x9E3779B9) & MASK), (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
-        second += _fmix(((word + position * 0x7FEB352D) & MASK) ^ 0x68E31DA4, (15, 12, 15), (0x2C1B3C6D, 0x297A2D39))
+        first += _fmix(word ^ (position & MASK), (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
+        second += _fmix(((word + position) & MASK) ^ 0x68E31DA4, (15, 12, 15), (0x2C1B3C6D, 0x297A2D39))
     return first & MASK, second & MASK
 
 
