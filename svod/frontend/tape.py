@@ -100,7 +100,7 @@ in the cache take less time than computing the digest twice."""
 
 
 def _same(kept: np.ndarray | Digest, array: np.ndarray) -> bool:
-    """Whether ``array`` holds the values ``kept`` (a copy of it, or its digest) holds, bit for bit."""
+    """Whether ``array`` holds the values ``kept`` holds: a copy of it, bit for bit, or its digest."""
     if isinstance(kept, Digest):
         return digest(array) == kept
     if kept.dtype == array.dtype and kept.shape == array.shape and kept.flags.c_contiguous \
