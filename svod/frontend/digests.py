@@ -17,7 +17,7 @@ import numpy as np
 
 from svod.frontend.pykernel import Kernel
 from svod.frontend.pylang import func, prange
-from svod.runtime.taping import RECORDING
+from svod.runtime.taping import unrecorded
 
 BLOCK_WORDS = 1 << 14
 """The words each work item of the digest adds up: ``DIGEST_SUMS``' blocks."""
@@ -69,11 +69,8 @@ def digest(array: np.ndarray) -> Digest:
     sums = (0, 0)
     if words.size:
         blocks = np.empty((-(-words.size // BLOCK_WORDS), 2), np.uint32)
-        token = RECORDING.set(None)
-        try:
+        with unrecorded():
             DIGEST_SUMS(words, blocks, device="CPU")
-        finally:
-            RECORDING.reset(token)
         sums = (int(blocks[:, 0].sum(dtype=np.uint32)), int(blocks[:, 1].sum(dtype=np.uint32)))
     return Digest(array.shape, array.dtype.str, sums, flat[whole:].tobytes())
 

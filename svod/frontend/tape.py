@@ -60,7 +60,7 @@ from svod.frontend.adjoint_gemm import adjoint_of
 from svod.frontend.buffers import Lease, Order, Pool
 from svod.frontend.digests import Digest, digest
 from svod.frontend.pykernel import Kernel
-from svod.runtime.taping import RECORDING
+from svod.runtime.taping import RECORDING, unrecorded
 
 Key = tuple[int, tuple[int, ...], tuple[int, ...], str]
 """An array's memory: its address, shape, strides and dtype."""
@@ -349,11 +349,8 @@ class Tape:
             if self._keeps(key, before, record):
                 copies[key] = self._before(key, before)
         self._peak = max(self._peak, self.saved_bytes + sum(copy.nbytes for copy in copies.values()))
-        token = RECORDING.set(None)
-        try:
+        with unrecorded():
             kernel(*args, device=device)
-        finally:
-            RECORDING.reset(token)
         self._records.append(record)
         for key in sorted(record.written()):
             self._writes.setdefault(key, []).append(index)
@@ -500,15 +497,14 @@ class Tape:
         self._dead()
         mark = self._lease.mark()
         self._borrowed = self._borrowable(seeds)
-        token = RECORDING.set(None)
         try:
-            running = {key: value if key in self._borrowed else self._copy(value, self._gives(key))
-                       for key, value in seeds.items()}
-            for start in reversed(range(0, len(self._records), self._spacing)):
-                self._reverse(start, min(start + self._spacing, len(self._records)), running,
-                              functools.partial(self._at, index=start), self.saved_bytes)
+            with unrecorded():
+                running = {key: value if key in self._borrowed else self._copy(value, self._gives(key))
+                           for key, value in seeds.items()}
+                for start in reversed(range(0, len(self._records), self._spacing)):
+                    self._reverse(start, min(start + self._spacing, len(self._records)), running,
+                                  functools.partial(self._at, index=start), self.saved_bytes)
         finally:
-            RECORDING.reset(token)
             self._lease.release(mark)  # (what the pass took: its adjoints that are not given, its replays' copies)
         for key, value in running.items():
             if not self._gives(key):

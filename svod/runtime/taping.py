@@ -4,6 +4,8 @@ call it records as its phases' kernel calls)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -31,6 +33,17 @@ class Recorder(Protocol):
 
 RECORDING: ContextVar[Recorder | None] = ContextVar("svod_recording", default=None)
 """The tape whose ``with`` block this thread is in, if any."""
+
+
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """A block whose kernel calls no tape records: the tape's own runs (a recorded call, the backward pass, an
+    array's digest)."""
+    token = RECORDING.set(None)
+    try:
+        yield
+    finally:
+        RECORDING.reset(token)
 
 
 def refuse_on_tape(what: str, *names: str) -> None:
