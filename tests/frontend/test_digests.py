@@ -13,12 +13,10 @@ from svod.frontend.digests import BLOCK_WORDS, digest
 MASK = (1 << 32) - 1
 
 
-def _fmix(h: int, shifts: tuple[int, int, int], multipliers: tuple[int, int]) -> int:
+def _fmix(h: int, shifts: tuple[int, int], multiplier: int) -> int:
     h ^= h >> shifts[0]
-    h = (h * multipliers[0]) & MASK
-    h ^= h >> shifts[1]
-    h = (h * multipliers[1]) & MASK
-    return h ^ (h >> shifts[2])
+    h = (h * multiplier) & MASK
+    return h ^ (h >> shifts[1])
 
 
 def _sums(data: bytes) -> tuple[int, int]:
@@ -26,8 +24,8 @@ def _sums(data: bytes) -> tuple[int, int]:
     first = second = 0
     for position in range(len(data) // 4):
         word = int.from_bytes(data[4 * position:4 * position + 4], "little")
-        first += _fmix(word ^ (position & MASK), (16, 13, 16), (0x85EBCA6B, 0xC2B2AE35))
-        second += _fmix(((word + position) & MASK) ^ 0x68E31DA4, (15, 12, 15), (0x2C1B3C6D, 0x297A2D39))
+        first += _fmix(word ^ (position & MASK), (16, 13), 0x85EBCA6B)
+        second += _fmix(((word + position) & MASK) ^ 0x68E31DA4, (15, 12), 0x2C1B3C6D)
     return first & MASK, second & MASK
 
 
