@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import operator
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,22 +108,48 @@ class Adjoint:
     forward: weakref.ref[Kernel] | None = field(default=None, compare=False, repr=False)
     """The kernel differentiated, for an adjoint that leaves some arrays' adjoints out (``pull``); weak, as the
     kernel keys the adjoints kept of it."""
+    covered: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Of ``storable``, the arrays whose adjoint the kernel adds into at every element its parallel loops
+    reach, each with those loops' extents by the array's dimension (``Backward.covered``): where a call's
+    extents are the array's shape, ``covers``."""
+    prologue: tuple[tuple[str, str], ...] = ()
+    """The locals the kernel sets before its loop, with their expressions: what an extent may name."""
 
     @property
     def needs(self) -> frozenset[str]:
         """The arrays whose values the adjoint reads."""
         return self.reads if self.needed is None else self.needed
 
+    def covers(self, name: str, args: Mapping[str, Any]) -> bool:
+        """Whether, for a call on ``args`` (by name), the adjoint stores into every element of ``name``'s adjoint
+        where that is new: its parallel loops' extents, worked out from the arguments, are the array's shape. Such
+        an adjoint may be taken uninitialised, not zeroed (``pull``'s ``unset``)."""
+        extents = dict(self.covered).get(name)
+        array = args.get(name)
+        if extents is None or not isinstance(array, np.ndarray) or array.ndim != len(extents):
+            return False
+        values = dict(args)
+        for local, text in self.prologue:
+            values[local] = _extent(ast.parse(text, mode="eval").body, values)
+        return all(_extent(ast.parse(text, mode="eval").body, values) == size
+                   for text, size in zip(extents, array.shape, strict=True))
+
     def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
-             device: Any, spent: frozenset[str] = frozenset()) -> None:
+             device: Any, spent: frozenset[str] = frozenset(), unset: frozenset[str] = frozenset()) -> None:
         """Run the adjoint on the call's arguments ``args`` (by name, in the kernel's order, as the call found
         them): add into ``adjoints`` (by the name of each of ``grads``' arrays) those of what the call read, and
         set those of what it overwrote to theirs before the call. An adjoint given as None is no gradient's asked
         for: the adjoint of the kernel made without that array stores and adds nothing into it. ``fresh`` says
         which adjoints hold zeros only: one the adjoint adds into once per element (``storable``) it stores
         into, unread. Of the arrays the call wrote, the adjoints of those ``spent`` names nothing reads after:
-        they are read, and left as they were where the call overwrote them."""
+        they are read, and left as they were where the call overwrote them. The adjoints ``unset`` names were
+        taken uninitialised where the adjoint ``covers`` them; one the adjoint made does not store into is
+        zeroed first."""
         made = self.made(adjoints, fresh, spent)
+        for name in sorted(unset - made.stored):
+            given = adjoints[name]
+            if given is not None:
+                given.fill(0)
         for kernel in (*made.passes, made.kernel):
             if kernel is not None:
                 kernel(*args.values(), *(adjoints[name] for name, _ in made.grads), device=device)
@@ -162,6 +190,31 @@ _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[tuple[frozenset[str], frozense
     = weakref.WeakKeyDictionary()
 
 
+_OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+
+
+def _extent(node: ast.expr, values: Mapping[str, Any]) -> int | None:
+    """The integer a loop's extent comes to for a call on ``values`` (its arguments and the locals before its
+    loop, by name): an integer, an int argument, an array's ``.shape[k]``, and ``+``, ``-``, ``*`` and ``//`` of
+    those; None for anything else."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.Name):
+        value = values.get(node.id)
+        return int(value) if isinstance(value, int | np.integer) and not isinstance(value, bool) else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+            and isinstance(node.value.value, ast.Name) and isinstance(node.slice, ast.Constant):
+        array, axis = values.get(node.value.value.id), node.slice.value
+        shape = array.shape if isinstance(array, np.ndarray) else ()
+        return shape[axis] if type(axis) is int and -len(shape) <= axis < len(shape) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.FloorDiv):
+        left, right = _extent(node.left, values), _extent(node.right, values)
+        if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and right == 0):
+            return None
+        return _OPERATIONS[type(node.op)](left, right)
+    return None
+
+
 def adjoint(kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset(),
             spent: frozenset[str] = frozenset()) -> Adjoint:
     """The adjoint of ``kernel`` for a call whose float array arguments are ``floats`` (made once, then kept);
@@ -196,6 +249,7 @@ class _Differentiator(Backward):
                  spent: frozenset[str] = frozenset()) -> None:
         super().__init__(kernel, floats, stored, spent)
         self.needed: set[str] = set()
+        self.prologue: list[tuple[str, str]] = []
 
     def adjoint(self) -> Adjoint:
         lines = _Lines()
@@ -212,6 +266,7 @@ class _Differentiator(Backward):
                 raise self.refuse(stmt, "a statement outside the kernel's svod.prange loop",
                                   "compute it inside the loop, or in a kernel of its own")
             lines.add(ast.unparse(stmt), stmt.lineno, 1)
+            self.prologue.append((stmt.targets[0].id, ast.unparse(stmt.value)))
         if len(loops) != 1 or not self.is_prange(loops[0]):
             raise self.refuse(loops[1] if len(loops) > 1 else self.source.node,
                               "a kernel that is not one svod.prange loop (or nest of them)",
@@ -240,7 +295,8 @@ class _Differentiator(Backward):
                 source.add(text, line, 1)
             kernels.append(self.kernel_of(source, len(kernels) if scatter is not None else None))
         storable = self.stored or self.storable(works[-1], works[:-1])
-        return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None), storable)
+        covered = () if self.stored else self.covered(works[-1], storable, nest)
+        return self.result(grads, kernels[-1], tuple(k for k in kernels[:-1] if k is not None), storable, covered)
 
     def live(self, backward: Lines) -> Forward:
         """The forward's statements the backward's need, directly or through others (each sequential loop
@@ -277,11 +333,11 @@ class _Differentiator(Backward):
                       bounds=bounds) if self.writes else None  # (the forward's ints' bounds: its proofs)
 
     def result(self, grads: tuple[tuple[str, str], ...], kernel: Kernel | None, passes: tuple[Kernel, ...],
-               storable: frozenset[str]) -> Adjoint:
+               storable: frozenset[str], covered: tuple[tuple[str, tuple[str, ...]], ...]) -> Adjoint:
         written = tuple(p for p in self.parameters if p in self.written)
         return Adjoint(kernel, grads, written, frozenset(self.reads), frozenset(self.reads) & set(written),
                        frozenset(self.updated), frozenset(self.needed), passes, self.floats, storable, self.stored,
-                       self.spent, weakref.ref(self.kernel))
+                       self.spent, weakref.ref(self.kernel), covered, tuple(self.prologue))
 
 
 _ONCE: weakref.WeakKeyDictionary[Kernel, frozenset[str]] = weakref.WeakKeyDictionary()

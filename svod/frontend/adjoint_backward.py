@@ -23,6 +23,7 @@ from svod.frontend.adjoint_text import (
     integer,
     names_in,
     passed_through,
+    place,
     renamed,
     shifted,
     total,
@@ -275,6 +276,32 @@ class Backward(WorkItem):
                 found.append(array)
         return frozenset(found)
 
+    def covered(self, kernel: Lines, storable: frozenset[str], nest: list[ast.For]
+                ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Of ``storable``, the arrays whose adjoint the adjoint kernel adds into once, in every work item, under
+        no condition, at the element its parallel loops' variables index (each a component of its own, and
+        nothing else): where the loops' extents are the array's shape, its store sets every element. Each with
+        those extents' expressions, by the array's dimension (``Adjoint.covers`` works them out for a call)."""
+        stops = [_stop(loop) for loop in nest]
+        texts = [part for text, _ in kernel for part in text.split("\n")]
+        found = []
+        for array in sorted(storable):
+            grad = self.grads[array]
+            named = re.compile(rf"\b{re.escape(grad)}\b")
+            adds = [text for text in texts if named.search(text)]
+            if len(adds) != 1 or not adds[0].startswith(f"{grad}["):  # (indented: under an if)
+                continue
+            index = ast.parse(adds[0][len(grad) + 1:adds[0].index("] += ")], mode="eval").body
+            where = place(index, self.loops)
+            if where is None or len(components(index)) != len(nest):
+                continue
+            extents = [""] * len(nest)
+            for component, stop in zip(where, stops, strict=True):
+                extents[component] = stop or ""
+            if all(extents):
+                found.append((array, tuple(extents)))
+        return tuple(found)
+
     def render(self, forward: Forward) -> Lines:
         """A block's forward as the adjoint kernel's statements, its loops written out."""
         lines: Lines = []
@@ -294,6 +321,17 @@ class Backward(WorkItem):
         if carry:
             lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
         return lines or [("pass", loop.line)]
+
+
+def _stop(loop: ast.For) -> str | None:
+    """The extent of a ``svod.prange`` that counts from 0 (``prange(n)``, ``prange(0, n)``), as its source spells
+    it; None for another."""
+    call = loop.iter
+    if not isinstance(call, ast.Call) or call.keywords or len(call.args) not in (1, 2):
+        return None
+    if len(call.args) == 2 and integer(call.args[0]) != 0:
+        return None
+    return ast.unparse(call.args[-1])
 
 
 def _apart(indices: list[str]) -> bool:

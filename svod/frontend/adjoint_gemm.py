@@ -208,10 +208,11 @@ class GemmAdjoint(Adjoint):
     product: Product | None = None
 
     def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
-             device: Any, spent: frozenset[str] = frozenset()) -> None:
+             device: Any, spent: frozenset[str] = frozenset(), unset: frozenset[str] = frozenset()) -> None:
         """Add to the adjoints ``adjoints`` gives (None: not wanted) of the factors those of the product, and
         zero the product's, but where ``spent`` names it (nothing reads it after): ``fresh`` says which
-        adjoints hold zeros only, to store into rather than add."""
+        adjoints hold zeros only, to store into rather than add. (``unset`` is empty: this adjoint ``covers``
+        nothing.)"""
         assert self.product is not None
         result, total = self.product.result, self.product.sum
         given = adjoints.get(result.array)

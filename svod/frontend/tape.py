@@ -687,7 +687,10 @@ class Tape:
         keys = [record.keys[parameters.index(name)] for name in names]
         spent = frozenset(name for name, key in zip(names, keys, strict=True)
                           if key in record.spent) & stored_once(record.kernel)
-        adjoints, fresh, repeated = self._adjoints(record, keys, running)
+        named = dict(zip(parameters, args, strict=False))
+        covered = [record.adjoint.covers(name, named) for name in names]
+        adjoints, fresh, repeated, uninitialised = self._adjoints(record, keys, running, covered)
+        unset = frozenset(name for name, taken in zip(names, uninitialised, strict=True) if taken)
         given = dict(zip(names, adjoints, strict=True))
         news = dict(zip(names, fresh, strict=True))
         writes = record.adjoint.writes(given, news, spent)
@@ -697,42 +700,47 @@ class Tape:
             borrowed, running[key] = running[key], self._copy(running[key], self._gives(key))
             self._borrowed.discard(key)
             given = {name: running[key] if value is borrowed else value for name, value in given.items()}
-        record.adjoint.pull(dict(zip(parameters, args, strict=False)), given, news, record.device, spent)
+        record.adjoint.pull(named, given, news, record.device, spent, unset)
         for key, value in repeated:
             running[key] += value
 
-    def _adjoints(self, record: _Record, keys: list[Key | None], running: dict[Key, np.ndarray]) \
-            -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]]]:
+    def _adjoints(self, record: _Record, keys: list[Key | None], running: dict[Key, np.ndarray],
+                  covered: list[bool]) -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]],
+                                                list[bool]]:
         """Per array of the record's adjoint: its running adjoint (None where dead; new zeros for one not
-        taken yet), whether that holds zeros only, and the arrays of the second adjoints of arrays passed
-        twice."""
+        taken yet, uninitialised where the adjoint stores every element of it, ``covered``), whether that holds
+        zeros only (or is new), the arrays of the second adjoints of arrays passed twice, and per array whether
+        its adjoint was taken uninitialised."""
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
-        for key in keys:
+        uninitialised: list[bool] = []
+        for key, whole in zip(keys, covered, strict=True):
             assert key is not None
+            uninitialised.append(whole and key not in record.dead and key not in running)
             if key in record.dead:
                 adjoints.append(None)
                 fresh.append(True)
                 continue
             fresh.append(key not in running)
             if key not in running:
-                running[key] = self._zeros(self._arrays[key], self._gives(key))
+                running[key] = self._new(self._arrays[key], self._gives(key), zeroed=not whole)
             if any(running[key] is given for given in adjoints):
-                repeated.append((key, self._zeros(running[key], False)))
+                repeated.append((key, self._new(running[key], False)))
                 adjoints.append(repeated[-1][1])
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        return adjoints, fresh, repeated
+        return adjoints, fresh, repeated, uninitialised
 
-    def _zeros(self, like: np.ndarray, given: bool) -> np.ndarray:
-        """A new adjoint for ``like``, laid out as it is: the caller's where ``given`` (of ``np.zeros``, whose
-        large arrays take pages the system zeroes as they are first written), else the lease's."""
+    def _new(self, like: np.ndarray, given: bool, zeroed: bool = True) -> np.ndarray:
+        """A new adjoint for ``like``, laid out as it is, of zeros where ``zeroed`` (else uninitialised: the
+        adjoint stores every element): the caller's where ``given``, else the lease's. (A large ``np.zeros`` is
+        no free page the system zeroes: memory a freed array gave back is set to zero element by element.)"""
         order: Order = "F" if like.flags.f_contiguous and not like.flags.c_contiguous else "C"
         if given:
-            return np.zeros(like.shape, like.dtype, order=order)
-        return self._lease.zeros(like.shape, like.dtype, order)
+            return (np.zeros if zeroed else np.empty)(like.shape, like.dtype, order=order)
+        return (self._lease.zeros if zeroed else self._lease.empty)(like.shape, like.dtype, order)
 
     def _copy(self, array: np.ndarray, given: bool) -> np.ndarray:
         """A copy of ``array``: the caller's where ``given``, else the lease's."""

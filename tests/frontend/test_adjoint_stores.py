@@ -3,7 +3,10 @@ work item reaches each element (``Adjoint.storable``): the layer norm's x, a row
 element read twice (its reads are one value). Reads of one element under two conditions, a read in a
 sequential loop, a gather, an array the kernel writes, a pull into an adjoint holding values, and a second
 call adding into the same gradient each keep the add; every gradient agrees with central differences of plain
-Python (float64) on every device, and with the closed form."""
+Python (float64) on every device, and with the closed form. Where the stores reach every element of the array
+(``Adjoint.covered``, for a call whose loops' extents are the array's shape: ``covers``), the tape takes the
+gradient uninitialised: those gradients are whole where every new array holds NaN, and those of a call whose
+loops fall short keep their zeros."""
 
 from __future__ import annotations
 
@@ -205,3 +208,99 @@ def test_no_store_where_a_pass_adds_into_the_same_gradient(device, rows, cols):
     rng = np.random.default_rng(rows + cols)
     agrees_with_differences(row_scaled_plus_first, device, np.zeros((rows, cols), f),
                             rng.standard_normal((rows, cols)).astype(f), rng.standard_normal(rows).astype(f))
+
+
+@svod.kernel
+def all_but_last(y, x):
+    for i in svod.prange(x.shape[0] - 1):
+        y[i] = x[i] * x[i]
+
+
+@svod.kernel
+def first_n(y, x, n):
+    for i in svod.prange(n):
+        y[i] = svod.math.exp(x[i])
+
+
+@svod.kernel
+def transposed(y, x):
+    rows = x.shape[0]
+    for j in svod.prange(0, x.shape[1]):
+        for i in svod.prange(rows):
+            y[j, i] = x[i, j] * 3.0
+
+
+def test_an_adjoint_stored_once_by_every_work_item_names_the_extents_that_cover_its_array():
+    """``covered``: the one unconditional add at the element the loops' variables index, with each loop's
+    extent by the array's dimension; none under an if, at two elements a work item, or at a shifted place."""
+    assert adjoint(normalised, _floats(normalised)).covered == (("x", ("x.shape[0]", "x.shape[1]")),)
+    assert adjoint(read_twice, _floats(read_twice)).covered == (("x", ("x.shape[0]",)),)
+    assert adjoint(transposed, _floats(transposed)).covered == (("x", ("rows", "x.shape[1]")),)
+    assert adjoint(transposed, _floats(transposed)).prologue == (("rows", "x.shape[0]"),)
+    for kernel in (row_product, even_sines, either_branch, columns_in_turn, gathered, in_place):
+        assert adjoint(kernel, _floats(kernel)).covered == ()
+
+
+@pytest.mark.parametrize("n", [0, 1, 6, 7])
+def test_an_adjoint_covers_its_array_only_where_the_calls_extents_are_its_shape(n):
+    x, y = np.ones(7), np.zeros(7)
+    assert adjoint(first_n, _floats(first_n)).covers("x", {"y": y, "x": x, "n": n}) == (n == 7)
+    assert not adjoint(all_but_last, _floats(all_but_last)).covers("x", {"y": y, "x": x})
+    made = adjoint(transposed, _floats(transposed))
+    assert made.covers("x", {"y": np.zeros((3, 2)), "x": np.ones((2, 3))})
+    assert not made.covers("x", {"y": np.zeros((3, 2)), "x": np.ones((2,))})  # (a shape the extents cannot read)
+
+
+@pytest.fixture
+def poisoned_new_arrays(monkeypatch):
+    """Every uninitialised array a tape takes holds all-ones bytes (NaN in a float), as reused memory may: an
+    adjoint taken so that its kernel does not store into every element shows NaN there."""
+    from svod.frontend import buffers
+
+    numpy_empty, lease_empty = np.empty, buffers.Lease.empty
+
+    def empty(*args, **kwargs):
+        made = numpy_empty(*args, **kwargs)
+        made.view(np.uint8)[...] = 0xFF
+        return made
+
+    def lease(self, *args, **kwargs):
+        made = lease_empty(self, *args, **kwargs)
+        made.view(np.uint8)[...] = 0xFF
+        return made
+
+    monkeypatch.setattr(np, "empty", empty)
+    monkeypatch.setattr(buffers.Lease, "empty", lease)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_gradients_taken_uninitialised_are_whole_and_those_not_covered_keep_their_zeros(device, n,
+                                                                                          poisoned_new_arrays):
+    f = float_of(device)
+    x = np.random.default_rng(n).standard_normal(n).astype(f)
+    for kernel, args in ((read_twice, (np.zeros(n, f), x)), (all_but_last, (np.zeros(n, f), x)),
+                         (first_n, (np.zeros(n, f), x, n)), (first_n, (np.zeros(n, f), x, n - 1)),
+                         (transposed, (np.zeros((3, n), f), np.outer(x, np.arange(1.0, 4.0)).astype(f)))):
+        agrees_with_differences(kernel, device, *args)
+    _, pullback = svod.vjp(all_but_last, np.zeros(n, f), x, device=device)
+    assert pullback(np.ones(n, f))[1][-1] == 0.0
+    with svod.Tape() as tape:  # (an adjoint the tape keeps for itself: the lease's)
+        y = np.zeros(n, f)
+        z = np.zeros(n, f)
+        read_twice(y, x, device=device)
+        read_twice(z, y, device=device)
+    tape.backward(grads=[(z, np.ones(n, f))])
+    want = (2 * (x * x + x) + 1) * (2 * x + 1)
+    np.testing.assert_allclose(tape.grad(x), want, rtol=1e-5 if f == np.float32 else 1e-12)
+
+
+def test_an_adjoint_taken_uninitialised_that_the_pull_adds_into_is_zeroed_first(device):
+    """``unset`` names an adjoint the adjoint made adds into (here: not new, so not stored): ``pull`` zeroes it
+    rather than add into what the memory held."""
+    f = float_of(device)
+    x = np.linspace(-1.0, 1.0, 9).astype(f)
+    seed = np.linspace(0.5, 1.5, 9).astype(f)
+    adjoints = {"y": seed.copy(), "x": np.full(9, np.nan, f)}
+    adjoint(read_twice, _floats(read_twice)).pull({"y": np.zeros(9, f), "x": x}, adjoints,
+                                                  {"y": False, "x": False}, device, unset=frozenset({"x"}))
+    np.testing.assert_allclose(adjoints["x"], seed * (2 * x + 1), rtol=1e-6)
