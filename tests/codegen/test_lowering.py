@@ -1435,20 +1435,24 @@ def test_a_buffer_of_symbolic_size_gets_a_copy_used_where_it_fits():
     assert own and not set(own) & {r for r in adds[0].toposort() if r.op is Ops.RANGE}
 
 
+POSITIONS = PRIVATE_BYTES * 3 // 4 // 8
+"""Float64 elements of three quarters of ``PRIVATE_BYTES`` (as the gradient of some thousand positions in 3-D)."""
+
+
 def _positions_gradients(count: int):
-    """Adds into ``count`` float64 buffers of 48 KiB each (the gradient of 2,048 positions in 3-D)."""
+    """Adds into ``count`` float64 buffers of ``POSITIONS`` elements each."""
     k = KernelBuilder("positions")
     idx = k.buffer(dtypes.int32, 1 << 16)
     i = k.range(1 << 16)
     for _ in range(count):
-        k.atomic_add(k.buffer(dtypes.float64, 2048 * 3)[idx[i]], 1.0)
+        k.atomic_add(k.buffer(dtypes.float64, POSITIONS)[idx[i]], 1.0)
     return k.build()
 
 
 def test_the_buffers_a_kernel_adds_into_share_the_private_bytes():
-    """A thread's copies are on its stack together: one float64 buffer of 48 KiB is copied whole, two are not
-    (each past its half of ``PRIVATE_BYTES``)."""
-    assert [c.dtype.size for c in _private_copies(_lowered(_positions_gradients(1), threads=2))] == [2048 * 3]
+    """A thread's copies are on its stack together: one float64 buffer of three quarters of ``PRIVATE_BYTES``
+    is copied whole, two are not (each past its half)."""
+    assert [c.dtype.size for c in _private_copies(_lowered(_positions_gradients(1), threads=2))] == [POSITIONS]
     assert _private_copies(_lowered(_positions_gradients(2), threads=2)) == []
 
 
