@@ -143,8 +143,9 @@ class Lease:
         """Give back early an array ``empty`` made, which nothing uses any more; one it did not make stays as it
         is."""
         base = array if array.base is None else array.base
-        for position, (_, buffer) in enumerate(self._taken):
-            if buffer is base:
+        for position in range(len(self._taken) - 1, -1, -1):  # (the last taken first: a copy given back at once)
+            if self._taken[position][1] is base:
+                buffer = self._taken[position][1]
                 del self._taken[position]
                 self._held -= buffer.nbytes
                 self.pool.give([buffer], self._peak)

@@ -75,6 +75,20 @@ def key_of(array: np.ndarray) -> Key:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
+def _extent(array: np.ndarray) -> tuple[int, int]:
+    """The bytes an array's elements span, from its first to one past its last (empty for an empty array): two
+    arrays may share memory where their extents meet (``np.may_share_memory``'s test)."""
+    start = end = array.__array_interface__["data"][0]
+    if array.size == 0:
+        return start, end
+    for size, stride in zip(array.shape, array.strides, strict=True):
+        if stride < 0:
+            start += stride * (size - 1)
+        else:
+            end += stride * (size - 1)
+    return start, end + array.dtype.itemsize
+
+
 def _bits(array: np.ndarray) -> np.ndarray:
     """The array's elements as unsigned integers of their size (its bytes, for another size): two arrays of
     equal bits are equal so, a NaN's payload and the sign of a zero told apart."""
@@ -249,6 +263,8 @@ class Tape:
     def __init__(self, *, checkpoint: bool = True) -> None:
         self._checkpoint = checkpoint
         self._records: list[_Record] = []
+        self._takers: dict[Key, list[int]] = {}
+        """The recorded calls that took each array, in order."""
         self._arrays: dict[Key, np.ndarray] = {}
         self._grads: dict[Key, np.ndarray] = {}
         self._states: dict[Key, np.ndarray | Digest] = {}
@@ -261,6 +277,11 @@ class Tape:
         """The calls that wrote each array, in order."""
         self._saved: dict[tuple[Key, int], _Copy] = {}
         """An array's values before a call that overwrote them, by ``(array, call)``."""
+        self._saved_bytes = 0
+        """What ``_saved``'s copies take (``saved_bytes``), counted as they come and go."""
+        self._extents: list[tuple[int, int]] = []
+        """The memory of the arrays the calls took (``_arrays``), apart from each other (``_key`` refuses
+        another view of one), sorted: where a new array would meet one."""
         self._spacing = 1
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0
@@ -306,7 +327,7 @@ class Tape:
     @property
     def saved_bytes(self) -> int:
         """The bytes of the copies of arrays the tape holds now for its backward pass."""
-        return sum(copy.nbytes for copy in self._saved.values())
+        return self._saved_bytes
 
     @property
     def checked_bytes(self) -> int:
@@ -352,6 +373,8 @@ class Tape:
         with unrecorded():
             kernel(*args, device=device)
         self._records.append(record)
+        for key in dict.fromkeys(k for k in record.keys if k is not None):
+            self._takers.setdefault(key, []).append(index)
         for key in sorted(record.written()):
             self._writes.setdefault(key, []).append(index)
             self._uniform.pop(key, None)
@@ -366,6 +389,7 @@ class Tape:
                     copies[key].thin(self._arrays[key])
                     if copies[key].values is not whole:
                         self._lease.give(whole)
+                self._saved_bytes += copies[key].nbytes
         if self._checkpoint:
             self._thin()
 
@@ -449,7 +473,9 @@ class Tape:
             return False
         before = self._saved[(key, len(self._records) - 1)].before
         first = (before // self._spacing + 1) * self._spacing if self._checkpoint else before + 1
-        return not any(key in earlier.keys for earlier in self._records[first:-1])
+        takers = self._takers[key]
+        at = bisect.bisect_left(takers, first)
+        return at == len(takers) or takers[at] == len(self._records) - 1  # (the call itself took it: the last)
 
     def _crosses(self, before: int, index: int) -> bool:
         """Whether a checkpoint falls after call ``before`` and at or before call ``index``."""
@@ -466,6 +492,7 @@ class Tape:
         for at, kept in list(self._saved.items()):
             if not self._crosses(kept.before, at[1]):
                 del self._saved[at]
+                self._saved_bytes -= kept.nbytes
                 self._lease.give(kept.values)
 
     def _key(self, array: np.ndarray, kernel: Kernel) -> tuple[Key, bool]:
@@ -473,10 +500,14 @@ class Tape:
         key = key_of(array)
         if key in self._arrays:
             return key, False
-        if any(np.may_share_memory(array, other) for other in self._arrays.values()):
+        start, end = _extent(array)
+        at = bisect.bisect_left(self._extents, (end,))
+        if start < end and at and self._extents[at - 1][1] > start:
             raise GradientError(f"an argument of {kernel.name} may share memory with another array the tape "
                                 "recorded, as a different view of it: pass the same view, or a copy",
                                 kernel=kernel.name, stage="gradient", value=array.shape)
+        if start < end:
+            self._extents.insert(at, (start, end))
         self._arrays[key] = array
         return key, True
 
@@ -764,12 +795,15 @@ class Tape:
     def reset(self) -> None:
         """Clear the records and the gradients: the tape as new."""
         self._records.clear()
+        self._takers.clear()
         self._arrays.clear()
         self._grads.clear()
         self._states.clear()
         self._outside = None
         self._writes.clear()
         self._saved.clear()
+        self._saved_bytes = 0
+        self._extents.clear()
         self._spacing = 1
         self._peak = 0
         self._own.clear()

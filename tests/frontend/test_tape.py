@@ -5,12 +5,14 @@ nested loops of dynamic range."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import svod
 from svod.dtype import dtypes
-from svod.frontend.tape import DIGESTED_BYTES
+from svod.frontend.tape import DIGESTED_BYTES, key_of
 
 
 @svod.kernel
@@ -392,3 +394,41 @@ def test_a_change_to_a_strided_view_a_kernel_read_is_refused(size):
     x[-1] = np.nextafter(x[-1], np.inf)
     with pytest.raises(svod.errors.GradientError, match="x changed after the tape recorded weighted_sines"):
         tape.backward(loss)
+
+
+def _views(base: np.ndarray) -> list[np.ndarray]:
+    """Views of ``base`` (a 6 x 8 array) apart and overlapping: rows, columns, reversed, strided, empty, 0-d."""
+    return [base[0], base[1:3], base[5, ::-1], base[:, 0], base[::2, 1], base[3:3], base[2, 4], base[::-1, ::-3],
+            base[4:, 6:], base.T[7], base[1, 2:2], base.reshape(-1)[47:]]
+
+
+def test_a_tape_refuses_an_array_meeting_another_where_numpy_says_they_may_share_memory():
+    """``Tape._key`` finds a new array's neighbours among those it took by their sorted extents: it agrees with
+    ``np.may_share_memory`` for every pair of views, whichever came first."""
+    base = np.arange(48.0).reshape(6, 8)
+    views = _views(base)
+    for first, second in itertools.product(range(len(views)), repeat=2):
+        a, b = views[first], views[second]
+        tape = svod.Tape()
+        tape._key(a, square_in_place)
+        if key_of(a) == key_of(b):
+            continue
+        meets = np.may_share_memory(a, b)
+        try:
+            tape._key(b, square_in_place)
+        except svod.errors.GradientError:
+            assert meets, (first, second)
+        else:
+            assert not meets, (first, second)
+
+
+def test_many_arrays_apart_are_taken_and_one_meeting_any_of_them_is_refused():
+    block = np.zeros(1000)
+    tape = svod.Tape()
+    for start in range(0, 1000, 10)[::-1]:  # (taken in an order that is not the memory's)
+        tape._key(block[start:start + 5], square_in_place)
+    for start in range(5, 1000, 10):
+        tape._key(block[start:start + 5], square_in_place)  # the gaps between them
+    for start in (0, 4, 499, 995):
+        with pytest.raises(svod.errors.GradientError, match="share memory with another array"):
+            tape._key(block[start:start + 2][::-1], square_in_place)
