@@ -281,7 +281,7 @@ PRIVATE_BYTES = 128 * 1024
 thread's is megabytes: glibc gives each the process's stack limit, 8 MiB by default), in its L2 cache. A
 gradient's adds into the adjoint of a few thousand 3-D positions (an n-body energy's), or a cloth's spring forces
 into its 4,096 particles' (96 KiB), are plain adds there, locked ones past it: a locked add of a float is a
-compare-and-swap loop, and the cloth's forward ran three times slower on them."""
+compare-and-swap loop, which cost the cloth's forward most of its time."""
 
 
 def privatize_atomics(sink: UOp) -> UOp:

@@ -130,9 +130,8 @@ class Adjoint:
             return False
         values = dict(args)
         for local, text in self.prologue:
-            values[local] = _extent(ast.parse(text, mode="eval").body, values)
-        return all(_extent(ast.parse(text, mode="eval").body, values) == size
-                   for text, size in zip(extents, array.shape, strict=True))
+            values[local] = _worked_out(_parsed(text), values)
+        return all(_worked_out(_parsed(text), values) == size for text, size in zip(extents, array.shape, strict=True))
 
     def pull(self, args: dict[str, Any], adjoints: dict[str, np.ndarray | None], fresh: dict[str, bool],
              device: Any, spent: frozenset[str] = frozenset(), unset: frozenset[str] = frozenset()) -> None:
@@ -193,26 +192,32 @@ _ADJOINTS: weakref.WeakKeyDictionary[Kernel, dict[tuple[frozenset[str], frozense
 _OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 
 
-def _extent(node: ast.expr, values: Mapping[str, Any]) -> int | None:
+@functools.cache
+def _parsed(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+def _worked_out(node: ast.expr, values: Mapping[str, Any]) -> int | None:
     """The integer a loop's extent comes to for a call on ``values`` (its arguments and the locals before its
     loop, by name): an integer, an int argument, an array's ``.shape[k]``, and ``+``, ``-``, ``*`` and ``//`` of
-    those; None for anything else."""
+    those; None for anything else, or for a value past 32 bits on the way (which a kernel's narrower integers
+    could wrap, where these do not)."""
+    found: int | None = None
     if isinstance(node, ast.Constant):
-        return node.value if type(node.value) is int else None
-    if isinstance(node, ast.Name):
+        found = node.value if type(node.value) is int else None
+    elif isinstance(node, ast.Name):
         value = values.get(node.id)
-        return int(value) if isinstance(value, int | np.integer) and not isinstance(value, bool) else None
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+        found = int(value) if isinstance(value, int | np.integer) and not isinstance(value, bool) else None
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
             and isinstance(node.value.value, ast.Name) and isinstance(node.slice, ast.Constant):
         array, axis = values.get(node.value.value.id), node.slice.value
         shape = array.shape if isinstance(array, np.ndarray) else ()
-        return shape[axis] if type(axis) is int and -len(shape) <= axis < len(shape) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.FloorDiv):
-        left, right = _extent(node.left, values), _extent(node.right, values)
-        if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and right == 0):
-            return None
-        return _OPERATIONS[type(node.op)](left, right)
-    return None
+        found = shape[axis] if type(axis) is int and -len(shape) <= axis < len(shape) else None
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.FloorDiv):
+        left, right = _worked_out(node.left, values), _worked_out(node.right, values)
+        if left is not None and right is not None and not (isinstance(node.op, ast.FloorDiv) and right == 0):
+            found = _OPERATIONS[type(node.op)](left, right)
+    return found if found is not None and -(1 << 31) <= found < 1 << 31 else None
 
 
 def adjoint(kernel: Kernel, floats: frozenset[str], stored: frozenset[str] = frozenset(),

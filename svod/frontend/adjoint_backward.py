@@ -283,6 +283,8 @@ class Backward(WorkItem):
         nothing else): where the loops' extents are the array's shape, its store sets every element. Each with
         those extents' expressions, by the array's dimension (``Adjoint.covers`` works them out for a call)."""
         stops = [_stop(loop) for loop in nest]
+        if any(stop is None or names_in([(stop, 0)])[0] & set(self.loops) for stop in stops):
+            return ()  # (an extent that is a loop's variable varies: a triangle's inner loop reaches no square)
         texts = [part for text, _ in kernel for part in text.split("\n")]
         found = []
         for array in sorted(storable):
@@ -297,9 +299,8 @@ class Backward(WorkItem):
                 continue
             extents = [""] * len(nest)
             for component, stop in zip(where, stops, strict=True):
-                extents[component] = stop or ""
-            if all(extents):
-                found.append((array, tuple(extents)))
+                extents[component] = str(stop)
+            found.append((array, tuple(extents)))
         return tuple(found)
 
     def render(self, forward: Forward) -> Lines:
@@ -327,7 +328,8 @@ def _stop(loop: ast.For) -> str | None:
     """The extent of a ``svod.prange`` that counts from 0 (``prange(n)``, ``prange(0, n)``), as its source spells
     it; None for another."""
     call = loop.iter
-    if not isinstance(call, ast.Call) or call.keywords or len(call.args) not in (1, 2):
+    if not isinstance(call, ast.Call) or call.keywords or len(call.args) not in (1, 2) \
+            or any(isinstance(arg, ast.Starred) for arg in call.args):
         return None
     if len(call.args) == 2 and integer(call.args[0]) != 0:
         return None

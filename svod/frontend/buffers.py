@@ -145,10 +145,9 @@ class Lease:
         base = array if array.base is None else array.base
         for position in range(len(self._taken) - 1, -1, -1):  # (the last taken first: a copy given back at once)
             if self._taken[position][1] is base:
-                buffer = self._taken[position][1]
                 del self._taken[position]
-                self._held -= buffer.nbytes
-                self.pool.give([buffer], self._peak)
+                self._held -= base.nbytes
+                self.pool.give([base], self._peak)
                 return
 
     def mark(self) -> int:

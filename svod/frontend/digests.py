@@ -3,13 +3,13 @@ to find it changed outside its calls: computing one reads the array once, where 
 three times and hold a second array as large.
 
 A digest is two sums, modulo 2**32, over the array's 32-bit words (its bytes past the last whole word are kept as
-they are). Each sum adds every word, its position xored in (the first) or added (the second), through a bijective
-finalizer of its own (an xor-shift, a multiply by an odd constant, an xor-shift; the first's constants are from
-MurmurHash3's, the second's from a published alternative's), so changing one word always changes both sums,
-moving one word to another position changes them, and changes of several words leave both as they were about
-once in 2**64. One multiply a word and sum, where each finalizer's whole chain took two: a vector multiply of
-32-bit lanes is the slowest step, and with two the digest ran at half the speed memory gave. A svod kernel
-computes the sums, the words in blocks the CPU's threads share, the position a 32-bit counter beside the index."""
+they are). Each word, its position xored in, goes through MurmurHash3's finalizer (``fmix32``: xor-shifts and two
+multiplies, a bijection with full avalanche); the first sum adds what comes out, the second the same through an
+xor of it and two of its rotations (a bijection, as SHA-2's Σ functions are, and not linear over the sum's
+adds). So changing one word always changes both sums, moving one word to another position changes them, and
+changes of several words leave both as they were about once in 2**64. The two sums share one finalizer rather
+than each taking its own: a vector multiply of 32-bit lanes is the slowest step. A svod kernel computes them, the
+words in blocks the CPU's threads share, the position a 32-bit counter beside the index."""
 
 from __future__ import annotations
 
@@ -26,12 +26,19 @@ BLOCK_WORDS = 1 << 14
 
 
 @func
-def _finalized(h, shifts, multiplier):  # type: ignore[no-untyped-def]
-    """A 32-bit word through an xor-shift, multiply, xor-shift finalizer (``shifts`` two, ``multiplier`` odd): each
-    step, and so the whole, a bijection."""
-    h ^= h >> np.uint32(shifts[0])
-    h *= np.uint32(multiplier)
-    return h ^ (h >> np.uint32(shifts[1]))
+def _finalized(h):  # type: ignore[no-untyped-def]
+    """MurmurHash3's ``fmix32`` of a 32-bit word: each step, and so the whole, a bijection."""
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+@func
+def _spread(h):  # type: ignore[no-untyped-def]
+    """``h`` xored with its rotations by 13 and 22 bits: a bijection (three terms, an odd number)."""
+    return h ^ ((h << np.uint32(13)) | (h >> np.uint32(19))) ^ ((h << np.uint32(22)) | (h >> np.uint32(10)))
 
 
 def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
@@ -41,8 +48,9 @@ def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
         second = np.uint32(0)
         at = np.uint32(b * BLOCK_WORDS)
         for k in range(b * BLOCK_WORDS, min(b * BLOCK_WORDS + BLOCK_WORDS, words.shape[0])):
-            first += _finalized(words[k] ^ at, (16, 13), 0x85EBCA6B)
-            second += _finalized((words[k] + at) ^ np.uint32(0x68E31DA4), (15, 12), 0x2C1B3C6D)
+            mixed = _finalized(words[k] ^ at)
+            first += mixed
+            second += _spread(mixed)
             at += np.uint32(1)
         sums[b, 0] = first
         sums[b, 1] = second

@@ -280,8 +280,8 @@ class Tape:
         self._saved_bytes = 0
         """What ``_saved``'s copies take (``saved_bytes``), counted as they come and go."""
         self._extents: list[tuple[int, int]] = []
-        """The memory of the arrays the calls took (``_arrays``), apart from each other (``_key`` refuses
-        another view of one), sorted: where a new array would meet one."""
+        """The memory of the arrays the calls took (``_arrays``; an empty one's meets none), apart from each
+        other (``_key`` refuses another view of one), sorted: where a new array would meet one."""
         self._spacing = 1
         """The calls from one checkpoint to the next: a power of two whose square is at least the number of calls."""
         self._peak = 0

@@ -98,10 +98,11 @@ def pair_differences(g, p):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-@pytest.mark.parametrize("n", [1, 2, 31, 1500, 2048, 2731])
+@pytest.mark.parametrize("n", [1, 2, 31, 1500, 2048, PRIVATE_BYTES // 24, PRIVATE_BYTES // 24 + 1])
 def test_adds_into_a_pair_potentials_gradient_sum_over_every_pair(threads, compiler, n):
-    """The gradient of 2,048 positions in 3-D (48 KiB of float64) is kept per thread; 2,731 (64 KiB and one row
-    past it) is added into atomically: both sum ``p[i] - p[j]`` over every other body, ``n p[i] - sum(p)``."""
+    """The gradient of 2,048 positions in 3-D (48 KiB of float64), and of as many as ``PRIVATE_BYTES`` holds, is
+    kept per thread; one row past it is added into atomically: both sum ``p[i] - p[j]`` over every other body,
+    ``n p[i] - sum(p)``."""
     p = np.random.default_rng(n).integers(-8, 8, (n, 3)).astype(np.float64)  # small integers: every sum exact
     g = np.full((n, 3), -0.0)
     pair_differences(g, p, device=cpu_device(threads, compiler))

@@ -230,6 +230,13 @@ def transposed(y, x):
             y[j, i] = x[i, j] * 3.0
 
 
+@svod.kernel
+def lower_triangle(y, x):
+    for i in svod.prange(x.shape[0]):
+        for j in svod.prange(i + 1):
+            y[i, j] = x[i, j] * 2.0
+
+
 def test_an_adjoint_stored_once_by_every_work_item_names_the_extents_that_cover_its_array():
     """``covered``: the one unconditional add at the element the loops' variables index, with each loop's
     extent by the array's dimension; none under an if, at two elements a work item, or at a shifted place."""
@@ -237,8 +244,8 @@ def test_an_adjoint_stored_once_by_every_work_item_names_the_extents_that_cover_
     assert adjoint(read_twice, _floats(read_twice)).covered == (("x", ("x.shape[0]",)),)
     assert adjoint(transposed, _floats(transposed)).covered == (("x", ("rows", "x.shape[1]")),)
     assert adjoint(transposed, _floats(transposed)).prologue == (("rows", "x.shape[0]"),)
-    for kernel in (row_product, even_sines, either_branch, columns_in_turn, gathered, in_place):
-        assert adjoint(kernel, _floats(kernel)).covered == ()
+    for kernel in (row_product, even_sines, either_branch, columns_in_turn, gathered, in_place, lower_triangle):
+        assert adjoint(kernel, _floats(kernel)).covered == ()  # (a triangle: an extent that is a loop's variable)
 
 
 @pytest.mark.parametrize("n", [0, 1, 6, 7])
@@ -249,6 +256,8 @@ def test_an_adjoint_covers_its_array_only_where_the_calls_extents_are_its_shape(
     made = adjoint(transposed, _floats(transposed))
     assert made.covers("x", {"y": np.zeros((3, 2)), "x": np.ones((2, 3))})
     assert not made.covers("x", {"y": np.zeros((3, 2)), "x": np.ones((2,))})  # (a shape the extents cannot read)
+    huge = np.lib.stride_tricks.as_strided(x[:1], (1 << 31,), (0,))  # (a view of one element: no memory)
+    assert not adjoint(first_n, _floats(first_n)).covers("x", {"y": huge, "x": huge, "n": 1 << 31})  # (past 32 bits)
 
 
 @pytest.fixture
@@ -280,7 +289,8 @@ def test_gradients_taken_uninitialised_are_whole_and_those_not_covered_keep_thei
     x = np.random.default_rng(n).standard_normal(n).astype(f)
     for kernel, args in ((read_twice, (np.zeros(n, f), x)), (all_but_last, (np.zeros(n, f), x)),
                          (first_n, (np.zeros(n, f), x, n)), (first_n, (np.zeros(n, f), x, n - 1)),
-                         (transposed, (np.zeros((3, n), f), np.outer(x, np.arange(1.0, 4.0)).astype(f)))):
+                         (transposed, (np.zeros((3, n), f), np.outer(x, np.arange(1.0, 4.0)).astype(f))),
+                         (lower_triangle, (np.zeros((n, n), f), np.outer(x, x).astype(f)))):
         agrees_with_differences(kernel, device, *args)
     _, pullback = svod.vjp(all_but_last, np.zeros(n, f), x, device=device)
     assert pullback(np.ones(n, f))[1][-1] == 0.0

@@ -13,19 +13,25 @@ from svod.frontend.digests import BLOCK_WORDS, digest
 MASK = (1 << 32) - 1
 
 
-def _fmix(h: int, shifts: tuple[int, int], multiplier: int) -> int:
-    h ^= h >> shifts[0]
-    h = (h * multiplier) & MASK
-    return h ^ (h >> shifts[1])
+def _fmix(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & MASK
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & MASK
+    return h ^ (h >> 16)
+
+
+def _rotated(h: int, by: int) -> int:
+    return ((h << by) | (h >> (32 - by))) & MASK
 
 
 def _sums(data: bytes) -> tuple[int, int]:
     """The digest's two sums, one word at a time in plain Python integers."""
     first = second = 0
     for position in range(len(data) // 4):
-        word = int.from_bytes(data[4 * position:4 * position + 4], "little")
-        first += _fmix(word ^ (position & MASK), (16, 13), 0x85EBCA6B)
-        second += _fmix(((word + position) & MASK) ^ 0x68E31DA4, (15, 12), 0x2C1B3C6D)
+        mixed = _fmix(int.from_bytes(data[4 * position:4 * position + 4], "little") ^ (position & MASK))
+        first += mixed
+        second += mixed ^ _rotated(mixed, 13) ^ _rotated(mixed, 22)
     return first & MASK, second & MASK
 
 
