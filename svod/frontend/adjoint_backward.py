@@ -261,18 +261,16 @@ class Backward(WorkItem):
         work item's own elements (``plain``), which no other work item's reaches, no two into one element
         (``_apart``: a row's columns, ``x[i, 0]`` and ``x[i, 1]``)."""
         found = []
+        texts = _statements(kernel)
         for array, grad in self.grads.items():
-            if array in self.written or array in self.updated or array not in self.plain:
+            if array in self.written or array in self.updated or array not in self.plain \
+                    or any(_naming(_statements(lines), grad) for lines in passes):
                 continue
-            named = re.compile(rf"\b{re.escape(grad)}\b")
-            if any(named.search(text) for lines in passes for text, _ in lines):
-                continue
-            texts = [part for text, _ in kernel for part in text.split("\n")]
-            places = [k for k, text in enumerate(texts) if named.search(text)]
+            places = _naming(texts, grad)
             adds = [texts[k].lstrip() for k in places]
             if places and all(text.startswith(f"{grad}[") and "] += " in text for text in adds) \
                     and all(_conditional(texts, k) for k in places) \
-                    and _apart([text[len(grad) + 1:text.index("] += ")] for text in adds]):
+                    and _apart([_added_at(text, grad) for text in adds]):
                 found.append(array)
         return frozenset(found)
 
@@ -285,15 +283,14 @@ class Backward(WorkItem):
         stops = [_stop(loop) for loop in nest]
         if any(stop is None or names_in([(stop, 0)])[0] & set(self.loops) for stop in stops):
             return ()  # (an extent that is a loop's variable varies: a triangle's inner loop reaches no square)
-        texts = [part for text, _ in kernel for part in text.split("\n")]
+        texts = _statements(kernel)
         found = []
         for array in sorted(storable):
             grad = self.grads[array]
-            named = re.compile(rf"\b{re.escape(grad)}\b")
-            adds = [text for text in texts if named.search(text)]
-            if len(adds) != 1 or not adds[0].startswith(f"{grad}["):  # (indented: under an if)
+            places = _naming(texts, grad)
+            if len(places) != 1 or not texts[places[0]].startswith(f"{grad}["):  # (indented: under an if)
                 continue
-            index = ast.parse(adds[0][len(grad) + 1:adds[0].index("] += ")], mode="eval").body
+            index = ast.parse(_added_at(texts[places[0]], grad), mode="eval").body
             where = place(index, self.loops)
             if where is None or len(components(index)) != len(nest):
                 continue
@@ -322,6 +319,22 @@ class Backward(WorkItem):
         if carry:
             lines += [(f"{c.phi} = {c.end}", loop.line) for c in loop.carried]
         return lines or [("pass", loop.line)]
+
+
+def _statements(kernel: Lines) -> list[str]:
+    """A kernel's source lines, each holding one statement (or its header)."""
+    return [part for text, _ in kernel for part in text.split("\n")]
+
+
+def _naming(texts: list[str], grad: str) -> list[int]:
+    """The lines of ``texts`` that name the adjoint ``grad``."""
+    named = re.compile(rf"\b{re.escape(grad)}\b")
+    return [k for k, text in enumerate(texts) if named.search(text)]
+
+
+def _added_at(add: str, grad: str) -> str:
+    """The index of ``grad[index] += ...`` (``add`` stripped of its indent)."""
+    return add[len(grad) + 1:add.index("] += ")]
 
 
 def _stop(loop: ast.For) -> str | None:

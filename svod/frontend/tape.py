@@ -719,9 +719,7 @@ class Tape:
         spent = frozenset(name for name, key in zip(names, keys, strict=True)
                           if key in record.spent) & stored_once(record.kernel)
         named = dict(zip(parameters, args, strict=False))
-        covered = [record.adjoint.covers(name, named) for name in names]
-        adjoints, fresh, repeated, uninitialised = self._adjoints(record, keys, running, covered)
-        unset = frozenset(name for name, taken in zip(names, uninitialised, strict=True) if taken)
+        adjoints, fresh, repeated, unset = self._adjoints(record, names, keys, running, named)
         given = dict(zip(names, adjoints, strict=True))
         news = dict(zip(names, fresh, strict=True))
         writes = record.adjoint.writes(given, news, spent)
@@ -735,34 +733,36 @@ class Tape:
         for key, value in repeated:
             running[key] += value
 
-    def _adjoints(self, record: _Record, keys: list[Key | None], running: dict[Key, np.ndarray],
-                  covered: list[bool]) -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]],
-                                                list[bool]]:
-        """Per array of the record's adjoint: its running adjoint (None where dead; new zeros for one not
-        taken yet, uninitialised where the adjoint stores every element of it, ``covered``), whether that holds
-        zeros only (or is new), the arrays of the second adjoints of arrays passed twice, and per array whether
-        its adjoint was taken uninitialised."""
+    def _adjoints(self, record: _Record, names: list[str], keys: list[Key | None], running: dict[Key, np.ndarray],
+                  args: dict[str, Any]) -> tuple[list[np.ndarray | None], list[bool], list[tuple[Key, np.ndarray]],
+                                                 frozenset[str]]:
+        """Per array of the record's adjoint (``names``, ``keys``): its running adjoint (None where dead; new zeros
+        for one not taken yet, uninitialised where the adjoint stores every element of it for a call on ``args``:
+        ``Adjoint.covers``), whether that holds zeros only (or is new), the arrays of the second adjoints of arrays
+        passed twice, and the names of the adjoints taken uninitialised."""
         adjoints: list[np.ndarray | None] = []
         fresh: list[bool] = []
         repeated: list[tuple[Key, np.ndarray]] = []
-        uninitialised: list[bool] = []
-        for key, whole in zip(keys, covered, strict=True):
+        unset: set[str] = set()
+        for name, key in zip(names, keys, strict=True):
             assert key is not None
-            uninitialised.append(whole and key not in record.dead and key not in running)
             if key in record.dead:
                 adjoints.append(None)
                 fresh.append(True)
                 continue
             fresh.append(key not in running)
             if key not in running:
+                whole = record.adjoint.covers(name, args)
                 running[key] = self._new(self._arrays[key], self._gives(key), zeroed=not whole)
+                if whole:
+                    unset.add(name)
             if any(running[key] is given for given in adjoints):
                 repeated.append((key, self._new(running[key], False)))
                 adjoints.append(repeated[-1][1])
                 fresh[-1] = True
             else:
                 adjoints.append(running[key])
-        return adjoints, fresh, repeated, uninitialised
+        return adjoints, fresh, repeated, frozenset(unset)
 
     def _new(self, like: np.ndarray, given: bool, zeroed: bool = True) -> np.ndarray:
         """A new adjoint for ``like``, laid out as it is, of zeros where ``zeroed`` (else uninitialised: the
